@@ -1,0 +1,274 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// catalogMiB is one MiB; nvidia-smi reports totals in MiB.
+const catalogMiB int64 = 1 << 20
+
+// Conventions for every catalog entry:
+//
+//   - Memory is the total that nvidia-smi reports as memory.total (MiB,
+//     converted to bytes exactly). PyTorch's total_memory can be a few
+//     hundred MiB lower on recent drivers, which subtract a "reserved"
+//     region from it; where an entry chose otherwise it says so.
+//   - BF16TFLOPS is the dense (not 2:4 sparse) bf16/fp16 tensor-core peak
+//     with fp32 accumulation; FP8TFLOPS likewise, 0 when unsupported.
+//   - LinkGBps and PCIeGBps are per direction (half the bidirectional
+//     figure that datasheets print). LinkGBps is 0 for PCIe-only cards.
+//   - PCIe per direction: Gen3 x16 16 GB/s, Gen4 x16 32 GB/s, Gen5 x16
+//     64 GB/s (calibration.md D2).
+//   - Context is the CUDA context plus loaded kernels. V100 entries use the
+//     measured 1,343 MiB of calibration.md B1 row 0 (torch 1.x, eager
+//     module loading). Others use 500 MiB, a documented typical value with
+//     lazy module loading (CUDA_MODULE_LOADING=LAZY, the default from CUDA
+//     11.7 and PyTorch 2.x); it is not a measurement of that card.
+//
+// "cal D1" below means shared/research/calibration.md section D1.
+const catalogLazyContext = 500 * catalogMiB
+
+// Catalog returns the known devices, a fresh slice on every call.
+func Catalog() []Device {
+	return []Device{
+		{
+			// V100 has no bf16; BF16TFLOPS holds its fp16 tensor peak.
+			Name: "V100-16GB", Memory: 16_160 * catalogMiB,
+			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
+			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB,
+			Source: "cal D1 (V100 SXM2, RECALLED): 125 TFLOPS fp16 tensor, 900 GB/s, NVLink2 300 GB/s; " +
+				"memory 16,160 MiB as nvidia-smi reports for V100-SXM2-16GB; " +
+				"context 1,343 MiB measured, cal B1 row 0",
+		},
+		{
+			Name: "V100-32GB", Memory: 32_510 * catalogMiB,
+			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
+			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB,
+			Source: "cal D1 (V100 SXM2, RECALLED); memory 32,510 MiB as nvidia-smi reports for " +
+				"V100-SXM2-32GB (RECALLED); context as V100-16GB (same chip), cal B1 row 0",
+		},
+		{
+			Name: "A100-40GB", Memory: 40_960 * catalogMiB,
+			BF16TFLOPS: 312, FP32TFLOPS: 19.5, HBMGBps: 1_555,
+			LinkGBps: 300, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "cal D1 (A100 SXM4 40GB datasheet): 312 TFLOPS, 1,555 GB/s, NVLink3 600 GB/s; " +
+				"memory 40,960 MiB (nvidia-smi total; some drivers show 40,536 MiB); PCIe Gen4; " +
+				"context: typical lazy-loading value",
+		},
+		{
+			Name: "A100-80GB", Memory: 81_920 * catalogMiB,
+			BF16TFLOPS: 312, FP32TFLOPS: 19.5, HBMGBps: 2_039,
+			LinkGBps: 300, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "cal D1 (A100 SXM4 80GB datasheet): 312 TFLOPS, 2,039 GB/s, NVLink3 600 GB/s; " +
+				"memory 81,920 MiB (nvidia-smi total); PCIe Gen4; context: typical lazy-loading value",
+		},
+		{
+			Name: "H100-80GB", Memory: 81_559 * catalogMiB,
+			BF16TFLOPS: 989.4, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 3_350,
+			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
+			Source: "cal D1 (H100 SXM5 datasheet): 989.4 TFLOPS bf16, 1,979 fp8, 3.35 TB/s, " +
+				"NVLink4 450 GB/s per direction; memory 81,559 MiB (nvidia-smi total); PCIe Gen5; " +
+				"context: typical lazy-loading value",
+		},
+		{
+			Name: "H100-PCIe", Memory: 81_559 * catalogMiB,
+			BF16TFLOPS: 756, FP32TFLOPS: 51, FP8TFLOPS: 1_513, HBMGBps: 2_000,
+			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
+			Source: "cal D1 (H100 PCIe datasheet): 756 TFLOPS bf16, 1,513 fp8, 2.0 TB/s, " +
+				"NVLink bridge 600 GB/s (300 per direction), PCIe Gen5; memory 81,559 MiB assumed " +
+				"equal to H100 SXM (RECALLED); context: typical lazy-loading value",
+		},
+		{
+			Name: "H100-NVL", Memory: 95_830 * catalogMiB,
+			BF16TFLOPS: 835, FP32TFLOPS: 60, FP8TFLOPS: 1_670, HBMGBps: 3_900,
+			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
+			Source: "cal D1 (SECONDARY): 94 GB HBM3, 3.9 TB/s, NVLink 600 GB/s; bf16 835 and fp8 " +
+				"1,670 dense are half the datasheet's sparse 1,671/3,341 (RECALLED); memory 95,830 MiB " +
+				"as nvidia-smi reports (NVIDIA/gpu-admin-tools issue 4); context: typical lazy-loading value",
+		},
+		{
+			// The H200 of SEEDS.md story 1: 143,771 MiB exactly.
+			Name: "H200", Memory: 143_771 * catalogMiB,
+			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
+			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
+			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
+				"NVLink4 900 GB/s; memory 143,771 MiB as reported on the card of SEEDS.md story 1; " +
+				"context: typical lazy-loading value",
+		},
+		{
+			Name: "B200", Memory: 183_359 * catalogMiB,
+			BF16TFLOPS: 2_250, FP32TFLOPS: 75, FP8TFLOPS: 4_500, HBMGBps: 8_000,
+			LinkGBps: 900, PCIeGBps: 64, Context: catalogLazyContext,
+			Source: "cal D1 (B200 HGX 1000 W): 2,250 TFLOPS bf16, 4,500 fp8, 8 TB/s, NVLink5 1.8 TB/s; " +
+				"memory 183,359 MiB as nvidia-smi reports (NVIDIA/TensorRT-LLM issue 10278; = 179 GiB, " +
+				"matching cal D1's 179 GB usable); fp32 75 RECALLED; context: typical lazy-loading value",
+		},
+		{
+			Name: "MI300X", Memory: 196_592 * catalogMiB,
+			BF16TFLOPS: 1_307.4, FP32TFLOPS: 163.4, FP8TFLOPS: 2_614.9, HBMGBps: 5_300,
+			LinkGBps: 448, PCIeGBps: 64, Context: catalogLazyContext,
+			Source: "cal D1 (AMD datasheet, RECALLED): 1,307.4 TFLOPS bf16, 2,614.9 fp8, 5.3 TB/s, " +
+				"Infinity Fabric 896 GB/s (448 per direction); memory 196,592 MiB = 8 CPX partitions of " +
+				"25,767,706,624 B (ROCm/legacy-rocm-build issue 4750); fp32 163.4 RECALLED; " +
+				"context: the CUDA typical value, not measured on ROCm",
+		},
+		{
+			Name: "L40S", Memory: 46_068 * catalogMiB,
+			BF16TFLOPS: 362.05, FP32TFLOPS: 91.6, FP8TFLOPS: 733, HBMGBps: 864,
+			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "cal D1 (L40S datasheet): 362.05 TFLOPS bf16, 733 fp8, 864 GB/s, PCIe Gen4, " +
+				"no NVLink; memory 46,068 MiB as nvidia-smi reports with ECC on, the default " +
+				"(akash-network/provider-configs PR 99); fp32 91.6 RECALLED; context: typical lazy-loading value",
+		},
+		{
+			Name: "A6000", Memory: 49_140 * catalogMiB,
+			BF16TFLOPS: 154.8, FP32TFLOPS: 38.7, HBMGBps: 768,
+			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "RTX A6000 datasheet (RECALLED, not in cal D1): 309.7 TFLOPS sparse tensor = 154.8 " +
+				"dense, 768 GB/s GDDR6, NVLink bridge 112.5 GB/s; memory 49,140 MiB as nvidia-smi " +
+				"reports with ECC off (RECALLED); context: typical lazy-loading value",
+		},
+		{
+			Name: "RTX-3090", Memory: 24_576 * catalogMiB,
+			BF16TFLOPS: 71, FP32TFLOPS: 35.6, HBMGBps: 936.2,
+			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "cal D1: 71 TFLOPS with fp32 accumulate, 936.2 GB/s, NVLink bridge 112.5 GB/s " +
+				"(RECALLED); memory 24,576 MiB as nvidia-smi reports on recent drivers " +
+				"(noonghunna/club-3090 issues; older Linux drivers show 24,268 MiB); " +
+				"context: typical lazy-loading value",
+		},
+		{
+			Name: "RTX-4090", Memory: 24_564 * catalogMiB,
+			BF16TFLOPS: 165.2, FP32TFLOPS: 82.6, FP8TFLOPS: 660.6, HBMGBps: 1_008,
+			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "cal D1: 165.2 TFLOPS with fp32 accumulate, fp8 660.6, 1,008 GB/s, PCIe Gen4 only; " +
+				"memory 24,564 MiB as nvidia-smi reports (RLinf/RLinf issue 255; PyTorch then reports " +
+				"about 23.64 GiB total capacity); context: typical lazy-loading value",
+		},
+	}
+}
+
+// deviceAliases maps normalized common names to catalog names.
+func deviceAliases() map[string]string {
+	return map[string]string{
+		"v100":         "V100-16GB",
+		"v100sxm2":     "V100-16GB",
+		"v100sxm216gb": "V100-16GB",
+		"v100sxm232gb": "V100-32GB",
+		"a100":         "A100-80GB",
+		"a100sxm4":     "A100-80GB",
+		"a100sxm480gb": "A100-80GB",
+		"a100sxm440gb": "A100-40GB",
+		"h100":         "H100-80GB",
+		"h100sxm":      "H100-80GB",
+		"h100sxm5":     "H100-80GB",
+		"h100sxm580gb": "H100-80GB",
+		"h10080gbhbm3": "H100-80GB",
+		"h100nvl94gb":  "H100-NVL",
+		"h200sxm":      "H200",
+		"h200141gb":    "H200",
+		"h200sxm141gb": "H200",
+		"mi300":        "MI300X",
+		"a6000":        "A6000",
+		"rtxa6000":     "A6000",
+		"3090":         "RTX-3090",
+		"4090":         "RTX-4090",
+	}
+}
+
+// normalizeDeviceName folds case and drops separators and vendor words, so
+// "NVIDIA GeForce RTX 4090", "rtx_4090" and "RTX-4090" compare equal.
+func normalizeDeviceName(s string) string {
+	s = strings.ToLower(s)
+	for _, w := range []string{"nvidia", "geforce", "tesla", "amd", "instinct"} {
+		s = strings.ReplaceAll(s, w, "")
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// LookupDevice finds a catalog device by name, case-insensitively and
+// ignoring separators ("h100-80gb", "H100 80GB"), or by a common alias
+// ("H100" is the 80 GB SXM part, "A100" the 80 GB SXM part). An unknown
+// name gives an error listing the close matches.
+func LookupDevice(name string) (Device, error) {
+	cat := Catalog()
+	key := normalizeDeviceName(name)
+	if key != "" {
+		if canon, ok := deviceAliases()[key]; ok {
+			key = normalizeDeviceName(canon)
+		}
+		for _, d := range cat {
+			if normalizeDeviceName(d.Name) == key {
+				return d, nil
+			}
+		}
+	}
+	if close := closeDeviceNames(key, cat); len(close) > 0 {
+		return Device{}, fmt.Errorf("unknown gpu %q (close matches: %s)", name, strings.Join(close, ", "))
+	}
+	names := make([]string, len(cat))
+	for i, d := range cat {
+		names[i] = d.Name
+	}
+	return Device{}, fmt.Errorf("unknown gpu %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+// closeDeviceNames returns up to four catalog names near key: those that
+// share a prefix with it, or are within an edit distance of a third of
+// its length, nearest first.
+func closeDeviceNames(key string, cat []Device) []string {
+	if key == "" {
+		return nil
+	}
+	type cand struct {
+		name string
+		dist int
+	}
+	var cands []cand
+	limit := max(2, len(key)/3)
+	for _, d := range cat {
+		n := normalizeDeviceName(d.Name)
+		dist := catalogEditDistance(key, n)
+		if strings.HasPrefix(n, key) || strings.HasPrefix(key, n) {
+			dist = min(dist, 1)
+		}
+		if dist <= limit {
+			cands = append(cands, cand{d.Name, dist})
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].dist < cands[j].dist })
+	var out []string
+	for i := 0; i < len(cands) && i < 4; i++ {
+		out = append(out, cands[i].name)
+	}
+	return out
+}
+
+// catalogEditDistance is the Levenshtein distance between a and b (bytes).
+func catalogEditDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
