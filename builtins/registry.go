@@ -1,0 +1,129 @@
+package builtins
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+)
+
+// BuiltinFunc is the Go signature of a builtin function.
+type BuiltinFunc func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
+
+// Builtin is one predeclared name with its documentation.
+type Builtin struct {
+	Name  string         // "gpu", or "optim.adamw" (the dot makes a module member)
+	Sig   string         // "gpu(name, memory=None, ...)"; starts with Name
+	Doc   string         // first sentence: the one-line summary
+	Fn    BuiltinFunc    // a function; or
+	Value starlark.Value // a constant or module value (immutable)
+}
+
+// Summary is the first sentence of Doc.
+func (b Builtin) Summary() string {
+	d := strings.TrimSpace(b.Doc)
+	if i := strings.Index(d, ". "); i >= 0 {
+		d = d[:i+1]
+	}
+	if i := strings.IndexByte(d, '\n'); i >= 0 {
+		d = d[:i]
+	}
+	return d
+}
+
+// tables lists every file's table of builtins. Adding a file of builtins
+// means adding one line here.
+func tables() [][]Builtin {
+	return [][]Builtin{
+		unitBuiltins(),
+		dtypeBuiltins(),
+		gpuBuiltins(),
+		moduleBuiltins(),
+	}
+}
+
+// All returns every registered builtin, sorted by name.
+func All() []Builtin {
+	var all []Builtin
+	for _, t := range tables() {
+		all = append(all, t...)
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Name < all[j].Name })
+	return all
+}
+
+// Lookup returns the builtin with the given (possibly dotted) name.
+func Lookup(name string) (Builtin, bool) {
+	for _, t := range tables() {
+		for _, b := range t {
+			if b.Name == name {
+				return b, true
+			}
+		}
+	}
+	return Builtin{}, false
+}
+
+// Predeclared returns a fresh, frozen dict of all memsh builtins, constants
+// and modules. Dotted names are gathered into starlarkstruct modules. It
+// panics on a malformed registry (duplicate names, an entry with both or
+// neither of Fn and Value), which registry_test.go rules out.
+func Predeclared() starlark.StringDict {
+	d := starlark.StringDict{}
+	modules := map[string]starlark.StringDict{}
+	docOnly := map[string]bool{}
+	for _, b := range All() {
+		var v starlark.Value
+		switch {
+		case b.Fn != nil && b.Value != nil:
+			panic(fmt.Sprintf("builtins: %s has both Fn and Value", b.Name))
+		case b.Fn != nil:
+			v = starlark.NewBuiltin(b.Name, guard(b.Name, b.Fn))
+		case b.Value != nil:
+			v = b.Value
+		default:
+			docOnly[b.Name] = true
+			continue
+		}
+		if mod, member, ok := strings.Cut(b.Name, "."); ok {
+			if modules[mod] == nil {
+				modules[mod] = starlark.StringDict{}
+			}
+			if _, dup := modules[mod][member]; dup {
+				panic(fmt.Sprintf("builtins: duplicate name %s", b.Name))
+			}
+			modules[mod][member] = v
+			continue
+		}
+		if _, dup := d[b.Name]; dup {
+			panic(fmt.Sprintf("builtins: duplicate name %s", b.Name))
+		}
+		d[b.Name] = v
+	}
+	for name, members := range modules {
+		if _, dup := d[name]; dup {
+			panic(fmt.Sprintf("builtins: module %s clashes with a builtin of that name", name))
+		}
+		d[name] = &starlarkstruct.Module{Name: name, Members: members}
+		delete(docOnly, name)
+	}
+	for name := range docOnly {
+		panic(fmt.Sprintf("builtins: %s has neither Fn nor Value nor module members", name))
+	}
+	d.Freeze()
+	return d
+}
+
+// guard wraps fn so that a Go panic becomes an ordinary Starlark error.
+func guard(name string, fn BuiltinFunc) BuiltinFunc {
+	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (v starlark.Value, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				v, err = nil, fmt.Errorf("internal error in %s: %v", name, r)
+			}
+		}()
+		return fn(thread, b, args, kwargs)
+	}
+}

@@ -1,0 +1,52 @@
+package builtins
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"go.starlark.net/starlark"
+)
+
+// stateKey is the thread-local key of the per-run State.
+const stateKey = "memsh.state"
+
+// State is what one run of a script shares across its threads: where output
+// goes, whether it may be coloured, how files are read, and the run's
+// context. Package lang creates it; builtins read it with StateOf.
+type State struct {
+	// Out receives print() output and rendered reports.
+	Out io.Writer
+	// Color says whether Out accepts ANSI colour.
+	Color bool
+	// Context is cancelled on Ctrl-C; long-running builtins should poll it.
+	Context context.Context
+	// ReadFile reads name relative to the script file from (a file name as
+	// it appears in positions), refusing paths that leave the script's
+	// folder tree. Nil means file access is not available.
+	ReadFile func(from, name string) ([]byte, error)
+}
+
+// Attach stores s in thread's locals. Call it before execution starts.
+func (s *State) Attach(thread *starlark.Thread) { thread.SetLocal(stateKey, s) }
+
+// StateOf returns the State attached to thread. It panics when none is,
+// which is a bug in the host (the builtin wrapper reports it as an
+// internal error).
+func StateOf(thread *starlark.Thread) *State {
+	s, ok := thread.Local(stateKey).(*State)
+	if !ok || s == nil {
+		panic("internal error: memsh state not set")
+	}
+	return s
+}
+
+// ReadScriptFile reads name relative to the file of the Starlark code that
+// called the running builtin, inside the script's folder tree.
+func ReadScriptFile(thread *starlark.Thread, name string) ([]byte, error) {
+	st := StateOf(thread)
+	if st.ReadFile == nil {
+		return nil, fmt.Errorf("cannot read %q: file access is not available here", name)
+	}
+	return st.ReadFile(CallerPos(thread).Filename(), name)
+}
