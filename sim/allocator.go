@@ -1,0 +1,172 @@
+package sim
+
+// allocator models PyTorch's CUDA caching allocator
+// (c10/cuda/CUDACachingAllocator.cpp) closely enough to give reserved
+// memory and fragmentation:
+//
+//   - requests round up to 512 B (kMinBlockSize);
+//   - requests <= 1 MiB come from the small pool, carved from 2 MiB
+//     segments (kSmallBuffer); larger ones from the large pool, whose new
+//     segments are 20 MiB (kLargeBuffer) for requests under 10 MiB
+//     (kMinLargeAlloc) and the request rounded up to 2 MiB (kRoundLarge)
+//     otherwise;
+//   - a free block is found best-fit within the pool and split when the
+//     remainder is >= 512 B (small) or > 1 MiB (large);
+//   - freed blocks merge with free neighbours and stay cached;
+//   - when a new segment does not fit under the limit, cached segments
+//     that are wholly free are released and the request is retried; if it
+//     still does not fit, that allocation is the OOM.
+type allocator struct {
+	limit     int64 // bytes PyTorch may reserve (capacity minus non-PyTorch memory)
+	reserved  int64
+	allocated int64
+	free      [2][]*block // per pool: free blocks
+	segments  []*segment
+}
+
+const (
+	minBlock      = 512
+	smallSize     = 1 << 20
+	smallBuffer   = 2 << 20
+	largeBuffer   = 20 << 20
+	minLargeAlloc = 10 << 20
+	roundLarge    = 2 << 20
+)
+
+type segment struct {
+	size  int64
+	pool  int
+	first *block
+}
+
+type block struct {
+	seg        *segment
+	off, size  int64
+	free       bool
+	prev, next *block
+}
+
+func roundSize(n int64) int64 {
+	if n < minBlock {
+		return minBlock
+	}
+	return (n + minBlock - 1) / minBlock * minBlock
+}
+
+func poolOf(size int64) int {
+	if size <= smallSize {
+		return 0
+	}
+	return 1
+}
+
+func segmentSize(size int64) int64 {
+	switch {
+	case size <= smallSize:
+		return smallBuffer
+	case size < minLargeAlloc:
+		return largeBuffer
+	}
+	return (size + roundLarge - 1) / roundLarge * roundLarge
+}
+
+// alloc returns the block for a request of n bytes; ok is false when the
+// request does not fit under the limit even after releasing cached
+// segments (the block is still granted so the replay can go on and report
+// what the step would need).
+func (a *allocator) alloc(n int64) (blk *block, ok bool) {
+	size := roundSize(n)
+	pool := poolOf(size)
+	ok = true
+	b := a.bestFit(pool, size)
+	if b == nil {
+		segSize := segmentSize(size)
+		if a.limit > 0 && a.reserved+segSize > a.limit {
+			a.releaseCached()
+			if a.reserved+segSize > a.limit {
+				ok = false
+			}
+		}
+		seg := &segment{size: segSize, pool: pool}
+		b = &block{seg: seg, size: segSize, free: true}
+		seg.first = b
+		a.segments = append(a.segments, seg)
+		a.reserved += segSize
+		a.free[pool] = append(a.free[pool], b)
+	}
+	a.removeFree(b)
+	rest := b.size - size
+	if (pool == 0 && rest >= minBlock) || (pool == 1 && rest > smallSize) {
+		r := &block{seg: b.seg, off: b.off + size, size: rest, free: true, prev: b, next: b.next}
+		if b.next != nil {
+			b.next.prev = r
+		}
+		b.next = r
+		b.size = size
+		a.free[pool] = append(a.free[pool], r)
+	}
+	b.free = false
+	a.allocated += b.size
+	return b, ok
+}
+
+// release returns a block to the cache, merging free neighbours.
+func (a *allocator) release(b *block) {
+	a.allocated -= b.size
+	b.free = true
+	pool := b.seg.pool
+	if n := b.next; n != nil && n.free {
+		a.removeFree(n)
+		b.size += n.size
+		b.next = n.next
+		if n.next != nil {
+			n.next.prev = b
+		}
+	}
+	if p := b.prev; p != nil && p.free {
+		a.removeFree(p)
+		p.size += b.size
+		p.next = b.next
+		if b.next != nil {
+			b.next.prev = p
+		}
+		b = p
+	}
+	a.free[pool] = append(a.free[pool], b)
+}
+
+func (a *allocator) bestFit(pool int, size int64) *block {
+	var best *block
+	for _, b := range a.free[pool] {
+		if b.size >= size && (best == nil || b.size < best.size) {
+			best = b
+		}
+	}
+	return best
+}
+
+func (a *allocator) removeFree(b *block) {
+	fl := a.free[b.seg.pool]
+	for i, x := range fl {
+		if x == b {
+			fl[i] = fl[len(fl)-1]
+			a.free[b.seg.pool] = fl[:len(fl)-1]
+			return
+		}
+	}
+}
+
+// releaseCached frees every segment that holds no allocation
+// (release_cached_blocks, as PyTorch does before reporting an OOM).
+func (a *allocator) releaseCached() {
+	kept := a.segments[:0]
+	for _, s := range a.segments {
+		if s.first.free && s.first.next == nil {
+			a.removeFree(s.first)
+			a.reserved -= s.size
+			continue
+		}
+		kept = append(kept, s)
+	}
+	a.segments = kept
+}

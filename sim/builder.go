@@ -1,0 +1,208 @@
+package sim
+
+// builder lowers layers into a program for one micro-batch.
+type builder struct {
+	p      *program
+	batch  int64 // sequences (or samples) in the micro-batch
+	seq    int64 // tokens per sequence (1 for non-sequence models)
+	prec   Precision
+	rt     Runtime
+	ckpt   Checkpoint
+	lora   *LoRA
+	quant  DType // quantized frozen base weights (NF4, INT8), InvalidDType when none
+	eval   bool  // eval mode: no autograd, no saves, dropout off
+	path   []string
+	region int32 // current checkpoint region, 0 = none
+	block  int   // index of the current repeated block (for checkpoint(every=k))
+}
+
+// scope pushes a name onto the module path; the returned func pops it.
+func (b *builder) scope(name string) func() {
+	if name == "" {
+		return func() {}
+	}
+	b.path = append(b.path, name)
+	return func() { b.path = b.path[:len(b.path)-1] }
+}
+
+func (b *builder) name(n string) string {
+	return joinName(append(append([]string(nil), b.path...), n)...)
+}
+
+func (b *builder) val(v Value) *valueInfo { return &b.p.values[v] }
+
+func (b *builder) shape(v Value) []int64 { return b.p.values[v].shape }
+
+func (b *builder) dtype(v Value) DType { return b.p.values[v].dtype }
+
+func (b *builder) last(v Value) int64 {
+	s := b.p.values[v].shape
+	return s[len(s)-1]
+}
+
+// withLast returns shape s with its last dimension replaced.
+func withLast(s []int64, n int64) []int64 {
+	out := append([]int64(nil), s...)
+	out[len(out)-1] = n
+	return out
+}
+
+func numel(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
+// rows is the product of all but the last dimension (tokens for [b, s, h]).
+func rows(shape []int64) int64 { return numel(shape[:len(shape)-1]) }
+
+// param registers a parameter tensor and returns its index.
+func (b *builder) param(name string, shape []int64, role string) int32 {
+	n := numel(shape)
+	trainable := !b.eval
+	if b.lora != nil && role != "norm-lora" {
+		trainable = false // LoRA freezes the base; adapters register their own
+	}
+	b.p.params = append(b.p.params, paramInfo{
+		name: b.name(name), shape: shape, numel: n, fullNumel: n,
+		trainable: trainable, role: role, tiedTo: -1,
+	})
+	return int32(len(b.p.params) - 1)
+}
+
+// adapterParam registers a trainable parameter that stays trainable under LoRA.
+func (b *builder) adapterParam(name string, shape []int64, role string) int32 {
+	i := b.param(name, shape, role)
+	b.p.params[i].trainable = !b.eval
+	return i
+}
+
+func (b *builder) trainable(pi int32) bool {
+	p := &b.p.params[pi]
+	if p.tiedTo >= 0 {
+		return b.p.params[p.tiedTo].trainable
+	}
+	return p.trainable
+}
+
+// addOp appends an op reading ins and params and returns its index.
+func (b *builder) addOp(kind, name string, ins []Value, params ...int32) int32 {
+	b.p.ops = append(b.p.ops, opInfo{
+		name: b.name(name), kind: kind, in: ins, params: params, region: b.region,
+	})
+	return int32(len(b.p.ops) - 1)
+}
+
+func (b *builder) op(i int32) *opInfo { return &b.p.ops[i] }
+
+// out adds an output of op i. It requires grad when an input does or the op
+// reads a trainable parameter.
+func (b *builder) out(i int32, name string, shape []int64, dt DType, why string) Value {
+	o := &b.p.ops[i]
+	grad := false
+	if !b.eval && dt.Float() {
+		for _, v := range o.in {
+			if b.p.values[v].grad {
+				grad = true
+			}
+		}
+		for _, pi := range o.params {
+			if b.trainable(pi) {
+				grad = true
+			}
+		}
+	}
+	b.p.values = append(b.p.values, valueInfo{
+		name: b.name(name), shape: shape, dtype: dt, bytes: dt.Bytes(numel(shape)),
+		grad: grad, cat: CatActivations, producer: i, why: why,
+	})
+	v := Value(len(b.p.values) - 1)
+	o.out = append(o.out, v)
+	if o.bytes == 0 {
+		o.bytes = float64(b.p.values[v].bytes)
+	} else {
+		o.bytes += float64(b.p.values[v].bytes)
+	}
+	return v
+}
+
+// save marks storages autograd keeps for op i's backward (none in eval).
+func (b *builder) save(i int32, vs ...Value) {
+	if b.eval {
+		return
+	}
+	o := &b.p.ops[i]
+	recorded := false // autograd records the op only when an output requires grad
+	for _, v := range o.out {
+		recorded = recorded || b.p.values[v].grad
+	}
+	if !recorded {
+		return
+	}
+	for _, v := range vs {
+		if v == noValue {
+			continue
+		}
+		dup := false
+		for _, s := range o.saved {
+			if s == v {
+				dup = true
+			}
+		}
+		if !dup {
+			o.saved = append(o.saved, v)
+		}
+	}
+}
+
+func (b *builder) grad(v Value) bool { return b.p.values[v].grad }
+
+// cast returns x in dtype dt, adding a copy op when it differs (aten::_to_copy,
+// which saves nothing for backward).
+func (b *builder) cast(x Value, dt DType, why string) Value {
+	if b.dtype(x) == dt {
+		return x
+	}
+	i := b.addOp("cast", "to_"+dt.Name(), []Value{x})
+	y := b.out(i, b.lastName(x)+"."+dt.Name(), b.shape(x), dt, why)
+	b.op(i).bytes += float64(b.val(x).bytes)
+	return y
+}
+
+func (b *builder) lastName(v Value) string {
+	n := b.p.values[v].name
+	for i := len(n) - 1; i >= 0; i-- {
+		if n[i] == '.' {
+			return n[i+1:]
+		}
+	}
+	return n
+}
+
+// promote is PyTorch's type promotion for two float tensors.
+func promote(a, c DType) DType {
+	if a == FP32 || c == FP32 {
+		return FP32
+	}
+	if a == FP64 || c == FP64 {
+		return FP64
+	}
+	return a
+}
+
+// beginRegion starts a checkpoint region unless one is open; the returned
+// func closes it.
+func (b *builder) beginRegion(name string) func() {
+	if b.region != 0 || b.eval {
+		return func() {}
+	}
+	b.p.regions = append(b.p.regions, region{name: b.name(name), first: int32(len(b.p.ops))})
+	id := int32(len(b.p.regions))
+	b.region = id
+	return func() {
+		b.p.regions[id-1].end = int32(len(b.p.ops))
+		b.region = 0
+	}
+}

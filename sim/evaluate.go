@@ -1,0 +1,242 @@
+package sim
+
+import "strings"
+
+// Evaluate replays one steady-state step of the plan on one GPU.
+func Evaluate(plan *Plan, opts Options) (*Report, error) {
+	if err := plan.Validate(); err != nil {
+		return nil, err
+	}
+	prog, err := plan.lowerProgram()
+	if err != nil {
+		return nil, err
+	}
+	dev := plan.Device
+	overheads := []Overhead{{
+		Name: "cuda_context", Bytes: dev.Context,
+		Source: "CUDA context and loaded kernels for " + dev.Name + " (" + dev.Source + ")",
+	}}
+	var nonTorch int64
+	for _, o := range overheads {
+		nonTorch += o.Bytes
+	}
+	r := newReplay(prog, plan, opts, dev.Memory-nonTorch)
+	r.setup()
+	r.forward()
+	if plan.Phase != "eval" {
+		r.backward()
+		r.optimizerStep()
+	}
+	r.finish()
+	rep := r.rep
+	rep.Capacity = dev.Memory
+	rep.Overheads = overheads
+	rep.DeviceUsed = rep.PeakReserved + nonTorch + rep.States.pagedBytes(plan)
+	rep.Headroom = dev.Memory - rep.DeviceUsed
+	rep.Fits = rep.OOM == nil && rep.Headroom >= 0
+	rep.Params = plan.Model.Params()
+	for _, p := range prog.params {
+		if p.trainable && p.tiedTo < 0 {
+			rep.TrainableParams += p.fullNumel
+		}
+	}
+	rep.Breakdown = make([]Share, 0, numCategories+2)
+	for c := Category(0); c < numCategories; c++ {
+		rep.Breakdown = append(rep.Breakdown, Share{Name: c.String(), Bytes: rep.peakCat[c]})
+	}
+	rep.Breakdown = append(rep.Breakdown,
+		Share{Name: "fragmentation", Bytes: rep.peakReservedThen - rep.PeakAllocated},
+		Share{Name: "context", Bytes: nonTorch})
+	return rep, nil
+}
+
+// pagedBytes is optimizer state in CUDA unified memory (paged optimizers):
+// on the device, but not in PyTorch's allocator.
+func (s States) pagedBytes(plan *Plan) int64 {
+	if plan.Optimizer.Paged() {
+		return s.Optimizer
+	}
+	return 0
+}
+
+// cublasWorkspace is the cuBLAS workspace PyTorch allocates through its
+// caching allocator per handle and stream (aten/src/ATen/cuda/
+// CublasHandlePool.cpp, getChosenWorkspaceSize): 4096 KiB * 8 on Hopper and
+// newer, 4096 KiB * 2 + 16 KiB * 8 before.
+func cublasWorkspace(d Device) int64 {
+	n := strings.ToUpper(d.Name)
+	if strings.HasPrefix(n, "H1") || strings.HasPrefix(n, "H2") || strings.HasPrefix(n, "B") || strings.HasPrefix(n, "GB") {
+		return 4096 * 1024 * 8
+	}
+	return 4096*1024*2 + 16*1024*8
+}
+
+// setup allocates what exists before the step: parameters, master weights,
+// optimizer state (steady state), accumulated gradients, the cuBLAS
+// workspace and the input batch.
+func (r *replay) setup() {
+	r.phase, r.op = PhaseSetup, "model"
+	plan := r.plan
+	prec := plan.Precision
+	st := &r.rep.States
+	train := plan.Phase != "eval"
+	for pi := range r.p.params {
+		p := &r.p.params[pi]
+		if p.tiedTo >= 0 {
+			continue
+		}
+		b := r.paramBytes(p)
+		r.allocate(Alloc{Tensor: p.name, Shape: p.shape, DType: prec.Params, Bytes: b, Why: "parameter", Cat: CatParams})
+		st.Params += b
+	}
+	if train {
+		r.op = "optimizer state"
+		for pi := range r.p.params {
+			p := &r.p.params[pi]
+			if p.tiedTo >= 0 || !p.trainable {
+				continue
+			}
+			if prec.Master != InvalidDType && prec.Master != prec.Params {
+				b := prec.Master.Bytes(p.numel)
+				r.allocate(Alloc{Tensor: p.name + " master", Shape: p.shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: CatOptimizer})
+				st.Master += b
+			}
+			for _, s := range plan.Optimizer.states(p.shape, p.numel, prec.States) {
+				st.Optimizer += s.bytes
+				if plan.Optimizer.Paged() {
+					continue // unified memory, outside the caching allocator
+				}
+				r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: prec.States, Bytes: s.bytes, Why: "optimizer state " + s.name, Cat: CatOptimizer})
+			}
+			r.rep.Traffic.HBM += r.optimizerTraffic(p)
+		}
+		if plan.GradAccum > 1 {
+			r.op = "accumulated gradients"
+			for pi := range r.p.params {
+				r.paramGradient(int32(pi))
+			}
+		}
+	}
+	r.op = "cublas"
+	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: CatTemporaries})
+	if r.p.input != noValue {
+		r.op = "batch"
+		r.produce(r.p.input)
+	}
+}
+
+// paramBytes is a parameter's storage on this GPU.
+func (r *replay) paramBytes(p *paramInfo) int64 {
+	return r.plan.Precision.Params.Bytes(p.numel)
+}
+
+// optimizerTraffic is the HBM traffic of one parameter's update: AdamW
+// reads the weight, its gradient and both moments and writes the weight
+// and both moments.
+func (r *replay) optimizerTraffic(p *paramInfo) int64 {
+	prec := r.plan.Precision
+	w := prec.Params.Bytes(p.numel)
+	g := prec.Grads.Bytes(p.numel)
+	var s int64
+	for _, x := range r.plan.Optimizer.states(p.shape, p.numel, prec.States) {
+		s += x.bytes
+	}
+	m := int64(0)
+	if prec.Master != InvalidDType {
+		m = prec.Master.Bytes(p.numel)
+	}
+	return 2*w + g + 2*s + 2*m
+}
+
+func (r *replay) forward() {
+	r.phase = PhaseForward
+	for i := range r.p.ops {
+		op := &r.p.ops[i]
+		r.rep.FLOPs.Model += op.flops
+		r.forwardOp(i, false)
+	}
+	// Leaving autocast clears its weight cache.
+	r.op = "end of forward"
+	for v := range r.p.values {
+		if r.p.values[v].cached {
+			r.unhold(Value(v))
+		}
+	}
+	for v, t := range r.valT {
+		if t == none || !r.saved[v] {
+			continue
+		}
+		switch r.p.values[v].cat {
+		case CatActivations:
+			r.rep.SavedActivations += r.p.values[v].bytes
+		case CatParams:
+			r.rep.SavedWeightCopies += r.p.values[v].bytes
+		}
+	}
+}
+
+func (r *replay) backward() {
+	r.phase = PhaseBackward
+	if r.p.loss != noValue {
+		r.op = "loss.backward"
+		r.gradT[r.p.loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
+	}
+	fwd := r.rep.FLOPs.Model
+	for i := len(r.p.ops) - 1; i >= 0; i-- {
+		r.backwardOp(i)
+	}
+	for id, done := range r.redone {
+		if done {
+			reg := r.p.regions[id]
+			for j := reg.first; j < reg.end; j++ {
+				r.rep.FLOPs.Recompute += r.p.ops[j].flops
+			}
+		}
+	}
+	r.rep.FLOPs.Model = 3 * fwd
+	r.rep.FLOPs.Hardware = r.rep.FLOPs.Model + r.rep.FLOPs.Recompute
+	if r.p.loss != noValue {
+		r.unhold(r.p.loss)
+	}
+}
+
+// optimizerStep runs the step's temporaries (gradients stay until the next
+// zero_grad(set_to_none=True)).
+func (r *replay) optimizerStep() {
+	r.phase, r.op = PhaseOptimizer, "optimizer.step"
+	if r.plan.Optimizer.InBackward {
+		return
+	}
+	st := r.plan.Precision.States
+	var largest, total int64
+	for pi := range r.p.params {
+		p := &r.p.params[pi]
+		if !p.trainable || p.tiedTo >= 0 {
+			continue
+		}
+		b := st.Bytes(p.numel)
+		total += b
+		if b > largest {
+			largest = b
+		}
+		if r.paramGrad[pi] != none {
+			r.rep.States.Grads += r.plan.Precision.Grads.Bytes(p.numel)
+		}
+	}
+	if tmp := r.plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
+		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.plan.Optimizer.Kind + " step (" + r.plan.Optimizer.impl() + ")", Cat: CatTemporaries}))
+	}
+}
+
+// finish frees what the step leaves (gradients are set to None before the
+// next step; the batch is dropped).
+func (r *replay) finish() {
+	if r.plan.Optimizer.InBackward {
+		for pi := range r.p.params {
+			p := &r.p.params[pi]
+			if p.trainable && p.tiedTo < 0 {
+				r.rep.States.Grads = max(r.rep.States.Grads, r.plan.Precision.Grads.Bytes(p.numel))
+			}
+		}
+	}
+}

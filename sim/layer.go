@@ -1,0 +1,81 @@
+package sim
+
+import "strings"
+
+// Layer is an immutable module of a model. Layers lower to ops (lower),
+// count their parameters exactly (Params) and describe themselves.
+type Layer interface {
+	// Kind is the constructor name users type ("linear", "attention").
+	Kind() string
+	// Label is the user's name for the layer, or "".
+	Label() string
+	// Params is the exact parameter count (unsharded, tied weights once).
+	Params() int64
+	// Children are the sub-layers, for describe() and traversal.
+	Children() []Layer
+	// Summary is a short one-line description of the layer's shape.
+	Summary() string
+	// lower emits this layer's forward ops for input x and returns its output.
+	lower(b *builder, x Value) Value
+	// validate checks sizes; path names the layer in errors.
+	validate(path string) error
+}
+
+// Walk calls fn for l and every layer below it, depth first, with a path
+// like "layers[2].attn".
+func Walk(l Layer, path string, fn func(path string, l Layer)) {
+	fn(path, l)
+	for i, c := range l.Children() {
+		Walk(c, childPath(path, c, i), fn)
+	}
+}
+
+func childPath(parent string, c Layer, i int) string {
+	name := c.Label()
+	if name == "" {
+		name = c.Kind() + "[" + itoa(int64(i)) + "]"
+	}
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+func itoa(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	var buf [24]byte
+	i := len(buf)
+	for n > 0 {
+		i--
+		buf[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		buf[i] = '-'
+	}
+	return string(buf[i:])
+}
+
+func joinName(parts ...string) string {
+	var nonEmpty []string
+	for _, p := range parts {
+		if p != "" {
+			nonEmpty = append(nonEmpty, p)
+		}
+	}
+	return strings.Join(nonEmpty, ".")
+}
+
+func positive(path, what string, n int64) error {
+	if n <= 0 {
+		return errorf(path, "%s must be positive (got %d)", what, n)
+	}
+	return nil
+}

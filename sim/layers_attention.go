@@ -1,0 +1,238 @@
+package sim
+
+import "fmt"
+
+// Attention is multi-head self-attention with optional GQA/MQA, rotary
+// embeddings and a choice of kernel:
+//
+//   - "flash": flash-attn 2 (HF attn_implementation="flash_attention_2"):
+//     saves q, k, v (kv heads not expanded), the output and an fp32
+//     logsumexp of heads x tokens.
+//   - "sdpa": torch scaled_dot_product_attention as Hugging Face calls it:
+//     GQA keys and values are expanded to all heads first (repeat_kv), then
+//     the same saves as flash.
+//   - "eager": matmul, scale, mask, softmax, dropout, matmul; saves the
+//     contiguous Q, K^T and V copies, the softmax output (fp32 when
+//     SoftmaxFP32, then a cast copy), the dropout mask and output (oracle
+//     REPORT.md sections 3 and 4).
+type Attention struct {
+	Name        string
+	Dim         int64
+	Heads       int64
+	KVHeads     int64 // 0 = Heads
+	HeadDim     int64 // 0 = Dim / Heads
+	QKVBias     bool
+	OutBias     bool
+	Impl        string // flash | sdpa | eager
+	Causal      bool
+	Dropout     float64
+	Rope        bool // rotary position embeddings on q and k
+	FusedQKV    bool // one qkv projection (GPT-2 c_attn) instead of q, k, v
+	SoftmaxFP32 bool // eager softmax computed in fp32 then cast back (HF Llama)
+}
+
+func (a *Attention) kv() int64 {
+	if a.KVHeads > 0 {
+		return a.KVHeads
+	}
+	return a.Heads
+}
+
+func (a *Attention) hd() int64 {
+	if a.HeadDim > 0 {
+		return a.HeadDim
+	}
+	if a.Heads == 0 {
+		return 0
+	}
+	return a.Dim / a.Heads
+}
+
+func (a *Attention) Kind() string      { return "attention" }
+func (a *Attention) Label() string     { return a.Name }
+func (a *Attention) Children() []Layer { return nil }
+func (a *Attention) Params() int64 {
+	d, h, kv := a.hd(), a.Heads, a.kv()
+	n := a.Dim*h*d + 2*a.Dim*kv*d + h*d*a.Dim
+	if a.QKVBias {
+		n += h*d + 2*kv*d
+	}
+	if a.OutBias {
+		n += a.Dim
+	}
+	return n
+}
+func (a *Attention) Summary() string {
+	s := fmt.Sprintf("dim %d, %d heads", a.Dim, a.Heads)
+	if a.kv() != a.Heads {
+		s += fmt.Sprintf(", %d kv heads", a.kv())
+	}
+	if a.HeadDim > 0 && a.HeadDim*a.Heads != a.Dim {
+		s += fmt.Sprintf(", head_dim %d", a.HeadDim)
+	}
+	return s + ", " + a.Impl
+}
+
+func (a *Attention) validate(path string) error {
+	if err := positive(path, "dim", a.Dim); err != nil {
+		return err
+	}
+	if err := positive(path, "heads", a.Heads); err != nil {
+		return err
+	}
+	if a.HeadDim == 0 && a.Dim%a.Heads != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide dim (dim=%d, heads=%d)", a.Dim, a.Heads), Hint: "pass head_dim= when it is not dim/heads"}
+	}
+	if a.KVHeads < 0 || a.Heads%a.kv() != 0 {
+		return errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
+	}
+	switch a.Impl {
+	case "flash", "sdpa", "eager":
+	default:
+		return errorf(path, "unknown attention impl %q (known: flash, sdpa, eager)", a.Impl)
+	}
+	if a.Dropout < 0 || a.Dropout >= 1 {
+		return errorf(path, "dropout must be in [0, 1) (got %g)", a.Dropout)
+	}
+	return nil
+}
+
+func (a *Attention) lower(b *builder, x Value) Value {
+	if b.last(x) != a.Dim {
+		panic(shapeMismatch(b, "attention", a.Dim, b.last(x)))
+	}
+	name := a.Name
+	if name == "" {
+		name = "attn"
+	}
+	defer b.scope(name)()
+	d, h, kv := a.hd(), a.Heads, a.kv()
+	s := b.shape(x)
+	var q, k, v Value
+	if a.FusedQKV {
+		qkv := b.linear("qkv", "qkv", x, a.Dim, (h+2*kv)*d, a.QKVBias)
+		q, k, v = qkv, qkv, qkv // views of one storage
+	} else {
+		q = b.linear("q_proj", "q", x, a.Dim, h*d, a.QKVBias)
+		k = b.linear("k_proj", "k", x, a.Dim, kv*d, a.QKVBias)
+		v = b.linear("v_proj", "v", x, a.Dim, kv*d, a.QKVBias)
+	}
+	if a.Rope {
+		q = b.rope("q", q, withLast(s, h*d))
+		k = b.rope("k", k, withLast(s, kv*d))
+	}
+	if a.Impl != "flash" && kv != h && !a.FusedQKV {
+		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
+		k = b.expandKV("k", k, withLast(s, h*d))
+		v = b.expandKV("v", v, withLast(s, h*d))
+	}
+	var o Value
+	closeRegion := func() {}
+	if b.ckpt.Selective {
+		closeRegion = b.beginRegion("core")
+	}
+	switch a.Impl {
+	case "eager":
+		o = a.eager(b, q, k, v, s)
+	default:
+		o = a.fused(b, q, k, v, s)
+	}
+	closeRegion()
+	y := b.linear("o_proj", "o", o, h*d, a.Dim, a.OutBias)
+	return b.dropout("resid_dropout", y, a.Dropout)
+}
+
+// rope applies rotary embeddings: q*cos + rotate_half(q)*sin. The products
+// and the rotated copy are transient; cos and sin are buffers.
+func (b *builder) rope(name string, x Value, shape []int64) Value {
+	i := b.addOp("rope", "rope_"+name, []Value{x})
+	y := b.out(i, name+"_rot", shape, b.dtype(x), "rotary-embedded "+name)
+	per := b.dtype(x).Bytes(numel(shape))
+	b.op(i).workF = 2 * per // rotate_half cat and one product live at once
+	b.op(i).workB = 2 * per
+	b.op(i).flops = 6 * float64(numel(shape))
+	return y
+}
+
+// fused lowers flash-attn and SDPA.
+func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
+	d, h, kv := a.hd(), a.Heads, a.kv()
+	dt := b.dtype(q)
+	i := b.addOp("attention", a.Impl+"_attention", []Value{q, k, v})
+	o := b.out(i, "attn_out", withLast(s, h*d), dt, "attention output")
+	lse := b.out(i, "logsumexp", []int64{rows(s), h}, FP32, "attention logsumexp (fp32, saved)")
+	b.val(lse).grad = false
+	b.save(i, q, k, v, o, lse)
+	tokens := rows(s)
+	// Backward: fp32 dq accumulator and softmax_d (flash-attn mha_bwd); with
+	// GQA, dk and dv are computed expanded to all heads, then summed.
+	work := FP32.Bytes(tokens*h*d) + FP32.Bytes(tokens*h)
+	if kv != h && a.Impl == "flash" {
+		work += 2 * dt.Bytes(tokens*h*d)
+	}
+	b.op(i).workB = work
+	b.op(i).flops = a.coreFLOPs(s)
+	return o
+}
+
+// expandKV is repeat_kv: expand + reshape, which copies.
+func (b *builder) expandKV(name string, x Value, shape []int64) Value {
+	i := b.addOp("repeat_kv", "repeat_"+name, []Value{x})
+	return b.out(i, name+"_expanded", shape, b.dtype(x), name+" expanded to all heads (repeat_kv)")
+}
+
+func (a *Attention) coreFLOPs(s []int64) float64 {
+	seq := s[len(s)-2]
+	f := 4 * float64(rows(s)) * float64(seq) * float64(a.Heads*a.hd())
+	if a.Causal {
+		f /= 2
+	}
+	return f
+}
+
+// eager lowers the explicit attention of GPT-2 and Llama's eager path.
+func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
+	d, h := a.hd(), a.Heads
+	dt := b.dtype(q)
+	bs := rows(s)
+	seq := s[len(s)-2]
+	batch := bs / seq
+	scoreShape := []int64{batch, h, seq, seq}
+	headShape := withLast(s, h*d)
+	// q @ k^T: matmul reshapes the transposed head views into contiguous
+	// copies (k expanded to all heads) and saves both.
+	i := b.addOp("matmul", "qk", []Value{q, k})
+	qc := b.out(i, "q_copy", headShape, dt, "contiguous q copy saved by bmm")
+	kc := b.out(i, "kT_copy", headShape, dt, "contiguous k^T copy (all heads) saved by bmm")
+	scores := b.out(i, "scores", scoreShape, dt, "attention scores")
+	b.save(i, qc, kc)
+	full := 2 * float64(bs) * float64(seq) * float64(h*d) // eager computes masked blocks too
+	b.op(i).flops = full
+	// / sqrt(d): saves the scalar as a 0-dim fp64 tensor.
+	j := b.addOp("div", "scale", []Value{scores})
+	scaled := b.out(j, "scaled", scoreShape, dt, "scaled attention scores")
+	scalar := b.out(j, "inv_sqrt_d", nil, FP64, "1/sqrt(head_dim) scalar")
+	b.val(scalar).grad = false
+	b.save(j, scalar)
+	if a.Causal {
+		m := b.addOp("mask", "causal_mask", []Value{scaled})
+		scaled = b.out(m, "masked", scoreShape, dt, "masked attention scores")
+	}
+	smDT := dt
+	if a.SoftmaxFP32 || (b.prec.Autocast && b.rt.AutocastSoftmaxFP32) {
+		smDT = FP32
+	}
+	sm := b.addOp("softmax", "softmax", []Value{scaled})
+	p := b.out(sm, "probs", scoreShape, smDT, "attention probabilities (softmax output, saved)")
+	b.save(sm, p)
+	p = b.cast(p, dt, "attention probabilities cast back for the P.V matmul")
+	p = b.dropout("attn_dropout", p, a.Dropout)
+	pv := b.addOp("matmul", "pv", []Value{p, v})
+	vc := b.out(pv, "v_copy", headShape, dt, "contiguous v copy (all heads) saved by bmm")
+	o := b.out(pv, "context", headShape, dt, "attention context")
+	b.save(pv, p, vc)
+	b.op(pv).flops = full
+	// transpose(1, 2).contiguous(): the merged heads, the o_proj input.
+	t := b.addOp("contiguous", "merge_heads", []Value{o})
+	return b.out(t, "merged", headShape, dt, "merged heads (o_proj input)")
+}

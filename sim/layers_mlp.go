@@ -1,0 +1,84 @@
+package sim
+
+import "fmt"
+
+// MLP is the transformer feed-forward block: fc1, activation, fc2 for
+// gelu/relu/silu; gate, up, act(gate)*up, down for swiglu/geglu.
+type MLP struct {
+	Name    string
+	Dim     int64
+	Hidden  int64
+	Act     string // gelu relu silu swiglu geglu
+	Bias    bool
+	Dropout float64
+}
+
+func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
+
+func (m *MLP) Kind() string      { return "mlp" }
+func (m *MLP) Label() string     { return m.Name }
+func (m *MLP) Children() []Layer { return nil }
+func (m *MLP) Params() int64 {
+	if m.gated() {
+		n := 3 * m.Dim * m.Hidden
+		if m.Bias {
+			n += 2*m.Hidden + m.Dim
+		}
+		return n
+	}
+	n := 2 * m.Dim * m.Hidden
+	if m.Bias {
+		n += m.Hidden + m.Dim
+	}
+	return n
+}
+func (m *MLP) Summary() string {
+	return fmt.Sprintf("%d -> %d -> %d, %s", m.Dim, m.Hidden, m.Dim, m.Act)
+}
+func (m *MLP) validate(path string) error {
+	if err := positive(path, "dim", m.Dim); err != nil {
+		return err
+	}
+	if err := positive(path, "hidden", m.Hidden); err != nil {
+		return err
+	}
+	switch m.Act {
+	case "gelu", "relu", "silu", "swiglu", "geglu", "tanh", "sigmoid":
+	default:
+		return errorf(path, "unknown mlp activation %q (known: gelu, relu, silu, swiglu, geglu)", m.Act)
+	}
+	if m.Dropout < 0 || m.Dropout >= 1 {
+		return errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
+	}
+	return nil
+}
+
+func (m *MLP) lower(b *builder, x Value) Value {
+	if b.last(x) != m.Dim {
+		panic(shapeMismatch(b, "mlp", m.Dim, b.last(x)))
+	}
+	name := m.Name
+	if name == "" {
+		name = "mlp"
+	}
+	defer b.scope(name)()
+	y := b.ffn(x, m.Dim, m.Hidden, m.Act, m.Bias)
+	return b.dropout("dropout", y, m.Dropout)
+}
+
+// ffn lowers the feed-forward core.
+func (b *builder) ffn(x Value, dim, hidden int64, act string, bias bool) Value {
+	if act == "swiglu" || act == "geglu" {
+		fn := "silu"
+		if act == "geglu" {
+			fn = "gelu"
+		}
+		gate := b.linear("gate_proj", "gate", x, dim, hidden, bias)
+		up := b.linear("up_proj", "up", x, dim, hidden, bias)
+		h := b.mul("act_mul", b.activation(fn, gate), up)
+		return b.linear("down_proj", "down", h, hidden, dim, bias)
+	}
+	h := b.linear("fc1", "up", x, dim, hidden, bias)
+	h = b.activation(act, h)
+	return b.linear("fc2", "down", h, hidden, dim, bias)
+}

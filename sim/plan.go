@@ -1,0 +1,99 @@
+package sim
+
+import "fmt"
+
+// Plan is a training (or evaluation) step to simulate.
+type Plan struct {
+	Model       *Model
+	Batch       int64 // micro-batch, sequences per GPU per forward
+	Seq         int64 // tokens per sequence (the padded length)
+	GradAccum   int64
+	Members     int64  // ensemble members (graph models)
+	MembersMode string // stacked | sequential
+	Precision   Precision
+	Optimizer   Optimizer
+	Checkpoint  Checkpoint
+	LoRA        *LoRA
+	Quant       string // "", nf4, nf4-dq, int8 (frozen base weights)
+	Device      Device
+	Phase       string // train | eval
+	Runtime     Runtime
+}
+
+// Options tune an evaluation.
+type Options struct {
+	Timeline bool // keep every allocation event in the report
+}
+
+// Validate checks the plan before lowering.
+func (p *Plan) Validate() error {
+	if p.Model == nil {
+		return &Error{Msg: "plan has no model"}
+	}
+	if err := p.Model.Validate(); err != nil {
+		return err
+	}
+	if p.Batch <= 0 {
+		return &Error{Path: "train", Msg: fmt.Sprintf("batch must be positive (got %d)", p.Batch)}
+	}
+	if p.Seq <= 0 {
+		return &Error{Path: "train", Msg: fmt.Sprintf("seq must be positive (got %d)", p.Seq), Hint: "pass seq= to train() (tokens per sequence)"}
+	}
+	if p.GradAccum <= 0 {
+		return &Error{Path: "train", Msg: fmt.Sprintf("grad_accum must be positive (got %d)", p.GradAccum)}
+	}
+	if p.Members < 1 {
+		return &Error{Path: "train", Msg: fmt.Sprintf("members must be at least 1 (got %d)", p.Members)}
+	}
+	switch p.MembersMode {
+	case "", "stacked", "sequential":
+	default:
+		return &Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential)", p.MembersMode)}
+	}
+	switch p.Phase {
+	case "", "train", "eval":
+	default:
+		return &Error{Path: "train", Msg: fmt.Sprintf("unknown phase %q (known: train, eval)", p.Phase)}
+	}
+	if err := p.Precision.Validate(); err != nil {
+		return &Error{Path: "train", Msg: err.Error()}
+	}
+	if err := p.Optimizer.Validate(); err != nil {
+		return &Error{Path: "train", Msg: err.Error()}
+	}
+	if p.LoRA != nil {
+		if err := p.LoRA.Validate(); err != nil {
+			return &Error{Path: "train", Msg: err.Error()}
+		}
+	}
+	switch p.Quant {
+	case "", "nf4", "nf4-dq", "int8":
+	default:
+		return &Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8)", p.Quant)}
+	}
+	if p.Device.Memory <= 0 {
+		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
+	}
+	return nil
+}
+
+// lowerProgram lowers the model for one micro-batch of this plan.
+func (p *Plan) lowerProgram() (*program, error) {
+	b := &builder{
+		p:     &program{loss: noValue, input: noValue},
+		batch: p.Batch,
+		seq:   p.Seq,
+		prec:  p.Precision,
+		rt:    p.Runtime,
+		ckpt:  p.Checkpoint,
+		lora:  p.LoRA,
+		eval:  p.Phase == "eval",
+	}
+	if p.MembersMode != "sequential" && p.Members > 1 {
+		b.batch *= p.Members
+	}
+	if err := p.Model.lower(b); err != nil {
+		return nil, err
+	}
+	return b.p, nil
+}

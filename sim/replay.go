@@ -1,0 +1,360 @@
+package sim
+
+// The step replay: one steady-state training step (optimizer state exists,
+// gradients set to None between steps) as a timeline of allocations and
+// frees through the allocator model.
+
+// Phase names.
+const (
+	PhaseSetup     = "setup"
+	PhaseForward   = "forward"
+	PhaseRecompute = "recompute"
+	PhaseBackward  = "backward"
+	PhaseOptimizer = "optimizer"
+)
+
+// Alloc describes one allocation of the step.
+type Alloc struct {
+	Tensor string
+	Op     string
+	Shape  []int64
+	DType  DType
+	Bytes  int64
+	Why    string
+	Phase  string
+	Cat    Category
+}
+
+// Point is one timeline sample, taken after each allocation or free.
+type Point struct {
+	Phase     string
+	Op        string
+	Allocated int64
+	Reserved  int64
+	ByCat     [numCategories]int64
+}
+
+type liveTensor struct {
+	blk *block
+	cat Category
+}
+
+type replay struct {
+	p     *program
+	plan  *Plan
+	opts  Options
+	alloc allocator
+
+	live []liveTensor // by tensor id
+	cur  [numCategories]int64
+
+	phase string
+	op    string
+
+	// per value
+	valT   []int32 // live tensor id, -1 when not live
+	gradT  []int32
+	holds  []int32
+	done   []bool
+	last   []int32 // last forward consumer
+	rLast  []int32 // last consumer within the region being recomputed
+	nUsers []int32
+
+	paramGrad []int32
+	paramLast []int32 // earliest op reading the parameter (its last backward)
+
+	regionIn [][]Value
+	redone   []bool
+	saved    []bool // held for backward at the end of the forward
+
+	rep *Report
+}
+
+const none = -1
+
+func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
+	nv := len(p.values)
+	r := &replay{p: p, plan: plan, opts: opts, alloc: allocator{limit: limit}, rep: &Report{}}
+	r.valT = fill(make([]int32, nv), none)
+	r.gradT = fill(make([]int32, nv), none)
+	r.holds = make([]int32, nv)
+	r.done = make([]bool, nv)
+	r.last = fill(make([]int32, nv), none)
+	r.rLast = fill(make([]int32, nv), none)
+	r.paramGrad = fill(make([]int32, len(p.params)), none)
+	r.paramLast = fill(make([]int32, len(p.params)), none)
+	r.saved = make([]bool, nv)
+	r.regionIn = make([][]Value, len(p.regions))
+	r.redone = make([]bool, len(p.regions))
+	for i := range p.ops {
+		op := &p.ops[i]
+		for _, v := range op.in {
+			r.last[v] = int32(i)
+			pr := p.values[v].producer
+			if op.region != 0 && (pr < 0 || p.ops[pr].region != op.region) && !contains(r.regionIn[op.region-1], v) {
+				r.regionIn[op.region-1] = append(r.regionIn[op.region-1], v)
+				r.holds[v]++
+				r.saved[v] = true
+			}
+		}
+		if op.region == 0 {
+			for _, v := range op.saved {
+				r.holds[v]++
+				r.saved[v] = true
+			}
+		}
+		for _, pi := range op.params {
+			pi = r.resolve(pi)
+			if r.paramLast[pi] == none {
+				r.paramLast[pi] = int32(i)
+			}
+		}
+	}
+	for v := range p.values {
+		if p.values[v].cached {
+			r.holds[v]++
+		}
+	}
+	if p.input != noValue {
+		r.holds[p.input]++ // the caller's batch lives for the whole step
+	}
+	if p.loss != noValue {
+		r.holds[p.loss]++
+	}
+	return r
+}
+
+func fill(s []int32, x int32) []int32 {
+	for i := range s {
+		s[i] = x
+	}
+	return s
+}
+
+func contains(vs []Value, v Value) bool {
+	for _, x := range vs {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *replay) resolve(pi int32) int32 {
+	if t := r.p.params[pi].tiedTo; t >= 0 {
+		return t
+	}
+	return pi
+}
+
+// allocate records one allocation and returns its tensor id.
+func (r *replay) allocate(a Alloc) int32 {
+	if a.Bytes <= 0 {
+		a.Bytes = 1
+	}
+	blk, ok := r.alloc.alloc(a.Bytes)
+	a.Phase, a.Op = r.phase, r.op
+	r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
+	r.cur[a.Cat] += blk.size
+	rep := r.rep
+	if !ok && rep.OOM == nil {
+		rep.OOM = r.oomAt(a)
+	}
+	if a.Bytes > rep.Largest.Bytes {
+		rep.Largest = a
+	}
+	r.sample()
+	return int32(len(r.live) - 1)
+}
+
+func (r *replay) release(id int32) {
+	t := &r.live[id]
+	if t.blk == nil {
+		return
+	}
+	r.cur[t.cat] -= t.blk.size
+	r.alloc.release(t.blk)
+	t.blk = nil
+	r.sample()
+}
+
+// sample updates peaks and the timeline after each event.
+func (r *replay) sample() {
+	rep := r.rep
+	if r.alloc.allocated > rep.PeakAllocated {
+		rep.PeakAllocated = r.alloc.allocated
+		rep.peakCat = r.cur
+		rep.peakReservedThen = r.alloc.reserved
+		rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
+	}
+	if r.alloc.reserved > rep.PeakReserved {
+		rep.PeakReserved = r.alloc.reserved
+	}
+	if r.opts.Timeline {
+		rep.Timeline = append(rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: r.alloc.allocated, Reserved: r.alloc.reserved, ByCat: r.cur})
+	}
+}
+
+// produce allocates value v.
+func (r *replay) produce(v Value) {
+	vi := &r.p.values[v]
+	r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: vi.why, Cat: vi.cat})
+	r.done[v] = false
+}
+
+func (r *replay) maybeFree(v Value) {
+	if r.done[v] && r.holds[v] <= 0 && r.valT[v] != none {
+		r.release(r.valT[v])
+		r.valT[v] = none
+	}
+}
+
+func (r *replay) unhold(v Value) {
+	r.holds[v]--
+	r.maybeFree(v)
+}
+
+// forwardOp runs op i; in recompute, consumers are counted within the region.
+func (r *replay) forwardOp(i int, recompute bool) {
+	op := &r.p.ops[i]
+	r.op = op.name
+	for _, v := range op.out {
+		r.produce(v)
+	}
+	if op.workF > 0 {
+		r.release(r.allocate(Alloc{Tensor: op.name + " workspace", Shape: []int64{op.workF}, DType: INT8, Bytes: op.workF, Why: "forward workspace of " + op.kind, Cat: CatTemporaries}))
+	}
+	lastOf := r.last
+	if recompute {
+		lastOf = r.rLast
+	}
+	for _, v := range op.in {
+		if lastOf[v] == int32(i) && r.valT[v] != none {
+			r.done[v] = true
+			r.maybeFree(v)
+		}
+	}
+	for _, v := range op.out {
+		if lastOf[v] == none {
+			r.done[v] = true
+			r.maybeFree(v)
+		}
+	}
+}
+
+// recompute re-runs a checkpointed region's forward, keeping what its ops
+// save, up to the last op that saves anything (non-reentrant checkpoint's
+// early stop).
+func (r *replay) recompute(id int32) {
+	reg := r.p.regions[id-1]
+	stop := reg.first - 1
+	for j := reg.first; j < reg.end; j++ {
+		if len(r.p.ops[j].saved) > 0 {
+			stop = j
+		}
+	}
+	inRegion := func(v Value) bool {
+		pr := r.p.values[v].producer
+		return pr >= reg.first && pr < reg.end
+	}
+	for j := reg.first; j <= stop; j++ {
+		op := &r.p.ops[j]
+		for _, v := range op.out {
+			r.rLast[v] = none
+		}
+		for _, v := range op.in {
+			if inRegion(v) {
+				r.rLast[v] = j
+			}
+		}
+		for _, v := range op.saved {
+			if inRegion(v) {
+				r.holds[v]++
+			}
+		}
+	}
+	saved := r.phase
+	r.phase = PhaseRecompute
+	for j := reg.first; j <= stop; j++ {
+		r.forwardOp(int(j), true)
+	}
+	r.phase = saved
+	r.redone[id-1] = true
+}
+
+// backwardOp runs op i's backward.
+func (r *replay) backwardOp(i int) {
+	op := &r.p.ops[i]
+	r.op = op.name
+	if op.region != 0 && !r.redone[op.region-1] {
+		r.recompute(op.region)
+		r.op = op.name
+	}
+	recorded := false
+	for _, v := range op.out {
+		recorded = recorded || r.p.values[v].grad
+	}
+	if recorded {
+		work := none
+		if op.workB > 0 {
+			work = int(r.allocate(Alloc{Tensor: op.name + " backward workspace", Shape: []int64{op.workB}, DType: INT8, Bytes: op.workB, Why: "backward workspace of " + op.kind, Cat: CatTemporaries}))
+		}
+		if !op.noGradB {
+			for _, v := range op.in {
+				vi := &r.p.values[v]
+				if vi.grad && r.gradT[v] == none {
+					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: "gradient of " + vi.name, Cat: CatTemporaries})
+				}
+			}
+		}
+		for _, pi := range op.params {
+			r.paramGradient(r.resolve(pi))
+		}
+		if work != none {
+			r.release(int32(work))
+		}
+	}
+	for _, v := range op.out {
+		if r.gradT[v] != none {
+			r.release(r.gradT[v])
+			r.gradT[v] = none
+		}
+	}
+	for _, v := range op.saved {
+		r.unhold(v)
+	}
+	if op.region != 0 && r.p.regions[op.region-1].first == int32(i) {
+		for _, v := range r.regionIn[op.region-1] {
+			r.unhold(v)
+		}
+	}
+	if r.plan.Optimizer.InBackward {
+		for _, pi := range op.params {
+			pi = r.resolve(pi)
+			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
+				r.stepInBackward(pi)
+			}
+		}
+	}
+}
+
+func (r *replay) paramGradient(pi int32) {
+	p := &r.p.params[pi]
+	if !p.trainable || r.paramGrad[pi] != none {
+		return
+	}
+	dt := r.plan.Precision.Grads
+	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.numel), Why: "gradient of parameter " + p.name, Cat: CatGrads})
+}
+
+// stepInBackward steps one parameter as soon as its gradient is complete
+// and frees the gradient (optimizer_in_backward / fused backward step).
+func (r *replay) stepInBackward(pi int32) {
+	p := &r.p.params[pi]
+	st := r.plan.Precision.States
+	if tmp := r.plan.Optimizer.stepTemporary(st.Bytes(p.numel), st.Bytes(p.numel)); tmp > 0 {
+		r.release(r.allocate(Alloc{Tensor: p.name + " step temporaries", Shape: []int64{tmp}, DType: INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: CatTemporaries}))
+	}
+	r.release(r.paramGrad[pi])
+	r.paramGrad[pi] = none
+}

@@ -1,0 +1,146 @@
+package sim
+
+import "fmt"
+
+// Report is what one simulated step shows for one GPU.
+type Report struct {
+	Capacity      int64 // device memory as the driver reports it
+	PeakAllocated int64 // torch.cuda.max_memory_allocated
+	PeakReserved  int64 // torch.cuda.max_memory_reserved (allocator model)
+	DeviceUsed    int64 // nvidia-smi: reserved + non-PyTorch memory
+	Headroom      int64 // Capacity - DeviceUsed (negative when it does not fit)
+	Fits          bool
+
+	Breakdown []Share // at the peak of allocated memory, plus context and fragmentation
+	PeakAt    PeakAt
+	Largest   Alloc
+	OOM       *OOM
+	States    States
+	Overheads []Overhead // memory outside PyTorch's allocator, each with its source
+
+	SavedActivations  int64 // held for backward at the end of the forward (storages)
+	SavedWeightCopies int64 // autocast low-precision weight copies held for backward
+	HostMemory        int64
+	Traffic           Traffic
+
+	Params          int64 // parameters of the model (unsharded)
+	TrainableParams int64
+	FLOPs           StepFLOPs
+	Time            TimeEstimate
+
+	Timeline []Point
+	Ranks    []*Report
+	Notes    []string
+
+	peakCat          [numCategories]int64
+	peakReservedThen int64
+}
+
+// Share is one category of the breakdown.
+type Share struct {
+	Name  string
+	Bytes int64
+}
+
+// PeakAt is where the peak of allocated memory happens.
+type PeakAt struct {
+	Phase string
+	Op    string
+}
+
+// OOM is the first allocation that does not fit.
+type OOM struct {
+	Alloc   Alloc
+	Message string // in PyTorch's own words
+}
+
+// States are the model states per GPU, in the ZeRO paper's sense.
+type States struct {
+	Params    int64
+	Grads     int64
+	Master    int64
+	Optimizer int64
+}
+
+// Overhead is device memory PyTorch's allocator does not count.
+type Overhead struct {
+	Name   string
+	Bytes  int64
+	Source string
+}
+
+// Traffic is bytes moved per step by link.
+type Traffic struct {
+	HBM     int64
+	PCIe    int64
+	NVMe    int64
+	Network int64
+}
+
+// StepFLOPs counts the work of one step.
+type StepFLOPs struct {
+	Model     float64 // forward + backward, no recompute (for MFU)
+	Hardware  float64 // including recompute (for HFU)
+	Recompute float64
+}
+
+// TimeEstimate is filled by the time model.
+type TimeEstimate struct {
+	StepSeconds float64
+	MFU         float64
+	HFU         float64
+	TokensPerS  float64
+	Breakdown   []TimeShare
+}
+
+// TimeShare is one line of the time breakdown.
+type TimeShare struct {
+	Name    string
+	Seconds float64
+}
+
+// Category returns the breakdown entry by name (0 when absent).
+func (r *Report) Category(name string) int64 {
+	for _, s := range r.Breakdown {
+		if s.Name == name {
+			return s.Bytes
+		}
+	}
+	return 0
+}
+
+// oomAt builds PyTorch's out-of-memory message for allocation a.
+func (r *replay) oomAt(a Alloc) *OOM {
+	capacity := r.plan.Device.Memory
+	nonTorch := capacity - r.alloc.limit
+	reserved := r.alloc.reserved
+	inUse := reserved + nonTorch
+	if inUse > capacity {
+		inUse = capacity
+	}
+	free := capacity - inUse
+	allocated := r.alloc.allocated
+	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. "+
+		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
+		"and %s is reserved by PyTorch but unallocated.",
+		gib(roundSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
+	if reserved-allocated > capacity/20 {
+		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
+	}
+	a.Phase, a.Op = r.phase, r.op
+	return &OOM{Alloc: a, Message: msg}
+}
+
+// gib formats bytes as PyTorch's OOM message does (format_size in
+// CUDACachingAllocator.cpp): bytes, KiB, MiB or GiB with two decimals.
+func gib(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.2f KiB", float64(n)/1024)
+	case n < 1<<30:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}

@@ -1,0 +1,41 @@
+package sim
+
+import "fmt"
+
+// Runtime captures where PyTorch versions and devices differ in what
+// autograd saves. The default is "cuda": PyTorch 2.x on a CUDA device.
+// "cpu-1.13" reproduces what shared/oracle measured (Debian's torch 1.13 on
+// CPU), so the oracle's figures can be checked to the byte.
+type Runtime struct {
+	Name string
+	// RMSNormSavesSquare: torch 1.13 MeanBackward1 keeps its input (x², fp32);
+	// 2.x keeps only sizes (oracle REPORT.md section 4).
+	RMSNormSavesSquare bool
+	// NormStatsFP32: LayerNorm mean/rstd are fp32 on CUDA; on CPU they take the
+	// input dtype (oracle REPORT.md section 3).
+	NormStatsFP32 bool
+	// AutocastSoftmaxFP32: CUDA autocast runs softmax in fp32; CPU autocast
+	// does not (oracle REPORT.md section 5).
+	AutocastSoftmaxFP32 bool
+}
+
+// Runtimes lists the known runtimes.
+func Runtimes() []Runtime {
+	return []Runtime{
+		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true},
+		{Name: "cpu-1.13", RMSNormSavesSquare: true},
+	}
+}
+
+// LookupRuntime finds a runtime by name.
+func LookupRuntime(name string) (Runtime, error) {
+	if name == "" {
+		name = "cuda"
+	}
+	for _, r := range Runtimes() {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cpu-1.13)", name)
+}
