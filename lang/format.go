@@ -1,0 +1,242 @@
+package lang
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"github.com/memsh/memsh/sim"
+	"go.starlark.net/resolve"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// ErrorFormat says how FormatError renders errors.
+type ErrorFormat struct {
+	// Sources gives file texts for excerpts; nil prints none.
+	Sources SourceMap
+	// Stdlib is searched for the module that exports an undefined name,
+	// for the load() hint; nil means no such hints.
+	Stdlib fs.FS
+	// Color adds ANSI colour.
+	Color bool
+}
+
+// FormatError writes err as memsh reports errors: a "file:line:col: error:
+// message" header, the source line with a caret, the traceback (when more
+// than one Starlark frame is involved) or the load that reached a file
+// with a syntax error, the declaration of the offending object for a
+// *sim.Error ("declared at ..."), and a hint where one helps. It handles
+// syntax errors, resolve error lists (all of them), Starlark evaluation
+// errors (the innermost, through failed loads) and plain errors.
+func FormatError(w io.Writer, err error, f ErrorFormat) {
+	if err == nil {
+		return
+	}
+	p := &printer{f: f}
+	p.format(err)
+	w.Write(p.buf.Bytes())
+}
+
+// FormatError formats err with the sources this interpreter ran and its
+// stdlib for hints.
+func (in *Interpreter) FormatError(w io.Writer, err error, color bool) {
+	FormatError(w, err, ErrorFormat{Sources: in, Stdlib: in.opts.Stdlib, Color: color})
+}
+
+type printer struct {
+	f   ErrorFormat
+	buf bytes.Buffer
+}
+
+// ANSI styles.
+const (
+	ansiBold  = "\x1b[1m"
+	ansiRed   = "\x1b[1;31m"
+	ansiCyan  = "\x1b[36m"
+	ansiDim   = "\x1b[2m"
+	ansiReset = "\x1b[0m"
+)
+
+func (p *printer) style(code, s string) string {
+	if !p.f.Color {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+func (p *printer) format(err error) {
+	var (
+		evals []*starlark.EvalError // outermost first
+		synt  *syntax.Error
+		rlist resolve.ErrorList
+		serr  *sim.Error
+	)
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch x := e.(type) {
+		case *starlark.EvalError:
+			evals = append(evals, x)
+		case syntax.Error:
+			synt = &x
+		case *syntax.Error:
+			synt = x
+		case resolve.ErrorList:
+			rlist = x
+		}
+	}
+	errors.As(err, &serr)
+
+	var loadStack starlark.CallStack // where the failing file was loaded from
+	if len(evals) > 0 {
+		loadStack = evals[len(evals)-1].CallStack
+	}
+	switch {
+	case len(rlist) > 0:
+		for _, e := range rlist {
+			p.located(e.Pos, e.Msg)
+			p.hint(e.Msg, "")
+		}
+		p.frames("loaded from", loadStack)
+	case synt != nil:
+		p.located(synt.Pos, synt.Msg)
+		p.frames("loaded from", loadStack)
+		p.hint(synt.Msg, "")
+	case len(evals) > 0:
+		inner := evals[len(evals)-1]
+		msg := cleanMessage(inner.Msg)
+		stack := starlarkFrames(inner.CallStack)
+		if len(stack) > 0 {
+			p.located(stack[len(stack)-1].Pos, msg)
+		} else {
+			p.plain(msg)
+		}
+		if len(stack) > 1 {
+			p.frames("traceback (most recent call last)", stack)
+		}
+		p.simDetails(serr)
+		p.hint(msg, simHint(serr))
+	default:
+		p.plain(cleanMessage(err.Error()))
+		p.simDetails(serr)
+		p.hint(err.Error(), simHint(serr))
+	}
+}
+
+func (p *printer) plain(msg string) {
+	fmt.Fprintf(&p.buf, "%s %s\n", p.style(ansiRed, "error:"), msg)
+}
+
+// located writes the header and the excerpt for pos.
+func (p *printer) located(pos syntax.Position, msg string) {
+	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(ansiBold, posString(pos)+":"), p.style(ansiRed, "error:"), msg)
+	line, ok := p.sourceLine(pos)
+	if !ok {
+		return
+	}
+	num := fmt.Sprint(pos.Line)
+	gutter := max(4, len(num))
+	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(ansiDim, "|"), line)
+	// The caret goes under column Col (runes, 1-based); keep tabs so
+	// that it lines up however the terminal expands them.
+	var pad strings.Builder
+	i := 1
+	for _, r := range line {
+		if i >= int(pos.Col) {
+			break
+		}
+		if r == '\t' {
+			pad.WriteRune('\t')
+		} else {
+			pad.WriteRune(' ')
+		}
+		i++
+	}
+	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(ansiDim, "|"), pad.String(), p.style(ansiRed, "^"))
+}
+
+// sourceLine returns line pos.Line of pos's file, if known.
+func (p *printer) sourceLine(pos syntax.Position) (string, bool) {
+	if p.f.Sources == nil || !pos.IsValid() || pos.Line < 1 {
+		return "", false
+	}
+	src, ok := p.f.Sources.Source(pos.Filename())
+	if !ok {
+		return "", false
+	}
+	lines := strings.Split(string(src), "\n")
+	if int(pos.Line) > len(lines) {
+		return "", false
+	}
+	return strings.TrimRight(lines[pos.Line-1], "\r"), true
+}
+
+// frames writes a titled list of Starlark frames, outermost first.
+func (p *printer) frames(title string, stack starlark.CallStack) {
+	stack = starlarkFrames(stack)
+	if len(stack) == 0 {
+		return
+	}
+	fmt.Fprintf(&p.buf, "  %s:\n", title)
+	for _, fr := range stack {
+		fmt.Fprintf(&p.buf, "    %s in %s\n", posString(fr.Pos), fr.Name)
+	}
+}
+
+func (p *printer) simDetails(se *sim.Error) {
+	if se != nil && se.Origin != "" {
+		fmt.Fprintf(&p.buf, "  declared at %s\n", se.Origin)
+	}
+}
+
+func (p *printer) hint(msg, given string) {
+	h := given
+	if h == "" {
+		h = hintFor(msg, p.f.Stdlib)
+	}
+	if h != "" {
+		fmt.Fprintf(&p.buf, "  %s %s\n", p.style(ansiCyan, "hint:"), h)
+	}
+}
+
+func simHint(se *sim.Error) string {
+	if se == nil {
+		return ""
+	}
+	return se.Hint
+}
+
+// starlarkFrames drops the frames of builtins (whose errors already name
+// them) from stack.
+func starlarkFrames(stack starlark.CallStack) starlark.CallStack {
+	var out starlark.CallStack
+	for _, fr := range stack {
+		if fr.Pos.Filename() != "<builtin>" {
+			out = append(out, fr)
+		}
+	}
+	return out
+}
+
+func posString(pos syntax.Position) string {
+	if !pos.IsValid() {
+		return "<unknown>"
+	}
+	return fmt.Sprintf("%s:%d:%d", pos.Filename(), pos.Line, pos.Col)
+}
+
+// cleanMessage drops the interpreter's cancellation prefix, fail()'s
+// prefix and a repeated "name: name: " prefix.
+func cleanMessage(msg string) string {
+	msg = strings.TrimPrefix(msg, "Starlark computation cancelled: ")
+	msg = strings.TrimPrefix(msg, "fail: ") // fail("...") is the user's own message
+	if i := strings.Index(msg, ": "); i > 0 {
+		prefix := msg[:i+2]
+		if !strings.ContainsAny(prefix[:i], " \n") && strings.HasPrefix(msg[i+2:], prefix) {
+			msg = msg[i+2:]
+		}
+	}
+	return msg
+}

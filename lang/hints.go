@@ -1,0 +1,42 @@
+package lang
+
+import (
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+)
+
+var undefinedRE = regexp.MustCompile(`^undefined: ([A-Za-z_][A-Za-z0-9_]*)`)
+
+// hintFor returns advice for common slips named by msg, or "".
+func hintFor(msg string, stdlib fs.FS) string {
+	if m := undefinedRE.FindStringSubmatch(msg); m != nil {
+		switch name := m[1]; name {
+		case "true":
+			return "Starlark spells the booleans True and False: use True"
+		case "false":
+			return "Starlark spells the booleans True and False: use False"
+		case "null", "nil", "none", "NULL":
+			return "Starlark's null value is None"
+		default:
+			if stdlib == nil {
+				return ""
+			}
+			exports, _ := StdlibExports(stdlib)
+			for _, e := range exports {
+				if e.Name == name {
+					return fmt.Sprintf("%s is in the stdlib: add load(%q, %q) at the top of the file", name, e.Module, name)
+				}
+			}
+		}
+		return ""
+	}
+	switch {
+	case strings.Contains(msg, "does not support while loops"):
+		return "memsh has no while loops, so every script ends: loop over range(n) instead"
+	case strings.Contains(msg, "called recursively"):
+		return "memsh does not allow recursion: rewrite it as a loop"
+	}
+	return ""
+}

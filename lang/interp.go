@@ -1,0 +1,247 @@
+package lang
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+
+	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/stdlib"
+	"go.starlark.net/starlark"
+)
+
+// Options configure an Interpreter. The zero value is usable.
+type Options struct {
+	// MaxSteps limits the Starlark steps of one run (or REPL chunk);
+	// 0 means DefaultMaxSteps.
+	MaxSteps uint64
+	// Stdout receives print() output and reports; nil discards them.
+	Stdout io.Writer
+	// Color says whether Stdout accepts ANSI colour (for reports).
+	Color bool
+	// Args are the script's arguments, predeclared as argv (a list of
+	// strings).
+	Args []string
+	// Root is the folder tree that loads and file reads may reach, as a
+	// path the user gave. "" means the folder of the main script, or "."
+	// before any script ran (the REPL).
+	Root string
+	// Files, when set, replaces the disk under Root (tests use an
+	// fstest.MapFS). Paths in it are relative to Root.
+	Files fs.FS
+	// Stdlib holds the @stdlib modules; nil means the embedded stdlib.FS.
+	Stdlib fs.FS
+}
+
+// Interpreter runs memsh scripts. It is not safe for concurrent runs; use
+// one per script (or per REPL session).
+type Interpreter struct {
+	opts        Options
+	predeclared starlark.StringDict
+	state       *builtins.State
+
+	mu      sync.Mutex
+	sources map[string][]byte  // file name as in positions -> text
+	modules map[string]*module // module cache by file name
+	loading []string           // files whose execution is under way, outermost first
+
+	rootName string // Root with forward slashes, cleaned
+	files    fs.FS  // the tree under rootName
+	closer   io.Closer
+}
+
+// New returns an Interpreter with the memsh builtins, json, math and argv
+// predeclared.
+func New(opts Options) *Interpreter {
+	if opts.MaxSteps == 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Stdlib == nil {
+		opts.Stdlib = stdlib.FS
+	}
+	pre := builtins.Predeclared()
+	argv := make([]starlark.Value, len(opts.Args))
+	for i, a := range opts.Args {
+		argv[i] = starlark.String(a)
+	}
+	list := starlark.NewList(argv)
+	list.Freeze()
+	pre["argv"] = list
+
+	in := &Interpreter{
+		opts:        opts,
+		predeclared: pre,
+		sources:     map[string][]byte{},
+		modules:     map[string]*module{},
+	}
+	in.state = &builtins.State{
+		Out:      opts.Stdout,
+		Color:    opts.Color,
+		Context:  context.Background(),
+		ReadFile: in.readFile,
+	}
+	return in
+}
+
+// Predeclared returns the names every module sees: the builtins, json,
+// math and argv. The dict is shared; do not modify it.
+func (in *Interpreter) Predeclared() starlark.StringDict { return in.predeclared }
+
+// Globals returns a fresh global environment for a REPL session: a copy of
+// the predeclared names, which user chunks may rebind.
+func (in *Interpreter) Globals() starlark.StringDict {
+	g := make(starlark.StringDict, len(in.predeclared))
+	for k, v := range in.predeclared {
+		g[k] = v
+	}
+	return g
+}
+
+// State is the run's builtins.State.
+func (in *Interpreter) State() *builtins.State { return in.state }
+
+// Close releases the folder tree opened for the script.
+func (in *Interpreter) Close() error {
+	if in.closer != nil {
+		err := in.closer.Close()
+		in.closer = nil
+		return err
+	}
+	return nil
+}
+
+// NewThread returns a thread set up for this interpreter: print to
+// Stdout, load() through the module cache, the step limit, the State, and
+// cancellation when ctx is done ("interrupted" when it was cancelled).
+// Call the returned stop function when the thread is no longer used.
+func (in *Interpreter) NewThread(ctx context.Context) (*starlark.Thread, func()) {
+	t := &starlark.Thread{
+		Name: "memsh",
+		Print: func(_ *starlark.Thread, msg string) {
+			fmt.Fprintln(in.state.Out, msg)
+		},
+		Load: in.load,
+	}
+	max := in.opts.MaxSteps
+	t.SetMaxExecutionSteps(max)
+	t.OnMaxSteps = func(t *starlark.Thread) {
+		t.Cancel(fmt.Sprintf("execution exceeded %d steps (use --max-steps to raise)", max))
+	}
+	in.state.Context = ctx
+	in.state.Attach(t)
+	stop := context.AfterFunc(ctx, func() { t.Cancel(cancelReason(ctx)) })
+	return t, func() { stop() }
+}
+
+// cancelReason words why ctx ended.
+func cancelReason(ctx context.Context) string {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(cause, context.Canceled) {
+		return "interrupted"
+	}
+	return cause.Error()
+}
+
+// RunFile reads and executes the script filename (a path as the user gave
+// it), returning its globals. Errors are for FormatError.
+func (in *Interpreter) RunFile(ctx context.Context, filename string) (starlark.StringDict, error) {
+	name := cleanName(filename)
+	if err := in.openRoot(path.Dir(name)); err != nil {
+		return nil, err
+	}
+	rel, err := in.relToRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	src, err := fs.ReadFile(in.files, rel)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", name, unwrapPathError(err))
+	}
+	return in.ExecFile(ctx, name, src)
+}
+
+// ExecFile executes src as the main script called filename, which must
+// lie under Root (for relative loads; nothing is read for the script
+// itself).
+func (in *Interpreter) ExecFile(ctx context.Context, filename string, src []byte) (starlark.StringDict, error) {
+	name := cleanName(filename)
+	if err := in.openRoot(path.Dir(name)); err != nil {
+		return nil, err
+	}
+	rel, err := in.relToRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	thread, stop := in.NewThread(ctx)
+	defer stop()
+	return in.execModule(thread, &module{name: name, rel: rel}, src)
+}
+
+// cleanName turns a user's path into the name used in positions.
+func cleanName(p string) string { return path.Clean(filepath.ToSlash(p)) }
+
+// openRoot fixes the folder tree on first use: Options.Root, else dir.
+func (in *Interpreter) openRoot(dir string) error {
+	if in.files != nil {
+		return nil
+	}
+	root := in.opts.Root
+	if root == "" {
+		root = dir
+	}
+	in.rootName = cleanName(root)
+	if in.opts.Files != nil {
+		in.files = in.opts.Files
+		return nil
+	}
+	r, err := os.OpenRoot(filepath.FromSlash(in.rootName))
+	if err != nil {
+		return fmt.Errorf("cannot open folder %s: %w", in.rootName, unwrapPathError(err))
+	}
+	in.files, in.closer = r.FS(), r
+	return nil
+}
+
+// relToRoot returns name relative to the root, or an error when name lies
+// outside it.
+func (in *Interpreter) relToRoot(name string) (string, error) {
+	var rel string
+	switch {
+	case in.rootName == ".":
+		rel = name
+	case name == in.rootName:
+		rel = "."
+	case len(name) > len(in.rootName) && name[:len(in.rootName)+1] == in.rootName+"/":
+		rel = name[len(in.rootName)+1:]
+	case in.rootName == "/":
+		rel = name[1:]
+	default:
+		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.rootDesc())
+	}
+	if !fs.ValidPath(rel) || rel == "." {
+		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.rootDesc())
+	}
+	return rel, nil
+}
+
+// unwrapPathError drops the operation and path of an *fs.PathError, which
+// the caller words itself.
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		if errors.Is(pe.Err, fs.ErrNotExist) {
+			return errors.New("no such file")
+		}
+		return pe.Err
+	}
+	return err
+}

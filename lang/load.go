@@ -1,0 +1,183 @@
+package lang
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"go.starlark.net/starlark"
+)
+
+// stdlibPrefix starts the names of embedded stdlib modules.
+const stdlibPrefix = "@stdlib//"
+
+// module is one entry of the load cache.
+type module struct {
+	name    string // as in positions: "examples/lib.star", "@stdlib//units.star"
+	rel     string // path inside its tree (the root folder or the stdlib FS)
+	stdlib  bool
+	done    bool
+	globals starlark.StringDict
+	err     error
+}
+
+// execModule runs m's source on thread, caching the outcome.
+func (in *Interpreter) execModule(thread *starlark.Thread, m *module, src []byte) (starlark.StringDict, error) {
+	in.AddSource(m.name, src)
+	in.mu.Lock()
+	in.modules[m.name] = m
+	in.loading = append(in.loading, m.name)
+	in.mu.Unlock()
+
+	globals, err := starlark.ExecFileOptions(FileOptions(), thread, m.name, src, in.predeclared)
+
+	in.mu.Lock()
+	in.loading = in.loading[:len(in.loading)-1]
+	m.done, m.globals, m.err = true, globals, err
+	in.mu.Unlock()
+	return globals, err
+}
+
+// load implements thread.Load: module is resolved against the file that
+// executes the load statement.
+func (in *Interpreter) load(thread *starlark.Thread, module string) (starlark.StringDict, error) {
+	from := ""
+	if thread.CallStackDepth() > 0 {
+		from = thread.CallFrame(0).Pos.Filename()
+	}
+	m, err := in.resolve(from, module)
+	if err != nil {
+		return nil, err
+	}
+	in.mu.Lock()
+	cached, ok := in.modules[m.name]
+	var cycle []string
+	if ok && !cached.done {
+		for i, n := range in.loading {
+			if n == m.name {
+				cycle = append(append(cycle, in.loading[i:]...), m.name)
+				break
+			}
+		}
+	}
+	in.mu.Unlock()
+	if cycle != nil {
+		return nil, fmt.Errorf("cycle in load graph: %s", strings.Join(cycle, " -> "))
+	}
+	if ok {
+		return cached.globals, cached.err
+	}
+	src, err := in.read(m)
+	if err != nil {
+		return nil, err
+	}
+	return in.execModule(thread, m, src)
+}
+
+// resolve names the module that a load (or file read) of target from the
+// file from refers to. from is a file name as in positions; a name that is
+// no module (a REPL chunk) counts as a file at the root.
+func (in *Interpreter) resolve(from, target string) (*module, error) {
+	if in.files == nil {
+		if err := in.openRoot("."); err != nil {
+			return nil, err
+		}
+	}
+	if target == "" {
+		return nil, errors.New("empty module name")
+	}
+	if strings.HasPrefix(target, "@") {
+		pkg, p, ok := strings.Cut(target[1:], "//")
+		if !ok || pkg != "stdlib" {
+			name, _, _ := strings.Cut(target, "//")
+			return nil, fmt.Errorf("unknown package %q (known: @stdlib)", name)
+		}
+		return in.stdlibModule(target, p)
+	}
+	if strings.HasPrefix(target, "//") {
+		return in.localModule(target, target[2:])
+	}
+	if path.IsAbs(target) {
+		return nil, fmt.Errorf("absolute path %q not allowed: name files relative to the loading file", target)
+	}
+	in.mu.Lock()
+	caller := in.modules[from]
+	in.mu.Unlock()
+	dir := "."
+	if caller != nil {
+		dir = path.Dir(caller.rel)
+		if caller.stdlib {
+			return in.stdlibModule(target, path.Join(dir, target))
+		}
+	}
+	return in.localModule(target, path.Join(dir, target))
+}
+
+func (in *Interpreter) stdlibModule(target, p string) (*module, error) {
+	rel := path.Clean(p)
+	if !fs.ValidPath(rel) || rel == "." {
+		return nil, fmt.Errorf("%q is not a file of @stdlib", target)
+	}
+	return &module{name: stdlibPrefix + rel, rel: rel, stdlib: true}, nil
+}
+
+func (in *Interpreter) localModule(target, p string) (*module, error) {
+	rel := path.Clean(p)
+	if !fs.ValidPath(rel) || rel == "." {
+		return nil, fmt.Errorf("path leaves the script's folder tree (%s)", in.rootDesc())
+	}
+	return &module{name: path.Join(in.rootName, rel), rel: rel}, nil
+}
+
+// rootDesc names the root folder for messages.
+func (in *Interpreter) rootDesc() string {
+	if in.rootName == "." {
+		return "the current folder"
+	}
+	return in.rootName
+}
+
+// read returns the text of m.
+func (in *Interpreter) read(m *module) ([]byte, error) {
+	fsys := in.files
+	if m.stdlib {
+		fsys = in.opts.Stdlib
+	}
+	src, err := fs.ReadFile(fsys, m.rel)
+	if err == nil {
+		return src, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		if m.stdlib {
+			return nil, fmt.Errorf("no module %s (stdlib has: %s)", m.name, strings.Join(in.stdlibNames(), ", "))
+		}
+		return nil, fmt.Errorf("no such file %s", m.name)
+	}
+	if strings.Contains(err.Error(), "escapes") {
+		return nil, fmt.Errorf("%s leaves the script's folder tree (%s)", m.name, in.rootDesc())
+	}
+	return nil, fmt.Errorf("cannot read %s: %w", m.name, unwrapPathError(err))
+}
+
+// stdlibNames lists the top-level stdlib modules.
+func (in *Interpreter) stdlibNames() []string {
+	var names []string
+	entries, _ := fs.ReadDir(in.opts.Stdlib, ".")
+	for _, e := range entries {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".star") {
+			names = append(names, stdlibPrefix+e.Name())
+		}
+	}
+	return names
+}
+
+// readFile implements builtins.State.ReadFile.
+func (in *Interpreter) readFile(from, name string) ([]byte, error) {
+	m, err := in.resolve(from, name)
+	if err != nil {
+		return nil, err
+	}
+	return in.read(m)
+}
