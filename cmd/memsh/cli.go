@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+
+	"github.com/memsh/memsh/lang"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitError       = 1 // a script error (printed once)
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+const helpText = `memsh simulates the GPU memory of a training step from models and plans
+written in Starlark.
+
+Usage:
+  memsh run FILE.star [ARGS...]   run a script (ARGS reach it as argv)
+  memsh doc [NAME]                list builtins and stdlib names, or document one
+  memsh version                   print the version
+  memsh help                      print this help
+
+Flags (before or after the command):
+  --max-steps N                   stop a script after N Starlark steps
+                                  (default 100000000)
+  --color auto|always|never       colour output (default auto: on a terminal,
+                                  unless NO_COLOR is set)
+
+Exit status: 0 ok, 1 script error, 2 usage error, 130 interrupted.
+`
+
+// Main runs memsh with the process's arguments and environment and
+// returns the exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	return run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+}
+
+// env is what a command needs from the process.
+type env struct {
+	ctx      context.Context
+	stdout   io.Writer
+	stderr   io.Writer
+	getenv   func(string) string
+	maxSteps uint64
+	color    string
+}
+
+// usageError is a mistake on the command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// errPrinted says the error was already reported to the user.
+var errPrinted = errors.New("error already printed")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, getenv: getenv}
+	err := e.dispatch(args)
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "memsh: %s\nRun 'memsh help' for usage.\n", ue.msg)
+		return exitUsage
+	case ctx.Err() != nil:
+		return exitInterrupted
+	case errors.Is(err, errPrinted):
+		return exitError
+	default:
+		fmt.Fprintf(stderr, "memsh: %v\n", err)
+		return exitError
+	}
+}
+
+func (e *env) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("memsh", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Uint64Var(&e.maxSteps, "max-steps", e.maxSteps, "")
+	fs.StringVar(&e.color, "color", e.color, "")
+	return fs
+}
+
+// parse reads flags up to the first operand and returns the rest.
+func (e *env) parse(args []string) ([]string, error) {
+	fs := e.flags()
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, flag.ErrHelp
+		}
+		return nil, usagef("%v", err)
+	}
+	return fs.Args(), nil
+}
+
+func (e *env) dispatch(args []string) error {
+	e.maxSteps, e.color = lang.DefaultMaxSteps, "auto"
+	rest, err := e.parse(args)
+	if err == nil && len(rest) > 0 {
+		var more []string
+		more, err = e.parse(rest[1:])
+		rest = append([]string{rest[0]}, more...)
+	}
+	if errors.Is(err, flag.ErrHelp) || (err == nil && len(rest) == 0) {
+		fmt.Fprint(e.stdout, helpText)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch e.color {
+	case "auto", "always", "never":
+	default:
+		return usagef("invalid --color value %q (want auto, always or never)", e.color)
+	}
+	if e.maxSteps == 0 {
+		return usagef("invalid --max-steps value 0 (want a positive number of steps)")
+	}
+	switch cmd, operands := rest[0], rest[1:]; cmd {
+	case "run":
+		return e.cmdRun(operands)
+	case "doc":
+		return e.cmdDoc(operands)
+	case "version":
+		if len(operands) > 0 {
+			return usagef("version takes no arguments (got %s)", strconv.Quote(operands[0]))
+		}
+		fmt.Fprintf(e.stdout, "memsh %s\n", version)
+		return nil
+	case "help":
+		fmt.Fprint(e.stdout, helpText)
+		return nil
+	default:
+		return usagef("unknown command %q (want run, doc, version or help)", cmd)
+	}
+}

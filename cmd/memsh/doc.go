@@ -1,0 +1,18 @@
+// Command memsh simulates the GPU memory (and time) of one training step
+// from models, training plans and hardware described in Starlark.
+//
+// Usage:
+//
+//	memsh run FILE.star [ARGS...]   run a script; ARGS reach it as argv
+//	memsh doc [NAME]                list builtins and stdlib names, or document one
+//	memsh version                   print the version
+//	memsh help                      print help
+//
+// Flags, before or after the command: --max-steps N (default 100000000)
+// and --color=auto|always|never (auto colours a terminal unless NO_COLOR
+// is set). Exit status: 0 success, 1 script error, 2 usage error, 130
+// interrupted.
+//
+// cmd/memsh is a thin layer of flags, I/O and exit codes over packages
+// lang and builtins; it holds no evaluation logic.
+package main
