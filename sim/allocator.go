@@ -85,6 +85,7 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 			a.releaseCached()
 			if a.reserved+segSize > a.limit {
 				ok = false
+				a.limit = 0 // the step is already out of memory: replay on without a limit
 			}
 		}
 		seg := &segment{size: segSize, pool: pool}

@@ -11,7 +11,8 @@ type builder struct {
 	lora   *LoRA
 	quant  DType // quantized frozen base weights (NF4, INT8), InvalidDType when none
 	eval   bool  // eval mode: no autograd, no saves, dropout off
-	path   []string
+	path   []string // module path; prefix is its joined form
+	prefix string
 	region int32 // current checkpoint region, 0 = none
 	block  int   // index of the current repeated block (for checkpoint(every=k))
 }
@@ -21,12 +22,23 @@ func (b *builder) scope(name string) func() {
 	if name == "" {
 		return func() {}
 	}
+	saved := b.prefix
 	b.path = append(b.path, name)
-	return func() { b.path = b.path[:len(b.path)-1] }
+	b.prefix = joinName(saved, name)
+	return func() {
+		b.path = b.path[:len(b.path)-1]
+		b.prefix = saved
+	}
 }
 
 func (b *builder) name(n string) string {
-	return joinName(append(append([]string(nil), b.path...), n)...)
+	switch {
+	case n == "":
+		return b.prefix
+	case b.prefix == "":
+		return n
+	}
+	return b.prefix + "." + n
 }
 
 func (b *builder) val(v Value) *valueInfo { return &b.p.values[v] }

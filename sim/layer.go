@@ -1,6 +1,5 @@
 package sim
 
-import "strings"
 
 // Layer is an immutable module of a model. Layers lower to ops (lower),
 // count their parameters exactly (Params) and describe themselves.
@@ -63,14 +62,14 @@ func itoa(n int64) string {
 	return string(buf[i:])
 }
 
-func joinName(parts ...string) string {
-	var nonEmpty []string
-	for _, p := range parts {
-		if p != "" {
-			nonEmpty = append(nonEmpty, p)
-		}
+func joinName(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
 	}
-	return strings.Join(nonEmpty, ".")
+	return a + "." + b
 }
 
 func positive(path, what string, n int64) error {

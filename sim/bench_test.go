@@ -1,0 +1,49 @@
+package sim
+
+import "testing"
+
+// llamaModel builds a Llama-style decoder (RMSNorm, rotary GQA attention,
+// SwiGLU MLP, untied head).
+func llamaModel(hidden, layers, heads, kv, ffn, vocab int64, impl string) *Model {
+	block := &Sequential{Layers: []Layer{
+		&Residual{Layer: &Sequential{Layers: []Layer{
+			&Norm{Name: "input_layernorm", Dim: hidden, RMS: true},
+			&Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: true, SoftmaxFP32: true},
+		}}},
+		&Residual{Layer: &Sequential{Layers: []Layer{
+			&Norm{Name: "post_attention_layernorm", Dim: hidden, RMS: true},
+			&MLP{Dim: hidden, Hidden: ffn, Act: "swiglu"},
+		}}},
+	}}
+	return &Model{
+		Name: "llama",
+		Layers: []Layer{
+			&Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+			&Repeat{Name: "layers", Layer: block, N: layers},
+			&Norm{Name: "norm", Dim: hidden, RMS: true},
+		},
+		Vocab: vocab, Loss: "cross_entropy", LogitsFP32: true,
+	}
+}
+
+func llamaPlan(m *Model, batch, seq int64, precision, ckpt string, dev string) *Plan {
+	p, _ := LookupPrecision(precision)
+	c, _ := ParseCheckpoint(ckpt)
+	d, _ := LookupDevice(dev)
+	rt, _ := LookupRuntime("cuda")
+	return &Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
+		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: c, Device: d, Runtime: rt}
+}
+
+// BenchmarkEvaluateLlama70B evaluates one Llama-3-70B-sized plan (80 layers)
+// on one GPU: lowering, replay and the allocator model.
+func BenchmarkEvaluateLlama70B(b *testing.B) {
+	m := llamaModel(8192, 80, 64, 8, 28672, 128256, "flash")
+	plan := llamaPlan(m, 1, 8192, "bf16-mixed", "full", "H100-80GB")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Evaluate(plan, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
