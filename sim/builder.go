@@ -9,8 +9,8 @@ type builder struct {
 	rt     Runtime
 	ckpt   Checkpoint
 	lora   *LoRA
-	quant  DType // quantized frozen base weights (NF4, INT8), InvalidDType when none
-	eval   bool  // eval mode: no autograd, no saves, dropout off
+	quant  DType    // quantized frozen base weights (NF4, INT8), InvalidDType when none
+	eval   bool     // eval mode: no autograd, no saves, dropout off
 	path   []string // module path; prefix is its joined form
 	prefix string
 	region int32 // current checkpoint region, 0 = none

@@ -1,6 +1,5 @@
 package sim
 
-
 // Layer is an immutable module of a model. Layers lower to ops (lower),
 // count their parameters exactly (Params) and describe themselves.
 type Layer interface {
