@@ -44,6 +44,9 @@ Exit status: 0 ok, 1 script error, 2 usage error, 130 interrupted.
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	// The first Ctrl-C cancels the script; restoring the default handler
+	// lets a second one end a builtin that does not return.
+	context.AfterFunc(ctx, stop)
 	return run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 }
 
