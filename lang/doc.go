@@ -33,6 +33,12 @@
 // chunks it parsed itself with REPLFileOptions), AddSource and
 // FormatError.
 //
+// # Tests
+//
+// lang/langtest runs in-process Starlark goldens (txtar archives with a
+// main.star and expected stdout and stderr), for lang/testdata and for
+// other packages' testdata alike.
+//
 // lang imports go.starlark.net, builtins and stdlib. It must not import
 // readline or colour libraries (its colour is a few ANSI codes), nor sim
 // beyond reading *sim.Error.
