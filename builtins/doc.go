@@ -23,7 +23,9 @@
 //
 // Name is the user-visible name; a dotted name ("optim.adamw") makes a
 // member of a module value "optim" (add an entry named "optim" with only a
-// Sig and Doc to document the module). Sig starts with the name; the first
+// Sig and Doc to document the module). Sig starts with the name and reads
+// as a Starlark call (alternatives as impl="flash"|"eager" and "..." are
+// allowed; registry_test.go parses it); the first
 // sentence of Doc is the one-line summary that `memsh doc` lists. An entry
 // has exactly one of Fn (a function) or Value (a constant or module value,
 // which must be immutable: tables are shared by every run).

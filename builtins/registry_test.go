@@ -7,6 +7,7 @@ import (
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+	"go.starlark.net/syntax"
 )
 
 func TestRegistryDocumented(t *testing.T) {
@@ -37,6 +38,11 @@ func TestRegistryDocumented(t *testing.T) {
 		}
 		if b.Fn != nil && !strings.HasPrefix(b.Sig, b.Name+"(") {
 			t.Errorf("%s: function Sig %q lacks its parameter list", b.Name, b.Sig)
+		}
+		// A Sig reads as a Starlark call; "a"|"b" alternatives and "..." are allowed.
+		sig := strings.NewReplacer("|", " or ", "...", "_").Replace(b.Sig)
+		if _, err := (&syntax.FileOptions{}).ParseExpr("sig", sig, 0); err != nil {
+			t.Errorf("%s: Sig %q does not parse: %v", b.Name, b.Sig, err)
 		}
 		got, ok := Lookup(b.Name)
 		if !ok || got.Name != b.Name {
