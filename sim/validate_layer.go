@@ -15,3 +15,22 @@ func ValidateLayer(l Layer, path string) error {
 // TakesTokens reports whether the model starts with an embedding, so its
 // input is token ids and a plan needs a sequence length.
 func (m *Model) TakesTokens() bool { return startsWithEmbedding(m.Layers) }
+
+// CheckShapes lowers the model for a micro-batch of one sequence of one
+// position in fp32, to find layers whose widths do not chain (a linear
+// expecting 4096 features after one that gives 1024) when the model is
+// built rather than when a plan is simulated. A layer that cannot lower
+// at that size is left for Evaluate to check with the real plan.
+func (m *Model) CheckShapes() (err error) {
+	defer func() {
+		if recover() != nil {
+			err = nil
+		}
+	}()
+	fp32, _ := LookupPrecision("fp32")
+	rt, _ := LookupRuntime("cuda")
+	p := &Plan{Model: m, Batch: 1, Seq: 1, GradAccum: 1, Members: 1, Precision: fp32, Runtime: rt,
+		Optimizer: Optimizer{Kind: "sgd"}, Checkpoint: Checkpoint{Mode: "none"}, Phase: "train"}
+	_, err = p.lowerProgram()
+	return err
+}
