@@ -41,6 +41,14 @@ func tables() [][]Builtin {
 		dtypeBuiltins(),
 		gpuBuiltins(),
 		moduleBuiltins(),
+		layerBuiltins(),
+		modelBuiltins(),
+		precisionBuiltins(),
+		optimizerBuiltins(),
+		checkpointBuiltins(),
+		loraBuiltins(),
+		planBuiltins(),
+		reportBuiltins(),
 	}
 }
 

@@ -1,0 +1,181 @@
+package builtins
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Checkpoint is the Starlark value of an activation-checkpointing policy
+// (type "checkpoint").
+type Checkpoint struct{ c sim.Checkpoint }
+
+var (
+	_ starlark.HasAttrs   = Checkpoint{}
+	_ starlark.Comparable = Checkpoint{}
+	_ starlark.Unpacker   = (*Checkpoint)(nil)
+)
+
+// SimCheckpoint is the wrapped policy.
+func (x Checkpoint) SimCheckpoint() sim.Checkpoint { return x.c }
+
+func (x Checkpoint) Type() string         { return "checkpoint" }
+func (x Checkpoint) Freeze()              {}
+func (x Checkpoint) Truth() starlark.Bool { return starlark.Bool(x.c.Mode != "none") }
+func (x Checkpoint) Hash() (uint32, error) {
+	return starlark.String(x.String()).Hash()
+}
+
+// String is checkpoint("full"), checkpoint(every=2) or
+// checkpoint(modules=["attention"]).
+func (x Checkpoint) String() string {
+	switch x.c.Mode {
+	case "every", "modules":
+		return x.c.String()
+	}
+	return fmt.Sprintf("checkpoint(%q)", x.c.String())
+}
+
+func (x Checkpoint) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	eq := x.String() == y.(Checkpoint).String()
+	switch op {
+	case syntax.EQL:
+		return eq, nil
+	case syntax.NEQ:
+		return !eq, nil
+	}
+	return false, fmt.Errorf("%s not supported for checkpoint policies", op)
+}
+
+var checkpointAttrNames = []string{"every", "mode", "modules"}
+
+func (x Checkpoint) AttrNames() []string { return checkpointAttrNames }
+
+func (x Checkpoint) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "mode":
+		return starlark.String(x.c.String()), nil
+	case "every":
+		if x.c.Every == 0 {
+			return starlark.None, nil
+		}
+		return starlark.MakeInt(x.c.Every), nil
+	case "modules":
+		if x.c.Mode != "modules" {
+			return starlark.None, nil
+		}
+		out := make(starlark.Tuple, len(x.c.Modules))
+		for i, m := range x.c.Modules {
+			out[i] = starlark.String(m)
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+// Unpack accepts a checkpoint value or "none", "full", "selective" (None
+// and False mean none).
+func (x *Checkpoint) Unpack(v starlark.Value) error {
+	switch v := v.(type) {
+	case Checkpoint:
+		*x = v
+		return nil
+	case starlark.String:
+		c, err := sim.ParseCheckpoint(string(v))
+		if err != nil {
+			return err
+		}
+		*x = Checkpoint{c}
+		return nil
+	case starlark.NoneType:
+		*x = Checkpoint{sim.Checkpoint{Mode: "none"}}
+		return nil
+	case starlark.Bool:
+		if !v {
+			*x = Checkpoint{sim.Checkpoint{Mode: "none"}}
+			return nil
+		}
+	}
+	return fmt.Errorf("got %s, want \"none\", \"full\", \"selective\" or checkpoint(...)", v.Type())
+}
+
+func checkpointBuiltins() []Builtin {
+	return []Builtin{{
+		Name: "checkpoint",
+		Sig:  "checkpoint(mode=None, every=None, modules=None)",
+		Doc: "An activation-checkpointing policy for train(checkpoint=...). A checkpointed region keeps only its " +
+			"inputs in forward and re-runs its forward in backward, so its whole saved set comes back at once. " +
+			"mode is \"none\", \"full\" (every block of every repeat()) or \"selective\" (the attention core only, " +
+			"Megatron's --recompute-granularity selective); train() also takes these strings directly. " +
+			"every=k checkpoints one block in every k, starting with the first; modules=[...] checkpoints " +
+			"each layer whose name or kind is listed (\"attention\", \"mlp\", \"decoder\"). " +
+			"checkpoint() alone is \"full\".",
+		Fn: checkpointFn,
+	}}
+}
+
+func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var mode, every, modules starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules); err != nil {
+		return nil, err
+	}
+	given := func(v starlark.Value) bool { return v != nil && v != starlark.None }
+	n := 0
+	for _, v := range []starlark.Value{mode, every, modules} {
+		if given(v) {
+			n++
+		}
+	}
+	if n > 1 {
+		return nil, fmt.Errorf("checkpoint takes one of mode, every or modules (got %d)", n)
+	}
+	switch {
+	case given(every):
+		k, err := AsInt64(every, "every")
+		if err != nil {
+			return nil, err
+		}
+		if k <= 0 || k > 1<<30 {
+			return nil, fmt.Errorf("every must be a positive number of blocks (got %d)", k)
+		}
+		return Checkpoint{sim.Checkpoint{Mode: "every", Every: int(k)}}, nil
+	case given(modules):
+		names, err := stringList(modules, "modules")
+		if err != nil {
+			return nil, err
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("modules must name at least one layer name or kind")
+		}
+		return Checkpoint{sim.Checkpoint{Mode: "modules", Modules: names}}, nil
+	case given(mode):
+		var c Checkpoint
+		if err := c.Unpack(mode); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	return Checkpoint{sim.Checkpoint{Mode: "full", Every: 1}}, nil
+}
+
+// stringList unpacks a string or a list/tuple of strings.
+func stringList(v starlark.Value, what string) ([]string, error) {
+	if s, ok := v.(starlark.String); ok {
+		return []string{string(s)}, nil
+	}
+	seq, ok := v.(starlark.Indexable)
+	if !ok {
+		return nil, fmt.Errorf("%s must be a list of strings (got %s)", what, v.Type())
+	}
+	out := make([]string, seq.Len())
+	for i := range out {
+		s, ok := seq.Index(i).(starlark.String)
+		if !ok {
+			return nil, fmt.Errorf("%s[%d] must be a string (got %s)", what, i, seq.Index(i).Type())
+		}
+		out[i] = string(s)
+	}
+	return out, nil
+}

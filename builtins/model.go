@@ -1,0 +1,169 @@
+package builtins
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Model is the Starlark value of a whole network (type "model"): layers,
+// an optional output head to the vocabulary, and the loss.
+type Model struct {
+	m      *sim.Model
+	layers starlark.Tuple // the layer values as given (with their positions)
+	decl   syntax.Position
+}
+
+var (
+	_ starlark.HasAttrs   = (*Model)(nil)
+	_ starlark.Comparable = (*Model)(nil)
+)
+
+// NewModel wraps m, declared at decl. layers are the layer values of
+// m.Layers (nil to wrap each sim layer at decl).
+func NewModel(m *sim.Model, layers starlark.Tuple, decl syntax.Position) *Model {
+	if layers == nil {
+		for _, l := range m.Layers {
+			layers = append(layers, NewLayer(l, decl))
+		}
+	}
+	return &Model{m: m, layers: layers, decl: decl}
+}
+
+// Sim returns the wrapped sim.Model.
+func (x *Model) Sim() *sim.Model { return x.m }
+
+// Decl is where the model was built.
+func (x *Model) Decl() syntax.Position { return x.decl }
+
+func (x *Model) Type() string         { return "model" }
+func (x *Model) Freeze()              {}
+func (x *Model) Truth() starlark.Bool { return starlark.True }
+func (x *Model) Hash() (uint32, error) {
+	return 0, fmt.Errorf("unhashable type: model")
+}
+
+func (x *Model) String() string {
+	return fmt.Sprintf("model(%q, params=%d)", x.m.Name, x.m.Params())
+}
+
+func (x *Model) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	o := y.(*Model)
+	switch op {
+	case syntax.EQL:
+		return x.m == o.m, nil
+	case syntax.NEQ:
+		return x.m != o.m, nil
+	}
+	return false, fmt.Errorf("%s not supported for models", op)
+}
+
+var modelAttrNames = []string{"describe", "layers", "loss", "name", "params", "tie_embeddings", "vocab"}
+
+func (x *Model) AttrNames() []string { return modelAttrNames }
+
+func (x *Model) Attr(name string) (starlark.Value, error) {
+	m := x.m
+	switch name {
+	case "name":
+		return starlark.String(m.Name), nil
+	case "params":
+		return starlark.MakeInt64(m.Params()), nil
+	case "layers":
+		return x.layers, nil
+	case "loss":
+		return starlark.String(m.Loss), nil
+	case "vocab":
+		if m.Vocab == 0 {
+			return starlark.None, nil
+		}
+		return starlark.MakeInt64(m.Vocab), nil
+	case "tie_embeddings":
+		return starlark.Bool(m.TieEmbeddings), nil
+	case "describe":
+		return starlark.NewBuiltin("describe", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+				return nil, err
+			}
+			return &ModuleTable{title: m.Name, rows: m.Describe(), total: m.Params()}, nil
+		}).BindReceiver(x), nil
+	}
+	return nil, nil
+}
+
+func modelBuiltins() []Builtin {
+	return []Builtin{{
+		Name: "model",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None)",
+		Doc: "A whole network: layers run in order, then (with vocab=) an output head to the " +
+			"vocabulary, then the loss (\"cross_entropy\", \"mse\" or \"none\"). " +
+			"tie_embeddings shares the head's weight with the first embedding (counted once). " +
+			"logits_fp32 upcasts the logits to fp32 before the loss, as Hugging Face causal LMs do; " +
+			"by default it is on when vocab is set. input_dim is the feature count of the input " +
+			"for a model that does not start with an embedding (inferred from the first layer when it can be).\n\n" +
+			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
+			"tie_embeddings, and describe(), a table of modules with their parameter counts.",
+		Fn: modelFn,
+	}}
+}
+
+func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("model needs a name and layers: model(\"name\", layer, ...)")
+	}
+	name, ok := starlark.AsString(args[0])
+	if !ok {
+		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
+	}
+	var vocab, logitsFP32, inputDim starlark.Value
+	var tie bool
+	loss := "cross_entropy"
+	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
+		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim); err != nil {
+		return nil, err
+	}
+	layers, err := layerList(args[1:], "layers")
+	if err != nil {
+		return nil, err
+	}
+	m := &sim.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie}
+	if m.Vocab, err = optInt(vocab, "vocab", 0); err != nil {
+		return nil, err
+	}
+	if vocab != nil && vocab != starlark.None && m.Vocab <= 0 {
+		return nil, fmt.Errorf("vocab must be positive (got %d)", m.Vocab)
+	}
+	if m.LogitsFP32, err = optBool(logitsFP32, "logits_fp32", m.Vocab > 0); err != nil {
+		return nil, err
+	}
+	if m.InputDim, err = optInt(inputDim, "input_dim", 0); err != nil {
+		return nil, err
+	}
+	if inputDim != nil && inputDim != starlark.None && m.InputDim <= 0 {
+		return nil, fmt.Errorf("input_dim must be positive (got %d)", m.InputDim)
+	}
+	if tie && m.Vocab == 0 {
+		return nil, fmt.Errorf("tie_embeddings needs vocab= (the output head it ties)")
+	}
+	// Errors here are raised by the model() call, whose position the
+	// traceback shows.
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.CheckShapes(); err != nil {
+		return nil, err
+	}
+	var vals starlark.Tuple
+	for _, v := range args[1:] {
+		if seq, ok := v.(starlark.Indexable); ok {
+			for j := 0; j < seq.Len(); j++ {
+				vals = append(vals, seq.Index(j))
+			}
+			continue
+		}
+		vals = append(vals, v)
+	}
+	return NewModel(m, vals, CallerPos(thread)), nil
+}
