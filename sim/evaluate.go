@@ -40,6 +40,7 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 			rep.TrainableParams += p.fullNumel
 		}
 	}
+	rep.Time = stepTime(prog, plan, r)
 	rep.Breakdown = make([]Share, 0, numCategories+2)
 	for c := Category(0); c < numCategories; c++ {
 		rep.Breakdown = append(rep.Breakdown, Share{Name: c.String(), Bytes: rep.peakCat[c]})
