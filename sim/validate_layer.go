@@ -34,3 +34,14 @@ func (m *Model) CheckShapes() (err error) {
 	_, err = p.lowerProgram()
 	return err
 }
+
+// HeadShape returns the shape of the output head, [vocab, width], and of
+// the first embedding, [rows, dim] (nil when there is none), so a caller
+// can check that tied weights have the same shape.
+func (m *Model) HeadShape() (head, embedding []int64) {
+	head = []int64{m.Vocab, m.outDim()}
+	if e := m.firstEmbedding(); e != nil {
+		embedding = []int64{e.Rows, e.Dim}
+	}
+	return head, embedding
+}
