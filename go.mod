@@ -3,6 +3,7 @@ module github.com/memsh/memsh
 go 1.26.8
 
 require (
+	github.com/chzyer/readline v1.5.1
 	github.com/google/go-cmp v0.7.0
 	github.com/rogpeppe/go-internal v1.16.0
 	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
