@@ -56,7 +56,10 @@ func (x Checkpoint) AttrNames() []string { return checkpointAttrNames }
 func (x Checkpoint) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "mode":
-		return starlark.String(x.c.String()), nil
+		if x.c.Mode == "" {
+			return starlark.String("none"), nil
+		}
+		return starlark.String(x.c.Mode), nil
 	case "every":
 		if x.c.Every == 0 {
 			return starlark.None, nil

@@ -155,6 +155,16 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err := m.CheckShapes(); err != nil {
 		return nil, err
 	}
+	if tie {
+		head, emb := m.HeadShape()
+		switch {
+		case emb == nil:
+			return nil, fmt.Errorf("tie_embeddings needs an embedding to tie the output head to")
+		case head[0] != emb[0] || head[1] != emb[1]:
+			return nil, fmt.Errorf("tie_embeddings needs the output head (vocab %d x width %d) to have the embedding's shape (%d x %d)",
+				head[0], head[1], emb[0], emb[1])
+		}
+	}
 	var vals starlark.Tuple
 	for _, v := range args[1:] {
 		if seq, ok := v.(starlark.Indexable); ok {

@@ -79,14 +79,21 @@ func (x *Report) summary() string {
 
 // render writes:
 //
-//	llama-7b on A100-80GB: batch 1 x seq 2048, bf16-mixed, adamw(), no checkpointing
-//	  does not fit: needs 117.49 GiB of 80.00 GiB (37.49 GiB short)
+//	llama-2-7b on A100-80GB: batch 1 x seq 2048, bf16-mixed, adamw(), no checkpointing
+//	  does not fit: needs 146.90 GiB of 80.00 GiB (66.90 GiB short)
 //
-//	  params          25.10 GiB  ███████▌       21.4%
+//	  params          25.10 GiB  ████        17.1%
 //	  ...
-//	  peak at     backward, layers.0.attn.q_proj
-//	  largest     500.00 MiB  fp32[32000, 4096]  embed.weight (parameter), setup
-//	  OOM         CUDA out of memory. Tried to allocate ...
+//	  device used    146.90 GiB             100.0%
+//
+//	  peak allocated  125.52 GiB in optimizer, optimizer.step
+//	  largest         25.10 GiB fp32[26953662464] optimizer step temporaries (...) in optimizer, op optimizer.step
+//	  OOM             at 32.00 MiB bf16[4096, 4096] ... in forward, op ...
+//	                  CUDA out of memory. Tried to allocate 32.00 MiB. ...
+//
+// The breakdown is taken at the peak of allocated memory; what device use
+// adds beyond it (reserve grown after that peak, paged optimizer state)
+// gets its own rows so the rows sum to the total.
 func (x *Report) render(b *strings.Builder, color bool) {
 	r, p := x.r, x.plan
 	fmt.Fprintf(b, "%s on %s: %s\n", paint(color, ansiBold, p.p.Model.Name), p.p.Device.Name, p.Summary())
@@ -95,17 +102,35 @@ func (x *Report) render(b *strings.Builder, color bool) {
 
 	scale := max(r.Capacity, r.DeviceUsed)
 	g := &textGrid{right: []bool{false, true, false, true}}
-	for _, s := range r.Breakdown {
-		g.add(s.Name, sim.FormatBytes(s.Bytes), bar(s.Bytes, scale), percent(s.Bytes, r.DeviceUsed))
+	row := func(name string, n int64) {
+		g.add(name, sim.FormatBytes(n), bar(n, scale), percent(n, r.DeviceUsed))
 	}
+	var sum int64
+	for _, s := range r.Breakdown {
+		row(s.Name, s.Bytes)
+		sum += s.Bytes
+	}
+	paged := pagedState(p.p, r)
+	if paged > 0 {
+		row("paged optimizer", paged)
+		sum += paged
+	}
+	if later := r.DeviceUsed - sum; later > 0 {
+		row("reserved later", later)
+	}
+	g.add("device used", sim.FormatBytes(r.DeviceUsed), "", percent(r.DeviceUsed, r.DeviceUsed))
 	g.write(b, "  ")
-	fmt.Fprintf(b, "  peak allocated %s, reserved %s, device used %s (of which paged optimizer state %s)\n",
-		sim.FormatBytes(r.PeakAllocated), sim.FormatBytes(r.PeakReserved), sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(pagedState(p.p, r)))
-	fmt.Fprintf(b, "  params %s (%s trainable), saved activations %s\n\n",
-		thousands(r.Params), thousands(r.TrainableParams), sim.FormatBytes(r.SavedActivations))
+	b.WriteByte('\n')
 
 	d := &textGrid{}
-	d.add("peak at", r.PeakAt.Phase+", "+r.PeakAt.Op)
+	d.add("peak allocated", fmt.Sprintf("%s in %s, %s", sim.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
+	d.add("peak reserved", sim.FormatBytes(r.PeakReserved))
+	d.add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",
+		sim.FormatBytes(r.SavedActivations), sim.FormatBytes(r.SavedWeightCopies)))
+	d.add("params", fmt.Sprintf("%s (%s trainable)", thousands(r.Params), thousands(r.TrainableParams)))
+	if t := r.Time; t.StepSeconds > 0 {
+		d.add("time", describeTime(t))
+	}
 	d.add("largest", describeAlloc(r.Largest))
 	if r.OOM != nil {
 		d.add("OOM", "at "+describeAlloc(r.OOM.Alloc))
@@ -137,6 +162,33 @@ func describeAlloc(a sim.Alloc) string {
 		s += " (" + a.Why + ")"
 	}
 	return s + " in " + a.Phase + ", op " + a.Op
+}
+
+// describeTime is "step 1.52 s (forward 0.50 s, backward 1.02 s), MFU 41.3%,
+// 1,347 tokens/s".
+func describeTime(t sim.TimeEstimate) string {
+	var parts []string
+	for _, s := range t.Breakdown {
+		if s.Seconds > 0 {
+			parts = append(parts, s.Name+" "+formatSeconds(s.Seconds))
+		}
+	}
+	s := "step " + formatSeconds(t.StepSeconds)
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return fmt.Sprintf("%s, MFU %.1f%%, %s tokens/s", s, 100*t.MFU, thousands(int64(t.TokensPerS+0.5)))
+}
+
+// formatSeconds writes a duration with three significant figures in s, ms or µs.
+func formatSeconds(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.3g s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.3g ms", s*1e3)
+	}
+	return fmt.Sprintf("%.3g µs", s*1e6)
 }
 
 // bar draws n bytes as a bar whose full width is scale, in eighths of a

@@ -46,8 +46,9 @@ func reportBuiltins() []Builtin {
 			".message in PyTorch's words and the failing allocation), r.states (params, grads, master, optimizer), " +
 			"r.saved_activations, r.host_memory, r.traffic (hbm, pcie, nvme, network), r.params, " +
 			"r.trainable_params, r.ranks, r.notes, r.summary (one line), r.plan. r.timeline, the allocation events " +
-			"for plots, is recorded only with timeline=True. r.step_time, r.mfu, r.tokens_per_s and r.comm_bytes " +
-			"are None until the time model fills them. r.as_dict() is a plain dict for json.encode.",
+			"for plots, is recorded only with timeline=True. The time model gives r.step_time (seconds), r.mfu and " +
+			"r.hfu (model and hardware FLOPs utilisation, 0 to 1), r.tokens_per_s and r.comm_bytes (None when " +
+			"it has not run). r.as_dict() is a plain dict for json.encode.",
 		Fn: simulateFn,
 	}}
 }
@@ -71,7 +72,7 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 
 var reportAttrNames = []string{
 	"as_dict", "breakdown", "capacity", "comm_bytes", "device_used", "fits", "headroom",
-	"host_memory", "largest", "mfu", "notes", "oom", "overheads", "params", "peak_allocated",
+	"hfu", "host_memory", "largest", "mfu", "notes", "oom", "overheads", "params", "peak_allocated",
 	"peak_at", "peak_reserved", "plan", "ranks", "saved_activations", "saved_weight_copies",
 	"states", "step_time", "summary", "timeline", "tokens_per_s", "traffic", "trainable_params",
 }
@@ -185,6 +186,8 @@ func (x *Report) field(name string, plain bool) (starlark.Value, bool) {
 		return x.timeFigure(r.Time.StepSeconds), true
 	case "mfu":
 		return x.timeFigure(r.Time.MFU), true
+	case "hfu":
+		return x.timeFigure(r.Time.HFU), true
 	case "tokens_per_s":
 		return x.timeFigure(r.Time.TokensPerS), true
 	case "comm_bytes":

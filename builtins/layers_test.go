@@ -1,0 +1,136 @@
+package builtins
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Parameter counts are hand-checked: nn.Linear is in*out (+out), q/k/v/o
+// projections are dim*heads*head_dim and dim*kv_heads*head_dim, gated MLPs
+// have three dim*hidden matrices.
+func TestLayerParams(t *testing.T) {
+	runEvalCases(t, []evalCase{
+		{expr: "linear(4096, 11008).params", want: "45088768"},
+		{expr: "linear(768, 3072, bias=True).params", want: "2362368"},
+		{expr: "linear(in_features=8, out_features=4).params", want: "32"},
+		{expr: "linear(8e0, 4).params", want: "32"},
+		{expr: "embedding(32000, 4096).params", want: "131072000"},
+		{expr: "layernorm(768).params", want: "1536"},
+		{expr: "layernorm(768, bias=False).params", want: "768"},
+		{expr: "rmsnorm(4096).params", want: "4096"},
+		// Llama-2-7B attention: 4 * 4096².
+		{expr: "attention(4096, 32).params", want: "67108864"},
+		// Llama-3-8B: 8 kv heads of 128: 2 * 4096² + 2 * 4096 * 1024.
+		{expr: "attention(4096, 32, kv_heads=8).params", want: "41943040"},
+		// GPT-2 small c_attn + c_proj with biases: 4 * 768² + 3 * 768 + 768.
+		{expr: "attention(768, 12, qkv_bias=True, out_bias=True).params", want: "2362368"},
+		// Gemma-2B: 8 heads of 256, one kv head: 2 * 2048² + 2 * 2048 * 256.
+		{expr: "attention(2048, 8, kv_heads=1, head_dim=256).params", want: "9437184"},
+		{expr: "mlp(4096, 11008, act=\"swiglu\").params", want: "135266304"},
+		{expr: "mlp(768, 3072, bias=True).params", want: "4722432"},
+		// Mixtral: router 4096 * 8 + 8 experts of 3 * 4096 * 14336.
+		{expr: "moe(4096, 14336, 8, 2).params", want: "1409318912"},
+		{expr: "moe(64, 128, 4, 1, shared_experts=1).params", want: "123136"},
+		{expr: "moe(64, 128, 4, 1, shared_experts=2, shared_hidden=32).params", want: "110848"},
+		{expr: "dropout(0.1).params", want: "0"},
+		{expr: "act(\"gelu\").kind", want: `"act"`},
+		{expr: "sequential(rmsnorm(8), linear(8, 8)).params", want: "72"},
+		{expr: "sequential([linear(8, 8), linear(8, 8)]).params", want: "128"},
+		{expr: "repeat(linear(8, 8), 3).params", want: "192"},
+		{expr: "residual(linear(8, 8)).params", want: "64"},
+		{expr: "len(repeat(linear(8, 8), 3).children)", want: "1"},
+	})
+}
+
+func TestLayerValues(t *testing.T) {
+	runEvalCases(t, []evalCase{
+		{expr: "linear(4096, 11008)", want: "linear(4096 -> 11008, params=45088768)"},
+		{expr: "linear(8, 8, name=\"q\").name", want: `"q"`},
+		{expr: "linear(8, 8).name", want: "None"},
+		{expr: "type(rmsnorm(8))", want: `"layer"`},
+		{expr: "rmsnorm(8).kind", want: `"rmsnorm"`},
+		{expr: "attention(64, 4, name=\"attn\")", want: `attention(dim 64, 4 heads, flash, name="attn", params=16384)`},
+		{expr: "repeat(linear(8, 8), 3, name=\"layers\")", want: `repeat(3 x linear, name="layers", params=192)`},
+	})
+}
+
+func TestLayerErrors(t *testing.T) {
+	runEvalCases(t, []evalCase{
+		{expr: "attention(4096, 24)", err: "attention: heads must divide dim (dim=4096, heads=24)"},
+		{expr: "attention(64, 4, impl=\"flash2\")", err: `unknown attention impl "flash2" (known: flash, sdpa, eager)`},
+		{expr: "attention(64, 4, kv_heads=3)", err: "kv_heads must divide heads (heads=4, kv_heads=3)"},
+		{expr: "attention(64, 4, kv_heads=0)", err: "kv_heads must be positive (got 0)"},
+		{expr: "attention(64, 4, head_dim=-1)", err: "head_dim must be positive (got -1)"},
+		{expr: "attention(64, 4, dropout=1.0)", err: "dropout must be in [0, 1) (got 1)"},
+		{expr: "attention(64, 4, fused_qkv=1)", err: "fused_qkv must be True, False or None (got int)"},
+		{expr: "linear(0, 8)", err: "in_features must be positive (got 0)"},
+		{expr: "linear(\"8\", 8)", err: "in_features must be an int (got string)"},
+		{expr: "linear(8.5, 8)", err: "in_features must be a whole number (got 8.5)"},
+		{expr: "linear(8, 8, name=\"\")", err: "name must not be empty"},
+		{expr: "linear(8, 8, name=3)", err: "name must be a string or None (got int)"},
+		{expr: "embedding(-1, 8)", err: "rows must be positive (got -1)"},
+		{expr: "rmsnorm(0)", err: "dim must be positive (got 0)"},
+		{expr: "mlp(64, 256, act=\"gelu2\")", err: `unknown mlp activation "gelu2"`},
+		{expr: "moe(64, 256, 8, 9)", err: "top_k must be in 1..experts (experts=8, top_k=9)"},
+		{expr: "moe(64, 256, 8, 2, shared_experts=-1)", err: "shared_experts must not be negative"},
+		{expr: "moe(64, 256, 8, 2, capacity=0.5)", err: "capacity must be at least 1.0 (got 0.5)"},
+		{expr: "dropout(1.5)", err: "dropout probability must be in [0, 1) (got 1.5)"},
+		{expr: "act(\"swish\")", err: `unknown activation "swish"`},
+		{expr: "sequential()", err: "sequential needs at least one layer"},
+		{expr: "sequential(1)", err: "layers[0] must be a layer (got int)"},
+		{expr: "sequential(linear(8, 8), name=\"\")", err: "name must not be empty"},
+		{expr: "repeat(linear(8, 8), 0)", err: "repeat count must be positive (got 0)"},
+		{expr: "repeat(8, 2)", err: "layer must be a layer (got int)"},
+		{expr: "residual(None)", err: "layer must be a layer (got NoneType)"},
+	})
+}
+
+// TestAttentionDefaults checks the documented defaults of fused_qkv (off
+// with rope or grouped-query attention) and softmax_fp32 (follows rope).
+func TestAttentionDefaults(t *testing.T) {
+	pre := Predeclared()
+	for _, tc := range []struct {
+		expr          string
+		fused, smFP32 bool
+		kv            int64
+	}{
+		{"attention(64, 4)", true, false, 0},
+		{"attention(64, 4, kv_heads=4)", true, false, 4},
+		{"attention(64, 4, kv_heads=2)", false, false, 2},
+		{"attention(64, 4, rope=True)", false, true, 0},
+		{"attention(64, 4, rope=True, fused_qkv=True, softmax_fp32=False)", true, false, 0},
+		{"attention(64, 4, fused_qkv=False, softmax_fp32=True)", false, true, 0},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			thread := &starlark.Thread{}
+			(&State{}).Attach(thread)
+			v, err := starlark.EvalOptions(&syntax.FileOptions{}, thread, "test.star", tc.expr, pre)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := v.(*Layer).Sim().(*sim.Attention)
+			if a.FusedQKV != tc.fused || a.SoftmaxFP32 != tc.smFP32 || a.KVHeads != tc.kv || a.Impl != "flash" || !a.Causal {
+				t.Errorf("got %+v", a)
+			}
+			if a.Dim != 64 || a.Heads != 4 || a.HeadDim != 0 {
+				t.Errorf("sizes: %+v", a)
+			}
+		})
+	}
+}
+
+// TestLayerDecl checks that layers record the constructor's position.
+func TestLayerDecl(t *testing.T) {
+	thread := &starlark.Thread{}
+	(&State{}).Attach(thread)
+	g, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, "m.star", "x = 1\nl = linear(8, 8)\n", Predeclared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PosString(g["l"].(*Layer).Decl()); got != "m.star:2:11" {
+		t.Errorf("decl = %s, want m.star:2:11", got)
+	}
+}

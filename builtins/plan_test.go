@@ -1,0 +1,149 @@
+package builtins
+
+import "testing"
+
+const planPrelude = `
+m = model("tiny", embedding(1000, 64), mlp(64, 256), vocab = 1000)
+p = train(m, seq = 16)
+`
+
+func TestPlan(t *testing.T) {
+	runPreludeCases(t, planPrelude, []evalCase{
+		{expr: "p", want: `train(model="tiny", batch=1, seq=16, gpu="H100-80GB")`},
+		{expr: "type(p)", want: `"plan"`},
+		{expr: "p.model", want: `model("tiny", params=160768)`},
+		{expr: "p.batch", want: "1"},
+		{expr: "p.seq", want: "16"},
+		{expr: "p.grad_accum", want: "1"},
+		{expr: "p.members", want: "1"},
+		{expr: "p.members_mode", want: `"stacked"`},
+		{expr: "p.precision", want: `precision("fp32")`},
+		{expr: "p.optimizer", want: "adamw()"},
+		{expr: "p.checkpoint", want: `checkpoint("none")`},
+		{expr: "p.lora", want: "None"},
+		{expr: "p.quant", want: "None"},
+		{expr: "p.gpu", want: `gpu("H100-80GB")`},
+		{expr: "p.phase", want: `"train"`},
+		{expr: "p.runtime", want: `"cuda"`},
+		{expr: "p.parallel", want: "None"},
+		{expr: "p.replace(batch = 4).batch", want: "4"},
+		{expr: "p.replace(batch = 4).seq", want: "16"},
+		{expr: "p.replace(batch = 4.0).batch", want: "4"},
+		{expr: "p.batch", want: "1"},
+		{expr: `p.replace(precision = "bf16-mixed", checkpoint = "full", optimizer = "adamw8bit", gpu = "A100")`,
+			want: `train(model="tiny", batch=1, seq=16, precision="bf16-mixed", optimizer=adamw8bit(), checkpoint="full", gpu="A100-80GB")`},
+		{expr: `p.replace(checkpoint = checkpoint(every = 2), lora = lora(), grad_accum = 4)`,
+			want: `train(model="tiny", batch=1, seq=16, grad_accum=4, checkpoint=checkpoint(every=2), lora=lora(rank=8, alpha=16, targets=["q", "v"]), gpu="H100-80GB")`},
+		{expr: `p.replace(precision = precision(params = bf16, grads = fp32, master = fp32)).precision.name`, want: `"custom"`},
+		{expr: `p.replace(gpu = gpu(name = "x", memory = 8 * GiB)).gpu.memory`, want: "8589934592"},
+		{expr: `train(model("mlp", linear(8, 8))).seq`, want: "None"},
+		{expr: `train(m, seq = 8, checkpoint = None).checkpoint`, want: `checkpoint("none")`},
+		{expr: `dir(p)[:3]`, want: `["batch", "checkpoint", "cluster"]`},
+		{expr: `"replace" in dir(p)`, want: "True"},
+	})
+}
+
+func TestPlanErrors(t *testing.T) {
+	runPreludeCases(t, planPrelude, []evalCase{
+		{expr: "train(m, batch = -1, seq = 8)", err: "batch must be positive (got -1)"},
+		{expr: "train(m, batch = 0, seq = 8)", err: "batch must be positive (got 0)"},
+		{expr: "train(m)", err: `seq is required: model "tiny" reads tokens (it starts with an embedding)`},
+		{expr: "train(m, seq = 0)", err: "seq must be positive (got 0)"},
+		{expr: "train(m, seq = 8, grad_accum = 0)", err: "grad_accum must be positive (got 0)"},
+		{expr: "train(m, seq = 8, members = 0)", err: "members must be at least 1 (got 0)"},
+		{expr: `train(m, seq = 8, members_mode = "parallel")`, err: `unknown members_mode "parallel" (known: stacked, sequential)`},
+		{expr: `train(m, seq = 8, precision = "bf17")`, err: `unknown precision "bf17"`},
+		{expr: `train(m, seq = 8, precision = bf16)`, err: "precision: got dtype, want a precision name or precision(...)"},
+		{expr: `train(m, seq = 8, optimizer = "adamw9bit")`, err: `unknown optimizer "adamw9bit" (known: sgd, adam, adamw, adamw8bit, paged_adamw8bit, adafactor, lion, sparse_adam)`},
+		{expr: `train(m, seq = 8, optimizer = 3)`, err: "optimizer: got int, want an optimizer such as adamw()"},
+		{expr: `train(m, seq = 8, checkpoint = "some")`, err: `unknown checkpoint "some"`},
+		{expr: `train(m, seq = 8, lora = True)`, err: "lora must be None or lora(...) (got bool)"},
+		{expr: `train(m, seq = 8, quant = "nf3")`, err: `unknown quant "nf3" (known: nf4, nf4-dq, int8)`},
+		{expr: `train(m, seq = 8, gpu = "H300")`, err: `unknown gpu "H300"`},
+		{expr: `train(m, seq = 8, phase = "infer")`, err: `unknown phase "infer" (known: train, eval)`},
+		{expr: `train(m, seq = 8, runtime = "rocm")`, err: `unknown runtime "rocm"`},
+		{expr: `train(m, seq = 8, parallel = 1)`, err: "parallel= is not supported yet"},
+		{expr: `train(m, seq = 8, offload = "cpu")`, err: "offload= is not supported yet"},
+		{expr: `train(m, 8)`, err: "train takes the model, then keywords (got 2 positional arguments)"},
+		{expr: `train(linear(8, 8))`, err: "model must be a model (got layer)"},
+		{expr: `train(m, seq = "8")`, err: "seq must be an int (got string)"},
+		{expr: `train(m, seq = 8, bacth = 2)`, err: `unexpected keyword argument "bacth"`},
+		{expr: `p.replace(4)`, err: "replace takes keywords only"},
+		{expr: `p.replace(batch = -4)`, err: "batch must be positive (got -4)"},
+		{expr: `p.replace(nope = 1)`, err: `unexpected keyword argument "nope"`},
+	})
+}
+
+func TestPrecision(t *testing.T) {
+	runEvalCases(t, []evalCase{
+		{expr: `precision("bf16-mixed")`, want: `precision("bf16-mixed")`},
+		{expr: `precision("bf16-mixed").autocast`, want: "True"},
+		{expr: `precision("bf16-mixed").params`, want: "fp32"},
+		{expr: `precision("bf16-mixed").compute`, want: "bf16"},
+		{expr: `precision("bf16").optimizer_states`, want: "bf16"},
+		{expr: `precision("megatron").master`, want: "fp32"},
+		{expr: `precision("fp32").master`, want: "None"},
+		// Megatron's --bf16: bf16 params, fp32 main grads, fp32 master and states.
+		{expr: `precision(params = bf16, grads = fp32, master = fp32)`,
+			want: "precision(params=bf16, compute=bf16, grads=fp32, master=fp32, optimizer_states=fp32)"},
+		{expr: `precision(params = "fp16")`, want: "precision(params=fp16, compute=fp16, grads=fp16, optimizer_states=fp16)"},
+		{expr: `precision("bf16-mixed", optimizer_states = bf16)`,
+			want: "precision(params=fp32, compute=bf16, grads=fp32, optimizer_states=bf16, autocast=True)"},
+		{expr: `precision("bf16-mixed") == precision("bf16-mixed")`, want: "True"},
+		{expr: `precision()`, err: "precision needs a policy name or params="},
+		{expr: `precision(params = "int9")`, err: `params: unknown dtype "int9"`},
+		{expr: `precision(params = int8)`, err: "params dtype must be a float type (got int8)"},
+		{expr: `precision(params = bf16, master = int8)`, err: "master dtype must be a float type (got int8)"},
+		{expr: `precision(params = bf16, autocast = 1)`, err: "autocast must be True or False (got int)"},
+		{expr: `precision("fp12")`, err: `unknown precision "fp12"`},
+	})
+}
+
+func TestOptimizers(t *testing.T) {
+	runEvalCases(t, []evalCase{
+		{expr: "adamw()", want: "adamw()"},
+		{expr: "adamw().impl", want: `"foreach"`},
+		{expr: "adamw(fused = True)", want: `adamw(impl="fused")`},
+		{expr: `adamw(impl = "for-loop", in_backward = True)`, want: `adamw(impl="for-loop", in_backward=True)`},
+		{expr: "adam(fused = False).impl", want: `"foreach"`},
+		{expr: "sgd(momentum = 0.9)", want: "sgd(momentum=0.9)"},
+		{expr: "sgd().momentum", want: "0.0"},
+		{expr: "adamw8bit().kind", want: `"adamw8bit"`},
+		{expr: "paged_adamw8bit()", want: "paged_adamw8bit()"},
+		{expr: "adafactor().impl", want: "None"},
+		{expr: "lion()", want: "lion()"},
+		{expr: "sparse_adam()", want: "sparse_adam()"},
+		{expr: "adamw() == adamw()", want: "True"},
+		{expr: "adamw() != adam()", want: "True"},
+		{expr: `adamw(impl = "fast")`, err: `unknown optimizer implementation "fast" (known: foreach, fused, for-loop)`},
+		{expr: `adamw(impl = "for-loop", fused = True)`, err: `fused=True conflicts with impl="for-loop"`},
+		{expr: `adamw(impl = "fused", fused = False)`, err: `fused=False conflicts with impl="fused"`},
+		{expr: "sgd(momentum = 1.5)", err: "momentum must be in [0, 1) (got 1.5)"},
+		{expr: "sgd(impl = \"fused\")", err: `unexpected keyword argument "impl"`},
+		{expr: "adamw8bit(momentum = 0.9)", err: `unexpected keyword argument "momentum"`},
+	})
+}
+
+func TestCheckpointAndLoRA(t *testing.T) {
+	runEvalCases(t, []evalCase{
+		{expr: `checkpoint()`, want: `checkpoint("full")`},
+		{expr: `checkpoint("selective")`, want: `checkpoint("selective")`},
+		{expr: `checkpoint(every = 2)`, want: "checkpoint(every=2)"},
+		{expr: `checkpoint(every = 2).every`, want: "2"},
+		{expr: `checkpoint(modules = ["attention", "mlp"]).modules`, want: `("attention", "mlp")`},
+		{expr: `checkpoint(modules = "decoder").mode`, want: `"modules"`},
+		{expr: `bool(checkpoint("none"))`, want: "False"},
+		{expr: `checkpoint(every = 0)`, err: "every must be a positive number of blocks (got 0)"},
+		{expr: `checkpoint(every = 2, modules = ["mlp"])`, err: "checkpoint takes one of mode, every or modules (got 2)"},
+		{expr: `checkpoint(modules = [])`, err: "modules must name at least one layer"},
+		{expr: `checkpoint(modules = [1])`, err: "modules[0] must be a string (got int)"},
+		{expr: `checkpoint("most")`, err: `unknown checkpoint "most"`},
+		{expr: `lora()`, want: `lora(rank=8, alpha=16, targets=["q", "v"])`},
+		{expr: `lora(rank = 16, alpha = 32, targets = "all-linear", dropout = 0.05)`, want: `lora(rank=16, alpha=32, targets=["all-linear"], dropout=0.05)`},
+		{expr: `lora().targets`, want: `("q", "v")`},
+		{expr: `lora(rank = 0)`, err: "rank must be positive (got 0)"},
+		{expr: `lora(targets = ["qq"])`, err: `unknown target "qq"`},
+		{expr: `lora(targets = [])`, err: "targets must name at least one module role"},
+		{expr: `lora(dropout = 1)`, err: "dropout must be in [0, 1) (got 1)"},
+	})
+}
