@@ -109,8 +109,11 @@ func (r *replay) setup() {
 				}
 				r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: prec.States, Bytes: s.bytes, Why: "optimizer state " + s.name, Cat: CatOptimizer})
 			}
-			r.rep.Traffic.HBM += r.optimizerTraffic(p)
+			t := r.optimizerTraffic(p)
+			r.rep.Traffic.HBM += t
+			r.rep.Traffic.Optimizer += t
 		}
+		r.setupTableStates() // table_replay.go
 		if plan.GradAccum > 1 {
 			r.op = "accumulated gradients"
 			for pi := range r.p.params {
@@ -124,6 +127,7 @@ func (r *replay) setup() {
 		r.op = "batch"
 		r.produce(r.p.input)
 	}
+	r.setupTableRows() // table_replay.go
 }
 
 // paramBytes is a parameter's storage on this GPU.
@@ -205,6 +209,8 @@ func (r *replay) backward() {
 // zero_grad(set_to_none=True)).
 func (r *replay) optimizerStep() {
 	r.phase, r.op = PhaseOptimizer, "optimizer.step"
+	r.stepTables() // table_replay.go: sparse tables step row-wise, whatever the optimizer
+	r.op = "optimizer.step"
 	if r.plan.Optimizer.InBackward {
 		return
 	}

@@ -75,7 +75,8 @@ type program struct {
 	params  []paramInfo
 	input   Value
 	loss    Value
-	regions []region // checkpoint regions, index = id-1
+	regions []region     // checkpoint regions, index = id-1
+	tables  []*tableProg // table layers (table.go), set up and stepped by table_replay.go
 }
 
 // region is a contiguous range of ops run under activation checkpointing.

@@ -68,6 +68,8 @@ type replay struct {
 	saved    []bool // held for backward at the end of the forward
 
 	rep *Report
+
+	tpool *tablePool // exact-size pool for table buffers (table_steps.go), nil = none
 }
 
 const none = -1

@@ -31,6 +31,7 @@ type Report struct {
 	Timeline []Point
 	Ranks    []*Report
 	Notes    []string
+	Tables   []TableStep // per table layer: memory, traffic and transfer terms (table_replay.go)
 
 	peakCat          [numCategories]int64
 	peakReservedThen int64
@@ -75,6 +76,10 @@ type Traffic struct {
 	PCIe    int64
 	NVMe    int64
 	Network int64
+	// Optimizer is the optimizer step's share of HBM (dense AdamW reads
+	// weights, gradients and both moments and writes three; sparse tables
+	// count only the rows read).
+	Optimizer int64
 }
 
 // StepFLOPs counts the work of one step.
