@@ -203,19 +203,19 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 
 	var prec Precision
 	if err := prec.Unpack(v[argPrecision]); err != nil {
-		return nil, fmt.Errorf("precision: %v", err)
+		return nil, argError("precision", v[argPrecision], err, precisionNames())
 	}
 	p.Precision, v[argPrecision] = prec.p, prec
 
 	var opt Optimizer
 	if err := opt.Unpack(v[argOptimizer]); err != nil {
-		return nil, fmt.Errorf("optimizer: %v", err)
+		return nil, argError("optimizer", v[argOptimizer], err, sim.Optimizers())
 	}
 	p.Optimizer, v[argOptimizer] = opt.o, opt
 
 	var ck Checkpoint
 	if err := ck.Unpack(v[argCheckpoint]); err != nil {
-		return nil, fmt.Errorf("checkpoint: %v", err)
+		return nil, argError("checkpoint", v[argCheckpoint], err, []string{"none", "full", "selective"})
 	}
 	p.Checkpoint, v[argCheckpoint] = ck.c, ck
 
@@ -237,7 +237,7 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 
 	var g GPU
 	if err := g.Unpack(v[argGPU]); err != nil {
-		return nil, fmt.Errorf("gpu: %v", err)
+		return nil, argError("gpu", v[argGPU], err, nil)
 	}
 	p.Device, v[argGPU] = g.dev, g
 
@@ -261,6 +261,26 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 		return nil, err // raised by the train() or replace() call itself
 	}
 	return &Plan{p: p, args: a, decl: decl}, nil
+}
+
+// argError words a train() argument that did not unpack: an unknown name
+// keeps the lookup's own message (which says what it is) and gets a
+// did-you-mean hint from known; a value of the wrong type is prefixed with
+// the argument name.
+func argError(what string, v starlark.Value, err error, known []string) error {
+	s, ok := v.(starlark.String)
+	if !ok {
+		return fmt.Errorf("%s: %v", what, err)
+	}
+	return withHint(err, didYouMean(string(s), known))
+}
+
+func precisionNames() []string {
+	var out []string
+	for _, p := range sim.Precisions() {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // planAttrNames lists train()'s arguments and replace, sorted.

@@ -128,8 +128,10 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	d.add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",
 		sim.FormatBytes(r.SavedActivations), sim.FormatBytes(r.SavedWeightCopies)))
 	d.add("params", fmt.Sprintf("%s (%s trainable)", thousands(r.Params), thousands(r.TrainableParams)))
-	if t := r.Time; t.StepSeconds > 0 {
-		d.add("time", describeTime(t))
+	if x.hasTime() {
+		d.add("time", describeTime(r.Time))
+	} else if r.Time.StepSeconds != 0 {
+		d.add("time", "unknown: "+p.p.Device.Name+" has no bf16_tflops or hbm_gbps (pass them to gpu())")
 	}
 	d.add("largest", describeAlloc(r.Largest))
 	if r.OOM != nil {

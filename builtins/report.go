@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/memsh/memsh/sim"
 	"go.starlark.net/starlark"
@@ -191,7 +192,7 @@ func (x *Report) field(name string, plain bool) (starlark.Value, bool) {
 	case "tokens_per_s":
 		return x.timeFigure(r.Time.TokensPerS), true
 	case "comm_bytes":
-		if r.Time.StepSeconds == 0 {
+		if !x.hasTime() {
 			return starlark.None, true
 		}
 		return i64(r.Traffic.Network), true
@@ -199,12 +200,20 @@ func (x *Report) field(name string, plain bool) (starlark.Value, bool) {
 	return nil, false
 }
 
-// timeFigure is None until the time model has run (StepSeconds > 0).
+// timeFigure is None when the time model has not run (StepSeconds 0) or
+// could not (a custom gpu without bf16_tflops or hbm_gbps gives an
+// infinite step time), never a meaningless number.
 func (x *Report) timeFigure(v float64) starlark.Value {
-	if x.r.Time.StepSeconds == 0 {
+	if !x.hasTime() || math.IsNaN(v) || math.IsInf(v, 0) {
 		return starlark.None
 	}
 	return starlark.Float(v)
+}
+
+// hasTime reports whether the time model gave a finite step time.
+func (x *Report) hasTime() bool {
+	s := x.r.Time.StepSeconds
+	return s > 0 && !math.IsInf(s, 0) && !math.IsNaN(s)
 }
 
 // allocFields describes one allocation: tensor, op, shape, dtype, bytes,

@@ -146,3 +146,16 @@ func TestBar(t *testing.T) {
 		}
 	}
 }
+
+// TestReportNoTimeModel checks that a gpu without speed figures gives None
+// time figures, not +Inf or NaN.
+func TestReportNoTimeModel(t *testing.T) {
+	runPreludeCases(t, reportPrelude, []evalCase{
+		{expr: "small.step_time", want: "None"},
+		{expr: "small.mfu", want: "None"},
+		{expr: "small.tokens_per_s", want: "None"},
+		{expr: "small.comm_bytes", want: "None"},
+		{expr: `"time            unknown: small has no bf16_tflops" in str(small)`, want: "True"},
+		{expr: `"Inf" in str(small) or "NaN" in str(small)`, want: "False"},
+	})
+}
