@@ -315,8 +315,9 @@ func (x *Plan) String() string {
 	def := defaultTrainArgs()
 	for i := argBatch; i < numTrainArgs; i++ {
 		v := x.args.vals[i]
-		switch i {
-		case argBatch, argSeq, argGPU:
+		switch {
+		case i == argBatch || i == argGPU:
+		case i == argSeq && v != starlark.None:
 		default:
 			if same(v, def.vals[i]) {
 				continue
@@ -356,7 +357,10 @@ func same(v, def starlark.Value) bool {
 // "batch 1 x seq 2048, bf16-mixed, adamw, checkpoint none".
 func (x *Plan) Summary() string {
 	p := x.p
-	parts := []string{fmt.Sprintf("batch %d x seq %d", p.Batch, p.Seq)}
+	parts := []string{fmt.Sprintf("batch %d", p.Batch)}
+	if x.args.vals[argSeq] != starlark.None {
+		parts[0] += fmt.Sprintf(" x seq %d", p.Seq)
+	}
 	if p.GradAccum > 1 {
 		parts = append(parts, fmt.Sprintf("grad_accum %d", p.GradAccum))
 	}

@@ -147,3 +147,14 @@ func TestCheckpointAndLoRA(t *testing.T) {
 		{expr: `lora(dropout = 1)`, err: "dropout must be in [0, 1) (got 1)"},
 	})
 }
+
+// TestPlanWithoutSeq checks plans of models that do not read tokens: seq
+// stays None (the engine uses one position per sample).
+func TestPlanWithoutSeq(t *testing.T) {
+	runPreludeCases(t, `q = train(model("mlp", linear(8, 8), loss = "mse"), batch = 4)`, []evalCase{
+		{expr: "q", want: `train(model="mlp", batch=4, gpu="H100-80GB")`},
+		{expr: "q.seq", want: "None"},
+		{expr: "q.replace(seq = 16)", want: `train(model="mlp", batch=4, seq=16, gpu="H100-80GB")`},
+		{expr: `str(simulate(q)).split("\n")[0]`, want: `"mlp on H100-80GB: batch 4, fp32, adamw(), no checkpointing"`},
+	})
+}
