@@ -15,6 +15,9 @@ type builder struct {
 	prefix string
 	region int32 // current checkpoint region, 0 = none
 	block  int   // index of the current repeated block (for checkpoint(every=k))
+
+	members    int64 // ensemble members in the step (Plan.Members, at least 1)
+	sequential bool  // members run through the model one at a time (members.go)
 }
 
 // scope pushes a name onto the module path; the returned func pops it.

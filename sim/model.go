@@ -14,6 +14,7 @@ type Model struct {
 	LogitsFP32    bool  // logits upcast to fp32 before the loss (Hugging Face causal LMs)
 	InputDim      int64 // features per position for models that start without an embedding; 0 = inferred
 	InputGrad     bool  // the input requires grad (a block measured on its own, as the oracle does)
+	Points        int64 // graph models: grid points per sample; the input is [batch, Points, InputDim] (graph_model.go)
 }
 
 // Params is the exact parameter count: tied weights once, buffers never.
@@ -145,9 +146,9 @@ func (m *Model) Validate() error {
 		}
 	}
 	switch m.Loss {
-	case "cross_entropy", "mse", "none", "":
+	case "cross_entropy", "mse", "none", "", "crps":
 	default:
-		return errorf(m.Name, "unknown loss %q (known: cross_entropy, mse, none)", m.Loss)
+		return errorf(m.Name, "unknown loss %q (known: cross_entropy, mse, crps, none)", m.Loss)
 	}
 	if m.Vocab < 0 {
 		return errorf(m.Name, "vocab must be positive (got %d)", m.Vocab)
@@ -188,6 +189,13 @@ func (m *Model) lower(b *builder) (err error) {
 		b.val(x).grad = m.InputGrad && !b.eval
 	}
 	b.p.input = x
+	x = b.lowerMembers(m, x) // lowerBody once, or once per member (members.go)
+	b.p.loss = b.loss(m, x)
+	return nil
+}
+
+// lowerBody emits the layers and the output head for input x.
+func (m *Model) lowerBody(b *builder, x Value) Value {
 	for i, l := range m.Layers {
 		x = b.lowerChild(l, i, x)
 	}
@@ -203,8 +211,7 @@ func (m *Model) lower(b *builder) (err error) {
 			}
 		}
 	}
-	b.p.loss = b.loss(m, x)
-	return nil
+	return x
 }
 
 // input adds the program input (data: no grad).
@@ -235,6 +242,8 @@ func (b *builder) loss(m *Model, x Value) Value {
 		b.op(i).workB = b.val(lsm).bytes
 		b.op(i).flops = 5 * float64(numel(b.shape(x)))
 		return loss
+	case "crps":
+		return b.crpsLoss(x) // graph_loss.go
 	case "mse":
 		i := b.addOp("mse_loss", "mse", []Value{x})
 		loss := b.out(i, "loss", nil, FP32, "loss")

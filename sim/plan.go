@@ -39,6 +39,9 @@ func (p *Plan) Validate() error {
 	if p.Seq <= 0 {
 		return &Error{Path: "train", Msg: fmt.Sprintf("seq must be positive (got %d)", p.Seq), Hint: "pass seq= to train() (tokens per sequence)"}
 	}
+	if pts := p.Model.Points; pts > 0 && p.Seq != 1 && p.Seq != pts {
+		return &Error{Path: "train", Msg: fmt.Sprintf("seq must be left unset for graph model %q: its rows are the %d grid points (got seq=%d)", p.Model.Name, pts, p.Seq)}
+	}
 	if p.GradAccum <= 0 {
 		return &Error{Path: "train", Msg: fmt.Sprintf("grad_accum must be positive (got %d)", p.GradAccum)}
 	}
@@ -89,8 +92,12 @@ func (p *Plan) lowerProgram() (*program, error) {
 		lora:  p.LoRA,
 		eval:  p.Phase == "eval",
 	}
-	if p.MembersMode != "sequential" && p.Members > 1 {
-		b.batch *= p.Members
+	// Members are folded into the batch: "stacked" runs them as one batch
+	// (anemoi); "sequential" slices it back per member (members.go).
+	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"
+	b.batch *= b.members
+	if p.Model.Points > 0 {
+		b.seq = p.Model.Points // graph models: one row per grid point (graph_model.go)
 	}
 	if err := p.Model.lower(b); err != nil {
 		return nil, err

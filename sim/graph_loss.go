@@ -1,0 +1,61 @@
+package sim
+
+import "fmt"
+
+// crpsLoss lowers anemoi's ensemble loss, AlmostFairKernelCRPS
+// (training/losses/kcrps.py@training-0.5.1, _kernel_crps), as
+// GraphEnsForecaster runs it: inside one activation checkpoint
+// (ensforecaster.py@training-0.5.1 l.270-284, gather_and_compute_loss),
+// in fp32 (no_autocast=True), over all members at once. x is the model
+// output [members * batch, points, vars]; b.members says how many members.
+//
+// Forward (all transient: it is checkpointed), per sample:
+//
+//	y_pred.clone()                                   [E, N, V]
+//	var  = |preds[..., None] - preds[..., None, :]|  [V, N, E, E]  (abs saves the difference)
+//	err  = |preds - target[..., None]|               [V, N, E]     (abs saves the difference)
+//	mem_err = err_r * ~diag                          [V, N, E, E]  (err_r is an expand view)
+//	(mem_err + mem_err.T) - (1 - eps) * var          three [V, N, E, E] temporaries
+//	sum over the member pairs, coef *, scale, sum    [V, N] ... scalar
+//
+// var and mem_err are Python locals, alive until _kernel_crps returns, so
+// six [V, N, E, E] fp32 tensors exist at once: the loss grows with the
+// square of the members, whether they ran stacked or one at a time. The
+// backward recomputes the region and keeps the two abs inputs. The target
+// (batch[0][:, multistep + step, 0, :, output.full], an indexing copy) is
+// a checkpoint input held until the loss backward.
+func (b *builder) crpsLoss(x Value) Value {
+	e := b.members
+	if e < 2 {
+		panic(lowerError{&Error{Path: "loss", Msg: fmt.Sprintf("the crps loss compares ensemble members: it needs members >= 2 (got %d)", e),
+			Hint: "train(..., members=2), or build the model with loss=\"mse\""}})
+	}
+	s := b.shape(x)
+	rows := s[0]
+	if rows%e != 0 {
+		panic(lowerError{errorf("loss", "cannot split %d samples into %d members", rows, e)})
+	}
+	bs := rows / e
+	per := numel(s) / rows // points x variables per member and sample
+	dt := b.dtype(x)
+	target := b.ew("index", "target", nil, []int64{bs, per}, dt, "loss target (indexing copy of the batch)")
+	b.val(target).grad = false
+	defer b.beginRegion("")()
+	pairs := []int64{bs, per, e, e}
+	c := b.ew("clone", "y_pred", []Value{x}, s, dt, "y_pred.clone() in the checkpointed loss (gather_and_compute_loss)")
+	diff := b.ew("sub", "pair_diff", []Value{c}, pairs, dt, "member-pair differences preds[..., None] - preds[..., None, :] (crps)")
+	va := b.ew("abs", "var", []Value{diff}, pairs, dt, "|member-pair differences| (crps var)")
+	b.save(b.val(va).producer, diff)
+	d := b.ew("sub", "err_diff", []Value{c, target}, []int64{bs, per, e}, dt, "preds - target (crps)")
+	er := b.ew("abs", "err", []Value{d}, []int64{bs, per, e}, dt, "|preds - target| (crps)")
+	b.save(b.val(er).producer, d)
+	mem := b.ew("mul", "mem_err", []Value{er}, pairs, dt, "err_r * ~diag over member pairs (crps)")
+	s1 := b.ew("add", "mem_err_sym", []Value{mem}, pairs, dt, "mem_err + mem_err.T (crps)")
+	s2 := b.ew("mul", "var_scaled", []Value{va}, pairs, dt, "(1 - eps) * var (crps)")
+	s3 := b.ew("sub", "pair_terms", []Value{s1, s2}, pairs, dt, "crps member-pair terms")
+	r := b.ew("sum", "kcrps", []Value{s3}, []int64{bs, per}, dt, "point-wise kernel crps")
+	b.keepAlive("kcrps_locals", va, mem)
+	sc := b.ew("mul", "scaled", []Value{r}, []int64{bs, per}, dt, "crps times the loss scalers")
+	i := b.addOp("sum", "sum", []Value{sc})
+	return b.out(i, "loss", nil, FP32, "loss")
+}

@@ -1,0 +1,112 @@
+package sim
+
+import "fmt"
+
+// Lowering helpers used by the graph models (graph_*.go): Python-local
+// lifetimes, row slices of a tensor (tensor_split chunks), layer norms over
+// a trailing group of features, and plain elementwise ops.
+
+// ew adds an op with one output of the given shape and dtype that saves
+// nothing (elementwise arithmetic, copies, concatenations).
+func (b *builder) ew(kind, name string, ins []Value, shape []int64, dt DType, why string) Value {
+	i := b.addOp(kind, name, ins)
+	y := b.out(i, name, shape, dt, why)
+	b.op(i).flops = float64(numel(shape))
+	for _, v := range ins {
+		b.op(i).bytes += float64(b.val(v).bytes)
+	}
+	return y
+}
+
+// keepAlive marks values as used until this point: a Python local (or a
+// list) keeps a tensor alive until the function returns, after its last
+// use by an op. It allocates nothing and has no backward.
+func (b *builder) keepAlive(name string, vs ...Value) {
+	var ins []Value
+	for _, v := range vs {
+		if v != noValue {
+			ins = append(ins, v)
+		}
+	}
+	if len(ins) > 0 {
+		b.addOp("keep_alive", name, ins)
+	}
+}
+
+// viewRows is a view of rows of x (tensor_split): no new storage. The
+// caller keeps x alive (keepAlive) for as long as the view is used.
+func (b *builder) viewRows(x Value, rows int64, why string) Value {
+	i := b.addOp("view", "rows", []Value{x})
+	y := b.out(i, b.lastName(x)+".rows", withLast([]int64{rows, 0}, b.last(x)), b.dtype(x), why)
+	b.val(y).bytes = 0
+	b.op(i).bytes = 0
+	return y
+}
+
+// castRows is autocast's copy of a row slice of x in dtype dt (the input
+// cast of an op applied to one tensor_split chunk); a view when x already
+// has dtype dt.
+func (b *builder) castRows(x Value, rows int64, dt DType, why string) Value {
+	if b.dtype(x) == dt {
+		return b.viewRows(x, rows, why)
+	}
+	i := b.addOp("cast", "to_"+dt.Name(), []Value{x})
+	y := b.out(i, b.lastName(x)+".rows."+dt.Name(), []int64{rows, b.last(x)}, dt, why)
+	b.op(i).bytes += float64(b.dtype(x).Bytes(rows * b.last(x)))
+	return y
+}
+
+// normOver lowers aten::native_layer_norm over groups of dim trailing
+// features (dim divides the last dimension: a per-head norm when dim is
+// the head width), with an optional weight and bias. Under autocast it is
+// on the fp32 list: the input is cast to fp32 and the output is fp32. It
+// saves the (cast) input, mean and rstd (one per group).
+func (b *builder) normOver(name string, x Value, dim int64, weight, bias bool) Value {
+	defer b.scope(name)()
+	var params []int32
+	if weight {
+		params = append(params, b.param("weight", []int64{dim}, "norm"))
+	}
+	if bias {
+		params = append(params, b.param("bias", []int64{dim}, "norm"))
+	}
+	xin := x
+	if b.prec.Autocast {
+		xin = b.cast(x, FP32, "autocast fp32 copy of layer_norm input (saved)")
+	}
+	i := b.addOp("layer_norm", "", []Value{xin}, params...)
+	y := b.out(i, "out", b.shape(xin), b.dtype(xin), "layer_norm output")
+	statsDT := b.dtype(xin)
+	if b.rt.NormStatsFP32 {
+		statsDT = FP32
+	}
+	groups := numel(b.shape(xin)) / dim
+	mean := b.out(i, "mean", []int64{groups, 1}, statsDT, "layer_norm mean (saved)")
+	rstd := b.out(i, "rstd", []int64{groups, 1}, statsDT, "layer_norm rstd (saved)")
+	b.val(mean).grad, b.val(rstd).grad = false, false
+	b.save(i, xin, mean, rstd)
+	b.op(i).flops = 8 * float64(numel(b.shape(xin)))
+	b.op(i).bytes += float64(b.val(xin).bytes)
+	return y
+}
+
+// splitRows returns torch.tensor_split's chunk sizes of n rows into k
+// chunks: the first n % k chunks get one row more.
+func splitRows(n, k int64) []int64 {
+	out := make([]int64, k)
+	for i := range out {
+		out[i] = n / k
+		if int64(i) < n%k {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// chunkScope names chunk i of k ("chunk3"), or "" when there is one chunk.
+func chunkScope(i, k int64) string {
+	if k == 1 {
+		return ""
+	}
+	return fmt.Sprintf("chunk%d", i)
+}

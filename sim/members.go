@@ -1,0 +1,128 @@
+package sim
+
+import "fmt"
+
+// Ensemble members (Plan.Members, Plan.MembersMode).
+//
+// lowerProgram always folds members into the batch, so the program input
+// holds every member's rows. With "stacked" (anemoi's behaviour:
+// ens_encoder_processor_decoder.py bse = batch_size * ensemble_size) the
+// model body runs once over all of them. With "sequential" it runs once
+// per member on that member's rows, keeping each member's saved tensors
+// (and checkpoint inputs) until the backward reaches it; the members'
+// outputs are concatenated (torch.cat) before the loss, so the loss still
+// sees all members, and the backward walks the members in reverse order
+// because it walks the ops in reverse. Nothing in the forward couples the
+// members (layer norms and noise are per sample), so the maths is the same.
+//
+// The members share one set of parameters: the parameters each member's
+// lowering registers are tied to the first member's, so they are held,
+// stepped and given gradients once. Autocast's weight cache is keyed by the
+// weight and lives until the autocast region ends (the whole forward of all
+// members), so the low-precision weight copies are made once too: the later
+// members read the first member's copies.
+
+// lowerMembers lowers the model body for input x (whose first dimension is
+// batch * members) once, or once per member followed by a concatenation.
+func (b *builder) lowerMembers(m *Model, x Value) Value {
+	if !b.sequential || b.members <= 1 {
+		return m.lowerBody(b, x)
+	}
+	shape := b.shape(x)
+	if len(shape) == 0 || shape[0]%b.members != 0 {
+		panic(lowerError{errorf(m.Name, "cannot split a batch of %v rows into %d members", shape, b.members)})
+	}
+	per := shape[0] / b.members
+	block := b.block
+	type span struct{ params, ops [2]int }
+	var spans []span
+	var outs []Value
+	for i := int64(0); i < b.members; i++ {
+		done := b.scope(fmt.Sprintf("member%d", i))
+		b.block = block // checkpoint(every=k) counts blocks within one member
+		xi := b.memberSlice(x, i, per)
+		p0, o0 := len(b.p.params), len(b.p.ops)
+		outs = append(outs, m.lowerBody(b, xi))
+		spans = append(spans, span{[2]int{p0, len(b.p.params)}, [2]int{o0, len(b.p.ops)}})
+		done()
+	}
+	for i := 1; i < len(spans); i++ {
+		b.shareMember(spans[0].params, spans[i].params, spans[0].ops, spans[i].ops)
+	}
+	return b.catMembers(outs)
+}
+
+// memberSlice is x[i*per:(i+1)*per]: a view of the batch, no new storage.
+func (b *builder) memberSlice(x Value, i, per int64) Value {
+	op := b.addOp("slice", "member_input", []Value{x})
+	shape := append([]int64{per}, b.shape(x)[1:]...)
+	v := b.out(op, "input", shape, b.dtype(x), fmt.Sprintf("view of member %d's rows of the batch (no new storage)", i))
+	b.val(v).bytes = 0
+	b.op(op).bytes = 0
+	return v
+}
+
+// catMembers is torch.cat of the members' outputs along the batch. It
+// saves nothing, and its backward hands each member a view of the
+// incoming gradient (CatBackward0 narrows), so it allocates no input
+// gradients.
+func (b *builder) catMembers(outs []Value) Value {
+	op := b.addOp("cat", "members_cat", outs)
+	shape := append([]int64(nil), b.shape(outs[0])...)
+	shape[0] *= int64(len(outs))
+	v := b.out(op, "members_cat", shape, b.dtype(outs[0]), fmt.Sprintf("the %d members' outputs concatenated before the loss", len(outs)))
+	b.op(op).noGradB = true
+	return v
+}
+
+// shareMember ties the parameters of a later member (range q) to the first
+// member's (range p) and points its autocast weight copies at the first
+// member's. Both members lowered the same layers in the same order.
+func (b *builder) shareMember(p, q [2]int, opsP, opsQ [2]int) {
+	if p[1]-p[0] != q[1]-q[0] {
+		panic(lowerError{errorf(b.name(""), "internal error: members registered %d and %d parameters", p[1]-p[0], q[1]-q[0])})
+	}
+	root := func(pi int) int32 {
+		if t := b.p.params[pi].tiedTo; t >= 0 {
+			return t
+		}
+		return int32(pi)
+	}
+	for j := 0; j < p[1]-p[0]; j++ {
+		b.p.params[q[0]+j].tiedTo = root(p[0] + j)
+	}
+	// The first member's weight copies, by parameter.
+	copies := map[int32]Value{}
+	for i := opsP[0]; i < opsP[1]; i++ {
+		if o := &b.p.ops[i]; isWeightCast(o) {
+			copies[root(int(o.params[0]))] = o.out[0]
+		}
+	}
+	renamed := map[Value]Value{}
+	for i := opsQ[0]; i < opsQ[1]; i++ {
+		o := &b.p.ops[i]
+		if isWeightCast(o) {
+			if v0, ok := copies[b.p.params[o.params[0]].tiedTo]; ok {
+				renamed[o.out[0]] = v0
+				b.p.values[o.out[0]].cached = false
+				o.out, o.params, o.flops, o.bytes = nil, nil, 0, 0
+			}
+			continue
+		}
+		for k, v := range o.in {
+			if r, ok := renamed[v]; ok {
+				o.in[k] = r
+			}
+		}
+		for k, v := range o.saved {
+			if r, ok := renamed[v]; ok {
+				o.saved[k] = r
+			}
+		}
+	}
+}
+
+// isWeightCast reports an autocast weight copy (builder.weight).
+func isWeightCast(o *opInfo) bool {
+	return o.kind == "cast" && len(o.in) == 0 && len(o.params) == 1 && len(o.out) == 1
+}
