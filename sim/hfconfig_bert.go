@@ -1,0 +1,116 @@
+package sim
+
+// buildBERT follows transformers/models/bert/modeling_bert.py. The body is
+// BertEmbeddings (word, token-type and absolute position tables, then
+// LayerNorm and dropout) and post-norm layers:
+//
+//	x = LayerNorm(x + dropout(attention(x)))        attention.output.LayerNorm
+//	x = LayerNorm(x + dropout(output(gelu(intermediate(x)))))   output.LayerNorm
+//
+// with biases on every projection. The head follows the model class:
+//
+//   - BertForMaskedLM (the default: bert-base-uncased's config names it):
+//     cls.predictions.transform (dense, act, LayerNorm), then the decoder
+//     tied to the word embeddings plus its own vocab-sized bias. No pooler
+//     (add_pooling_layer=False).
+//   - BertModel: the pooler (first token, dense, tanh); no loss head (the
+//     loss sums the pooled output).
+//   - BertForSequenceClassification: pooler, dropout, classifier
+//     (hidden x num_labels, biased); cross-entropy, or MSE for one label.
+//   - BertForTokenClassification: dropout and classifier on every token,
+//     no pooler.
+//
+// num_labels is the size of id2label when present (as PretrainedConfig
+// derives it), else num_labels, else 2. The eager softmax runs in the
+// activations' dtype; transformers has no flash-attention path for BERT.
+func buildBERT(c *hfConfig, attn string, head hfHead) *Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	heads := c.size("num_attention_heads")
+	vocab := c.size("vocab_size")
+	inter := c.size("intermediate_size")
+	positions := c.size("max_position_embeddings")
+	types := c.sizeOr("type_vocab_size", 2)
+	act := c.mlpAct("hidden_act", "gelu", false)
+	pa := c.prob("attention_probs_dropout_prob", 0.1)
+	po := c.prob("hidden_dropout_prob", 0.1)
+	pc := c.prob("classifier_dropout", po)
+	tie := c.flag("tie_word_embeddings", true)
+	causal := c.flag("is_decoder", false)
+	if pet := c.str("position_embedding_type", "absolute"); pet != "absolute" {
+		c.fail("position_embedding_type", "must be \"absolute\" (got %q; relative position embeddings are not supported yet)", pet)
+	}
+	if c.flag("add_cross_attention", false) {
+		c.fail("add_cross_attention", "must be false (cross-attention needs an encoder's states; not supported)")
+	}
+	labels := c.numLabels()
+	hd := c.headDim(hidden, heads, 0)
+	drop, after := c.attnDropout("attention_probs_dropout_prob", pa, po)
+	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inter)) + float64(vocab+positions+types)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	ln := func(name string) Layer { return &Norm{Name: name, Dim: hidden, Bias: true} }
+	at := &Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
+		Impl: attn, Causal: causal, Dropout: drop}
+	mlp := &MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
+	block := seq(
+		res(append([]Layer{at}, after...)...), ln("attention_layernorm"),
+		res(mlp), ln("output_layernorm"),
+	)
+	ls := []Layer{
+		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
+		&AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true},
+		&AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: positions},
+		ln("embeddings_layernorm"),
+	}
+	if po > 0 {
+		ls = append(ls, &Dropout{Name: "embeddings_dropout", P: po})
+	}
+	ls = append(ls, &Repeat{Name: "layer", Layer: block, N: layers})
+	classifier := &Linear{Name: "classifier", In: hidden, Out: labels, Bias: true, Role: "classifier"}
+	var clsDrop []Layer
+	if pc > 0 {
+		clsDrop = []Layer{&Dropout{Name: "dropout", P: pc}}
+	}
+	switch head {
+	case headMaskedLM:
+		ls = append(ls,
+			&Linear{Name: "transform_dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
+			&Act{Name: "transform_act_fn", Fn: act},
+			ln("transform_layernorm"))
+		m := c.finish(headCausalLM, ls, vocab, tie)
+		m.HeadBias = true
+		m.LogitsFP32 = false // BertForMaskedLM calls CrossEntropyLoss on the logits as they are
+		return m
+	case headBase:
+		ls = append(ls, &Pooler{Name: "pooler", Dim: hidden})
+	case headSeqCls:
+		ls = append(ls, &Pooler{Name: "pooler", Dim: hidden})
+		ls = append(append(ls, clsDrop...), classifier)
+	case headTokenCls:
+		ls = append(append(ls, clsDrop...), classifier)
+	}
+	m := c.finish(headBase, ls, 0, false)
+	if head != headBase {
+		m.Loss = "cross_entropy"
+		if labels == 1 {
+			m.Loss = "mse" // problem_type "regression"
+		}
+	}
+	return m
+}
+
+// numLabels is PretrainedConfig's num_labels: len(id2label), else
+// num_labels, else 2.
+func (c *hfConfig) numLabels() int64 {
+	if c.has("id2label") {
+		m, ok := c.raw["id2label"].(map[string]any)
+		if !ok || len(m) == 0 {
+			c.fail("id2label", "must be a non-empty object of labels (got %s)", describeJSON(c.raw["id2label"]))
+			return 2
+		}
+		return int64(len(m))
+	}
+	return c.sizeOr("num_labels", 2)
+}

@@ -1,0 +1,38 @@
+package sim
+
+import "fmt"
+
+// Scale multiplies its input by a constant: Gemma's embedding normaliser,
+// hidden_states * sqrt(hidden_size) (transformers/models/gemma/
+// modeling_gemma.py, GemmaModel.forward). The factor is a 0-dim tensor
+// made on the host (torch.tensor(..., dtype=hidden_states.dtype)), so the
+// product's backward keeps nothing on the device; the output is a new
+// tensor of the input's shape and dtype.
+type Scale struct {
+	Name   string
+	Factor float64
+}
+
+func (s *Scale) Kind() string      { return "scale" }
+func (s *Scale) Label() string     { return s.Name }
+func (s *Scale) Children() []Layer { return nil }
+func (s *Scale) Params() int64     { return 0 }
+func (s *Scale) Summary() string   { return fmt.Sprintf("x %g", s.Factor) }
+func (s *Scale) validate(path string) error {
+	if !(s.Factor > 0) {
+		return errorf(path, "scale factor must be positive (got %g)", s.Factor)
+	}
+	return nil
+}
+
+func (s *Scale) lower(b *builder, x Value) Value {
+	name := s.Name
+	if name == "" {
+		name = "scale"
+	}
+	i := b.addOp("mul", name, []Value{x})
+	y := b.out(i, name, b.shape(x), b.dtype(x), "scaled "+b.lastName(x))
+	b.op(i).flops = float64(numel(b.shape(x)))
+	b.op(i).bytes += float64(b.val(x).bytes)
+	return y
+}
