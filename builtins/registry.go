@@ -49,6 +49,7 @@ func tables() [][]Builtin {
 		loraBuiltins(),
 		planBuiltins(),
 		reportBuiltins(),
+		tableBuiltins(),
 	}
 }
 

@@ -75,7 +75,7 @@ var reportAttrNames = []string{
 	"as_dict", "breakdown", "capacity", "comm_bytes", "device_used", "fits", "headroom",
 	"hfu", "host_memory", "largest", "mfu", "notes", "oom", "overheads", "params", "peak_allocated",
 	"peak_at", "peak_reserved", "plan", "ranks", "saved_activations", "saved_weight_copies",
-	"states", "step_time", "summary", "timeline", "tokens_per_s", "traffic", "trainable_params",
+	"states", "step_time", "summary", "tables", "timeline", "tokens_per_s", "traffic", "trainable_params",
 }
 
 func (x *Report) AttrNames() []string { return reportAttrNames }
@@ -168,6 +168,8 @@ func (x *Report) field(name string, plain bool) (starlark.Value, bool) {
 		return frozenDict(
 			"params", i64(r.States.Params), "grads", i64(r.States.Grads),
 			"master", i64(r.States.Master), "optimizer", i64(r.States.Optimizer)), true
+	case "tables":
+		return tableReports(r, plain), true // table.go
 	case "traffic":
 		return frozenDict(
 			"hbm", i64(r.Traffic.HBM), "pcie", i64(r.Traffic.PCIe),
