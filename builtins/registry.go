@@ -50,6 +50,7 @@ func tables() [][]Builtin {
 		planBuiltins(),
 		reportBuiltins(),
 		tableBuiltins(),
+		hfConfigBuiltins(),
 	}
 }
 
