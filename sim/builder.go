@@ -18,6 +18,8 @@ type builder struct {
 
 	members    int64 // ensemble members in the step (Plan.Members, at least 1)
 	sequential bool  // members run through the model one at a time (members.go)
+
+	par parLowering // tensor, context and expert parallelism (tp.go)
 }
 
 // scope pushes a name onto the module path; the returned func pops it.

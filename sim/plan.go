@@ -18,6 +18,10 @@ type Plan struct {
 	Device      Device
 	Phase       string // train | eval
 	Runtime     Runtime
+	Parallel    Parallelism // distributed layout (parallel.go); zero value = one GPU
+	Cluster     Cluster     // the machines (parallel.go); zero value = 8-GPU nodes
+
+	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
 
 // Options tune an evaluation.
@@ -77,7 +81,7 @@ func (p *Plan) Validate() error {
 	if p.Device.Memory <= 0 {
 		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
-	return nil
+	return p.validateParallel() // parallel.go
 }
 
 // lowerProgram lowers the model for one micro-batch of this plan.
@@ -99,7 +103,8 @@ func (p *Plan) lowerProgram() (*program, error) {
 	if p.Model.Points > 0 {
 		b.seq = p.Model.Points // graph models: one row per grid point (graph_model.go)
 	}
-	if err := p.Model.lower(b); err != nil {
+	p.configureLowering(b) // tp.go: tensor, context and expert parallelism
+	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
 		return nil, err
 	}
 	return b.p, nil

@@ -77,6 +77,8 @@ type program struct {
 	loss    Value
 	regions []region     // checkpoint regions, index = id-1
 	tables  []*tableProg // table layers (table.go), set up and stepped by table_replay.go
+	comm    []commRecord // collectives of one micro-batch (comm.go)
+	stage   *stageProg   // pipeline stage: micro-batch copies and their outputs (pipeline.go)
 }
 
 // region is a contiguous range of ops run under activation checkpointing.

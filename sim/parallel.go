@@ -1,0 +1,297 @@
+package sim
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Parallelism is how a training step is spread over GPUs. The engine
+// replays the step for one representative GPU: parallelism rewrites what
+// that GPU holds (sharded parameters and state, split layers, pipeline
+// stages) and does (collectives, in-flight micro-batches).
+//
+//   - DP: data-parallel replicas. Alone it is PyTorch DDP (every GPU holds
+//     everything; DDP adds its gradient buckets), or Megatron's DDP with the
+//     "megatron" precision (an fp32 main-gradient buffer).
+//   - Zero 1/2/3: DeepSpeed ZeRO over the DP group (optimizer state; plus
+//     gradients; plus parameters). FSDP: PyTorch FSDP2 (fully_shard per
+//     repeated block and the root). DistributedOptimizer: Megatron's
+//     (fp32 master weights and Adam state sharded over DP).
+//   - TP: Megatron tensor parallelism (Shoeybi et al. 2019) inside each
+//     attention, MLP, MoE, the vocabulary-parallel embedding, output layer
+//     and cross-entropy; SequenceParallel shards the norm, dropout and
+//     residual activations along the sequence (Korthikanti et al. 2022).
+//   - PP: pipeline stages of the repeated blocks, scheduled 1F1B or
+//     interleaved with VirtualStages model chunks per GPU (Narayanan et al.
+//     2021); MicroBatches per step (0: the plan's grad_accum).
+//   - CP: context parallelism, the sequence split over CP ranks with ring
+//     attention. EP: expert parallelism, the experts of each MoE split over
+//     EP ranks taken from the DP group, tokens exchanged by all-to-all.
+//
+// The zero value is one GPU.
+type Parallelism struct {
+	DP, TP, PP, CP, EP   int64
+	Zero                 int
+	FSDP                 bool
+	SequenceParallel     bool
+	Schedule             string // 1f1b | interleaved
+	VirtualStages        int64
+	MicroBatches         int64
+	DistributedOptimizer bool
+}
+
+// Cluster is the machines a plan runs on: Nodes of GPUsPerNode GPUs,
+// with the GPU-to-GPU bandwidth inside a node (IntraGBps, NVLink) and
+// between nodes (InterGBps, per GPU), GB/s per direction. Zero bandwidths
+// mean "take them from the GPU and a typical fabric" (the time model).
+// The zero value means: as many 8-GPU nodes as the layout needs.
+type Cluster struct {
+	Nodes, GPUsPerNode   int64
+	IntraGBps, InterGBps float64
+}
+
+// defaultGPUsPerNode is an HGX/DGX node.
+const defaultGPUsPerNode = 8
+
+// norm fills defaults: degrees 1, schedule 1f1b, one virtual stage.
+func (p Parallelism) norm() Parallelism {
+	for _, d := range []*int64{&p.DP, &p.TP, &p.PP, &p.CP, &p.EP, &p.VirtualStages} {
+		if *d == 0 {
+			*d = 1
+		}
+	}
+	if p.Schedule == "" {
+		p.Schedule = "1f1b"
+		if p.VirtualStages > 1 {
+			p.Schedule = "interleaved"
+		}
+	}
+	if p.TP == 1 {
+		p.SequenceParallel = false // Megatron turns it off without TP
+	}
+	return p
+}
+
+// GPUs is the number of GPUs the layout uses: dp*tp*pp*cp (expert
+// parallelism reuses data-parallel ranks).
+func (p Parallelism) GPUs() int64 {
+	n := p.norm()
+	return n.DP * n.TP * n.PP * n.CP
+}
+
+// Active reports whether the plan is spread over more than one GPU or
+// shards anything.
+func (p Parallelism) Active() bool {
+	n := p.norm()
+	return n.GPUs() > 1 || n.EP > 1 || n.Zero > 0 || n.FSDP || n.DistributedOptimizer
+}
+
+// String is the parallel() call that builds p, defaults omitted.
+func (p Parallelism) String() string {
+	n := p.norm()
+	var parts []string
+	for _, d := range []struct {
+		k string
+		v int64
+	}{{"dp", n.DP}, {"tp", n.TP}, {"pp", n.PP}, {"cp", n.CP}, {"ep", n.EP}} {
+		if d.v != 1 {
+			parts = append(parts, fmt.Sprintf("%s=%d", d.k, d.v))
+		}
+	}
+	if n.Zero > 0 {
+		parts = append(parts, fmt.Sprintf("zero=%d", n.Zero))
+	}
+	if n.FSDP {
+		parts = append(parts, "fsdp=True")
+	}
+	if n.SequenceParallel {
+		parts = append(parts, "sequence_parallel=True")
+	}
+	if n.Schedule != "1f1b" {
+		parts = append(parts, fmt.Sprintf("schedule=%q", n.Schedule))
+	}
+	if n.VirtualStages > 1 {
+		parts = append(parts, fmt.Sprintf("virtual_stages=%d", n.VirtualStages))
+	}
+	if n.MicroBatches > 0 {
+		parts = append(parts, fmt.Sprintf("micro_batches=%d", n.MicroBatches))
+	}
+	if n.DistributedOptimizer {
+		parts = append(parts, "distributed_optimizer=True")
+	}
+	return "parallel(" + strings.Join(parts, ", ") + ")"
+}
+
+// nodes is the node count of the cluster, derived when not given.
+func (c Cluster) norm(gpus int64) Cluster {
+	if c.GPUsPerNode == 0 {
+		c.GPUsPerNode = defaultGPUsPerNode
+		if gpus < c.GPUsPerNode && c.Nodes <= 1 {
+			c.GPUsPerNode = max(gpus, 1)
+		}
+	}
+	if c.Nodes == 0 {
+		c.Nodes = (gpus + c.GPUsPerNode - 1) / c.GPUsPerNode
+	}
+	return c
+}
+
+// microBatches is the micro-batch count per step and pipeline.
+func (p *Plan) microBatches() int64 {
+	if m := p.Parallel.MicroBatches; m > 0 {
+		return m
+	}
+	return max(p.GradAccum, 1)
+}
+
+func parallelErr(format string, args ...any) *Error {
+	return &Error{Path: "parallel", Msg: fmt.Sprintf(format, args...)}
+}
+
+// validateParallel checks the layout against itself, the cluster and the
+// model; errors name the numbers.
+func (p *Plan) validateParallel() error {
+	raw := p.Parallel
+	for _, d := range []struct {
+		k string
+		v int64
+	}{{"dp", raw.DP}, {"tp", raw.TP}, {"pp", raw.PP}, {"cp", raw.CP}, {"ep", raw.EP},
+		{"virtual_stages", raw.VirtualStages}, {"micro_batches", raw.MicroBatches}} {
+		if d.v < 0 {
+			return parallelErr("%s must be positive (got %d)", d.k, d.v)
+		}
+	}
+	par := raw.norm()
+	if par.Zero < 0 || par.Zero > 3 {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("zero must be 0, 1, 2 or 3 (got %d)", par.Zero), Hint: "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters"}
+	}
+	if par.FSDP && par.Zero > 0 {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}
+	}
+	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
+		return &Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
+	}
+	switch par.Schedule {
+	case "1f1b":
+		if par.VirtualStages > 1 {
+			return &Error{Path: "parallel", Msg: fmt.Sprintf("virtual_stages=%d needs schedule=\"interleaved\"", par.VirtualStages)}
+		}
+	case "interleaved":
+		if par.VirtualStages < 2 {
+			return &Error{Path: "parallel", Msg: "the interleaved schedule needs virtual_stages >= 2", Hint: "virtual_stages is the number of model chunks per GPU (Megatron --num-layers-per-virtual-pipeline-stage)"}
+		}
+		if par.PP < 2 {
+			return parallelErr("the interleaved schedule needs pp >= 2 (got pp=%d)", par.PP)
+		}
+		if m := p.microBatches(); m%par.PP != 0 {
+			return &Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
+		}
+	default:
+		return parallelErr("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)
+	}
+	if par.PP > 1 && par.Zero >= 2 {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}
+	}
+	if par.EP > 1 && par.DP%par.EP != 0 {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("ep=%d does not divide dp=%d", par.EP, par.DP), Hint: "expert-parallel ranks are taken from the data-parallel group"}
+	}
+	if c := p.Cluster; c.Nodes < 0 || c.GPUsPerNode < 0 || c.IntraGBps < 0 || c.InterGBps < 0 {
+		return &Error{Path: "cluster", Msg: "cluster sizes and bandwidths must be positive"}
+	}
+	gpus := par.GPUs()
+	if c := p.Cluster; c.Nodes > 0 || c.GPUsPerNode > 0 {
+		cl := c.norm(gpus)
+		if have := cl.Nodes * cl.GPUsPerNode; have != gpus {
+			return &Error{Path: "parallel",
+				Msg:  fmt.Sprintf("dp*tp*pp*cp = %d but the cluster has %d GPUs", gpus, have),
+				Hint: fmt.Sprintf("dp=%d tp=%d pp=%d cp=%d on %d node(s) of %d GPUs", par.DP, par.TP, par.PP, par.CP, cl.Nodes, cl.GPUsPerNode)}
+		}
+	}
+	seq := p.Seq
+	if par.CP > 1 && seq%par.CP != 0 {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("cp=%d does not divide seq %d", par.CP, seq), Hint: "context parallelism splits each sequence into cp equal chunks"}
+	}
+	if par.SequenceParallel && (seq/par.CP)%par.TP != 0 {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", par.TP, seq/par.CP)}
+	}
+	if p.Model == nil {
+		return nil
+	}
+	if err := p.Model.validateParallel(par); err != nil {
+		return err
+	}
+	if par.PP > 1 {
+		if _, err := splitStages(p.Model, par); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateParallel checks that every layer can be split as the layout asks.
+func (m *Model) validateParallel(par Parallelism) error {
+	tp, ep := par.TP, par.EP
+	var err error
+	moe := false
+	check := func(path string, l Layer) {
+		if err != nil {
+			return
+		}
+		switch x := l.(type) {
+		case *Attention:
+			err = x.checkTP(path, tp)
+		case *QKNormAttention:
+			err = x.Attention.checkTP(path, tp)
+		case *MLP:
+			if x.Hidden%tp != 0 {
+				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, x.Hidden)}
+			}
+		case *MoE:
+			moe = true
+			switch {
+			case x.Experts%ep != 0:
+				err = &Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, x.Experts)}
+			case x.Hidden%tp != 0:
+				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", tp, x.Hidden)}
+			}
+		case *Embedding:
+			if x.Rows%tp != 0 {
+				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, x.Rows),
+					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", padVocab(x.Rows, tp))}
+			}
+		}
+	}
+	for i, l := range m.Layers {
+		Walk(l, childPath("", l, i), check)
+	}
+	if err != nil {
+		return err
+	}
+	if m.Vocab > 0 && m.Vocab%tp != 0 {
+		return &Error{Path: m.Name, Msg: fmt.Sprintf("tp=%d does not divide vocab %d (the output layer)", tp, m.Vocab),
+			Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", padVocab(m.Vocab, tp))}
+	}
+	if ep > 1 && !moe {
+		return &Error{Path: m.Name, Msg: fmt.Sprintf("ep=%d but the model has no moe() layer", ep)}
+	}
+	return nil
+}
+
+// padVocab is Megatron's --make-vocab-size-divisible-by 128 times tp.
+func padVocab(v, tp int64) int64 {
+	q := 128 * tp
+	return (v + q - 1) / q * q
+}
+
+// checkTP: Megatron splits attention heads over TP ranks; kv heads too
+// (GQA), replicated when there are fewer kv heads than ranks (as vLLM and
+// Megatron-Bridge do for tp > num_query_groups).
+func (a *Attention) checkTP(path string, tp int64) error {
+	if a.Heads%tp != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads), Hint: "tp must divide the number of attention heads"}
+	}
+	if kv := a.kv(); kv%tp != 0 && tp%kv != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, kv)}
+	}
+	return nil
+}

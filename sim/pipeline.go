@@ -1,0 +1,344 @@
+package sim
+
+import "fmt"
+
+// Pipeline parallelism (Narayanan et al. 2021, arXiv:2104.04473;
+// megatron/core/pipeline_parallel/schedules.py).
+//
+// The repeated blocks (the largest repeat() of the model) are split into
+// pp stages, or pp*v model chunks with the interleaved schedule (chunk g
+// runs on stage g mod pp). The first chunk also carries the layers before
+// the blocks (the embedding), the last one the layers after them (final
+// norm), the output layer and the loss.
+//
+// Each stage is replayed on its own, as a program holding the micro-batches
+// the schedule keeps in flight at its peak, forwards first and backwards
+// after (the order of backwards among them does not change the peak):
+//
+//   - 1F1B: stage p runs pp-p-1 warm-up forwards and one more before its
+//     first backward, so min(pp-p, m) micro-batches are in flight
+//     (forward_backward_pipelining_without_interleaving);
+//   - interleaved: num_warmup_microbatches = (pp-p-1)*2 + (v-1)*pp chunk
+//     forwards, plus one (forward_backward_pipelining_with_interleaving),
+//     at most m*v; forward k runs chunk (k mod pp*v) div pp. On the first
+//     stage that is pp*v + pp - 1 chunks of L/(pp*v) layers: Korthikanti's
+//     (1 + (pp-1)/(pp*v)) times the activations of L/pp layers.
+//
+// Every micro-batch copy has its own input (the batch on the first chunk,
+// else the activation received from the previous stage, which requires
+// grad) and its own output: the loss on the last chunk, else the
+// activation sent to the next stage, whose storage Megatron frees right
+// after the send (deallocate_pipeline_outputs, set by
+// core_transformer_config_from_args); its gradient arrives from the next
+// stage when the backward reaches it. Copies of a chunk share its
+// parameters.
+
+// stageSpec is the stage a per-stage plan copy replays.
+type stageSpec struct {
+	stage    int64
+	inflight int64 // chunk forwards in flight at the peak
+	chunks   []int64
+	split    *pipeSplit
+}
+
+// stageProg is what the replay needs beyond the program: the outputs whose
+// gradients are seeded when the backward reaches their producer.
+type stageProg struct {
+	outputs []stageOut
+}
+
+type stageOut struct {
+	v    Value
+	loss bool // a loss (4-byte seed) rather than a sent activation
+}
+
+// pipeAnc is a Sequential on the path to a unit, with the unit's
+// ancestor's index in it.
+type pipeAnc struct {
+	seq   *Sequential
+	index int
+}
+
+// pipeUnit is a top-level piece of the model: one block of the split
+// repeat, or a layer before or after the blocks.
+type pipeUnit struct {
+	anc   []pipeAnc
+	layer Layer
+	index int     // index in its parent (for lowerChild's naming)
+	rep   *Repeat // the split repeat, for blocks
+	block int64   // block index, -1 for other layers
+}
+
+// pipeSplit is the model cut into layers before the blocks, the blocks,
+// and layers after them.
+type pipeSplit struct {
+	pre, blocks, post []pipeUnit
+	chunks            int64 // pp * v
+}
+
+// splitStages flattens the model around its largest repeat() and checks
+// that the chunks divide it.
+func splitStages(m *Model, par Parallelism) (*pipeSplit, error) {
+	par = par.norm()
+	var best *Repeat
+	var walk func(ls []Layer)
+	walk = func(ls []Layer) {
+		for _, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if best == nil || x.N > best.N {
+					best = x
+				}
+			case *Sequential:
+				walk(x.Layers)
+			}
+		}
+	}
+	walk(m.Layers)
+	if best == nil {
+		return nil, &Error{Path: m.Name, Msg: fmt.Sprintf("pp=%d needs a repeat() of blocks to split into stages", par.PP),
+			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
+	}
+	chunks := par.PP * par.VirtualStages
+	if best.N%chunks != 0 {
+		what := fmt.Sprintf("pp=%d", par.PP)
+		if par.VirtualStages > 1 {
+			what = fmt.Sprintf("pp*virtual_stages = %d", chunks)
+		}
+		return nil, &Error{Path: m.Name, Msg: fmt.Sprintf("%s does not divide %d layers", what, best.N),
+			Hint: "each pipeline stage (or virtual stage) holds the same number of blocks"}
+	}
+	s := &pipeSplit{chunks: chunks}
+	seen := false
+	var flatten func(ls []Layer, anc []pipeAnc)
+	flatten = func(ls []Layer, anc []pipeAnc) {
+		for i, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if x == best {
+					for j := int64(0); j < x.N; j++ {
+						s.blocks = append(s.blocks, pipeUnit{anc: anc, layer: x, index: i, rep: x, block: j})
+					}
+					seen = true
+					continue
+				}
+			case *Sequential:
+				if containsLayer(x, best) {
+					flatten(x.Layers, append(append([]pipeAnc(nil), anc...), pipeAnc{seq: x, index: i}))
+					continue
+				}
+			}
+			u := pipeUnit{anc: anc, layer: l, index: i, block: -1}
+			if seen {
+				s.post = append(s.post, u)
+			} else {
+				s.pre = append(s.pre, u)
+			}
+		}
+	}
+	flatten(m.Layers, nil)
+	return s, nil
+}
+
+func containsLayer(s *Sequential, target Layer) bool {
+	found := false
+	Walk(s, "", func(_ string, l Layer) {
+		if l == target {
+			found = true
+		}
+	})
+	return found
+}
+
+// inflight is the number of chunk forwards stage p holds at its peak.
+func inflight(par Parallelism, stage, m int64) int64 {
+	pp, v := par.PP, par.VirtualStages
+	if par.Schedule == "interleaved" {
+		warm := (pp-stage-1)*2 + (v-1)*pp
+		return min(warm+1, m*v)
+	}
+	return min(pp-stage, m)
+}
+
+// stageChunks lists the chunk (virtual stage index g) of each in-flight
+// forward of stage p.
+func stageChunks(par Parallelism, stage, n int64) []int64 {
+	pp, v := par.PP, par.VirtualStages
+	out := make([]int64, n)
+	for k := range n {
+		c := (k % (pp * v)) / pp
+		out[k] = c*pp + stage
+	}
+	return out
+}
+
+// lowerStage lowers the in-flight micro-batch copies of one stage.
+func (p *Plan) lowerStage(b *builder) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			le, ok := r.(lowerError)
+			if !ok {
+				panic(r)
+			}
+			err = le.err
+		}
+	}()
+	st := p.pipeStage
+	sp := st.split
+	m := p.Model
+	b.p.stage = &stageProg{}
+	first := map[int64][2]int{} // chunk -> param range of its first copy
+	perChunk := int64(len(sp.blocks)) / sp.chunks
+	for k, g := range st.chunks {
+		done := b.scope(fmt.Sprintf("mb%d", k))
+		p0 := len(b.p.params)
+		var x Value
+		if g == 0 {
+			x = b.stageBatch(m)
+		} else {
+			x = b.stageRecv(m)
+		}
+		if g == 0 {
+			for _, u := range sp.pre {
+				x = b.lowerUnit(u, x)
+			}
+		}
+		for _, u := range sp.blocks[g*perChunk : (g+1)*perChunk] {
+			x = b.lowerUnit(u, x)
+		}
+		out := stageOut{v: x}
+		if g == sp.chunks-1 {
+			for _, u := range sp.post {
+				x = b.lowerUnit(u, x)
+			}
+			if m.Vocab > 0 {
+				x = b.headLinear(x, m.Vocab, m.HeadBias)
+			}
+			out = stageOut{v: b.loss(m, x), loss: true}
+		} else {
+			b.stageSend(x)
+		}
+		b.p.stage.outputs = append(b.p.stage.outputs, out)
+		done()
+		r := [2]int{p0, len(b.p.params)}
+		if f, ok := first[g]; ok {
+			if f[1]-f[0] != r[1]-r[0] {
+				return errorf(m.Name, "internal error: micro-batch copies registered %d and %d parameters", f[1]-f[0], r[1]-r[0])
+			}
+			for j := 0; j < r[1]-r[0]; j++ {
+				t := int32(f[0] + j)
+				if tt := b.p.params[t].tiedTo; tt >= 0 {
+					t = tt
+				}
+				b.p.params[r[0]+j].tiedTo = t
+			}
+		} else {
+			first[g] = r
+		}
+	}
+	return nil
+}
+
+// stageBatch is one micro-batch of the data on the first stage, loaded
+// when its forward starts.
+func (b *builder) stageBatch(m *Model) Value {
+	i := b.addOp("batch", "batch", nil)
+	if startsWithEmbedding(m.Layers) {
+		return b.out(i, "input_ids", []int64{b.batch, b.seq}, INT64, "micro-batch of token ids")
+	}
+	dt := b.prec.Compute
+	if b.prec.Autocast {
+		dt = b.prec.Params
+	}
+	x := b.out(i, "inputs", []int64{b.batch, b.seq / b.par.spDiv(), m.inputDim()}, dt, "micro-batch of inputs")
+	b.val(x).grad = false
+	return x
+}
+
+// stageRecv is the activation received from the previous stage (it
+// requires grad; its gradient is sent back when the backward reaches it).
+func (b *builder) stageRecv(m *Model) Value {
+	i := b.addOp("recv", "recv_forward", nil)
+	h := m.stageWidth()
+	x := b.out(i, "received", []int64{b.batch, b.seq / b.par.spDiv(), h}, b.prec.Compute, "activation received from the previous pipeline stage")
+	b.val(x).grad = !b.eval
+	n := b.val(x).bytes
+	b.recordComm("send_recv", "pp", n, false)
+	b.recordComm("send_recv", "pp", n, true)
+	return x
+}
+
+// stageSend records the send of a stage's output (its storage is freed
+// after the send: it has no consumer in this program).
+func (b *builder) stageSend(x Value) {
+	n := b.val(x).bytes
+	b.recordComm("send_recv", "pp", n, false)
+	b.recordComm("send_recv", "pp", n, true)
+}
+
+// stageWidth is the hidden width between blocks.
+func (m *Model) stageWidth() int64 {
+	var w int64
+	var walk func(ls []Layer)
+	walk = func(ls []Layer) {
+		for _, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if d := widthIn(x); d > 0 && w == 0 {
+					w = d
+				}
+			case *Sequential:
+				walk(x.Layers)
+			}
+		}
+	}
+	walk(m.Layers)
+	if w == 0 {
+		w = m.outDim()
+	}
+	return w
+}
+
+// lowerUnit lowers one flattened piece under the module path and
+// checkpoint regions it has in the whole model.
+func (b *builder) lowerUnit(u pipeUnit, x Value) Value {
+	var pops []func()
+	for _, a := range u.anc {
+		if a.seq.Label() == "" {
+			pops = append(pops, b.scope(itoa(int64(a.index))))
+		}
+		pops = append(pops, b.scope(a.seq.Name))
+	}
+	if u.block >= 0 {
+		if u.rep.Label() == "" {
+			pops = append(pops, b.scope(itoa(int64(u.index))))
+		}
+		name := u.rep.Name
+		if name == "" {
+			name = "layers"
+		}
+		pops = append(pops, b.scope(name), b.scope(itoa(u.block)))
+		b.block = int(u.block)
+		closeRegion := func() {}
+		if b.ckpt.block(b.block) {
+			closeRegion = b.beginRegion("block")
+		}
+		b.block++
+		x = b.lowerChild(u.rep.Layer, 0, x)
+		closeRegion()
+	} else {
+		x = b.lowerChild(u.layer, u.index, x)
+	}
+	for i := len(pops) - 1; i >= 0; i-- {
+		pops[i]()
+	}
+	return x
+}
+
+// lowerModel lowers the whole model, or the plan's pipeline stage.
+func (p *Plan) lowerModel(b *builder) error {
+	if p.pipeStage != nil {
+		return p.lowerStage(b)
+	}
+	return p.Model.lower(b)
+}
