@@ -44,6 +44,9 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	decl := CallerPos(thread)
 	data, err := ReadScriptFile(thread, path)
 	if err != nil {
+		if !strings.Contains(err.Error(), path) {
+			err = fmt.Errorf("cannot read %s: %w", path, err)
+		}
 		return nil, err
 	}
 	m, err := sim.FromHFConfigArch(data, attn, archName)
