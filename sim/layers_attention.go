@@ -106,16 +106,18 @@ func (a *Attention) lower(b *builder, x Value) Value {
 		name = "attn"
 	}
 	defer b.scope(name)()
-	d, h, kv := a.hd(), a.Heads, a.kv()
-	s := b.shape(x)
+	la := a.perRank(b.par.tpn()) // tp.go: this rank's heads
+	d, h, kv := la.hd(), la.Heads, la.kv()
+	xg := b.tpGather(x) // tp.go: all-gathered along the sequence with SP
+	s := b.shape(xg)
 	var q, k, v Value
 	if a.FusedQKV {
-		qkv := b.linear("qkv", "qkv", x, a.Dim, (h+2*kv)*d, a.QKVBias)
+		qkv := b.colLinear("qkv", "qkv", x, xg, a.Dim, (a.Heads+2*a.kv())*d, (h+2*kv)*d, a.QKVBias)
 		q, k, v = qkv, qkv, qkv // views of one storage
 	} else {
-		q = b.linear("q_proj", "q", x, a.Dim, h*d, a.QKVBias)
-		k = b.linear("k_proj", "k", x, a.Dim, kv*d, a.QKVBias)
-		v = b.linear("v_proj", "v", x, a.Dim, kv*d, a.QKVBias)
+		q = b.colLinear("q_proj", "q", x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
+		k = b.colLinear("k_proj", "k", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
+		v = b.colLinear("v_proj", "v", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
 	}
 	if a.Rope {
 		q = b.rope("q", q, withLast(s, h*d))
@@ -133,12 +135,12 @@ func (a *Attention) lower(b *builder, x Value) Value {
 	}
 	switch a.Impl {
 	case "eager":
-		o = a.eager(b, q, k, v, s)
+		o = la.eager(b, q, k, v, s)
 	default:
-		o = a.fused(b, q, k, v, s)
+		o = la.fused(b, q, k, v, s)
 	}
 	closeRegion()
-	y := b.linear("o_proj", "o", o, h*d, a.Dim, a.OutBias)
+	y := b.rowLinear("o_proj", "o", o, a.Heads*d, h*d, a.Dim, a.OutBias)
 	return b.dropout("resid_dropout", y, a.Dropout)
 }
 
@@ -172,6 +174,7 @@ func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
 	}
 	b.op(i).workB = work
 	b.op(i).flops = a.coreFLOPs(s)
+	b.ringAttention(i, k, v) // context.go: ring buffers with context parallelism
 	return o
 }
 

@@ -74,6 +74,9 @@ func (e *Embedding) lower(b *builder, x Value) Value {
 	if name == "" {
 		name = "embed"
 	}
+	if b.par.tpn() > 1 {
+		return b.vocabParallelEmbedding(e, name, x) // tp.go
+	}
 	defer b.scope(name)()
 	w := b.param("weight", []int64{e.Rows, e.Dim}, "embed")
 	i := b.addOp("embedding", "", []Value{x}, w)

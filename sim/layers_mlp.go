@@ -68,17 +68,20 @@ func (m *MLP) lower(b *builder, x Value) Value {
 
 // ffn lowers the feed-forward core.
 func (b *builder) ffn(x Value, dim, hidden int64, act string, bias bool) Value {
+	// tp.go: column-parallel up projections over the (SP-gathered) input,
+	// row-parallel down projection; hidden/tp on each rank.
+	xg, hl := b.tpGather(x), hidden/b.par.tpn()
 	if act == "swiglu" || act == "geglu" {
 		fn := "silu"
 		if act == "geglu" {
 			fn = "gelu"
 		}
-		gate := b.linear("gate_proj", "gate", x, dim, hidden, bias)
-		up := b.linear("up_proj", "up", x, dim, hidden, bias)
+		gate := b.colLinear("gate_proj", "gate", x, xg, dim, hidden, hl, bias)
+		up := b.colLinear("up_proj", "up", x, xg, dim, hidden, hl, bias)
 		h := b.mul("act_mul", b.activation(fn, gate), up)
-		return b.linear("down_proj", "down", h, hidden, dim, bias)
+		return b.rowLinear("down_proj", "down", h, hidden, hl, dim, bias)
 	}
-	h := b.linear("fc1", "up", x, dim, hidden, bias)
+	h := b.colLinear("fc1", "up", x, xg, dim, hidden, hl, bias)
 	h = b.activation(act, h)
-	return b.linear("fc2", "down", h, hidden, dim, bias)
+	return b.rowLinear("fc2", "down", h, hidden, hl, dim, bias)
 }

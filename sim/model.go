@@ -185,7 +185,7 @@ func (m *Model) lower(b *builder) (err error) {
 		if b.prec.Autocast {
 			dt = b.prec.Params // autocast leaves the batch in its own dtype
 		}
-		x = b.input("inputs", []int64{b.batch, b.seq, m.inputDim()}, dt)
+		x = b.input("inputs", []int64{b.batch, b.seq / b.par.spDiv(), m.inputDim()}, dt)
 		b.val(x).grad = m.InputGrad && !b.eval
 	}
 	b.p.input = x
@@ -201,7 +201,7 @@ func (m *Model) lowerBody(b *builder, x Value) Value {
 	}
 	if m.Vocab > 0 {
 		nParams := len(b.p.params)
-		x = b.linear("lm_head", "lm_head", x, b.last(x), m.Vocab, m.HeadBias)
+		x = b.headLinear(x, m.Vocab, m.HeadBias) // tp.go: vocab-parallel with TP
 		if m.tied() {
 			for pi := range b.p.params {
 				if b.p.params[pi].role == "embed" {
@@ -231,6 +231,9 @@ func (b *builder) loss(m *Model, x Value) Value {
 	defer b.scope("loss")()
 	switch m.Loss {
 	case "", "cross_entropy":
+		if b.par.megatronCE {
+			return b.vocabParallelCE(x) // tp.go
+		}
 		if m.LogitsFP32 || (b.prec.Autocast && b.dtype(x) != FP32) {
 			x = b.cast(x, FP32, "logits upcast to fp32 for the loss")
 		}

@@ -1,0 +1,32 @@
+package sim
+
+// Context parallelism (Megatron-LM --context-parallel-size with
+// TransformerEngine's ring attention, AttnFuncWithCPAndKVP2P in
+// transformer_engine/pytorch/attention.py): every rank keeps s/cp tokens
+// of each sequence through the whole layer (the plan's seq is divided by
+// cp when lowering, tp.go configureLowering); only attention needs the
+// other chunks. Their keys and values travel around the ring: while one
+// chunk is used, the next is received, so two K/V chunks are in flight
+// (p2p_comm_buffers) on top of the local ones. The backward passes the
+// K/V chunks around again with their gradient contributions (dK, dV),
+// double-buffered as well. Causal masking is load-balanced (each rank
+// holds two half-chunks), so every rank does 1/cp of the attention work.
+
+// ringAttention adds the ring buffers and the full-sequence work to the
+// fused attention op i, whose local keys and values are k and v.
+func (b *builder) ringAttention(i int32, k, v Value) {
+	cp := b.par.cpn()
+	if cp == 1 {
+		return
+	}
+	kv := b.val(k).bytes + b.val(v).bytes
+	if k == v { // one fused qkv storage: the k and v parts
+		kv = 2 * b.val(k).bytes / 3
+	}
+	op := b.op(i)
+	op.workF += 2 * kv     // two K/V chunks in flight
+	op.workB += 2 * 2 * kv // K/V and their dK/dV, double-buffered
+	op.flops *= float64(cp)
+	b.recordComm("send_recv", "cp", (cp-1)*kv, false)
+	b.recordComm("send_recv", "cp", 2*(cp-1)*kv, true)
+}
