@@ -96,10 +96,11 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 func modelBuiltins() []Builtin {
 	return []Builtin{{
 		Name: "model",
-		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None)",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False)",
 		Doc: "A whole network: layers run in order, then (with vocab=) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"mse\" or \"none\"). " +
 			"tie_embeddings shares the head's weight with the first embedding (counted once). " +
+			"head_bias gives the head a vocab-sized bias (BERT's masked-LM decoder). " +
 			"logits_fp32 upcasts the logits to fp32 before the loss, as Hugging Face causal LMs do; " +
 			"by default it is on when vocab is set. input_dim is the feature count of the input " +
 			"for a model that does not start with an embedding (inferred from the first layer when it can be).\n\n" +
@@ -118,17 +119,17 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
 	}
 	var vocab, logitsFP32, inputDim starlark.Value
-	var tie bool
+	var tie, headBias bool
 	loss := "cross_entropy"
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
-		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim); err != nil {
+		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias); err != nil {
 		return nil, err
 	}
 	layers, err := layerList(args[1:], "layers")
 	if err != nil {
 		return nil, err
 	}
-	m := &sim.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie}
+	m := &sim.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias}
 	if m.Vocab, err = optInt(vocab, "vocab", 0); err != nil {
 		return nil, err
 	}
@@ -146,6 +147,9 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	if tie && m.Vocab == 0 {
 		return nil, fmt.Errorf("tie_embeddings needs vocab= (the output head it ties)")
+	}
+	if headBias && m.Vocab == 0 {
+		return nil, fmt.Errorf("head_bias needs vocab= (the output head it biases)")
 	}
 	// Errors here are raised by the model() call, whose position the
 	// traceback shows.

@@ -51,6 +51,7 @@ func tables() [][]Builtin {
 		reportBuiltins(),
 		tableBuiltins(),
 		hfConfigBuiltins(),
+		extraLayerBuiltins(),
 	}
 }
 
