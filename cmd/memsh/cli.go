@@ -25,7 +25,9 @@ const helpText = `memsh simulates the GPU memory of a training step from models 
 written in Starlark.
 
 Usage:
+  memsh                           start the REPL (statements from a pipe run too)
   memsh run FILE.star [ARGS...]   run a script (ARGS reach it as argv)
+  memsh repl [FILE.star]          run a script, then explore its globals in the REPL
   memsh doc [NAME]                list builtins and stdlib names, or document one
   memsh version                   print the version
   memsh help                      print this help
@@ -47,12 +49,13 @@ func Main() int {
 	// The first Ctrl-C cancels the script; restoring the default handler
 	// lets a second one end a builtin that does not return.
 	context.AfterFunc(ctx, stop)
-	return run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	return runStdin(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 }
 
 // env is what a command needs from the process.
 type env struct {
 	ctx      context.Context
+	stdin    io.Reader // nil: none (memsh alone prints the help)
 	stdout   io.Writer
 	stderr   io.Writer
 	getenv   func(string) string
@@ -73,7 +76,12 @@ func usagef(format string, args ...any) error {
 var errPrinted = errors.New("error already printed")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{ctx: ctx, stdout: stdout, stderr: stderr, getenv: getenv}
+	return runStdin(ctx, args, nil, stdout, stderr, getenv)
+}
+
+// runStdin is run with a standard input, for the REPL.
+func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	err := e.dispatch(args)
 	var ue *usageError
 	switch {
@@ -120,7 +128,7 @@ func (e *env) dispatch(args []string) error {
 		more, err = e.parse(rest[1:])
 		rest = append([]string{rest[0]}, more...)
 	}
-	if errors.Is(err, flag.ErrHelp) || (err == nil && len(rest) == 0) {
+	if errors.Is(err, flag.ErrHelp) || (err == nil && len(rest) == 0 && !replInput(e.stdin)) {
 		fmt.Fprint(e.stdout, helpText)
 		return nil
 	}
@@ -135,9 +143,14 @@ func (e *env) dispatch(args []string) error {
 	if e.maxSteps == 0 {
 		return usagef("invalid --max-steps value 0 (want a positive number of steps)")
 	}
+	if len(rest) == 0 {
+		return e.cmdRepl(nil)
+	}
 	switch cmd, operands := rest[0], rest[1:]; cmd {
 	case "run":
 		return e.cmdRun(operands)
+	case "repl":
+		return e.cmdRepl(operands)
 	case "doc":
 		return e.cmdDoc(operands)
 	case "version":
@@ -150,6 +163,6 @@ func (e *env) dispatch(args []string) error {
 		fmt.Fprint(e.stdout, helpText)
 		return nil
 	default:
-		return usagef("unknown command %q (want run, doc, version or help)", cmd)
+		return usagef("unknown command %q (want run, repl, doc, version or help)", cmd)
 	}
 }

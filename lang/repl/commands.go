@@ -24,11 +24,11 @@ type command struct {
 // commands is the table of :commands, in the order :help lists them.
 func commands() []command {
 	return []command{
-		{name: "help", args: "[NAME]", help: "list commands and builtins, or document NAME (a builtin, stdlib name, command or your function)", run: (*Session).cmdHelp},
+		{name: "help", args: "[NAME]", help: "list commands and names, or document NAME", run: (*Session).cmdHelp},
 		{name: "vars", help: "list the names you defined, with their types", run: (*Session).cmdVars},
 		{name: "type", args: "EXPR", help: "show the type of EXPR's value", run: (*Session).cmdType},
 		{name: "load", args: "FILE", help: "run a script and keep its globals", run: (*Session).cmdLoad},
-		{name: "paste", help: "read lines, blank ones included, until a line with a single '.' (or Ctrl-D), then run them", run: (*Session).cmdPaste},
+		{name: "paste", help: "run the lines up to a single '.' (or Ctrl-D), blank lines and all", run: (*Session).cmdPaste},
 		{name: "reset", help: "forget every name you defined", run: (*Session).cmdReset},
 		{name: "history", help: "list the statements entered so far", run: (*Session).cmdHistory},
 		{name: "quit", help: "leave the REPL (Ctrl-D also does)", run: (*Session).cmdQuit},
@@ -104,19 +104,19 @@ func (s *Session) cmdVars(ctx context.Context, arg string) error {
 		}
 	}
 	sort.Strings(names)
-	width := 0
+	nw, tw := 0, 0
 	for _, n := range names {
-		width = max(width, len(n))
+		nw, tw = max(nw, len(n)), max(tw, len(s.globals[n].Type()))
 	}
 	for _, n := range names {
 		v := s.globals[n]
-		fmt.Fprintf(s.out, "%-*s  %s\n", width, n, summary(v, 64))
+		fmt.Fprintf(s.out, "%-*s  %-*s  %s\n", nw, n, tw, v.Type(), summary(v, 60))
 	}
 	return nil
 }
 
-// summary is a one-line description of v: its type and the start of its
-// text, at most width runes of text.
+// summary is the start of v's text on one line, at most width runes; a
+// function shows its signature.
 func summary(v starlark.Value, width int) string {
 	text := v.String()
 	if fn, ok := v.(*starlark.Function); ok {
@@ -128,7 +128,7 @@ func summary(v starlark.Value, width int) string {
 	if r := []rune(text); len(r) > width {
 		text = string(r[:width-3]) + "..."
 	}
-	return v.Type() + "  " + text
+	return text
 }
 
 func (s *Session) cmdType(ctx context.Context, arg string) error {
