@@ -180,7 +180,7 @@ type tableProg struct {
 	params    []int32 // per head: the table as a program parameter (on the device), else nil
 	heads     []tableHead
 	leafRows  int64 // rows in each head's leaf this step (distinct, or padded)
-	train     bool
+	train     bool  // the table is trained this step (not eval, not frozen by LoRA)
 }
 
 // tableHead is one head's per-step tensors of a sparse table.
@@ -214,7 +214,8 @@ func (t *Table) lower(b *builder, x Value) Value {
 	if r > 1 {
 		perHead = append(append([]int64(nil), tokShape...), r)
 	}
-	tp := &tableProg{t: t, name: b.name(""), positions: numel(tokShape), train: !b.eval}
+	// LoRA freezes every base weight, tables included.
+	tp := &tableProg{t: t, name: b.name(""), positions: numel(tokShape), train: !b.eval && b.lora == nil}
 	tp.leafRows = tp.maxLeafRows()
 	tp.idx = b.tableInput("indices", append([]int64{t.Heads}, perHead...), INT64, false,
 		"hashed row indices of every head, computed from the token ids with the batch")
@@ -222,8 +223,8 @@ func (t *Table) lower(b *builder, x Value) Value {
 	outShape := append(append([]int64(nil), tokShape...), t.Heads*t.Dim)
 	// Sparse tables gather into leaves when training, and host tables
 	// always (their rows must cross to the device); a device table in eval
-	// is read directly.
-	leaves := t.grad() == "sparse" && (!b.eval || t.placement() == "host")
+	// (or frozen) is read directly.
+	leaves := t.grad() == "sparse" && (tp.train || t.placement() == "host")
 	if t.placement() == "device" {
 		for h := int64(0); h < t.Heads; h++ {
 			done := b.scope(itoa(h))
@@ -244,7 +245,7 @@ func (t *Table) lower(b *builder, x Value) Value {
 			hd := tableHead{
 				rows:    b.tableInput("rows", []int64{tp.indicesPerHead()}, INT64, false, "distinct rows read by this head (torch.unique output; storage keeps all indices)"),
 				inverse: b.tableInput("inverse", perHead, INT64, false, "leaf row of each read (torch.unique inverse indices)"),
-				leaf:    b.tableInput("leaf", []int64{tp.leafRows, t.Dim}, dt, true, leafWhy(t)),
+				leaf:    b.tableInput("leaf", []int64{tp.leafRows, t.Dim}, dt, tp.train, leafWhy(t)),
 			}
 			tp.heads = append(tp.heads, hd)
 			ins = append(ins, hd.inverse)

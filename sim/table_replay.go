@@ -44,7 +44,7 @@ type TableTransfer struct {
 func (r *replay) setupTableStates() {
 	prec := r.plan.Precision
 	for _, tp := range r.p.tables {
-		if tp.t.grad() != "sparse" {
+		if tp.t.grad() != "sparse" || !tp.train {
 			continue
 		}
 		r.rep.TrainableParams += tp.t.Params()
@@ -106,6 +106,9 @@ func (r *replay) setupTableRows() {
 		if tp.t.placement() == "host" && ts.Transfer.LinkGBps <= 0 {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: the gpu's pcie_gbps is 0, so its transfer time is not estimated (pass gpu(..., pcie_gbps=25))", tp.name))
 		}
+		if r.plan.GradAccum > 1 && tp.train {
+			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: with grad_accum the replay holds one micro-batch's leaves; earlier micro-batches' rows are taken as already stepped", tp.name))
+		}
 		if !tp.t.PadRows && tp.train {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: pad_rows=False: this step assumes the most distinct rows per head (%d); table_steps() replays steps with fewer", tp.name, tp.leafRows))
 		}
@@ -119,12 +122,9 @@ func (r *replay) setupTableRows() {
 // the leaves' gradients back. Then the leaves, their gradients and the
 // row lists are freed.
 func (r *replay) stepTables() {
-	if r.plan.Phase == "eval" {
-		return
-	}
 	prec := r.plan.Precision
 	for _, tp := range r.p.tables {
-		if len(tp.heads) == 0 {
+		if len(tp.heads) == 0 || !tp.train {
 			continue
 		}
 		r.op = tp.name + " row-wise AdamW"

@@ -199,3 +199,72 @@ func TestTableHostAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestTableModes covers eval, LoRA-frozen tables and several reads per head.
+func TestTableModes(t *testing.T) {
+	t.Run("eval on the host: rows in only, no moments", func(t *testing.T) {
+		p := ngramPlan(t, 1<<20, "sparse", "host", true)
+		p.Phase = "eval"
+		r, ts := evalTable(t, p)
+		if want := int64(4*(1<<20+1)*16*32) + storyLeaves; ts.HostBytes != want {
+			t.Errorf("host bytes = %d, want table + one staging buffer %d", ts.HostBytes, want)
+		}
+		if want := float64(storyLeaves) / 25e9; math.Abs(ts.Transfer.PCIeSeconds-want) > 1e-12 {
+			t.Errorf("transfer = %g s, want one direction %g", ts.Transfer.PCIeSeconds, want)
+		}
+		if ts.Transfer.Host.Accesses != storyReads {
+			t.Errorf("host accesses = %d, want one gather per row, %d", ts.Transfer.Host.Accesses, storyReads)
+		}
+		if r.TrainableParams != 0 || r.States.Grads != 0 {
+			t.Errorf("eval: trainable %d grads %d, want 0", r.TrainableParams, r.States.Grads)
+		}
+	})
+	t.Run("eval on the card: the table read directly", func(t *testing.T) {
+		p := ngramPlan(t, 1<<20, "sparse", "device", true)
+		p.Phase = "eval"
+		r, ts := evalTable(t, p)
+		if want := int64(4 * (1<<20 + 1) * 16 * 32); ts.DeviceBytes != want || ts.LeafRows != 0 {
+			t.Errorf("device bytes %d leaf rows %d, want %d and 0", ts.DeviceBytes, ts.LeafRows, want)
+		}
+		if r.Traffic.HBM != 0 {
+			t.Errorf("eval hbm traffic = %d, want 0", r.Traffic.HBM)
+		}
+	})
+	t.Run("lora freezes the table", func(t *testing.T) {
+		p := ngramPlan(t, 1<<20, "sparse", "device", true)
+		p.LoRA = &LoRA{Rank: 8, Alpha: 16, Targets: []string{"all-linear"}}
+		r, ts := evalTable(t, p)
+		if ts.OptimizerHBM != 0 || ts.LeafRows != 0 || r.TrainableParams >= story20 {
+			t.Errorf("frozen table: hbm %d leaf rows %d trainable %d", ts.OptimizerHBM, ts.LeafRows, r.TrainableParams)
+		}
+	})
+	t.Run("two reads per head", func(t *testing.T) {
+		p := ngramPlan(t, 1<<20, "sparse", "device", true)
+		p.Model.Layers[1].(*Residual).Layer.(*Table).ReadsPerToken = 32
+		r, ts := evalTable(t, p)
+		// 8,192 positions x 2 reads = 16,384 indices per head, all distinct at most.
+		if ts.RowsRead != 2*storyReads || ts.LeafRows != 2*storyReads {
+			t.Errorf("rows read %d leaf rows %d, want %d", ts.RowsRead, ts.LeafRows, 2*storyReads)
+		}
+		if !r.Fits {
+			t.Errorf("does not fit: %+v", r.OOM)
+		}
+	})
+	t.Run("no pcie figure: a note, no time", func(t *testing.T) {
+		p := ngramPlan(t, 1<<20, "sparse", "host", true)
+		p.Device.PCIeGBps = 0
+		r, ts := evalTable(t, p)
+		if ts.Transfer.PCIeSeconds != 0 || len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "pcie_gbps is 0") {
+			t.Errorf("seconds %g notes %q", ts.Transfer.PCIeSeconds, r.Notes)
+		}
+	})
+	t.Run("a table needs token ids", func(t *testing.T) {
+		m := &Model{Name: "x", Layers: []Layer{&Table{Name: "t", Rows: 10, Dim: 4, Heads: 1}}, Loss: "mse", InputDim: 4}
+		p := ngramPlan(t, 1, "dense", "device", true)
+		p.Model = m
+		_, err := Evaluate(p, Options{})
+		if err == nil || !strings.Contains(err.Error(), "table reads the batch's token ids") {
+			t.Errorf("got %v", err)
+		}
+	})
+}
