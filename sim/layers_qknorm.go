@@ -25,11 +25,15 @@ func (a *QKNormAttention) lower(b *builder, x Value) Value {
 		name = "attn"
 	}
 	defer b.scope(name)()
-	d, h, kv := at.hd(), at.Heads, at.kv()
-	s := b.shape(x)
-	q := b.linear("q_proj", "q", x, at.Dim, h*d, at.QKVBias)
-	k := b.linear("k_proj", "k", x, at.Dim, kv*d, at.QKVBias)
-	v := b.linear("v_proj", "v", x, at.Dim, kv*d, at.QKVBias)
+	// From here on, Attention.lower with the two head norms inserted after
+	// the projections (keep the two in step).
+	la := at.perRank(b.par.tpn())
+	d, h, kv := la.hd(), la.Heads, la.kv()
+	xg := b.tpGather(x)
+	s := b.shape(xg)
+	q := b.colLinear("q_proj", "q", x, xg, at.Dim, at.Heads*d, h*d, at.QKVBias)
+	k := b.colLinear("k_proj", "k", x, xg, at.Dim, at.kv()*d, kv*d, at.QKVBias)
+	v := b.colLinear("v_proj", "v", x, xg, at.Dim, at.kv()*d, kv*d, at.QKVBias)
 	q = b.headNorm("q_norm", q, s, h, d)
 	k = b.headNorm("k_norm", k, s, kv, d)
 	if at.Rope {
@@ -46,12 +50,12 @@ func (a *QKNormAttention) lower(b *builder, x Value) Value {
 	}
 	var o Value
 	if at.Impl == "eager" {
-		o = at.eager(b, q, k, v, s)
+		o = la.eager(b, q, k, v, s)
 	} else {
-		o = at.fused(b, q, k, v, s)
+		o = la.fused(b, q, k, v, s)
 	}
 	closeRegion()
-	y := b.linear("o_proj", "o", o, h*d, at.Dim, at.OutBias)
+	y := b.rowLinear("o_proj", "o", o, at.Heads*d, h*d, at.Dim, at.OutBias)
 	return b.dropout("resid_dropout", y, at.Dropout)
 }
 

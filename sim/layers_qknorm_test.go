@@ -1,0 +1,53 @@
+package sim
+
+import "testing"
+
+// QKNormAttention lowers as Attention plus the two head norms. In fp32 on
+// CUDA each norm keeps its input (pow saves it: the projection's output,
+// which plain attention frees after rope), its rsqrt (one fp32 per head
+// row) and the normalized tensor (saved by the weight multiply): per
+// token, (2*head_dim + 1) * 4 bytes for each of the q heads and the kv
+// heads. b=2, s=16, 4 heads, 2 kv heads, head_dim 32:
+// 4 * 2*16 * (65*4 + 65*2) = 49,920 bytes more than plain attention.
+func TestQKNormAttentionSaves(t *testing.T) {
+	fp32, _ := LookupPrecision("fp32")
+	rt, _ := LookupRuntime("cuda")
+	saved := func(l Layer) int64 {
+		m := &Model{Name: "attn", Layers: []Layer{l}, Loss: "none", InputDim: 128, InputGrad: true}
+		rep, err := Evaluate(&Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: fp32,
+			Optimizer: Optimizer{Kind: "sgd"}, Runtime: rt, Device: Device{Name: "test", Memory: 1 << 40}}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.SavedActivations
+	}
+	base := Attention{Dim: 128, Heads: 4, KVHeads: 2, HeadDim: 32, Impl: "sdpa", Causal: true, Rope: true}
+	plain := base
+	got := saved(&QKNormAttention{Attention: base}) - saved(&plain)
+	if got != 49920 {
+		t.Errorf("qk-norm saves %d bytes more than plain attention, want 49,920", got)
+	}
+	if p := (&QKNormAttention{Attention: base}).Params() - plain.Params(); p != 64 {
+		t.Errorf("qk-norm adds %d parameters, want 2 x head_dim = 64", p)
+	}
+}
+
+// Tensor parallelism splits the heads of a qk-norm attention as it does
+// for plain attention; the norms' weights (head_dim each) are replicated.
+func TestQKNormAttentionTP(t *testing.T) {
+	m, err := FromHFConfig([]byte(`{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "head_dim": 32}`), "flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed, _ := LookupPrecision("bf16-mixed")
+	rt, _ := LookupRuntime("cuda")
+	for _, sp := range []bool{false, true} {
+		plan := &Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: mixed, Runtime: rt,
+			Optimizer: Optimizer{Kind: "adamw"}, Device: Device{Name: "test", Memory: 1 << 40},
+			Parallel: Parallelism{TP: 2, SequenceParallel: sp}}
+		if _, err := Evaluate(plan, Options{}); err != nil {
+			t.Fatalf("sp=%t: %v", sp, err)
+		}
+	}
+}
