@@ -203,6 +203,10 @@ func (t *Table) lower(b *builder, x Value) Value {
 		panic(lowerError{&Error{Path: b.name(t.Name), Msg: "table reads the batch's token ids, but the model's input is not tokens",
 			Hint: "start the model with embedding(vocab, dim) and place the table after it, e.g. residual(table(...))"}})
 	}
+	if b.par.tpn() > 1 || b.par.cpn() > 1 {
+		panic(lowerError{&Error{Path: b.name(t.Name), Msg: fmt.Sprintf("tables are not modelled under tensor or context parallelism yet (tp=%d, cp=%d)", b.par.tpn(), b.par.cpn()),
+			Hint: "simulate the table with tp=1 and cp=1 (data parallelism replicates it)"}})
+	}
 	name := t.Name
 	if name == "" {
 		name = "table"

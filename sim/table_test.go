@@ -258,6 +258,14 @@ func TestTableModes(t *testing.T) {
 			t.Errorf("seconds %g notes %q", ts.Transfer.PCIeSeconds, r.Notes)
 		}
 	})
+	t.Run("tensor parallelism is refused", func(t *testing.T) {
+		p := ngramPlan(t, 1<<20, "sparse", "device", true)
+		p.Parallel = Parallelism{TP: 2}
+		_, err := Evaluate(p, Options{})
+		if err == nil || !strings.Contains(err.Error(), "tables are not modelled under tensor or context parallelism yet (tp=2, cp=1)") {
+			t.Errorf("got %v", err)
+		}
+	})
 	t.Run("a table needs token ids", func(t *testing.T) {
 		m := &Model{Name: "x", Layers: []Layer{&Table{Name: "t", Rows: 10, Dim: 4, Heads: 1}}, Loss: "mse", InputDim: 4}
 		p := ngramPlan(t, 1, "dense", "device", true)
