@@ -9,8 +9,9 @@
 // ("... " prompt, indentation carried over); a blank line ends a block.
 // Each statement runs as a chunk named "<stdin:N>" whose text the
 // interpreter keeps, so errors quote it even from a function defined
-// earlier. A sole expression prints its value (through Renderer when the
-// value implements it, else String) and binds _.
+// earlier. A sole expression prints its value (through
+// builtins.Renderer when the value implements it, else String) and binds
+// _.
 //
 // # Commands
 //

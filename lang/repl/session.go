@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/lang"
 	"github.com/memsh/memsh/stdlib"
 	"go.starlark.net/starlark"
@@ -39,13 +40,6 @@ type Options struct {
 	// Preload is a script to run before the first prompt, whose globals
 	// the session keeps (memsh repl FILE.star).
 	Preload string
-}
-
-// Renderer is implemented by values that print themselves better than
-// their String (a report as a coloured table). The REPL uses it to show
-// the value of an expression; color says whether ANSI colour is allowed.
-type Renderer interface {
-	Render(w io.Writer, color bool) error
 }
 
 // completerSetter is a LineReader that offers Tab completion (Terminal).
@@ -240,13 +234,14 @@ func (s *Session) exec(ctx context.Context, f *syntax.File) {
 }
 
 // show prints the value of an expression and binds it to _ (None is
-// neither printed nor bound, as in Python).
+// neither printed nor bound, as in Python). A builtins.Renderer (a
+// report) renders itself, in colour when the output takes it.
 func (s *Session) show(v starlark.Value) {
 	if v == starlark.None {
 		return
 	}
 	s.globals["_"] = v
-	if r, ok := v.(Renderer); ok {
+	if r, ok := v.(builtins.Renderer); ok {
 		if err := r.Render(s.out, s.opts.Color); err != nil {
 			s.report(err, false)
 		}

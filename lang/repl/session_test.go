@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/memsh/memsh/lang"
+	"go.starlark.net/starlark"
 )
 
 // ctrlC in a fake input stands for Ctrl-C at the prompt.
@@ -348,5 +349,39 @@ func TestInteractiveBannerAndExit(t *testing.T) {
 	out, _, _ := session(t, []string{"1"}, nil, Options{Interactive: true, Banner: "memsh 0.1"})
 	if d := cmp.Diff("memsh 0.1\n1\n\n", out); d != "" {
 		t.Errorf("stdout (-want +got):\n%s", d)
+	}
+}
+
+// table is a value that renders itself, as reports do.
+type table struct{ starlark.Tuple }
+
+func (table) Type() string   { return "table" }
+func (table) String() string { return "table(...)" }
+func (table) Render(w io.Writer, color bool) error {
+	if color {
+		_, err := io.WriteString(w, "\x1b[32mfits\x1b[0m\n")
+		return err
+	}
+	_, err := io.WriteString(w, "fits\n")
+	return err
+}
+
+func TestRendererShowsTables(t *testing.T) {
+	for _, color := range []bool{false, true} {
+		var out, errb bytes.Buffer
+		in := lang.New(lang.Options{Stdout: &out})
+		s := New(in, &fakeReader{lines: []string{"t", "[t]"}}, &out, &errb, Options{Color: color})
+		s.Globals()["t"] = table{}
+		if err := s.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		want := "fits\n[table(...)]\n"
+		if color {
+			want = "\x1b[32mfits\x1b[0m\n[table(...)]\n"
+		}
+		if d := cmp.Diff(want, out.String()); d != "" || errb.Len() > 0 {
+			t.Errorf("color=%v: stdout (-want +got):\n%s\nstderr: %s", color, d, errb.String())
+		}
+		in.Close()
 	}
 }
