@@ -47,6 +47,7 @@ func tables() [][]Builtin {
 		optimizerBuiltins(),
 		checkpointBuiltins(),
 		loraBuiltins(),
+		outputBuiltins(), // emit, expect
 		planBuiltins(),
 		reportBuiltins(),
 		tableBuiltins(),

@@ -123,6 +123,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	b.WriteByte('\n')
 
 	d := &textGrid{}
+	x.addSparkline(d, color) // report_output.go: on a terminal only
 	d.add("peak allocated", fmt.Sprintf("%s in %s, %s", sim.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
 	d.add("peak reserved", sim.FormatBytes(r.PeakReserved))
 	d.add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",

@@ -68,7 +68,9 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, WithOrigin(err, plan.decl)
 	}
-	return NewReport(rep, plan, StateOf(thread).Color), nil
+	out := NewReport(rep, plan, StateOf(thread).Color)
+	StateOf(thread).simulated(out)
+	return out, nil
 }
 
 var reportAttrNames = []string{

@@ -25,6 +25,12 @@ type State struct {
 	// it appears in positions), refusing paths that leave the script's
 	// folder tree. Nil means file access is not available.
 	ReadFile func(from, name string) ([]byte, error)
+	// Emit, when set, receives each value the script emits (emit() and
+	// main()'s results); nil prints them to Out (PrintEmitted).
+	Emit func(thread *starlark.Thread, e Emitted) error
+	// Simulated, when set, is called with each report simulate() returns
+	// (memsh plot draws the last one when the script emits none).
+	Simulated func(r *Report)
 }
 
 // Attach stores s in thread's locals. Call it before execution starts.

@@ -28,6 +28,8 @@ Usage:
   memsh                           start the REPL (statements from a pipe run too)
   memsh run FILE.star [ARGS...]   run a script (ARGS reach it as argv)
   memsh repl [FILE.star]          run a script, then explore its globals in the REPL
+  memsh test [DIR|FILE.star...]   compare each script's output with its golden file
+  memsh plot FILE.star [ARGS...]  draw the memory timeline of the script's reports
   memsh doc [NAME]                list builtins and stdlib names, or document one
   memsh version                   print the version
   memsh help                      print this help
@@ -37,6 +39,13 @@ Flags (before or after the command):
                                   (default 100000000)
   --color auto|always|never       colour output (default auto: on a terminal,
                                   unless NO_COLOR is set)
+  run --json                      emitted values as JSON lines on stdout
+                                  (docs/json.md); print() output to stderr
+  run --plot OUT.svg              also draw the memory timeline to OUT.svg
+  test --update                   rewrite the golden files
+  plot -o OUT                     write to OUT (default: stdout)
+  plot --html                     an HTML page with the SVG and the tables
+  doc --markdown                  the whole reference as Markdown
 
 Exit status: 0 ok, 1 script error, 2 usage error, 130 interrupted.
 `
@@ -61,6 +70,7 @@ type env struct {
 	getenv   func(string) string
 	maxSteps uint64
 	color    string
+	out      outputFlags // output_flags.go
 }
 
 // usageError is a mistake on the command line: exit code 2.
@@ -105,6 +115,7 @@ func (e *env) flags() *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Uint64Var(&e.maxSteps, "max-steps", e.maxSteps, "")
 	fs.StringVar(&e.color, "color", e.color, "")
+	e.out.register(fs)
 	return fs
 }
 
@@ -146,9 +157,16 @@ func (e *env) dispatch(args []string) error {
 	if len(rest) == 0 {
 		return e.cmdRepl(nil)
 	}
+	if err := e.out.check(rest[0]); err != nil {
+		return err
+	}
 	switch cmd, operands := rest[0], rest[1:]; cmd {
 	case "run":
 		return e.cmdRun(operands)
+	case "test":
+		return e.cmdTest(operands)
+	case "plot":
+		return e.cmdPlot(operands)
 	case "repl":
 		return e.cmdRepl(operands)
 	case "doc":
@@ -163,6 +181,6 @@ func (e *env) dispatch(args []string) error {
 		fmt.Fprint(e.stdout, helpText)
 		return nil
 	default:
-		return usagef("unknown command %q (want run, repl, doc, version or help)", cmd)
+		return usagef("unknown command %q (want run, repl, test, plot, doc, version or help)", cmd)
 	}
 }

@@ -18,6 +18,12 @@ func (e *env) cmdDoc(operands []string) error {
 	if err != nil {
 		return err
 	}
+	if e.out.markdown {
+		if len(operands) > 0 {
+			return usagef("doc --markdown documents every name (got %q)", operands[0])
+		}
+		return writeMarkdown(e.stdout, builtins.All(), exports) // doc_markdown.go
+	}
 	switch len(operands) {
 	case 0:
 		listDocs(e.stdout, builtins.All(), exports)

@@ -21,6 +21,8 @@ func TestLayering(t *testing.T) {
 		{"builtins", []string{mod + "lang", mod + "cmd", "github.com/chzyer/readline", "github.com/fatih/color"}},
 		{"lang", []string{mod + "cmd", "github.com/chzyer/readline", "github.com/fatih/color"}},
 		{"stdlib", []string{"go.starlark.net", mod}},
+		{"plot", []string{"go.starlark.net", mod + "builtins", mod + "lang", mod + "cmd", mod + "jsondoc"}},
+		{"jsondoc", []string{"go.starlark.net", mod}},
 	} {
 		files, _ := filepath.Glob(filepath.Join("..", "..", tc.dir, "*.go"))
 		if len(files) == 0 {

@@ -1,0 +1,144 @@
+package builtins
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"go.starlark.net/lib/json"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Emitted is a value a script hands to its host: an argument of emit(),
+// or a result of main().
+type Emitted struct {
+	Value starlark.Value
+	Label string          // emit(x, label="...")
+	At    syntax.Position // the emit() call, or main()'s definition
+}
+
+func outputBuiltins() []Builtin {
+	return []Builtin{{
+		Name: "emit",
+		Sig:  "emit(value, label=None)",
+		Doc: "Hands a result to whoever runs the script: a report (or any value json.encode accepts). " +
+			"A plain `memsh run` prints it as print() would (after \"label:\" when a label is given); " +
+			"`memsh run --json` writes it to stdout as one JSON document per line (docs/json.md) and sends " +
+			"print() output to stderr; `memsh plot` draws the timelines of the emitted reports (without " +
+			"emit, the last report simulated). A function main() that the script defines is called after " +
+			"the script runs, and its result (None, a value, or a list of values) is emitted the same way.",
+		Fn: emitFn,
+	}, {
+		Name: "expect",
+		Sig:  "expect(cond, msg=None)",
+		Doc: "Fails the script, with the position of the call and msg, unless cond is True: budgets as " +
+			"assertions, expect(r.peak_allocated < 70 * GiB, \"peak over the 70 GiB budget\"). cond must be " +
+			"a bool. `memsh test` reports the failure as the script's; `memsh run` exits with status 1.",
+		Fn: expectFn,
+	}}
+}
+
+func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var v starlark.Value
+	var label starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "value", &v, "label?", &label); err != nil {
+		return nil, err
+	}
+	e := Emitted{Value: v, At: CallerPos(thread)}
+	switch l := label.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		e.Label = string(l)
+	default:
+		return nil, fmt.Errorf("label must be a string (got %s)", label.Type())
+	}
+	if err := Emit(thread, e); err != nil {
+		return nil, err
+	}
+	return starlark.None, nil
+}
+
+// Emit checks that e's value can be written as JSON and hands it to the
+// run's State.Emit, or prints it to State.Out when the host set none.
+func Emit(thread *starlark.Thread, e Emitted) error {
+	if _, ok := e.Value.(*Report); !ok {
+		if _, err := encodeJSON(thread, e.Value); err != nil {
+			return fmt.Errorf("cannot emit %s: %v (emit takes a report or a value json.encode accepts)", e.Value.Type(), err)
+		}
+	}
+	st := StateOf(thread)
+	if st.Emit != nil {
+		return st.Emit(thread, e)
+	}
+	return PrintEmitted(st.Out, e, st.Color)
+}
+
+// PrintEmitted writes e as a plain run shows it: a report's table, or
+// the value as print() writes it, after "label:" when e has a label.
+func PrintEmitted(w io.Writer, e Emitted, color bool) error {
+	var text string
+	switch v := e.Value.(type) {
+	case *Report:
+		var b strings.Builder
+		if err := v.Render(&b, color); err != nil {
+			return err
+		}
+		text = b.String()
+		if e.Label != "" {
+			text = e.Label + ":\n" + text
+		}
+	case starlark.String:
+		text = string(v) + "\n"
+	default:
+		text = v.String() + "\n"
+	}
+	if e.Label != "" {
+		if _, ok := e.Value.(*Report); !ok {
+			text = e.Label + ": " + text
+		}
+	}
+	_, err := io.WriteString(w, text)
+	return err
+}
+
+// encodeJSON is json.encode(v).
+func encodeJSON(thread *starlark.Thread, v starlark.Value) (string, error) {
+	enc := json.Module.Members["encode"]
+	out, err := starlark.Call(thread, enc, starlark.Tuple{v}, nil)
+	if err != nil {
+		var ee *starlark.EvalError
+		if errors.As(err, &ee) {
+			return "", errors.New(ee.Msg)
+		}
+		return "", err
+	}
+	return string(out.(starlark.String)), nil
+}
+
+func expectFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var cond, msg starlark.Value = nil, starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "cond", &cond, "msg?", &msg); err != nil {
+		return nil, err
+	}
+	ok, isBool := cond.(starlark.Bool)
+	if !isBool {
+		return nil, fmt.Errorf("cond must be a bool (got %s): compare explicitly, as in expect(r.peak_allocated < 70 * GiB, \"over budget\")", cond.Type())
+	}
+	text := ""
+	switch m := msg.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		text = string(m)
+	default:
+		return nil, fmt.Errorf("msg must be a string (got %s)", msg.Type())
+	}
+	if ok {
+		return starlark.None, nil
+	}
+	if text == "" {
+		return nil, errors.New("expectation failed")
+	}
+	return nil, fmt.Errorf("expectation failed: %s", text)
+}

@@ -1,0 +1,52 @@
+package builtins
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/memsh/memsh/jsondoc"
+	"go.starlark.net/starlark"
+)
+
+// JSONDocument returns e as one line of `memsh run --json` (a
+// jsondoc.Doc, documented in docs/json.md), without the newline. A
+// report's fields are those of r.as_dict(); any other value is written as
+// json.encode writes it.
+func JSONDocument(thread *starlark.Thread, e Emitted) ([]byte, error) {
+	doc := jsondoc.Doc{Version: jsondoc.Version, Label: e.Label, At: PosString(e.At)}
+	if r, ok := e.Value.(*Report); ok {
+		rep, err := ReportDocument(thread, r)
+		if err != nil {
+			return nil, err
+		}
+		doc.Kind, doc.Report = jsondoc.KindReport, rep
+	} else {
+		s, err := encodeJSON(thread, e.Value)
+		if err != nil {
+			return nil, fmt.Errorf("cannot emit %s: %v", e.Value.Type(), err)
+		}
+		doc.Kind, doc.Value = jsondoc.KindValue, json.RawMessage(s)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // plans and op names read better with < and > as they are
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// ReportDocument converts r to the schema's Report through r.as_dict(),
+// so that the JSON and the Starlark dict cannot disagree.
+func ReportDocument(thread *starlark.Thread, r *Report) (*jsondoc.Report, error) {
+	s, err := encodeJSON(thread, r.asDict())
+	if err != nil {
+		return nil, fmt.Errorf("internal error: report as JSON: %v", err)
+	}
+	var rep jsondoc.Report
+	if err := json.Unmarshal([]byte(s), &rep); err != nil {
+		return nil, fmt.Errorf("internal error: report as JSON: %v", err)
+	}
+	return &rep, nil
+}

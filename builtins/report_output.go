@@ -1,0 +1,67 @@
+package builtins
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/plot"
+	"github.com/memsh/memsh/sim"
+)
+
+// Plan is the plan the report simulated.
+func (x *Report) Plan() *Plan { return x.plan }
+
+// Title is the report's first line: "llama-7b on H100-80GB: batch 8 x seq
+// 2048, bf16-mixed, adamw(), no checkpointing".
+func (x *Report) Title() string {
+	return fmt.Sprintf("%s on %s: %s", x.plan.p.Model.Name, x.plan.p.Device.Name, x.plan.Summary())
+}
+
+// WithTimeline returns the simulated report with its timeline: the report
+// itself when simulate() recorded one, else a replay of its plan with the
+// timeline on. The engine is deterministic, so the replay gives the same
+// figures; they are checked, and a pipeline rank's report is found among
+// the replay's ranks.
+func (x *Report) WithTimeline() (*sim.Report, error) {
+	if x.r.Timeline != nil {
+		return x.r, nil
+	}
+	again, err := sim.Evaluate(x.plan.p, sim.Options{Timeline: true})
+	if err != nil {
+		return nil, WithOrigin(err, x.plan.decl)
+	}
+	for _, r := range append([]*sim.Report{again}, again.Ranks...) {
+		if r.PeakAllocated == x.r.PeakAllocated && r.PeakReserved == x.r.PeakReserved && r.DeviceUsed == x.r.DeviceUsed {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("cannot rebuild the timeline of this report (replaying its plan gave other figures): use simulate(plan, timeline=True)")
+}
+
+// sparkWidth is the width of the sparkline in print(r) on a terminal.
+const sparkWidth = 60
+
+// addSparkline adds the timeline of allocated memory as a sparkline (and
+// the phases under it) to the rows of a rendered report, on a terminal
+// only (color): goldens and pipes stay as they are.
+func (x *Report) addSparkline(d *textGrid, color bool) {
+	if !color {
+		return
+	}
+	r, err := x.WithTimeline()
+	if err != nil {
+		return
+	}
+	spark, phases := plot.Sparkline(r.Timeline, sparkWidth)
+	if spark == "" {
+		return
+	}
+	d.add("timeline", spark)
+	d.add("", phases)
+}
+
+// simulated records r as the run's latest report (State.Simulated).
+func (s *State) simulated(r *Report) {
+	if s.Simulated != nil {
+		s.Simulated(r)
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"flag"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// outputFlags are the flags of the commands that write results for other
+// tools: run --json and --plot FILE, plot -o FILE and --html, test
+// --update, doc --markdown. They are parsed with the common flags (before
+// or after the command); check rejects one given to a command that does
+// not take it.
+type outputFlags struct {
+	json     bool   // run: emitted values as JSON lines on stdout
+	plot     string // run: also draw the timeline SVG to this file
+	out      string // plot: the output file ("" is stdout)
+	html     bool   // plot: an HTML page instead of an SVG
+	update   bool   // test: rewrite the golden files
+	markdown bool   // doc: the reference in Markdown
+	set      map[string]bool
+}
+
+// outputFlagCommands says which command takes each output flag.
+var outputFlagCommands = map[string]string{
+	"json": "run", "plot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+}
+
+// register adds the output flags to fs.
+func (o *outputFlags) register(fs *flag.FlagSet) {
+	boolean := func(name string, p *bool) {
+		fs.BoolFunc(name, "", func(s string) error {
+			v, err := strconv.ParseBool(s)
+			if err != nil {
+				return err
+			}
+			*p = v
+			o.mark(name)
+			return nil
+		})
+	}
+	str := func(name string, p *string) {
+		fs.Func(name, "", func(s string) error {
+			*p = s
+			o.mark(name)
+			return nil
+		})
+	}
+	boolean("json", &o.json)
+	str("plot", &o.plot)
+	str("o", &o.out)
+	boolean("html", &o.html)
+	boolean("update", &o.update)
+	boolean("markdown", &o.markdown)
+}
+
+func (o *outputFlags) mark(name string) {
+	if o.set == nil {
+		o.set = map[string]bool{}
+	}
+	o.set[name] = true
+}
+
+// check returns a usage error for an output flag that cmd does not take.
+func (o *outputFlags) check(cmd string) error {
+	var names []string
+	for name := range o.set {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if want := outputFlagCommands[name]; want != cmd {
+			dash := "--"
+			if len(name) == 1 {
+				dash = "-"
+			}
+			return usagef("%s%s is a flag of memsh %s, not of %s", dash, name, want, cmd)
+		}
+	}
+	return nil
+}
+
+// parseInterspersed parses the flags of fs wherever they appear among
+// args and returns the operands in order; "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var operands []string
+	for len(args) > 0 {
+		a := args[0]
+		switch {
+		case a == "--":
+			return append(operands, args[1:]...), nil
+		case strings.HasPrefix(a, "-") && a != "-":
+			if err := fs.Parse(args); err != nil {
+				return nil, usagef("%v", err)
+			}
+			rest := fs.Args()
+			if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+				return append(operands, rest...), nil
+			}
+			args = rest
+		default:
+			operands = append(operands, a)
+			args = args[1:]
+		}
+	}
+	return operands, nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/lang"
+	"go.starlark.net/starlark"
+)
+
+// scriptRun says how to run one script for run, test and plot.
+type scriptRun struct {
+	file  string
+	args  []string
+	out   io.Writer // print() output and, without emit, emitted values
+	color bool      // out accepts ANSI colour
+	// emit receives each emitted value; nil prints it to out.
+	emit func(thread *starlark.Thread, e builtins.Emitted) error
+	// errOut receives a formatted error; errColor colours it.
+	errOut   io.Writer
+	errColor bool
+}
+
+// scriptResult is what a run produced for plotting.
+type scriptResult struct {
+	emitted []builtins.Emitted
+	last    *builtins.Report // the last report simulate() returned
+}
+
+// execScript runs the script and then its main() function, if it defines
+// one, emitting main()'s results. An error is written to errOut and
+// errPrinted returned.
+func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, error) {
+	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args})
+	defer in.Close()
+	res := &scriptResult{}
+	st := in.State()
+	st.Simulated = func(r *builtins.Report) { res.last = r }
+	st.Emit = func(thread *starlark.Thread, em builtins.Emitted) error {
+		res.emitted = append(res.emitted, em)
+		if sr.emit != nil {
+			return sr.emit(thread, em)
+		}
+		return builtins.PrintEmitted(sr.out, em, sr.color)
+	}
+	globals, err := in.RunFile(ctx, sr.file)
+	if err == nil {
+		err = callMain(ctx, in, globals)
+	}
+	if err != nil {
+		in.FormatError(sr.errOut, err, sr.errColor)
+		return res, errPrinted
+	}
+	return res, nil
+}
+
+// callMain calls the script's main() with no arguments, if it defines
+// one, and emits what it returns: nothing for None, each element of a list
+// or tuple, else the value itself.
+func callMain(ctx context.Context, in *lang.Interpreter, globals starlark.StringDict) error {
+	v, ok := globals["main"]
+	if !ok {
+		return nil
+	}
+	fn, ok := v.(*starlark.Function)
+	if !ok {
+		return fmt.Errorf("main must be a function, which memsh calls after the script runs (got %s)", v.Type())
+	}
+	thread, stop := in.NewThread(ctx)
+	defer stop()
+	result, err := starlark.Call(thread, fn, nil, nil)
+	if err != nil {
+		return err
+	}
+	var values []starlark.Value
+	switch r := result.(type) {
+	case starlark.NoneType:
+	case *starlark.List:
+		for i := 0; i < r.Len(); i++ {
+			values = append(values, r.Index(i))
+		}
+	case starlark.Tuple:
+		values = r
+	default:
+		values = []starlark.Value{r}
+	}
+	for _, v := range values {
+		if err := builtins.Emit(thread, builtins.Emitted{Value: v, At: fn.Position()}); err != nil {
+			return fmt.Errorf("main() (%s) returned what memsh cannot emit: %v", builtins.PosString(fn.Position()), err)
+		}
+	}
+	return nil
+}
+
+// runScript is memsh run: print() output and emitted values on stdout; with
+// --json, emitted values as JSON lines on stdout and print() on stderr;
+// with --plot FILE, the timelines drawn to FILE afterwards.
+func (e *env) runScript(file string, args []string) error {
+	sr := scriptRun{
+		file: file, args: args,
+		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),
+		errOut: e.stderr, errColor: useColor(e.color, e.stderr, e.getenv),
+	}
+	if e.out.json {
+		sr.out, sr.color = e.stderr, sr.errColor
+		sr.emit = jsonLines{e.stdout}.emit
+	}
+	res, err := e.execScript(e.ctx, sr)
+	if err != nil {
+		return err
+	}
+	if e.out.plot != "" {
+		return writePlot(e.out.plot, false, file, res)
+	}
+	return nil
+}

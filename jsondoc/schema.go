@@ -1,0 +1,126 @@
+package jsondoc
+
+import "encoding/json"
+
+// Version is the schema version written in every Doc.
+const Version = 1
+
+// Kinds of Doc.
+const (
+	KindReport = "report" // Report is set
+	KindValue  = "value"  // Value is set: any JSON-encodable Starlark value
+)
+
+// Doc is one line of `memsh run --json`.
+type Doc struct {
+	Version int    `json:"version"`         // schema version, Version
+	Kind    string `json:"kind"`            // KindReport or KindValue
+	Label   string `json:"label,omitempty"` // emit(x, label=...)
+	// At is where the value came from: "file:line:col" of the emit()
+	// call, or of the main() definition for its results.
+	At     string          `json:"at"`
+	Report *Report         `json:"report,omitempty"`
+	Value  json.RawMessage `json:"value,omitempty"`
+}
+
+// Report is one simulated step on one GPU (DESIGN.md section 2.5), as
+// r.as_dict() gives it.
+type Report struct {
+	Model string `json:"model"` // model name
+	GPU   string `json:"gpu"`   // device name
+	Plan  string `json:"plan"`  // the plan as Starlark: train(model="...", batch=8, ...)
+
+	Fits          bool  `json:"fits"`           // device_used <= capacity and no allocation failed
+	PeakAllocated int64 `json:"peak_allocated"` // torch.cuda.max_memory_allocated
+	PeakReserved  int64 `json:"peak_reserved"`  // torch.cuda.max_memory_reserved
+	DeviceUsed    int64 `json:"device_used"`    // nvidia-smi: reserved + memory outside PyTorch's allocator
+	Capacity      int64 `json:"capacity"`       // device memory
+	Headroom      int64 `json:"headroom"`       // capacity - device_used; negative when it does not fit
+
+	// Breakdown is bytes by category at the peak of allocated memory:
+	// params, grads, optimizer, activations, temporaries, comm,
+	// fragmentation, context.
+	Breakdown map[string]int64 `json:"breakdown"`
+	PeakAt    PeakAt           `json:"peak_at"`
+	Largest   Alloc            `json:"largest"` // the largest single allocation
+	OOM       *OOM             `json:"oom"`     // null, or the first allocation that does not fit
+	States    States           `json:"states"`
+
+	SavedActivations  int64   `json:"saved_activations"`   // held for backward at the end of the forward
+	SavedWeightCopies int64   `json:"saved_weight_copies"` // autocast weight copies held for backward
+	HostMemory        int64   `json:"host_memory"`
+	Traffic           Traffic `json:"traffic"`
+
+	// The time model; null when it could not run (a GPU without
+	// throughput figures).
+	StepTime   *float64 `json:"step_time"`    // seconds per optimizer step
+	MFU        *float64 `json:"mfu"`          // model FLOPs utilisation, 0..1
+	HFU        *float64 `json:"hfu"`          // hardware FLOPs utilisation (with recompute), 0..1
+	TokensPerS *float64 `json:"tokens_per_s"` // tokens per second per GPU
+	CommBytes  *int64   `json:"comm_bytes"`   // bytes over the network per step
+
+	Params          int64 `json:"params"`           // parameters of the model
+	TrainableParams int64 `json:"trainable_params"` // of which trainable
+
+	// Tables has one object per embedding table of the model (table()),
+	// as r.tables gives them.
+	Tables []json.RawMessage `json:"tables"`
+
+	Notes    []string `json:"notes"`              // remarks of the engine
+	Ranks    []Report `json:"ranks"`              // per pipeline stage, when there are several
+	Timeline []Point  `json:"timeline,omitempty"` // with simulate(plan, timeline=True)
+}
+
+// PeakAt is where the peak of allocated memory happens.
+type PeakAt struct {
+	Phase string `json:"phase"` // setup, forward, recompute, backward or optimizer
+	Op    string `json:"op"`    // the module path and op, "layers.3.attn.q_proj"
+}
+
+// Alloc is one allocation of the step.
+type Alloc struct {
+	Tensor string  `json:"tensor"`
+	Op     string  `json:"op"`
+	Shape  []int64 `json:"shape"`
+	DType  string  `json:"dtype"` // fp32, bf16, ...
+	Bytes  int64   `json:"bytes"`
+	Why    string  `json:"why"` // why the tensor exists
+	Phase  string  `json:"phase"`
+}
+
+// OOM is the first allocation that does not fit, and PyTorch's message.
+type OOM struct {
+	Alloc
+	Message string `json:"message"` // "CUDA out of memory. Tried to allocate 10.37 GiB. ..."
+}
+
+// States are the model states per GPU, at their fullest in the step.
+type States struct {
+	Params    int64 `json:"params"`
+	Grads     int64 `json:"grads"`
+	Master    int64 `json:"master"`
+	Optimizer int64 `json:"optimizer"`
+}
+
+// Traffic is bytes moved per step, by link.
+type Traffic struct {
+	HBM     int64 `json:"hbm"`
+	PCIe    int64 `json:"pcie"`
+	NVMe    int64 `json:"nvme"`
+	Network int64 `json:"network"`
+}
+
+// Point is the state after one allocation or free of the step: allocated
+// and reserved bytes, and allocated bytes by category.
+type Point struct {
+	Phase       string `json:"phase"`
+	Op          string `json:"op"`
+	Allocated   int64  `json:"allocated"`
+	Reserved    int64  `json:"reserved"`
+	Params      int64  `json:"params"`
+	Grads       int64  `json:"grads"`
+	Optimizer   int64  `json:"optimizer"`
+	Activations int64  `json:"activations"`
+	Temporaries int64  `json:"temporaries"`
+	Comm        int64  `json:"comm"`
+}

@@ -1,0 +1,54 @@
+package plot
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim"
+)
+
+// quickstartReport simulates a quickstart-like step with its timeline: a
+// 12-layer GPT-style decoder (width 1024, vocab 32000), batch 8 x 1024,
+// bf16 autocast, AdamW, full activation checkpointing, on an RTX 4090: a
+// forward ramp, recompute spikes in backward, and an optimizer step.
+func quickstartReport(t testing.TB, gpu string, batch int64) *sim.Report {
+	t.Helper()
+	block := &sim.Sequential{Layers: []sim.Layer{
+		&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+			&sim.Norm{Name: "ln_1", Dim: 1024},
+			&sim.Attention{Name: "attn", Dim: 1024, Heads: 16, Impl: "flash", Causal: true},
+		}}},
+		&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+			&sim.Norm{Name: "ln_2", Dim: 1024},
+			&sim.MLP{Name: "mlp", Dim: 1024, Hidden: 4096, Act: "gelu"},
+		}}},
+	}}
+	m := &sim.Model{
+		Name: "gpt-350m",
+		Layers: []sim.Layer{
+			&sim.Embedding{Name: "wte", Rows: 32000, Dim: 1024},
+			&sim.Repeat{Name: "h", Layer: block, N: 12},
+			&sim.Norm{Name: "ln_f", Dim: 1024},
+		},
+		Vocab: 32000, Loss: "cross_entropy", LogitsFP32: true,
+	}
+	prec, err := sim.LookupPrecision("bf16-mixed")
+	must(t, err)
+	ckpt, err := sim.ParseCheckpoint("full")
+	must(t, err)
+	dev, err := sim.LookupDevice(gpu)
+	must(t, err)
+	rt, err := sim.LookupRuntime("cuda")
+	must(t, err)
+	plan := &sim.Plan{Model: m, Batch: batch, Seq: 1024, GradAccum: 1, Members: 1, Precision: prec,
+		Optimizer: sim.Optimizer{Kind: "adamw"}, Checkpoint: ckpt, Device: dev, Runtime: rt, Phase: "train"}
+	r, err := sim.Evaluate(plan, sim.Options{Timeline: true})
+	must(t, err)
+	return r
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,343 @@
+package plot
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/memsh/memsh/sim"
+)
+
+// Chart is one report to draw.
+type Chart struct {
+	// Title heads the panel: what was simulated ("llama-7b on H100-80GB:
+	// batch 8 x seq 2048, ..."). Empty means a generic title.
+	Title string
+	// Report must carry a timeline (sim.Options{Timeline: true}).
+	Report *sim.Report
+}
+
+// Panel geometry, in pixels. One chart is a Width x Height panel; several
+// stack vertically.
+const (
+	Width  = 960
+	Height = 530
+
+	padLeft  = 84
+	padRight = 28
+	plotTop  = 104 // below the four header lines
+	plotBot  = 420
+	stripTop = 428
+	stripBot = 444
+)
+
+// Colours: Paul Tol's "bright" scheme for categories (distinguishable with
+// common colour-vision deficiencies), a muted set for phases.
+var (
+	categoryColor = map[string]string{
+		"params": "#4477AA", "grads": "#228833", "optimizer": "#66CCEE",
+		"activations": "#CCBB44", "temporaries": "#EE6677", "comm": "#AA3377",
+	}
+	phaseColor = map[string]string{
+		sim.PhaseSetup: "#DDDDDD", sim.PhaseForward: "#77AADD", sim.PhaseRecompute: "#EE8866",
+		sim.PhaseBackward: "#AAAA00", sim.PhaseOptimizer: "#44BB99",
+	}
+	phaseOrder = []string{sim.PhaseSetup, sim.PhaseForward, sim.PhaseRecompute, sim.PhaseBackward, sim.PhaseOptimizer}
+)
+
+const (
+	colorPeak     = "#CC3311"
+	colorLimit    = "#000000"
+	colorReserved = "#555555"
+	colorLargest  = "#332288"
+	colorOOM      = "#CC0000"
+)
+
+// WriteSVG writes a standalone SVG document (it opens in a browser and
+// embeds in HTML) with one timeline panel per chart, top to bottom.
+func WriteSVG(w io.Writer, charts []Chart) error {
+	s, err := svgDocument(charts)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, s)
+	return err
+}
+
+func svgDocument(charts []Chart) (string, error) {
+	if len(charts) == 0 {
+		return "", errors.New("nothing to plot: no report")
+	}
+	var s svgWriter
+	h := Height * len(charts)
+	s.raw(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`+"\n", Width, h, Width, h)
+	s.raw("<title>%s</title>\n", esc(docTitle(charts)))
+	for i, c := range charts {
+		if c.Report == nil || len(c.Report.Timeline) == 0 {
+			return "", fmt.Errorf("chart %d (%s) has no timeline: simulate with the timeline recorded", i+1, c.Title)
+		}
+		s.raw(`<g class="panel" transform="translate(0,%d)">`+"\n", i*Height)
+		panel(&s, c)
+		s.raw("</g>\n")
+	}
+	s.raw("</svg>\n")
+	return s.b.String(), nil
+}
+
+func docTitle(charts []Chart) string {
+	t := "memory timeline"
+	if charts[0].Title != "" {
+		t += ": " + charts[0].Title
+	}
+	if len(charts) > 1 {
+		t += fmt.Sprintf(" (and %d more)", len(charts)-1)
+	}
+	return t
+}
+
+// frame maps bytes and columns to panel coordinates.
+type frame struct {
+	x0, x1, y0, y1 float64
+	top            float64 // bytes at y0
+	n              int     // columns
+}
+
+func (f frame) x(i int) float64      { return f.x0 + (f.x1-f.x0)*float64(i)/float64(f.n) }
+func (f frame) y(v int64) float64    { return f.y1 - (f.y1-f.y0)*float64(v)/f.top }
+func (f frame) xmid(i int) float64   { return (f.x(i) + f.x(i+1)) / 2 }
+func (f frame) width() float64       { return f.x1 - f.x0 }
+func (f frame) colWidth() float64    { return f.width() / float64(f.n) }
+func (f frame) onChart(v int64) bool { return float64(v) <= f.top }
+
+// panel draws one chart in a Width x Height box at the origin.
+func panel(s *svgWriter, c Chart) {
+	r := c.Report
+	tl := r.Timeline
+	f := frame{x0: padLeft, x1: Width - padRight, y0: plotTop, y1: plotBot}
+	cols, widened := layout(tl, int(f.width()))
+	f.n = len(cols)
+
+	// The limit is what PyTorch's allocator may reserve: capacity less the
+	// memory outside it (CUDA context, workspaces, paged state). It is on
+	// the chart when it is within half again of the data.
+	limit := r.Capacity - (r.DeviceUsed - r.PeakReserved)
+	var dataTop int64 = 1
+	for _, p := range tl {
+		dataTop = max(dataTop, p.Allocated, p.Reserved)
+	}
+	top := dataTop
+	limitShown := limit > 0 && float64(limit) <= 1.5*float64(dataTop)
+	if limitShown {
+		top = max(top, limit)
+	}
+	f.top = float64(top) * 1.08
+
+	s.rect(0, 0, Width, Height, "#FFFFFF", ` class="background"`)
+	header(s, c, limit, limitShown)
+	axes(s, f)
+	areas(s, f, cols)
+	reservedLine(s, f, cols)
+	phaseMarks(s, f, cols)
+	peakMark(s, f, cols, tl, r)
+	if limitShown {
+		y := f.y(limit)
+		s.line(f.x0, y, f.x1, y, colorLimit, ` stroke-width="1.5" class="limit"`)
+		s.text(f.x1-4, y-4, 11, "end", colorLimit, "limit-label",
+			fmt.Sprintf("PyTorch limit %s (capacity %s less %s outside the allocator)",
+				sim.FormatBytes(limit), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.Capacity-limit)))
+	} else {
+		s.text(f.x1, f.y0-6, 11, "end", colorLimit, "limit-label",
+			fmt.Sprintf("↑ PyTorch limit %s is off the chart", sim.FormatBytes(limit)))
+	}
+	allocMark(s, f, cols, eventOf(tl, r.Largest), colorLargest, "largest", "largest "+sim.FormatBytes(r.Largest.Bytes))
+	if r.OOM != nil {
+		allocMark(s, f, cols, eventOf(tl, r.OOM.Alloc), colorOOM, "oom", "out of memory")
+	}
+	strip(s, f, cols)
+	xlabel := fmt.Sprintf("allocation and free events of one training step, in order (%d events)", len(tl))
+	if widened {
+		xlabel += fmt.Sprintf("; short phases widened to %.0f%%", 100*minPhaseShare)
+	}
+	s.text((f.x0+f.x1)/2, stripBot+22, 12, "middle", "#333333", "x-label", xlabel)
+	legend(s, f, cols)
+}
+
+// header writes the title and three lines of figures.
+func header(s *svgWriter, c Chart, limit int64, limitShown bool) {
+	r := c.Report
+	title := c.Title
+	if title == "" {
+		title = "memory over one training step"
+	}
+	room := float64(Width - 2*16)
+	s.raw(`<text x="16" y="26" font-size="16" font-weight="bold" fill="#000000" class="title">%s</text>`+"\n", esc(fit(title, room, 16)))
+	verdict := "fits"
+	if !r.Fits {
+		verdict = "does not fit"
+	}
+	line2 := fmt.Sprintf("%s: device used %s of %s · peak allocated %s at %s, %s · peak reserved %s",
+		verdict, sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.PeakAllocated),
+		r.PeakAt.Phase, r.PeakAt.Op, sim.FormatBytes(r.PeakReserved))
+	s.text(16, 48, 12, "start", "#000000", "figures", fit(line2, room, 12))
+	s.text(16, 66, 12, "start", colorLargest, "largest-label", fit("▲ largest allocation: "+describe(r.Largest), room, 12))
+	if r.OOM != nil {
+		s.text(16, 84, 12, "start", colorOOM, "oom-label", fit("✕ first failing allocation: "+describe(r.OOM.Alloc), room, 12))
+	}
+}
+
+// describe is "1000.00 MiB fp32[8, 1024, 32000] loss.out.fp32 in forward, op loss.to_fp32".
+func describe(a sim.Alloc) string {
+	shape := make([]string, len(a.Shape))
+	for i, n := range a.Shape {
+		shape[i] = fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%s %s[%s] %s in %s, op %s", sim.FormatBytes(a.Bytes), a.DType.Name(), strings.Join(shape, ", "), a.Tensor, a.Phase, a.Op)
+}
+
+// axes draws the y grid with byte labels and the two axis lines.
+func axes(s *svgWriter, f frame) {
+	step, unit, name := byteTicks(int64(f.top), 8)
+	for v := int64(0); float64(v) <= f.top; v += step {
+		y := f.y(v)
+		if v > 0 {
+			s.line(f.x0, y, f.x1, y, "#E5E5E5", ` class="grid"`)
+		}
+		s.text(f.x0-6, y+4, 11, "end", "#333333", "tick", tickLabel(v, unit, name))
+	}
+	s.line(f.x0, f.y0, f.x0, f.y1, "#333333", ` class="axis"`)
+	s.line(f.x0, f.y1, f.x1, f.y1, "#333333", ` class="axis"`)
+	s.raw(`<text transform="translate(18,%.1f) rotate(-90)" font-size="12" text-anchor="middle" fill="#333333" class="y-label">allocated (PyTorch tensors)</text>`+"\n", (f.y0+f.y1)/2)
+}
+
+// areas stacks the categories, bottom to top in report order, as step
+// paths: memory is constant between events.
+func areas(s *svgWriter, f frame, cols []column) {
+	below := make([]int64, len(cols))
+	for c, name := range sim.CategoryNames() {
+		drawn := false
+		for _, col := range cols {
+			if col.pt.ByCat[c] != 0 {
+				drawn = true
+				break
+			}
+		}
+		if !drawn {
+			continue
+		}
+		above := make([]int64, len(cols))
+		for i, col := range cols {
+			above[i] = below[i] + col.pt.ByCat[c]
+		}
+		var d strings.Builder
+		fmt.Fprintf(&d, "M%.1f %.1f", f.x(0), f.y(above[0]))
+		for i := range cols {
+			if i > 0 {
+				fmt.Fprintf(&d, "V%.1f", f.y(above[i]))
+			}
+			fmt.Fprintf(&d, "H%.1f", f.x(i+1))
+		}
+		for i := len(cols) - 1; i >= 0; i-- {
+			fmt.Fprintf(&d, "V%.1f", f.y(below[i]))
+			fmt.Fprintf(&d, "H%.1f", f.x(i))
+		}
+		d.WriteString("Z")
+		s.raw(`<path d="%s" fill="%s" class="area" data-category="%s"><title>%s</title></path>`+"\n", d.String(), categoryColor[name], name, name)
+		below = above
+	}
+}
+
+// reservedLine draws what the caching allocator holds as a dashed step line.
+func reservedLine(s *svgWriter, f frame, cols []column) {
+	var d strings.Builder
+	fmt.Fprintf(&d, "M%.1f %.1f", f.x(0), f.y(cols[0].reserved))
+	for i, col := range cols {
+		if i > 0 {
+			fmt.Fprintf(&d, "V%.1f", f.y(col.reserved))
+		}
+		fmt.Fprintf(&d, "H%.1f", f.x(i+1))
+	}
+	s.raw(`<path d="%s" fill="none" stroke="%s" stroke-width="1.2" stroke-dasharray="4 3" class="reserved"/>`+"\n", d.String(), colorReserved)
+}
+
+// phaseMarks separates the major phases (setup, forward, backward with its
+// recomputation, optimizer) with dotted lines and names them at the top.
+func phaseMarks(s *svgWriter, f frame, cols []column) {
+	for _, run := range phaseRuns(cols, majorPhase) {
+		x := f.x(run.first)
+		if run.first > 0 {
+			s.line(x, f.y0, x, f.y1, "#777777", ` stroke-dasharray="2 3" class="phase-boundary"`)
+		}
+		if name := label(run.phase, f.x(run.end)-x-8, 11); name != "" {
+			s.text(x+4, f.y0+14, 11, "start", "#333333", "phase-label", name)
+		}
+	}
+}
+
+// peakMark draws the peak of allocated memory as a dashed line and a dot
+// at its first event.
+func peakMark(s *svgWriter, f frame, cols []column, tl []sim.Point, r *sim.Report) {
+	y := f.y(r.PeakAllocated)
+	s.line(f.x0, y, f.x1, y, colorPeak, ` stroke-dasharray="6 3" class="peak"`)
+	s.text(f.x0+4, y-4, 11, "start", colorPeak, "peak-label", "peak allocated "+sim.FormatBytes(r.PeakAllocated))
+	if i := peakEvent(tl); i >= 0 {
+		ci := columnOf(cols, i)
+		s.raw(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s" class="peak-point"/>`+"\n", f.xmid(ci), f.y(tl[i].Allocated), colorPeak)
+	}
+}
+
+// allocMark marks the event that made one allocation: a vertical line
+// through the plot and a triangle at the height reached.
+func allocMark(s *svgWriter, f frame, cols []column, event int, color, class, label string) {
+	if event < 0 {
+		return
+	}
+	ci := columnOf(cols, event)
+	x := f.xmid(ci)
+	top := f.y(cols[ci].pt.Allocated)
+	s.line(x, f.y0+18, x, f.y1, color, fmt.Sprintf(` stroke-width="1.2" class="%s"`, class))
+	s.raw(`<path d="M%.1f %.1fl-5 -9h10z" fill="%s" class="%s-marker"/>`+"\n", x, top, color, class)
+	anchor, dx := "start", 6.0
+	if x > (f.x0+f.x1)/2 {
+		anchor, dx = "end", -6
+	}
+	s.text(x+dx, f.y0+30, 11, anchor, color, class+"-label", label)
+}
+
+// strip is a band under the x axis coloured by phase, recompute included,
+// named where a run is wide enough.
+func strip(s *svgWriter, f frame, cols []column) {
+	for _, run := range phaseRuns(cols, func(p string) string { return p }) {
+		x, w := f.x(run.first), f.x(run.end)-f.x(run.first)
+		s.raw(`<rect x="%.1f" y="%d" width="%.2f" height="%d" fill="%s" class="phase" data-phase="%s"/>`+"\n",
+			x, stripTop, w, stripBot-stripTop, phaseColor[run.phase], run.phase)
+		if name := label(run.phase, w-6, 10); name != "" {
+			s.text(x+3, stripBot-4, 10, "start", "#000000", "phase-strip-label", name)
+		}
+	}
+}
+
+// legend names the categories drawn, the lines, and the phase colours.
+func legend(s *svgWriter, f frame, cols []column) {
+	x, y := f.x0, float64(stripBot+44)
+	item := func(swatch, label string) {
+		s.raw(swatch, x, y)
+		s.text(x+18, y+4, 11, "start", "#333333", "legend", label)
+		x += 18 + 0.58*11*float64(len([]rune(label))) + 16
+	}
+	for c, name := range sim.CategoryNames() {
+		for _, col := range cols {
+			if col.pt.ByCat[c] != 0 {
+				item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+categoryColor[name]+`" class="legend-swatch"/>`+"\n", name)
+				break
+			}
+		}
+	}
+	item(`<path d="M%.1f %.1fh12" stroke="`+colorReserved+`" stroke-dasharray="4 3" stroke-width="1.2"/>`+"\n", "reserved")
+	item(`<path d="M%.1f %.1fh12" stroke="`+colorPeak+`" stroke-dasharray="6 3"/>`+"\n", "peak allocated")
+	item(`<path d="M%.1f %.1fh12" stroke="`+colorLimit+`" stroke-width="1.5"/>`+"\n", "PyTorch limit")
+	x, y = f.x0, y+20
+	for _, p := range phaseOrder {
+		item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+phaseColor[p]+`"/>`+"\n", p)
+	}
+}
