@@ -61,6 +61,8 @@ func (m *MoE) lower(b *builder, x Value) Value {
 		name = "moe"
 	}
 	defer b.scope(name)()
+	xin := x
+	x = b.tpGather(x) // tp.go: tokens gathered along the sequence with SP
 	T := rows(b.shape(x))
 	E, k := m.Experts, m.TopK
 	logits := b.linear("router", "router", x, m.Dim, E, false)
@@ -79,12 +81,18 @@ func (m *MoE) lower(b *builder, x Value) Value {
 	g := b.addOp("gather", "dispatch", []Value{x, idx})
 	xs := b.out(g, "dispatched", []int64{routed, m.Dim}, b.dtype(x), "tokens copied to their experts")
 	b.save(g, idx)
+	xs = b.expertAllToAll("dispatch", xs) // expert.go: to the ranks holding the experts
 	y := b.experts(xs, m, routed)
+	y = b.expertAllToAll("combine", y)
 	wcast := b.cast(weights, b.dtype(y), "routing weights in the expert output dtype")
 	wy := b.mul("weighted", y, wcast)
 	c := b.addOp("index_add", "combine", []Value{wy, idx})
 	out := b.out(c, "combined", b.shape(x), b.dtype(wy), "expert outputs summed per token")
 	b.save(c, idx)
+	if b.par.tpn() > 1 {
+		out = b.tpReduce("moe", out) // tp.go: expert outputs summed over tensor-parallel ranks
+	}
+	x = xin
 	if m.SharedExperts > 0 {
 		sh := m.SharedHidden
 		if sh == 0 {
@@ -103,10 +111,13 @@ func (m *MoE) lower(b *builder, x Value) Value {
 func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
 	defer b.scope("experts")()
 	gated := m.expert().gated()
+	local, hidden := m.Experts/b.par.epn(), m.Hidden/b.par.tpn() // expert.go: this rank's experts and their split
 	proj := func(name, role string, x Value, in, out int64) Value {
-		ps := make([]int32, m.Experts)
+		ps := make([]int32, local)
+		full := in * out * b.par.tpn()
 		for e := range ps {
 			ps[e] = b.param(fmt.Sprintf("%d.%s.weight", e, name), []int64{out, in}, "expert_"+role)
+			b.shardParam(ps[e], full)
 		}
 		dt := b.dtype(x)
 		if b.prec.Autocast {
@@ -135,12 +146,12 @@ func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
 		if m.Act == "geglu" {
 			fn = "gelu"
 		}
-		gate := proj("gate_proj", "gate", xs, m.Dim, m.Hidden)
-		up := proj("up_proj", "up", xs, m.Dim, m.Hidden)
+		gate := proj("gate_proj", "gate", xs, m.Dim, hidden)
+		up := proj("up_proj", "up", xs, m.Dim, hidden)
 		h := b.mul("act_mul", b.activation(fn, gate), up)
-		return proj("down_proj", "down", h, m.Hidden, m.Dim)
+		return proj("down_proj", "down", h, hidden, m.Dim)
 	}
-	h := proj("fc1", "up", xs, m.Dim, m.Hidden)
+	h := proj("fc1", "up", xs, m.Dim, hidden)
 	h = b.activation(m.Act, h)
-	return proj("fc2", "down", h, m.Hidden, m.Dim)
+	return proj("fc2", "down", h, hidden, m.Dim)
 }

@@ -1,0 +1,30 @@
+package sim
+
+// Expert parallelism (Megatron-LM --expert-model-parallel-size, the
+// "alltoall" token dispatcher, megatron/core/transformer/moe/
+// token_dispatcher.py; DeepSpeed-MoE likewise): each MoE layer's experts
+// are split over ep ranks, experts/ep per rank, and every rank routes its
+// own tokens. After the top-k permutation the routed rows go to the ranks
+// holding their experts by an all-to-all, and come back by another after
+// the experts. With balanced routing a rank sends T*k rows and receives
+// T*k rows (ep ranks times T*k/ep each), so the expert inputs keep their
+// size; what EP changes is how many experts' weights a rank holds and
+// that each rank's experts see ep times the tokens. With a capacity
+// factor (token dropping with padding) every expert gets exactly its
+// capacity, capacity_factor*T*k/experts rows per rank.
+//
+// Each all-to-all writes a new tensor (the permuted send buffer is freed
+// once sent); its backward is an all-to-all of the gradient.
+
+// expertAllToAll exchanges the routed rows x over the EP group.
+func (b *builder) expertAllToAll(name string, x Value) Value {
+	if b.par.epn() == 1 {
+		return x
+	}
+	i := b.addOp("all_to_all", name+"_all_to_all", []Value{x})
+	y := b.out(i, name+"_received", b.shape(x), b.dtype(x), "routed tokens after the expert-parallel all-to-all ("+name+")")
+	n := b.val(y).bytes
+	b.recordComm("all_to_all", "ep", n, false)
+	b.recordComm("all_to_all", "ep", n, true)
+	return y
+}
