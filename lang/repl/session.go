@@ -136,6 +136,10 @@ func (s *Session) step(ctx context.Context) error {
 			return s.command(ctx, name, arg)
 		}
 		s.pending = splitLines(line)
+		if len(s.pending) > 1 {
+			// A recalled history entry is a whole statement: end it.
+			s.pending = append(s.pending, "")
+		}
 	}
 	for len(s.pending) > 0 {
 		name := fmt.Sprintf("<stdin:%d>", s.chunks+1)

@@ -219,6 +219,13 @@ func TestPromptsAndIndent(t *testing.T) {
 	}
 }
 
+func TestRecalledEntryIsComplete(t *testing.T) {
+	out, _, fr := session(t, []string{"def g():\n    return 9", "g()"}, nil, Options{})
+	if d := cmp.Diff([]string{">>> |", ">>> |", ">>> |"}, fr.asked); d != "" || out != "9\n" {
+		t.Errorf("prompts (-want +got):\n%s\nstdout %q", d, out)
+	}
+}
+
 func TestNextIndent(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{"def f():", "    "},
