@@ -1,0 +1,108 @@
+package lang
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/sim"
+)
+
+// The stdlib model zoo (@stdlib//llm.star) against hf_config on the real
+// config.json files of sim/testdata/hf: the same parameter count to the
+// parameter, and the same step replay (saved activations and peak) for a
+// bf16-mixed AdamW step, so the two paths build the same modules. Sizes
+// with no config file in testdata are held to their published counts
+// (sources in llm.star's docstrings and sim/hfconfig_test.go).
+func TestStdlibZooMatchesHFConfig(t *testing.T) {
+	hf := filepath.Join("..", "sim", "testdata", "hf")
+	files := tree()
+	entries, err := os.ReadDir(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(hf, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["hf/"+e.Name()] = tree("x", string(data))["x"]
+	}
+	pairs := []struct {
+		zoo, hf, arch string
+		params        int64
+	}{
+		{`gpt2("124m")`, "gpt2.json", "", 124_439_808},
+		{`llama("7b")`, "llama-2-7b.json", "", 6_738_415_616},
+		{`llama("llama3-8b")`, "llama-3-8b.json", "", 8_030_261_248},
+		{`llama("llama3-70b")`, "llama-3.1-70b.json", "", 70_553_706_496},
+		{`mistral("7b")`, "mistral-7b-v0.1.json", "", 7_241_732_096},
+		{`mixtral("8x7b")`, "mixtral-8x7b-v0.1.json", "", 46_702_792_704},
+		{`qwen2("7b")`, "qwen2-7b.json", "", 7_615_616_512},
+		{`gemma("7b")`, "gemma-7b.json", "", 8_537_680_896},
+		{`phi3("mini")`, "phi-3-mini-4k.json", "", 3_821_079_552},
+		{`bert("base")`, "bert-base-uncased.json", "", 109_514_298},
+		{`bert("base", head = "none")`, "bert-base-uncased.json", "BertModel", 109_482_240},
+		{`bert("large")`, "bert-large-uncased.json", "", 335_174_458},
+		{`bert("large", head = "classification")`, "bert-large-uncased.json", "BertForSequenceClassification", 335_143_938},
+		{`gpt2("355m")`, "", "", 354_823_168},
+		{`gpt2("774m")`, "", "", 774_030_080},
+		{`gpt2("1.5b")`, "", "", 1_557_611_200},
+		{`llama("13b")`, "", "", 13_015_864_320},
+		{`llama("70b")`, "", "", 68_976_648_192},
+		{`llama("llama3-405b")`, "", "", 405_853_388_800},
+		{`mistral("7b-v0.3")`, "", "", 7_248_023_552},
+		{`gemma("2b")`, "", "", 2_506_172_416},
+	}
+	var src strings.Builder
+	src.WriteString(`load("@stdlib//llm.star", "bert", "gemma", "gpt2", "llama", "mistral", "mixtral", "phi3", "qwen2")` + "\n")
+	for i, p := range pairs {
+		src.WriteString("zoo" + strconv.Itoa(i) + " = " + p.zoo + "\n")
+		if p.hf != "" {
+			arch := "None"
+			if p.arch != "" {
+				arch = `"` + p.arch + `"`
+			}
+			src.WriteString("hf" + strconv.Itoa(i) + ` = hf_config("hf/` + p.hf + `", arch = ` + arch + ")\n")
+		}
+	}
+	files["main.star"] = tree("x", src.String())["x"]
+	in := New(Options{Files: files})
+	defer in.Close()
+	g, err := in.RunFile(context.Background(), "main.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed, _ := sim.LookupPrecision("bf16-mixed")
+	rt, _ := sim.LookupRuntime("cuda")
+	replay := func(m *sim.Model) *sim.Report {
+		r, err := sim.Evaluate(&sim.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
+			Optimizer: sim.Optimizer{Kind: "adamw"}, Runtime: rt, Device: sim.Device{Name: "test", Memory: 1 << 50}}, sim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for i, p := range pairs {
+		zoo := g["zoo"+strconv.Itoa(i)].(*builtins.Model).Sim()
+		if got := zoo.Params(); got != p.params {
+			t.Errorf("%s: params %d, want %d", p.zoo, got, p.params)
+		}
+		if p.hf == "" {
+			continue
+		}
+		hfm := g["hf"+strconv.Itoa(i)].(*builtins.Model).Sim()
+		if hfm.Params() != zoo.Params() {
+			t.Errorf("%s: params %d, hf_config(%s) %d", p.zoo, zoo.Params(), p.hf, hfm.Params())
+		}
+		a, b := replay(zoo), replay(hfm)
+		if a.SavedActivations != b.SavedActivations || a.PeakAllocated != b.PeakAllocated {
+			t.Errorf("%s: saved %d peak %d, hf_config(%s) saved %d peak %d",
+				p.zoo, a.SavedActivations, a.PeakAllocated, p.hf, b.SavedActivations, b.PeakAllocated)
+		}
+	}
+}
