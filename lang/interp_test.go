@@ -155,7 +155,7 @@ func TestRun(t *testing.T) {
 		{
 			name:   "missing stdlib module",
 			files:  tree("main.star", "load('@stdlib//nope.star', 'y')\n"),
-			stderr: "main.star:1:1: error: cannot load @stdlib//nope.star: no module @stdlib//nope.star (stdlib has: @stdlib//units.star)\n    1 | load('@stdlib//nope.star', 'y')\n      | ^\n",
+			stderr: "main.star:1:1: error: cannot load @stdlib//nope.star: no module @stdlib//nope.star (stdlib has: @stdlib//llm.star, @stdlib//units.star)\n    1 | load('@stdlib//nope.star', 'y')\n      | ^\n",
 		},
 		{
 			name:   "missing main script",

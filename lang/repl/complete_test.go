@@ -55,8 +55,8 @@ func TestComplete(t *testing.T) {
 		{"'s'.up", nil, ""},
 		{"1.5", nil, ""},
 		// Paths and names inside load.
-		{`load("`, []string{"@stdlib//units.star"}, ""},
-		{`load("@st`, []string{"@stdlib//units.star"}, "@st"},
+		{`load("`, []string{"@stdlib//llm.star", "@stdlib//units.star"}, ""},
+		{`load("@st`, []string{"@stdlib//llm.star", "@stdlib//units.star"}, "@st"},
 		{`load("@stdlib//u`, []string{"@stdlib//units.star"}, "@stdlib//u"},
 		{`load("@stdlib//units.star", "to_`, []string{"to_gb", "to_gib"}, "to_"},
 		{`load('@stdlib//units.star', "x", 'per`, []string{"percent"}, "per"},
