@@ -52,6 +52,14 @@ func decoderFamilyOf(mt string) decoderFamily {
 //
 // The eager softmax runs in fp32 (eager_attention_forward:
 // softmax(..., dtype=torch.float32)).
+//
+// Parameters are exact; three memory details are not modelled yet (none
+// holds parameters): Gemma-2's soft-capping (tanh over the logits, which
+// keeps one more logits-sized tensor for backward, and over the eager
+// attention scores) needs a hook after the output head in Model; Gemma's
+// RMSNorm, x * (1 + w) computed in fp32, is lowered as Llama's; Phi-3's
+// fused gate_up_proj gives one [tokens, 2*ffn] storage where the lowering
+// has two [tokens, ffn] ones (the same bytes).
 func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 	f := decoderFamilyOf(c.modelType)
 	hidden := c.size("hidden_size")
