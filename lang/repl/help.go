@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/lang"
 	"go.starlark.net/starlark"
 )
 
@@ -124,10 +125,7 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 	}
 	for _, x := range s.stdlibExports() {
 		if x.Name == name {
-			fmt.Fprintf(w, "load(%q, %q)\n\n%s\n", x.Module, x.Name, x.Sig)
-			if x.Doc != "" {
-				fmt.Fprintf(w, "\n%s\n", x.Doc)
-			}
+			s.helpExport(w, x)
 			return true
 		}
 	}
@@ -152,8 +150,16 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 // a value's type and attributes.
 func (s *Session) helpValue(w io.Writer, name string, v starlark.Value) {
 	if fn, ok := v.(*starlark.Function); ok {
+		// A function loaded from the stdlib reads as :help shows it
+		// before the load.
+		for _, x := range s.stdlibExports() {
+			if x.Name == fn.Name() && x.Module == fn.Position().Filename() {
+				s.helpExport(w, x)
+				return
+			}
+		}
 		fmt.Fprintf(w, "%s\n", funcSig(fn))
-		if doc := strings.TrimSpace(fn.Doc()); doc != "" {
+		if doc := dedent(fn.Doc()); doc != "" {
 			fmt.Fprintf(w, "\n%s\n", doc)
 		}
 		return
@@ -164,6 +170,38 @@ func (s *Session) helpValue(w io.Writer, name string, v starlark.Value) {
 			fmt.Fprintf(w, "\nattributes:\n%s", fill(names, "  ", "  ", 78))
 		}
 	}
+}
+
+// helpExport documents a stdlib name: how to load it, its signature and
+// its docstring.
+func (s *Session) helpExport(w io.Writer, x lang.Export) {
+	fmt.Fprintf(w, "load(%q, %q)\n\n%s\n", x.Module, x.Name, x.Sig)
+	if x.Doc != "" {
+		fmt.Fprintf(w, "\n%s\n", x.Doc)
+	}
+}
+
+// dedent trims a docstring and removes the indentation its lines after
+// the first share.
+func dedent(doc string) string {
+	lines := strings.Split(strings.TrimSpace(doc), "\n")
+	indent := -1
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, " \t")); indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	for i := 1; i < len(lines); i++ {
+		if len(lines[i]) >= indent && indent > 0 {
+			lines[i] = lines[i][indent:]
+		} else {
+			lines[i] = strings.TrimSpace(lines[i])
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // helpTopics lists every name :help knows, for did-you-mean.
