@@ -53,6 +53,7 @@ func tables() [][]Builtin {
 		tableBuiltins(),
 		hfConfigBuiltins(),
 		extraLayerBuiltins(),
+		graphBuiltins(),
 	}
 }
 

@@ -1,0 +1,211 @@
+package sim
+
+import "fmt"
+
+// EncoderProcessorDecoder is anemoi's encoder-processor-decoder weather
+// model (AnemoiModelEncProcDec, and with noise AnemoiEnsModelEncProcDec:
+// models/ens_encoder_processor_decoder.py@models-0.8.1 l.103-187): a graph
+// transformer encoder from the grid to the hidden mesh, a processor over
+// the mesh, a graph transformer decoder back to the grid.
+//
+// Rows. The model reads [batch, points, inputs] fp32: one row per grid
+// point of each sample (members folded into the batch when stacked), so a
+// plan's seq is the grid's points (Model.Points) and rows = batch *
+// members * points. Inside, every tensor is [rows, features]: B*N rows on
+// the grid side, B*M on the mesh side (B samples, N points, M mesh nodes).
+//
+// Forward, as the ensemble model runs it:
+//
+//  1. _assemble_input: the node attributes of the grid (sin/cos of lat and
+//     lon, 4 columns, plus NodeAttrs trainable columns per node,
+//     NamedNodesAttributes) are concatenated to the inputs: x_data_latent,
+//     fp32 [B*N, inputs + 4 + NodeAttrs]. It is the input of the encoder
+//     and of the decoder checkpoints, so it lives until the encoder's
+//     backward.
+//  2. the hidden node attributes, fp32 [B*M, 4 + NodeAttrs];
+//  3. the encoder (checkpointed), giving x_latent [B*M, C];
+//  4. noise: NoiseConditioning draws fp32 noise [B*M, NoiseChannels] and
+//     runs it through a checkpointed MLP (Linear, GELU, Linear, LayerNorm);
+//     the result conditions the processor's layer norms;
+//  5. the processor, then x_latent_proc + x_latent;
+//  6. the decoder (checkpointed) to [B*N, outputs];
+//  7. _assemble_output: .to(fp32).clone() to [B, N, outputs] fp32.
+//
+// Not modelled: the graph's buffers (fixed edge attributes, edge indices,
+// coordinates: about 16 bytes per edge and node, on the device from
+// setup), the prognostic residual x_out[..., idx] += x_skip (an
+// [B*N, prognostic] indexing copy), and the data loader's raw batch beyond
+// the model's input.
+type EncoderProcessorDecoder struct {
+	Name          string
+	Grid, Mesh    *NodeSet
+	Encoder       *GraphTransformer
+	Processor     *TransformerProcessor
+	Decoder       *GraphTransformer
+	Inputs        int64 // fp32 features per grid point and sample the model reads
+	Outputs       int64 // variables predicted per grid point
+	NodeAttrs     int64 // trainable attributes per node (trainable_parameters.data / hidden: 8)
+	NoiseChannels int64 // noise_channels_dim (4); 0: no noise injection
+	NoiseHidden   int64 // noise_mlp_hidden_dim (32)
+}
+
+// coordAttrs is NamedNodesAttributes' fixed part: sin and cos of (lat, lon).
+const coordAttrs = 4
+
+// NewEncoderProcessorDecoder checks that the parts fit together and returns
+// the model layer with its encoder, decoder and processor configured for
+// their roles (copies: the given layers are left as they are).
+func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDecoder, error) {
+	path := e.Name
+	if e.Grid == nil || e.Mesh == nil || e.Encoder == nil || e.Processor == nil || e.Decoder == nil {
+		return nil, errorf(path, "encoder_processor_decoder needs a grid, a mesh, an encoder, a processor and a decoder")
+	}
+	if e.Grid.Kind != "grid" {
+		return nil, errorf(path, "grid must be a grid (got %s)", e.Grid)
+	}
+	if e.Mesh.Kind != "mesh" {
+		return nil, errorf(path, "mesh must be a mesh (got %s)", e.Mesh)
+	}
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"inputs", e.Inputs}, {"outputs", e.Outputs}} {
+		if err := positive(path, f.what, f.n); err != nil {
+			return nil, err
+		}
+	}
+	if e.NodeAttrs < 0 || e.NoiseChannels < 0 || (e.NoiseChannels > 0 && e.NoiseHidden <= 0) {
+		return nil, errorf(path, "node_attrs and noise_channels must be >= 0 and noise_hidden positive (got %d, %d, %d)", e.NodeAttrs, e.NoiseChannels, e.NoiseHidden)
+	}
+	if e.Encoder.Edges == nil || e.Decoder.Edges == nil {
+		return nil, errorf(path, "encoder and decoder need edges")
+	}
+	if !sameNodes(e.Encoder.Edges.Src, e.Grid) || !sameNodes(e.Encoder.Edges.Dst, e.Mesh) {
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("the encoder maps %s onto %s, but the model's grid and mesh are %s and %s",
+			e.Encoder.Edges.Src, e.Encoder.Edges.Dst, e.Grid, e.Mesh), Hint: "the encoder's edges go from the grid to the mesh, e.g. knn_edges(grid, mesh, 12)"}
+	}
+	if !sameNodes(e.Decoder.Edges.Src, e.Mesh) || !sameNodes(e.Decoder.Edges.Dst, e.Grid) {
+		return nil, &Error{Path: path, Msg: fmt.Sprintf("the decoder maps %s onto %s, but it must map the mesh %s onto the grid %s",
+			e.Decoder.Edges.Src, e.Decoder.Edges.Dst, e.Mesh, e.Grid), Hint: "the decoder's edges go from the mesh to the grid, e.g. knn_edges(mesh, grid, 3)"}
+	}
+	if !sameNodes(e.Processor.Mesh, e.Mesh) {
+		return nil, errorf(path, "the processor runs over %s, but the model's mesh is %s", e.Processor.Mesh, e.Mesh)
+	}
+	c := e.Processor.Channels
+	if e.Encoder.Channels != c || e.Decoder.Channels != c {
+		return nil, errorf(path, "encoder, processor and decoder must have the same channels (got %d, %d, %d)", e.Encoder.Channels, c, e.Decoder.Channels)
+	}
+	enc, dec, proc := *e.Encoder, *e.Decoder, *e.Processor
+	enc.Role, enc.SrcIn, enc.DstIn = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs
+	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
+	proc.Cond = e.NoiseChannels
+	e.Encoder, e.Decoder, e.Processor = &enc, &dec, &proc
+	for _, l := range []Layer{e.Encoder, e.Processor, e.Decoder} {
+		if err := l.validate(childPath(path, l, 0)); err != nil {
+			return nil, err
+		}
+	}
+	return &e, nil
+}
+
+// NewGraphModel is the model (sim.Model) around an encoder-processor-decoder,
+// with loss "crps" (ensembles) or "mse".
+func NewGraphModel(e *EncoderProcessorDecoder, loss string) *Model {
+	return &Model{Name: e.Name, Layers: []Layer{e}, Loss: loss, InputDim: e.Inputs, Points: e.Grid.Nodes}
+}
+
+// dataWidth is x_data_latent's width: inputs plus the grid's node attributes.
+func (e *EncoderProcessorDecoder) dataWidth() int64 { return e.Inputs + coordAttrs + e.NodeAttrs }
+
+func (e *EncoderProcessorDecoder) Kind() string  { return "encoder_processor_decoder" }
+func (e *EncoderProcessorDecoder) Label() string { return "" }
+func (e *EncoderProcessorDecoder) InDim() int64  { return e.Inputs }
+func (e *EncoderProcessorDecoder) OutDim() int64 { return e.Outputs }
+func (e *EncoderProcessorDecoder) Children() []Layer {
+	return []Layer{e.Encoder, e.Processor, e.Decoder}
+}
+
+// Params adds the trainable node attributes of grid and mesh and the noise
+// MLP to the three parts.
+func (e *EncoderProcessorDecoder) Params() int64 {
+	n := e.Encoder.Params() + e.Processor.Params() + e.Decoder.Params()
+	return n + e.NodeAttrs*(e.Grid.Nodes+e.Mesh.Nodes) + e.noiseParams()
+}
+
+func (e *EncoderProcessorDecoder) noiseParams() int64 {
+	nc, h := e.NoiseChannels, e.NoiseHidden
+	if nc == 0 {
+		return 0
+	}
+	return nc*h + h + h*nc + nc + 2*nc
+}
+
+func (e *EncoderProcessorDecoder) Summary() string {
+	return fmt.Sprintf("%s (%d points) -> %s (%d nodes) -> %s, %d inputs, %d outputs",
+		e.Grid.Name, e.Grid.Nodes, e.Mesh.Name, e.Mesh.Nodes, e.Grid.Name, e.Inputs, e.Outputs)
+}
+
+func (e *EncoderProcessorDecoder) validate(path string) error {
+	for i, l := range e.Children() {
+		if err := l.validate(childPath(path, l, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *EncoderProcessorDecoder) lower(b *builder, x Value) Value {
+	s := b.shape(x)
+	n, m := e.Grid.Nodes, e.Mesh.Nodes
+	if len(s) != 3 || s[1] != n || s[2] != e.Inputs {
+		panic(lowerError{errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
+	}
+	batch := s[0]
+	xd := e.nodeAttributes(b, "data", e.Grid, batch)
+	xd = b.ew("cat", "x_data_latent", []Value{x, xd}, []int64{batch * n, e.dataWidth()}, b.dtype(x),
+		"x_data_latent: inputs and grid node attributes (_assemble_input), held for the encoder and decoder checkpoints")
+	xh := e.nodeAttributes(b, "hidden", e.Mesh, batch)
+	xl := e.Encoder.lowerMapper(b, xd, xh, batch)
+	cond := noValue
+	if e.NoiseChannels > 0 {
+		cond = e.noise(b, batch*m)
+	}
+	xp := e.Processor.lowerCond(b, xl, cond)
+	xp = b.add("x_latent_proc", xp, xl)
+	y := e.Decoder.lowerMapper(b, xp, xd, batch)
+	y = b.cast(y, FP32, "decoder output .to(fp32) (_assemble_output)")
+	return b.ew("clone", "y_pred", []Value{y}, []int64{batch, n, e.Outputs}, FP32, "model output .clone() (_assemble_output)")
+}
+
+// nodeAttributes lowers NamedNodesAttributes.forward: the coordinate
+// buffer and the trainable [nodes, NodeAttrs] parameter repeated over the
+// batch and concatenated (TrainableTensor).
+func (e *EncoderProcessorDecoder) nodeAttributes(b *builder, name string, nodes *NodeSet, batch int64) Value {
+	done := b.scope("node_attributes." + name)
+	var params []int32
+	if e.NodeAttrs > 0 {
+		params = append(params, b.param("trainable", []int64{nodes.Nodes, e.NodeAttrs}, "node_attr"))
+	}
+	w := coordAttrs + e.NodeAttrs
+	i := b.addOp("cat", "attributes", nil, params...)
+	y := b.out(i, "attributes", []int64{batch * nodes.Nodes, w}, FP32, "node attributes of "+nodes.Name+" repeated over the batch (TrainableTensor)")
+	b.op(i).workF = FP32.Bytes(batch * nodes.Nodes * w) // the repeats, alive until the cat
+	done()
+	return y
+}
+
+// noise lowers NoiseConditioning.forward (layers/ensemble.py@models-0.8.1):
+// torch.randn in the dtype of the hidden node attributes (fp32), then the
+// checkpointed noise MLP.
+func (e *EncoderProcessorDecoder) noise(b *builder, rows int64) Value {
+	defer b.scope("noise_injector")()
+	nc := e.NoiseChannels
+	z := b.ew("randn", "noise", nil, []int64{rows, nc}, FP32, "noise for the ensemble (torch.randn, fp32)")
+	b.val(z).grad = false
+	defer b.scope("noise_mlp")()
+	defer b.beginRegion("")()
+	h := b.linear("mlp.0", "noise", z, nc, e.NoiseHidden, true)
+	h = b.activation("gelu", h)
+	h = b.linear("mlp.2", "noise", h, e.NoiseHidden, nc, true)
+	return b.layerNorm("layer_norm", h, nc, true)
+}

@@ -1,0 +1,198 @@
+package sim
+
+import "fmt"
+
+// TransformerProcessor is anemoi's TransformerProcessor over the hidden
+// mesh (layers/processor.py, layers/block.py TransformerProcessorBlock,
+// layers/attention.py MultiHeadSelfAttention @models-0.8.1): Layers
+// pre-norm blocks x + attention(LN(x)), x + MLP(LN(x)) with flash
+// attention (window Window each side, 0 = global), lin_q/k/v without bias,
+// optional per-head q/k layer norms (AutocastLayerNorm, cast back to the
+// input dtype), and a GELU MLP of MLPRatio * Channels.
+//
+// Segments is the processor's num_chunks: the layers are split into that
+// many ProcessorChunks and each runs under one activation checkpoint
+// (BaseProcessor.run_layers), so the backward recomputes Layers/Segments
+// layers at once.
+//
+// In an ensemble model (Cond > 0) the layer norms are ConditionalLayerNorm
+// (layers/normalization.py, config transformer_ens.yaml with autocast:
+// false): LayerNorm without affine, times (scale(noise) + 1), plus
+// bias(noise), left in fp32.
+type TransformerProcessor struct {
+	Name     string
+	Mesh     *NodeSet
+	Layers   int64
+	Channels int64
+	Heads    int64
+	MLPRatio int64
+	Window   int64 // flash-attn window_size each side; 0 = global attention
+	Segments int64 // checkpoint segments (anemoi processor num_chunks)
+	QKNorm   bool
+	Cond     int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder); 0 = nn.LayerNorm
+}
+
+func (p *TransformerProcessor) Kind() string      { return "transformer_processor" }
+func (p *TransformerProcessor) Label() string     { return p.Name }
+func (p *TransformerProcessor) Children() []Layer { return nil }
+
+// layerParams counts one TransformerProcessorBlock.
+func (p *TransformerProcessor) layerParams() int64 {
+	c, h := p.Channels, p.MLPRatio*p.Channels
+	n := 3*c*c + c*c + c // lin_q, lin_k, lin_v (no bias); projection with bias
+	if p.QKNorm && p.Heads > 0 {
+		n += 2 * (c / p.Heads) // q_norm, k_norm: weight only (bias=False)
+	}
+	if p.Cond > 0 {
+		n += 2 * 2 * (p.Cond*c + c) // two ConditionalLayerNorms: scale and bias Linear(cond, C)
+	} else {
+		n += 2 * 2 * c // two LayerNorms
+	}
+	return n + c*h + h + h*c + c // MLP with biases
+}
+
+func (p *TransformerProcessor) Params() int64 { return p.Layers * p.layerParams() }
+
+func (p *TransformerProcessor) Summary() string {
+	w := "global attention"
+	if p.Window > 0 {
+		w = fmt.Sprintf("window %d", p.Window)
+	}
+	return fmt.Sprintf("%d layers over %s, %d channels, %d heads, %s, %d checkpoint segments", p.Layers, p.meshName(), p.Channels, p.Heads, w, p.Segments)
+}
+
+func (p *TransformerProcessor) meshName() string {
+	if p.Mesh == nil {
+		return "?"
+	}
+	return p.Mesh.Name
+}
+
+func (p *TransformerProcessor) validate(path string) error {
+	if p.Mesh == nil {
+		return errorf(path, "transformer_processor needs a mesh")
+	}
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"layers", p.Layers}, {"channels", p.Channels}, {"heads", p.Heads}, {"mlp_ratio", p.MLPRatio}, {"segments", p.Segments}} {
+		if err := positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if p.Channels%p.Heads != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", p.Channels, p.Heads)}
+	}
+	if p.Layers%p.Segments != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("segments must divide layers (layers=%d, segments=%d)", p.Layers, p.Segments),
+			Hint: "anemoi asserts num_layers % num_chunks == 0 (BaseProcessor)"}
+	}
+	if p.Window < 0 {
+		return errorf(path, "window must be positive, or None for global attention (got %d)", p.Window)
+	}
+	return nil
+}
+
+// lower runs the processor on its own (no noise conditioning).
+func (p *TransformerProcessor) lower(b *builder, x Value) Value { return p.lowerCond(b, x, noValue) }
+
+// lowerCond runs the processor on x [batch * mesh nodes, channels],
+// conditioned on cond [rows, Cond] when the model injects noise.
+func (p *TransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
+	if b.last(x) != p.Channels {
+		panic(shapeMismatch(b, "transformer_processor", p.Channels, b.last(x)))
+	}
+	name := p.Name
+	if name == "" {
+		name = "processor"
+	}
+	defer b.scope(name)()
+	per := p.Layers / p.Segments
+	for s := int64(0); s < p.Segments; s++ {
+		done := b.scope(fmt.Sprintf("proc.%d", s))
+		closeRegion := b.beginRegion("")
+		for l := int64(0); l < per; l++ {
+			d := b.scope(fmt.Sprintf("blocks.%d", l))
+			x = p.block(b, x, cond)
+			d()
+		}
+		closeRegion()
+		done()
+	}
+	return x
+}
+
+func (p *TransformerProcessor) block(b *builder, x, cond Value) Value {
+	h := p.norm(b, "layer_norm_attention", x, cond)
+	x = b.add("attention_residual", x, p.attention(b, h))
+	h = p.norm(b, "layer_norm_mlp", x, cond)
+	done := b.scope("mlp")
+	m := b.ffn(h, p.Channels, p.MLPRatio*p.Channels, "gelu", true)
+	done()
+	return b.add("mlp_residual", x, m)
+}
+
+// norm is nn.LayerNorm, or ConditionalLayerNorm with autocast=False:
+// scale = Linear(cond), bias = Linear(cond), out = LN(x) * (scale + 1) +
+// bias. The product saves the fp32 norm output and scale + 1; the norm
+// saves its fp32 input copy; the output stays fp32.
+func (p *TransformerProcessor) norm(b *builder, name string, x, cond Value) Value {
+	c := p.Channels
+	if cond == noValue || p.Cond == 0 {
+		return b.layerNorm(name, x, c, true)
+	}
+	defer b.scope(name)()
+	scale := b.linear("scale", "norm-cond", cond, p.Cond, c, true)
+	bias := b.linear("bias", "norm-cond", cond, p.Cond, c, true)
+	plus := b.ew("add", "scale_plus_one", []Value{scale}, b.shape(scale), b.dtype(scale), "scale + 1 of the conditional layer norm")
+	n := b.normOver("norm", x, c, false, false)
+	return b.add("shift", b.mul("scale", n, plus), bias)
+}
+
+// attention lowers MultiHeadSelfAttention with flash attention.
+func (p *TransformerProcessor) attention(b *builder, x Value) Value {
+	defer b.scope("attention")()
+	c := p.Channels
+	q := b.linear("lin_q", "q", x, c, c, false)
+	k := b.linear("lin_k", "k", x, c, c, false)
+	v := b.linear("lin_v", "v", x, c, c, false)
+	if p.QKNorm {
+		q = p.headNorm(b, "q_norm", q)
+		k = p.headNorm(b, "k_norm", k)
+	}
+	o := p.flash(b, q, k, v)
+	return b.linear("projection", "o", o, c, c, true)
+}
+
+// headNorm is AutocastLayerNorm(head_dim, bias=False) on the [batch, heads,
+// nodes, head_dim] view: fp32 under autocast, then type_as the input.
+func (p *TransformerProcessor) headNorm(b *builder, name string, x Value) Value {
+	n := b.normOver(name, x, p.Channels/p.Heads, true, false)
+	return b.cast(n, b.dtype(x), name+" output cast back to the input dtype (AutocastLayerNorm type_as)")
+}
+
+// flash lowers flash_attn_func (flash-attn 2): saves q, k, v, the output and
+// an fp32 logsumexp [batch, heads, nodes]; its backward keeps an fp32 dq
+// accumulator and softmax_d (mha_bwd). A window bounds the keys per query
+// to 2*window+1, which changes FLOPs, not memory.
+func (p *TransformerProcessor) flash(b *builder, q, k, v Value) Value {
+	s := b.shape(q)
+	nodes := p.Mesh.Nodes
+	r := rows(s)
+	if r%nodes != 0 {
+		panic(lowerError{errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
+	}
+	batch, h := r/nodes, p.Heads
+	i := b.addOp("attention", "flash_attention", []Value{q, k, v})
+	o := b.out(i, "attn_out", s, b.dtype(q), "attention output")
+	lse := b.out(i, "logsumexp", []int64{batch, h, nodes}, FP32, "attention logsumexp (fp32, saved)")
+	b.val(lse).grad = false
+	b.save(i, q, k, v, o, lse)
+	b.op(i).workB = FP32.Bytes(r*p.Channels) + FP32.Bytes(r*h)
+	keys := nodes
+	if p.Window > 0 && 2*p.Window+1 < nodes {
+		keys = 2*p.Window + 1
+	}
+	b.op(i).flops = 4 * float64(r) * float64(keys) * float64(p.Channels)
+	return o
+}
