@@ -136,10 +136,14 @@ func panel(s *svgWriter, c Chart) {
 	s.rect(0, 0, Width, Height, "#FFFFFF", ` class="background"`)
 	header(s, c, limit, limitShown)
 	axes(s, f)
+	phaseMarks(s, f, cols) // behind the data: a boundary may fall on a spike
 	areas(s, f, cols)
 	reservedLine(s, f, cols)
-	phaseMarks(s, f, cols)
-	peakMark(s, f, cols, tl, r)
+	limitY := -1.0
+	if limitShown {
+		limitY = f.y(limit)
+	}
+	peakMark(s, f, cols, tl, r, limitY)
 	if limitShown {
 		y := f.y(limit)
 		s.line(f.x0, y, f.x1, y, colorLimit, ` stroke-width="1.5" class="limit"`)
@@ -147,7 +151,7 @@ func panel(s *svgWriter, c Chart) {
 			fmt.Sprintf("PyTorch limit %s (capacity %s less %s outside the allocator)",
 				sim.FormatBytes(limit), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.Capacity-limit)))
 	} else {
-		s.text(f.x1, f.y0-6, 11, "end", colorLimit, "limit-label",
+		s.text(f.x1-4, f.y0+14, 11, "end", colorLimit, "limit-label",
 			fmt.Sprintf("↑ PyTorch limit %s is off the chart", sim.FormatBytes(limit)))
 	}
 	allocMark(s, f, cols, eventOf(tl, r.Largest), colorLargest, "largest", "largest "+sim.FormatBytes(r.Largest.Bytes))
@@ -180,9 +184,9 @@ func header(s *svgWriter, c Chart, limit int64, limitShown bool) {
 		verdict, sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.PeakAllocated),
 		r.PeakAt.Phase, r.PeakAt.Op, sim.FormatBytes(r.PeakReserved))
 	s.text(16, 48, 12, "start", "#000000", "figures", fit(line2, room, 12))
-	s.text(16, 66, 12, "start", colorLargest, "largest-label", fit("▲ largest allocation: "+describe(r.Largest), room, 12))
+	s.text(16, 66, 12, "start", colorLargest, "header-largest", fit("▲ largest allocation: "+describe(r.Largest), room, 12))
 	if r.OOM != nil {
-		s.text(16, 84, 12, "start", colorOOM, "oom-label", fit("✕ first failing allocation: "+describe(r.OOM.Alloc), room, 12))
+		s.text(16, 84, 12, "start", colorOOM, "header-oom", fit("✕ first failing allocation: "+describe(r.OOM.Alloc), room, 12))
 	}
 }
 
@@ -261,7 +265,8 @@ func reservedLine(s *svgWriter, f frame, cols []column) {
 }
 
 // phaseMarks separates the major phases (setup, forward, backward with its
-// recomputation, optimizer) with dotted lines and names them at the top.
+// recomputation, optimizer) with dotted lines and names them above the
+// plot.
 func phaseMarks(s *svgWriter, f frame, cols []column) {
 	for _, run := range phaseRuns(cols, majorPhase) {
 		x := f.x(run.first)
@@ -269,25 +274,31 @@ func phaseMarks(s *svgWriter, f frame, cols []column) {
 			s.line(x, f.y0, x, f.y1, "#777777", ` stroke-dasharray="2 3" class="phase-boundary"`)
 		}
 		if name := label(run.phase, f.x(run.end)-x-8, 11); name != "" {
-			s.text(x+4, f.y0+14, 11, "start", "#333333", "phase-label", name)
+			s.text(x+3, f.y0-6, 11, "start", "#333333", "phase-label", name)
 		}
 	}
 }
 
 // peakMark draws the peak of allocated memory as a dashed line and a dot
-// at its first event.
-func peakMark(s *svgWriter, f frame, cols []column, tl []sim.Point, r *sim.Report) {
+// at its first event. Its label goes under the line when the limit line
+// (at limitY, -1 for none) is too close above it.
+func peakMark(s *svgWriter, f frame, cols []column, tl []sim.Point, r *sim.Report, limitY float64) {
 	y := f.y(r.PeakAllocated)
 	s.line(f.x0, y, f.x1, y, colorPeak, ` stroke-dasharray="6 3" class="peak"`)
-	s.text(f.x0+4, y-4, 11, "start", colorPeak, "peak-label", "peak allocated "+sim.FormatBytes(r.PeakAllocated))
+	ly := y - 4
+	if limitY >= 0 && y-limitY < 14 && y-limitY > -4 {
+		ly = y + 13
+	}
+	s.text(f.x0+4, ly, 11, "start", colorPeak, "peak-label", "peak allocated "+sim.FormatBytes(r.PeakAllocated))
 	if i := peakEvent(tl); i >= 0 {
 		ci := columnOf(cols, i)
 		s.raw(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s" class="peak-point"/>`+"\n", f.xmid(ci), f.y(tl[i].Allocated), colorPeak)
 	}
 }
 
-// allocMark marks the event that made one allocation: a vertical line
-// through the plot and a triangle at the height reached.
+// allocMark marks the event that made one allocation: a triangle
+// pointing at the height reached, hung from a line above the data (which
+// it leaves visible).
 func allocMark(s *svgWriter, f frame, cols []column, event int, color, class, label string) {
 	if event < 0 {
 		return
@@ -295,13 +306,13 @@ func allocMark(s *svgWriter, f frame, cols []column, event int, color, class, la
 	ci := columnOf(cols, event)
 	x := f.xmid(ci)
 	top := f.y(cols[ci].pt.Allocated)
-	s.line(x, f.y0+18, x, f.y1, color, fmt.Sprintf(` stroke-width="1.2" class="%s"`, class))
+	s.line(x, f.y0+18, x, max(top-9, f.y0+18), color, fmt.Sprintf(` stroke-width="1.2" class="%s"`, class))
 	s.raw(`<path d="M%.1f %.1fl-5 -9h10z" fill="%s" class="%s-marker"/>`+"\n", x, top, color, class)
-	anchor, dx := "start", 6.0
+	anchor, dx := "start", 8.0
 	if x > (f.x0+f.x1)/2 {
-		anchor, dx = "end", -6
+		anchor, dx = "end", -8
 	}
-	s.text(x+dx, f.y0+30, 11, anchor, color, class+"-label", label)
+	s.text(x+dx, top-2, 11, anchor, color, class+"-label", label)
 }
 
 // strip is a band under the x axis coloured by phase, recompute included,
