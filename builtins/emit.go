@@ -65,7 +65,7 @@ func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 func Emit(thread *starlark.Thread, e Emitted) error {
 	if _, ok := e.Value.(*Report); !ok {
 		if _, err := encodeJSON(thread, e.Value); err != nil {
-			return fmt.Errorf("cannot emit %s: %v (emit takes a report or a value json.encode accepts)", e.Value.Type(), err)
+			return fmt.Errorf("cannot emit %s: %v (emit takes a report, or a value json.encode accepts: use r.as_dict() for a report inside one)", e.Value.Type(), err)
 		}
 	}
 	st := StateOf(thread)
@@ -110,7 +110,7 @@ func encodeJSON(thread *starlark.Thread, v starlark.Value) (string, error) {
 	if err != nil {
 		var ee *starlark.EvalError
 		if errors.As(err, &ee) {
-			return "", errors.New(ee.Msg)
+			return "", errors.New(strings.TrimPrefix(ee.Msg, "json.encode: "))
 		}
 		return "", err
 	}
