@@ -7,6 +7,9 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
+	if rep, ok, err := evaluatePipeline(plan, opts); ok { // pipeline.go: one replay per stage
+		return rep, err
+	}
 	prog, err := plan.lowerProgram()
 	if err != nil {
 		return nil, err
@@ -16,11 +19,13 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 		Name: "cuda_context", Bytes: dev.Context,
 		Source: "CUDA context and loaded kernels for " + dev.Name + " (" + dev.Source + ")",
 	}}
+	overheads = append(overheads, plan.commOverheads()...) // comm.go: NCCL buffers
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes
 	}
 	r := newReplay(prog, plan, opts, dev.Memory-nonTorch)
+	r.dist = newDist(plan, prog) // sharding.go: nil on one GPU
 	r.setup()
 	r.forward()
 	if plan.Phase != "eval" {
@@ -48,6 +53,7 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	rep.Breakdown = append(rep.Breakdown,
 		Share{Name: "fragmentation", Bytes: rep.peakReservedThen - rep.PeakAllocated},
 		Share{Name: "context", Bytes: nonTorch})
+	r.dist.finishComm(rep) // comm.go: r.comm_bytes, network traffic
 	return rep, nil
 }
 
@@ -81,6 +87,9 @@ func (r *replay) setup() {
 	prec := plan.Precision
 	st := &r.rep.States
 	train := plan.Phase != "eval"
+	if r.dist.setupStates(r) { // sharding.go: sharded parameters, gradients and state
+		goto workspace
+	}
 	for pi := range r.p.params {
 		p := &r.p.params[pi]
 		if p.tiedTo >= 0 {
@@ -121,6 +130,7 @@ func (r *replay) setup() {
 			}
 		}
 	}
+workspace:
 	r.op = "cublas"
 	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: CatTemporaries})
 	if r.p.input != noValue {
@@ -158,7 +168,9 @@ func (r *replay) forward() {
 	for i := range r.p.ops {
 		op := &r.p.ops[i]
 		r.rep.FLOPs.Model += op.flops
+		r.dist.beforeForward(r, i) // gather.go: gather sharded parameters
 		r.forwardOp(i, false)
+		r.dist.afterForward(r, i)
 	}
 	// Leaving autocast clears its weight cache.
 	r.op = "end of forward"
@@ -188,7 +200,9 @@ func (r *replay) backward() {
 	}
 	fwd := r.rep.FLOPs.Model
 	for i := len(r.p.ops) - 1; i >= 0; i-- {
+		r.dist.beforeBackward(r, i) // gather.go: pipeline seeds, gathers
 		r.backwardOp(i)
+		r.dist.afterBackward(r, i) // gather.go: reduce-scatter, reshard
 	}
 	for id, done := range r.redone {
 		if done {
@@ -211,6 +225,9 @@ func (r *replay) optimizerStep() {
 	r.phase, r.op = PhaseOptimizer, "optimizer.step"
 	r.stepTables() // table_replay.go: sparse tables step row-wise, whatever the optimizer
 	r.op = "optimizer.step"
+	if r.dist.optimizerStep(r) { // gather.go: the sharded step
+		return
+	}
 	if r.plan.Optimizer.InBackward {
 		return
 	}

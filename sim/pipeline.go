@@ -342,3 +342,70 @@ func (p *Plan) lowerModel(b *builder) error {
 	}
 	return p.Model.lower(b)
 }
+
+// evaluatePipeline replays every stage of a pipelined plan; the report is
+// the stage that uses the most device memory, with every stage in Ranks.
+// It reports ok=false for plans it does not handle (no pipeline, or one
+// stage's own replay).
+func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
+	par := plan.Parallel.norm()
+	if par.PP <= 1 || plan.pipeStage != nil {
+		return nil, false, nil
+	}
+	split, err := splitStages(plan.Model, par)
+	if err != nil {
+		return nil, true, err
+	}
+	m := plan.microBatches()
+	per := int64(len(split.blocks)) / split.chunks
+	var ranks []*Report
+	worst := 0
+	for s := int64(0); s < par.PP; s++ {
+		n := inflight(par, s, m)
+		q := *plan
+		q.Parallel.MicroBatches = m
+		q.pipeStage = &stageSpec{stage: s, inflight: n, chunks: stageChunks(par, s, n), split: split}
+		// In the steady state of the schedule a backward has run before the
+		// peak forward, so gradients exist (accumulated over micro-batches).
+		q.GradAccum = 1
+		if m*par.VirtualStages > n {
+			q.GradAccum = m
+		}
+		rep, err := Evaluate(&q, opts)
+		if err != nil {
+			return nil, true, err
+		}
+		var layers []string
+		for c := int64(0); c < par.VirtualStages; c++ {
+			g := c*par.PP + s
+			layers = append(layers, fmt.Sprintf("%d-%d", g*per, (g+1)*per-1))
+		}
+		what := "blocks " + joinList(layers)
+		if s == 0 {
+			what += " and the layers before them"
+		}
+		if s == par.PP-1 {
+			what += ", the layers after them, the output layer and the loss"
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("pipeline stage %d of %d (%s schedule): %s; %d of %d micro-batch forwards in flight at the peak",
+			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))
+		ranks = append(ranks, rep)
+		if rep.DeviceUsed > ranks[worst].DeviceUsed {
+			worst = int(s)
+		}
+	}
+	top := *ranks[worst]
+	top.Ranks = ranks
+	return &top, true, nil
+}
+
+func joinList(xs []string) string {
+	s := ""
+	for i, x := range xs {
+		if i > 0 {
+			s += ", "
+		}
+		s += x
+	}
+	return s
+}

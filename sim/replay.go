@@ -69,6 +69,8 @@ type replay struct {
 
 	rep *Report
 
+	dist *distState // data-parallel sharding and pipeline seeds (sharding.go), nil on one GPU
+
 	tpool *tablePool // exact-size pool for table buffers (table_steps.go), nil = none
 }
 
@@ -342,7 +344,7 @@ func (r *replay) backwardOp(i int) {
 
 func (r *replay) paramGradient(pi int32) {
 	p := &r.p.params[pi]
-	if !p.trainable || r.paramGrad[pi] != none {
+	if !p.trainable || r.paramGrad[pi] != none || r.dist.gradient(r, pi) { // gather.go
 		return
 	}
 	dt := r.plan.Precision.Grads

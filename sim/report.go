@@ -22,6 +22,7 @@ type Report struct {
 	SavedWeightCopies int64 // autocast low-precision weight copies held for backward
 	HostMemory        int64
 	Traffic           Traffic
+	CommBytes         []Share // bytes passed to collectives per step, by kind (comm.go)
 
 	Params          int64 // parameters of the model (unsharded)
 	TrainableParams int64

@@ -52,6 +52,12 @@ func (p *Plan) configureLowering(b *builder) {
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron"}
 	b.seq /= par.CP
+	if par.FSDP && b.prec.Autocast {
+		// FSDP's MixedPrecisionPolicy(param_dtype=bf16) all-gathers the
+		// parameters in the compute dtype: the layers see bf16 weights and
+		// autocast has nothing to cast or cache.
+		b.prec.Params = b.prec.Compute
+	}
 }
 
 // recordComm notes one collective of the micro-batch (comm.go).

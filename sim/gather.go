@@ -1,0 +1,363 @@
+package sim
+
+// The step-time side of sharding: gathering parameters before use and
+// freeing them after (ZeRO-3, FSDP), what happens to gradients as the
+// backward produces them, the pipeline's gradient seeds, and the sharded
+// optimizer step. Each hook is a no-op on one GPU (nil *distState).
+//
+// ZeRO-3 (partitioned_param_coordinator.py): a module's parameters are
+// all-gathered before its forward and released after it, unless smaller
+// than stage3_param_persistence_threshold; upcoming modules (in the order
+// traced on the first step) are prefetched while fewer than
+// stage3_prefetch_bucket_size elements are in flight. The backward
+// gathers them again in reverse order. Gradients are copied into the
+// reduce bucket as each is completed and reduce-scattered into this
+// rank's partition; the full gradient is freed.
+//
+// FSDP2: a unit's all-gather writes one flat buffer (world size times the
+// padded shard) which is copied out to the unsharded parameters and freed
+// (foreach_all_gather_copy_out); the unsharded parameters are freed after
+// the unit's forward (reshard_after_forward=True) and gathered again for
+// its backward. The next unit is prefetched, so two blocks are gathered at
+// once. The root unit (everything outside the blocks) is not resharded
+// after forward. After a unit's backward its unsharded gradients (in the
+// parameter dtype) are copied into a flat reduce-scatter input in the
+// reduce dtype (foreach_reduce_scatter_copy_in), freed, and
+// reduce-scattered into the sharded gradient.
+
+// gatheredSize is the padded unsharded size of unit u, elements.
+func (d *distState) gatheredSize(u int32) int64 {
+	var n int64
+	for _, pi := range d.units[u].params {
+		p := &d.p.params[pi]
+		k := d.degree(pi)
+		if d.mode == distFSDP {
+			n += fsdpShard(p.shape, p.numel, k) * k
+		} else {
+			n += ceilDiv(p.numel, k) * k
+		}
+	}
+	return n
+}
+
+// gather all-gathers unit u unless it is gathered.
+func (d *distState) gather(r *replay, u int32) {
+	un := &d.units[u]
+	if un.tensor != none {
+		return
+	}
+	n := d.gatheredSize(u)
+	dt := d.gatherDT
+	if d.mode == distFSDP {
+		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
+		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, dt.Bytes(n), CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
+		r.release(flat)
+		return
+	}
+	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, dt.Bytes(n), CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
+}
+
+// reshard frees unit u's gathered parameters.
+func (d *distState) reshard(r *replay, u int32) {
+	un := &d.units[u]
+	if un.tensor == none || un.keep {
+		return
+	}
+	r.release(un.tensor)
+	un.tensor = none
+}
+
+// prefetch gathers the units after (forward) or before (backward) unit u
+// in first-use order: one unit for FSDP, up to the prefetch bucket for
+// ZeRO-3 (and never past max_live_parameters).
+func (d *distState) prefetch(r *replay, u int32, forward bool) {
+	pos := -1
+	for k, x := range d.order {
+		if x == u {
+			pos = k
+		}
+	}
+	step := 1
+	if !forward {
+		step = -1
+	}
+	var ahead, live int64
+	for _, un := range d.units {
+		if un.tensor != none && !un.keep {
+			live += un.numel
+		}
+	}
+	for k, n := pos+step, 0; k >= 0 && k < len(d.order); k += step {
+		v := d.order[k]
+		un := &d.units[v]
+		if un.keep || un.root {
+			continue
+		}
+		if d.mode == distFSDP {
+			if n == 1 {
+				return
+			}
+			d.gather(r, v)
+			n++
+			continue
+		}
+		if ahead >= zeroPrefetchBucket || live+un.numel > zeroMaxLive {
+			return
+		}
+		if un.tensor == none {
+			d.gather(r, v)
+			live += un.numel
+		}
+		ahead += un.numel
+	}
+}
+
+func (d *distState) beforeForward(r *replay, i int) {
+	if d == nil || d.opUnits == nil {
+		return
+	}
+	for _, u := range d.opUnits[i] {
+		d.gather(r, u)
+		if d.units[u].first == int32(i) {
+			d.prefetch(r, u, true)
+		}
+	}
+}
+
+func (d *distState) afterForward(r *replay, i int) {
+	if d == nil || d.opUnits == nil {
+		return
+	}
+	for _, u := range d.opUnits[i] {
+		if un := &d.units[u]; un.last == int32(i) && !un.root {
+			d.reshard(r, u)
+		}
+	}
+}
+
+func (d *distState) beforeBackward(r *replay, i int) {
+	if d == nil {
+		return
+	}
+	if i == len(d.p.ops)-1 {
+		d.backwardStart(r)
+	}
+	for _, o := range d.seeds[int32(i)] {
+		vi := &d.p.values[o.v]
+		if o.loss {
+			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, DType: FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
+		} else if vi.grad {
+			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: "gradient received from the next pipeline stage", Cat: CatTemporaries})
+		}
+	}
+	if d.opUnits == nil || r.plan.Phase == "eval" {
+		return
+	}
+	for _, u := range d.opUnits[i] {
+		d.gather(r, u)
+		if d.units[u].last == int32(i) {
+			d.prefetch(r, u, false)
+		}
+	}
+}
+
+func (d *distState) afterBackward(r *replay, i int) {
+	if d == nil {
+		return
+	}
+	for _, o := range d.seeds[int32(i)] {
+		if o.loss {
+			r.unhold(o.v)
+		}
+	}
+	op := &d.p.ops[i]
+	if d.mode == distZeRO && d.par.Zero >= 2 {
+		// Each completed gradient is copied into the reduce bucket and freed.
+		for _, pi := range op.params {
+			pi = d.root(pi)
+			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
+				r.release(r.paramGrad[pi])
+				r.paramGrad[pi] = none
+			}
+		}
+	}
+	if d.opUnits != nil {
+		for _, u := range d.opUnits[i] {
+			if d.units[u].first != int32(i) {
+				continue
+			}
+			if d.mode == distFSDP {
+				d.reduceScatter(r, u)
+			}
+			d.reshard(r, u)
+		}
+	}
+	if i == 0 {
+		d.backwardEnd(r)
+	}
+}
+
+// gradient places parameter pi's gradient; it reports whether the default
+// (a gradient in the plan's gradient dtype) is replaced.
+func (d *distState) gradient(r *replay, pi int32) bool {
+	if d == nil {
+		return false
+	}
+	switch d.mode {
+	case distMegatron:
+		return true // accumulated straight into the main-gradient buffer
+	case distFSDP:
+		p := &d.p.params[pi]
+		dt := d.gatherDT
+		r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.numel), Why: "unsharded gradient of " + p.name + " (FSDP, until the reduce-scatter)", Cat: CatGrads})
+		return true
+	}
+	return false
+}
+
+// reduceScatter is FSDP's post-backward for unit u.
+func (d *distState) reduceScatter(r *replay, u int32) {
+	un := &d.units[u]
+	var n int64
+	for _, pi := range un.params {
+		if d.p.params[pi].trainable {
+			k := d.degree(pi)
+			n += fsdpShard(d.p.params[pi].shape, d.p.params[pi].numel, k) * k
+		}
+	}
+	if n == 0 {
+		return
+	}
+	dt := r.plan.Precision.Grads
+	in := d.alloc(r, un.name+" reduce-scatter input", []int64{n}, dt, dt.Bytes(n), CatComm, "FSDP reduce-scatter input of "+un.name+" (gradients in the reduce dtype)")
+	for _, pi := range un.params {
+		if r.paramGrad[pi] != none {
+			r.release(r.paramGrad[pi])
+			r.paramGrad[pi] = none
+		}
+	}
+	if un.grad == none {
+		d.shardGrad(r, int(u))
+	} else {
+		s := d.unitGradShard(int(u))
+		r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), CatComm, "FSDP reduce-scatter output, added to the sharded gradient"))
+	}
+	r.release(in)
+}
+
+// backwardStart: DeepSpeed stage 1 and 2 allocate the reduce bucket when
+// the backward starts (stage_1_and_2.py backward(), contiguous_gradients);
+// stage 2 then fills this rank's gradient partition as buckets are reduced.
+func (d *distState) backwardStart(r *replay) {
+	if d.mode != distZeRO || d.par.Zero > 2 || r.plan.Phase == "eval" {
+		return
+	}
+	dt := r.plan.Precision.Params
+	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
+	if d.par.Zero == 2 && d.gradPart == none {
+		d.allocGradPart(r)
+	}
+}
+
+func (d *distState) allocGradPart(r *replay) {
+	var part int64
+	for _, g := range d.groups(true) {
+		part += zeroPartition(g.numel, g.n)
+	}
+	dt := r.plan.Precision.Grads
+	d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, dt, dt.Bytes(part), CatGrads, "this rank's gradient partition (ZeRO)")
+}
+
+// backwardEnd: stage 2's epilogue releases the bucket; stage 1 reduces the
+// full gradients through it after the backward, keeps its partition and
+// drops the rest (zero_grad(set_to_none=True)).
+func (d *distState) backwardEnd(r *replay) {
+	if d.ipg == none {
+		return
+	}
+	if d.par.Zero == 1 {
+		d.allocGradPart(r)
+		for pi := range d.p.params {
+			if r.paramGrad[pi] != none {
+				r.release(r.paramGrad[pi])
+				r.paramGrad[pi] = none
+			}
+		}
+	}
+	r.release(d.ipg)
+	d.ipg = none
+}
+
+// optimizerStep runs the sharded step and reports whether it replaced the
+// default one. DeepSpeed and Megatron step with fused multi-tensor Adam
+// (in place); DeepSpeed first makes an fp32 copy of the gradient partition
+// (stage_1_and_2.py step: flatten(averaged_gradients).to(fp32); stage3.py
+// per sub-group). FSDP steps the sharded tensors with the plan's optimizer.
+func (d *distState) optimizerStep(r *replay) bool {
+	if d == nil {
+		return false
+	}
+	prec := r.plan.Precision
+	switch d.mode {
+	case distMegatron:
+		return true
+	case distZeRO:
+		if d.par.Zero == 3 {
+			var sub int64
+			flush := func() {
+				if sub > 0 {
+					r.release(d.alloc(r, "fp32 gradient of sub-group", []int64{sub}, FP32, FP32.Bytes(sub), CatTemporaries, "fp32 copy of the gradient partition of one sub-group (stage3.py)"))
+				}
+				sub = 0
+			}
+			for pi := range d.p.params {
+				p := &d.p.params[pi]
+				if p.tiedTo >= 0 || !p.trainable {
+					continue
+				}
+				sub += ceilDiv(p.numel, d.degree(int32(pi)))
+				if sub >= zeroSubGroup {
+					flush()
+				}
+			}
+			flush()
+			return true
+		}
+		for k, g := range d.groups(true) {
+			n := zeroPartition(g.numel, g.n)
+			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, prec.Grads, prec.Grads.Bytes(n), CatTemporaries, "flattened gradient partition (DeepSpeed step)")
+			fp32 := int32(none)
+			if prec.Grads != FP32 {
+				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, FP32, FP32.Bytes(n), CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
+			}
+			r.release(flat)
+			if k == len(d.groups(true))-1 && d.gradPart != none {
+				r.release(d.gradPart)
+				d.gradPart = none
+			}
+			if fp32 != none {
+				r.release(fp32)
+			}
+		}
+		return true
+	case distFSDP:
+		if r.plan.Optimizer.InBackward {
+			return true
+		}
+		var largest, total int64
+		for pi := range d.p.params {
+			p := &d.p.params[pi]
+			if p.tiedTo >= 0 || !p.trainable {
+				continue
+			}
+			b := prec.States.Bytes(fsdpShard(p.shape, p.numel, d.degree(int32(pi))))
+			total += b
+			largest = max(largest, b)
+		}
+		if tmp := r.plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
+			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, CatTemporaries, "temporaries of the "+r.plan.Optimizer.Kind+" step over the sharded parameters"))
+		}
+		return true
+	}
+	return false
+}
