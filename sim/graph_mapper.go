@@ -41,8 +41,15 @@ type GraphTransformer struct {
 	Out   int64  // decoder: output variables of node_data_extractor
 }
 
-func (g *GraphTransformer) Kind() string      { return "graph_transformer" }
-func (g *GraphTransformer) Label() string     { return g.Name }
+func (g *GraphTransformer) Kind() string { return "graph_transformer" }
+
+// Label is the user's name, else the role given by encoder_processor_decoder.
+func (g *GraphTransformer) Label() string {
+	if g.Name != "" {
+		return g.Name
+	}
+	return g.Role
+}
 func (g *GraphTransformer) Children() []Layer { return nil }
 
 // blockParams counts GraphTransformerMapperBlock: lin_key, lin_query,

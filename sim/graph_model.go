@@ -99,6 +99,9 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	enc.Role, enc.SrcIn, enc.DstIn = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs
 	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
 	proc.Cond = e.NoiseChannels
+	if proc.Name == "" {
+		proc.Name = "processor"
+	}
 	e.Encoder, e.Decoder, e.Processor = &enc, &dec, &proc
 	for _, l := range []Layer{e.Encoder, e.Processor, e.Decoder} {
 		if err := l.validate(childPath(path, l, 0)); err != nil {
@@ -118,7 +121,7 @@ func NewGraphModel(e *EncoderProcessorDecoder, loss string) *Model {
 func (e *EncoderProcessorDecoder) dataWidth() int64 { return e.Inputs + coordAttrs + e.NodeAttrs }
 
 func (e *EncoderProcessorDecoder) Kind() string  { return "encoder_processor_decoder" }
-func (e *EncoderProcessorDecoder) Label() string { return "" }
+func (e *EncoderProcessorDecoder) Label() string { return e.Name }
 func (e *EncoderProcessorDecoder) InDim() int64  { return e.Inputs }
 func (e *EncoderProcessorDecoder) OutDim() int64 { return e.Outputs }
 func (e *EncoderProcessorDecoder) Children() []Layer {
