@@ -20,6 +20,7 @@ type builder struct {
 	sequential bool  // members run through the model one at a time (members.go)
 
 	par parLowering // tensor, context and expert parallelism (tp.go)
+	ft  *finetune   // quant, freeze, chunked loss, packing (finetune.go)
 }
 
 // scope pushes a name onto the module path; the returned func pops it.
@@ -82,6 +83,7 @@ func (b *builder) param(name string, shape []int64, role string) int32 {
 	if b.lora != nil && role != "norm-lora" {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
+	trainable = b.ft.paramTrainable(b.name(name), role, trainable, b.eval) // freeze.go
 	b.p.params = append(b.p.params, paramInfo{
 		name: b.name(name), shape: shape, numel: n, fullNumel: n,
 		trainable: trainable, role: role, tiedTo: -1,

@@ -52,9 +52,9 @@ func ncclChannels(d Device, intra bool) int64 {
 
 // commGroup is one communicator of this GPU.
 type commGroup struct {
-	name   string
-	size   int64
-	intra  bool // within one node
+	name    string
+	size    int64
+	intra   bool   // within one node
 	pattern string // ring | p2p | alltoall
 }
 

@@ -53,7 +53,10 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	rep.Breakdown = append(rep.Breakdown,
 		Share{Name: "fragmentation", Bytes: rep.peakReservedThen - rep.PeakAllocated},
 		Share{Name: "context", Bytes: nonTorch})
-	r.dist.finishComm(rep) // comm.go: r.comm_bytes, network traffic
+	r.dist.finishComm(rep)                                  // comm.go: r.comm_bytes, network traffic
+	if err := r.finishFinetune(rep, nonTorch); err != nil { // paging.go: paged state, offload host memory
+		return nil, err
+	}
 	return rep, nil
 }
 
@@ -92,7 +95,7 @@ func (r *replay) setup() {
 	}
 	for pi := range r.p.params {
 		p := &r.p.params[pi]
-		if p.tiedTo >= 0 {
+		if p.tiedTo >= 0 || r.offloadParam(p) || r.quantParam(p) { // offload.go, quant.go
 			continue
 		}
 		b := r.paramBytes(p)
@@ -103,7 +106,7 @@ func (r *replay) setup() {
 		r.op = "optimizer state"
 		for pi := range r.p.params {
 			p := &r.p.params[pi]
-			if p.tiedTo >= 0 || !p.trainable {
+			if p.tiedTo >= 0 || !p.trainable || r.offloadState(p) { // offload.go: state on the host
 				continue
 			}
 			if prec.Master != InvalidDType && prec.Master != prec.Params {
@@ -138,6 +141,7 @@ workspace:
 		r.produce(r.p.input)
 	}
 	r.setupTableRows() // table_replay.go
+	r.setupOffload()   // offload.go
 }
 
 // paramBytes is a parameter's storage on this GPU.
@@ -228,7 +232,7 @@ func (r *replay) optimizerStep() {
 	if r.dist.optimizerStep(r) { // gather.go: the sharded step
 		return
 	}
-	if r.plan.Optimizer.InBackward {
+	if r.plan.Optimizer.InBackward || r.offloadStep() { // offload.go: the step runs on the host
 		return
 	}
 	st := r.plan.Precision.States
@@ -255,6 +259,9 @@ func (r *replay) optimizerStep() {
 // finish frees what the step leaves (gradients are set to None before the
 // next step; the batch is dropped).
 func (r *replay) finish() {
+	for _, v := range r.p.held { // chunked_loss.go: the loop's logits list
+		r.unhold(v)
+	}
 	if r.plan.Optimizer.InBackward {
 		for pi := range r.p.params {
 			p := &r.p.params[pi]

@@ -200,6 +200,9 @@ func (m *Model) lowerBody(b *builder, x Value) Value {
 		x = b.lowerChild(l, i, x)
 	}
 	if m.Vocab > 0 {
+		if b.ft.chunkHead(m) { // chunked_loss.go: loss_chunks, returns the loss
+			return b.chunkedModelLoss(m, x)
+		}
 		nParams := len(b.p.params)
 		x = b.headLinear(x, m.Vocab, m.HeadBias) // tp.go: vocab-parallel with TP
 		if m.tied() {
@@ -228,6 +231,9 @@ func (b *builder) input(name string, shape []int64, dt DType) Value {
 // logits themselves are not kept); backward holds the saved log-probs, the
 // dense nll gradient and the logits gradient at once.
 func (b *builder) loss(m *Model, x Value) Value {
+	if b.ft.chunkHead(m) { // chunked_loss.go: x is the loss already
+		return x
+	}
 	defer b.scope("loss")()
 	switch m.Loss {
 	case "", "cross_entropy":

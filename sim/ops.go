@@ -34,6 +34,9 @@ func lastSegment(n string) string {
 // linear lowers nn.Linear (aten::addmm / mm): saves its input when the
 // weight needs a gradient, and the weight when the input does.
 func (b *builder) linear(name, role string, x Value, in, out int64, bias bool) Value {
+	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // quant.go: bitsandbytes frozen weights
+		return y
+	}
 	defer b.scope(name)()
 	w := b.param("weight", []int64{out, in}, role)
 	params := []int32{w}

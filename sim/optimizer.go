@@ -15,6 +15,8 @@ import "fmt"
 //	             under 4096 elements keep fp32 moments (min_8bit_size)
 //	paged_*      as adamw8bit, in CUDA unified memory: invisible to
 //	             torch.cuda.max_memory_allocated, paged to host under pressure
+//	paged_adamw  bitsandbytes PagedAdamW (32-bit): two fp32 moments whatever
+//	             the param dtype (Optimizer2State optim_bits=32), paged
 //	adafactor    factored second moment: row and column vectors for matrices,
 //	             a full vector for 1-D tensors; no first moment (beta1=None)
 //	lion         one momentum buffer n*S
@@ -34,7 +36,7 @@ type Optimizer struct {
 
 // Optimizers lists the known kinds.
 func Optimizers() []string {
-	return []string{"sgd", "adam", "adamw", "adamw8bit", "paged_adamw8bit", "adafactor", "lion", "sparse_adam"}
+	return []string{"sgd", "adam", "adamw", "adamw8bit", "paged_adamw8bit", "paged_adamw", "adafactor", "lion", "sparse_adam"}
 }
 
 // Validate checks the kind and implementation.
@@ -65,7 +67,7 @@ func (o Optimizer) impl() string {
 }
 
 // Paged reports whether state lives in CUDA unified memory.
-func (o Optimizer) Paged() bool { return o.Kind == "paged_adamw8bit" }
+func (o Optimizer) Paged() bool { return o.Kind == "paged_adamw8bit" || o.Kind == "paged_adamw" }
 
 // stateTensor is one optimizer state tensor of a parameter.
 type stateTensor struct {
@@ -87,6 +89,8 @@ func (o Optimizer) states(shape []int64, n int64, dt DType) []stateTensor {
 			st = append(st, stateTensor{"step", 4})
 		}
 		return st
+	case "paged_adamw":
+		return []stateTensor{{"state1", FP32.Bytes(n)}, {"state2", FP32.Bytes(n)}}
 	case "adamw8bit", "paged_adamw8bit":
 		if n < 4096 {
 			return []stateTensor{{"state1", FP32.Bytes(n)}, {"state2", FP32.Bytes(n)}}
@@ -114,7 +118,7 @@ func (o Optimizer) states(shape []int64, n int64, dt DType) []stateTensor {
 // whole group for foreach.
 func (o Optimizer) stepTemporary(largest, total int64) int64 {
 	switch o.Kind {
-	case "adamw8bit", "paged_adamw8bit", "sgd", "lion":
+	case "adamw8bit", "paged_adamw8bit", "paged_adamw", "sgd", "lion":
 		return 0 // one fused kernel per tensor (bitsandbytes), or in-place updates
 	case "adafactor":
 		return 2 * largest // grad**2 + eps and the update, per tensor

@@ -21,6 +21,15 @@ type Plan struct {
 	Parallel    Parallelism // distributed layout (parallel.go); zero value = one GPU
 	Cluster     Cluster     // the machines (parallel.go); zero value = 8-GPU nodes
 
+	// Fine-tuning and memory savers (finetune.go).
+	QuantLMHead    bool     // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit
+	QuantFrom      DType    // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
+	Freeze         []string // frozen modules by path prefix, role or "all" (freeze.go)
+	LossChunks     int64    // chunked lm_head + cross-entropy, torchtune's num_output_chunks (chunked_loss.go)
+	TokensPerBatch int64    // packed sequences: one row of this many tokens instead of batch x seq (packing.go)
+	Offload        *Offload // optimizer state, parameters, activations off the GPU (offload.go)
+	HostMemory     int64    // host RAM per node for offload, 0 = unchecked (offload.go)
+
 	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
 
@@ -78,6 +87,9 @@ func (p *Plan) Validate() error {
 	default:
 		return &Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8)", p.Quant)}
 	}
+	if err := p.validateFinetune(); err != nil {
+		return err
+	}
 	if p.Device.Memory <= 0 {
 		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
@@ -103,7 +115,8 @@ func (p *Plan) lowerProgram() (*program, error) {
 	if p.Model.Points > 0 {
 		b.seq = p.Model.Points // graph models: one row per grid point (graph_model.go)
 	}
-	p.configureLowering(b) // tp.go: tensor, context and expert parallelism
+	p.configureLowering(b)                  // tp.go: tensor, context and expert parallelism
+	p.configureFinetune(b)                  // finetune.go: quant, freeze, chunked loss, packing
 	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
 		return nil, err
 	}

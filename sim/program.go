@@ -50,6 +50,7 @@ type paramInfo struct {
 	trainable bool
 	role      string // q k v o gate up down lm_head embed norm router expert ...
 	tiedTo    int32  // index of the parameter this one shares storage with, or -1
+	quant     string // bitsandbytes scheme of a quantized frozen weight (quant.go), "" when stored in the params dtype
 }
 
 // opInfo is one forward op.
@@ -77,6 +78,7 @@ type program struct {
 	loss    Value
 	regions []region     // checkpoint regions, index = id-1
 	tables  []*tableProg // table layers (table.go), set up and stepped by table_replay.go
+	held    []Value      // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
 	comm    []commRecord // collectives of one micro-batch (comm.go)
 	stage   *stageProg   // pipeline stage: micro-batch copies and their outputs (pipeline.go)
 }

@@ -68,6 +68,7 @@ type replay struct {
 	saved    []bool // held for backward at the end of the forward
 
 	rep *Report
+	off *offloadRecord // offload bookkeeping (offload.go), nil without offload
 
 	dist *distState // data-parallel sharding and pipeline seeds (sharding.go), nil on one GPU
 
@@ -124,6 +125,9 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 	}
 	if p.loss != noValue {
 		r.holds[p.loss]++
+	}
+	for _, v := range p.held { // chunked_loss.go: values the caller keeps until the step ends
+		r.holds[v]++
 	}
 	return r
 }
@@ -222,6 +226,8 @@ func (r *replay) unhold(v Value) {
 func (r *replay) forwardOp(i int, recompute bool) {
 	op := &r.p.ops[i]
 	r.op = op.name
+	r.beforeForwardOp(i)      // offload.go: stream params
+	defer r.afterForwardOp(i) // offload.go: saved activations to host
 	for _, v := range op.out {
 		r.produce(v)
 	}
@@ -290,6 +296,8 @@ func (r *replay) recompute(id int32) {
 func (r *replay) backwardOp(i int) {
 	op := &r.p.ops[i]
 	r.op = op.name
+	r.beforeBackwardOp(i)      // offload.go: activations back from host, params streamed
+	defer r.afterBackwardOp(i) // offload.go: grads to host
 	if op.region != 0 && !r.redone[op.region-1] {
 		r.recompute(op.region)
 		r.op = op.name

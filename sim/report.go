@@ -21,6 +21,7 @@ type Report struct {
 	SavedActivations  int64 // held for backward at the end of the forward (storages)
 	SavedWeightCopies int64 // autocast low-precision weight copies held for backward
 	HostMemory        int64
+	HostBreakdown     []Share // host memory by kind (offload.go, paging.go)
 	Traffic           Traffic
 	CommBytes         []Share // bytes passed to collectives per step, by kind (comm.go)
 

@@ -23,6 +23,9 @@ type Runtime struct {
 func Runtimes() []Runtime {
 	return []Runtime{
 		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true},
+		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
+		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
+		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true},
 		{Name: "cpu-1.13", RMSNormSavesSquare: true},
 	}
 }
@@ -37,5 +40,5 @@ func LookupRuntime(name string) (Runtime, error) {
 			return r, nil
 		}
 	}
-	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cpu-1.13)", name)
+	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.1, cpu-1.13)", name)
 }

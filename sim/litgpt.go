@@ -1,0 +1,470 @@
+package sim
+
+import "fmt"
+
+// LitGPT's GPT (Lightning-AI/lit-gpt lit_gpt/model.py, lora.py, adapter.py,
+// adapter_v2.py at commit 8641822, October 2023; the adapter files as of
+// 0f021f3a) lowered as it runs under Lightning Fabric with
+// precision="bf16-true" and finetune/*.py's training loop. It differs
+// from the Hugging Face lowering in ways that move memory:
+//
+//   - one fused qkv projection; LoRA on it (LoRAQKVLinear) is one lora_A of
+//     r*n_enabled rows, a grouped conv1d for lora_B and a zero_pad that
+//     index_copies the update into a zero tensor of the qkv width
+//     (index_copy keeps its source for backward: derivatives.yaml formula
+//     expand_as(source));
+//   - RMSNorm computed in the input dtype (lit_gpt/rmsnorm.py: mean of x*x,
+//     no fp32 upcast);
+//   - rotary embeddings on the first rope_n_elem channels of each head with
+//     fp32 cos/sin buffers (build_rope_cache with the default dtype, fp32
+//     when train() resets max_seq_length), so the products are fp32
+//     transients;
+//   - keys and values expanded to all heads before the kernel (expand +
+//     reshape copies for GQA), then scaled_dot_product_attention (flash);
+//   - the lm_head applied per 128-token chunk (lm_head_chunk_size=128),
+//     every chunk converted to fp32 by Fabric's convert_output when the
+//     forward returns (HalfPrecision / BitsandbytesPrecision convert the
+//     module's outputs to the default dtype), cross-entropy per chunk
+//     (utils.chunked_cross_entropy); the training loop keeps the fp32
+//     logits list alive through backward.
+
+// LitGPTConfig is lit_gpt.Config: the fields that shape memory.
+type LitGPTConfig struct {
+	Name                string
+	BlockSize           int64
+	PaddedVocab         int64
+	Layers              int64
+	Heads               int64
+	QueryGroups         int64 // n_query_groups, 0 = Heads
+	Embd                int64
+	RotaryPercentage    float64
+	ParallelResidual    bool
+	SharedAttentionNorm bool
+	Bias                bool
+	LMHeadBias          bool
+	Norm                string // LayerNorm | RMSNorm
+	MLP                 string // GptNeoxMLP | LLaMAMLP
+	Intermediate        int64
+	GeluApproximate     string // none | tanh
+	Adapter             string // "", "v1", "v2" (adapter.py, adapter_v2.py)
+	AdapterPromptLength int64  // 10
+	AdapterStartLayer   int64  // 2
+	LMHeadChunk         int64  // lm_head_chunk_size of the training loop (128)
+}
+
+// LitGPTConfigs are the checkpoints of the LitGPT resource tables, with
+// the values of lit_gpt/config.py at 8641822.
+func LitGPTConfigs() []LitGPTConfig {
+	return []LitGPTConfig{
+		{Name: "phi-1_5", BlockSize: 2048, PaddedVocab: 51200, Layers: 24, Heads: 32, Embd: 2048, RotaryPercentage: 0.5,
+			ParallelResidual: true, SharedAttentionNorm: true, Bias: true, LMHeadBias: true, Norm: "LayerNorm", MLP: "GptNeoxMLP",
+			Intermediate: 8192, GeluApproximate: "tanh"},
+		{Name: "stablelm-base-alpha-3b", BlockSize: 4096, PaddedVocab: 50688, Layers: 16, Heads: 32, Embd: 4096, RotaryPercentage: 0.25,
+			ParallelResidual: true, Bias: true, Norm: "LayerNorm", MLP: "GptNeoxMLP", Intermediate: 16384, GeluApproximate: "none"},
+		{Name: "Llama-2-7b-hf", BlockSize: 4096, PaddedVocab: 32000, Layers: 32, Heads: 32, Embd: 4096, RotaryPercentage: 1,
+			Norm: "RMSNorm", MLP: "LLaMAMLP", Intermediate: 11008},
+		{Name: "Llama-2-13b-hf", BlockSize: 4096, PaddedVocab: 32000, Layers: 40, Heads: 40, Embd: 5120, RotaryPercentage: 1,
+			Norm: "RMSNorm", MLP: "LLaMAMLP", Intermediate: 13824},
+		// falcon-40b: new decoder architecture (two norms), 8 query groups
+		{Name: "falcon-40b", BlockSize: 2048, PaddedVocab: 65024, Layers: 60, Heads: 128, QueryGroups: 8, Embd: 8192, RotaryPercentage: 1,
+			ParallelResidual: true, Norm: "LayerNorm", MLP: "GptNeoxMLP", Intermediate: 32768, GeluApproximate: "none"},
+	}
+}
+
+// LookupLitGPTConfig finds a config by checkpoint name.
+func LookupLitGPTConfig(name string) (LitGPTConfig, error) {
+	var names []string
+	for _, c := range LitGPTConfigs() {
+		if c.Name == name {
+			return c, nil
+		}
+		names = append(names, c.Name)
+	}
+	return LitGPTConfig{}, fmt.Errorf("unknown LitGPT checkpoint %q (known: %v)", name, names)
+}
+
+func (c LitGPTConfig) groups() int64 {
+	if c.QueryGroups > 0 {
+		return c.QueryGroups
+	}
+	return c.Heads
+}
+
+func (c LitGPTConfig) headSize() int64 { return c.Embd / c.Heads }
+
+func (c LitGPTConfig) qkvWidth() int64 { return (c.Heads + 2*c.groups()) * c.headSize() }
+
+func (c LitGPTConfig) ropeElems() int64 { return int64(c.RotaryPercentage * float64(c.headSize())) }
+
+func (c LitGPTConfig) chunk() int64 {
+	if c.LMHeadChunk > 0 {
+		return c.LMHeadChunk
+	}
+	return 128
+}
+
+func (c LitGPTConfig) adapterStart() int64 {
+	if c.AdapterStartLayer > 0 {
+		return c.AdapterStartLayer
+	}
+	return 2
+}
+
+func (c LitGPTConfig) promptLength() int64 {
+	if c.AdapterPromptLength > 0 {
+		return c.AdapterPromptLength
+	}
+	return 10
+}
+
+// NewLitGPT builds the model: wte, the blocks, ln_f and the chunked head.
+func NewLitGPT(c LitGPTConfig) (*Model, error) {
+	if c.Embd <= 0 || c.Heads <= 0 || c.Layers <= 0 || c.PaddedVocab <= 0 || c.Intermediate <= 0 {
+		return nil, &Error{Path: c.Name, Msg: "litgpt: embd, heads, layers, padded vocab and intermediate size must be positive"}
+	}
+	if c.Embd%c.Heads != 0 || c.Heads%c.groups() != 0 {
+		return nil, errorf(c.Name, "litgpt: heads must divide embd and query groups must divide heads (embd=%d, heads=%d, groups=%d)", c.Embd, c.Heads, c.groups())
+	}
+	switch c.Adapter {
+	case "", "v1", "v2":
+	default:
+		return nil, errorf(c.Name, "litgpt: unknown adapter %q (known: v1, v2)", c.Adapter)
+	}
+	layers := []Layer{&Embedding{Name: "wte", Rows: c.PaddedVocab, Dim: c.Embd}}
+	if c.Adapter == "" {
+		layers = append(layers, &Repeat{Name: "h", Layer: &LitBlock{Config: c}, N: c.Layers})
+	} else {
+		blocks := make([]Layer, c.Layers)
+		for i := range blocks {
+			blocks[i] = &LitBlock{Name: itoa(int64(i)), Config: c, Index: int64(i)}
+		}
+		layers = append(layers, &Sequential{Name: "h", Layers: blocks})
+	}
+	layers = append(layers, &LitNorm{Name: "ln_f", Config: c}, &LitHead{Config: c})
+	return &Model{Name: c.Name, Layers: layers, Loss: "none"}, nil
+}
+
+// LitBlock is lit_gpt.model.Block (with the LoRA or adapter attention
+// when the plan or the config asks for it).
+type LitBlock struct {
+	Name   string
+	Config LitGPTConfig
+	Index  int64 // block index (adapter layers start at adapter_start_layer)
+}
+
+func (l *LitBlock) Kind() string      { return "litgpt_block" }
+func (l *LitBlock) Label() string     { return l.Name }
+func (l *LitBlock) Children() []Layer { return nil }
+func (l *LitBlock) Summary() string {
+	c := l.Config
+	return fmt.Sprintf("dim %d, %d heads, %s, %s", c.Embd, c.Heads, c.Norm, c.MLP)
+}
+func (l *LitBlock) InDim() int64  { return l.Config.Embd }
+func (l *LitBlock) OutDim() int64 { return l.Config.Embd }
+func (l *LitBlock) validate(path string) error {
+	return positive(path, "embd", l.Config.Embd)
+}
+
+// Params counts the block exactly (norms, attention, MLP, adapter).
+func (l *LitBlock) Params() int64 {
+	c := l.Config
+	h := c.Embd
+	norm := func() int64 {
+		if c.Norm == "RMSNorm" {
+			return h
+		}
+		return 2 * h
+	}
+	lin := func(in, out int64) int64 {
+		n := in * out
+		if c.Bias {
+			n += out
+		}
+		if c.Adapter == "v2" {
+			n += 2 * out // adapter_bias, adapter_scale
+		}
+		return n
+	}
+	n := norm() + lin(h, c.qkvWidth()) + lin(h, h)
+	if !c.SharedAttentionNorm {
+		n += norm()
+	}
+	if c.MLP == "LLaMAMLP" {
+		n += 2*lin(h, c.Intermediate) + lin(c.Intermediate, h)
+	} else {
+		n += lin(h, c.Intermediate) + lin(c.Intermediate, h)
+	}
+	if c.Adapter != "" && l.Index >= c.adapterStart() {
+		n += c.promptLength()*h + c.Heads // adapter_wte, gating_factor
+	}
+	return n
+}
+
+func (l *LitBlock) lower(b *builder, x Value) Value {
+	c := l.Config
+	if b.last(x) != c.Embd {
+		panic(shapeMismatch(b, "litgpt_block", c.Embd, b.last(x)))
+	}
+	defer b.scope(l.Name)()
+	n1 := b.litNorm(c, "norm_1", x)
+	h := b.litAttention(c, l.Index, n1)
+	if c.ParallelResidual {
+		n2 := n1
+		if !c.SharedAttentionNorm {
+			n2 = b.litNorm(c, "norm_2", x)
+		}
+		m := b.litMLP(c, n2)
+		return b.add("residual_mlp", b.add("residual_attn", x, h), m)
+	}
+	x = b.add("residual_attn", x, h)
+	m := b.litMLP(c, b.litNorm(c, "norm_2", x))
+	return b.add("residual_mlp", x, m)
+}
+
+// LitNorm is a LitGPT norm as a layer (ln_f).
+type LitNorm struct {
+	Name   string
+	Config LitGPTConfig
+}
+
+func (n *LitNorm) Kind() string      { return "litgpt_norm" }
+func (n *LitNorm) Label() string     { return n.Name }
+func (n *LitNorm) Children() []Layer { return nil }
+func (n *LitNorm) Summary() string   { return n.Config.Norm }
+func (n *LitNorm) InDim() int64      { return n.Config.Embd }
+func (n *LitNorm) OutDim() int64     { return n.Config.Embd }
+func (n *LitNorm) Params() int64 {
+	if n.Config.Norm == "RMSNorm" {
+		return n.Config.Embd
+	}
+	return 2 * n.Config.Embd
+}
+func (n *LitNorm) validate(path string) error { return positive(path, "embd", n.Config.Embd) }
+func (n *LitNorm) lower(b *builder, x Value) Value {
+	return b.litNorm(n.Config, n.Name, x)
+}
+
+// litNorm lowers torch.nn.LayerNorm or lit_gpt's RMSNorm. Adapter v2
+// trains the norm weights (adapter_filter: norm_1, norm_2, ln_f).
+func (b *builder) litNorm(c LitGPTConfig, name string, x Value) Value {
+	if c.Adapter == "v2" {
+		if b.ft == nil {
+			b.ft = &finetune{}
+		}
+		b.ft.unfreeze++
+		defer func() { b.ft.unfreeze-- }()
+	}
+	if c.Norm != "RMSNorm" {
+		return b.layerNorm(name, x, c.Embd, true)
+	}
+	defer b.scope(name)()
+	w := b.param("weight", []int64{c.Embd}, "norm")
+	dt := b.dtype(x)
+	r := rows(b.shape(x))
+	sq := b.mul("x2", x, x) // x * x: saves x (both operands)
+	im := b.addOp("mean", "mean", []Value{sq})
+	variance := b.out(im, "norm_x", append(append([]int64(nil), b.shape(x)[:len(b.shape(x))-1]...), 1), dt, "mean of x² (RMSNorm)")
+	if b.rt.RMSNormSavesSquare {
+		b.save(im, sq) // MeanBackward1 keeps its input before torch 2.2 (pytorch#109876, fixed by #109935)
+	}
+	ie := b.addOp("add", "eps", []Value{variance})
+	ve := b.out(ie, "norm_x_eps", b.shape(variance), dt, "norm_x + eps")
+	ir := b.addOp("rsqrt", "rsqrt", []Value{ve})
+	rs := b.out(ir, "rsqrt", b.shape(variance), dt, "rsqrt (saved)")
+	b.save(ir, rs)
+	normed := b.mul("x_normed", x, rs)
+	iw := b.addOp("mul", "scale", []Value{normed}, w)
+	y := b.out(iw, "out", b.shape(x), promote(dt, b.prec.Params), "RMSNorm output")
+	if b.trainable(w) {
+		b.save(iw, normed)
+	}
+	b.op(iw).flops = 4 * float64(r*c.Embd)
+	return y
+}
+
+// litLinear is nn.Linear, or AdapterV2Linear (adapter_scale * (linear(x) +
+// adapter_bias), both trainable, so the product keeps linear(x) + bias for
+// the scale's gradient) when the config uses adapter v2.
+func (b *builder) litLinear(c LitGPTConfig, name, role string, x Value, in, out int64, bias bool) Value {
+	if c.Adapter != "v2" {
+		return b.linear(name, role, x, in, out, bias)
+	}
+	defer b.scope(name)()
+	y := b.linear("linear", role, x, in, out, bias)
+	ab := b.adapterParam("adapter_bias", []int64{out}, "adapter")
+	as := b.adapterParam("adapter_scale", []int64{out}, "adapter")
+	ia := b.addOp("add", "add_bias", []Value{y}, ab)
+	s := b.out(ia, "biased", b.shape(y), b.dtype(y), "linear(x) + adapter_bias")
+	im := b.addOp("mul", "scale", []Value{s}, as)
+	z := b.out(im, "scaled", b.shape(y), b.dtype(y), "adapter_scale * (linear(x) + adapter_bias)")
+	b.save(im, s)
+	return z
+}
+
+// litAttention lowers CausalSelfAttention (with LoRA on the fused qkv, or
+// the adapter prefix attention).
+func (b *builder) litAttention(c LitGPTConfig, index int64, x Value) Value {
+	defer b.scope("attn")()
+	h, hs, nh, g := c.Embd, c.headSize(), c.Heads, c.groups()
+	s := b.shape(x)
+	lora := b.lora
+	if lora != nil {
+		b.lora = &LoRA{Rank: lora.Rank} // base still frozen; LitGPT's own fused LoRA below, not the per-projection one
+	}
+	wqkv := int32(len(b.p.params)) // the qkv weight registers first
+	qkv := b.litLinear(c, "attn", "qkv", x, h, c.qkvWidth(), c.Bias)
+	b.lora = lora
+	if lora != nil {
+		qkv = b.litLoRAQKV(c, x, qkv)
+	}
+	// q, k: rope on the first rope_n_elem channels of each head, then cat
+	// back to full heads (new tensors); v stays a view of qkv unless GQA
+	// expands it (k.expand(...).reshape copies).
+	q := b.litRope("q", qkv, withLast(s, nh*hs), nh*c.ropeElems())
+	var src = qkv
+	if g != nh {
+		e := b.addOp("repeat_kv", "expand_k", []Value{qkv})
+		src = b.out(e, "k_expanded", withLast(s, nh*hs), b.dtype(qkv), "k expanded to all heads (expand + reshape copy)")
+	}
+	k := b.litRope("k", src, withLast(s, nh*hs), nh*c.ropeElems())
+	v := qkv
+	if g != nh {
+		e := b.addOp("repeat_kv", "expand_v", []Value{qkv})
+		v = b.out(e, "v_expanded", withLast(s, nh*hs), b.dtype(qkv), "v expanded to all heads (expand + reshape copy)")
+	}
+	core := &Attention{Dim: h, Heads: nh, HeadDim: hs, Impl: "flash", Causal: true}
+	y := core.fused(b, q, k, v, s)
+	if c.Adapter != "" && index >= c.adapterStart() {
+		y = b.litAdapterPrefix(c, q, y, wqkv)
+	}
+	return b.litLinear(c, "proj", "o", y, nh*hs, h, c.Bias)
+}
+
+// litRope is apply_rope on the first n channels of each head plus the cat
+// back to full heads: -x2 and the rotated cat in bf16, x*cos, rotated*sin
+// and their sum in fp32 (the cos/sin buffers are fp32), .type_as(x); the
+// products save only cos and sin (buffers).
+func (b *builder) litRope(name string, src Value, shape []int64, n int64) Value {
+	i := b.addOp("rope", "rope_"+name, []Value{src})
+	dt := b.dtype(src)
+	y := b.out(i, name, shape, dt, name+" with rotary embeddings (cat of the roped and the pass-through channels)")
+	elems := rows(shape) * n
+	// rotated (dt) + x*cos, rotated*sin, sum (fp32) + the roped slice (dt)
+	b.op(i).workF = 2*dt.Bytes(elems) + 3*FP32.Bytes(elems)
+	b.op(i).workB = 3*FP32.Bytes(elems) + dt.Bytes(elems)
+	b.op(i).flops = 6 * float64(elems)
+	return y
+}
+
+// litLoRAQKV is LoRAQKVLinear's update added to the pretrained qkv output:
+// lora_A over dropout(x), grouped conv1d with lora_B, zero_pad into the
+// qkv width (when not all of q, k, v are enabled), * scaling, + pretrained.
+func (b *builder) litLoRAQKV(c LitGPTConfig, x, pretrained Value) Value {
+	defer b.scope("lora")()
+	l := b.lora
+	h, hs := c.Embd, c.headSize()
+	kvEmbd := c.groups() * hs
+	var nEnabled, width int64
+	for _, part := range []struct {
+		role string
+		w    int64
+	}{{"q", h}, {"k", kvEmbd}, {"v", kvEmbd}} {
+		if litTargets(l, part.role) {
+			nEnabled++
+			width += part.w
+		}
+	}
+	if nEnabled == 0 {
+		return pretrained
+	}
+	s := b.shape(x)
+	r := l.Rank
+	xd := b.dropout("lora_dropout", x, l.Dropout)
+	a := b.adapterLinear("lora_A", xd, h, r*nEnabled)
+	// conv1d(after_A.transpose(-2, -1), lora_B.unsqueeze(-1), groups=n):
+	// saves its input (a view of after_A) and the weight.
+	wb := b.adapterParam("lora_B", []int64{width, r}, "lora")
+	ic := b.addOp("conv1d", "lora_B", []Value{a}, wb)
+	after := b.out(ic, "after_B", withLast(s, width), b.dtype(a), "LoRA lora_B output (grouped conv1d)")
+	b.save(ic, a)
+	b.op(ic).flops = 2 * float64(rows(s)) * float64(r) * float64(width)
+	upd := after
+	if nEnabled < 3 {
+		// zero_pad: x.reshape(-1, width) copies the transposed conv output
+		// when the batch is not 1; index_copy into new_zeros keeps that
+		// source and the index (torch.tensor(lora_ind) made each forward).
+		src := after
+		if b.batch > 1 {
+			cp := b.addOp("contiguous", "reshape", []Value{after})
+			src = b.out(cp, "source", withLast(s, width), b.dtype(after), "reshape copy of the transposed LoRA update (zero_pad)")
+		}
+		ii := b.addOp("tensor", "lora_ind", nil)
+		idx := b.out(ii, "lora_ind", []int64{width}, INT64, "index of the enabled q/k/v columns (torch.tensor, made each forward)")
+		b.val(idx).grad = false
+		ix := b.addOp("index_copy", "zero_pad", []Value{src, idx})
+		upd = b.out(ix, "padded", withLast(s, c.qkvWidth()), b.dtype(after), "LoRA update zero-padded to the qkv width")
+		b.save(ix, src, idx)
+		b.op(ix).workF = b.dtype(after).Bytes(rows(s) * c.qkvWidth()) // new_zeros
+	}
+	im := b.addOp("mul", "scaling", []Value{upd})
+	scaled := b.out(im, "scaled", b.shape(upd), b.dtype(upd), "LoRA update * alpha/r")
+	return b.add("lora_sum", pretrained, scaled)
+}
+
+// litAdapterPrefix is adapter v1's attention over the learned prefix:
+// ak, av from self.attn(adapter_wte) (aT rows), SDPA of q against them
+// with a bool mask (not flash: memory-efficient attention), then
+// y + gating_factor * ay (the product keeps ay for the gate's gradient).
+func (b *builder) litAdapterPrefix(c LitGPTConfig, q, y Value, wqkv int32) Value {
+	defer b.scope("adapter")()
+	h, aT := c.Embd, c.promptLength()
+	wte := b.adapterParam("adapter_wte", []int64{aT, h}, "adapter")
+	gate := b.adapterParam("gating_factor", []int64{1, 1, c.Heads, 1}, "adapter")
+	ip := b.addOp("prefix", "prefix", nil, wte)
+	prefix := b.out(ip, "prefix", []int64{1, aT, h}, b.prec.Params, "adapter prompt (adapter_wte.weight as a batch)")
+	// self.attn(prefix): the block's own (frozen) qkv weight on aT rows
+	params := []int32{wqkv}
+	if c.Bias {
+		params = append(params, wqkv+1)
+	}
+	il := b.addOp("matmul", "prefix_qkv", []Value{prefix}, params...)
+	aqkv := b.out(il, "aqkv", []int64{1, aT, c.qkvWidth()}, b.prec.Compute, "qkv of the adapter prompt")
+	b.op(il).flops = 2 * float64(aT) * float64(h) * float64(c.qkvWidth())
+	s := b.shape(q)
+	ia := b.addOp("attention", "adapter_attention", []Value{q, aqkv})
+	ay := b.out(ia, "ay", b.shape(y), b.dtype(y), "attention of the tokens over the adapter prompt")
+	lse := b.out(ia, "logsumexp", []int64{rows(s), c.Heads}, FP32, "adapter attention logsumexp (saved)")
+	b.val(lse).grad = false
+	b.save(ia, q, aqkv, ay, lse)
+	b.op(ia).flops = 4 * float64(rows(s)) * float64(aT) * float64(h)
+	ig := b.addOp("mul", "gate", []Value{ay}, gate)
+	gated := b.out(ig, "gated", b.shape(y), b.dtype(y), "gating_factor * ay")
+	b.save(ig, ay)
+	return b.add("adapter_sum", y, gated)
+}
+
+// litMLP lowers GptNeoxMLP (fc, gelu, proj) or LLaMAMLP (fc_1, fc_2,
+// silu(fc_1) * fc_2, proj).
+func (b *builder) litMLP(c LitGPTConfig, x Value) Value {
+	defer b.scope("mlp")()
+	h, n := c.Embd, c.Intermediate
+	if c.MLP == "LLaMAMLP" {
+		f1 := b.litLinear(c, "fc_1", "gate", x, h, n, c.Bias)
+		f2 := b.litLinear(c, "fc_2", "up", x, h, n, c.Bias)
+		m := b.mul("act_mul", b.activation("silu", f1), f2)
+		return b.litLinear(c, "proj", "down", m, n, h, c.Bias)
+	}
+	f := b.litLinear(c, "fc", "up", x, h, n, c.Bias)
+	return b.litLinear(c, "proj", "down", b.activation("gelu", f), n, h, c.Bias)
+}
+
+// litTargets reports whether LoRA adapts the q, k or v part of the fused
+// projection (to_query, to_key, to_value).
+func litTargets(l *LoRA, part string) bool {
+	for _, t := range l.Targets {
+		if t == part || t == "qkv" || t == "all-linear" {
+			return true
+		}
+	}
+	return false
+}

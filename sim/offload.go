@@ -1,0 +1,383 @@
+package sim
+
+import "fmt"
+
+// Offload moves model states or activations off the GPU.
+//
+//   - Optimizer "cpu" (ZeRO-Offload, DeepSpeed offload_optimizer): the fp32
+//     master weights, the optimizer moments (fp32, DeepSpeedCPUAdam) and an
+//     fp32 copy of the gradients live in host memory and the step runs on
+//     the CPU. The GPU keeps the 16-bit params and grads; each step copies
+//     the grads to the host and the updated params back (PCIe: grad bytes
+//   - param bytes). "nvme" (ZeRO-Infinity) keeps master and moments on
+//     NVMe: each step reads and writes them (NVMe: 2x their bytes) through
+//     pinned host swap buffers (DeepSpeed offload_optimizer buffer_count=4
+//     buffers sized to the largest parameter's state).
+//   - Params "cpu"/"nvme" (ZeRO-3 offload_param, FSDP CPUOffload): the
+//     16-bit params live in (pinned) host memory; the GPU holds the block
+//     being computed plus the next one (prefetch), gathered in forward and
+//     again in backward (PCIe: 2x param bytes); each block's grads go to
+//     the host as soon as its backward is done. Offloading params implies
+//     the optimizer step on the host (the params it updates are there).
+//   - Activations "cpu" (torch.autograd.graph.save_on_cpu(pin_memory=True),
+//     torchtune's OffloadActivations): a tensor saved for backward is
+//     copied to pinned host memory once the forward has no more use for it
+//     and copied back just before the backward op that needs it; the GPU
+//     keeps in-flight tensors only. Parameters and tensors under 1 KiB
+//     stay (torchtune min_offload_size). PCIe: 2x the offloaded bytes.
+//
+// Host memory needed is reported per GPU (Report.HostMemory, with a
+// breakdown); Plan.HostMemory, when set, is the host RAM of one node and
+// the step fails when the GPUs of a node need more.
+type Offload struct {
+	Optimizer   string // "", cpu, nvme
+	Params      string // "", cpu, nvme
+	Activations string // "", cpu
+}
+
+// Validate checks the tiers.
+func (o *Offload) Validate() error {
+	for _, f := range []struct{ what, v string }{{"optimizer", o.Optimizer}, {"params", o.Params}} {
+		switch f.v {
+		case "", "cpu", "nvme":
+		default:
+			return fmt.Errorf("offload: unknown %s tier %q (known: cpu, nvme)", f.what, f.v)
+		}
+	}
+	switch o.Activations {
+	case "", "cpu":
+	default:
+		return fmt.Errorf("offload: unknown activations tier %q (known: cpu)", o.Activations)
+	}
+	if o.Params == "nvme" && o.Optimizer == "cpu" {
+		return fmt.Errorf("offload: params on nvme need the optimizer on nvme too (ZeRO-Infinity keeps them on the same tier)")
+	}
+	return nil
+}
+
+const (
+	minOffload     = 1024 // torchtune OffloadActivations min_offload_size
+	nvmeSwapBufs   = 4    // DeepSpeed offload_optimizer buffer_count
+	fp32StateBytes = 4
+)
+
+// optimizerTier is where master weights and optimizer state live: "" on
+// the GPU, "cpu" or "nvme".
+func (r *replay) optimizerTier() string {
+	o := r.plan.Offload
+	if o == nil {
+		return ""
+	}
+	if o.Optimizer != "" {
+		return o.Optimizer
+	}
+	if o.Params != "" {
+		return o.Params
+	}
+	return ""
+}
+
+func (r *replay) paramsOffloaded() bool { return r.plan.Offload != nil && r.plan.Offload.Params != "" }
+
+func (r *replay) actsOffloaded() bool {
+	return r.plan.Offload != nil && r.plan.Offload.Activations != "" && r.plan.Phase != "eval"
+}
+
+// offloadState accounts one trainable parameter's master weight,
+// optimizer state and fp32 grad copy off the GPU and reports whether the
+// optimizer is offloaded (setup then allocates nothing on the GPU).
+func (r *replay) offloadState(p *paramInfo) bool {
+	tier := r.optimizerTier()
+	if tier == "" {
+		return false
+	}
+	fo := r.fo()
+	master := FP32.Bytes(p.numel) // DeepSpeed keeps an fp32 master for 16-bit training
+	var states int64
+	for _, s := range r.plan.Optimizer.states(p.shape, p.numel, FP32) {
+		states += s.bytes
+	}
+	r.rep.States.Master += master
+	r.rep.States.Optimizer += states
+	fo.hostGrads += FP32.Bytes(p.numel)
+	if tier == "nvme" {
+		fo.nvmeStates += master + states
+		fo.swap = max(fo.swap, nvmeSwapBufs*(master+states))
+	} else {
+		fo.hostStates += master + states
+	}
+	prec := r.plan.Precision
+	r.rep.Traffic.PCIe += prec.Grads.Bytes(p.numel) + prec.Params.Bytes(p.numel)
+	if tier == "nvme" {
+		r.rep.Traffic.NVMe += 2 * (master + states)
+	}
+	return true
+}
+
+// offloadParam keeps a parameter on the host in setup (param offload).
+func (r *replay) offloadParam(p *paramInfo) bool {
+	if !r.paramsOffloaded() {
+		return false
+	}
+	fo := r.fo()
+	b := r.paramBytes(p)
+	if p.quant != "" {
+		b = quantBytes(p.quant, p.shape)
+	}
+	fo.hostParams += b
+	r.rep.States.Params += b
+	r.rep.Traffic.PCIe += 2 * b // gathered for forward and again for backward
+	return true
+}
+
+// offloadRecord is the replay's offload bookkeeping.
+type offloadRecord struct {
+	hostStates, nvmeStates, hostGrads, swap, hostParams int64
+	acts, actsPeak                                      int64 // activation bytes on the host now, at most
+	units                                               map[string][]int32
+	unitOf                                              []string
+	resident                                            map[string][]int32 // unit -> live tensor ids of its params
+	fetched                                             map[Value]bool
+	order                                               []string // units in forward order
+}
+
+func (r *replay) fo() *offloadRecord {
+	if r.off == nil {
+		r.off = &offloadRecord{}
+	}
+	return r.off
+}
+
+// unitName is the FSDP/ZeRO-3 wrapping unit of a parameter: the repeated
+// block it belongs to ("layers.3"), else its top-level module ("embed").
+func unitName(name string) string {
+	start := 0
+	for i := 0; i <= len(name); i++ {
+		if i == len(name) || name[i] == '.' {
+			seg := name[start:i]
+			if len(seg) > 0 && seg[0] >= '0' && seg[0] <= '9' {
+				return name[:i]
+			}
+			start = i + 1
+		}
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] == '.' {
+			return name[:i]
+		}
+	}
+	return name
+}
+
+// setupOffload runs at the end of setup: units for param streaming, and
+// accumulated grads (which live on the host when params are offloaded).
+func (r *replay) setupOffload() {
+	if !r.paramsOffloaded() {
+		return
+	}
+	fo := r.fo()
+	fo.units = map[string][]int32{}
+	fo.resident = map[string][]int32{}
+	fo.unitOf = make([]string, len(r.p.params))
+	for pi := range r.p.params {
+		p := &r.p.params[pi]
+		if p.tiedTo >= 0 {
+			continue
+		}
+		u := unitName(p.name)
+		if _, ok := fo.units[u]; !ok {
+			fo.order = append(fo.order, u)
+		}
+		fo.units[u] = append(fo.units[u], int32(pi))
+		fo.unitOf[pi] = u
+	}
+	for pi := range r.paramGrad {
+		if r.paramGrad[pi] != none {
+			r.release(r.paramGrad[pi])
+			r.paramGrad[pi] = none
+		}
+	}
+}
+
+// gather brings a unit's params onto the GPU (and the next unit's, the
+// prefetch), releasing units that are no longer needed.
+func (r *replay) gather(u string, backward bool) {
+	fo := r.fo()
+	next := ""
+	for i, x := range fo.order {
+		if x == u {
+			j := i + 1
+			if backward {
+				j = i - 1
+			}
+			if j >= 0 && j < len(fo.order) {
+				next = fo.order[j]
+			}
+		}
+	}
+	for k, ids := range fo.resident {
+		if k == u || k == next {
+			continue
+		}
+		for _, id := range ids {
+			r.release(id)
+		}
+		delete(fo.resident, k)
+	}
+	for _, x := range []string{u, next} {
+		if x == "" || fo.resident[x] != nil {
+			continue
+		}
+		var ids []int32
+		for _, pi := range fo.units[x] {
+			p := &r.p.params[pi]
+			b := r.paramBytes(p)
+			if p.quant != "" {
+				b = quantBytes(p.quant, p.shape)
+			}
+			ids = append(ids, r.allocate(Alloc{Tensor: p.name, Shape: p.shape, DType: r.plan.Precision.Params, Bytes: b, Why: "parameter gathered from host memory (param offload)", Cat: CatParams}))
+		}
+		fo.resident[x] = ids
+	}
+}
+
+// beforeForwardOp streams the params op i reads (param offload).
+func (r *replay) beforeForwardOp(i int) {
+	if !r.paramsOffloaded() || r.phase == PhaseRecompute {
+		return
+	}
+	for _, pi := range r.p.ops[i].params {
+		if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
+			r.gather(u, false)
+			return
+		}
+	}
+}
+
+// afterForwardOp copies saved activations whose forward use is over to
+// the host (activation offload).
+func (r *replay) afterForwardOp(i int) {
+	if !r.actsOffloaded() || r.phase != PhaseForward {
+		return
+	}
+	op := &r.p.ops[i]
+	for _, vs := range [][]Value{op.in, op.out} {
+		for _, v := range vs {
+			r.offloadValue(v)
+		}
+	}
+}
+
+func (r *replay) offloadValue(v Value) {
+	vi := &r.p.values[v]
+	if !r.done[v] || r.valT[v] == none || !r.saved[v] || vi.cat != CatActivations || vi.bytes < minOffload || v == r.p.input {
+		return
+	}
+	fo := r.fo()
+	if fo.fetched == nil {
+		fo.fetched = map[Value]bool{}
+	}
+	r.release(r.valT[v])
+	r.valT[v] = none
+	fo.fetched[v] = false
+	fo.acts += vi.bytes
+	fo.actsPeak = max(fo.actsPeak, fo.acts)
+	r.rep.Traffic.PCIe += 2 * vi.bytes
+}
+
+// beforeBackwardOp brings back what op i's backward (or its region's
+// recompute) reads, and streams its params.
+func (r *replay) beforeBackwardOp(i int) {
+	op := &r.p.ops[i]
+	if r.paramsOffloaded() {
+		for _, pi := range op.params {
+			if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
+				r.gather(u, true)
+				break
+			}
+		}
+	}
+	if !r.actsOffloaded() || r.off == nil || r.off.fetched == nil {
+		return
+	}
+	fetch := func(v Value) {
+		done, ok := r.off.fetched[v]
+		if !ok || done {
+			return
+		}
+		vi := &r.p.values[v]
+		r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: vi.why + " (copied back from host memory)", Cat: CatActivations})
+		r.off.fetched[v] = true
+		r.off.acts -= vi.bytes
+	}
+	for _, v := range op.saved {
+		fetch(v)
+	}
+	if op.region != 0 && !r.redone[op.region-1] {
+		for _, v := range r.regionIn[op.region-1] {
+			fetch(v)
+		}
+	}
+}
+
+// afterBackwardOp sends a finished unit's grads to the host (param offload).
+func (r *replay) afterBackwardOp(i int) {
+	if !r.paramsOffloaded() {
+		return
+	}
+	for _, pi := range r.p.ops[i].params {
+		pi = r.resolve(pi)
+		if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
+			r.release(r.paramGrad[pi])
+			r.paramGrad[pi] = none
+		}
+	}
+}
+
+// offloadStep reports whether the optimizer step runs off the GPU.
+func (r *replay) offloadStep() bool { return r.optimizerTier() != "" }
+
+// finishOffload fills host memory and checks it against the node's RAM.
+func (r *replay) finishOffload(rep *Report) error {
+	fo := r.off
+	if fo == nil {
+		return nil
+	}
+	for _, s := range []Share{
+		{Name: "optimizer state and master weights", Bytes: fo.hostStates},
+		{Name: "fp32 gradients", Bytes: fo.hostGrads},
+		{Name: "nvme swap buffers (pinned)", Bytes: fo.swap},
+		{Name: "parameters (pinned)", Bytes: fo.hostParams},
+		{Name: "activations (pinned)", Bytes: fo.actsPeak},
+	} {
+		if s.Bytes > 0 {
+			rep.HostBreakdown = append(rep.HostBreakdown, s)
+			rep.HostMemory += s.Bytes
+		}
+	}
+	if fo.nvmeStates > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("offload: %s of optimizer state and master weights on NVMe, read and written every step", FormatBytes(fo.nvmeStates)))
+	}
+	return r.checkHost(rep)
+}
+
+// checkHost fails when the GPUs of one node need more host memory than
+// Plan.HostMemory.
+func (r *replay) checkHost(rep *Report) error {
+	limit := r.plan.HostMemory
+	if limit <= 0 || rep.HostMemory == 0 {
+		return nil
+	}
+	gpus := max(r.plan.Cluster.GPUsPerNode, 1)
+	if r.plan.Cluster.GPUsPerNode == 0 && r.plan.Parallel.GPUs() < defaultGPUsPerNode {
+		gpus = r.plan.Parallel.GPUs()
+	}
+	need := rep.HostMemory * gpus
+	if need <= limit {
+		return nil
+	}
+	return &Error{Path: "train",
+		Msg: fmt.Sprintf("offload needs %s of host memory per node (%d GPUs x %s) but host_memory is %s",
+			FormatBytes(need), gpus, FormatBytes(rep.HostMemory), FormatBytes(limit)),
+		Hint: "offload less (activations=None, optimizer=\"nvme\"), use more nodes, or give the real host RAM with host_memory="}
+}
