@@ -89,7 +89,10 @@ func (e *env) runTest(file string) bool {
 		fmt.Fprintf(e.stdout, "FAIL %s\n    cannot read %s: %v\n", file, golden, unwrapPath(err))
 		return false
 	case string(want) != got:
-		diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n"))
+		// Comparing lines as opaque values makes go-cmp show whole lines
+		// rather than edits within them.
+		diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n"),
+			cmp.Comparer(func(a, b string) bool { return a == b }))
 		fmt.Fprintf(e.stdout, "FAIL %s\n    output differs from %s (-golden +output):\n%s    (memsh test --update %s accepts the new output)\n",
 			file, golden, indent(diff), file)
 		return false
