@@ -186,10 +186,11 @@ func (d *distState) afterBackward(r *replay, i int) {
 			if d.units[u].first != int32(i) {
 				continue
 			}
+			// FSDP2 post_backward reshards before it reduce-scatters.
+			d.reshard(r, u)
 			if d.mode == distFSDP {
 				d.reduceScatter(r, u)
 			}
-			d.reshard(r, u)
 		}
 	}
 	if i == 0 {
