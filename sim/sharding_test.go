@@ -52,7 +52,7 @@ func evalPlan(t testing.TB, p *Plan) *Report {
 // calibration.md E1: Ψ = 7.5e9, N = 64 gives 120, 31.4, 16.6 and 1.9 GB.
 func TestZeROStates(t *testing.T) {
 	for _, m := range []*Model{
-		linearStack(4, 1024, 4096), // Ψ = 2^25
+		linearStack(4, 1024, 4096),   // Ψ = 2^25
 		linearStack(30, 5000, 25000), // Ψ = 7.5e9
 	} {
 		psi := m.Params()
