@@ -27,7 +27,7 @@ func KNNEdges(src, dst *NodeSet, k int64) (*EdgeSet, error) {
 		return nil, &Error{Path: "knn_edges", Msg: fmt.Sprintf("k must be positive (got %d)", k)}
 	}
 	if k > src.Nodes {
-		return nil, &Error{Path: "knn_edges", Msg: fmt.Sprintf("k=%d is more neighbours than the %d nodes of %s", k, src.Nodes, src),
+		return nil, &Error{Path: "knn_edges", Msg: fmt.Sprintf("k=%d is more neighbours than %s %q has (%d nodes)", k, src.Kind, src.Name, src.Nodes),
 			Hint: "each destination node takes its k nearest source nodes, so k can be at most the source nodes"}
 	}
 	if dst.Nodes > math.MaxInt64/k {
@@ -50,7 +50,7 @@ func RadiusEdges(src, dst *NodeSet, perNode float64) (*EdgeSet, error) {
 			Hint: "the expected source nodes within the radius of a destination node; global anemoi setups see 15-20"}
 	}
 	if perNode > float64(src.Nodes) {
-		return nil, &Error{Path: "radius_edges", Msg: fmt.Sprintf("per_node=%g is more neighbours than the %d nodes of %s", perNode, src.Nodes, src)}
+		return nil, &Error{Path: "radius_edges", Msg: fmt.Sprintf("per_node=%g is more neighbours than %s %q has (%d nodes)", perNode, src.Kind, src.Name, src.Nodes)}
 	}
 	n := math.Round(perNode * float64(dst.Nodes))
 	if n >= math.MaxInt64 {
@@ -85,7 +85,7 @@ func MultiscaleEdges(mesh *NodeSet, perNode float64) (*EdgeSet, error) {
 		perNode = 8
 	}
 	if !(perNode > 0) || math.IsInf(perNode, 0) || perNode > float64(mesh.Nodes) {
-		return nil, &Error{Path: "multiscale_edges", Msg: fmt.Sprintf("per_node must be positive and at most the %d nodes of %s (got %g)", mesh.Nodes, mesh, perNode)}
+		return nil, &Error{Path: "multiscale_edges", Msg: fmt.Sprintf("per_node must be positive and at most the %d nodes of mesh %q (got %g)", mesh.Nodes, mesh.Name, perNode)}
 	}
 	return &EdgeSet{Kind: "multiscale", Src: mesh, Dst: mesh, Count: int64(math.Round(perNode * float64(mesh.Nodes))), PerDst: perNode, Estimate: true,
 		Rule: fmt.Sprintf("estimate: %g directed edges per node (multi-scale icosahedral edges give about 8)", perNode)}, nil

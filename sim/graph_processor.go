@@ -146,7 +146,7 @@ func (p *TransformerProcessor) norm(b *builder, name string, x, cond Value) Valu
 	bias := b.linear("bias", "norm-cond", cond, p.Cond, c, true)
 	plus := b.ew("add", "scale_plus_one", []Value{scale}, b.shape(scale), b.dtype(scale), "scale + 1 of the conditional layer norm")
 	n := b.normOver("norm", x, c, false, false)
-	return b.add("shift", b.mul("scale", n, plus), bias)
+	return b.add("shift", b.mul("scaled", n, plus), bias)
 }
 
 // attention lowers MultiHeadSelfAttention with flash attention.
