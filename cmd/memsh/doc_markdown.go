@@ -56,9 +56,28 @@ func writeMarkdown(w io.Writer, bs []builtins.Builtin, exports []lang.Export) er
 	return err
 }
 
-// mdParagraphs is doc text as Markdown: paragraphs as they are, trimmed.
+// mdParagraphs is doc text as Markdown: paragraphs as they are, trimmed,
+// with * and < escaped outside `code` (so "10*4^r" and "a*b" stay
+// literal, and "<x>" is no HTML tag).
 func mdParagraphs(s string) string {
-	return strings.TrimSpace(s)
+	var b strings.Builder
+	code := false
+	for _, r := range strings.TrimSpace(s) {
+		switch {
+		case r == '`':
+			code = !code
+			b.WriteRune(r)
+		case code:
+			b.WriteRune(r)
+		case r == '*':
+			b.WriteString(`\*`)
+		case r == '<':
+			b.WriteString("&lt;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // anchor is the GitHub heading anchor of a heading text: lower case,
