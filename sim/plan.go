@@ -30,8 +30,18 @@ type Plan struct {
 	Offload        *Offload // optimizer state, parameters, activations off the GPU (offload.go)
 	HostMemory     int64    // host RAM per node for offload, 0 = unchecked (offload.go)
 
+	// KeepGrads: gradients are zeroed in place between steps, not set to
+	// None, so they stay allocated through the next forward. That was
+	// torch.nn.Module.zero_grad()'s default (set_to_none=False) before
+	// PyTorch 2.0, which the Hugging Face Trainer of 2022-23 called.
+	KeepGrads bool
+
 	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
+
+// gradsPersist reports whether parameter gradients exist before the
+// step's backward: accumulated over micro-batches, or zeroed in place.
+func (p *Plan) gradsPersist() bool { return p.GradAccum > 1 || p.KeepGrads }
 
 // Options tune an evaluation.
 type Options struct {
@@ -115,8 +125,8 @@ func (p *Plan) lowerProgram() (*program, error) {
 	if p.Model.Points > 0 {
 		b.seq = p.Model.Points // graph models: one row per grid point (graph_model.go)
 	}
-	p.configureLowering(b)                  // tp.go: tensor, context and expert parallelism
-	p.configureFinetune(b)                  // finetune.go: quant, freeze, chunked loss, packing
+	p.configureLowering(b) // tp.go: tensor, context and expert parallelism
+	p.configureFinetune(b) // finetune.go: quant, freeze, chunked loss, packing
 	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
 		return nil, err
 	}

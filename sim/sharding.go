@@ -348,7 +348,7 @@ func (d *distState) setupZeRO12(r *replay) {
 		}
 		d.fullGrad = true
 	}
-	if r.plan.GradAccum > 1 {
+	if r.plan.gradsPersist() {
 		if d.par.Zero == 2 {
 			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), CatGrads, "this rank's gradient partition, accumulated over micro-batches")
 		} else {
@@ -447,7 +447,7 @@ func (d *distState) setupFSDP(r *replay) {
 		}
 		d.optimizerShard(r, p.name, fsdpShard(p.shape, p.numel, d.degree(int32(pi))), "FSDP shard")
 	}
-	if r.plan.GradAccum > 1 {
+	if r.plan.gradsPersist() {
 		for u := range d.units {
 			d.shardGrad(r, u)
 		}

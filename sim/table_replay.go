@@ -106,7 +106,7 @@ func (r *replay) setupTableRows() {
 		if tp.t.placement() == "host" && ts.Transfer.LinkGBps <= 0 {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: the gpu's pcie_gbps is 0, so its transfer time is not estimated (pass gpu(..., pcie_gbps=25))", tp.name))
 		}
-		if r.plan.GradAccum > 1 && tp.train {
+		if r.plan.gradsPersist() && tp.train {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: with grad_accum the replay holds one micro-batch's leaves; earlier micro-batches' rows are taken as already stepped", tp.name))
 		}
 		if !tp.t.PadRows && tp.train {

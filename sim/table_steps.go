@@ -186,7 +186,7 @@ func (r *replay) carry(prev *replay, persist int32) {
 // gradients (with grad_accum), the batch, and the tables' rows.
 func (r *replay) setupStep() {
 	r.phase = PhaseSetup
-	if r.plan.GradAccum > 1 {
+	if r.plan.gradsPersist() {
 		r.op = "accumulated gradients"
 		for pi := range r.p.params {
 			r.paramGradient(int32(pi))
