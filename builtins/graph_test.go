@@ -1,0 +1,57 @@
+package builtins
+
+import "testing"
+
+const graphPrelude = `
+g = grid("g", 1000)
+m = icosahedral_mesh("m", 3)
+enc = graph_transformer(g, m, knn_edges(g, m, 4), 64, 4, chunks = 2)
+dec = graph_transformer(m, g, knn_edges(m, g, 3), 64, 4)
+proc = transformer_processor(m, 2, 64, 4, segments = 1)
+model = encoder_processor_decoder("tiny", g, m, enc, proc, dec, inputs = 10, outputs = 5)
+`
+
+func TestGraphValues(t *testing.T) {
+	runPreludeCases(t, graphPrelude, []evalCase{
+		{expr: `g`, want: `grid("g", 1,000 nodes)`},
+		{expr: `type(g), type(m), g.points, m.nodes, m.refinement, m.estimate`, want: `("grid", "mesh", 1000, 642, 3, False)`},
+		{expr: `icosahedral_mesh("o", 6).nodes`, want: `40962`},
+		{expr: `stretched_mesh("s", 7, 10, 0.00947)`, want: `mesh("s", 261,590 nodes, estimate)`},
+		{expr: `stretched_grid("lam", 30, 70).regional_nodes`, want: `30`},
+		{expr: `knn_edges(g, m, 4).count, knn_edges(g, m, 4).estimate`, want: `(2568, False)`},
+		{expr: `radius_edges(g, m, 2.5)`, want: `radius_edges(g -> m, 1,605 edges, estimate)`},
+		{expr: `multiscale_edges(m).count, multiscale_edges(mesh("h", 100)).count`, want: `(5040, 800)`},
+		{expr: `knn_edges(g, m, 4).src == g`, want: `True`},
+		{expr: `enc.kind, proc.kind, type(model)`, want: `("graph_transformer", "transformer_processor", "model")`},
+		// The block, 13*64² + 28*64 = 55,040, and 8 trainable attributes on
+		// each of 2,568 edges.
+		{expr: `enc.params`, want: `75584`},
+		// In the model: emb_nodes_src (22+1)*64 and emb_nodes_dst (12+1)*64 in
+		// the encoder, emb_nodes_dst (22+1)*64 and the extractor 2*64 + 64*5 + 5
+		// in the decoder, conditional norms in the processor (2 layers x 2 x
+		// (2*(4*64 + 64) - 2*64) = 2,048 more), node attributes 8 x (1000 + 642) and
+		// the noise MLP 300: 1,472 + 832 + 1,472 + 453 + 2,048 + 13,136 + 300.
+		{expr: `model.params - (enc.params + proc.params + dec.params)`, want: `19713`},
+	})
+}
+
+func TestGraphErrors(t *testing.T) {
+	runPreludeCases(t, graphPrelude, []evalCase{
+		{expr: `grid("z", 0)`, err: `grid "z": must have at least one point (got 0)`},
+		{expr: `knn_edges("a", m, 1)`, err: `src must be a grid or a mesh (got string)`},
+		{expr: `knn_edges(m, g, 643)`, err: `k=643 is more neighbours than mesh "m" has (642 nodes)`},
+		{expr: `multiscale_edges(m, per_node = 0)`, err: `per_node must be positive (got 0)`},
+		{expr: `stretched_mesh("s", 7, 10, 2)`, err: `regional_fraction must be in (0, 1)`},
+		{expr: `icosahedral_mesh("o", 20)`, err: `refinement must be in [0, 15] (got 20)`},
+		{expr: `graph_transformer(g, m, knn_edges(m, g, 1), 64, 4)`, err: `edges go from mesh "m" (642 nodes) to grid "g" (1000 nodes), not from grid "g" (1000 nodes) to mesh "m" (642 nodes)`},
+		{expr: `graph_transformer(g, m, knn_edges(g, m, 1), 64, 5)`, err: `heads must divide channels (channels=64, heads=5)`},
+		{expr: `graph_transformer(g, m, knn_edges(g, m, 1), 64, 4, eval_chunks = 0)`, err: `eval_chunks must be in [1, 642], the destination nodes it splits (got 0)`},
+		{expr: `transformer_processor(g, 2, 64, 4)`, err: `transformer_processor runs over a mesh (got grid "g" (1000 nodes))`},
+		{expr: `transformer_processor(m, 3, 64, 4)`, err: `segments must divide layers (layers=3, segments=2)`},
+		{expr: `encoder_processor_decoder("x", g, m, enc, enc, dec, 10, 5)`, err: `processor must be a transformer_processor (got graph_transformer)`},
+		{expr: `encoder_processor_decoder("x", g, m, dec, proc, enc, 10, 5)`, err: `the encoder maps mesh "m" (642 nodes) onto grid "g" (1000 nodes)`},
+		{expr: `encoder_processor_decoder("x", g, m, enc, proc, dec, 10, 5, loss = "l1")`, err: `unknown loss "l1" for encoder_processor_decoder (known: crps, mse)`},
+		{expr: `simulate(train(model))`, err: `the crps loss compares ensemble members: it needs members >= 2 (got 1)`},
+		{expr: `simulate(train(model, seq = 7, members = 2))`, err: `seq must be left unset for graph model "tiny"`},
+	})
+}
