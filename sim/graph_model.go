@@ -164,6 +164,12 @@ func (e *EncoderProcessorDecoder) lower(b *builder, x Value) Value {
 		panic(lowerError{errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
 	}
 	batch := s[0]
+	c := e.Processor.Channels
+	for _, g := range []*GraphTransformer{e.Encoder, e.Decoder} {
+		if !productFits(batch, g.Edges.Count, c, 8) || !productFits(batch, n, e.dataWidth()+c, 8) {
+			panic(lowerError{&Error{Path: e.Name, Msg: fmt.Sprintf("a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", batch, g.Edges.Count, c)}})
+		}
+	}
 	xd := e.nodeAttributes(b, "data", e.Grid, batch)
 	xd = b.ew("cat", "x_data_latent", []Value{x, xd}, []int64{batch * n, e.dataWidth()}, b.dtype(x),
 		"x_data_latent: inputs and grid node attributes (_assemble_input), held for the encoder and decoder checkpoints")

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Lowering helpers used by the graph models (graph_*.go): Python-local
 // lifetimes, row slices of a tensor (tensor_split chunks), layer norms over
@@ -109,4 +112,20 @@ func chunkScope(i, k int64) string {
 		return ""
 	}
 	return fmt.Sprintf("chunk%d", i)
+}
+
+// productFits reports whether the product of the positive factors fits in
+// an int64 (sizes in bytes of the largest tensors a plan would make).
+func productFits(factors ...int64) bool {
+	p := int64(1)
+	for _, f := range factors {
+		if f <= 0 {
+			return false
+		}
+		if p > math.MaxInt64/f {
+			return false
+		}
+		p *= f
+	}
+	return true
 }

@@ -115,3 +115,11 @@ func TestChunkEdges(t *testing.T) {
 		}
 	}
 }
+
+func TestGraphOverflow(t *testing.T) {
+	p := bris(t, 2, "stacked", 16, 1, "train")
+	p.Batch = 1 << 40
+	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "too large to count in bytes") {
+		t.Errorf("huge batch: %v", err)
+	}
+}
