@@ -25,10 +25,12 @@ func extraLayerBuiltins() []Builtin {
 		},
 		{
 			Name: "parallel",
-			Sig:  "parallel(*branches, name=None)",
+			Sig: "parallel(*branches, name=None, dp=1, tp=1, pp=1, cp=1, ep=1, zero=0, fsdp=False, " +
+				"sequence_parallel=False, schedule=\"1f1b\", virtual_stages=1, micro_batches=None, distributed_optimizer=False)",
 			Doc: "Feeds one input to every branch and sums their outputs: the parallel attention and MLP " +
-				"of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)).",
-			Fn: parallelFn,
+				"of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)). " +
+				parallelLayoutDoc, // parallel.go
+			Fn: parallelOrLayer, // parallel.go: layers give the block, keywords a layout
 		},
 		{
 			Name: "scale",

@@ -251,7 +251,10 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 	}
 	p.Runtime = r
 
-	for _, i := range []int{argParallel, argOffload, argCluster} {
+	if err := resolveLayout(v, p); err != nil { // parallel.go: parallel= and cluster=
+		return nil, err
+	}
+	for _, i := range []int{argOffload} {
 		if v[i] != starlark.None {
 			return nil, fmt.Errorf("%s= is not supported yet (pass None; the engine simulates one GPU without offload)", trainArgNames[i])
 		}

@@ -62,7 +62,7 @@ func TestPlanErrors(t *testing.T) {
 		{expr: `train(m, seq = 8, gpu = "H300")`, err: `unknown gpu "H300"`},
 		{expr: `train(m, seq = 8, phase = "infer")`, err: `unknown phase "infer" (known: train, eval)`},
 		{expr: `train(m, seq = 8, runtime = "rocm")`, err: `unknown runtime "rocm"`},
-		{expr: `train(m, seq = 8, parallel = 1)`, err: "parallel= is not supported yet"},
+		{expr: `train(m, seq = 8, parallel = 1)`, err: "parallel must be None or parallel(dp=..., tp=..., ...) (got int)"},
 		{expr: `train(m, seq = 8, offload = "cpu")`, err: "offload= is not supported yet"},
 		{expr: `train(m, 8)`, err: "train takes the model, then keywords (got 2 positional arguments)"},
 		{expr: `train(linear(8, 8))`, err: "model must be a model (got layer)"},

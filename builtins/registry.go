@@ -47,6 +47,7 @@ func tables() [][]Builtin {
 		optimizerBuiltins(),
 		checkpointBuiltins(),
 		loraBuiltins(),
+		parallelBuiltins(), // cluster; parallel() layouts are in layers_extra.go's entry
 		outputBuiltins(), // emit, expect
 		planBuiltins(),
 		reportBuiltins(),

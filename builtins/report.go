@@ -74,7 +74,7 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 }
 
 var reportAttrNames = []string{
-	"as_dict", "breakdown", "capacity", "comm_bytes", "device_used", "fits", "headroom",
+	"as_dict", "breakdown", "capacity", "collectives", "comm_bytes", "device_used", "fits", "headroom",
 	"hfu", "host_memory", "largest", "mfu", "notes", "oom", "overheads", "params", "peak_allocated",
 	"peak_at", "peak_reserved", "plan", "ranks", "saved_activations", "saved_weight_copies",
 	"states", "step_time", "summary", "tables", "timeline", "tokens_per_s", "traffic", "trainable_params",
@@ -115,6 +115,8 @@ func (x *Report) Attr(name string) (starlark.Value, error) {
 			})
 		}
 		return frozenList(out), nil
+	case "collectives":
+		return collectives(r), nil // parallel.go: bytes per collective kind
 	case "notes":
 		out := make([]starlark.Value, len(r.Notes))
 		for i, n := range r.Notes {

@@ -345,9 +345,14 @@ func (p *Plan) lowerModel(b *builder) error {
 
 // evaluatePipeline replays every stage of a pipelined plan; the report is
 // the stage that uses the most device memory, with every stage in Ranks.
-// It reports ok=false for plans it does not handle (no pipeline, or one
+// It first rewrites a DeepSpeed plan's precision (deepspeedPrecision). It
+// reports ok=false for plans it does not handle (no pipeline, or one
 // stage's own replay).
 func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
+	if q, ok := plan.deepspeedPrecision(); ok { // sharding.go
+		rep, err := Evaluate(q, opts)
+		return rep, true, err
+	}
 	par := plan.Parallel.norm()
 	if par.PP <= 1 || plan.pipeStage != nil {
 		return nil, false, nil
