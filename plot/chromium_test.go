@@ -3,6 +3,7 @@ package plot
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -41,7 +42,7 @@ func TestTimelineInChromium(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu",
 		"--disable-background-networking", "--hide-scrollbars", "--user-data-dir="+t.TempDir(),
-		"--window-size=960,530", "--screenshot="+pngPath, "file://"+svgPath)
+		fmt.Sprintf("--window-size=%d,%d", Width, Height), "--screenshot="+pngPath, "file://"+svgPath)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, out)
 	}

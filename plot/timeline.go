@@ -22,14 +22,14 @@ type Chart struct {
 // stack vertically.
 const (
 	Width  = 960
-	Height = 530
+	Height = 546
 
 	padLeft  = 84
 	padRight = 28
-	plotTop  = 104 // below the four header lines
-	plotBot  = 420
-	stripTop = 428
-	stripBot = 444
+	plotTop  = 120 // below the five header lines and the phase names
+	plotBot  = 436
+	stripTop = 444
+	stripBot = 460
 )
 
 // Colours: Paul Tol's "bright" scheme for categories (distinguishable with
@@ -134,7 +134,7 @@ func panel(s *svgWriter, c Chart) {
 	f.top = float64(top) * 1.08
 
 	s.rect(0, 0, Width, Height, "#FFFFFF", ` class="background"`)
-	header(s, c, limit, limitShown)
+	header(s, c, limit)
 	axes(s, f)
 	phaseMarks(s, f, cols) // behind the data: a boundary may fall on a spike
 	areas(s, f, cols)
@@ -147,9 +147,7 @@ func panel(s *svgWriter, c Chart) {
 	if limitShown {
 		y := f.y(limit)
 		s.line(f.x0, y, f.x1, y, colorLimit, ` stroke-width="1.5" class="limit"`)
-		s.text(f.x1-4, y-4, 11, "end", colorLimit, "limit-label",
-			fmt.Sprintf("PyTorch limit %s (capacity %s less %s outside the allocator)",
-				sim.FormatBytes(limit), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.Capacity-limit)))
+		s.text(f.x1-4, y-4, 11, "end", colorLimit, "limit-label", "PyTorch limit "+sim.FormatBytes(limit))
 	} else {
 		s.text(f.x1-4, f.y0+14, 11, "end", colorLimit, "limit-label",
 			fmt.Sprintf("↑ PyTorch limit %s is off the chart", sim.FormatBytes(limit)))
@@ -167,8 +165,10 @@ func panel(s *svgWriter, c Chart) {
 	legend(s, f, cols)
 }
 
-// header writes the title and three lines of figures.
-func header(s *svgWriter, c Chart, limit int64, limitShown bool) {
+// header writes the title and up to four lines of figures: the verdict
+// and device memory, the peak, the largest allocation, the first failing
+// one.
+func header(s *svgWriter, c Chart, limit int64) {
 	r := c.Report
 	title := c.Title
 	if title == "" {
@@ -180,13 +180,15 @@ func header(s *svgWriter, c Chart, limit int64, limitShown bool) {
 	if !r.Fits {
 		verdict = "does not fit"
 	}
-	line2 := fmt.Sprintf("%s: device used %s of %s · peak allocated %s at %s, %s · peak reserved %s",
-		verdict, sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.PeakAllocated),
-		r.PeakAt.Phase, r.PeakAt.Op, sim.FormatBytes(r.PeakReserved))
-	s.text(16, 48, 12, "start", "#000000", "figures", fit(line2, room, 12))
-	s.text(16, 66, 12, "start", colorLargest, "header-largest", fit("▲ largest allocation: "+describe(r.Largest), room, 12))
+	figures := fmt.Sprintf("%s: device used %s of %s · peak reserved %s · PyTorch limit %s (%s outside its allocator)",
+		verdict, sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.PeakReserved),
+		sim.FormatBytes(limit), sim.FormatBytes(r.Capacity-limit))
+	s.text(16, 46, 12, "start", "#000000", "figures", fit(figures, room, 12))
+	s.text(16, 63, 12, "start", colorPeak, "header-peak", fit(fmt.Sprintf("● peak allocated %s in %s, %s",
+		sim.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op), room, 12))
+	s.text(16, 80, 12, "start", colorLargest, "header-largest", fit("▼ largest allocation: "+describe(r.Largest), room, 12))
 	if r.OOM != nil {
-		s.text(16, 84, 12, "start", colorOOM, "header-oom", fit("✕ first failing allocation: "+describe(r.OOM.Alloc), room, 12))
+		s.text(16, 97, 12, "start", colorOOM, "header-oom", fit("▼ first failing allocation: "+describe(r.OOM.Alloc), room, 12))
 	}
 }
 
