@@ -33,6 +33,7 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 		panic(lowerError{errorf(m.Name, "cannot split a batch of %v rows into %d members", shape, b.members)})
 	}
 	per := shape[0] / b.members
+	tables := len(b.p.tables)
 	block := b.block
 	type span struct{ params, ops [2]int }
 	var spans []span
@@ -45,6 +46,10 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 		outs = append(outs, m.lowerBody(b, xi))
 		spans = append(spans, span{[2]int{p0, len(b.p.params)}, [2]int{o0, len(b.p.ops)}})
 		done()
+	}
+	if len(b.p.tables) > tables {
+		panic(lowerError{&Error{Path: m.Name, Msg: "sequential members are not modelled for models with table layers (each member would set up its own table)",
+			Hint: "use members_mode=\"stacked\""}})
 	}
 	for i := 1; i < len(spans); i++ {
 		b.shareMember(spans[0].params, spans[i].params, spans[0].ops, spans[i].ops)

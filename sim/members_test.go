@@ -105,3 +105,16 @@ func TestGraphModelErrors(t *testing.T) {
 		t.Errorf("chunks above destination nodes: %v", err)
 	}
 }
+
+func TestSequentialMembersRefuseTables(t *testing.T) {
+	p := membersPlan(t, "sequential")
+	p.Model.Layers = append([]Layer{p.Model.Layers[0], &Residual{Layer: &Table{Name: "ngram", Rows: 1024, Dim: 16, Heads: 4, Grad: "dense", Placement: "device"}}},
+		p.Model.Layers[1:]...)
+	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "sequential members are not modelled for models with table layers") {
+		t.Errorf("table with sequential members: %v", err)
+	}
+	p.MembersMode = "stacked"
+	if _, err := Evaluate(p, Options{}); err != nil {
+		t.Errorf("table with stacked members: %v", err)
+	}
+}
