@@ -1,0 +1,257 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestQuantStorage(t *testing.T) {
+	for _, tc := range []struct {
+		scheme string
+		shape  []int64
+		want   int64
+	}{
+		// 4096x4096: 8,388,608 B of codes; 262,144 fp32 absmax; 16-value table
+		{"nf4", []int64{4096, 4096}, 8_388_608 + 1_048_576 + 64},
+		// absmax as uint8 (262,144 B), 1,024 fp32 second-level absmax, the offset
+		{"nf4-dq", []int64{4096, 4096}, 8_388_608 + 262_144 + 4_096 + 4 + 64},
+		// odd sizes: (n+1)/2 codes, blocks rounded up
+		{"nf4", []int64{3, 43}, 65 + 3*4 + 64},
+		// int8 col_ampere: 11008 and 4096 are multiples of 32; SCB per row
+		{"int8", []int64{11008, 4096}, 11008*4096 + 11008*4},
+		// 100x70 pads to 128x96
+		{"int8", []int64{100, 70}, 128*96 + 400},
+	} {
+		if got := quantBytes(tc.scheme, tc.shape); got != tc.want {
+			t.Errorf("%s %v: %d bytes, want %d", tc.scheme, tc.shape, got, tc.want)
+		}
+	}
+}
+
+// tinyLM: embedding(1000, 256), up 256->512 (gelu), down 512->256, head.
+func tinyLM() *Model {
+	return &Model{Name: "tiny", Vocab: 1000, Layers: []Layer{
+		&Embedding{Name: "embed", Rows: 1000, Dim: 256},
+		&Linear{Name: "up", In: 256, Out: 512, Role: "up"},
+		&Act{Fn: "gelu"},
+		&Linear{Name: "down", In: 512, Out: 256, Role: "down"},
+	}}
+}
+
+// deepLM: embedding(vocab, 256), n residual gelu MLP blocks, fp32 logits.
+func deepLM(vocab, n int64) *Model {
+	return &Model{Name: "deep", Vocab: vocab, LogitsFP32: true, Layers: []Layer{
+		&Embedding{Name: "embed", Rows: vocab, Dim: 256},
+		&Repeat{Name: "layers", N: n, Layer: &Residual{Layer: &MLP{Dim: 256, Hidden: 1024, Act: "gelu"}}},
+	}}
+}
+
+func tinyPlan(t *testing.T, m *Model) *Plan {
+	t.Helper()
+	prec, err := LookupPrecision("bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := LookupDevice("A100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Plan{Model: m, Batch: 1, Seq: 64, GradAccum: 1, Members: 1, Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Device: dev}
+}
+
+func TestQuantLinear(t *testing.T) {
+	base := tinyPlan(t, tinyLM())
+	base.LoRA = &LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
+	plain, err := Evaluate(base, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := *base
+	q.Quant = "nf4"
+	nf4, err := Evaluate(&q, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// up and down quantized (131,072 weights each: 65,536 B codes, 2,048
+	// fp32 absmax, the code table); embed and lm_head stay bf16.
+	want := int64(2*1000*256*2+2*(65_536+8_192+64)) + (4*256+512*4)*2 // + the LoRA adapter (bf16)
+	if nf4.States.Params != want {
+		t.Errorf("nf4 params %d B, want %d", nf4.States.Params, want)
+	}
+	// MatMul4Bit keeps down's input (the gelu output, 64x512 bf16) for
+	// backward; a frozen nn.Linear keeps nothing. up's input (the
+	// embedding output) needs no grad, so nothing more is kept.
+	if d := nf4.SavedActivations - plain.SavedActivations; d != 64*512*2 {
+		t.Errorf("nf4 saves %d B more than bf16, want %d", d, 64*512*2)
+	}
+	// the dequantized bf16 weight of up (256x512) exists in forward
+	if nf4.Largest.Bytes < 512*256*2 {
+		t.Errorf("largest allocation %d B, want at least the dequantized weight", nf4.Largest.Bytes)
+	}
+	q.LoRA = nil
+	if _, err := Evaluate(&q, Options{}); err == nil || !strings.Contains(err.Error(), "needs a frozen base") {
+		t.Errorf("quant without lora or freeze: %v", err)
+	}
+}
+
+func TestFreeze(t *testing.T) {
+	for _, tc := range []struct {
+		freeze []string
+		want   int64 // trainable params
+	}{
+		{nil, 1000*256 + 256*512 + 512*256 + 256*1000},
+		{[]string{"embed"}, 256*512 + 512*256 + 256*1000},
+		{[]string{"up", "lm_head"}, 1000*256 + 512*256},
+		{[]string{"all"}, 0},
+	} {
+		p := tinyPlan(t, tinyLM())
+		p.Freeze = tc.freeze
+		r, err := Evaluate(p, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.TrainableParams != tc.want {
+			t.Errorf("freeze=%v: %d trainable, want %d", tc.freeze, r.TrainableParams, tc.want)
+		}
+		// AdamW bf16: two moments per trainable weight
+		if r.States.Optimizer != 4*tc.want {
+			t.Errorf("freeze=%v: optimizer state %d, want %d", tc.freeze, r.States.Optimizer, 4*tc.want)
+		}
+	}
+	if !pathPrefix("layers.1", "layers.1.attn.q_proj.weight") || pathPrefix("layers.1", "layers.10.attn.q_proj.weight") {
+		t.Error("pathPrefix must cut at dots")
+	}
+}
+
+func TestChunkLengths(t *testing.T) {
+	for _, tc := range []struct {
+		o    headLoss
+		seq  int64
+		want []int64
+	}{
+		{headLoss{chunkTokens: 128}, 300, []int64{128, 128, 44}},
+		{headLoss{chunks: 8}, 1000, []int64{125, 125, 125, 125, 125, 125, 125, 125}},
+		{headLoss{chunks: 3}, 10, []int64{4, 4, 2}},
+	} {
+		got := tc.o.chunkLengths(tc.seq)
+		if len(got) != len(tc.want) {
+			t.Fatalf("%+v seq %d: %v, want %v", tc.o, tc.seq, got, tc.want)
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Errorf("%+v seq %d: %v, want %v", tc.o, tc.seq, got, tc.want)
+			}
+		}
+	}
+}
+
+func TestLossChunks(t *testing.T) {
+	p := tinyPlan(t, deepLM(8000, 1))
+	p.Seq = 2048
+	full, err := Evaluate(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.LossChunks = 4
+	chunked, err := Evaluate(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// unchunked, the largest tensor is a whole-sequence vocab tensor
+	// (2048 x 8000 fp32 for the loss); chunked, one chunk's (512 tokens).
+	if full.Largest.Bytes != 2048*8000*4 {
+		t.Errorf("unchunked largest %d (%s), want %d", full.Largest.Bytes, full.Largest.Tensor, 2048*8000*4)
+	}
+	if chunked.Largest.Bytes != 512*8000*4 {
+		t.Errorf("chunked largest %d (%s), want %d", chunked.Largest.Bytes, chunked.Largest.Tensor, 512*8000*4)
+	}
+	if chunked.PeakAllocated >= full.PeakAllocated {
+		t.Errorf("chunked peak %d >= unchunked %d", chunked.PeakAllocated, full.PeakAllocated)
+	}
+}
+
+func TestOffload(t *testing.T) {
+	const n = 1000*256 + 256*512 + 512*256 + 256*1000 // params
+	base := tinyPlan(t, tinyLM())
+	plain, err := Evaluate(base, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := *base
+	p.Offload = &Offload{Optimizer: "cpu"}
+	opt, err := Evaluate(&p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// host: fp32 master + two fp32 moments + fp32 grads; PCIe: bf16 grads
+	// down, bf16 params up
+	if opt.HostMemory != 16*n {
+		t.Errorf("optimizer offload host %d, want %d", opt.HostMemory, 16*n)
+	}
+	if opt.Traffic.PCIe != 4*n {
+		t.Errorf("optimizer offload pcie %d, want %d", opt.Traffic.PCIe, 4*n)
+	}
+	if opt.Category("optimizer") != 0 || plain.Category("optimizer") == 0 {
+		t.Errorf("optimizer state on the device: %d (plain %d)", opt.Category("optimizer"), plain.Category("optimizer"))
+	}
+	deep := tinyPlan(t, deepLM(1000, 8))
+	deep.Seq = 4096
+	deepPlain, err := Evaluate(deep, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep.Offload = &Offload{Activations: "cpu"}
+	act, err := Evaluate(deep, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if act.HostMemory <= 0 || act.Traffic.PCIe != 2*act.HostMemory {
+		t.Errorf("activation offload host %d, pcie %d: want pcie = 2 x host", act.HostMemory, act.Traffic.PCIe)
+	}
+	if act.HostMemory != deepPlain.SavedActivations-int64(4096*8) {
+		t.Errorf("activation offload host %d, want the saved activations but the int64 ids (%d)", act.HostMemory, deepPlain.SavedActivations-4096*8)
+	}
+	if act.PeakAllocated >= deepPlain.PeakAllocated {
+		t.Errorf("activation offload peak %d >= plain %d", act.PeakAllocated, deepPlain.PeakAllocated)
+	}
+	p.Offload = &Offload{Params: "cpu"}
+	par, err := Evaluate(&p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// params on the host (bf16) besides the optimizer tier they imply
+	if par.HostMemory != 16*n+2*n {
+		t.Errorf("param offload host %d, want %d", par.HostMemory, 18*n)
+	}
+	p.Offload = &Offload{Optimizer: "cpu"}
+	p.HostMemory = 1 << 20
+	if _, err := Evaluate(&p, Options{}); err == nil || !strings.Contains(err.Error(), "offload needs") {
+		t.Errorf("host memory too small: %v", err)
+	}
+	p.Offload = &Offload{Optimizer: "disk"}
+	if _, err := Evaluate(&p, Options{}); err == nil || !strings.Contains(err.Error(), `unknown optimizer tier "disk"`) {
+		t.Errorf("bad tier: %v", err)
+	}
+}
+
+func TestPagedUnderPressure(t *testing.T) {
+	p := tinyPlan(t, tinyLM())
+	p.Optimizer = Optimizer{Kind: "paged_adamw"}
+	r, err := Evaluate(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000*256 + 256*512 + 512*256 + 256*1000
+	if r.States.Optimizer != 8*n || r.HostMemory != 0 {
+		t.Fatalf("paged state %d host %d, want %d on the device", r.States.Optimizer, r.HostMemory, 8*n)
+	}
+	// a device with room for the step but not for the paged state
+	p.Device.Memory = r.DeviceUsed - 4*n
+	r2, err := Evaluate(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r2.Fits || r2.HostMemory != 4*n || len(r2.Notes) == 0 {
+		t.Errorf("fits=%v host=%d notes=%v: want the state half paged out", r2.Fits, r2.HostMemory, r2.Notes)
+	}
+}
