@@ -27,8 +27,9 @@ func outputBuiltins() []Builtin {
 			"A plain `memsh run` prints it as print() would (after \"label:\" when a label is given); " +
 			"`memsh run --json` writes it to stdout as one JSON document per line (docs/json.md) and sends " +
 			"print() output to stderr; `memsh plot` draws the timelines of the emitted reports (without " +
-			"emit, the last report simulated). A function main() that the script defines is called after " +
-			"the script runs, and its result (None, a value, or a list of values) is emitted the same way.",
+			"emit, the last report simulated). When the script defines main(), memsh run, test and plot call it " +
+			"with no arguments after the script runs and emit its result (None: nothing; a list or tuple: each " +
+			"element; else the value).",
 		Fn: emitFn,
 	}, {
 		Name: "expect",
