@@ -231,7 +231,7 @@ func (p *Plan) validateParallel() error {
 // validateParallel checks that every layer can be split as the layout asks.
 func (m *Model) validateParallel(par Parallelism) error {
 	tp, ep := par.TP, par.EP
-	var err error
+	var err, vocabErr error // vocabulary errors after the layers' own
 	moe := false
 	check := func(path string, l Layer) {
 		if err != nil {
@@ -255,8 +255,8 @@ func (m *Model) validateParallel(par Parallelism) error {
 				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", tp, x.Hidden)}
 			}
 		case *Embedding:
-			if x.Rows%tp != 0 {
-				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, x.Rows),
+			if x.Rows%tp != 0 && vocabErr == nil {
+				vocabErr = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, x.Rows),
 					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", padVocab(x.Rows, tp))}
 			}
 		}
@@ -266,6 +266,9 @@ func (m *Model) validateParallel(par Parallelism) error {
 	}
 	if err != nil {
 		return err
+	}
+	if vocabErr != nil {
+		return vocabErr
 	}
 	if m.Vocab > 0 && m.Vocab%tp != 0 {
 		return &Error{Path: m.Name, Msg: fmt.Sprintf("tp=%d does not divide vocab %d (the output layer)", tp, m.Vocab),

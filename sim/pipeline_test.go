@@ -103,7 +103,7 @@ func TestLayoutErrors(t *testing.T) {
 		{Parallelism{DP: 3, TP: 4}, Cluster{Nodes: 2, GPUsPerNode: 8}, "dp*tp*pp*cp = 12 but the cluster has 16 GPUs"},
 		{Parallelism{DP: 6, EP: 3}, Cluster{}, "ep=3 does not divide 8 experts"},
 		{Parallelism{DP: 4, EP: 3}, Cluster{}, "ep=3 does not divide dp=4"},
-		{Parallelism{TP: 5}, Cluster{}, "tp=5 does not divide the 32256 embedding rows (vocabulary)"},
+		{Parallelism{TP: 5}, Cluster{}, "tp=5 does not divide 32 attention heads"},
 		{Parallelism{PP: 3}, Cluster{}, "pp=3 does not divide 32 layers"},
 		{Parallelism{PP: 4, VirtualStages: 3, MicroBatches: 8}, Cluster{}, "pp*virtual_stages = 12 does not divide 32 layers"},
 		{Parallelism{DP: 2, Zero: 4}, Cluster{}, "zero must be 0, 1, 2 or 3 (got 4)"},
@@ -120,6 +120,14 @@ func TestLayoutErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.par, err, tc.want)
 		}
+	}
+	gpt := &Model{Name: "gpt", Layers: []Layer{&Embedding{Rows: 50257, Dim: 256}, &Attention{Dim: 256, Heads: 8, Impl: "flash"}}, Vocab: 50257}
+	err := distPlan(t, gpt, "megatron", Parallelism{TP: 2}).Validate()
+	if want := "tp=2 does not divide the 50257 embedding rows (vocabulary)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("gpt tp=2: error %v, want %q", err, want)
+	}
+	if e, ok := err.(*Error); !ok || !strings.Contains(e.Hint, "50432") {
+		t.Errorf("gpt tp=2: hint %q, want Megatron's padded vocabulary 50432", e.Hint)
 	}
 }
 

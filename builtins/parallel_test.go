@@ -1,0 +1,57 @@
+package builtins
+
+import "testing"
+
+const parallelPrelude = `
+block = sequential(residual(sequential(rmsnorm(256), attention(256, heads = 8))), residual(sequential(rmsnorm(256), mlp(256, 1024, act = "swiglu"))))
+m = model("small", embedding(1024, 256), repeat(block, 8), rmsnorm(256), vocab = 1024)
+p = train(m, seq = 64, precision = "megatron")
+`
+
+func TestParallel(t *testing.T) {
+	runPreludeCases(t, parallelPrelude, []evalCase{
+		{expr: "parallel(dp = 8, zero = 3)", want: "parallel(dp=8, zero=3)"},
+		{expr: "type(parallel(dp = 8))", want: `"parallel"`},
+		{expr: "parallel(tp = 2, pp = 4, dp = 2).gpus", want: "16"},
+		{expr: "parallel(dp = 8).tp", want: "1"},
+		{expr: "parallel(dp = 8).micro_batches", want: "None"},
+		{expr: `parallel(pp = 4, schedule = "interleaved", virtual_stages = 2, micro_batches = 8)`,
+			want: `parallel(pp=4, schedule="interleaved", virtual_stages=2, micro_batches=8)`},
+		{expr: "parallel(tp = 2, sequence_parallel = True, distributed_optimizer = True, dp = 4)",
+			want: "parallel(dp=4, tp=2, sequence_parallel=True, distributed_optimizer=True)"},
+		{expr: "type(parallel(linear(4, 4), linear(4, 4)))", want: `"layer"`},
+		{expr: "cluster()", want: "cluster(nodes=1, gpus_per_node=8)"},
+		{expr: "cluster(nodes = 2, gpus_per_node = 4, inter = 50).gpus", want: "8"},
+		{expr: "cluster(inter = 50).inter", want: "50.0"},
+		{expr: "cluster().intra", want: "None"},
+		{expr: "p.replace(parallel = parallel(dp = 8)).parallel", want: "parallel(dp=8)"},
+		{expr: "p.replace(parallel = parallel(dp = 8))",
+			want: `train(model="small", batch=1, seq=64, precision="megatron", gpu="H100-80GB", parallel=parallel(dp=8))`},
+		{expr: "len(simulate(p.replace(parallel = parallel(pp = 2, micro_batches = 4))).ranks)", want: "2"},
+		{expr: `sorted(simulate(p.replace(parallel = parallel(tp = 2, dp = 2, distributed_optimizer = True))).collectives.keys())`,
+			want: `["all_gather", "all_reduce", "reduce_scatter"]`},
+		{expr: `[o.name for o in simulate(p.replace(parallel = parallel(tp = 2, dp = 4))).overheads]`,
+			want: `["cuda_context", "nccl_tp", "nccl_dp"]`},
+		{expr: "simulate(p).collectives", want: "{}"},
+	})
+}
+
+func TestParallelErrors(t *testing.T) {
+	runPreludeCases(t, parallelPrelude, []evalCase{
+		{expr: "parallel(dp = 0)", err: "dp must be at least 1 (got 0)"},
+		{expr: "parallel(zero = 4)", err: "zero must be 0, 1, 2 or 3 (got 4)"},
+		{expr: `parallel(schedule = "gpipe")`, err: `unknown schedule "gpipe" (known: 1f1b, interleaved)`},
+		{expr: `parallel(schedule = "interleaved")`, err: "the interleaved schedule needs virtual_stages >= 2"},
+		{expr: "parallel(dp = 2, zero = 3, fsdp = True)", err: "fsdp=True and zero=3 are alternatives"},
+		{expr: "parallel(dp = 2, zero = 1, distributed_optimizer = True)", err: "cannot be combined with zero= or fsdp="},
+		{expr: "parallel(dp = 2, tp = 2, tpp = 2)", err: `unexpected keyword argument "tpp"`},
+		{expr: "parallel()", err: "parallel needs at least one branch"},
+		{expr: "cluster(nodes = 0)", err: "nodes and gpus_per_node must be at least 1"},
+		{expr: "cluster(intra = -1)", err: "intra must be a positive bandwidth in GB/s (got -1)"},
+		{expr: "p.replace(parallel = parallel(tp = 3))", err: "tp=3 does not divide 8 attention heads"},
+		{expr: "p.replace(parallel = parallel(dp = 4, tp = 2), cluster = cluster(nodes = 2))", err: "dp*tp*pp*cp = 8 but the cluster has 16 GPUs"},
+		{expr: "p.replace(parallel = parallel(pp = 3))", err: "pp=3 does not divide 8 layers"},
+		{expr: "p.replace(parallel = parallel(dp = 2, ep = 2))", err: "ep=2 but the model has no moe() layer"},
+		{expr: "p.replace(cluster = 8)", err: "cluster must be None or cluster(nodes=..., gpus_per_node=...) (got int)"},
+	})
+}
