@@ -70,12 +70,19 @@ const (
 	argParallel
 	argOffload
 	argCluster
+	argFreeze // finetune.go: freeze, loss_chunks, tokens_per_batch, host_memory, quant_lm_head, quant_from
+	argLossChunks
+	argTokensPerBatch
+	argHostMemory
+	argQuantLMHead
+	argQuantFrom
 	numTrainArgs
 )
 
 var trainArgNames = [numTrainArgs]string{
 	"model", "batch", "seq", "grad_accum", "members", "members_mode", "precision", "optimizer",
 	"checkpoint", "lora", "quant", "gpu", "phase", "runtime", "parallel", "offload", "cluster",
+	"freeze", "loss_chunks", "tokens_per_batch", "host_memory", "quant_lm_head", "quant_from",
 }
 
 // trainArgs holds train()'s arguments, resolved to canonical values
@@ -93,7 +100,9 @@ func defaultTrainArgs() trainArgs {
 		argCheckpoint: starlark.String("none"), argLoRA: starlark.None, argQuant: starlark.None,
 		argGPU: starlark.String("H100-80GB"), argPhase: starlark.String("train"),
 		argRuntime: starlark.String("cuda"), argParallel: starlark.None, argOffload: starlark.None,
-		argCluster: starlark.None,
+		argCluster: starlark.None, argFreeze: starlark.None, argLossChunks: starlark.MakeInt(1),
+		argTokensPerBatch: starlark.None, argHostMemory: starlark.None, argQuantLMHead: starlark.False,
+		argQuantFrom: starlark.None,
 	}
 	return a
 }
@@ -116,7 +125,8 @@ func planBuiltins() []Builtin {
 		Name: "train",
 		Sig: "train(model, batch=1, seq=None, grad_accum=1, members=1, members_mode=\"stacked\", " +
 			"precision=\"fp32\", optimizer=adamw(), checkpoint=\"none\", lora=None, quant=None, " +
-			"gpu=\"H100-80GB\", phase=\"train\", runtime=\"cuda\", parallel=None, offload=None, cluster=None)",
+			"gpu=\"H100-80GB\", phase=\"train\", runtime=\"cuda\", parallel=None, offload=None, cluster=None, " +
+			"freeze=None, loss_chunks=1, tokens_per_batch=None, host_memory=None, quant_lm_head=False, quant_from=None)",
 		Doc: "A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")). " +
 			"batch is the micro-batch per GPU (sequences per forward) and seq the tokens per sequence, " +
 			"required for models that read tokens. grad_accum > 1 keeps gradients between micro-batches. " +
@@ -126,7 +136,11 @@ func planBuiltins() []Builtin {
 			"adamw8bit(), ...) or its name; checkpoint \"none\", \"full\", \"selective\" or checkpoint(...); " +
 			"lora a lora(...) to train adapters over frozen weights; quant \"nf4\", \"nf4-dq\" or \"int8\" for " +
 			"frozen base weights; gpu a name or gpu(...); phase \"train\" or \"eval\" (forward only); runtime " +
-			"\"cuda\" (PyTorch 2.x on CUDA) or \"cpu-1.13\" (what shared/oracle measured).\n\n" +
+			"\"cuda\" (PyTorch 2.x on CUDA), \"cuda-2.1\" (torch 2.1: mean keeps its input) or \"cpu-1.13\" (what shared/oracle measured). " +
+			"Fine-tuning: freeze=[...] freezes modules by path prefix, role or \"all\"; loss_chunks=n runs lm_head and " +
+			"cross-entropy in n chunks (torchtune); tokens_per_batch=N packs sequences into one row of N tokens " +
+			"(flash varlen); offload=offload(...) with host_memory= the RAM of a node; quant_lm_head=True quantizes " +
+			"lm_head too (Lightning); quant_from= the dtype weights were quantized from.\n\n" +
 			"Attributes: every argument by name. plan.replace(**changes) returns a variant, the natural way to sweep.",
 		Fn: trainFn,
 	}}
@@ -254,10 +268,8 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 	if err := resolveLayout(v, p); err != nil { // parallel.go: parallel= and cluster=
 		return nil, err
 	}
-	for _, i := range []int{argOffload} {
-		if v[i] != starlark.None {
-			return nil, fmt.Errorf("%s= is not supported yet (pass None; the engine simulates one GPU without offload)", trainArgNames[i])
-		}
+	if err := resolveFinetune(v, p); err != nil { // finetune.go: offload=, freeze=, loss_chunks=, ...
+		return nil, err
 	}
 
 	if err := p.Validate(); err != nil {

@@ -50,6 +50,7 @@ func tables() [][]Builtin {
 		parallelBuiltins(), // cluster; parallel() layouts are in layers_extra.go's entry
 		outputBuiltins(), // emit, expect
 		planBuiltins(),
+		finetuneBuiltins(), // offload, litgpt
 		reportBuiltins(),
 		tableBuiltins(),
 		hfConfigBuiltins(),

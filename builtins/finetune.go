@@ -1,0 +1,185 @@
+package builtins
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/sim"
+	"go.starlark.net/starlark"
+)
+
+// Offload is the Starlark value of offload(...) (type "offload"): where
+// optimizer state, parameters and activations live when not on the GPU.
+type Offload struct{ o *sim.Offload }
+
+var _ starlark.HasAttrs = Offload{}
+
+// SimOffload is the wrapped configuration.
+func (x Offload) SimOffload() *sim.Offload { return x.o }
+
+func (x Offload) Type() string          { return "offload" }
+func (x Offload) Freeze()               {}
+func (x Offload) Truth() starlark.Bool  { return starlark.True }
+func (x Offload) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
+
+func (x Offload) String() string {
+	var parts []string
+	for _, f := range []struct{ k, v string }{{"optimizer", x.o.Optimizer}, {"params", x.o.Params}, {"activations", x.o.Activations}} {
+		if f.v != "" {
+			parts = append(parts, fmt.Sprintf("%s=%q", f.k, f.v))
+		}
+	}
+	return "offload(" + strings.Join(parts, ", ") + ")"
+}
+
+var offloadAttrNames = []string{"activations", "optimizer", "params"}
+
+func (x Offload) AttrNames() []string { return offloadAttrNames }
+
+func (x Offload) Attr(name string) (starlark.Value, error) {
+	var s string
+	switch name {
+	case "optimizer":
+		s = x.o.Optimizer
+	case "params":
+		s = x.o.Params
+	case "activations":
+		s = x.o.Activations
+	default:
+		return nil, nil
+	}
+	if s == "" {
+		return starlark.None, nil
+	}
+	return starlark.String(s), nil
+}
+
+func finetuneBuiltins() []Builtin {
+	return []Builtin{{
+		Name: "offload",
+		Sig:  "offload(optimizer=None, params=None, activations=None)",
+		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
+			"optimizer \"cpu\" (ZeRO-Offload: fp32 master, moments and grads in host memory, the step on the CPU; " +
+			"the GPU keeps 16-bit params and grads) or \"nvme\" (ZeRO-Infinity: master and moments on NVMe through " +
+			"pinned swap buffers); params \"cpu\" or \"nvme\" (ZeRO-3/FSDP offload: the GPU holds the block in use " +
+			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
+			"to pinned host memory after their forward use and come back for backward). The report gives " +
+			"r.host_memory (per GPU), r.host_breakdown and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
+			"train(..., host_memory=N) checks a node's RAM.",
+		Fn: offloadFn,
+	}, {
+		Name: "litgpt",
+		Sig:  "litgpt(name, adapter=None)",
+		Doc: "A LitGPT model (Lightning-AI/lit-gpt at 8641822) as its finetune scripts run it: fused qkv with " +
+			"LitGPT's LoRA, RMSNorm in the input dtype, lm_head per 128 tokens with fp32 logits and chunked " +
+			"cross-entropy. name: phi-1_5, stablelm-base-alpha-3b, Llama-2-7b-hf, Llama-2-13b-hf, falcon-40b. " +
+			"adapter \"v1\" or \"v2\" builds adapter.py / adapter_v2.py (train it with freeze=[\"all\"]). " +
+			"Reproduces the LitGPT resource tables with precision=\"bf16\" and runtime=\"cuda-2.1\"; quantized runs " +
+			"add quant_lm_head=True, quant_from=fp16 (Lightning's BitsandbytesPrecision).",
+		Fn: litgptFn,
+	}}
+}
+
+func offloadFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var opt, params, acts starlark.Value = starlark.None, starlark.None, starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "optimizer?", &opt, "params?", &params, "activations?", &acts); err != nil {
+		return nil, err
+	}
+	o := &sim.Offload{}
+	for _, f := range []struct {
+		what string
+		v    starlark.Value
+		dst  *string
+	}{{"optimizer", opt, &o.Optimizer}, {"params", params, &o.Params}, {"activations", acts, &o.Activations}} {
+		switch s := f.v.(type) {
+		case starlark.NoneType:
+		case starlark.String:
+			*f.dst = string(s)
+		default:
+			return nil, fmt.Errorf("offload: %s must be None or a tier name (got %s)", f.what, f.v.Type())
+		}
+	}
+	if err := o.Validate(); err != nil {
+		known := []string{"cpu", "nvme"}
+		for _, s := range []string{o.Optimizer, o.Params, o.Activations} {
+			if h := didYouMean(s, known); h != "" {
+				return nil, withHint(err, h)
+			}
+		}
+		return nil, err
+	}
+	return Offload{o}, nil
+}
+
+func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name string
+	var adapter starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "adapter?", &adapter); err != nil {
+		return nil, err
+	}
+	c, err := sim.LookupLitGPTConfig(name)
+	if err != nil {
+		var known []string
+		for _, k := range sim.LitGPTConfigs() {
+			known = append(known, k.Name)
+		}
+		return nil, withHint(err, didYouMean(name, known))
+	}
+	switch a := adapter.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		c.Adapter = string(a)
+	default:
+		return nil, fmt.Errorf("litgpt: adapter must be None, \"v1\" or \"v2\" (got %s)", adapter.Type())
+	}
+	m, err := sim.NewLitGPT(c)
+	if err != nil {
+		return nil, err
+	}
+	return NewModel(m, nil, CallerPos(thread)), nil
+}
+
+// resolveFinetune reads train()'s fine-tuning arguments into p and stores
+// their canonical values back in v.
+func resolveFinetune(v *[numTrainArgs]starlark.Value, p *sim.Plan) error {
+	switch o := v[argOffload].(type) {
+	case starlark.NoneType:
+	case Offload:
+		p.Offload = o.o
+	default:
+		return fmt.Errorf("offload must be None or offload(...) (got %s)", o.Type())
+	}
+	if v[argFreeze] != starlark.None {
+		names, err := stringList(v[argFreeze], "freeze")
+		if err != nil {
+			return err
+		}
+		p.Freeze = names
+	}
+	for _, f := range []struct {
+		i   int
+		dst *int64
+	}{{argLossChunks, &p.LossChunks}, {argTokensPerBatch, &p.TokensPerBatch}, {argHostMemory, &p.HostMemory}} {
+		if v[f.i] == starlark.None {
+			continue
+		}
+		n, err := AsInt64(v[f.i], trainArgNames[f.i])
+		if err != nil {
+			return err
+		}
+		*f.dst, v[f.i] = n, starlark.MakeInt64(n)
+	}
+	head, ok := v[argQuantLMHead].(starlark.Bool)
+	if !ok {
+		return fmt.Errorf("quant_lm_head must be True or False (got %s)", v[argQuantLMHead].Type())
+	}
+	p.QuantLMHead = bool(head)
+	if v[argQuantFrom] != starlark.None {
+		var d DType
+		if err := d.Unpack(v[argQuantFrom]); err != nil {
+			return fmt.Errorf("quant_from: %v", err)
+		}
+		p.QuantFrom, v[argQuantFrom] = d.d, d
+	}
+	return nil
+}
