@@ -48,7 +48,7 @@ func tables() [][]Builtin {
 		checkpointBuiltins(),
 		loraBuiltins(),
 		parallelBuiltins(), // cluster; parallel() layouts are in layers_extra.go's entry
-		outputBuiltins(), // emit, expect
+		outputBuiltins(),   // emit, expect
 		planBuiltins(),
 		finetuneBuiltins(), // offload, litgpt
 		reportBuiltins(),
