@@ -232,4 +232,18 @@ func (d *distState) finishComm(rep *Report) {
 		rep.CommBytes = append(rep.CommBytes, Share{Name: k, Bytes: by[k]})
 	}
 	rep.Traffic.Network += int64(net)
+	// Trainable parameters of the whole model, not of this rank: every
+	// rank of an expert-parallel group holds experts/ep of each MoE.
+	if ep := d.par.EP; ep > 1 {
+		rep.TrainableParams = 0
+		for _, p := range d.p.params {
+			if p.trainable && p.tiedTo < 0 {
+				n := p.fullNumel
+				if isExpertRole(p.role) {
+					n *= ep
+				}
+				rep.TrainableParams += n
+			}
+		}
+	}
 }

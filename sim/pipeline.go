@@ -401,6 +401,10 @@ func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
 	}
 	top := *ranks[worst]
 	top.Ranks = ranks
+	top.TrainableParams = 0
+	for _, r := range ranks {
+		top.TrainableParams += r.TrainableParams // each stage counts its own layers
+	}
 	return &top, true, nil
 }
 
