@@ -63,7 +63,7 @@ func TestPlanErrors(t *testing.T) {
 		{expr: `train(m, seq = 8, phase = "infer")`, err: `unknown phase "infer" (known: train, eval)`},
 		{expr: `train(m, seq = 8, runtime = "rocm")`, err: `unknown runtime "rocm"`},
 		{expr: `train(m, seq = 8, parallel = 1)`, err: "parallel must be None or parallel(dp=..., tp=..., ...) (got int)"},
-		{expr: `train(m, seq = 8, offload = "cpu")`, err: "offload= is not supported yet"},
+		{expr: `train(m, seq = 8, offload = "cpu")`, err: "offload must be None or offload(...) (got string)"},
 		{expr: `train(m, 8)`, err: "train takes the model, then keywords (got 2 positional arguments)"},
 		{expr: `train(linear(8, 8))`, err: "model must be a model (got layer)"},
 		{expr: `train(m, seq = "8")`, err: "seq must be an int (got string)"},
