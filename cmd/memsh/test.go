@@ -42,6 +42,9 @@ func (e *env) cmdTest(operands []string) error {
 		if !e.runTest(file) {
 			failed++
 		}
+		if e.ctx.Err() != nil {
+			return errPrinted // interrupted: exit 130
+		}
 	}
 	switch {
 	case failed > 0:
