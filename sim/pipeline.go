@@ -405,6 +405,7 @@ func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
 	for _, r := range ranks {
 		top.TrainableParams += r.TrainableParams // each stage counts its own layers
 	}
+	pipelineTime(plan, &top, ranks) // pipeline_time.go: the step over all stages
 	return &top, true, nil
 }
 

@@ -98,6 +98,9 @@ type TimeEstimate struct {
 	HFU         float64
 	TokensPerS  float64
 	Breakdown   []TimeShare
+	Notes       []string // assumptions and remarks of the time model (timemodel.go)
+
+	stage *stageTime // a pipeline stage's inputs to pipelineTime (pipeline_time.go)
 }
 
 // TimeShare is one line of the time breakdown.

@@ -1,0 +1,345 @@
+package sim
+
+import (
+	"math"
+	"strings"
+)
+
+// The communication part of the time model: how long each collective of
+// comm.go's inventory takes on the links of the plan's cluster, and which
+// part of it the step waits for.
+//
+// Links. Inside a node GPUs talk over NVLink (Device.LinkGBps per
+// direction, or Cluster.IntraGBps); across nodes over one NIC per GPU
+// (Cluster.InterGBps, or the typical fabric of the GPU's generation, see
+// interNodeGBps). NCCL reaches a measured fraction of the line rate
+// (calibration.md D2):
+//
+//   - NVLink4/5 with NVSwitch (H100/H200/B200 SXM): ring busBW ~370 of
+//     450 GB/s per direction, 0.82 (sjeaugey, NVIDIA/nccl-tests#212);
+//   - NVLink3 (A100 SXM): all_reduce busBW 200-208 of 300 GB/s, 0.68
+//     (NVIDIA/nccl-tests#149, #178);
+//   - an NVLink bridge between two PCIe cards: ~116 of 300 GB/s, 0.39
+//     (NVIDIA/nccl#1161);
+//   - the network: 12.2 GB/s on a 100 Gb/s (12.5 GB/s) NIC, "as good as
+//     you can get" (sjeaugey, NVIDIA/nccl-tests#29), 96 of 100 GB/s on
+//     4 x HDR (NVIDIA/nccl-tests#119): 0.96;
+//   - PCIe between cards without NVLink: no measurement in calibration.md;
+//     0.75 of the PCIe line rate is an assumption.
+//
+// Algorithms (nccl-tests doc/PERFORMANCE.md): a ring all-reduce moves
+// 2(n-1)/n of the message per rank, all-gather and reduce-scatter (n-1)/n,
+// all-to-all (n-1)/n, send/recv the message once. busFactor (comm.go)
+// holds these factors. A ring that leaves the node goes through every
+// member's NIC at once: with k members of the group on each node, NCCL's
+// channels spread the crossing traffic over those k NICs (sjeaugey in
+// nccl-tests#29: a DGX-1 reaches 48 GB/s through 4 NICs where one gives
+// 12.2), so the ring runs at min(NVLink, k x NIC) bus bandwidth. Groups
+// are laid out in Megatron's rank order (tp fastest, then cp, dp, pp), as
+// commGroups does.
+
+// Link efficiencies (see above).
+const (
+	nvlinkSwitchEff = 0.82
+	nvlink3Eff      = 0.68
+	nvlinkBridgeEff = 0.39
+	networkEff      = 0.96
+	pcieP2PEff      = 0.75
+)
+
+// intraLink is the NVLink (or PCIe) bandwidth between two GPUs of a node,
+// per direction, as NCCL uses it: nominal GB/s times efficiency.
+func (p *Plan) intraLink() (gbps, eff float64) {
+	d := p.Device
+	nominal := d.LinkGBps
+	if p.Cluster.IntraGBps > 0 {
+		nominal = p.Cluster.IntraGBps
+	}
+	name := strings.ToUpper(d.Name)
+	switch {
+	case nominal <= 0:
+		return d.PCIeGBps, pcieP2PEff
+	case strings.Contains(name, "PCIE") || strings.Contains(name, "NVL") && d.LinkGBps < 400:
+		return nominal, nvlinkBridgeEff
+	case nominal >= 400:
+		return nominal, nvlinkSwitchEff
+	}
+	return nominal, nvlink3Eff
+}
+
+// interNodeGBps is the network bandwidth per GPU and direction when the
+// cluster does not give it: one NIC per GPU of the GPU's generation.
+// Hopper and later: 400 Gb/s (50 GB/s; DGX H100's eight ConnectX-7, the
+// Llama 3 clusters of calibration.md D2). A100: 200 Gb/s HDR (25 GB/s;
+// DGX A100/Selene, Azure NDm A100 v4 in calibration.md D2). Others: an
+// assumed 100 Gb/s.
+func interNodeGBps(d Device) float64 {
+	n := strings.ToUpper(d.Name)
+	switch {
+	case strings.HasPrefix(n, "H1"), strings.HasPrefix(n, "H2"), strings.HasPrefix(n, "B"), strings.HasPrefix(n, "GB"), strings.HasPrefix(n, "MI3"):
+		return 50
+	case strings.HasPrefix(n, "A100"):
+		return 25
+	}
+	return 12.5
+}
+
+// interLink is the network bandwidth per GPU and direction, with NCCL's
+// efficiency.
+func (p *Plan) interLink() (gbps, eff float64) {
+	if p.Cluster.InterGBps > 0 {
+		return p.Cluster.InterGBps, networkEff
+	}
+	return interNodeGBps(p.Device), networkEff
+}
+
+// groupLayout is where a communicator's ranks sit: size ranks, perNode of
+// them on each node.
+type groupLayout struct {
+	size, perNode int64
+}
+
+// layout places the named group (tp, cp, dp, ep, edp, pp) in Megatron's
+// rank order: tp fastest, then cp, then dp (whose first ep ranks form the
+// expert-parallel group and the rest, stride ep, the expert-data-parallel
+// group), then pp.
+func (p *Plan) layout(group string) groupLayout {
+	par := p.Parallel.norm()
+	gpn := p.Cluster.norm(par.GPUs()).GPUsPerNode
+	size, stride := p.groupSize(group), int64(1)
+	switch group {
+	case "tp":
+	case "cp":
+		stride = par.TP
+	case "ep":
+		stride = par.TP * par.CP
+	case "edp":
+		stride = par.TP * par.CP * par.EP
+	case "pp":
+		stride = par.TP * par.CP * par.DP
+	default: // dp
+		stride = par.TP * par.CP
+	}
+	per := int64(1)
+	if stride < gpn {
+		per = max(gpn/stride, 1)
+	}
+	return groupLayout{size: size, perNode: min(per, size)}
+}
+
+// collectiveSeconds is the time of one collective of bytes (the message
+// as comm.go records it: the full tensor reduced, gathered or scattered)
+// in the named group.
+func (p *Plan) collectiveSeconds(kind, group string, bytes int64) float64 {
+	g := p.layout(group)
+	if g.size <= 1 || bytes <= 0 {
+		return 0
+	}
+	ig, ie := p.intraLink()
+	xg, xe := p.interLink()
+	intra := ig * ie * 1e9
+	inter := xg * xe * 1e9
+	b := float64(bytes)
+	crosses := g.perNode < g.size
+	switch kind {
+	case "send_recv":
+		if crosses {
+			return b / inter
+		}
+		return b / intra
+	case "all_to_all":
+		n := float64(g.size)
+		if !crosses {
+			return b * (n - 1) / n / intra
+		}
+		k := float64(g.perNode)
+		return math.Max(b*(k-1)/n/intra, b*(n-k)/n/inter)
+	}
+	bw := intra
+	if crosses {
+		bw = math.Min(intra, float64(g.perNode)*inter)
+	}
+	return b * busFactor(kind, g.size) / bw
+}
+
+// Bucket sizes of the data-parallel gradient reduction: the last bucket
+// reduced cannot overlap the backward.
+const (
+	// torch DistributedDataParallel(bucket_cap_mb=25).
+	ddpLastBucket = ddpBucketCap
+	// Megatron-LM DistributedDataParallel: bucket_size defaults to
+	// max(40,000,000, 1,000,000 x dp) elements
+	// (megatron/core/distributed/distributed_data_parallel.py).
+	megatronBucketElems = 40_000_000
+)
+
+// commExposure is the communication the step waits for: per micro-batch
+// and once per step.
+type commExposure struct {
+	perMB, tail []TimeShare
+}
+
+// exposedComm applies the overlap rules:
+//
+//   - tensor-parallel and expert-parallel (all-to-all) collectives sit
+//     between the matmuls that need their results: exposed. A recomputed
+//     forward runs its collectives again, in proportion to the recomputed
+//     share of the forward.
+//   - context parallelism's ring exchange of K/V runs behind the attention
+//     kernels (Megatron's ring attention overlaps each P2P step with the
+//     previous block's attention): exposed where it outlasts them.
+//   - pipeline send/recv: exposed (p2pSeconds). In the steady state each micro-batch
+//     waits for its activation (forward) and its gradient (backward);
+//     sending and receiving run at once on separate directions of the link.
+//   - ZeRO-3 / FSDP parameter gathers and gradient reduce-scatters run per
+//     micro-batch on a side stream, prefetched ahead of the compute that
+//     needs them: exposed where they outlast the forward (gathers) or the
+//     backward (re-gathers and reduce-scatters).
+//   - DDP and Megatron gradient reduction is bucketed and overlaps the
+//     backward of the last micro-batch (gradient accumulation reduces once
+//     per step); the last bucket cannot overlap. Megatron's distributed
+//     optimizer gathers the updated parameters behind the next forward.
+//     (PyTorch DDP overlaps by default; Megatron needs
+//     --overlap-grad-reduce --overlap-param-gather, which its published
+//     large-scale recipes and Llama 3 set.)
+//   - DeepSpeed ZeRO-1/2: overlap_comm defaults to false
+//     (deepspeed/runtime/zero/config.py), so reduce-scatters and the
+//     all-gather of updated partitions are exposed.
+func (w *gpuWork) exposedComm(plan *Plan) commExposure {
+	var out commExposure
+	mb := w.mb
+	rf := 0.0
+	if mb.Forward > 0 {
+		rf = mb.Recompute / mb.Forward
+	}
+	var tp, ep, cp float64
+	var ppBytes int64
+	for _, c := range w.mbComm {
+		t := plan.collectiveSeconds(c.kind, c.group, c.bytes)
+		if w.eval && c.backward {
+			continue
+		}
+		if !c.backward {
+			t *= 1 + rf
+		}
+		switch c.group {
+		case "tp":
+			tp += t
+		case "ep":
+			ep += t
+		case "cp":
+			cp += t
+		case "pp":
+			ppBytes = max(ppBytes, c.bytes)
+		}
+	}
+	pp := float64(max(w.ppSend, w.ppRecv)) * plan.p2pSeconds(ppBytes)
+	if !w.eval {
+		pp *= 2
+	}
+	out.perMB = append(out.perMB,
+		TimeShare{"tp_comm", tp},
+		TimeShare{"cp_comm", max(0, cp-w.attn)},
+		TimeShare{"ep_comm", ep},
+		TimeShare{"pp_comm", pp})
+
+	bwdWindow := mb.Backward + mb.Recompute
+	var gatherMB, rsMB, grad, params float64
+	var gradBytes, paramBytes int64
+	var gradKind, gradGroup, paramKind, paramGroup string
+	for _, c := range w.dpComm {
+		t := plan.collectiveSeconds(c.kind, c.group, c.bytes)
+		perStep := float64(max(plan.GradAccum, 1))
+		switch {
+		case w.mode == distFSDP || (w.mode == distZeRO && w.zero == 3):
+			if c.kind == "all_gather" {
+				gatherMB += t / perStep
+			} else {
+				rsMB += t / perStep
+			}
+		case c.backward:
+			grad += t
+			gradBytes += c.bytes
+			gradKind, gradGroup = c.kind, c.group
+		default:
+			params += t
+			paramBytes += c.bytes
+			paramKind, paramGroup = c.kind, c.group
+		}
+	}
+	var fsdp float64
+	if gatherMB > 0 || rsMB > 0 {
+		if w.eval {
+			fsdp = max(0, gatherMB/2-mb.Forward)
+		} else {
+			fsdp = max(0, gatherMB/2-mb.Forward) + max(0, gatherMB/2+rsMB-bwdWindow)
+		}
+	}
+	out.perMB = append(out.perMB, TimeShare{"fsdp_comm", fsdp})
+	var dp float64
+	switch w.mode {
+	case distDDP, distMegatron:
+		gb, pb := int64(ddpLastBucket), int64(ddpLastBucket)
+		if w.mode == distMegatron {
+			n := max(megatronBucketElems, 1_000_000*plan.Parallel.norm().DP)
+			gb, pb = plan.Precision.Grads.Bytes(n), plan.Precision.Params.Bytes(n)
+		}
+		if grad > 0 {
+			last := plan.collectiveSeconds(gradKind, gradGroup, min(gb, gradBytes))
+			dp += max(last, grad-bwdWindow)
+		}
+		if params > 0 {
+			last := plan.collectiveSeconds(paramKind, paramGroup, min(pb, paramBytes))
+			dp += max(last, params-mb.Forward)
+		}
+	default:
+		dp = grad + params
+	}
+	out.tail = append(out.tail, TimeShare{"dp_comm", dp})
+	return out
+}
+
+// nvmeGBps is the bandwidth assumed for NVMe offload, per GPU: one
+// PCIe Gen4 x4 drive's ~7 GB/s sequential read, less its slower writes
+// (an assumption; calibration.md has no measured figure).
+const nvmeGBps = 6.0
+
+// hostSeconds is the time of host transfers the step waits for: host
+// placed tables (their PCIe round trip and the host's scattered row
+// accesses, table_host.go) and offload traffic (PCIe at the GPU's host
+// link rate, NVMe at nvmeGBps), not overlapped with compute.
+func (r *replay) hostSeconds() float64 {
+	var t float64
+	var tablePCIe int64
+	for _, ts := range r.rep.Tables {
+		tablePCIe += ts.PCIeEachWay
+		if ts.Placement == "host" {
+			t += ts.Transfer.PCIeSeconds + ts.Transfer.Host.Seconds
+		}
+	}
+	d := r.plan.Device
+	if off := r.rep.Traffic.PCIe - tablePCIe; off > 0 && d.PCIeGBps > 0 {
+		t += float64(off) / (d.PCIeGBps * 1e9)
+	}
+	if n := r.rep.Traffic.NVMe; n > 0 {
+		t += float64(n) / (nvmeGBps * 1e9)
+	}
+	return t
+}
+
+// p2pSeconds is the time to pass one activation (or its gradient) of
+// bytes to the next pipeline stage. Without sequence parallelism every
+// tensor-parallel rank holds the whole activation; Megatron's
+// scatter/gather optimization (Narayanan et al. 2021, section 4.1;
+// --scatter-gather-tensors-in-pipeline, on by default) sends 1/tp of it
+// from each rank, over each rank's own NIC, and rebuilds it with an
+// all-gather over NVLink. With sequence parallelism the activation is
+// already split over the tensor-parallel ranks.
+func (p *Plan) p2pSeconds(bytes int64) float64 {
+	par := p.Parallel.norm()
+	if par.TP > 1 && !par.SequenceParallel {
+		part := (bytes + par.TP - 1) / par.TP
+		return p.collectiveSeconds("send_recv", "pp", part) + p.collectiveSeconds("all_gather", "tp", bytes)
+	}
+	return p.collectiveSeconds("send_recv", "pp", bytes)
+}

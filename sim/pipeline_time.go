@@ -1,0 +1,116 @@
+package sim
+
+import "fmt"
+
+// The pipeline part of the time model (Narayanan et al. 2021,
+// arXiv:2104.04473, section 2.2). Each stage does m micro-batches of
+// forward and backward; a micro-batch takes T_s on stage s (compute plus
+// its exposed communication). With uniform stages the step is
+// (m + (p-1)/v) x T: the 1F1B bubble is (p-1)/m of the ideal time and the
+// interleaved schedule, with v model chunks per GPU, divides it by v. With
+// stages of different cost (the first holds the embedding, the last the
+// output layer and the loss) the slowest stage sets the pace of the steady
+// state and the others fill and drain the pipeline:
+//
+//	step = m x max_s T_s + (sum_s T_s - max_s T_s) / v + max_s tail_s
+//
+// which is the paper's formula for uniform stages. tail_s is stage s's
+// once-per-step work after its last backward (exposed data-parallel
+// reduction, optimizer step, host transfers); the step ends with the
+// slowest.
+
+// stageTime is a pipeline stage's share of the time model, kept on its
+// report until pipelineTime composes the step.
+type stageTime struct {
+	work *gpuWork
+	time gpuTime
+}
+
+// stageMicroBatch lowers one micro-batch through each of the stage's model
+// chunks (the stage program itself holds the micro-batches in flight at
+// the memory peak, which is not the unit of time).
+func (p *Plan) stageMicroBatch() (*program, error) {
+	st := p.pipeStage
+	par := p.Parallel.norm()
+	chunks := make([]int64, par.VirtualStages)
+	for c := range chunks {
+		chunks[c] = int64(c)*par.PP + st.stage
+	}
+	q := *p
+	q.pipeStage = &stageSpec{stage: st.stage, inflight: int64(len(chunks)), chunks: chunks, split: st.split}
+	return q.lowerProgram()
+}
+
+// stageTransfers counts the activations stage s receives and sends per
+// micro-batch (one per model chunk, except into the first chunk and out
+// of the last).
+func stageTransfers(par Parallelism, s int64) (recv, send int64) {
+	last := par.PP*par.VirtualStages - 1
+	for c := int64(0); c < par.VirtualStages; c++ {
+		g := c*par.PP + s
+		if g > 0 {
+			recv++
+		}
+		if g < last {
+			send++
+		}
+	}
+	return recv, send
+}
+
+// pipelineTime composes the step of a pipelined plan from its stages'
+// reports. Every stage report gets the pipeline's step time, with its own
+// idle time as "bubble"; top (the report shown for the plan) gets the
+// critical path: the slowest stage's micro-batches, the fill and drain,
+// and the longest tail. MFU and HFU count the FLOPs of all stages.
+func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
+	par := plan.Parallel.norm()
+	var slow, tail *stageTime
+	var sum, flops, hw float64
+	for _, r := range ranks {
+		st := r.Time.stage
+		if st == nil {
+			return // a stage without a time model (its notes say why)
+		}
+		sum += st.time.mbSec
+		flops += st.work.flops
+		hw += st.work.hwFlops
+		if slow == nil || st.time.mbSec > slow.time.mbSec {
+			slow = st
+		}
+		if tail == nil || st.time.tlSec > tail.time.tlSec {
+			tail = st
+		}
+	}
+	if slow == nil {
+		return
+	}
+	m, v := float64(slow.work.m), float64(par.VirtualStages)
+	bubble := (sum - slow.time.mbSec) / v
+	step := m*slow.time.mbSec + bubble + tail.time.tlSec
+	for i, r := range ranks {
+		st := r.Time.stage
+		busy := float64(st.work.m)*st.time.mbSec + st.time.tlSec
+		te := TimeEstimate{StepSeconds: step, stage: st, Notes: r.Time.Notes}
+		for _, s := range st.time.perMB {
+			te.Breakdown = append(te.Breakdown, TimeShare{s.Name, float64(st.work.m) * s.Seconds})
+		}
+		te.Breakdown = append(te.Breakdown, TimeShare{"bubble", step - busy})
+		te.Breakdown = append(te.Breakdown, st.time.tail...)
+		st.work.utilisation(plan, &te, 1)
+		te.Notes = append(te.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))
+		r.Time = te
+	}
+	te := TimeEstimate{StepSeconds: step}
+	for _, s := range slow.time.perMB {
+		te.Breakdown = append(te.Breakdown, TimeShare{s.Name, m * s.Seconds})
+	}
+	te.Breakdown = append(te.Breakdown, TimeShare{"bubble", bubble})
+	te.Breakdown = append(te.Breakdown, tail.time.tail...)
+	w := *slow.work
+	w.flops, w.hwFlops = flops, hw
+	w.utilisation(plan, &te, par.PP)
+	te.Notes = append(te.Notes, fmt.Sprintf("pipeline: %d stages, %d micro-batches, %s schedule; bubble %.1f%% of the step",
+		par.PP, slow.work.m, par.Schedule, 100*bubble/step))
+	top.Time = te
+}
