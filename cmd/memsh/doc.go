@@ -4,14 +4,18 @@
 // Usage:
 //
 //	memsh run FILE.star [ARGS...]   run a script; ARGS reach it as argv
+//	memsh test [DIR|FILE.star...]   compare each script's output with its x.golden
+//	memsh plot FILE.star [ARGS...]  draw the memory timelines of its reports (SVG)
 //	memsh doc [NAME]                list builtins and stdlib names, or document one
 //	memsh version                   print the version
 //	memsh help                      print help
 //
 // Flags, before or after the command: --max-steps N (default 100000000)
 // and --color=auto|always|never (auto colours a terminal unless NO_COLOR
-// is set). Exit status: 0 success, 1 script error, 2 usage error, 130
-// interrupted.
+// is set). Output flags: run --json (emitted values as JSON lines,
+// docs/json.md) and --plot OUT.svg; test --update; plot -o OUT and --html;
+// doc --markdown. Exit status: 0 success, 1 script error (or a failed
+// test), 2 usage error, 130 interrupted.
 //
 // cmd/memsh is a thin layer of flags, I/O and exit codes over packages
 // lang and builtins; it holds no evaluation logic.
