@@ -22,6 +22,10 @@ type allocator struct {
 	allocated int64
 	free      [2][]*block // per pool: free blocks
 	segments  []*segment
+
+	// State just before the first request that did not fit, for the OOM
+	// message (PyTorch reports memory before the failed allocation).
+	failAllocated, failReserved int64
 }
 
 const (
@@ -85,6 +89,7 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 			a.releaseCached()
 			if a.reserved+segSize > a.limit {
 				ok = false
+				a.failAllocated, a.failReserved = a.allocated, a.reserved
 				a.limit = 0 // the step is already out of memory: replay on without a limit
 			}
 		}

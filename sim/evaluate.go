@@ -252,7 +252,7 @@ func (r *replay) optimizerStep() {
 		}
 	}
 	if tmp := r.plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.plan.Optimizer.Kind + " step (" + r.plan.Optimizer.impl() + ")", Cat: CatTemporaries}))
+		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.plan.Optimizer.Kind + " step (" + r.plan.Optimizer.impl() + ")", Cat: CatTemporaries}))
 	}
 }
 

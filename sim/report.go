@@ -123,13 +123,13 @@ func (r *Report) Category(name string) int64 {
 func (r *replay) oomAt(a Alloc) *OOM {
 	capacity := r.plan.Device.Memory
 	nonTorch := capacity - r.alloc.limit
-	reserved := r.alloc.reserved
+	reserved := r.alloc.failReserved
 	inUse := reserved + nonTorch
 	if inUse > capacity {
 		inUse = capacity
 	}
 	free := capacity - inUse
-	allocated := r.alloc.allocated
+	allocated := r.alloc.failAllocated
 	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. "+
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
 		"and %s is reserved by PyTorch but unallocated.",
