@@ -125,8 +125,8 @@ func (p *Plan) lowerProgram() (*program, error) {
 	if p.Model.Points > 0 {
 		b.seq = p.Model.Points // graph models: one row per grid point (graph_model.go)
 	}
-	p.configureLowering(b) // tp.go: tensor, context and expert parallelism
-	p.configureFinetune(b) // finetune.go: quant, freeze, chunked loss, packing
+	p.configureLowering(b)                  // tp.go: tensor, context and expert parallelism
+	p.configureFinetune(b)                  // finetune.go: quant, freeze, chunked loss, packing
 	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
 		return nil, err
 	}
