@@ -26,6 +26,7 @@ type allocator struct {
 	// State just before the first request that did not fit, for the OOM
 	// message (PyTorch reports memory before the failed allocation).
 	failAllocated, failReserved int64
+	over                        bool // a request has failed; later ones are granted unchecked
 }
 
 const (
@@ -85,12 +86,12 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 	b := a.bestFit(pool, size)
 	if b == nil {
 		segSize := segmentSize(size)
-		if a.limit > 0 && a.reserved+segSize > a.limit {
+		if a.limit > 0 && !a.over && a.reserved+segSize > a.limit {
 			a.releaseCached()
 			if a.reserved+segSize > a.limit {
 				ok = false
 				a.failAllocated, a.failReserved = a.allocated, a.reserved
-				a.limit = 0 // the step is already out of memory: replay on without a limit
+				a.over = true // the step is already out of memory: replay on without a limit
 			}
 		}
 		seg := &segment{size: segSize, pool: pool}
