@@ -64,7 +64,7 @@ func finetuneBuiltins() []Builtin {
 			"pinned swap buffers); params \"cpu\" or \"nvme\" (ZeRO-3/FSDP offload: the GPU holds the block in use " +
 			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
 			"to pinned host memory after their forward use and come back for backward). The report gives " +
-			"r.host_memory (per GPU), r.host_breakdown and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
+			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
 			"train(..., host_memory=N) checks a node's RAM.",
 		Fn: offloadFn,
 	}, {

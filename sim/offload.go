@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Offload moves model states or activations off the GPU.
 //
@@ -355,6 +358,17 @@ func (r *replay) finishOffload(rep *Report) error {
 			rep.HostMemory += s.Bytes
 		}
 	}
+	if rep.HostMemory > 0 {
+		var parts []string
+		var pinned int64
+		for _, s := range rep.HostBreakdown {
+			parts = append(parts, s.Name+" "+FormatBytes(s.Bytes))
+			if strings.Contains(s.Name, "pinned") {
+				pinned += s.Bytes
+			}
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("host memory per GPU %s: %s; %s of it pinned", FormatBytes(rep.HostMemory), strings.Join(parts, ", "), FormatBytes(pinned)))
+	}
 	if fo.nvmeStates > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("offload: %s of optimizer state and master weights on NVMe, read and written every step", FormatBytes(fo.nvmeStates)))
 	}
@@ -376,8 +390,12 @@ func (r *replay) checkHost(rep *Report) error {
 	if need <= limit {
 		return nil
 	}
+	per := fmt.Sprintf("%d GPUs x %s", gpus, FormatBytes(rep.HostMemory))
+	if gpus == 1 {
+		per = "1 GPU"
+	}
 	return &Error{Path: "train",
-		Msg: fmt.Sprintf("offload needs %s of host memory per node (%d GPUs x %s) but host_memory is %s",
-			FormatBytes(need), gpus, FormatBytes(rep.HostMemory), FormatBytes(limit)),
+		Msg: fmt.Sprintf("offload needs %s of host memory per node (%s) but host_memory is %s",
+			FormatBytes(need), per, FormatBytes(limit)),
 		Hint: "offload less (activations=None, optimizer=\"nvme\"), use more nodes, or give the real host RAM with host_memory="}
 }
