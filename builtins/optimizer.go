@@ -126,6 +126,9 @@ var optimizerDocs = []struct{ kind, sig, doc string }{
 	{"paged_adamw8bit", "paged_adamw8bit(in_backward=False)",
 		"bitsandbytes PagedAdamW8bit: AdamW8bit state in CUDA unified memory, invisible to " +
 			"torch.cuda.max_memory_allocated but counted in device use; pages to host under pressure."},
+	{"paged_adamw", "paged_adamw(in_backward=False)",
+		"bitsandbytes PagedAdamW (32-bit): two fp32 moments per parameter whatever the param dtype, in CUDA " +
+			"unified memory (outside torch.cuda.max_memory_allocated); LitGPT's optimizer for quantized runs."},
 	{"adafactor", "adafactor(in_backward=False)",
 		"Adafactor without momentum: a factored second moment (row and column vectors for matrices, " +
 			"a full vector for 1-D tensors)."},

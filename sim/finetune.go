@@ -78,6 +78,9 @@ func (p *Plan) validateFinetune() error {
 	if p.TokensPerBatch > 0 && p.Seq > p.TokensPerBatch {
 		return &Error{Path: "train", Msg: fmt.Sprintf("tokens_per_batch must hold at least one sequence of seq tokens (got tokens_per_batch=%d, seq=%d)", p.TokensPerBatch, p.Seq)}
 	}
+	if err := p.validatePacking(); err != nil {
+		return err
+	}
 	if p.HostMemory < 0 {
 		return &Error{Path: "train", Msg: fmt.Sprintf("host_memory must be positive (got %d)", p.HostMemory)}
 	}

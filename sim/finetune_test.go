@@ -255,3 +255,37 @@ func TestPagedUnderPressure(t *testing.T) {
 		t.Errorf("fits=%v host=%d notes=%v: want the state half paged out", r2.Fits, r2.HostMemory, r2.Notes)
 	}
 }
+
+func TestPacking(t *testing.T) {
+	block := func(impl string) *Model {
+		return &Model{Name: "packed", Vocab: 1000, Layers: []Layer{
+			&Embedding{Name: "embed", Rows: 1000, Dim: 256},
+			&Repeat{Name: "layers", N: 2, Layer: &Residual{Layer: &Attention{Dim: 256, Heads: 4, Impl: impl, Causal: true}}},
+		}}
+	}
+	p := tinyPlan(t, block("flash"))
+	p.Batch, p.Seq = 4, 512
+	padded, err := Evaluate(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 documents' worth of real tokens packed into one row of 1536
+	p.TokensPerBatch = 1536
+	packed, err := Evaluate(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := *p
+	one.Batch, one.Seq, one.TokensPerBatch = 1, 1536, 0
+	row, err := Evaluate(&one, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if packed.SavedActivations != row.SavedActivations || packed.SavedActivations >= padded.SavedActivations {
+		t.Errorf("packed saves %d, one row of 1536 %d, padded 4 x 512 %d", packed.SavedActivations, row.SavedActivations, padded.SavedActivations)
+	}
+	p.Model = block("sdpa")
+	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "needs flash attention's varlen kernel") {
+		t.Errorf("packed sdpa: %v", err)
+	}
+}

@@ -1,0 +1,32 @@
+package builtins
+
+import "testing"
+
+func TestFinetuneBuiltins(t *testing.T) {
+	runPreludeCases(t, `
+m = model("tiny", embedding(1000, 64), mlp(64, 256), vocab = 1000)
+p = train(m, seq = 128, precision = "bf16", gpu = "A100-80GB")
+o = offload(optimizer = "cpu", activations = "cpu")
+`, []evalCase{
+		{expr: `o`, want: `offload(optimizer="cpu", activations="cpu")`},
+		{expr: `o.params`, want: `None`},
+		{expr: `offload(optimizer = "disk")`, err: `offload: unknown optimizer tier "disk" (known: cpu, nvme)`},
+		{expr: `offload(params = 1)`, err: "offload: params must be None or a tier name (got int)"},
+		// optimizer offload: 16 B per parameter on the host (fp32 master, two moments, fp32 grads)
+		{expr: `simulate(p.replace(offload = offload(optimizer = "cpu"))).host_memory == 16 * m.params`, want: "True"},
+		{expr: `simulate(p.replace(offload = offload(optimizer = "cpu"))).traffic["pcie"] == 4 * m.params`, want: "True"},
+		{expr: `simulate(p.replace(offload = o, host_memory = 1 * MiB))`, err: "offload needs"},
+		{expr: `simulate(p.replace(freeze = ["embed"])).trainable_params == m.params - 64000`, want: "True"},
+		{expr: `p.replace(freeze = [""])`, err: "freeze names must not be empty"},
+		{expr: `p.replace(loss_chunks = 4).loss_chunks`, want: "4"},
+		{expr: `p.replace(loss_chunks = -1)`, err: "loss_chunks must be positive"},
+		{expr: `p.replace(quant = "nf4")`, err: "needs a frozen base"},
+		{expr: `p.replace(quant_lm_head = True)`, err: "quant_lm_head=True needs quant="},
+		{expr: `p.replace(quant_lm_head = 1)`, err: "quant_lm_head must be True or False"},
+		{expr: `p.replace(quant = "nf4", freeze = ["all"], quant_from = fp16).quant_from`, want: "fp16"},
+		{expr: `p.replace(tokens_per_batch = 64)`, err: "tokens_per_batch must hold at least one sequence"},
+		{expr: `litgpt("Llama-2-7b-hf").params`, want: "6738415616"},
+		{expr: `litgpt("llama-2-7b")`, err: `unknown LitGPT checkpoint "llama-2-7b"`},
+		{expr: `litgpt("phi-1_5", adapter = "v3")`, err: `unknown adapter "v3"`},
+	})
+}
