@@ -289,3 +289,26 @@ func TestPacking(t *testing.T) {
 		t.Errorf("packed sdpa: %v", err)
 	}
 }
+
+func TestQuantInt8(t *testing.T) {
+	p := tinyPlan(t, tinyLM())
+	p.LoRA = &LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
+	p.Quant = "int8"
+	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), `quant="int8" computes in fp16`) {
+		t.Errorf("int8 in bf16: %v", err)
+	}
+	prec, err := LookupPrecision("fp16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Precision = prec
+	r, err := Evaluate(p, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// up 512x256 and down 256x512: int8 col_ampere (multiples of 32) + fp32 SCB per row
+	want := int64(2*1000*256*2) + (512*256 + 512*4) + (256*512 + 256*4) + (4*256+512*4)*2
+	if r.States.Params != want {
+		t.Errorf("int8 params %d, want %d", r.States.Params, want)
+	}
+}
