@@ -57,6 +57,9 @@ func (x Parallel) Attr(name string) (starlark.Value, error) {
 	case "zero":
 		return starlark.MakeInt(p.Zero), nil
 	case "fsdp":
+		if p.FSDP && p.FSDPVersion != 0 {
+			return starlark.MakeInt(p.FSDPVersion), nil
+		}
 		return starlark.Bool(p.FSDP), nil
 	case "sequence_parallel":
 		return starlark.Bool(p.SequenceParallel), nil
@@ -162,14 +165,27 @@ func parallelOrLayer(thread *starlark.Thread, b *starlark.Builtin, args starlark
 }
 
 func parallelLayoutFn(b *starlark.Builtin, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dp, tp, pp, cp, ep, zero, vs, mb, schedule starlark.Value
-	var fsdp, sp, do bool
+	var dp, tp, pp, cp, ep, zero, vs, mb, schedule, fsdp starlark.Value
+	var sp, do bool
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "dp?", &dp, "tp?", &tp, "pp?", &pp, "cp?", &cp,
 		"ep?", &ep, "zero?", &zero, "fsdp?", &fsdp, "sequence_parallel?", &sp, "schedule?", &schedule,
 		"virtual_stages?", &vs, "micro_batches?", &mb, "distributed_optimizer?", &do); err != nil {
 		return nil, err
 	}
-	p := sim.Parallelism{FSDP: fsdp, SequenceParallel: sp, DistributedOptimizer: do}
+	p := sim.Parallelism{SequenceParallel: sp, DistributedOptimizer: do}
+	switch f := fsdp.(type) {
+	case nil, starlark.NoneType:
+	case starlark.Bool:
+		p.FSDP = bool(f)
+	case starlark.Int:
+		v, ok := f.Int64()
+		if !ok || (v != 1 && v != 2) {
+			return nil, fmt.Errorf("fsdp must be True, False, 1 (FullyShardedDataParallel) or 2 (fully_shard) (got %s)", f)
+		}
+		p.FSDP, p.FSDPVersion = true, int(v)
+	default:
+		return nil, fmt.Errorf("fsdp must be True, False, 1 or 2 (got %s)", f.Type())
+	}
 	for _, d := range []struct {
 		v    starlark.Value
 		what string

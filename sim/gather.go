@@ -27,6 +27,9 @@ package sim
 
 // gatheredSize is the padded unsharded size of unit u, elements.
 func (d *distState) gatheredSize(u int32) int64 {
+	if d.fsdp1 {
+		return ceilDiv(d.units[u].numel, d.dp) * d.dp // one flat parameter, padded
+	}
 	var n int64
 	for _, pi := range d.units[u].params {
 		p := &d.p.params[pi]
@@ -48,6 +51,10 @@ func (d *distState) gather(r *replay, u int32) {
 	}
 	n := d.gatheredSize(u)
 	dt := d.gatherDT
+	if d.fsdp1 {
+		un.tensor = d.alloc(r, un.name+" unsharded flat parameter", []int64{n}, dt, dt.Bytes(n), CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it; freed at reshard)")
+		return
+	}
 	if d.mode == distFSDP {
 		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
 		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, dt.Bytes(n), CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
@@ -186,6 +193,10 @@ func (d *distState) afterBackward(r *replay, i int) {
 			if d.units[u].first != int32(i) {
 				continue
 			}
+			if d.fsdp1 {
+				d.postBackwardFSDP1(r, u) // fsdp1.go
+				continue
+			}
 			// FSDP2 post_backward reshards before it reduce-scatters.
 			d.reshard(r, u)
 			if d.mode == distFSDP {
@@ -208,6 +219,9 @@ func (d *distState) gradient(r *replay, pi int32) bool {
 	case distMegatron:
 		return true // accumulated straight into the main-gradient buffer
 	case distFSDP:
+		if d.fsdp1 {
+			return d.gradientFSDP1(r, pi) // fsdp1.go
+		}
 		p := &d.p.params[pi]
 		dt := d.gatherDT
 		r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.numel), Why: "unsharded gradient of " + p.name + " (FSDP, until the reduce-scatter)", Cat: CatGrads})
@@ -273,6 +287,11 @@ func (d *distState) allocGradPart(r *replay) {
 // full gradients through it after the backward, keeps its partition and
 // drops the rest (zero_grad(set_to_none=True)).
 func (d *distState) backwardEnd(r *replay) {
+	if d.fsdp1 {
+		for u := range d.units {
+			d.reshard(r, int32(u)) // _catch_all_reshard in the final callback
+		}
+	}
 	if d.ipg == none {
 		return
 	}

@@ -33,6 +33,7 @@ type Parallelism struct {
 	DP, TP, PP, CP, EP   int64
 	Zero                 int
 	FSDP                 bool
+	FSDPVersion          int // with FSDP: 2 (fully_shard, the default) or 1 (FullyShardedDataParallel)
 	SequenceParallel     bool
 	Schedule             string // 1f1b | interleaved
 	VirtualStages        int64
@@ -102,7 +103,11 @@ func (p Parallelism) String() string {
 		parts = append(parts, fmt.Sprintf("zero=%d", n.Zero))
 	}
 	if n.FSDP {
-		parts = append(parts, "fsdp=True")
+		if n.FSDPVersion == 1 {
+			parts = append(parts, "fsdp=1")
+		} else {
+			parts = append(parts, "fsdp=True")
+		}
 	}
 	if n.SequenceParallel {
 		parts = append(parts, "sequence_parallel=True")
@@ -164,6 +169,9 @@ func (p *Plan) validateParallel() error {
 	par := raw.norm()
 	if par.Zero < 0 || par.Zero > 3 {
 		return &Error{Path: "parallel", Msg: fmt.Sprintf("zero must be 0, 1, 2 or 3 (got %d)", par.Zero), Hint: "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters"}
+	}
+	if v := par.FSDPVersion; v != 0 && (v < 1 || v > 2 || !par.FSDP) {
+		return parallelErr("fsdp version must be 1 or 2 with fsdp on (got %d)", v)
 	}
 	if par.FSDP && par.Zero > 0 {
 		return &Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}

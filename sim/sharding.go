@@ -61,6 +61,8 @@ type gatherUnit struct {
 	root        bool  // FSDP root: kept from forward through backward
 	tensor      int32 // the gathered parameters, none when sharded
 	grad        int32 // FSDP: its sharded gradient, none until reduced
+	trainable   bool  // holds a parameter that requires grad
+	flatGrad    int32 // FSDP1: the unsharded gradient of the whole unit
 }
 
 // distState is the distributed part of one replay.
@@ -81,7 +83,9 @@ type distState struct {
 
 	ipg      int32 // ZeRO-1/2 reduce bucket, live during backward
 	gradPart int32 // ZeRO-1/2 grads_in_partition
-	fullGrad bool  // ZeRO-1: full gradients until the reduction
+
+	fsdp1  bool // FullyShardedDataParallel semantics (fsdp1.go)
+	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded
 }
 
 // newDist returns the distributed state of a replay, nil on one GPU.
@@ -95,6 +99,8 @@ func newDist(plan *Plan, prog *program) *distState {
 	switch {
 	case par.FSDP:
 		d.mode = distFSDP
+		d.fsdp1 = par.FSDPVersion == 1
+		d.noSync = d.fsdp1 && plan.GradAccum > 1
 		if plan.Precision.Autocast {
 			// MixedPrecisionPolicy(param_dtype=bf16): the all-gather casts.
 			d.gatherDT = plan.Precision.Compute
@@ -346,7 +352,6 @@ func (d *distState) setupZeRO12(r *replay) {
 		for _, g := range d.groups(true) {
 			st.Grads += prec.Grads.Bytes(g.numel)
 		}
-		d.fullGrad = true
 	}
 	if r.plan.gradsPersist() {
 		if d.par.Zero == 2 {
@@ -423,6 +428,10 @@ func (d *distState) setupZeRO3(r *replay) {
 // optimizer state sharded alike; sharded gradients exist between
 // micro-batches when accumulating.
 func (d *distState) setupFSDP(r *replay) {
+	if d.fsdp1 {
+		d.setupFSDP1(r) // fsdp1.go
+		return
+	}
 	prec := r.plan.Precision
 	st := &r.rep.States
 	r.op = "model"
@@ -503,13 +512,14 @@ func (d *distState) buildUnits() {
 		if !ok {
 			u = int32(len(d.units))
 			key[k] = u
-			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, root: root})
+			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, flatGrad: none, root: root})
 			d.order = append(d.order, u)
 		}
 		d.unitOf[pi] = u
 		un := &d.units[u]
 		un.params = append(un.params, pi)
 		un.numel += prog.params[pi].numel
+		un.trainable = un.trainable || prog.params[pi].trainable
 		return u
 	}
 	for i := range prog.ops {

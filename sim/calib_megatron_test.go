@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"math"
+	"testing"
+)
+
+// megatronGPT is the "Llama2 7B" GPTModel of calibration.md B6 (Megatron-LM
+// PR #482, tools/get_training_info): legacy Megatron GPT with the flags the
+// tool supports (--bf16 --use-flash-attn --use-distributed-optimizer
+// --swiglu) and Llama-2-7B sizes, so Megatron's defaults for the rest: 32
+// layers of hidden 4096 and 32 heads, LayerNorm and linear biases, learned
+// absolute positions (2048), the GPT-2 vocabulary of 50,257 padded to a
+// multiple of 128*tp, output layer tied to the word embeddings, dropout
+// 0.1 on the embeddings, attention and hidden states, and the SwiGLU
+// hidden size Megatron derives, int(4h*2/3 / 64)*64 = 10,880. The tool's
+// README prints this model as 6,642,245,632 parameters at tp=2.
+func megatronGPT(tp int64) *Model {
+	h := int64(4096)
+	vocab := padVocab(50257, tp)
+	block := &Sequential{Layers: []Layer{
+		&Residual{Layer: &Sequential{Layers: []Layer{
+			&Norm{Name: "input_layernorm", Dim: h, Bias: true},
+			&Attention{Name: "self_attention", Dim: h, Heads: 32, QKVBias: true, OutBias: true, Impl: "flash", Causal: true, Dropout: 0.1, FusedQKV: true},
+		}}},
+		&Residual{Layer: &Sequential{Layers: []Layer{
+			&Norm{Name: "post_attention_layernorm", Dim: h, Bias: true},
+			&MLP{Name: "mlp", Dim: h, Hidden: 10880, Act: "swiglu", Bias: true, Dropout: 0.1},
+		}}},
+	}}
+	return &Model{Name: "megatron-gpt-7b", Layers: []Layer{
+		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: h},
+		&AddEmbedding{Name: "position_embeddings", Rows: 2048, Dim: h, MaxSeq: 2048},
+		&Dropout{Name: "embedding_dropout", P: 0.1},
+		&Repeat{Name: "layers", Layer: block, N: 32},
+		&Norm{Name: "final_layernorm", Dim: h, Bias: true},
+	}, Vocab: vocab, TieEmbeddings: true}
+}
+
+// TestMegatronCalibration reproduces calibration.md B6: Megatron-LM's
+// memory-analysis tool, measured torch.cuda.max_memory_allocated() on 8 x
+// H800 (80 GB: an H100 with NVLink cut to 400 GB/s) after several
+// iterations; bf16, flash attention, distributed optimizer, SwiGLU; seq
+// 2048 (the tool's example script; the table does not say). The table's
+// "GB" are GiB: Megatron's report_memory divides by 1024*1024 and the
+// tool's per-layer figures are MiB (1320 "MB" per layer at b=4 is 41.25
+// bytes per sbh element only in MiB).
+//
+// memsh lowers the step as current Megatron runs it, and lands 1.7-3.1 %
+// below every row (goal 5 %). The 2023 code the rows were measured with
+// held two things more, both in the sources:
+//   - the legacy flash-attention path (megatron/model/transformer.py,
+//     ParallelAttention.forward) copies the kernel's output to [s, b, h]
+//     with rearrange(...).contiguous() for the dense layer, which keeps
+//     that copy while the kernel keeps its own output: 2*s*b*h/tp bytes
+//     per layer and micro-batch in flight;
+//   - _VocabParallelCrossEntropy then subtracted the max out of place
+//     (vocab_parallel_logits = vocab_parallel_logits - logits_max...; now
+//     an in-place -=), so the loss held an extra fp32 copy of the logits,
+//     4 bytes per logit, on the stage with the loss.
+//
+// Both terms are computed below from the shapes (not fitted): with them
+// every row lands within 1 %.
+func TestMegatronCalibration(t *testing.T) {
+	const gib = 1 << 30
+	for _, row := range []struct {
+		mbs, gbs, dp, pp, tp int64
+		measured             float64 // GiB
+	}{
+		{2, 2048, 8, 1, 1, 69.1},
+		{4, 512, 4, 1, 2, 55.7},
+		{2, 2048, 4, 2, 1, 49.8},
+		{4, 128, 1, 1, 8, 28.8},
+	} {
+		m := megatronGPT(row.tp)
+		micro := row.gbs / (row.mbs * row.dp)
+		p := distPlan(t, m, "megatron", Parallelism{DP: row.dp, TP: row.tp, PP: row.pp, DistributedOptimizer: true, MicroBatches: micro})
+		p.Batch, p.Seq, p.GradAccum = row.mbs, 2048, micro
+		rep := evalPlan(t, p)
+		got := float64(rep.PeakAllocated) / gib
+		if d := (got - row.measured) / row.measured; math.Abs(d) > 0.05 {
+			t.Errorf("dp=%d pp=%d tp=%d mbs=%d: %.2f GiB, measured %.1f GiB (%+.1f %%)", row.dp, row.pp, row.tp, row.mbs, got, row.measured, 100*d)
+		}
+		// The 2023 legacy terms on the fullest stage (the first).
+		layers := int64(32) / row.pp
+		inflight := min(row.pp, micro)
+		rearrange := inflight * layers * 2 * 2048 * row.mbs * 4096 / row.tp
+		var ce int64
+		if row.pp == 1 {
+			ce = 4 * 2048 * row.mbs * padVocab(50257, row.tp) / row.tp
+		}
+		legacy := got + float64(rearrange+ce)/gib
+		if d := (legacy - row.measured) / row.measured; math.Abs(d) > 0.01 {
+			t.Errorf("dp=%d pp=%d tp=%d mbs=%d: %.2f GiB with the 2023 terms, measured %.1f GiB (%+.1f %%)", row.dp, row.pp, row.tp, row.mbs, legacy, row.measured, 100*d)
+		}
+	}
+}

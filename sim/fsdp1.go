@@ -1,0 +1,110 @@
+package sim
+
+// FSDP1: torch.distributed.fsdp.FullyShardedDataParallel, as Lightning's
+// FSDPStrategy (use_orig_params=True) and Hugging Face accelerate drive
+// it in PyTorch 2.0-2.3. Where it differs from FSDP2 in memory:
+//
+//   - each unit's parameters are flattened into one FlatParameter,
+//     sharded as flat chunks padded to the world size (flat_param.py);
+//     the all-gather writes the padded unsharded FlatParameter directly;
+//   - the FlatParameter requires grad when any of its parameters does
+//     (the logical OR over them, _validate_tensors_to_flatten), and its
+//     gradient is the whole flat tensor, frozen parameters included: "the
+//     gradient memory usage will be higher than expected (namely,
+//     equivalent to not freezing those parameters)" (FSDP docs; the
+//     UserWarning of _wrap_utils.py quoted in Lightning-AI/litgpt#1538);
+//   - a FlatParameter that does not require grad gets no post-backward
+//     hook, so it stays unsharded until the backward ends
+//     (pytorch/pytorch#95805; _catch_all_reshard in the final callback);
+//   - inside no_sync() (Lightning's no_backward_sync while accumulating
+//     gradients) there is no reduce-scatter: the unsharded gradients stay
+//     and accumulate until the synchronising micro-batch (the
+//     FullyShardedDataParallel.no_sync docstring). A plan with
+//     grad_accum > 1 replays such a micro-batch: every unit that requires
+//     grad holds its unsharded gradient from the start.
+
+// setupFSDP1 allocates the flat shards, the optimizer state of the
+// trainable parameters' shards and, under no_sync, the accumulated
+// unsharded gradients.
+func (d *distState) setupFSDP1(r *replay) {
+	prec := r.plan.Precision
+	st := &r.rep.States
+	r.op = "model"
+	for u := range d.units {
+		un := &d.units[u]
+		n := d.gatheredSize(int32(u)) / d.dp
+		b := prec.Params.Bytes(n)
+		d.alloc(r, un.name+" flat shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
+		st.Params += b
+	}
+	// Parameters no op reads (none in practice) are not in a unit.
+	if r.plan.Phase == "eval" {
+		return
+	}
+	r.op = "optimizer state"
+	for pi := range d.p.params {
+		p := &d.p.params[pi]
+		if p.tiedTo >= 0 || !p.trainable {
+			continue
+		}
+		d.optimizerShard(r, p.name, ceilDiv(p.numel, d.degree(int32(pi))), "FSDP1 shard")
+	}
+	if d.noSync {
+		r.op = "accumulated gradients"
+		for u := range d.units {
+			if d.units[u].trainable {
+				d.allocFlatGrad(r, int32(u), "accumulated under no_sync() since the last synchronising micro-batch")
+			}
+		}
+	}
+}
+
+// allocFlatGrad allocates unit u's unsharded flat gradient.
+func (d *distState) allocFlatGrad(r *replay, u int32, why string) {
+	un := &d.units[u]
+	n := d.gatheredSize(u)
+	dt := d.gatherDT
+	un.flatGrad = d.alloc(r, un.name+" unsharded flat gradient", []int64{n}, dt, dt.Bytes(n), CatGrads,
+		"gradient of the whole FlatParameter of "+un.name+", frozen parameters included (FSDP1); "+why)
+	if d.noSync {
+		r.rep.States.Grads += dt.Bytes(n)
+	}
+}
+
+// gradientFSDP1: the first gradient of a unit's parameter materialises
+// the unit's whole flat gradient; later ones accumulate into it.
+func (d *distState) gradientFSDP1(r *replay, pi int32) bool {
+	u := d.unitOf[pi]
+	if u == none {
+		return false
+	}
+	if d.units[u].flatGrad == none {
+		d.allocFlatGrad(r, u, "reduce-scattered after the unit's backward")
+	}
+	return true
+}
+
+// postBackwardFSDP1 is _post_backward_hook for unit u: only FlatParameters
+// that require grad have one; under no_sync it only reshards; otherwise it
+// reduce-scatters the flat gradient into the sharded one and frees it.
+func (d *distState) postBackwardFSDP1(r *replay, u int32) {
+	un := &d.units[u]
+	if !un.trainable {
+		return // resharded when the backward ends
+	}
+	d.reshard(r, u)
+	if d.noSync || un.flatGrad == none {
+		return
+	}
+	dt := d.gatherDT
+	s := d.gatheredSize(u) / d.dp
+	out := d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), CatGrads, "sharded gradient of "+un.name+" (FSDP1 reduce-scatter)")
+	r.release(un.flatGrad)
+	un.flatGrad = none
+	if un.grad == none {
+		un.grad = out
+		r.rep.States.Grads += dt.Bytes(s)
+	} else {
+		r.release(out)
+	}
+}
