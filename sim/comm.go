@@ -232,6 +232,11 @@ func (d *distState) finishComm(rep *Report) {
 		rep.CommBytes = append(rep.CommBytes, Share{Name: k, Bytes: by[k]})
 	}
 	rep.Traffic.Network += int64(net)
+	for _, g := range d.plan.commGroups() {
+		if g.name == "tp" && !g.intra {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("tp=%d spans nodes: tensor parallelism's per-layer collectives cross the network (keep tp within a node)", g.size))
+		}
+	}
 	// Trainable parameters of the whole model, not of this rank: every
 	// rank of an expert-parallel group holds experts/ep of each MoE.
 	if ep := d.par.EP; ep > 1 {
