@@ -26,7 +26,8 @@ type allocator struct {
 	// State just before the first request that did not fit, for the OOM
 	// message (PyTorch reports memory before the failed allocation).
 	failAllocated, failReserved int64
-	over                        bool // a request has failed; later ones are granted unchecked
+	over                        bool // a request has failed
+	wholeFree                   int  // cached segments holding no allocation
 }
 
 const (
@@ -86,12 +87,20 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 	b := a.bestFit(pool, size)
 	if b == nil {
 		segSize := segmentSize(size)
-		if a.limit > 0 && !a.over && a.reserved+segSize > a.limit {
-			a.releaseCached()
+		if a.limit > 0 && a.reserved+segSize > a.limit {
+			if a.wholeFree > 0 {
+				a.releaseCached()
+			}
 			if a.reserved+segSize > a.limit {
+				// Out of memory. The first such request is the OOM; the
+				// replay goes on (granting past the limit, still releasing
+				// cached segments as PyTorch would) to report what the step
+				// needs on a device just large enough.
 				ok = false
-				a.failAllocated, a.failReserved = a.allocated, a.reserved
-				a.over = true // the step is already out of memory: replay on without a limit
+				if !a.over {
+					a.failAllocated, a.failReserved = a.allocated, a.reserved
+					a.over = true
+				}
 			}
 		}
 		seg := &segment{size: segSize, pool: pool}
@@ -99,7 +108,7 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 		seg.first = b
 		a.segments = append(a.segments, seg)
 		a.reserved += segSize
-		a.free[pool] = append(a.free[pool], b)
+		a.addFree(b)
 	}
 	a.removeFree(b)
 	rest := b.size - size
@@ -110,7 +119,7 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 		}
 		b.next = r
 		b.size = size
-		a.free[pool] = append(a.free[pool], r)
+		a.addFree(r)
 	}
 	b.free = false
 	a.allocated += b.size
@@ -121,7 +130,6 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 func (a *allocator) release(b *block) {
 	a.allocated -= b.size
 	b.free = true
-	pool := b.seg.pool
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
 		b.size += n.size
@@ -139,7 +147,7 @@ func (a *allocator) release(b *block) {
 		}
 		b = p
 	}
-	a.free[pool] = append(a.free[pool], b)
+	a.addFree(b)
 }
 
 func (a *allocator) bestFit(pool int, size int64) *block {
@@ -152,7 +160,18 @@ func (a *allocator) bestFit(pool int, size int64) *block {
 	return best
 }
 
+// addFree puts b on its pool's free list.
+func (a *allocator) addFree(b *block) {
+	a.free[b.seg.pool] = append(a.free[b.seg.pool], b)
+	if b.prev == nil && b.next == nil {
+		a.wholeFree++
+	}
+}
+
 func (a *allocator) removeFree(b *block) {
+	if b.prev == nil && b.next == nil {
+		a.wholeFree--
+	}
 	fl := a.free[b.seg.pool]
 	for i, x := range fl {
 		if x == b {
