@@ -65,10 +65,13 @@ func withLast(s []int64, n int64) []int64 {
 	return out
 }
 
+// numel is the element count of shape. Lowering calls it for every tensor,
+// so it is where sizes are checked: a count past MaxElements (or a negative
+// dimension) stops the lowering with an error (checked.go).
 func numel(shape []int64) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n *= d
+	n, ok := shapeNumel(shape)
+	if !ok {
+		panic(lowerError{shapeError(shape)})
 	}
 	return n
 }
@@ -108,6 +111,9 @@ func (b *builder) trainable(pi int32) bool {
 
 // addOp appends an op reading ins and params and returns its index.
 func (b *builder) addOp(kind, name string, ins []Value, params ...int32) int32 {
+	if len(b.p.ops) >= maxOps {
+		panic(lowerError{opsError()}) // checked.go
+	}
 	b.p.ops = append(b.p.ops, opInfo{
 		name: b.name(name), kind: kind, in: ins, params: params, region: b.region,
 	})

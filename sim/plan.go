@@ -130,5 +130,8 @@ func (p *Plan) lowerProgram() (*program, error) {
 	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
 		return nil, err
 	}
+	if err := b.p.checkTotals(); err != nil { // checked.go: no byte sum can overflow
+		return nil, err
+	}
 	return b.p, nil
 }

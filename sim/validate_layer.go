@@ -9,7 +9,7 @@ func ValidateLayer(l Layer, path string) error {
 	if err := l.validate(path); err != nil {
 		return err
 	}
-	return nil
+	return checkLayerSizes(l) // checked.go: no wrapped parameter counts
 }
 
 // TakesTokens reports whether the model starts with an embedding, so its

@@ -1,0 +1,218 @@
+package sim
+
+import "fmt"
+
+// Overflow-safe sizes. Every figure in a report is an int64 of bytes, a sum
+// of tensor sizes that are products of shapes. A wrapped product would be a
+// silently wrong number (linear(2**32, 2**32) has 2**64 weights, which
+// wraps to 0), so sizes are checked where they enter the engine:
+//
+//   - each tensor's element count (numel, builder.go) is at most
+//     MaxElements, so its bytes in the widest dtype (8 bytes) are at most
+//     MaxBytes;
+//   - a lowered program (checkTotals) bounds everything a step can hold at
+//     once: parameters with all their copies, and every forward value with
+//     its gradient, by MaxBytes;
+//   - the allocator model refuses to reserve past MaxBytes (allocator.go).
+//
+// MaxBytes is 2^62 (4 EiB), half of int64's range, so that the sum of two
+// checked figures still fits.
+
+// MaxBytes is the largest byte count the engine works with: 4 EiB.
+const MaxBytes int64 = 1 << 62
+
+// MaxElements is the largest element count of one tensor: MaxBytes over
+// the widest dtype (fp64, int64: 8 bytes).
+const MaxElements int64 = MaxBytes / 8
+
+// paramCopiesBound is the most bytes one parameter element can cost in a
+// step, counted generously so that the bound is safe: the parameter, its
+// gradient, an fp32 master copy, two optimizer states (Adam's exp_avg and
+// exp_avg_sq) and one optimizer temporary, each at most 8 bytes.
+const paramCopiesBound = 6 * 8
+
+// valueCopiesBound is how many times a forward value's bytes can be held
+// at once, counted generously: the value, its gradient, a recomputed copy
+// (checkpointing) and a cast or gathered copy.
+const valueCopiesBound = 4
+
+// mulChecked64 returns a*b for non-negative a and b, and false when the
+// product exceeds limit (or either factor is negative).
+func mulChecked64(a, b, limit int64) (int64, bool) {
+	if a < 0 || b < 0 {
+		return 0, false
+	}
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	if a > limit/b {
+		return 0, false
+	}
+	return a * b, true
+}
+
+// addChecked64 returns a+b for non-negative a and b, and false when the sum
+// exceeds limit (or either term is negative).
+func addChecked64(a, b, limit int64) (int64, bool) {
+	if a < 0 || b < 0 || a > limit-b {
+		return 0, false
+	}
+	return a + b, true
+}
+
+// CheckedProduct multiplies non-negative factors, reporting false when a
+// factor is negative or the product exceeds MaxBytes. Callers outside sim
+// (builtins sizing tensors from user numbers) use it before multiplying.
+func CheckedProduct(factors ...int64) (int64, bool) {
+	p := int64(1)
+	for _, f := range factors {
+		var ok bool
+		if p, ok = mulChecked64(p, f, MaxBytes); !ok {
+			return 0, false
+		}
+	}
+	return p, true
+}
+
+// shapeNumel is the element count of shape, and false when a dimension is
+// negative or the count exceeds MaxElements.
+func shapeNumel(shape []int64) (int64, bool) {
+	n := int64(1)
+	for _, d := range shape {
+		var ok bool
+		if n, ok = mulChecked64(n, d, MaxElements); !ok {
+			return 0, false
+		}
+	}
+	return n, true
+}
+
+// shapeError is the error for a tensor whose element count cannot be
+// counted (raised during lowering, as a lowerError).
+func shapeError(shape []int64) *Error {
+	for _, d := range shape {
+		if d < 0 {
+			return &Error{Msg: fmt.Sprintf("a tensor would have a negative dimension (shape %v)", shape),
+				Hint: hintTensor}
+		}
+	}
+	return &Error{
+		Msg:  fmt.Sprintf("a tensor of shape %v is too large to count in bytes (%.3g elements, at most 2^59)", shape, floatProduct(shape)),
+		Hint: hintTensor,
+	}
+}
+
+// floatProduct is the product of dims in float64, for messages.
+func floatProduct(dims []int64) float64 {
+	p := 1.0
+	for _, d := range dims {
+		p *= float64(d)
+	}
+	return p
+}
+
+// BytesChecked is d.Bytes(n) with overflow checking: false when n is
+// negative or the byte count exceeds MaxBytes.
+func (d DType) BytesChecked(n int64) (int64, bool) {
+	if n < 0 {
+		return 0, false
+	}
+	b := int64(d.Bits())
+	if b%8 == 0 {
+		return mulChecked64(n, b/8, MaxBytes)
+	}
+	whole, ok := mulChecked64(n/8, b, MaxBytes) // n/8 elements take b bytes
+	if !ok {
+		return 0, false
+	}
+	return addChecked64(whole, (n%8*b+7)/8, MaxBytes)
+}
+
+// checkTotals bounds what a step of this program can hold at once (see
+// paramCopiesBound and valueCopiesBound), so that no sum in the replay,
+// the allocator or the report can overflow. Each tensor's count was already
+// checked by numel.
+func (p *program) checkTotals() error {
+	var params, values int64
+	ok := true
+	for i := range p.params {
+		if ok {
+			params, ok = addChecked64(params, p.params[i].fullNumel, MaxElements)
+		}
+	}
+	if ok {
+		_, ok = mulChecked64(params, paramCopiesBound, MaxBytes)
+	}
+	if !ok {
+		var n float64
+		for i := range p.params {
+			n += float64(p.params[i].fullNumel)
+		}
+		return &Error{Msg: fmt.Sprintf("%.3g parameters are more than memsh can count in bytes (at most %.3g)", n, float64(MaxBytes/paramCopiesBound)),
+			Hint: hintParams}
+	}
+	for i := range p.values {
+		if ok {
+			values, ok = addChecked64(values, p.values[i].bytes, MaxBytes)
+		}
+	}
+	for i := range p.ops {
+		if ok {
+			values, ok = addChecked64(values, max(p.ops[i].workF, 0), MaxBytes)
+		}
+		if ok {
+			values, ok = addChecked64(values, max(p.ops[i].workB, 0), MaxBytes)
+		}
+	}
+	if ok {
+		_, ok = mulChecked64(values, valueCopiesBound, MaxBytes-params*paramCopiesBound)
+	}
+	if !ok {
+		return &Error{Msg: "the step's tensors add up to more bytes than memsh can count (4 EiB)",
+			Hint: hintTensor}
+	}
+	return nil
+}
+
+// maxOps bounds the ops of one lowered program, so that a runaway repeat
+// count (repeat(repeat(block, 10000), 10000)) gives an error instead of
+// lowering for minutes. The largest programs of the tests and examples
+// (Llama 3 70B, a pipeline stage with its in-flight micro-batch copies, the
+// Bris graph model) lower to under 10^4 ops; MoE experts lower stacked, not
+// one op per expert.
+const maxOps = 200_000
+
+// opsError is the error when a program exceeds maxOps.
+func opsError() *Error {
+	return &Error{Msg: fmt.Sprintf("the model lowers to more than %d ops, more than memsh simulates", maxOps),
+		Hint: hintOps}
+}
+
+// The hints of size errors; isSizeError tells these errors from the other
+// lowering errors.
+const (
+	hintTensor = "check batch=, seq= and the layer sizes: memsh counts up to 4 EiB (2^62 bytes)"
+	hintParams = "check the layer sizes and repeat counts: memsh counts up to 4 EiB (2^62 bytes)"
+	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks)"
+)
+
+// isSizeError reports whether err is one of the size errors above.
+func isSizeError(err error) bool {
+	e, ok := err.(*Error)
+	return ok && (e.Hint == hintTensor || e.Hint == hintParams || e.Hint == hintOps)
+}
+
+// checkLayerSizes lowers l alone, for one token, to find parameter tensors
+// (and parameter totals) too large to count, so that layer.params is never
+// a wrapped number. Other lowering errors are left for the model and the
+// plan to report, where the layer has its real input.
+func checkLayerSizes(l Layer) error {
+	m := &Model{Name: "layer", Layers: []Layer{l}, Loss: "none", InputDim: widthIn(l)}
+	if !m.TakesTokens() && m.InputDim <= 0 {
+		return nil // a layer that takes its width from its input (act, dropout)
+	}
+	if err := m.CheckShapes(); isSizeError(err) {
+		return err
+	}
+	return nil
+}

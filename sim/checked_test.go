@@ -1,0 +1,107 @@
+package sim
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestCheckedArithmetic(t *testing.T) {
+	type result struct {
+		n  int64
+		ok bool
+	}
+	r := func(n int64, ok bool) result { return result{n, ok} }
+	cases := []struct {
+		name      string
+		got, want result
+	}{
+		{"2^31 * 2^31", r(mulChecked64(1<<31, 1<<31, MaxBytes)), result{1 << 62, true}},
+		{"2^31 * 2^32 is past 2^62", r(mulChecked64(1<<31, 1<<32, MaxBytes)), result{}},
+		{"negative factor", r(mulChecked64(-1, 5, MaxBytes)), result{}},
+		{"zero times anything", r(mulChecked64(0, math.MaxInt64, MaxBytes)), result{0, true}},
+		{"sum at the limit", r(addChecked64(MaxBytes-1, 1, MaxBytes)), result{MaxBytes, true}},
+		{"sum past the limit", r(addChecked64(MaxBytes, 1, MaxBytes)), result{}},
+		{"product", r(CheckedProduct(4096, 4096, 32, 2)), result{1 << 30, true}},
+		{"product past 2^62", r(CheckedProduct(1<<40, 1<<40)), result{}},
+		{"numel at 2^59", r(shapeNumel([]int64{1 << 20, 1 << 20, 1 << 19})), result{MaxElements, true}},
+		{"numel past 2^59", r(shapeNumel([]int64{1 << 20, 1 << 20, 1 << 20})), result{}},
+		{"negative dimension", r(shapeNumel([]int64{4, -1})), result{}},
+		{"fp32 2^60 elements: 2^62 B, at the limit", r(FP32.BytesChecked(1 << 60)), result{1 << 62, true}},
+		{"fp32 past the limit", r(FP32.BytesChecked(1<<60 + 1)), result{}},
+		{"fp32 2^59 elements", r(FP32.BytesChecked(1 << 59)), result{1 << 61, true}},
+		{"nf4 odd count: 4 bits each, rounded up", r(NF4.BytesChecked(1<<62 + 3)), result{1<<61 + 2, true}},
+		{"nf4 int64 max: 2^62 - 0.5 B, rounded up", r(NF4.BytesChecked(math.MaxInt64)), result{1 << 62, true}},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, c.got, c.want)
+		}
+	}
+}
+
+// A 10^15-parameter model is counted exactly (no wrapped products), and
+// sizes past 2^62 bytes are errors, never wrapped numbers.
+func TestHugeSizes(t *testing.T) {
+	fp32, _ := LookupPrecision("fp32")
+	plan := func(m *Model, batch int64) *Plan {
+		return &Plan{Model: m, Batch: batch, Seq: 1, GradAccum: 1, Members: 1, Precision: fp32,
+			Optimizer: Optimizer{Kind: "adamw"}, Device: Device{Name: "test", Memory: 80 << 30}}
+	}
+	// 2 x 10^15 weights: fp32 params and grads 8e15 B each, AdamW's two
+	// moments 1.6e16 B.
+	big := &Model{Name: "big", Loss: "mse", Layers: []Layer{&Linear{In: 1e8, Out: 1e7}, &Linear{In: 1e7, Out: 1e8}}}
+	if n := big.Params(); n != 2e15 {
+		t.Fatalf("params %d, want 2e15", n)
+	}
+	rep, err := Evaluate(plan(big, 1), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := States{Params: 8e15, Grads: 8e15, Optimizer: 16e15}
+	if rep.States != want || rep.Fits || rep.PeakAllocated < 32e15 || rep.PeakReserved < rep.PeakAllocated {
+		t.Errorf("10^15 params: states %+v (want %+v), fits %v, peak %d, reserved %d", rep.States, want, rep.Fits, rep.PeakAllocated, rep.PeakReserved)
+	}
+
+	errs := []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"linear(2^31, 2^31): 2^62 weights", func() error {
+			return ValidateLayer(&Linear{In: 1 << 31, Out: 1 << 31}, "linear")
+		}, "shape [2147483648 2147483648] is too large to count in bytes"},
+		{"linear(2^32, 2^32): 2^64 weights wrap to 0 unchecked", func() error {
+			return ValidateLayer(&Linear{In: 1 << 32, Out: 1 << 32}, "linear")
+		}, "too large to count in bytes"},
+		{"repeat(linear(2^28, 2^28), 2^9): 2^65 weights in all", func() error {
+			return ValidateLayer(&Repeat{Layer: &Linear{In: 1 << 28, Out: 1 << 28}, N: 1 << 9}, "repeat")
+		}, "3.69e+19 parameters are more than memsh can count in bytes"},
+		{"a runaway repeat count", func() error {
+			return ValidateLayer(&Repeat{Layer: &Repeat{Layer: &Linear{In: 8, Out: 8}, N: 1000}, N: 1000}, "repeat")
+		}, "the model lowers to more than 200000 ops"},
+		{"batch 2^50 of 2^20 features", func() error {
+			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Linear{In: 1 << 20, Out: 1 << 20}}}
+			_, err := Evaluate(plan(m, 1<<50), Options{})
+			return err
+		}, "shape [1125899906842624 1 1048576] is too large to count in bytes"},
+		{"activations that add up past 2^62", func() error {
+			// Each [2^44, 1, 2^10] fp32 activation is 2^56 B; 2^10 blocks
+			// make 2^66 B of them.
+			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Repeat{Layer: &Linear{In: 1 << 10, Out: 1 << 10}, N: 1 << 10}}}
+			_, err := Evaluate(plan(m, 1<<44), Options{})
+			return err
+		}, "the step's tensors add up to more bytes than memsh can count"},
+		{"parameters that add up past the bound", func() error {
+			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Repeat{Layer: &Linear{In: 1 << 27, Out: 1 << 27}, N: 1 << 9}}}
+			_, err := Evaluate(plan(m, 1), Options{})
+			return err
+		}, "9.22e+18 parameters are more than memsh can count in bytes (at most 9.61e+16)"},
+	}
+	for _, c := range errs {
+		err := c.err()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
