@@ -201,6 +201,10 @@ func (p *Plan) validateParallel() error {
 		return &Error{Path: "parallel", Msg: "offloading optimizer state or parameters is not simulated together with zero=, fsdp= or distributed_optimizer= yet",
 			Hint: "simulate the sharded plan without offload, or ZeRO-Offload on one GPU's share with offload= alone"}
 	}
+	if p.Quant != "" && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated together with zero=, fsdp= or distributed_optimizer= yet", p.Quant),
+			Hint: "QLoRA with FSDP shards the quantized storage; memsh simulates quantized weights on replicated ranks only"}
+	}
 	if par.PP > 1 && par.Zero >= 2 {
 		return &Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}
 	}
