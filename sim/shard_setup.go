@@ -1,0 +1,291 @@
+package sim
+
+import "fmt"
+
+// What each data-parallel mode holds before the step (sharding.go
+// describes the modes).
+
+// setupStates allocates what exists before the step in the sharded modes
+// and reports whether it did (the one-GPU setup runs otherwise; DDP adds
+// its buckets first).
+func (d *distState) setupStates(r *replay) bool {
+	if d == nil {
+		return false
+	}
+	for _, outs := range d.seeds {
+		for _, o := range outs {
+			if o.loss {
+				r.holds[o.v]++
+			}
+		}
+	}
+	if r.plan.Phase == "eval" && d.mode != distZeRO && d.mode != distFSDP {
+		return false
+	}
+	switch d.mode {
+	case distDDP:
+		d.setupDDP(r)
+		return false
+	case distMegatron:
+		d.setupMegatron(r)
+	case distZeRO:
+		if d.par.Zero == 3 {
+			d.setupZeRO3(r)
+		} else {
+			d.setupZeRO12(r)
+		}
+	case distFSDP:
+		d.setupFSDP(r)
+	default:
+		return false
+	}
+	r.setupTableStates()
+	return true
+}
+
+// setupDDP allocates the reducer's bucket tensors: trainable parameters in
+// reverse order, a new bucket when the cap would be passed (the first
+// bucket capped at 1 MiB), each bucket as large as its gradients.
+func (d *distState) setupDDP(r *replay) {
+	r.op = "DistributedDataParallel buckets"
+	dt := r.plan.Precision.Grads
+	var cur int64
+	capB := int64(ddpFirstBucket)
+	n := 0
+	flush := func() {
+		if cur == 0 {
+			return
+		}
+		d.alloc(r, fmt.Sprintf("ddp bucket %d", n), []int64{cur / dt.Bytes(1)}, dt, cur, CatComm,
+			"DDP gradient bucket (reducer.cpp initialize_buckets; gradients are copied in for the all-reduce)")
+		n++
+		cur = 0
+		capB = ddpBucketCap
+	}
+	for pi := len(d.p.params) - 1; pi >= 0; pi-- {
+		p := &d.p.params[pi]
+		if p.tiedTo >= 0 || !p.trainable {
+			continue
+		}
+		b := dt.Bytes(p.numel)
+		if cur > 0 && cur+b > capB {
+			flush()
+		}
+		cur += b
+	}
+	flush()
+}
+
+// setupMegatron: one parameter buffer, one main-gradient buffer (both
+// full), fp32 master weights and optimizer state, sharded over dp with the
+// distributed optimizer.
+func (d *distState) setupMegatron(r *replay) {
+	prec := r.plan.Precision
+	st := &r.rep.States
+	r.op = "model"
+	for _, trainable := range []bool{true, false} {
+		for _, g := range d.groups(trainable) {
+			b := prec.Params.Bytes(g.numel)
+			name := g.name + " parameters"
+			if !trainable {
+				name = "frozen " + g.name + " parameters"
+			}
+			d.alloc(r, name, []int64{g.numel}, prec.Params, b, CatParams, "parameters (Megatron param buffer)")
+			st.Params += b
+		}
+	}
+	r.op = "optimizer state"
+	for _, g := range d.groups(true) {
+		gb := prec.Grads.Bytes(g.numel)
+		d.alloc(r, g.name+" main_grad buffer", []int64{g.numel}, prec.Grads, gb, CatGrads,
+			"Megatron main-gradient buffer (persistent; weight gradients accumulate into it)")
+		st.Grads += gb
+		shard := g.numel
+		if d.par.DistributedOptimizer {
+			shard = ceilDiv(g.numel, g.n)
+		}
+		d.optimizerShard(r, g.name, shard, "distributed-optimizer shard")
+	}
+}
+
+// optimizerShard allocates master weights and optimizer state for a flat
+// shard of n elements.
+func (d *distState) optimizerShard(r *replay, name string, n int64, why string) {
+	prec := r.plan.Precision
+	st := &r.rep.States
+	if prec.Master != InvalidDType && prec.Master != prec.Params {
+		b := prec.Master.Bytes(n)
+		d.alloc(r, name+" master", []int64{n}, prec.Master, b, CatOptimizer, "fp32 master weights ("+why+")")
+		st.Master += b
+	}
+	for _, s := range r.plan.Optimizer.states([]int64{n}, n, prec.States) {
+		st.Optimizer += s.bytes
+		if r.plan.Optimizer.Paged() {
+			continue
+		}
+		d.alloc(r, name+" "+s.name, []int64{n}, prec.States, s.bytes, CatOptimizer, "optimizer state "+s.name+" ("+why+")")
+	}
+}
+
+// setupZeRO12: the 16-bit parameters in one flat buffer per group
+// (bit16_groups_flat), the fp32 master partition and optimizer state of
+// this rank's flat partition. Stage 2 keeps this rank's gradient partition
+// (grads_in_partition) between micro-batches when accumulating.
+func (d *distState) setupZeRO12(r *replay) {
+	prec := r.plan.Precision
+	st := &r.rep.States
+	r.op = "model"
+	for _, trainable := range []bool{true, false} {
+		for _, g := range d.groups(trainable) {
+			b := prec.Params.Bytes(g.numel)
+			d.alloc(r, g.name+" bit16 flat", []int64{g.numel}, prec.Params, b, CatParams, "16-bit parameters flattened (bit16_groups_flat)")
+			st.Params += b
+		}
+	}
+	r.op = "optimizer state"
+	var part int64
+	for _, g := range d.groups(true) {
+		n := zeroPartition(g.numel, g.n)
+		part += n
+		d.optimizerShard(r, g.name+" partition", n, "ZeRO partition")
+	}
+	if d.par.Zero == 2 {
+		st.Grads = prec.Grads.Bytes(part)
+	} else {
+		for _, g := range d.groups(true) {
+			st.Grads += prec.Grads.Bytes(g.numel)
+		}
+	}
+	if r.plan.gradsPersist() {
+		if d.par.Zero == 2 {
+			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), CatGrads, "this rank's gradient partition, accumulated over micro-batches")
+		} else {
+			r.op = "accumulated gradients"
+			for pi := range d.p.params {
+				r.paramGradient(int32(pi))
+			}
+		}
+	}
+}
+
+// setupZeRO3: every parameter partitioned (ceil(numel/dp) elements each,
+// flattened per sub-group), parameters under the persistence threshold
+// kept whole as well, fp32 master and optimizer state per sub-group, the
+// gradient partitions (grad_partitions_flat_buffer) and the reduce bucket
+// (__ipg_bucket_flat_buffer), both allocated at init and kept.
+func (d *distState) setupZeRO3(r *replay) {
+	prec := r.plan.Precision
+	st := &r.rep.States
+	r.op = "model"
+	var trainPart int64
+	for _, trainable := range []bool{true, false} {
+		var sub int64
+		k := 0
+		flush := func() {
+			if sub == 0 {
+				return
+			}
+			b := prec.Params.Bytes(sub)
+			d.alloc(r, fmt.Sprintf("fp16 partition %d", k), []int64{sub}, prec.Params, b, CatParams, "this rank's partition of the parameters (ZeRO-3)")
+			st.Params += b
+			if trainable {
+				d.optimizerShard(r, fmt.Sprintf("sub-group %d", k), sub, "ZeRO-3 partition")
+			}
+			k++
+			sub = 0
+		}
+		for pi := range d.p.params {
+			p := &d.p.params[pi]
+			if p.tiedTo >= 0 || p.trainable != trainable {
+				continue
+			}
+			n := ceilDiv(p.numel, d.degree(int32(pi)))
+			sub += n
+			if trainable {
+				trainPart += n
+			}
+			if sub >= zeroSubGroup {
+				flush()
+			}
+		}
+		flush()
+	}
+	for u := range d.units {
+		if d.units[u].keep {
+			un := &d.units[u]
+			b := d.gatherDT.Bytes(un.numel)
+			un.tensor = d.alloc(r, un.name+" (persistent)", []int64{un.numel}, d.gatherDT, b, CatParams, "small parameters kept whole (stage3_param_persistence_threshold)")
+			st.Params += b
+		}
+	}
+	if r.plan.Phase == "eval" {
+		return
+	}
+	gb := prec.Grads.Bytes(trainPart)
+	d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
+	st.Grads = gb
+	d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, prec.Params, prec.Params.Bytes(zeroReduceBucket), CatComm, "ZeRO-3 reduce bucket (reduce_bucket_size elements, allocated at init)")
+}
+
+// setupFSDP: every parameter sharded along dim 0 (a DTensor shard), its
+// optimizer state sharded alike; sharded gradients exist between
+// micro-batches when accumulating.
+func (d *distState) setupFSDP(r *replay) {
+	if d.fsdp1 {
+		d.setupFSDP1(r) // fsdp1.go
+		return
+	}
+	prec := r.plan.Precision
+	st := &r.rep.States
+	r.op = "model"
+	for pi := range d.p.params {
+		p := &d.p.params[pi]
+		if p.tiedTo >= 0 {
+			continue
+		}
+		n := fsdpShard(p.shape, p.numel, d.degree(int32(pi)))
+		b := prec.Params.Bytes(n)
+		d.alloc(r, p.name+" shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the parameter (FSDP)")
+		st.Params += b
+	}
+	if r.plan.Phase == "eval" {
+		return
+	}
+	r.op = "optimizer state"
+	for pi := range d.p.params {
+		p := &d.p.params[pi]
+		if p.tiedTo >= 0 || !p.trainable {
+			continue
+		}
+		d.optimizerShard(r, p.name, fsdpShard(p.shape, p.numel, d.degree(int32(pi))), "FSDP shard")
+	}
+	if r.plan.gradsPersist() {
+		for u := range d.units {
+			d.shardGrad(r, u)
+		}
+	}
+}
+
+// unitGradShard is the sharded gradient size of unit u, elements.
+func (d *distState) unitGradShard(u int) int64 {
+	var n int64
+	for _, pi := range d.units[u].params {
+		p := &d.p.params[pi]
+		if p.trainable {
+			n += fsdpShard(p.shape, p.numel, d.degree(pi))
+		}
+	}
+	return n
+}
+
+// shardGrad allocates unit u's sharded gradient (first reduce-scatter).
+func (d *distState) shardGrad(r *replay, u int) {
+	un := &d.units[u]
+	n := d.unitGradShard(u)
+	if n == 0 || un.grad != none {
+		return
+	}
+	dt := r.plan.Precision.Grads
+	un.grad = d.alloc(r, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output)")
+	r.rep.States.Grads += dt.Bytes(n)
+}

@@ -1,0 +1,141 @@
+package sim
+
+import "strings"
+
+// Gather units: the parameters ZeRO-3 (a module) and FSDP (a repeated
+// block, or the root) all-gather together, and the ops that read them.
+
+// buildUnits groups parameters into gather units and finds the ops that
+// read them.
+func (d *distState) buildUnits() {
+	prog := d.p
+	d.unitOf = fill(make([]int32, len(prog.params)), none)
+	d.opUnits = make([][]int32, len(prog.ops))
+	key := map[string]int32{}
+	var blocks []string
+	if d.mode == distFSDP {
+		blocks = blockPrefixes(d.plan.Model)
+	}
+	unitFor := func(pi int32) int32 {
+		if u := d.unitOf[pi]; u != none {
+			return u
+		}
+		name := prog.params[pi].name
+		k := moduleOf(name)
+		root := false
+		if d.mode == distFSDP {
+			k, root = fsdpUnit(name, blocks)
+		}
+		u, ok := key[k]
+		if !ok {
+			u = int32(len(d.units))
+			key[k] = u
+			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, flatGrad: none, root: root})
+			d.order = append(d.order, u)
+		}
+		d.unitOf[pi] = u
+		un := &d.units[u]
+		un.params = append(un.params, pi)
+		un.numel += prog.params[pi].numel
+		un.trainable = un.trainable || prog.params[pi].trainable
+		return u
+	}
+	for i := range prog.ops {
+		for _, pi := range prog.ops[i].params {
+			u := unitFor(d.root(pi))
+			if !containsUnit(d.opUnits[i], u) {
+				d.opUnits[i] = append(d.opUnits[i], u)
+			}
+			un := &d.units[u]
+			if un.first == none {
+				un.first = int32(i)
+			}
+			un.last = int32(i)
+		}
+	}
+	if d.mode == distZeRO {
+		for u := range d.units {
+			d.units[u].keep = d.units[u].numel < zeroPersistence
+		}
+	}
+}
+
+func containsUnit(us []int32, u int32) bool {
+	for _, x := range us {
+		if x == u {
+			return true
+		}
+	}
+	return false
+}
+
+// moduleOf is a parameter's module path ("layers.3.attn.q_proj").
+func moduleOf(name string) string {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			return name[:i]
+		}
+	}
+	return name
+}
+
+// fsdpUnit is the FSDP unit of a parameter: the repeated block whose path
+// prefixes its name, else the root.
+func fsdpUnit(name string, blocks []string) (string, bool) {
+	for _, b := range blocks {
+		if hasPathPrefix(name, b) {
+			return b, false
+		}
+	}
+	return "root", true
+}
+
+// hasPathPrefix reports whether name is under module path p, allowing
+// leading scopes the lowering adds (pipeline micro-batches "mbK",
+// ensemble members "memberK").
+func hasPathPrefix(name, p string) bool {
+	for {
+		if len(name) > len(p) && name[:len(p)] == p && name[len(p)] == '.' {
+			return true
+		}
+		i := 0
+		for i < len(name) && name[i] != '.' {
+			i++
+		}
+		if i >= len(name) {
+			return false
+		}
+		name = name[i+1:]
+	}
+}
+
+// blockPrefixes are the module paths of the blocks of the model's largest
+// repeat(), as the lowering names them.
+func blockPrefixes(m *Model) []string {
+	s, err := splitStages(m, Parallelism{})
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, u := range s.blocks {
+		var parts []string
+		for _, a := range u.anc {
+			if a.seq.Label() == "" {
+				parts = append(parts, itoa(int64(a.index)))
+			}
+			if a.seq.Name != "" {
+				parts = append(parts, a.seq.Name)
+			}
+		}
+		if u.rep.Label() == "" {
+			parts = append(parts, itoa(int64(u.index)))
+		}
+		name := u.rep.Name
+		if name == "" {
+			name = "layers"
+		}
+		parts = append(parts, name, itoa(u.block))
+		out = append(out, strings.Join(parts, "."))
+	}
+	return out
+}
