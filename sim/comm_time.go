@@ -215,10 +215,10 @@ func (w *gpuWork) exposedComm(plan *Plan) commExposure {
 	var tp, ep, cp float64
 	var ppBytes int64
 	for _, c := range w.mbComm {
-		t := plan.collectiveSeconds(c.kind, c.group, c.bytes)
 		if w.eval && c.backward {
 			continue
 		}
+		t := plan.collectiveSeconds(c.kind, c.group, c.bytes) * c.n
 		if !c.backward {
 			t *= 1 + rf
 		}
@@ -342,4 +342,56 @@ func (p *Plan) p2pSeconds(bytes int64) float64 {
 		return p.collectiveSeconds("send_recv", "pp", part) + p.collectiveSeconds("all_gather", "tp", bytes)
 	}
 	return p.collectiveSeconds("send_recv", "pp", bytes)
+}
+
+// commSum is n identical collectives.
+type commSum struct {
+	kind, group string
+	bytes       int64
+	backward    bool
+	n           float64
+}
+
+// sumComm adds n times each of recs to sums, merging identical
+// collectives, and returns the sums in a fixed order (so that the time
+// model adds the same terms in the same order whichever way the
+// collectives were counted).
+func sumComm(recs []commRecord, sums []commSum, n float64) []commSum {
+	for _, c := range recs {
+		found := false
+		for i := range sums {
+			s := &sums[i]
+			if s.kind == c.kind && s.group == c.group && s.bytes == c.bytes && s.backward == c.backward {
+				s.n += n
+				found = true
+				break
+			}
+		}
+		if !found {
+			sums = append(sums, commSum{kind: c.kind, group: c.group, bytes: c.bytes, backward: c.backward, n: n})
+		}
+	}
+	sortComm(sums)
+	return sums
+}
+
+// sortComm orders collectives by group, kind, direction and size
+// (insertion sort: the lists are short).
+func sortComm(sums []commSum) {
+	less := func(a, b *commSum) bool {
+		switch {
+		case a.group != b.group:
+			return a.group < b.group
+		case a.kind != b.kind:
+			return a.kind < b.kind
+		case a.backward != b.backward:
+			return !a.backward
+		}
+		return a.bytes < b.bytes
+	}
+	for i := 1; i < len(sums); i++ {
+		for j := i; j > 0 && less(&sums[j], &sums[j-1]); j-- {
+			sums[j], sums[j-1] = sums[j-1], sums[j]
+		}
+	}
 }

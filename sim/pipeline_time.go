@@ -58,23 +58,13 @@ func stageTransfers(par Parallelism, s int64) (recv, send int64) {
 	return recv, send
 }
 
-// pipelineTime composes the step of a pipelined plan from its stages'
-// reports. Every stage report gets the pipeline's step time, with its own
-// idle time as "bubble"; top (the report shown for the plan) gets the
-// critical path: the slowest stage's micro-batches, the fill and drain,
-// and the longest tail. MFU and HFU count the FLOPs of all stages.
-func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
-	par := plan.Parallel.norm()
-	var slow, tail *stageTime
-	var sum, flops, hw float64
-	for _, r := range ranks {
-		st := r.Time.stage
-		if st == nil {
-			return // a stage without a time model (its notes say why)
-		}
+// pipelineStep composes the step from the stages' times (the formula
+// above): the step, the bubble, the slowest stage and the stage with the
+// longest tail. slow is nil when stages is empty.
+func pipelineStep(v int64, stages []*stageTime) (step, bubble float64, slow, tail *stageTime) {
+	var sum float64
+	for _, st := range stages {
 		sum += st.time.mbSec
-		flops += st.work.flops
-		hw += st.work.hwFlops
 		if slow == nil || st.time.mbSec > slow.time.mbSec {
 			slow = st
 		}
@@ -83,24 +73,22 @@ func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
 		}
 	}
 	if slow == nil {
-		return
+		return 0, 0, nil, nil
 	}
-	m, v := float64(slow.work.m), float64(par.VirtualStages)
-	bubble := (sum - slow.time.mbSec) / v
-	step := m*slow.time.mbSec + bubble + tail.time.tlSec
-	for i, r := range ranks {
-		st := r.Time.stage
-		busy := float64(st.work.m)*st.time.mbSec + st.time.tlSec
-		te := TimeEstimate{StepSeconds: step, stage: st, Notes: r.Time.Notes}
-		for _, s := range st.time.perMB {
-			te.Breakdown = append(te.Breakdown, TimeShare{s.Name, float64(st.work.m) * s.Seconds})
-		}
-		te.Breakdown = append(te.Breakdown, TimeShare{"bubble", step - busy})
-		te.Breakdown = append(te.Breakdown, st.time.tail...)
-		st.work.utilisation(plan, &te, 1)
-		te.Notes = append(te.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))
-		r.Time = te
+	bubble = (sum - slow.time.mbSec) / float64(v)
+	return float64(slow.work.m)*slow.time.mbSec + bubble + tail.time.tlSec, bubble, slow, tail
+}
+
+// pipelineEstimate is the plan's estimate over all stages: the critical
+// path (the slowest stage's micro-batches, the fill and drain, the longest
+// tail), MFU and HFU over the FLOPs of all stages.
+func pipelineEstimate(plan *Plan, stages []*stageTime) TimeEstimate {
+	par := plan.Parallel.norm()
+	step, bubble, slow, tail := pipelineStep(par.VirtualStages, stages)
+	if slow == nil {
+		return TimeEstimate{}
 	}
+	m := float64(slow.work.m)
 	te := TimeEstimate{StepSeconds: step}
 	for _, s := range slow.time.perMB {
 		te.Breakdown = append(te.Breakdown, TimeShare{s.Name, m * s.Seconds})
@@ -108,9 +96,45 @@ func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
 	te.Breakdown = append(te.Breakdown, TimeShare{"bubble", bubble})
 	te.Breakdown = append(te.Breakdown, tail.time.tail...)
 	w := *slow.work
-	w.flops, w.hwFlops = flops, hw
+	w.flops, w.hwFlops = 0, 0
+	for _, st := range stages {
+		w.flops += st.work.flops
+		w.hwFlops += st.work.hwFlops
+	}
 	w.utilisation(plan, &te, par.PP)
 	te.Notes = append(te.Notes, fmt.Sprintf("pipeline: %d stages, %d micro-batches, %s schedule; bubble %.1f%% of the step",
 		par.PP, slow.work.m, par.Schedule, 100*bubble/step))
+	return te
+}
+
+// pipelineTime composes the step of a pipelined plan from its stages'
+// reports. Every stage report gets the pipeline's step time, with its own
+// idle time as "bubble"; top (the report shown for the plan) gets the
+// critical path (pipelineEstimate).
+func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
+	stages := make([]*stageTime, len(ranks))
+	for i, r := range ranks {
+		if stages[i] = r.Time.stage; stages[i] == nil {
+			return // a stage without a time model (its notes say why)
+		}
+	}
+	te := pipelineEstimate(plan, stages)
+	if te.StepSeconds <= 0 {
+		return
+	}
+	step := te.StepSeconds
+	for i, r := range ranks {
+		st := stages[i]
+		busy := float64(st.work.m)*st.time.mbSec + st.time.tlSec
+		rt := TimeEstimate{StepSeconds: step, stage: st, Notes: r.Time.Notes}
+		for _, s := range st.time.perMB {
+			rt.Breakdown = append(rt.Breakdown, TimeShare{s.Name, float64(st.work.m) * s.Seconds})
+		}
+		rt.Breakdown = append(rt.Breakdown, TimeShare{"bubble", step - busy})
+		rt.Breakdown = append(rt.Breakdown, st.time.tail...)
+		st.work.utilisation(plan, &rt, 1)
+		rt.Notes = append(rt.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))
+		r.Time = rt
+	}
 	top.Time = te
 }

@@ -119,7 +119,7 @@ type gpuWork struct {
 	// flops and hwFlops are the model FLOPs (forward and backward, no
 	// recompute) and hardware FLOPs (with recompute) of one micro-batch.
 	flops, hwFlops float64
-	mbComm         []commRecord // collectives of one micro-batch (tp, cp, ep, pp)
+	mbComm         []commSum    // collectives of one micro-batch (tp, cp, ep, pp), aggregated
 	ppSend, ppRecv int64        // activations sent and received per micro-batch and direction
 	dpComm         []commRecord // data-parallel collectives of the step (comm.go's inventory)
 	mode           distMode
@@ -209,7 +209,7 @@ func workOf(prog *program, plan *Plan, r *replay) (*gpuWork, error) {
 	}
 	ct, attn := computeTime(mbProg, d, redone, optBytes)
 	w.mb, w.attn, w.optimizer = ct, attn, ct.Optimizer
-	w.mbComm = mbProg.comm
+	w.mbComm = sumComm(mbProg.comm, nil, 1)
 	if w.eval {
 		w.mb.Backward, w.mb.Recompute, w.optimizer = 0, 0, 0
 	}

@@ -1,0 +1,481 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Search finds the fastest layouts of a model on a cluster (SEEDS.md
+// story 3: "finding the best combination ... is an optimisation problem
+// of its own"). It enumerates every valid layout of the space (data x
+// tensor x pipeline x context x expert parallelism, sharding, micro-batch,
+// schedule, checkpointing), prunes by memory first, ranks by step time and
+// replays the fastest in full until it has the layouts asked for.
+//
+// Memory first: a layout whose model states alone, or states plus the
+// activations its GPU holds for backward, exceed the GPU cannot fit
+// (fastEstimate.minDevice is a lower bound of what the replay reports), so
+// it is dropped before any replay. The step time of the rest comes from
+// block profiles (search_profile.go) through the same time model as a
+// replay. The layouts are then replayed in order of that time, in
+// parallel, and kept when they fit; every row of the result is a full
+// replay.
+
+// SearchSpace is the layouts Search enumerates. Nil lists take defaults.
+type SearchSpace struct {
+	GPUs        int64 // GPUs of the job
+	GPUsPerNode int64 // 0: 8
+	GlobalBatch int64 // sequences per step over all replicas
+	TP, PP, CP  []int64
+	EP          []int64  // default: 1, and the powers of two dividing the experts of a MoE model
+	Sharding    []string // ddp, zero1, zero2, zero3, fsdp, megatron, distopt
+	MicroBatch  []int64  // sequences per micro-batch; default 1, 2, 4, 8
+	Checkpoint  []string // none, selective, full
+	Virtual     []int64  // model chunks per GPU for pp > 1: 1 is 1F1B, more the interleaved schedule; default 1, 2, 4
+	Top         int      // fitting layouts to return, fastest first; 0 = all
+	Workers     int      // parallel replays; 0 = 1
+	MaxLayouts  int      // refuse spaces larger than this; 0 = DefaultMaxLayouts
+	// Progress, when set, is called after each replay with the replays done
+	// and the most that may be needed.
+	Progress func(done, total int)
+}
+
+// DefaultMaxLayouts caps a search: larger spaces are refused with a hint.
+const DefaultMaxLayouts = 200_000
+
+// SearchStats counts what a search did.
+type SearchStats struct {
+	Layouts      int // valid layouts enumerated
+	Invalid      int // combinations the plan rejects (degrees that do not divide)
+	PrunedStates int // model states alone exceed the GPU
+	PrunedMemory int // model states and activations held for backward exceed the GPU
+	Replayed     int // full replays
+	Profiles     int // block profiles lowered
+}
+
+// SearchRow is one layout of the result, replayed in full.
+type SearchRow struct {
+	Plan     *Plan
+	Report   *Report
+	Sharding string
+}
+
+// SearchResult is the fitting layouts, fastest first.
+type SearchResult struct {
+	Rows  []SearchRow
+	Stats SearchStats
+}
+
+// candidate is one enumerated layout.
+type candidate struct {
+	plan     *Plan
+	sharding string
+	key      profileKey
+	est      fastEstimate
+	order    int
+}
+
+// profileKey is what the lowering of a layout depends on: tensor,
+// context and expert degrees, sequence parallelism, micro-batch and
+// checkpointing, and the casts of the sharding (DeepSpeed and FSDP run
+// mixed precision without autocast's weight copies).
+type profileKey struct {
+	tp, cp, ep, mbs int64
+	sp, active      bool
+	ckpt, casts     string
+}
+
+// shardingLayout applies a sharding name to par.
+func shardingLayout(name string, par *Parallelism) error {
+	switch name {
+	case "ddp", "megatron":
+	case "zero1":
+		par.Zero = 1
+	case "zero2":
+		par.Zero = 2
+	case "zero3":
+		par.Zero = 3
+	case "fsdp":
+		par.FSDP = true
+	case "distopt":
+		par.DistributedOptimizer = true
+	default:
+		return &Error{Path: "search", Msg: fmt.Sprintf("unknown sharding %q (known: ddp, zero1, zero2, zero3, fsdp, megatron, distopt)", name)}
+	}
+	return nil
+}
+
+func powersOfTwo(limit int64) []int64 {
+	var out []int64
+	for n := int64(1); n <= limit; n *= 2 {
+		out = append(out, n)
+	}
+	return out
+}
+
+// defaults fills the space's nil lists for base.
+func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
+	if sp.GPUs <= 0 {
+		return sp, &Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
+	}
+	if sp.GlobalBatch <= 0 {
+		return sp, &Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
+	}
+	if sp.GPUsPerNode <= 0 {
+		sp.GPUsPerNode = defaultGPUsPerNode
+		if c := base.Cluster; c.GPUsPerNode > 0 {
+			sp.GPUsPerNode = c.GPUsPerNode
+		}
+	}
+	if sp.GPUs > sp.GPUsPerNode && sp.GPUs%sp.GPUsPerNode != 0 {
+		return sp, &Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is not a whole number of %d-GPU nodes", sp.GPUs, sp.GPUsPerNode)}
+	}
+	if sp.TP == nil {
+		sp.TP = powersOfTwo(min(sp.GPUs, 2*sp.GPUsPerNode))
+	}
+	_, blocks := withBlocks(base.Model, 1)
+	if sp.PP == nil {
+		sp.PP = []int64{1}
+		for _, n := range powersOfTwo(min(sp.GPUs, blocks))[1:] {
+			if blocks%n == 0 {
+				sp.PP = append(sp.PP, n)
+			}
+		}
+	}
+	if sp.CP == nil {
+		sp.CP = []int64{1}
+		if base.Model.TakesTokens() {
+			sp.CP = powersOfTwo(min(8, sp.GPUs))
+		}
+	}
+	if sp.EP == nil {
+		sp.EP = []int64{1}
+		if e := maxExperts(base.Model); e > 1 {
+			sp.EP = powersOfTwo(min(e, sp.GPUs))
+		}
+	}
+	if sp.Sharding == nil {
+		sp.Sharding = []string{"ddp", "zero1", "zero2", "zero3"}
+		if base.Precision.Name == "megatron" {
+			sp.Sharding = []string{"megatron", "distopt"}
+		}
+	}
+	if sp.MicroBatch == nil {
+		sp.MicroBatch = []int64{1, 2, 4, 8}
+	}
+	if sp.Checkpoint == nil {
+		sp.Checkpoint = []string{"none", "selective", "full"}
+	}
+	if sp.Virtual == nil {
+		sp.Virtual = []int64{1, 2, 4}
+	}
+	if sp.MaxLayouts <= 0 {
+		sp.MaxLayouts = DefaultMaxLayouts
+	}
+	if sp.Workers <= 0 {
+		sp.Workers = 1
+	}
+	for _, l := range [][]int64{sp.TP, sp.PP, sp.CP, sp.EP, sp.MicroBatch, sp.Virtual} {
+		for _, n := range l {
+			if n <= 0 {
+				return sp, &Error{Path: "search", Msg: fmt.Sprintf("degrees and sizes must be positive (got %d)", n)}
+			}
+		}
+	}
+	return sp, nil
+}
+
+func maxExperts(m *Model) int64 {
+	var e int64
+	for i, l := range m.Layers {
+		Walk(l, childPath("", l, i), func(_ string, l Layer) {
+			if x, ok := l.(*MoE); ok {
+				e = max(e, x.Experts)
+			}
+		})
+	}
+	return e
+}
+
+// enumerate lists the valid layouts of the space, in a fixed order.
+func (sp SearchSpace) enumerate(base *Plan, stats *SearchStats) ([]*candidate, error) {
+	var out []*candidate
+	valid := map[string]error{} // layout checks that do not depend on batch or memory
+	combos := 0
+	for _, tp := range sp.TP {
+		for _, cp := range sp.CP {
+			for _, pp := range sp.PP {
+				if sp.GPUs%(tp*cp*pp) != 0 {
+					continue
+				}
+				dp := sp.GPUs / (tp * cp * pp)
+				if sp.GlobalBatch%dp != 0 {
+					continue
+				}
+				perReplica := sp.GlobalBatch / dp
+				for _, ep := range sp.EP {
+					for _, sh := range sp.Sharding {
+						for _, v := range sp.Virtual {
+							if pp == 1 && v > 1 {
+								continue
+							}
+							for _, mbs := range sp.MicroBatch {
+								if perReplica%mbs != 0 {
+									continue
+								}
+								m := perReplica / mbs
+								for _, ck := range sp.Checkpoint {
+									combos++
+									if combos > sp.MaxLayouts {
+										return nil, &Error{Path: "search", Msg: fmt.Sprintf("the search space has more than %d layouts", sp.MaxLayouts),
+											Hint: "narrow it: pass lists for tp=, pp=, cp=, micro_batch=, checkpoint= or sharding=, or raise max_layouts="}
+									}
+									c, err := sp.layout(base, tp, pp, cp, ep, dp, v, mbs, m, sh, ck)
+									if err != nil {
+										return nil, err
+									}
+									k := fmt.Sprintf("%s|%s|%d|%d", c.plan.Parallel.String(), ck, mbs, m)
+									err, seen := valid[k]
+									if !seen {
+										err = c.plan.Validate()
+										valid[k] = err
+									}
+									if err != nil {
+										stats.Invalid++
+										continue
+									}
+									c.order = len(out)
+									out = append(out, c)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// layout builds one candidate plan from base.
+func (sp SearchSpace) layout(base *Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
+	par := Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1}
+	if v > 1 {
+		par.Schedule, par.VirtualStages = "interleaved", v
+	}
+	if err := shardingLayout(sh, &par); err != nil {
+		return nil, err
+	}
+	c, err := ParseCheckpoint(ck)
+	if err != nil {
+		return nil, &Error{Path: "search", Msg: err.Error()}
+	}
+	p := *base
+	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, mbs, m, c
+	gpn := min(sp.GPUsPerNode, sp.GPUs)
+	p.Cluster = Cluster{Nodes: sp.GPUs / gpn, GPUsPerNode: gpn, IntraGBps: base.Cluster.IntraGBps, InterGBps: base.Cluster.InterGBps}
+	casts := ""
+	switch {
+	case par.FSDP && p.Precision.Autocast:
+		casts = "fsdp"
+	case par.Zero > 0 && p.Precision.Autocast:
+		casts = "deepspeed"
+	}
+	return &candidate{plan: &p, sharding: sh,
+		key: profileKey{tp: tp, cp: cp, ep: ep, mbs: mbs, sp: par.SequenceParallel, active: par.Active(), ckpt: ck, casts: casts}}, nil
+}
+
+// Search runs the search of sp over base's model, precision, optimizer,
+// sequence length and GPU. ctx cancels it.
+func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, error) {
+	if err := fastPathSupported(base); err != nil {
+		return nil, err
+	}
+	sp, err := sp.defaults(base)
+	if err != nil {
+		return nil, err
+	}
+	res := &SearchResult{}
+	cands, err := sp.enumerate(base, &res.Stats)
+	if err != nil {
+		return nil, err
+	}
+	res.Stats.Layouts = len(cands)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	// Profiles, one per lowering configuration, in parallel.
+	profiles := map[profileKey]*profile{}
+	var keys []profileKey
+	first := map[profileKey]*candidate{}
+	for _, c := range cands {
+		if _, ok := first[c.key]; !ok {
+			first[c.key] = c
+			keys = append(keys, c.key)
+		}
+	}
+	prs := make([]*profile, len(keys))
+	errs := make([]error, len(keys))
+	parallelFor(ctx, sp.Workers, len(keys), func(i int) {
+		prs[i], errs[i] = newProfile(first[keys[i]].plan)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		profiles[k] = prs[i]
+	}
+	res.Stats.Profiles = len(keys)
+
+	// The units of each pipeline shape, then the estimates and the memory
+	// bound.
+	type shapeKey struct {
+		key   profileKey
+		pp, v int64
+	}
+	shapes := map[shapeKey]*stageShape{}
+	var skeys []shapeKey
+	for _, c := range cands {
+		par := c.plan.Parallel.norm()
+		k := shapeKey{c.key, par.PP, par.VirtualStages}
+		if _, ok := shapes[k]; !ok {
+			shapes[k] = nil
+			skeys = append(skeys, k)
+		}
+	}
+	shs := make([]*stageShape, len(skeys))
+	parallelFor(ctx, sp.Workers, len(skeys), func(i int) {
+		k := skeys[i]
+		shs[i] = profiles[k.key].shape(k.pp, k.v)
+	})
+	for i, k := range skeys {
+		shapes[k] = shs[i]
+	}
+	parallelFor(ctx, sp.Workers, len(cands), func(i int) {
+		c := cands[i]
+		par := c.plan.Parallel.norm()
+		c.est = profiles[c.key].estimate(c.plan, shapes[shapeKey{c.key, par.PP, par.VirtualStages}])
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	kept := cands[:0]
+	for _, c := range cands {
+		switch capacity := c.plan.Device.Memory; {
+		case c.est.minStates > capacity:
+			res.Stats.PrunedStates++
+		case c.est.minDevice > capacity:
+			res.Stats.PrunedMemory++
+		default:
+			kept = append(kept, c)
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool { return kept[i].est.time.StepSeconds < kept[j].est.time.StepSeconds })
+
+	// Replays in order of estimated time, a wave of workers at a time,
+	// until enough layouts fit.
+	want := sp.Top
+	if want <= 0 {
+		want = len(kept)
+	}
+	reports := make([]*Report, len(kept))
+	rerrs := make([]error, len(kept))
+	fitting, done := 0, 0
+	for done < len(kept) && fitting < want {
+		n := min(len(kept)-done, max(sp.Workers, want-fitting))
+		wave := kept[done : done+n]
+		parallelFor(ctx, sp.Workers, n, func(i int) {
+			reports[done+i], rerrs[done+i] = Evaluate(wave[i].plan, Options{})
+		})
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		for i := done; i < done+n; i++ {
+			if rerrs[i] != nil {
+				return nil, rerrs[i]
+			}
+			res.Stats.Replayed++
+			if reports[i].Fits && fitting < want {
+				fitting++
+				res.Rows = append(res.Rows, SearchRow{Plan: kept[i].plan, Report: reports[i], Sharding: kept[i].sharding})
+			}
+		}
+		done += n
+		if sp.Progress != nil {
+			sp.Progress(done, min(len(kept), done+want-fitting))
+		}
+	}
+	sort.SliceStable(res.Rows, func(i, j int) bool {
+		return res.Rows[i].Report.Time.StepSeconds < res.Rows[j].Report.Time.StepSeconds
+	})
+	return res, nil
+}
+
+// fastPathSupported refuses plans whose features the block profiles do not
+// sum (search is for layouts of plain training steps).
+func fastPathSupported(p *Plan) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case p.Phase == "eval":
+		return &Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
+	case p.LoRA != nil || p.Quant != "" || len(p.Freeze) > 0:
+		return &Error{Path: "search", Msg: "search does not take LoRA, quantized or frozen plans", Hint: "sweep(plan, ...) evaluates any plan"}
+	case p.Offload != nil:
+		return &Error{Path: "search", Msg: "search does not take offload", Hint: "sweep(plan, ...) evaluates any plan"}
+	case p.Members > 1 || p.LossChunks > 1 || p.TokensPerBatch > 0:
+		return &Error{Path: "search", Msg: "search does not take members, loss_chunks or tokens_per_batch", Hint: "sweep(plan, ...) evaluates any plan"}
+	}
+	var tables bool
+	for i, l := range p.Model.Layers {
+		Walk(l, childPath("", l, i), func(_ string, l Layer) {
+			if _, ok := l.(*Table); ok {
+				tables = true
+			}
+		})
+	}
+	if tables {
+		return &Error{Path: "search", Msg: "search does not take models with table() layers", Hint: "sweep(plan, ...) evaluates any plan"}
+	}
+	return nil
+}
+
+// parallelFor runs fn(0..n-1) on workers goroutines; it stops handing
+// out work when ctx is done.
+func parallelFor(ctx context.Context, workers, n int, fn func(i int)) {
+	if workers <= 1 || n <= 1 {
+		for i := 0; i < n; i++ {
+			if ctx.Err() != nil {
+				return
+			}
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}

@@ -1,0 +1,284 @@
+package sim
+
+// The fast estimate of one layout from its profile: the time model's
+// inputs summed over units (search_profile.go) and fed to the same
+// functions as the full replay (gpuWork.times, pipelineEstimate), and a
+// lower bound of the device memory the replay would report.
+
+// fastEstimate is what Search knows of a layout before replaying it.
+type fastEstimate struct {
+	time TimeEstimate
+	// minDevice is a lower bound of the device memory the replay reports
+	// (Report.DeviceUsed) on the fullest GPU: model states allocated at
+	// setup and kept, plus the activations held for backward at the end of
+	// the forward, plus the memory outside PyTorch's allocator.
+	minDevice int64
+	// minStates is the model-state part of minDevice (with the memory
+	// outside the allocator).
+	minStates int64
+}
+
+// stageShape is the units of a profile's layouts with pp stages of v
+// chunks: the whole model without a pipeline, else the first, a middle
+// and the last stage (stages between the first and the last are alike).
+type stageShape struct {
+	pp, v    int64
+	perChunk int64
+	stages   []unitSums // [whole] or [first, middle, last]
+}
+
+// shape sums the units of a layout with pp stages of v model chunks.
+func (pr *profile) shape(pp, v int64) *stageShape {
+	sh := &stageShape{pp: pp, v: v}
+	if pp <= 1 {
+		sh.stages = []unitSums{pr.base.add(pr.block, float64(pr.n))}
+		sh.stages[0].params = pr.base.params.add(pr.block.params, pr.n)
+		return sh
+	}
+	sh.perChunk = pr.n / (pp * v)
+	kinds := []int64{0, 1, pp - 1}
+	if pp == 2 {
+		kinds = []int64{0, 1}
+	}
+	last := pp*v - 1
+	for _, s := range kinds {
+		var u unitSums
+		for c := int64(0); c < v; c++ {
+			u = u.add(pr.chunkUnits(c*pp+s, last, sh.perChunk), 1)
+		}
+		sh.stages = append(sh.stages, u)
+	}
+	return sh
+}
+
+// chunkUnits is model chunk g's units (of chunks 0..last), parameters
+// included.
+func (pr *profile) chunkUnits(g, last, blocks int64) unitSums {
+	var u unitSums
+	if g == 0 {
+		u = u.add(pr.first, 1)
+	} else {
+		u = u.add(pr.recv, 1)
+	}
+	u = u.add(pr.block, float64(blocks))
+	if g == last {
+		u = u.add(pr.last, 1)
+	}
+	return u
+}
+
+// chunkSaved is chunk g's activations held for backward.
+func (pr *profile) chunkSaved(g, last, blocks int64) int64 {
+	n := blocks * pr.block.saved
+	if g == 0 {
+		n += pr.first.saved
+	} else {
+		n += pr.recv.saved
+	}
+	if g == last {
+		n += pr.last.saved
+	}
+	return n
+}
+
+// kind is the index in sh.stages of stage s.
+func (sh *stageShape) kind(s int64) int {
+	switch {
+	case sh.pp <= 1 || s == 0:
+		return 0
+	case s == sh.pp-1:
+		return len(sh.stages) - 1
+	}
+	return 1
+}
+
+// estimate is the fast estimate of plan p, a layout of the profile's
+// configuration with sh's pipeline.
+func (pr *profile) estimate(p *Plan, sh *stageShape) fastEstimate {
+	if q, ok := p.deepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	par := p.Parallel.norm()
+	var fe fastEstimate
+	nonTorch := p.Device.Context
+	for _, o := range p.commOverheads() {
+		nonTorch += o.Bytes
+	}
+	if par.PP <= 1 {
+		u := &sh.stages[0]
+		w, states := pr.work(p, u)
+		g := w.times(p)
+		fe.time = TimeEstimate{StepSeconds: float64(w.m)*g.mbSec + g.tlSec}
+		for _, s := range g.perMB {
+			fe.time.Breakdown = append(fe.time.Breakdown, TimeShare{s.Name, float64(w.m) * s.Seconds})
+		}
+		fe.time.Breakdown = append(fe.time.Breakdown, g.tail...)
+		w.utilisation(p, &fe.time, 1)
+		fe.minStates = states + nonTorch
+		fe.minDevice = fe.minStates + u.saved
+		return fe
+	}
+	m := p.microBatches()
+	last := par.PP*par.VirtualStages - 1
+	byKind := make([]*stageTime, len(sh.stages))
+	statesOf := make([]int64, len(sh.stages))
+	stages := make([]*stageTime, par.PP)
+	for s := int64(0); s < par.PP; s++ {
+		k := sh.kind(s)
+		if byKind[k] == nil {
+			q := *p
+			q.GradAccum = 1
+			if m*par.VirtualStages > inflight(par, s, m) {
+				q.GradAccum = m
+			}
+			q.pipeStage = &stageSpec{stage: s}
+			w, states := pr.work(&q, &sh.stages[k])
+			w.m = m
+			w.ppRecv, w.ppSend = stageTransfers(par, s)
+			byKind[k] = &stageTime{work: w, time: w.times(&q)}
+			statesOf[k] = states + nonTorch
+		}
+		stages[s] = byKind[k]
+		// Activations of the forwards in flight at the stage's peak
+		// (stageChunks: forward j runs chunk (j mod pp*v) div pp).
+		var held int64
+		for j := range inflight(par, s, m) {
+			g := (j%(par.PP*par.VirtualStages))/par.PP*par.PP + s
+			held += pr.chunkSaved(g, last, sh.perChunk)
+		}
+		fe.minStates = max(fe.minStates, statesOf[k])
+		fe.minDevice = max(fe.minDevice, statesOf[k]+held)
+	}
+	fe.time = pipelineEstimate(p, stages)
+	return fe
+}
+
+// work is the time model's input for one GPU doing the units u: the same
+// fields workOf reads from a replay. It also returns minStates.
+func (pr *profile) work(p *Plan, u *unitSums) (*gpuWork, int64) {
+	par := p.Parallel.norm()
+	w := &gpuWork{m: max(p.GradAccum, 1), eval: p.Phase == "eval"}
+	w.mb = ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
+	w.attn = u.attn
+	if w.eval {
+		w.flops, w.hwFlops = u.fwdFlops, u.fwdFlops
+	} else {
+		w.flops, w.hwFlops = 3*u.fwdFlops, 3*u.fwdFlops+u.recFlops
+	}
+	w.mbComm = u.comm
+	// A stand-in program holding the dense and expert parameters for
+	// comm.go's inventory of data-parallel collectives (it reads only
+	// their element counts).
+	var ps []paramInfo
+	for _, trainable := range []bool{true, false} {
+		dense, expert := u.params.numel(trainable)
+		if dense > 0 {
+			ps = append(ps, paramInfo{numel: dense, trainable: trainable, tiedTo: -1})
+		}
+		if expert > 0 {
+			ps = append(ps, paramInfo{numel: expert, trainable: trainable, tiedTo: -1, role: "expert_fast"})
+		}
+	}
+	d := newDist(p, &program{params: ps, loss: noValue, input: noValue})
+	w.mode = distReplicated
+	sharded := false
+	if d != nil {
+		w.mode, w.zero = d.mode, par.Zero
+		sharded = d.mode == distZeRO || d.mode == distFSDP || (d.mode == distMegatron && par.DistributedOptimizer)
+		for _, c := range d.commPerStep() {
+			if c.group == "dp" || c.group == "edp" {
+				w.dpComm = append(w.dpComm, c)
+			}
+		}
+	}
+	var optBytes int64
+	for _, e := range u.params {
+		if !e.trainable {
+			continue
+		}
+		t := e.traffic
+		if sharded {
+			t /= shardDegree(par, e.expert)
+		}
+		optBytes += e.n * t
+	}
+	if p.Device.HBMGBps > 0 && !w.eval {
+		w.optimizer = float64(optBytes) / (p.Device.HBMGBps * 1e9 * memoryEfficiency)
+	}
+	w.tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.m) * float64(par.DP)
+	return w, minStates(p, w.mode, u.params)
+}
+
+// shardDegree is the data-parallel sharding degree of a parameter: dp, or
+// dp/ep for experts (distState.degree).
+func shardDegree(par Parallelism, expert bool) int64 {
+	if expert {
+		return max(par.DP/par.EP, 1)
+	}
+	return par.DP
+}
+
+// linearStateBytes is the optimizer state of n elements for optimizers
+// whose state is linear in the elements (Adam, AdamW, SGD with momentum,
+// Lion), 0 for the others: a lower bound however the state is sharded.
+func linearStateBytes(o Optimizer, dt DType, n int64) int64 {
+	switch o.Kind {
+	case "adam", "adamw":
+		return 2 * dt.Bytes(n)
+	case "lion":
+		return dt.Bytes(n)
+	case "sgd":
+		if o.Momentum > 0 {
+			return dt.Bytes(n)
+		}
+	}
+	return 0
+}
+
+// minStates is a lower bound of the model states a GPU holding params
+// allocates at setup and keeps through the step: the parameters (sharded
+// over data parallelism with ZeRO-3 and FSDP), the master weights and
+// optimizer state (sharded with ZeRO, FSDP and the distributed optimizer),
+// and the persistent gradient buffers (DDP's buckets and Megatron's
+// main-gradient buffer hold every gradient; ZeRO-3 its partition).
+// Integer division rounds down where the replay pads up.
+func minStates(p *Plan, mode distMode, params paramAgg) int64 {
+	par := p.Parallel.norm()
+	prec := p.Precision
+	train := p.Phase != "eval"
+	var total int64
+	for _, e := range params {
+		deg := shardDegree(par, e.expert)
+		shardP, shardS := int64(1), int64(1)
+		switch mode {
+		case distZeRO:
+			shardS = deg
+			if par.Zero == 3 {
+				shardP = deg
+			}
+		case distFSDP:
+			shardP, shardS = deg, deg
+		case distMegatron:
+			if par.DistributedOptimizer {
+				shardS = deg
+			}
+		}
+		b := prec.Params.Bytes(e.numel) / shardP
+		if train && e.trainable {
+			var st int64
+			if prec.Master != InvalidDType && prec.Master != prec.Params {
+				st += prec.Master.Bytes(e.numel)
+			}
+			st += linearStateBytes(p.Optimizer, prec.States, e.numel)
+			b += st / shardS
+			switch {
+			case mode == distDDP || mode == distMegatron:
+				b += prec.Grads.Bytes(e.numel)
+			case mode == distZeRO && par.Zero == 3:
+				b += prec.Grads.Bytes(e.numel) / deg
+			}
+		}
+		total += e.n * b
+	}
+	return total
+}

@@ -1,0 +1,341 @@
+package sim
+
+import "fmt"
+
+// Block profiles: the fast path of Search. A decoder's step is its
+// repeated block many times over, so the time model's inputs (compute
+// per op, FLOPs, collectives, parameters, activations held for backward)
+// are sums over a few kinds of unit: the layers before the blocks, one
+// block, the layers after them with the output layer and loss, and, on a
+// pipeline stage, the activation received from the previous stage. A
+// profile lowers each kind once, on a model cut down to one or two blocks
+// (three for pipeline stages), and a layout's figures are those units
+// times their counts. The equality of this path with the full replay is
+// tested on a set of plans (search_test.go).
+
+// unitSums is what one unit contributes to a micro-batch of one GPU.
+type unitSums struct {
+	ct       ComputeTime // Optimizer unused
+	attn     float64
+	fwdFlops float64
+	recFlops float64
+	comm     []commSum
+	params   paramAgg // untied parameters
+	saved    int64    // activation bytes held for backward at the end of the forward
+}
+
+// paramEntry is n parameters alike for the sums the fast path needs.
+type paramEntry struct {
+	numel     int64
+	traffic   int64 // optimizer step's HBM traffic (replay.optimizerTraffic)
+	expert    bool
+	trainable bool
+	n         int64
+}
+
+// paramAgg is a multiset of parameters.
+type paramAgg []paramEntry
+
+// aggParams counts the untied parameters of ps, as plan p steps them.
+func aggParams(ps []paramInfo, p *Plan) paramAgg {
+	r := &replay{plan: p}
+	var a paramAgg
+	for i := range ps {
+		q := &ps[i]
+		if q.tiedTo >= 0 {
+			continue
+		}
+		e := paramEntry{numel: q.numel, expert: isExpertRole(q.role), trainable: q.trainable, n: 1}
+		if q.trainable {
+			e.traffic = r.optimizerTraffic(q)
+		}
+		a = a.add(paramAgg{e}, 1)
+	}
+	return a
+}
+
+// add returns a + k*b (a new multiset when b is not empty).
+func (a paramAgg) add(b paramAgg, k int64) paramAgg {
+	if len(b) == 0 || k == 0 {
+		return a
+	}
+	out := append(paramAgg(nil), a...)
+	for _, e := range b {
+		found := false
+		for i := range out {
+			o := &out[i]
+			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable {
+				o.n += k * e.n
+				found = true
+				break
+			}
+		}
+		if !found {
+			e.n *= k
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// numel sums the elements of the trainable (or frozen) dense and expert
+// parameters.
+func (a paramAgg) numel(trainable bool) (dense, expert int64) {
+	for _, e := range a {
+		if e.trainable != trainable {
+			continue
+		}
+		if e.expert {
+			expert += e.n * e.numel
+		} else {
+			dense += e.n * e.numel
+		}
+	}
+	return dense, expert
+}
+
+// add returns u + k*v; parameters are added for whole positive k (a
+// difference of units sets its parameters itself).
+func (u unitSums) add(v unitSums, k float64) unitSums {
+	u.ct.Forward += k * v.ct.Forward
+	u.ct.Backward += k * v.ct.Backward
+	u.ct.Recompute += k * v.ct.Recompute
+	u.attn += k * v.attn
+	u.fwdFlops += k * v.fwdFlops
+	u.recFlops += k * v.recFlops
+	u.saved += int64(k) * v.saved
+	if k > 0 && k == float64(int64(k)) {
+		u.params = u.params.add(v.params, int64(k))
+	}
+	if len(v.comm) > 0 && k != 0 {
+		sums := make([]commSum, len(u.comm), len(u.comm)+len(v.comm))
+		copy(sums, u.comm)
+		for _, c := range v.comm {
+			found := false
+			for i := range sums {
+				s := &sums[i]
+				if s.kind == c.kind && s.group == c.group && s.bytes == c.bytes && s.backward == c.backward {
+					s.n += k * c.n
+					found = true
+					break
+				}
+			}
+			if !found {
+				c.n *= k
+				sums = append(sums, c)
+			}
+		}
+		u.comm = sums[:0]
+		for _, c := range sums {
+			if c.n != 0 {
+				u.comm = append(u.comm, c)
+			}
+		}
+		sortComm(u.comm)
+	}
+	return u
+}
+
+// unitOf sums a lowered program the way the time model reads it (every
+// checkpoint region recomputed in training, allRedone) and the memory
+// bound reads it (activations held for backward, as newReplay marks them).
+func unitOf(prog *program, plan *Plan) unitSums {
+	var u unitSums
+	train := plan.Phase != "eval"
+	for i := range prog.ops {
+		op := &prog.ops[i]
+		f, b := opTime(op, prog, plan.Device)
+		u.ct.Forward += f
+		u.fwdFlops += op.flops
+		if train {
+			u.ct.Backward += b
+		}
+		if op.kind == "attention" {
+			u.attn += f
+			if train {
+				u.attn += b
+			}
+		}
+		if op.region != 0 && train {
+			u.ct.Recompute += f
+			u.recFlops += op.flops
+			if op.kind == "attention" {
+				u.attn += f
+			}
+		}
+	}
+	u.comm = sumComm(prog.comm, nil, 1)
+	if !train {
+		kept := u.comm[:0]
+		for _, c := range u.comm {
+			if !c.backward {
+				kept = append(kept, c)
+			}
+		}
+		u.comm = kept
+	}
+	u.params = aggParams(prog.params, plan)
+	if train {
+		r := newReplay(prog, plan, Options{}, 0)
+		for v, s := range r.saved {
+			if s && prog.values[v].cat == CatActivations {
+				u.saved += prog.values[v].bytes
+			}
+		}
+	}
+	return u
+}
+
+// profile is the units of one lowering configuration (tensor, context and
+// expert parallelism, micro-batch, checkpointing).
+type profile struct {
+	n     int64    // blocks in the model; 0 without a repeat() to split
+	block unitSums // one block
+	base  unitSums // the model without its blocks (one GPU, no pipeline)
+	first unitSums // a first pipeline chunk without its blocks: the batch and the layers before
+	recv  unitSums // an activation received from the previous stage
+	last  unitSums // a last chunk without its blocks and its receive: layers after, output layer, loss
+}
+
+// withBlocks returns m with its largest repeat() cut to k blocks (the
+// sequentials on the way copied, the blocks shared) and that repeat's
+// block count, or m itself and 0 when it has no repeat.
+func withBlocks(m *Model, k int64) (*Model, int64) {
+	s, err := splitStages(m, Parallelism{})
+	if err != nil || len(s.blocks) == 0 {
+		return m, 0
+	}
+	target := s.blocks[0].rep
+	var cut func(ls []Layer) []Layer
+	cut = func(ls []Layer) []Layer {
+		out := make([]Layer, len(ls))
+		for i, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if x == target {
+					r := *x
+					r.N = k
+					out[i] = &r
+					continue
+				}
+			case *Sequential:
+				if containsLayer(x, target) {
+					c := *x
+					c.Layers = cut(x.Layers)
+					out[i] = &c
+					continue
+				}
+			}
+			out[i] = l
+		}
+		return out
+	}
+	c := *m
+	c.Layers = cut(m.Layers)
+	return &c, target.N
+}
+
+// lowerWith lowers plan p with model m and layout par (one GPU of it).
+func lowerWith(p *Plan, m *Model, par Parallelism, stage *stageSpec) (*program, error) {
+	q := *p
+	q.Model, q.Parallel, q.pipeStage = m, par, stage
+	return q.lowerProgram()
+}
+
+// newProfile lowers the units of plan p's configuration. p's layout gives
+// the tensor, context and expert degrees; data and pipeline parallelism do
+// not change a unit.
+func newProfile(p *Plan) (*profile, error) {
+	if q, ok := p.deepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	// The plan's own layout without its pipeline: what the lowering reads
+	// (tensor, context and expert degrees, sequence parallelism, FSDP's
+	// casts, whether the plan is distributed at all) stays.
+	one := p.Parallel.norm()
+	one.DP *= one.PP
+	one.PP, one.VirtualStages, one.Schedule, one.MicroBatches = 1, 1, "1f1b", 0
+	m1, n := withBlocks(p.Model, 1)
+	pr := &profile{n: n}
+	p1, err := lowerWith(p, m1, one, nil)
+	if err != nil {
+		return nil, err
+	}
+	u1 := unitOf(p1, p)
+	if n == 0 {
+		pr.base = u1
+		return pr, nil
+	}
+	m2, _ := withBlocks(p.Model, 2)
+	p2, err := lowerWith(p, m2, one, nil)
+	if err != nil {
+		return nil, err
+	}
+	u2 := unitOf(p2, p)
+	pr.block = u2.add(u1, -1)
+	pr.base = u1.add(pr.block, -1)
+	bp, basep, err := blockParams(p1.params, p2.params)
+	if err != nil {
+		return nil, err
+	}
+	pr.block.params, pr.base.params = aggParams(bp, p), aggParams(basep, p)
+
+	// Three stages of one block each: the first chunk, a middle one (a
+	// receive and a block) and the last.
+	m3, _ := withBlocks(p.Model, 3)
+	three := one
+	three.DP = p.Parallel.norm().DP
+	three.PP = 3
+	split, err := splitStages(m3, three)
+	if err != nil {
+		return nil, err
+	}
+	var st [3]unitSums
+	var sp [3][]paramInfo
+	for s := int64(0); s < 3; s++ {
+		prog, err := lowerWith(p, m3, three, &stageSpec{stage: s, inflight: 1, chunks: []int64{s}, split: split})
+		if err != nil {
+			return nil, err
+		}
+		st[s], sp[s] = unitOf(prog, p), untied(prog.params)
+	}
+	k := len(bp)
+	if len(sp[1]) != k || len(sp[0]) < k || len(sp[2]) < k {
+		return nil, fmt.Errorf("internal error: pipeline stage profile holds %d, %d, %d parameters for blocks of %d", len(sp[0]), len(sp[1]), len(sp[2]), k)
+	}
+	pr.first = st[0].add(pr.block, -1)
+	pr.first.params = aggParams(sp[0][:len(sp[0])-k], p)
+	pr.recv = st[1].add(pr.block, -1)
+	pr.recv.params = nil
+	pr.last = st[2].add(pr.block, -1).add(pr.recv, -1)
+	pr.last.params = aggParams(sp[2][k:], p)
+	return pr, nil
+}
+
+// blockParams splits the parameters of the one-block model (p1) and the
+// two-block model (p2): the second block's (those p2 adds where p1's
+// layers after the blocks start) and the one-block model's less its block
+// (the block sits just before that point in p1).
+func blockParams(p1, p2 []paramInfo) (block, base []paramInfo, err error) {
+	k := len(p2) - len(p1)
+	i0 := 0
+	for i0 < len(p1) && p1[i0].name == p2[i0].name {
+		i0++
+	}
+	if k <= 0 || i0+k > len(p2) || i0 < k {
+		return nil, nil, fmt.Errorf("internal error: cannot find the parameters of one block (%d and %d parameters)", len(p1), len(p2))
+	}
+	block = untied(p2[i0 : i0+k])
+	base = append(untied(p1[:i0-k]), untied(p1[i0:])...)
+	return block, base, nil
+}
+
+func untied(ps []paramInfo) []paramInfo {
+	var out []paramInfo
+	for _, p := range ps {
+		if p.tiedTo < 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}

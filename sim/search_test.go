@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"testing"
+)
+
+// fastPathPlans are layouts of a small Llama and a small MoE covering the
+// sharding modes, pipeline schedules, tensor, context and expert
+// parallelism, micro-batches and checkpointing.
+func fastPathPlans() []*Plan {
+	llama := llamaModel(1024, 8, 16, 4, 2816, 32000, "flash")
+	var out []*Plan
+	add := func(m *Model, par Parallelism, mbs, ga int64, prec, ckpt string, gpus, gpn int64) {
+		p := llamaPlan(m, mbs, 2048, prec, ckpt, "H100-80GB")
+		p.Parallel, p.GradAccum = par, ga
+		p.Cluster = Cluster{Nodes: max(gpus/gpn, 1), GPUsPerNode: min(gpn, gpus)}
+		out = append(out, p)
+	}
+	add(llama, Parallelism{}, 1, 1, "bf16-mixed", "none", 1, 8)
+	add(llama, Parallelism{}, 2, 4, "bf16-mixed", "full", 1, 8)
+	add(llama, Parallelism{DP: 8}, 1, 2, "bf16-mixed", "selective", 8, 8)
+	add(llama, Parallelism{DP: 16, Zero: 1}, 2, 1, "bf16-mixed", "none", 16, 8)
+	add(llama, Parallelism{DP: 4, TP: 2, Zero: 2, SequenceParallel: true}, 1, 4, "bf16-mixed", "full", 8, 8)
+	add(llama, Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "full", 8, 8)
+	add(llama, Parallelism{DP: 4, TP: 4, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
+	add(llama, Parallelism{DP: 2, TP: 4, CP: 2, SequenceParallel: true}, 1, 1, "megatron", "none", 16, 8)
+	add(llama, Parallelism{DP: 2, TP: 2, PP: 2, DistributedOptimizer: true, SequenceParallel: true}, 1, 8, "megatron", "none", 8, 4)
+	add(llama, Parallelism{DP: 4, TP: 2, PP: 4, DistributedOptimizer: true, SequenceParallel: true}, 1, 4, "megatron", "full", 32, 8)
+	add(llama, Parallelism{DP: 2, TP: 1, PP: 4, Zero: 1}, 2, 2, "bf16-mixed", "selective", 8, 8)
+	add(llama, Parallelism{DP: 2, TP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
+	add(llama, Parallelism{DP: 1, TP: 8, PP: 4, Schedule: "interleaved", VirtualStages: 2, SequenceParallel: true}, 1, 8, "megatron", "full", 32, 8)
+	add(llama, Parallelism{DP: 8, TP: 16, SequenceParallel: true}, 1, 1, "megatron", "none", 128, 8)
+
+	moe := &Model{Name: "moe", Layers: []Layer{
+		&Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
+		&Repeat{Name: "layers", N: 4, Layer: &Sequential{Layers: []Layer{
+			&Residual{Layer: &Sequential{Layers: []Layer{
+				&Norm{Name: "input_layernorm", Dim: 512, RMS: true},
+				&Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
+			}}},
+			&Residual{Layer: &Sequential{Layers: []Layer{
+				&Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
+				&MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
+			}}},
+		}}},
+		&Norm{Name: "norm", Dim: 512, RMS: true},
+	}, Vocab: 32000, Loss: "cross_entropy"}
+	add(moe, Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
+	add(moe, Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
+	add(moe, Parallelism{DP: 4, EP: 2, PP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
+	return out
+}
+
+func relDiff(a, b float64) float64 {
+	if a == b {
+		return 0
+	}
+	return math.Abs(a-b) / math.Max(math.Abs(a), math.Abs(b))
+}
+
+// The fast path (block profiles) gives the replay's step time, MFU, HFU
+// and tokens/s, and a memory bound never above what the replay reports.
+func TestSearchFastPathEqualsReplay(t *testing.T) {
+	for i, p := range fastPathPlans() {
+		t.Run(fmt.Sprintf("%d:%s", i, p.Parallel), func(t *testing.T) {
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			pr, err := newProfile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			par := p.Parallel.norm()
+			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages))
+			r, err := Evaluate(p, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				what       string
+				fast, full float64
+			}{
+				{"step_time", fe.time.StepSeconds, r.Time.StepSeconds},
+				{"mfu", fe.time.MFU, r.Time.MFU},
+				{"hfu", fe.time.HFU, r.Time.HFU},
+				{"tokens_per_s", fe.time.TokensPerS, r.Time.TokensPerS},
+			} {
+				if relDiff(c.fast, c.full) > 1e-9 {
+					t.Errorf("%s: fast path %.12g, replay %.12g\nfast %v\nfull %v", c.what, c.fast, c.full, fe.time.Breakdown, r.Time.Breakdown)
+				}
+			}
+			worst := r.DeviceUsed
+			for _, rr := range r.Ranks {
+				worst = max(worst, rr.DeviceUsed)
+			}
+			if fe.minDevice > worst || fe.minStates > fe.minDevice {
+				t.Errorf("memory bound: states %d, states+activations %d, replay device used %d", fe.minStates, fe.minDevice, worst)
+			}
+			if fe.minDevice < worst/2 {
+				t.Logf("loose memory bound: %d of %d", fe.minDevice, worst)
+			}
+		})
+	}
+}
+
+// llama3_70B is Llama-3-70B (80 layers, hidden 8192, 64 heads, 8 kv heads,
+// FFN 28672, vocabulary 128,256).
+func llama3_70B() *Model { return llamaModel(8192, 80, 64, 8, 28672, 128256, "flash") }
+
+// search70B is the interactive case: Llama-3-70B on 1,024 H100s
+// (128 nodes of 8), sequences of 8,192 tokens, 1,024 sequences (8M
+// tokens) per step, Megatron's precision, over the default layout space.
+func search70B(workers int) (*SearchResult, error) {
+	base := llamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
+	return Search(context.Background(), base, SearchSpace{GPUs: 1024, GlobalBatch: 1024, Top: 10, Workers: workers})
+}
+
+// BenchmarkSearchLlama70B1024 searches the full layout space of
+// Llama-3-70B on 1,024 H100s; plans/s/core counts the layouts of the space
+// over the time and the cores (GOMAXPROCS) used.
+func BenchmarkSearchLlama70B1024(b *testing.B) {
+	workers := runtime.GOMAXPROCS(0)
+	var res *SearchResult
+	for i := 0; i < b.N; i++ {
+		var err error
+		if res, err = search70B(workers); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perOp := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(res.Stats.Layouts+res.Stats.Invalid)/perOp/float64(workers), "plans/s/core")
+	b.ReportMetric(float64(res.Stats.Replayed), "replays")
+}
+
+// Search returns what replaying every layout of the space and keeping the
+// fastest fitting ones would (on a space small enough to replay whole).
+func TestSearchEqualsBruteForce(t *testing.T) {
+	base := llamaPlan(llamaModel(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Device.Memory = 3 << 30 // small enough that memory prunes
+	space := SearchSpace{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 2, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
+		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Top: 8, Workers: 2}
+	res, err := Search(context.Background(), base, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := space.defaults(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats SearchStats
+	cands, err := full.enumerate(base, &stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type fit struct {
+		plan string
+		step float64
+	}
+	var fits []fit
+	for _, c := range cands {
+		r, err := Evaluate(c.plan, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Fits {
+			fits = append(fits, fit{c.plan.Parallel.String() + " " + c.sharding + " " + c.plan.Checkpoint.Mode + fmt.Sprintf(" mbs%d", c.plan.Batch), r.Time.StepSeconds})
+		}
+	}
+	sort.SliceStable(fits, func(i, j int) bool { return fits[i].step < fits[j].step })
+	if len(fits) < space.Top || len(res.Rows) != space.Top {
+		t.Fatalf("%d fitting layouts of %d, search returned %d rows", len(fits), len(cands), len(res.Rows))
+	}
+	if res.Stats.PrunedStates+res.Stats.PrunedMemory == 0 || res.Stats.Replayed >= len(cands) {
+		t.Errorf("search pruned nothing or replayed everything: %+v", res.Stats)
+	}
+	for i, row := range res.Rows {
+		got := fit{row.Plan.Parallel.String() + " " + row.Sharding + " " + row.Plan.Checkpoint.Mode + fmt.Sprintf(" mbs%d", row.Plan.Batch), row.Report.Time.StepSeconds}
+		if relDiff(got.step, fits[i].step) > 1e-9 {
+			t.Errorf("row %d: search %v, brute force %v", i, got, fits[i])
+		}
+	}
+}
+
+// The interactive case: every row fits, rows are fastest first, and the
+// best layouts keep tensor parallelism inside a node.
+func TestSearchLlama70B1024(t *testing.T) {
+	if testing.Short() {
+		t.Skip("searches the full layout space of a 70B model")
+	}
+	res, err := search70B(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 10 || res.Stats.Layouts < 1000 {
+		t.Fatalf("rows %d, stats %+v", len(res.Rows), res.Stats)
+	}
+	for i, row := range res.Rows {
+		r := row.Report
+		if !r.Fits {
+			t.Errorf("row %d does not fit", i)
+		}
+		if i > 0 && r.Time.StepSeconds < res.Rows[i-1].Report.Time.StepSeconds {
+			t.Errorf("row %d is faster than row %d", i, i-1)
+		}
+		if tp := row.Plan.Parallel.norm().TP; tp > 8 {
+			t.Errorf("row %d: tp=%d crosses nodes", i, tp)
+		}
+		if r.Time.MFU < 0.25 || r.Time.MFU > 0.6 {
+			t.Errorf("row %d: MFU %.3f outside the 25-60 %% band of a healthy large run", i, r.Time.MFU)
+		}
+	}
+}
