@@ -31,6 +31,9 @@ type State struct {
 	// Simulated, when set, is called with each report simulate() returns
 	// (memsh plot draws the last one when the script emits none).
 	Simulated func(r *Report)
+	// Progress, when set, receives progress bars of long sweeps and
+	// searches (the CLI sets it to stderr on a terminal); nil draws none.
+	Progress io.Writer
 }
 
 // Attach stores s in thread's locals. Call it before execution starts.
