@@ -56,6 +56,8 @@ func tables() [][]Builtin {
 		hfConfigBuiltins(),
 		extraLayerBuiltins(),
 		graphBuiltins(),
+		sweepBuiltins(),  // sweep; the table value is resulttable.go
+		searchBuiltins(), // search
 	}
 }
 

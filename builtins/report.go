@@ -48,8 +48,9 @@ func reportBuiltins() []Builtin {
 			"r.saved_activations, r.host_memory, r.traffic (hbm, pcie, nvme, network), r.params, " +
 			"r.trainable_params, r.ranks, r.notes, r.summary (one line), r.plan. r.timeline, the allocation events " +
 			"for plots, is recorded only with timeline=True. The time model gives r.step_time (seconds), r.mfu and " +
-			"r.hfu (model and hardware FLOPs utilisation, 0 to 1), r.tokens_per_s and r.comm_bytes (None when " +
-			"it has not run). r.as_dict() is a plain dict for json.encode.",
+			"r.hfu (model and hardware FLOPs utilisation, 0 to 1), r.tokens_per_s (over all data-parallel replicas), " +
+			"r.time_breakdown (seconds by cause: forward, backward, recompute, exposed tp/cp/ep/pp/fsdp/dp " +
+			"communication, pipeline bubble, optimizer, offload) and r.comm_bytes (None when it has not run). r.as_dict() is a plain dict for json.encode.",
 		Fn: simulateFn,
 	}}
 }
@@ -77,7 +78,7 @@ var reportAttrNames = []string{
 	"as_dict", "breakdown", "capacity", "collectives", "comm_bytes", "device_used", "fits", "headroom",
 	"hfu", "host_memory", "largest", "mfu", "notes", "oom", "overheads", "params", "peak_allocated",
 	"peak_at", "peak_reserved", "plan", "ranks", "saved_activations", "saved_weight_copies",
-	"states", "step_time", "summary", "tables", "timeline", "tokens_per_s", "traffic", "trainable_params",
+	"states", "step_time", "summary", "tables", "time_breakdown", "timeline", "tokens_per_s", "traffic", "trainable_params",
 }
 
 func (x *Report) AttrNames() []string { return reportAttrNames }
@@ -115,6 +116,19 @@ func (x *Report) Attr(name string) (starlark.Value, error) {
 			})
 		}
 		return frozenList(out), nil
+	case "time_breakdown":
+		// timemodel.go: seconds of the step by cause (forward, backward,
+		// recompute, exposed communication, bubble, optimizer, offload);
+		// not in as_dict, whose form is the JSON schema's.
+		if !x.hasTime() {
+			return starlark.None, nil
+		}
+		d := starlark.NewDict(len(r.Time.Breakdown))
+		for _, s := range r.Time.Breakdown {
+			_ = d.SetKey(starlark.String(s.Name), starlark.Float(s.Seconds))
+		}
+		d.Freeze()
+		return d, nil
 	case "collectives":
 		return collectives(r), nil // parallel.go: bytes per collective kind
 	case "notes":
