@@ -37,6 +37,7 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 	defer in.Close()
 	res := &scriptResult{}
 	st := in.State()
+	st.Progress = progressTo(e.stderr) // progress.go: bars of long sweeps and searches
 	st.Simulated = func(r *builtins.Report) { res.last = r }
 	st.Emit = func(thread *starlark.Thread, em builtins.Emitted) error {
 		res.emitted = append(res.emitted, em)
