@@ -388,7 +388,9 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 	rerrs := make([]error, len(kept))
 	fitting, done := 0, 0
 	for done < len(kept) && fitting < want {
-		n := min(len(kept)-done, max(sp.Workers, want-fitting))
+		// Waves as large as the layouts still wanted (not the workers),
+		// so that the result and its counts do not depend on the machine.
+		n := min(len(kept)-done, max(want-fitting, 1))
 		wave := kept[done : done+n]
 		parallelFor(ctx, sp.Workers, n, func(i int) {
 			reports[done+i], rerrs[done+i] = Evaluate(wave[i].plan, Options{})

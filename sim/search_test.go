@@ -142,7 +142,7 @@ func BenchmarkSearchLlama70B1024(b *testing.B) {
 func TestSearchEqualsBruteForce(t *testing.T) {
 	base := llamaPlan(llamaModel(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Device.Memory = 3 << 30 // small enough that memory prunes
-	space := SearchSpace{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 2, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
+	space := SearchSpace{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
 		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Top: 8, Workers: 2}
 	res, err := Search(context.Background(), base, space)
 	if err != nil {
