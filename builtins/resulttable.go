@@ -129,19 +129,28 @@ func (it *tableIter) Next(p *starlark.Value) bool {
 }
 func (it *tableIter) Done() {}
 
-// row is row i as a frozen dict; plain keeps only JSON-able cells (ints,
-// floats, strings, bools, None).
+// row is row i as a frozen dict; plain keeps only the plain columns.
 func (t *ResultTable) row(i int, plain bool) *starlark.Dict {
 	d := starlark.NewDict(len(t.columns))
 	for j, c := range t.columns {
-		v := t.rows[i][j]
-		if plain && !isPlain(v) {
+		if plain && !t.plainColumn(j) {
 			continue
 		}
-		_ = d.SetKey(starlark.String(c), v)
+		_ = d.SetKey(starlark.String(c), t.rows[i][j])
 	}
 	d.Freeze()
 	return d
+}
+
+// plainColumn says whether column j holds only JSON-able cells (ints,
+// floats, strings, bools, None): not plans or reports.
+func (t *ResultTable) plainColumn(j int) bool {
+	for _, r := range t.rows {
+		if !isPlain(r[j]) {
+			return false
+		}
+	}
+	return true
 }
 
 func isPlain(v starlark.Value) bool {
@@ -491,14 +500,7 @@ func (t *ResultTable) render(color bool) string {
 	}
 	var shown []int
 	for j := range t.columns {
-		cellular := true
-		for _, r := range t.rows {
-			if v := r[j]; v != starlark.None && !isPlain(v) {
-				cellular = false
-				break
-			}
-		}
-		if cellular {
+		if t.plainColumn(j) && t.columns[j] != "plan" && t.columns[j] != "report" {
 			shown = append(shown, j)
 		}
 	}
