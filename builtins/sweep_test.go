@@ -1,6 +1,13 @@
 package builtins
 
-import "testing"
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
 
 // A small decoder (4 heads, 4 blocks) on an A100: tp=3 does not divide its
 // heads, so the sweep has two rows the plan rejects.
@@ -83,3 +90,26 @@ func TestSweepErrors(t *testing.T) {
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, tp = [0])", err: "tp values must be at least 1 (got 0)"},
 	})
 }
+
+// Ctrl-C cancels the run's context: a sweep or a search stops and says so.
+func TestSweepInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, src := range []string{
+		"sweep(p, tp = [1, 2])",
+		"search(m, gpus = 8, seq = 64, global_batch = 16)",
+	} {
+		thread := &starlark.Thread{}
+		(&State{Context: ctx}).Attach(thread)
+		_, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true}, thread, "x.star", sweepModel+src, Predeclared())
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Errorf("%s: got %v, want an interrupted error", src, err)
+		}
+	}
+}
+
+const sweepModel = `
+blk = sequential(residual(sequential(rmsnorm(64), attention(64, 4))), residual(sequential(rmsnorm(64), mlp(64, 256, act = "swiglu"))))
+m = model("tiny", embedding(1000, 64), repeat(blk, 4), rmsnorm(64), vocab = 1000)
+p = train(m, seq = 64, gpu = "A100-80GB", precision = "bf16-mixed")
+`

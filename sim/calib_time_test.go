@@ -158,3 +158,32 @@ func TestCalibMegatron1T(t *testing.T) {
 	}
 	t.Logf("step %.1f s, HFU %.3f (reported 0.52), MFU %.3f, breakdown %v", r.Time.StepSeconds, r.Time.HFU, r.Time.MFU, r.Time.Breakdown)
 }
+
+// SEEDS.md story 3 on a distributed plan: full checkpointing costs ~30 %
+// more time than none (the recomputed forward is about a third of forward
+// plus backward; its tensor-parallel collectives run again too).
+// Llama-3-70B, TP 8 with sequence parallelism, DP 16 with the distributed
+// optimizer, one 8,192-token sequence per micro-batch, 8 micro-batches.
+func TestCheckpointingCostsAboutAThirdDistributed(t *testing.T) {
+	ratio := func(par Parallelism) float64 {
+		var steps [2]float64
+		for i, ck := range []string{"none", "full"} {
+			p := llamaPlan(llamaModel(8192, 80, 64, 8, 28672, 128256, "flash"), 1, 8192, "megatron", ck, "H100-80GB")
+			p.GradAccum, p.Parallel = 8, par
+			r, err := Evaluate(p, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			steps[i] = r.Time.StepSeconds
+		}
+		return steps[1] / steps[0]
+	}
+	for _, par := range []Parallelism{
+		{DP: 16, TP: 8, SequenceParallel: true, DistributedOptimizer: true},
+		{DP: 4, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true},
+	} {
+		if r := ratio(par); r < 1.2 || r > 1.4 {
+			t.Errorf("%v: full checkpointing step time ratio %.3f, want about 1.3", par, r)
+		}
+	}
+}
