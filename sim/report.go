@@ -93,11 +93,11 @@ type StepFLOPs struct {
 
 // TimeEstimate is filled by the time model.
 type TimeEstimate struct {
-	StepSeconds float64
-	MFU         float64
-	HFU         float64
-	TokensPerS  float64
-	Breakdown   []TimeShare
+	StepSeconds float64     // one step of the whole job (a pipeline's: all its stages)
+	MFU         float64     // model FLOPs (no recompute) over the step and the dense peak, per GPU
+	HFU         float64     // the same with recompute
+	TokensPerS  float64     // tokens per second over all data-parallel replicas
+	Breakdown   []TimeShare // seconds of the step by cause, summing to StepSeconds
 	Notes       []string // assumptions and remarks of the time model (timemodel.go)
 
 	stage *stageTime // a pipeline stage's inputs to pipelineTime (pipeline_time.go)

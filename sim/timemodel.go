@@ -212,6 +212,7 @@ func workOf(prog *program, plan *Plan, r *replay) (*gpuWork, error) {
 	w.mbComm = sumComm(mbProg.comm, nil, 1)
 	if w.eval {
 		w.mb.Backward, w.mb.Recompute, w.optimizer = 0, 0, 0
+		w.hwFlops = w.flops // forward only: nothing recomputed
 	}
 	w.host = r.hostSeconds()
 	w.tokens = float64(plan.Batch*plan.Seq*max(plan.Members, 1)) * float64(w.m) * float64(par.DP)
