@@ -98,7 +98,7 @@ type TimeEstimate struct {
 	HFU         float64     // the same with recompute
 	TokensPerS  float64     // tokens per second over all data-parallel replicas
 	Breakdown   []TimeShare // seconds of the step by cause, summing to StepSeconds
-	Notes       []string // assumptions and remarks of the time model (timemodel.go)
+	Notes       []string    // assumptions and remarks of the time model (timemodel.go)
 
 	stage *stageTime // a pipeline stage's inputs to pipelineTime (pipeline_time.go)
 }
