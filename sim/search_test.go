@@ -215,3 +215,36 @@ func TestSearchLlama70B1024(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEvaluateLlama70B3D replays one layout as search replays its
+// rows: Llama-3-70B, TP 8 x PP 4 x DP 32 with the distributed optimizer,
+// 8 micro-batches of one 8,192-token sequence (four stage replays).
+func BenchmarkEvaluateLlama70B3D(b *testing.B) {
+	p := llamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
+	p.GradAccum = 8
+	p.Parallel = Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Evaluate(p, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSearchEstimate is the fast path alone: the estimate and memory
+// bound of one layout from its profile (the same layout as above).
+func BenchmarkSearchEstimate(b *testing.B) {
+	p := llamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
+	p.GradAccum = 8
+	p.Parallel = Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
+	pr, err := newProfile(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sh := pr.shape(4, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pr.estimate(p, sh)
+	}
+}
