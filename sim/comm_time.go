@@ -202,9 +202,10 @@ type commExposure struct {
 //     (PyTorch DDP overlaps by default; Megatron needs
 //     --overlap-grad-reduce --overlap-param-gather, which its published
 //     large-scale recipes and Llama 3 set.)
-//   - DeepSpeed ZeRO-1/2: overlap_comm defaults to false
-//     (deepspeed/runtime/zero/config.py), so reduce-scatters and the
-//     all-gather of updated partitions are exposed.
+//   - DeepSpeed ZeRO-1/2: overlap_comm defaults to stage == 3
+//     (deepspeed/runtime/zero/config.py, validator overlap_comm_valid), so
+//     at stages 1 and 2 the gradient reduction and the all-gather of the
+//     updated partitions are exposed.
 func (w *gpuWork) exposedComm(plan *Plan) commExposure {
 	var out commExposure
 	mb := w.mb
