@@ -191,6 +191,9 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	s := res.Stats
 	m := base.SimPlan().Model
 	title := fmt.Sprintf("search: %s on %d x %s, %d sequences of %d tokens per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, base.SimPlan().Seq)
+	if m.Points > 0 {
+		title = fmt.Sprintf("search: %s on %d x %s, %d samples of %d points per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, m.Points)
+	}
 	notes := []string{
 		fmt.Sprintf("%d layouts (%d more rejected by the plan), %d pruned by model states and %d by held activations before any replay; %d replayed in full, %d fit",
 			s.Layouts, s.Invalid, s.PrunedStates, s.PrunedMemory, s.Replayed, len(res.Rows)),

@@ -138,8 +138,8 @@ func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
 	_, blocks := withBlocks(base.Model, 1)
 	if sp.PP == nil {
 		sp.PP = []int64{1}
-		for _, n := range powersOfTwo(min(sp.GPUs, blocks))[1:] {
-			if blocks%n == 0 {
+		for _, n := range powersOfTwo(min(sp.GPUs, blocks)) {
+			if n > 1 && blocks%n == 0 {
 				sp.PP = append(sp.PP, n)
 			}
 		}

@@ -248,3 +248,33 @@ func BenchmarkSearchEstimate(b *testing.B) {
 		pr.estimate(p, sh)
 	}
 }
+
+// A model without a repeat() has no blocks to profile: the whole model is
+// one unit, and there is no pipeline to search.
+func TestSearchWithoutRepeat(t *testing.T) {
+	m := &Model{Name: "flat", Layers: []Layer{
+		&Embedding{Name: "embed", Rows: 1000, Dim: 64},
+		&MLP{Dim: 64, Hidden: 256, Act: "gelu"},
+	}, Vocab: 1000, Loss: "cross_entropy"}
+	base := llamaPlan(m, 1, 128, "bf16-mixed", "none", "A100-80GB")
+	res, err := Search(context.Background(), base, SearchSpace{GPUs: 8, GlobalBatch: 16, Top: 3, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 3 {
+		t.Fatalf("%d rows, stats %+v", len(res.Rows), res.Stats)
+	}
+	for _, row := range res.Rows {
+		if row.Plan.Parallel.norm().PP != 1 {
+			t.Errorf("pipeline without blocks: %v", row.Plan.Parallel)
+		}
+		pr, err := newProfile(row.Plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fe := pr.estimate(row.Plan, pr.shape(1, 1))
+		if relDiff(fe.time.StepSeconds, row.Report.Time.StepSeconds) > 1e-9 {
+			t.Errorf("%v: fast %.9g, replay %.9g", row.Plan.Parallel, fe.time.StepSeconds, row.Report.Time.StepSeconds)
+		}
+	}
+}
