@@ -52,7 +52,10 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		"max_layouts?", &maxLayouts); err != nil {
 		return nil, err
 	}
-	sp := sim.SearchSpace{MaxLayouts: int(maxLayouts), Workers: runtime.GOMAXPROCS(0)}
+	if maxLayouts < 1 {
+		return nil, fmt.Errorf("max_layouts must be at least 1 (got %d)", maxLayouts)
+	}
+	sp := sim.SearchSpace{MaxLayouts: int(min(maxLayouts, 1<<30)), Workers: runtime.GOMAXPROCS(0)}
 	var err error
 	if sp.GPUsPerNode, err = AsInt64(gpn, "gpus_per_node"); err != nil {
 		return nil, err

@@ -88,6 +88,9 @@ func TestSweepErrors(t *testing.T) {
 		{expr: "search(m, gpus = 8, nodes = 2, seq = 64, global_batch = 16)", err: "gpus=8 but nodes=2 x gpus_per_node=8 is 16"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, top = 0)", err: "top must be at least 1"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, tp = [0])", err: "tp values must be at least 1 (got 0)"},
+		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, max_layouts = 0)", err: "max_layouts must be at least 1 (got 0)"},
+		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, max_layouts = 10)", err: "the search space has more than 10 layouts"},
+		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, top = None, tp = [3]).notes[-1]", want: `"no layout fits: more GPUs, a smaller micro-batch or global batch, or checkpoint=\"full\" may help"`},
 	})
 }
 
