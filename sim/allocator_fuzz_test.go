@@ -1,0 +1,161 @@
+package sim
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// FuzzAllocator drives the caching-allocator model with arbitrary alloc
+// and free sequences and checks its bookkeeping after every event:
+// allocated never exceeds reserved and never goes negative, reserved is
+// the sum of the segments, each segment's blocks tile it exactly, no two
+// free neighbours are left unmerged, and the free lists hold exactly the
+// free blocks of their pool.
+//
+// The input is read as events of 9 bytes: an opcode byte and a uint64.
+// Even opcodes allocate (the size is the uint64, scaled by the opcode so
+// that small, large and huge requests all occur); odd opcodes free the
+// live block the uint64 picks. The first event's uint64 is the limit.
+func FuzzAllocator(f *testing.F) {
+	ev := func(op byte, n uint64) []byte {
+		b := make([]byte, 9)
+		b[0] = op
+		binary.LittleEndian.PutUint64(b[1:], n)
+		return b
+	}
+	cat := func(evs ...[]byte) []byte {
+		var out []byte
+		for _, e := range evs {
+			out = append(out, e...)
+		}
+		return out
+	}
+	f.Add(cat(ev(0, 0), ev(2, 3<<20), ev(2, 5<<20), ev(1, 0), ev(1, 0), ev(0, 4096)))
+	f.Add(cat(ev(0, 64<<20), ev(2, 30<<20), ev(2, 30<<20), ev(1, 0), ev(2, 32<<20), ev(2, 8<<20)))
+	f.Add(cat(ev(0, 0), ev(0, 1), ev(0, 512), ev(0, 513), ev(1, 1), ev(0, 1<<20), ev(1, 0), ev(1, 0)))
+	f.Add(cat(ev(0, 1<<40), ev(6, 1<<62), ev(6, 1<<62), ev(1, 0), ev(6, 1<<61)))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var a allocator
+		if len(data) >= 9 {
+			a.limit = int64(binary.LittleEndian.Uint64(data[1:9]) % (1 << 50))
+			data = data[9:]
+		}
+		var live []*block
+		// The replay never asks for more than MaxBytes in all (checkTotals
+		// bounds a step's tensors, each allocated at most a few times), so
+		// neither does this driver: it skips requests past half of it.
+		var requested int64
+		if len(data) > 9*1000 {
+			data = data[:9*1000] // the checks are quadratic: keep each input quick
+		}
+		for len(data) >= 9 {
+			op, n := data[0], binary.LittleEndian.Uint64(data[1:9])
+			data = data[9:]
+			if op%2 == 1 {
+				if len(live) == 0 {
+					continue
+				}
+				i := int(n % uint64(len(live)))
+				b := live[i]
+				live[i] = live[len(live)-1]
+				live = live[:len(live)-1]
+				a.release(b)
+			} else {
+				var size int64
+				switch op % 8 {
+				case 0:
+					size = int64(n % (2 << 20)) // small pool and its edge
+				case 2:
+					size = int64(n % (64 << 20)) // large pool, 20 MiB segments
+				case 4:
+					size = int64(n % (1 << 40)) // big tensors
+				default:
+					size = int64(n % uint64(MaxBytes+1)) // up to the byte limit
+				}
+				if size == 0 {
+					size = 1 // the replay never requests 0 bytes (replay.allocate)
+				}
+				if requested > MaxBytes/2-size {
+					continue
+				}
+				requested += size
+				b, _ := a.alloc(size)
+				if b == nil {
+					t.Fatalf("alloc(%d) returned no block", size)
+				}
+				if b.free || b.size < size {
+					t.Fatalf("alloc(%d) returned block of %d bytes, free=%v", size, b.size, b.free)
+				}
+				live = append(live, b)
+			}
+			checkAllocator(t, &a, live)
+		}
+	})
+}
+
+// checkAllocator checks the allocator's invariants against the blocks the
+// caller holds.
+func checkAllocator(t *testing.T, a *allocator, live []*block) {
+	t.Helper()
+	if a.allocated < 0 || a.allocated > a.reserved {
+		t.Fatalf("allocated %d, reserved %d: want 0 <= allocated <= reserved", a.allocated, a.reserved)
+	}
+	var held int64
+	for _, b := range live {
+		held += b.size
+		if b.free {
+			t.Fatalf("a live block (%d bytes at %d) is marked free", b.size, b.off)
+		}
+	}
+	if held != a.allocated {
+		t.Fatalf("live blocks hold %d bytes, allocated says %d", held, a.allocated)
+	}
+	var reserved, used int64
+	freeBlocks := map[*block]int{}
+	for _, s := range a.segments {
+		reserved += s.size
+		if s.first == nil || s.first.prev != nil || s.first.off != 0 {
+			t.Fatalf("segment of %d bytes has a bad first block", s.size)
+		}
+		var off int64
+		for b := s.first; b != nil; b = b.next {
+			if b.seg != s || b.off != off || b.size <= 0 {
+				t.Fatalf("segment of %d bytes: block at %d (want %d) of %d bytes is misplaced", s.size, b.off, off, b.size)
+			}
+			if b.next != nil && b.next.prev != b {
+				t.Fatalf("segment of %d bytes: broken links at %d", s.size, b.off)
+			}
+			if b.free {
+				if b.next != nil && b.next.free {
+					t.Fatalf("segment of %d bytes: free neighbours at %d and %d left unmerged", s.size, b.off, b.next.off)
+				}
+				freeBlocks[b] = s.pool
+			} else {
+				used += b.size
+			}
+			off += b.size
+		}
+		if off != s.size {
+			t.Fatalf("segment of %d bytes: blocks cover %d", s.size, off)
+		}
+	}
+	if reserved != a.reserved {
+		t.Fatalf("segments hold %d bytes, reserved says %d", reserved, a.reserved)
+	}
+	if used != a.allocated {
+		t.Fatalf("used blocks hold %d bytes, allocated says %d", used, a.allocated)
+	}
+	n := 0
+	for pool, fl := range a.free {
+		for _, b := range fl {
+			p, ok := freeBlocks[b]
+			if !ok || p != pool {
+				t.Fatalf("free list %d holds a block (%d bytes at %d) that is not a free block of that pool", pool, b.size, b.off)
+			}
+			n++
+		}
+	}
+	if n != len(freeBlocks) {
+		t.Fatalf("free lists hold %d blocks, segments have %d free blocks", n, len(freeBlocks))
+	}
+}

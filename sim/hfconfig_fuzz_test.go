@@ -1,0 +1,77 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzHFConfig feeds FromHFConfigArch arbitrary JSON (seeded with the
+// real configs in testdata/hf): it must return a model or an error, never
+// panic. A model it returns must have a positive, exact-looking parameter
+// count and simulate a small step to a report that keeps the report
+// invariants (or to an error).
+func FuzzHFConfig(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "hf", "*.json"))
+	for i, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		attn := []string{"sdpa", "eager", "flash"}[i%3]
+		f.Add(data, attn, "")
+	}
+	f.Add([]byte(`{"model_type": "llama", "hidden_size": -1}`), "sdpa", "")
+	f.Add([]byte(`{"model_type": "bert", "hidden_size": 1e300}`), "eager", "BertModel")
+	f.Fuzz(func(t *testing.T, data []byte, attn, arch string) {
+		defer failSlow(t, time.Now())
+		m, err := FromHFConfigArch(data, attn, arch)
+		if err != nil {
+			if strings.Contains(err.Error(), "internal error") {
+				t.Fatalf("internal error: %v", err)
+			}
+			return
+		}
+		if m == nil {
+			t.Fatal("no model and no error")
+		}
+		if n := m.Params(); n <= 0 {
+			t.Fatalf("model params %d", n)
+		}
+		fuzzSimulate(t, m)
+	})
+}
+
+// fuzzSimulate evaluates a short bf16-mixed AdamW step of m (one sequence
+// of 8 tokens) and checks the report invariants.
+func fuzzSimulate(t *testing.T, m *Model) {
+	t.Helper()
+	prec, _ := LookupPrecision("bf16-mixed")
+	rt, _ := LookupRuntime("cuda")
+	dev, _ := LookupDevice("H100-80GB")
+	p := &Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec, Runtime: rt,
+		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Phase: "train", Device: dev}
+	if m.Points > 0 {
+		p.Seq = 1
+	}
+	rep, err := Evaluate(p, Options{})
+	if err != nil {
+		if strings.Contains(err.Error(), "internal error") {
+			t.Fatalf("internal error: %v", err)
+		}
+		return
+	}
+	if probs := reportProblems(rep); len(probs) > 0 {
+		t.Fatalf("report breaks invariants:\n%s", strings.Join(probs, "\n"))
+	}
+}
+
+// failSlow fails a fuzz input that took more than a few seconds: a hostile
+// input must give an error quickly, not keep the user waiting.
+func failSlow(t *testing.T, start time.Time) {
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("input took %v", d)
+	}
+}

@@ -1,0 +1,130 @@
+package sim
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzSizes builds layers, models and plans from arbitrary sizes (huge,
+// zero, negative) and runs them through ValidateLayer and Evaluate. Every
+// input must give an error or a right number, never a panic or a wrapped
+// count: a layer that validates has the parameter count its sizes say
+// (checked in float64), and a report keeps the report invariants.
+func FuzzSizes(f *testing.F) {
+	f.Add(uint8(0), int64(1024), int64(4096), int64(0), int64(0), int64(2), int64(512), uint8(0), uint8(0))
+	f.Add(uint8(1), int64(32000), int64(512), int64(8), int64(0), int64(1), int64(128), uint8(1), uint8(3))
+	f.Add(uint8(2), int64(512), int64(8), int64(2), int64(64), int64(2), int64(256), uint8(2), uint8(0))
+	f.Add(uint8(3), int64(256), int64(1024), int64(0), int64(0), int64(4), int64(64), uint8(3), uint8(0x21))
+	f.Add(uint8(4), int64(128), int64(256), int64(8), int64(2), int64(1), int64(32), uint8(0), uint8(0x40))
+	f.Add(uint8(5), int64(64), int64(12), int64(0), int64(0), int64(1), int64(16), uint8(0), uint8(0x0c))
+	f.Add(uint8(6), int64(4096), int64(0), int64(0), int64(0), int64(8), int64(4096), uint8(1), uint8(0x80))
+	f.Add(uint8(7), int64(1)<<31, int64(1)<<31, int64(1)<<31, int64(0), int64(1), int64(1), uint8(0), uint8(0))
+	f.Add(uint8(0), int64(-1), int64(math.MaxInt64), int64(0), int64(0), int64(math.MinInt64), int64(0), uint8(0), uint8(0))
+	f.Add(uint8(2), int64(1)<<20, int64(1), int64(1), int64(1)<<20, int64(1)<<30, int64(1)<<20, uint8(2), uint8(0))
+	f.Fuzz(func(t *testing.T, kind uint8, a, b, c, d, batch, seq int64, opt, planOpt uint8) {
+		defer failSlow(t, time.Now())
+		l, want := fuzzLayer(kind, a, b, c, d, opt)
+		if err := ValidateLayer(l, l.Kind()); err != nil {
+			failInternal(t, err)
+			return
+		}
+		n := l.Params()
+		if n < 0 || (want >= 0 && math.Abs(float64(n)-want) > want*1e-9) {
+			t.Fatalf("%s: params %d, want %.17g", l.Kind(), n, want)
+		}
+		m := &Model{Name: "fuzz", Layers: []Layer{l}, Loss: "mse"}
+		if _, ok := l.(*Embedding); ok {
+			m.Loss, m.Vocab, m.TieEmbeddings = "cross_entropy", a, planOpt&0x80 != 0
+		}
+		if err := m.Validate(); err != nil {
+			failInternal(t, err)
+			return
+		}
+		if err := m.CheckShapes(); err != nil {
+			failInternal(t, err)
+			return
+		}
+		p := fuzzPlan(m, batch, seq, planOpt)
+		rep, err := Evaluate(p, Options{})
+		if err != nil {
+			failInternal(t, err)
+			return
+		}
+		if probs := reportProblems(rep); len(probs) > 0 {
+			t.Fatalf("report breaks invariants:\n%s", strings.Join(probs, "\n"))
+		}
+	})
+}
+
+// fuzzLayer builds one of a few layer shapes from the sizes, with its
+// parameter count computed in float64 (-1 when not computed here).
+func fuzzLayer(kind uint8, a, b, c, d int64, opt uint8) (Layer, float64) {
+	fa, fb, fc := float64(a), float64(b), float64(c)
+	bias := opt&1 != 0
+	acts := []string{"gelu", "relu", "silu", "swiglu", "geglu"}
+	switch kind % 8 {
+	case 0:
+		w := fa * fb
+		if bias {
+			w += fb
+		}
+		return &Linear{In: a, Out: b, Bias: bias}, w
+	case 1:
+		return &Embedding{Rows: a, Dim: b}, fa * fb
+	case 2:
+		impls := []string{"flash", "sdpa", "eager"}
+		return &Attention{Dim: a, Heads: b, KVHeads: c, HeadDim: d, Impl: impls[int(opt)%3], Causal: opt&4 == 0,
+			Rope: opt&8 != 0, QKVBias: opt&16 != 0}, -1
+	case 3:
+		act := acts[int(opt)%len(acts)]
+		w := 2 * fa * fb
+		if act == "swiglu" || act == "geglu" {
+			w = 3 * fa * fb
+		}
+		return &MLP{Dim: a, Hidden: b, Act: act}, w
+	case 4:
+		// router a x c, c experts of 3 x a x b (swiglu)
+		return &MoE{Dim: a, Hidden: b, Experts: c, TopK: d, Act: "swiglu", Capacity: float64(opt%4) * 0.5}, fa*fc + fc*3*fa*fb
+	case 5:
+		return &Repeat{Layer: &Linear{In: a, Out: a}, N: b}, fb * fa * fa
+	case 6:
+		w := fa
+		if opt&1 == 0 && opt&2 != 0 {
+			w = 2 * fa
+		}
+		return &Norm{Dim: a, RMS: opt&1 != 0, Bias: opt&1 == 0 && opt&2 != 0}, w
+	default:
+		return &Sequential{Layers: []Layer{&Linear{In: a, Out: b}, &Linear{In: b, Out: c}}}, fa*fb + fb*fc
+	}
+}
+
+// fuzzPlan is a plan over m with the given batch and seq; planOpt picks
+// the precision, checkpointing, gradient accumulation and data-parallel
+// layout.
+func fuzzPlan(m *Model, batch, seq int64, planOpt uint8) *Plan {
+	precs := []string{"fp32", "bf16-mixed", "fp16-mixed", "bf16"}
+	prec, _ := LookupPrecision(precs[planOpt%4])
+	rt, _ := LookupRuntime("cuda")
+	dev, _ := LookupDevice("H100-80GB")
+	ckpt := []string{"none", "full", "selective", "none"}[(planOpt>>2)%4]
+	ck, _ := ParseCheckpoint(ckpt)
+	p := &Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1 + int64(planOpt>>4&1), Members: 1,
+		Precision: prec, Runtime: rt, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: ck, Phase: "train", Device: dev}
+	if planOpt&0x20 != 0 {
+		p.Parallel = Parallelism{DP: 8, Zero: int(planOpt>>6) % 4}
+	}
+	if planOpt&0x40 != 0 && planOpt&0x20 == 0 {
+		p.Phase = "eval"
+	}
+	return p
+}
+
+// failInternal fails on errors that are bugs rather than bad input.
+func failInternal(t *testing.T, err error) {
+	t.Helper()
+	if strings.Contains(err.Error(), "internal error") {
+		t.Fatalf("internal error: %v", err)
+	}
+}
