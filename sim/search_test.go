@@ -35,6 +35,8 @@ func fastPathPlans() []*Plan {
 	add(llama, Parallelism{DP: 2, TP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
 	add(llama, Parallelism{DP: 1, TP: 8, PP: 4, Schedule: "interleaved", VirtualStages: 2, SequenceParallel: true}, 1, 8, "megatron", "full", 32, 8)
 	add(llama, Parallelism{DP: 8, TP: 16, SequenceParallel: true}, 1, 1, "megatron", "none", 128, 8)
+	add(llama, Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "full", 4, 8)
+	add(llama, Parallelism{DP: 4, TP: 2, CP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, Zero: 1}, 2, 4, "bf16-mixed", "selective", 32, 8)
 
 	moe := &Model{Name: "moe", Layers: []Layer{
 		&Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
