@@ -202,7 +202,12 @@ func maxExperts(m *Model) int64 {
 // enumerate lists the valid layouts of the space, in a fixed order.
 func (sp SearchSpace) enumerate(base *Plan, stats *SearchStats) ([]*candidate, error) {
 	var out []*candidate
-	valid := map[string]error{} // layout checks that do not depend on batch or memory
+	type validKey struct {
+		par    Parallelism
+		ck     string
+		mbs, m int64
+	}
+	valid := map[validKey]error{} // plan checks, shared by layouts that differ in nothing they read
 	combos := 0
 	for _, tp := range sp.TP {
 		for _, cp := range sp.CP {
@@ -236,7 +241,7 @@ func (sp SearchSpace) enumerate(base *Plan, stats *SearchStats) ([]*candidate, e
 									if err != nil {
 										return nil, err
 									}
-									k := fmt.Sprintf("%s|%s|%d|%d", c.plan.Parallel.String(), ck, mbs, m)
+									k := validKey{c.plan.Parallel, ck, mbs, m}
 									err, seen := valid[k]
 									if !seen {
 										err = c.plan.Validate()
