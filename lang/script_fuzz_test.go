@@ -3,6 +3,7 @@ package lang
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -125,4 +126,39 @@ func runFuzzScript(t *testing.T, files fstest.MapFS, src string) {
 func fuzzing() bool {
 	f := flag.Lookup("test.fuzz")
 	return f != nil && f.Value.String() != ""
+}
+
+// FuzzScriptSizes puts arbitrary numbers (huge, zero, negative) into a
+// script that builds a transformer and simulates a plan through the
+// builtins: layer constructors, model(), train(), parallel(), simulate()
+// and the report's attributes. Every input must run or fail with a
+// script error, never panic or hit an internal error.
+func FuzzScriptSizes(f *testing.F) {
+	f.Add(int64(1000), int64(64), int64(4), int64(2), int64(256), int64(2), int64(2), int64(128), int64(1), int64(1), uint8(0))
+	f.Add(int64(32000), int64(4096), int64(32), int64(8), int64(11008), int64(32), int64(1), int64(4096), int64(8), int64(2), uint8(0x55))
+	f.Add(int64(1)<<40, int64(1)<<20, int64(1), int64(1), int64(1)<<20, int64(1)<<20, int64(1)<<30, int64(1)<<30, int64(1)<<10, int64(3), uint8(0xaa))
+	f.Add(int64(-1), int64(0), int64(-4), int64(0), int64(-256), int64(0), int64(-2), int64(0), int64(-1), int64(-1), uint8(0xff))
+	f.Add(int64(9223372036854775807), int64(-9223372036854775808), int64(3), int64(5), int64(7), int64(11), int64(13), int64(17), int64(19), int64(23), uint8(0x0f))
+	f.Fuzz(func(t *testing.T, vocab, dim, heads, kvHeads, hidden, layers, batch, seq, dp, tp int64, opt uint8) {
+		acts := []string{"gelu", "swiglu", "relu", "geglu"}
+		impls := []string{"flash", "sdpa", "eager", "flash"}
+		precs := []string{"bf16-mixed", "fp32", "bf16", "fp16-mixed"}
+		ckpts := []string{"none", "full", "selective", "none"}
+		src := fmt.Sprintf(`block = sequential(
+    residual(sequential(rmsnorm(%[2]d), attention(%[2]d, heads = %[3]d, kv_heads = %[4]d, impl = %[12]q, rope = True))),
+    residual(sequential(layernorm(%[2]d), mlp(%[2]d, hidden = %[5]d, act = %[11]q))),
+)
+m = model("fuzz", embedding(%[1]d, %[2]d), repeat(block, %[6]d), rmsnorm(%[2]d), vocab = %[1]d, tie_embeddings = %[15]s)
+print(m.params, m.describe())
+p = train(m, batch = %[7]d, seq = %[8]d, precision = %[13]q, checkpoint = %[14]q,
+          parallel = parallel(dp = %[9]d, tp = %[10]d, zero = %[16]d), grad_accum = %[17]d)
+r = simulate(p)
+print(r, r.summary, r.breakdown, r.largest, r.oom, r.states, r.peak_at, r.traffic, r.step_time, r.mfu)
+print(json.encode(r.as_dict()))
+print(simulate(p.replace(batch = %[7]d * 2)).peak_allocated)
+`, vocab, dim, heads, kvHeads, hidden, layers, batch, seq, dp, tp,
+			acts[opt%4], impls[opt>>2%4], precs[opt>>4%4], ckpts[opt>>6%4],
+			[]string{"False", "True"}[opt&1], int(opt>>1)%4, 1+int64(opt>>3&1))
+		runFuzzScript(t, fstest.MapFS{}, src)
+	})
 }
