@@ -362,10 +362,25 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 	for i, k := range skeys {
 		shapes[k] = shs[i]
 	}
+	// NCCL's buffers depend on the degrees only.
+	type degrees struct {
+		dp, tp, pp, cp, ep int64
+		active             bool
+	}
+	nonTorch := map[degrees]int64{}
+	degreesOf := func(c *candidate) degrees {
+		par := c.plan.Parallel.norm()
+		return degrees{par.DP, par.TP, par.PP, par.CP, par.EP, par.Active()}
+	}
+	for _, c := range cands {
+		if d := degreesOf(c); nonTorch[d] == 0 {
+			nonTorch[d] = nonTorchBytes(c.plan)
+		}
+	}
 	parallelFor(ctx, sp.Workers, len(cands), func(i int) {
 		c := cands[i]
 		par := c.plan.Parallel.norm()
-		c.est = profiles[c.key].estimate(c.plan, shapes[shapeKey{c.key, par.PP, par.VirtualStages}])
+		c.est = profiles[c.key].estimate(c.plan, shapes[shapeKey{c.key, par.PP, par.VirtualStages}], nonTorch[degreesOf(c)])
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -92,18 +92,24 @@ func (sh *stageShape) kind(s int64) int {
 	return 1
 }
 
+// nonTorchBytes is the device memory outside PyTorch's allocator that
+// Evaluate counts for plan p: the CUDA context and NCCL's buffers.
+func nonTorchBytes(p *Plan) int64 {
+	n := p.Device.Context
+	for _, o := range p.commOverheads() {
+		n += o.Bytes
+	}
+	return n
+}
+
 // estimate is the fast estimate of plan p, a layout of the profile's
-// configuration with sh's pipeline.
-func (pr *profile) estimate(p *Plan, sh *stageShape) fastEstimate {
+// configuration with sh's pipeline; nonTorch is nonTorchBytes(p).
+func (pr *profile) estimate(p *Plan, sh *stageShape, nonTorch int64) fastEstimate {
 	if q, ok := p.deepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
 	par := p.Parallel.norm()
 	var fe fastEstimate
-	nonTorch := p.Device.Context
-	for _, o := range p.commOverheads() {
-		nonTorch += o.Bytes
-	}
 	if par.PP <= 1 {
 		u := &sh.stages[0]
 		w, states := pr.work(p, u)

@@ -78,7 +78,7 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			par := p.Parallel.norm()
-			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages))
+			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages), nonTorchBytes(p))
 			r, err := Evaluate(p, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -244,10 +244,11 @@ func BenchmarkSearchEstimate(b *testing.B) {
 		b.Fatal(err)
 	}
 	sh := pr.shape(4, 1)
+	nonTorch := nonTorchBytes(p)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		pr.estimate(p, sh)
+		pr.estimate(p, sh, nonTorch)
 	}
 }
 
@@ -274,7 +275,7 @@ func TestSearchWithoutRepeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe := pr.estimate(row.Plan, pr.shape(1, 1))
+		fe := pr.estimate(row.Plan, pr.shape(1, 1), nonTorchBytes(row.Plan))
 		if relDiff(fe.time.StepSeconds, row.Report.Time.StepSeconds) > 1e-9 {
 			t.Errorf("%v: fast %.9g, replay %.9g", row.Plan.Parallel, fe.time.StepSeconds, row.Report.Time.StepSeconds)
 		}

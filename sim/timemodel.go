@@ -272,7 +272,7 @@ func (r *replay) shardedOptimizerTraffic() int64 {
 
 // times splits the work into exposed time by cause.
 func (w *gpuWork) times(plan *Plan) gpuTime {
-	var g gpuTime
+	g := gpuTime{perMB: make([]TimeShare, 0, 8), tail: make([]TimeShare, 0, 3)}
 	add := func(list *[]TimeShare, name string, s float64) {
 		*list = append(*list, TimeShare{name, s})
 	}
