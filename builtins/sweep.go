@@ -18,6 +18,11 @@ import (
 // maxSweep caps a sweep's plans; sweep(max=) raises it.
 const maxSweep = 10_000
 
+// maxSweepCeiling bounds sweep(max=): each plan is a full replay whose
+// report stays in memory (a few KiB each, seconds of CPU per thousand
+// plans), so a million plans is already hours of work.
+const maxSweepCeiling = 1_000_000
+
 // parallelFields are the parallel() keywords a sweep axis may name;
 // clusterFields the cluster() ones.
 var (
@@ -69,8 +74,9 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			if err != nil {
 				return nil, err
 			}
-			if n < 1 {
-				return nil, fmt.Errorf("max must be at least 1 (got %d)", n)
+			if n < 1 || n > maxSweepCeiling {
+				return nil, withHint(fmt.Errorf("sweep: max must be in 1..%d (got %d)", maxSweepCeiling, n),
+					"a sweep holds every plan and report in memory: split larger sweeps into several")
 			}
 			limit = n
 			continue
@@ -85,7 +91,12 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	total := int64(1)
 	for _, a := range axes {
-		total *= int64(len(a.values))
+		n := int64(len(a.values))
+		if total > limit/n { // total*n > limit, without overflowing
+			total = limit + 1
+		} else {
+			total *= n
+		}
 		if total > limit {
 			return nil, withHint(fmt.Errorf("sweep: %s make more than %d plans", axesDesc(axes), limit),
 				"narrow the axes, or pass max= to allow more (each plan is a full replay)")
