@@ -130,9 +130,11 @@ func (d DType) BytesChecked(n int64) (int64, bool) {
 
 // checkTotals bounds what a step of this program can hold at once (see
 // paramCopiesBound and valueCopiesBound), so that no sum in the replay,
-// the allocator or the report can overflow. Each tensor's count was already
-// checked by numel.
-func (p *program) checkTotals() error {
+// the allocator or the report can overflow, and the same times the
+// micro-batches of the step, so that per-step totals (collectives run per
+// micro-batch, traffic) cannot overflow either. Each tensor's count was
+// already checked by numel.
+func (p *program) checkTotals(plan *Plan) error {
 	var params, values int64
 	ok := true
 	for i := range p.params {
@@ -164,12 +166,40 @@ func (p *program) checkTotals() error {
 			values, ok = addChecked64(values, max(p.ops[i].workB, 0), MaxBytes)
 		}
 	}
+	var total int64
 	if ok {
-		_, ok = mulChecked64(values, valueCopiesBound, MaxBytes-params*paramCopiesBound)
+		total, ok = mulChecked64(values, valueCopiesBound, MaxBytes-params*paramCopiesBound)
+		total += params * paramCopiesBound
 	}
 	if !ok {
 		return &Error{Msg: "the step's tensors add up to more bytes than memsh can count (4 EiB)",
 			Hint: hintTensor}
+	}
+	mbs := max(plan.GradAccum, plan.microBatches()*max(plan.Parallel.VirtualStages, 1), 1)
+	if _, ok := mulChecked64(total, mbs, MaxBytes); !ok {
+		return &Error{Msg: fmt.Sprintf("%d micro-batches of this step move more bytes than memsh can count (4 EiB)", mbs),
+			Hint: hintMicroBatches}
+	}
+	return nil
+}
+
+// maxGPUs bounds the GPUs of a layout or a cluster, so that products of
+// parallel degrees cannot overflow: 2^24, a hundred times the largest
+// clusters built.
+const maxGPUs = 1 << 24
+
+// checkCounts rejects parallel layouts and clusters with more GPUs than
+// maxGPUs (dp*tp*pp*cp, nodes*gpus_per_node), before anything multiplies
+// them. Negative degrees are left to validateParallel's messages.
+func (p *Plan) checkCounts() error {
+	par, c := p.Parallel, p.Cluster
+	layout := []int64{max(par.DP, 1), max(par.TP, 1), max(par.PP, 1), max(par.CP, 1)}
+	if n, ok := CheckedProduct(layout...); (!ok || n > maxGPUs) && min(par.DP, par.TP, par.PP, par.CP) >= 0 {
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("dp*tp*pp*cp is %.3g GPUs, more than memsh simulates (%d)", floatProduct(layout), maxGPUs)}
+	}
+	machines := []int64{max(c.Nodes, 1), max(c.GPUsPerNode, 1)}
+	if n, ok := CheckedProduct(machines...); (!ok || n > maxGPUs) && min(c.Nodes, c.GPUsPerNode) >= 0 {
+		return &Error{Path: "cluster", Msg: fmt.Sprintf("nodes*gpus_per_node is %.3g GPUs, more than memsh simulates (%d)", floatProduct(machines), maxGPUs)}
 	}
 	return nil
 }
@@ -194,12 +224,14 @@ const (
 	hintTensor = "check batch=, seq= and the layer sizes: memsh counts up to 4 EiB (2^62 bytes)"
 	hintParams = "check the layer sizes and repeat counts: memsh counts up to 4 EiB (2^62 bytes)"
 	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks)"
+
+	hintMicroBatches = "check grad_accum= and micro_batches=: memsh counts up to 4 EiB (2^62 bytes) a step"
 )
 
 // isSizeError reports whether err is one of the size errors above.
 func isSizeError(err error) bool {
 	e, ok := err.(*Error)
-	return ok && (e.Hint == hintTensor || e.Hint == hintParams || e.Hint == hintOps)
+	return ok && (e.Hint == hintTensor || e.Hint == hintParams || e.Hint == hintOps || e.Hint == hintMicroBatches)
 }
 
 // checkLayerSizes lowers l alone, for one token, to find parameter tensors

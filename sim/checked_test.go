@@ -92,6 +92,27 @@ func TestHugeSizes(t *testing.T) {
 			_, err := Evaluate(plan(m, 1<<44), Options{})
 			return err
 		}, "the step's tensors add up to more bytes than memsh can count"},
+		{"grad_accum 2^62: per-step collectives would wrap", func() error {
+			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Linear{In: 8, Out: 8}}}
+			p := plan(m, 1)
+			p.GradAccum = 1 << 62
+			_, err := Evaluate(p, Options{})
+			return err
+		}, "4611686018427387904 micro-batches of this step move more bytes than memsh can count"},
+		{"dp 2^62", func() error {
+			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Linear{In: 8, Out: 8}}}
+			p := plan(m, 1)
+			p.Parallel = Parallelism{DP: 1 << 62, Zero: 3}
+			_, err := Evaluate(p, Options{})
+			return err
+		}, "parallel: dp*tp*pp*cp is 4.61e+18 GPUs, more than memsh simulates (16777216)"},
+		{"a cluster of 2^40 x 2^40 GPUs wrapped to 0", func() error {
+			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Linear{In: 8, Out: 8}}}
+			p := plan(m, 1)
+			p.Cluster = Cluster{Nodes: 1 << 40, GPUsPerNode: 1 << 40}
+			_, err := Evaluate(p, Options{})
+			return err
+		}, "cluster: nodes*gpus_per_node is 1.21e+24 GPUs"},
 		{"parameters that add up past the bound", func() error {
 			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Repeat{Layer: &Linear{In: 1 << 27, Out: 1 << 27}, N: 1 << 9}}}
 			_, err := Evaluate(plan(m, 1), Options{})

@@ -103,6 +103,9 @@ func (p *Plan) Validate() error {
 	if p.Device.Memory <= 0 {
 		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
+	if err := p.checkCounts(); err != nil { // checked.go: GPU counts that products cannot overflow
+		return err
+	}
 	return p.validateParallel() // parallel.go
 }
 
@@ -130,7 +133,7 @@ func (p *Plan) lowerProgram() (*program, error) {
 	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
 		return nil, err
 	}
-	if err := b.p.checkTotals(); err != nil { // checked.go: no byte sum can overflow
+	if err := b.p.checkTotals(p); err != nil { // checked.go: no byte sum can overflow
 		return nil, err
 	}
 	return b.p, nil
