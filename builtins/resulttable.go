@@ -571,9 +571,11 @@ func formatCell(v starlark.Value, unit string) string {
 		case UnitFraction:
 			return fmt.Sprintf("%.1f%%", 100*f)
 		case UnitBytes:
-			return sim.FormatBytes(int64(f))
+			if math.Abs(f) < 1e18 { // int64 holds it
+				return sim.FormatBytes(int64(f))
+			}
 		}
-		if math.Abs(f) >= 1000 {
+		if math.Abs(f) >= 1000 && math.Abs(f) < 1e18 { // beyond int64, int64(f) is undefined
 			return thousands(int64(math.Round(f)))
 		}
 		return fmt.Sprintf("%.4g", f)

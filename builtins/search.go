@@ -74,7 +74,11 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if n < 1 {
 			return nil, fmt.Errorf("nodes must be at least 1 (got %d)", n)
 		}
-		sp.GPUs = n * sp.GPUsPerNode
+		total, ok := sim.CheckedProduct(n, sp.GPUsPerNode)
+		if !ok {
+			return nil, fmt.Errorf("search: nodes=%d x gpus_per_node=%d is more GPUs than memsh can count", n, sp.GPUsPerNode)
+		}
+		sp.GPUs = total
 		if gpus != starlark.None {
 			g, err := AsInt64(gpus, "gpus")
 			if err != nil {
