@@ -77,6 +77,9 @@ func TestHugeSizes(t *testing.T) {
 		{"repeat(linear(2^28, 2^28), 2^9): 2^65 weights in all", func() error {
 			return ValidateLayer(&Repeat{Layer: &Linear{In: 1 << 28, Out: 1 << 28}, N: 1 << 9}, "repeat")
 		}, "3.69e+19 parameters are more than memsh can count in bytes"},
+		{"moe capacity 1e30: int64 of the padded count was undefined (a negative shape)", func() error {
+			return ValidateLayer(&MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Capacity: 1e30}, "moe")
+		}, "moe: capacity=1e+30 pads 2e+30 token copies to the experts, too many to count in bytes"},
 		{"a runaway repeat count", func() error {
 			return ValidateLayer(&Repeat{Layer: &Repeat{Layer: &Linear{In: 8, Out: 8}, N: 1000}, N: 1000}, "repeat")
 		}, "the model lowers to more than 200000 ops"},

@@ -76,7 +76,12 @@ func (m *MoE) lower(b *builder, x Value) Value {
 	b.save(tk, idx)
 	routed := T * k
 	if m.Capacity > 1 {
-		routed = int64(float64(routed) * m.Capacity)
+		padded := float64(routed) * m.Capacity
+		if padded > float64(MaxElements) { // int64(padded) would be undefined
+			panic(lowerError{&Error{Path: b.name(""), Msg: fmt.Sprintf("capacity=%g pads %.3g token copies to the experts, too many to count in bytes", m.Capacity, padded),
+				Hint: hintTensor}})
+		}
+		routed = int64(padded)
 	}
 	g := b.addOp("gather", "dispatch", []Value{x, idx})
 	xs := b.out(g, "dispatched", []int64{routed, m.Dim}, b.dtype(x), "tokens copied to their experts")
