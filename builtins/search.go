@@ -153,7 +153,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	bar.finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("search interrupted")
+			return nil, stopError(ctx, "search", "") // stop.go
 		}
 		return nil, WithOrigin(err, base.decl)
 	}

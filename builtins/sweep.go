@@ -423,7 +423,7 @@ feed:
 	close(next)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%s interrupted after %d of %d plans", what, done, n)
+		return nil, stopError(ctx, what, fmt.Sprintf(" after %d of %d plans", done, n)) // stop.go
 	}
 	for i, err := range errs {
 		if err == nil {

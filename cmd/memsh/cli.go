@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"time"
 
 	"github.com/memsh/memsh/lang"
 )
@@ -37,6 +38,9 @@ Usage:
 Flags (before or after the command):
   --max-steps N                   stop a script after N Starlark steps
                                   (default 100000000)
+  --timeout DURATION              stop a script (run, test, plot) after
+                                  DURATION of wall-clock time, e.g. 30s
+                                  (default 0: no limit)
   --color auto|always|never       colour output (default auto: on a terminal,
                                   unless NO_COLOR is set)
   run --json                      emitted values as JSON lines on stdout
@@ -69,6 +73,7 @@ type env struct {
 	stderr   io.Writer
 	getenv   func(string) string
 	maxSteps uint64
+	timeout  time.Duration // --timeout: wall-clock limit of each script, 0 = none (timeout.go)
 	color    string
 	out      outputFlags // output_flags.go
 }
@@ -114,6 +119,7 @@ func (e *env) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("memsh", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Uint64Var(&e.maxSteps, "max-steps", e.maxSteps, "")
+	fs.DurationVar(&e.timeout, "timeout", e.timeout, "")
 	fs.StringVar(&e.color, "color", e.color, "")
 	e.out.register(fs)
 	return fs
@@ -153,6 +159,9 @@ func (e *env) dispatch(args []string) error {
 	}
 	if e.maxSteps == 0 {
 		return usagef("invalid --max-steps value 0 (want a positive number of steps)")
+	}
+	if err := e.checkTimeout(); err != nil {
+		return err
 	}
 	if len(rest) == 0 {
 		return e.cmdRepl(nil)

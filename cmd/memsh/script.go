@@ -33,6 +33,8 @@ type scriptResult struct {
 // one, emitting main()'s results. An error is written to errOut and
 // errPrinted returned.
 func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, error) {
+	ctx, cancel := e.scriptContext(ctx) // timeout.go: --timeout
+	defer cancel()
 	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args})
 	defer in.Close()
 	res := &scriptResult{}
