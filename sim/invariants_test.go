@@ -144,6 +144,7 @@ func TestInvariantsCheckpointSavesLess(t *testing.T) {
 //     than a small model's sharded states save; and from ZeRO-2 to ZeRO-3
 //     at dp=2, where ZeRO-3's prefetch and gather buffers outweigh halving
 //     the parameters;
+//
 //   - ZeRO-3 keeps parameters under stage3_param_persistence_threshold
 //     (1e5 elements) gathered on every rank besides their partition, so a
 //     model made only of small tensors holds 1 + 1/dp copies of them:
@@ -153,6 +154,7 @@ func TestInvariantsCheckpointSavesLess(t *testing.T) {
 //     master copy, where DDP under autocast keeps fp32 parameters and no
 //     master: optimizer + master can rise from stage 0 to 1 while the total
 //     falls;
+//
 //   - ZeRO-1/2 step flat 1-D partitions, so Adafactor loses its factored
 //     second moment (a row and a column vector per matrix) and keeps one
 //     element per parameter: its states rise from stage 0 to 1.
