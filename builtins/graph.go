@@ -424,7 +424,7 @@ func graphTransformerFn(thread *starlark.Thread, b *starlark.Builtin, args starl
 		return nil, fmt.Errorf("edges must be edges, e.g. knn_edges(src, dst, k) (got %s)", edgesV.Type())
 	}
 	e := edges.e
-	if e.Src != src.n || e.Dst != dst.n {
+	if *e.Src != *src.n || *e.Dst != *dst.n { // the same node sets, even if declared twice alike
 		return nil, fmt.Errorf("edges go from %s to %s, not from %s to %s", e.Src, e.Dst, src.n, dst.n)
 	}
 	g := &sim.GraphTransformer{Edges: e, Checkpoint: ckpt}
