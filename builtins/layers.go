@@ -268,7 +268,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	if headDim != nil && headDim != starlark.None && a.HeadDim <= 0 {
-		return nil, fmt.Errorf("head_dim must be positive (got %d)", a.HeadDim)
+		return nil, fmt.Errorf("attention: head_dim must be positive (got %d)", a.HeadDim)
 	}
 	if a.Dropout, err = optProb(dropout, "dropout"); err != nil {
 		return nil, err
@@ -347,7 +347,7 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 			return nil, err
 		}
 		if m.Capacity < 1 {
-			return nil, fmt.Errorf("capacity must be at least 1.0 (got %g)", m.Capacity)
+			return nil, fmt.Errorf("moe: capacity must be at least 1.0 (got %g)", m.Capacity)
 		}
 	}
 	if m.Name, err = optName(name); err != nil {

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // LitGPT's GPT (Lightning-AI/lit-gpt lit_gpt/model.py, lora.py, adapter.py,
 // adapter_v2.py at commit 8641822, October 2023; the adapter files as of
@@ -80,7 +83,7 @@ func LookupLitGPTConfig(name string) (LitGPTConfig, error) {
 		}
 		names = append(names, c.Name)
 	}
-	return LitGPTConfig{}, fmt.Errorf("unknown LitGPT checkpoint %q (known: %v)", name, names)
+	return LitGPTConfig{}, fmt.Errorf("unknown LitGPT checkpoint %q (known: %s)", name, strings.Join(names, ", "))
 }
 
 func (c LitGPTConfig) groups() int64 {
