@@ -105,7 +105,12 @@ func (r *Residual) lower(b *builder, x Value) Value {
 	defer b.scope(r.Name)()
 	y := b.lowerChild(r.Layer, 0, x)
 	if b.last(y) != b.last(x) {
-		panic(lowerError{errorf(b.name(""), "residual layer changes the width (%d -> %d)", b.last(x), b.last(y))})
+		where := "" // the module path alone ("1") reads as a number, so name it
+		if p := b.name(""); p != "" {
+			where = " (module " + p + ")"
+		}
+		panic(lowerError{&Error{Msg: fmt.Sprintf("residual%s: its %s changes the width (%d -> %d)", where, r.Layer.Kind(), b.last(x), b.last(y)),
+			Hint: "residual(layer) adds layer(x) to x, so the layer must give as many features as it takes"}})
 	}
 	return b.add("residual", x, y)
 }

@@ -50,7 +50,7 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 	}
 	globals, err := in.RunFile(ctx, sr.file)
 	if err == nil {
-		err = callMain(ctx, in, globals)
+		err = callMain(ctx, in, sr.file, globals)
 	}
 	if err != nil {
 		in.FormatError(sr.errOut, err, sr.errColor)
@@ -62,14 +62,14 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 // callMain calls the script's main() with no arguments, if it defines
 // one, and emits what it returns: nothing for None, each element of a list
 // or tuple, else the value itself.
-func callMain(ctx context.Context, in *lang.Interpreter, globals starlark.StringDict) error {
+func callMain(ctx context.Context, in *lang.Interpreter, file string, globals starlark.StringDict) error {
 	v, ok := globals["main"]
 	if !ok {
 		return nil
 	}
 	fn, ok := v.(*starlark.Function)
 	if !ok {
-		return fmt.Errorf("main must be a function, which memsh calls after the script runs (got %s)", v.Type())
+		return fmt.Errorf("%s: main must be a function, which memsh calls after the script runs (got %s)", file, v.Type())
 	}
 	thread, stop := in.NewThread(ctx)
 	defer stop()
