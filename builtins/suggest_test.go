@@ -23,14 +23,6 @@ func TestDidYouMean(t *testing.T) {
 			t.Errorf("didYouMean(%q) = %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "", 3}, {"kitten", "sitting", 3}, {"adamw", "adam", 1}} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
 }
 
 // TestTrainHints checks the hints that train() errors carry for the CLI.

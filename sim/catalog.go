@@ -236,7 +236,7 @@ func closeDeviceNames(key string, cat []Device) []string {
 	limit := max(2, len(key)/3)
 	for _, d := range cat {
 		n := normalizeDeviceName(d.Name)
-		dist := catalogEditDistance(key, n)
+		dist := EditDistance(key, n)
 		if strings.HasPrefix(n, key) || strings.HasPrefix(key, n) {
 			dist = min(dist, 1)
 		}
@@ -250,25 +250,4 @@ func closeDeviceNames(key string, cat []Device) []string {
 		out = append(out, cands[i].name)
 	}
 	return out
-}
-
-// catalogEditDistance is the Levenshtein distance between a and b (bytes).
-func catalogEditDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,6 +1,10 @@
 package repl
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/memsh/memsh/sim"
+)
 
 // nearest returns the names within a small edit distance of name (a typo),
 // closest first, at most three.
@@ -20,7 +24,7 @@ func nearest(name string, names []string) []string {
 			continue
 		}
 		seen[n] = true
-		if d := editDistance(name, n); d <= limit {
+		if d := sim.EditDistance(name, n); d <= limit {
 			hits = append(hits, scored{n, d})
 		}
 	}
@@ -35,31 +39,4 @@ func nearest(name string, names []string) []string {
 		out = append(out, hits[i].name)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance between a and b, counting an
-// adjacent transposition ("hlep") as one edit.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev2 := make([]int, len(rb)+1)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(rb)]
 }
