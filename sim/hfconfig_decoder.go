@@ -100,15 +100,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 	}
 	attnDrop, afterAttn := c.attnDropout("attention_dropout", pa, po)
 
-	var at Layer
-	base := Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
+	at := &Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
-		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true}
-	if f.qkNorm {
-		at = &QKNormAttention{Attention: base}
-	} else {
-		at = &base
-	}
+		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm}
 	norm := func(name string) Layer { return &Norm{Name: name, Dim: hidden, RMS: true} }
 
 	// The feed-forward block of each layer: dense, or sparse (MoE).

@@ -108,8 +108,6 @@ func TestFromHFConfigStructure(t *testing.T) {
 				switch v := x.(type) {
 				case *Attention:
 					a = v
-				case *QKNormAttention:
-					a = &v.Attention
 				}
 			})
 		}

@@ -29,6 +29,7 @@ type Attention struct {
 	Rope        bool // rotary position embeddings on q and k
 	FusedQKV    bool // one qkv projection (GPT-2 c_attn) instead of q, k, v
 	SoftmaxFP32 bool // eager softmax computed in fp32 then cast back (HF Llama)
+	QKNorm      bool // RMS norm over each head of q and k before rope (Qwen3, layers_qknorm.go)
 }
 
 func (a *Attention) kv() int64 {
@@ -60,6 +61,9 @@ func (a *Attention) Params() int64 {
 	if a.OutBias {
 		n += a.Dim
 	}
+	if a.QKNorm {
+		n += 2 * d // q_norm and k_norm weights, head_dim each
+	}
 	return n
 }
 func (a *Attention) Summary() string {
@@ -69,6 +73,9 @@ func (a *Attention) Summary() string {
 	}
 	if a.HeadDim > 0 && a.HeadDim*a.Heads != a.Dim {
 		s += fmt.Sprintf(", head_dim %d", a.HeadDim)
+	}
+	if a.QKNorm {
+		s += ", qk-norm"
 	}
 	return s + ", " + a.Impl
 }
@@ -85,6 +92,9 @@ func (a *Attention) validate(path string) error {
 	}
 	if a.KVHeads < 0 || a.Heads%a.kv() != 0 {
 		return errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
+	}
+	if a.QKNorm && a.FusedQKV {
+		return errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
 	}
 	switch a.Impl {
 	case "flash", "sdpa", "eager":
@@ -118,6 +128,10 @@ func (a *Attention) lower(b *builder, x Value) Value {
 		q = b.colLinear("q_proj", "q", x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
 		k = b.colLinear("k_proj", "k", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
 		v = b.colLinear("v_proj", "v", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
+	}
+	if a.QKNorm {
+		q = b.headNorm("q_norm", q, s, h, d)
+		k = b.headNorm("k_norm", k, s, kv, d)
 	}
 	if a.Rope {
 		q = b.rope("q", q, withLast(s, h*d))

@@ -2,7 +2,7 @@ package sim
 
 import "testing"
 
-// QKNormAttention lowers as Attention plus the two head norms. In fp32 on
+// Attention with QKNorm lowers as plain attention plus the two head norms. In fp32 on
 // CUDA each norm keeps its input (pow saves it: the projection's output,
 // which plain attention frees after rope), its rsqrt (one fp32 per head
 // row) and the normalized tensor (saved by the weight multiply): per
@@ -22,12 +22,13 @@ func TestQKNormAttentionSaves(t *testing.T) {
 		return rep.SavedActivations
 	}
 	base := Attention{Dim: 128, Heads: 4, KVHeads: 2, HeadDim: 32, Impl: "sdpa", Causal: true, Rope: true}
-	plain := base
-	got := saved(&QKNormAttention{Attention: base}) - saved(&plain)
+	plain, qk := base, base
+	qk.QKNorm = true
+	got := saved(&qk) - saved(&plain)
 	if got != 49920 {
 		t.Errorf("qk-norm saves %d bytes more than plain attention, want 49,920", got)
 	}
-	if p := (&QKNormAttention{Attention: base}).Params() - plain.Params(); p != 64 {
+	if p := qk.Params() - plain.Params(); p != 64 {
 		t.Errorf("qk-norm adds %d parameters, want 2 x head_dim = 64", p)
 	}
 }

@@ -256,8 +256,6 @@ func (m *Model) validateParallel(par Parallelism) error {
 		switch x := l.(type) {
 		case *Attention:
 			err = x.checkTP(path, tp)
-		case *QKNormAttention:
-			err = x.Attention.checkTP(path, tp)
 		case *MLP:
 			if x.Hidden%tp != 0 {
 				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, x.Hidden)}
