@@ -42,7 +42,7 @@ func layerBuiltins() []Builtin {
 		{
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
-				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, name=None)",
+				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -51,7 +51,8 @@ func layerBuiltins() []Builtin {
 				"dropout applies to the attention probabilities and the output projection (GPT-2 placement). " +
 				"rope adds rotary embeddings to q and k. fused_qkv uses one qkv projection (GPT-2's c_attn); " +
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
-				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope.",
+				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
+				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3).",
 			Fn: attentionFn,
 		},
 		{
@@ -244,16 +245,16 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, name starlark.Value
-	var qkvBias, outBias, rope bool
+	var qkvBias, outBias, rope, qkNorm bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &sim.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope}
+	a := &sim.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm}
 	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
 		return nil, err
 	}
@@ -274,7 +275,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	mha := a.KVHeads == 0 || a.KVHeads == a.Heads
-	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && mha); err != nil {
+	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qkNorm && mha); err != nil {
 		return nil, err
 	}
 	if a.SoftmaxFP32, err = optBool(smFP32, "softmax_fp32", rope); err != nil {
