@@ -98,13 +98,11 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 			pr := p.values[v].producer
 			if op.region != 0 && (pr < 0 || p.ops[pr].region != op.region) && !contains(r.regionIn[op.region-1], v) {
 				r.regionIn[op.region-1] = append(r.regionIn[op.region-1], v)
-				r.holds[v]++
 				r.saved[v] = true
 			}
 		}
 		if op.region == 0 {
 			for _, v := range op.saved {
-				r.holds[v]++
 				r.saved[v] = true
 			}
 		}
@@ -113,6 +111,28 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 			if r.paramLast[pi] == none {
 				r.paramLast[pi] = int32(i)
 			}
+		}
+	}
+	r.initHolds()
+	return r
+}
+
+// initHolds sets, before a step's forward, how many holders keep each
+// value: the ops that save it, the checkpoint regions it enters, the
+// autocast cache, and the caller (the batch, the loss, held values).
+func (r *replay) initHolds() {
+	p := r.p
+	clear(r.holds)
+	for i := range p.ops {
+		if p.ops[i].region == 0 {
+			for _, v := range p.ops[i].saved {
+				r.holds[v]++
+			}
+		}
+	}
+	for _, in := range r.regionIn {
+		for _, v := range in {
+			r.holds[v]++
 		}
 	}
 	for v := range p.values {
@@ -129,7 +149,6 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 	for _, v := range p.held { // chunked_loss.go: values the caller keeps until the step ends
 		r.holds[v]++
 	}
-	return r
 }
 
 func fill(s []int32, x int32) []int32 {
