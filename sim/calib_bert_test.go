@@ -20,14 +20,13 @@ import (
 //   - the micro-batch-4 rows without checkpointing (2, 5, 7, 9) are 7-13 %
 //     low. The gap grows with the batch (about 270 MiB per extra sample in
 //     fp32, more under fp16 autocast), so it is per-sample activation or
-//     allocator memory that the steady-state replay does not see. The
-//     likeliest cause, not yet modelled: memsh replays one steady-state
-//     step with optimizer state allocated up front, while a real run's
-//     first optimizer.step() creates the AdamW state lazily inside blocks
-//     that step 1's activations had freed, so step 2's activations must open
-//     new segments and nvidia-smi reports the larger reserved figure.
-//     Unverified without a GPU; the tolerance below records the gap rather
-//     than hiding it.
+//     allocator memory that the replay does not see. One candidate was
+//     tried and ruled out: replaying a first step that creates the AdamW
+//     state lazily inside blocks freed by step 1's activations, then the
+//     steady-state step through the same allocator model, LOWERS reserved
+//     memory here (best-fit reuse packs step 2 tighter), so it does not
+//     explain the gap. Unverified without a GPU; the tolerance below
+//     records the gap rather than hiding it.
 type bertRow struct {
 	row       int
 	batch     int64
