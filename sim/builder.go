@@ -81,6 +81,7 @@ func rows(shape []int64) int64 { return numel(shape[:len(shape)-1]) }
 
 // param registers a parameter tensor and returns its index.
 func (b *builder) param(name string, shape []int64, role string) int32 {
+	b.reserveParams(1) // checked.go
 	n := numel(shape)
 	trainable := !b.eval
 	if b.lora != nil && role != "norm-lora" {

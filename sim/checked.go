@@ -218,12 +218,28 @@ func opsError() *Error {
 		Hint: hintOps}
 }
 
+// maxParamTensors bounds the parameter tensors of one lowered program, as
+// maxOps bounds its ops: layers that register one tensor per expert or per
+// table head would otherwise allocate for each of 2^40 experts before any
+// size is checked (a fatal out-of-memory, not an error). DeepSeek-V3 (256
+// routed experts, three matrices each, 61 layers) registers about 47,000.
+const maxParamTensors = 200_000
+
+// reserveParams stops the lowering when n more parameter tensors would
+// pass maxParamTensors.
+func (b *builder) reserveParams(n int64) {
+	if n < 0 || n > maxParamTensors-int64(len(b.p.params)) {
+		panic(lowerError{&Error{Msg: fmt.Sprintf("the model has more than %d parameter tensors, more than memsh simulates", maxParamTensors),
+			Hint: hintOps}})
+	}
+}
+
 // The hints of size errors; isSizeError tells these errors from the other
 // lowering errors.
 const (
 	hintTensor = "check batch=, seq= and the layer sizes: memsh counts up to 4 EiB (2^62 bytes)"
 	hintParams = "check the layer sizes and repeat counts: memsh counts up to 4 EiB (2^62 bytes)"
-	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks)"
+	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks) and the experts or heads"
 
 	hintMicroBatches = "check grad_accum= and micro_batches=: memsh counts up to 4 EiB (2^62 bytes) a step"
 )

@@ -80,9 +80,15 @@ func TestHugeSizes(t *testing.T) {
 		{"moe capacity 1e30: int64 of the padded count was undefined (a negative shape)", func() error {
 			return ValidateLayer(&MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Capacity: 1e30}, "moe")
 		}, "moe: capacity=1e+30 pads 2e+30 token copies to the experts, too many to count in bytes"},
+		{"a runaway repeat of a layer without parameters", func() error {
+			return ValidateLayer(&Sequential{Layers: []Layer{&Linear{In: 8, Out: 8}, &Repeat{Layer: &Act{Fn: "relu"}, N: 1 << 20}}}, "sequential")
+		}, "the model lowers to more than 200000 ops"},
+		{"moe with 2^40 experts: one tensor each was a fatal out-of-memory", func() error {
+			return ValidateLayer(&MoE{Dim: 64, Hidden: 128, Experts: 1 << 40, TopK: 2, Act: "swiglu"}, "moe")
+		}, "the model has more than 200000 parameter tensors"},
 		{"a runaway repeat count", func() error {
 			return ValidateLayer(&Repeat{Layer: &Repeat{Layer: &Linear{In: 8, Out: 8}, N: 1000}, N: 1000}, "repeat")
-		}, "the model lowers to more than 200000 ops"},
+		}, "more than 200000 parameter tensors"},
 		{"batch 2^50 of 2^20 features", func() error {
 			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Linear{In: 1 << 20, Out: 1 << 20}}}
 			_, err := Evaluate(plan(m, 1<<50), Options{})

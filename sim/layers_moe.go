@@ -118,6 +118,7 @@ func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
 	gated := m.expert().gated()
 	local, hidden := m.Experts/b.par.epn(), m.Hidden/b.par.tpn() // expert.go: this rank's experts and their split
 	proj := func(name, role string, x Value, in, out int64) Value {
+		b.reserveParams(local) // checked.go: one tensor per expert
 		ps := make([]int32, local)
 		full := in * out * b.par.tpn()
 		for e := range ps {
