@@ -116,6 +116,10 @@ func (t *Table) spare() int64 {
 // dense gradient (at most 8-byte elements each) stay within int64.
 const maxTableBytesPerParam = 32
 
+// maxTableHeads bounds a table's heads: each lowers to its own tensors,
+// so 2^40 heads would allocate per head before any size is checked.
+const maxTableHeads = 1 << 16
+
 func (t *Table) validate(path string) error {
 	for _, f := range []struct {
 		what string
@@ -124,6 +128,10 @@ func (t *Table) validate(path string) error {
 		if err := positive(path, f.what, f.n); err != nil {
 			return err
 		}
+	}
+	if t.Heads > maxTableHeads {
+		return &Error{Path: path, Msg: fmt.Sprintf("heads must be at most %d (got %d)", maxTableHeads, t.Heads),
+			Hint: "each head is a table of its own, lowered to its own tensors; memory layers use tens of heads"}
 	}
 	if t.ReadsPerToken < 0 {
 		return errorf(path, "reads_per_token must be positive (got %d)", t.ReadsPerToken)
