@@ -78,6 +78,10 @@ func tableFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	return newLayer(thread, t)
 }
 
+// maxTableSteps bounds table_steps' series, so a long list is an error and
+// not minutes of replays.
+const maxTableSteps = 10_000
+
 func tableStepsFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var pv, rv starlark.Value
 	pool := "torch"
@@ -91,6 +95,10 @@ func tableStepsFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	seq, ok := rv.(starlark.Indexable)
 	if !ok {
 		return nil, fmt.Errorf("rows_per_step must be a list of ints (got %s)", rv.Type())
+	}
+	if n := seq.Len(); n > maxTableSteps {
+		return nil, withHint(fmt.Errorf("table_steps: rows_per_step has %d steps, more than %d", n, maxTableSteps),
+			"each step is a full replay: a few hundred steps show how the allocator's cache settles")
 	}
 	rows := make([]int64, seq.Len())
 	for i := range rows {
