@@ -162,3 +162,64 @@ print(simulate(p.replace(batch = %[7]d * 2)).peak_allocated)
 		runFuzzScript(t, fstest.MapFS{}, src)
 	})
 }
+
+// knobTemplates are scripts with eight numeric holes (%[1]d ... %[8]d) that
+// reach the knobs FuzzScriptSizes does not: experts and tables, graph
+// models, pipeline layouts, fine-tuning options, sweeps, searches and step
+// series. Counts like experts, heads, chunks and stages are where a
+// builtin could allocate per item before checking sizes.
+var knobTemplates = []string{
+	`m = model("moe", embedding(%[1]d, 64), moe(64, %[2]d, experts = %[3]d, top_k = %[4]d, shared_experts = %[5]d, capacity = %[6]d / 4.0), vocab = %[1]d)
+print(simulate(train(m, batch = %[7]d, seq = %[8]d, parallel = parallel(dp = %[3]d, ep = %[4]d))).summary)
+`,
+	`t = table("t", rows = %[1]d, dim = %[2]d, heads = %[3]d, reads_per_token = %[4]d, grad = "sparse")
+m = model("t", embedding(100, %[2]d * %[3]d), residual(t), vocab = 100)
+p = train(m, batch = %[5]d, seq = %[6]d)
+print(simulate(p).summary)
+print(table_steps(p, [%[7]d] * %[8]d))
+`,
+	`g = grid("g", %[1]d)
+me = mesh("me", %[2]d)
+enc = graph_transformer(g, me, knn_edges(g, me, %[3]d), channels = 16, heads = 2, chunks = %[4]d, eval_chunks = %[5]d)
+proc = transformer_processor(me, layers = %[6]d, channels = 16, heads = 2)
+dec = graph_transformer(me, g, knn_edges(me, g, %[3]d), channels = 16, heads = 2)
+m = encoder_processor_decoder("w", g, me, enc, proc, dec, inputs = 4, outputs = 4)
+print(simulate(train(m, members = %[7]d, members_mode = "sequential")).summary)
+print(simulate(train(m, members = %[8]d, phase = "eval")).summary)
+`,
+	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[1]d), rmsnorm(64), vocab = 100)
+p = train(m, batch = %[2]d, seq = %[3]d, parallel = parallel(pp = %[4]d, virtual_stages = %[5]d, micro_batches = %[6]d, cp = %[7]d, tp = %[8]d))
+print(simulate(p).summary)
+`,
+	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), 2), vocab = 100)
+p = train(m, batch = %[1]d, seq = %[2]d, loss_chunks = %[3]d, tokens_per_batch = %[4]d, lora = lora(rank = %[5]d), grad_accum = %[6]d)
+print(simulate(p).summary)
+t = sweep(p, batch = list(range(1, %[7]d)), max = %[8]d)
+print(t)
+`,
+	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[1]d), vocab = 100)
+print(search(m, gpus = %[2]d, global_batch = %[3]d, seq = %[4]d, nodes = %[5]d, gpus_per_node = %[6]d, top = %[7]d, max_layouts = %[8]d))
+`,
+}
+
+// FuzzScriptKnobs fills knobTemplates with arbitrary numbers: every input
+// must run or fail with a script error, within the timeout.
+func FuzzScriptKnobs(f *testing.F) {
+	seeds := [][8]int64{
+		{100, 128, 8, 2, 1, 4, 2, 16},
+		{1000, 16, 4, 4, 2, 16, 3, 5},
+		{400, 40, 4, 2, 2, 2, 2, 2},
+		{4, 2, 64, 2, 1, 4, 1, 1},
+		{2, 64, 2, 128, 8, 2, 10, 100},
+		{4, 8, 8, 16, 1, 8, 3, 200000},
+		{1 << 40, 1 << 40, 1 << 40, 1 << 40, 1 << 40, 1 << 40, 1 << 40, 1 << 40},
+		{-1, 0, -1 << 40, 0, -1, 0, -1, 0},
+	}
+	for i, s := range seeds {
+		f.Add(uint8(i), s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7])
+	}
+	f.Fuzz(func(t *testing.T, sel uint8, a, b, c, d, e, g, h, k int64) {
+		src := fmt.Sprintf(knobTemplates[int(sel)%len(knobTemplates)], a, b, c, d, e, g, h, k)
+		runFuzzScript(t, fstest.MapFS{}, src)
+	})
+}
