@@ -17,17 +17,26 @@ type Emitted struct {
 	Value starlark.Value
 	Label string          // emit(x, label="...")
 	At    syntax.Position // the emit() call, or main()'s definition
+	// Chart is the chart of an emitted table (emit(t, x=, y=, by=,
+	// pareto=), with defaults); nil for other values, and for a table
+	// with no two numeric columns.
+	Chart *ChartSpec
 }
 
 func outputBuiltins() []Builtin {
 	return []Builtin{{
 		Name: "emit",
-		Sig:  "emit(value, label=None)",
-		Doc: "Hands a result to whoever runs the script: a report (or any value json.encode accepts). " +
-			"A plain `memsh run` prints it as print() would (after \"label:\" when a label is given); " +
-			"`memsh run --json` writes it to stdout as one JSON document per line (docs/json.md) and sends " +
-			"print() output to stderr; `memsh plot` draws the timelines of the emitted reports (without " +
-			"emit, the last report simulated). When the script defines main(), memsh run, test and plot call it " +
+		Sig:  "emit(value, label=None, x=None, y=None, by=None, pareto=False)",
+		Doc: "Hands a result to whoever runs the script: a report, a table from sweep() or search(), or any value " +
+			"json.encode accepts. A plain `memsh run` prints it as print() would (after \"label:\" when a label is " +
+			"given); `memsh run --json` writes it to stdout as one JSON document per line (docs/json.md) and sends " +
+			"print() output to stderr; `memsh plot` draws the timelines of the emitted reports and the charts of " +
+			"the emitted tables (without emit, the last report simulated). For a table, x and y name the numeric " +
+			"columns on the axes (default: the first numeric swept axis or layout column, and peak_allocated or " +
+			"step_time), by a column whose values are drawn as separate series (joined by lines along a swept x), " +
+			"and pareto=True rings the rows t.pareto(x, y) returns (t.filter() first to leave out rows that do " +
+			"not fit): emit(t, x=\"batch\", y=\"peak_allocated\", by=\"checkpoint\"). Rows that do not fit are " +
+			"drawn as crosses. When the script defines main(), memsh run, test and plot call it " +
 			"with no arguments after the script runs and emit its result (None: nothing; a list or tuple: each " +
 			"element; else the value).",
 		Fn: emitFn,
@@ -43,8 +52,10 @@ func outputBuiltins() []Builtin {
 
 func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var v starlark.Value
-	var label starlark.Value = starlark.None
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "value", &v, "label?", &label); err != nil {
+	var label, x, y, by starlark.Value = starlark.None, starlark.None, starlark.None, starlark.None
+	pareto := false
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "value", &v, "label?", &label,
+		"x?", &x, "y?", &y, "by?", &by, "pareto?", &pareto); err != nil {
 		return nil, err
 	}
 	e := Emitted{Value: v, At: CallerPos(thread)}
@@ -55,6 +66,15 @@ func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	default:
 		return nil, fmt.Errorf("label must be a string (got %s)", label.Type())
 	}
+	if t, ok := v.(*ResultTable); ok {
+		spec, err := t.chartSpec(x, y, by, pareto)
+		if err != nil {
+			return nil, err
+		}
+		e.Chart = spec
+	} else if !isNone(x) || !isNone(y) || !isNone(by) || pareto {
+		return nil, fmt.Errorf("x, y, by and pareto choose the chart of a table from sweep() or search(), not of a %s", v.Type())
+	}
 	if err := Emit(thread, e); err != nil {
 		return nil, err
 	}
@@ -64,9 +84,15 @@ func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 // Emit checks that e's value can be written as JSON and hands it to the
 // run's State.Emit, or prints it to State.Out when the host set none.
 func Emit(thread *starlark.Thread, e Emitted) error {
-	if _, ok := e.Value.(*Report); !ok {
+	switch v := e.Value.(type) {
+	case *Report:
+	case *ResultTable:
+		if e.Chart == nil { // a table main() returns: the default chart
+			e.Chart, _ = v.chartSpec(nil, nil, nil, false)
+		}
+	default:
 		if _, err := encodeJSON(thread, e.Value); err != nil {
-			return fmt.Errorf("cannot emit %s: %v (emit takes a report, or a value json.encode accepts: use r.as_dict() for a report inside one)", e.Value.Type(), err)
+			return fmt.Errorf("cannot emit %s: %v (emit takes a report, a table, or a value json.encode accepts: use r.as_dict() for a report inside one)", e.Value.Type(), err)
 		}
 	}
 	st := StateOf(thread)
@@ -76,14 +102,15 @@ func Emit(thread *starlark.Thread, e Emitted) error {
 	return PrintEmitted(st.Out, e, st.Color)
 }
 
-// PrintEmitted writes e as a plain run shows it: a report's table, or
-// the value as print() writes it, after "label:" when e has a label.
+// PrintEmitted writes e as a plain run shows it: a report or a table
+// rendered, or the value as print() writes it, after "label:" when e has
+// a label.
 func PrintEmitted(w io.Writer, e Emitted, color bool) error {
 	var text string
 	switch v := e.Value.(type) {
-	case *Report:
+	case *Report, *ResultTable:
 		var b strings.Builder
-		if err := v.Render(&b, color); err != nil {
+		if err := v.(Renderer).Render(&b, color); err != nil {
 			return err
 		}
 		text = b.String()
@@ -96,7 +123,9 @@ func PrintEmitted(w io.Writer, e Emitted, color bool) error {
 		text = v.String() + "\n"
 	}
 	if e.Label != "" {
-		if _, ok := e.Value.(*Report); !ok {
+		switch e.Value.(type) {
+		case *Report, *ResultTable:
+		default:
 			text = e.Label + ": " + text
 		}
 	}

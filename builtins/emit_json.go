@@ -11,8 +11,8 @@ import (
 
 // JSONDocument returns e as one line of `memsh run --json` (a
 // jsondoc.Doc, documented in docs/json.md), without the newline. A
-// report's fields are those of r.as_dict(); any other value is written as
-// json.encode writes it.
+// report's fields are those of r.as_dict(), a table's rows those of
+// t.as_dicts(); any other value is written as json.encode writes it.
 func JSONDocument(thread *starlark.Thread, e Emitted) ([]byte, error) {
 	doc := jsondoc.Doc{Version: jsondoc.Version, Label: e.Label, At: PosString(e.At)}
 	if r, ok := e.Value.(*Report); ok {
@@ -21,6 +21,12 @@ func JSONDocument(thread *starlark.Thread, e Emitted) ([]byte, error) {
 			return nil, err
 		}
 		doc.Kind, doc.Report = jsondoc.KindReport, rep
+	} else if t, ok := e.Value.(*ResultTable); ok {
+		tab, err := TableDocument(thread, t, e.Chart)
+		if err != nil {
+			return nil, err
+		}
+		doc.Kind, doc.Table = jsondoc.KindTable, tab
 	} else {
 		s, err := encodeJSON(thread, e.Value)
 		if err != nil {

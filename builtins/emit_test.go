@@ -72,7 +72,7 @@ emit(1)
 
 func TestEmitAndExpectErrors(t *testing.T) {
 	runPreludeCases(t, reportPrelude, []evalCase{
-		{expr: "emit(len)", err: "cannot emit builtin_function_or_method: cannot encode builtin_function_or_method as JSON (emit takes a report, or a value json.encode accepts: use r.as_dict() for a report inside one)"},
+		{expr: "emit(len)", err: "cannot emit builtin_function_or_method: cannot encode builtin_function_or_method as JSON (emit takes a report, a table, or a value json.encode accepts: use r.as_dict() for a report inside one)"},
 		{expr: "emit({\"r\": r})", err: "cannot emit dict: "},
 		{expr: "emit(r, label = 3)", err: "label must be a string (got int)"},
 		{expr: "expect(r.fits, \"should fit\")", want: "None"},

@@ -443,40 +443,9 @@ func tablePareto(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if err != nil {
 		return nil, err
 	}
-	type pt struct {
-		x, y float64
-		i    int
-	}
-	var pts []pt
-	for i, r := range t.rows {
-		x, okx := number(r[jx])
-		y, oky := number(r[jy])
-		if !okx || !oky {
-			continue
-		}
-		if upX {
-			x = -x
-		}
-		if upY {
-			y = -y
-		}
-		pts = append(pts, pt{x, y, i})
-	}
-	// Sort by x (then y); a point is on the front when its y beats every
-	// point before it.
-	sort.SliceStable(pts, func(a, c int) bool {
-		if pts[a].x != pts[c].x {
-			return pts[a].x < pts[c].x
-		}
-		return pts[a].y < pts[c].y
-	})
 	var rows [][]starlark.Value
-	bestY := math.Inf(1)
-	for _, p := range pts {
-		if p.y < bestY {
-			rows = append(rows, t.rows[p.i])
-			bestY = p.y
-		}
+	for _, i := range paretoIndexes(t.rows, jx, jy, upX, upY) {
+		rows = append(rows, t.rows[i])
 	}
 	return t.derive(rows), nil
 }

@@ -9,18 +9,45 @@ const Version = 1
 const (
 	KindReport = "report" // Report is set
 	KindValue  = "value"  // Value is set: any JSON-encodable Starlark value
+	KindTable  = "table"  // Table is set: a table from sweep() or search()
 )
 
 // Doc is one line of `memsh run --json`.
 type Doc struct {
 	Version int    `json:"version"`         // schema version, Version
-	Kind    string `json:"kind"`            // KindReport or KindValue
+	Kind    string `json:"kind"`            // KindReport, KindTable or KindValue
 	Label   string `json:"label,omitempty"` // emit(x, label=...)
 	// At is where the value came from: "file:line:col" of the emit()
 	// call, or of the main() definition for its results.
 	At     string          `json:"at"`
 	Report *Report         `json:"report,omitempty"`
 	Value  json.RawMessage `json:"value,omitempty"`
+	Table  *Table          `json:"table,omitempty"`
+}
+
+// Table is a table of results from sweep() or search(): its columns of
+// plain values (plans and reports are left out), row by row.
+type Table struct {
+	Title   string   `json:"title"`
+	Columns []string `json:"columns"` // in order: the keys of every row
+	// Units maps a column to "bytes" (an int), "seconds" or "fraction"
+	// (0..1), for the columns that have one.
+	Units map[string]string `json:"units"`
+	// Rows are objects of column -> value (null where a row has none), as
+	// t.as_dicts() gives them.
+	Rows  []map[string]json.RawMessage `json:"rows"`
+	Notes []string                     `json:"notes"`
+	// Chart is what memsh plot draws: emit(t, x=, y=, by=, pareto=) or
+	// the defaults; absent for a table with no two numeric columns.
+	Chart *Chart `json:"chart,omitempty"`
+}
+
+// Chart is the chart of a table.
+type Chart struct {
+	X      string `json:"x"`            // the column on the x axis
+	Y      string `json:"y"`            // the column on the y axis
+	By     string `json:"by,omitempty"` // the column splitting rows into series
+	Pareto bool   `json:"pareto"`       // the Pareto front of x and y is highlighted
 }
 
 // Report is one simulated step on one GPU (DESIGN.md section 2.5), as

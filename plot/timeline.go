@@ -9,13 +9,16 @@ import (
 	"github.com/memsh/memsh/sim"
 )
 
-// Chart is one report to draw.
+// Chart is one report, or one table, to draw.
 type Chart struct {
 	// Title heads the panel: what was simulated ("llama-7b on H100-80GB:
 	// batch 8 x seq 2048, ..."). Empty means a generic title.
 	Title string
 	// Report must carry a timeline (sim.Options{Timeline: true}).
 	Report *sim.Report
+	// Table, when set instead of Report, draws a chart of a table's
+	// columns (table.go).
+	Table *TableChart
 }
 
 // Panel geometry, in pixels. One chart is a Width x Height panel; several
@@ -55,7 +58,8 @@ const (
 )
 
 // WriteSVG writes a standalone SVG document (it opens in a browser and
-// embeds in HTML) with one timeline panel per chart, top to bottom.
+// embeds in HTML) with one panel per chart, top to bottom: a report's
+// timeline, or a table's chart.
 func WriteSVG(w io.Writer, charts []Chart) error {
 	s, err := svgDocument(charts)
 	if err != nil {
@@ -74,6 +78,14 @@ func svgDocument(charts []Chart) (string, error) {
 	s.raw(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`+"\n", Width, h, Width, h)
 	s.raw("<title>%s</title>\n", esc(docTitle(charts)))
 	for i, c := range charts {
+		if c.Table != nil {
+			s.raw(`<g class="panel" transform="translate(0,%d)">`+"\n", i*Height)
+			if err := tablePanel(&s, c.Title, c.Table); err != nil {
+				return "", err
+			}
+			s.raw("</g>\n")
+			continue
+		}
 		if c.Report == nil || len(c.Report.Timeline) == 0 {
 			return "", fmt.Errorf("chart %d (%s) has no timeline: simulate with the timeline recorded", i+1, c.Title)
 		}
@@ -87,6 +99,9 @@ func svgDocument(charts []Chart) (string, error) {
 
 func docTitle(charts []Chart) string {
 	t := "memory timeline"
+	if charts[0].Table != nil {
+		t = "chart"
+	}
 	if charts[0].Title != "" {
 		t += ": " + charts[0].Title
 	}

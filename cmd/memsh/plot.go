@@ -14,9 +14,10 @@ import (
 )
 
 // cmdPlot is memsh plot [-o OUT] [--html] FILE [ARGS...]: run the script
-// and draw the memory timelines of the reports it emits (or, when it
-// emits none, of the last report it simulated) as an SVG, or an HTML page
-// with the SVG and the report tables.
+// and draw the memory timelines of the reports it emits and the charts of
+// the tables it emits (or, when it emits none, the timeline of the last
+// report it simulated) as an SVG, or an HTML page with the SVG and the
+// tables.
 func (e *env) cmdPlot(operands []string) error {
 	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -62,47 +63,69 @@ func writePlot(name string, html bool, script string, res *scriptResult) error {
 	return nil
 }
 
-// errNothingToPlot says the script gave no report.
-var errNothingToPlot = errors.New("nothing to plot: the script emitted no report and simulated none (emit(simulate(plan)) chooses what to draw)")
+// errNothingToPlot says the script gave no report or table.
+var errNothingToPlot = errors.New("nothing to plot: the script emitted no report or table and simulated none (emit(simulate(plan)) or emit(sweep(...), x=..., y=...) chooses what to draw)")
 
-// drawPlot writes the charts of res: one per emitted report, in order,
-// else the last report simulated.
+// drawPlot writes the charts of res: one per emitted report (its
+// timeline) or table (its chart), in order, else the last report
+// simulated.
 func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
-	type item struct {
-		label string
-		r     *builtins.Report
-	}
-	var items []item
+	var charts []plot.Chart
+	var tables []string
 	for _, em := range res.emitted {
-		if r, ok := em.Value.(*builtins.Report); ok {
-			items = append(items, item{em.Label, r})
+		var c plot.Chart
+		var table strings.Builder
+		switch v := em.Value.(type) {
+		case *builtins.Report:
+			sr, err := v.WithTimeline()
+			if err != nil {
+				return err
+			}
+			c = plot.Chart{Title: v.Title(), Report: sr}
+			if err := v.Render(&table, false); err != nil {
+				return err
+			}
+		case *builtins.ResultTable:
+			if em.Chart == nil {
+				return fmt.Errorf("%s: cannot chart the table: it has no two numeric columns", builtins.PosString(em.At))
+			}
+			tc, err := v.Chart(*em.Chart)
+			if err != nil {
+				return err
+			}
+			c = plot.Chart{Title: v.Title(), Table: tc}
+			if err := v.Render(&table, false); err != nil {
+				return err
+			}
+		default:
+			continue
 		}
+		if em.Label != "" {
+			c.Title = em.Label + " · " + c.Title
+		}
+		charts = append(charts, c)
+		tables = append(tables, table.String())
 	}
-	if len(items) == 0 && res.last != nil {
-		items = append(items, item{"", res.last})
-	}
-	if len(items) == 0 {
-		return errNothingToPlot
-	}
-	charts := make([]plot.Chart, len(items))
-	sections := make([]plot.Section, len(items))
-	for i, it := range items {
-		sr, err := it.r.WithTimeline()
+	if len(charts) == 0 && res.last != nil {
+		sr, err := res.last.WithTimeline()
 		if err != nil {
 			return err
 		}
-		title := it.r.Title()
-		if it.label != "" {
-			title = it.label + " · " + title
-		}
-		charts[i] = plot.Chart{Title: title, Report: sr}
+		charts = append(charts, plot.Chart{Title: res.last.Title(), Report: sr})
 		var table strings.Builder
-		if err := it.r.Render(&table, false); err != nil {
+		if err := res.last.Render(&table, false); err != nil {
 			return err
 		}
-		sections[i] = plot.Section{Chart: &charts[i], Table: table.String()}
+		tables = append(tables, table.String())
+	}
+	if len(charts) == 0 {
+		return errNothingToPlot
 	}
 	if html {
+		sections := make([]plot.Section, len(charts))
+		for i := range charts {
+			sections[i] = plot.Section{Chart: &charts[i], Table: tables[i]}
+		}
 		return plot.WriteHTML(w, "memsh: "+script, sections)
 	}
 	return plot.WriteSVG(w, charts)
