@@ -229,7 +229,7 @@ const maxParamTensors = 200_000
 // pass maxParamTensors.
 func (b *builder) reserveParams(n int64) {
 	if n < 0 || n > maxParamTensors-int64(len(b.p.params)) {
-		panic(lowerError{&Error{Msg: fmt.Sprintf("the model has more than %d parameter tensors, more than memsh simulates", maxParamTensors),
+		panic(lowerError{&Error{Path: b.name(""), Msg: fmt.Sprintf("more than %d parameter tensors (one per expert, table head and layer copy), more than memsh simulates", maxParamTensors),
 			Hint: hintOps}})
 	}
 }
