@@ -9,11 +9,17 @@ import "fmt"
 //
 //   - each tensor's element count (numel, builder.go) is at most
 //     MaxElements, so its bytes in the widest dtype (8 bytes) are at most
-//     MaxBytes;
+//     MaxBytes, and DType.Bytes of it cannot overflow;
 //   - a lowered program (checkTotals) bounds everything a step can hold at
-//     once: parameters with all their copies, and every forward value with
-//     its gradient, by MaxBytes;
-//   - the allocator model refuses to reserve past MaxBytes (allocator.go).
+//     once, parameters with all their copies and every forward value with
+//     its gradient, by MaxBytes, and the same times the step's
+//     micro-batches, so the replay's and the allocator's sums, traffic and
+//     collectives per step stay below it;
+//   - parallel layouts and clusters have at most maxGPUs GPUs (checkCounts),
+//     so products of degrees cannot overflow;
+//   - a program has at most maxOps ops and maxParamTensors parameter
+//     tensors, so runaway repeat, expert or head counts are errors, not
+//     minutes of lowering or an out-of-memory.
 //
 // MaxBytes is 2^62 (4 EiB), half of int64's range, so that the sum of two
 // checked figures still fits.
@@ -109,23 +115,6 @@ func floatProduct(dims []int64) float64 {
 		p *= float64(d)
 	}
 	return p
-}
-
-// BytesChecked is d.Bytes(n) with overflow checking: false when n is
-// negative or the byte count exceeds MaxBytes.
-func (d DType) BytesChecked(n int64) (int64, bool) {
-	if n < 0 {
-		return 0, false
-	}
-	b := int64(d.Bits())
-	if b%8 == 0 {
-		return mulChecked64(n, b/8, MaxBytes)
-	}
-	whole, ok := mulChecked64(n/8, b, MaxBytes) // n/8 elements take b bytes
-	if !ok {
-		return 0, false
-	}
-	return addChecked64(whole, (n%8*b+7)/8, MaxBytes)
 }
 
 // checkTotals bounds what a step of this program can hold at once (see

@@ -27,11 +27,6 @@ func TestCheckedArithmetic(t *testing.T) {
 		{"numel at 2^59", r(shapeNumel([]int64{1 << 20, 1 << 20, 1 << 19})), result{MaxElements, true}},
 		{"numel past 2^59", r(shapeNumel([]int64{1 << 20, 1 << 20, 1 << 20})), result{}},
 		{"negative dimension", r(shapeNumel([]int64{4, -1})), result{}},
-		{"fp32 2^60 elements: 2^62 B, at the limit", r(FP32.BytesChecked(1 << 60)), result{1 << 62, true}},
-		{"fp32 past the limit", r(FP32.BytesChecked(1<<60 + 1)), result{}},
-		{"fp32 2^59 elements", r(FP32.BytesChecked(1 << 59)), result{1 << 61, true}},
-		{"nf4 odd count: 4 bits each, rounded up", r(NF4.BytesChecked(1<<62 + 3)), result{1<<61 + 2, true}},
-		{"nf4 int64 max: 2^62 - 0.5 B, rounded up", r(NF4.BytesChecked(math.MaxInt64)), result{1 << 62, true}},
 	}
 	for _, c := range cases {
 		if c.got != c.want {
