@@ -212,3 +212,49 @@ func TestInvariantsZeroStages(t *testing.T) {
 		}
 	}
 }
+
+// The report invariants hold under random distributed layouts too (data,
+// tensor, pipeline and context parallelism, ZeRO, FSDP, Megatron's
+// distributed optimizer), for the representative rank and every pipeline
+// stage. Layouts the plan rejects (tp not dividing the heads) are skipped,
+// but most must run.
+func TestInvariantsParallelConsistency(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	ran, skipped := 0, 0
+	for _, c := range randomCases(7, 60) {
+		par := Parallelism{DP: []int64{1, 2, 4}[r.IntN(3)], TP: []int64{1, 2}[r.IntN(2)], PP: []int64{1, 2}[r.IntN(2)],
+			CP: []int64{1, 1, 2}[r.IntN(3)], MicroBatches: []int64{0, 4}[r.IntN(2)]}
+		switch r.IntN(5) {
+		case 0:
+			par.Zero = 1 + r.IntN(3)
+		case 1:
+			par.FSDP = true
+		case 2:
+			par.DistributedOptimizer = true
+		}
+		par.SequenceParallel = par.TP > 1 && r.IntN(2) == 0
+		p := withPlan(c.plan, func(q *Plan) {
+			q.Parallel = par
+			if rep := q.Model.Layers[1].(*Repeat); par.PP > 1 && rep.N%par.PP != 0 {
+				q.Model = &Model{Name: q.Model.Name, Layers: []Layer{q.Model.Layers[0], &Repeat{Layer: rep.Layer, N: 2 * par.PP}, q.Model.Layers[2]},
+					Vocab: q.Model.Vocab, Loss: q.Model.Loss, TieEmbeddings: q.Model.TieEmbeddings}
+			}
+		})
+		desc := fmt.Sprintf("%s %+v", c.desc, par)
+		rep, err := Evaluate(p, Options{})
+		if err != nil {
+			if strings.Contains(err.Error(), "internal error") {
+				t.Fatalf("%s: %v", desc, err)
+			}
+			skipped++
+			continue
+		}
+		ran++
+		if probs := reportProblems(rep); len(probs) > 0 {
+			t.Errorf("%s: report breaks invariants:\n%s", desc, strings.Join(probs, "\n"))
+		}
+	}
+	if ran < 30 {
+		t.Errorf("only %d of %d random layouts ran (%d rejected): the generator makes too many invalid ones", ran, ran+skipped, skipped)
+	}
+}
