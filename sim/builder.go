@@ -167,14 +167,26 @@ func (b *builder) save(i int32, vs ...Value) {
 	if !recorded {
 		return
 	}
+	var seen map[Value]bool // for ops saving many tensors (a MoE's expert weights): a linear scan per value is quadratic
+	if len(vs)+len(o.saved) > 32 {
+		seen = make(map[Value]bool, len(vs)+len(o.saved))
+		for _, s := range o.saved {
+			seen[s] = true
+		}
+	}
 	for _, v := range vs {
 		if v == noValue {
 			continue
 		}
 		dup := false
-		for _, s := range o.saved {
-			if s == v {
-				dup = true
+		if seen != nil {
+			dup = seen[v]
+			seen[v] = true
+		} else {
+			for _, s := range o.saved {
+				if s == v {
+					dup = true
+				}
 			}
 		}
 		if !dup {
