@@ -239,17 +239,139 @@ func isSizeError(err error) bool {
 	return ok && (e.Hint == hintTensor || e.Hint == hintParams || e.Hint == hintOps || e.Hint == hintMicroBatches)
 }
 
-// checkLayerSizes lowers l alone, for one token, to find parameter tensors
-// (and parameter totals) too large to count, so that layer.params is never
-// a wrapped number. Other lowering errors are left for the model and the
-// plan to report, where the layer has its real input.
-func checkLayerSizes(l Layer) error {
-	m := &Model{Name: "layer", Layers: []Layer{l}, Loss: "none", InputDim: widthIn(l)}
-	if !m.TakesTokens() && m.InputDim <= 0 {
-		return nil // a layer that takes its width from its input (act, dropout)
-	}
-	if err := m.CheckShapes(); isSizeError(err) {
-		return err
+// maxLayerNodes bounds the layers of one layer tree, counting a layer
+// shared by several parents once per parent (as validate and describe walk
+// it) and a repeated layer once: a tree past it cannot be lowered under
+// maxOps anyway, and sequential(l, l) doubled 60 times would have 2^60
+// nodes to walk.
+const maxLayerNodes = 200_000
+
+// checkLayerTree rejects a layer tree with more than maxLayerNodes nodes,
+// counting through shared layers once each (memo), before anything walks
+// it node by node.
+func checkLayerTree(l Layer) error {
+	if _, ok := layerNodes(l, map[Layer]int64{}); !ok {
+		return &Error{Msg: fmt.Sprintf("the layer has more than %d layers below it (a layer used twice counts twice)", maxLayerNodes),
+			Hint: "use repeat(layer, n) for n copies of a block"}
 	}
 	return nil
+}
+
+func layerNodes(l Layer, memo map[Layer]int64) (int64, bool) {
+	if n, ok := memo[l]; ok {
+		return n, true
+	}
+	n := int64(1)
+	for _, c := range l.Children() {
+		cn, ok := layerNodes(c, memo)
+		if !ok {
+			return 0, false
+		}
+		if n, ok = addChecked64(n, cn, maxLayerNodes); !ok {
+			return 0, false
+		}
+	}
+	memo[l] = n
+	return n, true
+}
+
+// checkLayerSizes checks that l's parameter count can be counted in bytes
+// (and that no tensor of its own is too large), so that layer.params is
+// never a wrapped number. Sequential, repeat and residual layers add up
+// their children's checked counts, each shared child once per call; any
+// other layer is lowered alone for one token (lowerAlone). Only size errors
+// are reported: other lowering errors are left for the model and the plan,
+// where the layer has its real input. Walking the structure instead of
+// lowering the whole tree keeps each constructor call cheap, so wrapping a
+// large model in layer after layer costs nothing like a lowering each.
+func checkLayerSizes(l Layer) error {
+	_, err := checkedParams(l, map[Layer]int64{})
+	return err
+}
+
+// maxParams is the most parameters checkTotals accepts.
+const maxParams = MaxBytes / paramCopiesBound
+
+// checkedParams is l's parameter count, computed with checked arithmetic;
+// memo holds the layers already counted.
+func checkedParams(l Layer, memo map[Layer]int64) (int64, error) {
+	if n, ok := memo[l]; ok {
+		return n, nil
+	}
+	var n int64
+	ok := true
+	switch x := l.(type) {
+	case *Sequential:
+		for _, c := range x.Layers {
+			cn, err := checkedParams(c, memo)
+			if err != nil {
+				return 0, err
+			}
+			if n, ok = addChecked64(n, cn, maxParams); !ok {
+				break
+			}
+		}
+	case *Repeat:
+		cn, err := checkedParams(x.Layer, memo)
+		if err != nil {
+			return 0, err
+		}
+		n, ok = mulChecked64(max(x.N, 0), cn, maxParams)
+	case *Residual:
+		return checkedParams(x.Layer, memo)
+	default:
+		var err error
+		if n, err = lowerAlone(l); err != nil {
+			return 0, err
+		}
+		ok = n >= 0 && n <= maxParams
+	}
+	if !ok {
+		return 0, &Error{Msg: fmt.Sprintf("%.3g parameters are more than memsh can count in bytes (at most %.3g)", floatParams(l), float64(maxParams)),
+			Hint: hintParams}
+	}
+	memo[l] = n
+	return n, nil
+}
+
+// lowerAlone lowers l alone, for one token, and returns its parameter
+// count from the lowered tensors, or a size error. A layer that cannot be
+// lowered alone (it takes its width from its input, or runs only inside a
+// graph model) counts as l.Params(), which its own sizes then bound.
+func lowerAlone(l Layer) (int64, error) {
+	m := &Model{Name: "layer", Layers: []Layer{l}, Loss: "none", InputDim: widthIn(l)}
+	if !m.TakesTokens() && m.InputDim <= 0 {
+		return l.Params(), nil // act, dropout: no parameters of their own size
+	}
+	prog, err := m.lowerForCheck() // validate_layer.go
+	if isSizeError(err) {
+		return 0, err
+	}
+	if err != nil || prog == nil {
+		return l.Params(), nil
+	}
+	var n int64
+	for i := range prog.params {
+		if prog.params[i].tiedTo < 0 {
+			n += prog.params[i].fullNumel // checkTotals bounded the sum
+		}
+	}
+	return n, nil
+}
+
+// floatParams is l's parameter count in float64, for messages.
+func floatParams(l Layer) float64 {
+	switch x := l.(type) {
+	case *Sequential:
+		var n float64
+		for _, c := range x.Layers {
+			n += floatParams(c)
+		}
+		return n
+	case *Repeat:
+		return float64(x.N) * floatParams(x.Layer)
+	case *Residual:
+		return floatParams(x.Layer)
+	}
+	return float64(l.Params())
 }

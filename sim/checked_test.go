@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -75,8 +76,9 @@ func TestHugeSizes(t *testing.T) {
 		{"moe capacity 1e30: int64 of the padded count was undefined (a negative shape)", func() error {
 			return ValidateLayer(&MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Capacity: 1e30}, "moe")
 		}, "moe: capacity=1e+30 pads 2e+30 token copies to the experts, too many to count in bytes"},
-		{"a runaway repeat of a layer without parameters", func() error {
-			return ValidateLayer(&Sequential{Layers: []Layer{&Linear{In: 8, Out: 8}, &Repeat{Layer: &Act{Fn: "relu"}, N: 1 << 20}}}, "sequential")
+		{"a runaway repeat of a layer without parameters: an error at model()", func() error {
+			m := &Model{Name: "m", Loss: "mse", Layers: []Layer{&Linear{In: 8, Out: 8}, &Repeat{Layer: &Act{Fn: "relu"}, N: 1 << 20}}}
+			return m.CheckShapes()
 		}, "the model lowers to more than 200000 ops"},
 		{"moe with 2^40 experts: one tensor each was a fatal out-of-memory", func() error {
 			return ValidateLayer(&MoE{Dim: 64, Hidden: 128, Experts: 1 << 40, TopK: 2, Act: "swiglu"}, "moe")
@@ -84,9 +86,26 @@ func TestHugeSizes(t *testing.T) {
 		{"a table with 2^40 heads", func() error {
 			return ValidateLayer(&Table{Name: "t", Rows: 100, Dim: 16, Heads: 1 << 40}, "t")
 		}, "t: heads must be at most 65536 (got 1099511627776)"},
-		{"a runaway repeat count", func() error {
-			return ValidateLayer(&Repeat{Layer: &Repeat{Layer: &Linear{In: 8, Out: 8}, N: 1000}, N: 1000}, "repeat")
-		}, "more than 200000 parameter tensors"},
+		{"a runaway repeat count is cheap to build: only model() lowers it", func() error {
+			l := Layer(&Repeat{Layer: &Linear{In: 8, Out: 8}, N: 60000})
+			for i := 0; i < 200; i++ {
+				l = &Sequential{Layers: []Layer{l}}
+				if err := ValidateLayer(l, "sequential"); err != nil {
+					return err
+				}
+			}
+			return fmt.Errorf("built")
+		}, "built"},
+		{"a DAG of 2^70 linears is refused before validate walks it", func() error {
+			l := Layer(&Linear{In: 8, Out: 8})
+			for i := 0; i < 70; i++ {
+				l = &Sequential{Layers: []Layer{l, l}}
+				if err := ValidateLayer(l, "sequential"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "the layer has more than 200000 layers below it (a layer used twice counts twice)"},
 		{"batch 2^50 of 2^20 features", func() error {
 			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Linear{In: 1 << 20, Out: 1 << 20}}}
 			_, err := Evaluate(plan(m, 1<<50), Options{})

@@ -6,6 +6,9 @@ package sim
 // ValidateLayer checks l's sizes and options (and those of every layer
 // below it); path names l in errors ("attention", "layers.attn").
 func ValidateLayer(l Layer, path string) error {
+	if err := checkLayerTree(l); err != nil { // checked.go: a tree that validate can walk
+		return err
+	}
 	if err := l.validate(path); err != nil {
 		return err
 	}
@@ -21,18 +24,24 @@ func (m *Model) TakesTokens() bool { return startsWithEmbedding(m.Layers) }
 // expecting 4096 features after one that gives 1024) when the model is
 // built rather than when a plan is simulated. A layer that cannot lower
 // at that size is left for Evaluate to check with the real plan.
-func (m *Model) CheckShapes() (err error) {
+func (m *Model) CheckShapes() error {
+	_, err := m.lowerForCheck()
+	return err
+}
+
+// lowerForCheck is CheckShapes' lowering; it also returns the program
+// (nil when the lowering failed or panicked).
+func (m *Model) lowerForCheck() (prog *program, err error) {
 	defer func() {
 		if recover() != nil {
-			err = nil
+			prog, err = nil, nil
 		}
 	}()
 	fp32, _ := LookupPrecision("fp32")
 	rt, _ := LookupRuntime("cuda")
 	p := &Plan{Model: m, Batch: 1, Seq: 1, GradAccum: 1, Members: 1, Precision: fp32, Runtime: rt,
 		Optimizer: Optimizer{Kind: "sgd"}, Checkpoint: Checkpoint{Mode: "none"}, Phase: "train"}
-	_, err = p.lowerProgram()
-	return err
+	return p.lowerProgram()
 }
 
 // HeadShape returns the shape of the output head, [vocab, width], and of
