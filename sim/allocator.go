@@ -22,7 +22,8 @@ type allocator struct {
 	limit     int64 // bytes PyTorch may reserve (capacity minus non-PyTorch memory)
 	reserved  int64
 	allocated int64
-	free      [2][]*block // per pool: free blocks
+	free      [2][]*block  // per pool: free blocks
+	index     [2]freeIndex // per pool: the free blocks by size (freeindex.go)
 	segments  []*segment
 
 	// State just before the first request that did not fit, for the OOM
@@ -56,6 +57,7 @@ type block struct {
 	off, size  int64
 	free       bool
 	prev, next *block
+	pos        int // index in its pool's free list while free
 }
 
 func roundSize(n int64) int64 {
@@ -158,18 +160,15 @@ func (a *allocator) release(b *block) {
 }
 
 func (a *allocator) bestFit(pool int, size int64) *block {
-	var best *block
-	for _, b := range a.free[pool] {
-		if b.size >= size && (best == nil || b.size < best.size) {
-			best = b
-		}
-	}
-	return best
+	return a.index[pool].best(size, a.free[pool]) // the first block in free-list order of the smallest size >= size
 }
 
 // addFree puts b on its pool's free list.
 func (a *allocator) addFree(b *block) {
-	a.free[b.seg.pool] = append(a.free[b.seg.pool], b)
+	pool := b.seg.pool
+	b.pos = len(a.free[pool])
+	a.free[pool] = append(a.free[pool], b)
+	a.index[pool].added(b, a.free[pool]) // freeindex.go
 	if b.prev == nil && b.next == nil {
 		a.wholeFree++
 	}
@@ -179,14 +178,20 @@ func (a *allocator) removeFree(b *block) {
 	if b.prev == nil && b.next == nil {
 		a.wholeFree--
 	}
-	fl := a.free[b.seg.pool]
-	for i, x := range fl {
-		if x == b {
-			fl[i] = fl[len(fl)-1]
-			a.free[b.seg.pool] = fl[:len(fl)-1]
-			return
-		}
+	pool := b.seg.pool
+	fl := a.free[pool]
+	i := b.pos
+	if i >= len(fl) || fl[i] != b {
+		return // not listed
 	}
+	var moved *block
+	from := len(fl) - 1
+	if last := fl[from]; last != b { // the last block moves into the hole
+		moved = last
+		fl[i], last.pos = last, i
+	}
+	a.free[pool] = fl[:from]
+	a.index[pool].removed(b, moved, from, a.free[pool]) // freeindex.go
 }
 
 // releaseCached frees every segment that holds no allocation

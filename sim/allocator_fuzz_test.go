@@ -38,6 +38,9 @@ func FuzzAllocator(f *testing.F) {
 		var a allocator
 		if len(data) >= 9 {
 			a.limit = int64(binary.LittleEndian.Uint64(data[1:9]) % (1 << 50))
+			// Index the free lists from a few blocks on (freeindex.go), so
+			// that short inputs exercise the index against the scan.
+			a.index[0].above, a.index[1].above = 1+int(data[0]%16), 1+int(data[0]/16%16)
 			data = data[9:]
 		}
 		var live []*block
@@ -79,6 +82,9 @@ func FuzzAllocator(f *testing.F) {
 					continue
 				}
 				requested += size
+				if got, want := a.bestFit(poolOf(roundSize(size)), roundSize(size)), scanBestFit(&a, size); got != want {
+					t.Fatalf("alloc(%d): the free index picks %v, the free-list scan %v", size, got, want)
+				}
 				b, _ := a.alloc(size)
 				if b == nil {
 					t.Fatalf("alloc(%d) returned no block", size)
@@ -91,6 +97,20 @@ func FuzzAllocator(f *testing.F) {
 			checkAllocator(t, &a, live)
 		}
 	})
+}
+
+// scanBestFit is the allocator's best fit by a scan of the free list, as
+// it was before the free index: the first block in list order of the
+// smallest size that fits.
+func scanBestFit(a *allocator, n int64) *block {
+	size := roundSize(n)
+	var best *block
+	for _, b := range a.free[poolOf(size)] {
+		if b.size >= size && (best == nil || b.size < best.size) {
+			best = b
+		}
+	}
+	return best
 }
 
 // checkAllocator checks the allocator's invariants against the blocks the
@@ -150,7 +170,10 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 	}
 	n := 0
 	for pool, fl := range a.free {
-		for _, b := range fl {
+		for i, b := range fl {
+			if b.pos != i {
+				t.Fatalf("free list %d: block at %d records position %d", pool, i, b.pos)
+			}
 			p, ok := freeBlocks[b]
 			if !ok || p != pool {
 				t.Fatalf("free list %d holds a block (%d bytes at %d) that is not a free block of that pool", pool, b.size, b.off)
