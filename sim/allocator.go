@@ -29,10 +29,10 @@ type allocator struct {
 	// State just before the first request that did not fit, for the OOM
 	// message (PyTorch reports memory before the failed allocation).
 	failAllocated, failReserved int64
-	over                        bool  // a request has failed
-	wholeFree                   int   // cached segments holding no allocation
-	released                    int   // released segments still listed in segments (dropped in bulk)
-	segSeq                      int64 // the next segment's creation number
+	over                        bool     // a request has failed
+	whole                       []*block // free blocks that are a whole segment: cached segments holding no allocation
+	released                    int      // released segments still listed in segments (dropped in bulk)
+	segSeq                      int64    // the next segment's creation number
 }
 
 const (
@@ -58,6 +58,7 @@ type block struct {
 	free       bool
 	prev, next *block
 	pos        int // index in its pool's free list while free
+	wpos       int // index in whole while a whole free segment
 }
 
 func roundSize(n int64) int64 {
@@ -96,7 +97,7 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 	if b == nil {
 		segSize := segmentSize(size)
 		if a.limit > 0 && a.reserved+segSize > a.limit {
-			if a.wholeFree > 0 {
+			if len(a.whole) > 0 {
 				a.releaseCached()
 			}
 			if a.reserved+segSize > a.limit {
@@ -170,19 +171,22 @@ func (a *allocator) addFree(b *block) {
 	a.free[pool] = append(a.free[pool], b)
 	a.index[pool].added(b, a.free[pool]) // freeindex.go
 	if b.prev == nil && b.next == nil {
-		a.wholeFree++
+		b.wpos = len(a.whole)
+		a.whole = append(a.whole, b)
 	}
 }
 
 func (a *allocator) removeFree(b *block) {
-	if b.prev == nil && b.next == nil {
-		a.wholeFree--
-	}
 	pool := b.seg.pool
 	fl := a.free[pool]
 	i := b.pos
 	if i >= len(fl) || fl[i] != b {
 		return // not listed
+	}
+	if b.prev == nil && b.next == nil {
+		last := a.whole[len(a.whole)-1]
+		a.whole[b.wpos], last.wpos = last, b.wpos
+		a.whole = a.whole[:len(a.whole)-1]
 	}
 	var moved *block
 	from := len(fl) - 1
@@ -196,19 +200,13 @@ func (a *allocator) removeFree(b *block) {
 
 // releaseCached frees every segment that holds no allocation
 // (release_cached_blocks, as PyTorch does before reporting an OOM). It
-// finds them among the free blocks rather than among all segments: past
-// the limit it runs at every new segment, and a scan of every segment made
-// a step with 65,536 layers replay for minutes. They are released in the
-// order they were created, as a scan of the segments would.
+// takes them from the list of whole free segments rather than scanning
+// the segments or the free blocks: past the limit it runs at every new
+// segment, and a scan made a step with 65,536 layers replay for minutes.
+// They are released in the order they were created, as a scan of the
+// segments would.
 func (a *allocator) releaseCached() {
-	var whole []*block
-	for _, fl := range a.free {
-		for _, b := range fl {
-			if b.prev == nil && b.next == nil {
-				whole = append(whole, b)
-			}
-		}
-	}
+	whole := append([]*block(nil), a.whole...)
 	sort.Slice(whole, func(i, j int) bool { return whole[i].seg.seq < whole[j].seg.seq })
 	for _, b := range whole {
 		a.removeFree(b)

@@ -184,4 +184,16 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 	if n != len(freeBlocks) {
 		t.Fatalf("free lists hold %d blocks, segments have %d free blocks", n, len(freeBlocks))
 	}
+	whole := 0
+	for b := range freeBlocks {
+		if b.prev == nil && b.next == nil {
+			if b.wpos >= len(a.whole) || a.whole[b.wpos] != b {
+				t.Fatalf("a whole free segment of %d bytes is missing from the whole list", b.size)
+			}
+			whole++
+		}
+	}
+	if whole != len(a.whole) {
+		t.Fatalf("the whole list holds %d blocks, %d segments are wholly free", len(a.whole), whole)
+	}
 }
