@@ -76,6 +76,7 @@ const (
 	argHostMemory
 	argQuantLMHead
 	argQuantFrom
+	argExpandableSegments
 	numTrainArgs
 )
 
@@ -83,6 +84,7 @@ var trainArgNames = [numTrainArgs]string{
 	"model", "batch", "seq", "grad_accum", "members", "members_mode", "precision", "optimizer",
 	"checkpoint", "lora", "quant", "gpu", "phase", "runtime", "parallel", "offload", "cluster",
 	"freeze", "loss_chunks", "tokens_per_batch", "host_memory", "quant_lm_head", "quant_from",
+	"expandable_segments",
 }
 
 // trainArgs holds train()'s arguments, resolved to canonical values
@@ -102,7 +104,7 @@ func defaultTrainArgs() trainArgs {
 		argRuntime: starlark.String("cuda"), argParallel: starlark.None, argOffload: starlark.None,
 		argCluster: starlark.None, argFreeze: starlark.None, argLossChunks: starlark.MakeInt(1),
 		argTokensPerBatch: starlark.None, argHostMemory: starlark.None, argQuantLMHead: starlark.False,
-		argQuantFrom: starlark.None,
+		argQuantFrom: starlark.None, argExpandableSegments: starlark.False,
 	}
 	return a
 }
@@ -126,7 +128,8 @@ func planBuiltins() []Builtin {
 		Sig: "train(model, batch=1, seq=None, grad_accum=1, members=1, members_mode=\"stacked\", " +
 			"precision=\"fp32\", optimizer=adamw(), checkpoint=\"none\", lora=None, quant=None, " +
 			"gpu=\"H100-80GB\", phase=\"train\", runtime=\"cuda\", parallel=None, offload=None, cluster=None, " +
-			"freeze=None, loss_chunks=1, tokens_per_batch=None, host_memory=None, quant_lm_head=False, quant_from=None)",
+			"freeze=None, loss_chunks=1, tokens_per_batch=None, host_memory=None, quant_lm_head=False, quant_from=None, " +
+			"expandable_segments=False)",
 		Doc: "A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")). " +
 			"batch is the micro-batch per GPU (sequences per forward) and seq the tokens per sequence, " +
 			"required for models that read tokens. grad_accum > 1 keeps gradients between micro-batches. " +
@@ -140,7 +143,9 @@ func planBuiltins() []Builtin {
 			"Fine-tuning: freeze=[...] freezes modules by path prefix, role or \"all\"; loss_chunks=n runs lm_head and " +
 			"cross-entropy in n chunks (torchtune); tokens_per_batch=N packs sequences into one row of N tokens " +
 			"(flash varlen); offload=offload(...) with host_memory= the RAM of a node; quant_lm_head=True quantizes " +
-			"lm_head too (Lightning); quant_from= the dtype weights were quantized from.\n\n" +
+			"lm_head too (Lightning); quant_from= the dtype weights were quantized from. " +
+			"expandable_segments=True replays the step with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True " +
+			"(pages mapped into one growing segment per pool; free pages unmapped when the card is full).\n\n" +
 			"Attributes: every argument by name. plan.replace(**changes) returns a variant, the natural way to sweep.",
 		Fn: trainFn,
 	}}
@@ -264,6 +269,12 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 		return nil, err
 	}
 	p.Runtime = r
+
+	es, ok := v[argExpandableSegments].(starlark.Bool)
+	if !ok {
+		return nil, fmt.Errorf("expandable_segments must be True or False (got %s)", v[argExpandableSegments].Type())
+	}
+	p.ExpandableSegments = bool(es)
 
 	if err := resolveLayout(v, p); err != nil { // parallel.go: parallel= and cluster=
 		return nil, err

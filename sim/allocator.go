@@ -33,6 +33,9 @@ type allocator struct {
 	whole                       []*block // free blocks that are a whole segment: cached segments holding no allocation
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
+
+	expandable bool        // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator_expandable.go)
+	unmapped   [2][]*block // per pool: unmapped blocks of expandable segments, by address
 }
 
 const (
@@ -50,12 +53,15 @@ type segment struct {
 	first    *block
 	seq      int64 // creation order
 	released bool  // returned to the device by releaseCached
+
+	expandable bool // virtual address space mapped page by page (allocator_expandable.go)
 }
 
 type block struct {
 	seg        *segment
 	off, size  int64
 	free       bool
+	unmapped   bool // in an expandable segment, address space with no pages mapped
 	prev, next *block
 	pos        int // index in its pool's free list while free
 	wpos       int // index in whole while a whole free segment
@@ -90,6 +96,9 @@ func segmentSize(size int64) int64 {
 // segments (the block is still granted so the replay can go on and report
 // what the step would need).
 func (a *allocator) alloc(n int64) (blk *block, ok bool) {
+	if a.expandable {
+		return a.allocExpandable(n)
+	}
 	size := roundSize(n)
 	pool := poolOf(size)
 	ok = true
@@ -170,7 +179,7 @@ func (a *allocator) addFree(b *block) {
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
 	a.index[pool].added(b, a.free[pool]) // freeindex.go
-	if b.prev == nil && b.next == nil {
+	if b.prev == nil && b.next == nil && !b.seg.expandable {
 		b.wpos = len(a.whole)
 		a.whole = append(a.whole, b)
 	}
@@ -183,7 +192,7 @@ func (a *allocator) removeFree(b *block) {
 	if i >= len(fl) || fl[i] != b {
 		return // not listed
 	}
-	if b.prev == nil && b.next == nil {
+	if b.prev == nil && b.next == nil && !b.seg.expandable {
 		last := a.whole[len(a.whole)-1]
 		a.whole[b.wpos], last.wpos = last, b.wpos
 		a.whole = a.whole[:len(a.whole)-1]
@@ -199,7 +208,8 @@ func (a *allocator) removeFree(b *block) {
 }
 
 // releaseCached frees every segment that holds no allocation
-// (release_cached_blocks, as PyTorch does before reporting an OOM). It
+// (release_cached_blocks, as PyTorch does before reporting an OOM) and,
+// with expandable segments, unmaps the whole pages of every free block. It
 // takes them from the list of whole free segments rather than scanning
 // the segments or the free blocks: past the limit it runs at every new
 // segment, and a scan made a step with 65,536 layers replay for minutes.
@@ -222,5 +232,8 @@ func (a *allocator) releaseCached() {
 			}
 		}
 		a.segments, a.released = kept, 0
+	}
+	if a.expandable {
+		a.unmapFree()
 	}
 }

@@ -15,7 +15,8 @@ import (
 // The input is read as events of 9 bytes: an opcode byte and a uint64.
 // Even opcodes allocate (the size is the uint64, scaled by the opcode so
 // that small, large and huge requests all occur); odd opcodes free the
-// live block the uint64 picks. The first event's uint64 is the limit.
+// live block the uint64 picks. The first event's uint64 is the limit; its
+// top bit switches on expandable segments (allocator_expandable.go).
 func FuzzAllocator(f *testing.F) {
 	ev := func(op byte, n uint64) []byte {
 		b := make([]byte, 9)
@@ -34,10 +35,15 @@ func FuzzAllocator(f *testing.F) {
 	f.Add(cat(ev(0, 64<<20), ev(2, 30<<20), ev(2, 30<<20), ev(1, 0), ev(2, 32<<20), ev(2, 8<<20)))
 	f.Add(cat(ev(0, 0), ev(0, 1), ev(0, 512), ev(0, 513), ev(1, 1), ev(0, 1<<20), ev(1, 0), ev(1, 0)))
 	f.Add(cat(ev(0, 1<<40), ev(6, 1<<62), ev(6, 1<<62), ev(1, 0), ev(6, 1<<61)))
+	const expandable = 1 << 63
+	f.Add(cat(ev(0, expandable|100<<20), ev(2, 30<<20), ev(2, 30<<20), ev(0, 4096), ev(1, 0), ev(2, 50<<20), ev(1, 1), ev(2, 60<<20)))
+	f.Add(cat(ev(0, expandable), ev(0, 1), ev(2, 3<<20), ev(1, 0), ev(0, 1<<20), ev(4, 1<<33), ev(1, 1), ev(4, 1<<34)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var a allocator
 		if len(data) >= 9 {
-			a.limit = int64(binary.LittleEndian.Uint64(data[1:9]) % (1 << 50))
+			lim := binary.LittleEndian.Uint64(data[1:9])
+			a.limit = int64(lim % (1 << 50))
+			a.expandable = lim>>63 == 1
 			// Index the free lists from a few blocks on (freeindex.go), so
 			// that short inputs exercise the index against the scan.
 			a.index[0].above, a.index[1].above = 1+int(data[0]%16), 1+int(data[0]/16%16)
@@ -131,12 +137,14 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 		t.Fatalf("live blocks hold %d bytes, allocated says %d", held, a.allocated)
 	}
 	var reserved, used int64
-	freeBlocks := map[*block]int{}
+	freeBlocks, unmapped := map[*block]int{}, map[*block]int{}
 	for _, s := range a.segments {
 		if s.released {
 			continue // returned to the device, dropped from the list later
 		}
-		reserved += s.size
+		if !s.expandable {
+			reserved += s.size
+		}
 		if s.first == nil || s.first.prev != nil || s.first.off != 0 {
 			t.Fatalf("segment of %d bytes has a bad first block", s.size)
 		}
@@ -147,6 +155,21 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 			}
 			if b.next != nil && b.next.prev != b {
 				t.Fatalf("segment of %d bytes: broken links at %d", s.size, b.off)
+			}
+			if b.unmapped {
+				page := pageSize(s.pool)
+				if !s.expandable || b.free || b.off%page != 0 || b.size%page != 0 {
+					t.Fatalf("segment of %d bytes: unmapped block of %d bytes at %d is not page-aligned address space of an expandable segment", s.size, b.size, b.off)
+				}
+				if b.next != nil && b.next.unmapped {
+					t.Fatalf("segment of %d bytes: unmapped neighbours at %d and %d left unmerged", s.size, b.off, b.next.off)
+				}
+				unmapped[b] = s.pool
+				off += b.size
+				continue
+			}
+			if s.expandable {
+				reserved += b.size
 			}
 			if b.free {
 				if b.next != nil && b.next.free {
@@ -184,9 +207,24 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 	if n != len(freeBlocks) {
 		t.Fatalf("free lists hold %d blocks, segments have %d free blocks", n, len(freeBlocks))
 	}
+	n = 0
+	for pool, l := range a.unmapped {
+		for i, b := range l {
+			if p, ok := unmapped[b]; !ok || p != pool {
+				t.Fatalf("unmapped list %d holds a block (%d bytes at %d) that is not an unmapped block of that pool", pool, b.size, b.off)
+			}
+			if i > 0 && !unmappedBefore(l[i-1], b) {
+				t.Fatalf("unmapped list %d is out of address order at %d", pool, i)
+			}
+			n++
+		}
+	}
+	if n != len(unmapped) {
+		t.Fatalf("unmapped lists hold %d blocks, segments have %d unmapped blocks", n, len(unmapped))
+	}
 	whole := 0
 	for b := range freeBlocks {
-		if b.prev == nil && b.next == nil {
+		if b.prev == nil && b.next == nil && !b.seg.expandable {
 			if b.wpos >= len(a.whole) || a.whole[b.wpos] != b {
 				t.Fatalf("a whole free segment of %d bytes is missing from the whole list", b.size)
 			}

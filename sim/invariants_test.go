@@ -91,6 +91,20 @@ func TestInvariantsReportConsistency(t *testing.T) {
 	}
 }
 
+// Expandable segments never raise the peak of allocated memory: every
+// block is exactly its rounded request (blocks split whenever 512 B
+// remain), where cudaMalloc'd segments keep rests of up to 1 MiB in the
+// block. The report invariants hold too.
+func TestInvariantsExpandableSegments(t *testing.T) {
+	for _, c := range randomCases(3, 40) {
+		base := evalOK(t, c.desc, c.plan)
+		exp := evalOK(t, c.desc+" expandable_segments", withPlan(c.plan, func(q *Plan) { q.ExpandableSegments = true }))
+		if exp.PeakAllocated > base.PeakAllocated {
+			t.Errorf("%s: expandable segments peak_allocated %d > %d without", c.desc, exp.PeakAllocated, base.PeakAllocated)
+		}
+	}
+}
+
 // More batch never lowers the peak of allocated memory, nor the saved
 // activations. Reserved memory is not asserted, because it is not
 // monotonic, for a real reason: the caching allocator can reserve less for

@@ -36,6 +36,11 @@ type Plan struct {
 	// PyTorch 2.0, which the Hugging Face Trainer of 2022-23 called.
 	KeepGrads bool
 
+	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
+	// the caching allocator maps pages into one growing segment per pool
+	// (allocator_expandable.go).
+	ExpandableSegments bool
+
 	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
 

@@ -79,7 +79,7 @@ const none = -1
 
 func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 	nv := len(p.values)
-	r := &replay{p: p, plan: plan, opts: opts, alloc: allocator{limit: limit}, rep: &Report{}}
+	r := &replay{p: p, plan: plan, opts: opts, alloc: allocator{limit: limit, expandable: plan.ExpandableSegments}, rep: &Report{}}
 	r.valT = fill(make([]int32, nv), none)
 	r.gradT = fill(make([]int32, nv), none)
 	r.holds = make([]int32, nv)

@@ -134,7 +134,7 @@ func (r *replay) oomAt(a Alloc) *OOM {
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
 		"and %s is reserved by PyTorch but unallocated.",
 		gib(roundSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
-	if reserved-allocated > capacity/20 {
+	if reserved-allocated > capacity/20 && !r.plan.ExpandableSegments {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
 	a.Phase, a.Op = r.phase, r.op

@@ -1,0 +1,257 @@
+package sim
+
+import "sort"
+
+// Expandable segments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+// (Note [Expandable Segments] in c10/cuda/CUDACachingAllocator.cpp).
+//
+// Each pool gets one segment of virtual address space (9/8 of the device's
+// memory) in which physical pages are mapped as the program needs them:
+// 2 MiB pages for the small pool, 20 MiB pages for the large one. What
+// changes against cudaMalloc'd segments:
+//
+//   - a request no free block fits maps new pages at the lowest address
+//     where a run of free and unmapped blocks is long enough (usually the
+//     end of the mapped range), instead of making a segment of its own;
+//   - blocks split whenever at least 512 B would remain, in both pools
+//     (should_split);
+//   - when the device is full, release_cached_blocks unmaps every whole
+//     page inside free blocks (unmap_block), so the slivers left at the
+//     ends of segments no longer pin memory, and the request is retried.
+//
+// Reserved memory is the mapped bytes. Unmapped blocks are never free
+// (they are not in the free lists) and never merge with free blocks.
+
+// pageSize is the mapping granularity of an expandable segment.
+func pageSize(pool int) int64 {
+	if pool == 0 {
+		return smallBuffer // 2 MiB pages for the small pool
+	}
+	return largeBuffer // 20 MiB pages for the large pool
+}
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
+
+// allocExpandable is alloc with expandable segments.
+func (a *allocator) allocExpandable(n int64) (blk *block, ok bool) {
+	size := roundSize(n)
+	pool := poolOf(size)
+	ok = true
+	b := a.bestFit(pool, size)
+	if b == nil {
+		b = a.expand(pool, size, true)
+	}
+	if b == nil {
+		a.releaseCached()
+		b = a.expand(pool, size, true)
+	}
+	if b == nil {
+		// Out of memory: the first such request is the OOM; the replay
+		// goes on with the pages granted past the limit.
+		ok = false
+		if !a.over {
+			a.failAllocated, a.failReserved = a.allocated, a.reserved
+			a.over = true
+		}
+		b = a.expand(pool, size, false)
+	}
+	a.removeFree(b)
+	if rest := b.size - size; rest >= minBlock {
+		r := &block{seg: b.seg, off: b.off + size, size: rest, free: true, prev: b, next: b.next}
+		if b.next != nil {
+			b.next.prev = r
+		}
+		b.next = r
+		b.size = size
+		a.addFree(r)
+	}
+	b.free = false
+	a.allocated += b.size
+	return b, ok
+}
+
+// expand maps pages for a request of size bytes (try_allocate_expandable_block)
+// and returns the free block that holds it, or nil when the pages do not
+// fit under the limit (enforced only when limit is set).
+func (a *allocator) expand(pool int, size int64, limited bool) *block {
+	c := a.findExpandable(pool, size)
+	if c.unmapped {
+		if c = a.mapBlock(c, min(c.size, size), limited); c == nil {
+			return nil
+		}
+	}
+	for c.size < size {
+		next := c.next // free -> unmapped: map some of it, merging into c
+		if c = a.mapBlock(next, min(size-c.size, next.size), limited); c == nil {
+			return nil
+		}
+	}
+	return c
+}
+
+// findExpandable returns the lowest-address block that starts a run of
+// free and unmapped blocks of at least size bytes, beginning at an
+// unmapped block or the free block just before one (find_expandable_block).
+// With none, it opens a new segment of virtual address space.
+func (a *allocator) findExpandable(pool int, size int64) *block {
+	for _, u := range a.unmapped[pool] {
+		c := u
+		if u.prev != nil && u.prev.free {
+			c = u.prev
+		}
+		var room int64
+		for b := c; b != nil && room < size && (b.free || b.unmapped); b = b.next {
+			room += b.size
+		}
+		if room >= size {
+			return c
+		}
+	}
+	page := pageSize(pool)
+	space := a.limit + a.limit/8 // 9/8 of the device: ExpandableSegment's address space
+	if a.limit <= 0 || space > MaxBytes {
+		space = 1 << 40 // no device limit: any large space will do
+	}
+	virtual := roundUp(max(space, size), page)
+	seg := &segment{size: virtual, pool: pool, seq: a.segSeq, expandable: true}
+	a.segSeq++
+	b := &block{seg: seg, size: virtual, unmapped: true}
+	seg.first = b
+	a.segments = append(a.segments, seg)
+	a.addUnmapped(b)
+	return b
+}
+
+// mapBlock maps want bytes (rounded up to whole pages) at the start of the
+// unmapped block u, merges them with free neighbours and returns the
+// merged free block; nil when the pages do not fit under the limit.
+func (a *allocator) mapBlock(u *block, want int64, limited bool) *block {
+	pages := min(roundUp(want, pageSize(u.seg.pool)), u.size)
+	if limited && a.limit > 0 && a.reserved+pages > a.limit {
+		return nil
+	}
+	a.removeUnmapped(u)
+	if pages < u.size {
+		r := &block{seg: u.seg, off: u.off + pages, size: u.size - pages, unmapped: true, prev: u, next: u.next}
+		if u.next != nil {
+			u.next.prev = r
+		}
+		u.next = r
+		u.size = pages
+		a.addUnmapped(r)
+	}
+	u.unmapped = false
+	a.reserved += pages
+	// The new pages join free neighbours, as release merges a freed block.
+	b := u
+	if n := b.next; n != nil && n.free {
+		a.removeFree(n)
+		b.size += n.size
+		b.next = n.next
+		if n.next != nil {
+			n.next.prev = b
+		}
+	}
+	if p := b.prev; p != nil && p.free {
+		a.removeFree(p)
+		p.size += b.size
+		p.next = b.next
+		if b.next != nil {
+			b.next.prev = p
+		}
+		b = p
+	}
+	b.free = true
+	a.addFree(b)
+	return b
+}
+
+// unmapFree unmaps the whole pages inside every free block of expandable
+// segments (unmap_block, from release_cached_blocks).
+func (a *allocator) unmapFree() {
+	var todo []*block
+	for pool := range a.free {
+		for _, b := range a.free[pool] {
+			if b.seg.expandable {
+				todo = append(todo, b)
+			}
+		}
+	}
+	for _, b := range todo {
+		a.unmapBlock(b)
+	}
+}
+
+func (a *allocator) unmapBlock(b *block) {
+	page := pageSize(b.seg.pool)
+	begin, end := roundUp(b.off, page), (b.off+b.size)/page*page
+	if begin >= end {
+		return
+	}
+	a.removeFree(b)
+	if tail := b.off + b.size - end; tail > 0 { // the partial page after stays mapped and free
+		t := &block{seg: b.seg, off: end, size: tail, free: true, prev: b, next: b.next}
+		if b.next != nil {
+			b.next.prev = t
+		}
+		b.next = t
+		b.size -= tail
+		a.addFree(t)
+	}
+	if head := begin - b.off; head > 0 { // and so does the partial page before
+		u := &block{seg: b.seg, off: begin, size: b.size - head, prev: b, next: b.next}
+		if b.next != nil {
+			b.next.prev = u
+		}
+		b.next = u
+		b.size = head
+		a.addFree(b)
+		b = u
+	}
+	b.free, b.unmapped = false, true
+	a.reserved -= b.size
+	// Join unmapped neighbours.
+	if n := b.next; n != nil && n.unmapped {
+		a.removeUnmapped(n)
+		b.size += n.size
+		b.next = n.next
+		if n.next != nil {
+			n.next.prev = b
+		}
+	}
+	if p := b.prev; p != nil && p.unmapped {
+		a.removeUnmapped(p)
+		p.size += b.size
+		p.next = b.next
+		if b.next != nil {
+			b.next.prev = p
+		}
+		b = p
+	}
+	a.addUnmapped(b)
+}
+
+// unmappedBefore orders unmapped blocks by address: segment, then offset.
+func unmappedBefore(x, y *block) bool {
+	if x.seg.seq != y.seg.seq {
+		return x.seg.seq < y.seg.seq
+	}
+	return x.off < y.off
+}
+
+func (a *allocator) addUnmapped(b *block) {
+	l := a.unmapped[b.seg.pool]
+	i := sort.Search(len(l), func(i int) bool { return unmappedBefore(b, l[i]) })
+	l = append(l, nil)
+	copy(l[i+1:], l[i:])
+	l[i] = b
+	a.unmapped[b.seg.pool] = l
+}
+
+func (a *allocator) removeUnmapped(b *block) {
+	l := a.unmapped[b.seg.pool]
+	i := sort.Search(len(l), func(i int) bool { return !unmappedBefore(l[i], b) })
+	if i < len(l) && l[i] == b {
+		a.unmapped[b.seg.pool] = append(l[:i], l[i+1:]...)
+	}
+}

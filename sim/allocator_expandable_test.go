@@ -1,0 +1,70 @@
+package sim
+
+import "testing"
+
+// The allocator with and without expandable segments over hand-traced
+// sequences (sizes in MiB; a negative entry frees the block of that
+// allocation index, counting from 1).
+func TestExpandableSegments(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		name       string
+		limit      int64
+		expandable bool
+		ops        []int64
+		oomAt      int // allocation index (from 1) that does not fit; 0 = none
+		reserved   int64
+		allocated  int64
+	}{
+		// Segments of their own: A 40 is freed, C 10 splits its segment
+		// (30 left), D 40 needs a segment (80 reserved), E 35 needs 36 more:
+		// 116 > 100, and no segment is wholly free to release. (E's block
+		// is its whole 36 MiB segment: a 1 MiB rest is not split off.)
+		{"slivers pin memory", 100, false, []int64{40, -1, 10, 40, 35}, 4, 116, 86},
+		// Expandable: A maps 2 pages (40); C takes [0,10); D runs from the
+		// free [10,40) into one new page (60 mapped); E runs from the free
+		// [50,60) into 2 new pages: 100 mapped, it fits.
+		{"expandable tiles them", 100, true, []int64{40, -1, 10, 40, 35}, 0, 100, 85},
+		// X 50 maps 3 pages (60); Y 10 takes the rest; freeing X leaves
+		// [0,50) free. Z 70 needs 4 more pages: 140 > 100, so the release
+		// unmaps the whole pages [0,40) (20 mapped) and Z maps 4 at the end.
+		{"release unmaps free pages", 100, true, []int64{50, 10, -1, 70}, 0, 100, 80},
+		// Without: Z releases X's whole segment and gets one of 70.
+		{"release frees whole segments", 100, false, []int64{50, 10, -1, 70}, 0, 80, 80},
+		// A request past the limit is the OOM either way.
+		{"expandable out of memory", 100, true, []int64{60, 50}, 2, 120, 110},
+		// Small pool: 2 MiB pages; a 1 MiB request maps one page.
+		{"small pool pages", 100, true, []int64{1, 1, 1}, 0, 4, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := allocator{limit: c.limit * mib, expandable: c.expandable}
+			var blocks []*block
+			n := 0
+			for _, op := range c.ops {
+				if op < 0 {
+					a.release(blocks[-op-1])
+					continue
+				}
+				n++
+				b, ok := a.alloc(op * mib)
+				blocks = append(blocks, b)
+				if ok != (n != c.oomAt) {
+					t.Errorf("alloc %d (%d MiB): fits %v, want %v", n, op, ok, n != c.oomAt)
+				}
+			}
+			if a.reserved != c.reserved*mib || a.allocated != c.allocated*mib {
+				t.Errorf("reserved %d MiB, allocated %d MiB; want %d and %d", a.reserved/mib, a.allocated/mib, c.reserved, c.allocated)
+			}
+			var live []*block
+			seen := map[*block]bool{}
+			for _, b := range blocks { // a freed block may be handed out again, or unmapped
+				if !b.free && !b.unmapped && !seen[b] {
+					live = append(live, b)
+					seen[b] = true
+				}
+			}
+			checkAllocator(t, &a, live)
+		})
+	}
+}
