@@ -77,6 +77,7 @@ const (
 	argQuantLMHead
 	argQuantFrom
 	argExpandableSegments
+	argValidation
 	numTrainArgs
 )
 
@@ -84,7 +85,7 @@ var trainArgNames = [numTrainArgs]string{
 	"model", "batch", "seq", "grad_accum", "members", "members_mode", "precision", "optimizer",
 	"checkpoint", "lora", "quant", "gpu", "phase", "runtime", "parallel", "offload", "cluster",
 	"freeze", "loss_chunks", "tokens_per_batch", "host_memory", "quant_lm_head", "quant_from",
-	"expandable_segments",
+	"expandable_segments", "validation",
 }
 
 // trainArgs holds train()'s arguments, resolved to canonical values
@@ -105,6 +106,7 @@ func defaultTrainArgs() trainArgs {
 		argCluster: starlark.None, argFreeze: starlark.None, argLossChunks: starlark.MakeInt(1),
 		argTokensPerBatch: starlark.None, argHostMemory: starlark.None, argQuantLMHead: starlark.False,
 		argQuantFrom: starlark.None, argExpandableSegments: starlark.False,
+		argValidation: starlark.False,
 	}
 	return a
 }
@@ -129,7 +131,7 @@ func planBuiltins() []Builtin {
 			"precision=\"fp32\", optimizer=adamw(), checkpoint=\"none\", lora=None, quant=None, " +
 			"gpu=\"H100-80GB\", phase=\"train\", runtime=\"cuda\", parallel=None, offload=None, cluster=None, " +
 			"freeze=None, loss_chunks=1, tokens_per_batch=None, host_memory=None, quant_lm_head=False, quant_from=None, " +
-			"expandable_segments=False)",
+			"expandable_segments=False, validation=False)",
 		Doc: "A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")). " +
 			"batch is the micro-batch per GPU (sequences per forward) and seq the tokens per sequence, " +
 			"required for models that read tokens. grad_accum > 1 keeps gradients between micro-batches. " +
@@ -145,7 +147,10 @@ func planBuiltins() []Builtin {
 			"(flash varlen); offload=offload(...) with host_memory= the RAM of a node; quant_lm_head=True quantizes " +
 			"lm_head too (Lightning); quant_from= the dtype weights were quantized from. " +
 			"expandable_segments=True replays the step with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True " +
-			"(pages mapped into one growing segment per pool; free pages unmapped when the card is full).\n\n" +
+			"(pages mapped into one growing segment per pool; free pages unmapped when the card is full). " +
+			"validation=True replays a validation forward (eval mode, no gradients, eval chunk counts: Lightning's " +
+			"sanity check before the first step) through the same allocator before the step; it counts in the peaks " +
+			"and the OOM (phase \"validation\").\n\n" +
 			"Attributes: every argument by name. plan.replace(**changes) returns a variant, the natural way to sweep.",
 		Fn: trainFn,
 	}}
@@ -275,6 +280,11 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 		return nil, fmt.Errorf("expandable_segments must be True or False (got %s)", v[argExpandableSegments].Type())
 	}
 	p.ExpandableSegments = bool(es)
+	val, ok := v[argValidation].(starlark.Bool)
+	if !ok {
+		return nil, fmt.Errorf("validation must be True or False (got %s)", v[argValidation].Type())
+	}
+	p.Validation = bool(val)
 
 	if err := resolveLayout(v, p); err != nil { // parallel.go: parallel= and cluster=
 		return nil, err

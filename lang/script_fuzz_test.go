@@ -189,7 +189,7 @@ enc = graph_transformer(g, me, knn_edges(g, me, %[3]d), channels = 16, heads = 2
 proc = transformer_processor(me, layers = %[6]d, channels = 16, heads = 2)
 dec = graph_transformer(me, g, knn_edges(me, g, %[3]d), channels = 16, heads = 2)
 m = encoder_processor_decoder("w", g, me, enc, proc, dec, inputs = 4, outputs = 4)
-print(simulate(train(m, members = %[7]d, members_mode = "sequential")).summary)
+print(simulate(train(m, members = %[7]d, members_mode = "sequential", validation = True, expandable_segments = True)).summary)
 print(simulate(train(m, members = %[8]d, phase = "eval")).summary)
 `,
 	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[1]d), rmsnorm(64), vocab = 100)

@@ -43,10 +43,10 @@ var (
 		"activations": "#CCBB44", "temporaries": "#EE6677", "comm": "#AA3377",
 	}
 	phaseColor = map[string]string{
-		sim.PhaseSetup: "#DDDDDD", sim.PhaseForward: "#77AADD", sim.PhaseRecompute: "#EE8866",
-		sim.PhaseBackward: "#AAAA00", sim.PhaseOptimizer: "#44BB99",
+		sim.PhaseSetup: "#DDDDDD", sim.PhaseValidation: "#BBCCEE", sim.PhaseForward: "#77AADD",
+		sim.PhaseRecompute: "#EE8866", sim.PhaseBackward: "#AAAA00", sim.PhaseOptimizer: "#44BB99",
 	}
-	phaseOrder = []string{sim.PhaseSetup, sim.PhaseForward, sim.PhaseRecompute, sim.PhaseBackward, sim.PhaseOptimizer}
+	phaseOrder = []string{sim.PhaseSetup, sim.PhaseValidation, sim.PhaseForward, sim.PhaseRecompute, sim.PhaseBackward, sim.PhaseOptimizer}
 )
 
 const (
@@ -365,7 +365,14 @@ func legend(s *svgWriter, f frame, cols []column) {
 	item(`<path d="M%.1f %.1fh12" stroke="`+colorPeak+`" stroke-dasharray="6 3"/>`+"\n", "peak allocated")
 	item(`<path d="M%.1f %.1fh12" stroke="`+colorLimit+`" stroke-width="1.5"/>`+"\n", "PyTorch limit")
 	x, y = f.x0, y+20
+	present := map[string]bool{}
+	for _, c := range cols {
+		present[c.pt.Phase] = true
+	}
 	for _, p := range phaseOrder {
+		if p == sim.PhaseValidation && !present[p] {
+			continue // only plans with validation=True have it
+		}
 		item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+phaseColor[p]+`"/>`+"\n", p)
 	}
 }

@@ -26,6 +26,11 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	}
 	r := newReplay(prog, plan, opts, dev.Memory-nonTorch)
 	r.dist = newDist(plan, prog) // sharding.go: nil on one GPU
+	if plan.Validation {
+		if r.valProg, r.valPlan, err = plan.lowerValidation(); err != nil { // validation.go
+			return nil, err
+		}
+	}
 	r.setup()
 	r.forward()
 	if plan.Phase != "eval" {
@@ -136,6 +141,10 @@ func (r *replay) setup() {
 workspace:
 	r.op = "cublas"
 	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: CatTemporaries})
+	if r.valProg != nil {
+		r.validationPass(r.valProg, r.valPlan) // validation.go: before the step's batch
+		r.phase = PhaseSetup
+	}
 	if r.p.input != noValue {
 		r.op = "batch"
 		r.produce(r.p.input)
@@ -168,7 +177,7 @@ func (r *replay) optimizerTraffic(p *paramInfo) int64 {
 }
 
 func (r *replay) forward() {
-	r.phase = PhaseForward
+	r.phase = r.fwdPhase
 	for i := range r.p.ops {
 		op := &r.p.ops[i]
 		r.rep.FLOPs.Model += op.flops

@@ -154,6 +154,29 @@ func TestBrisValidation(t *testing.T) {
 	}
 }
 
+// The attempts as the story ran them, each one plan: the validation pass
+// (Lightning's sanity check) then the training step through one
+// allocator. 4 stacked members fail in validation at the encoder's
+// 23.95 GiB per-edge tensor; with eval_chunks 32, 2 stacked members pass
+// validation and the training step fails at the decoder's 10.37 GiB
+// scatter output in its recompute, for 16, 32 and 64 chunks.
+func TestBrisAttemptsWithValidation(t *testing.T) {
+	p := bris(t, 4, "stacked", 4, 1, "train")
+	p.Validation = true
+	r := evalBris(t, p)
+	if o := r.OOM; o == nil || o.Alloc.Phase != PhaseValidation || o.Alloc.Bytes != 4*12*261_634*1024*2 {
+		t.Errorf("4 members: OOM %+v, want the encoder's 23.95 GiB tensor in validation", o)
+	}
+	for _, k := range []int64{16, 32, 64} {
+		p := bris(t, 2, "stacked", k, 32, "train")
+		p.Validation = true
+		r := evalBris(t, p)
+		if o := r.OOM; o == nil || o.Alloc.Phase != PhaseRecompute || o.Alloc.Bytes != 11_135_229_952 || !strings.HasPrefix(o.Alloc.Tensor, "decoder.proc.conv.chunk") {
+			t.Errorf("2 members, chunks %d: OOM %+v, want a decoder chunk's 10.37 GiB scatter output in recompute", k, o)
+		}
+	}
+}
+
 // Members run one at a time (the story's fix), chunks 16, eval_chunks 32.
 // The story: 3 members fit, 143,027 of 143,771 MiB; 4 run out "in the
 // decoder forward".

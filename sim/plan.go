@@ -41,6 +41,11 @@ type Plan struct {
 	// (allocator_expandable.go).
 	ExpandableSegments bool
 
+	// Validation: a validation forward (eval mode, no gradients) runs
+	// before the step through the same allocator, as Lightning's sanity
+	// check does before the first step (validation.go).
+	Validation bool
+
 	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
 
@@ -107,6 +112,9 @@ func (p *Plan) Validate() error {
 	}
 	if p.Device.Memory <= 0 {
 		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
+	}
+	if err := p.validateValidation(); err != nil { // validation.go
+		return err
 	}
 	if err := p.checkCounts(); err != nil { // checked.go: GPU counts that products cannot overflow
 		return err

@@ -73,13 +73,18 @@ type replay struct {
 	dist *distState // data-parallel sharding and pipeline seeds (sharding.go), nil on one GPU
 
 	tpool *tablePool // exact-size pool for table buffers (table_steps.go), nil = none
+
+	fwdPhase string   // the forward's phase: PhaseForward, or PhaseValidation (validation.go)
+	valProg  *program // the validation pass to replay before the step's batch, nil = none (validation.go)
+	valPlan  *Plan
 }
 
 const none = -1
 
 func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 	nv := len(p.values)
-	r := &replay{p: p, plan: plan, opts: opts, alloc: allocator{limit: limit, expandable: plan.ExpandableSegments}, rep: &Report{}}
+	r := &replay{p: p, plan: plan, opts: opts, alloc: allocator{limit: limit, expandable: plan.ExpandableSegments}, rep: &Report{},
+		fwdPhase: PhaseForward}
 	r.valT = fill(make([]int32, nv), none)
 	r.gradT = fill(make([]int32, nv), none)
 	r.holds = make([]int32, nv)
