@@ -42,7 +42,7 @@ func layerBuiltins() []Builtin {
 		{
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
-				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, name=None)",
+				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -52,7 +52,9 @@ func layerBuiltins() []Builtin {
 				"rope adds rotary embeddings to q and k. fused_qkv uses one qkv projection (GPT-2's c_attn); " +
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
-				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3).",
+				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3). " +
+				"softcap=c soft-caps the scores, c * tanh(scores / c) (Gemma 2's attn_logit_softcapping): " +
+				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel.",
 			Fn: attentionFn,
 		},
 		{
@@ -244,14 +246,14 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool
 }
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, name starlark.Value
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, name starlark.Value
 	var qkvBias, outBias, rope, qkNorm bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNorm, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "softcap?", &softcap, "name?", &name); err != nil {
 		return nil, err
 	}
 	a := &sim.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm}
@@ -280,6 +282,14 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	}
 	if a.SoftmaxFP32, err = optBool(smFP32, "softmax_fp32", rope); err != nil {
 		return nil, err
+	}
+	if softcap != nil && softcap != starlark.None {
+		if a.Softcap, err = AsFloat(softcap, "softcap"); err != nil {
+			return nil, err
+		}
+		if !(a.Softcap > 0) {
+			return nil, fmt.Errorf("attention: softcap must be positive (got %g; None for no cap)", a.Softcap)
+		}
 	}
 	if a.Name, err = optName(name); err != nil {
 		return nil, err

@@ -96,14 +96,16 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 func modelBuiltins() []Builtin {
 	return []Builtin{{
 		Name: "model",
-		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False)",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None)",
 		Doc: "A whole network: layers run in order, then (with vocab=) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"mse\" or \"none\"). " +
 			"tie_embeddings shares the head's weight with the first embedding (counted once). " +
 			"head_bias gives the head a vocab-sized bias (BERT's masked-LM decoder). " +
 			"logits_fp32 upcasts the logits to fp32 before the loss, as Hugging Face causal LMs do; " +
 			"by default it is on when vocab is set. input_dim is the feature count of the input " +
-			"for a model that does not start with an embedding (inferred from the first layer when it can be).\n\n" +
+			"for a model that does not start with an embedding (inferred from the first layer when it can be). " +
+			"logit_softcap=c soft-caps the logits, c * tanh(logits / c) (Gemma 2's final_logit_softcapping: " +
+			"tanh keeps one more logits-sized tensor for backward).\n\n" +
 			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
 			"tie_embeddings, and describe(), a table of modules with their parameter counts.",
 		Fn: modelFn,
@@ -118,11 +120,11 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if !ok {
 		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
 	}
-	var vocab, logitsFP32, inputDim starlark.Value
+	var vocab, logitsFP32, inputDim, softcap starlark.Value
 	var tie, headBias bool
 	loss := "cross_entropy"
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
-		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias); err != nil {
+		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap); err != nil {
 		return nil, err
 	}
 	layers, err := layerList(args[1:], "layers")
@@ -138,6 +140,14 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	if m.LogitsFP32, err = optBool(logitsFP32, "logits_fp32", m.Vocab > 0); err != nil {
 		return nil, err
+	}
+	if softcap != nil && softcap != starlark.None {
+		if m.LogitSoftcap, err = AsFloat(softcap, "logit_softcap"); err != nil {
+			return nil, err
+		}
+		if !(m.LogitSoftcap > 0) {
+			return nil, fmt.Errorf("logit_softcap must be positive (got %g; None for no cap)", m.LogitSoftcap)
+		}
 	}
 	if m.InputDim, err = optInt(inputDim, "input_dim", 0); err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ type headLoss struct {
 	upcastAfterForward bool  // all chunks to fp32 once the forward returns (Fabric convert_output)
 	keepLogits         bool  // the logits list lives until the end of the step
 	perTokenLoss       bool  // reduction="none" then cat + mean (LitGPT); else a sum per chunk
+	softcap            bool  // Gemma 2's logit soft-capping on each chunk (softcap.go)
 }
 
 // chunkLengths splits seq tokens per the recipe.
@@ -78,6 +79,11 @@ func (b *builder) chunkedHeadLoss(x Value, vocab int64, bias bool, o headLoss, t
 			continue
 		}
 		logits[i] = b.headChunk(w, params, xin, in, vocab, shape)
+	}
+	if o.softcap {
+		for i, l := range logits {
+			logits[i] = b.softcap("logit_softcap", l)
+		}
 	}
 	done()
 	defer b.scope("loss")()
@@ -290,5 +296,5 @@ func (b *builder) chunkedModelLoss(m *Model, x Value) Value {
 			}
 		}
 	}
-	return b.chunkedHeadLoss(x, m.Vocab, m.HeadBias, headLoss{chunks: b.ft.lossChunks}, tied)
+	return b.chunkedHeadLoss(x, m.Vocab, m.HeadBias, headLoss{chunks: b.ft.lossChunks, softcap: m.LogitSoftcap > 0}, tied)
 }

@@ -417,6 +417,25 @@ func (c *hfConfig) number(key string, def float64) float64 {
 	return f
 }
 
+// softcap reads a soft-capping value (Gemma 2): absent is def, null is
+// none (0), else a positive number.
+func (c *hfConfig) softcap(key string, def float64) float64 {
+	v, ok := c.raw[key]
+	if !ok {
+		return def
+	}
+	if v == nil {
+		return 0
+	}
+	n, ok := v.(json.Number)
+	f, err := n.Float64()
+	if !ok || err != nil || !(f > 0) || math.IsInf(f, 0) {
+		c.fail(key, "must be a positive number or null (got %s)", describeJSON(v))
+		return 0
+	}
+	return f
+}
+
 // str reads an optional string.
 func (c *hfConfig) str(key, def string) string {
 	if !c.has(key) {

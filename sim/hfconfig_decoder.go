@@ -53,13 +53,16 @@ func decoderFamilyOf(mt string) decoderFamily {
 // The eager softmax runs in fp32 (eager_attention_forward:
 // softmax(..., dtype=torch.float32)).
 //
-// Parameters are exact; three memory details are not modelled yet (none
-// holds parameters): Gemma-2's soft-capping (tanh over the logits, which
-// keeps one more logits-sized tensor for backward, and over the eager
-// attention scores) needs a hook after the output head in Model; Gemma's
-// RMSNorm, x * (1 + w) computed in fp32, is lowered as Llama's; Phi-3's
-// fused gate_up_proj gives one [tokens, 2*ffn] storage where the lowering
-// has two [tokens, ffn] ones (the same bytes).
+// Gemma 2 soft-caps the logits (final_logit_softcapping, default 30.0)
+// and the eager attention scores (attn_logit_softcapping, default 50.0;
+// Gemma2Config in configuration_gemma2.py; null turns either off):
+// softcap.go.
+//
+// Parameters are exact; two memory details are not modelled yet (neither
+// holds parameters): Gemma's RMSNorm, x * (1 + w) computed in fp32, is
+// lowered as Llama's; Phi-3's fused gate_up_proj gives one [tokens,
+// 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
+// bytes).
 func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 	f := decoderFamilyOf(c.modelType)
 	hidden := c.size("hidden_size")
@@ -104,6 +107,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm}
 	norm := func(name string) Layer { return &Norm{Name: name, Dim: hidden, RMS: true} }
+	var logitCap float64
+	if f.gemma == 2 {
+		at.Softcap = c.softcap("attn_logit_softcapping", 50)
+		logitCap = c.softcap("final_logit_softcapping", 30)
+	}
 
 	// The feed-forward block of each layer: dense, or sparse (MoE).
 	var inter int64
@@ -191,5 +199,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 		ls = append(ls, &Dropout{Name: "embed_dropout", P: pe})
 	}
 	ls = append(ls, stackBlocks("layers", blocks), norm("norm"))
-	return c.finish(head, ls, vocab, tie)
+	m := c.finish(head, ls, vocab, tie)
+	if m != nil && head == headCausalLM {
+		m.LogitSoftcap = logitCap
+	}
+	return m
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Attention is multi-head self-attention with optional GQA/MQA, rotary
 // embeddings and a choice of kernel:
@@ -26,10 +29,11 @@ type Attention struct {
 	Impl        string // flash | sdpa | eager
 	Causal      bool
 	Dropout     float64
-	Rope        bool // rotary position embeddings on q and k
-	FusedQKV    bool // one qkv projection (GPT-2 c_attn) instead of q, k, v
-	SoftmaxFP32 bool // eager softmax computed in fp32 then cast back (HF Llama)
-	QKNorm      bool // RMS norm over each head of q and k before rope (Qwen3, layers_qknorm.go)
+	Rope        bool    // rotary position embeddings on q and k
+	FusedQKV    bool    // one qkv projection (GPT-2 c_attn) instead of q, k, v
+	SoftmaxFP32 bool    // eager softmax computed in fp32 then cast back (HF Llama)
+	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap) (softcap.go); 0 = none
+	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, layers_qknorm.go)
 }
 
 func (a *Attention) kv() int64 {
@@ -103,6 +107,9 @@ func (a *Attention) validate(path string) error {
 	}
 	if a.Dropout < 0 || a.Dropout >= 1 {
 		return errorf(path, "dropout must be in [0, 1) (got %g)", a.Dropout)
+	}
+	if !(a.Softcap >= 0) || math.IsInf(a.Softcap, 0) {
+		return errorf(path, "softcap must be a positive number, or 0 for none (got %g)", a.Softcap)
 	}
 	return nil
 }
@@ -231,6 +238,9 @@ func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
 	scalar := b.out(j, "inv_sqrt_d", nil, FP64, "1/sqrt(head_dim) scalar")
 	b.val(scalar).grad = false
 	b.save(j, scalar)
+	if a.Softcap > 0 && a.Impl == "eager" {
+		scaled = b.softcap("softcap", scaled) // softcap.go
+	}
 	if a.Causal {
 		m := b.addOp("mask", "causal_mask", []Value{scaled})
 		scaled = b.out(m, "masked", scoreShape, dt, "masked attention scores")

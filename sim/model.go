@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Model is a whole network: layers in order, then (when Vocab is set) an
 // output head to the vocabulary, then the loss.
@@ -11,10 +14,11 @@ type Model struct {
 	Vocab         int64  // adds lm_head (dim -> vocab) when > 0
 	TieEmbeddings bool   // lm_head shares the first embedding's weight
 	HeadBias      bool
-	LogitsFP32    bool  // logits upcast to fp32 before the loss (Hugging Face causal LMs)
-	InputDim      int64 // features per position for models that start without an embedding; 0 = inferred
-	InputGrad     bool  // the input requires grad (a block measured on its own, as the oracle does)
-	Points        int64 // graph models: grid points per sample; the input is [batch, Points, InputDim] (graph_model.go)
+	LogitsFP32    bool    // logits upcast to fp32 before the loss (Hugging Face causal LMs)
+	LogitSoftcap  float64 // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap) (softcap.go); 0 = none
+	InputDim      int64   // features per position for models that start without an embedding; 0 = inferred
+	InputGrad     bool    // the input requires grad (a block measured on its own, as the oracle does)
+	Points        int64   // graph models: grid points per sample; the input is [batch, Points, InputDim] (graph_model.go)
 }
 
 // Params is the exact parameter count: tied weights once, buffers never.
@@ -153,6 +157,12 @@ func (m *Model) Validate() error {
 	if m.Vocab < 0 {
 		return errorf(m.Name, "vocab must be positive (got %d)", m.Vocab)
 	}
+	if !(m.LogitSoftcap >= 0) || math.IsInf(m.LogitSoftcap, 0) {
+		return errorf(m.Name, "logit_softcap must be a positive number, or 0 for none (got %g)", m.LogitSoftcap)
+	}
+	if m.LogitSoftcap > 0 && m.Vocab == 0 {
+		return errorf(m.Name, "logit_softcap needs vocab= (it caps the output head's logits)")
+	}
 	if !startsWithEmbedding(m.Layers) && m.inputDim() <= 0 {
 		return &Error{Path: m.Name, Msg: "cannot tell the input width of the first layer", Hint: "pass input_dim= to model()"}
 	}
@@ -212,6 +222,9 @@ func (m *Model) lowerBody(b *builder, x Value) Value {
 					break
 				}
 			}
+		}
+		if m.LogitSoftcap > 0 {
+			x = b.softcap("logit_softcap", x) // softcap.go
 		}
 	}
 	return x
