@@ -30,7 +30,7 @@ type allocator struct {
 	// message (PyTorch reports memory before the failed allocation).
 	failAllocated, failReserved int64
 	over                        bool     // a request has failed
-	whole                       []*block // free blocks that are a whole segment: cached segments holding no allocation
+	whole                       []*block // free blocks releaseCached gives back (releasable): whole free segments, free pages
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
 
@@ -64,7 +64,7 @@ type block struct {
 	unmapped   bool // in an expandable segment, address space with no pages mapped
 	prev, next *block
 	pos        int // index in its pool's free list while free
-	wpos       int // index in whole while a whole free segment
+	wpos       int // index in whole while releasable
 }
 
 func roundSize(n int64) int64 {
@@ -179,10 +179,21 @@ func (a *allocator) addFree(b *block) {
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
 	a.index[pool].added(b, a.free[pool]) // freeindex.go
-	if b.prev == nil && b.next == nil && !b.seg.expandable {
+	if releasable(b) {
 		b.wpos = len(a.whole)
 		a.whole = append(a.whole, b)
 	}
+}
+
+// releasable reports whether releaseCached can give the free block b back:
+// a whole free segment, or a free block of an expandable segment holding
+// at least one whole page.
+func releasable(b *block) bool {
+	if b.seg.expandable {
+		page := pageSize(b.seg.pool)
+		return roundUp(b.off, page)+page <= b.off+b.size
+	}
+	return b.prev == nil && b.next == nil
 }
 
 func (a *allocator) removeFree(b *block) {
@@ -192,7 +203,7 @@ func (a *allocator) removeFree(b *block) {
 	if i >= len(fl) || fl[i] != b {
 		return // not listed
 	}
-	if b.prev == nil && b.next == nil && !b.seg.expandable {
+	if b.wpos < len(a.whole) && a.whole[b.wpos] == b {
 		last := a.whole[len(a.whole)-1]
 		a.whole[b.wpos], last.wpos = last, b.wpos
 		a.whole = a.whole[:len(a.whole)-1]
@@ -209,16 +220,23 @@ func (a *allocator) removeFree(b *block) {
 
 // releaseCached frees every segment that holds no allocation
 // (release_cached_blocks, as PyTorch does before reporting an OOM) and,
-// with expandable segments, unmaps the whole pages of every free block. It
-// takes them from the list of whole free segments rather than scanning
-// the segments or the free blocks: past the limit it runs at every new
-// segment, and a scan made a step with 65,536 layers replay for minutes.
-// They are released in the order they were created, as a scan of the
-// segments would.
+// with expandable segments, unmaps the whole pages inside every free block
+// (unmap_block). It takes them from the list of releasable blocks rather
+// than scanning the segments or the free blocks: past the limit it runs
+// at every new segment, and a scan made a step with 65,536 layers replay
+// for minutes. They are released in the order they were created, as a
+// scan of the segments would.
 func (a *allocator) releaseCached() {
 	whole := append([]*block(nil), a.whole...)
-	sort.Slice(whole, func(i, j int) bool { return whole[i].seg.seq < whole[j].seg.seq })
+	sort.Slice(whole, func(i, j int) bool {
+		x, y := whole[i], whole[j]
+		return x.seg.seq < y.seg.seq || x.seg.seq == y.seg.seq && x.off < y.off
+	})
 	for _, b := range whole {
+		if b.seg.expandable {
+			a.unmapBlock(b) // allocator_expandable.go
+			continue
+		}
 		a.removeFree(b)
 		a.reserved -= b.seg.size
 		b.seg.released = true
@@ -232,8 +250,5 @@ func (a *allocator) releaseCached() {
 			}
 		}
 		a.segments, a.released = kept, 0
-	}
-	if a.expandable {
-		a.unmapFree()
 	}
 }

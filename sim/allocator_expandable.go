@@ -93,8 +93,18 @@ func (a *allocator) expand(pool int, size int64, limited bool) *block {
 // free and unmapped blocks of at least size bytes, beginning at an
 // unmapped block or the free block just before one (find_expandable_block).
 // With none, it opens a new segment of virtual address space.
+//
+// Past the limit (after the OOM, when the replay goes on to report what
+// the step would need) it looks only at the end of the newest segment:
+// the holes that releases leave are what made a scan quadratic there (a
+// 65,536-layer step replayed for minutes), and which address the pages
+// get changes no byte counted.
 func (a *allocator) findExpandable(pool int, size int64) *block {
-	for _, u := range a.unmapped[pool] {
+	holes := a.unmapped[pool]
+	if a.over && len(holes) > 0 {
+		holes = holes[len(holes)-1:] // the newest segment's end
+	}
+	for _, u := range holes {
 		c := u
 		if u.prev != nil && u.prev.free {
 			c = u.prev
@@ -166,22 +176,8 @@ func (a *allocator) mapBlock(u *block, want int64, limited bool) *block {
 	return b
 }
 
-// unmapFree unmaps the whole pages inside every free block of expandable
-// segments (unmap_block, from release_cached_blocks).
-func (a *allocator) unmapFree() {
-	var todo []*block
-	for pool := range a.free {
-		for _, b := range a.free[pool] {
-			if b.seg.expandable {
-				todo = append(todo, b)
-			}
-		}
-	}
-	for _, b := range todo {
-		a.unmapBlock(b)
-	}
-}
-
+// unmapBlock unmaps the whole pages inside the free block b (unmap_block,
+// from releaseCached); the partial pages at its ends stay mapped and free.
 func (a *allocator) unmapBlock(b *block) {
 	page := pageSize(b.seg.pool)
 	begin, end := roundUp(b.off, page), (b.off+b.size)/page*page

@@ -224,14 +224,14 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 	}
 	whole := 0
 	for b := range freeBlocks {
-		if b.prev == nil && b.next == nil && !b.seg.expandable {
+		if releasable(b) {
 			if b.wpos >= len(a.whole) || a.whole[b.wpos] != b {
-				t.Fatalf("a whole free segment of %d bytes is missing from the whole list", b.size)
+				t.Fatalf("a releasable free block of %d bytes at %d is missing from the whole list", b.size, b.off)
 			}
 			whole++
 		}
 	}
 	if whole != len(a.whole) {
-		t.Fatalf("the whole list holds %d blocks, %d segments are wholly free", len(a.whole), whole)
+		t.Fatalf("the whole list holds %d blocks, %d free blocks are releasable", len(a.whole), whole)
 	}
 }

@@ -55,6 +55,18 @@ func FuzzSizes(f *testing.F) {
 		if probs := reportProblems(rep); len(probs) > 0 {
 			t.Fatalf("report breaks invariants:\n%s", strings.Join(probs, "\n"))
 		}
+		// The same step with expandable segments, and on one GPU with a
+		// validation pass before it.
+		p.ExpandableSegments = true
+		p.Validation = !p.Parallel.Active() && p.Phase == "train"
+		rep, err = Evaluate(p, Options{})
+		if err != nil {
+			failInternal(t, err)
+			return
+		}
+		if probs := reportProblems(rep); len(probs) > 0 {
+			t.Fatalf("expandable segments, validation %v: report breaks invariants:\n%s", p.Validation, strings.Join(probs, "\n"))
+		}
 	})
 }
 
