@@ -47,3 +47,18 @@ func BenchmarkEvaluateLlama70B(b *testing.B) {
 		}
 	}
 }
+
+// The same step with expandable segments (allocator_expandable.go) and a
+// validation pass before it (validation.go): the page-mapping allocator
+// and a second, forward-only replay.
+func BenchmarkEvaluateLlama70BExpandableValidation(b *testing.B) {
+	m := llamaModel(8192, 80, 64, 8, 28672, 128256, "flash")
+	plan := llamaPlan(m, 1, 8192, "bf16-mixed", "full", "H100-80GB")
+	plan.ExpandableSegments, plan.Validation = true, true
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Evaluate(plan, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
