@@ -65,7 +65,9 @@ func finetuneBuiltins() []Builtin {
 			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
 			"to pinned host memory after their forward use and come back for backward). The report gives " +
 			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
-			"train(..., host_memory=N) checks a node's RAM.",
+			"train(..., host_memory=N) checks a node's RAM. With parallel(dp=..., zero=1, 2 or 3), optimizer=\"cpu\" is " +
+			"DeepSpeed's ZeRO-Offload on every rank: each rank's partition of master, moments and fp32 grads on the host; " +
+			"params, nvme and FSDP offload are not simulated with sharding yet (a clear error says so).",
 		Fn: offloadFn,
 	}, {
 		Name: "litgpt",

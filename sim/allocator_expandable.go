@@ -97,8 +97,9 @@ func (a *allocator) expand(pool int, size int64, limited bool) *block {
 // Past the limit (after the OOM, when the replay goes on to report what
 // the step would need) it looks only at the end of the newest segment:
 // the holes that releases leave are what made a scan quadratic there (a
-// 65,536-layer step replayed for minutes), and which address the pages
-// get changes no byte counted.
+// 65,536-layer step replayed for minutes); where the pages go then changes
+// reserved memory by page rounding only (20 MiB in 149 GiB for the Bris
+// example's 4 members).
 func (a *allocator) findExpandable(pool int, size int64) *block {
 	holes := a.unmapped[pool]
 	if a.over && len(holes) > 0 {

@@ -343,6 +343,10 @@ func (d *distState) optimizerStep(r *replay) bool {
 			flush()
 			return true
 		}
+		if d.zeroOffload(r) {
+			d.offloadStep12(r) // shard_offload.go: the step runs on the host
+			return true
+		}
 		for k, g := range d.groups(true) {
 			n := zeroPartition(g.numel, g.n)
 			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, prec.Grads, prec.Grads.Bytes(n), CatTemporaries, "flattened gradient partition (DeepSpeed step)")

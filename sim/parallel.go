@@ -197,9 +197,8 @@ func (p *Plan) validateParallel() error {
 	default:
 		return parallelErr("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)
 	}
-	if o := p.Offload; o != nil && (o.Optimizer != "" || o.Params != "") && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {
-		return &Error{Path: "parallel", Msg: "offloading optimizer state or parameters is not simulated together with zero=, fsdp= or distributed_optimizer= yet",
-			Hint: "simulate the sharded plan without offload, or ZeRO-Offload on one GPU's share with offload= alone"}
+	if err := p.validateShardedOffload(par); err != nil { // shard_offload.go
+		return err
 	}
 	if p.Quant != "" && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {
 		return &Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated together with zero=, fsdp= or distributed_optimizer= yet", p.Quant),

@@ -121,10 +121,10 @@ func TestLayoutErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tc.par, err, tc.want)
 		}
 	}
-	off := distPlan(t, llama, "megatron", Parallelism{DP: 8, Zero: 2})
-	off.Seq, off.Offload = 2048, &Offload{Optimizer: "cpu"}
+	off := distPlan(t, llama, "megatron", Parallelism{DP: 8, Zero: 3})
+	off.Seq, off.Offload = 2048, &Offload{Optimizer: "cpu", Params: "cpu"}
 	if err := off.Validate(); err == nil || !strings.Contains(err.Error(), "not simulated together with zero=") {
-		t.Errorf("zero=2 with optimizer offload: error %v", err)
+		t.Errorf("zero=3 with parameter offload: error %v", err)
 	}
 	gpt := &Model{Name: "gpt", Layers: []Layer{&Embedding{Rows: 50257, Dim: 256}, &Attention{Dim: 256, Heads: 8, Impl: "flash"}}, Vocab: 50257}
 	err := distPlan(t, gpt, "megatron", Parallelism{TP: 2}).Validate()

@@ -111,6 +111,10 @@ func (d *distState) setupMegatron(r *replay) {
 // optimizerShard allocates master weights and optimizer state for a flat
 // shard of n elements.
 func (d *distState) optimizerShard(r *replay, name string, n int64, why string) {
+	if d.zeroOffload(r) {
+		d.offloadShard(r, n) // shard_offload.go: on the host
+		return
+	}
 	prec := r.plan.Precision
 	st := &r.rep.States
 	if prec.Master != InvalidDType && prec.Master != prec.Params {
@@ -154,6 +158,17 @@ func (d *distState) setupZeRO12(r *replay) {
 	} else {
 		for _, g := range d.groups(true) {
 			st.Grads += prec.Grads.Bytes(g.numel)
+		}
+	}
+	if d.zeroOffload(r) { // shard_offload.go
+		n := d.largestTrainable()
+		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), CatGrads,
+			"GPU buffer of the largest parameter that host-accumulated gradients pass through (stage_1_and_2.py, cpu_offload)")
+		if d.par.Zero == 2 {
+			if r.plan.gradsPersist() {
+				r.fo().hostGrads += prec.Grads.Bytes(part) // accumulated_grads_in_cpu (pinned)
+			}
+			return
 		}
 	}
 	if r.plan.gradsPersist() {
@@ -222,7 +237,11 @@ func (d *distState) setupZeRO3(r *replay) {
 		return
 	}
 	gb := prec.Grads.Bytes(trainPart)
-	d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
+	if d.zeroOffload(r) {
+		r.fo().hostGrads += gb // shard_offload.go: grad_partitions_flat_buffer in pinned host memory
+	} else {
+		d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
+	}
 	st.Grads = gb
 	d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, prec.Params, prec.Params.Bytes(zeroReduceBucket), CatComm, "ZeRO-3 reduce bucket (reduce_bucket_size elements, allocated at init)")
 }

@@ -1,0 +1,119 @@
+package sim
+
+// ZeRO-Offload on data-parallel ranks: DeepSpeed ZeRO stages 1-3 with
+// offload_optimizer {device: cpu} (offload(optimizer="cpu") with zero=).
+// Read from deepspeed/runtime/zero/stage_1_and_2.py and stage3.py at
+// DeepSpeed 0.19.6 (commit edaa722):
+//
+//   - this rank's fp32 master partition, its optimizer state
+//     (DeepSpeedCPUAdam: fp32 moments) and an fp32 gradient partition live
+//     in host memory, and the step runs on the CPU (stage_1_and_2.py
+//     491-507 and 837-844; stage3.py 1107-1111 and 1287-1292); stages 1-2
+//     also keep a 16-bit CPU staging copy of the partition (498-507) that
+//     the updated values go through on their way back to the GPU;
+//   - stages 1-2 keep the full 16-bit parameters on the GPU
+//     (bit16_groups_flat) but no gradient partition there:
+//     grads_in_partition is not allocated with cpu_offload (1650-1668),
+//     gradients accumulate in pinned host buffers instead
+//     (async_accumulate_grad_in_cpu_via_gpu, 1516-1560) through one
+//     persistent GPU buffer the size of the largest parameter
+//     (temp_grad_buffer_for_gpu_offload, 591-593); at the step each
+//     gradient is cast to fp32 on the GPU and copied into the host
+//     partition (1590-1605);
+//   - stage 3 keeps its fp16 parameter partition and reduce bucket on the
+//     GPU, while grad_partitions_flat_buffer moves to pinned host memory
+//     (737-752); the fp32 cast of each sub-group's gradients still happens
+//     on the GPU before the copy (1407).
+//
+// The time model counts the PCIe transfers and no GPU optimizer step; the
+// CPU step's own time (DeepSpeedCPUAdam) is not modelled, as for offload on
+// one GPU.
+//
+// PCIe per step: stages 1-2 send the fp32 gradient partition to the host
+// and the updated 16-bit partition back; stage 3 sends the reduced 16-bit
+// partition down and up again at the first micro-step (1905-1908), then
+// the fp32 partition, and the 16-bit partition back (2585-2595).
+
+// zeroOffload reports whether the ZeRO optimizer runs on the host.
+func (d *distState) zeroOffload(r *replay) bool {
+	return d != nil && d.mode == distZeRO && r.optimizerTier() != ""
+}
+
+// offloadShard accounts this rank's flat partition of n elements on the
+// host: fp32 master, optimizer state, fp32 gradients (and stages 1-2's
+// 16-bit staging copy), with the step's PCIe traffic.
+func (d *distState) offloadShard(r *replay, n int64) {
+	fo := r.fo()
+	prec := r.plan.Precision
+	master := FP32.Bytes(n)
+	var states int64
+	for _, s := range r.plan.Optimizer.states([]int64{n}, n, FP32) {
+		states += s.bytes
+	}
+	r.rep.States.Master += master
+	r.rep.States.Optimizer += states
+	fo.hostStates += master + states
+	fo.hostGrads += FP32.Bytes(n)
+	down := FP32.Bytes(n) // the fp32 gradient partition
+	if d.par.Zero == 3 {
+		down += 2 * prec.Grads.Bytes(n) // the reduced partition to the host and back at the first micro-step
+	} else {
+		fo.hostStates += prec.Params.Bytes(n) // the 16-bit staging copy of the partition
+	}
+	r.rep.Traffic.PCIe += down + prec.Params.Bytes(n) // and the updated 16-bit partition back
+}
+
+// largestTrainable is the element count of the largest trainable parameter.
+func (d *distState) largestTrainable() int64 {
+	var n int64
+	for pi := range d.p.params {
+		p := &d.p.params[pi]
+		if p.tiedTo < 0 && p.trainable {
+			n = max(n, p.numel)
+		}
+	}
+	return n
+}
+
+// offloadStep12 is the stage 1-2 step with the optimizer on the host: one
+// gradient at a time is cast to fp32 on the GPU and copied down.
+func (d *distState) offloadStep12(r *replay) {
+	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.plan.Precision.Grads != FP32 {
+		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, FP32, FP32.Bytes(n), CatTemporaries,
+			"one gradient cast to fp32 on the GPU before its copy into the host partition (stage_1_and_2.py, cpu_offload)"))
+	}
+}
+
+// partitionElems is this rank's partition of the trainable groups, elements.
+func (d *distState) partitionElems() int64 {
+	var part int64
+	for _, g := range d.groups(true) {
+		part += zeroPartition(g.numel, g.n)
+	}
+	return part
+}
+
+// validateShardedOffload says which offload and sharding combinations are
+// simulated: the ZeRO optimizer on the CPU, for any stage.
+func (p *Plan) validateShardedOffload(par Parallelism) error {
+	o := p.Offload
+	if o == nil || (o.Optimizer == "" && o.Params == "") {
+		return nil
+	}
+	switch {
+	case par.FSDP:
+		return &Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with fsdp= yet",
+			Hint: "FSDP's CPUOffload moves parameters, gradients and optimizer state together; DeepSpeed's ZeRO-Offload is simulated: parallel(dp=..., zero=2) with offload(optimizer=\"cpu\")"}
+	case par.DistributedOptimizer:
+		return &Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
+	case par.Zero == 0:
+		return nil
+	case o.Params != "":
+		return &Error{Path: "parallel", Msg: "offload(params=...) is not simulated together with zero= yet",
+			Hint: "ZeRO-Infinity's parameter offload (zero=3) is not modelled; offload(optimizer=\"cpu\") alone is"}
+	case o.Optimizer == "nvme":
+		return &Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero= yet",
+			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload); DeepSpeed swaps optimizer state to NVMe with zero=3 only"}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+)
+
+// ZeRO-Offload on 8 data-parallel ranks, hand-counted: two bias-free
+// linears 1024 -> 4096 -> 1024 (Psi = 8,388,608 parameters, the largest
+// L = 4,194,304), bf16-mixed (DeepSpeed: bf16 parameters and gradients,
+// fp32 master and AdamW state), one micro-batch. This rank's partition is
+// Psi/8 = 1,048,576 elements for every stage (Psi is a multiple of 16, so
+// stages 1-2 pad nothing; stage 3 splits each parameter 8 ways).
+//
+//   - Off the GPU at setup: the fp32 master and both moments, 12 B per
+//     partition element; stage 3 also moves its bf16 gradient partitions
+//     (2 B), and stages 1-2 add temp_grad_buffer_for_gpu_offload, a bf16
+//     buffer of the largest parameter (2 L).
+//   - Host: master + moments 12 B, fp32 gradients 4 B, and either the bf16
+//     staging copy (stages 1-2) or the bf16 gradient partitions (stage 3),
+//     2 B: 18 B per partition element.
+//   - PCIe per step: the fp32 gradients down and the bf16 partition back,
+//     6 B; stage 3 also sends the bf16 partition down and up once, 4 B more.
+func TestZeROOffload(t *testing.T) {
+	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
+	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	setupEnd := func(r *Report) int64 {
+		var last int64
+		for _, pt := range r.Timeline {
+			if pt.Phase == PhaseSetup {
+				last = pt.Allocated
+			}
+		}
+		return last
+	}
+	for _, c := range []struct {
+		zero           int
+		gpuSaved, pcie int64
+	}{
+		{1, 12*part - 2*largest, 6 * part},
+		{2, 12*part - 2*largest, 6 * part},
+		{3, 14 * part, 10 * part},
+	} {
+		plan := distPlan(t, m, "bf16-mixed", Parallelism{DP: 8, Zero: c.zero})
+		if m.Params() != psi {
+			t.Fatalf("params %d, want %d", m.Params(), psi)
+		}
+		base, err := Evaluate(plan, Options{Timeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		off := withPlan(plan, func(q *Plan) { q.Offload = &Offload{Optimizer: "cpu"} })
+		r, err := Evaluate(off, Options{Timeline: true})
+		if err != nil {
+			t.Fatalf("zero=%d: %v", c.zero, err)
+		}
+		if got := setupEnd(base) - setupEnd(r); got != c.gpuSaved {
+			t.Errorf("zero=%d: offload takes %d B off the GPU at setup, want %d", c.zero, got, c.gpuSaved)
+		}
+		if r.HostMemory != 18*part {
+			t.Errorf("zero=%d: host memory %d B, want %d (18 B x %d)", c.zero, r.HostMemory, 18*part, part)
+		}
+		if got := r.Traffic.PCIe - base.Traffic.PCIe; got != c.pcie {
+			t.Errorf("zero=%d: PCIe %d B per step, want %d", c.zero, got, c.pcie)
+		}
+		if r.States.Master != 4*part || r.States.Optimizer != 8*part {
+			t.Errorf("zero=%d: states master %d optimizer %d, want %d and %d (the ZeRO paper's model states, wherever they live)",
+				c.zero, r.States.Master, r.States.Optimizer, 4*part, 8*part)
+		}
+	}
+}
+
+// The combinations still refused say what is simulated instead.
+func TestZeROOffloadRefusals(t *testing.T) {
+	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 64, Out: 64}}, Loss: "mse"}
+	for _, c := range []struct {
+		par  Parallelism
+		off  Offload
+		want string
+	}{
+		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) is not simulated together with zero= yet"},
+		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero= yet`},
+		{Parallelism{DP: 8, FSDP: true}, Offload{Params: "cpu"}, "not simulated together with fsdp= yet"},
+		{Parallelism{DP: 8, DistributedOptimizer: true}, Offload{Optimizer: "cpu"}, "not simulated together with distributed_optimizer= yet"},
+	} {
+		p := distPlan(t, m, "bf16-mixed", c.par)
+		p.Offload = &c.off
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with %+v: error %v, want %q", c.par, c.off, err, c.want)
+		}
+	}
+}
