@@ -132,13 +132,7 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 	a.removeFree(b)
 	rest := b.size - size
 	if (pool == 0 && rest >= minBlock) || (pool == 1 && rest > smallSize) {
-		r := &block{seg: b.seg, off: b.off + size, size: rest, free: true, prev: b, next: b.next}
-		if b.next != nil {
-			b.next.prev = r
-		}
-		b.next = r
-		b.size = size
-		a.addFree(r)
+		a.addFree(splitAt(b, size))
 	}
 	b.free = false
 	a.allocated += b.size
@@ -151,22 +145,36 @@ func (a *allocator) release(b *block) {
 	b.free = true
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
+		mergeNext(b)
 	}
 	if p := b.prev; p != nil && p.free {
 		a.removeFree(p)
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
-		b = p
+		b = mergeNext(p)
 	}
 	a.addFree(b)
+}
+
+// splitAt cuts b after its first size bytes and returns the new block
+// holding the rest, with b's state (free or unmapped); the caller lists it.
+func splitAt(b *block, size int64) *block {
+	r := &block{seg: b.seg, off: b.off + size, size: b.size - size, free: b.free, unmapped: b.unmapped, prev: b, next: b.next}
+	if b.next != nil {
+		b.next.prev = r
+	}
+	b.next, b.size = r, size
+	return r
+}
+
+// mergeNext joins the block after b into b and returns b; the caller has
+// taken that block off its list.
+func mergeNext(b *block) *block {
+	n := b.next
+	b.size += n.size
+	b.next = n.next
+	if n.next != nil {
+		n.next.prev = b
+	}
+	return b
 }
 
 func (a *allocator) bestFit(pool int, size int64) *block {

@@ -56,14 +56,8 @@ func (a *allocator) allocExpandable(n int64) (blk *block, ok bool) {
 		b = a.expand(pool, size, false)
 	}
 	a.removeFree(b)
-	if rest := b.size - size; rest >= minBlock {
-		r := &block{seg: b.seg, off: b.off + size, size: rest, free: true, prev: b, next: b.next}
-		if b.next != nil {
-			b.next.prev = r
-		}
-		b.next = r
-		b.size = size
-		a.addFree(r)
+	if b.size-size >= minBlock {
+		a.addFree(splitAt(b, size))
 	}
 	b.free = false
 	a.allocated += b.size
@@ -143,13 +137,7 @@ func (a *allocator) mapBlock(u *block, want int64, limited bool) *block {
 	}
 	a.removeUnmapped(u)
 	if pages < u.size {
-		r := &block{seg: u.seg, off: u.off + pages, size: u.size - pages, unmapped: true, prev: u, next: u.next}
-		if u.next != nil {
-			u.next.prev = r
-		}
-		u.next = r
-		u.size = pages
-		a.addUnmapped(r)
+		a.addUnmapped(splitAt(u, pages))
 	}
 	u.unmapped = false
 	a.reserved += pages
@@ -157,20 +145,11 @@ func (a *allocator) mapBlock(u *block, want int64, limited bool) *block {
 	b := u
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
+		mergeNext(b)
 	}
 	if p := b.prev; p != nil && p.free {
 		a.removeFree(p)
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
-		b = p
+		b = mergeNext(p)
 	}
 	b.free = true
 	a.addFree(b)
@@ -186,22 +165,11 @@ func (a *allocator) unmapBlock(b *block) {
 		return
 	}
 	a.removeFree(b)
-	if tail := b.off + b.size - end; tail > 0 { // the partial page after stays mapped and free
-		t := &block{seg: b.seg, off: end, size: tail, free: true, prev: b, next: b.next}
-		if b.next != nil {
-			b.next.prev = t
-		}
-		b.next = t
-		b.size -= tail
-		a.addFree(t)
+	if end < b.off+b.size { // the partial page after stays mapped and free
+		a.addFree(splitAt(b, end-b.off))
 	}
-	if head := begin - b.off; head > 0 { // and so does the partial page before
-		u := &block{seg: b.seg, off: begin, size: b.size - head, prev: b, next: b.next}
-		if b.next != nil {
-			b.next.prev = u
-		}
-		b.next = u
-		b.size = head
+	if begin > b.off { // and so does the partial page before
+		u := splitAt(b, begin-b.off)
 		a.addFree(b)
 		b = u
 	}
@@ -210,20 +178,11 @@ func (a *allocator) unmapBlock(b *block) {
 	// Join unmapped neighbours.
 	if n := b.next; n != nil && n.unmapped {
 		a.removeUnmapped(n)
-		b.size += n.size
-		b.next = n.next
-		if n.next != nil {
-			n.next.prev = b
-		}
+		mergeNext(b)
 	}
 	if p := b.prev; p != nil && p.unmapped {
 		a.removeUnmapped(p)
-		p.size += b.size
-		p.next = b.next
-		if b.next != nil {
-			b.next.prev = p
-		}
-		b = p
+		b = mergeNext(p)
 	}
 	a.addUnmapped(b)
 }
