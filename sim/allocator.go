@@ -143,6 +143,12 @@ func (a *allocator) alloc(n int64) (blk *block, ok bool) {
 func (a *allocator) release(b *block) {
 	a.allocated -= b.size
 	b.free = true
+	a.addFree(a.joinFree(b))
+}
+
+// joinFree merges b with its free neighbours, taking them off the free
+// lists, and returns the merged block (not listed).
+func (a *allocator) joinFree(b *block) *block {
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
 		mergeNext(b)
@@ -151,7 +157,7 @@ func (a *allocator) release(b *block) {
 		a.removeFree(p)
 		b = mergeNext(p)
 	}
-	a.addFree(b)
+	return b
 }
 
 // splitAt cuts b after its first size bytes and returns the new block

@@ -142,15 +142,7 @@ func (a *allocator) mapBlock(u *block, want int64, limited bool) *block {
 	u.unmapped = false
 	a.reserved += pages
 	// The new pages join free neighbours, as release merges a freed block.
-	b := u
-	if n := b.next; n != nil && n.free {
-		a.removeFree(n)
-		mergeNext(b)
-	}
-	if p := b.prev; p != nil && p.free {
-		a.removeFree(p)
-		b = mergeNext(p)
-	}
+	b := a.joinFree(u)
 	b.free = true
 	a.addFree(b)
 	return b
