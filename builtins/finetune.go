@@ -67,7 +67,8 @@ func finetuneBuiltins() []Builtin {
 			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
 			"train(..., host_memory=N) checks a node's RAM. With parallel(dp=..., zero=1, 2 or 3), optimizer=\"cpu\" is " +
 			"DeepSpeed's ZeRO-Offload on every rank: each rank's partition of master, moments and fp32 grads on the host; " +
-			"params, nvme and FSDP offload are not simulated with sharding yet (a clear error says so).",
+			"with zero=3, params=\"cpu\" also keeps the bf16 partitions in pinned host memory (copied to the GPU before " +
+			"each all-gather). NVMe tiers and FSDP offload are not simulated with sharding yet (a clear error says so).",
 		Fn: offloadFn,
 	}, {
 		Name: "litgpt",

@@ -61,7 +61,16 @@ func (d *distState) gather(r *replay, u int32) {
 		r.release(flat)
 		return
 	}
+	var host int32 = none
+	if d.zeroParamOffload(r) { // shard_offload.go: the partition comes from host memory first
+		part := d.partitionOf(u)
+		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
+		r.rep.Traffic.PCIe += dt.Bytes(part)
+	}
 	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, dt.Bytes(n), CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
+	if host != none {
+		r.release(host)
+	}
 }
 
 // reshard frees unit u's gathered parameters.

@@ -80,7 +80,12 @@ func (r *replay) optimizerTier() string {
 	return ""
 }
 
-func (r *replay) paramsOffloaded() bool { return r.plan.Offload != nil && r.plan.Offload.Params != "" }
+// paramsOffloaded reports whether parameters stream from the host one
+// unit at a time (ZeRO-3 gathers them from host partitions instead:
+// shard_offload.go).
+func (r *replay) paramsOffloaded() bool {
+	return r.plan.Offload != nil && r.plan.Offload.Params != "" && !r.dist.zeroParamOffload(r)
+}
 
 func (r *replay) actsOffloaded() bool {
 	return r.plan.Offload != nil && r.plan.Offload.Activations != "" && r.plan.Phase != "eval"

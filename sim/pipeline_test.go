@@ -122,7 +122,7 @@ func TestLayoutErrors(t *testing.T) {
 		}
 	}
 	off := distPlan(t, llama, "megatron", Parallelism{DP: 8, Zero: 3})
-	off.Seq, off.Offload = 2048, &Offload{Optimizer: "cpu", Params: "cpu"}
+	off.Seq, off.Offload = 2048, &Offload{Optimizer: "nvme", Params: "nvme"}
 	if err := off.Validate(); err == nil || !strings.Contains(err.Error(), "not simulated together with zero=") {
 		t.Errorf("zero=3 with parameter offload: error %v", err)
 	}

@@ -1,5 +1,7 @@
 package sim
 
+import "fmt"
+
 // ZeRO-Offload on data-parallel ranks: DeepSpeed ZeRO stages 1-3 with
 // offload_optimizer {device: cpu} (offload(optimizer="cpu") with zero=).
 // Read from deepspeed/runtime/zero/stage_1_and_2.py and stage3.py at
@@ -34,6 +36,18 @@ package sim
 // partition down and up again at the first micro-step (1905-1908), then
 // the fp32 partition, and the 16-bit partition back (2585-2595).
 
+// zeroParamOffload reports whether ZeRO-3 keeps its 16-bit parameter
+// partitions in pinned host memory (offload_param, ZeRO-Infinity on the
+// CPU): partition_parameters.py _partition_param puts each partition on
+// the offload device (1790-1821) and stage3.py flattens them into pinned
+// host buffers (839-862). Before a module's all-gather each partition is
+// copied to the GPU (partition_parameters.py 1331-1333, 1368); the
+// updated fp32 values go to the pinned partition on the host (stage3.py
+// 2585-2595). Parameters under the persistence threshold stay on the GPU.
+func (d *distState) zeroParamOffload(r *replay) bool {
+	return d != nil && d.mode == distZeRO && r.plan.Offload != nil && r.plan.Offload.Params != ""
+}
+
 // zeroOffload reports whether the ZeRO optimizer runs on the host.
 func (d *distState) zeroOffload(r *replay) bool {
 	return d != nil && d.mode == distZeRO && r.optimizerTier() != ""
@@ -60,6 +74,10 @@ func (d *distState) offloadShard(r *replay, n int64) {
 	} else {
 		fo.hostStates += prec.Params.Bytes(n) // the 16-bit staging copy of the partition
 	}
+	if d.zeroParamOffload(r) {
+		r.rep.Traffic.PCIe += down // the updated partition stays on the host
+		return
+	}
 	r.rep.Traffic.PCIe += down + prec.Params.Bytes(n) // and the updated 16-bit partition back
 }
 
@@ -82,6 +100,15 @@ func (d *distState) offloadStep12(r *replay) {
 		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, FP32, FP32.Bytes(n), CatTemporaries,
 			"one gradient cast to fp32 on the GPU before its copy into the host partition (stage_1_and_2.py, cpu_offload)"))
 	}
+}
+
+// partitionOf is this rank's ZeRO-3 partition of unit u, elements.
+func (d *distState) partitionOf(u int32) int64 {
+	var n int64
+	for _, pi := range d.units[u].params {
+		n += ceilDiv(d.p.params[pi].numel, d.degree(pi))
+	}
+	return n
 }
 
 // partitionElems is this rank's partition of the trainable groups, elements.
@@ -108,9 +135,12 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		return &Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
 	case par.Zero == 0:
 		return nil
-	case o.Params != "":
-		return &Error{Path: "parallel", Msg: "offload(params=...) is not simulated together with zero= yet",
-			Hint: "ZeRO-Infinity's parameter offload (zero=3) is not modelled; offload(optimizer=\"cpu\") alone is"}
+	case o.Params != "" && par.Zero < 3:
+		return &Error{Path: "parallel", Msg: fmt.Sprintf("offload(params=...) needs zero=3 (got zero=%d)", par.Zero),
+			Hint: "DeepSpeed offloads parameters with ZeRO stage 3 only (offload_param)"}
+	case o.Params == "nvme":
+		return &Error{Path: "parallel", Msg: "offload(params=\"nvme\") is not simulated together with zero= yet",
+			Hint: "offload(params=\"cpu\", optimizer=\"cpu\") is"}
 	case o.Optimizer == "nvme":
 		return &Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero= yet",
 			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload); DeepSpeed swaps optimizer state to NVMe with zero=3 only"}

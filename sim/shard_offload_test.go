@@ -21,6 +21,11 @@ import (
 //     2 B: 18 B per partition element.
 //   - PCIe per step: the fp32 gradients down and the bf16 partition back,
 //     6 B; stage 3 also sends the bf16 partition down and up once, 4 B more.
+//   - With the parameters offloaded too (zero=3, ZeRO-Infinity on the
+//     CPU) the bf16 partition leaves the GPU (2 B more off it, 2 B more on
+//     the host) and no longer comes back after the step (2 B less PCIe),
+//     but each of the two modules copies its partition to the GPU before
+//     each of its two all-gathers (forward, backward): 4 B more PCIe.
 func TestZeROOffload(t *testing.T) {
 	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
 	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
@@ -34,12 +39,14 @@ func TestZeROOffload(t *testing.T) {
 		return last
 	}
 	for _, c := range []struct {
-		zero           int
-		gpuSaved, pcie int64
+		zero                 int
+		params               string
+		gpuSaved, host, pcie int64
 	}{
-		{1, 12*part - 2*largest, 6 * part},
-		{2, 12*part - 2*largest, 6 * part},
-		{3, 14 * part, 10 * part},
+		{1, "", 12*part - 2*largest, 18 * part, 6 * part},
+		{2, "", 12*part - 2*largest, 18 * part, 6 * part},
+		{3, "", 14 * part, 18 * part, 10 * part},
+		{3, "cpu", 16 * part, 20 * part, 12 * part},
 	} {
 		plan := distPlan(t, m, "bf16-mixed", Parallelism{DP: 8, Zero: c.zero})
 		if m.Params() != psi {
@@ -49,19 +56,19 @@ func TestZeROOffload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		off := withPlan(plan, func(q *Plan) { q.Offload = &Offload{Optimizer: "cpu"} })
+		off := withPlan(plan, func(q *Plan) { q.Offload = &Offload{Optimizer: "cpu", Params: c.params} })
 		r, err := Evaluate(off, Options{Timeline: true})
 		if err != nil {
 			t.Fatalf("zero=%d: %v", c.zero, err)
 		}
 		if got := setupEnd(base) - setupEnd(r); got != c.gpuSaved {
-			t.Errorf("zero=%d: offload takes %d B off the GPU at setup, want %d", c.zero, got, c.gpuSaved)
+			t.Errorf("zero=%d params=%q: offload takes %d B off the GPU at setup, want %d", c.zero, c.params, got, c.gpuSaved)
 		}
-		if r.HostMemory != 18*part {
-			t.Errorf("zero=%d: host memory %d B, want %d (18 B x %d)", c.zero, r.HostMemory, 18*part, part)
+		if r.HostMemory != c.host {
+			t.Errorf("zero=%d params=%q: host memory %d B, want %d", c.zero, c.params, r.HostMemory, c.host)
 		}
 		if got := r.Traffic.PCIe - base.Traffic.PCIe; got != c.pcie {
-			t.Errorf("zero=%d: PCIe %d B per step, want %d", c.zero, got, c.pcie)
+			t.Errorf("zero=%d params=%q: PCIe %d B per step, want %d", c.zero, c.params, got, c.pcie)
 		}
 		if r.States.Master != 4*part || r.States.Optimizer != 8*part {
 			t.Errorf("zero=%d: states master %d optimizer %d, want %d and %d (the ZeRO paper's model states, wherever they live)",
@@ -78,7 +85,8 @@ func TestZeROOffloadRefusals(t *testing.T) {
 		off  Offload
 		want string
 	}{
-		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) is not simulated together with zero= yet"},
+		{Parallelism{DP: 8, Zero: 2}, Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) needs zero=3 (got zero=2)"},
+		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is not simulated together with zero= yet`},
 		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero= yet`},
 		{Parallelism{DP: 8, FSDP: true}, Offload{Params: "cpu"}, "not simulated together with fsdp= yet"},
 		{Parallelism{DP: 8, DistributedOptimizer: true}, Offload{Optimizer: "cpu"}, "not simulated together with distributed_optimizer= yet"},

@@ -201,7 +201,11 @@ func (d *distState) setupZeRO3(r *replay) {
 				return
 			}
 			b := prec.Params.Bytes(sub)
-			d.alloc(r, fmt.Sprintf("fp16 partition %d", k), []int64{sub}, prec.Params, b, CatParams, "this rank's partition of the parameters (ZeRO-3)")
+			if d.zeroParamOffload(r) {
+				r.fo().hostParams += b // shard_offload.go: pinned on the host
+			} else {
+				d.alloc(r, fmt.Sprintf("fp16 partition %d", k), []int64{sub}, prec.Params, b, CatParams, "this rank's partition of the parameters (ZeRO-3)")
+			}
 			st.Params += b
 			if trainable {
 				d.optimizerShard(r, fmt.Sprintf("sub-group %d", k), sub, "ZeRO-3 partition")
