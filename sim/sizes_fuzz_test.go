@@ -56,9 +56,16 @@ func FuzzSizes(f *testing.F) {
 			t.Fatalf("report breaks invariants:\n%s", strings.Join(probs, "\n"))
 		}
 		// The same step with expandable segments, and on one GPU with a
-		// validation pass before it.
+		// validation pass before it, or with ZeRO the optimizer (and at
+		// stage 3 the parameters) offloaded to the CPU.
 		p.ExpandableSegments = true
 		p.Validation = !p.Parallel.Active() && p.Phase == "train"
+		if z := p.Parallel.Zero; z > 0 && p.Phase == "train" {
+			p.Offload = &Offload{Optimizer: "cpu"}
+			if z == 3 {
+				p.Offload.Params = "cpu"
+			}
+		}
 		rep, err = Evaluate(p, Options{})
 		if err != nil {
 			failInternal(t, err)
