@@ -278,7 +278,7 @@ func (d *distState) backwardStart(r *replay) {
 	}
 	dt := r.plan.Precision.Params
 	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
-	if d.par.Zero == 2 && d.gradPart == none {
+	if d.par.Zero == 2 && d.gradPart == none && !d.zeroOffload(r) { // offloaded: the partition is on the host
 		d.allocGradPart(r)
 	}
 }
@@ -305,7 +305,9 @@ func (d *distState) backwardEnd(r *replay) {
 		return
 	}
 	if d.par.Zero == 1 {
-		d.allocGradPart(r)
+		if !d.zeroOffload(r) { // offloaded: the reduced partition goes to the host
+			d.allocGradPart(r)
+		}
 		for pi := range d.p.params {
 			if r.paramGrad[pi] != none {
 				r.release(r.paramGrad[pi])

@@ -15,7 +15,9 @@ import (
 //   - Off the GPU at setup: the fp32 master and both moments, 12 B per
 //     partition element; stage 3 also moves its bf16 gradient partitions
 //     (2 B), and stages 1-2 add temp_grad_buffer_for_gpu_offload, a bf16
-//     buffer of the largest parameter (2 L).
+//     buffer of the largest parameter (2 L). At the end of the backward
+//     stages 1-2 also lack the bf16 gradient partition (2 B) the GPU
+//     optimizer would read.
 //   - Host: master + moments 12 B, fp32 gradients 4 B, and either the bf16
 //     staging copy (stages 1-2) or the bf16 gradient partitions (stage 3),
 //     2 B: 18 B per partition element.
@@ -29,10 +31,10 @@ import (
 func TestZeROOffload(t *testing.T) {
 	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
 	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
-	setupEnd := func(r *Report) int64 {
+	lastIn := func(r *Report, phase string) int64 {
 		var last int64
 		for _, pt := range r.Timeline {
-			if pt.Phase == PhaseSetup {
+			if pt.Phase == phase {
 				last = pt.Allocated
 			}
 		}
@@ -42,11 +44,12 @@ func TestZeROOffload(t *testing.T) {
 		zero                 int
 		params               string
 		gpuSaved, host, pcie int64
+		partAfterBackward    int64 // the bf16 gradient partition stages 1-2 keep on the GPU for the step
 	}{
-		{1, "", 12*part - 2*largest, 18 * part, 6 * part},
-		{2, "", 12*part - 2*largest, 18 * part, 6 * part},
-		{3, "", 14 * part, 18 * part, 10 * part},
-		{3, "cpu", 16 * part, 20 * part, 12 * part},
+		{1, "", 12*part - 2*largest, 18 * part, 6 * part, 2 * part},
+		{2, "", 12*part - 2*largest, 18 * part, 6 * part, 2 * part},
+		{3, "", 14 * part, 18 * part, 10 * part, 0},
+		{3, "cpu", 16 * part, 20 * part, 12 * part, 0},
 	} {
 		plan := distPlan(t, m, "bf16-mixed", Parallelism{DP: 8, Zero: c.zero})
 		if m.Params() != psi {
@@ -61,8 +64,11 @@ func TestZeROOffload(t *testing.T) {
 		if err != nil {
 			t.Fatalf("zero=%d: %v", c.zero, err)
 		}
-		if got := setupEnd(base) - setupEnd(r); got != c.gpuSaved {
+		if got := lastIn(base, PhaseSetup) - lastIn(r, PhaseSetup); got != c.gpuSaved {
 			t.Errorf("zero=%d params=%q: offload takes %d B off the GPU at setup, want %d", c.zero, c.params, got, c.gpuSaved)
+		}
+		if got := lastIn(base, PhaseBackward) - lastIn(r, PhaseBackward); got != c.gpuSaved+c.partAfterBackward {
+			t.Errorf("zero=%d params=%q: offload takes %d B off the GPU at the end of the backward, want %d", c.zero, c.params, got, c.gpuSaved+c.partAfterBackward)
 		}
 		if r.HostMemory != c.host {
 			t.Errorf("zero=%d params=%q: host memory %d B, want %d", c.zero, c.params, r.HostMemory, c.host)
