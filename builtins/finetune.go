@@ -68,7 +68,9 @@ func finetuneBuiltins() []Builtin {
 			"train(..., host_memory=N) checks a node's RAM. With parallel(dp=..., zero=1, 2 or 3), optimizer=\"cpu\" is " +
 			"DeepSpeed's ZeRO-Offload on every rank: each rank's partition of master, moments and fp32 grads on the host; " +
 			"with zero=3, params=\"cpu\" also keeps the bf16 partitions in pinned host memory (copied to the GPU before " +
-			"each all-gather). NVMe tiers and FSDP offload are not simulated with sharding yet (a clear error says so).",
+			"each all-gather). With parallel(fsdp=True), params=\"cpu\" is FSDP2's CPUOffloadPolicy: shards, their gradients " +
+			"and the optimizer on the host, each unit's shards copied to the GPU before its all-gather. NVMe tiers and FSDP1 " +
+			"offload are not simulated with sharding yet (a clear error says so).",
 		Fn: offloadFn,
 	}, {
 		Name: "litgpt",

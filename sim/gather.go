@@ -56,7 +56,14 @@ func (d *distState) gather(r *replay, u int32) {
 		return
 	}
 	if d.mode == distFSDP {
+		var fromHost []int32
+		if d.fsdpOffload(r) {
+			fromHost = d.fsdpShardsToGPU(r, u) // fsdp_offload.go
+		}
 		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
+		for _, id := range fromHost {
+			r.release(id)
+		}
 		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, dt.Bytes(n), CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
 		r.release(flat)
 		return
@@ -260,7 +267,9 @@ func (d *distState) reduceScatter(r *replay, u int32) {
 			r.paramGrad[pi] = none
 		}
 	}
-	if un.grad == none {
+	if d.fsdpOffload(r) {
+		d.fsdpGradToHost(r, u) // fsdp_offload.go
+	} else if un.grad == none {
 		d.shardGrad(r, int(u))
 	} else {
 		s := d.unitGradShard(int(u))
@@ -376,7 +385,7 @@ func (d *distState) optimizerStep(r *replay) bool {
 		}
 		return true
 	case distFSDP:
-		if r.plan.Optimizer.InBackward {
+		if r.plan.Optimizer.InBackward || d.fsdpOffload(r) { // offloaded: the step runs on the host
 			return true
 		}
 		var largest, total int64

@@ -84,7 +84,7 @@ func (r *replay) optimizerTier() string {
 // unit at a time (ZeRO-3 gathers them from host partitions instead:
 // shard_offload.go).
 func (r *replay) paramsOffloaded() bool {
-	return r.plan.Offload != nil && r.plan.Offload.Params != "" && !r.dist.zeroParamOffload(r)
+	return r.plan.Offload != nil && r.plan.Offload.Params != "" && !r.dist.shardedParamOffload(r)
 }
 
 func (r *replay) actsOffloaded() bool {

@@ -128,9 +128,16 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		return nil
 	}
 	switch {
+	case par.FSDP && par.FSDPVersion == 1:
+		return &Error{Path: "parallel", Msg: "offload is not simulated together with fsdp_version=1 yet",
+			Hint: "FSDP2's CPUOffloadPolicy is: parallel(dp=..., fsdp=True) with offload(params=\"cpu\")"}
+	case par.FSDP && o.Params == "":
+		return &Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
+			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) has no optimizer-only offload"}
+	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
+		return &Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)"}
 	case par.FSDP:
-		return &Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with fsdp= yet",
-			Hint: "FSDP's CPUOffload moves parameters, gradients and optimizer state together; DeepSpeed's ZeRO-Offload is simulated: parallel(dp=..., zero=2) with offload(optimizer=\"cpu\")"}
+		return nil
 	case par.DistributedOptimizer:
 		return &Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
 	case par.Zero == 0:

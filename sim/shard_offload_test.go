@@ -94,13 +94,70 @@ func TestZeROOffloadRefusals(t *testing.T) {
 		{Parallelism{DP: 8, Zero: 2}, Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) needs zero=3 (got zero=2)"},
 		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is not simulated together with zero= yet`},
 		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero= yet`},
-		{Parallelism{DP: 8, FSDP: true}, Offload{Params: "cpu"}, "not simulated together with fsdp= yet"},
+		{Parallelism{DP: 8, FSDP: true}, Offload{Optimizer: "cpu"}, "FSDP offloads parameters, gradients and optimizer state together"},
+		{Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, Offload{Params: "cpu"}, "offload is not simulated together with fsdp_version=1 yet"},
 		{Parallelism{DP: 8, DistributedOptimizer: true}, Offload{Optimizer: "cpu"}, "not simulated together with distributed_optimizer= yet"},
 	} {
 		p := distPlan(t, m, "bf16-mixed", c.par)
 		p.Offload = &c.off
 		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s with %+v: error %v, want %q", c.par, c.off, err, c.want)
+		}
+	}
+}
+
+// FSDP2 with CPUOffloadPolicy on 8 ranks, hand-counted with the same two
+// linears (bf16-mixed: fp32 parameters and gradients, bf16 all-gathers):
+// each weight's shard is 1/8 of its rows, s = 2 x 524,288 = 1,048,576
+// elements. Both linears sit in the root unit (no repeated blocks), which
+// is gathered once and kept through the backward.
+//
+//   - Off the GPU at setup: the fp32 shards and AdamW's two fp32 moments,
+//     12 B per shard element.
+//   - Host: shards 4 B, moments 8 B, fp32 gradient shards 4 B: 16 B.
+//   - PCIe: the fp32 shards down for the one gather and the fp32
+//     gradient shard up after the reduce-scatter: 8 B.
+//   - The gather reads a GPU copy of the shards (4 B) and its bf16 cast
+//     (2 B) next to the all-gather output: the gather's transient peak
+//     grows by 6 B per shard element.
+func TestFSDPOffload(t *testing.T) {
+	const s = 1_048_576
+	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", Parallelism{DP: 8, FSDP: true})
+	base, err := Evaluate(plan, Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Evaluate(withPlan(plan, func(q *Plan) { q.Offload = &Offload{Params: "cpu"} }), Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setupEnd := func(r *Report) int64 {
+		var last int64
+		for _, pt := range r.Timeline {
+			if pt.Phase == PhaseSetup {
+				last = pt.Allocated
+			}
+		}
+		return last
+	}
+	if got := setupEnd(base) - setupEnd(r); got != 12*s {
+		t.Errorf("offload takes %d B off the GPU at setup, want %d", got, 12*s)
+	}
+	if r.HostMemory != 16*s {
+		t.Errorf("host memory %d B, want %d", r.HostMemory, 16*s)
+	}
+	if got := r.Traffic.PCIe - base.Traffic.PCIe; got != 8*s {
+		t.Errorf("PCIe %d B per step, want %d", got, 8*s)
+	}
+	// The first forward event past the setup is the gather's first
+	// allocation: the fp32 copy of the shards.
+	for i, pt := range r.Timeline {
+		if pt.Phase == PhaseForward {
+			if got := pt.Allocated - r.Timeline[i-1].Allocated; got != 4*s {
+				t.Errorf("the first forward allocation is %d B, want the %d B fp32 copy of the shards", got, 4*s)
+			}
+			break
 		}
 	}
 }

@@ -116,6 +116,15 @@ func (d *distState) optimizerShard(r *replay, name string, n int64, why string) 
 		return
 	}
 	prec := r.plan.Precision
+	if d.fsdpOffload(r) { // fsdp_offload.go: the optimizer steps on the host shards
+		var states int64
+		for _, s := range r.plan.Optimizer.states([]int64{n}, n, prec.States) {
+			states += s.bytes
+		}
+		r.rep.States.Optimizer += states
+		r.fo().hostStates += states
+		return
+	}
 	st := &r.rep.States
 	if prec.Master != InvalidDType && prec.Master != prec.Params {
 		b := prec.Master.Bytes(n)
@@ -268,8 +277,12 @@ func (d *distState) setupFSDP(r *replay) {
 		}
 		n := fsdpShard(p.shape, p.numel, d.degree(int32(pi)))
 		b := prec.Params.Bytes(n)
-		d.alloc(r, p.name+" shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the parameter (FSDP)")
 		st.Params += b
+		if d.fsdpOffload(r) {
+			r.fo().hostParams += b // fsdp_offload.go: pinned on the host
+			continue
+		}
+		d.alloc(r, p.name+" shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the parameter (FSDP)")
 	}
 	if r.plan.Phase == "eval" {
 		return
@@ -281,6 +294,14 @@ func (d *distState) setupFSDP(r *replay) {
 			continue
 		}
 		d.optimizerShard(r, p.name, fsdpShard(p.shape, p.numel, d.degree(int32(pi))), "FSDP shard")
+	}
+	if d.fsdpOffload(r) { // fsdp_offload.go: the sharded gradients are host tensors
+		for u := range d.units {
+			b := prec.Grads.Bytes(d.unitGradShard(u))
+			r.fo().hostGrads += b
+			st.Grads += b
+		}
+		return
 	}
 	if r.plan.gradsPersist() {
 		for u := range d.units {

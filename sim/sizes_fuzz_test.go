@@ -57,7 +57,8 @@ func FuzzSizes(f *testing.F) {
 		}
 		// The same step with expandable segments, and on one GPU with a
 		// validation pass before it, or with ZeRO the optimizer (and at
-		// stage 3 the parameters) offloaded to the CPU.
+		// stage 3 the parameters) offloaded to the CPU, or as FSDP2 with
+		// everything offloaded.
 		p.ExpandableSegments = true
 		p.Validation = !p.Parallel.Active() && p.Phase == "train"
 		if z := p.Parallel.Zero; z > 0 && p.Phase == "train" {
@@ -65,6 +66,8 @@ func FuzzSizes(f *testing.F) {
 			if z == 3 {
 				p.Offload.Params = "cpu"
 			}
+		} else if p.Parallel.Active() && p.Phase == "train" { // DDP becomes FSDP2 with CPUOffloadPolicy
+			p.Parallel.FSDP, p.Offload = true, &Offload{Params: "cpu"}
 		}
 		rep, err = Evaluate(p, Options{})
 		if err != nil {

@@ -254,8 +254,8 @@ func programFLOPs(p *program, eval bool) (model, hardware float64) {
 // distributed optimizer update every parameter.
 func (r *replay) shardedOptimizerTraffic() int64 {
 	d := r.dist
-	if d.zeroOffload(r) {
-		return 0 // the step runs on the host (shard_offload.go); its PCIe traffic is timed as offload
+	if d.zeroOffload(r) || d.fsdpOffload(r) {
+		return 0 // the step runs on the host (shard_offload.go, fsdp_offload.go); its PCIe traffic is timed as offload
 	}
 	sharded := d.mode == distZeRO || d.mode == distFSDP || (d.mode == distMegatron && d.par.DistributedOptimizer)
 	var t int64

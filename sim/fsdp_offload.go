@@ -1,0 +1,75 @@
+package sim
+
+// FSDP2 with CPU offload (fully_shard(offload_policy=CPUOffloadPolicy()),
+// offload(params="cpu") with parallel(fsdp=True)). Read from
+// torch/distributed/fsdp/_fully_shard (_fsdp_api.py CPUOffloadPolicy,
+// _fsdp_param.py, _fsdp_collectives.py):
+//
+//   - the sharded parameters live in pinned host memory in their own dtype
+//     (FSDPParam._init_sharded_param moves the padded shard to the CPU), so
+//     the optimizer creates its state there and steps on the CPU, and the
+//     sharded gradients are host tensors too;
+//   - before a unit's all-gather each shard is copied to the GPU
+//     (all_gather_inputs: _sharded_param_data.to(device)) and cast to
+//     param_dtype under a MixedPrecisionPolicy: both copies are GPU
+//     temporaries next to the all-gather output;
+//   - after the reduce-scatter the gradient shard is copied to the host
+//     (foreach_reduce: reduce_output.to("cpu")) and freed on the GPU; with
+//     accumulation the add happens on the host.
+//
+// PCIe per step: every gather copies the unit's shards down, every
+// reduce-scatter its gradient shard up. The CPU optimizer step's own time
+// is not modelled. FSDP1's CPUOffload is not simulated.
+
+// fsdpOffload reports whether FSDP2 keeps its shards on the host.
+func (d *distState) fsdpOffload(r *replay) bool {
+	return d != nil && d.mode == distFSDP && !d.fsdp1 && r.plan.Offload != nil && r.plan.Offload.Params != ""
+}
+
+// shardedParamOffload reports whether the sharding keeps the parameters on
+// the host itself (ZeRO-3 or FSDP2), so that the one-GPU streaming of
+// offload.go stays off.
+func (d *distState) shardedParamOffload(r *replay) bool {
+	return d.zeroParamOffload(r) || d.fsdpOffload(r)
+}
+
+// unitShard is this rank's FSDP2 shard of unit u's parameters, elements
+// (trainable only when trainable is set).
+func (d *distState) unitShard(u int32, trainableOnly bool) int64 {
+	var n int64
+	for _, pi := range d.units[u].params {
+		p := &d.p.params[pi]
+		if !trainableOnly || p.trainable {
+			n += fsdpShard(p.shape, p.numel, d.degree(pi))
+		}
+	}
+	return n
+}
+
+// fsdpShardsToGPU allocates the GPU copies of unit u's host shards that
+// its all-gather reads (and their cast to the all-gather dtype); the
+// caller frees them once the all-gather output exists.
+func (d *distState) fsdpShardsToGPU(r *replay, u int32) []int32 {
+	un := &d.units[u]
+	n := d.unitShard(u, false)
+	dt := r.plan.Precision.Params
+	r.rep.Traffic.PCIe += dt.Bytes(n)
+	ids := []int32{d.alloc(r, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), CatComm,
+		"GPU copy of this rank's host shards of "+un.name+" (FSDP2 CPUOffloadPolicy: all_gather_inputs)")}
+	if d.gatherDT != dt {
+		ids = append(ids, d.alloc(r, un.name+" shards cast", []int64{n}, d.gatherDT, d.gatherDT.Bytes(n), CatComm,
+			"the shards cast to param_dtype for the all-gather (MixedPrecisionPolicy)"))
+	}
+	return ids
+}
+
+// fsdpGradToHost is the reduce-scatter output of unit u, copied to the
+// host and freed.
+func (d *distState) fsdpGradToHost(r *replay, u int32) {
+	un := &d.units[u]
+	s := d.unitGradShard(int(u))
+	dt := r.plan.Precision.Grads
+	r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), CatComm,
+		"FSDP reduce-scatter output of "+un.name+", copied to the host gradient shard"))
+	r.rep.Traffic.PCIe += dt.Bytes(s)
+}
