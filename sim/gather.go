@@ -49,6 +49,9 @@ func (d *distState) gather(r *replay, u int32) {
 	if un.tensor != none {
 		return
 	}
+	if !un.keep {
+		d.live += un.numel
+	}
 	n := d.gatheredSize(u)
 	dt := d.gatherDT
 	if d.fsdp1 {
@@ -88,28 +91,26 @@ func (d *distState) reshard(r *replay, u int32) {
 	}
 	r.release(un.tensor)
 	un.tensor = none
+	d.live -= un.numel
 }
 
 // prefetch gathers the units after (forward) or before (backward) unit u
 // in first-use order: one unit for FSDP, up to the prefetch bucket for
 // ZeRO-3 (and never past max_live_parameters).
 func (d *distState) prefetch(r *replay, u int32, forward bool) {
-	pos := -1
-	for k, x := range d.order {
-		if x == u {
-			pos = k
+	if d.posOf == nil { // the order is fixed once the units are built
+		d.posOf = make([]int, len(d.units))
+		for k, x := range d.order {
+			d.posOf[x] = k
 		}
 	}
+	pos := d.posOf[u]
 	step := 1
 	if !forward {
 		step = -1
 	}
-	var ahead, live int64
-	for _, un := range d.units {
-		if un.tensor != none && !un.keep {
-			live += un.numel
-		}
-	}
+	var ahead int64
+	live := d.live // a running count: summing the units at every prefetch was quadratic in their number
 	for k, n := pos+step, 0; k >= 0 && k < len(d.order); k += step {
 		v := d.order[k]
 		un := &d.units[v]

@@ -12,9 +12,14 @@ func (d *distState) buildUnits() {
 	d.unitOf = fill(make([]int32, len(prog.params)), none)
 	d.opUnits = make([][]int32, len(prog.ops))
 	key := map[string]int32{}
-	var blocks []string
+	var blocks map[string]int
 	if d.mode == distFSDP {
-		blocks = blockPrefixes(d.plan.Model)
+		blocks = map[string]int{}
+		for i, b := range blockPrefixes(d.plan.Model) {
+			if _, ok := blocks[b]; !ok {
+				blocks[b] = i
+			}
+		}
 	}
 	unitFor := func(pi int32) int32 {
 		if u := d.unitOf[pi]; u != none {
@@ -80,33 +85,30 @@ func moduleOf(name string) string {
 }
 
 // fsdpUnit is the FSDP unit of a parameter: the repeated block whose path
-// prefixes its name, else the root.
-func fsdpUnit(name string, blocks []string) (string, bool) {
-	for _, b := range blocks {
-		if hasPathPrefix(name, b) {
-			return b, false
+// prefixes its name, allowing leading scopes the lowering adds (pipeline
+// micro-batches "mbK", ensemble members "memberK"), else the root. blocks
+// maps each block path to its position; the first block that matches
+// wins. It looks up every dotted sub-path of the name rather than trying
+// every block: a scan made FSDP over 65,536 blocks quadratic (FuzzSizes).
+func fsdpUnit(name string, blocks map[string]int) (string, bool) {
+	best, found := "", -1
+	for s := 0; s < len(name); s++ {
+		if s > 0 && name[s-1] != '.' {
+			continue // a sub-path starts the name or follows a dot
+		}
+		for e := s + 1; e < len(name); e++ {
+			if name[e] != '.' {
+				continue // and ends before a dot
+			}
+			if i, ok := blocks[name[s:e]]; ok && (found < 0 || i < found) {
+				best, found = name[s:e], i
+			}
 		}
 	}
-	return "root", true
-}
-
-// hasPathPrefix reports whether name is under module path p, allowing
-// leading scopes the lowering adds (pipeline micro-batches "mbK",
-// ensemble members "memberK").
-func hasPathPrefix(name, p string) bool {
-	for {
-		if len(name) > len(p) && name[:len(p)] == p && name[len(p)] == '.' {
-			return true
-		}
-		i := 0
-		for i < len(name) && name[i] != '.' {
-			i++
-		}
-		if i >= len(name) {
-			return false
-		}
-		name = name[i+1:]
+	if found < 0 {
+		return "root", true
 	}
+	return best, false
 }
 
 // blockPrefixes are the module paths of the blocks of the model's largest

@@ -73,6 +73,8 @@ type distState struct {
 	unitOf  []int32 // by parameter, -1 when not gathered
 	opUnits [][]int32
 	order   []int32 // units by first forward use
+	posOf   []int   // each unit's position in order (prefetch), built on first use
+	live    int64   // elements of gathered units that are not kept whole
 
 	seeds map[int32][]stageOut // pipeline outputs by producer op
 
