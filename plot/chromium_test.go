@@ -2,16 +2,10 @@ package plot
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"image"
 	"image/color"
-	"image/png"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 )
 
 // chromium is where Debian's chromium package installs the browser.
@@ -34,26 +28,7 @@ func TestTimelineInChromium(t *testing.T) {
 	r := quickstartReport(t, "RTX-4090", 16)
 	var b bytes.Buffer
 	must(t, WriteSVG(&b, []Chart{{Title: "gpt-350m on RTX-4090: batch 16 x seq 1024, bf16-mixed, adamw(), full checkpointing", Report: r}}))
-	svgPath := filepath.Join(dir, "quickstart_timeline.svg")
-	pngPath := filepath.Join(dir, "quickstart_timeline.png")
-	must(t, os.WriteFile(svgPath, b.Bytes(), 0o644))
-
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu",
-		"--disable-background-networking", "--hide-scrollbars", "--user-data-dir="+t.TempDir(),
-		fmt.Sprintf("--window-size=%d,%d", Width, Height), "--screenshot="+pngPath, "file://"+svgPath)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, out)
-	}
-	f, err := os.Open(pngPath)
-	must(t, err)
-	defer f.Close()
-	img, err := png.Decode(f)
-	must(t, err)
-	if s := img.Bounds().Size(); s.X != Width || s.Y != Height {
-		t.Fatalf("screenshot is %v, want %dx%d", s, Width, Height)
-	}
+	img := screenshot(t, dir, "quickstart_timeline", b.Bytes()) // table_chromium_test.go
 
 	count := func(hex string, in image.Rectangle) int {
 		want := parseHex(hex)

@@ -104,15 +104,7 @@ func tablePanel(s *svgWriter, title string, tc *TableChart) error {
 	tableAxes(s, tc, sx, sy, left, right)
 	front := frontPoints(tc)
 	if tc.Pareto && len(front) > 1 {
-		var d strings.Builder
-		for i, p := range front {
-			cmd := "L"
-			if i == 0 {
-				cmd = "M"
-			}
-			fmt.Fprintf(&d, "%s%.1f %.1f", cmd, sx.at(p.X), sy.at(p.Y))
-		}
-		s.raw(`<path d="%s" fill="none" stroke="%s" stroke-width="7" stroke-opacity="0.35" stroke-linejoin="round" stroke-linecap="round" class="front-line"/>`+"\n", d.String(), colorFront)
+		s.raw(`<path d="%s" fill="none" stroke="%s" stroke-width="7" stroke-opacity="0.35" stroke-linejoin="round" stroke-linecap="round" class="front-line"/>`+"\n", polyline(front, sx, sy), colorFront)
 	}
 	if tc.Lines {
 		for k, se := range tc.Series {
@@ -269,6 +261,11 @@ func seriesLine(s *svgWriter, se Series, color string, sx, sy scale) {
 			return
 		}
 	}
+	s.raw(`<path d="%s" fill="none" stroke="%s" stroke-width="1.5" class="series-line" data-series="%s"/>`+"\n", polyline(pts, sx, sy), color, esc(se.Name))
+}
+
+// polyline is the SVG path data through the points in order.
+func polyline(pts []TablePoint, sx, sy scale) string {
 	var d strings.Builder
 	for i, p := range pts {
 		cmd := "L"
@@ -277,7 +274,7 @@ func seriesLine(s *svgWriter, se Series, color string, sx, sy scale) {
 		}
 		fmt.Fprintf(&d, "%s%.1f %.1f", cmd, sx.at(p.X), sy.at(p.Y))
 	}
-	s.raw(`<path d="%s" fill="none" stroke="%s" stroke-width="1.5" class="series-line" data-series="%s"/>`+"\n", d.String(), color, esc(se.Name))
+	return d.String()
 }
 
 // point draws one row: a dot, or a cross when it does not fit, with a
