@@ -209,15 +209,20 @@ func graphBuiltins() []Builtin {
 		{
 			Name: "encoder_processor_decoder",
 			Sig: "encoder_processor_decoder(name, grid, mesh, encoder, processor, decoder, inputs, outputs, " +
-				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32)",
+				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32, data_variables=None, data_dates=3)",
 			Doc: "An anemoi encoder-processor-decoder weather model: the encoder maps the grid onto the mesh, the " +
-				"processor works there, the decoder maps back. inputs is the fp32 features per grid point and sample " +
+				"processor (transformer_processor or graph_transformer_processor) works there, the decoder maps back. inputs is the fp32 features per grid point and sample " +
 				"the model reads (anemoi: multistep x input variables + prognostic skip + 1 forecast-step column); the " +
 				"model appends 4 coordinate features and node_attrs trainable ones per node. outputs is the variables " +
 				"predicted per point. noise_channels > 0 injects noise conditioning the processor's layer norms " +
 				"(anemoi's ensemble model); loss \"crps\" (almost-fair kernel CRPS over the members: train with " +
 				"members >= 2) or \"mse\". Returns a model whose input is [batch, points, inputs]: train() takes " +
-				"no seq for it, and members folds into the batch (\"stacked\") or runs one at a time (\"sequential\").",
+				"no seq for it, and members folds into the batch (\"stacked\") or runs one at a time (\"sequential\"). " +
+				"data_variables counts every dataset variable per point (prognostic, forcings, diagnostics): with it " +
+				"the data loader's batch, [batch, data_dates, 1, points, data_variables] fp32 (data_dates = " +
+				"multistep_input + rollout), stays on the GPU for the whole step (a second, normalised copy in " +
+				"validation) and the model's input is built from it and freed when the forward ends, as anemoi's " +
+				"forecasters do; without it the model's input is the batch and lives for the whole step.",
 			Fn: encoderProcessorDecoderFn,
 		},
 	}
@@ -479,9 +484,12 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	var gridV, meshV, encV, procV, decV, inputs, outputs starlark.Value
 	loss := "crps"
 	nodeAttrs, noise, noiseHidden := starlark.Value(starlark.MakeInt(8)), starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(32))
+	var dataVars starlark.Value
+	dataDates := starlark.Value(starlark.MakeInt(3))
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "grid", &gridV, "mesh", &meshV,
 		"encoder", &encV, "processor", &procV, "decoder", &decV, "inputs", &inputs, "outputs", &outputs,
-		"loss?", &loss, "node_attrs?", &nodeAttrs, "noise_channels?", &noise, "noise_hidden?", &noiseHidden); err != nil {
+		"loss?", &loss, "node_attrs?", &nodeAttrs, "noise_channels?", &noise, "noise_hidden?", &noiseHidden,
+		"data_variables?", &dataVars, "data_dates?", &dataDates); err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -516,17 +524,17 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 			} else if p.what == "decoder" {
 				e.Decoder = x
 			} else {
-				return nil, fmt.Errorf("processor must be a transformer_processor (got graph_transformer)")
+				return nil, fmt.Errorf("processor must be a transformer_processor or graph_transformer_processor (got graph_transformer)")
 			}
-		case *sim.TransformerProcessor:
+		case *sim.TransformerProcessor, *sim.GraphTransformerProcessor:
 			if p.what != "processor" {
-				return nil, fmt.Errorf("%s must be a graph_transformer (got transformer_processor)", p.what)
+				return nil, fmt.Errorf("%s must be a graph_transformer (got %s)", p.what, l.Kind())
 			}
-			e.Processor = x
+			e.Processor = x.(sim.MeshProcessor)
 		default:
 			want := "graph_transformer"
 			if p.what == "processor" {
-				want = "transformer_processor"
+				want = "transformer_processor or graph_transformer_processor"
 			}
 			return nil, fmt.Errorf("%s must be a %s (got %s)", p.what, want, l.Kind())
 		}
@@ -535,6 +543,13 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 		intArg{nodeAttrs, "node_attrs", &e.NodeAttrs}, intArg{noise, "noise_channels", &e.NoiseChannels},
 		intArg{noiseHidden, "noise_hidden", &e.NoiseHidden}); err != nil {
 		return nil, err
+	}
+	if dataVars != nil && dataVars != starlark.None {
+		d := &sim.DataBatch{}
+		if err := ints(intArg{dataVars, "data_variables", &d.Variables}, intArg{dataDates, "data_dates", &d.Times}); err != nil {
+			return nil, err
+		}
+		e.Data = d
 	}
 	epd, err := sim.NewEncoderProcessorDecoder(e)
 	if err != nil {

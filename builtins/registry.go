@@ -56,8 +56,9 @@ func tables() [][]Builtin {
 		hfConfigBuiltins(),
 		extraLayerBuiltins(),
 		graphBuiltins(),
-		sweepBuiltins(),  // sweep; the table value is resulttable.go
-		searchBuiltins(), // search
+		graphProcessorBuiltins(), // graph_transformer_processor
+		sweepBuiltins(),          // sweep; the table value is resulttable.go
+		searchBuiltins(),         // search
 	}
 }
 

@@ -44,7 +44,7 @@ func reportBuiltins() []Builtin {
 			"r.fits, r.peak_allocated (torch.cuda.max_memory_allocated), r.peak_reserved (max_memory_reserved), " +
 			"r.device_used (nvidia-smi), r.capacity, r.headroom, r.breakdown (bytes by category at the peak), " +
 			"r.peak_at (.phase, .op), r.largest (.tensor .op .shape .dtype .bytes .why .phase), r.oom (None or " +
-			".message in PyTorch's words and the failing allocation), r.states (params, grads, master, optimizer), " +
+			".message in PyTorch's words and the failing allocation), r.states (params, grads, master, optimizer, buffers), " +
 			"r.saved_activations, r.host_memory, r.traffic (hbm, pcie, nvme, network), r.params, " +
 			"r.trainable_params, r.ranks, r.notes, r.summary (one line), r.plan. r.timeline, the allocation events " +
 			"for plots, is recorded only with timeline=True. The time model gives r.step_time (seconds), r.mfu and " +
@@ -185,7 +185,7 @@ func (x *Report) field(name string, plain bool) (starlark.Value, bool) {
 	case "states":
 		return frozenDict(
 			"params", i64(r.States.Params), "grads", i64(r.States.Grads),
-			"master", i64(r.States.Master), "optimizer", i64(r.States.Optimizer)), true
+			"master", i64(r.States.Master), "optimizer", i64(r.States.Optimizer), "buffers", i64(r.States.Buffers)), true
 	case "tables":
 		return tableReports(r, plain), true // table.go
 	case "traffic":

@@ -127,6 +127,7 @@ type States struct {
 	Grads     int64 `json:"grads"`
 	Master    int64 `json:"master"`
 	Optimizer int64 `json:"optimizer"`
+	Buffers   int64 `json:"buffers"` // module buffers (a graph model's edges and node coordinates)
 }
 
 // Traffic is bytes moved per step, by link.

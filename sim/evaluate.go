@@ -95,6 +95,7 @@ func (r *replay) setup() {
 	prec := plan.Precision
 	st := &r.rep.States
 	train := plan.Phase != "eval"
+	r.setupBuffers()           // buffers.go: moved to the device with the parameters, never sharded
 	if r.dist.setupStates(r) { // sharding.go: sharded parameters, gradients and state
 		goto workspace
 	}

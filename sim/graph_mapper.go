@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // GraphTransformer is anemoi's graph-transformer mapper: the encoder
 // (GraphTransformerForwardMapper, grid -> mesh) or the decoder
@@ -148,15 +145,7 @@ func (g *GraphTransformer) lowerMapper(b *builder, xs, xd Value, batch int64) Va
 	if b.eval {
 		k = g.EvalChunks // block.py@models-0.8.1 l.724: self.num_chunks if self.training else NUM_CHUNKS_INFERENCE_MAPPER
 	}
-	e := g.Edges.Count * batch
-	ea := g.edgeAttributes(b, e)
-	// _expand_edges: torch.cat([edge_index + i * edge_inc for i in range(batch)], dim=1);
-	// the shifted copies live in the list until the cat.
-	ei := b.ew("cat", "edge_index", nil, []int64{2, e}, INT64, fmt.Sprintf("edge index of the %d stacked samples (_expand_edges)", batch))
-	b.val(ei).grad = false
-	if batch > 1 {
-		b.op(b.val(ei).producer).workF = INT64.Bytes(2 * e)
-	}
+	ea, ei, e := g.edges().lower(b, batch) // graph_edge_inputs.go
 	if g.Role == "encoder" {
 		xs = b.linear("emb_nodes_src", "embed", xs, g.SrcIn, c, true)
 	}
@@ -173,20 +162,9 @@ func (g *GraphTransformer) lowerMapper(b *builder, xs, xd Value, batch int64) Va
 	return out
 }
 
-// edgeAttributes lowers TrainableTensor.forward (layers/graph.py@models-0.8.1
-// l.38-40): the fixed attribute buffer and the trainable [edges, 8]
-// parameter, each repeated over the batch, concatenated: fp32 [E, edge_dim].
-func (g *GraphTransformer) edgeAttributes(b *builder, e int64) Value {
-	done := b.scope("trainable")
-	var params []int32
-	if g.TrainableEdgeAttrs > 0 {
-		params = append(params, b.param("trainable", []int64{g.Edges.Count, g.TrainableEdgeAttrs}, "edge_attr"))
-	}
-	i := b.addOp("cat", "edge_attr", nil, params...)
-	y := b.out(i, "edge_attr", []int64{e, g.EdgeAttrs}, FP32, "edge attributes repeated over the batch, fixed + trainable (TrainableTensor)")
-	b.op(i).workF = FP32.Bytes(e * g.EdgeAttrs) // the two repeats, alive until the cat
-	done()
-	return y
+// edges are the mapper's edges as its forward uses them.
+func (g *GraphTransformer) edges() edgeInputs {
+	return edgeInputs{set: g.Edges, attrs: g.EdgeAttrs, trainable: g.TrainableEdgeAttrs}
 }
 
 // block lowers GraphTransformerMapperBlock.forward (block.py@models-0.8.1
@@ -208,9 +186,9 @@ func (g *GraphTransformer) block(b *builder, xs, xd, ea, ei Value, k, e int64) V
 	// attention_block
 	var att Value
 	if k > 1 {
-		att = g.chunkedAttention(b, q, key, val, edges, ei, r, e, k)
+		att = g.attn().chunkedAttention(b, q, key, val, edges, ei, r, e, k)
 	} else {
-		att = g.conv(b, "conv", q, key, val, edges, ei, r, e)
+		att = g.attn().conv(b, "conv", q, key, val, edges, ei, r, e)
 	}
 	// out = torch.cat([self.projection(chunk) for chunk in torch.tensor_split(out + x_r, num_chunks)])
 	sum := b.ew("add", "out_plus_x_r", []Value{att, xr}, []int64{r, c}, promote(b.dtype(att), b.dtype(xr)),
@@ -256,140 +234,5 @@ func (g *GraphTransformer) block(b *builder, xs, xd, ea, ei Value, k, e int64) V
 	return nodes
 }
 
-// catRows is torch.cat of row chunks (one chunk: no copy). Its backward
-// hands each chunk a view of the gradient.
-func (b *builder) catRows(name string, parts []Value, why string) Value {
-	if len(parts) == 1 {
-		return parts[0]
-	}
-	var n int64
-	for _, p := range parts {
-		n += rows(b.shape(p))
-	}
-	y := b.ew("cat", name, parts, []int64{n, b.last(parts[0])}, b.dtype(parts[0]), why)
-	b.op(b.val(y).producer).noGradB = true
-	return y
-}
-
-// chunkedAttention lowers attention_block with num_chunks > 1:
-// sort_edges_1hop_chunks copies each chunk's edges (bipartite_subgraph,
-// khop_edges.py@models-0.8.1 l.90-132), then an fp32 accumulator over all
-// destination rows (torch.zeros with no dtype) receives every chunk's
-// message passing (out += self.conv(...)).
-func (g *GraphTransformer) chunkedAttention(b *builder, q, key, val, edges, ei Value, r, e, k int64) Value {
-	c := g.Channels
-	src := rows(b.shape(key))
-	counts := chunkEdges(e, r, k)
-	var attrs, idx []Value
-	done := b.scope("sort_edges")
-	for i, n := range counts {
-		op := b.addOp("index", chunkScope(int64(i), k), []Value{edges, ei})
-		a := b.out(op, chunkScope(int64(i), k)+".edge_attr", []int64{n, c}, b.dtype(edges), "edge features of one chunk (bipartite_subgraph copy)")
-		x := b.out(op, chunkScope(int64(i), k)+".edge_index", []int64{2, n}, INT64, "edge index of one chunk (bipartite_subgraph copy)")
-		b.val(x).grad = false
-		b.op(op).workF = src + r + e // bool node and edge masks
-		// IndexBackward: zeros_like(edges).index_put_(mask, grad), a full-size tensor per chunk.
-		b.op(op).workB = b.val(edges).bytes
-		attrs, idx = append(attrs, a), append(idx, x)
-	}
-	done()
-	acc := b.ew("zeros", "out", nil, []int64{r, c}, FP32,
-		fmt.Sprintf("fp32 accumulator torch.zeros([%d, %d, %d]) over all destination rows (no dtype: fp32)", r, g.Heads, c/g.Heads))
-	b.val(acc).grad = !b.eval
-	for i := range counts {
-		s := g.conv(b, "conv."+chunkScope(int64(i), k), q, key, val, attrs[i], idx[i], r, counts[i])
-		b.addOp("add_", "accumulate."+chunkScope(int64(i), k), []Value{acc, s}) // in place
-	}
-	b.keepAlive("edge_chunks", append(attrs, idx...)...) // the lists live until attention_block returns
-	return acc
-}
-
-// chunkEdges splits e edges over the k tensor_split chunks of r
-// destination rows: exactly per-row when every row has the same in-degree
-// (knn), in proportion to the rows otherwise.
-func chunkEdges(e, r, k int64) []int64 {
-	sizes := splitRows(r, k)
-	out := make([]int64, k)
-	if e%r == 0 {
-		for i, n := range sizes {
-			out[i] = e / r * n
-		}
-		return out
-	}
-	var cum, prev int64
-	for i, n := range sizes {
-		cum += n
-		at := int64(math.Floor(float64(e) * float64(cum) / float64(r)))
-		if i == len(sizes)-1 {
-			at = e
-		}
-		out[i] = at - prev
-		prev = at
-	}
-	return out
-}
-
-// conv lowers GraphTransformerConv.forward (conv.py@models-0.8.1 l.81-144)
-// for one chunk of ne edges: PyG's propagate collects query_i, key_j and
-// value_j (index_select; the collected dict holds them until propagate
-// returns), message() builds the attention weights and the message, and
-// the sum aggregation scatters it into a NEW tensor over all r destination
-// rows (dim_size = query.shape[0]).
-func (g *GraphTransformer) conv(b *builder, name string, q, key, val, attr, idx Value, r, ne int64) Value {
-	defer b.scope(name)()
-	c, h := g.Channels, g.Heads
-	qi := b.gatherRows("query_i", q, idx, ne)
-	kj := b.gatherRows("key_j", key, idx, ne)
-	vj := b.gatherRows("value_j", val, idx, ne)
-	// message: key_j = key_j + edge_attr; alpha = (query_i * key_j).sum(-1) / sqrt(d)
-	ke := b.add("key_j_plus_edge", kj, attr)
-	prod := b.mul("query_key", qi, ke)
-	if b.prec.Autocast {
-		prod = b.cast(prod, FP32, "autocast fp32 copy of query_i * key_j (sum is on the fp32 list)")
-	}
-	score := b.ew("sum", "alpha_raw", []Value{prod}, []int64{ne, h}, b.dtype(prod), "attention scores per edge and head")
-	alpha := b.edgeSoftmax(score, idx, r, ne, h)
-	// (value_j + edge_attr) * alpha: bf16 x fp32 promotes to an fp32 message.
-	ve := b.add("value_j_plus_edge", vj, attr)
-	msg := b.mul("message", ve, alpha)
-	// aggregate: torch_geometric.utils.scatter(reduce="sum") =
-	// src.new_zeros(size).scatter_add_(...): a new tensor of the message's dtype.
-	i := b.addOp("scatter_add", "scatter", []Value{msg, idx})
-	s := b.out(i, "scatter_out", []int64{r, c}, b.dtype(msg),
-		fmt.Sprintf("PyG scatter output of one edge chunk: a new %s [%d, %d, %d] over ALL destination rows, whatever the chunk's edges "+
-			"(torch_geometric.utils.scatter sum: src.new_zeros(size).scatter_add_; GraphTransformerConv dim_size = query.shape[0])",
-			b.dtype(msg), r, h, c/h))
-	b.save(i, idx)
-	b.op(i).flops = float64(ne * c)
-	b.keepAlive("collected", qi, kj, vj)
-	return s
-}
-
-// gatherRows is PyG's collect of x_i / x_j: src.index_select(0, index)
-// ([edges, H, d]). It saves the index; its backward builds a zero tensor
-// of src's size per call and index_adds into it.
-func (b *builder) gatherRows(name string, src, idx Value, ne int64) Value {
-	i := b.addOp("index_select", name, []Value{src, idx})
-	y := b.out(i, name, []int64{ne, b.last(src)}, b.dtype(src), name+" gathered per edge (index_select)")
-	b.save(i, idx)
-	b.op(i).workB = b.val(src).bytes
-	b.op(i).flops = float64(ne * b.last(src))
-	return y
-}
-
-// edgeSoftmax lowers torch_geometric.utils.softmax over the edges of each
-// destination node: a detached scatter-max and a scatter-sum over all r
-// destination rows ([r, heads] each), exp (saves its result) and the
-// division (saves the gathered denominator).
-func (b *builder) edgeSoftmax(score, idx Value, r, ne, h int64) Value {
-	dt := b.dtype(score)
-	i := b.addOp("softmax", "softmax", []Value{score, idx})
-	ex := b.out(i, "exp", []int64{ne, h}, dt, "exp of the shifted scores (saved)")
-	den := b.out(i, "denominator", []int64{ne, h}, dt, "softmax denominator gathered per edge (saved)")
-	alpha := b.out(i, "alpha", []int64{ne, h}, dt, "attention weights per edge and head")
-	b.val(ex).grad, b.val(den).grad = false, false
-	b.save(i, ex, den)
-	b.op(i).workF = 2*dt.Bytes(r*h) + 2*dt.Bytes(ne*h)
-	b.op(i).flops = 6 * float64(ne*h)
-	return alpha
-}
+// attn is the block's message passing (graph_conv.go).
+func (g *GraphTransformer) attn() edgeAttention { return edgeAttention{g.Channels, g.Heads} }

@@ -31,22 +31,25 @@ import "fmt"
 //  6. the decoder (checkpointed) to [B*N, outputs];
 //  7. _assemble_output: .to(fp32).clone() to [B, N, outputs] fp32.
 //
-// Not modelled: the graph's buffers (3 fp32 fixed attributes and 2 int64
-// indices per edge, 28 bytes; 4 fp32 coordinates per node, 16 bytes; on
-// the device from setup: 0.2 GB for Bris), the prognostic residual
-// x_out[..., idx] += x_skip (an [B*N, prognostic] indexing copy), and the
-// data loader's raw batch beyond the model's input.
+// The graph's buffers (3 fp32 fixed attributes and 2 int64 indices per
+// edge, 28 bytes; 4 fp32 coordinates per node, 16 bytes: 0.2 GB for Bris)
+// are on the device from setup (graph_buffers.go); with Data, the data
+// loader's batch is the program input, held for the step, and the model
+// input is built from it and freed when the forward ends (data_batch.go).
+// Not modelled: the prognostic residual x_out[..., idx] += x_skip (an
+// [B*N, prognostic] indexing copy).
 type EncoderProcessorDecoder struct {
 	Name          string
 	Grid, Mesh    *NodeSet
 	Encoder       *GraphTransformer
-	Processor     *TransformerProcessor
+	Processor     MeshProcessor // TransformerProcessor or GraphTransformerProcessor
 	Decoder       *GraphTransformer
-	Inputs        int64 // fp32 features per grid point and sample the model reads
-	Outputs       int64 // variables predicted per grid point
-	NodeAttrs     int64 // trainable attributes per node (trainable_parameters.data / hidden: 8)
-	NoiseChannels int64 // noise_channels_dim (4); 0: no noise injection
-	NoiseHidden   int64 // noise_mlp_hidden_dim (32)
+	Inputs        int64      // fp32 features per grid point and sample the model reads
+	Outputs       int64      // variables predicted per grid point
+	NodeAttrs     int64      // trainable attributes per node (trainable_parameters.data / hidden: 8)
+	NoiseChannels int64      // noise_channels_dim (4); 0: no noise injection
+	NoiseHidden   int64      // noise_mlp_hidden_dim (32)
+	Data          *DataBatch // the data loader's batch the input is built from (data_batch.go); nil: the input alone
 }
 
 // coordAttrs is NamedNodesAttributes' fixed part: sin and cos of (lat, lon).
@@ -77,6 +80,11 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	if e.NodeAttrs < 0 || e.NoiseChannels < 0 || (e.NoiseChannels > 0 && e.NoiseHidden <= 0) {
 		return nil, errorf(path, "node_attrs and noise_channels must be >= 0 and noise_hidden positive (got %d, %d, %d)", e.NodeAttrs, e.NoiseChannels, e.NoiseHidden)
 	}
+	if e.Data != nil {
+		if err := e.Data.validate(path); err != nil {
+			return nil, err
+		}
+	}
 	if e.Encoder.Edges == nil || e.Decoder.Edges == nil {
 		return nil, errorf(path, "encoder and decoder need edges")
 	}
@@ -88,21 +96,17 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 		return nil, &Error{Path: path, Msg: fmt.Sprintf("the decoder maps %s onto %s, but it must map the mesh %s onto the grid %s",
 			e.Decoder.Edges.Src, e.Decoder.Edges.Dst, e.Mesh, e.Grid), Hint: "the decoder's edges go from the mesh to the grid, e.g. knn_edges(mesh, grid, 3)"}
 	}
-	if !sameNodes(e.Processor.Mesh, e.Mesh) {
-		return nil, errorf(path, "the processor runs over %s, but the model's mesh is %s", e.Processor.Mesh, e.Mesh)
+	if !sameNodes(e.Processor.mesh(), e.Mesh) {
+		return nil, errorf(path, "the processor runs over %s, but the model's mesh is %s", e.Processor.mesh(), e.Mesh)
 	}
-	c := e.Processor.Channels
+	c := e.Processor.channels()
 	if e.Encoder.Channels != c || e.Decoder.Channels != c {
 		return nil, errorf(path, "encoder, processor and decoder must have the same channels (got %d, %d, %d)", e.Encoder.Channels, c, e.Decoder.Channels)
 	}
-	enc, dec, proc := *e.Encoder, *e.Decoder, *e.Processor
+	enc, dec := *e.Encoder, *e.Decoder
 	enc.Role, enc.SrcIn, enc.DstIn = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs
 	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
-	proc.Cond = e.NoiseChannels
-	if proc.Name == "" {
-		proc.Name = "processor"
-	}
-	e.Encoder, e.Decoder, e.Processor = &enc, &dec, &proc
+	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.conditioned(e.NoiseChannels)
 	for _, l := range []Layer{e.Encoder, e.Processor, e.Decoder} {
 		if err := l.validate(childPath(path, l, 0)); err != nil {
 			return nil, err
@@ -114,7 +118,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 // NewGraphModel is the model (sim.Model) around an encoder-processor-decoder,
 // with loss "crps" (ensembles) or "mse".
 func NewGraphModel(e *EncoderProcessorDecoder, loss string) *Model {
-	return &Model{Name: e.Name, Layers: []Layer{e}, Loss: loss, InputDim: e.Inputs, Points: e.Grid.Nodes}
+	return &Model{Name: e.Name, Layers: []Layer{e}, Loss: loss, InputDim: e.Inputs, Points: e.Grid.Nodes, Data: e.Data}
 }
 
 // dataWidth is x_data_latent's width: inputs plus the grid's node attributes.
@@ -164,12 +168,14 @@ func (e *EncoderProcessorDecoder) lower(b *builder, x Value) Value {
 		panic(lowerError{errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
 	}
 	batch := s[0]
-	c := e.Processor.Channels
+	c := e.Processor.channels()
 	for _, g := range []*GraphTransformer{e.Encoder, e.Decoder} {
 		if !productFits(batch, g.Edges.Count, c, 8) || !productFits(batch, n, e.dataWidth()+c, 8) {
 			panic(lowerError{&Error{Path: e.Name, Msg: fmt.Sprintf("a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", batch, g.Edges.Count, c)}})
 		}
 	}
+	e.coordinateBuffer(b, e.Grid) // graph_buffers.go
+	e.coordinateBuffer(b, e.Mesh)
 	xd := e.nodeAttributes(b, "data", e.Grid, batch)
 	xd = b.ew("cat", "x_data_latent", []Value{x, xd}, []int64{batch * n, e.dataWidth()}, b.dtype(x),
 		"x_data_latent: inputs and grid node attributes (_assemble_input), held for the encoder and decoder checkpoints")

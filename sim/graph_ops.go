@@ -129,3 +129,18 @@ func productFits(factors ...int64) bool {
 	}
 	return true
 }
+
+// catRows is torch.cat of row chunks (one chunk: no copy). Its backward
+// hands each chunk a view of the gradient.
+func (b *builder) catRows(name string, parts []Value, why string) Value {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	var n int64
+	for _, p := range parts {
+		n += rows(b.shape(p))
+	}
+	y := b.ew("cat", name, parts, []int64{n, b.last(parts[0])}, b.dtype(parts[0]), why)
+	b.op(b.val(y).producer).noGradB = true
+	return y
+}

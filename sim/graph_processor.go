@@ -132,18 +132,23 @@ func (p *TransformerProcessor) block(b *builder, x, cond Value) Value {
 	return b.add("mlp_residual", x, m)
 }
 
-// norm is nn.LayerNorm, or ConditionalLayerNorm with autocast=False:
-// scale = Linear(cond), bias = Linear(cond), out = LN(x) * (scale + 1) +
-// bias. The product saves the fp32 norm output and scale + 1; the norm
-// saves its fp32 input copy; the output stays fp32.
+// norm is the block's layer norm (condNorm).
 func (p *TransformerProcessor) norm(b *builder, name string, x, cond Value) Value {
-	c := p.Channels
-	if cond == noValue || p.Cond == 0 {
+	return condNorm(b, name, x, cond, p.Channels, p.Cond)
+}
+
+// condNorm is nn.LayerNorm over c channels, or with noise (condDim > 0)
+// ConditionalLayerNorm with autocast=False (layers/normalization.py
+// @models-0.8.1): scale = Linear(cond), bias = Linear(cond), out = LN(x)
+// * (scale + 1) + bias. The product saves the fp32 norm output and scale
+// + 1; the norm saves its fp32 input copy; the output stays fp32.
+func condNorm(b *builder, name string, x, cond Value, c, condDim int64) Value {
+	if cond == noValue || condDim == 0 {
 		return b.layerNorm(name, x, c, true)
 	}
 	defer b.scope(name)()
-	scale := b.linear("scale", "norm-cond", cond, p.Cond, c, true)
-	bias := b.linear("bias", "norm-cond", cond, p.Cond, c, true)
+	scale := b.linear("scale", "norm-cond", cond, condDim, c, true)
+	bias := b.linear("bias", "norm-cond", cond, condDim, c, true)
 	plus := b.ew("add", "scale_plus_one", []Value{scale}, b.shape(scale), b.dtype(scale), "scale + 1 of the conditional layer norm")
 	n := b.normOver("norm", x, c, false, false)
 	return b.add("shift", b.mul("scaled", n, plus), bias)
@@ -157,17 +162,17 @@ func (p *TransformerProcessor) attention(b *builder, x Value) Value {
 	k := b.linear("lin_k", "k", x, c, c, false)
 	v := b.linear("lin_v", "v", x, c, c, false)
 	if p.QKNorm {
-		q = p.headNorm(b, "q_norm", q)
-		k = p.headNorm(b, "k_norm", k)
+		q = headNorm(b, "q_norm", q, c/p.Heads)
+		k = headNorm(b, "k_norm", k, c/p.Heads)
 	}
 	o := p.flash(b, q, k, v)
 	return b.linear("projection", "o", o, c, c, true)
 }
 
-// headNorm is AutocastLayerNorm(head_dim, bias=False) on the [batch, heads,
-// nodes, head_dim] view: fp32 under autocast, then type_as the input.
-func (p *TransformerProcessor) headNorm(b *builder, name string, x Value) Value {
-	n := b.normOver(name, x, p.Channels/p.Heads, true, false)
+// headNorm is AutocastLayerNorm(head_dim, bias=False) over each head of
+// x: fp32 under autocast, then type_as the input.
+func headNorm(b *builder, name string, x Value, headDim int64) Value {
+	n := b.normOver(name, x, headDim, true, false)
 	return b.cast(n, b.dtype(x), name+" output cast back to the input dtype (AutocastLayerNorm type_as)")
 }
 

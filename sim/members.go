@@ -38,7 +38,11 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 	type span struct{ params, ops [2]int }
 	var spans []span
 	var outs []Value
+	buffers := -1
 	for i := int64(0); i < b.members; i++ {
+		if i == 1 {
+			buffers = len(b.p.buffers) // the members are one module: its buffers once
+		}
 		done := b.scope(fmt.Sprintf("member%d", i))
 		b.block = block // checkpoint(every=k) counts blocks within one member
 		xi := b.memberSlice(x, i, per)
@@ -50,6 +54,9 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 	if len(b.p.tables) > tables {
 		panic(lowerError{&Error{Path: m.Name, Msg: "sequential members are not modelled for models with table layers (each member would set up its own table)",
 			Hint: "use members_mode=\"stacked\""}})
+	}
+	if buffers >= 0 {
+		b.p.buffers = b.p.buffers[:buffers]
 	}
 	for i := 1; i < len(spans); i++ {
 		b.shareMember(spans[0].params, spans[i].params, spans[0].ops, spans[i].ops)

@@ -14,11 +14,12 @@ type Model struct {
 	Vocab         int64  // adds lm_head (dim -> vocab) when > 0
 	TieEmbeddings bool   // lm_head shares the first embedding's weight
 	HeadBias      bool
-	LogitsFP32    bool    // logits upcast to fp32 before the loss (Hugging Face causal LMs)
-	LogitSoftcap  float64 // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap) (softcap.go); 0 = none
-	InputDim      int64   // features per position for models that start without an embedding; 0 = inferred
-	InputGrad     bool    // the input requires grad (a block measured on its own, as the oracle does)
-	Points        int64   // graph models: grid points per sample; the input is [batch, Points, InputDim] (graph_model.go)
+	LogitsFP32    bool       // logits upcast to fp32 before the loss (Hugging Face causal LMs)
+	LogitSoftcap  float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap) (softcap.go); 0 = none
+	InputDim      int64      // features per position for models that start without an embedding; 0 = inferred
+	InputGrad     bool       // the input requires grad (a block measured on its own, as the oracle does)
+	Points        int64      // graph models: grid points per sample; the input is [batch, Points, InputDim] (graph_model.go)
+	Data          *DataBatch // the data loader's batch the input is built from (data_batch.go); nil: the input is the batch
 }
 
 // Params is the exact parameter count: tied weights once, buffers never.
@@ -190,15 +191,21 @@ func (m *Model) lower(b *builder) (err error) {
 	var x Value
 	if startsWithEmbedding(m.Layers) {
 		x = b.input("input_ids", []int64{b.batch, b.seq}, INT64)
+		b.p.input = x
 	} else {
 		dt := b.prec.Compute
 		if b.prec.Autocast {
 			dt = b.prec.Params // autocast leaves the batch in its own dtype
 		}
-		x = b.input("inputs", []int64{b.batch, b.seq / b.par.spDiv(), m.inputDim()}, dt)
-		b.val(x).grad = m.InputGrad && !b.eval
+		shape := []int64{b.batch, b.seq / b.par.spDiv(), m.inputDim()}
+		if m.Data != nil {
+			x = m.Data.lowerInput(b, shape, dt) // data_batch.go: sets the program input
+		} else {
+			x = b.input("inputs", shape, dt)
+			b.val(x).grad = m.InputGrad && !b.eval
+			b.p.input = x
+		}
 	}
-	b.p.input = x
 	x = b.lowerMembers(m, x) // lowerBody once, or once per member (members.go)
 	b.p.loss = b.loss(m, x)
 	return nil

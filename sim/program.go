@@ -74,6 +74,7 @@ type program struct {
 	values  []valueInfo
 	ops     []opInfo
 	params  []paramInfo
+	buffers []bufferInfo // module buffers (buffers.go), on the device with the parameters
 	input   Value
 	loss    Value
 	regions []region     // checkpoint regions, index = id-1

@@ -63,6 +63,7 @@ type States struct {
 	Grads     int64
 	Master    int64
 	Optimizer int64
+	Buffers   int64 // module buffers (register_buffer), such as a graph model's edges
 }
 
 // Overhead is device memory PyTorch's allocator does not count.

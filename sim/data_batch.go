@@ -1,0 +1,57 @@
+package sim
+
+import "fmt"
+
+// DataBatch is the data loader's batch of a model whose input the
+// training step builds from it (anemoi's forecasters). Lightning moves the
+// batch to the device before training_step and holds it until the step
+// ends; the model's input is derived from it inside the step and is a
+// local of the rollout loop, freed before the backward.
+//
+// anemoi (train/forecaster/ensforecaster.py@training-0.5.1, rollout_step):
+// batch[0] is [batch, multistep + rollout, 1, points, variables] fp32 with
+// every dataset variable (prognostic, forcings, diagnostics), normalised
+// in place in training and into a second copy in validation
+// (in_place=not validation_mode); the initial conditions x =
+// ensemble_ic_generator(batch[0]) (index copy, then one copy per member)
+// live until the rollout loop ends. memsh lumps x, its skip copy and the
+// forecast-step column into the model input [batch * members, points,
+// inputs] (graph_model.go).
+type DataBatch struct {
+	Times     int64 // dates per sample: multistep_input + rollout
+	Variables int64 // dataset variables per point
+}
+
+func (d *DataBatch) validate(path string) error {
+	if d.Times <= 0 || d.Variables <= 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("the data batch needs positive times and variables (got %d, %d)", d.Times, d.Variables),
+			Hint: "times is multistep_input + rollout (anemoi: 2 + 1); variables counts every dataset variable per point"}
+	}
+	return nil
+}
+
+// lowerInput adds the data batch as the program input (held for the
+// step) and returns the model input built from it: shape [batch * members,
+// points, inputs] in dtype dt, held until the end of the forward.
+func (d *DataBatch) lowerInput(b *builder, shape []int64, dt DType) Value {
+	bs := b.batch / b.members
+	points := shape[1]
+	if !productFits(bs*d.Times, points, d.Variables, 4) {
+		panic(lowerError{errorf("data", "a data batch of %d x %d x %d x %d is too large to count in bytes", bs, d.Times, points, d.Variables)})
+	}
+	raw := b.input("batch", []int64{bs, d.Times, 1, points, d.Variables}, FP32)
+	b.p.values[raw].why = "the data loader's batch, every dataset variable, on the device for the whole step"
+	b.p.input = raw
+	src := raw
+	if b.eval {
+		src = b.ew("normalize", "batch_normalized", []Value{raw}, b.shape(raw), FP32,
+			"normalised copy of the batch (validation normalises out of place: in_place=not validation_mode)")
+		b.val(src).grad = false
+		b.val(src).cached = true
+	}
+	x := b.ew("index", "inputs", []Value{src}, shape, dt,
+		"model input built from the batch: initial conditions per member, skip copy, forecast step (a local of the rollout loop)")
+	b.val(x).grad = false
+	b.val(x).cached = true // held until the forward (and its loss) ends
+	return x
+}

@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+)
+
+// tinyGraphPlan is an ensemble encoder-processor-decoder over a 64-point
+// grid and a 10-node mesh (encoder knn 4: 40 edges, decoder knn 2: 128
+// edges, 3 fixed edge attributes, no trainable attributes), 16 inputs and
+// 4 outputs per point, built from a data batch of 3 dates x 6 variables.
+func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *Plan {
+	t.Helper()
+	grid, _ := Grid("g", 64)
+	mesh, _ := Mesh("m", 10)
+	enc, _ := KNNEdges(grid, mesh, 4)
+	dec, _ := KNNEdges(mesh, grid, 2)
+	mapper := func(e *EdgeSet) *GraphTransformer {
+		return &GraphTransformer{Edges: e, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3, Chunks: 1, EvalChunks: 1, Checkpoint: true}
+	}
+	proc := &TransformerProcessor{Mesh: mesh, Layers: 2, Channels: 8, Heads: 2, MLPRatio: 4, Segments: 1}
+	epd, err := NewEncoderProcessorDecoder(EncoderProcessorDecoder{Name: "tiny", Grid: grid, Mesh: mesh,
+		Encoder: mapper(enc), Processor: proc, Decoder: mapper(dec), Inputs: 16, Outputs: 4, NoiseChannels: 4, NoiseHidden: 8,
+		Data: &DataBatch{Times: 3, Variables: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prec, _ := LookupPrecision(precision)
+	rt, _ := LookupRuntime("cuda")
+	dev, _ := LookupDevice("H100")
+	return &Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
+		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
+}
+
+// The data loader's batch is the program input, held for the whole step;
+// the model's input is built from it and held until the forward ends
+// (anemoi's rollout loop), not through the backward.
+func TestDataBatchLifetime(t *testing.T) {
+	p := tinyGraphPlan(t, 2, "stacked", "fp32")
+	prog, err := p.lowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := prog.values[prog.input]
+	if want := []int64{1, 3, 1, 64, 6}; !slices.Equal(in.shape, want) || in.dtype != FP32 || in.cached {
+		t.Fatalf("program input %s %v %s cached=%v, want the batch %v fp32 held for the step", in.name, in.shape, in.dtype, in.cached, want)
+	}
+	var x *valueInfo
+	for i := range prog.values {
+		if prog.values[i].name == "inputs" {
+			x = &prog.values[i]
+		}
+	}
+	if x == nil || !slices.Equal(x.shape, []int64{2, 64, 16}) || !x.cached {
+		t.Fatalf("model input %+v, want [2 members, 64 points, 16] held until the end of the forward", x)
+	}
+	r, err := Evaluate(p, Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fp32: no autocast weight cache, so the end of the forward frees only
+	// the model input, 2 x 64 x 16 x 4 = 8,192 bytes.
+	tl := r.Timeline
+	freed := int64(-1)
+	for i := 1; i < len(tl); i++ {
+		if tl[i].Op == "end of forward" && tl[i-1].Op != "end of forward" {
+			freed = tl[i-1].Allocated - tl[i].Allocated
+		}
+	}
+	if freed != 8_192 {
+		t.Errorf("the end of the forward freed %d bytes, want the model input's 8,192", freed)
+	}
+}
+
+// The graph's buffers are on the device once, however the members run:
+// 40 + 128 edges x (3 fp32 attributes + 2 int64 indices) = 4,704, two
+// edge_inc [2, 1] int64 = 32, and sin/cos coordinates of 64 + 10 nodes x
+// 16 bytes = 1,184: 5,920 bytes.
+func TestGraphBuffers(t *testing.T) {
+	for _, mode := range []string{"stacked", "sequential"} {
+		r, err := Evaluate(tinyGraphPlan(t, 2, mode, "fp16-mixed"), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.States.Buffers != 5_920 {
+			t.Errorf("%s: buffers %d bytes, want 5,920", mode, r.States.Buffers)
+		}
+	}
+}
+
+func TestDataBatchErrors(t *testing.T) {
+	for _, d := range []DataBatch{{Times: 0, Variables: 6}, {Times: 3, Variables: -1}} {
+		if err := d.validate("m"); err == nil {
+			t.Errorf("%+v: no error", d)
+		}
+	}
+}

@@ -1,0 +1,31 @@
+package sim
+
+// The graph an anemoi model carries as module buffers (buffers.go), on
+// the device from the start of the run:
+//
+//   - each mapper and graph-transformer processor
+//     (layers/mapper.py@models-0.8.1 l.158-162, the same in
+//     layers/processor.py GraphEdgeMixin): edge_attr,
+//     the fixed edge attributes [E, edge_dim - trainable] fp32
+//     (edge_length, edge_dirs), edge_index_base [2, E] int64, and
+//     edge_inc [2, 1] int64: 28 bytes per edge with anemoi's 3 fixed
+//     columns;
+//   - the model's NamedNodesAttributes (layers/graph.py@models-0.8.1
+//     l.90-93): latlons_<nodes>, sin and cos of latitude and longitude,
+//     [nodes, 4] fp32 for the grid and the mesh: 16 bytes per node.
+
+// buffers registers a graph layer's edge buffers.
+func (in edgeInputs) buffers(b *builder) {
+	e := in.set.Count
+	if fixed := in.attrs - in.trainable; fixed > 0 {
+		b.buffer("edge_attr", []int64{e, fixed}, FP32, "fixed edge attributes of the layer's graph (register_buffer)")
+	}
+	b.buffer("edge_index_base", []int64{2, e}, INT64, "edge index of the layer's graph (register_buffer)")
+	b.buffer("edge_inc", []int64{2, 1}, INT64, "edge index increment per stacked sample (register_buffer)")
+}
+
+// coordinateBuffer registers a node set's sin/cos coordinates.
+func (e *EncoderProcessorDecoder) coordinateBuffer(b *builder, nodes *NodeSet) {
+	b.buffer("node_attributes.latlons_"+nodes.Name, []int64{nodes.Nodes, coordAttrs}, FP32,
+		"sin and cos of the latitudes and longitudes of "+nodes.Name+" (NamedNodesAttributes, register_buffer)")
+}

@@ -1,0 +1,226 @@
+package sim
+
+import "fmt"
+
+// GraphTransformerProcessor is anemoi's GraphTransformerProcessor
+// (layers/processor.py, layers/chunk.py GraphTransformerProcessorChunk,
+// layers/block.py GraphTransformerProcessorBlock @models-0.8.1): Layers
+// graph-transformer blocks over the mesh's own edges (multi-scale edges),
+// the processor of anemoi's graphtransformer_ens.yaml and so of MET
+// Norway's Bris. Each block runs, on one node set:
+//
+//	x_skip = x; x = layer_norm_attention(x)   (conditional with noise)
+//	x_r = lin_self(x); q, k, v = lin_query/key/value(x); edges = lin_edge(edge_attr)
+//	q, k = q_norm(q), k_norm(k)               (qk_norm, per head)
+//	out = attention_block(q, k, v, edges)     (GraphTransformerConv, graph_conv.go)
+//	out = projection(out + x_r) + x_skip
+//	x = node_dst_mlp(layer_norm_mlp_dst(out)) + out
+//
+// so every layer projects the edge attributes and keeps per-edge tensors
+// for backward, on top of what a TransformerProcessor layer keeps.
+//
+// The processor builds the batch's edge attributes and index once
+// (edge_inputs.go) and hands them to every checkpoint segment: Segments
+// is num_chunks, the number of ProcessorChunks, each under one activation
+// checkpoint (BaseProcessor.run_layers). The blocks split their edges
+// into chunks only in eval: num_chunks=1 in training (chunk.py l.260),
+// NUM_CHUNKS_INFERENCE_PROCESSOR (ANEMOI_INFERENCE_NUM_CHUNKS_PROCESSOR,
+// else ANEMOI_INFERENCE_NUM_CHUNKS, default 1) in eval: EvalChunks.
+type GraphTransformerProcessor struct {
+	Name               string
+	Edges              *EdgeSet // mesh -> mesh
+	Layers             int64
+	Channels           int64
+	Heads              int64
+	MLPRatio           int64
+	EdgeAttrs          int64 // edge_dim: fixed + trainable columns
+	TrainableEdgeAttrs int64 // trainable_parameters.hidden2hidden
+	Segments           int64 // checkpoint segments (processor num_chunks)
+	EvalChunks         int64 // edge chunks per block in eval
+	QKNorm             bool
+	Cond               int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder)
+}
+
+func (p *GraphTransformerProcessor) Kind() string      { return "graph_transformer_processor" }
+func (p *GraphTransformerProcessor) Label() string     { return p.Name }
+func (p *GraphTransformerProcessor) Children() []Layer { return nil }
+
+func (p *GraphTransformerProcessor) mesh() *NodeSet {
+	if p.Edges == nil {
+		return nil
+	}
+	return p.Edges.Dst
+}
+
+func (p *GraphTransformerProcessor) channels() int64 { return p.Channels }
+
+func (p *GraphTransformerProcessor) conditioned(cond int64) MeshProcessor {
+	c := *p
+	c.Cond = cond
+	if c.Name == "" {
+		c.Name = "processor"
+	}
+	return &c
+}
+
+// layerParams counts one GraphTransformerProcessorBlock: lin_key,
+// lin_query, lin_value, lin_self (C x C with bias), lin_edge (edge_dim x
+// C with bias), projection (C x C with bias), q_norm and k_norm (head_dim
+// weights, bias=False), two layer norms (or ConditionalLayerNorms: scale
+// and bias Linear(cond, C)), node_dst_mlp (C -> ratio*C -> C with biases).
+func (p *GraphTransformerProcessor) layerParams() int64 {
+	c, h := p.Channels, p.MLPRatio*p.Channels
+	n := 4*(c*c+c) + p.EdgeAttrs*c + c + c*c + c
+	if p.QKNorm && p.Heads > 0 {
+		n += 2 * (c / p.Heads)
+	}
+	if p.Cond > 0 {
+		n += 2 * 2 * (p.Cond*c + c)
+	} else {
+		n += 2 * 2 * c
+	}
+	return n + c*h + h + h*c + c
+}
+
+// Params counts the blocks and the trainable edge attributes.
+func (p *GraphTransformerProcessor) Params() int64 {
+	if p.Edges == nil {
+		return 0
+	}
+	return p.Layers*p.layerParams() + p.Edges.Count*p.TrainableEdgeAttrs
+}
+
+func (p *GraphTransformerProcessor) Summary() string {
+	if p.Edges == nil {
+		return "no edges"
+	}
+	return fmt.Sprintf("%d layers over %s, %d edges, %d channels, %d heads, %d checkpoint segments (eval chunks %d)",
+		p.Layers, p.Edges.Dst.Name, p.Edges.Count, p.Channels, p.Heads, p.Segments, p.EvalChunks)
+}
+
+func (p *GraphTransformerProcessor) validate(path string) error {
+	if p.Edges == nil {
+		return errorf(path, "graph_transformer_processor needs the mesh's edges (multiscale_edges)")
+	}
+	if p.Edges.Src.Kind != "mesh" || !sameNodes(p.Edges.Src, p.Edges.Dst) {
+		return &Error{Path: path, Msg: fmt.Sprintf("graph_transformer_processor runs along edges within one mesh (got %s)", p.Edges),
+			Hint: "multiscale_edges(mesh)"}
+	}
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"layers", p.Layers}, {"channels", p.Channels}, {"heads", p.Heads}, {"mlp_ratio", p.MLPRatio}, {"segments", p.Segments}, {"edge_attrs", p.EdgeAttrs}} {
+		if err := positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if p.Channels%p.Heads != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", p.Channels, p.Heads)}
+	}
+	if p.Layers%p.Segments != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("segments must divide layers (layers=%d, segments=%d)", p.Layers, p.Segments),
+			Hint: "anemoi asserts num_layers % num_chunks == 0 (BaseProcessor)"}
+	}
+	if p.TrainableEdgeAttrs < 0 || p.TrainableEdgeAttrs > p.EdgeAttrs {
+		return errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", p.EdgeAttrs, p.TrainableEdgeAttrs)
+	}
+	if n := p.Edges.Dst.Nodes; p.EvalChunks < 1 || p.EvalChunks > n {
+		return &Error{Path: path, Msg: fmt.Sprintf("eval_chunks must be in [1, %d], the nodes it splits (got %d)", n, p.EvalChunks)}
+	}
+	return nil
+}
+
+// lower runs the processor on its own (no noise conditioning).
+func (p *GraphTransformerProcessor) lower(b *builder, x Value) Value {
+	return p.lowerCond(b, x, noValue)
+}
+
+func (p *GraphTransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
+	if b.last(x) != p.Channels {
+		panic(shapeMismatch(b, "graph_transformer_processor", p.Channels, b.last(x)))
+	}
+	name := p.Name
+	if name == "" {
+		name = "processor"
+	}
+	defer b.scope(name)()
+	nodes := p.Edges.Dst.Nodes
+	r := rows(b.shape(x))
+	if r%nodes != 0 {
+		panic(lowerError{errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
+	}
+	if !productFits(r/nodes, p.Edges.Count, p.Channels, 8) {
+		panic(lowerError{errorf(b.name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", r/nodes, p.Edges.Count, p.Channels)})
+	}
+	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs}
+	ea, ei, e := in.lower(b, r/nodes) // edge_inputs.go: once, outside the segments' checkpoints
+	k := int64(1)
+	if b.eval {
+		k = p.EvalChunks
+	}
+	per := p.Layers / p.Segments
+	for s := int64(0); s < p.Segments; s++ {
+		done := b.scope(fmt.Sprintf("proc.%d", s))
+		closeRegion := b.beginRegion("")
+		for l := int64(0); l < per; l++ {
+			d := b.scope(fmt.Sprintf("blocks.%d", l))
+			x = p.block(b, x, ea, ei, cond, k, e)
+			d()
+		}
+		closeRegion()
+		done()
+	}
+	b.keepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
+	return x
+}
+
+// block lowers GraphTransformerProcessorBlock.forward (block.py@models-0.8.1
+// l.816-849) over r rows and e edges in k edge chunks.
+func (p *GraphTransformerProcessor) block(b *builder, x, ea, ei, cond Value, k, e int64) Value {
+	c := p.Channels
+	r := rows(b.shape(x))
+	h := condNorm(b, "layer_norm_attention", x, cond, c, p.Cond)
+	xr := b.linear("lin_self", "self", h, c, c, true)
+	q := b.linear("lin_query", "q", h, c, c, true)
+	key := b.linear("lin_key", "k", h, c, c, true)
+	val := b.linear("lin_value", "v", h, c, c, true)
+	edges := b.linear("lin_edge", "edge", ea, p.EdgeAttrs, c, true)
+	if p.QKNorm {
+		q = headNorm(b, "q_norm", q, c/p.Heads)
+		key = headNorm(b, "k_norm", key, c/p.Heads)
+	}
+	att := edgeAttention{c, p.Heads}
+	var out Value
+	if k > 1 {
+		out = att.chunkedAttention(b, q, key, val, edges, ei, r, e, k)
+	} else {
+		out = att.conv(b, "conv", q, key, val, edges, ei, r, e)
+	}
+	// out = torch.cat([self.projection(chunk) for chunk in torch.tensor_split(out + x_r, num_chunks)])
+	sum := b.ew("add", "out_plus_x_r", []Value{out, xr}, []int64{r, c}, promote(b.dtype(out), b.dtype(xr)),
+		"out + x_r over all nodes (fp32: the scatter output is fp32)")
+	cdt := b.dtype(xr)
+	proj := b.newChunkLinear("projection", "o", c, c, true)
+	var parts []Value
+	for i, n := range splitRows(r, k) {
+		done := b.scope(chunkScope(int64(i), k))
+		parts = append(parts, b.applyLinear(proj, b.castRows(sum, n, cdt, "autocast copy of a tensor_split chunk of out + x_r (projection input)")))
+		done()
+	}
+	b.keepAlive("split_out_plus_x_r", sum)
+	o := b.catRows("projection_cat", parts, "projections of the chunks, concatenated")
+	b.keepAlive("attention_out", out) // the old `out` until the cat is assigned
+	o = b.ew("add", "out_plus_x_skip", []Value{o, x}, []int64{r, c}, promote(b.dtype(o), b.dtype(x)), "out + x_skip")
+	// nodes_new = self.run_node_dst_mlp(out) + out
+	m := condNorm(b, "layer_norm_mlp_dst", o, cond, c, p.Cond)
+	done := b.scope("node_dst_mlp")
+	m = b.linear("0", "up", m, c, p.MLPRatio*c, true)
+	m = b.activation("gelu", m)
+	m = b.linear("2", "down", m, p.MLPRatio*c, c, true)
+	done()
+	y := b.ew("add", "nodes_new", []Value{m, o}, []int64{r, c}, promote(b.dtype(m), b.dtype(o)), "run_node_dst_mlp(out) + out")
+	// Locals of the block's forward until it returns (x, x_r, query, key,
+	// value, edges, out, and x_skip holding the input).
+	b.keepAlive("block_locals", h, xr, q, key, val, edges, o, x)
+	return y
+}
