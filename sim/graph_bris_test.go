@@ -158,7 +158,7 @@ func TestBrisValidation(t *testing.T) {
 // (17,146,445,824 B, 15.97 GiB), the step's largest allocation. The
 // story's 10.37 GiB is the failing allocation, r.oom.
 func TestBrisStackedTrainingFailsAtScatter(t *testing.T) {
-	const scatter = 2 * 1_359_281 * 1024 * 4 // 11,135,229,952
+	const scatter = 2 * 1_359_281 * 1024 * 4     // 11,135,229,952
 	const procProduct = 2 * 2_093_072 * 1024 * 4 // the processor's per-edge fp32 product, 16.0 GiB
 	for _, k := range []int64{16, 32, 64} {
 		r := attempt(t, 2, "stacked", k, 32)
