@@ -49,6 +49,15 @@ dec = graph_transformer(mh, g, knn_edges(mh, g, 3), channels = 64, heads = 4)
 m = encoder_processor_decoder("w", g, mh, enc, proc, dec, inputs = 10, outputs = 8)
 print(simulate(train(m, members = 2, members_mode = "sequential")))
 `,
+	`g = grid("era", 4000)
+mh = mesh("h", 1000)
+enc = graph_transformer(g, mh, knn_edges(g, mh, 4), channels = 64, heads = 4, edge_attrs = 3, trainable_edge_attrs = 0)
+proc = graph_transformer_processor(multiscale_edges(mh), 4, 64, 4, segments = 2, eval_chunks = 4)
+dec = graph_transformer(mh, g, knn_edges(mh, g, 3), channels = 64, heads = 4)
+m = encoder_processor_decoder("w", g, mh, enc, proc, dec, inputs = 10, outputs = 8, node_attrs = 0, data_variables = 12)
+r = simulate(train(m, members = 2, validation = True, expandable_segments = True))
+print(r.states, r.largest)
+`,
 	`load("lib.star", "block")
 x = [block(d) for d in [64, 128]]
 print(x, GiB, KiB, bf16.bits, fp32.name)
@@ -201,6 +210,14 @@ p = train(m, batch = %[1]d, seq = %[2]d, loss_chunks = %[3]d, tokens_per_batch =
 print(simulate(p).summary)
 t = sweep(p, batch = list(range(1, %[7]d)), max = %[8]d)
 print(t)
+`,
+	`g = grid("g", %[1]d)
+me = mesh("me", %[2]d)
+enc = graph_transformer(g, me, knn_edges(g, me, %[3]d), channels = 16, heads = 2, edge_attrs = 3, trainable_edge_attrs = 0, chunks = %[4]d)
+proc = graph_transformer_processor(multiscale_edges(me), %[5]d, 16, 2, segments = %[6]d, eval_chunks = %[4]d)
+dec = graph_transformer(me, g, knn_edges(me, g, %[3]d), channels = 16, heads = 2)
+m = encoder_processor_decoder("w", g, me, enc, proc, dec, inputs = 4, outputs = 4, data_variables = %[7]d, data_dates = %[8]d)
+print(simulate(train(m, members = 2, members_mode = "sequential", validation = True)).summary)
 `,
 	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[1]d), vocab = 100)
 print(search(m, gpus = %[2]d, global_batch = %[3]d, seq = %[4]d, nodes = %[5]d, gpus_per_node = %[6]d, top = %[7]d, max_layouts = %[8]d))

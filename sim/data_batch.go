@@ -24,8 +24,8 @@ type DataBatch struct {
 
 func (d *DataBatch) validate(path string) error {
 	if d.Times <= 0 || d.Variables <= 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("the data batch needs positive times and variables (got %d, %d)", d.Times, d.Variables),
-			Hint: "times is multistep_input + rollout (anemoi: 2 + 1); variables counts every dataset variable per point"}
+		return &Error{Path: path, Msg: fmt.Sprintf("data_dates and data_variables must be positive (got %d, %d)", d.Times, d.Variables),
+			Hint: "data_dates is multistep_input + rollout (anemoi: 2 + 1); data_variables counts every dataset variable per point"}
 	}
 	return nil
 }

@@ -103,7 +103,7 @@ func (p *GraphTransformerProcessor) validate(path string) error {
 		return errorf(path, "graph_transformer_processor needs the mesh's edges (multiscale_edges)")
 	}
 	if p.Edges.Src.Kind != "mesh" || !sameNodes(p.Edges.Src, p.Edges.Dst) {
-		return &Error{Path: path, Msg: fmt.Sprintf("graph_transformer_processor runs along edges within one mesh (got %s)", p.Edges),
+		return &Error{Path: path, Msg: fmt.Sprintf("edges must connect a mesh's nodes to each other (got %s)", p.Edges),
 			Hint: "multiscale_edges(mesh)"}
 	}
 	for _, f := range []struct {

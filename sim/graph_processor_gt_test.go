@@ -122,7 +122,7 @@ func TestGraphTransformerProcessorErrors(t *testing.T) {
 		want string
 	}{
 		{"no edges", func(p *GraphTransformerProcessor) { p.Edges = nil }, "needs the mesh's edges (multiscale_edges)"},
-		{"mapper edges", func(p *GraphTransformerProcessor) { p.Edges = knn }, "runs along edges within one mesh"},
+		{"mapper edges", func(p *GraphTransformerProcessor) { p.Edges = knn }, "edges must connect a mesh's nodes to each other"},
 		{"segments", func(p *GraphTransformerProcessor) { p.Segments = 3 }, "segments must divide layers (layers=4, segments=3)"},
 		{"heads", func(p *GraphTransformerProcessor) { p.Heads = 3 }, "heads must divide channels"},
 		{"trainable", func(p *GraphTransformerProcessor) { p.TrainableEdgeAttrs = 4 }, "trainable_edge_attrs must be in [0, edge_attrs=3] (got 4)"},
