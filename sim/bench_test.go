@@ -62,3 +62,17 @@ func BenchmarkEvaluateLlama70BExpandableValidation(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEvaluateBris3Sequential is SEEDS.md story 1's final attempt:
+// Bris with 3 members one at a time, a validation pass first, expandable
+// segments (graph_bris_test.go's plan).
+func BenchmarkEvaluateBris3Sequential(b *testing.B) {
+	plan := bris(b, 3, "sequential", 4, 32, "train")
+	plan.Validation = true
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Evaluate(plan, Options{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

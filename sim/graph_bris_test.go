@@ -24,7 +24,7 @@ import (
 // Validation chunks as finetune.sbatch exports them when evalChunks > 1:
 // ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER=32 for the mappers and
 // ANEMOI_INFERENCE_NUM_CHUNKS=16 for the processor; unset, both are 1.
-func bris(t *testing.T, members int64, mode string, chunks, evalChunks int64, phase string) *Plan {
+func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, phase string) *Plan {
 	t.Helper()
 	grid, _ := Grid("bris", 1_359_281)
 	mesh, _ := Mesh("hidden", 261_634)
