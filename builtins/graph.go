@@ -220,8 +220,8 @@ func graphBuiltins() []Builtin {
 				"no seq for it, and members folds into the batch (\"stacked\") or runs one at a time (\"sequential\"). " +
 				"data_variables counts every dataset variable per point (prognostic, forcings, diagnostics): with it " +
 				"the data loader's batch, [batch, data_dates, 1, points, data_variables] fp32 (data_dates = " +
-				"multistep_input + rollout), stays on the GPU for the whole step (a second, normalised copy in " +
-				"validation) and the model's input is built from it and freed when the forward ends, as anemoi's " +
+				"multistep_input + rollout), stays on the GPU for the whole step (in validation a normalised copy " +
+				"takes its place) and the model's input is built from it and freed when the forward ends, as anemoi's " +
 				"forecasters do; without it the model's input is the batch and lives for the whole step.",
 			Fn: encoderProcessorDecoderFn,
 		},

@@ -11,8 +11,9 @@ import "fmt"
 // anemoi (train/forecaster/ensforecaster.py@training-0.5.1, rollout_step):
 // batch[0] is [batch, multistep + rollout, 1, points, variables] fp32 with
 // every dataset variable (prognostic, forcings, diagnostics), normalised
-// in place in training and into a second copy in validation
-// (in_place=not validation_mode); the initial conditions x =
+// in place in training; in validation (in_place=not validation_mode) a
+// normalised clone takes its place in the batch list and the loaded
+// tensor is freed. The initial conditions x =
 // ensemble_ic_generator(batch[0]) (index copy, then one copy per member)
 // live until the rollout loop ends. memsh lumps x, its skip copy and the
 // forecast-step column into the model input [batch * members, points,
@@ -44,10 +45,14 @@ func (d *DataBatch) lowerInput(b *builder, shape []int64, dt DType) Value {
 	b.p.input = raw
 	src := raw
 	if b.eval {
+		// batch[0] = pre_processors(batch[0], in_place=False): a clone,
+		// normalised, replaces the loaded tensor in Lightning's batch list,
+		// which then has no other reference.
 		src = b.ew("normalize", "batch_normalized", []Value{raw}, b.shape(raw), FP32,
 			"normalised copy of the batch (validation normalises out of place: in_place=not validation_mode)")
 		b.val(src).grad = false
-		b.val(src).cached = true
+		b.p.held = append(b.p.held, src)
+		b.p.inputTransient = true
 	}
 	x := b.ew("index", "inputs", []Value{src}, shape, dt,
 		"model input built from the batch: initial conditions per member, skip copy, forecast step (a local of the rollout loop)")

@@ -72,6 +72,24 @@ func TestDataBatchLifetime(t *testing.T) {
 	}
 }
 
+// In validation the batch is normalised into a clone that replaces it in
+// Lightning's batch list: the loaded batch is freed after its last use and
+// the clone is held for the step.
+func TestDataBatchValidation(t *testing.T) {
+	p := tinyGraphPlan(t, 2, "stacked", "fp32")
+	p.Phase = "eval"
+	prog, err := p.lowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !prog.inputTransient || len(prog.held) != 1 {
+		t.Fatalf("eval: input transient %v, held %d values, want the loaded batch dropped and its copy held", prog.inputTransient, len(prog.held))
+	}
+	if c := prog.values[prog.held[0]]; c.name != "batch_normalized" || c.bytes != 3*64*6*4 {
+		t.Errorf("eval: held %s of %d bytes, want the normalised batch of 4,608", c.name, c.bytes)
+	}
+}
+
 // The graph's buffers are on the device once, however the members run:
 // 40 + 128 edges x (3 fp32 attributes + 2 int64 indices) = 4,704, two
 // edge_inc [2, 1] int64 = 32, and sin/cos coordinates of 64 + 10 nodes x

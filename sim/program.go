@@ -76,12 +76,15 @@ type program struct {
 	params  []paramInfo
 	buffers []bufferInfo // module buffers (buffers.go), on the device with the parameters
 	input   Value
-	loss    Value
-	regions []region     // checkpoint regions, index = id-1
-	tables  []*tableProg // table layers (table.go), set up and stepped by table_replay.go
-	held    []Value      // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
-	comm    []commRecord // collectives of one micro-batch (comm.go)
-	stage   *stageProg   // pipeline stage: micro-batch copies and their outputs (pipeline.go)
+	// inputTransient: the caller drops the input after its last use (a
+	// validation batch replaced by its normalised copy; data_batch.go).
+	inputTransient bool
+	loss           Value
+	regions        []region     // checkpoint regions, index = id-1
+	tables         []*tableProg // table layers (table.go), set up and stepped by table_replay.go
+	held           []Value      // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
+	comm           []commRecord // collectives of one micro-batch (comm.go)
+	stage          *stageProg   // pipeline stage: micro-batch copies and their outputs (pipeline.go)
 }
 
 // region is a contiguous range of ops run under activation checkpointing.

@@ -145,7 +145,7 @@ func (r *replay) initHolds() {
 			r.holds[v]++
 		}
 	}
-	if p.input != noValue {
+	if p.input != noValue && !p.inputTransient {
 		r.holds[p.input]++ // the caller's batch lives for the whole step
 	}
 	if p.loss != noValue {
