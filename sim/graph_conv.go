@@ -13,6 +13,38 @@ type edgeAttention struct {
 	channels, heads int64
 }
 
+// block lowers GraphTransformerBaseBlock.attention_block (block.py
+// @models-0.8.1 l.556-584) over r destination rows and e edges in k
+// chunks: one conv, or the chunked loop.
+func (g edgeAttention) block(b *builder, q, key, val, edges, ei Value, r, e, k int64) Value {
+	if k > 1 {
+		return g.chunkedAttention(b, q, key, val, edges, ei, r, e, k)
+	}
+	return g.conv(b, "conv", q, key, val, edges, ei, r, e)
+}
+
+// projectChunks lowers the blocks' out = torch.cat([self.projection(chunk)
+// for chunk in torch.tensor_split(out + x_r, num_chunks)]) for the
+// attention output att (fp32) and x_r over r rows of c channels: out + x_r
+// over all rows, autocast's copy of each chunk into the projection, the
+// concatenation. att stays alive (the local `out`) until the cat.
+func (b *builder) projectChunks(att, xr Value, r, c, k int64) Value {
+	sum := b.ew("add", "out_plus_x_r", []Value{att, xr}, []int64{r, c}, promote(b.dtype(att), b.dtype(xr)),
+		"out + x_r over all destination rows (fp32: the attention output is fp32)")
+	cdt := b.dtype(xr)
+	proj := b.newChunkLinear("projection", "o", c, c, true)
+	var parts []Value
+	for i, n := range splitRows(r, k) {
+		done := b.scope(chunkScope(int64(i), k))
+		parts = append(parts, b.applyLinear(proj, b.castRows(sum, n, cdt, "autocast copy of a tensor_split chunk of out + x_r (projection input)")))
+		done()
+	}
+	b.keepAlive("split_out_plus_x_r", sum)
+	out := b.catRows("projection_cat", parts, "projections of the chunks, concatenated")
+	b.keepAlive("accumulator", att) // the old `out` until the cat is assigned
+	return out
+}
+
 // chunkedAttention lowers attention_block with num_chunks > 1:
 // sort_edges_1hop_chunks copies each chunk's edges (bipartite_subgraph,
 // khop_edges.py@models-0.8.1 l.90-132), then an fp32 accumulator over all

@@ -183,28 +183,8 @@ func (g *GraphTransformer) block(b *builder, xs, xd, ea, ei Value, k, e int64) V
 	key := b.linear("lin_key", "k", lnS, c, c, true)
 	val := b.linear("lin_value", "v", lnS, c, c, true)
 	edges := b.linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
-	// attention_block
-	var att Value
-	if k > 1 {
-		att = g.attn().chunkedAttention(b, q, key, val, edges, ei, r, e, k)
-	} else {
-		att = g.attn().conv(b, "conv", q, key, val, edges, ei, r, e)
-	}
-	// out = torch.cat([self.projection(chunk) for chunk in torch.tensor_split(out + x_r, num_chunks)])
-	sum := b.ew("add", "out_plus_x_r", []Value{att, xr}, []int64{r, c}, promote(b.dtype(att), b.dtype(xr)),
-		"out + x_r over all destination rows (fp32: the accumulator is fp32)")
-	cdt := b.dtype(xr)
-	proj := b.newChunkLinear("projection", "o", c, c, true)
-	var parts []Value
-	for i, n := range splitRows(r, k) {
-		done := b.scope(chunkScope(int64(i), k))
-		ci := b.castRows(sum, n, cdt, "autocast copy of a tensor_split chunk of out + x_r (projection input)")
-		parts = append(parts, b.applyLinear(proj, ci))
-		done()
-	}
-	b.keepAlive("split_out_plus_x_r", sum)
-	out := b.catRows("projection_cat", parts, "projections of the chunks, concatenated")
-	b.keepAlive("accumulator", att) // the old `out` until the cat is assigned
+	att := g.attn().block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
+	out := b.projectChunks(att, xr, r, c, k)
 	// out = out + x_skip[1]
 	out = b.ew("add", "out_plus_x_skip", []Value{out, xd}, []int64{r, c}, promote(b.dtype(out), b.dtype(xd)), "out + x_skip[1]")
 	// nodes_new_dst = torch.cat([self.run_node_dst_mlp(chunk) + chunk for chunk in out.tensor_split(num_chunks)])
@@ -212,7 +192,7 @@ func (g *GraphTransformer) block(b *builder, xs, xd, ea, ei Value, k, e int64) V
 	hidden := g.MLPRatio * c
 	fc1 := b.newChunkLinear("node_dst_mlp.0", "up", c, hidden, true)
 	fc2 := b.newChunkLinear("node_dst_mlp.2", "down", hidden, c, true)
-	parts = parts[:0:0]
+	var parts []Value
 	for i, n := range splitRows(r, k) {
 		done := b.scope(chunkScope(int64(i), k))
 		ci := out

@@ -1,5 +1,7 @@
 package sim
 
+import "fmt"
+
 // MeshProcessor is the processor of an encoder-processor-decoder: layers
 // over the hidden mesh's nodes whose layer norms take the ensemble noise.
 // TransformerProcessor (attention over the nodes) and
@@ -22,9 +24,54 @@ func (p *TransformerProcessor) channels() int64 { return p.Channels }
 
 func (p *TransformerProcessor) conditioned(cond int64) MeshProcessor {
 	c := *p
-	c.Cond = cond
-	if c.Name == "" {
-		c.Name = "processor"
-	}
+	c.Cond, c.Name = cond, processorName(p.Name)
 	return &c
+}
+
+// processorName is a processor's scope: its own name, else "processor".
+func processorName(name string) string {
+	if name == "" {
+		return "processor"
+	}
+	return name
+}
+
+// validateBlocks checks the sizes both processors share: positive, heads
+// dividing channels, segments dividing layers (BaseProcessor's assert).
+func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int64) error {
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"layers", layers}, {"channels", channels}, {"heads", heads}, {"mlp_ratio", mlpRatio}, {"segments", segments}} {
+		if err := positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if channels%heads != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", channels, heads)}
+	}
+	if layers%segments != 0 {
+		return &Error{Path: path, Msg: fmt.Sprintf("segments must divide layers (layers=%d, segments=%d)", layers, segments),
+			Hint: "anemoi asserts num_layers % num_chunks == 0 (BaseProcessor)"}
+	}
+	return nil
+}
+
+// runSegments lowers BaseProcessor.run_layers (layers/processor.py
+// @models-0.8.1): the layers split into segments ProcessorChunks, each run
+// under one activation checkpoint, block lowering one layer.
+func (b *builder) runSegments(x Value, layers, segments int64, block func(Value) Value) Value {
+	per := layers / segments
+	for s := int64(0); s < segments; s++ {
+		done := b.scope(fmt.Sprintf("proc.%d", s))
+		closeRegion := b.beginRegion("")
+		for l := int64(0); l < per; l++ {
+			d := b.scope(fmt.Sprintf("blocks.%d", l))
+			x = block(x)
+			d()
+		}
+		closeRegion()
+		done()
+	}
+	return x
 }

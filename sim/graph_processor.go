@@ -72,20 +72,8 @@ func (p *TransformerProcessor) validate(path string) error {
 	if p.Mesh == nil {
 		return errorf(path, "transformer_processor needs a mesh")
 	}
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"layers", p.Layers}, {"channels", p.Channels}, {"heads", p.Heads}, {"mlp_ratio", p.MLPRatio}, {"segments", p.Segments}} {
-		if err := positive(path, f.what, f.n); err != nil {
-			return err
-		}
-	}
-	if p.Channels%p.Heads != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", p.Channels, p.Heads)}
-	}
-	if p.Layers%p.Segments != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("segments must divide layers (layers=%d, segments=%d)", p.Layers, p.Segments),
-			Hint: "anemoi asserts num_layers % num_chunks == 0 (BaseProcessor)"}
+	if err := validateBlocks(path, p.Layers, p.Channels, p.Heads, p.MLPRatio, p.Segments); err != nil {
+		return err
 	}
 	if p.Window < 0 {
 		return errorf(path, "window must be positive, or None for global attention (got %d)", p.Window)
@@ -102,23 +90,8 @@ func (p *TransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
 	if b.last(x) != p.Channels {
 		panic(shapeMismatch(b, "transformer_processor", p.Channels, b.last(x)))
 	}
-	name := p.Name
-	if name == "" {
-		name = "processor"
-	}
-	defer b.scope(name)()
-	per := p.Layers / p.Segments
-	for s := int64(0); s < p.Segments; s++ {
-		done := b.scope(fmt.Sprintf("proc.%d", s))
-		closeRegion := b.beginRegion("")
-		for l := int64(0); l < per; l++ {
-			d := b.scope(fmt.Sprintf("blocks.%d", l))
-			x = p.block(b, x, cond)
-			d()
-		}
-		closeRegion()
-		done()
-	}
+	defer b.scope(processorName(p.Name))()
+	x = b.runSegments(x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, cond) })
 	return x
 }
 

@@ -56,10 +56,7 @@ func (p *GraphTransformerProcessor) channels() int64 { return p.Channels }
 
 func (p *GraphTransformerProcessor) conditioned(cond int64) MeshProcessor {
 	c := *p
-	c.Cond = cond
-	if c.Name == "" {
-		c.Name = "processor"
-	}
+	c.Cond, c.Name = cond, processorName(p.Name)
 	return &c
 }
 
@@ -106,20 +103,11 @@ func (p *GraphTransformerProcessor) validate(path string) error {
 		return &Error{Path: path, Msg: fmt.Sprintf("edges must connect a mesh's nodes to each other (got %s)", p.Edges),
 			Hint: "multiscale_edges(mesh)"}
 	}
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"layers", p.Layers}, {"channels", p.Channels}, {"heads", p.Heads}, {"mlp_ratio", p.MLPRatio}, {"segments", p.Segments}, {"edge_attrs", p.EdgeAttrs}} {
-		if err := positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := validateBlocks(path, p.Layers, p.Channels, p.Heads, p.MLPRatio, p.Segments); err != nil {
+		return err
 	}
-	if p.Channels%p.Heads != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", p.Channels, p.Heads)}
-	}
-	if p.Layers%p.Segments != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("segments must divide layers (layers=%d, segments=%d)", p.Layers, p.Segments),
-			Hint: "anemoi asserts num_layers % num_chunks == 0 (BaseProcessor)"}
+	if err := positive(path, "edge_attrs", p.EdgeAttrs); err != nil {
+		return err
 	}
 	if p.TrainableEdgeAttrs < 0 || p.TrainableEdgeAttrs > p.EdgeAttrs {
 		return errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", p.EdgeAttrs, p.TrainableEdgeAttrs)
@@ -139,11 +127,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
 	if b.last(x) != p.Channels {
 		panic(shapeMismatch(b, "graph_transformer_processor", p.Channels, b.last(x)))
 	}
-	name := p.Name
-	if name == "" {
-		name = "processor"
-	}
-	defer b.scope(name)()
+	defer b.scope(processorName(p.Name))()
 	nodes := p.Edges.Dst.Nodes
 	r := rows(b.shape(x))
 	if r%nodes != 0 {
@@ -158,18 +142,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
 	if b.eval {
 		k = p.EvalChunks
 	}
-	per := p.Layers / p.Segments
-	for s := int64(0); s < p.Segments; s++ {
-		done := b.scope(fmt.Sprintf("proc.%d", s))
-		closeRegion := b.beginRegion("")
-		for l := int64(0); l < per; l++ {
-			d := b.scope(fmt.Sprintf("blocks.%d", l))
-			x = p.block(b, x, ea, ei, cond, k, e)
-			d()
-		}
-		closeRegion()
-		done()
-	}
+	x = b.runSegments(x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, ea, ei, cond, k, e) })
 	b.keepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }
@@ -189,27 +162,8 @@ func (p *GraphTransformerProcessor) block(b *builder, x, ea, ei, cond Value, k, 
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		key = headNorm(b, "k_norm", key, c/p.Heads)
 	}
-	att := edgeAttention{c, p.Heads}
-	var out Value
-	if k > 1 {
-		out = att.chunkedAttention(b, q, key, val, edges, ei, r, e, k)
-	} else {
-		out = att.conv(b, "conv", q, key, val, edges, ei, r, e)
-	}
-	// out = torch.cat([self.projection(chunk) for chunk in torch.tensor_split(out + x_r, num_chunks)])
-	sum := b.ew("add", "out_plus_x_r", []Value{out, xr}, []int64{r, c}, promote(b.dtype(out), b.dtype(xr)),
-		"out + x_r over all nodes (fp32: the scatter output is fp32)")
-	cdt := b.dtype(xr)
-	proj := b.newChunkLinear("projection", "o", c, c, true)
-	var parts []Value
-	for i, n := range splitRows(r, k) {
-		done := b.scope(chunkScope(int64(i), k))
-		parts = append(parts, b.applyLinear(proj, b.castRows(sum, n, cdt, "autocast copy of a tensor_split chunk of out + x_r (projection input)")))
-		done()
-	}
-	b.keepAlive("split_out_plus_x_r", sum)
-	o := b.catRows("projection_cat", parts, "projections of the chunks, concatenated")
-	b.keepAlive("attention_out", out) // the old `out` until the cat is assigned
+	out := edgeAttention{c, p.Heads}.block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
+	o := b.projectChunks(out, xr, r, c, k)
 	o = b.ew("add", "out_plus_x_skip", []Value{o, x}, []int64{r, c}, promote(b.dtype(o), b.dtype(x)), "out + x_skip")
 	// nodes_new = self.run_node_dst_mlp(out) + out
 	m := condNorm(b, "layer_norm_mlp_dst", o, cond, c, p.Cond)
