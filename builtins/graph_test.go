@@ -23,6 +23,19 @@ func TestGraphValues(t *testing.T) {
 		{expr: `multiscale_edges(m).count, multiscale_edges(mesh("h", 100)).count`, want: `(5040, 800)`},
 		{expr: `knn_edges(g, m, 4).src == g`, want: `True`},
 		{expr: `enc.kind, proc.kind, type(model)`, want: `("graph_transformer", "transformer_processor", "model")`},
+		// Per layer: lin_key/query/value/self 4*(64² + 64) = 16,640, lin_edge
+		// 3*64 + 64 = 256, projection 64² + 64 = 4,160, q/k norms 2*16, two
+		// layer norms 2*128, node MLP 64*256 + 256 + 256*64 + 64 = 33,088:
+		// 54,432 a layer.
+		{expr: `graph_transformer_processor(multiscale_edges(m), 2, 64, 4, edge_attrs = 3, trainable_edge_attrs = 0).params`, want: `108864`},
+		// Defaults: 11 edge attributes (lin_edge 512 more a layer) of which 8
+		// trainable on each of 5,040 edges.
+		{expr: `graph_transformer_processor(multiscale_edges(m), 2, 64, 4).params`, want: `150208`},
+		{expr: `graph_transformer_processor(multiscale_edges(m), 2, 64, 4).kind`, want: `"graph_transformer_processor"`},
+		// The graph on the device: (2,568 + 3,000 + 5,040 edges) x 28 bytes,
+		// three edge_inc of 16 and (1,000 + 642) nodes x 16 bytes of
+		// coordinates.
+		{expr: `simulate(train(encoder_processor_decoder("t2", g, m, enc, graph_transformer_processor(multiscale_edges(m), 2, 64, 4), dec, 10, 5, data_variables = 12), members = 2)).states["buffers"]`, want: `323344`},
 		// The block, 13*64² + 28*64 = 55,040, and 8 trainable attributes on
 		// each of 2,568 edges.
 		{expr: `enc.params`, want: `75584`},
@@ -46,9 +59,12 @@ func TestGraphErrors(t *testing.T) {
 		{expr: `graph_transformer(g, m, knn_edges(m, g, 1), 64, 4)`, err: `edges go from mesh "m" (642 nodes) to grid "g" (1000 nodes), not from grid "g" (1000 nodes) to mesh "m" (642 nodes)`},
 		{expr: `graph_transformer(g, m, knn_edges(g, m, 1), 64, 5)`, err: `heads must divide channels (channels=64, heads=5)`},
 		{expr: `graph_transformer(g, m, knn_edges(g, m, 1), 64, 4, eval_chunks = 0)`, err: `eval_chunks must be in [1, 642], the destination nodes it splits (got 0)`},
+		{expr: `graph_transformer_processor(m, 2, 64, 4)`, err: `edges must be the mesh's edges, e.g. multiscale_edges(mesh) (got mesh)`},
+		{expr: `graph_transformer_processor(knn_edges(g, m, 1), 2, 64, 4)`, err: `edges must connect a mesh's nodes to each other (got knn edges g -> m (642))`},
+		{expr: `encoder_processor_decoder("x", g, m, enc, proc, dec, 10, 5, data_dates = 0, data_variables = 4)`, err: `data_dates and data_variables must be positive (got 0, 4)`},
 		{expr: `transformer_processor(g, 2, 64, 4)`, err: `transformer_processor runs over a mesh (got grid "g" (1000 nodes))`},
 		{expr: `transformer_processor(m, 3, 64, 4)`, err: `segments must divide layers (layers=3, segments=2)`},
-		{expr: `encoder_processor_decoder("x", g, m, enc, enc, dec, 10, 5)`, err: `processor must be a transformer_processor (got graph_transformer)`},
+		{expr: `encoder_processor_decoder("x", g, m, enc, enc, dec, 10, 5)`, err: `processor must be a transformer_processor or graph_transformer_processor (got graph_transformer)`},
 		{expr: `encoder_processor_decoder("x", g, m, dec, proc, enc, 10, 5)`, err: `the encoder maps mesh "m" (642 nodes) onto grid "g" (1000 nodes)`},
 		{expr: `encoder_processor_decoder("x", g, m, enc, proc, dec, 10, 5, loss = "l1")`, err: `unknown loss "l1" for encoder_processor_decoder (known: crps, mse)`},
 		{expr: `simulate(train(model))`, err: `the crps loss compares ensemble members: it needs members >= 2 (got 1)`},

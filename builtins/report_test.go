@@ -26,7 +26,7 @@ func TestReport(t *testing.T) {
 		{expr: "type(r)", want: `"report"`},
 		{expr: "r.params", want: "160768"},
 		{expr: "r.trainable_params", want: "160768"},
-		{expr: "r.states", want: `{"params": 643072, "grads": 643072, "master": 0, "optimizer": 1286144}`},
+		{expr: "r.states", want: `{"params": 643072, "grads": 643072, "master": 0, "optimizer": 1286144, "buffers": 0}`},
 		{expr: "r.capacity", want: "85899345920"},
 		{expr: "r.capacity == gpu(\"A100-80GB\").memory", want: "True"},
 		{expr: "r.headroom == r.capacity - r.device_used", want: "True"},
