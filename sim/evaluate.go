@@ -58,6 +58,7 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	rep.Breakdown = append(rep.Breakdown,
 		Share{Name: "fragmentation", Bytes: rep.peakReservedThen - rep.PeakAllocated},
 		Share{Name: "context", Bytes: nonTorch})
+	graphAdvice(plan, rep)                                  // graph_advice.go: notes on a graph model's failure
 	r.dist.finishComm(rep)                                  // comm.go: r.comm_bytes, network traffic
 	if err := r.finishFinetune(rep, nonTorch); err != nil { // paging.go: paged state, offload host memory
 		return nil, err
