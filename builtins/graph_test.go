@@ -32,6 +32,7 @@ func TestGraphValues(t *testing.T) {
 		// trainable on each of 5,040 edges.
 		{expr: `graph_transformer_processor(multiscale_edges(m), 2, 64, 4).params`, want: `150208`},
 		{expr: `graph_transformer_processor(multiscale_edges(m), 2, 64, 4).kind`, want: `"graph_transformer_processor"`},
+		{expr: `train(encoder_processor_decoder("t3", g, m, enc, proc, dec, 10, 5, data_variables = 12), members = 2, rollout = 3).rollout`, want: `3`},
 		// The graph on the device: (2,568 + 3,000 + 5,040 edges) x 28 bytes,
 		// three edge_inc of 16 and (1,000 + 642) nodes x 16 bytes of
 		// coordinates.
@@ -68,6 +69,8 @@ func TestGraphErrors(t *testing.T) {
 		{expr: `encoder_processor_decoder("x", g, m, dec, proc, enc, 10, 5)`, err: `the encoder maps mesh "m" (642 nodes) onto grid "g" (1000 nodes)`},
 		{expr: `encoder_processor_decoder("x", g, m, enc, proc, dec, 10, 5, loss = "l1")`, err: `unknown loss "l1" for encoder_processor_decoder (known: crps, mse)`},
 		{expr: `simulate(train(model))`, err: `the crps loss compares ensemble members: it needs members >= 2 (got 1)`},
+		{expr: `train(model, members = 2, rollout = 0)`, err: `rollout must be at least 1 (got 0)`},
+		{expr: `train(model, members = 2, rollout = 2)`, err: `rollout=2 replays anemoi's rollout loop, which builds each step's input from the data batch, and model "tiny" has none`},
 		{expr: `simulate(train(model, seq = 7, members = 2))`, err: `seq must be left unset for graph model "tiny"`},
 	})
 }

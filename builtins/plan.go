@@ -78,6 +78,7 @@ const (
 	argQuantFrom
 	argExpandableSegments
 	argValidation
+	argRollout
 	numTrainArgs
 )
 
@@ -85,7 +86,7 @@ var trainArgNames = [numTrainArgs]string{
 	"model", "batch", "seq", "grad_accum", "members", "members_mode", "precision", "optimizer",
 	"checkpoint", "lora", "quant", "gpu", "phase", "runtime", "parallel", "offload", "cluster",
 	"freeze", "loss_chunks", "tokens_per_batch", "host_memory", "quant_lm_head", "quant_from",
-	"expandable_segments", "validation",
+	"expandable_segments", "validation", "rollout",
 }
 
 // trainArgs holds train()'s arguments, resolved to canonical values
@@ -106,7 +107,7 @@ func defaultTrainArgs() trainArgs {
 		argCluster: starlark.None, argFreeze: starlark.None, argLossChunks: starlark.MakeInt(1),
 		argTokensPerBatch: starlark.None, argHostMemory: starlark.None, argQuantLMHead: starlark.False,
 		argQuantFrom: starlark.None, argExpandableSegments: starlark.False,
-		argValidation: starlark.False,
+		argValidation: starlark.False, argRollout: starlark.MakeInt(1),
 	}
 	return a
 }
@@ -131,7 +132,7 @@ func planBuiltins() []Builtin {
 			"precision=\"fp32\", optimizer=adamw(), checkpoint=\"none\", lora=None, quant=None, " +
 			"gpu=\"H100-80GB\", phase=\"train\", runtime=\"cuda\", parallel=None, offload=None, cluster=None, " +
 			"freeze=None, loss_chunks=1, tokens_per_batch=None, host_memory=None, quant_lm_head=False, quant_from=None, " +
-			"expandable_segments=False, validation=False)",
+			"expandable_segments=False, validation=False, rollout=1)",
 		Doc: "A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")). " +
 			"batch is the micro-batch per GPU (sequences per forward) and seq the tokens per sequence, " +
 			"required for models that read tokens. grad_accum > 1 keeps gradients between micro-batches. " +
@@ -150,7 +151,9 @@ func planBuiltins() []Builtin {
 			"(pages mapped into one growing segment per pool; free pages unmapped when the card is full). " +
 			"validation=True replays a validation forward (eval mode, no gradients, eval chunk counts: Lightning's " +
 			"sanity check before the first step) through the same allocator before the step; it counts in the peaks " +
-			"and the OOM (phase \"validation\").\n\n" +
+			"and the OOM (phase \"validation\"). rollout=n replays anemoi's rollout loop for a graph model built from a " +
+			"data batch (encoder_processor_decoder data_variables): n prediction steps, each input built from the last " +
+			"prediction, every step's graph kept until the backward.\n\n" +
 			"Attributes: every argument by name. plan.replace(**changes) returns a variant, the natural way to sweep.",
 		Fn: trainFn,
 	}}
@@ -192,12 +195,16 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 	for _, f := range []struct {
 		i   int
 		dst *int64
-	}{{argBatch, &p.Batch}, {argGradAccum, &p.GradAccum}, {argMembers, &p.Members}} {
+	}{{argBatch, &p.Batch}, {argGradAccum, &p.GradAccum}, {argMembers, &p.Members}, {argRollout, &p.Rollout}} {
 		n, err := AsInt64(v[f.i], trainArgNames[f.i])
 		if err != nil {
 			return nil, err
 		}
 		*f.dst, v[f.i] = n, starlark.MakeInt64(n)
+	}
+	if p.Rollout < 1 {
+		return nil, &sim.Error{Path: "train", Msg: fmt.Sprintf("rollout must be at least 1 (got %d)", p.Rollout),
+			Hint: "anemoi's training.rollout: the prediction steps per training step (1: no rollout)"}
 	}
 	if v[argSeq] == starlark.None {
 		if m.m.TakesTokens() {

@@ -217,7 +217,7 @@ enc = graph_transformer(g, me, knn_edges(g, me, %[3]d), channels = 16, heads = 2
 proc = graph_transformer_processor(multiscale_edges(me), %[5]d, 16, 2, segments = %[6]d, eval_chunks = %[4]d)
 dec = graph_transformer(me, g, knn_edges(me, g, %[3]d), channels = 16, heads = 2)
 m = encoder_processor_decoder("w", g, me, enc, proc, dec, inputs = 4, outputs = 4, data_variables = %[7]d, data_dates = %[8]d)
-print(simulate(train(m, members = 2, members_mode = "sequential", validation = True)).summary)
+print(simulate(train(m, members = 2, members_mode = "sequential", validation = True, rollout = %[6]d)).summary)
 `,
 	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), %[1]d), vocab = 100)
 print(search(m, gpus = %[2]d, global_batch = %[3]d, seq = %[4]d, nodes = %[5]d, gpus_per_node = %[6]d, top = %[7]d, max_layouts = %[8]d))

@@ -18,6 +18,7 @@ type builder struct {
 
 	members    int64 // ensemble members in the step (Plan.Members, at least 1)
 	sequential bool  // members run through the model one at a time (members.go)
+	rollout    int64 // autoregressive steps of a model built from a data batch (rollout.go)
 
 	par parLowering // tensor, context and expert parallelism (tp.go)
 	ft  *finetune   // quant, freeze, chunked loss, packing (finetune.go)

@@ -228,7 +228,7 @@ func (b *builder) reserveParams(n int64) {
 const (
 	hintTensor = "check batch=, seq= and the layer sizes: memsh counts up to 4 EiB (2^62 bytes)"
 	hintParams = "check the layer sizes and repeat counts: memsh counts up to 4 EiB (2^62 bytes)"
-	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks) and the experts or heads"
+	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks), the experts or heads, and the sequential members and rollout steps (each lowers the model again)"
 
 	hintMicroBatches = "check grad_accum= and micro_batches=: memsh counts up to 4 EiB (2^62 bytes) a step"
 )

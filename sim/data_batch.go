@@ -15,7 +15,7 @@ import "fmt"
 // normalised clone takes its place in the batch list and the loaded
 // tensor is freed. The initial conditions x =
 // ensemble_ic_generator(batch[0]) (index copy, then one copy per member)
-// live until the rollout loop ends. memsh lumps x, its skip copy and the
+// live until the rollout loop builds the next input (rollout.go). memsh lumps x, its skip copy and the
 // forecast-step column into the model input [batch * members, points,
 // inputs] (graph_model.go).
 type DataBatch struct {
@@ -33,7 +33,7 @@ func (d *DataBatch) validate(path string) error {
 
 // lowerInput adds the data batch as the program input (held for the
 // step) and returns the model input built from it: shape [batch * members,
-// points, inputs] in dtype dt, held until the end of the forward.
+// points, inputs] in dtype dt.
 func (d *DataBatch) lowerInput(b *builder, shape []int64, dt DType) Value {
 	bs := b.batch / b.members
 	points := shape[1]
@@ -57,6 +57,5 @@ func (d *DataBatch) lowerInput(b *builder, shape []int64, dt DType) Value {
 	x := b.ew("index", "inputs", []Value{src}, shape, dt,
 		"model input built from the batch: initial conditions per member, skip copy, forecast step (a local of the rollout loop)")
 	b.val(x).grad = false
-	b.val(x).cached = true // held until the forward (and its loss) ends
-	return x
+	return x // its lifetime is the rollout loop's (rollout.go)
 }

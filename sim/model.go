@@ -206,6 +206,10 @@ func (m *Model) lower(b *builder) (err error) {
 			b.p.input = x
 		}
 	}
+	if m.Data != nil {
+		b.p.loss = b.lowerRollout(m, x, b.rollout) // rollout.go: anemoi's rollout loop
+		return nil
+	}
 	x = b.lowerMembers(m, x) // lowerBody once, or once per member (members.go)
 	b.p.loss = b.loss(m, x)
 	return nil

@@ -46,6 +46,10 @@ type Plan struct {
 	// check does before the first step (validation.go).
 	Validation bool
 
+	// Rollout: anemoi's autoregressive steps per training step (rollout.go);
+	// 0 or 1 is one step.
+	Rollout int64
+
 	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
 
@@ -113,6 +117,9 @@ func (p *Plan) Validate() error {
 	if p.Device.Memory <= 0 {
 		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
+	if err := p.validateRollout(); err != nil { // rollout.go
+		return err
+	}
 	if err := p.validateValidation(); err != nil { // validation.go
 		return err
 	}
@@ -137,6 +144,7 @@ func (p *Plan) lowerProgram() (*program, error) {
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).
 	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"
+	b.rollout = max(p.Rollout, 1)
 	b.batch *= b.members
 	if p.Model.Points > 0 {
 		b.seq = p.Model.Points // graph models: one row per grid point (graph_model.go)

@@ -1,0 +1,73 @@
+package sim
+
+import "fmt"
+
+// Rollout: anemoi's autoregressive training (Plan.Rollout steps;
+// train/forecaster/ensforecaster.py@training-0.5.1, rollout_step). Each
+// step predicts the next date from the current input, adds its loss, and
+// builds the next input:
+//
+//	for step in range(rollout):
+//	    y_pred = model(x)
+//	    loss += checkpoint(gather_and_compute_loss, y_pred, y)
+//	    x = advance_input(x, y_pred, batch, step)   # x.roll(-1, dims=1), then
+//	                                                # the prediction's prognostic
+//	                                                # variables and the next
+//	                                                # date's forcings written in
+//
+// All steps' graphs live until the backward, so what one step keeps for
+// backward is kept once per step; the steps share the model's parameters
+// and autocast's weight copies (one autocast region). The loop calls
+// advance_input after the last step too: that input is a local until the
+// loop ends and no loss depends on it.
+
+// validateRollout checks Plan.Rollout.
+func (p *Plan) validateRollout() error {
+	switch {
+	case p.Rollout < 0:
+		return &Error{Path: "train", Msg: fmt.Sprintf("rollout must be at least 1 (got %d)", p.Rollout)}
+	case p.Rollout > 1 && p.Model.Data == nil:
+		return &Error{Path: "train", Msg: fmt.Sprintf("rollout=%d replays anemoi's rollout loop, which builds each step's input from the data batch, and model %q has none", p.Rollout, p.Model.Name),
+			Hint: "encoder_processor_decoder(..., data_variables=N)"}
+	}
+	return nil
+}
+
+// lowerRollout lowers the rollout loop of a model built from a data batch
+// (data_batch.go) for its first input x and returns the summed loss.
+func (b *builder) lowerRollout(m *Model, x Value, steps int64) Value {
+	batch := b.p.input
+	b.val(x).cached = false // dropped when the loop builds the next input
+	loss := noValue
+	var first [2][2]int // step 0's parameters and ops
+	buffers := len(b.p.buffers)
+	for s := int64(0); s < steps; s++ {
+		name := ""
+		if steps > 1 {
+			name = fmt.Sprintf("rollout%d", s)
+		}
+		done := b.scope(name)
+		p0, o0 := len(b.p.params), len(b.p.ops)
+		y := b.lowerMembers(m, x) // members.go
+		l := b.loss(m, y)
+		span := [2][2]int{{p0, len(b.p.params)}, {o0, len(b.p.ops)}}
+		if s == 0 {
+			first, buffers = span, len(b.p.buffers)
+		} else {
+			b.shareMember(first[0], span[0], first[1], span[1]) // the same model: its parameters and weight copies once
+			b.p.buffers = b.p.buffers[:buffers]
+		}
+		if loss == noValue {
+			loss = l
+		} else {
+			loss = b.add("loss_sum", loss, l) // loss += loss_next
+		}
+		next := b.ew("advance_input", "inputs", []Value{x, y, batch}, b.shape(x), b.dtype(x),
+			"advance_input: the next step's input, rolled by one date with the prediction's prognostic variables and the next date's forcings written in")
+		b.val(next).grad = !b.eval && s < steps-1 // the last one feeds no loss
+		x = next
+		done()
+	}
+	b.val(x).cached = true // a local until the rollout loop ends
+	return loss
+}
