@@ -79,6 +79,7 @@ const (
 	argExpandableSegments
 	argValidation
 	argRollout
+	argFirstStep
 	numTrainArgs
 )
 
@@ -86,7 +87,7 @@ var trainArgNames = [numTrainArgs]string{
 	"model", "batch", "seq", "grad_accum", "members", "members_mode", "precision", "optimizer",
 	"checkpoint", "lora", "quant", "gpu", "phase", "runtime", "parallel", "offload", "cluster",
 	"freeze", "loss_chunks", "tokens_per_batch", "host_memory", "quant_lm_head", "quant_from",
-	"expandable_segments", "validation", "rollout",
+	"expandable_segments", "validation", "rollout", "first_step",
 }
 
 // trainArgs holds train()'s arguments, resolved to canonical values
@@ -107,7 +108,7 @@ func defaultTrainArgs() trainArgs {
 		argCluster: starlark.None, argFreeze: starlark.None, argLossChunks: starlark.MakeInt(1),
 		argTokensPerBatch: starlark.None, argHostMemory: starlark.None, argQuantLMHead: starlark.False,
 		argQuantFrom: starlark.None, argExpandableSegments: starlark.False,
-		argValidation: starlark.False, argRollout: starlark.MakeInt(1),
+		argValidation: starlark.False, argRollout: starlark.MakeInt(1), argFirstStep: starlark.False,
 	}
 	return a
 }
@@ -132,7 +133,7 @@ func planBuiltins() []Builtin {
 			"precision=\"fp32\", optimizer=adamw(), checkpoint=\"none\", lora=None, quant=None, " +
 			"gpu=\"H100-80GB\", phase=\"train\", runtime=\"cuda\", parallel=None, offload=None, cluster=None, " +
 			"freeze=None, loss_chunks=1, tokens_per_batch=None, host_memory=None, quant_lm_head=False, quant_from=None, " +
-			"expandable_segments=False, validation=False, rollout=1)",
+			"expandable_segments=False, validation=False, rollout=1, first_step=False)",
 		Doc: "A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")). " +
 			"batch is the micro-batch per GPU (sequences per forward) and seq the tokens per sequence, " +
 			"required for models that read tokens. grad_accum > 1 keeps gradients between micro-batches. " +
@@ -153,7 +154,9 @@ func planBuiltins() []Builtin {
 			"sanity check before the first step) through the same allocator before the step; it counts in the peaks " +
 			"and the OOM (phase \"validation\"). rollout=n replays anemoi's rollout loop for a graph model built from a " +
 			"data batch (encoder_processor_decoder data_variables): n prediction steps, each input built from the last " +
-			"prediction, every step's graph kept until the backward.\n\n" +
+			"prediction, every step's graph kept until the backward. first_step=True replays the first training step: " +
+			"the optimizer's state (Adam's moments) does not exist until the first optimizer.step() makes it; the " +
+			"default is the steady state (step 2 onwards).\n\n" +
 			"Attributes: every argument by name. plan.replace(**changes) returns a variant, the natural way to sweep.",
 		Fn: trainFn,
 	}}
@@ -282,16 +285,16 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 	}
 	p.Runtime = r
 
-	es, ok := v[argExpandableSegments].(starlark.Bool)
-	if !ok {
-		return nil, fmt.Errorf("expandable_segments must be True or False (got %s)", v[argExpandableSegments].Type())
+	for _, f := range []struct {
+		i   int
+		dst *bool
+	}{{argExpandableSegments, &p.ExpandableSegments}, {argValidation, &p.Validation}, {argFirstStep, &p.FirstStep}} {
+		b, ok := v[f.i].(starlark.Bool)
+		if !ok {
+			return nil, fmt.Errorf("%s must be True or False (got %s)", trainArgNames[f.i], v[f.i].Type())
+		}
+		*f.dst = bool(b)
 	}
-	p.ExpandableSegments = bool(es)
-	val, ok := v[argValidation].(starlark.Bool)
-	if !ok {
-		return nil, fmt.Errorf("validation must be True or False (got %s)", v[argValidation].Type())
-	}
-	p.Validation = bool(val)
 
 	if err := resolveLayout(v, p); err != nil { // parallel.go: parallel= and cluster=
 		return nil, err

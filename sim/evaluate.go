@@ -14,6 +14,9 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := plan.checkFirstStep(prog); err != nil { // first_step.go
+		return nil, err
+	}
 	dev := plan.Device
 	overheads := []Overhead{{
 		Name: "cuda_context", Bytes: dev.Context,
@@ -123,8 +126,8 @@ func (r *replay) setup() {
 			}
 			for _, s := range plan.Optimizer.states(p.shape, p.numel, prec.States) {
 				st.Optimizer += s.bytes
-				if plan.Optimizer.Paged() {
-					continue // unified memory, outside the caching allocator
+				if plan.Optimizer.Paged() || plan.FirstStep {
+					continue // unified memory, outside the caching allocator; or made by the first step() (first_step.go)
 				}
 				r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: prec.States, Bytes: s.bytes, Why: "optimizer state " + s.name, Cat: CatOptimizer})
 			}
@@ -246,6 +249,7 @@ func (r *replay) optimizerStep() {
 	if r.plan.Optimizer.InBackward || r.offloadStep() { // offload.go: the step runs on the host
 		return
 	}
+	r.firstStepStates() // first_step.go: Adam's moments appear in the first step()
 	st := r.plan.Precision.States
 	var largest, total int64
 	for pi := range r.p.params {

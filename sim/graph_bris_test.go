@@ -183,6 +183,13 @@ func TestBrisStackedTrainingFailsAtScatter(t *testing.T) {
 		if short := scatter - free*(1<<30); k == 16 && short > 1e9 {
 			t.Errorf("chunks=%d: %.2f GB short of the 10.37 GiB, want less than 1 GB (%s)", k, short/1e9, o.Message)
 		}
+		// The run's first step, before AdamW has made its moments: the
+		// same tensor fails, one chunk later.
+		pf := bris(t, 2, "stacked", k, 32, "train")
+		pf.Validation, pf.FirstStep = true, true
+		if f := evalBris(t, pf).OOM; f == nil || f.Alloc.Bytes != scatter || f.Alloc.Phase != PhaseRecompute || !strings.HasSuffix(f.Alloc.Tensor, ".scatter_out") {
+			t.Errorf("chunks=%d, first step: OOM %+v, want the decoder's scatter output", k, f)
+		}
 		if r.Largest.Bytes != procProduct || r.Largest.Tensor != "processor.proc.0.blocks.0.conv.query_key.fp32" {
 			t.Errorf("chunks=%d: largest %d B %s, want the processor's fp32 product %d B", k, r.Largest.Bytes, r.Largest.Tensor, procProduct)
 		}

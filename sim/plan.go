@@ -50,6 +50,10 @@ type Plan struct {
 	// 0 or 1 is one step.
 	Rollout int64
 
+	// FirstStep: the first training step, before the optimizer has made
+	// its state (first_step.go); false replays the steady state.
+	FirstStep bool
+
 	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
 
@@ -116,6 +120,9 @@ func (p *Plan) Validate() error {
 	}
 	if p.Device.Memory <= 0 {
 		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
+	}
+	if err := p.validateFirstStep(); err != nil { // first_step.go
+		return err
 	}
 	if err := p.validateRollout(); err != nil { // rollout.go
 		return err
