@@ -206,7 +206,7 @@ p = train(m, batch = %[2]d, seq = %[3]d, parallel = parallel(pp = %[4]d, virtual
 print(simulate(p).summary)
 `,
 	`m = model("m", embedding(100, 64), repeat(sequential(residual(attention(64, 4)), residual(mlp(64, 128))), 2), vocab = 100)
-p = train(m, batch = %[1]d, seq = %[2]d, loss_chunks = %[3]d, tokens_per_batch = %[4]d, lora = lora(rank = %[5]d), grad_accum = %[6]d)
+p = train(m, batch = %[1]d, seq = %[2]d, loss_chunks = %[3]d, tokens_per_batch = %[4]d, lora = lora(rank = %[5]d), grad_accum = %[6]d, first_step = True)
 print(simulate(p).summary)
 t = sweep(p, batch = list(range(1, %[7]d)), max = %[8]d)
 print(t)
