@@ -129,7 +129,7 @@ func (r *replay) setup() {
 				if plan.Optimizer.Paged() || plan.FirstStep {
 					continue // unified memory, outside the caching allocator; or made by the first step() (first_step.go)
 				}
-				r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: prec.States, Bytes: s.bytes, Why: "optimizer state " + s.name, Cat: CatOptimizer})
+				r.allocState(p, s, "optimizer state "+s.name)
 			}
 			t := r.optimizerTraffic(p)
 			r.rep.Traffic.HBM += t
@@ -156,6 +156,11 @@ workspace:
 	}
 	r.setupTableRows() // table_replay.go
 	r.setupOffload()   // offload.go
+}
+
+// allocState allocates one optimizer state tensor of parameter p.
+func (r *replay) allocState(p *paramInfo, s stateTensor, why string) {
+	r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: r.plan.Precision.States, Bytes: s.bytes, Why: why, Cat: CatOptimizer})
 }
 
 // paramBytes is a parameter's storage on this GPU.

@@ -51,8 +51,7 @@ func (r *replay) firstStepStates() {
 			continue
 		}
 		for _, s := range r.plan.Optimizer.states(p.shape, p.numel, dt) {
-			r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: dt, Bytes: s.bytes,
-				Why: "optimizer state " + s.name + ", created by the first optimizer.step()", Cat: CatOptimizer})
+			r.allocState(p, s, "optimizer state "+s.name+", created by the first optimizer.step()")
 		}
 	}
 }

@@ -35,31 +35,24 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 	per := shape[0] / b.members
 	tables := len(b.p.tables)
 	block := b.block
-	type span struct{ params, ops [2]int }
-	var spans []span
+	var first lowering
 	var outs []Value
-	buffers := -1
 	for i := int64(0); i < b.members; i++ {
-		if i == 1 {
-			buffers = len(b.p.buffers) // the members are one module: its buffers once
-		}
 		done := b.scope(fmt.Sprintf("member%d", i))
 		b.block = block // checkpoint(every=k) counts blocks within one member
 		xi := b.memberSlice(x, i, per)
-		p0, o0 := len(b.p.params), len(b.p.ops)
+		l := b.startLowering()
 		outs = append(outs, m.lowerBody(b, xi))
-		spans = append(spans, span{[2]int{p0, len(b.p.params)}, [2]int{o0, len(b.p.ops)}})
+		if i == 0 {
+			first = b.endLowering(l)
+		} else {
+			b.relowered(first, b.endLowering(l))
+		}
 		done()
 	}
 	if len(b.p.tables) > tables {
 		panic(lowerError{&Error{Path: m.Name, Msg: "sequential members are not modelled for models with table layers (each member would set up its own table)",
 			Hint: "use members_mode=\"stacked\""}})
-	}
-	if buffers >= 0 {
-		b.p.buffers = b.p.buffers[:buffers]
-	}
-	for i := 1; i < len(spans); i++ {
-		b.shareMember(spans[0].params, spans[i].params, spans[0].ops, spans[i].ops)
 	}
 	return b.catMembers(outs)
 }
@@ -85,6 +78,31 @@ func (b *builder) catMembers(outs []Value) Value {
 	v := b.out(op, "members_cat", shape, b.dtype(outs[0]), fmt.Sprintf("the %d members' outputs concatenated before the loss", len(outs)))
 	b.op(op).noGradB = true
 	return v
+}
+
+// lowering is what lowering some layers registered: its parameter and op
+// ranges, and the module buffers before it.
+type lowering struct {
+	params, ops [2]int
+	buffers     int
+}
+
+func (b *builder) startLowering() lowering {
+	return lowering{params: [2]int{len(b.p.params)}, ops: [2]int{len(b.p.ops)}, buffers: len(b.p.buffers)}
+}
+
+func (b *builder) endLowering(l lowering) lowering {
+	l.params[1], l.ops[1] = len(b.p.params), len(b.p.ops)
+	return l
+}
+
+// relowered makes a second lowering of the same layers (again: another
+// member, another rollout step) the same module as the first: its
+// parameters and autocast weight copies are the first's (shareMember), and
+// the buffers it registered again are dropped.
+func (b *builder) relowered(first, again lowering) {
+	b.shareMember(first.params, again.params, first.ops, again.ops)
+	b.p.buffers = b.p.buffers[:again.buffers]
 }
 
 // shareMember ties the parameters of a later member (range q) to the first

@@ -39,23 +39,20 @@ func (b *builder) lowerRollout(m *Model, x Value, steps int64) Value {
 	batch := b.p.input
 	b.val(x).cached = false // dropped when the loop builds the next input
 	loss := noValue
-	var first [2][2]int // step 0's parameters and ops
-	buffers := len(b.p.buffers)
+	var first lowering // step 0's
 	for s := int64(0); s < steps; s++ {
 		name := ""
 		if steps > 1 {
 			name = fmt.Sprintf("rollout%d", s)
 		}
 		done := b.scope(name)
-		p0, o0 := len(b.p.params), len(b.p.ops)
+		low := b.startLowering()
 		y := b.lowerMembers(m, x) // members.go
 		l := b.loss(m, y)
-		span := [2][2]int{{p0, len(b.p.params)}, {o0, len(b.p.ops)}}
 		if s == 0 {
-			first, buffers = span, len(b.p.buffers)
+			first = b.endLowering(low)
 		} else {
-			b.shareMember(first[0], span[0], first[1], span[1]) // the same model: its parameters and weight copies once
-			b.p.buffers = b.p.buffers[:buffers]
+			b.relowered(first, b.endLowering(low)) // members.go: the same model, its parameters and weight copies once
 		}
 		if loss == noValue {
 			loss = l
