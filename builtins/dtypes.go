@@ -3,14 +3,14 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
 
 // DType is the Starlark value of a tensor element type (fp32, bf16, ...).
 // Its type name is "dtype"; it has .name and .bits.
-type DType struct{ d sim.DType }
+type DType struct{ d units.DType }
 
 var (
 	_ starlark.HasAttrs   = DType{}
@@ -19,10 +19,10 @@ var (
 )
 
 // NewDType wraps d.
-func NewDType(d sim.DType) DType { return DType{d} }
+func NewDType(d units.DType) DType { return DType{d} }
 
 // SimDType is the wrapped sim.DType.
-func (x DType) SimDType() sim.DType { return x.d }
+func (x DType) SimDType() units.DType { return x.d }
 
 func (x DType) String() string        { return x.d.Name() }
 func (x DType) Type() string          { return "dtype" }
@@ -63,7 +63,7 @@ func (x *DType) Unpack(v starlark.Value) error {
 		*x = v
 		return nil
 	case starlark.String:
-		d, err := sim.ParseDType(string(v))
+		d, err := units.ParseDType(string(v))
 		if err != nil {
 			return err
 		}
@@ -75,17 +75,17 @@ func (x *DType) Unpack(v starlark.Value) error {
 
 // dtypeBuiltins: fp32 tf32 bf16 fp16 fp8 int8 nf4.
 func dtypeBuiltins() []Builtin {
-	docs := map[sim.DType]string{
-		sim.FP32: "fp32 is 32-bit IEEE float, PyTorch's default dtype for weights and optimizer states.",
-		sim.TF32: "tf32 is fp32 storage (32 bits) with TensorFloat-32 matmuls; memory as fp32.",
-		sim.BF16: "bf16 is bfloat16: 16 bits, fp32's exponent range; the usual mixed-precision compute dtype.",
-		sim.FP16: "fp16 is IEEE half precision: 16 bits; needs loss scaling in mixed precision.",
-		sim.FP8:  "fp8 is an 8-bit float (e4m3/e5m2), as Transformer Engine uses on H100 and later.",
-		sim.INT8: "int8 is an 8-bit integer, as in 8-bit optimizers and LLM.int8() weights.",
-		sim.NF4:  "nf4 is 4-bit NormalFloat, QLoRA's storage for frozen base weights (block constants are counted by the quantization rules).",
+	docs := map[units.DType]string{
+		units.FP32: "fp32 is 32-bit IEEE float, PyTorch's default dtype for weights and optimizer states.",
+		units.TF32: "tf32 is fp32 storage (32 bits) with TensorFloat-32 matmuls; memory as fp32.",
+		units.BF16: "bf16 is bfloat16: 16 bits, fp32's exponent range; the usual mixed-precision compute dtype.",
+		units.FP16: "fp16 is IEEE half precision: 16 bits; needs loss scaling in mixed precision.",
+		units.FP8:  "fp8 is an 8-bit float (e4m3/e5m2), as Transformer Engine uses on H100 and later.",
+		units.INT8: "int8 is an 8-bit integer, as in 8-bit optimizers and LLM.int8() weights.",
+		units.NF4:  "nf4 is 4-bit NormalFloat, QLoRA's storage for frozen base weights (block constants are counted by the quantization rules).",
 	}
 	var out []Builtin
-	for _, d := range sim.UserDTypes() {
+	for _, d := range units.UserDTypes() {
 		out = append(out, Builtin{Name: d.Name(), Sig: d.Name(), Doc: docs[d], Value: DType{d}})
 	}
 	return out

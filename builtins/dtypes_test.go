@@ -3,7 +3,7 @@ package builtins
 import (
 	"testing"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -31,12 +31,12 @@ func TestDTypes(t *testing.T) {
 func TestDTypeUnpack(t *testing.T) {
 	for _, tc := range []struct {
 		in   starlark.Value
-		want sim.DType
+		want units.DType
 		err  string
 	}{
-		{NewDType(sim.BF16), sim.BF16, ""},
-		{starlark.String("bfloat16"), sim.BF16, ""},
-		{starlark.String("fp32"), sim.FP32, ""},
+		{NewDType(units.BF16), units.BF16, ""},
+		{starlark.String("bfloat16"), units.BF16, ""},
+		{starlark.String("fp32"), units.FP32, ""},
 		{starlark.String("fp7"), 0, `unknown dtype "fp7"`},
 		{starlark.MakeInt(16), 0, "got int, want dtype or string"},
 	} {

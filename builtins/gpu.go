@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -137,7 +138,7 @@ const defaultCustomContext = 500 << 20
 func gpuBuiltins() []Builtin {
 	names := make([]string, 0, 16)
 	for _, d := range sim.Catalog() {
-		names = append(names, fmt.Sprintf("%s (%s)", d.Name, sim.FormatBytes(d.Memory)))
+		names = append(names, fmt.Sprintf("%s (%s)", d.Name, units.FormatBytes(d.Memory)))
 	}
 	return []Builtin{{
 		Name: "gpu",
@@ -215,7 +216,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		d.Context = n
 	}
 	if d.Context >= d.Memory {
-		return nil, fmt.Errorf("context (%s) must be smaller than memory (%s)", sim.FormatBytes(d.Context), sim.FormatBytes(d.Memory))
+		return nil, fmt.Errorf("context (%s) must be smaller than memory (%s)", units.FormatBytes(d.Context), units.FormatBytes(d.Memory))
 	}
 	for _, f := range []struct {
 		name string

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -51,7 +52,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	}
 	m, err := sim.FromHFConfigArch(data, attn, archName)
 	if err != nil {
-		var se *sim.Error
+		var se *units.Error
 		if errors.As(err, &se) {
 			c := *se // name the file the user gave
 			if strings.Contains(c.Msg, "config.json") {

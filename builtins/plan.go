@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -206,12 +207,12 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 		*f.dst, v[f.i] = n, starlark.MakeInt64(n)
 	}
 	if p.Rollout < 1 {
-		return nil, &sim.Error{Path: "train", Msg: fmt.Sprintf("rollout must be at least 1 (got %d)", p.Rollout),
+		return nil, &units.Error{Path: "train", Msg: fmt.Sprintf("rollout must be at least 1 (got %d)", p.Rollout),
 			Hint: "anemoi's training.rollout: the prediction steps per training step (1: no rollout)"}
 	}
 	if v[argSeq] == starlark.None {
 		if m.m.TakesTokens() {
-			return nil, &sim.Error{
+			return nil, &units.Error{
 				Msg:  fmt.Sprintf("seq is required: model %q reads tokens (it starts with an embedding)", m.m.Name),
 				Hint: "pass the tokens per sequence, e.g. train(model, batch=1, seq=2048)",
 			}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -32,7 +32,7 @@ func PosString(pos syntax.Position) string {
 // *sim.Error's Origin (when err is or wraps one that has none). The
 // *sim.Error is copied, never modified. Other errors pass through.
 func WithOrigin(err error, decl syntax.Position) error {
-	var se *sim.Error
+	var se *units.Error
 	if err == nil || !errors.As(err, &se) || se.Origin != "" || !decl.IsValid() {
 		return err
 	}
@@ -48,13 +48,13 @@ func WithOrigin(err error, decl syntax.Position) error {
 // *sim.Error with the copy that carries the origin.
 type originError struct {
 	err error
-	sim *sim.Error
+	sim *units.Error
 }
 
 func (e *originError) Error() string { return e.err.Error() }
 func (e *originError) Unwrap() error { return e.err }
 func (e *originError) As(target any) bool {
-	if p, ok := target.(**sim.Error); ok {
+	if p, ok := target.(**units.Error); ok {
 		*p = e.sim
 		return true
 	}

@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/syntax"
 )
 
 func TestWithOrigin(t *testing.T) {
 	name := "plan.star"
 	pos := syntax.MakePosition(&name, 12, 9)
-	base := &sim.Error{Path: "attn", Msg: "tp=3 does not divide 32 heads"}
+	base := &units.Error{Path: "attn", Msg: "tp=3 does not divide 32 heads"}
 
 	got := WithOrigin(base, pos)
-	var se *sim.Error
+	var se *units.Error
 	if !errors.As(got, &se) || se.Origin != "plan.star:12:9" || base.Origin != "" {
 		t.Fatalf("direct: %#v (base %#v)", se, base)
 	}

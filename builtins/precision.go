@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -40,7 +41,7 @@ func (x Precision) Label() string {
 		return x.p.Name
 	}
 	s := fmt.Sprintf("params %s, compute %s, grads %s", x.p.Params, x.p.Compute, x.p.Grads)
-	if x.p.Master != sim.InvalidDType {
+	if x.p.Master != units.InvalidDType {
 		s += ", master " + x.p.Master.Name()
 	}
 	return s + ", states " + x.p.States.Name()
@@ -52,7 +53,7 @@ func (x Precision) String() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "precision(params=%s, compute=%s, grads=%s", x.p.Params, x.p.Compute, x.p.Grads)
-	if x.p.Master != sim.InvalidDType {
+	if x.p.Master != units.InvalidDType {
 		fmt.Fprintf(&b, ", master=%s", x.p.Master)
 	}
 	fmt.Fprintf(&b, ", optimizer_states=%s", x.p.States)
@@ -88,7 +89,7 @@ func (x Precision) Attr(name string) (starlark.Value, error) {
 	case "grads":
 		return NewDType(x.p.Grads), nil
 	case "master":
-		if x.p.Master == sim.InvalidDType {
+		if x.p.Master == units.InvalidDType {
 			return starlark.None, nil
 		}
 		return NewDType(x.p.Master), nil
@@ -156,7 +157,7 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		return nil, fmt.Errorf("precision needs a policy name or params= (the dtype of the stored weights)")
 	}
 	custom := false
-	dtype := func(v starlark.Value, what string, dst *sim.DType) error {
+	dtype := func(v starlark.Value, what string, dst *units.DType) error {
 		if !given(v) {
 			return nil
 		}
@@ -176,7 +177,7 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	for _, f := range []struct {
 		v    starlark.Value
 		what string
-		dst  *sim.DType
+		dst  *units.DType
 	}{{compute, "compute", &p.Compute}, {grads, "grads", &p.Grads}, {master, "master", &p.Master}} {
 		if err := dtype(f.v, f.what, f.dst); err != nil {
 			return nil, err
@@ -184,7 +185,7 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	}
 	if !given(name) {
 		p.States = p.Params
-		if p.Master != sim.InvalidDType {
+		if p.Master != units.InvalidDType {
 			p.States = p.Master
 		}
 	}
@@ -198,7 +199,7 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		}
 		p.Autocast, custom = bool(a), true
 	}
-	if p.Master != sim.InvalidDType && !p.Master.Float() {
+	if p.Master != units.InvalidDType && !p.Master.Float() {
 		return nil, fmt.Errorf("precision: master dtype must be a float type (got %s)", p.Master)
 	}
 	if err := p.Validate(); err != nil {

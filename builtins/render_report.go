@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Renderer is a value that prints as a table: reports, and whatever else
@@ -62,13 +63,13 @@ func (x *Report) verdict() (string, string) {
 	switch {
 	case !r.Fits:
 		return fmt.Sprintf("does not fit: needs %s of %s (%s short)",
-			sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(-r.Headroom)), ansiRed
+			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(-r.Headroom)), ansiRed
 	case float64(r.Headroom) < tightFraction*float64(r.Capacity):
 		return fmt.Sprintf("fits, tight: %s of %s used, %s headroom (under 10%%)",
-			sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.Headroom)), ansiYellow
+			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), ansiYellow
 	}
 	return fmt.Sprintf("fits: %s of %s used, %s headroom",
-		sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.Headroom)), ansiGreen
+		units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), ansiGreen
 }
 
 // summary is r.summary: the verdict line.
@@ -103,7 +104,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	scale := max(r.Capacity, r.DeviceUsed)
 	g := &textGrid{right: []bool{false, true, false, true}}
 	row := func(name string, n int64) {
-		g.add(name, sim.FormatBytes(n), bar(n, scale), percent(n, r.DeviceUsed))
+		g.add(name, units.FormatBytes(n), bar(n, scale), percent(n, r.DeviceUsed))
 	}
 	var sum int64
 	for _, s := range r.Breakdown {
@@ -118,16 +119,16 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	if later := r.DeviceUsed - sum; later > 0 {
 		row("reserved later", later)
 	}
-	g.add("device used", sim.FormatBytes(r.DeviceUsed), "", percent(r.DeviceUsed, r.DeviceUsed))
+	g.add("device used", units.FormatBytes(r.DeviceUsed), "", percent(r.DeviceUsed, r.DeviceUsed))
 	g.write(b, "  ")
 	b.WriteByte('\n')
 
 	d := &textGrid{}
 	x.addSparkline(d, color) // report_output.go: on a terminal only
-	d.add("peak allocated", fmt.Sprintf("%s in %s, %s", sim.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
-	d.add("peak reserved", sim.FormatBytes(r.PeakReserved))
+	d.add("peak allocated", fmt.Sprintf("%s in %s, %s", units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
+	d.add("peak reserved", units.FormatBytes(r.PeakReserved))
 	d.add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",
-		sim.FormatBytes(r.SavedActivations), sim.FormatBytes(r.SavedWeightCopies)))
+		units.FormatBytes(r.SavedActivations), units.FormatBytes(r.SavedWeightCopies)))
 	d.add("params", fmt.Sprintf("%s (%s trainable)", thousands(r.Params), thousands(r.TrainableParams)))
 	if x.hasTime() {
 		d.add("time", describeTime(r.Time))
@@ -160,7 +161,7 @@ func describeAlloc(a sim.Alloc) string {
 	for i, n := range a.Shape {
 		shape[i] = fmt.Sprint(n)
 	}
-	s := fmt.Sprintf("%s %s[%s] %s", sim.FormatBytes(a.Bytes), a.DType.Name(), strings.Join(shape, ", "), a.Tensor)
+	s := fmt.Sprintf("%s %s[%s] %s", units.FormatBytes(a.Bytes), a.DType.Name(), strings.Join(shape, ", "), a.Tensor)
 	if a.Why != "" {
 		s += " (" + a.Why + ")"
 	}

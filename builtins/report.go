@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
@@ -244,7 +245,7 @@ func allocFields(a sim.Alloc, plain bool) starlark.StringDict {
 		shape[i] = starlark.MakeInt64(n)
 	}
 	var dt starlark.Value = NewDType(a.DType)
-	if plain || a.DType == sim.InvalidDType {
+	if plain || a.DType == units.InvalidDType {
 		dt = starlark.String(a.DType.Name())
 	}
 	return starlark.StringDict{

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -86,7 +87,7 @@ func TestSimulateErrorOrigin(t *testing.T) {
 	thread := &starlark.Thread{}
 	(&State{}).Attach(thread)
 	_, err = starlark.Call(thread, starlark.NewBuiltin("simulate", simulateFn), starlark.Tuple{pv}, nil)
-	var se *sim.Error
+	var se *units.Error
 	if !errors.As(err, &se) {
 		t.Fatalf("error %v is not a *sim.Error", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -526,7 +526,7 @@ func formatCell(v starlark.Value, unit string) string {
 			return x.String()
 		}
 		if unit == UnitBytes {
-			return sim.FormatBytes(n)
+			return units.FormatBytes(n)
 		}
 		if n >= 10000 || n <= -10000 {
 			return thousands(n)
@@ -541,7 +541,7 @@ func formatCell(v starlark.Value, unit string) string {
 			return fmt.Sprintf("%.1f%%", 100*f)
 		case UnitBytes:
 			if math.Abs(f) < 1e18 { // int64 holds it
-				return sim.FormatBytes(int64(f))
+				return units.FormatBytes(int64(f))
 			}
 		}
 		if math.Abs(f) >= 1000 && math.Abs(f) < 1e18 { // beyond int64, int64(f) is undefined

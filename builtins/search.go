@@ -7,6 +7,7 @@ import (
 	"runtime"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -74,7 +75,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if n < 1 {
 			return nil, fmt.Errorf("nodes must be at least 1 (got %d)", n)
 		}
-		total, ok := sim.CheckedProduct(n, sp.GPUsPerNode)
+		total, ok := units.CheckedProduct(n, sp.GPUsPerNode)
 		if !ok {
 			return nil, fmt.Errorf("search: nodes=%d x gpus_per_node=%d is more GPUs than memsh can count", n, sp.GPUsPerNode)
 		}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // didYouMean returns a hint naming the known name closest to name (at most
@@ -14,7 +14,7 @@ func didYouMean(name string, known []string) string {
 	n := norm(name)
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := sim.EditDistance(n, norm(k)); d < bestD {
+		if d := units.EditDistance(n, norm(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}
@@ -30,12 +30,12 @@ func withHint(err error, hint string) error {
 	if hint == "" {
 		return err
 	}
-	if se, ok := err.(*sim.Error); ok {
+	if se, ok := err.(*units.Error); ok {
 		c := *se
 		if c.Hint == "" {
 			c.Hint = hint
 		}
 		return &c
 	}
-	return &sim.Error{Msg: err.Error(), Hint: hint}
+	return &units.Error{Msg: err.Error(), Hint: hint}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -40,7 +40,7 @@ func TestTrainHints(t *testing.T) {
 			(&State{}).Attach(thread)
 			src := "m = model(\"t\", embedding(10, 8), linear(8, 8))\nx = " + tc.expr + "\n"
 			_, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, "t.star", src, pre)
-			var se *sim.Error
+			var se *units.Error
 			if !errors.As(err, &se) || se.Hint != tc.hint {
 				t.Fatalf("got %v (%#v), want hint %q", err, se, tc.hint)
 			}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -112,7 +113,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	for i := 0; i < n; i++ {
 		p, err := plan.variant(thread, axes, combo)
 		if err != nil {
-			var se *sim.Error
+			var se *units.Error
 			if !errors.As(err, &se) {
 				return nil, fmt.Errorf("sweep: %s: %v", comboDesc(axes, combo), err)
 			}
@@ -429,7 +430,7 @@ feed:
 		if err == nil {
 			continue
 		}
-		var se *sim.Error
+		var se *units.Error
 		if !errors.As(err, &se) {
 			return nil, err
 		}

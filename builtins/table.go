@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -163,7 +164,7 @@ func (x *TableSteps) growth() int64 {
 // String renders one line per step.
 func (x *TableSteps) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d steps, pool %s: reserved grew %s\n", len(x.r.Steps), x.r.Pool, sim.FormatBytes(x.growth()))
+	fmt.Fprintf(&b, "%d steps, pool %s: reserved grew %s\n", len(x.r.Steps), x.r.Pool, units.FormatBytes(x.growth()))
 	g := &textGrid{right: []bool{true, true, true, true, true, false}}
 	g.add("step", "rows/head", "peak allocated", "peak reserved", "pool idle", "fits")
 	for _, s := range x.r.Steps {
@@ -171,8 +172,8 @@ func (x *TableSteps) String() string {
 		if !s.Fits {
 			fits = "no"
 		}
-		g.add(fmt.Sprint(s.Step), fmt.Sprint(s.LeafRows), sim.FormatBytes(s.PeakAllocated),
-			sim.FormatBytes(s.PeakReserved), sim.FormatBytes(s.PoolIdle), fits)
+		g.add(fmt.Sprint(s.Step), fmt.Sprint(s.LeafRows), units.FormatBytes(s.PeakAllocated),
+			units.FormatBytes(s.PeakReserved), units.FormatBytes(s.PoolIdle), fits)
 	}
 	g.write(&b, "  ")
 	return strings.TrimRight(b.String(), "\n")

@@ -3,7 +3,7 @@ package builtins
 import (
 	"math"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -46,7 +46,7 @@ func fmtBytes(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwar
 		return nil, err
 	}
 	if decimal {
-		return starlark.String(sim.FormatBytesDecimal(v)), nil
+		return starlark.String(units.FormatBytesDecimal(v)), nil
 	}
-	return starlark.String(sim.FormatBytes(v)), nil
+	return starlark.String(units.FormatBytes(v)), nil
 }

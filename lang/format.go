@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -73,7 +73,7 @@ func (p *printer) format(err error) {
 		evals []*starlark.EvalError // outermost first
 		synt  *syntax.Error
 		rlist resolve.ErrorList
-		serr  *sim.Error
+		serr  *units.Error
 	)
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		switch x := e.(type) {
@@ -185,7 +185,7 @@ func (p *printer) frames(title string, stack starlark.CallStack) {
 	}
 }
 
-func (p *printer) simDetails(se *sim.Error) {
+func (p *printer) simDetails(se *units.Error) {
 	if se != nil && se.Origin != "" {
 		fmt.Fprintf(&p.buf, "  declared at %s\n", se.Origin)
 	}
@@ -201,7 +201,7 @@ func (p *printer) hint(msg, given string) {
 	}
 }
 
-func simHint(se *sim.Error) string {
+func simHint(se *units.Error) string {
 	if se == nil {
 		return ""
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/memsh/memsh/builtins"
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -328,7 +328,7 @@ func TestStateReadFile(t *testing.T) {
 }
 
 func TestFormatSimError(t *testing.T) {
-	se := &sim.Error{Origin: "models.star:40:5", Path: "attn", Msg: "tp=3 does not divide 32 heads", Hint: "tp must be one of 1, 2, 4, 8, 16, 32"}
+	se := &units.Error{Origin: "models.star:40:5", Path: "attn", Msg: "tp=3 does not divide 32 heads", Hint: "tp must be one of 1, 2, 4, 8, 16, 32"}
 	thread := &starlark.Thread{}
 	(&builtins.State{}).Attach(thread)
 	fail := starlark.NewBuiltin("simulate", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {

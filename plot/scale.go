@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Units of a table column, as the table knows them (the same words as
@@ -200,7 +200,7 @@ func valueLabel(v float64, unit string) string {
 // prints them ("8.82 GiB"), others as on the axis.
 func pointValue(v float64, unit string) string {
 	if unit == UnitBytes && math.Abs(v) < 1e18 {
-		return sim.FormatBytes(int64(v))
+		return units.FormatBytes(int64(v))
 	}
 	if unit == "" && v == math.Trunc(v) && math.Abs(v) < 1e18 {
 		return groupThousands(int64(v))

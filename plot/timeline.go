@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Chart is one report, or one table, to draw.
@@ -162,12 +163,12 @@ func panel(s *svgWriter, c Chart) {
 	if limitShown {
 		y := f.y(limit)
 		s.line(f.x0, y, f.x1, y, colorLimit, ` stroke-width="1.5" class="limit"`)
-		s.text(f.x1-4, y-4, 11, "end", colorLimit, "limit-label", "PyTorch limit "+sim.FormatBytes(limit))
+		s.text(f.x1-4, y-4, 11, "end", colorLimit, "limit-label", "PyTorch limit "+units.FormatBytes(limit))
 	} else {
 		s.text(f.x1-4, f.y0+14, 11, "end", colorLimit, "limit-label",
-			fmt.Sprintf("↑ PyTorch limit %s is off the chart", sim.FormatBytes(limit)))
+			fmt.Sprintf("↑ PyTorch limit %s is off the chart", units.FormatBytes(limit)))
 	}
-	allocMark(s, f, cols, eventOf(tl, r.Largest), colorLargest, "largest", "largest "+sim.FormatBytes(r.Largest.Bytes))
+	allocMark(s, f, cols, eventOf(tl, r.Largest), colorLargest, "largest", "largest "+units.FormatBytes(r.Largest.Bytes))
 	if r.OOM != nil {
 		allocMark(s, f, cols, eventOf(tl, r.OOM.Alloc), colorOOM, "oom", "out of memory")
 	}
@@ -196,11 +197,11 @@ func header(s *svgWriter, c Chart, limit int64) {
 		verdict = "does not fit"
 	}
 	figures := fmt.Sprintf("%s: device used %s of %s · peak reserved %s · PyTorch limit %s (%s outside its allocator)",
-		verdict, sim.FormatBytes(r.DeviceUsed), sim.FormatBytes(r.Capacity), sim.FormatBytes(r.PeakReserved),
-		sim.FormatBytes(limit), sim.FormatBytes(r.Capacity-limit))
+		verdict, units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.PeakReserved),
+		units.FormatBytes(limit), units.FormatBytes(r.Capacity-limit))
 	s.text(16, 46, 12, "start", "#000000", "figures", fit(figures, room, 12))
 	s.text(16, 63, 12, "start", colorPeak, "header-peak", fit(fmt.Sprintf("● peak allocated %s in %s, %s",
-		sim.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op), room, 12))
+		units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op), room, 12))
 	s.text(16, 80, 12, "start", colorLargest, "header-largest", fit("▼ largest allocation: "+describe(r.Largest), room, 12))
 	if r.OOM != nil {
 		s.text(16, 97, 12, "start", colorOOM, "header-oom", fit("▼ first failing allocation: "+describe(r.OOM.Alloc), room, 12))
@@ -213,7 +214,7 @@ func describe(a sim.Alloc) string {
 	for i, n := range a.Shape {
 		shape[i] = fmt.Sprint(n)
 	}
-	return fmt.Sprintf("%s %s[%s] %s in %s, op %s", sim.FormatBytes(a.Bytes), a.DType.Name(), strings.Join(shape, ", "), a.Tensor, a.Phase, a.Op)
+	return fmt.Sprintf("%s %s[%s] %s in %s, op %s", units.FormatBytes(a.Bytes), a.DType.Name(), strings.Join(shape, ", "), a.Tensor, a.Phase, a.Op)
 }
 
 // axes draws the y grid with byte labels and the two axis lines.
@@ -306,7 +307,7 @@ func peakMark(s *svgWriter, f frame, cols []column, tl []sim.Point, r *sim.Repor
 	if limitY >= 0 && y-limitY < 14 && y-limitY > -4 {
 		ly = y + 13
 	}
-	s.text(f.x0+4, ly, 11, "start", colorPeak, "peak-label", "peak allocated "+sim.FormatBytes(r.PeakAllocated))
+	s.text(f.x0+4, ly, 11, "start", colorPeak, "peak-label", "peak allocated "+units.FormatBytes(r.PeakAllocated))
 	if i := peakEvent(tl); i >= 0 {
 		ci := columnOf(cols, i)
 		s.raw(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s" class="peak-point"/>`+"\n", f.xmid(ci), f.y(tl[i].Allocated), colorPeak)

@@ -1,6 +1,9 @@
 package sim
 
-import "sort"
+import (
+	"github.com/memsh/memsh/sim/units"
+	"sort"
+)
 
 // Expandable segments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 // (Note [Expandable Segments] in c10/cuda/CUDACachingAllocator.cpp).
@@ -114,7 +117,7 @@ func (a *allocator) findExpandable(pool int, size int64) *block {
 	}
 	page := pageSize(pool)
 	space := a.limit + a.limit/8 // 9/8 of the device: ExpandableSegment's address space
-	if a.limit <= 0 || space > MaxBytes {
+	if a.limit <= 0 || space > units.MaxBytes {
 		space = 1 << 40 // no device limit: any large space will do
 	}
 	virtual := roundUp(max(space, size), page)

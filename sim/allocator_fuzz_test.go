@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/binary"
+	"github.com/memsh/memsh/sim/units"
 	"testing"
 )
 
@@ -79,12 +80,12 @@ func FuzzAllocator(f *testing.F) {
 				case 4:
 					size = int64(n % (1 << 40)) // big tensors
 				default:
-					size = int64(n % uint64(MaxBytes+1)) // up to the byte limit
+					size = int64(n % uint64(units.MaxBytes+1)) // up to the byte limit
 				}
 				if size == 0 {
 					size = 1 // the replay never requests 0 bytes (replay.allocate)
 				}
-				if requested > MaxBytes/2-size {
+				if requested > units.MaxBytes/2-size {
 					continue
 				}
 				requested += size

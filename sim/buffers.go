@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Module buffers: tensors a module registers with register_buffer. They
 // move to the device with the model (module.to(device) moves parameters
 // and buffers alike), are neither trained nor sharded, and stay for the
@@ -11,12 +13,12 @@ package sim
 type bufferInfo struct {
 	name  string
 	shape []int64
-	dtype DType
+	dtype units.DType
 	why   string
 }
 
 // buffer registers a module buffer of the module being lowered.
-func (b *builder) buffer(name string, shape []int64, dt DType, why string) {
+func (b *builder) buffer(name string, shape []int64, dt units.DType, why string) {
 	b.p.buffers = append(b.p.buffers, bufferInfo{name: b.name(name), shape: shape, dtype: dt, why: why})
 }
 

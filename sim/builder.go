@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // builder lowers layers into a program for one micro-batch.
 type builder struct {
 	p      *program
@@ -9,9 +11,9 @@ type builder struct {
 	rt     Runtime
 	ckpt   Checkpoint
 	lora   *LoRA
-	quant  DType    // quantized frozen base weights (NF4, INT8), InvalidDType when none
-	eval   bool     // eval mode: no autograd, no saves, dropout off
-	path   []string // module path; prefix is its joined form
+	quant  units.DType // quantized frozen base weights (NF4, INT8), InvalidDType when none
+	eval   bool        // eval mode: no autograd, no saves, dropout off
+	path   []string    // module path; prefix is its joined form
 	prefix string
 	region int32 // current checkpoint region, 0 = none
 	block  int   // index of the current repeated block (for checkpoint(every=k))
@@ -52,7 +54,7 @@ func (b *builder) val(v Value) *valueInfo { return &b.p.values[v] }
 
 func (b *builder) shape(v Value) []int64 { return b.p.values[v].shape }
 
-func (b *builder) dtype(v Value) DType { return b.p.values[v].dtype }
+func (b *builder) dtype(v Value) units.DType { return b.p.values[v].dtype }
 
 func (b *builder) last(v Value) int64 {
 	s := b.p.values[v].shape
@@ -70,9 +72,9 @@ func withLast(s []int64, n int64) []int64 {
 // so it is where sizes are checked: a count past MaxElements (or a negative
 // dimension) stops the lowering with an error (checked.go).
 func numel(shape []int64) int64 {
-	n, ok := shapeNumel(shape)
+	n, ok := units.ShapeNumel(shape)
 	if !ok {
-		panic(lowerError{shapeError(shape)})
+		panic(lowerError{units.ShapeError(shape)})
 	}
 	return n
 }
@@ -126,7 +128,7 @@ func (b *builder) op(i int32) *opInfo { return &b.p.ops[i] }
 
 // out adds an output of op i. It requires grad when an input does or the op
 // reads a trainable parameter.
-func (b *builder) out(i int32, name string, shape []int64, dt DType, why string) Value {
+func (b *builder) out(i int32, name string, shape []int64, dt units.DType, why string) Value {
 	o := &b.p.ops[i]
 	grad := false
 	if !b.eval && dt.Float() {
@@ -200,7 +202,7 @@ func (b *builder) grad(v Value) bool { return b.p.values[v].grad }
 
 // cast returns x in dtype dt, adding a copy op when it differs (aten::_to_copy,
 // which saves nothing for backward).
-func (b *builder) cast(x Value, dt DType, why string) Value {
+func (b *builder) cast(x Value, dt units.DType, why string) Value {
 	if b.dtype(x) == dt {
 		return x
 	}
@@ -221,12 +223,12 @@ func (b *builder) lastName(v Value) string {
 }
 
 // promote is PyTorch's type promotion for two float tensors.
-func promote(a, c DType) DType {
-	if a == FP32 || c == FP32 {
-		return FP32
+func promote(a, c units.DType) units.DType {
+	if a == units.FP32 || c == units.FP32 {
+		return units.FP32
 	}
-	if a == FP64 || c == FP64 {
-		return FP64
+	if a == units.FP64 || c == units.FP64 {
+		return units.FP64
 	}
 	return a
 }

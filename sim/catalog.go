@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"sort"
 	"strings"
 )
@@ -236,7 +237,7 @@ func closeDeviceNames(key string, cat []Device) []string {
 	limit := max(2, len(key)/3)
 	for _, d := range cat {
 		n := normalizeDeviceName(d.Name)
-		dist := EditDistance(key, n)
+		dist := units.EditDistance(key, n)
 		if strings.HasPrefix(n, key) || strings.HasPrefix(key, n) {
 			dist = min(dist, 1)
 		}

@@ -1,121 +1,9 @@
 package sim
 
-import "fmt"
-
-// Overflow-safe sizes. Every figure in a report is an int64 of bytes, a sum
-// of tensor sizes that are products of shapes. A wrapped product would be a
-// silently wrong number (linear(2**32, 2**32) has 2**64 weights, which
-// wraps to 0), so sizes are checked where they enter the engine:
-//
-//   - each tensor's element count (numel, builder.go) is at most
-//     MaxElements, so its bytes in the widest dtype (8 bytes) are at most
-//     MaxBytes, and DType.Bytes of it cannot overflow;
-//   - a lowered program (checkTotals) bounds everything a step can hold at
-//     once, parameters with all their copies and every forward value with
-//     its gradient, by MaxBytes, and the same times the step's
-//     micro-batches, so the replay's and the allocator's sums, traffic and
-//     collectives per step stay below it;
-//   - parallel layouts and clusters have at most maxGPUs GPUs (checkCounts),
-//     so products of degrees cannot overflow;
-//   - a program has at most maxOps ops and maxParamTensors parameter
-//     tensors, so runaway repeat, expert or head counts are errors, not
-//     minutes of lowering or an out-of-memory.
-//
-// MaxBytes is 2^62 (4 EiB), half of int64's range, so that the sum of two
-// checked figures still fits.
-
-// MaxBytes is the largest byte count the engine works with: 4 EiB.
-const MaxBytes int64 = 1 << 62
-
-// MaxElements is the largest element count of one tensor: MaxBytes over
-// the widest dtype (fp64, int64: 8 bytes).
-const MaxElements int64 = MaxBytes / 8
-
-// paramCopiesBound is the most bytes one parameter element can cost in a
-// step, counted generously so that the bound is safe: the parameter, its
-// gradient, an fp32 master copy, two optimizer states (Adam's exp_avg and
-// exp_avg_sq) and one optimizer temporary, each at most 8 bytes.
-const paramCopiesBound = 6 * 8
-
-// valueCopiesBound is how many times a forward value's bytes can be held
-// at once, counted generously: the value, its gradient, a recomputed copy
-// (checkpointing) and a cast or gathered copy.
-const valueCopiesBound = 4
-
-// mulChecked64 returns a*b for non-negative a and b, and false when the
-// product exceeds limit (or either factor is negative).
-func mulChecked64(a, b, limit int64) (int64, bool) {
-	if a < 0 || b < 0 {
-		return 0, false
-	}
-	if a == 0 || b == 0 {
-		return 0, true
-	}
-	if a > limit/b {
-		return 0, false
-	}
-	return a * b, true
-}
-
-// addChecked64 returns a+b for non-negative a and b, and false when the sum
-// exceeds limit (or either term is negative).
-func addChecked64(a, b, limit int64) (int64, bool) {
-	if a < 0 || b < 0 || a > limit-b {
-		return 0, false
-	}
-	return a + b, true
-}
-
-// CheckedProduct multiplies non-negative factors, reporting false when a
-// factor is negative or the product exceeds MaxBytes. Callers outside sim
-// (builtins sizing tensors from user numbers) use it before multiplying.
-func CheckedProduct(factors ...int64) (int64, bool) {
-	p := int64(1)
-	for _, f := range factors {
-		var ok bool
-		if p, ok = mulChecked64(p, f, MaxBytes); !ok {
-			return 0, false
-		}
-	}
-	return p, true
-}
-
-// shapeNumel is the element count of shape, and false when a dimension is
-// negative or the count exceeds MaxElements.
-func shapeNumel(shape []int64) (int64, bool) {
-	n := int64(1)
-	for _, d := range shape {
-		var ok bool
-		if n, ok = mulChecked64(n, d, MaxElements); !ok {
-			return 0, false
-		}
-	}
-	return n, true
-}
-
-// shapeError is the error for a tensor whose element count cannot be
-// counted (raised during lowering, as a lowerError).
-func shapeError(shape []int64) *Error {
-	for _, d := range shape {
-		if d < 0 {
-			return &Error{Msg: fmt.Sprintf("a tensor would have a negative dimension (shape %v)", shape),
-				Hint: hintTensor}
-		}
-	}
-	return &Error{
-		Msg:  fmt.Sprintf("a tensor of shape %v is too large to count in bytes (%.3g elements, at most 2^59)", shape, floatProduct(shape)),
-		Hint: hintTensor,
-	}
-}
-
-// floatProduct is the product of dims in float64, for messages.
-func floatProduct(dims []int64) float64 {
-	p := 1.0
-	for _, d := range dims {
-		p *= float64(d)
-	}
-	return p
-}
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // checkTotals bounds what a step of this program can hold at once (see
 // paramCopiesBound and valueCopiesBound), so that no sum in the replay,
@@ -128,45 +16,45 @@ func (p *program) checkTotals(plan *Plan) error {
 	ok := true
 	for i := range p.params {
 		if ok {
-			params, ok = addChecked64(params, p.params[i].fullNumel, MaxElements)
+			params, ok = units.AddChecked64(params, p.params[i].fullNumel, units.MaxElements)
 		}
 	}
 	if ok {
-		_, ok = mulChecked64(params, paramCopiesBound, MaxBytes)
+		_, ok = units.MulChecked64(params, units.ParamCopiesBound, units.MaxBytes)
 	}
 	if !ok {
 		var n float64
 		for i := range p.params {
 			n += float64(p.params[i].fullNumel)
 		}
-		return &Error{Msg: fmt.Sprintf("%.3g parameters are more than memsh can count in bytes (at most %.3g)", n, float64(MaxBytes/paramCopiesBound)),
+		return &units.Error{Msg: fmt.Sprintf("%.3g parameters are more than memsh can count in bytes (at most %.3g)", n, float64(units.MaxBytes/units.ParamCopiesBound)),
 			Hint: hintParams}
 	}
 	for i := range p.values {
 		if ok {
-			values, ok = addChecked64(values, p.values[i].bytes, MaxBytes)
+			values, ok = units.AddChecked64(values, p.values[i].bytes, units.MaxBytes)
 		}
 	}
 	for i := range p.ops {
 		if ok {
-			values, ok = addChecked64(values, max(p.ops[i].workF, 0), MaxBytes)
+			values, ok = units.AddChecked64(values, max(p.ops[i].workF, 0), units.MaxBytes)
 		}
 		if ok {
-			values, ok = addChecked64(values, max(p.ops[i].workB, 0), MaxBytes)
+			values, ok = units.AddChecked64(values, max(p.ops[i].workB, 0), units.MaxBytes)
 		}
 	}
 	var total int64
 	if ok {
-		total, ok = mulChecked64(values, valueCopiesBound, MaxBytes-params*paramCopiesBound)
-		total += params * paramCopiesBound
+		total, ok = units.MulChecked64(values, units.ValueCopiesBound, units.MaxBytes-params*units.ParamCopiesBound)
+		total += params * units.ParamCopiesBound
 	}
 	if !ok {
-		return &Error{Msg: "the step's tensors add up to more bytes than memsh can count (4 EiB)",
-			Hint: hintTensor}
+		return &units.Error{Msg: "the step's tensors add up to more bytes than memsh can count (4 EiB)",
+			Hint: units.HintTensor}
 	}
 	mbs := max(plan.GradAccum, plan.microBatches()*max(plan.Parallel.VirtualStages, 1), 1)
-	if _, ok := mulChecked64(total, mbs, MaxBytes); !ok {
-		return &Error{Msg: fmt.Sprintf("%d micro-batches of this step move more bytes than memsh can count (4 EiB)", mbs),
+	if _, ok := units.MulChecked64(total, mbs, units.MaxBytes); !ok {
+		return &units.Error{Msg: fmt.Sprintf("%d micro-batches of this step move more bytes than memsh can count (4 EiB)", mbs),
 			Hint: hintMicroBatches}
 	}
 	return nil
@@ -183,12 +71,12 @@ const maxGPUs = 1 << 24
 func (p *Plan) checkCounts() error {
 	par, c := p.Parallel, p.Cluster
 	layout := []int64{max(par.DP, 1), max(par.TP, 1), max(par.PP, 1), max(par.CP, 1)}
-	if n, ok := CheckedProduct(layout...); (!ok || n > maxGPUs) && min(par.DP, par.TP, par.PP, par.CP) >= 0 {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("dp*tp*pp*cp is %.3g GPUs, more than memsh simulates (%d)", floatProduct(layout), maxGPUs)}
+	if n, ok := units.CheckedProduct(layout...); (!ok || n > maxGPUs) && min(par.DP, par.TP, par.PP, par.CP) >= 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("dp*tp*pp*cp is %.3g GPUs, more than memsh simulates (%d)", units.FloatProduct(layout), maxGPUs)}
 	}
 	machines := []int64{max(c.Nodes, 1), max(c.GPUsPerNode, 1)}
-	if n, ok := CheckedProduct(machines...); (!ok || n > maxGPUs) && min(c.Nodes, c.GPUsPerNode) >= 0 {
-		return &Error{Path: "cluster", Msg: fmt.Sprintf("nodes*gpus_per_node is %.3g GPUs, more than memsh simulates (%d)", floatProduct(machines), maxGPUs)}
+	if n, ok := units.CheckedProduct(machines...); (!ok || n > maxGPUs) && min(c.Nodes, c.GPUsPerNode) >= 0 {
+		return &units.Error{Path: "cluster", Msg: fmt.Sprintf("nodes*gpus_per_node is %.3g GPUs, more than memsh simulates (%d)", units.FloatProduct(machines), maxGPUs)}
 	}
 	return nil
 }
@@ -202,8 +90,8 @@ func (p *Plan) checkCounts() error {
 const maxOps = 200_000
 
 // opsError is the error when a program exceeds maxOps.
-func opsError() *Error {
-	return &Error{Msg: fmt.Sprintf("the model lowers to more than %d ops, more than memsh simulates", maxOps),
+func opsError() *units.Error {
+	return &units.Error{Msg: fmt.Sprintf("the model lowers to more than %d ops, more than memsh simulates", maxOps),
 		Hint: hintOps}
 }
 
@@ -218,7 +106,7 @@ const maxParamTensors = 200_000
 // pass maxParamTensors.
 func (b *builder) reserveParams(n int64) {
 	if n < 0 || n > maxParamTensors-int64(len(b.p.params)) {
-		panic(lowerError{&Error{Path: b.name(""), Msg: fmt.Sprintf("more than %d parameter tensors (one per expert, table head and layer copy), more than memsh simulates", maxParamTensors),
+		panic(lowerError{&units.Error{Path: b.name(""), Msg: fmt.Sprintf("more than %d parameter tensors (one per expert, table head and layer copy), more than memsh simulates", maxParamTensors),
 			Hint: hintOps}})
 	}
 }
@@ -226,7 +114,6 @@ func (b *builder) reserveParams(n int64) {
 // The hints of size errors; isSizeError tells these errors from the other
 // lowering errors.
 const (
-	hintTensor = "check batch=, seq= and the layer sizes: memsh counts up to 4 EiB (2^62 bytes)"
 	hintParams = "check the layer sizes and repeat counts: memsh counts up to 4 EiB (2^62 bytes)"
 	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks), the experts or heads, and the sequential members and rollout steps (each lowers the model again)"
 
@@ -235,8 +122,8 @@ const (
 
 // isSizeError reports whether err is one of the size errors above.
 func isSizeError(err error) bool {
-	e, ok := err.(*Error)
-	return ok && (e.Hint == hintTensor || e.Hint == hintParams || e.Hint == hintOps || e.Hint == hintMicroBatches)
+	e, ok := err.(*units.Error)
+	return ok && (e.Hint == units.HintTensor || e.Hint == hintParams || e.Hint == hintOps || e.Hint == hintMicroBatches)
 }
 
 // maxLayerNodes bounds the layers of one layer tree, counting a layer
@@ -251,7 +138,7 @@ const maxLayerNodes = 200_000
 // it node by node.
 func checkLayerTree(l Layer) error {
 	if _, ok := layerNodes(l, map[Layer]int64{}); !ok {
-		return &Error{Msg: fmt.Sprintf("the layer has more than %d layers below it (a layer used twice counts twice)", maxLayerNodes),
+		return &units.Error{Msg: fmt.Sprintf("the layer has more than %d layers below it (a layer used twice counts twice)", maxLayerNodes),
 			Hint: "use repeat(layer, n) for n copies of a block"}
 	}
 	return nil
@@ -267,7 +154,7 @@ func layerNodes(l Layer, memo map[Layer]int64) (int64, bool) {
 		if !ok {
 			return 0, false
 		}
-		if n, ok = addChecked64(n, cn, maxLayerNodes); !ok {
+		if n, ok = units.AddChecked64(n, cn, maxLayerNodes); !ok {
 			return 0, false
 		}
 	}
@@ -290,7 +177,7 @@ func checkLayerSizes(l Layer) error {
 }
 
 // maxParams is the most parameters checkTotals accepts.
-const maxParams = MaxBytes / paramCopiesBound
+const maxParams = units.MaxBytes / units.ParamCopiesBound
 
 // checkedParams is l's parameter count, computed with checked arithmetic;
 // memo holds the layers already counted.
@@ -307,7 +194,7 @@ func checkedParams(l Layer, memo map[Layer]int64) (int64, error) {
 			if err != nil {
 				return 0, err
 			}
-			if n, ok = addChecked64(n, cn, maxParams); !ok {
+			if n, ok = units.AddChecked64(n, cn, maxParams); !ok {
 				break
 			}
 		}
@@ -316,7 +203,7 @@ func checkedParams(l Layer, memo map[Layer]int64) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		n, ok = mulChecked64(max(x.N, 0), cn, maxParams)
+		n, ok = units.MulChecked64(max(x.N, 0), cn, maxParams)
 	case *Residual:
 		return checkedParams(x.Layer, memo)
 	default:
@@ -327,7 +214,7 @@ func checkedParams(l Layer, memo map[Layer]int64) (int64, error) {
 		ok = n >= 0 && n <= maxParams
 	}
 	if !ok {
-		return 0, &Error{Msg: fmt.Sprintf("%.3g parameters are more than memsh can count in bytes (at most %.3g)", floatParams(l), float64(maxParams)),
+		return 0, &units.Error{Msg: fmt.Sprintf("%.3g parameters are more than memsh can count in bytes (at most %.3g)", floatParams(l), float64(maxParams)),
 			Hint: hintParams}
 	}
 	memo[l] = n

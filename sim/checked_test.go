@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 	"strings"
 	"testing"
@@ -17,17 +18,17 @@ func TestCheckedArithmetic(t *testing.T) {
 		name      string
 		got, want result
 	}{
-		{"2^31 * 2^31", r(mulChecked64(1<<31, 1<<31, MaxBytes)), result{1 << 62, true}},
-		{"2^31 * 2^32 is past 2^62", r(mulChecked64(1<<31, 1<<32, MaxBytes)), result{}},
-		{"negative factor", r(mulChecked64(-1, 5, MaxBytes)), result{}},
-		{"zero times anything", r(mulChecked64(0, math.MaxInt64, MaxBytes)), result{0, true}},
-		{"sum at the limit", r(addChecked64(MaxBytes-1, 1, MaxBytes)), result{MaxBytes, true}},
-		{"sum past the limit", r(addChecked64(MaxBytes, 1, MaxBytes)), result{}},
-		{"product", r(CheckedProduct(4096, 4096, 32, 2)), result{1 << 30, true}},
-		{"product past 2^62", r(CheckedProduct(1<<40, 1<<40)), result{}},
-		{"numel at 2^59", r(shapeNumel([]int64{1 << 20, 1 << 20, 1 << 19})), result{MaxElements, true}},
-		{"numel past 2^59", r(shapeNumel([]int64{1 << 20, 1 << 20, 1 << 20})), result{}},
-		{"negative dimension", r(shapeNumel([]int64{4, -1})), result{}},
+		{"2^31 * 2^31", r(units.MulChecked64(1<<31, 1<<31, units.MaxBytes)), result{1 << 62, true}},
+		{"2^31 * 2^32 is past 2^62", r(units.MulChecked64(1<<31, 1<<32, units.MaxBytes)), result{}},
+		{"negative factor", r(units.MulChecked64(-1, 5, units.MaxBytes)), result{}},
+		{"zero times anything", r(units.MulChecked64(0, math.MaxInt64, units.MaxBytes)), result{0, true}},
+		{"sum at the limit", r(units.AddChecked64(units.MaxBytes-1, 1, units.MaxBytes)), result{units.MaxBytes, true}},
+		{"sum past the limit", r(units.AddChecked64(units.MaxBytes, 1, units.MaxBytes)), result{}},
+		{"product", r(units.CheckedProduct(4096, 4096, 32, 2)), result{1 << 30, true}},
+		{"product past 2^62", r(units.CheckedProduct(1<<40, 1<<40)), result{}},
+		{"numel at 2^59", r(units.ShapeNumel([]int64{1 << 20, 1 << 20, 1 << 19})), result{units.MaxElements, true}},
+		{"numel past 2^59", r(units.ShapeNumel([]int64{1 << 20, 1 << 20, 1 << 20})), result{}},
+		{"negative dimension", r(units.ShapeNumel([]int64{4, -1})), result{}},
 	}
 	for _, c := range cases {
 		if c.got != c.want {

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Chunked output head and cross-entropy: the lm_head runs on slices of
 // the sequence and the loss is computed per slice, so the vocabulary-wide
 // fp32 tensors of one slice exist at a time instead of the whole
@@ -60,7 +62,7 @@ func (b *builder) chunkedHeadLoss(x Value, vocab int64, bias bool, o headLoss, t
 	}
 	if quant {
 		if b.trainable(w) {
-			panic(lowerError{&Error{Path: b.name(""), Msg: "lm_head is trainable but quant_lm_head stores it quantized", Hint: "freeze it (freeze=[\"lm_head\"])"}})
+			panic(lowerError{&units.Error{Path: b.name(""), Msg: "lm_head is trainable but quant_lm_head stores it quantized", Hint: "freeze it (freeze=[\"lm_head\"])"}})
 		}
 		b.p.params[w].quant = b.ft.quant
 	}
@@ -123,12 +125,12 @@ func (b *builder) chunkedHeadLoss(x Value, vocab int64, bias bool, o headLoss, t
 			tokens += numel(b.shape(l))
 		}
 		ic := b.addOp("cat", "cat", losses)
-		all := b.out(ic, "losses", []int64{tokens}, FP32, "per-token losses of all chunks (torch.cat)")
+		all := b.out(ic, "losses", []int64{tokens}, units.FP32, "per-token losses of all chunks (torch.cat)")
 		im := b.addOp("mean", "mean", []Value{all})
-		return b.out(im, "loss", nil, FP32, "loss")
+		return b.out(im, "loss", nil, units.FP32, "loss")
 	}
 	is := b.addOp("sum", "sum", losses)
-	return b.out(is, "loss", nil, FP32, "loss")
+	return b.out(is, "loss", nil, units.FP32, "loss")
 }
 
 // headChunk is one lm_head call on a slice of x (a view: saving it keeps
@@ -165,11 +167,11 @@ func (b *builder) quantMatmulChunk(w int32, params []int32, xin Value, in, out i
 
 // castChunk upcasts a logits chunk to fp32 (ToCopyBackward saves nothing).
 func (b *builder) castChunk(i int, l Value) Value {
-	if b.dtype(l) == FP32 {
+	if b.dtype(l) == units.FP32 {
 		return l
 	}
 	c := b.addOp("cast", "to_fp32_"+itoa(int64(i)), []Value{l})
-	y := b.out(c, "logits_fp32."+itoa(int64(i)), b.shape(l), FP32, "logits chunk upcast to fp32")
+	y := b.out(c, "logits_fp32."+itoa(int64(i)), b.shape(l), units.FP32, "logits chunk upcast to fp32")
 	b.op(c).bytes += float64(b.val(l).bytes)
 	return y
 }
@@ -182,9 +184,9 @@ func (b *builder) chunkCE(i int, l Value, batch, n, vocab int64, perToken bool) 
 	b.val(lsm).grad = false
 	var loss Value
 	if perToken {
-		loss = b.out(ic, "loss."+itoa(int64(i)), []int64{batch * n}, FP32, "per-token loss of a chunk (reduction=\"none\")")
+		loss = b.out(ic, "loss."+itoa(int64(i)), []int64{batch * n}, units.FP32, "per-token loss of a chunk (reduction=\"none\")")
 	} else {
-		loss = b.out(ic, "loss."+itoa(int64(i)), nil, FP32, "loss of a chunk")
+		loss = b.out(ic, "loss."+itoa(int64(i)), nil, units.FP32, "loss of a chunk")
 	}
 	b.save(ic, lsm)
 	b.op(ic).workB = b.val(lsm).bytes
@@ -273,9 +275,9 @@ func (b *builder) litAdapterV2Head(c LitGPTConfig, x Value, o headLoss) Value {
 	}
 	b.p.held = append(b.p.held, up...)
 	ic := b.addOp("cat", "cat", losses)
-	all := b.out(ic, "losses", []int64{tokens}, FP32, "per-token losses of all chunks (torch.cat)")
+	all := b.out(ic, "losses", []int64{tokens}, units.FP32, "per-token losses of all chunks (torch.cat)")
 	im := b.addOp("mean", "mean", []Value{all})
-	return b.out(im, "loss", nil, FP32, "loss")
+	return b.out(im, "loss", nil, units.FP32, "loss")
 }
 
 // chunkHead reports whether the plan asks for torchtune's chunked output

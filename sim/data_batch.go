@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // DataBatch is the data loader's batch of a model whose input the
 // training step builds from it (anemoi's forecasters). Lightning moves the
@@ -25,7 +28,7 @@ type DataBatch struct {
 
 func (d *DataBatch) validate(path string) error {
 	if d.Times <= 0 || d.Variables <= 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("data_dates and data_variables must be positive (got %d, %d)", d.Times, d.Variables),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("data_dates and data_variables must be positive (got %d, %d)", d.Times, d.Variables),
 			Hint: "data_dates is multistep_input + rollout (anemoi: 2 + 1); data_variables counts every dataset variable per point"}
 	}
 	return nil
@@ -34,13 +37,13 @@ func (d *DataBatch) validate(path string) error {
 // lowerInput adds the data batch as the program input (held for the
 // step) and returns the model input built from it: shape [batch * members,
 // points, inputs] in dtype dt.
-func (d *DataBatch) lowerInput(b *builder, shape []int64, dt DType) Value {
+func (d *DataBatch) lowerInput(b *builder, shape []int64, dt units.DType) Value {
 	bs := b.batch / b.members
 	points := shape[1]
 	if !productFits(bs*d.Times, points, d.Variables, 4) {
-		panic(lowerError{errorf("data", "a data batch of %d x %d x %d x %d is too large to count in bytes", bs, d.Times, points, d.Variables)})
+		panic(lowerError{units.Errorf("data", "a data batch of %d x %d x %d x %d is too large to count in bytes", bs, d.Times, points, d.Variables)})
 	}
-	raw := b.input("batch", []int64{bs, d.Times, 1, points, d.Variables}, FP32)
+	raw := b.input("batch", []int64{bs, d.Times, 1, points, d.Variables}, units.FP32)
 	b.p.values[raw].why = "the data loader's batch, every dataset variable, on the device for the whole step"
 	b.p.input = raw
 	src := raw
@@ -48,7 +51,7 @@ func (d *DataBatch) lowerInput(b *builder, shape []int64, dt DType) Value {
 		// batch[0] = pre_processors(batch[0], in_place=False): a clone,
 		// normalised, replaces the loaded tensor in Lightning's batch list,
 		// which then has no other reference.
-		src = b.ew("normalize", "batch_normalized", []Value{raw}, b.shape(raw), FP32,
+		src = b.ew("normalize", "batch_normalized", []Value{raw}, b.shape(raw), units.FP32,
 			"normalised copy of the batch (validation normalises out of place: in_place=not validation_mode)")
 		b.val(src).grad = false
 		b.p.held = append(b.p.held, src)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/units"
 	"slices"
 	"testing"
 )
@@ -42,7 +43,7 @@ func TestDataBatchLifetime(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := prog.values[prog.input]
-	if want := []int64{1, 3, 1, 64, 6}; !slices.Equal(in.shape, want) || in.dtype != FP32 || in.cached {
+	if want := []int64{1, 3, 1, 64, 6}; !slices.Equal(in.shape, want) || in.dtype != units.FP32 || in.cached {
 		t.Fatalf("program input %s %v %s cached=%v, want the batch %v fp32 held for the step", in.name, in.shape, in.dtype, in.cached, want)
 	}
 	// The first input, built from the batch, and the one advance_input

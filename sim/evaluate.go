@@ -1,6 +1,9 @@
 package sim
 
-import "strings"
+import (
+	"github.com/memsh/memsh/sim/units"
+	"strings"
+)
 
 // Evaluate replays one steady-state step of the plan on one GPU.
 func Evaluate(plan *Plan, opts Options) (*Report, error) {
@@ -119,7 +122,7 @@ func (r *replay) setup() {
 			if p.tiedTo >= 0 || !p.trainable || r.offloadState(p) { // offload.go: state on the host
 				continue
 			}
-			if prec.Master != InvalidDType && prec.Master != prec.Params {
+			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 				b := prec.Master.Bytes(p.numel)
 				r.allocate(Alloc{Tensor: p.name + " master", Shape: p.shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: CatOptimizer})
 				st.Master += b
@@ -145,7 +148,7 @@ func (r *replay) setup() {
 	}
 workspace:
 	r.op = "cublas"
-	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: CatTemporaries})
+	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: units.INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: CatTemporaries})
 	if r.valProg != nil {
 		r.validationPass(r.valProg, r.valPlan) // validation.go: before the step's batch
 		r.phase = PhaseSetup
@@ -180,7 +183,7 @@ func (r *replay) optimizerTraffic(p *paramInfo) int64 {
 		s += x.bytes
 	}
 	m := int64(0)
-	if prec.Master != InvalidDType {
+	if prec.Master != units.InvalidDType {
 		m = prec.Master.Bytes(p.numel)
 	}
 	return 2*w + g + 2*s + 2*m
@@ -219,7 +222,7 @@ func (r *replay) backward() {
 	r.phase = PhaseBackward
 	if r.p.loss != noValue {
 		r.op = "loss.backward"
-		r.gradT[r.p.loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
+		r.gradT[r.p.loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
 	}
 	fwd := r.rep.FLOPs.Model
 	for i := len(r.p.ops) - 1; i >= 0; i-- {

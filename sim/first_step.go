@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The first training step (Plan.FirstStep). PyTorch's optimizers create
 // their state lazily: Adam's exp_avg and exp_avg_sq (torch/optim/adam.py
@@ -17,7 +20,7 @@ func (p *Plan) validateFirstStep() error {
 		return nil
 	}
 	if p.Phase == "eval" {
-		return &Error{Path: "train", Msg: `first_step=True replays the optimizer's first step, and phase is "eval" (no optimizer step)`,
+		return &units.Error{Path: "train", Msg: `first_step=True replays the optimizer's first step, and phase is "eval" (no optimizer step)`,
 			Hint: `drop first_step, or use phase="train"`}
 	}
 	what := ""
@@ -32,7 +35,7 @@ func (p *Plan) validateFirstStep() error {
 		what = "an optimizer stepped in the backward"
 	}
 	if what != "" {
-		return &Error{Path: "train", Msg: fmt.Sprintf("first_step=True is modelled on one GPU with the optimizer state on it, not with %s", what),
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("first_step=True is modelled on one GPU with the optimizer state on it, not with %s", what),
 			Hint: "drop first_step to replay the steady state"}
 	}
 	return nil
@@ -60,7 +63,7 @@ func (r *replay) firstStepStates() {
 // optimizers keep their own state (table_replay.go).
 func (p *Plan) checkFirstStep(prog *program) error {
 	if p.FirstStep && len(prog.tables) > 0 {
-		return &Error{Path: "train", Msg: "first_step=True is not modelled for models with table() layers",
+		return &units.Error{Path: "train", Msg: "first_step=True is not modelled for models with table() layers",
 			Hint: "drop first_step to replay the steady state"}
 	}
 	return nil

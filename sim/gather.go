@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // The step-time side of sharding: gathering parameters before use and
 // freeing them after (ZeRO-3, FSDP), what happens to gradients as the
 // backward produces them, the pipeline's gradient seeds, and the sharded
@@ -169,7 +171,7 @@ func (d *distState) beforeBackward(r *replay, i int) {
 	for _, o := range d.seeds[int32(i)] {
 		vi := &d.p.values[o.v]
 		if o.loss {
-			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, DType: FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
+			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
 		} else if vi.grad {
 			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: "gradient received from the next pipeline stage", Cat: CatTemporaries})
 		}
@@ -347,7 +349,7 @@ func (d *distState) optimizerStep(r *replay) bool {
 			var sub int64
 			flush := func() {
 				if sub > 0 {
-					r.release(d.alloc(r, "fp32 gradient of sub-group", []int64{sub}, FP32, FP32.Bytes(sub), CatTemporaries, "fp32 copy of the gradient partition of one sub-group (stage3.py)"))
+					r.release(d.alloc(r, "fp32 gradient of sub-group", []int64{sub}, units.FP32, units.FP32.Bytes(sub), CatTemporaries, "fp32 copy of the gradient partition of one sub-group (stage3.py)"))
 				}
 				sub = 0
 			}
@@ -372,8 +374,8 @@ func (d *distState) optimizerStep(r *replay) bool {
 			n := zeroPartition(g.numel, g.n)
 			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, prec.Grads, prec.Grads.Bytes(n), CatTemporaries, "flattened gradient partition (DeepSpeed step)")
 			fp32 := int32(none)
-			if prec.Grads != FP32 {
-				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, FP32, FP32.Bytes(n), CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
+			if prec.Grads != units.FP32 {
+				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, units.FP32, units.FP32.Bytes(n), CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
 			}
 			r.release(flat)
 			if k == len(d.groups(true))-1 && d.gradPart != none {

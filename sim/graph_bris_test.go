@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"strings"
 	"testing"
 )
@@ -167,7 +168,7 @@ func TestBrisStackedTrainingFailsAtScatter(t *testing.T) {
 			t.Fatalf("chunks=%d: fits, want an OOM", k)
 		}
 		a := o.Alloc
-		if a.Bytes != scatter || a.Phase != PhaseRecompute || a.DType != FP32 ||
+		if a.Bytes != scatter || a.Phase != PhaseRecompute || a.DType != units.FP32 ||
 			!strings.HasPrefix(a.Tensor, "decoder.proc.conv.chunk") || !strings.HasSuffix(a.Tensor, ".scatter_out") ||
 			!strings.Contains(o.Message, "Tried to allocate 10.37 GiB") {
 			t.Errorf("chunks=%d: OOM at %d B %s %s in %s (%s), want the decoder's scatter output, %d B in recompute", k, a.Bytes, a.DType, a.Tensor, a.Phase, o.Message, scatter)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 )
 
@@ -59,7 +60,7 @@ func (g edgeAttention) chunkedAttention(b *builder, q, key, val, edges, ei Value
 	for i, n := range counts {
 		op := b.addOp("index", chunkScope(int64(i), k), []Value{edges, ei})
 		a := b.out(op, chunkScope(int64(i), k)+".edge_attr", []int64{n, c}, b.dtype(edges), "edge features of one chunk (bipartite_subgraph copy)")
-		x := b.out(op, chunkScope(int64(i), k)+".edge_index", []int64{2, n}, INT64, "edge index of one chunk (bipartite_subgraph copy)")
+		x := b.out(op, chunkScope(int64(i), k)+".edge_index", []int64{2, n}, units.INT64, "edge index of one chunk (bipartite_subgraph copy)")
 		b.val(x).grad = false
 		b.op(op).workF = src + r + e // bool node and edge masks
 		// IndexBackward: zeros_like(edges).index_put_(mask, grad), a full-size tensor per chunk.
@@ -67,7 +68,7 @@ func (g edgeAttention) chunkedAttention(b *builder, q, key, val, edges, ei Value
 		attrs, idx = append(attrs, a), append(idx, x)
 	}
 	done()
-	acc := b.ew("zeros", "out", nil, []int64{r, c}, FP32,
+	acc := b.ew("zeros", "out", nil, []int64{r, c}, units.FP32,
 		fmt.Sprintf("fp32 accumulator torch.zeros([%d, %d, %d]) over all destination rows (no dtype: fp32)", r, g.heads, c/g.heads))
 	b.val(acc).grad = !b.eval
 	for i := range counts {
@@ -119,7 +120,7 @@ func (g edgeAttention) conv(b *builder, name string, q, key, val, attr, idx Valu
 	ke := b.add("key_j_plus_edge", kj, attr)
 	prod := b.mul("query_key", qi, ke)
 	if b.prec.Autocast {
-		prod = b.cast(prod, FP32, "autocast fp32 copy of query_i * key_j (sum is on the fp32 list)")
+		prod = b.cast(prod, units.FP32, "autocast fp32 copy of query_i * key_j (sum is on the fp32 list)")
 	}
 	score := b.ew("sum", "alpha_raw", []Value{prod}, []int64{ne, h}, b.dtype(prod), "attention scores per edge and head")
 	alpha := b.edgeSoftmax(score, idx, r, ne, h)

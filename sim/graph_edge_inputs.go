@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // edgeInputs is what a graph layer's forward makes of its edges before its
 // blocks run (layers/mapper.py GraphTransformerBaseMapper.forward and
@@ -23,10 +26,10 @@ func (in edgeInputs) lower(b *builder, batch int64) (ea, ei Value, e int64) {
 	ea = in.attributes(b, e)
 	// _expand_edges: torch.cat([edge_index + i * edge_inc for i in range(batch)], dim=1);
 	// the shifted copies live in the list until the cat.
-	ei = b.ew("cat", "edge_index", nil, []int64{2, e}, INT64, fmt.Sprintf("edge index of the %d stacked samples (_expand_edges)", batch))
+	ei = b.ew("cat", "edge_index", nil, []int64{2, e}, units.INT64, fmt.Sprintf("edge index of the %d stacked samples (_expand_edges)", batch))
 	b.val(ei).grad = false
 	if batch > 1 {
-		b.op(b.val(ei).producer).workF = INT64.Bytes(2 * e)
+		b.op(b.val(ei).producer).workF = units.INT64.Bytes(2 * e)
 	}
 	return ea, ei, e
 }
@@ -42,8 +45,8 @@ func (in edgeInputs) attributes(b *builder, e int64) Value {
 		params = append(params, b.param("trainable", []int64{in.set.Count, in.trainable}, "edge_attr"))
 	}
 	i := b.addOp("cat", "edge_attr", nil, params...)
-	y := b.out(i, "edge_attr", []int64{e, in.attrs}, FP32, "edge attributes repeated over the batch, fixed + trainable (TrainableTensor)")
-	b.op(i).workF = FP32.Bytes(e * in.attrs) // the repeats, alive until the cat
+	y := b.out(i, "edge_attr", []int64{e, in.attrs}, units.FP32, "edge attributes repeated over the batch, fixed + trainable (TrainableTensor)")
+	b.op(i).workF = units.FP32.Bytes(e * in.attrs) // the repeats, alive until the cat
 	done()
 	return y
 }

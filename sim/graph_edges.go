@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 )
 
@@ -24,14 +25,14 @@ func KNNEdges(src, dst *NodeSet, k int64) (*EdgeSet, error) {
 		return nil, err
 	}
 	if k <= 0 {
-		return nil, &Error{Path: "knn_edges", Msg: fmt.Sprintf("k must be positive (got %d)", k)}
+		return nil, &units.Error{Path: "knn_edges", Msg: fmt.Sprintf("k must be positive (got %d)", k)}
 	}
 	if k > src.Nodes {
-		return nil, &Error{Path: "knn_edges", Msg: fmt.Sprintf("k=%d is more neighbours than %s %q has (%d nodes)", k, src.Kind, src.Name, src.Nodes),
+		return nil, &units.Error{Path: "knn_edges", Msg: fmt.Sprintf("k=%d is more neighbours than %s %q has (%d nodes)", k, src.Kind, src.Name, src.Nodes),
 			Hint: "each destination node takes its k nearest source nodes, so k can be at most the source nodes"}
 	}
 	if dst.Nodes > math.MaxInt64/k {
-		return nil, errorf("knn_edges", "edge count overflows (%d x %d)", k, dst.Nodes)
+		return nil, units.Errorf("knn_edges", "edge count overflows (%d x %d)", k, dst.Nodes)
 	}
 	return &EdgeSet{Kind: "knn", Src: src, Dst: dst, Count: k * dst.Nodes, PerDst: float64(k),
 		Rule: fmt.Sprintf("k=%d nearest %s nodes per %s node (anemoi-graphs KNNEdges)", k, src.Name, dst.Name)}, nil
@@ -46,15 +47,15 @@ func RadiusEdges(src, dst *NodeSet, perNode float64) (*EdgeSet, error) {
 		return nil, err
 	}
 	if !(perNode > 0) || math.IsInf(perNode, 0) {
-		return nil, &Error{Path: "radius_edges", Msg: fmt.Sprintf("per_node must be positive (got %g)", perNode),
+		return nil, &units.Error{Path: "radius_edges", Msg: fmt.Sprintf("per_node must be positive (got %g)", perNode),
 			Hint: "the expected source nodes within the radius of a destination node; global anemoi setups see 15-20"}
 	}
 	if perNode > float64(src.Nodes) {
-		return nil, &Error{Path: "radius_edges", Msg: fmt.Sprintf("per_node=%g is more neighbours than %s %q has (%d nodes)", perNode, src.Kind, src.Name, src.Nodes)}
+		return nil, &units.Error{Path: "radius_edges", Msg: fmt.Sprintf("per_node=%g is more neighbours than %s %q has (%d nodes)", perNode, src.Kind, src.Name, src.Nodes)}
 	}
 	n := math.Round(perNode * float64(dst.Nodes))
 	if n >= math.MaxInt64 {
-		return nil, errorf("radius_edges", "edge count overflows")
+		return nil, units.Errorf("radius_edges", "edge count overflows")
 	}
 	return &EdgeSet{Kind: "radius", Src: src, Dst: dst, Count: int64(n), PerDst: perNode, Estimate: true,
 		Rule: fmt.Sprintf("estimate: %g %s nodes within the radius per %s node (anemoi-graphs CutOffEdges)", perNode, src.Name, dst.Name)}, nil
@@ -73,7 +74,7 @@ func MultiscaleEdges(mesh *NodeSet, perNode float64) (*EdgeSet, error) {
 		if mesh != nil {
 			what = mesh.String()
 		}
-		return nil, &Error{Path: "multiscale_edges", Msg: "multiscale_edges connects the nodes of a mesh (got " + what + ")"}
+		return nil, &units.Error{Path: "multiscale_edges", Msg: "multiscale_edges connects the nodes of a mesh (got " + what + ")"}
 	}
 	if perNode == 0 && mesh.Refinement >= 0 {
 		r := mesh.Refinement
@@ -85,7 +86,7 @@ func MultiscaleEdges(mesh *NodeSet, perNode float64) (*EdgeSet, error) {
 		perNode = 8
 	}
 	if !(perNode > 0) || math.IsInf(perNode, 0) || perNode > float64(mesh.Nodes) {
-		return nil, &Error{Path: "multiscale_edges", Msg: fmt.Sprintf("per_node must be positive and at most the %d nodes of mesh %q (got %g)", mesh.Nodes, mesh.Name, perNode)}
+		return nil, &units.Error{Path: "multiscale_edges", Msg: fmt.Sprintf("per_node must be positive and at most the %d nodes of mesh %q (got %g)", mesh.Nodes, mesh.Name, perNode)}
 	}
 	return &EdgeSet{Kind: "multiscale", Src: mesh, Dst: mesh, Count: int64(math.Round(perNode * float64(mesh.Nodes))), PerDst: perNode, Estimate: true,
 		Rule: fmt.Sprintf("estimate: %g directed edges per node (multi-scale icosahedral edges give about 8)", perNode)}, nil
@@ -93,7 +94,7 @@ func MultiscaleEdges(mesh *NodeSet, perNode float64) (*EdgeSet, error) {
 
 func checkEnds(src, dst *NodeSet) error {
 	if src == nil || dst == nil {
-		return &Error{Msg: "edges need a source and a destination node set (grid or mesh)"}
+		return &units.Error{Msg: "edges need a source and a destination node set (grid or mesh)"}
 	}
 	return nil
 }

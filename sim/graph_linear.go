@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Modules applied to several tensor_split chunks in a row (anemoi's chunked
 // projection and node MLP): their parameters are registered once and, under
 // autocast, their low-precision weight copy is made once (autocast caches
@@ -79,13 +81,13 @@ func (b *builder) applyNorm(n *chunkNorm, x Value) Value {
 	defer b.scope(n.name)()
 	xin := x
 	if b.prec.Autocast {
-		xin = b.cast(x, FP32, "autocast fp32 copy of layer_norm input (saved)")
+		xin = b.cast(x, units.FP32, "autocast fp32 copy of layer_norm input (saved)")
 	}
 	i := b.addOp("layer_norm", "", []Value{xin}, n.params...)
 	y := b.out(i, "out", b.shape(xin), b.dtype(xin), "layer_norm output")
 	statsDT := b.dtype(xin)
 	if b.rt.NormStatsFP32 {
-		statsDT = FP32
+		statsDT = units.FP32
 	}
 	r := rows(b.shape(xin))
 	mean := b.out(i, "mean", []int64{r, 1}, statsDT, "layer_norm mean (saved)")

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // crpsLoss lowers anemoi's ensemble loss, AlmostFairKernelCRPS
 // (training/losses/kcrps.py@training-0.5.1, _kernel_crps), as
@@ -27,13 +30,13 @@ import "fmt"
 func (b *builder) crpsLoss(x Value) Value {
 	e := b.members
 	if e < 2 {
-		panic(lowerError{&Error{Path: "loss", Msg: fmt.Sprintf("the crps loss compares ensemble members: it needs members >= 2 (got %d)", e),
+		panic(lowerError{&units.Error{Path: "loss", Msg: fmt.Sprintf("the crps loss compares ensemble members: it needs members >= 2 (got %d)", e),
 			Hint: "train(..., members=2), or build the model with loss=\"mse\""}})
 	}
 	s := b.shape(x)
 	rows := s[0]
 	if rows%e != 0 {
-		panic(lowerError{errorf("loss", "cannot split %d samples into %d members", rows, e)})
+		panic(lowerError{units.Errorf("loss", "cannot split %d samples into %d members", rows, e)})
 	}
 	bs := rows / e
 	per := numel(s) / rows // points x variables per member and sample
@@ -57,5 +60,5 @@ func (b *builder) crpsLoss(x Value) Value {
 	b.keepAlive("kcrps_locals", va, mem)
 	sc := b.ew("mul", "scaled", []Value{r}, []int64{bs, per}, dt, "crps times the loss scalers")
 	i := b.addOp("sum", "sum", []Value{sc})
-	return b.out(i, "loss", nil, FP32, "loss")
+	return b.out(i, "loss", nil, units.FP32, "loss")
 }

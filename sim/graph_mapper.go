@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // GraphTransformer is anemoi's graph-transformer mapper: the encoder
 // (GraphTransformerForwardMapper, grid -> mesh) or the decoder
@@ -91,7 +94,7 @@ func (g *GraphTransformer) Summary() string {
 
 func (g *GraphTransformer) validate(path string) error {
 	if g.Edges == nil {
-		return errorf(path, "graph_transformer needs edges (knn_edges, radius_edges, ...)")
+		return units.Errorf(path, "graph_transformer needs edges (knn_edges, radius_edges, ...)")
 	}
 	for _, f := range []struct {
 		what string
@@ -102,10 +105,10 @@ func (g *GraphTransformer) validate(path string) error {
 		}
 	}
 	if g.Channels%g.Heads != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", g.Channels, g.Heads)}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", g.Channels, g.Heads)}
 	}
 	if g.TrainableEdgeAttrs < 0 || g.TrainableEdgeAttrs > g.EdgeAttrs {
-		return errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", g.EdgeAttrs, g.TrainableEdgeAttrs)
+		return units.Errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", g.EdgeAttrs, g.TrainableEdgeAttrs)
 	}
 	dst := g.Edges.Dst.Nodes
 	for _, f := range []struct {
@@ -113,7 +116,7 @@ func (g *GraphTransformer) validate(path string) error {
 		n    int64
 	}{{"chunks", g.Chunks}, {"eval_chunks", g.EvalChunks}} {
 		if f.n < 1 || f.n > dst {
-			return &Error{Path: path, Msg: fmt.Sprintf("%s must be in [1, %d], the destination nodes it splits (got %d)", f.what, dst, f.n)}
+			return &units.Error{Path: path, Msg: fmt.Sprintf("%s must be in [1, %d], the destination nodes it splits (got %d)", f.what, dst, f.n)}
 		}
 	}
 	return nil
@@ -122,7 +125,7 @@ func (g *GraphTransformer) validate(path string) error {
 // lower: a mapper reads two node sets, so it lowers only inside
 // encoder_processor_decoder.
 func (g *GraphTransformer) lower(b *builder, x Value) Value {
-	panic(lowerError{&Error{Path: b.name(g.Name), Msg: "graph_transformer maps one node set onto another, so it runs only as the encoder or decoder of encoder_processor_decoder",
+	panic(lowerError{&units.Error{Path: b.name(g.Name), Msg: "graph_transformer maps one node set onto another, so it runs only as the encoder or decoder of encoder_processor_decoder",
 		Hint: "encoder_processor_decoder(name, grid, mesh, encoder, processor, decoder, inputs, outputs)"}})
 }
 

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // MeshProcessor is the processor of an encoder-processor-decoder: layers
 // over the hidden mesh's nodes whose layer norms take the ensemble noise.
@@ -48,10 +51,10 @@ func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int
 		}
 	}
 	if channels%heads != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", channels, heads)}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("heads must divide channels (channels=%d, heads=%d)", channels, heads)}
 	}
 	if layers%segments != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("segments must divide layers (layers=%d, segments=%d)", layers, segments),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("segments must divide layers (layers=%d, segments=%d)", layers, segments),
 			Hint: "anemoi asserts num_layers % num_chunks == 0 (BaseProcessor)"}
 	}
 	return nil

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // EncoderProcessorDecoder is anemoi's encoder-processor-decoder weather
 // model (AnemoiModelEncProcDec, and with noise AnemoiEnsModelEncProcDec:
@@ -61,13 +64,13 @@ const coordAttrs = 4
 func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDecoder, error) {
 	path := e.Name
 	if e.Grid == nil || e.Mesh == nil || e.Encoder == nil || e.Processor == nil || e.Decoder == nil {
-		return nil, errorf(path, "encoder_processor_decoder needs a grid, a mesh, an encoder, a processor and a decoder")
+		return nil, units.Errorf(path, "encoder_processor_decoder needs a grid, a mesh, an encoder, a processor and a decoder")
 	}
 	if e.Grid.Kind != "grid" {
-		return nil, errorf(path, "grid must be a grid (got %s)", e.Grid)
+		return nil, units.Errorf(path, "grid must be a grid (got %s)", e.Grid)
 	}
 	if e.Mesh.Kind != "mesh" {
-		return nil, errorf(path, "mesh must be a mesh (got %s)", e.Mesh)
+		return nil, units.Errorf(path, "mesh must be a mesh (got %s)", e.Mesh)
 	}
 	for _, f := range []struct {
 		what string
@@ -78,7 +81,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 		}
 	}
 	if e.NodeAttrs < 0 || e.NoiseChannels < 0 || (e.NoiseChannels > 0 && e.NoiseHidden <= 0) {
-		return nil, errorf(path, "node_attrs and noise_channels must be >= 0 and noise_hidden positive (got %d, %d, %d)", e.NodeAttrs, e.NoiseChannels, e.NoiseHidden)
+		return nil, units.Errorf(path, "node_attrs and noise_channels must be >= 0 and noise_hidden positive (got %d, %d, %d)", e.NodeAttrs, e.NoiseChannels, e.NoiseHidden)
 	}
 	if e.Data != nil {
 		if err := e.Data.validate(path); err != nil {
@@ -86,22 +89,22 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 		}
 	}
 	if e.Encoder.Edges == nil || e.Decoder.Edges == nil {
-		return nil, errorf(path, "encoder and decoder need edges")
+		return nil, units.Errorf(path, "encoder and decoder need edges")
 	}
 	if !sameNodes(e.Encoder.Edges.Src, e.Grid) || !sameNodes(e.Encoder.Edges.Dst, e.Mesh) {
-		return nil, &Error{Path: path, Msg: fmt.Sprintf("the encoder maps %s onto %s, but the model's grid and mesh are %s and %s",
+		return nil, &units.Error{Path: path, Msg: fmt.Sprintf("the encoder maps %s onto %s, but the model's grid and mesh are %s and %s",
 			e.Encoder.Edges.Src, e.Encoder.Edges.Dst, e.Grid, e.Mesh), Hint: "the encoder's edges go from the grid to the mesh, e.g. knn_edges(grid, mesh, 12)"}
 	}
 	if !sameNodes(e.Decoder.Edges.Src, e.Mesh) || !sameNodes(e.Decoder.Edges.Dst, e.Grid) {
-		return nil, &Error{Path: path, Msg: fmt.Sprintf("the decoder maps %s onto %s, but it must map the mesh %s onto the grid %s",
+		return nil, &units.Error{Path: path, Msg: fmt.Sprintf("the decoder maps %s onto %s, but it must map the mesh %s onto the grid %s",
 			e.Decoder.Edges.Src, e.Decoder.Edges.Dst, e.Mesh, e.Grid), Hint: "the decoder's edges go from the mesh to the grid, e.g. knn_edges(mesh, grid, 3)"}
 	}
 	if !sameNodes(e.Processor.mesh(), e.Mesh) {
-		return nil, errorf(path, "the processor runs over %s, but the model's mesh is %s", e.Processor.mesh(), e.Mesh)
+		return nil, units.Errorf(path, "the processor runs over %s, but the model's mesh is %s", e.Processor.mesh(), e.Mesh)
 	}
 	c := e.Processor.channels()
 	if e.Encoder.Channels != c || e.Decoder.Channels != c {
-		return nil, errorf(path, "encoder, processor and decoder must have the same channels (got %d, %d, %d)", e.Encoder.Channels, c, e.Decoder.Channels)
+		return nil, units.Errorf(path, "encoder, processor and decoder must have the same channels (got %d, %d, %d)", e.Encoder.Channels, c, e.Decoder.Channels)
 	}
 	enc, dec := *e.Encoder, *e.Decoder
 	enc.Role, enc.SrcIn, enc.DstIn = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs
@@ -165,13 +168,13 @@ func (e *EncoderProcessorDecoder) lower(b *builder, x Value) Value {
 	s := b.shape(x)
 	n, m := e.Grid.Nodes, e.Mesh.Nodes
 	if len(s) != 3 || s[1] != n || s[2] != e.Inputs {
-		panic(lowerError{errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
+		panic(lowerError{units.Errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
 	}
 	batch := s[0]
 	c := e.Processor.channels()
 	for _, g := range []*GraphTransformer{e.Encoder, e.Decoder} {
 		if !productFits(batch, g.Edges.Count, c, 8) || !productFits(batch, n, e.dataWidth()+c, 8) {
-			panic(lowerError{&Error{Path: e.Name, Msg: fmt.Sprintf("a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", batch, g.Edges.Count, c)}})
+			panic(lowerError{&units.Error{Path: e.Name, Msg: fmt.Sprintf("a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", batch, g.Edges.Count, c)}})
 		}
 	}
 	e.coordinateBuffer(b, e.Grid) // graph_buffers.go
@@ -188,8 +191,8 @@ func (e *EncoderProcessorDecoder) lower(b *builder, x Value) Value {
 	xp := e.Processor.lowerCond(b, xl, cond)
 	xp = b.add("x_latent_proc", xp, xl)
 	y := e.Decoder.lowerMapper(b, xp, xd, batch)
-	y = b.cast(y, FP32, "decoder output .to(fp32) (_assemble_output)")
-	return b.ew("clone", "y_pred", []Value{y}, []int64{batch, n, e.Outputs}, FP32, "model output .clone() (_assemble_output)")
+	y = b.cast(y, units.FP32, "decoder output .to(fp32) (_assemble_output)")
+	return b.ew("clone", "y_pred", []Value{y}, []int64{batch, n, e.Outputs}, units.FP32, "model output .clone() (_assemble_output)")
 }
 
 // nodeAttributes lowers NamedNodesAttributes.forward: the coordinate
@@ -203,8 +206,8 @@ func (e *EncoderProcessorDecoder) nodeAttributes(b *builder, name string, nodes 
 	}
 	w := coordAttrs + e.NodeAttrs
 	i := b.addOp("cat", "attributes", nil, params...)
-	y := b.out(i, "attributes", []int64{batch * nodes.Nodes, w}, FP32, "node attributes of "+nodes.Name+" repeated over the batch (TrainableTensor)")
-	b.op(i).workF = FP32.Bytes(batch * nodes.Nodes * w) // the repeats, alive until the cat
+	y := b.out(i, "attributes", []int64{batch * nodes.Nodes, w}, units.FP32, "node attributes of "+nodes.Name+" repeated over the batch (TrainableTensor)")
+	b.op(i).workF = units.FP32.Bytes(batch * nodes.Nodes * w) // the repeats, alive until the cat
 	done()
 	return y
 }
@@ -215,7 +218,7 @@ func (e *EncoderProcessorDecoder) nodeAttributes(b *builder, name string, nodes 
 func (e *EncoderProcessorDecoder) noise(b *builder, rows int64) Value {
 	defer b.scope("noise_injector")()
 	nc := e.NoiseChannels
-	z := b.ew("randn", "noise", nil, []int64{rows, nc}, FP32, "noise for the ensemble (torch.randn, fp32)")
+	z := b.ew("randn", "noise", nil, []int64{rows, nc}, units.FP32, "noise for the ensemble (torch.randn, fp32)")
 	b.val(z).grad = false
 	defer b.scope("noise_mlp")()
 	defer b.beginRegion("")()

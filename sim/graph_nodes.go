@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 )
 
@@ -26,7 +27,7 @@ const maxRefinement = 15
 // Grid is any set of data points.
 func Grid(name string, points int64) (*NodeSet, error) {
 	if points <= 0 {
-		return nil, &Error{Path: fmt.Sprintf("grid %q", name), Msg: fmt.Sprintf("must have at least one point (got %d)", points)}
+		return nil, &units.Error{Path: fmt.Sprintf("grid %q", name), Msg: fmt.Sprintf("must have at least one point (got %d)", points)}
 	}
 	return &NodeSet{Kind: "grid", Name: name, Nodes: points, Refinement: -1, Rule: "given"}, nil
 }
@@ -36,11 +37,11 @@ func Grid(name string, points int64) (*NodeSet, error) {
 // points outside it). The count is the sum.
 func StretchedGrid(name string, regional, global int64) (*NodeSet, error) {
 	if regional <= 0 || global <= 0 {
-		return nil, &Error{Path: fmt.Sprintf("stretched grid %q", name), Msg: fmt.Sprintf("needs regional and global points, both positive (got %d and %d)", regional, global),
+		return nil, &units.Error{Path: fmt.Sprintf("stretched grid %q", name), Msg: fmt.Sprintf("needs regional and global points, both positive (got %d and %d)", regional, global),
 			Hint: "use grid(name, points) for a grid with one resolution"}
 	}
 	if regional > math.MaxInt64-global {
-		return nil, errorf(fmt.Sprintf("stretched grid %q", name), "point count overflows")
+		return nil, units.Errorf(fmt.Sprintf("stretched grid %q", name), "point count overflows")
 	}
 	return &NodeSet{Kind: "grid", Name: name, Nodes: regional + global, Regional: regional, Global: global,
 		Refinement: -1, Rule: "regional + global points"}, nil
@@ -53,7 +54,7 @@ func icosahedralNodes(r int) int64 { return 10*(int64(1)<<(2*r)) + 2 }
 
 func checkRefinement(name, what string, r int) error {
 	if r < 0 || r > maxRefinement {
-		return &Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("%s must be in [0, %d] (got %d)", what, maxRefinement, r),
+		return &units.Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("%s must be in [0, %d] (got %d)", what, maxRefinement, r),
 			Hint: "refinement 6 has 40,962 nodes (~112 km apart), 7 has 163,842 (~56 km)"}
 	}
 	return nil
@@ -88,10 +89,10 @@ func StretchedMesh(name string, global, regional int, fraction float64) (*NodeSe
 		return nil, err
 	}
 	if regional <= global {
-		return nil, &Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("regional_refinement must be finer than global_refinement (got %d and %d)", regional, global)}
+		return nil, &units.Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("regional_refinement must be finer than global_refinement (got %d and %d)", regional, global)}
 	}
 	if !(fraction > 0 && fraction < 1) {
-		return nil, &Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("regional_fraction must be in (0, 1), the share of the sphere refined (got %g)", fraction),
+		return nil, &units.Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("regional_fraction must be in (0, 1), the share of the sphere refined (got %g)", fraction),
 			Hint: "a 5 million km² region is 0.0098 of the sphere"}
 	}
 	g, r := float64(icosahedralNodes(global)), float64(icosahedralNodes(regional))
@@ -104,7 +105,7 @@ func StretchedMesh(name string, global, regional int, fraction float64) (*NodeSe
 // Mesh is a hidden mesh with an explicit node count.
 func Mesh(name string, nodes int64) (*NodeSet, error) {
 	if nodes <= 0 {
-		return nil, &Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("must have at least one node (got %d)", nodes)}
+		return nil, &units.Error{Path: fmt.Sprintf("mesh %q", name), Msg: fmt.Sprintf("must have at least one node (got %d)", nodes)}
 	}
 	return &NodeSet{Kind: "mesh", Name: name, Nodes: nodes, Refinement: -1, Rule: "given"}, nil
 }

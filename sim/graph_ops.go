@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 )
 
@@ -11,7 +12,7 @@ import (
 
 // ew adds an op with one output of the given shape and dtype that saves
 // nothing (elementwise arithmetic, copies, concatenations).
-func (b *builder) ew(kind, name string, ins []Value, shape []int64, dt DType, why string) Value {
+func (b *builder) ew(kind, name string, ins []Value, shape []int64, dt units.DType, why string) Value {
 	i := b.addOp(kind, name, ins)
 	y := b.out(i, name, shape, dt, why)
 	b.op(i).flops = float64(numel(shape))
@@ -49,7 +50,7 @@ func (b *builder) viewRows(x Value, rows int64, why string) Value {
 // castRows is autocast's copy of a row slice of x in dtype dt (the input
 // cast of an op applied to one tensor_split chunk); a view when x already
 // has dtype dt.
-func (b *builder) castRows(x Value, rows int64, dt DType, why string) Value {
+func (b *builder) castRows(x Value, rows int64, dt units.DType, why string) Value {
 	if b.dtype(x) == dt {
 		return b.viewRows(x, rows, why)
 	}
@@ -75,13 +76,13 @@ func (b *builder) normOver(name string, x Value, dim int64, weight, bias bool) V
 	}
 	xin := x
 	if b.prec.Autocast {
-		xin = b.cast(x, FP32, "autocast fp32 copy of layer_norm input (saved)")
+		xin = b.cast(x, units.FP32, "autocast fp32 copy of layer_norm input (saved)")
 	}
 	i := b.addOp("layer_norm", "", []Value{xin}, params...)
 	y := b.out(i, "out", b.shape(xin), b.dtype(xin), "layer_norm output")
 	statsDT := b.dtype(xin)
 	if b.rt.NormStatsFP32 {
-		statsDT = FP32
+		statsDT = units.FP32
 	}
 	groups := numel(b.shape(xin)) / dim
 	mean := b.out(i, "mean", []int64{groups, 1}, statsDT, "layer_norm mean (saved)")

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // TransformerProcessor is anemoi's TransformerProcessor over the hidden
 // mesh (layers/processor.py, layers/block.py TransformerProcessorBlock,
@@ -70,13 +73,13 @@ func (p *TransformerProcessor) meshName() string {
 
 func (p *TransformerProcessor) validate(path string) error {
 	if p.Mesh == nil {
-		return errorf(path, "transformer_processor needs a mesh")
+		return units.Errorf(path, "transformer_processor needs a mesh")
 	}
 	if err := validateBlocks(path, p.Layers, p.Channels, p.Heads, p.MLPRatio, p.Segments); err != nil {
 		return err
 	}
 	if p.Window < 0 {
-		return errorf(path, "window must be positive, or None for global attention (got %d)", p.Window)
+		return units.Errorf(path, "window must be positive, or None for global attention (got %d)", p.Window)
 	}
 	return nil
 }
@@ -158,15 +161,15 @@ func (p *TransformerProcessor) flash(b *builder, q, k, v Value) Value {
 	nodes := p.Mesh.Nodes
 	r := rows(s)
 	if r%nodes != 0 {
-		panic(lowerError{errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
+		panic(lowerError{units.Errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
 	}
 	batch, h := r/nodes, p.Heads
 	i := b.addOp("attention", "flash_attention", []Value{q, k, v})
 	o := b.out(i, "attn_out", s, b.dtype(q), "attention output")
-	lse := b.out(i, "logsumexp", []int64{batch, h, nodes}, FP32, "attention logsumexp (fp32, saved)")
+	lse := b.out(i, "logsumexp", []int64{batch, h, nodes}, units.FP32, "attention logsumexp (fp32, saved)")
 	b.val(lse).grad = false
 	b.save(i, q, k, v, o, lse)
-	b.op(i).workB = FP32.Bytes(r*p.Channels) + FP32.Bytes(r*h)
+	b.op(i).workB = units.FP32.Bytes(r*p.Channels) + units.FP32.Bytes(r*h)
 	keys := nodes
 	if p.Window > 0 && 2*p.Window+1 < nodes {
 		keys = 2*p.Window + 1

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // GraphTransformerProcessor is anemoi's GraphTransformerProcessor
 // (layers/processor.py, layers/chunk.py GraphTransformerProcessorChunk,
@@ -97,10 +100,10 @@ func (p *GraphTransformerProcessor) Summary() string {
 
 func (p *GraphTransformerProcessor) validate(path string) error {
 	if p.Edges == nil {
-		return errorf(path, "graph_transformer_processor needs the mesh's edges (multiscale_edges)")
+		return units.Errorf(path, "graph_transformer_processor needs the mesh's edges (multiscale_edges)")
 	}
 	if p.Edges.Src.Kind != "mesh" || !sameNodes(p.Edges.Src, p.Edges.Dst) {
-		return &Error{Path: path, Msg: fmt.Sprintf("edges must connect a mesh's nodes to each other (got %s)", p.Edges),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("edges must connect a mesh's nodes to each other (got %s)", p.Edges),
 			Hint: "multiscale_edges(mesh)"}
 	}
 	if err := validateBlocks(path, p.Layers, p.Channels, p.Heads, p.MLPRatio, p.Segments); err != nil {
@@ -110,10 +113,10 @@ func (p *GraphTransformerProcessor) validate(path string) error {
 		return err
 	}
 	if p.TrainableEdgeAttrs < 0 || p.TrainableEdgeAttrs > p.EdgeAttrs {
-		return errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", p.EdgeAttrs, p.TrainableEdgeAttrs)
+		return units.Errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", p.EdgeAttrs, p.TrainableEdgeAttrs)
 	}
 	if n := p.Edges.Dst.Nodes; p.EvalChunks < 1 || p.EvalChunks > n {
-		return &Error{Path: path, Msg: fmt.Sprintf("eval_chunks must be in [1, %d], the nodes it splits (got %d)", n, p.EvalChunks)}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("eval_chunks must be in [1, %d], the nodes it splits (got %d)", n, p.EvalChunks)}
 	}
 	return nil
 }
@@ -131,10 +134,10 @@ func (p *GraphTransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
 	nodes := p.Edges.Dst.Nodes
 	r := rows(b.shape(x))
 	if r%nodes != 0 {
-		panic(lowerError{errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
+		panic(lowerError{units.Errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
 	}
 	if !productFits(r/nodes, p.Edges.Count, p.Channels, 8) {
-		panic(lowerError{errorf(b.name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", r/nodes, p.Edges.Count, p.Channels)})
+		panic(lowerError{units.Errorf(b.name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", r/nodes, p.Edges.Count, p.Channels)})
 	}
 	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs}
 	ea, ei, e := in.lower(b, r/nodes) // edge_inputs.go: once, outside the segments' checkpoints

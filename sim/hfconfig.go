@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 	"sort"
 	"strings"
@@ -127,11 +128,11 @@ func FromHFConfigArch(data []byte, attn, arch string) (*Model, error) {
 	}
 	mt, ok := c.raw["model_type"]
 	if !ok || mt == nil {
-		return nil, &Error{Msg: `config.json has no "model_type"`, Hint: "supported model types: " + strings.Join(HFModelTypes(), ", ")}
+		return nil, &units.Error{Msg: `config.json has no "model_type"`, Hint: "supported model types: " + strings.Join(HFModelTypes(), ", ")}
 	}
 	s, ok := mt.(string)
 	if !ok {
-		return nil, &Error{Msg: fmt.Sprintf(`"model_type" must be a string (got %s)`, describeJSON(mt))}
+		return nil, &units.Error{Msg: fmt.Sprintf(`"model_type" must be a string (got %s)`, describeJSON(mt))}
 	}
 	c.modelType = s
 	var fam *hfFamily
@@ -141,7 +142,7 @@ func FromHFConfigArch(data []byte, attn, arch string) (*Model, error) {
 		}
 	}
 	if fam == nil {
-		return nil, &Error{
+		return nil, &units.Error{
 			Msg:  fmt.Sprintf("unsupported model_type %q (supported: %s)", s, strings.Join(HFModelTypes(), ", ")),
 			Hint: `describe the model with the building blocks (attention, mlp, repeat, model) or load("@stdlib//llm.star", ...)`,
 		}
@@ -174,7 +175,7 @@ func (f *hfFamily) attnImpl(attn string) (string, error) {
 	case "flash_attention_2":
 		attn = "flash"
 	default:
-		return "", &Error{Msg: fmt.Sprintf(`attn must be "eager", "sdpa" or "flash" (got %q)`, attn),
+		return "", &units.Error{Msg: fmt.Sprintf(`attn must be "eager", "sdpa" or "flash" (got %q)`, attn),
 			Hint: "attn is the attention kernel the model runs with (transformers' attn_implementation)"}
 	}
 	if attn == "flash" && (f.noFused || f.noFlash) {
@@ -182,7 +183,7 @@ func (f *hfFamily) attnImpl(attn string) (string, error) {
 		if f.noFused {
 			alt = `"eager"`
 		}
-		return "", &Error{Msg: fmt.Sprintf("transformers has no flash-attention path for model_type %q", f.modelType),
+		return "", &units.Error{Msg: fmt.Sprintf("transformers has no flash-attention path for model_type %q", f.modelType),
 			Hint: "use attn=" + alt}
 	}
 	if attn == "sdpa" && f.noFused {
@@ -216,7 +217,7 @@ func (c *hfConfig) head(f *hfFamily, arch string) (hfHead, error) {
 		}
 		break
 	}
-	return 0, &Error{
+	return 0, &units.Error{
 		Msg:  fmt.Sprintf("model class %q is not supported for model_type %q (supported: %s)", arch, f.modelType, strings.Join(names, ", ")),
 		Hint: fmt.Sprintf("pass arch=%q to count the %s instead", names[0], names[0]),
 	}
@@ -228,7 +229,7 @@ type hfConfig struct {
 	raw       map[string]any
 	modelType string
 	name      string
-	err       *Error
+	err       *units.Error
 }
 
 func parseHFConfig(data []byte) (*hfConfig, error) {
@@ -239,11 +240,11 @@ func parseHFConfig(data []byte) (*hfConfig, error) {
 		return nil, jsonError(data, err)
 	}
 	if d.More() {
-		return nil, &Error{Msg: "malformed config.json: more than one JSON value"}
+		return nil, &units.Error{Msg: "malformed config.json: more than one JSON value"}
 	}
 	raw, ok := v.(map[string]any)
 	if !ok {
-		return nil, &Error{Msg: fmt.Sprintf("config.json must be a JSON object (got %s)", describeJSON(v))}
+		return nil, &units.Error{Msg: fmt.Sprintf("config.json must be a JSON object (got %s)", describeJSON(v))}
 	}
 	return &hfConfig{raw: raw}, nil
 }
@@ -260,10 +261,10 @@ func jsonError(data []byte, err error) error {
 		off = te.Offset
 	}
 	if err.Error() == "EOF" || err.Error() == "unexpected EOF" {
-		return &Error{Msg: "malformed config.json: unexpected end of file"}
+		return &units.Error{Msg: "malformed config.json: unexpected end of file"}
 	}
 	if off < 0 {
-		return &Error{Msg: "malformed config.json: " + err.Error()}
+		return &units.Error{Msg: "malformed config.json: " + err.Error()}
 	}
 	if off > int64(len(data)) {
 		off = int64(len(data))
@@ -276,7 +277,7 @@ func jsonError(data []byte, err error) error {
 			col++
 		}
 	}
-	return &Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: %s", line, col, err)}
+	return &units.Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: %s", line, col, err)}
 }
 
 // describeJSON renders a decoded JSON value for an error message.
@@ -304,7 +305,7 @@ const maxHFDim = 1 << 24
 
 func (c *hfConfig) fail(key, format string, args ...any) {
 	if c.err == nil {
-		c.err = &Error{Msg: fmt.Sprintf("%q ", key) + fmt.Sprintf(format, args...)}
+		c.err = &units.Error{Msg: fmt.Sprintf("%q ", key) + fmt.Sprintf(format, args...)}
 	}
 }
 
@@ -317,7 +318,7 @@ func (c *hfConfig) has(key string) bool {
 func (c *hfConfig) size(key string) int64 {
 	if !c.has(key) {
 		if c.err == nil {
-			c.err = &Error{
+			c.err = &units.Error{
 				Msg:  fmt.Sprintf("config.json has no %q (model_type %q needs it, a positive integer)", key, c.modelType),
 				Hint: "is this the model's config.json (the one next to its weights on the hub)?",
 			}
@@ -489,7 +490,7 @@ func (c *hfConfig) headDim(hidden, heads, def int64) int64 {
 		return def
 	}
 	if heads > 0 && hidden%heads != 0 && c.err == nil {
-		c.err = &Error{
+		c.err = &units.Error{
 			Msg:  fmt.Sprintf("hidden size %d is not a multiple of %d attention heads", hidden, heads),
 			Hint: `set "head_dim" in config.json when it is not hidden_size / num_attention_heads`,
 		}
@@ -514,7 +515,7 @@ func (c *hfConfig) kvHeads(key string, heads int64) int64 {
 // (16 to 20 bytes a parameter in training) stay far from int64 overflow.
 func (c *hfConfig) checkTotal(estimate float64) {
 	if c.err == nil && estimate > 1e16 {
-		c.err = &Error{Msg: fmt.Sprintf("config.json describes about %.3g parameters, more than memsh can count", estimate),
+		c.err = &units.Error{Msg: fmt.Sprintf("config.json describes about %.3g parameters, more than memsh can count", estimate),
 			Hint: "check the sizes in config.json"}
 	}
 }
@@ -530,7 +531,7 @@ func (c *hfConfig) attnDropout(paKey string, pa, po float64) (float64, []Layer) 
 		return 0, []Layer{&Dropout{Name: "dropout", P: po}}
 	}
 	if c.err == nil {
-		c.err = &Error{
+		c.err = &units.Error{
 			Msg:  fmt.Sprintf("%q = %g with an output dropout of %g cannot be modelled yet", paKey, pa, po),
 			Hint: "memsh drops attention probabilities and the attention output with one probability; set them equal or the first to 0",
 		}

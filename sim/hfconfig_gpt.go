@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // GPT-2, GPT-NeoX, OPT, BLOOM and Falcon: decoders with LayerNorm (weight
 // and bias), plain (non-gated) MLPs with biases, and fused or separate
 // attention projections. Module names follow each family's modeling_*.py.
@@ -121,7 +123,7 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *Model {
 	tie := c.flag("tie_word_embeddings", true)
 	hd := c.headDim(hidden, heads, 0)
 	if !affine && c.err == nil {
-		c.err = &Error{Msg: `"layer_norm_elementwise_affine" = false (layer norms without weights) is not supported yet`}
+		c.err = &units.Error{Msg: `"layer_norm_elementwise_affine" = false (layer norms without weights) is not supported yet`}
 	}
 	drop, after := c.attnDropout("attention_dropout", pa, po)
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(ffn)) + float64(vocab)*float64(proj) + float64(positions+2)*float64(hidden))

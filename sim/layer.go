@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Layer is an immutable module of a model. Layers lower to ops (lower),
 // count their parameters exactly (Params) and describe themselves.
 type Layer interface {
@@ -73,7 +75,7 @@ func joinName(a, b string) string {
 
 func positive(path, what string, n int64) error {
 	if n <= 0 {
-		return errorf(path, "%s must be positive (got %d)", what, n)
+		return units.Errorf(path, "%s must be positive (got %d)", what, n)
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // AddEmbedding adds a learned table lookup to its input: the learned
 // position embeddings of GPT-2 (wpe), OPT and BERT, and BERT's token-type
@@ -48,7 +51,7 @@ func (e *AddEmbedding) validate(path string) error {
 		return err
 	}
 	if e.MaxSeq < 0 || e.MaxSeq > e.Rows {
-		return errorf(path, "max_seq must be in 0..rows (rows=%d, max_seq=%d)", e.Rows, e.MaxSeq)
+		return units.Errorf(path, "max_seq must be in 0..rows (rows=%d, max_seq=%d)", e.Rows, e.MaxSeq)
 	}
 	return nil
 }
@@ -62,7 +65,7 @@ func (e *AddEmbedding) lower(b *builder, x Value) Value {
 		name = "pos_embed"
 	}
 	if e.MaxSeq > 0 && b.seq > e.MaxSeq {
-		panic(lowerError{&Error{
+		panic(lowerError{&units.Error{
 			Path: b.name(name),
 			Msg:  fmt.Sprintf("seq=%d exceeds the %d learned positions of this model", b.seq, e.MaxSeq),
 			Hint: fmt.Sprintf("use seq <= %d (the config's max_position_embeddings)", e.MaxSeq),
@@ -75,7 +78,7 @@ func (e *AddEmbedding) lower(b *builder, x Value) Value {
 		n = b.batch
 	}
 	ii := b.addOp("arange", "ids", nil)
-	ids := b.out(ii, "ids", []int64{n, b.seq}, INT64, "position or token-type ids")
+	ids := b.out(ii, "ids", []int64{n, b.seq}, units.INT64, "position or token-type ids")
 	i := b.addOp("embedding", "", []Value{ids}, w)
 	y := b.out(i, "out", []int64{n, b.seq, e.Dim}, b.prec.Params, "learned position or token-type embeddings")
 	b.save(i, ids)

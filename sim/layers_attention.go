@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 )
 
@@ -92,24 +93,24 @@ func (a *Attention) validate(path string) error {
 		return err
 	}
 	if a.HeadDim == 0 && a.Dim%a.Heads != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("heads must divide dim (dim=%d, heads=%d)", a.Dim, a.Heads), Hint: "pass head_dim= when it is not dim/heads"}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("heads must divide dim (dim=%d, heads=%d)", a.Dim, a.Heads), Hint: "pass head_dim= when it is not dim/heads"}
 	}
 	if a.KVHeads < 0 || a.Heads%a.kv() != 0 {
-		return errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
+		return units.Errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
 	}
 	if a.QKNorm && a.FusedQKV {
-		return errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
+		return units.Errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
 	}
 	switch a.Impl {
 	case "flash", "sdpa", "eager":
 	default:
-		return errorf(path, "unknown attention impl %q (known: flash, sdpa, eager)", a.Impl)
+		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa, eager)", a.Impl)
 	}
 	if a.Dropout < 0 || a.Dropout >= 1 {
-		return errorf(path, "dropout must be in [0, 1) (got %g)", a.Dropout)
+		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", a.Dropout)
 	}
 	if !(a.Softcap >= 0) || math.IsInf(a.Softcap, 0) {
-		return errorf(path, "softcap must be a positive number, or 0 for none (got %g)", a.Softcap)
+		return units.Errorf(path, "softcap must be a positive number, or 0 for none (got %g)", a.Softcap)
 	}
 	return nil
 }
@@ -183,13 +184,13 @@ func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
 	dt := b.dtype(q)
 	i := b.addOp("attention", a.Impl+"_attention", []Value{q, k, v})
 	o := b.out(i, "attn_out", withLast(s, h*d), dt, "attention output")
-	lse := b.out(i, "logsumexp", []int64{rows(s), h}, FP32, "attention logsumexp (fp32, saved)")
+	lse := b.out(i, "logsumexp", []int64{rows(s), h}, units.FP32, "attention logsumexp (fp32, saved)")
 	b.val(lse).grad = false
 	b.save(i, q, k, v, o, lse)
 	tokens := rows(s)
 	// Backward: fp32 dq accumulator and softmax_d (flash-attn mha_bwd); with
 	// GQA, dk and dv are computed expanded to all heads, then summed.
-	work := FP32.Bytes(tokens*h*d) + FP32.Bytes(tokens*h)
+	work := units.FP32.Bytes(tokens*h*d) + units.FP32.Bytes(tokens*h)
 	if kv != h && a.Impl == "flash" {
 		work += 2 * dt.Bytes(tokens*h*d)
 	}
@@ -235,7 +236,7 @@ func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
 	// / sqrt(d): saves the scalar as a 0-dim fp64 tensor.
 	j := b.addOp("div", "scale", []Value{scores})
 	scaled := b.out(j, "scaled", scoreShape, dt, "scaled attention scores")
-	scalar := b.out(j, "inv_sqrt_d", nil, FP64, "1/sqrt(head_dim) scalar")
+	scalar := b.out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
 	b.val(scalar).grad = false
 	b.save(j, scalar)
 	if a.Softcap > 0 && a.Impl == "eager" {
@@ -247,7 +248,7 @@ func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
 	}
 	smDT := dt
 	if a.SoftmaxFP32 || (b.prec.Autocast && b.rt.AutocastSoftmaxFP32) {
-		smDT = FP32
+		smDT = units.FP32
 	}
 	sm := b.addOp("softmax", "softmax", []Value{scaled})
 	p := b.out(sm, "probs", scoreShape, smDT, "attention probabilities (softmax output, saved)")

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Linear is nn.Linear(in, out, bias).
 type Linear struct {
@@ -45,10 +48,10 @@ func (l *Linear) lower(b *builder, x Value) Value {
 }
 
 // shapeMismatch is raised (as a panic caught by Lower) when layers do not chain.
-type lowerError struct{ err *Error }
+type lowerError struct{ err *units.Error }
 
 func shapeMismatch(b *builder, kind string, want, got int64) lowerError {
-	return lowerError{errorf(b.name(""), "%s expects inputs with %d features but the previous layer gives %d", kind, want, got)}
+	return lowerError{units.Errorf(b.name(""), "%s expects inputs with %d features but the previous layer gives %d", kind, want, got)}
 }
 
 // Embedding is nn.Embedding(rows, dim): a gather of rows. It saves only the
@@ -81,7 +84,7 @@ func (e *Embedding) lower(b *builder, x Value) Value {
 	w := b.param("weight", []int64{e.Rows, e.Dim}, "embed")
 	i := b.addOp("embedding", "", []Value{x}, w)
 	s := b.shape(x)
-	if b.dtype(x) != INT64 {
+	if b.dtype(x) != units.INT64 {
 		s = s[:len(s)-1]
 	}
 	y := b.out(i, "out", append(append([]int64(nil), s...), e.Dim), b.prec.Params, "embedding lookup output")
@@ -141,7 +144,7 @@ func (d *Dropout) Params() int64     { return 0 }
 func (d *Dropout) Summary() string   { return fmt.Sprintf("p=%g", d.P) }
 func (d *Dropout) validate(path string) error {
 	if d.P < 0 || d.P >= 1 {
-		return errorf(path, "dropout probability must be in [0, 1) (got %g)", d.P)
+		return units.Errorf(path, "dropout probability must be in [0, 1) (got %g)", d.P)
 	}
 	return nil
 }
@@ -163,7 +166,7 @@ func (a *Act) validate(path string) error {
 	case "gelu", "relu", "silu", "tanh", "sigmoid":
 		return nil
 	}
-	return errorf(path, "unknown activation %q (known: gelu, relu, silu, tanh, sigmoid)", a.Fn)
+	return units.Errorf(path, "unknown activation %q (known: gelu, relu, silu, tanh, sigmoid)", a.Fn)
 }
 func (a *Act) lower(b *builder, x Value) Value { return b.activation(a.Fn, x) }
 

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Sequential runs layers one after another.
 type Sequential struct {
@@ -65,7 +68,7 @@ func (r *Repeat) Params() int64     { return r.N * r.Layer.Params() }
 func (r *Repeat) Summary() string   { return fmt.Sprintf("%d x %s", r.N, r.Layer.Kind()) }
 func (r *Repeat) validate(path string) error {
 	if r.N <= 0 {
-		return errorf(path, "repeat count must be positive (got %d)", r.N)
+		return units.Errorf(path, "repeat count must be positive (got %d)", r.N)
 	}
 	return r.Layer.validate(childPath(path, r.Layer, 0))
 }
@@ -109,7 +112,7 @@ func (r *Residual) lower(b *builder, x Value) Value {
 		if p := b.name(""); p != "" {
 			where = " (module " + p + ")"
 		}
-		panic(lowerError{&Error{Msg: fmt.Sprintf("residual%s: its %s changes the width (%d -> %d)", where, r.Layer.Kind(), b.last(x), b.last(y)),
+		panic(lowerError{&units.Error{Msg: fmt.Sprintf("residual%s: its %s changes the width (%d -> %d)", where, r.Layer.Kind(), b.last(x), b.last(y)),
 			Hint: "residual(layer) adds layer(x) to x, so the layer must give as many features as it takes"}})
 	}
 	return b.add("residual", x, y)

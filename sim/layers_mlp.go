@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // MLP is the transformer feed-forward block: fc1, activation, fc2 for
 // gelu/relu/silu; gate, up, act(gate)*up, down for swiglu/geglu.
@@ -45,10 +48,10 @@ func (m *MLP) validate(path string) error {
 	switch m.Act {
 	case "gelu", "relu", "silu", "swiglu", "geglu", "tanh", "sigmoid":
 	default:
-		return errorf(path, "unknown mlp activation %q (known: gelu, relu, silu, swiglu, geglu)", m.Act)
+		return units.Errorf(path, "unknown mlp activation %q (known: gelu, relu, silu, swiglu, geglu)", m.Act)
 	}
 	if m.Dropout < 0 || m.Dropout >= 1 {
-		return errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
+		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
 	}
 	return nil
 }

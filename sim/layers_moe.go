@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // MoE is a mixture-of-experts feed-forward block with a linear router,
 // top-k routing and gated expert MLPs, lowered as Hugging Face Mixtral
@@ -47,7 +50,7 @@ func (m *MoE) validate(path string) error {
 		return err
 	}
 	if m.TopK <= 0 || m.TopK > m.Experts {
-		return errorf(path, "top_k must be in 1..experts (experts=%d, top_k=%d)", m.Experts, m.TopK)
+		return units.Errorf(path, "top_k must be in 1..experts (experts=%d, top_k=%d)", m.Experts, m.TopK)
 	}
 	return nil
 }
@@ -67,19 +70,19 @@ func (m *MoE) lower(b *builder, x Value) Value {
 	E, k := m.Experts, m.TopK
 	logits := b.linear("router", "router", x, m.Dim, E, false)
 	sm := b.addOp("softmax", "router_softmax", []Value{logits})
-	probs := b.out(sm, "router_probs", []int64{T, E}, FP32, "router probabilities (fp32)")
+	probs := b.out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
 	b.save(sm, probs)
 	tk := b.addOp("topk", "topk", []Value{probs})
-	weights := b.out(tk, "routing_weights", []int64{T, k}, FP32, "top-k routing weights")
-	idx := b.out(tk, "expert_index", []int64{T, k}, INT64, "top-k expert indices")
+	weights := b.out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")
+	idx := b.out(tk, "expert_index", []int64{T, k}, units.INT64, "top-k expert indices")
 	b.val(idx).grad = false
 	b.save(tk, idx)
 	routed := T * k
 	if m.Capacity > 1 {
 		padded := float64(routed) * m.Capacity
-		if padded > float64(MaxElements) { // int64(padded) would be undefined
-			panic(lowerError{&Error{Path: b.name(""), Msg: fmt.Sprintf("capacity=%g pads %.3g token copies to the experts, too many to count in bytes", m.Capacity, padded),
-				Hint: hintTensor}})
+		if padded > float64(units.MaxElements) { // int64(padded) would be undefined
+			panic(lowerError{&units.Error{Path: b.name(""), Msg: fmt.Sprintf("capacity=%g pads %.3g token copies to the experts, too many to count in bytes", m.Capacity, padded),
+				Hint: units.HintTensor}})
 		}
 		routed = int64(padded)
 	}

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Parallel feeds one input to every branch and sums the branches' outputs:
 // branch1(x) + branch2(x) + ... It is the parallel attention and MLP block
@@ -45,7 +48,7 @@ func (p *Parallel) OutDim() int64 {
 
 func (p *Parallel) validate(path string) error {
 	if len(p.Branches) == 0 {
-		return errorf(path, "parallel needs at least one branch")
+		return units.Errorf(path, "parallel needs at least one branch")
 	}
 	for i, l := range p.Branches {
 		if err := l.validate(childPath(path, l, i)); err != nil {
@@ -65,7 +68,7 @@ func (p *Parallel) lower(b *builder, x Value) Value {
 			continue
 		}
 		if b.last(y) != b.last(sum) {
-			panic(lowerError{errorf(b.name(""), "parallel branches give different widths (%d and %d)", b.last(sum), b.last(y))})
+			panic(lowerError{units.Errorf(b.name(""), "parallel branches give different widths (%d and %d)", b.last(sum), b.last(y))})
 		}
 		sum = b.add("branch_sum", sum, y)
 	}

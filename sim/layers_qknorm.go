@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Attention.QKNorm is an RMS norm over each head of q and k, applied after
 // the projections and before the rotary embeddings: Qwen3's q_norm and
 // k_norm (transformers/models/qwen3/modeling_qwen3.py,
@@ -12,7 +14,7 @@ package sim
 func (b *builder) headNorm(name string, x Value, s []int64, heads, headDim int64) Value {
 	split := append(append([]int64(nil), s[:len(s)-1]...), heads, headDim)
 	if numel(split) != numel(b.shape(x)) {
-		panic(lowerError{errorf(b.name(name), "cannot view %v as %v heads of %d", b.shape(x), heads, headDim)})
+		panic(lowerError{units.Errorf(b.name(name), "cannot view %v as %v heads of %d", b.shape(x), heads, headDim)})
 	}
 	b.val(x).shape = split
 	y := b.rmsNorm(name, x, headDim)

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Scale multiplies its input by a constant: Gemma's embedding normaliser,
 // hidden_states * sqrt(hidden_size) (transformers/models/gemma/
@@ -20,7 +23,7 @@ func (s *Scale) Params() int64     { return 0 }
 func (s *Scale) Summary() string   { return fmt.Sprintf("x %g", s.Factor) }
 func (s *Scale) validate(path string) error {
 	if !(s.Factor > 0) {
-		return errorf(path, "scale factor must be positive (got %g)", s.Factor)
+		return units.Errorf(path, "scale factor must be positive (got %g)", s.Factor)
 	}
 	return nil
 }

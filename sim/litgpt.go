@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"strings"
 )
 
@@ -123,15 +124,15 @@ func (c LitGPTConfig) promptLength() int64 {
 // NewLitGPT builds the model: wte, the blocks, ln_f and the chunked head.
 func NewLitGPT(c LitGPTConfig) (*Model, error) {
 	if c.Embd <= 0 || c.Heads <= 0 || c.Layers <= 0 || c.PaddedVocab <= 0 || c.Intermediate <= 0 {
-		return nil, &Error{Path: c.Name, Msg: "litgpt: embd, heads, layers, padded vocab and intermediate size must be positive"}
+		return nil, &units.Error{Path: c.Name, Msg: "litgpt: embd, heads, layers, padded vocab and intermediate size must be positive"}
 	}
 	if c.Embd%c.Heads != 0 || c.Heads%c.groups() != 0 {
-		return nil, errorf(c.Name, "litgpt: heads must divide embd and query groups must divide heads (embd=%d, heads=%d, groups=%d)", c.Embd, c.Heads, c.groups())
+		return nil, units.Errorf(c.Name, "litgpt: heads must divide embd and query groups must divide heads (embd=%d, heads=%d, groups=%d)", c.Embd, c.Heads, c.groups())
 	}
 	switch c.Adapter {
 	case "", "v1", "v2":
 	default:
-		return nil, errorf(c.Name, "litgpt: unknown adapter %q (known: v1, v2)", c.Adapter)
+		return nil, units.Errorf(c.Name, "litgpt: unknown adapter %q (known: v1, v2)", c.Adapter)
 	}
 	layers := []Layer{&Embedding{Name: "wte", Rows: c.PaddedVocab, Dim: c.Embd}}
 	if c.Adapter == "" {
@@ -353,8 +354,8 @@ func (b *builder) litRope(name string, src Value, shape []int64, n int64) Value 
 	y := b.out(i, name, shape, dt, name+" with rotary embeddings (cat of the roped and the pass-through channels)")
 	elems := rows(shape) * n
 	// rotated (dt) + x*cos, rotated*sin, sum (fp32) + the roped slice (dt)
-	b.op(i).workF = 2*dt.Bytes(elems) + 3*FP32.Bytes(elems)
-	b.op(i).workB = 3*FP32.Bytes(elems) + dt.Bytes(elems)
+	b.op(i).workF = 2*dt.Bytes(elems) + 3*units.FP32.Bytes(elems)
+	b.op(i).workB = 3*units.FP32.Bytes(elems) + dt.Bytes(elems)
 	b.op(i).flops = 6 * float64(elems)
 	return y
 }
@@ -402,7 +403,7 @@ func (b *builder) litLoRAQKV(c LitGPTConfig, x, pretrained Value) Value {
 			src = b.out(cp, "source", withLast(s, width), b.dtype(after), "reshape copy of the transposed LoRA update (zero_pad)")
 		}
 		ii := b.addOp("tensor", "lora_ind", nil)
-		idx := b.out(ii, "lora_ind", []int64{width}, INT64, "index of the enabled q/k/v columns (torch.tensor, made each forward)")
+		idx := b.out(ii, "lora_ind", []int64{width}, units.INT64, "index of the enabled q/k/v columns (torch.tensor, made each forward)")
 		b.val(idx).grad = false
 		ix := b.addOp("index_copy", "zero_pad", []Value{src, idx})
 		upd = b.out(ix, "padded", withLast(s, c.qkvWidth()), b.dtype(after), "LoRA update zero-padded to the qkv width")
@@ -436,7 +437,7 @@ func (b *builder) litAdapterPrefix(c LitGPTConfig, q, y Value, wqkv int32) Value
 	s := b.shape(q)
 	ia := b.addOp("attention", "adapter_attention", []Value{q, aqkv})
 	ay := b.out(ia, "ay", b.shape(y), b.dtype(y), "attention of the tokens over the adapter prompt")
-	lse := b.out(ia, "logsumexp", []int64{rows(s), c.Heads}, FP32, "adapter attention logsumexp (saved)")
+	lse := b.out(ia, "logsumexp", []int64{rows(s), c.Heads}, units.FP32, "adapter attention logsumexp (saved)")
 	b.val(lse).grad = false
 	b.save(ia, q, aqkv, ay, lse)
 	b.op(ia).flops = 4 * float64(rows(s)) * float64(aT) * float64(h)

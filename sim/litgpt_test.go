@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/units"
 	"math"
 	"strings"
 	"testing"
@@ -122,7 +123,7 @@ func TestLitGPTResourceTable(t *testing.T) {
 			opt = Optimizer{Kind: "paged_adamw"} // bnb.optim.PagedAdamW (finetune/lora.py)
 		}
 		p := &Plan{Model: m, Batch: tc.mb, Seq: tc.seq, GradAccum: 128 / tc.mb, Members: 1, Precision: prec, Optimizer: opt,
-			Quant: tc.quant, QuantLMHead: tc.quant != "", QuantFrom: FP16, Device: dev, Phase: "train", Runtime: rt}
+			Quant: tc.quant, QuantLMHead: tc.quant != "", QuantFrom: units.FP16, Device: dev, Phase: "train", Runtime: rt}
 		if tc.adapter != "" {
 			p.Freeze = []string{"all"} // mark_only_adapter_as_trainable
 		} else {

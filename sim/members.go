@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Ensemble members (Plan.Members, Plan.MembersMode).
 //
@@ -30,7 +33,7 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 	}
 	shape := b.shape(x)
 	if len(shape) == 0 || shape[0]%b.members != 0 {
-		panic(lowerError{errorf(m.Name, "cannot split a batch of %v rows into %d members", shape, b.members)})
+		panic(lowerError{units.Errorf(m.Name, "cannot split a batch of %v rows into %d members", shape, b.members)})
 	}
 	per := shape[0] / b.members
 	tables := len(b.p.tables)
@@ -51,7 +54,7 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 		done()
 	}
 	if len(b.p.tables) > tables {
-		panic(lowerError{&Error{Path: m.Name, Msg: "sequential members are not modelled for models with table layers (each member would set up its own table)",
+		panic(lowerError{&units.Error{Path: m.Name, Msg: "sequential members are not modelled for models with table layers (each member would set up its own table)",
 			Hint: "use members_mode=\"stacked\""}})
 	}
 	return b.catMembers(outs)
@@ -110,7 +113,7 @@ func (b *builder) relowered(first, again lowering) {
 // member's. Both members lowered the same layers in the same order.
 func (b *builder) shareMember(p, q [2]int, opsP, opsQ [2]int) {
 	if p[1]-p[0] != q[1]-q[0] {
-		panic(lowerError{errorf(b.name(""), "internal error: members registered %d and %d parameters", p[1]-p[0], q[1]-q[0])})
+		panic(lowerError{units.Errorf(b.name(""), "internal error: members registered %d and %d parameters", p[1]-p[0], q[1]-q[0])})
 	}
 	root := func(pi int) int32 {
 		if t := b.p.params[pi].tiedTo; t >= 0 {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 )
 
@@ -143,7 +144,7 @@ func startsWithEmbedding(ls []Layer) bool {
 // Validate checks every layer and the head.
 func (m *Model) Validate() error {
 	if len(m.Layers) == 0 {
-		return &Error{Path: m.Name, Msg: "model has no layers", Hint: "model(name, embedding(...), repeat(block, n), ...)"}
+		return &units.Error{Path: m.Name, Msg: "model has no layers", Hint: "model(name, embedding(...), repeat(block, n), ...)"}
 	}
 	for i, l := range m.Layers {
 		if err := l.validate(childPath("", l, i)); err != nil {
@@ -153,19 +154,19 @@ func (m *Model) Validate() error {
 	switch m.Loss {
 	case "cross_entropy", "mse", "none", "", "crps":
 	default:
-		return errorf(m.Name, "unknown loss %q (known: cross_entropy, mse, none)", m.Loss)
+		return units.Errorf(m.Name, "unknown loss %q (known: cross_entropy, mse, none)", m.Loss)
 	}
 	if m.Vocab < 0 {
-		return errorf(m.Name, "vocab must be positive (got %d)", m.Vocab)
+		return units.Errorf(m.Name, "vocab must be positive (got %d)", m.Vocab)
 	}
 	if !(m.LogitSoftcap >= 0) || math.IsInf(m.LogitSoftcap, 0) {
-		return errorf(m.Name, "logit_softcap must be a positive number, or 0 for none (got %g)", m.LogitSoftcap)
+		return units.Errorf(m.Name, "logit_softcap must be a positive number, or 0 for none (got %g)", m.LogitSoftcap)
 	}
 	if m.LogitSoftcap > 0 && m.Vocab == 0 {
-		return errorf(m.Name, "logit_softcap needs vocab= (it caps the output head's logits)")
+		return units.Errorf(m.Name, "logit_softcap needs vocab= (it caps the output head's logits)")
 	}
 	if !startsWithEmbedding(m.Layers) && m.inputDim() <= 0 {
-		return &Error{Path: m.Name, Msg: "cannot tell the input width of the first layer", Hint: "pass input_dim= to model()"}
+		return &units.Error{Path: m.Name, Msg: "cannot tell the input width of the first layer", Hint: "pass input_dim= to model()"}
 	}
 	return nil
 }
@@ -190,7 +191,7 @@ func (m *Model) lower(b *builder) (err error) {
 	}()
 	var x Value
 	if startsWithEmbedding(m.Layers) {
-		x = b.input("input_ids", []int64{b.batch, b.seq}, INT64)
+		x = b.input("input_ids", []int64{b.batch, b.seq}, units.INT64)
 		b.p.input = x
 	} else {
 		dt := b.prec.Compute
@@ -242,7 +243,7 @@ func (m *Model) lowerBody(b *builder, x Value) Value {
 }
 
 // input adds the program input (data: no grad).
-func (b *builder) input(name string, shape []int64, dt DType) Value {
+func (b *builder) input(name string, shape []int64, dt units.DType) Value {
 	b.p.values = append(b.p.values, valueInfo{
 		name: name, shape: shape, dtype: dt, bytes: dt.Bytes(numel(shape)),
 		cat: CatActivations, producer: -1, why: "input batch",
@@ -264,13 +265,13 @@ func (b *builder) loss(m *Model, x Value) Value {
 		if b.par.megatronCE {
 			return b.vocabParallelCE(x) // tp.go
 		}
-		if m.LogitsFP32 || (b.prec.Autocast && b.dtype(x) != FP32) {
-			x = b.cast(x, FP32, "logits upcast to fp32 for the loss")
+		if m.LogitsFP32 || (b.prec.Autocast && b.dtype(x) != units.FP32) {
+			x = b.cast(x, units.FP32, "logits upcast to fp32 for the loss")
 		}
 		i := b.addOp("cross_entropy", "cross_entropy", []Value{x})
 		lsm := b.out(i, "log_probs", b.shape(x), b.dtype(x), "log_softmax of the logits (saved by cross-entropy)")
 		b.val(lsm).grad = false
-		loss := b.out(i, "loss", nil, FP32, "loss")
+		loss := b.out(i, "loss", nil, units.FP32, "loss")
 		b.save(i, lsm)
 		b.op(i).workB = b.val(lsm).bytes
 		b.op(i).flops = 5 * float64(numel(b.shape(x)))
@@ -279,12 +280,12 @@ func (b *builder) loss(m *Model, x Value) Value {
 		return b.crpsLoss(x) // graph_loss.go
 	case "mse":
 		i := b.addOp("mse_loss", "mse", []Value{x})
-		loss := b.out(i, "loss", nil, FP32, "loss")
+		loss := b.out(i, "loss", nil, units.FP32, "loss")
 		b.save(i, x)
 		return loss
 	default:
 		i := b.addOp("sum", "sum", []Value{x})
-		return b.out(i, "loss", nil, FP32, "loss")
+		return b.out(i, "loss", nil, units.FP32, "loss")
 	}
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"strings"
 )
 
@@ -100,14 +101,14 @@ func (r *replay) offloadState(p *paramInfo) bool {
 		return false
 	}
 	fo := r.fo()
-	master := FP32.Bytes(p.numel) // DeepSpeed keeps an fp32 master for 16-bit training
+	master := units.FP32.Bytes(p.numel) // DeepSpeed keeps an fp32 master for 16-bit training
 	var states int64
-	for _, s := range r.plan.Optimizer.states(p.shape, p.numel, FP32) {
+	for _, s := range r.plan.Optimizer.states(p.shape, p.numel, units.FP32) {
 		states += s.bytes
 	}
 	r.rep.States.Master += master
 	r.rep.States.Optimizer += states
-	fo.hostGrads += FP32.Bytes(p.numel)
+	fo.hostGrads += units.FP32.Bytes(p.numel)
 	if tier == "nvme" {
 		fo.nvmeStates += master + states
 		fo.swap = max(fo.swap, nvmeSwapBufs*(master+states))
@@ -367,15 +368,15 @@ func (r *replay) finishOffload(rep *Report) error {
 		var parts []string
 		var pinned int64
 		for _, s := range rep.HostBreakdown {
-			parts = append(parts, s.Name+" "+FormatBytes(s.Bytes))
+			parts = append(parts, s.Name+" "+units.FormatBytes(s.Bytes))
 			if strings.Contains(s.Name, "pinned") {
 				pinned += s.Bytes
 			}
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("host memory per GPU %s: %s; %s of it pinned", FormatBytes(rep.HostMemory), strings.Join(parts, ", "), FormatBytes(pinned)))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("host memory per GPU %s: %s; %s of it pinned", units.FormatBytes(rep.HostMemory), strings.Join(parts, ", "), units.FormatBytes(pinned)))
 	}
 	if fo.nvmeStates > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("offload: %s of optimizer state and master weights on NVMe, read and written every step", FormatBytes(fo.nvmeStates)))
+		rep.Notes = append(rep.Notes, fmt.Sprintf("offload: %s of optimizer state and master weights on NVMe, read and written every step", units.FormatBytes(fo.nvmeStates)))
 	}
 	return r.checkHost(rep)
 }
@@ -395,12 +396,12 @@ func (r *replay) checkHost(rep *Report) error {
 	if need <= limit {
 		return nil
 	}
-	per := fmt.Sprintf("%d GPUs x %s", gpus, FormatBytes(rep.HostMemory))
+	per := fmt.Sprintf("%d GPUs x %s", gpus, units.FormatBytes(rep.HostMemory))
 	if gpus == 1 {
 		per = "1 GPU"
 	}
-	return &Error{Path: "train",
+	return &units.Error{Path: "train",
 		Msg: fmt.Sprintf("offload needs %s of host memory per node (%s) but host_memory is %s",
-			FormatBytes(need), per, FormatBytes(limit)),
+			units.FormatBytes(need), per, units.FormatBytes(limit)),
 		Hint: "offload less (activations=None, optimizer=\"nvme\"), use more nodes, or give the real host RAM with host_memory="}
 }

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Lowering helpers: one func per PyTorch op family, each saving for backward
 // what autograd saves (derivatives.yaml), with autocast dtypes.
 
@@ -7,7 +9,7 @@ package sim
 // with fp32 weights, a cached low-precision copy (autocast's weight cache
 // keeps casts of leaf tensors that require grad until the forward ends);
 // otherwise the parameter itself (noValue).
-func (b *builder) weight(pi int32, dt DType) Value {
+func (b *builder) weight(pi int32, dt units.DType) Value {
 	p := b.p.params[pi]
 	if !b.prec.Autocast || b.prec.Params == dt {
 		return noValue
@@ -122,7 +124,7 @@ func (b *builder) dropout(name string, x Value, p float64) Value {
 	}
 	i := b.addOp("dropout", name, []Value{x})
 	y := b.out(i, name, b.shape(x), b.dtype(x), "dropout output")
-	m := b.out(i, name+".mask", b.shape(x), BOOL, "dropout mask (bool, saved for backward)")
+	m := b.out(i, name+".mask", b.shape(x), units.BOOL, "dropout mask (bool, saved for backward)")
 	b.val(m).grad = false
 	b.save(i, m)
 	b.op(i).bytes += float64(b.val(x).bytes)
@@ -141,13 +143,13 @@ func (b *builder) layerNorm(name string, x Value, dim int64, bias bool) Value {
 	}
 	xin := x
 	if b.prec.Autocast {
-		xin = b.cast(x, FP32, "autocast fp32 copy of layer_norm input")
+		xin = b.cast(x, units.FP32, "autocast fp32 copy of layer_norm input")
 	}
 	i := b.addOp("layer_norm", "", []Value{xin}, params...)
 	y := b.out(i, "out", b.shape(xin), b.dtype(xin), "layer_norm output")
 	statsDT := b.dtype(xin)
 	if b.rt.NormStatsFP32 {
-		statsDT = FP32
+		statsDT = units.FP32
 	}
 	r := rows(b.shape(xin))
 	mean := b.out(i, "mean", []int64{r, 1}, statsDT, "layer_norm mean (saved)")
@@ -166,21 +168,21 @@ func (b *builder) rmsNorm(name string, x Value, dim int64) Value {
 	defer b.scope(name)()
 	w := b.param("weight", []int64{dim}, "norm")
 	inDT := b.dtype(x)
-	x32 := b.cast(x, FP32, "fp32 copy of rms_norm input")
+	x32 := b.cast(x, units.FP32, "fp32 copy of rms_norm input")
 	r := rows(b.shape(x32))
 	// pow(2): saves self.
 	ip := b.addOp("pow", "pow", []Value{x32})
-	sq := b.out(ip, "x2", b.shape(x32), FP32, "x² in rms_norm")
+	sq := b.out(ip, "x2", b.shape(x32), units.FP32, "x² in rms_norm")
 	b.save(ip, x32)
 	// mean(-1): torch 1.13 keeps its input.
 	im := b.addOp("mean", "mean", []Value{sq})
-	variance := b.out(im, "variance", []int64{r, 1}, FP32, "rms_norm variance")
+	variance := b.out(im, "variance", []int64{r, 1}, units.FP32, "rms_norm variance")
 	if b.rt.RMSNormSavesSquare {
 		b.save(im, sq)
 	}
 	// rsqrt(variance + eps): saves its result.
 	ir := b.addOp("rsqrt", "rsqrt", []Value{variance})
-	rs := b.out(ir, "rsqrt", []int64{r, 1}, FP32, "rms_norm rsqrt (saved)")
+	rs := b.out(ir, "rsqrt", []int64{r, 1}, units.FP32, "rms_norm rsqrt (saved)")
 	b.save(ir, rs)
 	n32 := b.mul("normalized", x32, rs)
 	n := b.cast(n32, inDT, "rms_norm normalized, cast back to input dtype")

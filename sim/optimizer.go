@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Optimizer is a training optimizer and how its step is run.
 //
@@ -76,7 +79,7 @@ type stateTensor struct {
 }
 
 // states returns the state tensors for a parameter of the given shape.
-func (o Optimizer) states(shape []int64, n int64, dt DType) []stateTensor {
+func (o Optimizer) states(shape []int64, n int64, dt units.DType) []stateTensor {
 	switch o.Kind {
 	case "sgd":
 		if o.Momentum > 0 {
@@ -90,15 +93,15 @@ func (o Optimizer) states(shape []int64, n int64, dt DType) []stateTensor {
 		}
 		return st
 	case "paged_adamw":
-		return []stateTensor{{"state1", FP32.Bytes(n)}, {"state2", FP32.Bytes(n)}}
+		return []stateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
 	case "adamw8bit", "paged_adamw8bit":
 		if n < 4096 {
-			return []stateTensor{{"state1", FP32.Bytes(n)}, {"state2", FP32.Bytes(n)}}
+			return []stateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
 		}
 		blocks := (n + 255) / 256
 		return []stateTensor{
 			{"state1", n}, {"state2", n},
-			{"absmax1", FP32.Bytes(blocks)}, {"absmax2", FP32.Bytes(blocks)},
+			{"absmax1", units.FP32.Bytes(blocks)}, {"absmax2", units.FP32.Bytes(blocks)},
 		}
 	case "adafactor":
 		if len(shape) >= 2 {

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Sequence packing: train(..., seq=S) is the padded length (every
 // sequence of the micro-batch padded to S tokens); train(...,
@@ -28,7 +31,7 @@ func (p *Plan) validatePacking() error {
 		})
 	}
 	if bad != "" {
-		return &Error{Path: "train", Msg: "tokens_per_batch packs documents into one row, which needs flash attention's varlen kernel: " + bad,
+		return &units.Error{Path: "train", Msg: "tokens_per_batch packs documents into one row, which needs flash attention's varlen kernel: " + bad,
 			Hint: `build the model with attn="flash" (or attention(..., impl="flash")), or pad with seq= instead`}
 	}
 	return nil

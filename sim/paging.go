@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Paged optimizers (bitsandbytes paged_adamw, paged_adamw8bit) keep their
 // state in CUDA unified memory (functional.get_paged: cudaMallocManaged):
@@ -28,7 +31,7 @@ func (r *replay) finishFinetune(rep *Report, nonTorch int64) error {
 			rep.HostMemory += out
 			rep.Traffic.PCIe += 2 * out
 			rep.Notes = append(rep.Notes, fmt.Sprintf("paged optimizer: %s of %s optimizer state paged out to host memory under pressure (CUDA unified memory); the update pages it in and out each step",
-				FormatBytes(out), FormatBytes(paged)))
+				units.FormatBytes(out), units.FormatBytes(paged)))
 		}
 	}
 	return r.finishOffload(rep)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"strings"
 )
 
@@ -149,8 +150,8 @@ func (p *Plan) microBatches() int64 {
 	return max(p.GradAccum, 1)
 }
 
-func parallelErr(format string, args ...any) *Error {
-	return &Error{Path: "parallel", Msg: fmt.Sprintf(format, args...)}
+func parallelErr(format string, args ...any) *units.Error {
+	return &units.Error{Path: "parallel", Msg: fmt.Sprintf(format, args...)}
 }
 
 // validateParallel checks the layout against itself, the cluster and the
@@ -168,31 +169,31 @@ func (p *Plan) validateParallel() error {
 	}
 	par := raw.norm()
 	if par.Zero < 0 || par.Zero > 3 {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("zero must be 0, 1, 2 or 3 (got %d)", par.Zero), Hint: "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters"}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero must be 0, 1, 2 or 3 (got %d)", par.Zero), Hint: "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters"}
 	}
 	if v := par.FSDPVersion; v != 0 && (v < 1 || v > 2 || !par.FSDP) {
 		return parallelErr("fsdp version must be 1 or 2 with fsdp on (got %d)", v)
 	}
 	if par.FSDP && par.Zero > 0 {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
-		return &Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
+		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
 	}
 	switch par.Schedule {
 	case "1f1b":
 		if par.VirtualStages > 1 {
-			return &Error{Path: "parallel", Msg: fmt.Sprintf("virtual_stages=%d needs schedule=\"interleaved\"", par.VirtualStages)}
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("virtual_stages=%d needs schedule=\"interleaved\"", par.VirtualStages)}
 		}
 	case "interleaved":
 		if par.VirtualStages < 2 {
-			return &Error{Path: "parallel", Msg: "the interleaved schedule needs virtual_stages >= 2", Hint: "virtual_stages is the number of model chunks per GPU (Megatron --num-layers-per-virtual-pipeline-stage)"}
+			return &units.Error{Path: "parallel", Msg: "the interleaved schedule needs virtual_stages >= 2", Hint: "virtual_stages is the number of model chunks per GPU (Megatron --num-layers-per-virtual-pipeline-stage)"}
 		}
 		if par.PP < 2 {
 			return parallelErr("the interleaved schedule needs pp >= 2 (got pp=%d)", par.PP)
 		}
 		if m := p.microBatches(); m%par.PP != 0 {
-			return &Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
 		}
 	default:
 		return parallelErr("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)
@@ -201,33 +202,33 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	if p.Quant != "" && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated together with zero=, fsdp= or distributed_optimizer= yet", p.Quant),
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated together with zero=, fsdp= or distributed_optimizer= yet", p.Quant),
 			Hint: "QLoRA with FSDP shards the quantized storage; memsh simulates quantized weights on replicated ranks only"}
 	}
 	if par.PP > 1 && par.Zero >= 2 {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}
 	}
 	if par.EP > 1 && par.DP%par.EP != 0 {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("ep=%d does not divide dp=%d", par.EP, par.DP), Hint: "expert-parallel ranks are taken from the data-parallel group"}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("ep=%d does not divide dp=%d", par.EP, par.DP), Hint: "expert-parallel ranks are taken from the data-parallel group"}
 	}
 	if c := p.Cluster; c.Nodes < 0 || c.GPUsPerNode < 0 || c.IntraGBps < 0 || c.InterGBps < 0 {
-		return &Error{Path: "cluster", Msg: "cluster sizes and bandwidths must be positive"}
+		return &units.Error{Path: "cluster", Msg: "cluster sizes and bandwidths must be positive"}
 	}
 	gpus := par.GPUs()
 	if c := p.Cluster; c.Nodes > 0 || c.GPUsPerNode > 0 {
 		cl := c.norm(gpus)
 		if have := cl.Nodes * cl.GPUsPerNode; have != gpus {
-			return &Error{Path: "parallel",
+			return &units.Error{Path: "parallel",
 				Msg:  fmt.Sprintf("dp*tp*pp*cp = %d but the cluster has %d GPUs", gpus, have),
 				Hint: fmt.Sprintf("dp=%d tp=%d pp=%d cp=%d on %d node(s) of %d GPUs", par.DP, par.TP, par.PP, par.CP, cl.Nodes, cl.GPUsPerNode)}
 		}
 	}
 	seq := p.Seq
 	if par.CP > 1 && seq%par.CP != 0 {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("cp=%d does not divide seq %d", par.CP, seq), Hint: "context parallelism splits each sequence into cp equal chunks"}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("cp=%d does not divide seq %d", par.CP, seq), Hint: "context parallelism splits each sequence into cp equal chunks"}
 	}
 	if par.SequenceParallel && (seq/par.CP)%par.TP != 0 {
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", par.TP, seq/par.CP)}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", par.TP, seq/par.CP)}
 	}
 	if p.Model == nil {
 		return nil
@@ -257,19 +258,19 @@ func (m *Model) validateParallel(par Parallelism) error {
 			err = x.checkTP(path, tp)
 		case *MLP:
 			if x.Hidden%tp != 0 {
-				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, x.Hidden)}
+				err = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, x.Hidden)}
 			}
 		case *MoE:
 			moe = true
 			switch {
 			case x.Experts%ep != 0:
-				err = &Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, x.Experts)}
+				err = &units.Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, x.Experts)}
 			case x.Hidden%tp != 0:
-				err = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", tp, x.Hidden)}
+				err = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", tp, x.Hidden)}
 			}
 		case *Embedding:
 			if x.Rows%tp != 0 && vocabErr == nil {
-				vocabErr = &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, x.Rows),
+				vocabErr = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, x.Rows),
 					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", padVocab(x.Rows, tp))}
 			}
 		}
@@ -284,11 +285,11 @@ func (m *Model) validateParallel(par Parallelism) error {
 		return vocabErr
 	}
 	if m.Vocab > 0 && m.Vocab%tp != 0 {
-		return &Error{Path: m.Name, Msg: fmt.Sprintf("tp=%d does not divide vocab %d (the output layer)", tp, m.Vocab),
+		return &units.Error{Path: m.Name, Msg: fmt.Sprintf("tp=%d does not divide vocab %d (the output layer)", tp, m.Vocab),
 			Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", padVocab(m.Vocab, tp))}
 	}
 	if ep > 1 && !moe {
-		return &Error{Path: m.Name, Msg: fmt.Sprintf("ep=%d but the model has no moe() layer", ep)}
+		return &units.Error{Path: m.Name, Msg: fmt.Sprintf("ep=%d but the model has no moe() layer", ep)}
 	}
 	return nil
 }
@@ -304,10 +305,10 @@ func padVocab(v, tp int64) int64 {
 // Megatron-Bridge do for tp > num_query_groups).
 func (a *Attention) checkTP(path string, tp int64) error {
 	if a.Heads%tp != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads), Hint: "tp must divide the number of attention heads"}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads), Hint: "tp must divide the number of attention heads"}
 	}
 	if kv := a.kv(); kv%tp != 0 && tp%kv != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, kv)}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, kv)}
 	}
 	return nil
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Pipeline parallelism (Narayanan et al. 2021, arXiv:2104.04473;
 // megatron/core/pipeline_parallel/schedules.py).
@@ -96,7 +99,7 @@ func splitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 	}
 	walk(m.Layers)
 	if best == nil {
-		return nil, &Error{Path: m.Name, Msg: fmt.Sprintf("pp=%d needs a repeat() of blocks to split into stages", par.PP),
+		return nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("pp=%d needs a repeat() of blocks to split into stages", par.PP),
 			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
 	}
 	chunks := par.PP * par.VirtualStages
@@ -105,7 +108,7 @@ func splitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 		if par.VirtualStages > 1 {
 			what = fmt.Sprintf("pp*virtual_stages = %d", chunks)
 		}
-		return nil, &Error{Path: m.Name, Msg: fmt.Sprintf("%s does not divide %d layers", what, best.N),
+		return nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("%s does not divide %d layers", what, best.N),
 			Hint: "each pipeline stage (or virtual stage) holds the same number of blocks"}
 	}
 	s := &pipeSplit{chunks: chunks}
@@ -223,7 +226,7 @@ func (p *Plan) lowerStage(b *builder) (err error) {
 		r := [2]int{p0, len(b.p.params)}
 		if f, ok := first[g]; ok {
 			if f[1]-f[0] != r[1]-r[0] {
-				return errorf(m.Name, "internal error: micro-batch copies registered %d and %d parameters", f[1]-f[0], r[1]-r[0])
+				return units.Errorf(m.Name, "internal error: micro-batch copies registered %d and %d parameters", f[1]-f[0], r[1]-r[0])
 			}
 			for j := 0; j < r[1]-r[0]; j++ {
 				t := int32(f[0] + j)
@@ -244,7 +247,7 @@ func (p *Plan) lowerStage(b *builder) (err error) {
 func (b *builder) stageBatch(m *Model) Value {
 	i := b.addOp("batch", "batch", nil)
 	if startsWithEmbedding(m.Layers) {
-		return b.out(i, "input_ids", []int64{b.batch, b.seq}, INT64, "micro-batch of token ids")
+		return b.out(i, "input_ids", []int64{b.batch, b.seq}, units.INT64, "micro-batch of token ids")
 	}
 	dt := b.prec.Compute
 	if b.prec.Autocast {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/units"
 	"strings"
 	"testing"
 )
@@ -131,7 +132,7 @@ func TestLayoutErrors(t *testing.T) {
 	if want := "tp=2 does not divide the 50257 embedding rows (vocabulary)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("gpt tp=2: error %v, want %q", err, want)
 	}
-	if e, ok := err.(*Error); !ok || !strings.Contains(e.Hint, "50432") {
+	if e, ok := err.(*units.Error); !ok || !strings.Contains(e.Hint, "50432") {
 		t.Errorf("gpt tp=2: hint %q, want Megatron's padded vocabulary 50432", e.Hint)
 	}
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Plan is a training (or evaluation) step to simulate.
 type Plan struct {
@@ -22,13 +25,13 @@ type Plan struct {
 	Cluster     Cluster     // the machines (parallel.go); zero value = 8-GPU nodes
 
 	// Fine-tuning and memory savers (finetune.go).
-	QuantLMHead    bool     // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit
-	QuantFrom      DType    // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
-	Freeze         []string // frozen modules by path prefix, role or "all" (freeze.go)
-	LossChunks     int64    // chunked lm_head + cross-entropy, torchtune's num_output_chunks (chunked_loss.go)
-	TokensPerBatch int64    // packed sequences: one row of this many tokens instead of batch x seq (packing.go)
-	Offload        *Offload // optimizer state, parameters, activations off the GPU (offload.go)
-	HostMemory     int64    // host RAM per node for offload, 0 = unchecked (offload.go)
+	QuantLMHead    bool        // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit
+	QuantFrom      units.DType // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
+	Freeze         []string    // frozen modules by path prefix, role or "all" (freeze.go)
+	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks (chunked_loss.go)
+	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq (packing.go)
+	Offload        *Offload    // optimizer state, parameters, activations off the GPU (offload.go)
+	HostMemory     int64       // host RAM per node for offload, 0 = unchecked (offload.go)
 
 	// KeepGrads: gradients are zeroed in place between steps, not set to
 	// None, so they stay allocated through the next forward. That was
@@ -69,57 +72,57 @@ type Options struct {
 // Validate checks the plan before lowering.
 func (p *Plan) Validate() error {
 	if p.Model == nil {
-		return &Error{Msg: "plan has no model"}
+		return &units.Error{Msg: "plan has no model"}
 	}
 	if err := p.Model.Validate(); err != nil {
 		return err
 	}
 	if p.Batch <= 0 {
-		return &Error{Path: "train", Msg: fmt.Sprintf("batch must be positive (got %d)", p.Batch)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("batch must be positive (got %d)", p.Batch)}
 	}
 	if p.Seq <= 0 {
-		return &Error{Path: "train", Msg: fmt.Sprintf("seq must be positive (got %d)", p.Seq), Hint: "pass seq= to train() (tokens per sequence)"}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("seq must be positive (got %d)", p.Seq), Hint: "pass seq= to train() (tokens per sequence)"}
 	}
 	if pts := p.Model.Points; pts > 0 && p.Seq != 1 && p.Seq != pts {
-		return &Error{Path: "train", Msg: fmt.Sprintf("seq must be left unset for graph model %q: its rows are the %d grid points (got seq=%d)", p.Model.Name, pts, p.Seq)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("seq must be left unset for graph model %q: its rows are the %d grid points (got seq=%d)", p.Model.Name, pts, p.Seq)}
 	}
 	if p.GradAccum <= 0 {
-		return &Error{Path: "train", Msg: fmt.Sprintf("grad_accum must be positive (got %d)", p.GradAccum)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("grad_accum must be positive (got %d)", p.GradAccum)}
 	}
 	if p.Members < 1 {
-		return &Error{Path: "train", Msg: fmt.Sprintf("members must be at least 1 (got %d)", p.Members)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("members must be at least 1 (got %d)", p.Members)}
 	}
 	switch p.MembersMode {
 	case "", "stacked", "sequential":
 	default:
-		return &Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential)", p.MembersMode)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential)", p.MembersMode)}
 	}
 	switch p.Phase {
 	case "", "train", "eval":
 	default:
-		return &Error{Path: "train", Msg: fmt.Sprintf("unknown phase %q (known: train, eval)", p.Phase)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown phase %q (known: train, eval)", p.Phase)}
 	}
 	if err := p.Precision.Validate(); err != nil {
-		return &Error{Path: "train", Msg: err.Error()}
+		return &units.Error{Path: "train", Msg: err.Error()}
 	}
 	if err := p.Optimizer.Validate(); err != nil {
-		return &Error{Path: "train", Msg: err.Error()}
+		return &units.Error{Path: "train", Msg: err.Error()}
 	}
 	if p.LoRA != nil {
 		if err := p.LoRA.Validate(); err != nil {
-			return &Error{Path: "train", Msg: err.Error()}
+			return &units.Error{Path: "train", Msg: err.Error()}
 		}
 	}
 	switch p.Quant {
 	case "", "nf4", "nf4-dq", "int8":
 	default:
-		return &Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8)", p.Quant)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8)", p.Quant)}
 	}
 	if err := p.validateFinetune(); err != nil {
 		return err
 	}
 	if p.Device.Memory <= 0 {
-		return &Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
+		return &units.Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
 	if err := p.validateFirstStep(); err != nil { // first_step.go
 		return err

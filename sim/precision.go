@@ -1,16 +1,19 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Precision is a mixed-precision policy: the dtype of each kind of tensor.
 type Precision struct {
 	Name     string
-	Params   DType // stored weights
-	Compute  DType // activations of matmuls (the autocast dtype)
-	Grads    DType // parameter gradients
-	Master   DType // fp32 master copy of the weights, InvalidDType when none
-	States   DType // optimizer moments
-	Autocast bool  // torch.autocast: weight copies cached per matmul, fp32-list ops in fp32
+	Params   units.DType // stored weights
+	Compute  units.DType // activations of matmuls (the autocast dtype)
+	Grads    units.DType // parameter gradients
+	Master   units.DType // fp32 master copy of the weights, InvalidDType when none
+	States   units.DType // optimizer moments
+	Autocast bool        // torch.autocast: weight copies cached per matmul, fp32-list ops in fp32
 }
 
 // Precisions returns the named policies.
@@ -29,13 +32,13 @@ type Precision struct {
 //     ZeRO paper's mixed-precision Adam (2+2+12 bytes/param).
 func Precisions() []Precision {
 	return []Precision{
-		{Name: "fp32", Params: FP32, Compute: FP32, Grads: FP32, States: FP32},
-		{Name: "bf16-mixed", Params: FP32, Compute: BF16, Grads: FP32, States: FP32, Autocast: true},
-		{Name: "fp16-mixed", Params: FP32, Compute: FP16, Grads: FP32, States: FP32, Autocast: true},
-		{Name: "bf16", Params: BF16, Compute: BF16, Grads: BF16, States: BF16},
-		{Name: "fp16", Params: FP16, Compute: FP16, Grads: FP16, States: FP16},
-		{Name: "megatron", Params: BF16, Compute: BF16, Grads: FP32, Master: FP32, States: FP32},
-		{Name: "fp16-master", Params: FP16, Compute: FP16, Grads: FP16, Master: FP32, States: FP32},
+		{Name: "fp32", Params: units.FP32, Compute: units.FP32, Grads: units.FP32, States: units.FP32},
+		{Name: "bf16-mixed", Params: units.FP32, Compute: units.BF16, Grads: units.FP32, States: units.FP32, Autocast: true},
+		{Name: "fp16-mixed", Params: units.FP32, Compute: units.FP16, Grads: units.FP32, States: units.FP32, Autocast: true},
+		{Name: "bf16", Params: units.BF16, Compute: units.BF16, Grads: units.BF16, States: units.BF16},
+		{Name: "fp16", Params: units.FP16, Compute: units.FP16, Grads: units.FP16, States: units.FP16},
+		{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.FP32, Master: units.FP32, States: units.FP32},
+		{Name: "fp16-master", Params: units.FP16, Compute: units.FP16, Grads: units.FP16, Master: units.FP32, States: units.FP32},
 	}
 }
 
@@ -57,9 +60,9 @@ func LookupPrecision(name string) (Precision, error) {
 func (p Precision) Validate() error {
 	for _, d := range []struct {
 		what string
-		dt   DType
+		dt   units.DType
 	}{{"params", p.Params}, {"compute", p.Compute}, {"grads", p.Grads}, {"optimizer_states", p.States}} {
-		if d.dt == InvalidDType {
+		if d.dt == units.InvalidDType {
 			return fmt.Errorf("precision: %s dtype must be set", d.what)
 		}
 		if !d.dt.Float() && d.what != "optimizer_states" {

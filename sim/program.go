@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // The forward program: what a model's layers lower to for one micro-batch.
 // The replay (replay.go) turns it into a timeline of allocations and frees.
 
@@ -32,7 +34,7 @@ const noValue Value = -1
 type valueInfo struct {
 	name     string  // module path and tensor name, "layers.3.attn.q"
 	shape    []int64 // logical shape
-	dtype    DType
+	dtype    units.DType
 	bytes    int64
 	grad     bool     // requires grad (a gradient of this size exists in backward)
 	cat      Category // CatActivations, or CatParams for weight copies

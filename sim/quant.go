@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Quantized frozen base weights, as bitsandbytes 0.41 stores and runs them
 // (Linear4bit / Linear8bitLt, used by Lightning Fabric's
 // BitsandbytesPrecision and by transformers' load_in_4bit / load_in_8bit).
@@ -107,7 +109,7 @@ func (b *builder) quantLinear(name, role string, x Value, in, out int64, bias bo
 	defer b.scope(name)()
 	w, params := b.linearParams(role, in, out, bias)
 	if b.p.params[w].trainable {
-		panic(lowerError{&Error{Path: b.name(""), Msg: "this linear is trainable but quant=" + b.ft.quant + " stores it quantized: bitsandbytes quantized weights cannot be trained",
+		panic(lowerError{&units.Error{Path: b.name(""), Msg: "this linear is trainable but quant=" + b.ft.quant + " stores it quantized: bitsandbytes quantized weights cannot be trained",
 			Hint: "freeze it (freeze=[...]) or train adapters (lora=...)"}})
 	}
 	b.p.params[w].quant = b.ft.quant
@@ -138,14 +140,14 @@ func (b *builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 		i := b.addOp("int8_matmul", "", []Value{xin}, params...)
 		y := b.out(i, "out", withLast(b.shape(xin), out), dt, "output of int8 linear "+b.name(""))
 		if b.grad(xin) {
-			cat := b.out(i, "CAt", b.shape(xin), INT8, "column-quantized int8 input kept by MatMul8bitLt for backward")
+			cat := b.out(i, "CAt", b.shape(xin), units.INT8, "column-quantized int8 input kept by MatMul8bitLt for backward")
 			b.val(cat).grad = false
 			b.save(i, xin, cat)
 		}
 		// fp16 input copy, CA, col32 CA, int32 igemmlt result, fp16 mm_dequant result
-		b.op(i).workF = FP16.Bytes(tokens*in) + 2*tokens*in + 4*tokens*out + FP16.Bytes(tokens*out)
+		b.op(i).workF = units.FP16.Bytes(tokens*in) + 2*tokens*in + 4*tokens*out + units.FP16.Bytes(tokens*out)
 		// grad_output double_quant (Cgrad, Cgradt), the row-major int8 weight, its fp16 copy
-		b.op(i).workB = 2*tokens*out + n + FP16.Bytes(n)
+		b.op(i).workB = 2*tokens*out + n + units.FP16.Bytes(n)
 		b.op(i).flops = 2 * float64(tokens) * float64(in) * float64(out)
 		b.op(i).bytes += float64(b.val(xin).bytes) + float64(n)
 		return y
@@ -153,7 +155,7 @@ func (b *builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 	from := b.ft.quantFrom
 	var stats int64
 	if scheme == "nf4-dq" {
-		stats = FP32.Bytes(divUp(n, nf4Block)) // absmax dequantized to fp32 before the weight
+		stats = units.FP32.Bytes(divUp(n, nf4Block)) // absmax dequantized to fp32 before the weight
 	}
 	d := b.addOp("dequantize", "dequantize_4bit", nil, w)
 	wq := b.out(d, "weight."+from.Name(), wshape, from, "weight dequantized by dequantize_4bit (the dtype it was quantized from)")
@@ -205,9 +207,9 @@ func (r *replay) quantParam(p *paramInfo) bool {
 	return true
 }
 
-func quantDType(scheme string) DType {
+func quantDType(scheme string) units.DType {
 	if scheme == "int8" {
-		return INT8
+		return units.INT8
 	}
-	return NF4
+	return units.NF4
 }

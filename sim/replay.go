@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // The step replay: one steady-state training step (optimizer state exists,
 // gradients set to None between steps) as a timeline of allocations and
 // frees through the allocator model.
@@ -18,7 +20,7 @@ type Alloc struct {
 	Tensor string
 	Op     string
 	Shape  []int64
-	DType  DType
+	DType  units.DType
 	Bytes  int64
 	Why    string
 	Phase  string
@@ -256,7 +258,7 @@ func (r *replay) forwardOp(i int, recompute bool) {
 		r.produce(v)
 	}
 	if op.workF > 0 {
-		r.release(r.allocate(Alloc{Tensor: op.name + " workspace", Shape: []int64{op.workF}, DType: INT8, Bytes: op.workF, Why: "forward workspace of " + op.kind, Cat: CatTemporaries}))
+		r.release(r.allocate(Alloc{Tensor: op.name + " workspace", Shape: []int64{op.workF}, DType: units.INT8, Bytes: op.workF, Why: "forward workspace of " + op.kind, Cat: CatTemporaries}))
 	}
 	lastOf := r.last
 	if recompute {
@@ -333,7 +335,7 @@ func (r *replay) backwardOp(i int) {
 	if recorded {
 		work := none
 		if op.workB > 0 {
-			work = int(r.allocate(Alloc{Tensor: op.name + " backward workspace", Shape: []int64{op.workB}, DType: INT8, Bytes: op.workB, Why: "backward workspace of " + op.kind, Cat: CatTemporaries}))
+			work = int(r.allocate(Alloc{Tensor: op.name + " backward workspace", Shape: []int64{op.workB}, DType: units.INT8, Bytes: op.workB, Why: "backward workspace of " + op.kind, Cat: CatTemporaries}))
 		}
 		if !op.noGradB {
 			for _, v := range op.in {
@@ -389,7 +391,7 @@ func (r *replay) stepInBackward(pi int32) {
 	p := &r.p.params[pi]
 	st := r.plan.Precision.States
 	if tmp := r.plan.Optimizer.stepTemporary(st.Bytes(p.numel), st.Bytes(p.numel)); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: p.name + " step temporaries", Shape: []int64{tmp}, DType: INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: CatTemporaries}))
+		r.release(r.allocate(Alloc{Tensor: p.name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: CatTemporaries}))
 	}
 	r.release(r.paramGrad[pi])
 	r.paramGrad[pi] = none

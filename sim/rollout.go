@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Rollout: anemoi's autoregressive training (Plan.Rollout steps;
 // train/forecaster/ensforecaster.py@training-0.5.1, rollout_step). Each
@@ -25,9 +28,9 @@ import "fmt"
 func (p *Plan) validateRollout() error {
 	switch {
 	case p.Rollout < 0:
-		return &Error{Path: "train", Msg: fmt.Sprintf("rollout must be at least 1 (got %d)", p.Rollout)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("rollout must be at least 1 (got %d)", p.Rollout)}
 	case p.Rollout > 1 && p.Model.Data == nil:
-		return &Error{Path: "train", Msg: fmt.Sprintf("rollout=%d replays anemoi's rollout loop, which builds each step's input from the data batch, and model %q has none", p.Rollout, p.Model.Name),
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("rollout=%d replays anemoi's rollout loop, which builds each step's input from the data batch, and model %q has none", p.Rollout, p.Model.Name),
 			Hint: "encoder_processor_decoder(..., data_variables=N)"}
 	}
 	return nil

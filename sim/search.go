@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"sort"
 	"sync"
 )
@@ -102,7 +103,7 @@ func shardingLayout(name string, par *Parallelism) error {
 	case "distopt":
 		par.DistributedOptimizer = true
 	default:
-		return &Error{Path: "search", Msg: fmt.Sprintf("unknown sharding %q (known: ddp, zero1, zero2, zero3, fsdp, megatron, distopt)", name)}
+		return &units.Error{Path: "search", Msg: fmt.Sprintf("unknown sharding %q (known: ddp, zero1, zero2, zero3, fsdp, megatron, distopt)", name)}
 	}
 	return nil
 }
@@ -118,10 +119,10 @@ func powersOfTwo(limit int64) []int64 {
 // defaults fills the space's nil lists for base.
 func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
 	if sp.GPUs <= 0 {
-		return sp, &Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
 	if sp.GlobalBatch <= 0 {
-		return sp, &Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
 	}
 	if sp.GPUsPerNode <= 0 {
 		sp.GPUsPerNode = defaultGPUsPerNode
@@ -130,7 +131,7 @@ func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
 		}
 	}
 	if sp.GPUs > sp.GPUsPerNode && sp.GPUs%sp.GPUsPerNode != 0 {
-		return sp, &Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is not a whole number of %d-GPU nodes", sp.GPUs, sp.GPUsPerNode)}
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is not a whole number of %d-GPU nodes", sp.GPUs, sp.GPUsPerNode)}
 	}
 	if sp.TP == nil {
 		sp.TP = powersOfTwo(min(sp.GPUs, 2*sp.GPUsPerNode))
@@ -180,7 +181,7 @@ func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
 	for _, l := range [][]int64{sp.TP, sp.PP, sp.CP, sp.EP, sp.MicroBatch, sp.Virtual} {
 		for _, n := range l {
 			if n <= 0 {
-				return sp, &Error{Path: "search", Msg: fmt.Sprintf("degrees and sizes must be positive (got %d)", n)}
+				return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("degrees and sizes must be positive (got %d)", n)}
 			}
 		}
 	}
@@ -234,7 +235,7 @@ func (sp SearchSpace) enumerate(base *Plan, stats *SearchStats) ([]*candidate, e
 								for _, ck := range sp.Checkpoint {
 									combos++
 									if combos > sp.MaxLayouts {
-										return nil, &Error{Path: "search", Msg: fmt.Sprintf("the search space has more than %d layouts", sp.MaxLayouts),
+										return nil, &units.Error{Path: "search", Msg: fmt.Sprintf("the search space has more than %d layouts", sp.MaxLayouts),
 											Hint: "narrow it: pass lists for tp=, pp=, cp=, micro_batch=, checkpoint= or sharding=, or raise max_layouts="}
 									}
 									c, err := sp.layout(base, tp, pp, cp, ep, dp, v, mbs, m, sh, ck)
@@ -275,7 +276,7 @@ func (sp SearchSpace) layout(base *Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh
 	}
 	c, err := ParseCheckpoint(ck)
 	if err != nil {
-		return nil, &Error{Path: "search", Msg: err.Error()}
+		return nil, &units.Error{Path: "search", Msg: err.Error()}
 	}
 	p := *base
 	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, mbs, m, c
@@ -447,13 +448,13 @@ func fastPathSupported(p *Plan) error {
 	}
 	switch {
 	case p.Phase == "eval":
-		return &Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
+		return &units.Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
 	case p.LoRA != nil || p.Quant != "" || len(p.Freeze) > 0:
-		return &Error{Path: "search", Msg: "search does not take LoRA, quantized or frozen plans", Hint: "sweep(plan, ...) evaluates any plan"}
+		return &units.Error{Path: "search", Msg: "search does not take LoRA, quantized or frozen plans", Hint: "sweep(plan, ...) evaluates any plan"}
 	case p.Offload != nil:
-		return &Error{Path: "search", Msg: "search does not take offload", Hint: "sweep(plan, ...) evaluates any plan"}
+		return &units.Error{Path: "search", Msg: "search does not take offload", Hint: "sweep(plan, ...) evaluates any plan"}
 	case p.Members > 1 || p.LossChunks > 1 || p.TokensPerBatch > 0:
-		return &Error{Path: "search", Msg: "search does not take members, loss_chunks or tokens_per_batch", Hint: "sweep(plan, ...) evaluates any plan"}
+		return &units.Error{Path: "search", Msg: "search does not take members, loss_chunks or tokens_per_batch", Hint: "sweep(plan, ...) evaluates any plan"}
 	}
 	var tables bool
 	for i, l := range p.Model.Layers {
@@ -464,7 +465,7 @@ func fastPathSupported(p *Plan) error {
 		})
 	}
 	if tables {
-		return &Error{Path: "search", Msg: "search does not take models with table() layers", Hint: "sweep(plan, ...) evaluates any plan"}
+		return &units.Error{Path: "search", Msg: "search does not take models with table() layers", Hint: "sweep(plan, ...) evaluates any plan"}
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // The fast estimate of one layout from its profile: the time model's
 // inputs summed over units (search_profile.go) and fed to the same
 // functions as the full replay (gpuWork.times, pipelineEstimate), and a
@@ -227,7 +229,7 @@ func shardDegree(par Parallelism, expert bool) int64 {
 // linearStateBytes is the optimizer state of n elements for optimizers
 // whose state is linear in the elements (Adam, AdamW, SGD with momentum,
 // Lion), 0 for the others: a lower bound however the state is sharded.
-func linearStateBytes(o Optimizer, dt DType, n int64) int64 {
+func linearStateBytes(o Optimizer, dt units.DType, n int64) int64 {
 	switch o.Kind {
 	case "adam", "adamw":
 		return 2 * dt.Bytes(n)
@@ -272,7 +274,7 @@ func minStates(p *Plan, mode distMode, params paramAgg) int64 {
 		b := prec.Params.Bytes(e.numel) / shardP
 		if train && e.trainable {
 			var st int64
-			if prec.Master != InvalidDType && prec.Master != prec.Params {
+			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 				st += prec.Master.Bytes(e.numel)
 			}
 			st += linearStateBytes(p.Optimizer, prec.States, e.numel)

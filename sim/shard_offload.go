@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // ZeRO-Offload on data-parallel ranks: DeepSpeed ZeRO stages 1-3 with
 // offload_optimizer {device: cpu} (offload(optimizer="cpu") with zero=).
@@ -59,16 +62,16 @@ func (d *distState) zeroOffload(r *replay) bool {
 func (d *distState) offloadShard(r *replay, n int64) {
 	fo := r.fo()
 	prec := r.plan.Precision
-	master := FP32.Bytes(n)
+	master := units.FP32.Bytes(n)
 	var states int64
-	for _, s := range r.plan.Optimizer.states([]int64{n}, n, FP32) {
+	for _, s := range r.plan.Optimizer.states([]int64{n}, n, units.FP32) {
 		states += s.bytes
 	}
 	r.rep.States.Master += master
 	r.rep.States.Optimizer += states
 	fo.hostStates += master + states
-	fo.hostGrads += FP32.Bytes(n)
-	down := FP32.Bytes(n) // the fp32 gradient partition
+	fo.hostGrads += units.FP32.Bytes(n)
+	down := units.FP32.Bytes(n) // the fp32 gradient partition
 	if d.par.Zero == 3 {
 		down += 2 * prec.Grads.Bytes(n) // the reduced partition to the host and back at the first micro-step
 	} else {
@@ -96,8 +99,8 @@ func (d *distState) largestTrainable() int64 {
 // offloadStep12 is the stage 1-2 step with the optimizer on the host: one
 // gradient at a time is cast to fp32 on the GPU and copied down.
 func (d *distState) offloadStep12(r *replay) {
-	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.plan.Precision.Grads != FP32 {
-		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, FP32, FP32.Bytes(n), CatTemporaries,
+	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.plan.Precision.Grads != units.FP32 {
+		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, units.FP32, units.FP32.Bytes(n), CatTemporaries,
 			"one gradient cast to fp32 on the GPU before its copy into the host partition (stage_1_and_2.py, cpu_offload)"))
 	}
 }
@@ -129,27 +132,27 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 	}
 	switch {
 	case par.FSDP && par.FSDPVersion == 1:
-		return &Error{Path: "parallel", Msg: "offload is not simulated together with fsdp_version=1 yet",
+		return &units.Error{Path: "parallel", Msg: "offload is not simulated together with fsdp_version=1 yet",
 			Hint: "FSDP2's CPUOffloadPolicy is: parallel(dp=..., fsdp=True) with offload(params=\"cpu\")"}
 	case par.FSDP && o.Params == "":
-		return &Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
+		return &units.Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
 			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) has no optimizer-only offload"}
 	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
-		return &Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)"}
+		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)"}
 	case par.FSDP:
 		return nil
 	case par.DistributedOptimizer:
-		return &Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
+		return &units.Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
 	case par.Zero == 0:
 		return nil
 	case o.Params != "" && par.Zero < 3:
-		return &Error{Path: "parallel", Msg: fmt.Sprintf("offload(params=...) needs zero=3 (got zero=%d)", par.Zero),
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("offload(params=...) needs zero=3 (got zero=%d)", par.Zero),
 			Hint: "DeepSpeed offloads parameters with ZeRO stage 3 only (offload_param)"}
 	case o.Params == "nvme":
-		return &Error{Path: "parallel", Msg: "offload(params=\"nvme\") is not simulated together with zero= yet",
+		return &units.Error{Path: "parallel", Msg: "offload(params=\"nvme\") is not simulated together with zero= yet",
 			Hint: "offload(params=\"cpu\", optimizer=\"cpu\") is"}
 	case o.Optimizer == "nvme":
-		return &Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero= yet",
+		return &units.Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero= yet",
 			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload); DeepSpeed swaps optimizer state to NVMe with zero=3 only"}
 	}
 	return nil

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // What each data-parallel mode holds before the step (sharding.go
 // describes the modes).
@@ -126,7 +129,7 @@ func (d *distState) optimizerShard(r *replay, name string, n int64, why string) 
 		return
 	}
 	st := &r.rep.States
-	if prec.Master != InvalidDType && prec.Master != prec.Params {
+	if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 		b := prec.Master.Bytes(n)
 		d.alloc(r, name+" master", []int64{n}, prec.Master, b, CatOptimizer, "fp32 master weights ("+why+")")
 		st.Master += b

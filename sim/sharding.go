@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Data-parallel sharding: what each GPU holds of the parameters, gradients
 // and optimizer state, and when the sharded parts are gathered. The modes:
 //
@@ -66,8 +68,8 @@ type distState struct {
 	par      Parallelism
 	plan     *Plan
 	p        *program
-	dp, edp  int64 // sharding degrees of dense and expert parameters
-	gatherDT DType // dtype of gathered parameters and their unsharded grads
+	dp, edp  int64       // sharding degrees of dense and expert parameters
+	gatherDT units.DType // dtype of gathered parameters and their unsharded grads
 
 	units   []gatherUnit
 	unitOf  []int32 // by parameter, -1 when not gathered
@@ -195,7 +197,7 @@ func fsdpShard(shape []int64, numel, n int64) int64 {
 	return ceilDiv(shape[0], n) * (numel / shape[0])
 }
 
-func (d *distState) alloc(r *replay, name string, shape []int64, dt DType, bytes int64, cat Category, why string) int32 {
+func (d *distState) alloc(r *replay, name string, shape []int64, dt units.DType, bytes int64, cat Category, why string) int32 {
 	return r.allocate(Alloc{Tensor: name, Shape: shape, DType: dt, Bytes: bytes, Why: why, Cat: cat})
 }
 
@@ -213,7 +215,7 @@ func (p *Plan) deepspeedPrecision() (*Plan, bool) {
 	q.Precision = Precision{Name: prec.Name, Params: prec.Compute, Compute: prec.Compute, Grads: prec.Compute,
 		Master: prec.Params, States: prec.States}
 	if q.Precision.Master == q.Precision.Params {
-		q.Precision.Master = FP32
+		q.Precision.Master = units.FP32
 	}
 	return &q, true
 }

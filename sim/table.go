@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/units"
 	"math"
 )
 
@@ -130,34 +131,34 @@ func (t *Table) validate(path string) error {
 		}
 	}
 	if t.Heads > maxTableHeads {
-		return &Error{Path: path, Msg: fmt.Sprintf("heads must be at most %d (got %d)", maxTableHeads, t.Heads),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("heads must be at most %d (got %d)", maxTableHeads, t.Heads),
 			Hint: "each head is a table of its own, lowered to its own tensors; memory layers use tens of heads"}
 	}
 	if t.ReadsPerToken < 0 {
-		return errorf(path, "reads_per_token must be positive (got %d)", t.ReadsPerToken)
+		return units.Errorf(path, "reads_per_token must be positive (got %d)", t.ReadsPerToken)
 	}
 	if r := t.reads(); r%t.Heads != 0 {
-		return &Error{Path: path, Msg: fmt.Sprintf("reads_per_token must be a multiple of heads (got %d reads for %d heads)", r, t.Heads),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("reads_per_token must be a multiple of heads (got %d reads for %d heads)", r, t.Heads),
 			Hint: "each head reads the same number of rows per token; the default is one per head"}
 	}
 	switch t.grad() {
 	case "dense", "sparse":
 	default:
-		return errorf(path, "unknown grad %q (known: dense, sparse)", t.Grad)
+		return units.Errorf(path, "unknown grad %q (known: dense, sparse)", t.Grad)
 	}
 	switch t.placement() {
 	case "device":
 	case "host":
 		if t.grad() != "sparse" {
-			return &Error{Path: path, Msg: `placement="host" needs grad="sparse"`,
+			return &units.Error{Path: path, Msg: `placement="host" needs grad="sparse"`,
 				Hint: "a dense gradient is table-sized: it would cross PCIe whole every step; host tables ship only the rows read"}
 		}
 	default:
-		return errorf(path, "unknown placement %q (known: device, host)", t.Placement)
+		return units.Errorf(path, "unknown placement %q (known: device, host)", t.Placement)
 	}
 	n, ok := mulChecked(t.Rows+1, t.Heads, t.Dim, maxTableBytesPerParam)
 	if !ok || n <= 0 {
-		return errorf(path, "table too large: %d rows x %d heads x %d dim overflows a byte count", t.Rows, t.Heads, t.Dim)
+		return units.Errorf(path, "table too large: %d rows x %d heads x %d dim overflows a byte count", t.Rows, t.Heads, t.Dim)
 	}
 	return nil
 }
@@ -207,12 +208,12 @@ func (tp *tableProg) maxLeafRows() int64 { return min(tp.indicesPerHead(), tp.t.
 
 func (t *Table) lower(b *builder, x Value) Value {
 	in := b.p.input
-	if in == noValue || b.dtype(in) != INT64 {
-		panic(lowerError{&Error{Path: b.name(t.Name), Msg: "table reads the batch's token ids, but the model's input is not tokens",
+	if in == noValue || b.dtype(in) != units.INT64 {
+		panic(lowerError{&units.Error{Path: b.name(t.Name), Msg: "table reads the batch's token ids, but the model's input is not tokens",
 			Hint: "start the model with embedding(vocab, dim) and place the table after it, e.g. residual(table(...))"}})
 	}
 	if b.par.tpn() > 1 || b.par.cpn() > 1 {
-		panic(lowerError{&Error{Path: b.name(t.Name), Msg: fmt.Sprintf("tables are not modelled under tensor or context parallelism yet (tp=%d, cp=%d)", b.par.tpn(), b.par.cpn()),
+		panic(lowerError{&units.Error{Path: b.name(t.Name), Msg: fmt.Sprintf("tables are not modelled under tensor or context parallelism yet (tp=%d, cp=%d)", b.par.tpn(), b.par.cpn()),
 			Hint: "simulate the table with tp=1 and cp=1 (data parallelism replicates it)"}})
 	}
 	name := t.Name
@@ -229,7 +230,7 @@ func (t *Table) lower(b *builder, x Value) Value {
 	// LoRA freezes every base weight, tables included.
 	tp := &tableProg{t: t, name: b.name(""), positions: numel(tokShape), train: !b.eval && b.lora == nil}
 	tp.leafRows = tp.maxLeafRows()
-	tp.idx = b.tableInput("indices", append([]int64{t.Heads}, perHead...), INT64, false,
+	tp.idx = b.tableInput("indices", append([]int64{t.Heads}, perHead...), units.INT64, false,
 		"hashed row indices of every head, computed from the token ids with the batch")
 	dt := b.prec.Params
 	outShape := append(append([]int64(nil), tokShape...), t.Heads*t.Dim)
@@ -255,8 +256,8 @@ func (t *Table) lower(b *builder, x Value) Value {
 		for h := int64(0); h < t.Heads; h++ {
 			done := b.scope(itoa(h))
 			hd := tableHead{
-				rows:    b.tableInput("rows", []int64{tp.indicesPerHead()}, INT64, false, "distinct rows read by this head (torch.unique output; storage keeps all indices)"),
-				inverse: b.tableInput("inverse", perHead, INT64, false, "leaf row of each read (torch.unique inverse indices)"),
+				rows:    b.tableInput("rows", []int64{tp.indicesPerHead()}, units.INT64, false, "distinct rows read by this head (torch.unique output; storage keeps all indices)"),
+				inverse: b.tableInput("inverse", perHead, units.INT64, false, "leaf row of each read (torch.unique inverse indices)"),
 				leaf:    b.tableInput("leaf", []int64{tp.leafRows, t.Dim}, dt, tp.train, leafWhy(t)),
 			}
 			tp.heads = append(tp.heads, hd)
@@ -302,7 +303,7 @@ func leafWhy(t *Table) string {
 
 // tableInput adds a value that exists before the forward (produced by the
 // replay's table setup, table_replay.go), like the batch.
-func (b *builder) tableInput(name string, shape []int64, dt DType, grad bool, why string) Value {
+func (b *builder) tableInput(name string, shape []int64, dt units.DType, grad bool, why string) Value {
 	b.p.values = append(b.p.values, valueInfo{
 		name: b.name(name), shape: shape, dtype: dt, bytes: dt.Bytes(numel(shape)),
 		grad: grad && !b.eval, cat: CatActivations, producer: -1, why: why,
@@ -325,5 +326,5 @@ func embeddingBackwardWorkspace(n, dim int64) int64 {
 	if n <= 3072 {
 		return 0
 	}
-	return 6*INT64.Bytes(n) + FP32.Bytes(n*dim)
+	return 6*units.INT64.Bytes(n) + units.FP32.Bytes(n*dim)
 }

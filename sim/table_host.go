@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The host side of a host-placed table: each step the host gathers the
 // rows read (to send them) and runs AdamW over them, touching rows
@@ -68,8 +71,8 @@ type HostAccessCost struct {
 // Assumption states the term in one line, for reports.
 func (c HostAccessCost) Assumption() string {
 	return fmt.Sprintf("%d scattered %d-byte row accesses over %s, %.0f ns each (+%.0f%% page-walk misses: %s of page tables vs %s cache), %d threads",
-		c.Accesses, c.RowBytes, FormatBytesDecimal(c.WorkingSet), c.Model.LatencyNs, 100*c.PageWalkMiss,
-		FormatBytesDecimal(c.PageTableBytes), FormatBytes(c.Model.CacheBytes), c.Threads)
+		c.Accesses, c.RowBytes, units.FormatBytesDecimal(c.WorkingSet), c.Model.LatencyNs, 100*c.PageWalkMiss,
+		units.FormatBytesDecimal(c.PageTableBytes), units.FormatBytes(c.Model.CacheBytes), c.Threads)
 }
 
 // Cost is the host time of accesses scattered row accesses of rowBytes

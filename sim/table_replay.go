@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The replay of table layers (table.go): what exists before the forward
 // and the table's own optimizer step. Three hooks are called from the
@@ -88,7 +91,7 @@ func (r *replay) setupTableRows() {
 			// sort storage (alternate key and value buffers, 2 x n int64).
 			// The unique output is allocated for n and resize_()d to the
 			// distinct count, which keeps the storage: hence rows holds n.
-			r.release(r.allocate(Alloc{Tensor: tp.name + " unique workspace", Shape: []int64{7 * n}, DType: INT64, Bytes: INT64.Bytes(7 * n),
+			r.release(r.allocate(Alloc{Tensor: tp.name + " unique workspace", Shape: []int64{7 * n}, DType: units.INT64, Bytes: units.INT64.Bytes(7 * n),
 				Why: "torch.unique temporaries (sorted copy, permutation, arange, inv_loc, counts, radix-sort buffers)", Cat: CatTemporaries}))
 			if tp.t.placement() == "host" {
 				r.done[hd.rows] = true // the host has its own row list
@@ -221,7 +224,7 @@ func (r *replay) tableStep(tp *tableProg) TableStep {
 			if !tp.train || !p.trainable {
 				continue
 			}
-			if prec.Master != InvalidDType && prec.Master != prec.Params {
+			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 				ts.DeviceBytes += prec.Master.Bytes(p.numel)
 			}
 			for _, s := range r.plan.Optimizer.states(p.shape, p.numel, prec.States) {

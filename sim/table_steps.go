@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Several consecutive steps through one allocator: the allocator lesson of
 // SEEDS.md story 4. Without pad_rows a sparse table's leaves have as many
@@ -70,7 +73,7 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 		return nil, err
 	}
 	if plan.Phase == "eval" {
-		return nil, &Error{Path: "table_steps", Msg: "a step series needs a training plan (got phase=\"eval\")"}
+		return nil, &units.Error{Path: "table_steps", Msg: "a step series needs a training plan (got phase=\"eval\")"}
 	}
 	pool := s.Pool
 	switch pool {
@@ -78,11 +81,11 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 		pool = "torch"
 	case "torch", "exact":
 	default:
-		return nil, &Error{Path: "table_steps", Msg: fmt.Sprintf("unknown pool %q (known: torch, exact)", s.Pool),
+		return nil, &units.Error{Path: "table_steps", Msg: fmt.Sprintf("unknown pool %q (known: torch, exact)", s.Pool),
 			Hint: "torch: PyTorch's caching allocator alone; exact: a buffer pool keyed by exact size in front of it"}
 	}
 	if len(s.TableRows) == 0 {
-		return nil, &Error{Path: "table_steps", Msg: "rows_per_step is empty", Hint: "give the distinct rows per head of each step, e.g. [8000, 7900, 8100]"}
+		return nil, &units.Error{Path: "table_steps", Msg: "rows_per_step is empty", Hint: "give the distinct rows per head of each step, e.g. [8000, 7900, 8100]"}
 	}
 	prog, err := plan.lowerProgram()
 	if err != nil {
@@ -95,13 +98,13 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 		}
 	}
 	if len(sparse) == 0 {
-		return nil, &Error{Path: "table_steps", Msg: "the plan has no table with grad=\"sparse\"",
+		return nil, &units.Error{Path: "table_steps", Msg: "the plan has no table with grad=\"sparse\"",
 			Hint: "the rows read per step change tensor sizes only for sparse tables; dense ones read the whole table"}
 	}
 	for i, n := range s.TableRows {
 		for _, tp := range sparse {
 			if n < 1 || n > tp.maxLeafRows() {
-				return nil, &Error{Path: "table_steps", Msg: fmt.Sprintf("rows_per_step[%d] must be in [1, %d] for table %s (got %d)", i, tp.maxLeafRows(), tp.name, n),
+				return nil, &units.Error{Path: "table_steps", Msg: fmt.Sprintf("rows_per_step[%d] must be in [1, %d] for table %s (got %d)", i, tp.maxLeafRows(), tp.name, n),
 					Hint: "a head reads at most positions x reads per head distinct rows, and no more than its table holds"}
 			}
 		}

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // The compute part of the time model: a roofline per op of the replayed
 // program, with efficiency terms per op class. Communication, pipeline
 // bubbles and host transfers are added by their own models (comm, pipeline,
@@ -32,16 +34,16 @@ type ComputeTime struct {
 }
 
 // peakFLOPS is the dense peak for matmuls in dtype dt, FLOP/s.
-func peakFLOPS(d Device, dt DType) float64 {
+func peakFLOPS(d Device, dt units.DType) float64 {
 	switch dt {
-	case FP32:
+	case units.FP32:
 		if d.FP32TFLOPS > 0 {
 			return d.FP32TFLOPS * 1e12
 		}
 		return d.BF16TFLOPS * 1e12 / 16
-	case TF32:
+	case units.TF32:
 		return d.BF16TFLOPS * 1e12 / 2
-	case FP8:
+	case units.FP8:
 		if d.FP8TFLOPS > 0 {
 			return d.FP8TFLOPS * 1e12
 		}
@@ -55,7 +57,7 @@ func opTime(op *opInfo, prog *program, d Device) (fwd, bwd float64) {
 	if d.HBMGBps <= 0 {
 		mem = 0
 	}
-	dt := BF16
+	dt := units.BF16
 	if len(op.out) > 0 {
 		dt = prog.values[op.out[0]].dtype
 	}

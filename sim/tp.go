@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // Tensor parallelism as Megatron-LM lowers it (Shoeybi et al. 2019,
 // arXiv:1909.08053; megatron/core/tensor_parallel/layers.py and
 // mappings.py), with sequence parallelism (Korthikanti et al. 2022,
@@ -216,12 +218,12 @@ func (b *builder) vocabParallelEmbedding(e *Embedding, name string, x Value) Val
 	w := b.param("weight", []int64{e.Rows / tp, e.Dim}, "embed")
 	b.shardParam(w, e.Rows*e.Dim)
 	s := b.shape(x)
-	if b.dtype(x) != INT64 {
+	if b.dtype(x) != units.INT64 {
 		s = s[:len(s)-1]
 	}
 	m := b.addOp("vocab_mask", "mask", []Value{x})
-	ids := b.out(m, "masked_input", s, INT64, "token ids shifted into this rank's vocabulary shard (saved by the lookup)")
-	mask := b.out(m, "input_mask", s, BOOL, "tokens outside this rank's vocabulary shard (saved by the masking)")
+	ids := b.out(m, "masked_input", s, units.INT64, "token ids shifted into this rank's vocabulary shard (saved by the lookup)")
+	mask := b.out(m, "input_mask", s, units.BOOL, "tokens outside this rank's vocabulary shard (saved by the masking)")
 	b.op(m).noGradB = true
 	i := b.addOp("embedding", "", []Value{ids, mask}, w)
 	y := b.out(i, "out", append(append([]int64(nil), s...), e.Dim), b.prec.Params, "embedding lookup output (rows of this rank's vocabulary shard)")
@@ -247,18 +249,18 @@ func (b *builder) headLinear(x Value, vocab int64, bias bool) Value {
 // all-reduces (max, sum of exponentials, predicted logit) per micro-batch.
 func (b *builder) vocabParallelCE(x Value) Value {
 	i := b.addOp("cross_entropy", "vocab_parallel_cross_entropy", []Value{x})
-	sm := b.out(i, "softmax", b.shape(x), FP32, "fp32 softmax of the logits shard (saved; becomes the gradient in place)")
+	sm := b.out(i, "softmax", b.shape(x), units.FP32, "fp32 softmax of the logits shard (saved; becomes the gradient in place)")
 	b.val(sm).grad = false
 	t := rows(b.shape(x))
-	mask := b.out(i, "target_mask", []int64{t}, BOOL, "targets outside this rank's vocabulary shard")
-	tgt := b.out(i, "masked_target", []int64{t}, INT64, "targets shifted into this rank's shard")
+	mask := b.out(i, "target_mask", []int64{t}, units.BOOL, "targets outside this rank's vocabulary shard")
+	tgt := b.out(i, "masked_target", []int64{t}, units.INT64, "targets shifted into this rank's shard")
 	b.val(mask).grad, b.val(tgt).grad = false, false
-	loss := b.out(i, "loss", nil, FP32, "loss")
+	loss := b.out(i, "loss", nil, units.FP32, "loss")
 	b.save(i, sm, mask, tgt)
 	b.op(i).flops = 5 * float64(numel(b.shape(x)))
 	if b.par.tpn() > 1 {
 		for range 3 {
-			b.recordComm("all_reduce", "tp", FP32.Bytes(t), false)
+			b.recordComm("all_reduce", "tp", units.FP32.Bytes(t), false)
 		}
 	}
 	return loss

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/units"
+
 // A validation pass before the step (Plan.Validation): PyTorch Lightning
 // runs validation batches in eval mode under torch.no_grad() before the
 // first training step (the sanity check, num_sanity_val_steps=2 by
@@ -23,13 +25,13 @@ func (p *Plan) validateValidation() error {
 	}
 	switch {
 	case p.Phase == "eval":
-		return &Error{Path: "train", Msg: `validation=True adds a validation pass before a training step, and phase is "eval"`,
+		return &units.Error{Path: "train", Msg: `validation=True adds a validation pass before a training step, and phase is "eval"`,
 			Hint: `drop validation=True to replay the validation pass alone, or use phase="train"`}
 	case p.Parallel.Active():
-		return &Error{Path: "train", Msg: "validation=True is modelled on one GPU (no parallel= layout)",
+		return &units.Error{Path: "train", Msg: "validation=True is modelled on one GPU (no parallel= layout)",
 			Hint: "replay the validation pass alone with phase=\"eval\" on the same layout"}
 	case p.Offload != nil:
-		return &Error{Path: "train", Msg: "validation=True is not modelled with offload=",
+		return &units.Error{Path: "train", Msg: "validation=True is not modelled with offload=",
 			Hint: "replay the validation pass alone with phase=\"eval\""}
 	}
 	return nil
@@ -44,7 +46,7 @@ func (p *Plan) lowerValidation() (*program, *Plan, error) {
 		return nil, nil, err
 	}
 	if len(prog.tables) > 0 {
-		return nil, nil, &Error{Path: "train", Msg: "validation=True is not modelled for models with table() layers",
+		return nil, nil, &units.Error{Path: "train", Msg: "validation=True is not modelled for models with table() layers",
 			Hint: "replay the validation pass alone with phase=\"eval\""}
 	}
 	return prog, &ep, nil

@@ -3,35 +3,70 @@ package main
 import (
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestLayering checks DESIGN.md's import rules: imports flow cmd -> lang,
-// lang/repl -> builtins -> sim, and sim imports no Starlark.
+// layers ranks every package of the module (docs/architecture.md draws the
+// same picture): a package may import only packages of a lower rank, so
+// imports flow one way and cannot form a cycle. A new package must be
+// placed here.
+var layers = map[string]int{
+	"sim/units":     0,
+	"sim":           10,
+	"stdlib":        0,
+	"jsondoc":       0,
+	"plot":          20,
+	"builtins":      30,
+	"lang":          40,
+	"lang/langtest": 41,
+	"lang/repl":     50,
+	"cmd/memsh":     60,
+}
+
+// foreign lists what a package must not import from outside the module.
+var foreign = map[string][]string{
+	"sim":      {"go.starlark.net", "github.com/chzyer/readline", "github.com/fatih/color"},
+	"stdlib":   {"go.starlark.net"},
+	"jsondoc":  {"go.starlark.net"},
+	"plot":     {"go.starlark.net"},
+	"builtins": {"github.com/chzyer/readline", "github.com/fatih/color"},
+	"lang":     {"github.com/chzyer/readline", "github.com/fatih/color"},
+}
+
+// TestLayering checks the import rules of docs/architecture.md: imports flow
+// down the ranks above (cmd -> lang/repl -> lang -> builtins -> plot -> sim),
+// sim and its packages import no Starlark, and every package is ranked.
 func TestLayering(t *testing.T) {
 	const mod = "github.com/memsh/memsh/"
-	for _, tc := range []struct {
-		dir       string
-		forbidden []string // import path prefixes
-	}{
-		{"sim", []string{"go.starlark.net", mod}},
-		{"builtins", []string{mod + "lang", mod + "cmd", "github.com/chzyer/readline", "github.com/fatih/color"}},
-		{"lang", []string{mod + "cmd", "github.com/chzyer/readline", "github.com/fatih/color"}},
-		{"stdlib", []string{"go.starlark.net", mod}},
-		{"plot", []string{"go.starlark.net", mod + "builtins", mod + "lang", mod + "cmd", mod + "jsondoc"}},
-		{"jsondoc", []string{"go.starlark.net", mod}},
-	} {
-		files, _ := filepath.Glob(filepath.Join("..", "..", tc.dir, "*.go"))
-		if len(files) == 0 {
-			t.Errorf("%s: no Go files", tc.dir)
+	root := filepath.Join("..", "..")
+	dirs := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			dirs[filepath.ToSlash(rel)] = append(dirs[filepath.ToSlash(rel)], path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dir, files := range dirs {
+		rank, ok := layers[dir]
+		if !ok {
+			t.Errorf("package %s has no rank in layering_test.go (and docs/architecture.md)", dir)
+			continue
 		}
 		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
 			parsed, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
 			if err != nil {
 				t.Errorf("%s: %v", f, err)
@@ -39,12 +74,27 @@ func TestLayering(t *testing.T) {
 			}
 			for _, imp := range parsed.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
-				for _, bad := range tc.forbidden {
-					if strings.HasPrefix(p, bad) && !(tc.dir == "sim" && p == mod+"sim") {
-						t.Errorf("%s imports %s, which %s must not", f, p, tc.dir)
+				if strings.HasPrefix(p, mod) {
+					dep := strings.TrimPrefix(p, mod)
+					if r, ok := layers[dep]; ok && r >= rank {
+						t.Errorf("%s imports %s: %s (rank %d) may import only lower ranks, not %d", f, dep, dir, rank, r)
+					}
+					continue
+				}
+				for _, bad := range foreignOf(dir) {
+					if strings.HasPrefix(p, bad) {
+						t.Errorf("%s imports %s, which %s must not", f, p, dir)
 					}
 				}
 			}
 		}
 	}
+}
+
+// foreignOf is the foreign list of dir, sim's for every package under sim/.
+func foreignOf(dir string) []string {
+	if strings.HasPrefix(dir, "sim/") {
+		return foreign["sim"]
+	}
+	return foreign[dir]
 }

@@ -3,7 +3,7 @@ package repl
 import (
 	"sort"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // nearest returns the names within a small edit distance of name (a typo),
@@ -24,7 +24,7 @@ func nearest(name string, names []string) []string {
 			continue
 		}
 		seen[n] = true
-		if d := sim.EditDistance(name, n); d <= limit {
+		if d := units.EditDistance(name, n); d <= limit {
 			hits = append(hits, scored{n, d})
 		}
 	}

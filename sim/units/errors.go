@@ -1,4 +1,4 @@
-package sim
+package units
 
 import "fmt"
 
@@ -21,6 +21,6 @@ func (e *Error) Error() string {
 }
 
 // errorf builds an *Error with a formatted message.
-func errorf(path, format string, args ...any) *Error {
+func Errorf(path, format string, args ...any) *Error {
 	return &Error{Path: path, Msg: fmt.Sprintf(format, args...)}
 }

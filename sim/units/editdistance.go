@@ -1,4 +1,4 @@
-package sim
+package units
 
 // EditDistance is the Levenshtein distance between a and b (bytes), used
 // for "did you mean" hints across memsh.
