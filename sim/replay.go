@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The step replay: one steady-state training step (optimizer state exists,
 // gradients set to None between steps) as a timeline of allocations and
@@ -37,7 +40,7 @@ type Point struct {
 }
 
 type liveTensor struct {
-	blk *block
+	blk *alloc.Block
 	cat Category
 }
 
@@ -45,7 +48,7 @@ type replay struct {
 	p     *program
 	plan  *Plan
 	opts  Options
-	alloc allocator
+	alloc alloc.Allocator
 
 	live []liveTensor // by tensor id
 	cur  [numCategories]int64
@@ -85,7 +88,7 @@ const none = -1
 
 func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 	nv := len(p.values)
-	r := &replay{p: p, plan: plan, opts: opts, alloc: allocator{limit: limit, expandable: plan.ExpandableSegments}, rep: &Report{},
+	r := &replay{p: p, plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, rep: &Report{},
 		fwdPhase: PhaseForward}
 	r.valT = fill(make([]int32, nv), none)
 	r.gradT = fill(make([]int32, nv), none)
@@ -186,10 +189,10 @@ func (r *replay) allocate(a Alloc) int32 {
 	if a.Bytes <= 0 {
 		a.Bytes = 1
 	}
-	blk, ok := r.alloc.alloc(a.Bytes)
+	blk, ok := r.alloc.Alloc(a.Bytes)
 	a.Phase, a.Op = r.phase, r.op
 	r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
-	r.cur[a.Cat] += blk.size
+	r.cur[a.Cat] += blk.Size
 	rep := r.rep
 	if !ok && rep.OOM == nil {
 		rep.OOM = r.oomAt(a)
@@ -206,8 +209,8 @@ func (r *replay) release(id int32) {
 	if t.blk == nil {
 		return
 	}
-	r.cur[t.cat] -= t.blk.size
-	r.alloc.release(t.blk)
+	r.cur[t.cat] -= t.blk.Size
+	r.alloc.Release(t.blk)
 	t.blk = nil
 	r.sample()
 }
@@ -215,17 +218,17 @@ func (r *replay) release(id int32) {
 // sample updates peaks and the timeline after each event.
 func (r *replay) sample() {
 	rep := r.rep
-	if r.alloc.allocated > rep.PeakAllocated {
-		rep.PeakAllocated = r.alloc.allocated
+	if r.alloc.Allocated > rep.PeakAllocated {
+		rep.PeakAllocated = r.alloc.Allocated
 		rep.peakCat = r.cur
-		rep.peakReservedThen = r.alloc.reserved
+		rep.peakReservedThen = r.alloc.Reserved
 		rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
 	}
-	if r.alloc.reserved > rep.PeakReserved {
-		rep.PeakReserved = r.alloc.reserved
+	if r.alloc.Reserved > rep.PeakReserved {
+		rep.PeakReserved = r.alloc.Reserved
 	}
 	if r.opts.Timeline {
-		rep.Timeline = append(rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: r.alloc.allocated, Reserved: r.alloc.reserved, ByCat: r.cur})
+		rep.Timeline = append(rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: r.alloc.Allocated, Reserved: r.alloc.Reserved, ByCat: r.cur})
 	}
 }
 

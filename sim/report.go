@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/alloc"
+)
 
 // Report is what one simulated step shows for one GPU.
 type Report struct {
@@ -123,18 +126,18 @@ func (r *Report) Category(name string) int64 {
 // oomAt builds PyTorch's out-of-memory message for allocation a.
 func (r *replay) oomAt(a Alloc) *OOM {
 	capacity := r.plan.Device.Memory
-	nonTorch := capacity - r.alloc.limit
-	reserved := r.alloc.failReserved
+	nonTorch := capacity - r.alloc.Limit
+	reserved := r.alloc.FailReserved
 	inUse := reserved + nonTorch
 	if inUse > capacity {
 		inUse = capacity
 	}
 	free := capacity - inUse
-	allocated := r.alloc.failAllocated
+	allocated := r.alloc.FailAllocated
 	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. "+
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
 		"and %s is reserved by PyTorch but unallocated.",
-		gib(roundSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
+		gib(alloc.RoundSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
 	if reserved-allocated > capacity/20 && !r.plan.ExpandableSegments {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/alloc"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -120,7 +121,7 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 	out := &StepsReport{Capacity: plan.Device.Memory, Pool: pool, First: first}
 	var tpool *tablePool
 	if pool == "exact" {
-		tpool = &tablePool{free: map[int64][]*block{}, bytes: map[int32]int64{}}
+		tpool = &tablePool{free: map[int64][]*alloc.Block{}, bytes: map[int32]int64{}}
 	}
 	var prev *replay
 	persist := int32(0)
@@ -147,7 +148,7 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 		if k > 0 && out.Steps[k-1].PeakReserved > res.PeakReserved {
 			res.PeakReserved = out.Steps[k-1].PeakReserved
 		}
-		res.EndReserved = r.alloc.reserved
+		res.EndReserved = r.alloc.Reserved
 		if tpool != nil {
 			res.PoolIdle = tpool.idle
 		}
@@ -179,7 +180,7 @@ func (r *replay) carry(prev *replay, persist int32) {
 	r.live = append(r.live[:0], prev.live[:persist]...)
 	for _, t := range r.live {
 		if t.blk != nil {
-			r.cur[t.cat] += t.blk.size
+			r.cur[t.cat] += t.blk.Size
 		}
 	}
 	r.sample()
@@ -220,7 +221,7 @@ func (r *replay) endStep(persist int32) {
 // is parked under its size and handed only to a later request of exactly
 // that size. Parked buffers stay allocated as far as PyTorch can tell.
 type tablePool struct {
-	free  map[int64][]*block
+	free  map[int64][]*alloc.Block
 	bytes map[int32]int64 // live tensor id -> requested bytes
 	idle  int64           // bytes parked
 }
@@ -235,9 +236,9 @@ func (r *replay) allocateTable(a Alloc) int32 {
 	if fl := p.free[a.Bytes]; len(fl) > 0 {
 		blk := fl[len(fl)-1]
 		p.free[a.Bytes] = fl[:len(fl)-1]
-		p.idle -= blk.size
+		p.idle -= blk.Size
 		r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
-		r.cur[a.Cat] += blk.size
+		r.cur[a.Cat] += blk.Size
 		id := int32(len(r.live) - 1)
 		p.bytes[id] = a.Bytes
 		r.sample()
@@ -262,8 +263,8 @@ func (r *replay) releaseTable(id int32) {
 	n := p.bytes[id]
 	delete(p.bytes, id)
 	p.free[n] = append(p.free[n], t.blk)
-	p.idle += t.blk.size
-	r.cur[t.cat] -= t.blk.size
+	p.idle += t.blk.Size
+	r.cur[t.cat] -= t.blk.Size
 	t.blk = nil
 	r.sample()
 }

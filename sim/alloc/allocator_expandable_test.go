@@ -1,4 +1,4 @@
-package sim
+package alloc
 
 import "testing"
 
@@ -38,26 +38,26 @@ func TestExpandableSegments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			a := allocator{limit: c.limit * mib, expandable: c.expandable}
-			var blocks []*block
+			a := Allocator{Limit: c.limit * mib, Expandable: c.expandable}
+			var blocks []*Block
 			n := 0
 			for _, op := range c.ops {
 				if op < 0 {
-					a.release(blocks[-op-1])
+					a.Release(blocks[-op-1])
 					continue
 				}
 				n++
-				b, ok := a.alloc(op * mib)
+				b, ok := a.Alloc(op * mib)
 				blocks = append(blocks, b)
 				if ok != (n != c.oomAt) {
 					t.Errorf("alloc %d (%d MiB): fits %v, want %v", n, op, ok, n != c.oomAt)
 				}
 			}
-			if a.reserved != c.reserved*mib || a.allocated != c.allocated*mib {
-				t.Errorf("reserved %d MiB, allocated %d MiB; want %d and %d", a.reserved/mib, a.allocated/mib, c.reserved, c.allocated)
+			if a.Reserved != c.reserved*mib || a.Allocated != c.allocated*mib {
+				t.Errorf("reserved %d MiB, allocated %d MiB; want %d and %d", a.Reserved/mib, a.Allocated/mib, c.reserved, c.allocated)
 			}
-			var live []*block
-			seen := map[*block]bool{}
+			var live []*Block
+			seen := map[*Block]bool{}
 			for _, b := range blocks { // a freed block may be handed out again, or unmapped
 				if !b.free && !b.unmapped && !seen[b] {
 					live = append(live, b)

@@ -1,4 +1,4 @@
-package sim
+package alloc
 
 import (
 	"github.com/memsh/memsh/sim/units"
@@ -36,8 +36,8 @@ func pageSize(pool int) int64 {
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
 // allocExpandable is alloc with expandable segments.
-func (a *allocator) allocExpandable(n int64) (blk *block, ok bool) {
-	size := roundSize(n)
+func (a *Allocator) allocExpandable(n int64) (blk *Block, ok bool) {
+	size := RoundSize(n)
 	pool := poolOf(size)
 	ok = true
 	b := a.bestFit(pool, size)
@@ -53,33 +53,33 @@ func (a *allocator) allocExpandable(n int64) (blk *block, ok bool) {
 		// goes on with the pages granted past the limit.
 		ok = false
 		if !a.over {
-			a.failAllocated, a.failReserved = a.allocated, a.reserved
+			a.FailAllocated, a.FailReserved = a.Allocated, a.Reserved
 			a.over = true
 		}
 		b = a.expand(pool, size, false)
 	}
 	a.removeFree(b)
-	if b.size-size >= minBlock {
+	if b.Size-size >= minBlock {
 		a.addFree(splitAt(b, size))
 	}
 	b.free = false
-	a.allocated += b.size
+	a.Allocated += b.Size
 	return b, ok
 }
 
 // expand maps pages for a request of size bytes (try_allocate_expandable_block)
 // and returns the free block that holds it, or nil when the pages do not
 // fit under the limit (enforced only when limit is set).
-func (a *allocator) expand(pool int, size int64, limited bool) *block {
+func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 	c := a.findExpandable(pool, size)
 	if c.unmapped {
-		if c = a.mapBlock(c, min(c.size, size), limited); c == nil {
+		if c = a.mapBlock(c, min(c.Size, size), limited); c == nil {
 			return nil
 		}
 	}
-	for c.size < size {
+	for c.Size < size {
 		next := c.next // free -> unmapped: map some of it, merging into c
-		if c = a.mapBlock(next, min(size-c.size, next.size), limited); c == nil {
+		if c = a.mapBlock(next, min(size-c.Size, next.Size), limited); c == nil {
 			return nil
 		}
 	}
@@ -97,7 +97,7 @@ func (a *allocator) expand(pool int, size int64, limited bool) *block {
 // 65,536-layer step replayed for minutes); where the pages go then changes
 // reserved memory by page rounding only (20 MiB in 149 GiB for the Bris
 // example's 4 members).
-func (a *allocator) findExpandable(pool int, size int64) *block {
+func (a *Allocator) findExpandable(pool int, size int64) *Block {
 	holes := a.unmapped[pool]
 	if a.over && len(holes) > 0 {
 		holes = holes[len(holes)-1:] // the newest segment's end
@@ -109,21 +109,21 @@ func (a *allocator) findExpandable(pool int, size int64) *block {
 		}
 		var room int64
 		for b := c; b != nil && room < size && (b.free || b.unmapped); b = b.next {
-			room += b.size
+			room += b.Size
 		}
 		if room >= size {
 			return c
 		}
 	}
 	page := pageSize(pool)
-	space := a.limit + a.limit/8 // 9/8 of the device: ExpandableSegment's address space
-	if a.limit <= 0 || space > units.MaxBytes {
+	space := a.Limit + a.Limit/8 // 9/8 of the device: ExpandableSegment's address space
+	if a.Limit <= 0 || space > units.MaxBytes {
 		space = 1 << 40 // no device limit: any large space will do
 	}
 	virtual := roundUp(max(space, size), page)
 	seg := &segment{size: virtual, pool: pool, seq: a.segSeq, expandable: true}
 	a.segSeq++
-	b := &block{seg: seg, size: virtual, unmapped: true}
+	b := &Block{seg: seg, Size: virtual, unmapped: true}
 	seg.first = b
 	a.segments = append(a.segments, seg)
 	a.addUnmapped(b)
@@ -133,17 +133,17 @@ func (a *allocator) findExpandable(pool int, size int64) *block {
 // mapBlock maps want bytes (rounded up to whole pages) at the start of the
 // unmapped block u, merges them with free neighbours and returns the
 // merged free block; nil when the pages do not fit under the limit.
-func (a *allocator) mapBlock(u *block, want int64, limited bool) *block {
-	pages := min(roundUp(want, pageSize(u.seg.pool)), u.size)
-	if limited && a.limit > 0 && a.reserved+pages > a.limit {
+func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
+	pages := min(roundUp(want, pageSize(u.seg.pool)), u.Size)
+	if limited && a.Limit > 0 && a.Reserved+pages > a.Limit {
 		return nil
 	}
 	a.removeUnmapped(u)
-	if pages < u.size {
+	if pages < u.Size {
 		a.addUnmapped(splitAt(u, pages))
 	}
 	u.unmapped = false
-	a.reserved += pages
+	a.Reserved += pages
 	// The new pages join free neighbours, as release merges a freed block.
 	b := a.joinFree(u)
 	b.free = true
@@ -153,14 +153,14 @@ func (a *allocator) mapBlock(u *block, want int64, limited bool) *block {
 
 // unmapBlock unmaps the whole pages inside the free block b (unmap_block,
 // from releaseCached); the partial pages at its ends stay mapped and free.
-func (a *allocator) unmapBlock(b *block) {
+func (a *Allocator) unmapBlock(b *Block) {
 	page := pageSize(b.seg.pool)
-	begin, end := roundUp(b.off, page), (b.off+b.size)/page*page
+	begin, end := roundUp(b.off, page), (b.off+b.Size)/page*page
 	if begin >= end {
 		return
 	}
 	a.removeFree(b)
-	if end < b.off+b.size { // the partial page after stays mapped and free
+	if end < b.off+b.Size { // the partial page after stays mapped and free
 		a.addFree(splitAt(b, end-b.off))
 	}
 	if begin > b.off { // and so does the partial page before
@@ -169,7 +169,7 @@ func (a *allocator) unmapBlock(b *block) {
 		b = u
 	}
 	b.free, b.unmapped = false, true
-	a.reserved -= b.size
+	a.Reserved -= b.Size
 	// Join unmapped neighbours.
 	if n := b.next; n != nil && n.unmapped {
 		a.removeUnmapped(n)
@@ -183,14 +183,14 @@ func (a *allocator) unmapBlock(b *block) {
 }
 
 // unmappedBefore orders unmapped blocks by address: segment, then offset.
-func unmappedBefore(x, y *block) bool {
+func unmappedBefore(x, y *Block) bool {
 	if x.seg.seq != y.seg.seq {
 		return x.seg.seq < y.seg.seq
 	}
 	return x.off < y.off
 }
 
-func (a *allocator) addUnmapped(b *block) {
+func (a *Allocator) addUnmapped(b *Block) {
 	l := a.unmapped[b.seg.pool]
 	i := sort.Search(len(l), func(i int) bool { return unmappedBefore(b, l[i]) })
 	l = append(l, nil)
@@ -199,7 +199,7 @@ func (a *allocator) addUnmapped(b *block) {
 	a.unmapped[b.seg.pool] = l
 }
 
-func (a *allocator) removeUnmapped(b *block) {
+func (a *Allocator) removeUnmapped(b *Block) {
 	l := a.unmapped[b.seg.pool]
 	i := sort.Search(len(l), func(i int) bool { return !unmappedBefore(l[i], b) })
 	if i < len(l) && l[i] == b {

@@ -1,4 +1,4 @@
-package sim
+package alloc
 
 // freeIndex finds the allocator's best-fit free block in O(log n) instead
 // of a scan of the pool's free list, which made the replay quadratic in
@@ -39,7 +39,7 @@ func (x *freeIndex) limit() int {
 }
 
 type freeNode struct {
-	b           *block
+	b           *Block
 	size        int64
 	pos         int
 	prio        uint64
@@ -80,9 +80,9 @@ func mergeFree(l, r *freeNode) *freeNode {
 }
 
 // insert adds b, at position pos of its free list.
-func (x *freeIndex) insert(b *block, pos int) {
+func (x *freeIndex) insert(b *Block, pos int) {
 	x.seed = x.seed*6364136223846793005 + 1442695040888963407 // PCG's LCG step
-	n := &freeNode{b: b, size: b.size, pos: pos, prio: x.seed ^ x.seed>>29}
+	n := &freeNode{b: b, size: b.Size, pos: pos, prio: x.seed ^ x.seed>>29}
 	l, r := splitFree(x.root, n.size, n.pos)
 	x.root = mergeFree(mergeFree(l, n), r)
 }
@@ -95,7 +95,7 @@ func (x *freeIndex) remove(size int64, pos int) {
 }
 
 // bestFit returns the first block of size >= n, or nil.
-func (x *freeIndex) bestFit(n int64) *block {
+func (x *freeIndex) bestFit(n int64) *Block {
 	var best *freeNode
 	for t := x.root; t != nil; {
 		if t.size >= n {
@@ -111,7 +111,7 @@ func (x *freeIndex) bestFit(n int64) *block {
 }
 
 // added keeps the index in step after b was appended to the free list fl.
-func (x *freeIndex) added(b *block, fl []*block) {
+func (x *freeIndex) added(b *Block, fl []*Block) {
 	switch {
 	case x.active:
 		x.insert(b, b.pos)
@@ -126,7 +126,7 @@ func (x *freeIndex) added(b *block, fl []*block) {
 // removed keeps the index in step after b left the free list, the list's
 // last block moving from position from into b's position (moved is nil
 // when b was the last); fl is the list afterwards.
-func (x *freeIndex) removed(b *block, moved *block, from int, fl []*block) {
+func (x *freeIndex) removed(b *Block, moved *Block, from int, fl []*Block) {
 	if !x.active {
 		return
 	}
@@ -134,22 +134,22 @@ func (x *freeIndex) removed(b *block, moved *block, from int, fl []*block) {
 		x.root, x.active = nil, false
 		return
 	}
-	x.remove(b.size, b.pos)
+	x.remove(b.Size, b.pos)
 	if moved != nil {
-		x.remove(moved.size, from)
+		x.remove(moved.Size, from)
 		x.insert(moved, moved.pos)
 	}
 }
 
 // best returns the first block in list order of the smallest size >= n,
 // from the index or by scanning fl.
-func (x *freeIndex) best(n int64, fl []*block) *block {
+func (x *freeIndex) best(n int64, fl []*Block) *Block {
 	if x.active {
 		return x.bestFit(n)
 	}
-	var best *block
+	var best *Block
 	for _, b := range fl {
-		if b.size >= n && (best == nil || b.size < best.size) {
+		if b.Size >= n && (best == nil || b.Size < best.Size) {
 			best = b
 		}
 	}

@@ -1,8 +1,8 @@
-package sim
+package alloc
 
 import "sort"
 
-// allocator models PyTorch's CUDA caching allocator
+// Allocator models PyTorch's CUDA caching allocator
 // (c10/cuda/CUDACachingAllocator.cpp) closely enough to give reserved
 // memory and fragmentation:
 //
@@ -18,24 +18,24 @@ import "sort"
 //   - when a new segment does not fit under the limit, cached segments
 //     that are wholly free are released and the request is retried; if it
 //     still does not fit, that allocation is the OOM.
-type allocator struct {
-	limit     int64 // bytes PyTorch may reserve (capacity minus non-PyTorch memory)
-	reserved  int64
-	allocated int64
-	free      [2][]*block  // per pool: free blocks
+type Allocator struct {
+	Limit     int64 // bytes PyTorch may reserve (capacity minus non-PyTorch memory)
+	Reserved  int64
+	Allocated int64
+	free      [2][]*Block  // per pool: free blocks
 	index     [2]freeIndex // per pool: the free blocks by size (freeindex.go)
 	segments  []*segment
 
 	// State just before the first request that did not fit, for the OOM
 	// message (PyTorch reports memory before the failed allocation).
-	failAllocated, failReserved int64
+	FailAllocated, FailReserved int64
 	over                        bool     // a request has failed
-	whole                       []*block // free blocks releaseCached gives back (releasable): whole free segments, free pages
+	whole                       []*Block // free blocks releaseCached gives back (releasable): whole free segments, free pages
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
 
-	expandable bool        // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator_expandable.go)
-	unmapped   [2][]*block // per pool: unmapped blocks of expandable segments, by address
+	Expandable bool        // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator_expandable.go)
+	unmapped   [2][]*Block // per pool: unmapped blocks of expandable segments, by address
 }
 
 const (
@@ -50,24 +50,27 @@ const (
 type segment struct {
 	size     int64
 	pool     int
-	first    *block
+	first    *Block
 	seq      int64 // creation order
 	released bool  // returned to the device by releaseCached
 
 	expandable bool // virtual address space mapped page by page (allocator_expandable.go)
 }
 
-type block struct {
+// Block is a range of a segment: an allocation while in use, else cached.
+type Block struct {
 	seg        *segment
-	off, size  int64
+	off, Size  int64
 	free       bool
 	unmapped   bool // in an expandable segment, address space with no pages mapped
-	prev, next *block
+	prev, next *Block
 	pos        int // index in its pool's free list while free
 	wpos       int // index in whole while releasable
 }
 
-func roundSize(n int64) int64 {
+// RoundSize is a request's size as the allocator serves it: at least
+// 512 B, a multiple of 512 B (kMinBlockSize).
+func RoundSize(n int64) int64 {
 	if n < minBlock {
 		return minBlock
 	}
@@ -91,64 +94,64 @@ func segmentSize(size int64) int64 {
 	return (size + roundLarge - 1) / roundLarge * roundLarge
 }
 
-// alloc returns the block for a request of n bytes; ok is false when the
+// Alloc returns the block for a request of n bytes; ok is false when the
 // request does not fit under the limit even after releasing cached
 // segments (the block is still granted so the replay can go on and report
 // what the step would need).
-func (a *allocator) alloc(n int64) (blk *block, ok bool) {
-	if a.expandable {
+func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
+	if a.Expandable {
 		return a.allocExpandable(n)
 	}
-	size := roundSize(n)
+	size := RoundSize(n)
 	pool := poolOf(size)
 	ok = true
 	b := a.bestFit(pool, size)
 	if b == nil {
 		segSize := segmentSize(size)
-		if a.limit > 0 && a.reserved+segSize > a.limit {
+		if a.Limit > 0 && a.Reserved+segSize > a.Limit {
 			if len(a.whole) > 0 {
 				a.releaseCached()
 			}
-			if a.reserved+segSize > a.limit {
+			if a.Reserved+segSize > a.Limit {
 				// Out of memory. The first such request is the OOM; the
 				// replay goes on (granting past the limit, still releasing
 				// cached segments as PyTorch would) to report what the step
 				// needs on a device just large enough.
 				ok = false
 				if !a.over {
-					a.failAllocated, a.failReserved = a.allocated, a.reserved
+					a.FailAllocated, a.FailReserved = a.Allocated, a.Reserved
 					a.over = true
 				}
 			}
 		}
 		seg := &segment{size: segSize, pool: pool, seq: a.segSeq}
 		a.segSeq++
-		b = &block{seg: seg, size: segSize, free: true}
+		b = &Block{seg: seg, Size: segSize, free: true}
 		seg.first = b
 		a.segments = append(a.segments, seg)
-		a.reserved += segSize
+		a.Reserved += segSize
 		a.addFree(b)
 	}
 	a.removeFree(b)
-	rest := b.size - size
+	rest := b.Size - size
 	if (pool == 0 && rest >= minBlock) || (pool == 1 && rest > smallSize) {
 		a.addFree(splitAt(b, size))
 	}
 	b.free = false
-	a.allocated += b.size
+	a.Allocated += b.Size
 	return b, ok
 }
 
-// release returns a block to the cache, merging free neighbours.
-func (a *allocator) release(b *block) {
-	a.allocated -= b.size
+// Release returns a block to the cache, merging free neighbours.
+func (a *Allocator) Release(b *Block) {
+	a.Allocated -= b.Size
 	b.free = true
 	a.addFree(a.joinFree(b))
 }
 
 // joinFree merges b with its free neighbours, taking them off the free
 // lists, and returns the merged block (not listed).
-func (a *allocator) joinFree(b *block) *block {
+func (a *Allocator) joinFree(b *Block) *Block {
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
 		mergeNext(b)
@@ -162,20 +165,20 @@ func (a *allocator) joinFree(b *block) *block {
 
 // splitAt cuts b after its first size bytes and returns the new block
 // holding the rest, with b's state (free or unmapped); the caller lists it.
-func splitAt(b *block, size int64) *block {
-	r := &block{seg: b.seg, off: b.off + size, size: b.size - size, free: b.free, unmapped: b.unmapped, prev: b, next: b.next}
+func splitAt(b *Block, size int64) *Block {
+	r := &Block{seg: b.seg, off: b.off + size, Size: b.Size - size, free: b.free, unmapped: b.unmapped, prev: b, next: b.next}
 	if b.next != nil {
 		b.next.prev = r
 	}
-	b.next, b.size = r, size
+	b.next, b.Size = r, size
 	return r
 }
 
 // mergeNext joins the block after b into b and returns b; the caller has
 // taken that block off its list.
-func mergeNext(b *block) *block {
+func mergeNext(b *Block) *Block {
 	n := b.next
-	b.size += n.size
+	b.Size += n.Size
 	b.next = n.next
 	if n.next != nil {
 		n.next.prev = b
@@ -183,12 +186,12 @@ func mergeNext(b *block) *block {
 	return b
 }
 
-func (a *allocator) bestFit(pool int, size int64) *block {
+func (a *Allocator) bestFit(pool int, size int64) *Block {
 	return a.index[pool].best(size, a.free[pool]) // the first block in free-list order of the smallest size >= size
 }
 
 // addFree puts b on its pool's free list.
-func (a *allocator) addFree(b *block) {
+func (a *Allocator) addFree(b *Block) {
 	pool := b.seg.pool
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
@@ -202,15 +205,15 @@ func (a *allocator) addFree(b *block) {
 // releasable reports whether releaseCached can give the free block b back:
 // a whole free segment, or a free block of an expandable segment holding
 // at least one whole page.
-func releasable(b *block) bool {
+func releasable(b *Block) bool {
 	if b.seg.expandable {
 		page := pageSize(b.seg.pool)
-		return roundUp(b.off, page)+page <= b.off+b.size
+		return roundUp(b.off, page)+page <= b.off+b.Size
 	}
 	return b.prev == nil && b.next == nil
 }
 
-func (a *allocator) removeFree(b *block) {
+func (a *Allocator) removeFree(b *Block) {
 	pool := b.seg.pool
 	fl := a.free[pool]
 	i := b.pos
@@ -222,7 +225,7 @@ func (a *allocator) removeFree(b *block) {
 		a.whole[b.wpos], last.wpos = last, b.wpos
 		a.whole = a.whole[:len(a.whole)-1]
 	}
-	var moved *block
+	var moved *Block
 	from := len(fl) - 1
 	if last := fl[from]; last != b { // the last block moves into the hole
 		moved = last
@@ -240,8 +243,8 @@ func (a *allocator) removeFree(b *block) {
 // at every new segment, and a scan made a step with 65,536 layers replay
 // for minutes. They are released in the order they were created, as a
 // scan of the segments would.
-func (a *allocator) releaseCached() {
-	whole := append([]*block(nil), a.whole...)
+func (a *Allocator) releaseCached() {
+	whole := append([]*Block(nil), a.whole...)
 	sort.Slice(whole, func(i, j int) bool {
 		x, y := whole[i], whole[j]
 		return x.seg.seq < y.seg.seq || x.seg.seq == y.seg.seq && x.off < y.off
@@ -252,7 +255,7 @@ func (a *allocator) releaseCached() {
 			continue
 		}
 		a.removeFree(b)
-		a.reserved -= b.seg.size
+		a.Reserved -= b.seg.size
 		b.seg.released = true
 		a.released++
 	}

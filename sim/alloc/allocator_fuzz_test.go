@@ -1,4 +1,4 @@
-package sim
+package alloc
 
 import (
 	"encoding/binary"
@@ -40,17 +40,17 @@ func FuzzAllocator(f *testing.F) {
 	f.Add(cat(ev(0, expandable|100<<20), ev(2, 30<<20), ev(2, 30<<20), ev(0, 4096), ev(1, 0), ev(2, 50<<20), ev(1, 1), ev(2, 60<<20)))
 	f.Add(cat(ev(0, expandable), ev(0, 1), ev(2, 3<<20), ev(1, 0), ev(0, 1<<20), ev(4, 1<<33), ev(1, 1), ev(4, 1<<34)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var a allocator
+		var a Allocator
 		if len(data) >= 9 {
 			lim := binary.LittleEndian.Uint64(data[1:9])
-			a.limit = int64(lim % (1 << 50))
-			a.expandable = lim>>63 == 1
+			a.Limit = int64(lim % (1 << 50))
+			a.Expandable = lim>>63 == 1
 			// Index the free lists from a few blocks on (freeindex.go), so
 			// that short inputs exercise the index against the scan.
 			a.index[0].above, a.index[1].above = 1+int(data[0]%16), 1+int(data[0]/16%16)
 			data = data[9:]
 		}
-		var live []*block
+		var live []*Block
 		// The replay never asks for more than MaxBytes in all (checkTotals
 		// bounds a step's tensors, each allocated at most a few times), so
 		// neither does this driver: it skips requests past half of it.
@@ -69,7 +69,7 @@ func FuzzAllocator(f *testing.F) {
 				b := live[i]
 				live[i] = live[len(live)-1]
 				live = live[:len(live)-1]
-				a.release(b)
+				a.Release(b)
 			} else {
 				var size int64
 				switch op % 8 {
@@ -89,15 +89,15 @@ func FuzzAllocator(f *testing.F) {
 					continue
 				}
 				requested += size
-				if got, want := a.bestFit(poolOf(roundSize(size)), roundSize(size)), scanBestFit(&a, size); got != want {
+				if got, want := a.bestFit(poolOf(RoundSize(size)), RoundSize(size)), scanBestFit(&a, size); got != want {
 					t.Fatalf("alloc(%d): the free index picks %v, the free-list scan %v", size, got, want)
 				}
-				b, _ := a.alloc(size)
+				b, _ := a.Alloc(size)
 				if b == nil {
 					t.Fatalf("alloc(%d) returned no block", size)
 				}
-				if b.free || b.size < size {
-					t.Fatalf("alloc(%d) returned block of %d bytes, free=%v", size, b.size, b.free)
+				if b.free || b.Size < size {
+					t.Fatalf("alloc(%d) returned block of %d bytes, free=%v", size, b.Size, b.free)
 				}
 				live = append(live, b)
 			}
@@ -109,11 +109,11 @@ func FuzzAllocator(f *testing.F) {
 // scanBestFit is the allocator's best fit by a scan of the free list, as
 // it was before the free index: the first block in list order of the
 // smallest size that fits.
-func scanBestFit(a *allocator, n int64) *block {
-	size := roundSize(n)
-	var best *block
+func scanBestFit(a *Allocator, n int64) *Block {
+	size := RoundSize(n)
+	var best *Block
 	for _, b := range a.free[poolOf(size)] {
-		if b.size >= size && (best == nil || b.size < best.size) {
+		if b.Size >= size && (best == nil || b.Size < best.Size) {
 			best = b
 		}
 	}
@@ -122,23 +122,23 @@ func scanBestFit(a *allocator, n int64) *block {
 
 // checkAllocator checks the allocator's invariants against the blocks the
 // caller holds.
-func checkAllocator(t *testing.T, a *allocator, live []*block) {
+func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	t.Helper()
-	if a.allocated < 0 || a.allocated > a.reserved {
-		t.Fatalf("allocated %d, reserved %d: want 0 <= allocated <= reserved", a.allocated, a.reserved)
+	if a.Allocated < 0 || a.Allocated > a.Reserved {
+		t.Fatalf("allocated %d, reserved %d: want 0 <= allocated <= reserved", a.Allocated, a.Reserved)
 	}
 	var held int64
 	for _, b := range live {
-		held += b.size
+		held += b.Size
 		if b.free {
-			t.Fatalf("a live block (%d bytes at %d) is marked free", b.size, b.off)
+			t.Fatalf("a live block (%d bytes at %d) is marked free", b.Size, b.off)
 		}
 	}
-	if held != a.allocated {
-		t.Fatalf("live blocks hold %d bytes, allocated says %d", held, a.allocated)
+	if held != a.Allocated {
+		t.Fatalf("live blocks hold %d bytes, allocated says %d", held, a.Allocated)
 	}
 	var reserved, used int64
-	freeBlocks, unmapped := map[*block]int{}, map[*block]int{}
+	freeBlocks, unmapped := map[*Block]int{}, map[*Block]int{}
 	for _, s := range a.segments {
 		if s.released {
 			continue // returned to the device, dropped from the list later
@@ -151,26 +151,26 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 		}
 		var off int64
 		for b := s.first; b != nil; b = b.next {
-			if b.seg != s || b.off != off || b.size <= 0 {
-				t.Fatalf("segment of %d bytes: block at %d (want %d) of %d bytes is misplaced", s.size, b.off, off, b.size)
+			if b.seg != s || b.off != off || b.Size <= 0 {
+				t.Fatalf("segment of %d bytes: block at %d (want %d) of %d bytes is misplaced", s.size, b.off, off, b.Size)
 			}
 			if b.next != nil && b.next.prev != b {
 				t.Fatalf("segment of %d bytes: broken links at %d", s.size, b.off)
 			}
 			if b.unmapped {
 				page := pageSize(s.pool)
-				if !s.expandable || b.free || b.off%page != 0 || b.size%page != 0 {
-					t.Fatalf("segment of %d bytes: unmapped block of %d bytes at %d is not page-aligned address space of an expandable segment", s.size, b.size, b.off)
+				if !s.expandable || b.free || b.off%page != 0 || b.Size%page != 0 {
+					t.Fatalf("segment of %d bytes: unmapped block of %d bytes at %d is not page-aligned address space of an expandable segment", s.size, b.Size, b.off)
 				}
 				if b.next != nil && b.next.unmapped {
 					t.Fatalf("segment of %d bytes: unmapped neighbours at %d and %d left unmerged", s.size, b.off, b.next.off)
 				}
 				unmapped[b] = s.pool
-				off += b.size
+				off += b.Size
 				continue
 			}
 			if s.expandable {
-				reserved += b.size
+				reserved += b.Size
 			}
 			if b.free {
 				if b.next != nil && b.next.free {
@@ -178,19 +178,19 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 				}
 				freeBlocks[b] = s.pool
 			} else {
-				used += b.size
+				used += b.Size
 			}
-			off += b.size
+			off += b.Size
 		}
 		if off != s.size {
 			t.Fatalf("segment of %d bytes: blocks cover %d", s.size, off)
 		}
 	}
-	if reserved != a.reserved {
-		t.Fatalf("segments hold %d bytes, reserved says %d", reserved, a.reserved)
+	if reserved != a.Reserved {
+		t.Fatalf("segments hold %d bytes, reserved says %d", reserved, a.Reserved)
 	}
-	if used != a.allocated {
-		t.Fatalf("used blocks hold %d bytes, allocated says %d", used, a.allocated)
+	if used != a.Allocated {
+		t.Fatalf("used blocks hold %d bytes, allocated says %d", used, a.Allocated)
 	}
 	n := 0
 	for pool, fl := range a.free {
@@ -200,7 +200,7 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 			}
 			p, ok := freeBlocks[b]
 			if !ok || p != pool {
-				t.Fatalf("free list %d holds a block (%d bytes at %d) that is not a free block of that pool", pool, b.size, b.off)
+				t.Fatalf("free list %d holds a block (%d bytes at %d) that is not a free block of that pool", pool, b.Size, b.off)
 			}
 			n++
 		}
@@ -212,7 +212,7 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 	for pool, l := range a.unmapped {
 		for i, b := range l {
 			if p, ok := unmapped[b]; !ok || p != pool {
-				t.Fatalf("unmapped list %d holds a block (%d bytes at %d) that is not an unmapped block of that pool", pool, b.size, b.off)
+				t.Fatalf("unmapped list %d holds a block (%d bytes at %d) that is not an unmapped block of that pool", pool, b.Size, b.off)
 			}
 			if i > 0 && !unmappedBefore(l[i-1], b) {
 				t.Fatalf("unmapped list %d is out of address order at %d", pool, i)
@@ -227,7 +227,7 @@ func checkAllocator(t *testing.T, a *allocator, live []*block) {
 	for b := range freeBlocks {
 		if releasable(b) {
 			if b.wpos >= len(a.whole) || a.whole[b.wpos] != b {
-				t.Fatalf("a releasable free block of %d bytes at %d is missing from the whole list", b.size, b.off)
+				t.Fatalf("a releasable free block of %d bytes at %d is missing from the whole list", b.Size, b.off)
 			}
 			whole++
 		}

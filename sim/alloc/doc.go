@@ -1,0 +1,13 @@
+// Package alloc models PyTorch's CUDA caching allocator
+// (c10/cuda/CUDACachingAllocator.cpp): requests rounded to 512 B, a small
+// and a large pool, 2 MiB and 20 MiB segments, best-fit blocks that split
+// and merge, cached segments released and retried before an out-of-memory,
+// and, with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, one growing
+// segment per pool mapped page by page.
+//
+// It knows nothing of models or steps: the replay (package sim) asks it for
+// blocks and gives them back, and reads reserved memory, the bytes
+// allocated and the state at the first request that did not fit (PyTorch's
+// OOM message reports memory before the failed allocation). It can be
+// driven and tested on its own.
+package alloc
