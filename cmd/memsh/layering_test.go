@@ -16,6 +16,7 @@ import (
 // placed here.
 var layers = map[string]int{
 	"sim/units":     0,
+	"sim/alloc":     1,
 	"sim":           10,
 	"stdlib":        0,
 	"jsondoc":       0,
