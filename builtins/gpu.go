@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -14,7 +14,7 @@ import (
 
 // GPU is the Starlark value of a device, from the catalog (gpu("H100")) or
 // custom (gpu(name="x", memory=...)). Its type name is "gpu".
-type GPU struct{ dev sim.Device }
+type GPU struct{ dev hw.Device }
 
 var (
 	_ starlark.HasAttrs   = GPU{}
@@ -23,10 +23,10 @@ var (
 )
 
 // NewGPU wraps d.
-func NewGPU(d sim.Device) GPU { return GPU{d} }
+func NewGPU(d hw.Device) GPU { return GPU{d} }
 
 // Device is the wrapped sim.Device.
-func (g GPU) Device() sim.Device { return g.dev }
+func (g GPU) Device() hw.Device { return g.dev }
 
 func (g GPU) Type() string         { return "gpu" }
 func (g GPU) Freeze()              {}
@@ -41,7 +41,7 @@ func (g GPU) Hash() (uint32, error) {
 // String is gpu("NAME") for an unmodified catalog device, otherwise the
 // keyword form that rebuilds it.
 func (g GPU) String() string {
-	if c, err := sim.LookupDevice(g.dev.Name); err == nil && sameFigures(c, g.dev) && c.Name == g.dev.Name {
+	if c, err := hw.LookupDevice(g.dev.Name); err == nil && sameFigures(c, g.dev) && c.Name == g.dev.Name {
 		return fmt.Sprintf("gpu(%q)", g.dev.Name)
 	}
 	d := g.dev
@@ -63,7 +63,7 @@ func (g GPU) String() string {
 }
 
 // sameFigures compares devices ignoring Source.
-func sameFigures(a, b sim.Device) bool {
+func sameFigures(a, b hw.Device) bool {
 	a.Source, b.Source = "", ""
 	return a == b
 }
@@ -121,7 +121,7 @@ func (g *GPU) Unpack(v starlark.Value) error {
 		*g = v
 		return nil
 	case starlark.String:
-		d, err := sim.LookupDevice(string(v))
+		d, err := hw.LookupDevice(string(v))
 		if err != nil {
 			return err
 		}
@@ -137,7 +137,7 @@ const defaultCustomContext = 500 << 20
 
 func gpuBuiltins() []Builtin {
 	names := make([]string, 0, 16)
-	for _, d := range sim.Catalog() {
+	for _, d := range hw.Catalog() {
 		names = append(names, fmt.Sprintf("%s (%s)", d.Name, units.FormatBytes(d.Memory)))
 	}
 	return []Builtin{{
@@ -176,7 +176,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	for _, v := range []starlark.Value{memory, bf16, fp32, fp8, hbm, link, pcie, context} {
 		custom = custom || given(v)
 	}
-	d, err := sim.LookupDevice(name)
+	d, err := hw.LookupDevice(name)
 	if !custom {
 		if err != nil {
 			return nil, err
@@ -191,7 +191,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		if !given(memory) {
 			return nil, fmt.Errorf("%v; a custom gpu needs memory=", err)
 		}
-		d = sim.Device{Name: name, Context: defaultCustomContext, Source: "custom gpu() at " + where}
+		d = hw.Device{Name: name, Context: defaultCustomContext, Source: "custom gpu() at " + where}
 	} else {
 		d.Source = fmt.Sprintf("%s catalog entry, changed by gpu() at %s; %s", d.Name, where, d.Source)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/hw"
 	"go.starlark.net/starlark"
 )
 
@@ -14,7 +15,7 @@ type Parallel struct{ p sim.Parallelism }
 
 // Cluster is the Starlark value of the machines a plan runs on (type
 // "cluster"), from cluster(...), for train(cluster=).
-type Cluster struct{ c sim.Cluster }
+type Cluster struct{ c hw.Cluster }
 
 var (
 	_ starlark.HasAttrs = Parallel{}
@@ -25,7 +26,7 @@ var (
 func (x Parallel) SimParallelism() sim.Parallelism { return x.p }
 
 // SimCluster is the wrapped cluster.
-func (x Cluster) SimCluster() sim.Cluster { return x.c }
+func (x Cluster) SimCluster() hw.Cluster { return x.c }
 
 func (x Parallel) Type() string          { return "parallel" }
 func (x Parallel) Freeze()               {}
@@ -238,7 +239,7 @@ func clusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "nodes?", &nodes, "gpus_per_node?", &gpn, "intra?", &intra, "inter?", &inter); err != nil {
 		return nil, err
 	}
-	c := sim.Cluster{}
+	c := hw.Cluster{}
 	var err error
 	if c.Nodes, err = optInt(nodes, "nodes", 1); err != nil {
 		return nil, err

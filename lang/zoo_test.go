@@ -10,6 +10,7 @@ import (
 
 	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // The stdlib model zoo (@stdlib//llm.star) against hf_config on the real
@@ -81,7 +82,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 	rt, _ := sim.LookupRuntime("cuda")
 	replay := func(m *sim.Model) *sim.Report {
 		r, err := sim.Evaluate(&sim.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
-			Optimizer: sim.Optimizer{Kind: "adamw"}, Runtime: rt, Device: sim.Device{Name: "test", Memory: 1 << 50}}, sim.Options{})
+			Optimizer: sim.Optimizer{Kind: "adamw"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}, sim.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // quickstartReport simulates a quickstart-like step with its timeline: a
@@ -35,7 +36,7 @@ func quickstartReport(t testing.TB, gpu string, batch int64) *sim.Report {
 	must(t, err)
 	ckpt, err := sim.ParseCheckpoint("full")
 	must(t, err)
-	dev, err := sim.LookupDevice(gpu)
+	dev, err := hw.LookupDevice(gpu)
 	must(t, err)
 	rt, err := sim.LookupRuntime("cuda")
 	must(t, err)

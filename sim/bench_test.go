@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/hw"
+	"testing"
+)
 
 // llamaModel builds a Llama-style decoder (RMSNorm, rotary GQA attention,
 // SwiGLU MLP, untied head).
@@ -29,7 +32,7 @@ func llamaModel(hidden, layers, heads, kv, ffn, vocab int64, impl string) *Model
 func llamaPlan(m *Model, batch, seq int64, precision, ckpt string, dev string) *Plan {
 	p, _ := LookupPrecision(precision)
 	c, _ := ParseCheckpoint(ckpt)
-	d, _ := LookupDevice(dev)
+	d, _ := hw.LookupDevice(dev)
 	rt, _ := LookupRuntime("cuda")
 	return &Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
 		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: c, Device: d, Runtime: rt}

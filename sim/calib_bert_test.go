@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"os"
 	"testing"
 )
@@ -50,7 +51,7 @@ func TestBertLargeLadder(t *testing.T) {
 	if m.Params() != 335_143_938 {
 		t.Fatalf("params %d", m.Params())
 	}
-	dev, err := LookupDevice("V100-16GB")
+	dev, err := hw.LookupDevice("V100-16GB")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"testing"
 )
@@ -37,7 +38,7 @@ import (
 // the accuracy of the neighbouring rows, so the test asks for less than
 // the 5 % goal of free memory rather than a predicted OOM.
 func TestLitGPTFSDPCalibration(t *testing.T) {
-	dev, err := LookupDevice("A100-40GB")
+	dev, err := hw.LookupDevice("A100-40GB")
 	if err != nil {
 		t.Fatal(err)
 	}

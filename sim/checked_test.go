@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"math"
 	"strings"
@@ -43,7 +44,7 @@ func TestHugeSizes(t *testing.T) {
 	fp32, _ := LookupPrecision("fp32")
 	plan := func(m *Model, batch int64) *Plan {
 		return &Plan{Model: m, Batch: batch, Seq: 1, GradAccum: 1, Members: 1, Precision: fp32,
-			Optimizer: Optimizer{Kind: "adamw"}, Device: Device{Name: "test", Memory: 80 << 30}}
+			Optimizer: Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 80 << 30}}
 	}
 	// 2 x 10^15 weights: fp32 params and grads 8e15 B each, AdamW's two
 	// moments 1.6e16 B.
@@ -136,7 +137,7 @@ func TestHugeSizes(t *testing.T) {
 		{"a cluster of 2^40 x 2^40 GPUs wrapped to 0", func() error {
 			m := &Model{Name: "x", Loss: "mse", Layers: []Layer{&Linear{In: 8, Out: 8}}}
 			p := plan(m, 1)
-			p.Cluster = Cluster{Nodes: 1 << 40, GPUsPerNode: 1 << 40}
+			p.Cluster = hw.Cluster{Nodes: 1 << 40, GPUsPerNode: 1 << 40}
 			_, err := Evaluate(p, Options{})
 			return err
 		}, "cluster: nodes*gpus_per_node is 1.21e+24 GPUs"},

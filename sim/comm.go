@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"sort"
 )
 
@@ -38,7 +39,7 @@ const (
 // 4 over PCIe, 16 across nodes (2 per NIC on 8-NIC nodes). The memory is
 // linear in the channels (sjeaugey in NVIDIA/nccl#864 and #986, where one
 // communicator used ~1.6 GB on 8 GPUs).
-func ncclChannels(d Device, intra bool) int64 {
+func ncclChannels(d hw.Device, intra bool) int64 {
 	switch {
 	case !intra:
 		return 16
@@ -63,7 +64,7 @@ type commGroup struct {
 // its stride times its size fits the node.
 func (p *Plan) commGroups() []commGroup {
 	par := p.Parallel.norm()
-	cl := p.Cluster.norm(par.GPUs())
+	cl := p.Cluster.Norm(par.GPUs())
 	gpn := cl.GPUsPerNode
 	var gs []commGroup
 	add := func(name string, size, stride int64, pattern string) {

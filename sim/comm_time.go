@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"strings"
 )
@@ -73,7 +74,7 @@ func (p *Plan) intraLink() (gbps, eff float64) {
 // Llama 3 clusters of calibration.md D2). A100: 200 Gb/s HDR (25 GB/s;
 // DGX A100/Selene, Azure NDm A100 v4 in calibration.md D2). Others: an
 // assumed 100 Gb/s.
-func interNodeGBps(d Device) float64 {
+func interNodeGBps(d hw.Device) float64 {
 	n := strings.ToUpper(d.Name)
 	switch {
 	case strings.HasPrefix(n, "H1"), strings.HasPrefix(n, "H2"), strings.HasPrefix(n, "B"), strings.HasPrefix(n, "GB"), strings.HasPrefix(n, "MI3"):
@@ -105,7 +106,7 @@ type groupLayout struct {
 // group), then pp.
 func (p *Plan) layout(group string) groupLayout {
 	par := p.Parallel.norm()
-	gpn := p.Cluster.norm(par.GPUs()).GPUsPerNode
+	gpn := p.Cluster.Norm(par.GPUs()).GPUsPerNode
 	size, stride := p.groupSize(group), int64(1)
 	switch group {
 	case "tp":

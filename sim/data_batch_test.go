@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"slices"
 	"testing"
@@ -28,7 +29,7 @@ func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *Plan {
 	}
 	prec, _ := LookupPrecision(precision)
 	rt, _ := LookupRuntime("cuda")
-	dev, _ := LookupDevice("H100")
+	dev, _ := hw.LookupDevice("H100")
 	return &Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
 		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
 }

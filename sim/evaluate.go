@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"strings"
 )
@@ -85,7 +86,7 @@ func (s States) pagedBytes(plan *Plan) int64 {
 // caching allocator per handle and stream (aten/src/ATen/cuda/
 // CublasHandlePool.cpp, getChosenWorkspaceSize): 4096 KiB * 8 on Hopper and
 // newer, 4096 KiB * 2 + 16 KiB * 8 before.
-func cublasWorkspace(d Device) int64 {
+func cublasWorkspace(d hw.Device) int64 {
 	n := strings.ToUpper(d.Name)
 	if strings.HasPrefix(n, "H1") || strings.HasPrefix(n, "H2") || strings.HasPrefix(n, "B") || strings.HasPrefix(n, "GB") {
 		return 4096 * 1024 * 8

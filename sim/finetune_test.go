@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"strings"
 	"testing"
 )
@@ -52,7 +53,7 @@ func tinyPlan(t *testing.T, m *Model) *Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := LookupDevice("A100-80GB")
+	dev, err := hw.LookupDevice("A100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}

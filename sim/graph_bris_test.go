@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, ph
 	}
 	prec, _ := LookupPrecision("fp16-mixed")
 	rt, _ := LookupRuntime("cuda")
-	dev, _ := LookupDevice("H200")
+	dev, _ := hw.LookupDevice("H200")
 	return &Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
 		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: phase,
 		Runtime: rt, ExpandableSegments: true}

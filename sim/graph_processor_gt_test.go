@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"strings"
 	"testing"
 )
@@ -19,7 +20,7 @@ func gtProcessorPlan(t *testing.T, precision string, evalChunks int64, phase str
 		Segments: 1, EvalChunks: evalChunks, QKNorm: true}
 	prec, _ := LookupPrecision(precision)
 	rt, _ := LookupRuntime("cuda")
-	dev, _ := LookupDevice("H100")
+	dev, _ := hw.LookupDevice("H100")
 	return &Plan{Model: &Model{Name: "p", Layers: []Layer{proc}, Loss: "mse", InputDim: 8}, Batch: 1, Seq: 10, GradAccum: 1,
 		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: phase, Runtime: rt}
 }

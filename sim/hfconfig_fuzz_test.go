@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,7 @@ func fuzzSimulate(t *testing.T, m *Model) {
 	t.Helper()
 	prec, _ := LookupPrecision("bf16-mixed")
 	rt, _ := LookupRuntime("cuda")
-	dev, _ := LookupDevice("H100-80GB")
+	dev, _ := hw.LookupDevice("H100-80GB")
 	p := &Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec, Runtime: rt,
 		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Phase: "train", Device: dev}
 	if m.Points > 0 {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,7 +242,7 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 				for _, prec := range []Precision{fp32, mixed} {
 					plan := &Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
 						Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "full", Every: 1}, Runtime: rt,
-						Device: Device{Name: "test", Memory: 1 << 40}}
+						Device: hw.Device{Name: "test", Memory: 1 << 40}}
 					rep, err := Evaluate(plan, Options{})
 					if err != nil {
 						t.Fatalf("%s %s %s %s: %v", name, attn, arch, prec.Name, err)
@@ -264,7 +265,7 @@ func TestHFLearnedPositionsLimit(t *testing.T) {
 	}
 	fp32, _ := LookupPrecision("fp32")
 	plan := &Plan{Model: m, Batch: 1, Seq: 2048, GradAccum: 1, Members: 1, Precision: fp32,
-		Optimizer: Optimizer{Kind: "adamw"}, Device: Device{Name: "test", Memory: 1 << 40}}
+		Optimizer: Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40}}
 	_, err = Evaluate(plan, Options{})
 	if err == nil || err.Error() != "wpe: seq=2048 exceeds the 1024 learned positions of this model" {
 		t.Errorf("error = %v", err)

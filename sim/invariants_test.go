@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ func randomCases(seed uint64, n int) []randomCase {
 		m := &Model{Name: "rand", Layers: []Layer{&Embedding{Rows: vocab, Dim: dim}, &Repeat{Layer: block, N: layers}, norm()},
 			Vocab: vocab, Loss: "cross_entropy", TieEmbeddings: r.IntN(2) == 0}
 		prec, _ := LookupPrecision(pick("fp32", "bf16-mixed", "fp16-mixed", "bf16"))
-		dev, _ := LookupDevice(pick("H100-80GB", "A100-40GB", "RTX-3090"))
+		dev, _ := hw.LookupDevice(pick("H100-80GB", "A100-40GB", "RTX-3090"))
 		rt, _ := LookupRuntime("cuda")
 		opt := Optimizer{Kind: pick("adamw", "adam", "sgd", "adamw8bit", "lion", "adafactor")}
 		if opt.Kind == "sgd" {

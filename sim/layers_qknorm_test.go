@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/hw"
+	"testing"
+)
 
 // Attention with QKNorm lowers as plain attention plus the two head norms. In fp32 on
 // CUDA each norm keeps its input (pow saves it: the projection's output,
@@ -15,7 +18,7 @@ func TestQKNormAttentionSaves(t *testing.T) {
 	saved := func(l Layer) int64 {
 		m := &Model{Name: "attn", Layers: []Layer{l}, Loss: "none", InputDim: 128, InputGrad: true}
 		rep, err := Evaluate(&Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: fp32,
-			Optimizer: Optimizer{Kind: "sgd"}, Runtime: rt, Device: Device{Name: "test", Memory: 1 << 40}}, Options{})
+			Optimizer: Optimizer{Kind: "sgd"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +48,7 @@ func TestQKNormAttentionTP(t *testing.T) {
 	rt, _ := LookupRuntime("cuda")
 	for _, sp := range []bool{false, true} {
 		plan := &Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: mixed, Runtime: rt,
-			Optimizer: Optimizer{Kind: "adamw"}, Device: Device{Name: "test", Memory: 1 << 40},
+			Optimizer: Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40},
 			Parallel: Parallelism{TP: 2, SequenceParallel: sp}}
 		if _, err := Evaluate(plan, Options{}); err != nil {
 			t.Fatalf("sp=%t: %v", sp, err)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"math"
 	"strings"
@@ -58,7 +59,7 @@ import (
 //     and bias are lowered on every linear, but the prefix projection of
 //     the adapter prompt goes through the plain qkv weight (no v2 scale).
 func TestLitGPTResourceTable(t *testing.T) {
-	dev, err := LookupDevice("A100-40GB")
+	dev, err := hw.LookupDevice("A100-40GB")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,7 @@ func membersPlan(t *testing.T, mode string) *Plan {
 	}}
 	prec, _ := LookupPrecision("bf16-mixed")
 	rt, _ := LookupRuntime("cuda")
-	dev, _ := LookupDevice("H200")
+	dev, _ := hw.LookupDevice("H200")
 	return &Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 2, MembersMode: mode, Precision: prec,
 		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"strings"
 )
@@ -389,7 +390,7 @@ func (r *replay) checkHost(rep *Report) error {
 		return nil
 	}
 	gpus := max(r.plan.Cluster.GPUsPerNode, 1)
-	if r.plan.Cluster.GPUsPerNode == 0 && r.plan.Parallel.GPUs() < defaultGPUsPerNode {
+	if r.plan.Cluster.GPUsPerNode == 0 && r.plan.Parallel.GPUs() < hw.DefaultGPUsPerNode {
 		gpus = r.plan.Parallel.GPUs()
 	}
 	need := rep.HostMemory * gpus

@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/hw"
+	"testing"
+)
 
 // Saved-activation bytes measured by shared/oracle (PyTorch 1.13 on CPU,
 // saved_tensors_hooks, storages deduplicated, class "activation" including
@@ -107,7 +110,7 @@ func oraclePlan(t testing.TB, c oracleCase) *Plan {
 	return &Plan{
 		Model: m, Batch: c.b, Seq: c.s, GradAccum: 1, Members: 1, Precision: p,
 		Optimizer: Optimizer{Kind: "adamw", Impl: "for-loop"}, Checkpoint: ck, Runtime: rt,
-		Device: Device{Name: "cpu", Memory: 1 << 40},
+		Device: hw.Device{Name: "cpu", Memory: 1 << 40},
 	}
 }
 

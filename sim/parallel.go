@@ -42,19 +42,6 @@ type Parallelism struct {
 	DistributedOptimizer bool
 }
 
-// Cluster is the machines a plan runs on: Nodes of GPUsPerNode GPUs,
-// with the GPU-to-GPU bandwidth inside a node (IntraGBps, NVLink) and
-// between nodes (InterGBps, per GPU), GB/s per direction. Zero bandwidths
-// mean "take them from the GPU and a typical fabric" (the time model).
-// The zero value means: as many 8-GPU nodes as the layout needs.
-type Cluster struct {
-	Nodes, GPUsPerNode   int64
-	IntraGBps, InterGBps float64
-}
-
-// defaultGPUsPerNode is an HGX/DGX node.
-const defaultGPUsPerNode = 8
-
 // norm fills defaults: degrees 1, schedule 1f1b, one virtual stage.
 func (p Parallelism) norm() Parallelism {
 	for _, d := range []*int64{&p.DP, &p.TP, &p.PP, &p.CP, &p.EP, &p.VirtualStages} {
@@ -126,20 +113,6 @@ func (p Parallelism) String() string {
 		parts = append(parts, "distributed_optimizer=True")
 	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
-}
-
-// nodes is the node count of the cluster, derived when not given.
-func (c Cluster) norm(gpus int64) Cluster {
-	if c.GPUsPerNode == 0 {
-		c.GPUsPerNode = defaultGPUsPerNode
-		if gpus < c.GPUsPerNode && c.Nodes <= 1 {
-			c.GPUsPerNode = max(gpus, 1)
-		}
-	}
-	if c.Nodes == 0 {
-		c.Nodes = (gpus + c.GPUsPerNode - 1) / c.GPUsPerNode
-	}
-	return c
 }
 
 // microBatches is the micro-batch count per step and pipeline.
@@ -216,7 +189,7 @@ func (p *Plan) validateParallel() error {
 	}
 	gpus := par.GPUs()
 	if c := p.Cluster; c.Nodes > 0 || c.GPUsPerNode > 0 {
-		cl := c.norm(gpus)
+		cl := c.Norm(gpus)
 		if have := cl.Nodes * cl.GPUsPerNode; have != gpus {
 			return &units.Error{Path: "parallel",
 				Msg:  fmt.Sprintf("dp*tp*pp*cp = %d but the cluster has %d GPUs", gpus, have),

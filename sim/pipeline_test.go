@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"strings"
 	"testing"
@@ -97,22 +98,22 @@ func TestLayoutErrors(t *testing.T) {
 	}, Vocab: 32256}
 	for _, tc := range []struct {
 		par     Parallelism
-		cluster Cluster
+		cluster hw.Cluster
 		want    string
 	}{
-		{Parallelism{TP: 3}, Cluster{}, "tp=3 does not divide 32 attention heads"},
-		{Parallelism{DP: 3, TP: 4}, Cluster{Nodes: 2, GPUsPerNode: 8}, "dp*tp*pp*cp = 12 but the cluster has 16 GPUs"},
-		{Parallelism{DP: 6, EP: 3}, Cluster{}, "ep=3 does not divide 8 experts"},
-		{Parallelism{DP: 4, EP: 3}, Cluster{}, "ep=3 does not divide dp=4"},
-		{Parallelism{TP: 5}, Cluster{}, "tp=5 does not divide 32 attention heads"},
-		{Parallelism{PP: 3}, Cluster{}, "pp=3 does not divide 32 layers"},
-		{Parallelism{PP: 4, VirtualStages: 3, MicroBatches: 8}, Cluster{}, "pp*virtual_stages = 12 does not divide 32 layers"},
-		{Parallelism{DP: 2, Zero: 4}, Cluster{}, "zero must be 0, 1, 2 or 3 (got 4)"},
-		{Parallelism{DP: 2, Zero: 3, FSDP: true}, Cluster{}, "fsdp=True and zero=3 are alternatives"},
-		{Parallelism{PP: 2, Zero: 3}, Cluster{}, "zero=3 cannot be combined with pp=2"},
-		{Parallelism{CP: 3}, Cluster{}, "cp=3 does not divide seq 2048"},
-		{Parallelism{Schedule: "gpipe"}, Cluster{}, `unknown schedule "gpipe"`},
-		{Parallelism{TP: -1}, Cluster{}, "tp must be positive (got -1)"},
+		{Parallelism{TP: 3}, hw.Cluster{}, "tp=3 does not divide 32 attention heads"},
+		{Parallelism{DP: 3, TP: 4}, hw.Cluster{Nodes: 2, GPUsPerNode: 8}, "dp*tp*pp*cp = 12 but the cluster has 16 GPUs"},
+		{Parallelism{DP: 6, EP: 3}, hw.Cluster{}, "ep=3 does not divide 8 experts"},
+		{Parallelism{DP: 4, EP: 3}, hw.Cluster{}, "ep=3 does not divide dp=4"},
+		{Parallelism{TP: 5}, hw.Cluster{}, "tp=5 does not divide 32 attention heads"},
+		{Parallelism{PP: 3}, hw.Cluster{}, "pp=3 does not divide 32 layers"},
+		{Parallelism{PP: 4, VirtualStages: 3, MicroBatches: 8}, hw.Cluster{}, "pp*virtual_stages = 12 does not divide 32 layers"},
+		{Parallelism{DP: 2, Zero: 4}, hw.Cluster{}, "zero must be 0, 1, 2 or 3 (got 4)"},
+		{Parallelism{DP: 2, Zero: 3, FSDP: true}, hw.Cluster{}, "fsdp=True and zero=3 are alternatives"},
+		{Parallelism{PP: 2, Zero: 3}, hw.Cluster{}, "zero=3 cannot be combined with pp=2"},
+		{Parallelism{CP: 3}, hw.Cluster{}, "cp=3 does not divide seq 2048"},
+		{Parallelism{Schedule: "gpipe"}, hw.Cluster{}, `unknown schedule "gpipe"`},
+		{Parallelism{TP: -1}, hw.Cluster{}, "tp must be positive (got -1)"},
 	} {
 		p := distPlan(t, llama, "megatron", tc.par)
 		p.Seq = 2048

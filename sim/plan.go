@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -18,11 +19,11 @@ type Plan struct {
 	Checkpoint  Checkpoint
 	LoRA        *LoRA
 	Quant       string // "", nf4, nf4-dq, int8 (frozen base weights)
-	Device      Device
+	Device      hw.Device
 	Phase       string // train | eval
 	Runtime     Runtime
 	Parallel    Parallelism // distributed layout (parallel.go); zero value = one GPU
-	Cluster     Cluster     // the machines (parallel.go); zero value = 8-GPU nodes
+	Cluster     hw.Cluster  // the machines (parallel.go); zero value = 8-GPU nodes
 
 	// Fine-tuning and memory savers (finetune.go).
 	QuantLMHead    bool        // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit

@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/hw"
+	"testing"
+)
 
 // A hand-checked step: one fp32 Linear(1024 -> 4096) with an MSE loss,
 // AdamW (foreach) on a device with the pre-Hopper cuBLAS workspace.
@@ -9,7 +12,7 @@ func TestReplayLinearByHand(t *testing.T) {
 	m := &Model{Name: "lin", Layers: []Layer{&Linear{In: 1024, Out: 4096}}, Loss: "mse"}
 	plan := &Plan{Model: m, Batch: 2, Seq: 512, GradAccum: 1, Members: 1,
 		Precision: Precisions()[0], Optimizer: Optimizer{Kind: "adamw"},
-		Device: Device{Name: "test", Memory: 80 << 30}}
+		Device: hw.Device{Name: "test", Memory: 80 << 30}}
 	rep, err := Evaluate(plan, Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"sort"
 	"sync"
@@ -125,7 +126,7 @@ func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
 	}
 	if sp.GPUsPerNode <= 0 {
-		sp.GPUsPerNode = defaultGPUsPerNode
+		sp.GPUsPerNode = hw.DefaultGPUsPerNode
 		if c := base.Cluster; c.GPUsPerNode > 0 {
 			sp.GPUsPerNode = c.GPUsPerNode
 		}
@@ -281,7 +282,7 @@ func (sp SearchSpace) layout(base *Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh
 	p := *base
 	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, mbs, m, c
 	gpn := min(sp.GPUsPerNode, sp.GPUs)
-	p.Cluster = Cluster{Nodes: sp.GPUs / gpn, GPUsPerNode: gpn, IntraGBps: base.Cluster.IntraGBps, InterGBps: base.Cluster.InterGBps}
+	p.Cluster = hw.Cluster{Nodes: sp.GPUs / gpn, GPUsPerNode: gpn, IntraGBps: base.Cluster.IntraGBps, InterGBps: base.Cluster.InterGBps}
 	casts := ""
 	switch {
 	case par.FSDP && p.Precision.Autocast:

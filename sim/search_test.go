@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"runtime"
 	"sort"
@@ -18,7 +19,7 @@ func fastPathPlans() []*Plan {
 	add := func(m *Model, par Parallelism, mbs, ga int64, prec, ckpt string, gpus, gpn int64) {
 		p := llamaPlan(m, mbs, 2048, prec, ckpt, "H100-80GB")
 		p.Parallel, p.GradAccum = par, ga
-		p.Cluster = Cluster{Nodes: max(gpus/gpn, 1), GPUsPerNode: min(gpn, gpus)}
+		p.Cluster = hw.Cluster{Nodes: max(gpus/gpn, 1), GPUsPerNode: min(gpn, gpus)}
 		out = append(out, p)
 	}
 	add(llama, Parallelism{}, 1, 1, "bf16-mixed", "none", 1, 8)

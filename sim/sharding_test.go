@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/hw"
+	"testing"
+)
 
 // linearStack is n blocks of two bias-free linears (d -> f -> d): every
 // parameter is a large matrix, so ZeRO-3 keeps none whole and the model
@@ -20,7 +23,7 @@ func distPlan(t testing.TB, m *Model, precision string, par Parallelism) *Plan {
 		t.Fatal(err)
 	}
 	rt, _ := LookupRuntime("cuda")
-	dev, err := LookupDevice("H100-80GB")
+	dev, err := hw.LookupDevice("H100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"strings"
 	"testing"
@@ -129,7 +130,7 @@ func fuzzPlan(m *Model, batch, seq int64, planOpt uint8) *Plan {
 	precs := []string{"fp32", "bf16-mixed", "fp16-mixed", "bf16"}
 	prec, _ := LookupPrecision(precs[planOpt%4])
 	rt, _ := LookupRuntime("cuda")
-	dev, _ := LookupDevice("H100-80GB")
+	dev, _ := hw.LookupDevice("H100-80GB")
 	ckpt := []string{"none", "full", "selective", "none"}[(planOpt>>2)%4]
 	ck, _ := ParseCheckpoint(ckpt)
 	p := &Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1 + int64(planOpt>>4&1), Members: 1,

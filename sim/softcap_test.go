@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"strings"
 	"testing"
 )
@@ -20,7 +21,7 @@ func TestGemma2Softcap(t *testing.T) {
 			t.Fatal(err)
 		}
 		prec, _ := LookupPrecision("bf16")
-		dev, _ := LookupDevice("H100-80GB")
+		dev, _ := hw.LookupDevice("H100-80GB")
 		rt, _ := LookupRuntime("cuda")
 		p := &Plan{Model: m, Batch: 1, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
 			Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: "train"}

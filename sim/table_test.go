@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func ngramModel(rowsPerHead int64, grad, placement string, pad bool) *Model {
 // on an RTX 3090 whose host link is the story's measured 25 GB/s.
 func ngramPlan(t *testing.T, rowsPerHead int64, grad, placement string, pad bool) *Plan {
 	t.Helper()
-	dev, err := LookupDevice("RTX-3090")
+	dev, err := hw.LookupDevice("RTX-3090")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The compute part of the time model: a roofline per op of the replayed
 // program, with efficiency terms per op class. Communication, pipeline
@@ -34,7 +37,7 @@ type ComputeTime struct {
 }
 
 // peakFLOPS is the dense peak for matmuls in dtype dt, FLOP/s.
-func peakFLOPS(d Device, dt units.DType) float64 {
+func peakFLOPS(d hw.Device, dt units.DType) float64 {
 	switch dt {
 	case units.FP32:
 		if d.FP32TFLOPS > 0 {
@@ -52,7 +55,7 @@ func peakFLOPS(d Device, dt units.DType) float64 {
 }
 
 // opTime is the forward and backward time of one op on device d.
-func opTime(op *opInfo, prog *program, d Device) (fwd, bwd float64) {
+func opTime(op *opInfo, prog *program, d hw.Device) (fwd, bwd float64) {
 	mem := op.bytes / (d.HBMGBps * 1e9 * memoryEfficiency)
 	if d.HBMGBps <= 0 {
 		mem = 0
@@ -78,7 +81,7 @@ func opTime(op *opInfo, prog *program, d Device) (fwd, bwd float64) {
 // the recompute of checkpointed regions, and the optimizer's HBM traffic.
 // attn is the attention kernels' share of forward, backward and recompute
 // (context parallelism hides its ring exchange behind them).
-func computeTime(prog *program, d Device, recomputed []bool, optimizerBytes int64) (t ComputeTime, attn float64) {
+func computeTime(prog *program, d hw.Device, recomputed []bool, optimizerBytes int64) (t ComputeTime, attn float64) {
 	fwdOf := make([]float64, len(prog.ops))
 	for i := range prog.ops {
 		f, b := opTime(&prog.ops[i], prog, d)

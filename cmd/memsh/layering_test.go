@@ -17,6 +17,7 @@ import (
 var layers = map[string]int{
 	"sim/units":     0,
 	"sim/alloc":     1,
+	"sim/hw":        1,
 	"sim":           10,
 	"stdlib":        0,
 	"jsondoc":       0,

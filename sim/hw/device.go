@@ -1,4 +1,4 @@
-package sim
+package hw
 
 // Device describes one accelerator model. Memory is what the driver reports
 // as total memory (torch.cuda.get_device_properties().total_memory), which
