@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/search"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -45,7 +45,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	var gpu, precision, optimizer starlark.Value = starlark.String("H100-80GB"), starlark.String("bf16-mixed"), nil
 	var gpn starlark.Value = starlark.MakeInt(8)
 	var tp, pp, cp, ep, sharding, mbs, ckpt, virtual starlark.Value
-	maxLayouts := int64(sim.DefaultMaxLayouts)
+	maxLayouts := int64(search.DefaultMaxLayouts)
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model", &model, "gpus?", &gpus, "gpu?", &gpu,
 		"seq?", &seq, "global_batch?", &globalBatch, "precision?", &precision, "optimizer?", &optimizer,
 		"nodes?", &nodes, "gpus_per_node?", &gpn, "top?", &top, "tp?", &tp, "pp?", &pp, "cp?", &cp, "ep?", &ep,
@@ -56,7 +56,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if maxLayouts < 1 {
 		return nil, fmt.Errorf("max_layouts must be at least 1 (got %d)", maxLayouts)
 	}
-	sp := sim.SearchSpace{MaxLayouts: int(min(maxLayouts, 1<<30)), Workers: runtime.GOMAXPROCS(0)}
+	sp := search.SearchSpace{MaxLayouts: int(min(maxLayouts, 1<<30)), Workers: runtime.GOMAXPROCS(0)}
 	var err error
 	if sp.GPUsPerNode, err = AsInt64(gpn, "gpus_per_node"); err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		bar.setTotal(total)
 		bar.set(done)
 	}
-	res, err := sim.Search(ctx, base.SimPlan(), sp)
+	res, err := search.Search(ctx, base.SimPlan(), sp)
 	bar.finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -23,7 +23,7 @@ func (b *builder) buffer(name string, shape []int64, dt units.DType, why string)
 }
 
 // setupBuffers allocates the model's buffers with its parameters.
-func (r *replay) setupBuffers() {
+func (r *Replay) setupBuffers() {
 	for _, bf := range r.p.buffers {
 		n := bf.dtype.Bytes(numel(bf.shape))
 		r.allocate(Alloc{Tensor: bf.name, Shape: bf.shape, DType: bf.dtype, Bytes: n, Why: bf.why, Cat: CatParams})

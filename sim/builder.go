@@ -4,7 +4,7 @@ import "github.com/memsh/memsh/sim/units"
 
 // builder lowers layers into a program for one micro-batch.
 type builder struct {
-	p      *program
+	p      *Program
 	batch  int64 // sequences (or samples) in the micro-batch
 	seq    int64 // tokens per sequence (1 for non-sequence models)
 	prec   Precision
@@ -50,14 +50,14 @@ func (b *builder) name(n string) string {
 	return b.prefix + "." + n
 }
 
-func (b *builder) val(v Value) *valueInfo { return &b.p.values[v] }
+func (b *builder) val(v Value) *valueInfo { return &b.p.Values[v] }
 
-func (b *builder) shape(v Value) []int64 { return b.p.values[v].shape }
+func (b *builder) shape(v Value) []int64 { return b.p.Values[v].shape }
 
-func (b *builder) dtype(v Value) units.DType { return b.p.values[v].dtype }
+func (b *builder) dtype(v Value) units.DType { return b.p.Values[v].dtype }
 
 func (b *builder) last(v Value) int64 {
-	s := b.p.values[v].shape
+	s := b.p.Values[v].shape
 	return s[len(s)-1]
 }
 
@@ -91,49 +91,49 @@ func (b *builder) param(name string, shape []int64, role string) int32 {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
 	trainable = b.ft.paramTrainable(b.name(name), role, trainable, b.eval) // freeze.go
-	b.p.params = append(b.p.params, paramInfo{
-		name: b.name(name), shape: shape, numel: n, fullNumel: n,
-		trainable: trainable, role: role, tiedTo: -1,
+	b.p.Params = append(b.p.Params, ParamInfo{
+		Name: b.name(name), shape: shape, Numel: n, fullNumel: n,
+		Trainable: trainable, Role: role, TiedTo: -1,
 	})
-	return int32(len(b.p.params) - 1)
+	return int32(len(b.p.Params) - 1)
 }
 
 // adapterParam registers a trainable parameter that stays trainable under LoRA.
 func (b *builder) adapterParam(name string, shape []int64, role string) int32 {
 	i := b.param(name, shape, role)
-	b.p.params[i].trainable = !b.eval
+	b.p.Params[i].Trainable = !b.eval
 	return i
 }
 
 func (b *builder) trainable(pi int32) bool {
-	p := &b.p.params[pi]
-	if p.tiedTo >= 0 {
-		return b.p.params[p.tiedTo].trainable
+	p := &b.p.Params[pi]
+	if p.TiedTo >= 0 {
+		return b.p.Params[p.TiedTo].Trainable
 	}
-	return p.trainable
+	return p.Trainable
 }
 
 // addOp appends an op reading ins and params and returns its index.
 func (b *builder) addOp(kind, name string, ins []Value, params ...int32) int32 {
-	if len(b.p.ops) >= maxOps {
+	if len(b.p.Ops) >= maxOps {
 		panic(lowerError{opsError()}) // checked.go
 	}
-	b.p.ops = append(b.p.ops, opInfo{
-		name: b.name(name), kind: kind, in: ins, params: params, region: b.region,
+	b.p.Ops = append(b.p.Ops, opInfo{
+		name: b.name(name), Kind: kind, in: ins, params: params, Region: b.region,
 	})
-	return int32(len(b.p.ops) - 1)
+	return int32(len(b.p.Ops) - 1)
 }
 
-func (b *builder) op(i int32) *opInfo { return &b.p.ops[i] }
+func (b *builder) op(i int32) *opInfo { return &b.p.Ops[i] }
 
 // out adds an output of op i. It requires grad when an input does or the op
 // reads a trainable parameter.
 func (b *builder) out(i int32, name string, shape []int64, dt units.DType, why string) Value {
-	o := &b.p.ops[i]
+	o := &b.p.Ops[i]
 	grad := false
 	if !b.eval && dt.Float() {
 		for _, v := range o.in {
-			if b.p.values[v].grad {
+			if b.p.Values[v].grad {
 				grad = true
 			}
 		}
@@ -143,16 +143,16 @@ func (b *builder) out(i int32, name string, shape []int64, dt units.DType, why s
 			}
 		}
 	}
-	b.p.values = append(b.p.values, valueInfo{
-		name: b.name(name), shape: shape, dtype: dt, bytes: dt.Bytes(numel(shape)),
-		grad: grad, cat: CatActivations, producer: i, why: why,
+	b.p.Values = append(b.p.Values, valueInfo{
+		name: b.name(name), shape: shape, dtype: dt, Bytes: dt.Bytes(numel(shape)),
+		grad: grad, Cat: CatActivations, producer: i, why: why,
 	})
-	v := Value(len(b.p.values) - 1)
+	v := Value(len(b.p.Values) - 1)
 	o.out = append(o.out, v)
 	if o.bytes == 0 {
-		o.bytes = float64(b.p.values[v].bytes)
+		o.bytes = float64(b.p.Values[v].Bytes)
 	} else {
-		o.bytes += float64(b.p.values[v].bytes)
+		o.bytes += float64(b.p.Values[v].Bytes)
 	}
 	return v
 }
@@ -162,10 +162,10 @@ func (b *builder) save(i int32, vs ...Value) {
 	if b.eval {
 		return
 	}
-	o := &b.p.ops[i]
+	o := &b.p.Ops[i]
 	recorded := false // autograd records the op only when an output requires grad
 	for _, v := range o.out {
-		recorded = recorded || b.p.values[v].grad
+		recorded = recorded || b.p.Values[v].grad
 	}
 	if !recorded {
 		return
@@ -178,7 +178,7 @@ func (b *builder) save(i int32, vs ...Value) {
 		}
 	}
 	for _, v := range vs {
-		if v == noValue {
+		if v == NoValue {
 			continue
 		}
 		dup := false
@@ -198,7 +198,7 @@ func (b *builder) save(i int32, vs ...Value) {
 	}
 }
 
-func (b *builder) grad(v Value) bool { return b.p.values[v].grad }
+func (b *builder) grad(v Value) bool { return b.p.Values[v].grad }
 
 // cast returns x in dtype dt, adding a copy op when it differs (aten::_to_copy,
 // which saves nothing for backward).
@@ -208,12 +208,12 @@ func (b *builder) cast(x Value, dt units.DType, why string) Value {
 	}
 	i := b.addOp("cast", "to_"+dt.Name(), []Value{x})
 	y := b.out(i, b.lastName(x)+"."+dt.Name(), b.shape(x), dt, why)
-	b.op(i).bytes += float64(b.val(x).bytes)
+	b.op(i).bytes += float64(b.val(x).Bytes)
 	return y
 }
 
 func (b *builder) lastName(v Value) string {
-	n := b.p.values[v].name
+	n := b.p.Values[v].name
 	for i := len(n) - 1; i >= 0; i-- {
 		if n[i] == '.' {
 			return n[i+1:]
@@ -239,11 +239,11 @@ func (b *builder) beginRegion(name string) func() {
 	if b.region != 0 || b.eval {
 		return func() {}
 	}
-	b.p.regions = append(b.p.regions, region{name: b.name(name), first: int32(len(b.p.ops))})
+	b.p.regions = append(b.p.regions, region{name: b.name(name), first: int32(len(b.p.Ops))})
 	id := int32(len(b.p.regions))
 	b.region = id
 	return func() {
-		b.p.regions[id-1].end = int32(len(b.p.ops))
+		b.p.regions[id-1].end = int32(len(b.p.Ops))
 		b.region = 0
 	}
 }

@@ -79,7 +79,7 @@ func layerFLOPsRatio(t *testing.T, p *Plan, n int64) float64 {
 		q := *p
 		q.Parallel = Parallelism{}
 		q.Model = llamaModel(16384, layers, 128, 8, 53248, 128256, "flash")
-		prog, err := q.lowerProgram()
+		prog, err := q.LowerProgram()
 		if err != nil {
 			t.Fatal(err)
 		}

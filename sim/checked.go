@@ -11,12 +11,12 @@ import (
 // micro-batches of the step, so that per-step totals (collectives run per
 // micro-batch, traffic) cannot overflow either. Each tensor's count was
 // already checked by numel.
-func (p *program) checkTotals(plan *Plan) error {
+func (p *Program) checkTotals(plan *Plan) error {
 	var params, values int64
 	ok := true
-	for i := range p.params {
+	for i := range p.Params {
 		if ok {
-			params, ok = units.AddChecked64(params, p.params[i].fullNumel, units.MaxElements)
+			params, ok = units.AddChecked64(params, p.Params[i].fullNumel, units.MaxElements)
 		}
 	}
 	if ok {
@@ -24,23 +24,23 @@ func (p *program) checkTotals(plan *Plan) error {
 	}
 	if !ok {
 		var n float64
-		for i := range p.params {
-			n += float64(p.params[i].fullNumel)
+		for i := range p.Params {
+			n += float64(p.Params[i].fullNumel)
 		}
 		return &units.Error{Msg: fmt.Sprintf("%.3g parameters are more than memsh can count in bytes (at most %.3g)", n, float64(units.MaxBytes/units.ParamCopiesBound)),
 			Hint: hintParams}
 	}
-	for i := range p.values {
+	for i := range p.Values {
 		if ok {
-			values, ok = units.AddChecked64(values, p.values[i].bytes, units.MaxBytes)
+			values, ok = units.AddChecked64(values, p.Values[i].Bytes, units.MaxBytes)
 		}
 	}
-	for i := range p.ops {
+	for i := range p.Ops {
 		if ok {
-			values, ok = units.AddChecked64(values, max(p.ops[i].workF, 0), units.MaxBytes)
+			values, ok = units.AddChecked64(values, max(p.Ops[i].workF, 0), units.MaxBytes)
 		}
 		if ok {
-			values, ok = units.AddChecked64(values, max(p.ops[i].workB, 0), units.MaxBytes)
+			values, ok = units.AddChecked64(values, max(p.Ops[i].workB, 0), units.MaxBytes)
 		}
 	}
 	var total int64
@@ -52,7 +52,7 @@ func (p *program) checkTotals(plan *Plan) error {
 		return &units.Error{Msg: "the step's tensors add up to more bytes than memsh can count (4 EiB)",
 			Hint: units.HintTensor}
 	}
-	mbs := max(plan.GradAccum, plan.microBatches()*max(plan.Parallel.VirtualStages, 1), 1)
+	mbs := max(plan.GradAccum, plan.MicroBatches()*max(plan.Parallel.VirtualStages, 1), 1)
 	if _, ok := units.MulChecked64(total, mbs, units.MaxBytes); !ok {
 		return &units.Error{Msg: fmt.Sprintf("%d micro-batches of this step move more bytes than memsh can count (4 EiB)", mbs),
 			Hint: hintMicroBatches}
@@ -105,7 +105,7 @@ const maxParamTensors = 200_000
 // reserveParams stops the lowering when n more parameter tensors would
 // pass maxParamTensors.
 func (b *builder) reserveParams(n int64) {
-	if n < 0 || n > maxParamTensors-int64(len(b.p.params)) {
+	if n < 0 || n > maxParamTensors-int64(len(b.p.Params)) {
 		panic(lowerError{&units.Error{Path: b.name(""), Msg: fmt.Sprintf("more than %d parameter tensors (one per expert, table head and layer copy), more than memsh simulates", maxParamTensors),
 			Hint: hintOps}})
 	}
@@ -238,9 +238,9 @@ func lowerAlone(l Layer) (int64, error) {
 		return l.Params(), nil
 	}
 	var n int64
-	for i := range prog.params {
-		if prog.params[i].tiedTo < 0 {
-			n += prog.params[i].fullNumel // checkTotals bounded the sum
+	for i := range prog.Params {
+		if prog.Params[i].TiedTo < 0 {
+			n += prog.Params[i].fullNumel // checkTotals bounded the sum
 		}
 	}
 	return n, nil

@@ -57,14 +57,14 @@ func (b *builder) chunkedHeadLoss(x Value, vocab int64, bias bool, o headLoss, t
 	quant := b.quantizes("lm_head")
 	w, params = b.linearParams("lm_head", in, vocab, bias)
 	if tiedTo >= 0 {
-		b.p.params[w].tiedTo = tiedTo
+		b.p.Params[w].TiedTo = tiedTo
 		quant = false
 	}
 	if quant {
 		if b.trainable(w) {
 			panic(lowerError{&units.Error{Path: b.name(""), Msg: "lm_head is trainable but quant_lm_head stores it quantized", Hint: "freeze it (freeze=[\"lm_head\"])"}})
 		}
-		b.p.params[w].quant = b.ft.quant
+		b.p.Params[w].quant = b.ft.quant
 	}
 	lengths := o.chunkLengths(seq)
 	logits := make([]Value, len(lengths))
@@ -139,7 +139,7 @@ func (b *builder) headChunk(w int32, params []int32, xin Value, in, out int64, s
 	dt := b.dtype(xin)
 	wv := b.weight(w, dt)
 	ins := []Value{xin}
-	if wv != noValue {
+	if wv != NoValue {
 		ins = append(ins, wv)
 	}
 	i := b.addOp("matmul", "", ins, params...)
@@ -150,7 +150,7 @@ func (b *builder) headChunk(w int32, params []int32, xin Value, in, out int64, s
 	if b.grad(xin) {
 		b.save(i, wv)
 	}
-	b.op(i).flops = 2 * float64(numel(shape[:len(shape)-1])) * float64(in) * float64(out)
+	b.op(i).Flops = 2 * float64(numel(shape[:len(shape)-1])) * float64(in) * float64(out)
 	b.op(i).bytes += float64(dt.Bytes(numel(shape)/out*in)) + float64(dt.Bytes(in*out))
 	return y
 }
@@ -160,8 +160,8 @@ func (b *builder) headChunk(w int32, params []int32, xin Value, in, out int64, s
 func (b *builder) quantMatmulChunk(w int32, params []int32, xin Value, in, out int64, shape []int64) Value {
 	y := b.quantMatmul(w, params, xin, in, out)
 	v := b.val(y)
-	v.shape, v.bytes = shape, v.dtype.Bytes(numel(shape))
-	b.op(int32(len(b.p.ops) - 1)).flops = 2 * float64(numel(shape[:len(shape)-1])) * float64(in) * float64(out)
+	v.shape, v.Bytes = shape, v.dtype.Bytes(numel(shape))
+	b.op(int32(len(b.p.Ops) - 1)).Flops = 2 * float64(numel(shape[:len(shape)-1])) * float64(in) * float64(out)
 	return y
 }
 
@@ -172,7 +172,7 @@ func (b *builder) castChunk(i int, l Value) Value {
 	}
 	c := b.addOp("cast", "to_fp32_"+itoa(int64(i)), []Value{l})
 	y := b.out(c, "logits_fp32."+itoa(int64(i)), b.shape(l), units.FP32, "logits chunk upcast to fp32")
-	b.op(c).bytes += float64(b.val(l).bytes)
+	b.op(c).bytes += float64(b.val(l).Bytes)
 	return y
 }
 
@@ -189,8 +189,8 @@ func (b *builder) chunkCE(i int, l Value, batch, n, vocab int64, perToken bool) 
 		loss = b.out(ic, "loss."+itoa(int64(i)), nil, units.FP32, "loss of a chunk")
 	}
 	b.save(ic, lsm)
-	b.op(ic).workB = b.val(lsm).bytes
-	b.op(ic).flops = 5 * float64(batch*n*vocab)
+	b.op(ic).workB = b.val(lsm).Bytes
+	b.op(ic).Flops = 5 * float64(batch*n*vocab)
 	return loss
 }
 
@@ -291,8 +291,8 @@ func (ft *finetune) chunkHead(m *Model) bool {
 func (b *builder) chunkedModelLoss(m *Model, x Value) Value {
 	tied := int32(-1)
 	if m.tied() {
-		for pi := range b.p.params {
-			if b.p.params[pi].role == "embed" {
+		for pi := range b.p.Params {
+			if b.p.Params[pi].Role == "embed" {
 				tied = int32(pi)
 				break
 			}

@@ -12,7 +12,7 @@ import (
 // commRecord is one collective of a micro-batch, as the lowering meets it.
 type commRecord struct {
 	kind     string // all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
-	group    string // tp | cp | ep | pp | dp | edp
+	Group    string // tp | cp | ep | pp | dp | edp
 	bytes    int64  // message size: the full tensor reduced, gathered or scattered
 	backward bool
 }
@@ -63,7 +63,7 @@ type commGroup struct {
 // rank order (tp fastest, then cp, dp, pp): a group is inside a node when
 // its stride times its size fits the node.
 func (p *Plan) commGroups() []commGroup {
-	par := p.Parallel.norm()
+	par := p.Parallel.Norm()
 	cl := p.Cluster.Norm(par.GPUs())
 	gpn := cl.GPUsPerNode
 	var gs []commGroup
@@ -83,7 +83,7 @@ func (p *Plan) commGroups() []commGroup {
 // commOverheads are the NCCL buffers per communicator, outside PyTorch's
 // allocator. They are estimates: NCCL sizes them from the topology it
 // detects, the algorithms it connects and NCCL_BUFFSIZE.
-func (p *Plan) commOverheads() []Overhead {
+func (p *Plan) CommOverheads() []Overhead {
 	if !p.Parallel.Active() {
 		return nil
 	}
@@ -122,7 +122,7 @@ func (p *Plan) commOverheads() []Overhead {
 
 // groupSize is the number of ranks in a named group.
 func (p *Plan) groupSize(name string) int64 {
-	par := p.Parallel.norm()
+	par := p.Parallel.Norm()
 	switch name {
 	case "tp":
 		return par.TP
@@ -141,21 +141,21 @@ func (p *Plan) groupSize(name string) int64 {
 // commPerStep is every collective of one step: the lowering's records
 // times the micro-batches, plus the data-parallel gradient and parameter
 // traffic of the sharding mode.
-func (d *distState) commPerStep() []commRecord {
+func (d *distState) CommPerStep() []commRecord {
 	plan := d.plan
 	prec := plan.Precision
 	m := max(plan.GradAccum, 1)
 	copies := int64(1)
-	if st := plan.pipeStage; st != nil {
-		m = plan.microBatches() * d.par.VirtualStages
-		copies = int64(len(st.chunks))
+	if st := plan.PipeStage; st != nil {
+		m = plan.MicroBatches() * d.par.VirtualStages
+		copies = int64(len(st.Chunks))
 	}
 	var out []commRecord
-	for _, c := range d.p.comm {
+	for _, c := range d.p.Comm {
 		c.bytes = c.bytes * m / copies
 		out = append(out, c)
 	}
-	if plan.Phase == "eval" && d.mode != distZeRO && d.mode != distFSDP {
+	if plan.Phase == "eval" && d.Mode != DistZeRO && d.Mode != DistFSDP {
 		return out
 	}
 	perMB := max(plan.GradAccum, 1)
@@ -168,16 +168,16 @@ func (d *distState) commPerStep() []commRecord {
 			continue
 		}
 		grads, params := prec.Grads.Bytes(g.numel), prec.Params.Bytes(g.numel)
-		switch d.mode {
-		case distDDP:
+		switch d.Mode {
+		case DistDDP:
 			out = append(out, commRecord{"all_reduce", group, grads, true})
-		case distMegatron:
+		case DistMegatron:
 			if d.par.DistributedOptimizer {
 				out = append(out, commRecord{"reduce_scatter", group, grads, true}, commRecord{"all_gather", group, params, false})
 			} else {
 				out = append(out, commRecord{"all_reduce", group, grads, true})
 			}
-		case distZeRO:
+		case DistZeRO:
 			switch d.par.Zero {
 			case 1:
 				out = append(out, commRecord{"reduce_scatter", group, grads, true}, commRecord{"all_gather", group, params, false})
@@ -187,7 +187,7 @@ func (d *distState) commPerStep() []commRecord {
 				gathered := d.gatherDT.Bytes(g.numel)
 				out = append(out, commRecord{"all_gather", group, 2 * gathered * perMB, false}, commRecord{"reduce_scatter", group, grads * perMB, true})
 			}
-		case distFSDP:
+		case DistFSDP:
 			gathered := d.gatherDT.Bytes(g.numel)
 			out = append(out, commRecord{"all_gather", group, 2 * gathered * perMB, false}, commRecord{"reduce_scatter", group, grads * perMB, true})
 		}
@@ -220,9 +220,9 @@ func (d *distState) finishComm(rep *Report) {
 	}
 	by := map[string]int64{}
 	var net float64
-	for _, c := range d.commPerStep() {
+	for _, c := range d.CommPerStep() {
 		by[c.kind] += c.bytes
-		net += float64(c.bytes) * busFactor(c.kind, d.plan.groupSize(c.group))
+		net += float64(c.bytes) * busFactor(c.kind, d.plan.groupSize(c.Group))
 	}
 	kinds := make([]string, 0, len(by))
 	for k := range by {
@@ -242,10 +242,10 @@ func (d *distState) finishComm(rep *Report) {
 	// rank of an expert-parallel group holds experts/ep of each MoE.
 	if ep := d.par.EP; ep > 1 {
 		rep.TrainableParams = 0
-		for _, p := range d.p.params {
-			if p.trainable && p.tiedTo < 0 {
+		for _, p := range d.p.Params {
+			if p.Trainable && p.TiedTo < 0 {
 				n := p.fullNumel
-				if isExpertRole(p.role) {
+				if IsExpertRole(p.Role) {
 					n *= ep
 				}
 				rep.TrainableParams += n

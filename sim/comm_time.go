@@ -105,7 +105,7 @@ type groupLayout struct {
 // expert-parallel group and the rest, stride ep, the expert-data-parallel
 // group), then pp.
 func (p *Plan) layout(group string) groupLayout {
-	par := p.Parallel.norm()
+	par := p.Parallel.Norm()
 	gpn := p.Cluster.Norm(par.GPUs()).GPUsPerNode
 	size, stride := p.groupSize(group), int64(1)
 	switch group {
@@ -207,24 +207,24 @@ type commExposure struct {
 //     (deepspeed/runtime/zero/config.py, validator overlap_comm_valid), so
 //     at stages 1 and 2 the gradient reduction and the all-gather of the
 //     updated partitions are exposed.
-func (w *gpuWork) exposedComm(plan *Plan) commExposure {
+func (w *GpuWork) exposedComm(plan *Plan) commExposure {
 	var out commExposure
-	mb := w.mb
+	mb := w.Mb
 	rf := 0.0
 	if mb.Forward > 0 {
 		rf = mb.Recompute / mb.Forward
 	}
 	var tp, ep, cp float64
 	var ppBytes int64
-	for _, c := range w.mbComm {
-		if w.eval && c.backward {
+	for _, c := range w.MbComm {
+		if w.Eval && c.Backward {
 			continue
 		}
-		t := plan.collectiveSeconds(c.kind, c.group, c.bytes) * c.n
-		if !c.backward {
+		t := plan.collectiveSeconds(c.Kind, c.Group, c.Bytes) * c.N
+		if !c.Backward {
 			t *= 1 + rf
 		}
-		switch c.group {
+		switch c.Group {
 		case "tp":
 			tp += t
 		case "ep":
@@ -232,16 +232,16 @@ func (w *gpuWork) exposedComm(plan *Plan) commExposure {
 		case "cp":
 			cp += t
 		case "pp":
-			ppBytes = max(ppBytes, c.bytes)
+			ppBytes = max(ppBytes, c.Bytes)
 		}
 	}
-	pp := float64(max(w.ppSend, w.ppRecv)) * plan.p2pSeconds(ppBytes)
-	if !w.eval {
+	pp := float64(max(w.PpSend, w.PpRecv)) * plan.p2pSeconds(ppBytes)
+	if !w.Eval {
 		pp *= 2
 	}
 	out.perMB = append(out.perMB,
 		TimeShare{"tp_comm", tp},
-		TimeShare{"cp_comm", max(0, cp-w.attn)},
+		TimeShare{"cp_comm", max(0, cp-w.Attn)},
 		TimeShare{"ep_comm", ep},
 		TimeShare{"pp_comm", pp})
 
@@ -249,11 +249,11 @@ func (w *gpuWork) exposedComm(plan *Plan) commExposure {
 	var gatherMB, rsMB, grad, params float64
 	var gradBytes, paramBytes int64
 	var gradKind, gradGroup, paramKind, paramGroup string
-	for _, c := range w.dpComm {
-		t := plan.collectiveSeconds(c.kind, c.group, c.bytes)
+	for _, c := range w.DpComm {
+		t := plan.collectiveSeconds(c.kind, c.Group, c.bytes)
 		perStep := float64(max(plan.GradAccum, 1))
 		switch {
-		case w.mode == distFSDP || (w.mode == distZeRO && w.zero == 3):
+		case w.Mode == DistFSDP || (w.Mode == DistZeRO && w.Zero == 3):
 			if c.kind == "all_gather" {
 				gatherMB += t / perStep
 			} else {
@@ -262,16 +262,16 @@ func (w *gpuWork) exposedComm(plan *Plan) commExposure {
 		case c.backward:
 			grad += t
 			gradBytes += c.bytes
-			gradKind, gradGroup = c.kind, c.group
+			gradKind, gradGroup = c.kind, c.Group
 		default:
 			params += t
 			paramBytes += c.bytes
-			paramKind, paramGroup = c.kind, c.group
+			paramKind, paramGroup = c.kind, c.Group
 		}
 	}
 	var fsdp float64
 	if gatherMB > 0 || rsMB > 0 {
-		if w.eval {
+		if w.Eval {
 			fsdp = max(0, gatherMB/2-mb.Forward)
 		} else {
 			fsdp = max(0, gatherMB/2-mb.Forward) + max(0, gatherMB/2+rsMB-bwdWindow)
@@ -279,11 +279,11 @@ func (w *gpuWork) exposedComm(plan *Plan) commExposure {
 	}
 	out.perMB = append(out.perMB, TimeShare{"fsdp_comm", fsdp})
 	var dp float64
-	switch w.mode {
-	case distDDP, distMegatron:
+	switch w.Mode {
+	case DistDDP, DistMegatron:
 		gb, pb := int64(ddpLastBucket), int64(ddpLastBucket)
-		if w.mode == distMegatron {
-			n := max(megatronBucketElems, 1_000_000*plan.Parallel.norm().DP)
+		if w.Mode == DistMegatron {
+			n := max(megatronBucketElems, 1_000_000*plan.Parallel.Norm().DP)
 			gb, pb = plan.Precision.Grads.Bytes(n), plan.Precision.Params.Bytes(n)
 		}
 		if grad > 0 {
@@ -310,7 +310,7 @@ const nvmeGBps = 6.0
 // placed tables (their PCIe round trip and the host's scattered row
 // accesses, table_host.go) and offload traffic (PCIe at the GPU's host
 // link rate, NVMe at nvmeGBps), not overlapped with compute.
-func (r *replay) hostSeconds() float64 {
+func (r *Replay) hostSeconds() float64 {
 	var t float64
 	var tablePCIe int64
 	for _, ts := range r.rep.Tables {
@@ -319,7 +319,7 @@ func (r *replay) hostSeconds() float64 {
 			t += ts.Transfer.PCIeSeconds + ts.Transfer.Host.Seconds
 		}
 	}
-	d := r.plan.Device
+	d := r.Plan.Device
 	if off := r.rep.Traffic.PCIe - tablePCIe; off > 0 && d.PCIeGBps > 0 {
 		t += float64(off) / (d.PCIeGBps * 1e9)
 	}
@@ -338,7 +338,7 @@ func (r *replay) hostSeconds() float64 {
 // all-gather over NVLink. With sequence parallelism the activation is
 // already split over the tensor-parallel ranks.
 func (p *Plan) p2pSeconds(bytes int64) float64 {
-	par := p.Parallel.norm()
+	par := p.Parallel.Norm()
 	if par.TP > 1 && !par.SequenceParallel {
 		part := (bytes + par.TP - 1) / par.TP
 		return p.collectiveSeconds("send_recv", "pp", part) + p.collectiveSeconds("all_gather", "tp", bytes)
@@ -347,49 +347,49 @@ func (p *Plan) p2pSeconds(bytes int64) float64 {
 }
 
 // commSum is n identical collectives.
-type commSum struct {
-	kind, group string
-	bytes       int64
-	backward    bool
-	n           float64
+type CommSum struct {
+	Kind, Group string
+	Bytes       int64
+	Backward    bool
+	N           float64
 }
 
 // sumComm adds n times each of recs to sums, merging identical
 // collectives, and returns the sums in a fixed order (so that the time
 // model adds the same terms in the same order whichever way the
 // collectives were counted).
-func sumComm(recs []commRecord, sums []commSum, n float64) []commSum {
+func SumComm(recs []commRecord, sums []CommSum, n float64) []CommSum {
 	for _, c := range recs {
 		found := false
 		for i := range sums {
 			s := &sums[i]
-			if s.kind == c.kind && s.group == c.group && s.bytes == c.bytes && s.backward == c.backward {
-				s.n += n
+			if s.Kind == c.kind && s.Group == c.Group && s.Bytes == c.bytes && s.Backward == c.backward {
+				s.N += n
 				found = true
 				break
 			}
 		}
 		if !found {
-			sums = append(sums, commSum{kind: c.kind, group: c.group, bytes: c.bytes, backward: c.backward, n: n})
+			sums = append(sums, CommSum{Kind: c.kind, Group: c.Group, Bytes: c.bytes, Backward: c.backward, N: n})
 		}
 	}
-	sortComm(sums)
+	SortComm(sums)
 	return sums
 }
 
 // sortComm orders collectives by group, kind, direction and size
 // (insertion sort: the lists are short).
-func sortComm(sums []commSum) {
-	less := func(a, b *commSum) bool {
+func SortComm(sums []CommSum) {
+	less := func(a, b *CommSum) bool {
 		switch {
-		case a.group != b.group:
-			return a.group < b.group
-		case a.kind != b.kind:
-			return a.kind < b.kind
-		case a.backward != b.backward:
-			return !a.backward
+		case a.Group != b.Group:
+			return a.Group < b.Group
+		case a.Kind != b.Kind:
+			return a.Kind < b.Kind
+		case a.Backward != b.Backward:
+			return !a.Backward
 		}
-		return a.bytes < b.bytes
+		return a.Bytes < b.Bytes
 	}
 	for i := 1; i < len(sums); i++ {
 		for j := i; j > 0 && less(&sums[j], &sums[j-1]); j-- {

@@ -19,14 +19,14 @@ func (b *builder) ringAttention(i int32, k, v Value) {
 	if cp == 1 {
 		return
 	}
-	kv := b.val(k).bytes + b.val(v).bytes
+	kv := b.val(k).Bytes + b.val(v).Bytes
 	if k == v { // one fused qkv storage: the k and v parts
-		kv = 2 * b.val(k).bytes / 3
+		kv = 2 * b.val(k).Bytes / 3
 	}
 	op := b.op(i)
 	op.workF += 2 * kv     // two K/V chunks in flight
 	op.workB += 2 * 2 * kv // K/V and their dK/dV, double-buffered
-	op.flops *= float64(cp)
+	op.Flops *= float64(cp)
 	b.recordComm("send_recv", "cp", (cp-1)*kv, false)
 	b.recordComm("send_recv", "cp", 2*(cp-1)*kv, true)
 }

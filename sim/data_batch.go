@@ -44,8 +44,8 @@ func (d *DataBatch) lowerInput(b *builder, shape []int64, dt units.DType) Value 
 		panic(lowerError{units.Errorf("data", "a data batch of %d x %d x %d x %d is too large to count in bytes", bs, d.Times, points, d.Variables)})
 	}
 	raw := b.input("batch", []int64{bs, d.Times, 1, points, d.Variables}, units.FP32)
-	b.p.values[raw].why = "the data loader's batch, every dataset variable, on the device for the whole step"
-	b.p.input = raw
+	b.p.Values[raw].why = "the data loader's batch, every dataset variable, on the device for the whole step"
+	b.p.Input = raw
 	src := raw
 	if b.eval {
 		// batch[0] = pre_processors(batch[0], in_place=False): a clone,

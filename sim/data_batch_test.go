@@ -39,20 +39,20 @@ func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *Plan {
 // (the forward), not through the backward.
 func TestDataBatchLifetime(t *testing.T) {
 	p := tinyGraphPlan(t, 2, "stacked", "fp32")
-	prog, err := p.lowerProgram()
+	prog, err := p.LowerProgram()
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := prog.values[prog.input]
+	in := prog.Values[prog.Input]
 	if want := []int64{1, 3, 1, 64, 6}; !slices.Equal(in.shape, want) || in.dtype != units.FP32 || in.cached {
 		t.Fatalf("program input %s %v %s cached=%v, want the batch %v fp32 held for the step", in.name, in.shape, in.dtype, in.cached, want)
 	}
 	// The first input, built from the batch, and the one advance_input
 	// builds after the step (rollout.go), a local until the loop ends.
 	var xs []*valueInfo
-	for i := range prog.values {
-		if prog.values[i].name == "inputs" {
-			xs = append(xs, &prog.values[i])
+	for i := range prog.Values {
+		if prog.Values[i].name == "inputs" {
+			xs = append(xs, &prog.Values[i])
 		}
 	}
 	if len(xs) != 2 || !slices.Equal(xs[0].shape, []int64{2, 64, 16}) || xs[0].cached || !xs[1].cached || xs[1].grad {
@@ -82,15 +82,15 @@ func TestDataBatchLifetime(t *testing.T) {
 func TestDataBatchValidation(t *testing.T) {
 	p := tinyGraphPlan(t, 2, "stacked", "fp32")
 	p.Phase = "eval"
-	prog, err := p.lowerProgram()
+	prog, err := p.LowerProgram()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !prog.inputTransient || len(prog.held) != 1 {
 		t.Fatalf("eval: input transient %v, held %d values, want the loaded batch dropped and its copy held", prog.inputTransient, len(prog.held))
 	}
-	if c := prog.values[prog.held[0]]; c.name != "batch_normalized" || c.bytes != 3*64*6*4 {
-		t.Errorf("eval: held %s of %d bytes, want the normalised batch of 4,608", c.name, c.bytes)
+	if c := prog.Values[prog.held[0]]; c.name != "batch_normalized" || c.Bytes != 3*64*6*4 {
+		t.Errorf("eval: held %s of %d bytes, want the normalised batch of 4,608", c.name, c.Bytes)
 	}
 }
 

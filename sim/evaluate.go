@@ -14,7 +14,7 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	if rep, ok, err := evaluatePipeline(plan, opts); ok { // pipeline.go: one replay per stage
 		return rep, err
 	}
-	prog, err := plan.lowerProgram()
+	prog, err := plan.LowerProgram()
 	if err != nil {
 		return nil, err
 	}
@@ -26,13 +26,13 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 		Name: "cuda_context", Bytes: dev.Context,
 		Source: "CUDA context and loaded kernels for " + dev.Name + " (" + dev.Source + ")",
 	}}
-	overheads = append(overheads, plan.commOverheads()...) // comm.go: NCCL buffers
+	overheads = append(overheads, plan.CommOverheads()...) // comm.go: NCCL buffers
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes
 	}
-	r := newReplay(prog, plan, opts, dev.Memory-nonTorch)
-	r.dist = newDist(plan, prog) // sharding.go: nil on one GPU
+	r := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
+	r.dist = NewDist(plan, prog) // sharding.go: nil on one GPU
 	if plan.Validation {
 		if r.valProg, r.valPlan, err = plan.lowerValidation(); err != nil { // validation.go
 			return nil, err
@@ -52,8 +52,8 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	rep.Headroom = dev.Memory - rep.DeviceUsed
 	rep.Fits = rep.OOM == nil && rep.Headroom >= 0
 	rep.Params = plan.Model.Params()
-	for _, p := range prog.params {
-		if p.trainable && p.tiedTo < 0 {
+	for _, p := range prog.Params {
+		if p.Trainable && p.TiedTo < 0 {
 			rep.TrainableParams += p.fullNumel
 		}
 	}
@@ -97,9 +97,9 @@ func cublasWorkspace(d hw.Device) int64 {
 // setup allocates what exists before the step: parameters, master weights,
 // optimizer state (steady state), accumulated gradients, the cuBLAS
 // workspace and the input batch.
-func (r *replay) setup() {
+func (r *Replay) setup() {
 	r.phase, r.op = PhaseSetup, "model"
-	plan := r.plan
+	plan := r.Plan
 	prec := plan.Precision
 	st := &r.rep.States
 	train := plan.Phase != "eval"
@@ -107,42 +107,42 @@ func (r *replay) setup() {
 	if r.dist.setupStates(r) { // sharding.go: sharded parameters, gradients and state
 		goto workspace
 	}
-	for pi := range r.p.params {
-		p := &r.p.params[pi]
-		if p.tiedTo >= 0 || r.offloadParam(p) || r.quantParam(p) { // offload.go, quant.go
+	for pi := range r.p.Params {
+		p := &r.p.Params[pi]
+		if p.TiedTo >= 0 || r.offloadParam(p) || r.quantParam(p) { // offload.go, quant.go
 			continue
 		}
 		b := r.paramBytes(p)
-		r.allocate(Alloc{Tensor: p.name, Shape: p.shape, DType: prec.Params, Bytes: b, Why: "parameter", Cat: CatParams})
+		r.allocate(Alloc{Tensor: p.Name, Shape: p.shape, DType: prec.Params, Bytes: b, Why: "parameter", Cat: CatParams})
 		st.Params += b
 	}
 	if train {
 		r.op = "optimizer state"
-		for pi := range r.p.params {
-			p := &r.p.params[pi]
-			if p.tiedTo >= 0 || !p.trainable || r.offloadState(p) { // offload.go: state on the host
+		for pi := range r.p.Params {
+			p := &r.p.Params[pi]
+			if p.TiedTo >= 0 || !p.Trainable || r.offloadState(p) { // offload.go: state on the host
 				continue
 			}
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
-				b := prec.Master.Bytes(p.numel)
-				r.allocate(Alloc{Tensor: p.name + " master", Shape: p.shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: CatOptimizer})
+				b := prec.Master.Bytes(p.Numel)
+				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: CatOptimizer})
 				st.Master += b
 			}
-			for _, s := range plan.Optimizer.states(p.shape, p.numel, prec.States) {
+			for _, s := range plan.Optimizer.states(p.shape, p.Numel, prec.States) {
 				st.Optimizer += s.bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
 					continue // unified memory, outside the caching allocator; or made by the first step() (first_step.go)
 				}
 				r.allocState(p, s, "optimizer state "+s.name)
 			}
-			t := r.optimizerTraffic(p)
+			t := r.OptimizerTraffic(p)
 			r.rep.Traffic.HBM += t
 			r.rep.Traffic.Optimizer += t
 		}
 		r.setupTableStates() // table_replay.go
 		if plan.gradsPersist() {
 			r.op = "accumulated gradients"
-			for pi := range r.p.params {
+			for pi := range r.p.Params {
 				r.paramGradient(int32(pi))
 			}
 		}
@@ -154,79 +154,79 @@ workspace:
 		r.validationPass(r.valProg, r.valPlan) // validation.go: before the step's batch
 		r.phase = PhaseSetup
 	}
-	if r.p.input != noValue {
+	if r.p.Input != NoValue {
 		r.op = "batch"
-		r.produce(r.p.input)
+		r.produce(r.p.Input)
 	}
 	r.setupTableRows() // table_replay.go
 	r.setupOffload()   // offload.go
 }
 
 // allocState allocates one optimizer state tensor of parameter p.
-func (r *replay) allocState(p *paramInfo, s stateTensor, why string) {
-	r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: r.plan.Precision.States, Bytes: s.bytes, Why: why, Cat: CatOptimizer})
+func (r *Replay) allocState(p *ParamInfo, s stateTensor, why string) {
+	r.allocate(Alloc{Tensor: p.Name + " " + s.name, Shape: p.shape, DType: r.Plan.Precision.States, Bytes: s.bytes, Why: why, Cat: CatOptimizer})
 }
 
 // paramBytes is a parameter's storage on this GPU.
-func (r *replay) paramBytes(p *paramInfo) int64 {
-	return r.plan.Precision.Params.Bytes(p.numel)
+func (r *Replay) paramBytes(p *ParamInfo) int64 {
+	return r.Plan.Precision.Params.Bytes(p.Numel)
 }
 
 // optimizerTraffic is the HBM traffic of one parameter's update: AdamW
 // reads the weight, its gradient and both moments and writes the weight
 // and both moments.
-func (r *replay) optimizerTraffic(p *paramInfo) int64 {
-	prec := r.plan.Precision
-	w := prec.Params.Bytes(p.numel)
-	g := prec.Grads.Bytes(p.numel)
+func (r *Replay) OptimizerTraffic(p *ParamInfo) int64 {
+	prec := r.Plan.Precision
+	w := prec.Params.Bytes(p.Numel)
+	g := prec.Grads.Bytes(p.Numel)
 	var s int64
-	for _, x := range r.plan.Optimizer.states(p.shape, p.numel, prec.States) {
+	for _, x := range r.Plan.Optimizer.states(p.shape, p.Numel, prec.States) {
 		s += x.bytes
 	}
 	m := int64(0)
 	if prec.Master != units.InvalidDType {
-		m = prec.Master.Bytes(p.numel)
+		m = prec.Master.Bytes(p.Numel)
 	}
 	return 2*w + g + 2*s + 2*m
 }
 
-func (r *replay) forward() {
+func (r *Replay) forward() {
 	r.phase = r.fwdPhase
-	for i := range r.p.ops {
-		op := &r.p.ops[i]
-		r.rep.FLOPs.Model += op.flops
+	for i := range r.p.Ops {
+		op := &r.p.Ops[i]
+		r.rep.FLOPs.Model += op.Flops
 		r.dist.beforeForward(r, i) // gather.go: gather sharded parameters
 		r.forwardOp(i, false)
 		r.dist.afterForward(r, i)
 	}
 	// Leaving autocast clears its weight cache.
 	r.op = "end of forward"
-	for v := range r.p.values {
-		if r.p.values[v].cached {
+	for v := range r.p.Values {
+		if r.p.Values[v].cached {
 			r.unhold(Value(v))
 		}
 	}
 	for v, t := range r.valT {
-		if t == none || !r.saved[v] {
+		if t == none || !r.Saved[v] {
 			continue
 		}
-		switch r.p.values[v].cat {
+		switch r.p.Values[v].Cat {
 		case CatActivations:
-			r.rep.SavedActivations += r.p.values[v].bytes
+			r.rep.SavedActivations += r.p.Values[v].Bytes
 		case CatParams:
-			r.rep.SavedWeightCopies += r.p.values[v].bytes
+			r.rep.SavedWeightCopies += r.p.Values[v].Bytes
 		}
 	}
 }
 
-func (r *replay) backward() {
+func (r *Replay) backward() {
 	r.phase = PhaseBackward
-	if r.p.loss != noValue {
+	if r.p.Loss != NoValue {
 		r.op = "loss.backward"
-		r.gradT[r.p.loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
+		r.gradT[r.p.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
 	}
 	fwd := r.rep.FLOPs.Model
-	for i := len(r.p.ops) - 1; i >= 0; i-- {
+	for i := len(r.p.Ops) - 1; i >= 0; i-- {
 		r.dist.beforeBackward(r, i) // gather.go: pipeline seeds, gathers
 		r.backwardOp(i)
 		r.dist.afterBackward(r, i) // gather.go: reduce-scatter, reshard
@@ -235,62 +235,62 @@ func (r *replay) backward() {
 		if done {
 			reg := r.p.regions[id]
 			for j := reg.first; j < reg.end; j++ {
-				r.rep.FLOPs.Recompute += r.p.ops[j].flops
+				r.rep.FLOPs.Recompute += r.p.Ops[j].Flops
 			}
 		}
 	}
 	r.rep.FLOPs.Model = 3 * fwd
 	r.rep.FLOPs.Hardware = r.rep.FLOPs.Model + r.rep.FLOPs.Recompute
-	if r.p.loss != noValue {
-		r.unhold(r.p.loss)
+	if r.p.Loss != NoValue {
+		r.unhold(r.p.Loss)
 	}
 }
 
 // optimizerStep runs the step's temporaries (gradients stay until the next
 // zero_grad(set_to_none=True)).
-func (r *replay) optimizerStep() {
+func (r *Replay) optimizerStep() {
 	r.phase, r.op = PhaseOptimizer, "optimizer.step"
 	r.stepTables() // table_replay.go: sparse tables step row-wise, whatever the optimizer
 	r.op = "optimizer.step"
 	if r.dist.optimizerStep(r) { // gather.go: the sharded step
 		return
 	}
-	if r.plan.Optimizer.InBackward || r.offloadStep() { // offload.go: the step runs on the host
+	if r.Plan.Optimizer.InBackward || r.offloadStep() { // offload.go: the step runs on the host
 		return
 	}
 	r.firstStepStates() // first_step.go: Adam's moments appear in the first step()
-	st := r.plan.Precision.States
+	st := r.Plan.Precision.States
 	var largest, total int64
-	for pi := range r.p.params {
-		p := &r.p.params[pi]
-		if !p.trainable || p.tiedTo >= 0 {
+	for pi := range r.p.Params {
+		p := &r.p.Params[pi]
+		if !p.Trainable || p.TiedTo >= 0 {
 			continue
 		}
-		b := st.Bytes(p.numel)
+		b := st.Bytes(p.Numel)
 		total += b
 		if b > largest {
 			largest = b
 		}
 		if r.paramGrad[pi] != none {
-			r.rep.States.Grads += r.plan.Precision.Grads.Bytes(p.numel)
+			r.rep.States.Grads += r.Plan.Precision.Grads.Bytes(p.Numel)
 		}
 	}
-	if tmp := r.plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.plan.Optimizer.Kind + " step (" + r.plan.Optimizer.impl() + ")", Cat: CatTemporaries}))
+	if tmp := r.Plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
+		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.Plan.Optimizer.Kind + " step (" + r.Plan.Optimizer.impl() + ")", Cat: CatTemporaries}))
 	}
 }
 
 // finish frees what the step leaves (gradients are set to None before the
 // next step; the batch is dropped).
-func (r *replay) finish() {
+func (r *Replay) finish() {
 	for _, v := range r.p.held { // chunked_loss.go: the loop's logits list
 		r.unhold(v)
 	}
-	if r.plan.Optimizer.InBackward {
-		for pi := range r.p.params {
-			p := &r.p.params[pi]
-			if p.trainable && p.tiedTo < 0 {
-				r.rep.States.Grads = max(r.rep.States.Grads, r.plan.Precision.Grads.Bytes(p.numel))
+	if r.Plan.Optimizer.InBackward {
+		for pi := range r.p.Params {
+			p := &r.p.Params[pi]
+			if p.Trainable && p.TiedTo < 0 {
+				r.rep.States.Grads = max(r.rep.States.Grads, r.Plan.Precision.Grads.Bytes(p.Numel))
 			}
 		}
 	}

@@ -23,7 +23,7 @@ func (b *builder) expertAllToAll(name string, x Value) Value {
 	}
 	i := b.addOp("all_to_all", name+"_all_to_all", []Value{x})
 	y := b.out(i, name+"_received", b.shape(x), b.dtype(x), "routed tokens after the expert-parallel all-to-all ("+name+")")
-	n := b.val(y).bytes
+	n := b.val(y).Bytes
 	b.recordComm("all_to_all", "ep", n, false)
 	b.recordComm("all_to_all", "ep", n, true)
 	return y

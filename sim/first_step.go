@@ -43,17 +43,17 @@ func (p *Plan) validateFirstStep() error {
 
 // firstStepStates allocates the optimizer state the first
 // optimizer.step() creates, before its update.
-func (r *replay) firstStepStates() {
-	if !r.plan.FirstStep {
+func (r *Replay) firstStepStates() {
+	if !r.Plan.FirstStep {
 		return
 	}
-	dt := r.plan.Precision.States
-	for pi := range r.p.params {
-		p := &r.p.params[pi]
-		if p.tiedTo >= 0 || !p.trainable {
+	dt := r.Plan.Precision.States
+	for pi := range r.p.Params {
+		p := &r.p.Params[pi]
+		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		for _, s := range r.plan.Optimizer.states(p.shape, p.numel, dt) {
+		for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, dt) {
 			r.allocState(p, s, "optimizer state "+s.name+", created by the first optimizer.step()")
 		}
 	}
@@ -61,7 +61,7 @@ func (r *replay) firstStepStates() {
 
 // checkFirstStep refuses the first step for table models, whose sparse
 // optimizers keep their own state (table_replay.go).
-func (p *Plan) checkFirstStep(prog *program) error {
+func (p *Plan) checkFirstStep(prog *Program) error {
 	if p.FirstStep && len(prog.tables) > 0 {
 		return &units.Error{Path: "train", Msg: "first_step=True is not modelled for models with table() layers",
 			Hint: "drop first_step to replay the steady state"}

@@ -26,8 +26,8 @@ package sim
 // setupFSDP1 allocates the flat shards, the optimizer state of the
 // trainable parameters' shards and, under no_sync, the accumulated
 // unsharded gradients.
-func (d *distState) setupFSDP1(r *replay) {
-	prec := r.plan.Precision
+func (d *distState) setupFSDP1(r *Replay) {
+	prec := r.Plan.Precision
 	st := &r.rep.States
 	r.op = "model"
 	for u := range d.units {
@@ -38,16 +38,16 @@ func (d *distState) setupFSDP1(r *replay) {
 		st.Params += b
 	}
 	// Parameters no op reads (none in practice) are not in a unit.
-	if r.plan.Phase == "eval" {
+	if r.Plan.Phase == "eval" {
 		return
 	}
 	r.op = "optimizer state"
-	for pi := range d.p.params {
-		p := &d.p.params[pi]
-		if p.tiedTo >= 0 || !p.trainable {
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		d.optimizerShard(r, p.name, ceilDiv(p.numel, d.degree(int32(pi))), "FSDP1 shard")
+		d.optimizerShard(r, p.Name, ceilDiv(p.Numel, d.degree(int32(pi))), "FSDP1 shard")
 	}
 	if d.noSync {
 		r.op = "accumulated gradients"
@@ -60,7 +60,7 @@ func (d *distState) setupFSDP1(r *replay) {
 }
 
 // allocFlatGrad allocates unit u's unsharded flat gradient.
-func (d *distState) allocFlatGrad(r *replay, u int32, why string) {
+func (d *distState) allocFlatGrad(r *Replay, u int32, why string) {
 	un := &d.units[u]
 	n := d.gatheredSize(u)
 	dt := d.gatherDT
@@ -73,7 +73,7 @@ func (d *distState) allocFlatGrad(r *replay, u int32, why string) {
 
 // gradientFSDP1: the first gradient of a unit's parameter materialises
 // the unit's whole flat gradient; later ones accumulate into it.
-func (d *distState) gradientFSDP1(r *replay, pi int32) bool {
+func (d *distState) gradientFSDP1(r *Replay, pi int32) bool {
 	u := d.unitOf[pi]
 	if u == none {
 		return false
@@ -87,7 +87,7 @@ func (d *distState) gradientFSDP1(r *replay, pi int32) bool {
 // postBackwardFSDP1 is _post_backward_hook for unit u: only FlatParameters
 // that require grad have one; under no_sync it only reshards; otherwise it
 // reduce-scatters the flat gradient into the sharded one and frees it.
-func (d *distState) postBackwardFSDP1(r *replay, u int32) {
+func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	un := &d.units[u]
 	if !un.trainable {
 		return // resharded when the backward ends

@@ -22,14 +22,14 @@ package sim
 // is not modelled. FSDP1's CPUOffload is not simulated.
 
 // fsdpOffload reports whether FSDP2 keeps its shards on the host.
-func (d *distState) fsdpOffload(r *replay) bool {
-	return d != nil && d.mode == distFSDP && !d.fsdp1 && r.plan.Offload != nil && r.plan.Offload.Params != ""
+func (d *distState) fsdpOffload(r *Replay) bool {
+	return d != nil && d.Mode == DistFSDP && !d.fsdp1 && r.Plan.Offload != nil && r.Plan.Offload.Params != ""
 }
 
 // shardedParamOffload reports whether the sharding keeps the parameters on
 // the host itself (ZeRO-3 or FSDP2), so that the one-GPU streaming of
 // offload.go stays off.
-func (d *distState) shardedParamOffload(r *replay) bool {
+func (d *distState) shardedParamOffload(r *Replay) bool {
 	return d.zeroParamOffload(r) || d.fsdpOffload(r)
 }
 
@@ -38,9 +38,9 @@ func (d *distState) shardedParamOffload(r *replay) bool {
 func (d *distState) unitShard(u int32, trainableOnly bool) int64 {
 	var n int64
 	for _, pi := range d.units[u].params {
-		p := &d.p.params[pi]
-		if !trainableOnly || p.trainable {
-			n += fsdpShard(p.shape, p.numel, d.degree(pi))
+		p := &d.p.Params[pi]
+		if !trainableOnly || p.Trainable {
+			n += fsdpShard(p.shape, p.Numel, d.degree(pi))
 		}
 	}
 	return n
@@ -49,10 +49,10 @@ func (d *distState) unitShard(u int32, trainableOnly bool) int64 {
 // fsdpShardsToGPU allocates the GPU copies of unit u's host shards that
 // its all-gather reads (and their cast to the all-gather dtype); the
 // caller frees them once the all-gather output exists.
-func (d *distState) fsdpShardsToGPU(r *replay, u int32) []int32 {
+func (d *distState) fsdpShardsToGPU(r *Replay, u int32) []int32 {
 	un := &d.units[u]
 	n := d.unitShard(u, false)
-	dt := r.plan.Precision.Params
+	dt := r.Plan.Precision.Params
 	r.rep.Traffic.PCIe += dt.Bytes(n)
 	ids := []int32{d.alloc(r, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), CatComm,
 		"GPU copy of this rank's host shards of "+un.name+" (FSDP2 CPUOffloadPolicy: all_gather_inputs)")}
@@ -65,10 +65,10 @@ func (d *distState) fsdpShardsToGPU(r *replay, u int32) []int32 {
 
 // fsdpGradToHost is the reduce-scatter output of unit u, copied to the
 // host and freed.
-func (d *distState) fsdpGradToHost(r *replay, u int32) {
+func (d *distState) fsdpGradToHost(r *Replay, u int32) {
 	un := &d.units[u]
 	s := d.unitGradShard(int(u))
-	dt := r.plan.Precision.Grads
+	dt := r.Plan.Precision.Grads
 	r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), CatComm,
 		"FSDP reduce-scatter output of "+un.name+", copied to the host gradient shard"))
 	r.rep.Traffic.PCIe += dt.Bytes(s)

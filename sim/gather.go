@@ -34,19 +34,19 @@ func (d *distState) gatheredSize(u int32) int64 {
 	}
 	var n int64
 	for _, pi := range d.units[u].params {
-		p := &d.p.params[pi]
+		p := &d.p.Params[pi]
 		k := d.degree(pi)
-		if d.mode == distFSDP {
-			n += fsdpShard(p.shape, p.numel, k) * k
+		if d.Mode == DistFSDP {
+			n += fsdpShard(p.shape, p.Numel, k) * k
 		} else {
-			n += ceilDiv(p.numel, k) * k
+			n += ceilDiv(p.Numel, k) * k
 		}
 	}
 	return n
 }
 
 // gather all-gathers unit u unless it is gathered.
-func (d *distState) gather(r *replay, u int32) {
+func (d *distState) gather(r *Replay, u int32) {
 	un := &d.units[u]
 	if un.tensor != none {
 		return
@@ -60,7 +60,7 @@ func (d *distState) gather(r *replay, u int32) {
 		un.tensor = d.alloc(r, un.name+" unsharded flat parameter", []int64{n}, dt, dt.Bytes(n), CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it; freed at reshard)")
 		return
 	}
-	if d.mode == distFSDP {
+	if d.Mode == DistFSDP {
 		var fromHost []int32
 		if d.fsdpOffload(r) {
 			fromHost = d.fsdpShardsToGPU(r, u) // fsdp_offload.go
@@ -86,7 +86,7 @@ func (d *distState) gather(r *replay, u int32) {
 }
 
 // reshard frees unit u's gathered parameters.
-func (d *distState) reshard(r *replay, u int32) {
+func (d *distState) reshard(r *Replay, u int32) {
 	un := &d.units[u]
 	if un.tensor == none || un.keep {
 		return
@@ -99,7 +99,7 @@ func (d *distState) reshard(r *replay, u int32) {
 // prefetch gathers the units after (forward) or before (backward) unit u
 // in first-use order: one unit for FSDP, up to the prefetch bucket for
 // ZeRO-3 (and never past max_live_parameters).
-func (d *distState) prefetch(r *replay, u int32, forward bool) {
+func (d *distState) prefetch(r *Replay, u int32, forward bool) {
 	if d.posOf == nil { // the order is fixed once the units are built
 		d.posOf = make([]int, len(d.units))
 		for k, x := range d.order {
@@ -119,7 +119,7 @@ func (d *distState) prefetch(r *replay, u int32, forward bool) {
 		if un.keep || un.root {
 			continue
 		}
-		if d.mode == distFSDP {
+		if d.Mode == DistFSDP {
 			if n == 1 {
 				return
 			}
@@ -138,7 +138,7 @@ func (d *distState) prefetch(r *replay, u int32, forward bool) {
 	}
 }
 
-func (d *distState) beforeForward(r *replay, i int) {
+func (d *distState) beforeForward(r *Replay, i int) {
 	if d == nil || d.opUnits == nil {
 		return
 	}
@@ -150,7 +150,7 @@ func (d *distState) beforeForward(r *replay, i int) {
 	}
 }
 
-func (d *distState) afterForward(r *replay, i int) {
+func (d *distState) afterForward(r *Replay, i int) {
 	if d == nil || d.opUnits == nil {
 		return
 	}
@@ -161,22 +161,22 @@ func (d *distState) afterForward(r *replay, i int) {
 	}
 }
 
-func (d *distState) beforeBackward(r *replay, i int) {
+func (d *distState) beforeBackward(r *Replay, i int) {
 	if d == nil {
 		return
 	}
-	if i == len(d.p.ops)-1 {
+	if i == len(d.p.Ops)-1 {
 		d.backwardStart(r)
 	}
 	for _, o := range d.seeds[int32(i)] {
-		vi := &d.p.values[o.v]
+		vi := &d.p.Values[o.v]
 		if o.loss {
 			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
 		} else if vi.grad {
-			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: "gradient received from the next pipeline stage", Cat: CatTemporaries})
+			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: "gradient received from the next pipeline stage", Cat: CatTemporaries})
 		}
 	}
-	if d.opUnits == nil || r.plan.Phase == "eval" {
+	if d.opUnits == nil || r.Plan.Phase == "eval" {
 		return
 	}
 	for _, u := range d.opUnits[i] {
@@ -187,7 +187,7 @@ func (d *distState) beforeBackward(r *replay, i int) {
 	}
 }
 
-func (d *distState) afterBackward(r *replay, i int) {
+func (d *distState) afterBackward(r *Replay, i int) {
 	if d == nil {
 		return
 	}
@@ -196,8 +196,8 @@ func (d *distState) afterBackward(r *replay, i int) {
 			r.unhold(o.v)
 		}
 	}
-	op := &d.p.ops[i]
-	if d.mode == distZeRO && d.par.Zero >= 2 {
+	op := &d.p.Ops[i]
+	if d.Mode == DistZeRO && d.par.Zero >= 2 {
 		// Each completed gradient is copied into the reduce bucket and freed.
 		for _, pi := range op.params {
 			pi = d.root(pi)
@@ -218,7 +218,7 @@ func (d *distState) afterBackward(r *replay, i int) {
 			}
 			// FSDP2 post_backward reshards before it reduce-scatters.
 			d.reshard(r, u)
-			if d.mode == distFSDP {
+			if d.Mode == DistFSDP {
 				d.reduceScatter(r, u)
 			}
 		}
@@ -230,39 +230,39 @@ func (d *distState) afterBackward(r *replay, i int) {
 
 // gradient places parameter pi's gradient; it reports whether the default
 // (a gradient in the plan's gradient dtype) is replaced.
-func (d *distState) gradient(r *replay, pi int32) bool {
+func (d *distState) gradient(r *Replay, pi int32) bool {
 	if d == nil {
 		return false
 	}
-	switch d.mode {
-	case distMegatron:
+	switch d.Mode {
+	case DistMegatron:
 		return true // accumulated straight into the main-gradient buffer
-	case distFSDP:
+	case DistFSDP:
 		if d.fsdp1 {
 			return d.gradientFSDP1(r, pi) // fsdp1.go
 		}
-		p := &d.p.params[pi]
+		p := &d.p.Params[pi]
 		dt := d.gatherDT
-		r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.numel), Why: "unsharded gradient of " + p.name + " (FSDP, until the reduce-scatter)", Cat: CatGrads})
+		r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "unsharded gradient of " + p.Name + " (FSDP, until the reduce-scatter)", Cat: CatGrads})
 		return true
 	}
 	return false
 }
 
 // reduceScatter is FSDP's post-backward for unit u.
-func (d *distState) reduceScatter(r *replay, u int32) {
+func (d *distState) reduceScatter(r *Replay, u int32) {
 	un := &d.units[u]
 	var n int64
 	for _, pi := range un.params {
-		if d.p.params[pi].trainable {
+		if d.p.Params[pi].Trainable {
 			k := d.degree(pi)
-			n += fsdpShard(d.p.params[pi].shape, d.p.params[pi].numel, k) * k
+			n += fsdpShard(d.p.Params[pi].shape, d.p.Params[pi].Numel, k) * k
 		}
 	}
 	if n == 0 {
 		return
 	}
-	dt := r.plan.Precision.Grads
+	dt := r.Plan.Precision.Grads
 	in := d.alloc(r, un.name+" reduce-scatter input", []int64{n}, dt, dt.Bytes(n), CatComm, "FSDP reduce-scatter input of "+un.name+" (gradients in the reduce dtype)")
 	for _, pi := range un.params {
 		if r.paramGrad[pi] != none {
@@ -284,30 +284,30 @@ func (d *distState) reduceScatter(r *replay, u int32) {
 // backwardStart: DeepSpeed stage 1 and 2 allocate the reduce bucket when
 // the backward starts (stage_1_and_2.py backward(), contiguous_gradients);
 // stage 2 then fills this rank's gradient partition as buckets are reduced.
-func (d *distState) backwardStart(r *replay) {
-	if d.mode != distZeRO || d.par.Zero > 2 || r.plan.Phase == "eval" {
+func (d *distState) backwardStart(r *Replay) {
+	if d.Mode != DistZeRO || d.par.Zero > 2 || r.Plan.Phase == "eval" {
 		return
 	}
-	dt := r.plan.Precision.Params
+	dt := r.Plan.Precision.Params
 	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
 	if d.par.Zero == 2 && d.gradPart == none && !d.zeroOffload(r) { // offloaded: the partition is on the host
 		d.allocGradPart(r)
 	}
 }
 
-func (d *distState) allocGradPart(r *replay) {
+func (d *distState) allocGradPart(r *Replay) {
 	var part int64
 	for _, g := range d.groups(true) {
 		part += zeroPartition(g.numel, g.n)
 	}
-	dt := r.plan.Precision.Grads
+	dt := r.Plan.Precision.Grads
 	d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, dt, dt.Bytes(part), CatGrads, "this rank's gradient partition (ZeRO)")
 }
 
 // backwardEnd: stage 2's epilogue releases the bucket; stage 1 reduces the
 // full gradients through it after the backward, keeps its partition and
 // drops the rest (zero_grad(set_to_none=True)).
-func (d *distState) backwardEnd(r *replay) {
+func (d *distState) backwardEnd(r *Replay) {
 	if d.fsdp1 {
 		for u := range d.units {
 			d.reshard(r, int32(u)) // _catch_all_reshard in the final callback
@@ -320,7 +320,7 @@ func (d *distState) backwardEnd(r *replay) {
 		if !d.zeroOffload(r) { // offloaded: the reduced partition goes to the host
 			d.allocGradPart(r)
 		}
-		for pi := range d.p.params {
+		for pi := range d.p.Params {
 			if r.paramGrad[pi] != none {
 				r.release(r.paramGrad[pi])
 				r.paramGrad[pi] = none
@@ -336,15 +336,15 @@ func (d *distState) backwardEnd(r *replay) {
 // (in place); DeepSpeed first makes an fp32 copy of the gradient partition
 // (stage_1_and_2.py step: flatten(averaged_gradients).to(fp32); stage3.py
 // per sub-group). FSDP steps the sharded tensors with the plan's optimizer.
-func (d *distState) optimizerStep(r *replay) bool {
+func (d *distState) optimizerStep(r *Replay) bool {
 	if d == nil {
 		return false
 	}
-	prec := r.plan.Precision
-	switch d.mode {
-	case distMegatron:
+	prec := r.Plan.Precision
+	switch d.Mode {
+	case DistMegatron:
 		return true
-	case distZeRO:
+	case DistZeRO:
 		if d.par.Zero == 3 {
 			var sub int64
 			flush := func() {
@@ -353,12 +353,12 @@ func (d *distState) optimizerStep(r *replay) bool {
 				}
 				sub = 0
 			}
-			for pi := range d.p.params {
-				p := &d.p.params[pi]
-				if p.tiedTo >= 0 || !p.trainable {
+			for pi := range d.p.Params {
+				p := &d.p.Params[pi]
+				if p.TiedTo >= 0 || !p.Trainable {
 					continue
 				}
-				sub += ceilDiv(p.numel, d.degree(int32(pi)))
+				sub += ceilDiv(p.Numel, d.degree(int32(pi)))
 				if sub >= zeroSubGroup {
 					flush()
 				}
@@ -387,22 +387,22 @@ func (d *distState) optimizerStep(r *replay) bool {
 			}
 		}
 		return true
-	case distFSDP:
-		if r.plan.Optimizer.InBackward || d.fsdpOffload(r) { // offloaded: the step runs on the host
+	case DistFSDP:
+		if r.Plan.Optimizer.InBackward || d.fsdpOffload(r) { // offloaded: the step runs on the host
 			return true
 		}
 		var largest, total int64
-		for pi := range d.p.params {
-			p := &d.p.params[pi]
-			if p.tiedTo >= 0 || !p.trainable {
+		for pi := range d.p.Params {
+			p := &d.p.Params[pi]
+			if p.TiedTo >= 0 || !p.Trainable {
 				continue
 			}
-			b := prec.States.Bytes(fsdpShard(p.shape, p.numel, d.degree(int32(pi))))
+			b := prec.States.Bytes(fsdpShard(p.shape, p.Numel, d.degree(int32(pi))))
 			total += b
 			largest = max(largest, b)
 		}
-		if tmp := r.plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
-			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, CatTemporaries, "temporaries of the "+r.plan.Optimizer.Kind+" step over the sharded parameters"))
+		if tmp := r.Plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
+			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, CatTemporaries, "temporaries of the "+r.Plan.Optimizer.Kind+" step over the sharded parameters"))
 		}
 		return true
 	}

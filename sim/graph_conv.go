@@ -64,7 +64,7 @@ func (g edgeAttention) chunkedAttention(b *builder, q, key, val, edges, ei Value
 		b.val(x).grad = false
 		b.op(op).workF = src + r + e // bool node and edge masks
 		// IndexBackward: zeros_like(edges).index_put_(mask, grad), a full-size tensor per chunk.
-		b.op(op).workB = b.val(edges).bytes
+		b.op(op).workB = b.val(edges).Bytes
 		attrs, idx = append(attrs, a), append(idx, x)
 	}
 	done()
@@ -135,7 +135,7 @@ func (g edgeAttention) conv(b *builder, name string, q, key, val, attr, idx Valu
 			"(torch_geometric.utils.scatter sum: src.new_zeros(size).scatter_add_; GraphTransformerConv dim_size = query.shape[0])",
 			b.dtype(msg), r, h, c/h))
 	b.save(i, idx)
-	b.op(i).flops = float64(ne * c)
+	b.op(i).Flops = float64(ne * c)
 	b.keepAlive("collected", qi, kj, vj)
 	return s
 }
@@ -147,8 +147,8 @@ func (b *builder) gatherRows(name string, src, idx Value, ne int64) Value {
 	i := b.addOp("index_select", name, []Value{src, idx})
 	y := b.out(i, name, []int64{ne, b.last(src)}, b.dtype(src), name+" gathered per edge (index_select)")
 	b.save(i, idx)
-	b.op(i).workB = b.val(src).bytes
-	b.op(i).flops = float64(ne * b.last(src))
+	b.op(i).workB = b.val(src).Bytes
+	b.op(i).Flops = float64(ne * b.last(src))
 	return y
 }
 
@@ -165,6 +165,6 @@ func (b *builder) edgeSoftmax(score, idx Value, r, ne, h int64) Value {
 	b.val(ex).grad, b.val(den).grad = false, false
 	b.save(i, ex, den)
 	b.op(i).workF = 2*dt.Bytes(r*h) + 2*dt.Bytes(ne*h)
-	b.op(i).flops = 6 * float64(ne*h)
+	b.op(i).Flops = 6 * float64(ne*h)
 	return alpha
 }

@@ -17,7 +17,7 @@ type chunkLinear struct {
 
 func (b *builder) newChunkLinear(name, role string, in, out int64, bias bool) *chunkLinear {
 	done := b.scope(name)
-	l := &chunkLinear{name: name, role: role, in: in, out: out, bias: -1, wv: noValue}
+	l := &chunkLinear{name: name, role: role, in: in, out: out, bias: -1, wv: NoValue}
 	l.w = b.param("weight", []int64{out, in}, role)
 	if bias {
 		l.bias = b.param("bias", []int64{out}, role)
@@ -36,7 +36,7 @@ func (b *builder) applyLinear(l *chunkLinear, x Value) Value {
 		dt = b.prec.Compute
 	}
 	xin := b.cast(x, dt, "autocast copy of linear input")
-	if l.wv == noValue {
+	if l.wv == NoValue {
 		l.wv = b.weight(l.w, dt)
 	}
 	params := []int32{l.w}
@@ -44,7 +44,7 @@ func (b *builder) applyLinear(l *chunkLinear, x Value) Value {
 		params = append(params, l.bias)
 	}
 	ins := []Value{xin}
-	if l.wv != noValue {
+	if l.wv != NoValue {
 		ins = append(ins, l.wv)
 	}
 	i := b.addOp("matmul", "", ins, params...)
@@ -55,8 +55,8 @@ func (b *builder) applyLinear(l *chunkLinear, x Value) Value {
 	if b.grad(xin) {
 		b.save(i, l.wv)
 	}
-	b.op(i).flops = 2 * float64(rows(b.shape(xin))) * float64(l.in) * float64(l.out)
-	b.op(i).bytes += float64(b.val(xin).bytes) + float64(dt.Bytes(l.in*l.out))
+	b.op(i).Flops = 2 * float64(rows(b.shape(xin))) * float64(l.in) * float64(l.out)
+	b.op(i).bytes += float64(b.val(xin).Bytes) + float64(dt.Bytes(l.in*l.out))
 	return y
 }
 
@@ -94,8 +94,8 @@ func (b *builder) applyNorm(n *chunkNorm, x Value) Value {
 	rstd := b.out(i, "rstd", []int64{r, 1}, statsDT, "layer_norm rstd (saved)")
 	b.val(mean).grad, b.val(rstd).grad = false, false
 	b.save(i, xin, b.base(xin), mean, rstd)
-	b.op(i).flops = 8 * float64(numel(b.shape(xin)))
-	b.op(i).bytes += float64(b.val(xin).bytes)
+	b.op(i).Flops = 8 * float64(numel(b.shape(xin)))
+	b.op(i).bytes += float64(b.val(xin).Bytes)
 	return y
 }
 
@@ -103,8 +103,8 @@ func (b *builder) applyNorm(n *chunkNorm, x Value) Value {
 // view keeps its base's storage alive.
 func (b *builder) base(v Value) Value {
 	pr := b.val(v).producer
-	if pr < 0 || b.op(pr).kind != "view" {
-		return noValue
+	if pr < 0 || b.op(pr).Kind != "view" {
+		return NoValue
 	}
 	return b.op(pr).in[0]
 }

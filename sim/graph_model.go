@@ -111,7 +111,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
 	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.conditioned(e.NoiseChannels)
 	for _, l := range []Layer{e.Encoder, e.Processor, e.Decoder} {
-		if err := l.validate(childPath(path, l, 0)); err != nil {
+		if err := l.validate(ChildPath(path, l, 0)); err != nil {
 			return nil, err
 		}
 	}
@@ -157,7 +157,7 @@ func (e *EncoderProcessorDecoder) Summary() string {
 
 func (e *EncoderProcessorDecoder) validate(path string) error {
 	for i, l := range e.Children() {
-		if err := l.validate(childPath(path, l, i)); err != nil {
+		if err := l.validate(ChildPath(path, l, i)); err != nil {
 			return err
 		}
 	}
@@ -184,7 +184,7 @@ func (e *EncoderProcessorDecoder) lower(b *builder, x Value) Value {
 		"x_data_latent: inputs and grid node attributes (_assemble_input), held for the encoder and decoder checkpoints")
 	xh := e.nodeAttributes(b, "hidden", e.Mesh, batch)
 	xl := e.Encoder.lowerMapper(b, xd, xh, batch)
-	cond := noValue
+	cond := NoValue
 	if e.NoiseChannels > 0 {
 		cond = e.noise(b, batch*m)
 	}

@@ -15,9 +15,9 @@ import (
 func (b *builder) ew(kind, name string, ins []Value, shape []int64, dt units.DType, why string) Value {
 	i := b.addOp(kind, name, ins)
 	y := b.out(i, name, shape, dt, why)
-	b.op(i).flops = float64(numel(shape))
+	b.op(i).Flops = float64(numel(shape))
 	for _, v := range ins {
-		b.op(i).bytes += float64(b.val(v).bytes)
+		b.op(i).bytes += float64(b.val(v).Bytes)
 	}
 	return y
 }
@@ -28,7 +28,7 @@ func (b *builder) ew(kind, name string, ins []Value, shape []int64, dt units.DTy
 func (b *builder) keepAlive(name string, vs ...Value) {
 	var ins []Value
 	for _, v := range vs {
-		if v != noValue {
+		if v != NoValue {
 			ins = append(ins, v)
 		}
 	}
@@ -42,7 +42,7 @@ func (b *builder) keepAlive(name string, vs ...Value) {
 func (b *builder) viewRows(x Value, rows int64, why string) Value {
 	i := b.addOp("view", "rows", []Value{x})
 	y := b.out(i, b.lastName(x)+".rows", withLast([]int64{rows, 0}, b.last(x)), b.dtype(x), why)
-	b.val(y).bytes = 0
+	b.val(y).Bytes = 0
 	b.op(i).bytes = 0
 	return y
 }
@@ -89,8 +89,8 @@ func (b *builder) normOver(name string, x Value, dim int64, weight, bias bool) V
 	rstd := b.out(i, "rstd", []int64{groups, 1}, statsDT, "layer_norm rstd (saved)")
 	b.val(mean).grad, b.val(rstd).grad = false, false
 	b.save(i, xin, mean, rstd)
-	b.op(i).flops = 8 * float64(numel(b.shape(xin)))
-	b.op(i).bytes += float64(b.val(xin).bytes)
+	b.op(i).Flops = 8 * float64(numel(b.shape(xin)))
+	b.op(i).bytes += float64(b.val(xin).Bytes)
 	return y
 }
 

@@ -85,7 +85,7 @@ func (p *TransformerProcessor) validate(path string) error {
 }
 
 // lower runs the processor on its own (no noise conditioning).
-func (p *TransformerProcessor) lower(b *builder, x Value) Value { return p.lowerCond(b, x, noValue) }
+func (p *TransformerProcessor) lower(b *builder, x Value) Value { return p.lowerCond(b, x, NoValue) }
 
 // lowerCond runs the processor on x [batch * mesh nodes, channels],
 // conditioned on cond [rows, Cond] when the model injects noise.
@@ -119,7 +119,7 @@ func (p *TransformerProcessor) norm(b *builder, name string, x, cond Value) Valu
 // * (scale + 1) + bias. The product saves the fp32 norm output and scale
 // + 1; the norm saves its fp32 input copy; the output stays fp32.
 func condNorm(b *builder, name string, x, cond Value, c, condDim int64) Value {
-	if cond == noValue || condDim == 0 {
+	if cond == NoValue || condDim == 0 {
 		return b.layerNorm(name, x, c, true)
 	}
 	defer b.scope(name)()
@@ -174,6 +174,6 @@ func (p *TransformerProcessor) flash(b *builder, q, k, v Value) Value {
 	if p.Window > 0 && 2*p.Window+1 < nodes {
 		keys = 2*p.Window + 1
 	}
-	b.op(i).flops = 4 * float64(r) * float64(keys) * float64(p.Channels)
+	b.op(i).Flops = 4 * float64(r) * float64(keys) * float64(p.Channels)
 	return o
 }

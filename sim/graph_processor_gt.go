@@ -123,7 +123,7 @@ func (p *GraphTransformerProcessor) validate(path string) error {
 
 // lower runs the processor on its own (no noise conditioning).
 func (p *GraphTransformerProcessor) lower(b *builder, x Value) Value {
-	return p.lowerCond(b, x, noValue)
+	return p.lowerCond(b, x, NoValue)
 }
 
 func (p *GraphTransformerProcessor) lowerCond(b *builder, x, cond Value) Value {

@@ -58,27 +58,27 @@ func TestGraphTransformerProcessorParams(t *testing.T) {
 // 44SC + 6EC + 22E + 12EH + 16S + 16SH = 3,520 + 960 + 440 + 480 + 160 +
 // 320 = 5,880 bytes.
 func TestGraphTransformerProcessorSaved(t *testing.T) {
-	prog, err := gtProcessorPlan(t, "fp16-mixed", 1, "train").lowerProgram()
+	prog, err := gtProcessorPlan(t, "fp16-mixed", 1, "train").LowerProgram()
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[Value]bool{}
 	var saved int64
-	for _, op := range prog.ops {
+	for _, op := range prog.Ops {
 		if !strings.HasPrefix(op.name, "processor.") {
 			continue // the loss
 		}
 		for _, v := range op.saved {
-			if !seen[v] && prog.values[v].cat == CatActivations {
+			if !seen[v] && prog.Values[v].Cat == CatActivations {
 				seen[v] = true
-				saved += prog.values[v].bytes
+				saved += prog.Values[v].Bytes
 			}
 		}
 	}
 	if saved != 5_880 {
 		t.Errorf("saved %d bytes for one layer, want 5,880", saved)
 		for v := range seen {
-			t.Logf("  %s %v %s %d", prog.values[v].name, prog.values[v].shape, prog.values[v].dtype, prog.values[v].bytes)
+			t.Logf("  %s %v %s %d", prog.Values[v].name, prog.Values[v].shape, prog.Values[v].dtype, prog.Values[v].Bytes)
 		}
 	}
 }
@@ -92,16 +92,16 @@ func TestGraphTransformerProcessorChunks(t *testing.T) {
 		chunks int64
 		want   int
 	}{{"train", 4, 1}, {"eval", 4, 4}, {"eval", 1, 1}} {
-		prog, err := gtProcessorPlan(t, "fp16-mixed", c.chunks, c.phase).lowerProgram()
+		prog, err := gtProcessorPlan(t, "fp16-mixed", c.chunks, c.phase).LowerProgram()
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
-		for _, v := range prog.values {
+		for _, v := range prog.Values {
 			if strings.HasSuffix(v.name, "scatter_out") {
 				n++
-				if v.bytes != 10*8*4 {
-					t.Errorf("%s eval_chunks %d: %s is %d B, want an fp32 [10, 8] over all nodes", c.phase, c.chunks, v.name, v.bytes)
+				if v.Bytes != 10*8*4 {
+					t.Errorf("%s eval_chunks %d: %s is %d B, want an fp32 [10, 8] over all nodes", c.phase, c.chunks, v.name, v.Bytes)
 				}
 			}
 		}

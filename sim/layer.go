@@ -26,11 +26,11 @@ type Layer interface {
 func Walk(l Layer, path string, fn func(path string, l Layer)) {
 	fn(path, l)
 	for i, c := range l.Children() {
-		Walk(c, childPath(path, c, i), fn)
+		Walk(c, ChildPath(path, c, i), fn)
 	}
 }
 
-func childPath(parent string, c Layer, i int) string {
+func ChildPath(parent string, c Layer, i int) string {
 	name := c.Label()
 	if name == "" {
 		name = c.Kind() + "[" + itoa(int64(i)) + "]"

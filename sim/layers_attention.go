@@ -174,7 +174,7 @@ func (b *builder) rope(name string, x Value, shape []int64) Value {
 	per := b.dtype(x).Bytes(numel(shape))
 	b.op(i).workF = 2 * per // rotate_half cat and one product live at once
 	b.op(i).workB = 2 * per
-	b.op(i).flops = 6 * float64(numel(shape))
+	b.op(i).Flops = 6 * float64(numel(shape))
 	return y
 }
 
@@ -195,7 +195,7 @@ func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
 		work += 2 * dt.Bytes(tokens*h*d)
 	}
 	b.op(i).workB = work
-	b.op(i).flops = a.coreFLOPs(s)
+	b.op(i).Flops = a.coreFLOPs(s)
 	b.ringAttention(i, k, v) // context.go: ring buffers with context parallelism
 	return o
 }
@@ -232,7 +232,7 @@ func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
 	scores := b.out(i, "scores", scoreShape, dt, "attention scores")
 	b.save(i, qc, kc)
 	full := 2 * float64(bs) * float64(seq) * float64(h*d) // eager computes masked blocks too
-	b.op(i).flops = full
+	b.op(i).Flops = full
 	// / sqrt(d): saves the scalar as a 0-dim fp64 tensor.
 	j := b.addOp("div", "scale", []Value{scores})
 	scaled := b.out(j, "scaled", scoreShape, dt, "scaled attention scores")
@@ -259,7 +259,7 @@ func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
 	vc := b.out(pv, "v_copy", headShape, dt, "contiguous v copy (all heads) saved by bmm")
 	o := b.out(pv, "context", headShape, dt, "attention context")
 	b.save(pv, p, vc)
-	b.op(pv).flops = full
+	b.op(pv).Flops = full
 	// transpose(1, 2).contiguous(): the merged heads, the o_proj input.
 	t := b.addOp("contiguous", "merge_heads", []Value{o})
 	return b.out(t, "merged", headShape, dt, "merged heads (o_proj input)")

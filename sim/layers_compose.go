@@ -24,7 +24,7 @@ func (s *Sequential) Params() int64 {
 func (s *Sequential) Summary() string { return fmt.Sprintf("%d layers", len(s.Layers)) }
 func (s *Sequential) validate(path string) error {
 	for i, l := range s.Layers {
-		if err := l.validate(childPath(path, l, i)); err != nil {
+		if err := l.validate(ChildPath(path, l, i)); err != nil {
 			return err
 		}
 	}
@@ -70,7 +70,7 @@ func (r *Repeat) validate(path string) error {
 	if r.N <= 0 {
 		return units.Errorf(path, "repeat count must be positive (got %d)", r.N)
 	}
-	return r.Layer.validate(childPath(path, r.Layer, 0))
+	return r.Layer.validate(ChildPath(path, r.Layer, 0))
 }
 func (r *Repeat) lower(b *builder, x Value) Value {
 	name := r.Name
@@ -103,7 +103,7 @@ func (r *Residual) Label() string              { return r.Name }
 func (r *Residual) Children() []Layer          { return []Layer{r.Layer} }
 func (r *Residual) Params() int64              { return r.Layer.Params() }
 func (r *Residual) Summary() string            { return "x + " + r.Layer.Kind() + "(x)" }
-func (r *Residual) validate(path string) error { return r.Layer.validate(childPath(path, r.Layer, 0)) }
+func (r *Residual) validate(path string) error { return r.Layer.validate(ChildPath(path, r.Layer, 0)) }
 func (r *Residual) lower(b *builder, x Value) Value {
 	defer b.scope(r.Name)()
 	y := b.lowerChild(r.Layer, 0, x)

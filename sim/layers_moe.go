@@ -135,7 +135,7 @@ func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
 		xin := b.cast(x, dt, "autocast copy of expert input")
 		ins := []Value{xin}
 		for _, p := range ps {
-			if w := b.weight(p, dt); w != noValue {
+			if w := b.weight(p, dt); w != NoValue {
 				ins = append(ins, w)
 			}
 		}
@@ -147,7 +147,7 @@ func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
 		if b.grad(xin) {
 			b.save(i, ins[1:]...)
 		}
-		b.op(i).flops = 2 * float64(routed) * float64(in) * float64(out)
+		b.op(i).Flops = 2 * float64(routed) * float64(in) * float64(out)
 		return y
 	}
 	if gated {

@@ -51,7 +51,7 @@ func (p *Parallel) validate(path string) error {
 		return units.Errorf(path, "parallel needs at least one branch")
 	}
 	for i, l := range p.Branches {
-		if err := l.validate(childPath(path, l, i)); err != nil {
+		if err := l.validate(ChildPath(path, l, i)); err != nil {
 			return err
 		}
 	}
@@ -60,10 +60,10 @@ func (p *Parallel) validate(path string) error {
 
 func (p *Parallel) lower(b *builder, x Value) Value {
 	defer b.scope(p.Name)()
-	var sum Value = noValue
+	var sum Value = NoValue
 	for i, l := range p.Branches {
 		y := b.lowerChild(l, i, x)
-		if sum == noValue {
+		if sum == NoValue {
 			sum = y
 			continue
 		}
@@ -97,7 +97,7 @@ func (g *Gated) validate(path string) error {
 	if err := positive(path, "dim", g.Dim); err != nil {
 		return err
 	}
-	return g.Body.validate(childPath(path, g.Body, 0))
+	return g.Body.validate(ChildPath(path, g.Body, 0))
 }
 
 func (g *Gated) lower(b *builder, x Value) Value {

@@ -55,7 +55,7 @@ func (p *Pooler) lower(b *builder, x Value) Value {
 	}
 	wv := b.weight(w, dt)
 	ins := []Value{xin}
-	if wv != noValue {
+	if wv != NoValue {
 		ins = append(ins, wv)
 	}
 	i := b.addOp("matmul", "dense", ins, w, bias)
@@ -66,7 +66,7 @@ func (p *Pooler) lower(b *builder, x Value) Value {
 	if b.grad(xin) {
 		b.save(i, wv)
 	}
-	b.op(i).flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
+	b.op(i).Flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
 	b.op(i).bytes += float64(dt.Bytes(n*p.Dim)) + float64(dt.Bytes(p.Dim*p.Dim))
 	return b.activation("tanh", y)
 }

@@ -35,7 +35,7 @@ func (s *Scale) lower(b *builder, x Value) Value {
 	}
 	i := b.addOp("mul", name, []Value{x})
 	y := b.out(i, name, b.shape(x), b.dtype(x), "scaled "+b.lastName(x))
-	b.op(i).flops = float64(numel(b.shape(x)))
-	b.op(i).bytes += float64(b.val(x).bytes)
+	b.op(i).Flops = float64(numel(b.shape(x)))
+	b.op(i).bytes += float64(b.val(x).Bytes)
 	return y
 }

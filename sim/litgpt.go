@@ -282,7 +282,7 @@ func (b *builder) litNorm(c LitGPTConfig, name string, x Value) Value {
 	if b.trainable(w) {
 		b.save(iw, normed)
 	}
-	b.op(iw).flops = 4 * float64(r*c.Embd)
+	b.op(iw).Flops = 4 * float64(r*c.Embd)
 	return y
 }
 
@@ -315,7 +315,7 @@ func (b *builder) litAttention(c LitGPTConfig, index int64, x Value) Value {
 	if lora != nil {
 		b.lora = &LoRA{Rank: lora.Rank} // base still frozen; LitGPT's own fused LoRA below, not the per-projection one
 	}
-	wqkv := int32(len(b.p.params)) // the qkv weight registers first
+	wqkv := int32(len(b.p.Params)) // the qkv weight registers first
 	qkv := b.litLinear(c, "attn", "qkv", x, h, c.qkvWidth(), c.Bias)
 	b.lora = lora
 	if lora != nil {
@@ -356,7 +356,7 @@ func (b *builder) litRope(name string, src Value, shape []int64, n int64) Value 
 	// rotated (dt) + x*cos, rotated*sin, sum (fp32) + the roped slice (dt)
 	b.op(i).workF = 2*dt.Bytes(elems) + 3*units.FP32.Bytes(elems)
 	b.op(i).workB = 3*units.FP32.Bytes(elems) + dt.Bytes(elems)
-	b.op(i).flops = 6 * float64(elems)
+	b.op(i).Flops = 6 * float64(elems)
 	return y
 }
 
@@ -391,7 +391,7 @@ func (b *builder) litLoRAQKV(c LitGPTConfig, x, pretrained Value) Value {
 	ic := b.addOp("conv1d", "lora_B", []Value{a}, wb)
 	after := b.out(ic, "after_B", withLast(s, width), b.dtype(a), "LoRA lora_B output (grouped conv1d)")
 	b.save(ic, a)
-	b.op(ic).flops = 2 * float64(rows(s)) * float64(r) * float64(width)
+	b.op(ic).Flops = 2 * float64(rows(s)) * float64(r) * float64(width)
 	upd := after
 	if nEnabled < 3 {
 		// zero_pad: x.reshape(-1, width) copies the transposed conv output
@@ -433,14 +433,14 @@ func (b *builder) litAdapterPrefix(c LitGPTConfig, q, y Value, wqkv int32) Value
 	}
 	il := b.addOp("matmul", "prefix_qkv", []Value{prefix}, params...)
 	aqkv := b.out(il, "aqkv", []int64{1, aT, c.qkvWidth()}, b.prec.Compute, "qkv of the adapter prompt")
-	b.op(il).flops = 2 * float64(aT) * float64(h) * float64(c.qkvWidth())
+	b.op(il).Flops = 2 * float64(aT) * float64(h) * float64(c.qkvWidth())
 	s := b.shape(q)
 	ia := b.addOp("attention", "adapter_attention", []Value{q, aqkv})
 	ay := b.out(ia, "ay", b.shape(y), b.dtype(y), "attention of the tokens over the adapter prompt")
 	lse := b.out(ia, "logsumexp", []int64{rows(s), c.Heads}, units.FP32, "adapter attention logsumexp (saved)")
 	b.val(lse).grad = false
 	b.save(ia, q, aqkv, ay, lse)
-	b.op(ia).flops = 4 * float64(rows(s)) * float64(aT) * float64(h)
+	b.op(ia).Flops = 4 * float64(rows(s)) * float64(aT) * float64(h)
 	ig := b.addOp("mul", "gate", []Value{ay}, gate)
 	gated := b.out(ig, "gated", b.shape(y), b.dtype(y), "gating_factor * ay")
 	b.save(ig, ay)

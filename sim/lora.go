@@ -72,7 +72,7 @@ func (b *builder) adapterLinear(name string, x Value, in, out int64) Value {
 	xin := b.cast(x, dt, "autocast copy of LoRA input")
 	wv := b.weight(w, dt)
 	ins := []Value{xin}
-	if wv != noValue {
+	if wv != NoValue {
 		ins = append(ins, wv)
 	}
 	i := b.addOp("matmul", "", ins, w)
@@ -81,6 +81,6 @@ func (b *builder) adapterLinear(name string, x Value, in, out int64) Value {
 	if b.grad(xin) {
 		b.save(i, wv)
 	}
-	b.op(i).flops = 2 * float64(rows(b.shape(xin))) * float64(in) * float64(out)
+	b.op(i).Flops = 2 * float64(rows(b.shape(xin))) * float64(in) * float64(out)
 	return y
 }

@@ -65,7 +65,7 @@ func (b *builder) memberSlice(x Value, i, per int64) Value {
 	op := b.addOp("slice", "member_input", []Value{x})
 	shape := append([]int64{per}, b.shape(x)[1:]...)
 	v := b.out(op, "input", shape, b.dtype(x), fmt.Sprintf("view of member %d's rows of the batch (no new storage)", i))
-	b.val(v).bytes = 0
+	b.val(v).Bytes = 0
 	b.op(op).bytes = 0
 	return v
 }
@@ -91,11 +91,11 @@ type lowering struct {
 }
 
 func (b *builder) startLowering() lowering {
-	return lowering{params: [2]int{len(b.p.params)}, ops: [2]int{len(b.p.ops)}, buffers: len(b.p.buffers)}
+	return lowering{params: [2]int{len(b.p.Params)}, ops: [2]int{len(b.p.Ops)}, buffers: len(b.p.buffers)}
 }
 
 func (b *builder) endLowering(l lowering) lowering {
-	l.params[1], l.ops[1] = len(b.p.params), len(b.p.ops)
+	l.params[1], l.ops[1] = len(b.p.Params), len(b.p.Ops)
 	return l
 }
 
@@ -116,29 +116,29 @@ func (b *builder) shareMember(p, q [2]int, opsP, opsQ [2]int) {
 		panic(lowerError{units.Errorf(b.name(""), "internal error: members registered %d and %d parameters", p[1]-p[0], q[1]-q[0])})
 	}
 	root := func(pi int) int32 {
-		if t := b.p.params[pi].tiedTo; t >= 0 {
+		if t := b.p.Params[pi].TiedTo; t >= 0 {
 			return t
 		}
 		return int32(pi)
 	}
 	for j := 0; j < p[1]-p[0]; j++ {
-		b.p.params[q[0]+j].tiedTo = root(p[0] + j)
+		b.p.Params[q[0]+j].TiedTo = root(p[0] + j)
 	}
 	// The first member's weight copies, by parameter.
 	copies := map[int32]Value{}
 	for i := opsP[0]; i < opsP[1]; i++ {
-		if o := &b.p.ops[i]; isWeightCast(o) {
+		if o := &b.p.Ops[i]; isWeightCast(o) {
 			copies[root(int(o.params[0]))] = o.out[0]
 		}
 	}
 	renamed := map[Value]Value{}
 	for i := opsQ[0]; i < opsQ[1]; i++ {
-		o := &b.p.ops[i]
+		o := &b.p.Ops[i]
 		if isWeightCast(o) {
-			if v0, ok := copies[b.p.params[o.params[0]].tiedTo]; ok {
+			if v0, ok := copies[b.p.Params[o.params[0]].TiedTo]; ok {
 				renamed[o.out[0]] = v0
-				b.p.values[o.out[0]].cached = false
-				o.out, o.params, o.flops, o.bytes = nil, nil, 0, 0
+				b.p.Values[o.out[0]].cached = false
+				o.out, o.params, o.Flops, o.bytes = nil, nil, 0, 0
 			}
 			continue
 		}
@@ -157,5 +157,5 @@ func (b *builder) shareMember(p, q [2]int, opsP, opsQ [2]int) {
 
 // isWeightCast reports an autocast weight copy (builder.weight).
 func isWeightCast(o *opInfo) bool {
-	return o.kind == "cast" && len(o.in) == 0 && len(o.params) == 1 && len(o.out) == 1
+	return o.Kind == "cast" && len(o.in) == 0 && len(o.params) == 1 && len(o.out) == 1
 }

@@ -44,15 +44,15 @@ func TestSequentialMembersShareState(t *testing.T) {
 	}
 	// Each member runs its own forward on its own rows; the outputs are
 	// concatenated before the loss.
-	pq, err := seq.lowerProgram()
+	pq, err := seq.LowerProgram()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cat *opInfo
 	members := map[string]bool{}
-	for i := range pq.ops {
-		o := &pq.ops[i]
-		if o.kind == "cat" && o.name == "members_cat" {
+	for i := range pq.Ops {
+		o := &pq.Ops[i]
+		if o.Kind == "cat" && o.name == "members_cat" {
 			cat = o
 		}
 		if i := strings.IndexByte(o.name, '.'); i > 0 && strings.HasPrefix(o.name, "member") {
@@ -62,10 +62,10 @@ func TestSequentialMembersShareState(t *testing.T) {
 	if cat == nil || len(cat.in) != 2 || len(members) != 2 {
 		t.Fatalf("sequential program: cat %+v, members %v", cat, members)
 	}
-	if s := pq.values[cat.out[0]].shape; len(s) != 3 || s[0] != 4 || s[1] != 16 || s[2] != 1000 {
+	if s := pq.Values[cat.out[0]].shape; len(s) != 3 || s[0] != 4 || s[1] != 16 || s[2] != 1000 {
 		t.Errorf("concatenated logits %v, want [4 16 1000]", s)
 	}
-	if s := pq.values[pq.input].shape; s[0] != 4 {
+	if s := pq.Values[pq.Input].shape; s[0] != 4 {
 		t.Errorf("input %v, want all 4 rows", s)
 	}
 }

@@ -147,7 +147,7 @@ func (m *Model) Validate() error {
 		return &units.Error{Path: m.Name, Msg: "model has no layers", Hint: "model(name, embedding(...), repeat(block, n), ...)"}
 	}
 	for i, l := range m.Layers {
-		if err := l.validate(childPath("", l, i)); err != nil {
+		if err := l.validate(ChildPath("", l, i)); err != nil {
 			return err
 		}
 	}
@@ -192,7 +192,7 @@ func (m *Model) lower(b *builder) (err error) {
 	var x Value
 	if startsWithEmbedding(m.Layers) {
 		x = b.input("input_ids", []int64{b.batch, b.seq}, units.INT64)
-		b.p.input = x
+		b.p.Input = x
 	} else {
 		dt := b.prec.Compute
 		if b.prec.Autocast {
@@ -204,15 +204,15 @@ func (m *Model) lower(b *builder) (err error) {
 		} else {
 			x = b.input("inputs", shape, dt)
 			b.val(x).grad = m.InputGrad && !b.eval
-			b.p.input = x
+			b.p.Input = x
 		}
 	}
 	if m.Data != nil {
-		b.p.loss = b.lowerRollout(m, x, b.rollout) // rollout.go: anemoi's rollout loop
+		b.p.Loss = b.lowerRollout(m, x, b.rollout) // rollout.go: anemoi's rollout loop
 		return nil
 	}
 	x = b.lowerMembers(m, x) // lowerBody once, or once per member (members.go)
-	b.p.loss = b.loss(m, x)
+	b.p.Loss = b.loss(m, x)
 	return nil
 }
 
@@ -225,12 +225,12 @@ func (m *Model) lowerBody(b *builder, x Value) Value {
 		if b.ft.chunkHead(m) { // chunked_loss.go: loss_chunks, returns the loss
 			return b.chunkedModelLoss(m, x)
 		}
-		nParams := len(b.p.params)
+		nParams := len(b.p.Params)
 		x = b.headLinear(x, m.Vocab, m.HeadBias) // tp.go: vocab-parallel with TP
 		if m.tied() {
-			for pi := range b.p.params {
-				if b.p.params[pi].role == "embed" {
-					b.p.params[nParams].tiedTo = int32(pi)
+			for pi := range b.p.Params {
+				if b.p.Params[pi].Role == "embed" {
+					b.p.Params[nParams].TiedTo = int32(pi)
 					break
 				}
 			}
@@ -244,11 +244,11 @@ func (m *Model) lowerBody(b *builder, x Value) Value {
 
 // input adds the program input (data: no grad).
 func (b *builder) input(name string, shape []int64, dt units.DType) Value {
-	b.p.values = append(b.p.values, valueInfo{
-		name: name, shape: shape, dtype: dt, bytes: dt.Bytes(numel(shape)),
-		cat: CatActivations, producer: -1, why: "input batch",
+	b.p.Values = append(b.p.Values, valueInfo{
+		name: name, shape: shape, dtype: dt, Bytes: dt.Bytes(numel(shape)),
+		Cat: CatActivations, producer: -1, why: "input batch",
 	})
-	return Value(len(b.p.values) - 1)
+	return Value(len(b.p.Values) - 1)
 }
 
 // loss lowers the loss. Cross-entropy: logits optionally upcast to fp32
@@ -273,8 +273,8 @@ func (b *builder) loss(m *Model, x Value) Value {
 		b.val(lsm).grad = false
 		loss := b.out(i, "loss", nil, units.FP32, "loss")
 		b.save(i, lsm)
-		b.op(i).workB = b.val(lsm).bytes
-		b.op(i).flops = 5 * float64(numel(b.shape(x)))
+		b.op(i).workB = b.val(lsm).Bytes
+		b.op(i).Flops = 5 * float64(numel(b.shape(x)))
 		return loss
 	case "crps":
 		return b.crpsLoss(x) // graph_loss.go
@@ -293,7 +293,7 @@ func (b *builder) loss(m *Model, x Value) Value {
 func (m *Model) Describe() []ModuleRow {
 	var out []ModuleRow
 	for i, l := range m.Layers {
-		Walk(l, childPath("", l, i), func(path string, x Layer) {
+		Walk(l, ChildPath("", l, i), func(path string, x Layer) {
 			out = append(out, ModuleRow{Path: path, Kind: x.Kind(), Summary: x.Summary(), Params: x.Params()})
 		})
 	}

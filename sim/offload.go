@@ -68,8 +68,8 @@ const (
 
 // optimizerTier is where master weights and optimizer state live: "" on
 // the GPU, "cpu" or "nvme".
-func (r *replay) optimizerTier() string {
-	o := r.plan.Offload
+func (r *Replay) optimizerTier() string {
+	o := r.Plan.Offload
 	if o == nil {
 		return ""
 	}
@@ -85,39 +85,39 @@ func (r *replay) optimizerTier() string {
 // paramsOffloaded reports whether parameters stream from the host one
 // unit at a time (ZeRO-3 gathers them from host partitions instead:
 // shard_offload.go).
-func (r *replay) paramsOffloaded() bool {
-	return r.plan.Offload != nil && r.plan.Offload.Params != "" && !r.dist.shardedParamOffload(r)
+func (r *Replay) paramsOffloaded() bool {
+	return r.Plan.Offload != nil && r.Plan.Offload.Params != "" && !r.dist.shardedParamOffload(r)
 }
 
-func (r *replay) actsOffloaded() bool {
-	return r.plan.Offload != nil && r.plan.Offload.Activations != "" && r.plan.Phase != "eval"
+func (r *Replay) actsOffloaded() bool {
+	return r.Plan.Offload != nil && r.Plan.Offload.Activations != "" && r.Plan.Phase != "eval"
 }
 
 // offloadState accounts one trainable parameter's master weight,
 // optimizer state and fp32 grad copy off the GPU and reports whether the
 // optimizer is offloaded (setup then allocates nothing on the GPU).
-func (r *replay) offloadState(p *paramInfo) bool {
+func (r *Replay) offloadState(p *ParamInfo) bool {
 	tier := r.optimizerTier()
 	if tier == "" {
 		return false
 	}
 	fo := r.fo()
-	master := units.FP32.Bytes(p.numel) // DeepSpeed keeps an fp32 master for 16-bit training
+	master := units.FP32.Bytes(p.Numel) // DeepSpeed keeps an fp32 master for 16-bit training
 	var states int64
-	for _, s := range r.plan.Optimizer.states(p.shape, p.numel, units.FP32) {
+	for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, units.FP32) {
 		states += s.bytes
 	}
 	r.rep.States.Master += master
 	r.rep.States.Optimizer += states
-	fo.hostGrads += units.FP32.Bytes(p.numel)
+	fo.hostGrads += units.FP32.Bytes(p.Numel)
 	if tier == "nvme" {
 		fo.nvmeStates += master + states
 		fo.swap = max(fo.swap, nvmeSwapBufs*(master+states))
 	} else {
 		fo.hostStates += master + states
 	}
-	prec := r.plan.Precision
-	r.rep.Traffic.PCIe += prec.Grads.Bytes(p.numel) + prec.Params.Bytes(p.numel)
+	prec := r.Plan.Precision
+	r.rep.Traffic.PCIe += prec.Grads.Bytes(p.Numel) + prec.Params.Bytes(p.Numel)
 	if tier == "nvme" {
 		r.rep.Traffic.NVMe += 2 * (master + states)
 	}
@@ -125,7 +125,7 @@ func (r *replay) offloadState(p *paramInfo) bool {
 }
 
 // offloadParam keeps a parameter on the host in setup (param offload).
-func (r *replay) offloadParam(p *paramInfo) bool {
+func (r *Replay) offloadParam(p *ParamInfo) bool {
 	if !r.paramsOffloaded() {
 		return false
 	}
@@ -151,7 +151,7 @@ type offloadRecord struct {
 	order                                               []string // units in forward order
 }
 
-func (r *replay) fo() *offloadRecord {
+func (r *Replay) fo() *offloadRecord {
 	if r.off == nil {
 		r.off = &offloadRecord{}
 	}
@@ -181,20 +181,20 @@ func unitName(name string) string {
 
 // setupOffload runs at the end of setup: units for param streaming, and
 // accumulated grads (which live on the host when params are offloaded).
-func (r *replay) setupOffload() {
+func (r *Replay) setupOffload() {
 	if !r.paramsOffloaded() {
 		return
 	}
 	fo := r.fo()
 	fo.units = map[string][]int32{}
 	fo.resident = map[string][]int32{}
-	fo.unitOf = make([]string, len(r.p.params))
-	for pi := range r.p.params {
-		p := &r.p.params[pi]
-		if p.tiedTo >= 0 {
+	fo.unitOf = make([]string, len(r.p.Params))
+	for pi := range r.p.Params {
+		p := &r.p.Params[pi]
+		if p.TiedTo >= 0 {
 			continue
 		}
-		u := unitName(p.name)
+		u := unitName(p.Name)
 		if _, ok := fo.units[u]; !ok {
 			fo.order = append(fo.order, u)
 		}
@@ -211,7 +211,7 @@ func (r *replay) setupOffload() {
 
 // gather brings a unit's params onto the GPU (and the next unit's, the
 // prefetch), releasing units that are no longer needed.
-func (r *replay) gather(u string, backward bool) {
+func (r *Replay) gather(u string, backward bool) {
 	fo := r.fo()
 	next := ""
 	for i, x := range fo.order {
@@ -240,23 +240,23 @@ func (r *replay) gather(u string, backward bool) {
 		}
 		var ids []int32
 		for _, pi := range fo.units[x] {
-			p := &r.p.params[pi]
+			p := &r.p.Params[pi]
 			b := r.paramBytes(p)
 			if p.quant != "" {
 				b = quantBytes(p.quant, p.shape)
 			}
-			ids = append(ids, r.allocate(Alloc{Tensor: p.name, Shape: p.shape, DType: r.plan.Precision.Params, Bytes: b, Why: "parameter gathered from host memory (param offload)", Cat: CatParams}))
+			ids = append(ids, r.allocate(Alloc{Tensor: p.Name, Shape: p.shape, DType: r.Plan.Precision.Params, Bytes: b, Why: "parameter gathered from host memory (param offload)", Cat: CatParams}))
 		}
 		fo.resident[x] = ids
 	}
 }
 
 // beforeForwardOp streams the params op i reads (param offload).
-func (r *replay) beforeForwardOp(i int) {
+func (r *Replay) beforeForwardOp(i int) {
 	if !r.paramsOffloaded() || r.phase == PhaseRecompute {
 		return
 	}
-	for _, pi := range r.p.ops[i].params {
+	for _, pi := range r.p.Ops[i].params {
 		if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
 			r.gather(u, false)
 			return
@@ -266,11 +266,11 @@ func (r *replay) beforeForwardOp(i int) {
 
 // afterForwardOp copies saved activations whose forward use is over to
 // the host (activation offload).
-func (r *replay) afterForwardOp(i int) {
+func (r *Replay) afterForwardOp(i int) {
 	if !r.actsOffloaded() || r.phase != PhaseForward {
 		return
 	}
-	op := &r.p.ops[i]
+	op := &r.p.Ops[i]
 	for _, vs := range [][]Value{op.in, op.out} {
 		for _, v := range vs {
 			r.offloadValue(v)
@@ -278,9 +278,9 @@ func (r *replay) afterForwardOp(i int) {
 	}
 }
 
-func (r *replay) offloadValue(v Value) {
-	vi := &r.p.values[v]
-	if !r.done[v] || r.valT[v] == none || !r.saved[v] || vi.cat != CatActivations || vi.bytes < minOffload || v == r.p.input {
+func (r *Replay) offloadValue(v Value) {
+	vi := &r.p.Values[v]
+	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != CatActivations || vi.Bytes < minOffload || v == r.p.Input {
 		return
 	}
 	fo := r.fo()
@@ -290,15 +290,15 @@ func (r *replay) offloadValue(v Value) {
 	r.release(r.valT[v])
 	r.valT[v] = none
 	fo.fetched[v] = false
-	fo.acts += vi.bytes
+	fo.acts += vi.Bytes
 	fo.actsPeak = max(fo.actsPeak, fo.acts)
-	r.rep.Traffic.PCIe += 2 * vi.bytes
+	r.rep.Traffic.PCIe += 2 * vi.Bytes
 }
 
 // beforeBackwardOp brings back what op i's backward (or its region's
 // recompute) reads, and streams its params.
-func (r *replay) beforeBackwardOp(i int) {
-	op := &r.p.ops[i]
+func (r *Replay) beforeBackwardOp(i int) {
+	op := &r.p.Ops[i]
 	if r.paramsOffloaded() {
 		for _, pi := range op.params {
 			if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
@@ -315,27 +315,27 @@ func (r *replay) beforeBackwardOp(i int) {
 		if !ok || done {
 			return
 		}
-		vi := &r.p.values[v]
-		r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: vi.why + " (copied back from host memory)", Cat: CatActivations})
+		vi := &r.p.Values[v]
+		r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: vi.why + " (copied back from host memory)", Cat: CatActivations})
 		r.off.fetched[v] = true
-		r.off.acts -= vi.bytes
+		r.off.acts -= vi.Bytes
 	}
 	for _, v := range op.saved {
 		fetch(v)
 	}
-	if op.region != 0 && !r.redone[op.region-1] {
-		for _, v := range r.regionIn[op.region-1] {
+	if op.Region != 0 && !r.redone[op.Region-1] {
+		for _, v := range r.regionIn[op.Region-1] {
 			fetch(v)
 		}
 	}
 }
 
 // afterBackwardOp sends a finished unit's grads to the host (param offload).
-func (r *replay) afterBackwardOp(i int) {
+func (r *Replay) afterBackwardOp(i int) {
 	if !r.paramsOffloaded() {
 		return
 	}
-	for _, pi := range r.p.ops[i].params {
+	for _, pi := range r.p.Ops[i].params {
 		pi = r.resolve(pi)
 		if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
 			r.release(r.paramGrad[pi])
@@ -345,10 +345,10 @@ func (r *replay) afterBackwardOp(i int) {
 }
 
 // offloadStep reports whether the optimizer step runs off the GPU.
-func (r *replay) offloadStep() bool { return r.optimizerTier() != "" }
+func (r *Replay) offloadStep() bool { return r.optimizerTier() != "" }
 
 // finishOffload fills host memory and checks it against the node's RAM.
-func (r *replay) finishOffload(rep *Report) error {
+func (r *Replay) finishOffload(rep *Report) error {
 	fo := r.off
 	if fo == nil {
 		return nil
@@ -384,14 +384,14 @@ func (r *replay) finishOffload(rep *Report) error {
 
 // checkHost fails when the GPUs of one node need more host memory than
 // Plan.HostMemory.
-func (r *replay) checkHost(rep *Report) error {
-	limit := r.plan.HostMemory
+func (r *Replay) checkHost(rep *Report) error {
+	limit := r.Plan.HostMemory
 	if limit <= 0 || rep.HostMemory == 0 {
 		return nil
 	}
-	gpus := max(r.plan.Cluster.GPUsPerNode, 1)
-	if r.plan.Cluster.GPUsPerNode == 0 && r.plan.Parallel.GPUs() < hw.DefaultGPUsPerNode {
-		gpus = r.plan.Parallel.GPUs()
+	gpus := max(r.Plan.Cluster.GPUsPerNode, 1)
+	if r.Plan.Cluster.GPUsPerNode == 0 && r.Plan.Parallel.GPUs() < hw.DefaultGPUsPerNode {
+		gpus = r.Plan.Parallel.GPUs()
 	}
 	need := rep.HostMemory * gpus
 	if need <= limit {

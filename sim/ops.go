@@ -10,17 +10,17 @@ import "github.com/memsh/memsh/sim/units"
 // keeps casts of leaf tensors that require grad until the forward ends);
 // otherwise the parameter itself (noValue).
 func (b *builder) weight(pi int32, dt units.DType) Value {
-	p := b.p.params[pi]
+	p := b.p.Params[pi]
 	if !b.prec.Autocast || b.prec.Params == dt {
-		return noValue
+		return NoValue
 	}
 	i := b.addOp("cast", "to_"+dt.Name(), nil, pi)
-	y := b.out(i, lastSegment(p.name)+"."+dt.Name(), p.shape, dt, "autocast "+dt.Name()+" copy of weight "+p.name)
+	y := b.out(i, lastSegment(p.Name)+"."+dt.Name(), p.shape, dt, "autocast "+dt.Name()+" copy of weight "+p.Name)
 	v := b.val(y)
-	v.cat = CatParams
+	v.Cat = CatParams
 	v.grad = b.trainable(pi)
 	v.cached = b.trainable(pi)
-	b.op(i).bytes += float64(b.prec.Params.Bytes(p.numel))
+	b.op(i).bytes += float64(b.prec.Params.Bytes(p.Numel))
 	return y
 }
 
@@ -52,7 +52,7 @@ func (b *builder) linear(name, role string, x Value, in, out int64, bias bool) V
 	xin := b.cast(x, dt, "autocast copy of linear input")
 	wv := b.weight(w, dt)
 	ins := []Value{xin}
-	if wv != noValue {
+	if wv != NoValue {
 		ins = append(ins, wv)
 	}
 	i := b.addOp("matmul", "", ins, params...)
@@ -64,8 +64,8 @@ func (b *builder) linear(name, role string, x Value, in, out int64, bias bool) V
 		b.save(i, wv)
 	}
 	t := rows(b.shape(xin))
-	b.op(i).flops = 2 * float64(t) * float64(in) * float64(out)
-	b.op(i).bytes += float64(b.val(xin).bytes) + float64(dt.Bytes(in*out))
+	b.op(i).Flops = 2 * float64(t) * float64(in) * float64(out)
+	b.op(i).bytes += float64(b.val(xin).Bytes) + float64(dt.Bytes(in*out))
 	if b.lora != nil && b.lora.targets(role) {
 		y = b.loraAdapter(xin, y, in, out)
 	}
@@ -83,8 +83,8 @@ func (b *builder) unary(kind string, x Value, saveIn, saveOut bool) Value {
 	if saveOut {
 		b.save(i, y)
 	}
-	b.op(i).flops = 8 * float64(numel(b.shape(x)))
-	b.op(i).bytes += float64(b.val(x).bytes)
+	b.op(i).Flops = 8 * float64(numel(b.shape(x)))
+	b.op(i).bytes += float64(b.val(x).Bytes)
 	return y
 }
 
@@ -92,8 +92,8 @@ func (b *builder) unary(kind string, x Value, saveIn, saveOut bool) Value {
 func (b *builder) add(name string, x, y Value) Value {
 	i := b.addOp("add", name, []Value{x, y})
 	out := b.out(i, name, b.shape(x), promote(b.dtype(x), b.dtype(y)), "sum "+name)
-	b.op(i).flops = float64(numel(b.shape(x)))
-	b.op(i).bytes += float64(b.val(x).bytes + b.val(y).bytes)
+	b.op(i).Flops = float64(numel(b.shape(x)))
+	b.op(i).bytes += float64(b.val(x).Bytes + b.val(y).Bytes)
 	return out
 }
 
@@ -111,8 +111,8 @@ func (b *builder) mul(name string, x, y Value) Value {
 	if b.grad(y) {
 		b.save(i, x)
 	}
-	b.op(i).flops = float64(numel(shape))
-	b.op(i).bytes += float64(b.val(x).bytes + b.val(y).bytes)
+	b.op(i).Flops = float64(numel(shape))
+	b.op(i).bytes += float64(b.val(x).Bytes + b.val(y).Bytes)
 	return out
 }
 
@@ -127,7 +127,7 @@ func (b *builder) dropout(name string, x Value, p float64) Value {
 	m := b.out(i, name+".mask", b.shape(x), units.BOOL, "dropout mask (bool, saved for backward)")
 	b.val(m).grad = false
 	b.save(i, m)
-	b.op(i).bytes += float64(b.val(x).bytes)
+	b.op(i).bytes += float64(b.val(x).Bytes)
 	return y
 }
 
@@ -156,8 +156,8 @@ func (b *builder) layerNorm(name string, x Value, dim int64, bias bool) Value {
 	rstd := b.out(i, "rstd", []int64{r, 1}, statsDT, "layer_norm rstd (saved)")
 	b.val(mean).grad, b.val(rstd).grad = false, false
 	b.save(i, xin, mean, rstd)
-	b.op(i).flops = 8 * float64(numel(b.shape(xin)))
-	b.op(i).bytes += float64(b.val(xin).bytes)
+	b.op(i).Flops = 8 * float64(numel(b.shape(xin)))
+	b.op(i).bytes += float64(b.val(xin).Bytes)
 	return y
 }
 
@@ -194,7 +194,7 @@ func (b *builder) rmsNorm(name string, x Value, dim int64) Value {
 		b.save(iw, n)
 	}
 	for _, i := range []int32{ip, im, ir, iw} {
-		b.op(i).flops = float64(numel(b.shape(x32)))
+		b.op(i).Flops = float64(numel(b.shape(x32)))
 	}
 	return y
 }

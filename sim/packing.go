@@ -24,7 +24,7 @@ func (p *Plan) validatePacking() error {
 	}
 	var bad string
 	for i, l := range p.Model.Layers {
-		Walk(l, childPath("", l, i), func(path string, x Layer) {
+		Walk(l, ChildPath("", l, i), func(path string, x Layer) {
 			if a, ok := x.(*Attention); ok && a.Impl != "flash" && bad == "" {
 				bad = fmt.Sprintf("%s runs %s attention", path, a.Impl)
 			}

@@ -19,8 +19,8 @@ import (
 
 // finishFinetune runs after the report is filled: paged state under
 // pressure, offload host memory and the host RAM check.
-func (r *replay) finishFinetune(rep *Report, nonTorch int64) error {
-	if paged := rep.States.pagedBytes(r.plan); paged > 0 {
+func (r *Replay) finishFinetune(rep *Report, nonTorch int64) error {
+	if paged := rep.States.pagedBytes(r.Plan); paged > 0 {
 		free := rep.Capacity - rep.PeakReserved - nonTorch
 		onDevice := min(paged, max(free, 0))
 		if out := paged - onDevice; out > 0 && rep.OOM == nil {

@@ -43,7 +43,7 @@ type Parallelism struct {
 }
 
 // norm fills defaults: degrees 1, schedule 1f1b, one virtual stage.
-func (p Parallelism) norm() Parallelism {
+func (p Parallelism) Norm() Parallelism {
 	for _, d := range []*int64{&p.DP, &p.TP, &p.PP, &p.CP, &p.EP, &p.VirtualStages} {
 		if *d == 0 {
 			*d = 1
@@ -64,20 +64,20 @@ func (p Parallelism) norm() Parallelism {
 // GPUs is the number of GPUs the layout uses: dp*tp*pp*cp (expert
 // parallelism reuses data-parallel ranks).
 func (p Parallelism) GPUs() int64 {
-	n := p.norm()
+	n := p.Norm()
 	return n.DP * n.TP * n.PP * n.CP
 }
 
 // Active reports whether the plan is spread over more than one GPU or
 // shards anything.
 func (p Parallelism) Active() bool {
-	n := p.norm()
+	n := p.Norm()
 	return n.GPUs() > 1 || n.EP > 1 || n.Zero > 0 || n.FSDP || n.DistributedOptimizer
 }
 
 // String is the parallel() call that builds p, defaults omitted.
 func (p Parallelism) String() string {
-	n := p.norm()
+	n := p.Norm()
 	var parts []string
 	for _, d := range []struct {
 		k string
@@ -116,7 +116,7 @@ func (p Parallelism) String() string {
 }
 
 // microBatches is the micro-batch count per step and pipeline.
-func (p *Plan) microBatches() int64 {
+func (p *Plan) MicroBatches() int64 {
 	if m := p.Parallel.MicroBatches; m > 0 {
 		return m
 	}
@@ -140,7 +140,7 @@ func (p *Plan) validateParallel() error {
 			return parallelErr("%s must be positive (got %d)", d.k, d.v)
 		}
 	}
-	par := raw.norm()
+	par := raw.Norm()
 	if par.Zero < 0 || par.Zero > 3 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero must be 0, 1, 2 or 3 (got %d)", par.Zero), Hint: "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters"}
 	}
@@ -165,7 +165,7 @@ func (p *Plan) validateParallel() error {
 		if par.PP < 2 {
 			return parallelErr("the interleaved schedule needs pp >= 2 (got pp=%d)", par.PP)
 		}
-		if m := p.microBatches(); m%par.PP != 0 {
+		if m := p.MicroBatches(); m%par.PP != 0 {
 			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
 		}
 	default:
@@ -210,7 +210,7 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	if par.PP > 1 {
-		if _, err := splitStages(p.Model, par); err != nil {
+		if _, err := SplitStages(p.Model, par); err != nil {
 			return err
 		}
 	}
@@ -249,7 +249,7 @@ func (m *Model) validateParallel(par Parallelism) error {
 		}
 	}
 	for i, l := range m.Layers {
-		Walk(l, childPath("", l, i), check)
+		Walk(l, ChildPath("", l, i), check)
 	}
 	if err != nil {
 		return err

@@ -37,11 +37,11 @@ import (
 // parameters.
 
 // stageSpec is the stage a per-stage plan copy replays.
-type stageSpec struct {
-	stage    int64
-	inflight int64 // chunk forwards in flight at the peak
-	chunks   []int64
-	split    *pipeSplit
+type StageSpec struct {
+	Stage    int64
+	Inflight int64 // chunk forwards in flight at the peak
+	Chunks   []int64
+	Split    *pipeSplit
 }
 
 // stageProg is what the replay needs beyond the program: the outputs whose
@@ -68,21 +68,21 @@ type pipeUnit struct {
 	anc   []pipeAnc
 	layer Layer
 	index int     // index in its parent (for lowerChild's naming)
-	rep   *Repeat // the split repeat, for blocks
+	Rep   *Repeat // the split repeat, for blocks
 	block int64   // block index, -1 for other layers
 }
 
 // pipeSplit is the model cut into layers before the blocks, the blocks,
 // and layers after them.
 type pipeSplit struct {
-	pre, blocks, post []pipeUnit
+	pre, Blocks, post []pipeUnit
 	chunks            int64 // pp * v
 }
 
 // splitStages flattens the model around its largest repeat() and checks
 // that the chunks divide it.
-func splitStages(m *Model, par Parallelism) (*pipeSplit, error) {
-	par = par.norm()
+func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
+	par = par.Norm()
 	var best *Repeat
 	var walk func(ls []Layer)
 	walk = func(ls []Layer) {
@@ -120,13 +120,13 @@ func splitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 			case *Repeat:
 				if x == best {
 					for j := int64(0); j < x.N; j++ {
-						s.blocks = append(s.blocks, pipeUnit{anc: anc, layer: x, index: i, rep: x, block: j})
+						s.Blocks = append(s.Blocks, pipeUnit{anc: anc, layer: x, index: i, Rep: x, block: j})
 					}
 					seen = true
 					continue
 				}
 			case *Sequential:
-				if containsLayer(x, best) {
+				if ContainsLayer(x, best) {
 					flatten(x.Layers, append(append([]pipeAnc(nil), anc...), pipeAnc{seq: x, index: i}))
 					continue
 				}
@@ -143,7 +143,7 @@ func splitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 	return s, nil
 }
 
-func containsLayer(s *Sequential, target Layer) bool {
+func ContainsLayer(s *Sequential, target Layer) bool {
 	found := false
 	Walk(s, "", func(_ string, l Layer) {
 		if l == target {
@@ -154,7 +154,7 @@ func containsLayer(s *Sequential, target Layer) bool {
 }
 
 // inflight is the number of chunk forwards stage p holds at its peak.
-func inflight(par Parallelism, stage, m int64) int64 {
+func Inflight(par Parallelism, stage, m int64) int64 {
 	pp, v := par.PP, par.VirtualStages
 	if par.Schedule == "interleaved" {
 		warm := (pp-stage-1)*2 + (v-1)*pp
@@ -186,15 +186,15 @@ func (p *Plan) lowerStage(b *builder) (err error) {
 			err = le.err
 		}
 	}()
-	st := p.pipeStage
-	sp := st.split
+	st := p.PipeStage
+	sp := st.Split
 	m := p.Model
 	b.p.stage = &stageProg{}
 	first := map[int64][2]int{} // chunk -> param range of its first copy
-	perChunk := int64(len(sp.blocks)) / sp.chunks
-	for k, g := range st.chunks {
+	perChunk := int64(len(sp.Blocks)) / sp.chunks
+	for k, g := range st.Chunks {
 		done := b.scope(fmt.Sprintf("mb%d", k))
-		p0 := len(b.p.params)
+		p0 := len(b.p.Params)
 		var x Value
 		if g == 0 {
 			x = b.stageBatch(m)
@@ -206,7 +206,7 @@ func (p *Plan) lowerStage(b *builder) (err error) {
 				x = b.lowerUnit(u, x)
 			}
 		}
-		for _, u := range sp.blocks[g*perChunk : (g+1)*perChunk] {
+		for _, u := range sp.Blocks[g*perChunk : (g+1)*perChunk] {
 			x = b.lowerUnit(u, x)
 		}
 		out := stageOut{v: x}
@@ -223,17 +223,17 @@ func (p *Plan) lowerStage(b *builder) (err error) {
 		}
 		b.p.stage.outputs = append(b.p.stage.outputs, out)
 		done()
-		r := [2]int{p0, len(b.p.params)}
+		r := [2]int{p0, len(b.p.Params)}
 		if f, ok := first[g]; ok {
 			if f[1]-f[0] != r[1]-r[0] {
 				return units.Errorf(m.Name, "internal error: micro-batch copies registered %d and %d parameters", f[1]-f[0], r[1]-r[0])
 			}
 			for j := 0; j < r[1]-r[0]; j++ {
 				t := int32(f[0] + j)
-				if tt := b.p.params[t].tiedTo; tt >= 0 {
+				if tt := b.p.Params[t].TiedTo; tt >= 0 {
 					t = tt
 				}
-				b.p.params[r[0]+j].tiedTo = t
+				b.p.Params[r[0]+j].TiedTo = t
 			}
 		} else {
 			first[g] = r
@@ -265,7 +265,7 @@ func (b *builder) stageRecv(m *Model) Value {
 	h := m.stageWidth()
 	x := b.out(i, "received", []int64{b.batch, b.seq / b.par.spDiv(), h}, b.prec.Compute, "activation received from the previous pipeline stage")
 	b.val(x).grad = !b.eval
-	n := b.val(x).bytes
+	n := b.val(x).Bytes
 	b.recordComm("send_recv", "pp", n, false)
 	b.recordComm("send_recv", "pp", n, true)
 	return x
@@ -274,7 +274,7 @@ func (b *builder) stageRecv(m *Model) Value {
 // stageSend records the send of a stage's output (its storage is freed
 // after the send: it has no consumer in this program).
 func (b *builder) stageSend(x Value) {
-	n := b.val(x).bytes
+	n := b.val(x).Bytes
 	b.recordComm("send_recv", "pp", n, false)
 	b.recordComm("send_recv", "pp", n, true)
 }
@@ -313,10 +313,10 @@ func (b *builder) lowerUnit(u pipeUnit, x Value) Value {
 		pops = append(pops, b.scope(a.seq.Name))
 	}
 	if u.block >= 0 {
-		if u.rep.Label() == "" {
+		if u.Rep.Label() == "" {
 			pops = append(pops, b.scope(itoa(int64(u.index))))
 		}
-		name := u.rep.Name
+		name := u.Rep.Name
 		if name == "" {
 			name = "layers"
 		}
@@ -327,7 +327,7 @@ func (b *builder) lowerUnit(u pipeUnit, x Value) Value {
 			closeRegion = b.beginRegion("block")
 		}
 		b.block++
-		x = b.lowerChild(u.rep.Layer, 0, x)
+		x = b.lowerChild(u.Rep.Layer, 0, x)
 		closeRegion()
 	} else {
 		x = b.lowerChild(u.layer, u.index, x)
@@ -340,7 +340,7 @@ func (b *builder) lowerUnit(u pipeUnit, x Value) Value {
 
 // lowerModel lowers the whole model, or the plan's pipeline stage.
 func (p *Plan) lowerModel(b *builder) error {
-	if p.pipeStage != nil {
+	if p.PipeStage != nil {
 		return p.lowerStage(b)
 	}
 	return p.Model.lower(b)
@@ -352,27 +352,27 @@ func (p *Plan) lowerModel(b *builder) error {
 // reports ok=false for plans it does not handle (no pipeline, or one
 // stage's own replay).
 func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
-	if q, ok := plan.deepspeedPrecision(); ok { // sharding.go
+	if q, ok := plan.DeepspeedPrecision(); ok { // sharding.go
 		rep, err := Evaluate(q, opts)
 		return rep, true, err
 	}
-	par := plan.Parallel.norm()
-	if par.PP <= 1 || plan.pipeStage != nil {
+	par := plan.Parallel.Norm()
+	if par.PP <= 1 || plan.PipeStage != nil {
 		return nil, false, nil
 	}
-	split, err := splitStages(plan.Model, par)
+	split, err := SplitStages(plan.Model, par)
 	if err != nil {
 		return nil, true, err
 	}
-	m := plan.microBatches()
-	per := int64(len(split.blocks)) / split.chunks
+	m := plan.MicroBatches()
+	per := int64(len(split.Blocks)) / split.chunks
 	var ranks []*Report
 	worst := 0
 	for s := int64(0); s < par.PP; s++ {
-		n := inflight(par, s, m)
+		n := Inflight(par, s, m)
 		q := *plan
 		q.Parallel.MicroBatches = m
-		q.pipeStage = &stageSpec{stage: s, inflight: n, chunks: stageChunks(par, s, n), split: split}
+		q.PipeStage = &StageSpec{Stage: s, Inflight: n, Chunks: stageChunks(par, s, n), Split: split}
 		// In the steady state of the schedule a backward has run before the
 		// peak forward, so gradients exist (accumulated over micro-batches).
 		q.GradAccum = 1

@@ -66,19 +66,19 @@ func TestPipelineStageParams(t *testing.T) {
 		Vocab: 1024, TieEmbeddings: true}
 	for s, want := range []int64{1024*256 + 2*block.Params(), 2*block.Params() + 2*256 + 1024*256} {
 		p := distPlan(t, m, "bf16", Parallelism{PP: 2, MicroBatches: 4})
-		split, err := splitStages(m, p.Parallel.norm())
+		split, err := SplitStages(m, p.Parallel.Norm())
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.pipeStage = &stageSpec{stage: int64(s), chunks: []int64{int64(s)}, split: split}
-		prog, err := p.lowerProgram()
+		p.PipeStage = &StageSpec{Stage: int64(s), Chunks: []int64{int64(s)}, Split: split}
+		prog, err := p.LowerProgram()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var n int64
-		for _, pi := range prog.params {
-			if pi.tiedTo < 0 {
-				n += pi.numel
+		for _, pi := range prog.Params {
+			if pi.TiedTo < 0 {
+				n += pi.Numel
 			}
 		}
 		if n != want {
@@ -147,13 +147,13 @@ func TestExpertParallel(t *testing.T) {
 	router := int64(512 * 8)
 	for _, ep := range []int64{1, 2, 4, 8} {
 		p := distPlan(t, m, "bf16", Parallelism{DP: 8, EP: ep})
-		prog, err := p.lowerProgram()
+		prog, err := p.LowerProgram()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var n int64
-		for _, pi := range prog.params {
-			n += pi.numel
+		for _, pi := range prog.Params {
+			n += pi.Numel
 		}
 		if want := 2 * (router + 8/ep*expert); n != want {
 			t.Errorf("ep=%d: %d params on a rank, want %d", ep, n, want)

@@ -21,30 +21,30 @@ import "fmt"
 
 // stageTime is a pipeline stage's share of the time model, kept on its
 // report until pipelineTime composes the step.
-type stageTime struct {
-	work *gpuWork
-	time gpuTime
+type StageTime struct {
+	Work *GpuWork
+	Time gpuTime
 }
 
 // stageMicroBatch lowers one micro-batch through each of the stage's model
 // chunks (the stage program itself holds the micro-batches in flight at
 // the memory peak, which is not the unit of time).
-func (p *Plan) stageMicroBatch() (*program, error) {
-	st := p.pipeStage
-	par := p.Parallel.norm()
+func (p *Plan) stageMicroBatch() (*Program, error) {
+	st := p.PipeStage
+	par := p.Parallel.Norm()
 	chunks := make([]int64, par.VirtualStages)
 	for c := range chunks {
-		chunks[c] = int64(c)*par.PP + st.stage
+		chunks[c] = int64(c)*par.PP + st.Stage
 	}
 	q := *p
-	q.pipeStage = &stageSpec{stage: st.stage, inflight: int64(len(chunks)), chunks: chunks, split: st.split}
-	return q.lowerProgram()
+	q.PipeStage = &StageSpec{Stage: st.Stage, Inflight: int64(len(chunks)), Chunks: chunks, Split: st.Split}
+	return q.LowerProgram()
 }
 
 // stageTransfers counts the activations stage s receives and sends per
 // micro-batch (one per model chunk, except into the first chunk and out
 // of the last).
-func stageTransfers(par Parallelism, s int64) (recv, send int64) {
+func StageTransfers(par Parallelism, s int64) (recv, send int64) {
 	last := par.PP*par.VirtualStages - 1
 	for c := int64(0); c < par.VirtualStages; c++ {
 		g := c*par.PP + s
@@ -61,49 +61,49 @@ func stageTransfers(par Parallelism, s int64) (recv, send int64) {
 // pipelineStep composes the step from the stages' times (the formula
 // above): the step, the bubble, the slowest stage and the stage with the
 // longest tail. slow is nil when stages is empty.
-func pipelineStep(v int64, stages []*stageTime) (step, bubble float64, slow, tail *stageTime) {
+func pipelineStep(v int64, stages []*StageTime) (step, bubble float64, slow, tail *StageTime) {
 	var sum float64
 	for _, st := range stages {
-		sum += st.time.mbSec
-		if slow == nil || st.time.mbSec > slow.time.mbSec {
+		sum += st.Time.MbSec
+		if slow == nil || st.Time.MbSec > slow.Time.MbSec {
 			slow = st
 		}
-		if tail == nil || st.time.tlSec > tail.time.tlSec {
+		if tail == nil || st.Time.TlSec > tail.Time.TlSec {
 			tail = st
 		}
 	}
 	if slow == nil {
 		return 0, 0, nil, nil
 	}
-	bubble = (sum - slow.time.mbSec) / float64(v)
-	return float64(slow.work.m)*slow.time.mbSec + bubble + tail.time.tlSec, bubble, slow, tail
+	bubble = (sum - slow.Time.MbSec) / float64(v)
+	return float64(slow.Work.M)*slow.Time.MbSec + bubble + tail.Time.TlSec, bubble, slow, tail
 }
 
 // pipelineEstimate is the plan's estimate over all stages: the critical
 // path (the slowest stage's micro-batches, the fill and drain, the longest
 // tail), MFU and HFU over the FLOPs of all stages.
-func pipelineEstimate(plan *Plan, stages []*stageTime) TimeEstimate {
-	par := plan.Parallel.norm()
+func PipelineEstimate(plan *Plan, stages []*StageTime) TimeEstimate {
+	par := plan.Parallel.Norm()
 	step, bubble, slow, tail := pipelineStep(par.VirtualStages, stages)
 	if slow == nil {
 		return TimeEstimate{}
 	}
-	m := float64(slow.work.m)
+	m := float64(slow.Work.M)
 	te := TimeEstimate{StepSeconds: step}
-	for _, s := range slow.time.perMB {
+	for _, s := range slow.Time.PerMB {
 		te.Breakdown = append(te.Breakdown, TimeShare{s.Name, m * s.Seconds})
 	}
 	te.Breakdown = append(te.Breakdown, TimeShare{"bubble", bubble})
-	te.Breakdown = append(te.Breakdown, tail.time.tail...)
-	w := *slow.work
-	w.flops, w.hwFlops = 0, 0
+	te.Breakdown = append(te.Breakdown, tail.Time.Tail...)
+	w := *slow.Work
+	w.Flops, w.HwFlops = 0, 0
 	for _, st := range stages {
-		w.flops += st.work.flops
-		w.hwFlops += st.work.hwFlops
+		w.Flops += st.Work.Flops
+		w.HwFlops += st.Work.HwFlops
 	}
-	w.utilisation(plan, &te, par.PP)
+	w.Utilisation(plan, &te, par.PP)
 	te.Notes = append(te.Notes, fmt.Sprintf("pipeline: %d stages, %d micro-batches, %s schedule; bubble %.1f%% of the step",
-		par.PP, slow.work.m, par.Schedule, 100*bubble/step))
+		par.PP, slow.Work.M, par.Schedule, 100*bubble/step))
 	return te
 }
 
@@ -112,27 +112,27 @@ func pipelineEstimate(plan *Plan, stages []*stageTime) TimeEstimate {
 // idle time as "bubble"; top (the report shown for the plan) gets the
 // critical path (pipelineEstimate).
 func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
-	stages := make([]*stageTime, len(ranks))
+	stages := make([]*StageTime, len(ranks))
 	for i, r := range ranks {
 		if stages[i] = r.Time.stage; stages[i] == nil {
 			return // a stage without a time model (its notes say why)
 		}
 	}
-	te := pipelineEstimate(plan, stages)
+	te := PipelineEstimate(plan, stages)
 	if te.StepSeconds <= 0 {
 		return
 	}
 	step := te.StepSeconds
 	for i, r := range ranks {
 		st := stages[i]
-		busy := float64(st.work.m)*st.time.mbSec + st.time.tlSec
+		busy := float64(st.Work.M)*st.Time.MbSec + st.Time.TlSec
 		rt := TimeEstimate{StepSeconds: step, stage: st, Notes: r.Time.Notes}
-		for _, s := range st.time.perMB {
-			rt.Breakdown = append(rt.Breakdown, TimeShare{s.Name, float64(st.work.m) * s.Seconds})
+		for _, s := range st.Time.PerMB {
+			rt.Breakdown = append(rt.Breakdown, TimeShare{s.Name, float64(st.Work.M) * s.Seconds})
 		}
 		rt.Breakdown = append(rt.Breakdown, TimeShare{"bubble", step - busy})
-		rt.Breakdown = append(rt.Breakdown, st.time.tail...)
-		st.work.utilisation(plan, &rt, 1)
+		rt.Breakdown = append(rt.Breakdown, st.Time.Tail...)
+		st.Work.Utilisation(plan, &rt, 1)
 		rt.Notes = append(rt.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))
 		r.Time = rt
 	}

@@ -58,7 +58,7 @@ type Plan struct {
 	// its state (first_step.go); false replays the steady state.
 	FirstStep bool
 
-	pipeStage *stageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
+	PipeStage *StageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
 }
 
 // gradsPersist reports whether parameter gradients exist before the
@@ -141,9 +141,9 @@ func (p *Plan) Validate() error {
 }
 
 // lowerProgram lowers the model for one micro-batch of this plan.
-func (p *Plan) lowerProgram() (*program, error) {
+func (p *Plan) LowerProgram() (*Program, error) {
 	b := &builder{
-		p:     &program{loss: noValue, input: noValue},
+		p:     &Program{Loss: NoValue, Input: NoValue},
 		batch: p.Batch,
 		seq:   p.Seq,
 		prec:  p.Precision,

@@ -104,15 +104,15 @@ func (b *builder) quantizes(role string) bool {
 // weight), casts it to fp16 and multiplies.
 func (b *builder) quantLinear(name, role string, x Value, in, out int64, bias bool) (Value, bool) {
 	if !b.quantizes(role) {
-		return noValue, false
+		return NoValue, false
 	}
 	defer b.scope(name)()
 	w, params := b.linearParams(role, in, out, bias)
-	if b.p.params[w].trainable {
+	if b.p.Params[w].Trainable {
 		panic(lowerError{&units.Error{Path: b.name(""), Msg: "this linear is trainable but quant=" + b.ft.quant + " stores it quantized: bitsandbytes quantized weights cannot be trained",
 			Hint: "freeze it (freeze=[...]) or train adapters (lora=...)"}})
 	}
-	b.p.params[w].quant = b.ft.quant
+	b.p.Params[w].quant = b.ft.quant
 	xin := b.cast(x, b.prec.Compute, "input cast to the bitsandbytes compute dtype")
 	y := b.quantMatmul(w, params, xin, in, out)
 	return b.quantAdapter(role, xin, y, in, out), true
@@ -132,7 +132,7 @@ func (b *builder) linearParams(role string, in, out int64, bias bool) (int32, []
 // compute dtype): the ops of one MatMul4Bit or MatMul8bitLt call.
 func (b *builder) quantMatmul(w int32, params []int32, xin Value, in, out int64) Value {
 	dt := b.prec.Compute
-	scheme := b.p.params[w].quant
+	scheme := b.p.Params[w].quant
 	wshape := []int64{out, in}
 	n := out * in
 	tokens := rows(b.shape(xin))
@@ -148,8 +148,8 @@ func (b *builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 		b.op(i).workF = units.FP16.Bytes(tokens*in) + 2*tokens*in + 4*tokens*out + units.FP16.Bytes(tokens*out)
 		// grad_output double_quant (Cgrad, Cgradt), the row-major int8 weight, its fp16 copy
 		b.op(i).workB = 2*tokens*out + n + units.FP16.Bytes(n)
-		b.op(i).flops = 2 * float64(tokens) * float64(in) * float64(out)
-		b.op(i).bytes += float64(b.val(xin).bytes) + float64(n)
+		b.op(i).Flops = 2 * float64(tokens) * float64(in) * float64(out)
+		b.op(i).bytes += float64(b.val(xin).Bytes) + float64(n)
 		return y
 	}
 	from := b.ft.quantFrom
@@ -159,15 +159,15 @@ func (b *builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 	}
 	d := b.addOp("dequantize", "dequantize_4bit", nil, w)
 	wq := b.out(d, "weight."+from.Name(), wshape, from, "weight dequantized by dequantize_4bit (the dtype it was quantized from)")
-	b.val(wq).cat, b.val(wq).grad = CatTemporaries, false
+	b.val(wq).Cat, b.val(wq).grad = CatTemporaries, false
 	b.op(d).workF = stats
 	b.op(d).bytes = float64(quantBytes(scheme, wshape) + from.Bytes(n))
 	wc := wq
 	if from != dt {
 		c := b.addOp("cast", "to_"+dt.Name(), []Value{wq})
 		wc = b.out(c, "weight."+dt.Name(), wshape, dt, "dequantized weight copied to the compute dtype (.to(A.dtype))")
-		b.val(wc).cat, b.val(wc).grad = CatTemporaries, false
-		b.op(c).bytes += float64(b.val(wq).bytes)
+		b.val(wc).Cat, b.val(wc).grad = CatTemporaries, false
+		b.op(c).bytes += float64(b.val(wq).Bytes)
 	}
 	i := b.addOp("matmul", "", []Value{xin, wc}, params...)
 	y := b.out(i, "out", withLast(b.shape(xin), out), dt, "output of 4-bit linear "+b.name(""))
@@ -180,8 +180,8 @@ func (b *builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 		work += dt.Bytes(n)
 	}
 	b.op(i).workB = work
-	b.op(i).flops = 2 * float64(tokens) * float64(in) * float64(out)
-	b.op(i).bytes += float64(b.val(xin).bytes) + float64(dt.Bytes(n))
+	b.op(i).Flops = 2 * float64(tokens) * float64(in) * float64(out)
+	b.op(i).bytes += float64(b.val(xin).Bytes) + float64(dt.Bytes(n))
 	return y
 }
 
@@ -196,12 +196,12 @@ func (b *builder) quantAdapter(role string, xin, y Value, in, out int64) Value {
 // quantParam allocates a quantized weight's storage in setup (one
 // allocation per state tensor, as bitsandbytes makes them) and reports
 // whether p was quantized.
-func (r *replay) quantParam(p *paramInfo) bool {
+func (r *Replay) quantParam(p *ParamInfo) bool {
 	if p.quant == "" {
 		return false
 	}
 	for _, s := range quantStorage(p.quant, p.shape) {
-		r.allocate(Alloc{Tensor: p.name + " " + s.name, Shape: p.shape, DType: quantDType(p.quant), Bytes: s.bytes, Why: p.quant + " quantized frozen weight (" + s.name + ")", Cat: CatParams})
+		r.allocate(Alloc{Tensor: p.Name + " " + s.name, Shape: p.shape, DType: quantDType(p.quant), Bytes: s.bytes, Why: p.quant + " quantized frozen weight (" + s.name + ")", Cat: CatParams})
 		r.rep.States.Params += s.bytes
 	}
 	return true

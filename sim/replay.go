@@ -44,9 +44,9 @@ type liveTensor struct {
 	cat Category
 }
 
-type replay struct {
-	p     *program
-	plan  *Plan
+type Replay struct {
+	p     *Program
+	Plan  *Plan
 	opts  Options
 	alloc alloc.Allocator
 
@@ -70,7 +70,7 @@ type replay struct {
 
 	regionIn [][]Value
 	redone   []bool
-	saved    []bool // held for backward at the end of the forward
+	Saved    []bool // held for backward at the end of the forward
 
 	rep *Report
 	off *offloadRecord // offload bookkeeping (offload.go), nil without offload
@@ -80,15 +80,15 @@ type replay struct {
 	tpool *tablePool // exact-size pool for table buffers (table_steps.go), nil = none
 
 	fwdPhase string   // the forward's phase: PhaseForward, or PhaseValidation (validation.go)
-	valProg  *program // the validation pass to replay before the step's batch, nil = none (validation.go)
+	valProg  *Program // the validation pass to replay before the step's batch, nil = none (validation.go)
 	valPlan  *Plan
 }
 
 const none = -1
 
-func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
-	nv := len(p.values)
-	r := &replay{p: p, plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, rep: &Report{},
+func NewReplay(p *Program, plan *Plan, opts Options, limit int64) *Replay {
+	nv := len(p.Values)
+	r := &Replay{p: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, rep: &Report{},
 		fwdPhase: PhaseForward}
 	r.valT = fill(make([]int32, nv), none)
 	r.gradT = fill(make([]int32, nv), none)
@@ -96,24 +96,24 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 	r.done = make([]bool, nv)
 	r.last = fill(make([]int32, nv), none)
 	r.rLast = fill(make([]int32, nv), none)
-	r.paramGrad = fill(make([]int32, len(p.params)), none)
-	r.paramLast = fill(make([]int32, len(p.params)), none)
-	r.saved = make([]bool, nv)
+	r.paramGrad = fill(make([]int32, len(p.Params)), none)
+	r.paramLast = fill(make([]int32, len(p.Params)), none)
+	r.Saved = make([]bool, nv)
 	r.regionIn = make([][]Value, len(p.regions))
 	r.redone = make([]bool, len(p.regions))
-	for i := range p.ops {
-		op := &p.ops[i]
+	for i := range p.Ops {
+		op := &p.Ops[i]
 		for _, v := range op.in {
 			r.last[v] = int32(i)
-			pr := p.values[v].producer
-			if op.region != 0 && (pr < 0 || p.ops[pr].region != op.region) && !contains(r.regionIn[op.region-1], v) {
-				r.regionIn[op.region-1] = append(r.regionIn[op.region-1], v)
-				r.saved[v] = true
+			pr := p.Values[v].producer
+			if op.Region != 0 && (pr < 0 || p.Ops[pr].Region != op.Region) && !contains(r.regionIn[op.Region-1], v) {
+				r.regionIn[op.Region-1] = append(r.regionIn[op.Region-1], v)
+				r.Saved[v] = true
 			}
 		}
-		if op.region == 0 {
+		if op.Region == 0 {
 			for _, v := range op.saved {
-				r.saved[v] = true
+				r.Saved[v] = true
 			}
 		}
 		for _, pi := range op.params {
@@ -130,12 +130,12 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 // initHolds sets, before a step's forward, how many holders keep each
 // value: the ops that save it, the checkpoint regions it enters, the
 // autocast cache, and the caller (the batch, the loss, held values).
-func (r *replay) initHolds() {
+func (r *Replay) initHolds() {
 	p := r.p
 	clear(r.holds)
-	for i := range p.ops {
-		if p.ops[i].region == 0 {
-			for _, v := range p.ops[i].saved {
+	for i := range p.Ops {
+		if p.Ops[i].Region == 0 {
+			for _, v := range p.Ops[i].saved {
 				r.holds[v]++
 			}
 		}
@@ -145,16 +145,16 @@ func (r *replay) initHolds() {
 			r.holds[v]++
 		}
 	}
-	for v := range p.values {
-		if p.values[v].cached {
+	for v := range p.Values {
+		if p.Values[v].cached {
 			r.holds[v]++
 		}
 	}
-	if p.input != noValue && !p.inputTransient {
-		r.holds[p.input]++ // the caller's batch lives for the whole step
+	if p.Input != NoValue && !p.inputTransient {
+		r.holds[p.Input]++ // the caller's batch lives for the whole step
 	}
-	if p.loss != noValue {
-		r.holds[p.loss]++
+	if p.Loss != NoValue {
+		r.holds[p.Loss]++
 	}
 	for _, v := range p.held { // chunked_loss.go: values the caller keeps until the step ends
 		r.holds[v]++
@@ -177,15 +177,15 @@ func contains(vs []Value, v Value) bool {
 	return false
 }
 
-func (r *replay) resolve(pi int32) int32 {
-	if t := r.p.params[pi].tiedTo; t >= 0 {
+func (r *Replay) resolve(pi int32) int32 {
+	if t := r.p.Params[pi].TiedTo; t >= 0 {
 		return t
 	}
 	return pi
 }
 
 // allocate records one allocation and returns its tensor id.
-func (r *replay) allocate(a Alloc) int32 {
+func (r *Replay) allocate(a Alloc) int32 {
 	if a.Bytes <= 0 {
 		a.Bytes = 1
 	}
@@ -204,7 +204,7 @@ func (r *replay) allocate(a Alloc) int32 {
 	return int32(len(r.live) - 1)
 }
 
-func (r *replay) release(id int32) {
+func (r *Replay) release(id int32) {
 	t := &r.live[id]
 	if t.blk == nil {
 		return
@@ -216,7 +216,7 @@ func (r *replay) release(id int32) {
 }
 
 // sample updates peaks and the timeline after each event.
-func (r *replay) sample() {
+func (r *Replay) sample() {
 	rep := r.rep
 	if r.alloc.Allocated > rep.PeakAllocated {
 		rep.PeakAllocated = r.alloc.Allocated
@@ -233,27 +233,27 @@ func (r *replay) sample() {
 }
 
 // produce allocates value v.
-func (r *replay) produce(v Value) {
-	vi := &r.p.values[v]
-	r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: vi.why, Cat: vi.cat})
+func (r *Replay) produce(v Value) {
+	vi := &r.p.Values[v]
+	r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: vi.why, Cat: vi.Cat})
 	r.done[v] = false
 }
 
-func (r *replay) maybeFree(v Value) {
+func (r *Replay) maybeFree(v Value) {
 	if r.done[v] && r.holds[v] <= 0 && r.valT[v] != none {
 		r.release(r.valT[v])
 		r.valT[v] = none
 	}
 }
 
-func (r *replay) unhold(v Value) {
+func (r *Replay) unhold(v Value) {
 	r.holds[v]--
 	r.maybeFree(v)
 }
 
 // forwardOp runs op i; in recompute, consumers are counted within the region.
-func (r *replay) forwardOp(i int, recompute bool) {
-	op := &r.p.ops[i]
+func (r *Replay) forwardOp(i int, recompute bool) {
+	op := &r.p.Ops[i]
 	r.op = op.name
 	r.beforeForwardOp(i)      // offload.go: stream params
 	defer r.afterForwardOp(i) // offload.go: saved activations to host
@@ -261,7 +261,7 @@ func (r *replay) forwardOp(i int, recompute bool) {
 		r.produce(v)
 	}
 	if op.workF > 0 {
-		r.release(r.allocate(Alloc{Tensor: op.name + " workspace", Shape: []int64{op.workF}, DType: units.INT8, Bytes: op.workF, Why: "forward workspace of " + op.kind, Cat: CatTemporaries}))
+		r.release(r.allocate(Alloc{Tensor: op.name + " workspace", Shape: []int64{op.workF}, DType: units.INT8, Bytes: op.workF, Why: "forward workspace of " + op.Kind, Cat: CatTemporaries}))
 	}
 	lastOf := r.last
 	if recompute {
@@ -284,20 +284,20 @@ func (r *replay) forwardOp(i int, recompute bool) {
 // recompute re-runs a checkpointed region's forward, keeping what its ops
 // save, up to the last op that saves anything (non-reentrant checkpoint's
 // early stop).
-func (r *replay) recompute(id int32) {
+func (r *Replay) recompute(id int32) {
 	reg := r.p.regions[id-1]
 	stop := reg.first - 1
 	for j := reg.first; j < reg.end; j++ {
-		if len(r.p.ops[j].saved) > 0 {
+		if len(r.p.Ops[j].saved) > 0 {
 			stop = j
 		}
 	}
 	inRegion := func(v Value) bool {
-		pr := r.p.values[v].producer
+		pr := r.p.Values[v].producer
 		return pr >= reg.first && pr < reg.end
 	}
 	for j := reg.first; j <= stop; j++ {
-		op := &r.p.ops[j]
+		op := &r.p.Ops[j]
 		for _, v := range op.out {
 			r.rLast[v] = none
 		}
@@ -322,29 +322,29 @@ func (r *replay) recompute(id int32) {
 }
 
 // backwardOp runs op i's backward.
-func (r *replay) backwardOp(i int) {
-	op := &r.p.ops[i]
+func (r *Replay) backwardOp(i int) {
+	op := &r.p.Ops[i]
 	r.op = op.name
 	r.beforeBackwardOp(i)      // offload.go: activations back from host, params streamed
 	defer r.afterBackwardOp(i) // offload.go: grads to host
-	if op.region != 0 && !r.redone[op.region-1] {
-		r.recompute(op.region)
+	if op.Region != 0 && !r.redone[op.Region-1] {
+		r.recompute(op.Region)
 		r.op = op.name
 	}
 	recorded := false
 	for _, v := range op.out {
-		recorded = recorded || r.p.values[v].grad
+		recorded = recorded || r.p.Values[v].grad
 	}
 	if recorded {
 		work := none
 		if op.workB > 0 {
-			work = int(r.allocate(Alloc{Tensor: op.name + " backward workspace", Shape: []int64{op.workB}, DType: units.INT8, Bytes: op.workB, Why: "backward workspace of " + op.kind, Cat: CatTemporaries}))
+			work = int(r.allocate(Alloc{Tensor: op.name + " backward workspace", Shape: []int64{op.workB}, DType: units.INT8, Bytes: op.workB, Why: "backward workspace of " + op.Kind, Cat: CatTemporaries}))
 		}
 		if !op.noGradB {
 			for _, v := range op.in {
-				vi := &r.p.values[v]
+				vi := &r.p.Values[v]
 				if vi.grad && r.gradT[v] == none {
-					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: "gradient of " + vi.name, Cat: CatTemporaries})
+					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: "gradient of " + vi.name, Cat: CatTemporaries})
 				}
 			}
 		}
@@ -364,12 +364,12 @@ func (r *replay) backwardOp(i int) {
 	for _, v := range op.saved {
 		r.unhold(v)
 	}
-	if op.region != 0 && r.p.regions[op.region-1].first == int32(i) {
-		for _, v := range r.regionIn[op.region-1] {
+	if op.Region != 0 && r.p.regions[op.Region-1].first == int32(i) {
+		for _, v := range r.regionIn[op.Region-1] {
 			r.unhold(v)
 		}
 	}
-	if r.plan.Optimizer.InBackward {
+	if r.Plan.Optimizer.InBackward {
 		for _, pi := range op.params {
 			pi = r.resolve(pi)
 			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
@@ -379,22 +379,22 @@ func (r *replay) backwardOp(i int) {
 	}
 }
 
-func (r *replay) paramGradient(pi int32) {
-	p := &r.p.params[pi]
-	if !p.trainable || r.paramGrad[pi] != none || r.dist.gradient(r, pi) { // gather.go
+func (r *Replay) paramGradient(pi int32) {
+	p := &r.p.Params[pi]
+	if !p.Trainable || r.paramGrad[pi] != none || r.dist.gradient(r, pi) { // gather.go
 		return
 	}
-	dt := r.plan.Precision.Grads
-	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.numel), Why: "gradient of parameter " + p.name, Cat: CatGrads})
+	dt := r.Plan.Precision.Grads
+	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "gradient of parameter " + p.Name, Cat: CatGrads})
 }
 
 // stepInBackward steps one parameter as soon as its gradient is complete
 // and frees the gradient (optimizer_in_backward / fused backward step).
-func (r *replay) stepInBackward(pi int32) {
-	p := &r.p.params[pi]
-	st := r.plan.Precision.States
-	if tmp := r.plan.Optimizer.stepTemporary(st.Bytes(p.numel), st.Bytes(p.numel)); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: p.name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: CatTemporaries}))
+func (r *Replay) stepInBackward(pi int32) {
+	p := &r.p.Params[pi]
+	st := r.Plan.Precision.States
+	if tmp := r.Plan.Optimizer.stepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 {
+		r.release(r.allocate(Alloc{Tensor: p.Name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: CatTemporaries}))
 	}
 	r.release(r.paramGrad[pi])
 	r.paramGrad[pi] = none

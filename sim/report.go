@@ -104,7 +104,7 @@ type TimeEstimate struct {
 	Breakdown   []TimeShare // seconds of the step by cause, summing to StepSeconds
 	Notes       []string    // assumptions and remarks of the time model (timemodel.go)
 
-	stage *stageTime // a pipeline stage's inputs to pipelineTime (pipeline_time.go)
+	stage *StageTime // a pipeline stage's inputs to pipelineTime (pipeline_time.go)
 }
 
 // TimeShare is one line of the time breakdown.
@@ -124,8 +124,8 @@ func (r *Report) Category(name string) int64 {
 }
 
 // oomAt builds PyTorch's out-of-memory message for allocation a.
-func (r *replay) oomAt(a Alloc) *OOM {
-	capacity := r.plan.Device.Memory
+func (r *Replay) oomAt(a Alloc) *OOM {
+	capacity := r.Plan.Device.Memory
 	nonTorch := capacity - r.alloc.Limit
 	reserved := r.alloc.FailReserved
 	inUse := reserved + nonTorch
@@ -138,7 +138,7 @@ func (r *replay) oomAt(a Alloc) *OOM {
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
 		"and %s is reserved by PyTorch but unallocated.",
 		gib(alloc.RoundSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
-	if reserved-allocated > capacity/20 && !r.plan.ExpandableSegments {
+	if reserved-allocated > capacity/20 && !r.Plan.ExpandableSegments {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
 	a.Phase, a.Op = r.phase, r.op

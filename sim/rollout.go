@@ -39,9 +39,9 @@ func (p *Plan) validateRollout() error {
 // lowerRollout lowers the rollout loop of a model built from a data batch
 // (data_batch.go) for its first input x and returns the summed loss.
 func (b *builder) lowerRollout(m *Model, x Value, steps int64) Value {
-	batch := b.p.input
+	batch := b.p.Input
 	b.val(x).cached = false // dropped when the loop builds the next input
-	loss := noValue
+	loss := NoValue
 	var first lowering // step 0's
 	for s := int64(0); s < steps; s++ {
 		name := ""
@@ -57,7 +57,7 @@ func (b *builder) lowerRollout(m *Model, x Value, steps int64) Value {
 		} else {
 			b.relowered(first, b.endLowering(low)) // members.go: the same model, its parameters and weight copies once
 		}
-		if loss == noValue {
+		if loss == NoValue {
 			loss = l
 		} else {
 			loss = b.add("loss_sum", loss, l) // loss += loss_next

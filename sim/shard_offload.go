@@ -47,24 +47,24 @@ import (
 // copied to the GPU (partition_parameters.py 1331-1333, 1368); the
 // updated fp32 values go to the pinned partition on the host (stage3.py
 // 2585-2595). Parameters under the persistence threshold stay on the GPU.
-func (d *distState) zeroParamOffload(r *replay) bool {
-	return d != nil && d.mode == distZeRO && r.plan.Offload != nil && r.plan.Offload.Params != ""
+func (d *distState) zeroParamOffload(r *Replay) bool {
+	return d != nil && d.Mode == DistZeRO && r.Plan.Offload != nil && r.Plan.Offload.Params != ""
 }
 
 // zeroOffload reports whether the ZeRO optimizer runs on the host.
-func (d *distState) zeroOffload(r *replay) bool {
-	return d != nil && d.mode == distZeRO && r.optimizerTier() != ""
+func (d *distState) zeroOffload(r *Replay) bool {
+	return d != nil && d.Mode == DistZeRO && r.optimizerTier() != ""
 }
 
 // offloadShard accounts this rank's flat partition of n elements on the
 // host: fp32 master, optimizer state, fp32 gradients (and stages 1-2's
 // 16-bit staging copy), with the step's PCIe traffic.
-func (d *distState) offloadShard(r *replay, n int64) {
+func (d *distState) offloadShard(r *Replay, n int64) {
 	fo := r.fo()
-	prec := r.plan.Precision
+	prec := r.Plan.Precision
 	master := units.FP32.Bytes(n)
 	var states int64
-	for _, s := range r.plan.Optimizer.states([]int64{n}, n, units.FP32) {
+	for _, s := range r.Plan.Optimizer.states([]int64{n}, n, units.FP32) {
 		states += s.bytes
 	}
 	r.rep.States.Master += master
@@ -87,10 +87,10 @@ func (d *distState) offloadShard(r *replay, n int64) {
 // largestTrainable is the element count of the largest trainable parameter.
 func (d *distState) largestTrainable() int64 {
 	var n int64
-	for pi := range d.p.params {
-		p := &d.p.params[pi]
-		if p.tiedTo < 0 && p.trainable {
-			n = max(n, p.numel)
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.TiedTo < 0 && p.Trainable {
+			n = max(n, p.Numel)
 		}
 	}
 	return n
@@ -98,8 +98,8 @@ func (d *distState) largestTrainable() int64 {
 
 // offloadStep12 is the stage 1-2 step with the optimizer on the host: one
 // gradient at a time is cast to fp32 on the GPU and copied down.
-func (d *distState) offloadStep12(r *replay) {
-	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.plan.Precision.Grads != units.FP32 {
+func (d *distState) offloadStep12(r *Replay) {
+	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.Plan.Precision.Grads != units.FP32 {
 		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, units.FP32, units.FP32.Bytes(n), CatTemporaries,
 			"one gradient cast to fp32 on the GPU before its copy into the host partition (stage_1_and_2.py, cpu_offload)"))
 	}
@@ -109,7 +109,7 @@ func (d *distState) offloadStep12(r *replay) {
 func (d *distState) partitionOf(u int32) int64 {
 	var n int64
 	for _, pi := range d.units[u].params {
-		n += ceilDiv(d.p.params[pi].numel, d.degree(pi))
+		n += ceilDiv(d.p.Params[pi].Numel, d.degree(pi))
 	}
 	return n
 }

@@ -11,7 +11,7 @@ import (
 // setupStates allocates what exists before the step in the sharded modes
 // and reports whether it did (the one-GPU setup runs otherwise; DDP adds
 // its buckets first).
-func (d *distState) setupStates(r *replay) bool {
+func (d *distState) setupStates(r *Replay) bool {
 	if d == nil {
 		return false
 	}
@@ -22,22 +22,22 @@ func (d *distState) setupStates(r *replay) bool {
 			}
 		}
 	}
-	if r.plan.Phase == "eval" && d.mode != distZeRO && d.mode != distFSDP {
+	if r.Plan.Phase == "eval" && d.Mode != DistZeRO && d.Mode != DistFSDP {
 		return false
 	}
-	switch d.mode {
-	case distDDP:
+	switch d.Mode {
+	case DistDDP:
 		d.setupDDP(r)
 		return false
-	case distMegatron:
+	case DistMegatron:
 		d.setupMegatron(r)
-	case distZeRO:
+	case DistZeRO:
 		if d.par.Zero == 3 {
 			d.setupZeRO3(r)
 		} else {
 			d.setupZeRO12(r)
 		}
-	case distFSDP:
+	case DistFSDP:
 		d.setupFSDP(r)
 	default:
 		return false
@@ -49,9 +49,9 @@ func (d *distState) setupStates(r *replay) bool {
 // setupDDP allocates the reducer's bucket tensors: trainable parameters in
 // reverse order, a new bucket when the cap would be passed (the first
 // bucket capped at 1 MiB), each bucket as large as its gradients.
-func (d *distState) setupDDP(r *replay) {
+func (d *distState) setupDDP(r *Replay) {
 	r.op = "DistributedDataParallel buckets"
-	dt := r.plan.Precision.Grads
+	dt := r.Plan.Precision.Grads
 	var cur int64
 	capB := int64(ddpFirstBucket)
 	n := 0
@@ -65,12 +65,12 @@ func (d *distState) setupDDP(r *replay) {
 		cur = 0
 		capB = ddpBucketCap
 	}
-	for pi := len(d.p.params) - 1; pi >= 0; pi-- {
-		p := &d.p.params[pi]
-		if p.tiedTo >= 0 || !p.trainable {
+	for pi := len(d.p.Params) - 1; pi >= 0; pi-- {
+		p := &d.p.Params[pi]
+		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		b := dt.Bytes(p.numel)
+		b := dt.Bytes(p.Numel)
 		if cur > 0 && cur+b > capB {
 			flush()
 		}
@@ -82,8 +82,8 @@ func (d *distState) setupDDP(r *replay) {
 // setupMegatron: one parameter buffer, one main-gradient buffer (both
 // full), fp32 master weights and optimizer state, sharded over dp with the
 // distributed optimizer.
-func (d *distState) setupMegatron(r *replay) {
-	prec := r.plan.Precision
+func (d *distState) setupMegatron(r *Replay) {
+	prec := r.Plan.Precision
 	st := &r.rep.States
 	r.op = "model"
 	for _, trainable := range []bool{true, false} {
@@ -113,15 +113,15 @@ func (d *distState) setupMegatron(r *replay) {
 
 // optimizerShard allocates master weights and optimizer state for a flat
 // shard of n elements.
-func (d *distState) optimizerShard(r *replay, name string, n int64, why string) {
+func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) {
 	if d.zeroOffload(r) {
 		d.offloadShard(r, n) // shard_offload.go: on the host
 		return
 	}
-	prec := r.plan.Precision
+	prec := r.Plan.Precision
 	if d.fsdpOffload(r) { // fsdp_offload.go: the optimizer steps on the host shards
 		var states int64
-		for _, s := range r.plan.Optimizer.states([]int64{n}, n, prec.States) {
+		for _, s := range r.Plan.Optimizer.states([]int64{n}, n, prec.States) {
 			states += s.bytes
 		}
 		r.rep.States.Optimizer += states
@@ -134,9 +134,9 @@ func (d *distState) optimizerShard(r *replay, name string, n int64, why string) 
 		d.alloc(r, name+" master", []int64{n}, prec.Master, b, CatOptimizer, "fp32 master weights ("+why+")")
 		st.Master += b
 	}
-	for _, s := range r.plan.Optimizer.states([]int64{n}, n, prec.States) {
+	for _, s := range r.Plan.Optimizer.states([]int64{n}, n, prec.States) {
 		st.Optimizer += s.bytes
-		if r.plan.Optimizer.Paged() {
+		if r.Plan.Optimizer.Paged() {
 			continue
 		}
 		d.alloc(r, name+" "+s.name, []int64{n}, prec.States, s.bytes, CatOptimizer, "optimizer state "+s.name+" ("+why+")")
@@ -147,8 +147,8 @@ func (d *distState) optimizerShard(r *replay, name string, n int64, why string) 
 // (bit16_groups_flat), the fp32 master partition and optimizer state of
 // this rank's flat partition. Stage 2 keeps this rank's gradient partition
 // (grads_in_partition) between micro-batches when accumulating.
-func (d *distState) setupZeRO12(r *replay) {
-	prec := r.plan.Precision
+func (d *distState) setupZeRO12(r *Replay) {
+	prec := r.Plan.Precision
 	st := &r.rep.States
 	r.op = "model"
 	for _, trainable := range []bool{true, false} {
@@ -177,18 +177,18 @@ func (d *distState) setupZeRO12(r *replay) {
 		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), CatGrads,
 			"GPU buffer of the largest parameter that host-accumulated gradients pass through (stage_1_and_2.py, cpu_offload)")
 		if d.par.Zero == 2 {
-			if r.plan.gradsPersist() {
+			if r.Plan.gradsPersist() {
 				r.fo().hostGrads += prec.Grads.Bytes(part) // accumulated_grads_in_cpu (pinned)
 			}
 			return
 		}
 	}
-	if r.plan.gradsPersist() {
+	if r.Plan.gradsPersist() {
 		if d.par.Zero == 2 {
 			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), CatGrads, "this rank's gradient partition, accumulated over micro-batches")
 		} else {
 			r.op = "accumulated gradients"
-			for pi := range d.p.params {
+			for pi := range d.p.Params {
 				r.paramGradient(int32(pi))
 			}
 		}
@@ -200,8 +200,8 @@ func (d *distState) setupZeRO12(r *replay) {
 // kept whole as well, fp32 master and optimizer state per sub-group, the
 // gradient partitions (grad_partitions_flat_buffer) and the reduce bucket
 // (__ipg_bucket_flat_buffer), both allocated at init and kept.
-func (d *distState) setupZeRO3(r *replay) {
-	prec := r.plan.Precision
+func (d *distState) setupZeRO3(r *Replay) {
+	prec := r.Plan.Precision
 	st := &r.rep.States
 	r.op = "model"
 	var trainPart int64
@@ -225,12 +225,12 @@ func (d *distState) setupZeRO3(r *replay) {
 			k++
 			sub = 0
 		}
-		for pi := range d.p.params {
-			p := &d.p.params[pi]
-			if p.tiedTo >= 0 || p.trainable != trainable {
+		for pi := range d.p.Params {
+			p := &d.p.Params[pi]
+			if p.TiedTo >= 0 || p.Trainable != trainable {
 				continue
 			}
-			n := ceilDiv(p.numel, d.degree(int32(pi)))
+			n := ceilDiv(p.Numel, d.degree(int32(pi)))
 			sub += n
 			if trainable {
 				trainPart += n
@@ -249,7 +249,7 @@ func (d *distState) setupZeRO3(r *replay) {
 			st.Params += b
 		}
 	}
-	if r.plan.Phase == "eval" {
+	if r.Plan.Phase == "eval" {
 		return
 	}
 	gb := prec.Grads.Bytes(trainPart)
@@ -265,38 +265,38 @@ func (d *distState) setupZeRO3(r *replay) {
 // setupFSDP: every parameter sharded along dim 0 (a DTensor shard), its
 // optimizer state sharded alike; sharded gradients exist between
 // micro-batches when accumulating.
-func (d *distState) setupFSDP(r *replay) {
+func (d *distState) setupFSDP(r *Replay) {
 	if d.fsdp1 {
 		d.setupFSDP1(r) // fsdp1.go
 		return
 	}
-	prec := r.plan.Precision
+	prec := r.Plan.Precision
 	st := &r.rep.States
 	r.op = "model"
-	for pi := range d.p.params {
-		p := &d.p.params[pi]
-		if p.tiedTo >= 0 {
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.TiedTo >= 0 {
 			continue
 		}
-		n := fsdpShard(p.shape, p.numel, d.degree(int32(pi)))
+		n := fsdpShard(p.shape, p.Numel, d.degree(int32(pi)))
 		b := prec.Params.Bytes(n)
 		st.Params += b
 		if d.fsdpOffload(r) {
 			r.fo().hostParams += b // fsdp_offload.go: pinned on the host
 			continue
 		}
-		d.alloc(r, p.name+" shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the parameter (FSDP)")
+		d.alloc(r, p.Name+" shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the parameter (FSDP)")
 	}
-	if r.plan.Phase == "eval" {
+	if r.Plan.Phase == "eval" {
 		return
 	}
 	r.op = "optimizer state"
-	for pi := range d.p.params {
-		p := &d.p.params[pi]
-		if p.tiedTo >= 0 || !p.trainable {
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		d.optimizerShard(r, p.name, fsdpShard(p.shape, p.numel, d.degree(int32(pi))), "FSDP shard")
+		d.optimizerShard(r, p.Name, fsdpShard(p.shape, p.Numel, d.degree(int32(pi))), "FSDP shard")
 	}
 	if d.fsdpOffload(r) { // fsdp_offload.go: the sharded gradients are host tensors
 		for u := range d.units {
@@ -306,7 +306,7 @@ func (d *distState) setupFSDP(r *replay) {
 		}
 		return
 	}
-	if r.plan.gradsPersist() {
+	if r.Plan.gradsPersist() {
 		for u := range d.units {
 			d.shardGrad(r, u)
 		}
@@ -317,22 +317,22 @@ func (d *distState) setupFSDP(r *replay) {
 func (d *distState) unitGradShard(u int) int64 {
 	var n int64
 	for _, pi := range d.units[u].params {
-		p := &d.p.params[pi]
-		if p.trainable {
-			n += fsdpShard(p.shape, p.numel, d.degree(pi))
+		p := &d.p.Params[pi]
+		if p.Trainable {
+			n += fsdpShard(p.shape, p.Numel, d.degree(pi))
 		}
 	}
 	return n
 }
 
 // shardGrad allocates unit u's sharded gradient (first reduce-scatter).
-func (d *distState) shardGrad(r *replay, u int) {
+func (d *distState) shardGrad(r *Replay, u int) {
 	un := &d.units[u]
 	n := d.unitGradShard(u)
 	if n == 0 || un.grad != none {
 		return
 	}
-	dt := r.plan.Precision.Grads
+	dt := r.Plan.Precision.Grads
 	un.grad = d.alloc(r, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output)")
 	r.rep.States.Grads += dt.Bytes(n)
 }

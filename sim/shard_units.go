@@ -9,11 +9,11 @@ import "strings"
 // read them.
 func (d *distState) buildUnits() {
 	prog := d.p
-	d.unitOf = fill(make([]int32, len(prog.params)), none)
-	d.opUnits = make([][]int32, len(prog.ops))
+	d.unitOf = fill(make([]int32, len(prog.Params)), none)
+	d.opUnits = make([][]int32, len(prog.Ops))
 	key := map[string]int32{}
 	var blocks map[string]int
-	if d.mode == distFSDP {
+	if d.Mode == DistFSDP {
 		blocks = map[string]int{}
 		for i, b := range blockPrefixes(d.plan.Model) {
 			if _, ok := blocks[b]; !ok {
@@ -25,10 +25,10 @@ func (d *distState) buildUnits() {
 		if u := d.unitOf[pi]; u != none {
 			return u
 		}
-		name := prog.params[pi].name
+		name := prog.Params[pi].Name
 		k := moduleOf(name)
 		root := false
-		if d.mode == distFSDP {
+		if d.Mode == DistFSDP {
 			k, root = fsdpUnit(name, blocks)
 		}
 		u, ok := key[k]
@@ -41,12 +41,12 @@ func (d *distState) buildUnits() {
 		d.unitOf[pi] = u
 		un := &d.units[u]
 		un.params = append(un.params, pi)
-		un.numel += prog.params[pi].numel
-		un.trainable = un.trainable || prog.params[pi].trainable
+		un.numel += prog.Params[pi].Numel
+		un.trainable = un.trainable || prog.Params[pi].Trainable
 		return u
 	}
-	for i := range prog.ops {
-		for _, pi := range prog.ops[i].params {
+	for i := range prog.Ops {
+		for _, pi := range prog.Ops[i].params {
 			u := unitFor(d.root(pi))
 			if !containsUnit(d.opUnits[i], u) {
 				d.opUnits[i] = append(d.opUnits[i], u)
@@ -58,7 +58,7 @@ func (d *distState) buildUnits() {
 			un.last = int32(i)
 		}
 	}
-	if d.mode == distZeRO {
+	if d.Mode == DistZeRO {
 		for u := range d.units {
 			d.units[u].keep = d.units[u].numel < zeroPersistence
 		}
@@ -114,12 +114,12 @@ func fsdpUnit(name string, blocks map[string]int) (string, bool) {
 // blockPrefixes are the module paths of the blocks of the model's largest
 // repeat(), as the lowering names them.
 func blockPrefixes(m *Model) []string {
-	s, err := splitStages(m, Parallelism{})
+	s, err := SplitStages(m, Parallelism{})
 	if err != nil {
 		return nil
 	}
 	var out []string
-	for _, u := range s.blocks {
+	for _, u := range s.Blocks {
 		var parts []string
 		for _, a := range u.anc {
 			if a.seq.Label() == "" {
@@ -129,10 +129,10 @@ func blockPrefixes(m *Model) []string {
 				parts = append(parts, a.seq.Name)
 			}
 		}
-		if u.rep.Label() == "" {
+		if u.Rep.Label() == "" {
 			parts = append(parts, itoa(int64(u.index)))
 		}
-		name := u.rep.Name
+		name := u.Rep.Name
 		if name == "" {
 			name = "layers"
 		}

@@ -26,14 +26,14 @@ import "github.com/memsh/memsh/sim/units"
 //   - fsdp: PyTorch FSDP2 (torch.distributed.fsdp.fully_shard, files
 //     _fsdp_param.py, _fsdp_param_group.py, _fsdp_collectives.py), one
 //     unit per repeated block and one for the rest (the root).
-type distMode uint8
+type DistMode uint8
 
 const (
-	distReplicated distMode = iota
-	distDDP
-	distMegatron
-	distZeRO
-	distFSDP
+	DistReplicated DistMode = iota
+	DistDDP
+	DistMegatron
+	DistZeRO
+	DistFSDP
 )
 
 // DeepSpeed and PyTorch defaults.
@@ -64,10 +64,10 @@ type gatherUnit struct {
 
 // distState is the distributed part of one replay.
 type distState struct {
-	mode     distMode
+	Mode     DistMode
 	par      Parallelism
 	plan     *Plan
-	p        *program
+	p        *Program
 	dp, edp  int64       // sharding degrees of dense and expert parameters
 	gatherDT units.DType // dtype of gathered parameters and their unsharded grads
 
@@ -88,16 +88,16 @@ type distState struct {
 }
 
 // newDist returns the distributed state of a replay, nil on one GPU.
-func newDist(plan *Plan, prog *program) *distState {
+func NewDist(plan *Plan, prog *Program) *distState {
 	if !plan.Parallel.Active() && prog.stage == nil {
 		return nil
 	}
-	par := plan.Parallel.norm()
+	par := plan.Parallel.Norm()
 	d := &distState{par: par, plan: plan, p: prog, dp: par.DP, edp: max(par.DP/par.EP, 1),
 		ipg: none, gradPart: none, gatherDT: plan.Precision.Params}
 	switch {
 	case par.FSDP:
-		d.mode = distFSDP
+		d.Mode = DistFSDP
 		d.fsdp1 = par.FSDPVersion == 1
 		d.noSync = d.fsdp1 && plan.GradAccum > 1
 		if plan.Precision.Autocast {
@@ -105,20 +105,20 @@ func newDist(plan *Plan, prog *program) *distState {
 			d.gatherDT = plan.Precision.Compute
 		}
 	case par.Zero > 0:
-		d.mode = distZeRO
+		d.Mode = DistZeRO
 	case par.DistributedOptimizer || plan.Precision.Name == "megatron":
-		d.mode = distMegatron
+		d.Mode = DistMegatron
 	case par.DP > 1:
-		d.mode = distDDP
+		d.Mode = DistDDP
 	}
 	if prog.stage != nil {
 		d.seeds = map[int32][]stageOut{}
 		for _, o := range prog.stage.outputs {
-			pr := prog.values[o.v].producer
+			pr := prog.Values[o.v].producer
 			d.seeds[pr] = append(d.seeds[pr], o)
 		}
 	}
-	if d.mode == distFSDP || (d.mode == distZeRO && par.Zero == 3) {
+	if d.Mode == DistFSDP || (d.Mode == DistZeRO && par.Zero == 3) {
 		d.buildUnits()
 	}
 	return d
@@ -126,7 +126,7 @@ func newDist(plan *Plan, prog *program) *distState {
 
 // root returns the parameter pi stands for (tied weights share one).
 func (d *distState) root(pi int32) int32 {
-	if t := d.p.params[pi].tiedTo; t >= 0 {
+	if t := d.p.Params[pi].TiedTo; t >= 0 {
 		return t
 	}
 	return pi
@@ -136,13 +136,13 @@ func (d *distState) root(pi int32) int32 {
 // sharded over the expert-data-parallel group (dp/ep ranks hold the same
 // experts; DeepSpeed-MoE and Megatron after PR #4687 alike).
 func (d *distState) degree(pi int32) int64 {
-	if isExpertRole(d.p.params[pi].role) {
+	if IsExpertRole(d.p.Params[pi].Role) {
 		return d.edp
 	}
 	return d.dp
 }
 
-func isExpertRole(role string) bool { return len(role) > 7 && role[:7] == "expert_" }
+func IsExpertRole(role string) bool { return len(role) > 7 && role[:7] == "expert_" }
 
 // paramGroup is a set of parameters flattened together: the dense and the
 // expert parameters (they shard over different groups), trainable ones
@@ -156,17 +156,17 @@ type paramGroup struct {
 
 func (d *distState) groups(trainable bool) []paramGroup {
 	gs := []paramGroup{{name: "dense", n: d.dp}, {name: "expert", n: d.edp}}
-	for pi := range d.p.params {
-		p := &d.p.params[pi]
-		if p.tiedTo >= 0 || p.trainable != trainable {
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.TiedTo >= 0 || p.Trainable != trainable {
 			continue
 		}
 		g := &gs[0]
-		if isExpertRole(p.role) {
+		if IsExpertRole(p.Role) {
 			g = &gs[1]
 		}
 		g.params = append(g.params, int32(pi))
-		g.numel += p.numel
+		g.numel += p.Numel
 	}
 	out := gs[:0]
 	for _, g := range gs {
@@ -197,7 +197,7 @@ func fsdpShard(shape []int64, numel, n int64) int64 {
 	return ceilDiv(shape[0], n) * (numel / shape[0])
 }
 
-func (d *distState) alloc(r *replay, name string, shape []int64, dt units.DType, bytes int64, cat Category, why string) int32 {
+func (d *distState) alloc(r *Replay, name string, shape []int64, dt units.DType, bytes int64, cat Category, why string) int32 {
 	return r.allocate(Alloc{Tensor: name, Shape: shape, DType: dt, Bytes: bytes, Why: why, Cat: cat})
 }
 
@@ -206,9 +206,9 @@ func (d *distState) alloc(r *replay, name string, shape []int64, dt units.DType,
 // hold the model in the 16-bit dtype (parameters and gradients) and keep
 // fp32 master weights and optimizer state in the ZeRO optimizer (the ZeRO
 // paper's mixed-precision Adam). It reports false when nothing changes.
-func (p *Plan) deepspeedPrecision() (*Plan, bool) {
+func (p *Plan) DeepspeedPrecision() (*Plan, bool) {
 	prec := p.Precision
-	if p.Parallel.norm().Zero == 0 || !prec.Autocast {
+	if p.Parallel.Norm().Zero == 0 || !prec.Autocast {
 		return nil, false
 	}
 	q := *p

@@ -207,8 +207,8 @@ func (tp *tableProg) indicesPerHead() int64 { return tp.positions * tp.t.readsPe
 func (tp *tableProg) maxLeafRows() int64 { return min(tp.indicesPerHead(), tp.t.Rows) }
 
 func (t *Table) lower(b *builder, x Value) Value {
-	in := b.p.input
-	if in == noValue || b.dtype(in) != units.INT64 {
+	in := b.p.Input
+	if in == NoValue || b.dtype(in) != units.INT64 {
 		panic(lowerError{&units.Error{Path: b.name(t.Name), Msg: "table reads the batch's token ids, but the model's input is not tokens",
 			Hint: "start the model with embedding(vocab, dim) and place the table after it, e.g. residual(table(...))"}})
 	}
@@ -244,7 +244,7 @@ func (t *Table) lower(b *builder, x Value) Value {
 			pi := b.param("weight", []int64{t.Rows + t.spare(), t.Dim}, "table")
 			if t.grad() == "sparse" {
 				// Stepped by the table's own row-wise AdamW, not the plan's optimizer.
-				b.p.params[pi].trainable = false
+				b.p.Params[pi].Trainable = false
 			}
 			tp.params = append(tp.params, pi)
 			done()
@@ -269,12 +269,12 @@ func (t *Table) lower(b *builder, x Value) Value {
 		}
 		i = b.addOp("table_lookup", "lookup", ins)
 		for _, hd := range tp.heads {
-			b.op(i).bytes += float64(b.val(hd.inverse).bytes)
+			b.op(i).bytes += float64(b.val(hd.inverse).Bytes)
 		}
 	} else {
 		i = b.addOp("table_lookup", "lookup", []Value{tp.idx}, tp.params...)
 		b.op(i).noGradB = true // int64 indices get no gradient
-		b.op(i).bytes += float64(b.val(tp.idx).bytes)
+		b.op(i).bytes += float64(b.val(tp.idx).Bytes)
 	}
 	y := b.out(i, "out", outShape, dt, fmt.Sprintf("rows read from table %s (%d heads x %d)", tp.name, t.Heads, t.Dim))
 	if leaves {
@@ -287,7 +287,7 @@ func (t *Table) lower(b *builder, x Value) Value {
 	reads := tp.positions * t.reads()
 	b.op(i).bytes += float64(dt.Bytes(reads * t.Dim)) // the rows gathered
 	if r > 1 {
-		b.op(i).flops = float64(reads * t.Dim) // summing each head's reads
+		b.op(i).Flops = float64(reads * t.Dim) // summing each head's reads
 	}
 	b.op(i).workB = embeddingBackwardWorkspace(tp.indicesPerHead(), t.Dim)
 	b.p.tables = append(b.p.tables, tp)
@@ -304,11 +304,11 @@ func leafWhy(t *Table) string {
 // tableInput adds a value that exists before the forward (produced by the
 // replay's table setup, table_replay.go), like the batch.
 func (b *builder) tableInput(name string, shape []int64, dt units.DType, grad bool, why string) Value {
-	b.p.values = append(b.p.values, valueInfo{
-		name: b.name(name), shape: shape, dtype: dt, bytes: dt.Bytes(numel(shape)),
-		grad: grad && !b.eval, cat: CatActivations, producer: -1, why: why,
+	b.p.Values = append(b.p.Values, valueInfo{
+		name: b.name(name), shape: shape, dtype: dt, Bytes: dt.Bytes(numel(shape)),
+		grad: grad && !b.eval, Cat: CatActivations, producer: -1, why: why,
 	})
-	return Value(len(b.p.values) - 1)
+	return Value(len(b.p.Values) - 1)
 }
 
 // embeddingBackwardWorkspace is the transient memory of one head's lookup

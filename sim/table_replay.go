@@ -44,8 +44,8 @@ type TableTransfer struct {
 // device: two moments as large as the table (its storage, with the spare
 // row), stepped row-wise by the table's own AdamW. Dense tables' state
 // comes from the plan's optimizer like any parameter's.
-func (r *replay) setupTableStates() {
-	prec := r.plan.Precision
+func (r *Replay) setupTableStates() {
+	prec := r.Plan.Precision
 	for _, tp := range r.p.tables {
 		if tp.t.grad() != "sparse" || !tp.train {
 			continue
@@ -55,10 +55,10 @@ func (r *replay) setupTableStates() {
 			continue
 		}
 		for h, pi := range tp.params {
-			p := &r.p.params[pi]
+			p := &r.p.Params[pi]
 			for _, s := range []string{"exp_avg", "exp_avg_sq"} {
-				b := prec.States.Bytes(p.numel)
-				r.allocate(Alloc{Tensor: p.name + " " + s, Shape: p.shape, DType: prec.States, Bytes: b,
+				b := prec.States.Bytes(p.Numel)
+				r.allocate(Alloc{Tensor: p.Name + " " + s, Shape: p.shape, DType: prec.States, Bytes: b,
 					Why: fmt.Sprintf("row-wise AdamW state %s of table %s head %d (table-sized, resident)", s, tp.name, h), Cat: CatOptimizer})
 				r.rep.States.Optimizer += b
 			}
@@ -70,7 +70,7 @@ func (r *replay) setupTableStates() {
 // hashed indices and, for sparse tables, each head's distinct rows,
 // inverse indices and leaf (gathered on the device, or sent from the
 // host). It also records the table's figures in the report.
-func (r *replay) setupTableRows() {
+func (r *Replay) setupTableRows() {
 	for _, tp := range r.p.tables {
 		r.op = tp.name + " rows"
 		r.produce(tp.idx)
@@ -109,7 +109,7 @@ func (r *replay) setupTableRows() {
 		if tp.t.placement() == "host" && ts.Transfer.LinkGBps <= 0 {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: the gpu's pcie_gbps is 0, so its transfer time is not estimated (pass gpu(..., pcie_gbps=25))", tp.name))
 		}
-		if r.plan.gradsPersist() && tp.train {
+		if r.Plan.gradsPersist() && tp.train {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: with grad_accum the replay holds one micro-batch's leaves; earlier micro-batches' rows are taken as already stepped", tp.name))
 		}
 		if !tp.t.PadRows && tp.train {
@@ -124,8 +124,8 @@ func (r *replay) setupTableRows() {
 // them and writes them back (one head at a time); on the host it brings
 // the leaves' gradients back. Then the leaves, their gradients and the
 // row lists are freed.
-func (r *replay) stepTables() {
-	prec := r.plan.Precision
+func (r *Replay) stepTables() {
+	prec := r.Plan.Precision
 	for _, tp := range r.p.tables {
 		if len(tp.heads) == 0 || !tp.train {
 			continue
@@ -176,9 +176,9 @@ func tableOptimizerTraffic(prec Precision, n int64) int64 {
 }
 
 // tableStep computes a table's static figures for the report.
-func (r *replay) tableStep(tp *tableProg) TableStep {
+func (r *Replay) tableStep(tp *tableProg) TableStep {
 	t := tp.t
-	prec := r.plan.Precision
+	prec := r.Plan.Precision
 	ts := TableStep{
 		Name: tp.name, Grad: t.grad(), Placement: t.placement(), Params: t.Params(),
 		RowsRead: tp.positions * t.reads(), Padded: t.grad() == "sparse" && t.PadRows,
@@ -199,7 +199,7 @@ func (r *replay) tableStep(tp *tableProg) TableStep {
 		if tp.train {
 			ts.HostBytes += leaf // gradient staging
 		}
-		ts.Transfer.LinkGBps = r.plan.Device.PCIeGBps
+		ts.Transfer.LinkGBps = r.Plan.Device.PCIeGBps
 		if ts.Transfer.LinkGBps > 0 {
 			dirs := int64(1)
 			if tp.train {
@@ -220,17 +220,17 @@ func (r *replay) tableStep(tp *tableProg) TableStep {
 	default: // dense, or a sparse table in eval: a parameter stepped by the plan's optimizer
 		ts.DeviceBytes = prec.Params.Bytes(storage)
 		for _, pi := range tp.params {
-			p := &r.p.params[pi]
-			if !tp.train || !p.trainable {
+			p := &r.p.Params[pi]
+			if !tp.train || !p.Trainable {
 				continue
 			}
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
-				ts.DeviceBytes += prec.Master.Bytes(p.numel)
+				ts.DeviceBytes += prec.Master.Bytes(p.Numel)
 			}
-			for _, s := range r.plan.Optimizer.states(p.shape, p.numel, prec.States) {
+			for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, prec.States) {
 				ts.DeviceBytes += s.bytes
 			}
-			ts.OptimizerHBM += r.optimizerTraffic(p)
+			ts.OptimizerHBM += r.OptimizerTraffic(p)
 		}
 	}
 	return ts
@@ -238,13 +238,13 @@ func (r *replay) tableStep(tp *tableProg) TableStep {
 
 // produceTable allocates a table's per-step value through the table pool
 // (table_steps.go) when one is set.
-func (r *replay) produceTable(v Value) {
-	vi := &r.p.values[v]
-	r.valT[v] = r.allocateTable(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.bytes, Why: vi.why, Cat: vi.cat})
+func (r *Replay) produceTable(v Value) {
+	vi := &r.p.Values[v]
+	r.valT[v] = r.allocateTable(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: vi.why, Cat: vi.Cat})
 	r.done[v] = false
 }
 
-func (r *replay) maybeFreeTable(v Value) {
+func (r *Replay) maybeFreeTable(v Value) {
 	if r.done[v] && r.holds[v] <= 0 && r.valT[v] != none {
 		r.releaseTable(r.valT[v])
 		r.valT[v] = none

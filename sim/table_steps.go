@@ -88,7 +88,7 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 	if len(s.TableRows) == 0 {
 		return nil, &units.Error{Path: "table_steps", Msg: "rows_per_step is empty", Hint: "give the distinct rows per head of each step, e.g. [8000, 7900, 8100]"}
 	}
-	prog, err := plan.lowerProgram()
+	prog, err := plan.LowerProgram()
 	if err != nil {
 		return nil, err
 	}
@@ -123,17 +123,17 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 	if pool == "exact" {
 		tpool = &tablePool{free: map[int64][]*alloc.Block{}, bytes: map[int32]int64{}}
 	}
-	var prev *replay
+	var prev *Replay
 	persist := int32(0)
 	for k, n := range s.TableRows {
 		for _, tp := range sparse {
 			tp.setLeafRows(prog, n)
 		}
-		r := newReplay(prog, plan, opts, plan.Device.Memory-nonTorch)
+		r := NewReplay(prog, plan, opts, plan.Device.Memory-nonTorch)
 		r.tpool = tpool
 		if prev == nil {
 			r.setup()
-			persist = r.valT[prog.input] // everything before the batch persists (but gradients)
+			persist = r.valT[prog.Input] // everything before the batch persists (but gradients)
 		} else {
 			r.carry(prev, persist)
 			r.setupStep()
@@ -161,21 +161,21 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 
 // setLeafRows sets the rows of each head's leaf for a step: n distinct
 // rows, or the padded maximum with pad_rows.
-func (tp *tableProg) setLeafRows(p *program, n int64) {
+func (tp *tableProg) setLeafRows(p *Program, n int64) {
 	if tp.t.PadRows {
 		n = tp.maxLeafRows()
 	}
 	tp.leafRows = n
 	for _, hd := range tp.heads {
-		v := &p.values[hd.leaf]
+		v := &p.Values[hd.leaf]
 		v.shape = []int64{n, tp.t.Dim}
-		v.bytes = v.dtype.Bytes(n * tp.t.Dim)
+		v.Bytes = v.dtype.Bytes(n * tp.t.Dim)
 	}
 }
 
 // carry continues from the previous step's replay: the same allocator, and
 // the persistent tensors (ids below persist) still live.
-func (r *replay) carry(prev *replay, persist int32) {
+func (r *Replay) carry(prev *Replay, persist int32) {
 	r.alloc = prev.alloc
 	r.live = append(r.live[:0], prev.live[:persist]...)
 	for _, t := range r.live {
@@ -188,22 +188,22 @@ func (r *replay) carry(prev *replay, persist int32) {
 
 // setupStep is the part of setup() that each step repeats: accumulated
 // gradients (with grad_accum), the batch, and the tables' rows.
-func (r *replay) setupStep() {
+func (r *Replay) setupStep() {
 	r.phase = PhaseSetup
-	if r.plan.gradsPersist() {
+	if r.Plan.gradsPersist() {
 		r.op = "accumulated gradients"
-		for pi := range r.p.params {
+		for pi := range r.p.Params {
 			r.paramGradient(int32(pi))
 		}
 	}
 	r.op = "batch"
-	r.produce(r.p.input)
+	r.produce(r.p.Input)
 	r.setupTableRows()
 }
 
 // endStep frees what the step leaves: gradients (set to None), the batch
 // and anything else allocated after the persistent state.
-func (r *replay) endStep(persist int32) {
+func (r *Replay) endStep(persist int32) {
 	r.phase, r.op = PhaseOptimizer, "zero_grad"
 	for pi, id := range r.paramGrad {
 		if id != none {
@@ -228,7 +228,7 @@ type tablePool struct {
 
 // allocateTable allocates a table buffer, from the pool when one of the
 // exact size is parked.
-func (r *replay) allocateTable(a Alloc) int32 {
+func (r *Replay) allocateTable(a Alloc) int32 {
 	p := r.tpool
 	if p == nil {
 		return r.allocate(a)
@@ -250,7 +250,7 @@ func (r *replay) allocateTable(a Alloc) int32 {
 }
 
 // releaseTable frees a table buffer, parking it in the pool when one is set.
-func (r *replay) releaseTable(id int32) {
+func (r *Replay) releaseTable(id int32) {
 	p := r.tpool
 	if p == nil {
 		r.release(id)

@@ -48,7 +48,7 @@ func (p *Plan) configureLowering(b *builder) {
 	if !p.Parallel.Active() {
 		return
 	}
-	par := p.Parallel.norm()
+	par := p.Parallel.Norm()
 	b.par = parLowering{tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
@@ -67,11 +67,11 @@ func (b *builder) recordComm(kind, group string, bytes int64, backward bool) {
 	if b.eval && backward {
 		return
 	}
-	b.p.comm = append(b.p.comm, commRecord{kind: kind, group: group, bytes: bytes, backward: backward})
+	b.p.Comm = append(b.p.Comm, commRecord{kind: kind, Group: group, bytes: bytes, backward: backward})
 }
 
 // shardParam records the unsharded size of parameter pi.
-func (b *builder) shardParam(pi int32, full int64) { b.p.params[pi].fullNumel = full }
+func (b *builder) shardParam(pi int32, full int64) { b.p.Params[pi].fullNumel = full }
 
 // tpGather all-gathers a sequence-parallel input along the sequence
 // (gather_from_sequence_parallel_region); x itself without SP.
@@ -83,7 +83,7 @@ func (b *builder) tpGather(x Value) Value {
 	s[len(s)-2] *= b.par.tp
 	i := b.addOp("all_gather", "sp_all_gather", []Value{x})
 	y := b.out(i, "gathered", s, b.dtype(x), "sequence-parallel all-gather of the layer input (freed after the column-parallel matmuls)")
-	n := b.val(y).bytes
+	n := b.val(y).Bytes
 	b.recordComm("all_gather", "tp", n, false)
 	b.recordComm("reduce_scatter", "tp", n, true)
 	return y
@@ -117,7 +117,7 @@ func (b *builder) colLinear(name, role string, x, xg Value, in, outFull, outLoca
 	}
 	wv := b.weight(w, dt)
 	ins := []Value{xm}
-	if wv != noValue {
+	if wv != NoValue {
 		ins = append(ins, wv)
 	}
 	i := b.addOp("matmul", "", ins, params...)
@@ -127,8 +127,8 @@ func (b *builder) colLinear(name, role string, x, xg Value, in, outFull, outLoca
 		if b.par.sp {
 			// The weight gradient needs the whole input: gathered again in
 			// backward into a buffer the size of the gathered input.
-			b.op(i).workB += b.val(xm).bytes
-			b.recordComm("all_gather", "tp", b.val(xm).bytes, true)
+			b.op(i).workB += b.val(xm).Bytes
+			b.recordComm("all_gather", "tp", b.val(xm).Bytes, true)
 		}
 	}
 	if b.grad(xm) {
@@ -136,12 +136,12 @@ func (b *builder) colLinear(name, role string, x, xg Value, in, outFull, outLoca
 		if !b.par.sp {
 			// copy_to_tensor_model_parallel_region: identity forward,
 			// all-reduce of the input gradient in backward.
-			b.recordComm("all_reduce", "tp", b.val(xm).bytes, true)
+			b.recordComm("all_reduce", "tp", b.val(xm).Bytes, true)
 		}
 	}
 	t := rows(b.shape(xm))
-	b.op(i).flops = 2 * float64(t) * float64(in) * float64(outLocal)
-	b.op(i).bytes += float64(b.val(xm).bytes) + float64(dt.Bytes(in*outLocal))
+	b.op(i).Flops = 2 * float64(t) * float64(in) * float64(outLocal)
+	b.op(i).bytes += float64(b.val(xm).Bytes) + float64(dt.Bytes(in*outLocal))
 	if b.lora != nil && b.lora.targets(role) {
 		y = b.loraAdapter(xm, y, in, outLocal)
 	}
@@ -169,7 +169,7 @@ func (b *builder) rowLinear(name, role string, x Value, inFull, inLocal, out int
 	xin := b.cast(x, dt, "autocast copy of linear input")
 	wv := b.weight(w, dt)
 	ins := []Value{xin}
-	if wv != noValue {
+	if wv != NoValue {
 		ins = append(ins, wv)
 	}
 	i := b.addOp("matmul", "", ins, params...)
@@ -181,8 +181,8 @@ func (b *builder) rowLinear(name, role string, x Value, inFull, inLocal, out int
 		b.save(i, wv)
 	}
 	t := rows(b.shape(xin))
-	b.op(i).flops = 2 * float64(t) * float64(inLocal) * float64(out)
-	b.op(i).bytes += float64(b.val(xin).bytes) + float64(dt.Bytes(inLocal*out))
+	b.op(i).Flops = 2 * float64(t) * float64(inLocal) * float64(out)
+	b.op(i).bytes += float64(b.val(xin).Bytes) + float64(dt.Bytes(inLocal*out))
 	if b.lora != nil && b.lora.targets(role) {
 		y = b.loraAdapter(xin, y, inLocal, out)
 	}
@@ -194,7 +194,7 @@ func (b *builder) rowLinear(name, role string, x Value, inFull, inLocal, out int
 // (reduce_from_tensor_model_parallel_region), or with SP a reduce-scatter
 // into a sequence-sharded tensor (reduce_scatter_to_sequence_parallel_region).
 func (b *builder) tpReduce(name string, y Value) Value {
-	n := b.val(y).bytes
+	n := b.val(y).Bytes
 	if !b.par.sp {
 		b.recordComm("all_reduce", "tp", n, false)
 		return y
@@ -257,7 +257,7 @@ func (b *builder) vocabParallelCE(x Value) Value {
 	b.val(mask).grad, b.val(tgt).grad = false, false
 	loss := b.out(i, "loss", nil, units.FP32, "loss")
 	b.save(i, sm, mask, tgt)
-	b.op(i).flops = 5 * float64(numel(b.shape(x)))
+	b.op(i).Flops = 5 * float64(numel(b.shape(x)))
 	if b.par.tpn() > 1 {
 		for range 3 {
 			b.recordComm("all_reduce", "tp", units.FP32.Bytes(t), false)

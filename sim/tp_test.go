@@ -64,13 +64,13 @@ func TestTensorParallelParams(t *testing.T) {
 	for _, tp := range []int64{1, 2, 4} {
 		plan := oraclePlan(t, c)
 		plan.Parallel = Parallelism{TP: tp}
-		prog, err := plan.lowerProgram()
+		prog, err := plan.LowerProgram()
 		if err != nil {
 			t.Fatal(err)
 		}
 		var local, full int64
-		for _, p := range prog.params {
-			local += p.numel
+		for _, p := range prog.Params {
+			local += p.Numel
 			full += p.fullNumel
 		}
 		h := c.h

@@ -31,7 +31,7 @@ func (m *Model) CheckShapes() error {
 
 // lowerForCheck is CheckShapes' lowering; it also returns the program
 // (nil when the lowering failed or panicked).
-func (m *Model) lowerForCheck() (prog *program, err error) {
+func (m *Model) lowerForCheck() (prog *Program, err error) {
 	defer func() {
 		if recover() != nil {
 			prog, err = nil, nil
@@ -41,7 +41,7 @@ func (m *Model) lowerForCheck() (prog *program, err error) {
 	rt, _ := LookupRuntime("cuda")
 	p := &Plan{Model: m, Batch: 1, Seq: 1, GradAccum: 1, Members: 1, Precision: fp32, Runtime: rt,
 		Optimizer: Optimizer{Kind: "sgd"}, Checkpoint: Checkpoint{Mode: "none"}, Phase: "train"}
-	return p.lowerProgram()
+	return p.LowerProgram()
 }
 
 // HeadShape returns the shape of the output head, [vocab, width], and of

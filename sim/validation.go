@@ -38,10 +38,10 @@ func (p *Plan) validateValidation() error {
 }
 
 // lowerValidation lowers the validation pass of a plan with Validation set.
-func (p *Plan) lowerValidation() (*program, *Plan, error) {
+func (p *Plan) lowerValidation() (*Program, *Plan, error) {
 	ep := *p
 	ep.Phase, ep.Validation = "eval", false
-	prog, err := ep.lowerProgram()
+	prog, err := ep.LowerProgram()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,14 +54,14 @@ func (p *Plan) lowerValidation() (*program, *Plan, error) {
 
 // validationPass replays the validation forward of prog (lowered by
 // lowerValidation) through r's allocator and report.
-func (r *replay) validationPass(prog *program, plan *Plan) {
-	v := newReplay(prog, plan, r.opts, 0)
+func (r *Replay) validationPass(prog *Program, plan *Plan) {
+	v := NewReplay(prog, plan, r.opts, 0)
 	v.alloc, v.rep, v.cur = r.alloc, r.rep, r.cur
 	v.fwdPhase = PhaseValidation
 	flops, saved, savedW := r.rep.FLOPs, r.rep.SavedActivations, r.rep.SavedWeightCopies
-	if prog.input != noValue {
+	if prog.Input != NoValue {
 		v.phase, v.op = PhaseValidation, "validation batch"
-		v.produce(prog.input)
+		v.produce(prog.Input)
 	}
 	v.forward()
 	v.op = "end of validation"

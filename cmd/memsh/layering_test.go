@@ -15,18 +15,20 @@ import (
 // imports flow one way and cannot form a cycle. A new package must be
 // placed here.
 var layers = map[string]int{
-	"sim/units":     0,
-	"sim/alloc":     1,
-	"sim/hw":        1,
-	"sim":           10,
-	"stdlib":        0,
-	"jsondoc":       0,
-	"plot":          20,
-	"builtins":      30,
-	"lang":          40,
-	"lang/langtest": 41,
-	"lang/repl":     50,
-	"cmd/memsh":     60,
+	"sim/units":               0,
+	"sim/alloc":               1,
+	"sim/hw":                  1,
+	"sim":                     10,
+	"sim/internal/testmodels": 11,
+	"sim/search":              12,
+	"stdlib":                  0,
+	"jsondoc":                 0,
+	"plot":                    20,
+	"builtins":                30,
+	"lang":                    40,
+	"lang/langtest":           41,
+	"lang/repl":               50,
+	"cmd/memsh":               60,
 }
 
 // foreign lists what a package must not import from outside the module.

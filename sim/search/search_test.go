@@ -1,9 +1,11 @@
-package sim
+package search
 
 import (
 	"context"
 	"fmt"
+	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/internal/testmodels"
 	"math"
 	"runtime"
 	"sort"
@@ -13,49 +15,49 @@ import (
 // fastPathPlans are layouts of a small Llama and a small MoE covering the
 // sharding modes, pipeline schedules, tensor, context and expert
 // parallelism, micro-batches and checkpointing.
-func fastPathPlans() []*Plan {
-	llama := llamaModel(1024, 8, 16, 4, 2816, 32000, "flash")
-	var out []*Plan
-	add := func(m *Model, par Parallelism, mbs, ga int64, prec, ckpt string, gpus, gpn int64) {
-		p := llamaPlan(m, mbs, 2048, prec, ckpt, "H100-80GB")
+func fastPathPlans() []*sim.Plan {
+	llama := testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash")
+	var out []*sim.Plan
+	add := func(m *sim.Model, par sim.Parallelism, mbs, ga int64, prec, ckpt string, gpus, gpn int64) {
+		p := testmodels.LlamaPlan(m, mbs, 2048, prec, ckpt, "H100-80GB")
 		p.Parallel, p.GradAccum = par, ga
 		p.Cluster = hw.Cluster{Nodes: max(gpus/gpn, 1), GPUsPerNode: min(gpn, gpus)}
 		out = append(out, p)
 	}
-	add(llama, Parallelism{}, 1, 1, "bf16-mixed", "none", 1, 8)
-	add(llama, Parallelism{}, 2, 4, "bf16-mixed", "full", 1, 8)
-	add(llama, Parallelism{DP: 8}, 1, 2, "bf16-mixed", "selective", 8, 8)
-	add(llama, Parallelism{DP: 16, Zero: 1}, 2, 1, "bf16-mixed", "none", 16, 8)
-	add(llama, Parallelism{DP: 4, TP: 2, Zero: 2, SequenceParallel: true}, 1, 4, "bf16-mixed", "full", 8, 8)
-	add(llama, Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "full", 8, 8)
-	add(llama, Parallelism{DP: 4, TP: 4, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
-	add(llama, Parallelism{DP: 2, TP: 4, CP: 2, SequenceParallel: true}, 1, 1, "megatron", "none", 16, 8)
-	add(llama, Parallelism{DP: 2, TP: 2, PP: 2, DistributedOptimizer: true, SequenceParallel: true}, 1, 8, "megatron", "none", 8, 4)
-	add(llama, Parallelism{DP: 4, TP: 2, PP: 4, DistributedOptimizer: true, SequenceParallel: true}, 1, 4, "megatron", "full", 32, 8)
-	add(llama, Parallelism{DP: 2, TP: 1, PP: 4, Zero: 1}, 2, 2, "bf16-mixed", "selective", 8, 8)
-	add(llama, Parallelism{DP: 2, TP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
-	add(llama, Parallelism{DP: 1, TP: 8, PP: 4, Schedule: "interleaved", VirtualStages: 2, SequenceParallel: true}, 1, 8, "megatron", "full", 32, 8)
-	add(llama, Parallelism{DP: 8, TP: 16, SequenceParallel: true}, 1, 1, "megatron", "none", 128, 8)
-	add(llama, Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "full", 4, 8)
-	add(llama, Parallelism{DP: 4, TP: 2, CP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, Zero: 1}, 2, 4, "bf16-mixed", "selective", 32, 8)
+	add(llama, sim.Parallelism{}, 1, 1, "bf16-mixed", "none", 1, 8)
+	add(llama, sim.Parallelism{}, 2, 4, "bf16-mixed", "full", 1, 8)
+	add(llama, sim.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "selective", 8, 8)
+	add(llama, sim.Parallelism{DP: 16, Zero: 1}, 2, 1, "bf16-mixed", "none", 16, 8)
+	add(llama, sim.Parallelism{DP: 4, TP: 2, Zero: 2, SequenceParallel: true}, 1, 4, "bf16-mixed", "full", 8, 8)
+	add(llama, sim.Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "full", 8, 8)
+	add(llama, sim.Parallelism{DP: 4, TP: 4, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
+	add(llama, sim.Parallelism{DP: 2, TP: 4, CP: 2, SequenceParallel: true}, 1, 1, "megatron", "none", 16, 8)
+	add(llama, sim.Parallelism{DP: 2, TP: 2, PP: 2, DistributedOptimizer: true, SequenceParallel: true}, 1, 8, "megatron", "none", 8, 4)
+	add(llama, sim.Parallelism{DP: 4, TP: 2, PP: 4, DistributedOptimizer: true, SequenceParallel: true}, 1, 4, "megatron", "full", 32, 8)
+	add(llama, sim.Parallelism{DP: 2, TP: 1, PP: 4, Zero: 1}, 2, 2, "bf16-mixed", "selective", 8, 8)
+	add(llama, sim.Parallelism{DP: 2, TP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
+	add(llama, sim.Parallelism{DP: 1, TP: 8, PP: 4, Schedule: "interleaved", VirtualStages: 2, SequenceParallel: true}, 1, 8, "megatron", "full", 32, 8)
+	add(llama, sim.Parallelism{DP: 8, TP: 16, SequenceParallel: true}, 1, 1, "megatron", "none", 128, 8)
+	add(llama, sim.Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "full", 4, 8)
+	add(llama, sim.Parallelism{DP: 4, TP: 2, CP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, Zero: 1}, 2, 4, "bf16-mixed", "selective", 32, 8)
 
-	moe := &Model{Name: "moe", Layers: []Layer{
-		&Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
-		&Repeat{Name: "layers", N: 4, Layer: &Sequential{Layers: []Layer{
-			&Residual{Layer: &Sequential{Layers: []Layer{
-				&Norm{Name: "input_layernorm", Dim: 512, RMS: true},
-				&Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
+	moe := &sim.Model{Name: "moe", Layers: []sim.Layer{
+		&sim.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
+		&sim.Repeat{Name: "layers", N: 4, Layer: &sim.Sequential{Layers: []sim.Layer{
+			&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+				&sim.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
+				&sim.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
 			}}},
-			&Residual{Layer: &Sequential{Layers: []Layer{
-				&Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
-				&MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
+			&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+				&sim.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
+				&sim.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
 			}}},
 		}}},
-		&Norm{Name: "norm", Dim: 512, RMS: true},
+		&sim.Norm{Name: "norm", Dim: 512, RMS: true},
 	}, Vocab: 32000, Loss: "cross_entropy"}
-	add(moe, Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
-	add(moe, Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
-	add(moe, Parallelism{DP: 4, EP: 2, PP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
+	add(moe, sim.Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
+	add(moe, sim.Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
+	add(moe, sim.Parallelism{DP: 4, EP: 2, PP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
 	return out
 }
 
@@ -78,9 +80,9 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			par := p.Parallel.norm()
+			par := p.Parallel.Norm()
 			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages), nonTorchBytes(p))
-			r, err := Evaluate(p, Options{})
+			r, err := sim.Evaluate(p, sim.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,13 +115,13 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 
 // llama3_70B is Llama-3-70B (80 layers, hidden 8192, 64 heads, 8 kv heads,
 // FFN 28672, vocabulary 128,256).
-func llama3_70B() *Model { return llamaModel(8192, 80, 64, 8, 28672, 128256, "flash") }
+func llama3_70B() *sim.Model { return testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash") }
 
 // search70B is the interactive case: Llama-3-70B on 1,024 H100s
 // (128 nodes of 8), sequences of 8,192 tokens, 1,024 sequences (8M
 // tokens) per step, Megatron's precision, over the default layout space.
 func search70B(workers int) (*SearchResult, error) {
-	base := llamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
+	base := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
 	return Search(context.Background(), base, SearchSpace{GPUs: 1024, GlobalBatch: 1024, Top: 10, Workers: workers})
 }
 
@@ -143,7 +145,7 @@ func BenchmarkSearchLlama70B1024(b *testing.B) {
 // Search returns what replaying every layout of the space and keeping the
 // fastest fitting ones would (on a space small enough to replay whole).
 func TestSearchEqualsBruteForce(t *testing.T) {
-	base := llamaPlan(llamaModel(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Device.Memory = 3 << 30 // small enough that memory prunes
 	space := SearchSpace{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
 		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Top: 8, Workers: 2}
@@ -166,7 +168,7 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 	}
 	var fits []fit
 	for _, c := range cands {
-		r, err := Evaluate(c.plan, Options{})
+		r, err := sim.Evaluate(c.plan, sim.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +212,7 @@ func TestSearchLlama70B1024(t *testing.T) {
 		if i > 0 && r.Time.StepSeconds < res.Rows[i-1].Report.Time.StepSeconds {
 			t.Errorf("row %d is faster than row %d", i, i-1)
 		}
-		if tp := row.Plan.Parallel.norm().TP; tp > 8 {
+		if tp := row.Plan.Parallel.Norm().TP; tp > 8 {
 			t.Errorf("row %d: tp=%d crosses nodes", i, tp)
 		}
 		if r.Time.MFU < 0.25 || r.Time.MFU > 0.6 {
@@ -223,12 +225,12 @@ func TestSearchLlama70B1024(t *testing.T) {
 // rows: Llama-3-70B, TP 8 x PP 4 x DP 32 with the distributed optimizer,
 // 8 micro-batches of one 8,192-token sequence (four stage replays).
 func BenchmarkEvaluateLlama70B3D(b *testing.B) {
-	p := llamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
+	p := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
 	p.GradAccum = 8
-	p.Parallel = Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
+	p.Parallel = sim.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := Evaluate(p, Options{}); err != nil {
+		if _, err := sim.Evaluate(p, sim.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -237,9 +239,9 @@ func BenchmarkEvaluateLlama70B3D(b *testing.B) {
 // BenchmarkSearchEstimate is the fast path alone: the estimate and memory
 // bound of one layout from its profile (the same layout as above).
 func BenchmarkSearchEstimate(b *testing.B) {
-	p := llamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
+	p := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
 	p.GradAccum = 8
-	p.Parallel = Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
+	p.Parallel = sim.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
 	pr, err := newProfile(p)
 	if err != nil {
 		b.Fatal(err)
@@ -256,11 +258,11 @@ func BenchmarkSearchEstimate(b *testing.B) {
 // A model without a repeat() has no blocks to profile: the whole model is
 // one unit, and there is no pipeline to search.
 func TestSearchWithoutRepeat(t *testing.T) {
-	m := &Model{Name: "flat", Layers: []Layer{
-		&Embedding{Name: "embed", Rows: 1000, Dim: 64},
-		&MLP{Dim: 64, Hidden: 256, Act: "gelu"},
+	m := &sim.Model{Name: "flat", Layers: []sim.Layer{
+		&sim.Embedding{Name: "embed", Rows: 1000, Dim: 64},
+		&sim.MLP{Dim: 64, Hidden: 256, Act: "gelu"},
 	}, Vocab: 1000, Loss: "cross_entropy"}
-	base := llamaPlan(m, 1, 128, "bf16-mixed", "none", "A100-80GB")
+	base := testmodels.LlamaPlan(m, 1, 128, "bf16-mixed", "none", "A100-80GB")
 	res, err := Search(context.Background(), base, SearchSpace{GPUs: 8, GlobalBatch: 16, Top: 3, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +271,7 @@ func TestSearchWithoutRepeat(t *testing.T) {
 		t.Fatalf("%d rows, stats %+v", len(res.Rows), res.Stats)
 	}
 	for _, row := range res.Rows {
-		if row.Plan.Parallel.norm().PP != 1 {
+		if row.Plan.Parallel.Norm().PP != 1 {
 			t.Errorf("pipeline without blocks: %v", row.Plan.Parallel)
 		}
 		pr, err := newProfile(row.Plan)

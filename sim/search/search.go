@@ -1,29 +1,14 @@
-package sim
+package search
 
 import (
 	"context"
 	"fmt"
+	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"sort"
 	"sync"
 )
-
-// Search finds the fastest layouts of a model on a cluster (SEEDS.md
-// story 3: "finding the best combination ... is an optimisation problem
-// of its own"). It enumerates every valid layout of the space (data x
-// tensor x pipeline x context x expert parallelism, sharding, micro-batch,
-// schedule, checkpointing), prunes by memory first, ranks by step time and
-// replays the fastest in full until it has the layouts asked for.
-//
-// Memory first: a layout whose model states alone, or states plus the
-// activations its GPU holds for backward, exceed the GPU cannot fit
-// (fastEstimate.minDevice is a lower bound of what the replay reports), so
-// it is dropped before any replay. The step time of the rest comes from
-// block profiles (search_profile.go) through the same time model as a
-// replay. The layouts are then replayed in order of that time, in
-// parallel, and kept when they fit; every row of the result is a full
-// replay.
 
 // SearchSpace is the layouts Search enumerates. Nil lists take defaults.
 type SearchSpace struct {
@@ -59,8 +44,8 @@ type SearchStats struct {
 
 // SearchRow is one layout of the result, replayed in full.
 type SearchRow struct {
-	Plan     *Plan
-	Report   *Report
+	Plan     *sim.Plan
+	Report   *sim.Report
 	Sharding string
 }
 
@@ -72,7 +57,7 @@ type SearchResult struct {
 
 // candidate is one enumerated layout.
 type candidate struct {
-	plan     *Plan
+	plan     *sim.Plan
 	sharding string
 	key      profileKey
 	est      fastEstimate
@@ -90,7 +75,7 @@ type profileKey struct {
 }
 
 // shardingLayout applies a sharding name to par.
-func shardingLayout(name string, par *Parallelism) error {
+func shardingLayout(name string, par *sim.Parallelism) error {
 	switch name {
 	case "ddp", "megatron":
 	case "zero1":
@@ -118,7 +103,7 @@ func powersOfTwo(limit int64) []int64 {
 }
 
 // defaults fills the space's nil lists for base.
-func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
+func (sp SearchSpace) defaults(base *sim.Plan) (SearchSpace, error) {
 	if sp.GPUs <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
@@ -189,11 +174,11 @@ func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
 	return sp, nil
 }
 
-func maxExperts(m *Model) int64 {
+func maxExperts(m *sim.Model) int64 {
 	var e int64
 	for i, l := range m.Layers {
-		Walk(l, childPath("", l, i), func(_ string, l Layer) {
-			if x, ok := l.(*MoE); ok {
+		sim.Walk(l, sim.ChildPath("", l, i), func(_ string, l sim.Layer) {
+			if x, ok := l.(*sim.MoE); ok {
 				e = max(e, x.Experts)
 			}
 		})
@@ -202,10 +187,10 @@ func maxExperts(m *Model) int64 {
 }
 
 // enumerate lists the valid layouts of the space, in a fixed order.
-func (sp SearchSpace) enumerate(base *Plan, stats *SearchStats) ([]*candidate, error) {
+func (sp SearchSpace) enumerate(base *sim.Plan, stats *SearchStats) ([]*candidate, error) {
 	var out []*candidate
 	type validKey struct {
-		par    Parallelism
+		par    sim.Parallelism
 		ck     string
 		mbs, m int64
 	}
@@ -267,15 +252,15 @@ func (sp SearchSpace) enumerate(base *Plan, stats *SearchStats) ([]*candidate, e
 }
 
 // layout builds one candidate plan from base.
-func (sp SearchSpace) layout(base *Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
-	par := Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1}
+func (sp SearchSpace) layout(base *sim.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
+	par := sim.Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1}
 	if v > 1 {
 		par.Schedule, par.VirtualStages = "interleaved", v
 	}
 	if err := shardingLayout(sh, &par); err != nil {
 		return nil, err
 	}
-	c, err := ParseCheckpoint(ck)
+	c, err := sim.ParseCheckpoint(ck)
 	if err != nil {
 		return nil, &units.Error{Path: "search", Msg: err.Error()}
 	}
@@ -296,7 +281,7 @@ func (sp SearchSpace) layout(base *Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh
 
 // Search runs the search of sp over base's model, precision, optimizer,
 // sequence length and GPU. ctx cancels it.
-func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, error) {
+func Search(ctx context.Context, base *sim.Plan, sp SearchSpace) (*SearchResult, error) {
 	if err := fastPathSupported(base); err != nil {
 		return nil, err
 	}
@@ -349,7 +334,7 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 	shapes := map[shapeKey]*stageShape{}
 	var skeys []shapeKey
 	for _, c := range cands {
-		par := c.plan.Parallel.norm()
+		par := c.plan.Parallel.Norm()
 		k := shapeKey{c.key, par.PP, par.VirtualStages}
 		if _, ok := shapes[k]; !ok {
 			shapes[k] = nil
@@ -371,7 +356,7 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 	}
 	nonTorch := map[degrees]int64{}
 	degreesOf := func(c *candidate) degrees {
-		par := c.plan.Parallel.norm()
+		par := c.plan.Parallel.Norm()
 		return degrees{par.DP, par.TP, par.PP, par.CP, par.EP, par.Active()}
 	}
 	for _, c := range cands {
@@ -381,7 +366,7 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 	}
 	parallelFor(ctx, sp.Workers, len(cands), func(i int) {
 		c := cands[i]
-		par := c.plan.Parallel.norm()
+		par := c.plan.Parallel.Norm()
 		c.est = profiles[c.key].estimate(c.plan, shapes[shapeKey{c.key, par.PP, par.VirtualStages}], nonTorch[degreesOf(c)])
 	})
 	if err := ctx.Err(); err != nil {
@@ -406,7 +391,7 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 	if want <= 0 {
 		want = len(kept)
 	}
-	reports := make([]*Report, len(kept))
+	reports := make([]*sim.Report, len(kept))
 	rerrs := make([]error, len(kept))
 	fitting, done := 0, 0
 	for done < len(kept) && fitting < want {
@@ -415,7 +400,7 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 		n := min(len(kept)-done, max(want-fitting, 1))
 		wave := kept[done : done+n]
 		parallelFor(ctx, sp.Workers, n, func(i int) {
-			reports[done+i], rerrs[done+i] = Evaluate(wave[i].plan, Options{})
+			reports[done+i], rerrs[done+i] = sim.Evaluate(wave[i].plan, sim.Options{})
 		})
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -443,7 +428,7 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 
 // fastPathSupported refuses plans whose features the block profiles do not
 // sum (search is for layouts of plain training steps).
-func fastPathSupported(p *Plan) error {
+func fastPathSupported(p *sim.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -459,8 +444,8 @@ func fastPathSupported(p *Plan) error {
 	}
 	var tables bool
 	for i, l := range p.Model.Layers {
-		Walk(l, childPath("", l, i), func(_ string, l Layer) {
-			if _, ok := l.(*Table); ok {
+		sim.Walk(l, sim.ChildPath("", l, i), func(_ string, l sim.Layer) {
+			if _, ok := l.(*sim.Table); ok {
 				tables = true
 			}
 		})

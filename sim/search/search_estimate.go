@@ -1,6 +1,9 @@
-package sim
+package search
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The fast estimate of one layout from its profile: the time model's
 // inputs summed over units (search_profile.go) and fed to the same
@@ -9,7 +12,7 @@ import "github.com/memsh/memsh/sim/units"
 
 // fastEstimate is what Search knows of a layout before replaying it.
 type fastEstimate struct {
-	time TimeEstimate
+	time sim.TimeEstimate
 	// minDevice is a lower bound of the device memory the replay reports
 	// (Report.DeviceUsed) on the fullest GPU: model states allocated at
 	// setup and kept, plus the activations held for backward at the end of
@@ -96,9 +99,9 @@ func (sh *stageShape) kind(s int64) int {
 
 // nonTorchBytes is the device memory outside PyTorch's allocator that
 // Evaluate counts for plan p: the CUDA context and NCCL's buffers.
-func nonTorchBytes(p *Plan) int64 {
+func nonTorchBytes(p *sim.Plan) int64 {
 	n := p.Device.Context
-	for _, o := range p.commOverheads() {
+	for _, o := range p.CommOverheads() {
 		n += o.Bytes
 	}
 	return n
@@ -106,96 +109,96 @@ func nonTorchBytes(p *Plan) int64 {
 
 // estimate is the fast estimate of plan p, a layout of the profile's
 // configuration with sh's pipeline; nonTorch is nonTorchBytes(p).
-func (pr *profile) estimate(p *Plan, sh *stageShape, nonTorch int64) fastEstimate {
-	if q, ok := p.deepspeedPrecision(); ok { // as evaluatePipeline runs it
+func (pr *profile) estimate(p *sim.Plan, sh *stageShape, nonTorch int64) fastEstimate {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
-	par := p.Parallel.norm()
+	par := p.Parallel.Norm()
 	var fe fastEstimate
 	if par.PP <= 1 {
 		u := &sh.stages[0]
 		w, states := pr.work(p, u)
-		g := w.times(p)
-		fe.time = TimeEstimate{StepSeconds: float64(w.m)*g.mbSec + g.tlSec}
-		for _, s := range g.perMB {
-			fe.time.Breakdown = append(fe.time.Breakdown, TimeShare{s.Name, float64(w.m) * s.Seconds})
+		g := w.Times(p)
+		fe.time = sim.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
+		for _, s := range g.PerMB {
+			fe.time.Breakdown = append(fe.time.Breakdown, sim.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
 		}
-		fe.time.Breakdown = append(fe.time.Breakdown, g.tail...)
-		w.utilisation(p, &fe.time, 1)
+		fe.time.Breakdown = append(fe.time.Breakdown, g.Tail...)
+		w.Utilisation(p, &fe.time, 1)
 		fe.minStates = states + nonTorch
 		fe.minDevice = fe.minStates + u.saved
 		return fe
 	}
-	m := p.microBatches()
+	m := p.MicroBatches()
 	last := par.PP*par.VirtualStages - 1
-	byKind := make([]*stageTime, len(sh.stages))
+	byKind := make([]*sim.StageTime, len(sh.stages))
 	statesOf := make([]int64, len(sh.stages))
-	stages := make([]*stageTime, par.PP)
+	stages := make([]*sim.StageTime, par.PP)
 	for s := int64(0); s < par.PP; s++ {
 		k := sh.kind(s)
 		if byKind[k] == nil {
 			q := *p
 			q.GradAccum = 1
-			if m*par.VirtualStages > inflight(par, s, m) {
+			if m*par.VirtualStages > sim.Inflight(par, s, m) {
 				q.GradAccum = m
 			}
-			q.pipeStage = &stageSpec{stage: s}
+			q.PipeStage = &sim.StageSpec{Stage: s}
 			w, states := pr.work(&q, &sh.stages[k])
-			w.m = m
-			w.ppRecv, w.ppSend = stageTransfers(par, s)
-			byKind[k] = &stageTime{work: w, time: w.times(&q)}
+			w.M = m
+			w.PpRecv, w.PpSend = sim.StageTransfers(par, s)
+			byKind[k] = &sim.StageTime{Work: w, Time: w.Times(&q)}
 			statesOf[k] = states + nonTorch
 		}
 		stages[s] = byKind[k]
 		// Activations of the forwards in flight at the stage's peak
 		// (stageChunks: forward j runs chunk (j mod pp*v) div pp).
 		var held int64
-		for j := range inflight(par, s, m) {
+		for j := range sim.Inflight(par, s, m) {
 			g := (j%(par.PP*par.VirtualStages))/par.PP*par.PP + s
 			held += pr.chunkSaved(g, last, sh.perChunk)
 		}
 		fe.minStates = max(fe.minStates, statesOf[k])
 		fe.minDevice = max(fe.minDevice, statesOf[k]+held)
 	}
-	fe.time = pipelineEstimate(p, stages)
+	fe.time = sim.PipelineEstimate(p, stages)
 	return fe
 }
 
 // work is the time model's input for one GPU doing the units u: the same
 // fields workOf reads from a replay. It also returns minStates.
-func (pr *profile) work(p *Plan, u *unitSums) (*gpuWork, int64) {
-	par := p.Parallel.norm()
-	w := &gpuWork{m: max(p.GradAccum, 1), eval: p.Phase == "eval"}
-	w.mb = ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
-	w.attn = u.attn
-	if w.eval {
-		w.flops, w.hwFlops = u.fwdFlops, u.fwdFlops
+func (pr *profile) work(p *sim.Plan, u *unitSums) (*sim.GpuWork, int64) {
+	par := p.Parallel.Norm()
+	w := &sim.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == "eval"}
+	w.Mb = sim.ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
+	w.Attn = u.attn
+	if w.Eval {
+		w.Flops, w.HwFlops = u.fwdFlops, u.fwdFlops
 	} else {
-		w.flops, w.hwFlops = 3*u.fwdFlops, 3*u.fwdFlops+u.recFlops
+		w.Flops, w.HwFlops = 3*u.fwdFlops, 3*u.fwdFlops+u.recFlops
 	}
-	w.mbComm = u.comm
+	w.MbComm = u.comm
 	// A stand-in program holding the dense and expert parameters for
 	// comm.go's inventory of data-parallel collectives (it reads only
 	// their element counts).
-	var ps []paramInfo
+	var ps []sim.ParamInfo
 	for _, trainable := range []bool{true, false} {
 		dense, expert := u.params.numel(trainable)
 		if dense > 0 {
-			ps = append(ps, paramInfo{numel: dense, trainable: trainable, tiedTo: -1})
+			ps = append(ps, sim.ParamInfo{Numel: dense, Trainable: trainable, TiedTo: -1})
 		}
 		if expert > 0 {
-			ps = append(ps, paramInfo{numel: expert, trainable: trainable, tiedTo: -1, role: "expert_fast"})
+			ps = append(ps, sim.ParamInfo{Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
 		}
 	}
-	d := newDist(p, &program{params: ps, loss: noValue, input: noValue})
-	w.mode = distReplicated
+	d := sim.NewDist(p, &sim.Program{Params: ps, Loss: sim.NoValue, Input: sim.NoValue})
+	w.Mode = sim.DistReplicated
 	sharded := false
 	if d != nil {
-		w.mode, w.zero = d.mode, par.Zero
-		sharded = d.mode == distZeRO || d.mode == distFSDP || (d.mode == distMegatron && par.DistributedOptimizer)
-		for _, c := range d.commPerStep() {
-			if c.group == "dp" || c.group == "edp" {
-				w.dpComm = append(w.dpComm, c)
+		w.Mode, w.Zero = d.Mode, par.Zero
+		sharded = d.Mode == sim.DistZeRO || d.Mode == sim.DistFSDP || (d.Mode == sim.DistMegatron && par.DistributedOptimizer)
+		for _, c := range d.CommPerStep() {
+			if c.Group == "dp" || c.Group == "edp" {
+				w.DpComm = append(w.DpComm, c)
 			}
 		}
 	}
@@ -210,16 +213,16 @@ func (pr *profile) work(p *Plan, u *unitSums) (*gpuWork, int64) {
 		}
 		optBytes += e.n * t
 	}
-	if p.Device.HBMGBps > 0 && !w.eval {
-		w.optimizer = float64(optBytes) / (p.Device.HBMGBps * 1e9 * memoryEfficiency)
+	if p.Device.HBMGBps > 0 && !w.Eval {
+		w.Optimizer = float64(optBytes) / (p.Device.HBMGBps * 1e9 * sim.MemoryEfficiency)
 	}
-	w.tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.m) * float64(par.DP)
-	return w, minStates(p, w.mode, u.params)
+	w.Tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.M) * float64(par.DP)
+	return w, minStates(p, w.Mode, u.params)
 }
 
 // shardDegree is the data-parallel sharding degree of a parameter: dp, or
 // dp/ep for experts (distState.degree).
-func shardDegree(par Parallelism, expert bool) int64 {
+func shardDegree(par sim.Parallelism, expert bool) int64 {
 	if expert {
 		return max(par.DP/par.EP, 1)
 	}
@@ -229,7 +232,7 @@ func shardDegree(par Parallelism, expert bool) int64 {
 // linearStateBytes is the optimizer state of n elements for optimizers
 // whose state is linear in the elements (Adam, AdamW, SGD with momentum,
 // Lion), 0 for the others: a lower bound however the state is sharded.
-func linearStateBytes(o Optimizer, dt units.DType, n int64) int64 {
+func linearStateBytes(o sim.Optimizer, dt units.DType, n int64) int64 {
 	switch o.Kind {
 	case "adam", "adamw":
 		return 2 * dt.Bytes(n)
@@ -250,8 +253,8 @@ func linearStateBytes(o Optimizer, dt units.DType, n int64) int64 {
 // and the persistent gradient buffers (DDP's buckets and Megatron's
 // main-gradient buffer hold every gradient; ZeRO-3 its partition).
 // Integer division rounds down where the replay pads up.
-func minStates(p *Plan, mode distMode, params paramAgg) int64 {
-	par := p.Parallel.norm()
+func minStates(p *sim.Plan, mode sim.DistMode, params paramAgg) int64 {
+	par := p.Parallel.Norm()
 	prec := p.Precision
 	train := p.Phase != "eval"
 	var total int64
@@ -259,14 +262,14 @@ func minStates(p *Plan, mode distMode, params paramAgg) int64 {
 		deg := shardDegree(par, e.expert)
 		shardP, shardS := int64(1), int64(1)
 		switch mode {
-		case distZeRO:
+		case sim.DistZeRO:
 			shardS = deg
 			if par.Zero == 3 {
 				shardP = deg
 			}
-		case distFSDP:
+		case sim.DistFSDP:
 			shardP, shardS = deg, deg
-		case distMegatron:
+		case sim.DistMegatron:
 			if par.DistributedOptimizer {
 				shardS = deg
 			}
@@ -280,9 +283,9 @@ func minStates(p *Plan, mode distMode, params paramAgg) int64 {
 			st += linearStateBytes(p.Optimizer, prec.States, e.numel)
 			b += st / shardS
 			switch {
-			case mode == distDDP || mode == distMegatron:
+			case mode == sim.DistDDP || mode == sim.DistMegatron:
 				b += prec.Grads.Bytes(e.numel)
-			case mode == distZeRO && par.Zero == 3:
+			case mode == sim.DistZeRO && par.Zero == 3:
 				b += prec.Grads.Bytes(e.numel) / deg
 			}
 		}

@@ -1,6 +1,9 @@
-package sim
+package search
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim"
+)
 
 // Block profiles: the fast path of Search. A decoder's step is its
 // repeated block many times over, so the time model's inputs (compute
@@ -15,11 +18,11 @@ import "fmt"
 
 // unitSums is what one unit contributes to a micro-batch of one GPU.
 type unitSums struct {
-	ct       ComputeTime // Optimizer unused
+	ct       sim.ComputeTime // Optimizer unused
 	attn     float64
 	fwdFlops float64
 	recFlops float64
-	comm     []commSum
+	comm     []sim.CommSum
 	params   paramAgg // untied parameters
 	saved    int64    // activation bytes held for backward at the end of the forward
 }
@@ -37,17 +40,17 @@ type paramEntry struct {
 type paramAgg []paramEntry
 
 // aggParams counts the untied parameters of ps, as plan p steps them.
-func aggParams(ps []paramInfo, p *Plan) paramAgg {
-	r := &replay{plan: p}
+func aggParams(ps []sim.ParamInfo, p *sim.Plan) paramAgg {
+	r := &sim.Replay{Plan: p}
 	var a paramAgg
 	for i := range ps {
 		q := &ps[i]
-		if q.tiedTo >= 0 {
+		if q.TiedTo >= 0 {
 			continue
 		}
-		e := paramEntry{numel: q.numel, expert: isExpertRole(q.role), trainable: q.trainable, n: 1}
-		if q.trainable {
-			e.traffic = r.optimizerTraffic(q)
+		e := paramEntry{numel: q.Numel, expert: sim.IsExpertRole(q.Role), trainable: q.Trainable, n: 1}
+		if q.Trainable {
+			e.traffic = r.OptimizerTraffic(q)
 		}
 		a = a.add(paramAgg{e}, 1)
 	}
@@ -108,30 +111,30 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 		u.params = u.params.add(v.params, int64(k))
 	}
 	if len(v.comm) > 0 && k != 0 {
-		sums := make([]commSum, len(u.comm), len(u.comm)+len(v.comm))
+		sums := make([]sim.CommSum, len(u.comm), len(u.comm)+len(v.comm))
 		copy(sums, u.comm)
 		for _, c := range v.comm {
 			found := false
 			for i := range sums {
 				s := &sums[i]
-				if s.kind == c.kind && s.group == c.group && s.bytes == c.bytes && s.backward == c.backward {
-					s.n += k * c.n
+				if s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward {
+					s.N += k * c.N
 					found = true
 					break
 				}
 			}
 			if !found {
-				c.n *= k
+				c.N *= k
 				sums = append(sums, c)
 			}
 		}
 		u.comm = sums[:0]
 		for _, c := range sums {
-			if c.n != 0 {
+			if c.N != 0 {
 				u.comm = append(u.comm, c)
 			}
 		}
-		sortComm(u.comm)
+		sim.SortComm(u.comm)
 	}
 	return u
 }
@@ -139,47 +142,47 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 // unitOf sums a lowered program the way the time model reads it (every
 // checkpoint region recomputed in training, allRedone) and the memory
 // bound reads it (activations held for backward, as newReplay marks them).
-func unitOf(prog *program, plan *Plan) unitSums {
+func unitOf(prog *sim.Program, plan *sim.Plan) unitSums {
 	var u unitSums
 	train := plan.Phase != "eval"
-	for i := range prog.ops {
-		op := &prog.ops[i]
-		f, b := opTime(op, prog, plan.Device)
+	for i := range prog.Ops {
+		op := &prog.Ops[i]
+		f, b := sim.OpTime(op, prog, plan.Device)
 		u.ct.Forward += f
-		u.fwdFlops += op.flops
+		u.fwdFlops += op.Flops
 		if train {
 			u.ct.Backward += b
 		}
-		if op.kind == "attention" {
+		if op.Kind == "attention" {
 			u.attn += f
 			if train {
 				u.attn += b
 			}
 		}
-		if op.region != 0 && train {
+		if op.Region != 0 && train {
 			u.ct.Recompute += f
-			u.recFlops += op.flops
-			if op.kind == "attention" {
+			u.recFlops += op.Flops
+			if op.Kind == "attention" {
 				u.attn += f
 			}
 		}
 	}
-	u.comm = sumComm(prog.comm, nil, 1)
+	u.comm = sim.SumComm(prog.Comm, nil, 1)
 	if !train {
 		kept := u.comm[:0]
 		for _, c := range u.comm {
-			if !c.backward {
+			if !c.Backward {
 				kept = append(kept, c)
 			}
 		}
 		u.comm = kept
 	}
-	u.params = aggParams(prog.params, plan)
+	u.params = aggParams(prog.Params, plan)
 	if train {
-		r := newReplay(prog, plan, Options{}, 0)
-		for v, s := range r.saved {
-			if s && prog.values[v].cat == CatActivations {
-				u.saved += prog.values[v].bytes
+		r := sim.NewReplay(prog, plan, sim.Options{}, 0)
+		for v, s := range r.Saved {
+			if s && prog.Values[v].Cat == sim.CatActivations {
+				u.saved += prog.Values[v].Bytes
 			}
 		}
 	}
@@ -200,26 +203,26 @@ type profile struct {
 // withBlocks returns m with its largest repeat() cut to k blocks (the
 // sequentials on the way copied, the blocks shared) and that repeat's
 // block count, or m itself and 0 when it has no repeat.
-func withBlocks(m *Model, k int64) (*Model, int64) {
-	s, err := splitStages(m, Parallelism{})
-	if err != nil || len(s.blocks) == 0 {
+func withBlocks(m *sim.Model, k int64) (*sim.Model, int64) {
+	s, err := sim.SplitStages(m, sim.Parallelism{})
+	if err != nil || len(s.Blocks) == 0 {
 		return m, 0
 	}
-	target := s.blocks[0].rep
-	var cut func(ls []Layer) []Layer
-	cut = func(ls []Layer) []Layer {
-		out := make([]Layer, len(ls))
+	target := s.Blocks[0].Rep
+	var cut func(ls []sim.Layer) []sim.Layer
+	cut = func(ls []sim.Layer) []sim.Layer {
+		out := make([]sim.Layer, len(ls))
 		for i, l := range ls {
 			switch x := l.(type) {
-			case *Repeat:
+			case *sim.Repeat:
 				if x == target {
 					r := *x
 					r.N = k
 					out[i] = &r
 					continue
 				}
-			case *Sequential:
-				if containsLayer(x, target) {
+			case *sim.Sequential:
+				if sim.ContainsLayer(x, target) {
 					c := *x
 					c.Layers = cut(x.Layers)
 					out[i] = &c
@@ -236,23 +239,23 @@ func withBlocks(m *Model, k int64) (*Model, int64) {
 }
 
 // lowerWith lowers plan p with model m and layout par (one GPU of it).
-func lowerWith(p *Plan, m *Model, par Parallelism, stage *stageSpec) (*program, error) {
+func lowerWith(p *sim.Plan, m *sim.Model, par sim.Parallelism, stage *sim.StageSpec) (*sim.Program, error) {
 	q := *p
-	q.Model, q.Parallel, q.pipeStage = m, par, stage
-	return q.lowerProgram()
+	q.Model, q.Parallel, q.PipeStage = m, par, stage
+	return q.LowerProgram()
 }
 
 // newProfile lowers the units of plan p's configuration. p's layout gives
 // the tensor, context and expert degrees; data and pipeline parallelism do
 // not change a unit.
-func newProfile(p *Plan) (*profile, error) {
-	if q, ok := p.deepspeedPrecision(); ok { // as evaluatePipeline runs it
+func newProfile(p *sim.Plan) (*profile, error) {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
 	// The plan's own layout without its pipeline: what the lowering reads
 	// (tensor, context and expert degrees, sequence parallelism, FSDP's
 	// casts, whether the plan is distributed at all) stays.
-	one := p.Parallel.norm()
+	one := p.Parallel.Norm()
 	one.DP *= one.PP
 	one.PP, one.VirtualStages, one.Schedule, one.MicroBatches = 1, 1, "1f1b", 0
 	m1, n := withBlocks(p.Model, 1)
@@ -274,7 +277,7 @@ func newProfile(p *Plan) (*profile, error) {
 	u2 := unitOf(p2, p)
 	pr.block = u2.add(u1, -1)
 	pr.base = u1.add(pr.block, -1)
-	bp, basep, err := blockParams(p1.params, p2.params)
+	bp, basep, err := blockParams(p1.Params, p2.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -284,20 +287,20 @@ func newProfile(p *Plan) (*profile, error) {
 	// receive and a block) and the last.
 	m3, _ := withBlocks(p.Model, 3)
 	three := one
-	three.DP = p.Parallel.norm().DP
+	three.DP = p.Parallel.Norm().DP
 	three.PP = 3
-	split, err := splitStages(m3, three)
+	split, err := sim.SplitStages(m3, three)
 	if err != nil {
 		return nil, err
 	}
 	var st [3]unitSums
-	var sp [3][]paramInfo
+	var sp [3][]sim.ParamInfo
 	for s := int64(0); s < 3; s++ {
-		prog, err := lowerWith(p, m3, three, &stageSpec{stage: s, inflight: 1, chunks: []int64{s}, split: split})
+		prog, err := lowerWith(p, m3, three, &sim.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split})
 		if err != nil {
 			return nil, err
 		}
-		st[s], sp[s] = unitOf(prog, p), untied(prog.params)
+		st[s], sp[s] = unitOf(prog, p), untied(prog.Params)
 	}
 	k := len(bp)
 	if len(sp[1]) != k || len(sp[0]) < k || len(sp[2]) < k {
@@ -316,10 +319,10 @@ func newProfile(p *Plan) (*profile, error) {
 // two-block model (p2): the second block's (those p2 adds where p1's
 // layers after the blocks start) and the one-block model's less its block
 // (the block sits just before that point in p1).
-func blockParams(p1, p2 []paramInfo) (block, base []paramInfo, err error) {
+func blockParams(p1, p2 []sim.ParamInfo) (block, base []sim.ParamInfo, err error) {
 	k := len(p2) - len(p1)
 	i0 := 0
-	for i0 < len(p1) && p1[i0].name == p2[i0].name {
+	for i0 < len(p1) && p1[i0].Name == p2[i0].Name {
 		i0++
 	}
 	if k <= 0 || i0+k > len(p2) || i0 < k {
@@ -330,10 +333,10 @@ func blockParams(p1, p2 []paramInfo) (block, base []paramInfo, err error) {
 	return block, base, nil
 }
 
-func untied(ps []paramInfo) []paramInfo {
-	var out []paramInfo
+func untied(ps []sim.ParamInfo) []sim.ParamInfo {
+	var out []sim.ParamInfo
 	for _, p := range ps {
-		if p.tiedTo < 0 {
+		if p.TiedTo < 0 {
 			out = append(out, p)
 		}
 	}

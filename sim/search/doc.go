@@ -1,0 +1,19 @@
+// Package search finds the fastest layouts of a model on a cluster (SEEDS.md
+// story 3: "finding the best combination ... is an optimisation problem
+// of its own"). It enumerates every valid layout of the space (data x
+// tensor x pipeline x context x expert parallelism, sharding, micro-batch,
+// schedule, checkpointing), prunes by memory first, ranks by step time and
+// replays the fastest in full until it has the layouts asked for.
+//
+// Memory first: a layout whose model states alone, or states plus the
+// activations its GPU holds for backward, exceed the GPU cannot fit
+// (fastEstimate.minDevice is a lower bound of what the replay reports), so
+// it is dropped before any replay. The step time of the rest comes from
+// block profiles (search_profile.go) through the same time model as a
+// replay. The layouts are then replayed in order of that time, in
+// parallel, and kept when they fit; every row of the result is a full
+// replay.
+//
+// search sits above the engine: it builds plans, estimates them with the
+// time model and replays them with sim.Evaluate; nothing below imports it.
+package search
