@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // llamaModel builds a Llama-style decoder (RMSNorm, rotary GQA attention,

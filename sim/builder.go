@@ -247,3 +247,10 @@ func (b *builder) beginRegion(name string) func() {
 		b.region = 0
 	}
 }
+
+// shapeMismatch is raised (as a panic caught by Lower) when layers do not chain.
+type lowerError struct{ err *units.Error }
+
+func shapeMismatch(b *builder, kind string, want, got int64) lowerError {
+	return lowerError{units.Errorf(b.name(""), "%s expects inputs with %d features but the previous layer gives %d", kind, want, got)}
+}

@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"os"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // calibration.md B1: Hugging Face "GPU memory anatomy", bert-large-uncased

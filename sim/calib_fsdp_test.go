@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // TestLitGPTFSDPCalibration reproduces calibration.md B4 rows 16-19: the

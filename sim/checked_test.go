@@ -2,11 +2,12 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/sim/units"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 func TestCheckedArithmetic(t *testing.T) {

@@ -2,20 +2,13 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/hw"
 	"sort"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // Communication: NCCL's buffers (device memory outside PyTorch's
 // allocator) and the bytes each collective moves per step.
-
-// commRecord is one collective of a micro-batch, as the lowering meets it.
-type commRecord struct {
-	kind     string // all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
-	Group    string // tp | cp | ep | pp | dp | edp
-	bytes    int64  // message size: the full tensor reduced, gathered or scattered
-	backward bool
-}
 
 // NCCL's per-connection FIFO buffers (src/init.cc): Simple NCCL_BUFFSIZE
 // 4 MiB (DEFAULT_BUFFSIZE), LL128 120*640*8*8 = 4,915,200 B

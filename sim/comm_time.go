@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"strings"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // The communication part of the time model: how long each collective of

@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/sim/units"
 	"slices"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // tinyGraphPlan is an ensemble encoder-processor-decoder over a 64-point

@@ -1,26 +1,16 @@
 package sim
 
 import (
+	"strings"
+
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
-	"strings"
 )
 
-// Evaluate replays one steady-state step of the plan on one GPU.
-func Evaluate(plan *Plan, opts Options) (*Report, error) {
-	if err := plan.Validate(); err != nil {
-		return nil, err
-	}
-	if rep, ok, err := evaluatePipeline(plan, opts); ok { // pipeline.go: one replay per stage
-		return rep, err
-	}
-	prog, err := plan.LowerProgram()
-	if err != nil {
-		return nil, err
-	}
-	if err := plan.checkFirstStep(prog); err != nil { // first_step.go
-		return nil, err
-	}
+// Run replays one steady-state step of a lowered program on one GPU: the
+// memory figures of the report, before the time model (Settle completes
+// the report afterwards).
+func Run(prog *Program, plan *Plan, opts Options) (*Replay, error) {
 	dev := plan.Device
 	overheads := []Overhead{{
 		Name: "cuda_context", Bytes: dev.Context,
@@ -32,8 +22,10 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 		nonTorch += o.Bytes
 	}
 	r := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
+	r.nonTorch = nonTorch
 	r.dist = NewDist(plan, prog) // sharding.go: nil on one GPU
 	if plan.Validation {
+		var err error
 		if r.valProg, r.valPlan, err = plan.lowerValidation(); err != nil { // validation.go
 			return nil, err
 		}
@@ -57,7 +49,6 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 			rep.TrainableParams += p.fullNumel
 		}
 	}
-	rep.Time = stepTime(prog, plan, r)
 	rep.Breakdown = make([]Share, 0, numCategories+2)
 	for c := Category(0); c < numCategories; c++ {
 		rep.Breakdown = append(rep.Breakdown, Share{Name: c.String(), Bytes: rep.peakCat[c]})
@@ -65,12 +56,17 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	rep.Breakdown = append(rep.Breakdown,
 		Share{Name: "fragmentation", Bytes: rep.peakReservedThen - rep.PeakAllocated},
 		Share{Name: "context", Bytes: nonTorch})
-	graphAdvice(plan, rep)                                  // graph_advice.go: notes on a graph model's failure
-	r.dist.finishComm(rep)                                  // comm.go: r.comm_bytes, network traffic
-	if err := r.finishFinetune(rep, nonTorch); err != nil { // paging.go: paged state, offload host memory
-		return nil, err
-	}
-	return rep, nil
+	return r, nil
+}
+
+// Report is the step's report as the replay has filled it so far.
+func (r *Replay) Report() *Report { return r.rep }
+
+// Settle completes the report after the time model: the collectives' bytes
+// and network traffic, paged optimizer state and offload's host memory.
+func (r *Replay) Settle() error {
+	r.dist.finishComm(r.rep)                   // comm.go: r.comm_bytes, network traffic
+	return r.finishFinetune(r.rep, r.nonTorch) // paging.go: paged state, offload host memory
 }
 
 // pagedBytes is optimizer state in CUDA unified memory (paged optimizers):

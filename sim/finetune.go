@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"strings"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Fine-tuning options of a plan, gathered for the lowering: weight

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -39,24 +40,6 @@ func (p *Plan) validateFirstStep() error {
 			Hint: "drop first_step to replay the steady state"}
 	}
 	return nil
-}
-
-// firstStepStates allocates the optimizer state the first
-// optimizer.step() creates, before its update.
-func (r *Replay) firstStepStates() {
-	if !r.Plan.FirstStep {
-		return
-	}
-	dt := r.Plan.Precision.States
-	for pi := range r.p.Params {
-		p := &r.p.Params[pi]
-		if p.TiedTo >= 0 || !p.Trainable {
-			continue
-		}
-		for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, dt) {
-			r.allocState(p, s, "optimizer state "+s.name+", created by the first optimizer.step()")
-		}
-	}
 }
 
 // checkFirstStep refuses the first step for table models, whose sparse

@@ -2,10 +2,11 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/sim/units"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // The Bris model of SEEDS.md story 1 as its public counterpart ran it

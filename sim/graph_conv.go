@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"math"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // edgeAttention is GraphTransformerConv's message passing over a graph's

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"math"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // EdgeSet is a set of directed edges from Src nodes to Dst nodes. Count is

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"math"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // NodeSet is a set of graph nodes: a grid of data points ("grid") or a

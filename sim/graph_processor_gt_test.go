@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // gtProcessorPlan is one GraphTransformerProcessor layer over a 10-node

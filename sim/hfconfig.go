@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Hugging Face config.json support: FromHFConfig builds the Model that

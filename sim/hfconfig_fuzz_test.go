@@ -1,12 +1,13 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // FuzzHFConfig feeds FromHFConfigArch arbitrary JSON (seeded with the

@@ -1,11 +1,12 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // Exact parameter counts of Hugging Face models built from their

@@ -2,10 +2,11 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/hw"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // randomCase is one generated model and plan, with a description for

@@ -21,6 +21,35 @@ type Layer interface {
 	validate(path string) error
 }
 
+// Optional interfaces: what model-level rules ask of a layer without
+// knowing its kind.
+
+// TokenLookup is a layer that looks token ids up (an embedding). A model
+// whose first layer is one takes token ids as input; an output head tied
+// to the embeddings shares the first one's weight.
+type TokenLookup interface {
+	Layer
+	// LookupShape is the table's [rows, dim].
+	LookupShape() (rows, dim int64)
+}
+
+// LayoutChecker is a layer that tensor or expert parallelism splits: it
+// checks that the layout's degrees divide it.
+type LayoutChecker interface {
+	CheckLayout(path string, par Parallelism) error
+}
+
+// ExpertLayer is a layer of experts that expert parallelism spreads.
+type ExpertLayer interface {
+	ExpertCount() int64
+}
+
+// PackingChecker is a layer that cannot run on packed documents (one row
+// of several sequences) as it is configured; CheckPacking says why.
+type PackingChecker interface {
+	CheckPacking(path string) error
+}
+
 // Walk calls fn for l and every layer below it, depth first, with a path
 // like "layers[2].attn".
 func Walk(l Layer, path string, fn func(path string, l Layer)) {

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"math"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Attention is multi-head self-attention with optional GQA/MQA, rotary
@@ -263,4 +264,45 @@ func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
 	// transpose(1, 2).contiguous(): the merged heads, the o_proj input.
 	t := b.addOp("contiguous", "merge_heads", []Value{o})
 	return b.out(t, "merged", headShape, dt, "merged heads (o_proj input)")
+}
+
+// perRank is the attention each TP rank runs: heads/tp query heads and
+// kv/tp key-value heads (one replicated kv head when kv < tp).
+func (a *Attention) perRank(tp int64) *Attention {
+	if tp <= 1 {
+		return a
+	}
+	la := *a
+	la.HeadDim = a.hd()
+	la.Heads = a.Heads / tp
+	la.KVHeads = max(a.kv()/tp, 1)
+	return &la
+}
+
+// checkTP: Megatron splits attention heads over TP ranks; kv heads too
+// (GQA), replicated when there are fewer kv heads than ranks (as vLLM and
+// Megatron-Bridge do for tp > num_query_groups).
+func (a *Attention) checkTP(path string, tp int64) error {
+	if a.Heads%tp != 0 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads), Hint: "tp must divide the number of attention heads"}
+	}
+	if kv := a.kv(); kv%tp != 0 && tp%kv != 0 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, kv)}
+	}
+	return nil
+}
+
+func (a *Attention) InDim() int64  { return a.Dim }
+func (a *Attention) OutDim() int64 { return a.Dim }
+
+// CheckLayout checks that tensor parallelism divides the heads (checkTP).
+func (a *Attention) CheckLayout(path string, par Parallelism) error { return a.checkTP(path, par.TP) }
+
+// CheckPacking: packed documents need flash attention's varlen kernel
+// (packing.go); eager and SDPA attention would need a block-diagonal mask.
+func (a *Attention) CheckPacking(path string) error {
+	if a.Impl != "flash" {
+		return fmt.Errorf("%s runs %s attention", path, a.Impl)
+	}
+	return nil
 }

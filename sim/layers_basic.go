@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -45,13 +46,6 @@ func (l *Linear) lower(b *builder, x Value) Value {
 		role = "linear"
 	}
 	return b.linear(name, role, x, l.In, l.Out, l.Bias)
-}
-
-// shapeMismatch is raised (as a panic caught by Lower) when layers do not chain.
-type lowerError struct{ err *units.Error }
-
-func shapeMismatch(b *builder, kind string, want, got int64) lowerError {
-	return lowerError{units.Errorf(b.name(""), "%s expects inputs with %d features but the previous layer gives %d", kind, want, got)}
 }
 
 // Embedding is nn.Embedding(rows, dim): a gather of rows. It saves only the
@@ -179,3 +173,38 @@ func (b *builder) activation(fn string, x Value) Value {
 		return b.unary(fn, x, true, false)
 	}
 }
+
+// vocabParallelEmbedding is Megatron's VocabParallelEmbedding: this rank
+// holds rows/tp rows; token ids outside its range are shifted and masked
+// (the lookup saves the shifted ids, the masking the bool mask), the
+// partial lookups are all-reduced, or reduce-scattered with SP.
+func (b *builder) vocabParallelEmbedding(e *Embedding, name string, x Value) Value {
+	defer b.scope(name)()
+	tp := b.par.tp
+	w := b.param("weight", []int64{e.Rows / tp, e.Dim}, "embed")
+	b.shardParam(w, e.Rows*e.Dim)
+	s := b.shape(x)
+	if b.dtype(x) != units.INT64 {
+		s = s[:len(s)-1]
+	}
+	m := b.addOp("vocab_mask", "mask", []Value{x})
+	ids := b.out(m, "masked_input", s, units.INT64, "token ids shifted into this rank's vocabulary shard (saved by the lookup)")
+	mask := b.out(m, "input_mask", s, units.BOOL, "tokens outside this rank's vocabulary shard (saved by the masking)")
+	b.op(m).noGradB = true
+	i := b.addOp("embedding", "", []Value{ids, mask}, w)
+	y := b.out(i, "out", append(append([]int64(nil), s...), e.Dim), b.prec.Params, "embedding lookup output (rows of this rank's vocabulary shard)")
+	b.save(i, ids, mask)
+	b.op(i).noGradB = true
+	return b.tpReduce("reduce", y)
+}
+
+func (l *Linear) InDim() int64  { return l.In }
+func (l *Linear) OutDim() int64 { return l.Out }
+
+func (e *Embedding) OutDim() int64 { return e.Dim }
+
+// LookupShape is the table's [rows, dim] (TokenLookup).
+func (e *Embedding) LookupShape() (rows, dim int64) { return e.Rows, e.Dim }
+
+func (n *Norm) InDim() int64  { return n.Dim }
+func (n *Norm) OutDim() int64 { return n.Dim }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -87,4 +88,15 @@ func (b *builder) ffn(x Value, dim, hidden int64, act string, bias bool) Value {
 	h := b.colLinear("fc1", "up", x, xg, dim, hidden, hl, bias)
 	h = b.activation(act, h)
 	return b.rowLinear("fc2", "down", h, hidden, hl, dim, bias)
+}
+
+func (m *MLP) InDim() int64  { return m.Dim }
+func (m *MLP) OutDim() int64 { return m.Dim }
+
+// CheckLayout checks that tensor parallelism divides the hidden size.
+func (m *MLP) CheckLayout(path string, par Parallelism) error {
+	if tp := par.TP; tp > 0 && m.Hidden%tp != 0 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, m.Hidden)}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -163,4 +164,22 @@ func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
 	h := proj("fc1", "up", xs, m.Dim, hidden)
 	h = b.activation(m.Act, h)
 	return proj("fc2", "down", h, hidden, m.Dim)
+}
+
+func (m *MoE) InDim() int64  { return m.Dim }
+func (m *MoE) OutDim() int64 { return m.Dim }
+
+// ExpertCount is the routed experts, which expert parallelism spreads.
+func (m *MoE) ExpertCount() int64 { return m.Experts }
+
+// CheckLayout checks that expert parallelism divides the experts and tensor
+// parallelism the expert hidden size.
+func (m *MoE) CheckLayout(path string, par Parallelism) error {
+	switch tp, ep := max(par.TP, 1), max(par.EP, 1); {
+	case m.Experts%ep != 0:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, m.Experts)}
+	case m.Hidden%tp != 0:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", tp, m.Hidden)}
+	}
+	return nil
 }

@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // Attention with QKNorm lowers as plain attention plus the two head norms. In fp32 on

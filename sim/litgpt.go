@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"strings"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // LitGPT's GPT (Lightning-AI/lit-gpt lit_gpt/model.py, lora.py, adapter.py,
@@ -471,4 +472,91 @@ func litTargets(l *LoRA, part string) bool {
 		}
 	}
 	return false
+}
+
+// LitHead is LitGPT's output head as its training loop runs it:
+// lm_head per 128-token chunk, Fabric's fp32 conversion of the outputs,
+// chunked_cross_entropy. It returns the loss.
+type LitHead struct {
+	Config LitGPTConfig
+}
+
+func (h *LitHead) Kind() string { return "litgpt_head" }
+
+func (h *LitHead) Label() string { return "" }
+
+func (h *LitHead) Children() []Layer { return nil }
+
+func (h *LitHead) Summary() string {
+	return "lm_head " + itoa(h.Config.Embd) + " -> " + itoa(h.Config.PaddedVocab) + " per " + itoa(h.Config.chunk()) + " tokens, fp32 cross-entropy"
+}
+
+func (h *LitHead) InDim() int64 { return h.Config.Embd }
+
+func (h *LitHead) Params() int64 {
+	c := h.Config
+	n := c.Embd * c.PaddedVocab
+	if c.LMHeadBias {
+		n += c.PaddedVocab
+	}
+	if c.Adapter == "v2" {
+		n += 2 * c.PaddedVocab
+	}
+	return n
+}
+
+func (h *LitHead) validate(path string) error { return positive(path, "vocab", h.Config.PaddedVocab) }
+
+func (h *LitHead) lower(b *builder, x Value) Value {
+	c := h.Config
+	o := headLoss{chunkTokens: c.chunk(), upcastAfterForward: true, keepLogits: true, perTokenLoss: true}
+	if c.Adapter == "v2" {
+		return b.litAdapterV2Head(c, x, o)
+	}
+	return b.chunkedHeadLoss(x, c.PaddedVocab, c.LMHeadBias, o, -1)
+}
+
+// litAdapterV2Head is the chunked head with AdapterV2Linear's trainable
+// bias and scale on every chunk.
+func (b *builder) litAdapterV2Head(c LitGPTConfig, x Value, o headLoss) Value {
+	in, vocab := c.Embd, c.PaddedVocab
+	s := b.shape(x)
+	batch, seq := numel(s[:len(s)-2]), s[len(s)-2]
+	done := b.scope("lm_head")
+	w, params := b.linearParams("lm_head", in, vocab, c.LMHeadBias)
+	ab := b.adapterParam("adapter_bias", []int64{vocab}, "adapter")
+	as := b.adapterParam("adapter_scale", []int64{vocab}, "adapter")
+	lengths := o.chunkLengths(seq)
+	logits := make([]Value, len(lengths))
+	for i, n := range lengths {
+		shape := []int64{batch, n, vocab}
+		y := b.headChunk(w, params, x, in, vocab, shape)
+		ia := b.addOp("add", "add_bias", []Value{y}, ab)
+		sb := b.out(ia, "biased", shape, b.dtype(y), "lm_head(x) + adapter_bias")
+		im := b.addOp("mul", "scale", []Value{sb}, as)
+		logits[i] = b.out(im, "scaled", shape, b.dtype(y), "adapter_scale * (lm_head(x) + adapter_bias)")
+		b.save(im, sb)
+	}
+	done()
+	defer b.scope("loss")()
+	up := make([]Value, len(logits))
+	for i, l := range logits {
+		up[i] = b.castChunk(i, l)
+	}
+	b.release("convert_output", logits)
+	var losses []Value
+	var tokens int64
+	for i, l := range up {
+		n := lengths[i]
+		if i == len(lengths)-1 {
+			n--
+		}
+		losses = append(losses, b.chunkCE(i, l, batch, n, vocab, true))
+		tokens += batch * n
+	}
+	b.p.held = append(b.p.held, up...)
+	ic := b.addOp("cat", "cat", losses)
+	all := b.out(ic, "losses", []int64{tokens}, units.FP32, "per-token losses of all chunks (torch.cat)")
+	im := b.addOp("mean", "mean", []Value{all})
+	return b.out(im, "loss", nil, units.FP32, "loss")
 }

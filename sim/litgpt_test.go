@@ -1,11 +1,12 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/sim/units"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // The LitGPT resource tables (shared/research/calibration.md B4; source

@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // A small causal LM, run with 2 members stacked and one at a time.

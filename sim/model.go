@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"math"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Model is a whole network: layers in order, then (when Vocab is set) an
@@ -42,11 +43,11 @@ func (m *Model) Params() int64 {
 
 func (m *Model) tied() bool { return m.TieEmbeddings && m.firstEmbedding() != nil }
 
-func (m *Model) firstEmbedding() *Embedding {
-	var found *Embedding
+func (m *Model) firstEmbedding() TokenLookup {
+	var found TokenLookup
 	for _, l := range m.Layers {
 		Walk(l, "", func(_ string, x Layer) {
-			if e, ok := x.(*Embedding); ok && found == nil {
+			if e, ok := x.(TokenLookup); ok && found == nil {
 				found = e
 			}
 		})
@@ -70,18 +71,6 @@ func (m *Model) outDim() int64 {
 // widthOut is the output feature count of a layer, 0 when it keeps its input's.
 func widthOut(l Layer) int64 {
 	switch x := l.(type) {
-	case *Linear:
-		return x.Out
-	case *Embedding:
-		return x.Dim
-	case *Norm:
-		return x.Dim
-	case *Attention:
-		return x.Dim
-	case *MLP:
-		return x.Dim
-	case *MoE:
-		return x.Dim
 	case *Sequential:
 		for i := len(x.Layers) - 1; i >= 0; i-- {
 			if d := widthOut(x.Layers[i]); d > 0 {
@@ -101,16 +90,6 @@ func widthOut(l Layer) int64 {
 // widthIn is the input feature count of a layer, 0 when unknown.
 func widthIn(l Layer) int64 {
 	switch x := l.(type) {
-	case *Linear:
-		return x.In
-	case *Norm:
-		return x.Dim
-	case *Attention:
-		return x.Dim
-	case *MLP:
-		return x.Dim
-	case *MoE:
-		return x.Dim
 	case *Sequential:
 		for _, c := range x.Layers {
 			if d := widthIn(c); d > 0 {
@@ -130,7 +109,7 @@ func widthIn(l Layer) int64 {
 func startsWithEmbedding(ls []Layer) bool {
 	for len(ls) > 0 {
 		switch x := ls[0].(type) {
-		case *Embedding:
+		case TokenLookup:
 			return true
 		case *Sequential:
 			ls = x.Layers

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"math"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Lowering helpers: one func per PyTorch op family, each saving for backward
 // what autograd saves (derivatives.yaml), with autocast dtypes.
@@ -197,4 +201,47 @@ func (b *builder) rmsNorm(name string, x Value, dim int64) Value {
 		b.op(i).Flops = float64(numel(b.shape(x32)))
 	}
 	return y
+}
+
+// ew adds an op with one output of the given shape and dtype that saves
+// nothing (elementwise arithmetic, copies, concatenations).
+func (b *builder) ew(kind, name string, ins []Value, shape []int64, dt units.DType, why string) Value {
+	i := b.addOp(kind, name, ins)
+	y := b.out(i, name, shape, dt, why)
+	b.op(i).Flops = float64(numel(shape))
+	for _, v := range ins {
+		b.op(i).bytes += float64(b.val(v).Bytes)
+	}
+	return y
+}
+
+// keepAlive marks values as used until this point: a Python local (or a
+// list) keeps a tensor alive until the function returns, after its last
+// use by an op. It allocates nothing and has no backward.
+func (b *builder) keepAlive(name string, vs ...Value) {
+	var ins []Value
+	for _, v := range vs {
+		if v != NoValue {
+			ins = append(ins, v)
+		}
+	}
+	if len(ins) > 0 {
+		b.addOp("keep_alive", name, ins)
+	}
+}
+
+// productFits reports whether the product of the positive factors fits in
+// an int64 (sizes in bytes of the largest tensors a plan would make).
+func productFits(factors ...int64) bool {
+	p := int64(1)
+	for _, f := range factors {
+		if f <= 0 {
+			return false
+		}
+		if p > math.MaxInt64/f {
+			return false
+		}
+		p *= f
+	}
+	return true
 }

@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // Saved-activation bytes measured by shared/oracle (PyTorch 1.13 on CPU,

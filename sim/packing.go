@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -25,8 +24,10 @@ func (p *Plan) validatePacking() error {
 	var bad string
 	for i, l := range p.Model.Layers {
 		Walk(l, ChildPath("", l, i), func(path string, x Layer) {
-			if a, ok := x.(*Attention); ok && a.Impl != "flash" && bad == "" {
-				bad = fmt.Sprintf("%s runs %s attention", path, a.Impl)
+			if c, ok := x.(PackingChecker); ok && bad == "" {
+				if err := c.CheckPacking(path); err != nil {
+					bad = err.Error()
+				}
 			}
 		})
 	}

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"strings"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Parallelism is how a training step is spread over GPUs. The engine
@@ -226,25 +227,16 @@ func (m *Model) validateParallel(par Parallelism) error {
 		if err != nil {
 			return
 		}
-		switch x := l.(type) {
-		case *Attention:
-			err = x.checkTP(path, tp)
-		case *MLP:
-			if x.Hidden%tp != 0 {
-				err = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, x.Hidden)}
-			}
-		case *MoE:
+		if _, ok := l.(ExpertLayer); ok {
 			moe = true
-			switch {
-			case x.Experts%ep != 0:
-				err = &units.Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, x.Experts)}
-			case x.Hidden%tp != 0:
-				err = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", tp, x.Hidden)}
-			}
-		case *Embedding:
-			if x.Rows%tp != 0 && vocabErr == nil {
-				vocabErr = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, x.Rows),
-					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", padVocab(x.Rows, tp))}
+		}
+		if c, ok := l.(LayoutChecker); ok {
+			err = c.CheckLayout(path, par)
+		}
+		if e, ok := l.(TokenLookup); ok && vocabErr == nil {
+			if rows, _ := e.LookupShape(); rows%tp != 0 {
+				vocabErr = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, rows),
+					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", padVocab(rows, tp))}
 			}
 		}
 	}
@@ -273,15 +265,21 @@ func padVocab(v, tp int64) int64 {
 	return (v + q - 1) / q * q
 }
 
-// checkTP: Megatron splits attention heads over TP ranks; kv heads too
-// (GQA), replicated when there are fewer kv heads than ranks (as vLLM and
-// Megatron-Bridge do for tp > num_query_groups).
-func (a *Attention) checkTP(path string, tp int64) error {
-	if a.Heads%tp != 0 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads), Hint: "tp must divide the number of attention heads"}
+// deepspeedPrecision is the plan as DeepSpeed runs a mixed-precision
+// policy: DeepSpeed does not use torch.autocast; its "bf16"/"fp16" modes
+// hold the model in the 16-bit dtype (parameters and gradients) and keep
+// fp32 master weights and optimizer state in the ZeRO optimizer (the ZeRO
+// paper's mixed-precision Adam). It reports false when nothing changes.
+func (p *Plan) DeepspeedPrecision() (*Plan, bool) {
+	prec := p.Precision
+	if p.Parallel.Norm().Zero == 0 || !prec.Autocast {
+		return nil, false
 	}
-	if kv := a.kv(); kv%tp != 0 && tp%kv != 0 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, kv)}
+	q := *p
+	q.Precision = Precision{Name: prec.Name, Params: prec.Compute, Compute: prec.Compute, Grads: prec.Compute,
+		Master: prec.Params, States: prec.States}
+	if q.Precision.Master == q.Precision.Params {
+		q.Precision.Master = units.FP32
 	}
-	return nil
+	return &q, true
 }

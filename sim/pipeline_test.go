@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/sim/units"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // gptStack is L GPT-2 blocks (the oracle's, eager attention) over a

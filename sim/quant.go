@@ -193,20 +193,6 @@ func (b *builder) quantAdapter(role string, xin, y Value, in, out int64) Value {
 	return y
 }
 
-// quantParam allocates a quantized weight's storage in setup (one
-// allocation per state tensor, as bitsandbytes makes them) and reports
-// whether p was quantized.
-func (r *Replay) quantParam(p *ParamInfo) bool {
-	if p.quant == "" {
-		return false
-	}
-	for _, s := range quantStorage(p.quant, p.shape) {
-		r.allocate(Alloc{Tensor: p.Name + " " + s.name, Shape: p.shape, DType: quantDType(p.quant), Bytes: s.bytes, Why: p.quant + " quantized frozen weight (" + s.name + ")", Cat: CatParams})
-		r.rep.States.Params += s.bytes
-	}
-	return true
-}
-
 func quantDType(scheme string) units.DType {
 	if scheme == "int8" {
 		return units.INT8

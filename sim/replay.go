@@ -45,10 +45,11 @@ type liveTensor struct {
 }
 
 type Replay struct {
-	p     *Program
-	Plan  *Plan
-	opts  Options
-	alloc alloc.Allocator
+	nonTorch int64 // device memory outside PyTorch's allocator (context, NCCL)
+	p        *Program
+	Plan     *Plan
+	opts     Options
+	alloc    alloc.Allocator
 
 	live []liveTensor // by tensor id
 	cur  [numCategories]int64

@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // A hand-checked step: one fp32 Linear(1024 -> 4096) with an MSE loss,

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -121,39 +120,4 @@ func (d *distState) partitionElems() int64 {
 		part += zeroPartition(g.numel, g.n)
 	}
 	return part
-}
-
-// validateShardedOffload says which offload and sharding combinations are
-// simulated: the ZeRO optimizer on the CPU, for any stage.
-func (p *Plan) validateShardedOffload(par Parallelism) error {
-	o := p.Offload
-	if o == nil || (o.Optimizer == "" && o.Params == "") {
-		return nil
-	}
-	switch {
-	case par.FSDP && par.FSDPVersion == 1:
-		return &units.Error{Path: "parallel", Msg: "offload is not simulated together with fsdp_version=1 yet",
-			Hint: "FSDP2's CPUOffloadPolicy is: parallel(dp=..., fsdp=True) with offload(params=\"cpu\")"}
-	case par.FSDP && o.Params == "":
-		return &units.Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
-			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) has no optimizer-only offload"}
-	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
-		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)"}
-	case par.FSDP:
-		return nil
-	case par.DistributedOptimizer:
-		return &units.Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
-	case par.Zero == 0:
-		return nil
-	case o.Params != "" && par.Zero < 3:
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("offload(params=...) needs zero=3 (got zero=%d)", par.Zero),
-			Hint: "DeepSpeed offloads parameters with ZeRO stage 3 only (offload_param)"}
-	case o.Params == "nvme":
-		return &units.Error{Path: "parallel", Msg: "offload(params=\"nvme\") is not simulated together with zero= yet",
-			Hint: "offload(params=\"cpu\", optimizer=\"cpu\") is"}
-	case o.Optimizer == "nvme":
-		return &units.Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero= yet",
-			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload); DeepSpeed swaps optimizer state to NVMe with zero=3 only"}
-	}
-	return nil
 }

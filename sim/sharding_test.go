@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // linearStack is n blocks of two bias-free linears (d -> f -> d): every

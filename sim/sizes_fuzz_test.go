@@ -1,11 +1,12 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // FuzzSizes builds layers, models and plans from arbitrary sizes (huge,

@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // Gemma 2's soft-capping keeps tanh's output for backward: over the

@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/units"
 	"math"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Table is an embedding or n-gram memory table (DESIGN.md 2.3, SEEDS.md

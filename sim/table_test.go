@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hw"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // ngramModel is SEEDS.md story 4's model: a small transformer ("xl",

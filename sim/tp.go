@@ -208,30 +208,6 @@ func (b *builder) tpReduce(name string, y Value) Value {
 	return z
 }
 
-// vocabParallelEmbedding is Megatron's VocabParallelEmbedding: this rank
-// holds rows/tp rows; token ids outside its range are shifted and masked
-// (the lookup saves the shifted ids, the masking the bool mask), the
-// partial lookups are all-reduced, or reduce-scattered with SP.
-func (b *builder) vocabParallelEmbedding(e *Embedding, name string, x Value) Value {
-	defer b.scope(name)()
-	tp := b.par.tp
-	w := b.param("weight", []int64{e.Rows / tp, e.Dim}, "embed")
-	b.shardParam(w, e.Rows*e.Dim)
-	s := b.shape(x)
-	if b.dtype(x) != units.INT64 {
-		s = s[:len(s)-1]
-	}
-	m := b.addOp("vocab_mask", "mask", []Value{x})
-	ids := b.out(m, "masked_input", s, units.INT64, "token ids shifted into this rank's vocabulary shard (saved by the lookup)")
-	mask := b.out(m, "input_mask", s, units.BOOL, "tokens outside this rank's vocabulary shard (saved by the masking)")
-	b.op(m).noGradB = true
-	i := b.addOp("embedding", "", []Value{ids, mask}, w)
-	y := b.out(i, "out", append(append([]int64(nil), s...), e.Dim), b.prec.Params, "embedding lookup output (rows of this rank's vocabulary shard)")
-	b.save(i, ids, mask)
-	b.op(i).noGradB = true
-	return b.tpReduce("reduce", y)
-}
-
 // headLinear is the output layer: nn.Linear on one GPU, column-parallel
 // over the vocabulary with TP (the logits stay split: [.., V/tp]).
 func (b *builder) headLinear(x Value, vocab int64, bias bool) Value {
@@ -264,17 +240,4 @@ func (b *builder) vocabParallelCE(x Value) Value {
 		}
 	}
 	return loss
-}
-
-// perRank is the attention each TP rank runs: heads/tp query heads and
-// kv/tp key-value heads (one replicated kv head when kv < tp).
-func (a *Attention) perRank(tp int64) *Attention {
-	if tp <= 1 {
-		return a
-	}
-	la := *a
-	la.HeadDim = a.hd()
-	la.Heads = a.Heads / tp
-	la.KVHeads = max(a.kv()/tp, 1)
-	return &la
 }

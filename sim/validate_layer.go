@@ -50,7 +50,8 @@ func (m *Model) lowerForCheck() (prog *Program, err error) {
 func (m *Model) HeadShape() (head, embedding []int64) {
 	head = []int64{m.Vocab, m.outDim()}
 	if e := m.firstEmbedding(); e != nil {
-		embedding = []int64{e.Rows, e.Dim}
+		rows, dim := e.LookupShape()
+		embedding = []int64{rows, dim}
 	}
 	return head, embedding
 }

@@ -1,0 +1,19 @@
+package sim
+
+// firstStepStates allocates the optimizer state the first
+// optimizer.step() creates, before its update.
+func (r *Replay) firstStepStates() {
+	if !r.Plan.FirstStep {
+		return
+	}
+	dt := r.Plan.Precision.States
+	for pi := range r.p.Params {
+		p := &r.p.Params[pi]
+		if p.TiedTo >= 0 || !p.Trainable {
+			continue
+		}
+		for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, dt) {
+			r.allocState(p, s, "optimizer state "+s.name+", created by the first optimizer.step()")
+		}
+	}
+}

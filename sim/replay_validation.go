@@ -1,0 +1,23 @@
+package sim
+
+// validationPass replays the validation forward of prog (lowered by
+// lowerValidation) through r's allocator and report.
+func (r *Replay) validationPass(prog *Program, plan *Plan) {
+	v := NewReplay(prog, plan, r.opts, 0)
+	v.alloc, v.rep, v.cur = r.alloc, r.rep, r.cur
+	v.fwdPhase = PhaseValidation
+	flops, saved, savedW := r.rep.FLOPs, r.rep.SavedActivations, r.rep.SavedWeightCopies
+	if prog.Input != NoValue {
+		v.phase, v.op = PhaseValidation, "validation batch"
+		v.produce(prog.Input)
+	}
+	v.forward()
+	v.op = "end of validation"
+	for _, t := range v.valT { // the batch, the output and loss: dropped with the pass
+		if t != none {
+			v.release(t)
+		}
+	}
+	r.alloc, r.cur = v.alloc, v.cur
+	r.rep.FLOPs, r.rep.SavedActivations, r.rep.SavedWeightCopies = flops, saved, savedW
+}
