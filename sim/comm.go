@@ -55,7 +55,7 @@ type commGroup struct {
 // commGroups lists the communicators a rank uses per step, with Megatron's
 // rank order (tp fastest, then cp, dp, pp): a group is inside a node when
 // its stride times its size fits the node.
-func (p *Plan) commGroups() []commGroup {
+func commGroups(p *Plan) []commGroup {
 	par := p.Parallel.Norm()
 	cl := p.Cluster.Norm(par.GPUs())
 	gpn := cl.GPUsPerNode
@@ -76,12 +76,12 @@ func (p *Plan) commGroups() []commGroup {
 // commOverheads are the NCCL buffers per communicator, outside PyTorch's
 // allocator. They are estimates: NCCL sizes them from the topology it
 // detects, the algorithms it connects and NCCL_BUFFSIZE.
-func (p *Plan) CommOverheads() []Overhead {
+func CommOverheads(p *Plan) []Overhead {
 	if !p.Parallel.Active() {
 		return nil
 	}
 	var out []Overhead
-	for _, g := range p.commGroups() {
+	for _, g := range commGroups(p) {
 		ch := ncclChannels(p.Device, g.intra)
 		var b int64
 		var how string
@@ -114,7 +114,7 @@ func (p *Plan) CommOverheads() []Overhead {
 }
 
 // groupSize is the number of ranks in a named group.
-func (p *Plan) groupSize(name string) int64 {
+func groupSize(p *Plan, name string) int64 {
 	par := p.Parallel.Norm()
 	switch name {
 	case "tp":
@@ -215,7 +215,7 @@ func (d *distState) finishComm(rep *Report) {
 	var net float64
 	for _, c := range d.CommPerStep() {
 		by[c.kind] += c.bytes
-		net += float64(c.bytes) * busFactor(c.kind, d.plan.groupSize(c.Group))
+		net += float64(c.bytes) * busFactor(c.kind, groupSize(d.plan, c.Group))
 	}
 	kinds := make([]string, 0, len(by))
 	for k := range by {
@@ -226,7 +226,7 @@ func (d *distState) finishComm(rep *Report) {
 		rep.CommBytes = append(rep.CommBytes, Share{Name: k, Bytes: by[k]})
 	}
 	rep.Traffic.Network += int64(net)
-	for _, g := range d.plan.commGroups() {
+	for _, g := range commGroups(d.plan) {
 		if g.name == "tp" && !g.intra {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("tp=%d spans nodes: tensor parallelism's per-layer collectives cross the network (keep tp within a node)", g.size))
 		}

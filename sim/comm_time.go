@@ -51,7 +51,7 @@ const (
 
 // intraLink is the NVLink (or PCIe) bandwidth between two GPUs of a node,
 // per direction, as NCCL uses it: nominal GB/s times efficiency.
-func (p *Plan) intraLink() (gbps, eff float64) {
+func intraLink(p *Plan) (gbps, eff float64) {
 	d := p.Device
 	nominal := d.LinkGBps
 	if p.Cluster.IntraGBps > 0 {
@@ -88,7 +88,7 @@ func interNodeGBps(d hw.Device) float64 {
 
 // interLink is the network bandwidth per GPU and direction, with NCCL's
 // efficiency.
-func (p *Plan) interLink() (gbps, eff float64) {
+func interLink(p *Plan) (gbps, eff float64) {
 	if p.Cluster.InterGBps > 0 {
 		return p.Cluster.InterGBps, networkEff
 	}
@@ -105,10 +105,10 @@ type groupLayout struct {
 // rank order: tp fastest, then cp, then dp (whose first ep ranks form the
 // expert-parallel group and the rest, stride ep, the expert-data-parallel
 // group), then pp.
-func (p *Plan) layout(group string) groupLayout {
+func groupLayoutOf(p *Plan, group string) groupLayout {
 	par := p.Parallel.Norm()
 	gpn := p.Cluster.Norm(par.GPUs()).GPUsPerNode
-	size, stride := p.groupSize(group), int64(1)
+	size, stride := groupSize(p, group), int64(1)
 	switch group {
 	case "tp":
 	case "cp":
@@ -132,13 +132,13 @@ func (p *Plan) layout(group string) groupLayout {
 // collectiveSeconds is the time of one collective of bytes (the message
 // as comm.go records it: the full tensor reduced, gathered or scattered)
 // in the named group.
-func (p *Plan) collectiveSeconds(kind, group string, bytes int64) float64 {
-	g := p.layout(group)
+func collectiveSeconds(p *Plan, kind, group string, bytes int64) float64 {
+	g := groupLayoutOf(p, group)
 	if g.size <= 1 || bytes <= 0 {
 		return 0
 	}
-	ig, ie := p.intraLink()
-	xg, xe := p.interLink()
+	ig, ie := intraLink(p)
+	xg, xe := interLink(p)
 	intra := ig * ie * 1e9
 	inter := xg * xe * 1e9
 	b := float64(bytes)
@@ -221,7 +221,7 @@ func (w *GpuWork) exposedComm(plan *Plan) commExposure {
 		if w.Eval && c.Backward {
 			continue
 		}
-		t := plan.collectiveSeconds(c.Kind, c.Group, c.Bytes) * c.N
+		t := collectiveSeconds(plan, c.Kind, c.Group, c.Bytes) * c.N
 		if !c.Backward {
 			t *= 1 + rf
 		}
@@ -236,7 +236,7 @@ func (w *GpuWork) exposedComm(plan *Plan) commExposure {
 			ppBytes = max(ppBytes, c.Bytes)
 		}
 	}
-	pp := float64(max(w.PpSend, w.PpRecv)) * plan.p2pSeconds(ppBytes)
+	pp := float64(max(w.PpSend, w.PpRecv)) * p2pSeconds(plan, ppBytes)
 	if !w.Eval {
 		pp *= 2
 	}
@@ -251,7 +251,7 @@ func (w *GpuWork) exposedComm(plan *Plan) commExposure {
 	var gradBytes, paramBytes int64
 	var gradKind, gradGroup, paramKind, paramGroup string
 	for _, c := range w.DpComm {
-		t := plan.collectiveSeconds(c.kind, c.Group, c.bytes)
+		t := collectiveSeconds(plan, c.kind, c.Group, c.bytes)
 		perStep := float64(max(plan.GradAccum, 1))
 		switch {
 		case w.Mode == DistFSDP || (w.Mode == DistZeRO && w.Zero == 3):
@@ -288,11 +288,11 @@ func (w *GpuWork) exposedComm(plan *Plan) commExposure {
 			gb, pb = plan.Precision.Grads.Bytes(n), plan.Precision.Params.Bytes(n)
 		}
 		if grad > 0 {
-			last := plan.collectiveSeconds(gradKind, gradGroup, min(gb, gradBytes))
+			last := collectiveSeconds(plan, gradKind, gradGroup, min(gb, gradBytes))
 			dp += max(last, grad-bwdWindow)
 		}
 		if params > 0 {
-			last := plan.collectiveSeconds(paramKind, paramGroup, min(pb, paramBytes))
+			last := collectiveSeconds(plan, paramKind, paramGroup, min(pb, paramBytes))
 			dp += max(last, params-mb.Forward)
 		}
 	default:
@@ -311,7 +311,7 @@ const nvmeGBps = 6.0
 // placed tables (their PCIe round trip and the host's scattered row
 // accesses, table_host.go) and offload traffic (PCIe at the GPU's host
 // link rate, NVMe at nvmeGBps), not overlapped with compute.
-func (r *Replay) hostSeconds() float64 {
+func hostSeconds(r *Replay) float64 {
 	var t float64
 	var tablePCIe int64
 	for _, ts := range r.rep.Tables {
@@ -338,13 +338,13 @@ func (r *Replay) hostSeconds() float64 {
 // from each rank, over each rank's own NIC, and rebuilds it with an
 // all-gather over NVLink. With sequence parallelism the activation is
 // already split over the tensor-parallel ranks.
-func (p *Plan) p2pSeconds(bytes int64) float64 {
+func p2pSeconds(p *Plan, bytes int64) float64 {
 	par := p.Parallel.Norm()
 	if par.TP > 1 && !par.SequenceParallel {
 		part := (bytes + par.TP - 1) / par.TP
-		return p.collectiveSeconds("send_recv", "pp", part) + p.collectiveSeconds("all_gather", "tp", bytes)
+		return collectiveSeconds(p, "send_recv", "pp", part) + collectiveSeconds(p, "all_gather", "tp", bytes)
 	}
-	return p.collectiveSeconds("send_recv", "pp", bytes)
+	return collectiveSeconds(p, "send_recv", "pp", bytes)
 }
 
 // commSum is n identical collectives.

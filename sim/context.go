@@ -14,7 +14,7 @@ package sim
 
 // ringAttention adds the ring buffers and the full-sequence work to the
 // fused attention op i, whose local keys and values are k and v.
-func (b *builder) ringAttention(i int32, k, v Value) {
+func ringAttention(b *builder, i int32, k, v Value) {
 	cp := b.par.cpn()
 	if cp == 1 {
 		return

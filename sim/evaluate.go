@@ -16,7 +16,7 @@ func Run(prog *Program, plan *Plan, opts Options) (*Replay, error) {
 		Name: "cuda_context", Bytes: dev.Context,
 		Source: "CUDA context and loaded kernels for " + dev.Name + " (" + dev.Source + ")",
 	}}
-	overheads = append(overheads, plan.CommOverheads()...) // comm.go: NCCL buffers
+	overheads = append(overheads, CommOverheads(plan)...) // comm.go: NCCL buffers
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes

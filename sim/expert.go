@@ -17,7 +17,7 @@ package sim
 // once sent); its backward is an all-to-all of the gradient.
 
 // expertAllToAll exchanges the routed rows x over the EP group.
-func (b *builder) expertAllToAll(name string, x Value) Value {
+func expertAllToAll(b *builder, name string, x Value) Value {
 	if b.par.epn() == 1 {
 		return x
 	}

@@ -30,19 +30,19 @@ func (g edgeAttention) block(b *builder, q, key, val, edges, ei Value, r, e, k i
 // attention output att (fp32) and x_r over r rows of c channels: out + x_r
 // over all rows, autocast's copy of each chunk into the projection, the
 // concatenation. att stays alive (the local `out`) until the cat.
-func (b *builder) projectChunks(att, xr Value, r, c, k int64) Value {
+func projectChunks(b *builder, att, xr Value, r, c, k int64) Value {
 	sum := b.ew("add", "out_plus_x_r", []Value{att, xr}, []int64{r, c}, promote(b.dtype(att), b.dtype(xr)),
 		"out + x_r over all destination rows (fp32: the attention output is fp32)")
 	cdt := b.dtype(xr)
-	proj := b.newChunkLinear("projection", "o", c, c, true)
+	proj := newChunkLinear(b, "projection", "o", c, c, true)
 	var parts []Value
 	for i, n := range splitRows(r, k) {
 		done := b.scope(chunkScope(int64(i), k))
-		parts = append(parts, b.applyLinear(proj, b.castRows(sum, n, cdt, "autocast copy of a tensor_split chunk of out + x_r (projection input)")))
+		parts = append(parts, applyLinear(b, proj, castRows(b, sum, n, cdt, "autocast copy of a tensor_split chunk of out + x_r (projection input)")))
 		done()
 	}
 	b.keepAlive("split_out_plus_x_r", sum)
-	out := b.catRows("projection_cat", parts, "projections of the chunks, concatenated")
+	out := catRows(b, "projection_cat", parts, "projections of the chunks, concatenated")
 	b.keepAlive("accumulator", att) // the old `out` until the cat is assigned
 	return out
 }
@@ -114,9 +114,9 @@ func chunkEdges(e, r, k int64) []int64 {
 func (g edgeAttention) conv(b *builder, name string, q, key, val, attr, idx Value, r, ne int64) Value {
 	defer b.scope(name)()
 	c, h := g.channels, g.heads
-	qi := b.gatherRows("query_i", q, idx, ne)
-	kj := b.gatherRows("key_j", key, idx, ne)
-	vj := b.gatherRows("value_j", val, idx, ne)
+	qi := gatherRows(b, "query_i", q, idx, ne)
+	kj := gatherRows(b, "key_j", key, idx, ne)
+	vj := gatherRows(b, "value_j", val, idx, ne)
 	// message: key_j = key_j + edge_attr; alpha = (query_i * key_j).sum(-1) / sqrt(d)
 	ke := b.add("key_j_plus_edge", kj, attr)
 	prod := b.mul("query_key", qi, ke)
@@ -124,7 +124,7 @@ func (g edgeAttention) conv(b *builder, name string, q, key, val, attr, idx Valu
 		prod = b.cast(prod, units.FP32, "autocast fp32 copy of query_i * key_j (sum is on the fp32 list)")
 	}
 	score := b.ew("sum", "alpha_raw", []Value{prod}, []int64{ne, h}, b.dtype(prod), "attention scores per edge and head")
-	alpha := b.edgeSoftmax(score, idx, r, ne, h)
+	alpha := edgeSoftmax(b, score, idx, r, ne, h)
 	// (value_j + edge_attr) * alpha: bf16 x fp32 promotes to an fp32 message.
 	ve := b.add("value_j_plus_edge", vj, attr)
 	msg := b.mul("message", ve, alpha)
@@ -144,7 +144,7 @@ func (g edgeAttention) conv(b *builder, name string, q, key, val, attr, idx Valu
 // gatherRows is PyG's collect of x_i / x_j: src.index_select(0, index)
 // ([edges, H, d]). It saves the index; its backward builds a zero tensor
 // of src's size per call and index_adds into it.
-func (b *builder) gatherRows(name string, src, idx Value, ne int64) Value {
+func gatherRows(b *builder, name string, src, idx Value, ne int64) Value {
 	i := b.addOp("index_select", name, []Value{src, idx})
 	y := b.out(i, name, []int64{ne, b.last(src)}, b.dtype(src), name+" gathered per edge (index_select)")
 	b.save(i, idx)
@@ -157,7 +157,7 @@ func (b *builder) gatherRows(name string, src, idx Value, ne int64) Value {
 // destination node: a detached scatter-max and a scatter-sum over all r
 // destination rows ([r, heads] each), exp (saves its result) and the
 // division (saves the gathered denominator).
-func (b *builder) edgeSoftmax(score, idx Value, r, ne, h int64) Value {
+func edgeSoftmax(b *builder, score, idx Value, r, ne, h int64) Value {
 	dt := b.dtype(score)
 	i := b.addOp("softmax", "softmax", []Value{score, idx})
 	ex := b.out(i, "exp", []int64{ne, h}, dt, "exp of the shifted scores (saved)")

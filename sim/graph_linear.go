@@ -15,7 +15,7 @@ type chunkLinear struct {
 	in, out    int64
 }
 
-func (b *builder) newChunkLinear(name, role string, in, out int64, bias bool) *chunkLinear {
+func newChunkLinear(b *builder, name, role string, in, out int64, bias bool) *chunkLinear {
 	done := b.scope(name)
 	l := &chunkLinear{name: name, role: role, in: in, out: out, bias: -1, wv: NoValue}
 	l.w = b.param("weight", []int64{out, in}, role)
@@ -29,7 +29,7 @@ func (b *builder) newChunkLinear(name, role string, in, out int64, bias bool) *c
 // apply lowers the matmul for x as builder.linear does: the input cast to
 // the autocast dtype (saved when the weight needs a gradient), the weight
 // saved when the input needs one. A view input saves its base.
-func (b *builder) applyLinear(l *chunkLinear, x Value) Value {
+func applyLinear(b *builder, l *chunkLinear, x Value) Value {
 	defer b.scope(l.name)()
 	dt := b.dtype(x)
 	if b.prec.Autocast {
@@ -50,7 +50,7 @@ func (b *builder) applyLinear(l *chunkLinear, x Value) Value {
 	i := b.addOp("matmul", "", ins, params...)
 	y := b.out(i, "out", withLast(b.shape(xin), l.out), dt, "output of linear "+b.name(""))
 	if b.trainable(l.w) {
-		b.save(i, xin, b.base(xin))
+		b.save(i, xin, baseTensor(b, xin))
 	}
 	if b.grad(xin) {
 		b.save(i, l.wv)
@@ -67,7 +67,7 @@ type chunkNorm struct {
 	params []int32
 }
 
-func (b *builder) newChunkNorm(name string, dim int64) *chunkNorm {
+func newChunkNorm(b *builder, name string, dim int64) *chunkNorm {
 	done := b.scope(name)
 	n := &chunkNorm{name: name, dim: dim}
 	n.params = []int32{b.param("weight", []int64{dim}, "norm"), b.param("bias", []int64{dim}, "norm")}
@@ -77,7 +77,7 @@ func (b *builder) newChunkNorm(name string, dim int64) *chunkNorm {
 
 // applyNorm lowers native_layer_norm for x (fp32 under autocast; saves the
 // input, mean and rstd; a view input saves its base).
-func (b *builder) applyNorm(n *chunkNorm, x Value) Value {
+func applyNorm(b *builder, n *chunkNorm, x Value) Value {
 	defer b.scope(n.name)()
 	xin := x
 	if b.prec.Autocast {
@@ -93,7 +93,7 @@ func (b *builder) applyNorm(n *chunkNorm, x Value) Value {
 	mean := b.out(i, "mean", []int64{r, 1}, statsDT, "layer_norm mean (saved)")
 	rstd := b.out(i, "rstd", []int64{r, 1}, statsDT, "layer_norm rstd (saved)")
 	b.val(mean).grad, b.val(rstd).grad = false, false
-	b.save(i, xin, b.base(xin), mean, rstd)
+	b.save(i, xin, baseTensor(b, xin), mean, rstd)
 	b.op(i).Flops = 8 * float64(numel(b.shape(xin)))
 	b.op(i).bytes += float64(b.val(xin).Bytes)
 	return y
@@ -101,7 +101,7 @@ func (b *builder) applyNorm(n *chunkNorm, x Value) Value {
 
 // base is the tensor a view (viewRows) was taken of, or noValue: saving a
 // view keeps its base's storage alive.
-func (b *builder) base(v Value) Value {
+func baseTensor(b *builder, v Value) Value {
 	pr := b.val(v).producer
 	if pr < 0 || b.op(pr).Kind != "view" {
 		return NoValue

@@ -188,30 +188,30 @@ func (g *GraphTransformer) block(b *builder, xs, xd, ea, ei Value, k, e int64) V
 	val := b.linear("lin_value", "v", lnS, c, c, true)
 	edges := b.linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
 	att := g.attn().block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
-	out := b.projectChunks(att, xr, r, c, k)
+	out := projectChunks(b, att, xr, r, c, k)
 	// out = out + x_skip[1]
 	out = b.ew("add", "out_plus_x_skip", []Value{out, xd}, []int64{r, c}, promote(b.dtype(out), b.dtype(xd)), "out + x_skip[1]")
 	// nodes_new_dst = torch.cat([self.run_node_dst_mlp(chunk) + chunk for chunk in out.tensor_split(num_chunks)])
-	ln := b.newChunkNorm("layer_norm_mlp_dst", c)
+	ln := newChunkNorm(b, "layer_norm_mlp_dst", c)
 	hidden := g.MLPRatio * c
-	fc1 := b.newChunkLinear("node_dst_mlp.0", "up", c, hidden, true)
-	fc2 := b.newChunkLinear("node_dst_mlp.2", "down", hidden, c, true)
+	fc1 := newChunkLinear(b, "node_dst_mlp.0", "up", c, hidden, true)
+	fc2 := newChunkLinear(b, "node_dst_mlp.2", "down", hidden, c, true)
 	var parts []Value
 	for i, n := range splitRows(r, k) {
 		done := b.scope(chunkScope(int64(i), k))
 		ci := out
 		if k > 1 {
-			ci = b.viewRows(out, n, "tensor_split chunk of out (node MLP input)")
+			ci = viewRows(b, out, n, "tensor_split chunk of out (node MLP input)")
 		}
-		h := b.applyNorm(ln, ci)
-		h = b.applyLinear(fc1, h)
-		h = b.activation("gelu", h)
-		h = b.applyLinear(fc2, h)
+		h := applyNorm(b, ln, ci)
+		h = applyLinear(b, fc1, h)
+		h = activation(b, "gelu", h)
+		h = applyLinear(b, fc2, h)
 		parts = append(parts, b.ew("add", "residual", []Value{h, out}, []int64{n, c}, promote(b.dtype(h), b.dtype(out)),
 			"run_node_dst_mlp(chunk) + chunk"))
 		done()
 	}
-	nodes := b.catRows("nodes_new_dst", parts, "node MLP outputs of the chunks, concatenated")
+	nodes := catRows(b, "nodes_new_dst", parts, "node MLP outputs of the chunks, concatenated")
 	// Locals of the block's forward until it returns (x, x_r, query, key,
 	// value, edges, out, and x_skip holding the inputs).
 	b.keepAlive("block_locals", lnS, lnD, xr, q, key, val, edges, out, xs)

@@ -64,7 +64,7 @@ func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int
 // runSegments lowers BaseProcessor.run_layers (layers/processor.py
 // @models-0.8.1): the layers split into segments ProcessorChunks, each run
 // under one activation checkpoint, block lowering one layer.
-func (b *builder) runSegments(x Value, layers, segments int64, block func(Value) Value) Value {
+func runSegments(b *builder, x Value, layers, segments int64, block func(Value) Value) Value {
 	per := layers / segments
 	for s := int64(0); s < segments; s++ {
 		done := b.scope(fmt.Sprintf("proc.%d", s))

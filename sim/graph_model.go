@@ -224,7 +224,7 @@ func (e *EncoderProcessorDecoder) noise(b *builder, rows int64) Value {
 	defer b.scope("noise_mlp")()
 	defer b.beginRegion("")()
 	h := b.linear("mlp.0", "noise", z, nc, e.NoiseHidden, true)
-	h = b.activation("gelu", h)
+	h = activation(b, "gelu", h)
 	h = b.linear("mlp.2", "noise", h, e.NoiseHidden, nc, true)
 	return b.layerNorm("layer_norm", h, nc, true)
 }

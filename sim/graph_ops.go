@@ -12,7 +12,7 @@ import (
 
 // viewRows is a view of rows of x (tensor_split): no new storage. The
 // caller keeps x alive (keepAlive) for as long as the view is used.
-func (b *builder) viewRows(x Value, rows int64, why string) Value {
+func viewRows(b *builder, x Value, rows int64, why string) Value {
 	i := b.addOp("view", "rows", []Value{x})
 	y := b.out(i, b.lastName(x)+".rows", withLast([]int64{rows, 0}, b.last(x)), b.dtype(x), why)
 	b.val(y).Bytes = 0
@@ -23,9 +23,9 @@ func (b *builder) viewRows(x Value, rows int64, why string) Value {
 // castRows is autocast's copy of a row slice of x in dtype dt (the input
 // cast of an op applied to one tensor_split chunk); a view when x already
 // has dtype dt.
-func (b *builder) castRows(x Value, rows int64, dt units.DType, why string) Value {
+func castRows(b *builder, x Value, rows int64, dt units.DType, why string) Value {
 	if b.dtype(x) == dt {
-		return b.viewRows(x, rows, why)
+		return viewRows(b, x, rows, why)
 	}
 	i := b.addOp("cast", "to_"+dt.Name(), []Value{x})
 	y := b.out(i, b.lastName(x)+".rows."+dt.Name(), []int64{rows, b.last(x)}, dt, why)
@@ -38,7 +38,7 @@ func (b *builder) castRows(x Value, rows int64, dt units.DType, why string) Valu
 // the head width), with an optional weight and bias. Under autocast it is
 // on the fp32 list: the input is cast to fp32 and the output is fp32. It
 // saves the (cast) input, mean and rstd (one per group).
-func (b *builder) normOver(name string, x Value, dim int64, weight, bias bool) Value {
+func normOver(b *builder, name string, x Value, dim int64, weight, bias bool) Value {
 	defer b.scope(name)()
 	var params []int32
 	if weight {
@@ -90,7 +90,7 @@ func chunkScope(i, k int64) string {
 
 // catRows is torch.cat of row chunks (one chunk: no copy). Its backward
 // hands each chunk a view of the gradient.
-func (b *builder) catRows(name string, parts []Value, why string) Value {
+func catRows(b *builder, name string, parts []Value, why string) Value {
 	if len(parts) == 1 {
 		return parts[0]
 	}

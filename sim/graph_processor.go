@@ -95,7 +95,7 @@ func (p *TransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
 		panic(shapeMismatch(b, "transformer_processor", p.Channels, b.last(x)))
 	}
 	defer b.scope(processorName(p.Name))()
-	x = b.runSegments(x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, cond) })
+	x = runSegments(b, x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, cond) })
 	return x
 }
 
@@ -104,7 +104,7 @@ func (p *TransformerProcessor) block(b *builder, x, cond Value) Value {
 	x = b.add("attention_residual", x, p.attention(b, h))
 	h = p.norm(b, "layer_norm_mlp", x, cond)
 	done := b.scope("mlp")
-	m := b.ffn(h, p.Channels, p.MLPRatio*p.Channels, "gelu", true)
+	m := ffn(b, h, p.Channels, p.MLPRatio*p.Channels, "gelu", true)
 	done()
 	return b.add("mlp_residual", x, m)
 }
@@ -127,7 +127,7 @@ func condNorm(b *builder, name string, x, cond Value, c, condDim int64) Value {
 	scale := b.linear("scale", "norm-cond", cond, condDim, c, true)
 	bias := b.linear("bias", "norm-cond", cond, condDim, c, true)
 	plus := b.ew("add", "scale_plus_one", []Value{scale}, b.shape(scale), b.dtype(scale), "scale + 1 of the conditional layer norm")
-	n := b.normOver("norm", x, c, false, false)
+	n := normOver(b, "norm", x, c, false, false)
 	return b.add("shift", b.mul("scaled", n, plus), bias)
 }
 
@@ -149,7 +149,7 @@ func (p *TransformerProcessor) attention(b *builder, x Value) Value {
 // headNorm is AutocastLayerNorm(head_dim, bias=False) over each head of
 // x: fp32 under autocast, then type_as the input.
 func headNorm(b *builder, name string, x Value, headDim int64) Value {
-	n := b.normOver(name, x, headDim, true, false)
+	n := normOver(b, name, x, headDim, true, false)
 	return b.cast(n, b.dtype(x), name+" output cast back to the input dtype (AutocastLayerNorm type_as)")
 }
 

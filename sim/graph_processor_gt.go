@@ -146,7 +146,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
 	if b.eval {
 		k = p.EvalChunks
 	}
-	x = b.runSegments(x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, ea, ei, cond, k, e) })
+	x = runSegments(b, x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, ea, ei, cond, k, e) })
 	b.keepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }
@@ -167,13 +167,13 @@ func (p *GraphTransformerProcessor) block(b *builder, x, ea, ei, cond Value, k, 
 		key = headNorm(b, "k_norm", key, c/p.Heads)
 	}
 	out := edgeAttention{c, p.Heads}.block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
-	o := b.projectChunks(out, xr, r, c, k)
+	o := projectChunks(b, out, xr, r, c, k)
 	o = b.ew("add", "out_plus_x_skip", []Value{o, x}, []int64{r, c}, promote(b.dtype(o), b.dtype(x)), "out + x_skip")
 	// nodes_new = self.run_node_dst_mlp(out) + out
 	m := condNorm(b, "layer_norm_mlp_dst", o, cond, c, p.Cond)
 	done := b.scope("node_dst_mlp")
 	m = b.linear("0", "up", m, c, p.MLPRatio*c, true)
-	m = b.activation("gelu", m)
+	m = activation(b, "gelu", m)
 	m = b.linear("2", "down", m, p.MLPRatio*c, c, true)
 	done()
 	y := b.ew("add", "nodes_new", []Value{m, o}, []int64{r, c}, promote(b.dtype(m), b.dtype(o)), "run_node_dst_mlp(out) + out")

@@ -139,17 +139,17 @@ func (a *Attention) lower(b *builder, x Value) Value {
 		v = b.colLinear("v_proj", "v", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
 	}
 	if a.QKNorm {
-		q = b.headNorm("q_norm", q, s, h, d)
-		k = b.headNorm("k_norm", k, s, kv, d)
+		q = qkHeadNorm(b, "q_norm", q, s, h, d)
+		k = qkHeadNorm(b, "k_norm", k, s, kv, d)
 	}
 	if a.Rope {
-		q = b.rope("q", q, withLast(s, h*d))
-		k = b.rope("k", k, withLast(s, kv*d))
+		q = rope(b, "q", q, withLast(s, h*d))
+		k = rope(b, "k", k, withLast(s, kv*d))
 	}
 	if a.Impl != "flash" && kv != h && !a.FusedQKV {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
-		k = b.expandKV("k", k, withLast(s, h*d))
-		v = b.expandKV("v", v, withLast(s, h*d))
+		k = expandKV(b, "k", k, withLast(s, h*d))
+		v = expandKV(b, "v", v, withLast(s, h*d))
 	}
 	var o Value
 	closeRegion := func() {}
@@ -169,7 +169,7 @@ func (a *Attention) lower(b *builder, x Value) Value {
 
 // rope applies rotary embeddings: q*cos + rotate_half(q)*sin. The products
 // and the rotated copy are transient; cos and sin are buffers.
-func (b *builder) rope(name string, x Value, shape []int64) Value {
+func rope(b *builder, name string, x Value, shape []int64) Value {
 	i := b.addOp("rope", "rope_"+name, []Value{x})
 	y := b.out(i, name+"_rot", shape, b.dtype(x), "rotary-embedded "+name)
 	per := b.dtype(x).Bytes(numel(shape))
@@ -197,12 +197,12 @@ func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
 	}
 	b.op(i).workB = work
 	b.op(i).Flops = a.coreFLOPs(s)
-	b.ringAttention(i, k, v) // context.go: ring buffers with context parallelism
+	ringAttention(b, i, k, v) // context.go: ring buffers with context parallelism
 	return o
 }
 
 // expandKV is repeat_kv: expand + reshape, which copies.
-func (b *builder) expandKV(name string, x Value, shape []int64) Value {
+func expandKV(b *builder, name string, x Value, shape []int64) Value {
 	i := b.addOp("repeat_kv", "repeat_"+name, []Value{x})
 	return b.out(i, name+"_expanded", shape, b.dtype(x), name+" expanded to all heads (repeat_kv)")
 }

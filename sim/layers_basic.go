@@ -72,7 +72,7 @@ func (e *Embedding) lower(b *builder, x Value) Value {
 		name = "embed"
 	}
 	if b.par.tpn() > 1 {
-		return b.vocabParallelEmbedding(e, name, x) // tp.go
+		return vocabParallelEmbedding(b, e, name, x) // tp.go
 	}
 	defer b.scope(name)()
 	w := b.param("weight", []int64{e.Rows, e.Dim}, "embed")
@@ -162,10 +162,10 @@ func (a *Act) validate(path string) error {
 	}
 	return units.Errorf(path, "unknown activation %q (known: gelu, relu, silu, tanh, sigmoid)", a.Fn)
 }
-func (a *Act) lower(b *builder, x Value) Value { return b.activation(a.Fn, x) }
+func (a *Act) lower(b *builder, x Value) Value { return activation(b, a.Fn, x) }
 
 // activation lowers one activation function with its autograd saves.
-func (b *builder) activation(fn string, x Value) Value {
+func activation(b *builder, fn string, x Value) Value {
 	switch fn {
 	case "relu", "sigmoid", "tanh":
 		return b.unary(fn, x, false, true)
@@ -178,7 +178,7 @@ func (b *builder) activation(fn string, x Value) Value {
 // holds rows/tp rows; token ids outside its range are shifted and masked
 // (the lookup saves the shifted ids, the masking the bool mask), the
 // partial lookups are all-reduced, or reduce-scattered with SP.
-func (b *builder) vocabParallelEmbedding(e *Embedding, name string, x Value) Value {
+func vocabParallelEmbedding(b *builder, e *Embedding, name string, x Value) Value {
 	defer b.scope(name)()
 	tp := b.par.tp
 	w := b.param("weight", []int64{e.Rows / tp, e.Dim}, "embed")

@@ -66,12 +66,12 @@ func (m *MLP) lower(b *builder, x Value) Value {
 		name = "mlp"
 	}
 	defer b.scope(name)()
-	y := b.ffn(x, m.Dim, m.Hidden, m.Act, m.Bias)
+	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias)
 	return b.dropout("dropout", y, m.Dropout)
 }
 
 // ffn lowers the feed-forward core.
-func (b *builder) ffn(x Value, dim, hidden int64, act string, bias bool) Value {
+func ffn(b *builder, x Value, dim, hidden int64, act string, bias bool) Value {
 	// tp.go: column-parallel up projections over the (SP-gathered) input,
 	// row-parallel down projection; hidden/tp on each rank.
 	xg, hl := b.tpGather(x), hidden/b.par.tpn()
@@ -82,11 +82,11 @@ func (b *builder) ffn(x Value, dim, hidden int64, act string, bias bool) Value {
 		}
 		gate := b.colLinear("gate_proj", "gate", x, xg, dim, hidden, hl, bias)
 		up := b.colLinear("up_proj", "up", x, xg, dim, hidden, hl, bias)
-		h := b.mul("act_mul", b.activation(fn, gate), up)
+		h := b.mul("act_mul", activation(b, fn, gate), up)
 		return b.rowLinear("down_proj", "down", h, hidden, hl, dim, bias)
 	}
 	h := b.colLinear("fc1", "up", x, xg, dim, hidden, hl, bias)
-	h = b.activation(act, h)
+	h = activation(b, act, h)
 	return b.rowLinear("fc2", "down", h, hidden, hl, dim, bias)
 }
 

@@ -90,9 +90,9 @@ func (m *MoE) lower(b *builder, x Value) Value {
 	g := b.addOp("gather", "dispatch", []Value{x, idx})
 	xs := b.out(g, "dispatched", []int64{routed, m.Dim}, b.dtype(x), "tokens copied to their experts")
 	b.save(g, idx)
-	xs = b.expertAllToAll("dispatch", xs) // expert.go: to the ranks holding the experts
-	y := b.experts(xs, m, routed)
-	y = b.expertAllToAll("combine", y)
+	xs = expertAllToAll(b, "dispatch", xs) // expert.go: to the ranks holding the experts
+	y := expertsForward(b, xs, m, routed)
+	y = expertAllToAll(b, "combine", y)
 	wcast := b.cast(weights, b.dtype(y), "routing weights in the expert output dtype")
 	wy := b.mul("weighted", y, wcast)
 	c := b.addOp("index_add", "combine", []Value{wy, idx})
@@ -108,7 +108,7 @@ func (m *MoE) lower(b *builder, x Value) Value {
 			sh = m.Hidden
 		}
 		done := b.scope("shared_experts")
-		s := b.ffn(x, m.Dim, sh*m.SharedExperts, m.Act, false)
+		s := ffn(b, x, m.Dim, sh*m.SharedExperts, m.Act, false)
 		done()
 		out = b.add("shared_sum", out, s)
 	}
@@ -117,7 +117,7 @@ func (m *MoE) lower(b *builder, x Value) Value {
 
 // experts lowers the routed expert MLPs as grouped matmuls over the routed
 // rows, registering each expert's weights separately.
-func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
+func expertsForward(b *builder, xs Value, m *MoE, routed int64) Value {
 	defer b.scope("experts")()
 	gated := m.expert().gated()
 	local, hidden := m.Experts/b.par.epn(), m.Hidden/b.par.tpn() // expert.go: this rank's experts and their split
@@ -158,11 +158,11 @@ func (b *builder) experts(xs Value, m *MoE, routed int64) Value {
 		}
 		gate := proj("gate_proj", "gate", xs, m.Dim, hidden)
 		up := proj("up_proj", "up", xs, m.Dim, hidden)
-		h := b.mul("act_mul", b.activation(fn, gate), up)
+		h := b.mul("act_mul", activation(b, fn, gate), up)
 		return proj("down_proj", "down", h, hidden, m.Dim)
 	}
 	h := proj("fc1", "up", xs, m.Dim, hidden)
-	h = b.activation(m.Act, h)
+	h = activation(b, m.Act, h)
 	return proj("fc2", "down", h, hidden, m.Dim)
 }
 

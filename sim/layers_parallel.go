@@ -108,6 +108,6 @@ func (g *Gated) lower(b *builder, x Value) Value {
 	defer b.scope(g.Name)()
 	y := b.lowerChild(g.Body, 0, x)
 	gate := b.linear("gate", "shared_expert_gate", x, g.Dim, 1, false)
-	s := b.activation("sigmoid", gate)
+	s := activation(b, "sigmoid", gate)
 	return b.mul("gated", s, y)
 }

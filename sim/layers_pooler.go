@@ -68,5 +68,5 @@ func (p *Pooler) lower(b *builder, x Value) Value {
 	}
 	b.op(i).Flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
 	b.op(i).bytes += float64(dt.Bytes(n*p.Dim)) + float64(dt.Bytes(p.Dim*p.Dim))
-	return b.activation("tanh", y)
+	return activation(b, "tanh", y)
 }

@@ -11,7 +11,7 @@ import "github.com/memsh/memsh/sim/units"
 // headNorm is an RMS norm over the last dim of x viewed as
 // [..., heads, headDim] (x.view(hidden_shape) shares x's storage, so the
 // view is x with its shape split). The result is [..., heads*headDim].
-func (b *builder) headNorm(name string, x Value, s []int64, heads, headDim int64) Value {
+func qkHeadNorm(b *builder, name string, x Value, s []int64, heads, headDim int64) Value {
 	split := append(append([]int64(nil), s[:len(s)-1]...), heads, headDim)
 	if numel(split) != numel(b.shape(x)) {
 		panic(lowerError{units.Errorf(b.name(name), "cannot view %v as %v heads of %d", b.shape(x), heads, headDim)})

@@ -211,18 +211,18 @@ func (l *LitBlock) lower(b *builder, x Value) Value {
 		panic(shapeMismatch(b, "litgpt_block", c.Embd, b.last(x)))
 	}
 	defer b.scope(l.Name)()
-	n1 := b.litNorm(c, "norm_1", x)
-	h := b.litAttention(c, l.Index, n1)
+	n1 := litNorm(b, c, "norm_1", x)
+	h := litAttention(b, c, l.Index, n1)
 	if c.ParallelResidual {
 		n2 := n1
 		if !c.SharedAttentionNorm {
-			n2 = b.litNorm(c, "norm_2", x)
+			n2 = litNorm(b, c, "norm_2", x)
 		}
-		m := b.litMLP(c, n2)
+		m := litMLP(b, c, n2)
 		return b.add("residual_mlp", b.add("residual_attn", x, h), m)
 	}
 	x = b.add("residual_attn", x, h)
-	m := b.litMLP(c, b.litNorm(c, "norm_2", x))
+	m := litMLP(b, c, litNorm(b, c, "norm_2", x))
 	return b.add("residual_mlp", x, m)
 }
 
@@ -246,12 +246,12 @@ func (n *LitNorm) Params() int64 {
 }
 func (n *LitNorm) validate(path string) error { return positive(path, "embd", n.Config.Embd) }
 func (n *LitNorm) lower(b *builder, x Value) Value {
-	return b.litNorm(n.Config, n.Name, x)
+	return litNorm(b, n.Config, n.Name, x)
 }
 
 // litNorm lowers torch.nn.LayerNorm or lit_gpt's RMSNorm. Adapter v2
 // trains the norm weights (adapter_filter: norm_1, norm_2, ln_f).
-func (b *builder) litNorm(c LitGPTConfig, name string, x Value) Value {
+func litNorm(b *builder, c LitGPTConfig, name string, x Value) Value {
 	if c.Adapter == "v2" {
 		if b.ft == nil {
 			b.ft = &finetune{}
@@ -290,7 +290,7 @@ func (b *builder) litNorm(c LitGPTConfig, name string, x Value) Value {
 // litLinear is nn.Linear, or AdapterV2Linear (adapter_scale * (linear(x) +
 // adapter_bias), both trainable, so the product keeps linear(x) + bias for
 // the scale's gradient) when the config uses adapter v2.
-func (b *builder) litLinear(c LitGPTConfig, name, role string, x Value, in, out int64, bias bool) Value {
+func litLinear(b *builder, c LitGPTConfig, name, role string, x Value, in, out int64, bias bool) Value {
 	if c.Adapter != "v2" {
 		return b.linear(name, role, x, in, out, bias)
 	}
@@ -308,7 +308,7 @@ func (b *builder) litLinear(c LitGPTConfig, name, role string, x Value, in, out 
 
 // litAttention lowers CausalSelfAttention (with LoRA on the fused qkv, or
 // the adapter prefix attention).
-func (b *builder) litAttention(c LitGPTConfig, index int64, x Value) Value {
+func litAttention(b *builder, c LitGPTConfig, index int64, x Value) Value {
 	defer b.scope("attn")()
 	h, hs, nh, g := c.Embd, c.headSize(), c.Heads, c.groups()
 	s := b.shape(x)
@@ -317,21 +317,21 @@ func (b *builder) litAttention(c LitGPTConfig, index int64, x Value) Value {
 		b.lora = &LoRA{Rank: lora.Rank} // base still frozen; LitGPT's own fused LoRA below, not the per-projection one
 	}
 	wqkv := int32(len(b.p.Params)) // the qkv weight registers first
-	qkv := b.litLinear(c, "attn", "qkv", x, h, c.qkvWidth(), c.Bias)
+	qkv := litLinear(b, c, "attn", "qkv", x, h, c.qkvWidth(), c.Bias)
 	b.lora = lora
 	if lora != nil {
-		qkv = b.litLoRAQKV(c, x, qkv)
+		qkv = litLoRAQKV(b, c, x, qkv)
 	}
 	// q, k: rope on the first rope_n_elem channels of each head, then cat
 	// back to full heads (new tensors); v stays a view of qkv unless GQA
 	// expands it (k.expand(...).reshape copies).
-	q := b.litRope("q", qkv, withLast(s, nh*hs), nh*c.ropeElems())
+	q := litRope(b, "q", qkv, withLast(s, nh*hs), nh*c.ropeElems())
 	var src = qkv
 	if g != nh {
 		e := b.addOp("repeat_kv", "expand_k", []Value{qkv})
 		src = b.out(e, "k_expanded", withLast(s, nh*hs), b.dtype(qkv), "k expanded to all heads (expand + reshape copy)")
 	}
-	k := b.litRope("k", src, withLast(s, nh*hs), nh*c.ropeElems())
+	k := litRope(b, "k", src, withLast(s, nh*hs), nh*c.ropeElems())
 	v := qkv
 	if g != nh {
 		e := b.addOp("repeat_kv", "expand_v", []Value{qkv})
@@ -340,16 +340,16 @@ func (b *builder) litAttention(c LitGPTConfig, index int64, x Value) Value {
 	core := &Attention{Dim: h, Heads: nh, HeadDim: hs, Impl: "flash", Causal: true}
 	y := core.fused(b, q, k, v, s)
 	if c.Adapter != "" && index >= c.adapterStart() {
-		y = b.litAdapterPrefix(c, q, y, wqkv)
+		y = litAdapterPrefix(b, c, q, y, wqkv)
 	}
-	return b.litLinear(c, "proj", "o", y, nh*hs, h, c.Bias)
+	return litLinear(b, c, "proj", "o", y, nh*hs, h, c.Bias)
 }
 
 // litRope is apply_rope on the first n channels of each head plus the cat
 // back to full heads: -x2 and the rotated cat in bf16, x*cos, rotated*sin
 // and their sum in fp32 (the cos/sin buffers are fp32), .type_as(x); the
 // products save only cos and sin (buffers).
-func (b *builder) litRope(name string, src Value, shape []int64, n int64) Value {
+func litRope(b *builder, name string, src Value, shape []int64, n int64) Value {
 	i := b.addOp("rope", "rope_"+name, []Value{src})
 	dt := b.dtype(src)
 	y := b.out(i, name, shape, dt, name+" with rotary embeddings (cat of the roped and the pass-through channels)")
@@ -364,7 +364,7 @@ func (b *builder) litRope(name string, src Value, shape []int64, n int64) Value 
 // litLoRAQKV is LoRAQKVLinear's update added to the pretrained qkv output:
 // lora_A over dropout(x), grouped conv1d with lora_B, zero_pad into the
 // qkv width (when not all of q, k, v are enabled), * scaling, + pretrained.
-func (b *builder) litLoRAQKV(c LitGPTConfig, x, pretrained Value) Value {
+func litLoRAQKV(b *builder, c LitGPTConfig, x, pretrained Value) Value {
 	defer b.scope("lora")()
 	l := b.lora
 	h, hs := c.Embd, c.headSize()
@@ -420,7 +420,7 @@ func (b *builder) litLoRAQKV(c LitGPTConfig, x, pretrained Value) Value {
 // ak, av from self.attn(adapter_wte) (aT rows), SDPA of q against them
 // with a bool mask (not flash: memory-efficient attention), then
 // y + gating_factor * ay (the product keeps ay for the gate's gradient).
-func (b *builder) litAdapterPrefix(c LitGPTConfig, q, y Value, wqkv int32) Value {
+func litAdapterPrefix(b *builder, c LitGPTConfig, q, y Value, wqkv int32) Value {
 	defer b.scope("adapter")()
 	h, aT := c.Embd, c.promptLength()
 	wte := b.adapterParam("adapter_wte", []int64{aT, h}, "adapter")
@@ -450,17 +450,17 @@ func (b *builder) litAdapterPrefix(c LitGPTConfig, q, y Value, wqkv int32) Value
 
 // litMLP lowers GptNeoxMLP (fc, gelu, proj) or LLaMAMLP (fc_1, fc_2,
 // silu(fc_1) * fc_2, proj).
-func (b *builder) litMLP(c LitGPTConfig, x Value) Value {
+func litMLP(b *builder, c LitGPTConfig, x Value) Value {
 	defer b.scope("mlp")()
 	h, n := c.Embd, c.Intermediate
 	if c.MLP == "LLaMAMLP" {
-		f1 := b.litLinear(c, "fc_1", "gate", x, h, n, c.Bias)
-		f2 := b.litLinear(c, "fc_2", "up", x, h, n, c.Bias)
-		m := b.mul("act_mul", b.activation("silu", f1), f2)
-		return b.litLinear(c, "proj", "down", m, n, h, c.Bias)
+		f1 := litLinear(b, c, "fc_1", "gate", x, h, n, c.Bias)
+		f2 := litLinear(b, c, "fc_2", "up", x, h, n, c.Bias)
+		m := b.mul("act_mul", activation(b, "silu", f1), f2)
+		return litLinear(b, c, "proj", "down", m, n, h, c.Bias)
 	}
-	f := b.litLinear(c, "fc", "up", x, h, n, c.Bias)
-	return b.litLinear(c, "proj", "down", b.activation("gelu", f), n, h, c.Bias)
+	f := litLinear(b, c, "fc", "up", x, h, n, c.Bias)
+	return litLinear(b, c, "proj", "down", activation(b, "gelu", f), n, h, c.Bias)
 }
 
 // litTargets reports whether LoRA adapts the q, k or v part of the fused
@@ -511,14 +511,14 @@ func (h *LitHead) lower(b *builder, x Value) Value {
 	c := h.Config
 	o := headLoss{chunkTokens: c.chunk(), upcastAfterForward: true, keepLogits: true, perTokenLoss: true}
 	if c.Adapter == "v2" {
-		return b.litAdapterV2Head(c, x, o)
+		return litAdapterV2Head(b, c, x, o)
 	}
 	return b.chunkedHeadLoss(x, c.PaddedVocab, c.LMHeadBias, o, -1)
 }
 
 // litAdapterV2Head is the chunked head with AdapterV2Linear's trainable
 // bias and scale on every chunk.
-func (b *builder) litAdapterV2Head(c LitGPTConfig, x Value, o headLoss) Value {
+func litAdapterV2Head(b *builder, c LitGPTConfig, x Value, o headLoss) Value {
 	in, vocab := c.Embd, c.PaddedVocab
 	s := b.shape(x)
 	batch, seq := numel(s[:len(s)-2]), s[len(s)-2]

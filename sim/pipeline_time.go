@@ -29,7 +29,7 @@ type StageTime struct {
 // stageMicroBatch lowers one micro-batch through each of the stage's model
 // chunks (the stage program itself holds the micro-batches in flight at
 // the memory peak, which is not the unit of time).
-func (p *Plan) stageMicroBatch() (*Program, error) {
+func stageMicroBatch(p *Plan) (*Program, error) {
 	st := p.PipeStage
 	par := p.Parallel.Norm()
 	chunks := make([]int64, par.VirtualStages)
@@ -108,13 +108,12 @@ func PipelineEstimate(plan *Plan, stages []*StageTime) TimeEstimate {
 }
 
 // pipelineTime composes the step of a pipelined plan from its stages'
-// reports. Every stage report gets the pipeline's step time, with its own
+// reports and times. Every stage report gets the pipeline's step time, with its own
 // idle time as "bubble"; top (the report shown for the plan) gets the
 // critical path (pipelineEstimate).
-func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
-	stages := make([]*StageTime, len(ranks))
-	for i, r := range ranks {
-		if stages[i] = r.Time.stage; stages[i] == nil {
+func pipelineTime(plan *Plan, top *Report, ranks []*Report, stages []*StageTime) {
+	for _, st := range stages {
+		if st == nil {
 			return // a stage without a time model (its notes say why)
 		}
 	}
@@ -126,7 +125,7 @@ func pipelineTime(plan *Plan, top *Report, ranks []*Report) {
 	for i, r := range ranks {
 		st := stages[i]
 		busy := float64(st.Work.M)*st.Time.MbSec + st.Time.TlSec
-		rt := TimeEstimate{StepSeconds: step, stage: st, Notes: r.Time.Notes}
+		rt := TimeEstimate{StepSeconds: step, Notes: r.Time.Notes}
 		for _, s := range st.Time.PerMB {
 			rt.Breakdown = append(rt.Breakdown, TimeShare{s.Name, float64(st.Work.M) * s.Seconds})
 		}

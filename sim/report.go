@@ -104,8 +104,6 @@ type TimeEstimate struct {
 	TokensPerS  float64     // tokens per second over all data-parallel replicas
 	Breakdown   []TimeShare // seconds of the step by cause, summing to StepSeconds
 	Notes       []string    // assumptions and remarks of the time model (timemodel.go)
-
-	stage *StageTime // a pipeline stage's inputs to pipelineTime (pipeline_time.go)
 }
 
 // TimeShare is one line of the time breakdown.

@@ -5,28 +5,36 @@ package sim
 // the program through the allocator model, runs the time model over the
 // replay and adds a graph model's notes.
 func Evaluate(plan *Plan, opts Options) (*Report, error) {
+	rep, _, err := evaluate(plan, opts)
+	return rep, err
+}
+
+// evaluate is Evaluate that also returns a pipeline stage's time, which
+// evaluatePipeline composes into the pipeline's step.
+func evaluate(plan *Plan, opts Options) (*Report, *StageTime, error) {
 	if err := plan.Validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if rep, ok, err := evaluatePipeline(plan, opts); ok { // pipeline.go: one replay per stage
-		return rep, err
+	if rep, ok, err := evaluatePipeline(plan, opts); ok { // pipeline_eval.go: one replay per stage
+		return rep, nil, err
 	}
 	prog, err := plan.LowerProgram()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := plan.checkFirstStep(prog); err != nil { // first_step.go
-		return nil, err
+		return nil, nil, err
 	}
 	r, err := Run(prog, plan, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rep := r.Report()
-	rep.Time = stepTime(prog, plan, r)
+	var stage *StageTime
+	rep.Time, stage = stepTime(prog, plan, r)
 	graphAdvice(plan, rep) // graph_advice.go: notes on a graph model's failure
 	if err := r.Settle(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return rep, nil
+	return rep, stage, nil
 }

@@ -231,7 +231,7 @@ func (t *Table) lower(b *builder, x Value) Value {
 	// LoRA freezes every base weight, tables included.
 	tp := &tableProg{t: t, name: b.name(""), positions: numel(tokShape), train: !b.eval && b.lora == nil}
 	tp.leafRows = tp.maxLeafRows()
-	tp.idx = b.tableInput("indices", append([]int64{t.Heads}, perHead...), units.INT64, false,
+	tp.idx = tableInput(b, "indices", append([]int64{t.Heads}, perHead...), units.INT64, false,
 		"hashed row indices of every head, computed from the token ids with the batch")
 	dt := b.prec.Params
 	outShape := append(append([]int64(nil), tokShape...), t.Heads*t.Dim)
@@ -257,9 +257,9 @@ func (t *Table) lower(b *builder, x Value) Value {
 		for h := int64(0); h < t.Heads; h++ {
 			done := b.scope(itoa(h))
 			hd := tableHead{
-				rows:    b.tableInput("rows", []int64{tp.indicesPerHead()}, units.INT64, false, "distinct rows read by this head (torch.unique output; storage keeps all indices)"),
-				inverse: b.tableInput("inverse", perHead, units.INT64, false, "leaf row of each read (torch.unique inverse indices)"),
-				leaf:    b.tableInput("leaf", []int64{tp.leafRows, t.Dim}, dt, tp.train, leafWhy(t)),
+				rows:    tableInput(b, "rows", []int64{tp.indicesPerHead()}, units.INT64, false, "distinct rows read by this head (torch.unique output; storage keeps all indices)"),
+				inverse: tableInput(b, "inverse", perHead, units.INT64, false, "leaf row of each read (torch.unique inverse indices)"),
+				leaf:    tableInput(b, "leaf", []int64{tp.leafRows, t.Dim}, dt, tp.train, leafWhy(t)),
 			}
 			tp.heads = append(tp.heads, hd)
 			ins = append(ins, hd.inverse)
@@ -304,7 +304,7 @@ func leafWhy(t *Table) string {
 
 // tableInput adds a value that exists before the forward (produced by the
 // replay's table setup, table_replay.go), like the batch.
-func (b *builder) tableInput(name string, shape []int64, dt units.DType, grad bool, why string) Value {
+func tableInput(b *builder, name string, shape []int64, dt units.DType, grad bool, why string) Value {
 	b.p.Values = append(b.p.Values, valueInfo{
 		name: b.name(name), shape: shape, dtype: dt, Bytes: dt.Bytes(numel(shape)),
 		grad: grad && !b.eval, Cat: CatActivations, producer: -1, why: why,

@@ -152,10 +152,10 @@ type gpuTime struct {
 // own; the pipeline's step (bubble included) is composed over the stages
 // by pipelineTime. MFU counts model FLOPs (no recompute) against the
 // device's dense peak in the compute dtype; HFU counts recompute too.
-func stepTime(prog *Program, plan *Plan, r *Replay) TimeEstimate {
+func stepTime(prog *Program, plan *Plan, r *Replay) (TimeEstimate, *StageTime) {
 	w, err := workOf(prog, plan, r)
 	if err != nil {
-		return TimeEstimate{Notes: []string{"time model: " + err.Error()}}
+		return TimeEstimate{Notes: []string{"time model: " + err.Error()}}, nil
 	}
 	gt := w.Times(plan)
 	step := float64(w.M)*gt.MbSec + gt.TlSec
@@ -164,11 +164,12 @@ func stepTime(prog *Program, plan *Plan, r *Replay) TimeEstimate {
 		te.Breakdown = append(te.Breakdown, TimeShare{s.Name, float64(w.M) * s.Seconds})
 	}
 	te.Breakdown = append(te.Breakdown, gt.Tail...)
+	var stage *StageTime
 	if plan.PipeStage != nil {
-		te.stage = &StageTime{Work: w, Time: gt}
+		stage = &StageTime{Work: w, Time: gt}
 	}
 	w.Utilisation(plan, &te, 1)
-	return te
+	return te, stage
 }
 
 // utilisation fills MFU, HFU and tokens/s of te from w's per-micro-batch
@@ -194,7 +195,7 @@ func workOf(prog *Program, plan *Plan, r *Replay) (*GpuWork, error) {
 	w.Flops, w.HwFlops = r.rep.FLOPs.Model, r.rep.FLOPs.Hardware
 	if st := plan.PipeStage; st != nil {
 		w.M = plan.MicroBatches()
-		p, err := plan.stageMicroBatch() // pipeline_time.go: one copy of each chunk
+		p, err := stageMicroBatch(plan) // pipeline_time.go: one copy of each chunk
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +206,7 @@ func workOf(prog *Program, plan *Plan, r *Replay) (*GpuWork, error) {
 	optBytes := r.rep.Traffic.HBM
 	if r.dist != nil {
 		w.Mode, w.Zero = r.dist.Mode, par.Zero
-		optBytes = r.shardedOptimizerTraffic()
+		optBytes = shardedOptimizerTraffic(r)
 		for _, c := range r.dist.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" {
 				w.DpComm = append(w.DpComm, c)
@@ -219,7 +220,7 @@ func workOf(prog *Program, plan *Plan, r *Replay) (*GpuWork, error) {
 		w.Mb.Backward, w.Mb.Recompute, w.Optimizer = 0, 0, 0
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
-	w.host = r.hostSeconds()
+	w.host = hostSeconds(r)
 	w.Tokens = float64(plan.Batch*plan.Seq*max(plan.Members, 1)) * float64(w.M) * float64(par.DP)
 	return w, nil
 }
@@ -257,7 +258,7 @@ func programFLOPs(p *Program, eval bool) (model, hardware float64) {
 // distributed optimizer update this rank's partition only (1/dp of every
 // parameter, 1/(dp/ep) of expert parameters); DDP and Megatron without the
 // distributed optimizer update every parameter.
-func (r *Replay) shardedOptimizerTraffic() int64 {
+func shardedOptimizerTraffic(r *Replay) int64 {
 	d := r.dist
 	if d.zeroOffload(r) || d.fsdpOffload(r) {
 		return 0 // the step runs on the host (shard_offload.go, fsdp_offload.go); its PCIe traffic is timed as offload

@@ -101,7 +101,7 @@ func (sh *stageShape) kind(s int64) int {
 // Evaluate counts for plan p: the CUDA context and NCCL's buffers.
 func nonTorchBytes(p *sim.Plan) int64 {
 	n := p.Device.Context
-	for _, o := range p.CommOverheads() {
+	for _, o := range sim.CommOverheads(p) {
 		n += o.Bytes
 	}
 	return n

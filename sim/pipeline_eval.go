@@ -1,0 +1,82 @@
+package sim
+
+import "fmt"
+
+// evaluatePipeline replays every stage of a pipelined plan; the report is
+// the stage that uses the most device memory, with every stage in Ranks.
+// It first rewrites a DeepSpeed plan's precision (deepspeedPrecision). It
+// reports ok=false for plans it does not handle (no pipeline, or one
+// stage's own replay).
+func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
+	if q, ok := plan.DeepspeedPrecision(); ok { // sharding.go
+		rep, err := Evaluate(q, opts)
+		return rep, true, err
+	}
+	par := plan.Parallel.Norm()
+	if par.PP <= 1 || plan.PipeStage != nil {
+		return nil, false, nil
+	}
+	split, err := SplitStages(plan.Model, par)
+	if err != nil {
+		return nil, true, err
+	}
+	m := plan.MicroBatches()
+	per := int64(len(split.Blocks)) / split.chunks
+	var ranks []*Report
+	var times []*StageTime
+	worst := 0
+	for s := int64(0); s < par.PP; s++ {
+		n := Inflight(par, s, m)
+		q := *plan
+		q.Parallel.MicroBatches = m
+		q.PipeStage = &StageSpec{Stage: s, Inflight: n, Chunks: stageChunks(par, s, n), Split: split}
+		// In the steady state of the schedule a backward has run before the
+		// peak forward, so gradients exist (accumulated over micro-batches).
+		q.GradAccum = 1
+		if m*par.VirtualStages > n {
+			q.GradAccum = m
+		}
+		rep, st, err := evaluate(&q, opts)
+		if err != nil {
+			return nil, true, err
+		}
+		times = append(times, st)
+		var layers []string
+		for c := int64(0); c < par.VirtualStages; c++ {
+			g := c*par.PP + s
+			layers = append(layers, fmt.Sprintf("%d-%d", g*per, (g+1)*per-1))
+		}
+		what := "blocks " + joinList(layers)
+		if s == 0 {
+			what += " and the layers before them"
+		}
+		if s == par.PP-1 {
+			what += ", the layers after them, the output layer and the loss"
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("pipeline stage %d of %d (%s schedule): %s; %d of %d micro-batch forwards in flight at the peak",
+			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))
+		ranks = append(ranks, rep)
+		if rep.DeviceUsed > ranks[worst].DeviceUsed {
+			worst = int(s)
+		}
+	}
+	top := *ranks[worst]
+	top.Ranks = ranks
+	top.TrainableParams = 0
+	for _, r := range ranks {
+		top.TrainableParams += r.TrainableParams // each stage counts its own layers
+	}
+	pipelineTime(plan, &top, ranks, times) // pipeline_time.go: the step over all stages
+	return &top, true, nil
+}
+
+func joinList(xs []string) string {
+	s := ""
+	for i, x := range xs {
+		if i > 0 {
+			s += ", "
+		}
+		s += x
+	}
+	return s
+}
