@@ -116,7 +116,7 @@ func (r *replay) setup() {
 		r.op = "optimizer state"
 		for pi := range r.p.params {
 			p := &r.p.params[pi]
-			if p.tiedTo >= 0 || !p.trainable || r.offloadState(p) { // offload.go: state on the host
+			if p.tiedTo >= 0 || !p.trainable || r.gradless[pi] || r.offloadState(p) { // offload.go: state on the host
 				continue
 			}
 			if prec.Master != InvalidDType && prec.Master != prec.Params {

@@ -47,7 +47,7 @@ func (r *replay) firstStepStates() {
 	dt := r.plan.Precision.States
 	for pi := range r.p.params {
 		p := &r.p.params[pi]
-		if p.tiedTo >= 0 || !p.trainable {
+		if p.tiedTo >= 0 || !p.trainable || r.gradless[pi] {
 			continue
 		}
 		for _, s := range r.plan.Optimizer.states(p.shape, p.numel, dt) {

@@ -321,7 +321,7 @@ func (b *builder) lowerUnit(u pipeUnit, x Value) Value {
 		b.block = int(u.block)
 		closeRegion := func() {}
 		if b.ckpt.block(b.block) {
-			closeRegion = b.beginRegion("block")
+			closeRegion = b.policyRegion("block")
 		}
 		b.block++
 		x = b.lowerChild(u.rep.Layer, 0, x)

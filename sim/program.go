@@ -91,4 +91,6 @@ type program struct {
 type region struct {
 	name       string
 	first, end int32 // ops [first, end)
+	reentrant  bool  // torch.utils.checkpoint(use_reentrant=True) (checkpoint.go)
+	noGrad     bool  // reentrant, and no input requires grad: no graph is recorded
 }

@@ -65,6 +65,7 @@ type replay struct {
 
 	regionIn [][]Value
 	redone   []bool
+	gradless []bool // by param: read only inside reentrant regions that record no graph (checkpoint.go)
 	saved    []bool // held for backward at the end of the forward
 
 	rep *Report
@@ -101,7 +102,7 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 		for _, v := range op.in {
 			r.last[v] = int32(i)
 			pr := p.values[v].producer
-			if op.region != 0 && (pr < 0 || p.ops[pr].region != op.region) && !contains(r.regionIn[op.region-1], v) {
+			if op.region != 0 && !p.regions[op.region-1].noGrad && (pr < 0 || p.ops[pr].region != op.region) && !contains(r.regionIn[op.region-1], v) {
 				r.regionIn[op.region-1] = append(r.regionIn[op.region-1], v)
 				r.saved[v] = true
 			}
@@ -118,8 +119,34 @@ func newReplay(p *program, plan *Plan, opts Options, limit int64) *replay {
 			}
 		}
 	}
+	r.gradless = gradlessParams(p)
 	r.initHolds()
 	return r
+}
+
+// gradlessParams marks the parameters that every reading op reads inside a
+// reentrant checkpoint region that records no graph: they get no gradient,
+// and torch.optim makes state only for parameters that have one.
+func gradlessParams(p *program) []bool {
+	read := make([]bool, len(p.params))
+	withGrad := make([]bool, len(p.params))
+	for i := range p.ops {
+		op := &p.ops[i]
+		for _, pi := range op.params {
+			if t := p.params[pi].tiedTo; t >= 0 {
+				pi = t
+			}
+			read[pi] = true
+			if op.region == 0 || !p.regions[op.region-1].noGrad {
+				withGrad[pi] = true
+			}
+		}
+	}
+	out := make([]bool, len(p.params))
+	for i := range out {
+		out[i] = read[i] && !withGrad[i]
+	}
+	return out
 }
 
 // initHolds sets, before a step's forward, how many holders keep each
@@ -277,19 +304,25 @@ func (r *replay) forwardOp(i int, recompute bool) {
 }
 
 // recompute re-runs a checkpointed region's forward, keeping what its ops
-// save, up to the last op that saves anything (non-reentrant checkpoint's
-// early stop).
+// save: non-reentrant up to the last op that saves anything (its early
+// stop); reentrant the whole region, whose outputs the backward holds
+// until the region's backward ends (released in backwardOp).
 func (r *replay) recompute(id int32) {
 	reg := r.p.regions[id-1]
 	stop := reg.first - 1
 	for j := reg.first; j < reg.end; j++ {
-		if len(r.p.ops[j].saved) > 0 {
+		if len(r.p.ops[j].saved) > 0 || reg.reentrant {
 			stop = j
 		}
 	}
 	inRegion := func(v Value) bool {
 		pr := r.p.values[v].producer
 		return pr >= reg.first && pr < reg.end
+	}
+	if reg.reentrant {
+		for _, v := range r.regionOutputs(reg) {
+			r.holds[v]++
+		}
 	}
 	for j := reg.first; j <= stop; j++ {
 		op := &r.p.ops[j]
@@ -316,13 +349,26 @@ func (r *replay) recompute(id int32) {
 	r.redone[id-1] = true
 }
 
+// regionOutputs are the values a region makes that ops after it read.
+func (r *replay) regionOutputs(reg region) []Value {
+	var out []Value
+	for j := reg.first; j < reg.end; j++ {
+		for _, v := range r.p.ops[j].out {
+			if r.last[v] >= reg.end {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
 // backwardOp runs op i's backward.
 func (r *replay) backwardOp(i int) {
 	op := &r.p.ops[i]
 	r.op = op.name
 	r.beforeBackwardOp(i)      // offload.go: activations back from host, params streamed
 	defer r.afterBackwardOp(i) // offload.go: grads to host
-	if op.region != 0 && !r.redone[op.region-1] {
+	if op.region != 0 && !r.redone[op.region-1] && !r.p.regions[op.region-1].noGrad {
 		r.recompute(op.region)
 		r.op = op.name
 	}
@@ -362,6 +408,11 @@ func (r *replay) backwardOp(i int) {
 	if op.region != 0 && r.p.regions[op.region-1].first == int32(i) {
 		for _, v := range r.regionIn[op.region-1] {
 			r.unhold(v)
+		}
+		if reg := r.p.regions[op.region-1]; reg.reentrant && r.redone[op.region-1] {
+			for _, v := range r.regionOutputs(reg) {
+				r.unhold(v)
+			}
 		}
 	}
 	if r.plan.Optimizer.InBackward {
