@@ -21,9 +21,9 @@ func TestHandCounted(t *testing.T) {
 	}{{
 		// q and k leave RoPE in fp32 under autocast and the selective region
 		// keeps them: 2 tensors x (4 - 2) bytes x b*s*h.
-		name: "rope fp32 under autocast, selective",
-		with: func(c *Config) { c.DType, c.Ckpt, c.Rope = "amp_bf16", Ckpt{Mode: "selective"}, true },
-		than: func(c *Config) { c.DType, c.Ckpt = "amp_bf16", Ckpt{Mode: "selective"} },
+		name:  "rope fp32 under autocast, selective",
+		with:  func(c *Config) { c.DType, c.Ckpt, c.Rope = "amp_bf16", Ckpt{Mode: "selective"}, true },
+		than:  func(c *Config) { c.DType, c.Ckpt = "amp_bf16", Ckpt{Mode: "selective"} },
 		field: func(f Figures) int64 { return f.SavedActivations },
 		want:  2 * 2 * b * s * h,
 	}, {
