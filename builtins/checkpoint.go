@@ -28,11 +28,11 @@ func (x Checkpoint) Hash() (uint32, error) {
 	return starlark.String(x.String()).Hash()
 }
 
-// String is checkpoint("full"), checkpoint(every=2) or
-// checkpoint(modules=["attention"]).
+// String is checkpoint("full"), checkpoint(every=2),
+// checkpoint(modules=["attention"]) or checkpoint("full", reentrant=True).
 func (x Checkpoint) String() string {
-	switch x.c.Mode {
-	case "every", "modules":
+	switch {
+	case x.c.Mode == "every", x.c.Mode == "modules", x.c.Reentrant:
 		return x.c.String()
 	}
 	return fmt.Sprintf("checkpoint(%q)", x.c.String())
@@ -49,7 +49,7 @@ func (x Checkpoint) CompareSameType(op syntax.Token, y starlark.Value, _ int) (b
 	return false, fmt.Errorf("%s not supported for checkpoint policies", op)
 }
 
-var checkpointAttrNames = []string{"every", "mode", "modules"}
+var checkpointAttrNames = []string{"every", "mode", "modules", "reentrant"}
 
 func (x Checkpoint) AttrNames() []string { return checkpointAttrNames }
 
@@ -60,6 +60,8 @@ func (x Checkpoint) Attr(name string) (starlark.Value, error) {
 			return starlark.String("none"), nil
 		}
 		return starlark.String(x.c.Mode), nil
+	case "reentrant":
+		return starlark.Bool(x.c.Reentrant), nil
 	case "every":
 		if x.c.Every == 0 {
 			return starlark.None, nil
@@ -107,23 +109,44 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 func checkpointBuiltins() []Builtin {
 	return []Builtin{{
 		Name: "checkpoint",
-		Sig:  "checkpoint(mode=None, every=None, modules=None)",
+		Sig:  "checkpoint(mode=None, every=None, modules=None, reentrant=False)",
 		Doc: "An activation-checkpointing policy for train(checkpoint=...). A checkpointed region keeps only its " +
 			"inputs in forward and re-runs its forward in backward, so its whole saved set comes back at once. " +
 			"mode is \"none\", \"full\" (every block of every repeat()) or \"selective\" (the attention core only, " +
 			"Megatron's --recompute-granularity selective); train() also takes these strings directly. " +
 			"every=k checkpoints one block in every k, starting with the first; modules=[...] checkpoints " +
 			"each layer whose name or kind is listed (\"attention\", \"mlp\", \"decoder\"). " +
-			"checkpoint() alone is \"full\".",
+			"checkpoint() alone is \"full\". reentrant picks torch.utils.checkpoint's variant; the default is " +
+			"False (use_reentrant=False, what PyTorch recommends; note that PyTorch itself still runs the reentrant " +
+			"variant when use_reentrant is not passed, and Hugging Face's gradient_checkpointing_enable() asks for " +
+			"it). Both keep the region's inputs in forward. Non-reentrant stops recomputing after the last op that " +
+			"saves a tensor; reentrant recomputes the whole region, keeps its outputs until the region's backward " +
+			"ends, and a region none of whose inputs requires grad (the first block after a frozen embedding, as " +
+			"with LoRA) records no graph: its parameters get no gradient. The strings \"full\" and " +
+			"\"selective\" are non-reentrant.",
 		Fn: checkpointFn,
 	}}
 }
 
 func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var mode, every, modules starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules); err != nil {
+	reentrant := false
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules, "reentrant?", &reentrant); err != nil {
 		return nil, err
 	}
+	c, err := checkpointPolicy(mode, every, modules)
+	if err != nil {
+		return nil, err
+	}
+	if reentrant && c.c.Mode == "none" {
+		return nil, fmt.Errorf("reentrant=True needs a checkpointing mode (got \"none\")")
+	}
+	c.c.Reentrant = reentrant
+	return c, nil
+}
+
+// checkpointPolicy reads the one of mode, every and modules that is given.
+func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
 	given := func(v starlark.Value) bool { return v != nil && v != starlark.None }
 	n := 0
 	for _, v := range []starlark.Value{mode, every, modules} {
@@ -132,33 +155,31 @@ func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		}
 	}
 	if n > 1 {
-		return nil, fmt.Errorf("checkpoint takes one of mode, every or modules (got %d)", n)
+		return Checkpoint{}, fmt.Errorf("checkpoint takes one of mode, every or modules (got %d)", n)
 	}
 	switch {
 	case given(every):
 		k, err := AsInt64(every, "every")
 		if err != nil {
-			return nil, err
+			return Checkpoint{}, err
 		}
 		if k <= 0 || k > 1<<30 {
-			return nil, fmt.Errorf("every must be a positive number of blocks (got %d)", k)
+			return Checkpoint{}, fmt.Errorf("every must be a positive number of blocks (got %d)", k)
 		}
 		return Checkpoint{sim.Checkpoint{Mode: "every", Every: int(k)}}, nil
 	case given(modules):
 		names, err := stringList(modules, "modules")
 		if err != nil {
-			return nil, err
+			return Checkpoint{}, err
 		}
 		if len(names) == 0 {
-			return nil, fmt.Errorf("modules must name at least one layer name or kind")
+			return Checkpoint{}, fmt.Errorf("modules must name at least one layer name or kind")
 		}
 		return Checkpoint{sim.Checkpoint{Mode: "modules", Modules: names}}, nil
 	case given(mode):
 		var c Checkpoint
-		if err := c.Unpack(mode); err != nil {
-			return nil, err
-		}
-		return c, nil
+		err := c.Unpack(mode)
+		return c, err
 	}
 	return Checkpoint{sim.Checkpoint{Mode: "full", Every: 1}}, nil
 }

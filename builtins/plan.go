@@ -144,7 +144,8 @@ func planBuiltins() []Builtin {
 			"adamw8bit(), ...) or its name; checkpoint \"none\", \"full\", \"selective\" or checkpoint(...); " +
 			"lora a lora(...) to train adapters over frozen weights; quant \"nf4\", \"nf4-dq\" or \"int8\" for " +
 			"frozen base weights; gpu a name or gpu(...); phase \"train\" or \"eval\" (forward only); runtime " +
-			"\"cuda\" (PyTorch 2.x on CUDA), \"cuda-2.1\" (torch 2.1: mean keeps its input) or \"cpu-1.13\" (what shared/oracle measured). " +
+			"\"cuda\" (PyTorch 2.x on CUDA), \"cuda-2.1\" (torch 2.1: mean keeps its input) \"cpu-1.13\" (what shared/oracle measured) or \"cpu\" " +
+			"(PyTorch 2.x on the CPU, where tools/oracle's differential-test vectors are measured). " +
 			"Fine-tuning: freeze=[...] freezes modules by path prefix, role or \"all\"; loss_chunks=n runs lm_head and " +
 			"cross-entropy in n chunks (torchtune); tokens_per_batch=N packs sequences into one row of N tokens " +
 			"(flash varlen); offload=offload(...) with host_memory= the RAM of a node; quant_lm_head=True quantizes " +

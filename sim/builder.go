@@ -22,6 +22,8 @@ type builder struct {
 	sequential bool  // members run through the model one at a time (members.go)
 	rollout    int64 // autoregressive steps of a model built from a data batch (rollout.go)
 
+	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks (chunked_loss.go)
+
 	par parLowering // tensor, context and expert parallelism (tp.go)
 	ft  *finetune   // quant, freeze, chunked loss, packing (finetune.go)
 }
@@ -231,6 +233,43 @@ func promote(a, c units.DType) units.DType {
 		return units.FP64
 	}
 	return a
+}
+
+// policyRegion starts a region of the plan's checkpoint policy, which
+// picks the reentrant or non-reentrant variant (checkpoint.go).
+func (b *builder) policyRegion(name string) func() {
+	opened := len(b.p.regions)
+	end := b.beginRegion(name)
+	if len(b.p.regions) == opened || !b.ckpt.Reentrant {
+		return end // a region was open already, or non-reentrant
+	}
+	id := b.region
+	b.p.regions[id-1].reentrant = true
+	return func() {
+		end()
+		b.reentrantNoGrad(id)
+	}
+}
+
+// reentrantNoGrad marks a reentrant region none of whose inputs requires
+// grad: CheckpointFunction ran its forward under no_grad and, with no
+// input requiring grad, records no backward node, so nothing made inside
+// requires grad (its parameters get no gradient) and nothing is kept.
+func (b *builder) reentrantNoGrad(id int32) {
+	reg := &b.p.regions[id-1]
+	for j := reg.first; j < reg.end; j++ {
+		for _, v := range b.p.Ops[j].in {
+			if pr := b.p.Values[v].producer; (pr < reg.first || pr >= reg.end) && b.p.Values[v].grad {
+				return
+			}
+		}
+	}
+	reg.noGrad = true
+	for j := reg.first; j < reg.end; j++ {
+		for _, v := range b.p.Ops[j].out {
+			b.p.Values[v].grad = false
+		}
+	}
 }
 
 // beginRegion starts a checkpoint region unless one is open; the returned

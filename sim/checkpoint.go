@@ -14,11 +14,23 @@ import "fmt"
 //   - every=k: one block in every k is checkpointed (torchtune's
 //     selective "ac_option" integer), starting with the first.
 //   - modules: layers whose name or kind is listed are regions.
+//
+// Reentrant picks torch.utils.checkpoint's variant (both keep the region's
+// tensor inputs in forward). Non-reentrant (use_reentrant=False, the
+// default here and PyTorch's recommendation) stops its recomputation after
+// the last op that saves anything. Reentrant (use_reentrant=True, what
+// PyTorch still runs when the argument is left out) runs the forward under
+// no_grad, recomputes the whole region and keeps its outputs until the
+// region's backward is done; a region none of whose inputs requires grad
+// records no graph at all, so its parameters get no gradient (PyTorch's
+// checkpoint docs: "At least one input and output must have
+// requires_grad=True for the reentrant variant").
 type Checkpoint struct {
 	Mode      string // none | full | selective | every | modules
 	Every     int
 	Modules   []string
 	Selective bool
+	Reentrant bool
 }
 
 // ParseCheckpoint reads the string forms.
@@ -58,14 +70,20 @@ func (c Checkpoint) matches(l Layer) bool {
 
 // String is the user-facing form.
 func (c Checkpoint) String() string {
+	re := ""
+	if c.Reentrant {
+		re = ", reentrant=True"
+	}
 	switch c.Mode {
 	case "every":
-		return fmt.Sprintf("checkpoint(every=%d)", c.Every)
+		return fmt.Sprintf("checkpoint(every=%d%s)", c.Every, re)
 	case "modules":
-		return fmt.Sprintf("checkpoint(modules=%q)", c.Modules)
-	}
-	if c.Mode == "" {
+		return fmt.Sprintf("checkpoint(modules=%q%s)", c.Modules, re)
+	case "", "none":
 		return "none"
+	}
+	if c.Reentrant {
+		return fmt.Sprintf("checkpoint(%q%s)", c.Mode, re)
 	}
 	return c.Mode
 }

@@ -137,7 +137,7 @@ func (b *builder) chunkedHeadLoss(x Value, vocab int64, bias bool, o headLoss, t
 // x's storage).
 func (b *builder) headChunk(w int32, params []int32, xin Value, in, out int64, shape []int64) Value {
 	dt := b.dtype(xin)
-	wv := b.weight(w, dt)
+	wv := b.headWeight(w, dt)
 	ins := []Value{xin}
 	if wv != NoValue {
 		ins = append(ins, wv)
@@ -153,6 +153,25 @@ func (b *builder) headChunk(w int32, params []int32, xin Value, in, out int64, s
 	b.op(i).Flops = 2 * float64(numel(shape[:len(shape)-1])) * float64(in) * float64(out)
 	b.op(i).bytes += float64(dt.Bytes(numel(shape)/out*in)) + float64(dt.Bytes(in*out))
 	return y
+}
+
+// headWeight is the lm_head weight a chunk's matmul reads. Autocast caches
+// the cast of a weight that requires grad, so every chunk reads (and saves)
+// one copy; a frozen weight is cast anew by each call (tools/oracle
+// vectors, torch 2.15).
+func (b *builder) headWeight(w int32, dt units.DType) Value {
+	if !b.trainable(w) {
+		return b.weight(w, dt)
+	}
+	if b.headCast == nil {
+		b.headCast = map[int32]Value{}
+	}
+	if v, ok := b.headCast[w]; ok {
+		return v
+	}
+	v := b.weight(w, dt)
+	b.headCast[w] = v
+	return v
 }
 
 // quantMatmulChunk is a quantized lm_head call on a slice of x: the whole

@@ -116,7 +116,7 @@ func (r *Replay) setup() {
 		r.op = "optimizer state"
 		for pi := range r.p.Params {
 			p := &r.p.Params[pi]
-			if p.TiedTo >= 0 || !p.Trainable || r.offloadState(p) { // offload.go: state on the host
+			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] || r.offloadState(p) { // offload.go: state on the host
 				continue
 			}
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {

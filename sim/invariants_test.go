@@ -134,11 +134,18 @@ func TestInvariantsBatchMonotonic(t *testing.T) {
 }
 
 // Checkpointing never raises the activations saved for backward: full and
-// selective hold at most what no checkpointing holds.
+// selective hold at most what no checkpointing holds. Under autocast,
+// selective checkpointing keeps q and k as they leave RoPE, in fp32, which
+// can exceed what the attention kernel itself saves (tools/oracle: issue
+// 29's case), so there only full is checked.
 func TestInvariantsCheckpointSavesLess(t *testing.T) {
 	for _, c := range randomCases(3, 40) {
 		none := evalOK(t, c.desc, c.plan)
-		for _, mode := range []string{"full", "selective"} {
+		modes := []string{"full", "selective"}
+		if c.plan.Precision.Autocast {
+			modes = modes[:1]
+		}
+		for _, mode := range modes {
 			ck, _ := ParseCheckpoint(mode)
 			rep := evalOK(t, c.desc, withPlan(c.plan, func(q *Plan) { q.Checkpoint = ck }))
 			if rep.SavedActivations > none.SavedActivations {

@@ -148,13 +148,18 @@ func (a *Attention) lower(b *builder, x Value) Value {
 	}
 	if a.Impl != "flash" && kv != h && !a.FusedQKV {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
-		k = expandKV(b, "k", k, withLast(s, h*d))
-		v = expandKV(b, "v", v, withLast(s, h*d))
+		k = expandKV(b, "k", k, withLast(s, h*d), kv)
+		v = expandKV(b, "v", v, withLast(s, h*d), kv)
 	}
 	var o Value
 	closeRegion := func() {}
 	if b.ckpt.Selective {
-		closeRegion = b.beginRegion("core")
+		closeRegion = b.policyRegion("core")
+	}
+	if b.prec.Autocast { // the kernel (matmul, SDPA) runs in the compute dtype: q and k leave RoPE in fp32
+		q = b.cast(q, b.prec.Compute, "autocast copy of q for the attention kernel")
+		k = b.cast(k, b.prec.Compute, "autocast copy of k for the attention kernel")
+		v = b.cast(v, b.prec.Compute, "autocast copy of v for the attention kernel")
 	}
 	switch a.Impl {
 	case "eager":
@@ -168,11 +173,15 @@ func (a *Attention) lower(b *builder, x Value) Value {
 }
 
 // rope applies rotary embeddings: q*cos + rotate_half(q)*sin. The products
-// and the rotated copy are transient; cos and sin are buffers.
+// and the rotated copy are transient; cos and sin are buffers in the
+// parameters' dtype (module.to() casts float buffers), so under autocast
+// the bf16 projection times the fp32 buffers promotes: q and k leave RoPE
+// in fp32 (Hugging Face Llama; tools/oracle vectors).
 func rope(b *builder, name string, x Value, shape []int64) Value {
 	i := b.addOp("rope", "rope_"+name, []Value{x})
-	y := b.out(i, name+"_rot", shape, b.dtype(x), "rotary-embedded "+name)
-	per := b.dtype(x).Bytes(numel(shape))
+	dt := promote(b.dtype(x), b.prec.Params)
+	y := b.out(i, name+"_rot", shape, dt, "rotary-embedded "+name)
+	per := dt.Bytes(numel(shape))
 	b.op(i).workF = 2 * per // rotate_half cat and one product live at once
 	b.op(i).workB = 2 * per
 	b.op(i).Flops = 6 * float64(numel(shape))
@@ -201,8 +210,13 @@ func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
 	return o
 }
 
-// expandKV is repeat_kv: expand + reshape, which copies.
-func expandKV(b *builder, name string, x Value, shape []int64) Value {
+// expandKV is repeat_kv: expand + reshape, which copies, except with one
+// kv head (multi-query): the size-1 head dimension merges with the
+// expanded one, so reshape returns a view of x's storage.
+func expandKV(b *builder, name string, x Value, shape []int64, kv int64) Value {
+	if kv == 1 {
+		return x
+	}
 	i := b.addOp("repeat_kv", "repeat_"+name, []Value{x})
 	return b.out(i, name+"_expanded", shape, b.dtype(x), name+" expanded to all heads (repeat_kv)")
 }
@@ -234,12 +248,15 @@ func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
 	b.save(i, qc, kc)
 	full := 2 * float64(bs) * float64(seq) * float64(h*d) // eager computes masked blocks too
 	b.op(i).Flops = full
-	// / sqrt(d): saves the scalar as a 0-dim fp64 tensor.
+	// / sqrt(d): torch 1.13 saves the scalar as a 0-dim fp64 tensor; 2.x
+	// saves nothing (Runtime.ScalarOperandSaved).
 	j := b.addOp("div", "scale", []Value{scores})
 	scaled := b.out(j, "scaled", scoreShape, dt, "scaled attention scores")
-	scalar := b.out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
-	b.val(scalar).grad = false
-	b.save(j, scalar)
+	if b.rt.ScalarOperandSaved {
+		scalar := b.out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
+		b.val(scalar).grad = false
+		b.save(j, scalar)
+	}
 	if a.Softcap > 0 && a.Impl == "eager" {
 		scaled = b.softcap("softcap", scaled) // softcap.go
 	}

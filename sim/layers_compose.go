@@ -43,7 +43,7 @@ func (s *Sequential) lower(b *builder, x Value) Value {
 // region when checkpoint(modules=[...]) names it.
 func (b *builder) lowerChild(l Layer, i int, x Value) Value {
 	if b.ckpt.matches(l) {
-		defer b.beginRegion(l.Kind())()
+		defer b.policyRegion(l.Kind())()
 	}
 	if l.Label() == "" {
 		switch l.(type) {
@@ -83,7 +83,7 @@ func (r *Repeat) lower(b *builder, x Value) Value {
 		done := b.scope(fmt.Sprintf("%d", i))
 		closeRegion := func() {}
 		if b.ckpt.block(b.block) {
-			closeRegion = b.beginRegion("block")
+			closeRegion = b.policyRegion("block")
 		}
 		b.block++
 		x = b.lowerChild(r.Layer, 0, x)

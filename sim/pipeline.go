@@ -325,7 +325,7 @@ func (b *builder) lowerUnit(u pipeUnit, x Value) Value {
 		b.block = int(u.block)
 		closeRegion := func() {}
 		if b.ckpt.block(b.block) {
-			closeRegion = b.beginRegion("block")
+			closeRegion = b.policyRegion("block")
 		}
 		b.block++
 		x = b.lowerChild(u.Rep.Layer, 0, x)

@@ -93,4 +93,6 @@ type Program struct {
 type region struct {
 	name       string
 	first, end int32 // ops [first, end)
+	reentrant  bool  // torch.utils.checkpoint(use_reentrant=True) (checkpoint.go)
+	noGrad     bool  // reentrant, and no input requires grad: no graph is recorded
 }

@@ -71,6 +71,7 @@ type Replay struct {
 
 	regionIn [][]Value
 	redone   []bool
+	gradless []bool // by param: read only inside reentrant regions that record no graph (checkpoint.go)
 	Saved    []bool // held for backward at the end of the forward
 
 	rep *Report
@@ -107,7 +108,7 @@ func NewReplay(p *Program, plan *Plan, opts Options, limit int64) *Replay {
 		for _, v := range op.in {
 			r.last[v] = int32(i)
 			pr := p.Values[v].producer
-			if op.Region != 0 && (pr < 0 || p.Ops[pr].Region != op.Region) && !contains(r.regionIn[op.Region-1], v) {
+			if op.Region != 0 && !p.regions[op.Region-1].noGrad && (pr < 0 || p.Ops[pr].Region != op.Region) && !contains(r.regionIn[op.Region-1], v) {
 				r.regionIn[op.Region-1] = append(r.regionIn[op.Region-1], v)
 				r.Saved[v] = true
 			}
@@ -124,8 +125,34 @@ func NewReplay(p *Program, plan *Plan, opts Options, limit int64) *Replay {
 			}
 		}
 	}
+	r.gradless = gradlessParams(p)
 	r.initHolds()
 	return r
+}
+
+// gradlessParams marks the parameters that every reading op reads inside a
+// reentrant checkpoint region that records no graph: they get no gradient,
+// and torch.optim makes state only for parameters that have one.
+func gradlessParams(p *Program) []bool {
+	read := make([]bool, len(p.Params))
+	withGrad := make([]bool, len(p.Params))
+	for i := range p.Ops {
+		op := &p.Ops[i]
+		for _, pi := range op.params {
+			if t := p.Params[pi].TiedTo; t >= 0 {
+				pi = t
+			}
+			read[pi] = true
+			if op.Region == 0 || !p.regions[op.Region-1].noGrad {
+				withGrad[pi] = true
+			}
+		}
+	}
+	out := make([]bool, len(p.Params))
+	for i := range out {
+		out[i] = read[i] && !withGrad[i]
+	}
+	return out
 }
 
 // initHolds sets, before a step's forward, how many holders keep each
@@ -283,19 +310,25 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 }
 
 // recompute re-runs a checkpointed region's forward, keeping what its ops
-// save, up to the last op that saves anything (non-reentrant checkpoint's
-// early stop).
+// save: non-reentrant up to the last op that saves anything (its early
+// stop); reentrant the whole region, whose outputs the backward holds
+// until the region's backward ends (released in backwardOp).
 func (r *Replay) recompute(id int32) {
 	reg := r.p.regions[id-1]
 	stop := reg.first - 1
 	for j := reg.first; j < reg.end; j++ {
-		if len(r.p.Ops[j].saved) > 0 {
+		if len(r.p.Ops[j].saved) > 0 || reg.reentrant {
 			stop = j
 		}
 	}
 	inRegion := func(v Value) bool {
 		pr := r.p.Values[v].producer
 		return pr >= reg.first && pr < reg.end
+	}
+	if reg.reentrant {
+		for _, v := range r.regionOutputs(reg) {
+			r.holds[v]++
+		}
 	}
 	for j := reg.first; j <= stop; j++ {
 		op := &r.p.Ops[j]
@@ -322,13 +355,26 @@ func (r *Replay) recompute(id int32) {
 	r.redone[id-1] = true
 }
 
+// regionOutputs are the values a region makes that ops after it read.
+func (r *Replay) regionOutputs(reg region) []Value {
+	var out []Value
+	for j := reg.first; j < reg.end; j++ {
+		for _, v := range r.p.Ops[j].out {
+			if r.last[v] >= reg.end {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
 // backwardOp runs op i's backward.
 func (r *Replay) backwardOp(i int) {
 	op := &r.p.Ops[i]
 	r.op = op.name
 	r.beforeBackwardOp(i)      // offload.go: activations back from host, params streamed
 	defer r.afterBackwardOp(i) // offload.go: grads to host
-	if op.Region != 0 && !r.redone[op.Region-1] {
+	if op.Region != 0 && !r.redone[op.Region-1] && !r.p.regions[op.Region-1].noGrad {
 		r.recompute(op.Region)
 		r.op = op.name
 	}
@@ -368,6 +414,11 @@ func (r *Replay) backwardOp(i int) {
 	if op.Region != 0 && r.p.regions[op.Region-1].first == int32(i) {
 		for _, v := range r.regionIn[op.Region-1] {
 			r.unhold(v)
+		}
+		if reg := r.p.regions[op.Region-1]; reg.reentrant && r.redone[op.Region-1] {
+			for _, v := range r.regionOutputs(reg) {
+				r.unhold(v)
+			}
 		}
 	}
 	if r.Plan.Optimizer.InBackward {

@@ -9,7 +9,7 @@ func (r *Replay) firstStepStates() {
 	dt := r.Plan.Precision.States
 	for pi := range r.p.Params {
 		p := &r.p.Params[pi]
-		if p.TiedTo >= 0 || !p.Trainable {
+		if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] {
 			continue
 		}
 		for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, dt) {

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""Differential test of memsh against PyTorch: random configurations, measured, replayed, shrunk.
+
+Needs torch 2.x in a venv outside the repo (the vectors record the version they were measured with):
+    python3 -m venv ~/venv-oracle && ~/venv-oracle/bin/pip install torch==2.15.0
+Commands (run from tools/oracle; one process at a time, one thread):
+    ~/venv-oracle/bin/python difftest.py generate --seed 29 --count 520 --out /tmp/random.jsonl
+        draw configurations from the seed and measure each at two depths (1 block and `layers` blocks);
+        an existing --out is resumed (ids already there are skipped)
+    ~/venv-oracle/bin/python difftest.py check /tmp/random.jsonl
+        replay them through memsh (go test ./tools/oracle with MEMSH_ORACLE_VECTORS) and list the failures
+    ~/venv-oracle/bin/python difftest.py split /tmp/random.jsonl
+        write the vectors that replay exactly to vectors/random.jsonl, the others to vectors/open.jsonl
+    ~/venv-oracle/bin/python difftest.py shrink vectors/open.jsonl --out vectors/shrunk.jsonl --limit 4
+        reduce each failing case to the smallest configuration that still differs, and keep that one
+The stored vectors (vectors/*.jsonl) are replayed by replay_test.go in CI, without Python.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+ACTS = ["gelu", "relu", "silu", "tanh", "sigmoid", "swiglu", "geglu"]
+
+
+def draw(rng):
+    """One random configuration (a dict as script.go's Config reads it) and its depth."""
+    a = rng.choice([1, 2, 3, 4, 6, 8])
+    d = rng.choice([4, 6, 8, 12, 16, 24, 32])
+    kv = rng.choice([x for x in range(1, a + 1) if a % x == 0])
+    h = a * d
+    rope = rng.random() < 0.5
+    attn = rng.choice(["eager", "eager", "sdpa"])
+    c = dict(h=h, a=a, kv=kv, ffn=rng.randint(3, 400), s=rng.randint(3, 96), b=rng.randint(1, 3),
+             vocab=rng.randint(5, 500), norm=rng.choice(["layernorm", "layernorm_nobias", "rmsnorm"]),
+             fused_qkv=kv == a and rng.random() < 0.5, qkv_bias=rng.random() < 0.5, out_bias=rng.random() < 0.5,
+             rope=rope, softmax_fp32=rng.random() < (0.8 if rope else 0.2), attn=attn,
+             attn_drop=0.0 if attn == "sdpa" or rng.random() < 0.5 else rng.choice([0.1, 0.25]),
+             act=rng.choice(ACTS), mlp_bias=rng.random() < 0.5,
+             mlp_drop=0.0 if rng.random() < 0.6 else 0.1, final_norm=rng.random() < 0.7,
+             tie=rng.random() < 0.3, logits_fp32=rng.random() < 0.6, loss_chunks=rng.choice([1, 1, 1, 2, 3, 4]),
+             dtype=rng.choice(["fp32", "bf16", "amp_bf16"]))
+    if c["loss_chunks"] > 1:
+        c["logits_fp32"] = True  # torchtune's loss upcasts each chunk
+    mode = rng.choice(["none", "none", "full", "selective", "every", "modules"])
+    ck = dict(mode=mode, reentrant=rng.random() < 0.5)
+    if mode == "none":
+        ck["reentrant"] = False
+    if mode == "every":
+        ck["every"] = rng.choice([2, 3])
+    if mode == "modules":
+        ck["modules"] = rng.choice([["attention"], ["mlp"], ["attention", "mlp"]])
+    c["ckpt"] = ck
+    if rng.random() < 0.2:
+        roles = (["qkv"] if c["fused_qkv"] else ["q", "k", "v"]) + ["o", "up", "down"]
+        roles += ["gate"] if c["act"] in ("swiglu", "geglu") else []
+        targets = ["all-linear"] if rng.random() < 0.3 else sorted(rng.sample(roles, rng.randint(1, 3)))
+        if rng.random() < 0.2 and not c["tie"]:
+            targets.append("lm_head")
+        rank = rng.randint(1, 8)
+        c["lora"] = dict(rank=rank, alpha=float(2 * rank), targets=targets)
+    elif rng.random() < 0.15:
+        c["freeze"] = rng.choice([["embed"], ["norm"], ["embed", "norm"]])
+    return c, rng.choice([2, 3])
+
+
+def figures(c, depth):
+    from measure import measure
+    return measure(c, depth)
+
+
+ASSERTED = ["params", "trainable", "param_bytes", "grad_bytes", "optimizer_bytes", "saved_activations",
+            "saved_weight_copies"]
+
+
+def vector(vid, c, depth, cmd, note=None):
+    meas, extra = {}, {}
+    for dp in sorted({1, depth}):
+        f = figures(c, dp)
+        meas[str(dp)] = {k: f[k] for k in ASSERTED}
+        extra[str(dp)] = {k: v for k, v in f.items() if k not in ASSERTED}
+    v = dict(id=vid, config=c, measured=meas, torch=torch.__version__, command=cmd,
+             extra={"not_asserted": extra})
+    if note:
+        v["note"] = note
+    return v
+
+
+def read(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def generate(args):
+    done = {v["id"] for v in read(args.out)}
+    rng = random.Random(args.seed)
+    invalid = 0
+    with open(args.out, "a") as fo:
+        for i in range(args.count):
+            c, depth = draw(rng)
+            vid = f"s{args.seed}-{i:04d}"
+            if vid in done:
+                continue
+            cmd = f"difftest.py generate --seed {args.seed} --count {args.count} (case {i})"
+            try:
+                v = vector(vid, c, depth, cmd)
+            except RuntimeError as e:  # PyTorch refuses the configuration (see the report: counted, not kept)
+                invalid += 1
+                print(f"{vid}: not measurable: {str(e).splitlines()[0][:200]}", file=sys.stderr, flush=True)
+                continue
+            fo.write(json.dumps(v, separators=(",", ":")) + "\n")
+            fo.flush()
+            print(f"{vid} ok", file=sys.stderr, flush=True)
+    print(f"done; {invalid} not measurable", file=sys.stderr)
+
+
+def replay(vectors):
+    """memsh's figures for each vector, by id: {id: {depth: figures or {"error": ...}}}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = os.path.join(tmp, "in.jsonl"), os.path.join(tmp, "out.jsonl")
+        with open(src, "w") as f:
+            for v in vectors:
+                f.write(json.dumps(v) + "\n")
+        env = dict(os.environ, MEMSH_ORACLE_VECTORS=src, MEMSH_ORACLE_OUT=out)
+        subprocess.run(["go", "test", "-count=1", "-run", "TestVectors", "./tools/oracle"], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+        return {r["id"]: r["memsh"] for r in read(out)}
+
+
+def diffs(v, got):
+    out = {}
+    for dp, want in v["measured"].items():
+        g = (got or {}).get(dp) or {}
+        if "error" in g:
+            out[dp] = {"error": g["error"]}
+            continue
+        d = {k: g.get(k, 0) - want[k] for k in ASSERTED if g.get(k) != want[k]}
+        if d:
+            out[dp] = d
+    return out
+
+
+def check(args):
+    vs = read(args.file)
+    got = replay(vs)
+    bad = 0
+    for v in vs:
+        d = diffs(v, got.get(v["id"]))
+        if d:
+            bad += 1
+            print(json.dumps({"id": v["id"], "diff": d, "config": v["config"]}))
+    print(f"{len(vs)} vectors, {bad} differ", file=sys.stderr)
+
+
+def cause(v, d):
+    """A first guess at the cause of a difference, from the configuration and the fields that differ."""
+    c, fields = v["config"], set().union(*[set(x) for x in d.values()])
+    if "trainable" in fields:
+        return "LoRA: trainable parameters differ (adapter targets)"
+    if c.get("lora") and c["dtype"] == "amp_bf16":
+        return "LoRA under autocast: frozen weights' casts"
+    if c.get("lora"):
+        return "LoRA: saved tensors differ"
+    if c.get("freeze"):
+        return "frozen embedding or norms: saved tensors differ"
+    return "saved tensors differ: " + ", ".join(sorted(fields))
+
+
+def split(args):
+    """Vectors that replay exactly go to vectors/random.jsonl, the others to vectors/open.jsonl with memsh's
+    figures pinned and a first guess at the cause."""
+    vs = read(args.file)
+    got = replay([dict(v, open=None) if "open" in v else v for v in vs])
+    ok, bad = [], []
+    for v in vs:
+        v.pop("open", None)
+        d = diffs(v, got.get(v["id"]))
+        if d:
+            v["open"] = {"cause": cause(v, d), "memsh": got[v["id"]]}
+            bad.append(v)
+        else:
+            ok.append(v)
+    for name, rows in ((args.ok_out, ok), (args.open_out, bad)):
+        if not rows:
+            continue
+        with open(name, "w") as f:
+            for v in rows:
+                f.write(json.dumps(v, separators=(",", ":")) + "\n")
+    print(f"{len(ok)} pass, {len(bad)} open", file=sys.stderr)
+
+
+def simpler(c):
+    """Candidate reductions of c, most drastic first."""
+    out = []
+
+    def with_(**kw):
+        n = json.loads(json.dumps(c))
+        n.update(kw)
+        out.append(n)
+    for k, v in [("lora", None), ("freeze", None)]:
+        if c.get(k):
+            n = json.loads(json.dumps(c))
+            del n[k]
+            out.append(n)
+    if c["ckpt"]["mode"] != "none":
+        with_(ckpt=dict(mode="none", reentrant=False))
+        if c["ckpt"]["reentrant"]:
+            with_(ckpt=dict(c["ckpt"], reentrant=False))
+    for k, v in [("attn_drop", 0.0), ("mlp_drop", 0.0), ("qkv_bias", False), ("out_bias", False),
+                 ("mlp_bias", False), ("final_norm", False), ("tie", False), ("loss_chunks", 1),
+                 ("rope", False), ("softmax_fp32", False), ("fused_qkv", False), ("logits_fp32", False),
+                 ("attn", "eager"), ("act", "relu"), ("norm", "layernorm"), ("dtype", "fp32")]:
+        if c[k] != v:
+            with_(**{k: v})
+    if c["kv"] != c["a"]:
+        with_(kv=c["a"], fused_qkv=False)
+    for k, lo in [("b", 1), ("s", 2), ("ffn", 1), ("vocab", 2)]:
+        if c[k] > lo:
+            with_(**{k: max(lo, c[k] // 2)})
+            with_(**{k: c[k] - 1})
+    d = c["h"] // c["a"]
+    if c["a"] > 1:
+        with_(a=1, kv=1, h=d, fused_qkv=c["fused_qkv"])
+    if d > 2:
+        nd = max(2, (d // 2) // 2 * 2)
+        with_(h=c["a"] * nd)
+    return out
+
+
+def shrink(args):
+    vs = [v for v in read(args.file)]
+    for v in vs:
+        v.pop("open", None)
+    got = replay(vs)
+    failing = [v for v in vs if diffs(v, got.get(v["id"]))][:args.limit]
+    print(f"{len(failing)} failing of {len(vs)}", file=sys.stderr)
+    kept = {v["id"] for v in read(args.out)}
+    with open(args.out, "a") as fo:
+        for v in failing:
+            sid = v["id"] + "-shrunk"
+            if sid in kept:
+                continue
+            c, depth = v["config"], max(int(k) for k in v["measured"])
+            cur = v
+            changed = True
+            while changed:
+                changed = False
+                for cand in simpler(c):
+                    try:
+                        cv = vector(sid, cand, depth, cur["command"])
+                    except RuntimeError:
+                        continue
+                    if diffs(cv, replay([cv]).get(sid)):
+                        c, cur, changed = cand, cv, True
+                        break
+            cur["note"] = f"shrunk from {v['id']}; memsh differed: {json.dumps(diffs(cur, replay([cur]).get(sid)))}"
+            cur["command"] = f"difftest.py shrink (from {v['id']}: {v['command']})"
+            fo.write(json.dumps(cur, separators=(",", ":")) + "\n")
+            fo.flush()
+            print(f"{sid}: {cur['note']}", file=sys.stderr, flush=True)
+
+
+def main():
+    torch.set_num_threads(1)
+    sys.path.insert(0, HERE)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("generate")
+    g.add_argument("--seed", type=int, required=True)
+    g.add_argument("--count", type=int, required=True)
+    g.add_argument("--out", required=True)
+    k = sub.add_parser("check")
+    k.add_argument("file")
+    s = sub.add_parser("shrink")
+    s.add_argument("file")
+    s.add_argument("--out", required=True)
+    s.add_argument("--limit", type=int, default=1000, help="shrink at most this many failing cases")
+    p = sub.add_parser("split")
+    p.add_argument("file")
+    p.add_argument("--ok-out", default=os.path.join(HERE, "vectors", "random.jsonl"))
+    p.add_argument("--open-out", default=os.path.join(HERE, "vectors", "open.jsonl"))
+    args = ap.parse_args()
+    {"generate": generate, "check": check, "shrink": shrink, "split": split}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

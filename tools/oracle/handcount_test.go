@@ -1,0 +1,78 @@
+package oracle
+
+import "testing"
+
+// base is a small fp32 GPT-style configuration the hand-counted cases vary.
+func base() Config {
+	return Config{H: 32, A: 4, KV: 4, FFN: 64, S: 16, B: 2, Vocab: 50, Norm: "layernorm", Attn: "eager",
+		Act: "gelu", FinalNorm: true, LossChunks: 1, DType: "fp32", Ckpt: Ckpt{Mode: "none"}}
+}
+
+// TestHandCounted checks each sim fix found by the vectors against a
+// figure counted by hand from the shapes (b=2, s=16, h=32, a=4, d=8,
+// vocab=50): the difference between two replays that differ in one option.
+func TestHandCounted(t *testing.T) {
+	const b, s, h, d, vocab = 2, 16, 32, 8, 50
+	cases := []struct {
+		name       string
+		with, than func(*Config)
+		field      func(Figures) int64
+		want       int64
+	}{{
+		// q and k leave RoPE in fp32 under autocast and the selective region
+		// keeps them: 2 tensors x (4 - 2) bytes x b*s*h.
+		name:  "rope fp32 under autocast, selective",
+		with:  func(c *Config) { c.DType, c.Ckpt, c.Rope = "amp_bf16", Ckpt{Mode: "selective"}, true },
+		than:  func(c *Config) { c.DType, c.Ckpt = "amp_bf16", Ckpt{Mode: "selective"} },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  2 * 2 * b * s * h,
+	}, {
+		// MQA: repeat_kv of one kv head is a view, so SDPA saves k and v at
+		// kv width (d) instead of a heads wide copies (h): 2 x 4 B x b*s*(h-d) less.
+		name:  "MQA repeat_kv is a view",
+		with:  func(c *Config) { c.Attn, c.KV = "sdpa", 1 },
+		than:  func(c *Config) { c.Attn = "sdpa" },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  -2 * 4 * b * s * (h - d),
+	}, {
+		// a trainable lm_head's autocast copy is cached: three chunks save one.
+		name:  "chunked head reads one cached weight copy",
+		with:  func(c *Config) { c.DType, c.LossChunks, c.LogitsFP32 = "amp_bf16", 3, true },
+		than:  func(c *Config) { c.DType, c.LogitsFP32 = "amp_bf16", true },
+		field: func(f Figures) int64 { return f.SavedWeightCopies },
+		want:  0,
+	}, {
+		// reentrant full checkpointing after a frozen embedding: the blocks
+		// record no graph, so only the final norm (2h) and lm_head (h*vocab)
+		// get gradients and AdamW state; non-reentrant trains the blocks.
+		name: "reentrant region without grad inputs",
+		with: func(c *Config) {
+			c.Freeze, c.Ckpt = []string{"embed"}, Ckpt{Mode: "full", Reentrant: true}
+		},
+		than:  func(c *Config) { c.Freeze, c.Ckpt = []string{"embed"}, Ckpt{Mode: "full"} },
+		field: func(f Figures) int64 { return f.OptimizerBytes },
+		want:  2*4*(2*h+h*vocab) - 2*4*(2*h+h*vocab+blockParams(h, 64)),
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, c := base(), base()
+			tc.with(&a)
+			tc.than(&c)
+			fa, _, err := Replay(a, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fc, _, err := Replay(c, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.field(fa) - tc.field(fc); got != tc.want {
+				t.Errorf("difference %d, counted by hand %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// blockParams counts one GPT-style block of base(): two layer norms (2h
+// each), q, k, v, o (h*h each, no bias) and a gelu MLP (2*h*ffn, no bias).
+func blockParams(h, ffn int64) int64 { return 2*2*h + 4*h*h + 2*h*ffn }
