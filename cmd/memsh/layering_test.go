@@ -27,6 +27,7 @@ var layers = map[string]int{
 	"builtins":                30,
 	"lang":                    40,
 	"lang/langtest":           41,
+	"tools/oracle":            45,
 	"lang/repl":               50,
 	"cmd/memsh":               60,
 }
