@@ -45,7 +45,7 @@ func (p *Plan) validateFirstStep() error {
 // checkFirstStep refuses the first step for table models, whose sparse
 // optimizers keep their own state (table_replay.go).
 func (p *Plan) checkFirstStep(prog *Program) error {
-	if p.FirstStep && len(prog.tables) > 0 {
+	if p.FirstStep && len(prog.Tables) > 0 {
 		return &units.Error{Path: "train", Msg: "first_step=True is not modelled for models with table() layers",
 			Hint: "drop first_step to replay the steady state"}
 	}

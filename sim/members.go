@@ -37,7 +37,7 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 		panic(lowerError{units.Errorf(m.Name, "cannot split a batch of %v rows into %d members", shape, b.members)})
 	}
 	per := shape[0] / b.members
-	tables := len(b.p.tables)
+	tables := len(b.p.Tables)
 	block := b.block
 	var first lowering
 	var outs []Value
@@ -54,7 +54,7 @@ func (b *builder) lowerMembers(m *Model, x Value) Value {
 		}
 		done()
 	}
-	if len(b.p.tables) > tables {
+	if len(b.p.Tables) > tables {
 		panic(lowerError{&units.Error{Path: m.Name, Msg: "sequential members are not modelled for models with table layers (each member would set up its own table)",
 			Hint: "use members_mode=\"stacked\""}})
 	}

@@ -82,11 +82,19 @@ type Program struct {
 	// validation batch replaced by its normalised copy; data_batch.go).
 	inputTransient bool
 	Loss           Value
-	regions        []region     // checkpoint regions, index = id-1
-	tables         []*tableProg // table layers (table.go), set up and stepped by table_replay.go
-	held           []Value      // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
-	Comm           []commRecord // collectives of one micro-batch (comm.go)
-	stage          *stageProg   // pipeline stage: micro-batch copies and their outputs (pipeline.go)
+	regions        []region       // checkpoint regions, index = id-1
+	Tables         []TableProgram // table layers (package replay: table.go), set up and stepped by the replay
+	held           []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
+	Comm           []commRecord   // collectives of one micro-batch (comm.go)
+	stage          *stageProg     // pipeline stage: micro-batch copies and their outputs (pipeline.go)
+}
+
+// TableProgram is what a table layer adds to a program: the rows it reads,
+// its sparse gradients and row-wise optimizer state, which the replay sets
+// up and steps itself rather than through the ops (package replay,
+// table_replay.go).
+type TableProgram interface {
+	TableName() string
 }
 
 // region is a contiguous range of ops run under activation checkpointing.

@@ -291,7 +291,7 @@ func (t *Table) lower(b *builder, x Value) Value {
 		b.op(i).Flops = float64(reads * t.Dim) // summing each head's reads
 	}
 	b.op(i).workB = embeddingBackwardWorkspace(tp.indicesPerHead(), t.Dim)
-	b.p.tables = append(b.p.tables, tp)
+	b.p.Tables = append(b.p.Tables, tp)
 	return y
 }
 
@@ -328,4 +328,16 @@ func embeddingBackwardWorkspace(n, dim int64) int64 {
 		return 0
 	}
 	return 6*units.INT64.Bytes(n) + units.FP32.Bytes(n*dim)
+}
+
+// TableName names the table in a program (TableProgram).
+func (tp *tableProg) TableName() string { return tp.name }
+
+// tablesOf is the program's table layers.
+func tablesOf(p *Program) []*tableProg {
+	out := make([]*tableProg, len(p.Tables))
+	for i, t := range p.Tables {
+		out[i] = t.(*tableProg)
+	}
+	return out
 }

@@ -47,7 +47,7 @@ type TableTransfer struct {
 // comes from the plan's optimizer like any parameter's.
 func (r *Replay) setupTableStates() {
 	prec := r.Plan.Precision
-	for _, tp := range r.p.tables {
+	for _, tp := range tablesOf(r.p) {
 		if tp.t.grad() != "sparse" || !tp.train {
 			continue
 		}
@@ -72,7 +72,7 @@ func (r *Replay) setupTableStates() {
 // inverse indices and leaf (gathered on the device, or sent from the
 // host). It also records the table's figures in the report.
 func (r *Replay) setupTableRows() {
-	for _, tp := range r.p.tables {
+	for _, tp := range tablesOf(r.p) {
 		r.op = tp.name + " rows"
 		r.produce(tp.idx)
 		ts := r.tableStep(tp)
@@ -127,7 +127,7 @@ func (r *Replay) setupTableRows() {
 // row lists are freed.
 func (r *Replay) stepTables() {
 	prec := r.Plan.Precision
-	for _, tp := range r.p.tables {
+	for _, tp := range tablesOf(r.p) {
 		if len(tp.heads) == 0 || !tp.train {
 			continue
 		}

@@ -65,55 +65,39 @@ type StepsReport struct {
 	First    *Report // the full report of the first step
 }
 
-// EvaluateSteps replays len(s.TableRows) consecutive training steps of the
-// plan through one allocator instance. Parameters, master weights,
-// optimizer state and the cuBLAS workspace persist across steps; each
-// step's gradients, batch and table tensors are freed at its end, as
-// optimizer.zero_grad(set_to_none=True) and the training loop do.
-func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error) {
-	if err := plan.Validate(); err != nil {
-		return nil, err
-	}
-	if plan.Phase == "eval" {
-		return nil, &units.Error{Path: "table_steps", Msg: "a step series needs a training plan (got phase=\"eval\")"}
-	}
-	pool := s.Pool
-	switch pool {
-	case "":
-		pool = "torch"
-	case "torch", "exact":
-	default:
-		return nil, &units.Error{Path: "table_steps", Msg: fmt.Sprintf("unknown pool %q (known: torch, exact)", s.Pool),
-			Hint: "torch: PyTorch's caching allocator alone; exact: a buffer pool keyed by exact size in front of it"}
-	}
-	if len(s.TableRows) == 0 {
-		return nil, &units.Error{Path: "table_steps", Msg: "rows_per_step is empty", Hint: "give the distinct rows per head of each step, e.g. [8000, 7900, 8100]"}
-	}
-	prog, err := plan.LowerProgram()
-	if err != nil {
-		return nil, err
-	}
+// CheckSteps checks a step series against the program's sparse tables:
+// each step's distinct rows per head must be possible.
+func CheckSteps(prog *Program, rows []int64) error {
 	var sparse []*tableProg
-	for _, tp := range prog.tables {
+	for _, tp := range tablesOf(prog) {
 		if len(tp.heads) > 0 {
 			sparse = append(sparse, tp)
 		}
 	}
 	if len(sparse) == 0 {
-		return nil, &units.Error{Path: "table_steps", Msg: "the plan has no table with grad=\"sparse\"",
+		return &units.Error{Path: "table_steps", Msg: "the plan has no table with grad=\"sparse\"",
 			Hint: "the rows read per step change tensor sizes only for sparse tables; dense ones read the whole table"}
 	}
-	for i, n := range s.TableRows {
+	for i, n := range rows {
 		for _, tp := range sparse {
 			if n < 1 || n > tp.maxLeafRows() {
-				return nil, &units.Error{Path: "table_steps", Msg: fmt.Sprintf("rows_per_step[%d] must be in [1, %d] for table %s (got %d)", i, tp.maxLeafRows(), tp.name, n),
+				return &units.Error{Path: "table_steps", Msg: fmt.Sprintf("rows_per_step[%d] must be in [1, %d] for table %s (got %d)", i, tp.maxLeafRows(), tp.name, n),
 					Hint: "a head reads at most positions x reads per head distinct rows, and no more than its table holds"}
 			}
 		}
 	}
-	first, err := Evaluate(plan, opts)
-	if err != nil {
-		return nil, err
+	return nil
+}
+
+// RunSteps replays consecutive training steps of a lowered program
+// through one allocator, one step per entry of rows (the distinct rows per
+// head of the sparse tables); first is the full report of the first step.
+func RunSteps(prog *Program, plan *Plan, opts Options, first *Report, rows []int64, pool string) *StepsReport {
+	var sparse []*tableProg
+	for _, tp := range tablesOf(prog) {
+		if len(tp.heads) > 0 {
+			sparse = append(sparse, tp)
+		}
 	}
 	var nonTorch int64
 	for _, o := range first.Overheads {
@@ -126,7 +110,7 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 	}
 	var prev *Replay
 	persist := int32(0)
-	for k, n := range s.TableRows {
+	for k, n := range rows {
 		for _, tp := range sparse {
 			tp.setLeafRows(prog, n)
 		}
@@ -157,7 +141,7 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 		out.Steps = append(out.Steps, res)
 		prev = r
 	}
-	return out, nil
+	return out
 }
 
 // setLeafRows sets the rows of each head's leaf for a step: n distinct

@@ -45,7 +45,7 @@ func (p *Plan) lowerValidation() (*Program, *Plan, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(prog.tables) > 0 {
+	if len(prog.Tables) > 0 {
 		return nil, nil, &units.Error{Path: "train", Msg: "validation=True is not modelled for models with table() layers",
 			Hint: "replay the validation pass alone with phase=\"eval\""}
 	}
