@@ -3,14 +3,14 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
 
 // Checkpoint is the Starlark value of an activation-checkpointing policy
 // (type "checkpoint").
-type Checkpoint struct{ c sim.Checkpoint }
+type Checkpoint struct{ c core.Checkpoint }
 
 var (
 	_ starlark.HasAttrs   = Checkpoint{}
@@ -19,7 +19,7 @@ var (
 )
 
 // SimCheckpoint is the wrapped policy.
-func (x Checkpoint) SimCheckpoint() sim.Checkpoint { return x.c }
+func (x Checkpoint) SimCheckpoint() core.Checkpoint { return x.c }
 
 func (x Checkpoint) Type() string         { return "checkpoint" }
 func (x Checkpoint) Freeze()              {}
@@ -88,18 +88,18 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 		*x = v
 		return nil
 	case starlark.String:
-		c, err := sim.ParseCheckpoint(string(v))
+		c, err := core.ParseCheckpoint(string(v))
 		if err != nil {
 			return err
 		}
 		*x = Checkpoint{c}
 		return nil
 	case starlark.NoneType:
-		*x = Checkpoint{sim.Checkpoint{Mode: "none"}}
+		*x = Checkpoint{core.Checkpoint{Mode: "none"}}
 		return nil
 	case starlark.Bool:
 		if !v {
-			*x = Checkpoint{sim.Checkpoint{Mode: "none"}}
+			*x = Checkpoint{core.Checkpoint{Mode: "none"}}
 			return nil
 		}
 	}
@@ -166,7 +166,7 @@ func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
 		if k <= 0 || k > 1<<30 {
 			return Checkpoint{}, fmt.Errorf("every must be a positive number of blocks (got %d)", k)
 		}
-		return Checkpoint{sim.Checkpoint{Mode: "every", Every: int(k)}}, nil
+		return Checkpoint{core.Checkpoint{Mode: "every", Every: int(k)}}, nil
 	case given(modules):
 		names, err := stringList(modules, "modules")
 		if err != nil {
@@ -175,13 +175,13 @@ func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
 		if len(names) == 0 {
 			return Checkpoint{}, fmt.Errorf("modules must name at least one layer name or kind")
 		}
-		return Checkpoint{sim.Checkpoint{Mode: "modules", Modules: names}}, nil
+		return Checkpoint{core.Checkpoint{Mode: "modules", Modules: names}}, nil
 	case given(mode):
 		var c Checkpoint
 		err := c.Unpack(mode)
 		return c, err
 	}
-	return Checkpoint{sim.Checkpoint{Mode: "full", Every: 1}}, nil
+	return Checkpoint{core.Checkpoint{Mode: "full", Every: 1}}, nil
 }
 
 // stringList unpacks a string or a list/tuple of strings.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
@@ -14,7 +14,7 @@ import (
 // print() renders it as an aligned table; .rows gives the data.
 type ModuleTable struct {
 	title string
-	rows  []sim.ModuleRow
+	rows  []core.ModuleRow
 	total int64
 }
 

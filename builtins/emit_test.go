@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/memsh/memsh/jsondoc"
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -162,8 +163,8 @@ func wantDocument(x *Report) jsondoc.Report {
 	}
 	for _, p := range r.Timeline {
 		w.Timeline = append(w.Timeline, jsondoc.Point{Phase: p.Phase, Op: p.Op, Allocated: p.Allocated, Reserved: p.Reserved,
-			Params: p.ByCat[sim.CatParams], Grads: p.ByCat[sim.CatGrads], Optimizer: p.ByCat[sim.CatOptimizer],
-			Activations: p.ByCat[sim.CatActivations], Temporaries: p.ByCat[sim.CatTemporaries], Comm: p.ByCat[sim.CatComm]})
+			Params: p.ByCat[core.CatParams], Grads: p.ByCat[core.CatGrads], Optimizer: p.ByCat[core.CatOptimizer],
+			Activations: p.ByCat[core.CatActivations], Temporaries: p.ByCat[core.CatTemporaries], Comm: p.ByCat[core.CatComm]})
 	}
 	return w
 }

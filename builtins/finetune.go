@@ -5,17 +5,18 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 )
 
 // Offload is the Starlark value of offload(...) (type "offload"): where
 // optimizer state, parameters and activations live when not on the GPU.
-type Offload struct{ o *sim.Offload }
+type Offload struct{ o *core.Offload }
 
 var _ starlark.HasAttrs = Offload{}
 
 // SimOffload is the wrapped configuration.
-func (x Offload) SimOffload() *sim.Offload { return x.o }
+func (x Offload) SimOffload() *core.Offload { return x.o }
 
 func (x Offload) Type() string          { return "offload" }
 func (x Offload) Freeze()               {}
@@ -90,7 +91,7 @@ func offloadFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "optimizer?", &opt, "params?", &params, "activations?", &acts); err != nil {
 		return nil, err
 	}
-	o := &sim.Offload{}
+	o := &core.Offload{}
 	for _, f := range []struct {
 		what string
 		v    starlark.Value
@@ -146,7 +147,7 @@ func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 
 // resolveFinetune reads train()'s fine-tuning arguments into p and stores
 // their canonical values back in v.
-func resolveFinetune(v *[numTrainArgs]starlark.Value, p *sim.Plan) error {
+func resolveFinetune(v *[numTrainArgs]starlark.Value, p *core.Plan) error {
 	switch o := v[argOffload].(type) {
 	case starlark.NoneType:
 	case Offload:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -545,7 +546,7 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 		return nil, err
 	}
 	if dataVars != nil && dataVars != starlark.None {
-		d := &sim.DataBatch{}
+		d := &core.DataBatch{}
 		if err := ints(intArg{dataVars, "data_variables", &d.Variables}, intArg{dataDates, "data_dates", &d.Times}); err != nil {
 			return nil, err
 		}

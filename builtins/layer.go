@@ -3,7 +3,7 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -13,7 +13,7 @@ import (
 // immutable sim.Layer and the position of the call that built it. Its type
 // name is "layer"; l.kind tells which constructor made it.
 type Layer struct {
-	l    sim.Layer
+	l    core.Layer
 	decl syntax.Position
 }
 
@@ -23,10 +23,10 @@ var (
 )
 
 // NewLayer wraps l, declared at decl (use CallerPos(thread) in constructors).
-func NewLayer(l sim.Layer, decl syntax.Position) *Layer { return &Layer{l: l, decl: decl} }
+func NewLayer(l core.Layer, decl syntax.Position) *Layer { return &Layer{l: l, decl: decl} }
 
 // Sim returns the wrapped sim.Layer.
-func (x *Layer) Sim() sim.Layer { return x.l }
+func (x *Layer) Sim() core.Layer { return x.l }
 
 // Decl is where the layer was built.
 func (x *Layer) Decl() syntax.Position { return x.decl }

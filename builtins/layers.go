@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 )
 
@@ -112,12 +113,12 @@ func layerBuiltins() []Builtin {
 // newLayer validates l (named by its label, else its kind) and wraps it
 // with the caller's position. A validation error is raised by the
 // constructor call itself, so it needs no separate declaration position.
-func newLayer(thread *starlark.Thread, l sim.Layer) (starlark.Value, error) {
+func newLayer(thread *starlark.Thread, l core.Layer) (starlark.Value, error) {
 	path := l.Label()
 	if path == "" {
 		path = l.Kind()
 	}
-	if err := sim.ValidateLayer(l, path); err != nil {
+	if err := core.ValidateLayer(l, path); err != nil {
 		return nil, err
 	}
 	return NewLayer(l, CallerPos(thread)), nil
@@ -176,7 +177,7 @@ func ints(args ...intArg) error {
 }
 
 // asLayer unwraps a layer argument.
-func asLayer(v starlark.Value, what string) (sim.Layer, error) {
+func asLayer(v starlark.Value, what string) (core.Layer, error) {
 	if l, ok := v.(*Layer); ok {
 		return l.Sim(), nil
 	}
@@ -398,8 +399,8 @@ func actFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 }
 
 // layerList flattens layer arguments, allowing lists and tuples of layers.
-func layerList(args starlark.Tuple, what string) ([]sim.Layer, error) {
-	var out []sim.Layer
+func layerList(args starlark.Tuple, what string) ([]core.Layer, error) {
+	var out []core.Layer
 	for i, v := range args {
 		if seq, ok := v.(starlark.Indexable); ok {
 			if _, isStr := v.(starlark.String); !isStr {
@@ -434,7 +435,7 @@ func sequentialFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if len(layers) == 0 {
 		return nil, fmt.Errorf("sequential needs at least one layer")
 	}
-	s := &sim.Sequential{Layers: layers}
+	s := &core.Sequential{Layers: layers}
 	if s.Name, err = optName(name); err != nil {
 		return nil, err
 	}
@@ -450,7 +451,7 @@ func repeatFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if err != nil {
 		return nil, err
 	}
-	r := &sim.Repeat{Layer: l}
+	r := &core.Repeat{Layer: l}
 	if r.N, err = AsInt64(n, "n"); err != nil {
 		return nil, err
 	}
@@ -469,7 +470,7 @@ func residualFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
-	r := &sim.Residual{Layer: l}
+	r := &core.Residual{Layer: l}
 	if r.Name, err = optName(name); err != nil {
 		return nil, err
 	}

@@ -5,18 +5,18 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 )
 
 // LoRA is the Starlark value of a low-rank adapter configuration (type
 // "lora").
-type LoRA struct{ l *sim.LoRA }
+type LoRA struct{ l *core.LoRA }
 
 var _ starlark.HasAttrs = LoRA{}
 
 // SimLoRA is the wrapped configuration.
-func (x LoRA) SimLoRA() *sim.LoRA { return x.l }
+func (x LoRA) SimLoRA() *core.LoRA { return x.l }
 
 func (x LoRA) Type() string          { return "lora" }
 func (x LoRA) Freeze()               {}
@@ -74,7 +74,7 @@ func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout); err != nil {
 		return nil, err
 	}
-	l := &sim.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
+	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
 	var err error
 	if l.Rank, err = optInt(rank, "rank", 8); err != nil {
 		return nil, err

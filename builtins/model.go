@@ -3,7 +3,7 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -11,7 +11,7 @@ import (
 // Model is the Starlark value of a whole network (type "model"): layers,
 // an optional output head to the vocabulary, and the loss.
 type Model struct {
-	m      *sim.Model
+	m      *core.Model
 	layers starlark.Tuple // the layer values as given (with their positions)
 	decl   syntax.Position
 }
@@ -23,7 +23,7 @@ var (
 
 // NewModel wraps m, declared at decl. layers are the layer values of
 // m.Layers (nil to wrap each sim layer at decl).
-func NewModel(m *sim.Model, layers starlark.Tuple, decl syntax.Position) *Model {
+func NewModel(m *core.Model, layers starlark.Tuple, decl syntax.Position) *Model {
 	if layers == nil {
 		for _, l := range m.Layers {
 			layers = append(layers, NewLayer(l, decl))
@@ -33,7 +33,7 @@ func NewModel(m *sim.Model, layers starlark.Tuple, decl syntax.Position) *Model 
 }
 
 // Sim returns the wrapped sim.Model.
-func (x *Model) Sim() *sim.Model { return x.m }
+func (x *Model) Sim() *core.Model { return x.m }
 
 // Decl is where the model was built.
 func (x *Model) Decl() syntax.Position { return x.decl }
@@ -131,7 +131,7 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err != nil {
 		return nil, err
 	}
-	m := &sim.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias}
+	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias}
 	if m.Vocab, err = optInt(vocab, "vocab", 0); err != nil {
 		return nil, err
 	}

@@ -5,14 +5,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
 
 // Optimizer is the Starlark value of a training optimizer (type
 // "optimizer"), from adamw(), sgd(momentum=0.9), ...
-type Optimizer struct{ o sim.Optimizer }
+type Optimizer struct{ o core.Optimizer }
 
 var (
 	_ starlark.HasAttrs   = Optimizer{}
@@ -21,7 +21,7 @@ var (
 )
 
 // SimOptimizer is the wrapped optimizer.
-func (x Optimizer) SimOptimizer() sim.Optimizer { return x.o }
+func (x Optimizer) SimOptimizer() core.Optimizer { return x.o }
 
 func (x Optimizer) Type() string         { return "optimizer" }
 func (x Optimizer) Freeze()              {}
@@ -88,7 +88,7 @@ func (x *Optimizer) Unpack(v starlark.Value) error {
 	case starlark.String:
 		o := defaultOptimizer(string(v))
 		if err := o.Validate(); err != nil {
-			return fmt.Errorf("unknown optimizer %q (known: %s)", string(v), strings.Join(sim.Optimizers(), ", "))
+			return fmt.Errorf("unknown optimizer %q (known: %s)", string(v), strings.Join(core.Optimizers(), ", "))
 		}
 		*x = Optimizer{o}
 		return nil
@@ -97,12 +97,12 @@ func (x *Optimizer) Unpack(v starlark.Value) error {
 }
 
 // defaultOptimizer is kind with the defaults its builtin gives.
-func defaultOptimizer(kind string) sim.Optimizer {
+func defaultOptimizer(kind string) core.Optimizer {
 	switch kind {
 	case "adam", "adamw":
-		return sim.Optimizer{Kind: kind, Impl: "foreach"}
+		return core.Optimizer{Kind: kind, Impl: "foreach"}
 	}
-	return sim.Optimizer{Kind: kind}
+	return core.Optimizer{Kind: kind}
 }
 
 // optimizerDocs gives each optimizer builtin's Sig and Doc.

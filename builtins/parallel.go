@@ -5,13 +5,14 @@ import (
 	"strconv"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"go.starlark.net/starlark"
 )
 
 // Parallel is the Starlark value of a distributed layout (type
 // "parallel"), from parallel(dp=..., tp=..., ...), for train(parallel=).
-type Parallel struct{ p sim.Parallelism }
+type Parallel struct{ p core.Parallelism }
 
 // Cluster is the Starlark value of the machines a plan runs on (type
 // "cluster"), from cluster(...), for train(cluster=).
@@ -23,7 +24,7 @@ var (
 )
 
 // SimParallelism is the wrapped layout.
-func (x Parallel) SimParallelism() sim.Parallelism { return x.p }
+func (x Parallel) SimParallelism() core.Parallelism { return x.p }
 
 // SimCluster is the wrapped cluster.
 func (x Cluster) SimCluster() hw.Cluster { return x.c }
@@ -173,7 +174,7 @@ func parallelLayoutFn(b *starlark.Builtin, kwargs []starlark.Tuple) (starlark.Va
 		"virtual_stages?", &vs, "micro_batches?", &mb, "distributed_optimizer?", &do); err != nil {
 		return nil, err
 	}
-	p := sim.Parallelism{SequenceParallel: sp, DistributedOptimizer: do}
+	p := core.Parallelism{SequenceParallel: sp, DistributedOptimizer: do}
 	switch f := fsdp.(type) {
 	case nil, starlark.NoneType:
 	case starlark.Bool:
@@ -271,7 +272,7 @@ func clusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 }
 
 // resolveLayout reads train()'s parallel= and cluster= into the plan.
-func resolveLayout(v *[numTrainArgs]starlark.Value, p *sim.Plan) error {
+func resolveLayout(v *[numTrainArgs]starlark.Value, p *core.Plan) error {
 	switch x := v[argParallel].(type) {
 	case starlark.NoneType:
 	case Parallel:

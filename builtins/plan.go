@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -15,7 +15,7 @@ import (
 // simulate (type "plan"), from train(). Its attributes are train()'s
 // arguments as resolved; plan.replace(**changes) derives a variant.
 type Plan struct {
-	p    *sim.Plan
+	p    *core.Plan
 	args trainArgs
 	decl syntax.Position
 }
@@ -26,7 +26,7 @@ var (
 )
 
 // SimPlan returns the wrapped plan (shared; do not modify it).
-func (x *Plan) SimPlan() *sim.Plan { return x.p }
+func (x *Plan) SimPlan() *core.Plan { return x.p }
 
 // Decl is where the plan was declared (train() or replace()).
 func (x *Plan) Decl() syntax.Position { return x.decl }
@@ -190,7 +190,7 @@ func (x *Plan) replace(thread *starlark.Thread, b *starlark.Builtin, args starla
 // newPlan resolves a's values into a sim.Plan, validates it and stores
 // the canonical values back.
 func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
-	p := &sim.Plan{}
+	p := &core.Plan{}
 	v := &a.vals
 	m, ok := v[argModel].(*Model)
 	if !ok {
@@ -245,7 +245,7 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 
 	var opt Optimizer
 	if err := opt.Unpack(v[argOptimizer]); err != nil {
-		return nil, argError("optimizer", v[argOptimizer], err, sim.Optimizers())
+		return nil, argError("optimizer", v[argOptimizer], err, core.Optimizers())
 	}
 	p.Optimizer, v[argOptimizer] = opt.o, opt
 
@@ -281,7 +281,7 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 	if !ok {
 		return nil, fmt.Errorf("runtime must be a string (got %s)", v[argRuntime].Type())
 	}
-	r, err := sim.LookupRuntime(string(rt))
+	r, err := core.LookupRuntime(string(rt))
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +325,7 @@ func argError(what string, v starlark.Value, err error, known []string) error {
 
 func precisionNames() []string {
 	var out []string
-	for _, p := range sim.Precisions() {
+	for _, p := range core.Precisions() {
 		out = append(out, p.Name)
 	}
 	return out

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -14,7 +14,7 @@ import (
 // "precision"): a named one ("bf16-mixed") or a custom one from
 // precision(params=..., ...).
 type Precision struct {
-	p      sim.Precision
+	p      core.Precision
 	custom bool
 }
 
@@ -25,7 +25,7 @@ var (
 )
 
 // SimPrecision is the wrapped policy.
-func (x Precision) SimPrecision() sim.Precision { return x.p }
+func (x Precision) SimPrecision() core.Precision { return x.p }
 
 func (x Precision) Type() string         { return "precision" }
 func (x Precision) Freeze()              {}
@@ -108,7 +108,7 @@ func (x *Precision) Unpack(v starlark.Value) error {
 		*x = v
 		return nil
 	case starlark.String:
-		p, err := sim.LookupPrecision(string(v))
+		p, err := core.LookupPrecision(string(v))
 		if err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func (x *Precision) Unpack(v starlark.Value) error {
 
 func precisionBuiltins() []Builtin {
 	var names []string
-	for _, p := range sim.Precisions() {
+	for _, p := range core.Precisions() {
 		names = append(names, p.Name)
 	}
 	return []Builtin{{
@@ -146,7 +146,7 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		return nil, err
 	}
 	given := func(v starlark.Value) bool { return v != nil && v != starlark.None }
-	var p sim.Precision
+	var p core.Precision
 	if given(name) {
 		var x Precision
 		if err := x.Unpack(name); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -148,7 +149,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 
 // pagedState is optimizer state in CUDA unified memory: in device use,
 // outside the allocator's breakdown.
-func pagedState(p *sim.Plan, r *sim.Report) int64 {
+func pagedState(p *core.Plan, r *sim.Report) int64 {
 	if p.Optimizer.Paged() {
 		return r.States.Optimizer
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -66,7 +67,7 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if !ok {
 		return nil, fmt.Errorf("plan must be a plan from train() (got %s)", pv.Type())
 	}
-	rep, err := sim.Evaluate(plan.p, sim.Options{Timeline: timeline})
+	rep, err := sim.Evaluate(plan.p, core.Options{Timeline: timeline})
 	if err != nil {
 		return nil, WithOrigin(err, plan.decl)
 	}
@@ -295,7 +296,7 @@ func frozenDict(kv ...any) *starlark.Dict {
 // timeline is the allocation events: one dict per event with phase, op,
 // allocated, reserved and the bytes of each category.
 func (x *Report) timeline() *starlark.List {
-	cats := sim.CategoryNames()
+	cats := core.CategoryNames()
 	out := make([]starlark.Value, len(x.r.Timeline))
 	for i, p := range x.r.Timeline {
 		d := starlark.NewDict(4 + len(cats))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/plot"
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // Plan is the plan the report simulated.
@@ -25,7 +26,7 @@ func (x *Report) WithTimeline() (*sim.Report, error) {
 	if x.r.Timeline != nil {
 		return x.r, nil
 	}
-	again, err := sim.Evaluate(x.plan.p, sim.Options{Timeline: true})
+	again, err := sim.Evaluate(x.plan.p, core.Options{Timeline: true})
 	if err != nil {
 		return nil, WithOrigin(err, x.plan.decl)
 	}

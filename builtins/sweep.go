@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -309,7 +310,7 @@ func (x *Plan) variant(thread *starlark.Thread, axes []axis, combo []int) (*Plan
 // replaceParallel is the plan's parallel() layout with some fields
 // changed, checked as parallel() checks them.
 func replaceParallel(cur starlark.Value, changes []starlark.Tuple) (starlark.Value, error) {
-	var p sim.Parallelism
+	var p core.Parallelism
 	if x, ok := cur.(Parallel); ok {
 		p = x.p
 	}
@@ -399,7 +400,7 @@ func simulateAll(st *State, plans []*Plan, planErrs []error, what string) ([]*si
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				reports[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), sim.Options{})
+				reports[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), core.Options{})
 				mu.Lock()
 				done++
 				bar.set(done)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -109,7 +110,7 @@ func tableStepsFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		}
 		rows[i] = n
 	}
-	rep, err := sim.EvaluateSteps(plan.SimPlan(), sim.Options{}, sim.StepSeries{TableRows: rows, Pool: pool})
+	rep, err := sim.EvaluateSteps(plan.SimPlan(), core.Options{}, sim.StepSeries{TableRows: rows, Pool: pool})
 	if err != nil {
 		return nil, WithOrigin(err, plan.Decl())
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -78,11 +79,11 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mixed, _ := sim.LookupPrecision("bf16-mixed")
-	rt, _ := sim.LookupRuntime("cuda")
-	replay := func(m *sim.Model) *sim.Report {
-		r, err := sim.Evaluate(&sim.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
-			Optimizer: sim.Optimizer{Kind: "adamw"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}, sim.Options{})
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	rt, _ := core.LookupRuntime("cuda")
+	replay := func(m *core.Model) *sim.Report {
+		r, err := sim.Evaluate(&core.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
+			Optimizer: core.Optimizer{Kind: "adamw"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

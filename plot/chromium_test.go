@@ -79,7 +79,7 @@ func parseHex(s string) color.RGBA {
 	v, _ := hexByte(s[1:3])
 	g, _ := hexByte(s[3:5])
 	b, _ := hexByte(s[5:7])
-	return color.RGBA{v, g, b, 255}
+	return color.RGBA{R: v, G: g, B: b, A: 255}
 }
 
 func hexByte(s string) (uint8, bool) {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -13,36 +14,36 @@ import (
 // forward ramp, recompute spikes in backward, and an optimizer step.
 func quickstartReport(t testing.TB, gpu string, batch int64) *sim.Report {
 	t.Helper()
-	block := &sim.Sequential{Layers: []sim.Layer{
-		&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+	block := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&sim.Norm{Name: "ln_1", Dim: 1024},
 			&sim.Attention{Name: "attn", Dim: 1024, Heads: 16, Impl: "flash", Causal: true},
 		}}},
-		&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&sim.Norm{Name: "ln_2", Dim: 1024},
 			&sim.MLP{Name: "mlp", Dim: 1024, Hidden: 4096, Act: "gelu"},
 		}}},
 	}}
-	m := &sim.Model{
+	m := &core.Model{
 		Name: "gpt-350m",
-		Layers: []sim.Layer{
+		Layers: []core.Layer{
 			&sim.Embedding{Name: "wte", Rows: 32000, Dim: 1024},
-			&sim.Repeat{Name: "h", Layer: block, N: 12},
+			&core.Repeat{Name: "h", Layer: block, N: 12},
 			&sim.Norm{Name: "ln_f", Dim: 1024},
 		},
 		Vocab: 32000, Loss: "cross_entropy", LogitsFP32: true,
 	}
-	prec, err := sim.LookupPrecision("bf16-mixed")
+	prec, err := core.LookupPrecision("bf16-mixed")
 	must(t, err)
-	ckpt, err := sim.ParseCheckpoint("full")
+	ckpt, err := core.ParseCheckpoint("full")
 	must(t, err)
 	dev, err := hw.LookupDevice(gpu)
 	must(t, err)
-	rt, err := sim.LookupRuntime("cuda")
+	rt, err := core.LookupRuntime("cuda")
 	must(t, err)
-	plan := &sim.Plan{Model: m, Batch: batch, Seq: 1024, GradAccum: 1, Members: 1, Precision: prec,
-		Optimizer: sim.Optimizer{Kind: "adamw"}, Checkpoint: ckpt, Device: dev, Runtime: rt, Phase: "train"}
-	r, err := sim.Evaluate(plan, sim.Options{Timeline: true})
+	plan := &core.Plan{Model: m, Batch: batch, Seq: 1024, GradAccum: 1, Members: 1, Precision: prec,
+		Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: ckpt, Device: dev, Runtime: rt, Phase: "train"}
+	r, err := sim.Evaluate(plan, core.Options{Timeline: true})
 	must(t, err)
 	return r
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -44,10 +45,10 @@ var (
 		"activations": "#CCBB44", "temporaries": "#EE6677", "comm": "#AA3377",
 	}
 	phaseColor = map[string]string{
-		sim.PhaseSetup: "#DDDDDD", sim.PhaseValidation: "#BBCCEE", sim.PhaseForward: "#77AADD",
+		sim.PhaseSetup: "#DDDDDD", core.PhaseValidation: "#BBCCEE", sim.PhaseForward: "#77AADD",
 		sim.PhaseRecompute: "#EE8866", sim.PhaseBackward: "#AAAA00", sim.PhaseOptimizer: "#44BB99",
 	}
-	phaseOrder = []string{sim.PhaseSetup, sim.PhaseValidation, sim.PhaseForward, sim.PhaseRecompute, sim.PhaseBackward, sim.PhaseOptimizer}
+	phaseOrder = []string{sim.PhaseSetup, core.PhaseValidation, sim.PhaseForward, sim.PhaseRecompute, sim.PhaseBackward, sim.PhaseOptimizer}
 )
 
 const (
@@ -236,7 +237,7 @@ func axes(s *svgWriter, f frame) {
 // paths: memory is constant between events.
 func areas(s *svgWriter, f frame, cols []column) {
 	below := make([]int64, len(cols))
-	for c, name := range sim.CategoryNames() {
+	for c, name := range core.CategoryNames() {
 		drawn := false
 		for _, col := range cols {
 			if col.pt.ByCat[c] != 0 {
@@ -354,7 +355,7 @@ func legend(s *svgWriter, f frame, cols []column) {
 		s.text(x+18, y+4, 11, "start", "#333333", "legend", label)
 		x += 18 + 0.58*11*float64(len([]rune(label))) + 16
 	}
-	for c, name := range sim.CategoryNames() {
+	for c, name := range core.CategoryNames() {
 		for _, col := range cols {
 			if col.pt.ByCat[c] != 0 {
 				item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+categoryColor[name]+`" class="legend-swatch"/>`+"\n", name)
@@ -371,7 +372,7 @@ func legend(s *svgWriter, f frame, cols []column) {
 		present[c.pt.Phase] = true
 	}
 	for _, p := range phaseOrder {
-		if p == sim.PhaseValidation && !present[p] {
+		if p == core.PhaseValidation && !present[p] {
 			continue // only plans with validation=True have it
 		}
 		item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+phaseColor[p]+`"/>`+"\n", p)

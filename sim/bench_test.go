@@ -3,40 +3,41 @@ package sim
 import (
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
 // llamaModel builds a Llama-style decoder (RMSNorm, rotary GQA attention,
 // SwiGLU MLP, untied head).
-func llamaModel(hidden, layers, heads, kv, ffn, vocab int64, impl string) *Model {
-	block := &Sequential{Layers: []Layer{
-		&Residual{Layer: &Sequential{Layers: []Layer{
+func llamaModel(hidden, layers, heads, kv, ffn, vocab int64, impl string) *core.Model {
+	block := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "input_layernorm", Dim: hidden, RMS: true},
 			&Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: true, SoftmaxFP32: true},
 		}}},
-		&Residual{Layer: &Sequential{Layers: []Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "post_attention_layernorm", Dim: hidden, RMS: true},
 			&MLP{Dim: hidden, Hidden: ffn, Act: "swiglu"},
 		}}},
 	}}
-	return &Model{
+	return &core.Model{
 		Name: "llama",
-		Layers: []Layer{
+		Layers: []core.Layer{
 			&Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
-			&Repeat{Name: "layers", Layer: block, N: layers},
+			&core.Repeat{Name: "layers", Layer: block, N: layers},
 			&Norm{Name: "norm", Dim: hidden, RMS: true},
 		},
 		Vocab: vocab, Loss: "cross_entropy", LogitsFP32: true,
 	}
 }
 
-func llamaPlan(m *Model, batch, seq int64, precision, ckpt string, dev string) *Plan {
-	p, _ := LookupPrecision(precision)
-	c, _ := ParseCheckpoint(ckpt)
+func llamaPlan(m *core.Model, batch, seq int64, precision, ckpt string, dev string) *core.Plan {
+	p, _ := core.LookupPrecision(precision)
+	c, _ := core.ParseCheckpoint(ckpt)
 	d, _ := hw.LookupDevice(dev)
-	rt, _ := LookupRuntime("cuda")
-	return &Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
-		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: c, Device: d, Runtime: rt}
+	rt, _ := core.LookupRuntime("cuda")
+	return &core.Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
+		Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: c, Device: d, Runtime: rt}
 }
 
 // BenchmarkEvaluateLlama70B evaluates one Llama-3-70B-sized plan (80 layers)
@@ -46,7 +47,7 @@ func BenchmarkEvaluateLlama70B(b *testing.B) {
 	plan := llamaPlan(m, 1, 8192, "bf16-mixed", "full", "H100-80GB")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := Evaluate(plan, Options{}); err != nil {
+		if _, err := Evaluate(plan, core.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -61,7 +62,7 @@ func BenchmarkEvaluateLlama70BExpandableValidation(b *testing.B) {
 	plan.ExpandableSegments, plan.Validation = true, true
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := Evaluate(plan, Options{}); err != nil {
+		if _, err := Evaluate(plan, core.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -75,7 +76,7 @@ func BenchmarkEvaluateBris3Sequential(b *testing.B) {
 	plan.Validation = true
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := Evaluate(plan, Options{}); err != nil {
+		if _, err := Evaluate(plan, core.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}

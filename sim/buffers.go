@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // Module buffers: tensors a module registers with register_buffer. They
 // move to the device with the model (module.to(device) moves parameters
 // and buffers alike), are neither trained nor sharded, and stay for the
@@ -9,9 +11,9 @@ package sim
 
 // setupBuffers allocates the model's buffers with its parameters.
 func (r *Replay) setupBuffers() {
-	for _, bf := range r.p.buffers {
-		n := bf.dtype.Bytes(numel(bf.shape))
-		r.allocate(Alloc{Tensor: bf.name, Shape: bf.shape, DType: bf.dtype, Bytes: n, Why: bf.why, Cat: CatParams})
+	for _, bf := range r.p.Buffers {
+		n := bf.Dtype.Bytes(core.Numel(bf.Shape))
+		r.allocate(Alloc{Tensor: bf.Name, Shape: bf.Shape, DType: bf.Dtype, Bytes: n, Why: bf.Why, Cat: core.CatParams})
 		r.rep.States.Buffers += n
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -35,7 +36,7 @@ type bertRow struct {
 	accum     int64
 	ckpt      string
 	precision string
-	optimizer Optimizer
+	optimizer core.Optimizer
 	measured  int64   // MiB
 	tol       float64 // accepted |relative error|
 }
@@ -58,25 +59,25 @@ func TestBertLargeLadder(t *testing.T) {
 	}
 	// HF Trainer's default optimizer then was transformers' own AdamW
 	// ("adamw_hf"): a per-parameter loop (for-loop temporaries).
-	adamw := Optimizer{Kind: "adamw", Impl: "for-loop"}
+	adamw := core.Optimizer{Kind: "adamw", Impl: "for-loop"}
 	rows := []bertRow{
 		{2, 4, 1, "none", "fp32", adamw, 14949, 0.10},
 		{3, 1, 4, "none", "fp32", adamw, 8681, 0.05},
 		{4, 1, 4, "full", "fp32", adamw, 6775, 0.05},
 		{5, 4, 1, "none", "fp16-mixed", adamw, 13939, 0.15},
 		{6, 1, 4, "full", "fp16-mixed", adamw, 7275, 0.05},
-		{7, 4, 1, "none", "fp32", Optimizer{Kind: "adafactor"}, 12295, 0.10},
-		{8, 1, 4, "full", "fp16-mixed", Optimizer{Kind: "adafactor"}, 4847, 0.05},
-		{9, 4, 1, "none", "fp32", Optimizer{Kind: "adamw8bit"}, 13085, 0.15},
-		{10, 1, 4, "full", "fp16-mixed", Optimizer{Kind: "adamw8bit"}, 5363, 0.05},
+		{7, 4, 1, "none", "fp32", core.Optimizer{Kind: "adafactor"}, 12295, 0.10},
+		{8, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: "adafactor"}, 4847, 0.05},
+		{9, 4, 1, "none", "fp32", core.Optimizer{Kind: "adamw8bit"}, 13085, 0.15},
+		{10, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: "adamw8bit"}, 5363, 0.05},
 	}
-	rt, _ := LookupRuntime("cuda")
+	rt, _ := core.LookupRuntime("cuda")
 	for _, r := range rows {
-		prec, _ := LookupPrecision(r.precision)
-		ck, _ := ParseCheckpoint(r.ckpt)
-		plan := &Plan{Model: m, Batch: r.batch, Seq: 512, GradAccum: r.accum, Members: 1, Precision: prec,
+		prec, _ := core.LookupPrecision(r.precision)
+		ck, _ := core.ParseCheckpoint(r.ckpt)
+		plan := &core.Plan{Model: m, Batch: r.batch, Seq: 512, GradAccum: r.accum, Members: 1, Precision: prec,
 			Optimizer: r.optimizer, Checkpoint: ck, Device: dev, Runtime: rt, KeepGrads: true}
-		rep, err := Evaluate(plan, Options{})
+		rep, err := Evaluate(plan, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

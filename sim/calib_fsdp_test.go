@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -43,9 +44,9 @@ func TestLitGPTFSDPCalibration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prec, _ := LookupPrecision("bf16-true")
-	rt, _ := LookupRuntime("cuda-2.1")
-	ck, _ := ParseCheckpoint("full")
+	prec, _ := core.LookupPrecision("bf16-true")
+	rt, _ := core.LookupRuntime("cuda-2.1")
+	ck, _ := core.ParseCheckpoint("full")
 	for _, tc := range []struct {
 		row      string
 		model    string
@@ -65,10 +66,10 @@ func TestLitGPTFSDPCalibration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &Plan{Model: m, Batch: tc.mb, Seq: 1304, GradAccum: 128 / tc.mb, Members: 1, Precision: prec,
-			Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: ck, Device: dev, Phase: "train", Runtime: rt,
-			LoRA:     &LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}, Dropout: 0.05},
-			Parallel: Parallelism{DP: tc.gpus, FSDP: true, FSDPVersion: 1}}
+		p := &core.Plan{Model: m, Batch: tc.mb, Seq: 1304, GradAccum: 128 / tc.mb, Members: 1, Precision: prec,
+			Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: ck, Device: dev, Phase: "train", Runtime: rt,
+			LoRA:     &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}, Dropout: 0.05},
+			Parallel: core.Parallelism{DP: tc.gpus, FSDP: true, FSDPVersion: 1}}
 		r := evalPlan(t, p)
 		got := float64(r.PeakAllocated) / 1e9
 		if tc.gb == 0 {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"math"
 	"testing"
 )
@@ -15,24 +16,24 @@ import (
 // 0.1 on the embeddings, attention and hidden states, and the SwiGLU
 // hidden size Megatron derives, int(4h*2/3 / 64)*64 = 10,880. The tool's
 // README prints this model as 6,642,245,632 parameters at tp=2.
-func megatronGPT(tp int64) *Model {
+func megatronGPT(tp int64) *core.Model {
 	h := int64(4096)
-	vocab := padVocab(50257, tp)
-	block := &Sequential{Layers: []Layer{
-		&Residual{Layer: &Sequential{Layers: []Layer{
+	vocab := core.PadVocab(50257, tp)
+	block := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "input_layernorm", Dim: h, Bias: true},
 			&Attention{Name: "self_attention", Dim: h, Heads: 32, QKVBias: true, OutBias: true, Impl: "flash", Causal: true, Dropout: 0.1, FusedQKV: true},
 		}}},
-		&Residual{Layer: &Sequential{Layers: []Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "post_attention_layernorm", Dim: h, Bias: true},
 			&MLP{Name: "mlp", Dim: h, Hidden: 10880, Act: "swiglu", Bias: true, Dropout: 0.1},
 		}}},
 	}}
-	return &Model{Name: "megatron-gpt-7b", Layers: []Layer{
+	return &core.Model{Name: "megatron-gpt-7b", Layers: []core.Layer{
 		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: h},
 		&AddEmbedding{Name: "position_embeddings", Rows: 2048, Dim: h, MaxSeq: 2048},
 		&Dropout{Name: "embedding_dropout", P: 0.1},
-		&Repeat{Name: "layers", Layer: block, N: 32},
+		&core.Repeat{Name: "layers", Layer: block, N: 32},
 		&Norm{Name: "final_layernorm", Dim: h, Bias: true},
 	}, Vocab: vocab, TieEmbeddings: true}
 }
@@ -74,7 +75,7 @@ func TestMegatronCalibration(t *testing.T) {
 	} {
 		m := megatronGPT(row.tp)
 		micro := row.gbs / (row.mbs * row.dp)
-		p := distPlan(t, m, "megatron", Parallelism{DP: row.dp, TP: row.tp, PP: row.pp, DistributedOptimizer: true, MicroBatches: micro})
+		p := distPlan(t, m, "megatron", core.Parallelism{DP: row.dp, TP: row.tp, PP: row.pp, DistributedOptimizer: true, MicroBatches: micro})
 		p.Batch, p.Seq, p.GradAccum = row.mbs, 2048, micro
 		rep := evalPlan(t, p)
 		got := float64(rep.PeakAllocated) / gib
@@ -87,7 +88,7 @@ func TestMegatronCalibration(t *testing.T) {
 		rearrange := inflight * layers * 2 * 2048 * row.mbs * 4096 / row.tp
 		var ce int64
 		if row.pp == 1 {
-			ce = 4 * 2048 * row.mbs * padVocab(50257, row.tp) / row.tp
+			ce = 4 * 2048 * row.mbs * core.PadVocab(50257, row.tp) / row.tp
 		}
 		legacy := got + float64(rearrange+ce)/gib
 		if d := (legacy - row.measured) / row.measured; math.Abs(d) > 0.01 {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"math"
 	"testing"
 )
@@ -14,21 +15,21 @@ import (
 // gptModel is a GPT-3-style decoder as Megatron-LM builds it: learned
 // positions, LayerNorm with bias, multi-head attention and a 4h GELU MLP
 // with biases, the output layer tied to the word embedding.
-func gptModel(hidden, layers, heads, vocab, seq int64, impl string) *Model {
-	block := &Sequential{Layers: []Layer{
-		&Residual{Layer: &Sequential{Layers: []Layer{
+func gptModel(hidden, layers, heads, vocab, seq int64, impl string) *core.Model {
+	block := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "input_layernorm", Dim: hidden},
 			&Attention{Name: "self_attention", Dim: hidden, Heads: heads, Impl: impl, Causal: true, QKVBias: true, OutBias: true},
 		}}},
-		&Residual{Layer: &Sequential{Layers: []Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "post_attention_layernorm", Dim: hidden},
 			&MLP{Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true},
 		}}},
 	}}
-	return &Model{Name: "gpt", Layers: []Layer{
+	return &core.Model{Name: "gpt", Layers: []core.Layer{
 		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
 		&AddEmbedding{Name: "position_embeddings", Rows: seq, Dim: hidden, MaxSeq: seq},
-		&Repeat{Name: "layers", Layer: block, N: layers},
+		&core.Repeat{Name: "layers", Layer: block, N: layers},
 		&Norm{Name: "final_layernorm", Dim: hidden},
 	}, Vocab: vocab, Loss: "cross_entropy", TieEmbeddings: true}
 }
@@ -62,22 +63,22 @@ func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*wa
 //     parallelism on with TP; no activation recomputation; flash attention.
 //   - the network: 400 Gb/s per GPU (RoCE, section 3.3.1), memsh's default
 //     for H100.
-func llama405BPlan(dp int64) *Plan {
+func llama405BPlan(dp int64) *core.Plan {
 	m := llamaModel(16384, 128, 128, 8, 53248, 128256, "flash")
 	p := llamaPlan(m, 1, 8192, "megatron", "none", "H100-80GB")
 	p.GradAccum = 2048 / dp
-	p.Parallel = Parallelism{DP: dp, TP: 8, PP: 16, SequenceParallel: true, DistributedOptimizer: true,
+	p.Parallel = core.Parallelism{DP: dp, TP: 8, PP: 16, SequenceParallel: true, DistributedOptimizer: true,
 		Schedule: "interleaved", VirtualStages: 8}
 	return p
 }
 
 // layerFLOPsRatio is the model FLOPs of m with n blocks over those with
 // m's own block count (one micro-batch of plan p on one GPU).
-func layerFLOPsRatio(t *testing.T, p *Plan, n int64) float64 {
+func layerFLOPsRatio(t *testing.T, p *core.Plan, n int64) float64 {
 	t.Helper()
 	flops := func(layers int64) float64 {
 		q := *p
-		q.Parallel = Parallelism{}
+		q.Parallel = core.Parallelism{}
 		q.Model = llamaModel(16384, layers, 128, 8, 53248, 128256, "flash")
 		prog, err := q.LowerProgram()
 		if err != nil {
@@ -106,7 +107,7 @@ func checkLlama405B(t *testing.T, dp int64, want float64) {
 		t.Skip("replays 16 pipeline stages of a 405B model")
 	}
 	p := llama405BPlan(dp)
-	r, err := Evaluate(p, Options{})
+	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +146,8 @@ func TestCalibMegatron1T(t *testing.T) {
 	m := gptModel(25600, 128, 160, 51200, 2048, "eager")
 	p := llamaPlan(m, 1, 2048, "megatron", "full", "A100-80GB")
 	p.GradAccum = 3072 / 6
-	p.Parallel = Parallelism{DP: 6, TP: 8, PP: 64, Schedule: "interleaved", VirtualStages: 2}
-	r, err := Evaluate(p, Options{})
+	p.Parallel = core.Parallelism{DP: 6, TP: 8, PP: 64, Schedule: "interleaved", VirtualStages: 2}
+	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +166,12 @@ func TestCalibMegatron1T(t *testing.T) {
 // Llama-3-70B, TP 8 with sequence parallelism, DP 16 with the distributed
 // optimizer, one 8,192-token sequence per micro-batch, 8 micro-batches.
 func TestCheckpointingCostsAboutAThirdDistributed(t *testing.T) {
-	ratio := func(par Parallelism) float64 {
+	ratio := func(par core.Parallelism) float64 {
 		var steps [2]float64
 		for i, ck := range []string{"none", "full"} {
 			p := llamaPlan(llamaModel(8192, 80, 64, 8, 28672, 128256, "flash"), 1, 8192, "megatron", ck, "H100-80GB")
 			p.GradAccum, p.Parallel = 8, par
-			r, err := Evaluate(p, Options{})
+			r, err := Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func TestCheckpointingCostsAboutAThirdDistributed(t *testing.T) {
 		}
 		return steps[1] / steps[0]
 	}
-	for _, par := range []Parallelism{
+	for _, par := range []core.Parallelism{
 		{DP: 16, TP: 8, SequenceParallel: true, DistributedOptimizer: true},
 		{DP: 4, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true},
 	} {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -55,7 +56,7 @@ type commGroup struct {
 // commGroups lists the communicators a rank uses per step, with Megatron's
 // rank order (tp fastest, then cp, dp, pp): a group is inside a node when
 // its stride times its size fits the node.
-func commGroups(p *Plan) []commGroup {
+func commGroups(p *core.Plan) []commGroup {
 	par := p.Parallel.Norm()
 	cl := p.Cluster.Norm(par.GPUs())
 	gpn := cl.GPUsPerNode
@@ -76,7 +77,7 @@ func commGroups(p *Plan) []commGroup {
 // commOverheads are the NCCL buffers per communicator, outside PyTorch's
 // allocator. They are estimates: NCCL sizes them from the topology it
 // detects, the algorithms it connects and NCCL_BUFFSIZE.
-func CommOverheads(p *Plan) []Overhead {
+func CommOverheads(p *core.Plan) []Overhead {
 	if !p.Parallel.Active() {
 		return nil
 	}
@@ -114,7 +115,7 @@ func CommOverheads(p *Plan) []Overhead {
 }
 
 // groupSize is the number of ranks in a named group.
-func groupSize(p *Plan, name string) int64 {
+func groupSize(p *core.Plan, name string) int64 {
 	par := p.Parallel.Norm()
 	switch name {
 	case "tp":
@@ -134,7 +135,7 @@ func groupSize(p *Plan, name string) int64 {
 // commPerStep is every collective of one step: the lowering's records
 // times the micro-batches, plus the data-parallel gradient and parameter
 // traffic of the sharding mode.
-func (d *distState) CommPerStep() []commRecord {
+func (d *distState) CommPerStep() []core.CommRecord {
 	plan := d.plan
 	prec := plan.Precision
 	m := max(plan.GradAccum, 1)
@@ -143,9 +144,9 @@ func (d *distState) CommPerStep() []commRecord {
 		m = plan.MicroBatches() * d.par.VirtualStages
 		copies = int64(len(st.Chunks))
 	}
-	var out []commRecord
+	var out []core.CommRecord
 	for _, c := range d.p.Comm {
-		c.bytes = c.bytes * m / copies
+		c.Bytes = c.Bytes * m / copies
 		out = append(out, c)
 	}
 	if plan.Phase == "eval" && d.Mode != DistZeRO && d.Mode != DistFSDP {
@@ -163,26 +164,26 @@ func (d *distState) CommPerStep() []commRecord {
 		grads, params := prec.Grads.Bytes(g.numel), prec.Params.Bytes(g.numel)
 		switch d.Mode {
 		case DistDDP:
-			out = append(out, commRecord{"all_reduce", group, grads, true})
+			out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: grads, Backward: true})
 		case DistMegatron:
 			if d.par.DistributedOptimizer {
-				out = append(out, commRecord{"reduce_scatter", group, grads, true}, commRecord{"all_gather", group, params, false})
+				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			} else {
-				out = append(out, commRecord{"all_reduce", group, grads, true})
+				out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: grads, Backward: true})
 			}
 		case DistZeRO:
 			switch d.par.Zero {
 			case 1:
-				out = append(out, commRecord{"reduce_scatter", group, grads, true}, commRecord{"all_gather", group, params, false})
+				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case 2:
-				out = append(out, commRecord{"reduce_scatter", group, grads * perMB, true}, commRecord{"all_gather", group, params, false})
+				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case 3:
 				gathered := d.gatherDT.Bytes(g.numel)
-				out = append(out, commRecord{"all_gather", group, 2 * gathered * perMB, false}, commRecord{"reduce_scatter", group, grads * perMB, true})
+				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: 2 * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
 			}
 		case DistFSDP:
 			gathered := d.gatherDT.Bytes(g.numel)
-			out = append(out, commRecord{"all_gather", group, 2 * gathered * perMB, false}, commRecord{"reduce_scatter", group, grads * perMB, true})
+			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: 2 * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
 		}
 	}
 	return out
@@ -214,8 +215,8 @@ func (d *distState) finishComm(rep *Report) {
 	by := map[string]int64{}
 	var net float64
 	for _, c := range d.CommPerStep() {
-		by[c.kind] += c.bytes
-		net += float64(c.bytes) * busFactor(c.kind, groupSize(d.plan, c.Group))
+		by[c.Kind] += c.Bytes
+		net += float64(c.Bytes) * busFactor(c.Kind, groupSize(d.plan, c.Group))
 	}
 	kinds := make([]string, 0, len(by))
 	for k := range by {
@@ -237,7 +238,7 @@ func (d *distState) finishComm(rep *Report) {
 		rep.TrainableParams = 0
 		for _, p := range d.p.Params {
 			if p.Trainable && p.TiedTo < 0 {
-				n := p.fullNumel
+				n := p.FullNumel
 				if IsExpertRole(p.Role) {
 					n *= ep
 				}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -51,7 +52,7 @@ const (
 
 // intraLink is the NVLink (or PCIe) bandwidth between two GPUs of a node,
 // per direction, as NCCL uses it: nominal GB/s times efficiency.
-func intraLink(p *Plan) (gbps, eff float64) {
+func intraLink(p *core.Plan) (gbps, eff float64) {
 	d := p.Device
 	nominal := d.LinkGBps
 	if p.Cluster.IntraGBps > 0 {
@@ -88,7 +89,7 @@ func interNodeGBps(d hw.Device) float64 {
 
 // interLink is the network bandwidth per GPU and direction, with NCCL's
 // efficiency.
-func interLink(p *Plan) (gbps, eff float64) {
+func interLink(p *core.Plan) (gbps, eff float64) {
 	if p.Cluster.InterGBps > 0 {
 		return p.Cluster.InterGBps, networkEff
 	}
@@ -105,7 +106,7 @@ type groupLayout struct {
 // rank order: tp fastest, then cp, then dp (whose first ep ranks form the
 // expert-parallel group and the rest, stride ep, the expert-data-parallel
 // group), then pp.
-func groupLayoutOf(p *Plan, group string) groupLayout {
+func groupLayoutOf(p *core.Plan, group string) groupLayout {
 	par := p.Parallel.Norm()
 	gpn := p.Cluster.Norm(par.GPUs()).GPUsPerNode
 	size, stride := groupSize(p, group), int64(1)
@@ -132,7 +133,7 @@ func groupLayoutOf(p *Plan, group string) groupLayout {
 // collectiveSeconds is the time of one collective of bytes (the message
 // as comm.go records it: the full tensor reduced, gathered or scattered)
 // in the named group.
-func collectiveSeconds(p *Plan, kind, group string, bytes int64) float64 {
+func collectiveSeconds(p *core.Plan, kind, group string, bytes int64) float64 {
 	g := groupLayoutOf(p, group)
 	if g.size <= 1 || bytes <= 0 {
 		return 0
@@ -208,7 +209,7 @@ type commExposure struct {
 //     (deepspeed/runtime/zero/config.py, validator overlap_comm_valid), so
 //     at stages 1 and 2 the gradient reduction and the all-gather of the
 //     updated partitions are exposed.
-func (w *GpuWork) exposedComm(plan *Plan) commExposure {
+func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	var out commExposure
 	mb := w.Mb
 	rf := 0.0
@@ -251,23 +252,23 @@ func (w *GpuWork) exposedComm(plan *Plan) commExposure {
 	var gradBytes, paramBytes int64
 	var gradKind, gradGroup, paramKind, paramGroup string
 	for _, c := range w.DpComm {
-		t := collectiveSeconds(plan, c.kind, c.Group, c.bytes)
+		t := collectiveSeconds(plan, c.Kind, c.Group, c.Bytes)
 		perStep := float64(max(plan.GradAccum, 1))
 		switch {
 		case w.Mode == DistFSDP || (w.Mode == DistZeRO && w.Zero == 3):
-			if c.kind == "all_gather" {
+			if c.Kind == "all_gather" {
 				gatherMB += t / perStep
 			} else {
 				rsMB += t / perStep
 			}
-		case c.backward:
+		case c.Backward:
 			grad += t
-			gradBytes += c.bytes
-			gradKind, gradGroup = c.kind, c.Group
+			gradBytes += c.Bytes
+			gradKind, gradGroup = c.Kind, c.Group
 		default:
 			params += t
-			paramBytes += c.bytes
-			paramKind, paramGroup = c.kind, c.Group
+			paramBytes += c.Bytes
+			paramKind, paramGroup = c.Kind, c.Group
 		}
 	}
 	var fsdp float64
@@ -338,7 +339,7 @@ func hostSeconds(r *Replay) float64 {
 // from each rank, over each rank's own NIC, and rebuilds it with an
 // all-gather over NVLink. With sequence parallelism the activation is
 // already split over the tensor-parallel ranks.
-func p2pSeconds(p *Plan, bytes int64) float64 {
+func p2pSeconds(p *core.Plan, bytes int64) float64 {
 	par := p.Parallel.Norm()
 	if par.TP > 1 && !par.SequenceParallel {
 		part := (bytes + par.TP - 1) / par.TP
@@ -359,19 +360,19 @@ type CommSum struct {
 // collectives, and returns the sums in a fixed order (so that the time
 // model adds the same terms in the same order whichever way the
 // collectives were counted).
-func SumComm(recs []commRecord, sums []CommSum, n float64) []CommSum {
+func SumComm(recs []core.CommRecord, sums []CommSum, n float64) []CommSum {
 	for _, c := range recs {
 		found := false
 		for i := range sums {
 			s := &sums[i]
-			if s.Kind == c.kind && s.Group == c.Group && s.Bytes == c.bytes && s.Backward == c.backward {
+			if s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward {
 				s.N += n
 				found = true
 				break
 			}
 		}
 		if !found {
-			sums = append(sums, CommSum{Kind: c.kind, Group: c.Group, Bytes: c.bytes, Backward: c.backward, N: n})
+			sums = append(sums, CommSum{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes, Backward: c.Backward, N: n})
 		}
 	}
 	SortComm(sums)

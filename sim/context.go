@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // Context parallelism (Megatron-LM --context-parallel-size with
 // TransformerEngine's ring attention, AttnFuncWithCPAndKVP2P in
 // transformer_engine/pytorch/attention.py): every rank keeps s/cp tokens
@@ -14,19 +16,19 @@ package sim
 
 // ringAttention adds the ring buffers and the full-sequence work to the
 // fused attention op i, whose local keys and values are k and v.
-func ringAttention(b *builder, i int32, k, v Value) {
-	cp := b.par.cpn()
+func ringAttention(b *core.Builder, i int32, k, v core.Value) {
+	cp := b.Par.Cpn()
 	if cp == 1 {
 		return
 	}
-	kv := b.val(k).Bytes + b.val(v).Bytes
+	kv := b.Val(k).Bytes + b.Val(v).Bytes
 	if k == v { // one fused qkv storage: the k and v parts
-		kv = 2 * b.val(k).Bytes / 3
+		kv = 2 * b.Val(k).Bytes / 3
 	}
-	op := b.op(i)
-	op.workF += 2 * kv     // two K/V chunks in flight
-	op.workB += 2 * 2 * kv // K/V and their dK/dV, double-buffered
+	op := b.Op(i)
+	op.WorkF += 2 * kv     // two K/V chunks in flight
+	op.WorkB += 2 * 2 * kv // K/V and their dK/dV, double-buffered
 	op.Flops *= float64(cp)
-	b.recordComm("send_recv", "cp", (cp-1)*kv, false)
-	b.recordComm("send_recv", "cp", 2*(cp-1)*kv, true)
+	b.RecordComm("send_recv", "cp", (cp-1)*kv, false)
+	b.RecordComm("send_recv", "cp", 2*(cp-1)*kv, true)
 }

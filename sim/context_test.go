@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"testing"
+)
 
 // TestContextParallel: with cp ranks each holds seq/cp tokens of every
 // sequence through the whole layer, so what a block saves halves at cp=2;
@@ -8,16 +11,16 @@ import "testing"
 // rank receives the other cp-1 chunks, in backward the chunks again with
 // their gradients.
 func TestContextParallel(t *testing.T) {
-	block := &Sequential{Layers: []Layer{
-		&Residual{Layer: &Sequential{Layers: []Layer{&Norm{Dim: 512, RMS: true}, &Attention{Dim: 512, Heads: 8, KVHeads: 2, Impl: "flash", Causal: true, Rope: true}}}},
-		&Residual{Layer: &Sequential{Layers: []Layer{&Norm{Dim: 512, RMS: true}, &MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}},
+	block := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Dim: 512, RMS: true}, &Attention{Dim: 512, Heads: 8, KVHeads: 2, Impl: "flash", Causal: true, Rope: true}}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Dim: 512, RMS: true}, &MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}},
 	}}
-	m := &Model{Name: "m", Layers: []Layer{&Repeat{Layer: block, N: 2}}, Loss: "none", InputDim: 512}
-	base := distPlan(t, m, "bf16", Parallelism{})
+	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{Layer: block, N: 2}}, Loss: "none", InputDim: 512}
+	base := distPlan(t, m, "bf16", core.Parallelism{})
 	base.Seq = 4096
 	one := evalPlan(t, base)
 	for _, cp := range []int64{2, 4} {
-		p := distPlan(t, m, "bf16", Parallelism{CP: cp})
+		p := distPlan(t, m, "bf16", core.Parallelism{CP: cp})
 		p.Seq = 4096
 		r := evalPlan(t, p)
 		if r.SavedActivations*cp != one.SavedActivations {
@@ -36,16 +39,16 @@ func TestContextParallel(t *testing.T) {
 // allocator, sized from NCCL's FIFO buffers (estimates, comm.go).
 func TestNCCLOverheads(t *testing.T) {
 	moe := &MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
-	m := &Model{Name: "m", Layers: []Layer{&Repeat{N: 4, Layer: moe}}, Loss: "mse", InputDim: 512}
+	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: moe}}, Loss: "mse", InputDim: 512}
 	fifo := int64(4<<20 + 4_915_200 + 512<<10)
 	for _, tc := range []struct {
-		par  Parallelism
+		par  core.Parallelism
 		want map[string]int64
 	}{
-		{Parallelism{DP: 8}, map[string]int64{"nccl_dp": 32 * fifo}},
-		{Parallelism{DP: 16}, map[string]int64{"nccl_dp": 16 * 2 * fifo}}, // across nodes: ring and tree
-		{Parallelism{DP: 8, EP: 8}, map[string]int64{"nccl_dp": 32 * fifo, "nccl_ep": 7 * 32 * (12 << 20)}},
-		{Parallelism{PP: 4, TP: 2}, map[string]int64{"nccl_tp": 32 * fifo, "nccl_pp": 2 * 8 * (4 << 20)}},
+		{core.Parallelism{DP: 8}, map[string]int64{"nccl_dp": 32 * fifo}},
+		{core.Parallelism{DP: 16}, map[string]int64{"nccl_dp": 16 * 2 * fifo}}, // across nodes: ring and tree
+		{core.Parallelism{DP: 8, EP: 8}, map[string]int64{"nccl_dp": 32 * fifo, "nccl_ep": 7 * 32 * (12 << 20)}},
+		{core.Parallelism{PP: 4, TP: 2}, map[string]int64{"nccl_tp": 32 * fifo, "nccl_pp": 2 * 8 * (4 << 20)}},
 	} {
 		r := evalPlan(t, distPlan(t, m, "bf16", tc.par))
 		got := map[string]int64{}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -12,7 +13,7 @@ import (
 // grid and a 10-node mesh (encoder knn 4: 40 edges, decoder knn 2: 128
 // edges, 3 fixed edge attributes, no trainable attributes), 16 inputs and
 // 4 outputs per point, built from a data batch of 3 dates x 6 variables.
-func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *Plan {
+func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *core.Plan {
 	t.Helper()
 	grid, _ := Grid("g", 64)
 	mesh, _ := Mesh("m", 10)
@@ -24,15 +25,15 @@ func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *Plan {
 	proc := &TransformerProcessor{Mesh: mesh, Layers: 2, Channels: 8, Heads: 2, MLPRatio: 4, Segments: 1}
 	epd, err := NewEncoderProcessorDecoder(EncoderProcessorDecoder{Name: "tiny", Grid: grid, Mesh: mesh,
 		Encoder: mapper(enc), Processor: proc, Decoder: mapper(dec), Inputs: 16, Outputs: 4, NoiseChannels: 4, NoiseHidden: 8,
-		Data: &DataBatch{Times: 3, Variables: 6}})
+		Data: &core.DataBatch{Times: 3, Variables: 6}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prec, _ := LookupPrecision(precision)
-	rt, _ := LookupRuntime("cuda")
+	prec, _ := core.LookupPrecision(precision)
+	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100")
-	return &Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
-		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
+	return &core.Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
+		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
 }
 
 // The data loader's batch is the program input, held for the whole step;
@@ -45,21 +46,21 @@ func TestDataBatchLifetime(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := prog.Values[prog.Input]
-	if want := []int64{1, 3, 1, 64, 6}; !slices.Equal(in.shape, want) || in.dtype != units.FP32 || in.cached {
-		t.Fatalf("program input %s %v %s cached=%v, want the batch %v fp32 held for the step", in.name, in.shape, in.dtype, in.cached, want)
+	if want := []int64{1, 3, 1, 64, 6}; !slices.Equal(in.Shape, want) || in.Dtype != units.FP32 || in.Cached {
+		t.Fatalf("program input %s %v %s cached=%v, want the batch %v fp32 held for the step", in.Name, in.Shape, in.Dtype, in.Cached, want)
 	}
 	// The first input, built from the batch, and the one advance_input
 	// builds after the step (rollout.go), a local until the loop ends.
-	var xs []*valueInfo
+	var xs []*core.ValueInfo
 	for i := range prog.Values {
-		if prog.Values[i].name == "inputs" {
+		if prog.Values[i].Name == "inputs" {
 			xs = append(xs, &prog.Values[i])
 		}
 	}
-	if len(xs) != 2 || !slices.Equal(xs[0].shape, []int64{2, 64, 16}) || xs[0].cached || !xs[1].cached || xs[1].grad {
+	if len(xs) != 2 || !slices.Equal(xs[0].Shape, []int64{2, 64, 16}) || xs[0].Cached || !xs[1].Cached || xs[1].Grad {
 		t.Fatalf("model inputs %+v, want the first [2 members, 64 points, 16] and the next one held until the forward ends", xs)
 	}
-	r, err := Evaluate(p, Options{Timeline: true})
+	r, err := Evaluate(p, core.Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,11 +88,11 @@ func TestDataBatchValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !prog.inputTransient || len(prog.held) != 1 {
-		t.Fatalf("eval: input transient %v, held %d values, want the loaded batch dropped and its copy held", prog.inputTransient, len(prog.held))
+	if !prog.InputTransient || len(prog.Held) != 1 {
+		t.Fatalf("eval: input transient %v, held %d values, want the loaded batch dropped and its copy held", prog.InputTransient, len(prog.Held))
 	}
-	if c := prog.Values[prog.held[0]]; c.name != "batch_normalized" || c.Bytes != 3*64*6*4 {
-		t.Errorf("eval: held %s of %d bytes, want the normalised batch of 4,608", c.name, c.Bytes)
+	if c := prog.Values[prog.Held[0]]; c.Name != "batch_normalized" || c.Bytes != 3*64*6*4 {
+		t.Errorf("eval: held %s of %d bytes, want the normalised batch of 4,608", c.Name, c.Bytes)
 	}
 }
 
@@ -101,7 +102,7 @@ func TestDataBatchValidation(t *testing.T) {
 // 16 bytes = 1,184: 5,920 bytes.
 func TestGraphBuffers(t *testing.T) {
 	for _, mode := range []string{"stacked", "sequential"} {
-		r, err := Evaluate(tinyGraphPlan(t, 2, mode, "fp16-mixed"), Options{})
+		r, err := Evaluate(tinyGraphPlan(t, 2, mode, "fp16-mixed"), core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,8 +113,8 @@ func TestGraphBuffers(t *testing.T) {
 }
 
 func TestDataBatchErrors(t *testing.T) {
-	for _, d := range []DataBatch{{Times: 0, Variables: 6}, {Times: 3, Variables: -1}} {
-		if err := d.validate("m"); err == nil {
+	for _, d := range []core.DataBatch{{Times: 0, Variables: 6}, {Times: 3, Variables: -1}} {
+		if err := d.Validate("m"); err == nil {
 			t.Errorf("%+v: no error", d)
 		}
 	}

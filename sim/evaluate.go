@@ -3,6 +3,7 @@ package sim
 import (
 	"strings"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -10,7 +11,7 @@ import (
 // Run replays one steady-state step of a lowered program on one GPU: the
 // memory figures of the report, before the time model (Settle completes
 // the report afterwards).
-func Run(prog *Program, plan *Plan, opts Options) (*Replay, error) {
+func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error) {
 	dev := plan.Device
 	overheads := []Overhead{{
 		Name: "cuda_context", Bytes: dev.Context,
@@ -26,7 +27,7 @@ func Run(prog *Program, plan *Plan, opts Options) (*Replay, error) {
 	r.dist = NewDist(plan, prog) // sharding.go: nil on one GPU
 	if plan.Validation {
 		var err error
-		if r.valProg, r.valPlan, err = plan.lowerValidation(); err != nil { // validation.go
+		if r.valProg, r.valPlan, err = plan.LowerValidation(); err != nil { // validation.go
 			return nil, err
 		}
 	}
@@ -46,11 +47,11 @@ func Run(prog *Program, plan *Plan, opts Options) (*Replay, error) {
 	rep.Params = plan.Model.Params()
 	for _, p := range prog.Params {
 		if p.Trainable && p.TiedTo < 0 {
-			rep.TrainableParams += p.fullNumel
+			rep.TrainableParams += p.FullNumel
 		}
 	}
-	rep.Breakdown = make([]Share, 0, numCategories+2)
-	for c := Category(0); c < numCategories; c++ {
+	rep.Breakdown = make([]Share, 0, core.NumCategories+2)
+	for c := core.Category(0); c < core.NumCategories; c++ {
 		rep.Breakdown = append(rep.Breakdown, Share{Name: c.String(), Bytes: rep.peakCat[c]})
 	}
 	rep.Breakdown = append(rep.Breakdown,
@@ -71,7 +72,7 @@ func (r *Replay) Settle() error {
 
 // pagedBytes is optimizer state in CUDA unified memory (paged optimizers):
 // on the device, but not in PyTorch's allocator.
-func (s States) pagedBytes(plan *Plan) int64 {
+func (s States) pagedBytes(plan *core.Plan) int64 {
 	if plan.Optimizer.Paged() {
 		return s.Optimizer
 	}
@@ -109,7 +110,7 @@ func (r *Replay) setup() {
 			continue
 		}
 		b := r.paramBytes(p)
-		r.allocate(Alloc{Tensor: p.Name, Shape: p.shape, DType: prec.Params, Bytes: b, Why: "parameter", Cat: CatParams})
+		r.allocate(Alloc{Tensor: p.Name, Shape: p.Shape, DType: prec.Params, Bytes: b, Why: "parameter", Cat: core.CatParams})
 		st.Params += b
 	}
 	if train {
@@ -121,22 +122,22 @@ func (r *Replay) setup() {
 			}
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 				b := prec.Master.Bytes(p.Numel)
-				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: CatOptimizer})
+				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.Shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: core.CatOptimizer})
 				st.Master += b
 			}
-			for _, s := range plan.Optimizer.states(p.shape, p.Numel, prec.States) {
-				st.Optimizer += s.bytes
+			for _, s := range plan.Optimizer.States(p.Shape, p.Numel, prec.States) {
+				st.Optimizer += s.Bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
 					continue // unified memory, outside the caching allocator; or made by the first step() (first_step.go)
 				}
-				r.allocState(p, s, "optimizer state "+s.name)
+				r.allocState(p, s, "optimizer state "+s.Name)
 			}
 			t := r.OptimizerTraffic(p)
 			r.rep.Traffic.HBM += t
 			r.rep.Traffic.Optimizer += t
 		}
 		r.setupTableStates() // table_replay.go
-		if plan.gradsPersist() {
+		if plan.GradsPersist() {
 			r.op = "accumulated gradients"
 			for pi := range r.p.Params {
 				r.paramGradient(int32(pi))
@@ -145,12 +146,12 @@ func (r *Replay) setup() {
 	}
 workspace:
 	r.op = "cublas"
-	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: units.INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: CatTemporaries})
+	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: units.INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: core.CatTemporaries})
 	if r.valProg != nil {
 		r.validationPass(r.valProg, r.valPlan) // validation.go: before the step's batch
 		r.phase = PhaseSetup
 	}
-	if r.p.Input != NoValue {
+	if r.p.Input != core.NoValue {
 		r.op = "batch"
 		r.produce(r.p.Input)
 	}
@@ -159,25 +160,25 @@ workspace:
 }
 
 // allocState allocates one optimizer state tensor of parameter p.
-func (r *Replay) allocState(p *ParamInfo, s stateTensor, why string) {
-	r.allocate(Alloc{Tensor: p.Name + " " + s.name, Shape: p.shape, DType: r.Plan.Precision.States, Bytes: s.bytes, Why: why, Cat: CatOptimizer})
+func (r *Replay) allocState(p *core.ParamInfo, s core.StateTensor, why string) {
+	r.allocate(Alloc{Tensor: p.Name + " " + s.Name, Shape: p.Shape, DType: r.Plan.Precision.States, Bytes: s.Bytes, Why: why, Cat: core.CatOptimizer})
 }
 
 // paramBytes is a parameter's storage on this GPU.
-func (r *Replay) paramBytes(p *ParamInfo) int64 {
+func (r *Replay) paramBytes(p *core.ParamInfo) int64 {
 	return r.Plan.Precision.Params.Bytes(p.Numel)
 }
 
 // optimizerTraffic is the HBM traffic of one parameter's update: AdamW
 // reads the weight, its gradient and both moments and writes the weight
 // and both moments.
-func (r *Replay) OptimizerTraffic(p *ParamInfo) int64 {
+func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
 	prec := r.Plan.Precision
 	w := prec.Params.Bytes(p.Numel)
 	g := prec.Grads.Bytes(p.Numel)
 	var s int64
-	for _, x := range r.Plan.Optimizer.states(p.shape, p.Numel, prec.States) {
-		s += x.bytes
+	for _, x := range r.Plan.Optimizer.States(p.Shape, p.Numel, prec.States) {
+		s += x.Bytes
 	}
 	m := int64(0)
 	if prec.Master != units.InvalidDType {
@@ -198,8 +199,8 @@ func (r *Replay) forward() {
 	// Leaving autocast clears its weight cache.
 	r.op = "end of forward"
 	for v := range r.p.Values {
-		if r.p.Values[v].cached {
-			r.unhold(Value(v))
+		if r.p.Values[v].Cached {
+			r.unhold(core.Value(v))
 		}
 	}
 	for v, t := range r.valT {
@@ -207,9 +208,9 @@ func (r *Replay) forward() {
 			continue
 		}
 		switch r.p.Values[v].Cat {
-		case CatActivations:
+		case core.CatActivations:
 			r.rep.SavedActivations += r.p.Values[v].Bytes
-		case CatParams:
+		case core.CatParams:
 			r.rep.SavedWeightCopies += r.p.Values[v].Bytes
 		}
 	}
@@ -217,9 +218,9 @@ func (r *Replay) forward() {
 
 func (r *Replay) backward() {
 	r.phase = PhaseBackward
-	if r.p.Loss != NoValue {
+	if r.p.Loss != core.NoValue {
 		r.op = "loss.backward"
-		r.gradT[r.p.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
+		r.gradT[r.p.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
 	}
 	fwd := r.rep.FLOPs.Model
 	for i := len(r.p.Ops) - 1; i >= 0; i-- {
@@ -229,15 +230,15 @@ func (r *Replay) backward() {
 	}
 	for id, done := range r.redone {
 		if done {
-			reg := r.p.regions[id]
-			for j := reg.first; j < reg.end; j++ {
+			reg := r.p.Regions[id]
+			for j := reg.First; j < reg.End; j++ {
 				r.rep.FLOPs.Recompute += r.p.Ops[j].Flops
 			}
 		}
 	}
 	r.rep.FLOPs.Model = 3 * fwd
 	r.rep.FLOPs.Hardware = r.rep.FLOPs.Model + r.rep.FLOPs.Recompute
-	if r.p.Loss != NoValue {
+	if r.p.Loss != core.NoValue {
 		r.unhold(r.p.Loss)
 	}
 }
@@ -271,15 +272,15 @@ func (r *Replay) optimizerStep() {
 			r.rep.States.Grads += r.Plan.Precision.Grads.Bytes(p.Numel)
 		}
 	}
-	if tmp := r.Plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.Plan.Optimizer.Kind + " step (" + r.Plan.Optimizer.impl() + ")", Cat: CatTemporaries}))
+	if tmp := r.Plan.Optimizer.StepTemporary(largest, total); tmp > 0 {
+		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.Plan.Optimizer.Kind + " step (" + r.Plan.Optimizer.ImplName() + ")", Cat: core.CatTemporaries}))
 	}
 }
 
 // finish frees what the step leaves (gradients are set to None before the
 // next step; the batch is dropped).
 func (r *Replay) finish() {
-	for _, v := range r.p.held { // chunked_loss.go: the loop's logits list
+	for _, v := range r.p.Held { // chunked_loss.go: the loop's logits list
 		r.unhold(v)
 	}
 	if r.Plan.Optimizer.InBackward {

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // Expert parallelism (Megatron-LM --expert-model-parallel-size, the
 // "alltoall" token dispatcher, megatron/core/transformer/moe/
 // token_dispatcher.py; DeepSpeed-MoE likewise): each MoE layer's experts
@@ -17,14 +19,14 @@ package sim
 // once sent); its backward is an all-to-all of the gradient.
 
 // expertAllToAll exchanges the routed rows x over the EP group.
-func expertAllToAll(b *builder, name string, x Value) Value {
-	if b.par.epn() == 1 {
+func expertAllToAll(b *core.Builder, name string, x core.Value) core.Value {
+	if b.Par.Epn() == 1 {
 		return x
 	}
-	i := b.addOp("all_to_all", name+"_all_to_all", []Value{x})
-	y := b.out(i, name+"_received", b.shape(x), b.dtype(x), "routed tokens after the expert-parallel all-to-all ("+name+")")
-	n := b.val(y).Bytes
-	b.recordComm("all_to_all", "ep", n, false)
-	b.recordComm("all_to_all", "ep", n, true)
+	i := b.AddOp("all_to_all", name+"_all_to_all", []core.Value{x})
+	y := b.Out(i, name+"_received", b.Shape(x), b.Dtype(x), "routed tokens after the expert-parallel all-to-all ("+name+")")
+	n := b.Val(y).Bytes
+	b.RecordComm("all_to_all", "ep", n, false)
+	b.RecordComm("all_to_all", "ep", n, true)
 	return y
 }

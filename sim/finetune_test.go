@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -24,15 +25,15 @@ func TestQuantStorage(t *testing.T) {
 		// 100x70 pads to 128x96
 		{"int8", []int64{100, 70}, 128*96 + 400},
 	} {
-		if got := quantBytes(tc.scheme, tc.shape); got != tc.want {
+		if got := core.QuantBytes(tc.scheme, tc.shape); got != tc.want {
 			t.Errorf("%s %v: %d bytes, want %d", tc.scheme, tc.shape, got, tc.want)
 		}
 	}
 }
 
 // tinyLM: embedding(1000, 256), up 256->512 (gelu), down 512->256, head.
-func tinyLM() *Model {
-	return &Model{Name: "tiny", Vocab: 1000, Layers: []Layer{
+func tinyLM() *core.Model {
+	return &core.Model{Name: "tiny", Vocab: 1000, Layers: []core.Layer{
 		&Embedding{Name: "embed", Rows: 1000, Dim: 256},
 		&Linear{Name: "up", In: 256, Out: 512, Role: "up"},
 		&Act{Fn: "gelu"},
@@ -41,16 +42,16 @@ func tinyLM() *Model {
 }
 
 // deepLM: embedding(vocab, 256), n residual gelu MLP blocks, fp32 logits.
-func deepLM(vocab, n int64) *Model {
-	return &Model{Name: "deep", Vocab: vocab, LogitsFP32: true, Layers: []Layer{
+func deepLM(vocab, n int64) *core.Model {
+	return &core.Model{Name: "deep", Vocab: vocab, LogitsFP32: true, Layers: []core.Layer{
 		&Embedding{Name: "embed", Rows: vocab, Dim: 256},
-		&Repeat{Name: "layers", N: n, Layer: &Residual{Layer: &MLP{Dim: 256, Hidden: 1024, Act: "gelu"}}},
+		&core.Repeat{Name: "layers", N: n, Layer: &core.Residual{Layer: &MLP{Dim: 256, Hidden: 1024, Act: "gelu"}}},
 	}}
 }
 
-func tinyPlan(t *testing.T, m *Model) *Plan {
+func tinyPlan(t *testing.T, m *core.Model) *core.Plan {
 	t.Helper()
-	prec, err := LookupPrecision("bf16")
+	prec, err := core.LookupPrecision("bf16")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,19 +59,19 @@ func tinyPlan(t *testing.T, m *Model) *Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Plan{Model: m, Batch: 1, Seq: 64, GradAccum: 1, Members: 1, Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Device: dev}
+	return &core.Plan{Model: m, Batch: 1, Seq: 64, GradAccum: 1, Members: 1, Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Device: dev}
 }
 
 func TestQuantLinear(t *testing.T) {
 	base := tinyPlan(t, tinyLM())
-	base.LoRA = &LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
-	plain, err := Evaluate(base, Options{})
+	base.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
+	plain, err := Evaluate(base, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := *base
 	q.Quant = "nf4"
-	nf4, err := Evaluate(&q, Options{})
+	nf4, err := Evaluate(&q, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestQuantLinear(t *testing.T) {
 		t.Errorf("largest allocation %d B, want at least the dequantized weight", nf4.Largest.Bytes)
 	}
 	q.LoRA = nil
-	if _, err := Evaluate(&q, Options{}); err == nil || !strings.Contains(err.Error(), "needs a frozen base") {
+	if _, err := Evaluate(&q, core.Options{}); err == nil || !strings.Contains(err.Error(), "needs a frozen base") {
 		t.Errorf("quant without lora or freeze: %v", err)
 	}
 }
@@ -108,7 +109,7 @@ func TestFreeze(t *testing.T) {
 	} {
 		p := tinyPlan(t, tinyLM())
 		p.Freeze = tc.freeze
-		r, err := Evaluate(p, Options{})
+		r, err := Evaluate(p, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,22 +121,22 @@ func TestFreeze(t *testing.T) {
 			t.Errorf("freeze=%v: optimizer state %d, want %d", tc.freeze, r.States.Optimizer, 4*tc.want)
 		}
 	}
-	if !pathPrefix("layers.1", "layers.1.attn.q_proj.weight") || pathPrefix("layers.1", "layers.10.attn.q_proj.weight") {
+	if !core.PathPrefix("layers.1", "layers.1.attn.q_proj.weight") || core.PathPrefix("layers.1", "layers.10.attn.q_proj.weight") {
 		t.Error("pathPrefix must cut at dots")
 	}
 }
 
 func TestChunkLengths(t *testing.T) {
 	for _, tc := range []struct {
-		o    headLoss
+		o    core.HeadLoss
 		seq  int64
 		want []int64
 	}{
-		{headLoss{chunkTokens: 128}, 300, []int64{128, 128, 44}},
-		{headLoss{chunks: 8}, 1000, []int64{125, 125, 125, 125, 125, 125, 125, 125}},
-		{headLoss{chunks: 3}, 10, []int64{4, 4, 2}},
+		{core.HeadLoss{ChunkTokens: 128}, 300, []int64{128, 128, 44}},
+		{core.HeadLoss{Chunks: 8}, 1000, []int64{125, 125, 125, 125, 125, 125, 125, 125}},
+		{core.HeadLoss{Chunks: 3}, 10, []int64{4, 4, 2}},
 	} {
-		got := tc.o.chunkLengths(tc.seq)
+		got := tc.o.ChunkLengths(tc.seq)
 		if len(got) != len(tc.want) {
 			t.Fatalf("%+v seq %d: %v, want %v", tc.o, tc.seq, got, tc.want)
 		}
@@ -150,12 +151,12 @@ func TestChunkLengths(t *testing.T) {
 func TestLossChunks(t *testing.T) {
 	p := tinyPlan(t, deepLM(8000, 1))
 	p.Seq = 2048
-	full, err := Evaluate(p, Options{})
+	full, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.LossChunks = 4
-	chunked, err := Evaluate(p, Options{})
+	chunked, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,13 +176,13 @@ func TestLossChunks(t *testing.T) {
 func TestOffload(t *testing.T) {
 	const n = 1000*256 + 256*512 + 512*256 + 256*1000 // params
 	base := tinyPlan(t, tinyLM())
-	plain, err := Evaluate(base, Options{})
+	plain, err := Evaluate(base, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := *base
-	p.Offload = &Offload{Optimizer: "cpu"}
-	opt, err := Evaluate(&p, Options{})
+	p.Offload = &core.Offload{Optimizer: "cpu"}
+	opt, err := Evaluate(&p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +199,12 @@ func TestOffload(t *testing.T) {
 	}
 	deep := tinyPlan(t, deepLM(1000, 8))
 	deep.Seq = 4096
-	deepPlain, err := Evaluate(deep, Options{})
+	deepPlain, err := Evaluate(deep, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	deep.Offload = &Offload{Activations: "cpu"}
-	act, err := Evaluate(deep, Options{})
+	deep.Offload = &core.Offload{Activations: "cpu"}
+	act, err := Evaluate(deep, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +217,8 @@ func TestOffload(t *testing.T) {
 	if act.PeakAllocated >= deepPlain.PeakAllocated {
 		t.Errorf("activation offload peak %d >= plain %d", act.PeakAllocated, deepPlain.PeakAllocated)
 	}
-	p.Offload = &Offload{Params: "cpu"}
-	par, err := Evaluate(&p, Options{})
+	p.Offload = &core.Offload{Params: "cpu"}
+	par, err := Evaluate(&p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,21 +226,21 @@ func TestOffload(t *testing.T) {
 	if par.HostMemory != 16*n+2*n {
 		t.Errorf("param offload host %d, want %d", par.HostMemory, 18*n)
 	}
-	p.Offload = &Offload{Optimizer: "cpu"}
+	p.Offload = &core.Offload{Optimizer: "cpu"}
 	p.HostMemory = 1 << 20
-	if _, err := Evaluate(&p, Options{}); err == nil || !strings.Contains(err.Error(), "offload needs") {
+	if _, err := Evaluate(&p, core.Options{}); err == nil || !strings.Contains(err.Error(), "offload needs") {
 		t.Errorf("host memory too small: %v", err)
 	}
-	p.Offload = &Offload{Optimizer: "disk"}
-	if _, err := Evaluate(&p, Options{}); err == nil || !strings.Contains(err.Error(), `unknown optimizer tier "disk"`) {
+	p.Offload = &core.Offload{Optimizer: "disk"}
+	if _, err := Evaluate(&p, core.Options{}); err == nil || !strings.Contains(err.Error(), `unknown optimizer tier "disk"`) {
 		t.Errorf("bad tier: %v", err)
 	}
 }
 
 func TestPagedUnderPressure(t *testing.T) {
 	p := tinyPlan(t, tinyLM())
-	p.Optimizer = Optimizer{Kind: "paged_adamw"}
-	r, err := Evaluate(p, Options{})
+	p.Optimizer = core.Optimizer{Kind: "paged_adamw"}
+	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +250,7 @@ func TestPagedUnderPressure(t *testing.T) {
 	}
 	// a device with room for the step but not for the paged state
 	p.Device.Memory = r.DeviceUsed - 4*n
-	r2, err := Evaluate(p, Options{})
+	r2, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,27 +260,27 @@ func TestPagedUnderPressure(t *testing.T) {
 }
 
 func TestPacking(t *testing.T) {
-	block := func(impl string) *Model {
-		return &Model{Name: "packed", Vocab: 1000, Layers: []Layer{
+	block := func(impl string) *core.Model {
+		return &core.Model{Name: "packed", Vocab: 1000, Layers: []core.Layer{
 			&Embedding{Name: "embed", Rows: 1000, Dim: 256},
-			&Repeat{Name: "layers", N: 2, Layer: &Residual{Layer: &Attention{Dim: 256, Heads: 4, Impl: impl, Causal: true}}},
+			&core.Repeat{Name: "layers", N: 2, Layer: &core.Residual{Layer: &Attention{Dim: 256, Heads: 4, Impl: impl, Causal: true}}},
 		}}
 	}
 	p := tinyPlan(t, block("flash"))
 	p.Batch, p.Seq = 4, 512
-	padded, err := Evaluate(p, Options{})
+	padded, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 3 documents' worth of real tokens packed into one row of 1536
 	p.TokensPerBatch = 1536
-	packed, err := Evaluate(p, Options{})
+	packed, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	one := *p
 	one.Batch, one.Seq, one.TokensPerBatch = 1, 1536, 0
-	row, err := Evaluate(&one, Options{})
+	row, err := Evaluate(&one, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,24 +288,24 @@ func TestPacking(t *testing.T) {
 		t.Errorf("packed saves %d, one row of 1536 %d, padded 4 x 512 %d", packed.SavedActivations, row.SavedActivations, padded.SavedActivations)
 	}
 	p.Model = block("sdpa")
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "needs flash attention's varlen kernel") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "needs flash attention's varlen kernel") {
 		t.Errorf("packed sdpa: %v", err)
 	}
 }
 
 func TestQuantInt8(t *testing.T) {
 	p := tinyPlan(t, tinyLM())
-	p.LoRA = &LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
+	p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"up"}}
 	p.Quant = "int8"
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), `quant="int8" computes in fp16`) {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), `quant="int8" computes in fp16`) {
 		t.Errorf("int8 in bf16: %v", err)
 	}
-	prec, err := LookupPrecision("fp16")
+	prec, err := core.LookupPrecision("fp16")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Precision = prec
-	r, err := Evaluate(p, Options{})
+	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,15 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"strings"
 	"testing"
 )
 
 // firstStepPlan is two 256 x 256 linear layers (65,536 fp32 weights each,
 // 256 KiB: no allocator rounding) trained with AdamW in fp32.
-func firstStepPlan(first bool) *Plan {
-	m := &Model{Name: "m", Layers: []Layer{&Linear{Name: "a", In: 256, Out: 256}, &Linear{Name: "b", In: 256, Out: 256}}, Loss: "mse", InputDim: 256}
+func firstStepPlan(first bool) *core.Plan {
+	m := &core.Model{Name: "m", Layers: []core.Layer{&Linear{Name: "a", In: 256, Out: 256}, &Linear{Name: "b", In: 256, Out: 256}}, Loss: "mse", InputDim: 256}
 	p := llamaPlan(m, 4, 16, "fp32", "none", "H100-80GB")
 	p.FirstStep = first
 	return p
@@ -21,8 +22,8 @@ func TestFirstStep(t *testing.T) {
 	peakBefore := func(r *Report) (peak int64, madeInStep int64) {
 		for i, pt := range r.Timeline {
 			if pt.Phase == PhaseOptimizer {
-				if i > 0 && pt.ByCat[CatOptimizer] > r.Timeline[i-1].ByCat[CatOptimizer] {
-					madeInStep += pt.ByCat[CatOptimizer] - r.Timeline[i-1].ByCat[CatOptimizer]
+				if i > 0 && pt.ByCat[core.CatOptimizer] > r.Timeline[i-1].ByCat[core.CatOptimizer] {
+					madeInStep += pt.ByCat[core.CatOptimizer] - r.Timeline[i-1].ByCat[core.CatOptimizer]
 				}
 				continue
 			}
@@ -30,11 +31,11 @@ func TestFirstStep(t *testing.T) {
 		}
 		return peak, madeInStep
 	}
-	steady, err := Evaluate(firstStepPlan(false), Options{Timeline: true})
+	steady, err := Evaluate(firstStepPlan(false), core.Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := Evaluate(firstStepPlan(true), Options{Timeline: true})
+	first, err := Evaluate(firstStepPlan(true), core.Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +56,12 @@ func TestFirstStep(t *testing.T) {
 func TestFirstStepErrors(t *testing.T) {
 	p := firstStepPlan(true)
 	p.Phase = "eval"
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), `first_step=True replays the optimizer's first step, and phase is "eval"`) {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), `first_step=True replays the optimizer's first step, and phase is "eval"`) {
 		t.Errorf("eval: %v", err)
 	}
 	p = firstStepPlan(true)
-	p.Offload = &Offload{Optimizer: "cpu"}
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "not with offload=") {
+	p.Offload = &core.Offload{Optimizer: "cpu"}
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "not with offload=") {
 		t.Errorf("offload: %v", err)
 	}
 }

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // FSDP1: torch.distributed.fsdp.FullyShardedDataParallel, as Lightning's
 // FSDPStrategy (use_orig_params=True) and Hugging Face accelerate drive
 // it in PyTorch 2.0-2.3. Where it differs from FSDP2 in memory:
@@ -34,7 +36,7 @@ func (d *distState) setupFSDP1(r *Replay) {
 		un := &d.units[u]
 		n := d.gatheredSize(int32(u)) / d.dp
 		b := prec.Params.Bytes(n)
-		d.alloc(r, un.name+" flat shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
+		d.alloc(r, un.name+" flat shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
 		st.Params += b
 	}
 	// Parameters no op reads (none in practice) are not in a unit.
@@ -64,7 +66,7 @@ func (d *distState) allocFlatGrad(r *Replay, u int32, why string) {
 	un := &d.units[u]
 	n := d.gatheredSize(u)
 	dt := d.gatherDT
-	un.flatGrad = d.alloc(r, un.name+" unsharded flat gradient", []int64{n}, dt, dt.Bytes(n), CatGrads,
+	un.flatGrad = d.alloc(r, un.name+" unsharded flat gradient", []int64{n}, dt, dt.Bytes(n), core.CatGrads,
 		"gradient of the whole FlatParameter of "+un.name+", frozen parameters included (FSDP1); "+why)
 	if d.noSync {
 		r.rep.States.Grads += dt.Bytes(n)
@@ -98,7 +100,7 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	}
 	dt := d.gatherDT
 	s := d.gatheredSize(u) / d.dp
-	out := d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), CatGrads, "sharded gradient of "+un.name+" (FSDP1 reduce-scatter)")
+	out := d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatGrads, "sharded gradient of "+un.name+" (FSDP1 reduce-scatter)")
 	r.release(un.flatGrad)
 	un.flatGrad = none
 	if un.grad == none {

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // FSDP2 with CPU offload (fully_shard(offload_policy=CPUOffloadPolicy()),
 // offload(params="cpu") with parallel(fsdp=True)). Read from
 // torch/distributed/fsdp/_fully_shard (_fsdp_api.py CPUOffloadPolicy,
@@ -40,7 +42,7 @@ func (d *distState) unitShard(u int32, trainableOnly bool) int64 {
 	for _, pi := range d.units[u].params {
 		p := &d.p.Params[pi]
 		if !trainableOnly || p.Trainable {
-			n += fsdpShard(p.shape, p.Numel, d.degree(pi))
+			n += fsdpShard(p.Shape, p.Numel, d.degree(pi))
 		}
 	}
 	return n
@@ -54,10 +56,10 @@ func (d *distState) fsdpShardsToGPU(r *Replay, u int32) []int32 {
 	n := d.unitShard(u, false)
 	dt := r.Plan.Precision.Params
 	r.rep.Traffic.PCIe += dt.Bytes(n)
-	ids := []int32{d.alloc(r, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), CatComm,
+	ids := []int32{d.alloc(r, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), core.CatComm,
 		"GPU copy of this rank's host shards of "+un.name+" (FSDP2 CPUOffloadPolicy: all_gather_inputs)")}
 	if d.gatherDT != dt {
-		ids = append(ids, d.alloc(r, un.name+" shards cast", []int64{n}, d.gatherDT, d.gatherDT.Bytes(n), CatComm,
+		ids = append(ids, d.alloc(r, un.name+" shards cast", []int64{n}, d.gatherDT, d.gatherDT.Bytes(n), core.CatComm,
 			"the shards cast to param_dtype for the all-gather (MixedPrecisionPolicy)"))
 	}
 	return ids
@@ -69,7 +71,7 @@ func (d *distState) fsdpGradToHost(r *Replay, u int32) {
 	un := &d.units[u]
 	s := d.unitGradShard(int(u))
 	dt := r.Plan.Precision.Grads
-	r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), CatComm,
+	r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm,
 		"FSDP reduce-scatter output of "+un.name+", copied to the host gradient shard"))
 	r.rep.Traffic.PCIe += dt.Bytes(s)
 }

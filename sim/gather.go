@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The step-time side of sharding: gathering parameters before use and
 // freeing them after (ZeRO-3, FSDP), what happens to gradients as the
@@ -37,7 +40,7 @@ func (d *distState) gatheredSize(u int32) int64 {
 		p := &d.p.Params[pi]
 		k := d.degree(pi)
 		if d.Mode == DistFSDP {
-			n += fsdpShard(p.shape, p.Numel, k) * k
+			n += fsdpShard(p.Shape, p.Numel, k) * k
 		} else {
 			n += ceilDiv(p.Numel, k) * k
 		}
@@ -57,7 +60,7 @@ func (d *distState) gather(r *Replay, u int32) {
 	n := d.gatheredSize(u)
 	dt := d.gatherDT
 	if d.fsdp1 {
-		un.tensor = d.alloc(r, un.name+" unsharded flat parameter", []int64{n}, dt, dt.Bytes(n), CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it; freed at reshard)")
+		un.tensor = d.alloc(r, un.name+" unsharded flat parameter", []int64{n}, dt, dt.Bytes(n), core.CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it; freed at reshard)")
 		return
 	}
 	if d.Mode == DistFSDP {
@@ -65,21 +68,21 @@ func (d *distState) gather(r *Replay, u int32) {
 		if d.fsdpOffload(r) {
 			fromHost = d.fsdpShardsToGPU(r, u) // fsdp_offload.go
 		}
-		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
+		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), core.CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
 		for _, id := range fromHost {
 			r.release(id)
 		}
-		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, dt.Bytes(n), CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
+		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, dt.Bytes(n), core.CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
 		r.release(flat)
 		return
 	}
 	var host int32 = none
 	if d.zeroParamOffload(r) { // shard_offload.go: the partition comes from host memory first
 		part := d.partitionOf(u)
-		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
+		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), core.CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
 		r.rep.Traffic.PCIe += dt.Bytes(part)
 	}
-	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, dt.Bytes(n), CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
+	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, dt.Bytes(n), core.CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
 	if host != none {
 		r.release(host)
 	}
@@ -169,11 +172,11 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 		d.backwardStart(r)
 	}
 	for _, o := range d.seeds[int32(i)] {
-		vi := &d.p.Values[o.v]
-		if o.loss {
-			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: CatTemporaries})
-		} else if vi.grad {
-			r.gradT[o.v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: "gradient received from the next pipeline stage", Cat: CatTemporaries})
+		vi := &d.p.Values[o.V]
+		if o.Loss {
+			r.gradT[o.V] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
+		} else if vi.Grad {
+			r.gradT[o.V] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient received from the next pipeline stage", Cat: core.CatTemporaries})
 		}
 	}
 	if d.opUnits == nil || r.Plan.Phase == "eval" {
@@ -192,14 +195,14 @@ func (d *distState) afterBackward(r *Replay, i int) {
 		return
 	}
 	for _, o := range d.seeds[int32(i)] {
-		if o.loss {
-			r.unhold(o.v)
+		if o.Loss {
+			r.unhold(o.V)
 		}
 	}
 	op := &d.p.Ops[i]
 	if d.Mode == DistZeRO && d.par.Zero >= 2 {
 		// Each completed gradient is copied into the reduce bucket and freed.
-		for _, pi := range op.params {
+		for _, pi := range op.Params {
 			pi = d.root(pi)
 			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
 				r.release(r.paramGrad[pi])
@@ -243,7 +246,7 @@ func (d *distState) gradient(r *Replay, pi int32) bool {
 		}
 		p := &d.p.Params[pi]
 		dt := d.gatherDT
-		r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "unsharded gradient of " + p.Name + " (FSDP, until the reduce-scatter)", Cat: CatGrads})
+		r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "unsharded gradient of " + p.Name + " (FSDP, until the reduce-scatter)", Cat: core.CatGrads})
 		return true
 	}
 	return false
@@ -256,14 +259,14 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 	for _, pi := range un.params {
 		if d.p.Params[pi].Trainable {
 			k := d.degree(pi)
-			n += fsdpShard(d.p.Params[pi].shape, d.p.Params[pi].Numel, k) * k
+			n += fsdpShard(d.p.Params[pi].Shape, d.p.Params[pi].Numel, k) * k
 		}
 	}
 	if n == 0 {
 		return
 	}
 	dt := r.Plan.Precision.Grads
-	in := d.alloc(r, un.name+" reduce-scatter input", []int64{n}, dt, dt.Bytes(n), CatComm, "FSDP reduce-scatter input of "+un.name+" (gradients in the reduce dtype)")
+	in := d.alloc(r, un.name+" reduce-scatter input", []int64{n}, dt, dt.Bytes(n), core.CatComm, "FSDP reduce-scatter input of "+un.name+" (gradients in the reduce dtype)")
 	for _, pi := range un.params {
 		if r.paramGrad[pi] != none {
 			r.release(r.paramGrad[pi])
@@ -276,7 +279,7 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 		d.shardGrad(r, int(u))
 	} else {
 		s := d.unitGradShard(int(u))
-		r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), CatComm, "FSDP reduce-scatter output, added to the sharded gradient"))
+		r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm, "FSDP reduce-scatter output, added to the sharded gradient"))
 	}
 	r.release(in)
 }
@@ -289,7 +292,7 @@ func (d *distState) backwardStart(r *Replay) {
 		return
 	}
 	dt := r.Plan.Precision.Params
-	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
+	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
 	if d.par.Zero == 2 && d.gradPart == none && !d.zeroOffload(r) { // offloaded: the partition is on the host
 		d.allocGradPart(r)
 	}
@@ -301,7 +304,7 @@ func (d *distState) allocGradPart(r *Replay) {
 		part += zeroPartition(g.numel, g.n)
 	}
 	dt := r.Plan.Precision.Grads
-	d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, dt, dt.Bytes(part), CatGrads, "this rank's gradient partition (ZeRO)")
+	d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, dt, dt.Bytes(part), core.CatGrads, "this rank's gradient partition (ZeRO)")
 }
 
 // backwardEnd: stage 2's epilogue releases the bucket; stage 1 reduces the
@@ -349,7 +352,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			var sub int64
 			flush := func() {
 				if sub > 0 {
-					r.release(d.alloc(r, "fp32 gradient of sub-group", []int64{sub}, units.FP32, units.FP32.Bytes(sub), CatTemporaries, "fp32 copy of the gradient partition of one sub-group (stage3.py)"))
+					r.release(d.alloc(r, "fp32 gradient of sub-group", []int64{sub}, units.FP32, units.FP32.Bytes(sub), core.CatTemporaries, "fp32 copy of the gradient partition of one sub-group (stage3.py)"))
 				}
 				sub = 0
 			}
@@ -372,10 +375,10 @@ func (d *distState) optimizerStep(r *Replay) bool {
 		}
 		for k, g := range d.groups(true) {
 			n := zeroPartition(g.numel, g.n)
-			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, prec.Grads, prec.Grads.Bytes(n), CatTemporaries, "flattened gradient partition (DeepSpeed step)")
+			flat := d.alloc(r, g.name+" flat gradient partition", []int64{n}, prec.Grads, prec.Grads.Bytes(n), core.CatTemporaries, "flattened gradient partition (DeepSpeed step)")
 			fp32 := int32(none)
 			if prec.Grads != units.FP32 {
-				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, units.FP32, units.FP32.Bytes(n), CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
+				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, units.FP32, units.FP32.Bytes(n), core.CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
 			}
 			r.release(flat)
 			if k == len(d.groups(true))-1 && d.gradPart != none {
@@ -397,12 +400,12 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			if p.TiedTo >= 0 || !p.Trainable {
 				continue
 			}
-			b := prec.States.Bytes(fsdpShard(p.shape, p.Numel, d.degree(int32(pi))))
+			b := prec.States.Bytes(fsdpShard(p.Shape, p.Numel, d.degree(int32(pi))))
 			total += b
 			largest = max(largest, b)
 		}
-		if tmp := r.Plan.Optimizer.stepTemporary(largest, total); tmp > 0 {
-			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, CatTemporaries, "temporaries of the "+r.Plan.Optimizer.Kind+" step over the sharded parameters"))
+		if tmp := r.Plan.Optimizer.StepTemporary(largest, total); tmp > 0 {
+			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, core.CatTemporaries, "temporaries of the "+r.Plan.Optimizer.Kind+" step over the sharded parameters"))
 		}
 		return true
 	}

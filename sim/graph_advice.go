@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/core"
 	"strings"
 )
 
@@ -18,7 +19,7 @@ import (
 //   - a tensor over all destination nodes of stacked members: no edge
 //     chunking shrinks it, running the members one at a time divides it;
 //   - a processor's recompute: it rebuilds layers/segments layers at once.
-func graphAdvice(plan *Plan, rep *Report) {
+func graphAdvice(plan *core.Plan, rep *Report) {
 	if rep.OOM == nil || len(plan.Model.Layers) != 1 {
 		return
 	}
@@ -34,7 +35,7 @@ func graphAdvice(plan *Plan, rep *Report) {
 		}
 	}
 	layer, _, _ := strings.Cut(path, ".")
-	eval := a.Phase == PhaseValidation || plan.Phase == "eval"
+	eval := a.Phase == core.PhaseValidation || plan.Phase == "eval"
 	members := max(plan.Members, 1)
 	perNode := func(n *NodeSet) bool {
 		return len(a.Shape) > 0 && n != nil && a.Shape[0] == plan.Batch*members*n.Nodes && plan.MembersMode != "sequential" && members > 1

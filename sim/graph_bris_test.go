@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -27,7 +28,7 @@ import (
 // Validation chunks as finetune.sbatch exports them when evalChunks > 1:
 // ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER=32 for the mappers and
 // ANEMOI_INFERENCE_NUM_CHUNKS=16 for the processor; unset, both are 1.
-func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, phase string) *Plan {
+func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, phase string) *core.Plan {
 	t.Helper()
 	grid, _ := Grid("bris", 1_359_281)
 	mesh, _ := Mesh("hidden", 261_634)
@@ -46,21 +47,21 @@ func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, ph
 		Segments: 4, EvalChunks: procEval, QKNorm: true}
 	epd, err := NewEncoderProcessorDecoder(EncoderProcessorDecoder{Name: "bris", Grid: grid, Mesh: mesh,
 		Encoder: mapper(enc), Processor: proc, Decoder: mapper(dec), Inputs: 275, Outputs: 87, NoiseChannels: 4, NoiseHidden: 32,
-		Data: &DataBatch{Times: 3, Variables: 98}})
+		Data: &core.DataBatch{Times: 3, Variables: 98}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	prec, _ := LookupPrecision("fp16-mixed")
-	rt, _ := LookupRuntime("cuda")
+	prec, _ := core.LookupPrecision("fp16-mixed")
+	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H200")
-	return &Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
-		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: phase,
+	return &core.Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
+		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase,
 		Runtime: rt, ExpandableSegments: true}
 }
 
-func evalBris(t *testing.T, p *Plan) *Report {
+func evalBris(t *testing.T, p *core.Plan) *Report {
 	t.Helper()
-	r, err := Evaluate(p, Options{})
+	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestBrisBuffers(t *testing.T) {
 // chunks of finetune.sbatch validation passes.
 func TestBrisValidation(t *testing.T) {
 	r := attempt(t, 4, "stacked", 4, 1)
-	if o := r.OOM; o == nil || o.Alloc.Phase != PhaseValidation || o.Alloc.Bytes != 4*12*261_634*1024*2 || !strings.HasPrefix(o.Alloc.Tensor, "encoder.proc.conv.") {
+	if o := r.OOM; o == nil || o.Alloc.Phase != core.PhaseValidation || o.Alloc.Bytes != 4*12*261_634*1024*2 || !strings.HasPrefix(o.Alloc.Tensor, "encoder.proc.conv.") {
 		t.Errorf("4 members: OOM %+v, want the encoder's 23.95 GiB per-edge tensor in validation", o)
 	}
 	var first *OOM
@@ -131,7 +132,7 @@ func TestBrisValidation(t *testing.T) {
 		if o == nil {
 			t.Fatalf("chunks=%d: validation fits, want an OOM", k)
 		}
-		if a := o.Alloc; a.Bytes != 3*2*1_359_281*1024*4 || a.Tensor != "decoder.proc.conv.query_key.fp32" || a.Phase != PhaseValidation {
+		if a := o.Alloc; a.Bytes != 3*2*1_359_281*1024*4 || a.Tensor != "decoder.proc.conv.query_key.fp32" || a.Phase != core.PhaseValidation {
 			t.Errorf("2 members, chunks %d: OOM at %d B %s in %s, want the 31.11 GiB fp32 product", k, a.Bytes, a.Tensor, a.Phase)
 		}
 		if first == nil {

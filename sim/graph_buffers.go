@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The graph an anemoi model carries as module buffers (buffers.go), on
 // the device from the start of the run:
@@ -17,17 +20,17 @@ import "github.com/memsh/memsh/sim/units"
 //     [nodes, 4] fp32 for the grid and the mesh: 16 bytes per node.
 
 // buffers registers a graph layer's edge buffers.
-func (in edgeInputs) buffers(b *builder) {
+func (in edgeInputs) buffers(b *core.Builder) {
 	e := in.set.Count
 	if fixed := in.attrs - in.trainable; fixed > 0 {
-		b.buffer("edge_attr", []int64{e, fixed}, units.FP32, "fixed edge attributes of the layer's graph (register_buffer)")
+		b.Buffer("edge_attr", []int64{e, fixed}, units.FP32, "fixed edge attributes of the layer's graph (register_buffer)")
 	}
-	b.buffer("edge_index_base", []int64{2, e}, units.INT64, "edge index of the layer's graph (register_buffer)")
-	b.buffer("edge_inc", []int64{2, 1}, units.INT64, "edge index increment per stacked sample (register_buffer)")
+	b.Buffer("edge_index_base", []int64{2, e}, units.INT64, "edge index of the layer's graph (register_buffer)")
+	b.Buffer("edge_inc", []int64{2, 1}, units.INT64, "edge index increment per stacked sample (register_buffer)")
 }
 
 // coordinateBuffer registers a node set's sin/cos coordinates.
-func (e *EncoderProcessorDecoder) coordinateBuffer(b *builder, nodes *NodeSet) {
-	b.buffer("node_attributes.latlons_"+nodes.Name, []int64{nodes.Nodes, coordAttrs}, units.FP32,
+func (e *EncoderProcessorDecoder) coordinateBuffer(b *core.Builder, nodes *NodeSet) {
+	b.Buffer("node_attributes.latlons_"+nodes.Name, []int64{nodes.Nodes, coordAttrs}, units.FP32,
 		"sin and cos of the latitudes and longitudes of "+nodes.Name+" (NamedNodesAttributes, register_buffer)")
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -21,16 +22,16 @@ type edgeInputs struct {
 
 // lower returns the batch's edge attributes fp32 [e, attrs], its edge
 // index int64 [2, e] and e, the edges of batch samples.
-func (in edgeInputs) lower(b *builder, batch int64) (ea, ei Value, e int64) {
+func (in edgeInputs) lower(b *core.Builder, batch int64) (ea, ei core.Value, e int64) {
 	in.buffers(b)
 	e = in.set.Count * batch
 	ea = in.attributes(b, e)
 	// _expand_edges: torch.cat([edge_index + i * edge_inc for i in range(batch)], dim=1);
 	// the shifted copies live in the list until the cat.
-	ei = b.ew("cat", "edge_index", nil, []int64{2, e}, units.INT64, fmt.Sprintf("edge index of the %d stacked samples (_expand_edges)", batch))
-	b.val(ei).grad = false
+	ei = b.Ew("cat", "edge_index", nil, []int64{2, e}, units.INT64, fmt.Sprintf("edge index of the %d stacked samples (_expand_edges)", batch))
+	b.Val(ei).Grad = false
 	if batch > 1 {
-		b.op(b.val(ei).producer).workF = units.INT64.Bytes(2 * e)
+		b.Op(b.Val(ei).Producer).WorkF = units.INT64.Bytes(2 * e)
 	}
 	return ea, ei, e
 }
@@ -39,15 +40,15 @@ func (in edgeInputs) lower(b *builder, batch int64) (ea, ei Value, e int64) {
 // l.38-40): the fixed attribute buffer and the trainable [edges,
 // trainable] parameter, each repeated over the batch, concatenated: fp32
 // [e, attrs].
-func (in edgeInputs) attributes(b *builder, e int64) Value {
-	done := b.scope("trainable")
+func (in edgeInputs) attributes(b *core.Builder, e int64) core.Value {
+	done := b.Scope("trainable")
 	var params []int32
 	if in.trainable > 0 {
-		params = append(params, b.param("trainable", []int64{in.set.Count, in.trainable}, "edge_attr"))
+		params = append(params, b.Param("trainable", []int64{in.set.Count, in.trainable}, "edge_attr"))
 	}
-	i := b.addOp("cat", "edge_attr", nil, params...)
-	y := b.out(i, "edge_attr", []int64{e, in.attrs}, units.FP32, "edge attributes repeated over the batch, fixed + trainable (TrainableTensor)")
-	b.op(i).workF = units.FP32.Bytes(e * in.attrs) // the repeats, alive until the cat
+	i := b.AddOp("cat", "edge_attr", nil, params...)
+	y := b.Out(i, "edge_attr", []int64{e, in.attrs}, units.FP32, "edge attributes repeated over the batch, fixed + trainable (TrainableTensor)")
+	b.Op(i).WorkF = units.FP32.Bytes(e * in.attrs) // the repeats, alive until the cat
 	done()
 	return y
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -51,7 +52,7 @@ func (g *GraphTransformer) Label() string {
 	}
 	return g.Role
 }
-func (g *GraphTransformer) Children() []Layer { return nil }
+func (g *GraphTransformer) Children() []core.Layer { return nil }
 
 // blockParams counts GraphTransformerMapperBlock: lin_key, lin_query,
 // lin_value, lin_self (C x C with bias), lin_edge (edge_dim x C with bias),
@@ -93,7 +94,7 @@ func (g *GraphTransformer) Summary() string {
 	return s
 }
 
-func (g *GraphTransformer) validate(path string) error {
+func (g *GraphTransformer) Validate(path string) error {
 	if g.Edges == nil {
 		return units.Errorf(path, "graph_transformer needs edges (knn_edges, radius_edges, ...)")
 	}
@@ -101,7 +102,7 @@ func (g *GraphTransformer) validate(path string) error {
 		what string
 		n    int64
 	}{{"channels", g.Channels}, {"heads", g.Heads}, {"mlp_ratio", g.MLPRatio}, {"edge_attrs", g.EdgeAttrs}} {
-		if err := positive(path, f.what, f.n); err != nil {
+		if err := core.Positive(path, f.what, f.n); err != nil {
 			return err
 		}
 	}
@@ -125,8 +126,8 @@ func (g *GraphTransformer) validate(path string) error {
 
 // lower: a mapper reads two node sets, so it lowers only inside
 // encoder_processor_decoder.
-func (g *GraphTransformer) lower(b *builder, x Value) Value {
-	panic(lowerError{&units.Error{Path: b.name(g.Name), Msg: "graph_transformer maps one node set onto another, so it runs only as the encoder or decoder of encoder_processor_decoder",
+func (g *GraphTransformer) Lower(b *core.Builder, x core.Value) core.Value {
+	panic(core.LowerError{Err: &units.Error{Path: b.Name(g.Name), Msg: "graph_transformer maps one node set onto another, so it runs only as the encoder or decoder of encoder_processor_decoder",
 		Hint: "encoder_processor_decoder(name, grid, mesh, encoder, processor, decoder, inputs, outputs)"}})
 }
 
@@ -135,34 +136,34 @@ func (g *GraphTransformer) lower(b *builder, x Value) Value {
 // batch already holds the stacked members): edge attributes and index,
 // pre_process (embeddings), the block, post_process (the decoder's
 // node_data_extractor).
-func (g *GraphTransformer) lowerMapper(b *builder, xs, xd Value, batch int64) Value {
+func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch int64) core.Value {
 	name := g.Name
 	if name == "" {
 		name = g.Role
 	}
-	defer b.scope(name)()
+	defer b.Scope(name)()
 	if g.Checkpoint {
-		defer b.beginRegion("")()
+		defer b.BeginRegion("")()
 	}
 	c := g.Channels
 	k := g.Chunks
-	if b.eval {
+	if b.Eval {
 		k = g.EvalChunks // block.py@models-0.8.1 l.724: self.num_chunks if self.training else NUM_CHUNKS_INFERENCE_MAPPER
 	}
 	ea, ei, e := g.edges().lower(b, batch) // graph_edge_inputs.go
 	if g.Role == "encoder" {
-		xs = b.linear("emb_nodes_src", "embed", xs, g.SrcIn, c, true)
+		xs = b.Linear("emb_nodes_src", "embed", xs, g.SrcIn, c, true)
 	}
-	xd = b.linear("emb_nodes_dst", "embed", xd, g.DstIn, c, true)
+	xd = b.Linear("emb_nodes_dst", "embed", xd, g.DstIn, c, true)
 	out := g.block(b, xs, xd, ea, ei, k, e)
 	if g.Role == "decoder" {
-		done := b.scope("node_data_extractor")
-		out = b.layerNorm("0", out, c, true)
-		out = b.linear("1", "head", out, c, g.Out, true)
+		done := b.Scope("node_data_extractor")
+		out = b.LayerNorm("0", out, c, true)
+		out = b.Linear("1", "head", out, c, g.Out, true)
 		done()
 	}
 	// Locals of the mapper's forward until it returns.
-	b.keepAlive("mapper_locals", ea, ei, xs)
+	b.KeepAlive("mapper_locals", ea, ei, xs)
 	return out
 }
 
@@ -173,32 +174,32 @@ func (g *GraphTransformer) edges() edgeInputs {
 
 // block lowers GraphTransformerMapperBlock.forward (block.py@models-0.8.1
 // l.696-755) with k edge chunks over e edges.
-func (g *GraphTransformer) block(b *builder, xs, xd, ea, ei Value, k, e int64) Value {
-	defer b.scope("proc")()
+func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, e int64) core.Value {
+	defer b.Scope("proc")()
 	c := g.Channels
-	r := rows(b.shape(xd))
+	r := core.Rows(b.Shape(xd))
 	// x = (layer_norm_attention_src(x[0]), layer_norm_attention_dest(x[1])):
 	// fp32 under autocast, alive in the local x until the block returns.
-	lnS := b.layerNorm("layer_norm_attention_src", xs, c, true)
-	lnD := b.layerNorm("layer_norm_attention", xd, c, true)
-	xr := b.linear("lin_self", "self", lnD, c, c, true)
+	lnS := b.LayerNorm("layer_norm_attention_src", xs, c, true)
+	lnD := b.LayerNorm("layer_norm_attention", xd, c, true)
+	xr := b.Linear("lin_self", "self", lnD, c, c, true)
 	// get_qkve; shard_qkve_heads is views on one GPU.
-	q := b.linear("lin_query", "q", lnD, c, c, true)
-	key := b.linear("lin_key", "k", lnS, c, c, true)
-	val := b.linear("lin_value", "v", lnS, c, c, true)
-	edges := b.linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
+	q := b.Linear("lin_query", "q", lnD, c, c, true)
+	key := b.Linear("lin_key", "k", lnS, c, c, true)
+	val := b.Linear("lin_value", "v", lnS, c, c, true)
+	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
 	att := g.attn().block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
 	out := projectChunks(b, att, xr, r, c, k)
 	// out = out + x_skip[1]
-	out = b.ew("add", "out_plus_x_skip", []Value{out, xd}, []int64{r, c}, promote(b.dtype(out), b.dtype(xd)), "out + x_skip[1]")
+	out = b.Ew("add", "out_plus_x_skip", []core.Value{out, xd}, []int64{r, c}, core.Promote(b.Dtype(out), b.Dtype(xd)), "out + x_skip[1]")
 	// nodes_new_dst = torch.cat([self.run_node_dst_mlp(chunk) + chunk for chunk in out.tensor_split(num_chunks)])
 	ln := newChunkNorm(b, "layer_norm_mlp_dst", c)
 	hidden := g.MLPRatio * c
 	fc1 := newChunkLinear(b, "node_dst_mlp.0", "up", c, hidden, true)
 	fc2 := newChunkLinear(b, "node_dst_mlp.2", "down", hidden, c, true)
-	var parts []Value
+	var parts []core.Value
 	for i, n := range splitRows(r, k) {
-		done := b.scope(chunkScope(int64(i), k))
+		done := b.Scope(chunkScope(int64(i), k))
 		ci := out
 		if k > 1 {
 			ci = viewRows(b, out, n, "tensor_split chunk of out (node MLP input)")
@@ -207,14 +208,14 @@ func (g *GraphTransformer) block(b *builder, xs, xd, ea, ei Value, k, e int64) V
 		h = applyLinear(b, fc1, h)
 		h = activation(b, "gelu", h)
 		h = applyLinear(b, fc2, h)
-		parts = append(parts, b.ew("add", "residual", []Value{h, out}, []int64{n, c}, promote(b.dtype(h), b.dtype(out)),
+		parts = append(parts, b.Ew("add", "residual", []core.Value{h, out}, []int64{n, c}, core.Promote(b.Dtype(h), b.Dtype(out)),
 			"run_node_dst_mlp(chunk) + chunk"))
 		done()
 	}
 	nodes := catRows(b, "nodes_new_dst", parts, "node MLP outputs of the chunks, concatenated")
 	// Locals of the block's forward until it returns (x, x_r, query, key,
 	// value, edges, out, and x_skip holding the inputs).
-	b.keepAlive("block_locals", lnS, lnD, xr, q, key, val, edges, out, xs)
+	b.KeepAlive("block_locals", lnS, lnD, xr, q, key, val, edges, out, xs)
 	return nodes
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -12,7 +13,7 @@ import (
 // GraphTransformerProcessor (attention along the mesh's edges) are the
 // two anemoi ships.
 type MeshProcessor interface {
-	Layer
+	core.Layer
 	mesh() *NodeSet
 	channels() int64
 	// conditioned is a copy named "processor" unless named, whose layer
@@ -20,7 +21,7 @@ type MeshProcessor interface {
 	conditioned(cond int64) MeshProcessor
 	// lowerCond runs the processor on x [batch * mesh nodes, channels],
 	// conditioned on cond [rows, noise channels] (noValue: no noise).
-	lowerCond(b *builder, x, cond Value) Value
+	lowerCond(b *core.Builder, x, cond core.Value) core.Value
 }
 
 func (p *TransformerProcessor) mesh() *NodeSet  { return p.Mesh }
@@ -47,7 +48,7 @@ func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int
 		what string
 		n    int64
 	}{{"layers", layers}, {"channels", channels}, {"heads", heads}, {"mlp_ratio", mlpRatio}, {"segments", segments}} {
-		if err := positive(path, f.what, f.n); err != nil {
+		if err := core.Positive(path, f.what, f.n); err != nil {
 			return err
 		}
 	}
@@ -64,13 +65,13 @@ func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int
 // runSegments lowers BaseProcessor.run_layers (layers/processor.py
 // @models-0.8.1): the layers split into segments ProcessorChunks, each run
 // under one activation checkpoint, block lowering one layer.
-func runSegments(b *builder, x Value, layers, segments int64, block func(Value) Value) Value {
+func runSegments(b *core.Builder, x core.Value, layers, segments int64, block func(core.Value) core.Value) core.Value {
 	per := layers / segments
 	for s := int64(0); s < segments; s++ {
-		done := b.scope(fmt.Sprintf("proc.%d", s))
-		closeRegion := b.beginRegion("")
+		done := b.Scope(fmt.Sprintf("proc.%d", s))
+		closeRegion := b.BeginRegion("")
 		for l := int64(0); l < per; l++ {
-			d := b.scope(fmt.Sprintf("blocks.%d", l))
+			d := b.Scope(fmt.Sprintf("blocks.%d", l))
 			x = block(x)
 			d()
 		}

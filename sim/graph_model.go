@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -48,12 +49,12 @@ type EncoderProcessorDecoder struct {
 	Encoder       *GraphTransformer
 	Processor     MeshProcessor // TransformerProcessor or GraphTransformerProcessor
 	Decoder       *GraphTransformer
-	Inputs        int64      // fp32 features per grid point and sample the model reads
-	Outputs       int64      // variables predicted per grid point
-	NodeAttrs     int64      // trainable attributes per node (trainable_parameters.data / hidden: 8)
-	NoiseChannels int64      // noise_channels_dim (4); 0: no noise injection
-	NoiseHidden   int64      // noise_mlp_hidden_dim (32)
-	Data          *DataBatch // the data loader's batch the input is built from (data_batch.go); nil: the input alone
+	Inputs        int64           // fp32 features per grid point and sample the model reads
+	Outputs       int64           // variables predicted per grid point
+	NodeAttrs     int64           // trainable attributes per node (trainable_parameters.data / hidden: 8)
+	NoiseChannels int64           // noise_channels_dim (4); 0: no noise injection
+	NoiseHidden   int64           // noise_mlp_hidden_dim (32)
+	Data          *core.DataBatch // the data loader's batch the input is built from (data_batch.go); nil: the input alone
 }
 
 // coordAttrs is NamedNodesAttributes' fixed part: sin and cos of (lat, lon).
@@ -77,7 +78,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 		what string
 		n    int64
 	}{{"inputs", e.Inputs}, {"outputs", e.Outputs}} {
-		if err := positive(path, f.what, f.n); err != nil {
+		if err := core.Positive(path, f.what, f.n); err != nil {
 			return nil, err
 		}
 	}
@@ -85,7 +86,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 		return nil, units.Errorf(path, "node_attrs and noise_channels must be >= 0 and noise_hidden positive (got %d, %d, %d)", e.NodeAttrs, e.NoiseChannels, e.NoiseHidden)
 	}
 	if e.Data != nil {
-		if err := e.Data.validate(path); err != nil {
+		if err := e.Data.Validate(path); err != nil {
 			return nil, err
 		}
 	}
@@ -111,8 +112,8 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	enc.Role, enc.SrcIn, enc.DstIn = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs
 	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
 	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.conditioned(e.NoiseChannels)
-	for _, l := range []Layer{e.Encoder, e.Processor, e.Decoder} {
-		if err := l.validate(ChildPath(path, l, 0)); err != nil {
+	for _, l := range []core.Layer{e.Encoder, e.Processor, e.Decoder} {
+		if err := l.Validate(core.ChildPath(path, l, 0)); err != nil {
 			return nil, err
 		}
 	}
@@ -121,8 +122,8 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 
 // NewGraphModel is the model (sim.Model) around an encoder-processor-decoder,
 // with loss "crps" (ensembles) or "mse".
-func NewGraphModel(e *EncoderProcessorDecoder, loss string) *Model {
-	return &Model{Name: e.Name, Layers: []Layer{e}, Loss: loss, InputDim: e.Inputs, Points: e.Grid.Nodes, Data: e.Data}
+func NewGraphModel(e *EncoderProcessorDecoder, loss string) *core.Model {
+	return &core.Model{Name: e.Name, Layers: []core.Layer{e}, Loss: loss, InputDim: e.Inputs, Points: e.Grid.Nodes, Data: e.Data}
 }
 
 // dataWidth is x_data_latent's width: inputs plus the grid's node attributes.
@@ -132,8 +133,8 @@ func (e *EncoderProcessorDecoder) Kind() string  { return "encoder_processor_dec
 func (e *EncoderProcessorDecoder) Label() string { return e.Name }
 func (e *EncoderProcessorDecoder) InDim() int64  { return e.Inputs }
 func (e *EncoderProcessorDecoder) OutDim() int64 { return e.Outputs }
-func (e *EncoderProcessorDecoder) Children() []Layer {
-	return []Layer{e.Encoder, e.Processor, e.Decoder}
+func (e *EncoderProcessorDecoder) Children() []core.Layer {
+	return []core.Layer{e.Encoder, e.Processor, e.Decoder}
 }
 
 // Params adds the trainable node attributes of grid and mesh and the noise
@@ -156,59 +157,59 @@ func (e *EncoderProcessorDecoder) Summary() string {
 		e.Grid.Name, e.Grid.Nodes, e.Mesh.Name, e.Mesh.Nodes, e.Grid.Name, e.Inputs, e.Outputs)
 }
 
-func (e *EncoderProcessorDecoder) validate(path string) error {
+func (e *EncoderProcessorDecoder) Validate(path string) error {
 	for i, l := range e.Children() {
-		if err := l.validate(ChildPath(path, l, i)); err != nil {
+		if err := l.Validate(core.ChildPath(path, l, i)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *EncoderProcessorDecoder) lower(b *builder, x Value) Value {
-	s := b.shape(x)
+func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Value {
+	s := b.Shape(x)
 	n, m := e.Grid.Nodes, e.Mesh.Nodes
 	if len(s) != 3 || s[1] != n || s[2] != e.Inputs {
-		panic(lowerError{units.Errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
+		panic(core.LowerError{Err: units.Errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
 	}
 	batch := s[0]
 	c := e.Processor.channels()
 	for _, g := range []*GraphTransformer{e.Encoder, e.Decoder} {
-		if !productFits(batch, g.Edges.Count, c, 8) || !productFits(batch, n, e.dataWidth()+c, 8) {
-			panic(lowerError{&units.Error{Path: e.Name, Msg: fmt.Sprintf("a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", batch, g.Edges.Count, c)}})
+		if !core.ProductFits(batch, g.Edges.Count, c, 8) || !core.ProductFits(batch, n, e.dataWidth()+c, 8) {
+			panic(core.LowerError{Err: &units.Error{Path: e.Name, Msg: fmt.Sprintf("a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", batch, g.Edges.Count, c)}})
 		}
 	}
 	e.coordinateBuffer(b, e.Grid) // graph_buffers.go
 	e.coordinateBuffer(b, e.Mesh)
 	xd := e.nodeAttributes(b, "data", e.Grid, batch)
-	xd = b.ew("cat", "x_data_latent", []Value{x, xd}, []int64{batch * n, e.dataWidth()}, b.dtype(x),
+	xd = b.Ew("cat", "x_data_latent", []core.Value{x, xd}, []int64{batch * n, e.dataWidth()}, b.Dtype(x),
 		"x_data_latent: inputs and grid node attributes (_assemble_input), held for the encoder and decoder checkpoints")
 	xh := e.nodeAttributes(b, "hidden", e.Mesh, batch)
 	xl := e.Encoder.lowerMapper(b, xd, xh, batch)
-	cond := NoValue
+	cond := core.NoValue
 	if e.NoiseChannels > 0 {
 		cond = e.noise(b, batch*m)
 	}
 	xp := e.Processor.lowerCond(b, xl, cond)
-	xp = b.add("x_latent_proc", xp, xl)
+	xp = b.Add("x_latent_proc", xp, xl)
 	y := e.Decoder.lowerMapper(b, xp, xd, batch)
-	y = b.cast(y, units.FP32, "decoder output .to(fp32) (_assemble_output)")
-	return b.ew("clone", "y_pred", []Value{y}, []int64{batch, n, e.Outputs}, units.FP32, "model output .clone() (_assemble_output)")
+	y = b.Cast(y, units.FP32, "decoder output .to(fp32) (_assemble_output)")
+	return b.Ew("clone", "y_pred", []core.Value{y}, []int64{batch, n, e.Outputs}, units.FP32, "model output .clone() (_assemble_output)")
 }
 
 // nodeAttributes lowers NamedNodesAttributes.forward: the coordinate
 // buffer and the trainable [nodes, NodeAttrs] parameter repeated over the
 // batch and concatenated (TrainableTensor).
-func (e *EncoderProcessorDecoder) nodeAttributes(b *builder, name string, nodes *NodeSet, batch int64) Value {
-	done := b.scope("node_attributes." + name)
+func (e *EncoderProcessorDecoder) nodeAttributes(b *core.Builder, name string, nodes *NodeSet, batch int64) core.Value {
+	done := b.Scope("node_attributes." + name)
 	var params []int32
 	if e.NodeAttrs > 0 {
-		params = append(params, b.param("trainable", []int64{nodes.Nodes, e.NodeAttrs}, "node_attr"))
+		params = append(params, b.Param("trainable", []int64{nodes.Nodes, e.NodeAttrs}, "node_attr"))
 	}
 	w := coordAttrs + e.NodeAttrs
-	i := b.addOp("cat", "attributes", nil, params...)
-	y := b.out(i, "attributes", []int64{batch * nodes.Nodes, w}, units.FP32, "node attributes of "+nodes.Name+" repeated over the batch (TrainableTensor)")
-	b.op(i).workF = units.FP32.Bytes(batch * nodes.Nodes * w) // the repeats, alive until the cat
+	i := b.AddOp("cat", "attributes", nil, params...)
+	y := b.Out(i, "attributes", []int64{batch * nodes.Nodes, w}, units.FP32, "node attributes of "+nodes.Name+" repeated over the batch (TrainableTensor)")
+	b.Op(i).WorkF = units.FP32.Bytes(batch * nodes.Nodes * w) // the repeats, alive until the cat
 	done()
 	return y
 }
@@ -216,15 +217,15 @@ func (e *EncoderProcessorDecoder) nodeAttributes(b *builder, name string, nodes 
 // noise lowers NoiseConditioning.forward (layers/ensemble.py@models-0.8.1):
 // torch.randn in the dtype of the hidden node attributes (fp32), then the
 // checkpointed noise MLP.
-func (e *EncoderProcessorDecoder) noise(b *builder, rows int64) Value {
-	defer b.scope("noise_injector")()
+func (e *EncoderProcessorDecoder) noise(b *core.Builder, rows int64) core.Value {
+	defer b.Scope("noise_injector")()
 	nc := e.NoiseChannels
-	z := b.ew("randn", "noise", nil, []int64{rows, nc}, units.FP32, "noise for the ensemble (torch.randn, fp32)")
-	b.val(z).grad = false
-	defer b.scope("noise_mlp")()
-	defer b.beginRegion("")()
-	h := b.linear("mlp.0", "noise", z, nc, e.NoiseHidden, true)
+	z := b.Ew("randn", "noise", nil, []int64{rows, nc}, units.FP32, "noise for the ensemble (torch.randn, fp32)")
+	b.Val(z).Grad = false
+	defer b.Scope("noise_mlp")()
+	defer b.BeginRegion("")()
+	h := b.Linear("mlp.0", "noise", z, nc, e.NoiseHidden, true)
 	h = activation(b, "gelu", h)
-	h = b.linear("mlp.2", "noise", h, e.NoiseHidden, nc, true)
-	return b.layerNorm("layer_norm", h, nc, true)
+	h = b.Linear("mlp.2", "noise", h, e.NoiseHidden, nc, true)
+	return b.LayerNorm("layer_norm", h, nc, true)
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -12,24 +13,24 @@ import (
 
 // viewRows is a view of rows of x (tensor_split): no new storage. The
 // caller keeps x alive (keepAlive) for as long as the view is used.
-func viewRows(b *builder, x Value, rows int64, why string) Value {
-	i := b.addOp("view", "rows", []Value{x})
-	y := b.out(i, b.lastName(x)+".rows", withLast([]int64{rows, 0}, b.last(x)), b.dtype(x), why)
-	b.val(y).Bytes = 0
-	b.op(i).bytes = 0
+func viewRows(b *core.Builder, x core.Value, rows int64, why string) core.Value {
+	i := b.AddOp("view", "rows", []core.Value{x})
+	y := b.Out(i, b.LastName(x)+".rows", core.WithLast([]int64{rows, 0}, b.Last(x)), b.Dtype(x), why)
+	b.Val(y).Bytes = 0
+	b.Op(i).Bytes = 0
 	return y
 }
 
 // castRows is autocast's copy of a row slice of x in dtype dt (the input
 // cast of an op applied to one tensor_split chunk); a view when x already
 // has dtype dt.
-func castRows(b *builder, x Value, rows int64, dt units.DType, why string) Value {
-	if b.dtype(x) == dt {
+func castRows(b *core.Builder, x core.Value, rows int64, dt units.DType, why string) core.Value {
+	if b.Dtype(x) == dt {
 		return viewRows(b, x, rows, why)
 	}
-	i := b.addOp("cast", "to_"+dt.Name(), []Value{x})
-	y := b.out(i, b.lastName(x)+".rows."+dt.Name(), []int64{rows, b.last(x)}, dt, why)
-	b.op(i).bytes += float64(b.dtype(x).Bytes(rows * b.last(x)))
+	i := b.AddOp("cast", "to_"+dt.Name(), []core.Value{x})
+	y := b.Out(i, b.LastName(x)+".rows."+dt.Name(), []int64{rows, b.Last(x)}, dt, why)
+	b.Op(i).Bytes += float64(b.Dtype(x).Bytes(rows * b.Last(x)))
 	return y
 }
 
@@ -38,32 +39,32 @@ func castRows(b *builder, x Value, rows int64, dt units.DType, why string) Value
 // the head width), with an optional weight and bias. Under autocast it is
 // on the fp32 list: the input is cast to fp32 and the output is fp32. It
 // saves the (cast) input, mean and rstd (one per group).
-func normOver(b *builder, name string, x Value, dim int64, weight, bias bool) Value {
-	defer b.scope(name)()
+func normOver(b *core.Builder, name string, x core.Value, dim int64, weight, bias bool) core.Value {
+	defer b.Scope(name)()
 	var params []int32
 	if weight {
-		params = append(params, b.param("weight", []int64{dim}, "norm"))
+		params = append(params, b.Param("weight", []int64{dim}, "norm"))
 	}
 	if bias {
-		params = append(params, b.param("bias", []int64{dim}, "norm"))
+		params = append(params, b.Param("bias", []int64{dim}, "norm"))
 	}
 	xin := x
-	if b.prec.Autocast {
-		xin = b.cast(x, units.FP32, "autocast fp32 copy of layer_norm input (saved)")
+	if b.Prec.Autocast {
+		xin = b.Cast(x, units.FP32, "autocast fp32 copy of layer_norm input (saved)")
 	}
-	i := b.addOp("layer_norm", "", []Value{xin}, params...)
-	y := b.out(i, "out", b.shape(xin), b.dtype(xin), "layer_norm output")
-	statsDT := b.dtype(xin)
-	if b.rt.NormStatsFP32 {
+	i := b.AddOp("layer_norm", "", []core.Value{xin}, params...)
+	y := b.Out(i, "out", b.Shape(xin), b.Dtype(xin), "layer_norm output")
+	statsDT := b.Dtype(xin)
+	if b.Rt.NormStatsFP32 {
 		statsDT = units.FP32
 	}
-	groups := numel(b.shape(xin)) / dim
-	mean := b.out(i, "mean", []int64{groups, 1}, statsDT, "layer_norm mean (saved)")
-	rstd := b.out(i, "rstd", []int64{groups, 1}, statsDT, "layer_norm rstd (saved)")
-	b.val(mean).grad, b.val(rstd).grad = false, false
-	b.save(i, xin, mean, rstd)
-	b.op(i).Flops = 8 * float64(numel(b.shape(xin)))
-	b.op(i).bytes += float64(b.val(xin).Bytes)
+	groups := core.Numel(b.Shape(xin)) / dim
+	mean := b.Out(i, "mean", []int64{groups, 1}, statsDT, "layer_norm mean (saved)")
+	rstd := b.Out(i, "rstd", []int64{groups, 1}, statsDT, "layer_norm rstd (saved)")
+	b.Val(mean).Grad, b.Val(rstd).Grad = false, false
+	b.Save(i, xin, mean, rstd)
+	b.Op(i).Flops = 8 * float64(core.Numel(b.Shape(xin)))
+	b.Op(i).Bytes += float64(b.Val(xin).Bytes)
 	return y
 }
 
@@ -90,15 +91,15 @@ func chunkScope(i, k int64) string {
 
 // catRows is torch.cat of row chunks (one chunk: no copy). Its backward
 // hands each chunk a view of the gradient.
-func catRows(b *builder, name string, parts []Value, why string) Value {
+func catRows(b *core.Builder, name string, parts []core.Value, why string) core.Value {
 	if len(parts) == 1 {
 		return parts[0]
 	}
 	var n int64
 	for _, p := range parts {
-		n += rows(b.shape(p))
+		n += core.Rows(b.Shape(p))
 	}
-	y := b.ew("cat", name, parts, []int64{n, b.last(parts[0])}, b.dtype(parts[0]), why)
-	b.op(b.val(y).producer).noGradB = true
+	y := b.Ew("cat", name, parts, []int64{n, b.Last(parts[0])}, b.Dtype(parts[0]), why)
+	b.Op(b.Val(y).Producer).NoGradB = true
 	return y
 }

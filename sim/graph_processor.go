@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -36,9 +37,9 @@ type TransformerProcessor struct {
 	Cond     int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder); 0 = nn.LayerNorm
 }
 
-func (p *TransformerProcessor) Kind() string      { return "transformer_processor" }
-func (p *TransformerProcessor) Label() string     { return p.Name }
-func (p *TransformerProcessor) Children() []Layer { return nil }
+func (p *TransformerProcessor) Kind() string           { return "transformer_processor" }
+func (p *TransformerProcessor) Label() string          { return p.Name }
+func (p *TransformerProcessor) Children() []core.Layer { return nil }
 
 // layerParams counts one TransformerProcessorBlock.
 func (p *TransformerProcessor) layerParams() int64 {
@@ -72,7 +73,7 @@ func (p *TransformerProcessor) meshName() string {
 	return p.Mesh.Name
 }
 
-func (p *TransformerProcessor) validate(path string) error {
+func (p *TransformerProcessor) Validate(path string) error {
 	if p.Mesh == nil {
 		return units.Errorf(path, "transformer_processor needs a mesh")
 	}
@@ -86,31 +87,33 @@ func (p *TransformerProcessor) validate(path string) error {
 }
 
 // lower runs the processor on its own (no noise conditioning).
-func (p *TransformerProcessor) lower(b *builder, x Value) Value { return p.lowerCond(b, x, NoValue) }
+func (p *TransformerProcessor) Lower(b *core.Builder, x core.Value) core.Value {
+	return p.lowerCond(b, x, core.NoValue)
+}
 
 // lowerCond runs the processor on x [batch * mesh nodes, channels],
 // conditioned on cond [rows, Cond] when the model injects noise.
-func (p *TransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
-	if b.last(x) != p.Channels {
-		panic(shapeMismatch(b, "transformer_processor", p.Channels, b.last(x)))
+func (p *TransformerProcessor) lowerCond(b *core.Builder, x, cond core.Value) core.Value {
+	if b.Last(x) != p.Channels {
+		panic(core.ShapeMismatch(b, "transformer_processor", p.Channels, b.Last(x)))
 	}
-	defer b.scope(processorName(p.Name))()
-	x = runSegments(b, x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, cond) })
+	defer b.Scope(processorName(p.Name))()
+	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, cond) })
 	return x
 }
 
-func (p *TransformerProcessor) block(b *builder, x, cond Value) Value {
+func (p *TransformerProcessor) block(b *core.Builder, x, cond core.Value) core.Value {
 	h := p.norm(b, "layer_norm_attention", x, cond)
-	x = b.add("attention_residual", x, p.attention(b, h))
+	x = b.Add("attention_residual", x, p.attention(b, h))
 	h = p.norm(b, "layer_norm_mlp", x, cond)
-	done := b.scope("mlp")
+	done := b.Scope("mlp")
 	m := ffn(b, h, p.Channels, p.MLPRatio*p.Channels, "gelu", true)
 	done()
-	return b.add("mlp_residual", x, m)
+	return b.Add("mlp_residual", x, m)
 }
 
 // norm is the block's layer norm (condNorm).
-func (p *TransformerProcessor) norm(b *builder, name string, x, cond Value) Value {
+func (p *TransformerProcessor) norm(b *core.Builder, name string, x, cond core.Value) core.Value {
 	return condNorm(b, name, x, cond, p.Channels, p.Cond)
 }
 
@@ -119,62 +122,62 @@ func (p *TransformerProcessor) norm(b *builder, name string, x, cond Value) Valu
 // @models-0.8.1): scale = Linear(cond), bias = Linear(cond), out = LN(x)
 // * (scale + 1) + bias. The product saves the fp32 norm output and scale
 // + 1; the norm saves its fp32 input copy; the output stays fp32.
-func condNorm(b *builder, name string, x, cond Value, c, condDim int64) Value {
-	if cond == NoValue || condDim == 0 {
-		return b.layerNorm(name, x, c, true)
+func condNorm(b *core.Builder, name string, x, cond core.Value, c, condDim int64) core.Value {
+	if cond == core.NoValue || condDim == 0 {
+		return b.LayerNorm(name, x, c, true)
 	}
-	defer b.scope(name)()
-	scale := b.linear("scale", "norm-cond", cond, condDim, c, true)
-	bias := b.linear("bias", "norm-cond", cond, condDim, c, true)
-	plus := b.ew("add", "scale_plus_one", []Value{scale}, b.shape(scale), b.dtype(scale), "scale + 1 of the conditional layer norm")
+	defer b.Scope(name)()
+	scale := b.Linear("scale", "norm-cond", cond, condDim, c, true)
+	bias := b.Linear("bias", "norm-cond", cond, condDim, c, true)
+	plus := b.Ew("add", "scale_plus_one", []core.Value{scale}, b.Shape(scale), b.Dtype(scale), "scale + 1 of the conditional layer norm")
 	n := normOver(b, "norm", x, c, false, false)
-	return b.add("shift", b.mul("scaled", n, plus), bias)
+	return b.Add("shift", b.Mul("scaled", n, plus), bias)
 }
 
 // attention lowers MultiHeadSelfAttention with flash attention.
-func (p *TransformerProcessor) attention(b *builder, x Value) Value {
-	defer b.scope("attention")()
+func (p *TransformerProcessor) attention(b *core.Builder, x core.Value) core.Value {
+	defer b.Scope("attention")()
 	c := p.Channels
-	q := b.linear("lin_q", "q", x, c, c, false)
-	k := b.linear("lin_k", "k", x, c, c, false)
-	v := b.linear("lin_v", "v", x, c, c, false)
+	q := b.Linear("lin_q", "q", x, c, c, false)
+	k := b.Linear("lin_k", "k", x, c, c, false)
+	v := b.Linear("lin_v", "v", x, c, c, false)
 	if p.QKNorm {
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		k = headNorm(b, "k_norm", k, c/p.Heads)
 	}
 	o := p.flash(b, q, k, v)
-	return b.linear("projection", "o", o, c, c, true)
+	return b.Linear("projection", "o", o, c, c, true)
 }
 
 // headNorm is AutocastLayerNorm(head_dim, bias=False) over each head of
 // x: fp32 under autocast, then type_as the input.
-func headNorm(b *builder, name string, x Value, headDim int64) Value {
+func headNorm(b *core.Builder, name string, x core.Value, headDim int64) core.Value {
 	n := normOver(b, name, x, headDim, true, false)
-	return b.cast(n, b.dtype(x), name+" output cast back to the input dtype (AutocastLayerNorm type_as)")
+	return b.Cast(n, b.Dtype(x), name+" output cast back to the input dtype (AutocastLayerNorm type_as)")
 }
 
 // flash lowers flash_attn_func (flash-attn 2): saves q, k, v, the output and
 // an fp32 logsumexp [batch, heads, nodes]; its backward keeps an fp32 dq
 // accumulator and softmax_d (mha_bwd). A window bounds the keys per query
 // to 2*window+1, which changes FLOPs, not memory.
-func (p *TransformerProcessor) flash(b *builder, q, k, v Value) Value {
-	s := b.shape(q)
+func (p *TransformerProcessor) flash(b *core.Builder, q, k, v core.Value) core.Value {
+	s := b.Shape(q)
 	nodes := p.Mesh.Nodes
-	r := rows(s)
+	r := core.Rows(s)
 	if r%nodes != 0 {
-		panic(lowerError{units.Errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
+		panic(core.LowerError{Err: units.Errorf(b.Name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
 	}
 	batch, h := r/nodes, p.Heads
-	i := b.addOp("attention", "flash_attention", []Value{q, k, v})
-	o := b.out(i, "attn_out", s, b.dtype(q), "attention output")
-	lse := b.out(i, "logsumexp", []int64{batch, h, nodes}, units.FP32, "attention logsumexp (fp32, saved)")
-	b.val(lse).grad = false
-	b.save(i, q, k, v, o, lse)
-	b.op(i).workB = units.FP32.Bytes(r*p.Channels) + units.FP32.Bytes(r*h)
+	i := b.AddOp("attention", "flash_attention", []core.Value{q, k, v})
+	o := b.Out(i, "attn_out", s, b.Dtype(q), "attention output")
+	lse := b.Out(i, "logsumexp", []int64{batch, h, nodes}, units.FP32, "attention logsumexp (fp32, saved)")
+	b.Val(lse).Grad = false
+	b.Save(i, q, k, v, o, lse)
+	b.Op(i).WorkB = units.FP32.Bytes(r*p.Channels) + units.FP32.Bytes(r*h)
 	keys := nodes
 	if p.Window > 0 && 2*p.Window+1 < nodes {
 		keys = 2*p.Window + 1
 	}
-	b.op(i).Flops = 4 * float64(r) * float64(keys) * float64(p.Channels)
+	b.Op(i).Flops = 4 * float64(r) * float64(keys) * float64(p.Channels)
 	return o
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -45,9 +46,9 @@ type GraphTransformerProcessor struct {
 	Cond               int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder)
 }
 
-func (p *GraphTransformerProcessor) Kind() string      { return "graph_transformer_processor" }
-func (p *GraphTransformerProcessor) Label() string     { return p.Name }
-func (p *GraphTransformerProcessor) Children() []Layer { return nil }
+func (p *GraphTransformerProcessor) Kind() string           { return "graph_transformer_processor" }
+func (p *GraphTransformerProcessor) Label() string          { return p.Name }
+func (p *GraphTransformerProcessor) Children() []core.Layer { return nil }
 
 func (p *GraphTransformerProcessor) mesh() *NodeSet {
 	if p.Edges == nil {
@@ -99,7 +100,7 @@ func (p *GraphTransformerProcessor) Summary() string {
 		p.Layers, p.Edges.Dst.Name, p.Edges.Count, p.Channels, p.Heads, p.Segments, p.EvalChunks)
 }
 
-func (p *GraphTransformerProcessor) validate(path string) error {
+func (p *GraphTransformerProcessor) Validate(path string) error {
 	if p.Edges == nil {
 		return units.Errorf(path, "graph_transformer_processor needs the mesh's edges (multiscale_edges)")
 	}
@@ -110,7 +111,7 @@ func (p *GraphTransformerProcessor) validate(path string) error {
 	if err := validateBlocks(path, p.Layers, p.Channels, p.Heads, p.MLPRatio, p.Segments); err != nil {
 		return err
 	}
-	if err := positive(path, "edge_attrs", p.EdgeAttrs); err != nil {
+	if err := core.Positive(path, "edge_attrs", p.EdgeAttrs); err != nil {
 		return err
 	}
 	if p.TrainableEdgeAttrs < 0 || p.TrainableEdgeAttrs > p.EdgeAttrs {
@@ -123,62 +124,62 @@ func (p *GraphTransformerProcessor) validate(path string) error {
 }
 
 // lower runs the processor on its own (no noise conditioning).
-func (p *GraphTransformerProcessor) lower(b *builder, x Value) Value {
-	return p.lowerCond(b, x, NoValue)
+func (p *GraphTransformerProcessor) Lower(b *core.Builder, x core.Value) core.Value {
+	return p.lowerCond(b, x, core.NoValue)
 }
 
-func (p *GraphTransformerProcessor) lowerCond(b *builder, x, cond Value) Value {
-	if b.last(x) != p.Channels {
-		panic(shapeMismatch(b, "graph_transformer_processor", p.Channels, b.last(x)))
+func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Value) core.Value {
+	if b.Last(x) != p.Channels {
+		panic(core.ShapeMismatch(b, "graph_transformer_processor", p.Channels, b.Last(x)))
 	}
-	defer b.scope(processorName(p.Name))()
+	defer b.Scope(processorName(p.Name))()
 	nodes := p.Edges.Dst.Nodes
-	r := rows(b.shape(x))
+	r := core.Rows(b.Shape(x))
 	if r%nodes != 0 {
-		panic(lowerError{units.Errorf(b.name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
+		panic(core.LowerError{Err: units.Errorf(b.Name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
 	}
-	if !productFits(r/nodes, p.Edges.Count, p.Channels, 8) {
-		panic(lowerError{units.Errorf(b.name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", r/nodes, p.Edges.Count, p.Channels)})
+	if !core.ProductFits(r/nodes, p.Edges.Count, p.Channels, 8) {
+		panic(core.LowerError{Err: units.Errorf(b.Name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", r/nodes, p.Edges.Count, p.Channels)})
 	}
 	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs}
 	ea, ei, e := in.lower(b, r/nodes) // edge_inputs.go: once, outside the segments' checkpoints
 	k := int64(1)
-	if b.eval {
+	if b.Eval {
 		k = p.EvalChunks
 	}
-	x = runSegments(b, x, p.Layers, p.Segments, func(x Value) Value { return p.block(b, x, ea, ei, cond, k, e) })
-	b.keepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
+	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e) })
+	b.KeepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }
 
 // block lowers GraphTransformerProcessorBlock.forward (block.py@models-0.8.1
 // l.816-849) over r rows and e edges in k edge chunks.
-func (p *GraphTransformerProcessor) block(b *builder, x, ea, ei, cond Value, k, e int64) Value {
+func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.Value, k, e int64) core.Value {
 	c := p.Channels
-	r := rows(b.shape(x))
+	r := core.Rows(b.Shape(x))
 	h := condNorm(b, "layer_norm_attention", x, cond, c, p.Cond)
-	xr := b.linear("lin_self", "self", h, c, c, true)
-	q := b.linear("lin_query", "q", h, c, c, true)
-	key := b.linear("lin_key", "k", h, c, c, true)
-	val := b.linear("lin_value", "v", h, c, c, true)
-	edges := b.linear("lin_edge", "edge", ea, p.EdgeAttrs, c, true)
+	xr := b.Linear("lin_self", "self", h, c, c, true)
+	q := b.Linear("lin_query", "q", h, c, c, true)
+	key := b.Linear("lin_key", "k", h, c, c, true)
+	val := b.Linear("lin_value", "v", h, c, c, true)
+	edges := b.Linear("lin_edge", "edge", ea, p.EdgeAttrs, c, true)
 	if p.QKNorm {
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		key = headNorm(b, "k_norm", key, c/p.Heads)
 	}
 	out := edgeAttention{c, p.Heads}.block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
 	o := projectChunks(b, out, xr, r, c, k)
-	o = b.ew("add", "out_plus_x_skip", []Value{o, x}, []int64{r, c}, promote(b.dtype(o), b.dtype(x)), "out + x_skip")
+	o = b.Ew("add", "out_plus_x_skip", []core.Value{o, x}, []int64{r, c}, core.Promote(b.Dtype(o), b.Dtype(x)), "out + x_skip")
 	// nodes_new = self.run_node_dst_mlp(out) + out
 	m := condNorm(b, "layer_norm_mlp_dst", o, cond, c, p.Cond)
-	done := b.scope("node_dst_mlp")
-	m = b.linear("0", "up", m, c, p.MLPRatio*c, true)
+	done := b.Scope("node_dst_mlp")
+	m = b.Linear("0", "up", m, c, p.MLPRatio*c, true)
 	m = activation(b, "gelu", m)
-	m = b.linear("2", "down", m, p.MLPRatio*c, c, true)
+	m = b.Linear("2", "down", m, p.MLPRatio*c, c, true)
 	done()
-	y := b.ew("add", "nodes_new", []Value{m, o}, []int64{r, c}, promote(b.dtype(m), b.dtype(o)), "run_node_dst_mlp(out) + out")
+	y := b.Ew("add", "nodes_new", []core.Value{m, o}, []int64{r, c}, core.Promote(b.Dtype(m), b.Dtype(o)), "run_node_dst_mlp(out) + out")
 	// Locals of the block's forward until it returns (x, x_r, query, key,
 	// value, edges, out, and x_skip holding the input).
-	b.keepAlive("block_locals", h, xr, q, key, val, edges, o, x)
+	b.KeepAlive("block_locals", h, xr, q, key, val, edges, o, x)
 	return y
 }

@@ -4,13 +4,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
 // gtProcessorPlan is one GraphTransformerProcessor layer over a 10-node
 // mesh with 20 edges (C = 8, H = 2, 3 fixed edge attributes), on its own
 // (no noise: plain layer norms), reading fp32 x [1, 10, 8].
-func gtProcessorPlan(t *testing.T, precision string, evalChunks int64, phase string) *Plan {
+func gtProcessorPlan(t *testing.T, precision string, evalChunks int64, phase string) *core.Plan {
 	t.Helper()
 	mesh, _ := Mesh("m", 10)
 	edges, err := MultiscaleEdges(mesh, 2)
@@ -19,11 +20,11 @@ func gtProcessorPlan(t *testing.T, precision string, evalChunks int64, phase str
 	}
 	proc := &GraphTransformerProcessor{Edges: edges, Layers: 1, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3,
 		Segments: 1, EvalChunks: evalChunks, QKNorm: true}
-	prec, _ := LookupPrecision(precision)
-	rt, _ := LookupRuntime("cuda")
+	prec, _ := core.LookupPrecision(precision)
+	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100")
-	return &Plan{Model: &Model{Name: "p", Layers: []Layer{proc}, Loss: "mse", InputDim: 8}, Batch: 1, Seq: 10, GradAccum: 1,
-		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: phase, Runtime: rt}
+	return &core.Plan{Model: &core.Model{Name: "p", Layers: []core.Layer{proc}, Loss: "mse", InputDim: 8}, Batch: 1, Seq: 10, GradAccum: 1,
+		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase, Runtime: rt}
 }
 
 func TestGraphTransformerProcessorParams(t *testing.T) {
@@ -63,14 +64,14 @@ func TestGraphTransformerProcessorSaved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[Value]bool{}
+	seen := map[core.Value]bool{}
 	var saved int64
 	for _, op := range prog.Ops {
-		if !strings.HasPrefix(op.name, "processor.") {
+		if !strings.HasPrefix(op.Name, "processor.") {
 			continue // the loss
 		}
-		for _, v := range op.saved {
-			if !seen[v] && prog.Values[v].Cat == CatActivations {
+		for _, v := range op.Saved {
+			if !seen[v] && prog.Values[v].Cat == core.CatActivations {
 				seen[v] = true
 				saved += prog.Values[v].Bytes
 			}
@@ -79,7 +80,7 @@ func TestGraphTransformerProcessorSaved(t *testing.T) {
 	if saved != 5_880 {
 		t.Errorf("saved %d bytes for one layer, want 5,880", saved)
 		for v := range seen {
-			t.Logf("  %s %v %s %d", prog.Values[v].name, prog.Values[v].shape, prog.Values[v].dtype, prog.Values[v].Bytes)
+			t.Logf("  %s %v %s %d", prog.Values[v].Name, prog.Values[v].Shape, prog.Values[v].Dtype, prog.Values[v].Bytes)
 		}
 	}
 }
@@ -99,10 +100,10 @@ func TestGraphTransformerProcessorChunks(t *testing.T) {
 		}
 		n := 0
 		for _, v := range prog.Values {
-			if strings.HasSuffix(v.name, "scatter_out") {
+			if strings.HasSuffix(v.Name, "scatter_out") {
 				n++
 				if v.Bytes != 10*8*4 {
-					t.Errorf("%s eval_chunks %d: %s is %d B, want an fp32 [10, 8] over all nodes", c.phase, c.chunks, v.name, v.Bytes)
+					t.Errorf("%s eval_chunks %d: %s is %d B, want an fp32 [10, 8] over all nodes", c.phase, c.chunks, v.Name, v.Bytes)
 				}
 			}
 		}
@@ -133,11 +134,11 @@ func TestGraphTransformerProcessorErrors(t *testing.T) {
 	} {
 		p := ok
 		c.edit(&p)
-		if err := p.validate("processor"); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := p.Validate("processor"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
-	if err := ok.validate("processor"); err != nil {
+	if err := ok.Validate("processor"); err != nil {
 		t.Errorf("valid processor: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"strings"
 	"testing"
 )
@@ -119,7 +120,7 @@ func TestChunkEdges(t *testing.T) {
 func TestGraphOverflow(t *testing.T) {
 	p := bris(t, 2, "stacked", 16, 1, "train")
 	p.Batch = 1 << 40
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "too large to count in bytes") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "too large to count in bytes") {
 		t.Errorf("huge batch: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -29,7 +30,7 @@ type hfFamily struct {
 	modelType string
 	prefix    string   // class-name prefix: "Llama", "GPT2"
 	heads     []hfHead // supported heads, the default first
-	build     func(c *hfConfig, attn string, head hfHead) *Model
+	build     func(c *hfConfig, attn string, head hfHead) *core.Model
 	// noFused: transformers has no SDPA or flash-attention path for this
 	// family (BLOOM): attn="sdpa", the default, runs eager as transformers
 	// does when no attn_implementation is requested; "flash" is an error.
@@ -115,14 +116,14 @@ func HFModelTypes() []string {
 // causal LM when the field is absent; BertForMaskedLM for BERT). attn is
 // the attention kernel the model runs with: "eager", "sdpa" or "flash"
 // (transformers' attn_implementation; "flash_attention_2" is accepted).
-func FromHFConfig(data []byte, attn string) (*Model, error) {
+func FromHFConfig(data []byte, attn string) (*core.Model, error) {
 	return FromHFConfigArch(data, attn, "")
 }
 
 // FromHFConfigArch is FromHFConfig for the model class arch (e.g.
 // "BertModel", "BertForSequenceClassification", "LlamaForCausalLM")
 // instead of the config's architectures[0]; "" means the config's.
-func FromHFConfigArch(data []byte, attn, arch string) (*Model, error) {
+func FromHFConfigArch(data []byte, attn, arch string) (*core.Model, error) {
 	c, err := parseHFConfig(data)
 	if err != nil {
 		return nil, err
@@ -524,12 +525,12 @@ func (c *hfConfig) checkTotal(estimate float64) {
 // attnDropout maps the probabilities-dropout pa and the output dropout po
 // of an attention block onto Attention.Dropout, which drops both with one
 // probability: equal, or pa = 0 with a separate Dropout after the block.
-func (c *hfConfig) attnDropout(paKey string, pa, po float64) (float64, []Layer) {
+func (c *hfConfig) attnDropout(paKey string, pa, po float64) (float64, []core.Layer) {
 	switch {
 	case pa == po:
 		return pa, nil
 	case pa == 0:
-		return 0, []Layer{&Dropout{Name: "dropout", P: po}}
+		return 0, []core.Layer{&Dropout{Name: "dropout", P: po}}
 	}
 	if c.err == nil {
 		c.err = &units.Error{
@@ -573,8 +574,8 @@ func (c *hfConfig) mlpAct(key, def string, gated bool) string {
 }
 
 // finish makes the Model with the head.
-func (c *hfConfig) finish(head hfHead, layers []Layer, vocab int64, tie bool) *Model {
-	m := &Model{Name: c.name, Layers: layers, Loss: "cross_entropy"}
+func (c *hfConfig) finish(head hfHead, layers []core.Layer, vocab int64, tie bool) *core.Model {
+	m := &core.Model{Name: c.name, Layers: layers, Loss: "cross_entropy"}
 	switch head {
 	case headCausalLM:
 		// transformers' ForCausalLMLoss upcasts the logits: logits.float()
@@ -587,29 +588,29 @@ func (c *hfConfig) finish(head hfHead, layers []Layer, vocab int64, tie bool) *M
 }
 
 // stackBlocks is the decoder stack: runs of the same block become repeats.
-func stackBlocks(name string, blocks []Layer) Layer {
-	var runs []Layer
+func stackBlocks(name string, blocks []core.Layer) core.Layer {
+	var runs []core.Layer
 	for i := 0; i < len(blocks); {
 		j := i
 		for j < len(blocks) && blocks[j] == blocks[i] {
 			j++
 		}
-		runs = append(runs, &Repeat{Name: fmt.Sprintf("%s_%d_%d", name, i, j-1), Layer: blocks[i], N: int64(j - i)})
+		runs = append(runs, &core.Repeat{Name: fmt.Sprintf("%s_%d_%d", name, i, j-1), Layer: blocks[i], N: int64(j - i)})
 		i = j
 	}
 	if len(runs) == 1 {
-		r := runs[0].(*Repeat)
+		r := runs[0].(*core.Repeat)
 		r.Name = name
 		return r
 	}
-	return &Sequential{Name: name, Layers: runs}
+	return &core.Sequential{Name: name, Layers: runs}
 }
 
-func seq(ls ...Layer) *Sequential { return &Sequential{Layers: ls} }
+func seq(ls ...core.Layer) *core.Sequential { return &core.Sequential{Layers: ls} }
 
-func res(ls ...Layer) *Residual {
+func res(ls ...core.Layer) *core.Residual {
 	if len(ls) == 1 {
-		return &Residual{Layer: ls[0]}
+		return &core.Residual{Layer: ls[0]}
 	}
-	return &Residual{Layer: seq(ls...)}
+	return &core.Residual{Layer: seq(ls...)}
 }

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // buildBERT follows transformers/models/bert/modeling_bert.py. The body is
 // BertEmbeddings (word, token-type and absolute position tables, then
 // LayerNorm and dropout) and post-norm layers:
@@ -23,7 +25,7 @@ package sim
 // num_labels is the size of id2label when present (as PretrainedConfig
 // derives it), else num_labels, else 2. The eager softmax runs in the
 // activations' dtype; transformers has no flash-attention path for BERT.
-func buildBERT(c *hfConfig, attn string, head hfHead) *Model {
+func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
 	heads := c.size("num_attention_heads")
@@ -50,15 +52,15 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *Model {
 	if c.err != nil {
 		return nil
 	}
-	ln := func(name string) Layer { return &Norm{Name: name, Dim: hidden, Bias: true} }
+	ln := func(name string) core.Layer { return &Norm{Name: name, Dim: hidden, Bias: true} }
 	at := &Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
 		Impl: attn, Causal: causal, Dropout: drop}
 	mlp := &MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
 	block := seq(
-		res(append([]Layer{at}, after...)...), ln("attention_layernorm"),
+		res(append([]core.Layer{at}, after...)...), ln("attention_layernorm"),
 		res(mlp), ln("output_layernorm"),
 	)
-	ls := []Layer{
+	ls := []core.Layer{
 		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
 		&AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true},
 		&AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: positions},
@@ -67,11 +69,11 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *Model {
 	if po > 0 {
 		ls = append(ls, &Dropout{Name: "embeddings_dropout", P: po})
 	}
-	ls = append(ls, &Repeat{Name: "layer", Layer: block, N: layers})
+	ls = append(ls, &core.Repeat{Name: "layer", Layer: block, N: layers})
 	classifier := &Linear{Name: "classifier", In: hidden, Out: labels, Bias: true, Role: "classifier"}
-	var clsDrop []Layer
+	var clsDrop []core.Layer
 	if pc > 0 {
-		clsDrop = []Layer{&Dropout{Name: "dropout", P: pc}}
+		clsDrop = []core.Layer{&Dropout{Name: "dropout", P: pc}}
 	}
 	switch head {
 	case headMaskedLM:

@@ -1,6 +1,9 @@
 package sim
 
-import "math"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"math"
+)
 
 // Llama and its relatives in transformers: pre-norm decoders with RMSNorm,
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
@@ -63,7 +66,7 @@ func decoderFamilyOf(mt string) decoderFamily {
 // lowered as Llama's; Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
 // bytes).
-func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
+func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	f := decoderFamilyOf(c.modelType)
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
@@ -106,7 +109,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 	at := &Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm}
-	norm := func(name string) Layer { return &Norm{Name: name, Dim: hidden, RMS: true} }
+	norm := func(name string) core.Layer { return &Norm{Name: name, Dim: hidden, RMS: true} }
 	var logitCap float64
 	if f.gemma == 2 {
 		at.Softcap = c.softcap("attn_logit_softcapping", 50)
@@ -115,14 +118,14 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 
 	// The feed-forward block of each layer: dense, or sparse (MoE).
 	var inter int64
-	dense := func() Layer {
+	dense := func() core.Layer {
 		if inter == 0 {
 			inter = c.size("intermediate_size")
 		}
 		return &MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
 	}
 	sparse := make([]bool, layers)
-	var moe Layer
+	var moe core.Layer
 	estimateFF := float64(0)
 	switch f.moe {
 	case "mixtral":
@@ -144,7 +147,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 		if experts > 0 {
 			moeInter := c.size("moe_intermediate_size")
 			shared := c.size("shared_expert_intermediate_size")
-			moe = &Parallel{Name: "mlp", Branches: []Layer{
+			moe = &Parallel{Name: "mlp", Branches: []core.Layer{
 				&MoE{Name: "experts", Dim: hidden, Hidden: moeInter, Experts: experts,
 					TopK: c.size("num_experts_per_tok"), Act: act},
 				&Gated{Name: "shared_expert", Dim: hidden,
@@ -156,22 +159,22 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 	if c.err != nil {
 		return nil
 	}
-	var denseBlock, sparseBlock Layer
-	block := func(ff Layer) Layer {
-		attnPart := []Layer{norm("input_layernorm"), at}
+	var denseBlock, sparseBlock core.Layer
+	block := func(ff core.Layer) core.Layer {
+		attnPart := []core.Layer{norm("input_layernorm"), at}
 		attnPart = append(attnPart, afterAttn...)
 		mlpNorm := "post_attention_layernorm"
 		if f.gemma == 2 {
 			attnPart = append(attnPart, norm("post_attention_layernorm"))
 			mlpNorm = "pre_feedforward_layernorm"
 		}
-		mlpPart := []Layer{norm(mlpNorm), ff}
+		mlpPart := []core.Layer{norm(mlpNorm), ff}
 		if f.gemma == 2 {
 			mlpPart = append(mlpPart, norm("post_feedforward_layernorm"))
 		}
 		return seq(res(attnPart...), res(mlpPart...))
 	}
-	blocks := make([]Layer, layers)
+	blocks := make([]core.Layer, layers)
 	for i := range blocks {
 		if sparse[i] {
 			if sparseBlock == nil {
@@ -191,7 +194,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *Model {
 		return nil
 	}
 
-	ls := []Layer{&Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}}
+	ls := []core.Layer{&Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}}
 	if f.gemma > 0 {
 		ls = append(ls, &Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))})
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -48,17 +49,17 @@ func FuzzHFConfig(f *testing.F) {
 
 // fuzzSimulate evaluates a short bf16-mixed AdamW step of m (one sequence
 // of 8 tokens) and checks the report invariants.
-func fuzzSimulate(t *testing.T, m *Model) {
+func fuzzSimulate(t *testing.T, m *core.Model) {
 	t.Helper()
-	prec, _ := LookupPrecision("bf16-mixed")
-	rt, _ := LookupRuntime("cuda")
+	prec, _ := core.LookupPrecision("bf16-mixed")
+	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100-80GB")
-	p := &Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec, Runtime: rt,
-		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Phase: "train", Device: dev}
+	p := &core.Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec, Runtime: rt,
+		Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Phase: "train", Device: dev}
 	if m.Points > 0 {
 		p.Seq = 1
 	}
-	rep, err := Evaluate(p, Options{})
+	rep, err := Evaluate(p, core.Options{})
 	if err != nil {
 		if strings.Contains(err.Error(), "internal error") {
 			t.Fatalf("internal error: %v", err)

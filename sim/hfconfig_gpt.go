@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // GPT-2, GPT-NeoX, OPT, BLOOM and Falcon: decoders with LayerNorm (weight
 // and bias), plain (non-gated) MLPs with biases, and fused or separate
@@ -12,7 +15,7 @@ import "github.com/memsh/memsh/sim/units"
 // ln_f, lm_head tied to wte. The attention's c_attn is one fused qkv
 // projection. The eager softmax runs in the activations' dtype unless
 // reorder_and_upcast_attn.
-func buildGPT2(c *hfConfig, attn string, head hfHead) *Model {
+func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("n_embd")
 	layers := c.size("n_layer")
 	heads := c.size("n_head")
@@ -31,7 +34,7 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *Model {
 	if c.err != nil {
 		return nil
 	}
-	attnPart := []Layer{
+	attnPart := []core.Layer{
 		&Norm{Name: "ln_1", Dim: hidden, Bias: true},
 		&Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
 			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, SoftmaxFP32: upcast},
@@ -41,14 +44,14 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *Model {
 		res(&Norm{Name: "ln_2", Dim: hidden, Bias: true},
 			&MLP{Name: "mlp", Dim: hidden, Hidden: inner, Act: act, Bias: true, Dropout: po}),
 	)
-	ls := []Layer{
+	ls := []core.Layer{
 		&Embedding{Name: "wte", Rows: vocab, Dim: hidden},
 		&AddEmbedding{Name: "wpe", Rows: positions, Dim: hidden, MaxSeq: positions},
 	}
 	if pe > 0 {
 		ls = append(ls, &Dropout{Name: "drop", P: pe})
 	}
-	ls = append(ls, &Repeat{Name: "h", Layer: block, N: layers}, &Norm{Name: "ln_f", Dim: hidden, Bias: true})
+	ls = append(ls, &core.Repeat{Name: "h", Layer: block, N: layers}, &Norm{Name: "ln_f", Dim: hidden, Bias: true})
 	return c.finish(head, ls, vocab, tie)
 }
 
@@ -58,7 +61,7 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *Model {
 // rotary_pct of each head, and by default the parallel residual
 // x + attn(input_layernorm(x)) + mlp(post_attention_layernorm(x));
 // final_layer_norm, embed_out (untied by default). Eager softmax in fp32.
-func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *Model {
+func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
 	heads := c.size("num_attention_heads")
@@ -81,19 +84,19 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *Model {
 	at := &Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Dropout: drop, Rope: rotary > 0, FusedQKV: true, SoftmaxFP32: true}
 	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
-	attnBranch := seq(append([]Layer{&Norm{Name: "input_layernorm", Dim: hidden, Bias: true}, at}, after...)...)
+	attnBranch := seq(append([]core.Layer{&Norm{Name: "input_layernorm", Dim: hidden, Bias: true}, at}, after...)...)
 	mlpBranch := seq(&Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}, mlp)
-	var block Layer
+	var block core.Layer
 	if parallel {
-		block = &Residual{Layer: &Parallel{Branches: []Layer{attnBranch, mlpBranch}}}
+		block = &core.Residual{Layer: &Parallel{Branches: []core.Layer{attnBranch, mlpBranch}}}
 	} else {
-		block = seq(&Residual{Layer: attnBranch}, &Residual{Layer: mlpBranch})
+		block = seq(&core.Residual{Layer: attnBranch}, &core.Residual{Layer: mlpBranch})
 	}
-	ls := []Layer{&Embedding{Name: "embed_in", Rows: vocab, Dim: hidden}}
+	ls := []core.Layer{&Embedding{Name: "embed_in", Rows: vocab, Dim: hidden}}
 	if po > 0 {
 		ls = append(ls, &Dropout{Name: "emb_dropout", P: po})
 	}
-	ls = append(ls, &Repeat{Name: "layers", Layer: block, N: layers},
+	ls = append(ls, &core.Repeat{Name: "layers", Layer: block, N: layers},
 		&Norm{Name: "final_layer_norm", Dim: hidden, Bias: true})
 	return c.finish(head, ls, vocab, tie)
 }
@@ -105,7 +108,7 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *Model {
 // fc1, fc2 (biased when enable_bias), pre- or post-norm
 // (do_layer_norm_before), final_layer_norm (pre-norm only), project_out,
 // lm_head tied to embed_tokens.
-func buildOPT(c *hfConfig, attn string, head hfHead) *Model {
+func buildOPT(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
 	heads := c.size("num_attention_heads")
@@ -135,20 +138,20 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *Model {
 	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias, Dropout: po}
 	attnNorm := &Norm{Name: "self_attn_layer_norm", Dim: hidden, Bias: true}
 	mlpNorm := &Norm{Name: "final_layer_norm", Dim: hidden, Bias: true}
-	attnBody := append([]Layer{at}, after...)
-	var block Layer
+	attnBody := append([]core.Layer{at}, after...)
+	var block core.Layer
 	if before {
-		block = seq(res(append([]Layer{attnNorm}, attnBody...)...), res(mlpNorm, mlp))
+		block = seq(res(append([]core.Layer{attnNorm}, attnBody...)...), res(mlpNorm, mlp))
 	} else {
 		block = seq(res(attnBody...), attnNorm, res(mlp), mlpNorm)
 	}
-	ls := []Layer{&Embedding{Name: "embed_tokens", Rows: vocab, Dim: proj}}
+	ls := []core.Layer{&Embedding{Name: "embed_tokens", Rows: vocab, Dim: proj}}
 	if proj != hidden {
 		ls = append(ls, &Linear{Name: "project_in", In: proj, Out: hidden, Role: "project_in"})
 	}
 	ls = append(ls,
 		&AddEmbedding{Name: "embed_positions", Rows: positions + 2, Dim: hidden, PerSample: true, MaxSeq: positions},
-		&Repeat{Name: "layers", Layer: block, N: layers})
+		&core.Repeat{Name: "layers", Layer: block, N: layers})
 	if before && !removeFinal {
 		ls = append(ls, &Norm{Name: "final_layer_norm", Dim: hidden, Bias: true})
 	}
@@ -163,7 +166,7 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *Model {
 // query_key_value and dense, ALiBi (no parameters, no rotary), a 4x MLP
 // with biases, ln_f, lm_head tied. transformers runs BLOOM's attention
 // eagerly only, with the softmax in fp32.
-func buildBLOOM(c *hfConfig, attn string, head hfHead) *Model {
+func buildBLOOM(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.firstSize("hidden_size", "n_embed")
 	layers := c.firstSize("n_layer", "num_hidden_layers")
 	heads := c.firstSize("n_head", "num_attention_heads")
@@ -183,18 +186,18 @@ func buildBLOOM(c *hfConfig, attn string, head hfHead) *Model {
 	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true, Dropout: po}
 	ln1 := &Norm{Name: "input_layernorm", Dim: hidden, Bias: true}
 	ln2 := &Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}
-	attnBody := append([]Layer{at}, after...)
-	var block Layer
+	attnBody := append([]core.Layer{at}, after...)
+	var block core.Layer
 	if postLN {
 		// The residual is the layer norm's output.
 		block = seq(ln1, res(attnBody...), ln2, res(mlp))
 	} else {
-		block = seq(res(append([]Layer{ln1}, attnBody...)...), res(ln2, mlp))
+		block = seq(res(append([]core.Layer{ln1}, attnBody...)...), res(ln2, mlp))
 	}
-	ls := []Layer{
+	ls := []core.Layer{
 		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
 		&Norm{Name: "word_embeddings_layernorm", Dim: hidden, Bias: true},
-		&Repeat{Name: "h", Layer: block, N: layers},
+		&core.Repeat{Name: "h", Layer: block, N: layers},
 		&Norm{Name: "ln_f", Dim: hidden, Bias: true},
 	}
 	return c.finish(head, ls, vocab, tie)
@@ -210,7 +213,7 @@ func buildBLOOM(c *hfConfig, attn string, head hfHead) *Model {
 // or two (ln_attn, ln_mlp: num_ln_in_parallel_attn, 2 by default for the
 // new architecture); ln_f; lm_head tied. Eager softmax in the activations'
 // dtype. Older configs name the sizes n_layer, n_head, n_head_kv.
-func buildFalcon(c *hfConfig, attn string, head hfHead) *Model {
+func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.firstSize("num_hidden_layers", "n_layer")
 	heads := c.firstSize("num_attention_heads", "n_head")
@@ -256,7 +259,7 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *Model {
 	// attention output with attention_dropout too (dropout_add).
 	par := parallel || newArch
 	var drop float64
-	var after []Layer
+	var after []core.Layer
 	if par {
 		drop, after = c.attnDropout("attention_dropout", pa, 0)
 	} else {
@@ -268,30 +271,30 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *Model {
 	}
 	at := &Attention{Name: "self_attention", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Dropout: drop, Rope: !alibi, FusedQKV: true}
-	attnPart := append([]Layer{at}, after...)
+	attnPart := append([]core.Layer{at}, after...)
 	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias}
-	ln := func(name string) Layer { return &Norm{Name: name, Dim: hidden, Bias: true} }
-	var outDrop []Layer
+	ln := func(name string) core.Layer { return &Norm{Name: name, Dim: hidden, Bias: true} }
+	var outDrop []core.Layer
 	if po > 0 {
-		outDrop = []Layer{&Dropout{Name: "dropout", P: po}}
+		outDrop = []core.Layer{&Dropout{Name: "dropout", P: po}}
 	}
-	var block Layer
+	var block core.Layer
 	switch {
 	case par && nLN == 2:
-		p := &Parallel{Branches: []Layer{seq(append([]Layer{ln("ln_attn")}, attnPart...)...), seq(ln("ln_mlp"), mlp)}}
-		block = res(append([]Layer{p}, outDrop...)...)
+		p := &Parallel{Branches: []core.Layer{seq(append([]core.Layer{ln("ln_attn")}, attnPart...)...), seq(ln("ln_mlp"), mlp)}}
+		block = res(append([]core.Layer{p}, outDrop...)...)
 	case par:
-		p := &Parallel{Branches: []Layer{seq(attnPart...), mlp}}
-		block = res(append([]Layer{ln("input_layernorm"), p}, outDrop...)...)
+		p := &Parallel{Branches: []core.Layer{seq(attnPart...), mlp}}
+		block = res(append([]core.Layer{ln("input_layernorm"), p}, outDrop...)...)
 	default:
 		block = seq(
-			res(append([]Layer{ln("input_layernorm")}, attnPart...)...),
-			res(append([]Layer{ln("post_attention_layernorm"), mlp}, outDrop...)...),
+			res(append([]core.Layer{ln("input_layernorm")}, attnPart...)...),
+			res(append([]core.Layer{ln("post_attention_layernorm"), mlp}, outDrop...)...),
 		)
 	}
-	ls := []Layer{
+	ls := []core.Layer{
 		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
-		&Repeat{Name: "h", Layer: block, N: layers},
+		&core.Repeat{Name: "h", Layer: block, N: layers},
 		ln("ln_f"),
 	}
 	return c.finish(head, ls, vocab, tie)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -103,10 +104,10 @@ func TestFromHFConfigParams(t *testing.T) {
 
 // Structural facts that the counts alone do not pin down.
 func TestFromHFConfigStructure(t *testing.T) {
-	attnOf := func(m *Model) *Attention {
+	attnOf := func(m *core.Model) *Attention {
 		var a *Attention
 		for _, l := range m.Layers {
-			Walk(l, "", func(_ string, x Layer) {
+			core.Walk(l, "", func(_ string, x core.Layer) {
 				switch v := x.(type) {
 				case *Attention:
 					a = v
@@ -139,8 +140,8 @@ func TestFromHFConfigStructure(t *testing.T) {
 			t.Errorf("%s: attention impl=%s heads=%d kv=%d head_dim=%d rope=%t, want %s %d %d %d %t",
 				tc.file, a.Impl, a.Heads, a.kv(), a.hd(), a.Rope, tc.impl, tc.heads, tc.kv, tc.headDim, tc.rope)
 		}
-		if m.tied() != tc.tied || m.LogitsFP32 != tc.logits32 || m.Vocab != tc.vocab {
-			t.Errorf("%s: tied=%t logits_fp32=%t vocab=%d, want %t %t %d", tc.file, m.tied(), m.LogitsFP32, m.Vocab, tc.tied, tc.logits32, tc.vocab)
+		if m.Tied() != tc.tied || m.LogitsFP32 != tc.logits32 || m.Vocab != tc.vocab {
+			t.Errorf("%s: tied=%t logits_fp32=%t vocab=%d, want %t %t %d", tc.file, m.Tied(), m.LogitsFP32, m.Vocab, tc.tied, tc.logits32, tc.vocab)
 		}
 	}
 }
@@ -223,9 +224,9 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 		"bert":      `{"model_type": "bert", "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 128}`,
 	}
 	archs := map[string][]string{"bert": {"", "BertModel", "BertForSequenceClassification", "BertForTokenClassification"}}
-	fp32, _ := LookupPrecision("fp32")
-	mixed, _ := LookupPrecision("bf16-mixed")
-	rt, _ := LookupRuntime("cuda")
+	fp32, _ := core.LookupPrecision("fp32")
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	rt, _ := core.LookupRuntime("cuda")
 	for name, cfg := range tiny {
 		for _, attn := range []string{"eager", "sdpa", "flash"} {
 			list := archs[name]
@@ -240,11 +241,11 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 					}
 					t.Fatalf("%s %s %s: %v", name, attn, arch, err)
 				}
-				for _, prec := range []Precision{fp32, mixed} {
-					plan := &Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
-						Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "full", Every: 1}, Runtime: rt,
+				for _, prec := range []core.Precision{fp32, mixed} {
+					plan := &core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
+						Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "full", Every: 1}, Runtime: rt,
 						Device: hw.Device{Name: "test", Memory: 1 << 40}}
-					rep, err := Evaluate(plan, Options{})
+					rep, err := Evaluate(plan, core.Options{})
 					if err != nil {
 						t.Fatalf("%s %s %s %s: %v", name, attn, arch, prec.Name, err)
 					}
@@ -264,10 +265,10 @@ func TestHFLearnedPositionsLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp32, _ := LookupPrecision("fp32")
-	plan := &Plan{Model: m, Batch: 1, Seq: 2048, GradAccum: 1, Members: 1, Precision: fp32,
-		Optimizer: Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40}}
-	_, err = Evaluate(plan, Options{})
+	fp32, _ := core.LookupPrecision("fp32")
+	plan := &core.Plan{Model: m, Batch: 1, Seq: 2048, GradAccum: 1, Members: 1, Precision: fp32,
+		Optimizer: core.Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40}}
+	_, err = Evaluate(plan, core.Options{})
 	if err == nil || err.Error() != "wpe: seq=2048 exceeds the 1024 learned positions of this model" {
 		t.Errorf("error = %v", err)
 	}

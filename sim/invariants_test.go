@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -13,7 +14,7 @@ import (
 // failure messages.
 type randomCase struct {
 	desc string
-	plan *Plan
+	plan *core.Plan
 }
 
 // randomCases generates n small transformer models and plans from a fixed
@@ -35,22 +36,22 @@ func randomCases(seed uint64, n int) []randomCase {
 		act := pick("gelu", "relu", "silu", "swiglu", "geglu")
 		impl := pick("flash", "sdpa", "eager")
 		rms := r.IntN(2) == 0
-		norm := func() Layer { return &Norm{Dim: dim, RMS: rms, Bias: !rms} }
-		block := &Sequential{Layers: []Layer{
-			&Residual{Layer: &Sequential{Layers: []Layer{norm(), &Attention{Dim: dim, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: rms}}}},
-			&Residual{Layer: &Sequential{Layers: []Layer{norm(), &MLP{Dim: dim, Hidden: hidden, Act: act}}}},
+		norm := func() core.Layer { return &Norm{Dim: dim, RMS: rms, Bias: !rms} }
+		block := &core.Sequential{Layers: []core.Layer{
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{norm(), &Attention{Dim: dim, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: rms}}}},
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{norm(), &MLP{Dim: dim, Hidden: hidden, Act: act}}}},
 		}}
-		m := &Model{Name: "rand", Layers: []Layer{&Embedding{Rows: vocab, Dim: dim}, &Repeat{Layer: block, N: layers}, norm()},
+		m := &core.Model{Name: "rand", Layers: []core.Layer{&Embedding{Rows: vocab, Dim: dim}, &core.Repeat{Layer: block, N: layers}, norm()},
 			Vocab: vocab, Loss: "cross_entropy", TieEmbeddings: r.IntN(2) == 0}
-		prec, _ := LookupPrecision(pick("fp32", "bf16-mixed", "fp16-mixed", "bf16"))
+		prec, _ := core.LookupPrecision(pick("fp32", "bf16-mixed", "fp16-mixed", "bf16"))
 		dev, _ := hw.LookupDevice(pick("H100-80GB", "A100-40GB", "RTX-3090"))
-		rt, _ := LookupRuntime("cuda")
-		opt := Optimizer{Kind: pick("adamw", "adam", "sgd", "adamw8bit", "lion", "adafactor")}
+		rt, _ := core.LookupRuntime("cuda")
+		opt := core.Optimizer{Kind: pick("adamw", "adam", "sgd", "adamw8bit", "lion", "adafactor")}
 		if opt.Kind == "sgd" {
 			opt.Momentum = 0.9
 		}
-		p := &Plan{Model: m, Batch: 1 + r.Int64N(4), Seq: pickInt(16, 64, 128, 256), GradAccum: 1 + r.Int64N(2), Members: 1,
-			Precision: prec, Optimizer: opt, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: "train"}
+		p := &core.Plan{Model: m, Batch: 1 + r.Int64N(4), Seq: pickInt(16, 64, 128, 256), GradAccum: 1 + r.Int64N(2), Members: 1,
+			Precision: prec, Optimizer: opt, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: "train"}
 		if err := p.Validate(); err != nil {
 			continue // a combination the engine refuses (e.g. a kernel that needs 16-bit compute)
 		}
@@ -62,9 +63,9 @@ func randomCases(seed uint64, n int) []randomCase {
 }
 
 // evalOK evaluates p, failing the test on an error.
-func evalOK(t *testing.T, desc string, p *Plan) *Report {
+func evalOK(t *testing.T, desc string, p *core.Plan) *Report {
 	t.Helper()
-	rep, err := Evaluate(p, Options{})
+	rep, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", desc, err)
 	}
@@ -74,7 +75,7 @@ func evalOK(t *testing.T, desc string, p *Plan) *Report {
 	return rep
 }
 
-func withPlan(p *Plan, change func(q *Plan)) *Plan {
+func withPlan(p *core.Plan, change func(q *core.Plan)) *core.Plan {
 	q := *p
 	change(&q)
 	return &q
@@ -87,8 +88,8 @@ func withPlan(p *Plan, change func(q *Plan)) *Plan {
 func TestInvariantsReportConsistency(t *testing.T) {
 	for _, c := range randomCases(1, 40) {
 		for _, mode := range []string{"none", "full", "selective"} {
-			ck, _ := ParseCheckpoint(mode)
-			evalOK(t, c.desc+" checkpoint="+mode, withPlan(c.plan, func(q *Plan) { q.Checkpoint = ck }))
+			ck, _ := core.ParseCheckpoint(mode)
+			evalOK(t, c.desc+" checkpoint="+mode, withPlan(c.plan, func(q *core.Plan) { q.Checkpoint = ck }))
 		}
 	}
 }
@@ -100,7 +101,7 @@ func TestInvariantsReportConsistency(t *testing.T) {
 func TestInvariantsExpandableSegments(t *testing.T) {
 	for _, c := range randomCases(3, 40) {
 		base := evalOK(t, c.desc, c.plan)
-		exp := evalOK(t, c.desc+" expandable_segments", withPlan(c.plan, func(q *Plan) { q.ExpandableSegments = true }))
+		exp := evalOK(t, c.desc+" expandable_segments", withPlan(c.plan, func(q *core.Plan) { q.ExpandableSegments = true }))
 		if exp.PeakAllocated > base.PeakAllocated {
 			t.Errorf("%s: expandable segments peak_allocated %d > %d without", c.desc, exp.PeakAllocated, base.PeakAllocated)
 		}
@@ -119,7 +120,7 @@ func TestInvariantsBatchMonotonic(t *testing.T) {
 	for _, c := range randomCases(2, 40) {
 		var prev *Report
 		for batch := int64(1); batch <= 8; batch *= 2 {
-			rep := evalOK(t, c.desc, withPlan(c.plan, func(q *Plan) { q.Batch = batch }))
+			rep := evalOK(t, c.desc, withPlan(c.plan, func(q *core.Plan) { q.Batch = batch }))
 			if prev != nil {
 				if rep.PeakAllocated < prev.PeakAllocated {
 					t.Errorf("%s: batch %d peak_allocated %d < batch %d's %d", c.desc, batch, rep.PeakAllocated, batch/2, prev.PeakAllocated)
@@ -146,8 +147,8 @@ func TestInvariantsCheckpointSavesLess(t *testing.T) {
 			modes = modes[:1]
 		}
 		for _, mode := range modes {
-			ck, _ := ParseCheckpoint(mode)
-			rep := evalOK(t, c.desc, withPlan(c.plan, func(q *Plan) { q.Checkpoint = ck }))
+			ck, _ := core.ParseCheckpoint(mode)
+			rep := evalOK(t, c.desc, withPlan(c.plan, func(q *core.Plan) { q.Checkpoint = ck }))
 			if rep.SavedActivations > none.SavedActivations {
 				t.Errorf("%s: checkpoint=%s saves %d, more than no checkpointing (%d)", c.desc, mode, rep.SavedActivations, none.SavedActivations)
 			}
@@ -193,7 +194,7 @@ func TestInvariantsZeroStages(t *testing.T) {
 		var out stages
 		for zero := 0; zero <= 3; zero++ {
 			rep := evalOK(t, fmt.Sprintf("%s dp=%d zero=%d", c.desc, dp, zero),
-				withPlan(c.plan, func(q *Plan) { q.Parallel = Parallelism{DP: dp, Zero: zero} }))
+				withPlan(c.plan, func(q *core.Plan) { q.Parallel = core.Parallelism{DP: dp, Zero: zero} }))
 			out[zero] = rep.States
 		}
 		return out
@@ -220,7 +221,7 @@ func TestInvariantsZeroStages(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(len(c.desc)), 7))
 		dim := []int64{1024, 2048}[r.IntN(2)]
 		m := llamaModel(dim, 2+r.Int64N(3), 16, []int64{4, 8, 16}[r.IntN(3)], dim*3, 32000, "flash")
-		big := randomCase{fmt.Sprintf("llama dim=%d layers=%d %s", dim, m.Layers[1].(*Repeat).N, c.desc), withPlan(c.plan, func(q *Plan) { q.Model = m })}
+		big := randomCase{fmt.Sprintf("llama dim=%d layers=%d %s", dim, m.Layers[1].(*core.Repeat).N, c.desc), withPlan(c.plan, func(q *core.Plan) { q.Model = m })}
 		for _, dp := range []int64{2, 8} {
 			s := run(big, dp)
 			first := 1
@@ -245,7 +246,7 @@ func TestInvariantsParallelConsistency(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 6))
 	ran, skipped := 0, 0
 	for _, c := range randomCases(7, 60) {
-		par := Parallelism{DP: []int64{1, 2, 4}[r.IntN(3)], TP: []int64{1, 2}[r.IntN(2)], PP: []int64{1, 2}[r.IntN(2)],
+		par := core.Parallelism{DP: []int64{1, 2, 4}[r.IntN(3)], TP: []int64{1, 2}[r.IntN(2)], PP: []int64{1, 2}[r.IntN(2)],
 			CP: []int64{1, 1, 2}[r.IntN(3)], MicroBatches: []int64{0, 4}[r.IntN(2)]}
 		switch r.IntN(5) {
 		case 0:
@@ -256,15 +257,15 @@ func TestInvariantsParallelConsistency(t *testing.T) {
 			par.DistributedOptimizer = true
 		}
 		par.SequenceParallel = par.TP > 1 && r.IntN(2) == 0
-		p := withPlan(c.plan, func(q *Plan) {
+		p := withPlan(c.plan, func(q *core.Plan) {
 			q.Parallel = par
-			if rep := q.Model.Layers[1].(*Repeat); par.PP > 1 && rep.N%par.PP != 0 {
-				q.Model = &Model{Name: q.Model.Name, Layers: []Layer{q.Model.Layers[0], &Repeat{Layer: rep.Layer, N: 2 * par.PP}, q.Model.Layers[2]},
+			if rep := q.Model.Layers[1].(*core.Repeat); par.PP > 1 && rep.N%par.PP != 0 {
+				q.Model = &core.Model{Name: q.Model.Name, Layers: []core.Layer{q.Model.Layers[0], &core.Repeat{Layer: rep.Layer, N: 2 * par.PP}, q.Model.Layers[2]},
 					Vocab: q.Model.Vocab, Loss: q.Model.Loss, TieEmbeddings: q.Model.TieEmbeddings}
 			}
 		})
 		desc := fmt.Sprintf("%s %+v", c.desc, par)
-		rep, err := Evaluate(p, Options{})
+		rep, err := Evaluate(p, core.Options{})
 		if err != nil {
 			if strings.Contains(err.Error(), "internal error") {
 				t.Fatalf("%s: %v", desc, err)

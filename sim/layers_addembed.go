@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -30,12 +31,12 @@ type AddEmbedding struct {
 	MaxSeq int64
 }
 
-func (e *AddEmbedding) Kind() string      { return "add_embedding" }
-func (e *AddEmbedding) Label() string     { return e.Name }
-func (e *AddEmbedding) Children() []Layer { return nil }
-func (e *AddEmbedding) Params() int64     { return e.Rows * e.Dim }
-func (e *AddEmbedding) InDim() int64      { return e.Dim }
-func (e *AddEmbedding) OutDim() int64     { return e.Dim }
+func (e *AddEmbedding) Kind() string           { return "add_embedding" }
+func (e *AddEmbedding) Label() string          { return e.Name }
+func (e *AddEmbedding) Children() []core.Layer { return nil }
+func (e *AddEmbedding) Params() int64          { return e.Rows * e.Dim }
+func (e *AddEmbedding) InDim() int64           { return e.Dim }
+func (e *AddEmbedding) OutDim() int64          { return e.Dim }
 func (e *AddEmbedding) Summary() string {
 	s := fmt.Sprintf("%d x %d", e.Rows, e.Dim)
 	if e.PerSample {
@@ -44,11 +45,11 @@ func (e *AddEmbedding) Summary() string {
 	return s
 }
 
-func (e *AddEmbedding) validate(path string) error {
-	if err := positive(path, "rows", e.Rows); err != nil {
+func (e *AddEmbedding) Validate(path string) error {
+	if err := core.Positive(path, "rows", e.Rows); err != nil {
 		return err
 	}
-	if err := positive(path, "dim", e.Dim); err != nil {
+	if err := core.Positive(path, "dim", e.Dim); err != nil {
 		return err
 	}
 	if e.MaxSeq < 0 || e.MaxSeq > e.Rows {
@@ -57,32 +58,32 @@ func (e *AddEmbedding) validate(path string) error {
 	return nil
 }
 
-func (e *AddEmbedding) lower(b *builder, x Value) Value {
-	if b.last(x) != e.Dim {
-		panic(shapeMismatch(b, "add_embedding", e.Dim, b.last(x)))
+func (e *AddEmbedding) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != e.Dim {
+		panic(core.ShapeMismatch(b, "add_embedding", e.Dim, b.Last(x)))
 	}
 	name := e.Name
 	if name == "" {
 		name = "pos_embed"
 	}
-	if e.MaxSeq > 0 && b.seq > e.MaxSeq {
-		panic(lowerError{&units.Error{
-			Path: b.name(name),
-			Msg:  fmt.Sprintf("seq=%d exceeds the %d learned positions of this model", b.seq, e.MaxSeq),
+	if e.MaxSeq > 0 && b.Seq > e.MaxSeq {
+		panic(core.LowerError{Err: &units.Error{
+			Path: b.Name(name),
+			Msg:  fmt.Sprintf("seq=%d exceeds the %d learned positions of this model", b.Seq, e.MaxSeq),
 			Hint: fmt.Sprintf("use seq <= %d (the config's max_position_embeddings)", e.MaxSeq),
 		}})
 	}
-	defer b.scope(name)()
-	w := b.param("weight", []int64{e.Rows, e.Dim}, "pos_embed")
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{e.Rows, e.Dim}, "pos_embed")
 	n := int64(1)
 	if e.PerSample {
-		n = b.batch
+		n = b.Batch
 	}
-	ii := b.addOp("arange", "ids", nil)
-	ids := b.out(ii, "ids", []int64{n, b.seq}, units.INT64, "position or token-type ids")
-	i := b.addOp("embedding", "", []Value{ids}, w)
-	y := b.out(i, "out", []int64{n, b.seq, e.Dim}, b.prec.Params, "learned position or token-type embeddings")
-	b.save(i, ids)
-	b.op(i).noGradB = true
-	return b.add("add", x, y)
+	ii := b.AddOp("arange", "ids", nil)
+	ids := b.Out(ii, "ids", []int64{n, b.Seq}, units.INT64, "position or token-type ids")
+	i := b.AddOp("embedding", "", []core.Value{ids}, w)
+	y := b.Out(i, "out", []int64{n, b.Seq, e.Dim}, b.Prec.Params, "learned position or token-type embeddings")
+	b.Save(i, ids)
+	b.Op(i).NoGradB = true
+	return b.Add("add", x, y)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -55,9 +56,9 @@ func (a *Attention) hd() int64 {
 	return a.Dim / a.Heads
 }
 
-func (a *Attention) Kind() string      { return "attention" }
-func (a *Attention) Label() string     { return a.Name }
-func (a *Attention) Children() []Layer { return nil }
+func (a *Attention) Kind() string           { return "attention" }
+func (a *Attention) Label() string          { return a.Name }
+func (a *Attention) Children() []core.Layer { return nil }
 func (a *Attention) Params() int64 {
 	d, h, kv := a.hd(), a.Heads, a.kv()
 	n := a.Dim*h*d + 2*a.Dim*kv*d + h*d*a.Dim
@@ -86,11 +87,11 @@ func (a *Attention) Summary() string {
 	return s + ", " + a.Impl
 }
 
-func (a *Attention) validate(path string) error {
-	if err := positive(path, "dim", a.Dim); err != nil {
+func (a *Attention) Validate(path string) error {
+	if err := core.Positive(path, "dim", a.Dim); err != nil {
 		return err
 	}
-	if err := positive(path, "heads", a.Heads); err != nil {
+	if err := core.Positive(path, "heads", a.Heads); err != nil {
 		return err
 	}
 	if a.HeadDim == 0 && a.Dim%a.Heads != 0 {
@@ -116,50 +117,50 @@ func (a *Attention) validate(path string) error {
 	return nil
 }
 
-func (a *Attention) lower(b *builder, x Value) Value {
-	if b.last(x) != a.Dim {
-		panic(shapeMismatch(b, "attention", a.Dim, b.last(x)))
+func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != a.Dim {
+		panic(core.ShapeMismatch(b, "attention", a.Dim, b.Last(x)))
 	}
 	name := a.Name
 	if name == "" {
 		name = "attn"
 	}
-	defer b.scope(name)()
-	la := a.perRank(b.par.tpn()) // tp.go: this rank's heads
+	defer b.Scope(name)()
+	la := a.perRank(b.Par.Tpn()) // tp.go: this rank's heads
 	d, h, kv := la.hd(), la.Heads, la.kv()
-	xg := b.tpGather(x) // tp.go: all-gathered along the sequence with SP
-	s := b.shape(xg)
-	var q, k, v Value
+	xg := b.TpGather(x) // tp.go: all-gathered along the sequence with SP
+	s := b.Shape(xg)
+	var q, k, v core.Value
 	if a.FusedQKV {
-		qkv := b.colLinear("qkv", "qkv", x, xg, a.Dim, (a.Heads+2*a.kv())*d, (h+2*kv)*d, a.QKVBias)
+		qkv := b.ColLinear("qkv", "qkv", x, xg, a.Dim, (a.Heads+2*a.kv())*d, (h+2*kv)*d, a.QKVBias)
 		q, k, v = qkv, qkv, qkv // views of one storage
 	} else {
-		q = b.colLinear("q_proj", "q", x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
-		k = b.colLinear("k_proj", "k", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
-		v = b.colLinear("v_proj", "v", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
+		q = b.ColLinear("q_proj", "q", x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
+		k = b.ColLinear("k_proj", "k", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
+		v = b.ColLinear("v_proj", "v", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
 	}
 	if a.QKNorm {
 		q = qkHeadNorm(b, "q_norm", q, s, h, d)
 		k = qkHeadNorm(b, "k_norm", k, s, kv, d)
 	}
 	if a.Rope {
-		q = rope(b, "q", q, withLast(s, h*d))
-		k = rope(b, "k", k, withLast(s, kv*d))
+		q = rope(b, "q", q, core.WithLast(s, h*d))
+		k = rope(b, "k", k, core.WithLast(s, kv*d))
 	}
 	if a.Impl != "flash" && kv != h && !a.FusedQKV {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
-		k = expandKV(b, "k", k, withLast(s, h*d), kv)
-		v = expandKV(b, "v", v, withLast(s, h*d), kv)
+		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
+		v = expandKV(b, "v", v, core.WithLast(s, h*d), kv)
 	}
-	var o Value
+	var o core.Value
 	closeRegion := func() {}
-	if b.ckpt.Selective {
-		closeRegion = b.policyRegion("core")
+	if b.Ckpt.Selective {
+		closeRegion = b.PolicyRegion("core")
 	}
-	if b.prec.Autocast { // the kernel (matmul, SDPA) runs in the compute dtype: q and k leave RoPE in fp32
-		q = b.cast(q, b.prec.Compute, "autocast copy of q for the attention kernel")
-		k = b.cast(k, b.prec.Compute, "autocast copy of k for the attention kernel")
-		v = b.cast(v, b.prec.Compute, "autocast copy of v for the attention kernel")
+	if b.Prec.Autocast { // the kernel (matmul, SDPA) runs in the compute dtype: q and k leave RoPE in fp32
+		q = b.Cast(q, b.Prec.Compute, "autocast copy of q for the attention kernel")
+		k = b.Cast(k, b.Prec.Compute, "autocast copy of k for the attention kernel")
+		v = b.Cast(v, b.Prec.Compute, "autocast copy of v for the attention kernel")
 	}
 	switch a.Impl {
 	case "eager":
@@ -168,8 +169,8 @@ func (a *Attention) lower(b *builder, x Value) Value {
 		o = la.fused(b, q, k, v, s)
 	}
 	closeRegion()
-	y := b.rowLinear("o_proj", "o", o, a.Heads*d, h*d, a.Dim, a.OutBias)
-	return b.dropout("resid_dropout", y, a.Dropout)
+	y := b.RowLinear("o_proj", "o", o, a.Heads*d, h*d, a.Dim, a.OutBias)
+	return b.Dropout("resid_dropout", y, a.Dropout)
 }
 
 // rope applies rotary embeddings: q*cos + rotate_half(q)*sin. The products
@@ -177,35 +178,35 @@ func (a *Attention) lower(b *builder, x Value) Value {
 // parameters' dtype (module.to() casts float buffers), so under autocast
 // the bf16 projection times the fp32 buffers promotes: q and k leave RoPE
 // in fp32 (Hugging Face Llama; tools/oracle vectors).
-func rope(b *builder, name string, x Value, shape []int64) Value {
-	i := b.addOp("rope", "rope_"+name, []Value{x})
-	dt := promote(b.dtype(x), b.prec.Params)
-	y := b.out(i, name+"_rot", shape, dt, "rotary-embedded "+name)
-	per := dt.Bytes(numel(shape))
-	b.op(i).workF = 2 * per // rotate_half cat and one product live at once
-	b.op(i).workB = 2 * per
-	b.op(i).Flops = 6 * float64(numel(shape))
+func rope(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
+	i := b.AddOp("rope", "rope_"+name, []core.Value{x})
+	dt := core.Promote(b.Dtype(x), b.Prec.Params)
+	y := b.Out(i, name+"_rot", shape, dt, "rotary-embedded "+name)
+	per := dt.Bytes(core.Numel(shape))
+	b.Op(i).WorkF = 2 * per // rotate_half cat and one product live at once
+	b.Op(i).WorkB = 2 * per
+	b.Op(i).Flops = 6 * float64(core.Numel(shape))
 	return y
 }
 
 // fused lowers flash-attn and SDPA.
-func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
+func (a *Attention) fused(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
 	d, h, kv := a.hd(), a.Heads, a.kv()
-	dt := b.dtype(q)
-	i := b.addOp("attention", a.Impl+"_attention", []Value{q, k, v})
-	o := b.out(i, "attn_out", withLast(s, h*d), dt, "attention output")
-	lse := b.out(i, "logsumexp", []int64{rows(s), h}, units.FP32, "attention logsumexp (fp32, saved)")
-	b.val(lse).grad = false
-	b.save(i, q, k, v, o, lse)
-	tokens := rows(s)
+	dt := b.Dtype(q)
+	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{q, k, v})
+	o := b.Out(i, "attn_out", core.WithLast(s, h*d), dt, "attention output")
+	lse := b.Out(i, "logsumexp", []int64{core.Rows(s), h}, units.FP32, "attention logsumexp (fp32, saved)")
+	b.Val(lse).Grad = false
+	b.Save(i, q, k, v, o, lse)
+	tokens := core.Rows(s)
 	// Backward: fp32 dq accumulator and softmax_d (flash-attn mha_bwd); with
 	// GQA, dk and dv are computed expanded to all heads, then summed.
 	work := units.FP32.Bytes(tokens*h*d) + units.FP32.Bytes(tokens*h)
 	if kv != h && a.Impl == "flash" {
 		work += 2 * dt.Bytes(tokens*h*d)
 	}
-	b.op(i).workB = work
-	b.op(i).Flops = a.coreFLOPs(s)
+	b.Op(i).WorkB = work
+	b.Op(i).Flops = a.coreFLOPs(s)
 	ringAttention(b, i, k, v) // context.go: ring buffers with context parallelism
 	return o
 }
@@ -213,17 +214,17 @@ func (a *Attention) fused(b *builder, q, k, v Value, s []int64) Value {
 // expandKV is repeat_kv: expand + reshape, which copies, except with one
 // kv head (multi-query): the size-1 head dimension merges with the
 // expanded one, so reshape returns a view of x's storage.
-func expandKV(b *builder, name string, x Value, shape []int64, kv int64) Value {
+func expandKV(b *core.Builder, name string, x core.Value, shape []int64, kv int64) core.Value {
 	if kv == 1 {
 		return x
 	}
-	i := b.addOp("repeat_kv", "repeat_"+name, []Value{x})
-	return b.out(i, name+"_expanded", shape, b.dtype(x), name+" expanded to all heads (repeat_kv)")
+	i := b.AddOp("repeat_kv", "repeat_"+name, []core.Value{x})
+	return b.Out(i, name+"_expanded", shape, b.Dtype(x), name+" expanded to all heads (repeat_kv)")
 }
 
 func (a *Attention) coreFLOPs(s []int64) float64 {
 	seq := s[len(s)-2]
-	f := 4 * float64(rows(s)) * float64(seq) * float64(a.Heads*a.hd())
+	f := 4 * float64(core.Rows(s)) * float64(seq) * float64(a.Heads*a.hd())
 	if a.Causal {
 		f /= 2
 	}
@@ -231,56 +232,56 @@ func (a *Attention) coreFLOPs(s []int64) float64 {
 }
 
 // eager lowers the explicit attention of GPT-2 and Llama's eager path.
-func (a *Attention) eager(b *builder, q, k, v Value, s []int64) Value {
+func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
 	d, h := a.hd(), a.Heads
-	dt := b.dtype(q)
-	bs := rows(s)
+	dt := b.Dtype(q)
+	bs := core.Rows(s)
 	seq := s[len(s)-2]
 	batch := bs / seq
 	scoreShape := []int64{batch, h, seq, seq}
-	headShape := withLast(s, h*d)
+	headShape := core.WithLast(s, h*d)
 	// q @ k^T: matmul reshapes the transposed head views into contiguous
 	// copies (k expanded to all heads) and saves both.
-	i := b.addOp("matmul", "qk", []Value{q, k})
-	qc := b.out(i, "q_copy", headShape, dt, "contiguous q copy saved by bmm")
-	kc := b.out(i, "kT_copy", headShape, dt, "contiguous k^T copy (all heads) saved by bmm")
-	scores := b.out(i, "scores", scoreShape, dt, "attention scores")
-	b.save(i, qc, kc)
+	i := b.AddOp("matmul", "qk", []core.Value{q, k})
+	qc := b.Out(i, "q_copy", headShape, dt, "contiguous q copy saved by bmm")
+	kc := b.Out(i, "kT_copy", headShape, dt, "contiguous k^T copy (all heads) saved by bmm")
+	scores := b.Out(i, "scores", scoreShape, dt, "attention scores")
+	b.Save(i, qc, kc)
 	full := 2 * float64(bs) * float64(seq) * float64(h*d) // eager computes masked blocks too
-	b.op(i).Flops = full
+	b.Op(i).Flops = full
 	// / sqrt(d): torch 1.13 saves the scalar as a 0-dim fp64 tensor; 2.x
 	// saves nothing (Runtime.ScalarOperandSaved).
-	j := b.addOp("div", "scale", []Value{scores})
-	scaled := b.out(j, "scaled", scoreShape, dt, "scaled attention scores")
-	if b.rt.ScalarOperandSaved {
-		scalar := b.out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
-		b.val(scalar).grad = false
-		b.save(j, scalar)
+	j := b.AddOp("div", "scale", []core.Value{scores})
+	scaled := b.Out(j, "scaled", scoreShape, dt, "scaled attention scores")
+	if b.Rt.ScalarOperandSaved {
+		scalar := b.Out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
+		b.Val(scalar).Grad = false
+		b.Save(j, scalar)
 	}
 	if a.Softcap > 0 && a.Impl == "eager" {
-		scaled = b.softcap("softcap", scaled) // softcap.go
+		scaled = b.Softcap("softcap", scaled) // softcap.go
 	}
 	if a.Causal {
-		m := b.addOp("mask", "causal_mask", []Value{scaled})
-		scaled = b.out(m, "masked", scoreShape, dt, "masked attention scores")
+		m := b.AddOp("mask", "causal_mask", []core.Value{scaled})
+		scaled = b.Out(m, "masked", scoreShape, dt, "masked attention scores")
 	}
 	smDT := dt
-	if a.SoftmaxFP32 || (b.prec.Autocast && b.rt.AutocastSoftmaxFP32) {
+	if a.SoftmaxFP32 || (b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32) {
 		smDT = units.FP32
 	}
-	sm := b.addOp("softmax", "softmax", []Value{scaled})
-	p := b.out(sm, "probs", scoreShape, smDT, "attention probabilities (softmax output, saved)")
-	b.save(sm, p)
-	p = b.cast(p, dt, "attention probabilities cast back for the P.V matmul")
-	p = b.dropout("attn_dropout", p, a.Dropout)
-	pv := b.addOp("matmul", "pv", []Value{p, v})
-	vc := b.out(pv, "v_copy", headShape, dt, "contiguous v copy (all heads) saved by bmm")
-	o := b.out(pv, "context", headShape, dt, "attention context")
-	b.save(pv, p, vc)
-	b.op(pv).Flops = full
+	sm := b.AddOp("softmax", "softmax", []core.Value{scaled})
+	p := b.Out(sm, "probs", scoreShape, smDT, "attention probabilities (softmax output, saved)")
+	b.Save(sm, p)
+	p = b.Cast(p, dt, "attention probabilities cast back for the P.V matmul")
+	p = b.Dropout("attn_dropout", p, a.Dropout)
+	pv := b.AddOp("matmul", "pv", []core.Value{p, v})
+	vc := b.Out(pv, "v_copy", headShape, dt, "contiguous v copy (all heads) saved by bmm")
+	o := b.Out(pv, "context", headShape, dt, "attention context")
+	b.Save(pv, p, vc)
+	b.Op(pv).Flops = full
 	// transpose(1, 2).contiguous(): the merged heads, the o_proj input.
-	t := b.addOp("contiguous", "merge_heads", []Value{o})
-	return b.out(t, "merged", headShape, dt, "merged heads (o_proj input)")
+	t := b.AddOp("contiguous", "merge_heads", []core.Value{o})
+	return b.Out(t, "merged", headShape, dt, "merged heads (o_proj input)")
 }
 
 // perRank is the attention each TP rank runs: heads/tp query heads and
@@ -313,7 +314,9 @@ func (a *Attention) InDim() int64  { return a.Dim }
 func (a *Attention) OutDim() int64 { return a.Dim }
 
 // CheckLayout checks that tensor parallelism divides the heads (checkTP).
-func (a *Attention) CheckLayout(path string, par Parallelism) error { return a.checkTP(path, par.TP) }
+func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
+	return a.checkTP(path, par.TP)
+}
 
 // CheckPacking: packed documents need flash attention's varlen kernel
 // (packing.go); eager and SDPA attention would need a block-diagonal mask.

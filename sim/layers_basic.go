@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -16,9 +17,9 @@ type Linear struct {
 	Activate string // optional activation after the matmul
 }
 
-func (l *Linear) Kind() string      { return "linear" }
-func (l *Linear) Label() string     { return l.Name }
-func (l *Linear) Children() []Layer { return nil }
+func (l *Linear) Kind() string           { return "linear" }
+func (l *Linear) Label() string          { return l.Name }
+func (l *Linear) Children() []core.Layer { return nil }
 func (l *Linear) Params() int64 {
 	n := l.In * l.Out
 	if l.Bias {
@@ -27,15 +28,15 @@ func (l *Linear) Params() int64 {
 	return n
 }
 func (l *Linear) Summary() string { return fmt.Sprintf("%d -> %d", l.In, l.Out) }
-func (l *Linear) validate(path string) error {
-	if err := positive(path, "in_features", l.In); err != nil {
+func (l *Linear) Validate(path string) error {
+	if err := core.Positive(path, "in_features", l.In); err != nil {
 		return err
 	}
-	return positive(path, "out_features", l.Out)
+	return core.Positive(path, "out_features", l.Out)
 }
-func (l *Linear) lower(b *builder, x Value) Value {
-	if b.last(x) != l.In {
-		panic(shapeMismatch(b, "linear", l.In, b.last(x)))
+func (l *Linear) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != l.In {
+		panic(core.ShapeMismatch(b, "linear", l.In, b.Last(x)))
 	}
 	name := l.Name
 	if name == "" {
@@ -45,7 +46,7 @@ func (l *Linear) lower(b *builder, x Value) Value {
 	if role == "" {
 		role = "linear"
 	}
-	return b.linear(name, role, x, l.In, l.Out, l.Bias)
+	return b.Linear(name, role, x, l.In, l.Out, l.Bias)
 }
 
 // Embedding is nn.Embedding(rows, dim): a gather of rows. It saves only the
@@ -55,35 +56,35 @@ type Embedding struct {
 	Rows, Dim int64
 }
 
-func (e *Embedding) Kind() string      { return "embedding" }
-func (e *Embedding) Label() string     { return e.Name }
-func (e *Embedding) Children() []Layer { return nil }
-func (e *Embedding) Params() int64     { return e.Rows * e.Dim }
-func (e *Embedding) Summary() string   { return fmt.Sprintf("%d x %d", e.Rows, e.Dim) }
-func (e *Embedding) validate(path string) error {
-	if err := positive(path, "rows", e.Rows); err != nil {
+func (e *Embedding) Kind() string           { return "embedding" }
+func (e *Embedding) Label() string          { return e.Name }
+func (e *Embedding) Children() []core.Layer { return nil }
+func (e *Embedding) Params() int64          { return e.Rows * e.Dim }
+func (e *Embedding) Summary() string        { return fmt.Sprintf("%d x %d", e.Rows, e.Dim) }
+func (e *Embedding) Validate(path string) error {
+	if err := core.Positive(path, "rows", e.Rows); err != nil {
 		return err
 	}
-	return positive(path, "dim", e.Dim)
+	return core.Positive(path, "dim", e.Dim)
 }
-func (e *Embedding) lower(b *builder, x Value) Value {
+func (e *Embedding) Lower(b *core.Builder, x core.Value) core.Value {
 	name := e.Name
 	if name == "" {
 		name = "embed"
 	}
-	if b.par.tpn() > 1 {
+	if b.Par.Tpn() > 1 {
 		return vocabParallelEmbedding(b, e, name, x) // tp.go
 	}
-	defer b.scope(name)()
-	w := b.param("weight", []int64{e.Rows, e.Dim}, "embed")
-	i := b.addOp("embedding", "", []Value{x}, w)
-	s := b.shape(x)
-	if b.dtype(x) != units.INT64 {
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{e.Rows, e.Dim}, "embed")
+	i := b.AddOp("embedding", "", []core.Value{x}, w)
+	s := b.Shape(x)
+	if b.Dtype(x) != units.INT64 {
 		s = s[:len(s)-1]
 	}
-	y := b.out(i, "out", append(append([]int64(nil), s...), e.Dim), b.prec.Params, "embedding lookup output")
-	b.save(i, x)
-	b.op(i).noGradB = true
+	y := b.Out(i, "out", append(append([]int64(nil), s...), e.Dim), b.Prec.Params, "embedding lookup output")
+	b.Save(i, x)
+	b.Op(i).NoGradB = true
 	return y
 }
 
@@ -101,8 +102,8 @@ func (n *Norm) Kind() string {
 	}
 	return "layernorm"
 }
-func (n *Norm) Label() string     { return n.Name }
-func (n *Norm) Children() []Layer { return nil }
+func (n *Norm) Label() string          { return n.Name }
+func (n *Norm) Children() []core.Layer { return nil }
 func (n *Norm) Params() int64 {
 	if n.Bias && !n.RMS {
 		return 2 * n.Dim
@@ -110,19 +111,19 @@ func (n *Norm) Params() int64 {
 	return n.Dim
 }
 func (n *Norm) Summary() string            { return fmt.Sprintf("%d", n.Dim) }
-func (n *Norm) validate(path string) error { return positive(path, "dim", n.Dim) }
-func (n *Norm) lower(b *builder, x Value) Value {
-	if b.last(x) != n.Dim {
-		panic(shapeMismatch(b, n.Kind(), n.Dim, b.last(x)))
+func (n *Norm) Validate(path string) error { return core.Positive(path, "dim", n.Dim) }
+func (n *Norm) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != n.Dim {
+		panic(core.ShapeMismatch(b, n.Kind(), n.Dim, b.Last(x)))
 	}
 	name := n.Name
 	if name == "" {
 		name = "norm"
 	}
 	if n.RMS {
-		return b.rmsNorm(name, x, n.Dim)
+		return b.RmsNorm(name, x, n.Dim)
 	}
-	return b.layerNorm(name, x, n.Dim, n.Bias)
+	return b.LayerNorm(name, x, n.Dim, n.Bias)
 }
 
 // Dropout is nn.Dropout(p).
@@ -131,18 +132,20 @@ type Dropout struct {
 	P    float64
 }
 
-func (d *Dropout) Kind() string      { return "dropout" }
-func (d *Dropout) Label() string     { return d.Name }
-func (d *Dropout) Children() []Layer { return nil }
-func (d *Dropout) Params() int64     { return 0 }
-func (d *Dropout) Summary() string   { return fmt.Sprintf("p=%g", d.P) }
-func (d *Dropout) validate(path string) error {
+func (d *Dropout) Kind() string           { return "dropout" }
+func (d *Dropout) Label() string          { return d.Name }
+func (d *Dropout) Children() []core.Layer { return nil }
+func (d *Dropout) Params() int64          { return 0 }
+func (d *Dropout) Summary() string        { return fmt.Sprintf("p=%g", d.P) }
+func (d *Dropout) Validate(path string) error {
 	if d.P < 0 || d.P >= 1 {
 		return units.Errorf(path, "dropout probability must be in [0, 1) (got %g)", d.P)
 	}
 	return nil
 }
-func (d *Dropout) lower(b *builder, x Value) Value { return b.dropout("dropout", x, d.P) }
+func (d *Dropout) Lower(b *core.Builder, x core.Value) core.Value {
+	return b.Dropout("dropout", x, d.P)
+}
 
 // Act is an elementwise activation: gelu, relu, silu, tanh, sigmoid.
 type Act struct {
@@ -150,27 +153,27 @@ type Act struct {
 	Fn   string
 }
 
-func (a *Act) Kind() string      { return "act" }
-func (a *Act) Label() string     { return a.Name }
-func (a *Act) Children() []Layer { return nil }
-func (a *Act) Params() int64     { return 0 }
-func (a *Act) Summary() string   { return a.Fn }
-func (a *Act) validate(path string) error {
+func (a *Act) Kind() string           { return "act" }
+func (a *Act) Label() string          { return a.Name }
+func (a *Act) Children() []core.Layer { return nil }
+func (a *Act) Params() int64          { return 0 }
+func (a *Act) Summary() string        { return a.Fn }
+func (a *Act) Validate(path string) error {
 	switch a.Fn {
 	case "gelu", "relu", "silu", "tanh", "sigmoid":
 		return nil
 	}
 	return units.Errorf(path, "unknown activation %q (known: gelu, relu, silu, tanh, sigmoid)", a.Fn)
 }
-func (a *Act) lower(b *builder, x Value) Value { return activation(b, a.Fn, x) }
+func (a *Act) Lower(b *core.Builder, x core.Value) core.Value { return activation(b, a.Fn, x) }
 
 // activation lowers one activation function with its autograd saves.
-func activation(b *builder, fn string, x Value) Value {
+func activation(b *core.Builder, fn string, x core.Value) core.Value {
 	switch fn {
 	case "relu", "sigmoid", "tanh":
-		return b.unary(fn, x, false, true)
+		return b.Unary(fn, x, false, true)
 	default: // gelu, silu save their input
-		return b.unary(fn, x, true, false)
+		return b.Unary(fn, x, true, false)
 	}
 }
 
@@ -178,24 +181,24 @@ func activation(b *builder, fn string, x Value) Value {
 // holds rows/tp rows; token ids outside its range are shifted and masked
 // (the lookup saves the shifted ids, the masking the bool mask), the
 // partial lookups are all-reduced, or reduce-scattered with SP.
-func vocabParallelEmbedding(b *builder, e *Embedding, name string, x Value) Value {
-	defer b.scope(name)()
-	tp := b.par.tp
-	w := b.param("weight", []int64{e.Rows / tp, e.Dim}, "embed")
-	b.shardParam(w, e.Rows*e.Dim)
-	s := b.shape(x)
-	if b.dtype(x) != units.INT64 {
+func vocabParallelEmbedding(b *core.Builder, e *Embedding, name string, x core.Value) core.Value {
+	defer b.Scope(name)()
+	tp := b.Par.Tp
+	w := b.Param("weight", []int64{e.Rows / tp, e.Dim}, "embed")
+	b.ShardParam(w, e.Rows*e.Dim)
+	s := b.Shape(x)
+	if b.Dtype(x) != units.INT64 {
 		s = s[:len(s)-1]
 	}
-	m := b.addOp("vocab_mask", "mask", []Value{x})
-	ids := b.out(m, "masked_input", s, units.INT64, "token ids shifted into this rank's vocabulary shard (saved by the lookup)")
-	mask := b.out(m, "input_mask", s, units.BOOL, "tokens outside this rank's vocabulary shard (saved by the masking)")
-	b.op(m).noGradB = true
-	i := b.addOp("embedding", "", []Value{ids, mask}, w)
-	y := b.out(i, "out", append(append([]int64(nil), s...), e.Dim), b.prec.Params, "embedding lookup output (rows of this rank's vocabulary shard)")
-	b.save(i, ids, mask)
-	b.op(i).noGradB = true
-	return b.tpReduce("reduce", y)
+	m := b.AddOp("vocab_mask", "mask", []core.Value{x})
+	ids := b.Out(m, "masked_input", s, units.INT64, "token ids shifted into this rank's vocabulary shard (saved by the lookup)")
+	mask := b.Out(m, "input_mask", s, units.BOOL, "tokens outside this rank's vocabulary shard (saved by the masking)")
+	b.Op(m).NoGradB = true
+	i := b.AddOp("embedding", "", []core.Value{ids, mask}, w)
+	y := b.Out(i, "out", append(append([]int64(nil), s...), e.Dim), b.Prec.Params, "embedding lookup output (rows of this rank's vocabulary shard)")
+	b.Save(i, ids, mask)
+	b.Op(i).NoGradB = true
+	return b.TpReduce("reduce", y)
 }
 
 func (l *Linear) InDim() int64  { return l.In }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -19,9 +20,9 @@ type MLP struct {
 
 func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
 
-func (m *MLP) Kind() string      { return "mlp" }
-func (m *MLP) Label() string     { return m.Name }
-func (m *MLP) Children() []Layer { return nil }
+func (m *MLP) Kind() string           { return "mlp" }
+func (m *MLP) Label() string          { return m.Name }
+func (m *MLP) Children() []core.Layer { return nil }
 func (m *MLP) Params() int64 {
 	if m.gated() {
 		n := 3 * m.Dim * m.Hidden
@@ -39,11 +40,11 @@ func (m *MLP) Params() int64 {
 func (m *MLP) Summary() string {
 	return fmt.Sprintf("%d -> %d -> %d, %s", m.Dim, m.Hidden, m.Dim, m.Act)
 }
-func (m *MLP) validate(path string) error {
-	if err := positive(path, "dim", m.Dim); err != nil {
+func (m *MLP) Validate(path string) error {
+	if err := core.Positive(path, "dim", m.Dim); err != nil {
 		return err
 	}
-	if err := positive(path, "hidden", m.Hidden); err != nil {
+	if err := core.Positive(path, "hidden", m.Hidden); err != nil {
 		return err
 	}
 	switch m.Act {
@@ -57,44 +58,44 @@ func (m *MLP) validate(path string) error {
 	return nil
 }
 
-func (m *MLP) lower(b *builder, x Value) Value {
-	if b.last(x) != m.Dim {
-		panic(shapeMismatch(b, "mlp", m.Dim, b.last(x)))
+func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != m.Dim {
+		panic(core.ShapeMismatch(b, "mlp", m.Dim, b.Last(x)))
 	}
 	name := m.Name
 	if name == "" {
 		name = "mlp"
 	}
-	defer b.scope(name)()
+	defer b.Scope(name)()
 	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias)
-	return b.dropout("dropout", y, m.Dropout)
+	return b.Dropout("dropout", y, m.Dropout)
 }
 
 // ffn lowers the feed-forward core.
-func ffn(b *builder, x Value, dim, hidden int64, act string, bias bool) Value {
+func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool) core.Value {
 	// tp.go: column-parallel up projections over the (SP-gathered) input,
 	// row-parallel down projection; hidden/tp on each rank.
-	xg, hl := b.tpGather(x), hidden/b.par.tpn()
+	xg, hl := b.TpGather(x), hidden/b.Par.Tpn()
 	if act == "swiglu" || act == "geglu" {
 		fn := "silu"
 		if act == "geglu" {
 			fn = "gelu"
 		}
-		gate := b.colLinear("gate_proj", "gate", x, xg, dim, hidden, hl, bias)
-		up := b.colLinear("up_proj", "up", x, xg, dim, hidden, hl, bias)
-		h := b.mul("act_mul", activation(b, fn, gate), up)
-		return b.rowLinear("down_proj", "down", h, hidden, hl, dim, bias)
+		gate := b.ColLinear("gate_proj", "gate", x, xg, dim, hidden, hl, bias)
+		up := b.ColLinear("up_proj", "up", x, xg, dim, hidden, hl, bias)
+		h := b.Mul("act_mul", activation(b, fn, gate), up)
+		return b.RowLinear("down_proj", "down", h, hidden, hl, dim, bias)
 	}
-	h := b.colLinear("fc1", "up", x, xg, dim, hidden, hl, bias)
+	h := b.ColLinear("fc1", "up", x, xg, dim, hidden, hl, bias)
 	h = activation(b, act, h)
-	return b.rowLinear("fc2", "down", h, hidden, hl, dim, bias)
+	return b.RowLinear("fc2", "down", h, hidden, hl, dim, bias)
 }
 
 func (m *MLP) InDim() int64  { return m.Dim }
 func (m *MLP) OutDim() int64 { return m.Dim }
 
 // CheckLayout checks that tensor parallelism divides the hidden size.
-func (m *MLP) CheckLayout(path string, par Parallelism) error {
+func (m *MLP) CheckLayout(path string, par core.Parallelism) error {
 	if tp := par.TP; tp > 0 && m.Hidden%tp != 0 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, m.Hidden)}
 	}

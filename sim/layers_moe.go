@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -26,9 +27,9 @@ type MoE struct {
 
 func (m *MoE) expert() *MLP { return &MLP{Dim: m.Dim, Hidden: m.Hidden, Act: m.Act} }
 
-func (m *MoE) Kind() string      { return "moe" }
-func (m *MoE) Label() string     { return m.Name }
-func (m *MoE) Children() []Layer { return nil }
+func (m *MoE) Kind() string           { return "moe" }
+func (m *MoE) Label() string          { return m.Name }
+func (m *MoE) Children() []core.Layer { return nil }
 func (m *MoE) Params() int64 {
 	n := m.Dim*m.Experts + m.Experts*m.expert().Params()
 	if m.SharedExperts > 0 {
@@ -43,11 +44,11 @@ func (m *MoE) Params() int64 {
 func (m *MoE) Summary() string {
 	return fmt.Sprintf("%d experts (top-%d), %d -> %d, %s", m.Experts, m.TopK, m.Dim, m.Hidden, m.Act)
 }
-func (m *MoE) validate(path string) error {
-	if err := m.expert().validate(path); err != nil {
+func (m *MoE) Validate(path string) error {
+	if err := m.expert().Validate(path); err != nil {
 		return err
 	}
-	if err := positive(path, "experts", m.Experts); err != nil {
+	if err := core.Positive(path, "experts", m.Experts); err != nil {
 		return err
 	}
 	if m.TopK <= 0 || m.TopK > m.Experts {
@@ -56,50 +57,50 @@ func (m *MoE) validate(path string) error {
 	return nil
 }
 
-func (m *MoE) lower(b *builder, x Value) Value {
-	if b.last(x) != m.Dim {
-		panic(shapeMismatch(b, "moe", m.Dim, b.last(x)))
+func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != m.Dim {
+		panic(core.ShapeMismatch(b, "moe", m.Dim, b.Last(x)))
 	}
 	name := m.Name
 	if name == "" {
 		name = "moe"
 	}
-	defer b.scope(name)()
+	defer b.Scope(name)()
 	xin := x
-	x = b.tpGather(x) // tp.go: tokens gathered along the sequence with SP
-	T := rows(b.shape(x))
+	x = b.TpGather(x) // tp.go: tokens gathered along the sequence with SP
+	T := core.Rows(b.Shape(x))
 	E, k := m.Experts, m.TopK
-	logits := b.linear("router", "router", x, m.Dim, E, false)
-	sm := b.addOp("softmax", "router_softmax", []Value{logits})
-	probs := b.out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
-	b.save(sm, probs)
-	tk := b.addOp("topk", "topk", []Value{probs})
-	weights := b.out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")
-	idx := b.out(tk, "expert_index", []int64{T, k}, units.INT64, "top-k expert indices")
-	b.val(idx).grad = false
-	b.save(tk, idx)
+	logits := b.Linear("router", "router", x, m.Dim, E, false)
+	sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
+	probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
+	b.Save(sm, probs)
+	tk := b.AddOp("topk", "topk", []core.Value{probs})
+	weights := b.Out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")
+	idx := b.Out(tk, "expert_index", []int64{T, k}, units.INT64, "top-k expert indices")
+	b.Val(idx).Grad = false
+	b.Save(tk, idx)
 	routed := T * k
 	if m.Capacity > 1 {
 		padded := float64(routed) * m.Capacity
 		if padded > float64(units.MaxElements) { // int64(padded) would be undefined
-			panic(lowerError{&units.Error{Path: b.name(""), Msg: fmt.Sprintf("capacity=%g pads %.3g token copies to the experts, too many to count in bytes", m.Capacity, padded),
+			panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("capacity=%g pads %.3g token copies to the experts, too many to count in bytes", m.Capacity, padded),
 				Hint: units.HintTensor}})
 		}
 		routed = int64(padded)
 	}
-	g := b.addOp("gather", "dispatch", []Value{x, idx})
-	xs := b.out(g, "dispatched", []int64{routed, m.Dim}, b.dtype(x), "tokens copied to their experts")
-	b.save(g, idx)
+	g := b.AddOp("gather", "dispatch", []core.Value{x, idx})
+	xs := b.Out(g, "dispatched", []int64{routed, m.Dim}, b.Dtype(x), "tokens copied to their experts")
+	b.Save(g, idx)
 	xs = expertAllToAll(b, "dispatch", xs) // expert.go: to the ranks holding the experts
 	y := expertsForward(b, xs, m, routed)
 	y = expertAllToAll(b, "combine", y)
-	wcast := b.cast(weights, b.dtype(y), "routing weights in the expert output dtype")
-	wy := b.mul("weighted", y, wcast)
-	c := b.addOp("index_add", "combine", []Value{wy, idx})
-	out := b.out(c, "combined", b.shape(x), b.dtype(wy), "expert outputs summed per token")
-	b.save(c, idx)
-	if b.par.tpn() > 1 {
-		out = b.tpReduce("moe", out) // tp.go: expert outputs summed over tensor-parallel ranks
+	wcast := b.Cast(weights, b.Dtype(y), "routing weights in the expert output dtype")
+	wy := b.Mul("weighted", y, wcast)
+	c := b.AddOp("index_add", "combine", []core.Value{wy, idx})
+	out := b.Out(c, "combined", b.Shape(x), b.Dtype(wy), "expert outputs summed per token")
+	b.Save(c, idx)
+	if b.Par.Tpn() > 1 {
+		out = b.TpReduce("moe", out) // tp.go: expert outputs summed over tensor-parallel ranks
 	}
 	x = xin
 	if m.SharedExperts > 0 {
@@ -107,48 +108,48 @@ func (m *MoE) lower(b *builder, x Value) Value {
 		if sh == 0 {
 			sh = m.Hidden
 		}
-		done := b.scope("shared_experts")
+		done := b.Scope("shared_experts")
 		s := ffn(b, x, m.Dim, sh*m.SharedExperts, m.Act, false)
 		done()
-		out = b.add("shared_sum", out, s)
+		out = b.Add("shared_sum", out, s)
 	}
 	return out
 }
 
 // experts lowers the routed expert MLPs as grouped matmuls over the routed
 // rows, registering each expert's weights separately.
-func expertsForward(b *builder, xs Value, m *MoE, routed int64) Value {
-	defer b.scope("experts")()
+func expertsForward(b *core.Builder, xs core.Value, m *MoE, routed int64) core.Value {
+	defer b.Scope("experts")()
 	gated := m.expert().gated()
-	local, hidden := m.Experts/b.par.epn(), m.Hidden/b.par.tpn() // expert.go: this rank's experts and their split
-	proj := func(name, role string, x Value, in, out int64) Value {
-		b.reserveParams(local) // checked.go: one tensor per expert
+	local, hidden := m.Experts/b.Par.Epn(), m.Hidden/b.Par.Tpn() // expert.go: this rank's experts and their split
+	proj := func(name, role string, x core.Value, in, out int64) core.Value {
+		b.ReserveParams(local) // checked.go: one tensor per expert
 		ps := make([]int32, local)
-		full := in * out * b.par.tpn()
+		full := in * out * b.Par.Tpn()
 		for e := range ps {
-			ps[e] = b.param(fmt.Sprintf("%d.%s.weight", e, name), []int64{out, in}, "expert_"+role)
-			b.shardParam(ps[e], full)
+			ps[e] = b.Param(fmt.Sprintf("%d.%s.weight", e, name), []int64{out, in}, "expert_"+role)
+			b.ShardParam(ps[e], full)
 		}
-		dt := b.dtype(x)
-		if b.prec.Autocast {
-			dt = b.prec.Compute
+		dt := b.Dtype(x)
+		if b.Prec.Autocast {
+			dt = b.Prec.Compute
 		}
-		xin := b.cast(x, dt, "autocast copy of expert input")
-		ins := []Value{xin}
+		xin := b.Cast(x, dt, "autocast copy of expert input")
+		ins := []core.Value{xin}
 		for _, p := range ps {
-			if w := b.weight(p, dt); w != NoValue {
+			if w := b.Weight(p, dt); w != core.NoValue {
 				ins = append(ins, w)
 			}
 		}
-		i := b.addOp("grouped_matmul", name, ins, ps...)
-		y := b.out(i, name, []int64{routed, out}, dt, "expert "+name+" output")
-		if b.trainable(ps[0]) {
-			b.save(i, xin)
+		i := b.AddOp("grouped_matmul", name, ins, ps...)
+		y := b.Out(i, name, []int64{routed, out}, dt, "expert "+name+" output")
+		if b.Trainable(ps[0]) {
+			b.Save(i, xin)
 		}
-		if b.grad(xin) {
-			b.save(i, ins[1:]...)
+		if b.Grad(xin) {
+			b.Save(i, ins[1:]...)
 		}
-		b.op(i).Flops = 2 * float64(routed) * float64(in) * float64(out)
+		b.Op(i).Flops = 2 * float64(routed) * float64(in) * float64(out)
 		return y
 	}
 	if gated {
@@ -158,7 +159,7 @@ func expertsForward(b *builder, xs Value, m *MoE, routed int64) Value {
 		}
 		gate := proj("gate_proj", "gate", xs, m.Dim, hidden)
 		up := proj("up_proj", "up", xs, m.Dim, hidden)
-		h := b.mul("act_mul", activation(b, fn, gate), up)
+		h := b.Mul("act_mul", activation(b, fn, gate), up)
 		return proj("down_proj", "down", h, hidden, m.Dim)
 	}
 	h := proj("fc1", "up", xs, m.Dim, hidden)
@@ -174,7 +175,7 @@ func (m *MoE) ExpertCount() int64 { return m.Experts }
 
 // CheckLayout checks that expert parallelism divides the experts and tensor
 // parallelism the expert hidden size.
-func (m *MoE) CheckLayout(path string, par Parallelism) error {
+func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
 	switch tp, ep := max(par.TP, 1), max(par.EP, 1); {
 	case m.Experts%ep != 0:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, m.Experts)}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -13,12 +14,12 @@ import (
 // Qwen2-MoE. The sums are out-of-place adds, which save nothing.
 type Parallel struct {
 	Name     string
-	Branches []Layer
+	Branches []core.Layer
 }
 
-func (p *Parallel) Kind() string      { return "parallel" }
-func (p *Parallel) Label() string     { return p.Name }
-func (p *Parallel) Children() []Layer { return p.Branches }
+func (p *Parallel) Kind() string           { return "parallel" }
+func (p *Parallel) Label() string          { return p.Name }
+func (p *Parallel) Children() []core.Layer { return p.Branches }
 func (p *Parallel) Params() int64 {
 	var n int64
 	for _, l := range p.Branches {
@@ -31,7 +32,7 @@ func (p *Parallel) Summary() string { return fmt.Sprintf("sum of %d branches", l
 // InDim and OutDim let Model infer widths through the block.
 func (p *Parallel) InDim() int64 {
 	for _, l := range p.Branches {
-		if d := widthIn(l); d > 0 {
+		if d := core.WidthIn(l); d > 0 {
 			return d
 		}
 	}
@@ -40,38 +41,38 @@ func (p *Parallel) InDim() int64 {
 
 func (p *Parallel) OutDim() int64 {
 	for _, l := range p.Branches {
-		if d := widthOut(l); d > 0 {
+		if d := core.WidthOut(l); d > 0 {
 			return d
 		}
 	}
 	return 0
 }
 
-func (p *Parallel) validate(path string) error {
+func (p *Parallel) Validate(path string) error {
 	if len(p.Branches) == 0 {
 		return units.Errorf(path, "parallel needs at least one branch")
 	}
 	for i, l := range p.Branches {
-		if err := l.validate(ChildPath(path, l, i)); err != nil {
+		if err := l.Validate(core.ChildPath(path, l, i)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p *Parallel) lower(b *builder, x Value) Value {
-	defer b.scope(p.Name)()
-	var sum Value = NoValue
+func (p *Parallel) Lower(b *core.Builder, x core.Value) core.Value {
+	defer b.Scope(p.Name)()
+	var sum core.Value = core.NoValue
 	for i, l := range p.Branches {
-		y := b.lowerChild(l, i, x)
-		if sum == NoValue {
+		y := b.LowerChild(l, i, x)
+		if sum == core.NoValue {
 			sum = y
 			continue
 		}
-		if b.last(y) != b.last(sum) {
-			panic(lowerError{units.Errorf(b.name(""), "parallel branches give different widths (%d and %d)", b.last(sum), b.last(y))})
+		if b.Last(y) != b.Last(sum) {
+			panic(core.LowerError{Err: units.Errorf(b.Name(""), "parallel branches give different widths (%d and %d)", b.Last(sum), b.Last(y))})
 		}
-		sum = b.add("branch_sum", sum, y)
+		sum = b.Add("branch_sum", sum, y)
 	}
 	return sum
 }
@@ -83,31 +84,31 @@ func (p *Parallel) lower(b *builder, x Value) Value {
 type Gated struct {
 	Name string
 	Dim  int64
-	Body Layer
+	Body core.Layer
 }
 
-func (g *Gated) Kind() string      { return "gated" }
-func (g *Gated) Label() string     { return g.Name }
-func (g *Gated) Children() []Layer { return []Layer{g.Body} }
-func (g *Gated) Params() int64     { return g.Dim + g.Body.Params() }
-func (g *Gated) Summary() string   { return "sigmoid(gate(x)) * " + g.Body.Kind() + "(x)" }
-func (g *Gated) InDim() int64      { return g.Dim }
-func (g *Gated) OutDim() int64     { return widthOut(g.Body) }
+func (g *Gated) Kind() string           { return "gated" }
+func (g *Gated) Label() string          { return g.Name }
+func (g *Gated) Children() []core.Layer { return []core.Layer{g.Body} }
+func (g *Gated) Params() int64          { return g.Dim + g.Body.Params() }
+func (g *Gated) Summary() string        { return "sigmoid(gate(x)) * " + g.Body.Kind() + "(x)" }
+func (g *Gated) InDim() int64           { return g.Dim }
+func (g *Gated) OutDim() int64          { return core.WidthOut(g.Body) }
 
-func (g *Gated) validate(path string) error {
-	if err := positive(path, "dim", g.Dim); err != nil {
+func (g *Gated) Validate(path string) error {
+	if err := core.Positive(path, "dim", g.Dim); err != nil {
 		return err
 	}
-	return g.Body.validate(ChildPath(path, g.Body, 0))
+	return g.Body.Validate(core.ChildPath(path, g.Body, 0))
 }
 
-func (g *Gated) lower(b *builder, x Value) Value {
-	if b.last(x) != g.Dim {
-		panic(shapeMismatch(b, "gated", g.Dim, b.last(x)))
+func (g *Gated) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != g.Dim {
+		panic(core.ShapeMismatch(b, "gated", g.Dim, b.Last(x)))
 	}
-	defer b.scope(g.Name)()
-	y := b.lowerChild(g.Body, 0, x)
-	gate := b.linear("gate", "shared_expert_gate", x, g.Dim, 1, false)
+	defer b.Scope(g.Name)()
+	y := b.LowerChild(g.Body, 0, x)
+	gate := b.Linear("gate", "shared_expert_gate", x, g.Dim, 1, false)
 	s := activation(b, "sigmoid", gate)
-	return b.mul("gated", s, y)
+	return b.Mul("gated", s, y)
 }

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/core"
+)
 
 // Pooler is BERT's pooler (transformers/models/bert/modeling_bert.py,
 // BertPooler): the first token's hidden state, hidden_states[:, 0], through
@@ -16,57 +19,57 @@ type Pooler struct {
 	Dim  int64
 }
 
-func (p *Pooler) Kind() string      { return "pooler" }
-func (p *Pooler) Label() string     { return p.Name }
-func (p *Pooler) Children() []Layer { return nil }
-func (p *Pooler) Params() int64     { return p.Dim*p.Dim + p.Dim }
-func (p *Pooler) Summary() string   { return fmt.Sprintf("first token, %d -> %d, tanh", p.Dim, p.Dim) }
-func (p *Pooler) InDim() int64      { return p.Dim }
-func (p *Pooler) OutDim() int64     { return p.Dim }
-func (p *Pooler) validate(path string) error {
-	return positive(path, "dim", p.Dim)
+func (p *Pooler) Kind() string           { return "pooler" }
+func (p *Pooler) Label() string          { return p.Name }
+func (p *Pooler) Children() []core.Layer { return nil }
+func (p *Pooler) Params() int64          { return p.Dim*p.Dim + p.Dim }
+func (p *Pooler) Summary() string        { return fmt.Sprintf("first token, %d -> %d, tanh", p.Dim, p.Dim) }
+func (p *Pooler) InDim() int64           { return p.Dim }
+func (p *Pooler) OutDim() int64          { return p.Dim }
+func (p *Pooler) Validate(path string) error {
+	return core.Positive(path, "dim", p.Dim)
 }
 
-func (p *Pooler) lower(b *builder, x Value) Value {
-	if b.last(x) != p.Dim {
-		panic(shapeMismatch(b, "pooler", p.Dim, b.last(x)))
+func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != p.Dim {
+		panic(core.ShapeMismatch(b, "pooler", p.Dim, b.Last(x)))
 	}
 	name := p.Name
 	if name == "" {
 		name = "pooler"
 	}
-	defer b.scope(name)()
-	s := b.shape(x)
+	defer b.Scope(name)()
+	s := b.Shape(x)
 	n := int64(1)
 	if len(s) >= 3 {
-		n = numel(s[:len(s)-2])
+		n = core.Numel(s[:len(s)-2])
 	}
 	first := []int64{n, p.Dim}
-	w := b.param("dense.weight", []int64{p.Dim, p.Dim}, "pooler")
-	bias := b.param("dense.bias", []int64{p.Dim}, "pooler")
-	dt := b.dtype(x)
-	if b.prec.Autocast {
-		dt = b.prec.Compute
+	w := b.Param("dense.weight", []int64{p.Dim, p.Dim}, "pooler")
+	bias := b.Param("dense.bias", []int64{p.Dim}, "pooler")
+	dt := b.Dtype(x)
+	if b.Prec.Autocast {
+		dt = b.Prec.Compute
 	}
 	xin := x // the strided view of the first token shares x's storage
-	if b.dtype(x) != dt {
-		c := b.addOp("cast", "first_token.to_"+dt.Name(), []Value{x})
-		xin = b.out(c, "first_token."+dt.Name(), first, dt, "autocast copy of the first token's hidden state")
+	if b.Dtype(x) != dt {
+		c := b.AddOp("cast", "first_token.to_"+dt.Name(), []core.Value{x})
+		xin = b.Out(c, "first_token."+dt.Name(), first, dt, "autocast copy of the first token's hidden state")
 	}
-	wv := b.weight(w, dt)
-	ins := []Value{xin}
-	if wv != NoValue {
+	wv := b.Weight(w, dt)
+	ins := []core.Value{xin}
+	if wv != core.NoValue {
 		ins = append(ins, wv)
 	}
-	i := b.addOp("matmul", "dense", ins, w, bias)
-	y := b.out(i, "dense", first, dt, "pooler dense output")
-	if b.trainable(w) {
-		b.save(i, xin)
+	i := b.AddOp("matmul", "dense", ins, w, bias)
+	y := b.Out(i, "dense", first, dt, "pooler dense output")
+	if b.Trainable(w) {
+		b.Save(i, xin)
 	}
-	if b.grad(xin) {
-		b.save(i, wv)
+	if b.Grad(xin) {
+		b.Save(i, wv)
 	}
-	b.op(i).Flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
-	b.op(i).bytes += float64(dt.Bytes(n*p.Dim)) + float64(dt.Bytes(p.Dim*p.Dim))
+	b.Op(i).Flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
+	b.Op(i).Bytes += float64(dt.Bytes(n*p.Dim)) + float64(dt.Bytes(p.Dim*p.Dim))
 	return activation(b, "tanh", y)
 }

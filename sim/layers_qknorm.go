@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Attention.QKNorm is an RMS norm over each head of q and k, applied after
 // the projections and before the rotary embeddings: Qwen3's q_norm and
@@ -11,14 +14,14 @@ import "github.com/memsh/memsh/sim/units"
 // headNorm is an RMS norm over the last dim of x viewed as
 // [..., heads, headDim] (x.view(hidden_shape) shares x's storage, so the
 // view is x with its shape split). The result is [..., heads*headDim].
-func qkHeadNorm(b *builder, name string, x Value, s []int64, heads, headDim int64) Value {
+func qkHeadNorm(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64) core.Value {
 	split := append(append([]int64(nil), s[:len(s)-1]...), heads, headDim)
-	if numel(split) != numel(b.shape(x)) {
-		panic(lowerError{units.Errorf(b.name(name), "cannot view %v as %v heads of %d", b.shape(x), heads, headDim)})
+	if core.Numel(split) != core.Numel(b.Shape(x)) {
+		panic(core.LowerError{Err: units.Errorf(b.Name(name), "cannot view %v as %v heads of %d", b.Shape(x), heads, headDim)})
 	}
-	b.val(x).shape = split
-	y := b.rmsNorm(name, x, headDim)
-	b.val(x).shape = withLast(s, heads*headDim)
-	b.val(y).shape = withLast(s, heads*headDim)
+	b.Val(x).Shape = split
+	y := b.RmsNorm(name, x, headDim)
+	b.Val(x).Shape = core.WithLast(s, heads*headDim)
+	b.Val(y).Shape = core.WithLast(s, heads*headDim)
 	return y
 }

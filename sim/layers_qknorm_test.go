@@ -3,6 +3,7 @@ package sim
 import (
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -14,12 +15,12 @@ import (
 // heads. b=2, s=16, 4 heads, 2 kv heads, head_dim 32:
 // 4 * 2*16 * (65*4 + 65*2) = 49,920 bytes more than plain attention.
 func TestQKNormAttentionSaves(t *testing.T) {
-	fp32, _ := LookupPrecision("fp32")
-	rt, _ := LookupRuntime("cuda")
-	saved := func(l Layer) int64 {
-		m := &Model{Name: "attn", Layers: []Layer{l}, Loss: "none", InputDim: 128, InputGrad: true}
-		rep, err := Evaluate(&Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: fp32,
-			Optimizer: Optimizer{Kind: "sgd"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}, Options{})
+	fp32, _ := core.LookupPrecision("fp32")
+	rt, _ := core.LookupRuntime("cuda")
+	saved := func(l core.Layer) int64 {
+		m := &core.Model{Name: "attn", Layers: []core.Layer{l}, Loss: "none", InputDim: 128, InputGrad: true}
+		rep, err := Evaluate(&core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: fp32,
+			Optimizer: core.Optimizer{Kind: "sgd"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,13 +46,13 @@ func TestQKNormAttentionTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mixed, _ := LookupPrecision("bf16-mixed")
-	rt, _ := LookupRuntime("cuda")
+	mixed, _ := core.LookupPrecision("bf16-mixed")
+	rt, _ := core.LookupRuntime("cuda")
 	for _, sp := range []bool{false, true} {
-		plan := &Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: mixed, Runtime: rt,
-			Optimizer: Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40},
-			Parallel: Parallelism{TP: 2, SequenceParallel: sp}}
-		if _, err := Evaluate(plan, Options{}); err != nil {
+		plan := &core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: mixed, Runtime: rt,
+			Optimizer: core.Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40},
+			Parallel: core.Parallelism{TP: 2, SequenceParallel: sp}}
+		if _, err := Evaluate(plan, core.Options{}); err != nil {
 			t.Fatalf("sp=%t: %v", sp, err)
 		}
 	}

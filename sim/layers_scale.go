@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -17,26 +18,26 @@ type Scale struct {
 	Factor float64
 }
 
-func (s *Scale) Kind() string      { return "scale" }
-func (s *Scale) Label() string     { return s.Name }
-func (s *Scale) Children() []Layer { return nil }
-func (s *Scale) Params() int64     { return 0 }
-func (s *Scale) Summary() string   { return fmt.Sprintf("x %g", s.Factor) }
-func (s *Scale) validate(path string) error {
+func (s *Scale) Kind() string           { return "scale" }
+func (s *Scale) Label() string          { return s.Name }
+func (s *Scale) Children() []core.Layer { return nil }
+func (s *Scale) Params() int64          { return 0 }
+func (s *Scale) Summary() string        { return fmt.Sprintf("x %g", s.Factor) }
+func (s *Scale) Validate(path string) error {
 	if !(s.Factor > 0) {
 		return units.Errorf(path, "scale factor must be positive (got %g)", s.Factor)
 	}
 	return nil
 }
 
-func (s *Scale) lower(b *builder, x Value) Value {
+func (s *Scale) Lower(b *core.Builder, x core.Value) core.Value {
 	name := s.Name
 	if name == "" {
 		name = "scale"
 	}
-	i := b.addOp("mul", name, []Value{x})
-	y := b.out(i, name, b.shape(x), b.dtype(x), "scaled "+b.lastName(x))
-	b.op(i).Flops = float64(numel(b.shape(x)))
-	b.op(i).bytes += float64(b.val(x).Bytes)
+	i := b.AddOp("mul", name, []core.Value{x})
+	y := b.Out(i, name, b.Shape(x), b.Dtype(x), "scaled "+b.LastName(x))
+	b.Op(i).Flops = float64(core.Numel(b.Shape(x)))
+	b.Op(i).Bytes += float64(b.Val(x).Bytes)
 	return y
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -123,7 +124,7 @@ func (c LitGPTConfig) promptLength() int64 {
 }
 
 // NewLitGPT builds the model: wte, the blocks, ln_f and the chunked head.
-func NewLitGPT(c LitGPTConfig) (*Model, error) {
+func NewLitGPT(c LitGPTConfig) (*core.Model, error) {
 	if c.Embd <= 0 || c.Heads <= 0 || c.Layers <= 0 || c.PaddedVocab <= 0 || c.Intermediate <= 0 {
 		return nil, &units.Error{Path: c.Name, Msg: "litgpt: embd, heads, layers, padded vocab and intermediate size must be positive"}
 	}
@@ -135,18 +136,18 @@ func NewLitGPT(c LitGPTConfig) (*Model, error) {
 	default:
 		return nil, units.Errorf(c.Name, "litgpt: unknown adapter %q (known: v1, v2)", c.Adapter)
 	}
-	layers := []Layer{&Embedding{Name: "wte", Rows: c.PaddedVocab, Dim: c.Embd}}
+	layers := []core.Layer{&Embedding{Name: "wte", Rows: c.PaddedVocab, Dim: c.Embd}}
 	if c.Adapter == "" {
-		layers = append(layers, &Repeat{Name: "h", Layer: &LitBlock{Config: c}, N: c.Layers})
+		layers = append(layers, &core.Repeat{Name: "h", Layer: &LitBlock{Config: c}, N: c.Layers})
 	} else {
-		blocks := make([]Layer, c.Layers)
+		blocks := make([]core.Layer, c.Layers)
 		for i := range blocks {
-			blocks[i] = &LitBlock{Name: itoa(int64(i)), Config: c, Index: int64(i)}
+			blocks[i] = &LitBlock{Name: core.Itoa(int64(i)), Config: c, Index: int64(i)}
 		}
-		layers = append(layers, &Sequential{Name: "h", Layers: blocks})
+		layers = append(layers, &core.Sequential{Name: "h", Layers: blocks})
 	}
 	layers = append(layers, &LitNorm{Name: "ln_f", Config: c}, &LitHead{Config: c})
-	return &Model{Name: c.Name, Layers: layers, Loss: "none"}, nil
+	return &core.Model{Name: c.Name, Layers: layers, Loss: "none"}, nil
 }
 
 // LitBlock is lit_gpt.model.Block (with the LoRA or adapter attention
@@ -157,17 +158,17 @@ type LitBlock struct {
 	Index  int64 // block index (adapter layers start at adapter_start_layer)
 }
 
-func (l *LitBlock) Kind() string      { return "litgpt_block" }
-func (l *LitBlock) Label() string     { return l.Name }
-func (l *LitBlock) Children() []Layer { return nil }
+func (l *LitBlock) Kind() string           { return "litgpt_block" }
+func (l *LitBlock) Label() string          { return l.Name }
+func (l *LitBlock) Children() []core.Layer { return nil }
 func (l *LitBlock) Summary() string {
 	c := l.Config
 	return fmt.Sprintf("dim %d, %d heads, %s, %s", c.Embd, c.Heads, c.Norm, c.MLP)
 }
 func (l *LitBlock) InDim() int64  { return l.Config.Embd }
 func (l *LitBlock) OutDim() int64 { return l.Config.Embd }
-func (l *LitBlock) validate(path string) error {
-	return positive(path, "embd", l.Config.Embd)
+func (l *LitBlock) Validate(path string) error {
+	return core.Positive(path, "embd", l.Config.Embd)
 }
 
 // Params counts the block exactly (norms, attention, MLP, adapter).
@@ -205,12 +206,12 @@ func (l *LitBlock) Params() int64 {
 	return n
 }
 
-func (l *LitBlock) lower(b *builder, x Value) Value {
+func (l *LitBlock) Lower(b *core.Builder, x core.Value) core.Value {
 	c := l.Config
-	if b.last(x) != c.Embd {
-		panic(shapeMismatch(b, "litgpt_block", c.Embd, b.last(x)))
+	if b.Last(x) != c.Embd {
+		panic(core.ShapeMismatch(b, "litgpt_block", c.Embd, b.Last(x)))
 	}
-	defer b.scope(l.Name)()
+	defer b.Scope(l.Name)()
 	n1 := litNorm(b, c, "norm_1", x)
 	h := litAttention(b, c, l.Index, n1)
 	if c.ParallelResidual {
@@ -219,11 +220,11 @@ func (l *LitBlock) lower(b *builder, x Value) Value {
 			n2 = litNorm(b, c, "norm_2", x)
 		}
 		m := litMLP(b, c, n2)
-		return b.add("residual_mlp", b.add("residual_attn", x, h), m)
+		return b.Add("residual_mlp", b.Add("residual_attn", x, h), m)
 	}
-	x = b.add("residual_attn", x, h)
+	x = b.Add("residual_attn", x, h)
 	m := litMLP(b, c, litNorm(b, c, "norm_2", x))
-	return b.add("residual_mlp", x, m)
+	return b.Add("residual_mlp", x, m)
 }
 
 // LitNorm is a LitGPT norm as a layer (ln_f).
@@ -232,110 +233,110 @@ type LitNorm struct {
 	Config LitGPTConfig
 }
 
-func (n *LitNorm) Kind() string      { return "litgpt_norm" }
-func (n *LitNorm) Label() string     { return n.Name }
-func (n *LitNorm) Children() []Layer { return nil }
-func (n *LitNorm) Summary() string   { return n.Config.Norm }
-func (n *LitNorm) InDim() int64      { return n.Config.Embd }
-func (n *LitNorm) OutDim() int64     { return n.Config.Embd }
+func (n *LitNorm) Kind() string           { return "litgpt_norm" }
+func (n *LitNorm) Label() string          { return n.Name }
+func (n *LitNorm) Children() []core.Layer { return nil }
+func (n *LitNorm) Summary() string        { return n.Config.Norm }
+func (n *LitNorm) InDim() int64           { return n.Config.Embd }
+func (n *LitNorm) OutDim() int64          { return n.Config.Embd }
 func (n *LitNorm) Params() int64 {
 	if n.Config.Norm == "RMSNorm" {
 		return n.Config.Embd
 	}
 	return 2 * n.Config.Embd
 }
-func (n *LitNorm) validate(path string) error { return positive(path, "embd", n.Config.Embd) }
-func (n *LitNorm) lower(b *builder, x Value) Value {
+func (n *LitNorm) Validate(path string) error { return core.Positive(path, "embd", n.Config.Embd) }
+func (n *LitNorm) Lower(b *core.Builder, x core.Value) core.Value {
 	return litNorm(b, n.Config, n.Name, x)
 }
 
 // litNorm lowers torch.nn.LayerNorm or lit_gpt's RMSNorm. Adapter v2
 // trains the norm weights (adapter_filter: norm_1, norm_2, ln_f).
-func litNorm(b *builder, c LitGPTConfig, name string, x Value) Value {
+func litNorm(b *core.Builder, c LitGPTConfig, name string, x core.Value) core.Value {
 	if c.Adapter == "v2" {
-		if b.ft == nil {
-			b.ft = &finetune{}
+		if b.Ft == nil {
+			b.Ft = &core.Finetune{}
 		}
-		b.ft.unfreeze++
-		defer func() { b.ft.unfreeze-- }()
+		b.Ft.Unfreeze++
+		defer func() { b.Ft.Unfreeze-- }()
 	}
 	if c.Norm != "RMSNorm" {
-		return b.layerNorm(name, x, c.Embd, true)
+		return b.LayerNorm(name, x, c.Embd, true)
 	}
-	defer b.scope(name)()
-	w := b.param("weight", []int64{c.Embd}, "norm")
-	dt := b.dtype(x)
-	r := rows(b.shape(x))
-	sq := b.mul("x2", x, x) // x * x: saves x (both operands)
-	im := b.addOp("mean", "mean", []Value{sq})
-	variance := b.out(im, "norm_x", append(append([]int64(nil), b.shape(x)[:len(b.shape(x))-1]...), 1), dt, "mean of x² (RMSNorm)")
-	if b.rt.RMSNormSavesSquare {
-		b.save(im, sq) // MeanBackward1 keeps its input before torch 2.2 (pytorch#109876, fixed by #109935)
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{c.Embd}, "norm")
+	dt := b.Dtype(x)
+	r := core.Rows(b.Shape(x))
+	sq := b.Mul("x2", x, x) // x * x: saves x (both operands)
+	im := b.AddOp("mean", "mean", []core.Value{sq})
+	variance := b.Out(im, "norm_x", append(append([]int64(nil), b.Shape(x)[:len(b.Shape(x))-1]...), 1), dt, "mean of x² (RMSNorm)")
+	if b.Rt.RMSNormSavesSquare {
+		b.Save(im, sq) // MeanBackward1 keeps its input before torch 2.2 (pytorch#109876, fixed by #109935)
 	}
-	ie := b.addOp("add", "eps", []Value{variance})
-	ve := b.out(ie, "norm_x_eps", b.shape(variance), dt, "norm_x + eps")
-	ir := b.addOp("rsqrt", "rsqrt", []Value{ve})
-	rs := b.out(ir, "rsqrt", b.shape(variance), dt, "rsqrt (saved)")
-	b.save(ir, rs)
-	normed := b.mul("x_normed", x, rs)
-	iw := b.addOp("mul", "scale", []Value{normed}, w)
-	y := b.out(iw, "out", b.shape(x), promote(dt, b.prec.Params), "RMSNorm output")
-	if b.trainable(w) {
-		b.save(iw, normed)
+	ie := b.AddOp("add", "eps", []core.Value{variance})
+	ve := b.Out(ie, "norm_x_eps", b.Shape(variance), dt, "norm_x + eps")
+	ir := b.AddOp("rsqrt", "rsqrt", []core.Value{ve})
+	rs := b.Out(ir, "rsqrt", b.Shape(variance), dt, "rsqrt (saved)")
+	b.Save(ir, rs)
+	normed := b.Mul("x_normed", x, rs)
+	iw := b.AddOp("mul", "scale", []core.Value{normed}, w)
+	y := b.Out(iw, "out", b.Shape(x), core.Promote(dt, b.Prec.Params), "RMSNorm output")
+	if b.Trainable(w) {
+		b.Save(iw, normed)
 	}
-	b.op(iw).Flops = 4 * float64(r*c.Embd)
+	b.Op(iw).Flops = 4 * float64(r*c.Embd)
 	return y
 }
 
 // litLinear is nn.Linear, or AdapterV2Linear (adapter_scale * (linear(x) +
 // adapter_bias), both trainable, so the product keeps linear(x) + bias for
 // the scale's gradient) when the config uses adapter v2.
-func litLinear(b *builder, c LitGPTConfig, name, role string, x Value, in, out int64, bias bool) Value {
+func litLinear(b *core.Builder, c LitGPTConfig, name, role string, x core.Value, in, out int64, bias bool) core.Value {
 	if c.Adapter != "v2" {
-		return b.linear(name, role, x, in, out, bias)
+		return b.Linear(name, role, x, in, out, bias)
 	}
-	defer b.scope(name)()
-	y := b.linear("linear", role, x, in, out, bias)
-	ab := b.adapterParam("adapter_bias", []int64{out}, "adapter")
-	as := b.adapterParam("adapter_scale", []int64{out}, "adapter")
-	ia := b.addOp("add", "add_bias", []Value{y}, ab)
-	s := b.out(ia, "biased", b.shape(y), b.dtype(y), "linear(x) + adapter_bias")
-	im := b.addOp("mul", "scale", []Value{s}, as)
-	z := b.out(im, "scaled", b.shape(y), b.dtype(y), "adapter_scale * (linear(x) + adapter_bias)")
-	b.save(im, s)
+	defer b.Scope(name)()
+	y := b.Linear("linear", role, x, in, out, bias)
+	ab := b.AdapterParam("adapter_bias", []int64{out}, "adapter")
+	as := b.AdapterParam("adapter_scale", []int64{out}, "adapter")
+	ia := b.AddOp("add", "add_bias", []core.Value{y}, ab)
+	s := b.Out(ia, "biased", b.Shape(y), b.Dtype(y), "linear(x) + adapter_bias")
+	im := b.AddOp("mul", "scale", []core.Value{s}, as)
+	z := b.Out(im, "scaled", b.Shape(y), b.Dtype(y), "adapter_scale * (linear(x) + adapter_bias)")
+	b.Save(im, s)
 	return z
 }
 
 // litAttention lowers CausalSelfAttention (with LoRA on the fused qkv, or
 // the adapter prefix attention).
-func litAttention(b *builder, c LitGPTConfig, index int64, x Value) Value {
-	defer b.scope("attn")()
+func litAttention(b *core.Builder, c LitGPTConfig, index int64, x core.Value) core.Value {
+	defer b.Scope("attn")()
 	h, hs, nh, g := c.Embd, c.headSize(), c.Heads, c.groups()
-	s := b.shape(x)
-	lora := b.lora
+	s := b.Shape(x)
+	lora := b.Lora
 	if lora != nil {
-		b.lora = &LoRA{Rank: lora.Rank} // base still frozen; LitGPT's own fused LoRA below, not the per-projection one
+		b.Lora = &core.LoRA{Rank: lora.Rank} // base still frozen; LitGPT's own fused LoRA below, not the per-projection one
 	}
-	wqkv := int32(len(b.p.Params)) // the qkv weight registers first
+	wqkv := int32(len(b.P.Params)) // the qkv weight registers first
 	qkv := litLinear(b, c, "attn", "qkv", x, h, c.qkvWidth(), c.Bias)
-	b.lora = lora
+	b.Lora = lora
 	if lora != nil {
 		qkv = litLoRAQKV(b, c, x, qkv)
 	}
 	// q, k: rope on the first rope_n_elem channels of each head, then cat
 	// back to full heads (new tensors); v stays a view of qkv unless GQA
 	// expands it (k.expand(...).reshape copies).
-	q := litRope(b, "q", qkv, withLast(s, nh*hs), nh*c.ropeElems())
+	q := litRope(b, "q", qkv, core.WithLast(s, nh*hs), nh*c.ropeElems())
 	var src = qkv
 	if g != nh {
-		e := b.addOp("repeat_kv", "expand_k", []Value{qkv})
-		src = b.out(e, "k_expanded", withLast(s, nh*hs), b.dtype(qkv), "k expanded to all heads (expand + reshape copy)")
+		e := b.AddOp("repeat_kv", "expand_k", []core.Value{qkv})
+		src = b.Out(e, "k_expanded", core.WithLast(s, nh*hs), b.Dtype(qkv), "k expanded to all heads (expand + reshape copy)")
 	}
-	k := litRope(b, "k", src, withLast(s, nh*hs), nh*c.ropeElems())
+	k := litRope(b, "k", src, core.WithLast(s, nh*hs), nh*c.ropeElems())
 	v := qkv
 	if g != nh {
-		e := b.addOp("repeat_kv", "expand_v", []Value{qkv})
-		v = b.out(e, "v_expanded", withLast(s, nh*hs), b.dtype(qkv), "v expanded to all heads (expand + reshape copy)")
+		e := b.AddOp("repeat_kv", "expand_v", []core.Value{qkv})
+		v = b.Out(e, "v_expanded", core.WithLast(s, nh*hs), b.Dtype(qkv), "v expanded to all heads (expand + reshape copy)")
 	}
 	core := &Attention{Dim: h, Heads: nh, HeadDim: hs, Impl: "flash", Causal: true}
 	y := core.fused(b, q, k, v, s)
@@ -349,24 +350,24 @@ func litAttention(b *builder, c LitGPTConfig, index int64, x Value) Value {
 // back to full heads: -x2 and the rotated cat in bf16, x*cos, rotated*sin
 // and their sum in fp32 (the cos/sin buffers are fp32), .type_as(x); the
 // products save only cos and sin (buffers).
-func litRope(b *builder, name string, src Value, shape []int64, n int64) Value {
-	i := b.addOp("rope", "rope_"+name, []Value{src})
-	dt := b.dtype(src)
-	y := b.out(i, name, shape, dt, name+" with rotary embeddings (cat of the roped and the pass-through channels)")
-	elems := rows(shape) * n
+func litRope(b *core.Builder, name string, src core.Value, shape []int64, n int64) core.Value {
+	i := b.AddOp("rope", "rope_"+name, []core.Value{src})
+	dt := b.Dtype(src)
+	y := b.Out(i, name, shape, dt, name+" with rotary embeddings (cat of the roped and the pass-through channels)")
+	elems := core.Rows(shape) * n
 	// rotated (dt) + x*cos, rotated*sin, sum (fp32) + the roped slice (dt)
-	b.op(i).workF = 2*dt.Bytes(elems) + 3*units.FP32.Bytes(elems)
-	b.op(i).workB = 3*units.FP32.Bytes(elems) + dt.Bytes(elems)
-	b.op(i).Flops = 6 * float64(elems)
+	b.Op(i).WorkF = 2*dt.Bytes(elems) + 3*units.FP32.Bytes(elems)
+	b.Op(i).WorkB = 3*units.FP32.Bytes(elems) + dt.Bytes(elems)
+	b.Op(i).Flops = 6 * float64(elems)
 	return y
 }
 
 // litLoRAQKV is LoRAQKVLinear's update added to the pretrained qkv output:
 // lora_A over dropout(x), grouped conv1d with lora_B, zero_pad into the
 // qkv width (when not all of q, k, v are enabled), * scaling, + pretrained.
-func litLoRAQKV(b *builder, c LitGPTConfig, x, pretrained Value) Value {
-	defer b.scope("lora")()
-	l := b.lora
+func litLoRAQKV(b *core.Builder, c LitGPTConfig, x, pretrained core.Value) core.Value {
+	defer b.Scope("lora")()
+	l := b.Lora
 	h, hs := c.Embd, c.headSize()
 	kvEmbd := c.groups() * hs
 	var nEnabled, width int64
@@ -382,81 +383,81 @@ func litLoRAQKV(b *builder, c LitGPTConfig, x, pretrained Value) Value {
 	if nEnabled == 0 {
 		return pretrained
 	}
-	s := b.shape(x)
+	s := b.Shape(x)
 	r := l.Rank
-	xd := b.dropout("lora_dropout", x, l.Dropout)
-	a := b.adapterLinear("lora_A", xd, h, r*nEnabled)
+	xd := b.Dropout("lora_dropout", x, l.Dropout)
+	a := b.AdapterLinear("lora_A", xd, h, r*nEnabled)
 	// conv1d(after_A.transpose(-2, -1), lora_B.unsqueeze(-1), groups=n):
 	// saves its input (a view of after_A) and the weight.
-	wb := b.adapterParam("lora_B", []int64{width, r}, "lora")
-	ic := b.addOp("conv1d", "lora_B", []Value{a}, wb)
-	after := b.out(ic, "after_B", withLast(s, width), b.dtype(a), "LoRA lora_B output (grouped conv1d)")
-	b.save(ic, a)
-	b.op(ic).Flops = 2 * float64(rows(s)) * float64(r) * float64(width)
+	wb := b.AdapterParam("lora_B", []int64{width, r}, "lora")
+	ic := b.AddOp("conv1d", "lora_B", []core.Value{a}, wb)
+	after := b.Out(ic, "after_B", core.WithLast(s, width), b.Dtype(a), "LoRA lora_B output (grouped conv1d)")
+	b.Save(ic, a)
+	b.Op(ic).Flops = 2 * float64(core.Rows(s)) * float64(r) * float64(width)
 	upd := after
 	if nEnabled < 3 {
 		// zero_pad: x.reshape(-1, width) copies the transposed conv output
 		// when the batch is not 1; index_copy into new_zeros keeps that
 		// source and the index (torch.tensor(lora_ind) made each forward).
 		src := after
-		if b.batch > 1 {
-			cp := b.addOp("contiguous", "reshape", []Value{after})
-			src = b.out(cp, "source", withLast(s, width), b.dtype(after), "reshape copy of the transposed LoRA update (zero_pad)")
+		if b.Batch > 1 {
+			cp := b.AddOp("contiguous", "reshape", []core.Value{after})
+			src = b.Out(cp, "source", core.WithLast(s, width), b.Dtype(after), "reshape copy of the transposed LoRA update (zero_pad)")
 		}
-		ii := b.addOp("tensor", "lora_ind", nil)
-		idx := b.out(ii, "lora_ind", []int64{width}, units.INT64, "index of the enabled q/k/v columns (torch.tensor, made each forward)")
-		b.val(idx).grad = false
-		ix := b.addOp("index_copy", "zero_pad", []Value{src, idx})
-		upd = b.out(ix, "padded", withLast(s, c.qkvWidth()), b.dtype(after), "LoRA update zero-padded to the qkv width")
-		b.save(ix, src, idx)
-		b.op(ix).workF = b.dtype(after).Bytes(rows(s) * c.qkvWidth()) // new_zeros
+		ii := b.AddOp("tensor", "lora_ind", nil)
+		idx := b.Out(ii, "lora_ind", []int64{width}, units.INT64, "index of the enabled q/k/v columns (torch.tensor, made each forward)")
+		b.Val(idx).Grad = false
+		ix := b.AddOp("index_copy", "zero_pad", []core.Value{src, idx})
+		upd = b.Out(ix, "padded", core.WithLast(s, c.qkvWidth()), b.Dtype(after), "LoRA update zero-padded to the qkv width")
+		b.Save(ix, src, idx)
+		b.Op(ix).WorkF = b.Dtype(after).Bytes(core.Rows(s) * c.qkvWidth()) // new_zeros
 	}
-	im := b.addOp("mul", "scaling", []Value{upd})
-	scaled := b.out(im, "scaled", b.shape(upd), b.dtype(upd), "LoRA update * alpha/r")
-	return b.add("lora_sum", pretrained, scaled)
+	im := b.AddOp("mul", "scaling", []core.Value{upd})
+	scaled := b.Out(im, "scaled", b.Shape(upd), b.Dtype(upd), "LoRA update * alpha/r")
+	return b.Add("lora_sum", pretrained, scaled)
 }
 
 // litAdapterPrefix is adapter v1's attention over the learned prefix:
 // ak, av from self.attn(adapter_wte) (aT rows), SDPA of q against them
 // with a bool mask (not flash: memory-efficient attention), then
 // y + gating_factor * ay (the product keeps ay for the gate's gradient).
-func litAdapterPrefix(b *builder, c LitGPTConfig, q, y Value, wqkv int32) Value {
-	defer b.scope("adapter")()
+func litAdapterPrefix(b *core.Builder, c LitGPTConfig, q, y core.Value, wqkv int32) core.Value {
+	defer b.Scope("adapter")()
 	h, aT := c.Embd, c.promptLength()
-	wte := b.adapterParam("adapter_wte", []int64{aT, h}, "adapter")
-	gate := b.adapterParam("gating_factor", []int64{1, 1, c.Heads, 1}, "adapter")
-	ip := b.addOp("prefix", "prefix", nil, wte)
-	prefix := b.out(ip, "prefix", []int64{1, aT, h}, b.prec.Params, "adapter prompt (adapter_wte.weight as a batch)")
+	wte := b.AdapterParam("adapter_wte", []int64{aT, h}, "adapter")
+	gate := b.AdapterParam("gating_factor", []int64{1, 1, c.Heads, 1}, "adapter")
+	ip := b.AddOp("prefix", "prefix", nil, wte)
+	prefix := b.Out(ip, "prefix", []int64{1, aT, h}, b.Prec.Params, "adapter prompt (adapter_wte.weight as a batch)")
 	// self.attn(prefix): the block's own (frozen) qkv weight on aT rows
 	params := []int32{wqkv}
 	if c.Bias {
 		params = append(params, wqkv+1)
 	}
-	il := b.addOp("matmul", "prefix_qkv", []Value{prefix}, params...)
-	aqkv := b.out(il, "aqkv", []int64{1, aT, c.qkvWidth()}, b.prec.Compute, "qkv of the adapter prompt")
-	b.op(il).Flops = 2 * float64(aT) * float64(h) * float64(c.qkvWidth())
-	s := b.shape(q)
-	ia := b.addOp("attention", "adapter_attention", []Value{q, aqkv})
-	ay := b.out(ia, "ay", b.shape(y), b.dtype(y), "attention of the tokens over the adapter prompt")
-	lse := b.out(ia, "logsumexp", []int64{rows(s), c.Heads}, units.FP32, "adapter attention logsumexp (saved)")
-	b.val(lse).grad = false
-	b.save(ia, q, aqkv, ay, lse)
-	b.op(ia).Flops = 4 * float64(rows(s)) * float64(aT) * float64(h)
-	ig := b.addOp("mul", "gate", []Value{ay}, gate)
-	gated := b.out(ig, "gated", b.shape(y), b.dtype(y), "gating_factor * ay")
-	b.save(ig, ay)
-	return b.add("adapter_sum", y, gated)
+	il := b.AddOp("matmul", "prefix_qkv", []core.Value{prefix}, params...)
+	aqkv := b.Out(il, "aqkv", []int64{1, aT, c.qkvWidth()}, b.Prec.Compute, "qkv of the adapter prompt")
+	b.Op(il).Flops = 2 * float64(aT) * float64(h) * float64(c.qkvWidth())
+	s := b.Shape(q)
+	ia := b.AddOp("attention", "adapter_attention", []core.Value{q, aqkv})
+	ay := b.Out(ia, "ay", b.Shape(y), b.Dtype(y), "attention of the tokens over the adapter prompt")
+	lse := b.Out(ia, "logsumexp", []int64{core.Rows(s), c.Heads}, units.FP32, "adapter attention logsumexp (saved)")
+	b.Val(lse).Grad = false
+	b.Save(ia, q, aqkv, ay, lse)
+	b.Op(ia).Flops = 4 * float64(core.Rows(s)) * float64(aT) * float64(h)
+	ig := b.AddOp("mul", "gate", []core.Value{ay}, gate)
+	gated := b.Out(ig, "gated", b.Shape(y), b.Dtype(y), "gating_factor * ay")
+	b.Save(ig, ay)
+	return b.Add("adapter_sum", y, gated)
 }
 
 // litMLP lowers GptNeoxMLP (fc, gelu, proj) or LLaMAMLP (fc_1, fc_2,
 // silu(fc_1) * fc_2, proj).
-func litMLP(b *builder, c LitGPTConfig, x Value) Value {
-	defer b.scope("mlp")()
+func litMLP(b *core.Builder, c LitGPTConfig, x core.Value) core.Value {
+	defer b.Scope("mlp")()
 	h, n := c.Embd, c.Intermediate
 	if c.MLP == "LLaMAMLP" {
 		f1 := litLinear(b, c, "fc_1", "gate", x, h, n, c.Bias)
 		f2 := litLinear(b, c, "fc_2", "up", x, h, n, c.Bias)
-		m := b.mul("act_mul", activation(b, "silu", f1), f2)
+		m := b.Mul("act_mul", activation(b, "silu", f1), f2)
 		return litLinear(b, c, "proj", "down", m, n, h, c.Bias)
 	}
 	f := litLinear(b, c, "fc", "up", x, h, n, c.Bias)
@@ -465,7 +466,7 @@ func litMLP(b *builder, c LitGPTConfig, x Value) Value {
 
 // litTargets reports whether LoRA adapts the q, k or v part of the fused
 // projection (to_query, to_key, to_value).
-func litTargets(l *LoRA, part string) bool {
+func litTargets(l *core.LoRA, part string) bool {
 	for _, t := range l.Targets {
 		if t == part || t == "qkv" || t == "all-linear" {
 			return true
@@ -485,10 +486,10 @@ func (h *LitHead) Kind() string { return "litgpt_head" }
 
 func (h *LitHead) Label() string { return "" }
 
-func (h *LitHead) Children() []Layer { return nil }
+func (h *LitHead) Children() []core.Layer { return nil }
 
 func (h *LitHead) Summary() string {
-	return "lm_head " + itoa(h.Config.Embd) + " -> " + itoa(h.Config.PaddedVocab) + " per " + itoa(h.Config.chunk()) + " tokens, fp32 cross-entropy"
+	return "lm_head " + core.Itoa(h.Config.Embd) + " -> " + core.Itoa(h.Config.PaddedVocab) + " per " + core.Itoa(h.Config.chunk()) + " tokens, fp32 cross-entropy"
 }
 
 func (h *LitHead) InDim() int64 { return h.Config.Embd }
@@ -505,58 +506,60 @@ func (h *LitHead) Params() int64 {
 	return n
 }
 
-func (h *LitHead) validate(path string) error { return positive(path, "vocab", h.Config.PaddedVocab) }
+func (h *LitHead) Validate(path string) error {
+	return core.Positive(path, "vocab", h.Config.PaddedVocab)
+}
 
-func (h *LitHead) lower(b *builder, x Value) Value {
+func (h *LitHead) Lower(b *core.Builder, x core.Value) core.Value {
 	c := h.Config
-	o := headLoss{chunkTokens: c.chunk(), upcastAfterForward: true, keepLogits: true, perTokenLoss: true}
+	o := core.HeadLoss{ChunkTokens: c.chunk(), UpcastAfterForward: true, KeepLogits: true, PerTokenLoss: true}
 	if c.Adapter == "v2" {
 		return litAdapterV2Head(b, c, x, o)
 	}
-	return b.chunkedHeadLoss(x, c.PaddedVocab, c.LMHeadBias, o, -1)
+	return b.ChunkedHeadLoss(x, c.PaddedVocab, c.LMHeadBias, o, -1)
 }
 
 // litAdapterV2Head is the chunked head with AdapterV2Linear's trainable
 // bias and scale on every chunk.
-func litAdapterV2Head(b *builder, c LitGPTConfig, x Value, o headLoss) Value {
+func litAdapterV2Head(b *core.Builder, c LitGPTConfig, x core.Value, o core.HeadLoss) core.Value {
 	in, vocab := c.Embd, c.PaddedVocab
-	s := b.shape(x)
-	batch, seq := numel(s[:len(s)-2]), s[len(s)-2]
-	done := b.scope("lm_head")
-	w, params := b.linearParams("lm_head", in, vocab, c.LMHeadBias)
-	ab := b.adapterParam("adapter_bias", []int64{vocab}, "adapter")
-	as := b.adapterParam("adapter_scale", []int64{vocab}, "adapter")
-	lengths := o.chunkLengths(seq)
-	logits := make([]Value, len(lengths))
+	s := b.Shape(x)
+	batch, seq := core.Numel(s[:len(s)-2]), s[len(s)-2]
+	done := b.Scope("lm_head")
+	w, params := b.LinearParams("lm_head", in, vocab, c.LMHeadBias)
+	ab := b.AdapterParam("adapter_bias", []int64{vocab}, "adapter")
+	as := b.AdapterParam("adapter_scale", []int64{vocab}, "adapter")
+	lengths := o.ChunkLengths(seq)
+	logits := make([]core.Value, len(lengths))
 	for i, n := range lengths {
 		shape := []int64{batch, n, vocab}
-		y := b.headChunk(w, params, x, in, vocab, shape)
-		ia := b.addOp("add", "add_bias", []Value{y}, ab)
-		sb := b.out(ia, "biased", shape, b.dtype(y), "lm_head(x) + adapter_bias")
-		im := b.addOp("mul", "scale", []Value{sb}, as)
-		logits[i] = b.out(im, "scaled", shape, b.dtype(y), "adapter_scale * (lm_head(x) + adapter_bias)")
-		b.save(im, sb)
+		y := b.HeadChunk(w, params, x, in, vocab, shape)
+		ia := b.AddOp("add", "add_bias", []core.Value{y}, ab)
+		sb := b.Out(ia, "biased", shape, b.Dtype(y), "lm_head(x) + adapter_bias")
+		im := b.AddOp("mul", "scale", []core.Value{sb}, as)
+		logits[i] = b.Out(im, "scaled", shape, b.Dtype(y), "adapter_scale * (lm_head(x) + adapter_bias)")
+		b.Save(im, sb)
 	}
 	done()
-	defer b.scope("loss")()
-	up := make([]Value, len(logits))
+	defer b.Scope("loss")()
+	up := make([]core.Value, len(logits))
 	for i, l := range logits {
-		up[i] = b.castChunk(i, l)
+		up[i] = b.CastChunk(i, l)
 	}
-	b.release("convert_output", logits)
-	var losses []Value
+	b.Release("convert_output", logits)
+	var losses []core.Value
 	var tokens int64
 	for i, l := range up {
 		n := lengths[i]
 		if i == len(lengths)-1 {
 			n--
 		}
-		losses = append(losses, b.chunkCE(i, l, batch, n, vocab, true))
+		losses = append(losses, b.ChunkCE(i, l, batch, n, vocab, true))
 		tokens += batch * n
 	}
-	b.p.held = append(b.p.held, up...)
-	ic := b.addOp("cat", "cat", losses)
-	all := b.out(ic, "losses", []int64{tokens}, units.FP32, "per-token losses of all chunks (torch.cat)")
-	im := b.addOp("mean", "mean", []Value{all})
-	return b.out(im, "loss", nil, units.FP32, "loss")
+	b.P.Held = append(b.P.Held, up...)
+	ic := b.AddOp("cat", "cat", losses)
+	all := b.Out(ic, "losses", []int64{tokens}, units.FP32, "per-token losses of all chunks (torch.cat)")
+	im := b.AddOp("mean", "mean", []core.Value{all})
+	return b.Out(im, "loss", nil, units.FP32, "loss")
 }

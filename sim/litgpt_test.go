@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -64,11 +65,11 @@ func TestLitGPTResourceTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prec, err := LookupPrecision("bf16-true")
+	prec, err := core.LookupPrecision("bf16-true")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := LookupRuntime("cuda-2.1")
+	rt, err := core.LookupRuntime("cuda-2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,18 +121,18 @@ func TestLitGPTResourceTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt := Optimizer{Kind: "adamw"}
+		opt := core.Optimizer{Kind: "adamw"}
 		if tc.quant != "" {
-			opt = Optimizer{Kind: "paged_adamw"} // bnb.optim.PagedAdamW (finetune/lora.py)
+			opt = core.Optimizer{Kind: "paged_adamw"} // bnb.optim.PagedAdamW (finetune/lora.py)
 		}
-		p := &Plan{Model: m, Batch: tc.mb, Seq: tc.seq, GradAccum: 128 / tc.mb, Members: 1, Precision: prec, Optimizer: opt,
+		p := &core.Plan{Model: m, Batch: tc.mb, Seq: tc.seq, GradAccum: 128 / tc.mb, Members: 1, Precision: prec, Optimizer: opt,
 			Quant: tc.quant, QuantLMHead: tc.quant != "", QuantFrom: units.FP16, Device: dev, Phase: "train", Runtime: rt}
 		if tc.adapter != "" {
 			p.Freeze = []string{"all"} // mark_only_adapter_as_trainable
 		} else {
-			p.LoRA = &LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}, Dropout: 0.05}
+			p.LoRA = &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}, Dropout: 0.05}
 		}
-		r, err := Evaluate(p, Options{})
+		r, err := Evaluate(p, core.Options{})
 		if err != nil {
 			t.Fatalf("row %s: %v", tc.row, err)
 		}

@@ -4,31 +4,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
 // A small causal LM, run with 2 members stacked and one at a time.
-func membersPlan(t *testing.T, mode string) *Plan {
+func membersPlan(t *testing.T, mode string) *core.Plan {
 	t.Helper()
-	m := &Model{Name: "lm", Loss: "cross_entropy", Vocab: 1000, Layers: []Layer{
+	m := &core.Model{Name: "lm", Loss: "cross_entropy", Vocab: 1000, Layers: []core.Layer{
 		&Embedding{Rows: 1000, Dim: 64},
 		&Attention{Dim: 64, Heads: 4, Impl: "flash", Causal: true},
 		&MLP{Dim: 64, Hidden: 256, Act: "gelu"},
 	}}
-	prec, _ := LookupPrecision("bf16-mixed")
-	rt, _ := LookupRuntime("cuda")
+	prec, _ := core.LookupPrecision("bf16-mixed")
+	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H200")
-	return &Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 2, MembersMode: mode, Precision: prec,
-		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
+	return &core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 2, MembersMode: mode, Precision: prec,
+		Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
 }
 
 func TestSequentialMembersShareState(t *testing.T) {
 	stacked, seq := membersPlan(t, "stacked"), membersPlan(t, "sequential")
-	rs, err := Evaluate(stacked, Options{})
+	rs, err := Evaluate(stacked, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rq, err := Evaluate(seq, Options{})
+	rq, err := Evaluate(seq, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,24 +50,24 @@ func TestSequentialMembersShareState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cat *opInfo
+	var cat *core.OpInfo
 	members := map[string]bool{}
 	for i := range pq.Ops {
 		o := &pq.Ops[i]
-		if o.Kind == "cat" && o.name == "members_cat" {
+		if o.Kind == "cat" && o.Name == "members_cat" {
 			cat = o
 		}
-		if i := strings.IndexByte(o.name, '.'); i > 0 && strings.HasPrefix(o.name, "member") {
-			members[o.name[:i]] = true
+		if i := strings.IndexByte(o.Name, '.'); i > 0 && strings.HasPrefix(o.Name, "member") {
+			members[o.Name[:i]] = true
 		}
 	}
-	if cat == nil || len(cat.in) != 2 || len(members) != 2 {
+	if cat == nil || len(cat.In) != 2 || len(members) != 2 {
 		t.Fatalf("sequential program: cat %+v, members %v", cat, members)
 	}
-	if s := pq.Values[cat.out[0]].shape; len(s) != 3 || s[0] != 4 || s[1] != 16 || s[2] != 1000 {
+	if s := pq.Values[cat.Out[0]].Shape; len(s) != 3 || s[0] != 4 || s[1] != 16 || s[2] != 1000 {
 		t.Errorf("concatenated logits %v, want [4 16 1000]", s)
 	}
-	if s := pq.Values[pq.Input].shape; s[0] != 4 {
+	if s := pq.Values[pq.Input].Shape; s[0] != 4 {
 		t.Errorf("input %v, want all 4 rows", s)
 	}
 }
@@ -74,7 +75,7 @@ func TestSequentialMembersShareState(t *testing.T) {
 func TestGraphModelErrors(t *testing.T) {
 	// CRPS compares members: it needs at least two.
 	p := bris(t, 1, "stacked", 16, 1, "train")
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "the crps loss compares ensemble members: it needs members >= 2 (got 1)") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "the crps loss compares ensemble members: it needs members >= 2 (got 1)") {
 		t.Errorf("crps with one member: %v", err)
 	}
 	// A graph model's rows are its grid points.
@@ -88,9 +89,9 @@ func TestGraphModelErrors(t *testing.T) {
 	mesh, _ := Mesh("m", 10)
 	e, _ := KNNEdges(grid, mesh, 4)
 	gt := &GraphTransformer{Edges: e, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 11, TrainableEdgeAttrs: 8, Chunks: 1, EvalChunks: 1}
-	p.Model = &Model{Name: "bare", Layers: []Layer{gt}, Loss: "mse", InputDim: 8}
+	p.Model = &core.Model{Name: "bare", Layers: []core.Layer{gt}, Loss: "mse", InputDim: 8}
 	p.Seq = 1
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "runs only as the encoder or decoder of encoder_processor_decoder") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "runs only as the encoder or decoder of encoder_processor_decoder") {
 		t.Errorf("bare graph_transformer: %v", err)
 	}
 	// The parts must connect.
@@ -103,20 +104,20 @@ func TestGraphModelErrors(t *testing.T) {
 		t.Errorf("decoder grid -> mesh: %v", err)
 	}
 	gt.Chunks = 11
-	if err := gt.validate("enc"); err == nil || !strings.Contains(err.Error(), "chunks must be in [1, 10], the destination nodes it splits (got 11)") {
+	if err := gt.Validate("enc"); err == nil || !strings.Contains(err.Error(), "chunks must be in [1, 10], the destination nodes it splits (got 11)") {
 		t.Errorf("chunks above destination nodes: %v", err)
 	}
 }
 
 func TestSequentialMembersRefuseTables(t *testing.T) {
 	p := membersPlan(t, "sequential")
-	p.Model.Layers = append([]Layer{p.Model.Layers[0], &Residual{Layer: &Table{Name: "ngram", Rows: 1024, Dim: 16, Heads: 4, Grad: "dense", Placement: "device"}}},
+	p.Model.Layers = append([]core.Layer{p.Model.Layers[0], &core.Residual{Layer: &Table{Name: "ngram", Rows: 1024, Dim: 16, Heads: 4, Grad: "dense", Placement: "device"}}},
 		p.Model.Layers[1:]...)
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "sequential members are not modelled for models with table layers") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "sequential members are not modelled for models with table layers") {
 		t.Errorf("table with sequential members: %v", err)
 	}
 	p.MembersMode = "stacked"
-	if _, err := Evaluate(p, Options{}); err != nil {
+	if _, err := Evaluate(p, core.Options{}); err != nil {
 		t.Errorf("table with stacked members: %v", err)
 	}
 }

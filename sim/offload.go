@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -44,7 +45,7 @@ func (r *Replay) actsOffloaded() bool {
 // offloadState accounts one trainable parameter's master weight,
 // optimizer state and fp32 grad copy off the GPU and reports whether the
 // optimizer is offloaded (setup then allocates nothing on the GPU).
-func (r *Replay) offloadState(p *ParamInfo) bool {
+func (r *Replay) offloadState(p *core.ParamInfo) bool {
 	tier := r.optimizerTier()
 	if tier == "" {
 		return false
@@ -52,8 +53,8 @@ func (r *Replay) offloadState(p *ParamInfo) bool {
 	fo := r.fo()
 	master := units.FP32.Bytes(p.Numel) // DeepSpeed keeps an fp32 master for 16-bit training
 	var states int64
-	for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, units.FP32) {
-		states += s.bytes
+	for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, units.FP32) {
+		states += s.Bytes
 	}
 	r.rep.States.Master += master
 	r.rep.States.Optimizer += states
@@ -73,14 +74,14 @@ func (r *Replay) offloadState(p *ParamInfo) bool {
 }
 
 // offloadParam keeps a parameter on the host in setup (param offload).
-func (r *Replay) offloadParam(p *ParamInfo) bool {
+func (r *Replay) offloadParam(p *core.ParamInfo) bool {
 	if !r.paramsOffloaded() {
 		return false
 	}
 	fo := r.fo()
 	b := r.paramBytes(p)
-	if p.quant != "" {
-		b = quantBytes(p.quant, p.shape)
+	if p.Quant != "" {
+		b = core.QuantBytes(p.Quant, p.Shape)
 	}
 	fo.hostParams += b
 	r.rep.States.Params += b
@@ -95,7 +96,7 @@ type offloadRecord struct {
 	units                                               map[string][]int32
 	unitOf                                              []string
 	resident                                            map[string][]int32 // unit -> live tensor ids of its params
-	fetched                                             map[Value]bool
+	fetched                                             map[core.Value]bool
 	order                                               []string // units in forward order
 }
 
@@ -190,10 +191,10 @@ func (r *Replay) gather(u string, backward bool) {
 		for _, pi := range fo.units[x] {
 			p := &r.p.Params[pi]
 			b := r.paramBytes(p)
-			if p.quant != "" {
-				b = quantBytes(p.quant, p.shape)
+			if p.Quant != "" {
+				b = core.QuantBytes(p.Quant, p.Shape)
 			}
-			ids = append(ids, r.allocate(Alloc{Tensor: p.Name, Shape: p.shape, DType: r.Plan.Precision.Params, Bytes: b, Why: "parameter gathered from host memory (param offload)", Cat: CatParams}))
+			ids = append(ids, r.allocate(Alloc{Tensor: p.Name, Shape: p.Shape, DType: r.Plan.Precision.Params, Bytes: b, Why: "parameter gathered from host memory (param offload)", Cat: core.CatParams}))
 		}
 		fo.resident[x] = ids
 	}
@@ -204,7 +205,7 @@ func (r *Replay) beforeForwardOp(i int) {
 	if !r.paramsOffloaded() || r.phase == PhaseRecompute {
 		return
 	}
-	for _, pi := range r.p.Ops[i].params {
+	for _, pi := range r.p.Ops[i].Params {
 		if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
 			r.gather(u, false)
 			return
@@ -219,21 +220,21 @@ func (r *Replay) afterForwardOp(i int) {
 		return
 	}
 	op := &r.p.Ops[i]
-	for _, vs := range [][]Value{op.in, op.out} {
+	for _, vs := range [][]core.Value{op.In, op.Out} {
 		for _, v := range vs {
 			r.offloadValue(v)
 		}
 	}
 }
 
-func (r *Replay) offloadValue(v Value) {
+func (r *Replay) offloadValue(v core.Value) {
 	vi := &r.p.Values[v]
-	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != CatActivations || vi.Bytes < minOffload || v == r.p.Input {
+	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != core.CatActivations || vi.Bytes < minOffload || v == r.p.Input {
 		return
 	}
 	fo := r.fo()
 	if fo.fetched == nil {
-		fo.fetched = map[Value]bool{}
+		fo.fetched = map[core.Value]bool{}
 	}
 	r.release(r.valT[v])
 	r.valT[v] = none
@@ -248,7 +249,7 @@ func (r *Replay) offloadValue(v Value) {
 func (r *Replay) beforeBackwardOp(i int) {
 	op := &r.p.Ops[i]
 	if r.paramsOffloaded() {
-		for _, pi := range op.params {
+		for _, pi := range op.Params {
 			if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
 				r.gather(u, true)
 				break
@@ -258,17 +259,17 @@ func (r *Replay) beforeBackwardOp(i int) {
 	if !r.actsOffloaded() || r.off == nil || r.off.fetched == nil {
 		return
 	}
-	fetch := func(v Value) {
+	fetch := func(v core.Value) {
 		done, ok := r.off.fetched[v]
 		if !ok || done {
 			return
 		}
 		vi := &r.p.Values[v]
-		r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: vi.why + " (copied back from host memory)", Cat: CatActivations})
+		r.valT[v] = r.allocate(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why + " (copied back from host memory)", Cat: core.CatActivations})
 		r.off.fetched[v] = true
 		r.off.acts -= vi.Bytes
 	}
-	for _, v := range op.saved {
+	for _, v := range op.Saved {
 		fetch(v)
 	}
 	if op.Region != 0 && !r.redone[op.Region-1] {
@@ -283,7 +284,7 @@ func (r *Replay) afterBackwardOp(i int) {
 	if !r.paramsOffloaded() {
 		return
 	}
-	for _, pi := range r.p.Ops[i].params {
+	for _, pi := range r.p.Ops[i].Params {
 		pi = r.resolve(pi)
 		if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
 			r.release(r.paramGrad[pi])

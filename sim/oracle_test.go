@@ -3,6 +3,7 @@ package sim
 import (
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -67,50 +68,50 @@ var oracleCases = []oracleCase{
 }
 
 // oracleBlock builds the blocks of shared/oracle/measure.py.
-func oracleBlock(c oracleCase) Layer {
+func oracleBlock(c oracleCase) core.Layer {
 	if c.kind == "gpt2" {
-		return &Sequential{Layers: []Layer{
-			&Residual{Layer: &Sequential{Layers: []Layer{
+		return &core.Sequential{Layers: []core.Layer{
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 				&Norm{Name: "ln_1", Dim: c.h, Bias: true},
 				&Attention{Dim: c.h, Heads: c.a, QKVBias: true, OutBias: true, Impl: "eager", Causal: true, Dropout: 0.1, FusedQKV: true},
 			}}},
-			&Residual{Layer: &Sequential{Layers: []Layer{
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 				&Norm{Name: "ln_2", Dim: c.h, Bias: true},
 				&MLP{Dim: c.h, Hidden: 4 * c.h, Act: "gelu", Bias: true, Dropout: 0.1},
 			}}},
 		}}
 	}
-	return &Sequential{Layers: []Layer{
-		&Residual{Layer: &Sequential{Layers: []Layer{
+	return &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "input_layernorm", Dim: c.h, RMS: true},
 			&Attention{Dim: c.h, Heads: c.a, KVHeads: c.kv, Impl: "eager", Causal: true, Rope: true, SoftmaxFP32: true},
 		}}},
-		&Residual{Layer: &Sequential{Layers: []Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "post_attention_layernorm", Dim: c.h, RMS: true},
 			&MLP{Dim: c.h, Hidden: c.f, Act: "swiglu"},
 		}}},
 	}}
 }
 
-func oraclePlan(t testing.TB, c oracleCase) *Plan {
+func oraclePlan(t testing.TB, c oracleCase) *core.Plan {
 	n := c.layers
 	if n == 0 {
 		n = 1
 	}
-	m := &Model{Name: c.kind, Layers: []Layer{&Repeat{Layer: oracleBlock(c), N: n}}, Loss: "none", InputGrad: true}
+	m := &core.Model{Name: c.kind, Layers: []core.Layer{&core.Repeat{Layer: oracleBlock(c), N: n}}, Loss: "none", InputGrad: true}
 	prec := map[string]string{"fp32": "fp32", "bf16": "bf16", "amp_bf16": "bf16-mixed"}[c.dtype]
-	p, err := LookupPrecision(prec)
+	p, err := core.LookupPrecision(prec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ck, err := ParseCheckpoint(c.ckpt)
+	ck, err := core.ParseCheckpoint(c.ckpt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, _ := LookupRuntime("cpu-1.13")
-	return &Plan{
+	rt, _ := core.LookupRuntime("cpu-1.13")
+	return &core.Plan{
 		Model: m, Batch: c.b, Seq: c.s, GradAccum: 1, Members: 1, Precision: p,
-		Optimizer: Optimizer{Kind: "adamw", Impl: "for-loop"}, Checkpoint: ck, Runtime: rt,
+		Optimizer: core.Optimizer{Kind: "adamw", Impl: "for-loop"}, Checkpoint: ck, Runtime: rt,
 		Device: hw.Device{Name: "cpu", Memory: 1 << 40},
 	}
 }
@@ -118,7 +119,7 @@ func oraclePlan(t testing.TB, c oracleCase) *Plan {
 func TestOracleSavedActivations(t *testing.T) {
 	for _, c := range oracleCases {
 		plan := oraclePlan(t, c)
-		rep, err := Evaluate(plan, Options{})
+		rep, err := Evaluate(plan, core.Options{})
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}

@@ -1,13 +1,16 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/core"
+)
 
 // evaluatePipeline replays every stage of a pipelined plan; the report is
 // the stage that uses the most device memory, with every stage in Ranks.
 // It first rewrites a DeepSpeed plan's precision (deepspeedPrecision). It
 // reports ok=false for plans it does not handle (no pipeline, or one
 // stage's own replay).
-func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
+func evaluatePipeline(plan *core.Plan, opts core.Options) (*Report, bool, error) {
 	if q, ok := plan.DeepspeedPrecision(); ok { // sharding.go
 		rep, err := Evaluate(q, opts)
 		return rep, true, err
@@ -16,20 +19,20 @@ func evaluatePipeline(plan *Plan, opts Options) (*Report, bool, error) {
 	if par.PP <= 1 || plan.PipeStage != nil {
 		return nil, false, nil
 	}
-	split, err := SplitStages(plan.Model, par)
+	split, err := core.SplitStages(plan.Model, par)
 	if err != nil {
 		return nil, true, err
 	}
 	m := plan.MicroBatches()
-	per := int64(len(split.Blocks)) / split.chunks
+	per := int64(len(split.Blocks)) / split.Chunks
 	var ranks []*Report
 	var times []*StageTime
 	worst := 0
 	for s := int64(0); s < par.PP; s++ {
-		n := Inflight(par, s, m)
+		n := core.Inflight(par, s, m)
 		q := *plan
 		q.Parallel.MicroBatches = m
-		q.PipeStage = &StageSpec{Stage: s, Inflight: n, Chunks: stageChunks(par, s, n), Split: split}
+		q.PipeStage = &core.StageSpec{Stage: s, Inflight: n, Chunks: core.StageChunks(par, s, n), Split: split}
 		// In the steady state of the schedule a backward has run before the
 		// peak forward, so gradients exist (accumulated over micro-batches).
 		q.GradAccum = 1

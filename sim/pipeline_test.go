@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -11,9 +12,9 @@ import (
 // gptStack is L GPT-2 blocks (the oracle's, eager attention) over a
 // [b, s, h] input, without embedding or head: every block saves the same
 // bytes, so pipeline stages can be compared block for block.
-func gptStack(l int64) *Model {
+func gptStack(l int64) *core.Model {
 	c := oracleCase{kind: "gpt2", h: 256, a: 4}
-	return &Model{Name: "gpt", Layers: []Layer{&Repeat{Layer: oracleBlock(c), N: l}}, Loss: "none", InputDim: 256}
+	return &core.Model{Name: "gpt", Layers: []core.Layer{&core.Repeat{Layer: oracleBlock(c), N: l}}, Loss: "none", InputDim: 256}
 }
 
 // TestPipelineInFlight checks Korthikanti et al. 2022 section 4.2.3: with
@@ -24,7 +25,7 @@ func gptStack(l int64) *Model {
 // as much. The last stage holds one micro-batch.
 func TestPipelineInFlight(t *testing.T) {
 	m := gptStack(8)
-	one := evalPlan(t, distPlan(t, m, "bf16", Parallelism{}))
+	one := evalPlan(t, distPlan(t, m, "bf16", core.Parallelism{}))
 	perLayer := one.SavedActivations / 8
 	if perLayer*8 != one.SavedActivations {
 		t.Fatalf("saved activations %d are not 8 equal layers", one.SavedActivations)
@@ -40,7 +41,7 @@ func TestPipelineInFlight(t *testing.T) {
 		{2, 2, 4, 2*2 + 2 - 1, 2 + 1},
 		{4, 2, 8, 4*2 + 4 - 1, 4 + 1},
 	} {
-		par := Parallelism{PP: tc.pp, VirtualStages: tc.v, MicroBatches: tc.m}
+		par := core.Parallelism{PP: tc.pp, VirtualStages: tc.v, MicroBatches: tc.m}
 		rep := evalPlan(t, distPlan(t, m, "bf16", par))
 		if len(rep.Ranks) != int(tc.pp) {
 			t.Fatalf("pp=%d: %d stage reports", tc.pp, len(rep.Ranks))
@@ -63,15 +64,15 @@ func TestPipelineInFlight(t *testing.T) {
 // word embeddings on both ends), every stage L/pp blocks.
 func TestPipelineStageParams(t *testing.T) {
 	block := oracleBlock(oracleCase{kind: "gpt2", h: 256, a: 4})
-	m := &Model{Name: "gpt", Layers: []Layer{&Embedding{Rows: 1024, Dim: 256}, &Repeat{Layer: block, N: 4}, &Norm{Dim: 256, Bias: true}},
+	m := &core.Model{Name: "gpt", Layers: []core.Layer{&Embedding{Rows: 1024, Dim: 256}, &core.Repeat{Layer: block, N: 4}, &Norm{Dim: 256, Bias: true}},
 		Vocab: 1024, TieEmbeddings: true}
 	for s, want := range []int64{1024*256 + 2*block.Params(), 2*block.Params() + 2*256 + 1024*256} {
-		p := distPlan(t, m, "bf16", Parallelism{PP: 2, MicroBatches: 4})
-		split, err := SplitStages(m, p.Parallel.Norm())
+		p := distPlan(t, m, "bf16", core.Parallelism{PP: 2, MicroBatches: 4})
+		split, err := core.SplitStages(m, p.Parallel.Norm())
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.PipeStage = &StageSpec{Stage: int64(s), Chunks: []int64{int64(s)}, Split: split}
+		p.PipeStage = &core.StageSpec{Stage: int64(s), Chunks: []int64{int64(s)}, Split: split}
 		prog, err := p.LowerProgram()
 		if err != nil {
 			t.Fatal(err)
@@ -90,31 +91,31 @@ func TestPipelineStageParams(t *testing.T) {
 
 // TestLayoutErrors: impossible layouts are errors naming the numbers.
 func TestLayoutErrors(t *testing.T) {
-	llama := &Model{Name: "m", Layers: []Layer{
+	llama := &core.Model{Name: "m", Layers: []core.Layer{
 		&Embedding{Rows: 32256, Dim: 4096},
-		&Repeat{N: 32, Layer: &Sequential{Layers: []Layer{
+		&core.Repeat{N: 32, Layer: &core.Sequential{Layers: []core.Layer{
 			&Attention{Dim: 4096, Heads: 32, KVHeads: 8, Impl: "flash"},
 			&MoE{Dim: 4096, Hidden: 14336, Experts: 8, TopK: 2, Act: "swiglu"},
 		}}},
 	}, Vocab: 32256}
 	for _, tc := range []struct {
-		par     Parallelism
+		par     core.Parallelism
 		cluster hw.Cluster
 		want    string
 	}{
-		{Parallelism{TP: 3}, hw.Cluster{}, "tp=3 does not divide 32 attention heads"},
-		{Parallelism{DP: 3, TP: 4}, hw.Cluster{Nodes: 2, GPUsPerNode: 8}, "dp*tp*pp*cp = 12 but the cluster has 16 GPUs"},
-		{Parallelism{DP: 6, EP: 3}, hw.Cluster{}, "ep=3 does not divide 8 experts"},
-		{Parallelism{DP: 4, EP: 3}, hw.Cluster{}, "ep=3 does not divide dp=4"},
-		{Parallelism{TP: 5}, hw.Cluster{}, "tp=5 does not divide 32 attention heads"},
-		{Parallelism{PP: 3}, hw.Cluster{}, "pp=3 does not divide 32 layers"},
-		{Parallelism{PP: 4, VirtualStages: 3, MicroBatches: 8}, hw.Cluster{}, "pp*virtual_stages = 12 does not divide 32 layers"},
-		{Parallelism{DP: 2, Zero: 4}, hw.Cluster{}, "zero must be 0, 1, 2 or 3 (got 4)"},
-		{Parallelism{DP: 2, Zero: 3, FSDP: true}, hw.Cluster{}, "fsdp=True and zero=3 are alternatives"},
-		{Parallelism{PP: 2, Zero: 3}, hw.Cluster{}, "zero=3 cannot be combined with pp=2"},
-		{Parallelism{CP: 3}, hw.Cluster{}, "cp=3 does not divide seq 2048"},
-		{Parallelism{Schedule: "gpipe"}, hw.Cluster{}, `unknown schedule "gpipe"`},
-		{Parallelism{TP: -1}, hw.Cluster{}, "tp must be positive (got -1)"},
+		{core.Parallelism{TP: 3}, hw.Cluster{}, "tp=3 does not divide 32 attention heads"},
+		{core.Parallelism{DP: 3, TP: 4}, hw.Cluster{Nodes: 2, GPUsPerNode: 8}, "dp*tp*pp*cp = 12 but the cluster has 16 GPUs"},
+		{core.Parallelism{DP: 6, EP: 3}, hw.Cluster{}, "ep=3 does not divide 8 experts"},
+		{core.Parallelism{DP: 4, EP: 3}, hw.Cluster{}, "ep=3 does not divide dp=4"},
+		{core.Parallelism{TP: 5}, hw.Cluster{}, "tp=5 does not divide 32 attention heads"},
+		{core.Parallelism{PP: 3}, hw.Cluster{}, "pp=3 does not divide 32 layers"},
+		{core.Parallelism{PP: 4, VirtualStages: 3, MicroBatches: 8}, hw.Cluster{}, "pp*virtual_stages = 12 does not divide 32 layers"},
+		{core.Parallelism{DP: 2, Zero: 4}, hw.Cluster{}, "zero must be 0, 1, 2 or 3 (got 4)"},
+		{core.Parallelism{DP: 2, Zero: 3, FSDP: true}, hw.Cluster{}, "fsdp=True and zero=3 are alternatives"},
+		{core.Parallelism{PP: 2, Zero: 3}, hw.Cluster{}, "zero=3 cannot be combined with pp=2"},
+		{core.Parallelism{CP: 3}, hw.Cluster{}, "cp=3 does not divide seq 2048"},
+		{core.Parallelism{Schedule: "gpipe"}, hw.Cluster{}, `unknown schedule "gpipe"`},
+		{core.Parallelism{TP: -1}, hw.Cluster{}, "tp must be positive (got -1)"},
 	} {
 		p := distPlan(t, llama, "megatron", tc.par)
 		p.Seq = 2048
@@ -124,13 +125,13 @@ func TestLayoutErrors(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tc.par, err, tc.want)
 		}
 	}
-	off := distPlan(t, llama, "megatron", Parallelism{DP: 8, Zero: 3})
-	off.Seq, off.Offload = 2048, &Offload{Optimizer: "nvme", Params: "nvme"}
+	off := distPlan(t, llama, "megatron", core.Parallelism{DP: 8, Zero: 3})
+	off.Seq, off.Offload = 2048, &core.Offload{Optimizer: "nvme", Params: "nvme"}
 	if err := off.Validate(); err == nil || !strings.Contains(err.Error(), "not simulated together with zero=") {
 		t.Errorf("zero=3 with parameter offload: error %v", err)
 	}
-	gpt := &Model{Name: "gpt", Layers: []Layer{&Embedding{Rows: 50257, Dim: 256}, &Attention{Dim: 256, Heads: 8, Impl: "flash"}}, Vocab: 50257}
-	err := distPlan(t, gpt, "megatron", Parallelism{TP: 2}).Validate()
+	gpt := &core.Model{Name: "gpt", Layers: []core.Layer{&Embedding{Rows: 50257, Dim: 256}, &Attention{Dim: 256, Heads: 8, Impl: "flash"}}, Vocab: 50257}
+	err := distPlan(t, gpt, "megatron", core.Parallelism{TP: 2}).Validate()
 	if want := "tp=2 does not divide the 50257 embedding rows (vocabulary)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("gpt tp=2: error %v, want %q", err, want)
 	}
@@ -143,11 +144,11 @@ func TestLayoutErrors(t *testing.T) {
 // tokens travel by all-to-all (dispatch and combine, forward and backward).
 func TestExpertParallel(t *testing.T) {
 	moe := &MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
-	m := &Model{Name: "moe", Layers: []Layer{&Repeat{N: 2, Layer: moe}}, Loss: "mse", InputDim: 512}
+	m := &core.Model{Name: "moe", Layers: []core.Layer{&core.Repeat{N: 2, Layer: moe}}, Loss: "mse", InputDim: 512}
 	expert := int64(3 * 512 * 1024)
 	router := int64(512 * 8)
 	for _, ep := range []int64{1, 2, 4, 8} {
-		p := distPlan(t, m, "bf16", Parallelism{DP: 8, EP: ep})
+		p := distPlan(t, m, "bf16", core.Parallelism{DP: 8, EP: ep})
 		prog, err := p.LowerProgram()
 		if err != nil {
 			t.Fatal(err)

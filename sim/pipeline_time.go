@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/memsh/memsh/sim/core"
+)
 
 // The pipeline part of the time model (Narayanan et al. 2021,
 // arXiv:2104.04473, section 2.2). Each stage does m micro-batches of
@@ -29,7 +32,7 @@ type StageTime struct {
 // stageMicroBatch lowers one micro-batch through each of the stage's model
 // chunks (the stage program itself holds the micro-batches in flight at
 // the memory peak, which is not the unit of time).
-func stageMicroBatch(p *Plan) (*Program, error) {
+func stageMicroBatch(p *core.Plan) (*core.Program, error) {
 	st := p.PipeStage
 	par := p.Parallel.Norm()
 	chunks := make([]int64, par.VirtualStages)
@@ -37,14 +40,14 @@ func stageMicroBatch(p *Plan) (*Program, error) {
 		chunks[c] = int64(c)*par.PP + st.Stage
 	}
 	q := *p
-	q.PipeStage = &StageSpec{Stage: st.Stage, Inflight: int64(len(chunks)), Chunks: chunks, Split: st.Split}
+	q.PipeStage = &core.StageSpec{Stage: st.Stage, Inflight: int64(len(chunks)), Chunks: chunks, Split: st.Split}
 	return q.LowerProgram()
 }
 
 // stageTransfers counts the activations stage s receives and sends per
 // micro-batch (one per model chunk, except into the first chunk and out
 // of the last).
-func StageTransfers(par Parallelism, s int64) (recv, send int64) {
+func StageTransfers(par core.Parallelism, s int64) (recv, send int64) {
 	last := par.PP*par.VirtualStages - 1
 	for c := int64(0); c < par.VirtualStages; c++ {
 		g := c*par.PP + s
@@ -82,7 +85,7 @@ func pipelineStep(v int64, stages []*StageTime) (step, bubble float64, slow, tai
 // pipelineEstimate is the plan's estimate over all stages: the critical
 // path (the slowest stage's micro-batches, the fill and drain, the longest
 // tail), MFU and HFU over the FLOPs of all stages.
-func PipelineEstimate(plan *Plan, stages []*StageTime) TimeEstimate {
+func PipelineEstimate(plan *core.Plan, stages []*StageTime) TimeEstimate {
 	par := plan.Parallel.Norm()
 	step, bubble, slow, tail := pipelineStep(par.VirtualStages, stages)
 	if slow == nil {
@@ -111,7 +114,7 @@ func PipelineEstimate(plan *Plan, stages []*StageTime) TimeEstimate {
 // reports and times. Every stage report gets the pipeline's step time, with its own
 // idle time as "bubble"; top (the report shown for the plan) gets the
 // critical path (pipelineEstimate).
-func pipelineTime(plan *Plan, top *Report, ranks []*Report, stages []*StageTime) {
+func pipelineTime(plan *core.Plan, top *Report, ranks []*Report, stages []*StageTime) {
 	for _, st := range stages {
 		if st == nil {
 			return // a stage without a time model (its notes say why)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -27,7 +28,7 @@ type Alloc struct {
 	Bytes  int64
 	Why    string
 	Phase  string
-	Cat    Category
+	Cat    core.Category
 }
 
 // Point is one timeline sample, taken after each allocation or free.
@@ -36,23 +37,23 @@ type Point struct {
 	Op        string
 	Allocated int64
 	Reserved  int64
-	ByCat     [numCategories]int64
+	ByCat     [core.NumCategories]int64
 }
 
 type liveTensor struct {
 	blk *alloc.Block
-	cat Category
+	cat core.Category
 }
 
 type Replay struct {
 	nonTorch int64 // device memory outside PyTorch's allocator (context, NCCL)
-	p        *Program
-	Plan     *Plan
-	opts     Options
+	p        *core.Program
+	Plan     *core.Plan
+	opts     core.Options
 	alloc    alloc.Allocator
 
 	live []liveTensor // by tensor id
-	cur  [numCategories]int64
+	cur  [core.NumCategories]int64
 
 	phase string
 	op    string
@@ -69,7 +70,7 @@ type Replay struct {
 	paramGrad []int32
 	paramLast []int32 // earliest op reading the parameter (its last backward)
 
-	regionIn [][]Value
+	regionIn [][]core.Value
 	redone   []bool
 	gradless []bool // by param: read only inside reentrant regions that record no graph (checkpoint.go)
 	Saved    []bool // held for backward at the end of the forward
@@ -81,14 +82,14 @@ type Replay struct {
 
 	tpool *tablePool // exact-size pool for table buffers (table_steps.go), nil = none
 
-	fwdPhase string   // the forward's phase: PhaseForward, or PhaseValidation (validation.go)
-	valProg  *Program // the validation pass to replay before the step's batch, nil = none (validation.go)
-	valPlan  *Plan
+	fwdPhase string        // the forward's phase: PhaseForward, or PhaseValidation (validation.go)
+	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none (validation.go)
+	valPlan  *core.Plan
 }
 
 const none = -1
 
-func NewReplay(p *Program, plan *Plan, opts Options, limit int64) *Replay {
+func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64) *Replay {
 	nv := len(p.Values)
 	r := &Replay{p: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, rep: &Report{},
 		fwdPhase: PhaseForward}
@@ -101,24 +102,24 @@ func NewReplay(p *Program, plan *Plan, opts Options, limit int64) *Replay {
 	r.paramGrad = fill(make([]int32, len(p.Params)), none)
 	r.paramLast = fill(make([]int32, len(p.Params)), none)
 	r.Saved = make([]bool, nv)
-	r.regionIn = make([][]Value, len(p.regions))
-	r.redone = make([]bool, len(p.regions))
+	r.regionIn = make([][]core.Value, len(p.Regions))
+	r.redone = make([]bool, len(p.Regions))
 	for i := range p.Ops {
 		op := &p.Ops[i]
-		for _, v := range op.in {
+		for _, v := range op.In {
 			r.last[v] = int32(i)
-			pr := p.Values[v].producer
-			if op.Region != 0 && !p.regions[op.Region-1].noGrad && (pr < 0 || p.Ops[pr].Region != op.Region) && !contains(r.regionIn[op.Region-1], v) {
+			pr := p.Values[v].Producer
+			if op.Region != 0 && !p.Regions[op.Region-1].NoGrad && (pr < 0 || p.Ops[pr].Region != op.Region) && !contains(r.regionIn[op.Region-1], v) {
 				r.regionIn[op.Region-1] = append(r.regionIn[op.Region-1], v)
 				r.Saved[v] = true
 			}
 		}
 		if op.Region == 0 {
-			for _, v := range op.saved {
+			for _, v := range op.Saved {
 				r.Saved[v] = true
 			}
 		}
-		for _, pi := range op.params {
+		for _, pi := range op.Params {
 			pi = r.resolve(pi)
 			if r.paramLast[pi] == none {
 				r.paramLast[pi] = int32(i)
@@ -133,17 +134,17 @@ func NewReplay(p *Program, plan *Plan, opts Options, limit int64) *Replay {
 // gradlessParams marks the parameters that every reading op reads inside a
 // reentrant checkpoint region that records no graph: they get no gradient,
 // and torch.optim makes state only for parameters that have one.
-func gradlessParams(p *Program) []bool {
+func gradlessParams(p *core.Program) []bool {
 	read := make([]bool, len(p.Params))
 	withGrad := make([]bool, len(p.Params))
 	for i := range p.Ops {
 		op := &p.Ops[i]
-		for _, pi := range op.params {
+		for _, pi := range op.Params {
 			if t := p.Params[pi].TiedTo; t >= 0 {
 				pi = t
 			}
 			read[pi] = true
-			if op.Region == 0 || !p.regions[op.Region-1].noGrad {
+			if op.Region == 0 || !p.Regions[op.Region-1].NoGrad {
 				withGrad[pi] = true
 			}
 		}
@@ -163,7 +164,7 @@ func (r *Replay) initHolds() {
 	clear(r.holds)
 	for i := range p.Ops {
 		if p.Ops[i].Region == 0 {
-			for _, v := range p.Ops[i].saved {
+			for _, v := range p.Ops[i].Saved {
 				r.holds[v]++
 			}
 		}
@@ -174,17 +175,17 @@ func (r *Replay) initHolds() {
 		}
 	}
 	for v := range p.Values {
-		if p.Values[v].cached {
+		if p.Values[v].Cached {
 			r.holds[v]++
 		}
 	}
-	if p.Input != NoValue && !p.inputTransient {
+	if p.Input != core.NoValue && !p.InputTransient {
 		r.holds[p.Input]++ // the caller's batch lives for the whole step
 	}
-	if p.Loss != NoValue {
+	if p.Loss != core.NoValue {
 		r.holds[p.Loss]++
 	}
-	for _, v := range p.held { // chunked_loss.go: values the caller keeps until the step ends
+	for _, v := range p.Held { // chunked_loss.go: values the caller keeps until the step ends
 		r.holds[v]++
 	}
 }
@@ -196,7 +197,7 @@ func fill(s []int32, x int32) []int32 {
 	return s
 }
 
-func contains(vs []Value, v Value) bool {
+func contains(vs []core.Value, v core.Value) bool {
 	for _, x := range vs {
 		if x == v {
 			return true
@@ -261,20 +262,20 @@ func (r *Replay) sample() {
 }
 
 // produce allocates value v.
-func (r *Replay) produce(v Value) {
+func (r *Replay) produce(v core.Value) {
 	vi := &r.p.Values[v]
-	r.valT[v] = r.allocate(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: vi.why, Cat: vi.Cat})
+	r.valT[v] = r.allocate(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why, Cat: vi.Cat})
 	r.done[v] = false
 }
 
-func (r *Replay) maybeFree(v Value) {
+func (r *Replay) maybeFree(v core.Value) {
 	if r.done[v] && r.holds[v] <= 0 && r.valT[v] != none {
 		r.release(r.valT[v])
 		r.valT[v] = none
 	}
 }
 
-func (r *Replay) unhold(v Value) {
+func (r *Replay) unhold(v core.Value) {
 	r.holds[v]--
 	r.maybeFree(v)
 }
@@ -282,26 +283,26 @@ func (r *Replay) unhold(v Value) {
 // forwardOp runs op i; in recompute, consumers are counted within the region.
 func (r *Replay) forwardOp(i int, recompute bool) {
 	op := &r.p.Ops[i]
-	r.op = op.name
+	r.op = op.Name
 	r.beforeForwardOp(i)      // offload.go: stream params
 	defer r.afterForwardOp(i) // offload.go: saved activations to host
-	for _, v := range op.out {
+	for _, v := range op.Out {
 		r.produce(v)
 	}
-	if op.workF > 0 {
-		r.release(r.allocate(Alloc{Tensor: op.name + " workspace", Shape: []int64{op.workF}, DType: units.INT8, Bytes: op.workF, Why: "forward workspace of " + op.Kind, Cat: CatTemporaries}))
+	if op.WorkF > 0 {
+		r.release(r.allocate(Alloc{Tensor: op.Name + " workspace", Shape: []int64{op.WorkF}, DType: units.INT8, Bytes: op.WorkF, Why: "forward workspace of " + op.Kind, Cat: core.CatTemporaries}))
 	}
 	lastOf := r.last
 	if recompute {
 		lastOf = r.rLast
 	}
-	for _, v := range op.in {
+	for _, v := range op.In {
 		if lastOf[v] == int32(i) && r.valT[v] != none {
 			r.done[v] = true
 			r.maybeFree(v)
 		}
 	}
-	for _, v := range op.out {
+	for _, v := range op.Out {
 		if lastOf[v] == none {
 			r.done[v] = true
 			r.maybeFree(v)
@@ -314,33 +315,33 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 // stop); reentrant the whole region, whose outputs the backward holds
 // until the region's backward ends (released in backwardOp).
 func (r *Replay) recompute(id int32) {
-	reg := r.p.regions[id-1]
-	stop := reg.first - 1
-	for j := reg.first; j < reg.end; j++ {
-		if len(r.p.Ops[j].saved) > 0 || reg.reentrant {
+	reg := r.p.Regions[id-1]
+	stop := reg.First - 1
+	for j := reg.First; j < reg.End; j++ {
+		if len(r.p.Ops[j].Saved) > 0 || reg.Reentrant {
 			stop = j
 		}
 	}
-	inRegion := func(v Value) bool {
-		pr := r.p.Values[v].producer
-		return pr >= reg.first && pr < reg.end
+	inRegion := func(v core.Value) bool {
+		pr := r.p.Values[v].Producer
+		return pr >= reg.First && pr < reg.End
 	}
-	if reg.reentrant {
+	if reg.Reentrant {
 		for _, v := range r.regionOutputs(reg) {
 			r.holds[v]++
 		}
 	}
-	for j := reg.first; j <= stop; j++ {
+	for j := reg.First; j <= stop; j++ {
 		op := &r.p.Ops[j]
-		for _, v := range op.out {
+		for _, v := range op.Out {
 			r.rLast[v] = none
 		}
-		for _, v := range op.in {
+		for _, v := range op.In {
 			if inRegion(v) {
 				r.rLast[v] = j
 			}
 		}
-		for _, v := range op.saved {
+		for _, v := range op.Saved {
 			if inRegion(v) {
 				r.holds[v]++
 			}
@@ -348,7 +349,7 @@ func (r *Replay) recompute(id int32) {
 	}
 	saved := r.phase
 	r.phase = PhaseRecompute
-	for j := reg.first; j <= stop; j++ {
+	for j := reg.First; j <= stop; j++ {
 		r.forwardOp(int(j), true)
 	}
 	r.phase = saved
@@ -356,11 +357,11 @@ func (r *Replay) recompute(id int32) {
 }
 
 // regionOutputs are the values a region makes that ops after it read.
-func (r *Replay) regionOutputs(reg region) []Value {
-	var out []Value
-	for j := reg.first; j < reg.end; j++ {
-		for _, v := range r.p.Ops[j].out {
-			if r.last[v] >= reg.end {
+func (r *Replay) regionOutputs(reg core.Region) []core.Value {
+	var out []core.Value
+	for j := reg.First; j < reg.End; j++ {
+		for _, v := range r.p.Ops[j].Out {
+			if r.last[v] >= reg.End {
 				out = append(out, v)
 			}
 		}
@@ -371,58 +372,58 @@ func (r *Replay) regionOutputs(reg region) []Value {
 // backwardOp runs op i's backward.
 func (r *Replay) backwardOp(i int) {
 	op := &r.p.Ops[i]
-	r.op = op.name
+	r.op = op.Name
 	r.beforeBackwardOp(i)      // offload.go: activations back from host, params streamed
 	defer r.afterBackwardOp(i) // offload.go: grads to host
-	if op.Region != 0 && !r.redone[op.Region-1] && !r.p.regions[op.Region-1].noGrad {
+	if op.Region != 0 && !r.redone[op.Region-1] && !r.p.Regions[op.Region-1].NoGrad {
 		r.recompute(op.Region)
-		r.op = op.name
+		r.op = op.Name
 	}
 	recorded := false
-	for _, v := range op.out {
-		recorded = recorded || r.p.Values[v].grad
+	for _, v := range op.Out {
+		recorded = recorded || r.p.Values[v].Grad
 	}
 	if recorded {
 		work := none
-		if op.workB > 0 {
-			work = int(r.allocate(Alloc{Tensor: op.name + " backward workspace", Shape: []int64{op.workB}, DType: units.INT8, Bytes: op.workB, Why: "backward workspace of " + op.Kind, Cat: CatTemporaries}))
+		if op.WorkB > 0 {
+			work = int(r.allocate(Alloc{Tensor: op.Name + " backward workspace", Shape: []int64{op.WorkB}, DType: units.INT8, Bytes: op.WorkB, Why: "backward workspace of " + op.Kind, Cat: core.CatTemporaries}))
 		}
-		if !op.noGradB {
-			for _, v := range op.in {
+		if !op.NoGradB {
+			for _, v := range op.In {
 				vi := &r.p.Values[v]
-				if vi.grad && r.gradT[v] == none {
-					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: "gradient of " + vi.name, Cat: CatTemporaries})
+				if vi.Grad && r.gradT[v] == none {
+					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient of " + vi.Name, Cat: core.CatTemporaries})
 				}
 			}
 		}
-		for _, pi := range op.params {
+		for _, pi := range op.Params {
 			r.paramGradient(r.resolve(pi))
 		}
 		if work != none {
 			r.release(int32(work))
 		}
 	}
-	for _, v := range op.out {
+	for _, v := range op.Out {
 		if r.gradT[v] != none {
 			r.release(r.gradT[v])
 			r.gradT[v] = none
 		}
 	}
-	for _, v := range op.saved {
+	for _, v := range op.Saved {
 		r.unhold(v)
 	}
-	if op.Region != 0 && r.p.regions[op.Region-1].first == int32(i) {
+	if op.Region != 0 && r.p.Regions[op.Region-1].First == int32(i) {
 		for _, v := range r.regionIn[op.Region-1] {
 			r.unhold(v)
 		}
-		if reg := r.p.regions[op.Region-1]; reg.reentrant && r.redone[op.Region-1] {
+		if reg := r.p.Regions[op.Region-1]; reg.Reentrant && r.redone[op.Region-1] {
 			for _, v := range r.regionOutputs(reg) {
 				r.unhold(v)
 			}
 		}
 	}
 	if r.Plan.Optimizer.InBackward {
-		for _, pi := range op.params {
+		for _, pi := range op.Params {
 			pi = r.resolve(pi)
 			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
 				r.stepInBackward(pi)
@@ -437,7 +438,7 @@ func (r *Replay) paramGradient(pi int32) {
 		return
 	}
 	dt := r.Plan.Precision.Grads
-	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "gradient of parameter " + p.Name, Cat: CatGrads})
+	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "gradient of parameter " + p.Name, Cat: core.CatGrads})
 }
 
 // stepInBackward steps one parameter as soon as its gradient is complete
@@ -445,8 +446,8 @@ func (r *Replay) paramGradient(pi int32) {
 func (r *Replay) stepInBackward(pi int32) {
 	p := &r.p.Params[pi]
 	st := r.Plan.Precision.States
-	if tmp := r.Plan.Optimizer.stepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: p.Name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: CatTemporaries}))
+	if tmp := r.Plan.Optimizer.StepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 {
+		r.release(r.allocate(Alloc{Tensor: p.Name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: core.CatTemporaries}))
 	}
 	r.release(r.paramGrad[pi])
 	r.paramGrad[pi] = none

@@ -12,8 +12,8 @@ func (r *Replay) firstStepStates() {
 		if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] {
 			continue
 		}
-		for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, dt) {
-			r.allocState(p, s, "optimizer state "+s.name+", created by the first optimizer.step()")
+		for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, dt) {
+			r.allocState(p, s, "optimizer state "+s.Name+", created by the first optimizer.step()")
 		}
 	}
 }

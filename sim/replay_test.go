@@ -3,6 +3,7 @@ package sim
 import (
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -10,11 +11,11 @@ import (
 // AdamW (foreach) on a device with the pre-Hopper cuBLAS workspace.
 func TestReplayLinearByHand(t *testing.T) {
 	const MiB = 1 << 20
-	m := &Model{Name: "lin", Layers: []Layer{&Linear{In: 1024, Out: 4096}}, Loss: "mse"}
-	plan := &Plan{Model: m, Batch: 2, Seq: 512, GradAccum: 1, Members: 1,
-		Precision: Precisions()[0], Optimizer: Optimizer{Kind: "adamw"},
+	m := &core.Model{Name: "lin", Layers: []core.Layer{&Linear{In: 1024, Out: 4096}}, Loss: "mse"}
+	plan := &core.Plan{Model: m, Batch: 2, Seq: 512, GradAccum: 1, Members: 1,
+		Precision: core.Precisions()[0], Optimizer: core.Optimizer{Kind: "adamw"},
 		Device: hw.Device{Name: "test", Memory: 80 << 30}}
-	rep, err := Evaluate(plan, Options{Timeline: true})
+	rep, err := Evaluate(plan, core.Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +63,11 @@ func TestCheckpointLowersSavedActivations(t *testing.T) {
 	m := llamaModel(1024, 4, 16, 4, 2816, 32000, "flash")
 	none := llamaPlan(m, 2, 1024, "bf16-mixed", "none", "A100-80GB")
 	full := llamaPlan(m, 2, 1024, "bf16-mixed", "full", "A100-80GB")
-	a, err := Evaluate(none, Options{})
+	a, err := Evaluate(none, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Evaluate(full, Options{})
+	b, err := Evaluate(full, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestCheckpointLowersSavedActivations(t *testing.T) {
 
 func TestOOMMessageInPyTorchWords(t *testing.T) {
 	m := llamaModel(8192, 80, 64, 8, 28672, 128256, "flash")
-	rep, err := Evaluate(llamaPlan(m, 1, 4096, "bf16-mixed", "full", "H100-80GB"), Options{})
+	rep, err := Evaluate(llamaPlan(m, 1, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,16 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // validationPass replays the validation forward of prog (lowered by
 // lowerValidation) through r's allocator and report.
-func (r *Replay) validationPass(prog *Program, plan *Plan) {
+func (r *Replay) validationPass(prog *core.Program, plan *core.Plan) {
 	v := NewReplay(prog, plan, r.opts, 0)
 	v.alloc, v.rep, v.cur = r.alloc, r.rep, r.cur
-	v.fwdPhase = PhaseValidation
+	v.fwdPhase = core.PhaseValidation
 	flops, saved, savedW := r.rep.FLOPs, r.rep.SavedActivations, r.rep.SavedWeightCopies
-	if prog.Input != NoValue {
-		v.phase, v.op = PhaseValidation, "validation batch"
+	if prog.Input != core.NoValue {
+		v.phase, v.op = core.PhaseValidation, "validation batch"
 		v.produce(prog.Input)
 	}
 	v.forward()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // Report is what one simulated step shows for one GPU.
@@ -39,7 +40,7 @@ type Report struct {
 	Notes    []string
 	Tables   []TableStep // per table layer: memory, traffic and transfer terms (table_replay.go)
 
-	peakCat          [numCategories]int64
+	peakCat          [core.NumCategories]int64
 	peakReservedThen int64
 }
 

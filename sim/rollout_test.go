@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"strings"
 	"testing"
 )
@@ -15,7 +16,7 @@ func TestRolloutKeepsEachStep(t *testing.T) {
 		for _, mode := range []string{"stacked", "sequential"} {
 			p := tinyGraphPlan(t, 2, mode, "fp32")
 			p.Rollout = n
-			r, err := Evaluate(p, Options{})
+			r, err := Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,12 +41,12 @@ func TestRolloutErrors(t *testing.T) {
 	p := tinyGraphPlan(t, 2, "stacked", "fp32")
 	p.Model.Data = nil
 	p.Rollout = 2
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "builds each step's input from the data batch") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "builds each step's input from the data batch") {
 		t.Errorf("rollout without a data batch: %v", err)
 	}
 	p = tinyGraphPlan(t, 2, "stacked", "fp32")
 	p.Rollout = -1
-	if _, err := Evaluate(p, Options{}); err == nil || !strings.Contains(err.Error(), "rollout must be at least 1") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "rollout must be at least 1") {
 		t.Errorf("negative rollout: %v", err)
 	}
 }

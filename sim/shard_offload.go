@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -63,8 +64,8 @@ func (d *distState) offloadShard(r *Replay, n int64) {
 	prec := r.Plan.Precision
 	master := units.FP32.Bytes(n)
 	var states int64
-	for _, s := range r.Plan.Optimizer.states([]int64{n}, n, units.FP32) {
-		states += s.bytes
+	for _, s := range r.Plan.Optimizer.States([]int64{n}, n, units.FP32) {
+		states += s.Bytes
 	}
 	r.rep.States.Master += master
 	r.rep.States.Optimizer += states
@@ -99,7 +100,7 @@ func (d *distState) largestTrainable() int64 {
 // gradient at a time is cast to fp32 on the GPU and copied down.
 func (d *distState) offloadStep12(r *Replay) {
 	if n := min(d.largestTrainable(), d.partitionElems()); n > 0 && r.Plan.Precision.Grads != units.FP32 {
-		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, units.FP32, units.FP32.Bytes(n), CatTemporaries,
+		r.release(d.alloc(r, "fp32 gradient for the host copy", []int64{n}, units.FP32, units.FP32.Bytes(n), core.CatTemporaries,
 			"one gradient cast to fp32 on the GPU before its copy into the host partition (stage_1_and_2.py, cpu_offload)"))
 	}
 }

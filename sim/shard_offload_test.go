@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,7 @@ import (
 //     each of its two all-gathers (forward, backward): 4 B more PCIe.
 func TestZeROOffload(t *testing.T) {
 	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
-	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	m := &core.Model{Name: "two", Layers: []core.Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
 	lastIn := func(r *Report, phase string) int64 {
 		var last int64
 		for _, pt := range r.Timeline {
@@ -51,16 +52,16 @@ func TestZeROOffload(t *testing.T) {
 		{3, "", 14 * part, 18 * part, 10 * part, 0},
 		{3, "cpu", 16 * part, 20 * part, 12 * part, 0},
 	} {
-		plan := distPlan(t, m, "bf16-mixed", Parallelism{DP: 8, Zero: c.zero})
+		plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
 		if m.Params() != psi {
 			t.Fatalf("params %d, want %d", m.Params(), psi)
 		}
-		base, err := Evaluate(plan, Options{Timeline: true})
+		base, err := Evaluate(plan, core.Options{Timeline: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		off := withPlan(plan, func(q *Plan) { q.Offload = &Offload{Optimizer: "cpu", Params: c.params} })
-		r, err := Evaluate(off, Options{Timeline: true})
+		off := withPlan(plan, func(q *core.Plan) { q.Offload = &core.Offload{Optimizer: "cpu", Params: c.params} })
+		r, err := Evaluate(off, core.Options{Timeline: true})
 		if err != nil {
 			t.Fatalf("zero=%d: %v", c.zero, err)
 		}
@@ -85,18 +86,18 @@ func TestZeROOffload(t *testing.T) {
 
 // The combinations still refused say what is simulated instead.
 func TestZeROOffloadRefusals(t *testing.T) {
-	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 64, Out: 64}}, Loss: "mse"}
+	m := &core.Model{Name: "two", Layers: []core.Layer{&Linear{In: 64, Out: 64}}, Loss: "mse"}
 	for _, c := range []struct {
-		par  Parallelism
-		off  Offload
+		par  core.Parallelism
+		off  core.Offload
 		want string
 	}{
-		{Parallelism{DP: 8, Zero: 2}, Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) needs zero=3 (got zero=2)"},
-		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is not simulated together with zero= yet`},
-		{Parallelism{DP: 8, Zero: 3}, Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero= yet`},
-		{Parallelism{DP: 8, FSDP: true}, Offload{Optimizer: "cpu"}, "FSDP offloads parameters, gradients and optimizer state together"},
-		{Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, Offload{Params: "cpu"}, "offload is not simulated together with fsdp_version=1 yet"},
-		{Parallelism{DP: 8, DistributedOptimizer: true}, Offload{Optimizer: "cpu"}, "not simulated together with distributed_optimizer= yet"},
+		{core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) needs zero=3 (got zero=2)"},
+		{core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is not simulated together with zero= yet`},
+		{core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero= yet`},
+		{core.Parallelism{DP: 8, FSDP: true}, core.Offload{Optimizer: "cpu"}, "FSDP offloads parameters, gradients and optimizer state together"},
+		{core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, core.Offload{Params: "cpu"}, "offload is not simulated together with fsdp_version=1 yet"},
+		{core.Parallelism{DP: 8, DistributedOptimizer: true}, core.Offload{Optimizer: "cpu"}, "not simulated together with distributed_optimizer= yet"},
 	} {
 		p := distPlan(t, m, "bf16-mixed", c.par)
 		p.Offload = &c.off
@@ -122,13 +123,13 @@ func TestZeROOffloadRefusals(t *testing.T) {
 //     grows by 6 B per shard element.
 func TestFSDPOffload(t *testing.T) {
 	const s = 1_048_576
-	m := &Model{Name: "two", Layers: []Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
-	plan := distPlan(t, m, "bf16-mixed", Parallelism{DP: 8, FSDP: true})
-	base, err := Evaluate(plan, Options{Timeline: true})
+	m := &core.Model{Name: "two", Layers: []core.Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true})
+	base, err := Evaluate(plan, core.Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Evaluate(withPlan(plan, func(q *Plan) { q.Offload = &Offload{Params: "cpu"} }), Options{Timeline: true})
+	r, err := Evaluate(withPlan(plan, func(q *core.Plan) { q.Offload = &core.Offload{Params: "cpu"} }), core.Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -18,8 +19,8 @@ func (d *distState) setupStates(r *Replay) bool {
 	}
 	for _, outs := range d.seeds {
 		for _, o := range outs {
-			if o.loss {
-				r.holds[o.v]++
+			if o.Loss {
+				r.holds[o.V]++
 			}
 		}
 	}
@@ -60,7 +61,7 @@ func (d *distState) setupDDP(r *Replay) {
 		if cur == 0 {
 			return
 		}
-		d.alloc(r, fmt.Sprintf("ddp bucket %d", n), []int64{cur / dt.Bytes(1)}, dt, cur, CatComm,
+		d.alloc(r, fmt.Sprintf("ddp bucket %d", n), []int64{cur / dt.Bytes(1)}, dt, cur, core.CatComm,
 			"DDP gradient bucket (reducer.cpp initialize_buckets; gradients are copied in for the all-reduce)")
 		n++
 		cur = 0
@@ -94,14 +95,14 @@ func (d *distState) setupMegatron(r *Replay) {
 			if !trainable {
 				name = "frozen " + g.name + " parameters"
 			}
-			d.alloc(r, name, []int64{g.numel}, prec.Params, b, CatParams, "parameters (Megatron param buffer)")
+			d.alloc(r, name, []int64{g.numel}, prec.Params, b, core.CatParams, "parameters (Megatron param buffer)")
 			st.Params += b
 		}
 	}
 	r.op = "optimizer state"
 	for _, g := range d.groups(true) {
 		gb := prec.Grads.Bytes(g.numel)
-		d.alloc(r, g.name+" main_grad buffer", []int64{g.numel}, prec.Grads, gb, CatGrads,
+		d.alloc(r, g.name+" main_grad buffer", []int64{g.numel}, prec.Grads, gb, core.CatGrads,
 			"Megatron main-gradient buffer (persistent; weight gradients accumulate into it)")
 		st.Grads += gb
 		shard := g.numel
@@ -122,8 +123,8 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 	prec := r.Plan.Precision
 	if d.fsdpOffload(r) { // fsdp_offload.go: the optimizer steps on the host shards
 		var states int64
-		for _, s := range r.Plan.Optimizer.states([]int64{n}, n, prec.States) {
-			states += s.bytes
+		for _, s := range r.Plan.Optimizer.States([]int64{n}, n, prec.States) {
+			states += s.Bytes
 		}
 		r.rep.States.Optimizer += states
 		r.fo().hostStates += states
@@ -132,15 +133,15 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 	st := &r.rep.States
 	if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 		b := prec.Master.Bytes(n)
-		d.alloc(r, name+" master", []int64{n}, prec.Master, b, CatOptimizer, "fp32 master weights ("+why+")")
+		d.alloc(r, name+" master", []int64{n}, prec.Master, b, core.CatOptimizer, "fp32 master weights ("+why+")")
 		st.Master += b
 	}
-	for _, s := range r.Plan.Optimizer.states([]int64{n}, n, prec.States) {
-		st.Optimizer += s.bytes
+	for _, s := range r.Plan.Optimizer.States([]int64{n}, n, prec.States) {
+		st.Optimizer += s.Bytes
 		if r.Plan.Optimizer.Paged() {
 			continue
 		}
-		d.alloc(r, name+" "+s.name, []int64{n}, prec.States, s.bytes, CatOptimizer, "optimizer state "+s.name+" ("+why+")")
+		d.alloc(r, name+" "+s.Name, []int64{n}, prec.States, s.Bytes, core.CatOptimizer, "optimizer state "+s.Name+" ("+why+")")
 	}
 }
 
@@ -155,7 +156,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 	for _, trainable := range []bool{true, false} {
 		for _, g := range d.groups(trainable) {
 			b := prec.Params.Bytes(g.numel)
-			d.alloc(r, g.name+" bit16 flat", []int64{g.numel}, prec.Params, b, CatParams, "16-bit parameters flattened (bit16_groups_flat)")
+			d.alloc(r, g.name+" bit16 flat", []int64{g.numel}, prec.Params, b, core.CatParams, "16-bit parameters flattened (bit16_groups_flat)")
 			st.Params += b
 		}
 	}
@@ -175,18 +176,18 @@ func (d *distState) setupZeRO12(r *Replay) {
 	}
 	if d.zeroOffload(r) { // shard_offload.go
 		n := d.largestTrainable()
-		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), CatGrads,
+		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), core.CatGrads,
 			"GPU buffer of the largest parameter that host-accumulated gradients pass through (stage_1_and_2.py, cpu_offload)")
 		if d.par.Zero == 2 {
-			if r.Plan.gradsPersist() {
+			if r.Plan.GradsPersist() {
 				r.fo().hostGrads += prec.Grads.Bytes(part) // accumulated_grads_in_cpu (pinned)
 			}
 			return
 		}
 	}
-	if r.Plan.gradsPersist() {
+	if r.Plan.GradsPersist() {
 		if d.par.Zero == 2 {
-			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), CatGrads, "this rank's gradient partition, accumulated over micro-batches")
+			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), core.CatGrads, "this rank's gradient partition, accumulated over micro-batches")
 		} else {
 			r.op = "accumulated gradients"
 			for pi := range d.p.Params {
@@ -217,7 +218,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 			if d.zeroParamOffload(r) {
 				r.fo().hostParams += b // shard_offload.go: pinned on the host
 			} else {
-				d.alloc(r, fmt.Sprintf("fp16 partition %d", k), []int64{sub}, prec.Params, b, CatParams, "this rank's partition of the parameters (ZeRO-3)")
+				d.alloc(r, fmt.Sprintf("fp16 partition %d", k), []int64{sub}, prec.Params, b, core.CatParams, "this rank's partition of the parameters (ZeRO-3)")
 			}
 			st.Params += b
 			if trainable {
@@ -246,7 +247,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 		if d.units[u].keep {
 			un := &d.units[u]
 			b := d.gatherDT.Bytes(un.numel)
-			un.tensor = d.alloc(r, un.name+" (persistent)", []int64{un.numel}, d.gatherDT, b, CatParams, "small parameters kept whole (stage3_param_persistence_threshold)")
+			un.tensor = d.alloc(r, un.name+" (persistent)", []int64{un.numel}, d.gatherDT, b, core.CatParams, "small parameters kept whole (stage3_param_persistence_threshold)")
 			st.Params += b
 		}
 	}
@@ -257,10 +258,10 @@ func (d *distState) setupZeRO3(r *Replay) {
 	if d.zeroOffload(r) {
 		r.fo().hostGrads += gb // shard_offload.go: grad_partitions_flat_buffer in pinned host memory
 	} else {
-		d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
+		d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, core.CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
 	}
 	st.Grads = gb
-	d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, prec.Params, prec.Params.Bytes(zeroReduceBucket), CatComm, "ZeRO-3 reduce bucket (reduce_bucket_size elements, allocated at init)")
+	d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, prec.Params, prec.Params.Bytes(zeroReduceBucket), core.CatComm, "ZeRO-3 reduce bucket (reduce_bucket_size elements, allocated at init)")
 }
 
 // setupFSDP: every parameter sharded along dim 0 (a DTensor shard), its
@@ -279,14 +280,14 @@ func (d *distState) setupFSDP(r *Replay) {
 		if p.TiedTo >= 0 {
 			continue
 		}
-		n := fsdpShard(p.shape, p.Numel, d.degree(int32(pi)))
+		n := fsdpShard(p.Shape, p.Numel, d.degree(int32(pi)))
 		b := prec.Params.Bytes(n)
 		st.Params += b
 		if d.fsdpOffload(r) {
 			r.fo().hostParams += b // fsdp_offload.go: pinned on the host
 			continue
 		}
-		d.alloc(r, p.Name+" shard", []int64{n}, prec.Params, b, CatParams, "this rank's shard of the parameter (FSDP)")
+		d.alloc(r, p.Name+" shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the parameter (FSDP)")
 	}
 	if r.Plan.Phase == "eval" {
 		return
@@ -297,7 +298,7 @@ func (d *distState) setupFSDP(r *Replay) {
 		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		d.optimizerShard(r, p.Name, fsdpShard(p.shape, p.Numel, d.degree(int32(pi))), "FSDP shard")
+		d.optimizerShard(r, p.Name, fsdpShard(p.Shape, p.Numel, d.degree(int32(pi))), "FSDP shard")
 	}
 	if d.fsdpOffload(r) { // fsdp_offload.go: the sharded gradients are host tensors
 		for u := range d.units {
@@ -307,7 +308,7 @@ func (d *distState) setupFSDP(r *Replay) {
 		}
 		return
 	}
-	if r.Plan.gradsPersist() {
+	if r.Plan.GradsPersist() {
 		for u := range d.units {
 			d.shardGrad(r, u)
 		}
@@ -320,7 +321,7 @@ func (d *distState) unitGradShard(u int) int64 {
 	for _, pi := range d.units[u].params {
 		p := &d.p.Params[pi]
 		if p.Trainable {
-			n += fsdpShard(p.shape, p.Numel, d.degree(pi))
+			n += fsdpShard(p.Shape, p.Numel, d.degree(pi))
 		}
 	}
 	return n
@@ -334,6 +335,6 @@ func (d *distState) shardGrad(r *Replay, u int) {
 		return
 	}
 	dt := r.Plan.Precision.Grads
-	un.grad = d.alloc(r, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output)")
+	un.grad = d.alloc(r, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), core.CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output)")
 	r.rep.States.Grads += dt.Bytes(n)
 }

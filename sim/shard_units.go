@@ -1,6 +1,9 @@
 package sim
 
-import "strings"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"strings"
+)
 
 // Gather units: the parameters ZeRO-3 (a module) and FSDP (a repeated
 // block, or the root) all-gather together, and the ops that read them.
@@ -46,7 +49,7 @@ func (d *distState) buildUnits() {
 		return u
 	}
 	for i := range prog.Ops {
-		for _, pi := range prog.Ops[i].params {
+		for _, pi := range prog.Ops[i].Params {
 			u := unitFor(d.root(pi))
 			if !containsUnit(d.opUnits[i], u) {
 				d.opUnits[i] = append(d.opUnits[i], u)
@@ -113,30 +116,30 @@ func fsdpUnit(name string, blocks map[string]int) (string, bool) {
 
 // blockPrefixes are the module paths of the blocks of the model's largest
 // repeat(), as the lowering names them.
-func blockPrefixes(m *Model) []string {
-	s, err := SplitStages(m, Parallelism{})
+func blockPrefixes(m *core.Model) []string {
+	s, err := core.SplitStages(m, core.Parallelism{})
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, u := range s.Blocks {
 		var parts []string
-		for _, a := range u.anc {
-			if a.seq.Label() == "" {
-				parts = append(parts, itoa(int64(a.index)))
+		for _, a := range u.Anc {
+			if a.Seq.Label() == "" {
+				parts = append(parts, core.Itoa(int64(a.Index)))
 			}
-			if a.seq.Name != "" {
-				parts = append(parts, a.seq.Name)
+			if a.Seq.Name != "" {
+				parts = append(parts, a.Seq.Name)
 			}
 		}
 		if u.Rep.Label() == "" {
-			parts = append(parts, itoa(int64(u.index)))
+			parts = append(parts, core.Itoa(int64(u.Index)))
 		}
 		name := u.Rep.Name
 		if name == "" {
 			name = "layers"
 		}
-		parts = append(parts, name, itoa(u.block))
+		parts = append(parts, name, core.Itoa(u.Block))
 		out = append(out, strings.Join(parts, "."))
 	}
 	return out

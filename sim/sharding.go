@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Data-parallel sharding: what each GPU holds of the parameters, gradients
 // and optimizer state, and when the sharded parts are gathered. The modes:
@@ -65,9 +68,9 @@ type gatherUnit struct {
 // distState is the distributed part of one replay.
 type distState struct {
 	Mode     DistMode
-	par      Parallelism
-	plan     *Plan
-	p        *Program
+	par      core.Parallelism
+	plan     *core.Plan
+	p        *core.Program
 	dp, edp  int64       // sharding degrees of dense and expert parameters
 	gatherDT units.DType // dtype of gathered parameters and their unsharded grads
 
@@ -78,7 +81,7 @@ type distState struct {
 	posOf   []int   // each unit's position in order (prefetch), built on first use
 	live    int64   // elements of gathered units that are not kept whole
 
-	seeds map[int32][]stageOut // pipeline outputs by producer op
+	seeds map[int32][]core.StageOut // pipeline outputs by producer op
 
 	ipg      int32 // ZeRO-1/2 reduce bucket, live during backward
 	gradPart int32 // ZeRO-1/2 grads_in_partition
@@ -88,8 +91,8 @@ type distState struct {
 }
 
 // newDist returns the distributed state of a replay, nil on one GPU.
-func NewDist(plan *Plan, prog *Program) *distState {
-	if !plan.Parallel.Active() && prog.stage == nil {
+func NewDist(plan *core.Plan, prog *core.Program) *distState {
+	if !plan.Parallel.Active() && prog.Stage == nil {
 		return nil
 	}
 	par := plan.Parallel.Norm()
@@ -111,10 +114,10 @@ func NewDist(plan *Plan, prog *Program) *distState {
 	case par.DP > 1:
 		d.Mode = DistDDP
 	}
-	if prog.stage != nil {
-		d.seeds = map[int32][]stageOut{}
-		for _, o := range prog.stage.outputs {
-			pr := prog.Values[o.v].producer
+	if prog.Stage != nil {
+		d.seeds = map[int32][]core.StageOut{}
+		for _, o := range prog.Stage.Outputs {
+			pr := prog.Values[o.V].Producer
 			d.seeds[pr] = append(d.seeds[pr], o)
 		}
 	}
@@ -197,6 +200,6 @@ func fsdpShard(shape []int64, numel, n int64) int64 {
 	return ceilDiv(shape[0], n) * (numel / shape[0])
 }
 
-func (d *distState) alloc(r *Replay, name string, shape []int64, dt units.DType, bytes int64, cat Category, why string) int32 {
+func (d *distState) alloc(r *Replay, name string, shape []int64, dt units.DType, bytes int64, cat core.Category, why string) int32 {
 	return r.allocate(Alloc{Tensor: name, Shape: shape, DType: dt, Bytes: bytes, Why: why, Cat: cat})
 }

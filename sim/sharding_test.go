@@ -3,39 +3,40 @@ package sim
 import (
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
 // linearStack is n blocks of two bias-free linears (d -> f -> d): every
 // parameter is a large matrix, so ZeRO-3 keeps none whole and the model
 // states are exactly the ZeRO paper's.
-func linearStack(n, d, f int64) *Model {
-	block := &Sequential{Layers: []Layer{
+func linearStack(n, d, f int64) *core.Model {
+	block := &core.Sequential{Layers: []core.Layer{
 		&Linear{Name: "up", In: d, Out: f},
 		&Linear{Name: "down", In: f, Out: d},
 	}}
-	return &Model{Name: "stack", Layers: []Layer{&Repeat{Layer: block, N: n}}, Loss: "mse", InputDim: d}
+	return &core.Model{Name: "stack", Layers: []core.Layer{&core.Repeat{Layer: block, N: n}}, Loss: "mse", InputDim: d}
 }
 
-func distPlan(t testing.TB, m *Model, precision string, par Parallelism) *Plan {
+func distPlan(t testing.TB, m *core.Model, precision string, par core.Parallelism) *core.Plan {
 	t.Helper()
-	prec, err := LookupPrecision(precision)
+	prec, err := core.LookupPrecision(precision)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, _ := LookupRuntime("cuda")
+	rt, _ := core.LookupRuntime("cuda")
 	dev, err := hw.LookupDevice("H100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec,
-		Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Runtime: rt,
+	return &core.Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec,
+		Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Runtime: rt,
 		Device: dev, Phase: "train", Parallel: par}
 }
 
-func evalPlan(t testing.TB, p *Plan) *Report {
+func evalPlan(t testing.TB, p *core.Plan) *Report {
 	t.Helper()
-	rep, err := Evaluate(p, Options{})
+	rep, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func evalPlan(t testing.TB, p *Plan) *Report {
 // to 2N elements; TestZeROPadding covers the rest). The 7.5B rows are
 // calibration.md E1: Ψ = 7.5e9, N = 64 gives 120, 31.4, 16.6 and 1.9 GB.
 func TestZeROStates(t *testing.T) {
-	for _, m := range []*Model{
+	for _, m := range []*core.Model{
 		linearStack(4, 1024, 4096),   // Ψ = 2^25
 		linearStack(30, 5000, 25000), // Ψ = 7.5e9
 	} {
@@ -65,7 +66,7 @@ func TestZeROStates(t *testing.T) {
 				if stage > 0 && n == 1 && psi > 1<<30 {
 					continue
 				}
-				rep := evalPlan(t, distPlan(t, m, "fp16-master", Parallelism{DP: n, Zero: stage}))
+				rep := evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{DP: n, Zero: stage}))
 				want := States{Params: 2 * psi, Grads: 2 * psi, Master: 4 * psi, Optimizer: 8 * psi}
 				if stage >= 1 {
 					want.Master, want.Optimizer = 4*psi/n, 8*psi/n
@@ -95,7 +96,7 @@ func TestZeROStates(t *testing.T) {
 // of 2*dp elements (stage_1_and_2.py, nccl_start_alignment_factor = 2) and
 // ZeRO-3 partitions each parameter to ceil(numel/dp) elements.
 func TestZeROPadding(t *testing.T) {
-	m := &Model{Name: "one", Layers: []Layer{&Linear{In: 1000, Out: 1001}}, Loss: "mse", InputDim: 1000}
+	m := &core.Model{Name: "one", Layers: []core.Layer{&Linear{In: 1000, Out: 1001}}, Loss: "mse", InputDim: 1000}
 	// Ψ = 1,001,000; dp = 3: ZeRO-1/2 partition roundup(Ψ, 6)/3 = 333,668;
 	// ZeRO-3 partition ceil(Ψ/3) = 333,667.
 	for _, tc := range []struct {
@@ -106,7 +107,7 @@ func TestZeROPadding(t *testing.T) {
 		{2, 4 * 333_668, 2 * 333_668},
 		{3, 4 * 333_667, 2 * 333_667},
 	} {
-		rep := evalPlan(t, distPlan(t, m, "fp16-master", Parallelism{DP: 3, Zero: tc.zero}))
+		rep := evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{DP: 3, Zero: tc.zero}))
 		if rep.States.Master != tc.master || rep.States.Optimizer != 2*tc.master || rep.States.Grads != tc.grad {
 			t.Errorf("zero=%d: master %d optimizer %d grads %d, want %d %d %d", tc.zero,
 				rep.States.Master, rep.States.Optimizer, rep.States.Grads, tc.master, 2*tc.master, tc.grad)
@@ -119,13 +120,13 @@ func TestZeROPadding(t *testing.T) {
 // there from dp=2 on; NCCL buffers sit outside the allocator.
 func TestDataParallelSavesNothing(t *testing.T) {
 	m := linearStack(4, 1024, 4096)
-	base := evalPlan(t, distPlan(t, m, "bf16-mixed", Parallelism{DP: 2}))
-	one := evalPlan(t, distPlan(t, m, "bf16-mixed", Parallelism{}))
+	base := evalPlan(t, distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 2}))
+	one := evalPlan(t, distPlan(t, m, "bf16-mixed", core.Parallelism{}))
 	if got, want := base.PeakAllocated-one.PeakAllocated, 4*m.Params(); got != want {
 		t.Errorf("dp=2 adds %d bytes to the peak, want the DDP buckets' %d (fp32 gradients)", got, want)
 	}
 	for _, n := range []int64{4, 8, 16, 64, 512} {
-		rep := evalPlan(t, distPlan(t, m, "bf16-mixed", Parallelism{DP: n}))
+		rep := evalPlan(t, distPlan(t, m, "bf16-mixed", core.Parallelism{DP: n}))
 		if rep.PeakAllocated != base.PeakAllocated || rep.PeakReserved != base.PeakReserved || rep.States != base.States {
 			t.Errorf("dp=%d: peak %d reserved %d states %+v; dp=2: %d %d %+v", n,
 				rep.PeakAllocated, rep.PeakReserved, rep.States, base.PeakAllocated, base.PeakReserved, base.States)
@@ -138,13 +139,13 @@ func TestDataParallelSavesNothing(t *testing.T) {
 func TestZeRO3StatesFallAsOneOverDP(t *testing.T) {
 	m := linearStack(4, 1024, 4096)
 	total := func(s States) int64 { return s.Params + s.Grads + s.Master + s.Optimizer }
-	one := total(evalPlan(t, distPlan(t, m, "fp16-master", Parallelism{Zero: 3})).States)
+	one := total(evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{Zero: 3})).States)
 	if one != 16*m.Params() {
 		t.Fatalf("zero=3 on one GPU: %d bytes of states, want 16Ψ = %d", one, 16*m.Params())
 	}
 	prev := int64(1) << 62
 	for _, n := range []int64{2, 4, 8, 16, 32, 64} {
-		rep := evalPlan(t, distPlan(t, m, "fp16-master", Parallelism{DP: n, Zero: 3}))
+		rep := evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{DP: n, Zero: 3}))
 		if got := total(rep.States); got*n != one {
 			t.Errorf("dp=%d: states %d x %d = %d, want %d", n, got, n, got*n, one)
 		}
@@ -162,8 +163,8 @@ func TestZeRO3StatesFallAsOneOverDP(t *testing.T) {
 func TestShardedTraffic(t *testing.T) {
 	m := linearStack(4, 1024, 4096)
 	for _, n := range []int64{2, 8, 64} {
-		ddp := evalPlan(t, distPlan(t, m, "fp16-master", Parallelism{DP: n}))
-		z3 := evalPlan(t, distPlan(t, m, "fp16-master", Parallelism{DP: n, Zero: 3}))
+		ddp := evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{DP: n}))
+		z3 := evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{DP: n, Zero: 3}))
 		if ddp.Traffic.Network == 0 || 2*z3.Traffic.Network != 3*ddp.Traffic.Network {
 			t.Errorf("dp=%d: ZeRO-3 sends %d bytes, DDP %d: want 1.5x", n, z3.Traffic.Network, ddp.Traffic.Network)
 		}
@@ -182,7 +183,7 @@ func TestFSDPStates(t *testing.T) {
 	m := linearStack(8, 1024, 4096)
 	psi := m.Params()
 	for _, n := range []int64{2, 8} {
-		rep, err := Evaluate(distPlan(t, m, "bf16-mixed", Parallelism{DP: n, FSDP: true}), Options{Timeline: true})
+		rep, err := Evaluate(distPlan(t, m, "bf16-mixed", core.Parallelism{DP: n, FSDP: true}), core.Options{Timeline: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +197,7 @@ func TestFSDPStates(t *testing.T) {
 		// (fp32) comes after the block is resharded: one block and it.
 		var most int64
 		for _, pt := range rep.Timeline {
-			most = max(most, pt.ByCat[CatComm])
+			most = max(most, pt.ByCat[core.CatComm])
 		}
 		block := int64(2 * 2 * 1024 * 4096)
 		if lo, hi := 2*block, 3*block; most < lo || most > hi {
@@ -212,7 +213,7 @@ func TestMegatronDistributedOptimizer(t *testing.T) {
 	m := linearStack(4, 1024, 4096)
 	psi := m.Params()
 	for _, n := range []int64{1, 2, 8} {
-		rep := evalPlan(t, distPlan(t, m, "megatron", Parallelism{DP: n, DistributedOptimizer: true}))
+		rep := evalPlan(t, distPlan(t, m, "megatron", core.Parallelism{DP: n, DistributedOptimizer: true}))
 		s := rep.States
 		if got := s.Params + s.Grads + s.Master + s.Optimizer; got != 6*psi+12*psi/n {
 			t.Errorf("dp=%d: %d bytes of states, want 6Ψ + 12Ψ/dp = %d", n, got, 6*psi+12*psi/n)

@@ -1,17 +1,19 @@
 package sim
 
+import "github.com/memsh/memsh/sim/core"
+
 // Evaluate replays one steady-state step of the plan on one GPU: it
 // validates the plan, lowers it (or replays each pipeline stage), replays
 // the program through the allocator model, runs the time model over the
 // replay and adds a graph model's notes.
-func Evaluate(plan *Plan, opts Options) (*Report, error) {
+func Evaluate(plan *core.Plan, opts core.Options) (*Report, error) {
 	rep, _, err := evaluate(plan, opts)
 	return rep, err
 }
 
 // evaluate is Evaluate that also returns a pipeline stage's time, which
 // evaluatePipeline composes into the pipeline's step.
-func evaluate(plan *Plan, opts Options) (*Report, *StageTime, error) {
+func evaluate(plan *core.Plan, opts core.Options) (*Report, *StageTime, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -22,7 +24,7 @@ func evaluate(plan *Plan, opts Options) (*Report, *StageTime, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := plan.checkFirstStep(prog); err != nil { // first_step.go
+	if err := plan.CheckFirstStep(prog); err != nil { // first_step.go
 		return nil, nil, err
 	}
 	r, err := Run(prog, plan, opts)

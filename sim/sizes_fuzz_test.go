@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -28,7 +29,7 @@ func FuzzSizes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind uint8, a, b, c, d, batch, seq int64, opt, planOpt uint8) {
 		defer failSlow(t, time.Now())
 		l, want := fuzzLayer(kind, a, b, c, d, opt)
-		if err := ValidateLayer(l, l.Kind()); err != nil {
+		if err := core.ValidateLayer(l, l.Kind()); err != nil {
 			failInternal(t, err)
 			return
 		}
@@ -36,7 +37,7 @@ func FuzzSizes(f *testing.F) {
 		if n < 0 || (want >= 0 && math.Abs(float64(n)-want) > want*1e-9) {
 			t.Fatalf("%s: params %d, want %.17g", l.Kind(), n, want)
 		}
-		m := &Model{Name: "fuzz", Layers: []Layer{l}, Loss: "mse"}
+		m := &core.Model{Name: "fuzz", Layers: []core.Layer{l}, Loss: "mse"}
 		if _, ok := l.(*Embedding); ok {
 			m.Loss, m.Vocab, m.TieEmbeddings = "cross_entropy", a, planOpt&0x80 != 0
 		}
@@ -49,7 +50,7 @@ func FuzzSizes(f *testing.F) {
 			return
 		}
 		p := fuzzPlan(m, batch, seq, planOpt)
-		rep, err := Evaluate(p, Options{})
+		rep, err := Evaluate(p, core.Options{})
 		if err != nil {
 			failInternal(t, err)
 			return
@@ -64,14 +65,14 @@ func FuzzSizes(f *testing.F) {
 		p.ExpandableSegments = true
 		p.Validation = !p.Parallel.Active() && p.Phase == "train"
 		if z := p.Parallel.Zero; z > 0 && p.Phase == "train" {
-			p.Offload = &Offload{Optimizer: "cpu"}
+			p.Offload = &core.Offload{Optimizer: "cpu"}
 			if z == 3 {
 				p.Offload.Params = "cpu"
 			}
 		} else if p.Parallel.Active() && p.Phase == "train" { // DDP becomes FSDP2 with CPUOffloadPolicy
-			p.Parallel.FSDP, p.Offload = true, &Offload{Params: "cpu"}
+			p.Parallel.FSDP, p.Offload = true, &core.Offload{Params: "cpu"}
 		}
-		rep, err = Evaluate(p, Options{})
+		rep, err = Evaluate(p, core.Options{})
 		if err != nil {
 			failInternal(t, err)
 			return
@@ -84,7 +85,7 @@ func FuzzSizes(f *testing.F) {
 
 // fuzzLayer builds one of a few layer shapes from the sizes, with its
 // parameter count computed in float64 (-1 when not computed here).
-func fuzzLayer(kind uint8, a, b, c, d int64, opt uint8) (Layer, float64) {
+func fuzzLayer(kind uint8, a, b, c, d int64, opt uint8) (core.Layer, float64) {
 	fa, fb, fc := float64(a), float64(b), float64(c)
 	bias := opt&1 != 0
 	acts := []string{"gelu", "relu", "silu", "swiglu", "geglu"}
@@ -112,7 +113,7 @@ func fuzzLayer(kind uint8, a, b, c, d int64, opt uint8) (Layer, float64) {
 		// router a x c, c experts of 3 x a x b (swiglu)
 		return &MoE{Dim: a, Hidden: b, Experts: c, TopK: d, Act: "swiglu", Capacity: float64(opt%4) * 0.5}, fa*fc + fc*3*fa*fb
 	case 5:
-		return &Repeat{Layer: &Linear{In: a, Out: a}, N: b}, fb * fa * fa
+		return &core.Repeat{Layer: &Linear{In: a, Out: a}, N: b}, fb * fa * fa
 	case 6:
 		w := fa
 		if opt&1 == 0 && opt&2 != 0 {
@@ -120,24 +121,24 @@ func fuzzLayer(kind uint8, a, b, c, d int64, opt uint8) (Layer, float64) {
 		}
 		return &Norm{Dim: a, RMS: opt&1 != 0, Bias: opt&1 == 0 && opt&2 != 0}, w
 	default:
-		return &Sequential{Layers: []Layer{&Linear{In: a, Out: b}, &Linear{In: b, Out: c}}}, fa*fb + fb*fc
+		return &core.Sequential{Layers: []core.Layer{&Linear{In: a, Out: b}, &Linear{In: b, Out: c}}}, fa*fb + fb*fc
 	}
 }
 
 // fuzzPlan is a plan over m with the given batch and seq; planOpt picks
 // the precision, checkpointing, gradient accumulation and data-parallel
 // layout.
-func fuzzPlan(m *Model, batch, seq int64, planOpt uint8) *Plan {
+func fuzzPlan(m *core.Model, batch, seq int64, planOpt uint8) *core.Plan {
 	precs := []string{"fp32", "bf16-mixed", "fp16-mixed", "bf16"}
-	prec, _ := LookupPrecision(precs[planOpt%4])
-	rt, _ := LookupRuntime("cuda")
+	prec, _ := core.LookupPrecision(precs[planOpt%4])
+	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100-80GB")
 	ckpt := []string{"none", "full", "selective", "none"}[(planOpt>>2)%4]
-	ck, _ := ParseCheckpoint(ckpt)
-	p := &Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1 + int64(planOpt>>4&1), Members: 1,
-		Precision: prec, Runtime: rt, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: ck, Phase: "train", Device: dev}
+	ck, _ := core.ParseCheckpoint(ckpt)
+	p := &core.Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1 + int64(planOpt>>4&1), Members: 1,
+		Precision: prec, Runtime: rt, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: ck, Phase: "train", Device: dev}
 	if planOpt&0x20 != 0 {
-		p.Parallel = Parallelism{DP: 8, Zero: int(planOpt>>6) % 4}
+		p.Parallel = core.Parallelism{DP: 8, Zero: int(planOpt>>6) % 4}
 	}
 	if planOpt&0x40 != 0 && planOpt&0x20 == 0 {
 		p.Phase = "eval"

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -21,12 +22,12 @@ func TestGemma2Softcap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		prec, _ := LookupPrecision("bf16")
+		prec, _ := core.LookupPrecision("bf16")
 		dev, _ := hw.LookupDevice("H100-80GB")
-		rt, _ := LookupRuntime("cuda")
-		p := &Plan{Model: m, Batch: 1, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
-			Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: "train"}
-		r, err := Evaluate(p, Options{})
+		rt, _ := core.LookupRuntime("cuda")
+		p := &core.Plan{Model: m, Batch: 1, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
+			Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: "train"}
+		r, err := Evaluate(p, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

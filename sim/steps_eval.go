@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -11,7 +12,7 @@ import (
 // optimizer state and the cuBLAS workspace persist across steps; each
 // step's gradients, batch and table tensors are freed at its end, as
 // optimizer.zero_grad(set_to_none=True) and the training loop do.
-func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error) {
+func EvaluateSteps(plan *core.Plan, opts core.Options, s StepSeries) (*StepsReport, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}

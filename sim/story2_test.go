@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"testing"
+)
 
 // SEEDS.md story 2: "7B parameters: ~28 GB of weights in FP32, ~14 GB in
 // FP16/BF16", read off the replay's model states for Llama-2-7B
@@ -19,7 +22,7 @@ func TestStory2WeightBytes(t *testing.T) {
 		{"bf16", 2 * 6_738_415_616},
 		{"bf16-mixed", 4 * 6_738_415_616}, // autocast keeps fp32 weights
 	} {
-		rep, err := Evaluate(llamaPlan(m, 1, 512, c.precision, "full", "H200"), Options{})
+		rep, err := Evaluate(llamaPlan(m, 1, 512, c.precision, "full", "H200"), core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +45,7 @@ func TestStory2Breakdown13B(t *testing.T) {
 	if m.Params() != 13_015_864_320 {
 		t.Fatalf("Llama-2-13B params %d", m.Params())
 	}
-	rep, err := Evaluate(llamaPlan(m, 4, 4096, "bf16-mixed", "full", "H100-80GB"), Options{})
+	rep, err := Evaluate(llamaPlan(m, 4, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

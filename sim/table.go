@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -60,9 +61,9 @@ type Table struct {
 	PadRows       bool   // pad each step's row lists to the maximum (sparse)
 }
 
-func (t *Table) Kind() string      { return "table" }
-func (t *Table) Label() string     { return t.Name }
-func (t *Table) Children() []Layer { return nil }
+func (t *Table) Kind() string           { return "table" }
+func (t *Table) Label() string          { return t.Name }
+func (t *Table) Children() []core.Layer { return nil }
 
 // Params is rows x heads x dim: the trained rows (the spare padding row is
 // storage, not a parameter).
@@ -122,12 +123,12 @@ const maxTableBytesPerParam = 32
 // so 2^40 heads would allocate per head before any size is checked.
 const maxTableHeads = 1 << 16
 
-func (t *Table) validate(path string) error {
+func (t *Table) Validate(path string) error {
 	for _, f := range []struct {
 		what string
 		n    int64
 	}{{"rows", t.Rows}, {"dim", t.Dim}, {"heads", t.Heads}} {
-		if err := positive(path, f.what, f.n); err != nil {
+		if err := core.Positive(path, f.what, f.n); err != nil {
 			return err
 		}
 	}
@@ -184,10 +185,10 @@ func mulChecked(fs ...int64) (int64, bool) {
 // table's optimizer step needs.
 type tableProg struct {
 	t         *Table
-	name      string  // module path of the layer
-	positions int64   // tokens in the micro-batch (batch x seq)
-	idx       Value   // hashed row indices, [heads, batch, seq(, reads)] int64
-	params    []int32 // per head: the table as a program parameter (on the device), else nil
+	name      string     // module path of the layer
+	positions int64      // tokens in the micro-batch (batch x seq)
+	idx       core.Value // hashed row indices, [heads, batch, seq(, reads)] int64
+	params    []int32    // per head: the table as a program parameter (on the device), else nil
 	heads     []tableHead
 	leafRows  int64 // rows in each head's leaf this step (distinct, or padded)
 	train     bool  // the table is trained this step (not eval, not frozen by LoRA)
@@ -195,9 +196,9 @@ type tableProg struct {
 
 // tableHead is one head's per-step tensors of a sparse table.
 type tableHead struct {
-	rows    Value // torch.unique output: the distinct rows (storage of n int64, see table_replay.go)
-	inverse Value // position -> leaf row, [batch, seq(, reads)] int64
-	leaf    Value // the rows read, [leafRows, dim]
+	rows    core.Value // torch.unique output: the distinct rows (storage of n int64, see table_replay.go)
+	inverse core.Value // position -> leaf row, [batch, seq(, reads)] int64
+	leaf    core.Value // the rows read, [leafRows, dim]
 }
 
 // indicesPerHead is n, the row indices each head reads per step.
@@ -207,33 +208,33 @@ func (tp *tableProg) indicesPerHead() int64 { return tp.positions * tp.t.readsPe
 // indices, or the whole table when that is smaller. pad_rows pads to it.
 func (tp *tableProg) maxLeafRows() int64 { return min(tp.indicesPerHead(), tp.t.Rows) }
 
-func (t *Table) lower(b *builder, x Value) Value {
-	in := b.p.Input
-	if in == NoValue || b.dtype(in) != units.INT64 {
-		panic(lowerError{&units.Error{Path: b.name(t.Name), Msg: "table reads the batch's token ids, but the model's input is not tokens",
+func (t *Table) Lower(b *core.Builder, x core.Value) core.Value {
+	in := b.P.Input
+	if in == core.NoValue || b.Dtype(in) != units.INT64 {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(t.Name), Msg: "table reads the batch's token ids, but the model's input is not tokens",
 			Hint: "start the model with embedding(vocab, dim) and place the table after it, e.g. residual(table(...))"}})
 	}
-	if b.par.tpn() > 1 || b.par.cpn() > 1 {
-		panic(lowerError{&units.Error{Path: b.name(t.Name), Msg: fmt.Sprintf("tables are not modelled under tensor or context parallelism yet (tp=%d, cp=%d)", b.par.tpn(), b.par.cpn()),
+	if b.Par.Tpn() > 1 || b.Par.Cpn() > 1 {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(t.Name), Msg: fmt.Sprintf("tables are not modelled under tensor or context parallelism yet (tp=%d, cp=%d)", b.Par.Tpn(), b.Par.Cpn()),
 			Hint: "simulate the table with tp=1 and cp=1 (data parallelism replicates it)"}})
 	}
 	name := t.Name
 	if name == "" {
 		name = "table"
 	}
-	defer b.scope(name)()
+	defer b.Scope(name)()
 	r := t.readsPerHead()
-	tokShape := append([]int64(nil), b.shape(in)...) // [batch, seq]
+	tokShape := append([]int64(nil), b.Shape(in)...) // [batch, seq]
 	perHead := tokShape
 	if r > 1 {
 		perHead = append(append([]int64(nil), tokShape...), r)
 	}
 	// LoRA freezes every base weight, tables included.
-	tp := &tableProg{t: t, name: b.name(""), positions: numel(tokShape), train: !b.eval && b.lora == nil}
+	tp := &tableProg{t: t, name: b.Name(""), positions: core.Numel(tokShape), train: !b.Eval && b.Lora == nil}
 	tp.leafRows = tp.maxLeafRows()
 	tp.idx = tableInput(b, "indices", append([]int64{t.Heads}, perHead...), units.INT64, false,
 		"hashed row indices of every head, computed from the token ids with the batch")
-	dt := b.prec.Params
+	dt := b.Prec.Params
 	outShape := append(append([]int64(nil), tokShape...), t.Heads*t.Dim)
 	// Sparse tables gather into leaves when training, and host tables
 	// always (their rows must cross to the device); a device table in eval
@@ -241,11 +242,11 @@ func (t *Table) lower(b *builder, x Value) Value {
 	leaves := t.grad() == "sparse" && (tp.train || t.placement() == "host")
 	if t.placement() == "device" {
 		for h := int64(0); h < t.Heads; h++ {
-			done := b.scope(itoa(h))
-			pi := b.param("weight", []int64{t.Rows + t.spare(), t.Dim}, "table")
+			done := b.Scope(core.Itoa(h))
+			pi := b.Param("weight", []int64{t.Rows + t.spare(), t.Dim}, "table")
 			if t.grad() == "sparse" {
 				// Stepped by the table's own row-wise AdamW, not the plan's optimizer.
-				b.p.Params[pi].Trainable = false
+				b.P.Params[pi].Trainable = false
 			}
 			tp.params = append(tp.params, pi)
 			done()
@@ -253,9 +254,9 @@ func (t *Table) lower(b *builder, x Value) Value {
 	}
 	var i int32
 	if leaves {
-		ins := make([]Value, 0, 2*t.Heads)
+		ins := make([]core.Value, 0, 2*t.Heads)
 		for h := int64(0); h < t.Heads; h++ {
-			done := b.scope(itoa(h))
+			done := b.Scope(core.Itoa(h))
 			hd := tableHead{
 				rows:    tableInput(b, "rows", []int64{tp.indicesPerHead()}, units.INT64, false, "distinct rows read by this head (torch.unique output; storage keeps all indices)"),
 				inverse: tableInput(b, "inverse", perHead, units.INT64, false, "leaf row of each read (torch.unique inverse indices)"),
@@ -268,30 +269,30 @@ func (t *Table) lower(b *builder, x Value) Value {
 		for _, hd := range tp.heads {
 			ins = append(ins, hd.leaf)
 		}
-		i = b.addOp("table_lookup", "lookup", ins)
+		i = b.AddOp("table_lookup", "lookup", ins)
 		for _, hd := range tp.heads {
-			b.op(i).bytes += float64(b.val(hd.inverse).Bytes)
+			b.Op(i).Bytes += float64(b.Val(hd.inverse).Bytes)
 		}
 	} else {
-		i = b.addOp("table_lookup", "lookup", []Value{tp.idx}, tp.params...)
-		b.op(i).noGradB = true // int64 indices get no gradient
-		b.op(i).bytes += float64(b.val(tp.idx).Bytes)
+		i = b.AddOp("table_lookup", "lookup", []core.Value{tp.idx}, tp.params...)
+		b.Op(i).NoGradB = true // int64 indices get no gradient
+		b.Op(i).Bytes += float64(b.Val(tp.idx).Bytes)
 	}
-	y := b.out(i, "out", outShape, dt, fmt.Sprintf("rows read from table %s (%d heads x %d)", tp.name, t.Heads, t.Dim))
+	y := b.Out(i, "out", outShape, dt, fmt.Sprintf("rows read from table %s (%d heads x %d)", tp.name, t.Heads, t.Dim))
 	if leaves {
 		for _, hd := range tp.heads {
-			b.save(i, hd.inverse)
+			b.Save(i, hd.inverse)
 		}
 	} else {
-		b.save(i, tp.idx)
+		b.Save(i, tp.idx)
 	}
 	reads := tp.positions * t.reads()
-	b.op(i).bytes += float64(dt.Bytes(reads * t.Dim)) // the rows gathered
+	b.Op(i).Bytes += float64(dt.Bytes(reads * t.Dim)) // the rows gathered
 	if r > 1 {
-		b.op(i).Flops = float64(reads * t.Dim) // summing each head's reads
+		b.Op(i).Flops = float64(reads * t.Dim) // summing each head's reads
 	}
-	b.op(i).workB = embeddingBackwardWorkspace(tp.indicesPerHead(), t.Dim)
-	b.p.Tables = append(b.p.Tables, tp)
+	b.Op(i).WorkB = embeddingBackwardWorkspace(tp.indicesPerHead(), t.Dim)
+	b.P.Tables = append(b.P.Tables, tp)
 	return y
 }
 
@@ -304,12 +305,12 @@ func leafWhy(t *Table) string {
 
 // tableInput adds a value that exists before the forward (produced by the
 // replay's table setup, table_replay.go), like the batch.
-func tableInput(b *builder, name string, shape []int64, dt units.DType, grad bool, why string) Value {
-	b.p.Values = append(b.p.Values, valueInfo{
-		name: b.name(name), shape: shape, dtype: dt, Bytes: dt.Bytes(numel(shape)),
-		grad: grad && !b.eval, Cat: CatActivations, producer: -1, why: why,
+func tableInput(b *core.Builder, name string, shape []int64, dt units.DType, grad bool, why string) core.Value {
+	b.P.Values = append(b.P.Values, core.ValueInfo{
+		Name: b.Name(name), Shape: shape, Dtype: dt, Bytes: dt.Bytes(core.Numel(shape)),
+		Grad: grad && !b.Eval, Cat: core.CatActivations, Producer: -1, Why: why,
 	})
-	return Value(len(b.p.Values) - 1)
+	return core.Value(len(b.P.Values) - 1)
 }
 
 // embeddingBackwardWorkspace is the transient memory of one head's lookup
@@ -334,7 +335,7 @@ func embeddingBackwardWorkspace(n, dim int64) int64 {
 func (tp *tableProg) TableName() string { return tp.name }
 
 // tablesOf is the program's table layers.
-func tablesOf(p *Program) []*tableProg {
+func tablesOf(p *core.Program) []*tableProg {
 	out := make([]*tableProg, len(p.Tables))
 	for i, t := range p.Tables {
 		out[i] = t.(*tableProg)

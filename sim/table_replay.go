@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -59,8 +60,8 @@ func (r *Replay) setupTableStates() {
 			p := &r.p.Params[pi]
 			for _, s := range []string{"exp_avg", "exp_avg_sq"} {
 				b := prec.States.Bytes(p.Numel)
-				r.allocate(Alloc{Tensor: p.Name + " " + s, Shape: p.shape, DType: prec.States, Bytes: b,
-					Why: fmt.Sprintf("row-wise AdamW state %s of table %s head %d (table-sized, resident)", s, tp.name, h), Cat: CatOptimizer})
+				r.allocate(Alloc{Tensor: p.Name + " " + s, Shape: p.Shape, DType: prec.States, Bytes: b,
+					Why: fmt.Sprintf("row-wise AdamW state %s of table %s head %d (table-sized, resident)", s, tp.name, h), Cat: core.CatOptimizer})
 				r.rep.States.Optimizer += b
 			}
 		}
@@ -93,7 +94,7 @@ func (r *Replay) setupTableRows() {
 			// The unique output is allocated for n and resize_()d to the
 			// distinct count, which keeps the storage: hence rows holds n.
 			r.release(r.allocate(Alloc{Tensor: tp.name + " unique workspace", Shape: []int64{7 * n}, DType: units.INT64, Bytes: units.INT64.Bytes(7 * n),
-				Why: "torch.unique temporaries (sorted copy, permutation, arange, inv_loc, counts, radix-sort buffers)", Cat: CatTemporaries}))
+				Why: "torch.unique temporaries (sorted copy, permutation, arange, inv_loc, counts, radix-sort buffers)", Cat: core.CatTemporaries}))
 			if tp.t.placement() == "host" {
 				r.done[hd.rows] = true // the host has its own row list
 				r.maybeFree(hd.rows)
@@ -110,7 +111,7 @@ func (r *Replay) setupTableRows() {
 		if tp.t.placement() == "host" && ts.Transfer.LinkGBps <= 0 {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: the gpu's pcie_gbps is 0, so its transfer time is not estimated (pass gpu(..., pcie_gbps=25))", tp.name))
 		}
-		if r.Plan.gradsPersist() && tp.train {
+		if r.Plan.GradsPersist() && tp.train {
 			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: with grad_accum the replay holds one micro-batch's leaves; earlier micro-batches' rows are taken as already stepped", tp.name))
 		}
 		if !tp.t.PadRows && tp.train {
@@ -139,10 +140,10 @@ func (r *Replay) stepTables() {
 				// the denominator sqrt(v)+eps, then index_copy_ back.
 				shape := []int64{tp.leafRows, tp.t.Dim}
 				ids := []int32{
-					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d weight rows", tp.name, h), Shape: shape, DType: prec.Params, Bytes: prec.Params.Bytes(u), Why: "rows of the table gathered for the row-wise AdamW step", Cat: CatTemporaries}),
-					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d exp_avg rows", tp.name, h), Shape: shape, DType: prec.States, Bytes: prec.States.Bytes(u), Why: "exp_avg rows gathered for the row-wise AdamW step", Cat: CatTemporaries}),
-					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d exp_avg_sq rows", tp.name, h), Shape: shape, DType: prec.States, Bytes: prec.States.Bytes(u), Why: "exp_avg_sq rows gathered for the row-wise AdamW step", Cat: CatTemporaries}),
-					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d denominator", tp.name, h), Shape: shape, DType: prec.States, Bytes: prec.States.Bytes(u), Why: "sqrt(exp_avg_sq)+eps of the rows", Cat: CatTemporaries}),
+					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d weight rows", tp.name, h), Shape: shape, DType: prec.Params, Bytes: prec.Params.Bytes(u), Why: "rows of the table gathered for the row-wise AdamW step", Cat: core.CatTemporaries}),
+					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d exp_avg rows", tp.name, h), Shape: shape, DType: prec.States, Bytes: prec.States.Bytes(u), Why: "exp_avg rows gathered for the row-wise AdamW step", Cat: core.CatTemporaries}),
+					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d exp_avg_sq rows", tp.name, h), Shape: shape, DType: prec.States, Bytes: prec.States.Bytes(u), Why: "exp_avg_sq rows gathered for the row-wise AdamW step", Cat: core.CatTemporaries}),
+					r.allocateTable(Alloc{Tensor: fmt.Sprintf("%s.%d denominator", tp.name, h), Shape: shape, DType: prec.States, Bytes: prec.States.Bytes(u), Why: "sqrt(exp_avg_sq)+eps of the rows", Cat: core.CatTemporaries}),
 				}
 				for _, id := range ids {
 					r.releaseTable(id)
@@ -172,7 +173,7 @@ func (r *Replay) stepTables() {
 // moment rows, write the weight and moment rows, as the engine counts a
 // dense AdamW (optimizerTraffic). The gather into temporaries and the
 // write-back are not counted twice.
-func tableOptimizerTraffic(prec Precision, n int64) int64 {
+func tableOptimizerTraffic(prec core.Precision, n int64) int64 {
 	return 2*prec.Params.Bytes(n) + prec.Params.Bytes(n) + 4*prec.States.Bytes(n)
 }
 
@@ -228,8 +229,8 @@ func (r *Replay) tableStep(tp *tableProg) TableStep {
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 				ts.DeviceBytes += prec.Master.Bytes(p.Numel)
 			}
-			for _, s := range r.Plan.Optimizer.states(p.shape, p.Numel, prec.States) {
-				ts.DeviceBytes += s.bytes
+			for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, prec.States) {
+				ts.DeviceBytes += s.Bytes
 			}
 			ts.OptimizerHBM += r.OptimizerTraffic(p)
 		}
@@ -239,13 +240,13 @@ func (r *Replay) tableStep(tp *tableProg) TableStep {
 
 // produceTable allocates a table's per-step value through the table pool
 // (table_steps.go) when one is set.
-func (r *Replay) produceTable(v Value) {
+func (r *Replay) produceTable(v core.Value) {
 	vi := &r.p.Values[v]
-	r.valT[v] = r.allocateTable(Alloc{Tensor: vi.name, Shape: vi.shape, DType: vi.dtype, Bytes: vi.Bytes, Why: vi.why, Cat: vi.Cat})
+	r.valT[v] = r.allocateTable(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why, Cat: vi.Cat})
 	r.done[v] = false
 }
 
-func (r *Replay) maybeFreeTable(v Value) {
+func (r *Replay) maybeFreeTable(v core.Value) {
 	if r.done[v] && r.holds[v] <= 0 && r.valT[v] != none {
 		r.releaseTable(r.valT[v])
 		r.valT[v] = none

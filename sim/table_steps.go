@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -67,7 +68,7 @@ type StepsReport struct {
 
 // CheckSteps checks a step series against the program's sparse tables:
 // each step's distinct rows per head must be possible.
-func CheckSteps(prog *Program, rows []int64) error {
+func CheckSteps(prog *core.Program, rows []int64) error {
 	var sparse []*tableProg
 	for _, tp := range tablesOf(prog) {
 		if len(tp.heads) > 0 {
@@ -92,7 +93,7 @@ func CheckSteps(prog *Program, rows []int64) error {
 // RunSteps replays consecutive training steps of a lowered program
 // through one allocator, one step per entry of rows (the distinct rows per
 // head of the sparse tables); first is the full report of the first step.
-func RunSteps(prog *Program, plan *Plan, opts Options, first *Report, rows []int64, pool string) *StepsReport {
+func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Report, rows []int64, pool string) *StepsReport {
 	var sparse []*tableProg
 	for _, tp := range tablesOf(prog) {
 		if len(tp.heads) > 0 {
@@ -146,15 +147,15 @@ func RunSteps(prog *Program, plan *Plan, opts Options, first *Report, rows []int
 
 // setLeafRows sets the rows of each head's leaf for a step: n distinct
 // rows, or the padded maximum with pad_rows.
-func (tp *tableProg) setLeafRows(p *Program, n int64) {
+func (tp *tableProg) setLeafRows(p *core.Program, n int64) {
 	if tp.t.PadRows {
 		n = tp.maxLeafRows()
 	}
 	tp.leafRows = n
 	for _, hd := range tp.heads {
 		v := &p.Values[hd.leaf]
-		v.shape = []int64{n, tp.t.Dim}
-		v.Bytes = v.dtype.Bytes(n * tp.t.Dim)
+		v.Shape = []int64{n, tp.t.Dim}
+		v.Bytes = v.Dtype.Bytes(n * tp.t.Dim)
 	}
 }
 
@@ -175,7 +176,7 @@ func (r *Replay) carry(prev *Replay, persist int32) {
 // gradients (with grad_accum), the batch, and the tables' rows.
 func (r *Replay) setupStep() {
 	r.phase = PhaseSetup
-	if r.Plan.gradsPersist() {
+	if r.Plan.GradsPersist() {
 		r.op = "accumulated gradients"
 		for pi := range r.p.Params {
 			r.paramGradient(int32(pi))

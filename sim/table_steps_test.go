@@ -1,13 +1,14 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"strings"
 	"testing"
 )
 
-func steps(t *testing.T, p *Plan, rows []int64, pool string) *StepsReport {
+func steps(t *testing.T, p *core.Plan, rows []int64, pool string) *StepsReport {
 	t.Helper()
-	s, err := EvaluateSteps(p, Options{}, StepSeries{TableRows: rows, Pool: pool})
+	s, err := EvaluateSteps(p, core.Options{}, StepSeries{TableRows: rows, Pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func TestTableStepsPadded(t *testing.T) {
 	for _, place := range []string{"device", "host"} {
 		for _, pool := range []string{"torch", "exact"} {
 			p := ngramPlan(t, 1<<20, "sparse", place, true)
-			one, err := Evaluate(p, Options{})
+			one, err := Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +85,7 @@ func TestTableStepsUnpadded(t *testing.T) {
 	}
 
 	// The first step of a series at the maximum is the single-step replay.
-	one, err := Evaluate(p, Options{})
+	one, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestTableStepsErrors(t *testing.T) {
 	eval := ngramPlan(t, 1<<20, "sparse", "device", false)
 	eval.Phase = "eval"
 	for _, tc := range []struct {
-		p    *Plan
+		p    *core.Plan
 		s    StepSeries
 		want string
 	}{
@@ -110,7 +111,7 @@ func TestTableStepsErrors(t *testing.T) {
 		{dense, StepSeries{TableRows: []int64{10}}, `the plan has no table with grad="sparse"`},
 		{eval, StepSeries{TableRows: []int64{10}}, "needs a training plan"},
 	} {
-		_, err := EvaluateSteps(tc.p, Options{}, tc.s)
+		_, err := EvaluateSteps(tc.p, core.Options{}, tc.s)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("got %v, want an error containing %q", err, tc.want)
 		}

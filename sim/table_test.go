@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -12,23 +13,23 @@ import (
 // 29,377,536 parameters: width 512, 8 blocks, vocab 8192 tied) with an
 // n-gram table of heads x rowsPerHead rows of 32 added to the residual
 // stream after the embedding (16 heads x 32 = 512 features).
-func ngramModel(rowsPerHead int64, grad, placement string, pad bool) *Model {
-	block := &Sequential{Layers: []Layer{
-		&Residual{Layer: &Sequential{Layers: []Layer{
+func ngramModel(rowsPerHead int64, grad, placement string, pad bool) *core.Model {
+	block := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "ln1", Dim: 512, Bias: true},
 			&Attention{Name: "attn", Dim: 512, Heads: 8, Impl: "flash", Causal: true},
 		}}},
-		&Residual{Layer: &Sequential{Layers: []Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 			&Norm{Name: "ln2", Dim: 512, Bias: true},
 			&MLP{Name: "mlp", Dim: 512, Hidden: 2048, Act: "gelu"},
 		}}},
 	}}
-	return &Model{
+	return &core.Model{
 		Name: "xl",
-		Layers: []Layer{
+		Layers: []core.Layer{
 			&Embedding{Name: "embed", Rows: 8192, Dim: 512},
-			&Residual{Layer: &Table{Name: "ngram", Rows: rowsPerHead, Dim: 32, Heads: 16, Grad: grad, Placement: placement, PadRows: pad}},
-			&Repeat{Name: "layers", Layer: block, N: 8},
+			&core.Residual{Layer: &Table{Name: "ngram", Rows: rowsPerHead, Dim: 32, Heads: 16, Grad: grad, Placement: placement, PadRows: pad}},
+			&core.Repeat{Name: "layers", Layer: block, N: 8},
 			&Norm{Name: "ln_f", Dim: 512, Bias: true},
 		},
 		Loss: "cross_entropy", Vocab: 8192, TieEmbeddings: true,
@@ -37,23 +38,23 @@ func ngramModel(rowsPerHead int64, grad, placement string, pad bool) *Model {
 
 // ngramPlan trains the model in fp32 with AdamW (foreach), batch 16 x 512,
 // on an RTX 3090 whose host link is the story's measured 25 GB/s.
-func ngramPlan(t *testing.T, rowsPerHead int64, grad, placement string, pad bool) *Plan {
+func ngramPlan(t *testing.T, rowsPerHead int64, grad, placement string, pad bool) *core.Plan {
 	t.Helper()
 	dev, err := hw.LookupDevice("RTX-3090")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dev.PCIeGBps = 25
-	prec, _ := LookupPrecision("fp32")
-	rt, _ := LookupRuntime("cuda")
-	return &Plan{Model: ngramModel(rowsPerHead, grad, placement, pad), Batch: 16, Seq: 512, GradAccum: 1, Members: 1,
-		Precision: prec, Optimizer: Optimizer{Kind: "adamw"}, Checkpoint: Checkpoint{Mode: "none"},
+	prec, _ := core.LookupPrecision("fp32")
+	rt, _ := core.LookupRuntime("cuda")
+	return &core.Plan{Model: ngramModel(rowsPerHead, grad, placement, pad), Batch: 16, Seq: 512, GradAccum: 1, Members: 1,
+		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"},
 		Device: dev, Phase: "train", Runtime: rt}
 }
 
-func evalTable(t *testing.T, p *Plan) (*Report, TableStep) {
+func evalTable(t *testing.T, p *core.Plan) (*Report, TableStep) {
 	t.Helper()
-	r, err := Evaluate(p, Options{})
+	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestTableModes(t *testing.T) {
 	})
 	t.Run("lora freezes the table", func(t *testing.T) {
 		p := ngramPlan(t, 1<<20, "sparse", "device", true)
-		p.LoRA = &LoRA{Rank: 8, Alpha: 16, Targets: []string{"all-linear"}}
+		p.LoRA = &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"all-linear"}}
 		r, ts := evalTable(t, p)
 		if ts.OptimizerHBM != 0 || ts.LeafRows != 0 || r.TrainableParams >= story20 {
 			t.Errorf("frozen table: hbm %d leaf rows %d trainable %d", ts.OptimizerHBM, ts.LeafRows, r.TrainableParams)
@@ -242,7 +243,7 @@ func TestTableModes(t *testing.T) {
 	})
 	t.Run("two reads per head", func(t *testing.T) {
 		p := ngramPlan(t, 1<<20, "sparse", "device", true)
-		p.Model.Layers[1].(*Residual).Layer.(*Table).ReadsPerToken = 32
+		p.Model.Layers[1].(*core.Residual).Layer.(*Table).ReadsPerToken = 32
 		r, ts := evalTable(t, p)
 		// 8,192 positions x 2 reads = 16,384 indices per head, all distinct at most.
 		if ts.RowsRead != 2*storyReads || ts.LeafRows != 2*storyReads {
@@ -262,17 +263,17 @@ func TestTableModes(t *testing.T) {
 	})
 	t.Run("tensor parallelism is refused", func(t *testing.T) {
 		p := ngramPlan(t, 1<<20, "sparse", "device", true)
-		p.Parallel = Parallelism{TP: 2}
-		_, err := Evaluate(p, Options{})
+		p.Parallel = core.Parallelism{TP: 2}
+		_, err := Evaluate(p, core.Options{})
 		if err == nil || !strings.Contains(err.Error(), "tables are not modelled under tensor or context parallelism yet (tp=2, cp=1)") {
 			t.Errorf("got %v", err)
 		}
 	})
 	t.Run("a table needs token ids", func(t *testing.T) {
-		m := &Model{Name: "x", Layers: []Layer{&Table{Name: "t", Rows: 10, Dim: 4, Heads: 1}}, Loss: "mse", InputDim: 4}
+		m := &core.Model{Name: "x", Layers: []core.Layer{&Table{Name: "t", Rows: 10, Dim: 4, Heads: 1}}, Loss: "mse", InputDim: 4}
 		p := ngramPlan(t, 1, "dense", "device", true)
 		p.Model = m
-		_, err := Evaluate(p, Options{})
+		_, err := Evaluate(p, core.Options{})
 		if err == nil || !strings.Contains(err.Error(), "table reads the batch's token ids") {
 			t.Errorf("got %v", err)
 		}

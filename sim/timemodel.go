@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -55,14 +56,14 @@ func peakFLOPS(d hw.Device, dt units.DType) float64 {
 }
 
 // opTime is the forward and backward time of one op on device d.
-func OpTime(op *opInfo, prog *Program, d hw.Device) (fwd, bwd float64) {
-	mem := op.bytes / (d.HBMGBps * 1e9 * MemoryEfficiency)
+func OpTime(op *core.OpInfo, prog *core.Program, d hw.Device) (fwd, bwd float64) {
+	mem := op.Bytes / (d.HBMGBps * 1e9 * MemoryEfficiency)
 	if d.HBMGBps <= 0 {
 		mem = 0
 	}
 	dt := units.BF16
-	if len(op.out) > 0 {
-		dt = prog.Values[op.out[0]].dtype
+	if len(op.Out) > 0 {
+		dt = prog.Values[op.Out[0]].Dtype
 	}
 	switch op.Kind {
 	case "matmul", "grouped_matmul":
@@ -81,7 +82,7 @@ func OpTime(op *opInfo, prog *Program, d hw.Device) (fwd, bwd float64) {
 // the recompute of checkpointed regions, and the optimizer's HBM traffic.
 // attn is the attention kernels' share of forward, backward and recompute
 // (context parallelism hides its ring exchange behind them).
-func computeTime(prog *Program, d hw.Device, recomputed []bool, optimizerBytes int64) (t ComputeTime, attn float64) {
+func computeTime(prog *core.Program, d hw.Device, recomputed []bool, optimizerBytes int64) (t ComputeTime, attn float64) {
 	fwdOf := make([]float64, len(prog.Ops))
 	for i := range prog.Ops {
 		f, b := OpTime(&prog.Ops[i], prog, d)
@@ -96,8 +97,8 @@ func computeTime(prog *Program, d hw.Device, recomputed []bool, optimizerBytes i
 		if !done {
 			continue
 		}
-		reg := prog.regions[id]
-		for j := reg.first; j < reg.end; j++ {
+		reg := prog.Regions[id]
+		for j := reg.First; j < reg.End; j++ {
 			t.Recompute += fwdOf[j]
 			if prog.Ops[j].Kind == "attention" {
 				attn += fwdOf[j]
@@ -124,9 +125,9 @@ type GpuWork struct {
 	// flops and hwFlops are the model FLOPs (forward and backward, no
 	// recompute) and hardware FLOPs (with recompute) of one micro-batch.
 	Flops, HwFlops float64
-	MbComm         []CommSum    // collectives of one micro-batch (tp, cp, ep, pp), aggregated
-	PpSend, PpRecv int64        // activations sent and received per micro-batch and direction
-	DpComm         []commRecord // data-parallel collectives of the step (comm.go's inventory)
+	MbComm         []CommSum         // collectives of one micro-batch (tp, cp, ep, pp), aggregated
+	PpSend, PpRecv int64             // activations sent and received per micro-batch and direction
+	DpComm         []core.CommRecord // data-parallel collectives of the step (comm.go's inventory)
 	Mode           DistMode
 	Zero           int
 	Optimizer      float64 // the optimizer step, seconds
@@ -152,7 +153,7 @@ type gpuTime struct {
 // own; the pipeline's step (bubble included) is composed over the stages
 // by pipelineTime. MFU counts model FLOPs (no recompute) against the
 // device's dense peak in the compute dtype; HFU counts recompute too.
-func stepTime(prog *Program, plan *Plan, r *Replay) (TimeEstimate, *StageTime) {
+func stepTime(prog *core.Program, plan *core.Plan, r *Replay) (TimeEstimate, *StageTime) {
 	w, err := workOf(prog, plan, r)
 	if err != nil {
 		return TimeEstimate{Notes: []string{"time model: " + err.Error()}}, nil
@@ -175,7 +176,7 @@ func stepTime(prog *Program, plan *Plan, r *Replay) (TimeEstimate, *StageTime) {
 // utilisation fills MFU, HFU and tokens/s of te from w's per-micro-batch
 // FLOPs; stages is the number of pipeline stages sharing the step (the
 // FLOPs of all of them are counted, and their GPUs).
-func (w *GpuWork) Utilisation(plan *Plan, te *TimeEstimate, stages int64) {
+func (w *GpuWork) Utilisation(plan *core.Plan, te *TimeEstimate, stages int64) {
 	step := te.StepSeconds
 	if step <= 0 {
 		return
@@ -187,7 +188,7 @@ func (w *GpuWork) Utilisation(plan *Plan, te *TimeEstimate, stages int64) {
 }
 
 // workOf gathers the time model's inputs from a replayed program.
-func workOf(prog *Program, plan *Plan, r *Replay) (*GpuWork, error) {
+func workOf(prog *core.Program, plan *core.Plan, r *Replay) (*GpuWork, error) {
 	d := plan.Device
 	par := plan.Parallel.Norm()
 	w := &GpuWork{M: max(plan.GradAccum, 1), Eval: plan.Phase == "eval"}
@@ -228,8 +229,8 @@ func workOf(prog *Program, plan *Plan, r *Replay) (*GpuWork, error) {
 // allRedone marks every checkpoint region as recomputed: a training
 // step's backward reaches every op, and the first op of a region it
 // reaches re-runs the region's forward (replay.go backwardOp).
-func allRedone(p *Program, eval bool) []bool {
-	out := make([]bool, len(p.regions))
+func allRedone(p *core.Program, eval bool) []bool {
+	out := make([]bool, len(p.Regions))
 	for i := range out {
 		out[i] = !eval
 	}
@@ -239,7 +240,7 @@ func allRedone(p *Program, eval bool) []bool {
 // programFLOPs is the model and hardware FLOPs of one pass of p, as the
 // replay counts them: forward + backward = 3 x forward, plus the forward
 // of recomputed regions.
-func programFLOPs(p *Program, eval bool) (model, hardware float64) {
+func programFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	var fwd, rec float64
 	for i := range p.Ops {
 		fwd += p.Ops[i].Flops
@@ -280,7 +281,7 @@ func shardedOptimizerTraffic(r *Replay) int64 {
 }
 
 // times splits the work into exposed time by cause.
-func (w *GpuWork) Times(plan *Plan) gpuTime {
+func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 	g := gpuTime{PerMB: make([]TimeShare, 0, 8), Tail: make([]TimeShare, 0, 3)}
 	add := func(list *[]TimeShare, name string, s float64) {
 		*list = append(*list, TimeShare{name, s})

@@ -1,6 +1,9 @@
 package sim
 
-import "testing"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"testing"
+)
 
 // TestTensorParallelKorthikanti checks the saved activations of a GPT-2
 // block under tensor parallelism against Korthikanti et al. 2022
@@ -33,8 +36,8 @@ func TestTensorParallelKorthikanti(t *testing.T) {
 	} {
 		c := oracleCase{kind: "gpt2", s: tc.s, b: tc.b, h: tc.h, a: tc.a, dtype: "bf16"}
 		plan := oraclePlan(t, c)
-		plan.Parallel = Parallelism{TP: tc.tp, SequenceParallel: tc.sp}
-		rep, err := Evaluate(plan, Options{})
+		plan.Parallel = core.Parallelism{TP: tc.tp, SequenceParallel: tc.sp}
+		rep, err := Evaluate(plan, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +66,7 @@ func TestTensorParallelParams(t *testing.T) {
 	c := oracleCase{kind: "gpt2", s: 128, b: 1, h: 256, a: 4, dtype: "bf16", params: 789760}
 	for _, tp := range []int64{1, 2, 4} {
 		plan := oraclePlan(t, c)
-		plan.Parallel = Parallelism{TP: tp}
+		plan.Parallel = core.Parallelism{TP: tp}
 		prog, err := plan.LowerProgram()
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +74,7 @@ func TestTensorParallelParams(t *testing.T) {
 		var local, full int64
 		for _, p := range prog.Params {
 			local += p.Numel
-			full += p.fullNumel
+			full += p.FullNumel
 		}
 		h := c.h
 		// matrices 12h² and column biases (3h + 4h) split; norms 4h,

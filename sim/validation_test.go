@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"strings"
 	"testing"
 )
@@ -11,8 +12,8 @@ import (
 // the report invariants hold.
 func TestValidationPassFreesEverything(t *testing.T) {
 	for _, c := range randomCases(4, 30) {
-		p := withPlan(c.plan, func(q *Plan) { q.Validation = true })
-		rep, err := Evaluate(p, Options{Timeline: true})
+		p := withPlan(c.plan, func(q *core.Plan) { q.Validation = true })
+		rep, err := Evaluate(p, core.Options{Timeline: true})
 		if err != nil {
 			t.Fatalf("%s: %v", c.desc, err)
 		}
@@ -22,7 +23,7 @@ func TestValidationPassFreesEverything(t *testing.T) {
 		first, last := -1, -1
 		var passPeak int64
 		for i, pt := range rep.Timeline {
-			if pt.Phase == PhaseValidation {
+			if pt.Phase == core.PhaseValidation {
 				if first < 0 {
 					first = i
 				}
@@ -50,15 +51,15 @@ func TestValidationRefusals(t *testing.T) {
 	base := randomCases(5, 1)[0].plan
 	for _, c := range []struct {
 		name   string
-		change func(p *Plan)
+		change func(p *core.Plan)
 		want   string
 	}{
-		{"eval phase", func(p *Plan) { p.Phase = "eval" }, `validation=True adds a validation pass before a training step, and phase is "eval"`},
-		{"data parallel", func(p *Plan) { p.Parallel = Parallelism{DP: 2} }, "validation=True is modelled on one GPU"},
-		{"offload", func(p *Plan) { p.Offload = &Offload{Optimizer: "cpu"} }, "validation=True is not modelled with offload="},
+		{"eval phase", func(p *core.Plan) { p.Phase = "eval" }, `validation=True adds a validation pass before a training step, and phase is "eval"`},
+		{"data parallel", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2} }, "validation=True is modelled on one GPU"},
+		{"offload", func(p *core.Plan) { p.Offload = &core.Offload{Optimizer: "cpu"} }, "validation=True is not modelled with offload="},
 	} {
-		p := withPlan(base, func(q *Plan) { q.Validation = true; c.change(q) })
-		_, err := Evaluate(p, Options{})
+		p := withPlan(base, func(q *core.Plan) { q.Validation = true; c.change(q) })
+		_, err := Evaluate(p, core.Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}

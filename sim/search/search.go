@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"sort"
@@ -44,7 +45,7 @@ type SearchStats struct {
 
 // SearchRow is one layout of the result, replayed in full.
 type SearchRow struct {
-	Plan     *sim.Plan
+	Plan     *core.Plan
 	Report   *sim.Report
 	Sharding string
 }
@@ -57,7 +58,7 @@ type SearchResult struct {
 
 // candidate is one enumerated layout.
 type candidate struct {
-	plan     *sim.Plan
+	plan     *core.Plan
 	sharding string
 	key      profileKey
 	est      fastEstimate
@@ -75,7 +76,7 @@ type profileKey struct {
 }
 
 // shardingLayout applies a sharding name to par.
-func shardingLayout(name string, par *sim.Parallelism) error {
+func shardingLayout(name string, par *core.Parallelism) error {
 	switch name {
 	case "ddp", "megatron":
 	case "zero1":
@@ -103,7 +104,7 @@ func powersOfTwo(limit int64) []int64 {
 }
 
 // defaults fills the space's nil lists for base.
-func (sp SearchSpace) defaults(base *sim.Plan) (SearchSpace, error) {
+func (sp SearchSpace) defaults(base *core.Plan) (SearchSpace, error) {
 	if sp.GPUs <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
@@ -174,10 +175,10 @@ func (sp SearchSpace) defaults(base *sim.Plan) (SearchSpace, error) {
 	return sp, nil
 }
 
-func maxExperts(m *sim.Model) int64 {
+func maxExperts(m *core.Model) int64 {
 	var e int64
 	for i, l := range m.Layers {
-		sim.Walk(l, sim.ChildPath("", l, i), func(_ string, l sim.Layer) {
+		core.Walk(l, core.ChildPath("", l, i), func(_ string, l core.Layer) {
 			if x, ok := l.(*sim.MoE); ok {
 				e = max(e, x.Experts)
 			}
@@ -187,10 +188,10 @@ func maxExperts(m *sim.Model) int64 {
 }
 
 // enumerate lists the valid layouts of the space, in a fixed order.
-func (sp SearchSpace) enumerate(base *sim.Plan, stats *SearchStats) ([]*candidate, error) {
+func (sp SearchSpace) enumerate(base *core.Plan, stats *SearchStats) ([]*candidate, error) {
 	var out []*candidate
 	type validKey struct {
-		par    sim.Parallelism
+		par    core.Parallelism
 		ck     string
 		mbs, m int64
 	}
@@ -252,15 +253,15 @@ func (sp SearchSpace) enumerate(base *sim.Plan, stats *SearchStats) ([]*candidat
 }
 
 // layout builds one candidate plan from base.
-func (sp SearchSpace) layout(base *sim.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
-	par := sim.Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1}
+func (sp SearchSpace) layout(base *core.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
+	par := core.Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1}
 	if v > 1 {
 		par.Schedule, par.VirtualStages = "interleaved", v
 	}
 	if err := shardingLayout(sh, &par); err != nil {
 		return nil, err
 	}
-	c, err := sim.ParseCheckpoint(ck)
+	c, err := core.ParseCheckpoint(ck)
 	if err != nil {
 		return nil, &units.Error{Path: "search", Msg: err.Error()}
 	}
@@ -281,7 +282,7 @@ func (sp SearchSpace) layout(base *sim.Plan, tp, pp, cp, ep, dp, v, mbs, m int64
 
 // Search runs the search of sp over base's model, precision, optimizer,
 // sequence length and GPU. ctx cancels it.
-func Search(ctx context.Context, base *sim.Plan, sp SearchSpace) (*SearchResult, error) {
+func Search(ctx context.Context, base *core.Plan, sp SearchSpace) (*SearchResult, error) {
 	if err := fastPathSupported(base); err != nil {
 		return nil, err
 	}
@@ -400,7 +401,7 @@ func Search(ctx context.Context, base *sim.Plan, sp SearchSpace) (*SearchResult,
 		n := min(len(kept)-done, max(want-fitting, 1))
 		wave := kept[done : done+n]
 		parallelFor(ctx, sp.Workers, n, func(i int) {
-			reports[done+i], rerrs[done+i] = sim.Evaluate(wave[i].plan, sim.Options{})
+			reports[done+i], rerrs[done+i] = sim.Evaluate(wave[i].plan, core.Options{})
 		})
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -428,7 +429,7 @@ func Search(ctx context.Context, base *sim.Plan, sp SearchSpace) (*SearchResult,
 
 // fastPathSupported refuses plans whose features the block profiles do not
 // sum (search is for layouts of plain training steps).
-func fastPathSupported(p *sim.Plan) error {
+func fastPathSupported(p *core.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -444,7 +445,7 @@ func fastPathSupported(p *sim.Plan) error {
 	}
 	var tables bool
 	for i, l := range p.Model.Layers {
-		sim.Walk(l, sim.ChildPath("", l, i), func(_ string, l sim.Layer) {
+		core.Walk(l, core.ChildPath("", l, i), func(_ string, l core.Layer) {
 			if _, ok := l.(*sim.Table); ok {
 				tables = true
 			}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -99,7 +100,7 @@ func (sh *stageShape) kind(s int64) int {
 
 // nonTorchBytes is the device memory outside PyTorch's allocator that
 // Evaluate counts for plan p: the CUDA context and NCCL's buffers.
-func nonTorchBytes(p *sim.Plan) int64 {
+func nonTorchBytes(p *core.Plan) int64 {
 	n := p.Device.Context
 	for _, o := range sim.CommOverheads(p) {
 		n += o.Bytes
@@ -109,7 +110,7 @@ func nonTorchBytes(p *sim.Plan) int64 {
 
 // estimate is the fast estimate of plan p, a layout of the profile's
 // configuration with sh's pipeline; nonTorch is nonTorchBytes(p).
-func (pr *profile) estimate(p *sim.Plan, sh *stageShape, nonTorch int64) fastEstimate {
+func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEstimate {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
@@ -139,10 +140,10 @@ func (pr *profile) estimate(p *sim.Plan, sh *stageShape, nonTorch int64) fastEst
 		if byKind[k] == nil {
 			q := *p
 			q.GradAccum = 1
-			if m*par.VirtualStages > sim.Inflight(par, s, m) {
+			if m*par.VirtualStages > core.Inflight(par, s, m) {
 				q.GradAccum = m
 			}
-			q.PipeStage = &sim.StageSpec{Stage: s}
+			q.PipeStage = &core.StageSpec{Stage: s}
 			w, states := pr.work(&q, &sh.stages[k])
 			w.M = m
 			w.PpRecv, w.PpSend = sim.StageTransfers(par, s)
@@ -153,7 +154,7 @@ func (pr *profile) estimate(p *sim.Plan, sh *stageShape, nonTorch int64) fastEst
 		// Activations of the forwards in flight at the stage's peak
 		// (stageChunks: forward j runs chunk (j mod pp*v) div pp).
 		var held int64
-		for j := range sim.Inflight(par, s, m) {
+		for j := range core.Inflight(par, s, m) {
 			g := (j%(par.PP*par.VirtualStages))/par.PP*par.PP + s
 			held += pr.chunkSaved(g, last, sh.perChunk)
 		}
@@ -166,7 +167,7 @@ func (pr *profile) estimate(p *sim.Plan, sh *stageShape, nonTorch int64) fastEst
 
 // work is the time model's input for one GPU doing the units u: the same
 // fields workOf reads from a replay. It also returns minStates.
-func (pr *profile) work(p *sim.Plan, u *unitSums) (*sim.GpuWork, int64) {
+func (pr *profile) work(p *core.Plan, u *unitSums) (*sim.GpuWork, int64) {
 	par := p.Parallel.Norm()
 	w := &sim.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == "eval"}
 	w.Mb = sim.ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
@@ -180,17 +181,17 @@ func (pr *profile) work(p *sim.Plan, u *unitSums) (*sim.GpuWork, int64) {
 	// A stand-in program holding the dense and expert parameters for
 	// comm.go's inventory of data-parallel collectives (it reads only
 	// their element counts).
-	var ps []sim.ParamInfo
+	var ps []core.ParamInfo
 	for _, trainable := range []bool{true, false} {
 		dense, expert := u.params.numel(trainable)
 		if dense > 0 {
-			ps = append(ps, sim.ParamInfo{Numel: dense, Trainable: trainable, TiedTo: -1})
+			ps = append(ps, core.ParamInfo{Numel: dense, Trainable: trainable, TiedTo: -1})
 		}
 		if expert > 0 {
-			ps = append(ps, sim.ParamInfo{Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
+			ps = append(ps, core.ParamInfo{Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
 		}
 	}
-	d := sim.NewDist(p, &sim.Program{Params: ps, Loss: sim.NoValue, Input: sim.NoValue})
+	d := sim.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue})
 	w.Mode = sim.DistReplicated
 	sharded := false
 	if d != nil {
@@ -222,7 +223,7 @@ func (pr *profile) work(p *sim.Plan, u *unitSums) (*sim.GpuWork, int64) {
 
 // shardDegree is the data-parallel sharding degree of a parameter: dp, or
 // dp/ep for experts (distState.degree).
-func shardDegree(par sim.Parallelism, expert bool) int64 {
+func shardDegree(par core.Parallelism, expert bool) int64 {
 	if expert {
 		return max(par.DP/par.EP, 1)
 	}
@@ -232,7 +233,7 @@ func shardDegree(par sim.Parallelism, expert bool) int64 {
 // linearStateBytes is the optimizer state of n elements for optimizers
 // whose state is linear in the elements (Adam, AdamW, SGD with momentum,
 // Lion), 0 for the others: a lower bound however the state is sharded.
-func linearStateBytes(o sim.Optimizer, dt units.DType, n int64) int64 {
+func linearStateBytes(o core.Optimizer, dt units.DType, n int64) int64 {
 	switch o.Kind {
 	case "adam", "adamw":
 		return 2 * dt.Bytes(n)
@@ -253,7 +254,7 @@ func linearStateBytes(o sim.Optimizer, dt units.DType, n int64) int64 {
 // and the persistent gradient buffers (DDP's buckets and Megatron's
 // main-gradient buffer hold every gradient; ZeRO-3 its partition).
 // Integer division rounds down where the replay pads up.
-func minStates(p *sim.Plan, mode sim.DistMode, params paramAgg) int64 {
+func minStates(p *core.Plan, mode sim.DistMode, params paramAgg) int64 {
 	par := p.Parallel.Norm()
 	prec := p.Precision
 	train := p.Phase != "eval"

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // Block profiles: the fast path of Search. A decoder's step is its
@@ -40,7 +41,7 @@ type paramEntry struct {
 type paramAgg []paramEntry
 
 // aggParams counts the untied parameters of ps, as plan p steps them.
-func aggParams(ps []sim.ParamInfo, p *sim.Plan) paramAgg {
+func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 	r := &sim.Replay{Plan: p}
 	var a paramAgg
 	for i := range ps {
@@ -142,7 +143,7 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 // unitOf sums a lowered program the way the time model reads it (every
 // checkpoint region recomputed in training, allRedone) and the memory
 // bound reads it (activations held for backward, as newReplay marks them).
-func unitOf(prog *sim.Program, plan *sim.Plan) unitSums {
+func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 	var u unitSums
 	train := plan.Phase != "eval"
 	for i := range prog.Ops {
@@ -179,9 +180,9 @@ func unitOf(prog *sim.Program, plan *sim.Plan) unitSums {
 	}
 	u.params = aggParams(prog.Params, plan)
 	if train {
-		r := sim.NewReplay(prog, plan, sim.Options{}, 0)
+		r := sim.NewReplay(prog, plan, core.Options{}, 0)
 		for v, s := range r.Saved {
-			if s && prog.Values[v].Cat == sim.CatActivations {
+			if s && prog.Values[v].Cat == core.CatActivations {
 				u.saved += prog.Values[v].Bytes
 			}
 		}
@@ -203,26 +204,26 @@ type profile struct {
 // withBlocks returns m with its largest repeat() cut to k blocks (the
 // sequentials on the way copied, the blocks shared) and that repeat's
 // block count, or m itself and 0 when it has no repeat.
-func withBlocks(m *sim.Model, k int64) (*sim.Model, int64) {
-	s, err := sim.SplitStages(m, sim.Parallelism{})
+func withBlocks(m *core.Model, k int64) (*core.Model, int64) {
+	s, err := core.SplitStages(m, core.Parallelism{})
 	if err != nil || len(s.Blocks) == 0 {
 		return m, 0
 	}
 	target := s.Blocks[0].Rep
-	var cut func(ls []sim.Layer) []sim.Layer
-	cut = func(ls []sim.Layer) []sim.Layer {
-		out := make([]sim.Layer, len(ls))
+	var cut func(ls []core.Layer) []core.Layer
+	cut = func(ls []core.Layer) []core.Layer {
+		out := make([]core.Layer, len(ls))
 		for i, l := range ls {
 			switch x := l.(type) {
-			case *sim.Repeat:
+			case *core.Repeat:
 				if x == target {
 					r := *x
 					r.N = k
 					out[i] = &r
 					continue
 				}
-			case *sim.Sequential:
-				if sim.ContainsLayer(x, target) {
+			case *core.Sequential:
+				if core.ContainsLayer(x, target) {
 					c := *x
 					c.Layers = cut(x.Layers)
 					out[i] = &c
@@ -239,7 +240,7 @@ func withBlocks(m *sim.Model, k int64) (*sim.Model, int64) {
 }
 
 // lowerWith lowers plan p with model m and layout par (one GPU of it).
-func lowerWith(p *sim.Plan, m *sim.Model, par sim.Parallelism, stage *sim.StageSpec) (*sim.Program, error) {
+func lowerWith(p *core.Plan, m *core.Model, par core.Parallelism, stage *core.StageSpec) (*core.Program, error) {
 	q := *p
 	q.Model, q.Parallel, q.PipeStage = m, par, stage
 	return q.LowerProgram()
@@ -248,7 +249,7 @@ func lowerWith(p *sim.Plan, m *sim.Model, par sim.Parallelism, stage *sim.StageS
 // newProfile lowers the units of plan p's configuration. p's layout gives
 // the tensor, context and expert degrees; data and pipeline parallelism do
 // not change a unit.
-func newProfile(p *sim.Plan) (*profile, error) {
+func newProfile(p *core.Plan) (*profile, error) {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
@@ -289,14 +290,14 @@ func newProfile(p *sim.Plan) (*profile, error) {
 	three := one
 	three.DP = p.Parallel.Norm().DP
 	three.PP = 3
-	split, err := sim.SplitStages(m3, three)
+	split, err := core.SplitStages(m3, three)
 	if err != nil {
 		return nil, err
 	}
 	var st [3]unitSums
-	var sp [3][]sim.ParamInfo
+	var sp [3][]core.ParamInfo
 	for s := int64(0); s < 3; s++ {
-		prog, err := lowerWith(p, m3, three, &sim.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split})
+		prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split})
 		if err != nil {
 			return nil, err
 		}
@@ -319,7 +320,7 @@ func newProfile(p *sim.Plan) (*profile, error) {
 // two-block model (p2): the second block's (those p2 adds where p1's
 // layers after the blocks start) and the one-block model's less its block
 // (the block sits just before that point in p1).
-func blockParams(p1, p2 []sim.ParamInfo) (block, base []sim.ParamInfo, err error) {
+func blockParams(p1, p2 []core.ParamInfo) (block, base []core.ParamInfo, err error) {
 	k := len(p2) - len(p1)
 	i0 := 0
 	for i0 < len(p1) && p1[i0].Name == p2[i0].Name {
@@ -333,8 +334,8 @@ func blockParams(p1, p2 []sim.ParamInfo) (block, base []sim.ParamInfo, err error
 	return block, base, nil
 }
 
-func untied(ps []sim.ParamInfo) []sim.ParamInfo {
-	var out []sim.ParamInfo
+func untied(ps []core.ParamInfo) []core.ParamInfo {
+	var out []core.ParamInfo
 	for _, p := range ps {
 		if p.TiedTo < 0 {
 			out = append(out, p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/internal/testmodels"
 	"math"
@@ -15,49 +16,49 @@ import (
 // fastPathPlans are layouts of a small Llama and a small MoE covering the
 // sharding modes, pipeline schedules, tensor, context and expert
 // parallelism, micro-batches and checkpointing.
-func fastPathPlans() []*sim.Plan {
+func fastPathPlans() []*core.Plan {
 	llama := testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash")
-	var out []*sim.Plan
-	add := func(m *sim.Model, par sim.Parallelism, mbs, ga int64, prec, ckpt string, gpus, gpn int64) {
+	var out []*core.Plan
+	add := func(m *core.Model, par core.Parallelism, mbs, ga int64, prec, ckpt string, gpus, gpn int64) {
 		p := testmodels.LlamaPlan(m, mbs, 2048, prec, ckpt, "H100-80GB")
 		p.Parallel, p.GradAccum = par, ga
 		p.Cluster = hw.Cluster{Nodes: max(gpus/gpn, 1), GPUsPerNode: min(gpn, gpus)}
 		out = append(out, p)
 	}
-	add(llama, sim.Parallelism{}, 1, 1, "bf16-mixed", "none", 1, 8)
-	add(llama, sim.Parallelism{}, 2, 4, "bf16-mixed", "full", 1, 8)
-	add(llama, sim.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "selective", 8, 8)
-	add(llama, sim.Parallelism{DP: 16, Zero: 1}, 2, 1, "bf16-mixed", "none", 16, 8)
-	add(llama, sim.Parallelism{DP: 4, TP: 2, Zero: 2, SequenceParallel: true}, 1, 4, "bf16-mixed", "full", 8, 8)
-	add(llama, sim.Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "full", 8, 8)
-	add(llama, sim.Parallelism{DP: 4, TP: 4, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
-	add(llama, sim.Parallelism{DP: 2, TP: 4, CP: 2, SequenceParallel: true}, 1, 1, "megatron", "none", 16, 8)
-	add(llama, sim.Parallelism{DP: 2, TP: 2, PP: 2, DistributedOptimizer: true, SequenceParallel: true}, 1, 8, "megatron", "none", 8, 4)
-	add(llama, sim.Parallelism{DP: 4, TP: 2, PP: 4, DistributedOptimizer: true, SequenceParallel: true}, 1, 4, "megatron", "full", 32, 8)
-	add(llama, sim.Parallelism{DP: 2, TP: 1, PP: 4, Zero: 1}, 2, 2, "bf16-mixed", "selective", 8, 8)
-	add(llama, sim.Parallelism{DP: 2, TP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
-	add(llama, sim.Parallelism{DP: 1, TP: 8, PP: 4, Schedule: "interleaved", VirtualStages: 2, SequenceParallel: true}, 1, 8, "megatron", "full", 32, 8)
-	add(llama, sim.Parallelism{DP: 8, TP: 16, SequenceParallel: true}, 1, 1, "megatron", "none", 128, 8)
-	add(llama, sim.Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "full", 4, 8)
-	add(llama, sim.Parallelism{DP: 4, TP: 2, CP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, Zero: 1}, 2, 4, "bf16-mixed", "selective", 32, 8)
+	add(llama, core.Parallelism{}, 1, 1, "bf16-mixed", "none", 1, 8)
+	add(llama, core.Parallelism{}, 2, 4, "bf16-mixed", "full", 1, 8)
+	add(llama, core.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "selective", 8, 8)
+	add(llama, core.Parallelism{DP: 16, Zero: 1}, 2, 1, "bf16-mixed", "none", 16, 8)
+	add(llama, core.Parallelism{DP: 4, TP: 2, Zero: 2, SequenceParallel: true}, 1, 4, "bf16-mixed", "full", 8, 8)
+	add(llama, core.Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "full", 8, 8)
+	add(llama, core.Parallelism{DP: 4, TP: 4, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
+	add(llama, core.Parallelism{DP: 2, TP: 4, CP: 2, SequenceParallel: true}, 1, 1, "megatron", "none", 16, 8)
+	add(llama, core.Parallelism{DP: 2, TP: 2, PP: 2, DistributedOptimizer: true, SequenceParallel: true}, 1, 8, "megatron", "none", 8, 4)
+	add(llama, core.Parallelism{DP: 4, TP: 2, PP: 4, DistributedOptimizer: true, SequenceParallel: true}, 1, 4, "megatron", "full", 32, 8)
+	add(llama, core.Parallelism{DP: 2, TP: 1, PP: 4, Zero: 1}, 2, 2, "bf16-mixed", "selective", 8, 8)
+	add(llama, core.Parallelism{DP: 2, TP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
+	add(llama, core.Parallelism{DP: 1, TP: 8, PP: 4, Schedule: "interleaved", VirtualStages: 2, SequenceParallel: true}, 1, 8, "megatron", "full", 32, 8)
+	add(llama, core.Parallelism{DP: 8, TP: 16, SequenceParallel: true}, 1, 1, "megatron", "none", 128, 8)
+	add(llama, core.Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "full", 4, 8)
+	add(llama, core.Parallelism{DP: 4, TP: 2, CP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, Zero: 1}, 2, 4, "bf16-mixed", "selective", 32, 8)
 
-	moe := &sim.Model{Name: "moe", Layers: []sim.Layer{
+	moe := &core.Model{Name: "moe", Layers: []core.Layer{
 		&sim.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
-		&sim.Repeat{Name: "layers", N: 4, Layer: &sim.Sequential{Layers: []sim.Layer{
-			&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+		&core.Repeat{Name: "layers", N: 4, Layer: &core.Sequential{Layers: []core.Layer{
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 				&sim.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
 				&sim.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
 			}}},
-			&sim.Residual{Layer: &sim.Sequential{Layers: []sim.Layer{
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
 				&sim.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
 				&sim.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
 			}}},
 		}}},
 		&sim.Norm{Name: "norm", Dim: 512, RMS: true},
 	}, Vocab: 32000, Loss: "cross_entropy"}
-	add(moe, sim.Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
-	add(moe, sim.Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
-	add(moe, sim.Parallelism{DP: 4, EP: 2, PP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
+	add(moe, core.Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
+	add(moe, core.Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
+	add(moe, core.Parallelism{DP: 4, EP: 2, PP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
 	return out
 }
 
@@ -82,7 +83,7 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			}
 			par := p.Parallel.Norm()
 			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages), nonTorchBytes(p))
-			r, err := sim.Evaluate(p, sim.Options{})
+			r, err := sim.Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +116,7 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 
 // llama3_70B is Llama-3-70B (80 layers, hidden 8192, 64 heads, 8 kv heads,
 // FFN 28672, vocabulary 128,256).
-func llama3_70B() *sim.Model { return testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash") }
+func llama3_70B() *core.Model { return testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash") }
 
 // search70B is the interactive case: Llama-3-70B on 1,024 H100s
 // (128 nodes of 8), sequences of 8,192 tokens, 1,024 sequences (8M
@@ -168,7 +169,7 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 	}
 	var fits []fit
 	for _, c := range cands {
-		r, err := sim.Evaluate(c.plan, sim.Options{})
+		r, err := sim.Evaluate(c.plan, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,10 +228,10 @@ func TestSearchLlama70B1024(t *testing.T) {
 func BenchmarkEvaluateLlama70B3D(b *testing.B) {
 	p := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
 	p.GradAccum = 8
-	p.Parallel = sim.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
+	p.Parallel = core.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := sim.Evaluate(p, sim.Options{}); err != nil {
+		if _, err := sim.Evaluate(p, core.Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -241,7 +242,7 @@ func BenchmarkEvaluateLlama70B3D(b *testing.B) {
 func BenchmarkSearchEstimate(b *testing.B) {
 	p := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
 	p.GradAccum = 8
-	p.Parallel = sim.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
+	p.Parallel = core.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
 	pr, err := newProfile(p)
 	if err != nil {
 		b.Fatal(err)
@@ -258,7 +259,7 @@ func BenchmarkSearchEstimate(b *testing.B) {
 // A model without a repeat() has no blocks to profile: the whole model is
 // one unit, and there is no pipeline to search.
 func TestSearchWithoutRepeat(t *testing.T) {
-	m := &sim.Model{Name: "flat", Layers: []sim.Layer{
+	m := &core.Model{Name: "flat", Layers: []core.Layer{
 		&sim.Embedding{Name: "embed", Rows: 1000, Dim: 64},
 		&sim.MLP{Dim: 64, Hidden: 256, Act: "gelu"},
 	}, Vocab: 1000, Loss: "cross_entropy"}

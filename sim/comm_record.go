@@ -1,9 +1,0 @@
-package sim
-
-// commRecord is one collective of a micro-batch, as the lowering meets it.
-type commRecord struct {
-	kind     string // all_reduce | all_gather | reduce_scatter | all_to_all | send_recv
-	Group    string // tp | cp | ep | pp | dp | edp
-	bytes    int64  // message size: the full tensor reduced, gathered or scattered
-	backward bool
-}

@@ -1,0 +1,295 @@
+package core
+
+import "github.com/memsh/memsh/sim/units"
+
+// builder lowers layers into a program for one micro-batch.
+type Builder struct {
+	P      *Program
+	Batch  int64 // sequences (or samples) in the micro-batch
+	Seq    int64 // tokens per sequence (1 for non-sequence models)
+	Prec   Precision
+	Rt     Runtime
+	Ckpt   Checkpoint
+	Lora   *LoRA
+	quant  units.DType // quantized frozen base weights (NF4, INT8), InvalidDType when none
+	Eval   bool        // eval mode: no autograd, no saves, dropout off
+	path   []string    // module path; prefix is its joined form
+	prefix string
+	region int32 // current checkpoint region, 0 = none
+	block  int   // index of the current repeated block (for checkpoint(every=k))
+
+	members    int64 // ensemble members in the step (Plan.Members, at least 1)
+	sequential bool  // members run through the model one at a time (members.go)
+	rollout    int64 // autoregressive steps of a model built from a data batch (rollout.go)
+
+	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks (chunked_loss.go)
+
+	Par parLowering // tensor, context and expert parallelism (tp.go)
+	Ft  *Finetune   // quant, freeze, chunked loss, packing (finetune.go)
+}
+
+// scope pushes a name onto the module path; the returned func pops it.
+func (b *Builder) Scope(name string) func() {
+	if name == "" {
+		return func() {}
+	}
+	saved := b.prefix
+	b.path = append(b.path, name)
+	b.prefix = joinName(saved, name)
+	return func() {
+		b.path = b.path[:len(b.path)-1]
+		b.prefix = saved
+	}
+}
+
+func (b *Builder) Name(n string) string {
+	switch {
+	case n == "":
+		return b.prefix
+	case b.prefix == "":
+		return n
+	}
+	return b.prefix + "." + n
+}
+
+func (b *Builder) Val(v Value) *ValueInfo { return &b.P.Values[v] }
+
+func (b *Builder) Shape(v Value) []int64 { return b.P.Values[v].Shape }
+
+func (b *Builder) Dtype(v Value) units.DType { return b.P.Values[v].Dtype }
+
+func (b *Builder) Last(v Value) int64 {
+	s := b.P.Values[v].Shape
+	return s[len(s)-1]
+}
+
+// withLast returns shape s with its last dimension replaced.
+func WithLast(s []int64, n int64) []int64 {
+	out := append([]int64(nil), s...)
+	out[len(out)-1] = n
+	return out
+}
+
+// numel is the element count of shape. Lowering calls it for every tensor,
+// so it is where sizes are checked: a count past MaxElements (or a negative
+// dimension) stops the lowering with an error (checked.go).
+func Numel(shape []int64) int64 {
+	n, ok := units.ShapeNumel(shape)
+	if !ok {
+		panic(LowerError{units.ShapeError(shape)})
+	}
+	return n
+}
+
+// rows is the product of all but the last dimension (tokens for [b, s, h]).
+func Rows(shape []int64) int64 { return Numel(shape[:len(shape)-1]) }
+
+// param registers a parameter tensor and returns its index.
+func (b *Builder) Param(name string, shape []int64, role string) int32 {
+	b.ReserveParams(1) // checked.go
+	n := Numel(shape)
+	trainable := !b.Eval
+	if b.Lora != nil && role != "norm-lora" {
+		trainable = false // LoRA freezes the base; adapters register their own
+	}
+	trainable = b.Ft.paramTrainable(b.Name(name), role, trainable, b.Eval) // freeze.go
+	b.P.Params = append(b.P.Params, ParamInfo{
+		Name: b.Name(name), Shape: shape, Numel: n, FullNumel: n,
+		Trainable: trainable, Role: role, TiedTo: -1,
+	})
+	return int32(len(b.P.Params) - 1)
+}
+
+// adapterParam registers a trainable parameter that stays trainable under LoRA.
+func (b *Builder) AdapterParam(name string, shape []int64, role string) int32 {
+	i := b.Param(name, shape, role)
+	b.P.Params[i].Trainable = !b.Eval
+	return i
+}
+
+func (b *Builder) Trainable(pi int32) bool {
+	p := &b.P.Params[pi]
+	if p.TiedTo >= 0 {
+		return b.P.Params[p.TiedTo].Trainable
+	}
+	return p.Trainable
+}
+
+// addOp appends an op reading ins and params and returns its index.
+func (b *Builder) AddOp(kind, name string, ins []Value, params ...int32) int32 {
+	if len(b.P.Ops) >= maxOps {
+		panic(LowerError{opsError()}) // checked.go
+	}
+	b.P.Ops = append(b.P.Ops, OpInfo{
+		Name: b.Name(name), Kind: kind, In: ins, Params: params, Region: b.region,
+	})
+	return int32(len(b.P.Ops) - 1)
+}
+
+func (b *Builder) Op(i int32) *OpInfo { return &b.P.Ops[i] }
+
+// out adds an output of op i. It requires grad when an input does or the op
+// reads a trainable parameter.
+func (b *Builder) Out(i int32, name string, shape []int64, dt units.DType, why string) Value {
+	o := &b.P.Ops[i]
+	grad := false
+	if !b.Eval && dt.Float() {
+		for _, v := range o.In {
+			if b.P.Values[v].Grad {
+				grad = true
+			}
+		}
+		for _, pi := range o.Params {
+			if b.Trainable(pi) {
+				grad = true
+			}
+		}
+	}
+	b.P.Values = append(b.P.Values, ValueInfo{
+		Name: b.Name(name), Shape: shape, Dtype: dt, Bytes: dt.Bytes(Numel(shape)),
+		Grad: grad, Cat: CatActivations, Producer: i, Why: why,
+	})
+	v := Value(len(b.P.Values) - 1)
+	o.Out = append(o.Out, v)
+	if o.Bytes == 0 {
+		o.Bytes = float64(b.P.Values[v].Bytes)
+	} else {
+		o.Bytes += float64(b.P.Values[v].Bytes)
+	}
+	return v
+}
+
+// save marks storages autograd keeps for op i's backward (none in eval).
+func (b *Builder) Save(i int32, vs ...Value) {
+	if b.Eval {
+		return
+	}
+	o := &b.P.Ops[i]
+	recorded := false // autograd records the op only when an output requires grad
+	for _, v := range o.Out {
+		recorded = recorded || b.P.Values[v].Grad
+	}
+	if !recorded {
+		return
+	}
+	var seen map[Value]bool // for ops saving many tensors (a MoE's expert weights): a linear scan per value is quadratic
+	if len(vs)+len(o.Saved) > 32 {
+		seen = make(map[Value]bool, len(vs)+len(o.Saved))
+		for _, s := range o.Saved {
+			seen[s] = true
+		}
+	}
+	for _, v := range vs {
+		if v == NoValue {
+			continue
+		}
+		dup := false
+		if seen != nil {
+			dup = seen[v]
+			seen[v] = true
+		} else {
+			for _, s := range o.Saved {
+				if s == v {
+					dup = true
+				}
+			}
+		}
+		if !dup {
+			o.Saved = append(o.Saved, v)
+		}
+	}
+}
+
+func (b *Builder) Grad(v Value) bool { return b.P.Values[v].Grad }
+
+// cast returns x in dtype dt, adding a copy op when it differs (aten::_to_copy,
+// which saves nothing for backward).
+func (b *Builder) Cast(x Value, dt units.DType, why string) Value {
+	if b.Dtype(x) == dt {
+		return x
+	}
+	i := b.AddOp("cast", "to_"+dt.Name(), []Value{x})
+	y := b.Out(i, b.LastName(x)+"."+dt.Name(), b.Shape(x), dt, why)
+	b.Op(i).Bytes += float64(b.Val(x).Bytes)
+	return y
+}
+
+func (b *Builder) LastName(v Value) string {
+	n := b.P.Values[v].Name
+	for i := len(n) - 1; i >= 0; i-- {
+		if n[i] == '.' {
+			return n[i+1:]
+		}
+	}
+	return n
+}
+
+// promote is PyTorch's type promotion for two float tensors.
+func Promote(a, c units.DType) units.DType {
+	if a == units.FP32 || c == units.FP32 {
+		return units.FP32
+	}
+	if a == units.FP64 || c == units.FP64 {
+		return units.FP64
+	}
+	return a
+}
+
+// policyRegion starts a region of the plan's checkpoint policy, which
+// picks the reentrant or non-reentrant variant (checkpoint.go).
+func (b *Builder) PolicyRegion(name string) func() {
+	opened := len(b.P.Regions)
+	end := b.BeginRegion(name)
+	if len(b.P.Regions) == opened || !b.Ckpt.Reentrant {
+		return end // a region was open already, or non-reentrant
+	}
+	id := b.region
+	b.P.Regions[id-1].Reentrant = true
+	return func() {
+		end()
+		b.reentrantNoGrad(id)
+	}
+}
+
+// reentrantNoGrad marks a reentrant region none of whose inputs requires
+// grad: CheckpointFunction ran its forward under no_grad and, with no
+// input requiring grad, records no backward node, so nothing made inside
+// requires grad (its parameters get no gradient) and nothing is kept.
+func (b *Builder) reentrantNoGrad(id int32) {
+	reg := &b.P.Regions[id-1]
+	for j := reg.First; j < reg.End; j++ {
+		for _, v := range b.P.Ops[j].In {
+			if pr := b.P.Values[v].Producer; (pr < reg.First || pr >= reg.End) && b.P.Values[v].Grad {
+				return
+			}
+		}
+	}
+	reg.NoGrad = true
+	for j := reg.First; j < reg.End; j++ {
+		for _, v := range b.P.Ops[j].Out {
+			b.P.Values[v].Grad = false
+		}
+	}
+}
+
+// beginRegion starts a checkpoint region unless one is open; the returned
+// func closes it.
+func (b *Builder) BeginRegion(name string) func() {
+	if b.region != 0 || b.Eval {
+		return func() {}
+	}
+	b.P.Regions = append(b.P.Regions, Region{name: b.Name(name), First: int32(len(b.P.Ops))})
+	id := int32(len(b.P.Regions))
+	b.region = id
+	return func() {
+		b.P.Regions[id-1].End = int32(len(b.P.Ops))
+		b.region = 0
+	}
+}
+
+// shapeMismatch is raised (as a panic caught by Lower) when layers do not chain.
+type LowerError struct{ Err *units.Error }
+
+func ShapeMismatch(b *Builder, kind string, want, got int64) LowerError {
+	return LowerError{units.Errorf(b.Name(""), "%s expects inputs with %d features but the previous layer gives %d", kind, want, got)}
+}

@@ -1,0 +1,241 @@
+package core
+
+import "github.com/memsh/memsh/sim/units"
+
+// Chunked output head and cross-entropy: the lm_head runs on slices of
+// the sequence and the loss is computed per slice, so the vocabulary-wide
+// fp32 tensors of one slice exist at a time instead of the whole
+// sequence's.
+//
+// Two recipes are modelled:
+//
+//   - torchtune's CEWithChunkedOutputLoss (train(..., loss_chunks=n)): the
+//     model returns the logits as n chunks along the sequence
+//     (TransformerDecoder num_output_chunks), the loss upcasts each chunk
+//     with .float() right before its cross_entropy, and the recipe drops
+//     the logits list (del logits) before backward. log_softmax outputs
+//     of every chunk are saved (fp32), as unchunked.
+//   - LitGPT's training loop (LitHead): lm_head_chunk_size=128 tokens,
+//     Fabric converts every chunk to fp32 when the forward returns, the
+//     bf16 chunks are dropped together after that, chunked_cross_entropy
+//     with reduction="none", torch.cat(...).mean(); the fp32 logits list
+//     stays referenced by the loop until the step ends.
+type HeadLoss struct {
+	ChunkTokens        int64 // tokens per chunk (LitGPT), or
+	Chunks             int64 // number of chunks along the sequence (torchtune)
+	UpcastAfterForward bool  // all chunks to fp32 once the forward returns (Fabric convert_output)
+	KeepLogits         bool  // the logits list lives until the end of the step
+	PerTokenLoss       bool  // reduction="none" then cat + mean (LitGPT); else a sum per chunk
+	softcap            bool  // Gemma 2's logit soft-capping on each chunk (softcap.go)
+}
+
+// chunkLengths splits seq tokens per the recipe.
+func (o HeadLoss) ChunkLengths(seq int64) []int64 {
+	size := o.ChunkTokens
+	if size <= 0 {
+		n := max(o.Chunks, 1)
+		size = divUp(seq, n) // torch.chunk: equal chunks of ceil(seq/n), the last smaller
+	}
+	var out []int64
+	for left := seq; left > 0; left -= size {
+		out = append(out, min(size, left))
+	}
+	return out
+}
+
+// chunkedHeadLoss lowers lm_head over chunks of x and the chunked
+// cross-entropy, and returns the loss. tiedTo is the index of the
+// embedding weight the head shares, or -1.
+func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, tiedTo int32) Value {
+	in := b.Last(x)
+	s := b.Shape(x)
+	batch := Numel(s[:len(s)-2])
+	seq := s[len(s)-2]
+	done := b.Scope("lm_head")
+	var w int32
+	var params []int32
+	quant := b.quantizes("lm_head")
+	w, params = b.LinearParams("lm_head", in, vocab, bias)
+	if tiedTo >= 0 {
+		b.P.Params[w].TiedTo = tiedTo
+		quant = false
+	}
+	if quant {
+		if b.Trainable(w) {
+			panic(LowerError{&units.Error{Path: b.Name(""), Msg: "lm_head is trainable but quant_lm_head stores it quantized", Hint: "freeze it (freeze=[\"lm_head\"])"}})
+		}
+		b.P.Params[w].Quant = b.Ft.quant
+	}
+	lengths := o.ChunkLengths(seq)
+	logits := make([]Value, len(lengths))
+	xin := x
+	if quant {
+		xin = b.Cast(x, b.Prec.Compute, "input cast to the bitsandbytes compute dtype")
+	} else if b.Prec.Autocast {
+		xin = b.Cast(x, b.Prec.Compute, "autocast copy of lm_head input")
+	}
+	for i, n := range lengths {
+		shape := []int64{batch, n, vocab}
+		if quant {
+			logits[i] = b.quantMatmulChunk(w, params, xin, in, vocab, shape)
+			continue
+		}
+		logits[i] = b.HeadChunk(w, params, xin, in, vocab, shape)
+	}
+	if o.softcap {
+		for i, l := range logits {
+			logits[i] = b.Softcap("logit_softcap", l)
+		}
+	}
+	done()
+	defer b.Scope("loss")()
+	var losses []Value
+	ce := func(i int, l Value) {
+		n := lengths[i]
+		if o.PerTokenLoss && i == len(lengths)-1 {
+			n-- // logits[-1][..., :-1, :]: the last position predicts nothing
+		}
+		losses = append(losses, b.ChunkCE(i, l, batch, n, vocab, o.PerTokenLoss))
+	}
+	if o.UpcastAfterForward {
+		up := make([]Value, len(logits))
+		for i, l := range logits {
+			up[i] = b.CastChunk(i, l)
+		}
+		b.Release("convert_output", logits) // the bf16 list is dropped once every chunk is converted
+		for i, l := range up {
+			ce(i, l)
+		}
+		if o.KeepLogits {
+			b.P.Held = append(b.P.Held, up...)
+		}
+	} else {
+		for i, l := range logits {
+			ce(i, b.CastChunk(i, l))
+		}
+		if o.KeepLogits {
+			b.P.Held = append(b.P.Held, logits...)
+		} else {
+			b.Release("del_logits", logits) // del logits before backward
+		}
+	}
+	if o.PerTokenLoss {
+		var tokens int64
+		for _, l := range losses {
+			tokens += Numel(b.Shape(l))
+		}
+		ic := b.AddOp("cat", "cat", losses)
+		all := b.Out(ic, "losses", []int64{tokens}, units.FP32, "per-token losses of all chunks (torch.cat)")
+		im := b.AddOp("mean", "mean", []Value{all})
+		return b.Out(im, "loss", nil, units.FP32, "loss")
+	}
+	is := b.AddOp("sum", "sum", losses)
+	return b.Out(is, "loss", nil, units.FP32, "loss")
+}
+
+// headChunk is one lm_head call on a slice of x (a view: saving it keeps
+// x's storage).
+func (b *Builder) HeadChunk(w int32, params []int32, xin Value, in, out int64, shape []int64) Value {
+	dt := b.Dtype(xin)
+	wv := b.headWeight(w, dt)
+	ins := []Value{xin}
+	if wv != NoValue {
+		ins = append(ins, wv)
+	}
+	i := b.AddOp("matmul", "", ins, params...)
+	y := b.Out(i, "out", shape, dt, "logits chunk")
+	if b.Trainable(w) {
+		b.Save(i, xin)
+	}
+	if b.Grad(xin) {
+		b.Save(i, wv)
+	}
+	b.Op(i).Flops = 2 * float64(Numel(shape[:len(shape)-1])) * float64(in) * float64(out)
+	b.Op(i).Bytes += float64(dt.Bytes(Numel(shape)/out*in)) + float64(dt.Bytes(in*out))
+	return y
+}
+
+// headWeight is the lm_head weight a chunk's matmul reads. Autocast caches
+// the cast of a weight that requires grad, so every chunk reads (and saves)
+// one copy; a frozen weight is cast anew by each call (tools/oracle
+// vectors, torch 2.15).
+func (b *Builder) headWeight(w int32, dt units.DType) Value {
+	if !b.Trainable(w) {
+		return b.Weight(w, dt)
+	}
+	if b.headCast == nil {
+		b.headCast = map[int32]Value{}
+	}
+	if v, ok := b.headCast[w]; ok {
+		return v
+	}
+	v := b.Weight(w, dt)
+	b.headCast[w] = v
+	return v
+}
+
+// quantMatmulChunk is a quantized lm_head call on a slice of x: the whole
+// weight is dequantized for every chunk.
+func (b *Builder) quantMatmulChunk(w int32, params []int32, xin Value, in, out int64, shape []int64) Value {
+	y := b.quantMatmul(w, params, xin, in, out)
+	v := b.Val(y)
+	v.Shape, v.Bytes = shape, v.Dtype.Bytes(Numel(shape))
+	b.Op(int32(len(b.P.Ops) - 1)).Flops = 2 * float64(Numel(shape[:len(shape)-1])) * float64(in) * float64(out)
+	return y
+}
+
+// castChunk upcasts a logits chunk to fp32 (ToCopyBackward saves nothing).
+func (b *Builder) CastChunk(i int, l Value) Value {
+	if b.Dtype(l) == units.FP32 {
+		return l
+	}
+	c := b.AddOp("cast", "to_fp32_"+Itoa(int64(i)), []Value{l})
+	y := b.Out(c, "logits_fp32."+Itoa(int64(i)), b.Shape(l), units.FP32, "logits chunk upcast to fp32")
+	b.Op(c).Bytes += float64(b.Val(l).Bytes)
+	return y
+}
+
+// chunkCE is cross_entropy on one chunk: log_softmax saved (fp32), the
+// nll gradient dense in backward.
+func (b *Builder) ChunkCE(i int, l Value, batch, n, vocab int64, perToken bool) Value {
+	ic := b.AddOp("cross_entropy", "cross_entropy_"+Itoa(int64(i)), []Value{l})
+	lsm := b.Out(ic, "log_probs."+Itoa(int64(i)), []int64{batch * n, vocab}, b.Dtype(l), "log_softmax of a logits chunk (saved by cross-entropy)")
+	b.Val(lsm).Grad = false
+	var loss Value
+	if perToken {
+		loss = b.Out(ic, "loss."+Itoa(int64(i)), []int64{batch * n}, units.FP32, "per-token loss of a chunk (reduction=\"none\")")
+	} else {
+		loss = b.Out(ic, "loss."+Itoa(int64(i)), nil, units.FP32, "loss of a chunk")
+	}
+	b.Save(ic, lsm)
+	b.Op(ic).WorkB = b.Val(lsm).Bytes
+	b.Op(ic).Flops = 5 * float64(batch*n*vocab)
+	return loss
+}
+
+// release is a bookkeeping op that ends the forward life of vs: a Python
+// list dropped at once (it computes nothing and has no backward).
+func (b *Builder) Release(name string, vs []Value) {
+	b.AddOp("release", name, append([]Value(nil), vs...))
+}
+
+// chunkHead reports whether the plan asks for torchtune's chunked output
+// (loss_chunks > 1) on a cross-entropy language model.
+func (ft *Finetune) chunkHead(m *Model) bool {
+	return ft != nil && ft.lossChunks > 1 && m.Vocab > 0 && (m.Loss == "" || m.Loss == "cross_entropy")
+}
+
+// chunkedModelLoss is the model's lm_head and loss as torchtune runs them
+// with num_output_chunks = loss_chunks.
+func (b *Builder) chunkedModelLoss(m *Model, x Value) Value {
+	tied := int32(-1)
+	if m.Tied() {
+		for pi := range b.P.Params {
+			if b.P.Params[pi].Role == "embed" {
+				tied = int32(pi)
+				break
+			}
+		}
+	}
+	return b.ChunkedHeadLoss(x, m.Vocab, m.HeadBias, HeadLoss{Chunks: b.Ft.lossChunks, softcap: m.LogitSoftcap > 0}, tied)
+}

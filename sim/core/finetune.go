@@ -1,0 +1,104 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Fine-tuning options of a plan, gathered for the lowering: weight
+// quantization of the frozen base (quant.go), frozen modules (freeze.go),
+// the chunked loss (chunked_loss.go) and sequence packing (packing.go).
+// Offload and paging act on the replay instead (offload.go, paging.go).
+type Finetune struct {
+	quant      string      // nf4 | nf4-dq | int8, "" when none
+	quantHead  bool        // lm_head quantized too
+	quantFrom  units.DType // dtype the weights were quantized from (what dequantize returns)
+	freeze     []string
+	lossChunks int64
+	packed     bool
+	Unfreeze   int // > 0 while lowering modules a recipe trains (adapter v2 norms)
+}
+
+// finetuneOptions collects what the lowering needs from the plan.
+func (p *Plan) finetuneOptions() *Finetune {
+	ft := &Finetune{
+		quant:      p.Quant,
+		quantHead:  p.QuantLMHead,
+		quantFrom:  p.QuantFrom,
+		freeze:     p.Freeze,
+		lossChunks: p.LossChunks,
+		packed:     p.TokensPerBatch > 0,
+	}
+	if ft.quantFrom == units.InvalidDType {
+		ft.quantFrom = p.Precision.Compute
+	}
+	return ft
+}
+
+// validateFinetune checks the fine-tuning fields of a plan.
+func (p *Plan) validateFinetune() error {
+	if p.Quant != "" {
+		if p.LoRA == nil && len(p.Freeze) == 0 && p.Phase != "eval" {
+			return &units.Error{Path: "train", Msg: fmt.Sprintf("quant=%q needs a frozen base: bitsandbytes quantized weights cannot be trained", p.Quant),
+				Hint: "add lora=lora(...) or freeze=[...], or drop quant="}
+		}
+		if p.Quant == "int8" && p.Precision.Compute != units.FP16 {
+			// Lightning's BitsandbytesPrecision refuses int8 with any other
+			// dtype (plugins/precision/bitsandbytes.py); bitsandbytes casts
+			// the inputs to fp16 for the int8 matmul (MatMul8bitLt).
+			return &units.Error{Path: "train", Msg: fmt.Sprintf("quant=\"int8\" computes in fp16 (got precision %q)", p.Precision.Name),
+				Hint: `use precision="fp16" with int8, or quant="nf4"`}
+		}
+	}
+	if p.QuantLMHead && p.Quant == "" {
+		return &units.Error{Path: "train", Msg: "quant_lm_head=True needs quant=", Hint: `pass quant="nf4"`}
+	}
+	switch p.QuantFrom {
+	case units.InvalidDType, units.FP16, units.BF16, units.FP32:
+	default:
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("quant_from must be fp16, bf16 or fp32 (got %s)", p.QuantFrom)}
+	}
+	for _, f := range p.Freeze {
+		if strings.TrimSpace(f) == "" {
+			return &units.Error{Path: "train", Msg: "freeze names must not be empty", Hint: `freeze=["embed", "layers.0"] names modules by path prefix, kind or role`}
+		}
+	}
+	if p.LossChunks < 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks must be positive (got %d)", p.LossChunks)}
+	}
+	if p.LossChunks > 1 && (p.Parallel.Norm().TP > 1 || (p.Members > 1 && p.MembersMode == "sequential")) {
+		return &units.Error{Path: "train", Msg: "loss_chunks does not combine with tensor parallelism or sequential members yet"}
+	}
+	if p.LossChunks > 1 && p.LossChunks > p.Seq {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks must be at most seq (got loss_chunks=%d, seq=%d)", p.LossChunks, p.Seq)}
+	}
+	if p.TokensPerBatch < 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("tokens_per_batch must be positive (got %d)", p.TokensPerBatch)}
+	}
+	if p.TokensPerBatch > 0 && p.Seq > p.TokensPerBatch {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("tokens_per_batch must hold at least one sequence of seq tokens (got tokens_per_batch=%d, seq=%d)", p.TokensPerBatch, p.Seq)}
+	}
+	if err := p.validatePacking(); err != nil {
+		return err
+	}
+	if p.HostMemory < 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("host_memory must be positive (got %d)", p.HostMemory)}
+	}
+	if p.Offload != nil {
+		if err := p.Offload.Validate(); err != nil {
+			return &units.Error{Path: "train", Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// configureFinetune hands the lowering its fine-tuning options; packed
+// plans lower one row of TokensPerBatch tokens (packing.go).
+func (p *Plan) configureFinetune(b *Builder) {
+	b.Ft = p.finetuneOptions()
+	if p.TokensPerBatch > 0 {
+		b.Batch, b.Seq = 1, p.TokensPerBatch
+	}
+}

@@ -1,0 +1,53 @@
+package core
+
+import "strings"
+
+// Frozen parameters without LoRA: train(..., freeze=[...]) sets
+// requires_grad=False on the parameters it names, as a training script
+// does with `for p in model.embed.parameters(): p.requires_grad = False`.
+// A frozen parameter has no gradient and no optimizer state; a linear
+// whose weight is frozen does not keep its input for backward (autograd
+// saves an operand only when the other one needs a gradient), so freezing
+// also saves activations.
+//
+// Each name in the list matches a parameter when it is
+//   - "all": every parameter of the base model (adapters added by lora()
+//     or adapter modules stay trainable);
+//   - a role: embed, norm, q, k, v, o, qkv, gate, up, down, lm_head,
+//     router, expert_up, ... (the module roles LoRA targets use);
+//   - a module path prefix, cut at dots: "embed", "layers.0",
+//     "layers.3.attn", "lm_head" ("layers.1" does not match "layers.10").
+
+// paramTrainable decides requires_grad for a parameter being registered:
+// trainable is what the model and LoRA decided; freeze= turns it off;
+// modules a recipe trains explicitly (adapter v2's norms) turn it on.
+func (ft *Finetune) paramTrainable(name, role string, trainable, eval bool) bool {
+	if ft == nil || eval {
+		return trainable
+	}
+	if ft.Unfreeze > 0 {
+		return true
+	}
+	return trainable && !ft.frozen(name, role)
+}
+
+// frozen reports whether the parameter named name with this role is frozen.
+func (ft *Finetune) frozen(name, role string) bool {
+	if ft == nil {
+		return false
+	}
+	for _, f := range ft.freeze {
+		if f == "all" || f == role || PathPrefix(f, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// pathPrefix reports whether prefix names name or one of its ancestors.
+func PathPrefix(prefix, name string) bool {
+	if !strings.HasPrefix(name, prefix) {
+		return false
+	}
+	return len(name) == len(prefix) || name[len(prefix)] == '.'
+}

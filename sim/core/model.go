@@ -1,0 +1,296 @@
+package core
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Model is a whole network: layers in order, then (when Vocab is set) an
+// output head to the vocabulary, then the loss.
+type Model struct {
+	Name          string
+	Layers        []Layer
+	Loss          string // cross_entropy | mse | none
+	Vocab         int64  // adds lm_head (dim -> vocab) when > 0
+	TieEmbeddings bool   // lm_head shares the first embedding's weight
+	HeadBias      bool
+	LogitsFP32    bool       // logits upcast to fp32 before the loss (Hugging Face causal LMs)
+	LogitSoftcap  float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap) (softcap.go); 0 = none
+	InputDim      int64      // features per position for models that start without an embedding; 0 = inferred
+	InputGrad     bool       // the input requires grad (a block measured on its own, as the oracle does)
+	Points        int64      // graph models: grid points per sample; the input is [batch, Points, InputDim] (graph_model.go)
+	Data          *DataBatch // the data loader's batch the input is built from (data_batch.go); nil: the input is the batch
+}
+
+// Params is the exact parameter count: tied weights once, buffers never.
+func (m *Model) Params() int64 {
+	var n int64
+	for _, l := range m.Layers {
+		n += l.Params()
+	}
+	if m.Vocab > 0 {
+		if !m.Tied() {
+			n += m.outDim() * m.Vocab
+		}
+		if m.HeadBias {
+			n += m.Vocab
+		}
+	}
+	return n
+}
+
+func (m *Model) Tied() bool { return m.TieEmbeddings && m.firstEmbedding() != nil }
+
+func (m *Model) firstEmbedding() TokenLookup {
+	var found TokenLookup
+	for _, l := range m.Layers {
+		Walk(l, "", func(_ string, x Layer) {
+			if e, ok := x.(TokenLookup); ok && found == nil {
+				found = e
+			}
+		})
+		if found != nil {
+			break
+		}
+	}
+	return found
+}
+
+// outDim is the width of the last layer's output.
+func (m *Model) outDim() int64 {
+	for i := len(m.Layers) - 1; i >= 0; i-- {
+		if d := WidthOut(m.Layers[i]); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
+
+// widthOut is the output feature count of a layer, 0 when it keeps its input's.
+func WidthOut(l Layer) int64 {
+	switch x := l.(type) {
+	case *Sequential:
+		for i := len(x.Layers) - 1; i >= 0; i-- {
+			if d := WidthOut(x.Layers[i]); d > 0 {
+				return d
+			}
+		}
+	case *Repeat:
+		return WidthOut(x.Layer)
+	case *Residual:
+		return WidthOut(x.Layer)
+	case interface{ OutDim() int64 }:
+		return x.OutDim()
+	}
+	return 0
+}
+
+// widthIn is the input feature count of a layer, 0 when unknown.
+func WidthIn(l Layer) int64 {
+	switch x := l.(type) {
+	case *Sequential:
+		for _, c := range x.Layers {
+			if d := WidthIn(c); d > 0 {
+				return d
+			}
+		}
+	case *Repeat:
+		return WidthIn(x.Layer)
+	case *Residual:
+		return WidthIn(x.Layer)
+	case interface{ InDim() int64 }:
+		return x.InDim()
+	}
+	return 0
+}
+
+func startsWithEmbedding(ls []Layer) bool {
+	for len(ls) > 0 {
+		switch x := ls[0].(type) {
+		case TokenLookup:
+			return true
+		case *Sequential:
+			ls = x.Layers
+			continue
+		}
+		return false
+	}
+	return false
+}
+
+// Validate checks every layer and the head.
+func (m *Model) Validate() error {
+	if len(m.Layers) == 0 {
+		return &units.Error{Path: m.Name, Msg: "model has no layers", Hint: "model(name, embedding(...), repeat(block, n), ...)"}
+	}
+	for i, l := range m.Layers {
+		if err := l.Validate(ChildPath("", l, i)); err != nil {
+			return err
+		}
+	}
+	switch m.Loss {
+	case "cross_entropy", "mse", "none", "", "crps":
+	default:
+		return units.Errorf(m.Name, "unknown loss %q (known: cross_entropy, mse, none)", m.Loss)
+	}
+	if m.Vocab < 0 {
+		return units.Errorf(m.Name, "vocab must be positive (got %d)", m.Vocab)
+	}
+	if !(m.LogitSoftcap >= 0) || math.IsInf(m.LogitSoftcap, 0) {
+		return units.Errorf(m.Name, "logit_softcap must be a positive number, or 0 for none (got %g)", m.LogitSoftcap)
+	}
+	if m.LogitSoftcap > 0 && m.Vocab == 0 {
+		return units.Errorf(m.Name, "logit_softcap needs vocab= (it caps the output head's logits)")
+	}
+	if !startsWithEmbedding(m.Layers) && m.inputDim() <= 0 {
+		return &units.Error{Path: m.Name, Msg: "cannot tell the input width of the first layer", Hint: "pass input_dim= to model()"}
+	}
+	return nil
+}
+
+func (m *Model) inputDim() int64 {
+	if m.InputDim > 0 {
+		return m.InputDim
+	}
+	return WidthIn(m.Layers[0])
+}
+
+// lower emits the model's forward for one micro-batch and returns the loss.
+func (m *Model) lower(b *Builder) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			le, ok := r.(LowerError)
+			if !ok {
+				panic(r)
+			}
+			err = le.Err
+		}
+	}()
+	var x Value
+	if startsWithEmbedding(m.Layers) {
+		x = b.input("input_ids", []int64{b.Batch, b.Seq}, units.INT64)
+		b.P.Input = x
+	} else {
+		dt := b.Prec.Compute
+		if b.Prec.Autocast {
+			dt = b.Prec.Params // autocast leaves the batch in its own dtype
+		}
+		shape := []int64{b.Batch, b.Seq / b.Par.spDiv(), m.inputDim()}
+		if m.Data != nil {
+			x = m.Data.lowerInput(b, shape, dt) // data_batch.go: sets the program input
+		} else {
+			x = b.input("inputs", shape, dt)
+			b.Val(x).Grad = m.InputGrad && !b.Eval
+			b.P.Input = x
+		}
+	}
+	if m.Data != nil {
+		b.P.Loss = b.lowerRollout(m, x, b.rollout) // rollout.go: anemoi's rollout loop
+		return nil
+	}
+	x = b.lowerMembers(m, x) // lowerBody once, or once per member (members.go)
+	b.P.Loss = b.loss(m, x)
+	return nil
+}
+
+// lowerBody emits the layers and the output head for input x.
+func (m *Model) lowerBody(b *Builder, x Value) Value {
+	for i, l := range m.Layers {
+		x = b.LowerChild(l, i, x)
+	}
+	if m.Vocab > 0 {
+		if b.Ft.chunkHead(m) { // chunked_loss.go: loss_chunks, returns the loss
+			return b.chunkedModelLoss(m, x)
+		}
+		nParams := len(b.P.Params)
+		x = b.headLinear(x, m.Vocab, m.HeadBias) // tp.go: vocab-parallel with TP
+		if m.Tied() {
+			for pi := range b.P.Params {
+				if b.P.Params[pi].Role == "embed" {
+					b.P.Params[nParams].TiedTo = int32(pi)
+					break
+				}
+			}
+		}
+		if m.LogitSoftcap > 0 {
+			x = b.Softcap("logit_softcap", x) // softcap.go
+		}
+	}
+	return x
+}
+
+// input adds the program input (data: no grad).
+func (b *Builder) input(name string, shape []int64, dt units.DType) Value {
+	b.P.Values = append(b.P.Values, ValueInfo{
+		Name: name, Shape: shape, Dtype: dt, Bytes: dt.Bytes(Numel(shape)),
+		Cat: CatActivations, Producer: -1, Why: "input batch",
+	})
+	return Value(len(b.P.Values) - 1)
+}
+
+// loss lowers the loss. Cross-entropy: logits optionally upcast to fp32
+// (a copy), log_softmax saved for backward (oracle REPORT.md section 4: the
+// logits themselves are not kept); backward holds the saved log-probs, the
+// dense nll gradient and the logits gradient at once.
+func (b *Builder) loss(m *Model, x Value) Value {
+	if b.Ft.chunkHead(m) { // chunked_loss.go: x is the loss already
+		return x
+	}
+	defer b.Scope("loss")()
+	switch m.Loss {
+	case "", "cross_entropy":
+		if b.Par.megatronCE {
+			return b.vocabParallelCE(x) // tp.go
+		}
+		if m.LogitsFP32 || (b.Prec.Autocast && b.Dtype(x) != units.FP32) {
+			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+		}
+		i := b.AddOp("cross_entropy", "cross_entropy", []Value{x})
+		lsm := b.Out(i, "log_probs", b.Shape(x), b.Dtype(x), "log_softmax of the logits (saved by cross-entropy)")
+		b.Val(lsm).Grad = false
+		loss := b.Out(i, "loss", nil, units.FP32, "loss")
+		b.Save(i, lsm)
+		b.Op(i).WorkB = b.Val(lsm).Bytes
+		b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
+		return loss
+	case "crps":
+		return b.crpsLoss(x) // graph_loss.go
+	case "mse":
+		i := b.AddOp("mse_loss", "mse", []Value{x})
+		loss := b.Out(i, "loss", nil, units.FP32, "loss")
+		b.Save(i, x)
+		return loss
+	default:
+		i := b.AddOp("sum", "sum", []Value{x})
+		return b.Out(i, "loss", nil, units.FP32, "loss")
+	}
+}
+
+// Describe lists the modules with their parameter counts.
+func (m *Model) Describe() []ModuleRow {
+	var out []ModuleRow
+	for i, l := range m.Layers {
+		Walk(l, ChildPath("", l, i), func(path string, x Layer) {
+			out = append(out, ModuleRow{Path: path, Kind: x.Kind(), Summary: x.Summary(), Params: x.Params()})
+		})
+	}
+	if m.Vocab > 0 {
+		p := m.outDim() * m.Vocab
+		s := fmt.Sprintf("%d -> %d", m.outDim(), m.Vocab)
+		if m.Tied() {
+			p, s = 0, s+" (tied to the embedding)"
+		}
+		out = append(out, ModuleRow{Path: "lm_head", Kind: "linear", Summary: s, Params: p})
+	}
+	return out
+}
+
+// ModuleRow is one line of Model.Describe.
+type ModuleRow struct {
+	Path    string
+	Kind    string
+	Summary string
+	Params  int64
+}

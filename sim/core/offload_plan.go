@@ -1,0 +1,95 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Offload moves model states or activations off the GPU.
+//
+//   - Optimizer "cpu" (ZeRO-Offload, DeepSpeed offload_optimizer): the fp32
+//     master weights, the optimizer moments (fp32, DeepSpeedCPUAdam) and an
+//     fp32 copy of the gradients live in host memory and the step runs on
+//     the CPU. The GPU keeps the 16-bit params and grads; each step copies
+//     the grads to the host and the updated params back (PCIe: grad bytes
+//   - param bytes). "nvme" (ZeRO-Infinity) keeps master and moments on
+//     NVMe: each step reads and writes them (NVMe: 2x their bytes) through
+//     pinned host swap buffers (DeepSpeed offload_optimizer buffer_count=4
+//     buffers sized to the largest parameter's state).
+//   - Params "cpu"/"nvme" (ZeRO-3 offload_param, FSDP CPUOffload): the
+//     16-bit params live in (pinned) host memory; the GPU holds the block
+//     being computed plus the next one (prefetch), gathered in forward and
+//     again in backward (PCIe: 2x param bytes); each block's grads go to
+//     the host as soon as its backward is done. Offloading params implies
+//     the optimizer step on the host (the params it updates are there).
+//   - Activations "cpu" (torch.autograd.graph.save_on_cpu(pin_memory=True),
+//     torchtune's OffloadActivations): a tensor saved for backward is
+//     copied to pinned host memory once the forward has no more use for it
+//     and copied back just before the backward op that needs it; the GPU
+//     keeps in-flight tensors only. Parameters and tensors under 1 KiB
+//     stay (torchtune min_offload_size). PCIe: 2x the offloaded bytes.
+//
+// Host memory needed is reported per GPU (Report.HostMemory, with a
+// breakdown); Plan.HostMemory, when set, is the host RAM of one node and
+// the step fails when the GPUs of a node need more.
+type Offload struct {
+	Optimizer   string // "", cpu, nvme
+	Params      string // "", cpu, nvme
+	Activations string // "", cpu
+}
+
+// Validate checks the tiers.
+func (o *Offload) Validate() error {
+	for _, f := range []struct{ what, v string }{{"optimizer", o.Optimizer}, {"params", o.Params}} {
+		switch f.v {
+		case "", "cpu", "nvme":
+		default:
+			return fmt.Errorf("offload: unknown %s tier %q (known: cpu, nvme)", f.what, f.v)
+		}
+	}
+	switch o.Activations {
+	case "", "cpu":
+	default:
+		return fmt.Errorf("offload: unknown activations tier %q (known: cpu)", o.Activations)
+	}
+	if o.Params == "nvme" && o.Optimizer == "cpu" {
+		return fmt.Errorf("offload: params on nvme need the optimizer on nvme too (ZeRO-Infinity keeps them on the same tier)")
+	}
+	return nil
+}
+
+// validateShardedOffload says which offload and sharding combinations are
+// simulated: the ZeRO optimizer on the CPU, for any stage.
+func (p *Plan) validateShardedOffload(par Parallelism) error {
+	o := p.Offload
+	if o == nil || (o.Optimizer == "" && o.Params == "") {
+		return nil
+	}
+	switch {
+	case par.FSDP && par.FSDPVersion == 1:
+		return &units.Error{Path: "parallel", Msg: "offload is not simulated together with fsdp_version=1 yet",
+			Hint: "FSDP2's CPUOffloadPolicy is: parallel(dp=..., fsdp=True) with offload(params=\"cpu\")"}
+	case par.FSDP && o.Params == "":
+		return &units.Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
+			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) has no optimizer-only offload"}
+	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
+		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)"}
+	case par.FSDP:
+		return nil
+	case par.DistributedOptimizer:
+		return &units.Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
+	case par.Zero == 0:
+		return nil
+	case o.Params != "" && par.Zero < 3:
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("offload(params=...) needs zero=3 (got zero=%d)", par.Zero),
+			Hint: "DeepSpeed offloads parameters with ZeRO stage 3 only (offload_param)"}
+	case o.Params == "nvme":
+		return &units.Error{Path: "parallel", Msg: "offload(params=\"nvme\") is not simulated together with zero= yet",
+			Hint: "offload(params=\"cpu\", optimizer=\"cpu\") is"}
+	case o.Optimizer == "nvme":
+		return &units.Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero= yet",
+			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload); DeepSpeed swaps optimizer state to NVMe with zero=3 only"}
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+package core
+
+import (
+	"math"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Lowering helpers: one func per PyTorch op family, each saving for backward
+// what autograd saves (derivatives.yaml), with autocast dtypes.
+
+// weight returns the value a matmul reads for parameter pi: under autocast
+// with fp32 weights, a cached low-precision copy (autocast's weight cache
+// keeps casts of leaf tensors that require grad until the forward ends);
+// otherwise the parameter itself (noValue).
+func (b *Builder) Weight(pi int32, dt units.DType) Value {
+	p := b.P.Params[pi]
+	if !b.Prec.Autocast || b.Prec.Params == dt {
+		return NoValue
+	}
+	i := b.AddOp("cast", "to_"+dt.Name(), nil, pi)
+	y := b.Out(i, lastSegment(p.Name)+"."+dt.Name(), p.Shape, dt, "autocast "+dt.Name()+" copy of weight "+p.Name)
+	v := b.Val(y)
+	v.Cat = CatParams
+	v.Grad = b.Trainable(pi)
+	v.Cached = b.Trainable(pi)
+	b.Op(i).Bytes += float64(b.Prec.Params.Bytes(p.Numel))
+	return y
+}
+
+func lastSegment(n string) string {
+	for i := len(n) - 1; i >= 0; i-- {
+		if n[i] == '.' {
+			return n[i+1:]
+		}
+	}
+	return n
+}
+
+// linear lowers nn.Linear (aten::addmm / mm): saves its input when the
+// weight needs a gradient, and the weight when the input does.
+func (b *Builder) Linear(name, role string, x Value, in, out int64, bias bool) Value {
+	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // quant.go: bitsandbytes frozen weights
+		return y
+	}
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{out, in}, role)
+	params := []int32{w}
+	if bias {
+		params = append(params, b.Param("bias", []int64{out}, role))
+	}
+	dt := b.Dtype(x)
+	if b.Prec.Autocast {
+		dt = b.Prec.Compute
+	}
+	xin := b.Cast(x, dt, "autocast copy of linear input")
+	wv := b.Weight(w, dt)
+	ins := []Value{xin}
+	if wv != NoValue {
+		ins = append(ins, wv)
+	}
+	i := b.AddOp("matmul", "", ins, params...)
+	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "output of linear "+b.Name(""))
+	if b.Trainable(w) {
+		b.Save(i, xin)
+	}
+	if b.Grad(xin) {
+		b.Save(i, wv)
+	}
+	t := Rows(b.Shape(xin))
+	b.Op(i).Flops = 2 * float64(t) * float64(in) * float64(out)
+	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(in*out))
+	if b.Lora != nil && b.Lora.targets(role) {
+		y = b.loraAdapter(xin, y, in, out)
+	}
+	return y
+}
+
+// unary lowers an elementwise op. saveIn/saveOut follow derivatives.yaml
+// (gelu and silu save self, relu and sigmoid save result).
+func (b *Builder) Unary(kind string, x Value, saveIn, saveOut bool) Value {
+	i := b.AddOp(kind, kind, []Value{x})
+	y := b.Out(i, kind, b.Shape(x), b.Dtype(x), "output of "+kind)
+	if saveIn {
+		b.Save(i, x)
+	}
+	if saveOut {
+		b.Save(i, y)
+	}
+	b.Op(i).Flops = 8 * float64(Numel(b.Shape(x)))
+	b.Op(i).Bytes += float64(b.Val(x).Bytes)
+	return y
+}
+
+// add lowers x + y (saves nothing).
+func (b *Builder) Add(name string, x, y Value) Value {
+	i := b.AddOp("add", name, []Value{x, y})
+	out := b.Out(i, name, b.Shape(x), Promote(b.Dtype(x), b.Dtype(y)), "sum "+name)
+	b.Op(i).Flops = float64(Numel(b.Shape(x)))
+	b.Op(i).Bytes += float64(b.Val(x).Bytes + b.Val(y).Bytes)
+	return out
+}
+
+// mul lowers x * y: each operand is saved when the other needs a gradient.
+func (b *Builder) Mul(name string, x, y Value) Value {
+	i := b.AddOp("mul", name, []Value{x, y})
+	shape := b.Shape(x)
+	if Numel(b.Shape(y)) > Numel(shape) {
+		shape = b.Shape(y)
+	}
+	out := b.Out(i, name, shape, Promote(b.Dtype(x), b.Dtype(y)), "product "+name)
+	if b.Grad(x) {
+		b.Save(i, y)
+	}
+	if b.Grad(y) {
+		b.Save(i, x)
+	}
+	b.Op(i).Flops = float64(Numel(shape))
+	b.Op(i).Bytes += float64(b.Val(x).Bytes + b.Val(y).Bytes)
+	return out
+}
+
+// dropout lowers native_dropout, which saves a bool mask (the CUDA kernel).
+// p = 0 or eval mode adds nothing.
+func (b *Builder) Dropout(name string, x Value, p float64) Value {
+	if p <= 0 || b.Eval {
+		return x
+	}
+	i := b.AddOp("dropout", name, []Value{x})
+	y := b.Out(i, name, b.Shape(x), b.Dtype(x), "dropout output")
+	m := b.Out(i, name+".mask", b.Shape(x), units.BOOL, "dropout mask (bool, saved for backward)")
+	b.Val(m).Grad = false
+	b.Save(i, m)
+	b.Op(i).Bytes += float64(b.Val(x).Bytes)
+	return y
+}
+
+// layerNorm lowers aten::native_layer_norm. Under autocast it is on the fp32
+// list: the input is cast to fp32 and the output is fp32. It saves the input,
+// mean and rstd (one per row).
+func (b *Builder) LayerNorm(name string, x Value, dim int64, bias bool) Value {
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{dim}, "norm")
+	params := []int32{w}
+	if bias {
+		params = append(params, b.Param("bias", []int64{dim}, "norm"))
+	}
+	xin := x
+	if b.Prec.Autocast {
+		xin = b.Cast(x, units.FP32, "autocast fp32 copy of layer_norm input")
+	}
+	i := b.AddOp("layer_norm", "", []Value{xin}, params...)
+	y := b.Out(i, "out", b.Shape(xin), b.Dtype(xin), "layer_norm output")
+	statsDT := b.Dtype(xin)
+	if b.Rt.NormStatsFP32 {
+		statsDT = units.FP32
+	}
+	r := Rows(b.Shape(xin))
+	mean := b.Out(i, "mean", []int64{r, 1}, statsDT, "layer_norm mean (saved)")
+	rstd := b.Out(i, "rstd", []int64{r, 1}, statsDT, "layer_norm rstd (saved)")
+	b.Val(mean).Grad, b.Val(rstd).Grad = false, false
+	b.Save(i, xin, mean, rstd)
+	b.Op(i).Flops = 8 * float64(Numel(b.Shape(xin)))
+	b.Op(i).Bytes += float64(b.Val(xin).Bytes)
+	return y
+}
+
+// rmsNorm lowers the Hugging Face RMSNorm (LlamaRMSNorm): x.to(fp32),
+// pow(2).mean(-1), rsqrt, multiply, cast back, times weight. Saved storages
+// as measured by the oracle (REPORT.md section 4).
+func (b *Builder) RmsNorm(name string, x Value, dim int64) Value {
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{dim}, "norm")
+	inDT := b.Dtype(x)
+	x32 := b.Cast(x, units.FP32, "fp32 copy of rms_norm input")
+	r := Rows(b.Shape(x32))
+	// pow(2): saves self.
+	ip := b.AddOp("pow", "pow", []Value{x32})
+	sq := b.Out(ip, "x2", b.Shape(x32), units.FP32, "x² in rms_norm")
+	b.Save(ip, x32)
+	// mean(-1): torch 1.13 keeps its input.
+	im := b.AddOp("mean", "mean", []Value{sq})
+	variance := b.Out(im, "variance", []int64{r, 1}, units.FP32, "rms_norm variance")
+	if b.Rt.RMSNormSavesSquare {
+		b.Save(im, sq)
+	}
+	// rsqrt(variance + eps): saves its result.
+	ir := b.AddOp("rsqrt", "rsqrt", []Value{variance})
+	rs := b.Out(ir, "rsqrt", []int64{r, 1}, units.FP32, "rms_norm rsqrt (saved)")
+	b.Save(ir, rs)
+	n32 := b.Mul("normalized", x32, rs)
+	n := b.Cast(n32, inDT, "rms_norm normalized, cast back to input dtype")
+	// weight * n: saves n for the weight's grad.
+	iw := b.AddOp("mul", "scale", []Value{n}, w)
+	outDT := Promote(b.Prec.Params, b.Dtype(n))
+	y := b.Out(iw, "out", b.Shape(n), outDT, "rms_norm output")
+	if b.Trainable(w) {
+		b.Save(iw, n)
+	}
+	for _, i := range []int32{ip, im, ir, iw} {
+		b.Op(i).Flops = float64(Numel(b.Shape(x32)))
+	}
+	return y
+}
+
+// ew adds an op with one output of the given shape and dtype that saves
+// nothing (elementwise arithmetic, copies, concatenations).
+func (b *Builder) Ew(kind, name string, ins []Value, shape []int64, dt units.DType, why string) Value {
+	i := b.AddOp(kind, name, ins)
+	y := b.Out(i, name, shape, dt, why)
+	b.Op(i).Flops = float64(Numel(shape))
+	for _, v := range ins {
+		b.Op(i).Bytes += float64(b.Val(v).Bytes)
+	}
+	return y
+}
+
+// keepAlive marks values as used until this point: a Python local (or a
+// list) keeps a tensor alive until the function returns, after its last
+// use by an op. It allocates nothing and has no backward.
+func (b *Builder) KeepAlive(name string, vs ...Value) {
+	var ins []Value
+	for _, v := range vs {
+		if v != NoValue {
+			ins = append(ins, v)
+		}
+	}
+	if len(ins) > 0 {
+		b.AddOp("keep_alive", name, ins)
+	}
+}
+
+// productFits reports whether the product of the positive factors fits in
+// an int64 (sizes in bytes of the largest tensors a plan would make).
+func ProductFits(factors ...int64) bool {
+	p := int64(1)
+	for _, f := range factors {
+		if f <= 0 {
+			return false
+		}
+		if p > math.MaxInt64/f {
+			return false
+		}
+		p *= f
+	}
+	return true
+}

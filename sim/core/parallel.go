@@ -1,0 +1,285 @@
+package core
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Parallelism is how a training step is spread over GPUs. The engine
+// replays the step for one representative GPU: parallelism rewrites what
+// that GPU holds (sharded parameters and state, split layers, pipeline
+// stages) and does (collectives, in-flight micro-batches).
+//
+//   - DP: data-parallel replicas. Alone it is PyTorch DDP (every GPU holds
+//     everything; DDP adds its gradient buckets), or Megatron's DDP with the
+//     "megatron" precision (an fp32 main-gradient buffer).
+//   - Zero 1/2/3: DeepSpeed ZeRO over the DP group (optimizer state; plus
+//     gradients; plus parameters). FSDP: PyTorch FSDP2 (fully_shard per
+//     repeated block and the root). DistributedOptimizer: Megatron's
+//     (fp32 master weights and Adam state sharded over DP).
+//   - TP: Megatron tensor parallelism (Shoeybi et al. 2019) inside each
+//     attention, MLP, MoE, the vocabulary-parallel embedding, output layer
+//     and cross-entropy; SequenceParallel shards the norm, dropout and
+//     residual activations along the sequence (Korthikanti et al. 2022).
+//   - PP: pipeline stages of the repeated blocks, scheduled 1F1B or
+//     interleaved with VirtualStages model chunks per GPU (Narayanan et al.
+//     2021); MicroBatches per step (0: the plan's grad_accum).
+//   - CP: context parallelism, the sequence split over CP ranks with ring
+//     attention. EP: expert parallelism, the experts of each MoE split over
+//     EP ranks taken from the DP group, tokens exchanged by all-to-all.
+//
+// The zero value is one GPU.
+type Parallelism struct {
+	DP, TP, PP, CP, EP   int64
+	Zero                 int
+	FSDP                 bool
+	FSDPVersion          int // with FSDP: 2 (fully_shard, the default) or 1 (FullyShardedDataParallel)
+	SequenceParallel     bool
+	Schedule             string // 1f1b | interleaved
+	VirtualStages        int64
+	MicroBatches         int64
+	DistributedOptimizer bool
+}
+
+// norm fills defaults: degrees 1, schedule 1f1b, one virtual stage.
+func (p Parallelism) Norm() Parallelism {
+	for _, d := range []*int64{&p.DP, &p.TP, &p.PP, &p.CP, &p.EP, &p.VirtualStages} {
+		if *d == 0 {
+			*d = 1
+		}
+	}
+	if p.Schedule == "" {
+		p.Schedule = "1f1b"
+		if p.VirtualStages > 1 {
+			p.Schedule = "interleaved"
+		}
+	}
+	if p.TP == 1 {
+		p.SequenceParallel = false // Megatron turns it off without TP
+	}
+	return p
+}
+
+// GPUs is the number of GPUs the layout uses: dp*tp*pp*cp (expert
+// parallelism reuses data-parallel ranks).
+func (p Parallelism) GPUs() int64 {
+	n := p.Norm()
+	return n.DP * n.TP * n.PP * n.CP
+}
+
+// Active reports whether the plan is spread over more than one GPU or
+// shards anything.
+func (p Parallelism) Active() bool {
+	n := p.Norm()
+	return n.GPUs() > 1 || n.EP > 1 || n.Zero > 0 || n.FSDP || n.DistributedOptimizer
+}
+
+// String is the parallel() call that builds p, defaults omitted.
+func (p Parallelism) String() string {
+	n := p.Norm()
+	var parts []string
+	for _, d := range []struct {
+		k string
+		v int64
+	}{{"dp", n.DP}, {"tp", n.TP}, {"pp", n.PP}, {"cp", n.CP}, {"ep", n.EP}} {
+		if d.v != 1 {
+			parts = append(parts, fmt.Sprintf("%s=%d", d.k, d.v))
+		}
+	}
+	if n.Zero > 0 {
+		parts = append(parts, fmt.Sprintf("zero=%d", n.Zero))
+	}
+	if n.FSDP {
+		if n.FSDPVersion == 1 {
+			parts = append(parts, "fsdp=1")
+		} else {
+			parts = append(parts, "fsdp=True")
+		}
+	}
+	if n.SequenceParallel {
+		parts = append(parts, "sequence_parallel=True")
+	}
+	if n.Schedule != "1f1b" {
+		parts = append(parts, fmt.Sprintf("schedule=%q", n.Schedule))
+	}
+	if n.VirtualStages > 1 {
+		parts = append(parts, fmt.Sprintf("virtual_stages=%d", n.VirtualStages))
+	}
+	if n.MicroBatches > 0 {
+		parts = append(parts, fmt.Sprintf("micro_batches=%d", n.MicroBatches))
+	}
+	if n.DistributedOptimizer {
+		parts = append(parts, "distributed_optimizer=True")
+	}
+	return "parallel(" + strings.Join(parts, ", ") + ")"
+}
+
+// microBatches is the micro-batch count per step and pipeline.
+func (p *Plan) MicroBatches() int64 {
+	if m := p.Parallel.MicroBatches; m > 0 {
+		return m
+	}
+	return max(p.GradAccum, 1)
+}
+
+func parallelErr(format string, args ...any) *units.Error {
+	return &units.Error{Path: "parallel", Msg: fmt.Sprintf(format, args...)}
+}
+
+// validateParallel checks the layout against itself, the cluster and the
+// model; errors name the numbers.
+func (p *Plan) validateParallel() error {
+	raw := p.Parallel
+	for _, d := range []struct {
+		k string
+		v int64
+	}{{"dp", raw.DP}, {"tp", raw.TP}, {"pp", raw.PP}, {"cp", raw.CP}, {"ep", raw.EP},
+		{"virtual_stages", raw.VirtualStages}, {"micro_batches", raw.MicroBatches}} {
+		if d.v < 0 {
+			return parallelErr("%s must be positive (got %d)", d.k, d.v)
+		}
+	}
+	par := raw.Norm()
+	if par.Zero < 0 || par.Zero > 3 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero must be 0, 1, 2 or 3 (got %d)", par.Zero), Hint: "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters"}
+	}
+	if v := par.FSDPVersion; v != 0 && (v < 1 || v > 2 || !par.FSDP) {
+		return parallelErr("fsdp version must be 1 or 2 with fsdp on (got %d)", v)
+	}
+	if par.FSDP && par.Zero > 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}
+	}
+	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
+		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
+	}
+	switch par.Schedule {
+	case "1f1b":
+		if par.VirtualStages > 1 {
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("virtual_stages=%d needs schedule=\"interleaved\"", par.VirtualStages)}
+		}
+	case "interleaved":
+		if par.VirtualStages < 2 {
+			return &units.Error{Path: "parallel", Msg: "the interleaved schedule needs virtual_stages >= 2", Hint: "virtual_stages is the number of model chunks per GPU (Megatron --num-layers-per-virtual-pipeline-stage)"}
+		}
+		if par.PP < 2 {
+			return parallelErr("the interleaved schedule needs pp >= 2 (got pp=%d)", par.PP)
+		}
+		if m := p.MicroBatches(); m%par.PP != 0 {
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
+		}
+	default:
+		return parallelErr("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)
+	}
+	if err := p.validateShardedOffload(par); err != nil { // shard_offload.go
+		return err
+	}
+	if p.Quant != "" && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated together with zero=, fsdp= or distributed_optimizer= yet", p.Quant),
+			Hint: "QLoRA with FSDP shards the quantized storage; memsh simulates quantized weights on replicated ranks only"}
+	}
+	if par.PP > 1 && par.Zero >= 2 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}
+	}
+	if par.EP > 1 && par.DP%par.EP != 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("ep=%d does not divide dp=%d", par.EP, par.DP), Hint: "expert-parallel ranks are taken from the data-parallel group"}
+	}
+	if c := p.Cluster; c.Nodes < 0 || c.GPUsPerNode < 0 || c.IntraGBps < 0 || c.InterGBps < 0 {
+		return &units.Error{Path: "cluster", Msg: "cluster sizes and bandwidths must be positive"}
+	}
+	gpus := par.GPUs()
+	if c := p.Cluster; c.Nodes > 0 || c.GPUsPerNode > 0 {
+		cl := c.Norm(gpus)
+		if have := cl.Nodes * cl.GPUsPerNode; have != gpus {
+			return &units.Error{Path: "parallel",
+				Msg:  fmt.Sprintf("dp*tp*pp*cp = %d but the cluster has %d GPUs", gpus, have),
+				Hint: fmt.Sprintf("dp=%d tp=%d pp=%d cp=%d on %d node(s) of %d GPUs", par.DP, par.TP, par.PP, par.CP, cl.Nodes, cl.GPUsPerNode)}
+		}
+	}
+	seq := p.Seq
+	if par.CP > 1 && seq%par.CP != 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("cp=%d does not divide seq %d", par.CP, seq), Hint: "context parallelism splits each sequence into cp equal chunks"}
+	}
+	if par.SequenceParallel && (seq/par.CP)%par.TP != 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", par.TP, seq/par.CP)}
+	}
+	if p.Model == nil {
+		return nil
+	}
+	if err := p.Model.validateParallel(par); err != nil {
+		return err
+	}
+	if par.PP > 1 {
+		if _, err := SplitStages(p.Model, par); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateParallel checks that every layer can be split as the layout asks.
+func (m *Model) validateParallel(par Parallelism) error {
+	tp, ep := par.TP, par.EP
+	var err, vocabErr error // vocabulary errors after the layers' own
+	moe := false
+	check := func(path string, l Layer) {
+		if err != nil {
+			return
+		}
+		if _, ok := l.(ExpertLayer); ok {
+			moe = true
+		}
+		if c, ok := l.(LayoutChecker); ok {
+			err = c.CheckLayout(path, par)
+		}
+		if e, ok := l.(TokenLookup); ok && vocabErr == nil {
+			if rows, _ := e.LookupShape(); rows%tp != 0 {
+				vocabErr = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, rows),
+					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", PadVocab(rows, tp))}
+			}
+		}
+	}
+	for i, l := range m.Layers {
+		Walk(l, ChildPath("", l, i), check)
+	}
+	if err != nil {
+		return err
+	}
+	if vocabErr != nil {
+		return vocabErr
+	}
+	if m.Vocab > 0 && m.Vocab%tp != 0 {
+		return &units.Error{Path: m.Name, Msg: fmt.Sprintf("tp=%d does not divide vocab %d (the output layer)", tp, m.Vocab),
+			Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", PadVocab(m.Vocab, tp))}
+	}
+	if ep > 1 && !moe {
+		return &units.Error{Path: m.Name, Msg: fmt.Sprintf("ep=%d but the model has no moe() layer", ep)}
+	}
+	return nil
+}
+
+// padVocab is Megatron's --make-vocab-size-divisible-by 128 times tp.
+func PadVocab(v, tp int64) int64 {
+	q := 128 * tp
+	return (v + q - 1) / q * q
+}
+
+// deepspeedPrecision is the plan as DeepSpeed runs a mixed-precision
+// policy: DeepSpeed does not use torch.autocast; its "bf16"/"fp16" modes
+// hold the model in the 16-bit dtype (parameters and gradients) and keep
+// fp32 master weights and optimizer state in the ZeRO optimizer (the ZeRO
+// paper's mixed-precision Adam). It reports false when nothing changes.
+func (p *Plan) DeepspeedPrecision() (*Plan, bool) {
+	prec := p.Precision
+	if p.Parallel.Norm().Zero == 0 || !prec.Autocast {
+		return nil, false
+	}
+	q := *p
+	q.Precision = Precision{Name: prec.Name, Params: prec.Compute, Compute: prec.Compute, Grads: prec.Compute,
+		Master: prec.Params, States: prec.States}
+	if q.Precision.Master == q.Precision.Params {
+		q.Precision.Master = units.FP32
+	}
+	return &q, true
+}

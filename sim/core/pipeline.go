@@ -1,0 +1,348 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Pipeline parallelism (Narayanan et al. 2021, arXiv:2104.04473;
+// megatron/core/pipeline_parallel/schedules.py).
+//
+// The repeated blocks (the largest repeat() of the model) are split into
+// pp stages, or pp*v model chunks with the interleaved schedule (chunk g
+// runs on stage g mod pp). The first chunk also carries the layers before
+// the blocks (the embedding), the last one the layers after them (final
+// norm), the output layer and the loss.
+//
+// Each stage is replayed on its own, as a program holding the micro-batches
+// the schedule keeps in flight at its peak, forwards first and backwards
+// after (the order of backwards among them does not change the peak):
+//
+//   - 1F1B: stage p runs pp-p-1 warm-up forwards and one more before its
+//     first backward, so min(pp-p, m) micro-batches are in flight
+//     (forward_backward_pipelining_without_interleaving);
+//   - interleaved: num_warmup_microbatches = (pp-p-1)*2 + (v-1)*pp chunk
+//     forwards, plus one (forward_backward_pipelining_with_interleaving),
+//     at most m*v; forward k runs chunk (k mod pp*v) div pp. On the first
+//     stage that is pp*v + pp - 1 chunks of L/(pp*v) layers: Korthikanti's
+//     (1 + (pp-1)/(pp*v)) times the activations of L/pp layers.
+//
+// Every micro-batch copy has its own input (the batch on the first chunk,
+// else the activation received from the previous stage, which requires
+// grad) and its own output: the loss on the last chunk, else the
+// activation sent to the next stage, whose storage Megatron frees right
+// after the send (deallocate_pipeline_outputs, set by
+// core_transformer_config_from_args); its gradient arrives from the next
+// stage when the backward reaches it. Copies of a chunk share its
+// parameters.
+
+// stageSpec is the stage a per-stage plan copy replays.
+type StageSpec struct {
+	Stage    int64
+	Inflight int64 // chunk forwards in flight at the peak
+	Chunks   []int64
+	Split    *pipeSplit
+}
+
+// stageProg is what the replay needs beyond the program: the outputs whose
+// gradients are seeded when the backward reaches their producer.
+type stageProg struct {
+	Outputs []StageOut
+}
+
+type StageOut struct {
+	V    Value
+	Loss bool // a loss (4-byte seed) rather than a sent activation
+}
+
+// pipeAnc is a Sequential on the path to a unit, with the unit's
+// ancestor's index in it.
+type pipeAnc struct {
+	Seq   *Sequential
+	Index int
+}
+
+// pipeUnit is a top-level piece of the model: one block of the split
+// repeat, or a layer before or after the blocks.
+type pipeUnit struct {
+	Anc   []pipeAnc
+	layer Layer
+	Index int     // index in its parent (for lowerChild's naming)
+	Rep   *Repeat // the split repeat, for blocks
+	Block int64   // block index, -1 for other layers
+}
+
+// pipeSplit is the model cut into layers before the blocks, the blocks,
+// and layers after them.
+type pipeSplit struct {
+	pre, Blocks, post []pipeUnit
+	Chunks            int64 // pp * v
+}
+
+// splitStages flattens the model around its largest repeat() and checks
+// that the chunks divide it.
+func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
+	par = par.Norm()
+	var best *Repeat
+	var walk func(ls []Layer)
+	walk = func(ls []Layer) {
+		for _, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if best == nil || x.N > best.N {
+					best = x
+				}
+			case *Sequential:
+				walk(x.Layers)
+			}
+		}
+	}
+	walk(m.Layers)
+	if best == nil {
+		return nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("pp=%d needs a repeat() of blocks to split into stages", par.PP),
+			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
+	}
+	chunks := par.PP * par.VirtualStages
+	if best.N%chunks != 0 {
+		what := fmt.Sprintf("pp=%d", par.PP)
+		if par.VirtualStages > 1 {
+			what = fmt.Sprintf("pp*virtual_stages = %d", chunks)
+		}
+		return nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("%s does not divide %d layers", what, best.N),
+			Hint: "each pipeline stage (or virtual stage) holds the same number of blocks"}
+	}
+	s := &pipeSplit{Chunks: chunks}
+	seen := false
+	var flatten func(ls []Layer, anc []pipeAnc)
+	flatten = func(ls []Layer, anc []pipeAnc) {
+		for i, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if x == best {
+					for j := int64(0); j < x.N; j++ {
+						s.Blocks = append(s.Blocks, pipeUnit{Anc: anc, layer: x, Index: i, Rep: x, Block: j})
+					}
+					seen = true
+					continue
+				}
+			case *Sequential:
+				if ContainsLayer(x, best) {
+					flatten(x.Layers, append(append([]pipeAnc(nil), anc...), pipeAnc{Seq: x, Index: i}))
+					continue
+				}
+			}
+			u := pipeUnit{Anc: anc, layer: l, Index: i, Block: -1}
+			if seen {
+				s.post = append(s.post, u)
+			} else {
+				s.pre = append(s.pre, u)
+			}
+		}
+	}
+	flatten(m.Layers, nil)
+	return s, nil
+}
+
+func ContainsLayer(s *Sequential, target Layer) bool {
+	found := false
+	Walk(s, "", func(_ string, l Layer) {
+		if l == target {
+			found = true
+		}
+	})
+	return found
+}
+
+// inflight is the number of chunk forwards stage p holds at its peak.
+func Inflight(par Parallelism, stage, m int64) int64 {
+	pp, v := par.PP, par.VirtualStages
+	if par.Schedule == "interleaved" {
+		warm := (pp-stage-1)*2 + (v-1)*pp
+		return min(warm+1, m*v)
+	}
+	return min(pp-stage, m)
+}
+
+// stageChunks lists the chunk (virtual stage index g) of each in-flight
+// forward of stage p.
+func StageChunks(par Parallelism, stage, n int64) []int64 {
+	pp, v := par.PP, par.VirtualStages
+	out := make([]int64, n)
+	for k := range n {
+		c := (k % (pp * v)) / pp
+		out[k] = c*pp + stage
+	}
+	return out
+}
+
+// lowerStage lowers the in-flight micro-batch copies of one stage.
+func (p *Plan) lowerStage(b *Builder) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			le, ok := r.(LowerError)
+			if !ok {
+				panic(r)
+			}
+			err = le.Err
+		}
+	}()
+	st := p.PipeStage
+	sp := st.Split
+	m := p.Model
+	b.P.Stage = &stageProg{}
+	first := map[int64][2]int{} // chunk -> param range of its first copy
+	perChunk := int64(len(sp.Blocks)) / sp.Chunks
+	for k, g := range st.Chunks {
+		done := b.Scope(fmt.Sprintf("mb%d", k))
+		p0 := len(b.P.Params)
+		var x Value
+		if g == 0 {
+			x = b.stageBatch(m)
+		} else {
+			x = b.stageRecv(m)
+		}
+		if g == 0 {
+			for _, u := range sp.pre {
+				x = b.lowerUnit(u, x)
+			}
+		}
+		for _, u := range sp.Blocks[g*perChunk : (g+1)*perChunk] {
+			x = b.lowerUnit(u, x)
+		}
+		out := StageOut{V: x}
+		if g == sp.Chunks-1 {
+			for _, u := range sp.post {
+				x = b.lowerUnit(u, x)
+			}
+			if m.Vocab > 0 {
+				x = b.headLinear(x, m.Vocab, m.HeadBias)
+			}
+			out = StageOut{V: b.loss(m, x), Loss: true}
+		} else {
+			b.stageSend(x)
+		}
+		b.P.Stage.Outputs = append(b.P.Stage.Outputs, out)
+		done()
+		r := [2]int{p0, len(b.P.Params)}
+		if f, ok := first[g]; ok {
+			if f[1]-f[0] != r[1]-r[0] {
+				return units.Errorf(m.Name, "internal error: micro-batch copies registered %d and %d parameters", f[1]-f[0], r[1]-r[0])
+			}
+			for j := 0; j < r[1]-r[0]; j++ {
+				t := int32(f[0] + j)
+				if tt := b.P.Params[t].TiedTo; tt >= 0 {
+					t = tt
+				}
+				b.P.Params[r[0]+j].TiedTo = t
+			}
+		} else {
+			first[g] = r
+		}
+	}
+	return nil
+}
+
+// stageBatch is one micro-batch of the data on the first stage, loaded
+// when its forward starts.
+func (b *Builder) stageBatch(m *Model) Value {
+	i := b.AddOp("batch", "batch", nil)
+	if startsWithEmbedding(m.Layers) {
+		return b.Out(i, "input_ids", []int64{b.Batch, b.Seq}, units.INT64, "micro-batch of token ids")
+	}
+	dt := b.Prec.Compute
+	if b.Prec.Autocast {
+		dt = b.Prec.Params
+	}
+	x := b.Out(i, "inputs", []int64{b.Batch, b.Seq / b.Par.spDiv(), m.inputDim()}, dt, "micro-batch of inputs")
+	b.Val(x).Grad = false
+	return x
+}
+
+// stageRecv is the activation received from the previous stage (it
+// requires grad; its gradient is sent back when the backward reaches it).
+func (b *Builder) stageRecv(m *Model) Value {
+	i := b.AddOp("recv", "recv_forward", nil)
+	h := m.stageWidth()
+	x := b.Out(i, "received", []int64{b.Batch, b.Seq / b.Par.spDiv(), h}, b.Prec.Compute, "activation received from the previous pipeline stage")
+	b.Val(x).Grad = !b.Eval
+	n := b.Val(x).Bytes
+	b.RecordComm("send_recv", "pp", n, false)
+	b.RecordComm("send_recv", "pp", n, true)
+	return x
+}
+
+// stageSend records the send of a stage's output (its storage is freed
+// after the send: it has no consumer in this program).
+func (b *Builder) stageSend(x Value) {
+	n := b.Val(x).Bytes
+	b.RecordComm("send_recv", "pp", n, false)
+	b.RecordComm("send_recv", "pp", n, true)
+}
+
+// stageWidth is the hidden width between blocks.
+func (m *Model) stageWidth() int64 {
+	var w int64
+	var walk func(ls []Layer)
+	walk = func(ls []Layer) {
+		for _, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if d := WidthIn(x); d > 0 && w == 0 {
+					w = d
+				}
+			case *Sequential:
+				walk(x.Layers)
+			}
+		}
+	}
+	walk(m.Layers)
+	if w == 0 {
+		w = m.outDim()
+	}
+	return w
+}
+
+// lowerUnit lowers one flattened piece under the module path and
+// checkpoint regions it has in the whole model.
+func (b *Builder) lowerUnit(u pipeUnit, x Value) Value {
+	var pops []func()
+	for _, a := range u.Anc {
+		if a.Seq.Label() == "" {
+			pops = append(pops, b.Scope(Itoa(int64(a.Index))))
+		}
+		pops = append(pops, b.Scope(a.Seq.Name))
+	}
+	if u.Block >= 0 {
+		if u.Rep.Label() == "" {
+			pops = append(pops, b.Scope(Itoa(int64(u.Index))))
+		}
+		name := u.Rep.Name
+		if name == "" {
+			name = "layers"
+		}
+		pops = append(pops, b.Scope(name), b.Scope(Itoa(u.Block)))
+		b.block = int(u.Block)
+		closeRegion := func() {}
+		if b.Ckpt.block(b.block) {
+			closeRegion = b.PolicyRegion("block")
+		}
+		b.block++
+		x = b.LowerChild(u.Rep.Layer, 0, x)
+		closeRegion()
+	} else {
+		x = b.LowerChild(u.layer, u.Index, x)
+	}
+	for i := len(pops) - 1; i >= 0; i-- {
+		pops[i]()
+	}
+	return x
+}
+
+// lowerModel lowers the whole model, or the plan's pipeline stage.
+func (p *Plan) lowerModel(b *Builder) error {
+	if p.PipeStage != nil {
+		return p.lowerStage(b)
+	}
+	return p.Model.lower(b)
+}

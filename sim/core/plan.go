@@ -1,0 +1,173 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Plan is a training (or evaluation) step to simulate.
+type Plan struct {
+	Model       *Model
+	Batch       int64 // micro-batch, sequences per GPU per forward
+	Seq         int64 // tokens per sequence (the padded length)
+	GradAccum   int64
+	Members     int64  // ensemble members (graph models)
+	MembersMode string // stacked | sequential
+	Precision   Precision
+	Optimizer   Optimizer
+	Checkpoint  Checkpoint
+	LoRA        *LoRA
+	Quant       string // "", nf4, nf4-dq, int8 (frozen base weights)
+	Device      hw.Device
+	Phase       string // train | eval
+	Runtime     Runtime
+	Parallel    Parallelism // distributed layout (parallel.go); zero value = one GPU
+	Cluster     hw.Cluster  // the machines (parallel.go); zero value = 8-GPU nodes
+
+	// Fine-tuning and memory savers (finetune.go).
+	QuantLMHead    bool        // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit
+	QuantFrom      units.DType // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
+	Freeze         []string    // frozen modules by path prefix, role or "all" (freeze.go)
+	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks (chunked_loss.go)
+	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq (packing.go)
+	Offload        *Offload    // optimizer state, parameters, activations off the GPU (offload.go)
+	HostMemory     int64       // host RAM per node for offload, 0 = unchecked (offload.go)
+
+	// KeepGrads: gradients are zeroed in place between steps, not set to
+	// None, so they stay allocated through the next forward. That was
+	// torch.nn.Module.zero_grad()'s default (set_to_none=False) before
+	// PyTorch 2.0, which the Hugging Face Trainer of 2022-23 called.
+	KeepGrads bool
+
+	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
+	// the caching allocator maps pages into one growing segment per pool
+	// (allocator_expandable.go).
+	ExpandableSegments bool
+
+	// Validation: a validation forward (eval mode, no gradients) runs
+	// before the step through the same allocator, as Lightning's sanity
+	// check does before the first step (validation.go).
+	Validation bool
+
+	// Rollout: anemoi's autoregressive steps per training step (rollout.go);
+	// 0 or 1 is one step.
+	Rollout int64
+
+	// FirstStep: the first training step, before the optimizer has made
+	// its state (first_step.go); false replays the steady state.
+	FirstStep bool
+
+	PipeStage *StageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
+}
+
+// gradsPersist reports whether parameter gradients exist before the
+// step's backward: accumulated over micro-batches, or zeroed in place.
+func (p *Plan) GradsPersist() bool { return p.GradAccum > 1 || p.KeepGrads }
+
+// Options tune an evaluation.
+type Options struct {
+	Timeline bool // keep every allocation event in the report
+}
+
+// Validate checks the plan before lowering.
+func (p *Plan) Validate() error {
+	if p.Model == nil {
+		return &units.Error{Msg: "plan has no model"}
+	}
+	if err := p.Model.Validate(); err != nil {
+		return err
+	}
+	if p.Batch <= 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("batch must be positive (got %d)", p.Batch)}
+	}
+	if p.Seq <= 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("seq must be positive (got %d)", p.Seq), Hint: "pass seq= to train() (tokens per sequence)"}
+	}
+	if pts := p.Model.Points; pts > 0 && p.Seq != 1 && p.Seq != pts {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("seq must be left unset for graph model %q: its rows are the %d grid points (got seq=%d)", p.Model.Name, pts, p.Seq)}
+	}
+	if p.GradAccum <= 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("grad_accum must be positive (got %d)", p.GradAccum)}
+	}
+	if p.Members < 1 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("members must be at least 1 (got %d)", p.Members)}
+	}
+	switch p.MembersMode {
+	case "", "stacked", "sequential":
+	default:
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential)", p.MembersMode)}
+	}
+	switch p.Phase {
+	case "", "train", "eval":
+	default:
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown phase %q (known: train, eval)", p.Phase)}
+	}
+	if err := p.Precision.Validate(); err != nil {
+		return &units.Error{Path: "train", Msg: err.Error()}
+	}
+	if err := p.Optimizer.Validate(); err != nil {
+		return &units.Error{Path: "train", Msg: err.Error()}
+	}
+	if p.LoRA != nil {
+		if err := p.LoRA.Validate(); err != nil {
+			return &units.Error{Path: "train", Msg: err.Error()}
+		}
+	}
+	switch p.Quant {
+	case "", "nf4", "nf4-dq", "int8":
+	default:
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8)", p.Quant)}
+	}
+	if err := p.validateFinetune(); err != nil {
+		return err
+	}
+	if p.Device.Memory <= 0 {
+		return &units.Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
+	}
+	if err := p.validateFirstStep(); err != nil { // first_step.go
+		return err
+	}
+	if err := p.validateRollout(); err != nil { // rollout.go
+		return err
+	}
+	if err := p.validateValidation(); err != nil { // validation.go
+		return err
+	}
+	if err := p.checkCounts(); err != nil { // checked.go: GPU counts that products cannot overflow
+		return err
+	}
+	return p.validateParallel() // parallel.go
+}
+
+// lowerProgram lowers the model for one micro-batch of this plan.
+func (p *Plan) LowerProgram() (*Program, error) {
+	b := &Builder{
+		P:     &Program{Loss: NoValue, Input: NoValue},
+		Batch: p.Batch,
+		Seq:   p.Seq,
+		Prec:  p.Precision,
+		Rt:    p.Runtime,
+		Ckpt:  p.Checkpoint,
+		Lora:  p.LoRA,
+		Eval:  p.Phase == "eval",
+	}
+	// Members are folded into the batch: "stacked" runs them as one batch
+	// (anemoi); "sequential" slices it back per member (members.go).
+	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"
+	b.rollout = max(p.Rollout, 1)
+	b.Batch *= b.members
+	if p.Model.Points > 0 {
+		b.Seq = p.Model.Points // graph models: one row per grid point (graph_model.go)
+	}
+	p.configureLowering(b)                  // tp.go: tensor, context and expert parallelism
+	p.configureFinetune(b)                  // finetune.go: quant, freeze, chunked loss, packing
+	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
+		return nil, err
+	}
+	if err := b.P.checkTotals(p); err != nil { // checked.go: no byte sum can overflow
+		return nil, err
+	}
+	return b.P, nil
+}

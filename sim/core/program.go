@@ -1,0 +1,106 @@
+package core
+
+import "github.com/memsh/memsh/sim/units"
+
+// The forward program: what a model's layers lower to for one micro-batch.
+// The replay (replay.go) turns it into a timeline of allocations and frees.
+
+// Category is where a tensor's bytes go in a report's breakdown.
+type Category uint8
+
+const (
+	CatParams      Category = iota // parameters and their low-precision working copies
+	CatGrads                       // parameter gradients
+	CatOptimizer                   // optimizer state and master weights
+	CatActivations                 // forward tensors (held for backward or in flight)
+	CatTemporaries                 // activation gradients, workspaces, optimizer temporaries
+	CatComm                        // communication buffers (gathers, buckets)
+	NumCategories
+)
+
+var categoryNames = [NumCategories]string{"params", "grads", "optimizer", "activations", "temporaries", "comm"}
+
+func (c Category) String() string { return categoryNames[c] }
+
+// CategoryNames lists the categories in report order.
+func CategoryNames() []string { return categoryNames[:] }
+
+// Value is a forward tensor (one storage) in a program.
+type Value int32
+
+const NoValue Value = -1
+
+// valueInfo describes one storage produced in the forward.
+type ValueInfo struct {
+	Name     string  // module path and tensor name, "layers.3.attn.q"
+	Shape    []int64 // logical shape
+	Dtype    units.DType
+	Bytes    int64
+	Grad     bool     // requires grad (a gradient of this size exists in backward)
+	Cat      Category // CatActivations, or CatParams for weight copies
+	Producer int32    // op index, -1 for the program input
+	Why      string   // why it exists, for r.largest
+	Cached   bool     // held until the end of the forward (autocast weight cache)
+}
+
+// paramInfo is one parameter tensor (per rank, after sharding).
+type ParamInfo struct {
+	Name      string
+	Shape     []int64
+	Numel     int64 // elements held by this rank
+	FullNumel int64 // elements in the unsharded tensor
+	Trainable bool
+	Role      string // q k v o gate up down lm_head embed norm router expert ...
+	TiedTo    int32  // index of the parameter this one shares storage with, or -1
+	Quant     string // bitsandbytes scheme of a quantized frozen weight (quant.go), "" when stored in the params dtype
+}
+
+// opInfo is one forward op.
+type OpInfo struct {
+	Name    string // "layers.3.attn.q_proj"
+	Kind    string // "matmul", "softmax", "scatter", ...
+	In      []Value
+	Out     []Value
+	Saved   []Value // storages autograd keeps for this op's backward
+	Params  []int32 // parameters read (their grads are produced in backward)
+	WorkF   int64   // transient workspace in forward
+	WorkB   int64   // transient workspace in backward (beyond input grads)
+	Flops   float64 // forward FLOPs (backward is costed by op kind)
+	Bytes   float64 // forward HBM bytes moved
+	Region  int32   // checkpoint region id, 0 = none
+	NoGradB bool    // backward produces no input grads (e.g. integer inputs)
+}
+
+// program is the lowered forward of one micro-batch.
+type Program struct {
+	Values  []ValueInfo
+	Ops     []OpInfo
+	Params  []ParamInfo
+	Buffers []bufferInfo // module buffers (buffers.go), on the device with the parameters
+	Input   Value
+	// inputTransient: the caller drops the input after its last use (a
+	// validation batch replaced by its normalised copy; data_batch.go).
+	InputTransient bool
+	Loss           Value
+	Regions        []Region       // checkpoint regions, index = id-1
+	Tables         []TableProgram // table layers (package replay: table.go), set up and stepped by the replay
+	Held           []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
+	Comm           []CommRecord   // collectives of one micro-batch (comm.go)
+	Stage          *stageProg     // pipeline stage: micro-batch copies and their outputs (pipeline.go)
+}
+
+// TableProgram is what a table layer adds to a program: the rows it reads,
+// its sparse gradients and row-wise optimizer state, which the replay sets
+// up and steps itself rather than through the ops (package replay,
+// table_replay.go).
+type TableProgram interface {
+	TableName() string
+}
+
+// region is a contiguous range of ops run under activation checkpointing.
+type Region struct {
+	name       string
+	First, End int32 // ops [first, end)
+	Reentrant  bool  // torch.utils.checkpoint(use_reentrant=True) (checkpoint.go)
+	NoGrad     bool  // reentrant, and no input requires grad: no graph is recorded
+}

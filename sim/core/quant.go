@@ -1,0 +1,201 @@
+package core
+
+import "github.com/memsh/memsh/sim/units"
+
+// Quantized frozen base weights, as bitsandbytes 0.41 stores and runs them
+// (Linear4bit / Linear8bitLt, used by Lightning Fabric's
+// BitsandbytesPrecision and by transformers' load_in_4bit / load_in_8bit).
+// Sources: bitsandbytes 0.41.1 (commit 18e827d6) functional.py
+// quantize_4bit, dequantize_4bit, quantize_blockwise, get_4bit_type,
+// get_transform_buffer; autograd/_functions.py MatMul4Bit, MatMul8bitLt;
+// nn/modules.py Linear4bit, Linear8bitLt.
+//
+// Which linears are quantized: every linear role (attention, MLP, experts,
+// router) whose weight is frozen. lm_head only with Plan.QuantLMHead:
+// Lightning's BitsandbytesPrecision patches torch.nn.Linear while the
+// model is built, so LitGPT's lm_head is quantized too; transformers keeps
+// the output head in 16 bit (get_keys_to_not_convert). Embeddings, norms
+// and biases stay in the params dtype.
+
+// QuantSchemes lists the known schemes.
+func QuantSchemes() []string { return []string{"nf4", "nf4-dq", "int8"} }
+
+const (
+	nf4Block  = 64  // quantize_4bit blocksize (Params4bit default)
+	dqBlock   = 256 // compress_statistics: quantize_blockwise(absmax, blocksize=256)
+	nf4Code   = 16  // get_4bit_type: 16 fp32 values, a new device tensor per quantized weight
+	int8Tile  = 32  // get_transform_buffer col_ampere: rows and columns padded to 32
+	fp32Bytes = 4
+)
+
+// quantStorage is the device storage of one quantized weight of shape
+// [out, in]: each entry is one allocation.
+//
+//	nf4     packed 4-bit codes (n+1)/2 B (uint8), absmax fp32 per 64 values,
+//	        the 16-value nf4 code table (fp32)
+//	nf4-dq  as nf4 with the absmax quantized to uint8 (1 B per 64 values),
+//	        a second-level fp32 absmax per 256 blocks, the fp32 offset
+//	        (absmax.mean(), a 0-dim device tensor)
+//	int8    LLM.int8 with frozen weights (has_fp16_weights=False): the int8
+//	        weight in the col_ampere layout of igemmlt (rows and columns
+//	        padded to 32; the row-major copy is dropped after the first
+//	        pass, Linear8bitLt.forward) and SCB, one fp32 scale per row
+func QuantStorage(scheme string, shape []int64) []StateTensor {
+	n := Numel(shape)
+	blocks := divUp(n, nf4Block)
+	switch scheme {
+	case "nf4":
+		return []StateTensor{{"nf4 codes", (n + 1) / 2}, {"absmax", fp32Bytes * blocks}, {"nf4 code table", fp32Bytes * nf4Code}}
+	case "nf4-dq":
+		return []StateTensor{{"nf4 codes", (n + 1) / 2}, {"quantized absmax", blocks},
+			{"absmax of absmax", fp32Bytes * divUp(blocks, dqBlock)}, {"absmax offset", fp32Bytes}, {"nf4 code table", fp32Bytes * nf4Code}}
+	case "int8":
+		rows, cols := shape[0], int64(1)
+		if len(shape) > 1 {
+			cols = Numel(shape[1:])
+		}
+		return []StateTensor{{"int8 weight (col_ampere)", divUp(rows, int8Tile) * int8Tile * divUp(cols, int8Tile) * int8Tile}, {"SCB row scales", fp32Bytes * rows}}
+	}
+	return nil
+}
+
+func divUp(a, b int64) int64 { return (a + b - 1) / b }
+
+// quantBytes is the total device storage of one quantized weight.
+func QuantBytes(scheme string, shape []int64) int64 {
+	var n int64
+	for _, s := range QuantStorage(scheme, shape) {
+		n += s.Bytes
+	}
+	return n
+}
+
+// quantizes reports whether a linear of this role is stored quantized
+// (decided before its weight is registered: the weight must be frozen).
+func (b *Builder) quantizes(role string) bool {
+	ft := b.Ft
+	if ft == nil || ft.quant == "" || role == "lora" || role == "adapter" {
+		return false
+	}
+	if role == "lm_head" && !ft.quantHead {
+		return false
+	}
+	return true
+}
+
+// quantLinear lowers a frozen linear stored quantized. It returns ok=false
+// (and adds nothing) when the plan does not quantize this layer, so that
+// linear() falls through to the plain nn.Linear lowering.
+//
+// Forward (MatMul4Bit.forward): dequantize_4bit materialises the whole
+// weight in the dtype it was quantized from, .to(A.dtype) copies it to
+// the compute dtype when they differ, F.linear runs, both copies are
+// freed. The input A is kept for backward (ctx.tensors = (A, B)) whenever
+// it requires grad, even though the weight gets no gradient; a plain
+// frozen nn.Linear keeps nothing. Backward dequantizes the weight again
+// for grad_A (a transient, not saved). nf4-dq first dequantizes the
+// absmax to fp32 (dequantize_blockwise), another transient.
+//
+// int8 (MatMul8bitLt with igemmlt): the input is cast to fp16 and
+// double-quantized row- and column-wise to int8 (CA, CAt), CA is
+// transformed to col32, igemmlt writes an int32 result that mm_dequant
+// turns into fp16, then clone() makes the 3-D output. CAt and A are kept
+// for backward; backward undoes the col_ampere layout (int8 copy of the
+// weight), casts it to fp16 and multiplies.
+func (b *Builder) quantLinear(name, role string, x Value, in, out int64, bias bool) (Value, bool) {
+	if !b.quantizes(role) {
+		return NoValue, false
+	}
+	defer b.Scope(name)()
+	w, params := b.LinearParams(role, in, out, bias)
+	if b.P.Params[w].Trainable {
+		panic(LowerError{&units.Error{Path: b.Name(""), Msg: "this linear is trainable but quant=" + b.Ft.quant + " stores it quantized: bitsandbytes quantized weights cannot be trained",
+			Hint: "freeze it (freeze=[...]) or train adapters (lora=...)"}})
+	}
+	b.P.Params[w].Quant = b.Ft.quant
+	xin := b.Cast(x, b.Prec.Compute, "input cast to the bitsandbytes compute dtype")
+	y := b.quantMatmul(w, params, xin, in, out)
+	return b.quantAdapter(role, xin, y, in, out), true
+}
+
+// linearParams registers a linear's weight (and bias).
+func (b *Builder) LinearParams(role string, in, out int64, bias bool) (int32, []int32) {
+	w := b.Param("weight", []int64{out, in}, role)
+	params := []int32{w}
+	if bias {
+		params = append(params, b.Param("bias", []int64{out}, role))
+	}
+	return w, params
+}
+
+// quantMatmul applies the quantized weight w to xin (already in the
+// compute dtype): the ops of one MatMul4Bit or MatMul8bitLt call.
+func (b *Builder) quantMatmul(w int32, params []int32, xin Value, in, out int64) Value {
+	dt := b.Prec.Compute
+	scheme := b.P.Params[w].Quant
+	wshape := []int64{out, in}
+	n := out * in
+	tokens := Rows(b.Shape(xin))
+	if scheme == "int8" {
+		i := b.AddOp("int8_matmul", "", []Value{xin}, params...)
+		y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "output of int8 linear "+b.Name(""))
+		if b.Grad(xin) {
+			cat := b.Out(i, "CAt", b.Shape(xin), units.INT8, "column-quantized int8 input kept by MatMul8bitLt for backward")
+			b.Val(cat).Grad = false
+			b.Save(i, xin, cat)
+		}
+		// fp16 input copy, CA, col32 CA, int32 igemmlt result, fp16 mm_dequant result
+		b.Op(i).WorkF = units.FP16.Bytes(tokens*in) + 2*tokens*in + 4*tokens*out + units.FP16.Bytes(tokens*out)
+		// grad_output double_quant (Cgrad, Cgradt), the row-major int8 weight, its fp16 copy
+		b.Op(i).WorkB = 2*tokens*out + n + units.FP16.Bytes(n)
+		b.Op(i).Flops = 2 * float64(tokens) * float64(in) * float64(out)
+		b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(n)
+		return y
+	}
+	from := b.Ft.quantFrom
+	var stats int64
+	if scheme == "nf4-dq" {
+		stats = units.FP32.Bytes(divUp(n, nf4Block)) // absmax dequantized to fp32 before the weight
+	}
+	d := b.AddOp("dequantize", "dequantize_4bit", nil, w)
+	wq := b.Out(d, "weight."+from.Name(), wshape, from, "weight dequantized by dequantize_4bit (the dtype it was quantized from)")
+	b.Val(wq).Cat, b.Val(wq).Grad = CatTemporaries, false
+	b.Op(d).WorkF = stats
+	b.Op(d).Bytes = float64(QuantBytes(scheme, wshape) + from.Bytes(n))
+	wc := wq
+	if from != dt {
+		c := b.AddOp("cast", "to_"+dt.Name(), []Value{wq})
+		wc = b.Out(c, "weight."+dt.Name(), wshape, dt, "dequantized weight copied to the compute dtype (.to(A.dtype))")
+		b.Val(wc).Cat, b.Val(wc).Grad = CatTemporaries, false
+		b.Op(c).Bytes += float64(b.Val(wq).Bytes)
+	}
+	i := b.AddOp("matmul", "", []Value{xin, wc}, params...)
+	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "output of 4-bit linear "+b.Name(""))
+	if b.Grad(xin) {
+		b.Save(i, xin) // ctx.tensors = (A, B)
+	}
+	// backward: dequantize_4bit again (plus the fp32 absmax for nf4-dq), .to(grad dtype)
+	work := stats + from.Bytes(n)
+	if from != dt {
+		work += dt.Bytes(n)
+	}
+	b.Op(i).WorkB = work
+	b.Op(i).Flops = 2 * float64(tokens) * float64(in) * float64(out)
+	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(n))
+	return y
+}
+
+// quantAdapter adds the LoRA branch when the role is targeted.
+func (b *Builder) quantAdapter(role string, xin, y Value, in, out int64) Value {
+	if b.Lora != nil && b.Lora.targets(role) {
+		return b.loraAdapter(xin, y, in, out)
+	}
+	return y
+}
+
+func QuantDType(scheme string) units.DType {
+	if scheme == "int8" {
+		return units.INT8
+	}
+	return units.NF4
+}

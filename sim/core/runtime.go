@@ -1,0 +1,52 @@
+package core
+
+import "fmt"
+
+// Runtime captures where PyTorch versions and devices differ in what
+// autograd saves. The default is "cuda": PyTorch 2.x on a CUDA device.
+// "cpu-1.13" reproduces what shared/oracle measured (Debian's torch 1.13 on
+// CPU), so the oracle's figures can be checked to the byte; "cpu" is
+// PyTorch 2.x on the CPU, where tools/oracle's differential-test vectors
+// are measured (torch 2.15: LayerNorm statistics in the input dtype, CPU
+// autocast keeps softmax in bf16, mean keeps only sizes).
+type Runtime struct {
+	Name string
+	// RMSNormSavesSquare: torch 1.13 MeanBackward1 keeps its input (x², fp32);
+	// 2.x keeps only sizes (oracle REPORT.md section 4).
+	RMSNormSavesSquare bool
+	// NormStatsFP32: LayerNorm mean/rstd are fp32 on CUDA; on CPU they take the
+	// input dtype (oracle REPORT.md section 3).
+	NormStatsFP32 bool
+	// AutocastSoftmaxFP32: CUDA autocast runs softmax in fp32; CPU autocast
+	// does not (oracle REPORT.md section 5).
+	AutocastSoftmaxFP32 bool
+	// ScalarOperandSaved: torch 1.13 saves the Python scalar of tensor * or /
+	// scalar as a 0-dim fp64 tensor (oracle REPORT.md section 3, 8 B); 2.x
+	// saves nothing (torch 2.15, tools/oracle vectors).
+	ScalarOperandSaved bool
+}
+
+// Runtimes lists the known runtimes.
+func Runtimes() []Runtime {
+	return []Runtime{
+		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true},
+		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
+		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
+		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true},
+		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true},
+		{Name: "cpu"},
+	}
+}
+
+// LookupRuntime finds a runtime by name.
+func LookupRuntime(name string) (Runtime, error) {
+	if name == "" {
+		name = "cuda"
+	}
+	for _, r := range Runtimes() {
+		if r.Name == name {
+			return r, nil
+		}
+	}
+	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.1, cpu-1.13, cpu)", name)
+}

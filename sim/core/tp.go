@@ -1,0 +1,243 @@
+package core
+
+import "github.com/memsh/memsh/sim/units"
+
+// Tensor parallelism as Megatron-LM lowers it (Shoeybi et al. 2019,
+// arXiv:1909.08053; megatron/core/tensor_parallel/layers.py and
+// mappings.py), with sequence parallelism (Korthikanti et al. 2022,
+// arXiv:2205.05198):
+//
+//   - column-parallel linears (q, k, v, gate, up, fc1, lm_head) hold
+//     [out/tp, in] and produce [.., out/tp]; their bias is split too;
+//   - row-parallel linears (o, down, fc2) hold [out, in/tp] and produce
+//     partial sums that are all-reduced (or, with SP, reduce-scattered
+//     along the sequence); their bias is replicated;
+//   - the embedding is vocabulary-parallel (rows/tp, masked lookup,
+//     all-reduce or reduce-scatter), cross-entropy vocabulary-parallel
+//     (logits [T, V/tp]);
+//   - norms are replicated; without SP the activations between the
+//     parallel regions (norms, dropout, residual) stay full [b, s, h] on
+//     every rank; with SP they are [b, s/tp, h], all-gathered before the
+//     column-parallel linears (the linear keeps the sharded input for its
+//     backward and gathers it again there:
+//     LinearWithGradAccumulationAndAsyncCommunication) and reduce-scattered
+//     after the row-parallel ones.
+
+// parLowering is the distributed part of the lowering context. The zero
+// value is one GPU.
+type parLowering struct {
+	Tp, cp, ep int64
+	sp         bool // sequence parallelism (tp > 1)
+	megatronCE bool // Megatron's vocabulary-parallel cross-entropy
+}
+
+func (l parLowering) Tpn() int64 { return max(l.Tp, 1) }
+func (l parLowering) Cpn() int64 { return max(l.cp, 1) }
+func (l parLowering) Epn() int64 { return max(l.ep, 1) }
+
+// spDiv is the factor by which sequence parallelism shards tokens.
+func (l parLowering) spDiv() int64 {
+	if l.sp {
+		return l.Tp
+	}
+	return 1
+}
+
+// configure sets the distributed lowering of plan p on b.
+func (p *Plan) configureLowering(b *Builder) {
+	if !p.Parallel.Active() {
+		return
+	}
+	par := p.Parallel.Norm()
+	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel,
+		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
+		// "megatron" precision stands for Megatron-LM's recipe.
+		megatronCE: par.TP > 1 || p.Precision.Name == "megatron"}
+	b.Seq /= par.CP
+	if par.FSDP && b.Prec.Autocast {
+		// FSDP's MixedPrecisionPolicy(param_dtype=bf16) all-gathers the
+		// parameters in the compute dtype: the layers see bf16 weights and
+		// autocast has nothing to cast or cache.
+		b.Prec.Params = b.Prec.Compute
+	}
+}
+
+// recordComm notes one collective of the micro-batch (comm.go).
+func (b *Builder) RecordComm(kind, group string, bytes int64, backward bool) {
+	if b.Eval && backward {
+		return
+	}
+	b.P.Comm = append(b.P.Comm, CommRecord{Kind: kind, Group: group, Bytes: bytes, Backward: backward})
+}
+
+// shardParam records the unsharded size of parameter pi.
+func (b *Builder) ShardParam(pi int32, full int64) { b.P.Params[pi].FullNumel = full }
+
+// tpGather all-gathers a sequence-parallel input along the sequence
+// (gather_from_sequence_parallel_region); x itself without SP.
+func (b *Builder) TpGather(x Value) Value {
+	if !b.Par.sp {
+		return x
+	}
+	s := append([]int64(nil), b.Shape(x)...)
+	s[len(s)-2] *= b.Par.Tp
+	i := b.AddOp("all_gather", "sp_all_gather", []Value{x})
+	y := b.Out(i, "gathered", s, b.Dtype(x), "sequence-parallel all-gather of the layer input (freed after the column-parallel matmuls)")
+	n := b.Val(y).Bytes
+	b.RecordComm("all_gather", "tp", n, false)
+	b.RecordComm("reduce_scatter", "tp", n, true)
+	return y
+}
+
+// colLinear is a column-parallel linear: x is the layer input as held
+// between parallel regions (sequence-sharded with SP), xg the input the
+// matmul reads (tpGather(x)); outFull the unsharded width, outLocal this
+// rank's. One GPU (or a replicated output) lowers as nn.Linear.
+func (b *Builder) ColLinear(name, role string, x, xg Value, in, outFull, outLocal int64, bias bool) Value {
+	if b.Par.Tpn() == 1 {
+		return b.Linear(name, role, xg, in, outFull, bias)
+	}
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{outLocal, in}, role)
+	b.ShardParam(w, outFull*in)
+	params := []int32{w}
+	if bias {
+		bi := b.Param("bias", []int64{outLocal}, role)
+		b.ShardParam(bi, outFull)
+		params = append(params, bi)
+	}
+	dt := b.Dtype(xg)
+	if b.Prec.Autocast {
+		dt = b.Prec.Compute
+	}
+	xm := b.Cast(xg, dt, "autocast copy of linear input")
+	xs := xm // what autograd keeps for the weight gradient
+	if b.Par.sp {
+		xs = b.Cast(x, dt, "autocast copy of the sequence-sharded linear input")
+	}
+	wv := b.Weight(w, dt)
+	ins := []Value{xm}
+	if wv != NoValue {
+		ins = append(ins, wv)
+	}
+	i := b.AddOp("matmul", "", ins, params...)
+	y := b.Out(i, "out", WithLast(b.Shape(xm), outLocal), dt, "output of column-parallel linear "+b.Name(""))
+	if b.Trainable(w) {
+		b.Save(i, xs)
+		if b.Par.sp {
+			// The weight gradient needs the whole input: gathered again in
+			// backward into a buffer the size of the gathered input.
+			b.Op(i).WorkB += b.Val(xm).Bytes
+			b.RecordComm("all_gather", "tp", b.Val(xm).Bytes, true)
+		}
+	}
+	if b.Grad(xm) {
+		b.Save(i, wv)
+		if !b.Par.sp {
+			// copy_to_tensor_model_parallel_region: identity forward,
+			// all-reduce of the input gradient in backward.
+			b.RecordComm("all_reduce", "tp", b.Val(xm).Bytes, true)
+		}
+	}
+	t := Rows(b.Shape(xm))
+	b.Op(i).Flops = 2 * float64(t) * float64(in) * float64(outLocal)
+	b.Op(i).Bytes += float64(b.Val(xm).Bytes) + float64(dt.Bytes(in*outLocal))
+	if b.Lora != nil && b.Lora.targets(role) {
+		y = b.loraAdapter(xm, y, in, outLocal)
+	}
+	return y
+}
+
+// rowLinear is a row-parallel linear reading this rank's [.., inLocal]
+// slice: partial sums all-reduced in place, or reduce-scattered along the
+// sequence with SP (a new, sequence-sharded tensor).
+func (b *Builder) RowLinear(name, role string, x Value, inFull, inLocal, out int64, bias bool) Value {
+	if b.Par.Tpn() == 1 {
+		return b.Linear(name, role, x, inFull, out, bias)
+	}
+	done := b.Scope(name)
+	w := b.Param("weight", []int64{out, inLocal}, role)
+	b.ShardParam(w, out*inFull)
+	params := []int32{w}
+	if bias {
+		params = append(params, b.Param("bias", []int64{out}, role)) // replicated
+	}
+	dt := b.Dtype(x)
+	if b.Prec.Autocast {
+		dt = b.Prec.Compute
+	}
+	xin := b.Cast(x, dt, "autocast copy of linear input")
+	wv := b.Weight(w, dt)
+	ins := []Value{xin}
+	if wv != NoValue {
+		ins = append(ins, wv)
+	}
+	i := b.AddOp("matmul", "", ins, params...)
+	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "partial output of row-parallel linear "+b.Name("")+" (summed over tp ranks)")
+	if b.Trainable(w) {
+		b.Save(i, xin)
+	}
+	if b.Grad(xin) {
+		b.Save(i, wv)
+	}
+	t := Rows(b.Shape(xin))
+	b.Op(i).Flops = 2 * float64(t) * float64(inLocal) * float64(out)
+	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(inLocal*out))
+	if b.Lora != nil && b.Lora.targets(role) {
+		y = b.loraAdapter(xin, y, inLocal, out)
+	}
+	done()
+	return b.TpReduce(name, y)
+}
+
+// tpReduce sums partial outputs over the TP group: all-reduce in place
+// (reduce_from_tensor_model_parallel_region), or with SP a reduce-scatter
+// into a sequence-sharded tensor (reduce_scatter_to_sequence_parallel_region).
+func (b *Builder) TpReduce(name string, y Value) Value {
+	n := b.Val(y).Bytes
+	if !b.Par.sp {
+		b.RecordComm("all_reduce", "tp", n, false)
+		return y
+	}
+	s := append([]int64(nil), b.Shape(y)...)
+	s[len(s)-2] /= b.Par.Tp
+	i := b.AddOp("reduce_scatter", name+".reduce_scatter", []Value{y})
+	z := b.Out(i, name+".out", s, b.Dtype(y), "sequence-parallel reduce-scatter of "+name+"'s partial sums")
+	b.RecordComm("reduce_scatter", "tp", n, false)
+	b.RecordComm("all_gather", "tp", n, true)
+	return z
+}
+
+// headLinear is the output layer: nn.Linear on one GPU, column-parallel
+// over the vocabulary with TP (the logits stay split: [.., V/tp]).
+func (b *Builder) headLinear(x Value, vocab int64, bias bool) Value {
+	in := b.Last(x)
+	tp := b.Par.Tpn()
+	return b.ColLinear("lm_head", "lm_head", x, b.TpGather(x), in, vocab, vocab/tp, bias)
+}
+
+// vocabParallelCE is Megatron's _VocabParallelCrossEntropy
+// (megatron/core/tensor_parallel/cross_entropy.py): the logits shard is
+// copied to fp32, the max subtracted in place, exponentiated and
+// normalised in place and saved (exp_logits) with the target mask and the
+// shifted targets; its backward turns the saved softmax into the gradient
+// in place, which autograd casts back to the logits' dtype. Three small
+// all-reduces (max, sum of exponentials, predicted logit) per micro-batch.
+func (b *Builder) vocabParallelCE(x Value) Value {
+	i := b.AddOp("cross_entropy", "vocab_parallel_cross_entropy", []Value{x})
+	sm := b.Out(i, "softmax", b.Shape(x), units.FP32, "fp32 softmax of the logits shard (saved; becomes the gradient in place)")
+	b.Val(sm).Grad = false
+	t := Rows(b.Shape(x))
+	mask := b.Out(i, "target_mask", []int64{t}, units.BOOL, "targets outside this rank's vocabulary shard")
+	tgt := b.Out(i, "masked_target", []int64{t}, units.INT64, "targets shifted into this rank's shard")
+	b.Val(mask).Grad, b.Val(tgt).Grad = false, false
+	loss := b.Out(i, "loss", nil, units.FP32, "loss")
+	b.Save(i, sm, mask, tgt)
+	b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
+	if b.Par.Tpn() > 1 {
+		for range 3 {
+			b.RecordComm("all_reduce", "tp", units.FP32.Bytes(t), false)
+		}
+	}
+	return loss
+}
