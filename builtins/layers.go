@@ -3,8 +3,8 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"go.starlark.net/starlark"
 )
 
@@ -190,7 +190,7 @@ func linearFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "in_features", &in, "out_features", &out, "bias?", &bias, "name?", &name); err != nil {
 		return nil, err
 	}
-	l := &sim.Linear{Bias: bias}
+	l := &nn.Linear{Bias: bias}
 	if err := ints(intArg{in, "in_features", &l.In}, intArg{out, "out_features", &l.Out}); err != nil {
 		return nil, err
 	}
@@ -206,7 +206,7 @@ func embeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows, "dim", &dim, "name?", &name); err != nil {
 		return nil, err
 	}
-	e := &sim.Embedding{}
+	e := &nn.Embedding{}
 	if err := ints(intArg{rows, "rows", &e.Rows}, intArg{dim, "dim", &e.Dim}); err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func rmsnormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 }
 
 func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool) (starlark.Value, error) {
-	n := &sim.Norm{RMS: rms, Bias: bias}
+	n := &nn.Norm{RMS: rms, Bias: bias}
 	if err := ints(intArg{dim, "dim", &n.Dim}); err != nil {
 		return nil, err
 	}
@@ -257,7 +257,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		"qk_norm?", &qkNorm, "softcap?", &softcap, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &sim.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm}
+	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm}
 	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
 		return nil, err
 	}
@@ -315,7 +315,7 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		"act?", &act, "bias?", &bias, "dropout?", &dropout, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &sim.MLP{Act: act, Bias: bias}
+	m := &nn.MLP{Act: act, Bias: bias}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}); err != nil {
 		return nil, err
 	}
@@ -337,7 +337,7 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &sim.MoE{Act: act}
+	m := &nn.MoE{Act: act}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}, intArg{experts, "experts", &m.Experts}, intArg{topK, "top_k", &m.TopK}); err != nil {
 		return nil, err
 	}
@@ -373,7 +373,7 @@ func dropoutFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "p", &p, "name?", &name); err != nil {
 		return nil, err
 	}
-	d := &sim.Dropout{}
+	d := &nn.Dropout{}
 	var err error
 	if d.P, err = AsFloat(p, "p"); err != nil {
 		return nil, err
@@ -390,7 +390,7 @@ func actFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "kind", &kind, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &sim.Act{Fn: kind}
+	a := &nn.Act{Fn: kind}
 	var err error
 	if a.Name, err = optName(name); err != nil {
 		return nil, err

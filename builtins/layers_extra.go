@@ -3,7 +3,7 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/nn"
 	"go.starlark.net/starlark"
 )
 
@@ -56,7 +56,7 @@ func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 		"per_sample?", &perSample, "max_seq?", &maxSeq, "name?", &name); err != nil {
 		return nil, err
 	}
-	e := &sim.AddEmbedding{PerSample: perSample}
+	e := &nn.AddEmbedding{PerSample: perSample}
 	if err := ints(intArg{rows, "rows", &e.Rows}, intArg{dim, "dim", &e.Dim}); err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func parallelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
-	p := &sim.Parallel{Branches: branches}
+	p := &nn.Parallel{Branches: branches}
 	if p.Name, err = optName(name); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "name?", &name); err != nil {
 		return nil, err
 	}
-	s := &sim.Scale{}
+	s := &nn.Scale{}
 	var err error
 	if s.Factor, err = AsFloat(factor, "factor"); err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func poolerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "name?", &name); err != nil {
 		return nil, err
 	}
-	p := &sim.Pooler{}
+	p := &nn.Pooler{}
 	if err := ints(intArg{dim, "dim", &p.Dim}); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@ package builtins
 import (
 	"testing"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/nn"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -111,7 +111,7 @@ func TestAttentionDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := v.(*Layer).Sim().(*sim.Attention)
+			a := v.(*Layer).Sim().(*nn.Attention)
 			if a.FusedQKV != tc.fused || a.SoftmaxFP32 != tc.smFP32 || a.KVHeads != tc.kv || a.Impl != "flash" || !a.Causal {
 				t.Errorf("got %+v", a)
 			}

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -77,7 +77,7 @@ func TestReport(t *testing.T) {
 func TestSimulateErrorOrigin(t *testing.T) {
 	file := "plan.star"
 	decl := syntax.MakePosition(&file, 7, 5)
-	m := &core.Model{Name: "bad", Layers: []core.Layer{&sim.Embedding{Rows: 10, Dim: 8}, &sim.Linear{In: 16, Out: 8}}, Loss: "none"}
+	m := &core.Model{Name: "bad", Layers: []core.Layer{&nn.Embedding{Rows: 10, Dim: 8}, &nn.Linear{In: 16, Out: 8}}, Loss: "none"}
 	a := defaultTrainArgs()
 	a.vals[argModel] = NewModel(m, nil, decl)
 	a.vals[argSeq] = starlark.MakeInt(4)

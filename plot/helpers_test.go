@@ -6,6 +6,7 @@ import (
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // quickstartReport simulates a quickstart-like step with its timeline: a
@@ -16,20 +17,20 @@ func quickstartReport(t testing.TB, gpu string, batch int64) *sim.Report {
 	t.Helper()
 	block := &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&sim.Norm{Name: "ln_1", Dim: 1024},
-			&sim.Attention{Name: "attn", Dim: 1024, Heads: 16, Impl: "flash", Causal: true},
+			&nn.Norm{Name: "ln_1", Dim: 1024},
+			&nn.Attention{Name: "attn", Dim: 1024, Heads: 16, Impl: "flash", Causal: true},
 		}}},
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&sim.Norm{Name: "ln_2", Dim: 1024},
-			&sim.MLP{Name: "mlp", Dim: 1024, Hidden: 4096, Act: "gelu"},
+			&nn.Norm{Name: "ln_2", Dim: 1024},
+			&nn.MLP{Name: "mlp", Dim: 1024, Hidden: 4096, Act: "gelu"},
 		}}},
 	}}
 	m := &core.Model{
 		Name: "gpt-350m",
 		Layers: []core.Layer{
-			&sim.Embedding{Name: "wte", Rows: 32000, Dim: 1024},
+			&nn.Embedding{Name: "wte", Rows: 32000, Dim: 1024},
 			&core.Repeat{Name: "h", Layer: block, N: 12},
-			&sim.Norm{Name: "ln_f", Dim: 1024},
+			&nn.Norm{Name: "ln_f", Dim: 1024},
 		},
 		Vocab: 32000, Loss: "cross_entropy", LogitsFP32: true,
 	}

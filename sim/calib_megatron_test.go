@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"math"
 	"testing"
 )
@@ -21,20 +22,20 @@ func megatronGPT(tp int64) *core.Model {
 	vocab := core.PadVocab(50257, tp)
 	block := &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "input_layernorm", Dim: h, Bias: true},
-			&Attention{Name: "self_attention", Dim: h, Heads: 32, QKVBias: true, OutBias: true, Impl: "flash", Causal: true, Dropout: 0.1, FusedQKV: true},
+			&nn.Norm{Name: "input_layernorm", Dim: h, Bias: true},
+			&nn.Attention{Name: "self_attention", Dim: h, Heads: 32, QKVBias: true, OutBias: true, Impl: "flash", Causal: true, Dropout: 0.1, FusedQKV: true},
 		}}},
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "post_attention_layernorm", Dim: h, Bias: true},
-			&MLP{Name: "mlp", Dim: h, Hidden: 10880, Act: "swiglu", Bias: true, Dropout: 0.1},
+			&nn.Norm{Name: "post_attention_layernorm", Dim: h, Bias: true},
+			&nn.MLP{Name: "mlp", Dim: h, Hidden: 10880, Act: "swiglu", Bias: true, Dropout: 0.1},
 		}}},
 	}}
 	return &core.Model{Name: "megatron-gpt-7b", Layers: []core.Layer{
-		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: h},
-		&AddEmbedding{Name: "position_embeddings", Rows: 2048, Dim: h, MaxSeq: 2048},
-		&Dropout{Name: "embedding_dropout", P: 0.1},
+		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: h},
+		&nn.AddEmbedding{Name: "position_embeddings", Rows: 2048, Dim: h, MaxSeq: 2048},
+		&nn.Dropout{Name: "embedding_dropout", P: 0.1},
 		&core.Repeat{Name: "layers", Layer: block, N: 32},
-		&Norm{Name: "final_layernorm", Dim: h, Bias: true},
+		&nn.Norm{Name: "final_layernorm", Dim: h, Bias: true},
 	}, Vocab: vocab, TieEmbeddings: true}
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"math"
 	"testing"
 )
@@ -18,19 +19,19 @@ import (
 func gptModel(hidden, layers, heads, vocab, seq int64, impl string) *core.Model {
 	block := &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "input_layernorm", Dim: hidden},
-			&Attention{Name: "self_attention", Dim: hidden, Heads: heads, Impl: impl, Causal: true, QKVBias: true, OutBias: true},
+			&nn.Norm{Name: "input_layernorm", Dim: hidden},
+			&nn.Attention{Name: "self_attention", Dim: hidden, Heads: heads, Impl: impl, Causal: true, QKVBias: true, OutBias: true},
 		}}},
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "post_attention_layernorm", Dim: hidden},
-			&MLP{Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true},
+			&nn.Norm{Name: "post_attention_layernorm", Dim: hidden},
+			&nn.MLP{Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true},
 		}}},
 	}}
 	return &core.Model{Name: "gpt", Layers: []core.Layer{
-		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
-		&AddEmbedding{Name: "position_embeddings", Rows: seq, Dim: hidden, MaxSeq: seq},
+		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
+		&nn.AddEmbedding{Name: "position_embeddings", Rows: seq, Dim: hidden, MaxSeq: seq},
 		&core.Repeat{Name: "layers", Layer: block, N: layers},
-		&Norm{Name: "final_layernorm", Dim: hidden},
+		&nn.Norm{Name: "final_layernorm", Dim: hidden},
 	}, Vocab: vocab, Loss: "cross_entropy", TieEmbeddings: true}
 }
 

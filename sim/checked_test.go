@@ -8,6 +8,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -50,7 +51,7 @@ func TestHugeSizes(t *testing.T) {
 	}
 	// 2 x 10^15 weights: fp32 params and grads 8e15 B each, AdamW's two
 	// moments 1.6e16 B.
-	big := &core.Model{Name: "big", Loss: "mse", Layers: []core.Layer{&Linear{In: 1e8, Out: 1e7}, &Linear{In: 1e7, Out: 1e8}}}
+	big := &core.Model{Name: "big", Loss: "mse", Layers: []core.Layer{&nn.Linear{In: 1e8, Out: 1e7}, &nn.Linear{In: 1e7, Out: 1e8}}}
 	if n := big.Params(); n != 2e15 {
 		t.Fatalf("params %d, want 2e15", n)
 	}
@@ -69,29 +70,29 @@ func TestHugeSizes(t *testing.T) {
 		want string
 	}{
 		{"linear(2^31, 2^31): 2^62 weights", func() error {
-			return core.ValidateLayer(&Linear{In: 1 << 31, Out: 1 << 31}, "linear")
+			return core.ValidateLayer(&nn.Linear{In: 1 << 31, Out: 1 << 31}, "linear")
 		}, "shape [2147483648 2147483648] is too large to count in bytes"},
 		{"linear(2^32, 2^32): 2^64 weights wrap to 0 unchecked", func() error {
-			return core.ValidateLayer(&Linear{In: 1 << 32, Out: 1 << 32}, "linear")
+			return core.ValidateLayer(&nn.Linear{In: 1 << 32, Out: 1 << 32}, "linear")
 		}, "too large to count in bytes"},
 		{"repeat(linear(2^28, 2^28), 2^9): 2^65 weights in all", func() error {
-			return core.ValidateLayer(&core.Repeat{Layer: &Linear{In: 1 << 28, Out: 1 << 28}, N: 1 << 9}, "repeat")
+			return core.ValidateLayer(&core.Repeat{Layer: &nn.Linear{In: 1 << 28, Out: 1 << 28}, N: 1 << 9}, "repeat")
 		}, "3.69e+19 parameters are more than memsh can count in bytes"},
 		{"moe capacity 1e30: int64 of the padded count was undefined (a negative shape)", func() error {
-			return core.ValidateLayer(&MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Capacity: 1e30}, "moe")
+			return core.ValidateLayer(&nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Capacity: 1e30}, "moe")
 		}, "moe: capacity=1e+30 pads 2e+30 token copies to the experts, too many to count in bytes"},
 		{"a runaway repeat of a layer without parameters: an error at model()", func() error {
-			m := &core.Model{Name: "m", Loss: "mse", Layers: []core.Layer{&Linear{In: 8, Out: 8}, &core.Repeat{Layer: &Act{Fn: "relu"}, N: 1 << 20}}}
+			m := &core.Model{Name: "m", Loss: "mse", Layers: []core.Layer{&nn.Linear{In: 8, Out: 8}, &core.Repeat{Layer: &nn.Act{Fn: "relu"}, N: 1 << 20}}}
 			return m.CheckShapes()
 		}, "the model lowers to more than 200000 ops"},
 		{"moe with 2^40 experts: one tensor each was a fatal out-of-memory", func() error {
-			return core.ValidateLayer(&MoE{Dim: 64, Hidden: 128, Experts: 1 << 40, TopK: 2, Act: "swiglu"}, "moe")
+			return core.ValidateLayer(&nn.MoE{Dim: 64, Hidden: 128, Experts: 1 << 40, TopK: 2, Act: "swiglu"}, "moe")
 		}, "moe.experts: more than 200000 parameter tensors"},
 		{"a table with 2^40 heads", func() error {
 			return core.ValidateLayer(&Table{Name: "t", Rows: 100, Dim: 16, Heads: 1 << 40}, "t")
 		}, "t: heads must be at most 65536 (got 1099511627776)"},
 		{"a runaway repeat count is cheap to build: only model() lowers it", func() error {
-			l := core.Layer(&core.Repeat{Layer: &Linear{In: 8, Out: 8}, N: 60000})
+			l := core.Layer(&core.Repeat{Layer: &nn.Linear{In: 8, Out: 8}, N: 60000})
 			for i := 0; i < 200; i++ {
 				l = &core.Sequential{Layers: []core.Layer{l}}
 				if err := core.ValidateLayer(l, "sequential"); err != nil {
@@ -101,7 +102,7 @@ func TestHugeSizes(t *testing.T) {
 			return fmt.Errorf("built")
 		}, "built"},
 		{"a DAG of 2^70 linears is refused before validate walks it", func() error {
-			l := core.Layer(&Linear{In: 8, Out: 8})
+			l := core.Layer(&nn.Linear{In: 8, Out: 8})
 			for i := 0; i < 70; i++ {
 				l = &core.Sequential{Layers: []core.Layer{l, l}}
 				if err := core.ValidateLayer(l, "sequential"); err != nil {
@@ -111,40 +112,40 @@ func TestHugeSizes(t *testing.T) {
 			return nil
 		}, "the layer has more than 200000 layers below it (a layer used twice counts twice)"},
 		{"batch 2^50 of 2^20 features", func() error {
-			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&Linear{In: 1 << 20, Out: 1 << 20}}}
+			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&nn.Linear{In: 1 << 20, Out: 1 << 20}}}
 			_, err := Evaluate(plan(m, 1<<50), core.Options{})
 			return err
 		}, "shape [1125899906842624 1 1048576] is too large to count in bytes"},
 		{"activations that add up past 2^62", func() error {
 			// Each [2^44, 1, 2^10] fp32 activation is 2^56 B; 2^10 blocks
 			// make 2^66 B of them.
-			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&core.Repeat{Layer: &Linear{In: 1 << 10, Out: 1 << 10}, N: 1 << 10}}}
+			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&core.Repeat{Layer: &nn.Linear{In: 1 << 10, Out: 1 << 10}, N: 1 << 10}}}
 			_, err := Evaluate(plan(m, 1<<44), core.Options{})
 			return err
 		}, "the step's tensors add up to more bytes than memsh can count"},
 		{"grad_accum 2^62: per-step collectives would wrap", func() error {
-			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&Linear{In: 8, Out: 8}}}
+			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&nn.Linear{In: 8, Out: 8}}}
 			p := plan(m, 1)
 			p.GradAccum = 1 << 62
 			_, err := Evaluate(p, core.Options{})
 			return err
 		}, "4611686018427387904 micro-batches of this step move more bytes than memsh can count"},
 		{"dp 2^62", func() error {
-			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&Linear{In: 8, Out: 8}}}
+			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&nn.Linear{In: 8, Out: 8}}}
 			p := plan(m, 1)
 			p.Parallel = core.Parallelism{DP: 1 << 62, Zero: 3}
 			_, err := Evaluate(p, core.Options{})
 			return err
 		}, "parallel: dp*tp*pp*cp is 4.61e+18 GPUs, more than memsh simulates (16777216)"},
 		{"a cluster of 2^40 x 2^40 GPUs wrapped to 0", func() error {
-			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&Linear{In: 8, Out: 8}}}
+			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&nn.Linear{In: 8, Out: 8}}}
 			p := plan(m, 1)
 			p.Cluster = hw.Cluster{Nodes: 1 << 40, GPUsPerNode: 1 << 40}
 			_, err := Evaluate(p, core.Options{})
 			return err
 		}, "cluster: nodes*gpus_per_node is 1.21e+24 GPUs"},
 		{"parameters that add up past the bound", func() error {
-			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&core.Repeat{Layer: &Linear{In: 1 << 27, Out: 1 << 27}, N: 1 << 9}}}
+			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&core.Repeat{Layer: &nn.Linear{In: 1 << 27, Out: 1 << 27}, N: 1 << 9}}}
 			_, err := Evaluate(plan(m, 1), core.Options{})
 			return err
 		}, "9.22e+18 parameters are more than memsh can count in bytes (at most 9.61e+16)"},

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"testing"
 )
 
@@ -12,8 +13,8 @@ import (
 // their gradients.
 func TestContextParallel(t *testing.T) {
 	block := &core.Sequential{Layers: []core.Layer{
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Dim: 512, RMS: true}, &Attention{Dim: 512, Heads: 8, KVHeads: 2, Impl: "flash", Causal: true, Rope: true}}}},
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Dim: 512, RMS: true}, &MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&nn.Norm{Dim: 512, RMS: true}, &nn.Attention{Dim: 512, Heads: 8, KVHeads: 2, Impl: "flash", Causal: true, Rope: true}}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&nn.Norm{Dim: 512, RMS: true}, &nn.MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}},
 	}}
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{Layer: block, N: 2}}, Loss: "none", InputDim: 512}
 	base := distPlan(t, m, "bf16", core.Parallelism{})
@@ -38,7 +39,7 @@ func TestContextParallel(t *testing.T) {
 // TestNCCLOverheads: one named overhead per communicator, outside the
 // allocator, sized from NCCL's FIFO buffers (estimates, comm.go).
 func TestNCCLOverheads(t *testing.T) {
-	moe := &MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
+	moe := &nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: moe}}, Loss: "mse", InputDim: 512}
 	fifo := int64(4<<20 + 4_915_200 + 512<<10)
 	for _, tc := range []struct {

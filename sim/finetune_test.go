@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 func TestQuantStorage(t *testing.T) {
@@ -34,18 +35,18 @@ func TestQuantStorage(t *testing.T) {
 // tinyLM: embedding(1000, 256), up 256->512 (gelu), down 512->256, head.
 func tinyLM() *core.Model {
 	return &core.Model{Name: "tiny", Vocab: 1000, Layers: []core.Layer{
-		&Embedding{Name: "embed", Rows: 1000, Dim: 256},
-		&Linear{Name: "up", In: 256, Out: 512, Role: "up"},
-		&Act{Fn: "gelu"},
-		&Linear{Name: "down", In: 512, Out: 256, Role: "down"},
+		&nn.Embedding{Name: "embed", Rows: 1000, Dim: 256},
+		&nn.Linear{Name: "up", In: 256, Out: 512, Role: "up"},
+		&nn.Act{Fn: "gelu"},
+		&nn.Linear{Name: "down", In: 512, Out: 256, Role: "down"},
 	}}
 }
 
 // deepLM: embedding(vocab, 256), n residual gelu MLP blocks, fp32 logits.
 func deepLM(vocab, n int64) *core.Model {
 	return &core.Model{Name: "deep", Vocab: vocab, LogitsFP32: true, Layers: []core.Layer{
-		&Embedding{Name: "embed", Rows: vocab, Dim: 256},
-		&core.Repeat{Name: "layers", N: n, Layer: &core.Residual{Layer: &MLP{Dim: 256, Hidden: 1024, Act: "gelu"}}},
+		&nn.Embedding{Name: "embed", Rows: vocab, Dim: 256},
+		&core.Repeat{Name: "layers", N: n, Layer: &core.Residual{Layer: &nn.MLP{Dim: 256, Hidden: 1024, Act: "gelu"}}},
 	}}
 }
 
@@ -262,8 +263,8 @@ func TestPagedUnderPressure(t *testing.T) {
 func TestPacking(t *testing.T) {
 	block := func(impl string) *core.Model {
 		return &core.Model{Name: "packed", Vocab: 1000, Layers: []core.Layer{
-			&Embedding{Name: "embed", Rows: 1000, Dim: 256},
-			&core.Repeat{Name: "layers", N: 2, Layer: &core.Residual{Layer: &Attention{Dim: 256, Heads: 4, Impl: impl, Causal: true}}},
+			&nn.Embedding{Name: "embed", Rows: 1000, Dim: 256},
+			&core.Repeat{Name: "layers", N: 2, Layer: &core.Residual{Layer: &nn.Attention{Dim: 256, Heads: 4, Impl: impl, Causal: true}}},
 		}}
 	}
 	p := tinyPlan(t, block("flash"))

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"strings"
 	"testing"
 )
@@ -9,7 +10,7 @@ import (
 // firstStepPlan is two 256 x 256 linear layers (65,536 fp32 weights each,
 // 256 KiB: no allocator rounding) trained with AdamW in fp32.
 func firstStepPlan(first bool) *core.Plan {
-	m := &core.Model{Name: "m", Layers: []core.Layer{&Linear{Name: "a", In: 256, Out: 256}, &Linear{Name: "b", In: 256, Out: 256}}, Loss: "mse", InputDim: 256}
+	m := &core.Model{Name: "m", Layers: []core.Layer{&nn.Linear{Name: "a", In: 256, Out: 256}, &nn.Linear{Name: "b", In: 256, Out: 256}}, Loss: "mse", InputDim: 256}
 	p := llamaPlan(m, 4, 16, "fp32", "none", "H100-80GB")
 	p.FirstStep = first
 	return p

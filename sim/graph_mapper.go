@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -206,7 +207,7 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 		}
 		h := applyNorm(b, ln, ci)
 		h = applyLinear(b, fc1, h)
-		h = activation(b, "gelu", h)
+		h = nn.Activation(b, "gelu", h)
 		h = applyLinear(b, fc2, h)
 		parts = append(parts, b.Ew("add", "residual", []core.Value{h, out}, []int64{n, c}, core.Promote(b.Dtype(h), b.Dtype(out)),
 			"run_node_dst_mlp(chunk) + chunk"))

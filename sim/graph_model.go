@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -225,7 +226,7 @@ func (e *EncoderProcessorDecoder) noise(b *core.Builder, rows int64) core.Value 
 	defer b.Scope("noise_mlp")()
 	defer b.BeginRegion("")()
 	h := b.Linear("mlp.0", "noise", z, nc, e.NoiseHidden, true)
-	h = activation(b, "gelu", h)
+	h = nn.Activation(b, "gelu", h)
 	h = b.Linear("mlp.2", "noise", h, e.NoiseHidden, nc, true)
 	return b.LayerNorm("layer_norm", h, nc, true)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -107,7 +108,7 @@ func (p *TransformerProcessor) block(b *core.Builder, x, cond core.Value) core.V
 	x = b.Add("attention_residual", x, p.attention(b, h))
 	h = p.norm(b, "layer_norm_mlp", x, cond)
 	done := b.Scope("mlp")
-	m := ffn(b, h, p.Channels, p.MLPRatio*p.Channels, "gelu", true)
+	m := nn.Ffn(b, h, p.Channels, p.MLPRatio*p.Channels, "gelu", true)
 	done()
 	return b.Add("mlp_residual", x, m)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -174,7 +175,7 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 	m := condNorm(b, "layer_norm_mlp_dst", o, cond, c, p.Cond)
 	done := b.Scope("node_dst_mlp")
 	m = b.Linear("0", "up", m, c, p.MLPRatio*c, true)
-	m = activation(b, "gelu", m)
+	m = nn.Activation(b, "gelu", m)
 	m = b.Linear("2", "down", m, p.MLPRatio*c, c, true)
 	done()
 	y := b.Ew("add", "nodes_new", []core.Value{m, o}, []int64{r, c}, core.Promote(b.Dtype(m), b.Dtype(o)), "run_node_dst_mlp(out) + out")

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -530,7 +531,7 @@ func (c *hfConfig) attnDropout(paKey string, pa, po float64) (float64, []core.La
 	case pa == po:
 		return pa, nil
 	case pa == 0:
-		return 0, []core.Layer{&Dropout{Name: "dropout", P: po}}
+		return 0, []core.Layer{&nn.Dropout{Name: "dropout", P: po}}
 	}
 	if c.err == nil {
 		c.err = &units.Error{

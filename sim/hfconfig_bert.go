@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/memsh/memsh/sim/core"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
 
 // buildBERT follows transformers/models/bert/modeling_bert.py. The body is
 // BertEmbeddings (word, token-type and absolute position tables, then
@@ -52,43 +55,43 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	ln := func(name string) core.Layer { return &Norm{Name: name, Dim: hidden, Bias: true} }
-	at := &Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
+	ln := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, Bias: true} }
+	at := &nn.Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
 		Impl: attn, Causal: causal, Dropout: drop}
-	mlp := &MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
+	mlp := &nn.MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
 	block := seq(
 		res(append([]core.Layer{at}, after...)...), ln("attention_layernorm"),
 		res(mlp), ln("output_layernorm"),
 	)
 	ls := []core.Layer{
-		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
-		&AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true},
-		&AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: positions},
+		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
+		&nn.AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true},
+		&nn.AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: positions},
 		ln("embeddings_layernorm"),
 	}
 	if po > 0 {
-		ls = append(ls, &Dropout{Name: "embeddings_dropout", P: po})
+		ls = append(ls, &nn.Dropout{Name: "embeddings_dropout", P: po})
 	}
 	ls = append(ls, &core.Repeat{Name: "layer", Layer: block, N: layers})
-	classifier := &Linear{Name: "classifier", In: hidden, Out: labels, Bias: true, Role: "classifier"}
+	classifier := &nn.Linear{Name: "classifier", In: hidden, Out: labels, Bias: true, Role: "classifier"}
 	var clsDrop []core.Layer
 	if pc > 0 {
-		clsDrop = []core.Layer{&Dropout{Name: "dropout", P: pc}}
+		clsDrop = []core.Layer{&nn.Dropout{Name: "dropout", P: pc}}
 	}
 	switch head {
 	case headMaskedLM:
 		ls = append(ls,
-			&Linear{Name: "transform_dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
-			&Act{Name: "transform_act_fn", Fn: act},
+			&nn.Linear{Name: "transform_dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
+			&nn.Act{Name: "transform_act_fn", Fn: act},
 			ln("transform_layernorm"))
 		m := c.finish(headCausalLM, ls, vocab, tie)
 		m.HeadBias = true
 		m.LogitsFP32 = false // BertForMaskedLM calls CrossEntropyLoss on the logits as they are
 		return m
 	case headBase:
-		ls = append(ls, &Pooler{Name: "pooler", Dim: hidden})
+		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
 	case headSeqCls:
-		ls = append(ls, &Pooler{Name: "pooler", Dim: hidden})
+		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
 		ls = append(append(ls, clsDrop...), classifier)
 	case headTokenCls:
 		ls = append(append(ls, clsDrop...), classifier)

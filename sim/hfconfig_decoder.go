@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"math"
 )
 
@@ -106,10 +107,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	attnDrop, afterAttn := c.attnDropout("attention_dropout", pa, po)
 
-	at := &Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
+	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm}
-	norm := func(name string) core.Layer { return &Norm{Name: name, Dim: hidden, RMS: true} }
+	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
 	var logitCap float64
 	if f.gemma == 2 {
 		at.Softcap = c.softcap("attn_logit_softcapping", 50)
@@ -122,7 +123,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		if inter == 0 {
 			inter = c.size("intermediate_size")
 		}
-		return &MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
+		return &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
 	}
 	sparse := make([]bool, layers)
 	var moe core.Layer
@@ -131,7 +132,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	case "mixtral":
 		inter = c.size("intermediate_size")
 		experts := c.size("num_local_experts")
-		moe = &MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
+		moe = &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
 			TopK: c.size("num_experts_per_tok"), Act: act}
 		for i := range sparse {
 			sparse[i] = true
@@ -147,11 +148,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		if experts > 0 {
 			moeInter := c.size("moe_intermediate_size")
 			shared := c.size("shared_expert_intermediate_size")
-			moe = &Parallel{Name: "mlp", Branches: []core.Layer{
-				&MoE{Name: "experts", Dim: hidden, Hidden: moeInter, Experts: experts,
+			moe = &nn.Parallel{Name: "mlp", Branches: []core.Layer{
+				&nn.MoE{Name: "experts", Dim: hidden, Hidden: moeInter, Experts: experts,
 					TopK: c.size("num_experts_per_tok"), Act: act},
-				&Gated{Name: "shared_expert", Dim: hidden,
-					Body: &MLP{Name: "mlp", Dim: hidden, Hidden: shared, Act: act}},
+				&nn.Gated{Name: "shared_expert", Dim: hidden,
+					Body: &nn.MLP{Name: "mlp", Dim: hidden, Hidden: shared, Act: act}},
 			}}
 			estimateFF = float64(experts)*3*float64(hidden)*float64(moeInter) + 3*float64(hidden)*float64(shared)
 		}
@@ -194,12 +195,12 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 
-	ls := []core.Layer{&Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}}
 	if f.gemma > 0 {
-		ls = append(ls, &Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))})
+		ls = append(ls, &nn.Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))})
 	}
 	if pe > 0 {
-		ls = append(ls, &Dropout{Name: "embed_dropout", P: pe})
+		ls = append(ls, &nn.Dropout{Name: "embed_dropout", P: pe})
 	}
 	ls = append(ls, stackBlocks("layers", blocks), norm("norm"))
 	m := c.finish(head, ls, vocab, tie)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -35,23 +36,23 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	attnPart := []core.Layer{
-		&Norm{Name: "ln_1", Dim: hidden, Bias: true},
-		&Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
+		&nn.Norm{Name: "ln_1", Dim: hidden, Bias: true},
+		&nn.Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
 			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, SoftmaxFP32: upcast},
 	}
 	block := seq(
 		res(append(attnPart, after...)...),
-		res(&Norm{Name: "ln_2", Dim: hidden, Bias: true},
-			&MLP{Name: "mlp", Dim: hidden, Hidden: inner, Act: act, Bias: true, Dropout: po}),
+		res(&nn.Norm{Name: "ln_2", Dim: hidden, Bias: true},
+			&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inner, Act: act, Bias: true, Dropout: po}),
 	)
 	ls := []core.Layer{
-		&Embedding{Name: "wte", Rows: vocab, Dim: hidden},
-		&AddEmbedding{Name: "wpe", Rows: positions, Dim: hidden, MaxSeq: positions},
+		&nn.Embedding{Name: "wte", Rows: vocab, Dim: hidden},
+		&nn.AddEmbedding{Name: "wpe", Rows: positions, Dim: hidden, MaxSeq: positions},
 	}
 	if pe > 0 {
-		ls = append(ls, &Dropout{Name: "drop", P: pe})
+		ls = append(ls, &nn.Dropout{Name: "drop", P: pe})
 	}
-	ls = append(ls, &core.Repeat{Name: "h", Layer: block, N: layers}, &Norm{Name: "ln_f", Dim: hidden, Bias: true})
+	ls = append(ls, &core.Repeat{Name: "h", Layer: block, N: layers}, &nn.Norm{Name: "ln_f", Dim: hidden, Bias: true})
 	return c.finish(head, ls, vocab, tie)
 }
 
@@ -81,23 +82,23 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	at := &Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
+	at := &nn.Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Dropout: drop, Rope: rotary > 0, FusedQKV: true, SoftmaxFP32: true}
-	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
-	attnBranch := seq(append([]core.Layer{&Norm{Name: "input_layernorm", Dim: hidden, Bias: true}, at}, after...)...)
-	mlpBranch := seq(&Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}, mlp)
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
+	attnBranch := seq(append([]core.Layer{&nn.Norm{Name: "input_layernorm", Dim: hidden, Bias: true}, at}, after...)...)
+	mlpBranch := seq(&nn.Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}, mlp)
 	var block core.Layer
 	if parallel {
-		block = &core.Residual{Layer: &Parallel{Branches: []core.Layer{attnBranch, mlpBranch}}}
+		block = &core.Residual{Layer: &nn.Parallel{Branches: []core.Layer{attnBranch, mlpBranch}}}
 	} else {
 		block = seq(&core.Residual{Layer: attnBranch}, &core.Residual{Layer: mlpBranch})
 	}
-	ls := []core.Layer{&Embedding{Name: "embed_in", Rows: vocab, Dim: hidden}}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_in", Rows: vocab, Dim: hidden}}
 	if po > 0 {
-		ls = append(ls, &Dropout{Name: "emb_dropout", P: po})
+		ls = append(ls, &nn.Dropout{Name: "emb_dropout", P: po})
 	}
 	ls = append(ls, &core.Repeat{Name: "layers", Layer: block, N: layers},
-		&Norm{Name: "final_layer_norm", Dim: hidden, Bias: true})
+		&nn.Norm{Name: "final_layer_norm", Dim: hidden, Bias: true})
 	return c.finish(head, ls, vocab, tie)
 }
 
@@ -133,11 +134,11 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	at := &Attention{Name: "self_attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
+	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Dropout: drop}
-	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias, Dropout: po}
-	attnNorm := &Norm{Name: "self_attn_layer_norm", Dim: hidden, Bias: true}
-	mlpNorm := &Norm{Name: "final_layer_norm", Dim: hidden, Bias: true}
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias, Dropout: po}
+	attnNorm := &nn.Norm{Name: "self_attn_layer_norm", Dim: hidden, Bias: true}
+	mlpNorm := &nn.Norm{Name: "final_layer_norm", Dim: hidden, Bias: true}
 	attnBody := append([]core.Layer{at}, after...)
 	var block core.Layer
 	if before {
@@ -145,18 +146,18 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *core.Model {
 	} else {
 		block = seq(res(attnBody...), attnNorm, res(mlp), mlpNorm)
 	}
-	ls := []core.Layer{&Embedding{Name: "embed_tokens", Rows: vocab, Dim: proj}}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: proj}}
 	if proj != hidden {
-		ls = append(ls, &Linear{Name: "project_in", In: proj, Out: hidden, Role: "project_in"})
+		ls = append(ls, &nn.Linear{Name: "project_in", In: proj, Out: hidden, Role: "project_in"})
 	}
 	ls = append(ls,
-		&AddEmbedding{Name: "embed_positions", Rows: positions + 2, Dim: hidden, PerSample: true, MaxSeq: positions},
+		&nn.AddEmbedding{Name: "embed_positions", Rows: positions + 2, Dim: hidden, PerSample: true, MaxSeq: positions},
 		&core.Repeat{Name: "layers", Layer: block, N: layers})
 	if before && !removeFinal {
-		ls = append(ls, &Norm{Name: "final_layer_norm", Dim: hidden, Bias: true})
+		ls = append(ls, &nn.Norm{Name: "final_layer_norm", Dim: hidden, Bias: true})
 	}
 	if proj != hidden {
-		ls = append(ls, &Linear{Name: "project_out", In: hidden, Out: proj, Role: "project_out"})
+		ls = append(ls, &nn.Linear{Name: "project_out", In: hidden, Out: proj, Role: "project_out"})
 	}
 	return c.finish(head, ls, vocab, tie)
 }
@@ -181,11 +182,11 @@ func buildBLOOM(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	at := &Attention{Name: "self_attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
+	at := &nn.Attention{Name: "self_attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
 		Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, SoftmaxFP32: true}
-	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true, Dropout: po}
-	ln1 := &Norm{Name: "input_layernorm", Dim: hidden, Bias: true}
-	ln2 := &Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: 4 * hidden, Act: "gelu", Bias: true, Dropout: po}
+	ln1 := &nn.Norm{Name: "input_layernorm", Dim: hidden, Bias: true}
+	ln2 := &nn.Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}
 	attnBody := append([]core.Layer{at}, after...)
 	var block core.Layer
 	if postLN {
@@ -195,10 +196,10 @@ func buildBLOOM(c *hfConfig, attn string, head hfHead) *core.Model {
 		block = seq(res(append([]core.Layer{ln1}, attnBody...)...), res(ln2, mlp))
 	}
 	ls := []core.Layer{
-		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
-		&Norm{Name: "word_embeddings_layernorm", Dim: hidden, Bias: true},
+		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
+		&nn.Norm{Name: "word_embeddings_layernorm", Dim: hidden, Bias: true},
 		&core.Repeat{Name: "h", Layer: block, N: layers},
-		&Norm{Name: "ln_f", Dim: hidden, Bias: true},
+		&nn.Norm{Name: "ln_f", Dim: hidden, Bias: true},
 	}
 	return c.finish(head, ls, vocab, tie)
 }
@@ -269,22 +270,22 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	at := &Attention{Name: "self_attention", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
+	at := &nn.Attention{Name: "self_attention", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Dropout: drop, Rope: !alibi, FusedQKV: true}
 	attnPart := append([]core.Layer{at}, after...)
-	mlp := &MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias}
-	ln := func(name string) core.Layer { return &Norm{Name: name, Dim: hidden, Bias: true} }
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias}
+	ln := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, Bias: true} }
 	var outDrop []core.Layer
 	if po > 0 {
-		outDrop = []core.Layer{&Dropout{Name: "dropout", P: po}}
+		outDrop = []core.Layer{&nn.Dropout{Name: "dropout", P: po}}
 	}
 	var block core.Layer
 	switch {
 	case par && nLN == 2:
-		p := &Parallel{Branches: []core.Layer{seq(append([]core.Layer{ln("ln_attn")}, attnPart...)...), seq(ln("ln_mlp"), mlp)}}
+		p := &nn.Parallel{Branches: []core.Layer{seq(append([]core.Layer{ln("ln_attn")}, attnPart...)...), seq(ln("ln_mlp"), mlp)}}
 		block = res(append([]core.Layer{p}, outDrop...)...)
 	case par:
-		p := &Parallel{Branches: []core.Layer{seq(attnPart...), mlp}}
+		p := &nn.Parallel{Branches: []core.Layer{seq(attnPart...), mlp}}
 		block = res(append([]core.Layer{ln("input_layernorm"), p}, outDrop...)...)
 	default:
 		block = seq(
@@ -293,7 +294,7 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 		)
 	}
 	ls := []core.Layer{
-		&Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
+		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
 		&core.Repeat{Name: "h", Layer: block, N: layers},
 		ln("ln_f"),
 	}

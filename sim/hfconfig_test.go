@@ -8,6 +8,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // Exact parameter counts of Hugging Face models built from their
@@ -104,12 +105,12 @@ func TestFromHFConfigParams(t *testing.T) {
 
 // Structural facts that the counts alone do not pin down.
 func TestFromHFConfigStructure(t *testing.T) {
-	attnOf := func(m *core.Model) *Attention {
-		var a *Attention
+	attnOf := func(m *core.Model) *nn.Attention {
+		var a *nn.Attention
 		for _, l := range m.Layers {
 			core.Walk(l, "", func(_ string, x core.Layer) {
 				switch v := x.(type) {
-				case *Attention:
+				case *nn.Attention:
 					a = v
 				}
 			})
@@ -136,9 +137,9 @@ func TestFromHFConfigStructure(t *testing.T) {
 			t.Fatalf("%s: %v", tc.file, err)
 		}
 		a := attnOf(m)
-		if a.Impl != tc.impl || a.Heads != tc.heads || a.kv() != tc.kv || a.hd() != tc.headDim || a.Rope != tc.rope {
+		if a.Impl != tc.impl || a.Heads != tc.heads || a.Kv() != tc.kv || a.Hd() != tc.headDim || a.Rope != tc.rope {
 			t.Errorf("%s: attention impl=%s heads=%d kv=%d head_dim=%d rope=%t, want %s %d %d %d %t",
-				tc.file, a.Impl, a.Heads, a.kv(), a.hd(), a.Rope, tc.impl, tc.heads, tc.kv, tc.headDim, tc.rope)
+				tc.file, a.Impl, a.Heads, a.Kv(), a.Hd(), a.Rope, tc.impl, tc.heads, tc.kv, tc.headDim, tc.rope)
 		}
 		if m.Tied() != tc.tied || m.LogitsFP32 != tc.logits32 || m.Vocab != tc.vocab {
 			t.Errorf("%s: tied=%t logits_fp32=%t vocab=%d, want %t %t %d", tc.file, m.Tied(), m.LogitsFP32, m.Vocab, tc.tied, tc.logits32, tc.vocab)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // randomCase is one generated model and plan, with a description for
@@ -36,12 +37,12 @@ func randomCases(seed uint64, n int) []randomCase {
 		act := pick("gelu", "relu", "silu", "swiglu", "geglu")
 		impl := pick("flash", "sdpa", "eager")
 		rms := r.IntN(2) == 0
-		norm := func() core.Layer { return &Norm{Dim: dim, RMS: rms, Bias: !rms} }
+		norm := func() core.Layer { return &nn.Norm{Dim: dim, RMS: rms, Bias: !rms} }
 		block := &core.Sequential{Layers: []core.Layer{
-			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{norm(), &Attention{Dim: dim, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: rms}}}},
-			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{norm(), &MLP{Dim: dim, Hidden: hidden, Act: act}}}},
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{norm(), &nn.Attention{Dim: dim, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: rms}}}},
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{norm(), &nn.MLP{Dim: dim, Hidden: hidden, Act: act}}}},
 		}}
-		m := &core.Model{Name: "rand", Layers: []core.Layer{&Embedding{Rows: vocab, Dim: dim}, &core.Repeat{Layer: block, N: layers}, norm()},
+		m := &core.Model{Name: "rand", Layers: []core.Layer{&nn.Embedding{Rows: vocab, Dim: dim}, &core.Repeat{Layer: block, N: layers}, norm()},
 			Vocab: vocab, Loss: "cross_entropy", TieEmbeddings: r.IntN(2) == 0}
 		prec, _ := core.LookupPrecision(pick("fp32", "bf16-mixed", "fp16-mixed", "bf16"))
 		dev, _ := hw.LookupDevice(pick("H100-80GB", "A100-40GB", "RTX-3090"))

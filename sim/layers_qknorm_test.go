@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // Attention with QKNorm lowers as plain attention plus the two head norms. In fp32 on
@@ -26,7 +27,7 @@ func TestQKNormAttentionSaves(t *testing.T) {
 		}
 		return rep.SavedActivations
 	}
-	base := Attention{Dim: 128, Heads: 4, KVHeads: 2, HeadDim: 32, Impl: "sdpa", Causal: true, Rope: true}
+	base := nn.Attention{Dim: 128, Heads: 4, KVHeads: 2, HeadDim: 32, Impl: "sdpa", Causal: true, Rope: true}
 	plain, qk := base, base
 	qk.QKNorm = true
 	got := saved(&qk) - saved(&plain)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -136,7 +137,7 @@ func NewLitGPT(c LitGPTConfig) (*core.Model, error) {
 	default:
 		return nil, units.Errorf(c.Name, "litgpt: unknown adapter %q (known: v1, v2)", c.Adapter)
 	}
-	layers := []core.Layer{&Embedding{Name: "wte", Rows: c.PaddedVocab, Dim: c.Embd}}
+	layers := []core.Layer{&nn.Embedding{Name: "wte", Rows: c.PaddedVocab, Dim: c.Embd}}
 	if c.Adapter == "" {
 		layers = append(layers, &core.Repeat{Name: "h", Layer: &LitBlock{Config: c}, N: c.Layers})
 	} else {
@@ -338,8 +339,8 @@ func litAttention(b *core.Builder, c LitGPTConfig, index int64, x core.Value) co
 		e := b.AddOp("repeat_kv", "expand_v", []core.Value{qkv})
 		v = b.Out(e, "v_expanded", core.WithLast(s, nh*hs), b.Dtype(qkv), "v expanded to all heads (expand + reshape copy)")
 	}
-	core := &Attention{Dim: h, Heads: nh, HeadDim: hs, Impl: "flash", Causal: true}
-	y := core.fused(b, q, k, v, s)
+	core := &nn.Attention{Dim: h, Heads: nh, HeadDim: hs, Impl: "flash", Causal: true}
+	y := core.Fused(b, q, k, v, s)
 	if c.Adapter != "" && index >= c.adapterStart() {
 		y = litAdapterPrefix(b, c, q, y, wqkv)
 	}
@@ -457,11 +458,11 @@ func litMLP(b *core.Builder, c LitGPTConfig, x core.Value) core.Value {
 	if c.MLP == "LLaMAMLP" {
 		f1 := litLinear(b, c, "fc_1", "gate", x, h, n, c.Bias)
 		f2 := litLinear(b, c, "fc_2", "up", x, h, n, c.Bias)
-		m := b.Mul("act_mul", activation(b, "silu", f1), f2)
+		m := b.Mul("act_mul", nn.Activation(b, "silu", f1), f2)
 		return litLinear(b, c, "proj", "down", m, n, h, c.Bias)
 	}
 	f := litLinear(b, c, "fc", "up", x, h, n, c.Bias)
-	return litLinear(b, c, "proj", "down", activation(b, "gelu", f), n, h, c.Bias)
+	return litLinear(b, c, "proj", "down", nn.Activation(b, "gelu", f), n, h, c.Bias)
 }
 
 // litTargets reports whether LoRA adapts the q, k or v part of the fused

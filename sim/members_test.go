@@ -6,15 +6,16 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // A small causal LM, run with 2 members stacked and one at a time.
 func membersPlan(t *testing.T, mode string) *core.Plan {
 	t.Helper()
 	m := &core.Model{Name: "lm", Loss: "cross_entropy", Vocab: 1000, Layers: []core.Layer{
-		&Embedding{Rows: 1000, Dim: 64},
-		&Attention{Dim: 64, Heads: 4, Impl: "flash", Causal: true},
-		&MLP{Dim: 64, Hidden: 256, Act: "gelu"},
+		&nn.Embedding{Rows: 1000, Dim: 64},
+		&nn.Attention{Dim: 64, Heads: 4, Impl: "flash", Causal: true},
+		&nn.MLP{Dim: 64, Hidden: 256, Act: "gelu"},
 	}}
 	prec, _ := core.LookupPrecision("bf16-mixed")
 	rt, _ := core.LookupRuntime("cuda")

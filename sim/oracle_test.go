@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // Saved-activation bytes measured by shared/oracle (PyTorch 1.13 on CPU,
@@ -72,23 +73,23 @@ func oracleBlock(c oracleCase) core.Layer {
 	if c.kind == "gpt2" {
 		return &core.Sequential{Layers: []core.Layer{
 			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-				&Norm{Name: "ln_1", Dim: c.h, Bias: true},
-				&Attention{Dim: c.h, Heads: c.a, QKVBias: true, OutBias: true, Impl: "eager", Causal: true, Dropout: 0.1, FusedQKV: true},
+				&nn.Norm{Name: "ln_1", Dim: c.h, Bias: true},
+				&nn.Attention{Dim: c.h, Heads: c.a, QKVBias: true, OutBias: true, Impl: "eager", Causal: true, Dropout: 0.1, FusedQKV: true},
 			}}},
 			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-				&Norm{Name: "ln_2", Dim: c.h, Bias: true},
-				&MLP{Dim: c.h, Hidden: 4 * c.h, Act: "gelu", Bias: true, Dropout: 0.1},
+				&nn.Norm{Name: "ln_2", Dim: c.h, Bias: true},
+				&nn.MLP{Dim: c.h, Hidden: 4 * c.h, Act: "gelu", Bias: true, Dropout: 0.1},
 			}}},
 		}}
 	}
 	return &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "input_layernorm", Dim: c.h, RMS: true},
-			&Attention{Dim: c.h, Heads: c.a, KVHeads: c.kv, Impl: "eager", Causal: true, Rope: true, SoftmaxFP32: true},
+			&nn.Norm{Name: "input_layernorm", Dim: c.h, RMS: true},
+			&nn.Attention{Dim: c.h, Heads: c.a, KVHeads: c.kv, Impl: "eager", Causal: true, Rope: true, SoftmaxFP32: true},
 		}}},
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "post_attention_layernorm", Dim: c.h, RMS: true},
-			&MLP{Dim: c.h, Hidden: c.f, Act: "swiglu"},
+			&nn.Norm{Name: "post_attention_layernorm", Dim: c.h, RMS: true},
+			&nn.MLP{Dim: c.h, Hidden: c.f, Act: "swiglu"},
 		}}},
 	}}
 }

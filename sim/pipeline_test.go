@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -64,7 +65,7 @@ func TestPipelineInFlight(t *testing.T) {
 // word embeddings on both ends), every stage L/pp blocks.
 func TestPipelineStageParams(t *testing.T) {
 	block := oracleBlock(oracleCase{kind: "gpt2", h: 256, a: 4})
-	m := &core.Model{Name: "gpt", Layers: []core.Layer{&Embedding{Rows: 1024, Dim: 256}, &core.Repeat{Layer: block, N: 4}, &Norm{Dim: 256, Bias: true}},
+	m := &core.Model{Name: "gpt", Layers: []core.Layer{&nn.Embedding{Rows: 1024, Dim: 256}, &core.Repeat{Layer: block, N: 4}, &nn.Norm{Dim: 256, Bias: true}},
 		Vocab: 1024, TieEmbeddings: true}
 	for s, want := range []int64{1024*256 + 2*block.Params(), 2*block.Params() + 2*256 + 1024*256} {
 		p := distPlan(t, m, "bf16", core.Parallelism{PP: 2, MicroBatches: 4})
@@ -92,10 +93,10 @@ func TestPipelineStageParams(t *testing.T) {
 // TestLayoutErrors: impossible layouts are errors naming the numbers.
 func TestLayoutErrors(t *testing.T) {
 	llama := &core.Model{Name: "m", Layers: []core.Layer{
-		&Embedding{Rows: 32256, Dim: 4096},
+		&nn.Embedding{Rows: 32256, Dim: 4096},
 		&core.Repeat{N: 32, Layer: &core.Sequential{Layers: []core.Layer{
-			&Attention{Dim: 4096, Heads: 32, KVHeads: 8, Impl: "flash"},
-			&MoE{Dim: 4096, Hidden: 14336, Experts: 8, TopK: 2, Act: "swiglu"},
+			&nn.Attention{Dim: 4096, Heads: 32, KVHeads: 8, Impl: "flash"},
+			&nn.MoE{Dim: 4096, Hidden: 14336, Experts: 8, TopK: 2, Act: "swiglu"},
 		}}},
 	}, Vocab: 32256}
 	for _, tc := range []struct {
@@ -130,7 +131,7 @@ func TestLayoutErrors(t *testing.T) {
 	if err := off.Validate(); err == nil || !strings.Contains(err.Error(), "not simulated together with zero=") {
 		t.Errorf("zero=3 with parameter offload: error %v", err)
 	}
-	gpt := &core.Model{Name: "gpt", Layers: []core.Layer{&Embedding{Rows: 50257, Dim: 256}, &Attention{Dim: 256, Heads: 8, Impl: "flash"}}, Vocab: 50257}
+	gpt := &core.Model{Name: "gpt", Layers: []core.Layer{&nn.Embedding{Rows: 50257, Dim: 256}, &nn.Attention{Dim: 256, Heads: 8, Impl: "flash"}}, Vocab: 50257}
 	err := distPlan(t, gpt, "megatron", core.Parallelism{TP: 2}).Validate()
 	if want := "tp=2 does not divide the 50257 embedding rows (vocabulary)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("gpt tp=2: error %v, want %q", err, want)
@@ -143,7 +144,7 @@ func TestLayoutErrors(t *testing.T) {
 // TestExpertParallel: ep ranks each hold experts/ep experts; the routed
 // tokens travel by all-to-all (dispatch and combine, forward and backward).
 func TestExpertParallel(t *testing.T) {
-	moe := &MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
+	moe := &nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
 	m := &core.Model{Name: "moe", Layers: []core.Layer{&core.Repeat{N: 2, Layer: moe}}, Loss: "mse", InputDim: 512}
 	expert := int64(3 * 512 * 1024)
 	router := int64(512 * 8)

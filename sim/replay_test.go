@@ -5,13 +5,14 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // A hand-checked step: one fp32 Linear(1024 -> 4096) with an MSE loss,
 // AdamW (foreach) on a device with the pre-Hopper cuBLAS workspace.
 func TestReplayLinearByHand(t *testing.T) {
 	const MiB = 1 << 20
-	m := &core.Model{Name: "lin", Layers: []core.Layer{&Linear{In: 1024, Out: 4096}}, Loss: "mse"}
+	m := &core.Model{Name: "lin", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}}, Loss: "mse"}
 	plan := &core.Plan{Model: m, Batch: 2, Seq: 512, GradAccum: 1, Members: 1,
 		Precision: core.Precisions()[0], Optimizer: core.Optimizer{Kind: "adamw"},
 		Device: hw.Device{Name: "test", Memory: 80 << 30}}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"strings"
 	"testing"
 )
@@ -31,7 +32,7 @@ import (
 //     each of its two all-gathers (forward, backward): 4 B more PCIe.
 func TestZeROOffload(t *testing.T) {
 	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
-	m := &core.Model{Name: "two", Layers: []core.Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
 	lastIn := func(r *Report, phase string) int64 {
 		var last int64
 		for _, pt := range r.Timeline {
@@ -86,7 +87,7 @@ func TestZeROOffload(t *testing.T) {
 
 // The combinations still refused say what is simulated instead.
 func TestZeROOffloadRefusals(t *testing.T) {
-	m := &core.Model{Name: "two", Layers: []core.Layer{&Linear{In: 64, Out: 64}}, Loss: "mse"}
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 64, Out: 64}}, Loss: "mse"}
 	for _, c := range []struct {
 		par  core.Parallelism
 		off  core.Offload
@@ -123,7 +124,7 @@ func TestZeROOffloadRefusals(t *testing.T) {
 //     grows by 6 B per shard element.
 func TestFSDPOffload(t *testing.T) {
 	const s = 1_048_576
-	m := &core.Model{Name: "two", Layers: []core.Layer{&Linear{In: 1024, Out: 4096}, &Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
 	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true})
 	base, err := Evaluate(plan, core.Options{Timeline: true})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // linearStack is n blocks of two bias-free linears (d -> f -> d): every
@@ -12,8 +13,8 @@ import (
 // states are exactly the ZeRO paper's.
 func linearStack(n, d, f int64) *core.Model {
 	block := &core.Sequential{Layers: []core.Layer{
-		&Linear{Name: "up", In: d, Out: f},
-		&Linear{Name: "down", In: f, Out: d},
+		&nn.Linear{Name: "up", In: d, Out: f},
+		&nn.Linear{Name: "down", In: f, Out: d},
 	}}
 	return &core.Model{Name: "stack", Layers: []core.Layer{&core.Repeat{Layer: block, N: n}}, Loss: "mse", InputDim: d}
 }
@@ -96,7 +97,7 @@ func TestZeROStates(t *testing.T) {
 // of 2*dp elements (stage_1_and_2.py, nccl_start_alignment_factor = 2) and
 // ZeRO-3 partitions each parameter to ceil(numel/dp) elements.
 func TestZeROPadding(t *testing.T) {
-	m := &core.Model{Name: "one", Layers: []core.Layer{&Linear{In: 1000, Out: 1001}}, Loss: "mse", InputDim: 1000}
+	m := &core.Model{Name: "one", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 1001}}, Loss: "mse", InputDim: 1000}
 	// Ψ = 1,001,000; dp = 3: ZeRO-1/2 partition roundup(Ψ, 6)/3 = 333,668;
 	// ZeRO-3 partition ceil(Ψ/3) = 333,667.
 	for _, tc := range []struct {

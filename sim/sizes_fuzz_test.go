@@ -8,6 +8,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // FuzzSizes builds layers, models and plans from arbitrary sizes (huge,
@@ -38,7 +39,7 @@ func FuzzSizes(f *testing.F) {
 			t.Fatalf("%s: params %d, want %.17g", l.Kind(), n, want)
 		}
 		m := &core.Model{Name: "fuzz", Layers: []core.Layer{l}, Loss: "mse"}
-		if _, ok := l.(*Embedding); ok {
+		if _, ok := l.(*nn.Embedding); ok {
 			m.Loss, m.Vocab, m.TieEmbeddings = "cross_entropy", a, planOpt&0x80 != 0
 		}
 		if err := m.Validate(); err != nil {
@@ -95,12 +96,12 @@ func fuzzLayer(kind uint8, a, b, c, d int64, opt uint8) (core.Layer, float64) {
 		if bias {
 			w += fb
 		}
-		return &Linear{In: a, Out: b, Bias: bias}, w
+		return &nn.Linear{In: a, Out: b, Bias: bias}, w
 	case 1:
-		return &Embedding{Rows: a, Dim: b}, fa * fb
+		return &nn.Embedding{Rows: a, Dim: b}, fa * fb
 	case 2:
 		impls := []string{"flash", "sdpa", "eager"}
-		return &Attention{Dim: a, Heads: b, KVHeads: c, HeadDim: d, Impl: impls[int(opt)%3], Causal: opt&4 == 0,
+		return &nn.Attention{Dim: a, Heads: b, KVHeads: c, HeadDim: d, Impl: impls[int(opt)%3], Causal: opt&4 == 0,
 			Rope: opt&8 != 0, QKVBias: opt&16 != 0}, -1
 	case 3:
 		act := acts[int(opt)%len(acts)]
@@ -108,20 +109,20 @@ func fuzzLayer(kind uint8, a, b, c, d int64, opt uint8) (core.Layer, float64) {
 		if act == "swiglu" || act == "geglu" {
 			w = 3 * fa * fb
 		}
-		return &MLP{Dim: a, Hidden: b, Act: act}, w
+		return &nn.MLP{Dim: a, Hidden: b, Act: act}, w
 	case 4:
 		// router a x c, c experts of 3 x a x b (swiglu)
-		return &MoE{Dim: a, Hidden: b, Experts: c, TopK: d, Act: "swiglu", Capacity: float64(opt%4) * 0.5}, fa*fc + fc*3*fa*fb
+		return &nn.MoE{Dim: a, Hidden: b, Experts: c, TopK: d, Act: "swiglu", Capacity: float64(opt%4) * 0.5}, fa*fc + fc*3*fa*fb
 	case 5:
-		return &core.Repeat{Layer: &Linear{In: a, Out: a}, N: b}, fb * fa * fa
+		return &core.Repeat{Layer: &nn.Linear{In: a, Out: a}, N: b}, fb * fa * fa
 	case 6:
 		w := fa
 		if opt&1 == 0 && opt&2 != 0 {
 			w = 2 * fa
 		}
-		return &Norm{Dim: a, RMS: opt&1 != 0, Bias: opt&1 == 0 && opt&2 != 0}, w
+		return &nn.Norm{Dim: a, RMS: opt&1 != 0, Bias: opt&1 == 0 && opt&2 != 0}, w
 	default:
-		return &core.Sequential{Layers: []core.Layer{&Linear{In: a, Out: b}, &Linear{In: b, Out: c}}}, fa*fb + fb*fc
+		return &core.Sequential{Layers: []core.Layer{&nn.Linear{In: a, Out: b}, &nn.Linear{In: b, Out: c}}}, fa*fb + fb*fc
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // ngramModel is SEEDS.md story 4's model: a small transformer ("xl",
@@ -16,21 +17,21 @@ import (
 func ngramModel(rowsPerHead int64, grad, placement string, pad bool) *core.Model {
 	block := &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "ln1", Dim: 512, Bias: true},
-			&Attention{Name: "attn", Dim: 512, Heads: 8, Impl: "flash", Causal: true},
+			&nn.Norm{Name: "ln1", Dim: 512, Bias: true},
+			&nn.Attention{Name: "attn", Dim: 512, Heads: 8, Impl: "flash", Causal: true},
 		}}},
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&Norm{Name: "ln2", Dim: 512, Bias: true},
-			&MLP{Name: "mlp", Dim: 512, Hidden: 2048, Act: "gelu"},
+			&nn.Norm{Name: "ln2", Dim: 512, Bias: true},
+			&nn.MLP{Name: "mlp", Dim: 512, Hidden: 2048, Act: "gelu"},
 		}}},
 	}}
 	return &core.Model{
 		Name: "xl",
 		Layers: []core.Layer{
-			&Embedding{Name: "embed", Rows: 8192, Dim: 512},
+			&nn.Embedding{Name: "embed", Rows: 8192, Dim: 512},
 			&core.Residual{Layer: &Table{Name: "ngram", Rows: rowsPerHead, Dim: 32, Heads: 16, Grad: grad, Placement: placement, PadRows: pad}},
 			&core.Repeat{Name: "layers", Layer: block, N: 8},
-			&Norm{Name: "ln_f", Dim: 512, Bias: true},
+			&nn.Norm{Name: "ln_f", Dim: 512, Bias: true},
 		},
 		Loss: "cross_entropy", Vocab: 8192, TieEmbeddings: true,
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 	"sort"
 	"sync"
@@ -179,7 +180,7 @@ func maxExperts(m *core.Model) int64 {
 	var e int64
 	for i, l := range m.Layers {
 		core.Walk(l, core.ChildPath("", l, i), func(_ string, l core.Layer) {
-			if x, ok := l.(*sim.MoE); ok {
+			if x, ok := l.(*nn.MoE); ok {
 				e = max(e, x.Experts)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/internal/testmodels"
+	"github.com/memsh/memsh/sim/nn"
 	"math"
 	"runtime"
 	"sort"
@@ -43,18 +44,18 @@ func fastPathPlans() []*core.Plan {
 	add(llama, core.Parallelism{DP: 4, TP: 2, CP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, Zero: 1}, 2, 4, "bf16-mixed", "selective", 32, 8)
 
 	moe := &core.Model{Name: "moe", Layers: []core.Layer{
-		&sim.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
+		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
 		&core.Repeat{Name: "layers", N: 4, Layer: &core.Sequential{Layers: []core.Layer{
 			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-				&sim.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
-				&sim.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
+				&nn.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
+				&nn.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
 			}}},
 			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-				&sim.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
-				&sim.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
+				&nn.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
+				&nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
 			}}},
 		}}},
-		&sim.Norm{Name: "norm", Dim: 512, RMS: true},
+		&nn.Norm{Name: "norm", Dim: 512, RMS: true},
 	}, Vocab: 32000, Loss: "cross_entropy"}
 	add(moe, core.Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
 	add(moe, core.Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
@@ -260,8 +261,8 @@ func BenchmarkSearchEstimate(b *testing.B) {
 // one unit, and there is no pipeline to search.
 func TestSearchWithoutRepeat(t *testing.T) {
 	m := &core.Model{Name: "flat", Layers: []core.Layer{
-		&sim.Embedding{Name: "embed", Rows: 1000, Dim: 64},
-		&sim.MLP{Dim: 64, Hidden: 256, Act: "gelu"},
+		&nn.Embedding{Name: "embed", Rows: 1000, Dim: 64},
+		&nn.MLP{Dim: 64, Hidden: 256, Act: "gelu"},
 	}, Vocab: 1000, Loss: "cross_entropy"}
 	base := testmodels.LlamaPlan(m, 1, 128, "bf16-mixed", "none", "A100-80GB")
 	res, err := Search(context.Background(), base, SearchSpace{GPUs: 8, GlobalBatch: 16, Top: 3, Workers: 2})

@@ -3,9 +3,9 @@
 package testmodels
 
 import (
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // Llama builds a Llama-style decoder (RMSNorm, rotary GQA attention,
@@ -13,20 +13,20 @@ import (
 func Llama(hidden, layers, heads, kv, ffn, vocab int64, impl string) *core.Model {
 	block := &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&sim.Norm{Name: "input_layernorm", Dim: hidden, RMS: true},
-			&sim.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: true, SoftmaxFP32: true},
+			&nn.Norm{Name: "input_layernorm", Dim: hidden, RMS: true},
+			&nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, Impl: impl, Causal: true, Rope: true, SoftmaxFP32: true},
 		}}},
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&sim.Norm{Name: "post_attention_layernorm", Dim: hidden, RMS: true},
-			&sim.MLP{Dim: hidden, Hidden: ffn, Act: "swiglu"},
+			&nn.Norm{Name: "post_attention_layernorm", Dim: hidden, RMS: true},
+			&nn.MLP{Dim: hidden, Hidden: ffn, Act: "swiglu"},
 		}}},
 	}}
 	return &core.Model{
 		Name: "llama",
 		Layers: []core.Layer{
-			&sim.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+			&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
 			&core.Repeat{Name: "layers", Layer: block, N: layers},
-			&sim.Norm{Name: "norm", Dim: hidden, RMS: true},
+			&nn.Norm{Name: "norm", Dim: hidden, RMS: true},
 		},
 		Vocab: vocab, Loss: "cross_entropy", LogitsFP32: true,
 	}

@@ -1,4 +1,4 @@
-package sim
+package nn
 
 import (
 	"fmt"
@@ -165,10 +165,10 @@ func (a *Act) Validate(path string) error {
 	}
 	return units.Errorf(path, "unknown activation %q (known: gelu, relu, silu, tanh, sigmoid)", a.Fn)
 }
-func (a *Act) Lower(b *core.Builder, x core.Value) core.Value { return activation(b, a.Fn, x) }
+func (a *Act) Lower(b *core.Builder, x core.Value) core.Value { return Activation(b, a.Fn, x) }
 
 // activation lowers one activation function with its autograd saves.
-func activation(b *core.Builder, fn string, x core.Value) core.Value {
+func Activation(b *core.Builder, fn string, x core.Value) core.Value {
 	switch fn {
 	case "relu", "sigmoid", "tanh":
 		return b.Unary(fn, x, false, true)

@@ -1,4 +1,4 @@
-package sim
+package nn
 
 import (
 	"fmt"
@@ -39,14 +39,14 @@ type Attention struct {
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, layers_qknorm.go)
 }
 
-func (a *Attention) kv() int64 {
+func (a *Attention) Kv() int64 {
 	if a.KVHeads > 0 {
 		return a.KVHeads
 	}
 	return a.Heads
 }
 
-func (a *Attention) hd() int64 {
+func (a *Attention) Hd() int64 {
 	if a.HeadDim > 0 {
 		return a.HeadDim
 	}
@@ -60,7 +60,7 @@ func (a *Attention) Kind() string           { return "attention" }
 func (a *Attention) Label() string          { return a.Name }
 func (a *Attention) Children() []core.Layer { return nil }
 func (a *Attention) Params() int64 {
-	d, h, kv := a.hd(), a.Heads, a.kv()
+	d, h, kv := a.Hd(), a.Heads, a.Kv()
 	n := a.Dim*h*d + 2*a.Dim*kv*d + h*d*a.Dim
 	if a.QKVBias {
 		n += h*d + 2*kv*d
@@ -75,8 +75,8 @@ func (a *Attention) Params() int64 {
 }
 func (a *Attention) Summary() string {
 	s := fmt.Sprintf("dim %d, %d heads", a.Dim, a.Heads)
-	if a.kv() != a.Heads {
-		s += fmt.Sprintf(", %d kv heads", a.kv())
+	if a.Kv() != a.Heads {
+		s += fmt.Sprintf(", %d kv heads", a.Kv())
 	}
 	if a.HeadDim > 0 && a.HeadDim*a.Heads != a.Dim {
 		s += fmt.Sprintf(", head_dim %d", a.HeadDim)
@@ -97,7 +97,7 @@ func (a *Attention) Validate(path string) error {
 	if a.HeadDim == 0 && a.Dim%a.Heads != 0 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("heads must divide dim (dim=%d, heads=%d)", a.Dim, a.Heads), Hint: "pass head_dim= when it is not dim/heads"}
 	}
-	if a.KVHeads < 0 || a.Heads%a.kv() != 0 {
+	if a.KVHeads < 0 || a.Heads%a.Kv() != 0 {
 		return units.Errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
 	}
 	if a.QKNorm && a.FusedQKV {
@@ -127,17 +127,17 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	defer b.Scope(name)()
 	la := a.perRank(b.Par.Tpn()) // tp.go: this rank's heads
-	d, h, kv := la.hd(), la.Heads, la.kv()
+	d, h, kv := la.Hd(), la.Heads, la.Kv()
 	xg := b.TpGather(x) // tp.go: all-gathered along the sequence with SP
 	s := b.Shape(xg)
 	var q, k, v core.Value
 	if a.FusedQKV {
-		qkv := b.ColLinear("qkv", "qkv", x, xg, a.Dim, (a.Heads+2*a.kv())*d, (h+2*kv)*d, a.QKVBias)
+		qkv := b.ColLinear("qkv", "qkv", x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
 		q, k, v = qkv, qkv, qkv // views of one storage
 	} else {
 		q = b.ColLinear("q_proj", "q", x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
-		k = b.ColLinear("k_proj", "k", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
-		v = b.ColLinear("v_proj", "v", x, xg, a.Dim, a.kv()*d, kv*d, a.QKVBias)
+		k = b.ColLinear("k_proj", "k", x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+		v = b.ColLinear("v_proj", "v", x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	}
 	if a.QKNorm {
 		q = qkHeadNorm(b, "q_norm", q, s, h, d)
@@ -166,7 +166,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	case "eager":
 		o = la.eager(b, q, k, v, s)
 	default:
-		o = la.fused(b, q, k, v, s)
+		o = la.Fused(b, q, k, v, s)
 	}
 	closeRegion()
 	y := b.RowLinear("o_proj", "o", o, a.Heads*d, h*d, a.Dim, a.OutBias)
@@ -190,8 +190,8 @@ func rope(b *core.Builder, name string, x core.Value, shape []int64) core.Value 
 }
 
 // fused lowers flash-attn and SDPA.
-func (a *Attention) fused(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
-	d, h, kv := a.hd(), a.Heads, a.kv()
+func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
+	d, h, kv := a.Hd(), a.Heads, a.Kv()
 	dt := b.Dtype(q)
 	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{q, k, v})
 	o := b.Out(i, "attn_out", core.WithLast(s, h*d), dt, "attention output")
@@ -224,7 +224,7 @@ func expandKV(b *core.Builder, name string, x core.Value, shape []int64, kv int6
 
 func (a *Attention) coreFLOPs(s []int64) float64 {
 	seq := s[len(s)-2]
-	f := 4 * float64(core.Rows(s)) * float64(seq) * float64(a.Heads*a.hd())
+	f := 4 * float64(core.Rows(s)) * float64(seq) * float64(a.Heads*a.Hd())
 	if a.Causal {
 		f /= 2
 	}
@@ -233,7 +233,7 @@ func (a *Attention) coreFLOPs(s []int64) float64 {
 
 // eager lowers the explicit attention of GPT-2 and Llama's eager path.
 func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
-	d, h := a.hd(), a.Heads
+	d, h := a.Hd(), a.Heads
 	dt := b.Dtype(q)
 	bs := core.Rows(s)
 	seq := s[len(s)-2]
@@ -291,9 +291,9 @@ func (a *Attention) perRank(tp int64) *Attention {
 		return a
 	}
 	la := *a
-	la.HeadDim = a.hd()
+	la.HeadDim = a.Hd()
 	la.Heads = a.Heads / tp
-	la.KVHeads = max(a.kv()/tp, 1)
+	la.KVHeads = max(a.Kv()/tp, 1)
 	return &la
 }
 
@@ -304,7 +304,7 @@ func (a *Attention) checkTP(path string, tp int64) error {
 	if a.Heads%tp != 0 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads), Hint: "tp must divide the number of attention heads"}
 	}
-	if kv := a.kv(); kv%tp != 0 && tp%kv != 0 {
+	if kv := a.Kv(); kv%tp != 0 && tp%kv != 0 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d kv heads (nor is it a multiple of them)", tp, kv)}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package sim
+package nn
 
 import (
 	"fmt"
@@ -67,12 +67,12 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 		name = "mlp"
 	}
 	defer b.Scope(name)()
-	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias)
+	y := Ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias)
 	return b.Dropout("dropout", y, m.Dropout)
 }
 
 // ffn lowers the feed-forward core.
-func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool) core.Value {
+func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool) core.Value {
 	// tp.go: column-parallel up projections over the (SP-gathered) input,
 	// row-parallel down projection; hidden/tp on each rank.
 	xg, hl := b.TpGather(x), hidden/b.Par.Tpn()
@@ -83,11 +83,11 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		}
 		gate := b.ColLinear("gate_proj", "gate", x, xg, dim, hidden, hl, bias)
 		up := b.ColLinear("up_proj", "up", x, xg, dim, hidden, hl, bias)
-		h := b.Mul("act_mul", activation(b, fn, gate), up)
+		h := b.Mul("act_mul", Activation(b, fn, gate), up)
 		return b.RowLinear("down_proj", "down", h, hidden, hl, dim, bias)
 	}
 	h := b.ColLinear("fc1", "up", x, xg, dim, hidden, hl, bias)
-	h = activation(b, act, h)
+	h = Activation(b, act, h)
 	return b.RowLinear("fc2", "down", h, hidden, hl, dim, bias)
 }
 

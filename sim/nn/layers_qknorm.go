@@ -1,4 +1,4 @@
-package sim
+package nn
 
 import (
 	"github.com/memsh/memsh/sim/core"

@@ -1,4 +1,4 @@
-package sim
+package nn
 
 import (
 	"fmt"
@@ -109,6 +109,6 @@ func (g *Gated) Lower(b *core.Builder, x core.Value) core.Value {
 	defer b.Scope(g.Name)()
 	y := b.LowerChild(g.Body, 0, x)
 	gate := b.Linear("gate", "shared_expert_gate", x, g.Dim, 1, false)
-	s := activation(b, "sigmoid", gate)
+	s := Activation(b, "sigmoid", gate)
 	return b.Mul("gated", s, y)
 }

@@ -1,4 +1,4 @@
-package sim
+package nn
 
 import (
 	"fmt"
@@ -71,5 +71,5 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	b.Op(i).Flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
 	b.Op(i).Bytes += float64(dt.Bytes(n*p.Dim)) + float64(dt.Bytes(p.Dim*p.Dim))
-	return activation(b, "tanh", y)
+	return Activation(b, "tanh", y)
 }

@@ -1,4 +1,4 @@
-package sim
+package nn
 
 import (
 	"fmt"
@@ -109,7 +109,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 			sh = m.Hidden
 		}
 		done := b.Scope("shared_experts")
-		s := ffn(b, x, m.Dim, sh*m.SharedExperts, m.Act, false)
+		s := Ffn(b, x, m.Dim, sh*m.SharedExperts, m.Act, false)
 		done()
 		out = b.Add("shared_sum", out, s)
 	}
@@ -159,11 +159,11 @@ func expertsForward(b *core.Builder, xs core.Value, m *MoE, routed int64) core.V
 		}
 		gate := proj("gate_proj", "gate", xs, m.Dim, hidden)
 		up := proj("up_proj", "up", xs, m.Dim, hidden)
-		h := b.Mul("act_mul", activation(b, fn, gate), up)
+		h := b.Mul("act_mul", Activation(b, fn, gate), up)
 		return proj("down_proj", "down", h, hidden, m.Dim)
 	}
 	h := proj("fc1", "up", xs, m.Dim, hidden)
-	h = activation(b, m.Act, h)
+	h = Activation(b, m.Act, h)
 	return proj("fc2", "down", h, hidden, m.Dim)
 }
 
