@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/memsh/memsh/jsondoc"
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -124,7 +124,7 @@ t = simulate(p, timeline = True)
 // Go report.
 func wantDocument(x *Report) jsondoc.Report {
 	r := x.SimReport()
-	alloc := func(a sim.Alloc) jsondoc.Alloc {
+	alloc := func(a replay.Alloc) jsondoc.Alloc {
 		return jsondoc.Alloc{Tensor: a.Tensor, Op: a.Op, Shape: append([]int64{}, a.Shape...), DType: a.DType.Name(), Bytes: a.Bytes, Why: a.Why, Phase: a.Phase}
 	}
 	// Time figures are null without a finite step time (a GPU without

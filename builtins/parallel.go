@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 	"go.starlark.net/starlark"
 )
 
@@ -292,7 +292,7 @@ func resolveLayout(v *[numTrainArgs]starlark.Value, p *core.Plan) error {
 
 // collectives is r.collectives: bytes passed to collectives per step, by
 // kind (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv).
-func collectives(r *sim.Report) starlark.Value {
+func collectives(r *replay.Report) starlark.Value {
 	d := starlark.NewDict(len(r.CommBytes))
 	for _, c := range r.CommBytes {
 		_ = d.SetKey(starlark.String(c.Name), starlark.MakeInt64(c.Bytes))

@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -149,7 +149,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 
 // pagedState is optimizer state in CUDA unified memory: in device use,
 // outside the allocator's breakdown.
-func pagedState(p *core.Plan, r *sim.Report) int64 {
+func pagedState(p *core.Plan, r *replay.Report) int64 {
 	if p.Optimizer.Paged() {
 		return r.States.Optimizer
 	}
@@ -157,7 +157,7 @@ func pagedState(p *core.Plan, r *sim.Report) int64 {
 }
 
 // describeAlloc is "500.00 MiB fp32[32000, 4096] embed.weight (parameter) in setup, op model".
-func describeAlloc(a sim.Alloc) string {
+func describeAlloc(a replay.Alloc) string {
 	shape := make([]string, len(a.Shape))
 	for i, n := range a.Shape {
 		shape[i] = fmt.Sprint(n)
@@ -171,7 +171,7 @@ func describeAlloc(a sim.Alloc) string {
 
 // describeTime is "step 1.52 s (forward 0.50 s, backward 1.02 s), MFU 41.3%,
 // 1,347 tokens/s".
-func describeTime(t sim.TimeEstimate) string {
+func describeTime(t replay.TimeEstimate) string {
 	var parts []string
 	for _, s := range t.Breakdown {
 		if s.Seconds > 0 {

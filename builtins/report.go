@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -15,7 +16,7 @@ import (
 // simulate(plan). Its attributes are DESIGN.md section 2.5; print(r)
 // renders a table (render_report.go).
 type Report struct {
-	r     *sim.Report
+	r     *replay.Report
 	plan  *Plan
 	color bool // render with ANSI colour (the run's State.Color at simulate time)
 }
@@ -24,12 +25,12 @@ var _ starlark.HasAttrs = (*Report)(nil)
 
 // NewReport wraps r, the result of simulating plan. color says whether
 // String renders with ANSI colour.
-func NewReport(r *sim.Report, plan *Plan, color bool) *Report {
+func NewReport(r *replay.Report, plan *Plan, color bool) *Report {
 	return &Report{r: r, plan: plan, color: color}
 }
 
 // SimReport returns the wrapped report.
-func (x *Report) SimReport() *sim.Report { return x.r }
+func (x *Report) SimReport() *replay.Report { return x.r }
 
 func (x *Report) Type() string         { return "report" }
 func (x *Report) Freeze()              {}
@@ -240,7 +241,7 @@ func (x *Report) hasTime() bool {
 
 // allocFields describes one allocation: tensor, op, shape, dtype, bytes,
 // why, phase.
-func allocFields(a sim.Alloc, plain bool) starlark.StringDict {
+func allocFields(a replay.Alloc, plain bool) starlark.StringDict {
 	shape := make([]starlark.Value, len(a.Shape))
 	for i, n := range a.Shape {
 		shape[i] = starlark.MakeInt64(n)

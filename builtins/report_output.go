@@ -6,6 +6,7 @@ import (
 	"github.com/memsh/memsh/plot"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // Plan is the plan the report simulated.
@@ -22,7 +23,7 @@ func (x *Report) Title() string {
 // timeline on. The engine is deterministic, so the replay gives the same
 // figures; they are checked, and a pipeline rank's report is found among
 // the replay's ranks.
-func (x *Report) WithTimeline() (*sim.Report, error) {
+func (x *Report) WithTimeline() (*replay.Report, error) {
 	if x.r.Timeline != nil {
 		return x.r, nil
 	}
@@ -30,7 +31,7 @@ func (x *Report) WithTimeline() (*sim.Report, error) {
 	if err != nil {
 		return nil, WithOrigin(err, x.plan.decl)
 	}
-	for _, r := range append([]*sim.Report{again}, again.Ranks...) {
+	for _, r := range append([]*replay.Report{again}, again.Ranks...) {
 		if r.PeakAllocated == x.r.PeakAllocated && r.PeakReserved == x.r.PeakReserved && r.DeviceUsed == x.r.DeviceUsed {
 			return r, nil
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -381,13 +382,13 @@ func optFloat(f float64) starlark.Value {
 // skipped) on GOMAXPROCS goroutines, polling the run's context so that
 // Ctrl-C stops them, with a progress bar when the run has one and the job
 // is long.
-func simulateAll(st *State, plans []*Plan, planErrs []error, what string) ([]*sim.Report, error) {
+func simulateAll(st *State, plans []*Plan, planErrs []error, what string) ([]*replay.Report, error) {
 	ctx := st.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	n := len(plans)
-	reports := make([]*sim.Report, n)
+	reports := make([]*replay.Report, n)
 	errs := make([]error, n)
 	bar := newProgress(st.Progress, what, n)
 	defer bar.finish()

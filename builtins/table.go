@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -63,7 +64,7 @@ func tableFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if name == "" {
 		return nil, fmt.Errorf("table name must not be empty")
 	}
-	t := &sim.Table{Name: name, Grad: grad, Placement: placement, PadRows: pad}
+	t := &replay.Table{Name: name, Grad: grad, Placement: placement, PadRows: pad}
 	if err := ints(intArg{rows, "rows", &t.Rows}, intArg{dim, "dim", &t.Dim}); err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func tableStepsFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		}
 		rows[i] = n
 	}
-	rep, err := sim.EvaluateSteps(plan.SimPlan(), core.Options{}, sim.StepSeries{TableRows: rows, Pool: pool})
+	rep, err := sim.EvaluateSteps(plan.SimPlan(), core.Options{}, replay.StepSeries{TableRows: rows, Pool: pool})
 	if err != nil {
 		return nil, WithOrigin(err, plan.Decl())
 	}
@@ -118,7 +119,7 @@ func tableStepsFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 }
 
 // TableSteps is the Starlark value of table_steps() (type "table_steps").
-type TableSteps struct{ r *sim.StepsReport }
+type TableSteps struct{ r *replay.StepsReport }
 
 var _ starlark.HasAttrs = (*TableSteps)(nil)
 
@@ -181,7 +182,7 @@ func (x *TableSteps) String() string {
 }
 
 // tableReports is r.tables: one struct (or, plain, dict) per table layer.
-func tableReports(r *sim.Report, plain bool) starlark.Value {
+func tableReports(r *replay.Report, plain bool) starlark.Value {
 	out := make([]starlark.Value, len(r.Tables))
 	for i, t := range r.Tables {
 		i64 := starlark.MakeInt64

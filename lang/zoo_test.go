@@ -12,6 +12,7 @@ import (
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // The stdlib model zoo (@stdlib//llm.star) against hf_config on the real
@@ -81,7 +82,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 	}
 	mixed, _ := core.LookupPrecision("bf16-mixed")
 	rt, _ := core.LookupRuntime("cuda")
-	replay := func(m *core.Model) *sim.Report {
+	replay := func(m *core.Model) *replay.Report {
 		r, err := sim.Evaluate(&core.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
 			Optimizer: core.Optimizer{Kind: "adamw"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}, core.Options{})
 		if err != nil {

@@ -1,16 +1,18 @@
 package plot
 
-import "github.com/memsh/memsh/sim"
+import (
+	"github.com/memsh/memsh/sim/replay"
+)
 
 // column is one x position of a chart, standing for a run of consecutive
 // timeline events: the event with the most allocated memory among them
 // (so spikes survive downsampling), and the most reserved memory among
 // them.
 type column struct {
-	first, last int       // event indexes covered, inclusive
-	at          int       // index of the representative event
-	pt          sim.Point // the representative event
-	reserved    int64     // the highest reserved figure in the run
+	first, last int          // event indexes covered, inclusive
+	at          int          // index of the representative event
+	pt          replay.Point // the representative event
+	reserved    int64        // the highest reserved figure in the run
 }
 
 // minPhaseShare is the least share of a chart's width a major phase gets
@@ -24,14 +26,14 @@ const minPhaseShare = 0.05
 // minPhaseShare of them; within a phase, column i of c covers events
 // [i*e/c, (i+1)*e/c), so a phase with fewer events than columns repeats
 // them (memory is constant between events).
-func columns(tl []sim.Point, n int) []column {
+func columns(tl []replay.Point, n int) []column {
 	cols, _ := layout(tl, n)
 	return cols
 }
 
 // layout is columns, also saying whether a phase was widened beyond its
 // share of the events.
-func layout(tl []sim.Point, n int) (cols []column, widened bool) {
+func layout(tl []replay.Point, n int) (cols []column, widened bool) {
 	if n <= 0 || len(tl) == 0 {
 		return nil, false
 	}
@@ -110,8 +112,8 @@ func columnOf(cols []column, i int) int {
 // majorPhase folds recompute into backward: recomputation runs inside the
 // backward pass, one checkpointed region at a time.
 func majorPhase(p string) string {
-	if p == sim.PhaseRecompute {
-		return sim.PhaseBackward
+	if p == replay.PhaseRecompute {
+		return replay.PhaseBackward
 	}
 	return p
 }
@@ -140,7 +142,7 @@ func phaseRuns(cols []column, key func(string) string) []phaseRun {
 // eventOf finds the timeline event that allocated a: the first event in
 // a's phase and op whose allocated memory rose by at least a's bytes. It
 // returns -1 when there is none (a timeline without that allocation).
-func eventOf(tl []sim.Point, a sim.Alloc) int {
+func eventOf(tl []replay.Point, a replay.Alloc) int {
 	if a.Bytes <= 0 {
 		return -1
 	}
@@ -155,7 +157,7 @@ func eventOf(tl []sim.Point, a sim.Alloc) int {
 }
 
 // peakEvent is the first event at the highest allocated memory.
-func peakEvent(tl []sim.Point) int {
+func peakEvent(tl []replay.Point) int {
 	at := -1
 	var top int64 = -1
 	for i, p := range tl {

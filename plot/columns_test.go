@@ -4,16 +4,16 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // pts builds a timeline from (phase, allocated) pairs; reserved is
 // allocated rounded up to 10.
-func pts(spec ...any) []sim.Point {
-	var tl []sim.Point
+func pts(spec ...any) []replay.Point {
+	var tl []replay.Point
 	for i := 0; i+1 < len(spec); i += 2 {
 		a := int64(spec[i+1].(int))
-		tl = append(tl, sim.Point{Phase: spec[i].(string), Allocated: a, Reserved: (a + 9) / 10 * 10})
+		tl = append(tl, replay.Point{Phase: spec[i].(string), Allocated: a, Reserved: (a + 9) / 10 * 10})
 	}
 	return tl
 }
@@ -105,7 +105,7 @@ func TestPhaseShares(t *testing.T) {
 }
 
 func TestEventOf(t *testing.T) {
-	tl := []sim.Point{
+	tl := []replay.Point{
 		{Phase: "forward", Op: "a", Allocated: 100},
 		{Phase: "forward", Op: "b", Allocated: 612},  // +512: b's allocation
 		{Phase: "forward", Op: "b", Allocated: 100},  // freed
@@ -113,13 +113,13 @@ func TestEventOf(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		a    sim.Alloc
+		a    replay.Alloc
 		want int
 	}{
-		{"forward b", sim.Alloc{Phase: "forward", Op: "b", Bytes: 500}, 1},
-		{"backward b", sim.Alloc{Phase: "backward", Op: "b", Bytes: 512}, 3},
-		{"too big", sim.Alloc{Phase: "forward", Op: "b", Bytes: 513}, -1},
-		{"no bytes", sim.Alloc{}, -1},
+		{"forward b", replay.Alloc{Phase: "forward", Op: "b", Bytes: 500}, 1},
+		{"backward b", replay.Alloc{Phase: "backward", Op: "b", Bytes: 512}, 3},
+		{"too big", replay.Alloc{Phase: "forward", Op: "b", Bytes: 513}, -1},
+		{"no bytes", replay.Alloc{}, -1},
 	} {
 		if got := eventOf(tl, tc.a); got != tc.want {
 			t.Errorf("%s: eventOf = %d, want %d", tc.name, got, tc.want)

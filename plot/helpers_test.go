@@ -7,13 +7,14 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // quickstartReport simulates a quickstart-like step with its timeline: a
 // 12-layer GPT-style decoder (width 1024, vocab 32000), batch 8 x 1024,
 // bf16 autocast, AdamW, full activation checkpointing, on an RTX 4090: a
 // forward ramp, recompute spikes in backward, and an optimizer step.
-func quickstartReport(t testing.TB, gpu string, batch int64) *sim.Report {
+func quickstartReport(t testing.TB, gpu string, batch int64) *replay.Report {
 	t.Helper()
 	block := &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{

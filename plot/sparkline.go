@@ -3,7 +3,7 @@ package plot
 import (
 	"strings"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // sparkLevels are the eight block heights of a sparkline, lowest first.
@@ -15,7 +15,7 @@ var sparkLevels = []rune("▁▂▃▄▅▆▇█")
 // forward, backward with its recomputation, optimizer) under the columns
 // where each begins, where there is room. Both are "" for an empty
 // timeline.
-func Sparkline(tl []sim.Point, width int) (spark, phases string) {
+func Sparkline(tl []replay.Point, width int) (spark, phases string) {
 	cols := columns(tl, width)
 	if len(cols) == 0 {
 		return "", ""

@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -17,7 +17,7 @@ type Chart struct {
 	// batch 8 x seq 2048, ..."). Empty means a generic title.
 	Title string
 	// Report must carry a timeline (sim.Options{Timeline: true}).
-	Report *sim.Report
+	Report *replay.Report
 	// Table, when set instead of Report, draws a chart of a table's
 	// columns (table.go).
 	Table *TableChart
@@ -45,10 +45,10 @@ var (
 		"activations": "#CCBB44", "temporaries": "#EE6677", "comm": "#AA3377",
 	}
 	phaseColor = map[string]string{
-		sim.PhaseSetup: "#DDDDDD", core.PhaseValidation: "#BBCCEE", sim.PhaseForward: "#77AADD",
-		sim.PhaseRecompute: "#EE8866", sim.PhaseBackward: "#AAAA00", sim.PhaseOptimizer: "#44BB99",
+		replay.PhaseSetup: "#DDDDDD", core.PhaseValidation: "#BBCCEE", replay.PhaseForward: "#77AADD",
+		replay.PhaseRecompute: "#EE8866", replay.PhaseBackward: "#AAAA00", replay.PhaseOptimizer: "#44BB99",
 	}
-	phaseOrder = []string{sim.PhaseSetup, core.PhaseValidation, sim.PhaseForward, sim.PhaseRecompute, sim.PhaseBackward, sim.PhaseOptimizer}
+	phaseOrder = []string{replay.PhaseSetup, core.PhaseValidation, replay.PhaseForward, replay.PhaseRecompute, replay.PhaseBackward, replay.PhaseOptimizer}
 )
 
 const (
@@ -210,7 +210,7 @@ func header(s *svgWriter, c Chart, limit int64) {
 }
 
 // describe is "1000.00 MiB fp32[8, 1024, 32000] loss.out.fp32 in forward, op loss.to_fp32".
-func describe(a sim.Alloc) string {
+func describe(a replay.Alloc) string {
 	shape := make([]string, len(a.Shape))
 	for i, n := range a.Shape {
 		shape[i] = fmt.Sprint(n)
@@ -301,7 +301,7 @@ func phaseMarks(s *svgWriter, f frame, cols []column) {
 // peakMark draws the peak of allocated memory as a dashed line and a dot
 // at its first event. Its label goes under the line when the limit line
 // (at limitY, -1 for none) is too close above it.
-func peakMark(s *svgWriter, f frame, cols []column, tl []sim.Point, r *sim.Report, limitY float64) {
+func peakMark(s *svgWriter, f frame, cols []column, tl []replay.Point, r *replay.Report, limitY float64) {
 	y := f.y(r.PeakAllocated)
 	s.line(f.x0, y, f.x1, y, colorPeak, ` stroke-dasharray="6 3" class="peak"`)
 	ly := y - 4

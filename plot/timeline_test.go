@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // svgElement is one element of a parsed SVG.
@@ -165,7 +165,7 @@ func TestWriteSVGErrors(t *testing.T) {
 		want   string
 	}{
 		{"none", nil, "nothing to plot"},
-		{"no timeline", []Chart{{Title: "t", Report: &sim.Report{}}}, "chart 1 (t) has no timeline"},
+		{"no timeline", []Chart{{Title: "t", Report: &replay.Report{}}}, "chart 1 (t) has no timeline"},
 	} {
 		err := WriteSVG(io.Discard, tc.charts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

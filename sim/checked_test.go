@@ -9,6 +9,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -59,7 +60,7 @@ func TestHugeSizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := States{Params: 8e15, Grads: 8e15, Optimizer: 16e15}
+	want := replay.States{Params: 8e15, Grads: 8e15, Optimizer: 16e15}
 	if rep.States != want || rep.Fits || rep.PeakAllocated < 32e15 || rep.PeakReserved < rep.PeakAllocated {
 		t.Errorf("10^15 params: states %+v (want %+v), fits %v, peak %d, reserved %d", rep.States, want, rep.Fits, rep.PeakAllocated, rep.PeakReserved)
 	}
@@ -89,7 +90,7 @@ func TestHugeSizes(t *testing.T) {
 			return core.ValidateLayer(&nn.MoE{Dim: 64, Hidden: 128, Experts: 1 << 40, TopK: 2, Act: "swiglu"}, "moe")
 		}, "moe.experts: more than 200000 parameter tensors"},
 		{"a table with 2^40 heads", func() error {
-			return core.ValidateLayer(&Table{Name: "t", Rows: 100, Dim: 16, Heads: 1 << 40}, "t")
+			return core.ValidateLayer(&replay.Table{Name: "t", Rows: 100, Dim: 16, Heads: 1 << 40}, "t")
 		}, "t: heads must be at most 65536 (got 1099511627776)"},
 		{"a runaway repeat count is cheap to build: only model() lowers it", func() error {
 			l := core.Layer(&core.Repeat{Layer: &nn.Linear{In: 8, Out: 8}, N: 60000})

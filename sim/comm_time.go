@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // The communication part of the time model: how long each collective of
@@ -109,7 +110,7 @@ type groupLayout struct {
 func groupLayoutOf(p *core.Plan, group string) groupLayout {
 	par := p.Parallel.Norm()
 	gpn := p.Cluster.Norm(par.GPUs()).GPUsPerNode
-	size, stride := groupSize(p, group), int64(1)
+	size, stride := replay.GroupSize(p, group), int64(1)
 	switch group {
 	case "tp":
 	case "cp":
@@ -162,14 +163,14 @@ func collectiveSeconds(p *core.Plan, kind, group string, bytes int64) float64 {
 	if crosses {
 		bw = math.Min(intra, float64(g.perNode)*inter)
 	}
-	return b * busFactor(kind, g.size) / bw
+	return b * replay.BusFactor(kind, g.size) / bw
 }
 
 // Bucket sizes of the data-parallel gradient reduction: the last bucket
 // reduced cannot overlap the backward.
 const (
 	// torch DistributedDataParallel(bucket_cap_mb=25).
-	ddpLastBucket = ddpBucketCap
+	ddpLastBucket = replay.DdpBucketCap
 	// Megatron-LM DistributedDataParallel: bucket_size defaults to
 	// max(40,000,000, 1,000,000 x dp) elements
 	// (megatron/core/distributed/distributed_data_parallel.py).
@@ -179,7 +180,7 @@ const (
 // commExposure is the communication the step waits for: per micro-batch
 // and once per step.
 type commExposure struct {
-	perMB, tail []TimeShare
+	perMB, tail []replay.TimeShare
 }
 
 // exposedComm applies the overlap rules:
@@ -242,10 +243,10 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		pp *= 2
 	}
 	out.perMB = append(out.perMB,
-		TimeShare{"tp_comm", tp},
-		TimeShare{"cp_comm", max(0, cp-w.Attn)},
-		TimeShare{"ep_comm", ep},
-		TimeShare{"pp_comm", pp})
+		replay.TimeShare{Name: "tp_comm", Seconds: tp},
+		replay.TimeShare{Name: "cp_comm", Seconds: max(0, cp-w.Attn)},
+		replay.TimeShare{Name: "ep_comm", Seconds: ep},
+		replay.TimeShare{Name: "pp_comm", Seconds: pp})
 
 	bwdWindow := mb.Backward + mb.Recompute
 	var gatherMB, rsMB, grad, params float64
@@ -255,7 +256,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		t := collectiveSeconds(plan, c.Kind, c.Group, c.Bytes)
 		perStep := float64(max(plan.GradAccum, 1))
 		switch {
-		case w.Mode == DistFSDP || (w.Mode == DistZeRO && w.Zero == 3):
+		case w.Mode == replay.DistFSDP || (w.Mode == replay.DistZeRO && w.Zero == 3):
 			if c.Kind == "all_gather" {
 				gatherMB += t / perStep
 			} else {
@@ -279,12 +280,12 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			fsdp = max(0, gatherMB/2-mb.Forward) + max(0, gatherMB/2+rsMB-bwdWindow)
 		}
 	}
-	out.perMB = append(out.perMB, TimeShare{"fsdp_comm", fsdp})
+	out.perMB = append(out.perMB, replay.TimeShare{Name: "fsdp_comm", Seconds: fsdp})
 	var dp float64
 	switch w.Mode {
-	case DistDDP, DistMegatron:
+	case replay.DistDDP, replay.DistMegatron:
 		gb, pb := int64(ddpLastBucket), int64(ddpLastBucket)
-		if w.Mode == DistMegatron {
+		if w.Mode == replay.DistMegatron {
 			n := max(megatronBucketElems, 1_000_000*plan.Parallel.Norm().DP)
 			gb, pb = plan.Precision.Grads.Bytes(n), plan.Precision.Params.Bytes(n)
 		}
@@ -299,7 +300,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	default:
 		dp = grad + params
 	}
-	out.tail = append(out.tail, TimeShare{"dp_comm", dp})
+	out.tail = append(out.tail, replay.TimeShare{Name: "dp_comm", Seconds: dp})
 	return out
 }
 
@@ -312,20 +313,20 @@ const nvmeGBps = 6.0
 // placed tables (their PCIe round trip and the host's scattered row
 // accesses, table_host.go) and offload traffic (PCIe at the GPU's host
 // link rate, NVMe at nvmeGBps), not overlapped with compute.
-func hostSeconds(r *Replay) float64 {
+func hostSeconds(r *replay.Replay) float64 {
 	var t float64
 	var tablePCIe int64
-	for _, ts := range r.rep.Tables {
+	for _, ts := range r.Rep.Tables {
 		tablePCIe += ts.PCIeEachWay
 		if ts.Placement == "host" {
 			t += ts.Transfer.PCIeSeconds + ts.Transfer.Host.Seconds
 		}
 	}
 	d := r.Plan.Device
-	if off := r.rep.Traffic.PCIe - tablePCIe; off > 0 && d.PCIeGBps > 0 {
+	if off := r.Rep.Traffic.PCIe - tablePCIe; off > 0 && d.PCIeGBps > 0 {
 		t += float64(off) / (d.PCIeGBps * 1e9)
 	}
-	if n := r.rep.Traffic.NVMe; n > 0 {
+	if n := r.Rep.Traffic.NVMe; n > 0 {
 		t += float64(n) / (nvmeGBps * 1e9)
 	}
 	return t

@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func TestContextParallel(t *testing.T) {
 		}
 		// Local k and v: [1, 4096/cp, 2 kv heads x 64] bf16 each, per layer.
 		kv := 2 * 2 * (4096 / cp) * 2 * 64
-		want := []Share{{"send_recv", 2 * (cp - 1) * kv * 3}} // 2 layers x (forward 1 + backward 2)
+		want := []replay.Share{{Name: "send_recv", Bytes: 2 * (cp - 1) * kv * 3}} // 2 layers x (forward 1 + backward 2)
 		if len(r.CommBytes) != 1 || r.CommBytes[0] != want[0] {
 			t.Errorf("cp=%d: comm %v, want %v", cp, r.CommBytes, want)
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 	"strings"
 	"testing"
 )
@@ -20,9 +21,9 @@ func firstStepPlan(first bool) *core.Plan {
 // (2 x 2 x 256 KiB = 1 MiB): its peak before the optimizer step is 1 MiB
 // lower than the steady state's, and the step makes the moments.
 func TestFirstStep(t *testing.T) {
-	peakBefore := func(r *Report) (peak int64, madeInStep int64) {
+	peakBefore := func(r *replay.Report) (peak int64, madeInStep int64) {
 		for i, pt := range r.Timeline {
-			if pt.Phase == PhaseOptimizer {
+			if pt.Phase == replay.PhaseOptimizer {
 				if i > 0 && pt.ByCat[core.CatOptimizer] > r.Timeline[i-1].ByCat[core.CatOptimizer] {
 					madeInStep += pt.ByCat[core.CatOptimizer] - r.Timeline[i-1].ByCat[core.CatOptimizer]
 				}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"strings"
 )
 
@@ -19,7 +20,7 @@ import (
 //   - a tensor over all destination nodes of stacked members: no edge
 //     chunking shrinks it, running the members one at a time divides it;
 //   - a processor's recompute: it rebuilds layers/segments layers at once.
-func graphAdvice(plan *core.Plan, rep *Report) {
+func graphAdvice(plan *core.Plan, rep *replay.Report) {
 	if rep.OOM == nil || len(plan.Model.Layers) != 1 {
 		return
 	}
@@ -53,7 +54,7 @@ func graphAdvice(plan *core.Plan, rep *Report) {
 				"(anemoi: ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER, default 1, read at import): raise eval_chunks", g.Label(), g.EvalChunks, g.Chunks))
 		}
 	}
-	if layer == epd.Processor.Label() && a.Phase == PhaseRecompute {
+	if layer == epd.Processor.Label() && a.Phase == replay.PhaseRecompute {
 		layers, segments := processorSegments(epd.Processor)
 		rep.Notes = append(rep.Notes, fmt.Sprintf("the backward recomputes %d of the %s's %d layers at once (segments=%d, anemoi's processor num_chunks): "+
 			"more segments recompute fewer, each keeping its input until the backward", layers/segments, epd.Processor.Label(), layers, segments))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -59,7 +60,7 @@ func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, ph
 		Runtime: rt, ExpandableSegments: true}
 }
 
-func evalBris(t *testing.T, p *core.Plan) *Report {
+func evalBris(t *testing.T, p *core.Plan) *replay.Report {
 	t.Helper()
 	r, err := Evaluate(p, core.Options{})
 	if err != nil {
@@ -70,7 +71,7 @@ func evalBris(t *testing.T, p *core.Plan) *Report {
 
 // attempt is one attempt as the story ran it: Lightning's validation pass
 // (the sanity check) and then the training step, through one allocator.
-func attempt(t *testing.T, members int64, mode string, chunks, evalChunks int64) *Report {
+func attempt(t *testing.T, members int64, mode string, chunks, evalChunks int64) *replay.Report {
 	t.Helper()
 	p := bris(t, members, mode, chunks, evalChunks, "train")
 	p.Validation = true
@@ -125,7 +126,7 @@ func TestBrisValidation(t *testing.T) {
 	if o := r.OOM; o == nil || o.Alloc.Phase != core.PhaseValidation || o.Alloc.Bytes != 4*12*261_634*1024*2 || !strings.HasPrefix(o.Alloc.Tensor, "encoder.proc.conv.") {
 		t.Errorf("4 members: OOM %+v, want the encoder's 23.95 GiB per-edge tensor in validation", o)
 	}
-	var first *OOM
+	var first *replay.OOM
 	for _, k := range []int64{4, 16} {
 		r := attempt(t, 2, "stacked", k, 1)
 		o := r.OOM
@@ -171,7 +172,7 @@ func TestBrisStackedTrainingFailsAtScatter(t *testing.T) {
 			t.Fatalf("chunks=%d: fits, want an OOM", k)
 		}
 		a := o.Alloc
-		if a.Bytes != scatter || a.Phase != PhaseRecompute || a.DType != units.FP32 ||
+		if a.Bytes != scatter || a.Phase != replay.PhaseRecompute || a.DType != units.FP32 ||
 			!strings.HasPrefix(a.Tensor, "decoder.proc.conv.chunk") || !strings.HasSuffix(a.Tensor, ".scatter_out") ||
 			!strings.Contains(o.Message, "Tried to allocate 10.37 GiB") {
 			t.Errorf("chunks=%d: OOM at %d B %s %s in %s (%s), want the decoder's scatter output, %d B in recompute", k, a.Bytes, a.DType, a.Tensor, a.Phase, o.Message, scatter)
@@ -191,7 +192,7 @@ func TestBrisStackedTrainingFailsAtScatter(t *testing.T) {
 		// same tensor fails, one chunk later.
 		pf := bris(t, 2, "stacked", k, 32, "train")
 		pf.Validation, pf.FirstStep = true, true
-		if f := evalBris(t, pf).OOM; f == nil || f.Alloc.Bytes != scatter || f.Alloc.Phase != PhaseRecompute || !strings.HasSuffix(f.Alloc.Tensor, ".scatter_out") {
+		if f := evalBris(t, pf).OOM; f == nil || f.Alloc.Bytes != scatter || f.Alloc.Phase != replay.PhaseRecompute || !strings.HasSuffix(f.Alloc.Tensor, ".scatter_out") {
 			t.Errorf("chunks=%d, first step: OOM %+v, want the decoder's scatter output", k, f)
 		}
 		if r.Largest.Bytes != procProduct || r.Largest.Tensor != "processor.proc.0.blocks.0.conv.query_key.fp32" {
@@ -218,14 +219,14 @@ func TestBrisSequentialMembers(t *testing.T) {
 	if d := float64(r3.DeviceUsed>>20)/storyMiB - 1; d < -0.02 || d > 0.02 {
 		t.Errorf("3 sequential members: device used %d MiB, %.1f%% from the story's %d MiB", r3.DeviceUsed>>20, 100*d, storyMiB)
 	}
-	if !strings.HasPrefix(r3.PeakAt.Op, "member2.processor.proc.3.") || r3.PeakAt.Phase != PhaseRecompute {
+	if !strings.HasPrefix(r3.PeakAt.Op, "member2.processor.proc.3.") || r3.PeakAt.Phase != replay.PhaseRecompute {
 		t.Errorf("3 sequential members: peak at %s %s, want the last member's last processor segment", r3.PeakAt.Phase, r3.PeakAt.Op)
 	}
 	r4 := attempt(t, 4, "sequential", 4, 32)
 	if r4.Fits || r4.OOM == nil {
 		t.Fatalf("4 sequential members fit (device used %d MiB)", r4.DeviceUsed>>20)
 	}
-	if o := r4.OOM; o.Alloc.Phase != PhaseRecompute || !strings.HasPrefix(o.Alloc.Op, "member3.processor.proc.3.") {
+	if o := r4.OOM; o.Alloc.Phase != replay.PhaseRecompute || !strings.HasPrefix(o.Alloc.Op, "member3.processor.proc.3.") {
 		t.Errorf("4 sequential members: OOM %+v, want the last member's processor recompute", o)
 	}
 	// PyTorch's default allocator (no expandable segments) leaves GiBs of

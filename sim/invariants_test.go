@@ -9,6 +9,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // randomCase is one generated model and plan, with a description for
@@ -64,7 +65,7 @@ func randomCases(seed uint64, n int) []randomCase {
 }
 
 // evalOK evaluates p, failing the test on an error.
-func evalOK(t *testing.T, desc string, p *core.Plan) *Report {
+func evalOK(t *testing.T, desc string, p *core.Plan) *replay.Report {
 	t.Helper()
 	rep, err := Evaluate(p, core.Options{})
 	if err != nil {
@@ -119,7 +120,7 @@ func TestInvariantsExpandableSegments(t *testing.T) {
 // plans from batch 1 to 16). Only allocated memory is monotonic.
 func TestInvariantsBatchMonotonic(t *testing.T) {
 	for _, c := range randomCases(2, 40) {
-		var prev *Report
+		var prev *replay.Report
 		for batch := int64(1); batch <= 8; batch *= 2 {
 			rep := evalOK(t, c.desc, withPlan(c.plan, func(q *core.Plan) { q.Batch = batch }))
 			if prev != nil {
@@ -190,7 +191,7 @@ func TestInvariantsCheckpointSavesLess(t *testing.T) {
 // 0 to 1 (Adafactor aside); and, for models whose matrices are above the
 // persistence threshold, the total never rises with the stage.
 func TestInvariantsZeroStages(t *testing.T) {
-	type stages [4]States
+	type stages [4]replay.States
 	run := func(c randomCase, dp int64) stages {
 		var out stages
 		for zero := 0; zero <= 3; zero++ {
@@ -200,7 +201,7 @@ func TestInvariantsZeroStages(t *testing.T) {
 		}
 		return out
 	}
-	total := func(s States) int64 { return s.Params + s.Grads + s.Master + s.Optimizer }
+	total := func(s replay.States) int64 { return s.Params + s.Grads + s.Master + s.Optimizer }
 	for _, c := range randomCases(4, 25) {
 		for _, dp := range []int64{2, 4, 8} {
 			s := run(c, dp)

@@ -7,6 +7,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // A small causal LM, run with 2 members stacked and one at a time.
@@ -112,7 +113,7 @@ func TestGraphModelErrors(t *testing.T) {
 
 func TestSequentialMembersRefuseTables(t *testing.T) {
 	p := membersPlan(t, "sequential")
-	p.Model.Layers = append([]core.Layer{p.Model.Layers[0], &core.Residual{Layer: &Table{Name: "ngram", Rows: 1024, Dim: 16, Heads: 4, Grad: "dense", Placement: "device"}}},
+	p.Model.Layers = append([]core.Layer{p.Model.Layers[0], &core.Residual{Layer: &replay.Table{Name: "ngram", Rows: 1024, Dim: 16, Heads: 4, Grad: "dense", Placement: "device"}}},
 		p.Model.Layers[1:]...)
 	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "sequential members are not modelled for models with table layers") {
 		t.Errorf("table with sequential members: %v", err)

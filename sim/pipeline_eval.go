@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // evaluatePipeline replays every stage of a pipelined plan; the report is
@@ -10,7 +11,7 @@ import (
 // It first rewrites a DeepSpeed plan's precision (deepspeedPrecision). It
 // reports ok=false for plans it does not handle (no pipeline, or one
 // stage's own replay).
-func evaluatePipeline(plan *core.Plan, opts core.Options) (*Report, bool, error) {
+func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool, error) {
 	if q, ok := plan.DeepspeedPrecision(); ok { // sharding.go
 		rep, err := Evaluate(q, opts)
 		return rep, true, err
@@ -25,7 +26,7 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*Report, bool, error)
 	}
 	m := plan.MicroBatches()
 	per := int64(len(split.Blocks)) / split.Chunks
-	var ranks []*Report
+	var ranks []*replay.Report
 	var times []*StageTime
 	worst := 0
 	for s := int64(0); s < par.PP; s++ {

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // The pipeline part of the time model (Narayanan et al. 2021,
@@ -85,18 +86,18 @@ func pipelineStep(v int64, stages []*StageTime) (step, bubble float64, slow, tai
 // pipelineEstimate is the plan's estimate over all stages: the critical
 // path (the slowest stage's micro-batches, the fill and drain, the longest
 // tail), MFU and HFU over the FLOPs of all stages.
-func PipelineEstimate(plan *core.Plan, stages []*StageTime) TimeEstimate {
+func PipelineEstimate(plan *core.Plan, stages []*StageTime) replay.TimeEstimate {
 	par := plan.Parallel.Norm()
 	step, bubble, slow, tail := pipelineStep(par.VirtualStages, stages)
 	if slow == nil {
-		return TimeEstimate{}
+		return replay.TimeEstimate{}
 	}
 	m := float64(slow.Work.M)
-	te := TimeEstimate{StepSeconds: step}
+	te := replay.TimeEstimate{StepSeconds: step}
 	for _, s := range slow.Time.PerMB {
-		te.Breakdown = append(te.Breakdown, TimeShare{s.Name, m * s.Seconds})
+		te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: s.Name, Seconds: m * s.Seconds})
 	}
-	te.Breakdown = append(te.Breakdown, TimeShare{"bubble", bubble})
+	te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: "bubble", Seconds: bubble})
 	te.Breakdown = append(te.Breakdown, tail.Time.Tail...)
 	w := *slow.Work
 	w.Flops, w.HwFlops = 0, 0
@@ -114,7 +115,7 @@ func PipelineEstimate(plan *core.Plan, stages []*StageTime) TimeEstimate {
 // reports and times. Every stage report gets the pipeline's step time, with its own
 // idle time as "bubble"; top (the report shown for the plan) gets the
 // critical path (pipelineEstimate).
-func pipelineTime(plan *core.Plan, top *Report, ranks []*Report, stages []*StageTime) {
+func pipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, stages []*StageTime) {
 	for _, st := range stages {
 		if st == nil {
 			return // a stage without a time model (its notes say why)
@@ -128,11 +129,11 @@ func pipelineTime(plan *core.Plan, top *Report, ranks []*Report, stages []*Stage
 	for i, r := range ranks {
 		st := stages[i]
 		busy := float64(st.Work.M)*st.Time.MbSec + st.Time.TlSec
-		rt := TimeEstimate{StepSeconds: step, Notes: r.Time.Notes}
+		rt := replay.TimeEstimate{StepSeconds: step, Notes: r.Time.Notes}
 		for _, s := range st.Time.PerMB {
-			rt.Breakdown = append(rt.Breakdown, TimeShare{s.Name, float64(st.Work.M) * s.Seconds})
+			rt.Breakdown = append(rt.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(st.Work.M) * s.Seconds})
 		}
-		rt.Breakdown = append(rt.Breakdown, TimeShare{"bubble", step - busy})
+		rt.Breakdown = append(rt.Breakdown, replay.TimeShare{Name: "bubble", Seconds: step - busy})
 		rt.Breakdown = append(rt.Breakdown, st.Time.Tail...)
 		st.Work.Utilisation(plan, &rt, 1)
 		rt.Notes = append(rt.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))

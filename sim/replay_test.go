@@ -6,6 +6,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // A hand-checked step: one fp32 Linear(1024 -> 4096) with an MSE loss,
@@ -28,13 +29,13 @@ func TestReplayLinearByHand(t *testing.T) {
 	if rep.PeakAllocated != want {
 		t.Errorf("peak allocated %d, want %d", rep.PeakAllocated, want)
 	}
-	if rep.PeakAt.Phase != PhaseBackward || rep.PeakAt.Op != "loss.mse" {
+	if rep.PeakAt.Phase != replay.PhaseBackward || rep.PeakAt.Op != "loss.mse" {
 		t.Errorf("peak at %+v, want backward loss.mse", rep.PeakAt)
 	}
 	if rep.SavedActivations != 20*MiB { // the input (saved by the matmul) and the output (saved by mse)
 		t.Errorf("saved activations %d, want %d", rep.SavedActivations, 20*MiB)
 	}
-	wantStates := States{Params: 16 * MiB, Grads: 16 * MiB, Optimizer: 32 * MiB}
+	wantStates := replay.States{Params: 16 * MiB, Grads: 16 * MiB, Optimizer: 32 * MiB}
 	if rep.States != wantStates {
 		t.Errorf("states %+v, want %+v", rep.States, wantStates)
 	}
@@ -44,7 +45,7 @@ func TestReplayLinearByHand(t *testing.T) {
 	if !rep.Fits || rep.OOM != nil {
 		t.Errorf("must fit: %+v", rep.OOM)
 	}
-	if len(rep.Timeline) == 0 || rep.Timeline[len(rep.Timeline)-1].Phase != PhaseOptimizer {
+	if len(rep.Timeline) == 0 || rep.Timeline[len(rep.Timeline)-1].Phase != replay.PhaseOptimizer {
 		t.Errorf("timeline must end in the optimizer step")
 	}
 	var sum int64
@@ -96,7 +97,7 @@ func TestOOMMessageInPyTorchWords(t *testing.T) {
 	if got := rep.OOM.Message; len(got) < len(want) || got[:len(want)] != want {
 		t.Errorf("message %q", got)
 	}
-	if rep.OOM.Alloc.Phase != PhaseSetup {
+	if rep.OOM.Alloc.Phase != replay.PhaseSetup {
 		t.Errorf("a 70B model runs out while allocating its state, got %s", rep.OOM.Alloc.Phase)
 	}
 }

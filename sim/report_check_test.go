@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"github.com/memsh/memsh/sim/replay"
 	"math"
 )
 
@@ -12,7 +13,7 @@ import (
 // context) add up to the peak of allocated memory; the largest single
 // allocation was part of some allocated total; fits agrees with the OOM
 // and the headroom; times are finite. Pipeline ranks are checked too.
-func reportProblems(rep *Report) []string {
+func reportProblems(rep *replay.Report) []string {
 	var out []string
 	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	nonNeg := map[string]int64{

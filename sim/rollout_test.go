@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,7 @@ import (
 // saved activations of n steps are n times one step's, exactly, and the
 // trainable parameters and their state do not change.
 func TestRolloutKeepsEachStep(t *testing.T) {
-	var one *Report
+	var one *replay.Report
 	for _, n := range []int64{1, 2, 3} {
 		for _, mode := range []string{"stacked", "sequential"} {
 			p := tinyGraphPlan(t, 2, mode, "fp32")

@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 	"strings"
 	"testing"
 )
@@ -33,7 +34,7 @@ import (
 func TestZeROOffload(t *testing.T) {
 	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
 	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
-	lastIn := func(r *Report, phase string) int64 {
+	lastIn := func(r *replay.Report, phase string) int64 {
 		var last int64
 		for _, pt := range r.Timeline {
 			if pt.Phase == phase {
@@ -66,10 +67,10 @@ func TestZeROOffload(t *testing.T) {
 		if err != nil {
 			t.Fatalf("zero=%d: %v", c.zero, err)
 		}
-		if got := lastIn(base, PhaseSetup) - lastIn(r, PhaseSetup); got != c.gpuSaved {
+		if got := lastIn(base, replay.PhaseSetup) - lastIn(r, replay.PhaseSetup); got != c.gpuSaved {
 			t.Errorf("zero=%d params=%q: offload takes %d B off the GPU at setup, want %d", c.zero, c.params, got, c.gpuSaved)
 		}
-		if got := lastIn(base, PhaseBackward) - lastIn(r, PhaseBackward); got != c.gpuSaved+c.partAfterBackward {
+		if got := lastIn(base, replay.PhaseBackward) - lastIn(r, replay.PhaseBackward); got != c.gpuSaved+c.partAfterBackward {
 			t.Errorf("zero=%d params=%q: offload takes %d B off the GPU at the end of the backward, want %d", c.zero, c.params, got, c.gpuSaved+c.partAfterBackward)
 		}
 		if r.HostMemory != c.host {
@@ -134,10 +135,10 @@ func TestFSDPOffload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setupEnd := func(r *Report) int64 {
+	setupEnd := func(r *replay.Report) int64 {
 		var last int64
 		for _, pt := range r.Timeline {
-			if pt.Phase == PhaseSetup {
+			if pt.Phase == replay.PhaseSetup {
 				last = pt.Allocated
 			}
 		}
@@ -155,7 +156,7 @@ func TestFSDPOffload(t *testing.T) {
 	// The first forward event past the setup is the gather's first
 	// allocation: the fp32 copy of the shards.
 	for i, pt := range r.Timeline {
-		if pt.Phase == PhaseForward {
+		if pt.Phase == replay.PhaseForward {
 			if got := pt.Allocated - r.Timeline[i-1].Allocated; got != 4*s {
 				t.Errorf("the first forward allocation is %d B, want the %d B fp32 copy of the shards", got, 4*s)
 			}

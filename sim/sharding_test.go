@@ -6,6 +6,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // linearStack is n blocks of two bias-free linears (d -> f -> d): every
@@ -35,7 +36,7 @@ func distPlan(t testing.TB, m *core.Model, precision string, par core.Parallelis
 		Device: dev, Phase: "train", Parallel: par}
 }
 
-func evalPlan(t testing.TB, p *core.Plan) *Report {
+func evalPlan(t testing.TB, p *core.Plan) *replay.Report {
 	t.Helper()
 	rep, err := Evaluate(p, core.Options{})
 	if err != nil {
@@ -68,7 +69,7 @@ func TestZeROStates(t *testing.T) {
 					continue
 				}
 				rep := evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{DP: n, Zero: stage}))
-				want := States{Params: 2 * psi, Grads: 2 * psi, Master: 4 * psi, Optimizer: 8 * psi}
+				want := replay.States{Params: 2 * psi, Grads: 2 * psi, Master: 4 * psi, Optimizer: 8 * psi}
 				if stage >= 1 {
 					want.Master, want.Optimizer = 4*psi/n, 8*psi/n
 				}
@@ -139,7 +140,7 @@ func TestDataParallelSavesNothing(t *testing.T) {
 // partitioned, so the per-GPU states times dp stay the same.
 func TestZeRO3StatesFallAsOneOverDP(t *testing.T) {
 	m := linearStack(4, 1024, 4096)
-	total := func(s States) int64 { return s.Params + s.Grads + s.Master + s.Optimizer }
+	total := func(s replay.States) int64 { return s.Params + s.Grads + s.Master + s.Optimizer }
 	one := total(evalPlan(t, distPlan(t, m, "fp16-master", core.Parallelism{Zero: 3})).States)
 	if one != 16*m.Params() {
 		t.Fatalf("zero=3 on one GPU: %d bytes of states, want 16Ψ = %d", one, 16*m.Params())
@@ -169,7 +170,7 @@ func TestShardedTraffic(t *testing.T) {
 		if ddp.Traffic.Network == 0 || 2*z3.Traffic.Network != 3*ddp.Traffic.Network {
 			t.Errorf("dp=%d: ZeRO-3 sends %d bytes, DDP %d: want 1.5x", n, z3.Traffic.Network, ddp.Traffic.Network)
 		}
-		want := []Share{{"all_reduce", 2 * m.Params()}}
+		want := []replay.Share{{Name: "all_reduce", Bytes: 2 * m.Params()}}
 		if len(ddp.CommBytes) != 1 || ddp.CommBytes[0] != want[0] {
 			t.Errorf("dp=%d: DDP comm_bytes %v, want %v", n, ddp.CommBytes, want)
 		}
@@ -188,7 +189,7 @@ func TestFSDPStates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := States{Params: 4 * psi / n, Grads: 4 * psi / n, Optimizer: 8 * psi / n}
+		want := replay.States{Params: 4 * psi / n, Grads: 4 * psi / n, Optimizer: 8 * psi / n}
 		if rep.States != want {
 			t.Errorf("dp=%d: states %+v, want %+v", n, rep.States, want)
 		}

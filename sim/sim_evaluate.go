@@ -1,19 +1,22 @@
 package sim
 
-import "github.com/memsh/memsh/sim/core"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+)
 
 // Evaluate replays one steady-state step of the plan on one GPU: it
 // validates the plan, lowers it (or replays each pipeline stage), replays
 // the program through the allocator model, runs the time model over the
 // replay and adds a graph model's notes.
-func Evaluate(plan *core.Plan, opts core.Options) (*Report, error) {
+func Evaluate(plan *core.Plan, opts core.Options) (*replay.Report, error) {
 	rep, _, err := evaluate(plan, opts)
 	return rep, err
 }
 
 // evaluate is Evaluate that also returns a pipeline stage's time, which
 // evaluatePipeline composes into the pipeline's step.
-func evaluate(plan *core.Plan, opts core.Options) (*Report, *StageTime, error) {
+func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *StageTime, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -27,7 +30,7 @@ func evaluate(plan *core.Plan, opts core.Options) (*Report, *StageTime, error) {
 	if err := plan.CheckFirstStep(prog); err != nil { // first_step.go
 		return nil, nil, err
 	}
-	r, err := Run(prog, plan, opts)
+	r, err := replay.Run(prog, plan, opts)
 	if err != nil {
 		return nil, nil, err
 	}

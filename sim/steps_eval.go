@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -12,7 +13,7 @@ import (
 // optimizer state and the cuBLAS workspace persist across steps; each
 // step's gradients, batch and table tensors are freed at its end, as
 // optimizer.zero_grad(set_to_none=True) and the training loop do.
-func EvaluateSteps(plan *core.Plan, opts core.Options, s StepSeries) (*StepsReport, error) {
+func EvaluateSteps(plan *core.Plan, opts core.Options, s replay.StepSeries) (*replay.StepsReport, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
@@ -35,12 +36,12 @@ func EvaluateSteps(plan *core.Plan, opts core.Options, s StepSeries) (*StepsRepo
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckSteps(prog, s.TableRows); err != nil {
+	if err := replay.CheckSteps(prog, s.TableRows); err != nil {
 		return nil, err
 	}
 	first, err := Evaluate(plan, opts)
 	if err != nil {
 		return nil, err
 	}
-	return RunSteps(prog, plan, opts, first, s.TableRows, pool), nil
+	return replay.RunSteps(prog, plan, opts, first, s.TableRows, pool), nil
 }

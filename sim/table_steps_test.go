@@ -2,13 +2,14 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"strings"
 	"testing"
 )
 
-func steps(t *testing.T, p *core.Plan, rows []int64, pool string) *StepsReport {
+func steps(t *testing.T, p *core.Plan, rows []int64, pool string) *replay.StepsReport {
 	t.Helper()
-	s, err := EvaluateSteps(p, core.Options{}, StepSeries{TableRows: rows, Pool: pool})
+	s, err := EvaluateSteps(p, core.Options{}, replay.StepSeries{TableRows: rows, Pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,15 +102,15 @@ func TestTableStepsErrors(t *testing.T) {
 	eval.Phase = "eval"
 	for _, tc := range []struct {
 		p    *core.Plan
-		s    StepSeries
+		s    replay.StepSeries
 		want string
 	}{
-		{sparse, StepSeries{}, "rows_per_step is empty"},
-		{sparse, StepSeries{TableRows: []int64{10, 0}}, "rows_per_step[1] must be in [1, 8192] for table 1.ngram (got 0)"},
-		{sparse, StepSeries{TableRows: []int64{8193}}, "rows_per_step[0] must be in [1, 8192]"},
-		{sparse, StepSeries{TableRows: []int64{10}, Pool: "lru"}, `unknown pool "lru" (known: torch, exact)`},
-		{dense, StepSeries{TableRows: []int64{10}}, `the plan has no table with grad="sparse"`},
-		{eval, StepSeries{TableRows: []int64{10}}, "needs a training plan"},
+		{sparse, replay.StepSeries{}, "rows_per_step is empty"},
+		{sparse, replay.StepSeries{TableRows: []int64{10, 0}}, "rows_per_step[1] must be in [1, 8192] for table 1.ngram (got 0)"},
+		{sparse, replay.StepSeries{TableRows: []int64{8193}}, "rows_per_step[0] must be in [1, 8192]"},
+		{sparse, replay.StepSeries{TableRows: []int64{10}, Pool: "lru"}, `unknown pool "lru" (known: torch, exact)`},
+		{dense, replay.StepSeries{TableRows: []int64{10}}, `the plan has no table with grad="sparse"`},
+		{eval, replay.StepSeries{TableRows: []int64{10}}, "needs a training plan"},
 	} {
 		_, err := EvaluateSteps(tc.p, core.Options{}, tc.s)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -8,6 +8,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // ngramModel is SEEDS.md story 4's model: a small transformer ("xl",
@@ -29,7 +30,7 @@ func ngramModel(rowsPerHead int64, grad, placement string, pad bool) *core.Model
 		Name: "xl",
 		Layers: []core.Layer{
 			&nn.Embedding{Name: "embed", Rows: 8192, Dim: 512},
-			&core.Residual{Layer: &Table{Name: "ngram", Rows: rowsPerHead, Dim: 32, Heads: 16, Grad: grad, Placement: placement, PadRows: pad}},
+			&core.Residual{Layer: &replay.Table{Name: "ngram", Rows: rowsPerHead, Dim: 32, Heads: 16, Grad: grad, Placement: placement, PadRows: pad}},
 			&core.Repeat{Name: "layers", Layer: block, N: 8},
 			&nn.Norm{Name: "ln_f", Dim: 512, Bias: true},
 		},
@@ -53,7 +54,7 @@ func ngramPlan(t *testing.T, rowsPerHead int64, grad, placement string, pad bool
 		Device: dev, Phase: "train", Runtime: rt}
 }
 
-func evalTable(t *testing.T, p *core.Plan) (*Report, TableStep) {
+func evalTable(t *testing.T, p *core.Plan) (*replay.Report, replay.TableStep) {
 	t.Helper()
 	r, err := Evaluate(p, core.Options{})
 	if err != nil {
@@ -244,7 +245,7 @@ func TestTableModes(t *testing.T) {
 	})
 	t.Run("two reads per head", func(t *testing.T) {
 		p := ngramPlan(t, 1<<20, "sparse", "device", true)
-		p.Model.Layers[1].(*core.Residual).Layer.(*Table).ReadsPerToken = 32
+		p.Model.Layers[1].(*core.Residual).Layer.(*replay.Table).ReadsPerToken = 32
 		r, ts := evalTable(t, p)
 		// 8,192 positions x 2 reads = 16,384 indices per head, all distinct at most.
 		if ts.RowsRead != 2*storyReads || ts.LeafRows != 2*storyReads {
@@ -271,7 +272,7 @@ func TestTableModes(t *testing.T) {
 		}
 	})
 	t.Run("a table needs token ids", func(t *testing.T) {
-		m := &core.Model{Name: "x", Layers: []core.Layer{&Table{Name: "t", Rows: 10, Dim: 4, Heads: 1}}, Loss: "mse", InputDim: 4}
+		m := &core.Model{Name: "x", Layers: []core.Layer{&replay.Table{Name: "t", Rows: 10, Dim: 4, Heads: 1}}, Loss: "mse", InputDim: 4}
 		p := ngramPlan(t, 1, "dense", "device", true)
 		p.Model = m
 		_, err := Evaluate(p, core.Options{})

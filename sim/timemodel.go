@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -128,7 +129,7 @@ type GpuWork struct {
 	MbComm         []CommSum         // collectives of one micro-batch (tp, cp, ep, pp), aggregated
 	PpSend, PpRecv int64             // activations sent and received per micro-batch and direction
 	DpComm         []core.CommRecord // data-parallel collectives of the step (comm.go's inventory)
-	Mode           DistMode
+	Mode           replay.DistMode
 	Zero           int
 	Optimizer      float64 // the optimizer step, seconds
 	host           float64 // offload transfers and host-placed tables, seconds (not overlapped)
@@ -140,8 +141,8 @@ type GpuWork struct {
 // (perMB, paid m times, or once per micro-batch slot of a pipeline) and
 // the once-per-step tail.
 type gpuTime struct {
-	PerMB []TimeShare // forward, backward, recompute, exposed tp/cp/ep/pp/fsdp communication
-	Tail  []TimeShare // exposed data-parallel communication, optimizer, offload
+	PerMB []replay.TimeShare // forward, backward, recompute, exposed tp/cp/ep/pp/fsdp communication
+	Tail  []replay.TimeShare // exposed data-parallel communication, optimizer, offload
 	MbSec float64
 	TlSec float64
 }
@@ -153,16 +154,16 @@ type gpuTime struct {
 // own; the pipeline's step (bubble included) is composed over the stages
 // by pipelineTime. MFU counts model FLOPs (no recompute) against the
 // device's dense peak in the compute dtype; HFU counts recompute too.
-func stepTime(prog *core.Program, plan *core.Plan, r *Replay) (TimeEstimate, *StageTime) {
+func stepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.TimeEstimate, *StageTime) {
 	w, err := workOf(prog, plan, r)
 	if err != nil {
-		return TimeEstimate{Notes: []string{"time model: " + err.Error()}}, nil
+		return replay.TimeEstimate{Notes: []string{"time model: " + err.Error()}}, nil
 	}
 	gt := w.Times(plan)
 	step := float64(w.M)*gt.MbSec + gt.TlSec
-	te := TimeEstimate{StepSeconds: step}
+	te := replay.TimeEstimate{StepSeconds: step}
 	for _, s := range gt.PerMB {
-		te.Breakdown = append(te.Breakdown, TimeShare{s.Name, float64(w.M) * s.Seconds})
+		te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
 	}
 	te.Breakdown = append(te.Breakdown, gt.Tail...)
 	var stage *StageTime
@@ -176,7 +177,7 @@ func stepTime(prog *core.Program, plan *core.Plan, r *Replay) (TimeEstimate, *St
 // utilisation fills MFU, HFU and tokens/s of te from w's per-micro-batch
 // FLOPs; stages is the number of pipeline stages sharing the step (the
 // FLOPs of all of them are counted, and their GPUs).
-func (w *GpuWork) Utilisation(plan *core.Plan, te *TimeEstimate, stages int64) {
+func (w *GpuWork) Utilisation(plan *core.Plan, te *replay.TimeEstimate, stages int64) {
 	step := te.StepSeconds
 	if step <= 0 {
 		return
@@ -188,12 +189,12 @@ func (w *GpuWork) Utilisation(plan *core.Plan, te *TimeEstimate, stages int64) {
 }
 
 // workOf gathers the time model's inputs from a replayed program.
-func workOf(prog *core.Program, plan *core.Plan, r *Replay) (*GpuWork, error) {
+func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, error) {
 	d := plan.Device
 	par := plan.Parallel.Norm()
 	w := &GpuWork{M: max(plan.GradAccum, 1), Eval: plan.Phase == "eval"}
-	mbProg, redone := prog, r.redone
-	w.Flops, w.HwFlops = r.rep.FLOPs.Model, r.rep.FLOPs.Hardware
+	mbProg, redone := prog, r.Redone
+	w.Flops, w.HwFlops = r.Rep.FLOPs.Model, r.Rep.FLOPs.Hardware
 	if st := plan.PipeStage; st != nil {
 		w.M = plan.MicroBatches()
 		p, err := stageMicroBatch(plan) // pipeline_time.go: one copy of each chunk
@@ -204,11 +205,11 @@ func workOf(prog *core.Program, plan *core.Plan, r *Replay) (*GpuWork, error) {
 		w.Flops, w.HwFlops = programFLOPs(p, w.Eval)
 		w.PpRecv, w.PpSend = StageTransfers(par, st.Stage)
 	}
-	optBytes := r.rep.Traffic.HBM
-	if r.dist != nil {
-		w.Mode, w.Zero = r.dist.Mode, par.Zero
+	optBytes := r.Rep.Traffic.HBM
+	if r.Dist != nil {
+		w.Mode, w.Zero = r.Dist.Mode, par.Zero
 		optBytes = shardedOptimizerTraffic(r)
-		for _, c := range r.dist.CommPerStep() {
+		for _, c := range r.Dist.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" {
 				w.DpComm = append(w.DpComm, c)
 			}
@@ -259,21 +260,21 @@ func programFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 // distributed optimizer update this rank's partition only (1/dp of every
 // parameter, 1/(dp/ep) of expert parameters); DDP and Megatron without the
 // distributed optimizer update every parameter.
-func shardedOptimizerTraffic(r *Replay) int64 {
-	d := r.dist
-	if d.zeroOffload(r) || d.fsdpOffload(r) {
+func shardedOptimizerTraffic(r *replay.Replay) int64 {
+	d := r.Dist
+	if d.ZeroOffload(r) || d.FsdpOffload(r) {
 		return 0 // the step runs on the host (shard_offload.go, fsdp_offload.go); its PCIe traffic is timed as offload
 	}
-	sharded := d.Mode == DistZeRO || d.Mode == DistFSDP || (d.Mode == DistMegatron && d.par.DistributedOptimizer)
+	sharded := d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && d.Par.DistributedOptimizer)
 	var t int64
-	for pi := range r.p.Params {
-		p := &r.p.Params[pi]
+	for pi := range r.P.Params {
+		p := &r.P.Params[pi]
 		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
 		b := r.OptimizerTraffic(p)
 		if sharded {
-			b /= d.degree(int32(pi))
+			b /= d.Degree(int32(pi))
 		}
 		t += b
 	}
@@ -282,9 +283,9 @@ func shardedOptimizerTraffic(r *Replay) int64 {
 
 // times splits the work into exposed time by cause.
 func (w *GpuWork) Times(plan *core.Plan) gpuTime {
-	g := gpuTime{PerMB: make([]TimeShare, 0, 8), Tail: make([]TimeShare, 0, 3)}
-	add := func(list *[]TimeShare, name string, s float64) {
-		*list = append(*list, TimeShare{name, s})
+	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 8), Tail: make([]replay.TimeShare, 0, 3)}
+	add := func(list *[]replay.TimeShare, name string, s float64) {
+		*list = append(*list, replay.TimeShare{Name: name, Seconds: s})
 	}
 	mb := w.Mb
 	add(&g.PerMB, "forward", mb.Forward)

@@ -7,6 +7,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 	"sort"
 	"sync"
@@ -47,7 +48,7 @@ type SearchStats struct {
 // SearchRow is one layout of the result, replayed in full.
 type SearchRow struct {
 	Plan     *core.Plan
-	Report   *sim.Report
+	Report   *replay.Report
 	Sharding string
 }
 
@@ -393,7 +394,7 @@ func Search(ctx context.Context, base *core.Plan, sp SearchSpace) (*SearchResult
 	if want <= 0 {
 		want = len(kept)
 	}
-	reports := make([]*sim.Report, len(kept))
+	reports := make([]*replay.Report, len(kept))
 	rerrs := make([]error, len(kept))
 	fitting, done := 0, 0
 	for done < len(kept) && fitting < want {
@@ -447,7 +448,7 @@ func fastPathSupported(p *core.Plan) error {
 	var tables bool
 	for i, l := range p.Model.Layers {
 		core.Walk(l, core.ChildPath("", l, i), func(_ string, l core.Layer) {
-			if _, ok := l.(*sim.Table); ok {
+			if _, ok := l.(*replay.Table); ok {
 				tables = true
 			}
 		})

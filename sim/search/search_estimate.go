@@ -3,6 +3,7 @@ package search
 import (
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -13,7 +14,7 @@ import (
 
 // fastEstimate is what Search knows of a layout before replaying it.
 type fastEstimate struct {
-	time sim.TimeEstimate
+	time replay.TimeEstimate
 	// minDevice is a lower bound of the device memory the replay reports
 	// (Report.DeviceUsed) on the fullest GPU: model states allocated at
 	// setup and kept, plus the activations held for backward at the end of
@@ -102,7 +103,7 @@ func (sh *stageShape) kind(s int64) int {
 // Evaluate counts for plan p: the CUDA context and NCCL's buffers.
 func nonTorchBytes(p *core.Plan) int64 {
 	n := p.Device.Context
-	for _, o := range sim.CommOverheads(p) {
+	for _, o := range replay.CommOverheads(p) {
 		n += o.Bytes
 	}
 	return n
@@ -120,9 +121,9 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 		u := &sh.stages[0]
 		w, states := pr.work(p, u)
 		g := w.Times(p)
-		fe.time = sim.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
+		fe.time = replay.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
 		for _, s := range g.PerMB {
-			fe.time.Breakdown = append(fe.time.Breakdown, sim.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
+			fe.time.Breakdown = append(fe.time.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
 		}
 		fe.time.Breakdown = append(fe.time.Breakdown, g.Tail...)
 		w.Utilisation(p, &fe.time, 1)
@@ -191,12 +192,12 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*sim.GpuWork, int64) {
 			ps = append(ps, core.ParamInfo{Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
 		}
 	}
-	d := sim.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue})
-	w.Mode = sim.DistReplicated
+	d := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue})
+	w.Mode = replay.DistReplicated
 	sharded := false
 	if d != nil {
 		w.Mode, w.Zero = d.Mode, par.Zero
-		sharded = d.Mode == sim.DistZeRO || d.Mode == sim.DistFSDP || (d.Mode == sim.DistMegatron && par.DistributedOptimizer)
+		sharded = d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && par.DistributedOptimizer)
 		for _, c := range d.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" {
 				w.DpComm = append(w.DpComm, c)
@@ -254,7 +255,7 @@ func linearStateBytes(o core.Optimizer, dt units.DType, n int64) int64 {
 // and the persistent gradient buffers (DDP's buckets and Megatron's
 // main-gradient buffer hold every gradient; ZeRO-3 its partition).
 // Integer division rounds down where the replay pads up.
-func minStates(p *core.Plan, mode sim.DistMode, params paramAgg) int64 {
+func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 	par := p.Parallel.Norm()
 	prec := p.Precision
 	train := p.Phase != "eval"
@@ -263,14 +264,14 @@ func minStates(p *core.Plan, mode sim.DistMode, params paramAgg) int64 {
 		deg := shardDegree(par, e.expert)
 		shardP, shardS := int64(1), int64(1)
 		switch mode {
-		case sim.DistZeRO:
+		case replay.DistZeRO:
 			shardS = deg
 			if par.Zero == 3 {
 				shardP = deg
 			}
-		case sim.DistFSDP:
+		case replay.DistFSDP:
 			shardP, shardS = deg, deg
-		case sim.DistMegatron:
+		case replay.DistMegatron:
 			if par.DistributedOptimizer {
 				shardS = deg
 			}
@@ -284,9 +285,9 @@ func minStates(p *core.Plan, mode sim.DistMode, params paramAgg) int64 {
 			st += linearStateBytes(p.Optimizer, prec.States, e.numel)
 			b += st / shardS
 			switch {
-			case mode == sim.DistDDP || mode == sim.DistMegatron:
+			case mode == replay.DistDDP || mode == replay.DistMegatron:
 				b += prec.Grads.Bytes(e.numel)
-			case mode == sim.DistZeRO && par.Zero == 3:
+			case mode == replay.DistZeRO && par.Zero == 3:
 				b += prec.Grads.Bytes(e.numel) / deg
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // Block profiles: the fast path of Search. A decoder's step is its
@@ -42,14 +43,14 @@ type paramAgg []paramEntry
 
 // aggParams counts the untied parameters of ps, as plan p steps them.
 func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
-	r := &sim.Replay{Plan: p}
+	r := &replay.Replay{Plan: p}
 	var a paramAgg
 	for i := range ps {
 		q := &ps[i]
 		if q.TiedTo >= 0 {
 			continue
 		}
-		e := paramEntry{numel: q.Numel, expert: sim.IsExpertRole(q.Role), trainable: q.Trainable, n: 1}
+		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, n: 1}
 		if q.Trainable {
 			e.traffic = r.OptimizerTraffic(q)
 		}
@@ -180,7 +181,7 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 	}
 	u.params = aggParams(prog.Params, plan)
 	if train {
-		r := sim.NewReplay(prog, plan, core.Options{}, 0)
+		r := replay.NewReplay(prog, plan, core.Options{}, 0)
 		for v, s := range r.Saved {
 			if s && prog.Values[v].Cat == core.CatActivations {
 				u.saved += prog.Values[v].Bytes

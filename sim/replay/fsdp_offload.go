@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import "github.com/memsh/memsh/sim/core"
 
@@ -24,7 +24,7 @@ import "github.com/memsh/memsh/sim/core"
 // is not modelled. FSDP1's CPUOffload is not simulated.
 
 // fsdpOffload reports whether FSDP2 keeps its shards on the host.
-func (d *distState) fsdpOffload(r *Replay) bool {
+func (d *distState) FsdpOffload(r *Replay) bool {
 	return d != nil && d.Mode == DistFSDP && !d.fsdp1 && r.Plan.Offload != nil && r.Plan.Offload.Params != ""
 }
 
@@ -32,7 +32,7 @@ func (d *distState) fsdpOffload(r *Replay) bool {
 // the host itself (ZeRO-3 or FSDP2), so that the one-GPU streaming of
 // offload.go stays off.
 func (d *distState) shardedParamOffload(r *Replay) bool {
-	return d.zeroParamOffload(r) || d.fsdpOffload(r)
+	return d.zeroParamOffload(r) || d.FsdpOffload(r)
 }
 
 // unitShard is this rank's FSDP2 shard of unit u's parameters, elements
@@ -42,7 +42,7 @@ func (d *distState) unitShard(u int32, trainableOnly bool) int64 {
 	for _, pi := range d.units[u].params {
 		p := &d.p.Params[pi]
 		if !trainableOnly || p.Trainable {
-			n += fsdpShard(p.Shape, p.Numel, d.degree(pi))
+			n += fsdpShard(p.Shape, p.Numel, d.Degree(pi))
 		}
 	}
 	return n
@@ -55,7 +55,7 @@ func (d *distState) fsdpShardsToGPU(r *Replay, u int32) []int32 {
 	un := &d.units[u]
 	n := d.unitShard(u, false)
 	dt := r.Plan.Precision.Params
-	r.rep.Traffic.PCIe += dt.Bytes(n)
+	r.Rep.Traffic.PCIe += dt.Bytes(n)
 	ids := []int32{d.alloc(r, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), core.CatComm,
 		"GPU copy of this rank's host shards of "+un.name+" (FSDP2 CPUOffloadPolicy: all_gather_inputs)")}
 	if d.gatherDT != dt {
@@ -73,5 +73,5 @@ func (d *distState) fsdpGradToHost(r *Replay, u int32) {
 	dt := r.Plan.Precision.Grads
 	r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm,
 		"FSDP reduce-scatter output of "+un.name+", copied to the host gradient shard"))
-	r.rep.Traffic.PCIe += dt.Bytes(s)
+	r.Rep.Traffic.PCIe += dt.Bytes(s)
 }

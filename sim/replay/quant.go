@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import "github.com/memsh/memsh/sim/core"
 
@@ -11,7 +11,7 @@ func (r *Replay) quantParam(p *core.ParamInfo) bool {
 	}
 	for _, s := range core.QuantStorage(p.Quant, p.Shape) {
 		r.allocate(Alloc{Tensor: p.Name + " " + s.Name, Shape: p.Shape, DType: core.QuantDType(p.Quant), Bytes: s.Bytes, Why: p.Quant + " quantized frozen weight (" + s.Name + ")", Cat: core.CatParams})
-		r.rep.States.Params += s.Bytes
+		r.Rep.States.Params += s.Bytes
 	}
 	return true
 }

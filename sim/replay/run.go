@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"strings"
@@ -24,7 +24,7 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	}
 	r := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
 	r.nonTorch = nonTorch
-	r.dist = NewDist(plan, prog) // sharding.go: nil on one GPU
+	r.Dist = NewDist(plan, prog) // sharding.go: nil on one GPU
 	if plan.Validation {
 		var err error
 		if r.valProg, r.valPlan, err = plan.LowerValidation(); err != nil { // validation.go
@@ -38,7 +38,7 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 		r.optimizerStep()
 	}
 	r.finish()
-	rep := r.rep
+	rep := r.Rep
 	rep.Capacity = dev.Memory
 	rep.Overheads = overheads
 	rep.DeviceUsed = rep.PeakReserved + nonTorch + rep.States.pagedBytes(plan)
@@ -61,13 +61,13 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 }
 
 // Report is the step's report as the replay has filled it so far.
-func (r *Replay) Report() *Report { return r.rep }
+func (r *Replay) Report() *Report { return r.Rep }
 
 // Settle completes the report after the time model: the collectives' bytes
 // and network traffic, paged optimizer state and offload's host memory.
 func (r *Replay) Settle() error {
-	r.dist.finishComm(r.rep)                   // comm.go: r.comm_bytes, network traffic
-	return r.finishFinetune(r.rep, r.nonTorch) // paging.go: paged state, offload host memory
+	r.Dist.finishComm(r.Rep)                   // comm.go: r.comm_bytes, network traffic
+	return r.finishFinetune(r.Rep, r.nonTorch) // paging.go: paged state, offload host memory
 }
 
 // pagedBytes is optimizer state in CUDA unified memory (paged optimizers):
@@ -98,14 +98,14 @@ func (r *Replay) setup() {
 	r.phase, r.op = PhaseSetup, "model"
 	plan := r.Plan
 	prec := plan.Precision
-	st := &r.rep.States
+	st := &r.Rep.States
 	train := plan.Phase != "eval"
 	r.setupBuffers()           // buffers.go: moved to the device with the parameters, never sharded
-	if r.dist.setupStates(r) { // sharding.go: sharded parameters, gradients and state
+	if r.Dist.setupStates(r) { // sharding.go: sharded parameters, gradients and state
 		goto workspace
 	}
-	for pi := range r.p.Params {
-		p := &r.p.Params[pi]
+	for pi := range r.P.Params {
+		p := &r.P.Params[pi]
 		if p.TiedTo >= 0 || r.offloadParam(p) || r.quantParam(p) { // offload.go, quant.go
 			continue
 		}
@@ -115,8 +115,8 @@ func (r *Replay) setup() {
 	}
 	if train {
 		r.op = "optimizer state"
-		for pi := range r.p.Params {
-			p := &r.p.Params[pi]
+		for pi := range r.P.Params {
+			p := &r.P.Params[pi]
 			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] || r.offloadState(p) { // offload.go: state on the host
 				continue
 			}
@@ -133,13 +133,13 @@ func (r *Replay) setup() {
 				r.allocState(p, s, "optimizer state "+s.Name)
 			}
 			t := r.OptimizerTraffic(p)
-			r.rep.Traffic.HBM += t
-			r.rep.Traffic.Optimizer += t
+			r.Rep.Traffic.HBM += t
+			r.Rep.Traffic.Optimizer += t
 		}
 		r.setupTableStates() // table_replay.go
 		if plan.GradsPersist() {
 			r.op = "accumulated gradients"
-			for pi := range r.p.Params {
+			for pi := range r.P.Params {
 				r.paramGradient(int32(pi))
 			}
 		}
@@ -151,9 +151,9 @@ workspace:
 		r.validationPass(r.valProg, r.valPlan) // validation.go: before the step's batch
 		r.phase = PhaseSetup
 	}
-	if r.p.Input != core.NoValue {
+	if r.P.Input != core.NoValue {
 		r.op = "batch"
-		r.produce(r.p.Input)
+		r.produce(r.P.Input)
 	}
 	r.setupTableRows() // table_replay.go
 	r.setupOffload()   // offload.go
@@ -189,17 +189,17 @@ func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
 
 func (r *Replay) forward() {
 	r.phase = r.fwdPhase
-	for i := range r.p.Ops {
-		op := &r.p.Ops[i]
-		r.rep.FLOPs.Model += op.Flops
-		r.dist.beforeForward(r, i) // gather.go: gather sharded parameters
+	for i := range r.P.Ops {
+		op := &r.P.Ops[i]
+		r.Rep.FLOPs.Model += op.Flops
+		r.Dist.beforeForward(r, i) // gather.go: gather sharded parameters
 		r.forwardOp(i, false)
-		r.dist.afterForward(r, i)
+		r.Dist.afterForward(r, i)
 	}
 	// Leaving autocast clears its weight cache.
 	r.op = "end of forward"
-	for v := range r.p.Values {
-		if r.p.Values[v].Cached {
+	for v := range r.P.Values {
+		if r.P.Values[v].Cached {
 			r.unhold(core.Value(v))
 		}
 	}
@@ -207,39 +207,39 @@ func (r *Replay) forward() {
 		if t == none || !r.Saved[v] {
 			continue
 		}
-		switch r.p.Values[v].Cat {
+		switch r.P.Values[v].Cat {
 		case core.CatActivations:
-			r.rep.SavedActivations += r.p.Values[v].Bytes
+			r.Rep.SavedActivations += r.P.Values[v].Bytes
 		case core.CatParams:
-			r.rep.SavedWeightCopies += r.p.Values[v].Bytes
+			r.Rep.SavedWeightCopies += r.P.Values[v].Bytes
 		}
 	}
 }
 
 func (r *Replay) backward() {
 	r.phase = PhaseBackward
-	if r.p.Loss != core.NoValue {
+	if r.P.Loss != core.NoValue {
 		r.op = "loss.backward"
-		r.gradT[r.p.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
+		r.gradT[r.P.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
 	}
-	fwd := r.rep.FLOPs.Model
-	for i := len(r.p.Ops) - 1; i >= 0; i-- {
-		r.dist.beforeBackward(r, i) // gather.go: pipeline seeds, gathers
+	fwd := r.Rep.FLOPs.Model
+	for i := len(r.P.Ops) - 1; i >= 0; i-- {
+		r.Dist.beforeBackward(r, i) // gather.go: pipeline seeds, gathers
 		r.backwardOp(i)
-		r.dist.afterBackward(r, i) // gather.go: reduce-scatter, reshard
+		r.Dist.afterBackward(r, i) // gather.go: reduce-scatter, reshard
 	}
-	for id, done := range r.redone {
+	for id, done := range r.Redone {
 		if done {
-			reg := r.p.Regions[id]
+			reg := r.P.Regions[id]
 			for j := reg.First; j < reg.End; j++ {
-				r.rep.FLOPs.Recompute += r.p.Ops[j].Flops
+				r.Rep.FLOPs.Recompute += r.P.Ops[j].Flops
 			}
 		}
 	}
-	r.rep.FLOPs.Model = 3 * fwd
-	r.rep.FLOPs.Hardware = r.rep.FLOPs.Model + r.rep.FLOPs.Recompute
-	if r.p.Loss != core.NoValue {
-		r.unhold(r.p.Loss)
+	r.Rep.FLOPs.Model = 3 * fwd
+	r.Rep.FLOPs.Hardware = r.Rep.FLOPs.Model + r.Rep.FLOPs.Recompute
+	if r.P.Loss != core.NoValue {
+		r.unhold(r.P.Loss)
 	}
 }
 
@@ -249,7 +249,7 @@ func (r *Replay) optimizerStep() {
 	r.phase, r.op = PhaseOptimizer, "optimizer.step"
 	r.stepTables() // table_replay.go: sparse tables step row-wise, whatever the optimizer
 	r.op = "optimizer.step"
-	if r.dist.optimizerStep(r) { // gather.go: the sharded step
+	if r.Dist.optimizerStep(r) { // gather.go: the sharded step
 		return
 	}
 	if r.Plan.Optimizer.InBackward || r.offloadStep() { // offload.go: the step runs on the host
@@ -258,8 +258,8 @@ func (r *Replay) optimizerStep() {
 	r.firstStepStates() // first_step.go: Adam's moments appear in the first step()
 	st := r.Plan.Precision.States
 	var largest, total int64
-	for pi := range r.p.Params {
-		p := &r.p.Params[pi]
+	for pi := range r.P.Params {
+		p := &r.P.Params[pi]
 		if !p.Trainable || p.TiedTo >= 0 {
 			continue
 		}
@@ -269,7 +269,7 @@ func (r *Replay) optimizerStep() {
 			largest = b
 		}
 		if r.paramGrad[pi] != none {
-			r.rep.States.Grads += r.Plan.Precision.Grads.Bytes(p.Numel)
+			r.Rep.States.Grads += r.Plan.Precision.Grads.Bytes(p.Numel)
 		}
 	}
 	if tmp := r.Plan.Optimizer.StepTemporary(largest, total); tmp > 0 {
@@ -280,14 +280,14 @@ func (r *Replay) optimizerStep() {
 // finish frees what the step leaves (gradients are set to None before the
 // next step; the batch is dropped).
 func (r *Replay) finish() {
-	for _, v := range r.p.Held { // chunked_loss.go: the loop's logits list
+	for _, v := range r.P.Held { // chunked_loss.go: the loop's logits list
 		r.unhold(v)
 	}
 	if r.Plan.Optimizer.InBackward {
-		for pi := range r.p.Params {
-			p := &r.p.Params[pi]
+		for pi := range r.P.Params {
+			p := &r.P.Params[pi]
 			if p.Trainable && p.TiedTo < 0 {
-				r.rep.States.Grads = max(r.rep.States.Grads, r.Plan.Precision.Grads.Bytes(p.Numel))
+				r.Rep.States.Grads = max(r.Rep.States.Grads, r.Plan.Precision.Grads.Bytes(p.Numel))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -48,21 +48,21 @@ type TableTransfer struct {
 // comes from the plan's optimizer like any parameter's.
 func (r *Replay) setupTableStates() {
 	prec := r.Plan.Precision
-	for _, tp := range tablesOf(r.p) {
+	for _, tp := range tablesOf(r.P) {
 		if tp.t.grad() != "sparse" || !tp.train {
 			continue
 		}
-		r.rep.TrainableParams += tp.t.Params()
+		r.Rep.TrainableParams += tp.t.Params()
 		if tp.t.placement() != "device" {
 			continue
 		}
 		for h, pi := range tp.params {
-			p := &r.p.Params[pi]
+			p := &r.P.Params[pi]
 			for _, s := range []string{"exp_avg", "exp_avg_sq"} {
 				b := prec.States.Bytes(p.Numel)
 				r.allocate(Alloc{Tensor: p.Name + " " + s, Shape: p.Shape, DType: prec.States, Bytes: b,
 					Why: fmt.Sprintf("row-wise AdamW state %s of table %s head %d (table-sized, resident)", s, tp.name, h), Cat: core.CatOptimizer})
-				r.rep.States.Optimizer += b
+				r.Rep.States.Optimizer += b
 			}
 		}
 	}
@@ -73,13 +73,13 @@ func (r *Replay) setupTableStates() {
 // inverse indices and leaf (gathered on the device, or sent from the
 // host). It also records the table's figures in the report.
 func (r *Replay) setupTableRows() {
-	for _, tp := range tablesOf(r.p) {
+	for _, tp := range tablesOf(r.P) {
 		r.op = tp.name + " rows"
 		r.produce(tp.idx)
 		ts := r.tableStep(tp)
-		r.rep.HostMemory += ts.HostBytes
+		r.Rep.HostMemory += ts.HostBytes
 		if len(tp.heads) == 0 { // dense, or eval on the device: the lookup reads the table
-			r.rep.Tables = append(r.rep.Tables, ts)
+			r.Rep.Tables = append(r.Rep.Tables, ts)
 			continue
 		}
 		n := tp.indicesPerHead()
@@ -107,17 +107,17 @@ func (r *Replay) setupTableRows() {
 		}
 		r.done[tp.idx] = true // the sparse lookup reads the inverse indices instead
 		r.maybeFree(tp.idx)
-		r.rep.Traffic.PCIe += ts.PCIeEachWay
+		r.Rep.Traffic.PCIe += ts.PCIeEachWay
 		if tp.t.placement() == "host" && ts.Transfer.LinkGBps <= 0 {
-			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: the gpu's pcie_gbps is 0, so its transfer time is not estimated (pass gpu(..., pcie_gbps=25))", tp.name))
+			r.Rep.Notes = append(r.Rep.Notes, fmt.Sprintf("table %s: the gpu's pcie_gbps is 0, so its transfer time is not estimated (pass gpu(..., pcie_gbps=25))", tp.name))
 		}
 		if r.Plan.GradsPersist() && tp.train {
-			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: with grad_accum the replay holds one micro-batch's leaves; earlier micro-batches' rows are taken as already stepped", tp.name))
+			r.Rep.Notes = append(r.Rep.Notes, fmt.Sprintf("table %s: with grad_accum the replay holds one micro-batch's leaves; earlier micro-batches' rows are taken as already stepped", tp.name))
 		}
 		if !tp.t.PadRows && tp.train {
-			r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("table %s: pad_rows=False: this step assumes the most distinct rows per head (%d); table_steps() replays steps with fewer", tp.name, tp.leafRows))
+			r.Rep.Notes = append(r.Rep.Notes, fmt.Sprintf("table %s: pad_rows=False: this step assumes the most distinct rows per head (%d); table_steps() replays steps with fewer", tp.name, tp.leafRows))
 		}
-		r.rep.Tables = append(r.rep.Tables, ts)
+		r.Rep.Tables = append(r.Rep.Tables, ts)
 	}
 }
 
@@ -128,7 +128,7 @@ func (r *Replay) setupTableRows() {
 // row lists are freed.
 func (r *Replay) stepTables() {
 	prec := r.Plan.Precision
-	for _, tp := range tablesOf(r.p) {
+	for _, tp := range tablesOf(r.P) {
 		if len(tp.heads) == 0 || !tp.train {
 			continue
 		}
@@ -162,8 +162,8 @@ func (r *Replay) stepTables() {
 		}
 		if tp.t.placement() == "device" {
 			t := tableOptimizerTraffic(prec, tp.leafRows*int64(len(tp.heads))*tp.t.Dim)
-			r.rep.Traffic.HBM += t
-			r.rep.Traffic.Optimizer += t
+			r.Rep.Traffic.HBM += t
+			r.Rep.Traffic.Optimizer += t
 		}
 	}
 }
@@ -222,7 +222,7 @@ func (r *Replay) tableStep(tp *tableProg) TableStep {
 	default: // dense, or a sparse table in eval: a parameter stepped by the plan's optimizer
 		ts.DeviceBytes = prec.Params.Bytes(storage)
 		for _, pi := range tp.params {
-			p := &r.p.Params[pi]
+			p := &r.P.Params[pi]
 			if !tp.train || !p.Trainable {
 				continue
 			}
@@ -241,7 +241,7 @@ func (r *Replay) tableStep(tp *tableProg) TableStep {
 // produceTable allocates a table's per-step value through the table pool
 // (table_steps.go) when one is set.
 func (r *Replay) produceTable(v core.Value) {
-	vi := &r.p.Values[v]
+	vi := &r.P.Values[v]
 	r.valT[v] = r.allocateTable(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why, Cat: vi.Cat})
 	r.done[v] = false
 }

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ func (d *distState) setupStates(r *Replay) bool {
 	case DistMegatron:
 		d.setupMegatron(r)
 	case DistZeRO:
-		if d.par.Zero == 3 {
+		if d.Par.Zero == 3 {
 			d.setupZeRO3(r)
 		} else {
 			d.setupZeRO12(r)
@@ -65,7 +65,7 @@ func (d *distState) setupDDP(r *Replay) {
 			"DDP gradient bucket (reducer.cpp initialize_buckets; gradients are copied in for the all-reduce)")
 		n++
 		cur = 0
-		capB = ddpBucketCap
+		capB = DdpBucketCap
 	}
 	for pi := len(d.p.Params) - 1; pi >= 0; pi-- {
 		p := &d.p.Params[pi]
@@ -86,7 +86,7 @@ func (d *distState) setupDDP(r *Replay) {
 // distributed optimizer.
 func (d *distState) setupMegatron(r *Replay) {
 	prec := r.Plan.Precision
-	st := &r.rep.States
+	st := &r.Rep.States
 	r.op = "model"
 	for _, trainable := range []bool{true, false} {
 		for _, g := range d.groups(trainable) {
@@ -106,7 +106,7 @@ func (d *distState) setupMegatron(r *Replay) {
 			"Megatron main-gradient buffer (persistent; weight gradients accumulate into it)")
 		st.Grads += gb
 		shard := g.numel
-		if d.par.DistributedOptimizer {
+		if d.Par.DistributedOptimizer {
 			shard = ceilDiv(g.numel, g.n)
 		}
 		d.optimizerShard(r, g.name, shard, "distributed-optimizer shard")
@@ -116,21 +116,21 @@ func (d *distState) setupMegatron(r *Replay) {
 // optimizerShard allocates master weights and optimizer state for a flat
 // shard of n elements.
 func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) {
-	if d.zeroOffload(r) {
+	if d.ZeroOffload(r) {
 		d.offloadShard(r, n) // shard_offload.go: on the host
 		return
 	}
 	prec := r.Plan.Precision
-	if d.fsdpOffload(r) { // fsdp_offload.go: the optimizer steps on the host shards
+	if d.FsdpOffload(r) { // fsdp_offload.go: the optimizer steps on the host shards
 		var states int64
 		for _, s := range r.Plan.Optimizer.States([]int64{n}, n, prec.States) {
 			states += s.Bytes
 		}
-		r.rep.States.Optimizer += states
+		r.Rep.States.Optimizer += states
 		r.fo().hostStates += states
 		return
 	}
-	st := &r.rep.States
+	st := &r.Rep.States
 	if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 		b := prec.Master.Bytes(n)
 		d.alloc(r, name+" master", []int64{n}, prec.Master, b, core.CatOptimizer, "fp32 master weights ("+why+")")
@@ -151,7 +151,7 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 // (grads_in_partition) between micro-batches when accumulating.
 func (d *distState) setupZeRO12(r *Replay) {
 	prec := r.Plan.Precision
-	st := &r.rep.States
+	st := &r.Rep.States
 	r.op = "model"
 	for _, trainable := range []bool{true, false} {
 		for _, g := range d.groups(trainable) {
@@ -167,18 +167,18 @@ func (d *distState) setupZeRO12(r *Replay) {
 		part += n
 		d.optimizerShard(r, g.name+" partition", n, "ZeRO partition")
 	}
-	if d.par.Zero == 2 {
+	if d.Par.Zero == 2 {
 		st.Grads = prec.Grads.Bytes(part)
 	} else {
 		for _, g := range d.groups(true) {
 			st.Grads += prec.Grads.Bytes(g.numel)
 		}
 	}
-	if d.zeroOffload(r) { // shard_offload.go
+	if d.ZeroOffload(r) { // shard_offload.go
 		n := d.largestTrainable()
 		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), core.CatGrads,
 			"GPU buffer of the largest parameter that host-accumulated gradients pass through (stage_1_and_2.py, cpu_offload)")
-		if d.par.Zero == 2 {
+		if d.Par.Zero == 2 {
 			if r.Plan.GradsPersist() {
 				r.fo().hostGrads += prec.Grads.Bytes(part) // accumulated_grads_in_cpu (pinned)
 			}
@@ -186,7 +186,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 		}
 	}
 	if r.Plan.GradsPersist() {
-		if d.par.Zero == 2 {
+		if d.Par.Zero == 2 {
 			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), core.CatGrads, "this rank's gradient partition, accumulated over micro-batches")
 		} else {
 			r.op = "accumulated gradients"
@@ -204,7 +204,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 // (__ipg_bucket_flat_buffer), both allocated at init and kept.
 func (d *distState) setupZeRO3(r *Replay) {
 	prec := r.Plan.Precision
-	st := &r.rep.States
+	st := &r.Rep.States
 	r.op = "model"
 	var trainPart int64
 	for _, trainable := range []bool{true, false} {
@@ -232,7 +232,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 			if p.TiedTo >= 0 || p.Trainable != trainable {
 				continue
 			}
-			n := ceilDiv(p.Numel, d.degree(int32(pi)))
+			n := ceilDiv(p.Numel, d.Degree(int32(pi)))
 			sub += n
 			if trainable {
 				trainPart += n
@@ -255,7 +255,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 		return
 	}
 	gb := prec.Grads.Bytes(trainPart)
-	if d.zeroOffload(r) {
+	if d.ZeroOffload(r) {
 		r.fo().hostGrads += gb // shard_offload.go: grad_partitions_flat_buffer in pinned host memory
 	} else {
 		d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, core.CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
@@ -273,17 +273,17 @@ func (d *distState) setupFSDP(r *Replay) {
 		return
 	}
 	prec := r.Plan.Precision
-	st := &r.rep.States
+	st := &r.Rep.States
 	r.op = "model"
 	for pi := range d.p.Params {
 		p := &d.p.Params[pi]
 		if p.TiedTo >= 0 {
 			continue
 		}
-		n := fsdpShard(p.Shape, p.Numel, d.degree(int32(pi)))
+		n := fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi)))
 		b := prec.Params.Bytes(n)
 		st.Params += b
-		if d.fsdpOffload(r) {
+		if d.FsdpOffload(r) {
 			r.fo().hostParams += b // fsdp_offload.go: pinned on the host
 			continue
 		}
@@ -298,9 +298,9 @@ func (d *distState) setupFSDP(r *Replay) {
 		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		d.optimizerShard(r, p.Name, fsdpShard(p.Shape, p.Numel, d.degree(int32(pi))), "FSDP shard")
+		d.optimizerShard(r, p.Name, fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))), "FSDP shard")
 	}
-	if d.fsdpOffload(r) { // fsdp_offload.go: the sharded gradients are host tensors
+	if d.FsdpOffload(r) { // fsdp_offload.go: the sharded gradients are host tensors
 		for u := range d.units {
 			b := prec.Grads.Bytes(d.unitGradShard(u))
 			r.fo().hostGrads += b
@@ -321,7 +321,7 @@ func (d *distState) unitGradShard(u int) int64 {
 	for _, pi := range d.units[u].params {
 		p := &d.p.Params[pi]
 		if p.Trainable {
-			n += fsdpShard(p.Shape, p.Numel, d.degree(pi))
+			n += fsdpShard(p.Shape, p.Numel, d.Degree(pi))
 		}
 	}
 	return n
@@ -336,5 +336,5 @@ func (d *distState) shardGrad(r *Replay, u int) {
 	}
 	dt := r.Plan.Precision.Grads
 	un.grad = d.alloc(r, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), core.CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output)")
-	r.rep.States.Grads += dt.Bytes(n)
+	r.Rep.States.Grads += dt.Bytes(n)
 }

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import "github.com/memsh/memsh/sim/core"
 
@@ -11,9 +11,9 @@ import "github.com/memsh/memsh/sim/core"
 
 // setupBuffers allocates the model's buffers with its parameters.
 func (r *Replay) setupBuffers() {
-	for _, bf := range r.p.Buffers {
+	for _, bf := range r.P.Buffers {
 		n := bf.Dtype.Bytes(core.Numel(bf.Shape))
 		r.allocate(Alloc{Tensor: bf.Name, Shape: bf.Shape, DType: bf.Dtype, Bytes: n, Why: bf.Why, Cat: core.CatParams})
-		r.rep.States.Buffers += n
+		r.Rep.States.Buffers += n
 	}
 }

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"github.com/memsh/memsh/sim/core"
@@ -38,7 +38,7 @@ func (d *distState) gatheredSize(u int32) int64 {
 	var n int64
 	for _, pi := range d.units[u].params {
 		p := &d.p.Params[pi]
-		k := d.degree(pi)
+		k := d.Degree(pi)
 		if d.Mode == DistFSDP {
 			n += fsdpShard(p.Shape, p.Numel, k) * k
 		} else {
@@ -65,7 +65,7 @@ func (d *distState) gather(r *Replay, u int32) {
 	}
 	if d.Mode == DistFSDP {
 		var fromHost []int32
-		if d.fsdpOffload(r) {
+		if d.FsdpOffload(r) {
 			fromHost = d.fsdpShardsToGPU(r, u) // fsdp_offload.go
 		}
 		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), core.CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
@@ -80,7 +80,7 @@ func (d *distState) gather(r *Replay, u int32) {
 	if d.zeroParamOffload(r) { // shard_offload.go: the partition comes from host memory first
 		part := d.partitionOf(u)
 		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), core.CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
-		r.rep.Traffic.PCIe += dt.Bytes(part)
+		r.Rep.Traffic.PCIe += dt.Bytes(part)
 	}
 	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, dt.Bytes(n), core.CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
 	if host != none {
@@ -200,7 +200,7 @@ func (d *distState) afterBackward(r *Replay, i int) {
 		}
 	}
 	op := &d.p.Ops[i]
-	if d.Mode == DistZeRO && d.par.Zero >= 2 {
+	if d.Mode == DistZeRO && d.Par.Zero >= 2 {
 		// Each completed gradient is copied into the reduce bucket and freed.
 		for _, pi := range op.Params {
 			pi = d.root(pi)
@@ -258,7 +258,7 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 	var n int64
 	for _, pi := range un.params {
 		if d.p.Params[pi].Trainable {
-			k := d.degree(pi)
+			k := d.Degree(pi)
 			n += fsdpShard(d.p.Params[pi].Shape, d.p.Params[pi].Numel, k) * k
 		}
 	}
@@ -273,7 +273,7 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 			r.paramGrad[pi] = none
 		}
 	}
-	if d.fsdpOffload(r) {
+	if d.FsdpOffload(r) {
 		d.fsdpGradToHost(r, u) // fsdp_offload.go
 	} else if un.grad == none {
 		d.shardGrad(r, int(u))
@@ -288,12 +288,12 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 // the backward starts (stage_1_and_2.py backward(), contiguous_gradients);
 // stage 2 then fills this rank's gradient partition as buckets are reduced.
 func (d *distState) backwardStart(r *Replay) {
-	if d.Mode != DistZeRO || d.par.Zero > 2 || r.Plan.Phase == "eval" {
+	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == "eval" {
 		return
 	}
 	dt := r.Plan.Precision.Params
 	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
-	if d.par.Zero == 2 && d.gradPart == none && !d.zeroOffload(r) { // offloaded: the partition is on the host
+	if d.Par.Zero == 2 && d.gradPart == none && !d.ZeroOffload(r) { // offloaded: the partition is on the host
 		d.allocGradPart(r)
 	}
 }
@@ -319,8 +319,8 @@ func (d *distState) backwardEnd(r *Replay) {
 	if d.ipg == none {
 		return
 	}
-	if d.par.Zero == 1 {
-		if !d.zeroOffload(r) { // offloaded: the reduced partition goes to the host
+	if d.Par.Zero == 1 {
+		if !d.ZeroOffload(r) { // offloaded: the reduced partition goes to the host
 			d.allocGradPart(r)
 		}
 		for pi := range d.p.Params {
@@ -348,7 +348,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 	case DistMegatron:
 		return true
 	case DistZeRO:
-		if d.par.Zero == 3 {
+		if d.Par.Zero == 3 {
 			var sub int64
 			flush := func() {
 				if sub > 0 {
@@ -361,7 +361,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 				if p.TiedTo >= 0 || !p.Trainable {
 					continue
 				}
-				sub += ceilDiv(p.Numel, d.degree(int32(pi)))
+				sub += ceilDiv(p.Numel, d.Degree(int32(pi)))
 				if sub >= zeroSubGroup {
 					flush()
 				}
@@ -369,7 +369,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			flush()
 			return true
 		}
-		if d.zeroOffload(r) {
+		if d.ZeroOffload(r) {
 			d.offloadStep12(r) // shard_offload.go: the step runs on the host
 			return true
 		}
@@ -391,7 +391,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 		}
 		return true
 	case DistFSDP:
-		if r.Plan.Optimizer.InBackward || d.fsdpOffload(r) { // offloaded: the step runs on the host
+		if r.Plan.Optimizer.InBackward || d.FsdpOffload(r) { // offloaded: the step runs on the host
 			return true
 		}
 		var largest, total int64
@@ -400,7 +400,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			if p.TiedTo >= 0 || !p.Trainable {
 				continue
 			}
-			b := prec.States.Bytes(fsdpShard(p.Shape, p.Numel, d.degree(int32(pi))))
+			b := prec.States.Bytes(fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))))
 			total += b
 			largest = max(largest, b)
 		}

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 // firstStepStates allocates the optimizer state the first
 // optimizer.step() creates, before its update.
@@ -7,8 +7,8 @@ func (r *Replay) firstStepStates() {
 		return
 	}
 	dt := r.Plan.Precision.States
-	for pi := range r.p.Params {
-		p := &r.p.Params[pi]
+	for pi := range r.P.Params {
+		p := &r.P.Params[pi]
 		if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] {
 			continue
 		}

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -128,9 +128,9 @@ func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Rep
 		r.backward()
 		r.optimizerStep()
 		r.finish()
-		res := StepResult{Step: k + 1, LeafRows: sparse[0].leafRows, PeakAllocated: r.rep.PeakAllocated, OOM: r.rep.OOM}
+		res := StepResult{Step: k + 1, LeafRows: sparse[0].leafRows, PeakAllocated: r.Rep.PeakAllocated, OOM: r.Rep.OOM}
 		r.endStep(persist)
-		res.PeakReserved = r.rep.PeakReserved
+		res.PeakReserved = r.Rep.PeakReserved
 		if k > 0 && out.Steps[k-1].PeakReserved > res.PeakReserved {
 			res.PeakReserved = out.Steps[k-1].PeakReserved
 		}
@@ -178,12 +178,12 @@ func (r *Replay) setupStep() {
 	r.phase = PhaseSetup
 	if r.Plan.GradsPersist() {
 		r.op = "accumulated gradients"
-		for pi := range r.p.Params {
+		for pi := range r.P.Params {
 			r.paramGradient(int32(pi))
 		}
 	}
 	r.op = "batch"
-	r.produce(r.p.Input)
+	r.produce(r.P.Input)
 	r.setupTableRows()
 }
 

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func (r *Replay) optimizerTier() string {
 // unit at a time (ZeRO-3 gathers them from host partitions instead:
 // shard_offload.go).
 func (r *Replay) paramsOffloaded() bool {
-	return r.Plan.Offload != nil && r.Plan.Offload.Params != "" && !r.dist.shardedParamOffload(r)
+	return r.Plan.Offload != nil && r.Plan.Offload.Params != "" && !r.Dist.shardedParamOffload(r)
 }
 
 func (r *Replay) actsOffloaded() bool {
@@ -56,8 +56,8 @@ func (r *Replay) offloadState(p *core.ParamInfo) bool {
 	for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, units.FP32) {
 		states += s.Bytes
 	}
-	r.rep.States.Master += master
-	r.rep.States.Optimizer += states
+	r.Rep.States.Master += master
+	r.Rep.States.Optimizer += states
 	fo.hostGrads += units.FP32.Bytes(p.Numel)
 	if tier == "nvme" {
 		fo.nvmeStates += master + states
@@ -66,9 +66,9 @@ func (r *Replay) offloadState(p *core.ParamInfo) bool {
 		fo.hostStates += master + states
 	}
 	prec := r.Plan.Precision
-	r.rep.Traffic.PCIe += prec.Grads.Bytes(p.Numel) + prec.Params.Bytes(p.Numel)
+	r.Rep.Traffic.PCIe += prec.Grads.Bytes(p.Numel) + prec.Params.Bytes(p.Numel)
 	if tier == "nvme" {
-		r.rep.Traffic.NVMe += 2 * (master + states)
+		r.Rep.Traffic.NVMe += 2 * (master + states)
 	}
 	return true
 }
@@ -84,8 +84,8 @@ func (r *Replay) offloadParam(p *core.ParamInfo) bool {
 		b = core.QuantBytes(p.Quant, p.Shape)
 	}
 	fo.hostParams += b
-	r.rep.States.Params += b
-	r.rep.Traffic.PCIe += 2 * b // gathered for forward and again for backward
+	r.Rep.States.Params += b
+	r.Rep.Traffic.PCIe += 2 * b // gathered for forward and again for backward
 	return true
 }
 
@@ -137,9 +137,9 @@ func (r *Replay) setupOffload() {
 	fo := r.fo()
 	fo.units = map[string][]int32{}
 	fo.resident = map[string][]int32{}
-	fo.unitOf = make([]string, len(r.p.Params))
-	for pi := range r.p.Params {
-		p := &r.p.Params[pi]
+	fo.unitOf = make([]string, len(r.P.Params))
+	for pi := range r.P.Params {
+		p := &r.P.Params[pi]
 		if p.TiedTo >= 0 {
 			continue
 		}
@@ -189,7 +189,7 @@ func (r *Replay) gather(u string, backward bool) {
 		}
 		var ids []int32
 		for _, pi := range fo.units[x] {
-			p := &r.p.Params[pi]
+			p := &r.P.Params[pi]
 			b := r.paramBytes(p)
 			if p.Quant != "" {
 				b = core.QuantBytes(p.Quant, p.Shape)
@@ -205,7 +205,7 @@ func (r *Replay) beforeForwardOp(i int) {
 	if !r.paramsOffloaded() || r.phase == PhaseRecompute {
 		return
 	}
-	for _, pi := range r.p.Ops[i].Params {
+	for _, pi := range r.P.Ops[i].Params {
 		if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
 			r.gather(u, false)
 			return
@@ -219,7 +219,7 @@ func (r *Replay) afterForwardOp(i int) {
 	if !r.actsOffloaded() || r.phase != PhaseForward {
 		return
 	}
-	op := &r.p.Ops[i]
+	op := &r.P.Ops[i]
 	for _, vs := range [][]core.Value{op.In, op.Out} {
 		for _, v := range vs {
 			r.offloadValue(v)
@@ -228,8 +228,8 @@ func (r *Replay) afterForwardOp(i int) {
 }
 
 func (r *Replay) offloadValue(v core.Value) {
-	vi := &r.p.Values[v]
-	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != core.CatActivations || vi.Bytes < minOffload || v == r.p.Input {
+	vi := &r.P.Values[v]
+	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != core.CatActivations || vi.Bytes < minOffload || v == r.P.Input {
 		return
 	}
 	fo := r.fo()
@@ -241,13 +241,13 @@ func (r *Replay) offloadValue(v core.Value) {
 	fo.fetched[v] = false
 	fo.acts += vi.Bytes
 	fo.actsPeak = max(fo.actsPeak, fo.acts)
-	r.rep.Traffic.PCIe += 2 * vi.Bytes
+	r.Rep.Traffic.PCIe += 2 * vi.Bytes
 }
 
 // beforeBackwardOp brings back what op i's backward (or its region's
 // recompute) reads, and streams its params.
 func (r *Replay) beforeBackwardOp(i int) {
-	op := &r.p.Ops[i]
+	op := &r.P.Ops[i]
 	if r.paramsOffloaded() {
 		for _, pi := range op.Params {
 			if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
@@ -264,7 +264,7 @@ func (r *Replay) beforeBackwardOp(i int) {
 		if !ok || done {
 			return
 		}
-		vi := &r.p.Values[v]
+		vi := &r.P.Values[v]
 		r.valT[v] = r.allocate(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why + " (copied back from host memory)", Cat: core.CatActivations})
 		r.off.fetched[v] = true
 		r.off.acts -= vi.Bytes
@@ -272,7 +272,7 @@ func (r *Replay) beforeBackwardOp(i int) {
 	for _, v := range op.Saved {
 		fetch(v)
 	}
-	if op.Region != 0 && !r.redone[op.Region-1] {
+	if op.Region != 0 && !r.Redone[op.Region-1] {
 		for _, v := range r.regionIn[op.Region-1] {
 			fetch(v)
 		}
@@ -284,7 +284,7 @@ func (r *Replay) afterBackwardOp(i int) {
 	if !r.paramsOffloaded() {
 		return
 	}
-	for _, pi := range r.p.Ops[i].Params {
+	for _, pi := range r.P.Ops[i].Params {
 		pi = r.resolve(pi)
 		if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
 			r.release(r.paramGrad[pi])

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"github.com/memsh/memsh/sim/core"
@@ -52,7 +52,7 @@ func (d *distState) zeroParamOffload(r *Replay) bool {
 }
 
 // zeroOffload reports whether the ZeRO optimizer runs on the host.
-func (d *distState) zeroOffload(r *Replay) bool {
+func (d *distState) ZeroOffload(r *Replay) bool {
 	return d != nil && d.Mode == DistZeRO && r.optimizerTier() != ""
 }
 
@@ -67,21 +67,21 @@ func (d *distState) offloadShard(r *Replay, n int64) {
 	for _, s := range r.Plan.Optimizer.States([]int64{n}, n, units.FP32) {
 		states += s.Bytes
 	}
-	r.rep.States.Master += master
-	r.rep.States.Optimizer += states
+	r.Rep.States.Master += master
+	r.Rep.States.Optimizer += states
 	fo.hostStates += master + states
 	fo.hostGrads += units.FP32.Bytes(n)
 	down := units.FP32.Bytes(n) // the fp32 gradient partition
-	if d.par.Zero == 3 {
+	if d.Par.Zero == 3 {
 		down += 2 * prec.Grads.Bytes(n) // the reduced partition to the host and back at the first micro-step
 	} else {
 		fo.hostStates += prec.Params.Bytes(n) // the 16-bit staging copy of the partition
 	}
 	if d.zeroParamOffload(r) {
-		r.rep.Traffic.PCIe += down // the updated partition stays on the host
+		r.Rep.Traffic.PCIe += down // the updated partition stays on the host
 		return
 	}
-	r.rep.Traffic.PCIe += down + prec.Params.Bytes(n) // and the updated 16-bit partition back
+	r.Rep.Traffic.PCIe += down + prec.Params.Bytes(n) // and the updated 16-bit partition back
 }
 
 // largestTrainable is the element count of the largest trainable parameter.
@@ -109,7 +109,7 @@ func (d *distState) offloadStep12(r *Replay) {
 func (d *distState) partitionOf(u int32) int64 {
 	var n int64
 	for _, pi := range d.units[u].params {
-		n += ceilDiv(d.p.Params[pi].Numel, d.degree(pi))
+		n += ceilDiv(d.p.Params[pi].Numel, d.Degree(pi))
 	}
 	return n
 }

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func CommOverheads(p *core.Plan) []Overhead {
 }
 
 // groupSize is the number of ranks in a named group.
-func groupSize(p *core.Plan, name string) int64 {
+func GroupSize(p *core.Plan, name string) int64 {
 	par := p.Parallel.Norm()
 	switch name {
 	case "tp":
@@ -141,7 +141,7 @@ func (d *distState) CommPerStep() []core.CommRecord {
 	m := max(plan.GradAccum, 1)
 	copies := int64(1)
 	if st := plan.PipeStage; st != nil {
-		m = plan.MicroBatches() * d.par.VirtualStages
+		m = plan.MicroBatches() * d.Par.VirtualStages
 		copies = int64(len(st.Chunks))
 	}
 	var out []core.CommRecord
@@ -166,13 +166,13 @@ func (d *distState) CommPerStep() []core.CommRecord {
 		case DistDDP:
 			out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: grads, Backward: true})
 		case DistMegatron:
-			if d.par.DistributedOptimizer {
+			if d.Par.DistributedOptimizer {
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			} else {
 				out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: grads, Backward: true})
 			}
 		case DistZeRO:
-			switch d.par.Zero {
+			switch d.Par.Zero {
 			case 1:
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			case 2:
@@ -192,7 +192,7 @@ func (d *distState) CommPerStep() []core.CommRecord {
 // busFactor is the fraction of a message each rank sends over the links
 // in NCCL's ring algorithms (nccl-tests PERFORMANCE.md: all-reduce
 // 2(n-1)/n, all-gather and reduce-scatter (n-1)/n).
-func busFactor(kind string, n int64) float64 {
+func BusFactor(kind string, n int64) float64 {
 	if n <= 1 {
 		return 0
 	}
@@ -216,7 +216,7 @@ func (d *distState) finishComm(rep *Report) {
 	var net float64
 	for _, c := range d.CommPerStep() {
 		by[c.Kind] += c.Bytes
-		net += float64(c.Bytes) * busFactor(c.Kind, groupSize(d.plan, c.Group))
+		net += float64(c.Bytes) * BusFactor(c.Kind, GroupSize(d.plan, c.Group))
 	}
 	kinds := make([]string, 0, len(by))
 	for k := range by {
@@ -234,7 +234,7 @@ func (d *distState) finishComm(rep *Report) {
 	}
 	// Trainable parameters of the whole model, not of this rank: every
 	// rank of an expert-parallel group holds experts/ep of each MoE.
-	if ep := d.par.EP; ep > 1 {
+	if ep := d.Par.EP; ep > 1 {
 		rep.TrainableParams = 0
 		for _, p := range d.p.Params {
 			if p.Trainable && p.TiedTo < 0 {

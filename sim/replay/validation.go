@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import "github.com/memsh/memsh/sim/core"
 
@@ -6,9 +6,9 @@ import "github.com/memsh/memsh/sim/core"
 // lowerValidation) through r's allocator and report.
 func (r *Replay) validationPass(prog *core.Program, plan *core.Plan) {
 	v := NewReplay(prog, plan, r.opts, 0)
-	v.alloc, v.rep, v.cur = r.alloc, r.rep, r.cur
+	v.alloc, v.Rep, v.cur = r.alloc, r.Rep, r.cur
 	v.fwdPhase = core.PhaseValidation
-	flops, saved, savedW := r.rep.FLOPs, r.rep.SavedActivations, r.rep.SavedWeightCopies
+	flops, saved, savedW := r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies
 	if prog.Input != core.NoValue {
 		v.phase, v.op = core.PhaseValidation, "validation batch"
 		v.produce(prog.Input)
@@ -21,5 +21,5 @@ func (r *Replay) validationPass(prog *core.Program, plan *core.Plan) {
 		}
 	}
 	r.alloc, r.cur = v.alloc, v.cur
-	r.rep.FLOPs, r.rep.SavedActivations, r.rep.SavedWeightCopies = flops, saved, savedW
+	r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies = flops, saved, savedW
 }

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"github.com/memsh/memsh/sim/alloc"
@@ -47,7 +47,7 @@ type liveTensor struct {
 
 type Replay struct {
 	nonTorch int64 // device memory outside PyTorch's allocator (context, NCCL)
-	p        *core.Program
+	P        *core.Program
 	Plan     *core.Plan
 	opts     core.Options
 	alloc    alloc.Allocator
@@ -71,14 +71,14 @@ type Replay struct {
 	paramLast []int32 // earliest op reading the parameter (its last backward)
 
 	regionIn [][]core.Value
-	redone   []bool
+	Redone   []bool
 	gradless []bool // by param: read only inside reentrant regions that record no graph (checkpoint.go)
 	Saved    []bool // held for backward at the end of the forward
 
-	rep *Report
+	Rep *Report
 	off *offloadRecord // offload bookkeeping (offload.go), nil without offload
 
-	dist *distState // data-parallel sharding and pipeline seeds (sharding.go), nil on one GPU
+	Dist *distState // data-parallel sharding and pipeline seeds (sharding.go), nil on one GPU
 
 	tpool *tablePool // exact-size pool for table buffers (table_steps.go), nil = none
 
@@ -91,7 +91,7 @@ const none = -1
 
 func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64) *Replay {
 	nv := len(p.Values)
-	r := &Replay{p: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, rep: &Report{},
+	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
 		fwdPhase: PhaseForward}
 	r.valT = fill(make([]int32, nv), none)
 	r.gradT = fill(make([]int32, nv), none)
@@ -103,7 +103,7 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	r.paramLast = fill(make([]int32, len(p.Params)), none)
 	r.Saved = make([]bool, nv)
 	r.regionIn = make([][]core.Value, len(p.Regions))
-	r.redone = make([]bool, len(p.Regions))
+	r.Redone = make([]bool, len(p.Regions))
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		for _, v := range op.In {
@@ -160,7 +160,7 @@ func gradlessParams(p *core.Program) []bool {
 // value: the ops that save it, the checkpoint regions it enters, the
 // autocast cache, and the caller (the batch, the loss, held values).
 func (r *Replay) initHolds() {
-	p := r.p
+	p := r.P
 	clear(r.holds)
 	for i := range p.Ops {
 		if p.Ops[i].Region == 0 {
@@ -207,7 +207,7 @@ func contains(vs []core.Value, v core.Value) bool {
 }
 
 func (r *Replay) resolve(pi int32) int32 {
-	if t := r.p.Params[pi].TiedTo; t >= 0 {
+	if t := r.P.Params[pi].TiedTo; t >= 0 {
 		return t
 	}
 	return pi
@@ -222,7 +222,7 @@ func (r *Replay) allocate(a Alloc) int32 {
 	a.Phase, a.Op = r.phase, r.op
 	r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
 	r.cur[a.Cat] += blk.Size
-	rep := r.rep
+	rep := r.Rep
 	if !ok && rep.OOM == nil {
 		rep.OOM = r.oomAt(a)
 	}
@@ -246,7 +246,7 @@ func (r *Replay) release(id int32) {
 
 // sample updates peaks and the timeline after each event.
 func (r *Replay) sample() {
-	rep := r.rep
+	rep := r.Rep
 	if r.alloc.Allocated > rep.PeakAllocated {
 		rep.PeakAllocated = r.alloc.Allocated
 		rep.peakCat = r.cur
@@ -263,7 +263,7 @@ func (r *Replay) sample() {
 
 // produce allocates value v.
 func (r *Replay) produce(v core.Value) {
-	vi := &r.p.Values[v]
+	vi := &r.P.Values[v]
 	r.valT[v] = r.allocate(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why, Cat: vi.Cat})
 	r.done[v] = false
 }
@@ -282,7 +282,7 @@ func (r *Replay) unhold(v core.Value) {
 
 // forwardOp runs op i; in recompute, consumers are counted within the region.
 func (r *Replay) forwardOp(i int, recompute bool) {
-	op := &r.p.Ops[i]
+	op := &r.P.Ops[i]
 	r.op = op.Name
 	r.beforeForwardOp(i)      // offload.go: stream params
 	defer r.afterForwardOp(i) // offload.go: saved activations to host
@@ -315,15 +315,15 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 // stop); reentrant the whole region, whose outputs the backward holds
 // until the region's backward ends (released in backwardOp).
 func (r *Replay) recompute(id int32) {
-	reg := r.p.Regions[id-1]
+	reg := r.P.Regions[id-1]
 	stop := reg.First - 1
 	for j := reg.First; j < reg.End; j++ {
-		if len(r.p.Ops[j].Saved) > 0 || reg.Reentrant {
+		if len(r.P.Ops[j].Saved) > 0 || reg.Reentrant {
 			stop = j
 		}
 	}
 	inRegion := func(v core.Value) bool {
-		pr := r.p.Values[v].Producer
+		pr := r.P.Values[v].Producer
 		return pr >= reg.First && pr < reg.End
 	}
 	if reg.Reentrant {
@@ -332,7 +332,7 @@ func (r *Replay) recompute(id int32) {
 		}
 	}
 	for j := reg.First; j <= stop; j++ {
-		op := &r.p.Ops[j]
+		op := &r.P.Ops[j]
 		for _, v := range op.Out {
 			r.rLast[v] = none
 		}
@@ -353,14 +353,14 @@ func (r *Replay) recompute(id int32) {
 		r.forwardOp(int(j), true)
 	}
 	r.phase = saved
-	r.redone[id-1] = true
+	r.Redone[id-1] = true
 }
 
 // regionOutputs are the values a region makes that ops after it read.
 func (r *Replay) regionOutputs(reg core.Region) []core.Value {
 	var out []core.Value
 	for j := reg.First; j < reg.End; j++ {
-		for _, v := range r.p.Ops[j].Out {
+		for _, v := range r.P.Ops[j].Out {
 			if r.last[v] >= reg.End {
 				out = append(out, v)
 			}
@@ -371,17 +371,17 @@ func (r *Replay) regionOutputs(reg core.Region) []core.Value {
 
 // backwardOp runs op i's backward.
 func (r *Replay) backwardOp(i int) {
-	op := &r.p.Ops[i]
+	op := &r.P.Ops[i]
 	r.op = op.Name
 	r.beforeBackwardOp(i)      // offload.go: activations back from host, params streamed
 	defer r.afterBackwardOp(i) // offload.go: grads to host
-	if op.Region != 0 && !r.redone[op.Region-1] && !r.p.Regions[op.Region-1].NoGrad {
+	if op.Region != 0 && !r.Redone[op.Region-1] && !r.P.Regions[op.Region-1].NoGrad {
 		r.recompute(op.Region)
 		r.op = op.Name
 	}
 	recorded := false
 	for _, v := range op.Out {
-		recorded = recorded || r.p.Values[v].Grad
+		recorded = recorded || r.P.Values[v].Grad
 	}
 	if recorded {
 		work := none
@@ -390,7 +390,7 @@ func (r *Replay) backwardOp(i int) {
 		}
 		if !op.NoGradB {
 			for _, v := range op.In {
-				vi := &r.p.Values[v]
+				vi := &r.P.Values[v]
 				if vi.Grad && r.gradT[v] == none {
 					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient of " + vi.Name, Cat: core.CatTemporaries})
 				}
@@ -412,11 +412,11 @@ func (r *Replay) backwardOp(i int) {
 	for _, v := range op.Saved {
 		r.unhold(v)
 	}
-	if op.Region != 0 && r.p.Regions[op.Region-1].First == int32(i) {
+	if op.Region != 0 && r.P.Regions[op.Region-1].First == int32(i) {
 		for _, v := range r.regionIn[op.Region-1] {
 			r.unhold(v)
 		}
-		if reg := r.p.Regions[op.Region-1]; reg.Reentrant && r.redone[op.Region-1] {
+		if reg := r.P.Regions[op.Region-1]; reg.Reentrant && r.Redone[op.Region-1] {
 			for _, v := range r.regionOutputs(reg) {
 				r.unhold(v)
 			}
@@ -433,8 +433,8 @@ func (r *Replay) backwardOp(i int) {
 }
 
 func (r *Replay) paramGradient(pi int32) {
-	p := &r.p.Params[pi]
-	if !p.Trainable || r.paramGrad[pi] != none || r.dist.gradient(r, pi) { // gather.go
+	p := &r.P.Params[pi]
+	if !p.Trainable || r.paramGrad[pi] != none || r.Dist.gradient(r, pi) { // gather.go
 		return
 	}
 	dt := r.Plan.Precision.Grads
@@ -444,7 +444,7 @@ func (r *Replay) paramGradient(pi int32) {
 // stepInBackward steps one parameter as soon as its gradient is complete
 // and frees the gradient (optimizer_in_backward / fused backward step).
 func (r *Replay) stepInBackward(pi int32) {
-	p := &r.p.Params[pi]
+	p := &r.P.Params[pi]
 	st := r.Plan.Precision.States
 	if tmp := r.Plan.Optimizer.StepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 {
 		r.release(r.allocate(Alloc{Tensor: p.Name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: core.CatTemporaries}))

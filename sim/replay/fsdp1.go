@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import "github.com/memsh/memsh/sim/core"
 
@@ -30,7 +30,7 @@ import "github.com/memsh/memsh/sim/core"
 // unsharded gradients.
 func (d *distState) setupFSDP1(r *Replay) {
 	prec := r.Plan.Precision
-	st := &r.rep.States
+	st := &r.Rep.States
 	r.op = "model"
 	for u := range d.units {
 		un := &d.units[u]
@@ -49,7 +49,7 @@ func (d *distState) setupFSDP1(r *Replay) {
 		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		d.optimizerShard(r, p.Name, ceilDiv(p.Numel, d.degree(int32(pi))), "FSDP1 shard")
+		d.optimizerShard(r, p.Name, ceilDiv(p.Numel, d.Degree(int32(pi))), "FSDP1 shard")
 	}
 	if d.noSync {
 		r.op = "accumulated gradients"
@@ -69,7 +69,7 @@ func (d *distState) allocFlatGrad(r *Replay, u int32, why string) {
 	un.flatGrad = d.alloc(r, un.name+" unsharded flat gradient", []int64{n}, dt, dt.Bytes(n), core.CatGrads,
 		"gradient of the whole FlatParameter of "+un.name+", frozen parameters included (FSDP1); "+why)
 	if d.noSync {
-		r.rep.States.Grads += dt.Bytes(n)
+		r.Rep.States.Grads += dt.Bytes(n)
 	}
 }
 
@@ -105,7 +105,7 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	un.flatGrad = none
 	if un.grad == none {
 		un.grad = out
-		r.rep.States.Grads += dt.Bytes(s)
+		r.Rep.States.Grads += dt.Bytes(s)
 	} else {
 		r.release(out)
 	}

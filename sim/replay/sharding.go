@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"github.com/memsh/memsh/sim/core"
@@ -46,7 +46,7 @@ const (
 	zeroPersistence    = 100_000       // stage3_param_persistence_threshold, elements
 	zeroMaxLive        = 1_000_000_000 // stage3_max_live_parameters, elements
 	zeroSubGroup       = 1_000_000_000 // sub_group_size, elements
-	ddpBucketCap       = 25 << 20      // DistributedDataParallel(bucket_cap_mb=25)
+	DdpBucketCap       = 25 << 20      // DistributedDataParallel(bucket_cap_mb=25)
 	ddpFirstBucket     = 1 << 20       // dist._DEFAULT_FIRST_BUCKET_BYTES
 )
 
@@ -68,7 +68,7 @@ type gatherUnit struct {
 // distState is the distributed part of one replay.
 type distState struct {
 	Mode     DistMode
-	par      core.Parallelism
+	Par      core.Parallelism
 	plan     *core.Plan
 	p        *core.Program
 	dp, edp  int64       // sharding degrees of dense and expert parameters
@@ -96,7 +96,7 @@ func NewDist(plan *core.Plan, prog *core.Program) *distState {
 		return nil
 	}
 	par := plan.Parallel.Norm()
-	d := &distState{par: par, plan: plan, p: prog, dp: par.DP, edp: max(par.DP/par.EP, 1),
+	d := &distState{Par: par, plan: plan, p: prog, dp: par.DP, edp: max(par.DP/par.EP, 1),
 		ipg: none, gradPart: none, gatherDT: plan.Precision.Params}
 	switch {
 	case par.FSDP:
@@ -138,7 +138,7 @@ func (d *distState) root(pi int32) int32 {
 // degree is the sharding degree of parameter pi: expert parameters are
 // sharded over the expert-data-parallel group (dp/ep ranks hold the same
 // experts; DeepSpeed-MoE and Megatron after PR #4687 alike).
-func (d *distState) degree(pi int32) int64 {
+func (d *distState) Degree(pi int32) int64 {
 	if IsExpertRole(d.p.Params[pi].Role) {
 		return d.edp
 	}
