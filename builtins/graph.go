@@ -3,8 +3,8 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -16,12 +16,12 @@ import (
 
 // Nodes is a grid or a mesh (type "grid" or "mesh").
 type Nodes struct {
-	n    *sim.NodeSet
+	n    *graph.NodeSet
 	decl syntax.Position
 }
 
 // Sim returns the wrapped node set.
-func (x *Nodes) Sim() *sim.NodeSet { return x.n }
+func (x *Nodes) Sim() *graph.NodeSet { return x.n }
 
 func (x *Nodes) Type() string         { return x.n.Kind }
 func (x *Nodes) Freeze()              {}
@@ -75,12 +75,12 @@ func (x *Nodes) Attr(name string) (starlark.Value, error) {
 
 // Edges is a set of directed edges between two node sets (type "edges").
 type Edges struct {
-	e        *sim.EdgeSet
+	e        *graph.EdgeSet
 	src, dst *Nodes
 }
 
 // Sim returns the wrapped edge set.
-func (x *Edges) Sim() *sim.EdgeSet { return x.e }
+func (x *Edges) Sim() *graph.EdgeSet { return x.e }
 
 func (x *Edges) Type() string         { return "edges" }
 func (x *Edges) Freeze()              {}
@@ -229,7 +229,7 @@ func graphBuiltins() []Builtin {
 	}
 }
 
-func newNodes(thread *starlark.Thread, n *sim.NodeSet, err error) (starlark.Value, error) {
+func newNodes(thread *starlark.Thread, n *graph.NodeSet, err error) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func gridFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if err != nil {
 		return nil, err
 	}
-	g, err := sim.Grid(name, n)
+	g, err := graph.Grid(name, n)
 	return newNodes(thread, g, err)
 }
 
@@ -260,7 +260,7 @@ func stretchedGridFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 	if err := ints(intArg{regional, "regional_points", &r}, intArg{global, "global_points", &g}); err != nil {
 		return nil, err
 	}
-	s, err := sim.StretchedGrid(name, r, g)
+	s, err := graph.StretchedGrid(name, r, g)
 	return newNodes(thread, s, err)
 }
 
@@ -286,7 +286,7 @@ func icosahedralMeshFn(thread *starlark.Thread, b *starlark.Builtin, args starla
 	if err != nil {
 		return nil, err
 	}
-	m, err := sim.IcosahedralMesh(name, r)
+	m, err := graph.IcosahedralMesh(name, r)
 	return newNodes(thread, m, err)
 }
 
@@ -309,7 +309,7 @@ func stretchedMeshFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 	if err != nil {
 		return nil, err
 	}
-	m, err := sim.StretchedMesh(name, g, r, f)
+	m, err := graph.StretchedMesh(name, g, r, f)
 	return newNodes(thread, m, err)
 }
 
@@ -323,7 +323,7 @@ func meshFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if err != nil {
 		return nil, err
 	}
-	m, err := sim.Mesh(name, n)
+	m, err := graph.Mesh(name, n)
 	return newNodes(thread, m, err)
 }
 
@@ -335,7 +335,7 @@ func asNodes(v starlark.Value, what string) (*Nodes, error) {
 	return nil, fmt.Errorf("%s must be a grid or a mesh (got %s)", what, v.Type())
 }
 
-func newEdges(src, dst *Nodes, e *sim.EdgeSet, err error) (starlark.Value, error) {
+func newEdges(src, dst *Nodes, e *graph.EdgeSet, err error) (starlark.Value, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func knnEdgesFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
-	e, err := sim.KNNEdges(src.n, dst.n, k)
+	e, err := graph.KNNEdges(src.n, dst.n, k)
 	return newEdges(src, dst, e, err)
 }
 
@@ -372,7 +372,7 @@ func radiusEdgesFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err != nil {
 		return nil, err
 	}
-	e, err := sim.RadiusEdges(src.n, dst.n, per)
+	e, err := graph.RadiusEdges(src.n, dst.n, per)
 	return newEdges(src, dst, e, err)
 }
 
@@ -394,7 +394,7 @@ func multiscaleEdgesFn(thread *starlark.Thread, b *starlark.Builtin, args starla
 			return nil, fmt.Errorf("per_node must be positive (got %g)", per)
 		}
 	}
-	e, err := sim.MultiscaleEdges(m.n, per)
+	e, err := graph.MultiscaleEdges(m.n, per)
 	return newEdges(m, m, e, err)
 }
 
@@ -433,7 +433,7 @@ func graphTransformerFn(thread *starlark.Thread, b *starlark.Builtin, args starl
 	if *e.Src != *src.n || *e.Dst != *dst.n { // the same node sets, even if declared twice alike
 		return nil, fmt.Errorf("edges go from %s to %s, not from %s to %s", e.Src, e.Dst, src.n, dst.n)
 	}
-	g := &sim.GraphTransformer{Edges: e, Checkpoint: ckpt}
+	g := &graph.GraphTransformer{Edges: e, Checkpoint: ckpt}
 	if err := ints(intArg{channels, "channels", &g.Channels}, intArg{heads, "heads", &g.Heads},
 		intArg{mlpRatio, "mlp_ratio", &g.MLPRatio}, intArg{edgeAttrs, "edge_attrs", &g.EdgeAttrs},
 		intArg{chunks, "chunks", &g.Chunks}, intArg{evalChunks, "eval_chunks", &g.EvalChunks},
@@ -462,7 +462,7 @@ func transformerProcessorFn(thread *starlark.Thread, b *starlark.Builtin, args s
 	if m.n.Kind != "mesh" {
 		return nil, fmt.Errorf("transformer_processor runs over a mesh (got %s)", m.n)
 	}
-	p := &sim.TransformerProcessor{Mesh: m.n, QKNorm: qkNorm}
+	p := &graph.TransformerProcessor{Mesh: m.n, QKNorm: qkNorm}
 	if err := ints(intArg{layers, "layers", &p.Layers}, intArg{channels, "channels", &p.Channels},
 		intArg{heads, "heads", &p.Heads}, intArg{segments, "segments", &p.Segments},
 		intArg{mlpRatio, "mlp_ratio", &p.MLPRatio}); err != nil {
@@ -509,7 +509,7 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	if err != nil {
 		return nil, err
 	}
-	e := sim.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n}
+	e := graph.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n}
 	for _, p := range []struct {
 		v    starlark.Value
 		what string
@@ -519,7 +519,7 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 			return nil, err
 		}
 		switch x := l.(type) {
-		case *sim.GraphTransformer:
+		case *graph.GraphTransformer:
 			if p.what == "encoder" {
 				e.Encoder = x
 			} else if p.what == "decoder" {
@@ -527,11 +527,11 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 			} else {
 				return nil, fmt.Errorf("processor must be a transformer_processor or graph_transformer_processor (got graph_transformer)")
 			}
-		case *sim.TransformerProcessor, *sim.GraphTransformerProcessor:
+		case *graph.TransformerProcessor, *graph.GraphTransformerProcessor:
 			if p.what != "processor" {
 				return nil, fmt.Errorf("%s must be a graph_transformer (got %s)", p.what, l.Kind())
 			}
-			e.Processor = x.(sim.MeshProcessor)
+			e.Processor = x.(graph.MeshProcessor)
 		default:
 			want := "graph_transformer"
 			if p.what == "processor" {
@@ -552,11 +552,11 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 		}
 		e.Data = d
 	}
-	epd, err := sim.NewEncoderProcessorDecoder(e)
+	epd, err := graph.NewEncoderProcessorDecoder(e)
 	if err != nil {
 		return nil, err
 	}
-	m := sim.NewGraphModel(epd, loss)
+	m := graph.NewGraphModel(epd, loss)
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}

@@ -3,7 +3,7 @@ package builtins
 import (
 	"fmt"
 
-	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/graph"
 	"go.starlark.net/starlark"
 )
 
@@ -42,7 +42,7 @@ func graphTransformerProcessorFn(thread *starlark.Thread, b *starlark.Builtin, a
 	if !ok {
 		return nil, fmt.Errorf("edges must be the mesh's edges, e.g. multiscale_edges(mesh) (got %s)", edgesV.Type())
 	}
-	p := &sim.GraphTransformerProcessor{Edges: edges.e, QKNorm: qkNorm}
+	p := &graph.GraphTransformerProcessor{Edges: edges.e, QKNorm: qkNorm}
 	if err := ints(intArg{layers, "layers", &p.Layers}, intArg{channels, "channels", &p.Channels},
 		intArg{heads, "heads", &p.Heads}, intArg{segments, "segments", &p.Segments},
 		intArg{evalChunks, "eval_chunks", &p.EvalChunks}, intArg{mlpRatio, "mlp_ratio", &p.MLPRatio},

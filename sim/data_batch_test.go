@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -15,15 +16,15 @@ import (
 // 4 outputs per point, built from a data batch of 3 dates x 6 variables.
 func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *core.Plan {
 	t.Helper()
-	grid, _ := Grid("g", 64)
-	mesh, _ := Mesh("m", 10)
-	enc, _ := KNNEdges(grid, mesh, 4)
-	dec, _ := KNNEdges(mesh, grid, 2)
-	mapper := func(e *EdgeSet) *GraphTransformer {
-		return &GraphTransformer{Edges: e, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3, Chunks: 1, EvalChunks: 1, Checkpoint: true}
+	grid, _ := graph.Grid("g", 64)
+	mesh, _ := graph.Mesh("m", 10)
+	enc, _ := graph.KNNEdges(grid, mesh, 4)
+	dec, _ := graph.KNNEdges(mesh, grid, 2)
+	mapper := func(e *graph.EdgeSet) *graph.GraphTransformer {
+		return &graph.GraphTransformer{Edges: e, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3, Chunks: 1, EvalChunks: 1, Checkpoint: true}
 	}
-	proc := &TransformerProcessor{Mesh: mesh, Layers: 2, Channels: 8, Heads: 2, MLPRatio: 4, Segments: 1}
-	epd, err := NewEncoderProcessorDecoder(EncoderProcessorDecoder{Name: "tiny", Grid: grid, Mesh: mesh,
+	proc := &graph.TransformerProcessor{Mesh: mesh, Layers: 2, Channels: 8, Heads: 2, MLPRatio: 4, Segments: 1}
+	epd, err := graph.NewEncoderProcessorDecoder(graph.EncoderProcessorDecoder{Name: "tiny", Grid: grid, Mesh: mesh,
 		Encoder: mapper(enc), Processor: proc, Decoder: mapper(dec), Inputs: 16, Outputs: 4, NoiseChannels: 4, NoiseHidden: 8,
 		Data: &core.DataBatch{Times: 3, Variables: 6}})
 	if err != nil {
@@ -32,7 +33,7 @@ func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *core.Pl
 	prec, _ := core.LookupPrecision(precision)
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100")
-	return &core.Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
+	return &core.Plan{Model: graph.NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
 		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
@@ -31,22 +32,22 @@ import (
 // ANEMOI_INFERENCE_NUM_CHUNKS=16 for the processor; unset, both are 1.
 func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, phase string) *core.Plan {
 	t.Helper()
-	grid, _ := Grid("bris", 1_359_281)
-	mesh, _ := Mesh("hidden", 261_634)
-	enc, _ := KNNEdges(grid, mesh, 12)
-	dec, _ := KNNEdges(mesh, grid, 3)
-	multi, _ := MultiscaleEdges(mesh, 0)
-	mapper := func(e *EdgeSet) *GraphTransformer {
-		return &GraphTransformer{Edges: e, Channels: 1024, Heads: 16, MLPRatio: 4, EdgeAttrs: 3,
+	grid, _ := graph.Grid("bris", 1_359_281)
+	mesh, _ := graph.Mesh("hidden", 261_634)
+	enc, _ := graph.KNNEdges(grid, mesh, 12)
+	dec, _ := graph.KNNEdges(mesh, grid, 3)
+	multi, _ := graph.MultiscaleEdges(mesh, 0)
+	mapper := func(e *graph.EdgeSet) *graph.GraphTransformer {
+		return &graph.GraphTransformer{Edges: e, Channels: 1024, Heads: 16, MLPRatio: 4, EdgeAttrs: 3,
 			Chunks: chunks, EvalChunks: evalChunks, Checkpoint: true}
 	}
 	procEval := int64(1)
 	if evalChunks > 1 {
 		procEval = 16
 	}
-	proc := &GraphTransformerProcessor{Edges: multi, Layers: 16, Channels: 1024, Heads: 16, MLPRatio: 4, EdgeAttrs: 3,
+	proc := &graph.GraphTransformerProcessor{Edges: multi, Layers: 16, Channels: 1024, Heads: 16, MLPRatio: 4, EdgeAttrs: 3,
 		Segments: 4, EvalChunks: procEval, QKNorm: true}
-	epd, err := NewEncoderProcessorDecoder(EncoderProcessorDecoder{Name: "bris", Grid: grid, Mesh: mesh,
+	epd, err := graph.NewEncoderProcessorDecoder(graph.EncoderProcessorDecoder{Name: "bris", Grid: grid, Mesh: mesh,
 		Encoder: mapper(enc), Processor: proc, Decoder: mapper(dec), Inputs: 275, Outputs: 87, NoiseChannels: 4, NoiseHidden: 32,
 		Data: &core.DataBatch{Times: 3, Variables: 98}})
 	if err != nil {
@@ -55,7 +56,7 @@ func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, ph
 	prec, _ := core.LookupPrecision("fp16-mixed")
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H200")
-	return &core.Plan{Model: NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
+	return &core.Plan{Model: graph.NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
 		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase,
 		Runtime: rt, ExpandableSegments: true}
 }
@@ -85,7 +86,7 @@ func TestBrisParams(t *testing.T) {
 	// The published checkpoints (1.45 GB inference, 3.29 GB training: 8
 	// bytes of AdamW state per parameter) suggest ~230 M.
 	p := bris(t, 2, "stacked", 16, 1, "train")
-	epd := p.Model.Layers[0].(*EncoderProcessorDecoder)
+	epd := p.Model.Layers[0].(*graph.EncoderProcessorDecoder)
 	for _, c := range []struct {
 		what      string
 		got, want int64

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -13,12 +14,12 @@ import (
 // (no noise: plain layer norms), reading fp32 x [1, 10, 8].
 func gtProcessorPlan(t *testing.T, precision string, evalChunks int64, phase string) *core.Plan {
 	t.Helper()
-	mesh, _ := Mesh("m", 10)
-	edges, err := MultiscaleEdges(mesh, 2)
+	mesh, _ := graph.Mesh("m", 10)
+	edges, err := graph.MultiscaleEdges(mesh, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc := &GraphTransformerProcessor{Edges: edges, Layers: 1, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3,
+	proc := &graph.GraphTransformerProcessor{Edges: edges, Layers: 1, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3,
 		Segments: 1, EvalChunks: evalChunks, QKNorm: true}
 	prec, _ := core.LookupPrecision(precision)
 	rt, _ := core.LookupRuntime("cuda")
@@ -35,7 +36,7 @@ func TestGraphTransformerProcessorParams(t *testing.T) {
 	if got := p.Model.Params(); got != 984 {
 		t.Errorf("params %d, want 984", got)
 	}
-	noisy := p.Model.Layers[0].(*GraphTransformerProcessor).conditioned(4)
+	noisy := p.Model.Layers[0].(*graph.GraphTransformerProcessor).Conditioned(4)
 	// The layer norms become ConditionalLayerNorms: 2 x (scale and bias
 	// Linear(4, 8)) = 2 x 2 x 40 = 160 instead of 32.
 	if got := noisy.Params(); got != 984-32+160 {
@@ -114,23 +115,23 @@ func TestGraphTransformerProcessorChunks(t *testing.T) {
 }
 
 func TestGraphTransformerProcessorErrors(t *testing.T) {
-	mesh, _ := Mesh("m", 10)
-	grid, _ := Grid("g", 20)
-	edges, _ := MultiscaleEdges(mesh, 2)
-	knn, _ := KNNEdges(mesh, grid, 1)
-	ok := GraphTransformerProcessor{Edges: edges, Layers: 4, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3, Segments: 2, EvalChunks: 1}
+	mesh, _ := graph.Mesh("m", 10)
+	grid, _ := graph.Grid("g", 20)
+	edges, _ := graph.MultiscaleEdges(mesh, 2)
+	knn, _ := graph.KNNEdges(mesh, grid, 1)
+	ok := graph.GraphTransformerProcessor{Edges: edges, Layers: 4, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 3, Segments: 2, EvalChunks: 1}
 	for _, c := range []struct {
 		name string
-		edit func(p *GraphTransformerProcessor)
+		edit func(p *graph.GraphTransformerProcessor)
 		want string
 	}{
-		{"no edges", func(p *GraphTransformerProcessor) { p.Edges = nil }, "needs the mesh's edges (multiscale_edges)"},
-		{"mapper edges", func(p *GraphTransformerProcessor) { p.Edges = knn }, "edges must connect a mesh's nodes to each other"},
-		{"segments", func(p *GraphTransformerProcessor) { p.Segments = 3 }, "segments must divide layers (layers=4, segments=3)"},
-		{"heads", func(p *GraphTransformerProcessor) { p.Heads = 3 }, "heads must divide channels"},
-		{"trainable", func(p *GraphTransformerProcessor) { p.TrainableEdgeAttrs = 4 }, "trainable_edge_attrs must be in [0, edge_attrs=3] (got 4)"},
-		{"eval chunks", func(p *GraphTransformerProcessor) { p.EvalChunks = 11 }, "eval_chunks must be in [1, 10]"},
-		{"layers", func(p *GraphTransformerProcessor) { p.Layers = 0 }, "layers"},
+		{"no edges", func(p *graph.GraphTransformerProcessor) { p.Edges = nil }, "needs the mesh's edges (multiscale_edges)"},
+		{"mapper edges", func(p *graph.GraphTransformerProcessor) { p.Edges = knn }, "edges must connect a mesh's nodes to each other"},
+		{"segments", func(p *graph.GraphTransformerProcessor) { p.Segments = 3 }, "segments must divide layers (layers=4, segments=3)"},
+		{"heads", func(p *graph.GraphTransformerProcessor) { p.Heads = 3 }, "heads must divide channels"},
+		{"trainable", func(p *graph.GraphTransformerProcessor) { p.TrainableEdgeAttrs = 4 }, "trainable_edge_attrs must be in [0, edge_attrs=3] (got 4)"},
+		{"eval chunks", func(p *graph.GraphTransformerProcessor) { p.EvalChunks = 11 }, "eval_chunks must be in [1, 10]"},
+		{"layers", func(p *graph.GraphTransformerProcessor) { p.Layers = 0 }, "layers"},
 	} {
 		p := ok
 		c.edit(&p)

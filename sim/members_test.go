@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
@@ -87,21 +88,21 @@ func TestGraphModelErrors(t *testing.T) {
 		t.Errorf("seq on a graph model: %v", err)
 	}
 	// A mapper reads two node sets: it does not lower as a plain layer.
-	grid, _ := Grid("g", 100)
-	mesh, _ := Mesh("m", 10)
-	e, _ := KNNEdges(grid, mesh, 4)
-	gt := &GraphTransformer{Edges: e, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 11, TrainableEdgeAttrs: 8, Chunks: 1, EvalChunks: 1}
+	grid, _ := graph.Grid("g", 100)
+	mesh, _ := graph.Mesh("m", 10)
+	e, _ := graph.KNNEdges(grid, mesh, 4)
+	gt := &graph.GraphTransformer{Edges: e, Channels: 8, Heads: 2, MLPRatio: 4, EdgeAttrs: 11, TrainableEdgeAttrs: 8, Chunks: 1, EvalChunks: 1}
 	p.Model = &core.Model{Name: "bare", Layers: []core.Layer{gt}, Loss: "mse", InputDim: 8}
 	p.Seq = 1
 	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "runs only as the encoder or decoder of encoder_processor_decoder") {
 		t.Errorf("bare graph_transformer: %v", err)
 	}
 	// The parts must connect.
-	dec, _ := KNNEdges(grid, mesh, 3) // wrong direction for a decoder
-	proc := &TransformerProcessor{Mesh: mesh, Layers: 2, Channels: 8, Heads: 2, MLPRatio: 4, Segments: 1}
+	dec, _ := graph.KNNEdges(grid, mesh, 3) // wrong direction for a decoder
+	proc := &graph.TransformerProcessor{Mesh: mesh, Layers: 2, Channels: 8, Heads: 2, MLPRatio: 4, Segments: 1}
 	gd := *gt
 	gd.Edges = dec
-	_, err := NewEncoderProcessorDecoder(EncoderProcessorDecoder{Name: "x", Grid: grid, Mesh: mesh, Encoder: gt, Processor: proc, Decoder: &gd, Inputs: 4, Outputs: 2})
+	_, err := graph.NewEncoderProcessorDecoder(graph.EncoderProcessorDecoder{Name: "x", Grid: grid, Mesh: mesh, Encoder: gt, Processor: proc, Decoder: &gd, Inputs: 4, Outputs: 2})
 	if err == nil || !strings.Contains(err.Error(), "it must map the mesh") {
 		t.Errorf("decoder grid -> mesh: %v", err)
 	}

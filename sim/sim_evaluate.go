@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/replay"
 )
 
@@ -37,7 +38,7 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *StageTime, e
 	rep := r.Report()
 	var stage *StageTime
 	rep.Time, stage = stepTime(prog, plan, r)
-	graphAdvice(plan, rep) // graph_advice.go: notes on a graph model's failure
+	graph.GraphAdvice(plan, rep) // graph_advice.go: notes on a graph model's failure
 	if err := r.Settle(); err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package sim
+package graph
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 //   - a tensor over all destination nodes of stacked members: no edge
 //     chunking shrinks it, running the members one at a time divides it;
 //   - a processor's recompute: it rebuilds layers/segments layers at once.
-func graphAdvice(plan *core.Plan, rep *replay.Report) {
+func GraphAdvice(plan *core.Plan, rep *replay.Report) {
 	if rep.OOM == nil || len(plan.Model.Layers) != 1 {
 		return
 	}

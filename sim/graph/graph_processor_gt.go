@@ -1,4 +1,4 @@
-package sim
+package graph
 
 import (
 	"fmt"
@@ -60,7 +60,7 @@ func (p *GraphTransformerProcessor) mesh() *NodeSet {
 
 func (p *GraphTransformerProcessor) channels() int64 { return p.Channels }
 
-func (p *GraphTransformerProcessor) conditioned(cond int64) MeshProcessor {
+func (p *GraphTransformerProcessor) Conditioned(cond int64) MeshProcessor {
 	c := *p
 	c.Cond, c.Name = cond, processorName(p.Name)
 	return &c

@@ -1,4 +1,4 @@
-package sim
+package graph
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ type MeshProcessor interface {
 	channels() int64
 	// conditioned is a copy named "processor" unless named, whose layer
 	// norms take cond noise channels (0: plain layer norms).
-	conditioned(cond int64) MeshProcessor
+	Conditioned(cond int64) MeshProcessor
 	// lowerCond runs the processor on x [batch * mesh nodes, channels],
 	// conditioned on cond [rows, noise channels] (noValue: no noise).
 	lowerCond(b *core.Builder, x, cond core.Value) core.Value
@@ -27,7 +27,7 @@ type MeshProcessor interface {
 func (p *TransformerProcessor) mesh() *NodeSet  { return p.Mesh }
 func (p *TransformerProcessor) channels() int64 { return p.Channels }
 
-func (p *TransformerProcessor) conditioned(cond int64) MeshProcessor {
+func (p *TransformerProcessor) Conditioned(cond int64) MeshProcessor {
 	c := *p
 	c.Cond, c.Name = cond, processorName(p.Name)
 	return &c

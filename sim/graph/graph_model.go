@@ -1,4 +1,4 @@
-package sim
+package graph
 
 import (
 	"fmt"
@@ -112,7 +112,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	enc, dec := *e.Encoder, *e.Decoder
 	enc.Role, enc.SrcIn, enc.DstIn = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs
 	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
-	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.conditioned(e.NoiseChannels)
+	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.Conditioned(e.NoiseChannels)
 	for _, l := range []core.Layer{e.Encoder, e.Processor, e.Decoder} {
 		if err := l.Validate(core.ChildPath(path, l, 0)); err != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package sim
+package graph
 
 import (
 	"fmt"
@@ -56,7 +56,7 @@ func projectChunks(b *core.Builder, att, xr core.Value, r, c, k int64) core.Valu
 func (g edgeAttention) chunkedAttention(b *core.Builder, q, key, val, edges, ei core.Value, r, e, k int64) core.Value {
 	c := g.channels
 	src := core.Rows(b.Shape(key))
-	counts := chunkEdges(e, r, k)
+	counts := ChunkEdges(e, r, k)
 	var attrs, idx []core.Value
 	done := b.Scope("sort_edges")
 	for i, n := range counts {
@@ -84,7 +84,7 @@ func (g edgeAttention) chunkedAttention(b *core.Builder, q, key, val, edges, ei 
 // chunkEdges splits e edges over the k tensor_split chunks of r
 // destination rows: exactly per-row when every row has the same in-degree
 // (knn), in proportion to the rows otherwise.
-func chunkEdges(e, r, k int64) []int64 {
+func ChunkEdges(e, r, k int64) []int64 {
 	sizes := splitRows(r, k)
 	out := make([]int64, k)
 	if e%r == 0 {
