@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/litgpt"
 	"go.starlark.net/starlark"
 )
 
@@ -123,10 +123,10 @@ func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "adapter?", &adapter); err != nil {
 		return nil, err
 	}
-	c, err := sim.LookupLitGPTConfig(name)
+	c, err := litgpt.LookupLitGPTConfig(name)
 	if err != nil {
 		var known []string
-		for _, k := range sim.LitGPTConfigs() {
+		for _, k := range litgpt.LitGPTConfigs() {
 			known = append(known, k.Name)
 		}
 		return nil, withHint(err, didYouMean(name, known))
@@ -138,7 +138,7 @@ func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	default:
 		return nil, fmt.Errorf("litgpt: adapter must be None, \"v1\" or \"v2\" (got %s)", adapter.Type())
 	}
-	m, err := sim.NewLitGPT(c)
+	m, err := litgpt.NewLitGPT(c)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 )
 
@@ -46,7 +47,7 @@ func TestBertLargeLadder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := FromHFConfigArch(data, "eager", "BertForSequenceClassification")
+	m, err := hf.FromHFConfigArch(data, "eager", "BertForSequenceClassification")
 	if err != nil {
 		t.Fatal(err)
 	}

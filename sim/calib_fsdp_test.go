@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/litgpt"
 )
 
 // TestLitGPTFSDPCalibration reproduces calibration.md B4 rows 16-19: the
@@ -58,11 +59,11 @@ func TestLitGPTFSDPCalibration(t *testing.T) {
 		{"18", "Llama-2-13b-hf", 1, 2, 0},
 		{"19", "Llama-2-13b-hf", 1, 4, 35.57},
 	} {
-		c, err := LookupLitGPTConfig(tc.model)
+		c, err := litgpt.LookupLitGPTConfig(tc.model)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := NewLitGPT(c)
+		m, err := litgpt.NewLitGPT(c)
 		if err != nil {
 			t.Fatal(err)
 		}

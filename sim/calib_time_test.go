@@ -3,6 +3,7 @@ package sim
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/timing"
 	"math"
 	"testing"
 )
@@ -85,7 +86,7 @@ func layerFLOPsRatio(t *testing.T, p *core.Plan, n int64) float64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, _ := programFLOPs(prog, false)
+		f, _ := timing.ProgramFLOPs(prog, false)
 		return f
 	}
 	return flops(n) / flops(128)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/timing"
 )
 
 // evaluatePipeline replays every stage of a pipelined plan; the report is
@@ -27,7 +28,7 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 	m := plan.MicroBatches()
 	per := int64(len(split.Blocks)) / split.Chunks
 	var ranks []*replay.Report
-	var times []*StageTime
+	var times []*timing.StageTime
 	worst := 0
 	for s := int64(0); s < par.PP; s++ {
 		n := core.Inflight(par, s, m)
@@ -70,7 +71,7 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 	for _, r := range ranks {
 		top.TrainableParams += r.TrainableParams // each stage counts its own layers
 	}
-	pipelineTime(plan, &top, ranks, times) // pipeline_time.go: the step over all stages
+	timing.PipelineTime(plan, &top, ranks, times) // pipeline_time.go: the step over all stages
 	return &top, true, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/timing"
 )
 
 // Evaluate replays one steady-state step of the plan on one GPU: it
@@ -17,7 +18,7 @@ func Evaluate(plan *core.Plan, opts core.Options) (*replay.Report, error) {
 
 // evaluate is Evaluate that also returns a pipeline stage's time, which
 // evaluatePipeline composes into the pipeline's step.
-func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *StageTime, error) {
+func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.StageTime, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -36,8 +37,8 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *StageTime, e
 		return nil, nil, err
 	}
 	rep := r.Report()
-	var stage *StageTime
-	rep.Time, stage = stepTime(prog, plan, r)
+	var stage *timing.StageTime
+	rep.Time, stage = timing.StepTime(prog, plan, r)
 	graph.GraphAdvice(plan, rep) // graph_advice.go: notes on a graph model's failure
 	if err := r.Settle(); err != nil {
 		return nil, nil, err

@@ -1,9 +1,9 @@
 package search
 
 import (
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/timing"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -133,9 +133,9 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 	}
 	m := p.MicroBatches()
 	last := par.PP*par.VirtualStages - 1
-	byKind := make([]*sim.StageTime, len(sh.stages))
+	byKind := make([]*timing.StageTime, len(sh.stages))
 	statesOf := make([]int64, len(sh.stages))
-	stages := make([]*sim.StageTime, par.PP)
+	stages := make([]*timing.StageTime, par.PP)
 	for s := int64(0); s < par.PP; s++ {
 		k := sh.kind(s)
 		if byKind[k] == nil {
@@ -147,8 +147,8 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 			q.PipeStage = &core.StageSpec{Stage: s}
 			w, states := pr.work(&q, &sh.stages[k])
 			w.M = m
-			w.PpRecv, w.PpSend = sim.StageTransfers(par, s)
-			byKind[k] = &sim.StageTime{Work: w, Time: w.Times(&q)}
+			w.PpRecv, w.PpSend = timing.StageTransfers(par, s)
+			byKind[k] = &timing.StageTime{Work: w, Time: w.Times(&q)}
 			statesOf[k] = states + nonTorch
 		}
 		stages[s] = byKind[k]
@@ -162,16 +162,16 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 		fe.minStates = max(fe.minStates, statesOf[k])
 		fe.minDevice = max(fe.minDevice, statesOf[k]+held)
 	}
-	fe.time = sim.PipelineEstimate(p, stages)
+	fe.time = timing.PipelineEstimate(p, stages)
 	return fe
 }
 
 // work is the time model's input for one GPU doing the units u: the same
 // fields workOf reads from a replay. It also returns minStates.
-func (pr *profile) work(p *core.Plan, u *unitSums) (*sim.GpuWork, int64) {
+func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 	par := p.Parallel.Norm()
-	w := &sim.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == "eval"}
-	w.Mb = sim.ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
+	w := &timing.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == "eval"}
+	w.Mb = timing.ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
 	w.Attn = u.attn
 	if w.Eval {
 		w.Flops, w.HwFlops = u.fwdFlops, u.fwdFlops
@@ -216,7 +216,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*sim.GpuWork, int64) {
 		optBytes += e.n * t
 	}
 	if p.Device.HBMGBps > 0 && !w.Eval {
-		w.Optimizer = float64(optBytes) / (p.Device.HBMGBps * 1e9 * sim.MemoryEfficiency)
+		w.Optimizer = float64(optBytes) / (p.Device.HBMGBps * 1e9 * timing.MemoryEfficiency)
 	}
 	w.Tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.M) * float64(par.DP)
 	return w, minStates(p, w.Mode, u.params)

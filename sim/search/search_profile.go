@@ -2,9 +2,9 @@ package search
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/timing"
 )
 
 // Block profiles: the fast path of Search. A decoder's step is its
@@ -20,11 +20,11 @@ import (
 
 // unitSums is what one unit contributes to a micro-batch of one GPU.
 type unitSums struct {
-	ct       sim.ComputeTime // Optimizer unused
+	ct       timing.ComputeTime // Optimizer unused
 	attn     float64
 	fwdFlops float64
 	recFlops float64
-	comm     []sim.CommSum
+	comm     []timing.CommSum
 	params   paramAgg // untied parameters
 	saved    int64    // activation bytes held for backward at the end of the forward
 }
@@ -113,7 +113,7 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 		u.params = u.params.add(v.params, int64(k))
 	}
 	if len(v.comm) > 0 && k != 0 {
-		sums := make([]sim.CommSum, len(u.comm), len(u.comm)+len(v.comm))
+		sums := make([]timing.CommSum, len(u.comm), len(u.comm)+len(v.comm))
 		copy(sums, u.comm)
 		for _, c := range v.comm {
 			found := false
@@ -136,7 +136,7 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 				u.comm = append(u.comm, c)
 			}
 		}
-		sim.SortComm(u.comm)
+		timing.SortComm(u.comm)
 	}
 	return u
 }
@@ -149,7 +149,7 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 	train := plan.Phase != "eval"
 	for i := range prog.Ops {
 		op := &prog.Ops[i]
-		f, b := sim.OpTime(op, prog, plan.Device)
+		f, b := timing.OpTime(op, prog, plan.Device)
 		u.ct.Forward += f
 		u.fwdFlops += op.Flops
 		if train {
@@ -169,7 +169,7 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 			}
 		}
 	}
-	u.comm = sim.SumComm(prog.Comm, nil, 1)
+	u.comm = timing.SumComm(prog.Comm, nil, 1)
 	if !train {
 		kept := u.comm[:0]
 		for _, c := range u.comm {

@@ -1,4 +1,4 @@
-package sim
+package timing
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func PipelineEstimate(plan *core.Plan, stages []*StageTime) replay.TimeEstimate 
 // reports and times. Every stage report gets the pipeline's step time, with its own
 // idle time as "bubble"; top (the report shown for the plan) gets the
 // critical path (pipelineEstimate).
-func pipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, stages []*StageTime) {
+func PipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, stages []*StageTime) {
 	for _, st := range stages {
 		if st == nil {
 			return // a stage without a time model (its notes say why)

@@ -1,4 +1,4 @@
-package sim
+package timing
 
 import (
 	"github.com/memsh/memsh/sim/core"
@@ -154,7 +154,7 @@ type gpuTime struct {
 // own; the pipeline's step (bubble included) is composed over the stages
 // by pipelineTime. MFU counts model FLOPs (no recompute) against the
 // device's dense peak in the compute dtype; HFU counts recompute too.
-func stepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.TimeEstimate, *StageTime) {
+func StepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.TimeEstimate, *StageTime) {
 	w, err := workOf(prog, plan, r)
 	if err != nil {
 		return replay.TimeEstimate{Notes: []string{"time model: " + err.Error()}}, nil
@@ -202,7 +202,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 			return nil, err
 		}
 		mbProg, redone = p, allRedone(p, w.Eval)
-		w.Flops, w.HwFlops = programFLOPs(p, w.Eval)
+		w.Flops, w.HwFlops = ProgramFLOPs(p, w.Eval)
 		w.PpRecv, w.PpSend = StageTransfers(par, st.Stage)
 	}
 	optBytes := r.Rep.Traffic.HBM
@@ -241,7 +241,7 @@ func allRedone(p *core.Program, eval bool) []bool {
 // programFLOPs is the model and hardware FLOPs of one pass of p, as the
 // replay counts them: forward + backward = 3 x forward, plus the forward
 // of recomputed regions.
-func programFLOPs(p *core.Program, eval bool) (model, hardware float64) {
+func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	var fwd, rec float64
 	for i := range p.Ops {
 		fwd += p.Ops[i].Flops
