@@ -29,8 +29,8 @@ func extraLayerBuiltins() []Builtin {
 				"sequence_parallel=False, schedule=\"1f1b\", virtual_stages=1, micro_batches=None, distributed_optimizer=False)",
 			Doc: "Feeds one input to every branch and sums their outputs: the parallel attention and MLP " +
 				"of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)). " +
-				parallelLayoutDoc, // parallel.go
-			Fn: parallelOrLayer, // parallel.go: layers give the block, keywords a layout
+				parallelLayoutDoc,
+			Fn: parallelOrLayer, // layers give the block, keywords a layout
 		},
 		{
 			Name: "scale",

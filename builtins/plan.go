@@ -71,7 +71,7 @@ const (
 	argParallel
 	argOffload
 	argCluster
-	argFreeze // finetune.go: freeze, loss_chunks, tokens_per_batch, host_memory, quant_lm_head, quant_from
+	argFreeze // freeze, loss_chunks, tokens_per_batch, host_memory, quant_lm_head, quant_from
 	argLossChunks
 	argTokensPerBatch
 	argHostMemory
@@ -298,10 +298,10 @@ func newPlan(a trainArgs, decl syntax.Position) (starlark.Value, error) {
 		*f.dst = bool(b)
 	}
 
-	if err := resolveLayout(v, p); err != nil { // parallel.go: parallel= and cluster=
+	if err := resolveLayout(v, p); err != nil { // parallel= and cluster=
 		return nil, err
 	}
-	if err := resolveFinetune(v, p); err != nil { // finetune.go: offload=, freeze=, loss_chunks=, ...
+	if err := resolveFinetune(v, p); err != nil { // offload=, freeze=, loss_chunks=, ...
 		return nil, err
 	}
 

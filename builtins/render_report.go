@@ -125,7 +125,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	b.WriteByte('\n')
 
 	d := &textGrid{}
-	x.addSparkline(d, color) // report_output.go: on a terminal only
+	x.addSparkline(d, color) // on a terminal only
 	d.add("peak allocated", fmt.Sprintf("%s in %s, %s", units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
 	d.add("peak reserved", units.FormatBytes(r.PeakReserved))
 	d.add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",

@@ -120,7 +120,7 @@ func (x *Report) Attr(name string) (starlark.Value, error) {
 		}
 		return frozenList(out), nil
 	case "time_breakdown":
-		// timemodel.go: seconds of the step by cause (forward, backward,
+		// timing/step.go: seconds of the step by cause (forward, backward,
 		// recompute, exposed communication, bubble, optimizer, offload);
 		// not in as_dict, whose form is the JSON schema's.
 		if !x.hasTime() {
@@ -133,7 +133,7 @@ func (x *Report) Attr(name string) (starlark.Value, error) {
 		d.Freeze()
 		return d, nil
 	case "collectives":
-		return collectives(r), nil // parallel.go: bytes per collective kind
+		return collectives(r), nil // bytes per collective kind
 	case "notes":
 		out := make([]starlark.Value, len(r.Notes))
 		for i, n := range r.Notes {
@@ -190,7 +190,7 @@ func (x *Report) field(name string, plain bool) (starlark.Value, bool) {
 			"params", i64(r.States.Params), "grads", i64(r.States.Grads),
 			"master", i64(r.States.Master), "optimizer", i64(r.States.Optimizer), "buffers", i64(r.States.Buffers)), true
 	case "tables":
-		return tableReports(r, plain), true // table.go
+		return tableReports(r, plain), true
 	case "traffic":
 		return frozenDict(
 			"hbm", i64(r.Traffic.HBM), "pcie", i64(r.Traffic.PCIe),

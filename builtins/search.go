@@ -154,7 +154,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	bar.finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, stopError(ctx, "search", "") // stop.go
+			return nil, stopError(ctx, "search", "")
 		}
 		return nil, WithOrigin(err, base.decl)
 	}

@@ -426,7 +426,7 @@ feed:
 	close(next)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, stopError(ctx, what, fmt.Sprintf(" after %d of %d plans", done, n)) // stop.go
+		return nil, stopError(ctx, what, fmt.Sprintf(" after %d of %d plans", done, n))
 	}
 	for i, err := range errs {
 		if err == nil {

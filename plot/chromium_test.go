@@ -28,7 +28,7 @@ func TestTimelineInChromium(t *testing.T) {
 	r := quickstartReport(t, "RTX-4090", 16)
 	var b bytes.Buffer
 	must(t, WriteSVG(&b, []Chart{{Title: "gpt-350m on RTX-4090: batch 16 x seq 1024, bf16-mixed, adamw(), full checkpointing", Report: r}}))
-	img := screenshot(t, dir, "quickstart_timeline", b.Bytes()) // table_chromium_test.go
+	img := screenshot(t, dir, "quickstart_timeline", b.Bytes())
 
 	count := func(hex string, in image.Rectangle) int {
 		want := parseHex(hex)

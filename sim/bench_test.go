@@ -54,8 +54,8 @@ func BenchmarkEvaluateLlama70B(b *testing.B) {
 	}
 }
 
-// The same step with expandable segments (allocator_expandable.go) and a
-// validation pass before it (validation.go): the page-mapping allocator
+// The same step with expandable segments (alloc/allocator_expandable.go) and a
+// validation pass before it (core/validation.go): the page-mapping allocator
 // and a second, forward-only replay.
 func BenchmarkEvaluateLlama70BExpandableValidation(b *testing.B) {
 	m := llamaModel(8192, 80, 64, 8, 28672, 128256, "flash")

@@ -16,10 +16,10 @@ import (
 // micro-batch 1 or 4 of a global batch 128, on 2 or 4 GPUs with
 // Lightning's FSDPStrategy: FSDP1 (use_orig_params=True), one unit per
 // Block and the root, activation checkpointing per Block, full sharding.
-// The LitGPT model and its lowering are litgpt.go's (calibrated on one GPU
+// The LitGPT model and its lowering are litgpt/litgpt.go's (calibrated on one GPU
 // by TestLitGPTResourceTable).
 //
-// Why these rows hold about twice the sharded model (fsdp1.go): the Block
+// Why these rows hold about twice the sharded model (replay/fsdp1.go): the Block
 // FlatParameters mix frozen weights and LoRA adapters, so each requires
 // grad and its gradient is the whole Block; and finetune/lora.py
 // accumulates 128/micro-batch micro-batches under

@@ -11,7 +11,7 @@ import (
 // Calibration of the time model against published step throughput
 // (issue 8). Each case states what the source reports and every
 // assumption made to write the run down; nothing here is tuned per case:
-// the efficiencies are timemodel.go's and comm_time.go's, with their
+// the efficiencies are timing/step.go's and timing/comm.go's, with their
 // sources.
 
 // gptModel is a GPT-3-style decoder as Megatron-LM builds it: learned

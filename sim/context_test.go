@@ -38,7 +38,7 @@ func TestContextParallel(t *testing.T) {
 }
 
 // TestNCCLOverheads: one named overhead per communicator, outside the
-// allocator, sized from NCCL's FIFO buffers (estimates, comm.go).
+// allocator, sized from NCCL's FIFO buffers (estimates, replay/comm.go).
 func TestNCCLOverheads(t *testing.T) {
 	moe := &nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: moe}}, Loss: "mse", InputDim: 512}

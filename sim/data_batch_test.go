@@ -51,7 +51,7 @@ func TestDataBatchLifetime(t *testing.T) {
 		t.Fatalf("program input %s %v %s cached=%v, want the batch %v fp32 held for the step", in.Name, in.Shape, in.Dtype, in.Cached, want)
 	}
 	// The first input, built from the batch, and the one advance_input
-	// builds after the step (rollout.go), a local until the loop ends.
+	// builds after the step (core/rollout.go), a local until the loop ends.
 	var xs []*core.ValueInfo
 	for i := range prog.Values {
 		if prog.Values[i].Name == "inputs" {

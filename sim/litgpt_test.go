@@ -23,8 +23,8 @@ import (
 // 20-21 are the calibration.md rows; the "extra" rows are the other rows
 // of the same LitGPT tables.
 //
-// What the replay models, from the sources (litgpt.go, chunked_loss.go,
-// quant.go), with no fitted constant:
+// What the replay models, from the sources (litgpt/litgpt.go, core/chunked_loss.go,
+// core/quant.go), with no fitted constant:
 //   - bf16 weights; rope cos/sin buffers are not counted (1304 x 128 fp32,
 //     under 1.4 MB for two buffers, below the tolerance);
 //   - the LoRA block's saved tensors: the dropout mask and output, the

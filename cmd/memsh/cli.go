@@ -73,9 +73,9 @@ type env struct {
 	stderr   io.Writer
 	getenv   func(string) string
 	maxSteps uint64
-	timeout  time.Duration // --timeout: wall-clock limit of each script, 0 = none (timeout.go)
+	timeout  time.Duration // --timeout: wall-clock limit of each script, 0 = none
 	color    string
-	out      outputFlags // output_flags.go
+	out      outputFlags
 }
 
 // usageError is a mistake on the command line: exit code 2.

@@ -22,7 +22,7 @@ func (e *env) cmdDoc(operands []string) error {
 		if len(operands) > 0 {
 			return usagef("doc --markdown documents every name (got %q)", operands[0])
 		}
-		return writeMarkdown(e.stdout, builtins.All(), exports) // doc_markdown.go
+		return writeMarkdown(e.stdout, builtins.All(), exports)
 	}
 	switch len(operands) {
 	case 0:

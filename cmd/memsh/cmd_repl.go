@@ -26,7 +26,7 @@ func (e *env) cmdRepl(operands []string) error {
 	}
 	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: e.stdout, Color: opts.Color})
 	defer in.Close()
-	in.State().Progress = progressTo(e.stderr) // progress.go
+	in.State().Progress = progressTo(e.stderr)
 	h, err := repl.OpenHistory(repl.HistoryPath(e.getenv))
 	if err != nil {
 		fmt.Fprintf(e.stderr, "memsh: %v (history is kept for this session only)\n", err)

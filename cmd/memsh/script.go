@@ -33,13 +33,13 @@ type scriptResult struct {
 // one, emitting main()'s results. An error is written to errOut and
 // errPrinted returned.
 func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, error) {
-	ctx, cancel := e.scriptContext(ctx) // timeout.go: --timeout
+	ctx, cancel := e.scriptContext(ctx) // --timeout
 	defer cancel()
 	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args})
 	defer in.Close()
 	res := &scriptResult{}
 	st := in.State()
-	st.Progress = progressTo(e.stderr) // progress.go: bars of long sweeps and searches
+	st.Progress = progressTo(e.stderr) // bars of long sweeps and searches
 	st.Simulated = func(r *builtins.Report) { res.last = r }
 	st.Emit = func(thread *starlark.Thread, em builtins.Emitted) error {
 		res.emitted = append(res.emitted, em)

@@ -23,7 +23,7 @@ type Allocator struct {
 	Reserved  int64
 	Allocated int64
 	free      [2][]*Block  // per pool: free blocks
-	index     [2]freeIndex // per pool: the free blocks by size (freeindex.go)
+	index     [2]freeIndex // per pool: the free blocks by size
 	segments  []*segment
 
 	// State just before the first request that did not fit, for the OOM
@@ -34,7 +34,7 @@ type Allocator struct {
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
 
-	Expandable bool        // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (allocator_expandable.go)
+	Expandable bool        // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 	unmapped   [2][]*Block // per pool: unmapped blocks of expandable segments, by address
 }
 
@@ -54,7 +54,7 @@ type segment struct {
 	seq      int64 // creation order
 	released bool  // returned to the device by releaseCached
 
-	expandable bool // virtual address space mapped page by page (allocator_expandable.go)
+	expandable bool // virtual address space mapped page by page
 }
 
 // Block is a range of a segment: an allocation while in use, else cached.
@@ -195,7 +195,7 @@ func (a *Allocator) addFree(b *Block) {
 	pool := b.seg.pool
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
-	a.index[pool].added(b, a.free[pool]) // freeindex.go
+	a.index[pool].added(b, a.free[pool])
 	if releasable(b) {
 		b.wpos = len(a.whole)
 		a.whole = append(a.whole, b)
@@ -232,7 +232,7 @@ func (a *Allocator) removeFree(b *Block) {
 		fl[i], last.pos = last, i
 	}
 	a.free[pool] = fl[:from]
-	a.index[pool].removed(b, moved, from, a.free[pool]) // freeindex.go
+	a.index[pool].removed(b, moved, from, a.free[pool])
 }
 
 // releaseCached frees every segment that holds no allocation
@@ -251,7 +251,7 @@ func (a *Allocator) releaseCached() {
 	})
 	for _, b := range whole {
 		if b.seg.expandable {
-			a.unmapBlock(b) // allocator_expandable.go
+			a.unmapBlock(b)
 			continue
 		}
 		a.removeFree(b)

@@ -19,13 +19,13 @@ type Builder struct {
 	block  int   // index of the current repeated block (for checkpoint(every=k))
 
 	members    int64 // ensemble members in the step (Plan.Members, at least 1)
-	sequential bool  // members run through the model one at a time (members.go)
-	rollout    int64 // autoregressive steps of a model built from a data batch (rollout.go)
+	sequential bool  // members run through the model one at a time
+	rollout    int64 // autoregressive steps of a model built from a data batch
 
-	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks (chunked_loss.go)
+	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks
 
-	Par parLowering // tensor, context and expert parallelism (tp.go)
-	Ft  *Finetune   // quant, freeze, chunked loss, packing (finetune.go)
+	Par parLowering // tensor, context and expert parallelism
+	Ft  *Finetune   // quant, freeze, chunked loss, packing
 }
 
 // scope pushes a name onto the module path; the returned func pops it.
@@ -86,13 +86,13 @@ func Rows(shape []int64) int64 { return Numel(shape[:len(shape)-1]) }
 
 // param registers a parameter tensor and returns its index.
 func (b *Builder) Param(name string, shape []int64, role string) int32 {
-	b.ReserveParams(1) // checked.go
+	b.ReserveParams(1)
 	n := Numel(shape)
 	trainable := !b.Eval
 	if b.Lora != nil && role != "norm-lora" {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
-	trainable = b.Ft.paramTrainable(b.Name(name), role, trainable, b.Eval) // freeze.go
+	trainable = b.Ft.paramTrainable(b.Name(name), role, trainable, b.Eval)
 	b.P.Params = append(b.P.Params, ParamInfo{
 		Name: b.Name(name), Shape: shape, Numel: n, FullNumel: n,
 		Trainable: trainable, Role: role, TiedTo: -1,
@@ -118,7 +118,7 @@ func (b *Builder) Trainable(pi int32) bool {
 // addOp appends an op reading ins and params and returns its index.
 func (b *Builder) AddOp(kind, name string, ins []Value, params ...int32) int32 {
 	if len(b.P.Ops) >= maxOps {
-		panic(LowerError{opsError()}) // checked.go
+		panic(LowerError{opsError()})
 	}
 	b.P.Ops = append(b.P.Ops, OpInfo{
 		Name: b.Name(name), Kind: kind, In: ins, Params: params, Region: b.region,

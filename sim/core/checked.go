@@ -231,7 +231,7 @@ func lowerAlone(l Layer) (int64, error) {
 	if !m.TakesTokens() && m.InputDim <= 0 {
 		return l.Params(), nil // act, dropout: no parameters of their own size
 	}
-	prog, err := m.lowerForCheck() // validate_layer.go
+	prog, err := m.lowerForCheck()
 	if isSizeError(err) {
 		return 0, err
 	}

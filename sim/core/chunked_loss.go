@@ -26,7 +26,7 @@ type HeadLoss struct {
 	UpcastAfterForward bool  // all chunks to fp32 once the forward returns (Fabric convert_output)
 	KeepLogits         bool  // the logits list lives until the end of the step
 	PerTokenLoss       bool  // reduction="none" then cat + mean (LitGPT); else a sum per chunk
-	softcap            bool  // Gemma 2's logit soft-capping on each chunk (softcap.go)
+	softcap            bool  // Gemma 2's logit soft-capping on each chunk
 }
 
 // chunkLengths splits seq tokens per the recipe.

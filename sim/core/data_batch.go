@@ -21,7 +21,7 @@ import (
 // ensemble_ic_generator(batch[0]) (index copy, then one copy per member)
 // live until the rollout loop builds the next input (rollout.go). memsh lumps x, its skip copy and the
 // forecast-step column into the model input [batch * members, points,
-// inputs] (graph_model.go).
+// inputs] (graph/model.go).
 type DataBatch struct {
 	Times     int64 // dates per sample: multistep_input + rollout
 	Variables int64 // dataset variables per point
@@ -61,5 +61,5 @@ func (d *DataBatch) lowerInput(b *Builder, shape []int64, dt units.DType) Value 
 	x := b.Ew("index", "inputs", []Value{src}, shape, dt,
 		"model input built from the batch: initial conditions per member, skip copy, forecast step (a local of the rollout loop)")
 	b.Val(x).Grad = false
-	return x // its lifetime is the rollout loop's (rollout.go)
+	return x // its lifetime is the rollout loop's
 }

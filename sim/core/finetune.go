@@ -10,7 +10,7 @@ import (
 // Fine-tuning options of a plan, gathered for the lowering: weight
 // quantization of the frozen base (quant.go), frozen modules (freeze.go),
 // the chunked loss (chunked_loss.go) and sequence packing (packing.go).
-// Offload and paging act on the replay instead (offload.go, paging.go).
+// Offload and paging act on the replay instead (offload.go, replay/paging.go).
 type Finetune struct {
 	quant      string      // nf4 | nf4-dq | int8, "" when none
 	quantHead  bool        // lm_head quantized too

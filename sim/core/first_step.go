@@ -43,7 +43,7 @@ func (p *Plan) validateFirstStep() error {
 }
 
 // checkFirstStep refuses the first step for table models, whose sparse
-// optimizers keep their own state (table_replay.go).
+// optimizers keep their own state (replay/table_replay.go).
 func (p *Plan) CheckFirstStep(prog *Program) error {
 	if p.FirstStep && len(prog.Tables) > 0 {
 		return &units.Error{Path: "train", Msg: "first_step=True is not modelled for models with table() layers",

@@ -17,11 +17,11 @@ type Model struct {
 	TieEmbeddings bool   // lm_head shares the first embedding's weight
 	HeadBias      bool
 	LogitsFP32    bool       // logits upcast to fp32 before the loss (Hugging Face causal LMs)
-	LogitSoftcap  float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap) (softcap.go); 0 = none
+	LogitSoftcap  float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap); 0 = none
 	InputDim      int64      // features per position for models that start without an embedding; 0 = inferred
 	InputGrad     bool       // the input requires grad (a block measured on its own, as the oracle does)
-	Points        int64      // graph models: grid points per sample; the input is [batch, Points, InputDim] (graph_model.go)
-	Data          *DataBatch // the data loader's batch the input is built from (data_batch.go); nil: the input is the batch
+	Points        int64      // graph models: grid points per sample; the input is [batch, Points, InputDim]
+	Data          *DataBatch // the data loader's batch the input is built from; nil: the input is the batch
 }
 
 // Params is the exact parameter count: tied weights once, buffers never.
@@ -179,7 +179,7 @@ func (m *Model) lower(b *Builder) (err error) {
 		}
 		shape := []int64{b.Batch, b.Seq / b.Par.spDiv(), m.inputDim()}
 		if m.Data != nil {
-			x = m.Data.lowerInput(b, shape, dt) // data_batch.go: sets the program input
+			x = m.Data.lowerInput(b, shape, dt) // sets the program input
 		} else {
 			x = b.input("inputs", shape, dt)
 			b.Val(x).Grad = m.InputGrad && !b.Eval
@@ -187,10 +187,10 @@ func (m *Model) lower(b *Builder) (err error) {
 		}
 	}
 	if m.Data != nil {
-		b.P.Loss = b.lowerRollout(m, x, b.rollout) // rollout.go: anemoi's rollout loop
+		b.P.Loss = b.lowerRollout(m, x, b.rollout) // anemoi's rollout loop
 		return nil
 	}
-	x = b.lowerMembers(m, x) // lowerBody once, or once per member (members.go)
+	x = b.lowerMembers(m, x) // lowerBody once, or once per member
 	b.P.Loss = b.loss(m, x)
 	return nil
 }
@@ -201,11 +201,11 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		x = b.LowerChild(l, i, x)
 	}
 	if m.Vocab > 0 {
-		if b.Ft.chunkHead(m) { // chunked_loss.go: loss_chunks, returns the loss
+		if b.Ft.chunkHead(m) { // loss_chunks, returns the loss
 			return b.chunkedModelLoss(m, x)
 		}
 		nParams := len(b.P.Params)
-		x = b.headLinear(x, m.Vocab, m.HeadBias) // tp.go: vocab-parallel with TP
+		x = b.headLinear(x, m.Vocab, m.HeadBias) // vocab-parallel with TP
 		if m.Tied() {
 			for pi := range b.P.Params {
 				if b.P.Params[pi].Role == "embed" {
@@ -215,7 +215,7 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 			}
 		}
 		if m.LogitSoftcap > 0 {
-			x = b.Softcap("logit_softcap", x) // softcap.go
+			x = b.Softcap("logit_softcap", x)
 		}
 	}
 	return x
@@ -235,14 +235,14 @@ func (b *Builder) input(name string, shape []int64, dt units.DType) Value {
 // logits themselves are not kept); backward holds the saved log-probs, the
 // dense nll gradient and the logits gradient at once.
 func (b *Builder) loss(m *Model, x Value) Value {
-	if b.Ft.chunkHead(m) { // chunked_loss.go: x is the loss already
+	if b.Ft.chunkHead(m) { // x is the loss already
 		return x
 	}
 	defer b.Scope("loss")()
 	switch m.Loss {
 	case "", "cross_entropy":
 		if b.Par.megatronCE {
-			return b.vocabParallelCE(x) // tp.go
+			return b.vocabParallelCE(x)
 		}
 		if m.LogitsFP32 || (b.Prec.Autocast && b.Dtype(x) != units.FP32) {
 			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
@@ -256,7 +256,7 @@ func (b *Builder) loss(m *Model, x Value) Value {
 		b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
 		return loss
 	case "crps":
-		return b.crpsLoss(x) // graph_loss.go
+		return b.crpsLoss(x)
 	case "mse":
 		i := b.AddOp("mse_loss", "mse", []Value{x})
 		loss := b.Out(i, "loss", nil, units.FP32, "loss")

@@ -40,7 +40,7 @@ func lastSegment(n string) string {
 // linear lowers nn.Linear (aten::addmm / mm): saves its input when the
 // weight needs a gradient, and the weight when the input does.
 func (b *Builder) Linear(name, role string, x Value, in, out int64, bias bool) Value {
-	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // quant.go: bitsandbytes frozen weights
+	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // bitsandbytes frozen weights
 		return y
 	}
 	defer b.Scope(name)()

@@ -172,7 +172,7 @@ func (p *Plan) validateParallel() error {
 	default:
 		return parallelErr("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)
 	}
-	if err := p.validateShardedOffload(par); err != nil { // shard_offload.go
+	if err := p.validateShardedOffload(par); err != nil {
 		return err
 	}
 	if p.Quant != "" && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {

@@ -23,17 +23,17 @@ type Plan struct {
 	Device      hw.Device
 	Phase       string // train | eval
 	Runtime     Runtime
-	Parallel    Parallelism // distributed layout (parallel.go); zero value = one GPU
-	Cluster     hw.Cluster  // the machines (parallel.go); zero value = 8-GPU nodes
+	Parallel    Parallelism // distributed layout; zero value = one GPU
+	Cluster     hw.Cluster  // the machines; zero value = 8-GPU nodes
 
 	// Fine-tuning and memory savers (finetune.go).
 	QuantLMHead    bool        // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit
 	QuantFrom      units.DType // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
-	Freeze         []string    // frozen modules by path prefix, role or "all" (freeze.go)
-	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks (chunked_loss.go)
-	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq (packing.go)
-	Offload        *Offload    // optimizer state, parameters, activations off the GPU (offload.go)
-	HostMemory     int64       // host RAM per node for offload, 0 = unchecked (offload.go)
+	Freeze         []string    // frozen modules by path prefix, role or "all"
+	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks
+	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq
+	Offload        *Offload    // optimizer state, parameters, activations off the GPU
+	HostMemory     int64       // host RAM per node for offload, 0 = unchecked
 
 	// KeepGrads: gradients are zeroed in place between steps, not set to
 	// None, so they stay allocated through the next forward. That was
@@ -43,7 +43,7 @@ type Plan struct {
 
 	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
 	// the caching allocator maps pages into one growing segment per pool
-	// (allocator_expandable.go).
+	// (alloc/allocator_expandable.go).
 	ExpandableSegments bool
 
 	// Validation: a validation forward (eval mode, no gradients) runs
@@ -59,7 +59,7 @@ type Plan struct {
 	// its state (first_step.go); false replays the steady state.
 	FirstStep bool
 
-	PipeStage *StageSpec // set on the per-stage copies of a pipelined plan (pipeline.go)
+	PipeStage *StageSpec // set on the per-stage copies of a pipelined plan
 }
 
 // gradsPersist reports whether parameter gradients exist before the
@@ -126,19 +126,19 @@ func (p *Plan) Validate() error {
 	if p.Device.Memory <= 0 {
 		return &units.Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
-	if err := p.validateFirstStep(); err != nil { // first_step.go
+	if err := p.validateFirstStep(); err != nil {
 		return err
 	}
-	if err := p.validateRollout(); err != nil { // rollout.go
+	if err := p.validateRollout(); err != nil {
 		return err
 	}
-	if err := p.validateValidation(); err != nil { // validation.go
+	if err := p.validateValidation(); err != nil {
 		return err
 	}
-	if err := p.checkCounts(); err != nil { // checked.go: GPU counts that products cannot overflow
+	if err := p.checkCounts(); err != nil { // GPU counts that products cannot overflow
 		return err
 	}
-	return p.validateParallel() // parallel.go
+	return p.validateParallel()
 }
 
 // lowerProgram lowers the model for one micro-batch of this plan.
@@ -159,14 +159,14 @@ func (p *Plan) LowerProgram() (*Program, error) {
 	b.rollout = max(p.Rollout, 1)
 	b.Batch *= b.members
 	if p.Model.Points > 0 {
-		b.Seq = p.Model.Points // graph models: one row per grid point (graph_model.go)
+		b.Seq = p.Model.Points // graph models: one row per grid point
 	}
-	p.configureLowering(b)                  // tp.go: tensor, context and expert parallelism
-	p.configureFinetune(b)                  // finetune.go: quant, freeze, chunked loss, packing
-	if err := p.lowerModel(b); err != nil { // pipeline.go: the whole model, or one stage
+	p.configureLowering(b)                  // tensor, context and expert parallelism
+	p.configureFinetune(b)                  // quant, freeze, chunked loss, packing
+	if err := p.lowerModel(b); err != nil { // the whole model, or one stage
 		return nil, err
 	}
-	if err := b.P.checkTotals(p); err != nil { // checked.go: no byte sum can overflow
+	if err := b.P.checkTotals(p); err != nil { // no byte sum can overflow
 		return nil, err
 	}
 	return b.P, nil

@@ -3,7 +3,7 @@ package core
 import "github.com/memsh/memsh/sim/units"
 
 // The forward program: what a model's layers lower to for one micro-batch.
-// The replay (replay.go) turns it into a timeline of allocations and frees.
+// The replay (replay/replay.go) turns it into a timeline of allocations and frees.
 
 // Category is where a tensor's bytes go in a report's breakdown.
 type Category uint8
@@ -52,7 +52,7 @@ type ParamInfo struct {
 	Trainable bool
 	Role      string // q k v o gate up down lm_head embed norm router expert ...
 	TiedTo    int32  // index of the parameter this one shares storage with, or -1
-	Quant     string // bitsandbytes scheme of a quantized frozen weight (quant.go), "" when stored in the params dtype
+	Quant     string // bitsandbytes scheme of a quantized frozen weight, "" when stored in the params dtype
 }
 
 // opInfo is one forward op.
@@ -76,23 +76,23 @@ type Program struct {
 	Values  []ValueInfo
 	Ops     []OpInfo
 	Params  []ParamInfo
-	Buffers []bufferInfo // module buffers (buffers.go), on the device with the parameters
+	Buffers []bufferInfo // module buffers, on the device with the parameters
 	Input   Value
 	// inputTransient: the caller drops the input after its last use (a
 	// validation batch replaced by its normalised copy; data_batch.go).
 	InputTransient bool
 	Loss           Value
 	Regions        []Region       // checkpoint regions, index = id-1
-	Tables         []TableProgram // table layers (package replay: table.go), set up and stepped by the replay
+	Tables         []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
 	Held           []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
-	Comm           []CommRecord   // collectives of one micro-batch (comm.go)
-	Stage          *stageProg     // pipeline stage: micro-batch copies and their outputs (pipeline.go)
+	Comm           []CommRecord   // collectives of one micro-batch
+	Stage          *stageProg     // pipeline stage: micro-batch copies and their outputs
 }
 
 // TableProgram is what a table layer adds to a program: the rows it reads,
 // its sparse gradients and row-wise optimizer state, which the replay sets
 // up and steps itself rather than through the ops (package replay,
-// table_replay.go).
+// replay/table_replay.go).
 type TableProgram interface {
 	TableName() string
 }
@@ -101,6 +101,6 @@ type TableProgram interface {
 type Region struct {
 	name       string
 	First, End int32 // ops [first, end)
-	Reentrant  bool  // torch.utils.checkpoint(use_reentrant=True) (checkpoint.go)
+	Reentrant  bool  // torch.utils.checkpoint(use_reentrant=True)
 	NoGrad     bool  // reentrant, and no input requires grad: no graph is recorded
 }

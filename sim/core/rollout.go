@@ -51,12 +51,12 @@ func (b *Builder) lowerRollout(m *Model, x Value, steps int64) Value {
 		}
 		done := b.Scope(name)
 		low := b.startLowering()
-		y := b.lowerMembers(m, x) // members.go
+		y := b.lowerMembers(m, x)
 		l := b.loss(m, y)
 		if s == 0 {
 			first = b.endLowering(low)
 		} else {
-			b.relowered(first, b.endLowering(low)) // members.go: the same model, its parameters and weight copies once
+			b.relowered(first, b.endLowering(low)) // the same model, its parameters and weight copies once
 		}
 		if loss == NoValue {
 			loss = l

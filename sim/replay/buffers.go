@@ -7,7 +7,7 @@ import "github.com/memsh/memsh/sim/core"
 // and buffers alike), are neither trained nor sharded, and stay for the
 // whole run. anemoi's graph models hold their graph this way: each mapper
 // its edge indices and fixed edge attributes, the model the coordinates of
-// every node set (graph_buffers.go).
+// every node set (graph/buffers.go).
 
 // setupBuffers allocates the model's buffers with its parameters.
 func (r *Replay) setupBuffers() {

@@ -66,7 +66,7 @@ func (d *distState) gather(r *Replay, u int32) {
 	if d.Mode == DistFSDP {
 		var fromHost []int32
 		if d.FsdpOffload(r) {
-			fromHost = d.fsdpShardsToGPU(r, u) // fsdp_offload.go
+			fromHost = d.fsdpShardsToGPU(r, u)
 		}
 		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), core.CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
 		for _, id := range fromHost {
@@ -77,7 +77,7 @@ func (d *distState) gather(r *Replay, u int32) {
 		return
 	}
 	var host int32 = none
-	if d.zeroParamOffload(r) { // shard_offload.go: the partition comes from host memory first
+	if d.zeroParamOffload(r) { // the partition comes from host memory first
 		part := d.partitionOf(u)
 		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), core.CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
 		r.Rep.Traffic.PCIe += dt.Bytes(part)
@@ -216,7 +216,7 @@ func (d *distState) afterBackward(r *Replay, i int) {
 				continue
 			}
 			if d.fsdp1 {
-				d.postBackwardFSDP1(r, u) // fsdp1.go
+				d.postBackwardFSDP1(r, u)
 				continue
 			}
 			// FSDP2 post_backward reshards before it reduce-scatters.
@@ -242,7 +242,7 @@ func (d *distState) gradient(r *Replay, pi int32) bool {
 		return true // accumulated straight into the main-gradient buffer
 	case DistFSDP:
 		if d.fsdp1 {
-			return d.gradientFSDP1(r, pi) // fsdp1.go
+			return d.gradientFSDP1(r, pi)
 		}
 		p := &d.p.Params[pi]
 		dt := d.gatherDT
@@ -274,7 +274,7 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 		}
 	}
 	if d.FsdpOffload(r) {
-		d.fsdpGradToHost(r, u) // fsdp_offload.go
+		d.fsdpGradToHost(r, u)
 	} else if un.grad == none {
 		d.shardGrad(r, int(u))
 	} else {
@@ -370,7 +370,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			return true
 		}
 		if d.ZeroOffload(r) {
-			d.offloadStep12(r) // shard_offload.go: the step runs on the host
+			d.offloadStep12(r) // the step runs on the host
 			return true
 		}
 		for k, g := range d.groups(true) {

@@ -72,18 +72,18 @@ type Replay struct {
 
 	regionIn [][]core.Value
 	Redone   []bool
-	gradless []bool // by param: read only inside reentrant regions that record no graph (checkpoint.go)
+	gradless []bool // by param: read only inside reentrant regions that record no graph
 	Saved    []bool // held for backward at the end of the forward
 
 	Rep *Report
-	off *offloadRecord // offload bookkeeping (offload.go), nil without offload
+	off *offloadRecord // offload bookkeeping, nil without offload
 
-	Dist *distState // data-parallel sharding and pipeline seeds (sharding.go), nil on one GPU
+	Dist *distState // data-parallel sharding and pipeline seeds, nil on one GPU
 
-	tpool *tablePool // exact-size pool for table buffers (table_steps.go), nil = none
+	tpool *tablePool // exact-size pool for table buffers, nil = none
 
-	fwdPhase string        // the forward's phase: PhaseForward, or PhaseValidation (validation.go)
-	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none (validation.go)
+	fwdPhase string        // the forward's phase: PhaseForward, or PhaseValidation
+	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none
 	valPlan  *core.Plan
 }
 
@@ -185,7 +185,7 @@ func (r *Replay) initHolds() {
 	if p.Loss != core.NoValue {
 		r.holds[p.Loss]++
 	}
-	for _, v := range p.Held { // chunked_loss.go: values the caller keeps until the step ends
+	for _, v := range p.Held { // values the caller keeps until the step ends
 		r.holds[v]++
 	}
 }
@@ -284,8 +284,8 @@ func (r *Replay) unhold(v core.Value) {
 func (r *Replay) forwardOp(i int, recompute bool) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeForwardOp(i)      // offload.go: stream params
-	defer r.afterForwardOp(i) // offload.go: saved activations to host
+	r.beforeForwardOp(i)      // stream params
+	defer r.afterForwardOp(i) // saved activations to host
 	for _, v := range op.Out {
 		r.produce(v)
 	}
@@ -373,8 +373,8 @@ func (r *Replay) regionOutputs(reg core.Region) []core.Value {
 func (r *Replay) backwardOp(i int) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeBackwardOp(i)      // offload.go: activations back from host, params streamed
-	defer r.afterBackwardOp(i) // offload.go: grads to host
+	r.beforeBackwardOp(i)      // activations back from host, params streamed
+	defer r.afterBackwardOp(i) // grads to host
 	if op.Region != 0 && !r.Redone[op.Region-1] && !r.P.Regions[op.Region-1].NoGrad {
 		r.recompute(op.Region)
 		r.op = op.Name
@@ -434,7 +434,7 @@ func (r *Replay) backwardOp(i int) {
 
 func (r *Replay) paramGradient(pi int32) {
 	p := &r.P.Params[pi]
-	if !p.Trainable || r.paramGrad[pi] != none || r.Dist.gradient(r, pi) { // gather.go
+	if !p.Trainable || r.paramGrad[pi] != none || r.Dist.gradient(r, pi) {
 		return
 	}
 	dt := r.Plan.Precision.Grads

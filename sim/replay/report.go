@@ -26,9 +26,9 @@ type Report struct {
 	SavedActivations  int64 // held for backward at the end of the forward (storages)
 	SavedWeightCopies int64 // autocast low-precision weight copies held for backward
 	HostMemory        int64
-	HostBreakdown     []Share // host memory by kind (offload.go, paging.go)
+	HostBreakdown     []Share // host memory by kind
 	Traffic           Traffic
-	CommBytes         []Share // bytes passed to collectives per step, by kind (comm.go)
+	CommBytes         []Share // bytes passed to collectives per step, by kind
 
 	Params          int64 // parameters of the model (unsharded)
 	TrainableParams int64
@@ -38,7 +38,7 @@ type Report struct {
 	Timeline []Point
 	Ranks    []*Report
 	Notes    []string
-	Tables   []TableStep // per table layer: memory, traffic and transfer terms (table_replay.go)
+	Tables   []TableStep // per table layer: memory, traffic and transfer terms
 
 	peakCat          [core.NumCategories]int64
 	peakReservedThen int64
@@ -104,7 +104,7 @@ type TimeEstimate struct {
 	HFU         float64     // the same with recompute
 	TokensPerS  float64     // tokens per second over all data-parallel replicas
 	Breakdown   []TimeShare // seconds of the step by cause, summing to StepSeconds
-	Notes       []string    // assumptions and remarks of the time model (timemodel.go)
+	Notes       []string    // assumptions and remarks of the time model
 }
 
 // TimeShare is one line of the time breakdown.

@@ -17,17 +17,17 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 		Name: "cuda_context", Bytes: dev.Context,
 		Source: "CUDA context and loaded kernels for " + dev.Name + " (" + dev.Source + ")",
 	}}
-	overheads = append(overheads, CommOverheads(plan)...) // comm.go: NCCL buffers
+	overheads = append(overheads, CommOverheads(plan)...) // NCCL buffers
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes
 	}
 	r := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
 	r.nonTorch = nonTorch
-	r.Dist = NewDist(plan, prog) // sharding.go: nil on one GPU
+	r.Dist = NewDist(plan, prog) // nil on one GPU
 	if plan.Validation {
 		var err error
-		if r.valProg, r.valPlan, err = plan.LowerValidation(); err != nil { // validation.go
+		if r.valProg, r.valPlan, err = plan.LowerValidation(); err != nil {
 			return nil, err
 		}
 	}
@@ -66,8 +66,8 @@ func (r *Replay) Report() *Report { return r.Rep }
 // Settle completes the report after the time model: the collectives' bytes
 // and network traffic, paged optimizer state and offload's host memory.
 func (r *Replay) Settle() error {
-	r.Dist.finishComm(r.Rep)                   // comm.go: r.comm_bytes, network traffic
-	return r.finishFinetune(r.Rep, r.nonTorch) // paging.go: paged state, offload host memory
+	r.Dist.finishComm(r.Rep)                   // r.comm_bytes, network traffic
+	return r.finishFinetune(r.Rep, r.nonTorch) // paged state, offload host memory
 }
 
 // pagedBytes is optimizer state in CUDA unified memory (paged optimizers):
@@ -100,13 +100,13 @@ func (r *Replay) setup() {
 	prec := plan.Precision
 	st := &r.Rep.States
 	train := plan.Phase != "eval"
-	r.setupBuffers()           // buffers.go: moved to the device with the parameters, never sharded
-	if r.Dist.setupStates(r) { // sharding.go: sharded parameters, gradients and state
+	r.setupBuffers()           // moved to the device with the parameters, never sharded
+	if r.Dist.setupStates(r) { // sharded parameters, gradients and state
 		goto workspace
 	}
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
-		if p.TiedTo >= 0 || r.offloadParam(p) || r.quantParam(p) { // offload.go, quant.go
+		if p.TiedTo >= 0 || r.offloadParam(p) || r.quantParam(p) {
 			continue
 		}
 		b := r.paramBytes(p)
@@ -117,7 +117,7 @@ func (r *Replay) setup() {
 		r.op = "optimizer state"
 		for pi := range r.P.Params {
 			p := &r.P.Params[pi]
-			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] || r.offloadState(p) { // offload.go: state on the host
+			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] || r.offloadState(p) { // state on the host
 				continue
 			}
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
@@ -128,7 +128,7 @@ func (r *Replay) setup() {
 			for _, s := range plan.Optimizer.States(p.Shape, p.Numel, prec.States) {
 				st.Optimizer += s.Bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
-					continue // unified memory, outside the caching allocator; or made by the first step() (first_step.go)
+					continue // unified memory, outside the caching allocator; or made by the first step()
 				}
 				r.allocState(p, s, "optimizer state "+s.Name)
 			}
@@ -136,7 +136,7 @@ func (r *Replay) setup() {
 			r.Rep.Traffic.HBM += t
 			r.Rep.Traffic.Optimizer += t
 		}
-		r.setupTableStates() // table_replay.go
+		r.setupTableStates()
 		if plan.GradsPersist() {
 			r.op = "accumulated gradients"
 			for pi := range r.P.Params {
@@ -148,15 +148,15 @@ workspace:
 	r.op = "cublas"
 	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: units.INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: core.CatTemporaries})
 	if r.valProg != nil {
-		r.validationPass(r.valProg, r.valPlan) // validation.go: before the step's batch
+		r.validationPass(r.valProg, r.valPlan) // before the step's batch
 		r.phase = PhaseSetup
 	}
 	if r.P.Input != core.NoValue {
 		r.op = "batch"
 		r.produce(r.P.Input)
 	}
-	r.setupTableRows() // table_replay.go
-	r.setupOffload()   // offload.go
+	r.setupTableRows()
+	r.setupOffload()
 }
 
 // allocState allocates one optimizer state tensor of parameter p.
@@ -192,7 +192,7 @@ func (r *Replay) forward() {
 	for i := range r.P.Ops {
 		op := &r.P.Ops[i]
 		r.Rep.FLOPs.Model += op.Flops
-		r.Dist.beforeForward(r, i) // gather.go: gather sharded parameters
+		r.Dist.beforeForward(r, i) // gather sharded parameters
 		r.forwardOp(i, false)
 		r.Dist.afterForward(r, i)
 	}
@@ -224,9 +224,9 @@ func (r *Replay) backward() {
 	}
 	fwd := r.Rep.FLOPs.Model
 	for i := len(r.P.Ops) - 1; i >= 0; i-- {
-		r.Dist.beforeBackward(r, i) // gather.go: pipeline seeds, gathers
+		r.Dist.beforeBackward(r, i) // pipeline seeds, gathers
 		r.backwardOp(i)
-		r.Dist.afterBackward(r, i) // gather.go: reduce-scatter, reshard
+		r.Dist.afterBackward(r, i) // reduce-scatter, reshard
 	}
 	for id, done := range r.Redone {
 		if done {
@@ -247,15 +247,15 @@ func (r *Replay) backward() {
 // zero_grad(set_to_none=True)).
 func (r *Replay) optimizerStep() {
 	r.phase, r.op = PhaseOptimizer, "optimizer.step"
-	r.stepTables() // table_replay.go: sparse tables step row-wise, whatever the optimizer
+	r.stepTables() // sparse tables step row-wise, whatever the optimizer
 	r.op = "optimizer.step"
-	if r.Dist.optimizerStep(r) { // gather.go: the sharded step
+	if r.Dist.optimizerStep(r) { // the sharded step
 		return
 	}
-	if r.Plan.Optimizer.InBackward || r.offloadStep() { // offload.go: the step runs on the host
+	if r.Plan.Optimizer.InBackward || r.offloadStep() { // the step runs on the host
 		return
 	}
-	r.firstStepStates() // first_step.go: Adam's moments appear in the first step()
+	r.firstStepStates() // Adam's moments appear in the first step()
 	st := r.Plan.Precision.States
 	var largest, total int64
 	for pi := range r.P.Params {
@@ -280,7 +280,7 @@ func (r *Replay) optimizerStep() {
 // finish frees what the step leaves (gradients are set to None before the
 // next step; the batch is dropped).
 func (r *Replay) finish() {
-	for _, v := range r.P.Held { // chunked_loss.go: the loop's logits list
+	for _, v := range r.P.Held { // the loop's logits list
 		r.unhold(v)
 	}
 	if r.Plan.Optimizer.InBackward {

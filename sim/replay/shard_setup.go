@@ -117,11 +117,11 @@ func (d *distState) setupMegatron(r *Replay) {
 // shard of n elements.
 func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) {
 	if d.ZeroOffload(r) {
-		d.offloadShard(r, n) // shard_offload.go: on the host
+		d.offloadShard(r, n) // on the host
 		return
 	}
 	prec := r.Plan.Precision
-	if d.FsdpOffload(r) { // fsdp_offload.go: the optimizer steps on the host shards
+	if d.FsdpOffload(r) { // the optimizer steps on the host shards
 		var states int64
 		for _, s := range r.Plan.Optimizer.States([]int64{n}, n, prec.States) {
 			states += s.Bytes
@@ -174,7 +174,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 			st.Grads += prec.Grads.Bytes(g.numel)
 		}
 	}
-	if d.ZeroOffload(r) { // shard_offload.go
+	if d.ZeroOffload(r) {
 		n := d.largestTrainable()
 		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), core.CatGrads,
 			"GPU buffer of the largest parameter that host-accumulated gradients pass through (stage_1_and_2.py, cpu_offload)")
@@ -216,7 +216,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 			}
 			b := prec.Params.Bytes(sub)
 			if d.zeroParamOffload(r) {
-				r.fo().hostParams += b // shard_offload.go: pinned on the host
+				r.fo().hostParams += b // pinned on the host
 			} else {
 				d.alloc(r, fmt.Sprintf("fp16 partition %d", k), []int64{sub}, prec.Params, b, core.CatParams, "this rank's partition of the parameters (ZeRO-3)")
 			}
@@ -256,7 +256,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 	}
 	gb := prec.Grads.Bytes(trainPart)
 	if d.ZeroOffload(r) {
-		r.fo().hostGrads += gb // shard_offload.go: grad_partitions_flat_buffer in pinned host memory
+		r.fo().hostGrads += gb // grad_partitions_flat_buffer in pinned host memory
 	} else {
 		d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, core.CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
 	}
@@ -269,7 +269,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 // micro-batches when accumulating.
 func (d *distState) setupFSDP(r *Replay) {
 	if d.fsdp1 {
-		d.setupFSDP1(r) // fsdp1.go
+		d.setupFSDP1(r)
 		return
 	}
 	prec := r.Plan.Precision
@@ -284,7 +284,7 @@ func (d *distState) setupFSDP(r *Replay) {
 		b := prec.Params.Bytes(n)
 		st.Params += b
 		if d.FsdpOffload(r) {
-			r.fo().hostParams += b // fsdp_offload.go: pinned on the host
+			r.fo().hostParams += b // pinned on the host
 			continue
 		}
 		d.alloc(r, p.Name+" shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the parameter (FSDP)")
@@ -300,7 +300,7 @@ func (d *distState) setupFSDP(r *Replay) {
 		}
 		d.optimizerShard(r, p.Name, fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))), "FSDP shard")
 	}
-	if d.FsdpOffload(r) { // fsdp_offload.go: the sharded gradients are host tensors
+	if d.FsdpOffload(r) { // the sharded gradients are host tensors
 		for u := range d.units {
 			b := prec.Grads.Bytes(d.unitGradShard(u))
 			r.fo().hostGrads += b

@@ -86,7 +86,7 @@ type distState struct {
 	ipg      int32 // ZeRO-1/2 reduce bucket, live during backward
 	gradPart int32 // ZeRO-1/2 grads_in_partition
 
-	fsdp1  bool // FullyShardedDataParallel semantics (fsdp1.go)
+	fsdp1  bool // FullyShardedDataParallel semantics
 	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded
 }
 

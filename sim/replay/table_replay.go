@@ -9,7 +9,7 @@ import (
 
 // The replay of table layers (table.go): what exists before the forward
 // and the table's own optimizer step. Three hooks are called from the
-// generic replay (evaluate.go): setupTableStates after the optimizer state,
+// generic replay (run.go): setupTableStates after the optimizer state,
 // setupTableRows after the batch, stepTables at the start of the optimizer
 // step.
 

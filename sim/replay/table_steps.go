@@ -13,7 +13,7 @@ import (
 // rows as the step read distinct rows, a different count every step, so
 // every step asks for tensors of new sizes.
 //
-// What PyTorch's caching allocator does with that (allocator.go): freed
+// What PyTorch's caching allocator does with that (alloc/allocator.go): freed
 // blocks stay cached and a request takes the smallest cached block that
 // fits, split when the rest is large enough. A leaf of a head is at most
 // positions x dim x 4 bytes (1 MiB for the story: 8,192 rows of 32 fp32),

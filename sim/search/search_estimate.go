@@ -180,7 +180,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 	}
 	w.MbComm = u.comm
 	// A stand-in program holding the dense and expert parameters for
-	// comm.go's inventory of data-parallel collectives (it reads only
+	// replay/comm.go's inventory of data-parallel collectives (it reads only
 	// their element counts).
 	var ps []core.ParamInfo
 	for _, trainable := range []bool{true, false} {

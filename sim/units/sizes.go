@@ -7,7 +7,7 @@ import "fmt"
 // silently wrong number (linear(2**32, 2**32) has 2**64 weights, which
 // wraps to 0), so sizes are checked where they enter the engine:
 //
-//   - each tensor's element count (numel, builder.go) is at most
+//   - each tensor's element count (numel, core/builder.go) is at most
 //     MaxElements, so its bytes in the widest dtype (8 bytes) are at most
 //     MaxBytes, and DType.Bytes of it cannot overflow;
 //   - a lowered program (checkTotals) bounds everything a step can hold at

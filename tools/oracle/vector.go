@@ -31,7 +31,7 @@ type Vector struct {
 // Open is a recorded difference between memsh and PyTorch.
 type Open struct {
 	Cause string             `json:"cause"`
-	Memsh map[string]Figures `json:"memsh"` // by depth, as compared (replay_test.go)
+	Memsh map[string]Figures `json:"memsh"` // by depth, as compared
 }
 
 // Figures are the asserted quantities. Every one is exact: each is a sum

@@ -67,7 +67,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	defer b.Scope(name)()
 	xin := x
-	x = b.TpGather(x) // tp.go: tokens gathered along the sequence with SP
+	x = b.TpGather(x) // tokens gathered along the sequence with SP
 	T := core.Rows(b.Shape(x))
 	E, k := m.Experts, m.TopK
 	logits := b.Linear("router", "router", x, m.Dim, E, false)
@@ -91,7 +91,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	g := b.AddOp("gather", "dispatch", []core.Value{x, idx})
 	xs := b.Out(g, "dispatched", []int64{routed, m.Dim}, b.Dtype(x), "tokens copied to their experts")
 	b.Save(g, idx)
-	xs = expertAllToAll(b, "dispatch", xs) // expert.go: to the ranks holding the experts
+	xs = expertAllToAll(b, "dispatch", xs) // to the ranks holding the experts
 	y := expertsForward(b, xs, m, routed)
 	y = expertAllToAll(b, "combine", y)
 	wcast := b.Cast(weights, b.Dtype(y), "routing weights in the expert output dtype")
@@ -100,7 +100,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	out := b.Out(c, "combined", b.Shape(x), b.Dtype(wy), "expert outputs summed per token")
 	b.Save(c, idx)
 	if b.Par.Tpn() > 1 {
-		out = b.TpReduce("moe", out) // tp.go: expert outputs summed over tensor-parallel ranks
+		out = b.TpReduce("moe", out) // expert outputs summed over tensor-parallel ranks
 	}
 	x = xin
 	if m.SharedExperts > 0 {
@@ -121,9 +121,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 func expertsForward(b *core.Builder, xs core.Value, m *MoE, routed int64) core.Value {
 	defer b.Scope("experts")()
 	gated := m.expert().gated()
-	local, hidden := m.Experts/b.Par.Epn(), m.Hidden/b.Par.Tpn() // expert.go: this rank's experts and their split
+	local, hidden := m.Experts/b.Par.Epn(), m.Hidden/b.Par.Tpn() // this rank's experts and their split
 	proj := func(name, role string, x core.Value, in, out int64) core.Value {
-		b.ReserveParams(local) // checked.go: one tensor per expert
+		b.ReserveParams(local) // one tensor per expert
 		ps := make([]int32, local)
 		full := in * out * b.Par.Tpn()
 		for e := range ps {

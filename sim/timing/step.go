@@ -197,7 +197,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 	w.Flops, w.HwFlops = r.Rep.FLOPs.Model, r.Rep.FLOPs.Hardware
 	if st := plan.PipeStage; st != nil {
 		w.M = plan.MicroBatches()
-		p, err := stageMicroBatch(plan) // pipeline_time.go: one copy of each chunk
+		p, err := stageMicroBatch(plan) // one copy of each chunk
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +229,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 
 // allRedone marks every checkpoint region as recomputed: a training
 // step's backward reaches every op, and the first op of a region it
-// reaches re-runs the region's forward (replay.go backwardOp).
+// reaches re-runs the region's forward (replay/replay.go backwardOp).
 func allRedone(p *core.Program, eval bool) []bool {
 	out := make([]bool, len(p.Regions))
 	for i := range out {
@@ -263,7 +263,7 @@ func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 func shardedOptimizerTraffic(r *replay.Replay) int64 {
 	d := r.Dist
 	if d.ZeroOffload(r) || d.FsdpOffload(r) {
-		return 0 // the step runs on the host (shard_offload.go, fsdp_offload.go); its PCIe traffic is timed as offload
+		return 0 // the step runs on the host; its PCIe traffic is timed as offload
 	}
 	sharded := d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && d.Par.DistributedOptimizer)
 	var t int64

@@ -60,7 +60,7 @@ func decoderFamilyOf(mt string) decoderFamily {
 // Gemma 2 soft-caps the logits (final_logit_softcapping, default 30.0)
 // and the eager attention scores (attn_logit_softcapping, default 50.0;
 // Gemma2Config in configuration_gemma2.py; null turns either off):
-// softcap.go.
+// core/softcap.go.
 //
 // Parameters are exact; two memory details are not modelled yet (neither
 // holds parameters): Gemma's RMSNorm, x * (1 + w) computed in fp32, is

@@ -6,13 +6,13 @@ package core
 // ValidateLayer checks l's sizes and options (and those of every layer
 // below it); path names l in errors ("attention", "layers.attn").
 func ValidateLayer(l Layer, path string) error {
-	if err := checkLayerTree(l); err != nil { // checked.go: a tree that validate can walk
+	if err := checkLayerTree(l); err != nil { // a tree that validate can walk
 		return err
 	}
 	if err := l.Validate(path); err != nil {
 		return err
 	}
-	return checkLayerSizes(l) // checked.go: no wrapped parameter counts
+	return checkLayerSizes(l) // no wrapped parameter counts
 }
 
 // TakesTokens reports whether the model starts with an embedding, so its

@@ -10,8 +10,8 @@ import (
 
 // edgeAttention is GraphTransformerConv's message passing over a graph's
 // edges (layers/conv.py and GraphTransformerBaseBlock.attention_block,
-// block.py @models-0.8.1), shared by the mappers (graph_mapper.go) and the
-// graph-transformer processor (graph_processor_gt.go).
+// block.py @models-0.8.1), shared by the mappers (mapper.go) and the
+// graph-transformer processor (processor_gt.go).
 type edgeAttention struct {
 	channels, heads int64
 }

@@ -311,7 +311,7 @@ const nvmeGBps = 6.0
 
 // hostSeconds is the time of host transfers the step waits for: host
 // placed tables (their PCIe round trip and the host's scattered row
-// accesses, table_host.go) and offload traffic (PCIe at the GPU's host
+// accesses, replay/table_host.go) and offload traffic (PCIe at the GPU's host
 // link rate, NVMe at nvmeGBps), not overlapped with compute.
 func hostSeconds(r *replay.Replay) float64 {
 	var t float64

@@ -13,7 +13,7 @@ import (
 // reports ok=false for plans it does not handle (no pipeline, or one
 // stage's own replay).
 func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool, error) {
-	if q, ok := plan.DeepspeedPrecision(); ok { // sharding.go
+	if q, ok := plan.DeepspeedPrecision(); ok {
 		rep, err := Evaluate(q, opts)
 		return rep, true, err
 	}
@@ -71,7 +71,7 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 	for _, r := range ranks {
 		top.TrainableParams += r.TrainableParams // each stage counts its own layers
 	}
-	timing.PipelineTime(plan, &top, ranks, times) // pipeline_time.go: the step over all stages
+	timing.PipelineTime(plan, &top, ranks, times) // the step over all stages
 	return &top, true, nil
 }
 

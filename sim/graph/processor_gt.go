@@ -18,7 +18,7 @@ import (
 //	x_skip = x; x = layer_norm_attention(x)   (conditional with noise)
 //	x_r = lin_self(x); q, k, v = lin_query/key/value(x); edges = lin_edge(edge_attr)
 //	q, k = q_norm(q), k_norm(k)               (qk_norm, per head)
-//	out = attention_block(q, k, v, edges)     (GraphTransformerConv, graph_conv.go)
+//	out = attention_block(q, k, v, edges)     (GraphTransformerConv, conv.go)
 //	out = projection(out + x_r) + x_skip
 //	x = node_dst_mlp(layer_norm_mlp_dst(out)) + out
 //
@@ -143,7 +143,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 		panic(core.LowerError{Err: units.Errorf(b.Name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", r/nodes, p.Edges.Count, p.Channels)})
 	}
 	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs}
-	ea, ei, e := in.lower(b, r/nodes) // edge_inputs.go: once, outside the segments' checkpoints
+	ea, ei, e := in.lower(b, r/nodes) // once, outside the segments' checkpoints
 	k := int64(1)
 	if b.Eval {
 		k = p.EvalChunks
@@ -168,7 +168,7 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		key = headNorm(b, "k_norm", key, c/p.Heads)
 	}
-	out := edgeAttention{c, p.Heads}.block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
+	out := edgeAttention{c, p.Heads}.block(b, q, key, val, edges, ei, r, e, k)
 	o := projectChunks(b, out, xr, r, c, k)
 	o = b.Ew("add", "out_plus_x_skip", []core.Value{o, x}, []int64{r, c}, core.Promote(b.Dtype(o), b.Dtype(x)), "out + x_skip")
 	// nodes_new = self.run_node_dst_mlp(out) + out

@@ -35,8 +35,8 @@ type Attention struct {
 	Rope        bool    // rotary position embeddings on q and k
 	FusedQKV    bool    // one qkv projection (GPT-2 c_attn) instead of q, k, v
 	SoftmaxFP32 bool    // eager softmax computed in fp32 then cast back (HF Llama)
-	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap) (softcap.go); 0 = none
-	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, layers_qknorm.go)
+	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap); 0 = none
+	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
 }
 
 func (a *Attention) Kv() int64 {
@@ -126,9 +126,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		name = "attn"
 	}
 	defer b.Scope(name)()
-	la := a.perRank(b.Par.Tpn()) // tp.go: this rank's heads
+	la := a.perRank(b.Par.Tpn()) // this rank's heads
 	d, h, kv := la.Hd(), la.Heads, la.Kv()
-	xg := b.TpGather(x) // tp.go: all-gathered along the sequence with SP
+	xg := b.TpGather(x) // all-gathered along the sequence with SP
 	s := b.Shape(xg)
 	var q, k, v core.Value
 	if a.FusedQKV {
@@ -207,7 +207,7 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	}
 	b.Op(i).WorkB = work
 	b.Op(i).Flops = a.coreFLOPs(s)
-	ringAttention(b, i, k, v) // context.go: ring buffers with context parallelism
+	ringAttention(b, i, k, v) // ring buffers with context parallelism
 	return o
 }
 
@@ -259,7 +259,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.V
 		b.Save(j, scalar)
 	}
 	if a.Softcap > 0 && a.Impl == "eager" {
-		scaled = b.Softcap("softcap", scaled) // softcap.go
+		scaled = b.Softcap("softcap", scaled)
 	}
 	if a.Causal {
 		m := b.AddOp("mask", "causal_mask", []core.Value{scaled})
@@ -319,7 +319,7 @@ func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 }
 
 // CheckPacking: packed documents need flash attention's varlen kernel
-// (packing.go); eager and SDPA attention would need a block-diagonal mask.
+// (core/packing.go); eager and SDPA attention would need a block-diagonal mask.
 func (a *Attention) CheckPacking(path string) error {
 	if a.Impl != "flash" {
 		return fmt.Errorf("%s runs %s attention", path, a.Impl)

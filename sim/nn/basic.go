@@ -73,7 +73,7 @@ func (e *Embedding) Lower(b *core.Builder, x core.Value) core.Value {
 		name = "embed"
 	}
 	if b.Par.Tpn() > 1 {
-		return vocabParallelEmbedding(b, e, name, x) // tp.go
+		return vocabParallelEmbedding(b, e, name, x)
 	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{e.Rows, e.Dim}, "embed")

@@ -39,9 +39,9 @@ import (
 //
 // The graph's buffers (3 fp32 fixed attributes and 2 int64 indices per
 // edge, 28 bytes; 4 fp32 coordinates per node, 16 bytes: 0.2 GB for Bris)
-// are on the device from setup (graph_buffers.go); with Data, the data
+// are on the device from setup (buffers.go); with Data, the data
 // loader's batch is the program input, held for the step, and the model
-// input is built from it and freed when the forward ends (data_batch.go).
+// input is built from it and freed when the forward ends (core/data_batch.go).
 // Not modelled: the prognostic residual x_out[..., idx] += x_skip (an
 // [B*N, prognostic] indexing copy).
 type EncoderProcessorDecoder struct {
@@ -55,7 +55,7 @@ type EncoderProcessorDecoder struct {
 	NodeAttrs     int64           // trainable attributes per node (trainable_parameters.data / hidden: 8)
 	NoiseChannels int64           // noise_channels_dim (4); 0: no noise injection
 	NoiseHidden   int64           // noise_mlp_hidden_dim (32)
-	Data          *core.DataBatch // the data loader's batch the input is built from (data_batch.go); nil: the input alone
+	Data          *core.DataBatch // the data loader's batch the input is built from; nil: the input alone
 }
 
 // coordAttrs is NamedNodesAttributes' fixed part: sin and cos of (lat, lon).
@@ -180,7 +180,7 @@ func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Valu
 			panic(core.LowerError{Err: &units.Error{Path: e.Name, Msg: fmt.Sprintf("a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", batch, g.Edges.Count, c)}})
 		}
 	}
-	e.coordinateBuffer(b, e.Grid) // graph_buffers.go
+	e.coordinateBuffer(b, e.Grid)
 	e.coordinateBuffer(b, e.Mesh)
 	xd := e.nodeAttributes(b, "data", e.Grid, batch)
 	xd = b.Ew("cat", "x_data_latent", []core.Value{x, xd}, []int64{batch * n, e.dataWidth()}, b.Dtype(x),

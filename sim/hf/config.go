@@ -22,9 +22,9 @@ import (
 //
 // Sizes (hidden_size, num_hidden_layers, ...) are required; flags and
 // dropout probabilities take the defaults of the family's transformers
-// config class when absent. Families live in hfconfig_decoder.go (Llama
-// and its relatives), hfconfig_gpt.go (GPT-2, GPT-NeoX, OPT, BLOOM,
-// Falcon) and hfconfig_bert.go.
+// config class when absent. Families live in decoder.go (Llama
+// and its relatives), gpt.go (GPT-2, GPT-NeoX, OPT, BLOOM,
+// Falcon) and bert.go.
 
 // hfFamily is one supported model_type.
 type hfFamily struct {

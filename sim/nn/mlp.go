@@ -73,7 +73,7 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 
 // ffn lowers the feed-forward core.
 func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool) core.Value {
-	// tp.go: column-parallel up projections over the (SP-gathered) input,
+	// core/tp.go: column-parallel up projections over the (SP-gathered) input,
 	// row-parallel down projection; hidden/tp on each rank.
 	xg, hl := b.TpGather(x), hidden/b.Par.Tpn()
 	if act == "swiglu" || act == "geglu" {

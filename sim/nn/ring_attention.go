@@ -6,7 +6,7 @@ import "github.com/memsh/memsh/sim/core"
 // TransformerEngine's ring attention, AttnFuncWithCPAndKVP2P in
 // transformer_engine/pytorch/attention.py): every rank keeps s/cp tokens
 // of each sequence through the whole layer (the plan's seq is divided by
-// cp when lowering, tp.go configureLowering); only attention needs the
+// cp when lowering, core/tp.go configureLowering); only attention needs the
 // other chunks. Their keys and values travel around the ring: while one
 // chunk is used, the next is received, so two K/V chunks are in flight
 // (p2p_comm_buffers) on top of the local ones. The backward passes the

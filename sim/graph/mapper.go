@@ -151,7 +151,7 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 	if b.Eval {
 		k = g.EvalChunks // block.py@models-0.8.1 l.724: self.num_chunks if self.training else NUM_CHUNKS_INFERENCE_MAPPER
 	}
-	ea, ei, e := g.edges().lower(b, batch) // graph_edge_inputs.go
+	ea, ei, e := g.edges().lower(b, batch)
 	if g.Role == "encoder" {
 		xs = b.Linear("emb_nodes_src", "embed", xs, g.SrcIn, c, true)
 	}
@@ -189,7 +189,7 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	key := b.Linear("lin_key", "k", lnS, c, c, true)
 	val := b.Linear("lin_value", "v", lnS, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
-	att := g.attn().block(b, q, key, val, edges, ei, r, e, k) // graph_conv.go
+	att := g.attn().block(b, q, key, val, edges, ei, r, e, k)
 	out := projectChunks(b, att, xr, r, c, k)
 	// out = out + x_skip[1]
 	out = b.Ew("add", "out_plus_x_skip", []core.Value{out, xd}, []int64{r, c}, core.Promote(b.Dtype(out), b.Dtype(xd)), "out + x_skip[1]")
@@ -220,5 +220,5 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	return nodes
 }
 
-// attn is the block's message passing (graph_conv.go).
+// attn is the block's message passing (conv.go).
 func (g *GraphTransformer) attn() edgeAttention { return edgeAttention{g.Channels, g.Heads} }

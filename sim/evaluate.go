@@ -22,14 +22,14 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
-	if rep, ok, err := evaluatePipeline(plan, opts); ok { // pipeline_eval.go: one replay per stage
+	if rep, ok, err := evaluatePipeline(plan, opts); ok { // one replay per stage
 		return rep, nil, err
 	}
 	prog, err := plan.LowerProgram()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := plan.CheckFirstStep(prog); err != nil { // first_step.go
+	if err := plan.CheckFirstStep(prog); err != nil {
 		return nil, nil, err
 	}
 	r, err := replay.Run(prog, plan, opts)
@@ -39,7 +39,7 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 	rep := r.Report()
 	var stage *timing.StageTime
 	rep.Time, stage = timing.StepTime(prog, plan, r)
-	graph.GraphAdvice(plan, rep) // graph_advice.go: notes on a graph model's failure
+	graph.GraphAdvice(plan, rep) // notes on a graph model's failure
 	if err := r.Settle(); err != nil {
 		return nil, nil, err
 	}

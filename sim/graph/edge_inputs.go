@@ -10,7 +10,7 @@ import (
 // edgeInputs is what a graph layer's forward makes of its edges before its
 // blocks run (layers/mapper.py GraphTransformerBaseMapper.forward and
 // layers/processor.py GraphTransformerProcessor.forward @models-0.8.1):
-// the fixed attributes and index are module buffers (graph_buffers.go);
+// the fixed attributes and index are module buffers (buffers.go);
 // each forward repeats the attributes over the batch next to the
 // trainable ones (TrainableTensor) and stacks the index once per sample
 // (_expand_edges).
