@@ -1,11 +1,16 @@
-// Package sim is the memsh engine: the model IR, dtypes, devices,
-// precision policies, optimizers, sharding, the step replay (a timeline of
-// tensor allocations and frees), the caching-allocator model, the time
-// model and the Report.
+// Package sim is the memsh engine's entry point: Evaluate replays one
+// training step of a plan and returns its report; EvaluateSteps replays a
+// series of steps (embedding tables whose rows change per step).
 //
-// sim is pure Go. It must not import go.starlark.net, print anything, read
-// the environment or the clock. Errors are *sim.Error values that the
-// Starlark layer (package builtins) decorates with script positions.
+// Evaluate validates the plan, lowers it (sim/core, with layers from
+// sim/nn, sim/graph, sim/hf or sim/litgpt), replays the program through
+// the allocator model (sim/replay over sim/alloc), runs the time model
+// (sim/timing) and adds a graph model's notes (sim/graph). A pipelined
+// plan is replayed stage by stage and the step composed over the stages
+// (pipeline.go). The layout search (sim/search) sits above it.
 //
-// Not a stable API: it exists for the memsh command.
+// The engine is pure Go. No sim package imports go.starlark.net, prints,
+// reads the environment or the clock. Errors are *units.Error values that
+// the Starlark layer (package builtins) decorates with script positions.
+// docs/architecture.md draws the packages and the flow of one plan.
 package sim

@@ -1,9 +1,10 @@
 package hf
 
 import (
+	"math"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
-	"math"
 )
 
 // Llama and its relatives in transformers: pre-norm decoders with RMSNorm,

@@ -1,0 +1,269 @@
+package hf
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// hfConfig is a parsed config.json with typed getters. The first bad field
+// is kept in err; later getters return zero values.
+type hfConfig struct {
+	raw       map[string]any
+	modelType string
+	name      string
+	err       *units.Error
+}
+
+func parseHFConfig(data []byte) (*hfConfig, error) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, jsonError(data, err)
+	}
+	if d.More() {
+		return nil, &units.Error{Msg: "malformed config.json: more than one JSON value"}
+	}
+	raw, ok := v.(map[string]any)
+	if !ok {
+		return nil, &units.Error{Msg: fmt.Sprintf("config.json must be a JSON object (got %s)", describeJSON(v))}
+	}
+	return &hfConfig{raw: raw}, nil
+}
+
+// jsonError names the line and column of a JSON syntax error.
+func jsonError(data []byte, err error) error {
+	var se *json.SyntaxError
+	off := int64(-1)
+	if errors.As(err, &se) {
+		off = se.Offset - 1 // Offset counts the offending byte
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		off = te.Offset
+	}
+	if err.Error() == "EOF" || err.Error() == "unexpected EOF" {
+		return &units.Error{Msg: "malformed config.json: unexpected end of file"}
+	}
+	if off < 0 {
+		return &units.Error{Msg: "malformed config.json: " + err.Error()}
+	}
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line, col := 1, 1
+	for _, ch := range data[:off] {
+		if ch == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return &units.Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: %s", line, col, err)}
+}
+
+// describeJSON renders a decoded JSON value for an error message.
+func describeJSON(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("the string %q", x)
+	case bool:
+		return fmt.Sprintf("%t", x)
+	case json.Number:
+		return x.String()
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// maxHFDim bounds every size so that products of two sizes fit in int64;
+// checkTotal bounds the whole count.
+const maxHFDim = 1 << 24
+
+func (c *hfConfig) fail(key, format string, args ...any) {
+	if c.err == nil {
+		c.err = &units.Error{Msg: fmt.Sprintf("%q ", key) + fmt.Sprintf(format, args...)}
+	}
+}
+
+func (c *hfConfig) has(key string) bool {
+	v, ok := c.raw[key]
+	return ok && v != nil
+}
+
+// size reads a required positive integer.
+func (c *hfConfig) size(key string) int64 {
+	if !c.has(key) {
+		if c.err == nil {
+			c.err = &units.Error{
+				Msg:  fmt.Sprintf("config.json has no %q (model_type %q needs it, a positive integer)", key, c.modelType),
+				Hint: "is this the model's config.json (the one next to its weights on the hub)?",
+			}
+		}
+		return 0
+	}
+	return c.intValue(key, 1)
+}
+
+// sizeOr reads an optional positive integer.
+func (c *hfConfig) sizeOr(key string, def int64) int64 {
+	if !c.has(key) {
+		return def
+	}
+	return c.intValue(key, 1)
+}
+
+// firstSize reads the first present key (for renamed fields: BLOOM's
+// n_embed, Falcon's n_layer).
+func (c *hfConfig) firstSize(keys ...string) int64 {
+	for _, k := range keys {
+		if c.has(k) {
+			return c.intValue(k, 1)
+		}
+	}
+	return c.size(keys[0])
+}
+
+func (c *hfConfig) intValue(key string, min int64) int64 {
+	v := c.raw[key]
+	n, ok := v.(json.Number)
+	if !ok {
+		c.fail(key, "must be an integer (got %s)", describeJSON(v))
+		return 0
+	}
+	i, err := n.Int64()
+	if err != nil {
+		f, ferr := n.Float64()
+		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > maxHFDim {
+			c.fail(key, "must be an integer (got %s)", n)
+			return 0
+		}
+		i = int64(f)
+	}
+	if i < min {
+		if min == 1 {
+			c.fail(key, "must be positive (got %d)", i)
+		} else {
+			c.fail(key, "must be at least %d (got %d)", min, i)
+		}
+		return 0
+	}
+	if i > maxHFDim {
+		c.fail(key, "is too large (got %d; memsh takes sizes up to %d)", i, maxHFDim)
+		return 0
+	}
+	return i
+}
+
+// flag reads an optional boolean.
+func (c *hfConfig) flag(key string, def bool) bool {
+	if !c.has(key) {
+		return def
+	}
+	b, ok := c.raw[key].(bool)
+	if !ok {
+		c.fail(key, "must be true or false (got %s)", describeJSON(c.raw[key]))
+	}
+	return b
+}
+
+// prob reads an optional dropout probability in [0, 1).
+func (c *hfConfig) prob(key string, def float64) float64 {
+	if !c.has(key) {
+		return def
+	}
+	n, ok := c.raw[key].(json.Number)
+	f, err := n.Float64()
+	if !ok || err != nil || f < 0 || f >= 1 {
+		c.fail(key, "must be a probability in [0, 1) (got %s)", describeJSON(c.raw[key]))
+		return 0
+	}
+	return f
+}
+
+// number reads an optional float.
+func (c *hfConfig) number(key string, def float64) float64 {
+	if !c.has(key) {
+		return def
+	}
+	n, ok := c.raw[key].(json.Number)
+	f, err := n.Float64()
+	if !ok || err != nil {
+		c.fail(key, "must be a number (got %s)", describeJSON(c.raw[key]))
+		return 0
+	}
+	return f
+}
+
+// softcap reads a soft-capping value (Gemma 2): absent is def, null is
+// none (0), else a positive number.
+func (c *hfConfig) softcap(key string, def float64) float64 {
+	v, ok := c.raw[key]
+	if !ok {
+		return def
+	}
+	if v == nil {
+		return 0
+	}
+	n, ok := v.(json.Number)
+	f, err := n.Float64()
+	if !ok || err != nil || !(f > 0) || math.IsInf(f, 0) {
+		c.fail(key, "must be a positive number or null (got %s)", describeJSON(v))
+		return 0
+	}
+	return f
+}
+
+// str reads an optional string.
+func (c *hfConfig) str(key, def string) string {
+	if !c.has(key) {
+		return def
+	}
+	s, ok := c.raw[key].(string)
+	if !ok {
+		c.fail(key, "must be a string (got %s)", describeJSON(c.raw[key]))
+	}
+	return s
+}
+
+// object checks that an optional field is an object or null (rope_scaling).
+func (c *hfConfig) object(key string) {
+	if c.has(key) {
+		if _, ok := c.raw[key].(map[string]any); !ok {
+			c.fail(key, "must be an object or null (got %s)", describeJSON(c.raw[key]))
+		}
+	}
+}
+
+// intList reads an optional list of integers in [0, n).
+func (c *hfConfig) intList(key string, n int64) map[int64]bool {
+	out := map[int64]bool{}
+	if !c.has(key) {
+		return out
+	}
+	list, ok := c.raw[key].([]any)
+	if !ok {
+		c.fail(key, "must be a list of layer indices (got %s)", describeJSON(c.raw[key]))
+		return out
+	}
+	for _, v := range list {
+		num, ok := v.(json.Number)
+		i, err := num.Int64()
+		if !ok || err != nil || i < 0 || i >= n {
+			c.fail(key, "must list layer indices in 0..%d (got %s)", n-1, describeJSON(v))
+			return out
+		}
+		out[i] = true
+	}
+	return out
+}

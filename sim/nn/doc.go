@@ -1,0 +1,14 @@
+// Package nn holds the layer kinds transformers are built from: linear,
+// embedding, layer and RMS norms, dropout and activations, attention
+// (eager, SDPA, flash; GQA/MQA, rotary embeddings, q/k norms, softcapping,
+// ring attention under context parallelism), MLPs (GELU, SwiGLU, GeGLU),
+// mixtures of experts (with the all-to-all of expert parallelism), added
+// position embeddings, poolers, scales and parallel or gated branches.
+//
+// Each kind is a core.Layer: it counts its parameters exactly, validates
+// its sizes, and lowers to ops through the core.Builder the way the
+// PyTorch module runs (what autograd saves, in which dtype, what is
+// transient). Under tensor parallelism a layer lowers this rank's shard
+// (Megatron's column- and row-parallel linears, vocabulary-parallel
+// embedding) and checks that the layout divides it (CheckLayout).
+package nn

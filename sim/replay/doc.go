@@ -1,0 +1,23 @@
+// Package replay replays one training step of a lowered program
+// (core.Program) on one GPU as a timeline of allocations and frees through
+// the caching-allocator model (sim/alloc), and fills the Report: peak
+// allocated and reserved memory, what nvidia-smi would show, the breakdown
+// at the peak, the peak op, the largest allocation and the first one that
+// fails, in PyTorch's words.
+//
+// Run replays setup (parameters, master weights, optimizer state in the
+// steady state or made by the first step, the batch), an optional
+// validation pass, the forward (freeing each input after its last use
+// unless saved, autocast's weight cache), the backward (recomputing
+// checkpointed regions, activation and parameter gradients) and the
+// optimizer step with its temporaries.
+//
+// The distributed layouts that change what a GPU holds over the step live
+// here too, because they are allocation timelines: DDP's buckets,
+// Megatron's gradient buffer and distributed optimizer, ZeRO 1/2/3 and
+// FSDP (1 and 2) with their gathers, prefetch and reduce-scatters
+// (sharding.go, gather.go, shard_*.go, fsdp*.go), offload of optimizer
+// state, parameters and activations, paged optimizers, and embedding
+// tables whose rows, sparse gradients and row-wise optimizer state change
+// from step to step (table*.go, RunSteps).
+package replay
