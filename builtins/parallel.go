@@ -271,25 +271,6 @@ func clusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 	return Cluster{c}, nil
 }
 
-// resolveLayout reads train()'s parallel= and cluster= into the plan.
-func resolveLayout(v *[numTrainArgs]starlark.Value, p *core.Plan) error {
-	switch x := v[argParallel].(type) {
-	case starlark.NoneType:
-	case Parallel:
-		p.Parallel = x.p
-	default:
-		return fmt.Errorf("parallel must be None or parallel(dp=..., tp=..., ...) (got %s)", x.Type())
-	}
-	switch x := v[argCluster].(type) {
-	case starlark.NoneType:
-	case Cluster:
-		p.Cluster = x.c
-	default:
-		return fmt.Errorf("cluster must be None or cluster(nodes=..., gpus_per_node=...) (got %s)", x.Type())
-	}
-	return nil
-}
-
 // collectives is r.collectives: bytes passed to collectives per step, by
 // kind (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv).
 func collectives(r *replay.Report) starlark.Value {

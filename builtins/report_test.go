@@ -79,8 +79,8 @@ func TestSimulateErrorOrigin(t *testing.T) {
 	decl := syntax.MakePosition(&file, 7, 5)
 	m := &core.Model{Name: "bad", Layers: []core.Layer{&nn.Embedding{Rows: 10, Dim: 8}, &nn.Linear{In: 16, Out: 8}}, Loss: "none"}
 	a := defaultTrainArgs()
-	a.vals[argModel] = NewModel(m, nil, decl)
-	a.vals[argSeq] = starlark.MakeInt(4)
+	a.set("model", NewModel(m, nil, decl))
+	a.set("seq", starlark.MakeInt(4))
 	pv, err := newPlan(a, decl)
 	if err != nil {
 		t.Fatal(err)

@@ -129,9 +129,12 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 
 	a := defaultTrainArgs()
-	a.vals[argModel], a.vals[argSeq], a.vals[argGPU], a.vals[argPrecision] = model, seq, gpu, precision
+	a.set("model", model)
+	a.set("seq", seq)
+	a.set("gpu", gpu)
+	a.set("precision", precision)
 	if optimizer != nil {
-		a.vals[argOptimizer] = optimizer
+		a.set("optimizer", optimizer)
 	}
 	decl := CallerPos(thread)
 	bv, err := newPlan(a, decl)
@@ -169,12 +172,12 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	for _, row := range res.Rows {
 		p := row.Plan
 		par := p.Parallel
-		ra := base.args
-		ra.vals[argBatch] = starlark.MakeInt64(p.Batch)
-		ra.vals[argGradAccum] = starlark.MakeInt64(p.GradAccum)
-		ra.vals[argCheckpoint] = starlark.String(p.Checkpoint.Mode)
-		ra.vals[argParallel] = Parallel{par}
-		ra.vals[argCluster] = Cluster{p.Cluster}
+		ra := base.args.clone()
+		ra.set("batch", starlark.MakeInt64(p.Batch))
+		ra.set("grad_accum", starlark.MakeInt64(p.GradAccum))
+		ra.set("checkpoint", starlark.String(p.Checkpoint.Mode))
+		ra.set("parallel", Parallel{par})
+		ra.set("cluster", Cluster{p.Cluster})
 		pv, err := newPlan(ra, decl)
 		if err != nil {
 			return nil, fmt.Errorf("internal error: search row %s: %v", par, err)

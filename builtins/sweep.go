@@ -69,7 +69,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	limit := int64(maxSweep)
 	var axes []axis
-	known := append(append(append([]string{}, trainArgNames[:]...), parallelFields...), clusterFields...)
+	known := append(append(trainArgNames(), parallelFields...), clusterFields...)
 	for _, kv := range kwargs {
 		name := string(kv[0].(starlark.String))
 		if name == "max" {
@@ -270,7 +270,7 @@ func reportFigures(x *Report) []starlark.Value {
 
 // variant is plan.replace(...) with axis k set to its combo[k]-th value.
 func (x *Plan) variant(thread *starlark.Thread, axes []axis, combo []int) (*Plan, error) {
-	a := x.args
+	a := x.args.clone()
 	var parKw, clKw []starlark.Tuple
 	for k, ax := range axes {
 		v := ax.values[combo[k]]
@@ -280,26 +280,22 @@ func (x *Plan) variant(thread *starlark.Thread, axes []axis, combo []int) (*Plan
 		case contains(clusterFields, ax.name):
 			clKw = append(clKw, starlark.Tuple{starlark.String(ax.name), v})
 		default:
-			for i, n := range trainArgNames {
-				if n == ax.name {
-					a.vals[i] = v
-				}
-			}
+			a.set(ax.name, v)
 		}
 	}
 	if len(parKw) > 0 {
-		p, err := replaceParallel(a.vals[argParallel], parKw)
+		p, err := replaceParallel(a.get("parallel"), parKw)
 		if err != nil {
 			return nil, err
 		}
-		a.vals[argParallel] = p
+		a.set("parallel", p)
 	}
 	if len(clKw) > 0 {
-		c, err := replaceCluster(thread, a.vals[argCluster], clKw)
+		c, err := replaceCluster(thread, a.get("cluster"), clKw)
 		if err != nil {
 			return nil, err
 		}
-		a.vals[argCluster] = c
+		a.set("cluster", c)
 	}
 	v, err := newPlan(a, CallerPos(thread))
 	if err != nil {

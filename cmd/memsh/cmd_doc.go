@@ -34,7 +34,7 @@ func (e *env) cmdDoc(operands []string) error {
 	}
 	name := operands[0]
 	if b, ok := builtins.Lookup(name); ok {
-		fmt.Fprintf(e.stdout, "%s\n\n%s", b.Sig, wrap(b.Doc, 78))
+		fmt.Fprintf(e.stdout, "%s\n\n%s", b.Sig, builtins.WrapDoc(b.Doc, 78))
 		return nil
 	}
 	for _, x := range exports {
@@ -91,29 +91,6 @@ func firstSentence(s string) string {
 		s = s[:i+1]
 	}
 	return s
-}
-
-// wrap fills each paragraph of s (separated by blank lines) to width
-// columns and ends the text with a newline.
-func wrap(s string, width int) string {
-	var out []string
-	for _, para := range strings.Split(strings.TrimSpace(s), "\n\n") {
-		var lines []string
-		line := ""
-		for _, word := range strings.Fields(para) {
-			if line != "" && len(line)+1+len(word) > width {
-				lines = append(lines, line)
-				line = ""
-			}
-			if line != "" {
-				line += " "
-			}
-			line += word
-		}
-		lines = append(lines, line)
-		out = append(out, strings.Join(lines, "\n"))
-	}
-	return strings.Join(out, "\n\n") + "\n"
 }
 
 // nearNames returns names equal to name but for case, or containing it,

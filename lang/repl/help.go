@@ -95,7 +95,7 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 	if cname, ok := strings.CutPrefix(name, ":"); ok {
 		for _, c := range commands() {
 			if c.name == cname {
-				fmt.Fprintf(w, "%s\n\n%s", strings.TrimSpace(":"+c.name+" "+c.args), wrapText(c.help, 78))
+				fmt.Fprintf(w, "%s\n\n%s", strings.TrimSpace(":"+c.name+" "+c.args), builtins.WrapDoc(c.help, 78))
 				return true
 			}
 		}
@@ -107,7 +107,7 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 		return true
 	}
 	if b, ok := builtins.Lookup(name); ok {
-		fmt.Fprintf(w, "%s\n\n%s", b.Sig, wrapText(b.Doc, 78))
+		fmt.Fprintf(w, "%s\n\n%s", b.Sig, builtins.WrapDoc(b.Doc, 78))
 		return true
 	}
 	var members []builtins.Builtin
@@ -281,14 +281,4 @@ func fill(words []string, indent, sep string, width int) string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
-}
-
-// wrapText fills each paragraph of s (paragraphs are separated by blank
-// lines) to width columns; the text ends with a newline.
-func wrapText(s string, width int) string {
-	var paras []string
-	for _, p := range strings.Split(strings.TrimSpace(s), "\n\n") {
-		paras = append(paras, strings.TrimSuffix(fill(strings.Fields(p), "", " ", width), "\n"))
-	}
-	return strings.Join(paras, "\n\n") + "\n"
 }
