@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/jsondoc"
 	"go.starlark.net/starlark"
@@ -51,7 +52,9 @@ func ReportDocument(thread *starlark.Thread, r *Report) (*jsondoc.Report, error)
 		return nil, fmt.Errorf("internal error: report as JSON: %v", err)
 	}
 	var rep jsondoc.Report
-	if err := json.Unmarshal([]byte(s), &rep); err != nil {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields() // a report field missing from the schema is an error, not a silent drop
+	if err := dec.Decode(&rep); err != nil {
 		return nil, fmt.Errorf("internal error: report as JSON: %v", err)
 	}
 	return &rep, nil

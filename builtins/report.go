@@ -43,18 +43,8 @@ func reportBuiltins() []Builtin {
 	return []Builtin{{
 		Name: "simulate",
 		Sig:  "simulate(plan, timeline=False)",
-		Doc: "Replays one steady-state step of plan on one GPU and returns its report. print(r) shows a table; " +
-			"r.fits, r.peak_allocated (torch.cuda.max_memory_allocated), r.peak_reserved (max_memory_reserved), " +
-			"r.device_used (nvidia-smi), r.capacity, r.headroom, r.breakdown (bytes by category at the peak), " +
-			"r.peak_at (.phase, .op), r.largest (.tensor .op .shape .dtype .bytes .why .phase), r.oom (None or " +
-			".message in PyTorch's words and the failing allocation), r.states (params, grads, master, optimizer, buffers), " +
-			"r.saved_activations, r.host_memory, r.traffic (hbm, pcie, nvme, network), r.params, " +
-			"r.trainable_params, r.ranks, r.notes, r.summary (one line), r.plan. r.timeline, the allocation events " +
-			"for plots, is recorded only with timeline=True. The time model gives r.step_time (seconds), r.mfu and " +
-			"r.hfu (model and hardware FLOPs utilisation, 0 to 1), r.tokens_per_s (over all data-parallel replicas), " +
-			"r.time_breakdown (seconds by cause: forward, backward, recompute, exposed tp/cp/ep/pp/fsdp/dp " +
-			"communication, pipeline bubble, optimizer, offload) and r.comm_bytes (None when it has not run). r.as_dict() is a plain dict for json.encode.",
-		Fn: simulateFn,
+		Doc:  simulateDoc(),
+		Fn:   simulateFn,
 	}}
 }
 
@@ -77,17 +67,9 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	return out, nil
 }
 
-var reportAttrNames = []string{
-	"as_dict", "breakdown", "capacity", "collectives", "comm_bytes", "device_used", "fits", "headroom",
-	"hfu", "host_memory", "largest", "mfu", "notes", "oom", "overheads", "params", "peak_allocated",
-	"peak_at", "peak_reserved", "plan", "ranks", "saved_activations", "saved_weight_copies",
-	"states", "step_time", "summary", "tables", "time_breakdown", "timeline", "tokens_per_s", "traffic", "trainable_params",
-}
-
-func (x *Report) AttrNames() []string { return reportAttrNames }
+func (x *Report) AttrNames() []string { return reportAttrNames() }
 
 func (x *Report) Attr(name string) (starlark.Value, error) {
-	r := x.r
 	switch name {
 	case "as_dict":
 		return starlark.NewBuiltin("as_dict", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -96,131 +78,110 @@ func (x *Report) Attr(name string) (starlark.Value, error) {
 			}
 			return x.asDict(), nil
 		}).BindReceiver(x), nil
-	case "plan":
-		return x.plan, nil
-	case "summary":
-		return starlark.String(x.summary()), nil
 	case "timeline":
-		if r.Timeline == nil {
+		if x.r.Timeline == nil {
 			return nil, fmt.Errorf("report has no timeline: use simulate(plan, timeline=True)")
 		}
-		return x.timeline(), nil
-	case "ranks":
-		out := make([]starlark.Value, len(r.Ranks))
-		for i, rr := range r.Ranks {
-			out[i] = NewReport(rr, x.plan, x.color)
-		}
-		return frozenList(out), nil
-	case "overheads":
-		out := make([]starlark.Value, len(r.Overheads))
-		for i, o := range r.Overheads {
-			out[i] = newStruct(starlark.StringDict{
-				"name": starlark.String(o.Name), "bytes": starlark.MakeInt64(o.Bytes), "source": starlark.String(o.Source),
-			})
-		}
-		return frozenList(out), nil
-	case "time_breakdown":
-		// timing/step.go: seconds of the step by cause (forward, backward,
-		// recompute, exposed communication, bubble, optimizer, offload);
-		// not in as_dict, whose form is the JSON schema's.
-		if !x.hasTime() {
-			return starlark.None, nil
-		}
-		d := starlark.NewDict(len(r.Time.Breakdown))
-		for _, s := range r.Time.Breakdown {
-			_ = d.SetKey(starlark.String(s.Name), starlark.Float(s.Seconds))
-		}
-		d.Freeze()
-		return d, nil
-	case "collectives":
-		return collectives(r), nil // bytes per collective kind
-	case "notes":
-		out := make([]starlark.Value, len(r.Notes))
-		for i, n := range r.Notes {
-			out[i] = starlark.String(n)
-		}
-		return frozenList(out), nil
 	}
-	// The rest have the same form in attributes and in as_dict, except
-	// that attributes give structs where as_dict gives dicts.
-	v, ok := x.field(name, false)
-	if !ok {
+	f, ok := reportFieldNamed(name)
+	if !ok || f.attr == nil {
 		return nil, nil
 	}
-	return v, nil
+	return f.attr(x), nil
 }
 
-// field returns the value of a data attribute; plain selects the as_dict
-// form (dicts instead of structs, dtype names instead of dtype values).
-func (x *Report) field(name string, plain bool) (starlark.Value, bool) {
-	r := x.r
-	i64 := starlark.MakeInt64
-	switch name {
-	case "fits":
-		return starlark.Bool(r.Fits), true
-	case "peak_allocated":
-		return i64(r.PeakAllocated), true
-	case "peak_reserved":
-		return i64(r.PeakReserved), true
-	case "device_used":
-		return i64(r.DeviceUsed), true
-	case "capacity":
-		return i64(r.Capacity), true
-	case "headroom":
-		return i64(r.Headroom), true
-	case "saved_activations":
-		return i64(r.SavedActivations), true
-	case "saved_weight_copies":
-		return i64(r.SavedWeightCopies), true
-	case "host_memory":
-		return i64(r.HostMemory), true
-	case "params":
-		return i64(r.Params), true
-	case "trainable_params":
-		return i64(r.TrainableParams), true
-	case "breakdown":
-		d := starlark.NewDict(len(r.Breakdown))
-		for _, s := range r.Breakdown {
-			d.SetKey(starlark.String(s.Name), i64(s.Bytes))
-		}
-		d.Freeze()
-		return d, true
-	case "states":
-		return frozenDict(
-			"params", i64(r.States.Params), "grads", i64(r.States.Grads),
-			"master", i64(r.States.Master), "optimizer", i64(r.States.Optimizer), "buffers", i64(r.States.Buffers)), true
-	case "tables":
-		return tableReports(r, plain), true
-	case "traffic":
-		return frozenDict(
-			"hbm", i64(r.Traffic.HBM), "pcie", i64(r.Traffic.PCIe),
-			"nvme", i64(r.Traffic.NVMe), "network", i64(r.Traffic.Network)), true
-	case "peak_at":
-		return record(plain, starlark.StringDict{"phase": starlark.String(r.PeakAt.Phase), "op": starlark.String(r.PeakAt.Op)}), true
-	case "largest":
-		return record(plain, allocFields(r.Largest, plain)), true
-	case "oom":
-		if r.OOM == nil {
-			return starlark.None, true
-		}
-		f := allocFields(r.OOM.Alloc, plain)
-		f["message"] = starlark.String(r.OOM.Message)
-		return record(plain, f), true
-	case "step_time":
-		return x.timeFigure(r.Time.StepSeconds), true
-	case "mfu":
-		return x.timeFigure(r.Time.MFU), true
-	case "hfu":
-		return x.timeFigure(r.Time.HFU), true
-	case "tokens_per_s":
-		return x.timeFigure(r.Time.TokensPerS), true
-	case "comm_bytes":
-		if !x.hasTime() {
-			return starlark.None, true
-		}
-		return i64(r.Traffic.Network), true
+// Getters of fields whose attribute and as_dict forms differ (plain: the
+// as_dict form).
+
+func breakdownField(x *Report, _ bool) starlark.Value {
+	d := starlark.NewDict(len(x.r.Breakdown))
+	for _, s := range x.r.Breakdown {
+		_ = d.SetKey(starlark.String(s.Name), starlark.MakeInt64(s.Bytes))
 	}
-	return nil, false
+	d.Freeze()
+	return d
+}
+
+func statesField(x *Report, _ bool) starlark.Value {
+	s, i64 := x.r.States, starlark.MakeInt64
+	return frozenDict("params", i64(s.Params), "grads", i64(s.Grads), "master", i64(s.Master),
+		"optimizer", i64(s.Optimizer), "buffers", i64(s.Buffers))
+}
+
+func trafficField(x *Report, _ bool) starlark.Value {
+	t, i64 := x.r.Traffic, starlark.MakeInt64
+	return frozenDict("hbm", i64(t.HBM), "pcie", i64(t.PCIe), "nvme", i64(t.NVMe), "network", i64(t.Network))
+}
+
+func peakAtField(x *Report, plain bool) starlark.Value {
+	return record(plain, starlark.StringDict{"phase": starlark.String(x.r.PeakAt.Phase), "op": starlark.String(x.r.PeakAt.Op)})
+}
+
+func largestField(x *Report, plain bool) starlark.Value {
+	return record(plain, allocFields(x.r.Largest, plain))
+}
+
+func oomField(x *Report, plain bool) starlark.Value {
+	if x.r.OOM == nil {
+		return starlark.None
+	}
+	f := allocFields(x.r.OOM.Alloc, plain)
+	f["message"] = starlark.String(x.r.OOM.Message)
+	return record(plain, f)
+}
+
+func commBytesField(x *Report, _ bool) starlark.Value {
+	if !x.hasTime() {
+		return starlark.None
+	}
+	return starlark.MakeInt64(x.r.Traffic.Network)
+}
+
+func notesField(x *Report) starlark.Value {
+	out := make([]starlark.Value, len(x.r.Notes))
+	for i, n := range x.r.Notes {
+		out[i] = starlark.String(n)
+	}
+	return frozenList(out)
+}
+
+func overheadsField(x *Report) starlark.Value {
+	out := make([]starlark.Value, len(x.r.Overheads))
+	for i, o := range x.r.Overheads {
+		out[i] = newStruct(starlark.StringDict{
+			"name": starlark.String(o.Name), "bytes": starlark.MakeInt64(o.Bytes), "source": starlark.String(o.Source),
+		})
+	}
+	return frozenList(out)
+}
+
+// timeBreakdownField is r.time_breakdown: seconds of the step by cause;
+// not in as_dict, whose form is the JSON schema's.
+func timeBreakdownField(x *Report) starlark.Value {
+	if !x.hasTime() {
+		return starlark.None
+	}
+	d := starlark.NewDict(len(x.r.Time.Breakdown))
+	for _, s := range x.r.Time.Breakdown {
+		_ = d.SetKey(starlark.String(s.Name), starlark.Float(s.Seconds))
+	}
+	d.Freeze()
+	return d
+}
+
+// ranks is a report per pipeline stage; plain gives their as_dict forms.
+func (x *Report) ranks(plain bool) starlark.Value {
+	out := make([]starlark.Value, len(x.r.Ranks))
+	for i, rr := range x.r.Ranks {
+		r := NewReport(rr, x.plan, x.color)
+		if plain {
+			r.color = false
+			out[i] = r.asDict()
+		} else {
+			out[i] = r
+		}
+	}
+	return frozenList(out)
 }
 
 // timeFigure is None when the time model has not run (StepSeconds 0) or
@@ -314,31 +275,17 @@ func (x *Report) timeline() *starlark.List {
 	return frozenList(out)
 }
 
-// asDict is r.as_dict(): every data attribute as ints, floats, strings,
-// lists and dicts (json.encode-able), plus model, gpu and plan strings.
+// asDict is r.as_dict(): every field in its plain form (ints, floats,
+// strings, lists and dicts, json.encode-able), in reportFields' order.
 func (x *Report) asDict() *starlark.Dict {
-	d := starlark.NewDict(32)
-	set := func(k string, v starlark.Value) { d.SetKey(starlark.String(k), v) }
-	set("model", starlark.String(x.plan.p.Model.Name))
-	set("gpu", starlark.String(x.plan.p.Device.Name))
-	set("plan", starlark.String(x.plan.String()))
-	for _, name := range reportAttrNames {
-		if v, ok := x.field(name, true); ok {
-			set(name, v)
+	d := starlark.NewDict(len(reportFields))
+	for _, f := range reportFields {
+		if f.dict == nil {
+			continue
 		}
-	}
-	notes := make([]starlark.Value, len(x.r.Notes))
-	for i, n := range x.r.Notes {
-		notes[i] = starlark.String(n)
-	}
-	set("notes", frozenList(notes))
-	ranks := make([]starlark.Value, len(x.r.Ranks))
-	for i, rr := range x.r.Ranks {
-		ranks[i] = NewReport(rr, x.plan, false).asDict()
-	}
-	set("ranks", frozenList(ranks))
-	if x.r.Timeline != nil {
-		set("timeline", x.timeline())
+		if v := f.dict(x); v != nil {
+			_ = d.SetKey(starlark.String(f.name), v)
+		}
 	}
 	d.Freeze()
 	return d

@@ -140,8 +140,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	for _, a := range axes {
 		columns = append(columns, a.name)
 	}
-	figures := []string{"fits", "device_used", "headroom", "peak_allocated", "step_time", "mfu", "tokens_per_s"}
-	columns = append(columns, figures...)
+	columns = append(columns, figureNames()...)
 	anyErr := false
 	for _, e := range planErrs {
 		anyErr = anyErr || e != nil
@@ -238,34 +237,6 @@ func comboDesc(axes []axis, combo []int) string {
 		parts[i] = a.name + "=" + a.values[combo[i]].String()
 	}
 	return strings.Join(parts, ", ")
-}
-
-// columnUnit is the unit of a figure column.
-func columnUnit(name string) string {
-	switch name {
-	case "device_used", "headroom", "peak_allocated", "peak_reserved", "capacity", "saved_activations", "host_memory":
-		return UnitBytes
-	case "step_time":
-		return UnitSeconds
-	case "mfu", "hfu":
-		return UnitFraction
-	}
-	return ""
-}
-
-// reportFigures is the figure columns of a row: fits, device_used,
-// headroom, peak_allocated, step_time, mfu, tokens_per_s (None without a
-// report, time figures None without a time model).
-func reportFigures(x *Report) []starlark.Value {
-	if x == nil {
-		return []starlark.Value{starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None, starlark.None}
-	}
-	r := x.SimReport()
-	return []starlark.Value{
-		starlark.Bool(r.Fits), starlark.MakeInt64(r.DeviceUsed), starlark.MakeInt64(r.Headroom),
-		starlark.MakeInt64(r.PeakAllocated), x.timeFigure(r.Time.StepSeconds), x.timeFigure(r.Time.MFU),
-		x.timeFigure(r.Time.TokensPerS),
-	}
 }
 
 // variant is plan.replace(...) with axis k set to its combo[k]-th value.

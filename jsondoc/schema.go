@@ -83,7 +83,7 @@ type Report struct {
 	StepTime   *float64 `json:"step_time"`    // seconds per optimizer step
 	MFU        *float64 `json:"mfu"`          // model FLOPs utilisation, 0..1
 	HFU        *float64 `json:"hfu"`          // hardware FLOPs utilisation (with recompute), 0..1
-	TokensPerS *float64 `json:"tokens_per_s"` // tokens per second per GPU
+	TokensPerS *float64 `json:"tokens_per_s"` // tokens per second over all data-parallel replicas
 	CommBytes  *int64   `json:"comm_bytes"`   // bytes over the network per step
 
 	Params          int64 `json:"params"`           // parameters of the model
