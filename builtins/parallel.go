@@ -207,30 +207,16 @@ func parallelLayoutFn(b *starlark.Builtin, kwargs []starlark.Tuple) (starlark.Va
 	if err != nil {
 		return nil, err
 	}
-	if z < 0 || z > 3 {
-		return nil, withHint(fmt.Errorf("zero must be 0, 1, 2 or 3 (got %d)", z), "ZeRO stages: 1 shards optimizer state, 2 also gradients, 3 also parameters")
-	}
 	p.Zero = int(z)
 	switch s := schedule.(type) {
 	case nil, starlark.NoneType:
 	case starlark.String:
-		switch string(s) {
-		case "1f1b", "interleaved":
-			p.Schedule = string(s)
-		default:
-			return nil, withHint(fmt.Errorf("unknown schedule %q (known: 1f1b, interleaved)", string(s)), didYouMean(string(s), []string{"1f1b", "interleaved"}))
-		}
+		p.Schedule = string(s)
 	default:
 		return nil, fmt.Errorf("schedule must be a string (got %s)", s.Type())
 	}
-	if p.Schedule == "interleaved" && p.VirtualStages < 2 {
-		return nil, fmt.Errorf("the interleaved schedule needs virtual_stages >= 2 (model chunks per GPU)")
-	}
-	if p.FSDP && p.Zero > 0 {
-		return nil, fmt.Errorf("fsdp=True and zero=%d are alternatives (FSDP full sharding is ZeRO-3's design in PyTorch)", p.Zero)
-	}
-	if p.DistributedOptimizer && (p.FSDP || p.Zero > 0) {
-		return nil, fmt.Errorf("distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp=")
+	if err := p.Validate(); err != nil {
+		return nil, err // the engine's checks of a layout, where parallel() is written
 	}
 	return Parallel{p}, nil
 }

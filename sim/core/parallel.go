@@ -128,10 +128,12 @@ func parallelErr(format string, args ...any) *units.Error {
 	return &units.Error{Path: "parallel", Msg: fmt.Sprintf(format, args...)}
 }
 
-// validateParallel checks the layout against itself, the cluster and the
-// model; errors name the numbers.
-func (p *Plan) validateParallel() error {
-	raw := p.Parallel
+// Validate checks the layout against itself: degrees, the ZeRO stage,
+// FSDP's version, which sharding modes combine, and the schedule. The
+// checks against the model, the batch and the cluster are the plan's
+// (Plan.Validate). parallel() calls it, so a bad layout fails where it is
+// written.
+func (raw Parallelism) Validate() error {
 	for _, d := range []struct {
 		k string
 		v int64
@@ -166,11 +168,23 @@ func (p *Plan) validateParallel() error {
 		if par.PP < 2 {
 			return parallelErr("the interleaved schedule needs pp >= 2 (got pp=%d)", par.PP)
 		}
+	default:
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)}
+	}
+	return nil
+}
+
+// validateParallel checks the layout against itself, the cluster and the
+// model; errors name the numbers.
+func (p *Plan) validateParallel() error {
+	if err := p.Parallel.Validate(); err != nil {
+		return err
+	}
+	par := p.Parallel.Norm()
+	if par.Schedule == "interleaved" {
 		if m := p.MicroBatches(); m%par.PP != 0 {
 			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
 		}
-	default:
-		return parallelErr("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)
 	}
 	if err := p.validateShardedOffload(par); err != nil {
 		return err
