@@ -34,7 +34,7 @@ func (x Optimizer) Hash() (uint32, error) {
 // adamw(), adamw(impl="fused"), sgd(momentum=0.9).
 func (x Optimizer) String() string {
 	var args []string
-	if x.o.Kind == "sgd" && x.o.Momentum != 0 {
+	if x.o.Kind == core.SGD && x.o.Momentum != 0 {
 		args = append(args, "momentum="+strconv.FormatFloat(x.o.Momentum, 'g', -1, 64))
 	}
 	if x.o.Impl != "" && x.o.Impl != "foreach" {
@@ -43,7 +43,7 @@ func (x Optimizer) String() string {
 	if x.o.InBackward {
 		args = append(args, "in_backward=True")
 	}
-	return x.o.Kind + "(" + strings.Join(args, ", ") + ")"
+	return x.o.Kind.String() + "(" + strings.Join(args, ", ") + ")"
 }
 
 func (x Optimizer) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
@@ -64,7 +64,7 @@ func (x Optimizer) AttrNames() []string { return optimizerAttrNames }
 func (x Optimizer) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "kind":
-		return starlark.String(x.o.Kind), nil
+		return starlark.String(x.o.Kind.String()), nil
 	case "impl":
 		if x.o.Impl == "" {
 			return starlark.None, nil
@@ -86,55 +86,58 @@ func (x *Optimizer) Unpack(v starlark.Value) error {
 		*x = v
 		return nil
 	case starlark.String:
-		o := defaultOptimizer(string(v))
-		if err := o.Validate(); err != nil {
+		k, err := core.ParseOptimizerKind(string(v))
+		if err != nil {
 			return fmt.Errorf("unknown optimizer %q (known: %s)", string(v), strings.Join(core.Optimizers(), ", "))
 		}
-		*x = Optimizer{o}
+		*x = Optimizer{defaultOptimizer(k)}
 		return nil
 	}
 	return fmt.Errorf("got %s, want an optimizer such as adamw()", v.Type())
 }
 
 // defaultOptimizer is kind with the defaults its builtin gives.
-func defaultOptimizer(kind string) core.Optimizer {
+func defaultOptimizer(kind core.OptimizerKind) core.Optimizer {
 	switch kind {
-	case "adam", "adamw":
+	case core.Adam, core.AdamW:
 		return core.Optimizer{Kind: kind, Impl: "foreach"}
 	}
 	return core.Optimizer{Kind: kind}
 }
 
 // optimizerDocs gives each optimizer builtin's Sig and Doc.
-var optimizerDocs = []struct{ kind, sig, doc string }{
-	{"sgd", "sgd(momentum=0.0, in_backward=False)",
+var optimizerDocs = []struct {
+	kind     core.OptimizerKind
+	sig, doc string
+}{
+	{core.SGD, "sgd(momentum=0.0, in_backward=False)",
 		"Stochastic gradient descent (torch.optim.SGD): a momentum buffer per parameter when momentum > 0, no state otherwise."},
-	{"adam", "adam(impl=\"foreach\", fused=None, in_backward=False)",
+	{core.Adam, "adam(impl=\"foreach\", fused=None, in_backward=False)",
 		"Adam (torch.optim.Adam): exp_avg and exp_avg_sq per parameter in the optimizer-state dtype. " +
 			"impl is the step's implementation: \"foreach\" (the CUDA default: one temporary the size of all " +
 			"parameters), \"fused\" (in place; a 4-byte step counter per tensor on the device) or \"for-loop\" " +
 			"(one tensor at a time: two temporaries the size of the largest). fused=True is impl=\"fused\"."},
-	{"adamw", "adamw(impl=\"foreach\", fused=None, in_backward=False)",
+	{core.AdamW, "adamw(impl=\"foreach\", fused=None, in_backward=False)",
 		"AdamW (torch.optim.AdamW), the default optimizer: exp_avg and exp_avg_sq per parameter in the " +
 			"optimizer-state dtype (8 bytes/param in fp32). impl is \"foreach\" (the CUDA default: one " +
 			"temporary the size of all parameters), \"fused\" (in place) or \"for-loop\" (two temporaries the " +
 			"size of the largest tensor). fused=True is impl=\"fused\". in_backward steps each parameter as soon " +
 			"as its gradient is complete and frees that gradient (optimizer-in-backward)."},
-	{"adamw8bit", "adamw8bit(in_backward=False)",
+	{core.AdamW8bit, "adamw8bit(in_backward=False)",
 		"bitsandbytes AdamW8bit: two int8 moments plus an fp32 absmax per 256-element block " +
 			"(about 2 bytes/param); tensors under 4096 elements keep fp32 moments."},
-	{"paged_adamw8bit", "paged_adamw8bit(in_backward=False)",
+	{core.PagedAdamW8bit, "paged_adamw8bit(in_backward=False)",
 		"bitsandbytes PagedAdamW8bit: AdamW8bit state in CUDA unified memory, invisible to " +
 			"torch.cuda.max_memory_allocated but counted in device use; pages to host under pressure."},
-	{"paged_adamw", "paged_adamw(in_backward=False)",
+	{core.PagedAdamW, "paged_adamw(in_backward=False)",
 		"bitsandbytes PagedAdamW (32-bit): two fp32 moments per parameter whatever the param dtype, in CUDA " +
 			"unified memory (outside torch.cuda.max_memory_allocated); LitGPT's optimizer for quantized runs."},
-	{"adafactor", "adafactor(in_backward=False)",
+	{core.Adafactor, "adafactor(in_backward=False)",
 		"Adafactor without momentum: a factored second moment (row and column vectors for matrices, " +
 			"a full vector for 1-D tensors)."},
-	{"lion", "lion(in_backward=False)",
+	{core.Lion, "lion(in_backward=False)",
 		"Lion: one momentum buffer per parameter, updated in place."},
-	{"sparse_adam", "sparse_adam(in_backward=False)",
+	{core.SparseAdam, "sparse_adam(in_backward=False)",
 		"SparseAdam (torch.optim.SparseAdam): two moments, updated only on the rows read this step (for sparse tables)."},
 }
 
@@ -142,7 +145,7 @@ func optimizerBuiltins() []Builtin {
 	var out []Builtin
 	for _, d := range optimizerDocs {
 		kind := d.kind
-		out = append(out, Builtin{Name: kind, Sig: d.sig, Doc: d.doc,
+		out = append(out, Builtin{Name: kind.String(), Sig: d.sig, Doc: d.doc,
 			Fn: func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 				return optimizerFn(kind, b, args, kwargs)
 			}})
@@ -150,14 +153,14 @@ func optimizerBuiltins() []Builtin {
 	return out
 }
 
-func optimizerFn(kind string, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	o := defaultOptimizer(kind)
 	var momentum, fused starlark.Value
 	pairs := []any{"in_backward?", &o.InBackward}
 	switch kind {
-	case "sgd":
+	case core.SGD:
 		pairs = append([]any{"momentum?", &momentum}, pairs...)
-	case "adam", "adamw":
+	case core.Adam, core.AdamW:
 		pairs = append([]any{"impl?", &o.Impl, "fused?", &fused}, pairs...)
 	}
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, pairs...); err != nil {

@@ -39,7 +39,7 @@ var trainKeywords = []keyword{
 		set: setString(func(p *core.Plan) *string { return &p.MembersMode })},
 	{name: "precision", def: starlark.String("fp32"),
 		doc: "a policy name (fp32, bf16-mixed, fp16-mixed, bf16, fp16, megatron, fp16-master) or precision(...)", set: setPrecision},
-	{name: "optimizer", def: Optimizer{defaultOptimizer("adamw")}, sig: "adamw()",
+	{name: "optimizer", def: Optimizer{defaultOptimizer(core.AdamW)}, sig: "adamw()",
 		doc: "an optimizer value (adamw(), sgd(momentum=0.9), adamw8bit(), ...) or its name", set: setOptimizer},
 	{name: "checkpoint", def: starlark.String("none"), doc: `activation checkpointing: "none", "full", "selective" or checkpoint(...)`,
 		set: setCheckpoint},

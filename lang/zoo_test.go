@@ -84,7 +84,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 	rt, _ := core.LookupRuntime("cuda")
 	replay := func(m *core.Model) *replay.Report {
 		r, err := sim.Evaluate(&core.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
-			Optimizer: core.Optimizer{Kind: "adamw"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}, core.Options{})
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

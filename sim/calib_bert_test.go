@@ -60,17 +60,17 @@ func TestBertLargeLadder(t *testing.T) {
 	}
 	// HF Trainer's default optimizer then was transformers' own AdamW
 	// ("adamw_hf"): a per-parameter loop (for-loop temporaries).
-	adamw := core.Optimizer{Kind: "adamw", Impl: "for-loop"}
+	adamw := core.Optimizer{Kind: core.AdamW, Impl: "for-loop"}
 	rows := []bertRow{
 		{2, 4, 1, "none", "fp32", adamw, 14949, 0.10},
 		{3, 1, 4, "none", "fp32", adamw, 8681, 0.05},
 		{4, 1, 4, "full", "fp32", adamw, 6775, 0.05},
 		{5, 4, 1, "none", "fp16-mixed", adamw, 13939, 0.15},
 		{6, 1, 4, "full", "fp16-mixed", adamw, 7275, 0.05},
-		{7, 4, 1, "none", "fp32", core.Optimizer{Kind: "adafactor"}, 12295, 0.10},
-		{8, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: "adafactor"}, 4847, 0.05},
-		{9, 4, 1, "none", "fp32", core.Optimizer{Kind: "adamw8bit"}, 13085, 0.15},
-		{10, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: "adamw8bit"}, 5363, 0.05},
+		{7, 4, 1, "none", "fp32", core.Optimizer{Kind: core.Adafactor}, 12295, 0.10},
+		{8, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: core.Adafactor}, 4847, 0.05},
+		{9, 4, 1, "none", "fp32", core.Optimizer{Kind: core.AdamW8bit}, 13085, 0.15},
+		{10, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: core.AdamW8bit}, 5363, 0.05},
 	}
 	rt, _ := core.LookupRuntime("cuda")
 	for _, r := range rows {

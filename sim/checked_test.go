@@ -48,7 +48,7 @@ func TestHugeSizes(t *testing.T) {
 	fp32, _ := core.LookupPrecision("fp32")
 	plan := func(m *core.Model, batch int64) *core.Plan {
 		return &core.Plan{Model: m, Batch: batch, Seq: 1, GradAccum: 1, Members: 1, Precision: fp32,
-			Optimizer: core.Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 80 << 30}}
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Device: hw.Device{Name: "test", Memory: 80 << 30}}
 	}
 	// 2 x 10^15 weights: fp32 params and grads 8e15 B each, AdamW's two
 	// moments 1.6e16 B.

@@ -34,7 +34,7 @@ func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *core.Pl
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100")
 	return &core.Plan{Model: graph.NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
-		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
+		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
 }
 
 // The data loader's batch is the program input, held for the whole step;

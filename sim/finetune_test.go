@@ -60,7 +60,7 @@ func tinyPlan(t *testing.T, m *core.Model) *core.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &core.Plan{Model: m, Batch: 1, Seq: 64, GradAccum: 1, Members: 1, Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Device: dev}
+	return &core.Plan{Model: m, Batch: 1, Seq: 64, GradAccum: 1, Members: 1, Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Device: dev}
 }
 
 func TestQuantLinear(t *testing.T) {
@@ -240,7 +240,7 @@ func TestOffload(t *testing.T) {
 
 func TestPagedUnderPressure(t *testing.T) {
 	p := tinyPlan(t, tinyLM())
-	p.Optimizer = core.Optimizer{Kind: "paged_adamw"}
+	p.Optimizer = core.Optimizer{Kind: core.PagedAdamW}
 	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)

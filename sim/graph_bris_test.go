@@ -57,7 +57,7 @@ func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, ph
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H200")
 	return &core.Plan{Model: graph.NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
-		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase,
+		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase,
 		Runtime: rt, ExpandableSegments: true}
 }
 

@@ -245,7 +245,7 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 				}
 				for _, prec := range []core.Precision{fp32, mixed} {
 					plan := &core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
-						Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "full", Every: 1}, Runtime: rt,
+						Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "full", Every: 1}, Runtime: rt,
 						Device: hw.Device{Name: "test", Memory: 1 << 40}}
 					rep, err := Evaluate(plan, core.Options{})
 					if err != nil {
@@ -269,7 +269,7 @@ func TestHFLearnedPositionsLimit(t *testing.T) {
 	}
 	fp32, _ := core.LookupPrecision("fp32")
 	plan := &core.Plan{Model: m, Batch: 1, Seq: 2048, GradAccum: 1, Members: 1, Precision: fp32,
-		Optimizer: core.Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40}}
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Device: hw.Device{Name: "test", Memory: 1 << 40}}
 	_, err = Evaluate(plan, core.Options{})
 	if err == nil || err.Error() != "wpe: seq=2048 exceeds the 1024 learned positions of this model" {
 		t.Errorf("error = %v", err)

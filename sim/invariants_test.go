@@ -48,8 +48,9 @@ func randomCases(seed uint64, n int) []randomCase {
 		prec, _ := core.LookupPrecision(pick("fp32", "bf16-mixed", "fp16-mixed", "bf16"))
 		dev, _ := hw.LookupDevice(pick("H100-80GB", "A100-40GB", "RTX-3090"))
 		rt, _ := core.LookupRuntime("cuda")
-		opt := core.Optimizer{Kind: pick("adamw", "adam", "sgd", "adamw8bit", "lion", "adafactor")}
-		if opt.Kind == "sgd" {
+		kind, _ := core.ParseOptimizerKind(pick("adamw", "adam", "sgd", "adamw8bit", "lion", "adafactor"))
+		opt := core.Optimizer{Kind: kind}
+		if opt.Kind == core.SGD {
 			opt.Momentum = 0.9
 		}
 		p := &core.Plan{Model: m, Batch: 1 + r.Int64N(4), Seq: pickInt(16, 64, 128, 256), GradAccum: 1 + r.Int64N(2), Members: 1,
@@ -213,7 +214,7 @@ func TestInvariantsZeroStages(t *testing.T) {
 			if s[2].Grads > s[1].Grads || s[3].Grads > s[1].Grads {
 				t.Errorf("%s dp=%d: gradients by stage %d %d %d %d: stages 2 and 3 must not hold more than 1", c.desc, dp, s[0].Grads, s[1].Grads, s[2].Grads, s[3].Grads)
 			}
-			if c.plan.Optimizer.Kind != "adafactor" && total(s[1]) > total(s[0]) {
+			if c.plan.Optimizer.Kind != core.Adafactor && total(s[1]) > total(s[0]) {
 				t.Errorf("%s dp=%d: zero=1 model states %d > zero=0's %d", c.desc, dp, total(s[1]), total(s[0]))
 			}
 		}
@@ -227,7 +228,7 @@ func TestInvariantsZeroStages(t *testing.T) {
 		for _, dp := range []int64{2, 8} {
 			s := run(big, dp)
 			first := 1
-			if c.plan.Optimizer.Kind == "adafactor" {
+			if c.plan.Optimizer.Kind == core.Adafactor {
 				first = 2
 			}
 			for z := first; z <= 3; z++ {

@@ -22,7 +22,7 @@ func TestQKNormAttentionSaves(t *testing.T) {
 	saved := func(l core.Layer) int64 {
 		m := &core.Model{Name: "attn", Layers: []core.Layer{l}, Loss: "none", InputDim: 128, InputGrad: true}
 		rep, err := Evaluate(&core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: fp32,
-			Optimizer: core.Optimizer{Kind: "sgd"}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}, core.Options{})
+			Optimizer: core.Optimizer{Kind: core.SGD}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestQKNormAttentionTP(t *testing.T) {
 	rt, _ := core.LookupRuntime("cuda")
 	for _, sp := range []bool{false, true} {
 		plan := &core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 1, Precision: mixed, Runtime: rt,
-			Optimizer: core.Optimizer{Kind: "adamw"}, Device: hw.Device{Name: "test", Memory: 1 << 40},
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Device: hw.Device{Name: "test", Memory: 1 << 40},
 			Parallel: core.Parallelism{TP: 2, SequenceParallel: sp}}
 		if _, err := Evaluate(plan, core.Options{}); err != nil {
 			t.Fatalf("sp=%t: %v", sp, err)

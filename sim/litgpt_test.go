@@ -122,9 +122,9 @@ func TestLitGPTResourceTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opt := core.Optimizer{Kind: "adamw"}
+		opt := core.Optimizer{Kind: core.AdamW}
 		if tc.quant != "" {
-			opt = core.Optimizer{Kind: "paged_adamw"} // bnb.optim.PagedAdamW (finetune/lora.py)
+			opt = core.Optimizer{Kind: core.PagedAdamW} // bnb.optim.PagedAdamW (finetune/lora.py)
 		}
 		p := &core.Plan{Model: m, Batch: tc.mb, Seq: tc.seq, GradAccum: 128 / tc.mb, Members: 1, Precision: prec, Optimizer: opt,
 			Quant: tc.quant, QuantLMHead: tc.quant != "", QuantFrom: units.FP16, Device: dev, Phase: "train", Runtime: rt}

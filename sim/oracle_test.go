@@ -112,7 +112,7 @@ func oraclePlan(t testing.TB, c oracleCase) *core.Plan {
 	rt, _ := core.LookupRuntime("cpu-1.13")
 	return &core.Plan{
 		Model: m, Batch: c.b, Seq: c.s, GradAccum: 1, Members: 1, Precision: p,
-		Optimizer: core.Optimizer{Kind: "adamw", Impl: "for-loop"}, Checkpoint: ck, Runtime: rt,
+		Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "for-loop"}, Checkpoint: ck, Runtime: rt,
 		Device: hw.Device{Name: "cpu", Memory: 1 << 40},
 	}
 }

@@ -15,7 +15,7 @@ func TestReplayLinearByHand(t *testing.T) {
 	const MiB = 1 << 20
 	m := &core.Model{Name: "lin", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}}, Loss: "mse"}
 	plan := &core.Plan{Model: m, Batch: 2, Seq: 512, GradAccum: 1, Members: 1,
-		Precision: core.Precisions()[0], Optimizer: core.Optimizer{Kind: "adamw"},
+		Precision: core.Precisions()[0], Optimizer: core.Optimizer{Kind: core.AdamW},
 		Device: hw.Device{Name: "test", Memory: 80 << 30}}
 	rep, err := Evaluate(plan, core.Options{Timeline: true})
 	if err != nil {

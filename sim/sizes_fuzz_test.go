@@ -137,7 +137,7 @@ func fuzzPlan(m *core.Model, batch, seq int64, planOpt uint8) *core.Plan {
 	ckpt := []string{"none", "full", "selective", "none"}[(planOpt>>2)%4]
 	ck, _ := core.ParseCheckpoint(ckpt)
 	p := &core.Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1 + int64(planOpt>>4&1), Members: 1,
-		Precision: prec, Runtime: rt, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: ck, Phase: "train", Device: dev}
+		Precision: prec, Runtime: rt, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Phase: "train", Device: dev}
 	if planOpt&0x20 != 0 {
 		p.Parallel = core.Parallelism{DP: 8, Zero: int(planOpt>>6) % 4}
 	}

@@ -50,7 +50,7 @@ func ngramPlan(t *testing.T, rowsPerHead int64, grad, placement string, pad bool
 	prec, _ := core.LookupPrecision("fp32")
 	rt, _ := core.LookupRuntime("cuda")
 	return &core.Plan{Model: ngramModel(rowsPerHead, grad, placement, pad), Batch: 16, Seq: 512, GradAccum: 1, Members: 1,
-		Precision: prec, Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: core.Checkpoint{Mode: "none"},
+		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"},
 		Device: dev, Phase: "train", Runtime: rt}
 }
 

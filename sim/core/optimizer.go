@@ -32,25 +32,144 @@ import (
 // materialises torch._foreach_sqrt over the whole group, one temporary the
 // size of all parameters; "fused" works in place.
 type Optimizer struct {
-	Kind       string
+	Kind       OptimizerKind
 	Momentum   float64
 	Impl       string // foreach | fused | for-loop
 	InBackward bool   // per-parameter step as soon as its gradient is complete
 }
 
-// Optimizers lists the known kinds.
+// OptimizerKind is an optimizer algorithm; optimizerSpecs declares each
+// once.
+type OptimizerKind uint8
+
+// The optimizer kinds.
+const (
+	SGD OptimizerKind = iota + 1
+	Adam
+	AdamW
+	AdamW8bit
+	PagedAdamW8bit
+	PagedAdamW
+	Adafactor
+	Lion
+	SparseAdam
+)
+
+// optimizerSpec is what memsh knows of one optimizer kind: its name, where
+// its state lives, the state of one parameter tensor (used by the replay),
+// and a lower bound of the state of n elements however they are split into
+// tensors (used by the layout search to prune).
+type optimizerSpec struct {
+	name     string
+	paged    bool // state in CUDA unified memory (bitsandbytes paged optimizers)
+	states   func(o Optimizer, shape []int64, n int64, dt units.DType) []StateTensor
+	minState func(o Optimizer, n int64, dt units.DType) int64
+}
+
+// adamStates are Adam's exp_avg and exp_avg_sq, and the fused step's
+// device step counter.
+func adamStates(o Optimizer, _ []int64, n int64, dt units.DType) []StateTensor {
+	st := []StateTensor{{"exp_avg", dt.Bytes(n)}, {"exp_avg_sq", dt.Bytes(n)}}
+	if o.ImplName() == "fused" {
+		st = append(st, StateTensor{"step", 4})
+	}
+	return st
+}
+
+// bnb8bitStates are bitsandbytes' two int8 moments with an fp32 absmax per
+// 256-element block; tensors under 4096 elements keep fp32 moments.
+func bnb8bitStates(_ Optimizer, _ []int64, n int64, _ units.DType) []StateTensor {
+	if n < 4096 {
+		return []StateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
+	}
+	blocks := (n + 255) / 256
+	return []StateTensor{
+		{"state1", n}, {"state2", n},
+		{"absmax1", units.FP32.Bytes(blocks)}, {"absmax2", units.FP32.Bytes(blocks)},
+	}
+}
+
+func twoMoments(_ Optimizer, n int64, dt units.DType) int64 { return 2 * dt.Bytes(n) }
+func oneMoment(_ Optimizer, n int64, dt units.DType) int64  { return dt.Bytes(n) }
+func noBound(Optimizer, int64, units.DType) int64           { return 0 }
+
+// optimizerSpecs declares the optimizer kinds, indexed by kind.
+var optimizerSpecs = [...]optimizerSpec{
+	SGD: {name: "sgd",
+		states: func(o Optimizer, _ []int64, n int64, dt units.DType) []StateTensor {
+			if o.Momentum > 0 {
+				return []StateTensor{{"momentum_buffer", dt.Bytes(n)}}
+			}
+			return nil
+		},
+		minState: func(o Optimizer, n int64, dt units.DType) int64 {
+			if o.Momentum > 0 {
+				return dt.Bytes(n)
+			}
+			return 0
+		}},
+	Adam:  {name: "adam", states: adamStates, minState: twoMoments},
+	AdamW: {name: "adamw", states: adamStates, minState: twoMoments},
+	// 8-bit state depends on how the elements split into tensors (small
+	// tensors keep fp32 moments): no bound is taken.
+	AdamW8bit:      {name: "adamw8bit", states: bnb8bitStates, minState: noBound},
+	PagedAdamW8bit: {name: "paged_adamw8bit", paged: true, states: bnb8bitStates, minState: noBound},
+	PagedAdamW: {name: "paged_adamw", paged: true,
+		states: func(_ Optimizer, _ []int64, n int64, _ units.DType) []StateTensor {
+			return []StateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
+		}, minState: noBound},
+	// Adafactor's factored moment depends on each tensor's shape.
+	Adafactor: {name: "adafactor",
+		states: func(_ Optimizer, shape []int64, n int64, dt units.DType) []StateTensor {
+			if len(shape) >= 2 {
+				r := Numel(shape[:len(shape)-1])
+				c := Numel(shape[:len(shape)-2]) * shape[len(shape)-1]
+				return []StateTensor{{"exp_avg_sq_row", dt.Bytes(r)}, {"exp_avg_sq_col", dt.Bytes(c)}}
+			}
+			return []StateTensor{{"exp_avg_sq", dt.Bytes(n)}}
+		}, minState: noBound},
+	Lion: {name: "lion",
+		states: func(_ Optimizer, _ []int64, n int64, dt units.DType) []StateTensor {
+			return []StateTensor{{"exp_avg", dt.Bytes(n)}}
+		}, minState: oneMoment},
+	// Sparse tables step their own rows (replay/table_replay.go); as a plan's
+	// optimizer its state is Adam's.
+	SparseAdam: {name: "sparse_adam", states: adamStates, minState: noBound},
+}
+
+func (k OptimizerKind) spec() *optimizerSpec {
+	if k == 0 || int(k) >= len(optimizerSpecs) {
+		return &optimizerSpec{name: "invalid", states: func(Optimizer, []int64, int64, units.DType) []StateTensor { return nil }, minState: noBound}
+	}
+	return &optimizerSpecs[k]
+}
+
+// String is the kind's name, as its builtin is called: "adamw".
+func (k OptimizerKind) String() string { return k.spec().name }
+
+// ParseOptimizerKind finds a kind by name.
+func ParseOptimizerKind(name string) (OptimizerKind, error) {
+	for k := SGD; int(k) < len(optimizerSpecs); k++ {
+		if optimizerSpecs[k].name == name {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown optimizer %q (known: %v)", name, Optimizers())
+}
+
+// Optimizers lists the known kinds by name.
 func Optimizers() []string {
-	return []string{"sgd", "adam", "adamw", "adamw8bit", "paged_adamw8bit", "paged_adamw", "adafactor", "lion", "sparse_adam"}
+	var out []string
+	for k := SGD; int(k) < len(optimizerSpecs); k++ {
+		out = append(out, optimizerSpecs[k].name)
+	}
+	return out
 }
 
 // Validate checks the kind and implementation.
 func (o Optimizer) Validate() error {
-	known := false
-	for _, k := range Optimizers() {
-		known = known || k == o.Kind
-	}
-	if !known {
-		return fmt.Errorf("unknown optimizer %q (known: %v)", o.Kind, Optimizers())
+	if o.Kind == 0 || int(o.Kind) >= len(optimizerSpecs) {
+		return fmt.Errorf("unknown optimizer kind %d (known: %v)", o.Kind, Optimizers())
 	}
 	switch o.Impl {
 	case "", "foreach", "fused", "for-loop":
@@ -63,6 +182,7 @@ func (o Optimizer) Validate() error {
 	return nil
 }
 
+// ImplName is the step's implementation, "foreach" by default.
 func (o Optimizer) ImplName() string {
 	if o.Impl == "" {
 		return "foreach"
@@ -71,60 +191,34 @@ func (o Optimizer) ImplName() string {
 }
 
 // Paged reports whether state lives in CUDA unified memory.
-func (o Optimizer) Paged() bool { return o.Kind == "paged_adamw8bit" || o.Kind == "paged_adamw" }
+func (o Optimizer) Paged() bool { return o.Kind.spec().paged }
 
-// stateTensor is one optimizer state tensor of a parameter.
+// MinStateBytes is a lower bound of the optimizer state of n elements in
+// dtype dt however they are split into tensors and sharded: what the
+// layout search prunes with (0 where the state depends on tensor shapes).
+func (o Optimizer) MinStateBytes(n int64, dt units.DType) int64 {
+	return o.Kind.spec().minState(o, n, dt)
+}
+
+// StateTensor is one optimizer state tensor of a parameter.
 type StateTensor struct {
 	Name  string
 	Bytes int64
 }
 
-// states returns the state tensors for a parameter of the given shape.
+// States returns the state tensors of a parameter of the given shape.
 func (o Optimizer) States(shape []int64, n int64, dt units.DType) []StateTensor {
-	switch o.Kind {
-	case "sgd":
-		if o.Momentum > 0 {
-			return []StateTensor{{"momentum_buffer", dt.Bytes(n)}}
-		}
-		return nil
-	case "adam", "adamw", "sparse_adam":
-		st := []StateTensor{{"exp_avg", dt.Bytes(n)}, {"exp_avg_sq", dt.Bytes(n)}}
-		if o.ImplName() == "fused" {
-			st = append(st, StateTensor{"step", 4})
-		}
-		return st
-	case "paged_adamw":
-		return []StateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
-	case "adamw8bit", "paged_adamw8bit":
-		if n < 4096 {
-			return []StateTensor{{"state1", units.FP32.Bytes(n)}, {"state2", units.FP32.Bytes(n)}}
-		}
-		blocks := (n + 255) / 256
-		return []StateTensor{
-			{"state1", n}, {"state2", n},
-			{"absmax1", units.FP32.Bytes(blocks)}, {"absmax2", units.FP32.Bytes(blocks)},
-		}
-	case "adafactor":
-		if len(shape) >= 2 {
-			r := Numel(shape[:len(shape)-1])
-			c := Numel(shape[:len(shape)-2]) * shape[len(shape)-1]
-			return []StateTensor{{"exp_avg_sq_row", dt.Bytes(r)}, {"exp_avg_sq_col", dt.Bytes(c)}}
-		}
-		return []StateTensor{{"exp_avg_sq", dt.Bytes(n)}}
-	case "lion":
-		return []StateTensor{{"exp_avg", dt.Bytes(n)}}
-	}
-	return nil
+	return o.Kind.spec().states(o, shape, n, dt)
 }
 
-// stepTemporary is the transient memory of the step: per tensor for the
+// StepTemporary is the transient memory of the step: per tensor for the
 // for-loop and in-backward paths (the largest tensor counts), over the
 // whole group for foreach.
 func (o Optimizer) StepTemporary(largest, total int64) int64 {
 	switch o.Kind {
-	case "adamw8bit", "paged_adamw8bit", "paged_adamw", "sgd", "lion":
+	case AdamW8bit, PagedAdamW8bit, PagedAdamW, SGD, Lion:
 		return 0 // one fused kernel per tensor (bitsandbytes), or in-place updates
-	case "adafactor":
+	case Adafactor:
 		return 2 * largest // grad**2 + eps and the update, per tensor
 	}
 	if o.InBackward {

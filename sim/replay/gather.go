@@ -405,7 +405,7 @@ func (d *distState) optimizerStep(r *Replay) bool {
 			largest = max(largest, b)
 		}
 		if tmp := r.Plan.Optimizer.StepTemporary(largest, total); tmp > 0 {
-			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, core.CatTemporaries, "temporaries of the "+r.Plan.Optimizer.Kind+" step over the sharded parameters"))
+			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, core.CatTemporaries, "temporaries of the "+r.Plan.Optimizer.Kind.String()+" step over the sharded parameters"))
 		}
 		return true
 	}

@@ -273,7 +273,7 @@ func (r *Replay) optimizerStep() {
 		}
 	}
 	if tmp := r.Plan.Optimizer.StepTemporary(largest, total); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.Plan.Optimizer.Kind + " step (" + r.Plan.Optimizer.ImplName() + ")", Cat: core.CatTemporaries}))
+		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.Plan.Optimizer.Kind.String() + " step (" + r.Plan.Optimizer.ImplName() + ")", Cat: core.CatTemporaries}))
 	}
 }
 

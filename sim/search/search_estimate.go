@@ -231,23 +231,6 @@ func shardDegree(par core.Parallelism, expert bool) int64 {
 	return par.DP
 }
 
-// linearStateBytes is the optimizer state of n elements for optimizers
-// whose state is linear in the elements (Adam, AdamW, SGD with momentum,
-// Lion), 0 for the others: a lower bound however the state is sharded.
-func linearStateBytes(o core.Optimizer, dt units.DType, n int64) int64 {
-	switch o.Kind {
-	case "adam", "adamw":
-		return 2 * dt.Bytes(n)
-	case "lion":
-		return dt.Bytes(n)
-	case "sgd":
-		if o.Momentum > 0 {
-			return dt.Bytes(n)
-		}
-	}
-	return 0
-}
-
 // minStates is a lower bound of the model states a GPU holding params
 // allocates at setup and keeps through the step: the parameters (sharded
 // over data parallelism with ZeRO-3 and FSDP), the master weights and
@@ -282,7 +265,7 @@ func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 				st += prec.Master.Bytes(e.numel)
 			}
-			st += linearStateBytes(p.Optimizer, prec.States, e.numel)
+			st += p.Optimizer.MinStateBytes(e.numel, prec.States)
 			b += st / shardS
 			switch {
 			case mode == replay.DistDDP || mode == replay.DistMegatron:

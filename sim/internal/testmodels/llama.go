@@ -39,5 +39,5 @@ func LlamaPlan(m *core.Model, batch, seq int64, precision, ckpt string, dev stri
 	d, _ := hw.LookupDevice(dev)
 	rt, _ := core.LookupRuntime("cuda")
 	return &core.Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
-		Optimizer: core.Optimizer{Kind: "adamw"}, Checkpoint: c, Device: d, Runtime: rt}
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: c, Device: d, Runtime: rt}
 }
