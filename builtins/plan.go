@@ -212,7 +212,7 @@ func (x *Plan) Summary() string {
 	if p.Quant != "" {
 		parts = append(parts, p.Quant)
 	}
-	if p.Phase == "eval" {
+	if p.Phase == core.Eval {
 		parts = append(parts, "eval")
 	}
 	return strings.Join(parts, ", ")

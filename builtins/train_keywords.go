@@ -47,7 +47,7 @@ var trainKeywords = []keyword{
 	{name: "quant", def: starlark.None, doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes)`, set: setQuant},
 	{name: "gpu", def: starlark.String("H100-80GB"), doc: "a catalog name or gpu(...)", set: setGPU},
 	{name: "phase", def: starlark.String("train"), doc: `"train", or "eval" (a forward without gradients)`,
-		set: setString(func(p *core.Plan) *string { return &p.Phase })},
+		set: setPhase},
 	{name: "runtime", def: starlark.String("cuda"),
 		doc: `"cuda" (PyTorch 2.x on CUDA), "cuda-2.1" (torch 2.1: mean keeps its input), "cpu-1.13" (what shared/oracle measured) ` +
 			`or "cpu" (PyTorch 2.x on the CPU, where tools/oracle's differential-test vectors are measured)`, set: setRuntime},
@@ -385,5 +385,18 @@ func setQuantFrom(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 		return fmt.Errorf("quant_from: %v", err)
 	}
 	p.QuantFrom, *v = d.d, d
+	return nil
+}
+
+func setPhase(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	s, ok := (*v).(starlark.String)
+	if !ok {
+		return fmt.Errorf("phase must be a string (got %s)", (*v).Type())
+	}
+	ph, err := core.ParsePhase(string(s))
+	if err != nil {
+		return &units.Error{Path: "train", Msg: err.Error()}
+	}
+	p.Phase = ph
 	return nil
 }

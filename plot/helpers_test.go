@@ -44,7 +44,7 @@ func quickstartReport(t testing.TB, gpu string, batch int64) *replay.Report {
 	rt, err := core.LookupRuntime("cuda")
 	must(t, err)
 	plan := &core.Plan{Model: m, Batch: batch, Seq: 1024, GradAccum: 1, Members: 1, Precision: prec,
-		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ckpt, Device: dev, Runtime: rt, Phase: "train"}
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ckpt, Device: dev, Runtime: rt, Phase: core.Train}
 	r, err := sim.Evaluate(plan, core.Options{Timeline: true})
 	must(t, err)
 	return r

@@ -68,7 +68,7 @@ func TestLitGPTFSDPCalibration(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := &core.Plan{Model: m, Batch: tc.mb, Seq: 1304, GradAccum: 128 / tc.mb, Members: 1, Precision: prec,
-			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Phase: "train", Runtime: rt,
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Phase: core.Train, Runtime: rt,
 			LoRA:     &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}, Dropout: 0.05},
 			Parallel: core.Parallelism{DP: tc.gpus, FSDP: true, FSDPVersion: 1}}
 		r := evalPlan(t, p)

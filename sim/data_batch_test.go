@@ -34,7 +34,7 @@ func tinyGraphPlan(t *testing.T, members int64, mode, precision string) *core.Pl
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100")
 	return &core.Plan{Model: graph.NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
-		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
+		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: core.Train, Runtime: rt}
 }
 
 // The data loader's batch is the program input, held for the whole step;
@@ -84,7 +84,7 @@ func TestDataBatchLifetime(t *testing.T) {
 // the clone is held for the step.
 func TestDataBatchValidation(t *testing.T) {
 	p := tinyGraphPlan(t, 2, "stacked", "fp32")
-	p.Phase = "eval"
+	p.Phase = core.Eval
 	prog, err := p.LowerProgram()
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,7 @@ func TestFirstStep(t *testing.T) {
 
 func TestFirstStepErrors(t *testing.T) {
 	p := firstStepPlan(true)
-	p.Phase = "eval"
+	p.Phase = core.Eval
 	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), `first_step=True replays the optimizer's first step, and phase is "eval"`) {
 		t.Errorf("eval: %v", err)
 	}

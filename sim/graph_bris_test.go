@@ -57,7 +57,7 @@ func bris(t testing.TB, members int64, mode string, chunks, evalChunks int64, ph
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H200")
 	return &core.Plan{Model: graph.NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
-		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase,
+		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: mustPhase(phase),
 		Runtime: rt, ExpandableSegments: true}
 }
 
@@ -243,4 +243,13 @@ func TestBrisSequentialMembers(t *testing.T) {
 	if r2.OOM != nil {
 		t.Errorf("2 sequential members: OOM %+v", r2.OOM)
 	}
+}
+
+// mustPhase is the plan phase named phase ("train" or "eval").
+func mustPhase(phase string) core.Phase {
+	p, err := core.ParsePhase(phase)
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

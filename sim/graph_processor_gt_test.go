@@ -25,7 +25,7 @@ func gtProcessorPlan(t *testing.T, precision string, evalChunks int64, phase str
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100")
 	return &core.Plan{Model: &core.Model{Name: "p", Layers: []core.Layer{proc}, Loss: "mse", InputDim: 8}, Batch: 1, Seq: 10, GradAccum: 1,
-		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase, Runtime: rt}
+		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: mustPhase(phase), Runtime: rt}
 }
 
 func TestGraphTransformerProcessorParams(t *testing.T) {

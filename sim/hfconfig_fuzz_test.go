@@ -56,7 +56,7 @@ func fuzzSimulate(t *testing.T, m *core.Model) {
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H100-80GB")
 	p := &core.Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec, Runtime: rt,
-		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Phase: "train", Device: dev}
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Phase: core.Train, Device: dev}
 	if m.Points > 0 {
 		p.Seq = 1
 	}

@@ -54,7 +54,7 @@ func randomCases(seed uint64, n int) []randomCase {
 			opt.Momentum = 0.9
 		}
 		p := &core.Plan{Model: m, Batch: 1 + r.Int64N(4), Seq: pickInt(16, 64, 128, 256), GradAccum: 1 + r.Int64N(2), Members: 1,
-			Precision: prec, Optimizer: opt, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: "train"}
+			Precision: prec, Optimizer: opt, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: core.Train}
 		if err := p.Validate(); err != nil {
 			continue // a combination the engine refuses (e.g. a kernel that needs 16-bit compute)
 		}

@@ -127,7 +127,7 @@ func TestLitGPTResourceTable(t *testing.T) {
 			opt = core.Optimizer{Kind: core.PagedAdamW} // bnb.optim.PagedAdamW (finetune/lora.py)
 		}
 		p := &core.Plan{Model: m, Batch: tc.mb, Seq: tc.seq, GradAccum: 128 / tc.mb, Members: 1, Precision: prec, Optimizer: opt,
-			Quant: tc.quant, QuantLMHead: tc.quant != "", QuantFrom: units.FP16, Device: dev, Phase: "train", Runtime: rt}
+			Quant: tc.quant, QuantLMHead: tc.quant != "", QuantFrom: units.FP16, Device: dev, Phase: core.Train, Runtime: rt}
 		if tc.adapter != "" {
 			p.Freeze = []string{"all"} // mark_only_adapter_as_trainable
 		} else {

@@ -23,7 +23,7 @@ func membersPlan(t *testing.T, mode string) *core.Plan {
 	rt, _ := core.LookupRuntime("cuda")
 	dev, _ := hw.LookupDevice("H200")
 	return &core.Plan{Model: m, Batch: 2, Seq: 16, GradAccum: 1, Members: 2, MembersMode: mode, Precision: prec,
-		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: "train", Runtime: rt}
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: core.Train, Runtime: rt}
 }
 
 func TestSequentialMembersShareState(t *testing.T) {

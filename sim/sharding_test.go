@@ -33,7 +33,7 @@ func distPlan(t testing.TB, m *core.Model, precision string, par core.Parallelis
 	}
 	return &core.Plan{Model: m, Batch: 1, Seq: 8, GradAccum: 1, Members: 1, Precision: prec,
 		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Runtime: rt,
-		Device: dev, Phase: "train", Parallel: par}
+		Device: dev, Phase: core.Train, Parallel: par}
 }
 
 func evalPlan(t testing.TB, p *core.Plan) *replay.Report {

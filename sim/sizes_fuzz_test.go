@@ -64,13 +64,13 @@ func FuzzSizes(f *testing.F) {
 		// stage 3 the parameters) offloaded to the CPU, or as FSDP2 with
 		// everything offloaded.
 		p.ExpandableSegments = true
-		p.Validation = !p.Parallel.Active() && p.Phase == "train"
-		if z := p.Parallel.Zero; z > 0 && p.Phase == "train" {
+		p.Validation = !p.Parallel.Active() && p.Phase == core.Train
+		if z := p.Parallel.Zero; z > 0 && p.Phase == core.Train {
 			p.Offload = &core.Offload{Optimizer: "cpu"}
 			if z == 3 {
 				p.Offload.Params = "cpu"
 			}
-		} else if p.Parallel.Active() && p.Phase == "train" { // DDP becomes FSDP2 with CPUOffloadPolicy
+		} else if p.Parallel.Active() && p.Phase == core.Train { // DDP becomes FSDP2 with CPUOffloadPolicy
 			p.Parallel.FSDP, p.Offload = true, &core.Offload{Params: "cpu"}
 		}
 		rep, err = Evaluate(p, core.Options{})
@@ -137,12 +137,12 @@ func fuzzPlan(m *core.Model, batch, seq int64, planOpt uint8) *core.Plan {
 	ckpt := []string{"none", "full", "selective", "none"}[(planOpt>>2)%4]
 	ck, _ := core.ParseCheckpoint(ckpt)
 	p := &core.Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1 + int64(planOpt>>4&1), Members: 1,
-		Precision: prec, Runtime: rt, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Phase: "train", Device: dev}
+		Precision: prec, Runtime: rt, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Phase: core.Train, Device: dev}
 	if planOpt&0x20 != 0 {
 		p.Parallel = core.Parallelism{DP: 8, Zero: int(planOpt>>6) % 4}
 	}
 	if planOpt&0x40 != 0 && planOpt&0x20 == 0 {
-		p.Phase = "eval"
+		p.Phase = core.Eval
 	}
 	return p
 }

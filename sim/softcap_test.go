@@ -27,7 +27,7 @@ func TestGemma2Softcap(t *testing.T) {
 		dev, _ := hw.LookupDevice("H100-80GB")
 		rt, _ := core.LookupRuntime("cuda")
 		p := &core.Plan{Model: m, Batch: 1, Seq: 16, GradAccum: 1, Members: 1, Precision: prec,
-			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: "train"}
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Runtime: rt, Phase: core.Train}
 		r, err := Evaluate(p, core.Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -17,7 +17,7 @@ func EvaluateSteps(plan *core.Plan, opts core.Options, s replay.StepSeries) (*re
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
-	if plan.Phase == "eval" {
+	if plan.Phase == core.Eval {
 		return nil, &units.Error{Path: "table_steps", Msg: "a step series needs a training plan (got phase=\"eval\")"}
 	}
 	pool := s.Pool

@@ -99,7 +99,7 @@ func TestTableStepsErrors(t *testing.T) {
 	sparse := ngramPlan(t, 1<<20, "sparse", "device", false)
 	dense := ngramPlan(t, 1<<20, "dense", "device", true)
 	eval := ngramPlan(t, 1<<20, "sparse", "device", false)
-	eval.Phase = "eval"
+	eval.Phase = core.Eval
 	for _, tc := range []struct {
 		p    *core.Plan
 		s    replay.StepSeries

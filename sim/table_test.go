@@ -51,7 +51,7 @@ func ngramPlan(t *testing.T, rowsPerHead int64, grad, placement string, pad bool
 	rt, _ := core.LookupRuntime("cuda")
 	return &core.Plan{Model: ngramModel(rowsPerHead, grad, placement, pad), Batch: 16, Seq: 512, GradAccum: 1, Members: 1,
 		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"},
-		Device: dev, Phase: "train", Runtime: rt}
+		Device: dev, Phase: core.Train, Runtime: rt}
 }
 
 func evalTable(t *testing.T, p *core.Plan) (*replay.Report, replay.TableStep) {
@@ -209,7 +209,7 @@ func TestTableHostAccess(t *testing.T) {
 func TestTableModes(t *testing.T) {
 	t.Run("eval on the host: rows in only, no moments", func(t *testing.T) {
 		p := ngramPlan(t, 1<<20, "sparse", "host", true)
-		p.Phase = "eval"
+		p.Phase = core.Eval
 		r, ts := evalTable(t, p)
 		if want := int64(4*(1<<20+1)*16*32) + storyLeaves; ts.HostBytes != want {
 			t.Errorf("host bytes = %d, want table + one staging buffer %d", ts.HostBytes, want)
@@ -226,7 +226,7 @@ func TestTableModes(t *testing.T) {
 	})
 	t.Run("eval on the card: the table read directly", func(t *testing.T) {
 		p := ngramPlan(t, 1<<20, "sparse", "device", true)
-		p.Phase = "eval"
+		p.Phase = core.Eval
 		r, ts := evalTable(t, p)
 		if want := int64(4 * (1<<20 + 1) * 16 * 32); ts.DeviceBytes != want || ts.LeafRows != 0 {
 			t.Errorf("device bytes %d leaf rows %d, want %d and 0", ts.DeviceBytes, ts.LeafRows, want)

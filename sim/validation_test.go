@@ -54,7 +54,7 @@ func TestValidationRefusals(t *testing.T) {
 		change func(p *core.Plan)
 		want   string
 	}{
-		{"eval phase", func(p *core.Plan) { p.Phase = "eval" }, `validation=True adds a validation pass before a training step, and phase is "eval"`},
+		{"eval phase", func(p *core.Plan) { p.Phase = core.Eval }, `validation=True adds a validation pass before a training step, and phase is "eval"`},
 		{"data parallel", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2} }, "validation=True is modelled on one GPU"},
 		{"offload", func(p *core.Plan) { p.Offload = &core.Offload{Optimizer: "cpu"} }, "validation=True is not modelled with offload="},
 	} {

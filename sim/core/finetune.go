@@ -40,7 +40,7 @@ func (p *Plan) finetuneOptions() *Finetune {
 // validateFinetune checks the fine-tuning fields of a plan.
 func (p *Plan) validateFinetune() error {
 	if p.Quant != "" {
-		if p.LoRA == nil && len(p.Freeze) == 0 && p.Phase != "eval" {
+		if p.LoRA == nil && len(p.Freeze) == 0 && p.Phase != Eval {
 			return &units.Error{Path: "train", Msg: fmt.Sprintf("quant=%q needs a frozen base: bitsandbytes quantized weights cannot be trained", p.Quant),
 				Hint: "add lora=lora(...) or freeze=[...], or drop quant="}
 		}

@@ -20,7 +20,7 @@ func (p *Plan) validateFirstStep() error {
 	if !p.FirstStep {
 		return nil
 	}
-	if p.Phase == "eval" {
+	if p.Phase == Eval {
 		return &units.Error{Path: "train", Msg: `first_step=True replays the optimizer's first step, and phase is "eval" (no optimizer step)`,
 			Hint: `drop first_step, or use phase="train"`}
 	}

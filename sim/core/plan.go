@@ -7,6 +7,35 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
+// Phase is what a plan replays: a training step, or an evaluation forward
+// (no gradients, dropout off, eval chunk counts).
+type Phase uint8
+
+// The phases of a plan.
+const (
+	Train Phase = iota
+	Eval
+)
+
+// String is the phase as train() takes it: "train" or "eval".
+func (p Phase) String() string {
+	if p == Eval {
+		return "eval"
+	}
+	return "train"
+}
+
+// ParsePhase reads a phase name.
+func ParsePhase(name string) (Phase, error) {
+	switch name {
+	case "train":
+		return Train, nil
+	case "eval":
+		return Eval, nil
+	}
+	return 0, fmt.Errorf("unknown phase %q (known: train, eval)", name)
+}
+
 // Plan is a training (or evaluation) step to simulate.
 type Plan struct {
 	Model       *Model
@@ -21,7 +50,7 @@ type Plan struct {
 	LoRA        *LoRA
 	Quant       string // "", nf4, nf4-dq, int8 (frozen base weights)
 	Device      hw.Device
-	Phase       string // train | eval
+	Phase       Phase // Train, or Eval: a forward without gradients
 	Runtime     Runtime
 	Parallel    Parallelism // distributed layout; zero value = one GPU
 	Cluster     hw.Cluster  // the machines; zero value = 8-GPU nodes
@@ -99,10 +128,8 @@ func (p *Plan) Validate() error {
 	default:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential)", p.MembersMode)}
 	}
-	switch p.Phase {
-	case "", "train", "eval":
-	default:
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown phase %q (known: train, eval)", p.Phase)}
+	if p.Phase > Eval {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown phase %d (known: train, eval)", p.Phase)}
 	}
 	if err := p.Precision.Validate(); err != nil {
 		return &units.Error{Path: "train", Msg: err.Error()}
@@ -151,7 +178,7 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		Rt:    p.Runtime,
 		Ckpt:  p.Checkpoint,
 		Lora:  p.LoRA,
-		Eval:  p.Phase == "eval",
+		Eval:  p.Phase == Eval,
 	}
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).

@@ -40,7 +40,7 @@ func (m *Model) lowerForCheck() (prog *Program, err error) {
 	fp32, _ := LookupPrecision("fp32")
 	rt, _ := LookupRuntime("cuda")
 	p := &Plan{Model: m, Batch: 1, Seq: 1, GradAccum: 1, Members: 1, Precision: fp32, Runtime: rt,
-		Optimizer: Optimizer{Kind: SGD}, Checkpoint: Checkpoint{Mode: "none"}, Phase: "train"}
+		Optimizer: Optimizer{Kind: SGD}, Checkpoint: Checkpoint{Mode: "none"}, Phase: Train}
 	return p.LowerProgram()
 }
 

@@ -24,7 +24,7 @@ func (p *Plan) validateValidation() error {
 		return nil
 	}
 	switch {
-	case p.Phase == "eval":
+	case p.Phase == Eval:
 		return &units.Error{Path: "train", Msg: `validation=True adds a validation pass before a training step, and phase is "eval"`,
 			Hint: `drop validation=True to replay the validation pass alone, or use phase="train"`}
 	case p.Parallel.Active():
@@ -40,7 +40,7 @@ func (p *Plan) validateValidation() error {
 // lowerValidation lowers the validation pass of a plan with Validation set.
 func (p *Plan) LowerValidation() (*Program, *Plan, error) {
 	ep := *p
-	ep.Phase, ep.Validation = "eval", false
+	ep.Phase, ep.Validation = Eval, false
 	prog, err := ep.LowerProgram()
 	if err != nil {
 		return nil, nil, err

@@ -36,7 +36,7 @@ func GraphAdvice(plan *core.Plan, rep *replay.Report) {
 		}
 	}
 	layer, _, _ := strings.Cut(path, ".")
-	eval := a.Phase == core.PhaseValidation || plan.Phase == "eval"
+	eval := a.Phase == core.PhaseValidation || plan.Phase == core.Eval
 	members := max(plan.Members, 1)
 	perNode := func(n *NodeSet) bool {
 		return len(a.Shape) > 0 && n != nil && a.Shape[0] == plan.Batch*members*n.Nodes && plan.MembersMode != "sequential" && members > 1

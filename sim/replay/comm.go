@@ -149,7 +149,7 @@ func (d *distState) CommPerStep() []core.CommRecord {
 		c.Bytes = c.Bytes * m / copies
 		out = append(out, c)
 	}
-	if plan.Phase == "eval" && d.Mode != DistZeRO && d.Mode != DistFSDP {
+	if plan.Phase == core.Eval && d.Mode != DistZeRO && d.Mode != DistFSDP {
 		return out
 	}
 	perMB := max(plan.GradAccum, 1)

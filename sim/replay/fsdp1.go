@@ -40,7 +40,7 @@ func (d *distState) setupFSDP1(r *Replay) {
 		st.Params += b
 	}
 	// Parameters no op reads (none in practice) are not in a unit.
-	if r.Plan.Phase == "eval" {
+	if r.Plan.Phase == core.Eval {
 		return
 	}
 	r.op = "optimizer state"

@@ -179,7 +179,7 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 			r.gradT[o.V] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient received from the next pipeline stage", Cat: core.CatTemporaries})
 		}
 	}
-	if d.opUnits == nil || r.Plan.Phase == "eval" {
+	if d.opUnits == nil || r.Plan.Phase == core.Eval {
 		return
 	}
 	for _, u := range d.opUnits[i] {
@@ -288,7 +288,7 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 // the backward starts (stage_1_and_2.py backward(), contiguous_gradients);
 // stage 2 then fills this rank's gradient partition as buckets are reduced.
 func (d *distState) backwardStart(r *Replay) {
-	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == "eval" {
+	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == core.Eval {
 		return
 	}
 	dt := r.Plan.Precision.Params

@@ -39,7 +39,7 @@ func (r *Replay) paramsOffloaded() bool {
 }
 
 func (r *Replay) actsOffloaded() bool {
-	return r.Plan.Offload != nil && r.Plan.Offload.Activations != "" && r.Plan.Phase != "eval"
+	return r.Plan.Offload != nil && r.Plan.Offload.Activations != "" && r.Plan.Phase != core.Eval
 }
 
 // offloadState accounts one trainable parameter's master weight,

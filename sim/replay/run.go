@@ -33,7 +33,7 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	}
 	r.setup()
 	r.forward()
-	if plan.Phase != "eval" {
+	if plan.Phase != core.Eval {
 		r.backward()
 		r.optimizerStep()
 	}
@@ -99,7 +99,7 @@ func (r *Replay) setup() {
 	plan := r.Plan
 	prec := plan.Precision
 	st := &r.Rep.States
-	train := plan.Phase != "eval"
+	train := plan.Phase != core.Eval
 	r.setupBuffers()           // moved to the device with the parameters, never sharded
 	if r.Dist.setupStates(r) { // sharded parameters, gradients and state
 		goto workspace

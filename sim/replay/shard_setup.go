@@ -24,7 +24,7 @@ func (d *distState) setupStates(r *Replay) bool {
 			}
 		}
 	}
-	if r.Plan.Phase == "eval" && d.Mode != DistZeRO && d.Mode != DistFSDP {
+	if r.Plan.Phase == core.Eval && d.Mode != DistZeRO && d.Mode != DistFSDP {
 		return false
 	}
 	switch d.Mode {
@@ -251,7 +251,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 			st.Params += b
 		}
 	}
-	if r.Plan.Phase == "eval" {
+	if r.Plan.Phase == core.Eval {
 		return
 	}
 	gb := prec.Grads.Bytes(trainPart)
@@ -289,7 +289,7 @@ func (d *distState) setupFSDP(r *Replay) {
 		}
 		d.alloc(r, p.Name+" shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the parameter (FSDP)")
 	}
-	if r.Plan.Phase == "eval" {
+	if r.Plan.Phase == core.Eval {
 		return
 	}
 	r.op = "optimizer state"

@@ -436,7 +436,7 @@ func fastPathSupported(p *core.Plan) error {
 		return err
 	}
 	switch {
-	case p.Phase == "eval":
+	case p.Phase == core.Eval:
 		return &units.Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
 	case p.LoRA != nil || p.Quant != "" || len(p.Freeze) > 0:
 		return &units.Error{Path: "search", Msg: "search does not take LoRA, quantized or frozen plans", Hint: "sweep(plan, ...) evaluates any plan"}

@@ -170,7 +170,7 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 // fields workOf reads from a replay. It also returns minStates.
 func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 	par := p.Parallel.Norm()
-	w := &timing.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == "eval"}
+	w := &timing.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == core.Eval}
 	w.Mb = timing.ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
 	w.Attn = u.attn
 	if w.Eval {
@@ -241,7 +241,7 @@ func shardDegree(par core.Parallelism, expert bool) int64 {
 func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 	par := p.Parallel.Norm()
 	prec := p.Precision
-	train := p.Phase != "eval"
+	train := p.Phase != core.Eval
 	var total int64
 	for _, e := range params {
 		deg := shardDegree(par, e.expert)

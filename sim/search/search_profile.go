@@ -146,7 +146,7 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 // bound reads it (activations held for backward, as newReplay marks them).
 func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 	var u unitSums
-	train := plan.Phase != "eval"
+	train := plan.Phase != core.Eval
 	for i := range prog.Ops {
 		op := &prog.Ops[i]
 		f, b := timing.OpTime(op, prog, plan.Device)

@@ -192,7 +192,7 @@ func (w *GpuWork) Utilisation(plan *core.Plan, te *replay.TimeEstimate, stages i
 func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, error) {
 	d := plan.Device
 	par := plan.Parallel.Norm()
-	w := &GpuWork{M: max(plan.GradAccum, 1), Eval: plan.Phase == "eval"}
+	w := &GpuWork{M: max(plan.GradAccum, 1), Eval: plan.Phase == core.Eval}
 	mbProg, redone := prog, r.Redone
 	w.Flops, w.HwFlops = r.Rep.FLOPs.Model, r.Rep.FLOPs.Hardware
 	if st := plan.PipeStage; st != nil {
