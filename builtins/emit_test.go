@@ -125,7 +125,7 @@ t = simulate(p, timeline = True)
 func wantDocument(x *Report) jsondoc.Report {
 	r := x.SimReport()
 	alloc := func(a replay.Alloc) jsondoc.Alloc {
-		return jsondoc.Alloc{Tensor: a.Tensor, Op: a.Op, Shape: append([]int64{}, a.Shape...), DType: a.DType.Name(), Bytes: a.Bytes, Why: a.Why, Phase: a.Phase}
+		return jsondoc.Alloc{Tensor: a.Tensor, Op: a.Op, Shape: append([]int64{}, a.Shape...), DType: a.DType.Name(), Bytes: a.Bytes, Why: a.Why, Phase: a.Phase.String()}
 	}
 	// Time figures are null without a finite step time (a GPU without
 	// throughput figures), as in as_dict.
@@ -143,7 +143,7 @@ func wantDocument(x *Report) jsondoc.Report {
 		Model: x.Plan().SimPlan().Model.Name, GPU: x.Plan().SimPlan().Device.Name, Plan: x.Plan().String(),
 		Fits: r.Fits, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceUsed: r.DeviceUsed,
 		Capacity: r.Capacity, Headroom: r.Headroom, Breakdown: map[string]int64{},
-		PeakAt:           jsondoc.PeakAt{Phase: r.PeakAt.Phase, Op: r.PeakAt.Op},
+		PeakAt:           jsondoc.PeakAt{Phase: r.PeakAt.Phase.String(), Op: r.PeakAt.Op},
 		Largest:          alloc(r.Largest),
 		States:           jsondoc.States{Params: r.States.Params, Grads: r.States.Grads, Master: r.States.Master, Optimizer: r.States.Optimizer},
 		SavedActivations: r.SavedActivations, SavedWeightCopies: r.SavedWeightCopies, HostMemory: r.HostMemory,
@@ -162,7 +162,7 @@ func wantDocument(x *Report) jsondoc.Report {
 		w.OOM = &jsondoc.OOM{Alloc: alloc(r.OOM.Alloc), Message: r.OOM.Message}
 	}
 	for _, p := range r.Timeline {
-		w.Timeline = append(w.Timeline, jsondoc.Point{Phase: p.Phase, Op: p.Op, Allocated: p.Allocated, Reserved: p.Reserved,
+		w.Timeline = append(w.Timeline, jsondoc.Point{Phase: p.Phase.String(), Op: p.Op, Allocated: p.Allocated, Reserved: p.Reserved,
 			Params: p.ByCat[core.CatParams], Grads: p.ByCat[core.CatGrads], Optimizer: p.ByCat[core.CatOptimizer],
 			Activations: p.ByCat[core.CatActivations], Temporaries: p.ByCat[core.CatTemporaries], Comm: p.ByCat[core.CatComm]})
 	}

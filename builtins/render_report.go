@@ -166,7 +166,7 @@ func describeAlloc(a replay.Alloc) string {
 	if a.Why != "" {
 		s += " (" + a.Why + ")"
 	}
-	return s + " in " + a.Phase + ", op " + a.Op
+	return s + " in " + a.Phase.String() + ", op " + a.Op
 }
 
 // describeTime is "step 1.52 s (forward 0.50 s, backward 1.02 s), MFU 41.3%,

@@ -114,7 +114,7 @@ func trafficField(x *Report, _ bool) starlark.Value {
 }
 
 func peakAtField(x *Report, plain bool) starlark.Value {
-	return record(plain, starlark.StringDict{"phase": starlark.String(x.r.PeakAt.Phase), "op": starlark.String(x.r.PeakAt.Op)})
+	return record(plain, starlark.StringDict{"phase": starlark.String(x.r.PeakAt.Phase.String()), "op": starlark.String(x.r.PeakAt.Op)})
 }
 
 func largestField(x *Report, plain bool) starlark.Value {
@@ -218,7 +218,7 @@ func allocFields(a replay.Alloc, plain bool) starlark.StringDict {
 		"dtype":  dt,
 		"bytes":  starlark.MakeInt64(a.Bytes),
 		"why":    starlark.String(a.Why),
-		"phase":  starlark.String(a.Phase),
+		"phase":  starlark.String(a.Phase.String()),
 	}
 }
 
@@ -262,7 +262,7 @@ func (x *Report) timeline() *starlark.List {
 	out := make([]starlark.Value, len(x.r.Timeline))
 	for i, p := range x.r.Timeline {
 		d := starlark.NewDict(4 + len(cats))
-		d.SetKey(starlark.String("phase"), starlark.String(p.Phase))
+		d.SetKey(starlark.String("phase"), starlark.String(p.Phase.String()))
 		d.SetKey(starlark.String("op"), starlark.String(p.Op))
 		d.SetKey(starlark.String("allocated"), starlark.MakeInt64(p.Allocated))
 		d.SetKey(starlark.String("reserved"), starlark.MakeInt64(p.Reserved))

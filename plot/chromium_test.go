@@ -6,6 +6,8 @@ import (
 	"image/color"
 	"os"
 	"testing"
+
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // chromium is where Debian's chromium package installs the browser.
@@ -63,9 +65,9 @@ func TestTimelineInChromium(t *testing.T) {
 		{"optimizer state fill", categoryColor["optimizer"], plotArea, 5000},
 		{"activations fill (forward ramp, recompute)", categoryColor["activations"], plotArea, 2000},
 		{"temporaries fill", categoryColor["temporaries"], plotArea, 300},
-		{"forward in the strip", phaseColor["forward"], stripArea, 1000},
-		{"recompute in the strip", phaseColor["recompute"], stripArea, 200},
-		{"optimizer in the strip", phaseColor["optimizer"], stripArea, 200},
+		{"forward in the strip", phaseColor[replay.PhaseForward], stripArea, 1000},
+		{"recompute in the strip", phaseColor[replay.PhaseRecompute], stripArea, 200},
+		{"optimizer in the strip", phaseColor[replay.PhaseOptimizer], stripArea, 200},
 		{"the optimizer step's temporaries", categoryColor["temporaries"], optimizer, 100},
 		{"peak line and point", colorPeak, plotArea, 20},
 	} {

@@ -111,7 +111,7 @@ func columnOf(cols []column, i int) int {
 
 // majorPhase folds recompute into backward: recomputation runs inside the
 // backward pass, one checkpointed region at a time.
-func majorPhase(p string) string {
+func majorPhase(p replay.Phase) replay.Phase {
 	if p == replay.PhaseRecompute {
 		return replay.PhaseBackward
 	}
@@ -121,12 +121,12 @@ func majorPhase(p string) string {
 // phaseRun is a maximal run of columns whose representative events share
 // a phase.
 type phaseRun struct {
-	phase      string
+	phase      replay.Phase
 	first, end int // columns [first, end)
 }
 
 // phaseRuns splits cols into runs of equal key(phase).
-func phaseRuns(cols []column, key func(string) string) []phaseRun {
+func phaseRuns(cols []column, key func(replay.Phase) replay.Phase) []phaseRun {
 	var runs []phaseRun
 	for i, c := range cols {
 		k := key(c.pt.Phase)

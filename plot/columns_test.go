@@ -13,7 +13,8 @@ func pts(spec ...any) []replay.Point {
 	var tl []replay.Point
 	for i := 0; i+1 < len(spec); i += 2 {
 		a := int64(spec[i+1].(int))
-		tl = append(tl, replay.Point{Phase: spec[i].(string), Allocated: a, Reserved: (a + 9) / 10 * 10})
+		ph, _ := replay.ParsePhase(spec[i].(string))
+		tl = append(tl, replay.Point{Phase: ph, Allocated: a, Reserved: (a + 9) / 10 * 10})
 	}
 	return tl
 }
@@ -66,7 +67,7 @@ func TestColumns(t *testing.T) {
 			}
 			opt := 0
 			for _, c := range cols {
-				if c.pt.Phase == "optimizer" {
+				if c.pt.Phase == replay.PhaseOptimizer {
 					opt++
 				}
 			}
@@ -106,19 +107,19 @@ func TestPhaseShares(t *testing.T) {
 
 func TestEventOf(t *testing.T) {
 	tl := []replay.Point{
-		{Phase: "forward", Op: "a", Allocated: 100},
-		{Phase: "forward", Op: "b", Allocated: 612},  // +512: b's allocation
-		{Phase: "forward", Op: "b", Allocated: 100},  // freed
-		{Phase: "backward", Op: "b", Allocated: 612}, // same size, other phase
+		{Phase: replay.PhaseForward, Op: "a", Allocated: 100},
+		{Phase: replay.PhaseForward, Op: "b", Allocated: 612},  // +512: b's allocation
+		{Phase: replay.PhaseForward, Op: "b", Allocated: 100},  // freed
+		{Phase: replay.PhaseBackward, Op: "b", Allocated: 612}, // same size, other phase
 	}
 	for _, tc := range []struct {
 		name string
 		a    replay.Alloc
 		want int
 	}{
-		{"forward b", replay.Alloc{Phase: "forward", Op: "b", Bytes: 500}, 1},
-		{"backward b", replay.Alloc{Phase: "backward", Op: "b", Bytes: 512}, 3},
-		{"too big", replay.Alloc{Phase: "forward", Op: "b", Bytes: 513}, -1},
+		{"forward b", replay.Alloc{Phase: replay.PhaseForward, Op: "b", Bytes: 500}, 1},
+		{"backward b", replay.Alloc{Phase: replay.PhaseBackward, Op: "b", Bytes: 512}, 3},
+		{"too big", replay.Alloc{Phase: replay.PhaseForward, Op: "b", Bytes: 513}, -1},
 		{"no bytes", replay.Alloc{}, -1},
 	} {
 		if got := eventOf(tl, tc.a); got != tc.want {

@@ -46,7 +46,7 @@ func sparkLevel(v, peak int64) rune {
 func phaseLine(cols []column) string {
 	line := []rune(strings.Repeat(" ", len(cols)))
 	for _, run := range phaseRuns(cols, majorPhase) {
-		name := []rune(run.phase)
+		name := []rune(run.phase.String())
 		room := run.end - run.first - 1
 		if run.end == len(cols) {
 			room++

@@ -44,11 +44,11 @@ var (
 		"params": "#4477AA", "grads": "#228833", "optimizer": "#66CCEE",
 		"activations": "#CCBB44", "temporaries": "#EE6677", "comm": "#AA3377",
 	}
-	phaseColor = map[string]string{
-		replay.PhaseSetup: "#DDDDDD", core.PhaseValidation: "#BBCCEE", replay.PhaseForward: "#77AADD",
+	phaseColor = map[replay.Phase]string{
+		replay.PhaseSetup: "#DDDDDD", replay.PhaseValidation: "#BBCCEE", replay.PhaseForward: "#77AADD",
 		replay.PhaseRecompute: "#EE8866", replay.PhaseBackward: "#AAAA00", replay.PhaseOptimizer: "#44BB99",
 	}
-	phaseOrder = []string{replay.PhaseSetup, core.PhaseValidation, replay.PhaseForward, replay.PhaseRecompute, replay.PhaseBackward, replay.PhaseOptimizer}
+	phaseOrder = []replay.Phase{replay.PhaseSetup, replay.PhaseValidation, replay.PhaseForward, replay.PhaseRecompute, replay.PhaseBackward, replay.PhaseOptimizer}
 )
 
 const (
@@ -292,7 +292,7 @@ func phaseMarks(s *svgWriter, f frame, cols []column) {
 		if run.first > 0 {
 			s.line(x, f.y0, x, f.y1, "#777777", ` stroke-dasharray="2 3" class="phase-boundary"`)
 		}
-		if name := label(run.phase, f.x(run.end)-x-8, 11); name != "" {
+		if name := label(run.phase.String(), f.x(run.end)-x-8, 11); name != "" {
 			s.text(x+3, f.y0-6, 11, "start", "#333333", "phase-label", name)
 		}
 	}
@@ -337,11 +337,11 @@ func allocMark(s *svgWriter, f frame, cols []column, event int, color, class, la
 // strip is a band under the x axis coloured by phase, recompute included,
 // named where a run is wide enough.
 func strip(s *svgWriter, f frame, cols []column) {
-	for _, run := range phaseRuns(cols, func(p string) string { return p }) {
+	for _, run := range phaseRuns(cols, func(p replay.Phase) replay.Phase { return p }) {
 		x, w := f.x(run.first), f.x(run.end)-f.x(run.first)
 		s.raw(`<rect x="%.1f" y="%d" width="%.2f" height="%d" fill="%s" class="phase" data-phase="%s"/>`+"\n",
 			x, stripTop, w, stripBot-stripTop, phaseColor[run.phase], run.phase)
-		if name := label(run.phase, w-6, 10); name != "" {
+		if name := label(run.phase.String(), w-6, 10); name != "" {
 			s.text(x+3, stripBot-4, 10, "start", "#000000", "phase-strip-label", name)
 		}
 	}
@@ -367,14 +367,14 @@ func legend(s *svgWriter, f frame, cols []column) {
 	item(`<path d="M%.1f %.1fh12" stroke="`+colorPeak+`" stroke-dasharray="6 3"/>`+"\n", "peak allocated")
 	item(`<path d="M%.1f %.1fh12" stroke="`+colorLimit+`" stroke-width="1.5"/>`+"\n", "PyTorch limit")
 	x, y = f.x0, y+20
-	present := map[string]bool{}
+	present := map[replay.Phase]bool{}
 	for _, c := range cols {
 		present[c.pt.Phase] = true
 	}
 	for _, p := range phaseOrder {
-		if p == core.PhaseValidation && !present[p] {
+		if p == replay.PhaseValidation && !present[p] {
 			continue // only plans with validation=True have it
 		}
-		item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+phaseColor[p]+`"/>`+"\n", p)
+		item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+phaseColor[p]+`"/>`+"\n", p.String())
 	}
 }

@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/nn"
 	"math"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // megatronGPT is the "Llama2 7B" GPTModel of calibration.md B6 (Megatron-LM

@@ -1,11 +1,12 @@
 package sim
 
 import (
+	"math"
+	"testing"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/timing"
-	"math"
-	"testing"
 )
 
 // Calibration of the time model against published step throughput

@@ -1,10 +1,11 @@
 package sim
 
 import (
+	"testing"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
-	"testing"
 )
 
 // TestContextParallel: with cp ranks each holds seq/cp tokens of every

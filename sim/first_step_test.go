@@ -1,11 +1,12 @@
 package sim
 
 import (
+	"strings"
+	"testing"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
-	"strings"
-	"testing"
 )
 
 // firstStepPlan is two 256 x 256 linear layers (65,536 fp32 weights each,

@@ -124,7 +124,7 @@ func TestBrisBuffers(t *testing.T) {
 // chunks of finetune.sbatch validation passes.
 func TestBrisValidation(t *testing.T) {
 	r := attempt(t, 4, "stacked", 4, 1)
-	if o := r.OOM; o == nil || o.Alloc.Phase != core.PhaseValidation || o.Alloc.Bytes != 4*12*261_634*1024*2 || !strings.HasPrefix(o.Alloc.Tensor, "encoder.proc.conv.") {
+	if o := r.OOM; o == nil || o.Alloc.Phase != replay.PhaseValidation || o.Alloc.Bytes != 4*12*261_634*1024*2 || !strings.HasPrefix(o.Alloc.Tensor, "encoder.proc.conv.") {
 		t.Errorf("4 members: OOM %+v, want the encoder's 23.95 GiB per-edge tensor in validation", o)
 	}
 	var first *replay.OOM
@@ -134,7 +134,7 @@ func TestBrisValidation(t *testing.T) {
 		if o == nil {
 			t.Fatalf("chunks=%d: validation fits, want an OOM", k)
 		}
-		if a := o.Alloc; a.Bytes != 3*2*1_359_281*1024*4 || a.Tensor != "decoder.proc.conv.query_key.fp32" || a.Phase != core.PhaseValidation {
+		if a := o.Alloc; a.Bytes != 3*2*1_359_281*1024*4 || a.Tensor != "decoder.proc.conv.query_key.fp32" || a.Phase != replay.PhaseValidation {
 			t.Errorf("2 members, chunks %d: OOM at %d B %s in %s, want the 31.11 GiB fp32 product", k, a.Bytes, a.Tensor, a.Phase)
 		}
 		if first == nil {

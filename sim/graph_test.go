@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/graph"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
 )
 
 func TestIcosahedralMeshNodes(t *testing.T) {

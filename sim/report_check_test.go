@@ -2,8 +2,9 @@ package sim
 
 import (
 	"fmt"
-	"github.com/memsh/memsh/sim/replay"
 	"math"
+
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // reportProblems lists the ways rep breaks the invariants every report

@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/replay"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // Every rollout step keeps what one step keeps for the backward, and the

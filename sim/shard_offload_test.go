@@ -1,11 +1,12 @@
 package sim
 
 import (
+	"strings"
+	"testing"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
-	"strings"
-	"testing"
 )
 
 // ZeRO-Offload on 8 data-parallel ranks, hand-counted: two bias-free
@@ -34,7 +35,7 @@ import (
 func TestZeROOffload(t *testing.T) {
 	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
 	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
-	lastIn := func(r *replay.Report, phase string) int64 {
+	lastIn := func(r *replay.Report, phase replay.Phase) int64 {
 		var last int64
 		for _, pt := range r.Timeline {
 			if pt.Phase == phase {

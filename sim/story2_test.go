@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
 )
 
 // SEEDS.md story 2: "7B parameters: ~28 GB of weights in FP32, ~14 GB in

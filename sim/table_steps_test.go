@@ -1,10 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/replay"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 func steps(t *testing.T, p *core.Plan, rows []int64, pool string) *replay.StepsReport {

@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
 )
 
 // SEEDS.md story 3: activation checkpointing costs ~30 % more time (a

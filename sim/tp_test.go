@@ -1,8 +1,9 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
 )
 
 // TestTensorParallelKorthikanti checks the saved activations of a GPT-2

@@ -1,9 +1,11 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/core"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // The validation pass frees everything it allocated: over random models
@@ -23,7 +25,7 @@ func TestValidationPassFreesEverything(t *testing.T) {
 		first, last := -1, -1
 		var passPeak int64
 		for i, pt := range rep.Timeline {
-			if pt.Phase == core.PhaseValidation {
+			if pt.Phase == replay.PhaseValidation {
 				if first < 0 {
 					first = i
 				}

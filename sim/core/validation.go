@@ -15,9 +15,6 @@ import "github.com/memsh/memsh/sim/units"
 // allocation and OOM (phase "validation"). Its FLOPs are not part of the
 // step's time.
 
-// PhaseValidation is the validation forward before the step.
-const PhaseValidation = "validation"
-
 // validateValidation checks that a validation pass fits the plan.
 func (p *Plan) validateValidation() error {
 	if !p.Validation {

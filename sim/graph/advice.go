@@ -2,9 +2,10 @@ package graph
 
 import (
 	"fmt"
+	"strings"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
-	"strings"
 )
 
 // graphAdvice adds notes to the report of a graph model's failing step:
@@ -36,7 +37,7 @@ func GraphAdvice(plan *core.Plan, rep *replay.Report) {
 		}
 	}
 	layer, _, _ := strings.Cut(path, ".")
-	eval := a.Phase == core.PhaseValidation || plan.Phase == core.Eval
+	eval := a.Phase == replay.PhaseValidation || plan.Phase == core.Eval
 	members := max(plan.Members, 1)
 	perNode := func(n *NodeSet) bool {
 		return len(a.Shape) > 0 && n != nil && a.Shape[0] == plan.Batch*members*n.Nodes && plan.MembersMode != "sequential" && members > 1

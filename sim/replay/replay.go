@@ -10,14 +10,38 @@ import (
 // gradients set to None between steps) as a timeline of allocations and
 // frees through the allocator model.
 
-// Phase names.
+// Phase is where in the step an allocation happens.
+type Phase uint8
+
+// The phases of a step, in order.
 const (
-	PhaseSetup     = "setup"
-	PhaseForward   = "forward"
-	PhaseRecompute = "recompute"
-	PhaseBackward  = "backward"
-	PhaseOptimizer = "optimizer"
+	PhaseSetup      Phase = iota // parameters, state and the batch, before the step
+	PhaseValidation              // a validation forward before the step (Plan.Validation)
+	PhaseForward
+	PhaseRecompute // a checkpointed region's forward, again, in the backward
+	PhaseBackward
+	PhaseOptimizer
 )
+
+var phaseNames = [...]string{"setup", "validation", "forward", "recompute", "backward", "optimizer"}
+
+// ParsePhase finds a phase by name.
+func ParsePhase(name string) (Phase, bool) {
+	for i, n := range phaseNames {
+		if n == name {
+			return Phase(i), true
+		}
+	}
+	return 0, false
+}
+
+// String is the phase's name, as reports and the JSON document write it.
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return "unknown"
+}
 
 // Alloc describes one allocation of the step.
 type Alloc struct {
@@ -27,13 +51,13 @@ type Alloc struct {
 	DType  units.DType
 	Bytes  int64
 	Why    string
-	Phase  string
+	Phase  Phase
 	Cat    core.Category
 }
 
 // Point is one timeline sample, taken after each allocation or free.
 type Point struct {
-	Phase     string
+	Phase     Phase
 	Op        string
 	Allocated int64
 	Reserved  int64
@@ -55,7 +79,7 @@ type Replay struct {
 	live []liveTensor // by tensor id
 	cur  [core.NumCategories]int64
 
-	phase string
+	phase Phase
 	op    string
 
 	// per value
@@ -82,7 +106,7 @@ type Replay struct {
 
 	tpool *tablePool // exact-size pool for table buffers, nil = none
 
-	fwdPhase string        // the forward's phase: PhaseForward, or PhaseValidation
+	fwdPhase Phase         // the forward's phase: PhaseForward, or PhaseValidation
 	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none
 	valPlan  *core.Plan
 }

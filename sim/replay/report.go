@@ -52,7 +52,7 @@ type Share struct {
 
 // PeakAt is where the peak of allocated memory happens.
 type PeakAt struct {
-	Phase string
+	Phase Phase
 	Op    string
 }
 

@@ -1,8 +1,9 @@
 package replay
 
 import (
-	"github.com/memsh/memsh/sim/core"
 	"strings"
+
+	"github.com/memsh/memsh/sim/core"
 )
 
 // Gather units: the parameters ZeRO-3 (a module) and FSDP (a repeated

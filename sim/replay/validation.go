@@ -7,10 +7,10 @@ import "github.com/memsh/memsh/sim/core"
 func (r *Replay) validationPass(prog *core.Program, plan *core.Plan) {
 	v := NewReplay(prog, plan, r.opts, 0)
 	v.alloc, v.Rep, v.cur = r.alloc, r.Rep, r.cur
-	v.fwdPhase = core.PhaseValidation
+	v.fwdPhase = PhaseValidation
 	flops, saved, savedW := r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies
 	if prog.Input != core.NoValue {
-		v.phase, v.op = core.PhaseValidation, "validation batch"
+		v.phase, v.op = PhaseValidation, "validation batch"
 		v.produce(prog.Input)
 	}
 	v.forward()
