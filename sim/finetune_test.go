@@ -36,9 +36,9 @@ func TestQuantStorage(t *testing.T) {
 func tinyLM() *core.Model {
 	return &core.Model{Name: "tiny", Vocab: 1000, Layers: []core.Layer{
 		&nn.Embedding{Name: "embed", Rows: 1000, Dim: 256},
-		&nn.Linear{Name: "up", In: 256, Out: 512, Role: "up"},
+		&nn.Linear{Name: "up", In: 256, Out: 512, Role: core.RoleUp},
 		&nn.Act{Fn: "gelu"},
-		&nn.Linear{Name: "down", In: 512, Out: 256, Role: "down"},
+		&nn.Linear{Name: "down", In: 512, Out: 256, Role: core.RoleDown},
 	}}
 }
 

@@ -85,11 +85,11 @@ func Numel(shape []int64) int64 {
 func Rows(shape []int64) int64 { return Numel(shape[:len(shape)-1]) }
 
 // param registers a parameter tensor and returns its index.
-func (b *Builder) Param(name string, shape []int64, role string) int32 {
+func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	b.ReserveParams(1)
 	n := Numel(shape)
 	trainable := !b.Eval
-	if b.Lora != nil && role != "norm-lora" {
+	if b.Lora != nil && role != RoleNormLoRA {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
 	trainable = b.Ft.paramTrainable(b.Name(name), role, trainable, b.Eval)
@@ -101,7 +101,7 @@ func (b *Builder) Param(name string, shape []int64, role string) int32 {
 }
 
 // adapterParam registers a trainable parameter that stays trainable under LoRA.
-func (b *Builder) AdapterParam(name string, shape []int64, role string) int32 {
+func (b *Builder) AdapterParam(name string, shape []int64, role Role) int32 {
 	i := b.Param(name, shape, role)
 	b.P.Params[i].Trainable = !b.Eval
 	return i

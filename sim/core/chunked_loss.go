@@ -54,8 +54,8 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 	done := b.Scope("lm_head")
 	var w int32
 	var params []int32
-	quant := b.quantizes("lm_head")
-	w, params = b.LinearParams("lm_head", in, vocab, bias)
+	quant := b.quantizes(RoleLMHead)
+	w, params = b.LinearParams(RoleLMHead, in, vocab, bias)
 	if tiedTo >= 0 {
 		b.P.Params[w].TiedTo = tiedTo
 		quant = false
@@ -231,7 +231,7 @@ func (b *Builder) chunkedModelLoss(m *Model, x Value) Value {
 	tied := int32(-1)
 	if m.Tied() {
 		for pi := range b.P.Params {
-			if b.P.Params[pi].Role == "embed" {
+			if b.P.Params[pi].Role == RoleEmbed {
 				tied = int32(pi)
 				break
 			}

@@ -21,7 +21,7 @@ import "strings"
 // paramTrainable decides requires_grad for a parameter being registered:
 // trainable is what the model and LoRA decided; freeze= turns it off;
 // modules a recipe trains explicitly (adapter v2's norms) turn it on.
-func (ft *Finetune) paramTrainable(name, role string, trainable, eval bool) bool {
+func (ft *Finetune) paramTrainable(name string, role Role, trainable, eval bool) bool {
 	if ft == nil || eval {
 		return trainable
 	}
@@ -32,12 +32,12 @@ func (ft *Finetune) paramTrainable(name, role string, trainable, eval bool) bool
 }
 
 // frozen reports whether the parameter named name with this role is frozen.
-func (ft *Finetune) frozen(name, role string) bool {
+func (ft *Finetune) frozen(name string, role Role) bool {
 	if ft == nil {
 		return false
 	}
 	for _, f := range ft.freeze {
-		if f == "all" || f == role || PathPrefix(f, name) {
+		if f == "all" || Role(f) == role || PathPrefix(f, name) {
 			return true
 		}
 	}

@@ -37,12 +37,12 @@ func (l *LoRA) Validate() error {
 	return nil
 }
 
-func (l *LoRA) targets(role string) bool {
+func (l *LoRA) targets(role Role) bool {
 	for _, t := range l.Targets {
-		if t == role || (t == "all-linear" && role != "lm_head" && role != "router") {
+		if Role(t) == role || (t == "all-linear" && role != RoleLMHead && role != RoleRouter) {
 			return true
 		}
-		if role == "qkv" && (t == "q" || t == "k" || t == "v") {
+		if role == RoleQKV && (t == "q" || t == "k" || t == "v") {
 			return true
 		}
 	}
@@ -64,7 +64,7 @@ func (b *Builder) loraAdapter(x, y Value, in, out int64) Value {
 
 func (b *Builder) AdapterLinear(name string, x Value, in, out int64) Value {
 	defer b.Scope(name)()
-	w := b.AdapterParam("weight", []int64{out, in}, "lora")
+	w := b.AdapterParam("weight", []int64{out, in}, RoleLoRA)
 	dt := b.Dtype(x)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute

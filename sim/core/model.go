@@ -208,7 +208,7 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		x = b.headLinear(x, m.Vocab, m.HeadBias) // vocab-parallel with TP
 		if m.Tied() {
 			for pi := range b.P.Params {
-				if b.P.Params[pi].Role == "embed" {
+				if b.P.Params[pi].Role == RoleEmbed {
 					b.P.Params[nParams].TiedTo = int32(pi)
 					break
 				}

@@ -39,7 +39,7 @@ func lastSegment(n string) string {
 
 // linear lowers nn.Linear (aten::addmm / mm): saves its input when the
 // weight needs a gradient, and the weight when the input does.
-func (b *Builder) Linear(name, role string, x Value, in, out int64, bias bool) Value {
+func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bool) Value {
 	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // bitsandbytes frozen weights
 		return y
 	}
@@ -140,10 +140,10 @@ func (b *Builder) Dropout(name string, x Value, p float64) Value {
 // mean and rstd (one per row).
 func (b *Builder) LayerNorm(name string, x Value, dim int64, bias bool) Value {
 	defer b.Scope(name)()
-	w := b.Param("weight", []int64{dim}, "norm")
+	w := b.Param("weight", []int64{dim}, RoleNorm)
 	params := []int32{w}
 	if bias {
-		params = append(params, b.Param("bias", []int64{dim}, "norm"))
+		params = append(params, b.Param("bias", []int64{dim}, RoleNorm))
 	}
 	xin := x
 	if b.Prec.Autocast {
@@ -170,7 +170,7 @@ func (b *Builder) LayerNorm(name string, x Value, dim int64, bias bool) Value {
 // as measured by the oracle (REPORT.md section 4).
 func (b *Builder) RmsNorm(name string, x Value, dim int64) Value {
 	defer b.Scope(name)()
-	w := b.Param("weight", []int64{dim}, "norm")
+	w := b.Param("weight", []int64{dim}, RoleNorm)
 	inDT := b.Dtype(x)
 	x32 := b.Cast(x, units.FP32, "fp32 copy of rms_norm input")
 	r := Rows(b.Shape(x32))

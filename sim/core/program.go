@@ -43,14 +43,21 @@ type ValueInfo struct {
 	Cached   bool     // held until the end of the forward (autocast weight cache)
 }
 
-// paramInfo is one parameter tensor (per rank, after sharding).
+// Role is what a parameter is in its module: the projection of an
+// attention or MLP (q, k, v, o, gate, up, down), the embedding, the output
+// head, a norm, a router, an adapter. LoRA targets, quantization and
+// freezing select parameters by role; expert weights carry the expert_
+// prefix (expert_gate).
+type Role string
+
+// ParamInfo is one parameter tensor (per rank, after sharding).
 type ParamInfo struct {
 	Name      string
 	Shape     []int64
 	Numel     int64 // elements held by this rank
 	FullNumel int64 // elements in the unsharded tensor
 	Trainable bool
-	Role      string // q k v o gate up down lm_head embed norm router expert ...
+	Role      Role   // what the parameter is in its module (LoRA targets, quantization, freezing)
 	TiedTo    int32  // index of the parameter this one shares storage with, or -1
 	Quant     string // bitsandbytes scheme of a quantized frozen weight, "" when stored in the params dtype
 }
@@ -104,3 +111,24 @@ type Region struct {
 	Reentrant  bool  // torch.utils.checkpoint(use_reentrant=True)
 	NoGrad     bool  // reentrant, and no input requires grad: no graph is recorded
 }
+
+// The roles of the layers every model shares; layer kinds of their own
+// (graph models, tables, BERT's heads) name theirs where they lower.
+const (
+	RoleQ        Role = "q"
+	RoleK        Role = "k"
+	RoleV        Role = "v"
+	RoleO        Role = "o"
+	RoleQKV      Role = "qkv" // a fused q, k and v projection
+	RoleGate     Role = "gate"
+	RoleUp       Role = "up"
+	RoleDown     Role = "down"
+	RoleEmbed    Role = "embed"
+	RoleLMHead   Role = "lm_head"
+	RoleNorm     Role = "norm"
+	RoleRouter   Role = "router"
+	RoleAdapter  Role = "adapter"   // adapter weights that stay trainable under LoRA
+	RoleLoRA     Role = "lora"      // LoRA's A and B
+	RoleNormLoRA Role = "norm-lora" // norms LoRA trains too (LitGPT's adapter-v2)
+	RoleLinear   Role = "linear"    // a linear without a more specific role
+)

@@ -72,12 +72,12 @@ func QuantBytes(scheme string, shape []int64) int64 {
 
 // quantizes reports whether a linear of this role is stored quantized
 // (decided before its weight is registered: the weight must be frozen).
-func (b *Builder) quantizes(role string) bool {
+func (b *Builder) quantizes(role Role) bool {
 	ft := b.Ft
-	if ft == nil || ft.quant == "" || role == "lora" || role == "adapter" {
+	if ft == nil || ft.quant == "" || role == RoleLoRA || role == RoleAdapter {
 		return false
 	}
-	if role == "lm_head" && !ft.quantHead {
+	if role == RoleLMHead && !ft.quantHead {
 		return false
 	}
 	return true
@@ -102,7 +102,7 @@ func (b *Builder) quantizes(role string) bool {
 // turns into fp16, then clone() makes the 3-D output. CAt and A are kept
 // for backward; backward undoes the col_ampere layout (int8 copy of the
 // weight), casts it to fp16 and multiplies.
-func (b *Builder) quantLinear(name, role string, x Value, in, out int64, bias bool) (Value, bool) {
+func (b *Builder) quantLinear(name string, role Role, x Value, in, out int64, bias bool) (Value, bool) {
 	if !b.quantizes(role) {
 		return NoValue, false
 	}
@@ -119,7 +119,7 @@ func (b *Builder) quantLinear(name, role string, x Value, in, out int64, bias bo
 }
 
 // linearParams registers a linear's weight (and bias).
-func (b *Builder) LinearParams(role string, in, out int64, bias bool) (int32, []int32) {
+func (b *Builder) LinearParams(role Role, in, out int64, bias bool) (int32, []int32) {
 	w := b.Param("weight", []int64{out, in}, role)
 	params := []int32{w}
 	if bias {
@@ -186,7 +186,7 @@ func (b *Builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 }
 
 // quantAdapter adds the LoRA branch when the role is targeted.
-func (b *Builder) quantAdapter(role string, xin, y Value, in, out int64) Value {
+func (b *Builder) quantAdapter(role Role, xin, y Value, in, out int64) Value {
 	if b.Lora != nil && b.Lora.targets(role) {
 		return b.loraAdapter(xin, y, in, out)
 	}

@@ -93,7 +93,7 @@ func (b *Builder) TpGather(x Value) Value {
 // between parallel regions (sequence-sharded with SP), xg the input the
 // matmul reads (tpGather(x)); outFull the unsharded width, outLocal this
 // rank's. One GPU (or a replicated output) lowers as nn.Linear.
-func (b *Builder) ColLinear(name, role string, x, xg Value, in, outFull, outLocal int64, bias bool) Value {
+func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, outLocal int64, bias bool) Value {
 	if b.Par.Tpn() == 1 {
 		return b.Linear(name, role, xg, in, outFull, bias)
 	}
@@ -151,7 +151,7 @@ func (b *Builder) ColLinear(name, role string, x, xg Value, in, outFull, outLoca
 // rowLinear is a row-parallel linear reading this rank's [.., inLocal]
 // slice: partial sums all-reduced in place, or reduce-scattered along the
 // sequence with SP (a new, sequence-sharded tensor).
-func (b *Builder) RowLinear(name, role string, x Value, inFull, inLocal, out int64, bias bool) Value {
+func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, out int64, bias bool) Value {
 	if b.Par.Tpn() == 1 {
 		return b.Linear(name, role, x, inFull, out, bias)
 	}
@@ -213,7 +213,7 @@ func (b *Builder) TpReduce(name string, y Value) Value {
 func (b *Builder) headLinear(x Value, vocab int64, bias bool) Value {
 	in := b.Last(x)
 	tp := b.Par.Tpn()
-	return b.ColLinear("lm_head", "lm_head", x, b.TpGather(x), in, vocab, vocab/tp, bias)
+	return b.ColLinear("lm_head", RoleLMHead, x, b.TpGather(x), in, vocab, vocab/tp, bias)
 }
 
 // vocabParallelCE is Megatron's _VocabParallelCrossEntropy

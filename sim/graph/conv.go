@@ -35,7 +35,7 @@ func projectChunks(b *core.Builder, att, xr core.Value, r, c, k int64) core.Valu
 	sum := b.Ew("add", "out_plus_x_r", []core.Value{att, xr}, []int64{r, c}, core.Promote(b.Dtype(att), b.Dtype(xr)),
 		"out + x_r over all destination rows (fp32: the attention output is fp32)")
 	cdt := b.Dtype(xr)
-	proj := newChunkLinear(b, "projection", "o", c, c, true)
+	proj := newChunkLinear(b, "projection", core.RoleO, c, c, true)
 	var parts []core.Value
 	for i, n := range splitRows(r, k) {
 		done := b.Scope(chunkScope(int64(i), k))

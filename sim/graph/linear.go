@@ -12,13 +12,14 @@ import (
 
 // chunkLinear is an nn.Linear applied chunk by chunk.
 type chunkLinear struct {
-	name, role string
-	w, bias    int32
-	wv         core.Value // autocast weight copy, made on first use
-	in, out    int64
+	name    string
+	role    core.Role
+	w, bias int32
+	wv      core.Value // autocast weight copy, made on first use
+	in, out int64
 }
 
-func newChunkLinear(b *core.Builder, name, role string, in, out int64, bias bool) *chunkLinear {
+func newChunkLinear(b *core.Builder, name string, role core.Role, in, out int64, bias bool) *chunkLinear {
 	done := b.Scope(name)
 	l := &chunkLinear{name: name, role: role, in: in, out: out, bias: -1, wv: core.NoValue}
 	l.w = b.Param("weight", []int64{out, in}, role)
@@ -73,7 +74,7 @@ type chunkNorm struct {
 func newChunkNorm(b *core.Builder, name string, dim int64) *chunkNorm {
 	done := b.Scope(name)
 	n := &chunkNorm{name: name, dim: dim}
-	n.params = []int32{b.Param("weight", []int64{dim}, "norm"), b.Param("bias", []int64{dim}, "norm")}
+	n.params = []int32{b.Param("weight", []int64{dim}, core.RoleNorm), b.Param("bias", []int64{dim}, core.RoleNorm)}
 	done()
 	return n
 }

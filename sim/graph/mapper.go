@@ -153,9 +153,9 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 	}
 	ea, ei, e := g.edges().lower(b, batch)
 	if g.Role == "encoder" {
-		xs = b.Linear("emb_nodes_src", "embed", xs, g.SrcIn, c, true)
+		xs = b.Linear("emb_nodes_src", core.RoleEmbed, xs, g.SrcIn, c, true)
 	}
-	xd = b.Linear("emb_nodes_dst", "embed", xd, g.DstIn, c, true)
+	xd = b.Linear("emb_nodes_dst", core.RoleEmbed, xd, g.DstIn, c, true)
 	out := g.block(b, xs, xd, ea, ei, k, e)
 	if g.Role == "decoder" {
 		done := b.Scope("node_data_extractor")
@@ -185,9 +185,9 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	lnD := b.LayerNorm("layer_norm_attention", xd, c, true)
 	xr := b.Linear("lin_self", "self", lnD, c, c, true)
 	// get_qkve; shard_qkve_heads is views on one GPU.
-	q := b.Linear("lin_query", "q", lnD, c, c, true)
-	key := b.Linear("lin_key", "k", lnS, c, c, true)
-	val := b.Linear("lin_value", "v", lnS, c, c, true)
+	q := b.Linear("lin_query", core.RoleQ, lnD, c, c, true)
+	key := b.Linear("lin_key", core.RoleK, lnS, c, c, true)
+	val := b.Linear("lin_value", core.RoleV, lnS, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
 	att := g.attn().block(b, q, key, val, edges, ei, r, e, k)
 	out := projectChunks(b, att, xr, r, c, k)
@@ -196,8 +196,8 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	// nodes_new_dst = torch.cat([self.run_node_dst_mlp(chunk) + chunk for chunk in out.tensor_split(num_chunks)])
 	ln := newChunkNorm(b, "layer_norm_mlp_dst", c)
 	hidden := g.MLPRatio * c
-	fc1 := newChunkLinear(b, "node_dst_mlp.0", "up", c, hidden, true)
-	fc2 := newChunkLinear(b, "node_dst_mlp.2", "down", hidden, c, true)
+	fc1 := newChunkLinear(b, "node_dst_mlp.0", core.RoleUp, c, hidden, true)
+	fc2 := newChunkLinear(b, "node_dst_mlp.2", core.RoleDown, hidden, c, true)
 	var parts []core.Value
 	for i, n := range splitRows(r, k) {
 		done := b.Scope(chunkScope(int64(i), k))

@@ -43,10 +43,10 @@ func normOver(b *core.Builder, name string, x core.Value, dim int64, weight, bia
 	defer b.Scope(name)()
 	var params []int32
 	if weight {
-		params = append(params, b.Param("weight", []int64{dim}, "norm"))
+		params = append(params, b.Param("weight", []int64{dim}, core.RoleNorm))
 	}
 	if bias {
-		params = append(params, b.Param("bias", []int64{dim}, "norm"))
+		params = append(params, b.Param("bias", []int64{dim}, core.RoleNorm))
 	}
 	xin := x
 	if b.Prec.Autocast {

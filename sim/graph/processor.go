@@ -139,15 +139,15 @@ func condNorm(b *core.Builder, name string, x, cond core.Value, c, condDim int64
 func (p *TransformerProcessor) attention(b *core.Builder, x core.Value) core.Value {
 	defer b.Scope("attention")()
 	c := p.Channels
-	q := b.Linear("lin_q", "q", x, c, c, false)
-	k := b.Linear("lin_k", "k", x, c, c, false)
-	v := b.Linear("lin_v", "v", x, c, c, false)
+	q := b.Linear("lin_q", core.RoleQ, x, c, c, false)
+	k := b.Linear("lin_k", core.RoleK, x, c, c, false)
+	v := b.Linear("lin_v", core.RoleV, x, c, c, false)
 	if p.QKNorm {
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		k = headNorm(b, "k_norm", k, c/p.Heads)
 	}
 	o := p.flash(b, q, k, v)
-	return b.Linear("projection", "o", o, c, c, true)
+	return b.Linear("projection", core.RoleO, o, c, c, true)
 }
 
 // headNorm is AutocastLayerNorm(head_dim, bias=False) over each head of

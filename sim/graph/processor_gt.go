@@ -160,9 +160,9 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 	r := core.Rows(b.Shape(x))
 	h := condNorm(b, "layer_norm_attention", x, cond, c, p.Cond)
 	xr := b.Linear("lin_self", "self", h, c, c, true)
-	q := b.Linear("lin_query", "q", h, c, c, true)
-	key := b.Linear("lin_key", "k", h, c, c, true)
-	val := b.Linear("lin_value", "v", h, c, c, true)
+	q := b.Linear("lin_query", core.RoleQ, h, c, c, true)
+	key := b.Linear("lin_key", core.RoleK, h, c, c, true)
+	val := b.Linear("lin_value", core.RoleV, h, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, p.EdgeAttrs, c, true)
 	if p.QKNorm {
 		q = headNorm(b, "q_norm", q, c/p.Heads)
@@ -174,9 +174,9 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 	// nodes_new = self.run_node_dst_mlp(out) + out
 	m := condNorm(b, "layer_norm_mlp_dst", o, cond, c, p.Cond)
 	done := b.Scope("node_dst_mlp")
-	m = b.Linear("0", "up", m, c, p.MLPRatio*c, true)
+	m = b.Linear("0", core.RoleUp, m, c, p.MLPRatio*c, true)
 	m = nn.Activation(b, "gelu", m)
-	m = b.Linear("2", "down", m, p.MLPRatio*c, c, true)
+	m = b.Linear("2", core.RoleDown, m, p.MLPRatio*c, c, true)
 	done()
 	y := b.Ew("add", "nodes_new", []core.Value{m, o}, []int64{r, c}, core.Promote(b.Dtype(m), b.Dtype(o)), "run_node_dst_mlp(out) + out")
 	// Locals of the block's forward until it returns (x, x_r, query, key,

@@ -56,9 +56,9 @@ func litAdapterV2Head(b *core.Builder, c LitGPTConfig, x core.Value, o core.Head
 	s := b.Shape(x)
 	batch, seq := core.Numel(s[:len(s)-2]), s[len(s)-2]
 	done := b.Scope("lm_head")
-	w, params := b.LinearParams("lm_head", in, vocab, c.LMHeadBias)
-	ab := b.AdapterParam("adapter_bias", []int64{vocab}, "adapter")
-	as := b.AdapterParam("adapter_scale", []int64{vocab}, "adapter")
+	w, params := b.LinearParams(core.RoleLMHead, in, vocab, c.LMHeadBias)
+	ab := b.AdapterParam("adapter_bias", []int64{vocab}, core.RoleAdapter)
+	as := b.AdapterParam("adapter_scale", []int64{vocab}, core.RoleAdapter)
 	lengths := o.ChunkLengths(seq)
 	logits := make([]core.Value, len(lengths))
 	for i, n := range lengths {

@@ -265,7 +265,7 @@ func litNorm(b *core.Builder, c LitGPTConfig, name string, x core.Value) core.Va
 		return b.LayerNorm(name, x, c.Embd, true)
 	}
 	defer b.Scope(name)()
-	w := b.Param("weight", []int64{c.Embd}, "norm")
+	w := b.Param("weight", []int64{c.Embd}, core.RoleNorm)
 	dt := b.Dtype(x)
 	r := core.Rows(b.Shape(x))
 	sq := b.Mul("x2", x, x) // x * x: saves x (both operands)
@@ -292,14 +292,14 @@ func litNorm(b *core.Builder, c LitGPTConfig, name string, x core.Value) core.Va
 // litLinear is nn.Linear, or AdapterV2Linear (adapter_scale * (linear(x) +
 // adapter_bias), both trainable, so the product keeps linear(x) + bias for
 // the scale's gradient) when the config uses adapter v2.
-func litLinear(b *core.Builder, c LitGPTConfig, name, role string, x core.Value, in, out int64, bias bool) core.Value {
+func litLinear(b *core.Builder, c LitGPTConfig, name string, role core.Role, x core.Value, in, out int64, bias bool) core.Value {
 	if c.Adapter != "v2" {
 		return b.Linear(name, role, x, in, out, bias)
 	}
 	defer b.Scope(name)()
 	y := b.Linear("linear", role, x, in, out, bias)
-	ab := b.AdapterParam("adapter_bias", []int64{out}, "adapter")
-	as := b.AdapterParam("adapter_scale", []int64{out}, "adapter")
+	ab := b.AdapterParam("adapter_bias", []int64{out}, core.RoleAdapter)
+	as := b.AdapterParam("adapter_scale", []int64{out}, core.RoleAdapter)
 	ia := b.AddOp("add", "add_bias", []core.Value{y}, ab)
 	s := b.Out(ia, "biased", b.Shape(y), b.Dtype(y), "linear(x) + adapter_bias")
 	im := b.AddOp("mul", "scale", []core.Value{s}, as)
@@ -319,7 +319,7 @@ func litAttention(b *core.Builder, c LitGPTConfig, index int64, x core.Value) co
 		b.Lora = &core.LoRA{Rank: lora.Rank} // base still frozen; LitGPT's own fused LoRA below, not the per-projection one
 	}
 	wqkv := int32(len(b.P.Params)) // the qkv weight registers first
-	qkv := litLinear(b, c, "attn", "qkv", x, h, c.qkvWidth(), c.Bias)
+	qkv := litLinear(b, c, "attn", core.RoleQKV, x, h, c.qkvWidth(), c.Bias)
 	b.Lora = lora
 	if lora != nil {
 		qkv = litLoRAQKV(b, c, x, qkv)
@@ -339,12 +339,12 @@ func litAttention(b *core.Builder, c LitGPTConfig, index int64, x core.Value) co
 		e := b.AddOp("repeat_kv", "expand_v", []core.Value{qkv})
 		v = b.Out(e, "v_expanded", core.WithLast(s, nh*hs), b.Dtype(qkv), "v expanded to all heads (expand + reshape copy)")
 	}
-	core := &nn.Attention{Dim: h, Heads: nh, HeadDim: hs, Impl: "flash", Causal: true}
-	y := core.Fused(b, q, k, v, s)
+	attn := &nn.Attention{Dim: h, Heads: nh, HeadDim: hs, Impl: "flash", Causal: true}
+	y := attn.Fused(b, q, k, v, s)
 	if c.Adapter != "" && index >= c.adapterStart() {
 		y = litAdapterPrefix(b, c, q, y, wqkv)
 	}
-	return litLinear(b, c, "proj", "o", y, nh*hs, h, c.Bias)
+	return litLinear(b, c, "proj", core.RoleO, y, nh*hs, h, c.Bias)
 }
 
 // litRope is apply_rope on the first n channels of each head plus the cat
@@ -373,9 +373,9 @@ func litLoRAQKV(b *core.Builder, c LitGPTConfig, x, pretrained core.Value) core.
 	kvEmbd := c.groups() * hs
 	var nEnabled, width int64
 	for _, part := range []struct {
-		role string
+		role core.Role
 		w    int64
-	}{{"q", h}, {"k", kvEmbd}, {"v", kvEmbd}} {
+	}{{core.RoleQ, h}, {core.RoleK, kvEmbd}, {core.RoleV, kvEmbd}} {
 		if litTargets(l, part.role) {
 			nEnabled++
 			width += part.w
@@ -390,7 +390,7 @@ func litLoRAQKV(b *core.Builder, c LitGPTConfig, x, pretrained core.Value) core.
 	a := b.AdapterLinear("lora_A", xd, h, r*nEnabled)
 	// conv1d(after_A.transpose(-2, -1), lora_B.unsqueeze(-1), groups=n):
 	// saves its input (a view of after_A) and the weight.
-	wb := b.AdapterParam("lora_B", []int64{width, r}, "lora")
+	wb := b.AdapterParam("lora_B", []int64{width, r}, core.RoleLoRA)
 	ic := b.AddOp("conv1d", "lora_B", []core.Value{a}, wb)
 	after := b.Out(ic, "after_B", core.WithLast(s, width), b.Dtype(a), "LoRA lora_B output (grouped conv1d)")
 	b.Save(ic, a)
@@ -425,8 +425,8 @@ func litLoRAQKV(b *core.Builder, c LitGPTConfig, x, pretrained core.Value) core.
 func litAdapterPrefix(b *core.Builder, c LitGPTConfig, q, y core.Value, wqkv int32) core.Value {
 	defer b.Scope("adapter")()
 	h, aT := c.Embd, c.promptLength()
-	wte := b.AdapterParam("adapter_wte", []int64{aT, h}, "adapter")
-	gate := b.AdapterParam("gating_factor", []int64{1, 1, c.Heads, 1}, "adapter")
+	wte := b.AdapterParam("adapter_wte", []int64{aT, h}, core.RoleAdapter)
+	gate := b.AdapterParam("gating_factor", []int64{1, 1, c.Heads, 1}, core.RoleAdapter)
 	ip := b.AddOp("prefix", "prefix", nil, wte)
 	prefix := b.Out(ip, "prefix", []int64{1, aT, h}, b.Prec.Params, "adapter prompt (adapter_wte.weight as a batch)")
 	// self.attn(prefix): the block's own (frozen) qkv weight on aT rows
@@ -456,20 +456,20 @@ func litMLP(b *core.Builder, c LitGPTConfig, x core.Value) core.Value {
 	defer b.Scope("mlp")()
 	h, n := c.Embd, c.Intermediate
 	if c.MLP == "LLaMAMLP" {
-		f1 := litLinear(b, c, "fc_1", "gate", x, h, n, c.Bias)
-		f2 := litLinear(b, c, "fc_2", "up", x, h, n, c.Bias)
+		f1 := litLinear(b, c, "fc_1", core.RoleGate, x, h, n, c.Bias)
+		f2 := litLinear(b, c, "fc_2", core.RoleUp, x, h, n, c.Bias)
 		m := b.Mul("act_mul", nn.Activation(b, "silu", f1), f2)
-		return litLinear(b, c, "proj", "down", m, n, h, c.Bias)
+		return litLinear(b, c, "proj", core.RoleDown, m, n, h, c.Bias)
 	}
-	f := litLinear(b, c, "fc", "up", x, h, n, c.Bias)
-	return litLinear(b, c, "proj", "down", nn.Activation(b, "gelu", f), n, h, c.Bias)
+	f := litLinear(b, c, "fc", core.RoleUp, x, h, n, c.Bias)
+	return litLinear(b, c, "proj", core.RoleDown, nn.Activation(b, "gelu", f), n, h, c.Bias)
 }
 
 // litTargets reports whether LoRA adapts the q, k or v part of the fused
 // projection (to_query, to_key, to_value).
-func litTargets(l *core.LoRA, part string) bool {
+func litTargets(l *core.LoRA, part core.Role) bool {
 	for _, t := range l.Targets {
-		if t == part || t == "qkv" || t == "all-linear" {
+		if core.Role(t) == part || t == "qkv" || t == "all-linear" {
 			return true
 		}
 	}

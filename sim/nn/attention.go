@@ -132,12 +132,12 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	s := b.Shape(xg)
 	var q, k, v core.Value
 	if a.FusedQKV {
-		qkv := b.ColLinear("qkv", "qkv", x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
+		qkv := b.ColLinear("qkv", core.RoleQKV, x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
 		q, k, v = qkv, qkv, qkv // views of one storage
 	} else {
-		q = b.ColLinear("q_proj", "q", x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
-		k = b.ColLinear("k_proj", "k", x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
-		v = b.ColLinear("v_proj", "v", x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
+		k = b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	}
 	if a.QKNorm {
 		q = qkHeadNorm(b, "q_norm", q, s, h, d)
@@ -169,7 +169,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		o = la.Fused(b, q, k, v, s)
 	}
 	closeRegion()
-	y := b.RowLinear("o_proj", "o", o, a.Heads*d, h*d, a.Dim, a.OutBias)
+	y := b.RowLinear("o_proj", core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)
 	return b.Dropout("resid_dropout", y, a.Dropout)
 }
 

@@ -12,7 +12,7 @@ type Linear struct {
 	Name     string
 	In, Out  int64
 	Bias     bool
-	Role     string // q k v o gate up down lm_head ... (LoRA targets)
+	Role     core.Role // q k v o gate up down lm_head ... (LoRA targets)
 	Dropout  float64
 	Activate string // optional activation after the matmul
 }
@@ -44,7 +44,7 @@ func (l *Linear) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	role := l.Role
 	if role == "" {
-		role = "linear"
+		role = core.RoleLinear
 	}
 	return b.Linear(name, role, x, l.In, l.Out, l.Bias)
 }
@@ -76,7 +76,7 @@ func (e *Embedding) Lower(b *core.Builder, x core.Value) core.Value {
 		return vocabParallelEmbedding(b, e, name, x)
 	}
 	defer b.Scope(name)()
-	w := b.Param("weight", []int64{e.Rows, e.Dim}, "embed")
+	w := b.Param("weight", []int64{e.Rows, e.Dim}, core.RoleEmbed)
 	i := b.AddOp("embedding", "", []core.Value{x}, w)
 	s := b.Shape(x)
 	if b.Dtype(x) != units.INT64 {
@@ -184,7 +184,7 @@ func Activation(b *core.Builder, fn string, x core.Value) core.Value {
 func vocabParallelEmbedding(b *core.Builder, e *Embedding, name string, x core.Value) core.Value {
 	defer b.Scope(name)()
 	tp := b.Par.Tp
-	w := b.Param("weight", []int64{e.Rows / tp, e.Dim}, "embed")
+	w := b.Param("weight", []int64{e.Rows / tp, e.Dim}, core.RoleEmbed)
 	b.ShardParam(w, e.Rows*e.Dim)
 	s := b.Shape(x)
 	if b.Dtype(x) != units.INT64 {

@@ -81,14 +81,14 @@ func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		if act == "geglu" {
 			fn = "gelu"
 		}
-		gate := b.ColLinear("gate_proj", "gate", x, xg, dim, hidden, hl, bias)
-		up := b.ColLinear("up_proj", "up", x, xg, dim, hidden, hl, bias)
+		gate := b.ColLinear("gate_proj", core.RoleGate, x, xg, dim, hidden, hl, bias)
+		up := b.ColLinear("up_proj", core.RoleUp, x, xg, dim, hidden, hl, bias)
 		h := b.Mul("act_mul", Activation(b, fn, gate), up)
-		return b.RowLinear("down_proj", "down", h, hidden, hl, dim, bias)
+		return b.RowLinear("down_proj", core.RoleDown, h, hidden, hl, dim, bias)
 	}
-	h := b.ColLinear("fc1", "up", x, xg, dim, hidden, hl, bias)
+	h := b.ColLinear("fc1", core.RoleUp, x, xg, dim, hidden, hl, bias)
 	h = Activation(b, act, h)
-	return b.RowLinear("fc2", "down", h, hidden, hl, dim, bias)
+	return b.RowLinear("fc2", core.RoleDown, h, hidden, hl, dim, bias)
 }
 
 func (m *MLP) InDim() int64  { return m.Dim }

@@ -70,7 +70,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	x = b.TpGather(x) // tokens gathered along the sequence with SP
 	T := core.Rows(b.Shape(x))
 	E, k := m.Experts, m.TopK
-	logits := b.Linear("router", "router", x, m.Dim, E, false)
+	logits := b.Linear("router", core.RoleRouter, x, m.Dim, E, false)
 	sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
 	probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
 	b.Save(sm, probs)
@@ -122,7 +122,7 @@ func expertsForward(b *core.Builder, xs core.Value, m *MoE, routed int64) core.V
 	defer b.Scope("experts")()
 	gated := m.expert().gated()
 	local, hidden := m.Experts/b.Par.Epn(), m.Hidden/b.Par.Tpn() // this rank's experts and their split
-	proj := func(name, role string, x core.Value, in, out int64) core.Value {
+	proj := func(name string, role core.Role, x core.Value, in, out int64) core.Value {
 		b.ReserveParams(local) // one tensor per expert
 		ps := make([]int32, local)
 		full := in * out * b.Par.Tpn()
@@ -157,14 +157,14 @@ func expertsForward(b *core.Builder, xs core.Value, m *MoE, routed int64) core.V
 		if m.Act == "geglu" {
 			fn = "gelu"
 		}
-		gate := proj("gate_proj", "gate", xs, m.Dim, hidden)
-		up := proj("up_proj", "up", xs, m.Dim, hidden)
+		gate := proj("gate_proj", core.RoleGate, xs, m.Dim, hidden)
+		up := proj("up_proj", core.RoleUp, xs, m.Dim, hidden)
 		h := b.Mul("act_mul", Activation(b, fn, gate), up)
-		return proj("down_proj", "down", h, hidden, m.Dim)
+		return proj("down_proj", core.RoleDown, h, hidden, m.Dim)
 	}
-	h := proj("fc1", "up", xs, m.Dim, hidden)
+	h := proj("fc1", core.RoleUp, xs, m.Dim, hidden)
 	h = Activation(b, m.Act, h)
-	return proj("fc2", "down", h, hidden, m.Dim)
+	return proj("fc2", core.RoleDown, h, hidden, m.Dim)
 }
 
 func (m *MoE) InDim() int64  { return m.Dim }

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"strings"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -38,6 +40,16 @@ const (
 	DistZeRO
 	DistFSDP
 )
+
+var distModeNames = [...]string{"replicated", "ddp", "megatron", "zero", "fsdp"}
+
+// String is the mode's name as the comment above gives it: "zero", "fsdp".
+func (m DistMode) String() string {
+	if int(m) < len(distModeNames) {
+		return distModeNames[m]
+	}
+	return "unknown"
+}
 
 // DeepSpeed and PyTorch defaults.
 const (
@@ -145,7 +157,7 @@ func (d *distState) Degree(pi int32) int64 {
 	return d.dp
 }
 
-func IsExpertRole(role string) bool { return len(role) > 7 && role[:7] == "expert_" }
+func IsExpertRole(role core.Role) bool { return strings.HasPrefix(string(role), "expert_") }
 
 // paramGroup is a set of parameters flattened together: the dense and the
 // expert parameters (they shard over different groups), trainable ones
