@@ -61,7 +61,11 @@ func TestHFConfig(t *testing.T) {
 		{expr: `hf_config("tiny.json").params`, want: "114688"},
 		{expr: `hf_config("tiny.json")`, want: `model("gpt2", params=114688)`},
 		{expr: `hf_config("tiny.json", attn="eager").tie_embeddings`, want: "True"},
-		{expr: `[l.kind for l in hf_config("tiny.json").layers]`, want: `["embedding", "add_embedding", "dropout", "repeat", "layernorm"]`},
+		// GPT2LMHeadModel holds GPT2Model as .transformer, which names its
+		// parameters (transformer.h.0.attn...); GPT2Model alone does not.
+		{expr: `[(l.kind, l.name) for l in hf_config("tiny.json").layers]`, want: `[("sequential", "transformer")]`},
+		{expr: `[l.kind for l in hf_config("tiny.json").layers[0].children]`, want: `["embedding", "add_embedding", "dropout", "repeat", "layernorm"]`},
+		{expr: `[l.kind for l in hf_config("tiny.json", arch="GPT2Model").layers]`, want: `["embedding", "add_embedding", "dropout", "repeat", "layernorm"]`},
 		{expr: `hf_config("bert.json").params`, want: "119204"},
 		{expr: `hf_config("bert.json", arch="BertModel").params`, want: "118976"},
 		{expr: `hf_config("bert.json", arch="BertModel").loss`, want: `"none"`},

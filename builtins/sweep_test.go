@@ -28,7 +28,7 @@ func TestSweep(t *testing.T) {
 		{expr: "t.columns", want: `["tp", "checkpoint", "fits", "device_used", "headroom", "peak_allocated", "step_time", "mfu", "tokens_per_s", "error", "plan", "report"]`},
 		// Rows in cross-product order, the last axis fastest.
 		{expr: "[(r[\"tp\"], r[\"checkpoint\"]) for r in t]", want: `[(1, "none"), (1, "full"), (2, "none"), (2, "full"), (3, "none"), (3, "full")]`},
-		{expr: "t[4][\"error\"]", want: `"repeat[1].sequential[0].residual[0].sequential[0].attention[1]: tp=3 does not divide 4 attention heads"`},
+		{expr: "t[4][\"error\"]", want: `"layers.0-3.attn: tp=3 does not divide 4 attention heads"`},
 		{expr: "[t[4][\"fits\"], t[4][\"step_time\"], t[4][\"plan\"]]", want: "[None, None, None]"},
 		{expr: "len(ok)", want: "4"},
 		{expr: "all([r[\"fits\"] for r in ok])", want: "True"},
@@ -57,7 +57,7 @@ func TestSweep(t *testing.T) {
 		{expr: "all([not any([o[\"device_used\"] <= r[\"device_used\"] and o[\"step_time\"] < r[\"step_time\"] for o in ok]) for r in ok.pareto(\"device_used\", \"step_time\")])", want: "True"},
 		// as_dicts: plain data for json.encode (no plan or report).
 		{expr: "sorted(t.as_dicts()[0].keys())", want: `["checkpoint", "device_used", "error", "fits", "headroom", "mfu", "peak_allocated", "step_time", "tokens_per_s", "tp"]`},
-		{expr: "json.encode(t.as_dicts()[4])", want: `"{\"checkpoint\":\"none\",\"device_used\":null,\"error\":\"repeat[1].sequential[0].residual[0].sequential[0].attention[1]: tp=3 does not divide 4 attention heads\",\"fits\":null,\"headroom\":null,\"mfu\":null,\"peak_allocated\":null,\"step_time\":null,\"tokens_per_s\":null,\"tp\":3}"`},
+		{expr: "json.encode(t.as_dicts()[4])", want: `"{\"checkpoint\":\"none\",\"device_used\":null,\"error\":\"layers.0-3.attn: tp=3 does not divide 4 attention heads\",\"fits\":null,\"headroom\":null,\"mfu\":null,\"peak_allocated\":null,\"step_time\":null,\"tokens_per_s\":null,\"tp\":3}"`},
 		{expr: "t.render().splitlines()[1].split()", want: `["tp", "checkpoint", "fits", "device_used", "headroom", "peak_allocated", "step_time", "mfu", "tokens_per_s", "error"]`},
 		{expr: "t.title", want: `"sweep of tp (3) x checkpoint (2): 6 plans"`},
 		// parallel() fields and the data-parallel sharding.

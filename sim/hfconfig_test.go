@@ -271,7 +271,7 @@ func TestHFLearnedPositionsLimit(t *testing.T) {
 	plan := &core.Plan{Model: m, Batch: 1, Seq: 2048, GradAccum: 1, Members: 1, Precision: fp32,
 		Optimizer: core.Optimizer{Kind: core.AdamW}, Device: hw.Device{Name: "test", Memory: 1 << 40}}
 	_, err = Evaluate(plan, core.Options{})
-	if err == nil || err.Error() != "wpe: seq=2048 exceeds the 1024 learned positions of this model" {
+	if err == nil || err.Error() != "transformer.wpe: seq=2048 exceeds the 1024 learned positions of this model" {
 		t.Errorf("error = %v", err)
 	}
 }

@@ -107,7 +107,7 @@ func TestTableStepsErrors(t *testing.T) {
 		want string
 	}{
 		{sparse, replay.StepSeries{}, "rows_per_step is empty"},
-		{sparse, replay.StepSeries{TableRows: []int64{10, 0}}, "rows_per_step[1] must be in [1, 8192] for table 1.ngram (got 0)"},
+		{sparse, replay.StepSeries{TableRows: []int64{10, 0}}, "rows_per_step[1] must be in [1, 8192] for table ngram (got 0)"},
 		{sparse, replay.StepSeries{TableRows: []int64{8193}}, "rows_per_step[0] must be in [1, 8192]"},
 		{sparse, replay.StepSeries{TableRows: []int64{10}, Pool: "lru"}, `unknown pool "lru" (known: torch, exact)`},
 		{dense, replay.StepSeries{TableRows: []int64{10}}, `the plan has no table with grad="sparse"`},

@@ -11,12 +11,13 @@ type Builder struct {
 	Rt     Runtime
 	Ckpt   Checkpoint
 	Lora   *LoRA
-	quant  units.DType // quantized frozen base weights (NF4, INT8), InvalidDType when none
-	Eval   bool        // eval mode: no autograd, no saves, dropout off
-	path   []string    // module path; prefix is its joined form
-	prefix string
-	region int32 // current checkpoint region, 0 = none
-	block  int   // index of the current repeated block (for checkpoint(every=k))
+	quant  units.DType            // quantized frozen base weights (NF4, INT8), InvalidDType when none
+	Eval   bool                   // eval mode: no autograd, no saves, dropout off
+	prefix string                 // the module path ops and tensors are named under
+	names  map[scopedLayer]string // unnamed layers' module names (ModuleName)
+	taken  map[string]int         // module paths taken, with how many layers took them
+	region int32                  // current checkpoint region, 0 = none
+	block  int                    // index of the current repeated block (for checkpoint(every=k))
 
 	members    int64 // ensemble members in the step (Plan.Members, at least 1)
 	sequential bool  // members run through the model one at a time
@@ -34,12 +35,39 @@ func (b *Builder) Scope(name string) func() {
 		return func() {}
 	}
 	saved := b.prefix
-	b.path = append(b.path, name)
-	b.prefix = joinName(saved, name)
-	return func() {
-		b.path = b.path[:len(b.path)-1]
-		b.prefix = saved
+	b.prefix = JoinName(saved, name)
+	return func() { b.prefix = saved }
+}
+
+// ModuleName is the name layer l takes in the current scope (ModuleName),
+// an unnamed layer numbered when an earlier sibling took the same default
+// name: norm, then norm_1 (as torch.fx numbers duplicate names). The same
+// layer lowered again in the same scope keeps its name.
+func (b *Builder) ModuleName(l Layer) string {
+	name := ModuleName(l)
+	if name == "" {
+		return name
 	}
+	key := scopedLayer{b.prefix, l}
+	if n, ok := b.names[key]; ok {
+		return n
+	}
+	if b.names == nil {
+		b.names, b.taken = map[scopedLayer]string{}, map[string]int{}
+	}
+	full := JoinName(b.prefix, name)
+	if k := b.taken[full]; k > 0 && l.Label() == "" {
+		name = name + "_" + Itoa(int64(k))
+	}
+	b.taken[full]++
+	b.names[key] = name
+	return name
+}
+
+// scopedLayer is a layer in a module scope.
+type scopedLayer struct {
+	scope string
+	l     Layer
 }
 
 func (b *Builder) Name(n string) string {

@@ -12,9 +12,10 @@ type Sequential struct {
 	Layers []Layer
 }
 
-func (s *Sequential) Kind() string      { return "sequential" }
-func (s *Sequential) Label() string     { return s.Name }
-func (s *Sequential) Children() []Layer { return s.Layers }
+func (s *Sequential) Kind() string        { return "sequential" }
+func (s *Sequential) Label() string       { return s.Name }
+func (s *Sequential) DefaultName() string { return "" }
+func (s *Sequential) Children() []Layer   { return s.Layers }
 func (s *Sequential) Params() int64 {
 	var n int64
 	for _, l := range s.Layers {
@@ -24,8 +25,8 @@ func (s *Sequential) Params() int64 {
 }
 func (s *Sequential) Summary() string { return fmt.Sprintf("%d layers", len(s.Layers)) }
 func (s *Sequential) Validate(path string) error {
-	for i, l := range s.Layers {
-		if err := l.Validate(ChildPath(path, l, i)); err != nil {
+	for _, l := range s.Layers {
+		if err := l.Validate(ChildPath(path, s, l)); err != nil {
 			return err
 		}
 	}
@@ -33,23 +34,17 @@ func (s *Sequential) Validate(path string) error {
 }
 func (s *Sequential) Lower(b *Builder, x Value) Value {
 	defer b.Scope(s.Name)()
-	for i, l := range s.Layers {
-		x = b.LowerChild(l, i, x)
+	for _, l := range s.Layers {
+		x = b.LowerChild(l, x)
 	}
 	return x
 }
 
-// lowerChild lowers a child layer under its own name, opening a checkpoint
-// region when checkpoint(modules=[...]) names it.
-func (b *Builder) LowerChild(l Layer, i int, x Value) Value {
+// LowerChild lowers a child layer, opening a checkpoint region when
+// checkpoint(modules=[...]) names it. The layer opens its own module scope.
+func (b *Builder) LowerChild(l Layer, x Value) Value {
 	if b.Ckpt.matches(l) {
 		defer b.PolicyRegion(l.Kind())()
-	}
-	if l.Label() == "" {
-		switch l.(type) {
-		case *Sequential, *Repeat, *Residual:
-			defer b.Scope(fmt.Sprintf("%d", i))()
-		}
 	}
 	return l.Lower(b, x)
 }
@@ -62,23 +57,20 @@ type Repeat struct {
 	N     int64
 }
 
-func (r *Repeat) Kind() string      { return "repeat" }
-func (r *Repeat) Label() string     { return r.Name }
-func (r *Repeat) Children() []Layer { return []Layer{r.Layer} }
-func (r *Repeat) Params() int64     { return r.N * r.Layer.Params() }
-func (r *Repeat) Summary() string   { return fmt.Sprintf("%d x %s", r.N, r.Layer.Kind()) }
+func (r *Repeat) Kind() string        { return "repeat" }
+func (r *Repeat) Label() string       { return r.Name }
+func (r *Repeat) DefaultName() string { return "layers" }
+func (r *Repeat) Children() []Layer   { return []Layer{r.Layer} }
+func (r *Repeat) Params() int64       { return r.N * r.Layer.Params() }
+func (r *Repeat) Summary() string     { return fmt.Sprintf("%d x %s", r.N, r.Layer.Kind()) }
 func (r *Repeat) Validate(path string) error {
 	if r.N <= 0 {
 		return units.Errorf(path, "repeat count must be positive (got %d)", r.N)
 	}
-	return r.Layer.Validate(ChildPath(path, r.Layer, 0))
+	return r.Layer.Validate(ChildPath(path, r, r.Layer))
 }
 func (r *Repeat) Lower(b *Builder, x Value) Value {
-	name := r.Name
-	if name == "" {
-		name = "layers"
-	}
-	defer b.Scope(name)()
+	defer b.Scope(ModuleName(r))()
 	for i := int64(0); i < r.N; i++ {
 		done := b.Scope(fmt.Sprintf("%d", i))
 		closeRegion := func() {}
@@ -86,7 +78,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 			closeRegion = b.PolicyRegion("block")
 		}
 		b.block++
-		x = b.LowerChild(r.Layer, 0, x)
+		x = b.LowerChild(r.Layer, x)
 		closeRegion()
 		done()
 	}
@@ -101,13 +93,14 @@ type Residual struct {
 
 func (r *Residual) Kind() string               { return "residual" }
 func (r *Residual) Label() string              { return r.Name }
+func (r *Residual) DefaultName() string        { return "" }
 func (r *Residual) Children() []Layer          { return []Layer{r.Layer} }
 func (r *Residual) Params() int64              { return r.Layer.Params() }
 func (r *Residual) Summary() string            { return "x + " + r.Layer.Kind() + "(x)" }
-func (r *Residual) Validate(path string) error { return r.Layer.Validate(ChildPath(path, r.Layer, 0)) }
+func (r *Residual) Validate(path string) error { return r.Layer.Validate(ChildPath(path, r, r.Layer)) }
 func (r *Residual) Lower(b *Builder, x Value) Value {
 	defer b.Scope(r.Name)()
-	y := b.LowerChild(r.Layer, 0, x)
+	y := b.LowerChild(r.Layer, x)
 	if b.Last(y) != b.Last(x) {
 		where := "" // the module path alone ("1") reads as a number, so name it
 		if p := b.Name(""); p != "" {

@@ -44,10 +44,18 @@ func (ft *Finetune) frozen(name string, role Role) bool {
 	return false
 }
 
-// pathPrefix reports whether prefix names name or one of its ancestors.
+// PathPrefix reports whether prefix names name or one of its ancestors,
+// from the root ("model.layers.0") or from any module down the path
+// ("layers.0", as the model's body would call it).
 func PathPrefix(prefix, name string) bool {
-	if !strings.HasPrefix(name, prefix) {
-		return false
+	for start := 0; start <= len(name)-len(prefix); start++ {
+		if start > 0 && name[start-1] != '.' {
+			continue
+		}
+		rest := name[start:]
+		if strings.HasPrefix(rest, prefix) && (len(rest) == len(prefix) || rest[len(prefix)] == '.') {
+			return true
+		}
 	}
-	return len(name) == len(prefix) || name[len(prefix)] == '.'
+	return false
 }

@@ -50,24 +50,61 @@ type PackingChecker interface {
 	CheckPacking(path string) error
 }
 
-// Walk calls fn for l and every layer below it, depth first, with a path
-// like "layers[2].attn".
-func Walk(l Layer, path string, fn func(path string, l Layer)) {
-	fn(path, l)
-	for i, c := range l.Children() {
-		Walk(c, ChildPath(path, c, i), fn)
+// Module names. A model's tensors and ops are named by module path, as
+// PyTorch names a module tree (model.layers.28.self_attn.v_proj.weight):
+//
+//   - a layer the user (or a config reader) named adds its name;
+//   - an unnamed Sequential, Residual or parallel branches add nothing:
+//     they are how a block is written, not modules of their own;
+//   - an unnamed repeat adds "layers", and each of its blocks its index;
+//   - an unnamed leaf adds its default name (DefaultName, else its kind:
+//     "attn", "mlp", "linear"), numbered when siblings share it
+//     (Builder.ModuleName).
+//
+// ModuleName, ChildPath and BlockPath are the one place this is decided:
+// the lowering, pipeline stages, FSDP's units, validation errors and
+// describe() all name modules through them.
+
+// ModuleName is the name layer l adds to its parent's path; "" for an
+// unnamed Sequential or Residual.
+func ModuleName(l Layer) string {
+	if n := l.Label(); n != "" {
+		return n
 	}
+	if d, ok := l.(DefaultNamer); ok {
+		return d.DefaultName()
+	}
+	return l.Kind()
 }
 
-func ChildPath(parent string, c Layer, i int) string {
-	name := c.Label()
-	if name == "" {
-		name = c.Kind() + "[" + Itoa(int64(i)) + "]"
+// DefaultNamer is a layer whose unnamed module is not called by its kind:
+// an attention is "attn"; containers that only say how a block is written
+// (sequential, residual, parallel branches) give "" and add nothing.
+type DefaultNamer interface {
+	DefaultName() string
+}
+
+// ChildPath is the path of child c of the layer of at path parent: parent
+// with c's module name, after the blocks' index range ("layers.0-31") when
+// of is a repeat.
+func ChildPath(parent string, of, c Layer) string {
+	if r, ok := of.(*Repeat); ok {
+		blocks := "0"
+		if r.N > 1 {
+			blocks = "0-" + Itoa(r.N-1)
+		}
+		return JoinName(JoinName(parent, blocks), ModuleName(c))
 	}
-	if parent == "" {
-		return name
+	return JoinName(parent, ModuleName(c))
+}
+
+// Walk calls fn for l and every layer below it, depth first, with its
+// path: "layers.0-31.self_attn".
+func Walk(l Layer, path string, fn func(path string, l Layer)) {
+	fn(path, l)
+	for _, c := range l.Children() {
+		Walk(c, ChildPath(path, l, c), fn)
 	}
-	return parent + "." + name
 }
 
 func Itoa(n int64) string {
@@ -92,7 +129,8 @@ func Itoa(n int64) string {
 	return string(buf[i:])
 }
 
-func joinName(a, b string) string {
+// JoinName joins two module paths, either of which may be empty.
+func JoinName(a, b string) string {
 	switch {
 	case a == "":
 		return b

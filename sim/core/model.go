@@ -125,8 +125,8 @@ func (m *Model) Validate() error {
 	if len(m.Layers) == 0 {
 		return &units.Error{Path: m.Name, Msg: "model has no layers", Hint: "model(name, embedding(...), repeat(block, n), ...)"}
 	}
-	for i, l := range m.Layers {
-		if err := l.Validate(ChildPath("", l, i)); err != nil {
+	for _, l := range m.Layers {
+		if err := l.Validate(ChildPath("", nil, l)); err != nil {
 			return err
 		}
 	}
@@ -197,8 +197,8 @@ func (m *Model) lower(b *Builder) (err error) {
 
 // lowerBody emits the layers and the output head for input x.
 func (m *Model) lowerBody(b *Builder, x Value) Value {
-	for i, l := range m.Layers {
-		x = b.LowerChild(l, i, x)
+	for _, l := range m.Layers {
+		x = b.LowerChild(l, x)
 	}
 	if m.Vocab > 0 {
 		if b.Ft.chunkHead(m) { // loss_chunks, returns the loss
@@ -271,8 +271,11 @@ func (b *Builder) loss(m *Model, x Value) Value {
 // Describe lists the modules with their parameter counts.
 func (m *Model) Describe() []ModuleRow {
 	var out []ModuleRow
-	for i, l := range m.Layers {
-		Walk(l, ChildPath("", l, i), func(path string, x Layer) {
+	for _, l := range m.Layers {
+		Walk(l, ChildPath("", nil, l), func(path string, x Layer) {
+			if ModuleName(x) == "" {
+				return // how a block is written (sequential, residual), not a module
+			}
 			out = append(out, ModuleRow{Path: path, Kind: x.Kind(), Summary: x.Summary(), Params: x.Params()})
 		})
 	}

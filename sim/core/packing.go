@@ -22,8 +22,8 @@ func (p *Plan) validatePacking() error {
 		return nil
 	}
 	var bad string
-	for i, l := range p.Model.Layers {
-		Walk(l, ChildPath("", l, i), func(path string, x Layer) {
+	for _, l := range p.Model.Layers {
+		Walk(l, ChildPath("", nil, l), func(path string, x Layer) {
 			if c, ok := x.(PackingChecker); ok && bad == "" {
 				if err := c.CheckPacking(path); err != nil {
 					bad = err.Error()

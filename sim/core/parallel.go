@@ -254,8 +254,8 @@ func (m *Model) validateParallel(par Parallelism) error {
 			}
 		}
 	}
-	for i, l := range m.Layers {
-		Walk(l, ChildPath("", l, i), check)
+	for _, l := range m.Layers {
+		Walk(l, ChildPath("", nil, l), check)
 	}
 	if err != nil {
 		return err

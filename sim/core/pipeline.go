@@ -56,21 +56,31 @@ type StageOut struct {
 	Loss bool // a loss (4-byte seed) rather than a sent activation
 }
 
-// pipeAnc is a Sequential on the path to a unit, with the unit's
-// ancestor's index in it.
-type pipeAnc struct {
-	Seq   *Sequential
-	Index int
-}
-
 // pipeUnit is a top-level piece of the model: one block of the split
 // repeat, or a layer before or after the blocks.
 type pipeUnit struct {
-	Anc   []pipeAnc
+	anc   []*Sequential // the Sequentials on the path to the unit
 	layer Layer
-	Index int     // index in its parent (for lowerChild's naming)
-	Rep   *Repeat // the split repeat, for blocks
-	Block int64   // block index, -1 for other layers
+	rep   *Repeat // the split repeat, for blocks
+	block int64   // block index, -1 for other layers
+}
+
+// scope is the module path the unit's ancestors open.
+func (u pipeUnit) scope() string {
+	p := ""
+	for _, s := range u.anc {
+		p = JoinName(p, ModuleName(s))
+	}
+	return p
+}
+
+// Repeat is the split repeat a block belongs to (nil for other units).
+func (u pipeUnit) Repeat() *Repeat { return u.rep }
+
+// BlockPath is the module path of a block of the split repeat, as the
+// lowering names it: "model.layers.5".
+func (u pipeUnit) BlockPath() string {
+	return JoinName(JoinName(u.scope(), ModuleName(u.rep)), Itoa(u.block))
 }
 
 // pipeSplit is the model cut into layers before the blocks, the blocks,
@@ -114,25 +124,25 @@ func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 	}
 	s := &pipeSplit{Chunks: chunks}
 	seen := false
-	var flatten func(ls []Layer, anc []pipeAnc)
-	flatten = func(ls []Layer, anc []pipeAnc) {
-		for i, l := range ls {
+	var flatten func(ls []Layer, anc []*Sequential)
+	flatten = func(ls []Layer, anc []*Sequential) {
+		for _, l := range ls {
 			switch x := l.(type) {
 			case *Repeat:
 				if x == best {
 					for j := int64(0); j < x.N; j++ {
-						s.Blocks = append(s.Blocks, pipeUnit{Anc: anc, layer: x, Index: i, Rep: x, Block: j})
+						s.Blocks = append(s.Blocks, pipeUnit{anc: anc, layer: x, rep: x, block: j})
 					}
 					seen = true
 					continue
 				}
 			case *Sequential:
 				if ContainsLayer(x, best) {
-					flatten(x.Layers, append(append([]pipeAnc(nil), anc...), pipeAnc{Seq: x, Index: i}))
+					flatten(x.Layers, append(append([]*Sequential(nil), anc...), x))
 					continue
 				}
 			}
-			u := pipeUnit{Anc: anc, layer: l, Index: i, Block: -1}
+			u := pipeUnit{anc: anc, layer: l, block: -1}
 			if seen {
 				s.post = append(s.post, u)
 			} else {
@@ -188,6 +198,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 		}
 	}()
 	st := p.PipeStage
+	defer b.Scope(fmt.Sprintf("stage%d", st.Stage))()
 	sp := st.Split
 	m := p.Model
 	b.P.Stage = &stageProg{}
@@ -306,36 +317,19 @@ func (m *Model) stageWidth() int64 {
 // lowerUnit lowers one flattened piece under the module path and
 // checkpoint regions it has in the whole model.
 func (b *Builder) lowerUnit(u pipeUnit, x Value) Value {
-	var pops []func()
-	for _, a := range u.Anc {
-		if a.Seq.Label() == "" {
-			pops = append(pops, b.Scope(Itoa(int64(a.Index))))
-		}
-		pops = append(pops, b.Scope(a.Seq.Name))
+	if u.block < 0 {
+		defer b.Scope(u.scope())()
+		return b.LowerChild(u.layer, x)
 	}
-	if u.Block >= 0 {
-		if u.Rep.Label() == "" {
-			pops = append(pops, b.Scope(Itoa(int64(u.Index))))
-		}
-		name := u.Rep.Name
-		if name == "" {
-			name = "layers"
-		}
-		pops = append(pops, b.Scope(name), b.Scope(Itoa(u.Block)))
-		b.block = int(u.Block)
-		closeRegion := func() {}
-		if b.Ckpt.block(b.block) {
-			closeRegion = b.PolicyRegion("block")
-		}
-		b.block++
-		x = b.LowerChild(u.Rep.Layer, 0, x)
-		closeRegion()
-	} else {
-		x = b.LowerChild(u.layer, u.Index, x)
+	defer b.Scope(u.BlockPath())()
+	b.block = int(u.block)
+	closeRegion := func() {}
+	if b.Ckpt.block(b.block) {
+		closeRegion = b.PolicyRegion("block")
 	}
-	for i := len(pops) - 1; i >= 0; i-- {
-		pops[i]()
-	}
+	b.block++
+	x = b.LowerChild(u.rep.Layer, x)
+	closeRegion()
 	return x
 }
 

@@ -114,7 +114,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
 	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.Conditioned(e.NoiseChannels)
 	for _, l := range []core.Layer{e.Encoder, e.Processor, e.Decoder} {
-		if err := l.Validate(core.ChildPath(path, l, 0)); err != nil {
+		if err := l.Validate(core.ChildPath(path, &e, l)); err != nil {
 			return nil, err
 		}
 	}
@@ -159,8 +159,8 @@ func (e *EncoderProcessorDecoder) Summary() string {
 }
 
 func (e *EncoderProcessorDecoder) Validate(path string) error {
-	for i, l := range e.Children() {
-		if err := l.Validate(core.ChildPath(path, l, i)); err != nil {
+	for _, l := range e.Children() {
+		if err := l.Validate(core.ChildPath(path, e, l)); err != nil {
 			return err
 		}
 	}

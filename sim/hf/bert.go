@@ -78,6 +78,14 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	if pc > 0 {
 		clsDrop = []core.Layer{&nn.Dropout{Name: "dropout", P: pc}}
 	}
+	if head == headSeqCls {
+		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
+	}
+	if head != headBase {
+		// BertForXxx holds BertModel as .bert, which prefixes its
+		// parameters: bert.layer.0... (the heads are its siblings).
+		ls = []core.Layer{&core.Sequential{Name: "bert", Layers: ls}}
+	}
 	switch head {
 	case headMaskedLM:
 		ls = append(ls,
@@ -91,7 +99,6 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	case headBase:
 		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
 	case headSeqCls:
-		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
 		ls = append(append(ls, clsDrop...), classifier)
 	case headTokenCls:
 		ls = append(append(ls, clsDrop...), classifier)

@@ -25,9 +25,14 @@ import (
 // hfFamily is one supported model_type.
 type hfFamily struct {
 	modelType string
-	prefix    string   // class-name prefix: "Llama", "GPT2"
-	heads     []hfHead // supported heads, the default first
-	build     func(c *hfConfig, attn string, head hfHead) *core.Model
+	prefix    string // class-name prefix: "Llama", "GPT2"
+	// base is the base model's attribute in the model with a head, the
+	// first component of the head model's parameter names: "model"
+	// (LlamaForCausalLM.model), "transformer" (GPT2LMHeadModel.transformer).
+	// The base model alone (XxxModel) has no such prefix.
+	base  string
+	heads []hfHead // supported heads, the default first
+	build func(c *hfConfig, attn string, head hfHead) *core.Model
 	// noFused: transformers has no SDPA or flash-attention path for this
 	// family (BLOOM): attn="sdpa", the default, runs eager as transformers
 	// does when no attn_implementation is requested; "flash" is an error.
@@ -81,21 +86,21 @@ var decoderHeads = []hfHead{headCausalLM, headBase}
 
 // hfFamilies is the read-only table of supported model types.
 var hfFamilies = []hfFamily{
-	{modelType: "bert", prefix: "Bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, noFlash: true},
-	{modelType: "bloom", prefix: "Bloom", heads: decoderHeads, build: buildBLOOM, noFused: true},
-	{modelType: "falcon", prefix: "Falcon", heads: decoderHeads, build: buildFalcon},
-	{modelType: "gemma", prefix: "Gemma", heads: decoderHeads, build: buildDecoder},
-	{modelType: "gemma2", prefix: "Gemma2", heads: decoderHeads, build: buildDecoder},
-	{modelType: "gpt2", prefix: "GPT2", heads: decoderHeads, build: buildGPT2},
-	{modelType: "gpt_neox", prefix: "GPTNeoX", heads: decoderHeads, build: buildGPTNeoX},
-	{modelType: "llama", prefix: "Llama", heads: decoderHeads, build: buildDecoder},
-	{modelType: "mistral", prefix: "Mistral", heads: decoderHeads, build: buildDecoder},
-	{modelType: "mixtral", prefix: "Mixtral", heads: decoderHeads, build: buildDecoder},
-	{modelType: "opt", prefix: "OPT", heads: decoderHeads, build: buildOPT},
-	{modelType: "phi3", prefix: "Phi3", heads: decoderHeads, build: buildDecoder},
-	{modelType: "qwen2", prefix: "Qwen2", heads: decoderHeads, build: buildDecoder},
-	{modelType: "qwen2_moe", prefix: "Qwen2Moe", heads: decoderHeads, build: buildDecoder},
-	{modelType: "qwen3", prefix: "Qwen3", heads: decoderHeads, build: buildDecoder},
+	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, noFlash: true},
+	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
+	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
+	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
+	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
+	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
+	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
 }
 
 // HFModelTypes lists the model_type values FromHFConfig supports, sorted.
@@ -161,6 +166,11 @@ func FromHFConfigArch(data []byte, attn, arch string) (*core.Model, error) {
 	m := fam.build(c, impl, head)
 	if c.err != nil {
 		return nil, c.err
+	}
+	if head != headBase && fam.modelType != "bert" { // bert.go names its own base
+		// The head model holds the base model as an attribute, which
+		// prefixes its parameters: model.layers.0.self_attn.q_proj.weight.
+		m.Layers = []core.Layer{&core.Sequential{Name: fam.base, Layers: m.Layers}}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err

@@ -33,6 +33,7 @@ type AddEmbedding struct {
 
 func (e *AddEmbedding) Kind() string           { return "add_embedding" }
 func (e *AddEmbedding) Label() string          { return e.Name }
+func (e *AddEmbedding) DefaultName() string    { return "pos_embed" }
 func (e *AddEmbedding) Children() []core.Layer { return nil }
 func (e *AddEmbedding) Params() int64          { return e.Rows * e.Dim }
 func (e *AddEmbedding) InDim() int64           { return e.Dim }
@@ -62,10 +63,7 @@ func (e *AddEmbedding) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != e.Dim {
 		panic(core.ShapeMismatch(b, "add_embedding", e.Dim, b.Last(x)))
 	}
-	name := e.Name
-	if name == "" {
-		name = "pos_embed"
-	}
+	name := b.ModuleName(e)
 	if e.MaxSeq > 0 && b.Seq > e.MaxSeq {
 		panic(core.LowerError{Err: &units.Error{
 			Path: b.Name(name),

@@ -58,6 +58,7 @@ func (a *Attention) Hd() int64 {
 
 func (a *Attention) Kind() string           { return "attention" }
 func (a *Attention) Label() string          { return a.Name }
+func (a *Attention) DefaultName() string    { return "attn" }
 func (a *Attention) Children() []core.Layer { return nil }
 func (a *Attention) Params() int64 {
 	d, h, kv := a.Hd(), a.Heads, a.Kv()
@@ -121,10 +122,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != a.Dim {
 		panic(core.ShapeMismatch(b, "attention", a.Dim, b.Last(x)))
 	}
-	name := a.Name
-	if name == "" {
-		name = "attn"
-	}
+	name := b.ModuleName(a)
 	defer b.Scope(name)()
 	la := a.perRank(b.Par.Tpn()) // this rank's heads
 	d, h, kv := la.Hd(), la.Heads, la.Kv()

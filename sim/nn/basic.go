@@ -38,10 +38,7 @@ func (l *Linear) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != l.In {
 		panic(core.ShapeMismatch(b, "linear", l.In, b.Last(x)))
 	}
-	name := l.Name
-	if name == "" {
-		name = "linear"
-	}
+	name := b.ModuleName(l)
 	role := l.Role
 	if role == "" {
 		role = core.RoleLinear
@@ -58,6 +55,7 @@ type Embedding struct {
 
 func (e *Embedding) Kind() string           { return "embedding" }
 func (e *Embedding) Label() string          { return e.Name }
+func (e *Embedding) DefaultName() string    { return "embed" }
 func (e *Embedding) Children() []core.Layer { return nil }
 func (e *Embedding) Params() int64          { return e.Rows * e.Dim }
 func (e *Embedding) Summary() string        { return fmt.Sprintf("%d x %d", e.Rows, e.Dim) }
@@ -68,10 +66,7 @@ func (e *Embedding) Validate(path string) error {
 	return core.Positive(path, "dim", e.Dim)
 }
 func (e *Embedding) Lower(b *core.Builder, x core.Value) core.Value {
-	name := e.Name
-	if name == "" {
-		name = "embed"
-	}
+	name := b.ModuleName(e)
 	if b.Par.Tpn() > 1 {
 		return vocabParallelEmbedding(b, e, name, x)
 	}
@@ -103,6 +98,7 @@ func (n *Norm) Kind() string {
 	return "layernorm"
 }
 func (n *Norm) Label() string          { return n.Name }
+func (n *Norm) DefaultName() string    { return "norm" }
 func (n *Norm) Children() []core.Layer { return nil }
 func (n *Norm) Params() int64 {
 	if n.Bias && !n.RMS {
@@ -116,10 +112,7 @@ func (n *Norm) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != n.Dim {
 		panic(core.ShapeMismatch(b, n.Kind(), n.Dim, b.Last(x)))
 	}
-	name := n.Name
-	if name == "" {
-		name = "norm"
-	}
+	name := b.ModuleName(n)
 	if n.RMS {
 		return b.RmsNorm(name, x, n.Dim)
 	}

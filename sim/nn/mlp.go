@@ -62,10 +62,7 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != m.Dim {
 		panic(core.ShapeMismatch(b, "mlp", m.Dim, b.Last(x)))
 	}
-	name := m.Name
-	if name == "" {
-		name = "mlp"
-	}
+	name := b.ModuleName(m)
 	defer b.Scope(name)()
 	y := Ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias)
 	return b.Dropout("dropout", y, m.Dropout)

@@ -61,10 +61,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != m.Dim {
 		panic(core.ShapeMismatch(b, "moe", m.Dim, b.Last(x)))
 	}
-	name := m.Name
-	if name == "" {
-		name = "moe"
-	}
+	name := b.ModuleName(m)
 	defer b.Scope(name)()
 	xin := x
 	x = b.TpGather(x) // tokens gathered along the sequence with SP

@@ -19,6 +19,7 @@ type Parallel struct {
 
 func (p *Parallel) Kind() string           { return "parallel" }
 func (p *Parallel) Label() string          { return p.Name }
+func (p *Parallel) DefaultName() string    { return "" }
 func (p *Parallel) Children() []core.Layer { return p.Branches }
 func (p *Parallel) Params() int64 {
 	var n int64
@@ -52,8 +53,8 @@ func (p *Parallel) Validate(path string) error {
 	if len(p.Branches) == 0 {
 		return units.Errorf(path, "parallel needs at least one branch")
 	}
-	for i, l := range p.Branches {
-		if err := l.Validate(core.ChildPath(path, l, i)); err != nil {
+	for _, l := range p.Branches {
+		if err := l.Validate(core.ChildPath(path, p, l)); err != nil {
 			return err
 		}
 	}
@@ -63,8 +64,8 @@ func (p *Parallel) Validate(path string) error {
 func (p *Parallel) Lower(b *core.Builder, x core.Value) core.Value {
 	defer b.Scope(p.Name)()
 	var sum core.Value = core.NoValue
-	for i, l := range p.Branches {
-		y := b.LowerChild(l, i, x)
+	for _, l := range p.Branches {
+		y := b.LowerChild(l, x)
 		if sum == core.NoValue {
 			sum = y
 			continue
@@ -89,6 +90,7 @@ type Gated struct {
 
 func (g *Gated) Kind() string           { return "gated" }
 func (g *Gated) Label() string          { return g.Name }
+func (g *Gated) DefaultName() string    { return "" }
 func (g *Gated) Children() []core.Layer { return []core.Layer{g.Body} }
 func (g *Gated) Params() int64          { return g.Dim + g.Body.Params() }
 func (g *Gated) Summary() string        { return "sigmoid(gate(x)) * " + g.Body.Kind() + "(x)" }
@@ -99,7 +101,7 @@ func (g *Gated) Validate(path string) error {
 	if err := core.Positive(path, "dim", g.Dim); err != nil {
 		return err
 	}
-	return g.Body.Validate(core.ChildPath(path, g.Body, 0))
+	return g.Body.Validate(core.ChildPath(path, g, g.Body))
 }
 
 func (g *Gated) Lower(b *core.Builder, x core.Value) core.Value {
@@ -107,7 +109,7 @@ func (g *Gated) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.ShapeMismatch(b, "gated", g.Dim, b.Last(x)))
 	}
 	defer b.Scope(g.Name)()
-	y := b.LowerChild(g.Body, 0, x)
+	y := b.LowerChild(g.Body, x)
 	gate := b.Linear("gate", "shared_expert_gate", x, g.Dim, 1, false)
 	s := Activation(b, "sigmoid", gate)
 	return b.Mul("gated", s, y)

@@ -34,10 +34,7 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != p.Dim {
 		panic(core.ShapeMismatch(b, "pooler", p.Dim, b.Last(x)))
 	}
-	name := p.Name
-	if name == "" {
-		name = "pooler"
-	}
+	name := b.ModuleName(p)
 	defer b.Scope(name)()
 	s := b.Shape(x)
 	n := int64(1)

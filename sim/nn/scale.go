@@ -31,10 +31,7 @@ func (s *Scale) Validate(path string) error {
 }
 
 func (s *Scale) Lower(b *core.Builder, x core.Value) core.Value {
-	name := s.Name
-	if name == "" {
-		name = "scale"
-	}
+	name := b.ModuleName(s)
 	i := b.AddOp("mul", name, []core.Value{x})
 	y := b.Out(i, name, b.Shape(x), b.Dtype(x), "scaled "+b.LastName(x))
 	b.Op(i).Flops = float64(core.Numel(b.Shape(x)))

@@ -1,8 +1,6 @@
 package replay
 
 import (
-	"strings"
-
 	"github.com/memsh/memsh/sim/core"
 )
 
@@ -124,24 +122,7 @@ func blockPrefixes(m *core.Model) []string {
 	}
 	var out []string
 	for _, u := range s.Blocks {
-		var parts []string
-		for _, a := range u.Anc {
-			if a.Seq.Label() == "" {
-				parts = append(parts, core.Itoa(int64(a.Index)))
-			}
-			if a.Seq.Name != "" {
-				parts = append(parts, a.Seq.Name)
-			}
-		}
-		if u.Rep.Label() == "" {
-			parts = append(parts, core.Itoa(int64(u.Index)))
-		}
-		name := u.Rep.Name
-		if name == "" {
-			name = "layers"
-		}
-		parts = append(parts, name, core.Itoa(u.Block))
-		out = append(out, strings.Join(parts, "."))
+		out = append(out, u.BlockPath())
 	}
 	return out
 }

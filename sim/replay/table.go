@@ -218,10 +218,7 @@ func (t *Table) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(t.Name), Msg: fmt.Sprintf("tables are not modelled under tensor or context parallelism yet (tp=%d, cp=%d)", b.Par.Tpn(), b.Par.Cpn()),
 			Hint: "simulate the table with tp=1 and cp=1 (data parallelism replicates it)"}})
 	}
-	name := t.Name
-	if name == "" {
-		name = "table"
-	}
+	name := b.ModuleName(t)
 	defer b.Scope(name)()
 	r := t.readsPerHead()
 	tokShape := append([]int64(nil), b.Shape(in)...) // [batch, seq]

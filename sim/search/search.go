@@ -179,8 +179,8 @@ func (sp SearchSpace) defaults(base *core.Plan) (SearchSpace, error) {
 
 func maxExperts(m *core.Model) int64 {
 	var e int64
-	for i, l := range m.Layers {
-		core.Walk(l, core.ChildPath("", l, i), func(_ string, l core.Layer) {
+	for _, l := range m.Layers {
+		core.Walk(l, core.ChildPath("", nil, l), func(_ string, l core.Layer) {
 			if x, ok := l.(*nn.MoE); ok {
 				e = max(e, x.Experts)
 			}
@@ -446,8 +446,8 @@ func fastPathSupported(p *core.Plan) error {
 		return &units.Error{Path: "search", Msg: "search does not take members, loss_chunks or tokens_per_batch", Hint: "sweep(plan, ...) evaluates any plan"}
 	}
 	var tables bool
-	for i, l := range p.Model.Layers {
-		core.Walk(l, core.ChildPath("", l, i), func(_ string, l core.Layer) {
+	for _, l := range p.Model.Layers {
+		core.Walk(l, core.ChildPath("", nil, l), func(_ string, l core.Layer) {
 			if _, ok := l.(*replay.Table); ok {
 				tables = true
 			}

@@ -210,7 +210,7 @@ func withBlocks(m *core.Model, k int64) (*core.Model, int64) {
 	if err != nil || len(s.Blocks) == 0 {
 		return m, 0
 	}
-	target := s.Blocks[0].Rep
+	target := s.Blocks[0].Repeat()
 	var cut func(ls []core.Layer) []core.Layer
 	cut = func(ls []core.Layer) []core.Layer {
 		out := make([]core.Layer, len(ls))
