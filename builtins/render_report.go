@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/fatih/color"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
@@ -17,22 +18,6 @@ type Renderer interface {
 }
 
 var _ Renderer = (*Report)(nil)
-
-// ANSI colours for verdicts: fits, tight, does not fit.
-const (
-	ansiGreen  = "\x1b[32m"
-	ansiYellow = "\x1b[33m"
-	ansiRed    = "\x1b[31m"
-	ansiBold   = "\x1b[1m"
-	ansiReset  = "\x1b[0m"
-)
-
-func paint(color bool, code, s string) string {
-	if !color || s == "" {
-		return s
-	}
-	return code + s + ansiReset
-}
 
 // tightFraction is the headroom below which a fitting plan is called
 // tight: SEEDS.md story 2 advises budgeting 10-15 % on top of a simulated
@@ -59,18 +44,18 @@ func (x *Report) Render(w io.Writer, color bool) error {
 }
 
 // verdict is the one-line answer and its colour.
-func (x *Report) verdict() (string, string) {
+func (x *Report) verdict() (string, []color.Attribute) {
 	r := x.r
 	switch {
 	case !r.Fits:
 		return fmt.Sprintf("does not fit: needs %s of %s (%s short)",
-			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(-r.Headroom)), ansiRed
+			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(-r.Headroom)), StyleRed
 	case float64(r.Headroom) < tightFraction*float64(r.Capacity):
 		return fmt.Sprintf("fits, tight: %s of %s used, %s headroom (under 10%%)",
-			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), ansiYellow
+			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), StyleYellow
 	}
 	return fmt.Sprintf("fits: %s of %s used, %s headroom",
-		units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), ansiGreen
+		units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), StyleGreen
 }
 
 // summary is r.summary: the verdict line.
@@ -98,9 +83,9 @@ func (x *Report) summary() string {
 // gets its own rows so the rows sum to the total.
 func (x *Report) render(b *strings.Builder, color bool) {
 	r, p := x.r, x.plan
-	fmt.Fprintf(b, "%s on %s: %s\n", paint(color, ansiBold, p.p.Model.Name), p.p.Device.Name, p.Summary())
+	fmt.Fprintf(b, "%s on %s: %s\n", Paint(color, StyleBold, p.p.Model.Name), p.p.Device.Name, p.Summary())
 	v, code := x.verdict()
-	fmt.Fprintf(b, "  %s\n\n", paint(color, code, v))
+	fmt.Fprintf(b, "  %s\n\n", Paint(color, code, v))
 
 	scale := max(r.Capacity, r.DeviceUsed)
 	g := &textGrid{right: []bool{false, true, false, true}}
@@ -139,7 +124,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	d.add("largest", describeAlloc(r.Largest))
 	if r.OOM != nil {
 		d.add("OOM", "at "+describeAlloc(r.OOM.Alloc))
-		d.add("", paint(color, ansiRed, r.OOM.Message))
+		d.add("", Paint(color, StyleRed, r.OOM.Message))
 	}
 	for _, n := range r.Notes {
 		d.add("note", n)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fatih/color"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
@@ -100,20 +101,22 @@ func TestSimulateErrorOrigin(t *testing.T) {
 // TestReportColor checks that print(r) is coloured only when the run's
 // State says so.
 func TestReportColor(t *testing.T) {
-	for _, color := range []bool{false, true} {
+	for _, on := range []bool{false, true} {
 		thread := &starlark.Thread{}
-		(&State{Color: color}).Attach(thread)
+		(&State{Color: on}).Attach(thread)
 		g, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, "r.star", reportPrelude, Predeclared())
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"r", "small"} {
 			s := g[name].String()
-			if got := strings.Contains(s, "\x1b["); got != color {
-				t.Errorf("color=%v: %s has escape codes: %v\n%s", color, name, got, s)
+			if got := strings.Contains(s, "\x1b["); got != on {
+				t.Errorf("color=%v: %s has escape codes: %v\n%s", on, name, got, s)
 			}
-			want := map[string]string{"r": ansiGreen, "small": ansiRed}[name]
-			if color && !strings.Contains(s, want) {
+			style := map[string][]color.Attribute{"r": StyleGreen, "small": StyleRed}[name]
+			want := Paint(true, style, "x")
+			want = want[:strings.Index(want, "x")] // the verdict colour's escape code
+			if on && !strings.Contains(s, want) {
 				t.Errorf("%s: missing verdict colour %q", name, want)
 			}
 		}

@@ -208,7 +208,7 @@ func (t *ResultTable) Render(w io.Writer, color bool) error {
 func (t *ResultTable) render(color bool) string {
 	var b strings.Builder
 	if t.title != "" {
-		b.WriteString(paint(color, ansiBold, t.title) + "\n")
+		b.WriteString(Paint(color, StyleBold, t.title) + "\n")
 	}
 	var shown []int
 	for j := range t.columns {

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/fatih/color"
+	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
@@ -52,20 +54,8 @@ type printer struct {
 	buf bytes.Buffer
 }
 
-// ANSI styles.
-const (
-	ansiBold  = "\x1b[1m"
-	ansiRed   = "\x1b[1;31m"
-	ansiCyan  = "\x1b[36m"
-	ansiDim   = "\x1b[2m"
-	ansiReset = "\x1b[0m"
-)
-
-func (p *printer) style(code, s string) string {
-	if !p.f.Color {
-		return s
-	}
-	return code + s + ansiReset
+func (p *printer) style(style []color.Attribute, s string) string {
+	return builtins.Paint(p.f.Color, style, s)
 }
 
 func (p *printer) format(err error) {
@@ -126,19 +116,19 @@ func (p *printer) format(err error) {
 }
 
 func (p *printer) plain(msg string) {
-	fmt.Fprintf(&p.buf, "%s %s\n", p.style(ansiRed, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s\n", p.style(builtins.StyleError, "error:"), msg)
 }
 
 // located writes the header and the excerpt for pos.
 func (p *printer) located(pos syntax.Position, msg string) {
-	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(ansiBold, posString(pos)+":"), p.style(ansiRed, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(builtins.StyleBold, posString(pos)+":"), p.style(builtins.StyleError, "error:"), msg)
 	line, ok := p.sourceLine(pos)
 	if !ok {
 		return
 	}
 	num := fmt.Sprint(pos.Line)
 	gutter := max(4, len(num))
-	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(ansiDim, "|"), line)
+	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(builtins.StyleDim, "|"), line)
 	// The caret goes under column Col (runes, 1-based); keep tabs so
 	// that it lines up however the terminal expands them.
 	var pad strings.Builder
@@ -154,7 +144,7 @@ func (p *printer) located(pos syntax.Position, msg string) {
 		}
 		i++
 	}
-	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(ansiDim, "|"), pad.String(), p.style(ansiRed, "^"))
+	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(builtins.StyleDim, "|"), pad.String(), p.style(builtins.StyleError, "^"))
 }
 
 // sourceLine returns line pos.Line of pos's file, if known.
@@ -197,7 +187,7 @@ func (p *printer) hint(msg, given string) {
 		h = hintFor(msg, p.f.Stdlib)
 	}
 	if h != "" {
-		fmt.Fprintf(&p.buf, "  %s %s\n", p.style(ansiCyan, "hint:"), h)
+		fmt.Fprintf(&p.buf, "  %s %s\n", p.style(builtins.StyleCyan, "hint:"), h)
 	}
 }
 

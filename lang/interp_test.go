@@ -349,7 +349,7 @@ func TestFormatSimError(t *testing.T) {
 
 	b.Reset()
 	FormatError(&b, errors.New("plain trouble"), ErrorFormat{Color: true})
-	if b.String() != "\x1b[1;31merror:\x1b[0m plain trouble\n" {
+	if b.String() != builtins.Paint(true, builtins.StyleError, "error:")+" plain trouble\n" {
 		t.Errorf("colour plain: %q", b.String())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/builtins"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -109,7 +111,7 @@ func TestColorAlways(t *testing.T) {
 	os.WriteFile(bad, []byte("x = true\n"), 0o644)
 	var out, errb bytes.Buffer
 	run(context.Background(), []string{"--color=always", "run", bad}, &out, &errb, func(string) string { return "1" })
-	if !strings.Contains(errb.String(), "\x1b[1;31merror:\x1b[0m") {
+	if !strings.Contains(errb.String(), builtins.Paint(true, builtins.StyleError, "error:")) {
 		t.Fatalf("no colour in %q", errb.String())
 	}
 }

@@ -45,8 +45,8 @@ var foreign = map[string][]string{
 	"stdlib":   {"go.starlark.net"},
 	"jsondoc":  {"go.starlark.net"},
 	"plot":     {"go.starlark.net"},
-	"builtins": {"github.com/chzyer/readline", "github.com/fatih/color"},
-	"lang":     {"github.com/chzyer/readline", "github.com/fatih/color"},
+	"builtins": {"github.com/chzyer/readline"},
+	"lang":     {"github.com/chzyer/readline"},
 }
 
 // TestLayering checks the import rules of docs/architecture.md: imports flow

@@ -199,10 +199,7 @@ func (s *Session) incomplete() {
 }
 
 func (s *Session) errorLabel() string {
-	if s.opts.Color {
-		return "\x1b[1;31merror:\x1b[0m"
-	}
-	return "error:"
+	return builtins.Paint(s.opts.Color, builtins.StyleError, "error:")
 }
 
 // record saves a complete statement or command to the history.
