@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -106,8 +107,8 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 	return fmt.Errorf("got %s, want \"none\", \"full\", \"selective\" or checkpoint(...)", v.Type())
 }
 
-func checkpointBuiltins() []Builtin {
-	return []Builtin{{
+func checkpointBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "checkpoint",
 		Sig:  "checkpoint(mode=None, every=None, modules=None, reentrant=False)",
 		Doc: "An activation-checkpointing policy for train(checkpoint=...). A checkpointed region keeps only its " +
@@ -159,7 +160,7 @@ func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
 	}
 	switch {
 	case given(every):
-		k, err := AsInt64(every, "every")
+		k, err := host.AsInt64(every, "every")
 		if err != nil {
 			return Checkpoint{}, err
 		}

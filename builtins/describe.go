@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -34,13 +35,13 @@ func (t *ModuleTable) Hash() (uint32, error) {
 //	embed    embedding  32000 x 4096   131,072,000
 func (t *ModuleTable) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %s parameters\n", t.title, thousands(t.total))
-	g := &textGrid{right: []bool{false, false, false, true}}
-	g.add("module", "kind", "summary", "params")
+	fmt.Fprintf(&b, "%s: %s parameters\n", t.title, host.Thousands(t.total))
+	g := &host.TextGrid{Right: []bool{false, false, false, true}}
+	g.Add("module", "kind", "summary", "params")
 	for _, r := range t.rows {
-		g.add(r.Path, r.Kind, r.Summary, thousands(r.Params))
+		g.Add(r.Path, r.Kind, r.Summary, host.Thousands(r.Params))
 	}
-	g.write(&b, "")
+	g.Write(&b, "")
 	return strings.TrimSuffix(b.String(), "\n")
 }
 

@@ -3,6 +3,7 @@ package builtins
 import (
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -34,13 +35,13 @@ func TestDTypeUnpack(t *testing.T) {
 		want units.DType
 		err  string
 	}{
-		{NewDType(units.BF16), units.BF16, ""},
+		{host.NewDType(units.BF16), units.BF16, ""},
 		{starlark.String("bfloat16"), units.BF16, ""},
 		{starlark.String("fp32"), units.FP32, ""},
 		{starlark.String("fp7"), 0, `unknown dtype "fp7"`},
 		{starlark.MakeInt(16), 0, "got int, want dtype or string"},
 	} {
-		var d DType
+		var d host.DType
 		err := d.Unpack(tc.in)
 		if tc.err != "" {
 			if err == nil || err.Error()[:len(tc.err)] != tc.err {

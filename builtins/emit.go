@@ -6,25 +6,12 @@ import (
 	"io"
 	"strings"
 
-	"go.starlark.net/lib/json"
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
 )
 
-// Emitted is a value a script hands to its host: an argument of emit(),
-// or a result of main().
-type Emitted struct {
-	Value starlark.Value
-	Label string          // emit(x, label="...")
-	At    syntax.Position // the emit() call, or main()'s definition
-	// Chart is the chart of an emitted table (emit(t, x=, y=, by=,
-	// pareto=), with defaults); nil for other values, and for a table
-	// with no two numeric columns.
-	Chart *ChartSpec
-}
-
-func outputBuiltins() []Builtin {
-	return []Builtin{{
+func outputBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "emit",
 		Sig:  "emit(value, label=None, x=None, y=None, by=None, pareto=False)",
 		Doc: "Hands a result to whoever runs the script: a report, a table from sweep() or search(), or any value " +
@@ -58,7 +45,7 @@ func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		"x?", &x, "y?", &y, "by?", &by, "pareto?", &pareto); err != nil {
 		return nil, err
 	}
-	e := Emitted{Value: v, At: CallerPos(thread)}
+	e := host.Emitted{Value: v, At: host.CallerPos(thread)}
 	switch l := label.(type) {
 	case starlark.NoneType:
 	case starlark.String:
@@ -83,7 +70,7 @@ func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 
 // Emit checks that e's value can be written as JSON and hands it to the
 // run's State.Emit, or prints it to State.Out when the host set none.
-func Emit(thread *starlark.Thread, e Emitted) error {
+func Emit(thread *starlark.Thread, e host.Emitted) error {
 	switch v := e.Value.(type) {
 	case *Report:
 	case *ResultTable:
@@ -91,11 +78,11 @@ func Emit(thread *starlark.Thread, e Emitted) error {
 			e.Chart, _ = v.chartSpec(nil, nil, nil, false)
 		}
 	default:
-		if _, err := encodeJSON(thread, e.Value); err != nil {
+		if _, err := host.EncodeJSON(thread, e.Value); err != nil {
 			return fmt.Errorf("cannot emit %s: %v (emit takes a report, a table, or a value json.encode accepts: use r.as_dict() for a report inside one)", e.Value.Type(), err)
 		}
 	}
-	st := StateOf(thread)
+	st := host.StateOf(thread)
 	if st.Emit != nil {
 		return st.Emit(thread, e)
 	}
@@ -105,12 +92,12 @@ func Emit(thread *starlark.Thread, e Emitted) error {
 // PrintEmitted writes e as a plain run shows it: a report or a table
 // rendered, or the value as print() writes it, after "label:" when e has
 // a label.
-func PrintEmitted(w io.Writer, e Emitted, color bool) error {
+func PrintEmitted(w io.Writer, e host.Emitted, color bool) error {
 	var text string
 	switch v := e.Value.(type) {
 	case *Report, *ResultTable:
 		var b strings.Builder
-		if err := v.(Renderer).Render(&b, color); err != nil {
+		if err := v.(host.Renderer).Render(&b, color); err != nil {
 			return err
 		}
 		text = b.String()
@@ -131,20 +118,6 @@ func PrintEmitted(w io.Writer, e Emitted, color bool) error {
 	}
 	_, err := io.WriteString(w, text)
 	return err
-}
-
-// encodeJSON is json.encode(v).
-func encodeJSON(thread *starlark.Thread, v starlark.Value) (string, error) {
-	enc := json.Module.Members["encode"]
-	out, err := starlark.Call(thread, enc, starlark.Tuple{v}, nil)
-	if err != nil {
-		var ee *starlark.EvalError
-		if errors.As(err, &ee) {
-			return "", errors.New(strings.TrimPrefix(ee.Msg, "json.encode: "))
-		}
-		return "", err
-	}
-	return string(out.(starlark.String)), nil
 }
 
 func expectFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

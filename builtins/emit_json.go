@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/jsondoc"
 	"go.starlark.net/starlark"
 )
@@ -14,8 +15,8 @@ import (
 // jsondoc.Doc, documented in docs/json.md), without the newline. A
 // report's fields are those of r.as_dict(), a table's rows those of
 // t.as_dicts(); any other value is written as json.encode writes it.
-func JSONDocument(thread *starlark.Thread, e Emitted) ([]byte, error) {
-	doc := jsondoc.Doc{Version: jsondoc.Version, Label: e.Label, At: PosString(e.At)}
+func JSONDocument(thread *starlark.Thread, e host.Emitted) ([]byte, error) {
+	doc := jsondoc.Doc{Version: jsondoc.Version, Label: e.Label, At: host.PosString(e.At)}
 	if r, ok := e.Value.(*Report); ok {
 		rep, err := ReportDocument(thread, r)
 		if err != nil {
@@ -29,7 +30,7 @@ func JSONDocument(thread *starlark.Thread, e Emitted) ([]byte, error) {
 		}
 		doc.Kind, doc.Table = jsondoc.KindTable, tab
 	} else {
-		s, err := encodeJSON(thread, e.Value)
+		s, err := host.EncodeJSON(thread, e.Value)
 		if err != nil {
 			return nil, fmt.Errorf("cannot emit %s: %v", e.Value.Type(), err)
 		}
@@ -47,7 +48,7 @@ func JSONDocument(thread *starlark.Thread, e Emitted) ([]byte, error) {
 // ReportDocument converts r to the schema's Report through r.as_dict(),
 // so that the JSON and the Starlark dict cannot disagree.
 func ReportDocument(thread *starlark.Thread, r *Report) (*jsondoc.Report, error) {
-	s, err := encodeJSON(thread, r.asDict())
+	s, err := host.EncodeJSON(thread, r.asDict())
 	if err != nil {
 		return nil, fmt.Errorf("internal error: report as JSON: %v", err)
 	}

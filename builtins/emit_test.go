@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/jsondoc"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
@@ -17,7 +18,7 @@ import (
 )
 
 // runScript executes src with st attached and returns its globals.
-func runScript(t *testing.T, st *State, src string) (starlark.StringDict, error) {
+func runScript(t *testing.T, st *host.State, src string) (starlark.StringDict, error) {
 	t.Helper()
 	thread := &starlark.Thread{Name: "test"}
 	st.Attach(thread)
@@ -26,7 +27,7 @@ func runScript(t *testing.T, st *State, src string) (starlark.StringDict, error)
 
 func TestEmitPrints(t *testing.T) {
 	var out bytes.Buffer
-	g, err := runScript(t, &State{Out: &out}, reportPrelude+`
+	g, err := runScript(t, &host.State{Out: &out}, reportPrelude+`
 emit(r)
 emit(r, label = "again")
 emit({"peak": r.peak_allocated}, label = "figures")
@@ -46,11 +47,11 @@ emit([1, 2])
 }
 
 func TestEmitHook(t *testing.T) {
-	var got []Emitted
-	var simulated []*Report
-	st := &State{
-		Emit:      func(_ *starlark.Thread, e Emitted) error { got = append(got, e); return nil },
-		Simulated: func(r *Report) { simulated = append(simulated, r) },
+	var got []host.Emitted
+	var simulated []host.Simulation
+	st := &host.State{
+		Emit:      func(_ *starlark.Thread, e host.Emitted) error { got = append(got, e); return nil },
+		Simulated: func(r host.Simulation) { simulated = append(simulated, r) },
 	}
 	g, err := runScript(t, st, reportPrelude+`
 emit(r, label = "r")
@@ -62,11 +63,11 @@ emit(1)
 	if len(got) != 2 || got[0].Value != g["r"] || got[0].Label != "r" || got[1].Value != starlark.MakeInt(1) {
 		t.Fatalf("emitted %v", got)
 	}
-	if pos := PosString(got[0].At); pos != "e.star:7:5" {
+	if pos := host.PosString(got[0].At); pos != "e.star:7:5" {
 		t.Errorf("position of emit(r) = %s, want e.star:7:5", pos)
 	}
 	// Two simulate() calls in the prelude: r, then small.
-	if len(simulated) != 2 || simulated[0] != g["r"] || simulated[1] != g["small"] {
+	if len(simulated) != 2 || simulated[0] != g["r"].(host.Simulation) || simulated[1] != g["small"].(host.Simulation) {
 		t.Errorf("simulated hook saw %d reports", len(simulated))
 	}
 }
@@ -88,7 +89,7 @@ func TestEmitAndExpectErrors(t *testing.T) {
 // with its timeline, and one that runs out of memory) and compares every
 // field of DESIGN.md section 2.5 with the Go report.
 func TestJSONDocumentRoundTrip(t *testing.T) {
-	g, err := runScript(t, &State{}, reportPrelude+`
+	g, err := runScript(t, &host.State{}, reportPrelude+`
 t = simulate(p, timeline = True)
 `)
 	if err != nil {
@@ -98,8 +99,8 @@ t = simulate(p, timeline = True)
 		t.Run(name, func(t *testing.T) {
 			x := g[name].(*Report)
 			thread := &starlark.Thread{}
-			(&State{}).Attach(thread)
-			line, err := JSONDocument(thread, Emitted{Value: x, Label: "l", At: syntax.MakePosition(&[]string{"e.star"}[0], 3, 1)})
+			(&host.State{}).Attach(thread)
+			line, err := JSONDocument(thread, host.Emitted{Value: x, Label: "l", At: syntax.MakePosition(&[]string{"e.star"}[0], 3, 1)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +175,7 @@ func wantDocument(x *Report) jsondoc.Report {
 // the Starlark attributes: a new attribute in as_dict fails here until
 // the schema has it.
 func TestJSONMatchesAsDict(t *testing.T) {
-	g, err := runScript(t, &State{}, reportPrelude+`
+	g, err := runScript(t, &host.State{}, reportPrelude+`
 d = json.encode(simulate(p, timeline = True).as_dict())
 t = simulate(p, timeline = True)
 `)
@@ -182,7 +183,7 @@ t = simulate(p, timeline = True)
 		t.Fatal(err)
 	}
 	thread := &starlark.Thread{}
-	(&State{}).Attach(thread)
+	(&host.State{}).Attach(thread)
 	rep, err := ReportDocument(thread, g["t"].(*Report))
 	if err != nil {
 		t.Fatal(err)
@@ -210,10 +211,10 @@ t = simulate(p, timeline = True)
 
 func TestJSONDocumentValue(t *testing.T) {
 	thread := &starlark.Thread{}
-	(&State{}).Attach(thread)
+	(&host.State{}).Attach(thread)
 	d := starlark.NewDict(1)
 	d.SetKey(starlark.String("a<b"), starlark.MakeInt(1))
-	line, err := JSONDocument(thread, Emitted{Value: d})
+	line, err := JSONDocument(thread, host.Emitted{Value: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestJSONDocumentValue(t *testing.T) {
 }
 
 func TestSparklineOnTerminal(t *testing.T) {
-	g, err := runScript(t, &State{}, reportPrelude)
+	g, err := runScript(t, &host.State{}, reportPrelude)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestSparklineOnTerminal(t *testing.T) {
 }
 
 func TestWithTimeline(t *testing.T) {
-	g, err := runScript(t, &State{}, reportPrelude+`
+	g, err := runScript(t, &host.State{}, reportPrelude+`
 t = simulate(p, timeline = True)
 `)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/litgpt"
 	"go.starlark.net/starlark"
@@ -55,8 +56,8 @@ func (x Offload) Attr(name string) (starlark.Value, error) {
 	return starlark.String(s), nil
 }
 
-func finetuneBuiltins() []Builtin {
-	return []Builtin{{
+func finetuneBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "offload",
 		Sig:  "offload(optimizer=None, params=None, activations=None)",
 		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
@@ -108,8 +109,8 @@ func offloadFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err := o.Validate(); err != nil {
 		known := []string{"cpu", "nvme"}
 		for _, s := range []string{o.Optimizer, o.Params, o.Activations} {
-			if h := didYouMean(s, known); h != "" {
-				return nil, withHint(err, h)
+			if h := host.DidYouMean(s, known); h != "" {
+				return nil, host.WithHint(err, h)
 			}
 		}
 		return nil, err
@@ -129,7 +130,7 @@ func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		for _, k := range litgpt.LitGPTConfigs() {
 			known = append(known, k.Name)
 		}
-		return nil, withHint(err, didYouMean(name, known))
+		return nil, host.WithHint(err, host.DidYouMean(name, known))
 	}
 	switch a := adapter.(type) {
 	case starlark.NoneType:
@@ -142,5 +143,5 @@ func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if err != nil {
 		return nil, err
 	}
-	return NewModel(m, nil, CallerPos(thread)), nil
+	return NewModel(m, nil, host.CallerPos(thread)), nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
@@ -135,12 +136,12 @@ func (g *GPU) Unpack(v starlark.Value) error {
 // the catalog's typical value with lazy module loading.
 const defaultCustomContext = 500 << 20
 
-func gpuBuiltins() []Builtin {
+func gpuBuiltins() []host.Builtin {
 	names := make([]string, 0, 16)
 	for _, d := range hw.Catalog() {
 		names = append(names, fmt.Sprintf("%s (%s)", d.Name, units.FormatBytes(d.Memory)))
 	}
-	return []Builtin{{
+	return []host.Builtin{{
 		Name: "gpu",
 		Sig: "gpu(name, memory=None, bf16_tflops=None, fp32_tflops=None, fp8_tflops=None, " +
 			"hbm_gbps=None, link_gbps=None, pcie_gbps=None, context=None)",
@@ -183,7 +184,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		}
 		return GPU{d}, nil
 	}
-	where := PosString(CallerPos(thread))
+	where := host.PosString(host.CallerPos(thread))
 	if err != nil {
 		if strings.TrimSpace(name) == "" {
 			return nil, fmt.Errorf("gpu name must not be empty")
@@ -196,7 +197,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		d.Source = fmt.Sprintf("%s catalog entry, changed by gpu() at %s; %s", d.Name, where, d.Source)
 	}
 	if given(memory) {
-		n, err := AsInt64(memory, "memory")
+		n, err := host.AsInt64(memory, "memory")
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +207,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		d.Memory = n
 	}
 	if given(context) {
-		n, err := AsInt64(context, "context")
+		n, err := host.AsInt64(context, "context")
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +231,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		if !given(f.v) {
 			continue
 		}
-		x, err := AsFloat(f.v, f.name)
+		x, err := host.AsFloat(f.v, f.name)
 		if err != nil {
 			return nil, err
 		}

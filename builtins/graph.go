@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/graph"
 	"go.starlark.net/starlark"
@@ -13,8 +14,8 @@ import (
 // transformer_processor layers, and encoder_processor_decoder, which
 // returns a model.
 
-func graphBuiltins() []Builtin {
-	return []Builtin{
+func graphBuiltins() []host.Builtin {
+	return []host.Builtin{
 		{
 			Name: "grid",
 			Sig:  "grid(name, points)",
@@ -124,7 +125,7 @@ func newNodes(thread *starlark.Thread, n *graph.NodeSet, err error) (starlark.Va
 	if err != nil {
 		return nil, err
 	}
-	return &Nodes{n: n, decl: CallerPos(thread)}, nil
+	return &Nodes{n: n, decl: host.CallerPos(thread)}, nil
 }
 
 func gridFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -133,7 +134,7 @@ func gridFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "points", &points); err != nil {
 		return nil, err
 	}
-	n, err := AsInt64(points, "points")
+	n, err := host.AsInt64(points, "points")
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +158,7 @@ func stretchedGridFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 
 // refinement unpacks a refinement level.
 func refinement(v starlark.Value, what string) (int, error) {
-	n, err := AsInt64(v, what)
+	n, err := host.AsInt64(v, what)
 	if err != nil {
 		return 0, err
 	}
@@ -196,7 +197,7 @@ func stretchedMeshFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 	if err != nil {
 		return nil, err
 	}
-	f, err := AsFloat(frac, "regional_fraction")
+	f, err := host.AsFloat(frac, "regional_fraction")
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +211,7 @@ func meshFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "nodes", &nodes); err != nil {
 		return nil, err
 	}
-	n, err := AsInt64(nodes, "nodes")
+	n, err := host.AsInt64(nodes, "nodes")
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +243,7 @@ func knnEdgesFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
-	k, err := AsInt64(kV, "k")
+	k, err := host.AsInt64(kV, "k")
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +260,7 @@ func radiusEdgesFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if err != nil {
 		return nil, err
 	}
-	per, err := AsFloat(perV, "per_node")
+	per, err := host.AsFloat(perV, "per_node")
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +279,7 @@ func multiscaleEdgesFn(thread *starlark.Thread, b *starlark.Builtin, args starla
 	}
 	var per float64
 	if perV != nil && perV != starlark.None {
-		if per, err = AsFloat(perV, "per_node"); err != nil {
+		if per, err = host.AsFloat(perV, "per_node"); err != nil {
 			return nil, err
 		}
 		if per <= 0 {
@@ -451,5 +452,5 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return NewModel(m, starlark.Tuple{NewLayer(epd, CallerPos(thread))}, CallerPos(thread)), nil
+	return NewModel(m, starlark.Tuple{NewLayer(epd, host.CallerPos(thread))}, host.CallerPos(thread)), nil
 }

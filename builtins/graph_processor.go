@@ -3,14 +3,15 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/graph"
 	"go.starlark.net/starlark"
 )
 
 // graphProcessorBuiltins: graph_transformer_processor, the processor that
 // attends along the mesh's edges (anemoi's GraphTransformerProcessor).
-func graphProcessorBuiltins() []Builtin {
-	return []Builtin{{
+func graphProcessorBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "graph_transformer_processor",
 		Sig: "graph_transformer_processor(edges, layers, channels, heads, segments=2, eval_chunks=1, mlp_ratio=4, " +
 			"qk_norm=True, edge_attrs=11, trainable_edge_attrs=8, name=None)",

@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/graph"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -28,7 +29,7 @@ func (x *Nodes) Hash() (uint32, error) {
 }
 
 func (x *Nodes) String() string {
-	s := fmt.Sprintf("%s(%q, %s nodes", x.n.Kind, x.n.Name, thousands(x.n.Nodes))
+	s := fmt.Sprintf("%s(%q, %s nodes", x.n.Kind, x.n.Name, host.Thousands(x.n.Nodes))
 	if x.n.Estimate {
 		s += ", estimate"
 	}
@@ -90,7 +91,7 @@ func (x *Edges) Hash() (uint32, error) {
 }
 
 func (x *Edges) String() string {
-	s := fmt.Sprintf("%s_edges(%s -> %s, %s edges", x.e.Kind, x.e.Src.Name, x.e.Dst.Name, thousands(x.e.Count))
+	s := fmt.Sprintf("%s_edges(%s -> %s, %s edges", x.e.Kind, x.e.Src.Name, x.e.Dst.Name, host.Thousands(x.e.Count))
 	if x.e.Estimate {
 		s += ", estimate"
 	}

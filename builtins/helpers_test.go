@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -20,7 +21,7 @@ func runEvalCases(t *testing.T, cases []evalCase) {
 	for _, tc := range cases {
 		t.Run(tc.expr, func(t *testing.T) {
 			thread := &starlark.Thread{Name: "test"}
-			(&State{}).Attach(thread)
+			(&host.State{}).Attach(thread)
 			v, err := starlark.EvalOptions(&syntax.FileOptions{}, thread, "test.star", tc.expr, pre)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {

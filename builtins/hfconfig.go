@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
 // hfConfigBuiltins: hf_config, a model from a Hugging Face config.json.
-func hfConfigBuiltins() []Builtin {
-	return []Builtin{{
+func hfConfigBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "hf_config",
 		Sig:  `hf_config(path, attn="sdpa", arch=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree), " +
@@ -42,8 +43,8 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		}
 		archName = s
 	}
-	decl := CallerPos(thread)
-	data, err := ReadScriptFile(thread, path)
+	decl := host.CallerPos(thread)
+	data, err := host.ReadScriptFile(thread, path)
 	if err != nil {
 		if !strings.Contains(err.Error(), path) {
 			err = fmt.Errorf("cannot read %s: %w", path, err)

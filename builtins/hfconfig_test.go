@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -28,7 +29,7 @@ func runHFCases(t *testing.T, cases []evalCase) {
 	for _, tc := range cases {
 		t.Run(tc.expr, func(t *testing.T) {
 			thread := &starlark.Thread{Name: "test"}
-			(&State{ReadFile: func(from, name string) ([]byte, error) {
+			(&host.State{ReadFile: func(from, name string) ([]byte, error) {
 				if s, ok := hfFiles[name]; ok && from == "test.star" {
 					return []byte(s), nil
 				}

@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"go.starlark.net/starlark"
@@ -11,8 +12,8 @@ import (
 // layerBuiltins: the building blocks of DESIGN.md section 2.1. Each
 // constructor builds a sim layer, validates it at once (so errors point at
 // the constructor call) and wraps it with NewLayer.
-func layerBuiltins() []Builtin {
-	return []Builtin{
+func layerBuiltins() []host.Builtin {
+	return []host.Builtin{
 		{
 			Name: "linear",
 			Sig:  "linear(in_features, out_features, bias=False, name=None)",
@@ -121,7 +122,7 @@ func newLayer(thread *starlark.Thread, l core.Layer) (starlark.Value, error) {
 	if err := core.ValidateLayer(l, path); err != nil {
 		return nil, err
 	}
-	return NewLayer(l, CallerPos(thread)), nil
+	return NewLayer(l, host.CallerPos(thread)), nil
 }
 
 // optName unpacks name=None|string.
@@ -143,7 +144,7 @@ func optInt(v starlark.Value, what string, def int64) (int64, error) {
 	if v == nil || v == starlark.None {
 		return def, nil
 	}
-	return AsInt64(v, what)
+	return host.AsInt64(v, what)
 }
 
 // optBool unpacks a bool argument that may be None (returning def).
@@ -167,7 +168,7 @@ type intArg struct {
 // ints converts several int arguments at once.
 func ints(args ...intArg) error {
 	for _, a := range args {
-		n, err := AsInt64(a.v, a.what)
+		n, err := host.AsInt64(a.v, a.what)
 		if err != nil {
 			return err
 		}
@@ -285,7 +286,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	if softcap != nil && softcap != starlark.None {
-		if a.Softcap, err = AsFloat(softcap, "softcap"); err != nil {
+		if a.Softcap, err = host.AsFloat(softcap, "softcap"); err != nil {
 			return nil, err
 		}
 		if !(a.Softcap > 0) {
@@ -304,7 +305,7 @@ func optProb(v starlark.Value, what string) (float64, error) {
 	if v == nil || v == starlark.None {
 		return 0, nil
 	}
-	return AsFloat(v, what)
+	return host.AsFloat(v, what)
 }
 
 func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -355,7 +356,7 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		return nil, fmt.Errorf("shared_hidden must be positive (got %d)", m.SharedHidden)
 	}
 	if capacity != nil && capacity != starlark.None {
-		if m.Capacity, err = AsFloat(capacity, "capacity"); err != nil {
+		if m.Capacity, err = host.AsFloat(capacity, "capacity"); err != nil {
 			return nil, err
 		}
 		if m.Capacity < 1 {
@@ -375,7 +376,7 @@ func dropoutFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	}
 	d := &nn.Dropout{}
 	var err error
-	if d.P, err = AsFloat(p, "p"); err != nil {
+	if d.P, err = host.AsFloat(p, "p"); err != nil {
 		return nil, err
 	}
 	if d.Name, err = optName(name); err != nil {
@@ -452,7 +453,7 @@ func repeatFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return nil, err
 	}
 	r := &core.Repeat{Layer: l}
-	if r.N, err = AsInt64(n, "n"); err != nil {
+	if r.N, err = host.AsInt64(n, "n"); err != nil {
 		return nil, err
 	}
 	if r.Name, err = optName(name); err != nil {

@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/nn"
 	"go.starlark.net/starlark"
 )
@@ -10,8 +11,8 @@ import (
 // extraLayerBuiltins: the layer kinds some Hugging Face families need
 // beyond DESIGN.md 2.1 (learned positions, parallel blocks, Gemma's
 // embedding scale, BERT's pooler). hf_config builds the same sim layers.
-func extraLayerBuiltins() []Builtin {
-	return []Builtin{
+func extraLayerBuiltins() []host.Builtin {
+	return []host.Builtin{
 		{
 			Name: "add_embedding",
 			Sig:  "add_embedding(rows, dim, per_sample=False, max_seq=None, name=None)",
@@ -22,15 +23,6 @@ func extraLayerBuiltins() []Builtin {
 				"max_seq is the longest sequence the table serves (a longer seq= is an error); " +
 				"by default any, as for token types.",
 			Fn: addEmbeddingFn,
-		},
-		{
-			Name: "parallel",
-			Sig: "parallel(*branches, name=None, dp=1, tp=1, pp=1, cp=1, ep=1, zero=0, fsdp=False, " +
-				"sequence_parallel=False, schedule=\"1f1b\", virtual_stages=1, micro_batches=None, distributed_optimizer=False)",
-			Doc: "Feeds one input to every branch and sums their outputs: the parallel attention and MLP " +
-				"of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)). " +
-				parallelLayoutDoc,
-			Fn: parallelOrLayer, // layers give the block, keywords a layout
 		},
 		{
 			Name: "scale",
@@ -96,7 +88,7 @@ func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	s := &nn.Scale{}
 	var err error
-	if s.Factor, err = AsFloat(factor, "factor"); err != nil {
+	if s.Factor, err = host.AsFloat(factor, "factor"); err != nil {
 		return nil, err
 	}
 	if s.Name, err = optName(name); err != nil {

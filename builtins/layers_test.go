@@ -3,6 +3,7 @@ package builtins
 import (
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/nn"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -106,7 +107,7 @@ func TestAttentionDefaults(t *testing.T) {
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
 			thread := &starlark.Thread{}
-			(&State{}).Attach(thread)
+			(&host.State{}).Attach(thread)
 			v, err := starlark.EvalOptions(&syntax.FileOptions{}, thread, "test.star", tc.expr, pre)
 			if err != nil {
 				t.Fatal(err)
@@ -125,12 +126,12 @@ func TestAttentionDefaults(t *testing.T) {
 // TestLayerDecl checks that layers record the constructor's position.
 func TestLayerDecl(t *testing.T) {
 	thread := &starlark.Thread{}
-	(&State{}).Attach(thread)
+	(&host.State{}).Attach(thread)
 	g, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, "m.star", "x = 1\nl = linear(8, 8)\n", Predeclared())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := PosString(g["l"].(*Layer).Decl()); got != "m.star:2:11" {
+	if got := host.PosString(g["l"].(*Layer).Decl()); got != "m.star:2:11" {
 		t.Errorf("decl = %s, want m.star:2:11", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 )
@@ -57,8 +58,8 @@ func (x LoRA) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
-func loraBuiltins() []Builtin {
-	return []Builtin{{
+func loraBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "lora",
 		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0)",
 		Doc: "Low-rank adapters for train(lora=...): the base weights are frozen (no gradients, no optimizer " +
@@ -80,7 +81,7 @@ func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs
 		return nil, err
 	}
 	if alpha != nil && alpha != starlark.None {
-		if l.Alpha, err = AsFloat(alpha, "alpha"); err != nil {
+		if l.Alpha, err = host.AsFloat(alpha, "alpha"); err != nil {
 			return nil, err
 		}
 	}

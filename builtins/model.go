@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -93,8 +94,8 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
-func modelBuiltins() []Builtin {
-	return []Builtin{{
+func modelBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "model",
 		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None)",
 		Doc: "A whole network: layers run in order, then (with vocab=) an output head to the " +
@@ -142,7 +143,7 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		return nil, err
 	}
 	if softcap != nil && softcap != starlark.None {
-		if m.LogitSoftcap, err = AsFloat(softcap, "logit_softcap"); err != nil {
+		if m.LogitSoftcap, err = host.AsFloat(softcap, "logit_softcap"); err != nil {
 			return nil, err
 		}
 		if !(m.LogitSoftcap > 0) {
@@ -189,5 +190,5 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		}
 		vals = append(vals, v)
 	}
-	return NewModel(m, vals, CallerPos(thread)), nil
+	return NewModel(m, vals, host.CallerPos(thread)), nil
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -141,11 +142,11 @@ var optimizerDocs = []struct {
 		"SparseAdam (torch.optim.SparseAdam): two moments, updated only on the rows read this step (for sparse tables)."},
 }
 
-func optimizerBuiltins() []Builtin {
-	var out []Builtin
+func optimizerBuiltins() []host.Builtin {
+	var out []host.Builtin
 	for _, d := range optimizerDocs {
 		kind := d.kind
-		out = append(out, Builtin{Name: kind.String(), Sig: d.sig, Doc: d.doc,
+		out = append(out, host.Builtin{Name: kind.String(), Sig: d.sig, Doc: d.doc,
 			Fn: func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 				return optimizerFn(kind, b, args, kwargs)
 			}})
@@ -167,7 +168,7 @@ func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	if momentum != nil {
-		m, err := AsFloat(momentum, "momentum")
+		m, err := host.AsFloat(momentum, "momentum")
 		if err != nil {
 			return nil, err
 		}

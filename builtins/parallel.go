@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
@@ -127,17 +128,26 @@ func (x Cluster) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
-func parallelBuiltins() []Builtin {
-	return []Builtin{{
-		Name: "cluster",
-		Sig:  "cluster(nodes=1, gpus_per_node=8, intra=None, inter=None)",
-		Doc: "The machines a plan runs on, for train(cluster=...): nodes of gpus_per_node GPUs. intra is " +
-			"the GPU-to-GPU bandwidth inside a node (NVLink) and inter the network bandwidth per GPU between " +
-			"nodes, GB/s per direction; None takes them from the GPU and a typical fabric. train() checks " +
-			"that dp*tp*pp*cp of its parallel= layout equals nodes*gpus_per_node. Attributes: nodes, " +
-			"gpus_per_node, gpus, intra, inter.",
-		Fn: clusterFn,
-	}}
+func parallelBuiltins() []host.Builtin {
+	return []host.Builtin{
+		{
+			Name: "parallel",
+			Sig: "parallel(*branches, name=None, dp=1, tp=1, pp=1, cp=1, ep=1, zero=0, fsdp=False, " +
+				"sequence_parallel=False, schedule=\"1f1b\", virtual_stages=1, micro_batches=None, distributed_optimizer=False)",
+			Doc: "Feeds one input to every branch and sums their outputs: the parallel attention and MLP " +
+				"of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)). " +
+				parallelLayoutDoc,
+			Fn: parallelOrLayer, // layers give the block, keywords a layout
+		}, {
+			Name: "cluster",
+			Sig:  "cluster(nodes=1, gpus_per_node=8, intra=None, inter=None)",
+			Doc: "The machines a plan runs on, for train(cluster=...): nodes of gpus_per_node GPUs. intra is " +
+				"the GPU-to-GPU bandwidth inside a node (NVLink) and inter the network bandwidth per GPU between " +
+				"nodes, GB/s per direction; None takes them from the GPU and a typical fabric. train() checks " +
+				"that dp*tp*pp*cp of its parallel= layout equals nodes*gpus_per_node. Attributes: nodes, " +
+				"gpus_per_node, gpus, intra, inter.",
+			Fn: clusterFn,
+		}}
 }
 
 // parallelLayoutDoc documents the layout form of parallel(), registered
@@ -245,7 +255,7 @@ func clusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 		if f.v == nil || f.v == starlark.None {
 			continue
 		}
-		x, err := AsFloat(f.v, f.what)
+		x, err := host.AsFloat(f.v, f.what)
 		if err != nil {
 			return nil, err
 		}

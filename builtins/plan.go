@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -51,8 +52,8 @@ func (x *Plan) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, 
 	return false, fmt.Errorf("%s not supported for plans", op)
 }
 
-func planBuiltins() []Builtin {
-	return []Builtin{{
+func planBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "train",
 		Sig:  trainSig(),
 		Doc:  trainDoc(),
@@ -68,7 +69,7 @@ func trainFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if err := a.unpack(b.Name(), args, kwargs, false); err != nil {
 		return nil, err
 	}
-	return newPlan(a, CallerPos(thread))
+	return newPlan(a, host.CallerPos(thread))
 }
 
 // replace is plan.replace(**changes).
@@ -80,7 +81,7 @@ func (x *Plan) replace(thread *starlark.Thread, b *starlark.Builtin, args starla
 	if err := a.unpack(b.Name(), nil, kwargs, true); err != nil {
 		return nil, err
 	}
-	return newPlan(a, CallerPos(thread))
+	return newPlan(a, host.CallerPos(thread))
 }
 
 // newPlan resolves a's values into a plan, validates it and stores the
@@ -105,7 +106,7 @@ func argError(what string, v starlark.Value, err error, known []string) error {
 	if !ok {
 		return fmt.Errorf("%s: %v", what, err)
 	}
-	return withHint(err, didYouMean(string(s), known))
+	return host.WithHint(err, host.DidYouMean(string(s), known))
 }
 
 func precisionNames() []string {

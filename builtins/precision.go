@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
@@ -83,18 +84,18 @@ func (x Precision) Attr(name string) (starlark.Value, error) {
 	case "name":
 		return starlark.String(x.p.Name), nil
 	case "params":
-		return NewDType(x.p.Params), nil
+		return host.NewDType(x.p.Params), nil
 	case "compute":
-		return NewDType(x.p.Compute), nil
+		return host.NewDType(x.p.Compute), nil
 	case "grads":
-		return NewDType(x.p.Grads), nil
+		return host.NewDType(x.p.Grads), nil
 	case "master":
 		if x.p.Master == units.InvalidDType {
 			return starlark.None, nil
 		}
-		return NewDType(x.p.Master), nil
+		return host.NewDType(x.p.Master), nil
 	case "optimizer_states":
-		return NewDType(x.p.States), nil
+		return host.NewDType(x.p.States), nil
 	case "autocast":
 		return starlark.Bool(x.p.Autocast), nil
 	}
@@ -118,12 +119,12 @@ func (x *Precision) Unpack(v starlark.Value) error {
 	return fmt.Errorf("got %s, want a precision name or precision(...)", v.Type())
 }
 
-func precisionBuiltins() []Builtin {
+func precisionBuiltins() []host.Builtin {
 	var names []string
 	for _, p := range core.Precisions() {
 		names = append(names, p.Name)
 	}
-	return []Builtin{{
+	return []host.Builtin{{
 		Name: "precision",
 		Sig:  "precision(name=None, params=None, compute=None, grads=None, master=None, optimizer_states=None, autocast=None)",
 		Doc: "A mixed-precision policy: the dtype of each kind of tensor. precision(\"bf16-mixed\") is a named " +
@@ -161,7 +162,7 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		if !given(v) {
 			return nil
 		}
-		var d DType
+		var d host.DType
 		if err := d.Unpack(v); err != nil {
 			return fmt.Errorf("%s: %v", what, err)
 		}

@@ -5,42 +5,19 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
 
-// BuiltinFunc is the Go signature of a builtin function.
-type BuiltinFunc func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
-
-// Builtin is one predeclared name with its documentation.
-type Builtin struct {
-	Name  string         // "gpu", or "optim.adamw" (the dot makes a module member)
-	Sig   string         // "gpu(name, memory=None, ...)"; starts with Name
-	Doc   string         // first sentence: the one-line summary
-	Fn    BuiltinFunc    // a function; or
-	Value starlark.Value // a constant or module value (immutable)
-}
-
-// Summary is the first sentence of Doc.
-func (b Builtin) Summary() string {
-	d := strings.TrimSpace(b.Doc)
-	if i := strings.Index(d, ". "); i >= 0 {
-		d = d[:i+1]
-	}
-	if i := strings.IndexByte(d, '\n'); i >= 0 {
-		d = d[:i]
-	}
-	return d
-}
-
 // tables lists every file's table of builtins. Adding a file of builtins
 // means adding one line here.
-func tables() [][]Builtin {
-	return [][]Builtin{
-		unitBuiltins(),
-		dtypeBuiltins(),
+func tables() [][]host.Builtin {
+	return [][]host.Builtin{
+		host.UnitBuiltins(),
+		host.DtypeBuiltins(),
 		gpuBuiltins(),
-		moduleBuiltins(),
+		host.ModuleBuiltins(),
 		layerBuiltins(),
 		modelBuiltins(),
 		precisionBuiltins(),
@@ -53,6 +30,7 @@ func tables() [][]Builtin {
 		finetuneBuiltins(), // offload, litgpt
 		reportBuiltins(),
 		tableBuiltins(),
+		tableStepsBuiltins(),
 		hfConfigBuiltins(),
 		extraLayerBuiltins(),
 		graphBuiltins(),
@@ -63,8 +41,8 @@ func tables() [][]Builtin {
 }
 
 // All returns every registered builtin, sorted by name.
-func All() []Builtin {
-	var all []Builtin
+func All() []host.Builtin {
+	var all []host.Builtin
 	for _, t := range tables() {
 		all = append(all, t...)
 	}
@@ -73,7 +51,7 @@ func All() []Builtin {
 }
 
 // Lookup returns the builtin with the given (possibly dotted) name.
-func Lookup(name string) (Builtin, bool) {
+func Lookup(name string) (host.Builtin, bool) {
 	for _, t := range tables() {
 		for _, b := range t {
 			if b.Name == name {
@@ -81,7 +59,7 @@ func Lookup(name string) (Builtin, bool) {
 			}
 		}
 	}
-	return Builtin{}, false
+	return host.Builtin{}, false
 }
 
 // Predeclared returns a fresh, frozen dict of all memsh builtins, constants
@@ -135,7 +113,7 @@ func Predeclared() starlark.StringDict {
 }
 
 // guard wraps fn so that a Go panic becomes an ordinary Starlark error.
-func guard(name string, fn BuiltinFunc) BuiltinFunc {
+func guard(name string, fn host.BuiltinFunc) host.BuiltinFunc {
 	return func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (v starlark.Value, err error) {
 		defer func() {
 			if r := recover(); r != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
@@ -99,5 +100,5 @@ func TestStateOfUnset(t *testing.T) {
 			t.Fatalf("recover() = %v", r)
 		}
 	}()
-	StateOf(&starlark.Thread{})
+	host.StateOf(&starlark.Thread{})
 }

@@ -6,18 +6,13 @@ import (
 	"strings"
 
 	"github.com/fatih/color"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
-// Renderer is a value that prints as a table: reports, and whatever else
-// wants print() and the REPL to show it with colour on a terminal.
-type Renderer interface {
-	Render(w io.Writer, color bool) error
-}
-
-var _ Renderer = (*Report)(nil)
+var _ host.Renderer = (*Report)(nil)
 
 // tightFraction is the headroom below which a fitting plan is called
 // tight: SEEDS.md story 2 advises budgeting 10-15 % on top of a simulated
@@ -49,13 +44,13 @@ func (x *Report) verdict() (string, []color.Attribute) {
 	switch {
 	case !r.Fits:
 		return fmt.Sprintf("does not fit: needs %s of %s (%s short)",
-			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(-r.Headroom)), StyleRed
+			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(-r.Headroom)), host.StyleRed
 	case float64(r.Headroom) < tightFraction*float64(r.Capacity):
 		return fmt.Sprintf("fits, tight: %s of %s used, %s headroom (under 10%%)",
-			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), StyleYellow
+			units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), host.StyleYellow
 	}
 	return fmt.Sprintf("fits: %s of %s used, %s headroom",
-		units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), StyleGreen
+		units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.Headroom)), host.StyleGreen
 }
 
 // summary is r.summary: the verdict line.
@@ -83,14 +78,14 @@ func (x *Report) summary() string {
 // gets its own rows so the rows sum to the total.
 func (x *Report) render(b *strings.Builder, color bool) {
 	r, p := x.r, x.plan
-	fmt.Fprintf(b, "%s on %s: %s\n", Paint(color, StyleBold, p.p.Model.Name), p.p.Device.Name, p.Summary())
+	fmt.Fprintf(b, "%s on %s: %s\n", host.Paint(color, host.StyleBold, p.p.Model.Name), p.p.Device.Name, p.Summary())
 	v, code := x.verdict()
-	fmt.Fprintf(b, "  %s\n\n", Paint(color, code, v))
+	fmt.Fprintf(b, "  %s\n\n", host.Paint(color, code, v))
 
 	scale := max(r.Capacity, r.DeviceUsed)
-	g := &textGrid{right: []bool{false, true, false, true}}
+	g := &host.TextGrid{Right: []bool{false, true, false, true}}
 	row := func(name string, n int64) {
-		g.add(name, units.FormatBytes(n), bar(n, scale), percent(n, r.DeviceUsed))
+		g.Add(name, units.FormatBytes(n), bar(n, scale), percent(n, r.DeviceUsed))
 	}
 	var sum int64
 	for _, s := range r.Breakdown {
@@ -105,31 +100,31 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	if later := r.DeviceUsed - sum; later > 0 {
 		row("reserved later", later)
 	}
-	g.add("device used", units.FormatBytes(r.DeviceUsed), "", percent(r.DeviceUsed, r.DeviceUsed))
-	g.write(b, "  ")
+	g.Add("device used", units.FormatBytes(r.DeviceUsed), "", percent(r.DeviceUsed, r.DeviceUsed))
+	g.Write(b, "  ")
 	b.WriteByte('\n')
 
-	d := &textGrid{}
+	d := &host.TextGrid{}
 	x.addSparkline(d, color) // on a terminal only
-	d.add("peak allocated", fmt.Sprintf("%s in %s, %s", units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
-	d.add("peak reserved", units.FormatBytes(r.PeakReserved))
-	d.add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",
+	d.Add("peak allocated", fmt.Sprintf("%s in %s, %s", units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
+	d.Add("peak reserved", units.FormatBytes(r.PeakReserved))
+	d.Add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",
 		units.FormatBytes(r.SavedActivations), units.FormatBytes(r.SavedWeightCopies)))
-	d.add("params", fmt.Sprintf("%s (%s trainable)", thousands(r.Params), thousands(r.TrainableParams)))
+	d.Add("params", fmt.Sprintf("%s (%s trainable)", host.Thousands(r.Params), host.Thousands(r.TrainableParams)))
 	if x.hasTime() {
-		d.add("time", describeTime(r.Time))
+		d.Add("time", describeTime(r.Time))
 	} else if r.Time.StepSeconds != 0 {
-		d.add("time", "unknown: "+p.p.Device.Name+" has no bf16_tflops or hbm_gbps (pass them to gpu())")
+		d.Add("time", "unknown: "+p.p.Device.Name+" has no bf16_tflops or hbm_gbps (pass them to gpu())")
 	}
-	d.add("largest", describeAlloc(r.Largest))
+	d.Add("largest", describeAlloc(r.Largest))
 	if r.OOM != nil {
-		d.add("OOM", "at "+describeAlloc(r.OOM.Alloc))
-		d.add("", Paint(color, StyleRed, r.OOM.Message))
+		d.Add("OOM", "at "+describeAlloc(r.OOM.Alloc))
+		d.Add("", host.Paint(color, host.StyleRed, r.OOM.Message))
 	}
 	for _, n := range r.Notes {
-		d.add("note", n)
+		d.Add("note", n)
 	}
-	d.write(b, "  ")
+	d.Write(b, "  ")
 }
 
 // pagedState is optimizer state in CUDA unified memory: in device use,
@@ -167,7 +162,7 @@ func describeTime(t replay.TimeEstimate) string {
 	if len(parts) > 0 {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
-	return fmt.Sprintf("%s, MFU %.1f%%, %s tokens/s", s, 100*t.MFU, thousands(int64(t.TokensPerS+0.5)))
+	return fmt.Sprintf("%s, MFU %.1f%%, %s tokens/s", s, 100*t.MFU, host.Thousands(int64(t.TokensPerS+0.5)))
 }
 
 // formatSeconds writes a duration with three significant figures in s, ms or µs.

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
 )
 
 // Report is the Starlark value of a simulated step (type "report"), from
@@ -39,8 +39,8 @@ func (x *Report) Hash() (uint32, error) {
 	return 0, fmt.Errorf("unhashable type: report")
 }
 
-func reportBuiltins() []Builtin {
-	return []Builtin{{
+func reportBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "simulate",
 		Sig:  "simulate(plan, timeline=False)",
 		Doc:  simulateDoc(),
@@ -60,10 +60,10 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	}
 	rep, err := sim.Evaluate(plan.p, core.Options{Timeline: timeline})
 	if err != nil {
-		return nil, WithOrigin(err, plan.decl)
+		return nil, host.WithOrigin(err, plan.decl)
 	}
-	out := NewReport(rep, plan, StateOf(thread).Color)
-	StateOf(thread).simulated(out)
+	out := NewReport(rep, plan, host.StateOf(thread).Color)
+	host.StateOf(thread).Simulate(out)
 	return out, nil
 }
 
@@ -104,21 +104,21 @@ func breakdownField(x *Report, _ bool) starlark.Value {
 
 func statesField(x *Report, _ bool) starlark.Value {
 	s, i64 := x.r.States, starlark.MakeInt64
-	return frozenDict("params", i64(s.Params), "grads", i64(s.Grads), "master", i64(s.Master),
+	return host.FrozenDict("params", i64(s.Params), "grads", i64(s.Grads), "master", i64(s.Master),
 		"optimizer", i64(s.Optimizer), "buffers", i64(s.Buffers))
 }
 
 func trafficField(x *Report, _ bool) starlark.Value {
 	t, i64 := x.r.Traffic, starlark.MakeInt64
-	return frozenDict("hbm", i64(t.HBM), "pcie", i64(t.PCIe), "nvme", i64(t.NVMe), "network", i64(t.Network))
+	return host.FrozenDict("hbm", i64(t.HBM), "pcie", i64(t.PCIe), "nvme", i64(t.NVMe), "network", i64(t.Network))
 }
 
 func peakAtField(x *Report, plain bool) starlark.Value {
-	return record(plain, starlark.StringDict{"phase": starlark.String(x.r.PeakAt.Phase.String()), "op": starlark.String(x.r.PeakAt.Op)})
+	return host.Record(plain, starlark.StringDict{"phase": starlark.String(x.r.PeakAt.Phase.String()), "op": starlark.String(x.r.PeakAt.Op)})
 }
 
 func largestField(x *Report, plain bool) starlark.Value {
-	return record(plain, allocFields(x.r.Largest, plain))
+	return host.Record(plain, allocFields(x.r.Largest, plain))
 }
 
 func oomField(x *Report, plain bool) starlark.Value {
@@ -127,7 +127,7 @@ func oomField(x *Report, plain bool) starlark.Value {
 	}
 	f := allocFields(x.r.OOM.Alloc, plain)
 	f["message"] = starlark.String(x.r.OOM.Message)
-	return record(plain, f)
+	return host.Record(plain, f)
 }
 
 func commBytesField(x *Report, _ bool) starlark.Value {
@@ -142,17 +142,17 @@ func notesField(x *Report) starlark.Value {
 	for i, n := range x.r.Notes {
 		out[i] = starlark.String(n)
 	}
-	return frozenList(out)
+	return host.FrozenList(out)
 }
 
 func overheadsField(x *Report) starlark.Value {
 	out := make([]starlark.Value, len(x.r.Overheads))
 	for i, o := range x.r.Overheads {
-		out[i] = newStruct(starlark.StringDict{
+		out[i] = host.NewStruct(starlark.StringDict{
 			"name": starlark.String(o.Name), "bytes": starlark.MakeInt64(o.Bytes), "source": starlark.String(o.Source),
 		})
 	}
-	return frozenList(out)
+	return host.FrozenList(out)
 }
 
 // timeBreakdownField is r.time_breakdown: seconds of the step by cause;
@@ -181,7 +181,7 @@ func (x *Report) ranks(plain bool) starlark.Value {
 			out[i] = r
 		}
 	}
-	return frozenList(out)
+	return host.FrozenList(out)
 }
 
 // timeFigure is None when the time model has not run (StepSeconds 0) or
@@ -207,52 +207,19 @@ func allocFields(a replay.Alloc, plain bool) starlark.StringDict {
 	for i, n := range a.Shape {
 		shape[i] = starlark.MakeInt64(n)
 	}
-	var dt starlark.Value = NewDType(a.DType)
+	var dt starlark.Value = host.NewDType(a.DType)
 	if plain || a.DType == units.InvalidDType {
 		dt = starlark.String(a.DType.Name())
 	}
 	return starlark.StringDict{
 		"tensor": starlark.String(a.Tensor),
 		"op":     starlark.String(a.Op),
-		"shape":  frozenList(shape),
+		"shape":  host.FrozenList(shape),
 		"dtype":  dt,
 		"bytes":  starlark.MakeInt64(a.Bytes),
 		"why":    starlark.String(a.Why),
 		"phase":  starlark.String(a.Phase.String()),
 	}
-}
-
-// record is a struct, or (plain) a dict with sorted keys.
-func record(plain bool, f starlark.StringDict) starlark.Value {
-	if !plain {
-		return newStruct(f)
-	}
-	d := starlark.NewDict(len(f))
-	for _, k := range f.Keys() {
-		d.SetKey(starlark.String(k), f[k])
-	}
-	d.Freeze()
-	return d
-}
-
-func newStruct(f starlark.StringDict) *starlarkstruct.Struct {
-	return starlarkstruct.FromStringDict(starlarkstruct.Default, f)
-}
-
-func frozenList(vs []starlark.Value) *starlark.List {
-	l := starlark.NewList(vs)
-	l.Freeze()
-	return l
-}
-
-// frozenDict builds a dict from alternating string keys and values, in order.
-func frozenDict(kv ...any) *starlark.Dict {
-	d := starlark.NewDict(len(kv) / 2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		d.SetKey(starlark.String(kv[i].(string)), kv[i+1].(starlark.Value))
-	}
-	d.Freeze()
-	return d
 }
 
 // timeline is the allocation events: one dict per event with phase, op,
@@ -272,7 +239,7 @@ func (x *Report) timeline() *starlark.List {
 		d.Freeze()
 		out[i] = d
 	}
-	return frozenList(out)
+	return host.FrozenList(out)
 }
 
 // asDict is r.as_dict(): every field in its plain form (ints, floats,

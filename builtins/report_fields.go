@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 )
 
@@ -46,7 +47,7 @@ func figure(column int, name, unit, doc string, get func(x *Report, plain bool) 
 }
 
 func bytesField(name, doc string, get func(x *Report) int64) reportField {
-	return data(name, UnitBytes, doc, func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(get(x)) })
+	return data(name, host.UnitBytes, doc, func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(get(x)) })
 }
 
 // reportFields are the report's fields; as_dict keeps this order. They are
@@ -65,22 +66,22 @@ func declaredReportFields() []reportField {
 		{name: "plan", doc: "the plan (in as_dict and JSON, as the train() call that builds it)",
 			attr: func(x *Report) starlark.Value { return x.plan },
 			dict: func(x *Report) starlark.Value { return starlark.String(x.plan.String()) }},
-		data("breakdown", UnitBytes, "bytes by category at the peak of allocated memory: params, grads, optimizer, activations, temporaries, comm, fragmentation, context", breakdownField),
+		data("breakdown", host.UnitBytes, "bytes by category at the peak of allocated memory: params, grads, optimizer, activations, temporaries, comm, fragmentation, context", breakdownField),
 		bytesField("capacity", "device memory, as PyTorch reports its total capacity", func(x *Report) int64 { return x.r.Capacity }),
-		{name: "collectives", unit: UnitBytes, doc: "bytes passed to collectives per step, by kind (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv)",
+		{name: "collectives", unit: host.UnitBytes, doc: "bytes passed to collectives per step, by kind (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv)",
 			attr: func(x *Report) starlark.Value { return collectives(x.r) }},
-		data("comm_bytes", UnitBytes, "bytes over the network per step (None when the time model has not run)", commBytesField),
-		figure(2, "device_used", UnitBytes, "what nvidia-smi would show: reserved memory plus the CUDA context, NCCL and other memory outside PyTorch's allocator",
+		data("comm_bytes", host.UnitBytes, "bytes over the network per step (None when the time model has not run)", commBytesField),
+		figure(2, "device_used", host.UnitBytes, "what nvidia-smi would show: reserved memory plus the CUDA context, NCCL and other memory outside PyTorch's allocator",
 			func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.DeviceUsed) }),
 		figure(1, "fits", "", "device_used within capacity, and no allocation failed",
 			func(x *Report, _ bool) starlark.Value { return starlark.Bool(x.r.Fits) }),
-		figure(3, "headroom", UnitBytes, "capacity - device_used; negative when the step does not fit",
+		figure(3, "headroom", host.UnitBytes, "capacity - device_used; negative when the step does not fit",
 			func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.Headroom) }),
-		data("hfu", UnitFraction, "hardware FLOPs utilisation (with recompute), 0 to 1 (None without a time model)",
+		data("hfu", host.UnitFraction, "hardware FLOPs utilisation (with recompute), 0 to 1 (None without a time model)",
 			func(x *Report, _ bool) starlark.Value { return x.timeFigure(x.r.Time.HFU) }),
 		bytesField("host_memory", "host memory the step needs per GPU (offload, paged optimizer state, host tables)", func(x *Report) int64 { return x.r.HostMemory }),
 		data("largest", "", "the largest single allocation: .tensor .op .shape .dtype .bytes .why .phase", largestField),
-		figure(6, "mfu", UnitFraction, "model FLOPs utilisation (no recompute), 0 to 1 (None without a time model)",
+		figure(6, "mfu", host.UnitFraction, "model FLOPs utilisation (no recompute), 0 to 1 (None without a time model)",
 			func(x *Report, _ bool) starlark.Value { return x.timeFigure(x.r.Time.MFU) }),
 		{name: "notes", doc: "remarks of the engine: assumptions, and what to change when a step fails",
 			attr: notesField, dict: notesField},
@@ -88,7 +89,7 @@ func declaredReportFields() []reportField {
 		{name: "overheads", doc: "memory outside PyTorch's allocator, each with .name, .bytes and .source",
 			attr: overheadsField},
 		data("params", "", "parameters of the model", func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.Params) }),
-		figure(4, "peak_allocated", UnitBytes, "what torch.cuda.max_memory_allocated would report",
+		figure(4, "peak_allocated", host.UnitBytes, "what torch.cuda.max_memory_allocated would report",
 			func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.PeakAllocated) }),
 		data("peak_at", "", "where the peak of allocated memory happens: .phase and .op", peakAtField),
 		bytesField("peak_reserved", "what torch.cuda.max_memory_reserved would report (the caching allocator's model)", func(x *Report) int64 { return x.r.PeakReserved }),
@@ -97,13 +98,13 @@ func declaredReportFields() []reportField {
 			dict: func(x *Report) starlark.Value { return x.ranks(true) }},
 		bytesField("saved_activations", "bytes held for backward at the end of the forward (storages, as autograd holds them)", func(x *Report) int64 { return x.r.SavedActivations }),
 		bytesField("saved_weight_copies", "autocast's low-precision weight copies held for backward", func(x *Report) int64 { return x.r.SavedWeightCopies }),
-		data("states", UnitBytes, "the model states per GPU at their fullest in the step: params, grads, master, optimizer, buffers", statesField),
-		figure(5, "step_time", UnitSeconds, "seconds per optimizer step (None without a time model)",
+		data("states", host.UnitBytes, "the model states per GPU at their fullest in the step: params, grads, master, optimizer, buffers", statesField),
+		figure(5, "step_time", host.UnitSeconds, "seconds per optimizer step (None without a time model)",
 			func(x *Report, _ bool) starlark.Value { return x.timeFigure(x.r.Time.StepSeconds) }),
 		{name: "summary", doc: "the verdict in one line",
 			attr: func(x *Report) starlark.Value { return starlark.String(x.summary()) }},
 		data("tables", "", "one entry per embedding table of the model (table()): memory, traffic and transfer terms", func(x *Report, plain bool) starlark.Value { return tableReports(x.r, plain) }),
-		{name: "time_breakdown", unit: UnitSeconds, doc: "seconds of the step by cause: forward, backward, recompute, exposed communication, pipeline bubble, optimizer, offload (None without a time model)",
+		{name: "time_breakdown", unit: host.UnitSeconds, doc: "seconds of the step by cause: forward, backward, recompute, exposed communication, pipeline bubble, optimizer, offload (None without a time model)",
 			attr: timeBreakdownField},
 		{name: "timeline", doc: "the allocation events, for plots: phase, op, allocated, reserved and bytes by category; recorded only with simulate(plan, timeline=True)",
 			attr: func(x *Report) starlark.Value { return x.timeline() },
@@ -115,7 +116,7 @@ func declaredReportFields() []reportField {
 			}},
 		figure(7, "tokens_per_s", "", "tokens per second over all data-parallel replicas (None without a time model)",
 			func(x *Report, _ bool) starlark.Value { return x.timeFigure(x.r.Time.TokensPerS) }),
-		data("traffic", UnitBytes, "bytes moved per step by link: hbm, pcie, nvme, network", trafficField),
+		data("traffic", host.UnitBytes, "bytes moved per step by link: hbm, pcie, nvme, network", trafficField),
 		data("trainable_params", "", "parameters that train", func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.TrainableParams) }),
 	}
 }

@@ -3,6 +3,7 @@ package builtins
 import (
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -57,7 +58,7 @@ func TestReportFieldsDeclaredOnce(t *testing.T) {
 	}
 	names := (&Report{}).AttrNames()
 	for _, a := range attrs {
-		if !contains(names, a) {
+		if !slices.Contains(names, a) {
 			t.Errorf("attribute %s missing from AttrNames", a)
 		}
 	}

@@ -3,6 +3,7 @@ package builtins
 import (
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/plot"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
@@ -29,7 +30,7 @@ func (x *Report) WithTimeline() (*replay.Report, error) {
 	}
 	again, err := sim.Evaluate(x.plan.p, core.Options{Timeline: true})
 	if err != nil {
-		return nil, WithOrigin(err, x.plan.decl)
+		return nil, host.WithOrigin(err, x.plan.decl)
 	}
 	for _, r := range append([]*replay.Report{again}, again.Ranks...) {
 		if r.PeakAllocated == x.r.PeakAllocated && r.PeakReserved == x.r.PeakReserved && r.DeviceUsed == x.r.DeviceUsed {
@@ -45,7 +46,7 @@ const sparkWidth = 60
 // addSparkline adds the timeline of allocated memory as a sparkline (and
 // the phases under it) to the rows of a rendered report, on a terminal
 // only (color): goldens and pipes stay as they are.
-func (x *Report) addSparkline(d *textGrid, color bool) {
+func (x *Report) addSparkline(d *host.TextGrid, color bool) {
 	if !color {
 		return
 	}
@@ -57,13 +58,6 @@ func (x *Report) addSparkline(d *textGrid, color bool) {
 	if spark == "" {
 		return
 	}
-	d.add("timeline", spark)
-	d.add("", phases)
-}
-
-// simulated records r as the run's latest report (State.Simulated).
-func (s *State) simulated(r *Report) {
-	if s.Simulated != nil {
-		s.Simulated(r)
-	}
+	d.Add("timeline", spark)
+	d.Add("", phases)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fatih/color"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
@@ -87,7 +88,7 @@ func TestSimulateErrorOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	thread := &starlark.Thread{}
-	(&State{}).Attach(thread)
+	(&host.State{}).Attach(thread)
 	_, err = starlark.Call(thread, starlark.NewBuiltin("simulate", simulateFn), starlark.Tuple{pv}, nil)
 	var se *units.Error
 	if !errors.As(err, &se) {
@@ -103,7 +104,7 @@ func TestSimulateErrorOrigin(t *testing.T) {
 func TestReportColor(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		thread := &starlark.Thread{}
-		(&State{Color: on}).Attach(thread)
+		(&host.State{Color: on}).Attach(thread)
 		g, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, "r.star", reportPrelude, Predeclared())
 		if err != nil {
 			t.Fatal(err)
@@ -113,8 +114,8 @@ func TestReportColor(t *testing.T) {
 			if got := strings.Contains(s, "\x1b["); got != on {
 				t.Errorf("color=%v: %s has escape codes: %v\n%s", on, name, got, s)
 			}
-			style := map[string][]color.Attribute{"r": StyleGreen, "small": StyleRed}[name]
-			want := Paint(true, style, "x")
+			style := map[string][]color.Attribute{"r": host.StyleGreen, "small": host.StyleRed}[name]
+			want := host.Paint(true, style, "x")
 			want = want[:strings.Index(want, "x")] // the verdict colour's escape code
 			if on && !strings.Contains(s, want) {
 				t.Errorf("%s: missing verdict colour %q", name, want)
@@ -146,7 +147,7 @@ func TestBar(t *testing.T) {
 		n    int64
 		want string
 	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {6738415616, "6,738,415,616"}, {-1234567, "-1,234,567"}} {
-		if got := thousands(tc.n); got != tc.want {
+		if got := host.Thousands(tc.n); got != tc.want {
 			t.Errorf("thousands(%d) = %q, want %q", tc.n, got, tc.want)
 		}
 	}

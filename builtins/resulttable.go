@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -29,18 +30,11 @@ type ResultTable struct {
 	color   bool
 }
 
-// Column units, for rendering and for plots' axis labels.
-const (
-	UnitBytes    = "bytes"    // an int of bytes
-	UnitSeconds  = "seconds"  // a float of seconds
-	UnitFraction = "fraction" // a float from 0 to 1, shown as a percentage
-)
-
 var (
 	_ starlark.HasAttrs  = (*ResultTable)(nil)
 	_ starlark.Indexable = (*ResultTable)(nil)
 	_ starlark.Iterable  = (*ResultTable)(nil)
-	_ Renderer           = (*ResultTable)(nil)
+	_ host.Renderer      = (*ResultTable)(nil)
 )
 
 // NewResultTable makes a table. rows[i][j] is the cell of column j in row
@@ -170,19 +164,19 @@ func (t *ResultTable) Attr(name string) (starlark.Value, error) {
 		for i := range t.rows {
 			out[i] = t.row(i, false)
 		}
-		return frozenList(out), nil
+		return host.FrozenList(out), nil
 	case "columns":
 		out := make([]starlark.Value, len(t.columns))
 		for j, c := range t.columns {
 			out[j] = starlark.String(c)
 		}
-		return frozenList(out), nil
+		return host.FrozenList(out), nil
 	case "notes":
 		out := make([]starlark.Value, len(t.notes))
 		for j, n := range t.notes {
 			out[j] = starlark.String(n)
 		}
-		return frozenList(out), nil
+		return host.FrozenList(out), nil
 	case "title":
 		return starlark.String(t.title), nil
 	}
@@ -208,7 +202,7 @@ func (t *ResultTable) Render(w io.Writer, color bool) error {
 func (t *ResultTable) render(color bool) string {
 	var b strings.Builder
 	if t.title != "" {
-		b.WriteString(Paint(color, StyleBold, t.title) + "\n")
+		b.WriteString(host.Paint(color, host.StyleBold, t.title) + "\n")
 	}
 	var shown []int
 	for j := range t.columns {
@@ -216,18 +210,18 @@ func (t *ResultTable) render(color bool) string {
 			shown = append(shown, j)
 		}
 	}
-	g := &textGrid{}
+	g := &host.TextGrid{}
 	head := make([]string, len(shown))
 	for k, j := range shown {
 		head[k] = t.columns[j]
 	}
-	g.add(head...)
-	g.right = make([]bool, len(shown))
+	g.Add(head...)
+	g.Right = make([]bool, len(shown))
 	for k, j := range shown {
 		for _, r := range t.rows {
 			if _, ok := number(r[j]); ok {
 				if _, isBool := r[j].(starlark.Bool); !isBool {
-					g.right[k] = true
+					g.Right[k] = true
 				}
 			}
 		}
@@ -237,12 +231,12 @@ func (t *ResultTable) render(color bool) string {
 		for k, j := range shown {
 			cells[k] = formatCell(r[j], t.units[j])
 		}
-		g.add(cells...)
+		g.Add(cells...)
 	}
 	if len(t.rows) == 0 {
-		g.add("(no rows)")
+		g.Add("(no rows)")
 	}
-	g.write(&b, "")
+	g.Write(&b, "")
 	for _, n := range t.notes {
 		b.WriteString(n + "\n")
 	}
@@ -268,27 +262,27 @@ func formatCell(v starlark.Value, unit string) string {
 		if !ok {
 			return x.String()
 		}
-		if unit == UnitBytes {
+		if unit == host.UnitBytes {
 			return units.FormatBytes(n)
 		}
 		if n >= 10000 || n <= -10000 {
-			return thousands(n)
+			return host.Thousands(n)
 		}
 		return x.String()
 	case starlark.Float:
 		f := float64(x)
 		switch unit {
-		case UnitSeconds:
+		case host.UnitSeconds:
 			return formatSeconds(f)
-		case UnitFraction:
+		case host.UnitFraction:
 			return fmt.Sprintf("%.1f%%", 100*f)
-		case UnitBytes:
+		case host.UnitBytes:
 			if math.Abs(f) < 1e18 { // int64 holds it
 				return units.FormatBytes(int64(f))
 			}
 		}
 		if math.Abs(f) >= 1000 && math.Abs(f) < 1e18 { // beyond int64, int64(f) is undefined
-			return thousands(int64(math.Round(f)))
+			return host.Thousands(int64(math.Round(f)))
 		}
 		return fmt.Sprintf("%.4g", f)
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -14,7 +15,7 @@ func runPreludeCases(t *testing.T, prelude string, cases []evalCase) {
 	t.Helper()
 	pre := Predeclared()
 	thread := &starlark.Thread{Name: "prelude"}
-	(&State{}).Attach(thread)
+	(&host.State{}).Attach(thread)
 	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true, GlobalReassign: true}, thread, "prelude.star", prelude, pre)
 	if err != nil {
 		t.Fatalf("prelude: %v", err)
@@ -29,7 +30,7 @@ func runPreludeCases(t *testing.T, prelude string, cases []evalCase) {
 	for _, tc := range cases {
 		t.Run(tc.expr, func(t *testing.T) {
 			thread := &starlark.Thread{Name: "test"}
-			(&State{}).Attach(thread)
+			(&host.State{}).Attach(thread)
 			v, err := starlark.EvalOptions(&syntax.FileOptions{}, thread, "test.star", tc.expr, env)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/search"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
@@ -14,8 +15,8 @@ import (
 // search(model, gpus=..., ...): the fastest fitting layouts of a model on
 // a cluster (sim.Search), as a table.
 
-func searchBuiltins() []Builtin {
-	return []Builtin{{
+func searchBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "search",
 		Sig: "search(model, gpus=None, gpu=\"H100-80GB\", seq=None, global_batch=None, precision=\"bf16-mixed\", " +
 			"optimizer=adamw(), nodes=None, gpus_per_node=8, top=10, tp=None, pp=None, cp=None, ep=None, " +
@@ -58,7 +59,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	sp := search.SearchSpace{MaxLayouts: int(min(maxLayouts, 1<<30)), Workers: runtime.GOMAXPROCS(0)}
 	var err error
-	if sp.GPUsPerNode, err = AsInt64(gpn, "gpus_per_node"); err != nil {
+	if sp.GPUsPerNode, err = host.AsInt64(gpn, "gpus_per_node"); err != nil {
 		return nil, err
 	}
 	if sp.GPUsPerNode < 1 {
@@ -68,7 +69,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	case gpus == starlark.None && nodes == starlark.None:
 		return nil, fmt.Errorf("search needs gpus= (or nodes=): the GPUs of the job")
 	case nodes != starlark.None:
-		n, err := AsInt64(nodes, "nodes")
+		n, err := host.AsInt64(nodes, "nodes")
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +82,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		}
 		sp.GPUs = total
 		if gpus != starlark.None {
-			g, err := AsInt64(gpus, "gpus")
+			g, err := host.AsInt64(gpus, "gpus")
 			if err != nil {
 				return nil, err
 			}
@@ -90,20 +91,20 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 			}
 		}
 	default:
-		if sp.GPUs, err = AsInt64(gpus, "gpus"); err != nil {
+		if sp.GPUs, err = host.AsInt64(gpus, "gpus"); err != nil {
 			return nil, err
 		}
 	}
 	if globalBatch == starlark.None {
-		return nil, withHint(fmt.Errorf("search needs global_batch=: sequences per step over all data-parallel replicas"), "e.g. global_batch=1024 with seq=8192 is 8M tokens per step")
+		return nil, host.WithHint(fmt.Errorf("search needs global_batch=: sequences per step over all data-parallel replicas"), "e.g. global_batch=1024 with seq=8192 is 8M tokens per step")
 	}
-	if sp.GlobalBatch, err = AsInt64(globalBatch, "global_batch"); err != nil {
+	if sp.GlobalBatch, err = host.AsInt64(globalBatch, "global_batch"); err != nil {
 		return nil, err
 	}
 	if top == starlark.None {
 		sp.Top = 0
 	} else {
-		n, err := AsInt64(top, "top")
+		n, err := host.AsInt64(top, "top")
 		if err != nil {
 			return nil, err
 		}
@@ -136,30 +137,30 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if optimizer != nil {
 		a.set("optimizer", optimizer)
 	}
-	decl := CallerPos(thread)
+	decl := host.CallerPos(thread)
 	bv, err := newPlan(a, decl)
 	if err != nil {
 		return nil, err
 	}
 	base := bv.(*Plan)
 
-	st := StateOf(thread)
+	st := host.StateOf(thread)
 	ctx := st.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	bar := newProgress(st.Progress, "search", 0)
+	bar := host.NewProgress(st.Progress, "search", 0)
 	sp.Progress = func(done, total int) {
-		bar.setTotal(total)
-		bar.set(done)
+		bar.SetTotal(total)
+		bar.Set(done)
 	}
 	res, err := search.Search(ctx, base.SimPlan(), sp)
-	bar.finish()
+	bar.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, stopError(ctx, "search", "")
+			return nil, host.StopError(ctx, "search", "")
 		}
-		return nil, WithOrigin(err, base.decl)
+		return nil, host.WithOrigin(err, base.decl)
 	}
 
 	columns := []string{"tp", "pp", "cp", "ep", "dp", "sharding", "micro_batch", "micro_batches", "schedule",
@@ -224,7 +225,7 @@ func intList(v starlark.Value, what string) ([]int64, error) {
 	}
 	var out []int64
 	for _, x := range listOf(v) {
-		n, err := AsInt64(x, what)
+		n, err := host.AsInt64(x, what)
 		if err != nil {
 			return nil, err
 		}

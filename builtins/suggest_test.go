@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -19,7 +20,7 @@ func TestDidYouMean(t *testing.T) {
 		{"int4", ""},
 		{"", ""},
 	} {
-		if got := didYouMean(tc.name, known); got != tc.want {
+		if got := host.DidYouMean(tc.name, known); got != tc.want {
 			t.Errorf("didYouMean(%q) = %q, want %q", tc.name, got, tc.want)
 		}
 	}
@@ -37,7 +38,7 @@ func TestTrainHints(t *testing.T) {
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
 			thread := &starlark.Thread{}
-			(&State{}).Attach(thread)
+			(&host.State{}).Attach(thread)
 			src := "m = model(\"t\", embedding(10, 8), linear(8, 8))\nx = " + tc.expr + "\n"
 			_, err := starlark.ExecFileOptions(&syntax.FileOptions{}, thread, "t.star", src, pre)
 			var se *units.Error

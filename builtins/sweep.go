@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
@@ -34,8 +35,8 @@ var (
 	clusterFields = []string{"nodes", "gpus_per_node", "intra", "inter"}
 )
 
-func sweepBuiltins() []Builtin {
-	return []Builtin{{
+func sweepBuiltins() []host.Builtin {
+	return []host.Builtin{{
 		Name: "sweep",
 		Sig:  "sweep(plan, max=10000, **axes)",
 		Doc: "Simulates every combination of the axes and returns a table, one row per plan: " +
@@ -73,19 +74,19 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	for _, kv := range kwargs {
 		name := string(kv[0].(starlark.String))
 		if name == "max" {
-			n, err := AsInt64(kv[1], "max")
+			n, err := host.AsInt64(kv[1], "max")
 			if err != nil {
 				return nil, err
 			}
 			if n < 1 || n > maxSweepCeiling {
-				return nil, withHint(fmt.Errorf("sweep: max must be in 1..%d (got %d)", maxSweepCeiling, n),
+				return nil, host.WithHint(fmt.Errorf("sweep: max must be in 1..%d (got %d)", maxSweepCeiling, n),
 					"a sweep holds every plan and report in memory: split larger sweeps into several")
 			}
 			limit = n
 			continue
 		}
 		if !contains(known, name) {
-			return nil, withHint(fmt.Errorf("sweep: unknown axis %q (train() arguments and parallel() or cluster() fields)", name), didYouMean(name, known))
+			return nil, host.WithHint(fmt.Errorf("sweep: unknown axis %q (train() arguments and parallel() or cluster() fields)", name), host.DidYouMean(name, known))
 		}
 		axes = append(axes, axis{name: name, values: listOf(kv[1])})
 		if len(axes[len(axes)-1].values) == 0 {
@@ -101,7 +102,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			total *= n
 		}
 		if total > limit {
-			return nil, withHint(fmt.Errorf("sweep: %s make more than %d plans", axesDesc(axes), limit),
+			return nil, host.WithHint(fmt.Errorf("sweep: %s make more than %d plans", axesDesc(axes), limit),
 				"narrow the axes, or pass max= to allow more (each plan is a full replay)")
 		}
 	}
@@ -113,7 +114,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	planErrs := make([]error, n)
 	combo := make([]int, len(axes))
 	for i := 0; i < n; i++ {
-		p, err := plan.variant(thread, axes, combo)
+		p, err := variant(plan, thread, axes, combo)
 		if err != nil {
 			var se *units.Error
 			if !errors.As(err, &se) {
@@ -130,7 +131,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			combo[k] = 0
 		}
 	}
-	st := StateOf(thread)
+	st := host.StateOf(thread)
 	reports, err := simulateAll(st, plans, planErrs, "sweep")
 	if err != nil {
 		return nil, err
@@ -240,7 +241,7 @@ func comboDesc(axes []axis, combo []int) string {
 }
 
 // variant is plan.replace(...) with axis k set to its combo[k]-th value.
-func (x *Plan) variant(thread *starlark.Thread, axes []axis, combo []int) (*Plan, error) {
+func variant(x *Plan, thread *starlark.Thread, axes []axis, combo []int) (*Plan, error) {
 	a := x.args.clone()
 	var parKw, clKw []starlark.Tuple
 	for k, ax := range axes {
@@ -268,7 +269,7 @@ func (x *Plan) variant(thread *starlark.Thread, axes []axis, combo []int) (*Plan
 		}
 		a.set("cluster", c)
 	}
-	v, err := newPlan(a, CallerPos(thread))
+	v, err := newPlan(a, host.CallerPos(thread))
 	if err != nil {
 		return nil, err
 	}
@@ -349,7 +350,7 @@ func optFloat(f float64) starlark.Value {
 // skipped) on GOMAXPROCS goroutines, polling the run's context so that
 // Ctrl-C stops them, with a progress bar when the run has one and the job
 // is long.
-func simulateAll(st *State, plans []*Plan, planErrs []error, what string) ([]*replay.Report, error) {
+func simulateAll(st *host.State, plans []*Plan, planErrs []error, what string) ([]*replay.Report, error) {
 	ctx := st.Context
 	if ctx == nil {
 		ctx = context.Background()
@@ -357,8 +358,8 @@ func simulateAll(st *State, plans []*Plan, planErrs []error, what string) ([]*re
 	n := len(plans)
 	reports := make([]*replay.Report, n)
 	errs := make([]error, n)
-	bar := newProgress(st.Progress, what, n)
-	defer bar.finish()
+	bar := host.NewProgress(st.Progress, what, n)
+	defer bar.Finish()
 	var mu sync.Mutex
 	done := 0
 	next := make(chan int)
@@ -371,7 +372,7 @@ func simulateAll(st *State, plans []*Plan, planErrs []error, what string) ([]*re
 				reports[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), core.Options{})
 				mu.Lock()
 				done++
-				bar.set(done)
+				bar.Set(done)
 				mu.Unlock()
 			}
 		}()
@@ -393,7 +394,7 @@ feed:
 	close(next)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, stopError(ctx, what, fmt.Sprintf(" after %d of %d plans", done, n))
+		return nil, host.StopError(ctx, what, fmt.Sprintf(" after %d of %d plans", done, n))
 	}
 	for i, err := range errs {
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 )
 
@@ -38,7 +39,7 @@ func TestFormatCellBeyondInt64(t *testing.T) {
 		{starlark.Float(1.3e25), "", "1.3e+25"},
 		{starlark.Float(123456.4), "", "123,456"},
 		{starlark.Float(math.Inf(1)), "", "+Inf"},
-		{starlark.Float(2e19), UnitBytes, "2e+19"},
+		{starlark.Float(2e19), host.UnitBytes, "2e+19"},
 	}
 	for _, c := range cases {
 		if got := formatCell(c.v, c.unit); got != c.want {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -103,7 +104,7 @@ func TestSweepInterrupted(t *testing.T) {
 		"search(m, gpus = 8, seq = 64, global_batch = 16)",
 	} {
 		thread := &starlark.Thread{}
-		(&State{Context: ctx}).Attach(thread)
+		(&host.State{Context: ctx}).Attach(thread)
 		_, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true}, thread, "x.star", sweepModel+src, Predeclared())
 		if err == nil || !strings.Contains(err.Error(), "interrupted") {
 			t.Errorf("%s: got %v, want an interrupted error", src, err)

@@ -5,20 +5,10 @@ import (
 	"math"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/plot"
 	"go.starlark.net/starlark"
 )
-
-// ChartSpec is the chart of a table that emit(t, x=, y=, by=, pareto=)
-// asks `memsh plot` to draw.
-type ChartSpec struct {
-	X, Y string // numeric columns on the axes
-	By   string // a column whose values split the rows into series; "" for none
-	// Pareto highlights the front of X and Y: the rows t.pareto(X, Y)
-	// returns (lower is better, except for mfu, hfu, tokens_per_s,
-	// headroom and fits).
-	Pareto bool
-}
 
 // defaultY are the columns drawn on the y axis when emit names none, in
 // order of preference.
@@ -30,9 +20,9 @@ var defaultY = []string{"peak_allocated", "step_time", "device_used"}
 // first of peak_allocated, step_time and device_used the table has. It
 // returns nil when no argument was given and t has no two numeric
 // columns to draw.
-func (t *ResultTable) chartSpec(x, y, by starlark.Value, pareto bool) (*ChartSpec, error) {
+func (t *ResultTable) chartSpec(x, y, by starlark.Value, pareto bool) (*host.ChartSpec, error) {
 	given := !isNone(x) || !isNone(y)
-	spec := &ChartSpec{Pareto: pareto}
+	spec := &host.ChartSpec{Pareto: pareto}
 	if !isNone(x) {
 		j, err := t.numericColumn("x", x)
 		if err != nil {
@@ -87,7 +77,7 @@ func (t *ResultTable) numericColumn(what string, v starlark.Value) (int, error) 
 		return 0, err
 	}
 	if !t.isNumeric(j) {
-		return 0, withHint(fmt.Errorf("%s column %q holds %s values, not numbers", what, t.columns[j], t.cellType(j)),
+		return 0, host.WithHint(fmt.Errorf("%s column %q holds %s values, not numbers", what, t.columns[j], t.cellType(j)),
 			"numeric columns: "+strings.Join(t.numericColumns(), ", "))
 	}
 	return j, nil
@@ -179,7 +169,7 @@ func (t *ResultTable) defaultY(x string) string {
 // numbers in both columns, in series by spec.By, crossed where fits is
 // False, on the front where t.pareto(spec.X, spec.Y) keeps the row,
 // joined by lines when x is a key column (a swept axis).
-func (t *ResultTable) Chart(spec ChartSpec) (*plot.TableChart, error) {
+func (t *ResultTable) Chart(spec host.ChartSpec) (*plot.TableChart, error) {
 	jx, jy := t.index(spec.X), t.index(spec.Y)
 	if jx < 0 || jy < 0 {
 		return nil, fmt.Errorf("internal error: chart of columns %q and %q, which the table lacks", spec.X, spec.Y)

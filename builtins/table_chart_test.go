@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/jsondoc"
 	"github.com/memsh/memsh/plot"
 	"go.starlark.net/starlark"
@@ -30,7 +31,7 @@ func chartTable() *ResultTable {
 	}
 	return NewResultTable("sweep of tp (3) x checkpoint (2): 6 plans",
 		[]string{"tp", "checkpoint", "seq", "fits", "device_used", "step_time", "mfu", "error", "plan"},
-		[]string{"", "", "", "", UnitBytes, UnitSeconds, UnitFraction, "", ""},
+		[]string{"", "", "", "", host.UnitBytes, host.UnitSeconds, host.UnitFraction, "", ""},
 		[][]starlark.Value{
 			row(1, "none", starlark.True, i(60*GiB), f(1.0), f(0.40), none),
 			row(1, "full", starlark.True, i(40*GiB), f(1.3), f(0.30), none),
@@ -42,10 +43,10 @@ func chartTable() *ResultTable {
 }
 
 // emitTable runs src with t predeclared and returns what it emitted.
-func emitTable(t *testing.T, tab *ResultTable, src string) ([]Emitted, error) {
+func emitTable(t *testing.T, tab *ResultTable, src string) ([]host.Emitted, error) {
 	t.Helper()
-	var got []Emitted
-	st := &State{Emit: func(_ *starlark.Thread, e Emitted) error { got = append(got, e); return nil }}
+	var got []host.Emitted
+	st := &host.State{Emit: func(_ *starlark.Thread, e host.Emitted) error { got = append(got, e); return nil }}
 	thread := &starlark.Thread{Name: "test"}
 	st.Attach(thread)
 	pre := Predeclared()
@@ -57,15 +58,15 @@ func emitTable(t *testing.T, tab *ResultTable, src string) ([]Emitted, error) {
 func TestEmitTableChartSpec(t *testing.T) {
 	for _, tc := range []struct {
 		src  string
-		want *ChartSpec
+		want *host.ChartSpec
 		err  string
 	}{
 		// Defaults: the first numeric key column, and step_time (the
 		// table has no peak_allocated).
-		{src: `emit(t)`, want: &ChartSpec{X: "tp", Y: "step_time"}},
-		{src: `emit(t, x = "device_used", y = "step_time", pareto = True)`, want: &ChartSpec{X: "device_used", Y: "step_time", Pareto: true}},
-		{src: `emit(t, y = "mfu", by = "checkpoint")`, want: &ChartSpec{X: "tp", Y: "mfu", By: "checkpoint"}},
-		{src: `emit(t, x = "step_time")`, want: &ChartSpec{X: "step_time", Y: "device_used"}},
+		{src: `emit(t)`, want: &host.ChartSpec{X: "tp", Y: "step_time"}},
+		{src: `emit(t, x = "device_used", y = "step_time", pareto = True)`, want: &host.ChartSpec{X: "device_used", Y: "step_time", Pareto: true}},
+		{src: `emit(t, y = "mfu", by = "checkpoint")`, want: &host.ChartSpec{X: "tp", Y: "mfu", By: "checkpoint"}},
+		{src: `emit(t, x = "step_time")`, want: &host.ChartSpec{X: "step_time", Y: "device_used"}},
 		{src: `emit(t, x = "device_usd")`, err: `table has no column "device_usd"`},
 		{src: `emit(t, x = "checkpoint")`, err: `x column "checkpoint" holds string values, not numbers`},
 		{src: `emit(t, y = "fits")`, err: `y column "fits" holds bool values, not numbers`},
@@ -104,7 +105,7 @@ func TestEmitTableChartSpec(t *testing.T) {
 func TestTableChart(t *testing.T) {
 	const GiB = 1 << 30
 	tab := chartTable()
-	tc, err := tab.Chart(ChartSpec{X: "device_used", Y: "step_time", By: "checkpoint", Pareto: true})
+	tc, err := tab.Chart(host.ChartSpec{X: "device_used", Y: "step_time", By: "checkpoint", Pareto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestTableChart(t *testing.T) {
 	}
 
 	// tp on x: a swept axis, so the points are joined; mfu is maximized.
-	tc, err = tab.Chart(ChartSpec{X: "tp", Y: "mfu", Pareto: true})
+	tc, err = tab.Chart(host.ChartSpec{X: "tp", Y: "mfu", Pareto: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestTableJSON(t *testing.T) {
 	// And all rows are json.encode(t.as_dicts())'s.
 	pre := Predeclared()
 	pre["t"] = tab
-	st := &State{}
+	st := &host.State{}
 	st.Attach(thread)
 	enc, err := starlark.EvalOptions(&syntax.FileOptions{}, thread, "c.star", "json.encode(t.as_dicts())", pre)
 	if err != nil {
@@ -234,7 +235,7 @@ func TestTableJSON(t *testing.T) {
 func TestPrintEmittedTable(t *testing.T) {
 	tab := chartTable()
 	var b strings.Builder
-	if err := PrintEmitted(&b, Emitted{Value: tab, Label: "tp"}, false); err != nil {
+	if err := PrintEmitted(&b, host.Emitted{Value: tab, Label: "tp"}, false); err != nil {
 		t.Fatal(err)
 	}
 	if want := "tp:\n" + tab.render(false); b.String() != want {

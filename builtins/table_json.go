@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/jsondoc"
 	"go.starlark.net/starlark"
 )
@@ -12,7 +13,7 @@ import (
 // plans or reports), with rows as t.as_dicts() gives them, so that the
 // JSON and the Starlark dicts cannot disagree; chart is the emitted
 // chart, or nil.
-func TableDocument(thread *starlark.Thread, t *ResultTable, chart *ChartSpec) (*jsondoc.Table, error) {
+func TableDocument(thread *starlark.Thread, t *ResultTable, chart *host.ChartSpec) (*jsondoc.Table, error) {
 	doc := &jsondoc.Table{Title: t.title, Columns: []string{}, Units: map[string]string{}, Notes: []string{},
 		Rows: []map[string]json.RawMessage{}}
 	for j, c := range t.columns {
@@ -29,7 +30,7 @@ func TableDocument(thread *starlark.Thread, t *ResultTable, chart *ChartSpec) (*
 	for i := range t.rows {
 		rows[i] = t.row(i, true)
 	}
-	s, err := encodeJSON(thread, starlark.NewList(rows))
+	s, err := host.EncodeJSON(thread, starlark.NewList(rows))
 	if err != nil {
 		return nil, fmt.Errorf("internal error: table as JSON: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -33,7 +34,7 @@ func tableAsDicts(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	for i := range t.rows {
 		out[i] = t.row(i, true)
 	}
-	return frozenList(out), nil
+	return host.FrozenList(out), nil
 }
 
 func tableRender(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -51,7 +52,7 @@ func (t *ResultTable) column(what string, v starlark.Value) (int, error) {
 	}
 	j := t.index(string(s))
 	if j < 0 {
-		return 0, withHint(fmt.Errorf("table has no column %q (columns: %s)", string(s), strings.Join(t.columns, ", ")), didYouMean(string(s), t.columns))
+		return 0, host.WithHint(fmt.Errorf("table has no column %q (columns: %s)", string(s), strings.Join(t.columns, ", ")), host.DidYouMean(string(s), t.columns))
 	}
 	return j, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
@@ -177,7 +178,7 @@ func (a *trainArgs) resolve() (*core.Plan, error) {
 
 func setInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *trainArgs, *core.Plan) error {
 	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
-		n, err := AsInt64(*v, name)
+		n, err := host.AsInt64(*v, name)
 		if err != nil {
 			return err
 		}
@@ -241,7 +242,7 @@ func setSeq(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 		p.Seq = 1
 		return nil
 	}
-	n, err := AsInt64(*v, "seq")
+	n, err := host.AsInt64(*v, "seq")
 	if err != nil {
 		return err
 	}
@@ -380,11 +381,11 @@ func setQuantFrom(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 	if *v == starlark.None {
 		return nil
 	}
-	var d DType
+	var d host.DType
 	if err := d.Unpack(*v); err != nil {
 		return fmt.Errorf("quant_from: %v", err)
 	}
-	p.QuantFrom, *v = d.d, d
+	p.QuantFrom, *v = d.D, d
 	return nil
 }
 

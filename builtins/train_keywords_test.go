@@ -1,9 +1,11 @@
 package builtins
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -16,7 +18,7 @@ func TestTrainKeywordsDeclaredOnce(t *testing.T) {
 	sig, doc := trainSig(), trainDoc()
 	pre := Predeclared()
 	thread := &starlark.Thread{Name: "test"}
-	(&State{}).Attach(thread)
+	(&host.State{}).Attach(thread)
 	globals, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true, GlobalReassign: true}, thread, "prelude.star",
 		"m = model('m', linear(8, 8), input_dim = 8)\np = train(m)\n", pre)
 	if err != nil {
@@ -39,7 +41,7 @@ func TestTrainKeywordsDeclaredOnce(t *testing.T) {
 			if !strings.Contains(sig, ", "+k.name+"="+d) {
 				t.Errorf("signature lacks %s=%s: %s", k.name, d, sig)
 			}
-			if !contains(attrs, k.name) {
+			if !slices.Contains(attrs, k.name) {
 				t.Errorf("plan has no attribute %s", k.name)
 			}
 			v, err := plan.Attr(k.name)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/fatih/color"
-	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
@@ -55,7 +55,7 @@ type printer struct {
 }
 
 func (p *printer) style(style []color.Attribute, s string) string {
-	return builtins.Paint(p.f.Color, style, s)
+	return host.Paint(p.f.Color, style, s)
 }
 
 func (p *printer) format(err error) {
@@ -116,19 +116,19 @@ func (p *printer) format(err error) {
 }
 
 func (p *printer) plain(msg string) {
-	fmt.Fprintf(&p.buf, "%s %s\n", p.style(builtins.StyleError, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s\n", p.style(host.StyleError, "error:"), msg)
 }
 
 // located writes the header and the excerpt for pos.
 func (p *printer) located(pos syntax.Position, msg string) {
-	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(builtins.StyleBold, posString(pos)+":"), p.style(builtins.StyleError, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(host.StyleBold, posString(pos)+":"), p.style(host.StyleError, "error:"), msg)
 	line, ok := p.sourceLine(pos)
 	if !ok {
 		return
 	}
 	num := fmt.Sprint(pos.Line)
 	gutter := max(4, len(num))
-	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(builtins.StyleDim, "|"), line)
+	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(host.StyleDim, "|"), line)
 	// The caret goes under column Col (runes, 1-based); keep tabs so
 	// that it lines up however the terminal expands them.
 	var pad strings.Builder
@@ -144,7 +144,7 @@ func (p *printer) located(pos syntax.Position, msg string) {
 		}
 		i++
 	}
-	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(builtins.StyleDim, "|"), pad.String(), p.style(builtins.StyleError, "^"))
+	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(host.StyleDim, "|"), pad.String(), p.style(host.StyleError, "^"))
 }
 
 // sourceLine returns line pos.Line of pos's file, if known.
@@ -187,7 +187,7 @@ func (p *printer) hint(msg, given string) {
 		h = hintFor(msg, p.f.Stdlib)
 	}
 	if h != "" {
-		fmt.Fprintf(&p.buf, "  %s %s\n", p.style(builtins.StyleCyan, "hint:"), h)
+		fmt.Fprintf(&p.buf, "  %s %s\n", p.style(host.StyleCyan, "hint:"), h)
 	}
 }
 

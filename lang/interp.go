@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/stdlib"
 	"go.starlark.net/starlark"
 )
@@ -44,7 +45,7 @@ type Options struct {
 type Interpreter struct {
 	opts        Options
 	predeclared starlark.StringDict
-	state       *builtins.State
+	state       *host.State
 
 	mu      sync.Mutex
 	sources map[string][]byte  // file name as in positions -> text
@@ -83,7 +84,7 @@ func New(opts Options) *Interpreter {
 		sources:     map[string][]byte{},
 		modules:     map[string]*module{},
 	}
-	in.state = &builtins.State{
+	in.state = &host.State{
 		Out:      opts.Stdout,
 		Color:    opts.Color,
 		Context:  context.Background(),
@@ -107,7 +108,7 @@ func (in *Interpreter) Globals() starlark.StringDict {
 }
 
 // State is the run's builtins.State.
-func (in *Interpreter) State() *builtins.State { return in.state }
+func (in *Interpreter) State() *host.State { return in.state }
 
 // Close releases the folder tree opened for the script.
 func (in *Interpreter) Close() error {

@@ -11,7 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -330,7 +330,7 @@ func TestStateReadFile(t *testing.T) {
 func TestFormatSimError(t *testing.T) {
 	se := &units.Error{Origin: "models.star:40:5", Path: "attn", Msg: "tp=3 does not divide 32 heads", Hint: "tp must be one of 1, 2, 4, 8, 16, 32"}
 	thread := &starlark.Thread{}
-	(&builtins.State{}).Attach(thread)
+	(&host.State{}).Attach(thread)
 	fail := starlark.NewBuiltin("simulate", func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 		return nil, se
 	})
@@ -349,7 +349,7 @@ func TestFormatSimError(t *testing.T) {
 
 	b.Reset()
 	FormatError(&b, errors.New("plain trouble"), ErrorFormat{Color: true})
-	if b.String() != builtins.Paint(true, builtins.StyleError, "error:")+" plain trouble\n" {
+	if b.String() != host.Paint(true, host.StyleError, "error:")+" plain trouble\n" {
 		t.Errorf("colour plain: %q", b.String())
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -111,7 +111,7 @@ func TestColorAlways(t *testing.T) {
 	os.WriteFile(bad, []byte("x = true\n"), 0o644)
 	var out, errb bytes.Buffer
 	run(context.Background(), []string{"--color=always", "run", bad}, &out, &errb, func(string) string { return "1" })
-	if !strings.Contains(errb.String(), builtins.Paint(true, builtins.StyleError, "error:")) {
+	if !strings.Contains(errb.String(), host.Paint(true, host.StyleError, "error:")) {
 		t.Fatalf("no colour in %q", errb.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/lang"
 	"github.com/memsh/memsh/stdlib"
 )
@@ -34,7 +35,7 @@ func (e *env) cmdDoc(operands []string) error {
 	}
 	name := operands[0]
 	if b, ok := builtins.Lookup(name); ok {
-		fmt.Fprintf(e.stdout, "%s\n\n%s", b.Sig, builtins.WrapDoc(b.Doc, 78))
+		fmt.Fprintf(e.stdout, "%s\n\n%s", b.Sig, host.WrapDoc(b.Doc, 78))
 		return nil
 	}
 	for _, x := range exports {
@@ -59,7 +60,7 @@ func (e *env) cmdDoc(operands []string) error {
 	return usagef("no builtin or stdlib name %q (memsh doc lists them)", name)
 }
 
-func listDocs(w io.Writer, bs []builtins.Builtin, exports []lang.Export) {
+func listDocs(w io.Writer, bs []host.Builtin, exports []lang.Export) {
 	width := 0
 	for _, b := range bs {
 		width = max(width, len(b.Name))

@@ -4,6 +4,7 @@ import (
 	"io"
 
 	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
 )
 
@@ -11,7 +12,7 @@ import (
 // (memsh run --json; schema in docs/json.md).
 type jsonLines struct{ w io.Writer }
 
-func (j jsonLines) emit(thread *starlark.Thread, e builtins.Emitted) error {
+func (j jsonLines) emit(thread *starlark.Thread, e host.Emitted) error {
 	line, err := builtins.JSONDocument(thread, e)
 	if err != nil {
 		return err

@@ -31,6 +31,11 @@ var layers = map[string]int{
 	"stdlib":                  0,
 	"jsondoc":                 0,
 	"plot":                    20,
+	"builtins/host":           25,
+	"builtins/models":         26,
+	"builtins/plans":          27,
+	"builtins/reports":        28,
+	"builtins/tables":         29,
 	"builtins":                30,
 	"lang":                    40,
 	"lang/langtest":           41,
@@ -105,8 +110,10 @@ func TestLayering(t *testing.T) {
 
 // foreignOf is the foreign list of dir, sim's for every package under sim/.
 func foreignOf(dir string) []string {
-	if strings.HasPrefix(dir, "sim/") {
-		return foreign["sim"]
+	for _, top := range []string{"sim", "builtins"} {
+		if strings.HasPrefix(dir, top+"/") {
+			return foreign[top]
+		}
 	}
 	return foreign[dir]
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/plot"
 )
 
@@ -87,7 +88,7 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 			}
 		case *builtins.ResultTable:
 			if em.Chart == nil {
-				return fmt.Errorf("%s: cannot chart the table: it has no two numeric columns", builtins.PosString(em.At))
+				return fmt.Errorf("%s: cannot chart the table: it has no two numeric columns", host.PosString(em.At))
 			}
 			tc, err := v.Chart(*em.Chart)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/lang"
 	"go.starlark.net/starlark"
 )
@@ -17,7 +18,7 @@ type scriptRun struct {
 	out   io.Writer // print() output and, without emit, emitted values
 	color bool      // out accepts ANSI colour
 	// emit receives each emitted value; nil prints it to out.
-	emit func(thread *starlark.Thread, e builtins.Emitted) error
+	emit func(thread *starlark.Thread, e host.Emitted) error
 	// errOut receives a formatted error; errColor colours it.
 	errOut   io.Writer
 	errColor bool
@@ -25,8 +26,8 @@ type scriptRun struct {
 
 // scriptResult is what a run produced for plotting.
 type scriptResult struct {
-	emitted []builtins.Emitted
-	last    *builtins.Report // the last report simulate() returned
+	emitted []host.Emitted
+	last    host.Simulation // the last report simulate() returned
 }
 
 // execScript runs the script and then its main() function, if it defines
@@ -40,8 +41,8 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 	res := &scriptResult{}
 	st := in.State()
 	st.Progress = progressTo(e.stderr) // bars of long sweeps and searches
-	st.Simulated = func(r *builtins.Report) { res.last = r }
-	st.Emit = func(thread *starlark.Thread, em builtins.Emitted) error {
+	st.Simulated = func(r host.Simulation) { res.last = r }
+	st.Emit = func(thread *starlark.Thread, em host.Emitted) error {
 		res.emitted = append(res.emitted, em)
 		if sr.emit != nil {
 			return sr.emit(thread, em)
@@ -90,8 +91,8 @@ func callMain(ctx context.Context, in *lang.Interpreter, file string, globals st
 		values = []starlark.Value{r}
 	}
 	for _, v := range values {
-		if err := builtins.Emit(thread, builtins.Emitted{Value: v, At: fn.Position()}); err != nil {
-			return fmt.Errorf("main() (%s) returned what memsh cannot emit: %v", builtins.PosString(fn.Position()), err)
+		if err := builtins.Emit(thread, host.Emitted{Value: v, At: fn.Position()}); err != nil {
+			return fmt.Errorf("main() (%s) returned what memsh cannot emit: %v", host.PosString(fn.Position()), err)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/lang"
 	"go.starlark.net/starlark"
 )
@@ -95,7 +96,7 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 	if cname, ok := strings.CutPrefix(name, ":"); ok {
 		for _, c := range commands() {
 			if c.name == cname {
-				fmt.Fprintf(w, "%s\n\n%s", strings.TrimSpace(":"+c.name+" "+c.args), builtins.WrapDoc(c.help, 78))
+				fmt.Fprintf(w, "%s\n\n%s", strings.TrimSpace(":"+c.name+" "+c.args), host.WrapDoc(c.help, 78))
 				return true
 			}
 		}
@@ -107,10 +108,10 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 		return true
 	}
 	if b, ok := builtins.Lookup(name); ok {
-		fmt.Fprintf(w, "%s\n\n%s", b.Sig, builtins.WrapDoc(b.Doc, 78))
+		fmt.Fprintf(w, "%s\n\n%s", b.Sig, host.WrapDoc(b.Doc, 78))
 		return true
 	}
-	var members []builtins.Builtin
+	var members []host.Builtin
 	for _, b := range builtins.All() {
 		if strings.HasPrefix(b.Name, name+".") {
 			members = append(members, b)

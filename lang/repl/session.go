@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/lang"
 	"github.com/memsh/memsh/stdlib"
 	"go.starlark.net/starlark"
@@ -199,7 +199,7 @@ func (s *Session) incomplete() {
 }
 
 func (s *Session) errorLabel() string {
-	return builtins.Paint(s.opts.Color, builtins.StyleError, "error:")
+	return host.Paint(s.opts.Color, host.StyleError, "error:")
 }
 
 // record saves a complete statement or command to the history.
@@ -242,7 +242,7 @@ func (s *Session) show(v starlark.Value) {
 		return
 	}
 	s.globals["_"] = v
-	if r, ok := v.(builtins.Renderer); ok {
+	if r, ok := v.(host.Renderer); ok {
 		if err := r.Render(s.out, s.opts.Color); err != nil {
 			s.report(err, false)
 		}

@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 // done: what plus "interrupted" after Ctrl-C, or the cause the host gave
 // when it cancelled the run (memsh run --timeout names its flag there).
 // detail follows the verb: " after 3 of 100 plans".
-func stopError(ctx context.Context, what, detail string) error {
+func StopError(ctx context.Context, what, detail string) error {
 	cause := context.Cause(ctx)
 	if cause == nil || errors.Is(cause, context.Canceled) {
 		return fmt.Errorf("%s interrupted%s", what, detail)

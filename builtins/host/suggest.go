@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 // didYouMean returns a hint naming the known name closest to name (at most
 // two edits apart once case and _/- are ignored), or "".
-func didYouMean(name string, known []string) string {
+func DidYouMean(name string, known []string) string {
 	norm := func(s string) string { return strings.ReplaceAll(strings.ToLower(s), "_", "-") }
 	n := norm(name)
 	best, bestD := "", 3
@@ -26,7 +26,7 @@ func didYouMean(name string, known []string) string {
 
 // withHint turns err into a *sim.Error carrying hint (when hint is not
 // empty and err is not one already).
-func withHint(err error, hint string) error {
+func WithHint(err error, hint string) error {
 	if hint == "" {
 		return err
 	}

@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"go.starlark.net/lib/json"
@@ -6,7 +6,7 @@ import (
 )
 
 // moduleBuiltins: the json and math modules of go.starlark.net.
-func moduleBuiltins() []Builtin {
+func ModuleBuiltins() []Builtin {
 	return []Builtin{
 		{
 			Name: "json",

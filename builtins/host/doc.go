@@ -44,4 +44,4 @@
 // mutate starlark.Universe, or keep package-level mutable state.
 //
 // Not a stable API: it exists for the memsh command.
-package builtins
+package host

@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"strings"
@@ -8,16 +8,16 @@ import (
 // textGrid lays out rows of cells in aligned columns for printed tables.
 // Widths are computed on plain text (count runes), so colour can be added
 // to a rendered cell afterwards without breaking the alignment.
-type textGrid struct {
-	right []bool // per column: right-align (numbers)
+type TextGrid struct {
+	Right []bool // per column: right-align (numbers)
 	rows  [][]string
 }
 
-func (g *textGrid) add(cells ...string) { g.rows = append(g.rows, cells) }
+func (g *TextGrid) Add(cells ...string) { g.rows = append(g.rows, cells) }
 
 // write renders the grid with two spaces between columns and an indent
 // before each line; trailing spaces are trimmed.
-func (g *textGrid) write(b *strings.Builder, indent string) {
+func (g *TextGrid) Write(b *strings.Builder, indent string) {
 	var widths []int
 	for _, r := range g.rows {
 		for i, c := range r {
@@ -35,7 +35,7 @@ func (g *textGrid) write(b *strings.Builder, indent string) {
 				line.WriteString("  ")
 			}
 			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if i < len(g.right) && g.right[i] {
+			if i < len(g.Right) && g.Right[i] {
 				line.WriteString(pad + c)
 			} else {
 				line.WriteString(c + pad)
@@ -47,7 +47,7 @@ func (g *textGrid) write(b *strings.Builder, indent string) {
 }
 
 // thousands writes n with comma separators: 6,738,415,616.
-func thousands(n int64) string {
+func Thousands(n int64) string {
 	neg := n < 0
 	u := uint64(n)
 	if neg {

@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 // DType is the Starlark value of a tensor element type (fp32, bf16, ...).
 // Its type name is "dtype"; it has .name and .bits.
-type DType struct{ d units.DType }
+type DType struct{ D units.DType }
 
 var (
 	_ starlark.HasAttrs   = DType{}
@@ -22,13 +22,13 @@ var (
 func NewDType(d units.DType) DType { return DType{d} }
 
 // SimDType is the wrapped sim.DType.
-func (x DType) SimDType() units.DType { return x.d }
+func (x DType) SimDType() units.DType { return x.D }
 
-func (x DType) String() string        { return x.d.Name() }
+func (x DType) String() string        { return x.D.Name() }
 func (x DType) Type() string          { return "dtype" }
 func (x DType) Freeze()               {}
 func (x DType) Truth() starlark.Bool  { return starlark.True }
-func (x DType) Hash() (uint32, error) { return uint32(x.d) * 2654435761, nil }
+func (x DType) Hash() (uint32, error) { return uint32(x.D) * 2654435761, nil }
 
 var dtypeAttrNames = []string{"bits", "name"}
 
@@ -37,9 +37,9 @@ func (x DType) AttrNames() []string { return dtypeAttrNames }
 func (x DType) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "name":
-		return starlark.String(x.d.Name()), nil
+		return starlark.String(x.D.Name()), nil
 	case "bits":
-		return starlark.MakeInt(x.d.Bits()), nil
+		return starlark.MakeInt(x.D.Bits()), nil
 	}
 	return nil, nil
 }
@@ -48,9 +48,9 @@ func (x DType) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, 
 	yd := y.(DType)
 	switch op {
 	case syntax.EQL:
-		return x.d == yd.d, nil
+		return x.D == yd.D, nil
 	case syntax.NEQ:
-		return x.d != yd.d, nil
+		return x.D != yd.D, nil
 	}
 	return false, fmt.Errorf("%s %s %s not supported", x.Type(), op, y.Type())
 }
@@ -74,7 +74,7 @@ func (x *DType) Unpack(v starlark.Value) error {
 }
 
 // dtypeBuiltins: fp32 tf32 bf16 fp16 fp8 int8 nf4.
-func dtypeBuiltins() []Builtin {
+func DtypeBuiltins() []Builtin {
 	docs := map[units.DType]string{
 		units.FP32: "fp32 is 32-bit IEEE float, PyTorch's default dtype for weights and optimizer states.",
 		units.TF32: "tf32 is fp32 storage (32 bits) with TensorFloat-32 matmuls; memory as fp32.",

@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"fmt"
@@ -25,12 +25,12 @@ const (
 	progressWidth = 30
 )
 
-func newProgress(w io.Writer, what string, total int) *progress {
+func NewProgress(w io.Writer, what string, total int) *progress {
 	return &progress{w: w, what: what, total: total, start: time.Now()}
 }
 
 // set reports done of total; callers serialize their calls.
-func (p *progress) set(done int) {
+func (p *progress) Set(done int) {
 	if p.w == nil || p.total <= 1 {
 		return
 	}
@@ -44,10 +44,10 @@ func (p *progress) set(done int) {
 }
 
 // setTotal changes the expected total (a search learns it as it goes).
-func (p *progress) setTotal(total int) { p.total = total }
+func (p *progress) SetTotal(total int) { p.total = total }
 
 // finish clears the bar.
-func (p *progress) finish() {
+func (p *progress) Finish() {
 	if p.w != nil && p.drawn {
 		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", len(p.what)+progressWidth+24))
 	}

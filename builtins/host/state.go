@@ -1,10 +1,11 @@
-package builtins
+package host
 
 import (
 	"context"
 	"fmt"
 	"io"
 
+	"github.com/memsh/memsh/sim/replay"
 	"go.starlark.net/starlark"
 )
 
@@ -30,10 +31,21 @@ type State struct {
 	Emit func(thread *starlark.Thread, e Emitted) error
 	// Simulated, when set, is called with each report simulate() returns
 	// (memsh plot draws the last one when the script emits none).
-	Simulated func(r *Report)
+	Simulated func(r Simulation)
 	// Progress, when set, receives progress bars of long sweeps and
 	// searches (the CLI sets it to stderr on a terminal); nil draws none.
 	Progress io.Writer
+}
+
+// Simulation is a report simulate() returned, as the host that runs the
+// script sees it (memsh plot draws the last one when the script emits
+// none).
+type Simulation interface {
+	Renderer
+	// Title names the plan: "llama-2-7b on A100-80GB: batch 1 x seq 2048, ...".
+	Title() string
+	// WithTimeline is the report replayed again with its timeline.
+	WithTimeline() (*replay.Report, error)
 }
 
 // Attach stores s in thread's locals. Call it before execution starts.
@@ -58,4 +70,17 @@ func ReadScriptFile(thread *starlark.Thread, name string) ([]byte, error) {
 		return nil, fmt.Errorf("cannot read %q: file access is not available here", name)
 	}
 	return st.ReadFile(CallerPos(thread).Filename(), name)
+}
+
+// Renderer is a value that prints as a table: reports, and whatever else
+// wants print() and the REPL to show it with colour on a terminal.
+type Renderer interface {
+	Render(w io.Writer, color bool) error
+}
+
+// Simulate records r as the run's latest report (State.Simulated).
+func (s *State) Simulate(r Simulation) {
+	if s.Simulated != nil {
+		s.Simulated(r)
+	}
 }

@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package builtins
+package host
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 )
 
 // unitBuiltins: byte units as plain ints, and fmt_bytes.
-func unitBuiltins() []Builtin {
+func UnitBuiltins() []Builtin {
 	unit := func(name string, n int64, doc string) Builtin {
 		return Builtin{Name: name, Sig: name, Doc: doc, Value: starlark.MakeInt64(n)}
 	}
@@ -50,3 +50,10 @@ func fmtBytes(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwar
 	}
 	return starlark.String(units.FormatBytes(v)), nil
 }
+
+// Column units, for rendering and for plots' axis labels.
+const (
+	UnitBytes    = "bytes"    // an int of bytes
+	UnitSeconds  = "seconds"  // a float of seconds
+	UnitFraction = "fraction" // a float from 0 to 1, shown as a percentage
+)
