@@ -10,9 +10,9 @@ import (
 	"go.starlark.net/starlarkstruct"
 )
 
-// tables lists every file's table of builtins. Adding a file of builtins
+// builtinTables lists every file's table of builtins. Adding a file of builtins
 // means adding one line here.
-func tables() [][]host.Builtin {
+func builtinTables() [][]host.Builtin {
 	return [][]host.Builtin{
 		host.UnitBuiltins(),
 		host.DtypeBuiltins(),
@@ -43,7 +43,7 @@ func tables() [][]host.Builtin {
 // All returns every registered builtin, sorted by name.
 func All() []host.Builtin {
 	var all []host.Builtin
-	for _, t := range tables() {
+	for _, t := range builtinTables() {
 		all = append(all, t...)
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].Name < all[j].Name })
@@ -52,7 +52,7 @@ func All() []host.Builtin {
 
 // Lookup returns the builtin with the given (possibly dotted) name.
 func Lookup(name string) (host.Builtin, bool) {
-	for _, t := range tables() {
+	for _, t := range builtinTables() {
 		for _, b := range t {
 			if b.Name == name {
 				return b, true

@@ -133,7 +133,7 @@ func TestTableChart(t *testing.T) {
 		t.Errorf("chart (-want +got):\n%s", d)
 	}
 	// The front is the rows t.pareto returns, in x order.
-	rows := paretoIndexes(tab.rows, tab.index("device_used"), tab.index("step_time"), false, false)
+	rows := paretoIndexes(tab.Rows(), tab.index("device_used"), tab.index("step_time"), false, false)
 	if d := cmp.Diff([]int{1, 3, 2}, rows); d != "" {
 		t.Errorf("front rows (-want +got):\n%s", d)
 	}

@@ -72,7 +72,7 @@ var errNothingToPlot = errors.New("nothing to plot: the script emitted no report
 // simulated.
 func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 	var charts []plot.Chart
-	var tables []string
+	var rendered []string
 	for _, em := range res.emitted {
 		var c plot.Chart
 		var table strings.Builder
@@ -105,7 +105,7 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 			c.Title = em.Label + " · " + c.Title
 		}
 		charts = append(charts, c)
-		tables = append(tables, table.String())
+		rendered = append(rendered, table.String())
 	}
 	if len(charts) == 0 && res.last != nil {
 		sr, err := res.last.WithTimeline()
@@ -117,7 +117,7 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 		if err := res.last.Render(&table, false); err != nil {
 			return err
 		}
-		tables = append(tables, table.String())
+		rendered = append(rendered, table.String())
 	}
 	if len(charts) == 0 {
 		return errNothingToPlot
@@ -125,7 +125,7 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 	if html {
 		sections := make([]plot.Section, len(charts))
 		for i := range charts {
-			sections[i] = plot.Section{Chart: &charts[i], Table: tables[i]}
+			sections[i] = plot.Section{Chart: &charts[i], Table: rendered[i]}
 		}
 		return plot.WriteHTML(w, "memsh: "+script, sections)
 	}
