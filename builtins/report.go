@@ -60,7 +60,7 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	}
 	rep, err := sim.Evaluate(plan.p, core.Options{Timeline: timeline})
 	if err != nil {
-		return nil, host.WithOrigin(err, plan.decl)
+		return nil, host.WithOrigin(err, plan.Decl())
 	}
 	out := NewReport(rep, plan, host.StateOf(thread).Color)
 	host.StateOf(thread).Simulate(out)

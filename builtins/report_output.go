@@ -30,7 +30,7 @@ func (x *Report) WithTimeline() (*replay.Report, error) {
 	}
 	again, err := sim.Evaluate(x.plan.p, core.Options{Timeline: true})
 	if err != nil {
-		return nil, host.WithOrigin(err, x.plan.decl)
+		return nil, host.WithOrigin(err, x.plan.Decl())
 	}
 	for _, r := range append([]*replay.Report{again}, again.Ranks...) {
 		if r.PeakAllocated == x.r.PeakAllocated && r.PeakReserved == x.r.PeakReserved && r.DeviceUsed == x.r.DeviceUsed {

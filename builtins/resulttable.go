@@ -69,7 +69,7 @@ func (t *ResultTable) Notes() []string { return t.notes }
 
 // Column returns the cells of the named column.
 func (t *ResultTable) Column(name string) ([]starlark.Value, bool) {
-	j := t.index(name)
+	j := t.columnIndex(name)
 	if j < 0 {
 		return nil, false
 	}
@@ -80,7 +80,7 @@ func (t *ResultTable) Column(name string) ([]starlark.Value, bool) {
 	return out, true
 }
 
-func (t *ResultTable) index(name string) int {
+func (t *ResultTable) columnIndex(name string) int {
 	for j, c := range t.columns {
 		if c == name {
 			return j
@@ -188,18 +188,18 @@ func (t *ResultTable) Attr(name string) (starlark.Value, error) {
 }
 
 // String renders the table as print(t) shows it.
-func (t *ResultTable) String() string { return strings.TrimSuffix(t.render(t.color), "\n") }
+func (t *ResultTable) String() string { return strings.TrimSuffix(t.renderText(t.color), "\n") }
 
 // Render writes the table to w.
 func (t *ResultTable) Render(w io.Writer, color bool) error {
-	_, err := io.WriteString(w, t.render(color))
+	_, err := io.WriteString(w, t.renderText(color))
 	return err
 }
 
 // render lays the table out: the title, a header, one line per row
 // (columns of plans, reports and other values that do not fit a cell are
 // left out), and the notes.
-func (t *ResultTable) render(color bool) string {
+func (t *ResultTable) renderText(color bool) string {
 	var b strings.Builder
 	if t.title != "" {
 		b.WriteString(host.Paint(color, host.StyleBold, t.title) + "\n")

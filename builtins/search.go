@@ -160,7 +160,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, host.StopError(ctx, "search", "")
 		}
-		return nil, host.WithOrigin(err, base.decl)
+		return nil, host.WithOrigin(err, base.Decl())
 	}
 
 	columns := []string{"tp", "pp", "cp", "ep", "dp", "sharding", "micro_batch", "micro_batches", "schedule",

@@ -153,7 +153,7 @@ func (t *ResultTable) defaultX(y string) string {
 
 func (t *ResultTable) defaultY(x string) string {
 	for _, c := range defaultY {
-		if j := t.index(c); j >= 0 && c != x && t.isNumeric(j) {
+		if j := t.columnIndex(c); j >= 0 && c != x && t.isNumeric(j) {
 			return c
 		}
 	}
@@ -170,7 +170,7 @@ func (t *ResultTable) defaultY(x string) string {
 // False, on the front where t.pareto(spec.X, spec.Y) keeps the row,
 // joined by lines when x is a key column (a swept axis).
 func (t *ResultTable) Chart(spec host.ChartSpec) (*plot.TableChart, error) {
-	jx, jy := t.index(spec.X), t.index(spec.Y)
+	jx, jy := t.columnIndex(spec.X), t.columnIndex(spec.Y)
 	if jx < 0 || jy < 0 {
 		return nil, fmt.Errorf("internal error: chart of columns %q and %q, which the table lacks", spec.X, spec.Y)
 	}
@@ -185,8 +185,8 @@ func (t *ResultTable) Chart(spec host.ChartSpec) (*plot.TableChart, error) {
 	for _, j := range t.keyColumns() {
 		tc.Lines = tc.Lines || j == jx // x was swept: join the points along it
 	}
-	jb := t.index(spec.By)
-	jf := t.index("fits")
+	jb := t.columnIndex(spec.By)
+	jf := t.columnIndex("fits")
 	if jf >= 0 {
 		for _, r := range t.rows {
 			if _, ok := r[jf].(starlark.Bool); ok {

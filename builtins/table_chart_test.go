@@ -133,7 +133,7 @@ func TestTableChart(t *testing.T) {
 		t.Errorf("chart (-want +got):\n%s", d)
 	}
 	// The front is the rows t.pareto returns, in x order.
-	rows := paretoIndexes(tab.Rows(), tab.index("device_used"), tab.index("step_time"), false, false)
+	rows := paretoIndexes(tab.Rows(), tab.columnIndex("device_used"), tab.columnIndex("step_time"), false, false)
 	if d := cmp.Diff([]int{1, 3, 2}, rows); d != "" {
 		t.Errorf("front rows (-want +got):\n%s", d)
 	}
@@ -238,7 +238,7 @@ func TestPrintEmittedTable(t *testing.T) {
 	if err := PrintEmitted(&b, host.Emitted{Value: tab, Label: "tp"}, false); err != nil {
 		t.Fatal(err)
 	}
-	if want := "tp:\n" + tab.render(false); b.String() != want {
+	if want := "tp:\n" + tab.renderText(false); b.String() != want {
 		t.Errorf("printed (-want +got):\n%s", cmp.Diff(want, b.String()))
 	}
 }

@@ -41,7 +41,7 @@ func tableRender(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
 		return nil, err
 	}
-	return starlark.String(receiver(b).render(false)), nil
+	return starlark.String(receiver(b).renderText(false)), nil
 }
 
 // column checks a column name argument.
@@ -50,7 +50,7 @@ func (t *ResultTable) column(what string, v starlark.Value) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("%s must be a column name (got %s)", what, v.Type())
 	}
-	j := t.index(string(s))
+	j := t.columnIndex(string(s))
 	if j < 0 {
 		return 0, host.WithHint(fmt.Errorf("table has no column %q (columns: %s)", string(s), strings.Join(t.columns, ", ")), host.DidYouMean(string(s), t.columns))
 	}
