@@ -132,7 +132,7 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		}
 	}
 	st := host.StateOf(thread)
-	reports, err := simulateAll(st, plans, planErrs, "sweep")
+	reps, err := simulateAll(st, plans, planErrs, "sweep")
 	if err != nil {
 		return nil, err
 	}
@@ -164,8 +164,8 @@ func sweepFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			row = append(row, a.values[combo[k]])
 		}
 		var rep *Report
-		if reports[i] != nil {
-			rep = NewReport(reports[i], plans[i], st.Color)
+		if reps[i] != nil {
+			rep = NewReport(reps[i], plans[i], st.Color)
 		}
 		row = append(row, reportFigures(rep)...)
 		if anyErr {
@@ -356,7 +356,7 @@ func simulateAll(st *host.State, plans []*Plan, planErrs []error, what string) (
 		ctx = context.Background()
 	}
 	n := len(plans)
-	reports := make([]*replay.Report, n)
+	reps := make([]*replay.Report, n)
 	errs := make([]error, n)
 	bar := host.NewProgress(st.Progress, what, n)
 	defer bar.Finish()
@@ -369,7 +369,7 @@ func simulateAll(st *host.State, plans []*Plan, planErrs []error, what string) (
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				reports[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), core.Options{})
+				reps[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), core.Options{})
 				mu.Lock()
 				done++
 				bar.Set(done)
@@ -406,5 +406,5 @@ feed:
 		}
 		planErrs[i] = err
 	}
-	return reports, nil
+	return reps, nil
 }
