@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/reports"
+	"github.com/memsh/memsh/builtins/tables"
 	"go.starlark.net/starlark"
 )
 
@@ -53,13 +55,13 @@ func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	default:
 		return nil, fmt.Errorf("label must be a string (got %s)", label.Type())
 	}
-	if t, ok := v.(*ResultTable); ok {
-		spec, err := t.chartSpec(x, y, by, pareto)
+	if t, ok := v.(*tables.ResultTable); ok {
+		spec, err := t.ChartSpec(x, y, by, pareto)
 		if err != nil {
 			return nil, err
 		}
 		e.Chart = spec
-	} else if !isNone(x) || !isNone(y) || !isNone(by) || pareto {
+	} else if !tables.IsNone(x) || !tables.IsNone(y) || !tables.IsNone(by) || pareto {
 		return nil, fmt.Errorf("x, y, by and pareto choose the chart of a table from sweep() or search(), not of a %s", v.Type())
 	}
 	if err := Emit(thread, e); err != nil {
@@ -72,10 +74,10 @@ func emitFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 // run's State.Emit, or prints it to State.Out when the host set none.
 func Emit(thread *starlark.Thread, e host.Emitted) error {
 	switch v := e.Value.(type) {
-	case *Report:
-	case *ResultTable:
+	case *reports.Report:
+	case *tables.ResultTable:
 		if e.Chart == nil { // a table main() returns: the default chart
-			e.Chart, _ = v.chartSpec(nil, nil, nil, false)
+			e.Chart, _ = v.ChartSpec(nil, nil, nil, false)
 		}
 	default:
 		if _, err := host.EncodeJSON(thread, e.Value); err != nil {
@@ -95,7 +97,7 @@ func Emit(thread *starlark.Thread, e host.Emitted) error {
 func PrintEmitted(w io.Writer, e host.Emitted, color bool) error {
 	var text string
 	switch v := e.Value.(type) {
-	case *Report, *ResultTable:
+	case *reports.Report, *tables.ResultTable:
 		var b strings.Builder
 		if err := v.(host.Renderer).Render(&b, color); err != nil {
 			return err
@@ -111,7 +113,7 @@ func PrintEmitted(w io.Writer, e host.Emitted, color bool) error {
 	}
 	if e.Label != "" {
 		switch e.Value.(type) {
-		case *Report, *ResultTable:
+		case *reports.Report, *tables.ResultTable:
 		default:
 			text = e.Label + ": " + text
 		}

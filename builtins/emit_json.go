@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/reports"
+	"github.com/memsh/memsh/builtins/tables"
 	"github.com/memsh/memsh/jsondoc"
 	"go.starlark.net/starlark"
 )
@@ -17,14 +19,14 @@ import (
 // t.as_dicts(); any other value is written as json.encode writes it.
 func JSONDocument(thread *starlark.Thread, e host.Emitted) ([]byte, error) {
 	doc := jsondoc.Doc{Version: jsondoc.Version, Label: e.Label, At: host.PosString(e.At)}
-	if r, ok := e.Value.(*Report); ok {
+	if r, ok := e.Value.(*reports.Report); ok {
 		rep, err := ReportDocument(thread, r)
 		if err != nil {
 			return nil, err
 		}
 		doc.Kind, doc.Report = jsondoc.KindReport, rep
-	} else if t, ok := e.Value.(*ResultTable); ok {
-		tab, err := TableDocument(thread, t, e.Chart)
+	} else if t, ok := e.Value.(*tables.ResultTable); ok {
+		tab, err := tables.TableDocument(thread, t, e.Chart)
 		if err != nil {
 			return nil, err
 		}
@@ -47,8 +49,8 @@ func JSONDocument(thread *starlark.Thread, e host.Emitted) ([]byte, error) {
 
 // ReportDocument converts r to the schema's Report through r.as_dict(),
 // so that the JSON and the Starlark dict cannot disagree.
-func ReportDocument(thread *starlark.Thread, r *Report) (*jsondoc.Report, error) {
-	s, err := host.EncodeJSON(thread, r.asDict())
+func ReportDocument(thread *starlark.Thread, r *reports.Report) (*jsondoc.Report, error) {
+	s, err := host.EncodeJSON(thread, r.AsDict())
 	if err != nil {
 		return nil, fmt.Errorf("internal error: report as JSON: %v", err)
 	}

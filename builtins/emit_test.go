@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/reports"
 	"github.com/memsh/memsh/jsondoc"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
@@ -38,8 +39,8 @@ emit([1, 2])
 		t.Fatal(err)
 	}
 	got := out.String()
-	table := g["r"].(*Report).String() + "\n"
-	peak := g["r"].(*Report).SimReport().PeakAllocated
+	table := g["r"].(*reports.Report).String() + "\n"
+	peak := g["r"].(*reports.Report).SimReport().PeakAllocated
 	want := table + "again:\n" + table + fmt.Sprintf("figures: {\"peak\": %d}\n", peak) + "a string\n[1, 2]\n"
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("printed (-want +got):\n%s", d)
@@ -97,7 +98,7 @@ t = simulate(p, timeline = True)
 	}
 	for _, name := range []string{"t", "small"} {
 		t.Run(name, func(t *testing.T) {
-			x := g[name].(*Report)
+			x := g[name].(*reports.Report)
 			thread := &starlark.Thread{}
 			(&host.State{}).Attach(thread)
 			line, err := JSONDocument(thread, host.Emitted{Value: x, Label: "l", At: syntax.MakePosition(&[]string{"e.star"}[0], 3, 1)})
@@ -123,7 +124,7 @@ t = simulate(p, timeline = True)
 
 // wantDocument is the schema's form of a report, field by field from the
 // Go report.
-func wantDocument(x *Report) jsondoc.Report {
+func wantDocument(x *reports.Report) jsondoc.Report {
 	r := x.SimReport()
 	alloc := func(a replay.Alloc) jsondoc.Alloc {
 		return jsondoc.Alloc{Tensor: a.Tensor, Op: a.Op, Shape: append([]int64{}, a.Shape...), DType: a.DType.Name(), Bytes: a.Bytes, Why: a.Why, Phase: a.Phase.String()}
@@ -131,13 +132,13 @@ func wantDocument(x *Report) jsondoc.Report {
 	// Time figures are null without a finite step time (a GPU without
 	// throughput figures), as in as_dict.
 	f := func(v float64) *float64 {
-		if !x.hasTime() {
+		if !x.HasTime() {
 			return nil
 		}
 		return &v
 	}
 	var comm *int64
-	if x.hasTime() {
+	if x.HasTime() {
 		comm = &r.Traffic.Network
 	}
 	w := jsondoc.Report{
@@ -184,7 +185,7 @@ t = simulate(p, timeline = True)
 	}
 	thread := &starlark.Thread{}
 	(&host.State{}).Attach(thread)
-	rep, err := ReportDocument(thread, g["t"].(*Report))
+	rep, err := ReportDocument(thread, g["t"].(*reports.Report))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func TestSparklineOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := g["r"].(*Report)
+	r := g["r"].(*reports.Report)
 	for _, color := range []bool{false, true} {
 		var b strings.Builder
 		if err := r.Render(&b, color); err != nil {
@@ -247,8 +248,8 @@ func TestSparklineOnTerminal(t *testing.T) {
 			}
 			continue
 		}
-		if n := len([]rune(spark)); n != sparkWidth {
-			t.Errorf("sparkline has %d columns, want %d: %q", n, sparkWidth, spark)
+		if n := len([]rune(spark)); n != reports.SparkWidth {
+			t.Errorf("sparkline has %d columns, want %d: %q", n, reports.SparkWidth, spark)
 		}
 		if !strings.ContainsRune(spark, '█') {
 			t.Errorf("sparkline never reaches the peak: %q", spark)
@@ -263,7 +264,7 @@ t = simulate(p, timeline = True)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, tl := g["r"].(*Report), g["t"].(*Report)
+	r, tl := g["r"].(*reports.Report), g["t"].(*reports.Report)
 	got, err := r.WithTimeline()
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package builtins
 import (
 	"testing"
 
+	"github.com/memsh/memsh/builtins/plans"
 	"go.starlark.net/starlark"
 )
 
@@ -45,7 +46,7 @@ func TestGPU(t *testing.T) {
 }
 
 func TestGPUUnpack(t *testing.T) {
-	var g GPU
+	var g plans.GPU
 	if err := g.Unpack(starlark.String("h200")); err != nil || g.Device().Name != "H200" {
 		t.Fatalf("Unpack(h200) = %v, %v", g, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
 	"github.com/memsh/memsh/sim/nn"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -112,7 +113,7 @@ func TestAttentionDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := v.(*Layer).Sim().(*nn.Attention)
+			a := v.(*models.Layer).Sim().(*nn.Attention)
 			if a.FusedQKV != tc.fused || a.SoftmaxFP32 != tc.smFP32 || a.KVHeads != tc.kv || a.Impl != "flash" || !a.Causal {
 				t.Errorf("got %+v", a)
 			}
@@ -131,7 +132,7 @@ func TestLayerDecl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := host.PosString(g["l"].(*Layer).Decl()); got != "m.star:2:11" {
+	if got := host.PosString(g["l"].(*models.Layer).Decl()); got != "m.star:2:11" {
 		t.Errorf("decl = %s, want m.star:2:11", got)
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
+	"github.com/memsh/memsh/builtins/plans"
+	"github.com/memsh/memsh/builtins/reports"
+	"github.com/memsh/memsh/builtins/tables"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
 )
@@ -16,27 +20,27 @@ func builtinTables() [][]host.Builtin {
 	return [][]host.Builtin{
 		host.UnitBuiltins(),
 		host.DtypeBuiltins(),
-		gpuBuiltins(),
+		plans.GpuBuiltins(),
 		host.ModuleBuiltins(),
-		layerBuiltins(),
-		modelBuiltins(),
-		precisionBuiltins(),
-		optimizerBuiltins(),
-		checkpointBuiltins(),
-		loraBuiltins(),
-		parallelBuiltins(), // cluster; parallel() layouts are in layers_extra.go's entry
-		outputBuiltins(),   // emit, expect
-		planBuiltins(),
-		finetuneBuiltins(), // offload, litgpt
-		reportBuiltins(),
-		tableBuiltins(),
-		tableStepsBuiltins(),
-		hfConfigBuiltins(),
-		extraLayerBuiltins(),
-		graphBuiltins(),
-		graphProcessorBuiltins(), // graph_transformer_processor
-		sweepBuiltins(),          // sweep; the table value is resulttable.go
-		searchBuiltins(),         // search
+		models.LayerBuiltins(),
+		models.ModelBuiltins(),
+		plans.PrecisionBuiltins(),
+		plans.OptimizerBuiltins(),
+		plans.CheckpointBuiltins(),
+		plans.LoraBuiltins(),
+		plans.ParallelBuiltins(), // cluster; parallel() layouts are in layers_extra.go's entry
+		outputBuiltins(),         // emit, expect
+		plans.PlanBuiltins(),
+		plans.FinetuneBuiltins(), // offload, litgpt
+		reports.ReportBuiltins(),
+		models.TableBuiltins(),
+		reports.TableStepsBuiltins(),
+		models.HfConfigBuiltins(),
+		models.ExtraLayerBuiltins(),
+		models.GraphBuiltins(),
+		models.GraphProcessorBuiltins(), // graph_transformer_processor
+		tables.SweepBuiltins(),          // sweep; the table value is resulttable.go
+		tables.SearchBuiltins(),         // search
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/memsh/memsh/builtins/reports"
 	"github.com/memsh/memsh/jsondoc"
 )
 
@@ -18,19 +19,19 @@ import (
 // simulate()'s doc.
 func TestReportFieldsDeclaredOnce(t *testing.T) {
 	var dict, attrs []string
-	doc := simulateDoc()
-	for _, f := range reportFields {
-		if f.doc == "" || !strings.Contains(doc, "- "+f.name+": "+f.doc) {
-			t.Errorf("simulate()'s doc lacks %s", f.name)
+	doc := reports.SimulateDoc()
+	for _, f := range reports.ReportFields {
+		if f.Doc == "" || !strings.Contains(doc, "- "+f.Name+": "+f.Doc) {
+			t.Errorf("simulate()'s doc lacks %s", f.Name)
 		}
-		if f.dict != nil {
-			dict = append(dict, f.name)
+		if f.Dict != nil {
+			dict = append(dict, f.Name)
 		}
-		if f.attr != nil {
-			attrs = append(attrs, f.name)
+		if f.Attr != nil {
+			attrs = append(attrs, f.Name)
 		}
-		if f.attr == nil && f.dict == nil {
-			t.Errorf("field %s is neither an attribute nor in as_dict", f.name)
+		if f.Attr == nil && f.Dict == nil {
+			t.Errorf("field %s is neither an attribute nor in as_dict", f.Name)
 		}
 	}
 	var tags []string
@@ -56,7 +57,7 @@ func TestReportFieldsDeclaredOnce(t *testing.T) {
 			t.Errorf("docs/json.md's report table lacks `%s`", name)
 		}
 	}
-	names := (&Report{}).AttrNames()
+	names := (&reports.Report{}).AttrNames()
 	for _, a := range attrs {
 		if !slices.Contains(names, a) {
 			t.Errorf("attribute %s missing from AttrNames", a)

@@ -7,6 +7,9 @@ import (
 
 	"github.com/fatih/color"
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
+	"github.com/memsh/memsh/builtins/plans"
+	"github.com/memsh/memsh/builtins/reports"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
@@ -80,16 +83,16 @@ func TestSimulateErrorOrigin(t *testing.T) {
 	file := "plan.star"
 	decl := syntax.MakePosition(&file, 7, 5)
 	m := &core.Model{Name: "bad", Layers: []core.Layer{&nn.Embedding{Rows: 10, Dim: 8}, &nn.Linear{In: 16, Out: 8}}, Loss: "none"}
-	a := defaultTrainArgs()
-	a.set("model", NewModel(m, nil, decl))
-	a.set("seq", starlark.MakeInt(4))
-	pv, err := newPlan(a, decl)
+	a := plans.DefaultTrainArgs()
+	a.Set("model", models.NewModel(m, nil, decl))
+	a.Set("seq", starlark.MakeInt(4))
+	pv, err := plans.NewPlan(a, decl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	thread := &starlark.Thread{}
 	(&host.State{}).Attach(thread)
-	_, err = starlark.Call(thread, starlark.NewBuiltin("simulate", simulateFn), starlark.Tuple{pv}, nil)
+	_, err = starlark.Call(thread, starlark.NewBuiltin("simulate", reports.SimulateFn), starlark.Tuple{pv}, nil)
 	var se *units.Error
 	if !errors.As(err, &se) {
 		t.Fatalf("error %v is not a *sim.Error", err)
@@ -133,13 +136,13 @@ func TestBar(t *testing.T) {
 	}{
 		{0, 100, ""},
 		{1, 1 << 40, "▏"},
-		{100, 100, strings.Repeat("█", barWidth)},
-		{50, 100, strings.Repeat("█", barWidth/2)},
-		{1, 8 * barWidth, "▏"},
-		{3, 8 * barWidth, "▍"},
-		{9, 8 * barWidth, "█▏"},
+		{100, 100, strings.Repeat("█", reports.BarWidth)},
+		{50, 100, strings.Repeat("█", reports.BarWidth/2)},
+		{1, 8 * reports.BarWidth, "▏"},
+		{3, 8 * reports.BarWidth, "▍"},
+		{9, 8 * reports.BarWidth, "█▏"},
 	} {
-		if got := bar(tc.n, tc.scale); got != tc.want {
+		if got := reports.Bar(tc.n, tc.scale); got != tc.want {
 			t.Errorf("bar(%d, %d) = %q, want %q", tc.n, tc.scale, got, tc.want)
 		}
 	}

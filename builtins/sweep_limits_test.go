@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/tables"
 	"go.starlark.net/starlark"
 )
 
@@ -42,7 +43,7 @@ func TestFormatCellBeyondInt64(t *testing.T) {
 		{starlark.Float(2e19), host.UnitBytes, "2e+19"},
 	}
 	for _, c := range cases {
-		if got := formatCell(c.v, c.unit); got != c.want {
+		if got := tables.FormatCell(c.v, c.unit); got != c.want {
 			t.Errorf("formatCell(%v, %q) = %q, want %q", c.v, c.unit, got, c.want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/tables"
 	"github.com/memsh/memsh/jsondoc"
 	"github.com/memsh/memsh/plot"
 	"go.starlark.net/starlark"
@@ -19,7 +20,7 @@ import (
 // The front of device_used against step_time (both lower is better),
 // taken in order of device_used: 40 GiB (1.3 s), 50 GiB (0.8 s, faster),
 // 60 GiB (1.0 s, slower than 0.8: off), 90 GiB (0.6 s, faster).
-func chartTable() *ResultTable {
+func chartTable() *tables.ResultTable {
 	const GiB = 1 << 30
 	i := starlark.MakeInt64
 	f := func(x float64) starlark.Value { return starlark.Float(x) }
@@ -29,7 +30,7 @@ func chartTable() *ResultTable {
 		plan := starlark.NewList(nil) // stands for a plan: not plain data
 		return []starlark.Value{i(tp), s(ckpt), starlark.MakeInt(1024), fits, dev, step, mfu, err, plan}
 	}
-	return NewResultTable("sweep of tp (3) x checkpoint (2): 6 plans",
+	return tables.NewResultTable("sweep of tp (3) x checkpoint (2): 6 plans",
 		[]string{"tp", "checkpoint", "seq", "fits", "device_used", "step_time", "mfu", "error", "plan"},
 		[]string{"", "", "", "", host.UnitBytes, host.UnitSeconds, host.UnitFraction, "", ""},
 		[][]starlark.Value{
@@ -43,7 +44,7 @@ func chartTable() *ResultTable {
 }
 
 // emitTable runs src with t predeclared and returns what it emitted.
-func emitTable(t *testing.T, tab *ResultTable, src string) ([]host.Emitted, error) {
+func emitTable(t *testing.T, tab *tables.ResultTable, src string) ([]host.Emitted, error) {
 	t.Helper()
 	var got []host.Emitted
 	st := &host.State{Emit: func(_ *starlark.Thread, e host.Emitted) error { got = append(got, e); return nil }}
@@ -92,7 +93,7 @@ func TestEmitTableChartSpec(t *testing.T) {
 		})
 	}
 	// A table of strings only has no default chart, and says so when asked.
-	words := NewResultTable("", []string{"a", "b"}, nil, [][]starlark.Value{{starlark.String("x"), starlark.String("y")}}, nil)
+	words := tables.NewResultTable("", []string{"a", "b"}, nil, [][]starlark.Value{{starlark.String("x"), starlark.String("y")}}, nil)
 	got, err := emitTable(t, words, `emit(t)`)
 	if err != nil || got[0].Chart != nil {
 		t.Errorf("emit(t) of a table of strings: chart %v, error %v; want none and no error", got[0].Chart, err)
@@ -133,7 +134,7 @@ func TestTableChart(t *testing.T) {
 		t.Errorf("chart (-want +got):\n%s", d)
 	}
 	// The front is the rows t.pareto returns, in x order.
-	rows := paretoIndexes(tab.Rows(), tab.columnIndex("device_used"), tab.columnIndex("step_time"), false, false)
+	rows := tables.ParetoIndexes(tab.Rows(), tab.ColumnIndex("device_used"), tab.ColumnIndex("step_time"), false, false)
 	if d := cmp.Diff([]int{1, 3, 2}, rows); d != "" {
 		t.Errorf("front rows (-want +got):\n%s", d)
 	}
@@ -238,7 +239,7 @@ func TestPrintEmittedTable(t *testing.T) {
 	if err := PrintEmitted(&b, host.Emitted{Value: tab, Label: "tp"}, false); err != nil {
 		t.Fatal(err)
 	}
-	if want := "tp:\n" + tab.renderText(false); b.String() != want {
+	if want := "tp:\n" + tab.RenderText(false); b.String() != want {
 		t.Errorf("printed (-want +got):\n%s", cmp.Diff(want, b.String()))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/plans"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -15,7 +16,7 @@ import (
 // the plan's attributes with the keyword's default, plan.replace() and
 // sweep() axes.
 func TestTrainKeywordsDeclaredOnce(t *testing.T) {
-	sig, doc := trainSig(), trainDoc()
+	sig, doc := plans.TrainSig(), plans.TrainDoc()
 	pre := Predeclared()
 	thread := &starlark.Thread{Name: "test"}
 	(&host.State{}).Attach(thread)
@@ -24,36 +25,36 @@ func TestTrainKeywordsDeclaredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := globals["p"].(*Plan)
+	plan := globals["p"].(*plans.Plan)
 	attrs := plan.AttrNames()
-	for _, k := range trainKeywords {
-		t.Run(k.name, func(t *testing.T) {
-			if k.doc == "" || !strings.Contains(doc, "- "+k.name+": "+k.doc) {
-				t.Errorf("train()'s doc lacks %q", k.name)
+	for _, k := range plans.TrainKeywords {
+		t.Run(k.Name, func(t *testing.T) {
+			if k.Doc == "" || !strings.Contains(doc, "- "+k.Name+": "+k.Doc) {
+				t.Errorf("train()'s doc lacks %q", k.Name)
 			}
-			if k.name == "model" {
+			if k.Name == "model" {
 				return
 			}
-			d := k.sig
+			d := k.Sig
 			if d == "" {
-				d = k.def.String()
+				d = k.Def.String()
 			}
-			if !strings.Contains(sig, ", "+k.name+"="+d) {
-				t.Errorf("signature lacks %s=%s: %s", k.name, d, sig)
+			if !strings.Contains(sig, ", "+k.Name+"="+d) {
+				t.Errorf("signature lacks %s=%s: %s", k.Name, d, sig)
 			}
-			if !slices.Contains(attrs, k.name) {
-				t.Errorf("plan has no attribute %s", k.name)
+			if !slices.Contains(attrs, k.Name) {
+				t.Errorf("plan has no attribute %s", k.Name)
 			}
-			v, err := plan.Attr(k.name)
-			if err != nil || v == nil || !same(v, k.def) {
-				t.Errorf("plan.%s = %v (err %v), want the default %s", k.name, v, err, k.def)
+			v, err := plan.Attr(k.Name)
+			if err != nil || v == nil || !plans.Same(v, k.Def) {
+				t.Errorf("plan.%s = %v (err %v), want the default %s", k.Name, v, err, k.Def)
 			}
 			// replace(name=default) and sweep(name=[default]) take the keyword.
-			env := starlark.StringDict{"p": plan, "v": k.def}
+			env := starlark.StringDict{"p": plan, "v": k.Def}
 			for k2, v2 := range pre {
 				env[k2] = v2
 			}
-			for _, expr := range []string{"p.replace(" + k.name + " = v)", "sweep(p, " + k.name + " = [v])"} {
+			for _, expr := range []string{"p.replace(" + k.Name + " = v)", "sweep(p, " + k.Name + " = [v])"} {
 				if _, err := starlark.EvalOptions(&syntax.FileOptions{}, thread, "test.star", expr, env); err != nil {
 					t.Errorf("%s: %v", expr, err)
 				}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/models"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
@@ -91,14 +91,14 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		return r
 	}
 	for i, p := range pairs {
-		zoo := g["zoo"+strconv.Itoa(i)].(*builtins.Model).Sim()
+		zoo := g["zoo"+strconv.Itoa(i)].(*models.Model).Sim()
 		if got := zoo.Params(); got != p.params {
 			t.Errorf("%s: params %d, want %d", p.zoo, got, p.params)
 		}
 		if p.hf == "" {
 			continue
 		}
-		hfm := g["hf"+strconv.Itoa(i)].(*builtins.Model).Sim()
+		hfm := g["hf"+strconv.Itoa(i)].(*models.Model).Sim()
 		if hfm.Params() != zoo.Params() {
 			t.Errorf("%s: params %d, hf_config(%s) %d", p.zoo, zoo.Params(), p.hf, hfm.Params())
 		}

@@ -1,47 +1,10 @@
-// Package builtins holds memsh's Starlark values and builtin functions: the
-// registry that predeclares them, units and fmt_bytes, dtypes, the GPU
-// catalog, and (later) layers, models, plans and reports. Each concept lives
-// in its own file and wraps immutable sim values.
+// Package host is what every memsh builtin shares: the per-run State a
+// script's threads carry (output, colour, file access, cancellation,
+// progress), the Builtin entry the registry lists, script positions and
+// how engine errors get them (WithOrigin, CallerPos), did-you-mean hints,
+// conversions of Starlark numbers, byte units and dtypes, frozen values,
+// colour (Paint) and doc wrapping.
 //
-// # Adding builtins
-//
-// A file of builtins defines one table and adds one line to tables() in
-// registry.go:
-//
-//	// layers.go
-//	func layerBuiltins() []Builtin {
-//		return []Builtin{{
-//			Name: "linear",
-//			Sig:  "linear(in_features, out_features, bias=False)",
-//			Doc:  "A fully connected layer. ...",
-//			Fn:   linear,
-//		}}
-//	}
-//
-//	// registry.go, in tables():
-//	layerBuiltins(),
-//
-// Name is the user-visible name; a dotted name ("optim.adamw") makes a
-// member of a module value "optim" (add an entry named "optim" with only a
-// Sig and Doc to document the module). Sig starts with the name and reads
-// as a Starlark call (alternatives as impl="flash"|"eager" and "..." are
-// allowed; registry_test.go parses it); the first
-// sentence of Doc is the one-line summary that `memsh doc` lists. An entry
-// has exactly one of Fn (a function) or Value (a constant or module value,
-// which must be immutable: tables are shared by every run).
-//
-// Predeclared wraps every Fn once, turning a Go panic into the error
-// "internal error in NAME: ...". Ordinary errors should not repeat the
-// builtin's name: the traceback names it already. Errors are lower-case,
-// name the offending value and the expected domain, and may be a *sim.Error
-// (WithOrigin adds the declaration position a constructor recorded with
-// CallerPos).
-//
-// Per-run state (output, colour, file access, context) is a *State set on
-// the thread by package lang; builtins reach it with StateOf(thread).
-//
-// builtins imports sim and go.starlark.net. It must not import lang,
-// mutate starlark.Universe, or keep package-level mutable state.
-//
-// Not a stable API: it exists for the memsh command.
+// host imports the engine and go.starlark.net, and no other builtins
+// package.
 package host

@@ -9,8 +9,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/reports"
+	"github.com/memsh/memsh/builtins/tables"
 	"github.com/memsh/memsh/plot"
 )
 
@@ -77,7 +78,7 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 		var c plot.Chart
 		var table strings.Builder
 		switch v := em.Value.(type) {
-		case *builtins.Report:
+		case *reports.Report:
 			sr, err := v.WithTimeline()
 			if err != nil {
 				return err
@@ -86,7 +87,7 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 			if err := v.Render(&table, false); err != nil {
 				return err
 			}
-		case *builtins.ResultTable:
+		case *tables.ResultTable:
 			if em.Chart == nil {
 				return fmt.Errorf("%s: cannot chart the table: it has no two numeric columns", host.PosString(em.At))
 			}

@@ -1,0 +1,479 @@
+package models
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+	"go.starlark.net/starlark"
+)
+
+// layerBuiltins: the building blocks of DESIGN.md section 2.1. Each
+// constructor builds a sim layer, validates it at once (so errors point at
+// the constructor call) and wraps it with NewLayer.
+func LayerBuiltins() []host.Builtin {
+	return []host.Builtin{
+		{
+			Name: "linear",
+			Sig:  "linear(in_features, out_features, bias=False, name=None)",
+			Doc: "A fully connected layer, nn.Linear(in_features, out_features, bias): " +
+				"in_features * out_features weights (+ out_features with bias). It saves its input for backward.",
+			Fn: linearFn,
+		},
+		{
+			Name: "embedding",
+			Sig:  "embedding(rows, dim, name=None)",
+			Doc: "A token embedding, nn.Embedding(rows, dim): rows * dim weights. A model that starts " +
+				"with an embedding reads token ids, so train() needs seq=. Its gradient is dense (rows x dim).",
+			Fn: embeddingFn,
+		},
+		{
+			Name: "layernorm",
+			Sig:  "layernorm(dim, bias=True, name=None)",
+			Doc: "A layer norm over the last dim, nn.LayerNorm(dim): dim weights (+ dim biases). " +
+				"On CUDA its mean and rstd are fp32 and it runs in fp32 under autocast.",
+			Fn: layernormFn,
+		},
+		{
+			Name: "rmsnorm",
+			Sig:  "rmsnorm(dim, name=None)",
+			Doc:  "An RMS norm over the last dim (Llama's LlamaRMSNorm): dim weights, computed in fp32.",
+			Fn:   rmsnormFn,
+		},
+		{
+			Name: "attention",
+			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
+				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, name=None)",
+			Doc: "Multi-head self-attention with q, k, v and output projections. " +
+				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
+				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
+				"\"sdpa\" (torch SDPA as Hugging Face calls it: k and v expanded to all heads first) or " +
+				"\"eager\" (saves the scores' softmax and dropout mask: memory grows with seq²). " +
+				"dropout applies to the attention probabilities and the output projection (GPT-2 placement). " +
+				"rope adds rotary embeddings to q and k. fused_qkv uses one qkv projection (GPT-2's c_attn); " +
+				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
+				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
+				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3). " +
+				"softcap=c soft-caps the scores, c * tanh(scores / c) (Gemma 2's attn_logit_softcapping): " +
+				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel.",
+			Fn: attentionFn,
+		},
+		{
+			Name: "mlp",
+			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, name=None)",
+			Doc: "The transformer feed-forward block. act is gelu, relu, silu, tanh or sigmoid " +
+				"(fc1, act, fc2: 2 * dim * hidden weights) or the gated swiglu or geglu " +
+				"(gate, up, act(gate) * up, down: 3 * dim * hidden weights, as in Llama). dropout drops its output.",
+			Fn: mlpFn,
+		},
+		{
+			Name: "moe",
+			Sig:  "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, name=None)",
+			Doc: "A mixture-of-experts feed-forward block as Hugging Face Mixtral runs it: a linear router " +
+				"(dim x experts), fp32 router softmax, top_k experts per token, each expert an mlp(dim, hidden, act). " +
+				"Routing is taken as balanced. shared_experts adds always-on experts (DeepSeek/Qwen-MoE style) " +
+				"of shared_hidden (default hidden) units each; capacity > 1 pads each expert's tokens by that factor.",
+			Fn: moeFn,
+		},
+		{
+			Name: "dropout",
+			Sig:  "dropout(p, name=None)",
+			Doc:  "Dropout with probability p in [0, 1): saves a one-byte mask per element when p > 0.",
+			Fn:   dropoutFn,
+		},
+		{
+			Name: "act",
+			Sig:  "act(kind, name=None)",
+			Doc:  "An elementwise activation: kind is gelu, relu, silu, tanh or sigmoid.",
+			Fn:   actFn,
+		},
+		{
+			Name: "sequential",
+			Sig:  "sequential(*layers, name=None)",
+			Doc: "Runs layers one after another; a list of layers may be passed as well. " +
+				"name becomes part of every module path below it.",
+			Fn: sequentialFn,
+		},
+		{
+			Name: "repeat",
+			Sig:  "repeat(layer, n, name=None)",
+			Doc: "n copies of layer (the transformer blocks), named name.0 ... name.(n-1) " +
+				"(name defaults to \"layers\"). Each copy is a block for checkpoint=\"full\" and checkpoint(every=k).",
+			Fn: repeatFn,
+		},
+		{
+			Name: "residual",
+			Sig:  "residual(layer, name=None)",
+			Doc:  "x + layer(x): a residual connection around layer, which must keep the width.",
+			Fn:   residualFn,
+		},
+	}
+}
+
+// newLayer validates l (named by its label, else its kind) and wraps it
+// with the caller's position. A validation error is raised by the
+// constructor call itself, so it needs no separate declaration position.
+func newLayer(thread *starlark.Thread, l core.Layer) (starlark.Value, error) {
+	path := l.Label()
+	if path == "" {
+		path = l.Kind()
+	}
+	if err := core.ValidateLayer(l, path); err != nil {
+		return nil, err
+	}
+	return NewLayer(l, host.CallerPos(thread)), nil
+}
+
+// optName unpacks name=None|string.
+func optName(v starlark.Value) (string, error) {
+	switch v := v.(type) {
+	case nil, starlark.NoneType:
+		return "", nil
+	case starlark.String:
+		if v == "" {
+			return "", fmt.Errorf("name must not be empty (pass None for no name)")
+		}
+		return string(v), nil
+	}
+	return "", fmt.Errorf("name must be a string or None (got %s)", v.Type())
+}
+
+// optInt unpacks an int argument that may be None (returning def).
+func OptInt(v starlark.Value, what string, def int64) (int64, error) {
+	if v == nil || v == starlark.None {
+		return def, nil
+	}
+	return host.AsInt64(v, what)
+}
+
+// optBool unpacks a bool argument that may be None (returning def).
+func optBool(v starlark.Value, what string, def bool) (bool, error) {
+	switch v := v.(type) {
+	case nil, starlark.NoneType:
+		return def, nil
+	case starlark.Bool:
+		return bool(v), nil
+	}
+	return false, fmt.Errorf("%s must be True, False or None (got %s)", what, v.Type())
+}
+
+// intArg is one required int argument: its value, its name, where it goes.
+type intArg struct {
+	v    starlark.Value
+	what string
+	dst  *int64
+}
+
+// ints converts several int arguments at once.
+func ints(args ...intArg) error {
+	for _, a := range args {
+		n, err := host.AsInt64(a.v, a.what)
+		if err != nil {
+			return err
+		}
+		*a.dst = n
+	}
+	return nil
+}
+
+// asLayer unwraps a layer argument.
+func asLayer(v starlark.Value, what string) (core.Layer, error) {
+	if l, ok := v.(*Layer); ok {
+		return l.Sim(), nil
+	}
+	return nil, fmt.Errorf("%s must be a layer (got %s)", what, v.Type())
+}
+
+func linearFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var in, out, name starlark.Value
+	var bias bool
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "in_features", &in, "out_features", &out, "bias?", &bias, "name?", &name); err != nil {
+		return nil, err
+	}
+	l := &nn.Linear{Bias: bias}
+	if err := ints(intArg{in, "in_features", &l.In}, intArg{out, "out_features", &l.Out}); err != nil {
+		return nil, err
+	}
+	var err error
+	if l.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, l)
+}
+
+func embeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var rows, dim, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows, "dim", &dim, "name?", &name); err != nil {
+		return nil, err
+	}
+	e := &nn.Embedding{}
+	if err := ints(intArg{rows, "rows", &e.Rows}, intArg{dim, "dim", &e.Dim}); err != nil {
+		return nil, err
+	}
+	var err error
+	if e.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, e)
+}
+
+func layernormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, name starlark.Value
+	bias := true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "bias?", &bias, "name?", &name); err != nil {
+		return nil, err
+	}
+	return normLayer(thread, dim, name, false, bias)
+}
+
+func rmsnormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "name?", &name); err != nil {
+		return nil, err
+	}
+	return normLayer(thread, dim, name, true, false)
+}
+
+func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool) (starlark.Value, error) {
+	n := &nn.Norm{RMS: rms, Bias: bias}
+	if err := ints(intArg{dim, "dim", &n.Dim}); err != nil {
+		return nil, err
+	}
+	var err error
+	if n.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, n)
+}
+
+func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, name starlark.Value
+	var qkvBias, outBias, rope, qkNorm bool
+	impl, causal := "flash", true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
+		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
+		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
+		"qk_norm?", &qkNorm, "softcap?", &softcap, "name?", &name); err != nil {
+		return nil, err
+	}
+	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm}
+	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.KVHeads, err = OptInt(kvHeads, "kv_heads", 0); err != nil {
+		return nil, err
+	}
+	if kvHeads != nil && kvHeads != starlark.None && a.KVHeads <= 0 {
+		return nil, fmt.Errorf("kv_heads must be positive (got %d)", a.KVHeads)
+	}
+	if a.HeadDim, err = OptInt(headDim, "head_dim", 0); err != nil {
+		return nil, err
+	}
+	if headDim != nil && headDim != starlark.None && a.HeadDim <= 0 {
+		return nil, fmt.Errorf("attention: head_dim must be positive (got %d)", a.HeadDim)
+	}
+	if a.Dropout, err = OptProb(dropout, "dropout"); err != nil {
+		return nil, err
+	}
+	mha := a.KVHeads == 0 || a.KVHeads == a.Heads
+	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qkNorm && mha); err != nil {
+		return nil, err
+	}
+	if a.SoftmaxFP32, err = optBool(smFP32, "softmax_fp32", rope); err != nil {
+		return nil, err
+	}
+	if softcap != nil && softcap != starlark.None {
+		if a.Softcap, err = host.AsFloat(softcap, "softcap"); err != nil {
+			return nil, err
+		}
+		if !(a.Softcap > 0) {
+			return nil, fmt.Errorf("attention: softcap must be positive (got %g; None for no cap)", a.Softcap)
+		}
+	}
+	if a.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, a)
+}
+
+// optProb unpacks a probability (0.0 when absent); the range is checked
+// by the sim layer.
+func OptProb(v starlark.Value, what string) (float64, error) {
+	if v == nil || v == starlark.None {
+		return 0, nil
+	}
+	return host.AsFloat(v, what)
+}
+
+func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, hidden, dropout, name starlark.Value
+	var bias bool
+	act := "gelu"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
+		"act?", &act, "bias?", &bias, "dropout?", &dropout, "name?", &name); err != nil {
+		return nil, err
+	}
+	m := &nn.MLP{Act: act, Bias: bias}
+	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}); err != nil {
+		return nil, err
+	}
+	var err error
+	if m.Dropout, err = OptProb(dropout, "dropout"); err != nil {
+		return nil, err
+	}
+	if m.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, m)
+}
+
+func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, hidden, experts, topK, shared, sharedHidden, capacity, name starlark.Value
+	act := "swiglu"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
+		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
+		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "name?", &name); err != nil {
+		return nil, err
+	}
+	m := &nn.MoE{Act: act}
+	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}, intArg{experts, "experts", &m.Experts}, intArg{topK, "top_k", &m.TopK}); err != nil {
+		return nil, err
+	}
+	var err error
+	if m.SharedExperts, err = OptInt(shared, "shared_experts", 0); err != nil {
+		return nil, err
+	}
+	if m.SharedExperts < 0 {
+		return nil, fmt.Errorf("shared_experts must not be negative (got %d)", m.SharedExperts)
+	}
+	if m.SharedHidden, err = OptInt(sharedHidden, "shared_hidden", 0); err != nil {
+		return nil, err
+	}
+	if sharedHidden != nil && sharedHidden != starlark.None && m.SharedHidden <= 0 {
+		return nil, fmt.Errorf("shared_hidden must be positive (got %d)", m.SharedHidden)
+	}
+	if capacity != nil && capacity != starlark.None {
+		if m.Capacity, err = host.AsFloat(capacity, "capacity"); err != nil {
+			return nil, err
+		}
+		if m.Capacity < 1 {
+			return nil, fmt.Errorf("moe: capacity must be at least 1.0 (got %g)", m.Capacity)
+		}
+	}
+	if m.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, m)
+}
+
+func dropoutFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var p, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "p", &p, "name?", &name); err != nil {
+		return nil, err
+	}
+	d := &nn.Dropout{}
+	var err error
+	if d.P, err = host.AsFloat(p, "p"); err != nil {
+		return nil, err
+	}
+	if d.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, d)
+}
+
+func actFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var kind string
+	var name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "kind", &kind, "name?", &name); err != nil {
+		return nil, err
+	}
+	a := &nn.Act{Fn: kind}
+	var err error
+	if a.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, a)
+}
+
+// layerList flattens layer arguments, allowing lists and tuples of layers.
+func layerList(args starlark.Tuple, what string) ([]core.Layer, error) {
+	var out []core.Layer
+	for i, v := range args {
+		if seq, ok := v.(starlark.Indexable); ok {
+			if _, isStr := v.(starlark.String); !isStr {
+				for j := 0; j < seq.Len(); j++ {
+					l, err := asLayer(seq.Index(j), fmt.Sprintf("%s[%d][%d]", what, i, j))
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, l)
+				}
+				continue
+			}
+		}
+		l, err := asLayer(v, fmt.Sprintf("%s[%d]", what, i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func sequentialFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "name?", &name); err != nil {
+		return nil, err
+	}
+	layers, err := layerList(args, "layers")
+	if err != nil {
+		return nil, err
+	}
+	if len(layers) == 0 {
+		return nil, fmt.Errorf("sequential needs at least one layer")
+	}
+	s := &core.Sequential{Layers: layers}
+	if s.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, s)
+}
+
+func repeatFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var layer, n, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "layer", &layer, "n", &n, "name?", &name); err != nil {
+		return nil, err
+	}
+	l, err := asLayer(layer, "layer")
+	if err != nil {
+		return nil, err
+	}
+	r := &core.Repeat{Layer: l}
+	if r.N, err = host.AsInt64(n, "n"); err != nil {
+		return nil, err
+	}
+	if r.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, r)
+}
+
+func residualFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var layer, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "layer", &layer, "name?", &name); err != nil {
+		return nil, err
+	}
+	l, err := asLayer(layer, "layer")
+	if err != nil {
+		return nil, err
+	}
+	r := &core.Residual{Layer: l}
+	if r.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, r)
+}

@@ -1,0 +1,114 @@
+package models
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/nn"
+	"go.starlark.net/starlark"
+)
+
+// extraLayerBuiltins: the layer kinds some Hugging Face families need
+// beyond DESIGN.md 2.1 (learned positions, parallel blocks, Gemma's
+// embedding scale, BERT's pooler). hf_config builds the same sim layers.
+func ExtraLayerBuiltins() []host.Builtin {
+	return []host.Builtin{
+		{
+			Name: "add_embedding",
+			Sig:  "add_embedding(rows, dim, per_sample=False, max_seq=None, name=None)",
+			Doc: "Adds a learned table lookup to the hidden states: learned position embeddings " +
+				"(GPT-2's wpe, OPT, BERT) or BERT's token-type embeddings, rows * dim weights. " +
+				"per_sample looks up one row of ids per sequence (OPT's positions, BERT's token types) " +
+				"instead of one [1, seq] row broadcast over the batch (GPT-2's and BERT's positions). " +
+				"max_seq is the longest sequence the table serves (a longer seq= is an error); " +
+				"by default any, as for token types.",
+			Fn: addEmbeddingFn,
+		},
+		{
+			Name: "scale",
+			Sig:  "scale(factor, name=None)",
+			Doc: "Multiplies by a constant, with no parameters: Gemma's embedding normaliser, " +
+				"scale(math.sqrt(dim)) after the embedding. Its output is a new tensor of the input's size.",
+			Fn: scaleFn,
+		},
+		{
+			Name: "pooler",
+			Sig:  "pooler(dim, name=None)",
+			Doc: "BERT's pooler: the first token's hidden state through a dim x dim linear with bias and tanh " +
+				"(dim * dim + dim weights); the output has one row per sequence.",
+			Fn: poolerFn,
+		},
+	}
+}
+
+func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var rows, dim, maxSeq, name starlark.Value
+	var perSample bool
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rows, "dim", &dim,
+		"per_sample?", &perSample, "max_seq?", &maxSeq, "name?", &name); err != nil {
+		return nil, err
+	}
+	e := &nn.AddEmbedding{PerSample: perSample}
+	if err := ints(intArg{rows, "rows", &e.Rows}, intArg{dim, "dim", &e.Dim}); err != nil {
+		return nil, err
+	}
+	var err error
+	if e.MaxSeq, err = OptInt(maxSeq, "max_seq", 0); err != nil {
+		return nil, err
+	}
+	if maxSeq != nil && maxSeq != starlark.None && e.MaxSeq <= 0 {
+		return nil, fmt.Errorf("max_seq must be positive (got %d)", e.MaxSeq)
+	}
+	if e.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, e)
+}
+
+func ParallelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "name?", &name); err != nil {
+		return nil, err
+	}
+	branches, err := layerList(args, "branches")
+	if err != nil {
+		return nil, err
+	}
+	p := &nn.Parallel{Branches: branches}
+	if p.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, p)
+}
+
+func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var factor, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "name?", &name); err != nil {
+		return nil, err
+	}
+	s := &nn.Scale{}
+	var err error
+	if s.Factor, err = host.AsFloat(factor, "factor"); err != nil {
+		return nil, err
+	}
+	if s.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, s)
+}
+
+func poolerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "name?", &name); err != nil {
+		return nil, err
+	}
+	p := &nn.Pooler{}
+	if err := ints(intArg{dim, "dim", &p.Dim}); err != nil {
+		return nil, err
+	}
+	var err error
+	if p.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, p)
+}

@@ -1,0 +1,194 @@
+package models
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/core"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Model is the Starlark value of a whole network (type "model"): layers,
+// an optional output head to the vocabulary, and the loss.
+type Model struct {
+	M      *core.Model
+	layers starlark.Tuple // the layer values as given (with their positions)
+	decl   syntax.Position
+}
+
+var (
+	_ starlark.HasAttrs   = (*Model)(nil)
+	_ starlark.Comparable = (*Model)(nil)
+)
+
+// NewModel wraps m, declared at decl. layers are the layer values of
+// m.Layers (nil to wrap each sim layer at decl).
+func NewModel(m *core.Model, layers starlark.Tuple, decl syntax.Position) *Model {
+	if layers == nil {
+		for _, l := range m.Layers {
+			layers = append(layers, NewLayer(l, decl))
+		}
+	}
+	return &Model{M: m, layers: layers, decl: decl}
+}
+
+// Sim returns the wrapped sim.Model.
+func (x *Model) Sim() *core.Model { return x.M }
+
+// Decl is where the model was built.
+func (x *Model) Decl() syntax.Position { return x.decl }
+
+func (x *Model) Type() string         { return "model" }
+func (x *Model) Freeze()              {}
+func (x *Model) Truth() starlark.Bool { return starlark.True }
+func (x *Model) Hash() (uint32, error) {
+	return 0, fmt.Errorf("unhashable type: model")
+}
+
+func (x *Model) String() string {
+	return fmt.Sprintf("model(%q, params=%d)", x.M.Name, x.M.Params())
+}
+
+func (x *Model) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	o := y.(*Model)
+	switch op {
+	case syntax.EQL:
+		return x.M == o.M, nil
+	case syntax.NEQ:
+		return x.M != o.M, nil
+	}
+	return false, fmt.Errorf("%s not supported for models", op)
+}
+
+var modelAttrNames = []string{"describe", "layers", "loss", "name", "params", "tie_embeddings", "vocab"}
+
+func (x *Model) AttrNames() []string { return modelAttrNames }
+
+func (x *Model) Attr(name string) (starlark.Value, error) {
+	m := x.M
+	switch name {
+	case "name":
+		return starlark.String(m.Name), nil
+	case "params":
+		return starlark.MakeInt64(m.Params()), nil
+	case "layers":
+		return x.layers, nil
+	case "loss":
+		return starlark.String(m.Loss), nil
+	case "vocab":
+		if m.Vocab == 0 {
+			return starlark.None, nil
+		}
+		return starlark.MakeInt64(m.Vocab), nil
+	case "tie_embeddings":
+		return starlark.Bool(m.TieEmbeddings), nil
+	case "describe":
+		return starlark.NewBuiltin("describe", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+			if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+				return nil, err
+			}
+			return &ModuleTable{title: m.Name, rows: m.Describe(), total: m.Params()}, nil
+		}).BindReceiver(x), nil
+	}
+	return nil, nil
+}
+
+func ModelBuiltins() []host.Builtin {
+	return []host.Builtin{{
+		Name: "model",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None)",
+		Doc: "A whole network: layers run in order, then (with vocab=) an output head to the " +
+			"vocabulary, then the loss (\"cross_entropy\", \"mse\" or \"none\"). " +
+			"tie_embeddings shares the head's weight with the first embedding (counted once). " +
+			"head_bias gives the head a vocab-sized bias (BERT's masked-LM decoder). " +
+			"logits_fp32 upcasts the logits to fp32 before the loss, as Hugging Face causal LMs do; " +
+			"by default it is on when vocab is set. input_dim is the feature count of the input " +
+			"for a model that does not start with an embedding (inferred from the first layer when it can be). " +
+			"logit_softcap=c soft-caps the logits, c * tanh(logits / c) (Gemma 2's final_logit_softcapping: " +
+			"tanh keeps one more logits-sized tensor for backward).\n\n" +
+			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
+			"tie_embeddings, and describe(), a table of modules with their parameter counts.",
+		Fn: modelFn,
+	}}
+}
+
+func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("model needs a name and layers: model(\"name\", layer, ...)")
+	}
+	name, ok := starlark.AsString(args[0])
+	if !ok {
+		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
+	}
+	var vocab, logitsFP32, inputDim, softcap starlark.Value
+	var tie, headBias bool
+	loss := "cross_entropy"
+	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
+		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap); err != nil {
+		return nil, err
+	}
+	layers, err := layerList(args[1:], "layers")
+	if err != nil {
+		return nil, err
+	}
+	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias}
+	if m.Vocab, err = OptInt(vocab, "vocab", 0); err != nil {
+		return nil, err
+	}
+	if vocab != nil && vocab != starlark.None && m.Vocab <= 0 {
+		return nil, fmt.Errorf("vocab must be positive (got %d)", m.Vocab)
+	}
+	if m.LogitsFP32, err = optBool(logitsFP32, "logits_fp32", m.Vocab > 0); err != nil {
+		return nil, err
+	}
+	if softcap != nil && softcap != starlark.None {
+		if m.LogitSoftcap, err = host.AsFloat(softcap, "logit_softcap"); err != nil {
+			return nil, err
+		}
+		if !(m.LogitSoftcap > 0) {
+			return nil, fmt.Errorf("logit_softcap must be positive (got %g; None for no cap)", m.LogitSoftcap)
+		}
+	}
+	if m.InputDim, err = OptInt(inputDim, "input_dim", 0); err != nil {
+		return nil, err
+	}
+	if inputDim != nil && inputDim != starlark.None && m.InputDim <= 0 {
+		return nil, fmt.Errorf("input_dim must be positive (got %d)", m.InputDim)
+	}
+	if tie && m.Vocab == 0 {
+		return nil, fmt.Errorf("tie_embeddings needs vocab= (the output head it ties)")
+	}
+	if headBias && m.Vocab == 0 {
+		return nil, fmt.Errorf("head_bias needs vocab= (the output head it biases)")
+	}
+	// Errors here are raised by the model() call, whose position the
+	// traceback shows.
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.CheckShapes(); err != nil {
+		return nil, err
+	}
+	if tie {
+		head, emb := m.HeadShape()
+		switch {
+		case emb == nil:
+			return nil, fmt.Errorf("tie_embeddings needs an embedding to tie the output head to")
+		case head[0] != emb[0] || head[1] != emb[1]:
+			return nil, fmt.Errorf("tie_embeddings needs the output head (vocab %d x width %d) to have the embedding's shape (%d x %d)",
+				head[0], head[1], emb[0], emb[1])
+		}
+	}
+	var vals starlark.Tuple
+	for _, v := range args[1:] {
+		if seq, ok := v.(starlark.Indexable); ok {
+			for j := 0; j < seq.Len(); j++ {
+				vals = append(vals, seq.Index(j))
+			}
+			continue
+		}
+		vals = append(vals, v)
+	}
+	return NewModel(m, vals, host.CallerPos(thread)), nil
+}

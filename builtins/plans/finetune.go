@@ -1,0 +1,148 @@
+package plans
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/litgpt"
+	"go.starlark.net/starlark"
+)
+
+// Offload is the Starlark value of offload(...) (type "offload"): where
+// optimizer state, parameters and activations live when not on the GPU.
+type Offload struct{ o *core.Offload }
+
+var _ starlark.HasAttrs = Offload{}
+
+// SimOffload is the wrapped configuration.
+func (x Offload) SimOffload() *core.Offload { return x.o }
+
+func (x Offload) Type() string          { return "offload" }
+func (x Offload) Freeze()               {}
+func (x Offload) Truth() starlark.Bool  { return starlark.True }
+func (x Offload) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
+
+func (x Offload) String() string {
+	var parts []string
+	for _, f := range []struct{ k, v string }{{"optimizer", x.o.Optimizer}, {"params", x.o.Params}, {"activations", x.o.Activations}} {
+		if f.v != "" {
+			parts = append(parts, fmt.Sprintf("%s=%q", f.k, f.v))
+		}
+	}
+	return "offload(" + strings.Join(parts, ", ") + ")"
+}
+
+var offloadAttrNames = []string{"activations", "optimizer", "params"}
+
+func (x Offload) AttrNames() []string { return offloadAttrNames }
+
+func (x Offload) Attr(name string) (starlark.Value, error) {
+	var s string
+	switch name {
+	case "optimizer":
+		s = x.o.Optimizer
+	case "params":
+		s = x.o.Params
+	case "activations":
+		s = x.o.Activations
+	default:
+		return nil, nil
+	}
+	if s == "" {
+		return starlark.None, nil
+	}
+	return starlark.String(s), nil
+}
+
+func FinetuneBuiltins() []host.Builtin {
+	return []host.Builtin{{
+		Name: "offload",
+		Sig:  "offload(optimizer=None, params=None, activations=None)",
+		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
+			"optimizer \"cpu\" (ZeRO-Offload: fp32 master, moments and grads in host memory, the step on the CPU; " +
+			"the GPU keeps 16-bit params and grads) or \"nvme\" (ZeRO-Infinity: master and moments on NVMe through " +
+			"pinned swap buffers); params \"cpu\" or \"nvme\" (ZeRO-3/FSDP offload: the GPU holds the block in use " +
+			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
+			"to pinned host memory after their forward use and come back for backward). The report gives " +
+			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
+			"train(..., host_memory=N) checks a node's RAM. With parallel(dp=..., zero=1, 2 or 3), optimizer=\"cpu\" is " +
+			"DeepSpeed's ZeRO-Offload on every rank: each rank's partition of master, moments and fp32 grads on the host; " +
+			"with zero=3, params=\"cpu\" also keeps the bf16 partitions in pinned host memory (copied to the GPU before " +
+			"each all-gather). With parallel(fsdp=True), params=\"cpu\" is FSDP2's CPUOffloadPolicy: shards, their gradients " +
+			"and the optimizer on the host, each unit's shards copied to the GPU before its all-gather. NVMe tiers and FSDP1 " +
+			"offload are not simulated with sharding yet (a clear error says so).",
+		Fn: offloadFn,
+	}, {
+		Name: "litgpt",
+		Sig:  "litgpt(name, adapter=None)",
+		Doc: "A LitGPT model (Lightning-AI/lit-gpt at 8641822) as its finetune scripts run it: fused qkv with " +
+			"LitGPT's LoRA, RMSNorm in the input dtype, lm_head per 128 tokens with fp32 logits and chunked " +
+			"cross-entropy. name: phi-1_5, stablelm-base-alpha-3b, Llama-2-7b-hf, Llama-2-13b-hf, falcon-40b. " +
+			"adapter \"v1\" or \"v2\" builds adapter.py / adapter_v2.py (train it with freeze=[\"all\"]). " +
+			"Reproduces the LitGPT resource tables with precision=\"bf16\" and runtime=\"cuda-2.1\"; quantized runs " +
+			"add quant_lm_head=True, quant_from=fp16 (Lightning's BitsandbytesPrecision).",
+		Fn: litgptFn,
+	}}
+}
+
+func offloadFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var opt, params, acts starlark.Value = starlark.None, starlark.None, starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "optimizer?", &opt, "params?", &params, "activations?", &acts); err != nil {
+		return nil, err
+	}
+	o := &core.Offload{}
+	for _, f := range []struct {
+		what string
+		v    starlark.Value
+		dst  *string
+	}{{"optimizer", opt, &o.Optimizer}, {"params", params, &o.Params}, {"activations", acts, &o.Activations}} {
+		switch s := f.v.(type) {
+		case starlark.NoneType:
+		case starlark.String:
+			*f.dst = string(s)
+		default:
+			return nil, fmt.Errorf("offload: %s must be None or a tier name (got %s)", f.what, f.v.Type())
+		}
+	}
+	if err := o.Validate(); err != nil {
+		known := []string{"cpu", "nvme"}
+		for _, s := range []string{o.Optimizer, o.Params, o.Activations} {
+			if h := host.DidYouMean(s, known); h != "" {
+				return nil, host.WithHint(err, h)
+			}
+		}
+		return nil, err
+	}
+	return Offload{o}, nil
+}
+
+func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name string
+	var adapter starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "adapter?", &adapter); err != nil {
+		return nil, err
+	}
+	c, err := litgpt.LookupLitGPTConfig(name)
+	if err != nil {
+		var known []string
+		for _, k := range litgpt.LitGPTConfigs() {
+			known = append(known, k.Name)
+		}
+		return nil, host.WithHint(err, host.DidYouMean(name, known))
+	}
+	switch a := adapter.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		c.Adapter = string(a)
+	default:
+		return nil, fmt.Errorf("litgpt: adapter must be None, \"v1\" or \"v2\" (got %s)", adapter.Type())
+	}
+	m, err := litgpt.NewLitGPT(c)
+	if err != nil {
+		return nil, err
+	}
+	return models.NewModel(m, nil, host.CallerPos(thread)), nil
+}

@@ -1,0 +1,244 @@
+package plans
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// GPU is the Starlark value of a device, from the catalog (gpu("H100")) or
+// custom (gpu(name="x", memory=...)). Its type name is "gpu".
+type GPU struct{ dev hw.Device }
+
+var (
+	_ starlark.HasAttrs   = GPU{}
+	_ starlark.Comparable = GPU{}
+	_ starlark.Unpacker   = (*GPU)(nil)
+)
+
+// NewGPU wraps d.
+func NewGPU(d hw.Device) GPU { return GPU{d} }
+
+// Device is the wrapped sim.Device.
+func (g GPU) Device() hw.Device { return g.dev }
+
+func (g GPU) Type() string         { return "gpu" }
+func (g GPU) Freeze()              {}
+func (g GPU) Truth() starlark.Bool { return starlark.True }
+
+func (g GPU) Hash() (uint32, error) {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", g.dev.Name, g.dev.Memory)
+	return h.Sum32(), nil
+}
+
+// String is gpu("NAME") for an unmodified catalog device, otherwise the
+// keyword form that rebuilds it.
+func (g GPU) String() string {
+	if c, err := hw.LookupDevice(g.dev.Name); err == nil && sameFigures(c, g.dev) && c.Name == g.dev.Name {
+		return fmt.Sprintf("gpu(%q)", g.dev.Name)
+	}
+	d := g.dev
+	var b strings.Builder
+	fmt.Fprintf(&b, "gpu(name=%q, memory=%d", d.Name, d.Memory)
+	for _, f := range []struct {
+		k string
+		v float64
+	}{
+		{"bf16_tflops", d.BF16TFLOPS}, {"fp32_tflops", d.FP32TFLOPS}, {"fp8_tflops", d.FP8TFLOPS},
+		{"hbm_gbps", d.HBMGBps}, {"link_gbps", d.LinkGBps}, {"pcie_gbps", d.PCIeGBps},
+	} {
+		if f.v != 0 {
+			fmt.Fprintf(&b, ", %s=%s", f.k, strconv.FormatFloat(f.v, 'g', -1, 64))
+		}
+	}
+	fmt.Fprintf(&b, ", context=%d)", d.Context)
+	return b.String()
+}
+
+// sameFigures compares devices ignoring Source.
+func sameFigures(a, b hw.Device) bool {
+	a.Source, b.Source = "", ""
+	return a == b
+}
+
+var gpuAttrNames = []string{
+	"bf16_tflops", "context", "fp32_tflops", "fp8_tflops", "hbm_gbps",
+	"link_gbps", "memory", "name", "pcie_gbps", "source",
+}
+
+func (g GPU) AttrNames() []string { return gpuAttrNames }
+
+func (g GPU) Attr(name string) (starlark.Value, error) {
+	d := g.dev
+	switch name {
+	case "name":
+		return starlark.String(d.Name), nil
+	case "memory":
+		return starlark.MakeInt64(d.Memory), nil
+	case "context":
+		return starlark.MakeInt64(d.Context), nil
+	case "bf16_tflops":
+		return starlark.Float(d.BF16TFLOPS), nil
+	case "fp32_tflops":
+		return starlark.Float(d.FP32TFLOPS), nil
+	case "fp8_tflops":
+		return starlark.Float(d.FP8TFLOPS), nil
+	case "hbm_gbps":
+		return starlark.Float(d.HBMGBps), nil
+	case "link_gbps":
+		return starlark.Float(d.LinkGBps), nil
+	case "pcie_gbps":
+		return starlark.Float(d.PCIeGBps), nil
+	case "source":
+		return starlark.String(d.Source), nil
+	}
+	return nil, nil
+}
+
+func (g GPU) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	eq := sameFigures(g.dev, y.(GPU).dev)
+	switch op {
+	case syntax.EQL:
+		return eq, nil
+	case syntax.NEQ:
+		return !eq, nil
+	}
+	return false, fmt.Errorf("%s %s %s not supported", g.Type(), op, y.Type())
+}
+
+// Unpack accepts a gpu value or a catalog name ("H100"), so builtins can
+// declare a GPU parameter for UnpackArgs.
+func (g *GPU) Unpack(v starlark.Value) error {
+	switch v := v.(type) {
+	case GPU:
+		*g = v
+		return nil
+	case starlark.String:
+		d, err := hw.LookupDevice(string(v))
+		if err != nil {
+			return err
+		}
+		*g = GPU{d}
+		return nil
+	}
+	return fmt.Errorf("got %s, want gpu or string", v.Type())
+}
+
+// defaultCustomContext is the CUDA context of a custom device unless given:
+// the catalog's typical value with lazy module loading.
+const defaultCustomContext = 500 << 20
+
+func GpuBuiltins() []host.Builtin {
+	names := make([]string, 0, 16)
+	for _, d := range hw.Catalog() {
+		names = append(names, fmt.Sprintf("%s (%s)", d.Name, units.FormatBytes(d.Memory)))
+	}
+	return []host.Builtin{{
+		Name: "gpu",
+		Sig: "gpu(name, memory=None, bf16_tflops=None, fp32_tflops=None, fp8_tflops=None, " +
+			"hbm_gbps=None, link_gbps=None, pcie_gbps=None, context=None)",
+		Doc: "Returns a GPU from the catalog, or a custom one. gpu(\"H100\") looks name up " +
+			"(case-insensitive; H100 is H100-80GB, A100 is A100-80GB); an unknown name is an error " +
+			"listing close matches. With more arguments it overrides catalog figures " +
+			"(gpu(\"H100\", memory=96 * GiB)) or, for a name not in the catalog, defines a custom " +
+			"device, which needs memory=.\n\n" +
+			"memory is the capacity in bytes as the driver reports it; bf16_tflops the dense tensor-core " +
+			"peak; hbm_gbps the memory bandwidth in GB/s; link_gbps and pcie_gbps the GPU-GPU and host " +
+			"links per direction in GB/s (0: none); context the CUDA context bytes (default 500 MiB). " +
+			"Attributes: name, memory, context, bf16_tflops, fp32_tflops, fp8_tflops, hbm_gbps, " +
+			"link_gbps, pcie_gbps, source.\n\n" +
+			"Catalog: " + strings.Join(names, ", ") + ".",
+		Fn: gpuFn,
+	}}
+}
+
+func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name string
+	var memory, bf16, fp32, fp8, hbm, link, pcie, context starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+		"name", &name, "memory?", &memory, "bf16_tflops?", &bf16, "fp32_tflops?", &fp32,
+		"fp8_tflops?", &fp8, "hbm_gbps?", &hbm, "link_gbps?", &link, "pcie_gbps?", &pcie,
+		"context?", &context); err != nil {
+		return nil, err
+	}
+	if len(args) > 1 {
+		return nil, fmt.Errorf("gpu takes its figures by keyword (got %d positional arguments, want 1: name)", len(args))
+	}
+	given := func(v starlark.Value) bool { return v != nil && v != starlark.None }
+	custom := false
+	for _, v := range []starlark.Value{memory, bf16, fp32, fp8, hbm, link, pcie, context} {
+		custom = custom || given(v)
+	}
+	d, err := hw.LookupDevice(name)
+	if !custom {
+		if err != nil {
+			return nil, err
+		}
+		return GPU{d}, nil
+	}
+	where := host.PosString(host.CallerPos(thread))
+	if err != nil {
+		if strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("gpu name must not be empty")
+		}
+		if !given(memory) {
+			return nil, fmt.Errorf("%v; a custom gpu needs memory=", err)
+		}
+		d = hw.Device{Name: name, Context: defaultCustomContext, Source: "custom gpu() at " + where}
+	} else {
+		d.Source = fmt.Sprintf("%s catalog entry, changed by gpu() at %s; %s", d.Name, where, d.Source)
+	}
+	if given(memory) {
+		n, err := host.AsInt64(memory, "memory")
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return nil, fmt.Errorf("memory must be positive (got %d bytes)", n)
+		}
+		d.Memory = n
+	}
+	if given(context) {
+		n, err := host.AsInt64(context, "context")
+		if err != nil {
+			return nil, err
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("context must not be negative (got %d bytes)", n)
+		}
+		d.Context = n
+	}
+	if d.Context >= d.Memory {
+		return nil, fmt.Errorf("context (%s) must be smaller than memory (%s)", units.FormatBytes(d.Context), units.FormatBytes(d.Memory))
+	}
+	for _, f := range []struct {
+		name string
+		v    starlark.Value
+		dst  *float64
+	}{
+		{"bf16_tflops", bf16, &d.BF16TFLOPS}, {"fp32_tflops", fp32, &d.FP32TFLOPS},
+		{"fp8_tflops", fp8, &d.FP8TFLOPS}, {"hbm_gbps", hbm, &d.HBMGBps},
+		{"link_gbps", link, &d.LinkGBps}, {"pcie_gbps", pcie, &d.PCIeGBps},
+	} {
+		if !given(f.v) {
+			continue
+		}
+		x, err := host.AsFloat(f.v, f.name)
+		if err != nil {
+			return nil, err
+		}
+		if x < 0 {
+			return nil, fmt.Errorf("%s must not be negative (got %s)", f.name, f.v)
+		}
+		*f.dst = x
+	}
+	return GPU{d}, nil
+}

@@ -1,0 +1,101 @@
+package plans
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
+	"github.com/memsh/memsh/sim/core"
+	"go.starlark.net/starlark"
+)
+
+// LoRA is the Starlark value of a low-rank adapter configuration (type
+// "lora").
+type LoRA struct{ l *core.LoRA }
+
+var _ starlark.HasAttrs = LoRA{}
+
+// SimLoRA is the wrapped configuration.
+func (x LoRA) SimLoRA() *core.LoRA { return x.l }
+
+func (x LoRA) Type() string          { return "lora" }
+func (x LoRA) Freeze()               {}
+func (x LoRA) Truth() starlark.Bool  { return starlark.True }
+func (x LoRA) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
+
+func (x LoRA) String() string {
+	q := make([]string, len(x.l.Targets))
+	for i, t := range x.l.Targets {
+		q[i] = strconv.Quote(t)
+	}
+	s := fmt.Sprintf("lora(rank=%d, alpha=%s, targets=[%s]", x.l.Rank, strconv.FormatFloat(x.l.Alpha, 'g', -1, 64), strings.Join(q, ", "))
+	if x.l.Dropout != 0 {
+		s += ", dropout=" + strconv.FormatFloat(x.l.Dropout, 'g', -1, 64)
+	}
+	return s + ")"
+}
+
+var loraAttrNames = []string{"alpha", "dropout", "rank", "targets"}
+
+func (x LoRA) AttrNames() []string { return loraAttrNames }
+
+func (x LoRA) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "rank":
+		return starlark.MakeInt64(x.l.Rank), nil
+	case "alpha":
+		return starlark.Float(x.l.Alpha), nil
+	case "dropout":
+		return starlark.Float(x.l.Dropout), nil
+	case "targets":
+		out := make(starlark.Tuple, len(x.l.Targets))
+		for i, t := range x.l.Targets {
+			out[i] = starlark.String(t)
+		}
+		return out, nil
+	}
+	return nil, nil
+}
+
+func LoraBuiltins() []host.Builtin {
+	return []host.Builtin{{
+		Name: "lora",
+		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0)",
+		Doc: "Low-rank adapters for train(lora=...): the base weights are frozen (no gradients, no optimizer " +
+			"state) and each targeted linear layer gets trainable A (rank x in) and B (out x rank), as PEFT's " +
+			"LoraLayer. targets are module roles: q, k, v, o, qkv, gate, up, down, lm_head, linear (plain " +
+			"linear() layers), or \"all-linear\". dropout applies to the adapter input.",
+		Fn: loraFn,
+	}}
+}
+
+func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var rank, alpha, dropout, targets starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout); err != nil {
+		return nil, err
+	}
+	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
+	var err error
+	if l.Rank, err = models.OptInt(rank, "rank", 8); err != nil {
+		return nil, err
+	}
+	if alpha != nil && alpha != starlark.None {
+		if l.Alpha, err = host.AsFloat(alpha, "alpha"); err != nil {
+			return nil, err
+		}
+	}
+	if l.Dropout, err = models.OptProb(dropout, "dropout"); err != nil {
+		return nil, err
+	}
+	if targets != nil && targets != starlark.None {
+		if l.Targets, err = stringList(targets, "targets"); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return LoRA{l}, nil
+}

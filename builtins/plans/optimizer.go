@@ -1,0 +1,196 @@
+package plans
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/core"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// Optimizer is the Starlark value of a training optimizer (type
+// "optimizer"), from adamw(), sgd(momentum=0.9), ...
+type Optimizer struct{ o core.Optimizer }
+
+var (
+	_ starlark.HasAttrs   = Optimizer{}
+	_ starlark.Comparable = Optimizer{}
+	_ starlark.Unpacker   = (*Optimizer)(nil)
+)
+
+// SimOptimizer is the wrapped optimizer.
+func (x Optimizer) SimOptimizer() core.Optimizer { return x.o }
+
+func (x Optimizer) Type() string         { return "optimizer" }
+func (x Optimizer) Freeze()              {}
+func (x Optimizer) Truth() starlark.Bool { return starlark.True }
+func (x Optimizer) Hash() (uint32, error) {
+	return starlark.String(x.String()).Hash()
+}
+
+// String is the call that builds it, with non-default arguments only:
+// adamw(), adamw(impl="fused"), sgd(momentum=0.9).
+func (x Optimizer) String() string {
+	var args []string
+	if x.o.Kind == core.SGD && x.o.Momentum != 0 {
+		args = append(args, "momentum="+strconv.FormatFloat(x.o.Momentum, 'g', -1, 64))
+	}
+	if x.o.Impl != "" && x.o.Impl != "foreach" {
+		args = append(args, fmt.Sprintf("impl=%q", x.o.Impl))
+	}
+	if x.o.InBackward {
+		args = append(args, "in_backward=True")
+	}
+	return x.o.Kind.String() + "(" + strings.Join(args, ", ") + ")"
+}
+
+func (x Optimizer) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bool, error) {
+	eq := x.o == y.(Optimizer).o
+	switch op {
+	case syntax.EQL:
+		return eq, nil
+	case syntax.NEQ:
+		return !eq, nil
+	}
+	return false, fmt.Errorf("%s not supported for optimizers", op)
+}
+
+var optimizerAttrNames = []string{"impl", "in_backward", "kind", "momentum"}
+
+func (x Optimizer) AttrNames() []string { return optimizerAttrNames }
+
+func (x Optimizer) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "kind":
+		return starlark.String(x.o.Kind.String()), nil
+	case "impl":
+		if x.o.Impl == "" {
+			return starlark.None, nil
+		}
+		return starlark.String(x.o.Impl), nil
+	case "momentum":
+		return starlark.Float(x.o.Momentum), nil
+	case "in_backward":
+		return starlark.Bool(x.o.InBackward), nil
+	}
+	return nil, nil
+}
+
+// Unpack accepts an optimizer value or a kind name ("adamw8bit"), which
+// means that optimizer with its defaults.
+func (x *Optimizer) Unpack(v starlark.Value) error {
+	switch v := v.(type) {
+	case Optimizer:
+		*x = v
+		return nil
+	case starlark.String:
+		k, err := core.ParseOptimizerKind(string(v))
+		if err != nil {
+			return fmt.Errorf("unknown optimizer %q (known: %s)", string(v), strings.Join(core.Optimizers(), ", "))
+		}
+		*x = Optimizer{defaultOptimizer(k)}
+		return nil
+	}
+	return fmt.Errorf("got %s, want an optimizer such as adamw()", v.Type())
+}
+
+// defaultOptimizer is kind with the defaults its builtin gives.
+func defaultOptimizer(kind core.OptimizerKind) core.Optimizer {
+	switch kind {
+	case core.Adam, core.AdamW:
+		return core.Optimizer{Kind: kind, Impl: "foreach"}
+	}
+	return core.Optimizer{Kind: kind}
+}
+
+// optimizerDocs gives each optimizer builtin's Sig and Doc.
+var optimizerDocs = []struct {
+	kind     core.OptimizerKind
+	sig, doc string
+}{
+	{core.SGD, "sgd(momentum=0.0, in_backward=False)",
+		"Stochastic gradient descent (torch.optim.SGD): a momentum buffer per parameter when momentum > 0, no state otherwise."},
+	{core.Adam, "adam(impl=\"foreach\", fused=None, in_backward=False)",
+		"Adam (torch.optim.Adam): exp_avg and exp_avg_sq per parameter in the optimizer-state dtype. " +
+			"impl is the step's implementation: \"foreach\" (the CUDA default: one temporary the size of all " +
+			"parameters), \"fused\" (in place; a 4-byte step counter per tensor on the device) or \"for-loop\" " +
+			"(one tensor at a time: two temporaries the size of the largest). fused=True is impl=\"fused\"."},
+	{core.AdamW, "adamw(impl=\"foreach\", fused=None, in_backward=False)",
+		"AdamW (torch.optim.AdamW), the default optimizer: exp_avg and exp_avg_sq per parameter in the " +
+			"optimizer-state dtype (8 bytes/param in fp32). impl is \"foreach\" (the CUDA default: one " +
+			"temporary the size of all parameters), \"fused\" (in place) or \"for-loop\" (two temporaries the " +
+			"size of the largest tensor). fused=True is impl=\"fused\". in_backward steps each parameter as soon " +
+			"as its gradient is complete and frees that gradient (optimizer-in-backward)."},
+	{core.AdamW8bit, "adamw8bit(in_backward=False)",
+		"bitsandbytes AdamW8bit: two int8 moments plus an fp32 absmax per 256-element block " +
+			"(about 2 bytes/param); tensors under 4096 elements keep fp32 moments."},
+	{core.PagedAdamW8bit, "paged_adamw8bit(in_backward=False)",
+		"bitsandbytes PagedAdamW8bit: AdamW8bit state in CUDA unified memory, invisible to " +
+			"torch.cuda.max_memory_allocated but counted in device use; pages to host under pressure."},
+	{core.PagedAdamW, "paged_adamw(in_backward=False)",
+		"bitsandbytes PagedAdamW (32-bit): two fp32 moments per parameter whatever the param dtype, in CUDA " +
+			"unified memory (outside torch.cuda.max_memory_allocated); LitGPT's optimizer for quantized runs."},
+	{core.Adafactor, "adafactor(in_backward=False)",
+		"Adafactor without momentum: a factored second moment (row and column vectors for matrices, " +
+			"a full vector for 1-D tensors)."},
+	{core.Lion, "lion(in_backward=False)",
+		"Lion: one momentum buffer per parameter, updated in place."},
+	{core.SparseAdam, "sparse_adam(in_backward=False)",
+		"SparseAdam (torch.optim.SparseAdam): two moments, updated only on the rows read this step (for sparse tables)."},
+}
+
+func OptimizerBuiltins() []host.Builtin {
+	var out []host.Builtin
+	for _, d := range optimizerDocs {
+		kind := d.kind
+		out = append(out, host.Builtin{Name: kind.String(), Sig: d.sig, Doc: d.doc,
+			Fn: func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+				return optimizerFn(kind, b, args, kwargs)
+			}})
+	}
+	return out
+}
+
+func optimizerFn(kind core.OptimizerKind, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	o := defaultOptimizer(kind)
+	var momentum, fused starlark.Value
+	pairs := []any{"in_backward?", &o.InBackward}
+	switch kind {
+	case core.SGD:
+		pairs = append([]any{"momentum?", &momentum}, pairs...)
+	case core.Adam, core.AdamW:
+		pairs = append([]any{"impl?", &o.Impl, "fused?", &fused}, pairs...)
+	}
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, pairs...); err != nil {
+		return nil, err
+	}
+	if momentum != nil {
+		m, err := host.AsFloat(momentum, "momentum")
+		if err != nil {
+			return nil, err
+		}
+		o.Momentum = m
+	}
+	if fused != nil && fused != starlark.None {
+		fb, ok := fused.(starlark.Bool)
+		if !ok {
+			return nil, fmt.Errorf("fused must be True, False or None (got %s)", fused.Type())
+		}
+		f := bool(fb)
+		switch {
+		case f && o.Impl != "foreach" && o.Impl != "fused":
+			return nil, fmt.Errorf("fused=True conflicts with impl=%q", o.Impl)
+		case f:
+			o.Impl = "fused"
+		case o.Impl == "fused":
+			return nil, fmt.Errorf("fused=False conflicts with impl=\"fused\"")
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return Optimizer{o}, nil
+}

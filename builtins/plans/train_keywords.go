@@ -1,0 +1,404 @@
+package plans
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+	"go.starlark.net/starlark"
+)
+
+// keyword is one argument of train(), declared once. train()'s signature,
+// its defaults, `memsh doc train`, a plan's attributes, plan.replace() and
+// sweep()'s axes all come from trainKeywords; adding a keyword is one
+// entry here plus the engine code that models it.
+type keyword struct {
+	Name string
+	Def  starlark.Value // the default; nil for the required model
+	Sig  string         // the default as the signature writes it, when not def's repr
+	Doc  string
+	// set resolves the keyword's value v (others in a, already resolved
+	// when they come earlier in the table) into p, and stores the
+	// canonical value back in v so that replace() can re-run it.
+	set func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error
+}
+
+// trainKeywords are train()'s arguments in signature order.
+var TrainKeywords = []keyword{
+	{Name: "model", Doc: "the model to train (model(), a stdlib zoo model or hf_config())", set: setModel},
+	{Name: "batch", Def: starlark.MakeInt(1), Doc: "the micro-batch per GPU: sequences (or samples) per forward",
+		set: setInt(func(p *core.Plan) *int64 { return &p.Batch })},
+	{Name: "seq", Def: starlark.None, Doc: "tokens per sequence (the padded length); required for models that read tokens",
+		set: setSeq},
+	{Name: "grad_accum", Def: starlark.MakeInt(1), Doc: "micro-batches per optimizer step; > 1 keeps gradients between micro-batches",
+		set: setInt(func(p *core.Plan) *int64 { return &p.GradAccum })},
+	{Name: "members", Def: starlark.MakeInt(1), Doc: "ensemble members of a graph model",
+		set: setInt(func(p *core.Plan) *int64 { return &p.Members })},
+	{Name: "members_mode", Def: starlark.String("stacked"), Doc: `"stacked" folds members into the batch (anemoi), "sequential" runs them one at a time`,
+		set: setString(func(p *core.Plan) *string { return &p.MembersMode })},
+	{Name: "precision", Def: starlark.String("fp32"),
+		Doc: "a policy name (fp32, bf16-mixed, fp16-mixed, bf16, fp16, megatron, fp16-master) or precision(...)", set: setPrecision},
+	{Name: "optimizer", Def: Optimizer{defaultOptimizer(core.AdamW)}, Sig: "adamw()",
+		Doc: "an optimizer value (adamw(), sgd(momentum=0.9), adamw8bit(), ...) or its name", set: setOptimizer},
+	{Name: "checkpoint", Def: starlark.String("none"), Doc: `activation checkpointing: "none", "full", "selective" or checkpoint(...)`,
+		set: setCheckpoint},
+	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
+	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes)`, set: setQuant},
+	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
+	{Name: "phase", Def: starlark.String("train"), Doc: `"train", or "eval" (a forward without gradients)`,
+		set: setPhase},
+	{Name: "runtime", Def: starlark.String("cuda"),
+		Doc: `"cuda" (PyTorch 2.x on CUDA), "cuda-2.1" (torch 2.1: mean keeps its input), "cpu-1.13" (what shared/oracle measured) ` +
+			`or "cpu" (PyTorch 2.x on the CPU, where tools/oracle's differential-test vectors are measured)`, set: setRuntime},
+	{Name: "parallel", Def: starlark.None, Doc: "parallel(...): the distributed layout (data, tensor, pipeline, context and expert parallelism, ZeRO, FSDP)",
+		set: setParallel},
+	{Name: "offload", Def: starlark.None, Doc: "offload(...): optimizer state, parameters or activations in host memory or on NVMe",
+		set: setOffload},
+	{Name: "cluster", Def: starlark.None, Doc: "cluster(...): the nodes and links the layout runs on", set: setCluster},
+	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all"`, set: setFreeze},
+	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks)",
+		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })},
+	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
+		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
+	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node, checked with offload",
+		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.HostMemory })},
+	{Name: "quant_lm_head", Def: starlark.False, Doc: "quantizes lm_head too (Lightning's BitsandbytesPrecision)",
+		set: setBool(func(p *core.Plan) *bool { return &p.QuantLMHead })},
+	{Name: "quant_from", Def: starlark.None, Doc: "the dtype the weights were quantized from (what dequantization returns)", set: setQuantFrom},
+	{Name: "expandable_segments", Def: starlark.False,
+		Doc: "replays the step with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (pages mapped into one growing segment per pool; free pages unmapped when the card is full)",
+		set: setBool(func(p *core.Plan) *bool { return &p.ExpandableSegments })},
+	{Name: "validation", Def: starlark.False,
+		Doc: `replays a validation forward (eval mode, no gradients, eval chunk counts: Lightning's sanity check before the first step) through the same allocator before the step; it counts in the peaks and the OOM (phase "validation")`,
+		set: setBool(func(p *core.Plan) *bool { return &p.Validation })},
+	{Name: "rollout", Def: starlark.MakeInt(1),
+		Doc: "anemoi's rollout loop for a graph model built from a data batch: n prediction steps, each input built from the last prediction, every step's graph kept until the backward",
+		set: setRollout},
+	{Name: "first_step", Def: starlark.False,
+		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
+		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
+}
+
+// keywordIndex finds a keyword's position in trainKeywords.
+var keywordIndex = func() map[string]int {
+	m := make(map[string]int, len(TrainKeywords))
+	for i, k := range TrainKeywords {
+		m[k.Name] = i
+	}
+	return m
+}()
+
+// trainArgNames are the keywords' names in signature order.
+func TrainArgNames() []string {
+	names := make([]string, len(TrainKeywords))
+	for i, k := range TrainKeywords {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// trainSig is train()'s signature.
+func TrainSig() string {
+	parts := []string{"model"}
+	for _, k := range TrainKeywords[1:] {
+		d := k.Sig
+		if d == "" {
+			d = k.Def.String()
+		}
+		parts = append(parts, k.Name+"="+d)
+	}
+	return "train(" + strings.Join(parts, ", ") + ")"
+}
+
+// trainDoc is train()'s documentation: a summary, then each keyword.
+func TrainDoc() string {
+	var b strings.Builder
+	b.WriteString("A training step to simulate: simulate(train(m, batch=8, seq=2048, precision=\"bf16-mixed\")).\n\n")
+	b.WriteString("Keywords:\n")
+	for _, k := range TrainKeywords {
+		fmt.Fprintf(&b, "- %s: %s.\n", k.Name, k.Doc)
+	}
+	b.WriteString("\nAttributes: every argument by name. plan.replace(**changes) returns a variant, the natural way to sweep.")
+	return b.String()
+}
+
+// trainArgs holds train()'s arguments, resolved to canonical values
+// (ints, a GPU, a Precision, ...) so that replace() can re-run them.
+type trainArgs struct {
+	vals []starlark.Value // by position in trainKeywords
+}
+
+func DefaultTrainArgs() trainArgs {
+	a := trainArgs{vals: make([]starlark.Value, len(TrainKeywords))}
+	for i, k := range TrainKeywords {
+		a.vals[i] = k.Def
+	}
+	return a
+}
+
+// clone copies the values, so a variant does not write into its origin.
+func (a trainArgs) Clone() trainArgs {
+	return trainArgs{vals: append([]starlark.Value(nil), a.vals...)}
+}
+
+// get is the value of the keyword name.
+func (a *trainArgs) Get(name string) starlark.Value { return a.vals[keywordIndex[name]] }
+
+// set replaces the value of the keyword name.
+func (a *trainArgs) Set(name string, v starlark.Value) { a.vals[keywordIndex[name]] = v }
+
+// unpack overwrites the arguments given in args and kwargs; the model is
+// required unless optional is set (replace).
+func (a *trainArgs) unpack(fn string, args starlark.Tuple, kwargs []starlark.Tuple, optional bool) error {
+	pairs := make([]any, 0, 2*len(TrainKeywords))
+	for i, k := range TrainKeywords {
+		name := k.Name
+		if i > 0 || optional {
+			name += "?"
+		}
+		pairs = append(pairs, name, &a.vals[i])
+	}
+	return starlark.UnpackArgs(fn, args, kwargs, pairs...)
+}
+
+// resolve sets every keyword into a new plan, in table order.
+func (a *trainArgs) resolve() (*core.Plan, error) {
+	p := &core.Plan{}
+	for i, k := range TrainKeywords {
+		if err := k.set(k.Name, &a.vals[i], a, p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Setters shared by keywords of one type.
+
+func setInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *trainArgs, *core.Plan) error {
+	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+		n, err := host.AsInt64(*v, name)
+		if err != nil {
+			return err
+		}
+		*dst(p), *v = n, starlark.MakeInt64(n)
+		return nil
+	}
+}
+
+// setOptionalInt is setInt for keywords that may be None (left unset).
+func setOptionalInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *trainArgs, *core.Plan) error {
+	set := setInt(dst)
+	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+		if *v == starlark.None {
+			return nil
+		}
+		return set(name, v, a, p)
+	}
+}
+
+func setString(dst func(*core.Plan) *string) func(string, *starlark.Value, *trainArgs, *core.Plan) error {
+	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+		s, ok := (*v).(starlark.String)
+		if !ok {
+			return fmt.Errorf("%s must be a string (got %s)", name, (*v).Type())
+		}
+		*dst(p) = string(s)
+		return nil
+	}
+}
+
+func setBool(dst func(*core.Plan) *bool) func(string, *starlark.Value, *trainArgs, *core.Plan) error {
+	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+		b, ok := (*v).(starlark.Bool)
+		if !ok {
+			return fmt.Errorf("%s must be True or False (got %s)", name, (*v).Type())
+		}
+		*dst(p) = bool(b)
+		return nil
+	}
+}
+
+// Setters of one keyword each.
+
+func setModel(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	m, ok := (*v).(*models.Model)
+	if !ok {
+		return fmt.Errorf("model must be a model (got %s)", (*v).Type())
+	}
+	p.Model = m.M
+	return nil
+}
+
+func setSeq(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		if p.Model.TakesTokens() {
+			return &units.Error{
+				Msg:  fmt.Sprintf("seq is required: model %q reads tokens (it starts with an embedding)", p.Model.Name),
+				Hint: "pass the tokens per sequence, e.g. train(model, batch=1, seq=2048)",
+			}
+		}
+		p.Seq = 1
+		return nil
+	}
+	n, err := host.AsInt64(*v, "seq")
+	if err != nil {
+		return err
+	}
+	p.Seq, *v = n, starlark.MakeInt64(n)
+	return nil
+}
+
+func setRollout(_ string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	if err := setInt(func(p *core.Plan) *int64 { return &p.Rollout })("rollout", v, a, p); err != nil {
+		return err
+	}
+	if p.Rollout < 1 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("rollout must be at least 1 (got %d)", p.Rollout),
+			Hint: "anemoi's training.rollout: the prediction steps per training step (1: no rollout)"}
+	}
+	return nil
+}
+
+func setPrecision(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	var prec Precision
+	if err := prec.Unpack(*v); err != nil {
+		return argError("precision", *v, err, precisionNames())
+	}
+	p.Precision, *v = prec.p, prec
+	return nil
+}
+
+func setOptimizer(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	var opt Optimizer
+	if err := opt.Unpack(*v); err != nil {
+		return argError("optimizer", *v, err, core.Optimizers())
+	}
+	p.Optimizer, *v = opt.o, opt
+	return nil
+}
+
+func setCheckpoint(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	var ck Checkpoint
+	if err := ck.Unpack(*v); err != nil {
+		return argError("checkpoint", *v, err, []string{"none", "full", "selective"})
+	}
+	p.Checkpoint, *v = ck.c, ck
+	return nil
+}
+
+func setLoRA(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch l := (*v).(type) {
+	case starlark.NoneType:
+	case LoRA:
+		p.LoRA = l.l
+	default:
+		return fmt.Errorf("lora must be None or lora(...) (got %s)", l.Type())
+	}
+	return nil
+}
+
+func setQuant(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch q := (*v).(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		p.Quant = string(q)
+	default:
+		return fmt.Errorf("quant must be None, \"nf4\", \"nf4-dq\" or \"int8\" (got %s)", q.Type())
+	}
+	return nil
+}
+
+func setGPU(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	var g GPU
+	if err := g.Unpack(*v); err != nil {
+		return argError("gpu", *v, err, nil)
+	}
+	p.Device, *v = g.dev, g
+	return nil
+}
+
+func setRuntime(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	rt, ok := (*v).(starlark.String)
+	if !ok {
+		return fmt.Errorf("runtime must be a string (got %s)", (*v).Type())
+	}
+	r, err := core.LookupRuntime(string(rt))
+	if err != nil {
+		return err
+	}
+	p.Runtime = r
+	return nil
+}
+
+func setParallel(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch x := (*v).(type) {
+	case starlark.NoneType:
+	case Parallel:
+		p.Parallel = x.P
+	default:
+		return fmt.Errorf("parallel must be None or parallel(dp=..., tp=..., ...) (got %s)", x.Type())
+	}
+	return nil
+}
+
+func setCluster(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch x := (*v).(type) {
+	case starlark.NoneType:
+	case Cluster:
+		p.Cluster = x.C
+	default:
+		return fmt.Errorf("cluster must be None or cluster(nodes=..., gpus_per_node=...) (got %s)", x.Type())
+	}
+	return nil
+}
+
+func setOffload(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch o := (*v).(type) {
+	case starlark.NoneType:
+	case Offload:
+		p.Offload = o.o
+	default:
+		return fmt.Errorf("offload must be None or offload(...) (got %s)", o.Type())
+	}
+	return nil
+}
+
+func setFreeze(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		return nil
+	}
+	names, err := stringList(*v, "freeze")
+	if err != nil {
+		return err
+	}
+	p.Freeze = names
+	return nil
+}
+
+func setQuantFrom(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		return nil
+	}
+	var d host.DType
+	if err := d.Unpack(*v); err != nil {
+		return fmt.Errorf("quant_from: %v", err)
+	}
+	p.QuantFrom, *v = d.D, d
+	return nil
+}
+
+func setPhase(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	s, ok := (*v).(starlark.String)
+	if !ok {
+		return fmt.Errorf("phase must be a string (got %s)", (*v).Type())
+	}
+	ph, err := core.ParsePhase(string(s))
+	if err != nil {
+		return &units.Error{Path: "train", Msg: err.Error()}
+	}
+	p.Phase = ph
+	return nil
+}

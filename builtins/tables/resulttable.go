@@ -1,0 +1,291 @@
+package tables
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/reports"
+	"github.com/memsh/memsh/sim/units"
+	"go.starlark.net/starlark"
+)
+
+// ResultTable is the Starlark value of a table of results (type "table"),
+// from sweep() and search(): rows of named cells, one column per axis or
+// figure. The Go API for other packages (plots, JSON) is Columns, Rows,
+// Column, Units, Title and Notes; a table never changes after it is made
+// (sort, filter and pareto return new tables).
+//
+// In Starlark: t.rows (a list of dicts, column -> value), t.columns,
+// t.best(by=, where=), t.pareto(x, y), t.sort(by, reverse=False),
+// t.filter(fn), t.render(), t.as_dicts(), len(t), t[i] (a row), for row
+// in t; print(t) shows the aligned table.
+type ResultTable struct {
+	title   string
+	columns []string
+	units   []string // per column: UnitBytes, UnitSeconds, UnitFraction, or ""
+	rows    [][]starlark.Value
+	notes   []string
+	color   bool
+}
+
+var (
+	_ starlark.HasAttrs  = (*ResultTable)(nil)
+	_ starlark.Indexable = (*ResultTable)(nil)
+	_ starlark.Iterable  = (*ResultTable)(nil)
+	_ host.Renderer      = (*ResultTable)(nil)
+)
+
+// NewResultTable makes a table. rows[i][j] is the cell of column j in row
+// i (None where a row has no value); units gives each column's unit ("" =
+// none) and may be nil. The slices are kept: do not modify them after.
+func NewResultTable(title string, columns, units []string, rows [][]starlark.Value, notes []string) *ResultTable {
+	if units == nil {
+		units = make([]string, len(columns))
+	}
+	for _, r := range rows {
+		for _, v := range r {
+			v.Freeze()
+		}
+	}
+	return &ResultTable{title: title, columns: columns, units: units, rows: rows, notes: notes}
+}
+
+// Title is the table's one-line heading ("" when none).
+func (t *ResultTable) Title() string { return t.title }
+
+// Columns are the column names, in order.
+func (t *ResultTable) Columns() []string { return t.columns }
+
+// Units are the columns' units (UnitBytes, UnitSeconds, UnitFraction or "").
+func (t *ResultTable) Units() []string { return t.units }
+
+// Rows are the cells, row by row, in Columns order (shared: do not modify).
+func (t *ResultTable) Rows() [][]starlark.Value { return t.rows }
+
+// Notes are remarks printed under the table (how it was made).
+func (t *ResultTable) Notes() []string { return t.notes }
+
+// Column returns the cells of the named column.
+func (t *ResultTable) Column(name string) ([]starlark.Value, bool) {
+	j := t.ColumnIndex(name)
+	if j < 0 {
+		return nil, false
+	}
+	out := make([]starlark.Value, len(t.rows))
+	for i, r := range t.rows {
+		out[i] = r[j]
+	}
+	return out, true
+}
+
+func (t *ResultTable) ColumnIndex(name string) int {
+	for j, c := range t.columns {
+		if c == name {
+			return j
+		}
+	}
+	return -1
+}
+
+// derive is a table with t's columns and the given rows.
+func (t *ResultTable) derive(rows [][]starlark.Value) *ResultTable {
+	return &ResultTable{title: t.title, columns: t.columns, units: t.units, rows: rows, notes: t.notes, color: t.color}
+}
+
+func (t *ResultTable) Type() string         { return "table" }
+func (t *ResultTable) Freeze()              {}
+func (t *ResultTable) Truth() starlark.Bool { return len(t.rows) > 0 }
+func (t *ResultTable) Hash() (uint32, error) {
+	return 0, fmt.Errorf("unhashable type: table")
+}
+func (t *ResultTable) Len() int { return len(t.rows) }
+
+func (t *ResultTable) Index(i int) starlark.Value { return t.row(i, false) }
+
+func (t *ResultTable) Iterate() starlark.Iterator { return &tableIter{t: t} }
+
+type tableIter struct {
+	t *ResultTable
+	i int
+}
+
+func (it *tableIter) Next(p *starlark.Value) bool {
+	if it.i >= len(it.t.rows) {
+		return false
+	}
+	*p = it.t.row(it.i, false)
+	it.i++
+	return true
+}
+func (it *tableIter) Done() {}
+
+// row is row i as a frozen dict; plain keeps only the plain columns.
+func (t *ResultTable) row(i int, plain bool) *starlark.Dict {
+	d := starlark.NewDict(len(t.columns))
+	for j, c := range t.columns {
+		if plain && !t.plainColumn(j) {
+			continue
+		}
+		_ = d.SetKey(starlark.String(c), t.rows[i][j])
+	}
+	d.Freeze()
+	return d
+}
+
+// plainColumn says whether column j holds only JSON-able cells (ints,
+// floats, strings, bools, None): not plans or reports.
+func (t *ResultTable) plainColumn(j int) bool {
+	for _, r := range t.rows {
+		if !isPlain(r[j]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isPlain(v starlark.Value) bool {
+	switch v.(type) {
+	case starlark.NoneType, starlark.Bool, starlark.Int, starlark.Float, starlark.String:
+		return true
+	}
+	return false
+}
+
+var tableAttrNames = []string{"as_dicts", "best", "columns", "filter", "notes", "pareto", "render", "rows", "sort", "title"}
+
+func (t *ResultTable) AttrNames() []string { return tableAttrNames }
+
+func (t *ResultTable) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "rows":
+		out := make([]starlark.Value, len(t.rows))
+		for i := range t.rows {
+			out[i] = t.row(i, false)
+		}
+		return host.FrozenList(out), nil
+	case "columns":
+		out := make([]starlark.Value, len(t.columns))
+		for j, c := range t.columns {
+			out[j] = starlark.String(c)
+		}
+		return host.FrozenList(out), nil
+	case "notes":
+		out := make([]starlark.Value, len(t.notes))
+		for j, n := range t.notes {
+			out[j] = starlark.String(n)
+		}
+		return host.FrozenList(out), nil
+	case "title":
+		return starlark.String(t.title), nil
+	}
+	fn, ok := tableMethods[name]
+	if !ok {
+		return nil, nil
+	}
+	return starlark.NewBuiltin(name, fn).BindReceiver(t), nil
+}
+
+// String renders the table as print(t) shows it.
+func (t *ResultTable) String() string { return strings.TrimSuffix(t.RenderText(t.color), "\n") }
+
+// Render writes the table to w.
+func (t *ResultTable) Render(w io.Writer, color bool) error {
+	_, err := io.WriteString(w, t.RenderText(color))
+	return err
+}
+
+// render lays the table out: the title, a header, one line per row
+// (columns of plans, reports and other values that do not fit a cell are
+// left out), and the notes.
+func (t *ResultTable) RenderText(color bool) string {
+	var b strings.Builder
+	if t.title != "" {
+		b.WriteString(host.Paint(color, host.StyleBold, t.title) + "\n")
+	}
+	var shown []int
+	for j := range t.columns {
+		if t.plainColumn(j) && t.columns[j] != "plan" && t.columns[j] != "report" {
+			shown = append(shown, j)
+		}
+	}
+	g := &host.TextGrid{}
+	head := make([]string, len(shown))
+	for k, j := range shown {
+		head[k] = t.columns[j]
+	}
+	g.Add(head...)
+	g.Right = make([]bool, len(shown))
+	for k, j := range shown {
+		for _, r := range t.rows {
+			if _, ok := number(r[j]); ok {
+				if _, isBool := r[j].(starlark.Bool); !isBool {
+					g.Right[k] = true
+				}
+			}
+		}
+	}
+	for _, r := range t.rows {
+		cells := make([]string, len(shown))
+		for k, j := range shown {
+			cells[k] = FormatCell(r[j], t.units[j])
+		}
+		g.Add(cells...)
+	}
+	if len(t.rows) == 0 {
+		g.Add("(no rows)")
+	}
+	g.Write(&b, "")
+	for _, n := range t.notes {
+		b.WriteString(n + "\n")
+	}
+	return b.String()
+}
+
+// formatCell writes one cell for people: bytes as fmt_bytes does, seconds
+// with three significant figures, fractions as percentages, large numbers
+// with thousands separators.
+func FormatCell(v starlark.Value, unit string) string {
+	switch x := v.(type) {
+	case starlark.NoneType:
+		return "-"
+	case starlark.String:
+		return string(x)
+	case starlark.Bool:
+		if x {
+			return "yes"
+		}
+		return "no"
+	case starlark.Int:
+		n, ok := x.Int64()
+		if !ok {
+			return x.String()
+		}
+		if unit == host.UnitBytes {
+			return units.FormatBytes(n)
+		}
+		if n >= 10000 || n <= -10000 {
+			return host.Thousands(n)
+		}
+		return x.String()
+	case starlark.Float:
+		f := float64(x)
+		switch unit {
+		case host.UnitSeconds:
+			return reports.FormatSeconds(f)
+		case host.UnitFraction:
+			return fmt.Sprintf("%.1f%%", 100*f)
+		case host.UnitBytes:
+			if math.Abs(f) < 1e18 { // int64 holds it
+				return units.FormatBytes(int64(f))
+			}
+		}
+		if math.Abs(f) >= 1000 && math.Abs(f) < 1e18 { // beyond int64, int64(f) is undefined
+			return host.Thousands(int64(math.Round(f)))
+		}
+		return fmt.Sprintf("%.4g", f)
+	}
+	return v.String()
+}
