@@ -47,7 +47,7 @@ func TestBertLargeLadder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := hf.FromHFConfigArch(data, "eager", "BertForSequenceClassification")
+	m, err := hf.FromConfigArch(data, "eager", "BertForSequenceClassification")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,11 +59,11 @@ func TestLitGPTFSDPCalibration(t *testing.T) {
 		{"18", "Llama-2-13b-hf", 1, 2, 0},
 		{"19", "Llama-2-13b-hf", 1, 4, 35.57},
 	} {
-		c, err := litgpt.LookupLitGPTConfig(tc.model)
+		c, err := litgpt.Lookup(tc.model)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := litgpt.NewLitGPT(c)
+		m, err := litgpt.New(c)
 		if err != nil {
 			t.Fatal(err)
 		}

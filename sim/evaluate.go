@@ -39,7 +39,7 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 	rep := r.Report()
 	var stage *timing.StageTime
 	rep.Time, stage = timing.StepTime(prog, plan, r)
-	graph.GraphAdvice(plan, rep) // notes on a graph model's failure
+	graph.Advise(plan, rep) // notes on a graph model's failure
 	if err := r.Settle(); err != nil {
 		return nil, nil, err
 	}

@@ -31,7 +31,7 @@ func FuzzHFConfig(f *testing.F) {
 	f.Add([]byte(`{"model_type": "bert", "hidden_size": 1e300}`), "eager", "BertModel")
 	f.Fuzz(func(t *testing.T, data []byte, attn, arch string) {
 		defer failSlow(t, time.Now())
-		m, err := hf.FromHFConfigArch(data, attn, arch)
+		m, err := hf.FromConfigArch(data, attn, arch)
 		if err != nil {
 			if strings.Contains(err.Error(), "internal error") {
 				t.Fatalf("internal error: %v", err)

@@ -93,7 +93,7 @@ func readHF(t testing.TB, file string) []byte {
 func TestFromHFConfigParams(t *testing.T) {
 	for _, tc := range hfParamCases {
 		t.Run(tc.file+"/"+tc.arch, func(t *testing.T) {
-			m, err := hf.FromHFConfigArch(readHF(t, tc.file), "sdpa", tc.arch)
+			m, err := hf.FromConfigArch(readHF(t, tc.file), "sdpa", tc.arch)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func TestFromHFConfigStructure(t *testing.T) {
 		{"bloom-560m.json", "sdpa", "eager", 16, 16, 64, true, true, false, 250880},
 		{"bert-base-uncased.json", "sdpa", "sdpa", 12, 12, 64, true, false, false, 30522},
 	} {
-		m, err := hf.FromHFConfig(readHF(t, tc.file), tc.attn)
+		m, err := hf.FromConfig(readHF(t, tc.file), tc.attn)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.file, err)
 		}
@@ -190,7 +190,7 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"unsupported arch override", llama, "sdpa", "LlamaForMaskedLM", `model class "LlamaForMaskedLM" is not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := hf.FromHFConfigArch([]byte(tc.json), tc.attn, tc.arch)
+			_, err := hf.FromConfigArch([]byte(tc.json), tc.attn, tc.arch)
 			if err == nil {
 				t.Fatalf("no error, want %q", tc.want)
 			}
@@ -236,7 +236,7 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 				list = []string{"", "Model"}
 			}
 			for _, arch := range list {
-				m, err := hf.FromHFConfigArch([]byte(cfg), attn, arch)
+				m, err := hf.FromConfigArch([]byte(cfg), attn, arch)
 				if err != nil {
 					if strings.Contains(err.Error(), "no flash-attention path") {
 						continue
@@ -263,7 +263,7 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 // A sequence longer than a learned position table is an error at
 // evaluation, naming the table.
 func TestHFLearnedPositionsLimit(t *testing.T) {
-	m, err := hf.FromHFConfig(readHF(t, "gpt2.json"), "sdpa")
+	m, err := hf.FromConfig(readHF(t, "gpt2.json"), "sdpa")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestQKNormAttentionSaves(t *testing.T) {
 // Tensor parallelism splits the heads of a qk-norm attention as it does
 // for plain attention; the norms' weights (head_dim each) are replicated.
 func TestQKNormAttentionTP(t *testing.T) {
-	m, err := hf.FromHFConfig([]byte(`{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+	m, err := hf.FromConfig([]byte(`{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
 		"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128, "head_dim": 32}`), "flash")
 	if err != nil {
 		t.Fatal(err)

@@ -113,12 +113,12 @@ func TestLitGPTResourceTable(t *testing.T) {
 		{"extra", "stablelm-base-alpha-3b", "v2", "", 1, 1034, 2_125_248, 10.71},
 		{"extra", "Llama-2-7b-hf", "v1", "nf4", 1, 1304, 1_229_760, 12.68},
 	} {
-		c, err := litgpt.LookupLitGPTConfig(tc.model)
+		c, err := litgpt.Lookup(tc.model)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Adapter = tc.adapter
-		m, err := litgpt.NewLitGPT(c)
+		m, err := litgpt.New(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,11 +169,11 @@ func TestLitGPTParams(t *testing.T) {
 		{"Llama-2-7b-hf", 6_738_415_616},
 		{"Llama-2-13b-hf", 13_015_864_320},
 	} {
-		c, err := litgpt.LookupLitGPTConfig(tc.name)
+		c, err := litgpt.Lookup(tc.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := litgpt.NewLitGPT(c)
+		m, err := litgpt.New(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestLitGPTParams(t *testing.T) {
 			t.Errorf("%s: %d params, want %d", tc.name, got, tc.want)
 		}
 	}
-	if _, err := litgpt.LookupLitGPTConfig("gpt-5"); err == nil || !strings.Contains(err.Error(), "unknown LitGPT checkpoint") {
+	if _, err := litgpt.Lookup("gpt-5"); err == nil || !strings.Contains(err.Error(), "unknown LitGPT checkpoint") {
 		t.Errorf("unknown checkpoint: %v", err)
 	}
 }

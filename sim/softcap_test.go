@@ -19,7 +19,7 @@ func TestGemma2Softcap(t *testing.T) {
 		"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "head_dim": 32`
 	saved := func(extra, attn string) int64 {
 		t.Helper()
-		m, err := hf.FromHFConfig([]byte(base+extra+"}"), attn)
+		m, err := hf.FromConfig([]byte(base+extra+"}"), attn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestGemma2Softcap(t *testing.T) {
 			t.Errorf("%s: soft-capping keeps %d more bytes, want %d", c.name, got, c.want)
 		}
 	}
-	_, err := hf.FromHFConfig([]byte(base+`, "final_logit_softcapping": -1}`), "eager")
+	_, err := hf.FromConfig([]byte(base+`, "final_logit_softcapping": -1}`), "eager")
 	if err == nil || !strings.Contains(err.Error(), "final_logit_softcapping") || !strings.Contains(err.Error(), "positive number or null") {
 		t.Errorf("a negative cap: error %v", err)
 	}

@@ -18,7 +18,7 @@ func HfConfigBuiltins() []host.Builtin {
 		Sig:  `hf_config(path, attn="sdpa", arch=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
-			"(tied weights once, buffers never). model_type may be " + strings.Join(hf.HFModelTypes(), ", ") + ". " +
+			"(tied weights once, buffers never). model_type may be " + strings.Join(hf.ModelTypes(), ", ") + ". " +
 			"attn is the attention kernel the model runs with: \"eager\", \"sdpa\" or \"flash\" " +
 			"(BLOOM runs eager whatever is asked, as transformers does). arch picks the model class instead of " +
 			"the config's architectures[0]: for BERT \"BertForMaskedLM\" (the default), \"BertModel\", " +
@@ -51,7 +51,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		}
 		return nil, err
 	}
-	m, err := hf.FromHFConfigArch(data, attn, archName)
+	m, err := hf.FromConfigArch(data, attn, archName)
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {

@@ -125,10 +125,10 @@ func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "adapter?", &adapter); err != nil {
 		return nil, err
 	}
-	c, err := litgpt.LookupLitGPTConfig(name)
+	c, err := litgpt.Lookup(name)
 	if err != nil {
 		var known []string
-		for _, k := range litgpt.LitGPTConfigs() {
+		for _, k := range litgpt.Configs() {
 			known = append(known, k.Name)
 		}
 		return nil, host.WithHint(err, host.DidYouMean(name, known))
@@ -140,7 +140,7 @@ func litgptFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	default:
 		return nil, fmt.Errorf("litgpt: adapter must be None, \"v1\" or \"v2\" (got %s)", adapter.Type())
 	}
-	m, err := litgpt.NewLitGPT(c)
+	m, err := litgpt.New(c)
 	if err != nil {
 		return nil, err
 	}

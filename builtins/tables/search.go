@@ -59,7 +59,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if maxLayouts < 1 {
 		return nil, fmt.Errorf("max_layouts must be at least 1 (got %d)", maxLayouts)
 	}
-	sp := search.SearchSpace{MaxLayouts: int(min(maxLayouts, 1<<30)), Workers: runtime.GOMAXPROCS(0)}
+	sp := search.Space{MaxLayouts: int(min(maxLayouts, 1<<30)), Workers: runtime.GOMAXPROCS(0)}
 	var err error
 	if sp.GPUsPerNode, err = host.AsInt64(gpn, "gpus_per_node"); err != nil {
 		return nil, err
@@ -156,7 +156,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		bar.SetTotal(total)
 		bar.Set(done)
 	}
-	res, err := search.Search(ctx, base.SimPlan(), sp)
+	res, err := search.Run(ctx, base.SimPlan(), sp)
 	bar.Finish()
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

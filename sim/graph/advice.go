@@ -8,7 +8,7 @@ import (
 	"github.com/memsh/memsh/sim/replay"
 )
 
-// graphAdvice adds notes to the report of a graph model's failing step:
+// Advise adds notes to the report of a graph model's failing step:
 // what the failing allocation scales with and which setting changes it,
 // the lessons of SEEDS.md story 1. Each note is read off the failing
 // tensor and the plan; none is a guess at a figure.
@@ -21,7 +21,7 @@ import (
 //   - a tensor over all destination nodes of stacked members: no edge
 //     chunking shrinks it, running the members one at a time divides it;
 //   - a processor's recompute: it rebuilds layers/segments layers at once.
-func GraphAdvice(plan *core.Plan, rep *replay.Report) {
+func Advise(plan *core.Plan, rep *replay.Report) {
 	if rep.OOM == nil || len(plan.Model.Layers) != 1 {
 		return
 	}

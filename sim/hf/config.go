@@ -103,8 +103,8 @@ var hfFamilies = []hfFamily{
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
 }
 
-// HFModelTypes lists the model_type values FromHFConfig supports, sorted.
-func HFModelTypes() []string {
+// ModelTypes lists the model_type values FromConfig supports, sorted.
+func ModelTypes() []string {
 	out := make([]string, len(hfFamilies))
 	for i, f := range hfFamilies {
 		out[i] = f.modelType
@@ -113,26 +113,26 @@ func HFModelTypes() []string {
 	return out
 }
 
-// FromHFConfig builds the model that a Hugging Face config.json describes,
+// FromConfig builds the model that a Hugging Face config.json describes,
 // as the class named first in its "architectures" builds it (the family's
 // causal LM when the field is absent; BertForMaskedLM for BERT). attn is
 // the attention kernel the model runs with: "eager", "sdpa" or "flash"
 // (transformers' attn_implementation; "flash_attention_2" is accepted).
-func FromHFConfig(data []byte, attn string) (*core.Model, error) {
-	return FromHFConfigArch(data, attn, "")
+func FromConfig(data []byte, attn string) (*core.Model, error) {
+	return FromConfigArch(data, attn, "")
 }
 
-// FromHFConfigArch is FromHFConfig for the model class arch (e.g.
+// FromConfigArch is FromConfig for the model class arch (e.g.
 // "BertModel", "BertForSequenceClassification", "LlamaForCausalLM")
 // instead of the config's architectures[0]; "" means the config's.
-func FromHFConfigArch(data []byte, attn, arch string) (*core.Model, error) {
+func FromConfigArch(data []byte, attn, arch string) (*core.Model, error) {
 	c, err := parseHFConfig(data)
 	if err != nil {
 		return nil, err
 	}
 	mt, ok := c.raw["model_type"]
 	if !ok || mt == nil {
-		return nil, &units.Error{Msg: `config.json has no "model_type"`, Hint: "supported model types: " + strings.Join(HFModelTypes(), ", ")}
+		return nil, &units.Error{Msg: `config.json has no "model_type"`, Hint: "supported model types: " + strings.Join(ModelTypes(), ", ")}
 	}
 	s, ok := mt.(string)
 	if !ok {
@@ -147,7 +147,7 @@ func FromHFConfigArch(data []byte, attn, arch string) (*core.Model, error) {
 	}
 	if fam == nil {
 		return nil, &units.Error{
-			Msg:  fmt.Sprintf("unsupported model_type %q (supported: %s)", s, strings.Join(HFModelTypes(), ", ")),
+			Msg:  fmt.Sprintf("unsupported model_type %q (supported: %s)", s, strings.Join(ModelTypes(), ", ")),
 			Hint: `describe the model with the building blocks (attention, mlp, repeat, model) or load("@stdlib//llm.star", ...)`,
 		}
 	}

@@ -9,7 +9,7 @@ import (
 // lm_head per 128-token chunk, Fabric's fp32 conversion of the outputs,
 // chunked_cross_entropy. It returns the loss.
 type LitHead struct {
-	Config LitGPTConfig
+	Config Config
 }
 
 func (h *LitHead) Kind() string { return "litgpt_head" }
@@ -51,7 +51,7 @@ func (h *LitHead) Lower(b *core.Builder, x core.Value) core.Value {
 
 // litAdapterV2Head is the chunked head with AdapterV2Linear's trainable
 // bias and scale on every chunk.
-func litAdapterV2Head(b *core.Builder, c LitGPTConfig, x core.Value, o core.HeadLoss) core.Value {
+func litAdapterV2Head(b *core.Builder, c Config, x core.Value, o core.HeadLoss) core.Value {
 	in, vocab := c.Embd, c.PaddedVocab
 	s := b.Shape(x)
 	batch, seq := core.Numel(s[:len(s)-2]), s[len(s)-2]

@@ -35,8 +35,8 @@ import (
 //     (utils.chunked_cross_entropy); the training loop keeps the fp32
 //     logits list alive through backward.
 
-// LitGPTConfig is lit_gpt.Config: the fields that shape memory.
-type LitGPTConfig struct {
+// Config is lit_gpt.Config: the fields that shape memory.
+type Config struct {
 	Name                string
 	BlockSize           int64
 	PaddedVocab         int64
@@ -59,10 +59,10 @@ type LitGPTConfig struct {
 	LMHeadChunk         int64  // lm_head_chunk_size of the training loop (128)
 }
 
-// LitGPTConfigs are the checkpoints of the LitGPT resource tables, with
+// Configs are the checkpoints of the LitGPT resource tables, with
 // the values of lit_gpt/config.py at 8641822.
-func LitGPTConfigs() []LitGPTConfig {
-	return []LitGPTConfig{
+func Configs() []Config {
+	return []Config{
 		{Name: "phi-1_5", BlockSize: 2048, PaddedVocab: 51200, Layers: 24, Heads: 32, Embd: 2048, RotaryPercentage: 0.5,
 			ParallelResidual: true, SharedAttentionNorm: true, Bias: true, LMHeadBias: true, Norm: "LayerNorm", MLP: "GptNeoxMLP",
 			Intermediate: 8192, GeluApproximate: "tanh"},
@@ -78,54 +78,54 @@ func LitGPTConfigs() []LitGPTConfig {
 	}
 }
 
-// LookupLitGPTConfig finds a config by checkpoint name.
-func LookupLitGPTConfig(name string) (LitGPTConfig, error) {
+// Lookup finds a config by checkpoint name.
+func Lookup(name string) (Config, error) {
 	var names []string
-	for _, c := range LitGPTConfigs() {
+	for _, c := range Configs() {
 		if c.Name == name {
 			return c, nil
 		}
 		names = append(names, c.Name)
 	}
-	return LitGPTConfig{}, fmt.Errorf("unknown LitGPT checkpoint %q (known: %s)", name, strings.Join(names, ", "))
+	return Config{}, fmt.Errorf("unknown LitGPT checkpoint %q (known: %s)", name, strings.Join(names, ", "))
 }
 
-func (c LitGPTConfig) groups() int64 {
+func (c Config) groups() int64 {
 	if c.QueryGroups > 0 {
 		return c.QueryGroups
 	}
 	return c.Heads
 }
 
-func (c LitGPTConfig) headSize() int64 { return c.Embd / c.Heads }
+func (c Config) headSize() int64 { return c.Embd / c.Heads }
 
-func (c LitGPTConfig) qkvWidth() int64 { return (c.Heads + 2*c.groups()) * c.headSize() }
+func (c Config) qkvWidth() int64 { return (c.Heads + 2*c.groups()) * c.headSize() }
 
-func (c LitGPTConfig) ropeElems() int64 { return int64(c.RotaryPercentage * float64(c.headSize())) }
+func (c Config) ropeElems() int64 { return int64(c.RotaryPercentage * float64(c.headSize())) }
 
-func (c LitGPTConfig) chunk() int64 {
+func (c Config) chunk() int64 {
 	if c.LMHeadChunk > 0 {
 		return c.LMHeadChunk
 	}
 	return 128
 }
 
-func (c LitGPTConfig) adapterStart() int64 {
+func (c Config) adapterStart() int64 {
 	if c.AdapterStartLayer > 0 {
 		return c.AdapterStartLayer
 	}
 	return 2
 }
 
-func (c LitGPTConfig) promptLength() int64 {
+func (c Config) promptLength() int64 {
 	if c.AdapterPromptLength > 0 {
 		return c.AdapterPromptLength
 	}
 	return 10
 }
 
-// NewLitGPT builds the model: wte, the blocks, ln_f and the chunked head.
-func NewLitGPT(c LitGPTConfig) (*core.Model, error) {
+// New builds the model: wte, the blocks, ln_f and the chunked head.
+func New(c Config) (*core.Model, error) {
 	if c.Embd <= 0 || c.Heads <= 0 || c.Layers <= 0 || c.PaddedVocab <= 0 || c.Intermediate <= 0 {
 		return nil, &units.Error{Path: c.Name, Msg: "litgpt: embd, heads, layers, padded vocab and intermediate size must be positive"}
 	}
@@ -155,7 +155,7 @@ func NewLitGPT(c LitGPTConfig) (*core.Model, error) {
 // when the plan or the config asks for it).
 type LitBlock struct {
 	Name   string
-	Config LitGPTConfig
+	Config Config
 	Index  int64 // block index (adapter layers start at adapter_start_layer)
 }
 
@@ -231,7 +231,7 @@ func (l *LitBlock) Lower(b *core.Builder, x core.Value) core.Value {
 // LitNorm is a LitGPT norm as a layer (ln_f).
 type LitNorm struct {
 	Name   string
-	Config LitGPTConfig
+	Config Config
 }
 
 func (n *LitNorm) Kind() string           { return "litgpt_norm" }
@@ -253,7 +253,7 @@ func (n *LitNorm) Lower(b *core.Builder, x core.Value) core.Value {
 
 // litNorm lowers torch.nn.LayerNorm or lit_gpt's RMSNorm. Adapter v2
 // trains the norm weights (adapter_filter: norm_1, norm_2, ln_f).
-func litNorm(b *core.Builder, c LitGPTConfig, name string, x core.Value) core.Value {
+func litNorm(b *core.Builder, c Config, name string, x core.Value) core.Value {
 	if c.Adapter == "v2" {
 		if b.Ft == nil {
 			b.Ft = &core.Finetune{}
@@ -292,7 +292,7 @@ func litNorm(b *core.Builder, c LitGPTConfig, name string, x core.Value) core.Va
 // litLinear is nn.Linear, or AdapterV2Linear (adapter_scale * (linear(x) +
 // adapter_bias), both trainable, so the product keeps linear(x) + bias for
 // the scale's gradient) when the config uses adapter v2.
-func litLinear(b *core.Builder, c LitGPTConfig, name string, role core.Role, x core.Value, in, out int64, bias bool) core.Value {
+func litLinear(b *core.Builder, c Config, name string, role core.Role, x core.Value, in, out int64, bias bool) core.Value {
 	if c.Adapter != "v2" {
 		return b.Linear(name, role, x, in, out, bias)
 	}
@@ -310,7 +310,7 @@ func litLinear(b *core.Builder, c LitGPTConfig, name string, role core.Role, x c
 
 // litAttention lowers CausalSelfAttention (with LoRA on the fused qkv, or
 // the adapter prefix attention).
-func litAttention(b *core.Builder, c LitGPTConfig, index int64, x core.Value) core.Value {
+func litAttention(b *core.Builder, c Config, index int64, x core.Value) core.Value {
 	defer b.Scope("attn")()
 	h, hs, nh, g := c.Embd, c.headSize(), c.Heads, c.groups()
 	s := b.Shape(x)
@@ -366,7 +366,7 @@ func litRope(b *core.Builder, name string, src core.Value, shape []int64, n int6
 // litLoRAQKV is LoRAQKVLinear's update added to the pretrained qkv output:
 // lora_A over dropout(x), grouped conv1d with lora_B, zero_pad into the
 // qkv width (when not all of q, k, v are enabled), * scaling, + pretrained.
-func litLoRAQKV(b *core.Builder, c LitGPTConfig, x, pretrained core.Value) core.Value {
+func litLoRAQKV(b *core.Builder, c Config, x, pretrained core.Value) core.Value {
 	defer b.Scope("lora")()
 	l := b.Lora
 	h, hs := c.Embd, c.headSize()
@@ -422,7 +422,7 @@ func litLoRAQKV(b *core.Builder, c LitGPTConfig, x, pretrained core.Value) core.
 // ak, av from self.attn(adapter_wte) (aT rows), SDPA of q against them
 // with a bool mask (not flash: memory-efficient attention), then
 // y + gating_factor * ay (the product keeps ay for the gate's gradient).
-func litAdapterPrefix(b *core.Builder, c LitGPTConfig, q, y core.Value, wqkv int32) core.Value {
+func litAdapterPrefix(b *core.Builder, c Config, q, y core.Value, wqkv int32) core.Value {
 	defer b.Scope("adapter")()
 	h, aT := c.Embd, c.promptLength()
 	wte := b.AdapterParam("adapter_wte", []int64{aT, h}, core.RoleAdapter)
@@ -452,7 +452,7 @@ func litAdapterPrefix(b *core.Builder, c LitGPTConfig, q, y core.Value, wqkv int
 
 // litMLP lowers GptNeoxMLP (fc, gelu, proj) or LLaMAMLP (fc_1, fc_2,
 // silu(fc_1) * fc_2, proj).
-func litMLP(b *core.Builder, c LitGPTConfig, x core.Value) core.Value {
+func litMLP(b *core.Builder, c Config, x core.Value) core.Value {
 	defer b.Scope("mlp")()
 	h, n := c.Embd, c.Intermediate
 	if c.MLP == "LLaMAMLP" {

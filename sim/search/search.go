@@ -13,8 +13,8 @@ import (
 	"sync"
 )
 
-// SearchSpace is the layouts Search enumerates. Nil lists take defaults.
-type SearchSpace struct {
+// Space is the layouts Run enumerates. Nil lists take defaults.
+type Space struct {
 	GPUs        int64 // GPUs of the job
 	GPUsPerNode int64 // 0: 8
 	GlobalBatch int64 // sequences per step over all replicas
@@ -35,8 +35,8 @@ type SearchSpace struct {
 // DefaultMaxLayouts caps a search: larger spaces are refused with a hint.
 const DefaultMaxLayouts = 200_000
 
-// SearchStats counts what a search did.
-type SearchStats struct {
+// Stats counts what a search did.
+type Stats struct {
 	Layouts      int // valid layouts enumerated
 	Invalid      int // combinations the plan rejects (degrees that do not divide)
 	PrunedStates int // model states alone exceed the GPU
@@ -45,17 +45,17 @@ type SearchStats struct {
 	Profiles     int // block profiles lowered
 }
 
-// SearchRow is one layout of the result, replayed in full.
-type SearchRow struct {
+// Row is one layout of the result, replayed in full.
+type Row struct {
 	Plan     *core.Plan
 	Report   *replay.Report
 	Sharding string
 }
 
-// SearchResult is the fitting layouts, fastest first.
-type SearchResult struct {
-	Rows  []SearchRow
-	Stats SearchStats
+// Result is the fitting layouts, fastest first.
+type Result struct {
+	Rows  []Row
+	Stats Stats
 }
 
 // candidate is one enumerated layout.
@@ -106,7 +106,7 @@ func powersOfTwo(limit int64) []int64 {
 }
 
 // defaults fills the space's nil lists for base.
-func (sp SearchSpace) defaults(base *core.Plan) (SearchSpace, error) {
+func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if sp.GPUs <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
@@ -190,7 +190,7 @@ func maxExperts(m *core.Model) int64 {
 }
 
 // enumerate lists the valid layouts of the space, in a fixed order.
-func (sp SearchSpace) enumerate(base *core.Plan, stats *SearchStats) ([]*candidate, error) {
+func (sp Space) enumerate(base *core.Plan, stats *Stats) ([]*candidate, error) {
 	var out []*candidate
 	type validKey struct {
 		par    core.Parallelism
@@ -255,7 +255,7 @@ func (sp SearchSpace) enumerate(base *core.Plan, stats *SearchStats) ([]*candida
 }
 
 // layout builds one candidate plan from base.
-func (sp SearchSpace) layout(base *core.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
+func (sp Space) layout(base *core.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
 	par := core.Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1}
 	if v > 1 {
 		par.Schedule, par.VirtualStages = "interleaved", v
@@ -282,9 +282,9 @@ func (sp SearchSpace) layout(base *core.Plan, tp, pp, cp, ep, dp, v, mbs, m int6
 		key: profileKey{tp: tp, cp: cp, ep: ep, mbs: mbs, sp: par.SequenceParallel, active: par.Active(), ckpt: ck, casts: casts}}, nil
 }
 
-// Search runs the search of sp over base's model, precision, optimizer,
+// Run runs the search of sp over base's model, precision, optimizer,
 // sequence length and GPU. ctx cancels it.
-func Search(ctx context.Context, base *core.Plan, sp SearchSpace) (*SearchResult, error) {
+func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	if err := fastPathSupported(base); err != nil {
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func Search(ctx context.Context, base *core.Plan, sp SearchSpace) (*SearchResult
 	if err != nil {
 		return nil, err
 	}
-	res := &SearchResult{}
+	res := &Result{}
 	cands, err := sp.enumerate(base, &res.Stats)
 	if err != nil {
 		return nil, err
@@ -415,7 +415,7 @@ func Search(ctx context.Context, base *core.Plan, sp SearchSpace) (*SearchResult
 			res.Stats.Replayed++
 			if reports[i].Fits && fitting < want {
 				fitting++
-				res.Rows = append(res.Rows, SearchRow{Plan: kept[i].plan, Report: reports[i], Sharding: kept[i].sharding})
+				res.Rows = append(res.Rows, Row{Plan: kept[i].plan, Report: reports[i], Sharding: kept[i].sharding})
 			}
 		}
 		done += n

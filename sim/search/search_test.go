@@ -122,9 +122,9 @@ func llama3_70B() *core.Model { return testmodels.Llama(8192, 80, 64, 8, 28672, 
 // search70B is the interactive case: Llama-3-70B on 1,024 H100s
 // (128 nodes of 8), sequences of 8,192 tokens, 1,024 sequences (8M
 // tokens) per step, Megatron's precision, over the default layout space.
-func search70B(workers int) (*SearchResult, error) {
+func search70B(workers int) (*Result, error) {
 	base := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
-	return Search(context.Background(), base, SearchSpace{GPUs: 1024, GlobalBatch: 1024, Top: 10, Workers: workers})
+	return Run(context.Background(), base, Space{GPUs: 1024, GlobalBatch: 1024, Top: 10, Workers: workers})
 }
 
 // BenchmarkSearchLlama70B1024 searches the full layout space of
@@ -132,7 +132,7 @@ func search70B(workers int) (*SearchResult, error) {
 // over the time and the cores (GOMAXPROCS) used.
 func BenchmarkSearchLlama70B1024(b *testing.B) {
 	workers := runtime.GOMAXPROCS(0)
-	var res *SearchResult
+	var res *Result
 	for i := 0; i < b.N; i++ {
 		var err error
 		if res, err = search70B(workers); err != nil {
@@ -149,9 +149,9 @@ func BenchmarkSearchLlama70B1024(b *testing.B) {
 func TestSearchEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Device.Memory = 3 << 30 // small enough that memory prunes
-	space := SearchSpace{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
+	space := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
 		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Top: 8, Workers: 2}
-	res, err := Search(context.Background(), base, space)
+	res, err := Run(context.Background(), base, space)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stats SearchStats
+	var stats Stats
 	cands, err := full.enumerate(base, &stats)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestSearchWithoutRepeat(t *testing.T) {
 		&nn.MLP{Dim: 64, Hidden: 256, Act: "gelu"},
 	}, Vocab: 1000, Loss: "cross_entropy"}
 	base := testmodels.LlamaPlan(m, 1, 128, "bf16-mixed", "none", "A100-80GB")
-	res, err := Search(context.Background(), base, SearchSpace{GPUs: 8, GlobalBatch: 16, Top: 3, Workers: 2})
+	res, err := Run(context.Background(), base, Space{GPUs: 8, GlobalBatch: 16, Top: 3, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
