@@ -10,7 +10,7 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// Hugging Face config.json support: FromHFConfig builds the Model that
+// Hugging Face config.json support: FromConfig builds the Model that
 // transformers would build for a config.json, out of the sim layer types,
 // with parameter counts exact to the parameter (sum(p.numel() for p in
 // model.parameters()): tied weights once, buffers such as rotary inv_freq
