@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/timing"
 )
@@ -67,8 +68,8 @@ func within(got, want, frac float64) bool { return math.Abs(got-want) <= frac*wa
 //   - the network: 400 Gb/s per GPU (RoCE, section 3.3.1), memsh's default
 //     for H100.
 func llama405BPlan(dp int64) *core.Plan {
-	m := llamaModel(16384, 128, 128, 8, 53248, 128256, "flash")
-	p := llamaPlan(m, 1, 8192, "megatron", "none", "H100-80GB")
+	m := testmodels.Llama(16384, 128, 128, 8, 53248, 128256, "flash")
+	p := testmodels.LlamaPlan(m, 1, 8192, "megatron", "none", "H100-80GB")
 	p.GradAccum = 2048 / dp
 	p.Parallel = core.Parallelism{DP: dp, TP: 8, PP: 16, SequenceParallel: true, DistributedOptimizer: true,
 		Schedule: "interleaved", VirtualStages: 8}
@@ -82,7 +83,7 @@ func layerFLOPsRatio(t *testing.T, p *core.Plan, n int64) float64 {
 	flops := func(layers int64) float64 {
 		q := *p
 		q.Parallel = core.Parallelism{}
-		q.Model = llamaModel(16384, layers, 128, 8, 53248, 128256, "flash")
+		q.Model = testmodels.Llama(16384, layers, 128, 8, 53248, 128256, "flash")
 		prog, err := q.LowerProgram()
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +148,7 @@ func TestCalibMegatron1T(t *testing.T) {
 		t.Skip("replays 64 pipeline stages of a 1T model")
 	}
 	m := gptModel(25600, 128, 160, 51200, 2048, "eager")
-	p := llamaPlan(m, 1, 2048, "megatron", "full", "A100-80GB")
+	p := testmodels.LlamaPlan(m, 1, 2048, "megatron", "full", "A100-80GB")
 	p.GradAccum = 3072 / 6
 	p.Parallel = core.Parallelism{DP: 6, TP: 8, PP: 64, Schedule: "interleaved", VirtualStages: 2}
 	r, err := Evaluate(p, core.Options{})
@@ -172,7 +173,7 @@ func TestCheckpointingCostsAboutAThirdDistributed(t *testing.T) {
 	ratio := func(par core.Parallelism) float64 {
 		var steps [2]float64
 		for i, ck := range []string{"none", "full"} {
-			p := llamaPlan(llamaModel(8192, 80, 64, 8, 28672, 128256, "flash"), 1, 8192, "megatron", ck, "H100-80GB")
+			p := testmodels.LlamaPlan(testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash"), 1, 8192, "megatron", ck, "H100-80GB")
 			p.GradAccum, p.Parallel = 8, par
 			r, err := Evaluate(p, core.Options{})
 			if err != nil {

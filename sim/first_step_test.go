@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -13,7 +14,7 @@ import (
 // 256 KiB: no allocator rounding) trained with AdamW in fp32.
 func firstStepPlan(first bool) *core.Plan {
 	m := &core.Model{Name: "m", Layers: []core.Layer{&nn.Linear{Name: "a", In: 256, Out: 256}, &nn.Linear{Name: "b", In: 256, Out: 256}}, Loss: "mse", InputDim: 256}
-	p := llamaPlan(m, 4, 16, "fp32", "none", "H100-80GB")
+	p := testmodels.LlamaPlan(m, 4, 16, "fp32", "none", "H100-80GB")
 	p.FirstStep = first
 	return p
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -223,7 +224,7 @@ func TestInvariantsZeroStages(t *testing.T) {
 		// The same plan over a model of 1024- and 2048-wide matrices.
 		r := rand.New(rand.NewPCG(uint64(len(c.desc)), 7))
 		dim := []int64{1024, 2048}[r.IntN(2)]
-		m := llamaModel(dim, 2+r.Int64N(3), 16, []int64{4, 8, 16}[r.IntN(3)], dim*3, 32000, "flash")
+		m := testmodels.Llama(dim, 2+r.Int64N(3), 16, []int64{4, 8, 16}[r.IntN(3)], dim*3, 32000, "flash")
 		big := randomCase{fmt.Sprintf("llama dim=%d layers=%d %s", dim, m.Layers[1].(*core.Repeat).N, c.desc), withPlan(c.plan, func(q *core.Plan) { q.Model = m })}
 		for _, dp := range []int64{2, 8} {
 			s := run(big, dp)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -62,9 +63,9 @@ func TestReplayLinearByHand(t *testing.T) {
 // Full checkpointing never raises saved activations, and its recompute
 // shows in backward.
 func TestCheckpointLowersSavedActivations(t *testing.T) {
-	m := llamaModel(1024, 4, 16, 4, 2816, 32000, "flash")
-	none := llamaPlan(m, 2, 1024, "bf16-mixed", "none", "A100-80GB")
-	full := llamaPlan(m, 2, 1024, "bf16-mixed", "full", "A100-80GB")
+	m := testmodels.Llama(1024, 4, 16, 4, 2816, 32000, "flash")
+	none := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "A100-80GB")
+	full := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "full", "A100-80GB")
 	a, err := Evaluate(none, core.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +86,8 @@ func TestCheckpointLowersSavedActivations(t *testing.T) {
 }
 
 func TestOOMMessageInPyTorchWords(t *testing.T) {
-	m := llamaModel(8192, 80, 64, 8, 28672, 128256, "flash")
-	rep, err := Evaluate(llamaPlan(m, 1, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
+	m := testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash")
+	rep, err := Evaluate(testmodels.LlamaPlan(m, 1, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/internal/testmodels"
 )
 
 // SEEDS.md story 2: "7B parameters: ~28 GB of weights in FP32, ~14 GB in
@@ -11,7 +12,7 @@ import (
 // (6,738,415,616 params: 26.95 GB and 13.48 GB, "~28" and "~14" for a round
 // 7B).
 func TestStory2WeightBytes(t *testing.T) {
-	m := llamaModel(4096, 32, 32, 32, 11008, 32000, "flash")
+	m := testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "flash")
 	if m.Params() != 6_738_415_616 {
 		t.Fatalf("params %d", m.Params())
 	}
@@ -23,7 +24,7 @@ func TestStory2WeightBytes(t *testing.T) {
 		{"bf16", 2 * 6_738_415_616},
 		{"bf16-mixed", 4 * 6_738_415_616}, // autocast keeps fp32 weights
 	} {
-		rep, err := Evaluate(llamaPlan(m, 1, 512, c.precision, "full", "H200"), core.Options{})
+		rep, err := Evaluate(testmodels.LlamaPlan(m, 1, 512, c.precision, "full", "H200"), core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,11 +43,11 @@ func TestStory2WeightBytes(t *testing.T) {
 // gradient checkpointing, answered with a per-category breakdown that sums
 // to the peak. (ZeRO-3 on 8 GPUs is examples/zero_13b.star.)
 func TestStory2Breakdown13B(t *testing.T) {
-	m := llamaModel(5120, 40, 40, 40, 13824, 32000, "flash")
+	m := testmodels.Llama(5120, 40, 40, 40, 13824, 32000, "flash")
 	if m.Params() != 13_015_864_320 {
 		t.Fatalf("Llama-2-13B params %d", m.Params())
 	}
-	rep, err := Evaluate(llamaPlan(m, 4, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
+	rep, err := Evaluate(testmodels.LlamaPlan(m, 4, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,17 +4,18 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/internal/testmodels"
 )
 
 // SEEDS.md story 3: activation checkpointing costs ~30 % more time (a
 // backward costs ~2 forwards, so re-running the forward adds ~1/3).
 func TestFullCheckpointingCostsAboutAThird(t *testing.T) {
-	m := llamaModel(4096, 32, 32, 32, 11008, 32000, "flash")
-	none, err := Evaluate(llamaPlan(m, 1, 4096, "bf16-mixed", "none", "H100-80GB"), core.Options{})
+	m := testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "flash")
+	none, err := Evaluate(testmodels.LlamaPlan(m, 1, 4096, "bf16-mixed", "none", "H100-80GB"), core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := Evaluate(llamaPlan(m, 1, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
+	full, err := Evaluate(testmodels.LlamaPlan(m, 1, 4096, "bf16-mixed", "full", "H100-80GB"), core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

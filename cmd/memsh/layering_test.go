@@ -26,7 +26,7 @@ var layers = map[string]int{
 	"sim/hf":                  7,
 	"sim/litgpt":              7,
 	"sim":                     10,
-	"sim/internal/testmodels": 11,
+	"sim/internal/testmodels": 9,
 	"sim/search":              12,
 	"stdlib":                  0,
 	"jsondoc":                 0,
