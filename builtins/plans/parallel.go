@@ -2,6 +2,7 @@ package plans
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 
 	"github.com/memsh/memsh/builtins/host"
@@ -37,52 +38,25 @@ func (x Parallel) Truth() starlark.Bool  { return starlark.True }
 func (x Parallel) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
 func (x Parallel) String() string        { return x.P.String() }
 
-var parallelAttrNames = []string{
-	"cp", "distributed_optimizer", "dp", "ep", "fsdp", "gpus", "micro_batches", "pp",
-	"schedule", "sequence_parallel", "tp", "virtual_stages", "zero",
+func (x Parallel) AttrNames() []string {
+	names := make([]string, 0, len(layoutKeywords)+1)
+	for _, k := range layoutKeywords {
+		names = append(names, k.Name)
+	}
+	names = append(names, "gpus")
+	sort.Strings(names)
+	return names
 }
 
-func (x Parallel) AttrNames() []string { return parallelAttrNames }
-
+// Attr is a layout keyword's value (the default when unset), or gpus.
 func (x Parallel) Attr(name string) (starlark.Value, error) {
-	p := x.P
-	one := func(n int64) starlark.Value { return starlark.MakeInt64(max(n, 1)) }
-	switch name {
-	case "dp":
-		return one(p.DP), nil
-	case "tp":
-		return one(p.TP), nil
-	case "pp":
-		return one(p.PP), nil
-	case "cp":
-		return one(p.CP), nil
-	case "ep":
-		return one(p.EP), nil
-	case "zero":
-		return starlark.MakeInt(p.Zero), nil
-	case "fsdp":
-		if p.FSDP && p.FSDPVersion != 0 {
-			return starlark.MakeInt(p.FSDPVersion), nil
+	if name == "gpus" {
+		return starlark.MakeInt64(x.P.GPUs()), nil
+	}
+	for _, k := range layoutKeywords {
+		if k.Name == name {
+			return k.get(x.P), nil
 		}
-		return starlark.Bool(p.FSDP), nil
-	case "sequence_parallel":
-		return starlark.Bool(p.SequenceParallel), nil
-	case "schedule":
-		if p.Schedule == "" {
-			return starlark.String("1f1b"), nil
-		}
-		return starlark.String(p.Schedule), nil
-	case "virtual_stages":
-		return one(p.VirtualStages), nil
-	case "micro_batches":
-		if p.MicroBatches == 0 {
-			return starlark.None, nil
-		}
-		return starlark.MakeInt64(p.MicroBatches), nil
-	case "distributed_optimizer":
-		return starlark.Bool(p.DistributedOptimizer), nil
-	case "gpus":
-		return starlark.MakeInt64(p.GPUs()), nil
 	}
 	return nil, nil
 }
@@ -133,11 +107,10 @@ func ParallelBuiltins() []host.Builtin {
 	return []host.Builtin{
 		{
 			Name: "parallel",
-			Sig: "parallel(*branches, name=None, dp=1, tp=1, pp=1, cp=1, ep=1, zero=0, fsdp=False, " +
-				"sequence_parallel=False, schedule=\"1f1b\", virtual_stages=1, micro_batches=None, distributed_optimizer=False)",
+			Sig:  "parallel(*branches, name=None, " + layoutSig() + ")",
 			Doc: "Feeds one input to every branch and sums their outputs: the parallel attention and MLP " +
 				"of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)). " +
-				parallelLayoutDoc,
+				parallelLayoutDoc(),
 			Fn: parallelOrLayer, // layers give the block, keywords a layout
 		}, {
 			Name: "cluster",
@@ -153,16 +126,11 @@ func ParallelBuiltins() []host.Builtin {
 
 // parallelLayoutDoc documents the layout form of parallel(), registered
 // with the layer form in layers_extra.go.
-const parallelLayoutDoc = "With keywords, a distributed layout for train(parallel=...): " +
-	"parallel(dp=1, tp=1, pp=1, cp=1, ep=1, zero=0, fsdp=False, sequence_parallel=False, schedule=\"1f1b\", " +
-	"virtual_stages=1, micro_batches=None, distributed_optimizer=False). dp data-parallel replicas (alone: " +
-	"DDP, which saves no memory); zero=1/2/3 DeepSpeed ZeRO over dp (optimizer state; and gradients; and " +
-	"parameters), fsdp=True PyTorch FSDP2 per repeated block, distributed_optimizer=True Megatron's sharded " +
-	"optimizer; tp Megatron tensor parallelism (heads, MLP, vocabulary split; sequence_parallel shards the " +
-	"rest along the sequence); pp pipeline stages of the repeated blocks, schedule \"1f1b\" or " +
-	"\"interleaved\" with virtual_stages chunks per GPU, micro_batches per step (None: grad_accum); cp " +
-	"splits each sequence (ring attention); ep splits each MoE's experts over ranks of the dp group. " +
-	"simulate() then reports one GPU (the fullest pipeline stage; all stages in r.ranks)."
+func parallelLayoutDoc() string {
+	return "With keywords, a distributed layout for train(parallel=...): parallel(" + layoutSig() + "). " +
+		"simulate() then reports one GPU (the fullest pipeline stage; all stages in r.ranks); the layout's " +
+		"attributes are its keywords and gpus (dp*tp*pp*cp).\n\nKeywords:" + layoutDoc()
+}
 
 // parallelOrLayer is parallel(): with positional layers, the parallel
 // block of layers_extra.go; otherwise a layout.
@@ -175,61 +143,6 @@ func parallelOrLayer(thread *starlark.Thread, b *starlark.Builtin, args starlark
 		return v, err
 	}
 	return ParallelLayoutFn(b, kwargs)
-}
-
-func ParallelLayoutFn(b *starlark.Builtin, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dp, tp, pp, cp, ep, zero, vs, mb, schedule, fsdp starlark.Value
-	var sp, do bool
-	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "dp?", &dp, "tp?", &tp, "pp?", &pp, "cp?", &cp,
-		"ep?", &ep, "zero?", &zero, "fsdp?", &fsdp, "sequence_parallel?", &sp, "schedule?", &schedule,
-		"virtual_stages?", &vs, "micro_batches?", &mb, "distributed_optimizer?", &do); err != nil {
-		return nil, err
-	}
-	p := core.Parallelism{SequenceParallel: sp, DistributedOptimizer: do}
-	switch f := fsdp.(type) {
-	case nil, starlark.NoneType:
-	case starlark.Bool:
-		p.FSDP = bool(f)
-	case starlark.Int:
-		v, ok := f.Int64()
-		if !ok || (v != 1 && v != 2) {
-			return nil, fmt.Errorf("fsdp must be True, False, 1 (FullyShardedDataParallel) or 2 (fully_shard) (got %s)", f)
-		}
-		p.FSDP, p.FSDPVersion = true, int(v)
-	default:
-		return nil, fmt.Errorf("fsdp must be True, False, 1 or 2 (got %s)", f.Type())
-	}
-	for _, d := range []struct {
-		v    starlark.Value
-		what string
-		dst  *int64
-	}{{dp, "dp", &p.DP}, {tp, "tp", &p.TP}, {pp, "pp", &p.PP}, {cp, "cp", &p.CP}, {ep, "ep", &p.EP},
-		{vs, "virtual_stages", &p.VirtualStages}, {mb, "micro_batches", &p.MicroBatches}} {
-		n, err := models.OptInt(d.v, d.what, 0)
-		if err != nil {
-			return nil, err
-		}
-		if d.v != nil && d.v != starlark.None && n < 1 {
-			return nil, fmt.Errorf("%s must be at least 1 (got %d)", d.what, n)
-		}
-		*d.dst = n
-	}
-	z, err := models.OptInt(zero, "zero", 0)
-	if err != nil {
-		return nil, err
-	}
-	p.Zero = int(z)
-	switch s := schedule.(type) {
-	case nil, starlark.NoneType:
-	case starlark.String:
-		p.Schedule = string(s)
-	default:
-		return nil, fmt.Errorf("schedule must be a string (got %s)", s.Type())
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err // the engine's checks of a layout, where parallel() is written
-	}
-	return Parallel{p}, nil
 }
 
 func ClusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -32,9 +32,8 @@ const maxSweepCeiling = 1_000_000
 // parallelFields are the parallel() keywords a sweep axis may name;
 // clusterFields the cluster() ones.
 var (
-	parallelFields = []string{"dp", "tp", "pp", "cp", "ep", "zero", "fsdp", "sequence_parallel", "schedule",
-		"virtual_stages", "micro_batches", "distributed_optimizer"}
-	clusterFields = []string{"nodes", "gpus_per_node", "intra", "inter"}
+	parallelFields = plans.LayoutKeywordNames()
+	clusterFields  = []string{"nodes", "gpus_per_node", "intra", "inter"}
 )
 
 func SweepBuiltins() []host.Builtin {
@@ -43,8 +42,7 @@ func SweepBuiltins() []host.Builtin {
 		Sig:  "sweep(plan, max=10000, **axes)",
 		Doc: "Simulates every combination of the axes and returns a table, one row per plan: " +
 			"sweep(plan, tp=[1, 2, 4], batch=[1, 2, 4]). An axis names a train() argument (batch, seq, " +
-			"precision, checkpoint, gpu, grad_accum, ...), a parallel() field (dp, tp, pp, cp, ep, zero, fsdp, " +
-			"sequence_parallel, schedule, virtual_stages, micro_batches, distributed_optimizer) or a cluster() " +
+			"precision, checkpoint, gpu, grad_accum, ...), a parallel() keyword (" + strings.Join(parallelFields, ", ") + ") or a cluster() " +
 			"field (nodes, gpus_per_node), with a list of values (a single value is a list of one). Each " +
 			"combination is plan.replace(...); they run in parallel goroutines, with a progress bar on a " +
 			"terminal; Ctrl-C stops them. Rows hold the axes, then fits, device_used, headroom, " +
@@ -285,38 +283,7 @@ func replaceParallel(cur starlark.Value, changes []starlark.Tuple) (starlark.Val
 	if x, ok := cur.(plans.Parallel); ok {
 		p = x.P
 	}
-	kw := []starlark.Tuple{}
-	set := func(name string, v starlark.Value) {
-		for _, c := range changes {
-			if string(c[0].(starlark.String)) == name {
-				return
-			}
-		}
-		kw = append(kw, starlark.Tuple{starlark.String(name), v})
-	}
-	ints := []struct {
-		name string
-		v    int64
-	}{{"dp", p.DP}, {"tp", p.TP}, {"pp", p.PP}, {"cp", p.CP}, {"ep", p.EP}, {"virtual_stages", p.VirtualStages}, {"micro_batches", p.MicroBatches}}
-	for _, f := range ints {
-		if f.v > 0 {
-			set(f.name, starlark.MakeInt64(f.v))
-		}
-	}
-	set("zero", starlark.MakeInt(p.Zero))
-	if p.FSDP {
-		if p.FSDPVersion > 0 {
-			set("fsdp", starlark.MakeInt(p.FSDPVersion))
-		} else {
-			set("fsdp", starlark.True)
-		}
-	}
-	set("sequence_parallel", starlark.Bool(p.SequenceParallel))
-	if p.Schedule != "" {
-		set("schedule", starlark.String(p.Schedule))
-	}
-	set("distributed_optimizer", starlark.Bool(p.DistributedOptimizer))
-	return plans.ParallelLayoutFn(starlark.NewBuiltin("parallel", nil), append(kw, changes...))
+	return plans.ReplaceLayout(p, changes)
 }
 
 // replaceCluster is the plan's cluster() with some fields changed.

@@ -17,8 +17,10 @@ import (
 //     "megatron" precision (an fp32 main-gradient buffer).
 //   - Zero 1/2/3: DeepSpeed ZeRO over the DP group (optimizer state; plus
 //     gradients; plus parameters). FSDP: PyTorch FSDP2 (fully_shard per
-//     repeated block and the root). DistributedOptimizer: Megatron's
-//     (fp32 master weights and Adam state sharded over DP).
+//     repeated block and the root), or FSDP1 (FullyShardedDataParallel)
+//     with FSDPVersion 1; its mesh, units and policies are fsdp.go's.
+//     DistributedOptimizer: Megatron's (fp32 master weights and Adam state
+//     sharded over DP). Every mode shards over dp x cp (ShardDegree).
 //   - TP: Megatron tensor parallelism (Shoeybi et al. 2019) inside each
 //     attention, MLP, MoE, the vocabulary-parallel embedding, output layer
 //     and cross-entropy; SequenceParallel shards the norm, dropout and
@@ -41,11 +43,19 @@ type Parallelism struct {
 	VirtualStages        int64
 	MicroBatches         int64
 	DistributedOptimizer bool
+
+	// FSDP's mesh and policies (fsdp.go).
+	DPReplicate     int64       // HSDP: replicas of the sharded model; dp/DPReplicate ranks shard it
+	NoReshard       bool        // reshard_after_forward=False
+	ReshardTo       int64       // reshard_after_forward=N: keep 1/N of each unit between forward and backward
+	FSDPUnits       []string    // modules wrapped as FSDP units of their own
+	FSDPParamDType  units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
+	FSDPReduceDType units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
 }
 
 // norm fills defaults: degrees 1, schedule 1f1b, one virtual stage.
 func (p Parallelism) Norm() Parallelism {
-	for _, d := range []*int64{&p.DP, &p.TP, &p.PP, &p.CP, &p.EP, &p.VirtualStages} {
+	for _, d := range []*int64{&p.DP, &p.TP, &p.PP, &p.CP, &p.EP, &p.VirtualStages, &p.DPReplicate} {
 		if *d == 0 {
 			*d = 1
 		}
@@ -98,6 +108,24 @@ func (p Parallelism) String() string {
 			parts = append(parts, "fsdp=True")
 		}
 	}
+	if n.DPReplicate > 1 {
+		parts = append(parts, fmt.Sprintf("dp_replicate=%d", n.DPReplicate))
+	}
+	switch {
+	case n.NoReshard:
+		parts = append(parts, "reshard_after_forward=False")
+	case n.ReshardTo > 0:
+		parts = append(parts, fmt.Sprintf("reshard_after_forward=%d", n.ReshardTo))
+	}
+	if len(n.FSDPUnits) > 0 {
+		parts = append(parts, fmt.Sprintf("fsdp_units=[%s]", quoteList(n.FSDPUnits)))
+	}
+	if n.FSDPParamDType != units.InvalidDType {
+		parts = append(parts, fmt.Sprintf("param_dtype=%q", n.FSDPParamDType.Name()))
+	}
+	if n.FSDPReduceDType != units.InvalidDType {
+		parts = append(parts, fmt.Sprintf("reduce_dtype=%q", n.FSDPReduceDType.Name()))
+	}
 	if n.SequenceParallel {
 		parts = append(parts, "sequence_parallel=True")
 	}
@@ -114,6 +142,14 @@ func (p Parallelism) String() string {
 		parts = append(parts, "distributed_optimizer=True")
 	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
+}
+
+func quoteList(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = fmt.Sprintf("%q", x)
+	}
+	return strings.Join(q, ", ")
 }
 
 // microBatches is the micro-batch count per step and pipeline.
@@ -138,7 +174,7 @@ func (raw Parallelism) Validate() error {
 		k string
 		v int64
 	}{{"dp", raw.DP}, {"tp", raw.TP}, {"pp", raw.PP}, {"cp", raw.CP}, {"ep", raw.EP},
-		{"virtual_stages", raw.VirtualStages}, {"micro_batches", raw.MicroBatches}} {
+		{"virtual_stages", raw.VirtualStages}, {"micro_batches", raw.MicroBatches}, {"dp_replicate", raw.DPReplicate}} {
 		if d.v < 0 {
 			return parallelErr("%s must be positive (got %d)", d.k, d.v)
 		}
@@ -152,6 +188,9 @@ func (raw Parallelism) Validate() error {
 	}
 	if par.FSDP && par.Zero > 0 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}
+	}
+	if err := par.validateFSDP(); err != nil {
+		return err
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}

@@ -54,11 +54,16 @@ func (p *Plan) configureLowering(b *Builder) {
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron"}
 	b.Seq /= par.CP
-	if par.FSDP && b.Prec.Autocast {
-		// FSDP's MixedPrecisionPolicy(param_dtype=bf16) all-gathers the
-		// parameters in the compute dtype: the layers see bf16 weights and
-		// autocast has nothing to cast or cache.
-		b.Prec.Params = b.Prec.Compute
+	if par.FSDP {
+		// FSDP's MixedPrecisionPolicy(param_dtype=...) all-gathers the
+		// parameters in param_dtype (by default the autocast dtype): the
+		// layers see those weights, and with param_dtype=bf16 autocast has
+		// nothing to cast or cache. Without autocast FSDP casts the
+		// forward inputs to param_dtype too (cast_forward_inputs).
+		b.Prec.Params = par.FSDPParams(p.Precision)
+		if !b.Prec.Autocast {
+			b.Prec.Compute = b.Prec.Params
+		}
 	}
 }
 

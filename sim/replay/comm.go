@@ -68,7 +68,10 @@ func commGroups(p *core.Plan) []commGroup {
 	}
 	add("tp", par.TP, 1, "ring")
 	add("cp", par.CP, par.TP, "p2p")
-	add("dp", par.DP, par.TP*par.CP, "ring")
+	// The data-parallel group of the sharding modes holds the
+	// context-parallel ranks too (dp x cp, less HSDP's replicas).
+	add("dp", par.ShardDegree(), par.TP, "ring")
+	add("dp_replicate", par.DPReplicate, par.TP*par.ShardDegree(), "ring")
 	add("ep", par.EP, par.TP*par.CP, "alltoall")
 	add("pp", par.PP, par.TP*par.CP*par.DP, "p2p")
 	return gs
@@ -127,9 +130,11 @@ func GroupSize(p *core.Plan, name string) int64 {
 	case "ep":
 		return par.EP
 	case "edp":
-		return max(par.DP/par.EP, 1)
+		return par.ExpertShardDegree()
+	case "dp_replicate":
+		return par.DPReplicate
 	}
-	return par.DP
+	return par.ShardDegree() // dp: data-parallel and context-parallel ranks
 }
 
 // commPerStep is every collective of one step: the lowering's records
@@ -182,8 +187,15 @@ func (d *distState) CommPerStep() []core.CommRecord {
 				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: 2 * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
 			}
 		case DistFSDP:
-			gathered := d.gatherDT.Bytes(g.numel)
-			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: 2 * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
+			gathered, reduced := d.gatherDT.Bytes(g.numel), d.reduceDT.Bytes(g.numel)
+			gathers := int64(2) // forward and backward
+			if d.Par.NoReshard {
+				gathers = 1 // the forward's gather serves the backward
+			}
+			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: reduced * perMB, Backward: true})
+			if r := d.Par.DPReplicate; r > 1 { // HSDP: the sharded gradient all-reduced over the replicas
+				out = append(out, core.CommRecord{Kind: "all_reduce", Group: "dp_replicate", Bytes: reduced / g.n * perMB, Backward: true})
+			}
 		}
 	}
 	return out

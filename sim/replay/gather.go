@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"fmt"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -24,8 +26,12 @@ import (
 // (foreach_all_gather_copy_out); the unsharded parameters are freed after
 // the unit's forward (reshard_after_forward=True) and gathered again for
 // its backward. The next unit is prefetched, so two blocks are gathered at
-// once. The root unit (everything outside the blocks) is not resharded
-// after forward. After a unit's backward its unsharded gradients (in the
+// once. The root unit (everything outside the blocks and fsdp_units) is
+// not resharded after forward. reshard_after_forward=False keeps every
+// unit gathered until its backward; reshard_after_forward=N keeps a 1/N
+// shard of it in the gather dtype instead (_fsdp_param.py
+// to_sharded_post_forward), freed once the backward's all-gather has
+// rebuilt the unsharded parameters (to_unsharded). After a unit's backward its unsharded gradients (in the
 // parameter dtype) are copied into a flat reduce-scatter input in the
 // reduce dtype (foreach_reduce_scatter_copy_in), freed, and
 // reduce-scattered into the sharded gradient.
@@ -74,6 +80,10 @@ func (d *distState) gather(r *Replay, u int32) {
 		}
 		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, dt.Bytes(n), core.CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
 		r.release(flat)
+		if un.postFwd != none {
+			r.release(un.postFwd)
+			un.postFwd = none
+		}
 		return
 	}
 	var host int32 = none
@@ -159,9 +169,26 @@ func (d *distState) afterForward(r *Replay, i int) {
 	}
 	for _, u := range d.opUnits[i] {
 		if un := &d.units[u]; un.last == int32(i) && !un.root {
-			d.reshard(r, u)
+			d.reshardAfterForward(r, u)
 		}
 	}
+}
+
+// reshardAfterForward applies FSDP's reshard_after_forward to unit u
+// (ZeRO-3 always releases).
+func (d *distState) reshardAfterForward(r *Replay, u int32) {
+	un := &d.units[u]
+	switch {
+	case d.Mode != DistFSDP || r.Plan.Phase == core.Eval:
+	case d.Par.NoReshard:
+		return
+	case d.Par.ReshardTo > 0 && un.tensor != none:
+		n := d.gatheredSize(u) / d.Par.ReshardTo
+		dt := d.gatherDT
+		un.postFwd = d.alloc(r, un.name+" post-forward shard", []int64{n}, dt, dt.Bytes(n), core.CatComm,
+			fmt.Sprintf("1/%d of the unsharded parameters of %s, kept until its backward (reshard_after_forward=%d)", d.Par.ReshardTo, un.name, d.Par.ReshardTo))
+	}
+	d.reshard(r, u)
 }
 
 func (d *distState) beforeBackward(r *Replay, i int) {
@@ -265,7 +292,7 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 	if n == 0 {
 		return
 	}
-	dt := r.Plan.Precision.Grads
+	dt := d.reduceDT
 	in := d.alloc(r, un.name+" reduce-scatter input", []int64{n}, dt, dt.Bytes(n), core.CatComm, "FSDP reduce-scatter input of "+un.name+" (gradients in the reduce dtype)")
 	for _, pi := range un.params {
 		if r.paramGrad[pi] != none {

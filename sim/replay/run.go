@@ -24,9 +24,11 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	}
 	r := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
 	r.nonTorch = nonTorch
-	r.Dist = NewDist(plan, prog) // nil on one GPU
+	var err error
+	if r.Dist, err = NewDist(plan, prog); err != nil { // nil on one GPU
+		return nil, err
+	}
 	if plan.Validation {
-		var err error
 		if r.valProg, r.valPlan, err = plan.LowerValidation(); err != nil {
 			return nil, err
 		}

@@ -1,22 +1,33 @@
 package replay
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
-// Gather units: the parameters ZeRO-3 (a module) and FSDP (a repeated
-// block, or the root) all-gather together, and the ops that read them.
+// Gather units: the parameters ZeRO-3 (a module) and FSDP (a module of
+// fsdp_units, a repeated block, or the root) all-gather together, and the
+// ops that read them.
 
 // buildUnits groups parameters into gather units and finds the ops that
-// read them.
-func (d *distState) buildUnits() {
+// read them. It fails when a module of fsdp_units holds no parameter.
+func (d *distState) buildUnits() error {
 	prog := d.p
 	d.unitOf = fill(make([]int32, len(prog.Params)), none)
 	d.opUnits = make([][]int32, len(prog.Ops))
 	key := map[string]int32{}
 	var blocks map[string]int
 	if d.Mode == DistFSDP {
+		// Modules wrapped on their own come first (negative positions), so
+		// they win over a block that contains them, as a nested
+		// fully_shard takes its parameters out of the outer unit.
 		blocks = map[string]int{}
+		for i, u := range d.Par.FSDPUnits {
+			blocks[u] = i - len(d.Par.FSDPUnits)
+		}
 		for i, b := range blockPrefixes(d.plan.Model) {
 			if _, ok := blocks[b]; !ok {
 				blocks[b] = i
@@ -37,7 +48,7 @@ func (d *distState) buildUnits() {
 		if !ok {
 			u = int32(len(d.units))
 			key[k] = u
-			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, flatGrad: none, root: root})
+			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, flatGrad: none, postFwd: none, root: root})
 			d.order = append(d.order, u)
 		}
 		d.unitOf[pi] = u
@@ -65,6 +76,49 @@ func (d *distState) buildUnits() {
 			d.units[u].keep = d.units[u].numel < zeroPersistence
 		}
 	}
+	for _, name := range d.Par.FSDPUnits {
+		if _, ok := key[name]; !ok {
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp_units: %q names no module with parameters", name),
+				Hint: "name modules by path as the model prints them: " + d.moduleNames()}
+		}
+	}
+	return nil
+}
+
+// moduleNames lists the modules of the root unit's parameters (those not
+// in a block), without the scopes the lowering adds, for hints.
+func (d *distState) moduleNames() string {
+	seen := map[string]bool{}
+	var out []string
+	for pi, u := range d.unitOf {
+		if u == none || !d.units[u].root {
+			continue
+		}
+		m := moduleOf(d.p.Params[pi].Name)
+		for {
+			head, rest, ok := strings.Cut(m, ".")
+			if !ok || !isScope(head) {
+				break
+			}
+			m = rest
+		}
+		if !seen[m] && len(out) < 8 {
+			seen[m] = true
+			out = append(out, fmt.Sprintf("%q", m))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// isScope reports whether a path element is one the lowering adds:
+// stage3, mb0, member1, rollout2.
+func isScope(s string) bool {
+	for _, p := range []string{"stage", "mb", "member", "rollout"} {
+		if n, ok := strings.CutPrefix(s, p); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
 }
 
 func containsUnit(us []int32, u int32) bool {
@@ -86,14 +140,15 @@ func moduleOf(name string) string {
 	return name
 }
 
-// fsdpUnit is the FSDP unit of a parameter: the repeated block whose path
-// prefixes its name, allowing leading scopes the lowering adds (pipeline
-// micro-batches "mbK", ensemble members "memberK"), else the root. blocks
-// maps each block path to its position; the first block that matches
-// wins. It looks up every dotted sub-path of the name rather than trying
-// every block: a scan made FSDP over 65,536 blocks quadratic (FuzzSizes).
-func fsdpUnit(name string, blocks map[string]int) (string, bool) {
-	best, found := "", -1
+// fsdpUnit is the FSDP unit of a parameter: the module of fsdp_units or
+// the repeated block whose path prefixes its name, allowing leading scopes
+// the lowering adds (pipeline micro-batches "mbK", ensemble members
+// "memberK"), else the root. units maps each unit path to its position;
+// the lowest position that matches wins. It looks up every dotted sub-path
+// of the name rather than trying every block: a scan made FSDP over 65,536
+// blocks quadratic (FuzzSizes).
+func fsdpUnit(name string, units map[string]int) (string, bool) {
+	best, pos, found := "", 0, false
 	for s := 0; s < len(name); s++ {
 		if s > 0 && name[s-1] != '.' {
 			continue // a sub-path starts the name or follows a dot
@@ -102,12 +157,12 @@ func fsdpUnit(name string, blocks map[string]int) (string, bool) {
 			if name[e] != '.' {
 				continue // and ends before a dot
 			}
-			if i, ok := blocks[name[s:e]]; ok && (found < 0 || i < found) {
-				best, found = name[s:e], i
+			if i, ok := units[name[s:e]]; ok && (!found || i < pos) {
+				best, pos, found = name[s:e], i, true
 			}
 		}
 	}
-	if found < 0 {
+	if !found {
 		return "root", true
 	}
 	return best, false

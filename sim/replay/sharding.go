@@ -30,7 +30,11 @@ import (
 //     partitioned_param_coordinator.py. Details at each function.
 //   - fsdp: PyTorch FSDP2 (torch.distributed.fsdp.fully_shard, files
 //     _fsdp_param.py, _fsdp_param_group.py, _fsdp_collectives.py), one
-//     unit per repeated block and one for the rest (the root).
+//     unit per repeated block, one per module named in fsdp_units and one
+//     for the rest (the root); FSDP1 in fsdp1.go.
+//
+// Every mode shards over the data-parallel and context-parallel ranks
+// together, less HSDP's replicas (core.Parallelism.ShardDegree).
 type DistMode uint8
 
 const (
@@ -71,6 +75,7 @@ type gatherUnit struct {
 	first, last int32 // first and last forward op reading it
 	keep        bool  // never resharded (persistent small params)
 	root        bool  // FSDP root: kept from forward through backward
+	postFwd     int32 // FSDP reshard_after_forward=N: the 1/N shard kept until the backward
 	tensor      int32 // the gathered parameters, none when sharded
 	grad        int32 // FSDP: its sharded gradient, none until reduced
 	trainable   bool  // holds a parameter that requires grad
@@ -85,6 +90,7 @@ type distState struct {
 	p        *core.Program
 	dp, edp  int64       // sharding degrees of dense and expert parameters
 	gatherDT units.DType // dtype of gathered parameters and their unsharded grads
+	reduceDT units.DType // FSDP: dtype of the reduce-scatter (MixedPrecisionPolicy.reduce_dtype)
 
 	units   []gatherUnit
 	unitOf  []int32 // by parameter, -1 when not gathered
@@ -102,23 +108,22 @@ type distState struct {
 	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded
 }
 
-// newDist returns the distributed state of a replay, nil on one GPU.
-func NewDist(plan *core.Plan, prog *core.Program) *distState {
+// newDist returns the distributed state of a replay, nil on one GPU. It
+// fails when fsdp_units names no module of the program.
+func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	if !plan.Parallel.Active() && prog.Stage == nil {
-		return nil
+		return nil, nil
 	}
 	par := plan.Parallel.Norm()
-	d := &distState{Par: par, plan: plan, p: prog, dp: par.DP, edp: max(par.DP/par.EP, 1),
-		ipg: none, gradPart: none, gatherDT: plan.Precision.Params}
+	d := &distState{Par: par, plan: plan, p: prog, dp: par.ShardDegree(), edp: par.ExpertShardDegree(),
+		ipg: none, gradPart: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
 	switch {
 	case par.FSDP:
 		d.Mode = DistFSDP
 		d.fsdp1 = par.FSDPVersion == 1
 		d.noSync = d.fsdp1 && plan.GradAccum > 1
-		if plan.Precision.Autocast {
-			// MixedPrecisionPolicy(param_dtype=bf16): the all-gather casts.
-			d.gatherDT = plan.Precision.Compute
-		}
+		// MixedPrecisionPolicy: the all-gather casts to param_dtype.
+		d.gatherDT, d.reduceDT = par.FSDPParams(plan.Precision), par.FSDPReduce(plan.Precision)
 	case par.Zero > 0:
 		d.Mode = DistZeRO
 	case par.DistributedOptimizer || plan.Precision.Name == "megatron":
@@ -134,9 +139,11 @@ func NewDist(plan *core.Plan, prog *core.Program) *distState {
 		}
 	}
 	if d.Mode == DistFSDP || (d.Mode == DistZeRO && par.Zero == 3) {
-		d.buildUnits()
+		if err := d.buildUnits(); err != nil {
+			return nil, err
+		}
 	}
-	return d
+	return d, nil
 }
 
 // root returns the parameter pi stands for (tied weights share one).

@@ -193,7 +193,7 @@ func maxExperts(m *core.Model) int64 {
 func (sp Space) enumerate(base *core.Plan, stats *Stats) ([]*candidate, error) {
 	var out []*candidate
 	type validKey struct {
-		par    core.Parallelism
+		par    string // the layout as parallel() writes it (Parallelism holds lists)
 		ck     string
 		mbs, m int64
 	}
@@ -231,7 +231,7 @@ func (sp Space) enumerate(base *core.Plan, stats *Stats) ([]*candidate, error) {
 									if err != nil {
 										return nil, err
 									}
-									k := validKey{c.plan.Parallel, ck, mbs, m}
+									k := validKey{c.plan.Parallel.String(), ck, mbs, m}
 									err, seen := valid[k]
 									if !seen {
 										err = c.plan.Validate()

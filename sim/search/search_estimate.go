@@ -192,14 +192,17 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 			ps = append(ps, core.ParamInfo{Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
 		}
 	}
-	d := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue})
+	d, err := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue})
+	if err != nil { // the search's layouts wrap no fsdp_units: unreachable
+		d = nil
+	}
 	w.Mode = replay.DistReplicated
 	sharded := false
 	if d != nil {
 		w.Mode, w.Zero = d.Mode, par.Zero
 		sharded = d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && par.DistributedOptimizer)
 		for _, c := range d.CommPerStep() {
-			if c.Group == "dp" || c.Group == "edp" {
+			if c.Group == "dp" || c.Group == "edp" || c.Group == "dp_replicate" {
 				w.DpComm = append(w.DpComm, c)
 			}
 		}
@@ -222,13 +225,13 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 	return w, minStates(p, w.Mode, u.params)
 }
 
-// shardDegree is the data-parallel sharding degree of a parameter: dp, or
-// dp/ep for experts (distState.degree).
+// shardDegree is the data-parallel sharding degree of a parameter: dp x cp,
+// or dp x cp / ep for experts (distState.Degree).
 func shardDegree(par core.Parallelism, expert bool) int64 {
 	if expert {
-		return max(par.DP/par.EP, 1)
+		return par.ExpertShardDegree()
 	}
-	return par.DP
+	return par.ShardDegree()
 }
 
 // minStates is a lower bound of the model states a GPU holding params

@@ -121,8 +121,10 @@ func groupLayoutOf(p *core.Plan, group string) groupLayout {
 		stride = par.TP * par.CP * par.EP
 	case "pp":
 		stride = par.TP * par.CP * par.DP
-	default: // dp
-		stride = par.TP * par.CP
+	case "dp_replicate": // HSDP: across the shard groups
+		stride = par.TP * par.ShardDegree()
+	default: // dp: the data-parallel and context-parallel ranks together
+		stride = par.TP
 	}
 	per := int64(1)
 	if stride < gpn {

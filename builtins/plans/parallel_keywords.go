@@ -1,0 +1,284 @@
+package plans
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+	"go.starlark.net/starlark"
+)
+
+// layoutKeyword is one keyword of the layout form of parallel(), declared
+// once: the signature, `memsh doc parallel`, the layout's attributes and
+// sweep()'s parallel.* axes come from layoutKeywords.
+type layoutKeyword struct {
+	Name string
+	Sig  string // the default as the signature writes it
+	Doc  string
+	// get is the attribute: the value set, or the default; set accepts
+	// what get returns (replace() passes it back) and None for the default.
+	get func(p core.Parallelism) starlark.Value
+	set func(v starlark.Value, p *core.Parallelism) error
+}
+
+// layoutKeywords are parallel()'s layout keywords in signature order.
+var layoutKeywords = []layoutKeyword{
+	degree("dp", "data-parallel ranks (alone: DDP, which saves no memory)", func(p *core.Parallelism) *int64 { return &p.DP }),
+	degree("tp", "Megatron tensor parallelism: heads, MLP and vocabulary split over tp ranks", func(p *core.Parallelism) *int64 { return &p.TP }),
+	degree("pp", "pipeline stages of the repeated blocks", func(p *core.Parallelism) *int64 { return &p.PP }),
+	degree("cp", "context parallelism: each sequence split over cp ranks (ring attention)", func(p *core.Parallelism) *int64 { return &p.CP }),
+	degree("ep", "expert parallelism: each MoE's experts split over ep ranks of the dp group", func(p *core.Parallelism) *int64 { return &p.EP }),
+	{Name: "zero", Sig: "0", Doc: "DeepSpeed ZeRO stage over dp x cp: 1 optimizer state, 2 and gradients, 3 and parameters",
+		get: func(p core.Parallelism) starlark.Value { return starlark.MakeInt(p.Zero) },
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			z, err := models.OptInt(v, "zero", 0)
+			p.Zero = int(z)
+			return err
+		}},
+	{Name: "fsdp", Sig: "False",
+		Doc: "PyTorch FSDP over dp x cp: True or 2 is FSDP2 (fully_shard per repeated block, the modules of fsdp_units and the root; " +
+			"torchtitan, torchtune), 1 is FSDP1 (FullyShardedDataParallel: one flat parameter per unit, Lightning's FSDPStrategy, " +
+			"accelerate; frozen and trainable parameters of a unit share one gradient, and no_sync() keeps unsharded gradients while accumulating)",
+		get: func(p core.Parallelism) starlark.Value {
+			if p.FSDP && p.FSDPVersion != 0 {
+				return starlark.MakeInt(p.FSDPVersion)
+			}
+			return starlark.Bool(p.FSDP)
+		},
+		set: setFSDP},
+	{Name: "dp_replicate", Sig: "1",
+		Doc: "HSDP with fsdp: dp ranks form dp_replicate replicas of dp/dp_replicate ranks each; the model is sharded inside a replica " +
+			"(over dp/dp_replicate x cp ranks) and its sharded gradients are all-reduced across replicas (torchtitan's data_parallel_replicate_degree)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.MakeInt64(max(p.DPReplicate, 1)) },
+		set: setDegree("dp_replicate", func(p *core.Parallelism) *int64 { return &p.DPReplicate })},
+	{Name: "reshard_after_forward", Sig: "True",
+		Doc: "FSDP2: True frees each unit's gathered parameters after its forward and gathers them again for its backward; " +
+			"False keeps them until the backward (torchtitan under pipeline parallelism); an int N keeps 1/N of them (a node's share) between the two",
+		get: func(p core.Parallelism) starlark.Value {
+			switch {
+			case p.NoReshard:
+				return starlark.False
+			case p.ReshardTo > 0:
+				return starlark.MakeInt64(p.ReshardTo)
+			}
+			return starlark.True
+		},
+		set: setReshard},
+	{Name: "fsdp_units", Sig: "[]",
+		Doc: `modules wrapped as FSDP units of their own besides the repeated blocks, by name or path ("embed_tokens", "lm_head"): ` +
+			`torchtune's custom_sharded_layers, torchtitan's embedding and output units; the rest is the root unit, never resharded after forward`,
+		get: func(p core.Parallelism) starlark.Value {
+			xs := make([]starlark.Value, len(p.FSDPUnits))
+			for i, u := range p.FSDPUnits {
+				xs[i] = starlark.String(u)
+			}
+			return starlark.NewList(xs)
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			if v == nil || v == starlark.None {
+				return nil
+			}
+			names, err := stringList(v, "fsdp_units")
+			if len(names) > 0 {
+				p.FSDPUnits = names
+			}
+			return err
+		}},
+	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters')",
+		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
+	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: the precision's gradient dtype)",
+		func(p *core.Parallelism) *units.DType { return &p.FSDPReduceDType }),
+	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
+		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},
+	{Name: "schedule", Sig: `"1f1b"`, Doc: `the pipeline schedule: "1f1b", or "interleaved" with virtual_stages model chunks per GPU`,
+		get: func(p core.Parallelism) starlark.Value { return starlark.String(p.Norm().Schedule) },
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.Schedule = string(s)
+			default:
+				return fmt.Errorf("schedule must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
+	degree("virtual_stages", "model chunks per GPU of the interleaved schedule", func(p *core.Parallelism) *int64 { return &p.VirtualStages }),
+	{Name: "micro_batches", Sig: "None", Doc: "micro-batches per step and pipeline (None: the plan's grad_accum)",
+		get: func(p core.Parallelism) starlark.Value {
+			if p.MicroBatches == 0 {
+				return starlark.None
+			}
+			return starlark.MakeInt64(p.MicroBatches)
+		},
+		set: setDegree("micro_batches", func(p *core.Parallelism) *int64 { return &p.MicroBatches })},
+	{Name: "distributed_optimizer", Sig: "False", Doc: "Megatron's distributed optimizer: fp32 master weights and Adam state sharded over dp x cp",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.DistributedOptimizer) },
+		set: setLayoutBool("distributed_optimizer", func(p *core.Parallelism) *bool { return &p.DistributedOptimizer })},
+}
+
+// degree is a keyword holding a parallel degree (1 by default).
+func degree(name, doc string, f func(p *core.Parallelism) *int64) layoutKeyword {
+	return layoutKeyword{Name: name, Sig: "1", Doc: doc,
+		get: func(p core.Parallelism) starlark.Value { return starlark.MakeInt64(max(*f(&p), 1)) },
+		set: setDegree(name, f)}
+}
+
+func setDegree(name string, f func(p *core.Parallelism) *int64) func(v starlark.Value, p *core.Parallelism) error {
+	return func(v starlark.Value, p *core.Parallelism) error {
+		n, err := models.OptInt(v, name, 0)
+		if err != nil {
+			return err
+		}
+		if v != nil && v != starlark.None && n < 1 {
+			return fmt.Errorf("%s must be at least 1 (got %d)", name, n)
+		}
+		*f(p) = n
+		return nil
+	}
+}
+
+func setLayoutBool(name string, f func(p *core.Parallelism) *bool) func(v starlark.Value, p *core.Parallelism) error {
+	return func(v starlark.Value, p *core.Parallelism) error {
+		switch b := v.(type) {
+		case nil, starlark.NoneType:
+		case starlark.Bool:
+			*f(p) = bool(b)
+		default:
+			return fmt.Errorf("%s must be True or False (got %s)", name, v.Type())
+		}
+		return nil
+	}
+}
+
+func fsdpDType(name, doc string, f func(p *core.Parallelism) *units.DType) layoutKeyword {
+	return layoutKeyword{Name: name, Sig: "None", Doc: doc,
+		get: func(p core.Parallelism) starlark.Value {
+			if d := *f(&p); d != units.InvalidDType {
+				return host.NewDType(d)
+			}
+			return starlark.None
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			if v == nil || v == starlark.None {
+				return nil
+			}
+			var d host.DType
+			if err := d.Unpack(v); err != nil {
+				return fmt.Errorf("%s: %v", name, err)
+			}
+			*f(p) = d.SimDType()
+			return nil
+		}}
+}
+
+func setFSDP(v starlark.Value, p *core.Parallelism) error {
+	switch f := v.(type) {
+	case nil, starlark.NoneType:
+	case starlark.Bool:
+		p.FSDP = bool(f)
+	case starlark.Int:
+		n, ok := f.Int64()
+		if !ok || (n != 1 && n != 2) {
+			return fmt.Errorf("fsdp must be True, False, 1 (FullyShardedDataParallel) or 2 (fully_shard) (got %s)", f)
+		}
+		p.FSDP, p.FSDPVersion = true, int(n)
+	default:
+		return fmt.Errorf("fsdp must be True, False, 1 or 2 (got %s)", f.Type())
+	}
+	return nil
+}
+
+func setReshard(v starlark.Value, p *core.Parallelism) error {
+	switch x := v.(type) {
+	case nil, starlark.NoneType:
+	case starlark.Bool:
+		p.NoReshard = !bool(x)
+	case starlark.Int:
+		n, ok := x.Int64()
+		if !ok || n < 2 {
+			return fmt.Errorf("reshard_after_forward must be True, False or a group size of at least 2 (got %s)", x)
+		}
+		p.ReshardTo = n
+	default:
+		return fmt.Errorf("reshard_after_forward must be True, False or an int (got %s)", v.Type())
+	}
+	return nil
+}
+
+// ParallelLayoutFn is the layout form of parallel(): keywords only,
+// checked by the engine where parallel() is written.
+func ParallelLayoutFn(b *starlark.Builtin, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var p core.Parallelism
+	seen := map[string]bool{}
+	for _, kv := range kwargs {
+		name := string(kv[0].(starlark.String))
+		k := layoutKeyword{}
+		for _, x := range layoutKeywords {
+			if x.Name == name {
+				k = x
+			}
+		}
+		if k.set == nil {
+			return nil, fmt.Errorf("%s: unexpected keyword argument %q (known: %s)", b.Name(), name, strings.Join(LayoutKeywordNames(), ", "))
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%s: got multiple values for keyword argument %q", b.Name(), name)
+		}
+		seen[name] = true
+		if err := k.set(kv[1], &p); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err // the engine's checks of a layout, where parallel() is written
+	}
+	return Parallel{p}, nil
+}
+
+// ReplaceLayout is the layout p with some keywords changed, checked as
+// parallel() checks it (sweep()'s parallel.* axes).
+func ReplaceLayout(p core.Parallelism, changes []starlark.Tuple) (starlark.Value, error) {
+	kw := make([]starlark.Tuple, 0, len(layoutKeywords)+len(changes))
+	for _, k := range layoutKeywords {
+		changed := false
+		for _, c := range changes {
+			changed = changed || string(c[0].(starlark.String)) == k.Name
+		}
+		if !changed {
+			kw = append(kw, starlark.Tuple{starlark.String(k.Name), k.get(p)})
+		}
+	}
+	return ParallelLayoutFn(starlark.NewBuiltin("parallel", nil), append(kw, changes...))
+}
+
+// LayoutKeywordNames are parallel()'s layout keywords in signature order
+// (sweep()'s parallel axes).
+func LayoutKeywordNames() []string {
+	names := make([]string, len(layoutKeywords))
+	for i, k := range layoutKeywords {
+		names[i] = k.Name
+	}
+	return names
+}
+
+// layoutSig is the keyword part of parallel()'s signature.
+func layoutSig() string {
+	parts := make([]string, len(layoutKeywords))
+	for i, k := range layoutKeywords {
+		parts[i] = k.Name + "=" + k.Sig
+	}
+	return strings.Join(parts, ", ")
+}
+
+// layoutDoc documents the layout keywords, one line each.
+func layoutDoc() string {
+	var sb strings.Builder
+	for _, k := range layoutKeywords {
+		fmt.Fprintf(&sb, "\n- %s: %s.", k.Name, k.Doc)
+	}
+	return sb.String()
+}

@@ -1,0 +1,134 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// FSDP's device mesh and policies, as torchtitan and torchtune drive
+// fully_shard (torch.distributed.fsdp, FSDP2):
+//
+//   - the mesh: FSDP shards over the data-parallel and the
+//     context-parallel ranks together (torchtitan's "dp_shard_cp" mesh
+//     dimension, parallelize_llama.py: context-parallel ranks hold the same
+//     weights, so they are data-parallel for the parameters). Megatron's
+//     distributed optimizer (data_parallel_group_with_context_parallel) and
+//     DeepSpeed ZeRO under Ulysses (the sequence-data-parallel group) shard
+//     over the same dp x cp group, so ShardDegree applies to every
+//     sharding mode.
+//   - HSDP: dp_replicate x dp_shard. The model is sharded over dp_shard x cp
+//     ranks (inside a node, typically) and replicated dp_replicate times
+//     (across nodes); the sharded gradients are all-reduced over the
+//     replicas after the reduce-scatter, in place (_fsdp_collectives.py
+//     foreach_reduce: all_reduce of the reduce-scatter output).
+//   - units: fully_shard per repeated block and once on the root (every
+//     parameter not in another unit); FSDPUnits names more modules wrapped
+//     on their own, as torchtune's custom_sharded_layers
+//     (["tok_embeddings", "output"]) and torchtitan's apply_fsdp
+//     (tok_embeddings; norm and output together) do. A unit of its own is
+//     all-gathered and resharded like a block; the root is never resharded
+//     after forward (FSDP2 skips the root's post-forward reshard: it would
+//     be all-gathered again at once for the backward).
+//   - reshard_after_forward: True frees each unit's unsharded parameters
+//     after its forward and all-gathers them again for its backward; False
+//     keeps them from the forward through the backward (no second
+//     all-gather; torchtitan's setting under pipeline parallelism); an int
+//     N reshards to N ranks: each rank keeps 1/N of the unit between its
+//     forward and its backward, and the backward all-gathers inside that
+//     smaller group (usually a node).
+//   - MixedPrecisionPolicy(param_dtype, reduce_dtype): the all-gather casts
+//     the sharded parameters to param_dtype (the layers compute with
+//     those), and the unsharded gradients are reduce-scattered in
+//     reduce_dtype. Unset: param_dtype is the autocast dtype of a mixed
+//     precision (the parameters' dtype otherwise), reduce_dtype the
+//     gradient dtype.
+
+// ShardDegree is the number of ranks each data-parallel sharding mode
+// (ZeRO, FSDP, Megatron's distributed optimizer) splits the dense states
+// over: dp x cp, divided by the HSDP replicas.
+func (p Parallelism) ShardDegree() int64 {
+	n := p.Norm()
+	return n.DP * n.CP / max(n.DPReplicate, 1)
+}
+
+// ExpertShardDegree is the sharding degree of expert parameters: the
+// expert-data-parallel group, dp x cp / ep, divided by the HSDP replicas
+// (every ep ranks hold different experts).
+func (p Parallelism) ExpertShardDegree() int64 {
+	n := p.Norm()
+	return max(n.ShardDegree()/n.EP, 1)
+}
+
+// FSDPParams is the dtype FSDP all-gathers parameters in: the policy's
+// param_dtype, else the autocast dtype of a mixed precision, else the
+// parameters' own.
+func (p Parallelism) FSDPParams(prec Precision) units.DType {
+	switch {
+	case p.FSDPParamDType != units.InvalidDType:
+		return p.FSDPParamDType
+	case prec.Autocast:
+		return prec.Compute
+	}
+	return prec.Params
+}
+
+// FSDPReduce is the dtype FSDP reduce-scatters gradients in: the policy's
+// reduce_dtype, else the plan's gradient dtype.
+func (p Parallelism) FSDPReduce(prec Precision) units.DType {
+	if p.FSDPReduceDType != units.InvalidDType {
+		return p.FSDPReduceDType
+	}
+	return prec.Grads
+}
+
+// validateFSDP checks the FSDP options against themselves.
+func (par Parallelism) validateFSDP() error {
+	if par.DPReplicate < 0 || par.ReshardTo < 0 {
+		return parallelErr("dp_replicate and reshard_after_forward must be positive (got %d, %d)", par.DPReplicate, par.ReshardTo)
+	}
+	fsdpOnly := []struct {
+		set  bool
+		what string
+	}{
+		{par.NoReshard || par.ReshardTo > 0, "reshard_after_forward"},
+		{len(par.FSDPUnits) > 0, "fsdp_units"},
+		{par.FSDPParamDType != units.InvalidDType, "param_dtype"},
+		{par.FSDPReduceDType != units.InvalidDType, "reduce_dtype"},
+	}
+	for _, o := range fsdpOnly {
+		if o.set && !par.FSDP {
+			return &units.Error{Path: "parallel", Msg: o.what + "= is an FSDP option", Hint: "add fsdp=True"}
+		}
+	}
+	if par.DPReplicate > 1 {
+		if !par.FSDP {
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("dp_replicate=%d is HSDP, an FSDP mesh", par.DPReplicate), Hint: "add fsdp=True (HSDP: replicate across dp_replicate groups, shard inside each)"}
+		}
+		if par.DP%par.DPReplicate != 0 {
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("dp_replicate=%d does not divide dp=%d", par.DPReplicate, par.DP),
+				Hint: "HSDP splits the dp ranks into dp_replicate groups of dp_shard = dp/dp_replicate ranks each"}
+		}
+	}
+	if par.NoReshard && par.ReshardTo > 0 {
+		return parallelErr("reshard_after_forward is either False or a group size, not both")
+	}
+	if n := par.ReshardTo; n > 0 {
+		shard := par.ShardDegree()
+		if n < 2 || n >= shard || shard%n != 0 {
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("reshard_after_forward=%d must divide the %d ranks FSDP shards over, and lie strictly between 1 and %d", n, shard, shard),
+				Hint: "an int reshards to a smaller group after forward (usually the GPUs of a node); True or False otherwise"}
+		}
+	}
+	for _, u := range par.FSDPUnits {
+		if u == "" {
+			return &units.Error{Path: "parallel", Msg: "fsdp_units names must not be empty", Hint: `fsdp_units=["embed_tokens", "lm_head"] wraps those modules as their own FSDP units`}
+		}
+	}
+	for _, d := range []units.DType{par.FSDPParamDType, par.FSDPReduceDType} {
+		if d != units.InvalidDType && !d.Float() {
+			return parallelErr("param_dtype and reduce_dtype must be float dtypes (got %s)", d)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// TestShardOverDataAndContext: every sharding mode splits the states over
+// the data-parallel and context-parallel ranks together (torchtitan's
+// dp_shard_cp mesh, Megatron's data_parallel_group_with_context_parallel),
+// less HSDP's replicas. linearStack's states, hand-counted: FSDP with
+// bf16-mixed keeps fp32 parameters, gradients and Adam moments, 16Ψ over
+// the shard group; Megatron's distributed optimizer bf16 parameters and
+// fp32 main gradients whole and 12Ψ of master weights and moments sharded.
+func TestShardOverDataAndContext(t *testing.T) {
+	m := linearStack(8, 1024, 4096)
+	psi := m.Params()
+	for _, tc := range []struct {
+		name string
+		prec string
+		par  core.Parallelism
+		want replay.States
+	}{
+		{"fsdp dp=2 cp=4", "bf16-mixed", core.Parallelism{DP: 2, CP: 4, FSDP: true}, replay.States{Params: 4 * psi / 8, Grads: 4 * psi / 8, Optimizer: 8 * psi / 8}},
+		{"fsdp dp=1 cp=8", "bf16-mixed", core.Parallelism{CP: 8, FSDP: true}, replay.States{Params: 4 * psi / 8, Grads: 4 * psi / 8, Optimizer: 8 * psi / 8}},
+		{"hsdp 2x4", "bf16-mixed", core.Parallelism{DP: 8, DPReplicate: 2, FSDP: true}, replay.States{Params: 4 * psi / 4, Grads: 4 * psi / 4, Optimizer: 8 * psi / 4}},
+		{"hsdp 2x2 cp=2", "bf16-mixed", core.Parallelism{DP: 4, DPReplicate: 2, CP: 2, FSDP: true}, replay.States{Params: 4 * psi / 4, Grads: 4 * psi / 4, Optimizer: 8 * psi / 4}},
+		{"megatron dp=2 cp=4", "megatron", core.Parallelism{DP: 2, CP: 4, DistributedOptimizer: true}, replay.States{Params: 2 * psi, Grads: 4 * psi, Master: 4 * psi / 8, Optimizer: 8 * psi / 8}},
+	} {
+		rep := evalPlan(t, distPlan(t, m, tc.prec, tc.par))
+		if rep.States != tc.want {
+			t.Errorf("%s: states %+v, want %+v", tc.name, rep.States, tc.want)
+		}
+	}
+}
+
+// endOfForward is the communication memory (gathered parameters) live
+// after the last forward op.
+func endOfForward(t *testing.T, p *core.Plan) int64 {
+	t.Helper()
+	rep, err := Evaluate(p, core.Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64 = -1
+	for _, pt := range rep.Timeline {
+		if pt.Phase == replay.PhaseForward {
+			last = pt.ByCat[core.CatComm]
+		}
+	}
+	if last < 0 {
+		t.Fatal("no forward in the timeline")
+	}
+	return last
+}
+
+// TestFSDPReshardAfterForward: between a unit's forward and its backward
+// FSDP2 holds nothing of it (True), all of it unsharded (False), or 1/N of
+// it in the gather dtype (N). After the last forward op of linearStack
+// (eight blocks of 2 x 1024 x 4096 parameters, gathered in bf16 with
+// bf16-mixed, or fp32 with param_dtype=fp32) on 8 ranks.
+func TestFSDPReshardAfterForward(t *testing.T) {
+	m := linearStack(8, 1024, 4096)
+	block := int64(2 * 1024 * 4096)
+	for _, tc := range []struct {
+		name string
+		par  core.Parallelism
+		want int64
+	}{
+		{"True", core.Parallelism{DP: 8, FSDP: true}, 0},
+		{"False", core.Parallelism{DP: 8, FSDP: true, NoReshard: true}, 8 * 2 * block},
+		{"2", core.Parallelism{DP: 8, FSDP: true, ReshardTo: 2}, 8 * 2 * block / 2},
+		{"4, cp=2", core.Parallelism{DP: 4, CP: 2, FSDP: true, ReshardTo: 4}, 8 * 2 * block / 4},
+		{"False, param_dtype=fp32", core.Parallelism{DP: 8, FSDP: true, NoReshard: true, FSDPParamDType: units.FP32}, 8 * 4 * block},
+	} {
+		if got := endOfForward(t, distPlan(t, m, "bf16-mixed", tc.par)); got != tc.want {
+			t.Errorf("reshard_after_forward=%s: %d bytes gathered after the forward, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// fsdpLM is an embedding, two linear blocks, a final norm and an untied
+// output layer: 1000 x 256 + 2 x 2 x 256 x 256 + 256 + 256 x 1000.
+func fsdpLM() *core.Model {
+	block := &core.Sequential{Layers: []core.Layer{
+		&nn.Linear{Name: "up", In: 256, Out: 256},
+		&nn.Linear{Name: "down", In: 256, Out: 256},
+	}}
+	return &core.Model{Name: "lm", Layers: []core.Layer{
+		&nn.Embedding{Name: "embed_tokens", Rows: 1000, Dim: 256},
+		&core.Repeat{Name: "layers", Layer: block, N: 2},
+		&nn.Norm{Name: "norm", Dim: 256, RMS: true},
+	}, Vocab: 1000}
+}
+
+// TestFSDPUnits: the root unit (everything outside the blocks) stays
+// gathered from its forward to its backward; wrapping the embedding and
+// the output layer as units of their own (torchtune's
+// custom_sharded_layers) reshards them after their forward, leaving only
+// the final norm in the root.
+func TestFSDPUnits(t *testing.T) {
+	m := fsdpLM()
+	embed, head, norm := int64(1000*256), int64(256*1000), int64(256)
+	for _, tc := range []struct {
+		units []string
+		want  int64 // bf16 bytes gathered after the forward
+	}{
+		{nil, 2 * (embed + head + norm)},
+		{[]string{"embed_tokens"}, 2 * (head + norm)},
+		{[]string{"embed_tokens", "lm_head"}, 2 * norm},
+	} {
+		p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 4, FSDP: true, FSDPUnits: tc.units})
+		if got := endOfForward(t, p); got != tc.want {
+			t.Errorf("fsdp_units=%q: %d bytes gathered after the forward, want %d", tc.units, got, tc.want)
+		}
+	}
+	p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 4, FSDP: true, FSDPUnits: []string{"tok_embeddings"}})
+	_, err := Evaluate(p, core.Options{})
+	if e, ok := err.(*units.Error); !ok || !strings.Contains(e.Msg, `fsdp_units: "tok_embeddings" names no module`) || !strings.Contains(e.Hint, `"embed_tokens", "norm", "lm_head"`) {
+		t.Errorf("unknown unit: error %#v, want one naming the module and hinting at embed_tokens, norm and lm_head", err)
+	}
+}
+
+// TestFSDPCollectives: per step FSDP2 all-gathers the parameters twice in
+// param_dtype (once with reshard_after_forward=False) and reduce-scatters
+// the gradients in reduce_dtype; HSDP then all-reduces the sharded
+// gradient over the replicas.
+func TestFSDPCollectives(t *testing.T) {
+	m := linearStack(8, 1024, 4096)
+	psi := m.Params()
+	for _, tc := range []struct {
+		name string
+		par  core.Parallelism
+		want map[string]int64
+	}{
+		{"fsdp", core.Parallelism{DP: 8, FSDP: true}, map[string]int64{"all_gather": 2 * 2 * psi, "reduce_scatter": 4 * psi}},
+		{"no reshard, bf16 reduce", core.Parallelism{DP: 8, FSDP: true, NoReshard: true, FSDPReduceDType: units.BF16}, map[string]int64{"all_gather": 2 * psi, "reduce_scatter": 2 * psi}},
+		{"hsdp 2x4", core.Parallelism{DP: 8, DPReplicate: 2, FSDP: true}, map[string]int64{"all_gather": 2 * 2 * psi, "reduce_scatter": 4 * psi, "all_reduce": 4 * psi / 4}},
+	} {
+		rep := evalPlan(t, distPlan(t, m, "bf16-mixed", tc.par))
+		got := map[string]int64{}
+		for _, c := range rep.CommBytes {
+			got[c.Name] = c.Bytes
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s: %s %d bytes, want %d", tc.name, k, got[k], v)
+			}
+		}
+	}
+}
+
+// TestFSDPLayoutErrors: impossible FSDP meshes and options are errors
+// naming the numbers.
+func TestFSDPLayoutErrors(t *testing.T) {
+	m := linearStack(8, 1024, 4096)
+	for _, tc := range []struct {
+		par  core.Parallelism
+		want string
+	}{
+		{core.Parallelism{DP: 6, DPReplicate: 4, FSDP: true}, "dp_replicate=4 does not divide dp=6"},
+		{core.Parallelism{DP: 8, DPReplicate: 2}, "dp_replicate=2 is HSDP, an FSDP mesh"},
+		{core.Parallelism{DP: 8, FSDP: true, ReshardTo: 3}, "reshard_after_forward=3 must divide the 8 ranks"},
+		{core.Parallelism{DP: 8, FSDP: true, ReshardTo: 8}, "reshard_after_forward=8 must divide the 8 ranks"},
+		{core.Parallelism{DP: 8, NoReshard: true}, "reshard_after_forward= is an FSDP option"},
+		{core.Parallelism{DP: 8, FSDPUnits: []string{"x"}}, "fsdp_units= is an FSDP option"},
+		{core.Parallelism{DP: 8, FSDP: true, FSDPParamDType: units.INT8}, "param_dtype and reduce_dtype must be float dtypes"},
+	} {
+		err := distPlan(t, m, "bf16-mixed", tc.par).Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.par, err, tc.want)
+		}
+	}
+}
