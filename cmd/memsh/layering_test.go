@@ -30,6 +30,7 @@ var layers = map[string]int{
 	"sim/search":              12,
 	"stdlib":                  0,
 	"jsondoc":                 0,
+	"snapshot":                15,
 	"plot":                    20,
 	"builtins/host":           25,
 	"builtins/models":         26,
@@ -50,6 +51,7 @@ var foreign = map[string][]string{
 	"stdlib":   {"go.starlark.net"},
 	"jsondoc":  {"go.starlark.net"},
 	"plot":     {"go.starlark.net"},
+	"snapshot": {"go.starlark.net"},
 	"builtins": {"github.com/chzyer/readline"},
 	"lang":     {"github.com/chzyer/readline"},
 }
