@@ -36,6 +36,52 @@ type Allocator struct {
 
 	Expandable bool        // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 	unmapped   [2][]*Block // per pool: unmapped blocks of expandable segments, by address
+
+	// Observe, when set, is told of each change to device memory the
+	// allocator makes: a segment allocated or freed (cudaMalloc, cudaFree),
+	// pages mapped or unmapped in an expandable segment (a memory
+	// snapshot's segment events).
+	Observe  func(e SegmentEvent)
+	nextBase int64 // the next segment's address
+}
+
+// SegmentEvent is a change of device memory: Kind is SegmentAlloc,
+// SegmentFree, SegmentMap or SegmentUnmap, over [Addr, Addr+Size).
+type SegmentEvent struct {
+	Kind       string
+	Addr, Size int64
+}
+
+// The kinds of SegmentEvent, as a PyTorch memory snapshot names them.
+const (
+	SegmentAlloc = "segment_alloc"
+	SegmentFree  = "segment_free"
+	SegmentMap   = "segment_map"
+	SegmentUnmap = "segment_unmap"
+)
+
+// baseAddress is where the model places the first segment: device
+// addresses as CUDA hands them out on x86-64 (0x7f..), so a snapshot reads
+// like one PyTorch wrote. Segments follow each other, 2 MiB aligned, and
+// an address is never reused.
+const baseAddress = 0x7f0000000000
+
+func (a *Allocator) observe(kind string, addr, size int64) {
+	if a.Observe != nil {
+		a.Observe(SegmentEvent{kind, addr, size})
+	}
+}
+
+// newSegment makes a segment of size bytes in pool at the next address.
+func (a *Allocator) newSegment(size int64, pool int, expandable bool) *segment {
+	if a.nextBase == 0 {
+		a.nextBase = baseAddress
+	}
+	seg := &segment{size: size, pool: pool, seq: a.segSeq, base: a.nextBase, expandable: expandable}
+	a.segSeq++
+	a.nextBase += roundUp(size, roundLarge)
+	a.segments = append(a.segments, seg)
+	return seg
 }
 
 const (
@@ -52,6 +98,7 @@ type segment struct {
 	pool     int
 	first    *Block
 	seq      int64 // creation order
+	base     int64 // device address of its first byte
 	released bool  // returned to the device by releaseCached
 
 	expandable bool // virtual address space mapped page by page
@@ -67,6 +114,9 @@ type Block struct {
 	pos        int // index in its pool's free list while free
 	wpos       int // index in whole while releasable
 }
+
+// Addr is the block's device address.
+func (b *Block) Addr() int64 { return b.seg.base + b.off }
 
 // RoundSize is a request's size as the allocator serves it: at least
 // 512 B, a multiple of 512 B (kMinBlockSize).
@@ -124,12 +174,11 @@ func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
 				}
 			}
 		}
-		seg := &segment{size: segSize, pool: pool, seq: a.segSeq}
-		a.segSeq++
+		seg := a.newSegment(segSize, pool, false)
 		b = &Block{seg: seg, Size: segSize, free: true}
 		seg.first = b
-		a.segments = append(a.segments, seg)
 		a.Reserved += segSize
+		a.observe(SegmentAlloc, seg.base, segSize)
 		a.addFree(b)
 	}
 	a.removeFree(b)
@@ -257,6 +306,7 @@ func (a *Allocator) releaseCached() {
 		a.removeFree(b)
 		a.Reserved -= b.seg.size
 		b.seg.released = true
+		a.observe(SegmentFree, b.seg.base, b.seg.size)
 		a.released++
 	}
 	if a.released > len(a.segments)/2 { // drop released segments in bulk: amortized O(1) each
@@ -268,4 +318,46 @@ func (a *Allocator) releaseCached() {
 		}
 		a.segments, a.released = kept, 0
 	}
+}
+
+// SegmentInfo is a segment as it stands: its address, size (the mapped
+// bytes of an expandable segment) and blocks in address order.
+type SegmentInfo struct {
+	Addr, Size int64
+	Small      bool // the small pool (requests up to 1 MiB)
+	Expandable bool
+	Blocks     []BlockInfo
+}
+
+// BlockInfo is a block of a segment: in use, or cached (free).
+type BlockInfo struct {
+	Addr, Size int64
+	InUse      bool
+	block      *Block
+}
+
+// Block is the allocator's block, for matching it to its tensor.
+func (b BlockInfo) Block() *Block { return b.block }
+
+// Segments lists the live segments in creation order, with their mapped
+// blocks: what a memory snapshot records as the allocator's final state.
+func (a *Allocator) Segments() []SegmentInfo {
+	var out []SegmentInfo
+	for _, seg := range a.segments {
+		if seg.released {
+			continue
+		}
+		info := SegmentInfo{Addr: seg.base, Small: seg.pool == 0, Expandable: seg.expandable}
+		for b := seg.first; b != nil; b = b.next {
+			if b.unmapped {
+				continue
+			}
+			info.Size += b.Size
+			info.Blocks = append(info.Blocks, BlockInfo{Addr: b.Addr(), Size: b.Size, InUse: !b.free, block: b})
+		}
+		if info.Size > 0 {
+			out = append(out, info)
+		}
+	}
+	return out
 }

@@ -121,11 +121,9 @@ func (a *Allocator) findExpandable(pool int, size int64) *Block {
 		space = 1 << 40 // no device limit: any large space will do
 	}
 	virtual := roundUp(max(space, size), page)
-	seg := &segment{size: virtual, pool: pool, seq: a.segSeq, expandable: true}
-	a.segSeq++
+	seg := a.newSegment(virtual, pool, true)
 	b := &Block{seg: seg, Size: virtual, unmapped: true}
 	seg.first = b
-	a.segments = append(a.segments, seg)
 	a.addUnmapped(b)
 	return b
 }
@@ -144,6 +142,7 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	}
 	u.unmapped = false
 	a.Reserved += pages
+	a.observe(SegmentMap, u.Addr(), pages)
 	// The new pages join free neighbours, as release merges a freed block.
 	b := a.joinFree(u)
 	b.free = true
@@ -170,6 +169,7 @@ func (a *Allocator) unmapBlock(b *Block) {
 	}
 	b.free, b.unmapped = false, true
 	a.Reserved -= b.Size
+	a.observe(SegmentUnmap, b.Addr(), b.Size)
 	// Join unmapped neighbours.
 	if n := b.next; n != nil && n.unmapped {
 		a.removeUnmapped(n)
