@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/internal/testmodels"
+	"github.com/memsh/memsh/internal/testmodels"
 )
 
 // BenchmarkEvaluateLlama70B evaluates one Llama-3-70B-sized plan (80 layers)

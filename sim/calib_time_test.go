@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/internal/testmodels"
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/timing"
 )

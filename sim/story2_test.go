@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/internal/testmodels"
+	"github.com/memsh/memsh/internal/testmodels"
 )
 
 // SEEDS.md story 2: "7B parameters: ~28 GB of weights in FP32, ~14 GB in

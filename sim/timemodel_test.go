@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/internal/testmodels"
+	"github.com/memsh/memsh/internal/testmodels"
 )
 
 // SEEDS.md story 3: activation checkpointing costs ~30 % more time (a

@@ -1,11 +1,16 @@
 package snapshot
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // python is a Python with torch: $MEMSH_PYTHON, else python3 (Debian's
@@ -51,5 +56,55 @@ print(mv.trace(d))
 		if !strings.Contains(string(out), want) {
 			t.Errorf("torch's reading lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestTorchPeaks writes a replayed step's snapshot, loads it with pickle
+// and recomputes the peaks from its device trace in Python, as
+// torch.cuda.memory's max_memory_allocated/reserved count them; they equal
+// the report's.
+func TestTorchPeaks(t *testing.T) {
+	py := python(t)
+	m := testmodels.Llama(512, 4, 8, 2, 1376, 32000, "flash")
+	p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "full", "RTX-3090")
+	rep, err := sim.Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := FromReport(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "step.pickle")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	script := `
+import pickle, sys
+from torch.cuda import _memory_viz as mv
+d = pickle.load(open(sys.argv[1], "rb"))
+mv.segsum(d)
+a = r = pa = pr = 0
+for e in d["device_traces"][0]:
+    k = e["action"]
+    if k == "alloc": a += e["size"]
+    elif k == "free_completed": a -= e["size"]
+    elif k in ("segment_alloc", "segment_map"): r += e["size"]
+    elif k in ("segment_free", "segment_unmap"): r -= e["size"]
+    pa, pr = max(pa, a), max(pr, r)
+print(pa, pr)
+`
+	out, err := exec.Command(py, "-c", script, path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("torch could not read the snapshot: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("%d %d", rep.PeakAllocated, rep.PeakReserved)
+	if got := strings.TrimSpace(string(out)); got != want {
+		t.Errorf("peaks from the pickle %s, report %s", got, want)
 	}
 }

@@ -46,6 +46,8 @@ type Simulation interface {
 	Title() string
 	// WithTimeline is the report replayed again with its timeline.
 	WithTimeline() (*replay.Report, error)
+	// WithTrace is the report replayed again with its device trace.
+	WithTrace() (*replay.Report, error)
 }
 
 // Attach stores s in thread's locals. Call it before execution starts.

@@ -22,14 +22,29 @@ func (x *Report) Title() string {
 
 // WithTimeline returns the simulated report with its timeline: the report
 // itself when simulate() recorded one, else a replay of its plan with the
-// timeline on. The engine is deterministic, so the replay gives the same
-// figures; they are checked, and a pipeline rank's report is found among
-// the replay's ranks.
+// timeline on (replayedWith).
 func (x *Report) WithTimeline() (*replay.Report, error) {
 	if x.r.Timeline != nil {
 		return x.r, nil
 	}
-	again, err := sim.Evaluate(x.plan.P, core.Options{Timeline: true})
+	return x.replayedWith(core.Options{Timeline: true}, "timeline", "simulate(plan, timeline=True)")
+}
+
+// WithTrace returns the simulated report replayed with its device trace
+// (every allocator event with its address, and the final segments): what
+// a memory snapshot holds.
+func (x *Report) WithTrace() (*replay.Report, error) {
+	if x.r.Trace != nil {
+		return x.r, nil
+	}
+	return x.replayedWith(core.Options{Trace: true}, "device trace", "")
+}
+
+// replayedWith replays the report's plan with opts. The engine is
+// deterministic, so the replay gives the same figures; they are checked,
+// and a pipeline rank's report is found among the replay's ranks.
+func (x *Report) replayedWith(opts core.Options, what, instead string) (*replay.Report, error) {
+	again, err := sim.Evaluate(x.plan.P, opts)
 	if err != nil {
 		return nil, host.WithOrigin(err, x.plan.Decl())
 	}
@@ -38,7 +53,11 @@ func (x *Report) WithTimeline() (*replay.Report, error) {
 			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("cannot rebuild the timeline of this report (replaying its plan gave other figures): use simulate(plan, timeline=True)")
+	err = fmt.Errorf("cannot rebuild the %s of this report (replaying its plan gave other figures)", what)
+	if instead != "" {
+		err = fmt.Errorf("%v: use %s", err, instead)
+	}
+	return nil, err
 }
 
 // sparkWidth is the width of the sparkline in print(r) on a terminal.

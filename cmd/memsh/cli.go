@@ -46,6 +46,7 @@ Flags (before or after the command):
   run --json                      emitted values as JSON lines on stdout
                                   (docs/json.md); print() output to stderr
   run --plot OUT.svg              also draw the memory timeline to OUT.svg
+  run --snapshot OUT.pickle       also write the step as a PyTorch memory snapshot
   test --update                   rewrite the golden files
   plot -o OUT                     write to OUT (default: stdout)
   plot --html                     an HTML page with the SVG and the tables

@@ -15,6 +15,7 @@ import (
 type outputFlags struct {
 	json     bool   // run: emitted values as JSON lines on stdout
 	plot     string // run: also draw the timeline SVG to this file
+	snapshot string // run: also write the step as a PyTorch memory snapshot to this file
 	out      string // plot: the output file ("" is stdout)
 	html     bool   // plot: an HTML page instead of an SVG
 	update   bool   // test: rewrite the golden files
@@ -24,7 +25,7 @@ type outputFlags struct {
 
 // outputFlagCommands says which command takes each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run", "plot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+	"json": "run", "plot": "run", "snapshot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
 }
 
 // register adds the output flags to fs.
@@ -49,6 +50,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	}
 	boolean("json", &o.json)
 	str("plot", &o.plot)
+	str("snapshot", &o.snapshot)
 	str("o", &o.out)
 	boolean("html", &o.html)
 	boolean("update", &o.update)

@@ -116,7 +116,12 @@ func (e *env) runScript(file string, args []string) error {
 		return err
 	}
 	if e.out.plot != "" {
-		return writePlot(e.out.plot, false, file, res)
+		if err := writePlot(e.out.plot, false, file, res); err != nil {
+			return err
+		}
+	}
+	if e.out.snapshot != "" {
+		return writeSnapshot(e.out.snapshot, res)
 	}
 	return nil
 }

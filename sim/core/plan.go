@@ -98,6 +98,7 @@ func (p *Plan) GradsPersist() bool { return p.GradAccum > 1 || p.KeepGrads }
 // Options tune an evaluation.
 type Options struct {
 	Timeline bool // keep every allocation event in the report
+	Trace    bool // keep the allocator's events with their addresses and the final segments (a memory snapshot)
 }
 
 // Validate checks the plan before lowering.

@@ -75,6 +75,7 @@ type Replay struct {
 	Plan     *core.Plan
 	opts     core.Options
 	alloc    alloc.Allocator
+	traced   map[*alloc.Block]tracedTensor // with Options.Trace: the blocks in use and their tensors (trace.go)
 
 	live []liveTensor // by tensor id
 	cur  [core.NumCategories]int64
@@ -117,6 +118,11 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	nv := len(p.Values)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
 		fwdPhase: PhaseForward}
+	if opts.Trace {
+		r.Rep.Trace = &Trace{}
+		r.traced = map[*alloc.Block]tracedTensor{}
+		r.alloc.Observe = r.traceSegment
+	}
 	r.valT = fill(make([]int32, nv), none)
 	r.gradT = fill(make([]int32, nv), none)
 	r.holds = make([]int32, nv)
@@ -244,6 +250,12 @@ func (r *Replay) allocate(a Alloc) int32 {
 	}
 	blk, ok := r.alloc.Alloc(a.Bytes)
 	a.Phase, a.Op = r.phase, r.op
+	if r.traced != nil {
+		if !ok && r.Rep.OOM == nil {
+			r.Rep.Trace.Events = append(r.Rep.Trace.Events, TraceEvent{Action: "oom", Size: blk.Size, Tensor: a.Tensor, Op: r.op, Phase: r.phase})
+		}
+		r.traceAlloc(a, blk)
+	}
 	r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
 	r.cur[a.Cat] += blk.Size
 	rep := r.Rep
@@ -263,6 +275,9 @@ func (r *Replay) release(id int32) {
 		return
 	}
 	r.cur[t.cat] -= t.blk.Size
+	if r.traced != nil {
+		r.traceFree(t.blk)
+	}
 	r.alloc.Release(t.blk)
 	t.blk = nil
 	r.sample()

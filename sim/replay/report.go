@@ -36,6 +36,7 @@ type Report struct {
 	Time            TimeEstimate
 
 	Timeline []Point
+	Trace    *Trace // with core.Options.Trace: the device trace and final segments (trace.go)
 	Ranks    []*Report
 	Notes    []string
 	Tables   []TableStep // per table layer: memory, traffic and transfer terms

@@ -40,6 +40,9 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 		r.optimizerStep()
 	}
 	r.finish()
+	if r.traced != nil {
+		r.traceEnd()
+	}
 	rep := r.Rep
 	rep.Capacity = dev.Memory
 	rep.Overheads = overheads

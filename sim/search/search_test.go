@@ -6,7 +6,7 @@ import (
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/sim/internal/testmodels"
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"math"
 	"runtime"

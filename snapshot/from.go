@@ -1,0 +1,56 @@
+package snapshot
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// FromReport is the memory snapshot of a replayed step: the replay's
+// device trace and final segments (simulated with core.Options.Trace).
+// Every event's frames name what PyTorch's Python stack would show through
+// the model: the tensor (as the function name), the op's module path (as
+// the file) and the phase of the step.
+func FromReport(r *replay.Report) (*Snapshot, error) {
+	t := r.Trace
+	if t == nil {
+		return nil, fmt.Errorf("the report has no device trace (simulate it with the trace on)")
+	}
+	s := &Snapshot{}
+	for _, g := range t.Segments {
+		seg := Segment{Address: g.Addr, TotalSize: g.Size, SegmentType: "large", Expandable: g.Expandable}
+		if g.Small {
+			seg.SegmentType = "small"
+		}
+		for _, b := range g.Blocks {
+			blk := Block{Address: b.Addr, Size: b.Size, State: "inactive"}
+			if b.InUse {
+				blk.State, blk.RequestedSize = "active_allocated", t.Requested[b.Addr]
+				blk.Frames = []Frame{{Name: t.Tensors[b.Addr], Filename: "memsh"}}
+				seg.AllocatedSize += b.Size
+				seg.RequestedSize += blk.RequestedSize
+			}
+			seg.Blocks = append(seg.Blocks, blk)
+		}
+		s.Segments = append(s.Segments, seg)
+	}
+	for i, e := range t.Events {
+		ev := Event{Action: e.Action, Addr: e.Addr, Size: e.Size, TimeUS: int64(i), Frames: frameOf(e)}
+		if e.Action == FreeCompleted {
+			// PyTorch records the request, then its completion once the
+			// streams that used the block are done; one stream: at once.
+			s.Trace = append(s.Trace, Event{Action: FreeRequested, Addr: e.Addr, Size: e.Size, TimeUS: ev.TimeUS, Frames: ev.Frames})
+		}
+		s.Trace = append(s.Trace, ev)
+	}
+	return s, nil
+}
+
+// frameOf names the tensor, its op and the step's phase.
+func frameOf(e replay.TraceEvent) []Frame {
+	name := e.Tensor
+	if name == "" {
+		name = e.Action
+	}
+	return []Frame{{Name: name, Filename: e.Op, Line: 0}, {Name: e.Phase.String(), Filename: "memsh", Line: 0}}
+}

@@ -1,0 +1,59 @@
+package snapshot
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/internal/testmodels"
+)
+
+// TestFromReport checks a replayed step's snapshot against its report:
+// the trace replays to the report's peaks allocated and reserved, and the
+// final segments hold what the allocator holds.
+func TestFromReport(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		ckpt       string
+		expandable bool
+		batch      int64
+	}{
+		{"plain", "none", false, 1},
+		{"checkpointed", "full", false, 2},
+		{"expandable", "none", true, 1},
+		{"oom", "none", false, 64}, // past the card: the trace goes on, as the replay does
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := testmodels.Llama(512, 4, 8, 2, 1376, 32000, "flash")
+			p := testmodels.LlamaPlan(m, tc.batch, 1024, "bf16-mixed", tc.ckpt, "RTX-3090")
+			p.ExpandableSegments = tc.expandable
+			rep, err := sim.Evaluate(p, core.Options{Trace: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := FromReport(rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, r := s.Peaks()
+			if a != rep.PeakAllocated || r != rep.PeakReserved {
+				t.Errorf("trace peaks %d allocated, %d reserved; report %d, %d", a, r, rep.PeakAllocated, rep.PeakReserved)
+			}
+			if (rep.OOM != nil) != (tc.name == "oom") {
+				t.Errorf("oom = %v", rep.OOM)
+			}
+			var b bytes.Buffer
+			if err := s.Write(&b); err != nil {
+				t.Fatal(err)
+			}
+			back, err := Read(b.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(back.Trace) != len(s.Trace) || len(back.Segments) != len(s.Segments) {
+				t.Errorf("read back %d events, %d segments; wrote %d, %d", len(back.Trace), len(back.Segments), len(s.Trace), len(s.Segments))
+			}
+		})
+	}
+}
