@@ -3,8 +3,8 @@ package sim
 import (
 	"testing"
 
-	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // BenchmarkEvaluateLlama70B evaluates one Llama-3-70B-sized plan (80 layers)

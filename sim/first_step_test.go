@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )

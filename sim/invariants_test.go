@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )

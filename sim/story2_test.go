@@ -3,8 +3,8 @@ package sim
 import (
 	"testing"
 
-	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // SEEDS.md story 2: "7B parameters: ~28 GB of weights in FP32, ~14 GB in

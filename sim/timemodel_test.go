@@ -3,8 +3,8 @@ package sim
 import (
 	"testing"
 
-	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
 )
 
 // SEEDS.md story 3: activation checkpointing costs ~30 % more time (a

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/internal/testmodels"
 )
 
 // TestFromReport checks a replayed step's snapshot against its report:

@@ -3,10 +3,10 @@ package search
 import (
 	"context"
 	"fmt"
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/nn"
 	"math"
 	"runtime"
