@@ -1,6 +1,9 @@
 package builtins
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 const parallelPrelude = `
 block = sequential(residual(sequential(rmsnorm(256), attention(256, heads = 8))), residual(sequential(rmsnorm(256), mlp(256, 1024, act = "swiglu"))))
@@ -58,4 +61,23 @@ func TestParallelErrors(t *testing.T) {
 		{expr: "p.replace(parallel = parallel(dp = 2, ep = 2))", err: "ep=2 but the model has no moe() layer"},
 		{expr: "p.replace(cluster = 8)", err: "cluster must be None or cluster(nodes=..., gpus_per_node=...) (got int)"},
 	})
+}
+
+// memsh doc's one-line summary of parallel names both of its uses, and
+// its doc says what fsdp=1 (FSDP1) and fsdp=True (FSDP2) are.
+func TestParallelDoc(t *testing.T) {
+	b, ok := Lookup("parallel")
+	if !ok {
+		t.Fatal("no parallel builtin")
+	}
+	for _, want := range []string{"distributed layout", "parallel(dp=8, zero=3)", "feeds one input to every branch"} {
+		if !strings.Contains(b.Summary(), want) {
+			t.Errorf("parallel's summary %q lacks %q", b.Summary(), want)
+		}
+	}
+	for _, want := range []string{"True or 2 is FSDP2", "1 is FSDP1 (FullyShardedDataParallel"} {
+		if !strings.Contains(b.Doc, want) {
+			t.Errorf("parallel's doc lacks %q", want)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 func builtinTables() [][]host.Builtin {
 	return [][]host.Builtin{
 		host.UnitBuiltins(),
+		host.FormatBuiltins(), // format
 		host.DtypeBuiltins(),
 		plans.GpuBuiltins(),
 		host.ModuleBuiltins(),
@@ -41,6 +42,7 @@ func builtinTables() [][]host.Builtin {
 		models.GraphProcessorBuiltins(), // graph_transformer_processor
 		tables.SweepBuiltins(),          // sweep; the table value is resulttable.go
 		tables.SearchBuiltins(),         // search
+		tables.TabulateBuiltins(),       // tabulate; the methods of every table
 	}
 }
 

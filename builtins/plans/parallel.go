@@ -108,8 +108,9 @@ func ParallelBuiltins() []host.Builtin {
 		{
 			Name: "parallel",
 			Sig:  "parallel(*branches, name=None, " + layoutSig() + ")",
-			Doc: "Feeds one input to every branch and sums their outputs: the parallel attention and MLP " +
-				"of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)). " +
+			Doc: "Two uses: with keywords, a distributed layout for train(parallel=...), parallel(dp=8, zero=3); with " +
+				"layers, a block that feeds one input to every branch and sums their outputs. The block is the parallel " +
+				"attention and MLP of GPT-NeoX, GPT-J and Falcon, written residual(parallel(attn_branch, mlp_branch)). " +
 				parallelLayoutDoc(),
 			Fn: parallelOrLayer, // layers give the block, keywords a layout
 		}, {

@@ -13,15 +13,16 @@ import (
 )
 
 // ResultTable is the Starlark value of a table of results (type "table"),
-// from sweep() and search(): rows of named cells, one column per axis or
+// from sweep(), search() and tabulate(): rows of named cells, one column per axis or
 // figure. The Go API for other packages (plots, JSON) is Columns, Rows,
 // Column, Units, Title and Notes; a table never changes after it is made
 // (sort, filter and pareto return new tables).
 //
 // In Starlark: t.rows (a list of dicts, column -> value), t.columns,
-// t.best(by=, where=), t.pareto(x, y), t.sort(by, reverse=False),
-// t.filter(fn), t.render(), t.as_dicts(), len(t), t[i] (a row), for row
-// in t; print(t) shows the aligned table.
+// t.best(by=, where=, fits=True), t.pareto(x, y), t.sort(by,
+// reverse=False), t.filter(fn), t.render(), t.as_dicts(), t.csv(),
+// len(t), t[i] (a row), for row in t; print(t) shows the aligned table.
+// tableMethodsDoc (tabulate.go) documents them for users.
 type ResultTable struct {
 	title   string
 	columns []string
@@ -29,6 +30,11 @@ type ResultTable struct {
 	rows    [][]starlark.Value
 	notes   []string
 	color   bool
+	// showAll shows every column (a tabulate() table), values that are
+	// not plain by their repr; formats are tabulate()'s per-column format
+	// specs for printing ("" or nil: none).
+	showAll bool
+	formats []string
 }
 
 var (
@@ -92,7 +98,8 @@ func (t *ResultTable) ColumnIndex(name string) int {
 
 // derive is a table with t's columns and the given rows.
 func (t *ResultTable) derive(rows [][]starlark.Value) *ResultTable {
-	return &ResultTable{title: t.title, columns: t.columns, units: t.units, rows: rows, notes: t.notes, color: t.color}
+	return &ResultTable{title: t.title, columns: t.columns, units: t.units, rows: rows, notes: t.notes, color: t.color,
+		showAll: t.showAll, formats: t.formats}
 }
 
 func (t *ResultTable) Type() string         { return "table" }
@@ -122,17 +129,55 @@ func (it *tableIter) Next(p *starlark.Value) bool {
 }
 func (it *tableIter) Done() {}
 
-// row is row i as a frozen dict; plain keeps only the plain columns.
+// row is row i as a frozen dict; plain keeps only the shown columns,
+// with each cell as shownCell writes it.
 func (t *ResultTable) row(i int, plain bool) *starlark.Dict {
 	d := starlark.NewDict(len(t.columns))
 	for j, c := range t.columns {
-		if plain && !t.plainColumn(j) {
-			continue
+		v := t.rows[i][j]
+		if plain {
+			if !t.shownColumn(j) {
+				continue
+			}
+			v = shownCell(v)
 		}
-		_ = d.SetKey(starlark.String(c), t.rows[i][j])
+		_ = d.SetKey(starlark.String(c), v)
 	}
 	d.Freeze()
 	return d
+}
+
+// shownColumn says whether column j is printed and written out (as_dicts,
+// JSON, CSV): a column of plain cells, or a key column (a sweep's axis, a
+// search's layout) whatever it holds, so that rows swept over gpu() or
+// adamw() values can be told apart; never plans or reports.
+func (t *ResultTable) shownColumn(j int) bool {
+	if t.showAll {
+		return true
+	}
+	if t.columns[j] == "plan" || t.columns[j] == "report" {
+		return false
+	}
+	if t.plainColumn(j) {
+		return true
+	}
+	for _, k := range t.keyColumns() {
+		if k == j {
+			return true
+		}
+	}
+	return false
+}
+
+// shownCell is a cell as print(t), as_dicts(), JSON and CSV show it: a
+// plain value as it is, any other (a gpu(), an optimizer) as its repr,
+// up to its first line break (a report's repr is a whole table).
+func shownCell(v starlark.Value) starlark.Value {
+	if isPlain(v) {
+		return v
+	}
+	s, _, _ := strings.Cut(v.String(), "\n")
+	return starlark.String(s)
 }
 
 // plainColumn says whether column j holds only JSON-able cells (ints,
@@ -154,7 +199,7 @@ func isPlain(v starlark.Value) bool {
 	return false
 }
 
-var tableAttrNames = []string{"as_dicts", "best", "columns", "filter", "notes", "pareto", "render", "rows", "sort", "title"}
+var tableAttrNames = []string{"as_dicts", "best", "columns", "csv", "filter", "notes", "pareto", "render", "rows", "sort", "title"}
 
 func (t *ResultTable) AttrNames() []string { return tableAttrNames }
 
@@ -197,20 +242,26 @@ func (t *ResultTable) Render(w io.Writer, color bool) error {
 	return err
 }
 
-// render lays the table out: the title, a header, one line per row
-// (columns of plans, reports and other values that do not fit a cell are
-// left out), and the notes.
+// shownColumns are the indexes of the shown columns, in order.
+func (t *ResultTable) shownColumns() []int {
+	var shown []int
+	for j := range t.columns {
+		if t.shownColumn(j) {
+			shown = append(shown, j)
+		}
+	}
+	return shown
+}
+
+// RenderText lays the table out: the title, a header, one line per row
+// (the shown columns: plans, reports and other values that are not a
+// swept axis are left out), and the notes.
 func (t *ResultTable) RenderText(color bool) string {
 	var b strings.Builder
 	if t.title != "" {
 		b.WriteString(host.Paint(color, host.StyleBold, t.title) + "\n")
 	}
-	var shown []int
-	for j := range t.columns {
-		if t.plainColumn(j) && t.columns[j] != "plan" && t.columns[j] != "report" {
-			shown = append(shown, j)
-		}
-	}
+	shown := t.shownColumns()
 	g := &host.TextGrid{}
 	head := make([]string, len(shown))
 	for k, j := range shown {
@@ -230,7 +281,7 @@ func (t *ResultTable) RenderText(color bool) string {
 	for _, r := range t.rows {
 		cells := make([]string, len(shown))
 		for k, j := range shown {
-			cells[k] = FormatCell(r[j], t.units[j])
+			cells[k] = t.formatted(r[j], j)
 		}
 		g.Add(cells...)
 	}

@@ -34,7 +34,7 @@ func SearchBuiltins() []host.Builtin {
 			"\"megatron\", \"distopt\" (the default with precision=\"megatron\"). Returns a table, fastest first: " +
 			"tp, pp, cp, ep, dp, sharding, micro_batch, micro_batches, schedule, virtual_stages, checkpoint, " +
 			"step_time, mfu, tokens_per_s, device_used, headroom, plan (simulate(row[\"plan\"]) or replace() it) " +
-			"and report; t.notes say what was pruned. Runs on every core with a progress bar on a terminal; " +
+			"and report; t.notes say what was pruned (`memsh doc tabulate` lists the table's methods). Runs on every core with a progress bar on a terminal; " +
 			"Ctrl-C stops it.",
 		Fn: searchFn,
 	}}

@@ -47,9 +47,10 @@ func SweepBuiltins() []host.Builtin {
 			"combination is plan.replace(...); they run in parallel goroutines, with a progress bar on a " +
 			"terminal; Ctrl-C stops them. Rows hold the axes, then fits, device_used, headroom, " +
 			"peak_allocated, step_time, mfu, tokens_per_s, error (a combination the plan rejects, e.g. tp=3 " +
-			"with 32 heads), plan and report. More than max plans is an error. The table: t.rows, t.columns, " +
-			"t.best(by=\"step_time\", where=None, maximize=None), t.pareto(x, y), t.sort(by, reverse=False), " +
-			"t.filter(fn), t.render(), t.as_dicts(); print(t) shows it.",
+			"with 32 heads), plan and report. An axis of values that are not strings, numbers or bools " +
+			"(optimizer=[adamw(fused=True), adamw8bit()], gpu=[gpu(\"A100-80GB\"), gpu(\"H100\")]) is shown by " +
+			"their repr in print(t), as_dicts, JSON and CSV. More than max plans is an error. print(t) shows the " +
+			"table; t.best() is the fastest row that fits; `memsh doc tabulate` lists every method.",
 		Fn: sweepFn,
 	}}
 }

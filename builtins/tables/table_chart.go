@@ -42,7 +42,7 @@ func (t *ResultTable) ChartSpec(x, y, by starlark.Value, pareto bool) (*host.Cha
 		if err != nil {
 			return nil, err
 		}
-		if !t.plainColumn(j) {
+		if !t.shownColumn(j) {
 			return nil, fmt.Errorf("by column %q holds %s values: choose a column of strings, numbers or bools", t.columns[j], t.cellType(j))
 		}
 		spec.By = t.columns[j]
@@ -203,7 +203,7 @@ func (t *ResultTable) Chart(spec host.ChartSpec) (*plot.TableChart, error) {
 	// Name a row by the key columns that vary and are not on the chart.
 	var keyCols []int
 	for _, j := range t.keyColumns() {
-		if j != jx && j != jy && j != jb && t.plainColumn(j) && t.varies(j) {
+		if j != jx && j != jy && j != jb && t.shownColumn(j) && t.varies(j) {
 			keyCols = append(keyCols, j)
 		}
 	}

@@ -9,17 +9,15 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// TableDocument converts t to the schema's Table: its plain columns (not
-// plans or reports), with rows as t.as_dicts() gives them, so that the
+// TableDocument converts t to the schema's Table: its shown columns (not
+// plans or reports; swept gpu() or adamw() values as their repr), with rows as t.as_dicts() gives them, so that the
 // JSON and the Starlark dicts cannot disagree; chart is the emitted
 // chart, or nil.
 func TableDocument(thread *starlark.Thread, t *ResultTable, chart *host.ChartSpec) (*jsondoc.Table, error) {
 	doc := &jsondoc.Table{Title: t.title, Columns: []string{}, Units: map[string]string{}, Notes: []string{},
 		Rows: []map[string]json.RawMessage{}}
-	for j, c := range t.columns {
-		if !t.plainColumn(j) {
-			continue
-		}
+	for _, j := range t.shownColumns() {
+		c := t.columns[j]
 		doc.Columns = append(doc.Columns, c)
 		if t.units[j] != "" {
 			doc.Units[c] = t.units[j]

@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -17,6 +18,7 @@ import (
 var tableMethods = map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
 	"as_dicts": tableAsDicts,
 	"best":     tableBest,
+	"csv":      tableCSV,
 	"filter":   tableFilter,
 	"pareto":   tablePareto,
 	"render":   tableRender,
@@ -173,7 +175,8 @@ func (t *ResultTable) maximizes(j int, maximize starlark.Value) (bool, error) {
 
 func tableBest(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var by, where, maximize starlark.Value = starlark.String("step_time"), nil, nil
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "by?", &by, "where?", &where, "maximize?", &maximize); err != nil {
+	fits := true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "by?", &by, "where?", &where, "maximize?", &maximize, "fits?", &fits); err != nil {
 		return nil, err
 	}
 	t := receiver(b)
@@ -188,6 +191,18 @@ func tableBest(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	rows, err := t.where(thread, where)
 	if err != nil {
 		return nil, err
+	}
+	if jf := t.ColumnIndex("fits"); fits && jf >= 0 && len(rows) > 0 {
+		var fitting [][]starlark.Value
+		for _, r := range rows {
+			if r[jf] == starlark.True {
+				fitting = append(fitting, r)
+			}
+		}
+		if len(fitting) == 0 {
+			return nil, t.noneFits(rows)
+		}
+		rows = fitting
 	}
 	best := -1
 	var bestV float64
@@ -204,6 +219,40 @@ func tableBest(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		return starlark.None, nil
 	}
 	return t.derive(rows[best:best+1]).row(0, false), nil
+}
+
+// noneFits is best()'s error when no row of rows fits: it names the row
+// nearest to fitting (the largest headroom) and how short it is.
+func (t *ResultTable) noneFits(rows [][]starlark.Value) error {
+	msg := fmt.Sprintf("best: none of the %d rows fits", len(rows))
+	if jh := t.ColumnIndex("headroom"); jh >= 0 {
+		nearest, most := -1, 0.0
+		for i, r := range rows {
+			if h, ok := number(r[jh]); ok && (nearest < 0 || h > most) {
+				nearest, most = i, h
+			}
+		}
+		if nearest >= 0 {
+			var keys []string
+			for _, k := range t.keyColumns() {
+				if t.varies(k) {
+					keys = append(keys, t.columns[k]+"="+FormatCell(rows[nearest][k], t.units[k]))
+				}
+			}
+			nearest := "the nearest"
+			if len(keys) > 0 {
+				nearest += " (" + strings.Join(keys, ", ") + ")"
+			}
+			if most < 0 {
+				nearest += " is " + FormatCell(starlark.MakeInt64(int64(-most)), host.UnitBytes) + " short"
+			} else {
+				nearest += " runs out of memory at an allocation"
+			}
+			msg += "; " + nearest
+		}
+	}
+	return host.WithHint(errors.New(msg), "best(fits=False) ranks every row, fitting or not; "+
+		"t.filter(lambda r: r[\"fits\"]).best() is None when none fits")
 }
 
 func tableSort(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -45,6 +45,8 @@ Flags (before or after the command):
                                   unless NO_COLOR is set)
   run --json                      emitted values as JSON lines on stdout
                                   (docs/json.md); print() output to stderr
+  run --csv                       emitted tables as CSV on stdout, for
+                                  spreadsheets; print() output to stderr
   run --plot OUT.svg              also draw the memory timeline to OUT.svg
   run --snapshot OUT.pickle       also write the step as a PyTorch memory snapshot
   test --update                   rewrite the golden files

@@ -8,12 +8,13 @@ import (
 )
 
 // outputFlags are the flags of the commands that write results for other
-// tools: run --json and --plot FILE, plot -o FILE and --html, test
+// tools: run --json, --csv and --plot FILE, plot -o FILE and --html, test
 // --update, doc --markdown. They are parsed with the common flags (before
 // or after the command); check rejects one given to a command that does
 // not take it.
 type outputFlags struct {
 	json     bool   // run: emitted values as JSON lines on stdout
+	csv      bool   // run: emitted tables as CSV on stdout
 	plot     string // run: also draw the timeline SVG to this file
 	snapshot string // run: also write the step as a PyTorch memory snapshot to this file
 	out      string // plot: the output file ("" is stdout)
@@ -25,7 +26,7 @@ type outputFlags struct {
 
 // outputFlagCommands says which command takes each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run", "plot": "run", "snapshot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+	"json": "run", "csv": "run", "plot": "run", "snapshot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
 }
 
 // register adds the output flags to fs.
@@ -49,6 +50,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 		})
 	}
 	boolean("json", &o.json)
+	boolean("csv", &o.csv)
 	str("plot", &o.plot)
 	str("snapshot", &o.snapshot)
 	str("o", &o.out)

@@ -99,7 +99,8 @@ func callMain(ctx context.Context, in *lang.Interpreter, file string, globals st
 }
 
 // runScript is memsh run: print() output and emitted values on stdout; with
-// --json, emitted values as JSON lines on stdout and print() on stderr;
+// --json, emitted values as JSON lines on stdout and print() on stderr
+// (--csv: emitted tables as CSV);
 // with --plot FILE, the timelines drawn to FILE afterwards.
 func (e *env) runScript(file string, args []string) error {
 	sr := scriptRun{
@@ -107,9 +108,15 @@ func (e *env) runScript(file string, args []string) error {
 		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),
 		errOut: e.stderr, errColor: useColor(e.color, e.stderr, e.getenv),
 	}
-	if e.out.json {
+	switch {
+	case e.out.json && e.out.csv:
+		return usagef("run takes --json or --csv, not both")
+	case e.out.json:
 		sr.out, sr.color = e.stderr, sr.errColor
 		sr.emit = jsonLines{e.stdout}.emit
+	case e.out.csv:
+		sr.out, sr.color = e.stderr, sr.errColor
+		sr.emit = csvTables{e.stdout, new(int)}.emit
 	}
 	res, err := e.execScript(e.ctx, sr)
 	if err != nil {

@@ -1,0 +1,250 @@
+package tables
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/memsh/memsh/builtins/host"
+	"go.starlark.net/starlark"
+)
+
+// tabulate(rows, ...): a table of the script's own results, the same
+// value as sweep()'s, so print(t), t.csv(), emit(t) (JSON, charts),
+// t.sort() and the rest work on it.
+
+// tableMethodsDoc describes a table's attributes and methods, for
+// tabulate's entry (sweep and search point to it).
+const tableMethodsDoc = "A table has t.rows (a list of dicts, column -> value), t.columns, t.title, t.notes, len(t), t[i] " +
+	"(a row) and for row in t, and the methods: t.best(by=\"step_time\", where=None, maximize=None, fits=True), " +
+	"the row with the best value of by (the lowest; the highest for mfu, hfu, tokens_per_s, headroom and fits; " +
+	"maximize= a bool or a list of columns overrides) among the rows that fit when the table has a fits column " +
+	"(fits=False ranks every row; when none fits it is an error that names the nearest), None when where (a " +
+	"function of a row or a dict of column values) leaves no row; t.pareto(x, y, maximize=None), the rows no " +
+	"other row beats in both columns; t.sort(by, reverse=False) (None last); t.filter(fn); t.render(), the text " +
+	"print(t) shows; t.as_dicts(), the rows as plain dicts for json.encode; t.csv(), the table as CSV for " +
+	"spreadsheets (values as JSON has them: bytes, seconds, fractions from 0 to 1; `memsh run --csv` writes " +
+	"emitted tables so). Columns of plans and reports are left out of print(t), as_dicts, JSON and CSV; a swept " +
+	"value that is not a string, number or bool (gpu(\"H100\"), adamw8bit()) is shown by its repr, and stays the " +
+	"value itself in t.rows."
+
+// TabulateBuiltins is tabulate().
+func TabulateBuiltins() []host.Builtin {
+	return []host.Builtin{{
+		Name: "tabulate",
+		Sig:  "tabulate(rows, columns=None, title=None, formats=None, units=None)",
+		Doc: "Makes a table of your own rows, printed with aligned columns: " +
+			"print(tabulate([{\"model\": \"7b\", \"peak\": r.peak_allocated}], units={\"peak\": \"bytes\"})). rows is a list of " +
+			"dicts (column -> value; columns defaults to their keys in order of appearance, a missing key is None) or of " +
+			"lists or tuples (then columns names them, one per cell). formats maps a column to a format() spec for " +
+			"printing (formats={\"diff\": \"+.1f\"}); units maps a column to \"bytes\" (printed as fmt_bytes does), " +
+			"\"seconds\" or \"fraction\" (a percentage), which also label chart axes. Numbers are right-aligned; without " +
+			"a format, floats print with four significant figures and large numbers with thousands separators. " +
+			"emit(t) writes it as JSON (`memsh run --json`), CSV (`memsh run --csv`) or a chart (`memsh plot`). " +
+			tableMethodsDoc,
+		Fn: tabulateFn,
+	}}
+}
+
+func tabulateFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var rowsV, columnsV, titleV, formatsV, unitsV starlark.Value = nil, starlark.None, starlark.None, starlark.None, starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rows", &rowsV, "columns?", &columnsV, "title?", &titleV,
+		"formats?", &formatsV, "units?", &unitsV); err != nil {
+		return nil, err
+	}
+	title := ""
+	switch x := titleV.(type) {
+	case starlark.NoneType:
+	case starlark.String:
+		title = string(x)
+	default:
+		return nil, fmt.Errorf("tabulate: title must be a string (got %s)", titleV.Type())
+	}
+	iter, ok := rowsV.(starlark.Iterable)
+	if !ok || rowsV.Type() == "string" {
+		return nil, fmt.Errorf("tabulate: rows must be a list of dicts or of lists (got %s)", rowsV.Type())
+	}
+	var raw []starlark.Value
+	it := iter.Iterate()
+	defer it.Done()
+	var x starlark.Value
+	for it.Next(&x) {
+		raw = append(raw, x)
+	}
+	var columns []string
+	if columnsV != starlark.None {
+		var err error
+		if columns, err = stringList(columnsV, "columns"); err != nil {
+			return nil, err
+		}
+	}
+	rows, columns, err := tabulateRows(raw, columns)
+	if err != nil {
+		return nil, err
+	}
+	t := NewResultTable(title, columns, nil, rows, nil)
+	t.showAll = true
+	if err := t.setColumnStrings(formatsV, "formats", func(j int, spec string) error {
+		for i, r := range rows {
+			if _, err := host.FormatSpec(r[j], spec); err != nil {
+				return fmt.Errorf("tabulate: formats[%q] on row %d: %v", columns[j], i, err)
+			}
+		}
+		if t.formats == nil {
+			t.formats = make([]string, len(columns))
+		}
+		t.formats[j] = spec
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := t.setColumnStrings(unitsV, "units", func(j int, unit string) error {
+		switch unit {
+		case host.UnitBytes, host.UnitSeconds, host.UnitFraction:
+			t.units[j] = unit
+			return nil
+		}
+		return fmt.Errorf("tabulate: units[%q] is %q; a unit is \"bytes\", \"seconds\" or \"fraction\"", columns[j], unit)
+	}); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// tabulateRows reads rows of dicts or of sequences into cells, in the
+// order of columns (from the dicts' keys when columns is nil).
+func tabulateRows(raw []starlark.Value, columns []string) ([][]starlark.Value, []string, error) {
+	dicts := false
+	if len(raw) > 0 {
+		_, dicts = raw[0].(*starlark.Dict)
+	}
+	for _, r := range raw {
+		_, isDict := r.(*starlark.Dict)
+		if isDict != dicts {
+			return nil, nil, fmt.Errorf("tabulate: rows must be all dicts or all lists (row 0 is a %s, another a %s)", raw[0].Type(), r.Type())
+		}
+	}
+	if !dicts {
+		if columns == nil {
+			if len(raw) > 0 {
+				return nil, nil, fmt.Errorf("tabulate: rows of lists need columns=[...] to name their cells")
+			}
+			columns = []string{}
+		}
+		rows := make([][]starlark.Value, len(raw))
+		for i, r := range raw {
+			switch r.(type) {
+			case *starlark.List, starlark.Tuple:
+			default:
+				return nil, nil, fmt.Errorf("tabulate: row %d must be a dict, list or tuple (got %s)", i, r.Type())
+			}
+			cells := listOf(r)
+			if len(cells) != len(columns) {
+				return nil, nil, fmt.Errorf("tabulate: row %d has %d cells for %d columns", i, len(cells), len(columns))
+			}
+			rows[i] = cells
+		}
+		return rows, columns, nil
+	}
+	given := columns != nil
+	index := map[string]int{}
+	for j, c := range columns {
+		index[c] = j
+	}
+	for i, r := range raw {
+		for _, k := range r.(*starlark.Dict).Keys() {
+			s, ok := k.(starlark.String)
+			if !ok {
+				return nil, nil, fmt.Errorf("tabulate: row %d has a %s key; columns are named by strings", i, k.Type())
+			}
+			if _, seen := index[string(s)]; !seen {
+				if given {
+					return nil, nil, host.WithHint(fmt.Errorf("tabulate: row %d has key %q, which columns does not list", i, string(s)),
+						host.DidYouMean(string(s), columns))
+				}
+				index[string(s)] = len(columns)
+				columns = append(columns, string(s))
+			}
+		}
+	}
+	rows := make([][]starlark.Value, len(raw))
+	for i, r := range raw {
+		cells := make([]starlark.Value, len(columns))
+		for j := range cells {
+			cells[j] = starlark.None
+		}
+		for _, kv := range r.(*starlark.Dict).Items() {
+			cells[index[string(kv[0].(starlark.String))]] = kv[1]
+		}
+		rows[i] = cells
+	}
+	return rows, columns, nil
+}
+
+// setColumnStrings reads a dict of column -> string (None: none) and
+// calls set for each entry, in column order.
+func (t *ResultTable) setColumnStrings(v starlark.Value, what string, set func(j int, s string) error) error {
+	if v == starlark.None {
+		return nil
+	}
+	d, ok := v.(*starlark.Dict)
+	if !ok {
+		return fmt.Errorf("tabulate: %s must be a dict of column -> string (got %s)", what, v.Type())
+	}
+	type entry struct {
+		j int
+		s string
+	}
+	var entries []entry
+	for _, kv := range d.Items() {
+		j, err := t.column(what+" key", kv[0])
+		if err != nil {
+			return fmt.Errorf("tabulate: %w", err)
+		}
+		s, ok := kv[1].(starlark.String)
+		if !ok {
+			return fmt.Errorf("tabulate: %s[%q] must be a string (got %s)", what, t.columns[j], kv[1].Type())
+		}
+		entries = append(entries, entry{j, string(s)})
+	}
+	sort.Slice(entries, func(a, b int) bool { return entries[a].j < entries[b].j })
+	for _, e := range entries {
+		if err := set(e.j, e.s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stringList reads a list or tuple of distinct strings.
+func stringList(v starlark.Value, what string) ([]string, error) {
+	switch v.(type) {
+	case *starlark.List, starlark.Tuple:
+	default:
+		return nil, fmt.Errorf("tabulate: %s must be a list of strings (got %s)", what, v.Type())
+	}
+	seen := map[string]bool{}
+	out := []string{}
+	for _, x := range listOf(v) {
+		s, ok := x.(starlark.String)
+		if !ok {
+			return nil, fmt.Errorf("tabulate: %s must be a list of strings (got a %s in it)", what, x.Type())
+		}
+		if seen[string(s)] {
+			return nil, fmt.Errorf("tabulate: %s names %q twice", what, string(s))
+		}
+		seen[string(s)] = true
+		out = append(out, string(s))
+	}
+	return out, nil
+}
+
+// formatted is cell v of column j as print(t) writes it: by the column's
+// format spec when it has one, else as FormatCell does.
+func (t *ResultTable) formatted(v starlark.Value, j int) string {
+	if j < len(t.formats) && t.formats[j] != "" {
+		if s, err := host.FormatSpec(v, t.formats[j]); err == nil {
+			return s
+		}
+	}
+	return FormatCell(shownCell(v), t.units[j])
+}
