@@ -34,7 +34,8 @@ func TestReport(t *testing.T) {
 		{expr: "r.params", want: "160768"},
 		{expr: "r.trainable_params", want: "160768"},
 		{expr: "r.states", want: `{"params": 643072, "grads": 643072, "master": 0, "optimizer": 1286144, "buffers": 0}`},
-		{expr: "r.capacity", want: "85899345920"},
+		{expr: "r.capacity", want: "85100068864"}, // PyTorch's total for an A100-SXM4-80GB (sim/hw TestCatalogCapacities)
+		{expr: "r.smi_total // MiB", want: "81920"},
 		{expr: "r.capacity == gpu(\"A100-80GB\").memory", want: "True"},
 		{expr: "r.headroom == r.capacity - r.device_used", want: "True"},
 		{expr: "r.fits", want: "True"},

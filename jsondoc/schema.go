@@ -61,7 +61,8 @@ type Report struct {
 	PeakAllocated int64 `json:"peak_allocated"` // torch.cuda.max_memory_allocated
 	PeakReserved  int64 `json:"peak_reserved"`  // torch.cuda.max_memory_reserved
 	DeviceUsed    int64 `json:"device_used"`    // nvidia-smi: reserved + memory outside PyTorch's allocator
-	Capacity      int64 `json:"capacity"`       // device memory
+	Capacity      int64 `json:"capacity"`       // device memory as PyTorch sees it (total_memory)
+	SMITotal      int64 `json:"smi_total"`      // memory.total as nvidia-smi shows it: capacity + the driver's reserve
 	Headroom      int64 `json:"headroom"`       // capacity - device_used; negative when it does not fit
 
 	// Breakdown is bytes by category at the peak of allocated memory:

@@ -121,7 +121,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 		d.Add("OOM", "at "+describeAlloc(r.OOM.Alloc))
 		d.Add("", host.Paint(color, host.StyleRed, r.OOM.Message))
 	}
-	for _, n := range r.Notes {
+	for _, n := range x.notes() {
 		d.Add("note", n)
 	}
 	d.Write(b, "  ")

@@ -138,14 +138,6 @@ func commBytesField(x *Report, _ bool) starlark.Value {
 	return starlark.MakeInt64(x.r.Traffic.Network)
 }
 
-func notesField(x *Report) starlark.Value {
-	out := make([]starlark.Value, len(x.r.Notes))
-	for i, n := range x.r.Notes {
-		out[i] = starlark.String(n)
-	}
-	return host.FrozenList(out)
-}
-
 func overheadsField(x *Report) starlark.Value {
 	out := make([]starlark.Value, len(x.r.Overheads))
 	for i, o := range x.r.Overheads {

@@ -12,10 +12,18 @@ const catalogMiB int64 = 1 << 20
 
 // Conventions for every catalog entry:
 //
-//   - Memory is the total that nvidia-smi reports as memory.total (MiB,
-//     converted to bytes exactly). PyTorch's total_memory can be a few
-//     hundred MiB lower on recent drivers, which subtract a "reserved"
-//     region from it; where an entry chose otherwise it says so.
+//   - Memory is what PyTorch sees: torch.cuda.get_device_properties().
+//     total_memory (the CUDA runtime's totalGlobalMem), which PyTorch's OOM
+//     message calls the "total capacity". It is below nvidia-smi's total
+//     by what the driver reserves for itself (about 450-900 MiB on recent
+//     drivers, none on ROCm), and it is what a step must fit in. Each entry
+//     quotes its evidence (deviceQuery's "Total amount of global memory",
+//     a printed torch device, or an OOM message; TestCatalogCapacities
+//     holds the quotes); where none was found the nvidia-smi total stands
+//     in and the source says so.
+//   - SMIMemory is nvidia-smi's memory.total (rocm-smi's VRAM total on
+//     AMD), in MiB converted to bytes exactly: what a user compares
+//     device_used with on the machine.
 //   - BF16TFLOPS is the dense (not 2:4 sparse) bf16/fp16 tensor-core peak
 //     with fp32 accumulation; FP8TFLOPS likewise, 0 when unsupported.
 //   - LinkGBps and PCIeGBps are per direction (half the bidirectional
@@ -28,6 +36,9 @@ const catalogMiB int64 = 1 << 20
 //     lazy module loading (CUDA_MODULE_LOADING=LAZY, the default from CUDA
 //     11.7 and PyTorch 2.x); it is not a measurement of that card.
 //
+// "thamada" below is github.com/thamada/nvidia-smi at c4c8a46, files
+// gls/<card>_deviceQuery.py and gls/<card>_smi.py: deviceQuery and
+// nvidia-smi captured on the same machines.
 // "cal D1" below means shared/research/calibration.md section D1.
 const catalogLazyContext = 500 * catalogMiB
 
@@ -36,117 +47,139 @@ func Catalog() []Device {
 	return []Device{
 		{
 			// V100 has no bf16; BF16TFLOPS holds its fp16 tensor peak.
-			Name: "V100-16GB", Memory: 16_160 * catalogMiB,
+			Name: "V100-16GB", Memory: 16_160 * catalogMiB, SMIMemory: 16_160 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
 			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB,
 			Source: "cal D1 (V100 SXM2, RECALLED): 125 TFLOPS fp16 tensor, 900 GB/s, NVLink2 300 GB/s; " +
-				"memory 16,160 MiB as nvidia-smi reports for V100-SXM2-16GB; " +
+				"nvidia-smi total 16,160 MiB for V100-SXM2-16GB; PyTorch's total_memory not found in a public " +
+				"source: the nvidia-smi total stands in (optimistic by the driver's reserve, if any); " +
 				"context 1,343 MiB measured, cal B1 row 0",
 		},
 		{
-			Name: "V100-32GB", Memory: 32_510 * catalogMiB,
+			Name: "V100-32GB", Memory: 32_502 * catalogMiB, SMIMemory: 32_510 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
 			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB,
-			Source: "cal D1 (V100 SXM2, RECALLED); memory 32,510 MiB as nvidia-smi reports for " +
-				"V100-SXM2-32GB (RECALLED); context as V100-16GB (same chip), cal B1 row 0",
+			Source: "cal D1 (V100 SXM2, RECALLED); PyTorch total 31.74 GiB (32,502 MiB) in the OOM message of " +
+				"haotian-liu/LLaVA issue 812 (8 x V100); nvidia-smi total 32,510 MiB for V100-SXM2-32GB (RECALLED); " +
+				"context as V100-16GB (same chip), cal B1 row 0",
 		},
 		{
-			Name: "A100-40GB", Memory: 40_960 * catalogMiB,
+			Name: "A100-40GB", Memory: 42_298_834_944, SMIMemory: 40_960 * catalogMiB,
 			BF16TFLOPS: 312, FP32TFLOPS: 19.5, HBMGBps: 1_555,
 			LinkGBps: 300, PCIeGBps: 32, Context: catalogLazyContext,
 			Source: "cal D1 (A100 SXM4 40GB datasheet): 312 TFLOPS, 1,555 GB/s, NVLink3 600 GB/s; " +
-				"memory 40,960 MiB (nvidia-smi total; some drivers show 40,536 MiB); PCIe Gen4; " +
+				"PyTorch total 42,298,834,944 B = 39.39 GiB (deviceQuery of an A100-SXM4-40GB, driver 535, " +
+				"bottlerocket-os/bottlerocket PR 3873; OOM messages show 39.50-39.59 GiB on older drivers, cal F); " +
+				"nvidia-smi total 40,960 MiB (modal-labs/modal-client PR 2797); PCIe Gen4; " +
 				"context: typical lazy-loading value",
 		},
 		{
-			Name: "A100-80GB", Memory: 81_920 * catalogMiB,
+			Name: "A100-80GB", Memory: 85_100_068_864, SMIMemory: 81_920 * catalogMiB,
 			BF16TFLOPS: 312, FP32TFLOPS: 19.5, HBMGBps: 2_039,
 			LinkGBps: 300, PCIeGBps: 32, Context: catalogLazyContext,
 			Source: "cal D1 (A100 SXM4 80GB datasheet): 312 TFLOPS, 2,039 GB/s, NVLink3 600 GB/s; " +
-				"memory 81,920 MiB (nvidia-smi total); PCIe Gen4; context: typical lazy-loading value",
+				"PyTorch total 85,100,068,864 B = 79.26 GiB (thamada A100SXMx4 deviceQuery, driver 555; OOM " +
+				"messages show 79.14-79.25 GiB, cal F); nvidia-smi total 81,920 MiB (thamada A100SXMx4 smi); " +
+				"PCIe Gen4; context: typical lazy-loading value",
 		},
 		{
-			Name: "H100-80GB", Memory: 81_559 * catalogMiB,
+			Name: "H100-80GB", Memory: 85_045_477_376, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 989.4, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 3_350,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
 			Source: "cal D1 (H100 SXM5 datasheet): 989.4 TFLOPS bf16, 1,979 fp8, 3.35 TB/s, " +
-				"NVLink4 450 GB/s per direction; memory 81,559 MiB (nvidia-smi total); PCIe Gen5; " +
+				"NVLink4 450 GB/s per direction; PyTorch total 85,045,477,376 B = 79.20 GiB (thamada H100SXMx8 " +
+				"deviceQuery, driver 565; OOM messages show 79.11 GiB on other drivers, vllm-project/vllm issue " +
+				"27508); nvidia-smi total 81,559 MiB (thamada H100SXMx8 smi); PCIe Gen5; " +
 				"context: typical lazy-loading value",
 		},
 		{
-			Name: "H100-PCIe", Memory: 81_559 * catalogMiB,
+			Name: "H100-PCIe", Memory: 81_559 * catalogMiB, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 756, FP32TFLOPS: 51, FP8TFLOPS: 1_513, HBMGBps: 2_000,
 			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
 			Source: "cal D1 (H100 PCIe datasheet): 756 TFLOPS bf16, 1,513 fp8, 2.0 TB/s, " +
-				"NVLink bridge 600 GB/s (300 per direction), PCIe Gen5; memory 81,559 MiB assumed " +
-				"equal to H100 SXM (RECALLED); context: typical lazy-loading value",
+				"NVLink bridge 600 GB/s (300 per direction), PCIe Gen5; nvidia-smi total 81,559 MiB assumed " +
+				"equal to H100 SXM (RECALLED); PyTorch's total_memory not found in a public source: the " +
+				"nvidia-smi total stands in (optimistic by the driver's reserve, 453 MiB on the H100 SXM); " +
+				"context: typical lazy-loading value",
 		},
 		{
-			Name: "H100-NVL", Memory: 95_830 * catalogMiB,
+			Name: "H100-NVL", Memory: 99_861_594_112, SMIMemory: 95_830 * catalogMiB,
 			BF16TFLOPS: 835, FP32TFLOPS: 60, FP8TFLOPS: 1_670, HBMGBps: 3_900,
 			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
 			Source: "cal D1 (SECONDARY): 94 GB HBM3, 3.9 TB/s, NVLink 600 GB/s; bf16 835 and fp8 " +
-				"1,670 dense are half the datasheet's sparse 1,671/3,341 (RECALLED); memory 95,830 MiB " +
-				"as nvidia-smi reports (NVIDIA/gpu-admin-tools issue 4); context: typical lazy-loading value",
+				"1,670 dense are half the datasheet's sparse 1,671/3,341 (RECALLED); PyTorch total " +
+				"99,861,594,112 B = 93.00 GiB (thamada H100NVLx2 deviceQuery, driver 550; the same 93.00 GiB in " +
+				"the OOM message of ali-vilab/VACE issue 56); nvidia-smi total 95,830 MiB (thamada H100NVLx2 smi, " +
+				"NVIDIA/gpu-admin-tools issue 4); context: typical lazy-loading value",
 		},
 		{
 			// The H200 of SEEDS.md story 1: 143,771 MiB exactly.
-			Name: "H200", Memory: 143_771 * catalogMiB,
+			Name: "H200", Memory: 143_156 * catalogMiB, SMIMemory: 143_771 * catalogMiB,
 			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
 			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
-				"NVLink4 900 GB/s; memory 143,771 MiB as reported on the card of SEEDS.md story 1; " +
-				"context: typical lazy-loading value",
+				"NVLink4 900 GB/s; PyTorch total 143,156 MiB = 139.80 GiB (torch's printed device, " +
+				"total_memory=143156MB, in ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py; " +
+				"OOM messages on 8 x H200 show 139.81 GiB, sungwon-chae/arxiv_confi etu_logging.md); nvidia-smi " +
+				"total 143,771 MiB, the card of SEEDS.md story 1; context: typical lazy-loading value",
 		},
 		{
-			Name: "B200", Memory: 183_359 * catalogMiB,
+			Name: "B200", Memory: 182_642 * catalogMiB, SMIMemory: 183_359 * catalogMiB,
 			BF16TFLOPS: 2_250, FP32TFLOPS: 75, FP8TFLOPS: 4_500, HBMGBps: 8_000,
 			LinkGBps: 900, PCIeGBps: 64, Context: catalogLazyContext,
 			Source: "cal D1 (B200 HGX 1000 W): 2,250 TFLOPS bf16, 4,500 fp8, 8 TB/s, NVLink5 1.8 TB/s; " +
-				"memory 183,359 MiB as nvidia-smi reports (NVIDIA/TensorRT-LLM issue 10278; = 179 GiB, " +
-				"matching cal D1's 179 GB usable); fp32 75 RECALLED; context: typical lazy-loading value",
-		},
-		{
-			Name: "MI300X", Memory: 196_592 * catalogMiB,
-			BF16TFLOPS: 1_307.4, FP32TFLOPS: 163.4, FP8TFLOPS: 2_614.9, HBMGBps: 5_300,
-			LinkGBps: 448, PCIeGBps: 64, Context: catalogLazyContext,
-			Source: "cal D1 (AMD datasheet, RECALLED): 1,307.4 TFLOPS bf16, 2,614.9 fp8, 5.3 TB/s, " +
-				"Infinity Fabric 896 GB/s (448 per direction); memory 196,592 MiB = 8 CPX partitions of " +
-				"25,767,706,624 B (ROCm/legacy-rocm-build issue 4750); fp32 163.4 RECALLED; " +
-				"context: the CUDA typical value, not measured on ROCm",
-		},
-		{
-			Name: "L40S", Memory: 46_068 * catalogMiB,
-			BF16TFLOPS: 362.05, FP32TFLOPS: 91.6, FP8TFLOPS: 733, HBMGBps: 864,
-			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
-			Source: "cal D1 (L40S datasheet): 362.05 TFLOPS bf16, 733 fp8, 864 GB/s, PCIe Gen4, " +
-				"no NVLink; memory 46,068 MiB as nvidia-smi reports with ECC on, the default " +
-				"(akash-network/provider-configs PR 99); fp32 91.6 RECALLED; context: typical lazy-loading value",
-		},
-		{
-			Name: "A6000", Memory: 49_140 * catalogMiB,
-			BF16TFLOPS: 154.8, FP32TFLOPS: 38.7, HBMGBps: 768,
-			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
-			Source: "RTX A6000 datasheet (RECALLED, not in cal D1): 309.7 TFLOPS sparse tensor = 154.8 " +
-				"dense, 768 GB/s GDDR6, NVLink bridge 112.5 GB/s; memory 49,140 MiB as nvidia-smi " +
-				"reports with ECC off (RECALLED); context: typical lazy-loading value",
-		},
-		{
-			Name: "RTX-3090", Memory: 24_576 * catalogMiB,
-			BF16TFLOPS: 71, FP32TFLOPS: 35.6, HBMGBps: 936.2,
-			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
-			Source: "cal D1: 71 TFLOPS with fp32 accumulate, 936.2 GB/s, NVLink bridge 112.5 GB/s " +
-				"(RECALLED); memory 24,576 MiB as nvidia-smi reports on recent drivers " +
-				"(noonghunna/club-3090 issues; older Linux drivers show 24,268 MiB); " +
+				"PyTorch total 182,642 MiB = 178.36 GiB (torch's printed device, total_memory=182642MB, in " +
+				"ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py); nvidia-smi total 183,359 MiB " +
+				"(NVIDIA/TensorRT-LLM issue 10278; = 179 GiB, cal D1's 179 GB usable); fp32 75 RECALLED; " +
 				"context: typical lazy-loading value",
 		},
 		{
-			Name: "RTX-4090", Memory: 24_564 * catalogMiB,
+			Name: "MI300X", Memory: 196_592 * catalogMiB, SMIMemory: 196_592 * catalogMiB,
+			BF16TFLOPS: 1_307.4, FP32TFLOPS: 163.4, FP8TFLOPS: 2_614.9, HBMGBps: 5_300,
+			LinkGBps: 448, PCIeGBps: 64, Context: catalogLazyContext,
+			Source: "cal D1 (AMD datasheet, RECALLED): 1,307.4 TFLOPS bf16, 2,614.9 fp8, 5.3 TB/s, " +
+				"Infinity Fabric 896 GB/s (448 per direction); PyTorch total (HIP totalGlobalMem) 196,592 MiB " +
+				"(thamada MI300X_x4 deviceQuery, \"196592: Total Global Memory (MB)\"); rocm-smi's VRAM total " +
+				"is the same 196,592 MiB = 8 CPX partitions of 25,767,706,624 B (ROCm/legacy-rocm-build issue " +
+				"4750): ROCm reserves none of it; fp32 163.4 RECALLED; " +
+				"context: the CUDA typical value, not measured on ROCm",
+		},
+		{
+			Name: "L40S", Memory: 47_803_596_800, SMIMemory: 46_068 * catalogMiB,
+			BF16TFLOPS: 362.05, FP32TFLOPS: 91.6, FP8TFLOPS: 733, HBMGBps: 864,
+			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "cal D1 (L40S datasheet): 362.05 TFLOPS bf16, 733 fp8, 864 GB/s, PCIe Gen4, " +
+				"no NVLink; PyTorch total 47,803,596,800 B = 44.52 GiB (thamada L40S deviceQuery, driver 550); " +
+				"nvidia-smi total 46,068 MiB with ECC on, the default (thamada L40S smi; " +
+				"akash-network/provider-configs PR 99); fp32 91.6 RECALLED; context: typical lazy-loading value",
+		},
+		{
+			Name: "A6000", Memory: 49_140 * catalogMiB, SMIMemory: 49_140 * catalogMiB,
+			BF16TFLOPS: 154.8, FP32TFLOPS: 38.7, HBMGBps: 768,
+			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "RTX A6000 datasheet (RECALLED, not in cal D1): 309.7 TFLOPS sparse tensor = 154.8 " +
+				"dense, 768 GB/s GDDR6, NVLink bridge 112.5 GB/s; nvidia-smi total 49,140 MiB with ECC off " +
+				"(RECALLED); PyTorch's total_memory not found in a public source: the nvidia-smi total stands in " +
+				"(optimistic by the driver's reserve, 354-762 MiB on the Ampere and Ada cards above and below); " +
+				"context: typical lazy-loading value",
+		},
+		{
+			Name: "RTX-3090", Memory: 25_327_697_920, SMIMemory: 24_576 * catalogMiB,
+			BF16TFLOPS: 71, FP32TFLOPS: 35.6, HBMGBps: 936.2,
+			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
+			Source: "cal D1: 71 TFLOPS with fp32 accumulate, 936.2 GB/s, NVLink bridge 112.5 GB/s " +
+				"(RECALLED); PyTorch total 25,327,697,920 B = 23.59 GiB (thamada RTX3090 deviceQuery, driver 560); " +
+				"nvidia-smi total 24,576 MiB on recent drivers (thamada RTX3090 smi; noonghunna/club-3090 issues; " +
+				"older Linux drivers show 24,268 MiB); context: typical lazy-loading value",
+		},
+		{
+			Name: "RTX-4090", Memory: 25_386_352_640, SMIMemory: 24_564 * catalogMiB,
 			BF16TFLOPS: 165.2, FP32TFLOPS: 82.6, FP8TFLOPS: 660.6, HBMGBps: 1_008,
 			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
 			Source: "cal D1: 165.2 TFLOPS with fp32 accumulate, fp8 660.6, 1,008 GB/s, PCIe Gen4 only; " +
-				"memory 24,564 MiB as nvidia-smi reports (RLinf/RLinf issue 255; PyTorch then reports " +
-				"about 23.64 GiB total capacity); context: typical lazy-loading value",
+				"PyTorch total 25,386,352,640 B = 23.64 GiB (thamada RTX4090 deviceQuery, driver 550; the same " +
+				"23.64 GiB in the OOM messages of RLinf/RLinf issue 255); nvidia-smi total 24,564 MiB (thamada " +
+				"RTX4090 smi); context: typical lazy-loading value",
 		},
 	}
 }

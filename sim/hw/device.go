@@ -1,11 +1,14 @@
 package hw
 
-// Device describes one accelerator model. Memory is what the driver reports
-// as total memory (torch.cuda.get_device_properties().total_memory), which
-// is what PyTorch's OOM message calls "total capacity".
+// Device describes one accelerator model. Memory is what PyTorch sees as
+// the device's total (torch.cuda.get_device_properties().total_memory),
+// which its OOM message calls "total capacity" and which a step must fit
+// in; SMIMemory is the larger total nvidia-smi shows, the driver's own
+// reserve included.
 type Device struct {
 	Name       string
-	Memory     int64   // bytes, as the driver reports
+	Memory     int64   // bytes PyTorch sees (total_memory)
+	SMIMemory  int64   // bytes nvidia-smi (rocm-smi) shows as memory.total; 0: unknown, as Memory
 	BF16TFLOPS float64 // dense bf16/fp16 tensor-core peak, TFLOP/s
 	FP32TFLOPS float64 // fp32 (non-tensor-core) peak, TFLOP/s
 	FP8TFLOPS  float64 // dense fp8 peak, 0 if unsupported
@@ -14,4 +17,18 @@ type Device struct {
 	PCIeGBps   float64 // host link per direction, GB/s
 	Context    int64   // CUDA context + loaded kernels, bytes (not counted by PyTorch's allocator)
 	Source     string  // where these figures come from
+
+	// LinkAssumed and PCIeAssumed say that a custom device was given no
+	// link_gbps or pcie_gbps and a documented default stands in (reports
+	// say so when it shapes the result).
+	LinkAssumed, PCIeAssumed bool
+}
+
+// SMITotal is the total nvidia-smi shows: SMIMemory, or Memory when the
+// device does not say (a custom gpu()).
+func (d Device) SMITotal() int64 {
+	if d.SMIMemory > 0 {
+		return d.SMIMemory
+	}
+	return d.Memory
 }

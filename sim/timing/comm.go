@@ -16,7 +16,7 @@ import (
 // Links. Inside a node GPUs talk over NVLink (Device.LinkGBps per
 // direction, or Cluster.IntraGBps); across nodes over one NIC per GPU
 // (Cluster.InterGBps, or the typical fabric of the GPU's generation, see
-// interNodeGBps). NCCL reaches a measured fraction of the line rate
+// InterNodeGBps). NCCL reaches a measured fraction of the line rate
 // (calibration.md D2):
 //
 //   - NVLink4/5 with NVSwitch (H100/H200/B200 SXM): ring busBW ~370 of
@@ -71,13 +71,13 @@ func intraLink(p *core.Plan) (gbps, eff float64) {
 	return nominal, nvlink3Eff
 }
 
-// interNodeGBps is the network bandwidth per GPU and direction when the
+// InterNodeGBps is the network bandwidth per GPU and direction when the
 // cluster does not give it: one NIC per GPU of the GPU's generation.
 // Hopper and later: 400 Gb/s (50 GB/s; DGX H100's eight ConnectX-7, the
 // Llama 3 clusters of calibration.md D2). A100: 200 Gb/s HDR (25 GB/s;
 // DGX A100/Selene, Azure NDm A100 v4 in calibration.md D2). Others: an
 // assumed 100 Gb/s.
-func interNodeGBps(d hw.Device) float64 {
+func InterNodeGBps(d hw.Device) float64 {
 	n := strings.ToUpper(d.Name)
 	switch {
 	case strings.HasPrefix(n, "H1"), strings.HasPrefix(n, "H2"), strings.HasPrefix(n, "B"), strings.HasPrefix(n, "GB"), strings.HasPrefix(n, "MI3"):
@@ -94,7 +94,7 @@ func interLink(p *core.Plan) (gbps, eff float64) {
 	if p.Cluster.InterGBps > 0 {
 		return p.Cluster.InterGBps, networkEff
 	}
-	return interNodeGBps(p.Device), networkEff
+	return InterNodeGBps(p.Device), networkEff
 }
 
 // groupLayout is where a communicator's ranks sit: size ranks, perNode of
