@@ -26,9 +26,18 @@ func TestFullCheckpointingCostsAboutAThird(t *testing.T) {
 	if full.Time.MFU >= none.Time.MFU || full.Time.HFU <= full.Time.MFU {
 		t.Errorf("recompute must lower MFU and count in HFU: none mfu %.3f, full mfu %.3f hfu %.3f", none.Time.MFU, full.Time.MFU, full.Time.HFU)
 	}
-	// One H100 running a 7B step at batch 1 x 4096: MFU of a well-fed
-	// single GPU lies in the 35-55 % band of story 3.
-	if none.Time.MFU < 0.3 || none.Time.MFU > 0.6 {
-		t.Errorf("single-GPU MFU %.3f outside a plausible band", none.Time.MFU)
+	// One H100 running a 7B step at batch 1 x 4096: the forward and
+	// backward of a well-fed single GPU lie in the 35-55 % MFU band of
+	// story 3. Its AdamW step over 7B fp32 parameters and states (about
+	// 0.5 TB of HBM traffic with the foreach implementation) is a third of
+	// this small step and is left out of the band.
+	var opt float64
+	for _, s := range none.Time.Breakdown {
+		if s.Name == "optimizer" {
+			opt = s.Seconds
+		}
+	}
+	if mfu := none.Time.MFU * none.Time.StepSeconds / (none.Time.StepSeconds - opt); mfu < 0.3 || mfu > 0.6 {
+		t.Errorf("single-GPU MFU without the optimizer step %.3f outside a plausible band", mfu)
 	}
 }

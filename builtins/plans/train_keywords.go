@@ -77,6 +77,16 @@ var TrainKeywords = []keyword{
 	{Name: "rollout", Def: starlark.MakeInt(1),
 		Doc: "anemoi's rollout loop for a graph model built from a data batch: n prediction steps, each input built from the last prediction, every step's graph kept until the backward",
 		set: setRollout},
+	{Name: "dispatch", Def: starlark.None,
+		Doc: `how the step's kernels are launched, for the time model: "eager" (each PyTorch op its own kernel, launched from Python), ` +
+			`"fused" (hand-fused kernels, as Megatron-LM with Transformer Engine or Liger run: each chain of elementwise ops one kernel, ` +
+			`the vendor's fused attention), "compiled" (torch.compile: Inductor fuses elementwise chains), "cuda_graphs" (compiled and ` +
+			`replayed as CUDA graphs: no CPU cost per kernel); None is "fused" for precision "megatron" and "eager" otherwise`,
+		set: setDispatch},
+	{Name: "step_overhead", Def: starlark.Float(0),
+		Doc: "seconds each step spends outside the GPU's work (the data loader, the Python training loop, logging); " +
+			"added to the step time as its own term, step_overhead",
+		set: setStepOverhead},
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
@@ -222,6 +232,29 @@ func setBool(dst func(*core.Plan) *bool) func(string, *starlark.Value, *trainArg
 }
 
 // Setters of one keyword each.
+
+func setDispatch(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		p.Overheads.Dispatch = ""
+		return nil
+	}
+	s, ok := (*v).(starlark.String)
+	if !ok {
+		return fmt.Errorf("%s must be a string or None (got %s)", name, (*v).Type())
+	}
+	p.Overheads.Dispatch = string(s)
+	return p.Overheads.Validate()
+}
+
+func setStepOverhead(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	f, err := host.AsFloat(*v, name)
+	if err != nil {
+		return err
+	}
+	p.Overheads.StepSeconds = f
+	*v = starlark.Float(f)
+	return p.Overheads.Validate()
+}
 
 func setModel(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	m, ok := (*v).(*models.Model)

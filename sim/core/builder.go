@@ -149,7 +149,7 @@ func (b *Builder) AddOp(kind, name string, ins []Value, params ...int32) int32 {
 		panic(LowerError{opsError()})
 	}
 	b.P.Ops = append(b.P.Ops, OpInfo{
-		Name: b.Name(name), Kind: kind, In: ins, Params: params, Region: b.region,
+		Name: b.Name(name), Module: b.prefix, Kind: kind, In: ins, Params: params, Region: b.region,
 	})
 	return int32(len(b.P.Ops) - 1)
 }

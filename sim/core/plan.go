@@ -88,6 +88,10 @@ type Plan struct {
 	// its state (first_step.go); false replays the steady state.
 	FirstStep bool
 
+	// Overheads: how kernels are launched and the step's time outside the
+	// GPU (dispatch.go); the time model's only.
+	Overheads Overheads
+
 	PipeStage *StageSpec // set on the per-stage copies of a pipelined plan
 }
 
@@ -137,6 +141,9 @@ func (p *Plan) Validate() error {
 	}
 	if err := p.Optimizer.Validate(); err != nil {
 		return &units.Error{Path: "train", Msg: err.Error()}
+	}
+	if err := p.Overheads.Validate(); err != nil {
+		return err
 	}
 	if p.LoRA != nil {
 		if err := p.LoRA.Validate(); err != nil {

@@ -65,6 +65,7 @@ type ParamInfo struct {
 // opInfo is one forward op.
 type OpInfo struct {
 	Name    string // "layers.3.attn.q_proj"
+	Module  string // the module path it runs in: "layers.3.attn.q_proj", "layers.3.input_layernorm" for its pow
 	Kind    string // "matmul", "softmax", "scatter", ...
 	In      []Value
 	Out     []Value

@@ -22,6 +22,10 @@ type Device struct {
 	// link_gbps or pcie_gbps and a documented default stands in (reports
 	// say so when it shapes the result).
 	LinkAssumed, PCIeAssumed bool
+
+	// Kernels is what its kernels reach (kernels.go); zero for a custom
+	// device, which then takes DefaultKernelRates.
+	Kernels KernelRates
 }
 
 // SMITotal is the total nvidia-smi shows: SMIMemory, or Memory when the

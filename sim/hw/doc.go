@@ -1,6 +1,7 @@
 // Package hw describes the hardware a plan runs on: accelerators (Device:
 // memory as the driver reports it, peak FLOP/s by dtype, HBM, GPU-GPU and
-// host link bandwidths, the CUDA context), the catalog of known GPUs with a
+// host link bandwidths, the CUDA context, and the rates its kernels reach in
+// published benchmarks: KernelRates), the catalog of known GPUs with a
 // source for every figure, and clusters of nodes (Cluster).
 //
 // hw holds figures, not behaviour: the replay reads the memory and context,

@@ -171,7 +171,7 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 	par := p.Parallel.Norm()
 	w := &timing.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == core.Eval}
-	w.Mb = timing.ComputeTime{Forward: u.ct.Forward, Backward: u.ct.Backward, Recompute: u.ct.Recompute}
+	w.Mb = u.ct
 	w.Attn = u.attn
 	if w.Eval {
 		w.Flops, w.HwFlops = u.fwdFlops, u.fwdFlops
@@ -207,20 +207,24 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 			}
 		}
 	}
-	var optBytes int64
+	var ow timing.OptimizerWork
 	for _, e := range u.params {
 		if !e.trainable {
 			continue
 		}
-		t := e.traffic
+		t, n := e.traffic, e.numel
 		if sharded {
 			t /= shardDegree(par, e.expert)
+			n /= shardDegree(par, e.expert)
 		}
-		optBytes += e.n * t
+		ow.Traffic += float64(e.n * t)
+		ow.Elements += float64(e.n * n)
+		ow.Tensors += float64(e.n)
 	}
-	if p.Device.HBMGBps > 0 && !w.Eval {
-		w.Optimizer = float64(optBytes) / (p.Device.HBMGBps * 1e9 * timing.MemoryEfficiency)
+	if !w.Eval {
+		w.Optimizer, w.OptimizerCPU = timing.OptimizerTime(p, ow)
 	}
+	w.StepOverhead = p.Overheads.StepSeconds
 	w.Tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.M) * float64(par.DP)
 	return w, minStates(p, w.Mode, u.params)
 }

@@ -102,9 +102,7 @@ func (a paramAgg) numel(trainable bool) (dense, expert int64) {
 // add returns u + k*v; parameters are added for whole positive k (a
 // difference of units sets its parameters itself).
 func (u unitSums) add(v unitSums, k float64) unitSums {
-	u.ct.Forward += k * v.ct.Forward
-	u.ct.Backward += k * v.ct.Backward
-	u.ct.Recompute += k * v.ct.Recompute
+	u.ct = u.ct.Plus(v.ct, k)
 	u.attn += k * v.attn
 	u.fwdFlops += k * v.fwdFlops
 	u.recFlops += k * v.recFlops
@@ -147,25 +145,28 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 	var u unitSums
 	train := plan.Phase != core.Eval
+	costs := timing.PriceOps(prog, plan)
 	for i := range prog.Ops {
-		op := &prog.Ops[i]
-		f, b := timing.OpTime(op, prog, plan.Device)
-		u.ct.Forward += f
+		op, c := &prog.Ops[i], &costs[i]
+		u.ct.Forward += c.Fwd
+		u.ct.ForwardCPU += c.FwdCPU
 		u.fwdFlops += op.Flops
 		if train {
-			u.ct.Backward += b
+			u.ct.Backward += c.Bwd
+			u.ct.BackwardCPU += c.BwdCPU
 		}
-		if op.Kind == "attention" {
-			u.attn += f
+		if c.Attention {
+			u.attn += c.Fwd
 			if train {
-				u.attn += b
+				u.attn += c.Bwd
 			}
 		}
 		if op.Region != 0 && train {
-			u.ct.Recompute += f
+			u.ct.Recompute += c.Fwd
+			u.ct.RecomputeCPU += c.FwdCPU
 			u.recFlops += op.Flops
-			if op.Kind == "attention" {
-				u.attn += f
+			if c.Attention {
+				u.attn += c.Fwd
 			}
 		}
 	}

@@ -1,11 +1,16 @@
 // Package timing is the time model: the step time, MFU, HFU and tokens per
-// second of a replayed program. Compute is a roofline per op (FLOPs
-// against the device's peak for the op's dtype, bytes against HBM, with an
-// efficiency per op class and its source); collectives take their bytes
-// over the NVLink or network bandwidth of their process group with the
-// ring's bus factor, overlapped with compute where the framework overlaps
-// them; pipelines add the bubble of their schedule (pipeline.go); offload
-// and host-placed tables add their PCIe transfers and host memory access.
+// second of a replayed program (docs/time.md). Every op is priced from its
+// shape on the plan's GPU (ops.go): matmuls as GEMMs at the GPU's measured
+// matmul rate and copy bandwidth, flash attention on its kernel's
+// published curve, gathers and scatters from their access pattern, the
+// rest as streams of bytes (kernels.go, graph.go, with the rates of
+// sim/hw/kernels.go). Kernels' CPU dispatch bounds each phase from below
+// (dispatch.go); the optimizer step streams its traffic and launches its
+// implementation's kernels (optimizer.go). Collectives take their bytes
+// over the NVLink or network bandwidth of their process group, overlapped
+// with compute where the framework overlaps them (comm.go); pipelines add
+// the bubble of their schedule (pipeline.go); offload and host-placed
+// tables add their PCIe transfers and host memory access.
 //
 // It reads a replay's figures (sim/replay) and never changes memory.
 package timing

@@ -2,96 +2,55 @@ package timing
 
 import (
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
-	"github.com/memsh/memsh/sim/units"
 )
 
-// The compute part of the time model: a roofline per op of the replayed
-// program, with efficiency terms per op class. Communication, pipeline
-// bubbles and host transfers are added by their own models (comm, pipeline,
-// offload) on top of these figures.
-//
-// Efficiency terms (fractions of the device's dense peak; assumptions,
-// checked against the MFU figures of calibration.md D and issue 8):
-//   - gemmEfficiency: large bf16 GEMMs reach 70-80 % of dense peak with
-//     cuBLAS on A100/H100 (NVIDIA's published GEMM benchmarks); we take 0.75.
-//   - attentionEfficiency: FlashAttention-2 reaches 50-73 % of peak on A100
-//     and 35-50 % on H100 forward+backward (Dao 2023, FlashAttention-2,
-//     figures 4-7); we take 0.5.
-//   - memoryEfficiency: elementwise and normalisation kernels reach ~80 % of
-//     HBM bandwidth (STREAM-like copy kernels on A100/H100).
-const (
-	gemmEfficiency      = 0.75
-	attentionEfficiency = 0.5
-	MemoryEfficiency    = 0.8
-	// Backward costs relative to forward: two GEMMs (input and weight
-	// gradients) per forward GEMM; FlashAttention-2's backward runs five
-	// matmuls against the forward's two (2.5x).
-	gemmBackward      = 2.0
-	attentionBackward = 2.5
-	memoryBackward    = 2.0
-)
+// The compute part of the time model: every op of the replayed program
+// priced from its shape (ops.go, kernels.go, graph.go), its kernels'
+// CPU dispatch (dispatch.go), and the optimizer step (optimizer.go).
+// Communication, pipeline bubbles and host transfers are added by their
+// own models (comm, pipeline, offload) on top of these figures.
 
-// ComputeTime is the compute-time estimate of one micro-batch.
+// ComputeTime is the compute-time estimate of one micro-batch: GPU time
+// and CPU dispatch time of each phase.
 type ComputeTime struct {
-	Forward, Backward, Recompute, Optimizer float64 // seconds
+	Forward, Backward, Recompute, Optimizer float64 // GPU seconds
+	ForwardCPU, BackwardCPU, RecomputeCPU   float64 // CPU dispatch seconds
 }
 
-// peakFLOPS is the dense peak for matmuls in dtype dt, FLOP/s.
-func peakFLOPS(d hw.Device, dt units.DType) float64 {
-	switch dt {
-	case units.FP32:
-		if d.FP32TFLOPS > 0 {
-			return d.FP32TFLOPS * 1e12
-		}
-		return d.BF16TFLOPS * 1e12 / 16
-	case units.TF32:
-		return d.BF16TFLOPS * 1e12 / 2
-	case units.FP8:
-		if d.FP8TFLOPS > 0 {
-			return d.FP8TFLOPS * 1e12
-		}
-	}
-	return d.BF16TFLOPS * 1e12
+// Plus is t + k*u.
+func (t ComputeTime) Plus(u ComputeTime, k float64) ComputeTime {
+	t.Forward += k * u.Forward
+	t.Backward += k * u.Backward
+	t.Recompute += k * u.Recompute
+	t.Optimizer += k * u.Optimizer
+	t.ForwardCPU += k * u.ForwardCPU
+	t.BackwardCPU += k * u.BackwardCPU
+	t.RecomputeCPU += k * u.RecomputeCPU
+	return t
 }
 
-// opTime is the forward and backward time of one op on device d.
-func OpTime(op *core.OpInfo, prog *core.Program, d hw.Device) (fwd, bwd float64) {
-	mem := op.Bytes / (d.HBMGBps * 1e9 * MemoryEfficiency)
-	if d.HBMGBps <= 0 {
-		mem = 0
-	}
-	dt := units.BF16
-	if len(op.Out) > 0 {
-		dt = prog.Values[op.Out[0]].Dtype
-	}
-	switch op.Kind {
-	case "matmul", "grouped_matmul":
-		c := op.Flops / (peakFLOPS(d, dt) * gemmEfficiency)
-		fwd = max(c, mem)
-		return fwd, gemmBackward * fwd
-	case "attention":
-		c := op.Flops / (peakFLOPS(d, dt) * attentionEfficiency)
-		fwd = max(c, mem)
-		return fwd, attentionBackward * fwd
-	}
-	return mem, memoryBackward * mem
+// Launch is the time the CPU's dispatch adds beyond the GPU's work: the
+// forward, and the backward with its recompute, each take the larger of
+// the two (dispatch.go).
+func (t ComputeTime) Launch() float64 {
+	return max(0, t.ForwardCPU-t.Forward) + max(0, t.BackwardCPU+t.RecomputeCPU-t.Backward-t.Recompute)
 }
 
-// computeTime sums the roofline over the program: forward, backward,
-// the recompute of checkpointed regions, and the optimizer's HBM traffic.
-// attn is the attention kernels' share of forward, backward and recompute
-// (context parallelism hides its ring exchange behind them).
-func computeTime(prog *core.Program, d hw.Device, recomputed []bool, optimizerBytes int64) (t ComputeTime, attn float64) {
-	fwdOf := make([]float64, len(prog.Ops))
-	for i := range prog.Ops {
-		f, b := OpTime(&prog.Ops[i], prog, d)
-		fwdOf[i] = f
-		t.Forward += f
-		t.Backward += b
-		if prog.Ops[i].Kind == "attention" {
-			attn += f + b
+// computeTime prices the program: forward, backward, the recompute of
+// checkpointed regions, and the per-op costs. attn is the attention
+// kernels' share of forward, backward and recompute (context parallelism
+// hides its ring exchange behind them).
+func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool) (t ComputeTime, attn float64, costs []OpCost) {
+	costs = PriceOps(prog, plan)
+	for i := range costs {
+		c := &costs[i]
+		t.Forward += c.Fwd
+		t.ForwardCPU += c.FwdCPU
+		t.Backward += c.Bwd
+		t.BackwardCPU += c.BwdCPU
+		if c.Attention {
+			attn += c.Fwd + c.Bwd
 		}
 	}
 	for id, done := range recomputed {
@@ -100,16 +59,14 @@ func computeTime(prog *core.Program, d hw.Device, recomputed []bool, optimizerBy
 		}
 		reg := prog.Regions[id]
 		for j := reg.First; j < reg.End; j++ {
-			t.Recompute += fwdOf[j]
-			if prog.Ops[j].Kind == "attention" {
-				attn += fwdOf[j]
+			t.Recompute += costs[j].Fwd
+			t.RecomputeCPU += costs[j].FwdCPU
+			if costs[j].Attention {
+				attn += costs[j].Fwd
 			}
 		}
 	}
-	if d.HBMGBps > 0 {
-		t.Optimizer = float64(optimizerBytes) / (d.HBMGBps * 1e9 * MemoryEfficiency)
-	}
-	return t, attn
+	return t, attn, costs
 }
 
 // gpuWork is what one GPU does in a step, the time model's input: m
@@ -131,9 +88,13 @@ type GpuWork struct {
 	DpComm         []core.CommRecord // data-parallel collectives of the step (comm.go's inventory)
 	Mode           replay.DistMode
 	Zero           int
-	Optimizer      float64 // the optimizer step, seconds
-	host           float64 // offload transfers and host-placed tables, seconds (not overlapped)
-	Tokens         float64 // tokens per step over all data-parallel replicas
+	Optimizer      float64       // the optimizer step's GPU time, seconds
+	OptimizerCPU   float64       // its CPU dispatch time, seconds
+	StepOverhead   float64       // the step's time outside the GPU (core.Overheads.StepSeconds)
+	host           float64       // offload transfers and host-placed tables, seconds (not overlapped)
+	costs          []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
+	prog           *core.Program // their program
+	Tokens         float64       // tokens per step over all data-parallel replicas
 	Eval           bool
 }
 
@@ -190,7 +151,6 @@ func (w *GpuWork) Utilisation(plan *core.Plan, te *replay.TimeEstimate, stages i
 
 // workOf gathers the time model's inputs from a replayed program.
 func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, error) {
-	d := plan.Device
 	par := plan.Parallel.Norm()
 	w := &GpuWork{M: max(plan.GradAccum, 1), Eval: plan.Phase == core.Eval}
 	mbProg, redone := prog, r.Redone
@@ -205,21 +165,23 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.Flops, w.HwFlops = ProgramFLOPs(p, w.Eval)
 		w.PpRecv, w.PpSend = StageTransfers(par, st.Stage)
 	}
-	optBytes := r.Rep.Traffic.HBM
+	ow := OptimizerWorkOf(r)
 	if r.Dist != nil {
 		w.Mode, w.Zero = r.Dist.Mode, par.Zero
-		optBytes = shardedOptimizerTraffic(r)
 		for _, c := range r.Dist.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" {
 				w.DpComm = append(w.DpComm, c)
 			}
 		}
 	}
-	ct, attn := computeTime(mbProg, d, redone, optBytes)
-	w.Mb, w.Attn, w.Optimizer = ct, attn, ct.Optimizer
+	ct, attn, costs := computeTime(mbProg, plan, redone)
+	w.Mb, w.Attn, w.costs, w.prog = ct, attn, costs, mbProg
+	w.Optimizer, w.OptimizerCPU = OptimizerTime(plan, ow)
+	w.StepOverhead = plan.Overheads.StepSeconds
 	w.MbComm = SumComm(mbProg.Comm, nil, 1)
 	if w.Eval {
-		w.Mb.Backward, w.Mb.Recompute, w.Optimizer = 0, 0, 0
+		w.Mb.Backward, w.Mb.Recompute, w.Optimizer, w.OptimizerCPU = 0, 0, 0, 0
+		w.Mb.BackwardCPU, w.Mb.RecomputeCPU = 0, 0
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
 	w.host = hostSeconds(r)
@@ -255,30 +217,49 @@ func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	return 3 * fwd, 3*fwd + rec
 }
 
-// shardedOptimizerTraffic is the optimizer step's HBM traffic on this GPU
-// when data parallelism shards the step: ZeRO, FSDP and Megatron's
-// distributed optimizer update this rank's partition only (1/dp of every
-// parameter, 1/(dp/ep) of expert parameters); DDP and Megatron without the
-// distributed optimizer update every parameter.
-func shardedOptimizerTraffic(r *replay.Replay) int64 {
+// OptimizerWorkOf is the optimizer step's work on this GPU: its HBM
+// traffic, tensors and elements. ZeRO, FSDP and Megatron's distributed
+// optimizer update this rank's partition only (1/dp of every parameter,
+// 1/(dp/ep) of expert parameters); DDP and Megatron without the
+// distributed optimizer update every parameter. Offloaded steps run on
+// the host (their PCIe traffic is timed as offload).
+func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
+	if r.Plan.Phase == core.Eval {
+		return OptimizerWork{}
+	}
 	d := r.Dist
+	if d == nil {
+		var w OptimizerWork
+		w.Traffic = float64(r.Rep.Traffic.HBM)
+		for pi := range r.P.Params {
+			p := &r.P.Params[pi]
+			if p.TiedTo < 0 && p.Trainable {
+				w.Tensors++
+				w.Elements += float64(p.Numel)
+			}
+		}
+		return w
+	}
 	if d.ZeroOffload(r) || d.FsdpOffload(r) {
-		return 0 // the step runs on the host; its PCIe traffic is timed as offload
+		return OptimizerWork{}
 	}
 	sharded := d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && d.Par.DistributedOptimizer)
-	var t int64
+	var w OptimizerWork
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
 		if p.TiedTo >= 0 || !p.Trainable {
 			continue
 		}
-		b := r.OptimizerTraffic(p)
+		b, n := float64(r.OptimizerTraffic(p)), float64(p.Numel)
 		if sharded {
-			b /= d.Degree(int32(pi))
+			deg := float64(d.Degree(int32(pi)))
+			b, n = b/deg, n/deg
 		}
-		t += b
+		w.Traffic += b
+		w.Elements += n
+		w.Tensors++
 	}
-	return t
+	return w
 }
 
 // times splits the work into exposed time by cause.
@@ -291,6 +272,7 @@ func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 	add(&g.PerMB, "forward", mb.Forward)
 	add(&g.PerMB, "backward", mb.Backward)
 	add(&g.PerMB, "recompute", mb.Recompute)
+	add(&g.PerMB, "launch", mb.Launch())
 	c := w.exposedComm(plan)
 	for _, s := range c.perMB {
 		add(&g.PerMB, s.Name, s.Seconds)
@@ -298,8 +280,9 @@ func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 	for _, s := range c.tail {
 		add(&g.Tail, s.Name, s.Seconds)
 	}
-	add(&g.Tail, "optimizer", w.Optimizer)
+	add(&g.Tail, "optimizer", max(w.Optimizer, w.OptimizerCPU))
 	add(&g.Tail, "offload", w.host)
+	add(&g.Tail, "step_overhead", w.StepOverhead)
 	for _, s := range g.PerMB {
 		g.MbSec += s.Seconds
 	}

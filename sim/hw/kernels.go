@@ -1,0 +1,172 @@
+package hw
+
+// KernelRates is what a GPU's kernels reach in practice, as fractions of
+// the Device's peaks, from published kernel benchmarks. The time model
+// (sim/timing) prices every op from these; a zero KernelRates (a custom
+// gpu()) takes DefaultKernelRates.
+type KernelRates struct {
+	SMs int // streaming multiprocessors (wave quantization of attention kernels)
+	// GEMM is the largest dense bf16/fp16 matmul throughput measured, over
+	// BF16TFLOPS: the "maximum achievable matmul FLOPS" (MAMF) of
+	// stas00/ml-engineering compute/accelerator/README.md (mamf-finder.py,
+	// the mean of 100 iterations at the best shape found).
+	GEMM float64
+	// GEMMFP8 likewise for float8_e4m3fn inputs, over FP8TFLOPS.
+	GEMMFP8 float64
+	// HBM is the fraction of HBMGBps a streaming copy kernel reaches.
+	HBM float64
+	// Sustain is the fraction of the isolated GEMM and attention rates
+	// above that the same kernels keep through a training step: the
+	// benchmarks run one kernel for a second or so, a training step runs
+	// for minutes at the power limit with NCCL kernels sharing the SMs. It
+	// is the time model's one fitted term, fitted per GPU generation to the
+	// calibration rows of sim/calib_step_test.go (rows not marked held out).
+	Sustain float64
+	// Flash is the flash-attention kernel PyTorch runs (flash-attn 2,
+	// torch SDPA's flash backend); Fused the vendor's fused attention
+	// (Transformer Engine's cuDNN kernel, FlashAttention-3 on Hopper),
+	// which dispatch="fused" plans run.
+	Flash, Fused AttnKernel
+	Source       string
+}
+
+// AttnKernel is an attention kernel's throughput as a fraction of the
+// dense bf16 peak, forward and backward, with and without a causal mask.
+// Each grows with the sequence s as Max * s / (s + S0): the per-row work
+// outside the matmuls (loading Q, writing O and the log-sum-exp, the
+// softmax rescaling) weighs less as rows get longer; a causal mask halves
+// the work per row, so S0 is larger. Max and S0 are fitted to the
+// published curves named below (sequence 512 to 16k, the largest relative
+// error of the fit in the comment; sim/hw/kernels_test.go checks them).
+type AttnKernel struct {
+	Name                           string
+	Fwd, FwdCausal, Bwd, BwdCausal Saturation
+}
+
+// Saturation is Max * s / (s + S0).
+type Saturation struct {
+	Max, S0 float64
+}
+
+// At is the fraction of peak at sequence s.
+func (c Saturation) At(s float64) float64 {
+	if s <= 0 {
+		return 0
+	}
+	return c.Max * s / (s + c.S0)
+}
+
+// Pass is the curve of the forward or backward, with or without a causal
+// mask.
+func (k AttnKernel) Pass(backward, causal bool) Saturation {
+	switch {
+	case backward && causal:
+		return k.BwdCausal
+	case backward:
+		return k.Bwd
+	case causal:
+		return k.FwdCausal
+	}
+	return k.Fwd
+}
+
+// The attention kernels. Curves from the FlashAttention-3 paper (Shah et
+// al. 2024, arXiv:2407.08608, figures "Attention forward/backward speed,
+// head dim 128 (H100 80GB SXM5)", bf16; the bar labels as transcribed at
+// subtext.edge.nugit.net, SECONDARY), TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k:
+//
+//	forward                FlashAttention-2  309 350 362 368 370 370  (fit 1.8 %)
+//	                       FlashAttention-3  467 565 625 638 646 648  (fit 2.5 %)
+//	forward, causal        FlashAttention-2  191 260 298 319 333 335  (fit 3.0 %)
+//	                       FlashAttention-3  292 423 521 579 602 616  (fit 2.8 %)
+//	backward               FlashAttention-2  214 260 291 310 318 322  (fit 0.5 %)
+//	                       FlashAttention-3  316 424 501 542 559 561  (fit 2.4 %)
+//
+// The causal backward has no published curve here: it keeps the
+// forward's causal-to-plain ratios of Max and S0 (an assumption).
+var (
+	// flash-attn 2 on Hopper: the curves above over 989 TFLOP/s.
+	fa2Hopper = AttnKernel{Name: "FlashAttention-2",
+		Fwd: Saturation{0.383, 105}, FwdCausal: Saturation{0.356, 405},
+		Bwd: Saturation{0.333, 275}, BwdCausal: Saturation{0.310, 1061}}
+	// FlashAttention-3 (cuDNN's fused attention, which Transformer Engine
+	// runs, is within 10 % of it from 2k on in the same figures) on Hopper.
+	fa3Hopper = AttnKernel{Name: "FlashAttention-3",
+		Fwd: Saturation{0.679, 210}, FwdCausal: Saturation{0.664, 610},
+		Bwd: Saturation{0.596, 420}, BwdCausal: Saturation{0.583, 1220}}
+	// flash-attn 2 on Ampere: the FlashAttention-2 paper (Dao 2023,
+	// arXiv:2307.08691, abstract and section 4.1) reaches up to 73 % of
+	// the A100's peak forward and 63 % backward; the shape in s (S0, the
+	// causal ratio 0.93) is the same kernel's on Hopper above.
+	fa2Ampere = AttnKernel{Name: "FlashAttention-2",
+		Fwd: Saturation{0.73, 105}, FwdCausal: Saturation{0.679, 405},
+		Bwd: Saturation{0.63, 275}, BwdCausal: Saturation{0.586, 1061}}
+	// GPUs before Ampere: torch SDPA's memory-efficient kernel (flash-attn
+	// 2 needs Ampere or later), taken at FlashAttention-1's "25-40 % of
+	// peak" (as the FlashAttention-2 abstract sums it up), with
+	// FlashAttention-2's shape in s; an assumption.
+	memEfficient = AttnKernel{Name: "memory-efficient attention",
+		Fwd: Saturation{0.40, 105}, FwdCausal: Saturation{0.372, 405},
+		Bwd: Saturation{0.35, 275}, BwdCausal: Saturation{0.326, 1061}}
+)
+
+// The fitted Sustain of each generation (KernelRates.Sustain): the
+// median over the calibration rows of that generation's GPUs of the
+// factor that makes memsh's step match the published one, to two digits
+// (sim/calib_step_test.go prints the rows). GPUs without a calibration
+// row take the mean.
+const (
+	ampereSustain = 0.83
+	hopperSustain = 0.78
+	otherSustain  = (ampereSustain + hopperSustain) / 2
+)
+
+// DefaultKernelRates is what a GPU without published kernel figures gets:
+// GEMM at the median MAMF efficiency of the NVIDIA data-centre rows of the
+// MAMF table (A100 PCIe 81.1 %, H100 80.3 %, B200 77.6 %: 0.80), HBM at
+// 0.80 of its peak (between the copy-kernel figures below), FlashAttention-2
+// at Ampere's rates. An assumption, named in the time model's notes.
+var DefaultKernelRates = KernelRates{SMs: 108, GEMM: 0.80, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80,
+	Flash: fa2Ampere, Fused: fa2Ampere,
+	Source: "default kernel rates (no published figure for this GPU): GEMM 0.80 of peak, HBM 0.80, FlashAttention-2 at A100's rates"}
+
+// Kernel rates of the catalog's GPUs (Catalog sets each device's Kernels).
+// HBM copy fractions: V100 785 of 900 GB/s and A100-80GB 1,536 of 2,039
+// GB/s measured by memcopy.cu (AnjaliSandip/FastIceFlo
+// output/EffectiveMemoryThroughput.md); H100 2,587 of 3,350 GB/s by a
+// Triton HBM-to-SMEM copy (hbm_2_smem.py, quoted in the search corpus);
+// B200 "> 7.0 TB/s of 7.8" (an HBM3e peak-bandwidth kernel's header).
+var (
+	voltaRates = KernelRates{SMs: 80, GEMM: 0.80, Sustain: otherSustain, HBM: 0.87, Flash: memEfficient, Fused: memEfficient,
+		Source: "V100: 80 SMs; GEMM: default 0.80 (no MAMF row); HBM 785/900 GB/s (FastIceFlo memcopy); " +
+			"attention: memory-efficient kernel (flash-attn 2 needs Ampere)"}
+	ampereRates = KernelRates{SMs: 108, GEMM: 0.869, Sustain: ampereSustain, HBM: 0.75, Flash: fa2Ampere, Fused: fa2Ampere,
+		Source: "A100 SXM: 108 SMs; GEMM MAMF 271.2/312 TFLOPS (ml-engineering MAMF table); HBM 1,536/2,039 GB/s " +
+			"(FastIceFlo memcopy); FlashAttention-2 paper: 73 % forward, 63 % backward"}
+	hopperRates = KernelRates{SMs: 132, GEMM: 0.803, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+		Source: "H100/H200 SXM: 132 SMs; GEMM MAMF 794.5/989 bf16 and 1,402.6/1,979 fp8 (ml-engineering MAMF " +
+			"table, \"H200 is the same\"); HBM 2,587/3,350 GB/s (Triton copy); attention: FlashAttention-3 paper " +
+			"figures (FlashAttention-2 and -3, H100 SXM5, head dim 128)"}
+	h200Rates = KernelRates{SMs: 132, GEMM: 0.803, GEMMFP8: 0.734, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+		Source: "H200: as H100 SXM (MAMF table: \"H200 is the same\" for bf16; fp8 1,453.4/1,979); HBM fraction as H100"}
+	hopperPCIeRates = KernelRates{SMs: 114, GEMM: 0.80, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+		Source: "H100 PCIe/NVL: 114/132 SMs; no MAMF row: default 0.80; otherwise as H100 SXM"}
+	blackwellRates = KernelRates{SMs: 148, GEMM: 0.776, GEMMFP8: 0.763, Sustain: otherSustain, HBM: 0.90, Flash: fa2Hopper, Fused: fa3Hopper,
+		Source: "B200: 148 SMs; GEMM MAMF 1,745/2,250 bf16 and 3,432.5/4,500 fp8 (ml-engineering MAMF table); " +
+			"HBM > 7.0 of 7.8 TB/s (HBM3e peak kernel); attention: Hopper's curves (no published B200 curve)"}
+	mi300Rates = KernelRates{SMs: 304, GEMM: 0.601, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, Flash: fa2Ampere, Fused: fa2Ampere,
+		Source: "MI300X: 304 CUs; GEMM MAMF 781.9/1,300 (ml-engineering MAMF table, ROCm 6.2); fp8 GEMM, HBM and " +
+			"attention: defaults (no published figure)"}
+	adaRates = KernelRates{SMs: 142, GEMM: 0.80, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, Flash: fa2Ampere, Fused: fa2Ampere,
+		Source: "L40S/RTX 4090 (Ada): 142/128 SMs; no MAMF row: defaults"}
+	gaRates = KernelRates{SMs: 84, GEMM: 0.80, Sustain: otherSustain, HBM: 0.80, Flash: fa2Ampere, Fused: fa2Ampere,
+		Source: "RTX A6000/3090 (GA102): 84/82 SMs; no MAMF row: defaults"}
+)
+
+// Rates is the device's kernel rates, DefaultKernelRates when it has none.
+func (d Device) Rates() KernelRates {
+	if d.Kernels.GEMM <= 0 {
+		return DefaultKernelRates
+	}
+	return d.Kernels
+}

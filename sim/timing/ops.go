@@ -1,0 +1,377 @@
+package timing
+
+import (
+	"math"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// The price of every op of a lowered program: its forward and backward
+// on the GPU (kernels.go), the kernels it launches and their CPU dispatch
+// (dispatch.go), its FLOPs and HBM bytes, and what bounds it.
+//
+// Matmuls are GEMMs of the shape the op records (M rows of the output, N
+// its last dimension, K = FLOPs / 2MN; a batched matmul without
+// parameters is batch x M x N x K). Their backward runs the input-gradient
+// GEMM when the input needs a gradient and the weight-gradient GEMM (the
+// reduction over M) when a weight is trainable: a frozen LoRA base costs
+// one GEMM backward, not two. Grouped matmuls are a GEMM per local expert
+// over its rows. Flash attention takes its kernel's curve (kernels.go).
+// Gathers and scatters are priced from their access pattern (graph.go).
+// The rest stream their bytes; their backward streams twice the bytes
+// (the output gradient and saved inputs in, the input gradient out) when
+// an input needs a gradient.
+
+// Bound is what limits an op's time (or a module's, or a step term).
+type Bound uint8
+
+// The bounds.
+const (
+	BoundNone Bound = iota
+	BoundCompute
+	BoundMemory
+	BoundLaunch // kernel-launch floor or CPU dispatch
+)
+
+var boundNames = [...]string{"", "compute", "memory", "launch"}
+
+func (b Bound) String() string { return boundNames[b] }
+
+// OpCost is the priced forward and backward of one op.
+type OpCost struct {
+	Fwd, Bwd       float64 // GPU seconds
+	FwdCPU, BwdCPU float64 // CPU dispatch seconds
+	FwdK, BwdK     float64 // kernels launched
+	Flops, Bytes   float64 // forward FLOPs and HBM bytes
+	Bound          Bound   // of the forward (the backward's when there is no forward work)
+	Attention      bool    // a fused attention kernel (context parallelism overlaps it)
+}
+
+// pricer prices the ops of one program for one plan.
+type pricer struct {
+	prog     *core.Program
+	d        hw.Device
+	dispatch Dispatch
+	users    []int32 // last op reading each value (-1: none)
+	saved    []bool  // values saved for backward
+}
+
+func newPricer(prog *core.Program, plan *core.Plan) *pricer {
+	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan)}
+	if pr.dispatch.fuses() {
+		pr.users = make([]int32, len(prog.Values))
+		pr.saved = make([]bool, len(prog.Values))
+		for v := range pr.users {
+			pr.users[v] = -1
+		}
+		for i := range prog.Ops {
+			for _, v := range prog.Ops[i].In {
+				pr.users[v] = int32(i)
+			}
+			for _, v := range prog.Ops[i].Saved {
+				pr.saved[v] = true
+			}
+		}
+		for _, v := range append([]core.Value{prog.Loss}, prog.Held...) {
+			if v >= 0 {
+				pr.saved[v] = true
+			}
+		}
+	}
+	return pr
+}
+
+// PriceOps prices every op of prog for plan.
+func PriceOps(prog *core.Program, plan *core.Plan) []OpCost {
+	pr := newPricer(prog, plan)
+	out := make([]OpCost, len(prog.Ops))
+	for i := 0; i < len(prog.Ops); {
+		if pr.dispatch.fuses() && pointwise(&prog.Ops[i]) {
+			j := i + 1
+			for j < len(prog.Ops) && pointwise(&prog.Ops[j]) {
+				j++
+			}
+			pr.fusedGroup(i, j, out)
+			i = j
+			continue
+		}
+		out[i] = pr.op(i)
+		pr.addDispatch(&out[i])
+		i++
+	}
+	return out
+}
+
+// op prices op i on its own.
+func (pr *pricer) op(i int) OpCost {
+	op := &pr.prog.Ops[i]
+	switch op.Kind {
+	case "matmul", "int8_matmul":
+		return pr.matmul(op)
+	case "grouped_matmul":
+		return pr.groupedMatmul(op)
+	case "attention":
+		return pr.attention(op)
+	case "all_gather", "reduce_scatter", "all_to_all", "recv", "send":
+		return OpCost{} // collectives: timed by comm.go
+	}
+	if c, ok := pr.graphOp(op); ok {
+		return c
+	}
+	return pr.stream(op, op.Bytes)
+}
+
+// needsGrad reports whether op's backward computes anything: an input
+// needs a gradient (and the op produces input gradients) or a parameter
+// is trainable.
+func (pr *pricer) needsGrad(op *core.OpInfo) (input, weight bool) {
+	if !op.NoGradB {
+		for _, v := range op.In {
+			if pr.prog.Values[v].Grad {
+				input = true
+			}
+		}
+	}
+	for _, p := range op.Params {
+		if pr.trainable(p) {
+			weight = true
+		}
+	}
+	return input, weight
+}
+
+func (pr *pricer) trainable(p int32) bool {
+	q := &pr.prog.Params[p]
+	if q.TiedTo >= 0 {
+		q = &pr.prog.Params[q.TiedTo]
+	}
+	return q.Trainable
+}
+
+// stream prices a memory-bound op moving bytes forward.
+func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
+	if bytes <= 0 && op.Flops <= 0 {
+		return OpCost{} // a view, or bookkeeping: no kernel
+	}
+	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: bytes}
+	c.Fwd, c.Bound = streamTime(pr.d, bytes)
+	if in, w := pr.needsGrad(op); in || w {
+		c.Bwd, _ = streamTime(pr.d, 2*bytes)
+		c.BwdK = 1
+	}
+	return c
+}
+
+// mainOut is the output a matmul computes (eager attention's q @ k^T also
+// writes the contiguous copies it saves, before its scores).
+func mainOut(op *core.OpInfo) core.Value { return op.Out[len(op.Out)-1] }
+
+// matmul prices a GEMM (a linear layer) or a batched matmul (eager
+// attention's q @ k^T and p @ v).
+func (pr *pricer) matmul(op *core.OpInfo) OpCost {
+	if len(op.Out) == 0 || len(op.In) == 0 {
+		return pr.stream(op, op.Bytes)
+	}
+	o := &pr.prog.Values[mainOut(op)]
+	numel := float64(core.Numel(o.Shape))
+	if numel <= 0 || op.Flops <= 0 {
+		return pr.stream(op, op.Bytes)
+	}
+	n := float64(o.Shape[len(o.Shape)-1])
+	b, m := 1.0, numel/n
+	if len(op.Params) == 0 && len(o.Shape) >= 3 {
+		m = float64(o.Shape[len(o.Shape)-2])
+		b = numel / (m * n)
+	}
+	k := op.Flops / (2 * numel)
+	dt := o.Dtype
+	in := elemBytes(pr.prog.Values[op.In[0]].Dtype)
+	out := elemBytes(dt)
+	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: b * ((m*k+k*n)*in + m*n*out)}
+	c.Fwd, c.Bound = gemmTime(pr.d, dt, b, m, n, k, in, out)
+	// Copies the op writes besides its result (eager attention's
+	// contiguous q and k^T): read and written once each.
+	var extra float64
+	for _, v := range op.Out[:len(op.Out)-1] {
+		extra += 2 * float64(pr.prog.Values[v].Bytes)
+	}
+	if extra > 0 {
+		t, _ := streamTime(pr.d, extra)
+		c.Fwd += t
+		c.Bytes += extra
+		c.FwdK++
+	}
+	input, weight := pr.needsGrad(op)
+	if len(op.Params) == 0 {
+		// both operands are activations: each needing a gradient gets a GEMM
+		input, weight = false, false
+		for j, v := range op.In {
+			if j < 2 && pr.prog.Values[v].Grad && !op.NoGradB {
+				t, _ := gemmTime(pr.d, dt, b, m, k, n, in, out)
+				c.Bwd += t
+				c.BwdK++
+			}
+		}
+	}
+	if input { // dX = dY W: (m x n) by (n x k)
+		t, _ := gemmTime(pr.d, dt, b, m, k, n, in, out)
+		c.Bwd += t
+		c.BwdK++
+	}
+	if weight { // dW = X^T dY: (k x m) by (m x n)
+		t, _ := gemmTime(pr.d, dt, b, k, n, m, in, out)
+		c.Bwd += t
+		c.BwdK++
+	}
+	return c
+}
+
+// groupedMatmul prices the experts' GEMMs: one per local expert (one
+// weight per expert) over its share of the routed rows. A grouped kernel
+// (Megatron's GroupedGEMM, dispatch fused or compiled) launches once; the
+// Hugging Face expert loop (eager) launches a GEMM per expert.
+func (pr *pricer) groupedMatmul(op *core.OpInfo) OpCost {
+	g := float64(max(len(op.Params), 1))
+	if len(op.Out) == 0 || op.Flops <= 0 {
+		return pr.stream(op, op.Bytes)
+	}
+	o := &pr.prog.Values[op.Out[0]]
+	numel := float64(core.Numel(o.Shape))
+	n := float64(o.Shape[len(o.Shape)-1])
+	rows := numel / n
+	k := op.Flops / (2 * numel)
+	m := rows / g
+	dt := o.Dtype
+	in := elemBytes(pr.prog.Values[op.In[0]].Dtype)
+	out := elemBytes(dt)
+	launches := 1.0
+	if !pr.dispatch.fuses() {
+		launches = g
+	}
+	c := OpCost{FwdK: launches, Flops: op.Flops, Bytes: g * ((m*k+k*n)*in + m*n*out)}
+	c.Fwd, c.Bound = gemmTime(pr.d, dt, g, m, n, k, in, out)
+	c.Fwd = max(c.Fwd, launches*kernelFloor)
+	input, weight := pr.needsGrad(op)
+	if input {
+		t, _ := gemmTime(pr.d, dt, g, m, k, n, in, out)
+		c.Bwd += max(t, launches*kernelFloor)
+		c.BwdK += launches
+	}
+	if weight {
+		t, _ := gemmTime(pr.d, dt, g, k, n, m, in, out)
+		c.Bwd += max(t, launches*kernelFloor)
+		c.BwdK += launches
+	}
+	return c
+}
+
+// attention prices a fused attention kernel (flash or SDPA): the kernel
+// of the plan's dispatch (the vendor's fused attention for "fused"),
+// forward and backward (FlashAttention-2's backward is three kernels:
+// preprocessing, the main kernel, the dq conversion).
+func (pr *pricer) attention(op *core.OpInfo) OpCost {
+	if len(op.In) == 0 || len(op.Out) < 2 || op.Flops <= 0 {
+		return pr.stream(op, op.Bytes)
+	}
+	q := &pr.prog.Values[op.In[0]]
+	lse := &pr.prog.Values[op.Out[1]] // [tokens, heads]
+	rows := float64(core.Rows(q.Shape))
+	seq := rows
+	if len(q.Shape) >= 3 {
+		seq = float64(q.Shape[len(q.Shape)-2])
+	}
+	width := float64(q.Shape[len(q.Shape)-1])
+	heads := float64(lse.Shape[len(lse.Shape)-1])
+	full := 4 * rows * seq * width // no mask
+	a := attnShape{flops: op.Flops, seq: seq, causal: op.Flops < 0.75*full,
+		blocks: rows / seq * heads * ceilDiv(seq, attnBlockRows)}
+	k := pr.d.Rates().Flash
+	if pr.dispatch == DispatchFused {
+		k = pr.d.Rates().Fused
+	}
+	dt := q.Dtype
+	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: op.Bytes, Attention: true}
+	c.Fwd, c.Bound = attentionTime(pr.d, dt, k, a, false)
+	if in, _ := pr.needsGrad(op); in {
+		c.Bwd, _ = attentionTime(pr.d, dt, k, a, true)
+		c.BwdK = 3
+	}
+	return c
+}
+
+func ceilDiv(a, b float64) float64 { return math.Ceil(a / b) }
+
+// pointwise reports whether op is an elementwise or row-wise op that a
+// compiler (Inductor) or a hand-fused kernel (Transformer Engine, Apex)
+// fuses with its neighbours: not a matmul, attention, gather, scatter,
+// collective, loss or a weight cast (autocast casts each weight once, on
+// its own).
+func pointwise(op *core.OpInfo) bool {
+	switch op.Kind {
+	case "matmul", "int8_matmul", "grouped_matmul", "attention", "conv1d",
+		"embedding", "table_lookup", "gather", "index_select", "index", "index_add", "index_copy", "scatter_add",
+		"all_gather", "reduce_scatter", "all_to_all", "recv", "send",
+		"cross_entropy", "mse_loss", "topk", "dequantize":
+		return false
+	case "cast":
+		return len(op.In) > 0
+	}
+	return true
+}
+
+// fusedGroup prices ops [a, b), all pointwise, as one fused kernel: it
+// reads the values produced outside the group once and writes the values
+// read after it or saved for backward once; what stays inside never
+// reaches HBM. Its backward is one kernel streaming twice those bytes.
+// The group's time is shared among its ops by their own bytes.
+func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
+	p := pr.prog
+	var bytes, own, flops float64
+	grad := false
+	seen := map[core.Value]bool{}
+	for i := a; i < b; i++ {
+		op := &p.Ops[i]
+		own += op.Bytes
+		flops += op.Flops
+		for _, v := range op.In {
+			if prod := p.Values[v].Producer; (int(prod) < a || int(prod) >= b) && !seen[v] {
+				seen[v] = true
+				bytes += float64(p.Values[v].Bytes)
+			}
+		}
+		for _, v := range op.Out {
+			if int(pr.users[v]) >= b || pr.saved[v] {
+				bytes += float64(p.Values[v].Bytes)
+			}
+		}
+		if in, w := pr.needsGrad(op); in || w {
+			grad = true
+		}
+	}
+	if bytes <= 0 && flops <= 0 {
+		return
+	}
+	fwd, bound := streamTime(pr.d, bytes)
+	var bwd float64
+	if grad {
+		bwd, _ = streamTime(pr.d, 2*bytes)
+	}
+	for i := a; i < b; i++ {
+		share := 1 / float64(b-a)
+		if own > 0 {
+			share = p.Ops[i].Bytes / own
+		}
+		c := OpCost{Fwd: share * fwd, Bwd: share * bwd, FwdK: share, Flops: p.Ops[i].Flops, Bytes: share * bytes, Bound: bound}
+		if grad {
+			c.BwdK = share
+		}
+		pr.addDispatch(&c)
+		out[i] = c
+	}
+}
+
+// elemBytes is the size of an element of dt in bytes (half a byte for
+// 4-bit types).
+func elemBytes(dt units.DType) float64 { return float64(dt.Bits()) / 8 }

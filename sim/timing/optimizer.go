@@ -1,0 +1,66 @@
+package timing
+
+import (
+	"math"
+
+	"github.com/memsh/memsh/sim/core"
+)
+
+// The optimizer step: its HBM traffic at the copy bandwidth, and the
+// kernels its implementation launches (core.Optimizer.Impl).
+//
+// PyTorch's Adam and AdamW (torch/optim/adamw.py, _multi_tensor_adamw and
+// _single_tensor_adamw) run eight elementwise ops per step: the weight
+// decay (mul_), exp_avg (lerp_), exp_avg_sq (mul_, addcmul_), the
+// denominator (sqrt, div_, add_) and the update (addcdiv_). Each reads and
+// writes whole tensors: 4 weight, 2 gradient and 12 state passes against
+// the fused kernel's 2, 1 and 4 (replay.OptimizerTraffic), 2.6 times the
+// traffic with fp32 states and weights. "for-loop" launches the eight ops
+// per parameter tensor; "foreach" launches each op once per chunk of
+// tensors (ATen's multi_tensor_apply: at most 36 tensors of four lists
+// and 320 blocks of 65,536 elements per launch, MultiTensorApply.cuh);
+// "fused" one kernel per chunk. Other optimizers are priced with Adam's
+// launch pattern and their own traffic (an approximation).
+
+const (
+	adamOps            = 8
+	unfusedAdamTraffic = 2.6
+	foreachTensors     = 36
+	foreachElems       = 320 * 65536
+)
+
+// OptimizerWork is what the optimizer step does on one GPU.
+type OptimizerWork struct {
+	Traffic  float64 // HBM bytes of the fused update
+	Tensors  float64 // trainable parameter tensors stepped
+	Elements float64 // their elements
+}
+
+// OptimizerTime is the step's GPU time and CPU dispatch time.
+func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
+	if w.Traffic <= 0 {
+		return 0, 0
+	}
+	impl := plan.Optimizer.ImplName()
+	traffic := w.Traffic
+	ops := float64(adamOps)
+	if impl != "fused" {
+		traffic *= unfusedAdamTraffic
+	}
+	chunks := math.Max(math.Ceil(w.Tensors/foreachTensors), math.Ceil(w.Elements/foreachElems))
+	var launches float64
+	switch impl {
+	case "fused":
+		launches = chunks
+	case "for-loop":
+		launches = ops * w.Tensors
+	default:
+		launches = ops * chunks
+	}
+	gpu, _ = streamTime(plan.Device, traffic)
+	gpu = max(gpu, launches*kernelFloor)
+	// The step runs eagerly whatever the model's dispatch: torch.compile
+	// and CUDA graphs capture the model's forward and backward, not the
+	// optimizer (torchtitan and Megatron-LM compile or capture the model).
+	return gpu, launches * eagerFwdCPU
+}
