@@ -43,6 +43,8 @@ func builtinTables() [][]host.Builtin {
 		tables.SweepBuiltins(),          // sweep; the table value is resulttable.go
 		tables.SearchBuiltins(),         // search
 		tables.TabulateBuiltins(),       // tabulate; the methods of every table
+		tables.AdviseBuiltins(),         // advise
+		tables.LimitBuiltins(),          // max_batch, max_seq
 	}
 }
 

@@ -95,13 +95,17 @@ func TestSweepErrors(t *testing.T) {
 	})
 }
 
-// Ctrl-C cancels the run's context: a sweep or a search stops and says so.
+// Ctrl-C cancels the run's context: a sweep, a search, advice or a limit
+// stops and says so.
 func TestSweepInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, src := range []string{
 		"sweep(p, tp = [1, 2])",
 		"search(m, gpus = 8, seq = 64, global_batch = 16)",
+		"advise(p.replace(gpu = gpu(\"A100-80GB\", memory = 600 * MiB)))",
+		"max_batch(p)",
+		"max_seq(p)",
 	} {
 		thread := &starlark.Thread{}
 		(&host.State{Context: ctx}).Attach(thread)

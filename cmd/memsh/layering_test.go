@@ -28,6 +28,7 @@ var layers = map[string]int{
 	"sim":                 10,
 	"internal/testmodels": 9,
 	"sim/search":          12,
+	"sim/advise":          12,
 	"stdlib":              0,
 	"jsondoc":             0,
 	"snapshot":            15,

@@ -1,5 +1,7 @@
 package hw
 
+import "strings"
+
 // Device describes one accelerator model. Memory is what PyTorch sees as
 // the device's total (torch.cuda.get_device_properties().total_memory),
 // which its OOM message calls "total capacity" and which a step must fit
@@ -36,3 +38,7 @@ func (d Device) SMITotal() int64 {
 	}
 	return d.Memory
 }
+
+// HasBF16 says whether the card computes in bf16: Volta (V100) does not;
+// the catalog's V100 entries hold the fp16 tensor peak in BF16TFLOPS.
+func (d Device) HasBF16() bool { return !strings.HasPrefix(d.Name, "V100") }

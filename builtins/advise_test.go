@@ -1,0 +1,83 @@
+package builtins
+
+import "testing"
+
+// Llama-2-7B as examples/quickstart.star builds it, on one A100-80GB with
+// bf16 autocast and AdamW (128 GiB needed), and a small decoder that
+// fits.
+const advisePrelude = `
+dim = 4096
+block = sequential(
+    residual(sequential(rmsnorm(dim), attention(dim, heads = 32, rope = True))),
+    residual(sequential(rmsnorm(dim), mlp(dim, hidden = 11008, act = "swiglu"))),
+)
+llama = model("llama-2-7b", embedding(32000, dim), repeat(block, 32), rmsnorm(dim), vocab = 32000)
+plan = train(llama, batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(), gpu = "A100-80GB")
+a = advise(plan)
+fitting = plan.replace(precision = "bf16", checkpoint = "full")
+fast = advise(fitting, goal = "speed")
+blk = sequential(residual(sequential(rmsnorm(64), attention(64, 4))), residual(sequential(rmsnorm(64), mlp(64, 256, act = "swiglu"))))
+tiny = train(model("tiny", embedding(1000, 64), repeat(blk, 4), rmsnorm(64), vocab = 1000), seq = 64, gpu = "A100-80GB")
+mb = max_batch(fitting)
+ms = max_seq(fitting, budget = 0.9)
+`
+
+func TestAdvise(t *testing.T) {
+	runPreludeCases(t, advisePrelude, []evalCase{
+		{expr: "type(a)", want: `"table"`},
+		{expr: "a.columns", want: `["change", "fits", "device_used", "headroom", "step_time", "time_change", "tokens_per_s", "why", "cost", "plan", "report"]`},
+		{expr: "len(a)", want: "10"},
+		// The script's own fixes, pure bf16 and 8-bit AdamW, first, by step time.
+		{expr: "[r[\"change\"] for r in a][:2]", want: `["precision=\"bf16\", optimizer=adamw8bit()", "precision=\"bf16\""]`},
+		{expr: "all([r[\"fits\"] for r in a])", want: "True"},
+		{expr: "[r[\"step_time\"] for r in a] == sorted([r[\"step_time\"] for r in a])", want: "True"},
+		// Each row's plan is train()'s, from the keywords it shows; its replay is the row's.
+		{expr: "all([simulate(r[\"plan\"]).device_used == r[\"device_used\"] and simulate(r[\"plan\"]).step_time == r[\"step_time\"] for r in a])", want: "True"},
+		{expr: "a[1][\"plan\"].precision", want: `precision("bf16")`},
+		{expr: "a[0][\"plan\"].optimizer", want: "adamw8bit()"},
+		{expr: "a[1][\"time_change\"] == a[1][\"step_time\"] / simulate(plan).step_time - 1", want: "True"},
+		{expr: "a[1][\"headroom\"] == 80 * GiB - a[1][\"device_used\"]", want: "True"},
+		{expr: "a[1][\"why\"]", want: `"optimizer -25.10 GiB; temporaries -12.55 GiB; saved for backward -2.52 GiB"`},
+		{expr: "a.title", want: `"advise: llama-2-7b on A100-80GB: batch 1 x seq 2048, bf16-mixed, adamw(), no checkpointing; does not fit: needs 128.04 GiB of 80.00 GiB (48.04 GiB short)"`},
+		{expr: "a.notes[-1].startswith(\"13 single changes and 66 pairs replayed\")", want: "True"},
+		{expr: "len(advise(plan, top = None)) > len(a)", want: "True"},
+		{expr: "all([r[\"device_used\"] <= 70 * GiB for r in advise(plan, budget = 70 * GiB)])", want: "True"},
+		{expr: "all([r[\"device_used\"] <= 0.8 * 80 * GiB for r in advise(plan, budget = 0.8, max_changes = 1)])", want: "True"},
+		// A plan that fits: nothing to change; goal="speed" finds faster ones.
+		{expr: "len(advise(fitting))", want: "0"},
+		{expr: "advise(fitting).notes[0]", want: `"the plan fits as it is: 65.12 GiB of 80.00 GiB used, 14.88 GiB headroom; advise(plan, goal=\"speed\") looks for faster plans that still fit"`},
+		{expr: "fast[0][\"change\"]", want: `"checkpoint=\"none\""`},
+		{expr: "all([r[\"fits\"] and r[\"step_time\"] < simulate(fitting).step_time for r in fast])", want: "True"},
+		// max_batch and max_seq: the value fits, one more does not.
+		{expr: "type(mb)", want: `"limit"`},
+		{expr: "[simulate(mb.plan).fits, simulate(fitting.replace(batch = mb.value + 1)).fits, mb.next == mb.value + 1]", want: "[True, False, True]"},
+		{expr: "mb.report.device_used == simulate(mb.plan).device_used and mb.plan.batch == mb.value", want: "True"},
+		{expr: "mb.next_report.oom.tensor == simulate(fitting.replace(batch = mb.next)).oom.tensor", want: "True"},
+		{expr: "mb.replays < 50 and not mb.capped and mb.next_error == None", want: "True"},
+		{expr: "str(mb).startswith(\"max_batch %d: batch %d runs out of memory at \" % (mb.value, mb.next))", want: "True"},
+		{expr: "[ms.value > 2048, ms.report.device_used <= 72 * GiB, simulate(fitting.replace(seq = ms.value + 1)).device_used > 72 * GiB]", want: "[True, True, True]"},
+		{expr: "str(ms).endswith(\"uses %s, over the budget; %d replays\" % (fmt_bytes(ms.next_report.device_used), ms.replays))", want: "True"},
+	})
+}
+
+func TestAdviseErrors(t *testing.T) {
+	runPreludeCases(t, `
+blk = sequential(residual(sequential(rmsnorm(64), attention(64, 4))), residual(sequential(rmsnorm(64), mlp(64, 256, act = "swiglu"))))
+tiny = train(model("tiny", embedding(1000, 64), repeat(blk, 4), rmsnorm(64), vocab = 1000), seq = 64, gpu = "A100-80GB")
+mlp_only = train(model("m", linear(16, 16)), gpu = "A100-80GB")
+`, []evalCase{
+		{expr: "advise(3)", err: "advise: plan must be a plan from train() (got int)"},
+		{expr: "advise(tiny, goal = \"fast\")", err: `advise: unknown goal "fast" (known: fit, speed)`},
+		{expr: "advise(tiny, max_changes = 3)", err: "advise: max_changes must be 1 or 2 (got 3)"},
+		{expr: "advise(tiny, top = 0)", err: "top must be at least 1, or None for every row (got 0)"},
+		{expr: "advise(tiny, budget = 1.5)", err: "budget must be a fraction in (0, 1] or bytes up to the GPU's 80.00 GiB (got 1.5)"},
+		{expr: "advise(tiny, budget = 200 * GiB)", err: "budget must be a fraction in (0, 1] or bytes up to the GPU's 80.00 GiB"},
+		{expr: "advise(tiny, budget = \"half\")", err: "budget must be None, bytes or a fraction of the GPU's memory (got string)"},
+		{expr: "advise(tiny, goal = \"speed\", budget = 1000)", err: `goal="speed" looks for faster plans that still fit, but this one does not fit`},
+		{expr: "max_batch(\"p\")", err: "max_batch: plan must be a plan from train() (got string)"},
+		{expr: "max_seq(mlp_only)", err: `model "m" reads no sequences (seq is unset)`},
+		{expr: "max_seq(tiny.replace(tokens_per_batch = 128))", err: "the plan packs sequences into tokens_per_batch"},
+		{expr: "max_batch(tiny, budget = -1)", err: "budget must be a fraction in (0, 1] or bytes"},
+		{expr: "max_batch(tiny, budget = 1000).value", want: "0"},
+	})
+}

@@ -1,0 +1,287 @@
+package tables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
+	"github.com/memsh/memsh/builtins/plans"
+	"github.com/memsh/memsh/builtins/reports"
+	"github.com/memsh/memsh/sim/advise"
+	"github.com/memsh/memsh/sim/units"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// advise(plan, goal="fit", budget=None, max_changes=2, top=10): the
+// cheapest changes that make a plan fit (sim/advise), as a table.
+
+// AdviseColumns are the columns of advise()'s table.
+var AdviseColumns = []string{"change", "fits", "device_used", "headroom", "step_time", "time_change", "tokens_per_s", "why", "cost", "plan", "report"}
+
+func AdviseBuiltins() []host.Builtin {
+	return []host.Builtin{{
+		Name: "advise",
+		Sig:  "advise(plan, goal=\"fit\", budget=None, max_changes=2, top=10)",
+		Doc: "What to change so that plan fits, and what it costs: advise(plan). It replays every change a user can make " +
+			"without changing the model (micro-batch with gradient accumulation, checkpointing, precision, the optimizer, loss " +
+			"chunks, ZeRO/FSDP sharding with several GPUs, offload, expandable segments, an ensemble's members one at a time, a " +
+			"graph model's chunks, a sparse table's placement, tensor or pipeline layouts of the same GPUs), one at a time, then " +
+			"pairs of changes to two knobs (max_changes=1: singles only). Every candidate is a full replay, never a formula. The " +
+			"fitting ones come ranked by step time, one row per combination of knobs (a pair only when it beats its changes " +
+			"alone), with columns change (the train() keywords to write), fits, device_used, headroom, step_time, time_change " +
+			"(against the plan as given, a fraction), tokens_per_s, why (which terms of the memory at the peak, saved " +
+			"activations or largest allocation shrink), cost (which time terms grow), plan (simulate() or replace() it) and report. " +
+			"goal=\"speed\" takes a plan that fits and lists faster plans that still fit. budget is the device memory the step " +
+			"may use: bytes (70 * GB) or a fraction of the GPU's (0.9); the default is all of it. top limits the rows " +
+			"(None: all). The notes say when the plan fits already, which changes get past the failing allocation without " +
+			"fitting (a later failure), and, when nothing fits, the smallest GPU of the catalog and the fewest GPUs (FSDP) " +
+			"that would hold the plan as it is. A progress bar shows on a terminal; Ctrl-C stops it.",
+		Fn: adviseFn,
+	}}
+}
+
+func adviseFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var pv, budget, top starlark.Value = nil, starlark.None, starlark.MakeInt(10)
+	goal := "fit"
+	maxChanges := 2
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "plan", &pv, "goal?", &goal, "budget?", &budget, "max_changes?", &maxChanges, "top?", &top); err != nil {
+		return nil, err
+	}
+	plan, ok := pv.(*plans.Plan)
+	if !ok {
+		return nil, fmt.Errorf("advise: plan must be a plan from train() (got %s)", pv.Type())
+	}
+	opts := advise.Options{MaxChanges: maxChanges, Workers: runtime.GOMAXPROCS(0)}
+	switch goal {
+	case "fit":
+		opts.Goal = advise.Fit
+	case "speed":
+		opts.Goal = advise.Speed
+	default:
+		return nil, host.WithHint(fmt.Errorf("advise: unknown goal %q (known: fit, speed)", goal), host.DidYouMean(goal, []string{"fit", "speed"}))
+	}
+	if maxChanges < 1 || maxChanges > 2 {
+		return nil, fmt.Errorf("advise: max_changes must be 1 or 2 (got %d)", maxChanges)
+	}
+	var err error
+	if opts.Budget, err = budgetBytes(budget, plan); err != nil {
+		return nil, err
+	}
+	limit, err := topRows(top)
+	if err != nil {
+		return nil, err
+	}
+	st := host.StateOf(thread)
+	ctx := st.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	bar := host.NewProgress(st.Progress, "advise", 0)
+	opts.Progress = func(done, total int) {
+		bar.SetTotal(total)
+		bar.Set(done)
+	}
+	res, err := advise.Run(ctx, plan.SimPlan(), opts)
+	bar.Finish()
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return nil, host.StopError(ctx, "advise", "")
+		}
+		return nil, host.WithOrigin(err, plan.Decl())
+	}
+	return adviceTable(res, plan, host.CallerPos(thread), limit, st.Color)
+}
+
+// budgetBytes reads advise()'s budget: None (the GPU's memory), bytes, or
+// a fraction of the GPU's memory.
+func budgetBytes(v starlark.Value, plan *plans.Plan) (int64, error) {
+	capacity := plan.SimPlan().Device.Memory
+	switch x := v.(type) {
+	case starlark.NoneType:
+		return 0, nil
+	case starlark.Float:
+		if f := float64(x); f > 0 && f <= 1 {
+			return int64(f * float64(capacity)), nil
+		}
+	case starlark.Int:
+		n, ok := x.Int64()
+		if ok && n > 0 && n <= capacity {
+			return n, nil
+		}
+	default:
+		return 0, fmt.Errorf("budget must be None, bytes or a fraction of the GPU's memory (got %s)", v.Type())
+	}
+	return 0, host.WithHint(fmt.Errorf("budget must be a fraction in (0, 1] or bytes up to the GPU's %s (got %s)", units.FormatBytes(capacity), v),
+		"budget is the device memory the step may use: budget = 0.9 leaves a tenth of the card free")
+}
+
+// topRows reads top: None (every row) or a positive count.
+func topRows(v starlark.Value) (int, error) {
+	if v == starlark.None {
+		return 0, nil
+	}
+	n, err := host.AsInt64(v, "top")
+	if err != nil {
+		return 0, err
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("top must be at least 1, or None for every row (got %d)", n)
+	}
+	return int(min(n, 1<<30)), nil
+}
+
+// adviceTable lays out the advice: one row per candidate, the notes under
+// the table.
+func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top int, color bool) (*ResultTable, error) {
+	units := make([]string, len(AdviseColumns))
+	for j, c := range AdviseColumns {
+		units[j] = reports.ColumnUnit(c)
+	}
+	units[columnOf(AdviseColumns, "time_change")] = host.UnitFraction
+	rows := res.Rows
+	if top > 0 && len(rows) > top {
+		rows = rows[:top]
+	}
+	cells := make([][]starlark.Value, 0, len(rows))
+	for _, r := range rows {
+		row, err := adviceRow(r, plan, decl, color)
+		if err != nil {
+			return nil, err
+		}
+		cells = append(cells, row)
+	}
+	base := reports.NewReport(res.Base.Report, plan, color)
+	verdict, _ := base.Attr("summary")
+	title := fmt.Sprintf("advise: %s on %s: %s; %s", plan.SimPlan().Model.Name, plan.SimPlan().Device.Name, plan.Summary(), strings.TrimSuffix(string(verdict.(starlark.String)), "."))
+	if res.Goal == advise.Speed {
+		title = "advise (goal=\"speed\"): " + strings.TrimPrefix(title, "advise: ")
+	}
+	notes, err := adviceNotes(res, plan, decl, len(rows), color)
+	if err != nil {
+		return nil, err
+	}
+	t := NewResultTable(title, AdviseColumns, units, cells, notes)
+	t.color = color
+	return t, nil
+}
+
+// adviceRow is one row of the table; its plan is built by train()'s own
+// setters from the keywords the change writes.
+func adviceRow(r advise.Row, base *plans.Plan, decl syntax.Position, color bool) ([]starlark.Value, error) {
+	p, text, err := changedPlan(r, base, decl)
+	if err != nil {
+		return nil, err
+	}
+	rep := reports.NewReport(r.Report, p, color)
+	tm := r.Report.Time
+	return []starlark.Value{
+		starlark.String(text), starlark.Bool(r.Fits), starlark.MakeInt64(r.Used), starlark.MakeInt64(r.Headroom),
+		rep.TimeFigure(tm.StepSeconds), rep.TimeFigure(r.TimeChange), rep.TimeFigure(tm.TokensPerS),
+		starlark.String(r.Why), starlark.String(r.Cost), p, rep,
+	}, nil
+}
+
+// changedPlan is the plan as given with a row's changes, through train()'s
+// setters (what a user gets writing the keywords), and the keywords as
+// text.
+func changedPlan(r advise.Row, base *plans.Plan, decl syntax.Position) (*plans.Plan, string, error) {
+	a := base.Args.Clone()
+	var texts []string
+	model := false
+	for _, c := range r.Changes {
+		for _, s := range c.Settings {
+			if m, ok := s.Value.(advise.ModelChange); ok {
+				model = true
+				texts = append(texts, m.Text)
+				continue
+			}
+			v, err := plans.EngineValue(s.Value)
+			if err != nil {
+				return nil, "", err
+			}
+			a.Set(s.Keyword, v)
+			texts = append(texts, plans.KeywordText(s.Keyword, v))
+		}
+	}
+	if model { // settings of the model's layers: the engine's edited copy
+		a.Set("model", models.NewModel(r.Plan.Model, nil, base.Model().Decl()))
+	}
+	pv, err := plans.NewPlan(a, decl)
+	if err != nil {
+		return nil, "", fmt.Errorf("internal error: advise row %s: %v", strings.Join(texts, ", "), err)
+	}
+	return pv.(*plans.Plan), strings.Join(texts, ", "), nil
+}
+
+// adviceNotes say what the table leaves out: the plan fits already, which
+// changes get past its failure, the smallest GPU and GPU count when
+// nothing fits, and how many candidates were replayed.
+func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, shown int, color bool) ([]string, error) {
+	var notes []string
+	used := func(r advise.Row) string {
+		return fmt.Sprintf("%s of %s used", units.FormatBytes(r.Used), units.FormatBytes(r.Report.Capacity))
+	}
+	switch {
+	case res.Goal == advise.Fit && res.Fits:
+		notes = append(notes, fmt.Sprintf("the plan fits as it is: %s, %s headroom; advise(plan, goal=\"speed\") looks for faster plans that still fit",
+			used(res.Base), units.FormatBytes(res.Base.Headroom)))
+	case res.Goal == advise.Speed && len(res.Rows) == 0:
+		notes = append(notes, "no change makes the plan faster and still fit")
+	case !res.AnyFits():
+		notes = append(notes, fmt.Sprintf("no change fits (max_changes=%d); the closest come first", res.MaxChanges))
+	}
+	for _, r := range res.Past {
+		text, err := rowText(r, plan, decl)
+		if err != nil {
+			return nil, err
+		}
+		o := res.Base.Report.OOM.Alloc
+		notes = append(notes, fmt.Sprintf("%s gets past the failure in %s (%s) but does not fit: it then fails at %s in %s",
+			text, o.Phase, o.Tensor, r.Report.OOM.Alloc.Tensor, r.Report.OOM.Alloc.Phase))
+	}
+	if rs := res.Rescue; rs != nil {
+		if r := rs.GPU; r != nil {
+			notes = append(notes, fmt.Sprintf("the plan as it is fits on a %s: %s", r.Plan.Device.Name, used(*r)))
+		}
+		if r := rs.GPUs; r != nil {
+			text, err := rowText(*r, plan, decl)
+			if err != nil {
+				return nil, err
+			}
+			notes = append(notes, fmt.Sprintf("the plan as it is fits on %d GPUs with %s: %s each", r.Plan.Parallel.Norm().GPUs(), text, used(*r)))
+		}
+		notes = append(notes, rs.Notes...)
+	}
+	if n := len(res.Rows); n > shown {
+		more := fmt.Sprintf("%d more rows", n-shown)
+		if n-shown == 1 {
+			more = "1 more row"
+		}
+		notes = append(notes, more+": advise(plan, top=None) lists them all")
+	}
+	if s := res.Stats; s.Singles+s.Pairs > 0 {
+		notes = append(notes, fmt.Sprintf("%d single changes and %d pairs replayed (%d rejected by the plan), %d replays in all", s.Singles, s.Pairs, s.Rejected, s.Replays))
+	}
+	return notes, nil
+}
+
+// rowText is a row's change as keywords.
+func rowText(r advise.Row, plan *plans.Plan, decl syntax.Position) (string, error) {
+	_, text, err := changedPlan(r, plan, decl)
+	return text, err
+}
+
+// columnOf is the index of column name in columns.
+func columnOf(columns []string, name string) int {
+	for j, c := range columns {
+		if c == name {
+			return j
+		}
+	}
+	panic("internal error: no column " + name)
+}

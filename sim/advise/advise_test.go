@@ -1,0 +1,261 @@
+package advise
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+)
+
+// quickstart is examples/quickstart.star's plan: Llama-2-7B, bf16
+// autocast and AdamW on one A100-80GB, 128 GiB needed.
+func quickstart() *core.Plan {
+	return testmodels.LlamaPlan(testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "A100-80GB")
+}
+
+func run(t *testing.T, p *core.Plan, opts Options) *Result {
+	t.Helper()
+	opts.Workers = 2
+	res, err := Run(context.Background(), p, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func changes(r Row) string {
+	var cs []string
+	for _, c := range r.Changes {
+		cs = append(cs, c.String())
+	}
+	return strings.Join(cs, " + ")
+}
+
+// checkRows checks what every row claims against a replay of its plan:
+// fits, memory used and step time, ranked by step time.
+func checkRows(t *testing.T, res *Result) {
+	t.Helper()
+	for i, r := range res.Rows {
+		rep, err := sim.Evaluate(r.Plan, core.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", changes(r), err)
+		}
+		if rep.DeviceUsed != r.Used || rep.Time.StepSeconds != r.StepSeconds() || (rep.Fits && rep.DeviceUsed <= res.Budget) != r.Fits {
+			t.Errorf("%s: row says used %d, %g s, fits %v; its replay %d, %g s, fits %v", changes(r), r.Used, r.StepSeconds(), r.Fits, rep.DeviceUsed, rep.Time.StepSeconds, rep.Fits)
+		}
+		if r.Headroom != res.Budget-r.Used {
+			t.Errorf("%s: headroom %d, want %d", changes(r), r.Headroom, res.Budget-r.Used)
+		}
+		if want := rep.Time.StepSeconds/res.Base.StepSeconds() - 1; r.TimeChange != want {
+			t.Errorf("%s: time change %g, want %g", changes(r), r.TimeChange, want)
+		}
+		if r.Fits && i > 0 && r.StepSeconds() < res.Rows[i-1].StepSeconds()*(1-1e-3) {
+			t.Errorf("row %d (%s) is faster than the row above it", i, changes(r))
+		}
+		if r.Why == "" {
+			t.Errorf("%s: no why", changes(r))
+		}
+	}
+}
+
+// TestQuickstartAdvice: the quickstart's plan does not fit; the changes
+// its script makes by hand (pure bf16, 8-bit AdamW) come first, ranked by
+// step time, without the checkpointing the script adds: each fits alone
+// and is faster than the plan as given.
+func TestQuickstartAdvice(t *testing.T) {
+	res := run(t, quickstart(), Options{})
+	if res.Fits || !res.AnyFits() {
+		t.Fatalf("fits %v, rows fit %v", res.Fits, res.AnyFits())
+	}
+	checkRows(t, res)
+	top := map[string]bool{}
+	for _, r := range res.Rows[:3] {
+		top[changes(r)] = true
+	}
+	for _, want := range []string{`precision="bf16" + optimizer=adamw8bit()`, `precision="bf16"`} {
+		if !top[want] {
+			t.Errorf("top rows %v lack %s", top, want)
+		}
+	}
+	var single8bit *Row
+	for i, r := range res.Rows {
+		if changes(r) == "optimizer=adamw8bit()" {
+			single8bit = &res.Rows[i]
+		}
+	}
+	if single8bit == nil || !strings.Contains(single8bit.Why, "optimizer -37.27 GiB") {
+		t.Errorf("8-bit AdamW alone: %+v", single8bit)
+	}
+	// The script's own fixes fit too, but they pay for full checkpointing.
+	for _, hand := range [][]Change{
+		{one("optimizer", "optimizer", core.Optimizer{Kind: core.AdamW8bit}), one("checkpoint", "checkpoint", core.Checkpoint{Mode: "full", Every: 1})},
+		{one("precision", "precision", "bf16"), one("checkpoint", "checkpoint", core.Checkpoint{Mode: "full", Every: 1})},
+	} {
+		q := quickstart()
+		for _, c := range hand {
+			q, _ = c.Apply(q)
+		}
+		rep, err := sim.Evaluate(q, core.Options{})
+		if err != nil || !rep.Fits || rep.Time.StepSeconds <= res.Rows[1].StepSeconds() {
+			t.Errorf("the script's fix %v: fits %v in %g s, advice's second row %g s", hand, rep.Fits, rep.Time.StepSeconds, res.Rows[1].StepSeconds())
+		}
+	}
+}
+
+// TestBrisAdvice: SEEDS.md story 1's attempt with 2 stacked members
+// (validation before the step fails at the decoder's 31.11 GiB fp32 copy):
+// running the members one at a time fits, halving that tensor; raising
+// the mappers' eval chunks gets past the validation failure on its own.
+func TestBrisAdvice(t *testing.T) {
+	p, err := testmodels.Bris(2, "stacked", 4, 1, core.Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Validation = true
+	res := run(t, p, Options{})
+	checkRows(t, res)
+	if !res.AnyFits() || changes(res.Rows[0]) != `members_mode="sequential"` {
+		t.Fatalf("top row %s", changes(res.Rows[0]))
+	}
+	if why := res.Rows[0].Why; !strings.Contains(why, "largest allocation 31.11 GiB -> 15.56 GiB") {
+		t.Errorf("sequential: why %q", why)
+	}
+	if len(res.Past) == 0 || changes(res.Past[0]) != "encoder, decoder: eval_chunks=2" {
+		t.Fatalf("past the validation failure: %v", res.Past)
+	}
+	if o := res.Past[0].Report.OOM; o == nil || o.Alloc.Phase.String() != "recompute" {
+		t.Errorf("eval_chunks=2: the step should fail later, in the training step's recompute: %+v", o)
+	}
+}
+
+// TestBrisValidationAdvice: the validation pass alone (phase "eval") with 2
+// stacked members: both the members one at a time and more eval chunks
+// fit, each with its measured effect.
+func TestBrisValidationAdvice(t *testing.T) {
+	p, err := testmodels.Bris(2, "stacked", 4, 1, core.Eval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, p, Options{MaxChanges: 1})
+	checkRows(t, res)
+	found := map[string]string{}
+	for _, r := range res.Rows[:min(4, len(res.Rows))] {
+		found[r.Changes[0].Knob] = r.Why
+	}
+	for _, knob := range []string{"members_mode", "eval_chunks of encoder, decoder"} {
+		if why, ok := found[knob]; !ok || !strings.Contains(why, "largest allocation 31.11 GiB") {
+			t.Errorf("%s not in the top rows (or why %q): %v", knob, why, found)
+		}
+	}
+}
+
+// TestAdviceOnAFittingPlan: a plan that fits needs no change; goal speed
+// finds faster plans that still fit.
+func TestAdviceOnAFittingPlan(t *testing.T) {
+	p := quickstart()
+	p.Precision, _ = core.LookupPrecision("bf16")
+	p.Checkpoint, _ = core.ParseCheckpoint("full")
+	res := run(t, p, Options{})
+	if !res.Fits || len(res.Rows) != 0 || res.Stats.Replays != 1 {
+		t.Fatalf("fits %v, %d rows, %d replays", res.Fits, len(res.Rows), res.Stats.Replays)
+	}
+	fast := run(t, p, Options{Goal: Speed})
+	checkRows(t, fast)
+	if len(fast.Rows) == 0 {
+		t.Fatal("no faster plan")
+	}
+	for _, r := range fast.Rows {
+		if !r.Fits || r.TimeChange >= 0 {
+			t.Errorf("%s: fits %v, time %+.1f%%", changes(r), r.Fits, 100*r.TimeChange)
+		}
+	}
+	if c := changes(fast.Rows[0]); !strings.Contains(c, "checkpoint") {
+		t.Errorf("the fastest change should checkpoint less: %s", c)
+	}
+}
+
+// TestNothingRescues: plans no single change fits. Advice names the
+// smallest catalog GPU that holds the plan as it is, and the fewest GPUs
+// with FSDP, each the first that fits (the one below does not), or says
+// why there is none.
+func TestNothingRescues(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		plan          *core.Plan
+		gpu           string // "" when none
+		dp            int64  // 0 when none
+		noGPU, noGPUs string // the notes when none
+	}{
+		{"7B fp32 seq 8192 on RTX-3090",
+			testmodels.LlamaPlan(testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "flash"), 1, 8192, "fp32", "none", "RTX-3090"),
+			"B200", 0, "", "activations does not shrink"},
+		{"70B bf16-mixed seq 2048 on A100-80GB",
+			testmodels.LlamaPlan(testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash"), 1, 2048, "bf16-mixed", "none", "A100-80GB"),
+			"", 256, "no GPU of the catalog fits it as it is (the largest: MI300X)", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := c.plan
+			res := run(t, p, Options{MaxChanges: 1})
+			if res.AnyFits() || res.Rescue == nil {
+				t.Fatalf("rows fit %v, rescue %v", res.AnyFits(), res.Rescue)
+			}
+			notes := strings.Join(res.Rescue.Notes, "\n")
+			if g := res.Rescue.GPU; c.gpu == "" {
+				if g != nil || !strings.Contains(notes, c.noGPU) {
+					t.Errorf("GPU %v, notes %q", g, notes)
+				}
+			} else {
+				if g == nil || !g.Fits || g.Plan.Device.Name != c.gpu {
+					t.Fatalf("GPU %+v, want %s (notes %q)", g, c.gpu, notes)
+				}
+				for _, d := range hw.Catalog() {
+					if d.Memory > p.Device.Memory && d.Memory < g.Plan.Device.Memory {
+						q := *p
+						q.Device = d
+						if rep, err := sim.Evaluate(&q, core.Options{}); err == nil && rep.Fits {
+							t.Errorf("%s fits and is smaller than %s", d.Name, c.gpu)
+						}
+					}
+				}
+			}
+			if n := res.Rescue.GPUs; c.dp == 0 {
+				if n != nil || !strings.Contains(notes, c.noGPUs) {
+					t.Errorf("GPUs %v, notes %q", n, notes)
+				}
+			} else {
+				if n == nil || !n.Fits || n.Plan.Parallel.String() != fmt.Sprintf("parallel(dp=%d, fsdp=True)", c.dp) {
+					t.Fatalf("GPUs %+v, want dp=%d (notes %q)", n, c.dp, notes)
+				}
+				half := *n.Plan
+				half.Parallel.DP /= 2
+				if rep, err := sim.Evaluate(&half, core.Options{}); err != nil || rep.Fits {
+					t.Errorf("dp=%d: err %v or fits already", half.Parallel.DP, err)
+				}
+			}
+		})
+	}
+}
+
+// TestAdviceErrors: bad arguments get errors that say what is allowed.
+func TestAdviceErrors(t *testing.T) {
+	p := quickstart()
+	for _, c := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{MaxChanges: 3}, "max_changes must be 1 or 2"},
+		{Options{Budget: 100 << 30}, "budget must be in (0, 80.00 GiB]"},
+		{Options{Budget: -1}, "budget must be in"},
+		{Options{Goal: Speed}, "goal=\"speed\" looks for faster plans that still fit"},
+	} {
+		_, err := Run(context.Background(), p, c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.opts, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package advise
+
+import (
+	"github.com/memsh/memsh/sim/core"
+)
+
+// Goal is what advice looks for.
+type Goal uint8
+
+const (
+	// Fit: the cheapest changes that make the step fit, ranked by step
+	// time.
+	Fit Goal = iota
+	// Speed: changes that make a fitting step faster and still fit.
+	Speed
+)
+
+// String is the goal as advise() takes it.
+func (g Goal) String() string {
+	if g == Speed {
+		return "speed"
+	}
+	return "fit"
+}
+
+// generator makes the changes of one knob for a plan. A new knob is one
+// entry in generators.
+type generator struct {
+	Knob string
+	Doc  string // what the knob changes, for the documentation
+	// Gen lists the knob's changes to p: for Fit those that may save
+	// memory, for Speed also those that may save time. A change the plan
+	// rejects (a layout that does not divide) is dropped after the fact.
+	Gen func(p *core.Plan, goal Goal) []Change
+}
+
+// generators are the knobs advice turns, in the order rows tie-break.
+var generators = []generator{
+	{"micro_batch", "a smaller micro-batch with more gradient accumulation, the same global batch (speed: a larger one)", microBatchChanges},
+	{"checkpoint", "activation checkpointing: selective, every other block, full, non-reentrant (speed: less of it)", checkpointChanges},
+	{"precision", "bf16 autocast over fp32 weights, or pure bf16 weights and states", precisionChanges},
+	{"optimizer", "AdamW's fused step, 8-bit or paged 8-bit state, the step in the backward", optimizerChanges},
+	{"loss_chunks", "the output layer and cross-entropy in 8 chunks (torchtune's num_output_chunks)", lossChunkChanges},
+	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs", shardingChanges},
+	{"offload", "optimizer state, parameters or activations in host memory", offloadChanges},
+	{"expandable_segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", expandableChanges},
+	{"members_mode", "an ensemble's members one at a time", memberChanges},
+	{"graph", "a graph model's edge chunks, eval chunks and processor segments", graphChanges},
+	{"table_placement", "a sparse table's rows and moments in host memory", tableChanges},
+	{"layout", "tensor or pipeline parallelism over the same GPUs", layoutChanges},
+}
+
+// one is a change of one keyword.
+func one(knob, keyword string, v any) Change {
+	return Change{Knob: knob, Settings: []Setting{{keyword, v}}}
+}
+
+// microBatchChanges split the micro-batch (b/2, b/4, ... and 1) and
+// accumulate more, keeping the global batch; for speed they merge
+// accumulated micro-batches into larger ones.
+func microBatchChanges(p *core.Plan, goal Goal) []Change {
+	if p.Parallel.MicroBatches > 0 { // a pipeline's micro-batch count is set on its own
+		return nil
+	}
+	var out []Change
+	mb := func(b, ga int64) Change {
+		return Change{Knob: "micro_batch", Settings: []Setting{{"batch", b}, {"grad_accum", ga}}}
+	}
+	b := p.Batch
+	for b%2 == 0 {
+		b /= 2
+		out = append(out, mb(b, p.GradAccum*(p.Batch/b)))
+	}
+	if b > 1 {
+		out = append(out, mb(1, p.GradAccum*p.Batch))
+	}
+	if goal == Speed {
+		for k := int64(2); k <= p.GradAccum; k *= 2 {
+			if p.GradAccum%k != 0 {
+				break
+			}
+			out = append(out, mb(p.Batch*k, p.GradAccum/k))
+		}
+	}
+	return out
+}
+
+// blocks counts the repeated blocks of a model (what checkpoint="full"
+// and every=k checkpoint).
+func blocks(m *core.Model) int64 {
+	var n int64
+	for _, l := range m.Layers {
+		core.Walk(l, "", func(_ string, x core.Layer) {
+			if r, ok := x.(*core.Repeat); ok {
+				n += r.N
+			}
+		})
+	}
+	return n
+}
+
+// checkpointChanges checkpoint more (or, for speed, less) of the model.
+func checkpointChanges(p *core.Plan, goal Goal) []Change {
+	cur := p.Checkpoint
+	if cur.Mode == "" {
+		cur.Mode = "none"
+	}
+	n := blocks(p.Model)
+	var out []Change
+	add := func(c core.Checkpoint) {
+		if c.Mode != cur.Mode || c.Every != cur.Every || c.Reentrant != cur.Reentrant {
+			out = append(out, one("checkpoint", "checkpoint", c))
+		}
+	}
+	if cur.Reentrant { // non-reentrant keeps less (checkpoint.go)
+		c := cur
+		c.Reentrant = false
+		add(c)
+	}
+	more := map[string][]core.Checkpoint{
+		"none":      {{Mode: "selective", Selective: true}, {Mode: "every", Every: 2}, {Mode: "full", Every: 1}},
+		"selective": {{Mode: "full", Every: 1}},
+		"every":     {{Mode: "full", Every: 1}},
+		"modules":   {{Mode: "full", Every: 1}},
+	}
+	less := map[string][]core.Checkpoint{
+		"full":      {{Mode: "none"}, {Mode: "selective", Selective: true}, {Mode: "every", Every: 2}},
+		"every":     {{Mode: "none"}, {Mode: "selective", Selective: true}},
+		"selective": {{Mode: "none"}},
+		"modules":   {{Mode: "none"}},
+	}
+	for _, c := range more[cur.Mode] {
+		if c.Mode == "every" && n < 4 {
+			continue // every other block of 2 or 3 is hardly a policy of its own
+		}
+		if c.Mode != "selective" && n == 0 {
+			continue // no repeated blocks to checkpoint
+		}
+		add(c)
+	}
+	if goal == Speed {
+		for _, c := range less[cur.Mode] {
+			if c.Mode == "every" && n < 4 {
+				continue
+			}
+			add(c)
+		}
+	}
+	return out
+}
+
+// precisionChanges move fp32 to bf16 autocast (fp16 on cards without
+// bf16) or pure bf16, and bf16 autocast to pure bf16.
+func precisionChanges(p *core.Plan, goal Goal) []Change {
+	half, mixed := "bf16", "bf16-mixed"
+	if !p.Device.HasBF16() {
+		half, mixed = "fp16", "fp16-mixed"
+	}
+	switch p.Precision.Name {
+	case "fp32":
+		return []Change{one("precision", "precision", mixed), one("precision", "precision", half)}
+	case "bf16-mixed":
+		return []Change{one("precision", "precision", "bf16")}
+	}
+	return nil
+}
+
+// optimizerChanges change how Adam runs: its fused step (in place, no
+// foreach temporaries), 8-bit or paged 8-bit state (bitsandbytes), or the
+// step in the backward.
+func optimizerChanges(p *core.Plan, goal Goal) []Change {
+	o := p.Optimizer
+	if o.Kind != core.Adam && o.Kind != core.AdamW {
+		return nil
+	}
+	var out []Change
+	if o.ImplName() != "fused" {
+		f := o
+		f.Impl = "fused"
+		out = append(out, one("optimizer", "optimizer", f))
+	}
+	if goal == Fit {
+		out = append(out,
+			one("optimizer", "optimizer", core.Optimizer{Kind: core.AdamW8bit, InBackward: o.InBackward}),
+			one("optimizer", "optimizer", core.Optimizer{Kind: core.PagedAdamW8bit, InBackward: o.InBackward}))
+		if !o.InBackward && p.GradAccum == 1 {
+			b := o
+			b.InBackward = true
+			out = append(out, one("optimizer", "optimizer", b))
+		}
+	}
+	return out
+}
+
+// lossChunkChanges chunk the output layer and its loss (torchtune's
+// num_output_chunks = 8).
+func lossChunkChanges(p *core.Plan, goal Goal) []Change {
+	if p.Model.Vocab <= 0 || p.LossChunks > 1 || goal == Speed {
+		return nil
+	}
+	return []Change{one("loss_chunks", "loss_chunks", int64(8))}
+}
+
+// shardingChanges shard model states over the data-parallel GPUs: a
+// higher ZeRO stage, FSDP, or Megatron's distributed optimizer.
+func shardingChanges(p *core.Plan, goal Goal) []Change {
+	par := p.Parallel.Norm()
+	if par.DP < 2 || goal == Speed {
+		return nil
+	}
+	var out []Change
+	with := func(f func(*core.Parallelism)) {
+		q := p.Parallel
+		f(&q)
+		out = append(out, one("sharding", "parallel", q))
+	}
+	switch {
+	case par.FSDP:
+	case par.DistributedOptimizer:
+	case p.Precision.Name == "megatron" && par.Zero == 0:
+		with(func(q *core.Parallelism) { q.DistributedOptimizer = true })
+	default:
+		for z := par.Zero + 1; z <= 3; z++ {
+			with(func(q *core.Parallelism) { q.Zero = z })
+		}
+		if par.Zero == 0 {
+			with(func(q *core.Parallelism) { q.FSDP = true })
+		}
+	}
+	return out
+}
+
+// offloadChanges move optimizer state, parameters or saved activations to
+// host memory.
+func offloadChanges(p *core.Plan, goal Goal) []Change {
+	if goal == Speed {
+		return nil
+	}
+	var cur core.Offload
+	if p.Offload != nil {
+		cur = *p.Offload
+	}
+	par := p.Parallel.Norm()
+	var out []Change
+	with := func(f func(*core.Offload)) {
+		o := cur
+		f(&o)
+		out = append(out, one("offload", "offload", o))
+	}
+	if cur.Optimizer == "" && !par.FSDP {
+		with(func(o *core.Offload) { o.Optimizer = "cpu" })
+	}
+	if cur.Params == "" {
+		with(func(o *core.Offload) {
+			o.Params = "cpu"
+			if !par.FSDP {
+				o.Optimizer = "cpu" // the step runs where the params are (core/offload.go)
+			}
+		})
+	}
+	if cur.Activations == "" {
+		with(func(o *core.Offload) { o.Activations = "cpu" })
+	}
+	return out
+}
+
+// expandableChanges turn on expandable segments: no free tails left in
+// segments of fixed size.
+func expandableChanges(p *core.Plan, goal Goal) []Change {
+	if p.ExpandableSegments || goal == Speed {
+		return nil
+	}
+	return []Change{one("expandable_segments", "expandable_segments", true)}
+}
+
+// memberChanges run an ensemble's stacked members one at a time.
+func memberChanges(p *core.Plan, goal Goal) []Change {
+	if p.Members < 2 || p.MembersMode == "sequential" || goal == Speed {
+		return nil
+	}
+	return []Change{one("members_mode", "members_mode", "sequential")}
+}
+
+// layoutChanges spread the same GPUs differently: tensor parallelism 2, 4
+// or 8 (with sequence parallelism), or 2 or 4 pipeline stages, taken from
+// the data-parallel degree.
+func layoutChanges(p *core.Plan, goal Goal) []Change {
+	par := p.Parallel.Norm()
+	gpus := par.GPUs()
+	if gpus < 2 {
+		return nil
+	}
+	var out []Change
+	try := func(tp, pp int64) {
+		rest := tp * pp * par.CP
+		if (tp == par.TP && pp == par.PP) || gpus%rest != 0 {
+			return
+		}
+		q := p.Parallel
+		q.TP, q.PP, q.DP = tp, pp, gpus/rest
+		q.SequenceParallel = tp > 1
+		out = append(out, one("layout", "parallel", q))
+	}
+	for _, tp := range []int64{2, 4, 8} {
+		try(tp, par.PP)
+	}
+	for _, pp := range []int64{2, 4} {
+		try(par.TP, pp)
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package advise
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/graph"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// TestGenerators: the changes each knob offers, written as the train()
+// keywords a user types.
+func TestGenerators(t *testing.T) {
+	with := func(f func(p *core.Plan)) *core.Plan {
+		p := quickstart()
+		f(p)
+		return p
+	}
+	bris, err := testmodels.Bris(2, "stacked", 4, 1, core.Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bris.Validation = true
+	table := quickstart()
+	table.Model = &core.Model{Name: "ngram", Vocab: 8000, Loss: "cross_entropy", Layers: []core.Layer{
+		&nn.Embedding{Rows: 8000, Dim: 512},
+		&core.Residual{Name: "memory", Layer: &replay.Table{Name: "ngram", Rows: 1 << 20, Dim: 32, Heads: 16, Grad: "sparse", PadRows: true}},
+	}}
+	for _, c := range []struct {
+		name string
+		plan *core.Plan
+		goal Goal
+		want map[string][]string // knob -> changes
+	}{
+		{"quickstart", quickstart(), Fit, map[string][]string{
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"precision":           {`precision="bf16"`},
+			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks":         {`loss_chunks=8`},
+			"offload":             {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu")`, `offload=offload(activations="cpu")`},
+			"expandable_segments": {`expandable_segments=True`},
+		}},
+		{"batch 12, full checkpointing, for speed", with(func(p *core.Plan) {
+			p.Batch, p.GradAccum, p.Checkpoint = 12, 4, core.Checkpoint{Mode: "full", Every: 1, Reentrant: true}
+			p.Optimizer.Impl = "fused"
+		}), Speed, map[string][]string{
+			"micro_batch": {"batch=6, grad_accum=8", "batch=3, grad_accum=16", "batch=1, grad_accum=48", "batch=24, grad_accum=2", "batch=48, grad_accum=1"},
+			"checkpoint":  {`checkpoint="full"`, `checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`},
+			"precision":   {`precision="bf16"`},
+		}},
+		{"fp32 on a V100, 8 GPUs", with(func(p *core.Plan) {
+			p.Precision, _ = core.LookupPrecision("fp32")
+			p.Device, _ = hw.LookupDevice("V100-32GB")
+			p.Parallel = core.Parallelism{DP: 8}
+			p.ExpandableSegments = true
+			p.Offload = &core.Offload{Activations: "cpu"}
+		}), Fit, map[string][]string{
+			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"precision":   {`precision="fp16-mixed"`, `precision="fp16"`},
+			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks": {`loss_chunks=8`},
+			"sharding": {`parallel=parallel(dp=8, zero=1)`, `parallel=parallel(dp=8, zero=2)`, `parallel=parallel(dp=8, zero=3)`,
+				`parallel=parallel(dp=8, fsdp=True)`},
+			"offload": {`offload=offload(optimizer="cpu", activations="cpu")`, `offload=offload(optimizer="cpu", params="cpu", activations="cpu")`},
+			"layout": {`parallel=parallel(dp=4, tp=2, sequence_parallel=True)`, `parallel=parallel(dp=2, tp=4, sequence_parallel=True)`,
+				`parallel=parallel(tp=8, sequence_parallel=True)`, `parallel=parallel(dp=4, pp=2)`, `parallel=parallel(dp=2, pp=4)`},
+		}},
+		{"bris, 2 stacked members, validation", bris, Fit, map[string][]string{
+			"checkpoint":   {`checkpoint="selective"`},
+			"optimizer":    {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"members_mode": {`members_mode="sequential"`},
+			"eval_chunks of encoder, decoder": {"encoder, decoder: eval_chunks=2", "encoder, decoder: eval_chunks=4", "encoder, decoder: eval_chunks=8",
+				"encoder, decoder: eval_chunks=16", "encoder, decoder: eval_chunks=32", "encoder, decoder: eval_chunks=64"},
+			"chunks of encoder, decoder": {"encoder, decoder: chunks=8", "encoder, decoder: chunks=16", "encoder, decoder: chunks=32", "encoder, decoder: chunks=64"},
+			"eval_chunks of processor": {"processor: eval_chunks=2", "processor: eval_chunks=4", "processor: eval_chunks=8",
+				"processor: eval_chunks=16", "processor: eval_chunks=32", "processor: eval_chunks=64"},
+			"segments of processor": {"processor: segments=8", "processor: segments=16"},
+			"offload":               {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu")`, `offload=offload(activations="cpu")`},
+		}},
+		{"a sparse table on the card", table, Fit, map[string][]string{
+			"checkpoint":          {`checkpoint="selective"`},
+			"precision":           {`precision="bf16"`},
+			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks":         {`loss_chunks=8`},
+			"offload":             {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu")`, `offload=offload(activations="cpu")`},
+			"expandable_segments": {`expandable_segments=True`},
+			"placement of ngram":  {`ngram: placement="host"`},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := map[string][]string{}
+			for _, g := range generators {
+				for _, ch := range g.Gen(c.plan, c.goal) {
+					if !strings.HasPrefix(ch.Knob, g.Knob) && g.Knob != "graph" && g.Knob != "table_placement" {
+						t.Errorf("generator %s made a change of knob %s", g.Knob, ch.Knob)
+					}
+					got[ch.Knob] = append(got[ch.Knob], ch.String())
+					if _, err := ch.Apply(c.plan); err != nil {
+						t.Errorf("%s: %v", ch, err)
+					}
+				}
+			}
+			if d := cmp.Diff(c.want, got); d != "" {
+				t.Errorf("changes (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// TestModelChangesCopy: a change to a layer's settings edits a copy of
+// the model, which then has the new value; the plan's model is left as it
+// is.
+func TestModelChangesCopy(t *testing.T) {
+	p, err := testmodels.Bris(2, "stacked", 4, 1, core.Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Validation = true
+	settings := func(m *core.Model) string { return fmt.Sprint(graph.Settings(m)) }
+	before := settings(p.Model)
+	changes := graphChanges(p, Fit)
+	if len(changes) == 0 {
+		t.Fatal("no changes")
+	}
+	for _, ch := range changes {
+		q, err := ch.Apply(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ch.Settings[0].Value.(ModelChange).Text
+		layers, arg, _ := strings.Cut(text, ": ")
+		name, value, _ := strings.Cut(arg, "=")
+		found := false
+		for _, s := range graph.Settings(q.Model) {
+			if s.Layers == layers && s.Name == name {
+				found = fmt.Sprint(s.Value) == value
+			}
+		}
+		if !found || q.Model == p.Model {
+			t.Errorf("%s: the copy has %s", ch, settings(q.Model))
+		}
+	}
+	if settings(p.Model) != before {
+		t.Errorf("the plan's model changed: %s", settings(p.Model))
+	}
+}
