@@ -28,9 +28,10 @@ func (g Goal) String() string {
 type generator struct {
 	Knob string
 	Doc  string // what the knob changes, for the documentation
-	// Gen lists the knob's changes to p: for Fit those that may save
-	// memory, for Speed also those that may save time. A change the plan
-	// rejects (a layout that does not divide) is dropped after the fact.
+	// Gen lists the knob's changes to p: those that may save memory,
+	// and for Speed also those that may save time (a memory saver pairs
+	// with a speed-up that does not fit alone). A change the plan rejects
+	// (a layout that does not divide) is dropped after the fact.
 	Gen func(p *core.Plan, goal Goal) []Change
 }
 
@@ -41,7 +42,7 @@ var generators = []generator{
 	{"precision", "bf16 autocast over fp32 weights, or pure bf16 weights and states", precisionChanges},
 	{"optimizer", "AdamW's fused step, 8-bit or paged 8-bit state, the step in the backward", optimizerChanges},
 	{"loss_chunks", "the output layer and cross-entropy in 8 chunks (torchtune's num_output_chunks)", lossChunkChanges},
-	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs", shardingChanges},
+	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs; FSDP's resharding and HSDP replicas", shardingChanges},
 	{"offload", "optimizer state, parameters or activations in host memory", offloadChanges},
 	{"expandable_segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", expandableChanges},
 	{"members_mode", "an ensemble's members one at a time", memberChanges},
@@ -179,15 +180,13 @@ func optimizerChanges(p *core.Plan, goal Goal) []Change {
 		f.Impl = "fused"
 		out = append(out, one("optimizer", "optimizer", f))
 	}
-	if goal == Fit {
-		out = append(out,
-			one("optimizer", "optimizer", core.Optimizer{Kind: core.AdamW8bit, InBackward: o.InBackward}),
-			one("optimizer", "optimizer", core.Optimizer{Kind: core.PagedAdamW8bit, InBackward: o.InBackward}))
-		if !o.InBackward && p.GradAccum == 1 {
-			b := o
-			b.InBackward = true
-			out = append(out, one("optimizer", "optimizer", b))
-		}
+	out = append(out,
+		one("optimizer", "optimizer", core.Optimizer{Kind: core.AdamW8bit, InBackward: o.InBackward}),
+		one("optimizer", "optimizer", core.Optimizer{Kind: core.PagedAdamW8bit, InBackward: o.InBackward}))
+	if !o.InBackward && p.GradAccum == 1 {
+		b := o
+		b.InBackward = true
+		out = append(out, one("optimizer", "optimizer", b))
 	}
 	return out
 }
@@ -195,17 +194,20 @@ func optimizerChanges(p *core.Plan, goal Goal) []Change {
 // lossChunkChanges chunk the output layer and its loss (torchtune's
 // num_output_chunks = 8).
 func lossChunkChanges(p *core.Plan, goal Goal) []Change {
-	if p.Model.Vocab <= 0 || p.LossChunks > 1 || goal == Speed {
+	if p.Model.Vocab <= 0 || p.LossChunks > 1 {
 		return nil
 	}
 	return []Change{one("loss_chunks", "loss_chunks", int64(8))}
 }
 
 // shardingChanges shard model states over the data-parallel GPUs: a
-// higher ZeRO stage, FSDP, or Megatron's distributed optimizer.
+// higher ZeRO stage, FSDP, or Megatron's distributed optimizer; with FSDP,
+// resharding after the forward and sharding over every rank instead of
+// HSDP's replicas. For speed, FSDP keeps its gathered parameters from the
+// forward to the backward (reshard_after_forward=False).
 func shardingChanges(p *core.Plan, goal Goal) []Change {
 	par := p.Parallel.Norm()
-	if par.DP < 2 || goal == Speed {
+	if par.ShardDegree()*max(par.DPReplicate, 1) < 2 {
 		return nil
 	}
 	var out []Change
@@ -214,8 +216,17 @@ func shardingChanges(p *core.Plan, goal Goal) []Change {
 		f(&q)
 		out = append(out, one("sharding", "parallel", q))
 	}
+	if goal == Speed && par.FSDP && !par.NoReshard {
+		with(func(q *core.Parallelism) { q.NoReshard, q.ReshardTo = true, 0 })
+	}
 	switch {
 	case par.FSDP:
+		if par.NoReshard || par.ReshardTo > 0 {
+			with(func(q *core.Parallelism) { q.NoReshard, q.ReshardTo = false, 0 })
+		}
+		if par.DPReplicate > 1 {
+			with(func(q *core.Parallelism) { q.DPReplicate = 0 })
+		}
 	case par.DistributedOptimizer:
 	case p.Precision.Name == "megatron" && par.Zero == 0:
 		with(func(q *core.Parallelism) { q.DistributedOptimizer = true })
@@ -233,9 +244,6 @@ func shardingChanges(p *core.Plan, goal Goal) []Change {
 // offloadChanges move optimizer state, parameters or saved activations to
 // host memory.
 func offloadChanges(p *core.Plan, goal Goal) []Change {
-	if goal == Speed {
-		return nil
-	}
 	var cur core.Offload
 	if p.Offload != nil {
 		cur = *p.Offload
@@ -267,7 +275,7 @@ func offloadChanges(p *core.Plan, goal Goal) []Change {
 // expandableChanges turn on expandable segments: no free tails left in
 // segments of fixed size.
 func expandableChanges(p *core.Plan, goal Goal) []Change {
-	if p.ExpandableSegments || goal == Speed {
+	if p.ExpandableSegments {
 		return nil
 	}
 	return []Change{one("expandable_segments", "expandable_segments", true)}
@@ -275,7 +283,7 @@ func expandableChanges(p *core.Plan, goal Goal) []Change {
 
 // memberChanges run an ensemble's stacked members one at a time.
 func memberChanges(p *core.Plan, goal Goal) []Change {
-	if p.Members < 2 || p.MembersMode == "sequential" || goal == Speed {
+	if p.Members < 2 || p.MembersMode == "sequential" {
 		return nil
 	}
 	return []Change{one("members_mode", "members_mode", "sequential")}

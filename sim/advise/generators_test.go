@@ -50,9 +50,13 @@ func TestGenerators(t *testing.T) {
 			p.Batch, p.GradAccum, p.Checkpoint = 12, 4, core.Checkpoint{Mode: "full", Every: 1, Reentrant: true}
 			p.Optimizer.Impl = "fused"
 		}), Speed, map[string][]string{
-			"micro_batch": {"batch=6, grad_accum=8", "batch=3, grad_accum=16", "batch=1, grad_accum=48", "batch=24, grad_accum=2", "batch=48, grad_accum=1"},
-			"checkpoint":  {`checkpoint="full"`, `checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`},
-			"precision":   {`precision="bf16"`},
+			"micro_batch":         {"batch=6, grad_accum=8", "batch=3, grad_accum=16", "batch=1, grad_accum=48", "batch=24, grad_accum=2", "batch=48, grad_accum=1"},
+			"checkpoint":          {`checkpoint="full"`, `checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`},
+			"precision":           {`precision="bf16"`},
+			"optimizer":           {`optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`},
+			"loss_chunks":         {`loss_chunks=8`},
+			"offload":             {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu")`, `offload=offload(activations="cpu")`},
+			"expandable_segments": {`expandable_segments=True`},
 		}},
 		{"fp32 on a V100, 8 GPUs", with(func(p *core.Plan) {
 			p.Precision, _ = core.LookupPrecision("fp32")
@@ -70,6 +74,34 @@ func TestGenerators(t *testing.T) {
 			"offload": {`offload=offload(optimizer="cpu", activations="cpu")`, `offload=offload(optimizer="cpu", params="cpu", activations="cpu")`},
 			"layout": {`parallel=parallel(dp=4, tp=2, sequence_parallel=True)`, `parallel=parallel(dp=2, tp=4, sequence_parallel=True)`,
 				`parallel=parallel(tp=8, sequence_parallel=True)`, `parallel=parallel(dp=4, pp=2)`, `parallel=parallel(dp=2, pp=4)`},
+		}},
+		{"FSDP without resharding, HSDP", with(func(p *core.Plan) {
+			p.Parallel = core.Parallelism{DP: 16, FSDP: true, DPReplicate: 2, NoReshard: true}
+			p.ExpandableSegments = true
+		}), Fit, map[string][]string{
+			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"precision":   {`precision="bf16"`},
+			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks": {`loss_chunks=8`},
+			"sharding": {`parallel=parallel(dp=16, fsdp=True, dp_replicate=2)`,
+				`parallel=parallel(dp=16, fsdp=True, reshard_after_forward=False)`},
+			"offload": {`offload=offload(params="cpu")`, `offload=offload(activations="cpu")`},
+			"layout": {`parallel=parallel(dp=8, tp=2, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True)`,
+				`parallel=parallel(dp=4, tp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True)`,
+				`parallel=parallel(dp=2, tp=8, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True)`,
+				`parallel=parallel(dp=8, pp=2, fsdp=True, dp_replicate=2, reshard_after_forward=False)`,
+				`parallel=parallel(dp=4, pp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False)`},
+		}},
+		{"FSDP, for speed", with(func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 8, FSDP: true} }), Speed, map[string][]string{
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"precision":           {`precision="bf16"`},
+			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks":         {`loss_chunks=8`},
+			"offload":             {`offload=offload(params="cpu")`, `offload=offload(activations="cpu")`},
+			"expandable_segments": {`expandable_segments=True`},
+			"sharding":            {`parallel=parallel(dp=8, fsdp=True, reshard_after_forward=False)`},
+			"layout": {`parallel=parallel(dp=4, tp=2, fsdp=True, sequence_parallel=True)`, `parallel=parallel(dp=2, tp=4, fsdp=True, sequence_parallel=True)`,
+				`parallel=parallel(tp=8, fsdp=True, sequence_parallel=True)`, `parallel=parallel(dp=4, pp=2, fsdp=True)`, `parallel=parallel(dp=2, pp=4, fsdp=True)`},
 		}},
 		{"bris, 2 stacked members, validation", bris, Fit, map[string][]string{
 			"checkpoint":   {`checkpoint="selective"`},

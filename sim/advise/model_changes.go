@@ -20,9 +20,6 @@ const maxChunks = 64
 // divisor of its layers: eval chunks when the plan runs a validation pass
 // or is an evaluation, the others when it trains.
 func graphChanges(p *core.Plan, goal Goal) []Change {
-	if goal == Speed {
-		return nil
-	}
 	evals := p.Validation || p.Phase == core.Eval
 	var out []Change
 	for _, s := range graph.Settings(p.Model) {
@@ -56,9 +53,6 @@ func graphChanges(p *core.Plan, goal Goal) []Change {
 // (table(..., placement="host")): its rows and moments leave the card and
 // the rows read cross PCIe each step.
 func tableChanges(p *core.Plan, goal Goal) []Change {
-	if goal == Speed {
-		return nil
-	}
 	var out []Change
 	for _, l := range p.Model.Layers {
 		core.Walk(l, "", func(_ string, x core.Layer) {
