@@ -249,7 +249,7 @@ func TestAdviceErrors(t *testing.T) {
 		want string
 	}{
 		{Options{MaxChanges: 3}, "max_changes must be 1 or 2"},
-		{Options{Budget: 100 << 30}, "budget must be in (0, 80.00 GiB]"},
+		{Options{Budget: 100 << 30}, "budget must be in (0, 79.26 GiB], the GPU's memory"},
 		{Options{Budget: -1}, "budget must be in"},
 		{Options{Goal: Speed}, "goal=\"speed\" looks for faster plans that still fit"},
 	} {
