@@ -31,6 +31,8 @@ Usage:
   memsh repl [FILE.star]          run a script, then explore its globals in the REPL
   memsh test [DIR|FILE.star...]   compare each script's output with its golden file
   memsh plot FILE.star [ARGS...]  draw the memory timeline of the script's reports
+  memsh fit CONFIG.json --seq N   will a Hugging Face model train on this GPU? the
+                                  report and advise()'s top changes
   memsh doc [NAME]                list builtins and stdlib names, or document one
   memsh version                   print the version
   memsh help                      print this help
@@ -43,7 +45,7 @@ Flags (before or after the command):
                                   (default 0: no limit)
   --color auto|always|never       colour output (default auto: on a terminal,
                                   unless NO_COLOR is set)
-  run --json                      emitted values as JSON lines on stdout
+  run --json, fit --json          emitted values as JSON lines on stdout
                                   (docs/json.md); print() output to stderr
   run --csv                       emitted tables as CSV on stdout, for
                                   spreadsheets; print() output to stderr
@@ -53,6 +55,12 @@ Flags (before or after the command):
   plot -o OUT                     write to OUT (default: stdout)
   plot --html                     an HTML page with the SVG and the tables
   doc --markdown                  the whole reference as Markdown
+  fit --gpu NAME                  the GPU (default H100-80GB)
+  fit --seq N                     tokens per sequence (required)
+  fit --batch N, --gpus N         micro-batch per GPU and data-parallel GPUs
+                                  (default 1 and 1)
+  fit --precision P, --top N      precision (default bf16-mixed) and the
+                                  changes to list (default 5)
 
 Exit status: 0 ok, 1 script error, 2 usage error, 130 interrupted.
 `
@@ -179,6 +187,8 @@ func (e *env) dispatch(args []string) error {
 		return e.cmdTest(operands)
 	case "plot":
 		return e.cmdPlot(operands)
+	case "fit":
+		return e.cmdFit(operands)
 	case "repl":
 		return e.cmdRepl(operands)
 	case "doc":
@@ -193,6 +203,6 @@ func (e *env) dispatch(args []string) error {
 		fmt.Fprint(e.stdout, helpText)
 		return nil
 	default:
-		return usagef("unknown command %q (want run, repl, test, plot, doc, version or help)", cmd)
+		return usagef("unknown command %q (want run, repl, test, plot, fit, doc, version or help)", cmd)
 	}
 }

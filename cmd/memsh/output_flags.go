@@ -2,6 +2,8 @@ package main
 
 import (
 	"flag"
+	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,12 +23,14 @@ type outputFlags struct {
 	html     bool   // plot: an HTML page instead of an SVG
 	update   bool   // test: rewrite the golden files
 	markdown bool   // doc: the reference in Markdown
+	fit      fitFlags
 	set      map[string]bool
 }
 
-// outputFlagCommands says which command takes each output flag.
+// outputFlagCommands says which commands take each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run", "csv": "run", "plot": "run", "snapshot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+	"json": "run fit", "csv": "run", "plot": "run", "snapshot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+	"gpu": "fit", "seq": "fit", "batch": "fit", "gpus": "fit", "precision": "fit", "top": "fit",
 }
 
 // register adds the output flags to fs.
@@ -57,6 +61,26 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	boolean("html", &o.html)
 	boolean("update", &o.update)
 	boolean("markdown", &o.markdown)
+	integer := func(name string, p *int64) {
+		fs.Func(name, "", func(s string) error {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("want a whole number (got %q)", s)
+			}
+			*p = n
+			o.mark(name)
+			return nil
+		})
+	}
+	if o.fit == (fitFlags{}) { // the defaults, once: commands parse the flags again after their operands
+		o.fit = fitFlags{gpu: "H100-80GB", batch: 1, gpus: 1, precision: "bf16-mixed", top: 5}
+	}
+	str("gpu", &o.fit.gpu)
+	integer("seq", &o.fit.seq)
+	integer("batch", &o.fit.batch)
+	integer("gpus", &o.fit.gpus)
+	str("precision", &o.fit.precision)
+	integer("top", &o.fit.top)
 }
 
 func (o *outputFlags) mark(name string) {
@@ -74,12 +98,12 @@ func (o *outputFlags) check(cmd string) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if want := outputFlagCommands[name]; want != cmd {
+		if want := outputFlagCommands[name]; !slices.Contains(strings.Fields(want), cmd) {
 			dash := "--"
 			if len(name) == 1 {
 				dash = "-"
 			}
-			return usagef("%s%s is a flag of memsh %s, not of %s", dash, name, want, cmd)
+			return usagef("%s%s is a flag of memsh %s, not of %s", dash, name, strings.Join(strings.Fields(want), " and "), cmd)
 		}
 	}
 	return nil

@@ -2,18 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/lang"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
 // scriptRun says how to run one script for run, test and plot.
 type scriptRun struct {
 	file  string
+	src   []byte // the script's text, when it is not read from file (memsh fit)
 	args  []string
 	out   io.Writer // print() output and, without emit, emitted values
 	color bool      // out accepts ANSI colour
@@ -22,6 +25,9 @@ type scriptRun struct {
 	// errOut receives a formatted error; errColor colours it.
 	errOut   io.Writer
 	errColor bool
+	// plainErrors drops the script position from errors: memsh fit's
+	// script is the command's own, not the user's.
+	plainErrors bool
 }
 
 // scriptResult is what a run produced for plotting.
@@ -49,15 +55,40 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 		}
 		return builtins.PrintEmitted(sr.out, em, sr.color)
 	}
-	globals, err := in.RunFile(ctx, sr.file)
+	var globals starlark.StringDict
+	var err error
+	if sr.src != nil {
+		globals, err = in.ExecFile(ctx, sr.file, sr.src)
+	} else {
+		globals, err = in.RunFile(ctx, sr.file)
+	}
 	if err == nil {
 		err = callMain(ctx, in, sr.file, globals)
 	}
 	if err != nil {
+		if sr.plainErrors {
+			err = withoutPosition(err)
+		}
 		in.FormatError(sr.errOut, err, sr.errColor)
 		return res, errPrinted
 	}
 	return res, nil
+}
+
+// withoutPosition is err without the script's position: the error a
+// builtin raised (its hint kept), no declaration site.
+func withoutPosition(err error) error {
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) && ee.Unwrap() != nil {
+		err = ee.Unwrap()
+	}
+	var se *units.Error
+	if errors.As(err, &se) && se.Origin != "" {
+		c := *se
+		c.Origin = ""
+		return &c
+	}
+	return err
 }
 
 // callMain calls the script's main() with no arguments, if it defines

@@ -291,11 +291,12 @@ func memberChanges(p *core.Plan, goal Goal) []Change {
 
 // layoutChanges spread the same GPUs differently: tensor parallelism 2, 4
 // or 8 (with sequence parallelism), or 2 or 4 pipeline stages, taken from
-// the data-parallel degree.
+// the data-parallel degree; the fewer replicas accumulate more
+// micro-batches, so the global batch, and the step, stay the same.
 func layoutChanges(p *core.Plan, goal Goal) []Change {
 	par := p.Parallel.Norm()
 	gpus := par.GPUs()
-	if gpus < 2 {
+	if gpus < 2 || p.Parallel.MicroBatches > 0 {
 		return nil
 	}
 	var out []Change
@@ -304,10 +305,18 @@ func layoutChanges(p *core.Plan, goal Goal) []Change {
 		if (tp == par.TP && pp == par.PP) || gpus%rest != 0 {
 			return
 		}
+		dp := gpus / rest
+		if (p.GradAccum*par.DP)%dp != 0 {
+			return // the global batch does not split over dp replicas
+		}
 		q := p.Parallel
-		q.TP, q.PP, q.DP = tp, pp, gpus/rest
+		q.TP, q.PP, q.DP = tp, pp, dp
 		q.SequenceParallel = tp > 1
-		out = append(out, one("layout", "parallel", q))
+		c := one("layout", "parallel", q)
+		if ga := p.GradAccum * par.DP / dp; ga != p.GradAccum {
+			c.Settings = append(c.Settings, Setting{"grad_accum", ga})
+		}
+		out = append(out, c)
 	}
 	for _, tp := range []int64{2, 4, 8} {
 		try(tp, par.PP)

@@ -72,8 +72,8 @@ func TestGenerators(t *testing.T) {
 			"sharding": {`parallel=parallel(dp=8, zero=1)`, `parallel=parallel(dp=8, zero=2)`, `parallel=parallel(dp=8, zero=3)`,
 				`parallel=parallel(dp=8, fsdp=True)`},
 			"offload": {`offload=offload(optimizer="cpu", activations="cpu")`, `offload=offload(optimizer="cpu", params="cpu", activations="cpu")`},
-			"layout": {`parallel=parallel(dp=4, tp=2, sequence_parallel=True)`, `parallel=parallel(dp=2, tp=4, sequence_parallel=True)`,
-				`parallel=parallel(tp=8, sequence_parallel=True)`, `parallel=parallel(dp=4, pp=2)`, `parallel=parallel(dp=2, pp=4)`},
+			"layout": {`parallel=parallel(dp=4, tp=2, sequence_parallel=True), grad_accum=2`, `parallel=parallel(dp=2, tp=4, sequence_parallel=True), grad_accum=4`,
+				`parallel=parallel(tp=8, sequence_parallel=True), grad_accum=8`, `parallel=parallel(dp=4, pp=2), grad_accum=2`, `parallel=parallel(dp=2, pp=4), grad_accum=4`},
 		}},
 		{"FSDP without resharding, HSDP", with(func(p *core.Plan) {
 			p.Parallel = core.Parallelism{DP: 16, FSDP: true, DPReplicate: 2, NoReshard: true}
@@ -86,11 +86,11 @@ func TestGenerators(t *testing.T) {
 			"sharding": {`parallel=parallel(dp=16, fsdp=True, dp_replicate=2)`,
 				`parallel=parallel(dp=16, fsdp=True, reshard_after_forward=False)`},
 			"offload": {`offload=offload(params="cpu")`, `offload=offload(activations="cpu")`},
-			"layout": {`parallel=parallel(dp=8, tp=2, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True)`,
-				`parallel=parallel(dp=4, tp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True)`,
-				`parallel=parallel(dp=2, tp=8, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True)`,
-				`parallel=parallel(dp=8, pp=2, fsdp=True, dp_replicate=2, reshard_after_forward=False)`,
-				`parallel=parallel(dp=4, pp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False)`},
+			"layout": {`parallel=parallel(dp=8, tp=2, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True), grad_accum=2`,
+				`parallel=parallel(dp=4, tp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True), grad_accum=4`,
+				`parallel=parallel(dp=2, tp=8, fsdp=True, dp_replicate=2, reshard_after_forward=False, sequence_parallel=True), grad_accum=8`,
+				`parallel=parallel(dp=8, pp=2, fsdp=True, dp_replicate=2, reshard_after_forward=False), grad_accum=2`,
+				`parallel=parallel(dp=4, pp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False), grad_accum=4`},
 		}},
 		{"FSDP, for speed", with(func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 8, FSDP: true} }), Speed, map[string][]string{
 			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
@@ -100,8 +100,8 @@ func TestGenerators(t *testing.T) {
 			"offload":             {`offload=offload(params="cpu")`, `offload=offload(activations="cpu")`},
 			"expandable_segments": {`expandable_segments=True`},
 			"sharding":            {`parallel=parallel(dp=8, fsdp=True, reshard_after_forward=False)`},
-			"layout": {`parallel=parallel(dp=4, tp=2, fsdp=True, sequence_parallel=True)`, `parallel=parallel(dp=2, tp=4, fsdp=True, sequence_parallel=True)`,
-				`parallel=parallel(tp=8, fsdp=True, sequence_parallel=True)`, `parallel=parallel(dp=4, pp=2, fsdp=True)`, `parallel=parallel(dp=2, pp=4, fsdp=True)`},
+			"layout": {`parallel=parallel(dp=4, tp=2, fsdp=True, sequence_parallel=True), grad_accum=2`, `parallel=parallel(dp=2, tp=4, fsdp=True, sequence_parallel=True), grad_accum=4`,
+				`parallel=parallel(tp=8, fsdp=True, sequence_parallel=True), grad_accum=8`, `parallel=parallel(dp=4, pp=2, fsdp=True), grad_accum=2`, `parallel=parallel(dp=2, pp=4, fsdp=True), grad_accum=4`},
 		}},
 		{"bris, 2 stacked members, validation", bris, Fit, map[string][]string{
 			"checkpoint":   {`checkpoint="selective"`},
@@ -133,8 +133,13 @@ func TestGenerators(t *testing.T) {
 						t.Errorf("generator %s made a change of knob %s", g.Knob, ch.Knob)
 					}
 					got[ch.Knob] = append(got[ch.Knob], ch.String())
-					if _, err := ch.Apply(c.plan); err != nil {
+					q, err := ch.Apply(c.plan)
+					if err != nil {
 						t.Errorf("%s: %v", ch, err)
+						continue
+					}
+					if globalBatch(q) != globalBatch(c.plan) {
+						t.Errorf("%s: the global batch changes from %d to %d: step times would not compare", ch, globalBatch(c.plan), globalBatch(q))
 					}
 				}
 			}
@@ -181,4 +186,9 @@ func TestModelChangesCopy(t *testing.T) {
 	if settings(p.Model) != before {
 		t.Errorf("the plan's model changed: %s", settings(p.Model))
 	}
+}
+
+// globalBatch is the samples of one optimizer step over all replicas.
+func globalBatch(p *core.Plan) int64 {
+	return p.Batch * p.GradAccum * p.Parallel.Norm().DP
 }

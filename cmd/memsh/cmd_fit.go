@@ -1,0 +1,80 @@
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strconv"
+
+	"github.com/memsh/memsh/builtins"
+	"github.com/memsh/memsh/builtins/host"
+	"go.starlark.net/starlark"
+)
+
+// fitScript is the Starlark behind memsh fit: the plan, its report and
+// advise()'s top changes, with the command line's values in argv.
+//
+//go:embed fit.star
+var fitScript []byte
+
+// fitFlags are memsh fit's own flags.
+type fitFlags struct {
+	gpu       string
+	seq       int64
+	batch     int64
+	gpus      int64
+	precision string
+	top       int64
+}
+
+// cmdFit is memsh fit CONFIG.json --gpu GPU --seq N [--batch N] [--gpus N]
+// [--precision P] [--top N] [--json]: the one-line answer for people who
+// do not want a script. It runs fit.star as if it lay beside the config
+// (so the config's folder is the only one it reads), printing the report
+// and the advice, or writing both as JSON lines with --json.
+func (e *env) cmdFit(operands []string) error {
+	operands, err := parseInterspersed(e.flags(), operands)
+	if err != nil {
+		return err
+	}
+	f := e.out.fit
+	switch {
+	case len(operands) != 1:
+		return usagef("fit needs one config.json: memsh fit CONFIG.json --gpu GPU --seq N [--batch N] [--gpus N]")
+	case f.seq <= 0:
+		return usagef("fit needs --seq N, the tokens per sequence (got %d)", f.seq)
+	case f.batch <= 0:
+		return usagef("fit: --batch must be a positive micro-batch (got %d)", f.batch)
+	case f.gpus <= 0:
+		return usagef("fit: --gpus must be a positive GPU count (got %d)", f.gpus)
+	case f.top <= 0:
+		return usagef("fit: --top must be a positive number of changes (got %d)", f.top)
+	case e.out.csv:
+		return usagef("fit takes --json, not --csv")
+	}
+	config := filepath.ToSlash(operands[0])
+	dir, base := path.Split(config)
+	script := path.Join(dir, "memsh-fit.star") // a name under the config's folder: what it may read
+	args := []string{base, f.gpu, strconv.FormatInt(f.seq, 10), strconv.FormatInt(f.batch, 10),
+		strconv.FormatInt(f.gpus, 10), f.precision, strconv.FormatInt(f.top, 10)}
+	sr := scriptRun{
+		file: script, src: fitScript, args: args,
+		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),
+		errOut: e.stderr, errColor: useColor(e.color, e.stderr, e.getenv), plainErrors: true,
+	}
+	if e.out.json {
+		sr.out, sr.color = e.stderr, sr.errColor
+		sr.emit = jsonLines{e.stdout}.emit
+	} else {
+		n := 0
+		sr.emit = func(_ *starlark.Thread, em host.Emitted) error { // the report, a blank line, the advice
+			if n++; n > 1 {
+				fmt.Fprintln(sr.out)
+			}
+			return builtins.PrintEmitted(sr.out, em, sr.color)
+		}
+	}
+	_, err = e.execScript(e.ctx, sr)
+	return err
+}
