@@ -163,6 +163,16 @@ func wantDocument(x *reports.Report) jsondoc.Report {
 	if r.OOM != nil {
 		w.OOM = &jsondoc.OOM{Alloc: alloc(r.OOM.Alloc), Message: r.OOM.Message}
 	}
+	for _, m := range r.Time.Modules {
+		if !x.HasTime() {
+			break
+		}
+		if w.Modules == nil {
+			w.Modules = []jsondoc.Module{}
+		}
+		w.Modules = append(w.Modules, jsondoc.Module{Name: m.Name, Count: m.Count, FLOPs: m.FLOPs, Bytes: m.Bytes,
+			Forward: m.Forward, Backward: m.Backward, Recompute: m.Recompute, Launch: m.Launch, Seconds: m.Seconds, Bound: m.Bound})
+	}
 	for _, p := range r.Timeline {
 		w.Timeline = append(w.Timeline, jsondoc.Point{Phase: p.Phase.String(), Op: p.Op, Allocated: p.Allocated, Reserved: p.Reserved,
 			Params: p.ByCat[core.CatParams], Grads: p.ByCat[core.CatGrads], Optimizer: p.ByCat[core.CatOptimizer],

@@ -86,6 +86,9 @@ type Report struct {
 	HFU        *float64 `json:"hfu"`          // hardware FLOPs utilisation (with recompute), 0..1
 	TokensPerS *float64 `json:"tokens_per_s"` // tokens per second over all data-parallel replicas
 	CommBytes  *int64   `json:"comm_bytes"`   // bytes over the network per step
+	// Modules is the step by module, then its terms outside the modules
+	// (r.modules); null without a time model.
+	Modules []Module `json:"modules"`
 
 	Params          int64 `json:"params"`           // parameters of the model
 	TrainableParams int64 `json:"trainable_params"` // of which trainable
@@ -97,6 +100,23 @@ type Report struct {
 	Notes    []string `json:"notes"`              // remarks of the engine
 	Ranks    []Report `json:"ranks"`              // per pipeline stage, when there are several
 	Timeline []Point  `json:"timeline,omitempty"` // with simulate(plan, timeline=True)
+}
+
+// Module is one row of the step by module (docs/time.md): a module path
+// with its layer indices folded, or a term of the step outside the
+// modules. Seconds, FLOPs and bytes are per step; the rows' seconds add up
+// to step_time.
+type Module struct {
+	Name      string  `json:"name"`      // "layers.*.mlp.down_proj", or "dp_comm", "bubble", "optimizer", ...
+	Count     int64   `json:"count"`     // module instances folded into the row; 0 for a step term
+	FLOPs     float64 `json:"flops"`     // forward FLOPs
+	Bytes     float64 `json:"bytes"`     // forward HBM bytes
+	Forward   float64 `json:"forward"`   // seconds
+	Backward  float64 `json:"backward"`  // seconds
+	Recompute float64 `json:"recompute"` // seconds
+	Launch    float64 `json:"launch"`    // CPU dispatch beyond the GPU's work, seconds
+	Seconds   float64 `json:"seconds"`   // the row's share of the step
+	Bound     string  `json:"bound"`     // compute, memory, launch; comm, bubble, optimizer, host or overhead for a step term
 }
 
 // PeakAt is where the peak of allocated memory happens.

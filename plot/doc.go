@@ -1,7 +1,8 @@
 // Package plot draws simulated steps as pictures: the memory timeline of a
 // report as a self-contained SVG (stacked areas by category, the reserved
 // curve, the peak and the limit PyTorch may reserve, the phases of the
-// step, the largest and the first failing allocation marked), a chart of
+// step, the largest and the first failing allocation marked) followed by
+// its time by module (modules.go: a bar per row of r.modules), a chart of
 // two numeric columns of a table of results (table.go: rows as points in
 // series, those that do not fit as crosses, the Pareto front ringed, axes
 // in bytes, seconds or percent), an HTML page holding charts and their

@@ -170,8 +170,8 @@ func TestTableAndTimelineStack(t *testing.T) {
 	var b bytes.Buffer
 	must(t, WriteSVG(&b, charts))
 	els := parseSVG(t, b.Bytes())
-	if got := els[0].attrs["height"]; got != fmt.Sprint(2*Height) {
-		t.Errorf("height %s, want %d", got, 2*Height)
+	if got := els[0].attrs["height"]; got != fmt.Sprint(3*Height) { // the report's time by module too
+		t.Errorf("height %s, want %d", got, 3*Height)
 	}
 	if len(byClass(els, "point")) != 5 || len(byClass(els, "area")) == 0 {
 		t.Error("want the table's points and the timeline's areas")

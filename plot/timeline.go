@@ -76,24 +76,39 @@ func svgDocument(charts []Chart) (string, error) {
 		return "", errors.New("nothing to plot: no report")
 	}
 	var s svgWriter
-	h := Height * len(charts)
+	panels := len(charts)
+	for _, c := range charts {
+		if c.Table == nil && hasModules(c.Report) {
+			panels++ // a report's time by module
+		}
+	}
+	h := Height * panels
 	s.raw(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="DejaVu Sans, Helvetica, Arial, sans-serif">`+"\n", Width, h, Width, h)
 	s.raw("<title>%s</title>\n", esc(docTitle(charts)))
+	at := 0
 	for i, c := range charts {
 		if c.Table != nil {
-			s.raw(`<g class="panel" transform="translate(0,%d)">`+"\n", i*Height)
+			s.raw(`<g class="panel" transform="translate(0,%d)">`+"\n", at*Height)
 			if err := tablePanel(&s, c.Title, c.Table); err != nil {
 				return "", err
 			}
 			s.raw("</g>\n")
+			at++
 			continue
 		}
 		if c.Report == nil || len(c.Report.Timeline) == 0 {
 			return "", fmt.Errorf("chart %d (%s) has no timeline: simulate with the timeline recorded", i+1, c.Title)
 		}
-		s.raw(`<g class="panel" transform="translate(0,%d)">`+"\n", i*Height)
+		s.raw(`<g class="panel" transform="translate(0,%d)">`+"\n", at*Height)
 		panel(&s, c)
 		s.raw("</g>\n")
+		at++
+		if hasModules(c.Report) {
+			s.raw(`<g class="panel modules" transform="translate(0,%d)">`+"\n", at*Height)
+			modulesPanel(&s, c.Title, c.Report)
+			s.raw("</g>\n")
+			at++
+		}
 	}
 	s.raw("</svg>\n")
 	return s.b.String(), nil

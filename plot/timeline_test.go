@@ -179,12 +179,16 @@ func TestSeveralChartsStack(t *testing.T) {
 	var b bytes.Buffer
 	must(t, WriteSVG(&b, []Chart{{Title: "a", Report: r}, {Title: "b", Report: r}}))
 	els := parseSVG(t, b.Bytes())
-	if got := els[0].attrs["height"]; got != strconv.Itoa(2*Height) {
-		t.Errorf("height = %s, want %d", got, 2*Height)
+	// each report: its timeline, then its time by module
+	if got := els[0].attrs["height"]; got != strconv.Itoa(4*Height) {
+		t.Errorf("height = %s, want %d", got, 4*Height)
 	}
 	panels := byClass(els, "panel")
-	if len(panels) != 2 || panels[1].attrs["transform"] != "translate(0,"+strconv.Itoa(Height)+")" {
+	if len(panels) != 2 || panels[1].attrs["transform"] != "translate(0,"+strconv.Itoa(2*Height)+")" {
 		t.Errorf("panels = %v", panels)
+	}
+	if mods := byClass(els, "panel modules"); len(mods) != 2 || mods[0].attrs["transform"] != "translate(0,"+strconv.Itoa(Height)+")" {
+		t.Errorf("module panels = %v", mods)
 	}
 }
 
@@ -197,5 +201,32 @@ func TestWriteHTML(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("HTML lacks %q", want)
 		}
+	}
+}
+
+// A report's second panel is its time by module: one bar per row of
+// r.modules (at most modulesShown), slowest first, labelled with its
+// share of the step.
+func TestModulesPanel(t *testing.T) {
+	r := quickstartReport(t, "RTX-4090", 8)
+	var b bytes.Buffer
+	must(t, WriteSVG(&b, []Chart{{Title: "a", Report: r}}))
+	els := parseSVG(t, b.Bytes())
+	names := byClass(els, "module-name")
+	if want := min(len(r.Time.Modules), modulesShown); len(names) != want {
+		t.Fatalf("%d bars, want %d", len(names), want)
+	}
+	values := byClass(els, "module-value")
+	if !strings.Contains(values[0].text, "%") || len(byClass(els, "module-bar")) < len(names) {
+		t.Errorf("values %v", values)
+	}
+	slowest := r.Time.Modules[0]
+	for _, m := range r.Time.Modules {
+		if m.Seconds > slowest.Seconds {
+			slowest = m
+		}
+	}
+	if !strings.HasPrefix(names[0].text, slowest.Name) {
+		t.Errorf("first bar %q, want the slowest row %q", names[0].text, slowest.Name)
 	}
 }

@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/fatih/color"
@@ -125,6 +126,35 @@ func (x *Report) render(b *strings.Builder, color bool) {
 		d.Add("note", n)
 	}
 	d.Write(b, "  ")
+	if x.HasTime() {
+		x.renderModules(b)
+	}
+}
+
+// modulesShown is how many rows of r.modules print(r) shows.
+const modulesShown = 5
+
+// renderModules writes the slowest rows of r.modules:
+//
+//	time by module (r.modules has all 14 rows)
+//	  layers.*.mlp.down_proj   x32   412 ms  18.3%  compute
+//	  optimizer                      112 ms   4.9%  optimizer
+func (x *Report) renderModules(b *strings.Builder) {
+	rows := append([]replay.ModuleTime(nil), x.r.Time.Modules...)
+	if len(rows) == 0 {
+		return
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Seconds > rows[j].Seconds })
+	fmt.Fprintf(b, "\n  time by module (r.modules has all %d rows)\n", len(rows))
+	g := &host.TextGrid{Right: []bool{false, true, true, true, false}}
+	for _, m := range rows[:min(len(rows), modulesShown)] {
+		count := ""
+		if m.Count > 1 {
+			count = fmt.Sprintf("x%d", m.Count)
+		}
+		g.Add(m.Name, count, FormatSeconds(m.Seconds), fmt.Sprintf("%.1f%%", 100*m.Seconds/x.r.Time.StepSeconds), m.Bound)
+	}
+	g.Write(b, "    ")
 }
 
 // pagedState is optimizer state in CUDA unified memory: in device use,

@@ -29,3 +29,23 @@ func tableReports(r *replay.Report, plain bool) starlark.Value {
 	}
 	return host.FrozenList(out)
 }
+
+// modulesField is r.modules: the step by module and its terms outside
+// the modules, one struct (or, plain, dict) per row.
+func modulesField(x *Report, plain bool) starlark.Value {
+	if !x.HasTime() {
+		return starlark.None
+	}
+	rows := x.r.Time.Modules
+	out := make([]starlark.Value, len(rows))
+	for i, m := range rows {
+		f := func(v float64) starlark.Value { return starlark.Float(v) }
+		out[i] = host.Record(plain, starlark.StringDict{
+			"name": starlark.String(m.Name), "count": starlark.MakeInt64(m.Count),
+			"flops": f(m.FLOPs), "bytes": f(m.Bytes),
+			"forward": f(m.Forward), "backward": f(m.Backward), "recompute": f(m.Recompute), "launch": f(m.Launch),
+			"seconds": f(m.Seconds), "bound": starlark.String(m.Bound),
+		})
+	}
+	return host.FrozenList(out)
+}

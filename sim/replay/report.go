@@ -100,12 +100,30 @@ type StepFLOPs struct {
 
 // TimeEstimate is filled by the time model.
 type TimeEstimate struct {
-	StepSeconds float64     // one step of the whole job (a pipeline's: all its stages)
-	MFU         float64     // model FLOPs (no recompute) over the step and the dense peak, per GPU
-	HFU         float64     // the same with recompute
-	TokensPerS  float64     // tokens per second over all data-parallel replicas
-	Breakdown   []TimeShare // seconds of the step by cause, summing to StepSeconds
-	Notes       []string    // assumptions and remarks of the time model
+	StepSeconds float64      // one step of the whole job (a pipeline's: all its stages)
+	MFU         float64      // model FLOPs (no recompute) over the step and the dense peak, per GPU
+	HFU         float64      // the same with recompute
+	TokensPerS  float64      // tokens per second over all data-parallel replicas
+	Breakdown   []TimeShare  // seconds of the step by cause, summing to StepSeconds
+	Modules     []ModuleTime // the step by module, then its terms outside the modules; summing to StepSeconds
+	Notes       []string     // assumptions and remarks of the time model
+}
+
+// ModuleTime is one row of the step by module (r.modules): the ops of one
+// module path with its layer indices folded ("layers.*.mlp.down_proj"),
+// or one term of the step outside the modules ("dp_comm", "bubble",
+// "optimizer"). Times are seconds per step, FLOPs and bytes per step.
+type ModuleTime struct {
+	Name      string
+	Count     int64   // module instances folded into the row (0 for a step term)
+	FLOPs     float64 // forward FLOPs
+	Bytes     float64 // forward HBM bytes
+	Forward   float64
+	Backward  float64
+	Recompute float64
+	Launch    float64 // CPU dispatch beyond the GPU's work, charged to the module
+	Seconds   float64 // the row's share of the step: forward + backward + recompute + launch, or the term
+	Bound     string  // compute, memory or launch for a module; the term's kind (comm, bubble, optimizer, host, overhead) otherwise
 }
 
 // TimeShare is one line of the time breakdown.

@@ -131,3 +131,19 @@ func TestGraphOpsFromAccessPattern(t *testing.T) {
 		t.Errorf("sector rounding: %g %g %g", rowRead(8), rowRead(1024), rowRead(1025))
 	}
 }
+
+func TestFoldPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"layers.3.mlp.down_proj":              "layers.*.mlp.down_proj",
+		"stage2.mb0.layers.17.self_attn":      "layers.*.self_attn",
+		"member1.decoder.conv.chunk3":         "decoder.conv.chunk*",
+		"rollout1.member0.processor.layers.4": "processor.layers.*",
+		"":                                    "(model)",
+		"mbx.layers.1":                        "mbx.layers.*",
+		"loss":                                "loss",
+	} {
+		if got := foldPath(in); got != want {
+			t.Errorf("foldPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

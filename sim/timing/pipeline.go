@@ -99,6 +99,7 @@ func PipelineEstimate(plan *core.Plan, stages []*StageTime) replay.TimeEstimate 
 	}
 	te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: "bubble", Seconds: bubble})
 	te.Breakdown = append(te.Breakdown, tail.Time.Tail...)
+	te.Modules = stageModules(slow, tail, m, bubble)
 	w := *slow.Work
 	w.Flops, w.HwFlops = 0, 0
 	for _, st := range stages {
@@ -135,9 +136,22 @@ func PipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, s
 		}
 		rt.Breakdown = append(rt.Breakdown, replay.TimeShare{Name: "bubble", Seconds: step - busy})
 		rt.Breakdown = append(rt.Breakdown, st.Time.Tail...)
+		rt.Modules = stageModules(st, st, float64(st.Work.M), step-busy)
 		st.Work.Utilisation(plan, &rt, 1)
 		rt.Notes = append(rt.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))
 		r.Time = rt
 	}
 	top.Time = te
+}
+
+// stageModules is r.modules of a pipeline: the modules of stage st's m
+// micro-batches, its exposed communication, the bubble, and the tail of
+// stage tail.
+func stageModules(st, tail *StageTime, m, bubble float64) []replay.ModuleTime {
+	rows := moduleRows(st.Work, gpuTime{PerMB: st.Time.PerMB, Tail: nil}, m)
+	rows = appendTerm(rows, "bubble", bubble)
+	for _, s := range tail.Time.Tail {
+		rows = appendTerm(rows, s.Name, s.Seconds)
+	}
+	return rows
 }

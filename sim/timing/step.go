@@ -94,6 +94,7 @@ type GpuWork struct {
 	host           float64       // offload transfers and host-placed tables, seconds (not overlapped)
 	costs          []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
 	prog           *core.Program // their program
+	redone         []bool        // its recomputed checkpoint regions
 	Tokens         float64       // tokens per step over all data-parallel replicas
 	Eval           bool
 }
@@ -127,6 +128,7 @@ func StepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.Tim
 		te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
 	}
 	te.Breakdown = append(te.Breakdown, gt.Tail...)
+	te.Modules = moduleRows(w, gt, float64(w.M))
 	var stage *StageTime
 	if plan.PipeStage != nil {
 		stage = &StageTime{Work: w, Time: gt}
@@ -175,7 +177,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		}
 	}
 	ct, attn, costs := computeTime(mbProg, plan, redone)
-	w.Mb, w.Attn, w.costs, w.prog = ct, attn, costs, mbProg
+	w.Mb, w.Attn, w.costs, w.prog, w.redone = ct, attn, costs, mbProg, redone
 	w.Optimizer, w.OptimizerCPU = OptimizerTime(plan, ow)
 	w.StepOverhead = plan.Overheads.StepSeconds
 	w.MbComm = SumComm(mbProg.Comm, nil, 1)

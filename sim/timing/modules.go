@@ -1,0 +1,181 @@
+package timing
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// The step by module (r.modules): every op's forward, backward and
+// recompute time summed by the module it runs in, with the layer indices
+// of the path folded ("layers.*.mlp.down_proj"), the CPU dispatch beyond
+// the GPU's work charged to the modules that cause it, then the step's
+// terms outside the modules (exposed communication, bubble, optimizer,
+// host transfers, step overhead). The rows sum to the step time.
+//
+// A module is compute-, memory- or launch-bound by what most of its time
+// is: its ops' GPU time by their own bound, or the launch time charged to
+// it.
+
+// foldPath folds the indices of a module path: numeric segments and
+// numbered chunks (chunk4) become *, and the copies the lowering adds in
+// front of a path (pipeline stage2, micro-batch mb0, ensemble member3,
+// rollout1) are dropped, so a row reads like the model's module tree.
+func foldPath(p string) string {
+	segs := strings.Split(p, ".")
+	for len(segs) > 0 && copyPrefix(segs[0]) {
+		segs = segs[1:]
+	}
+	if len(segs) == 0 || segs[0] == "" {
+		return "(model)"
+	}
+	for i, s := range segs {
+		j := len(s)
+		for j > 0 && s[j-1] >= '0' && s[j-1] <= '9' {
+			j--
+		}
+		if j == len(s) {
+			continue
+		}
+		switch s[:j] {
+		case "", "chunk":
+			segs[i] = s[:j] + "*"
+		}
+	}
+	return strings.Join(segs, ".")
+}
+
+// copyPrefix reports whether a path segment names a copy the lowering
+// adds: stage<k>, mb<k>, member<k>, rollout<k>.
+func copyPrefix(s string) bool {
+	for _, p := range []string{"stage", "mb", "member", "rollout"} {
+		if rest, ok := strings.CutPrefix(s, p); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// moduleAgg accumulates one row.
+type moduleAgg struct {
+	row        replay.ModuleTime
+	paths      map[string]bool
+	byBound    [4]float64 // GPU seconds by Bound
+	cpuExcessF float64    // forward CPU beyond GPU, per micro-batch
+	cpuExcessB float64    // backward and recompute CPU beyond GPU
+}
+
+// moduleRows builds r.modules for one GPU doing w with times gt: the
+// per-micro-batch parts paid m times, the tail once.
+func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
+	if w.prog == nil || len(w.costs) != len(w.prog.Ops) {
+		return nil
+	}
+	prog := w.prog
+	inRegion := make([]bool, len(prog.Ops))
+	for id, done := range w.redone {
+		if done && !w.Eval {
+			reg := prog.Regions[id]
+			for j := reg.First; j < reg.End; j++ {
+				inRegion[j] = true
+			}
+		}
+	}
+	aggs := map[string]*moduleAgg{}
+	var order []string
+	for i := range prog.Ops {
+		op, c := &prog.Ops[i], &w.costs[i]
+		if c.Fwd == 0 && c.Bwd == 0 && c.FwdCPU == 0 && c.BwdCPU == 0 && op.Flops == 0 {
+			continue
+		}
+		name := foldPath(op.Module)
+		a := aggs[name]
+		if a == nil {
+			a = &moduleAgg{paths: map[string]bool{}}
+			a.row.Name = name
+			aggs[name] = a
+			order = append(order, name)
+		}
+		a.paths[op.Module] = true
+		fwd, bwd, rec := c.Fwd, c.Bwd, 0.0
+		cpuB, cpuR := c.BwdCPU, 0.0
+		if w.Eval {
+			bwd, cpuB = 0, 0
+		}
+		if inRegion[i] {
+			rec, cpuR = c.Fwd, c.FwdCPU
+		}
+		a.row.FLOPs += m * op.Flops
+		a.row.Bytes += m * c.Bytes
+		a.row.Forward += m * fwd
+		a.row.Backward += m * bwd
+		a.row.Recompute += m * rec
+		a.byBound[c.Bound] += fwd + bwd + rec
+		a.cpuExcessF += max(0, c.FwdCPU-fwd)
+		a.cpuExcessB += max(0, cpuB+cpuR-bwd-rec)
+	}
+	// Charge each phase's launch time to the modules by their own excess.
+	mb := w.Mb
+	launchF := max(0, mb.ForwardCPU-mb.Forward)
+	launchB := max(0, mb.BackwardCPU+mb.RecomputeCPU-mb.Backward-mb.Recompute)
+	var exF, exB float64
+	for _, a := range aggs {
+		exF += a.cpuExcessF
+		exB += a.cpuExcessB
+	}
+	var rows []replay.ModuleTime
+	for _, name := range order {
+		a := aggs[name]
+		if exF > 0 {
+			a.row.Launch += m * launchF * a.cpuExcessF / exF
+		}
+		if exB > 0 {
+			a.row.Launch += m * launchB * a.cpuExcessB / exB
+		}
+		a.row.Count = int64(len(a.paths))
+		a.row.Seconds = a.row.Forward + a.row.Backward + a.row.Recompute + a.row.Launch
+		best, bound := a.row.Launch/m, BoundLaunch
+		for b := BoundCompute; b <= BoundLaunch; b++ {
+			if a.byBound[b] > best {
+				best, bound = a.byBound[b], b
+			}
+		}
+		a.row.Bound = bound.String()
+		rows = append(rows, a.row)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Seconds > rows[j].Seconds })
+	for _, s := range gt.PerMB {
+		switch s.Name {
+		case "forward", "backward", "recompute", "launch":
+			continue
+		}
+		rows = appendTerm(rows, s.Name, m*s.Seconds)
+	}
+	for _, s := range gt.Tail {
+		rows = appendTerm(rows, s.Name, s.Seconds)
+	}
+	return rows
+}
+
+// appendTerm adds a step term as a row when it takes time.
+func appendTerm(rows []replay.ModuleTime, name string, sec float64) []replay.ModuleTime {
+	if sec <= 0 {
+		return rows
+	}
+	return append(rows, replay.ModuleTime{Name: name, Seconds: sec, Bound: termKind(name)})
+}
+
+// termKind is what a step term is: comm, bubble, optimizer, host or
+// overhead.
+func termKind(name string) string {
+	switch {
+	case strings.HasSuffix(name, "_comm"):
+		return "comm"
+	case name == "offload":
+		return "host"
+	case name == "step_overhead":
+		return "overhead"
+	}
+	return name
+}
