@@ -48,6 +48,8 @@ type Simulation interface {
 	WithTimeline() (*replay.Report, error)
 	// WithTrace is the report replayed again with its device trace.
 	WithTrace() (*replay.Report, error)
+	// SimReport is the engine's report.
+	SimReport() *replay.Report
 }
 
 // Attach stores s in thread's locals. Call it before execution starts.

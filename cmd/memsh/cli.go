@@ -51,6 +51,7 @@ Flags (before or after the command):
                                   spreadsheets; print() output to stderr
   run --plot OUT.svg              also draw the memory timeline to OUT.svg
   run --snapshot OUT.pickle       also write the step as a PyTorch memory snapshot
+  run --trace OUT.json            also write the step's time as a Perfetto trace
   test --update                   rewrite the golden files
   plot -o OUT                     write to OUT (default: stdout)
   plot --html                     an HTML page with the SVG and the tables

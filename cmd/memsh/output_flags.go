@@ -19,6 +19,7 @@ type outputFlags struct {
 	csv      bool   // run: emitted tables as CSV on stdout
 	plot     string // run: also draw the timeline SVG to this file
 	snapshot string // run: also write the step as a PyTorch memory snapshot to this file
+	trace    string // run: also write the step's time as a Perfetto (Chrome trace-event) JSON file
 	out      string // plot: the output file ("" is stdout)
 	html     bool   // plot: an HTML page instead of an SVG
 	update   bool   // test: rewrite the golden files
@@ -29,7 +30,7 @@ type outputFlags struct {
 
 // outputFlagCommands says which commands take each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run fit", "csv": "run", "plot": "run", "snapshot": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+	"json": "run fit", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
 	"gpu": "fit", "seq": "fit", "batch": "fit", "gpus": "fit", "precision": "fit", "top": "fit",
 }
 
@@ -57,6 +58,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	boolean("csv", &o.csv)
 	str("plot", &o.plot)
 	str("snapshot", &o.snapshot)
+	str("trace", &o.trace)
 	str("o", &o.out)
 	boolean("html", &o.html)
 	boolean("update", &o.update)

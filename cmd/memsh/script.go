@@ -159,7 +159,12 @@ func (e *env) runScript(file string, args []string) error {
 		}
 	}
 	if e.out.snapshot != "" {
-		return writeSnapshot(e.out.snapshot, res)
+		if err := writeSnapshot(e.out.snapshot, res); err != nil {
+			return err
+		}
+	}
+	if e.out.trace != "" {
+		return writeTrace(e.out.trace, res)
 	}
 	return nil
 }
