@@ -53,6 +53,7 @@ var foreign = map[string][]string{
 	"jsondoc":  {"go.starlark.net"},
 	"plot":     {"go.starlark.net"},
 	"snapshot": {"go.starlark.net"},
+	"perfetto": {"go.starlark.net"},
 	"builtins": {"github.com/chzyer/readline"},
 	"lang":     {"github.com/chzyer/readline"},
 }
