@@ -55,7 +55,6 @@ var foreign = map[string][]string{
 	"plot":     {"go.starlark.net"},
 	"snapshot": {"go.starlark.net"},
 	"perfetto": {"go.starlark.net"},
-	"perfetto": {"go.starlark.net"},
 	"builtins": {"github.com/chzyer/readline"},
 	"lang":     {"github.com/chzyer/readline"},
 }
