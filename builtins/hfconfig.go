@@ -14,7 +14,8 @@ func hfConfigBuiltins() []Builtin {
 	return []Builtin{{
 		Name: "hf_config",
 		Sig:  `hf_config(path, attn="sdpa", arch=None)`,
-		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree), " +
+		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
+			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
 			"(tied weights once, buffers never). model_type may be " + strings.Join(sim.HFModelTypes(), ", ") + ". " +
 			"attn is the attention kernel the model runs with: \"eager\", \"sdpa\" or \"flash\" " +
@@ -25,6 +26,11 @@ func hfConfigBuiltins() []Builtin {
 		Fn: hfConfigFn,
 	}}
 }
+
+// maxConfigBytes is the largest config.json hf_config reads: 4 MiB, a
+// hundred times the largest configs on the Hugging Face hub (a few KiB to
+// tens of KiB).
+const maxConfigBytes = 4 << 20
 
 func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var path string
@@ -42,7 +48,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		archName = s
 	}
 	decl := CallerPos(thread)
-	data, err := ReadScriptFile(thread, path)
+	data, err := ReadScriptFile(thread, path, maxConfigBytes, "config files")
 	if err != nil {
 		if !strings.Contains(err.Error(), path) {
 			err = fmt.Errorf("cannot read %s: %w", path, err)

@@ -126,35 +126,21 @@ func (p *printer) format(err error) {
 }
 
 func (p *printer) plain(msg string) {
-	fmt.Fprintf(&p.buf, "%s %s\n", p.style(ansiRed, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s\n", p.style(ansiRed, "error:"), escapeMessage(msg))
 }
 
 // located writes the header and the excerpt for pos.
 func (p *printer) located(pos syntax.Position, msg string) {
-	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(ansiBold, posString(pos)+":"), p.style(ansiRed, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(ansiBold, posString(pos)+":"), p.style(ansiRed, "error:"), escapeMessage(msg))
 	line, ok := p.sourceLine(pos)
 	if !ok {
 		return
 	}
 	num := fmt.Sprint(pos.Line)
 	gutter := max(4, len(num))
-	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(ansiDim, "|"), line)
-	// The caret goes under column Col (runes, 1-based); keep tabs so
-	// that it lines up however the terminal expands them.
-	var pad strings.Builder
-	i := 1
-	for _, r := range line {
-		if i >= int(pos.Col) {
-			break
-		}
-		if r == '\t' {
-			pad.WriteRune('\t')
-		} else {
-			pad.WriteRune(' ')
-		}
-		i++
-	}
-	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(ansiDim, "|"), pad.String(), p.style(ansiRed, "^"))
+	shown, pad := excerpt(line, int(pos.Col)) // escape.go
+	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(ansiDim, "|"), shown)
+	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(ansiDim, "|"), pad, p.style(ansiRed, "^"))
 }
 
 // sourceLine returns line pos.Line of pos's file, if known.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"sync"
@@ -35,6 +34,10 @@ type Options struct {
 	// Files, when set, replaces the disk under Root (tests use an
 	// fstest.MapFS). Paths in it are relative to Root.
 	Files fs.FS
+	// AllowRead names more folders that loads and file reads may reach
+	// (memsh --allow-read), by a path from the loading file or an
+	// absolute path; each is confined as Root is.
+	AllowRead []string
 	// Stdlib holds the @stdlib modules; nil means the embedded stdlib.FS.
 	Stdlib fs.FS
 }
@@ -51,9 +54,10 @@ type Interpreter struct {
 	modules map[string]*module // module cache by file name
 	loading []string           // files whose execution is under way, outermost first
 
-	rootName string // Root with forward slashes, cleaned
-	files    fs.FS  // the tree under rootName
-	closer   io.Closer
+	root    *fileTree   // the script's folder tree (files.go), opened on first use
+	stdlib  *fileTree   // the @stdlib modules
+	allowed []*fileTree // the folders of Options.AllowRead, opened on first use
+	closers []io.Closer
 }
 
 // New returns an Interpreter with the memsh builtins, json, math and argv
@@ -82,6 +86,7 @@ func New(opts Options) *Interpreter {
 		predeclared: pre,
 		sources:     map[string][]byte{},
 		modules:     map[string]*module{},
+		stdlib:      &fileTree{name: "@stdlib", files: opts.Stdlib, stdlib: true},
 	}
 	in.state = &builtins.State{
 		Out:      opts.Stdout,
@@ -109,14 +114,14 @@ func (in *Interpreter) Globals() starlark.StringDict {
 // State is the run's builtins.State.
 func (in *Interpreter) State() *builtins.State { return in.state }
 
-// Close releases the folder tree opened for the script.
+// Close releases the folder trees opened for the script.
 func (in *Interpreter) Close() error {
-	if in.closer != nil {
-		err := in.closer.Close()
-		in.closer = nil
-		return err
+	var errs []error
+	for _, c := range in.closers {
+		errs = append(errs, c.Close())
 	}
-	return nil
+	in.closers = nil
+	return errors.Join(errs...)
 }
 
 // NewThread returns a thread set up for this interpreter: print to
@@ -162,9 +167,14 @@ func (in *Interpreter) RunFile(ctx context.Context, filename string) (starlark.S
 	if err != nil {
 		return nil, err
 	}
-	src, err := fs.ReadFile(in.files, rel)
+	// The size cap bounds this read; the run's context starts with the
+	// script.
+	src, err := readRegular(context.Background(), in.root, rel, name, MaxScriptBytes, "scripts") // files.go
+	if errors.Is(err, errNoFile) {
+		return nil, fmt.Errorf("cannot read %s: no such file", name)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", name, unwrapPathError(err))
+		return nil, err
 	}
 	return in.ExecFile(ctx, name, src)
 }
@@ -183,7 +193,7 @@ func (in *Interpreter) ExecFile(ctx context.Context, filename string, src []byte
 	}
 	thread, stop := in.NewThread(ctx)
 	defer stop()
-	return in.execModule(thread, &module{name: name, rel: rel}, src)
+	return in.execModule(thread, &module{name: name, rel: rel, tree: in.root}, src)
 }
 
 // cleanName turns a user's path into the name used in positions.
@@ -191,44 +201,62 @@ func cleanName(p string) string { return path.Clean(filepath.ToSlash(p)) }
 
 // openRoot fixes the folder tree on first use: Options.Root, else dir.
 func (in *Interpreter) openRoot(dir string) error {
-	if in.files != nil {
+	if in.root != nil {
 		return nil
 	}
 	root := in.opts.Root
 	if root == "" {
 		root = dir
 	}
-	in.rootName = cleanName(root)
 	if in.opts.Files != nil {
-		in.files = in.opts.Files
+		in.root = &fileTree{name: cleanName(root), files: in.opts.Files}
 		return nil
 	}
-	r, err := os.OpenRoot(filepath.FromSlash(in.rootName))
+	t, c, err := openTree(root) // files.go
 	if err != nil {
-		return fmt.Errorf("cannot open folder %s: %w", in.rootName, unwrapPathError(err))
+		return err
 	}
-	in.files, in.closer = r.FS(), r
+	in.root = t
+	in.closers = append(in.closers, c)
+	return nil
+}
+
+// openAllowed opens the folders of Options.AllowRead on first use.
+func (in *Interpreter) openAllowed() error {
+	if in.allowed != nil || len(in.opts.AllowRead) == 0 {
+		return nil
+	}
+	in.allowed = []*fileTree{}
+	for _, dir := range in.opts.AllowRead {
+		t, c, err := openTree(dir)
+		if err != nil {
+			return err
+		}
+		in.allowed = append(in.allowed, t)
+		in.closers = append(in.closers, c)
+	}
 	return nil
 }
 
 // relToRoot returns name relative to the root, or an error when name lies
 // outside it.
 func (in *Interpreter) relToRoot(name string) (string, error) {
+	root := in.root.name
 	var rel string
 	switch {
-	case in.rootName == ".":
+	case root == ".":
 		rel = name
-	case name == in.rootName:
+	case name == root:
 		rel = "."
-	case len(name) > len(in.rootName) && name[:len(in.rootName)+1] == in.rootName+"/":
-		rel = name[len(in.rootName)+1:]
-	case in.rootName == "/":
+	case len(name) > len(root) && name[:len(root)+1] == root+"/":
+		rel = name[len(root)+1:]
+	case root == "/":
 		rel = name[1:]
 	default:
-		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.rootDesc())
+		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.root.desc())
 	}
 	if !fs.ValidPath(rel) || rel == "." {
-		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.rootDesc())
+		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.root.desc())
 	}
 	return rel, nil
 }

@@ -22,7 +22,7 @@ func (in *Interpreter) ExecSource(ctx context.Context, name string, src []byte, 
 // ExecChunk executes a chunk the caller parsed with REPLFileOptions (whose
 // text it recorded with AddSource) against globals, which it updates.
 func (in *Interpreter) ExecChunk(ctx context.Context, f *syntax.File, globals starlark.StringDict) error {
-	if in.files == nil {
+	if in.root == nil {
 		if err := in.openRoot("."); err != nil {
 			return err
 		}
@@ -34,7 +34,7 @@ func (in *Interpreter) ExecChunk(ctx context.Context, f *syntax.File, globals st
 
 // EvalExpr evaluates one expression against globals.
 func (in *Interpreter) EvalExpr(ctx context.Context, expr syntax.Expr, globals starlark.StringDict) (starlark.Value, error) {
-	if in.files == nil {
+	if in.root == nil {
 		if err := in.openRoot("."); err != nil {
 			return nil, err
 		}

@@ -41,6 +41,9 @@ Flags (before or after the command):
   --timeout DURATION              stop a script (run, test, plot) after
                                   DURATION of wall-clock time, e.g. 30s
                                   (default 0: no limit)
+  --allow-read DIR                let scripts read (load, hf_config) the files
+                                  under DIR too, besides their own folder tree
+                                  (repeatable)
   --color auto|always|never       colour output (default auto: on a terminal,
                                   unless NO_COLOR is set)
   run --json                      emitted values as JSON lines on stdout
@@ -74,6 +77,7 @@ type env struct {
 	getenv   func(string) string
 	maxSteps uint64
 	timeout  time.Duration // --timeout: wall-clock limit of each script, 0 = none (timeout.go)
+	reads    readFlags     // --allow-read: more folders scripts may read (reads.go)
 	color    string
 	out      outputFlags // output_flags.go
 }
@@ -121,6 +125,7 @@ func (e *env) flags() *flag.FlagSet {
 	fs.Uint64Var(&e.maxSteps, "max-steps", e.maxSteps, "")
 	fs.DurationVar(&e.timeout, "timeout", e.timeout, "")
 	fs.StringVar(&e.color, "color", e.color, "")
+	fs.Func("allow-read", "", e.reads.add)
 	e.out.register(fs)
 	return fs
 }
@@ -161,6 +166,9 @@ func (e *env) dispatch(args []string) error {
 		return usagef("invalid --max-steps value 0 (want a positive number of steps)")
 	}
 	if err := e.checkTimeout(); err != nil {
+		return err
+	}
+	if err := e.reads.check(); err != nil {
 		return err
 	}
 	if len(rest) == 0 {

@@ -35,7 +35,7 @@ type scriptResult struct {
 func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, error) {
 	ctx, cancel := e.scriptContext(ctx) // timeout.go: --timeout
 	defer cancel()
-	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args})
+	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args, AllowRead: e.reads.dirs})
 	defer in.Close()
 	res := &scriptResult{}
 	st := in.State()

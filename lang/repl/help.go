@@ -27,9 +27,9 @@ func (s *Session) cmdHelp(ctx context.Context, arg string) error {
 	if !s.helpName(s.out, name) {
 		topics := s.helpTopics()
 		if near := nearest(name, topics); len(near) > 0 {
-			fmt.Fprintf(s.errOut, "%s no help for %q (did you mean %s?)\n", s.errorLabel(), name, orList(near))
+			s.errorf("no help for %q (did you mean %s?)", name, orList(near))
 		} else {
-			fmt.Fprintf(s.errOut, "%s no help for %q (:help lists the builtins and stdlib names)\n", s.errorLabel(), name)
+			s.errorf("no help for %q (:help lists the builtins and stdlib names)", name)
 		}
 	}
 	return nil

@@ -59,6 +59,7 @@ type Session struct {
 	pending []string // lines of the statement being read
 	chunks  int      // statements run so far, for chunk names
 	quit    bool
+	failed  bool // a statement or command failed (ErrFailed)
 	exports []lang.Export // stdlib exports, read on first use
 }
 
@@ -74,8 +75,13 @@ func New(in *lang.Interpreter, lr LineReader, out, errOut io.Writer, opts Option
 	return &Session{in: in, lr: lr, out: out, errOut: errOut, opts: opts, globals: in.Globals()}
 }
 
-// Run runs a session until Ctrl-D, the end of input or :quit (nil), or
-// until ctx is done (ctx's error).
+// ErrFailed is what a session that is not Interactive (a pipe, a file)
+// returns at its end when a statement or command failed, so that memsh
+// exits 1 as memsh run does; the errors were printed already.
+var ErrFailed = errors.New("a statement failed")
+
+// Run runs a session until Ctrl-D, the end of input or :quit (nil, or
+// ErrFailed), or until ctx is done (ctx's error).
 func Run(ctx context.Context, lr LineReader, out, errOut io.Writer, in *lang.Interpreter, opts Options) error {
 	return New(in, lr, out, errOut, opts).Run(ctx)
 }
@@ -85,8 +91,17 @@ func Run(ctx context.Context, lr LineReader, out, errOut io.Writer, in *lang.Int
 func (s *Session) Globals() starlark.StringDict { return s.globals }
 
 // Run reads and runs statements until Ctrl-D, the end of input or :quit
-// (nil), or until ctx is done (ctx's error).
+// (nil, or ErrFailed when not Interactive and a statement failed), or
+// until ctx is done (ctx's error).
 func (s *Session) Run(ctx context.Context) error {
+	err := s.run(ctx)
+	if err == nil && s.failed && !s.opts.Interactive {
+		return ErrFailed
+	}
+	return err
+}
+
+func (s *Session) run(ctx context.Context) error {
 	if c, ok := s.lr.(completerSetter); ok {
 		c.SetCompleter(s.CompleteLine)
 		defer c.SetCompleter(nil)
@@ -195,7 +210,13 @@ func (s *Session) incomplete() {
 		}
 	}
 	s.pending = nil
-	fmt.Fprintf(s.errOut, "%s unexpected end of input: a bracket or string in %q is not closed\n", s.errorLabel(), first)
+	s.errorf("unexpected end of input: a bracket or string in %q is not closed", first)
+}
+
+// errorf reports a REPL error (not a statement's: report prints those).
+func (s *Session) errorf(format string, args ...any) {
+	s.failed = true
+	fmt.Fprintf(s.errOut, "%s %s\n", s.errorLabel(), fmt.Sprintf(format, args...))
 }
 
 func (s *Session) errorLabel() string {
@@ -300,6 +321,7 @@ func (s *Session) evalContext(ctx context.Context) (ectx context.Context, interr
 // report prints err with the interpreter's formatter (excerpt, traceback,
 // hint), or just "interrupted" after Ctrl-C.
 func (s *Session) report(err error, interrupted bool) {
+	s.failed = true
 	if interrupted {
 		fmt.Fprintln(s.errOut, "interrupted")
 		return
