@@ -139,8 +139,8 @@ func TestRun(t *testing.T) {
 `,
 		},
 		{
-			name:   "absolute path",
-			files:  tree("main.star", "load('/etc/x.star', 'y')\n"),
+			name:  "absolute path",
+			files: tree("main.star", "load('/etc/x.star', 'y')\n"),
 			stderr: "main.star:1:1: error: cannot load /etc/x.star: absolute path \"/etc/x.star\" not allowed: name files relative to the loading file\n    1 | load('/etc/x.star', 'y')\n      | ^\n" +
 				"  hint: scripts read only the files under their own folder; memsh --allow-read DIR lets them read DIR too\n",
 		},

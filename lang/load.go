@@ -16,9 +16,9 @@ const stdlibPrefix = "@stdlib//"
 
 // module is one entry of the load cache.
 type module struct {
-	name    string // as in positions: "examples/lib.star", "@stdlib//units.star"
-	rel     string // path inside its tree
-	tree    *fileTree  // the root folder, a folder allowed with --allow-read, or the stdlib
+	name    string    // as in positions: "examples/lib.star", "@stdlib//units.star"
+	rel     string    // path inside its tree
+	tree    *fileTree // the root folder, a folder allowed with --allow-read, or the stdlib
 	done    bool
 	globals starlark.StringDict
 	err     error

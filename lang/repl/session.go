@@ -59,7 +59,7 @@ type Session struct {
 	pending []string // lines of the statement being read
 	chunks  int      // statements run so far, for chunk names
 	quit    bool
-	failed  bool // a statement or command failed (ErrFailed)
+	failed  bool          // a statement or command failed (ErrFailed)
 	exports []lang.Export // stdlib exports, read on first use
 }
 
