@@ -158,28 +158,26 @@ func (s *Session) step(ctx context.Context) error {
 	}
 	for len(s.pending) > 0 {
 		name := fmt.Sprintf("<stdin:%d>", s.chunks+1)
-		f, used, more, perr := parseStatement(name, s.pending)
-		if more {
-			last := s.pending[len(s.pending)-1]
-			line, err := s.lr.ReadLine("... ", nextIndent(last))
-			switch {
-			case errors.Is(err, ErrInterrupt):
-				s.pending = nil
-				return nil
-			case errors.Is(err, io.EOF):
-				// Ctrl-D or the end of input ends the statement, as a
-				// blank line would; an open bracket stays an error.
-				if strings.TrimSpace(last) == "" {
-					s.incomplete()
-					return nil
+		i := 0 // lines of pending handed to the parser
+		next := func() (string, error) {
+			if i == len(s.pending) {
+				if err := s.more(); err != nil {
+					return "", err
 				}
-				s.pending = append(s.pending, "")
-			case err != nil:
-				return err
-			default:
-				s.pending = append(s.pending, splitLines(line)...)
 			}
-			continue
+			i++
+			return s.pending[i-1], nil
+		}
+		f, used, readErr, perr := parseStatement(name, next) // input.go
+		switch {
+		case errors.Is(readErr, ErrInterrupt):
+			s.pending = nil
+			return nil
+		case errors.Is(readErr, io.EOF):
+			s.incomplete()
+			return nil
+		case readErr != nil:
+			return readErr
 		}
 		text := strings.Join(s.pending[:used], "\n") + "\n"
 		s.pending = s.pending[used:]
@@ -197,6 +195,26 @@ func (s *Session) step(ctx context.Context) error {
 		s.exec(ctx, f)
 		return nil
 	}
+	return nil
+}
+
+// more reads a continuation line of the statement in pending. At the
+// end of input a statement whose last line is not blank ends as a blank
+// line would end it; after a blank line more returns io.EOF (a bracket or
+// string is still open).
+func (s *Session) more() error {
+	last := s.pending[len(s.pending)-1]
+	line, err := s.lr.ReadLine("... ", nextIndent(last))
+	switch {
+	case errors.Is(err, io.EOF):
+		if strings.TrimSpace(last) == "" {
+			return io.EOF
+		}
+		line = ""
+	case err != nil:
+		return err
+	}
+	s.pending = append(s.pending, splitLines(line)...)
 	return nil
 }
 
