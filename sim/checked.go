@@ -177,11 +177,26 @@ func (p *program) checkTotals(plan *Plan) error {
 // clusters built.
 const maxGPUs = 1 << 24
 
+// maxMicroBatches bounds the micro-batches of a step (micro_batches=, else
+// grad_accum=) as maxGPUs bounds its GPUs: 2^24, thousands of times what
+// real steps run (Llama 3 405B: 16M tokens of 8,192 per step, 2,048
+// sequences), so that the count times the virtual stages (pipeline
+// schedules, checkTotals) cannot overflow.
+const maxMicroBatches = 1 << 24
+
 // checkCounts rejects parallel layouts and clusters with more GPUs than
-// maxGPUs (dp*tp*pp*cp, nodes*gpus_per_node), before anything multiplies
-// them. Negative degrees are left to validateParallel's messages.
+// maxGPUs (dp*tp*pp*cp, nodes*gpus_per_node), and steps of more than
+// maxMicroBatches micro-batches, before anything multiplies them.
+// Negative degrees are left to validateParallel's messages.
 func (p *Plan) checkCounts() error {
 	par, c := p.Parallel, p.Cluster
+	if m := p.microBatches(); m > maxMicroBatches {
+		name, where := "grad_accum", "train"
+		if par.MicroBatches > 0 {
+			name, where = "micro_batches", "parallel"
+		}
+		return &Error{Path: where, Msg: fmt.Sprintf("%s=%d is more micro-batches a step than memsh simulates (%d)", name, m, maxMicroBatches)}
+	}
 	layout := []int64{max(par.DP, 1), max(par.TP, 1), max(par.PP, 1), max(par.CP, 1)}
 	if n, ok := CheckedProduct(layout...); (!ok || n > maxGPUs) && min(par.DP, par.TP, par.PP, par.CP) >= 0 {
 		return &Error{Path: "parallel", Msg: fmt.Sprintf("dp*tp*pp*cp is %.3g GPUs, more than memsh simulates (%d)", floatProduct(layout), maxGPUs)}
