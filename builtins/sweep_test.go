@@ -86,6 +86,8 @@ func TestSweepErrors(t *testing.T) {
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, sharding = [\"zero4\"])", err: `unknown sharding "zero4"`},
 		{expr: "search(m, gpus = 12, seq = 64, global_batch = 16)", err: "gpus=12 is not a whole number of 8-GPU nodes"},
 		{expr: "search(m, gpus = 8, nodes = 2, seq = 64, global_batch = 16)", err: "gpus=8 but nodes=2 x gpus_per_node=8 is 16"},
+		{expr: "search(m, gpus = 33554432, seq = 64, global_batch = 16)", err: "search: gpus=33554432 is more GPUs than memsh simulates (16777216)"},
+		{expr: "search(m, nodes = 4194304, seq = 64, global_batch = 16)", err: "search: gpus=33554432 is more GPUs than memsh simulates (16777216)"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, top = 0)", err: "top must be at least 1"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, tp = [0])", err: "tp values must be at least 1 (got 0)"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, max_layouts = 0)", err: "max_layouts must be at least 1 (got 0)"},

@@ -120,6 +120,9 @@ func (sp SearchSpace) defaults(base *Plan) (SearchSpace, error) {
 	if sp.GPUs <= 0 {
 		return sp, &Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
+	if sp.GPUs > maxGPUs { // checked.go: every layout would be refused
+		return sp, &Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is more GPUs than memsh simulates (%d)", sp.GPUs, maxGPUs)}
+	}
 	if sp.GlobalBatch <= 0 {
 		return sp, &Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
 	}
