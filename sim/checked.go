@@ -172,6 +172,22 @@ func (p *program) checkTotals(plan *Plan) error {
 	return nil
 }
 
+// MaxVocab bounds a vocabulary, the rows of an embedding (embedding(),
+// add_embedding()) and a model's vocab=: 2^24 (16,777,216), sixty times
+// the largest vocabularies in use (Gemma's 256,000). hf_config takes every
+// size of a config.json up to the same bound (maxHFDim), so one rule
+// refuses a vocabulary however it is given.
+const MaxVocab = 1 << 24
+
+// checkVocab refuses a vocabulary (what: "rows", "vocab") past MaxVocab.
+func checkVocab(path, what string, n int64) error {
+	if n > MaxVocab {
+		return &Error{Path: path, Msg: fmt.Sprintf("%s=%d is a larger vocabulary than memsh simulates (at most %d)", what, n, MaxVocab),
+			Hint: "an embedding's rows are its vocabulary; hf_config takes sizes up to the same bound"}
+	}
+	return nil
+}
+
 // maxGPUs bounds the GPUs of a layout or a cluster, so that products of
 // parallel degrees cannot overflow: 2^24, a hundred times the largest
 // clusters built.

@@ -307,8 +307,9 @@ func describeJSON(v any) string {
 }
 
 // maxHFDim bounds every size so that products of two sizes fit in int64;
-// checkTotal bounds the whole count.
-const maxHFDim = 1 << 24
+// checkTotal bounds the whole count. It is the vocabulary bound, so that a
+// vocab_size and an embedding() obey one rule.
+const maxHFDim = MaxVocab
 
 func (c *hfConfig) fail(key, format string, args ...any) {
 	if c.err == nil {

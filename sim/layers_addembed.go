@@ -44,6 +44,9 @@ func (e *AddEmbedding) validate(path string) error {
 	if err := positive(path, "rows", e.Rows); err != nil {
 		return err
 	}
+	if err := checkVocab(path, "rows", e.Rows); err != nil { // checked.go
+		return err
+	}
 	if err := positive(path, "dim", e.Dim); err != nil {
 		return err
 	}

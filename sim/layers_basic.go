@@ -67,6 +67,9 @@ func (e *Embedding) validate(path string) error {
 	if err := positive(path, "rows", e.Rows); err != nil {
 		return err
 	}
+	if err := checkVocab(path, "rows", e.Rows); err != nil { // checked.go
+		return err
+	}
 	return positive(path, "dim", e.Dim)
 }
 func (e *Embedding) lower(b *builder, x Value) Value {
