@@ -36,8 +36,14 @@ func Evaluate(plan *Plan, opts Options) (*Report, error) {
 	}
 	r.setup()
 	r.forward()
+	if err := opts.stopped(); err != nil { // plan.go: the caller's context
+		return nil, err
+	}
 	if plan.Phase != "eval" {
 		r.backward()
+		if err := opts.stopped(); err != nil {
+			return nil, err
+		}
 		r.optimizerStep()
 	}
 	r.finish()
@@ -189,6 +195,9 @@ func (r *replay) optimizerTraffic(p *paramInfo) int64 {
 func (r *replay) forward() {
 	r.phase = r.fwdPhase
 	for i := range r.p.ops {
+		if i%stopEvery == 0 && r.opts.stopped() != nil { // Evaluate returns the error
+			return
+		}
 		op := &r.p.ops[i]
 		r.rep.FLOPs.Model += op.flops
 		r.dist.beforeForward(r, i) // gather.go: gather sharded parameters
@@ -223,6 +232,9 @@ func (r *replay) backward() {
 	}
 	fwd := r.rep.FLOPs.Model
 	for i := len(r.p.ops) - 1; i >= 0; i-- {
+		if i%stopEvery == 0 && r.opts.stopped() != nil { // Evaluate returns the error
+			return
+		}
 		r.dist.beforeBackward(r, i) // gather.go: pipeline seeds, gathers
 		r.backwardOp(i)
 		r.dist.afterBackward(r, i) // gather.go: reduce-scatter, reshard

@@ -1,6 +1,9 @@
 package sim
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // Plan is a training (or evaluation) step to simulate.
 type Plan struct {
@@ -64,6 +67,25 @@ func (p *Plan) gradsPersist() bool { return p.GradAccum > 1 || p.KeepGrads }
 // Options tune an evaluation.
 type Options struct {
 	Timeline bool // keep every allocation event in the report
+	// Context, when set, stops an evaluation once it is done: the replay
+	// looks at it every stopEvery ops (and step series between steps) and
+	// the evaluation returns its error. The memsh command passes the
+	// script's context, so that Ctrl-C, --timeout and --max-memory stop a
+	// long simulate().
+	Context context.Context
+}
+
+// stopEvery is how many ops the replay runs between looks at
+// Options.Context: a look costs tens of nanoseconds, a thousand ops about
+// a millisecond.
+const stopEvery = 1024
+
+// stopped returns the error of Options.Context once it is done.
+func (o Options) stopped() error {
+	if o.Context == nil {
+		return nil
+	}
+	return o.Context.Err()
 }
 
 // Validate checks the plan before lowering.

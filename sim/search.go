@@ -416,7 +416,7 @@ func Search(ctx context.Context, base *Plan, sp SearchSpace) (*SearchResult, err
 		n := min(len(kept)-done, max(want-fitting, 1))
 		wave := kept[done : done+n]
 		parallelFor(ctx, sp.Workers, n, func(i int) {
-			reports[done+i], rerrs[done+i] = Evaluate(wave[i].plan, Options{})
+			reports[done+i], rerrs[done+i] = Evaluate(wave[i].plan, Options{Context: ctx})
 		})
 		if err := ctx.Err(); err != nil {
 			return nil, err

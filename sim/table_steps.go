@@ -122,6 +122,9 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 	var prev *replay
 	persist := int32(0)
 	for k, n := range s.TableRows {
+		if err := opts.stopped(); err != nil { // plan.go: the caller's context
+			return nil, err
+		}
 		for _, tp := range sparse {
 			tp.setLeafRows(prog, n)
 		}
@@ -136,6 +139,9 @@ func EvaluateSteps(plan *Plan, opts Options, s StepSeries) (*StepsReport, error)
 		}
 		r.forward()
 		r.backward()
+		if err := opts.stopped(); err != nil {
+			return nil, err
+		}
 		r.optimizerStep()
 		r.finish()
 		res := StepResult{Step: k + 1, LeafRows: sparse[0].leafRows, PeakAllocated: r.rep.PeakAllocated, OOM: r.rep.OOM}
