@@ -65,7 +65,11 @@ func simulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if !ok {
 		return nil, fmt.Errorf("plan must be a plan from train() (got %s)", pv.Type())
 	}
-	rep, err := sim.Evaluate(plan.p, sim.Options{Timeline: timeline})
+	ctx := runContext(thread) // stop.go
+	rep, err := sim.Evaluate(plan.p, sim.Options{Timeline: timeline, Context: ctx})
+	if serr := stoppedBy(ctx, "simulate", err); serr != nil {
+		return nil, serr
+	}
 	if err != nil {
 		return nil, WithOrigin(err, plan.decl)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"go.starlark.net/starlark"
 )
 
 // stopError says why a long builtin (sweep, search) stopped before it was
@@ -16,4 +18,23 @@ func stopError(ctx context.Context, what, detail string) error {
 		return fmt.Errorf("%s interrupted%s", what, detail)
 	}
 	return fmt.Errorf("%s stopped%s: %v", what, detail, cause)
+}
+
+// runContext is the run's context, which Ctrl-C, --timeout and
+// --max-memory cancel: long builtins pass it to the engine
+// (sim.Options.Context) and poll it.
+func runContext(thread *starlark.Thread) context.Context {
+	if ctx := StateOf(thread).Context; ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+// stoppedBy returns the error of a builtin (what) whose evaluation ctx
+// stopped, or nil when err is something else.
+func stoppedBy(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return stopError(ctx, what, "")
+	}
+	return nil
 }

@@ -398,7 +398,7 @@ func simulateAll(st *State, plans []*Plan, planErrs []error, what string) ([]*si
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				reports[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), sim.Options{})
+				reports[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), sim.Options{Context: ctx})
 				mu.Lock()
 				done++
 				bar.set(done)

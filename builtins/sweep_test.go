@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -96,13 +97,15 @@ func TestSweepErrors(t *testing.T) {
 	})
 }
 
-// Ctrl-C cancels the run's context: a sweep or a search stops and says so.
+// Ctrl-C cancels the run's context: a sweep, a search or a simulate()
+// stops and says so.
 func TestSweepInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, src := range []string{
 		"sweep(p, tp = [1, 2])",
 		"search(m, gpus = 8, seq = 64, global_batch = 16)",
+		"simulate(p)",
 	} {
 		thread := &starlark.Thread{}
 		(&State{Context: ctx}).Attach(thread)
@@ -110,6 +113,16 @@ func TestSweepInterrupted(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "interrupted") {
 			t.Errorf("%s: got %v, want an interrupted error", src, err)
 		}
+	}
+	// A limit of the command (--timeout, --max-memory) cancels it with a
+	// cause, which the error gives.
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancelCause(errors.New("memory use passed the limit (use --max-memory to raise)"))
+	thread := &starlark.Thread{}
+	(&State{Context: ctx}).Attach(thread)
+	_, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true}, thread, "x.star", sweepModel+"simulate(p)", Predeclared())
+	if err == nil || !strings.Contains(err.Error(), "simulate stopped: memory use passed the limit (use --max-memory to raise)") {
+		t.Errorf("got %v, want simulate stopped with the cause", err)
 	}
 }
 

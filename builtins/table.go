@@ -108,7 +108,11 @@ func tableStepsFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		}
 		rows[i] = n
 	}
-	rep, err := sim.EvaluateSteps(plan.SimPlan(), sim.Options{}, sim.StepSeries{TableRows: rows, Pool: pool})
+	ctx := runContext(thread) // stop.go
+	rep, err := sim.EvaluateSteps(plan.SimPlan(), sim.Options{Context: ctx}, sim.StepSeries{TableRows: rows, Pool: pool})
+	if serr := stoppedBy(ctx, "table_steps", err); serr != nil {
+		return nil, serr
+	}
 	if err != nil {
 		return nil, WithOrigin(err, plan.Decl())
 	}
