@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/stdlib"
@@ -40,6 +41,11 @@ type Options struct {
 	AllowRead []string
 	// Stdlib holds the @stdlib modules; nil means the embedded stdlib.FS.
 	Stdlib fs.FS
+	// MaxMemory is the memory limit of the run in bytes (memsh
+	// --max-memory, which watches the heap); builtins that allocate a
+	// whole sequence at once refuse one that cannot fit (guard.go). 0
+	// means none.
+	MaxMemory int64
 }
 
 // Interpreter runs memsh scripts. It is not safe for concurrent runs; use
@@ -58,6 +64,8 @@ type Interpreter struct {
 	stdlib  *fileTree   // the @stdlib modules
 	allowed []*fileTree // the folders of Options.AllowRead, opened on first use
 	closers []io.Closer
+
+	current atomic.Pointer[starlark.Thread] // the thread running, for guarded ranges (guard.go)
 }
 
 // New returns an Interpreter with the memsh builtins, json, math and argv
@@ -88,6 +96,7 @@ func New(opts Options) *Interpreter {
 		modules:     map[string]*module{},
 		stdlib:      &fileTree{name: "@stdlib", files: opts.Stdlib, stdlib: true},
 	}
+	in.guardUniverse(pre) // guard.go: Starlark's builtins, stoppable and without panics
 	in.state = &builtins.State{
 		Out:      opts.Stdout,
 		Color:    opts.Color,
@@ -138,13 +147,15 @@ func (in *Interpreter) NewThread(ctx context.Context) (*starlark.Thread, func())
 	}
 	max := in.opts.MaxSteps
 	t.SetMaxExecutionSteps(max)
-	t.OnMaxSteps = func(t *starlark.Thread) {
-		t.Cancel(fmt.Sprintf("execution exceeded %d steps (use --max-steps to raise)", max))
-	}
+	t.OnMaxSteps = func(t *starlark.Thread) { t.Cancel(stepsExceeded(max)) }
 	in.state.Context = ctx
 	in.state.Attach(t)
+	in.current.Store(t)
 	stop := context.AfterFunc(ctx, func() { t.Cancel(cancelReason(ctx)) })
-	return t, func() { stop() }
+	return t, func() {
+		stop()
+		in.current.CompareAndSwap(t, nil)
+	}
 }
 
 // cancelReason words why ctx ended.

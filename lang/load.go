@@ -25,20 +25,21 @@ type module struct {
 }
 
 // execModule runs m's source on thread, caching the outcome.
-func (in *Interpreter) execModule(thread *starlark.Thread, m *module, src []byte) (starlark.StringDict, error) {
+func (in *Interpreter) execModule(thread *starlark.Thread, m *module, src []byte) (globals starlark.StringDict, err error) {
 	in.AddSource(m.name, src)
 	in.mu.Lock()
 	in.modules[m.name] = m
 	in.loading = append(in.loading, m.name)
 	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		in.loading = in.loading[:len(in.loading)-1]
+		m.done, m.globals, m.err = true, globals, err
+		in.mu.Unlock()
+	}()
+	defer recoverPanic(m.name, &err) // guard.go
 
-	globals, err := starlark.ExecFileOptions(FileOptions(), thread, m.name, src, in.predeclared)
-
-	in.mu.Lock()
-	in.loading = in.loading[:len(in.loading)-1]
-	m.done, m.globals, m.err = true, globals, err
-	in.mu.Unlock()
-	return globals, err
+	return starlark.ExecFileOptions(FileOptions(), thread, m.name, src, in.predeclared)
 }
 
 // load implements thread.Load: module is resolved against the file that

@@ -25,7 +25,9 @@ func (e *env) cmdRepl(operands []string) error {
 	if len(operands) == 1 {
 		opts.Preload = operands[0]
 	}
-	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: e.stdout, Color: opts.Color, AllowRead: e.reads.dirs})
+	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: e.stdout, Color: opts.Color, AllowRead: e.reads.dirs,
+		MaxMemory: e.maxMemory.bytes})
+	opts.Limit = e.memoryContext // memory.go: --max-memory for each statement
 	defer in.Close()
 	in.State().Progress = progressTo(e.stderr) // progress.go
 

@@ -35,7 +35,8 @@ type scriptResult struct {
 func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, error) {
 	ctx, cancel := e.scriptContext(ctx) // timeout.go: --timeout
 	defer cancel()
-	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args, AllowRead: e.reads.dirs})
+	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args, AllowRead: e.reads.dirs,
+		MaxMemory: e.maxMemory.bytes})
 	defer in.Close()
 	res := &scriptResult{}
 	st := in.State()

@@ -129,7 +129,7 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 			return true
 		}
 	}
-	if v, ok := s.globals[name]; ok {
+	if v, ok := s.globals[name]; ok && (s.userBound(name) || starlark.Universe[name] == nil) {
 		s.helpValue(w, name, v)
 		return true
 	}

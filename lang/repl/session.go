@@ -40,6 +40,10 @@ type Options struct {
 	// Preload is a script to run before the first prompt, whose globals
 	// the session keeps (memsh repl FILE.star).
 	Preload string
+	// Limit, when set, limits each statement (and :load): it returns the
+	// statement's context, which it cancels with a cause when the
+	// statement passes a limit (memsh --max-memory), and its release.
+	Limit func(context.Context) (context.Context, context.CancelFunc)
 }
 
 // completerSetter is a LineReader that offers Tab completion (Terminal).
@@ -308,9 +312,24 @@ func soleExpr(f *syntax.File) syntax.Expr {
 // when Ctrl-C arrives on Options.Interrupt. interrupted says whether that
 // happened; done releases the watcher.
 func (s *Session) evalContext(ctx context.Context) (ectx context.Context, interrupted func() bool, done func()) {
+	ectx, release := ctx, context.CancelFunc(func() {})
+	if s.opts.Limit != nil {
+		ectx, release = s.opts.Limit(ctx)
+	}
+	ectx, interrupted, stopWatch := s.interruptContext(ctx, ectx)
+	return ectx, interrupted, func() {
+		stopWatch()
+		release()
+	}
+}
+
+// interruptContext derives from ectx, a statement's context under ctx, the
+// context that Ctrl-C on Options.Interrupt cancels; interrupted says
+// whether Ctrl-C (or the end of ctx) stopped the statement.
+func (s *Session) interruptContext(ctx, ectx context.Context) (context.Context, func() bool, func()) {
 	var hit atomic.Bool
 	if s.opts.Interrupt == nil {
-		return ctx, func() bool { return ctx.Err() != nil }, func() {}
+		return ectx, func() bool { return ctx.Err() != nil }, func() {}
 	}
 	// Drop a Ctrl-C that arrived while nothing ran.
 	for drained := false; !drained; {
@@ -320,7 +339,7 @@ func (s *Session) evalContext(ctx context.Context) (ectx context.Context, interr
 			drained = true
 		}
 	}
-	ectx, cancel := context.WithCancel(ctx)
+	ectx, cancel := context.WithCancel(ectx)
 	stop := make(chan struct{})
 	go func() {
 		select {
