@@ -63,7 +63,12 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 // callMain calls the script's main() with no arguments, if it defines
 // one, and emits what it returns: nothing for None, each element of a list
 // or tuple, else the value itself.
-func callMain(ctx context.Context, in *lang.Interpreter, file string, globals starlark.StringDict) error {
+func callMain(ctx context.Context, in *lang.Interpreter, file string, globals starlark.StringDict) (err error) {
+	defer func() {
+		if r := recover(); r != nil { // a Go panic is an error, never a stack dump
+			err = fmt.Errorf("internal error while running %s's main(): %v", file, r)
+		}
+	}()
 	v, ok := globals["main"]
 	if !ok {
 		return nil
