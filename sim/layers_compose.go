@@ -75,6 +75,7 @@ func (r *Repeat) lower(b *builder, x Value) Value {
 		name = "layers"
 	}
 	defer b.scope(name)()
+	ops, values, params := len(b.p.ops), len(b.p.values), len(b.p.params)
 	for i := int64(0); i < r.N; i++ {
 		done := b.scope(fmt.Sprintf("%d", i))
 		closeRegion := func() {}
@@ -85,6 +86,9 @@ func (r *Repeat) lower(b *builder, x Value) Value {
 		x = b.lowerChild(r.Layer, 0, x)
 		closeRegion()
 		done()
+		if i == 0 {
+			b.p.reserve(r.N-1, ops, values, params) // program.go: room for the other copies
+		}
 	}
 	return x
 }

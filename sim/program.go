@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // The forward program: what a model's layers lower to for one micro-batch.
 // The replay (replay.go) turns it into a timeline of allocations and frees.
 
@@ -85,6 +87,19 @@ type program struct {
 	held           []Value      // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
 	comm           []commRecord // collectives of one micro-batch (comm.go)
 	stage          *stageProg   // pipeline stage: micro-batch copies and their outputs (pipeline.go)
+}
+
+// reserve makes room in the program's lists for n more copies of what was
+// appended since they held ops, values and params entries (the first copy
+// of a repeated block), within the caps on ops and parameter tensors, so
+// that a long repeat does not regrow and copy them again and again.
+func (p *program) reserve(n int64, ops, values, params int) {
+	more := func(have, since, limit int) int {
+		return int(min(max(n, 0)*int64(have-since), int64(max(limit-have, 0))))
+	}
+	p.ops = slices.Grow(p.ops, more(len(p.ops), ops, maxOps))
+	p.values = slices.Grow(p.values, more(len(p.values), values, 4*maxOps))
+	p.params = slices.Grow(p.params, more(len(p.params), params, maxParamTensors))
 }
 
 // region is a contiguous range of ops run under activation checkpointing.
