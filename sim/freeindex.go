@@ -99,13 +99,41 @@ func (x *freeIndex) insert(b *block, pos int) {
 
 // remove deletes the node of size at pos, keeping it for reuse.
 func (x *freeIndex) remove(size int64, pos int) {
-	l, r := splitFree(x.root, size, pos)
-	n, r := splitFree(r, size, pos+1) // n: the one node at (size, pos)
-	x.root = mergeFree(l, r)
+	var n *freeNode
+	x.root, n = deleteFree(x.root, size, pos)
 	if n != nil {
 		*n = freeNode{right: x.spare}
 		x.spare = n
 	}
+}
+
+// deleteFree takes the node at (size, pos) out of t, in one descent, and
+// returns t without it and the node (nil when there is none).
+func deleteFree(t *freeNode, size int64, pos int) (root, n *freeNode) {
+	switch {
+	case t == nil:
+		return nil, nil
+	case t.size == size && t.pos == pos:
+		return mergeFree(t.left, t.right), t
+	case t.before(size, pos):
+		t.right, n = deleteFree(t.right, size, pos)
+	default:
+		t.left, n = deleteFree(t.left, size, pos)
+	}
+	return t, n
+}
+
+// find returns the node at (size, pos), or nil.
+func (x *freeIndex) find(size int64, pos int) *freeNode {
+	t := x.root
+	for t != nil && (t.size != size || t.pos != pos) {
+		if t.before(size, pos) {
+			t = t.right
+		} else {
+			t = t.left
+		}
+	}
+	return t
 }
 
 // bestFit returns the first block of size >= n, or nil.
@@ -146,6 +174,12 @@ func (x *freeIndex) removed(b *block, moved *block, from int, fl []*block) {
 	}
 	if len(fl) < x.limit()/4 {
 		x.root, x.active = nil, false
+		return
+	}
+	if moved != nil && moved.size == b.size {
+		// moved takes b's place in the order, (size, b.pos), as in the list.
+		x.remove(moved.size, from)
+		x.find(b.size, b.pos).b = moved
 		return
 	}
 	x.remove(b.size, b.pos)
