@@ -22,10 +22,13 @@ func (e *env) cmdRepl(operands []string) error {
 		return usagef("repl takes at most one script (got %d arguments)", len(operands))
 	}
 	opts := repl.Options{Color: useColor(e.color, e.stdout, e.getenv)}
+	// Scripts read the files under the folder of the script given, else
+	// under the working directory.
+	root := "."
 	if len(operands) == 1 {
-		opts.Preload = operands[0]
+		opts.Preload, root = operands[0], ""
 	}
-	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: e.stdout, Color: opts.Color, AllowRead: e.reads.dirs,
+	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: e.stdout, Color: opts.Color, AllowRead: e.reads.dirs, Root: root,
 		MaxMemory: e.maxMemory.bytes})
 	opts.Limit = e.memoryContext // memory.go: --max-memory for each statement
 	defer in.Close()
