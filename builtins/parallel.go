@@ -147,7 +147,7 @@ const parallelLayoutDoc = "With keywords, a distributed layout for train(paralle
 	"parameters), fsdp=True PyTorch FSDP2 per repeated block, distributed_optimizer=True Megatron's sharded " +
 	"optimizer; tp Megatron tensor parallelism (heads, MLP, vocabulary split; sequence_parallel shards the " +
 	"rest along the sequence); pp pipeline stages of the repeated blocks, schedule \"1f1b\" or " +
-	"\"interleaved\" with virtual_stages chunks per GPU, micro_batches per step (None: grad_accum); cp " +
+	"\"interleaved\" with virtual_stages chunks per GPU, micro_batches per step (None: grad_accum; at most 2^24); cp " +
 	"splits each sequence (ring attention); ep splits each MoE's experts over ranks of the dp group. " +
 	"simulate() then reports one GPU (the fullest pipeline stage; all stages in r.ranks)."
 
