@@ -102,7 +102,7 @@ func (in *Interpreter) resolve(from, target string) (*module, error) {
 		return in.localModule(in.root, target[2:])
 	}
 	if path.IsAbs(target) || filepath.IsAbs(target) {
-		if m, ok := in.allowedModule(filepath.Clean(filepath.FromSlash(target))); ok {
+		if m, ok := in.treeModule(filepath.Clean(filepath.FromSlash(target))); ok {
 			return m, nil
 		}
 		return nil, fmt.Errorf("absolute path %q not allowed: name files relative to the loading file", target)
@@ -119,8 +119,9 @@ func (in *Interpreter) resolve(from, target string) (*module, error) {
 	}
 	rel := path.Clean(path.Join(dir, target))
 	if !fs.ValidPath(rel) && t.abs != "" {
-		// Out of the caller's tree: into a folder allowed with --allow-read?
-		if m, ok := in.allowedModule(filepath.Join(t.abs, filepath.FromSlash(rel))); ok {
+		// Out of the caller's tree: into the script's, or a folder allowed
+		// with --allow-read?
+		if m, ok := in.treeModule(filepath.Join(t.abs, filepath.FromSlash(rel))); ok {
 			return m, nil
 		}
 	}
@@ -143,13 +144,13 @@ func (in *Interpreter) localModule(t *fileTree, p string) (*module, error) {
 	return &module{name: t.join(rel), rel: rel, tree: t}, nil
 }
 
-// allowedModule finds the folder allowed with --allow-read that holds the
-// absolute path p.
-func (in *Interpreter) allowedModule(p string) (*module, bool) {
+// treeModule finds the folder tree scripts may read, the script's or one
+// allowed with --allow-read, that holds the absolute path p.
+func (in *Interpreter) treeModule(p string) (*module, bool) {
 	if err := in.openAllowed(); err != nil {
 		return nil, false
 	}
-	for _, t := range in.allowed {
+	for _, t := range append([]*fileTree{in.root}, in.allowed...) {
 		if rel, ok := t.within(p); ok {
 			return &module{name: t.join(rel), rel: rel, tree: t}, true
 		}
