@@ -168,43 +168,60 @@ func cancelReason(ctx context.Context) string {
 }
 
 // RunFile reads and executes the script filename (a path as the user gave
-// it), returning its globals. Errors are for FormatError.
+// it), returning its globals. Errors are for FormatError. A script outside
+// the root (the REPL's :load) may lie in a folder of Options.AllowRead.
 func (in *Interpreter) RunFile(ctx context.Context, filename string) (starlark.StringDict, error) {
-	name := cleanName(filename)
-	if err := in.openRoot(path.Dir(name)); err != nil {
-		return nil, err
-	}
-	rel, err := in.relToRoot(name)
+	m, err := in.mainModule(filename)
 	if err != nil {
 		return nil, err
 	}
 	// The size cap bounds this read; the run's context starts with the
 	// script.
-	src, err := readRegular(context.Background(), in.root, rel, name, MaxScriptBytes, "scripts") // files.go
+	src, err := readRegular(context.Background(), m.tree, m.rel, m.name, MaxScriptBytes, "scripts") // files.go
 	if errors.Is(err, errNoFile) {
-		return nil, fmt.Errorf("cannot read %s: no such file", name)
+		return nil, fmt.Errorf("cannot read %s: no such file", m.name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return in.ExecFile(ctx, name, src)
+	return in.execMain(ctx, m, src)
 }
 
 // ExecFile executes src as the main script called filename, which must
 // lie under Root (for relative loads; nothing is read for the script
 // itself).
 func (in *Interpreter) ExecFile(ctx context.Context, filename string, src []byte) (starlark.StringDict, error) {
+	m, err := in.mainModule(filename)
+	if err != nil {
+		return nil, err
+	}
+	return in.execMain(ctx, m, src)
+}
+
+// mainModule is the module of a main script: under the root, which it
+// fixes on first use, or in a folder of Options.AllowRead.
+func (in *Interpreter) mainModule(filename string) (*module, error) {
 	name := cleanName(filename)
 	if err := in.openRoot(path.Dir(name)); err != nil {
 		return nil, err
 	}
 	rel, err := in.relToRoot(name)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		return &module{name: name, rel: rel, tree: in.root}, nil
 	}
+	if abs, aerr := filepath.Abs(filepath.FromSlash(name)); aerr == nil {
+		if m, ok := in.treeModule(abs); ok { // load.go
+			return m, nil
+		}
+	}
+	return nil, err
+}
+
+// execMain runs the main script m on a new thread.
+func (in *Interpreter) execMain(ctx context.Context, m *module, src []byte) (starlark.StringDict, error) {
 	thread, stop := in.NewThread(ctx)
 	defer stop()
-	return in.execModule(thread, &module{name: name, rel: rel, tree: in.root}, src)
+	return in.execModule(thread, m, src)
 }
 
 // cleanName turns a user's path into the name used in positions.
