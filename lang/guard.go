@@ -33,8 +33,15 @@ const valueBytes = 16
 // maxElements is Starlark's own bound on one allocation ([x] * n).
 const maxElements = 1 << 30
 
-// materializers allocate for their arguments' whole length at once.
-var materializers = map[string]bool{"list": true, "tuple": true, "sorted": true, "reversed": true, "enumerate": true, "zip": true}
+// materializes says whether the builtin name allocates for its
+// arguments' whole length at once.
+func materializes(name string) bool {
+	switch name {
+	case "list", "tuple", "sorted", "reversed", "enumerate", "zip":
+		return true
+	}
+	return false
+}
 
 // guardUniverse adds guarded copies of Starlark's built-in functions to
 // pre, for the interpreter in.
@@ -60,7 +67,7 @@ func (in *Interpreter) guardBuiltin(b *starlark.Builtin) func(*starlark.Thread, 
 				v, err = nil, fmt.Errorf("internal error in %s: %v", name, r)
 			}
 		}()
-		if materializers[name] {
+		if materializes(name) {
 			if err := in.checkMaterialize(name, args); err != nil {
 				return nil, err
 			}
