@@ -49,9 +49,9 @@ func TestDefaultMaxMemory(t *testing.T) {
 }
 
 // Memory bombs under the default limit (a quarter of the machine's
-// memory: a 1 GiB machine here, so 256 MiB) end with an error at the
+// memory: a 256 MiB machine here, so 64 MiB) end with an error at the
 // statement that names --max-memory, and no Go stack dump: a string
-// doubled forty times, a list of 50 million values, a list grown without
+// doubled forty times, a list of 20 million values, a list grown without
 // end, and the same at the REPL, whose session goes on.
 func TestMemoryBombs(t *testing.T) {
 	dir := t.TempDir()
@@ -59,15 +59,15 @@ func TestMemoryBombs(t *testing.T) {
 		name, src, stdin, want, stdout string
 	}{
 		{name: "a string doubled forty times", src: "s = \"x\"\nfor i in range(40):\n    s = s + s\n",
-			want: "bomb.star:3:11: error: memory use passed the limit of 256.00 MiB (use --max-memory to raise)\n    3 |     s = s + s\n"},
-		// One allocation of 800 MB: memsh sees it while the list is filled
+			want: "bomb.star:3:11: error: memory use passed the limit of 64.00 MiB (use --max-memory to raise)\n    3 |     s = s + s\n"},
+		// One allocation of 320 MB: memsh sees it while the list is filled
 		// or at a statement soon after, and the script goes no further.
-		{name: "a list of 50 million values", src: "l = [0] * 50000000\nfor i in range(10000000):\n    pass\nprint(len(l))\n",
-			want: "error: memory use passed the limit of 256.00 MiB (use --max-memory to raise)"},
+		{name: "a list of 20 million values", src: "l = [0] * 20000000\nfor i in range(10000000):\n    pass\nprint(len(l))\n",
+			want: "error: memory use passed the limit of 64.00 MiB (use --max-memory to raise)"},
 		{name: "a list grown without end", src: "l = []\nfor i in range(1000):\n    l.append([i] * 1000000)\n",
-			want: "error: memory use passed the limit of 256.00 MiB (use --max-memory to raise)"},
+			want: "error: memory use passed the limit of 64.00 MiB (use --max-memory to raise)"},
 		{name: "at the REPL", stdin: "s = \"x\"\nfor i in range(40):\n    s = s + s\n\nprint(\"goes on\")\n",
-			want: "<stdin:2>:2:11: error: memory use passed the limit of 256.00 MiB (use --max-memory to raise)", stdout: "goes on\n"},
+			want: "<stdin:2>:2:11: error: memory use passed the limit of 64.00 MiB (use --max-memory to raise)", stdout: "goes on\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{}
@@ -80,7 +80,7 @@ func TestMemoryBombs(t *testing.T) {
 			}
 			var out, errb bytes.Buffer
 			e := &env{ctx: context.Background(), stdin: strings.NewReader(tc.stdin), stdout: &out, stderr: &errb,
-				getenv: func(string) string { return "" }, ram: func() int64 { return 1 << 30 }}
+				getenv: func(string) string { return "" }, ram: func() int64 { return 256 << 20 }}
 			if code := e.exitCode(args); code != exitError {
 				t.Errorf("exit %d, want %d", code, exitError)
 			}
