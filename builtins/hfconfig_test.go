@@ -29,7 +29,7 @@ func runHFCases(t *testing.T, cases []evalCase) {
 	for _, tc := range cases {
 		t.Run(tc.expr, func(t *testing.T) {
 			thread := &starlark.Thread{Name: "test"}
-			(&host.State{ReadFile: func(from, name string) ([]byte, error) {
+			(&host.State{ReadFile: func(from, name string, _ int64, _ string) ([]byte, error) {
 				if s, ok := hfFiles[name]; ok && from == "test.star" {
 					return []byte(s), nil
 				}

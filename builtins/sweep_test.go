@@ -2,6 +2,7 @@ package builtins
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -87,6 +88,8 @@ func TestSweepErrors(t *testing.T) {
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, sharding = [\"zero4\"])", err: `unknown sharding "zero4"`},
 		{expr: "search(m, gpus = 12, seq = 64, global_batch = 16)", err: "gpus=12 is not a whole number of 8-GPU nodes"},
 		{expr: "search(m, gpus = 8, nodes = 2, seq = 64, global_batch = 16)", err: "gpus=8 but nodes=2 x gpus_per_node=8 is 16"},
+		{expr: "search(m, gpus = 33554432, seq = 64, global_batch = 16)", err: "search: gpus=33554432 is more GPUs than memsh simulates (16777216)"},
+		{expr: "search(m, nodes = 4194304, seq = 64, global_batch = 16)", err: "search: gpus=33554432 is more GPUs than memsh simulates (16777216)"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, top = 0)", err: "top must be at least 1"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, tp = [0])", err: "tp values must be at least 1 (got 0)"},
 		{expr: "search(m, gpus = 8, seq = 64, global_batch = 16, max_layouts = 0)", err: "max_layouts must be at least 1 (got 0)"},
@@ -95,7 +98,7 @@ func TestSweepErrors(t *testing.T) {
 	})
 }
 
-// Ctrl-C cancels the run's context: a sweep, a search, advice or a limit
+// Ctrl-C cancels the run's context: a sweep, a search, advice, a simulate() or a limit
 // stops and says so.
 func TestSweepInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -106,6 +109,7 @@ func TestSweepInterrupted(t *testing.T) {
 		"advise(p.replace(gpu = gpu(\"A100-80GB\", memory = 600 * MiB)))",
 		"max_batch(p)",
 		"max_seq(p)",
+		"simulate(p)",
 	} {
 		thread := &starlark.Thread{}
 		(&host.State{Context: ctx}).Attach(thread)
@@ -113,6 +117,16 @@ func TestSweepInterrupted(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "interrupted") {
 			t.Errorf("%s: got %v, want an interrupted error", src, err)
 		}
+	}
+	// A limit of the command (--timeout, --max-memory) cancels it with a
+	// cause, which the error gives.
+	ctx, cancelCause := context.WithCancelCause(context.Background())
+	cancelCause(errors.New("memory use passed the limit (use --max-memory to raise)"))
+	thread := &starlark.Thread{}
+	(&host.State{Context: ctx}).Attach(thread)
+	_, err := starlark.ExecFileOptions(&syntax.FileOptions{TopLevelControl: true}, thread, "x.star", sweepModel+"simulate(p)", Predeclared())
+	if err == nil || !strings.Contains(err.Error(), "simulate stopped: memory use passed the limit (use --max-memory to raise)") {
+		t.Errorf("got %v, want simulate stopped with the cause", err)
 	}
 }
 

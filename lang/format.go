@@ -116,35 +116,21 @@ func (p *printer) format(err error) {
 }
 
 func (p *printer) plain(msg string) {
-	fmt.Fprintf(&p.buf, "%s %s\n", p.style(host.StyleError, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s\n", p.style(host.StyleError, "error:"), escapeMessage(msg))
 }
 
 // located writes the header and the excerpt for pos.
 func (p *printer) located(pos syntax.Position, msg string) {
-	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(host.StyleBold, posString(pos)+":"), p.style(host.StyleError, "error:"), msg)
+	fmt.Fprintf(&p.buf, "%s %s %s\n", p.style(host.StyleBold, posString(pos)+":"), p.style(host.StyleError, "error:"), escapeMessage(msg))
 	line, ok := p.sourceLine(pos)
 	if !ok {
 		return
 	}
 	num := fmt.Sprint(pos.Line)
 	gutter := max(4, len(num))
-	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(host.StyleDim, "|"), line)
-	// The caret goes under column Col (runes, 1-based); keep tabs so
-	// that it lines up however the terminal expands them.
-	var pad strings.Builder
-	i := 1
-	for _, r := range line {
-		if i >= int(pos.Col) {
-			break
-		}
-		if r == '\t' {
-			pad.WriteRune('\t')
-		} else {
-			pad.WriteRune(' ')
-		}
-		i++
-	}
-	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(host.StyleDim, "|"), pad.String(), p.style(host.StyleError, "^"))
+	shown, pad := excerpt(line, int(pos.Col))
+	fmt.Fprintf(&p.buf, " %*s %s %s\n", gutter, num, p.style(host.StyleDim, "|"), shown)
+	fmt.Fprintf(&p.buf, " %*s %s %s%s\n", gutter, "", p.style(host.StyleDim, "|"), pad, p.style(host.StyleError, "^"))
 }
 
 // sourceLine returns line pos.Line of pos's file, if known.

@@ -37,6 +37,9 @@ func hintFor(msg string, stdlib fs.FS) string {
 		return "memsh has no while loops, so every script ends: loop over range(n) instead"
 	case strings.Contains(msg, "called recursively"):
 		return "memsh does not allow recursion: rewrite it as a loop"
+	case strings.Contains(msg, "leaves the script's folder tree") || strings.Contains(msg, "is outside the script's folder tree") ||
+		strings.Contains(msg, "not allowed: name files relative to the loading file"):
+		return "scripts read only the files under their own folder; memsh --allow-read DIR lets them read DIR too"
 	}
 	return ""
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/builtins/host"
@@ -36,8 +36,17 @@ type Options struct {
 	// Files, when set, replaces the disk under Root (tests use an
 	// fstest.MapFS). Paths in it are relative to Root.
 	Files fs.FS
+	// AllowRead names more folders that loads and file reads may reach
+	// (memsh --allow-read), by a path from the loading file or an
+	// absolute path; each is confined as Root is.
+	AllowRead []string
 	// Stdlib holds the @stdlib modules; nil means the embedded stdlib.FS.
 	Stdlib fs.FS
+	// MaxMemory is the memory limit of the run in bytes (memsh
+	// --max-memory, which watches the heap); builtins that allocate a
+	// whole sequence at once refuse one that cannot fit (guard.go). 0
+	// means none.
+	MaxMemory int64
 }
 
 // Interpreter runs memsh scripts. It is not safe for concurrent runs; use
@@ -52,9 +61,12 @@ type Interpreter struct {
 	modules map[string]*module // module cache by file name
 	loading []string           // files whose execution is under way, outermost first
 
-	rootName string // Root with forward slashes, cleaned
-	files    fs.FS  // the tree under rootName
-	closer   io.Closer
+	root    *fileTree   // the script's folder tree (files.go), opened on first use
+	stdlib  *fileTree   // the @stdlib modules
+	allowed []*fileTree // the folders of Options.AllowRead, opened on first use
+	closers []io.Closer
+
+	current atomic.Pointer[starlark.Thread] // the thread running, for guarded ranges (guard.go)
 }
 
 // New returns an Interpreter with the memsh builtins, json, math and argv
@@ -83,7 +95,9 @@ func New(opts Options) *Interpreter {
 		predeclared: pre,
 		sources:     map[string][]byte{},
 		modules:     map[string]*module{},
+		stdlib:      &fileTree{name: "@stdlib", files: opts.Stdlib, stdlib: true},
 	}
+	in.guardUniverse(pre)
 	in.state = &host.State{
 		Out:      opts.Stdout,
 		Color:    opts.Color,
@@ -110,14 +124,14 @@ func (in *Interpreter) Globals() starlark.StringDict {
 // State is the run's builtins.State.
 func (in *Interpreter) State() *host.State { return in.state }
 
-// Close releases the folder tree opened for the script.
+// Close releases the folder trees opened for the script.
 func (in *Interpreter) Close() error {
-	if in.closer != nil {
-		err := in.closer.Close()
-		in.closer = nil
-		return err
+	var errs []error
+	for _, c := range in.closers {
+		errs = append(errs, c.Close())
 	}
-	return nil
+	in.closers = nil
+	return errors.Join(errs...)
 }
 
 // NewThread returns a thread set up for this interpreter: print to
@@ -134,13 +148,15 @@ func (in *Interpreter) NewThread(ctx context.Context) (*starlark.Thread, func())
 	}
 	max := in.opts.MaxSteps
 	t.SetMaxExecutionSteps(max)
-	t.OnMaxSteps = func(t *starlark.Thread) {
-		t.Cancel(fmt.Sprintf("execution exceeded %d steps (use --max-steps to raise)", max))
-	}
+	t.OnMaxSteps = func(t *starlark.Thread) { t.Cancel(stepsExceeded(max)) }
 	in.state.Context = ctx
 	in.state.Attach(t)
+	in.current.Store(t)
 	stop := context.AfterFunc(ctx, func() { t.Cancel(cancelReason(ctx)) })
-	return t, func() { stop() }
+	return t, func() {
+		stop()
+		in.current.CompareAndSwap(t, nil)
+	}
 }
 
 // cancelReason words why ctx ended.
@@ -153,38 +169,60 @@ func cancelReason(ctx context.Context) string {
 }
 
 // RunFile reads and executes the script filename (a path as the user gave
-// it), returning its globals. Errors are for FormatError.
+// it), returning its globals. Errors are for FormatError. A script outside
+// the root (the REPL's :load) may lie in a folder of Options.AllowRead.
 func (in *Interpreter) RunFile(ctx context.Context, filename string) (starlark.StringDict, error) {
-	name := cleanName(filename)
-	if err := in.openRoot(path.Dir(name)); err != nil {
-		return nil, err
-	}
-	rel, err := in.relToRoot(name)
+	m, err := in.mainModule(filename)
 	if err != nil {
 		return nil, err
 	}
-	src, err := fs.ReadFile(in.files, rel)
-	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", name, unwrapPathError(err))
+	// The size cap bounds this read; the run's context starts with the
+	// script.
+	src, err := readRegular(context.Background(), m.tree, m.rel, m.name, MaxScriptBytes, "scripts") // files.go
+	if errors.Is(err, errNoFile) {
+		return nil, fmt.Errorf("cannot read %s: no such file", m.name)
 	}
-	return in.ExecFile(ctx, name, src)
+	if err != nil {
+		return nil, err
+	}
+	return in.execMain(ctx, m, src)
 }
 
 // ExecFile executes src as the main script called filename, which must
 // lie under Root (for relative loads; nothing is read for the script
 // itself).
 func (in *Interpreter) ExecFile(ctx context.Context, filename string, src []byte) (starlark.StringDict, error) {
+	m, err := in.mainModule(filename)
+	if err != nil {
+		return nil, err
+	}
+	return in.execMain(ctx, m, src)
+}
+
+// mainModule is the module of a main script: under the root, which it
+// fixes on first use, or in a folder of Options.AllowRead.
+func (in *Interpreter) mainModule(filename string) (*module, error) {
 	name := cleanName(filename)
 	if err := in.openRoot(path.Dir(name)); err != nil {
 		return nil, err
 	}
 	rel, err := in.relToRoot(name)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		return &module{name: name, rel: rel, tree: in.root}, nil
 	}
+	if abs, aerr := filepath.Abs(filepath.FromSlash(name)); aerr == nil {
+		if m, ok := in.treeModule(abs); ok { // load.go
+			return m, nil
+		}
+	}
+	return nil, err
+}
+
+// execMain runs the main script m on a new thread.
+func (in *Interpreter) execMain(ctx context.Context, m *module, src []byte) (starlark.StringDict, error) {
 	thread, stop := in.NewThread(ctx)
 	defer stop()
-	return in.execModule(thread, &module{name: name, rel: rel}, src)
+	return in.execModule(thread, m, src)
 }
 
 // cleanName turns a user's path into the name used in positions.
@@ -192,44 +230,62 @@ func cleanName(p string) string { return path.Clean(filepath.ToSlash(p)) }
 
 // openRoot fixes the folder tree on first use: Options.Root, else dir.
 func (in *Interpreter) openRoot(dir string) error {
-	if in.files != nil {
+	if in.root != nil {
 		return nil
 	}
 	root := in.opts.Root
 	if root == "" {
 		root = dir
 	}
-	in.rootName = cleanName(root)
 	if in.opts.Files != nil {
-		in.files = in.opts.Files
+		in.root = &fileTree{name: cleanName(root), files: in.opts.Files}
 		return nil
 	}
-	r, err := os.OpenRoot(filepath.FromSlash(in.rootName))
+	t, c, err := openTree(root) // files.go
 	if err != nil {
-		return fmt.Errorf("cannot open folder %s: %w", in.rootName, unwrapPathError(err))
+		return err
 	}
-	in.files, in.closer = r.FS(), r
+	in.root = t
+	in.closers = append(in.closers, c)
+	return nil
+}
+
+// openAllowed opens the folders of Options.AllowRead on first use.
+func (in *Interpreter) openAllowed() error {
+	if in.allowed != nil || len(in.opts.AllowRead) == 0 {
+		return nil
+	}
+	in.allowed = []*fileTree{}
+	for _, dir := range in.opts.AllowRead {
+		t, c, err := openTree(dir)
+		if err != nil {
+			return err
+		}
+		in.allowed = append(in.allowed, t)
+		in.closers = append(in.closers, c)
+	}
 	return nil
 }
 
 // relToRoot returns name relative to the root, or an error when name lies
 // outside it.
 func (in *Interpreter) relToRoot(name string) (string, error) {
+	root := in.root.name
 	var rel string
 	switch {
-	case in.rootName == ".":
+	case root == ".":
 		rel = name
-	case name == in.rootName:
+	case name == root:
 		rel = "."
-	case len(name) > len(in.rootName) && name[:len(in.rootName)+1] == in.rootName+"/":
-		rel = name[len(in.rootName)+1:]
-	case in.rootName == "/":
+	case len(name) > len(root) && name[:len(root)+1] == root+"/":
+		rel = name[len(root)+1:]
+	case root == "/":
 		rel = name[1:]
 	default:
-		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.rootDesc())
+		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.root.desc())
 	}
 	if !fs.ValidPath(rel) || rel == "." {
-		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.rootDesc())
+		return "", fmt.Errorf("%s is outside the script's folder tree (%s)", name, in.root.desc())
 	}
 	return rel, nil
 }

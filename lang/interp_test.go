@@ -135,12 +135,14 @@ func TestRun(t *testing.T) {
 			stderr: `main.star:1:1: error: cannot load ../x.star: path leaves the script's folder tree (the current folder)
     1 | load('../x.star', 'y')
       | ^
+  hint: scripts read only the files under their own folder; memsh --allow-read DIR lets them read DIR too
 `,
 		},
 		{
-			name:   "absolute path",
-			files:  tree("main.star", "load('/etc/x.star', 'y')\n"),
-			stderr: "main.star:1:1: error: cannot load /etc/x.star: absolute path \"/etc/x.star\" not allowed: name files relative to the loading file\n    1 | load('/etc/x.star', 'y')\n      | ^\n",
+			name:  "absolute path",
+			files: tree("main.star", "load('/etc/x.star', 'y')\n"),
+			stderr: "main.star:1:1: error: cannot load /etc/x.star: absolute path \"/etc/x.star\" not allowed: name files relative to the loading file\n    1 | load('/etc/x.star', 'y')\n      | ^\n" +
+				"  hint: scripts read only the files under their own folder; memsh --allow-read DIR lets them read DIR too\n",
 		},
 		{
 			name:   "unknown package",
@@ -319,10 +321,10 @@ func TestStateReadFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := in.State()
-	if b, err := st.ReadFile("main.star", "data/config.json"); err != nil || string(b) != "{}\n" {
+	if b, err := st.ReadFile("main.star", "data/config.json", 100, "config files"); err != nil || string(b) != "{}\n" {
 		t.Fatalf("ReadFile = %q, %v", b, err)
 	}
-	if _, err := st.ReadFile("main.star", "../secret"); err == nil || !strings.Contains(err.Error(), "leaves the script's folder tree") {
+	if _, err := st.ReadFile("main.star", "../secret", 100, "config files"); err == nil || !strings.Contains(err.Error(), "leaves the script's folder tree") {
 		t.Fatalf("ReadFile(../secret) = %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"go.starlark.net/starlark"
@@ -15,29 +16,30 @@ const stdlibPrefix = "@stdlib//"
 
 // module is one entry of the load cache.
 type module struct {
-	name    string // as in positions: "examples/lib.star", "@stdlib//units.star"
-	rel     string // path inside its tree (the root folder or the stdlib FS)
-	stdlib  bool
+	name    string    // as in positions: "examples/lib.star", "@stdlib//units.star"
+	rel     string    // path inside its tree
+	tree    *fileTree // the root folder, a folder allowed with --allow-read, or the stdlib
 	done    bool
 	globals starlark.StringDict
 	err     error
 }
 
 // execModule runs m's source on thread, caching the outcome.
-func (in *Interpreter) execModule(thread *starlark.Thread, m *module, src []byte) (starlark.StringDict, error) {
+func (in *Interpreter) execModule(thread *starlark.Thread, m *module, src []byte) (globals starlark.StringDict, err error) {
 	in.AddSource(m.name, src)
 	in.mu.Lock()
 	in.modules[m.name] = m
 	in.loading = append(in.loading, m.name)
 	in.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		in.loading = in.loading[:len(in.loading)-1]
+		m.done, m.globals, m.err = true, globals, err
+		in.mu.Unlock()
+	}()
+	defer recoverPanic(m.name, &err) // guard.go
 
-	globals, err := starlark.ExecFileOptions(FileOptions(), thread, m.name, src, in.predeclared)
-
-	in.mu.Lock()
-	in.loading = in.loading[:len(in.loading)-1]
-	m.done, m.globals, m.err = true, globals, err
-	in.mu.Unlock()
-	return globals, err
+	return starlark.ExecFileOptions(FileOptions(), thread, m.name, src, in.predeclared)
 }
 
 // load implements thread.Load: module is resolved against the file that
@@ -80,7 +82,7 @@ func (in *Interpreter) load(thread *starlark.Thread, module string) (starlark.St
 // file from refers to. from is a file name as in positions; a name that is
 // no module (a REPL chunk) counts as a file at the root.
 func (in *Interpreter) resolve(from, target string) (*module, error) {
-	if in.files == nil {
+	if in.root == nil {
 		if err := in.openRoot("."); err != nil {
 			return nil, err
 		}
@@ -97,22 +99,33 @@ func (in *Interpreter) resolve(from, target string) (*module, error) {
 		return in.stdlibModule(target, p)
 	}
 	if strings.HasPrefix(target, "//") {
-		return in.localModule(target, target[2:])
+		return in.localModule(in.root, target[2:])
 	}
-	if path.IsAbs(target) {
+	if path.IsAbs(target) || filepath.IsAbs(target) {
+		if m, ok := in.treeModule(filepath.Clean(filepath.FromSlash(target))); ok {
+			return m, nil
+		}
 		return nil, fmt.Errorf("absolute path %q not allowed: name files relative to the loading file", target)
 	}
 	in.mu.Lock()
 	caller := in.modules[from]
 	in.mu.Unlock()
-	dir := "."
+	t, dir := in.root, "."
 	if caller != nil {
-		dir = path.Dir(caller.rel)
-		if caller.stdlib {
+		t, dir = caller.tree, path.Dir(caller.rel)
+		if t.stdlib {
 			return in.stdlibModule(target, path.Join(dir, target))
 		}
 	}
-	return in.localModule(target, path.Join(dir, target))
+	rel := path.Clean(path.Join(dir, target))
+	if !fs.ValidPath(rel) && t.abs != "" {
+		// Out of the caller's tree: into the script's, or a folder allowed
+		// with --allow-read?
+		if m, ok := in.treeModule(filepath.Join(t.abs, filepath.FromSlash(rel))); ok {
+			return m, nil
+		}
+	}
+	return in.localModule(t, rel)
 }
 
 func (in *Interpreter) stdlibModule(target, p string) (*module, error) {
@@ -120,45 +133,44 @@ func (in *Interpreter) stdlibModule(target, p string) (*module, error) {
 	if !fs.ValidPath(rel) || rel == "." {
 		return nil, fmt.Errorf("%q is not a file of @stdlib", target)
 	}
-	return &module{name: stdlibPrefix + rel, rel: rel, stdlib: true}, nil
+	return &module{name: in.stdlib.join(rel), rel: rel, tree: in.stdlib}, nil
 }
 
-func (in *Interpreter) localModule(target, p string) (*module, error) {
+func (in *Interpreter) localModule(t *fileTree, p string) (*module, error) {
 	rel := path.Clean(p)
 	if !fs.ValidPath(rel) || rel == "." {
-		return nil, fmt.Errorf("path leaves the script's folder tree (%s)", in.rootDesc())
+		return nil, fmt.Errorf("path leaves the script's folder tree (%s)", t.desc())
 	}
-	return &module{name: path.Join(in.rootName, rel), rel: rel}, nil
+	return &module{name: t.join(rel), rel: rel, tree: t}, nil
 }
 
-// rootDesc names the root folder for messages.
-func (in *Interpreter) rootDesc() string {
-	if in.rootName == "." {
-		return "the current folder"
+// treeModule finds the folder tree scripts may read, the script's or one
+// allowed with --allow-read, that holds the absolute path p.
+func (in *Interpreter) treeModule(p string) (*module, bool) {
+	if err := in.openAllowed(); err != nil {
+		return nil, false
 	}
-	return in.rootName
-}
-
-// read returns the text of m.
-func (in *Interpreter) read(m *module) ([]byte, error) {
-	fsys := in.files
-	if m.stdlib {
-		fsys = in.opts.Stdlib
-	}
-	src, err := fs.ReadFile(fsys, m.rel)
-	if err == nil {
-		return src, nil
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		if m.stdlib {
-			return nil, fmt.Errorf("no module %s (stdlib has: %s)", m.name, strings.Join(in.stdlibNames(), ", "))
+	for _, t := range append([]*fileTree{in.root}, in.allowed...) {
+		if rel, ok := t.within(p); ok {
+			return &module{name: t.join(rel), rel: rel, tree: t}, true
 		}
-		return nil, fmt.Errorf("no such file %s", m.name)
 	}
-	if strings.Contains(err.Error(), "escapes") {
-		return nil, fmt.Errorf("%s leaves the script's folder tree (%s)", m.name, in.rootDesc())
+	return nil, false
+}
+
+// read returns the text of m, a script or module.
+func (in *Interpreter) read(m *module) ([]byte, error) {
+	return in.readLimited(m, MaxScriptBytes, "scripts")
+}
+
+// readLimited returns the contents of m, a regular file of at most limit
+// bytes; what names the kind of file for the size message.
+func (in *Interpreter) readLimited(m *module, limit int64, what string) ([]byte, error) {
+	src, err := readRegular(in.state.Context, m.tree, m.rel, m.name, limit, what) // files.go
+	if err != nil && m.tree.stdlib && errors.Is(err, errNoFile) {
+		return nil, fmt.Errorf("no module %s (stdlib has: %s)", m.name, strings.Join(in.stdlibNames(), ", "))
 	}
-	return nil, fmt.Errorf("cannot read %s: %w", m.name, unwrapPathError(err))
+	return src, err
 }
 
 // stdlibNames lists the top-level stdlib modules.
@@ -174,10 +186,10 @@ func (in *Interpreter) stdlibNames() []string {
 }
 
 // readFile implements builtins.State.ReadFile.
-func (in *Interpreter) readFile(from, name string) ([]byte, error) {
+func (in *Interpreter) readFile(from, name string, limit int64, what string) ([]byte, error) {
 	m, err := in.resolve(from, name)
 	if err != nil {
 		return nil, err
 	}
-	return in.read(m)
+	return in.readLimited(m, limit, what)
 }

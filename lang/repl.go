@@ -21,8 +21,9 @@ func (in *Interpreter) ExecSource(ctx context.Context, name string, src []byte, 
 
 // ExecChunk executes a chunk the caller parsed with REPLFileOptions (whose
 // text it recorded with AddSource) against globals, which it updates.
-func (in *Interpreter) ExecChunk(ctx context.Context, f *syntax.File, globals starlark.StringDict) error {
-	if in.files == nil {
+func (in *Interpreter) ExecChunk(ctx context.Context, f *syntax.File, globals starlark.StringDict) (err error) {
+	defer recoverPanic(f.Path, &err) // guard.go
+	if in.root == nil {
 		if err := in.openRoot("."); err != nil {
 			return err
 		}
@@ -33,8 +34,9 @@ func (in *Interpreter) ExecChunk(ctx context.Context, f *syntax.File, globals st
 }
 
 // EvalExpr evaluates one expression against globals.
-func (in *Interpreter) EvalExpr(ctx context.Context, expr syntax.Expr, globals starlark.StringDict) (starlark.Value, error) {
-	if in.files == nil {
+func (in *Interpreter) EvalExpr(ctx context.Context, expr syntax.Expr, globals starlark.StringDict) (v starlark.Value, err error) {
+	defer recoverPanic("the expression", &err) // guard.go
+	if in.root == nil {
 		if err := in.openRoot("."); err != nil {
 			return nil, err
 		}

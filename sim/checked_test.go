@@ -130,7 +130,14 @@ func TestHugeSizes(t *testing.T) {
 			p.GradAccum = 1 << 62
 			_, err := Evaluate(p, core.Options{})
 			return err
-		}, "4611686018427387904 micro-batches of this step move more bytes than memsh can count"},
+		}, "train: grad_accum=4611686018427387904 is more micro-batches a step than memsh simulates (16777216)"},
+		{"micro_batches near 2^62 times 4 virtual stages wrapped to a negative count (makeslice panic)", func() error {
+			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&core.Repeat{Layer: &nn.Linear{In: 8, Out: 8}, N: 8}}}
+			p := plan(m, 1)
+			p.Parallel = core.Parallelism{PP: 2, VirtualStages: 4, Schedule: "interleaved", MicroBatches: 4611686018427387818}
+			_, err := Evaluate(p, core.Options{})
+			return err
+		}, "parallel: micro_batches=4611686018427387818 is more micro-batches a step than memsh simulates (16777216)"},
 		{"dp 2^62", func() error {
 			m := &core.Model{Name: "x", Loss: "mse", Layers: []core.Layer{&nn.Linear{In: 8, Out: 8}}}
 			p := plan(m, 1)

@@ -43,5 +43,5 @@ func EvaluateSteps(plan *core.Plan, opts core.Options, s replay.StepSeries) (*re
 	if err != nil {
 		return nil, err
 	}
-	return replay.RunSteps(prog, plan, opts, first, s.TableRows, pool), nil
+	return replay.RunSteps(prog, plan, opts, first, s.TableRows, pool)
 }

@@ -24,8 +24,10 @@ type State struct {
 	Context context.Context
 	// ReadFile reads name relative to the script file from (a file name as
 	// it appears in positions), refusing paths that leave the script's
-	// folder tree. Nil means file access is not available.
-	ReadFile func(from, name string) ([]byte, error)
+	// folder tree, files that are not regular files and files larger than
+	// limit bytes (what names the kind of file in that error: "config
+	// files"). Nil means file access is not available.
+	ReadFile func(from, name string, limit int64, what string) ([]byte, error)
 	// Emit, when set, receives each value the script emits (emit() and
 	// main()'s results); nil prints them to Out (PrintEmitted).
 	Emit func(thread *starlark.Thread, e Emitted) error
@@ -67,13 +69,15 @@ func StateOf(thread *starlark.Thread) *State {
 }
 
 // ReadScriptFile reads name relative to the file of the Starlark code that
-// called the running builtin, inside the script's folder tree.
-func ReadScriptFile(thread *starlark.Thread, name string) ([]byte, error) {
+// called the running builtin, inside the script's folder tree: a regular
+// file of at most limit bytes, what naming the kind of file for the size
+// error.
+func ReadScriptFile(thread *starlark.Thread, name string, limit int64, what string) ([]byte, error) {
 	st := StateOf(thread)
 	if st.ReadFile == nil {
 		return nil, fmt.Errorf("cannot read %q: file access is not available here", name)
 	}
-	return st.ReadFile(CallerPos(thread).Filename(), name)
+	return st.ReadFile(CallerPos(thread).Filename(), name, limit, what)
 }
 
 // Renderer is a value that prints as a table: reports, and whatever else

@@ -16,7 +16,8 @@ func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
 		Sig:  `hf_config(path, attn="sdpa", arch=None)`,
-		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree), " +
+		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
+			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
 			"(tied weights once, buffers never). model_type may be " + strings.Join(hf.ModelTypes(), ", ") + ". " +
 			"attn is the attention kernel the model runs with: \"eager\", \"sdpa\" or \"flash\" " +
@@ -27,6 +28,11 @@ func HfConfigBuiltins() []host.Builtin {
 		Fn: hfConfigFn,
 	}}
 }
+
+// maxConfigBytes is the largest config.json hf_config reads: 4 MiB, a
+// hundred times the largest configs on the Hugging Face hub (a few KiB to
+// tens of KiB).
+const maxConfigBytes = 4 << 20
 
 func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var path string
@@ -44,7 +50,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		archName = s
 	}
 	decl := host.CallerPos(thread)
-	data, err := host.ReadScriptFile(thread, path)
+	data, err := host.ReadScriptFile(thread, path, maxConfigBytes, "config files")
 	if err != nil {
 		if !strings.Contains(err.Error(), path) {
 			err = fmt.Errorf("cannot read %s: %w", path, err)

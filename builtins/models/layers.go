@@ -25,7 +25,8 @@ func LayerBuiltins() []host.Builtin {
 			Name: "embedding",
 			Sig:  "embedding(rows, dim, name=None)",
 			Doc: "A token embedding, nn.Embedding(rows, dim): rows * dim weights. A model that starts " +
-				"with an embedding reads token ids, so train() needs seq=. Its gradient is dense (rows x dim).",
+				"with an embedding reads token ids, so train() needs seq=. Its gradient is dense (rows x dim). " +
+				"rows, the vocabulary, is at most 16,777,216 (2^24), the bound hf_config applies too.",
 			Fn: embeddingFn,
 		},
 		{

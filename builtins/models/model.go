@@ -98,7 +98,7 @@ func ModelBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "model",
 		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None)",
-		Doc: "A whole network: layers run in order, then (with vocab=) an output head to the " +
+		Doc: "A whole network: layers run in order, then (with vocab=, at most 2^24) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"mse\" or \"none\"). " +
 			"tie_embeddings shares the head's weight with the first embedding (counted once). " +
 			"head_bias gives the head a vocab-sized bias (BERT's masked-LM decoder). " +

@@ -107,7 +107,7 @@ var layoutKeywords = []layoutKeyword{
 			return nil
 		}},
 	degree("virtual_stages", "model chunks per GPU of the interleaved schedule", func(p *core.Parallelism) *int64 { return &p.VirtualStages }),
-	{Name: "micro_batches", Sig: "None", Doc: "micro-batches per step and pipeline (None: the plan's grad_accum)",
+	{Name: "micro_batches", Sig: "None", Doc: "micro-batches per step and pipeline (None: the plan's grad_accum; at most 2^24)",
 		get: func(p core.Parallelism) starlark.Value {
 			if p.MicroBatches == 0 {
 				return starlark.None

@@ -59,7 +59,11 @@ func SimulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if !ok {
 		return nil, fmt.Errorf("plan must be a plan from train() (got %s)", pv.Type())
 	}
-	rep, err := sim.Evaluate(plan.P, core.Options{Timeline: timeline})
+	ctx := host.RunContext(thread)
+	rep, err := sim.Evaluate(plan.P, core.Options{Timeline: timeline, Context: ctx})
+	if serr := host.StoppedBy(ctx, "simulate", err); serr != nil {
+		return nil, serr
+	}
 	if err != nil {
 		return nil, host.WithOrigin(err, plan.Decl())
 	}

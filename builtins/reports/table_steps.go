@@ -64,7 +64,11 @@ func tableStepsFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		}
 		rows[i] = n
 	}
-	rep, err := sim.EvaluateSteps(plan.SimPlan(), core.Options{}, replay.StepSeries{TableRows: rows, Pool: pool})
+	ctx := host.RunContext(thread)
+	rep, err := sim.EvaluateSteps(plan.SimPlan(), core.Options{Context: ctx}, replay.StepSeries{TableRows: rows, Pool: pool})
+	if serr := host.StoppedBy(ctx, "table_steps", err); serr != nil {
+		return nil, serr
+	}
 	if err != nil {
 		return nil, host.WithOrigin(err, plan.Decl())
 	}

@@ -35,7 +35,7 @@ func SearchBuiltins() []host.Builtin {
 			"tp, pp, cp, ep, dp, sharding, micro_batch, micro_batches, schedule, virtual_stages, checkpoint, " +
 			"step_time, mfu, tokens_per_s, device_used, headroom, plan (simulate(row[\"plan\"]) or replace() it) " +
 			"and report; t.notes say what was pruned (`memsh doc tabulate` lists the table's methods). Runs on every core with a progress bar on a terminal; " +
-			"Ctrl-C stops it.",
+			"Ctrl-C, --timeout and --max-memory stop it. gpus is at most 16,777,216 (2^24), as for any layout.",
 		Fn: searchFn,
 	}}
 }

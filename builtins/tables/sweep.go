@@ -339,7 +339,7 @@ func simulateAll(st *host.State, plans []*plans.Plan, planErrs []error, what str
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				reps[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), core.Options{})
+				reps[i], errs[i] = sim.Evaluate(plans[i].SimPlan(), core.Options{Context: ctx})
 				mu.Lock()
 				done++
 				bar.Set(done)

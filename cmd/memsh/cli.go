@@ -43,6 +43,12 @@ Flags (before or after the command):
   --timeout DURATION              stop a script (run, test, plot) after
                                   DURATION of wall-clock time, e.g. 30s
                                   (default 0: no limit)
+  --max-memory SIZE               stop a script or REPL statement whose
+                                  values pass SIZE, e.g. 8GiB (default: a
+                                  quarter of the machine's memory; 0: none)
+  --allow-read DIR                let scripts read (load, hf_config) the files
+                                  under DIR too, besides their own folder tree
+                                  (repeatable)
   --color auto|always|never       colour output (default auto: on a terminal,
                                   unless NO_COLOR is set)
   run --json, fit --json          emitted values as JSON lines on stdout
@@ -86,8 +92,13 @@ type env struct {
 	getenv   func(string) string
 	maxSteps uint64
 	timeout  time.Duration // --timeout: wall-clock limit of each script, 0 = none
-	color    string
-	out      outputFlags
+	reads    readFlags     // --allow-read: more folders scripts may read
+	// --max-memory: the heap a script may build; ram is the
+	// machine's memory, of which the default is a quarter.
+	maxMemory memoryFlag
+	ram       func() int64
+	color     string
+	out       outputFlags
 }
 
 // usageError is a mistake on the command line: exit code 2.
@@ -108,21 +119,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 
 // runStdin is run with a standard input, for the REPL.
 func runStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	e := &env{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv, ram: machineMemory}
+	return e.exitCode(args)
+}
+
+// exitCode runs the command line args and returns the exit code.
+func (e *env) exitCode(args []string) int {
 	err := e.dispatch(args)
 	var ue *usageError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "memsh: %s\nRun 'memsh help' for usage.\n", ue.msg)
+		fmt.Fprintf(e.stderr, "memsh: %s\nRun 'memsh help' for usage.\n", ue.msg)
 		return exitUsage
-	case ctx.Err() != nil:
+	case e.ctx.Err() != nil:
 		return exitInterrupted
 	case errors.Is(err, errPrinted):
 		return exitError
 	default:
-		fmt.Fprintf(stderr, "memsh: %v\n", err)
+		fmt.Fprintf(e.stderr, "memsh: %v\n", err)
 		return exitError
 	}
 }
@@ -133,6 +149,8 @@ func (e *env) flags() *flag.FlagSet {
 	fs.Uint64Var(&e.maxSteps, "max-steps", e.maxSteps, "")
 	fs.DurationVar(&e.timeout, "timeout", e.timeout, "")
 	fs.StringVar(&e.color, "color", e.color, "")
+	fs.Func("allow-read", "", e.reads.add)
+	fs.Var(&e.maxMemory, "max-memory", "")
 	e.out.register(fs)
 	return fs
 }
@@ -174,6 +192,12 @@ func (e *env) dispatch(args []string) error {
 	}
 	if err := e.checkTimeout(); err != nil {
 		return err
+	}
+	if err := e.reads.check(); err != nil {
+		return err
+	}
+	if !e.maxMemory.set {
+		e.maxMemory.bytes = defaultMaxMemory(e.ram) // memory.go
 	}
 	if len(rest) == 0 {
 		return e.cmdRepl(nil)

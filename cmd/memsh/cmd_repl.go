@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,26 +22,36 @@ func (e *env) cmdRepl(operands []string) error {
 		return usagef("repl takes at most one script (got %d arguments)", len(operands))
 	}
 	opts := repl.Options{Color: useColor(e.color, e.stdout, e.getenv)}
+	// Scripts read the files under the folder of the script given, else
+	// under the working directory.
+	root := "."
 	if len(operands) == 1 {
-		opts.Preload = operands[0]
+		opts.Preload, root = operands[0], ""
 	}
-	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: e.stdout, Color: opts.Color})
+	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: e.stdout, Color: opts.Color, AllowRead: e.reads.dirs, Root: root,
+		MaxMemory: e.maxMemory.bytes})
+	opts.Limit = e.memoryContext // memory.go: --max-memory for each statement
 	defer in.Close()
-	in.State().Progress = progressTo(e.stderr)
-	h, err := repl.OpenHistory(repl.HistoryPath(e.getenv))
-	if err != nil {
-		fmt.Fprintf(e.stderr, "memsh: %v (history is kept for this session only)\n", err)
-		h, _ = repl.OpenHistory("")
-	}
-	opts.History = h
+	in.State().Progress = progressTo(e.stderr) // progress.go
 
 	stdin := e.stdin
 	if stdin == nil {
 		stdin = strings.NewReader("")
 	}
 	if f, ok := stdin.(*os.File); !ok || !repl.IsTerminal(f) {
-		return repl.Run(e.ctx, repl.NewPlainReader(e.ctx, stdin), e.stdout, e.stderr, in, opts)
+		// Statements from a pipe or a file are not history: the history
+		// file keeps what was typed.
+		err := repl.Run(e.ctx, repl.NewPlainReader(e.ctx, stdin), e.stdout, e.stderr, in, opts)
+		if errors.Is(err, repl.ErrFailed) {
+			return errPrinted // exit 1, as memsh run
+		}
+		return err
 	}
+	h, err := repl.OpenHistory(repl.HistoryPath(e.getenv))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "memsh: %v (history is kept for this session only)\n", err)
+	}
+	opts.History = h
 	term, err := repl.NewTerminal()
 	if err != nil {
 		return err

@@ -18,7 +18,9 @@ func writeMarkdown(w io.Writer, bs []host.Builtin, exports []lang.Export) error 
 		"Regenerate with MEMSH_UPDATE=1 go test ./cmd/memsh -run TestReferenceCurrent. -->\n\n")
 	b.WriteString("Every name a memsh script can use: the predeclared builtins, then the\n" +
 		"standard library modules to `load()`. Memory figures are ints of bytes.\n" +
-		"`memsh doc NAME` shows one entry in the terminal.\n\n")
+		"`memsh doc NAME` shows one entry in the terminal. Scripts read files (`load`,\n" +
+		"`hf_config`) only under their own folder and the folders given with\n" +
+		"`--allow-read`: see [Files and limits](../README.md#files-and-limits).\n\n")
 
 	b.WriteString("## Contents\n\n")
 	fmt.Fprintf(&b, "- [Builtins](#builtins): ")

@@ -42,7 +42,8 @@ type scriptResult struct {
 func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, error) {
 	ctx, cancel := e.scriptContext(ctx) // --timeout
 	defer cancel()
-	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args})
+	in := lang.New(lang.Options{MaxSteps: e.maxSteps, Stdout: sr.out, Color: sr.color, Args: sr.args, AllowRead: e.reads.dirs,
+		MaxMemory: e.maxMemory.bytes})
 	defer in.Close()
 	res := &scriptResult{}
 	st := in.State()
@@ -94,7 +95,12 @@ func withoutPosition(err error) error {
 // callMain calls the script's main() with no arguments, if it defines
 // one, and emits what it returns: nothing for None, each element of a list
 // or tuple, else the value itself.
-func callMain(ctx context.Context, in *lang.Interpreter, file string, globals starlark.StringDict) error {
+func callMain(ctx context.Context, in *lang.Interpreter, file string, globals starlark.StringDict) (err error) {
+	defer func() {
+		if r := recover(); r != nil { // a Go panic is an error, never a stack dump
+			err = fmt.Errorf("internal error while running %s's main(): %v", file, r)
+		}
+	}()
 	v, ok := globals["main"]
 	if !ok {
 		return nil

@@ -68,28 +68,34 @@ func (e *env) runTest(file string) bool {
 		return false
 	}
 	got := out.String()
-	want, err := os.ReadFile(golden)
+	g, err := openGolden(golden) // golden.go: confined, regular files only
+	if err != nil {
+		fmt.Fprintf(e.stdout, "FAIL %s\n    %v\n", file, err)
+		return false
+	}
+	defer g.Close()
+	want, exists, err := g.read()
 	switch {
+	case err != nil:
+		fmt.Fprintf(e.stdout, "FAIL %s\n    %v\n", file, err)
+		return false
 	case e.out.update:
-		if err == nil && string(want) == got {
+		if exists && string(want) == got {
 			fmt.Fprintf(e.stdout, "ok   %s\n", file)
 			return true
 		}
-		if werr := os.WriteFile(golden, []byte(got), 0o644); werr != nil {
-			fmt.Fprintf(e.stdout, "FAIL %s\n    cannot write %s: %v\n", file, golden, werr)
+		if werr := g.write([]byte(got)); werr != nil {
+			fmt.Fprintf(e.stdout, "FAIL %s\n    %v\n", file, werr)
 			return false
 		}
 		verb := "updated"
-		if errors.Is(err, fs.ErrNotExist) {
+		if !exists {
 			verb = "created"
 		}
 		fmt.Fprintf(e.stdout, "ok   %s (%s %s)\n", file, verb, golden)
 		return true
-	case errors.Is(err, fs.ErrNotExist):
+	case !exists:
 		fmt.Fprintf(e.stdout, "FAIL %s\n    no golden file %s: create it with memsh test --update %s\n", file, golden, file)
-		return false
-	case err != nil:
-		fmt.Fprintf(e.stdout, "FAIL %s\n    cannot read %s: %v\n", file, golden, unwrapPath(err))
 		return false
 	case string(want) != got:
 		// Comparing lines as opaque values makes go-cmp show whole lines
@@ -130,7 +136,7 @@ func testFiles(operands []string) ([]string, error) {
 				return filepath.SkipDir
 			}
 			if !d.IsDir() && strings.HasSuffix(p, ".star") {
-				if _, err := os.Stat(strings.TrimSuffix(p, ".star") + ".golden"); err == nil {
+				if _, err := os.Lstat(strings.TrimSuffix(p, ".star") + ".golden"); err == nil {
 					found = append(found, p)
 				}
 			}

@@ -81,9 +81,9 @@ func (s *Session) command(ctx context.Context, name, arg string) error {
 		}
 	}
 	if len(near) > 0 {
-		fmt.Fprintf(s.errOut, "%s unknown command :%s (did you mean %s?)\n", s.errorLabel(), name, orList(near))
+		s.errorf("unknown command :%s (did you mean %s?)", name, orList(near))
 	} else {
-		fmt.Fprintf(s.errOut, "%s unknown command :%s (:help lists the commands)\n", s.errorLabel(), name)
+		s.errorf("unknown command :%s (:help lists the commands)", name)
 	}
 	return nil
 }
@@ -133,7 +133,7 @@ func summary(v starlark.Value, width int) string {
 
 func (s *Session) cmdType(ctx context.Context, arg string) error {
 	if strings.TrimSpace(arg) == "" {
-		fmt.Fprintf(s.errOut, "%s :type needs an expression, as in :type m.params\n", s.errorLabel())
+		s.errorf(":type needs an expression, as in :type m.params")
 		return nil
 	}
 	s.chunks++
@@ -159,7 +159,7 @@ func (s *Session) cmdType(ctx context.Context, arg string) error {
 func (s *Session) cmdLoad(ctx context.Context, arg string) error {
 	file := strings.TrimSpace(arg)
 	if file == "" {
-		fmt.Fprintf(s.errOut, "%s :load needs a file, as in :load plan.star\n", s.errorLabel())
+		s.errorf(":load needs a file, as in :load plan.star")
 		return nil
 	}
 	names, ok := s.runFile(ctx, file)

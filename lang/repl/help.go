@@ -28,9 +28,9 @@ func (s *Session) cmdHelp(ctx context.Context, arg string) error {
 	if !s.helpName(s.out, name) {
 		topics := s.helpTopics()
 		if near := nearest(name, topics); len(near) > 0 {
-			fmt.Fprintf(s.errOut, "%s no help for %q (did you mean %s?)\n", s.errorLabel(), name, orList(near))
+			s.errorf("no help for %q (did you mean %s?)", name, orList(near))
 		} else {
-			fmt.Fprintf(s.errOut, "%s no help for %q (:help lists the builtins and stdlib names)\n", s.errorLabel(), name)
+			s.errorf("no help for %q (:help lists the builtins and stdlib names)", name)
 		}
 	}
 	return nil
@@ -130,7 +130,7 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 			return true
 		}
 	}
-	if v, ok := s.globals[name]; ok {
+	if v, ok := s.globals[name]; ok && (s.userBound(name) || starlark.Universe[name] == nil) {
 		s.helpValue(w, name, v)
 		return true
 	}

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/memsh/memsh/lang"
 )
 
 // History is the list of statements entered at the REPL, one entry per
@@ -35,32 +38,92 @@ func HistoryPath(getenv func(string) string) string {
 	return ""
 }
 
+// Limits of the history file: an entry longer than MaxHistoryEntry bytes
+// (encoded) is kept for the session but not written, and reading keeps the
+// last MaxHistoryEntries entries of the file's last maxHistoryRead bytes,
+// so a huge or damaged file slows no start.
+const (
+	MaxHistoryEntry   = 16 << 10
+	MaxHistoryEntries = 10000
+	maxHistoryRead    = 4 << 20
+)
+
 // OpenHistory reads the history file at path (a missing file is an empty
-// history). With path "" the history lives in memory only.
+// history). With path "" the history lives in memory only. A path that is
+// not a regular file (a FIFO, a device, a folder) is an error, and nothing
+// is opened: opening a FIFO would wait for a writer. Lines of the file too
+// long to be entries are skipped, not fatal.
 func OpenHistory(path string) (*History, error) {
 	h := &History{path: path}
 	if path == "" {
 		return h, nil
 	}
-	f, err := os.Open(path)
+	size, err := historyFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return h, nil
 	}
 	if err != nil {
+		h.path = ""
+		return h, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		h.path = ""
 		return h, fmt.Errorf("cannot read history: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if line := sc.Text(); line != "" {
-			h.entries = append(h.entries, decodeEntry(line))
-		}
-	}
-	if err := sc.Err(); err != nil {
+	skip := max(size-maxHistoryRead, 0)
+	if _, err := f.Seek(skip, io.SeekStart); err != nil {
+		h.path = ""
 		return h, fmt.Errorf("cannot read history %s: %w", path, err)
 	}
+	r := bufio.NewReader(io.LimitReader(f, maxHistoryRead))
+	for first := true; ; first = false {
+		line, long, err := readHistoryLine(r)
+		// Past a skipped start the first line is a part of one.
+		if line != "" && !long && !(first && skip > 0) {
+			h.entries = append(h.entries, decodeEntry(line))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			h.path = ""
+			return h, fmt.Errorf("cannot read history %s: %w", path, err)
+		}
+	}
+	if n := len(h.entries); n > MaxHistoryEntries {
+		h.entries = h.entries[n-MaxHistoryEntries:]
+	}
 	return h, nil
+}
+
+// historyFile returns the size of the history file at path, or an error
+// when it is not a regular file.
+func historyFile(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("history file %s is %s, not a regular file", path, lang.FileKind(fi.Mode()))
+	}
+	return fi.Size(), nil
+}
+
+// readHistoryLine reads one line of the history file; long says it was
+// longer than MaxHistoryEntry (and was dropped).
+func readHistoryLine(r *bufio.Reader) (line string, long bool, err error) {
+	var b []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if len(b) <= MaxHistoryEntry {
+			b = append(b, chunk...)
+		}
+		if err != nil || !isPrefix {
+			return string(b), len(b) > MaxHistoryEntry, err
+		}
+	}
 }
 
 // Entries returns the entries, oldest first. The slice is shared; do not
@@ -68,7 +131,8 @@ func OpenHistory(path string) (*History, error) {
 func (h *History) Entries() []string { return h.entries }
 
 // Add appends entry, unless it is blank or repeats the last entry, and
-// writes it to the file (creating the file and its folder).
+// writes it to the file (creating the file and its folder), unless it is
+// longer than MaxHistoryEntry.
 func (h *History) Add(entry string) error {
 	entry = strings.TrimRight(entry, " \t\n")
 	if strings.TrimSpace(entry) == "" {
@@ -78,17 +142,21 @@ func (h *History) Add(entry string) error {
 		return nil
 	}
 	h.entries = append(h.entries, entry)
-	if h.path == "" {
+	line := encodeEntry(entry)
+	if h.path == "" || len(line) > MaxHistoryEntry {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(h.path), 0o700); err != nil {
 		return fmt.Errorf("cannot write history: %w", err)
 	}
+	if _, err := historyFile(h.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	f, err := os.OpenFile(h.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("cannot write history: %w", err)
 	}
-	_, err = f.WriteString(encodeEntry(entry) + "\n")
+	_, err = f.WriteString(line + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

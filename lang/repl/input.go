@@ -1,51 +1,46 @@
 package repl
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/memsh/memsh/lang"
 	"go.starlark.net/syntax"
 )
 
-// errNeedMore is what the line feeder hands the parser when the lines
-// typed so far run out: the statement goes on, so the REPL asks for
-// another line.
-var errNeedMore = errors.New("memsh repl: more input needed")
-
-// parseStatement parses the first compound statement in lines (a def,
-// for or if with its body, or one line of simple statements, open
-// brackets and strings included) with the REPL dialect. It reports more
-// when lines end before the statement does; otherwise it returns the
-// statement, or the syntax error, and how many lines it used. A blank or
-// comment-only line is a statement of its own with no Stmts.
+// parseStatement parses the first compound statement of the lines next
+// returns (a def, for or if with its body, or one line of simple
+// statements, open brackets and strings included) with the REPL dialect.
+// The parser calls next only when it needs another line, so a statement
+// is parsed once, in time linear in its length, however many lines it
+// spans. It returns the statement, or the syntax error, and how many
+// lines it used; readErr is next's error when the parser stopped for it
+// (Ctrl-C, the end of input). A blank or comment-only line is a statement
+// of its own with no Stmts.
 //
 // The parser reads one line past the end of a block to see that the
 // block ended; that line is not counted in used, so the caller keeps it
 // for the next statement.
-func parseStatement(name string, lines []string) (f *syntax.File, used int, more bool, err error) {
-	i := 0
-	read := func() ([]byte, error) {
-		if i == len(lines) {
-			return nil, errNeedMore
+func parseStatement(name string, next func() (string, error)) (f *syntax.File, used int, readErr, err error) {
+	read := 0
+	f, err = lang.REPLFileOptions().ParseCompoundStmt(name, func() ([]byte, error) {
+		line, err := next()
+		if err != nil {
+			readErr = err
+			return nil, err
 		}
-		i++
-		return []byte(lines[i-1] + "\n"), nil
-	}
-	f, err = lang.REPLFileOptions().ParseCompoundStmt(name, read)
-	if err != nil {
-		var se syntax.Error
-		if errors.As(err, &se) && se.Msg == errNeedMore.Error() {
-			return nil, 0, true, nil
-		}
-		return nil, len(lines), false, err
-	}
-	if len(f.Stmts) == 0 {
-		return f, 1, false, nil
+		read++
+		return []byte(line + "\n"), nil
+	})
+	switch {
+	case readErr != nil:
+		return nil, 0, readErr, nil
+	case err != nil:
+		return nil, read, nil, err
+	case len(f.Stmts) == 0:
+		return f, 1, nil, nil
 	}
 	_, end := f.Stmts[len(f.Stmts)-1].Span()
-	used = min(max(int(end.Line), 1), len(lines))
-	return f, used, false, nil
+	return f, min(max(int(end.Line), 1), read), nil, nil
 }
 
 // nextIndent is the indentation to pre-fill on the line after line: one

@@ -40,6 +40,10 @@ type Options struct {
 	// Preload is a script to run before the first prompt, whose globals
 	// the session keeps (memsh repl FILE.star).
 	Preload string
+	// Limit, when set, limits each statement (and :load): it returns the
+	// statement's context, which it cancels with a cause when the
+	// statement passes a limit (memsh --max-memory), and its release.
+	Limit func(context.Context) (context.Context, context.CancelFunc)
 }
 
 // completerSetter is a LineReader that offers Tab completion (Terminal).
@@ -59,6 +63,7 @@ type Session struct {
 	pending []string // lines of the statement being read
 	chunks  int      // statements run so far, for chunk names
 	quit    bool
+	failed  bool          // a statement or command failed (ErrFailed)
 	exports []lang.Export // stdlib exports, read on first use
 }
 
@@ -74,8 +79,13 @@ func New(in *lang.Interpreter, lr LineReader, out, errOut io.Writer, opts Option
 	return &Session{in: in, lr: lr, out: out, errOut: errOut, opts: opts, globals: in.Globals()}
 }
 
-// Run runs a session until Ctrl-D, the end of input or :quit (nil), or
-// until ctx is done (ctx's error).
+// ErrFailed is what a session that is not Interactive (a pipe, a file)
+// returns at its end when a statement or command failed, so that memsh
+// exits 1 as memsh run does; the errors were printed already.
+var ErrFailed = errors.New("a statement failed")
+
+// Run runs a session until Ctrl-D, the end of input or :quit (nil, or
+// ErrFailed), or until ctx is done (ctx's error).
 func Run(ctx context.Context, lr LineReader, out, errOut io.Writer, in *lang.Interpreter, opts Options) error {
 	return New(in, lr, out, errOut, opts).Run(ctx)
 }
@@ -85,8 +95,17 @@ func Run(ctx context.Context, lr LineReader, out, errOut io.Writer, in *lang.Int
 func (s *Session) Globals() starlark.StringDict { return s.globals }
 
 // Run reads and runs statements until Ctrl-D, the end of input or :quit
-// (nil), or until ctx is done (ctx's error).
+// (nil, or ErrFailed when not Interactive and a statement failed), or
+// until ctx is done (ctx's error).
 func (s *Session) Run(ctx context.Context) error {
+	err := s.run(ctx)
+	if err == nil && s.failed && !s.opts.Interactive {
+		return ErrFailed
+	}
+	return err
+}
+
+func (s *Session) run(ctx context.Context) error {
 	if c, ok := s.lr.(completerSetter); ok {
 		c.SetCompleter(s.CompleteLine)
 		defer c.SetCompleter(nil)
@@ -143,28 +162,26 @@ func (s *Session) step(ctx context.Context) error {
 	}
 	for len(s.pending) > 0 {
 		name := fmt.Sprintf("<stdin:%d>", s.chunks+1)
-		f, used, more, perr := parseStatement(name, s.pending)
-		if more {
-			last := s.pending[len(s.pending)-1]
-			line, err := s.lr.ReadLine("... ", nextIndent(last))
-			switch {
-			case errors.Is(err, ErrInterrupt):
-				s.pending = nil
-				return nil
-			case errors.Is(err, io.EOF):
-				// Ctrl-D or the end of input ends the statement, as a
-				// blank line would; an open bracket stays an error.
-				if strings.TrimSpace(last) == "" {
-					s.incomplete()
-					return nil
+		i := 0 // lines of pending handed to the parser
+		next := func() (string, error) {
+			if i == len(s.pending) {
+				if err := s.more(); err != nil {
+					return "", err
 				}
-				s.pending = append(s.pending, "")
-			case err != nil:
-				return err
-			default:
-				s.pending = append(s.pending, splitLines(line)...)
 			}
-			continue
+			i++
+			return s.pending[i-1], nil
+		}
+		f, used, readErr, perr := parseStatement(name, next) // input.go
+		switch {
+		case errors.Is(readErr, ErrInterrupt):
+			s.pending = nil
+			return nil
+		case errors.Is(readErr, io.EOF):
+			s.incomplete()
+			return nil
+		case readErr != nil:
+			return readErr
 		}
 		text := strings.Join(s.pending[:used], "\n") + "\n"
 		s.pending = s.pending[used:]
@@ -185,6 +202,26 @@ func (s *Session) step(ctx context.Context) error {
 	return nil
 }
 
+// more reads a continuation line of the statement in pending. At the
+// end of input a statement whose last line is not blank ends as a blank
+// line would end it; after a blank line more returns io.EOF (a bracket or
+// string is still open).
+func (s *Session) more() error {
+	last := s.pending[len(s.pending)-1]
+	line, err := s.lr.ReadLine("... ", nextIndent(last))
+	switch {
+	case errors.Is(err, io.EOF):
+		if strings.TrimSpace(last) == "" {
+			return io.EOF
+		}
+		line = ""
+	case err != nil:
+		return err
+	}
+	s.pending = append(s.pending, splitLines(line)...)
+	return nil
+}
+
 // incomplete reports a statement cut short by the end of input.
 func (s *Session) incomplete() {
 	first := ""
@@ -195,7 +232,13 @@ func (s *Session) incomplete() {
 		}
 	}
 	s.pending = nil
-	fmt.Fprintf(s.errOut, "%s unexpected end of input: a bracket or string in %q is not closed\n", s.errorLabel(), first)
+	s.errorf("unexpected end of input: a bracket or string in %q is not closed", first)
+}
+
+// errorf reports a REPL error (not a statement's: report prints those).
+func (s *Session) errorf(format string, args ...any) {
+	s.failed = true
+	fmt.Fprintf(s.errOut, "%s %s\n", s.errorLabel(), fmt.Sprintf(format, args...))
 }
 
 func (s *Session) errorLabel() string {
@@ -266,9 +309,24 @@ func soleExpr(f *syntax.File) syntax.Expr {
 // when Ctrl-C arrives on Options.Interrupt. interrupted says whether that
 // happened; done releases the watcher.
 func (s *Session) evalContext(ctx context.Context) (ectx context.Context, interrupted func() bool, done func()) {
+	ectx, release := ctx, context.CancelFunc(func() {})
+	if s.opts.Limit != nil {
+		ectx, release = s.opts.Limit(ctx)
+	}
+	ectx, interrupted, stopWatch := s.interruptContext(ctx, ectx)
+	return ectx, interrupted, func() {
+		stopWatch()
+		release()
+	}
+}
+
+// interruptContext derives from ectx, a statement's context under ctx, the
+// context that Ctrl-C on Options.Interrupt cancels; interrupted says
+// whether Ctrl-C (or the end of ctx) stopped the statement.
+func (s *Session) interruptContext(ctx, ectx context.Context) (context.Context, func() bool, func()) {
 	var hit atomic.Bool
 	if s.opts.Interrupt == nil {
-		return ctx, func() bool { return ctx.Err() != nil }, func() {}
+		return ectx, func() bool { return ctx.Err() != nil }, func() {}
 	}
 	// Drop a Ctrl-C that arrived while nothing ran.
 	for drained := false; !drained; {
@@ -278,7 +336,7 @@ func (s *Session) evalContext(ctx context.Context) (ectx context.Context, interr
 			drained = true
 		}
 	}
-	ectx, cancel := context.WithCancel(ctx)
+	ectx, cancel := context.WithCancel(ectx)
 	stop := make(chan struct{})
 	go func() {
 		select {
@@ -297,6 +355,7 @@ func (s *Session) evalContext(ctx context.Context) (ectx context.Context, interr
 // report prints err with the interpreter's formatter (excerpt, traceback,
 // hint), or just "interrupted" after Ctrl-C.
 func (s *Session) report(err error, interrupted bool) {
+	s.failed = true
 	if interrupted {
 		fmt.Fprintln(s.errOut, "interrupted")
 		return

@@ -3,6 +3,7 @@ package repl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,8 +62,10 @@ func session(t *testing.T, lines []string, files fstest.MapFS, opts Options) (st
 	in := lang.New(lang.Options{Stdout: &out, Files: files, Root: "."})
 	defer in.Close()
 	fr := &fakeReader{lines: lines}
-	if err := Run(context.Background(), fr, &out, &errb, in, opts); err != nil {
-		t.Fatalf("Run: %v", err)
+	// A session that printed an error ends with ErrFailed (memsh exits 1).
+	err := Run(context.Background(), fr, &out, &errb, in, opts)
+	if failed := errb.Len() > 0 && !opts.Interactive; !(err == nil && !failed || errors.Is(err, ErrFailed) && failed) {
+		t.Fatalf("Run: %v with stderr %q; want ErrFailed exactly when an error was printed", err, errb.String())
 	}
 	return out.String(), errb.String(), fr
 }
@@ -264,8 +267,8 @@ func TestInterruptStopsAStatement(t *testing.T) {
 			}
 		},
 	}
-	if err := Run(context.Background(), fr, &out, &errb, in, Options{Interrupt: intr}); err != nil {
-		t.Fatalf("Run: %v", err)
+	if err := Run(context.Background(), fr, &out, &errb, in, Options{Interrupt: intr}); !errors.Is(err, ErrFailed) {
+		t.Fatalf("Run: %v, want ErrFailed (a statement was interrupted)", err)
 	}
 	if took := time.Since(started); took > 2*time.Second {
 		t.Errorf("the loop stopped %v after it started, want well under a second after Ctrl-C", took)

@@ -61,23 +61,54 @@ func (p *Program) checkTotals(plan *Plan) error {
 	return nil
 }
 
-// maxGPUs bounds the GPUs of a layout or a cluster, so that products of
+// MaxVocab bounds a vocabulary, the rows of an embedding (embedding(),
+// add_embedding()) and a model's vocab=: 2^24 (16,777,216), sixty times
+// the largest vocabularies in use (Gemma's 256,000). hf_config takes every
+// size of a config.json up to the same bound (maxHFDim), so one rule
+// refuses a vocabulary however it is given.
+const MaxVocab = 1 << 24
+
+// CheckVocab refuses a vocabulary (what: "rows", "vocab") past MaxVocab.
+func CheckVocab(path, what string, n int64) error {
+	if n > MaxVocab {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("%s=%d is a larger vocabulary than memsh simulates (at most %d)", what, n, MaxVocab),
+			Hint: "an embedding's rows are its vocabulary; hf_config takes sizes up to the same bound"}
+	}
+	return nil
+}
+
+// maxMicroBatches bounds the micro-batches of a step (micro_batches=, else
+// grad_accum=) as MaxGPUs bounds its GPUs: 2^24, thousands of times what
+// real steps run (Llama 3 405B: 16M tokens of 8,192 per step, 2,048
+// sequences), so that the count times the virtual stages (pipeline
+// schedules, checkTotals) cannot overflow.
+const maxMicroBatches = 1 << 24
+
+// MaxGPUs bounds the GPUs of a layout or a cluster, so that products of
 // parallel degrees cannot overflow: 2^24, a hundred times the largest
 // clusters built.
-const maxGPUs = 1 << 24
+const MaxGPUs = 1 << 24
 
 // checkCounts rejects parallel layouts and clusters with more GPUs than
-// maxGPUs (dp*tp*pp*cp, nodes*gpus_per_node), before anything multiplies
-// them. Negative degrees are left to validateParallel's messages.
+// MaxGPUs (dp*tp*pp*cp, nodes*gpus_per_node), and steps of more than
+// maxMicroBatches micro-batches, before anything multiplies them.
+// Negative degrees are left to validateParallel's messages.
 func (p *Plan) checkCounts() error {
 	par, c := p.Parallel, p.Cluster
+	if m := p.MicroBatches(); m > maxMicroBatches {
+		name, where := "grad_accum", "train"
+		if par.MicroBatches > 0 {
+			name, where = "micro_batches", "parallel"
+		}
+		return &units.Error{Path: where, Msg: fmt.Sprintf("%s=%d is more micro-batches a step than memsh simulates (%d)", name, m, maxMicroBatches)}
+	}
 	layout := []int64{max(par.DP, 1), max(par.TP, 1), max(par.PP, 1), max(par.CP, 1)}
-	if n, ok := units.CheckedProduct(layout...); (!ok || n > maxGPUs) && min(par.DP, par.TP, par.PP, par.CP) >= 0 {
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("dp*tp*pp*cp is %.3g GPUs, more than memsh simulates (%d)", units.FloatProduct(layout), maxGPUs)}
+	if n, ok := units.CheckedProduct(layout...); (!ok || n > MaxGPUs) && min(par.DP, par.TP, par.PP, par.CP) >= 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("dp*tp*pp*cp is %.3g GPUs, more than memsh simulates (%d)", units.FloatProduct(layout), MaxGPUs)}
 	}
 	machines := []int64{max(c.Nodes, 1), max(c.GPUsPerNode, 1)}
-	if n, ok := units.CheckedProduct(machines...); (!ok || n > maxGPUs) && min(c.Nodes, c.GPUsPerNode) >= 0 {
-		return &units.Error{Path: "cluster", Msg: fmt.Sprintf("nodes*gpus_per_node is %.3g GPUs, more than memsh simulates (%d)", units.FloatProduct(machines), maxGPUs)}
+	if n, ok := units.CheckedProduct(machines...); (!ok || n > MaxGPUs) && min(c.Nodes, c.GPUsPerNode) >= 0 {
+		return &units.Error{Path: "cluster", Msg: fmt.Sprintf("nodes*gpus_per_node is %.3g GPUs, more than memsh simulates (%d)", units.FloatProduct(machines), MaxGPUs)}
 	}
 	return nil
 }

@@ -71,6 +71,7 @@ func (r *Repeat) Validate(path string) error {
 }
 func (r *Repeat) Lower(b *Builder, x Value) Value {
 	defer b.Scope(ModuleName(r))()
+	ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	for i := int64(0); i < r.N; i++ {
 		done := b.Scope(fmt.Sprintf("%d", i))
 		closeRegion := func() {}
@@ -81,6 +82,9 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 		x = b.LowerChild(r.Layer, x)
 		closeRegion()
 		done()
+		if i == 0 {
+			b.P.reserve(r.N-1, ops, values, params) // room for the other copies
+		}
 	}
 	return x
 }

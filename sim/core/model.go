@@ -138,6 +138,9 @@ func (m *Model) Validate() error {
 	if m.Vocab < 0 {
 		return units.Errorf(m.Name, "vocab must be positive (got %d)", m.Vocab)
 	}
+	if err := CheckVocab(m.Name, "vocab", m.Vocab); err != nil {
+		return err
+	}
 	if !(m.LogitSoftcap >= 0) || math.IsInf(m.LogitSoftcap, 0) {
 		return units.Errorf(m.Name, "logit_softcap must be a positive number, or 0 for none (got %g)", m.LogitSoftcap)
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/memsh/memsh/sim/hw"
@@ -103,6 +104,25 @@ func (p *Plan) GradsPersist() bool { return p.GradAccum > 1 || p.KeepGrads }
 type Options struct {
 	Timeline bool // keep every allocation event in the report
 	Trace    bool // keep the allocator's events with their addresses and the final segments (a memory snapshot)
+	// Context, when set, stops an evaluation once it is done: the replay
+	// looks at it every StopEvery ops (and step series between steps) and
+	// the evaluation returns its error. The memsh command passes the
+	// script's context, so that Ctrl-C, --timeout and --max-memory stop a
+	// long simulate().
+	Context context.Context
+}
+
+// StopEvery is how many ops the replay runs between looks at
+// Options.Context: a look costs tens of nanoseconds, a thousand ops about
+// a millisecond.
+const StopEvery = 1024
+
+// Stopped returns the error of Options.Context once it is done.
+func (o Options) Stopped() error {
+	if o.Context == nil {
+		return nil
+	}
+	return o.Context.Err()
 }
 
 // Validate checks the plan before lowering.

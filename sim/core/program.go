@@ -1,6 +1,10 @@
 package core
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"slices"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 // The forward program: what a model's layers lower to for one micro-batch.
 // The replay (replay/replay.go) turns it into a timeline of allocations and frees.
@@ -103,6 +107,19 @@ type Program struct {
 // replay/table_replay.go).
 type TableProgram interface {
 	TableName() string
+}
+
+// reserve makes room in the program's lists for n more copies of what was
+// appended since they held ops, values and params entries (the first copy
+// of a repeated block), within the caps on ops and parameter tensors, so
+// that a long repeat does not regrow and copy them again and again.
+func (p *Program) reserve(n int64, ops, values, params int) {
+	more := func(have, since, limit int) int {
+		return int(min(max(n, 0)*int64(have-since), int64(max(limit-have, 0))))
+	}
+	p.Ops = slices.Grow(p.Ops, more(len(p.Ops), ops, maxOps))
+	p.Values = slices.Grow(p.Values, more(len(p.Values), values, 4*maxOps))
+	p.Params = slices.Grow(p.Params, more(len(p.Params), params, maxParamTensors))
 }
 
 // region is a contiguous range of ops run under activation checkpointing.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -26,8 +27,12 @@ func parseHFConfig(data []byte) (*hfConfig, error) {
 	if err := d.Decode(&v); err != nil {
 		return nil, jsonError(data, err)
 	}
-	if d.More() {
-		return nil, &units.Error{Msg: "malformed config.json: more than one JSON value"}
+	// Decode stops after the first value; anything but white space after
+	// it (a second object, a stray brace, garbage) makes a malformed file.
+	rest := data[d.InputOffset():]
+	if trimmed := bytes.TrimLeft(rest, " \t\r\n"); len(trimmed) > 0 {
+		line, col := jsonPos(data, int64(len(data)-len(trimmed)))
+		return nil, &units.Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: text after the JSON value", line, col)}
 	}
 	raw, ok := v.(map[string]any)
 	if !ok {
@@ -53,10 +58,14 @@ func jsonError(data []byte, err error) error {
 	if off < 0 {
 		return &units.Error{Msg: "malformed config.json: " + err.Error()}
 	}
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	line, col := 1, 1
+	line, col := jsonPos(data, off)
+	return &units.Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: %s", line, col, err)}
+}
+
+// jsonPos is the line and column (1-based, in bytes) of offset off of data.
+func jsonPos(data []byte, off int64) (line, col int) {
+	off = min(off, int64(len(data)))
+	line, col = 1, 1
 	for _, ch := range data[:off] {
 		if ch == '\n' {
 			line, col = line+1, 1
@@ -64,7 +73,7 @@ func jsonError(data []byte, err error) error {
 			col++
 		}
 	}
-	return &units.Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: %s", line, col, err)}
+	return line, col
 }
 
 // describeJSON renders a decoded JSON value for an error message.
@@ -87,8 +96,9 @@ func describeJSON(v any) string {
 }
 
 // maxHFDim bounds every size so that products of two sizes fit in int64;
-// checkTotal bounds the whole count.
-const maxHFDim = 1 << 24
+// checkTotal bounds the whole count. It is the vocabulary bound, so that a
+// vocab_size and an embedding() obey one rule.
+const maxHFDim = core.MaxVocab
 
 func (c *hfConfig) fail(key, format string, args ...any) {
 	if c.err == nil {

@@ -50,6 +50,9 @@ func (e *AddEmbedding) Validate(path string) error {
 	if err := core.Positive(path, "rows", e.Rows); err != nil {
 		return err
 	}
+	if err := core.CheckVocab(path, "rows", e.Rows); err != nil {
+		return err
+	}
 	if err := core.Positive(path, "dim", e.Dim); err != nil {
 		return err
 	}

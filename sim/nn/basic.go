@@ -63,6 +63,9 @@ func (e *Embedding) Validate(path string) error {
 	if err := core.Positive(path, "rows", e.Rows); err != nil {
 		return err
 	}
+	if err := core.CheckVocab(path, "rows", e.Rows); err != nil {
+		return err
+	}
 	return core.Positive(path, "dim", e.Dim)
 }
 func (e *Embedding) Lower(b *core.Builder, x core.Value) core.Value {

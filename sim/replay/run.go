@@ -35,8 +35,14 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	}
 	r.setup()
 	r.forward()
+	if err := opts.Stopped(); err != nil { // the caller's context
+		return nil, err
+	}
 	if plan.Phase != core.Eval {
 		r.backward()
+		if err := opts.Stopped(); err != nil {
+			return nil, err
+		}
 		r.optimizerStep()
 	}
 	r.finish()
@@ -195,6 +201,9 @@ func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
 func (r *Replay) forward() {
 	r.phase = r.fwdPhase
 	for i := range r.P.Ops {
+		if i%core.StopEvery == 0 && r.opts.Stopped() != nil { // Run returns the error
+			return
+		}
 		op := &r.P.Ops[i]
 		r.Rep.FLOPs.Model += op.Flops
 		r.Dist.beforeForward(r, i) // gather sharded parameters
@@ -229,6 +238,9 @@ func (r *Replay) backward() {
 	}
 	fwd := r.Rep.FLOPs.Model
 	for i := len(r.P.Ops) - 1; i >= 0; i-- {
+		if i%core.StopEvery == 0 && r.opts.Stopped() != nil { // Run returns the error
+			return
+		}
 		r.Dist.beforeBackward(r, i) // pipeline seeds, gathers
 		r.backwardOp(i)
 		r.Dist.afterBackward(r, i) // reduce-scatter, reshard

@@ -93,7 +93,7 @@ func CheckSteps(prog *core.Program, rows []int64) error {
 // RunSteps replays consecutive training steps of a lowered program
 // through one allocator, one step per entry of rows (the distinct rows per
 // head of the sparse tables); first is the full report of the first step.
-func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Report, rows []int64, pool string) *StepsReport {
+func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Report, rows []int64, pool string) (*StepsReport, error) {
 	var sparse []*tableProg
 	for _, tp := range tablesOf(prog) {
 		if len(tp.heads) > 0 {
@@ -112,6 +112,9 @@ func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Rep
 	var prev *Replay
 	persist := int32(0)
 	for k, n := range rows {
+		if err := opts.Stopped(); err != nil { // the caller's context
+			return nil, err
+		}
 		for _, tp := range sparse {
 			tp.setLeafRows(prog, n)
 		}
@@ -126,6 +129,9 @@ func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Rep
 		}
 		r.forward()
 		r.backward()
+		if err := opts.Stopped(); err != nil {
+			return nil, err
+		}
 		r.optimizerStep()
 		r.finish()
 		res := StepResult{Step: k + 1, LeafRows: sparse[0].leafRows, PeakAllocated: r.Rep.PeakAllocated, OOM: r.Rep.OOM}
@@ -142,7 +148,7 @@ func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Rep
 		out.Steps = append(out.Steps, res)
 		prev = r
 	}
-	return out
+	return out, nil
 }
 
 // setLeafRows sets the rows of each head's leaf for a step: n distinct

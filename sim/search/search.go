@@ -110,6 +110,9 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if sp.GPUs <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
 	}
+	if sp.GPUs > core.MaxGPUs { // every layout would be refused
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is more GPUs than memsh simulates (%d)", sp.GPUs, core.MaxGPUs)}
+	}
 	if sp.GlobalBatch <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
 	}
@@ -403,7 +406,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		n := min(len(kept)-done, max(want-fitting, 1))
 		wave := kept[done : done+n]
 		parallelFor(ctx, sp.Workers, n, func(i int) {
-			reports[done+i], rerrs[done+i] = sim.Evaluate(wave[i].plan, core.Options{})
+			reports[done+i], rerrs[done+i] = sim.Evaluate(wave[i].plan, core.Options{Context: ctx})
 		})
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -15,7 +15,7 @@ import "fmt"
 //     its gradient, by MaxBytes, and the same times the step's
 //     micro-batches, so the replay's and the allocator's sums, traffic and
 //     collectives per step stay below it;
-//   - parallel layouts and clusters have at most maxGPUs GPUs (checkCounts),
+//   - parallel layouts and clusters have at most MaxGPUs GPUs (checkCounts),
 //     so products of degrees cannot overflow;
 //   - a program has at most maxOps ops and maxParamTensors parameter
 //     tensors, so runaway repeat, expert or head counts are errors, not
