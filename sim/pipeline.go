@@ -26,7 +26,6 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 		return nil, true, err
 	}
 	m := plan.MicroBatches()
-	per := int64(len(split.Blocks)) / split.Chunks
 	var ranks []*replay.Report
 	var times []*timing.StageTime
 	worst := 0
@@ -48,8 +47,15 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 		times = append(times, st)
 		var layers []string
 		for c := int64(0); c < par.VirtualStages; c++ {
-			g := c*par.PP + s
-			layers = append(layers, fmt.Sprintf("%d-%d", g*per, (g+1)*per-1))
+			lo, hi := split.ChunkBlocks(c*par.PP + s)
+			switch {
+			case hi == lo:
+				layers = append(layers, "none")
+			case hi == lo+1:
+				layers = append(layers, fmt.Sprintf("%d", lo))
+			default:
+				layers = append(layers, fmt.Sprintf("%d-%d", lo, hi-1))
+			}
 		}
 		what := "blocks " + joinList(layers)
 		if s == 0 {

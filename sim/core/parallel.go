@@ -44,6 +44,14 @@ type Parallelism struct {
 	MicroBatches         int64
 	DistributedOptimizer bool
 
+	// Uneven pipeline stages (pipeline_layers.go): blocks per model chunk.
+	StageLayers      []int64 // one count per chunk, in chunk order
+	StageSplit       string  // "torchtitan": its generated split points
+	FirstStageLayers int64   // Megatron --decoder-first-pipeline-num-layers
+	LastStageLayers  int64   // Megatron --decoder-last-pipeline-num-layers
+	EmbeddingSlot    bool    // Megatron --account-for-embedding-in-pipeline-split
+	LossSlot         bool    // Megatron --account-for-loss-in-pipeline-split
+
 	// FSDP's mesh and policies (fsdp.go).
 	DPReplicate     int64       // HSDP: replicas of the sharded model; dp/DPReplicate ranks shard it
 	NoReshard       bool        // reshard_after_forward=False
@@ -138,6 +146,26 @@ func (p Parallelism) String() string {
 	if n.MicroBatches > 0 {
 		parts = append(parts, fmt.Sprintf("micro_batches=%d", n.MicroBatches))
 	}
+	switch {
+	case len(n.StageLayers) > 0:
+		parts = append(parts, "stage_layers="+stageLayersText(n.StageLayers))
+	case n.StageSplit != "":
+		parts = append(parts, fmt.Sprintf("stage_layers=%q", n.StageSplit))
+	}
+	for _, f := range []struct {
+		k string
+		v int64
+	}{{"first_stage_layers", n.FirstStageLayers}, {"last_stage_layers", n.LastStageLayers}} {
+		if f.v > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", f.k, f.v))
+		}
+	}
+	if n.EmbeddingSlot {
+		parts = append(parts, "account_for_embedding=True")
+	}
+	if n.LossSlot {
+		parts = append(parts, "account_for_loss=True")
+	}
 	if n.DistributedOptimizer {
 		parts = append(parts, "distributed_optimizer=True")
 	}
@@ -190,6 +218,9 @@ func (raw Parallelism) Validate() error {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp=True and zero=%d are alternatives", par.Zero), Hint: "FSDP full sharding is ZeRO-3's design in PyTorch; pick one"}
 	}
 	if err := par.validateFSDP(); err != nil {
+		return err
+	}
+	if err := par.validateStageLayers(); err != nil {
 		return err
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {

@@ -192,6 +192,9 @@ func (d *distState) CommPerStep() []core.CommRecord {
 			if d.Par.NoReshard {
 				gathers = 1 // the forward's gather serves the backward
 			}
+			if d.pipeHold { // once per step: gathered through all micro-batches
+				gathers, perMB = 1, 1
+			}
 			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: reduced * perMB, Backward: true})
 			if r := d.Par.DPReplicate; r > 1 { // HSDP: the sharded gradient all-reduced over the replicas
 				out = append(out, core.CommRecord{Kind: "all_reduce", Group: "dp_replicate", Bytes: reduced / g.n * perMB, Backward: true})

@@ -180,7 +180,7 @@ func (d *distState) reshardAfterForward(r *Replay, u int32) {
 	un := &d.units[u]
 	switch {
 	case d.Mode != DistFSDP || r.Plan.Phase == core.Eval:
-	case d.Par.NoReshard:
+	case d.Par.NoReshard || d.pipeHold:
 		return
 	case d.Par.ReshardTo > 0 && un.tensor != none:
 		n := d.gatheredSize(u) / d.Par.ReshardTo
@@ -246,6 +246,9 @@ func (d *distState) afterBackward(r *Replay, i int) {
 				d.postBackwardFSDP1(r, u)
 				continue
 			}
+			if d.pipeHold {
+				continue // no reshard, no gradient sync before the last micro-batch
+			}
 			// FSDP2 post_backward reshards before it reduce-scatters.
 			d.reshard(r, u)
 			if d.Mode == DistFSDP {
@@ -270,6 +273,10 @@ func (d *distState) gradient(r *Replay, pi int32) bool {
 	case DistFSDP:
 		if d.fsdp1 {
 			return d.gradientFSDP1(r, pi)
+		}
+		if d.pipeHold {
+			d.pipeGradient(r, pi)
+			return true
 		}
 		p := &d.p.Params[pi]
 		dt := d.gatherDT

@@ -300,6 +300,10 @@ func (d *distState) setupFSDP(r *Replay) {
 		}
 		d.optimizerShard(r, p.Name, fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))), "FSDP shard")
 	}
+	if d.pipeHold {
+		d.holdStage(r)
+		return
+	}
 	if d.FsdpOffload(r) { // the sharded gradients are host tensors
 		for u := range d.units {
 			b := prec.Grads.Bytes(d.unitGradShard(u))
