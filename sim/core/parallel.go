@@ -259,9 +259,8 @@ func (p *Plan) validateParallel() error {
 	if err := p.validateShardedOffload(par); err != nil {
 		return err
 	}
-	if p.Quant != "" && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated together with zero=, fsdp= or distributed_optimizer= yet", p.Quant),
-			Hint: "QLoRA with FSDP shards the quantized storage; memsh simulates quantized weights on replicated ranks only"}
+	if err := p.validateQuantSharding(par); err != nil {
+		return err
 	}
 	if par.PP > 1 && par.Zero >= 2 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}

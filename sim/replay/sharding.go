@@ -185,7 +185,7 @@ func (d *distState) groups(trainable bool) []paramGroup {
 	gs := []paramGroup{{name: "dense", n: d.dp}, {name: "expert", n: d.edp}}
 	for pi := range d.p.Params {
 		p := &d.p.Params[pi]
-		if p.TiedTo >= 0 || p.Trainable != trainable {
+		if p.TiedTo >= 0 || p.Trainable != trainable || p.Quant != "" { // quantized weights: quant_shard.go
 			continue
 		}
 		g := &gs[0]
