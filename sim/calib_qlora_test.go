@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/internal/testmodels"
 	"github.com/memsh/memsh/sim/units"
 )
 
