@@ -46,8 +46,8 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 		}
 		times = append(times, st)
 		var layers []string
-		for c := int64(0); c < par.VirtualStages; c++ {
-			lo, hi := split.ChunkBlocks(c*par.PP + s)
+		for _, g := range core.RankChunks(par, s) {
+			lo, hi := split.ChunkBlocks(g)
 			switch {
 			case hi == lo:
 				layers = append(layers, "none")
@@ -58,11 +58,13 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 			}
 		}
 		what := "blocks " + joinList(layers)
-		if s == 0 {
-			what += " and the layers before them"
-		}
-		if s == par.PP-1 {
-			what += ", the layers after them, the output layer and the loss"
+		for _, g := range core.RankChunks(par, s) {
+			switch g {
+			case 0:
+				what += " and the layers before them"
+			case split.Chunks - 1:
+				what += ", the layers after them, the output layer and the loss"
+			}
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("pipeline stage %d of %d (%s schedule): %s; %d of %d micro-batch forwards in flight at the peak",
 			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))

@@ -94,7 +94,12 @@ var layoutKeywords = []layoutKeyword{
 	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
 		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},
-	{Name: "schedule", Sig: `"1f1b"`, Doc: `the pipeline schedule: "1f1b", or "interleaved" with virtual_stages model chunks per GPU`,
+	{Name: "schedule", Sig: `"1f1b"`,
+		Doc: `the pipeline schedule: "1f1b"; "interleaved" with virtual_stages model chunks per GPU (Megatron); "zb-h1" (zero bubble: ` +
+			`the backward split into input and weight gradients, the weight gradients deferred into the bubble, 1F1B's memory); "zb-v" ` +
+			`(zero bubble in a V: two chunks per GPU, the first GPU holding the first and the last, 1F1B's first-stage memory on every GPU); ` +
+			`"dualpipe" (DeepSeek-V3: micro-batches from both ends, every GPU holding two stages, so parameters twice and pp+1 micro-batches ` +
+			`in flight; pp and micro_batches even). r.time_breakdown["bubble"] is the fill and drain`,
 		get: func(p core.Parallelism) starlark.Value { return starlark.String(p.Norm().Schedule) },
 		set: func(v starlark.Value, p *core.Parallelism) error {
 			switch s := v.(type) {

@@ -39,7 +39,7 @@ type Parallelism struct {
 	FSDP                 bool
 	FSDPVersion          int // with FSDP: 2 (fully_shard, the default) or 1 (FullyShardedDataParallel)
 	SequenceParallel     bool
-	Schedule             string // 1f1b | interleaved
+	Schedule             string // 1f1b | interleaved | zb-h1 | zb-v | dualpipe (pipeline_schedule.go)
 	VirtualStages        int64
 	MicroBatches         int64
 	DistributedOptimizer bool
@@ -73,6 +73,9 @@ func (p Parallelism) Norm() Parallelism {
 		if p.VirtualStages > 1 {
 			p.Schedule = "interleaved"
 		}
+	}
+	if p.Schedule == "zb-v" && p.VirtualStages == 1 {
+		p.VirtualStages = 2 // its two chunks per stage (pipeline_schedule.go)
 	}
 	if p.TP == 1 {
 		p.SequenceParallel = false // Megatron turns it off without TP
@@ -226,20 +229,8 @@ func (raw Parallelism) Validate() error {
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
 	}
-	switch par.Schedule {
-	case "1f1b":
-		if par.VirtualStages > 1 {
-			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("virtual_stages=%d needs schedule=\"interleaved\"", par.VirtualStages)}
-		}
-	case "interleaved":
-		if par.VirtualStages < 2 {
-			return &units.Error{Path: "parallel", Msg: "the interleaved schedule needs virtual_stages >= 2", Hint: "virtual_stages is the number of model chunks per GPU (Megatron --num-layers-per-virtual-pipeline-stage)"}
-		}
-		if par.PP < 2 {
-			return parallelErr("the interleaved schedule needs pp >= 2 (got pp=%d)", par.PP)
-		}
-	default:
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)}
+	if err := par.validateSchedule(); err != nil { // pipeline_schedule.go
+		return err
 	}
 	return nil
 }
@@ -255,6 +246,9 @@ func (p *Plan) validateParallel() error {
 		if m := p.MicroBatches(); m%par.PP != 0 {
 			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
 		}
+	}
+	if m := p.MicroBatches(); par.Schedule == "dualpipe" && m%2 != 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("dualpipe needs an even number of micro-batches (got %d)", m), Hint: "half of them enter from each end of the pipeline"}
 	}
 	if err := p.validateShardedOffload(par); err != nil {
 		return err

@@ -170,28 +170,6 @@ func ContainsLayer(s *Sequential, target Layer) bool {
 	return found
 }
 
-// inflight is the number of chunk forwards stage p holds at its peak.
-func Inflight(par Parallelism, stage, m int64) int64 {
-	pp, v := par.PP, par.VirtualStages
-	if par.Schedule == "interleaved" {
-		warm := (pp-stage-1)*2 + (v-1)*pp
-		return min(warm+1, m*v)
-	}
-	return min(pp-stage, m)
-}
-
-// stageChunks lists the chunk (virtual stage index g) of each in-flight
-// forward of stage p.
-func StageChunks(par Parallelism, stage, n int64) []int64 {
-	pp, v := par.PP, par.VirtualStages
-	out := make([]int64, n)
-	for k := range n {
-		c := (k % (pp * v)) / pp
-		out[k] = c*pp + stage
-	}
-	return out
-}
-
 // lowerStage lowers the in-flight micro-batch copies of one stage.
 func (p *Plan) lowerStage(b *Builder) (err error) {
 	defer func() {
