@@ -46,7 +46,7 @@ func TestParallelErrors(t *testing.T) {
 	runPreludeCases(t, parallelPrelude, []evalCase{
 		{expr: "parallel(dp = 0)", err: "dp must be at least 1 (got 0)"},
 		{expr: "parallel(zero = 4)", err: "zero must be 0, 1, 2 or 3 (got 4)"},
-		{expr: `parallel(schedule = "gpipe")`, err: `unknown schedule "gpipe" (known: 1f1b, interleaved)`},
+		{expr: `parallel(schedule = "gpipe")`, err: `unknown schedule "gpipe" (known: 1f1b, interleaved, zb-h1, zb-v, dualpipe)`},
 		{expr: `parallel(schedule = "interleaved")`, err: "the interleaved schedule needs virtual_stages >= 2"},
 		{expr: "parallel(dp = 2, zero = 3, fsdp = True)", err: "fsdp=True and zero=3 are alternatives"},
 		{expr: "parallel(dp = 2, zero = 1, distributed_optimizer = True)", err: "cannot be combined with zero= or fsdp="},

@@ -58,7 +58,7 @@ func TestPlanErrors(t *testing.T) {
 		{expr: `train(m, seq = 8, optimizer = 3)`, err: "optimizer: got int, want an optimizer such as adamw()"},
 		{expr: `train(m, seq = 8, checkpoint = "some")`, err: `unknown checkpoint "some"`},
 		{expr: `train(m, seq = 8, lora = True)`, err: "lora must be None or lora(...) (got bool)"},
-		{expr: `train(m, seq = 8, quant = "nf3")`, err: `unknown quant "nf3" (known: nf4, nf4-dq, int8)`},
+		{expr: `train(m, seq = 8, quant = "nf3")`, err: `unknown quant "nf3" (known: nf4, nf4-dq, int8, torchao-nf4)`},
 		{expr: `train(m, seq = 8, gpu = "H300")`, err: `unknown gpu "H300"`},
 		{expr: `train(m, seq = 8, phase = "infer")`, err: `unknown phase "infer" (known: train, eval)`},
 		{expr: `train(m, seq = 8, runtime = "rocm")`, err: `unknown runtime "rocm"`},

@@ -57,3 +57,61 @@ func TestTorchtitanFSDPOverCP(t *testing.T) {
 		t.Logf("FSDP %d, CP %d, seq %d: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.dp, row.cp, row.seq, got, row.gib, 100*d)
 	}
 }
+
+// TestTorchtitan405BPipeline is Tables 5 and 6: Llama 3.1 405B (126
+// layers, dim 16,384, FFN 53,248, 128 heads, 8 KV heads) on 512 GPUs, TP
+// 8 with sequence parallelism and loss parallelism, PP 8, FSDP over the
+// rest (dp x cp = 8), full activation checkpointing, torch.compile, Float8
+// and async TP. Pipeline as torchtitan 9dec370 builds it
+// (parallelisms/pipelining_utils.py): the stages' layers from
+// generate_split_points (stage_layers="torchtitan": 15, 16 x 6, 15 on 8
+// stages; 7, 8 x 14, 7 on 16 interleaved chunks), as many micro-batches as
+// stages (pipeline_parallel_microbatches defaults to the pp degree), FSDP2
+// with reshard_after_forward=False and no gradient sync before the last
+// micro-batch (replay/fsdp_pipeline.go). Table 5: local batch 32 of 8,192
+// tokens, micro-batches of 4; Table 6: local batch 8, one sequence of
+// seq/cp tokens per micro-batch on each rank. "Memory" is the maximum over
+// all GPUs (footnote 1), memsh's fullest stage.
+//
+// The interleaved row and the first Table 6 rows land within 10 %; the
+// 1F1B row of Table 5 (-16 %) and the cp=8 row of Table 6 (-19 %) do not.
+// Table 5's 1F1B row and Table 6's cp=1 row run the same 32,768 tokens
+// per micro-batch and rank through the same layout, and measured 82.5
+// and 75.3 GiB: memsh gives both 68.9 GiB, so part of the gap is run to
+// run. Table 6 grows with cp (75.3 to 84.9 GiB) where memsh stays flat:
+// torch's context_parallel (allgather rotation, December 2024) holds
+// buffers memsh's ring attention does not, unmodelled. Bounds below are
+// the measured gaps rounded up, so a change that widens them fails.
+func TestTorchtitan405BPipeline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 8 pipeline stages of a 405B model")
+	}
+	m := testmodels.Llama(16384, 126, 128, 8, 53248, 128256, "flash")
+	for _, row := range []struct {
+		name           string
+		dp, cp, mb     int64
+		seq            int64
+		schedule       string
+		v              int64
+		gib, tolerance float64
+	}{
+		{"Table 5, 1F1B", 8, 1, 4, 8192, "1f1b", 1, 82.5, 0.17},
+		{"Table 5, interleaved 1F1B", 8, 1, 4, 8192, "interleaved", 2, 72.7, 0.10},
+		{"Table 6, FSDP 8 CP 1", 8, 1, 1, 32768, "1f1b", 1, 75.3, 0.10},
+		{"Table 6, FSDP 4 CP 2", 4, 2, 1, 65536, "1f1b", 1, 75.9, 0.10},
+		{"Table 6, FSDP 2 CP 4", 2, 4, 1, 131072, "1f1b", 1, 77.1, 0.11},
+		{"Table 6, FSDP 1 CP 8", 1, 8, 1, 262144, "1f1b", 1, 84.9, 0.19},
+	} {
+		p := testmodels.LlamaPlan(m, row.mb, row.seq, "bf16-mixed", "full", "H100-80GB")
+		p.GradAccum = 8
+		p.Parallel = core.Parallelism{DP: row.dp, CP: row.cp, TP: 8, PP: 8, SequenceParallel: true, FSDP: true,
+			Schedule: row.schedule, VirtualStages: row.v, StageSplit: "torchtitan"}
+		r := evalPlan(t, p)
+		got := float64(r.PeakReserved) / (1 << 30)
+		d := (got - row.gib) / row.gib
+		if math.Abs(d) > row.tolerance {
+			t.Errorf("%s: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.name, got, row.gib, 100*d)
+		}
+		t.Logf("%s: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.name, got, row.gib, 100*d)
+	}
+}

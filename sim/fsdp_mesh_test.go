@@ -177,3 +177,48 @@ func TestFSDPLayoutErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFSDPPipelineHoldsStage: FSDP2 under pipeline parallelism keeps every
+// unit of the stage gathered and its gradients unsharded, accumulated in
+// reduce_dtype, until the last micro-batch (torch.distributed.pipelining
+// turns gradient sync and reshard-after-backward off before it). Each of
+// the 2 stages of linearStack(8) holds half of Ψ: fp32 shards over dp=2
+// (4 + 8 bytes per parameter, halved), fp32 unsharded gradients (4 bytes)
+// and the bf16 unsharded parameters (2 bytes), all through the step; the
+// parameters are all-gathered and the gradients reduce-scattered once per
+// step.
+func TestFSDPPipelineHoldsStage(t *testing.T) {
+	m := linearStack(8, 1024, 4096)
+	half := m.Params() / 2
+	p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 2, PP: 2, FSDP: true, MicroBatches: 4})
+	p.GradAccum = 4
+	rep, err := Evaluate(p, core.Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, r := range rep.Ranks {
+		if want := (replay.States{Params: 4 * half / 2, Grads: 4 * half, Optimizer: 8 * half / 2}); r.States != want {
+			t.Errorf("stage %d: states %+v, want %+v", s, r.States, want)
+		}
+		got := map[string]int64{}
+		for _, c := range r.CommBytes {
+			got[c.Name] = c.Bytes
+		}
+		if got["all_gather"] != 2*half || got["reduce_scatter"] != 4*half {
+			t.Errorf("stage %d: all_gather %d, reduce_scatter %d bytes per step, want %d and %d", s, got["all_gather"], got["reduce_scatter"], 2*half, 4*half)
+		}
+	}
+	forward := 0
+	for _, pt := range rep.Timeline { // the fullest stage's
+		if pt.Phase != replay.PhaseForward {
+			continue
+		}
+		forward++
+		if pt.ByCat[core.CatComm] < 2*half {
+			t.Fatalf("op %s: %d bytes gathered, want the stage's %d bf16 bytes held throughout", pt.Op, pt.ByCat[core.CatComm], 2*half)
+		}
+	}
+	if forward == 0 {
+		t.Fatal("no forward in the fullest stage's timeline")
+	}
+}

@@ -26,7 +26,6 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 		return nil, true, err
 	}
 	m := plan.MicroBatches()
-	per := int64(len(split.Blocks)) / split.Chunks
 	var ranks []*replay.Report
 	var times []*timing.StageTime
 	worst := 0
@@ -47,16 +46,25 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 		}
 		times = append(times, st)
 		var layers []string
-		for c := int64(0); c < par.VirtualStages; c++ {
-			g := c*par.PP + s
-			layers = append(layers, fmt.Sprintf("%d-%d", g*per, (g+1)*per-1))
+		for _, g := range core.RankChunks(par, s) {
+			lo, hi := split.ChunkBlocks(g)
+			switch {
+			case hi == lo:
+				layers = append(layers, "none")
+			case hi == lo+1:
+				layers = append(layers, fmt.Sprintf("%d", lo))
+			default:
+				layers = append(layers, fmt.Sprintf("%d-%d", lo, hi-1))
+			}
 		}
 		what := "blocks " + joinList(layers)
-		if s == 0 {
-			what += " and the layers before them"
-		}
-		if s == par.PP-1 {
-			what += ", the layers after them, the output layer and the loss"
+		for _, g := range core.RankChunks(par, s) {
+			switch g {
+			case 0:
+				what += " and the layers before them"
+			case split.Chunks - 1:
+				what += ", the layers after them, the output layer and the loss"
+			}
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("pipeline stage %d of %d (%s schedule): %s; %d of %d micro-batch forwards in flight at the peak",
 			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))

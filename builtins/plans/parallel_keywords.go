@@ -94,7 +94,12 @@ var layoutKeywords = []layoutKeyword{
 	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
 		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},
-	{Name: "schedule", Sig: `"1f1b"`, Doc: `the pipeline schedule: "1f1b", or "interleaved" with virtual_stages model chunks per GPU`,
+	{Name: "schedule", Sig: `"1f1b"`,
+		Doc: `the pipeline schedule: "1f1b"; "interleaved" with virtual_stages model chunks per GPU (Megatron); "zb-h1" (zero bubble: ` +
+			`the backward split into input and weight gradients, the weight gradients deferred into the bubble, 1F1B's memory); "zb-v" ` +
+			`(zero bubble in a V: two chunks per GPU, the first GPU holding the first and the last, 1F1B's first-stage memory on every GPU); ` +
+			`"dualpipe" (DeepSeek-V3: micro-batches from both ends, every GPU holding two stages, so parameters twice and pp+1 micro-batches ` +
+			`in flight; pp and micro_batches even). r.time_breakdown["bubble"] is the fill and drain`,
 		get: func(p core.Parallelism) starlark.Value { return starlark.String(p.Norm().Schedule) },
 		set: func(v starlark.Value, p *core.Parallelism) error {
 			switch s := v.(type) {
@@ -115,9 +120,78 @@ var layoutKeywords = []layoutKeyword{
 			return starlark.MakeInt64(p.MicroBatches)
 		},
 		set: setDegree("micro_batches", func(p *core.Parallelism) *int64 { return &p.MicroBatches })},
+	{Name: "stage_layers", Sig: "None",
+		Doc: `uneven pipeline stages: a list of layer counts, one per model chunk in chunk order (chunk g runs on stage g mod pp; ` +
+			`only the first and the last chunk, with the embedding and with the output layer and loss, may hold none), or "torchtitan": ` +
+			`its generated split points (the first chunk n div chunks layers, the following ones one more while the remainder lasts, the last the rest)`,
+		get: func(p core.Parallelism) starlark.Value {
+			switch {
+			case len(p.StageLayers) > 0:
+				xs := make([]starlark.Value, len(p.StageLayers))
+				for i, k := range p.StageLayers {
+					xs[i] = starlark.MakeInt64(k)
+				}
+				return starlark.NewList(xs)
+			case p.StageSplit != "":
+				return starlark.String(p.StageSplit)
+			}
+			return starlark.None
+		},
+		set: setStageLayers},
+	{Name: "first_stage_layers", Sig: "None",
+		Doc: "Megatron's --decoder-first-pipeline-num-layers: layers on the first pipeline stage; the stages between the first and the last share the rest evenly",
+		get: optionalInt(func(p *core.Parallelism) *int64 { return &p.FirstStageLayers }),
+		set: setDegree("first_stage_layers", func(p *core.Parallelism) *int64 { return &p.FirstStageLayers })},
+	{Name: "last_stage_layers", Sig: "None", Doc: "Megatron's --decoder-last-pipeline-num-layers: layers on the last pipeline stage",
+		get: optionalInt(func(p *core.Parallelism) *int64 { return &p.LastStageLayers }),
+		set: setDegree("last_stage_layers", func(p *core.Parallelism) *int64 { return &p.LastStageLayers })},
+	{Name: "account_for_embedding", Sig: "False",
+		Doc: "Megatron's --account-for-embedding-in-pipeline-split: the embedding counts as one layer of the even split, so the first chunk holds one layer fewer " +
+			"(Llama 3 405B: 126 layers on pp=16 with both slots, 8 per stage, 7 on the first and the last)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.EmbeddingSlot) },
+		set: setLayoutBool("account_for_embedding", func(p *core.Parallelism) *bool { return &p.EmbeddingSlot })},
+	{Name: "account_for_loss", Sig: "False",
+		Doc: "Megatron's --account-for-loss-in-pipeline-split: the output layer and loss count as one layer, so the last chunk holds one layer fewer",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.LossSlot) },
+		set: setLayoutBool("account_for_loss", func(p *core.Parallelism) *bool { return &p.LossSlot })},
 	{Name: "distributed_optimizer", Sig: "False", Doc: "Megatron's distributed optimizer: fp32 master weights and Adam state sharded over dp x cp",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.DistributedOptimizer) },
 		set: setLayoutBool("distributed_optimizer", func(p *core.Parallelism) *bool { return &p.DistributedOptimizer })},
+}
+
+// optionalInt is the getter of a count that is None when unset.
+func optionalInt(f func(p *core.Parallelism) *int64) func(p core.Parallelism) starlark.Value {
+	return func(p core.Parallelism) starlark.Value {
+		if n := *f(&p); n > 0 {
+			return starlark.MakeInt64(n)
+		}
+		return starlark.None
+	}
+}
+
+func setStageLayers(v starlark.Value, p *core.Parallelism) error {
+	switch x := v.(type) {
+	case nil, starlark.NoneType:
+		return nil
+	case starlark.String:
+		p.StageSplit = string(x)
+		return nil
+	case starlark.Indexable:
+		out := make([]int64, x.Len())
+		for i := range out {
+			n, err := host.AsInt64(x.Index(i), fmt.Sprintf("stage_layers[%d]", i))
+			if err != nil {
+				return err
+			}
+			out[i] = n
+		}
+		if len(out) == 0 {
+			return fmt.Errorf("stage_layers must not be empty (None: the even split)")
+		}
+		p.StageLayers = out
+		return nil
+	}
+	return fmt.Errorf("stage_layers must be a list of layer counts or \"torchtitan\" (got %s)", v.Type())
 }
 
 // degree is a keyword holding a parallel degree (1 by default).

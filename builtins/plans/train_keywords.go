@@ -46,7 +46,7 @@ var TrainKeywords = []keyword{
 	{Name: "checkpoint", Def: starlark.String("none"), Doc: `activation checkpointing: "none", "full", "selective" or checkpoint(...)`,
 		set: setCheckpoint},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
-	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes)`, set: setQuant},
+	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
 	{Name: "phase", Def: starlark.String("train"), Doc: `"train", or "eval" (a forward without gradients)`,
 		set: setPhase},
@@ -68,6 +68,9 @@ var TrainKeywords = []keyword{
 	{Name: "quant_lm_head", Def: starlark.False, Doc: "quantizes lm_head too (Lightning's BitsandbytesPrecision)",
 		set: setBool(func(p *core.Plan) *bool { return &p.QuantLMHead })},
 	{Name: "quant_from", Def: starlark.None, Doc: "the dtype the weights were quantized from (what dequantization returns)", set: setQuantFrom},
+	{Name: "quant_storage", Def: starlark.None,
+		Doc: "bitsandbytes' bnb_4bit_quant_storage: the float dtype the 4-bit codes are stored in, so that FSDP (fsdp=1, the model's dtype) and ZeRO-3 can shard them; the quantization statistics stay whole on every rank (None: uint8, not shardable)",
+		set: setQuantStorage},
 	{Name: "expandable_segments", Def: starlark.False,
 		Doc: "replays the step with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (pages mapped into one growing segment per pool; free pages unmapped when the card is full)",
 		set: setBool(func(p *core.Plan) *bool { return &p.ExpandableSegments })},
@@ -339,7 +342,7 @@ func setQuant(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	case starlark.String:
 		p.Quant = string(q)
 	default:
-		return fmt.Errorf("quant must be None, \"nf4\", \"nf4-dq\" or \"int8\" (got %s)", q.Type())
+		return fmt.Errorf("quant must be None, \"nf4\", \"nf4-dq\", \"int8\" or \"torchao-nf4\" (got %s)", q.Type())
 	}
 	return nil
 }
@@ -420,6 +423,18 @@ func setQuantFrom(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 		return fmt.Errorf("quant_from: %v", err)
 	}
 	p.QuantFrom, *v = d.D, d
+	return nil
+}
+
+func setQuantStorage(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		return nil
+	}
+	var d host.DType
+	if err := d.Unpack(*v); err != nil {
+		return fmt.Errorf("quant_storage: %v", err)
+	}
+	p.QuantStorage, *v = d.D, d
 	return nil
 }
 

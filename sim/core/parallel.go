@@ -39,10 +39,18 @@ type Parallelism struct {
 	FSDP                 bool
 	FSDPVersion          int // with FSDP: 2 (fully_shard, the default) or 1 (FullyShardedDataParallel)
 	SequenceParallel     bool
-	Schedule             string // 1f1b | interleaved
+	Schedule             string // 1f1b | interleaved | zb-h1 | zb-v | dualpipe (pipeline_schedule.go)
 	VirtualStages        int64
 	MicroBatches         int64
 	DistributedOptimizer bool
+
+	// Uneven pipeline stages (pipeline_layers.go): blocks per model chunk.
+	StageLayers      []int64 // one count per chunk, in chunk order
+	StageSplit       string  // "torchtitan": its generated split points
+	FirstStageLayers int64   // Megatron --decoder-first-pipeline-num-layers
+	LastStageLayers  int64   // Megatron --decoder-last-pipeline-num-layers
+	EmbeddingSlot    bool    // Megatron --account-for-embedding-in-pipeline-split
+	LossSlot         bool    // Megatron --account-for-loss-in-pipeline-split
 
 	// FSDP's mesh and policies (fsdp.go).
 	DPReplicate     int64       // HSDP: replicas of the sharded model; dp/DPReplicate ranks shard it
@@ -65,6 +73,9 @@ func (p Parallelism) Norm() Parallelism {
 		if p.VirtualStages > 1 {
 			p.Schedule = "interleaved"
 		}
+	}
+	if p.Schedule == "zb-v" && p.VirtualStages == 1 {
+		p.VirtualStages = 2 // its two chunks per stage (pipeline_schedule.go)
 	}
 	if p.TP == 1 {
 		p.SequenceParallel = false // Megatron turns it off without TP
@@ -138,6 +149,26 @@ func (p Parallelism) String() string {
 	if n.MicroBatches > 0 {
 		parts = append(parts, fmt.Sprintf("micro_batches=%d", n.MicroBatches))
 	}
+	switch {
+	case len(n.StageLayers) > 0:
+		parts = append(parts, "stage_layers="+stageLayersText(n.StageLayers))
+	case n.StageSplit != "":
+		parts = append(parts, fmt.Sprintf("stage_layers=%q", n.StageSplit))
+	}
+	for _, f := range []struct {
+		k string
+		v int64
+	}{{"first_stage_layers", n.FirstStageLayers}, {"last_stage_layers", n.LastStageLayers}} {
+		if f.v > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", f.k, f.v))
+		}
+	}
+	if n.EmbeddingSlot {
+		parts = append(parts, "account_for_embedding=True")
+	}
+	if n.LossSlot {
+		parts = append(parts, "account_for_loss=True")
+	}
 	if n.DistributedOptimizer {
 		parts = append(parts, "distributed_optimizer=True")
 	}
@@ -192,23 +223,14 @@ func (raw Parallelism) Validate() error {
 	if err := par.validateFSDP(); err != nil {
 		return err
 	}
+	if err := par.validateStageLayers(); err != nil {
+		return err
+	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
 	}
-	switch par.Schedule {
-	case "1f1b":
-		if par.VirtualStages > 1 {
-			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("virtual_stages=%d needs schedule=\"interleaved\"", par.VirtualStages)}
-		}
-	case "interleaved":
-		if par.VirtualStages < 2 {
-			return &units.Error{Path: "parallel", Msg: "the interleaved schedule needs virtual_stages >= 2", Hint: "virtual_stages is the number of model chunks per GPU (Megatron --num-layers-per-virtual-pipeline-stage)"}
-		}
-		if par.PP < 2 {
-			return parallelErr("the interleaved schedule needs pp >= 2 (got pp=%d)", par.PP)
-		}
-	default:
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown schedule %q (known: 1f1b, interleaved)", par.Schedule)}
+	if err := par.validateSchedule(); err != nil { // pipeline_schedule.go
+		return err
 	}
 	return nil
 }
@@ -225,12 +247,14 @@ func (p *Plan) validateParallel() error {
 			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
 		}
 	}
+	if m := p.MicroBatches(); par.Schedule == "dualpipe" && m%2 != 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("dualpipe needs an even number of micro-batches (got %d)", m), Hint: "half of them enter from each end of the pipeline"}
+	}
 	if err := p.validateShardedOffload(par); err != nil {
 		return err
 	}
-	if p.Quant != "" && (par.Zero > 0 || par.FSDP || par.DistributedOptimizer) {
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated together with zero=, fsdp= or distributed_optimizer= yet", p.Quant),
-			Hint: "QLoRA with FSDP shards the quantized storage; memsh simulates quantized weights on replicated ranks only"}
+	if err := p.validateQuantSharding(par); err != nil {
+		return err
 	}
 	if par.PP > 1 && par.Zero >= 2 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}

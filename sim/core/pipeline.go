@@ -87,11 +87,18 @@ func (u pipeUnit) BlockPath() string {
 // and layers after them.
 type pipeSplit struct {
 	pre, Blocks, post []pipeUnit
-	Chunks            int64 // pp * v
+	Chunks            int64   // pp * v
+	Layers            []int64 // blocks of each chunk (pipeline_layers.go)
+	first             []int64 // index of each chunk's first block
 }
 
-// splitStages flattens the model around its largest repeat() and checks
-// that the chunks divide it.
+// ChunkBlocks is the range [lo, hi) of the blocks chunk g holds.
+func (s *pipeSplit) ChunkBlocks(g int64) (lo, hi int64) {
+	return s.first[g], s.first[g] + s.Layers[g]
+}
+
+// splitStages flattens the model around its largest repeat() and splits
+// its blocks over the chunks (ChunkLayers).
 func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 	par = par.Norm()
 	var best *Repeat
@@ -114,15 +121,14 @@ func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
 	}
 	chunks := par.PP * par.VirtualStages
-	if best.N%chunks != 0 {
-		what := fmt.Sprintf("pp=%d", par.PP)
-		if par.VirtualStages > 1 {
-			what = fmt.Sprintf("pp*virtual_stages = %d", chunks)
-		}
-		return nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("%s does not divide %d layers", what, best.N),
-			Hint: "each pipeline stage (or virtual stage) holds the same number of blocks"}
+	layers, err := par.ChunkLayers(best.N, m.Name)
+	if err != nil {
+		return nil, err
 	}
-	s := &pipeSplit{Chunks: chunks}
+	s := &pipeSplit{Chunks: chunks, Layers: layers, first: make([]int64, chunks)}
+	for g := int64(1); g < chunks; g++ {
+		s.first[g] = s.first[g-1] + layers[g-1]
+	}
 	seen := false
 	var flatten func(ls []Layer, anc []*Sequential)
 	flatten = func(ls []Layer, anc []*Sequential) {
@@ -164,28 +170,6 @@ func ContainsLayer(s *Sequential, target Layer) bool {
 	return found
 }
 
-// inflight is the number of chunk forwards stage p holds at its peak.
-func Inflight(par Parallelism, stage, m int64) int64 {
-	pp, v := par.PP, par.VirtualStages
-	if par.Schedule == "interleaved" {
-		warm := (pp-stage-1)*2 + (v-1)*pp
-		return min(warm+1, m*v)
-	}
-	return min(pp-stage, m)
-}
-
-// stageChunks lists the chunk (virtual stage index g) of each in-flight
-// forward of stage p.
-func StageChunks(par Parallelism, stage, n int64) []int64 {
-	pp, v := par.PP, par.VirtualStages
-	out := make([]int64, n)
-	for k := range n {
-		c := (k % (pp * v)) / pp
-		out[k] = c*pp + stage
-	}
-	return out
-}
-
 // lowerStage lowers the in-flight micro-batch copies of one stage.
 func (p *Plan) lowerStage(b *Builder) (err error) {
 	defer func() {
@@ -203,7 +187,6 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 	m := p.Model
 	b.P.Stage = &stageProg{}
 	first := map[int64][2]int{} // chunk -> param range of its first copy
-	perChunk := int64(len(sp.Blocks)) / sp.Chunks
 	for k, g := range st.Chunks {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
 		p0 := len(b.P.Params)
@@ -218,7 +201,8 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 				x = b.lowerUnit(u, x)
 			}
 		}
-		for _, u := range sp.Blocks[g*perChunk : (g+1)*perChunk] {
+		lo, hi := sp.ChunkBlocks(g)
+		for _, u := range sp.Blocks[lo:hi] {
 			x = b.lowerUnit(u, x)
 		}
 		out := StageOut{V: x}

@@ -49,7 +49,7 @@ type Plan struct {
 	Optimizer   Optimizer
 	Checkpoint  Checkpoint
 	LoRA        *LoRA
-	Quant       string // "", nf4, nf4-dq, int8 (frozen base weights)
+	Quant       string // "", nf4, nf4-dq, int8 (bitsandbytes), torchao-nf4 (frozen base weights)
 	Device      hw.Device
 	Phase       Phase // Train, or Eval: a forward without gradients
 	Runtime     Runtime
@@ -59,6 +59,7 @@ type Plan struct {
 	// Fine-tuning and memory savers (finetune.go).
 	QuantLMHead    bool        // quantize lm_head too (Lightning's BitsandbytesPrecision); transformers keeps it 16-bit
 	QuantFrom      units.DType // dtype the weights were quantized from (dequantize returns it); InvalidDType = compute dtype
+	QuantStorage   units.DType // bnb_4bit_quant_storage: the dtype holding the 4-bit codes; InvalidDType = uint8 (quant_shard.go)
 	Freeze         []string    // frozen modules by path prefix, role or "all"
 	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks
 	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq
@@ -171,9 +172,9 @@ func (p *Plan) Validate() error {
 		}
 	}
 	switch p.Quant {
-	case "", "nf4", "nf4-dq", "int8":
+	case "", "nf4", "nf4-dq", "int8", "torchao-nf4":
 	default:
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8)", p.Quant)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown quant %q (known: nf4, nf4-dq, int8, torchao-nf4)", p.Quant)}
 	}
 	if err := p.validateFinetune(); err != nil {
 		return err

@@ -18,7 +18,7 @@ import "github.com/memsh/memsh/sim/units"
 // and biases stay in the params dtype.
 
 // QuantSchemes lists the known schemes.
-func QuantSchemes() []string { return []string{"nf4", "nf4-dq", "int8"} }
+func QuantSchemes() []string { return []string{"nf4", "nf4-dq", "int8", "torchao-nf4"} }
 
 const (
 	nf4Block  = 64  // quantize_4bit blocksize (Params4bit default)
@@ -55,6 +55,8 @@ func QuantStorage(scheme string, shape []int64) []StateTensor {
 			cols = Numel(shape[1:])
 		}
 		return []StateTensor{{"int8 weight (col_ampere)", divUp(rows, int8Tile) * int8Tile * divUp(cols, int8Tile) * int8Tile}, {"SCB row scales", fp32Bytes * rows}}
+	case "torchao-nf4":
+		return torchaoStorage(shape) // quant_shard.go
 	}
 	return nil
 }
@@ -171,8 +173,8 @@ func (b *Builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 	}
 	i := b.AddOp("matmul", "", []Value{xin, wc}, params...)
 	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "output of 4-bit linear "+b.Name(""))
-	if b.Grad(xin) {
-		b.Save(i, xin) // ctx.tensors = (A, B)
+	if b.Grad(xin) && scheme != "torchao-nf4" {
+		b.Save(i, xin) // ctx.tensors = (A, B); torchao's linear_nf4 keeps only the weight
 	}
 	// backward: dequantize_4bit again (plus the fp32 absmax for nf4-dq), .to(grad dtype)
 	work := stats + from.Bytes(n)

@@ -192,13 +192,47 @@ func (d *distState) CommPerStep() []core.CommRecord {
 			if d.Par.NoReshard {
 				gathers = 1 // the forward's gather serves the backward
 			}
+			if d.pipeHold { // once per step: gathered through all micro-batches
+				gathers, perMB = 1, 1
+			}
 			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: reduced * perMB, Backward: true})
 			if r := d.Par.DPReplicate; r > 1 { // HSDP: the sharded gradient all-reduced over the replicas
 				out = append(out, core.CommRecord{Kind: "all_reduce", Group: "dp_replicate", Bytes: reduced / g.n * perMB, Backward: true})
 			}
 		}
 	}
-	return out
+	return append(out, d.quantComm()...)
+}
+
+// quantComm is the all-gather of sharded quantized weights per step
+// (they are frozen: no gradient to reduce).
+func (d *distState) quantComm() []core.CommRecord {
+	if d.Mode != DistFSDP && (d.Mode != DistZeRO || d.Par.Zero != 3) {
+		return nil
+	}
+	var b int64
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.Quant == "" || p.TiedTo >= 0 {
+			continue
+		}
+		if d.Mode == DistFSDP && !d.fsdp1 {
+			b += d.quantGathered(int32(pi), d.Degree(int32(pi)))
+		} else {
+			b += d.quantStorageDT().Bytes(d.quantCodes(int32(pi)))
+		}
+	}
+	if b == 0 {
+		return nil
+	}
+	gathers, perMB := int64(2), max(d.plan.GradAccum, 1)
+	switch {
+	case d.pipeHold:
+		gathers, perMB = 1, 1
+	case d.Par.NoReshard:
+		gathers = 1
+	}
+	return []core.CommRecord{{Kind: "all_gather", Group: "dp", Bytes: gathers * b * perMB}}
 }
 
 // busFactor is the fraction of a message each rank sends over the links

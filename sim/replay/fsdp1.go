@@ -39,6 +39,11 @@ func (d *distState) setupFSDP1(r *Replay) {
 		d.alloc(r, un.name+" flat shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
 		st.Params += b
 	}
+	for pi := range d.p.Params { // bitsandbytes' quant_state, outside the flat parameters
+		if d.p.Params[pi].Quant != "" && d.p.Params[pi].TiedTo < 0 {
+			d.quantWhole(r, int32(pi))
+		}
+	}
 	// Parameters no op reads (none in practice) are not in a unit.
 	if r.Plan.Phase == core.Eval {
 		return
@@ -92,7 +97,16 @@ func (d *distState) gradientFSDP1(r *Replay, pi int32) bool {
 func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	un := &d.units[u]
 	if !un.trainable {
-		return // resharded when the backward ends
+		// No gradient, so no post-backward hook: since PyTorch 2.1 a
+		// reshard-only hook on the unit's inputs reshards it when their
+		// gradients are computed (_register_post_backward_reshard_only_hook);
+		// a unit whose inputs need no gradient (the root, after a frozen
+		// embedding) stays gathered until the backward ends
+		// (pytorch/pytorch#95805).
+		if d.inputsNeedGrad(u) {
+			d.reshard(r, u)
+		}
+		return
 	}
 	d.reshard(r, u)
 	if d.noSync || un.flatGrad == none {
@@ -109,4 +123,21 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	} else {
 		r.release(out)
 	}
+}
+
+// inputsNeedGrad reports whether an op reading unit u's parameters has an
+// input that requires grad (the unit's forward input does).
+func (d *distState) inputsNeedGrad(u int32) bool {
+	un := &d.units[u]
+	for i := un.first; i <= un.last; i++ {
+		if !containsUnit(d.opUnits[i], u) {
+			continue
+		}
+		for _, v := range d.p.Ops[i].In {
+			if d.p.Values[v].Grad {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -36,7 +36,9 @@ import (
 // reduce dtype (foreach_reduce_scatter_copy_in), freed, and
 // reduce-scattered into the sharded gradient.
 
-// gatheredSize is the padded unsharded size of unit u, elements.
+// gatheredSize is the padded unsharded size of unit u, elements of the
+// gather dtype (quantized weights count their codes in their storage
+// dtype, which FSDP1 requires to be the parameters').
 func (d *distState) gatheredSize(u int32) int64 {
 	if d.fsdp1 {
 		return ceilDiv(d.units[u].numel, d.dp) * d.dp // one flat parameter, padded
@@ -48,10 +50,34 @@ func (d *distState) gatheredSize(u int32) int64 {
 		if d.Mode == DistFSDP {
 			n += fsdpShard(p.Shape, p.Numel, k) * k
 		} else {
-			n += ceilDiv(p.Numel, k) * k
+			n += ceilDiv(d.elems(pi), k) * k
 		}
 	}
 	return n
+}
+
+// gatheredBytes is the bytes the all-gather of unit u writes: the gather
+// dtype's, with quantized weights in their own storage.
+func (d *distState) gatheredBytes(u int32) int64 {
+	if d.fsdp1 {
+		return d.gatherDT.Bytes(d.gatheredSize(u))
+	}
+	var b int64
+	for _, pi := range d.units[u].params {
+		p := &d.p.Params[pi]
+		k := d.Degree(pi)
+		switch {
+		case p.Quant != "" && d.Mode == DistFSDP:
+			b += d.quantGathered(pi, k)
+		case p.Quant != "":
+			b += d.quantStorageDT().Bytes(ceilDiv(d.quantCodes(pi), k) * k)
+		case d.Mode == DistFSDP:
+			b += d.gatherDT.Bytes(fsdpShard(p.Shape, p.Numel, k) * k)
+		default:
+			b += d.gatherDT.Bytes(ceilDiv(p.Numel, k) * k)
+		}
+	}
+	return b
 }
 
 // gather all-gathers unit u unless it is gathered.
@@ -63,10 +89,10 @@ func (d *distState) gather(r *Replay, u int32) {
 	if !un.keep {
 		d.live += un.numel
 	}
-	n := d.gatheredSize(u)
+	n, b := d.gatheredSize(u), d.gatheredBytes(u)
 	dt := d.gatherDT
 	if d.fsdp1 {
-		un.tensor = d.alloc(r, un.name+" unsharded flat parameter", []int64{n}, dt, dt.Bytes(n), core.CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it; freed at reshard)")
+		un.tensor = d.alloc(r, un.name+" unsharded flat parameter", []int64{n}, dt, b, core.CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it; freed at reshard)")
 		return
 	}
 	if d.Mode == DistFSDP {
@@ -74,11 +100,11 @@ func (d *distState) gather(r *Replay, u int32) {
 		if d.FsdpOffload(r) {
 			fromHost = d.fsdpShardsToGPU(r, u)
 		}
-		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, dt.Bytes(n), core.CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
+		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, b, core.CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
 		for _, id := range fromHost {
 			r.release(id)
 		}
-		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, dt.Bytes(n), core.CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
+		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, b, core.CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
 		r.release(flat)
 		if un.postFwd != none {
 			r.release(un.postFwd)
@@ -92,7 +118,7 @@ func (d *distState) gather(r *Replay, u int32) {
 		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), core.CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
 		r.Rep.Traffic.PCIe += dt.Bytes(part)
 	}
-	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, dt.Bytes(n), core.CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
+	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, b, core.CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
 	if host != none {
 		r.release(host)
 	}
@@ -180,12 +206,12 @@ func (d *distState) reshardAfterForward(r *Replay, u int32) {
 	un := &d.units[u]
 	switch {
 	case d.Mode != DistFSDP || r.Plan.Phase == core.Eval:
-	case d.Par.NoReshard:
+	case d.Par.NoReshard || d.pipeHold:
 		return
 	case d.Par.ReshardTo > 0 && un.tensor != none:
 		n := d.gatheredSize(u) / d.Par.ReshardTo
 		dt := d.gatherDT
-		un.postFwd = d.alloc(r, un.name+" post-forward shard", []int64{n}, dt, dt.Bytes(n), core.CatComm,
+		un.postFwd = d.alloc(r, un.name+" post-forward shard", []int64{n}, dt, d.gatheredBytes(u)/d.Par.ReshardTo, core.CatComm,
 			fmt.Sprintf("1/%d of the unsharded parameters of %s, kept until its backward (reshard_after_forward=%d)", d.Par.ReshardTo, un.name, d.Par.ReshardTo))
 	}
 	d.reshard(r, u)
@@ -246,6 +272,9 @@ func (d *distState) afterBackward(r *Replay, i int) {
 				d.postBackwardFSDP1(r, u)
 				continue
 			}
+			if d.pipeHold {
+				continue // no reshard, no gradient sync before the last micro-batch
+			}
 			// FSDP2 post_backward reshards before it reduce-scatters.
 			d.reshard(r, u)
 			if d.Mode == DistFSDP {
@@ -270,6 +299,10 @@ func (d *distState) gradient(r *Replay, pi int32) bool {
 	case DistFSDP:
 		if d.fsdp1 {
 			return d.gradientFSDP1(r, pi)
+		}
+		if d.pipeHold {
+			d.pipeGradient(r, pi)
+			return true
 		}
 		p := &d.p.Params[pi]
 		dt := d.gatherDT

@@ -473,7 +473,9 @@ func (r *Replay) backwardOp(i int) {
 
 func (r *Replay) paramGradient(pi int32) {
 	p := &r.P.Params[pi]
-	if !p.Trainable || r.paramGrad[pi] != none || r.Dist.gradient(r, pi) {
+	// A tied parameter (another micro-batch's copy on a pipeline stage, a
+	// tied embedding) has its gradient on the parameter it is tied to.
+	if !p.Trainable || p.TiedTo >= 0 || r.paramGrad[pi] != none || r.Dist.gradient(r, pi) {
 		return
 	}
 	dt := r.Plan.Precision.Grads

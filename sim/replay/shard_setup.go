@@ -160,6 +160,11 @@ func (d *distState) setupZeRO12(r *Replay) {
 			st.Params += b
 		}
 	}
+	for pi := range d.p.Params { // frozen quantized weights stay out of the flat groups
+		if p := &d.p.Params[pi]; p.TiedTo < 0 {
+			r.quantParam(p)
+		}
+	}
 	r.op = "optimizer state"
 	var part int64
 	for _, g := range d.groups(true) {
@@ -232,6 +237,14 @@ func (d *distState) setupZeRO3(r *Replay) {
 			if p.TiedTo >= 0 || p.Trainable != trainable {
 				continue
 			}
+			if p.Quant != "" { // the codes in their float storage, partitioned on their own
+				dt := d.quantStorageDT()
+				n := ceilDiv(d.quantCodes(int32(pi)), d.Degree(int32(pi)))
+				d.alloc(r, p.Name+" codes partition", []int64{n}, dt, dt.Bytes(n), core.CatParams, "this rank's partition of the 4-bit codes of "+p.Name+" (ZeRO-3, bnb_4bit_quant_storage)")
+				st.Params += dt.Bytes(n)
+				d.quantWhole(r, int32(pi))
+				continue
+			}
 			n := ceilDiv(p.Numel, d.Degree(int32(pi)))
 			sub += n
 			if trainable {
@@ -280,6 +293,10 @@ func (d *distState) setupFSDP(r *Replay) {
 		if p.TiedTo >= 0 {
 			continue
 		}
+		if p.Quant != "" {
+			d.quantShardFSDP2(r, int32(pi), d.Degree(int32(pi)))
+			continue
+		}
 		n := fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi)))
 		b := prec.Params.Bytes(n)
 		st.Params += b
@@ -299,6 +316,10 @@ func (d *distState) setupFSDP(r *Replay) {
 			continue
 		}
 		d.optimizerShard(r, p.Name, fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))), "FSDP shard")
+	}
+	if d.pipeHold {
+		d.holdStage(r)
+		return
 	}
 	if d.FsdpOffload(r) { // the sharded gradients are host tensors
 		for u := range d.units {

@@ -41,7 +41,12 @@ func (d *distState) buildUnits() error {
 		name := prog.Params[pi].Name
 		k := moduleOf(name)
 		root := false
-		if d.Mode == DistFSDP {
+		switch {
+		case d.fsdp1 && d.plan.Quant != "" && prog.Params[pi].Role == core.RoleLoRA:
+			// FSDP-QLoRA wraps each adapter on its own (peft's
+			// fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora), so the frozen
+			// blocks' flat parameters need no gradient.
+		case d.Mode == DistFSDP:
 			k, root = fsdpUnit(name, blocks)
 		}
 		u, ok := key[k]
@@ -54,7 +59,7 @@ func (d *distState) buildUnits() error {
 		d.unitOf[pi] = u
 		un := &d.units[u]
 		un.params = append(un.params, pi)
-		un.numel += prog.Params[pi].Numel
+		un.numel += d.elems(pi)
 		un.trainable = un.trainable || prog.Params[pi].Trainable
 		return u
 	}

@@ -106,6 +106,10 @@ type distState struct {
 
 	fsdp1  bool // FullyShardedDataParallel semantics
 	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded
+	// FSDP2 on a pipeline stage (torch.distributed.pipelining): every unit
+	// stays gathered and its gradients unsharded until the last
+	// micro-batch (fsdp_pipeline.go).
+	pipeHold bool
 }
 
 // newDist returns the distributed state of a replay, nil on one GPU. It
@@ -122,6 +126,7 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 		d.Mode = DistFSDP
 		d.fsdp1 = par.FSDPVersion == 1
 		d.noSync = d.fsdp1 && plan.GradAccum > 1
+		d.pipeHold = !d.fsdp1 && prog.Stage != nil
 		// MixedPrecisionPolicy: the all-gather casts to param_dtype.
 		d.gatherDT, d.reduceDT = par.FSDPParams(plan.Precision), par.FSDPReduce(plan.Precision)
 	case par.Zero > 0:
@@ -180,7 +185,7 @@ func (d *distState) groups(trainable bool) []paramGroup {
 	gs := []paramGroup{{name: "dense", n: d.dp}, {name: "expert", n: d.edp}}
 	for pi := range d.p.Params {
 		p := &d.p.Params[pi]
-		if p.TiedTo >= 0 || p.Trainable != trainable {
+		if p.TiedTo >= 0 || p.Trainable != trainable || p.Quant != "" { // quantized weights: quant_shard.go
 			continue
 		}
 		g := &gs[0]

@@ -35,11 +35,7 @@ type StageTime struct {
 // the memory peak, which is not the unit of time).
 func stageMicroBatch(p *core.Plan) (*core.Program, error) {
 	st := p.PipeStage
-	par := p.Parallel.Norm()
-	chunks := make([]int64, par.VirtualStages)
-	for c := range chunks {
-		chunks[c] = int64(c)*par.PP + st.Stage
-	}
+	chunks := core.RankChunks(p.Parallel, st.Stage)
 	q := *p
 	q.PipeStage = &core.StageSpec{Stage: st.Stage, Inflight: int64(len(chunks)), Chunks: chunks, Split: st.Split}
 	return q.LowerProgram()
@@ -50,8 +46,7 @@ func stageMicroBatch(p *core.Plan) (*core.Program, error) {
 // of the last).
 func StageTransfers(par core.Parallelism, s int64) (recv, send int64) {
 	last := par.PP*par.VirtualStages - 1
-	for c := int64(0); c < par.VirtualStages; c++ {
-		g := c*par.PP + s
+	for _, g := range core.RankChunks(par, s) {
 		if g > 0 {
 			recv++
 		}
@@ -62,13 +57,73 @@ func StageTransfers(par core.Parallelism, s int64) (recv, send int64) {
 	return recv, send
 }
 
-// pipelineStep composes the step from the stages' times (the formula
+// Zero-bubble schedules and DualPipe (core/pipeline_schedule.go) shrink
+// the fill and drain. With F, B and W a stage's forward, whole backward
+// (recompute included) and weight-gradient time per micro-batch, and
+// T = F + B plus its exposed communication (DeepSeek-V3, arXiv:2412.19437,
+// Table 2, and Qi et al. 2023, arXiv:2401.10241):
+//
+//   - zb-h1: (p-1)(F + B - 2W), summed over the stages other than the
+//     slowest as above: each deferred weight gradient fills the bubble;
+//   - zb-v: the ZB-H2 bound (p-1)(F + B - 3W) over chunks of half a stage,
+//     zero when F, the input gradient and W take the same time (the
+//     zero-bubble repository's table);
+//   - dualpipe: (p/2 - 1)(F&B + B - 3W) per chunk, F&B taken as F + B (the
+//     overlap hides communication, not compute), averaged over the stages;
+//     each stage runs m/2 micro-batches through each of its two stages.
+//
+// W is the weight-gradient GEMMs' time: each matmul with a trainable
+// weight computes its weight gradient in backward with the forward's
+// FLOPs and shapes, so W is those matmuls' forward time.
+
+// weightGrad is W of a stage's micro-batch (see above), seconds.
+func weightGrad(w *GpuWork) float64 {
+	if w.prog == nil || len(w.costs) != len(w.prog.Ops) {
+		return 0
+	}
+	var t float64
+	for i := range w.prog.Ops {
+		op := &w.prog.Ops[i]
+		if op.Kind != "matmul" && op.Kind != "grouped_matmul" {
+			continue
+		}
+		for _, pi := range op.Params {
+			if w.prog.Params[pi].Trainable {
+				t += w.costs[i].Fwd
+				break
+			}
+		}
+	}
+	return t
+}
+
+// share is the named part of a stage's micro-batch time.
+func (t gpuTime) share(names ...string) float64 {
+	var x float64
+	for _, s := range t.PerMB {
+		for _, n := range names {
+			if s.Name == n {
+				x += s.Seconds
+			}
+		}
+	}
+	return x
+}
+
+// passes is the number of times a stage runs its micro-batch program per
+// step: m, or m/2 under DualPipe (its program holds both of its stages).
+func passes(par core.Parallelism, w *GpuWork) int64 {
+	if par.Schedule == "dualpipe" {
+		return w.M / 2
+	}
+	return w.M
+}
+
+// pipelineStep composes the step from the stages' times (the formulas
 // above): the step, the bubble, the slowest stage and the stage with the
 // longest tail. slow is nil when stages is empty.
-func pipelineStep(v int64, stages []*StageTime) (step, bubble float64, slow, tail *StageTime) {
-	var sum float64
+func pipelineStep(par core.Parallelism, stages []*StageTime) (step, bubble float64, slow, tail *StageTime) {
 	for _, st := range stages {
-		sum += st.Time.MbSec
 		if slow == nil || st.Time.MbSec > slow.Time.MbSec {
 			slow = st
 		}
@@ -79,8 +134,27 @@ func pipelineStep(v int64, stages []*StageTime) (step, bubble float64, slow, tai
 	if slow == nil {
 		return 0, 0, nil, nil
 	}
-	bubble = (sum - slow.Time.MbSec) / float64(v)
-	return float64(slow.Work.M)*slow.Time.MbSec + bubble + tail.Time.TlSec, bubble, slow, tail
+	p := float64(par.PP)
+	for _, st := range stages {
+		t, b, w := st.Time.MbSec, st.Time.share("backward", "recompute"), weightGrad(st.Work)
+		switch par.Schedule {
+		case "zb-h1":
+			if st != slow {
+				bubble += max(0, t-2*w)
+			}
+		case "zb-v":
+			if st != slow {
+				bubble += max(0, t-3*w) / 2
+			}
+		case "dualpipe":
+			bubble += (p/2 - 1) * max(0, t+b-3*w) / 2 / p
+		default:
+			if st != slow {
+				bubble += t / float64(par.VirtualStages)
+			}
+		}
+	}
+	return float64(passes(par, slow.Work))*slow.Time.MbSec + bubble + tail.Time.TlSec, bubble, slow, tail
 }
 
 // pipelineEstimate is the plan's estimate over all stages: the critical
@@ -88,11 +162,11 @@ func pipelineStep(v int64, stages []*StageTime) (step, bubble float64, slow, tai
 // tail), MFU and HFU over the FLOPs of all stages.
 func PipelineEstimate(plan *core.Plan, stages []*StageTime) replay.TimeEstimate {
 	par := plan.Parallel.Norm()
-	step, bubble, slow, tail := pipelineStep(par.VirtualStages, stages)
+	step, bubble, slow, tail := pipelineStep(par, stages)
 	if slow == nil {
 		return replay.TimeEstimate{}
 	}
-	m := float64(slow.Work.M)
+	m := float64(passes(par, slow.Work))
 	te := replay.TimeEstimate{StepSeconds: step}
 	for _, s := range slow.Time.PerMB {
 		te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: s.Name, Seconds: m * s.Seconds})
@@ -101,6 +175,7 @@ func PipelineEstimate(plan *core.Plan, stages []*StageTime) replay.TimeEstimate 
 	te.Breakdown = append(te.Breakdown, tail.Time.Tail...)
 	te.Modules = stageModules(slow, tail, m, bubble)
 	w := *slow.Work
+	w.M = passes(par, slow.Work)
 	w.Flops, w.HwFlops = 0, 0
 	for _, st := range stages {
 		w.Flops += st.Work.Flops
@@ -127,17 +202,20 @@ func PipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, s
 		return
 	}
 	step := te.StepSeconds
+	par := plan.Parallel.Norm()
 	for i, r := range ranks {
 		st := stages[i]
-		busy := float64(st.Work.M)*st.Time.MbSec + st.Time.TlSec
+		w := *st.Work
+		w.M = passes(par, st.Work)
+		busy := float64(w.M)*st.Time.MbSec + st.Time.TlSec
 		rt := replay.TimeEstimate{StepSeconds: step, Notes: r.Time.Notes}
 		for _, s := range st.Time.PerMB {
-			rt.Breakdown = append(rt.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(st.Work.M) * s.Seconds})
+			rt.Breakdown = append(rt.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
 		}
 		rt.Breakdown = append(rt.Breakdown, replay.TimeShare{Name: "bubble", Seconds: step - busy})
 		rt.Breakdown = append(rt.Breakdown, st.Time.Tail...)
-		rt.Modules = stageModules(st, st, float64(st.Work.M), step-busy)
-		st.Work.Utilisation(plan, &rt, 1)
+		rt.Modules = stageModules(st, st, float64(w.M), step-busy)
+		w.Utilisation(plan, &rt, 1)
 		rt.Notes = append(rt.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))
 		r.Time = rt
 	}
