@@ -73,6 +73,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 	defer b.Scope(ModuleName(r))()
 	for i := int64(0); i < r.N; i++ {
 		done := b.Scope(fmt.Sprintf("%d", i))
+		outer := b.enterBlock(b.block)
 		closeRegion := func() {}
 		if b.Ckpt.block(b.block) {
 			closeRegion = b.PolicyRegion("block")
@@ -80,6 +81,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 		b.block++
 		x = b.LowerChild(r.Layer, x)
 		closeRegion()
+		b.leaveBlock(outer)
 		done()
 	}
 	return x
