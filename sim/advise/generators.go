@@ -56,6 +56,7 @@ var generators = []generator{
 	{"graph", "a graph model's edge chunks, eval chunks and processor segments", graphChanges},
 	{"table_placement", "a sparse table's rows and moments in host memory", tableChanges},
 	{"layout", "tensor or pipeline parallelism over the same GPUs", layoutChanges},
+	{"schedule", "a pipeline's schedule: 1F1B, zero bubble (zb-h1, zb-v), interleaved or DualPipe", scheduleChanges},
 }
 
 // one is a change of one keyword.
@@ -335,6 +336,34 @@ func layoutChanges(p *core.Plan, ask Ask) []Change {
 	}
 	for _, pp := range []int64{2, 4} {
 		try(par.TP, pp)
+	}
+	return out
+}
+
+// schedules are the pipeline schedules advice tries, with the model chunks
+// per GPU each runs (pipeline_schedule.go): 1F1B and ZB-H1 hold 1F1B's
+// activations, ZB-V and the interleaved schedule two chunks, DualPipe the
+// parameters twice.
+var schedules = []struct {
+	name    string
+	virtual int64
+}{{"1f1b", 0}, {"zb-h1", 0}, {"zb-v", 2}, {"interleaved", 2}, {"dualpipe", 0}}
+
+// scheduleChanges try a pipelined plan's other schedules: less in flight
+// saves memory, a smaller bubble time.
+func scheduleChanges(p *core.Plan, ask Ask) []Change {
+	par := p.Parallel.Norm()
+	if par.PP < 2 {
+		return nil
+	}
+	var out []Change
+	for _, s := range schedules {
+		if s.name == par.Schedule {
+			continue
+		}
+		q := p.Parallel
+		q.Schedule, q.VirtualStages = s.name, s.virtual
+		out = append(out, one("schedule", "parallel", q))
 	}
 	return out
 }

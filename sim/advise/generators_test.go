@@ -103,6 +103,20 @@ func TestGenerators(t *testing.T) {
 			"layout": {`parallel=parallel(dp=4, tp=2, fsdp=True, sequence_parallel=True), grad_accum=2`, `parallel=parallel(dp=2, tp=4, fsdp=True, sequence_parallel=True), grad_accum=4`,
 				`parallel=parallel(tp=8, fsdp=True, sequence_parallel=True), grad_accum=8`, `parallel=parallel(dp=4, pp=2, fsdp=True), grad_accum=2`, `parallel=parallel(dp=2, pp=4, fsdp=True), grad_accum=4`},
 		}},
+		{"a pipeline, for speed", with(func(p *core.Plan) {
+			p.Parallel, p.GradAccum, p.Checkpoint = core.Parallelism{PP: 4}, 8, core.Checkpoint{Mode: "full", Every: 1}
+			p.ExpandableSegments = true
+		}), Speed, map[string][]string{
+			"checkpoint":  {`checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`},
+			"precision":   {`precision="bf16"`},
+			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`},
+			"loss_chunks": {`loss_chunks=8`},
+			"micro_batch": {"batch=2, grad_accum=4", "batch=4, grad_accum=2", "batch=8, grad_accum=1"},
+			"offload":     {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu")`, `offload=offload(activations="cpu")`},
+			"layout":      {`parallel=parallel(dp=2, pp=2), grad_accum=4`},
+			"schedule": {`parallel=parallel(pp=4, schedule="zb-h1")`, `parallel=parallel(pp=4, schedule="zb-v", virtual_stages=2)`,
+				`parallel=parallel(pp=4, schedule="interleaved", virtual_stages=2)`, `parallel=parallel(pp=4, schedule="dualpipe")`},
+		}},
 		{"bris, 2 stacked members, validation", bris, Fit, map[string][]string{
 			"checkpoint":   {`checkpoint="selective"`},
 			"optimizer":    {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
