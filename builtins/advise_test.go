@@ -111,3 +111,25 @@ full = simulate(p.replace(checkpoint = "full"))
 		{expr: "simulate(p.replace(checkpoint = checkpoint(budget = 0.5), parallel = parallel(pp = 2)))", err: "checkpoint(budget=...) is solved for plans without pipeline stages"},
 	})
 }
+
+// A small ensemble graph model with a validation pass: the rows that
+// change the model's chunks or the members are train()'s plans too.
+func TestAdviseGraph(t *testing.T) {
+	runPreludeCases(t, `
+g = grid("g", 20000)
+m = icosahedral_mesh("m", 4)
+enc = graph_transformer(g, m, knn_edges(g, m, 4), 256, 4, chunks = 2)
+dec = graph_transformer(m, g, knn_edges(m, g, 3), 256, 4)
+proc = graph_transformer_processor(multiscale_edges(m), 4, 256, 4, segments = 1, edge_attrs = 3, trainable_edge_attrs = 0)
+model = encoder_processor_decoder("tiny", g, m, enc, proc, dec, inputs = 10, outputs = 5)
+p = train(model, batch = 2, members = 2, gpu = gpu("A100-80GB", memory = 2 * GiB), validation = True)
+a = advise(p, top = None)
+chunked = [r for r in a if "eval_chunks" in r["change"]]
+`, []evalCase{
+		{expr: "len(a) > 0 and all([r[\"fits\"] for r in a])", want: "True"},
+		{expr: "all([simulate(r[\"plan\"]).device_used == r[\"device_used\"] and simulate(r[\"plan\"]).step_time == r[\"step_time\"] for r in a])", want: "True"},
+		{expr: "len(chunked) > 0 and all([r[\"plan\"].model != p.model for r in chunked])", want: "True"},
+		{expr: "[r[\"plan\"].members_mode for r in a if r[\"change\"] == \"members_mode=\\\"sequential\\\"\"]", want: `["sequential"]`},
+		{expr: "[n for n in a.notes if \"gets past the failure in validation\" in n] != []", want: "True"},
+	})
+}
