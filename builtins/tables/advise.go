@@ -242,8 +242,8 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 			return nil, err
 		}
 		o := res.Base.Report.OOM.Alloc
-		notes = append(notes, fmt.Sprintf("%s gets past the failure in %s (%s) but does not fit: it then fails at %s in %s",
-			text, o.Phase, o.Tensor, r.Report.OOM.Alloc.Tensor, r.Report.OOM.Alloc.Phase))
+		notes = append(notes, fmt.Sprintf("%s gets past the failure in %s (%s) but does not fit, %s needed: %s",
+			text, o.Phase, o.Tensor, units.FormatBytes(r.Used), r.Why))
 	}
 	if rs := res.Rescue; rs != nil {
 		if r := rs.GPU; r != nil {
