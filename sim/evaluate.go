@@ -22,6 +22,17 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
+	if plan.Checkpoint.Mode == "budget" { // the least recompute within the budget, per block
+		q, notes, err := solveBudget(plan, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		rep, stage, err := evaluate(q, opts)
+		if rep != nil {
+			rep.Notes = append(notes, rep.Notes...)
+		}
+		return rep, stage, err
+	}
 	if rep, ok, err := evaluatePipeline(plan, opts); ok { // one replay per stage
 		return rep, nil, err
 	}

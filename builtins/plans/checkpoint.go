@@ -33,7 +33,7 @@ func (x Checkpoint) Hash() (uint32, error) {
 // checkpoint(modules=["attention"]) or checkpoint("full", reentrant=True).
 func (x Checkpoint) String() string {
 	switch {
-	case x.c.Mode == "every", x.c.Mode == "modules", x.c.Reentrant:
+	case x.c.Mode == "every", x.c.Mode == "modules", x.c.Mode == "budget", x.c.Reentrant:
 		return x.c.String()
 	}
 	return fmt.Sprintf("checkpoint(%q)", x.c.String())
@@ -50,7 +50,7 @@ func (x Checkpoint) CompareSameType(op syntax.Token, y starlark.Value, _ int) (b
 	return false, fmt.Errorf("%s not supported for checkpoint policies", op)
 }
 
-var checkpointAttrNames = []string{"every", "mode", "modules", "reentrant"}
+var checkpointAttrNames = []string{"budget", "every", "mode", "modules", "reentrant"}
 
 func (x Checkpoint) AttrNames() []string { return checkpointAttrNames }
 
@@ -63,6 +63,15 @@ func (x Checkpoint) Attr(name string) (starlark.Value, error) {
 		return starlark.String(x.c.Mode), nil
 	case "reentrant":
 		return starlark.Bool(x.c.Reentrant), nil
+	case "budget":
+		switch b := x.c.Budget; {
+		case x.c.Mode != "budget":
+			return starlark.None, nil
+		case b.Bytes > 0:
+			return starlark.MakeInt64(b.Bytes), nil
+		default:
+			return starlark.Float(b.Fraction), nil
+		}
 	case "every":
 		if x.c.Every == 0 {
 			return starlark.None, nil
@@ -110,7 +119,7 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 func CheckpointBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "checkpoint",
-		Sig:  "checkpoint(mode=None, every=None, modules=None, reentrant=False)",
+		Sig:  "checkpoint(mode=None, every=None, modules=None, budget=None, reentrant=False)",
 		Doc: "An activation-checkpointing policy for train(checkpoint=...). A checkpointed region keeps only its " +
 			"inputs in forward and re-runs its forward in backward, so its whole saved set comes back at once. " +
 			"mode is \"none\", \"full\" (every block of every repeat()) or \"selective\" (the attention core only, " +
@@ -124,19 +133,31 @@ func CheckpointBuiltins() []host.Builtin {
 			"saves a tensor; reentrant recomputes the whole region, keeps its outputs until the region's backward " +
 			"ends, and a region none of whose inputs requires grad (the first block after a frozen embedding, as " +
 			"with LoRA) records no graph: its parameters get no gradient. The strings \"full\" and " +
-			"\"selective\" are non-reentrant.",
+			"\"selective\" are non-reentrant. " +
+			"budget= asks for the least recompute within a memory budget, as PyTorch's SAC ILP and " +
+			"activation_memory_budget do: each repeated block gets none, selective, its attention, its MLP or all of it " +
+			"checkpointed, chosen on the exact Pareto front of what the blocks keep for backward against their " +
+			"recompute time (both read off the lowered step). A float in [0, 1] is a fraction of the saved " +
+			"activations (0: as with every block checkpointed, 1: as with none, PyTorch's activation_memory_budget); " +
+			"an int is bytes of device memory the step may use (70 * GiB), met by the cheapest choice whose replay " +
+			"fits. The report's notes say what was chosen; not for pipeline stages.",
 		Fn: checkpointFn,
 	}}
 }
 
 func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var mode, every, modules starlark.Value
+	var mode, every, modules, budget starlark.Value
 	reentrant := false
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules, "reentrant?", &reentrant); err != nil {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules, "budget?", &budget, "reentrant?", &reentrant); err != nil {
 		return nil, err
 	}
-	c, err := checkpointPolicy(mode, every, modules)
-	if err != nil {
+	var c Checkpoint
+	var err error
+	if budget != nil && budget != starlark.None {
+		if c, err = budgetPolicy(budget, mode, every, modules); err != nil {
+			return nil, err
+		}
+	} else if c, err = checkpointPolicy(mode, every, modules); err != nil {
 		return nil, err
 	}
 	if reentrant && c.c.Mode == "none" {
@@ -183,6 +204,33 @@ func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
 		return c, err
 	}
 	return Checkpoint{core.Checkpoint{Mode: "full", Every: 1}}, nil
+}
+
+// budgetPolicy reads budget=: a fraction in [0, 1] or bytes, alone.
+func budgetPolicy(budget, mode, every, modules starlark.Value) (Checkpoint, error) {
+	for _, v := range []starlark.Value{mode, every, modules} {
+		if v != nil && v != starlark.None {
+			return Checkpoint{}, fmt.Errorf("checkpoint takes budget= alone: the solver chooses the policy of each block (got mode, every or modules too)")
+		}
+	}
+	var b core.Budget
+	switch x := budget.(type) {
+	case starlark.Float:
+		b.Fraction = float64(x)
+	case starlark.Int:
+		n, ok := x.Int64()
+		if !ok || n <= 0 {
+			return Checkpoint{}, host.WithHint(fmt.Errorf("checkpoint: budget bytes must be positive (got %s)", x),
+				"an int is bytes of device memory (70 * GiB); a float in [0, 1] a fraction of the saved activations")
+		}
+		b.Bytes = n
+	default:
+		return Checkpoint{}, fmt.Errorf("checkpoint: budget must be a fraction in [0, 1] or bytes (got %s)", budget.Type())
+	}
+	if err := b.Validate(); err != nil {
+		return Checkpoint{}, host.WithHint(err, "an int is bytes of device memory (70 * GiB); a float in [0, 1] a fraction of the saved activations")
+	}
+	return Checkpoint{core.Checkpoint{Mode: "budget", Budget: b}}, nil
 }
 
 // stringList unpacks a string or a list/tuple of strings.

@@ -169,7 +169,7 @@ func argRepr(v starlark.Value) string {
 			return fmt.Sprintf("%q", x.p.Name)
 		}
 	case Checkpoint:
-		if x.c.Mode != "every" && x.c.Mode != "modules" {
+		if x.c.Mode != "every" && x.c.Mode != "modules" && x.c.Mode != "budget" {
 			return fmt.Sprintf("%q", x.c.String())
 		}
 	case GPU:

@@ -30,7 +30,8 @@ func AdviseBuiltins() []host.Builtin {
 		Doc: "What to change so that plan fits, and what it costs: advise(plan). It replays every change a user can make " +
 			"without changing the model (micro-batch with gradient accumulation, checkpointing, precision, the optimizer, loss " +
 			"chunks, ZeRO/FSDP sharding with several GPUs, offload, expandable segments, an ensemble's members one at a time, a " +
-			"graph model's chunks, a sparse table's placement, tensor or pipeline layouts of the same GPUs), one at a time, then " +
+			"graph model's chunks, a sparse table's placement, tensor or pipeline layouts of the same GPUs (the global batch kept), " +
+			"a pipeline's schedule, and checkpoint(budget=...): the least recompute that fits), one at a time, then " +
 			"pairs of changes to two knobs (max_changes=1: singles only). Every candidate is a full replay, never a formula. The " +
 			"fitting ones come ranked by step time, one row per combination of knobs (a pair only when it beats its changes " +
 			"alone), with columns change (the train() keywords to write), fits, device_used, headroom, step_time, time_change " +
@@ -241,8 +242,8 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 			return nil, err
 		}
 		o := res.Base.Report.OOM.Alloc
-		notes = append(notes, fmt.Sprintf("%s gets past the failure in %s (%s) but does not fit: it then fails at %s in %s",
-			text, o.Phase, o.Tensor, r.Report.OOM.Alloc.Tensor, r.Report.OOM.Alloc.Phase))
+		notes = append(notes, fmt.Sprintf("%s gets past the failure in %s (%s) but does not fit, %s needed: %s",
+			text, o.Phase, o.Tensor, units.FormatBytes(r.Used), r.Why))
 	}
 	if rs := res.Rescue; rs != nil {
 		if r := rs.GPU; r != nil {

@@ -103,7 +103,7 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 
 	var singles []Change
 	for _, g := range generators {
-		singles = append(singles, g.Gen(p, opts.Goal)...)
+		singles = append(singles, g.Gen(p, Ask{Goal: opts.Goal, Budget: budget})...)
 	}
 	singleRows, err := rs.run(p, wrap(singles), &res.Stats)
 	if err != nil {

@@ -57,7 +57,7 @@ func (s Setting) String() string {
 		}
 		return s.Keyword + "=False"
 	case core.Checkpoint:
-		if v.Mode == "none" || v.Mode == "full" || v.Mode == "selective" {
+		if (v.Mode == "none" || v.Mode == "full" || v.Mode == "selective") && !v.Reentrant {
 			return fmt.Sprintf("%s=%q", s.Keyword, v.Mode)
 		}
 		return s.Keyword + "=" + v.String()

@@ -36,6 +36,9 @@ func explain(base, rep *replay.Report, goal Goal) (why, cost string) {
 func memoryTerms(base, rep *replay.Report) string {
 	small := max(base.Capacity/200, 16<<20) // half a percent of the card: below it, a term has not moved
 	var clauses []string
+	if o := rep.OOM; o != nil && (base.OOM == nil || o.Alloc.Tensor != base.OOM.Alloc.Tensor || o.Alloc.Phase != base.OOM.Alloc.Phase) {
+		clauses = append(clauses, fmt.Sprintf("now fails at %s in %s", o.Alloc.Tensor, o.Alloc.Phase)) // first: where it stands
+	}
 	type delta struct {
 		name string
 		d    int64
@@ -61,9 +64,6 @@ func memoryTerms(base, rep *replay.Report) string {
 	}
 	if d := rep.HostMemory - base.HostMemory; d >= small {
 		clauses = append(clauses, "host memory "+signedBytes(d))
-	}
-	if o := rep.OOM; o != nil && (base.OOM == nil || o.Alloc.Tensor != base.OOM.Alloc.Tensor || o.Alloc.Phase != base.OOM.Alloc.Phase) {
-		clauses = append(clauses, fmt.Sprintf("now fails at %s in %s", o.Alloc.Tensor, o.Alloc.Phase))
 	}
 	if len(clauses) > maxClauses {
 		clauses = clauses[:maxClauses]

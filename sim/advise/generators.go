@@ -32,13 +32,20 @@ type generator struct {
 	// and for Speed also those that may save time (a memory saver pairs
 	// with a speed-up that does not fit alone). A change the plan rejects
 	// (a layout that does not divide) is dropped after the fact.
-	Gen func(p *core.Plan, goal Goal) []Change
+	Gen func(p *core.Plan, ask Ask) []Change
+}
+
+// Ask is what the advice looks for: the goal and the device memory the
+// step may use.
+type Ask struct {
+	Goal   Goal
+	Budget int64
 }
 
 // generators are the knobs advice turns, in the order rows tie-break.
 var generators = []generator{
 	{"micro_batch", "a smaller micro-batch with more gradient accumulation, the same global batch (speed: a larger one)", microBatchChanges},
-	{"checkpoint", "activation checkpointing: selective, every other block, full, non-reentrant (speed: less of it)", checkpointChanges},
+	{"checkpoint", "activation checkpointing: selective, every other block, full, non-reentrant, or the least recompute that fits (checkpoint(budget=...)); for speed, less of it", checkpointChanges},
 	{"precision", "bf16 autocast over fp32 weights, or pure bf16 weights and states", precisionChanges},
 	{"optimizer", "AdamW's fused step, 8-bit or paged 8-bit state, the step in the backward", optimizerChanges},
 	{"loss_chunks", "the output layer and cross-entropy in 8 chunks (torchtune's num_output_chunks)", lossChunkChanges},
@@ -49,6 +56,7 @@ var generators = []generator{
 	{"graph", "a graph model's edge chunks, eval chunks and processor segments", graphChanges},
 	{"table_placement", "a sparse table's rows and moments in host memory", tableChanges},
 	{"layout", "tensor or pipeline parallelism over the same GPUs", layoutChanges},
+	{"schedule", "a pipeline's schedule: 1F1B, zero bubble (zb-h1, zb-v), interleaved or DualPipe", scheduleChanges},
 }
 
 // one is a change of one keyword.
@@ -59,7 +67,7 @@ func one(knob, keyword string, v any) Change {
 // microBatchChanges split the micro-batch (b/2, b/4, ... and 1) and
 // accumulate more, keeping the global batch; for speed they merge
 // accumulated micro-batches into larger ones.
-func microBatchChanges(p *core.Plan, goal Goal) []Change {
+func microBatchChanges(p *core.Plan, ask Ask) []Change {
 	if p.Parallel.MicroBatches > 0 { // a pipeline's micro-batch count is set on its own
 		return nil
 	}
@@ -75,7 +83,7 @@ func microBatchChanges(p *core.Plan, goal Goal) []Change {
 	if b > 1 {
 		out = append(out, mb(1, p.GradAccum*p.Batch))
 	}
-	if goal == Speed {
+	if ask.Goal == Speed {
 		for k := int64(2); k <= p.GradAccum; k *= 2 {
 			if p.GradAccum%k != 0 {
 				break
@@ -101,7 +109,7 @@ func blocks(m *core.Model) int64 {
 }
 
 // checkpointChanges checkpoint more (or, for speed, less) of the model.
-func checkpointChanges(p *core.Plan, goal Goal) []Change {
+func checkpointChanges(p *core.Plan, ask Ask) []Change {
 	cur := p.Checkpoint
 	if cur.Mode == "" {
 		cur.Mode = "none"
@@ -139,7 +147,7 @@ func checkpointChanges(p *core.Plan, goal Goal) []Change {
 		}
 		add(c)
 	}
-	if goal == Speed {
+	if ask.Goal == Speed {
 		for _, c := range less[cur.Mode] {
 			if c.Mode == "every" && n < 4 {
 				continue
@@ -147,12 +155,17 @@ func checkpointChanges(p *core.Plan, goal Goal) []Change {
 			add(c)
 		}
 	}
+	if n > 0 && cur.Mode != "budget" && p.Parallel.Norm().PP <= 1 {
+		// The least recompute that fits, each block's policy solved (last:
+		// on a tie the plain policy it solves to comes first).
+		add(core.Checkpoint{Mode: "budget", Budget: core.Budget{Bytes: ask.Budget &^ (1<<20 - 1)}}) // whole MiB: a budget one can read
+	}
 	return out
 }
 
 // precisionChanges move fp32 to bf16 autocast (fp16 on cards without
 // bf16) or pure bf16, and bf16 autocast to pure bf16.
-func precisionChanges(p *core.Plan, goal Goal) []Change {
+func precisionChanges(p *core.Plan, ask Ask) []Change {
 	half, mixed := "bf16", "bf16-mixed"
 	if !p.Device.HasBF16() {
 		half, mixed = "fp16", "fp16-mixed"
@@ -169,7 +182,7 @@ func precisionChanges(p *core.Plan, goal Goal) []Change {
 // optimizerChanges change how Adam runs: its fused step (in place, no
 // foreach temporaries), 8-bit or paged 8-bit state (bitsandbytes), or the
 // step in the backward.
-func optimizerChanges(p *core.Plan, goal Goal) []Change {
+func optimizerChanges(p *core.Plan, ask Ask) []Change {
 	o := p.Optimizer
 	if o.Kind != core.Adam && o.Kind != core.AdamW {
 		return nil
@@ -193,7 +206,7 @@ func optimizerChanges(p *core.Plan, goal Goal) []Change {
 
 // lossChunkChanges chunk the output layer and its loss (torchtune's
 // num_output_chunks = 8).
-func lossChunkChanges(p *core.Plan, goal Goal) []Change {
+func lossChunkChanges(p *core.Plan, ask Ask) []Change {
 	if p.Model.Vocab <= 0 || p.LossChunks > 1 {
 		return nil
 	}
@@ -205,7 +218,7 @@ func lossChunkChanges(p *core.Plan, goal Goal) []Change {
 // resharding after the forward and sharding over every rank instead of
 // HSDP's replicas. For speed, FSDP keeps its gathered parameters from the
 // forward to the backward (reshard_after_forward=False).
-func shardingChanges(p *core.Plan, goal Goal) []Change {
+func shardingChanges(p *core.Plan, ask Ask) []Change {
 	par := p.Parallel.Norm()
 	if par.ShardDegree()*max(par.DPReplicate, 1) < 2 {
 		return nil
@@ -216,7 +229,7 @@ func shardingChanges(p *core.Plan, goal Goal) []Change {
 		f(&q)
 		out = append(out, one("sharding", "parallel", q))
 	}
-	if goal == Speed && par.FSDP && !par.NoReshard {
+	if ask.Goal == Speed && par.FSDP && !par.NoReshard {
 		with(func(q *core.Parallelism) { q.NoReshard, q.ReshardTo = true, 0 })
 	}
 	switch {
@@ -243,7 +256,7 @@ func shardingChanges(p *core.Plan, goal Goal) []Change {
 
 // offloadChanges move optimizer state, parameters or saved activations to
 // host memory.
-func offloadChanges(p *core.Plan, goal Goal) []Change {
+func offloadChanges(p *core.Plan, ask Ask) []Change {
 	var cur core.Offload
 	if p.Offload != nil {
 		cur = *p.Offload
@@ -274,7 +287,7 @@ func offloadChanges(p *core.Plan, goal Goal) []Change {
 
 // expandableChanges turn on expandable segments: no free tails left in
 // segments of fixed size.
-func expandableChanges(p *core.Plan, goal Goal) []Change {
+func expandableChanges(p *core.Plan, ask Ask) []Change {
 	if p.ExpandableSegments {
 		return nil
 	}
@@ -282,7 +295,7 @@ func expandableChanges(p *core.Plan, goal Goal) []Change {
 }
 
 // memberChanges run an ensemble's stacked members one at a time.
-func memberChanges(p *core.Plan, goal Goal) []Change {
+func memberChanges(p *core.Plan, ask Ask) []Change {
 	if p.Members < 2 || p.MembersMode == "sequential" {
 		return nil
 	}
@@ -293,7 +306,7 @@ func memberChanges(p *core.Plan, goal Goal) []Change {
 // or 8 (with sequence parallelism), or 2 or 4 pipeline stages, taken from
 // the data-parallel degree; the fewer replicas accumulate more
 // micro-batches, so the global batch, and the step, stay the same.
-func layoutChanges(p *core.Plan, goal Goal) []Change {
+func layoutChanges(p *core.Plan, ask Ask) []Change {
 	par := p.Parallel.Norm()
 	gpus := par.GPUs()
 	if gpus < 2 || p.Parallel.MicroBatches > 0 {
@@ -323,6 +336,34 @@ func layoutChanges(p *core.Plan, goal Goal) []Change {
 	}
 	for _, pp := range []int64{2, 4} {
 		try(par.TP, pp)
+	}
+	return out
+}
+
+// schedules are the pipeline schedules advice tries, with the model chunks
+// per GPU each runs (pipeline_schedule.go): 1F1B and ZB-H1 hold 1F1B's
+// activations, ZB-V and the interleaved schedule two chunks, DualPipe the
+// parameters twice.
+var schedules = []struct {
+	name    string
+	virtual int64
+}{{"1f1b", 0}, {"zb-h1", 0}, {"zb-v", 2}, {"interleaved", 2}, {"dualpipe", 0}}
+
+// scheduleChanges try a pipelined plan's other schedules: less in flight
+// saves memory, a smaller bubble time.
+func scheduleChanges(p *core.Plan, ask Ask) []Change {
+	par := p.Parallel.Norm()
+	if par.PP < 2 {
+		return nil
+	}
+	var out []Change
+	for _, s := range schedules {
+		if s.name == par.Schedule {
+			continue
+		}
+		q := p.Parallel
+		q.Schedule, q.VirtualStages = s.name, s.virtual
+		out = append(out, one("schedule", "parallel", q))
 	}
 	return out
 }

@@ -39,7 +39,7 @@ func TestGenerators(t *testing.T) {
 		want map[string][]string // knob -> changes
 	}{
 		{"quickstart", quickstart(), Fit, map[string][]string{
-			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":           {`precision="bf16"`},
 			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks":         {`loss_chunks=8`},
@@ -51,7 +51,7 @@ func TestGenerators(t *testing.T) {
 			p.Optimizer.Impl = "fused"
 		}), Speed, map[string][]string{
 			"micro_batch":         {"batch=6, grad_accum=8", "batch=3, grad_accum=16", "batch=1, grad_accum=48", "batch=24, grad_accum=2", "batch=48, grad_accum=1"},
-			"checkpoint":          {`checkpoint="full"`, `checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`},
+			"checkpoint":          {`checkpoint="full"`, `checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":           {`precision="bf16"`},
 			"optimizer":           {`optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`},
 			"loss_chunks":         {`loss_chunks=8`},
@@ -65,7 +65,7 @@ func TestGenerators(t *testing.T) {
 			p.ExpandableSegments = true
 			p.Offload = &core.Offload{Activations: "cpu"}
 		}), Fit, map[string][]string{
-			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=32502 * MiB)`},
 			"precision":   {`precision="fp16-mixed"`, `precision="fp16"`},
 			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks": {`loss_chunks=8`},
@@ -79,7 +79,7 @@ func TestGenerators(t *testing.T) {
 			p.Parallel = core.Parallelism{DP: 16, FSDP: true, DPReplicate: 2, NoReshard: true}
 			p.ExpandableSegments = true
 		}), Fit, map[string][]string{
-			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":   {`precision="bf16"`},
 			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks": {`loss_chunks=8`},
@@ -93,7 +93,7 @@ func TestGenerators(t *testing.T) {
 				`parallel=parallel(dp=4, pp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False), grad_accum=4`},
 		}},
 		{"FSDP, for speed", with(func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 8, FSDP: true} }), Speed, map[string][]string{
-			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`},
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":           {`precision="bf16"`},
 			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks":         {`loss_chunks=8`},
@@ -102,6 +102,20 @@ func TestGenerators(t *testing.T) {
 			"sharding":            {`parallel=parallel(dp=8, fsdp=True, reshard_after_forward=False)`},
 			"layout": {`parallel=parallel(dp=4, tp=2, fsdp=True, sequence_parallel=True), grad_accum=2`, `parallel=parallel(dp=2, tp=4, fsdp=True, sequence_parallel=True), grad_accum=4`,
 				`parallel=parallel(tp=8, fsdp=True, sequence_parallel=True), grad_accum=8`, `parallel=parallel(dp=4, pp=2, fsdp=True), grad_accum=2`, `parallel=parallel(dp=2, pp=4, fsdp=True), grad_accum=4`},
+		}},
+		{"a pipeline, for speed", with(func(p *core.Plan) {
+			p.Parallel, p.GradAccum, p.Checkpoint = core.Parallelism{PP: 4}, 8, core.Checkpoint{Mode: "full", Every: 1}
+			p.ExpandableSegments = true
+		}), Speed, map[string][]string{
+			"checkpoint":  {`checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`},
+			"precision":   {`precision="bf16"`},
+			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`},
+			"loss_chunks": {`loss_chunks=8`},
+			"micro_batch": {"batch=2, grad_accum=4", "batch=4, grad_accum=2", "batch=8, grad_accum=1"},
+			"offload":     {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu")`, `offload=offload(activations="cpu")`},
+			"layout":      {`parallel=parallel(dp=2, pp=2), grad_accum=4`},
+			"schedule": {`parallel=parallel(pp=4, schedule="zb-h1")`, `parallel=parallel(pp=4, schedule="zb-v", virtual_stages=2)`,
+				`parallel=parallel(pp=4, schedule="interleaved", virtual_stages=2)`, `parallel=parallel(pp=4, schedule="dualpipe")`},
 		}},
 		{"bris, 2 stacked members, validation", bris, Fit, map[string][]string{
 			"checkpoint":   {`checkpoint="selective"`},
@@ -128,7 +142,7 @@ func TestGenerators(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			got := map[string][]string{}
 			for _, g := range generators {
-				for _, ch := range g.Gen(c.plan, c.goal) {
+				for _, ch := range g.Gen(c.plan, Ask{Goal: c.goal, Budget: c.plan.Device.Memory}) {
 					if !strings.HasPrefix(ch.Knob, g.Knob) && g.Knob != "graph" && g.Knob != "table_placement" {
 						t.Errorf("generator %s made a change of knob %s", g.Knob, ch.Knob)
 					}
@@ -161,7 +175,7 @@ func TestModelChangesCopy(t *testing.T) {
 	p.Validation = true
 	settings := func(m *core.Model) string { return fmt.Sprint(graph.Settings(m)) }
 	before := settings(p.Model)
-	changes := graphChanges(p, Fit)
+	changes := graphChanges(p, Ask{Goal: Fit})
 	if len(changes) == 0 {
 		t.Fatal("no changes")
 	}

@@ -19,7 +19,7 @@ const maxChunks = 64
 // powers of two up to maxChunks, or a processor's segments to each
 // divisor of its layers: eval chunks when the plan runs a validation pass
 // or is an evaluation, the others when it trains.
-func graphChanges(p *core.Plan, goal Goal) []Change {
+func graphChanges(p *core.Plan, ask Ask) []Change {
 	evals := p.Validation || p.Phase == core.Eval
 	var out []Change
 	for _, s := range graph.Settings(p.Model) {
@@ -52,7 +52,7 @@ func graphChanges(p *core.Plan, goal Goal) []Change {
 // tableChanges move a sparse table on the card to host memory
 // (table(..., placement="host")): its rows and moments leave the card and
 // the rows read cross PCIe each step.
-func tableChanges(p *core.Plan, goal Goal) []Change {
+func tableChanges(p *core.Plan, ask Ask) []Change {
 	var out []Change
 	for _, l := range p.Model.Layers {
 		core.Walk(l, "", func(_ string, x core.Layer) {

@@ -18,6 +18,9 @@ type Builder struct {
 	taken  map[string]int         // module paths taken, with how many layers took them
 	region int32                  // current checkpoint region, 0 = none
 	block  int                    // index of the current repeated block (for checkpoint(every=k))
+	// curBlock is the repeated block being lowered, 1-based (0: none),
+	// recorded on each op (OpInfo.Block).
+	curBlock int32
 
 	members    int64 // ensemble members in the step (Plan.Members, at least 1)
 	sequential bool  // members run through the model one at a time
@@ -149,7 +152,7 @@ func (b *Builder) AddOp(kind, name string, ins []Value, params ...int32) int32 {
 		panic(LowerError{opsError()})
 	}
 	b.P.Ops = append(b.P.Ops, OpInfo{
-		Name: b.Name(name), Module: b.prefix, Kind: kind, In: ins, Params: params, Region: b.region,
+		Name: b.Name(name), Module: b.prefix, Kind: kind, In: ins, Params: params, Region: b.region, Block: b.curBlock,
 	})
 	return int32(len(b.P.Ops) - 1)
 }

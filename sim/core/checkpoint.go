@@ -14,6 +14,11 @@ import "fmt"
 //   - every=k: one block in every k is checkpointed (torchtune's
 //     selective "ac_option" integer), starting with the first.
 //   - modules: layers whose name or kind is listed are regions.
+//   - blocks: each repeated block has a policy of its own (Blocks[i]:
+//     none, selective, modules or full), what checkpoint(budget=...)
+//     resolves to (checkpoint_blocks.go).
+//   - budget: the least recompute within a memory budget, solved when the
+//     plan is evaluated (package sim, checkpoint_budget.go).
 //
 // Reentrant picks torch.utils.checkpoint's variant (both keep the region's
 // tensor inputs in forward). Non-reentrant (use_reentrant=False, the
@@ -26,11 +31,13 @@ import "fmt"
 // checkpoint docs: "At least one input and output must have
 // requires_grad=True for the reentrant variant").
 type Checkpoint struct {
-	Mode      string // none | full | selective | every | modules
+	Mode      string // none | full | selective | every | modules | blocks | budget
 	Every     int
 	Modules   []string
 	Selective bool
 	Reentrant bool
+	Blocks    []Checkpoint // blocks: the policy of repeated block i (none after the list)
+	Budget    Budget       // budget: what the solver must fit
 }
 
 // ParseCheckpoint reads the string forms.
@@ -81,6 +88,8 @@ func (c Checkpoint) String() string {
 		return fmt.Sprintf("checkpoint(modules=%q%s)", c.Modules, re)
 	case "", "none":
 		return "none"
+	case "budget", "blocks":
+		return c.budgetString()
 	}
 	if c.Reentrant {
 		return fmt.Sprintf("checkpoint(%q%s)", c.Mode, re)

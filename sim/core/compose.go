@@ -74,6 +74,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 	ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	for i := int64(0); i < r.N; i++ {
 		done := b.Scope(fmt.Sprintf("%d", i))
+		outer := b.enterBlock(b.block)
 		closeRegion := func() {}
 		if b.Ckpt.block(b.block) {
 			closeRegion = b.PolicyRegion("block")
@@ -81,6 +82,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 		b.block++
 		x = b.LowerChild(r.Layer, x)
 		closeRegion()
+		b.leaveBlock(outer)
 		done()
 		if i == 0 {
 			b.P.reserve(r.N-1, ops, values, params) // room for the other copies

@@ -307,6 +307,7 @@ func (b *Builder) lowerUnit(u pipeUnit, x Value) Value {
 	}
 	defer b.Scope(u.BlockPath())()
 	b.block = int(u.block)
+	defer b.leaveBlock(b.enterBlock(b.block))
 	closeRegion := func() {}
 	if b.Ckpt.block(b.block) {
 		closeRegion = b.PolicyRegion("block")

@@ -80,6 +80,7 @@ type OpInfo struct {
 	Flops   float64 // forward FLOPs (backward is costed by op kind)
 	Bytes   float64 // forward HBM bytes moved
 	Region  int32   // checkpoint region id, 0 = none
+	Block   int32   // the repeated block it belongs to, 1-based, 0 = none (checkpoint budgets)
 	NoGradB bool    // backward produces no input grads (e.g. integer inputs)
 }
 
