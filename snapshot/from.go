@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -46,11 +47,34 @@ func FromReport(r *replay.Report) (*Snapshot, error) {
 	return s, nil
 }
 
-// frameOf names the tensor, its op and the step's phase.
+// frameOf names the tensor, its op and the step's phase. What setup
+// allocates for a parameter (the parameter, its master copy, optimizer
+// state, accumulated gradient) is placed in the parameter's module, where
+// a Python stack would show the model's or the optimizer's constructor.
 func frameOf(e replay.TraceEvent) []Frame {
-	name := e.Tensor
+	name, op := e.Tensor, e.Op
 	if name == "" {
 		name = e.Action
 	}
-	return []Frame{{Name: name, Filename: e.Op, Line: 0}, {Name: e.Phase.String(), Filename: "memsh", Line: 0}}
+	if e.Phase == replay.PhaseSetup {
+		if m, ok := paramModule(e.Tensor); ok {
+			op = m
+		}
+	}
+	return []Frame{{Name: name, Filename: op, Line: 0}, {Name: e.Phase.String(), Filename: "memsh", Line: 0}}
+}
+
+// paramModule is the module of a parameter's tensor name
+// ("layers.0.mlp.up_proj.weight exp_avg" is in layers.0.mlp.up_proj).
+func paramModule(tensor string) (string, bool) {
+	first, _, _ := strings.Cut(tensor, " ")
+	i := strings.LastIndexByte(first, '.')
+	if i <= 0 {
+		return "", false
+	}
+	switch first[i+1:] {
+	case "weight", "bias", "grad":
+		return first[:i], true
+	}
+	return "", false
 }

@@ -37,8 +37,14 @@ func TestFromReport(t *testing.T) {
 				t.Fatal(err)
 			}
 			a, r := s.Peaks()
-			if a != rep.PeakAllocated || r != rep.PeakReserved {
-				t.Errorf("trace peaks %d allocated, %d reserved; report %d, %d", a, r, rep.PeakAllocated, rep.PeakReserved)
+			if a != rep.Trace.PeakRequested || r != rep.PeakReserved {
+				t.Errorf("trace peaks %d allocated, %d reserved; report %d requested, %d reserved", a, r, rep.Trace.PeakRequested, rep.PeakReserved)
+			}
+			// Blocks round requests up by less than 512 B each, or keep a
+			// remainder too small to split (under 512 B, or 1 MiB in the
+			// large pool): the requested peak is at most the block peak.
+			if a > rep.PeakAllocated || a < rep.PeakAllocated*9/10 {
+				t.Errorf("requested peak %d against the block peak %d", a, rep.PeakAllocated)
 			}
 			if (rep.OOM != nil) != (tc.name == "oom") {
 				t.Errorf("oom = %v", rep.OOM)

@@ -60,9 +60,9 @@ print(mv.trace(d))
 }
 
 // TestTorchPeaks writes a replayed step's snapshot, loads it with pickle
-// and recomputes the peaks from its device trace in Python, as
-// torch.cuda.memory's max_memory_allocated/reserved count them; they equal
-// the report's.
+// and recomputes the peaks from its device trace in Python, as PyTorch's
+// memory viewer does (requested bytes allocated, segments reserved); they
+// equal the replay's.
 func TestTorchPeaks(t *testing.T) {
 	py := python(t)
 	m := testmodels.Llama(512, 4, 8, 2, 1376, 32000, "flash")
@@ -103,7 +103,7 @@ print(pa, pr)
 	if err != nil {
 		t.Fatalf("torch could not read the snapshot: %v\n%s", err, out)
 	}
-	want := fmt.Sprintf("%d %d", rep.PeakAllocated, rep.PeakReserved)
+	want := fmt.Sprintf("%d %d", rep.Trace.PeakRequested, rep.PeakReserved)
 	if got := strings.TrimSpace(string(out)); got != want {
 		t.Errorf("peaks from the pickle %s, report %s", got, want)
 	}

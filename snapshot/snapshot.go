@@ -65,8 +65,10 @@ const (
 
 // Peaks replays the trace: the most bytes allocated (alloc to
 // free_completed) and reserved (segment_alloc/map to segment_free/unmap)
-// at once, as torch.cuda.max_memory_allocated and max_memory_reserved
-// report them.
+// at once. PyTorch's trace records what each allocation asked for, so the
+// first is the peak of requested bytes (torch.cuda.max_memory_allocated
+// counts them rounded up to their blocks); the second is
+// max_memory_reserved.
 func (s *Snapshot) Peaks() (allocated, reserved int64) {
 	var a, r int64
 	for _, e := range s.Trace {

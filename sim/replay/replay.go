@@ -252,7 +252,7 @@ func (r *Replay) allocate(a Alloc) int32 {
 	a.Phase, a.Op = r.phase, r.op
 	if r.traced != nil {
 		if !ok && r.Rep.OOM == nil {
-			r.Rep.Trace.Events = append(r.Rep.Trace.Events, TraceEvent{Action: "oom", Size: blk.Size, Tensor: a.Tensor, Op: r.op, Phase: r.phase})
+			r.Rep.Trace.Events = append(r.Rep.Trace.Events, TraceEvent{Action: "oom", Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Phase: r.phase})
 		}
 		r.traceAlloc(a, blk)
 	}

@@ -12,7 +12,10 @@ import "github.com/memsh/memsh/sim/alloc"
 type TraceEvent struct {
 	Action string // alloc, free_completed, oom, or one of alloc's segment kinds
 	Addr   int64
-	Size   int64 // the block's (rounded) size, or the segment's
+	// Size is the bytes the allocation asked for (before the allocator
+	// rounds it up to its block), as PyTorch's trace records them
+	// (TraceEntry orig_size); a segment event's is the segment's.
+	Size   int64
 	Tensor string
 	Op     string
 	Phase  Phase
@@ -22,6 +25,12 @@ type TraceEvent struct {
 type Trace struct {
 	Events   []TraceEvent
 	Segments []alloc.SegmentInfo
+	// PeakRequested is the most bytes asked for by the allocations live at
+	// once: the peak of the trace's alloc and free events. The report's
+	// PeakAllocated counts their rounded blocks, as
+	// torch.cuda.max_memory_allocated does.
+	PeakRequested int64
+	requested     int64
 	// Tensors names the tensor in each block in use at the end, by address.
 	Tensors map[int64]string
 	// Requested is the bytes asked for, by block address, for blocks in use
@@ -32,14 +41,18 @@ type Trace struct {
 // traceAlloc records the allocation of blk for a.
 func (r *Replay) traceAlloc(a Alloc, blk *alloc.Block) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: blk.Size, Tensor: a.Tensor, Op: r.op, Phase: r.phase})
+	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Phase: r.phase})
 	r.traced[blk] = tracedTensor{a.Tensor, a.Bytes}
+	t.requested += a.Bytes
+	t.PeakRequested = max(t.PeakRequested, t.requested)
 }
 
 // traceFree records the free of blk.
 func (r *Replay) traceFree(blk *alloc.Block) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: "free_completed", Addr: blk.Addr(), Size: blk.Size, Tensor: r.traced[blk].name, Op: r.op, Phase: r.phase})
+	tt := r.traced[blk]
+	t.Events = append(t.Events, TraceEvent{Action: "free_completed", Addr: blk.Addr(), Size: tt.bytes, Tensor: tt.name, Op: r.op, Phase: r.phase})
+	t.requested -= tt.bytes
 	delete(r.traced, blk)
 }
 
