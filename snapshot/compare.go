@@ -16,39 +16,42 @@ import (
 
 // Comparison is what Compare finds.
 type Comparison struct {
-	Measured, Predicted Side
+	Measured  Side `json:"measured"`
+	Predicted Side `json:"predicted"`
 	// Sizes are the allocation sizes whose counts differ: what memsh missed
 	// (Measured > Predicted) or invented, largest byte difference first.
-	Sizes []SizeDiff
+	Sizes []SizeDiff `json:"sizes"`
 	// Modules are the bytes allocated by module and phase where the two
 	// sides differ, largest difference first: filled when the measured
 	// frames name modules as memsh does (the oracle's snapshots).
-	Modules []ModuleDiff
+	Modules []ModuleDiff `json:"modules"`
 	// Unmatched are measured events memsh cannot place: actions it does not
 	// model, and frees of blocks allocated before the trace began.
-	Unmatched []string
+	Unmatched []string `json:"unmatched"`
 }
 
 // Side is one trace's figures.
 type Side struct {
-	PeakAllocated, PeakReserved int64
-	PeakEvent                   int     // index of the event at the peak of allocated memory
-	AtPeak                      []Allocation // the largest allocations live at that peak
-	Largest                     []Allocation // the largest allocations of the step
-	Allocs                      int
+	PeakAllocated int64        `json:"peak_allocated"`
+	PeakReserved  int64        `json:"peak_reserved"`
+	PeakEvent     int          `json:"peak_event"` // index of the event at the peak of allocated memory
+	AtPeak        []Allocation `json:"at_peak"`    // the largest allocations live at that peak
+	Largest       []Allocation `json:"largest"`    // the largest allocations of the step
+	Allocs        int          `json:"allocations"`
 }
 
 // Allocation is one allocation as a comparison shows it.
 type Allocation struct {
-	Size  int64
-	Where string // the frames, innermost first: tensor, module, phase
+	Size  int64  `json:"size"`
+	Where string `json:"where"` // the frames, innermost first: tensor, module, phase
 }
 
 // SizeDiff is one allocation size with different counts.
 type SizeDiff struct {
-	Size                int64
-	Measured, Predicted int
-	Examples            []string // where memsh allocates this size (or the measured frames when memsh never does)
+	Size      int64    `json:"size"`
+	Measured  int      `json:"measured"`
+	Predicted int      `json:"predicted"`
+	Examples  []string `json:"examples"` // where memsh allocates this size (or the measured frames when memsh never does)
 }
 
 // Bytes is the bytes of the difference: positive when memsh missed them.
@@ -56,8 +59,10 @@ func (d SizeDiff) Bytes() int64 { return int64(d.Measured-d.Predicted) * d.Size 
 
 // ModuleDiff is the bytes one module allocates in one phase on both sides.
 type ModuleDiff struct {
-	Module, Phase       string
-	Measured, Predicted int64
+	Module    string `json:"module"`
+	Phase     string `json:"phase"`
+	Measured  int64  `json:"measured"`
+	Predicted int64  `json:"predicted"`
 }
 
 // topN is how many allocations a comparison lists per side.
@@ -142,17 +147,28 @@ func side(s *Snapshot) Side {
 // keepLargest adds a to the topN largest of as.
 func keepLargest(as []Allocation, a Allocation) []Allocation {
 	as = append(as, a)
-	sort.SliceStable(as, func(i, j int) bool { return as[i].Size > as[j].Size || as[i].Size == as[j].Size && as[i].Where < as[j].Where })
+	sort.SliceStable(as, func(i, j int) bool {
+		return as[i].Size > as[j].Size || as[i].Size == as[j].Size && as[i].Where < as[j].Where
+	})
 	if len(as) > topN {
 		as = as[:topN]
 	}
 	return as
 }
 
-// where describes frames: "tensor · module · phase" for memsh's.
+// maxFrames is how many frames, innermost first, where shows of a
+// measured allocation's Python stack.
+const maxFrames = 4
+
+// where describes frames: "tensor · module · phase" for memsh's, the
+// innermost few of a Python stack.
 func where(fs []Frame) string {
 	var parts []string
-	for _, f := range fs {
+	for i, f := range fs {
+		if i == maxFrames {
+			parts = append(parts, fmt.Sprintf("… %d more frames", len(fs)-maxFrames))
+			break
+		}
 		switch {
 		case f.Filename == "memsh":
 			parts = append(parts, f.Name)
@@ -357,6 +373,9 @@ func (c *Comparison) Render(w io.Writer) error {
 			fmt.Fprintf(&b, "  %12s  measured %d x, memsh %d x (%s %s): %s\n", units.FormatBytes(s.Size), s.Measured, s.Predicted,
 				verb, units.FormatBytes(abs(s.Bytes())), strings.Join(s.Examples, "; "))
 		}
+	}
+	if len(c.Sizes) == 0 {
+		fmt.Fprintf(&b, "\nevery allocation size comes as often on both sides\n")
 	}
 	for _, u := range c.Unmatched {
 		fmt.Fprintf(&b, "\nnot compared: %s\n", u)

@@ -33,6 +33,9 @@ Usage:
   memsh plot FILE.star [ARGS...]  draw the memory timeline of the script's reports
   memsh fit CONFIG.json --seq N   will a Hugging Face model train on this GPU? the
                                   report and advise()'s top changes
+  memsh compare SNAP.pickle FILE.star [ARGS...]
+                                  line a measured memory snapshot up against
+                                  the step the script simulates
   memsh doc [NAME]                list builtins and stdlib names, or document one
   memsh version                   print the version
   memsh help                      print this help
@@ -53,6 +56,7 @@ Flags (before or after the command):
                                   unless NO_COLOR is set)
   run --json, fit --json          emitted values as JSON lines on stdout
                                   (docs/json.md); print() output to stderr
+  compare --json                  the comparison as one JSON object
   run --csv                       emitted tables as CSV on stdout, for
                                   spreadsheets; print() output to stderr
   run --plot OUT.svg              also draw the memory timeline to OUT.svg
@@ -214,6 +218,8 @@ func (e *env) dispatch(args []string) error {
 		return e.cmdPlot(operands)
 	case "fit":
 		return e.cmdFit(operands)
+	case "compare":
+		return e.cmdCompare(operands)
 	case "repl":
 		return e.cmdRepl(operands)
 	case "doc":
@@ -228,6 +234,6 @@ func (e *env) dispatch(args []string) error {
 		fmt.Fprint(e.stdout, helpText)
 		return nil
 	default:
-		return usagef("unknown command %q (want run, repl, test, plot, fit, doc, version or help)", cmd)
+		return usagef("unknown command %q (want run, repl, test, plot, fit, compare, doc, version or help)", cmd)
 	}
 }

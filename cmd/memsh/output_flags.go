@@ -30,7 +30,7 @@ type outputFlags struct {
 
 // outputFlagCommands says which commands take each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run fit", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+	"json": "run fit compare", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
 	"gpu": "fit", "seq": "fit", "batch": "fit", "gpus": "fit", "precision": "fit", "top": "fit",
 }
 
@@ -105,7 +105,7 @@ func (o *outputFlags) check(cmd string) error {
 			if len(name) == 1 {
 				dash = "-"
 			}
-			return usagef("%s%s is a flag of memsh %s, not of %s", dash, name, strings.Join(strings.Fields(want), " and "), cmd)
+			return usagef("%s%s is a flag of memsh %s, not of %s", dash, name, andList(strings.Fields(want)), cmd)
 		}
 	}
 	return nil
@@ -135,4 +135,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 	}
 	return operands, nil
+}
+
+// andList words a list: "run", "run and fit", "run, fit and compare".
+func andList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
 }
