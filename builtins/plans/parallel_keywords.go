@@ -29,7 +29,7 @@ var layoutKeywords = []layoutKeyword{
 	degree("dp", "data-parallel ranks (alone: DDP, which saves no memory)", func(p *core.Parallelism) *int64 { return &p.DP }),
 	degree("tp", "Megatron tensor parallelism: heads, MLP and vocabulary split over tp ranks", func(p *core.Parallelism) *int64 { return &p.TP }),
 	degree("pp", "pipeline stages of the repeated blocks", func(p *core.Parallelism) *int64 { return &p.PP }),
-	degree("cp", "context parallelism: each sequence split over cp ranks (ring attention)", func(p *core.Parallelism) *int64 { return &p.CP }),
+	degree("cp", "context parallelism: each sequence split over cp ranks (ring attention, or Ulysses with cp_mode)", func(p *core.Parallelism) *int64 { return &p.CP }),
 	degree("ep", "expert parallelism: each MoE's experts split over ep ranks of the dp group", func(p *core.Parallelism) *int64 { return &p.EP }),
 	{Name: "zero", Sig: "0", Doc: "DeepSpeed ZeRO stage over dp x cp: 1 optimizer state, 2 and gradients, 3 and parameters",
 		get: func(p core.Parallelism) starlark.Value { return starlark.MakeInt(p.Zero) },
@@ -91,6 +91,26 @@ var layoutKeywords = []layoutKeyword{
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
 	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: the precision's gradient dtype)",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPReduceDType }),
+	{Name: "cp_mode", Sig: `"ring"`,
+		Doc: `how context parallelism runs attention: "ring" (Megatron/TransformerEngine ring attention: K/V chunks passed around the cp ranks, ` +
+			`double-buffered, overlapped with the kernel) or "ulysses" (DeepSpeed Ulysses: all-to-alls give each rank the whole sequence for ` +
+			`a cp-th of the heads; each tensor-parallel rank's heads and key-value heads must divide by cp)`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.CPMode == "" {
+				return starlark.String("ring")
+			}
+			return starlark.String(p.CPMode)
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.CPMode = string(s)
+			default:
+				return fmt.Errorf("cp_mode must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
 	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
 		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},
