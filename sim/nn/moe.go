@@ -92,7 +92,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	xs := b.Out(g, "dispatched", []int64{routed, m.Dim}, b.Dtype(x), "tokens copied to their experts")
 	b.Save(g, idx)
 	received := b.Par.ExpertRows(routed, E, k, m.Capacity > 1) // the busiest rank's share (core/expert.go)
-	xs = expertAllToAll(b, "dispatch", xs, received) // to the ranks holding the experts
+	xs = expertAllToAll(b, "dispatch", xs, received)           // to the ranks holding the experts
 	y := expertsForward(b, xs, m, received)
 	y = expertAllToAll(b, "combine", y, routed)
 	wcast := b.Cast(weights, b.Dtype(y), "routing weights in the expert output dtype")
