@@ -29,8 +29,43 @@ var layoutKeywords = []layoutKeyword{
 	degree("dp", "data-parallel ranks (alone: DDP, which saves no memory)", func(p *core.Parallelism) *int64 { return &p.DP }),
 	degree("tp", "Megatron tensor parallelism: heads, MLP and vocabulary split over tp ranks", func(p *core.Parallelism) *int64 { return &p.TP }),
 	degree("pp", "pipeline stages of the repeated blocks", func(p *core.Parallelism) *int64 { return &p.PP }),
-	degree("cp", "context parallelism: each sequence split over cp ranks (ring attention)", func(p *core.Parallelism) *int64 { return &p.CP }),
+	degree("cp", "context parallelism: each sequence split over cp ranks (ring attention, or Ulysses with cp_mode)", func(p *core.Parallelism) *int64 { return &p.CP }),
 	degree("ep", "expert parallelism: each MoE's experts split over ep ranks of the dp group", func(p *core.Parallelism) *int64 { return &p.EP }),
+	{Name: "expert_tp", Sig: "None",
+		Doc: "the experts' tensor parallelism (Megatron's --expert-tensor-parallel-size): None or tp splits each expert's hidden size like the dense MLP's; " +
+			"1 keeps experts whole, each tensor-parallel rank routing its own sequence-parallel tokens (needs sequence_parallel); expert gradients and state shard over dp x cp x tp / (ep x expert_tp) ranks",
+		get: optionalInt(func(p *core.Parallelism) *int64 { return &p.ETP }),
+		set: setDegree("expert_tp", func(p *core.Parallelism) *int64 { return &p.ETP })},
+	{Name: "expert_load", Sig: "1.0",
+		Doc: `with ep: the routed token copies the busiest rank receives, in balanced shares, sizing the expert all-to-all buffers and the experts' activations; ` +
+			`"worst" is dropless routing's worst case, ep x min(top_k, experts/ep) / top_k (every token of the ep ranks to one rank's experts); ` +
+			`a MoE with a capacity factor receives its capacity whatever the load`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.ExpertWorst {
+				return starlark.String("worst")
+			}
+			return starlark.Float(max(p.ExpertLoad, 1))
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch x := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				if x != "worst" {
+					return fmt.Errorf("expert_load must be a number of balanced shares or \"worst\" (got %q)", string(x))
+				}
+				p.ExpertWorst = true
+			default:
+				f, err := host.AsFloat(v, "expert_load")
+				if err != nil {
+					return err
+				}
+				if f == 1 {
+					f = 0 // balanced, the default
+				}
+				p.ExpertLoad = f
+			}
+			return nil
+		}},
 	{Name: "zero", Sig: "0", Doc: "DeepSpeed ZeRO stage over dp x cp: 1 optimizer state, 2 and gradients, 3 and parameters",
 		get: func(p core.Parallelism) starlark.Value { return starlark.MakeInt(p.Zero) },
 		set: func(v starlark.Value, p *core.Parallelism) error {
@@ -91,6 +126,26 @@ var layoutKeywords = []layoutKeyword{
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
 	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: the precision's gradient dtype)",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPReduceDType }),
+	{Name: "cp_mode", Sig: `"ring"`,
+		Doc: `how context parallelism runs attention: "ring" (Megatron/TransformerEngine ring attention: K/V chunks passed around the cp ranks, ` +
+			`double-buffered, overlapped with the kernel) or "ulysses" (DeepSpeed Ulysses: all-to-alls give each rank the whole sequence for ` +
+			`a cp-th of the heads; each tensor-parallel rank's heads and key-value heads must divide by cp)`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.CPMode == "" {
+				return starlark.String("ring")
+			}
+			return starlark.String(p.CPMode)
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.CPMode = string(s)
+			default:
+				return fmt.Errorf("cp_mode must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
 	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
 		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},

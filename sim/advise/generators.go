@@ -57,6 +57,8 @@ var generators = []generator{
 	{"table_placement", "a sparse table's rows and moments in host memory", tableChanges},
 	{"layout", "tensor or pipeline parallelism over the same GPUs", layoutChanges},
 	{"schedule", "a pipeline's schedule: 1F1B, zero bubble (zb-h1, zb-v), interleaved or DualPipe", scheduleChanges},
+	{"cp_mode", "context parallelism by ring attention or by Ulysses' all-to-all", cpModeChanges},
+	{"expert_tp", "a MoE's experts whole on each tensor-parallel rank (expert_tp=1), or split with tp", expertTPChanges},
 }
 
 // one is a change of one keyword.
@@ -366,4 +368,44 @@ func scheduleChanges(p *core.Plan, ask Ask) []Change {
 		out = append(out, one("schedule", "parallel", q))
 	}
 	return out
+}
+
+// cpModeChanges switch context parallelism between ring attention and
+// Ulysses' all-to-all (their buffers and exchanges differ).
+func cpModeChanges(p *core.Plan, ask Ask) []Change {
+	par := p.Parallel.Norm()
+	if par.CP < 2 {
+		return nil
+	}
+	q := p.Parallel
+	if par.CPMode == "ulysses" {
+		q.CPMode = ""
+	} else {
+		q.CPMode = "ulysses"
+	}
+	return []Change{one("cp_mode", "parallel", q)}
+}
+
+// expertTPChanges keep a MoE's experts whole on each tensor-parallel rank
+// (expert_tp=1, with sequence parallelism), or split them with tp again.
+func expertTPChanges(p *core.Plan, ask Ask) []Change {
+	par := p.Parallel.Norm()
+	moe := false
+	for _, l := range p.Model.Layers {
+		core.Walk(l, "", func(_ string, x core.Layer) {
+			if _, ok := x.(core.ExpertLayer); ok {
+				moe = true
+			}
+		})
+	}
+	if !moe || par.TP < 2 {
+		return nil
+	}
+	q := p.Parallel
+	if par.ETP == 1 {
+		q.ETP = 0
+	} else {
+		q.ETP, q.SequenceParallel = 1, true
+	}
+	return []Change{one("expert_tp", "parallel", q)}
 }

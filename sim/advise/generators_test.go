@@ -27,6 +27,13 @@ func TestGenerators(t *testing.T) {
 		t.Fatal(err)
 	}
 	bris.Validation = true
+	moe := quickstart()
+	moe.Model = &core.Model{Name: "moe", Layers: []core.Layer{&core.Repeat{N: 4, Layer: &core.Sequential{Layers: []core.Layer{
+		&nn.Attention{Dim: 512, Heads: 8, Impl: "flash", Causal: true},
+		&nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}}}}}}
+	moe.Parallel = core.Parallelism{DP: 2, TP: 2}
+	moe.ExpandableSegments = true
+	moe.Offload = &core.Offload{Activations: "cpu"}
 	table := quickstart()
 	table.Model = &core.Model{Name: "ngram", Vocab: 8000, Loss: "cross_entropy", Layers: []core.Layer{
 		&nn.Embedding{Rows: 8000, Dim: 512},
@@ -116,6 +123,28 @@ func TestGenerators(t *testing.T) {
 			"layout":      {`parallel=parallel(dp=2, pp=2), grad_accum=4`},
 			"schedule": {`parallel=parallel(pp=4, schedule="zb-h1")`, `parallel=parallel(pp=4, schedule="zb-v", virtual_stages=2)`,
 				`parallel=parallel(pp=4, schedule="interleaved", virtual_stages=2)`, `parallel=parallel(pp=4, schedule="dualpipe")`},
+		}},
+		{"context parallelism", with(func(p *core.Plan) {
+			p.Parallel = core.Parallelism{CP: 2, FSDP: true}
+			p.ExpandableSegments = true
+			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+		}), Fit, map[string][]string{
+			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"precision":   {`precision="bf16"`},
+			"loss_chunks": {`loss_chunks=8`},
+			"offload":     {`offload=offload(params="cpu")`, `offload=offload(activations="cpu")`},
+			"checkpoint":  {`checkpoint=checkpoint(budget=81157 * MiB)`},
+			"cp_mode":     {`parallel=parallel(cp=2, fsdp=True, cp_mode="ulysses")`},
+		}},
+		{"a MoE over tensor parallelism", moe, Fit, map[string][]string{
+			"optimizer":  {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"precision":  {`precision="bf16"`},
+			"checkpoint": {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"sharding": {`parallel=parallel(dp=2, tp=2, zero=1)`, `parallel=parallel(dp=2, tp=2, zero=2)`, `parallel=parallel(dp=2, tp=2, zero=3)`,
+				`parallel=parallel(dp=2, tp=2, fsdp=True)`},
+			"offload":   {`offload=offload(optimizer="cpu", activations="cpu")`, `offload=offload(optimizer="cpu", params="cpu", activations="cpu")`},
+			"layout":    {`parallel=parallel(tp=4, sequence_parallel=True), grad_accum=2`, `parallel=parallel(tp=2, pp=2, sequence_parallel=True), grad_accum=2`},
+			"expert_tp": {`parallel=parallel(dp=2, tp=2, sequence_parallel=True, expert_tp=1)`},
 		}},
 		{"bris, 2 stacked members, validation", bris, Fit, map[string][]string{
 			"checkpoint":   {`checkpoint="selective"`},

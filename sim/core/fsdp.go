@@ -53,11 +53,11 @@ func (p Parallelism) ShardDegree() int64 {
 }
 
 // ExpertShardDegree is the sharding degree of expert parameters: the
-// expert-data-parallel group, dp x cp / ep, divided by the HSDP replicas
-// (every ep ranks hold different experts).
+// expert-data-parallel group, dp x cp x tp / (ep x expert_tp), divided by
+// the HSDP replicas (every ep ranks hold different experts; expert.go).
 func (p Parallelism) ExpertShardDegree() int64 {
 	n := p.Norm()
-	return max(n.ShardDegree()/n.EP, 1)
+	return max(n.ShardDegree()*n.TP/(n.EP*n.ETPn()), 1)
 }
 
 // FSDPParams is the dtype FSDP all-gathers parameters in: the policy's

@@ -43,6 +43,12 @@ type Parallelism struct {
 	VirtualStages        int64
 	MicroBatches         int64
 	DistributedOptimizer bool
+	CPMode               string // context parallelism: ring (default) | ulysses (tp.go)
+
+	// Expert parallelism in detail (expert.go).
+	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
+	ExpertLoad  float64 // routed rows the busiest rank receives, in balanced shares (0 = 1)
+	ExpertWorst bool    // dropless routing's worst case
 
 	// Uneven pipeline stages (pipeline_layers.go): blocks per model chunk.
 	StageLayers      []int64 // one count per chunk, in chunk order
@@ -140,6 +146,18 @@ func (p Parallelism) String() string {
 	if n.SequenceParallel {
 		parts = append(parts, "sequence_parallel=True")
 	}
+	if n.ETP > 0 && n.ETP != n.TP {
+		parts = append(parts, fmt.Sprintf("expert_tp=%d", n.ETP))
+	}
+	switch {
+	case n.ExpertWorst:
+		parts = append(parts, `expert_load="worst"`)
+	case n.ExpertLoad > 1:
+		parts = append(parts, fmt.Sprintf("expert_load=%g", n.ExpertLoad))
+	}
+	if n.CPMode != "" && n.CPMode != "ring" {
+		parts = append(parts, fmt.Sprintf("cp_mode=%q", n.CPMode))
+	}
 	if n.Schedule != "1f1b" {
 		parts = append(parts, fmt.Sprintf("schedule=%q", n.Schedule))
 	}
@@ -225,6 +243,14 @@ func (raw Parallelism) Validate() error {
 	}
 	if err := par.validateStageLayers(); err != nil {
 		return err
+	}
+	if err := par.validateExperts(); err != nil {
+		return err
+	}
+	switch par.CPMode {
+	case "", "ring", "ulysses":
+	default:
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses)", par.CPMode)}
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}

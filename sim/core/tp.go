@@ -29,7 +29,16 @@ type parLowering struct {
 	Tp, cp, ep int64
 	sp         bool // sequence parallelism (tp > 1)
 	megatronCE bool // Megatron's vocabulary-parallel cross-entropy
+	ulysses    bool // context parallelism by all-to-all over heads (DeepSpeed Ulysses)
+
+	etp         int64   // the experts' tensor-parallel degree (expert.go)
+	expertLoad  float64 // the busiest rank's routed rows, in balanced shares
+	expertWorst bool    // dropless routing's worst case
 }
+
+// Ulysses reports whether context parallelism runs DeepSpeed Ulysses
+// (sim/nn/ulysses.go) rather than ring attention.
+func (l parLowering) Ulysses() bool { return l.ulysses && l.cp > 1 }
 
 func (l parLowering) Tpn() int64 { return max(l.Tp, 1) }
 func (l parLowering) Cpn() int64 { return max(l.cp, 1) }
@@ -49,7 +58,8 @@ func (p *Plan) configureLowering(b *Builder) {
 		return
 	}
 	par := p.Parallel.Norm()
-	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel,
+	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel, ulysses: par.CPMode == "ulysses",
+		etp: par.ETPn(), expertLoad: par.ExpertLoad, expertWorst: par.ExpertWorst,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron"}

@@ -160,11 +160,18 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		k = b.Cast(k, b.Prec.Compute, "autocast copy of k for the attention kernel")
 		v = b.Cast(v, b.Prec.Compute, "autocast copy of v for the attention kernel")
 	}
+	att, sa := la, s
+	if b.Par.Ulysses() { // all-to-all to the whole sequence and a cp-th of the heads (ulysses.go)
+		q, k, v, att, sa = ulyssesHeads(b, la, q, k, v, s)
+	}
 	switch a.Impl {
 	case "eager":
-		o = la.eager(b, q, k, v, s)
+		o = att.eager(b, q, k, v, sa)
 	default:
-		o = la.Fused(b, q, k, v, s)
+		o = att.Fused(b, q, k, v, sa)
+	}
+	if b.Par.Ulysses() {
+		o = ulyssesBack(b, o, s)
 	}
 	closeRegion()
 	y := b.RowLinear("o_proj", core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)
@@ -311,9 +318,13 @@ func (a *Attention) checkTP(path string, tp int64) error {
 func (a *Attention) InDim() int64  { return a.Dim }
 func (a *Attention) OutDim() int64 { return a.Dim }
 
-// CheckLayout checks that tensor parallelism divides the heads (checkTP).
+// CheckLayout checks that tensor parallelism divides the heads (checkTP),
+// and Ulysses the heads of each tensor-parallel rank (checkUlysses).
 func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
-	return a.checkTP(path, par.TP)
+	if err := a.checkTP(path, max(par.TP, 1)); err != nil {
+		return err
+	}
+	return a.checkUlysses(path, par)
 }
 
 // CheckPacking: packed documents need flash attention's varlen kernel

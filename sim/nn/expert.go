@@ -16,15 +16,18 @@ import "github.com/memsh/memsh/sim/core"
 // capacity, capacity_factor*T*k/experts rows per rank.
 //
 // Each all-to-all writes a new tensor (the permuted send buffer is freed
-// once sent); its backward is an all-to-all of the gradient.
+// once sent); its backward is an all-to-all of the gradient. Routing need
+// not be balanced: the dispatch's output holds the busiest rank's rows
+// (core/expert.go, expert_load), and the combine sends them back.
 
-// expertAllToAll exchanges the routed rows x over the EP group.
-func expertAllToAll(b *core.Builder, name string, x core.Value) core.Value {
+// expertAllToAll exchanges the routed rows x over the EP group into rows
+// rows.
+func expertAllToAll(b *core.Builder, name string, x core.Value, rows int64) core.Value {
 	if b.Par.Epn() == 1 {
 		return x
 	}
 	i := b.AddOp("all_to_all", name+"_all_to_all", []core.Value{x})
-	y := b.Out(i, name+"_received", b.Shape(x), b.Dtype(x), "routed tokens after the expert-parallel all-to-all ("+name+")")
+	y := b.Out(i, name+"_received", []int64{rows, b.Last(x)}, b.Dtype(x), "routed tokens after the expert-parallel all-to-all ("+name+")")
 	n := b.Val(y).Bytes
 	b.RecordComm("all_to_all", "ep", n, false)
 	b.RecordComm("all_to_all", "ep", n, true)

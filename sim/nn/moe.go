@@ -64,7 +64,10 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	name := b.ModuleName(m)
 	defer b.Scope(name)()
 	xin := x
-	x = b.TpGather(x) // tokens gathered along the sequence with SP
+	wholeExperts := b.Par.Etpn() == 1 && b.Par.Tpn() > 1 // expert_tp=1: each rank routes its own sequence-parallel tokens
+	if !wholeExperts {
+		x = b.TpGather(x) // tokens gathered along the sequence with SP
+	}
 	T := core.Rows(b.Shape(x))
 	E, k := m.Experts, m.TopK
 	logits := b.Linear("router", core.RoleRouter, x, m.Dim, E, false)
@@ -88,15 +91,16 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	g := b.AddOp("gather", "dispatch", []core.Value{x, idx})
 	xs := b.Out(g, "dispatched", []int64{routed, m.Dim}, b.Dtype(x), "tokens copied to their experts")
 	b.Save(g, idx)
-	xs = expertAllToAll(b, "dispatch", xs) // to the ranks holding the experts
-	y := expertsForward(b, xs, m, routed)
-	y = expertAllToAll(b, "combine", y)
+	received := b.Par.ExpertRows(routed, E, k, m.Capacity > 1) // the busiest rank's share (core/expert.go)
+	xs = expertAllToAll(b, "dispatch", xs, received)           // to the ranks holding the experts
+	y := expertsForward(b, xs, m, received)
+	y = expertAllToAll(b, "combine", y, routed)
 	wcast := b.Cast(weights, b.Dtype(y), "routing weights in the expert output dtype")
 	wy := b.Mul("weighted", y, wcast)
 	c := b.AddOp("index_add", "combine", []core.Value{wy, idx})
 	out := b.Out(c, "combined", b.Shape(x), b.Dtype(wy), "expert outputs summed per token")
 	b.Save(c, idx)
-	if b.Par.Tpn() > 1 {
+	if b.Par.Tpn() > 1 && !wholeExperts {
 		out = b.TpReduce("moe", out) // expert outputs summed over tensor-parallel ranks
 	}
 	x = xin
@@ -118,11 +122,11 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 func expertsForward(b *core.Builder, xs core.Value, m *MoE, routed int64) core.Value {
 	defer b.Scope("experts")()
 	gated := m.expert().gated()
-	local, hidden := m.Experts/b.Par.Epn(), m.Hidden/b.Par.Tpn() // this rank's experts and their split
+	local, hidden := m.Experts/b.Par.Epn(), m.Hidden/b.Par.Etpn() // this rank's experts and their split
 	proj := func(name string, role core.Role, x core.Value, in, out int64) core.Value {
 		b.ReserveParams(local) // one tensor per expert
 		ps := make([]int32, local)
-		full := in * out * b.Par.Tpn()
+		full := in * out * b.Par.Etpn()
 		for e := range ps {
 			ps[e] = b.Param(fmt.Sprintf("%d.%s.weight", e, name), []int64{out, in}, "expert_"+role)
 			b.ShardParam(ps[e], full)
@@ -170,14 +174,18 @@ func (m *MoE) OutDim() int64 { return m.Dim }
 // ExpertCount is the routed experts, which expert parallelism spreads.
 func (m *MoE) ExpertCount() int64 { return m.Experts }
 
-// CheckLayout checks that expert parallelism divides the experts and tensor
-// parallelism the expert hidden size.
+// CheckLayout checks that expert parallelism divides the experts, the
+// experts' tensor parallelism their hidden size, and that expert_load
+// stays within dropless routing's worst case.
 func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
-	switch tp, ep := max(par.TP, 1), max(par.EP, 1); {
+	switch etp, ep := par.ETPn(), max(par.EP, 1); {
 	case m.Experts%ep != 0:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, m.Experts)}
-	case m.Hidden%tp != 0:
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", tp, m.Hidden)}
+	case m.Hidden%etp != 0:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", etp, m.Hidden)}
+	case par.ExpertLoad > core.ExpertWorstLoad(ep, m.Experts, m.TopK):
+		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_load=%g exceeds the worst case of %g balanced shares (ep=%d, %d experts, top-%d)", par.ExpertLoad, core.ExpertWorstLoad(ep, m.Experts, m.TopK), ep, m.Experts, m.TopK),
+			Hint: "the worst case is every token of the ep ranks choosing min(top_k, experts/ep) of one rank's experts: expert_load=\"worst\""}
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import "github.com/memsh/memsh/sim/core"
 // fused attention op i, whose local keys and values are k and v.
 func ringAttention(b *core.Builder, i int32, k, v core.Value) {
 	cp := b.Par.Cpn()
-	if cp == 1 {
+	if cp == 1 || b.Par.Ulysses() {
 		return
 	}
 	kv := b.Val(k).Bytes + b.Val(v).Bytes

@@ -67,7 +67,11 @@ func commGroups(p *core.Plan) []commGroup {
 		}
 	}
 	add("tp", par.TP, 1, "ring")
-	add("cp", par.CP, par.TP, "p2p")
+	cpPattern := "p2p" // ring attention's K/V exchange
+	if par.CPMode == "ulysses" {
+		cpPattern = "alltoall"
+	}
+	add("cp", par.CP, par.TP, cpPattern)
 	// The data-parallel group of the sharding modes holds the
 	// context-parallel ranks too (dp x cp, less HSDP's replicas).
 	add("dp", par.ShardDegree(), par.TP, "ring")

@@ -194,6 +194,8 @@ type commExposure struct {
 //   - context parallelism's ring exchange of K/V runs behind the attention
 //     kernels (Megatron's ring attention overlaps each P2P step with the
 //     previous block's attention): exposed where it outlasts them.
+//     Ulysses' all-to-alls (cp_mode="ulysses") sit between the
+//     projections and the kernel: exposed.
 //   - pipeline send/recv: exposed (p2pSeconds). In the steady state each micro-batch
 //     waits for its activation (forward) and its gradient (backward);
 //     sending and receiving run at once on separate directions of the link.
@@ -219,7 +221,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	if mb.Forward > 0 {
 		rf = mb.Recompute / mb.Forward
 	}
-	var tp, ep, cp float64
+	var tp, ep, cp, cpA2A float64
 	var ppBytes int64
 	for _, c := range w.MbComm {
 		if w.Eval && c.Backward {
@@ -235,7 +237,11 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		case "ep":
 			ep += t
 		case "cp":
-			cp += t
+			if c.Kind == "all_to_all" {
+				cpA2A += t // Ulysses
+			} else {
+				cp += t
+			}
 		case "pp":
 			ppBytes = max(ppBytes, c.Bytes)
 		}
@@ -246,7 +252,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	}
 	out.perMB = append(out.perMB,
 		replay.TimeShare{Name: "tp_comm", Seconds: tp},
-		replay.TimeShare{Name: "cp_comm", Seconds: max(0, cp-w.Attn)},
+		replay.TimeShare{Name: "cp_comm", Seconds: max(0, cp-w.Attn) + cpA2A},
 		replay.TimeShare{Name: "ep_comm", Seconds: ep},
 		replay.TimeShare{Name: "pp_comm", Seconds: pp})
 
