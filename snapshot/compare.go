@@ -34,10 +34,17 @@ type Comparison struct {
 type Side struct {
 	PeakAllocated int64        `json:"peak_allocated"`
 	PeakReserved  int64        `json:"peak_reserved"`
-	PeakEvent     int          `json:"peak_event"` // index of the event at the peak of allocated memory
+	PeakEvent     int          `json:"peak_event"` // index of the event at the peak of allocated memory, -1 before the first
 	AtPeak        []Allocation `json:"at_peak"`    // the largest allocations live at that peak
 	Largest       []Allocation `json:"largest"`    // the largest allocations of the step
 	Allocs        int          `json:"allocations"`
+	// BeforeTrace is the bytes allocated when the trace began (the
+	// parameters and optimizer state of a run recorded from a later step):
+	// they count in the peaks, not among the allocations listed.
+	BeforeTrace int64 `json:"before_trace"`
+	// Segments says whether the trace records the allocator's segments
+	// (CUDA's does; a CPU recording has none, so no peak reserved).
+	Segments bool `json:"segments_recorded"`
 }
 
 // Allocation is one allocation as a comparison shows it.
@@ -110,7 +117,8 @@ func abs(n int64) int64 {
 // up to the peak of allocated memory for what is live there.
 func side(s *Snapshot) Side {
 	var out Side
-	var a, r int64
+	a, r := s.BeforeTrace()
+	out.BeforeTrace, out.PeakAllocated, out.PeakReserved, out.PeakEvent = a, a, r, -1
 	for i, e := range s.Trace {
 		switch e.Action {
 		case Alloc:
@@ -124,13 +132,14 @@ func side(s *Snapshot) Side {
 			a -= e.Size
 		case SegmentAlloc, SegmentMap:
 			r += e.Size
+			out.Segments = true
 		case SegmentFree, SegmentUnmap:
 			r -= e.Size
 		}
 		out.PeakReserved = max(out.PeakReserved, r)
 	}
 	live := map[int64]Event{}
-	for _, e := range s.Trace[:min(out.PeakEvent+1, len(s.Trace))] {
+	for _, e := range s.Trace[:out.PeakEvent+1] {
 		switch e.Action {
 		case Alloc:
 			live[e.Addr] = e
@@ -163,6 +172,9 @@ const maxFrames = 4
 // where describes frames: "tensor · module · phase" for memsh's, the
 // innermost few of a Python stack.
 func where(fs []Frame) string {
+	if _, phase, ok := memshFrames(fs); ok {
+		return fs[0].Name + " · " + fs[0].Filename + " · " + phase
+	}
 	var parts []string
 	for i, f := range fs {
 		if i == maxFrames {
@@ -170,8 +182,6 @@ func where(fs []Frame) string {
 			break
 		}
 		switch {
-		case f.Filename == "memsh":
-			parts = append(parts, f.Name)
 		case f.Filename != "" && f.Line > 0:
 			parts = append(parts, fmt.Sprintf("%s (%s:%d)", f.Name, f.Filename, f.Line))
 		case f.Filename != "":
@@ -224,15 +234,6 @@ func moduleOf(fs []Frame) string {
 		return foldIndices(m) + " (" + ph + ")"
 	}
 	return where(fs)
-}
-
-// memshFrames reads the module path and phase out of frames in memsh's
-// form (as FromReport writes them, and the oracle's recorder).
-func memshFrames(fs []Frame) (module, phase string, ok bool) {
-	if len(fs) == 2 && fs[1].Filename == "memsh" {
-		return fs[0].Filename, fs[1].Name, true
-	}
-	return "", "", false
 }
 
 // foldIndices folds a module path's numeric segments: layers.5.mlp is
@@ -339,8 +340,17 @@ func (c *Comparison) Render(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "%-16s %14s %14s\n", "", "measured", "memsh")
 	fmt.Fprintf(&b, "%-16s %14s %14s%s\n", "peak allocated", units.FormatBytes(c.Measured.PeakAllocated), units.FormatBytes(c.Predicted.PeakAllocated), pct(c.Measured.PeakAllocated, c.Predicted.PeakAllocated))
-	fmt.Fprintf(&b, "%-16s %14s %14s%s\n", "peak reserved", units.FormatBytes(c.Measured.PeakReserved), units.FormatBytes(c.Predicted.PeakReserved), pct(c.Measured.PeakReserved, c.Predicted.PeakReserved))
+	reserved := func(s Side) string {
+		if !s.Segments && s.PeakReserved == 0 {
+			return "not recorded"
+		}
+		return units.FormatBytes(s.PeakReserved)
+	}
+	fmt.Fprintf(&b, "%-16s %14s %14s%s\n", "peak reserved", reserved(c.Measured), reserved(c.Predicted), pct(c.Measured.PeakReserved, c.Predicted.PeakReserved))
 	fmt.Fprintf(&b, "%-16s %14d %14d\n", "allocations", c.Measured.Allocs, c.Predicted.Allocs)
+	if c.Measured.BeforeTrace > 0 || c.Predicted.BeforeTrace > 0 {
+		fmt.Fprintf(&b, "%-16s %14s %14s\n", "before the trace", units.FormatBytes(c.Measured.BeforeTrace), units.FormatBytes(c.Predicted.BeforeTrace))
+	}
 	list := func(title string, as []Allocation) {
 		fmt.Fprintf(&b, "\n%s:\n", title)
 		for _, a := range as {

@@ -62,3 +62,40 @@ func TestComparePointsToTheModule(t *testing.T) {
 		t.Errorf("a step differs from itself: %+v", same)
 	}
 }
+
+// TestBeforeTrace checks a snapshot recorded from a later step on: the
+// parameters were allocated before the trace began, so only the final
+// segments show them, and the peaks count them.
+func TestBeforeTrace(t *testing.T) {
+	s := &Snapshot{
+		Segments: []Segment{{Address: 0, TotalSize: 4096, Blocks: []Block{
+			{Address: 0, Size: 1536, RequestedSize: 1500, State: "active_allocated"}, // a parameter, from before
+			{Address: 1536, Size: 512, RequestedSize: 400, State: "active_allocated"}, // a gradient, from the trace
+			{Address: 2048, Size: 2048, State: "inactive"},
+		}}},
+		Trace: []Event{
+			{Action: Alloc, Addr: 2048, Size: 2000},
+			{Action: Alloc, Addr: 1536, Size: 400},
+			{Action: FreeRequested, Addr: 2048, Size: 2000},
+			{Action: FreeCompleted, Addr: 2048, Size: 2000},
+		},
+	}
+	a, r := s.BeforeTrace()
+	if a != 1500 || r != 4096 {
+		t.Errorf("BeforeTrace = %d, %d; want 1500 (the parameter) and 4096 (its segment)", a, r)
+	}
+	pa, pr := s.Peaks()
+	if pa != 3900 || pr != 4096 {
+		t.Errorf("Peaks = %d, %d; want 3900 (1500 + 2000 + 400) and 4096", pa, pr)
+	}
+	c := Compare(s, s)
+	if c.Measured.PeakAllocated != 3900 || c.Measured.BeforeTrace != 1500 || c.Measured.PeakEvent != 1 {
+		t.Errorf("side: %+v", c.Measured)
+	}
+	// A snapshot whose trace holds its whole history starts from nothing.
+	whole := &Snapshot{Segments: []Segment{{TotalSize: 512, Blocks: []Block{{Size: 512, RequestedSize: 400, State: "active_allocated"}}}},
+		Trace: []Event{{Action: SegmentAlloc, Size: 512}, {Action: Alloc, Size: 400}}}
+	if a, r := whole.BeforeTrace(); a != 0 || r != 0 {
+		t.Errorf("a whole history: BeforeTrace = %d, %d; want 0, 0", a, r)
+	}
+}

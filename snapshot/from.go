@@ -47,21 +47,23 @@ func FromReport(r *replay.Report) (*Snapshot, error) {
 	return s, nil
 }
 
-// frameOf names the tensor, its op and the step's phase. What setup
-// allocates for a parameter (the parameter, its master copy, optimizer
-// state, accumulated gradient) is placed in the parameter's module, where
-// a Python stack would show the model's or the optimizer's constructor.
+// frameOf is an event's frames, innermost first, as memory_viz shows a
+// Python stack: the tensor in its op, the phase in its module, then memsh's
+// mark (see Frames). What setup allocates for a parameter (the parameter,
+// its master copy, optimizer state, accumulated gradient) is placed in the
+// parameter's module, where a Python stack would show the model's or the
+// optimizer's constructor.
 func frameOf(e replay.TraceEvent) []Frame {
-	name, op := e.Tensor, e.Op
+	name, op, module := e.Tensor, e.Op, e.Module
 	if name == "" {
 		name = e.Action
 	}
 	if e.Phase == replay.PhaseSetup {
 		if m, ok := paramModule(e.Tensor); ok {
-			op = m
+			op, module = m, m
 		}
 	}
-	return []Frame{{Name: name, Filename: op, Line: 0}, {Name: e.Phase.String(), Filename: "memsh", Line: 0}}
+	return Frames(name, op, module, e.Phase.String(), "memsh")
 }
 
 // paramModule is the module of a parameter's tensor name

@@ -65,12 +65,13 @@ const (
 
 // Peaks replays the trace: the most bytes allocated (alloc to
 // free_completed) and reserved (segment_alloc/map to segment_free/unmap)
-// at once. PyTorch's trace records what each allocation asked for, so the
-// first is the peak of requested bytes (torch.cuda.max_memory_allocated
-// counts them rounded up to their blocks); the second is
-// max_memory_reserved.
+// at once, counting what was there before the trace began (BeforeTrace).
+// PyTorch's trace records what each allocation asked for, so the first is
+// the peak of requested bytes (torch.cuda.max_memory_allocated counts them
+// rounded up to their blocks); the second is max_memory_reserved.
 func (s *Snapshot) Peaks() (allocated, reserved int64) {
-	var a, r int64
+	a, r := s.BeforeTrace()
+	allocated, reserved = a, r
 	for _, e := range s.Trace {
 		switch e.Action {
 		case Alloc:
@@ -85,4 +86,60 @@ func (s *Snapshot) Peaks() (allocated, reserved int64) {
 		allocated, reserved = max(allocated, a), max(reserved, r)
 	}
 	return allocated, reserved
+}
+
+// BeforeTrace is what was allocated and reserved when the trace began: a
+// run records its history from some step on (tools/record_snapshot.py),
+// after the parameters and optimizer state exist. It is the final
+// segments' blocks in use (their requested bytes, as the trace counts)
+// and segment sizes, less what the trace added; zero for a snapshot
+// without segments, or one whose trace holds its whole history.
+func (s *Snapshot) BeforeTrace() (allocated, reserved int64) {
+	if len(s.Segments) == 0 {
+		return 0, 0
+	}
+	for _, g := range s.Segments {
+		reserved += g.TotalSize
+		for _, b := range g.Blocks {
+			if b.State != "active_allocated" {
+				continue
+			}
+			if b.RequestedSize > 0 {
+				allocated += b.RequestedSize
+			} else {
+				allocated += b.Size
+			}
+		}
+	}
+	for _, e := range s.Trace {
+		switch e.Action {
+		case Alloc:
+			allocated -= e.Size
+		case FreeCompleted:
+			allocated += e.Size
+		case SegmentAlloc, SegmentMap:
+			reserved -= e.Size
+		case SegmentFree, SegmentUnmap:
+			reserved += e.Size
+		}
+	}
+	return max(allocated, 0), max(reserved, 0)
+}
+
+// Frames are the frames memsh writes for an allocation, innermost first:
+// {name: tensor, filename: op}, {name: phase, filename: module path},
+// {name: source, filename: "memsh"}. The oracle's recorder
+// (tools/oracle/snapshot.py) writes the same form with source "oracle",
+// so that Compare can sum both sides by module and phase.
+func Frames(tensor, op, module, phase, source string) []Frame {
+	return []Frame{{Name: tensor, Filename: op}, {Name: phase, Filename: module}, {Name: source, Filename: "memsh"}}
+}
+
+// memshFrames reads the module path and phase out of frames in the form
+// Frames writes.
+func memshFrames(fs []Frame) (module, phase string, ok bool) {
+	if len(fs) == 3 && fs[2].Filename == "memsh" {
+		return fs[1].Filename, fs[1].Name, true
+	}
+	return "", "", false
 }

@@ -24,6 +24,10 @@ type Runtime struct {
 	// scalar as a 0-dim fp64 tensor (oracle REPORT.md section 3, 8 B); 2.x
 	// saves nothing (torch 2.15, tools/oracle vectors).
 	ScalarOperandSaved bool
+	// CPU: PyTorch on the CPU, which allocates no cuBLAS workspace (on CUDA
+	// it comes through the caching allocator: replay's cublasWorkspace; a
+	// step recorded with tools/oracle/snapshot.py has no such block).
+	CPU bool
 }
 
 // Runtimes lists the known runtimes.
@@ -33,8 +37,8 @@ func Runtimes() []Runtime {
 		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
 		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
 		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true},
-		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true},
-		{Name: "cpu"},
+		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true, CPU: true},
+		{Name: "cpu", CPU: true},
 	}
 }
 

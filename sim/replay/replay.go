@@ -119,7 +119,10 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
 		fwdPhase: PhaseForward}
 	if opts.Trace {
-		r.Rep.Trace = &Trace{}
+		r.Rep.Trace = &Trace{modules: map[string]string{}}
+		for _, op := range p.Ops {
+			r.Rep.Trace.modules[op.Name] = op.Module
+		}
 		r.traced = map[*alloc.Block]tracedTensor{}
 		r.alloc.Observe = r.traceSegment
 	}
@@ -252,7 +255,7 @@ func (r *Replay) allocate(a Alloc) int32 {
 	a.Phase, a.Op = r.phase, r.op
 	if r.traced != nil {
 		if !ok && r.Rep.OOM == nil {
-			r.Rep.Trace.Events = append(r.Rep.Trace.Events, TraceEvent{Action: "oom", Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Phase: r.phase})
+			r.Rep.Trace.Events = append(r.Rep.Trace.Events, TraceEvent{Action: "oom", Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: r.Rep.Trace.module(r.op), Phase: r.phase})
 		}
 		r.traceAlloc(a, blk)
 	}

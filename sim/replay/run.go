@@ -156,8 +156,10 @@ func (r *Replay) setup() {
 		}
 	}
 workspace:
-	r.op = "cublas"
-	r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: units.INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: core.CatTemporaries})
+	if !plan.Runtime.CPU {
+		r.op = "cublas"
+		r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: units.INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: core.CatTemporaries})
+	}
 	if r.valProg != nil {
 		r.validationPass(r.valProg, r.valPlan) // before the step's batch
 		r.phase = PhaseSetup

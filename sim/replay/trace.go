@@ -18,6 +18,10 @@ type TraceEvent struct {
 	Size   int64
 	Tensor string
 	Op     string
+	// Module is the module path the op runs in ("layers.3.attn" for its
+	// softmax); steps outside the model's ops ("batch", "optimizer.step")
+	// are their own module.
+	Module string
 	Phase  Phase
 }
 
@@ -36,12 +40,21 @@ type Trace struct {
 	// Requested is the bytes asked for, by block address, for blocks in use
 	// at the end (blocks are rounded up).
 	Requested map[int64]int64
+	modules   map[string]string // op name -> module path
+}
+
+// module is the module path of the op named op.
+func (t *Trace) module(op string) string {
+	if m, ok := t.modules[op]; ok && m != "" {
+		return m
+	}
+	return op
 }
 
 // traceAlloc records the allocation of blk for a.
 func (r *Replay) traceAlloc(a Alloc, blk *alloc.Block) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Phase: r.phase})
+	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: t.module(r.op), Phase: r.phase})
 	r.traced[blk] = tracedTensor{a.Tensor, a.Bytes}
 	t.requested += a.Bytes
 	t.PeakRequested = max(t.PeakRequested, t.requested)
@@ -51,7 +64,7 @@ func (r *Replay) traceAlloc(a Alloc, blk *alloc.Block) {
 func (r *Replay) traceFree(blk *alloc.Block) {
 	t := r.Rep.Trace
 	tt := r.traced[blk]
-	t.Events = append(t.Events, TraceEvent{Action: "free_completed", Addr: blk.Addr(), Size: tt.bytes, Tensor: tt.name, Op: r.op, Phase: r.phase})
+	t.Events = append(t.Events, TraceEvent{Action: "free_completed", Addr: blk.Addr(), Size: tt.bytes, Tensor: tt.name, Op: r.op, Module: t.module(r.op), Phase: r.phase})
 	t.requested -= tt.bytes
 	delete(r.traced, blk)
 }
@@ -59,7 +72,7 @@ func (r *Replay) traceFree(blk *alloc.Block) {
 // traceSegment records a segment event of the allocator.
 func (r *Replay) traceSegment(e alloc.SegmentEvent) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: e.Kind, Addr: e.Addr, Size: e.Size, Op: r.op, Phase: r.phase})
+	t.Events = append(t.Events, TraceEvent{Action: e.Kind, Addr: e.Addr, Size: e.Size, Op: r.op, Module: t.module(r.op), Phase: r.phase})
 }
 
 // traceEnd records the allocator's segments and what their blocks hold.
