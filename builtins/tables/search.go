@@ -22,7 +22,7 @@ func SearchBuiltins() []host.Builtin {
 		Name: "search",
 		Sig: "search(model, gpus=None, gpu=\"H100-80GB\", seq=None, global_batch=None, precision=\"bf16-mixed\", " +
 			"optimizer=adamw(), nodes=None, gpus_per_node=8, top=10, tp=None, pp=None, cp=None, ep=None, " +
-			"sharding=None, micro_batch=None, checkpoint=None, virtual_stages=None, max_layouts=200000)",
+			"sharding=None, cp_mode=None, micro_batch=None, checkpoint=None, virtual_stages=None, max_layouts=200000)",
 		Doc: "Finds the fastest layouts of model that fit: search(m, gpus=1024, seq=8192, global_batch=1024). " +
 			"It enumerates every valid layout (dp x tp x pp x cp x ep, sharding, micro-batch, pipeline " +
 			"schedule, checkpointing) of gpus GPUs (or nodes x gpus_per_node) for global_batch sequences of seq " +
@@ -30,9 +30,12 @@ func SearchBuiltins() []host.Builtin {
 			"by step time (from block profiles, equal to a full replay's) and replays the fastest in full until " +
 			"top of them fit (top=None: all). Lists narrow the space: tp=[4, 8], pp=, cp=, ep=, " +
 			"micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), " +
-			"sharding= of \"ddp\", \"zero1\", \"zero2\", \"zero3\", \"fsdp\" (default: ddp and the ZeRO stages) or " +
-			"\"megatron\", \"distopt\" (the default with precision=\"megatron\"). Returns a table, fastest first: " +
-			"tp, pp, cp, ep, dp, sharding, micro_batch, micro_batches, schedule, virtual_stages, checkpoint, " +
+			"sharding= of \"ddp\", \"zero1\", \"zero2\", \"zero3\", \"fsdp\", \"hsdp\" (FSDP sharded inside a node, replicated " +
+			"across nodes; layouts whose dp x cp group fits a node have no HSDP) (default: ddp and the ZeRO stages) or " +
+			"\"megatron\", \"distopt\" (the default with precision=\"megatron\"); cp_mode=[\"ring\", \"ulysses\"] tries both " +
+			"context-parallel attentions (default ring). A pipeline whose chunks do not divide the blocks but do once the embedding " +
+			"and the loss count as a block each takes Megatron's account_for_embedding and account_for_loss. Returns a table, fastest first: " +
+			"tp, pp, cp, cp_mode, ep, dp, sharding, micro_batch, micro_batches, schedule, virtual_stages, checkpoint, " +
 			"step_time, mfu, tokens_per_s, device_used, headroom, plan (simulate(row[\"plan\"]) or replace() it) " +
 			"and report; t.notes say what was pruned (`memsh doc tabulate` lists the table's methods). Runs on every core with a progress bar on a terminal; " +
 			"Ctrl-C, --timeout and --max-memory stop it. gpus is at most 16,777,216 (2^24), as for any layout.",
@@ -47,12 +50,12 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	var model, gpus, seq, globalBatch, nodes, top starlark.Value = nil, starlark.None, starlark.None, starlark.None, starlark.None, starlark.MakeInt(10)
 	var gpu, precision, optimizer starlark.Value = starlark.String("H100-80GB"), starlark.String("bf16-mixed"), nil
 	var gpn starlark.Value = starlark.MakeInt(8)
-	var tp, pp, cp, ep, sharding, mbs, ckpt, virtual starlark.Value
+	var tp, pp, cp, ep, sharding, cpMode, mbs, ckpt, virtual starlark.Value
 	maxLayouts := int64(search.DefaultMaxLayouts)
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model", &model, "gpus?", &gpus, "gpu?", &gpu,
 		"seq?", &seq, "global_batch?", &globalBatch, "precision?", &precision, "optimizer?", &optimizer,
 		"nodes?", &nodes, "gpus_per_node?", &gpn, "top?", &top, "tp?", &tp, "pp?", &pp, "cp?", &cp, "ep?", &ep,
-		"sharding?", &sharding, "micro_batch?", &mbs, "checkpoint?", &ckpt, "virtual_stages?", &virtual,
+		"sharding?", &sharding, "cp_mode?", &cpMode, "micro_batch?", &mbs, "checkpoint?", &ckpt, "virtual_stages?", &virtual,
 		"max_layouts?", &maxLayouts); err != nil {
 		return nil, err
 	}
@@ -130,6 +133,9 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if sp.Checkpoint, err = searchStrings(ckpt, "checkpoint"); err != nil {
 		return nil, err
 	}
+	if sp.CPModes, err = searchStrings(cpMode, "cp_mode"); err != nil {
+		return nil, err
+	}
 
 	a := plans.DefaultTrainArgs()
 	a.Set("model", model)
@@ -165,7 +171,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return nil, host.WithOrigin(err, base.Decl())
 	}
 
-	columns := []string{"tp", "pp", "cp", "ep", "dp", "sharding", "micro_batch", "micro_batches", "schedule",
+	columns := []string{"tp", "pp", "cp", "cp_mode", "ep", "dp", "sharding", "micro_batch", "micro_batches", "schedule",
 		"virtual_stages", "checkpoint", "step_time", "mfu", "tokens_per_s", "device_used", "headroom", "plan", "report"}
 	units := make([]string, len(columns))
 	for j, c := range columns {
@@ -194,8 +200,12 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 			schedule = par.Schedule
 		}
 		one := func(n int64) starlark.Value { return starlark.MakeInt64(max(n, 1)) }
+		cpMode := "ring"
+		if par.CPMode != "" {
+			cpMode = par.CPMode
+		}
 		rows = append(rows, []starlark.Value{
-			one(par.TP), one(par.PP), one(par.CP), one(par.EP), one(par.DP), starlark.String(row.Sharding),
+			one(par.TP), one(par.PP), one(par.CP), starlark.String(cpMode), one(par.EP), one(par.DP), starlark.String(row.Sharding),
 			starlark.MakeInt64(p.Batch), starlark.MakeInt64(p.GradAccum), starlark.String(schedule),
 			starlark.MakeInt64(vs), starlark.String(p.Checkpoint.Mode),
 			rep.TimeFigure(r.Time.StepSeconds), rep.TimeFigure(r.Time.MFU), rep.TimeFigure(r.Time.TokensPerS),

@@ -38,18 +38,33 @@ func (p Parallelism) zeroBubble() bool { return p.Schedule == "zb-h1" || p.Sched
 // micro-batch meets them.
 func RankChunks(par Parallelism, s int64) []int64 {
 	par = par.Norm()
-	pp, v := par.PP, par.VirtualStages
-	switch par.Schedule {
-	case "zb-v":
-		return []int64{s, 2*pp - 1 - s}
-	case "dualpipe":
-		return []int64{s, pp - 1 - s}
-	}
-	out := make([]int64, v)
-	for c := range v {
-		out[c] = c*pp + s
+	out := make([]int64, ChunksPerRank(par))
+	for c := range out {
+		out[c] = RankChunk(par, s, int64(c))
 	}
 	return out
+}
+
+// ChunksPerRank is the number of model chunks each stage of the
+// normalized layout par holds.
+func ChunksPerRank(par Parallelism) int64 {
+	if par.Schedule == "dualpipe" {
+		return 2
+	}
+	return par.VirtualStages
+}
+
+// RankChunk is the c-th chunk stage s of the normalized layout par holds
+// (RankChunks without a slice, for the search's estimates).
+func RankChunk(par Parallelism, s, c int64) int64 {
+	pp := par.PP
+	switch {
+	case par.Schedule == "zb-v" && c == 1:
+		return 2*pp - 1 - s
+	case par.Schedule == "dualpipe" && c == 1:
+		return pp - 1 - s
+	}
+	return c*pp + s
 }
 
 // Inflight is the number of chunk forwards stage s holds at its peak with

@@ -20,7 +20,8 @@ type Space struct {
 	GlobalBatch int64 // sequences per step over all replicas
 	TP, PP, CP  []int64
 	EP          []int64  // default: 1, and the powers of two dividing the experts of a MoE model
-	Sharding    []string // ddp, zero1, zero2, zero3, fsdp, megatron, distopt
+	Sharding    []string // ddp, zero1, zero2, zero3, fsdp, hsdp, megatron, distopt
+	CPModes     []string // context parallelism for cp > 1: ring (the default), ulysses
 	MicroBatch  []int64  // sequences per micro-batch; default 1, 2, 4, 8
 	Checkpoint  []string // none, selective, full
 	Virtual     []int64  // model chunks per GPU for pp > 1: 1 is 1F1B, more the interleaved schedule; default 1, 2, 4
@@ -74,6 +75,7 @@ type candidate struct {
 type profileKey struct {
 	tp, cp, ep, mbs int64
 	sp, active      bool
+	ulysses         bool
 	ckpt, casts     string
 }
 
@@ -87,12 +89,12 @@ func shardingLayout(name string, par *core.Parallelism) error {
 		par.Zero = 2
 	case "zero3":
 		par.Zero = 3
-	case "fsdp":
+	case "fsdp", "hsdp": // hsdp's replicas: layout
 		par.FSDP = true
 	case "distopt":
 		par.DistributedOptimizer = true
 	default:
-		return &units.Error{Path: "search", Msg: fmt.Sprintf("unknown sharding %q (known: ddp, zero1, zero2, zero3, fsdp, megatron, distopt)", name)}
+		return &units.Error{Path: "search", Msg: fmt.Sprintf("unknown sharding %q (known: ddp, zero1, zero2, zero3, fsdp, hsdp, megatron, distopt)", name)}
 	}
 	return nil
 }
@@ -155,6 +157,14 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			sp.Sharding = []string{"megatron", "distopt"}
 		}
 	}
+	if sp.CPModes == nil {
+		sp.CPModes = []string{"ring"}
+	}
+	for _, m := range sp.CPModes {
+		if m != "ring" && m != "ulysses" {
+			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses)", m)}
+		}
+	}
 	if sp.MicroBatch == nil {
 		sp.MicroBatch = []int64{1, 2, 4, 8}
 	}
@@ -202,6 +212,10 @@ func (sp Space) enumerate(base *core.Plan, stats *Stats) ([]*candidate, error) {
 	}
 	valid := map[validKey]error{} // plan checks, shared by layouts that differ in nothing they read
 	combos := 0
+	blocks := int64(0) // the repeated blocks pipeline stages split
+	if split, err := core.SplitStages(base.Model, core.Parallelism{}); err == nil {
+		blocks = int64(len(split.Blocks))
+	}
 	for _, tp := range sp.TP {
 		for _, cp := range sp.CP {
 			for _, pp := range sp.PP {
@@ -214,38 +228,44 @@ func (sp Space) enumerate(base *core.Plan, stats *Stats) ([]*candidate, error) {
 				}
 				perReplica := sp.GlobalBatch / dp
 				for _, ep := range sp.EP {
-					for _, sh := range sp.Sharding {
-						for _, v := range sp.Virtual {
-							if pp == 1 && v > 1 {
-								continue
-							}
-							for _, mbs := range sp.MicroBatch {
-								if perReplica%mbs != 0 {
+					for _, mode := range cpModes(sp.CPModes, cp) {
+						for _, sh := range sp.Sharding {
+							for _, v := range sp.Virtual {
+								if pp == 1 && v > 1 {
 									continue
 								}
-								m := perReplica / mbs
-								for _, ck := range sp.Checkpoint {
-									combos++
-									if combos > sp.MaxLayouts {
-										return nil, &units.Error{Path: "search", Msg: fmt.Sprintf("the search space has more than %d layouts", sp.MaxLayouts),
-											Hint: "narrow it: pass lists for tp=, pp=, cp=, micro_batch=, checkpoint= or sharding=, or raise max_layouts="}
-									}
-									c, err := sp.layout(base, tp, pp, cp, ep, dp, v, mbs, m, sh, ck)
-									if err != nil {
-										return nil, err
-									}
-									k := validKey{c.plan.Parallel.String(), ck, mbs, m}
-									err, seen := valid[k]
-									if !seen {
-										err = c.plan.Validate()
-										valid[k] = err
-									}
-									if err != nil {
-										stats.Invalid++
+								for _, mbs := range sp.MicroBatch {
+									if perReplica%mbs != 0 {
 										continue
 									}
-									c.order = len(out)
-									out = append(out, c)
+									m := perReplica / mbs
+									for _, ck := range sp.Checkpoint {
+										combos++
+										if combos > sp.MaxLayouts {
+											return nil, &units.Error{Path: "search", Msg: fmt.Sprintf("the search space has more than %d layouts", sp.MaxLayouts),
+												Hint: "narrow it: pass lists for tp=, pp=, cp=, micro_batch=, checkpoint= or sharding=, or raise max_layouts="}
+										}
+										slots := pp > 1 && blocks > 0 && blocks%(pp*v) != 0 && (blocks+2)%(pp*v) == 0
+										c, err := sp.layout(base, tp, pp, cp, ep, dp, v, mbs, m, sh, ck, mode, slots)
+										if err != nil {
+											return nil, err
+										}
+										if c == nil { // hsdp where it would not replicate
+											continue
+										}
+										k := validKey{c.plan.Parallel.String(), ck, mbs, m}
+										err, seen := valid[k]
+										if !seen {
+											err = c.plan.Validate()
+											valid[k] = err
+										}
+										if err != nil {
+											stats.Invalid++
+											continue
+										}
+										c.order = len(out)
+										out = append(out, c)
+									}
 								}
 							}
 						}
@@ -257,14 +277,39 @@ func (sp Space) enumerate(base *core.Plan, stats *Stats) ([]*candidate, error) {
 	return out, nil
 }
 
-// layout builds one candidate plan from base.
-func (sp Space) layout(base *core.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck string) (*candidate, error) {
-	par := core.Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1}
+// cpModes is the context-parallel modes to try at degree cp.
+func cpModes(modes []string, cp int64) []string {
+	if cp == 1 {
+		return []string{"ring"}
+	}
+	return modes
+}
+
+// layout builds one candidate plan from base: a pipeline whose chunks do
+// not divide the blocks counts the embedding and the loss as one block
+// each when that makes them divide (Megatron's account_for_embedding and
+// account_for_loss, slots), Ulysses runs context parallelism when mode
+// says so, and hsdp replicates FSDP across nodes, sharding over the ranks
+// of the dp x cp group inside one (nil when that is all of them).
+func (sp Space) layout(base *core.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh, ck, mode string, slots bool) (*candidate, error) {
+	par := core.Parallelism{DP: dp, TP: tp, PP: pp, CP: cp, EP: ep, SequenceParallel: tp > 1, EmbeddingSlot: slots, LossSlot: slots}
 	if v > 1 {
 		par.Schedule, par.VirtualStages = "interleaved", v
 	}
+	if mode == "ulysses" {
+		par.CPMode = mode
+	}
 	if err := shardingLayout(sh, &par); err != nil {
 		return nil, err
+	}
+	if sh == "hsdp" {
+		inNode := max(min(sp.GPUsPerNode, sp.GPUs)/tp, 1) // dp x cp ranks of one node (tp fastest, then cp, dp)
+		shard := min(dp*cp, inNode)
+		r := dp * cp / shard
+		if r <= 1 || (dp*cp)%shard != 0 || dp%r != 0 {
+			return nil, nil
+		}
+		par.DPReplicate = r
 	}
 	c, err := core.ParseCheckpoint(ck)
 	if err != nil {
@@ -282,7 +327,7 @@ func (sp Space) layout(base *core.Plan, tp, pp, cp, ep, dp, v, mbs, m int64, sh,
 		casts = "deepspeed"
 	}
 	return &candidate{plan: &p, sharding: sh,
-		key: profileKey{tp: tp, cp: cp, ep: ep, mbs: mbs, sp: par.SequenceParallel, active: par.Active(), ckpt: ck, casts: casts}}, nil
+		key: profileKey{tp: tp, cp: cp, ep: ep, mbs: mbs, sp: par.SequenceParallel, active: par.Active(), ulysses: par.CPMode == "ulysses", ckpt: ck, casts: casts}}, nil
 }
 
 // Run runs the search of sp over base's model, precision, optimizer,
@@ -336,12 +381,13 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	type shapeKey struct {
 		key   profileKey
 		pp, v int64
+		slots bool
 	}
 	shapes := map[shapeKey]*stageShape{}
 	var skeys []shapeKey
 	for _, c := range cands {
 		par := c.plan.Parallel.Norm()
-		k := shapeKey{c.key, par.PP, par.VirtualStages}
+		k := shapeKey{c.key, par.PP, par.VirtualStages, par.EmbeddingSlot}
 		if _, ok := shapes[k]; !ok {
 			shapes[k] = nil
 			skeys = append(skeys, k)
@@ -350,20 +396,20 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	shs := make([]*stageShape, len(skeys))
 	parallelFor(ctx, sp.Workers, len(skeys), func(i int) {
 		k := skeys[i]
-		shs[i] = profiles[k.key].shape(k.pp, k.v)
+		shs[i] = profiles[k.key].shape(k.pp, k.v, k.slots)
 	})
 	for i, k := range skeys {
 		shapes[k] = shs[i]
 	}
 	// NCCL's buffers depend on the degrees only.
 	type degrees struct {
-		dp, tp, pp, cp, ep int64
-		active             bool
+		dp, tp, pp, cp, ep, rep int64
+		active, ulysses         bool
 	}
 	nonTorch := map[degrees]int64{}
 	degreesOf := func(c *candidate) degrees {
 		par := c.plan.Parallel.Norm()
-		return degrees{par.DP, par.TP, par.PP, par.CP, par.EP, par.Active()}
+		return degrees{par.DP, par.TP, par.PP, par.CP, par.EP, par.DPReplicate, par.Active(), par.CPMode == "ulysses"}
 	}
 	for _, c := range cands {
 		if d := degreesOf(c); nonTorch[d] == 0 {
@@ -373,7 +419,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	parallelFor(ctx, sp.Workers, len(cands), func(i int) {
 		c := cands[i]
 		par := c.plan.Parallel.Norm()
-		c.est = profiles[c.key].estimate(c.plan, shapes[shapeKey{c.key, par.PP, par.VirtualStages}], nonTorch[degreesOf(c)])
+		c.est = profiles[c.key].estimate(c.plan, shapes[shapeKey{c.key, par.PP, par.VirtualStages, par.EmbeddingSlot}], nonTorch[degreesOf(c)])
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -31,18 +31,32 @@ type fastEstimate struct {
 type stageShape struct {
 	pp, v    int64
 	perChunk int64
+	slots    bool       // the embedding and the loss count as a block each (account_for_embedding/loss)
 	stages   []unitSums // [whole] or [first, middle, last]
 }
 
+// blocks is the blocks of chunk g: perChunk, less the embedding's and the
+// loss's slots on the first and the last chunk.
+func (sh *stageShape) blocks(g int64) int64 {
+	n := sh.perChunk
+	if sh.slots && (g == 0 || g == sh.pp*sh.v-1) {
+		n--
+	}
+	return n
+}
+
 // shape sums the units of a layout with pp stages of v model chunks.
-func (pr *profile) shape(pp, v int64) *stageShape {
-	sh := &stageShape{pp: pp, v: v}
+func (pr *profile) shape(pp, v int64, slots bool) *stageShape {
+	sh := &stageShape{pp: pp, v: v, slots: slots}
 	if pp <= 1 {
 		sh.stages = []unitSums{pr.base.add(pr.block, float64(pr.n))}
 		sh.stages[0].params = pr.base.params.add(pr.block.params, pr.n)
 		return sh
 	}
 	sh.perChunk = pr.n / (pp * v)
+	if slots {
+		sh.perChunk = (pr.n + 2) / (pp * v)
+	}
 	kinds := []int64{0, 1, pp - 1}
 	if pp == 2 {
 		kinds = []int64{0, 1}
@@ -51,7 +65,7 @@ func (pr *profile) shape(pp, v int64) *stageShape {
 	for _, s := range kinds {
 		var u unitSums
 		for c := int64(0); c < v; c++ {
-			u = u.add(pr.chunkUnits(c*pp+s, last, sh.perChunk), 1)
+			u = u.add(pr.chunkUnits(c*pp+s, last, sh.blocks(c*pp+s)), 1)
 		}
 		sh.stages = append(sh.stages, u)
 	}
@@ -157,7 +171,7 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 		var held int64
 		for j := range core.Inflight(par, s, m) {
 			g := (j%(par.PP*par.VirtualStages))/par.PP*par.PP + s
-			held += pr.chunkSaved(g, last, sh.perChunk)
+			held += pr.chunkSaved(g, last, sh.blocks(g))
 		}
 		fe.minStates = max(fe.minStates, statesOf[k])
 		fe.minDevice = max(fe.minDevice, statesOf[k]+held)

@@ -261,6 +261,7 @@ func newProfile(p *core.Plan) (*profile, error) {
 	one := p.Parallel.Norm()
 	one.DP *= one.PP
 	one.PP, one.VirtualStages, one.Schedule, one.MicroBatches = 1, 1, "1f1b", 0
+	one.EmbeddingSlot, one.LossSlot = false, false // the stages' split is the shape's (search_estimate.go)
 	m1, n := withBlocks(p.Model, 1)
 	pr := &profile{n: n}
 	p1, err := lowerWith(p, m1, one, nil)

@@ -42,6 +42,11 @@ func fastPathPlans() []*core.Plan {
 	add(llama, core.Parallelism{DP: 8, TP: 16, SequenceParallel: true}, 1, 1, "megatron", "none", 128, 8)
 	add(llama, core.Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "full", 4, 8)
 	add(llama, core.Parallelism{DP: 4, TP: 2, CP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 2, Zero: 1}, 2, 4, "bf16-mixed", "selective", 32, 8)
+	// The modes of issue 18 the search explores: HSDP, Ulysses, the
+	// embedding and loss slots of an uneven pipeline (8 blocks on 5 stages).
+	add(llama, core.Parallelism{DP: 16, DPReplicate: 2, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
+	add(llama, core.Parallelism{DP: 4, TP: 2, CP: 2, CPMode: "ulysses", SequenceParallel: true, Zero: 1}, 1, 2, "bf16-mixed", "full", 16, 8)
+	add(llama, core.Parallelism{DP: 2, PP: 5, EmbeddingSlot: true, LossSlot: true, Zero: 1}, 1, 10, "bf16-mixed", "none", 10, 10)
 
 	moe := &core.Model{Name: "moe", Layers: []core.Layer{
 		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
@@ -83,7 +88,7 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			par := p.Parallel.Norm()
-			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages), nonTorchBytes(p))
+			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages, par.EmbeddingSlot), nonTorchBytes(p))
 			r, err := sim.Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -248,7 +253,7 @@ func BenchmarkSearchEstimate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sh := pr.shape(4, 1)
+	sh := pr.shape(4, 1, false)
 	nonTorch := nonTorchBytes(p)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -280,9 +285,38 @@ func TestSearchWithoutRepeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe := pr.estimate(row.Plan, pr.shape(1, 1), nonTorchBytes(row.Plan))
+		fe := pr.estimate(row.Plan, pr.shape(1, 1, false), nonTorchBytes(row.Plan))
 		if relDiff(fe.time.StepSeconds, row.Report.Time.StepSeconds) > 1e-9 {
 			t.Errorf("%v: fast %.9g, replay %.9g", row.Plan.Parallel, fe.time.StepSeconds, row.Report.Time.StepSeconds)
 		}
+	}
+}
+
+// TestSearchExploresIssue18Modes: with sharding=["hsdp"] and both
+// context-parallel modes the search enumerates HSDP layouts (sharded
+// inside a node of 4, replicated across the 4 nodes), Ulysses layouts,
+// and, for 8 blocks on pp=5, Megatron's embedding and loss slots; every
+// row it returns is a full replay of its plan.
+func TestSearchExploresIssue18Modes(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	space := Space{GPUs: 20, GPUsPerNode: 4, GlobalBatch: 40, TP: []int64{1}, PP: []int64{1, 5}, CP: []int64{1, 2},
+		Sharding: []string{"fsdp", "hsdp"}, CPModes: []string{"ring", "ulysses"}, MicroBatch: []int64{1}, Checkpoint: []string{"full"},
+		Virtual: []int64{1}, Workers: 2}
+	res, err := Run(context.Background(), base, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hsdp, ulysses, slots bool
+	for _, r := range res.Rows {
+		par := r.Plan.Parallel
+		hsdp = hsdp || (r.Sharding == "hsdp" && par.DPReplicate > 1)
+		ulysses = ulysses || par.CPMode == "ulysses"
+		slots = slots || (par.PP == 5 && par.EmbeddingSlot && par.LossSlot)
+		if r.Sharding == "hsdp" && par.DPReplicate*4 != par.DP*par.CP {
+			t.Errorf("%s: HSDP shards over %d ranks, want the 4 of a node", par, par.DP*par.CP/par.DPReplicate)
+		}
+	}
+	if !hsdp || !ulysses || !slots {
+		t.Errorf("rows with HSDP %v, Ulysses %v, embedding and loss slots %v; want all (%d rows)", hsdp, ulysses, slots, len(res.Rows))
 	}
 }

@@ -46,7 +46,8 @@ func stageMicroBatch(p *core.Plan) (*core.Program, error) {
 // of the last).
 func StageTransfers(par core.Parallelism, s int64) (recv, send int64) {
 	last := par.PP*par.VirtualStages - 1
-	for _, g := range core.RankChunks(par, s) {
+	for c := range core.ChunksPerRank(par) {
+		g := core.RankChunk(par, s, c)
 		if g > 0 {
 			recv++
 		}
