@@ -69,7 +69,7 @@ func TestComparePointsToTheModule(t *testing.T) {
 func TestBeforeTrace(t *testing.T) {
 	s := &Snapshot{
 		Segments: []Segment{{Address: 0, TotalSize: 4096, Blocks: []Block{
-			{Address: 0, Size: 1536, RequestedSize: 1500, State: "active_allocated"}, // a parameter, from before
+			{Address: 0, Size: 1536, RequestedSize: 1500, State: "active_allocated"},  // a parameter, from before
 			{Address: 1536, Size: 512, RequestedSize: 400, State: "active_allocated"}, // a gradient, from the trace
 			{Address: 2048, Size: 2048, State: "inactive"},
 		}}},
