@@ -189,6 +189,7 @@ func panel(s *svgWriter, c Chart) {
 		allocMark(s, f, cols, eventOf(tl, r.OOM.Alloc), colorOOM, "oom", "out of memory")
 	}
 	strip(s, f, cols)
+	hoverMap(s, f, cols)
 	xlabel := fmt.Sprintf("allocation and free events of one training step, in order (%d events)", len(tl))
 	if widened {
 		xlabel += fmt.Sprintf("; short phases widened to %.0f%%", 100*minPhaseShare)
@@ -392,4 +393,18 @@ func legend(s *svgWriter, f frame, cols []column) {
 		}
 		item(`<rect x="%.1f" y="%.1f" width="12" height="8" transform="translate(0,-4)" fill="`+phaseColor[p]+`"/>`+"\n", p.String())
 	}
+}
+
+// hoverMap records, for a page that shows what is alive under the
+// pointer (memsh plot -http), the plot area and the timeline event each
+// column stands for.
+func hoverMap(s *svgWriter, f frame, cols []column) {
+	var ev strings.Builder
+	for i, c := range cols {
+		if i > 0 {
+			ev.WriteByte(',')
+		}
+		fmt.Fprintf(&ev, "%d", c.at)
+	}
+	s.raw(`<g class="hover-map" data-x0="%g" data-x1="%g" data-y0="%g" data-y1="%g" data-events="%s"></g>`+"\n", f.x0, f.x1, f.y0, f.y1, ev.String())
 }

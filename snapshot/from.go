@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -49,34 +48,12 @@ func FromReport(r *replay.Report) (*Snapshot, error) {
 
 // frameOf is an event's frames, innermost first, as memory_viz shows a
 // Python stack: the tensor in its op, the phase in its module, then memsh's
-// mark (see Frames). What setup allocates for a parameter (the parameter,
-// its master copy, optimizer state, accumulated gradient) is placed in the
-// parameter's module, where a Python stack would show the model's or the
-// optimizer's constructor.
+// mark (see Frames). What setup allocates for a parameter is in the
+// parameter's module (replay's trace places it).
 func frameOf(e replay.TraceEvent) []Frame {
-	name, op, module := e.Tensor, e.Op, e.Module
+	name := e.Tensor
 	if name == "" {
 		name = e.Action
 	}
-	if e.Phase == replay.PhaseSetup {
-		if m, ok := paramModule(e.Tensor); ok {
-			op, module = m, m
-		}
-	}
-	return Frames(name, op, module, e.Phase.String(), "memsh")
-}
-
-// paramModule is the module of a parameter's tensor name
-// ("layers.0.mlp.up_proj.weight exp_avg" is in layers.0.mlp.up_proj).
-func paramModule(tensor string) (string, bool) {
-	first, _, _ := strings.Cut(tensor, " ")
-	i := strings.LastIndexByte(first, '.')
-	if i <= 0 {
-		return "", false
-	}
-	switch first[i+1:] {
-	case "weight", "bias", "grad":
-		return first[:i], true
-	}
-	return "", false
+	return Frames(name, e.Op, e.Module, e.Phase.String(), "memsh")
 }

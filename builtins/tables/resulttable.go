@@ -253,27 +253,18 @@ func (t *ResultTable) shownColumns() []int {
 	return shown
 }
 
-// RenderText lays the table out: the title, a header, one line per row
-// (the shown columns: plans, reports and other values that are not a
-// swept axis are left out), and the notes.
-func (t *ResultTable) RenderText(color bool) string {
-	var b strings.Builder
-	if t.title != "" {
-		b.WriteString(host.Paint(color, host.StyleBold, t.title) + "\n")
-	}
+// Cells are the shown columns' names and each row's cells as printing
+// formats them, and which columns hold numbers (aligned right).
+func (t *ResultTable) Cells() (head []string, rows [][]string, right []bool) {
 	shown := t.shownColumns()
-	g := &host.TextGrid{}
-	head := make([]string, len(shown))
+	head = make([]string, len(shown))
+	right = make([]bool, len(shown))
 	for k, j := range shown {
 		head[k] = t.columns[j]
-	}
-	g.Add(head...)
-	g.Right = make([]bool, len(shown))
-	for k, j := range shown {
 		for _, r := range t.rows {
 			if _, ok := number(r[j]); ok {
 				if _, isBool := r[j].(starlark.Bool); !isBool {
-					g.Right[k] = true
+					right[k] = true
 				}
 			}
 		}
@@ -283,6 +274,34 @@ func (t *ResultTable) RenderText(color bool) string {
 		for k, j := range shown {
 			cells[k] = t.formatted(r[j], j)
 		}
+		rows = append(rows, cells)
+	}
+	return head, rows, right
+}
+
+// Report is row i's report (the "report" column of sweep(), search() and
+// advise() tables), if it has one.
+func (t *ResultTable) Report(i int) (host.Simulation, bool) {
+	j := t.ColumnIndex("report")
+	if j < 0 || i < 0 || i >= len(t.rows) {
+		return nil, false
+	}
+	s, ok := t.rows[i][j].(host.Simulation)
+	return s, ok
+}
+
+// RenderText lays the table out: the title, a header, one line per row
+// (the shown columns: plans, reports and other values that are not a
+// swept axis are left out), and the notes.
+func (t *ResultTable) RenderText(color bool) string {
+	var b strings.Builder
+	if t.title != "" {
+		b.WriteString(host.Paint(color, host.StyleBold, t.title) + "\n")
+	}
+	head, rows, right := t.Cells()
+	g := &host.TextGrid{Right: right}
+	g.Add(head...)
+	for _, cells := range rows {
 		g.Add(cells...)
 	}
 	if len(t.rows) == 0 {

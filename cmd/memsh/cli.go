@@ -65,6 +65,10 @@ Flags (before or after the command):
   test --update                   rewrite the golden files
   plot -o OUT                     write to OUT (default: stdout)
   plot --html                     an HTML page with the SVG and the tables
+  plot -http ADDR                 serve a live page on ADDR (":8080" is
+                                  localhost:8080): re-runs on save, shows what
+                                  is alive under the pointer, a table row's
+                                  timeline on click
   doc --markdown                  the whole reference as Markdown
   fit --gpu NAME                  the GPU (default H100-80GB)
   fit --seq N                     tokens per sequence (required)

@@ -34,6 +34,7 @@ var layers = map[string]int{
 	"snapshot":            15,
 	"perfetto":            15,
 	"plot":                20,
+	"live":                21,
 	"builtins/host":       25,
 	"builtins/models":     26,
 	"builtins/plans":      27,
@@ -55,6 +56,7 @@ var foreign = map[string][]string{
 	"plot":     {"go.starlark.net"},
 	"snapshot": {"go.starlark.net"},
 	"perfetto": {"go.starlark.net"},
+	"live":     {"go.starlark.net"},
 	"builtins": {"github.com/chzyer/readline"},
 	"lang":     {"github.com/chzyer/readline"},
 }

@@ -22,6 +22,7 @@ type outputFlags struct {
 	trace    string // run: also write the step's time as a Perfetto (Chrome trace-event) JSON file
 	out      string // plot: the output file ("" is stdout)
 	html     bool   // plot: an HTML page instead of an SVG
+	http     string // plot: serve a live page on this address
 	update   bool   // test: rewrite the golden files
 	markdown bool   // doc: the reference in Markdown
 	fit      fitFlags
@@ -30,7 +31,7 @@ type outputFlags struct {
 
 // outputFlagCommands says which commands take each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run fit compare", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "update": "test", "markdown": "doc",
+	"json": "run fit compare", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "update": "test", "markdown": "doc",
 	"gpu": "fit", "seq": "fit", "batch": "fit", "gpus": "fit", "precision": "fit", "top": "fit",
 }
 
@@ -61,6 +62,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	str("trace", &o.trace)
 	str("o", &o.out)
 	boolean("html", &o.html)
+	str("http", &o.http)
 	boolean("update", &o.update)
 	boolean("markdown", &o.markdown)
 	integer := func(name string, p *int64) {

@@ -25,14 +25,21 @@ func (e *env) cmdPlot(operands []string) error {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&e.out.out, "o", e.out.out, "")
 	fs.BoolVar(&e.out.html, "html", e.out.html, "")
+	fs.StringVar(&e.out.http, "http", e.out.http, "")
 	operands, err := parseInterspersed(fs, operands)
 	if err != nil {
 		return err
 	}
 	if len(operands) == 0 {
-		return usagef("plot needs a script: memsh plot [-o OUT.svg] [--html] FILE.star [ARGS...]")
+		return usagef("plot needs a script: memsh plot [-o OUT.svg] [--html] [-http ADDR] FILE.star [ARGS...]")
 	}
 	file, args := operands[0], operands[1:]
+	if e.out.http != "" {
+		if e.out.out != "" || e.out.html {
+			return usagef("plot -http serves a live page: it takes no -o or --html")
+		}
+		return e.servePlot(e.out.http, file, args)
+	}
 	// The drawing owns stdout when there is no -o; the script's output
 	// goes to stderr then.
 	sr := scriptRun{

@@ -1,6 +1,10 @@
 package replay
 
-import "github.com/memsh/memsh/sim/alloc"
+import (
+	"strings"
+
+	"github.com/memsh/memsh/sim/alloc"
+)
 
 // The device trace (core.Options.Trace): every allocation, free and
 // segment event of the step with its device address, and the allocator's
@@ -51,10 +55,39 @@ func (t *Trace) module(op string) string {
 	return op
 }
 
+// allocModule is the module an allocation belongs to: its op's, but what
+// setup allocates for a parameter (the parameter, its master copy,
+// optimizer state, accumulated gradient) is in the parameter's module,
+// where a Python stack would show the model's or the optimizer's
+// constructor.
+func (t *Trace) allocModule(op, tensor string, phase Phase) string {
+	if phase == PhaseSetup {
+		if m, ok := paramModule(tensor); ok {
+			return m
+		}
+	}
+	return t.module(op)
+}
+
+// paramModule is the module of a parameter's tensor name
+// ("layers.0.mlp.up_proj.weight exp_avg" is in layers.0.mlp.up_proj).
+func paramModule(tensor string) (string, bool) {
+	first, _, _ := strings.Cut(tensor, " ")
+	i := strings.LastIndexByte(first, '.')
+	if i <= 0 {
+		return "", false
+	}
+	switch first[i+1:] {
+	case "weight", "bias", "grad":
+		return first[:i], true
+	}
+	return "", false
+}
+
 // traceAlloc records the allocation of blk for a.
 func (r *Replay) traceAlloc(a Alloc, blk *alloc.Block) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: t.module(r.op), Phase: r.phase})
+	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: t.allocModule(r.op, a.Tensor, r.phase), Phase: r.phase})
 	r.traced[blk] = tracedTensor{a.Tensor, a.Bytes}
 	t.requested += a.Bytes
 	t.PeakRequested = max(t.PeakRequested, t.requested)
