@@ -33,8 +33,9 @@ const readChunk = 1 << 20
 type fileTree struct {
 	name   string // as in positions: "plans", "../configs"
 	files  fs.FS
-	abs    string // the folder's absolute path on disk; "" for the stdlib and test file systems
-	stdlib bool   // the embedded @stdlib modules
+	root   *os.Root // the folder, for writes; nil for the stdlib and test file systems
+	abs    string   // the folder's absolute path on disk; "" for the stdlib and test file systems
+	stdlib bool     // the embedded @stdlib modules
 }
 
 // openTree opens the folder dir (a path as the user gave it) as an os.Root.
@@ -48,7 +49,7 @@ func openTree(dir string) (*fileTree, io.Closer, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("cannot open folder %s: %w", name, unwrapPathError(err))
 	}
-	return &fileTree{name: name, files: r.FS(), abs: abs}, r, nil
+	return &fileTree{name: name, files: r.FS(), root: r, abs: abs}, r, nil
 }
 
 // join names the file rel of t as positions show it.

@@ -99,10 +99,11 @@ func New(opts Options) *Interpreter {
 	}
 	in.guardUniverse(pre)
 	in.state = &host.State{
-		Out:      opts.Stdout,
-		Color:    opts.Color,
-		Context:  context.Background(),
-		ReadFile: in.readFile,
+		Out:       opts.Stdout,
+		Color:     opts.Color,
+		Context:   context.Background(),
+		ReadFile:  in.readFile,
+		WriteFile: in.writeFile,
 	}
 	return in
 }

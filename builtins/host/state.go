@@ -28,6 +28,10 @@ type State struct {
 	// limit bytes (what names the kind of file in that error: "config
 	// files"). Nil means file access is not available.
 	ReadFile func(from, name string, limit int64, what string) ([]byte, error)
+	// WriteFile writes data to name relative to the script file from,
+	// inside the script's own folder tree, whole or not at all (package
+	// lang's write.go). Nil means writing is not available.
+	WriteFile func(from, name string, data []byte) error
 	// Emit, when set, receives each value the script emits (emit() and
 	// main()'s results); nil prints them to Out (PrintEmitted).
 	Emit func(thread *starlark.Thread, e Emitted) error
@@ -78,6 +82,16 @@ func ReadScriptFile(thread *starlark.Thread, name string, limit int64, what stri
 		return nil, fmt.Errorf("cannot read %q: file access is not available here", name)
 	}
 	return st.ReadFile(CallerPos(thread).Filename(), name, limit, what)
+}
+
+// WriteScriptFile writes data to name relative to the file of the Starlark
+// code that called the running builtin, inside the script's folder tree.
+func WriteScriptFile(thread *starlark.Thread, name string, data []byte) error {
+	st := StateOf(thread)
+	if st.WriteFile == nil {
+		return fmt.Errorf("cannot write %q: file writing is not available here", name)
+	}
+	return st.WriteFile(CallerPos(thread).Filename(), name, data)
 }
 
 // Renderer is a value that prints as a table: reports, and whatever else

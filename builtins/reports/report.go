@@ -75,14 +75,10 @@ func SimulateFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 func (x *Report) AttrNames() []string { return reportAttrNames() }
 
 func (x *Report) Attr(name string) (starlark.Value, error) {
+	if m, ok := reportMethods[name]; ok {
+		return m(x), nil
+	}
 	switch name {
-	case "as_dict":
-		return starlark.NewBuiltin("as_dict", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-			if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
-				return nil, err
-			}
-			return x.AsDict(), nil
-		}).BindReceiver(x), nil
 	case "timeline":
 		if x.r.Timeline == nil {
 			return nil, fmt.Errorf("report has no timeline: use simulate(plan, timeline=True)")

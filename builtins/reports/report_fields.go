@@ -137,7 +137,10 @@ func reportFieldNamed(name string) (reportField, bool) {
 // reportAttrNames are the report's attributes, sorted: its fields that
 // are attributes, the timeline and as_dict.
 func reportAttrNames() []string {
-	names := []string{"as_dict"}
+	var names []string
+	for m := range reportMethods {
+		names = append(names, m)
+	}
 	for _, f := range ReportFields {
 		if f.Attr != nil {
 			names = append(names, f.Name)
@@ -200,7 +203,11 @@ func ColumnUnit(name string) string {
 func SimulateDoc() string {
 	var b strings.Builder
 	b.WriteString("Replays one steady-state step of plan on one GPU and returns its report. print(r) shows a table; " +
-		"r.as_dict() is a plain dict for json.encode (the JSON schema of docs/json.md).\n\nFields:\n")
+		"r.as_dict() is a plain dict for json.encode (the JSON schema of docs/json.md). " +
+		"r.save_snapshot(\"step.pickle\") writes the step as a PyTorch memory snapshot (pytorch.org/memory_viz opens it; " +
+		"memsh compare reads it) and r.save_trace(\"step.json\") its time as a Perfetto trace (ui.perfetto.dev), " +
+		"each a file named relative to the script, inside its folder, written whole or not at all " +
+		"(as memsh run --snapshot and --trace do for the last report).\n\nFields:\n")
 	for _, f := range ReportFields {
 		fmt.Fprintf(&b, "- %s: %s.\n", f.Name, f.Doc)
 	}
