@@ -266,7 +266,7 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 
 // times splits the work into exposed time by cause.
 func (w *GpuWork) Times(plan *core.Plan) gpuTime {
-	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 8), Tail: make([]replay.TimeShare, 0, 3)}
+	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 9), Tail: make([]replay.TimeShare, 0, 4)}
 	add := func(list *[]replay.TimeShare, name string, s float64) {
 		*list = append(*list, replay.TimeShare{Name: name, Seconds: s})
 	}
