@@ -51,7 +51,7 @@ func TestPlanErrors(t *testing.T) {
 		{expr: "train(m, seq = 0)", err: "seq must be positive (got 0)"},
 		{expr: "train(m, seq = 8, grad_accum = 0)", err: "grad_accum must be positive (got 0)"},
 		{expr: "train(m, seq = 8, members = 0)", err: "members must be at least 1 (got 0)"},
-		{expr: `train(m, seq = 8, members_mode = "parallel")`, err: `unknown members_mode "parallel" (known: stacked, sequential)`},
+		{expr: `train(m, seq = 8, members_mode = "parallel")`, err: `unknown members_mode "parallel" (known: stacked, sequential, spread)`},
 		{expr: `train(m, seq = 8, precision = "bf17")`, err: `unknown precision "bf17"`},
 		{expr: `train(m, seq = 8, precision = bf16)`, err: "precision: got dtype, want a precision name or precision(...)"},
 		{expr: `train(m, seq = 8, optimizer = "adamw9bit")`, err: `unknown optimizer "adamw9bit" (known: sgd, adam, adamw, adamw8bit, paged_adamw8bit, paged_adamw, adafactor, lion, sparse_adam)`},

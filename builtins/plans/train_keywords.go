@@ -37,7 +37,7 @@ var TrainKeywords = []keyword{
 		set: setInt(func(p *core.Plan) *int64 { return &p.GradAccum })},
 	{Name: "members", Def: starlark.MakeInt(1), Doc: "ensemble members of a graph model",
 		set: setInt(func(p *core.Plan) *int64 { return &p.Members })},
-	{Name: "members_mode", Def: starlark.String("stacked"), Doc: `"stacked" folds members into the batch (anemoi), "sequential" runs them one at a time`,
+	{Name: "members_mode", Def: starlark.String("stacked"), Doc: `"stacked" folds members into the batch (anemoi), "sequential" runs them one at a time, "spread" runs one member per GPU group (anemoi's ensemble parallelism: dp counts the groups) and gathers the members' predictions for the loss`,
 		set: setString(func(p *core.Plan) *string { return &p.MembersMode })},
 	{Name: "precision", Def: starlark.String("fp32"),
 		Doc: "a policy name (fp32, bf16-mixed, fp16-mixed, bf16, fp16, megatron, fp16-master) or precision(...)", set: setPrecision},

@@ -24,6 +24,7 @@ type Builder struct {
 
 	members    int64 // ensemble members in the step (Plan.Members, at least 1)
 	sequential bool  // members run through the model one at a time
+	spread     bool  // one member here, the others on other GPUs (members.go)
 	rollout    int64 // autoregressive steps of a model built from a data batch
 
 	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks

@@ -44,7 +44,7 @@ type Plan struct {
 	Seq         int64 // tokens per sequence (the padded length)
 	GradAccum   int64
 	Members     int64  // ensemble members (graph models)
-	MembersMode string // stacked | sequential
+	MembersMode string // stacked | sequential | spread (members.go)
 	Precision   Precision
 	Optimizer   Optimizer
 	Checkpoint  Checkpoint
@@ -150,9 +150,9 @@ func (p *Plan) Validate() error {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("members must be at least 1 (got %d)", p.Members)}
 	}
 	switch p.MembersMode {
-	case "", "stacked", "sequential":
+	case "", "stacked", "sequential", "spread":
 	default:
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential)", p.MembersMode)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential, spread)", p.MembersMode)}
 	}
 	if p.Phase > Eval {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown phase %d (known: train, eval)", p.Phase)}
@@ -212,8 +212,9 @@ func (p *Plan) LowerProgram() (*Program, error) {
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).
 	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"
+	b.spread = p.MembersMode == "spread" && b.members > 1
 	b.rollout = max(p.Rollout, 1)
-	b.Batch *= b.members
+	b.Batch *= b.foldedMembers()
 	if p.Model.Points > 0 {
 		b.Seq = p.Model.Points // graph models: one row per grid point
 	}
