@@ -43,8 +43,13 @@ var TrainKeywords = []keyword{
 		Doc: "a policy name (fp32, bf16-mixed, fp16-mixed, bf16, fp16, megatron, fp16-master) or precision(...)", set: setPrecision},
 	{Name: "optimizer", Def: Optimizer{defaultOptimizer(core.AdamW)}, Sig: "adamw()",
 		Doc: "an optimizer value (adamw(), sgd(momentum=0.9), adamw8bit(), ...) or its name", set: setOptimizer},
-	{Name: "checkpoint", Def: starlark.String("none"), Doc: `activation checkpointing: "none", "full", "selective" or checkpoint(...)`,
+	{Name: "checkpoint", Def: starlark.String("none"), Doc: `activation checkpointing: "none", "full", "selective", "op" (torchtitan's per-op policy) or checkpoint(...)`,
 		set: setCheckpoint},
+	{Name: "compile", Def: starlark.False,
+		Doc: `torch.compile: True compiles each repeated block and the loss (torchtune's compile=True), "blocks" the blocks only (torchtitan's training.compile), "loss" the loss only. ` +
+			`AOTAutograd's min-cut partitioner picks what each compiled graph saves (matmul and attention outputs kept, cheap pointwise ops recomputed in the backward) ` +
+			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once`,
+		set: setCompile},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
 	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
@@ -333,9 +338,25 @@ func setOptimizer(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 func setCheckpoint(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	var ck Checkpoint
 	if err := ck.Unpack(*v); err != nil {
-		return argError("checkpoint", *v, err, []string{"none", "full", "selective"})
+		return argError("checkpoint", *v, err, []string{"none", "full", "selective", "op"})
 	}
 	p.Checkpoint, *v = ck.c, ck
+	return nil
+}
+
+func setCompile(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch c := (*v).(type) {
+	case starlark.Bool:
+		p.Compile = core.Compile{Blocks: bool(c), Loss: bool(c)}
+	case starlark.String:
+		cc, err := core.ParseCompile(string(c))
+		if err != nil {
+			return err
+		}
+		p.Compile = cc
+	default:
+		return fmt.Errorf("compile must be True, False, \"blocks\" or \"loss\" (got %s)", c.Type())
+	}
 	return nil
 }
 

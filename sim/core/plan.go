@@ -48,6 +48,7 @@ type Plan struct {
 	Precision   Precision
 	Optimizer   Optimizer
 	Checkpoint  Checkpoint
+	Compile     Compile // torch.compile of the blocks and the loss (compile.go)
 	LoRA        *LoRA
 	Quant       string // "", nf4, nf4-dq, int8 (bitsandbytes), torchao-nf4 (frozen base weights)
 	Device      hw.Device
@@ -166,6 +167,13 @@ func (p *Plan) Validate() error {
 	if err := p.Overheads.Validate(); err != nil {
 		return err
 	}
+	if err := p.Checkpoint.Validate(); err != nil {
+		return &units.Error{Path: "train", Msg: err.Error(), Hint: "see memsh doc checkpoint"}
+	}
+	if p.Checkpoint.Mode == "budget" && p.Compile.On() && p.Checkpoint.Reentrant {
+		return &units.Error{Path: "train", Msg: "checkpoint(budget=..., reentrant=True) under compile: the budget is the partitioner's, no torch.utils.checkpoint runs",
+			Hint: "drop reentrant=True, or compile=False for the per-block budget of eager mode"}
+	}
 	if p.LoRA != nil {
 		if err := p.LoRA.Validate(); err != nil {
 			return &units.Error{Path: "train", Msg: err.Error()}
@@ -209,6 +217,7 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		Lora:  p.LoRA,
 		Eval:  p.Phase == Eval,
 	}
+	b.compile = p.Compile
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).
 	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"
@@ -223,6 +232,7 @@ func (p *Plan) LowerProgram() (*Program, error) {
 	if err := p.lowerModel(b); err != nil { // the whole model, or one stage
 		return nil, err
 	}
+	b.partitionGraphs()                        // compiled graphs: saved sets, fused values
 	if err := b.P.checkTotals(p); err != nil { // no byte sum can overflow
 		return nil, err
 	}

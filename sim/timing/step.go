@@ -59,6 +59,9 @@ func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool) (t Comp
 		}
 		reg := prog.Regions[id]
 		for j := reg.First; j < reg.End; j++ {
+			if prog.Ops[j].Keep { // a checkpoint policy kept its outputs: not run again
+				continue
+			}
 			t.Recompute += costs[j].Fwd
 			t.RecomputeCPU += costs[j].FwdCPU
 			if costs[j].Attention {
