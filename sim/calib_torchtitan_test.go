@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
 )
 
 // torchtitan's published benchmarks (pytorch/torchtitan,
@@ -113,5 +114,64 @@ func TestTorchtitan405BPipeline(t *testing.T) {
 			t.Errorf("%s: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.name, got, row.gib, 100*d)
 		}
 		t.Logf("%s: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.name, got, row.gib, 100*d)
+	}
+}
+
+// titanRow is one row of Tables 1 and 3 (the source above): Llama 3.1
+// 8B, local batch 2 x 8192 tokens, FSDP2 over gpus GPUs, per-op selective
+// activation checkpointing (train_configs/llama3_8b.toml: mode =
+// 'selective', selective_ac_option = 'op'), SDPA (the flash kernel on
+// H100), with or without torch.compile (training.compile: each
+// TransformerBlock compiled, the loss not; parallelize_llama.py
+// apply_compile).
+type titanRow struct {
+	source  string
+	gpus    int64
+	compile bool
+	gib     float64 // measured peak reserved, GiB
+}
+
+// titanPlan is the plan of a torchtitan Llama 3.1 8B row.
+func titanPlan(row titanRow) *core.Plan {
+	m := testmodels.Llama(4096, 32, 32, 8, 14336, 128256, "sdpa")
+	dev, _ := hw.LookupDevice("H100-80GB")
+	dev.Name, dev.Memory = "H100-96GB (Grand Teton)", 96<<30
+	prec, _ := core.LookupPrecision("bf16-mixed")
+	rt, _ := core.LookupRuntime("cuda")
+	ck, _ := core.ParseCheckpoint("op")
+	return &core.Plan{Model: m, Batch: 2, Seq: 8192, GradAccum: 1, Members: 1, Precision: prec,
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Runtime: rt, Phase: core.Train,
+		Parallel: core.Parallelism{DP: row.gpus, FSDP: true}, Compile: core.Compile{Blocks: row.compile}}
+}
+
+// TestTorchtitanOpCheckpointRows: the FSDP and FSDP + torch.compile rows
+// of Tables 1 and 3, with torchtitan's per-op selective checkpointing.
+// Before the op policy memsh read "selective" as Megatron's and put the
+// eager 8-GPU row at 143.4 GiB reserved (+74 %). Under compile each block
+// keeps only the kept outputs its backward reads (down_proj's goes: 4 GiB
+// over 32 blocks).
+//
+// Errors now: 8 GPUs -8.5 % eager, -8.3 % compiled; 128 GPUs -3.2 % and
+// -3.1 %. compile's saving is 5.4 and 5.0 GiB measured, 4.8 GiB here. The
+// part of the gap that scales with 1/GPUs (7.0 GiB short at 8 GPUs, 2.1 GiB
+// at 128) is about the sharded fp32 gradients (3.7 GiB
+// at 8 GPUs), which exist only after the backward in the one steady-state
+// step memsh replays; that later steps' allocations are laid around them
+// in reserved segments is a guess this replay cannot show, so the gap is
+// left unexplained.
+func TestTorchtitanOpCheckpointRows(t *testing.T) {
+	for _, row := range []titanRow{
+		{"Table 1, FSDP", 8, false, 82.4},
+		{"Table 1, FSDP + torch.compile", 8, true, 77.0},
+		{"Table 3, FSDP", 128, false, 67.0},
+		{"Table 3, FSDP + torch.compile", 128, true, 62.0},
+	} {
+		rep := evalPlan(t, titanPlan(row))
+		got := float64(rep.PeakReserved) / (1 << 30)
+		d := (got - row.gib) / row.gib
+		t.Logf("%s (%d GPUs): memsh %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.source, row.gpus, got, row.gib, 100*d)
+		if math.Abs(d) > 0.10 {
+			t.Errorf("%s (%d GPUs): %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.source, row.gpus, got, row.gib, 100*d)
+		}
 	}
 }

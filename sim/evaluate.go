@@ -22,8 +22,14 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
-	if plan.Checkpoint.Mode == "budget" { // the least recompute within the budget, per block
-		q, notes, err := solveBudget(plan, opts)
+	if c := plan.Checkpoint; c.Mode == "budget" && (!plan.Compile.On() || c.Budget.Bytes > 0) {
+		// eager: the least recompute within the budget, per block;
+		// compile: the partitioners' fraction that meets the bytes
+		solve := solveBudget
+		if plan.Compile.On() {
+			solve = solveCompileBudget
+		}
+		q, notes, err := solve(plan, opts)
 		if err != nil {
 			return nil, nil, err
 		}

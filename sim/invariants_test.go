@@ -91,7 +91,7 @@ func withPlan(p *core.Plan, change func(q *core.Plan)) *core.Plan {
 // checkpointing.
 func TestInvariantsReportConsistency(t *testing.T) {
 	for _, c := range randomCases(1, 40) {
-		for _, mode := range []string{"none", "full", "selective"} {
+		for _, mode := range []string{"none", "full", "selective", "op"} {
 			ck, _ := core.ParseCheckpoint(mode)
 			evalOK(t, c.desc+" checkpoint="+mode, withPlan(c.plan, func(q *core.Plan) { q.Checkpoint = ck }))
 		}
@@ -156,6 +156,65 @@ func TestInvariantsCheckpointSavesLess(t *testing.T) {
 			if rep.SavedActivations > none.SavedActivations {
 				t.Errorf("%s: checkpoint=%s saves %d, more than no checkpointing (%d)", c.desc, mode, rep.SavedActivations, none.SavedActivations)
 			}
+		}
+	}
+}
+
+// torch.compile's partition holds every invariant of the report, and
+// under each checkpoint policy; what it saves for backward never exceeds
+// what eager mode saves plus the blocks' inputs (it recomputes only what
+// eager mode would have saved, from values eager mode saved or the
+// block's input).
+func TestInvariantsCompile(t *testing.T) {
+	for _, c := range randomCases(7, 40) {
+		eager := evalOK(t, c.desc, c.plan)
+		for _, ck := range []string{"none", "full", "op"} {
+			cp, _ := core.ParseCheckpoint(ck)
+			rep := evalOK(t, c.desc+" compile checkpoint="+ck, withPlan(c.plan, func(q *core.Plan) {
+				q.Compile, q.Checkpoint = core.Compile{Blocks: true, Loss: true}, cp
+			}))
+			if ck != "none" {
+				continue
+			}
+			if inputs := graphInputs(t, withPlan(c.plan, func(q *core.Plan) { q.Compile = core.Compile{Blocks: true, Loss: true} })); rep.SavedActivations > eager.SavedActivations+inputs {
+				t.Errorf("%s: compile saves %d, eager %d, the graphs' inputs %d", c.desc, rep.SavedActivations, eager.SavedActivations, inputs)
+			}
+		}
+	}
+}
+
+// graphInputs is the bytes of the values the compiled graphs of p read
+// from outside them.
+func graphInputs(t *testing.T, p *core.Plan) int64 {
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, g := range prog.Graphs {
+		seen := map[core.Value]bool{}
+		for j := g.First; j < g.End; j++ {
+			for _, v := range prog.Ops[j].In {
+				if pr := prog.Values[v].Producer; (pr < g.First || pr >= g.End) && !seen[v] {
+					seen[v] = true
+					n += prog.Values[v].Bytes
+				}
+			}
+		}
+	}
+	return n
+}
+
+// The op policy holds what full checkpointing holds (the blocks' inputs)
+// and the outputs its save list keeps: never less than full, never more
+// than no checkpointing.
+func TestInvariantsOpPolicyBetween(t *testing.T) {
+	for _, c := range randomCases(5, 40) {
+		none := evalOK(t, c.desc, c.plan)
+		full := evalOK(t, c.desc, withPlan(c.plan, func(q *core.Plan) { q.Checkpoint = core.Checkpoint{Mode: "full", Every: 1} }))
+		op := evalOK(t, c.desc, withPlan(c.plan, func(q *core.Plan) { q.Checkpoint = core.Checkpoint{Mode: "op", Save: core.DefaultSaveOps()} }))
+		if op.SavedActivations < full.SavedActivations || op.SavedActivations > none.SavedActivations {
+			t.Errorf("%s: op policy saves %d, want between full's %d and none's %d", c.desc, op.SavedActivations, full.SavedActivations, none.SavedActivations)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package plans
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
@@ -33,7 +34,8 @@ func (x Checkpoint) Hash() (uint32, error) {
 // checkpoint(modules=["attention"]) or checkpoint("full", reentrant=True).
 func (x Checkpoint) String() string {
 	switch {
-	case x.c.Mode == "every", x.c.Mode == "modules", x.c.Mode == "budget", x.c.Reentrant:
+	case x.c.Mode == "every", x.c.Mode == "modules", x.c.Mode == "budget", x.c.Reentrant,
+		x.c.Mode == "op" && x.c.String() != "op":
 		return x.c.String()
 	}
 	return fmt.Sprintf("checkpoint(%q)", x.c.String())
@@ -50,7 +52,7 @@ func (x Checkpoint) CompareSameType(op syntax.Token, y starlark.Value, _ int) (b
 	return false, fmt.Errorf("%s not supported for checkpoint policies", op)
 }
 
-var checkpointAttrNames = []string{"budget", "every", "mode", "modules", "reentrant"}
+var checkpointAttrNames = []string{"budget", "every", "mode", "modules", "policy", "reentrant", "save"}
 
 func (x Checkpoint) AttrNames() []string { return checkpointAttrNames }
 
@@ -72,6 +74,20 @@ func (x Checkpoint) Attr(name string) (starlark.Value, error) {
 		default:
 			return starlark.Float(b.Fraction), nil
 		}
+	case "policy":
+		if x.c.Mode != "op" {
+			return starlark.None, nil
+		}
+		return starlark.String(x.c.Mode), nil
+	case "save":
+		if x.c.Mode != "op" {
+			return starlark.None, nil
+		}
+		out := make(starlark.Tuple, len(x.c.Save))
+		for i, m := range x.c.Save {
+			out[i] = starlark.String(m)
+		}
+		return out, nil
 	case "every":
 		if x.c.Every == 0 {
 			return starlark.None, nil
@@ -90,7 +106,7 @@ func (x Checkpoint) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
-// Unpack accepts a checkpoint value or "none", "full", "selective" (None
+// Unpack accepts a checkpoint value or "none", "full", "selective", "op" (None
 // and False mean none).
 func (x *Checkpoint) Unpack(v starlark.Value) error {
 	switch v := v.(type) {
@@ -113,63 +129,98 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("got %s, want \"none\", \"full\", \"selective\" or checkpoint(...)", v.Type())
+	return fmt.Errorf("got %s, want \"none\", \"full\", \"selective\", \"op\" or checkpoint(...)", v.Type())
 }
 
 func CheckpointBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "checkpoint",
-		Sig:  "checkpoint(mode=None, every=None, modules=None, budget=None, reentrant=False)",
+		Sig:  "checkpoint(mode=None, every=None, modules=None, budget=None, reentrant=False, policy=None, save=None)",
 		Doc: "An activation-checkpointing policy for train(checkpoint=...). A checkpointed region keeps only its " +
 			"inputs in forward and re-runs its forward in backward, so its whole saved set comes back at once. " +
 			"mode is \"none\", \"full\" (every block of every repeat()) or \"selective\" (the attention core only, " +
-			"Megatron's --recompute-granularity selective); train() also takes these strings directly. " +
-			"every=k checkpoints one block in every k, starting with the first; modules=[...] checkpoints " +
-			"each layer whose name or kind is listed (\"attention\", \"mlp\", \"decoder\"). " +
+			"Megatron's --recompute-granularity selective); train() also takes these strings directly, and \"op\". " +
+			"every=k checkpoints one block in every k, counted from one as torchtune's and torchtitan's " +
+			"selective_ac_option=k count (blocks k-1, 2k-1, ...); policy=\"layer\" with every=k is the same. " +
+			"modules=[...] checkpoints each layer whose name or kind is listed (\"attention\", \"mlp\", \"decoder\"). " +
+			"policy=\"op\" is torchtitan's per-op selective checkpointing " +
+			"(selective_ac_option=\"op\"): every block is checkpointed, but the ops named in save keep their outputs " +
+			"from the forward and are not run again; every second linear matmul (\"mm\") of a block is recomputed " +
+			"all the same. save defaults to torchtitan's list, [\"mm\", \"attention\", \"reduce_scatter\"]; the names " +
+			"are " + saveOpsDoc() + ". " +
+			"budget=b is the activation memory budget, alone: a float in [0, 1] is a fraction of the activations saved " +
+			"for backward (PyTorch's activation_memory_budget: 0 recomputes all it can, 1 nothing more than the stack " +
+			"does on its own), an int bytes of device memory the step may use (70 * GiB), met by the least recompute " +
+			"whose replay fits. The mechanism follows the stack, as in PyTorch. In eager (no train(compile=...)) it is " +
+			"PyTorch's SAC ILP: each repeated block gets none, selective, its attention, its MLP or all of it " +
+			"checkpointed, chosen on the exact Pareto front of what the blocks keep for backward against their " +
+			"recompute time (both read off the lowered step); 0 is every block checkpointed, 1 none. With " +
+			"train(compile=...) no block is wrapped: it is torch.compile's activation_memory_budget " +
+			"(torch._functorch.config, torchtitan's MemoryBudgetAC), each compiled graph saving at most the fraction " +
+			"of what its partitioner saves on its own, beyond its inputs, giving up the values cheapest to recompute " +
+			"first (a knapsack over their FLOPs); 0 saves only the inputs, 1 is compile's default; bytes are met by " +
+			"the fastest of the fractions 0, 0.05, ..., 1 whose replay fits (the step's memory is not monotone in the " +
+			"fraction, so each is replayed). The report's notes say what was chosen; eager budgets are not for " +
+			"pipeline stages. " +
 			"checkpoint() alone is \"full\". reentrant picks torch.utils.checkpoint's variant; the default is " +
 			"False (use_reentrant=False, what PyTorch recommends; note that PyTorch itself still runs the reentrant " +
 			"variant when use_reentrant is not passed, and Hugging Face's gradient_checkpointing_enable() asks for " +
 			"it). Both keep the region's inputs in forward. Non-reentrant stops recomputing after the last op that " +
 			"saves a tensor; reentrant recomputes the whole region, keeps its outputs until the region's backward " +
 			"ends, and a region none of whose inputs requires grad (the first block after a frozen embedding, as " +
-			"with LoRA) records no graph: its parameters get no gradient. The strings \"full\" and " +
-			"\"selective\" are non-reentrant. " +
-			"budget= asks for the least recompute within a memory budget, as PyTorch's SAC ILP and " +
-			"activation_memory_budget do: each repeated block gets none, selective, its attention, its MLP or all of it " +
-			"checkpointed, chosen on the exact Pareto front of what the blocks keep for backward against their " +
-			"recompute time (both read off the lowered step). A float in [0, 1] is a fraction of the saved " +
-			"activations (0: as with every block checkpointed, 1: as with none, PyTorch's activation_memory_budget); " +
-			"an int is bytes of device memory the step may use (70 * GiB), met by the cheapest choice whose replay " +
-			"fits. The report's notes say what was chosen; not for pipeline stages.",
+			"with LoRA) records no graph: its parameters get no gradient. policy=\"op\" is non-reentrant only. " +
+			"The strings \"full\", \"selective\" and \"op\" are non-reentrant.",
 		Fn: checkpointFn,
 	}}
 }
 
+// saveOpsDoc lists the names a save list may use, with what each is.
+func saveOpsDoc() string {
+	parts := make([]string, len(core.SaveOps))
+	for i, s := range core.SaveOps {
+		parts[i] = fmt.Sprintf("%q (%s)", s.Name, s.Doc)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var mode, every, modules, budget starlark.Value
+	var mode, every, modules, policy, save, budget starlark.Value
 	reentrant := false
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules, "budget?", &budget, "reentrant?", &reentrant); err != nil {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules,
+		"budget?", &budget, "reentrant?", &reentrant, "policy?", &policy, "save?", &save); err != nil {
 		return nil, err
 	}
 	var c Checkpoint
 	var err error
-	if budget != nil && budget != starlark.None {
-		if c, err = budgetPolicy(budget, mode, every, modules); err != nil {
-			return nil, err
-		}
-	} else if c, err = checkpointPolicy(mode, every, modules); err != nil {
+	if given(budget) {
+		c, err = checkpointBudget(budget, given(mode) || given(every) || given(modules) || given(policy) || given(save))
+	} else {
+		c, err = checkpointPolicy(mode, every, modules, policy, save)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if reentrant && c.c.Mode == "none" {
 		return nil, fmt.Errorf("reentrant=True needs a checkpointing mode (got \"none\")")
 	}
 	c.c.Reentrant = reentrant
+	if err := c.c.Validate(); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
-// checkpointPolicy reads the one of mode, every and modules that is given.
-func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
-	given := func(v starlark.Value) bool { return v != nil && v != starlark.None }
+func given(v starlark.Value) bool { return v != nil && v != starlark.None }
+
+// checkpointPolicy reads the one of mode, every, modules and policy that
+// is given (policy="layer" takes every, policy="op" save).
+func checkpointPolicy(mode, every, modules, policy, save starlark.Value) (Checkpoint, error) {
+	if given(policy) {
+		return checkpointByPolicy(policy, every, save, given(mode) || given(modules))
+	}
+	if given(save) {
+		return Checkpoint{}, fmt.Errorf("save= lists the ops the op policy keeps: pass policy=\"op\" with it")
+	}
 	n := 0
 	for _, v := range []starlark.Value{mode, every, modules} {
 		if given(v) {
@@ -181,14 +232,11 @@ func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
 	}
 	switch {
 	case given(every):
-		k, err := host.AsInt64(every, "every")
+		k, err := blocksEvery(every)
 		if err != nil {
 			return Checkpoint{}, err
 		}
-		if k <= 0 || k > 1<<30 {
-			return Checkpoint{}, fmt.Errorf("every must be a positive number of blocks (got %d)", k)
-		}
-		return Checkpoint{core.Checkpoint{Mode: "every", Every: int(k)}}, nil
+		return Checkpoint{core.Checkpoint{Mode: "every", Every: k}}, nil
 	case given(modules):
 		names, err := stringList(modules, "modules")
 		if err != nil {
@@ -206,12 +254,54 @@ func checkpointPolicy(mode, every, modules starlark.Value) (Checkpoint, error) {
 	return Checkpoint{core.Checkpoint{Mode: "full", Every: 1}}, nil
 }
 
-// budgetPolicy reads budget=: a fraction in [0, 1] or bytes, alone.
-func budgetPolicy(budget, mode, every, modules starlark.Value) (Checkpoint, error) {
-	for _, v := range []starlark.Value{mode, every, modules} {
-		if v != nil && v != starlark.None {
-			return Checkpoint{}, fmt.Errorf("checkpoint takes budget= alone: the solver chooses the policy of each block (got mode, every or modules too)")
+// checkpointByPolicy reads policy="op" (with save) or policy="layer" (with every).
+func checkpointByPolicy(policy, every, save starlark.Value, other bool) (Checkpoint, error) {
+	p, ok := policy.(starlark.String)
+	if !ok {
+		return Checkpoint{}, fmt.Errorf("policy must be \"op\" or \"layer\" (got %s)", policy.Type())
+	}
+	if other {
+		return Checkpoint{}, fmt.Errorf("checkpoint takes policy= or one of mode and modules, not both")
+	}
+	switch string(p) {
+	case "op":
+		if given(every) {
+			return Checkpoint{}, fmt.Errorf("policy=\"op\" checkpoints every block: every= is policy=\"layer\"'s")
 		}
+		names := core.DefaultSaveOps()
+		if given(save) {
+			var err error
+			if names, err = stringList(save, "save"); err != nil {
+				return Checkpoint{}, err
+			}
+		}
+		if err := core.CheckSaveOps(names); err != nil {
+			return Checkpoint{}, err
+		}
+		return Checkpoint{core.Checkpoint{Mode: "op", Save: names}}, nil
+	case "layer":
+		if given(save) {
+			return Checkpoint{}, fmt.Errorf("save= lists the ops policy=\"op\" keeps; policy=\"layer\" takes every=k")
+		}
+		if !given(every) {
+			return Checkpoint{}, fmt.Errorf("policy=\"layer\" needs every=k (checkpoint one block in every k)")
+		}
+		k, err := blocksEvery(every)
+		if err != nil {
+			return Checkpoint{}, err
+		}
+		return Checkpoint{core.Checkpoint{Mode: "every", Every: k}}, nil // the same policy as every=k
+	}
+	return Checkpoint{}, fmt.Errorf("unknown checkpoint policy %q (known: op, layer)", string(p))
+}
+
+// budgetHint says what budget= takes.
+const budgetHint = "a float in [0, 1] is a fraction of the saved activations (0: recompute all, 1: none); an int is bytes of device memory (70 * GiB)"
+
+// checkpointBudget reads budget=: a fraction in [0, 1] or bytes, alone.
+func checkpointBudget(budget starlark.Value, other bool) (Checkpoint, error) {
+	if other {
+		return Checkpoint{}, fmt.Errorf("checkpoint takes budget= alone: the budget chooses what is recomputed (got mode, every, modules, policy or save too)")
 	}
 	var b core.Budget
 	switch x := budget.(type) {
@@ -220,17 +310,28 @@ func budgetPolicy(budget, mode, every, modules starlark.Value) (Checkpoint, erro
 	case starlark.Int:
 		n, ok := x.Int64()
 		if !ok || n <= 0 {
-			return Checkpoint{}, host.WithHint(fmt.Errorf("checkpoint: budget bytes must be positive (got %s)", x),
-				"an int is bytes of device memory (70 * GiB); a float in [0, 1] a fraction of the saved activations")
+			return Checkpoint{}, host.WithHint(fmt.Errorf("checkpoint: budget bytes must be positive (got %s)", x), budgetHint)
 		}
 		b.Bytes = n
 	default:
 		return Checkpoint{}, fmt.Errorf("checkpoint: budget must be a fraction in [0, 1] or bytes (got %s)", budget.Type())
 	}
 	if err := b.Validate(); err != nil {
-		return Checkpoint{}, host.WithHint(err, "an int is bytes of device memory (70 * GiB); a float in [0, 1] a fraction of the saved activations")
+		return Checkpoint{}, host.WithHint(err, budgetHint)
 	}
 	return Checkpoint{core.Checkpoint{Mode: "budget", Budget: b}}, nil
+}
+
+// blocksEvery reads every=k.
+func blocksEvery(every starlark.Value) (int, error) {
+	k, err := host.AsInt64(every, "every")
+	if err != nil {
+		return 0, err
+	}
+	if k <= 0 || k > 1<<30 {
+		return 0, fmt.Errorf("every must be a positive number of blocks (got %d)", k)
+	}
+	return int(k), nil
 }
 
 // stringList unpacks a string or a list/tuple of strings.

@@ -37,14 +37,19 @@ var TrainKeywords = []keyword{
 		set: setInt(func(p *core.Plan) *int64 { return &p.GradAccum })},
 	{Name: "members", Def: starlark.MakeInt(1), Doc: "ensemble members of a graph model",
 		set: setInt(func(p *core.Plan) *int64 { return &p.Members })},
-	{Name: "members_mode", Def: starlark.String("stacked"), Doc: `"stacked" folds members into the batch (anemoi), "sequential" runs them one at a time`,
+	{Name: "members_mode", Def: starlark.String("stacked"), Doc: `"stacked" folds members into the batch (anemoi), "sequential" runs them one at a time, "spread" runs one member per GPU group (anemoi's ensemble parallelism: dp counts the groups) and gathers the members' predictions for the loss`,
 		set: setString(func(p *core.Plan) *string { return &p.MembersMode })},
 	{Name: "precision", Def: starlark.String("fp32"),
 		Doc: "a policy name (fp32, bf16-mixed, fp16-mixed, bf16, fp16, megatron, fp16-master) or precision(...)", set: setPrecision},
 	{Name: "optimizer", Def: Optimizer{defaultOptimizer(core.AdamW)}, Sig: "adamw()",
 		Doc: "an optimizer value (adamw(), sgd(momentum=0.9), adamw8bit(), ...) or its name", set: setOptimizer},
-	{Name: "checkpoint", Def: starlark.String("none"), Doc: `activation checkpointing: "none", "full", "selective" or checkpoint(...)`,
+	{Name: "checkpoint", Def: starlark.String("none"), Doc: `activation checkpointing: "none", "full", "selective", "op" (torchtitan's per-op policy) or checkpoint(...)`,
 		set: setCheckpoint},
+	{Name: "compile", Def: starlark.False,
+		Doc: `torch.compile: True compiles each repeated block and the loss (torchtune's compile=True), "blocks" the blocks only (torchtitan's training.compile), "loss" the loss only. ` +
+			`AOTAutograd's min-cut partitioner picks what each compiled graph saves (matmul and attention outputs kept, cheap pointwise ops recomputed in the backward) ` +
+			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once`,
+		set: setCompile},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
 	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
@@ -90,6 +95,10 @@ var TrainKeywords = []keyword{
 		Doc: "seconds each step spends outside the GPU's work (the data loader, the Python training loop, logging); " +
 			"added to the step time as its own term, step_overhead",
 		set: setStepOverhead},
+	{Name: "expert_imbalance", Def: starlark.Float(1),
+		Doc: "the routed tokens of the busiest expert-parallel rank over the mean (1: balanced routing, as the memory replay routes them); " +
+			"with expert parallelism every rank waits for the busiest, so its expert GEMMs and all-to-alls take this factor longer",
+		set: setExpertImbalance},
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
@@ -249,6 +258,16 @@ func setDispatch(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) err
 	return p.Overheads.Validate()
 }
 
+func setExpertImbalance(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	f, err := host.AsFloat(*v, name)
+	if err != nil {
+		return err
+	}
+	p.Overheads.ExpertImbalance = f
+	*v = starlark.Float(f)
+	return p.Overheads.Validate()
+}
+
 func setStepOverhead(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	f, err := host.AsFloat(*v, name)
 	if err != nil {
@@ -319,9 +338,25 @@ func setOptimizer(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 func setCheckpoint(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	var ck Checkpoint
 	if err := ck.Unpack(*v); err != nil {
-		return argError("checkpoint", *v, err, []string{"none", "full", "selective"})
+		return argError("checkpoint", *v, err, []string{"none", "full", "selective", "op"})
 	}
 	p.Checkpoint, *v = ck.c, ck
+	return nil
+}
+
+func setCompile(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch c := (*v).(type) {
+	case starlark.Bool:
+		p.Compile = core.Compile{Blocks: bool(c), Loss: bool(c)}
+	case starlark.String:
+		cc, err := core.ParseCompile(string(c))
+		if err != nil {
+			return err
+		}
+		p.Compile = cc
+	default:
+		return fmt.Errorf("compile must be True, False, \"blocks\" or \"loss\" (got %s)", c.Type())
+	}
 	return nil
 }
 

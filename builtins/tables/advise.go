@@ -255,7 +255,7 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 			if err != nil {
 				return nil, err
 			}
-			notes = append(notes, fmt.Sprintf("the plan as it is fits on %d GPUs with %s: %s each", r.Plan.Parallel.Norm().GPUs(), text, used(*r)))
+			notes = append(notes, fmt.Sprintf("the plan fits on %d GPUs with %s: %s each", r.Plan.Parallel.Norm().GPUs(), text, used(*r)))
 		}
 		notes = append(notes, rs.Notes...)
 	}

@@ -260,3 +260,26 @@ func TestAdviceErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphRescue: 4 stacked Bris members fit no single change (story 1:
+// even one at a time they do not); anemoi's model sharding over 2 GPUs
+// with the members one at a time does. With the validation pass, which
+// memsh replays on one GPU only, the note says why it does not apply.
+func TestGraphRescue(t *testing.T) {
+	p, err := testmodels.Bris(4, "stacked", 4, 1, core.Train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, p, Options{MaxChanges: 1})
+	if res.AnyFits() || res.Rescue == nil || res.Rescue.GPUs == nil {
+		t.Fatalf("fits %v, rescue %+v", res.AnyFits(), res.Rescue)
+	}
+	if got := changes(*res.Rescue.GPUs); got != `parallel=parallel(cp=2, cp_mode="ulysses"), members_mode="sequential"` {
+		t.Errorf("GPUs: %s", got)
+	}
+	p.Validation = true
+	res = run(t, p, Options{MaxChanges: 1})
+	if res.Rescue == nil || res.Rescue.GPUs != nil || !strings.Contains(strings.Join(res.Rescue.Notes, "\n"), "anemoi's model sharding does not apply: train: validation=True is modelled on one GPU") {
+		t.Errorf("with validation: %+v", res.Rescue)
+	}
+}

@@ -43,6 +43,9 @@ func rescue(rs *replayer, p *core.Plan, base *replay.Report, budget int64) (*Res
 	if out.GPU == nil {
 		out.Notes = append(out.Notes, fmt.Sprintf("no GPU of the catalog fits it as it is (the largest: %s)", cat[len(cat)-1].Name))
 	}
+	if p.Model.Points > 0 { // a graph model: anemoi's model sharding splits the graph itself
+		return modelSharded(rs, p, base, budget, out)
+	}
 	par, mode := sharded(p)
 	if mode == "" {
 		out.Notes = append(out.Notes, "its model states cannot be sharded over more GPUs")
@@ -52,13 +55,7 @@ func rescue(rs *replayer, p *core.Plan, base *replay.Report, budget int64) (*Res
 	for n := int64(2); n <= maxScale; n *= 2 {
 		q := par
 		q.DP = par.Norm().DP * n
-		c := Change{Knob: "gpus", Settings: []Setting{{"parallel", q}}}
-		if p.Cluster.Nodes > 0 { // the cluster grows with the count: as many nodes as it needs
-			cl := p.Cluster
-			cl.Nodes = 0
-			c.Settings = append(c.Settings, Setting{"cluster", cl})
-		}
-		r, err := rs.try(p, base, c)
+		r, err := rs.try(p, base, moreGPUs(p, q))
 		if err != nil {
 			return nil, err
 		}
@@ -68,6 +65,52 @@ func rescue(rs *replayer, p *core.Plan, base *replay.Report, budget int64) (*Res
 		}
 	}
 	out.Notes = append(out.Notes, fmt.Sprintf("%d GPUs with %s do not fit it either: what one GPU holds of a micro-batch's activations does not shrink with more data-parallel GPUs", gpus*maxScale, mode))
+	return out, nil
+}
+
+// moreGPUs is the change to layout q; a cluster of a fixed node count
+// grows to as many nodes as q needs.
+func moreGPUs(p *core.Plan, q core.Parallelism) Change {
+	c := Change{Knob: "gpus", Settings: []Setting{{"parallel", q}}}
+	if p.Cluster.Nodes > 0 {
+		cl := p.Cluster
+		cl.Nodes = 0
+		c.Settings = append(c.Settings, Setting{"cluster", cl})
+	}
+	return c
+}
+
+// modelSharded finds the fewest GPUs per model of anemoi's model sharding
+// (hardware.num_gpus_per_model = G: parallel(cp=G, cp_mode="ulysses"),
+// sim/graph/shard.go) that fit a graph model: each GPU holds a G-th of
+// the graph's rows and heads. It runs one sample per GPU, so stacked
+// members run one at a time.
+func modelSharded(rs *replayer, p *core.Plan, base *replay.Report, budget int64, out *Rescue) (*Rescue, error) {
+	par := p.Parallel.Norm()
+	for n := int64(2); n <= maxScale; n *= 2 {
+		q := p.Parallel
+		q.CP, q.CPMode = par.CP*n, "ulysses"
+		c := moreGPUs(p, q)
+		if p.Members > 1 && p.MembersMode != "sequential" && p.MembersMode != "spread" {
+			c.Settings = append(c.Settings, Setting{"members_mode", "sequential"})
+		}
+		r, err := rs.try(p, base, c)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil { // the plan refuses: say why when it refuses even two
+			if n == 2 {
+				out.Notes = append(out.Notes, "anemoi's model sharding does not apply: "+refusal(p, c))
+				return out, nil
+			}
+			break
+		}
+		if r.Fits && r.Used <= budget {
+			out.GPUs = r
+			return out, nil
+		}
+	}
+	out.Notes = append(out.Notes, "no count of GPUs per model (anemoi's model sharding, parallel(cp=G, cp_mode=\"ulysses\")) fits it")
 	return out, nil
 }
 
@@ -122,4 +165,16 @@ func (rs *replayer) try(p *core.Plan, base *replay.Report, c Change) (*Row, erro
 	}
 	r := row([]Change{c}, q, rep, base, q.Device.Memory, Fit)
 	return &r, nil
+}
+
+// refusal is why the plan refuses change c.
+func refusal(p *core.Plan, c Change) string {
+	q, err := c.Apply(p)
+	if err == nil {
+		err = q.Validate()
+	}
+	if err == nil {
+		return "the plan refuses it"
+	}
+	return err.Error()
 }

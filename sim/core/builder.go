@@ -4,26 +4,29 @@ import "github.com/memsh/memsh/sim/units"
 
 // builder lowers layers into a program for one micro-batch.
 type Builder struct {
-	P      *Program
-	Batch  int64 // sequences (or samples) in the micro-batch
-	Seq    int64 // tokens per sequence (1 for non-sequence models)
-	Prec   Precision
-	Rt     Runtime
-	Ckpt   Checkpoint
-	Lora   *LoRA
-	quant  units.DType            // quantized frozen base weights (NF4, INT8), InvalidDType when none
-	Eval   bool                   // eval mode: no autograd, no saves, dropout off
-	prefix string                 // the module path ops and tensors are named under
-	names  map[scopedLayer]string // unnamed layers' module names (ModuleName)
-	taken  map[string]int         // module paths taken, with how many layers took them
-	region int32                  // current checkpoint region, 0 = none
-	block  int                    // index of the current repeated block (for checkpoint(every=k))
+	P       *Program
+	Batch   int64 // sequences (or samples) in the micro-batch
+	Seq     int64 // tokens per sequence (1 for non-sequence models)
+	Prec    Precision
+	Rt      Runtime
+	Ckpt    Checkpoint
+	Lora    *LoRA
+	quant   units.DType            // quantized frozen base weights (NF4, INT8), InvalidDType when none
+	Eval    bool                   // eval mode: no autograd, no saves, dropout off
+	prefix  string                 // the module path ops and tensors are named under
+	names   map[scopedLayer]string // unnamed layers' module names (ModuleName)
+	taken   map[string]int         // module paths taken, with how many layers took them
+	region  int32                  // current checkpoint region, 0 = none
+	graph   bool                   // a compiled graph is open (compile.go)
+	compile Compile
+	block   int // index of the current repeated block (for checkpoint(every=k))
 	// curBlock is the repeated block being lowered, 1-based (0: none),
 	// recorded on each op (OpInfo.Block).
 	curBlock int32
 
 	members    int64 // ensemble members in the step (Plan.Members, at least 1)
 	sequential bool  // members run through the model one at a time
+	spread     bool  // one member here, the others on other GPUs (members.go)
 	rollout    int64 // autoregressive steps of a model built from a data batch
 
 	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks
@@ -271,8 +274,18 @@ func Promote(a, c units.DType) units.DType {
 func (b *Builder) PolicyRegion(name string) func() {
 	opened := len(b.P.Regions)
 	end := b.BeginRegion(name)
-	if len(b.P.Regions) == opened || !b.Ckpt.Reentrant {
-		return end // a region was open already, or non-reentrant
+	if len(b.P.Regions) == opened {
+		return end // a region was open already
+	}
+	if b.Ckpt.Mode == "op" {
+		id := b.region
+		return func() {
+			end()
+			b.keepPolicyOutputs(id)
+		}
+	}
+	if !b.Ckpt.Reentrant {
+		return end
 	}
 	id := b.region
 	b.P.Regions[id-1].Reentrant = true

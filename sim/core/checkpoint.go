@@ -11,14 +11,26 @@ import "fmt"
 //   - selective: the attention core (QK^T, softmax, dropout, PV) of each
 //     attention is a region (Korthikanti et al. 2022, Megatron
 //     --recompute-granularity selective).
-//   - every=k: one block in every k is checkpointed (torchtune's
-//     selective "ac_option" integer), starting with the first.
+//   - every=k: one block in every k is checkpointed, counted from one as
+//     torchtune's and torchtitan's selective_ac_option=k count: blocks
+//     k-1, 2k-1, ... (checkpoint_wrapper._count % k == 0 with _count
+//     starting at 1: torchtune 1814feb17 torchtune/training/activations.py,
+//     torchtitan 9dec370 torchtitan/parallelisms/parallelize_llama.py);
+//     checkpoint(policy="layer", every=k) is the same policy.
+//   - op: torchtitan's per-op selective checkpointing; every block is a
+//     region whose ops named in Save keep their outputs (checkpoint_policy.go).
 //   - modules: layers whose name or kind is listed are regions.
 //   - blocks: each repeated block has a policy of its own (Blocks[i]:
 //     none, selective, modules or full), what checkpoint(budget=...)
-//     resolves to (checkpoint_blocks.go).
-//   - budget: the least recompute within a memory budget, solved when the
-//     plan is evaluated (package sim, checkpoint_budget.go).
+//     resolves to in eager (checkpoint_blocks.go).
+//   - budget: the activation memory budget (Budget). Its mechanism follows
+//     the stack: in eager the least recompute within the budget, one policy
+//     per block, solved when the plan is evaluated (package sim,
+//     checkpoint_budget.go); with compile no regions, the partitioner of
+//     each compiled graph saving at most the fraction Budget.Fraction of
+//     what it would save on its own (torch's activation_memory_budget,
+//     torchtitan's MemoryBudgetAC; partition_budget.go), a bytes budget
+//     resolved to a fraction when the plan is evaluated.
 //
 // Reentrant picks torch.utils.checkpoint's variant (both keep the region's
 // tensor inputs in forward). Non-reentrant (use_reentrant=False, the
@@ -31,13 +43,14 @@ import "fmt"
 // checkpoint docs: "At least one input and output must have
 // requires_grad=True for the reentrant variant").
 type Checkpoint struct {
-	Mode      string // none | full | selective | every | modules | blocks | budget
+	Mode      string // none | full | selective | every | op | modules | blocks | budget
 	Every     int
 	Modules   []string
+	Save      []string // op policy: the ops whose outputs are kept (SaveOps)
 	Selective bool
 	Reentrant bool
 	Blocks    []Checkpoint // blocks: the policy of repeated block i (none after the list)
-	Budget    Budget       // budget: what the solver must fit
+	Budget    Budget       // budget: the activation memory budget (checkpoint_blocks.go)
 }
 
 // ParseCheckpoint reads the string forms.
@@ -49,8 +62,10 @@ func ParseCheckpoint(s string) (Checkpoint, error) {
 		return Checkpoint{Mode: "full", Every: 1}, nil
 	case "selective":
 		return Checkpoint{Mode: "selective", Selective: true}, nil
+	case "op":
+		return Checkpoint{Mode: "op", Save: DefaultSaveOps()}, nil
 	}
-	return Checkpoint{}, fmt.Errorf("unknown checkpoint %q (known: none, full, selective, or checkpoint(every=k, modules=[...]))", s)
+	return Checkpoint{}, fmt.Errorf("unknown checkpoint %q (known: none, full, selective, op, or checkpoint(every=k, policy=..., modules=[...]))", s)
 }
 
 func (c Checkpoint) block(i int) bool {
@@ -58,7 +73,9 @@ func (c Checkpoint) block(i int) bool {
 	case "full":
 		return true
 	case "every":
-		return c.Every > 0 && i%c.Every == 0
+		return c.Every > 0 && (i+1)%c.Every == 0
+	case "op":
+		return true
 	}
 	return false
 }
@@ -84,6 +101,11 @@ func (c Checkpoint) String() string {
 	switch c.Mode {
 	case "every":
 		return fmt.Sprintf("checkpoint(every=%d%s)", c.Every, re)
+	case "op":
+		if !sameOps(c.Save, DefaultSaveOps()) {
+			return fmt.Sprintf("checkpoint(policy=\"op\", save=%s)", "["+quoteList(c.Save)+"]")
+		}
+		return "op"
 	case "modules":
 		return fmt.Sprintf("checkpoint(modules=%q%s)", c.Modules, re)
 	case "", "none":
@@ -95,4 +117,43 @@ func (c Checkpoint) String() string {
 		return fmt.Sprintf("checkpoint(%q%s)", c.Mode, re)
 	}
 	return c.Mode
+}
+
+// Validate checks a policy built in Go (the checkpoint() builtin checks
+// its arguments the same way).
+func (c Checkpoint) Validate() error {
+	switch c.Mode {
+	case "", "none", "full", "selective", "modules":
+	case "every":
+		if c.Every <= 0 {
+			return fmt.Errorf("checkpoint: every must be a positive number of blocks (got %d)", c.Every)
+		}
+	case "budget":
+		if err := c.Budget.Validate(); err != nil {
+			return err
+		}
+	case "blocks":
+		for i, p := range c.Blocks {
+			if p.Mode == "blocks" || p.Mode == "budget" {
+				return fmt.Errorf("checkpoint: block %d's policy is %s: a block takes a policy of its own", i, p.Mode)
+			}
+			if err := p.Validate(); err != nil {
+				return err
+			}
+		}
+	case "op":
+		if c.Reentrant {
+			return fmt.Errorf("checkpoint: policy=\"op\" runs the non-reentrant checkpoint (PyTorch's selective checkpointing needs use_reentrant=False): drop reentrant=True")
+		}
+		if len(c.Save) == 0 {
+			return fmt.Errorf("checkpoint: policy=\"op\" needs a save list (torchtitan's: save=%s)", "["+quoteList(DefaultSaveOps())+"]")
+		}
+		return CheckSaveOps(c.Save)
+	default:
+		return fmt.Errorf("unknown checkpoint mode %q (known: none, full, selective, every, op, modules, blocks, budget)", c.Mode)
+	}
+	if len(c.Save) > 0 {
+		return fmt.Errorf("checkpoint: save= is the op policy's list: pass policy=\"op\"")
+	}
+	return nil
 }

@@ -111,7 +111,9 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 		}
 	} else {
 		for i, l := range logits {
+			closeGraph := b.LossGraph("cross_entropy_" + Itoa(int64(i))) // torchtune's compile_loss: each chunk's compute_cross_entropy
 			ce(i, b.CastChunk(i, l))
+			closeGraph()
 		}
 		if o.KeepLogits {
 			b.P.Held = append(b.P.Held, logits...)

@@ -74,15 +74,9 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 	ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	for i := int64(0); i < r.N; i++ {
 		done := b.Scope(fmt.Sprintf("%d", i))
-		outer := b.enterBlock(b.block)
-		closeRegion := func() {}
-		if b.Ckpt.block(b.block) {
-			closeRegion = b.PolicyRegion("block")
-		}
-		b.block++
+		closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
 		x = b.LowerChild(r.Layer, x)
-		closeRegion()
-		b.leaveBlock(outer)
+		closeBlock()
 		done()
 		if i == 0 {
 			b.P.reserve(r.N-1, ops, values, params) // room for the other copies

@@ -39,7 +39,7 @@ func (d *DataBatch) Validate(path string) error {
 // step) and returns the model input built from it: shape [batch * members,
 // points, inputs] in dtype dt.
 func (d *DataBatch) lowerInput(b *Builder, shape []int64, dt units.DType) Value {
-	bs := b.Batch / b.members
+	bs := b.Batch / b.foldedMembers()
 	points := shape[1]
 	if !ProductFits(bs*d.Times, points, d.Variables, 4) {
 		panic(LowerError{units.Errorf("data", "a data batch of %d x %d x %d x %d is too large to count in bytes", bs, d.Times, points, d.Variables)})

@@ -26,9 +26,37 @@ import (
 // members), so the low-precision weight copies are made once too: the later
 // members read the first member's copies.
 
+// With "spread" (anemoi's ensemble parallelism, DDPEnsGroupStrategy with
+// num_gpus_per_ensemble = members x num_gpus_per_model) each GPU group
+// runs one member: the batch holds one member's rows, the model body runs
+// once, and the predictions of every member are all-gathered over the
+// ensemble group before the loss (ensforecaster.py gather_and_compute_loss:
+// gather_tensor of y_pred), a new tensor of all members' rows; its
+// backward hands this member its slice of the gradient. The layout counts
+// the members' GPU groups in dp (validateMembers).
+
+// foldedMembers is the members folded into this GPU's batch.
+func (b *Builder) foldedMembers() int64 {
+	if b.spread {
+		return 1
+	}
+	return b.members
+}
+
 // lowerMembers lowers the model body for input x (whose first dimension is
-// batch * members) once, or once per member followed by a concatenation.
+// batch * members) once, or once per member followed by a concatenation;
+// spread, x is one member's and the members' outputs are gathered.
 func (b *Builder) lowerMembers(m *Model, x Value) Value {
+	if b.spread {
+		y := m.lowerBody(b, x)
+		op := b.AddOp("all_gather", "members_gather", []Value{y})
+		shape := append([]int64(nil), b.Shape(y)...)
+		shape[0] *= b.members
+		v := b.Out(op, "members_gathered", shape, b.Dtype(y), fmt.Sprintf("the predictions of the %d members, each from its own GPU group, gathered for the loss (gather_tensor)", b.members))
+		b.Op(op).NoGradB = true
+		b.RecordComm("all_gather", "dp", b.Val(v).Bytes, false)
+		return v
+	}
 	if !b.sequential || b.members <= 1 {
 		return m.lowerBody(b, x)
 	}

@@ -247,7 +247,11 @@ func (b *Builder) loss(m *Model, x Value) Value {
 		if b.Par.megatronCE {
 			return b.vocabParallelCE(x)
 		}
-		if m.LogitsFP32 || (b.Prec.Autocast && b.Dtype(x) != units.FP32) {
+		if m.LogitsFP32 { // the model's forward upcasts (logits.float()), before the loss function
+			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+		}
+		defer b.LossGraph("cross_entropy")()             // compile=True: the loss function compiled
+		if b.Prec.Autocast && b.Dtype(x) != units.FP32 { // autocast runs cross-entropy in fp32
 			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
 		}
 		i := b.AddOp("cross_entropy", "cross_entropy", []Value{x})

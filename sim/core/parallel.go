@@ -282,6 +282,10 @@ func (p *Plan) validateParallel() error {
 	if err := p.validateQuantSharding(par); err != nil {
 		return err
 	}
+	if p.MembersMode == "spread" && p.Members > 1 && par.DP%p.Members != 0 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("members_mode=\"spread\" runs each of the %d members on its own GPU group: dp=%d must be a multiple of %d", p.Members, par.DP, p.Members),
+			Hint: "anemoi's num_gpus_per_ensemble = members x num_gpus_per_model: dp counts the members' groups (and data-parallel replicas of them)"}
+	}
 	if par.PP > 1 && par.Zero >= 2 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("zero=%d cannot be combined with pp=%d", par.Zero, par.PP), Hint: "DeepSpeed supports pipeline parallelism with ZeRO stages 0 and 1 only"}
 	}
@@ -301,6 +305,15 @@ func (p *Plan) validateParallel() error {
 		}
 	}
 	seq := p.Seq
+	if p.Model != nil && p.Model.Points > 0 && par.CP > 1 {
+		// anemoi's model sharding (sim/graph/shard.go): one sample per GPU.
+		stacked := p.Members > 1 && (p.MembersMode == "" || p.MembersMode == "stacked")
+		if stacked || p.Batch > 1 {
+			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("model sharding (cp=%d on a graph model) runs one sample per GPU (got batch %d x %d stacked members)", par.CP, p.Batch, p.Members),
+				Hint: "anemoi asserts batch_size == 1 when num_gpus_per_model > 1: pass batch=1 and members_mode=\"spread\" (a GPU group per member) or \"sequential\""}
+		}
+		seq = par.CP // the grid is split inside the layers
+	}
 	if par.CP > 1 && seq%par.CP != 0 {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("cp=%d does not divide seq %d", par.CP, seq), Hint: "context parallelism splits each sequence into cp equal chunks"}
 	}

@@ -307,14 +307,9 @@ func (b *Builder) lowerUnit(u pipeUnit, x Value) Value {
 	}
 	defer b.Scope(u.BlockPath())()
 	b.block = int(u.block)
-	defer b.leaveBlock(b.enterBlock(b.block))
-	closeRegion := func() {}
-	if b.Ckpt.block(b.block) {
-		closeRegion = b.PolicyRegion("block")
-	}
-	b.block++
+	closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
 	x = b.LowerChild(u.rep.Layer, x)
-	closeRegion()
+	closeBlock()
 	return x
 }
 

@@ -44,10 +44,11 @@ type Plan struct {
 	Seq         int64 // tokens per sequence (the padded length)
 	GradAccum   int64
 	Members     int64  // ensemble members (graph models)
-	MembersMode string // stacked | sequential
+	MembersMode string // stacked | sequential | spread (members.go)
 	Precision   Precision
 	Optimizer   Optimizer
 	Checkpoint  Checkpoint
+	Compile     Compile // torch.compile of the blocks and the loss (compile.go)
 	LoRA        *LoRA
 	Quant       string // "", nf4, nf4-dq, int8 (bitsandbytes), torchao-nf4 (frozen base weights)
 	Device      hw.Device
@@ -150,9 +151,9 @@ func (p *Plan) Validate() error {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("members must be at least 1 (got %d)", p.Members)}
 	}
 	switch p.MembersMode {
-	case "", "stacked", "sequential":
+	case "", "stacked", "sequential", "spread":
 	default:
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential)", p.MembersMode)}
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown members_mode %q (known: stacked, sequential, spread)", p.MembersMode)}
 	}
 	if p.Phase > Eval {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown phase %d (known: train, eval)", p.Phase)}
@@ -165,6 +166,13 @@ func (p *Plan) Validate() error {
 	}
 	if err := p.Overheads.Validate(); err != nil {
 		return err
+	}
+	if err := p.Checkpoint.Validate(); err != nil {
+		return &units.Error{Path: "train", Msg: err.Error(), Hint: "see memsh doc checkpoint"}
+	}
+	if p.Checkpoint.Mode == "budget" && p.Compile.On() && p.Checkpoint.Reentrant {
+		return &units.Error{Path: "train", Msg: "checkpoint(budget=..., reentrant=True) under compile: the budget is the partitioner's, no torch.utils.checkpoint runs",
+			Hint: "drop reentrant=True, or compile=False for the per-block budget of eager mode"}
 	}
 	if p.LoRA != nil {
 		if err := p.LoRA.Validate(); err != nil {
@@ -209,11 +217,13 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		Lora:  p.LoRA,
 		Eval:  p.Phase == Eval,
 	}
+	b.compile = p.Compile
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).
 	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"
+	b.spread = p.MembersMode == "spread" && b.members > 1
 	b.rollout = max(p.Rollout, 1)
-	b.Batch *= b.members
+	b.Batch *= b.foldedMembers()
 	if p.Model.Points > 0 {
 		b.Seq = p.Model.Points // graph models: one row per grid point
 	}
@@ -222,6 +232,7 @@ func (p *Plan) LowerProgram() (*Program, error) {
 	if err := p.lowerModel(b); err != nil { // the whole model, or one stage
 		return nil, err
 	}
+	b.partitionGraphs()                        // compiled graphs: saved sets, fused values
 	if err := b.P.checkTotals(p); err != nil { // no byte sum can overflow
 		return nil, err
 	}

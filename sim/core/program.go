@@ -45,6 +45,7 @@ type ValueInfo struct {
 	Producer int32    // op index, -1 for the program input
 	Why      string   // why it exists, for r.largest
 	Cached   bool     // held until the end of the forward (autocast weight cache)
+	Fused    bool     // computed inside a fused kernel of a compiled graph: never in memory (partition.go)
 }
 
 // Role is what a parameter is in its module: the projection of an
@@ -82,6 +83,10 @@ type OpInfo struct {
 	Region  int32   // checkpoint region id, 0 = none
 	Block   int32   // the repeated block it belongs to, 1-based, 0 = none (checkpoint budgets)
 	NoGradB bool    // backward produces no input grads (e.g. integer inputs)
+	// Keep: the checkpoint policy keeps this op's outputs from the forward
+	// (selective checkpointing's MUST_SAVE); its region's recomputation
+	// takes them instead of running the op (checkpoint_policy.go).
+	Keep bool
 }
 
 // program is the lowered forward of one micro-batch.
@@ -96,6 +101,7 @@ type Program struct {
 	InputTransient bool
 	Loss           Value
 	Regions        []Region       // checkpoint regions, index = id-1
+	Graphs         []Graph        // compiled graphs (compile.go)
 	Tables         []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
 	Held           []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
 	Comm           []CommRecord   // collectives of one micro-batch

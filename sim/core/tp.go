@@ -63,7 +63,9 @@ func (p *Plan) configureLowering(b *Builder) {
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron"}
-	b.Seq /= par.CP
+	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
+		b.Seq /= par.CP
+	}
 	if par.FSDP {
 		// FSDP's MixedPrecisionPolicy(param_dtype=...) all-gathers the
 		// parameters in param_dtype (by default the autocast dtype): the

@@ -152,11 +152,18 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 		k = g.EvalChunks // block.py@models-0.8.1 l.724: self.num_chunks if self.training else NUM_CHUNKS_INFERENCE_MAPPER
 	}
 	ea, ei, e := g.edges().lower(b, batch)
+	// Model sharding (shard.go): this rank's rows of the nodes and edges;
+	// the decoder's source rows come sharded from the processor.
+	if g.Role == "encoder" {
+		xs = shardRows(b, xs, "this rank's source rows (pre_process shard_tensor)")
+	}
+	xd = shardRows(b, xd, "this rank's destination rows (pre_process shard_tensor)")
+	ea = shardRows(b, ea, "this rank's edge attributes (shard_tensor)")
 	if g.Role == "encoder" {
 		xs = b.Linear("emb_nodes_src", core.RoleEmbed, xs, g.SrcIn, c, true)
 	}
 	xd = b.Linear("emb_nodes_dst", core.RoleEmbed, xd, g.DstIn, c, true)
-	out := g.block(b, xs, xd, ea, ei, k, e)
+	out := g.block(b, xs, xd, ea, ei, k, e, batch*g.Edges.Dst.Nodes, batch*g.Edges.Src.Nodes)
 	if g.Role == "decoder" {
 		done := b.Scope("node_data_extractor")
 		out = b.LayerNorm("0", out, c, true)
@@ -174,8 +181,9 @@ func (g *GraphTransformer) edges() edgeInputs {
 }
 
 // block lowers GraphTransformerMapperBlock.forward (block.py@models-0.8.1
-// l.696-755) with k edge chunks over e edges.
-func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, e int64) core.Value {
+// l.696-755) with k edge chunks over e edges, of rAll destination and
+// sAll source rows (this rank's are xd's and xs's under model sharding).
+func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, e, rAll, sAll int64) core.Value {
 	defer b.Scope("proc")()
 	c := g.Channels
 	r := core.Rows(b.Shape(xd))
@@ -189,7 +197,9 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	key := b.Linear("lin_key", core.RoleK, lnS, c, c, true)
 	val := b.Linear("lin_value", core.RoleV, lnS, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
-	att := g.attn().block(b, q, key, val, edges, ei, r, e, k)
+	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, sAll, e)
+	att := shardedAttention(b, g.Channels, g.Heads).block(b, q, key, val, edges, ei, rAll, e, k)
+	att = rowsToAllHeads(b, "attention_out", att, rAll)
 	out := projectChunks(b, att, xr, r, c, k)
 	// out = out + x_skip[1]
 	out = b.Ew("add", "out_plus_x_skip", []core.Value{out, xd}, []int64{r, c}, core.Promote(b.Dtype(out), b.Dtype(xd)), "out + x_skip[1]")

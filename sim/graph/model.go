@@ -189,11 +189,12 @@ func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Valu
 	xl := e.Encoder.lowerMapper(b, xd, xh, batch)
 	cond := core.NoValue
 	if e.NoiseChannels > 0 {
-		cond = e.noise(b, batch*m)
+		cond = e.noise(b, localRows(batch*m, shards(b))) // for this rank's mesh rows under model sharding
 	}
 	xp := e.Processor.lowerCond(b, xl, cond)
 	xp = b.Add("x_latent_proc", xp, xl)
 	y := e.Decoder.lowerMapper(b, xp, xd, batch)
+	y = gatherAllRows(b, y, batch*n, "decoder output rows of every GPU of the model (post_process gather_tensor, shard.go)")
 	y = b.Cast(y, units.FP32, "decoder output .to(fp32) (_assemble_output)")
 	return b.Ew("clone", "y_pred", []core.Value{y}, []int64{batch, n, e.Outputs}, units.FP32, "model output .clone() (_assemble_output)")
 }

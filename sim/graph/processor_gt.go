@@ -136,26 +136,35 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 	defer b.Scope(processorName(p.Name))()
 	nodes := p.Edges.Dst.Nodes
 	r := core.Rows(b.Shape(x))
-	if r%nodes != 0 {
+	rAll := r // all mesh rows of the batch; this rank's are x's
+	if g := shards(b); g > 1 {
+		rAll = nodes // one sample per GPU under model sharding (shard.go)
+		if r != localRows(nodes, g) {
+			panic(core.LowerError{Err: units.Errorf(b.Name(""), "processor rows (%d) are not this rank's share of the %d mesh nodes", r, nodes)})
+		}
+	}
+	if rAll%nodes != 0 {
 		panic(core.LowerError{Err: units.Errorf(b.Name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
 	}
-	if !core.ProductFits(r/nodes, p.Edges.Count, p.Channels, 8) {
-		panic(core.LowerError{Err: units.Errorf(b.Name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", r/nodes, p.Edges.Count, p.Channels)})
+	if !core.ProductFits(rAll/nodes, p.Edges.Count, p.Channels, 8) {
+		panic(core.LowerError{Err: units.Errorf(b.Name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", rAll/nodes, p.Edges.Count, p.Channels)})
 	}
 	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs}
-	ea, ei, e := in.lower(b, r/nodes) // once, outside the segments' checkpoints
+	ea, ei, e := in.lower(b, rAll/nodes) // once, outside the segments' checkpoints
+	ea = shardRows(b, ea, "this rank's edge attributes (shard_tensor)")
 	k := int64(1)
 	if b.Eval {
 		k = p.EvalChunks
 	}
-	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e) })
+	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
 	b.KeepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }
 
 // block lowers GraphTransformerProcessorBlock.forward (block.py@models-0.8.1
-// l.816-849) over r rows and e edges in k edge chunks.
-func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.Value, k, e int64) core.Value {
+// l.816-849) over rAll rows (this rank's are x's) and e edges in k edge
+// chunks.
+func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.Value, k, e, rAll int64) core.Value {
 	c := p.Channels
 	r := core.Rows(b.Shape(x))
 	h := condNorm(b, "layer_norm_attention", x, cond, c, p.Cond)
@@ -168,7 +177,9 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		key = headNorm(b, "k_norm", key, c/p.Heads)
 	}
-	out := edgeAttention{c, p.Heads}.block(b, q, key, val, edges, ei, r, e, k)
+	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, rAll, e)
+	out := shardedAttention(b, c, p.Heads).block(b, q, key, val, edges, ei, rAll, e, k)
+	out = rowsToAllHeads(b, "attention_out", out, rAll)
 	o := projectChunks(b, out, xr, r, c, k)
 	o = b.Ew("add", "out_plus_x_skip", []core.Value{o, x}, []int64{r, c}, core.Promote(b.Dtype(o), b.Dtype(x)), "out + x_skip")
 	// nodes_new = self.run_node_dst_mlp(out) + out

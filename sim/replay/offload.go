@@ -276,6 +276,14 @@ func (r *Replay) beforeBackwardOp(i int) {
 		for _, v := range r.regionIn[op.Region-1] {
 			fetch(v)
 		}
+		reg := r.P.Regions[op.Region-1]
+		for j := reg.First; j < reg.End; j++ {
+			if r.keeps(&r.P.Ops[j]) {
+				for _, v := range r.P.Ops[j].Out {
+					fetch(v)
+				}
+			}
+		}
 	}
 }
 

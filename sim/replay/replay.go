@@ -96,6 +96,7 @@ type Replay struct {
 	paramLast []int32 // earliest op reading the parameter (its last backward)
 
 	regionIn [][]core.Value
+	kept     []bool // held by a checkpoint policy since the forward, not yet taken by its recompute
 	Redone   []bool
 	gradless []bool // by param: read only inside reentrant regions that record no graph
 	Saved    []bool // held for backward at the end of the forward
@@ -135,6 +136,7 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	r.paramGrad = fill(make([]int32, len(p.Params)), none)
 	r.paramLast = fill(make([]int32, len(p.Params)), none)
 	r.Saved = make([]bool, nv)
+	r.kept = make([]bool, nv)
 	r.regionIn = make([][]core.Value, len(p.Regions))
 	r.Redone = make([]bool, len(p.Regions))
 	for i := range p.Ops {
@@ -149,6 +151,10 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 		}
 		if op.Region == 0 {
 			for _, v := range op.Saved {
+				r.Saved[v] = true
+			}
+		} else if r.keeps(op) {
+			for _, v := range op.Out {
 				r.Saved[v] = true
 			}
 		}
@@ -207,6 +213,15 @@ func (r *Replay) initHolds() {
 			r.holds[v]++
 		}
 	}
+	clear(r.kept)
+	for i := range p.Ops {
+		if r.keeps(&p.Ops[i]) {
+			for _, v := range p.Ops[i].Out {
+				r.holds[v]++
+				r.kept[v] = true
+			}
+		}
+	}
 	for v := range p.Values {
 		if p.Values[v].Cached {
 			r.holds[v]++
@@ -220,6 +235,22 @@ func (r *Replay) initHolds() {
 	}
 	for _, v := range p.Held { // values the caller keeps until the step ends
 		r.holds[v]++
+	}
+}
+
+// keeps reports whether a checkpoint policy keeps op's outputs from the
+// forward (core.OpInfo.Keep) in a region that records a graph.
+func (r *Replay) keeps(op *core.OpInfo) bool {
+	return op.Keep && op.Region != 0 && !r.P.Regions[op.Region-1].NoGrad
+}
+
+// takeKept hands a kept output to the recomputation: the policy's hold
+// ends and the value lives on as a recomputed one.
+func (r *Replay) takeKept(v core.Value) {
+	r.done[v] = false
+	if r.kept[v] {
+		r.kept[v] = false
+		r.holds[v]--
 	}
 }
 
@@ -306,6 +337,10 @@ func (r *Replay) sample() {
 // produce allocates value v.
 func (r *Replay) produce(v core.Value) {
 	vi := &r.P.Values[v]
+	if vi.Fused { // inside a fused kernel of a compiled graph: never in memory
+		r.done[v] = false
+		return
+	}
 	r.valT[v] = r.allocate(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why, Cat: vi.Cat})
 	r.done[v] = false
 }
@@ -326,12 +361,17 @@ func (r *Replay) unhold(v core.Value) {
 func (r *Replay) forwardOp(i int, recompute bool) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeForwardOp(i)      // stream params
-	defer r.afterForwardOp(i) // saved activations to host
+	r.beforeForwardOp(i)              // stream params
+	defer r.afterForwardOp(i)         // saved activations to host
+	reuse := recompute && r.keeps(op) // the policy kept the outputs: the op does not run again
 	for _, v := range op.Out {
-		r.produce(v)
+		if reuse {
+			r.takeKept(v)
+		} else {
+			r.produce(v)
+		}
 	}
-	if op.WorkF > 0 {
+	if op.WorkF > 0 && !reuse {
 		r.release(r.allocate(Alloc{Tensor: op.Name + " workspace", Shape: []int64{op.WorkF}, DType: units.INT8, Bytes: op.WorkF, Why: "forward workspace of " + op.Kind, Cat: core.CatTemporaries}))
 	}
 	lastOf := r.last
@@ -433,7 +473,7 @@ func (r *Replay) backwardOp(i int) {
 		if !op.NoGradB {
 			for _, v := range op.In {
 				vi := &r.P.Values[v]
-				if vi.Grad && r.gradT[v] == none {
+				if vi.Grad && !vi.Fused && r.gradT[v] == none {
 					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient of " + vi.Name, Cat: core.CatTemporaries})
 				}
 			}
@@ -458,6 +498,7 @@ func (r *Replay) backwardOp(i int) {
 		for _, v := range r.regionIn[op.Region-1] {
 			r.unhold(v)
 		}
+		r.releaseKept(r.P.Regions[op.Region-1]) // kept past the recompute's early stop
 		if reg := r.P.Regions[op.Region-1]; reg.Reentrant && r.Redone[op.Region-1] {
 			for _, v := range r.regionOutputs(reg) {
 				r.unhold(v)
@@ -469,6 +510,21 @@ func (r *Replay) backwardOp(i int) {
 			pi = r.resolve(pi)
 			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
 				r.stepInBackward(pi)
+			}
+		}
+	}
+}
+
+// releaseKept drops the policy's hold on the kept outputs of a region that
+// its recomputation never reached (it stops after the last op that saves
+// a tensor): the selective-checkpoint cache lives until the region's
+// backward is over.
+func (r *Replay) releaseKept(reg core.Region) {
+	for j := reg.First; j < reg.End; j++ {
+		for _, v := range r.P.Ops[j].Out {
+			if r.kept[v] {
+				r.kept[v] = false
+				r.unhold(v)
 			}
 		}
 	}

@@ -251,7 +251,9 @@ func (r *Replay) backward() {
 		if done {
 			reg := r.P.Regions[id]
 			for j := reg.First; j < reg.End; j++ {
-				r.Rep.FLOPs.Recompute += r.P.Ops[j].Flops
+				if !r.keeps(&r.P.Ops[j]) { // kept outputs are not computed again
+					r.Rep.FLOPs.Recompute += r.P.Ops[j].Flops
+				}
 			}
 		}
 	}

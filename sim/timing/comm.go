@@ -133,39 +133,88 @@ func groupLayoutOf(p *core.Plan, group string) groupLayout {
 	return groupLayout{size: size, perNode: min(per, size)}
 }
 
+// links is what a plan's collectives run over: the bus bandwidth inside
+// a node and per GPU across nodes (bytes/s), and whether the GPUs of a
+// node talk over NVLink.
+type links struct {
+	intra, inter float64
+	nvlink       bool
+}
+
+func linksOf(p *core.Plan) links {
+	ig, ie := intraLink(p)
+	xg, xe := interLink(p)
+	return links{intra: ig * ie * 1e9, inter: xg * xe * 1e9, nvlink: ie != pcieP2PEff}
+}
+
+// commCtx times the collectives of one plan, its links and group layouts
+// worked out once.
+type commCtx struct {
+	p       *core.Plan
+	l       links
+	names   [8]string
+	layouts [8]groupLayout
+	n       int
+}
+
+func newCommCtx(p *core.Plan) *commCtx { return &commCtx{p: p, l: linksOf(p)} }
+
+// layout is the named group's layout.
+func (c *commCtx) layout(group string) groupLayout {
+	for i := 0; i < c.n; i++ {
+		if c.names[i] == group {
+			return c.layouts[i]
+		}
+	}
+	g := groupLayoutOf(c.p, group)
+	if c.n < len(c.names) {
+		c.names[c.n], c.layouts[c.n] = group, g
+		c.n++
+	}
+	return g
+}
+
+// seconds is collectiveSeconds over the context's links and layouts.
+func (c *commCtx) seconds(kind, group string, bytes int64) float64 {
+	return collectiveTime(c.l, c.layout(group), kind, bytes)
+}
+
 // collectiveSeconds is the time of one collective of bytes (the message
 // as comm.go records it: the full tensor reduced, gathered or scattered)
-// in the named group.
+// in the named group: NCCL's latency and protocol model (nccl.go) over
+// the bus bandwidth of the group's links.
 func collectiveSeconds(p *core.Plan, kind, group string, bytes int64) float64 {
-	g := groupLayoutOf(p, group)
+	return collectiveTime(linksOf(p), groupLayoutOf(p, group), kind, bytes)
+}
+
+// collectiveTime is collectiveSeconds in a group of layout g.
+func collectiveTime(l links, g groupLayout, kind string, bytes int64) float64 {
 	if g.size <= 1 || bytes <= 0 {
 		return 0
 	}
-	ig, ie := intraLink(p)
-	xg, xe := interLink(p)
-	intra := ig * ie * 1e9
-	inter := xg * xe * 1e9
+	intra, inter, nvlink := l.intra, l.inter, l.nvlink
 	b := float64(bytes)
 	crosses := g.perNode < g.size
 	switch kind {
 	case "send_recv":
 		if crosses {
-			return b / inter
+			return p2pLatency(true, nvlink) + b/inter
 		}
-		return b / intra
+		return p2pLatency(false, nvlink) + b/intra
 	case "all_to_all":
 		n := float64(g.size)
 		if !crosses {
-			return b * (n - 1) / n / intra
+			return p2pLatency(false, nvlink) + b*(n-1)/n/intra
 		}
 		k := float64(g.perNode)
-		return math.Max(b*(k-1)/n/intra, b*(n-k)/n/inter)
+		return p2pLatency(true, nvlink) + math.Max(b*(k-1)/n/intra, b*(n-k)/n/inter)
 	}
 	bw := intra
 	if crosses {
 		bw = math.Min(intra, float64(g.perNode)*inter)
 	}
-	return b * replay.BusFactor(kind, g.size) / bw
+	nodes := math.Ceil(float64(g.size) / float64(g.perNode))
+	return ncclSeconds(ncclGroup{ranks: float64(g.size), nodes: nodes, busBW: bw, nvlink: nvlink}, kind, b)
 }
 
 // Bucket sizes of the data-parallel gradient reduction: the last bucket
@@ -216,6 +265,7 @@ type commExposure struct {
 //     updated partitions are exposed.
 func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	var out commExposure
+	cc := newCommCtx(plan)
 	mb := w.Mb
 	rf := 0.0
 	if mb.Forward > 0 {
@@ -227,7 +277,12 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		if w.Eval && c.Backward {
 			continue
 		}
-		t := collectiveSeconds(plan, c.Kind, c.Group, c.Bytes) * c.N
+		bytes := c.Bytes
+		if c.Group == "ep" {
+			// the busiest rank's tokens (train(expert_imbalance=))
+			bytes = int64(float64(bytes) * plan.Overheads.Imbalance())
+		}
+		t := cc.seconds(c.Kind, c.Group, bytes) * c.N
 		if !c.Backward {
 			t *= 1 + rf
 		}
@@ -246,7 +301,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			ppBytes = max(ppBytes, c.Bytes)
 		}
 	}
-	pp := float64(max(w.PpSend, w.PpRecv)) * p2pSeconds(plan, ppBytes)
+	pp := float64(max(w.PpSend, w.PpRecv)) * cc.p2pSeconds(ppBytes)
 	if !w.Eval {
 		pp *= 2
 	}
@@ -261,7 +316,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	var gradBytes, paramBytes int64
 	var gradKind, gradGroup, paramKind, paramGroup string
 	for _, c := range w.DpComm {
-		t := collectiveSeconds(plan, c.Kind, c.Group, c.Bytes)
+		t := cc.seconds(c.Kind, c.Group, c.Bytes)
 		perStep := float64(max(plan.GradAccum, 1))
 		switch {
 		case w.Mode == replay.DistFSDP || (w.Mode == replay.DistZeRO && w.Zero == 3):
@@ -298,11 +353,11 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			gb, pb = plan.Precision.Grads.Bytes(n), plan.Precision.Params.Bytes(n)
 		}
 		if grad > 0 {
-			last := collectiveSeconds(plan, gradKind, gradGroup, min(gb, gradBytes))
+			last := cc.seconds(gradKind, gradGroup, min(gb, gradBytes))
 			dp += max(last, grad-bwdWindow)
 		}
 		if params > 0 {
-			last := collectiveSeconds(plan, paramKind, paramGroup, min(pb, paramBytes))
+			last := cc.seconds(paramKind, paramGroup, min(pb, paramBytes))
 			dp += max(last, params-mb.Forward)
 		}
 	default:
@@ -348,13 +403,13 @@ func hostSeconds(r *replay.Replay) float64 {
 // from each rank, over each rank's own NIC, and rebuilds it with an
 // all-gather over NVLink. With sequence parallelism the activation is
 // already split over the tensor-parallel ranks.
-func p2pSeconds(p *core.Plan, bytes int64) float64 {
-	par := p.Parallel.Norm()
+func (c *commCtx) p2pSeconds(bytes int64) float64 {
+	par := c.p.Parallel.Norm()
 	if par.TP > 1 && !par.SequenceParallel {
 		part := (bytes + par.TP - 1) / par.TP
-		return collectiveSeconds(p, "send_recv", "pp", part) + collectiveSeconds(p, "all_gather", "tp", bytes)
+		return c.seconds("send_recv", "pp", part) + c.seconds("all_gather", "tp", bytes)
 	}
-	return collectiveSeconds(p, "send_recv", "pp", bytes)
+	return c.seconds("send_recv", "pp", bytes)
 }
 
 // commSum is n identical collectives.

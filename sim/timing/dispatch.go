@@ -55,8 +55,8 @@ var dispatchNames = [...]string{"eager", "fused", "compiled", "cuda_graphs"}
 func (d Dispatch) String() string { return dispatchNames[d] }
 
 // DispatchOf is the plan's dispatch mode: as set, or "fused" for
-// Megatron-LM's precision (Transformer Engine's fused kernels) and
-// "eager" otherwise.
+// Megatron-LM's precision (Transformer Engine's fused kernels),
+// "compiled" for a plan with train(compile=...) and "eager" otherwise.
 func DispatchOf(p *core.Plan) Dispatch {
 	for i, n := range dispatchNames {
 		if p.Overheads.Dispatch == n {
@@ -65,6 +65,9 @@ func DispatchOf(p *core.Plan) Dispatch {
 	}
 	if p.Precision.Name == "megatron" {
 		return DispatchFused
+	}
+	if p.Compile.On() { // train(compile=...): Inductor's kernels
+		return DispatchCompiled
 	}
 	return DispatchEager
 }

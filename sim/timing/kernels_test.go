@@ -90,3 +90,20 @@ func TestKernelPrices(t *testing.T) {
 		t.Errorf("the backward (2.5x the FLOPs, a lower rate) must take more than 2.5x the forward: %g vs %g", bwd, sec)
 	}
 }
+
+// fp8 GEMMs run at the fp8 peak and its own MAMF (H100: 1,402.6 of 1,979
+// TFLOP/s); bf16 at the bf16 peak and its MAMF.
+func TestFP8GEMMRate(t *testing.T) {
+	d, _ := hw.LookupDevice("H100")
+	s := d.Kernels.Sustain
+	if got, want := gemmRate(d, units.FP8), 1979e12*0.709*s; math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("fp8 rate %g, want %g", got, want)
+	}
+	if got, want := gemmRate(d, units.BF16), 989.4e12*0.803*s; math.Abs(got/want-1) > 1e-9 {
+		t.Errorf("bf16 rate %g, want %g", got, want)
+	}
+	a100, _ := hw.LookupDevice("A100")
+	if gemmRate(a100, units.FP8) != gemmRate(a100, units.BF16) {
+		t.Error("a GPU without fp8 runs an fp8 GEMM at its bf16 rate")
+	}
+}

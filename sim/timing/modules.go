@@ -60,7 +60,6 @@ func copyPrefix(s string) bool {
 // moduleAgg accumulates one row.
 type moduleAgg struct {
 	row        replay.ModuleTime
-	paths      map[string]bool
 	byBound    [4]float64 // GPU seconds by Bound
 	cpuExcessF float64    // forward CPU beyond GPU, per micro-batch
 	cpuExcessB float64    // backward and recompute CPU beyond GPU
@@ -83,21 +82,29 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		}
 	}
 	aggs := map[string]*moduleAgg{}
+	folded := map[string]string{} // foldPath of each module path seen
 	var order []string
+	var prevPath string
+	var a *moduleAgg
 	for i := range prog.Ops {
 		op, c := &prog.Ops[i], &w.costs[i]
 		if c.Fwd == 0 && c.Bwd == 0 && c.FwdCPU == 0 && c.BwdCPU == 0 && op.Flops == 0 {
 			continue
 		}
-		name := foldPath(op.Module)
-		a := aggs[name]
-		if a == nil {
-			a = &moduleAgg{paths: map[string]bool{}}
-			a.row.Name = name
-			aggs[name] = a
-			order = append(order, name)
+		if a == nil || op.Module != prevPath { // ops of a module run together: look up once per run
+			name, ok := folded[op.Module]
+			if !ok {
+				name = foldPath(op.Module)
+				folded[op.Module] = name
+			}
+			if a = aggs[name]; a == nil {
+				a = &moduleAgg{}
+				a.row.Name = name
+				aggs[name] = a
+				order = append(order, name)
+			}
+			prevPath = op.Module
 		}
-		a.paths[op.Module] = true
 		fwd, bwd, rec := c.Fwd, c.Bwd, 0.0
 		cpuB, cpuR := c.BwdCPU, 0.0
 		if w.Eval {
@@ -124,6 +131,11 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		exF += a.cpuExcessF
 		exB += a.cpuExcessB
 	}
+	for _, name := range folded { // module instances: the paths folded into each row
+		if a := aggs[name]; a != nil {
+			a.row.Count++
+		}
+	}
 	var rows []replay.ModuleTime
 	for _, name := range order {
 		a := aggs[name]
@@ -133,7 +145,6 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		if exB > 0 {
 			a.row.Launch += m * launchB * a.cpuExcessB / exB
 		}
-		a.row.Count = int64(len(a.paths))
 		a.row.Seconds = a.row.Forward + a.row.Backward + a.row.Recompute + a.row.Launch
 		best, bound := a.row.Launch/m, BoundLaunch
 		for b := BoundCompute; b <= BoundLaunch; b++ {

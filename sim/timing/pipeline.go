@@ -227,6 +227,9 @@ func PipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, s
 // micro-batches, its exposed communication, the bubble, and the tail of
 // stage tail.
 func stageModules(st, tail *StageTime, m, bubble float64) []replay.ModuleTime {
+	if st.Work.prog == nil {
+		return nil // the search's estimate: no ops to show
+	}
 	rows := moduleRows(st.Work, gpuTime{PerMB: st.Time.PerMB, Tail: nil}, m)
 	rows = appendTerm(rows, "bubble", bubble)
 	for _, s := range tail.Time.Tail {

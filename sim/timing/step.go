@@ -59,6 +59,9 @@ func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool) (t Comp
 		}
 		reg := prog.Regions[id]
 		for j := reg.First; j < reg.End; j++ {
+			if prog.Ops[j].Keep { // a checkpoint policy kept its outputs: not run again
+				continue
+			}
 			t.Recompute += costs[j].Fwd
 			t.RecomputeCPU += costs[j].FwdCPU
 			if costs[j].Attention {
@@ -266,7 +269,7 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 
 // times splits the work into exposed time by cause.
 func (w *GpuWork) Times(plan *core.Plan) gpuTime {
-	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 8), Tail: make([]replay.TimeShare, 0, 3)}
+	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 9), Tail: make([]replay.TimeShare, 0, 4)}
 	add := func(list *[]replay.TimeShare, name string, s float64) {
 		*list = append(*list, replay.TimeShare{Name: name, Seconds: s})
 	}

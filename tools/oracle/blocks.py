@@ -194,7 +194,8 @@ class Block(nn.Module):
 
     def forward(self, x):
         ck = self.c["ckpt"]
-        whole = ck["mode"] == "full" or (ck["mode"] == "every" and self.index % ck["every"] == 0)
+        # every=k: torchtune's and torchtitan's selective_ac_option=k, counted from one (blocks k-1, 2k-1, ...)
+        whole = ck["mode"] == "full" or (ck["mode"] == "every" and (self.index + 1) % ck["every"] == 0)
         return call(self.body, x, whole, ck)
 
 

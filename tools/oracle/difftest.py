@@ -13,6 +13,9 @@ Commands (run from tools/oracle; one process at a time, one thread):
         write the vectors that replay exactly to vectors/random.jsonl, the others to vectors/open.jsonl
     ~/venv-oracle/bin/python difftest.py shrink vectors/open.jsonl --out vectors/shrunk.jsonl --limit 4
         reduce each failing case to the smallest configuration that still differs, and keep that one
+    ~/venv-oracle/bin/python difftest.py remeasure vectors/random.jsonl --mode every --why "..."
+        measure again, in place, the vectors whose checkpoint mode changed meaning in blocks.py (an open
+        vector's memsh figures are pinned again; the note says why)
 The stored vectors (vectors/*.jsonl) are replayed by replay_test.go in CI, without Python.
 """
 import argparse
@@ -198,6 +201,25 @@ def split(args):
     print(f"{len(ok)} pass, {len(bad)} open", file=sys.stderr)
 
 
+def remeasure(args):
+    vs = read(args.file)
+    redo = [v for v in vs if v["config"]["ckpt"]["mode"] == args.mode]
+    for v in redo:
+        nv = vector(v["id"], v["config"], max(int(k) for k in v["measured"]), v["command"])
+        v.update(measured=nv["measured"], torch=nv["torch"], extra=nv["extra"])
+        v["note"] = (v["note"] + "; " if v.get("note") else "") + "remeasured: " + args.why
+        print(f"{v['id']} remeasured", file=sys.stderr, flush=True)
+    opened = [v for v in redo if "open" in v]
+    if opened:
+        got = replay([dict(v, open=None) for v in opened])
+        for v in opened:
+            v["open"]["memsh"] = got[v["id"]]
+    with open(args.file, "w") as f:
+        for v in vs:
+            f.write(json.dumps(v, separators=(",", ":")) + "\n")
+    print(f"{len(redo)} remeasured, {len(opened)} of them open", file=sys.stderr)
+
+
 def simpler(c):
     """Candidate reductions of c, most drastic first."""
     out = []
@@ -288,8 +310,12 @@ def main():
     p.add_argument("file")
     p.add_argument("--ok-out", default=os.path.join(HERE, "vectors", "random.jsonl"))
     p.add_argument("--open-out", default=os.path.join(HERE, "vectors", "open.jsonl"))
+    r = sub.add_parser("remeasure")
+    r.add_argument("file")
+    r.add_argument("--mode", required=True, help="the checkpoint mode whose vectors are measured again")
+    r.add_argument("--why", required=True, help="what changed, for the vectors' notes")
     args = ap.parse_args()
-    {"generate": generate, "check": check, "shrink": shrink, "split": split}[args.cmd](args)
+    {"generate": generate, "check": check, "shrink": shrink, "split": split, "remeasure": remeasure}[args.cmd](args)
 
 
 if __name__ == "__main__":

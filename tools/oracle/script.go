@@ -2,6 +2,7 @@ package oracle
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -34,14 +35,16 @@ type Config struct {
 	Ckpt       Ckpt     `json:"ckpt"`
 	LoRA       *LoRA    `json:"lora,omitempty"`
 	Freeze     []string `json:"freeze,omitempty"`
+	Compile    string   `json:"compile,omitempty"` // "", "blocks": torch.compile per block (compiled.py)
 }
 
 // Ckpt is the checkpointing of a configuration.
 type Ckpt struct {
-	Mode      string   `json:"mode"` // none | full | selective | every | modules
+	Mode      string   `json:"mode"` // none | full | selective | every | modules | op | layer
 	Every     int64    `json:"every,omitempty"`
 	Modules   []string `json:"modules,omitempty"`
 	Reentrant bool     `json:"reentrant"`
+	Budget    float64  `json:"budget,omitempty"`
 }
 
 // LoRA is PEFT's LoraConfig as blocks.py applies it.
@@ -52,6 +55,15 @@ type LoRA struct {
 }
 
 var precisions = map[string]string{"fp32": "fp32", "bf16": "bf16", "amp_bf16": "bf16-mixed"}
+
+// pyFloat is f as a Starlark float literal (0.0, not the int 0).
+func pyFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eInN") {
+		s += ".0"
+	}
+	return s
+}
 
 func pyBool(b bool) string {
 	if b {
@@ -92,6 +104,12 @@ func (c Config) checkpoint() (string, error) {
 		return fmt.Sprintf("checkpoint(every = %d, %s)", k.Every, re), nil
 	case "modules":
 		return fmt.Sprintf("checkpoint(modules = %s, %s)", strList(k.Modules), re), nil
+	case "op": // torchtitan's per-op policy (sac.py), non-reentrant only
+		return `checkpoint(policy = "op")`, nil
+	case "layer":
+		return fmt.Sprintf("checkpoint(policy = \"layer\", every = %d, %s)", k.Every, re), nil
+	case "budget": // torch.compile's memory budget (compiled.py), a fraction
+		return fmt.Sprintf("checkpoint(budget = %s)", pyFloat(k.Budget)), nil
 	}
 	return "", fmt.Errorf("unknown checkpoint mode %q", k.Mode)
 }
@@ -132,6 +150,9 @@ func Script(c Config, layers int64) (string, error) {
 	}
 	if c.LossChunks > 1 {
 		extra += fmt.Sprintf(", loss_chunks = %d", c.LossChunks)
+	}
+	if c.Compile != "" {
+		extra += fmt.Sprintf(", compile = %q", c.Compile)
 	}
 	fmt.Fprintf(&w, "plan = train(m, batch = %d, seq = %d, precision = %q, optimizer = adamw(), checkpoint = %s, runtime = \"cpu\", gpu = gpu(\"cpu\", memory = 1024 * GiB)%s)\n",
 		c.B, c.S, prec, ck, extra)
