@@ -65,6 +65,8 @@ func TestReadRefuses(t *testing.T) {
 		{"empty", "", "not a PyTorch memory snapshot (a pickle)"},
 		{"text", "segments: []\n", "not a PyTorch memory snapshot (a pickle)"},
 		{"truncated", good.String()[:good.Len()/2], "not a PyTorch memory snapshot (a pickle)"},
+		// a pickle protocol from the future (Python writes 0 to 5)
+		{"wrong version", "\x80\x09" + good.String()[2:], "not a PyTorch memory snapshot (a pickle)"},
 		// protocol 0: os.system("echo pwned") via GLOBAL and REDUCE
 		{"code", "cos\nsystem\n(S'echo pwned'\ntR.", "refused: the pickle calls os.system"},
 		// a class reference alone
