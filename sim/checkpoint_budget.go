@@ -36,6 +36,7 @@ var blockOptions = []core.Checkpoint{
 	{Mode: "modules", Modules: []string{"attention"}},
 	{Mode: "modules", Modules: []string{"mlp"}},
 	{Mode: "full", Every: 1},
+	{Mode: "op", Save: core.DefaultSaveOps()}, // torchtitan's per-op policy: matmul and attention outputs kept
 }
 
 // fullOption is the index of full checkpointing in blockOptions, noneOption
@@ -183,8 +184,9 @@ func measureBlocks(plan *core.Plan) (*blockCosts, error) {
 
 // heldBy is, for each value the replay keeps for backward at the end of
 // the forward (replay.NewReplay's Saved), the first op that holds it: an
-// op outside checkpoint regions that saves it, or the first op of a
-// region it enters; -1 for the rest.
+// op outside checkpoint regions that saves it, an op whose outputs a
+// per-op policy keeps, or the first op of a region it enters; -1 for the
+// rest.
 func heldBy(prog *core.Program, plan *core.Plan) []int32 {
 	saved := replay.NewReplay(prog, plan, core.Options{}, plan.Device.Memory).Saved
 	out := make([]int32, len(prog.Values))
@@ -205,6 +207,11 @@ func heldBy(prog *core.Program, plan *core.Plan) []int32 {
 			continue
 		}
 		reg := prog.Regions[op.Region-1]
+		if op.Keep && !reg.NoGrad { // a per-op policy keeps its outputs from the forward
+			for _, v := range op.Out {
+				hold(v, int32(i))
+			}
+		}
 		for _, v := range op.In {
 			if pr := prog.Values[v].Producer; pr < 0 || prog.Ops[pr].Region != op.Region {
 				hold(v, reg.First)

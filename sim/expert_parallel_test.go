@@ -18,8 +18,10 @@ func moeStack() *core.Model {
 // TestExpertLoadSizesTheAllToAll: each rank routes its 8 tokens to 2
 // experts, 16 rows of 512 bf16 values (16 KiB). Balanced, both
 // all-to-alls carry 16 rows each way, forward and backward: 4 x 16 KiB
-// per block. With expert_load=2 the busiest rank receives 32 rows: the
-// dispatch carries twice as much, the combine the same. Dropless
+// per block. With expert_load=2 the busiest rank receives 32 rows in the
+// dispatch and sends them back in the combine: an all-to-all counts the
+// larger of what the rank sends and receives (it ends when the busiest
+// rank is done), so both carry twice as much. Dropless
 // routing's worst case is ep x min(top_k, experts/ep) / top_k balanced
 // shares: 2 at ep=2, 4 at ep=4 (2 experts per rank).
 func TestExpertLoadSizesTheAllToAll(t *testing.T) {
@@ -45,7 +47,7 @@ func TestExpertLoadSizesTheAllToAll(t *testing.T) {
 		if tc.load == 0 {
 			dispatch = 24 * row
 		}
-		if want := 2 * 2 * (dispatch + 16*row); got != want {
+		if want := 2 * 2 * 2 * dispatch; got != want {
 			t.Errorf("%s: all_to_all %d bytes per step, want %d", tc.par, got, want)
 		}
 	}

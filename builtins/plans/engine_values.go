@@ -32,6 +32,16 @@ func EngineValue(v any) (starlark.Value, error) {
 		return Offload{&x}, nil
 	case hw.Device:
 		return NewGPU(x), nil
+	case core.Compile:
+		switch {
+		case x.Blocks && x.Loss:
+			return starlark.True, nil
+		case x.Blocks:
+			return starlark.String("blocks"), nil
+		case x.Loss:
+			return starlark.String("loss"), nil
+		}
+		return starlark.False, nil
 	}
 	return nil, fmt.Errorf("internal error: no train() value for %T", v)
 }

@@ -38,6 +38,7 @@ var layoutKeywords = []layoutKeyword{
 		set: setDegree("expert_tp", func(p *core.Parallelism) *int64 { return &p.ETP })},
 	{Name: "expert_load", Sig: "1.0",
 		Doc: `with ep: the routed token copies the busiest rank receives, in balanced shares, sizing the expert all-to-all buffers and the experts' activations; ` +
+			`every rank waits for the busiest at the all-to-all, so the experts' GEMMs and all-to-alls are timed at its rows; ` +
 			`"worst" is dropless routing's worst case, ep x min(top_k, experts/ep) / top_k (every token of the ep ranks to one rank's experts); ` +
 			`a MoE with a capacity factor receives its capacity whatever the load`,
 		get: func(p core.Parallelism) starlark.Value {

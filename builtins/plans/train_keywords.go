@@ -95,10 +95,6 @@ var TrainKeywords = []keyword{
 		Doc: "seconds each step spends outside the GPU's work (the data loader, the Python training loop, logging); " +
 			"added to the step time as its own term, step_overhead",
 		set: setStepOverhead},
-	{Name: "expert_imbalance", Def: starlark.Float(1),
-		Doc: "the routed tokens of the busiest expert-parallel rank over the mean (1: balanced routing, as the memory replay routes them); " +
-			"with expert parallelism every rank waits for the busiest, so its expert GEMMs and all-to-alls take this factor longer",
-		set: setExpertImbalance},
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
@@ -255,16 +251,6 @@ func setDispatch(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) err
 		return fmt.Errorf("%s must be a string or None (got %s)", name, (*v).Type())
 	}
 	p.Overheads.Dispatch = string(s)
-	return p.Overheads.Validate()
-}
-
-func setExpertImbalance(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
-	f, err := host.AsFloat(*v, name)
-	if err != nil {
-		return err
-	}
-	p.Overheads.ExpertImbalance = f
-	*v = starlark.Float(f)
 	return p.Overheads.Validate()
 }
 

@@ -20,7 +20,7 @@ type Change struct {
 // writes it. Values are the engine's: int64 (batch, grad_accum, seq,
 // loss_chunks), bool (expandable_segments), string (precision,
 // members_mode), core.Checkpoint, core.Optimizer, core.Parallelism,
-// core.Offload, hw.Device (gpu), hw.Cluster, or a ModelChange (keyword "model": a
+// core.Offload, core.Compile, hw.Device (gpu), hw.Cluster, or a ModelChange (keyword "model": a
 // setting of the model's layers, such as a graph model's chunks).
 type Setting struct {
 	Keyword string
@@ -57,8 +57,8 @@ func (s Setting) String() string {
 		}
 		return s.Keyword + "=False"
 	case core.Checkpoint:
-		if (v.Mode == "none" || v.Mode == "full" || v.Mode == "selective") && !v.Reentrant {
-			return fmt.Sprintf("%s=%q", s.Keyword, v.Mode)
+		if t := v.String(); !strings.Contains(t, "(") { // "full", "op": the strings train() takes
+			return fmt.Sprintf("%s=%q", s.Keyword, t)
 		}
 		return s.Keyword + "=" + v.String()
 	case core.Optimizer:
@@ -197,6 +197,12 @@ func (s Setting) apply(q *core.Plan) error {
 			return bad()
 		}
 		q.Cluster = c
+	case "compile":
+		c, ok := s.Value.(core.Compile)
+		if !ok {
+			return bad()
+		}
+		q.Compile = c
 	case "gpu":
 		d, ok := s.Value.(hw.Device)
 		if !ok {

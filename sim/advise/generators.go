@@ -45,7 +45,8 @@ type Ask struct {
 // generators are the knobs advice turns, in the order rows tie-break.
 var generators = []generator{
 	{"micro_batch", "a smaller micro-batch with more gradient accumulation, the same global batch (speed: a larger one)", microBatchChanges},
-	{"checkpoint", "activation checkpointing: selective, every other block, full, non-reentrant, or the least recompute that fits (checkpoint(budget=...)); for speed, less of it", checkpointChanges},
+	{"checkpoint", "activation checkpointing: selective, every other block, torchtitan's per-op policy, full, non-reentrant, or the least recompute that fits (checkpoint(budget=...)); for speed, less of it", checkpointChanges},
+	{"compile", "torch.compile of each block and the loss: the min-cut partitioner saves less, fused kernels run faster", compileChanges},
 	{"precision", "bf16 autocast over fp32 weights, or pure bf16 weights and states", precisionChanges},
 	{"optimizer", "AdamW's fused step, 8-bit or paged 8-bit state, the step in the backward", optimizerChanges},
 	{"loss_chunks", "the output layer and cross-entropy in 8 chunks (torchtune's num_output_chunks)", lossChunkChanges},
@@ -120,6 +121,9 @@ func checkpointChanges(p *core.Plan, ask Ask) []Change {
 	var out []Change
 	add := func(c core.Checkpoint) {
 		if c.Mode != cur.Mode || c.Every != cur.Every || c.Reentrant != cur.Reentrant {
+			if c.Mode == "op" {
+				c.Reentrant = false
+			}
 			out = append(out, one("checkpoint", "checkpoint", c))
 		}
 	}
@@ -128,16 +132,19 @@ func checkpointChanges(p *core.Plan, ask Ask) []Change {
 		c.Reentrant = false
 		add(c)
 	}
+	op := core.Checkpoint{Mode: "op", Save: core.DefaultSaveOps()} // torchtitan's per-op policy
 	more := map[string][]core.Checkpoint{
-		"none":      {{Mode: "selective", Selective: true}, {Mode: "every", Every: 2}, {Mode: "full", Every: 1}},
-		"selective": {{Mode: "full", Every: 1}},
+		"none":      {{Mode: "selective", Selective: true}, {Mode: "every", Every: 2}, op, {Mode: "full", Every: 1}},
+		"selective": {op, {Mode: "full", Every: 1}},
 		"every":     {{Mode: "full", Every: 1}},
+		"op":        {{Mode: "full", Every: 1}},
 		"modules":   {{Mode: "full", Every: 1}},
 	}
 	less := map[string][]core.Checkpoint{
-		"full":      {{Mode: "none"}, {Mode: "selective", Selective: true}, {Mode: "every", Every: 2}},
+		"full":      {{Mode: "none"}, {Mode: "selective", Selective: true}, {Mode: "every", Every: 2}, op},
 		"every":     {{Mode: "none"}, {Mode: "selective", Selective: true}},
 		"selective": {{Mode: "none"}},
+		"op":        {{Mode: "none"}, {Mode: "selective", Selective: true}},
 		"modules":   {{Mode: "none"}},
 	}
 	for _, c := range more[cur.Mode] {
@@ -146,6 +153,9 @@ func checkpointChanges(p *core.Plan, ask Ask) []Change {
 		}
 		if c.Mode != "selective" && n == 0 {
 			continue // no repeated blocks to checkpoint
+		}
+		if c.Mode == "op" && cur.Reentrant {
+			continue // the per-op policy runs the non-reentrant checkpoint
 		}
 		add(c)
 	}
@@ -408,4 +418,14 @@ func expertTPChanges(p *core.Plan, ask Ask) []Change {
 		q.ETP, q.SequenceParallel = 1, true
 	}
 	return []Change{one("expert_tp", "parallel", q)}
+}
+
+// compileChanges compile each block and the loss (train(compile=True)):
+// AOTAutograd's partitioner recomputes cheap pointwise ops instead of
+// saving them, and Inductor's fused kernels hold no intermediates.
+func compileChanges(p *core.Plan, ask Ask) []Change {
+	if (p.Compile.Blocks && p.Compile.Loss) || blocks(p.Model) == 0 {
+		return nil // compiled already, or no repeated blocks to compile
+	}
+	return []Change{one("compile", "compile", core.Compile{Blocks: true, Loss: true})}
 }

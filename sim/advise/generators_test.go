@@ -46,7 +46,8 @@ func TestGenerators(t *testing.T) {
 		want map[string][]string // knob -> changes
 	}{
 		{"quickstart", quickstart(), Fit, map[string][]string{
-			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"compile":             {"compile=True"},
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":           {`precision="bf16"`},
 			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks":         {`loss_chunks=8`},
@@ -57,8 +58,9 @@ func TestGenerators(t *testing.T) {
 			p.Batch, p.GradAccum, p.Checkpoint = 12, 4, core.Checkpoint{Mode: "full", Every: 1, Reentrant: true}
 			p.Optimizer.Impl = "fused"
 		}), Speed, map[string][]string{
+			"compile":             {"compile=True"},
 			"micro_batch":         {"batch=6, grad_accum=8", "batch=3, grad_accum=16", "batch=1, grad_accum=48", "batch=24, grad_accum=2", "batch=48, grad_accum=1"},
-			"checkpoint":          {`checkpoint="full"`, `checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"checkpoint":          {`checkpoint="full"`, `checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":           {`precision="bf16"`},
 			"optimizer":           {`optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`},
 			"loss_chunks":         {`loss_chunks=8`},
@@ -72,7 +74,8 @@ func TestGenerators(t *testing.T) {
 			p.ExpandableSegments = true
 			p.Offload = &core.Offload{Activations: "cpu"}
 		}), Fit, map[string][]string{
-			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=32502 * MiB)`},
+			"compile":     {"compile=True"},
+			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=32502 * MiB)`},
 			"precision":   {`precision="fp16-mixed"`, `precision="fp16"`},
 			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks": {`loss_chunks=8`},
@@ -86,7 +89,8 @@ func TestGenerators(t *testing.T) {
 			p.Parallel = core.Parallelism{DP: 16, FSDP: true, DPReplicate: 2, NoReshard: true}
 			p.ExpandableSegments = true
 		}), Fit, map[string][]string{
-			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"compile":     {"compile=True"},
+			"checkpoint":  {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":   {`precision="bf16"`},
 			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks": {`loss_chunks=8`},
@@ -100,7 +104,8 @@ func TestGenerators(t *testing.T) {
 				`parallel=parallel(dp=4, pp=4, fsdp=True, dp_replicate=2, reshard_after_forward=False), grad_accum=4`},
 		}},
 		{"FSDP, for speed", with(func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 8, FSDP: true} }), Speed, map[string][]string{
-			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"compile":             {"compile=True"},
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"precision":           {`precision="bf16"`},
 			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"loss_chunks":         {`loss_chunks=8`},
@@ -114,7 +119,8 @@ func TestGenerators(t *testing.T) {
 			p.Parallel, p.GradAccum, p.Checkpoint = core.Parallelism{PP: 4}, 8, core.Checkpoint{Mode: "full", Every: 1}
 			p.ExpandableSegments = true
 		}), Speed, map[string][]string{
-			"checkpoint":  {`checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`},
+			"compile":     {"compile=True"},
+			"checkpoint":  {`checkpoint="none"`, `checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`},
 			"precision":   {`precision="bf16"`},
 			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`},
 			"loss_chunks": {`loss_chunks=8`},
@@ -129,6 +135,7 @@ func TestGenerators(t *testing.T) {
 			p.ExpandableSegments = true
 			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
 		}), Fit, map[string][]string{
+			"compile":     {"compile=True"},
 			"optimizer":   {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"precision":   {`precision="bf16"`},
 			"loss_chunks": {`loss_chunks=8`},
@@ -137,9 +144,10 @@ func TestGenerators(t *testing.T) {
 			"cp_mode":     {`parallel=parallel(cp=2, fsdp=True, cp_mode="ulysses")`},
 		}},
 		{"a MoE over tensor parallelism", moe, Fit, map[string][]string{
+			"compile":    {"compile=True"},
 			"optimizer":  {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
 			"precision":  {`precision="bf16"`},
-			"checkpoint": {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"checkpoint": {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
 			"sharding": {`parallel=parallel(dp=2, tp=2, zero=1)`, `parallel=parallel(dp=2, tp=2, zero=2)`, `parallel=parallel(dp=2, tp=2, zero=3)`,
 				`parallel=parallel(dp=2, tp=2, fsdp=True)`},
 			"offload":   {`offload=offload(optimizer="cpu", activations="cpu")`, `offload=offload(optimizer="cpu", params="cpu", activations="cpu")`},

@@ -18,7 +18,10 @@ import "github.com/memsh/memsh/sim/core"
 // Each all-to-all writes a new tensor (the permuted send buffer is freed
 // once sent); its backward is an all-to-all of the gradient. Routing need
 // not be balanced: the dispatch's output holds the busiest rank's rows
-// (core/expert.go, expert_load), and the combine sends them back.
+// (core/expert.go, expert_load), and the combine sends them back. An
+// all-to-all ends when its busiest rank has sent and received its rows, so
+// each is timed by the larger of its input and output: the busiest rank's
+// rows in the dispatch and the combine, forward and backward.
 
 // expertAllToAll exchanges the routed rows x over the EP group into rows
 // rows.
@@ -28,7 +31,7 @@ func expertAllToAll(b *core.Builder, name string, x core.Value, rows int64) core
 	}
 	i := b.AddOp("all_to_all", name+"_all_to_all", []core.Value{x})
 	y := b.Out(i, name+"_received", []int64{rows, b.Last(x)}, b.Dtype(x), "routed tokens after the expert-parallel all-to-all ("+name+")")
-	n := b.Val(y).Bytes
+	n := max(b.Val(x).Bytes, b.Val(y).Bytes)
 	b.RecordComm("all_to_all", "ep", n, false)
 	b.RecordComm("all_to_all", "ep", n, true)
 	return y

@@ -277,12 +277,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		if w.Eval && c.Backward {
 			continue
 		}
-		bytes := c.Bytes
-		if c.Group == "ep" {
-			// the busiest rank's tokens (train(expert_imbalance=))
-			bytes = int64(float64(bytes) * plan.Overheads.Imbalance())
-		}
-		t := cc.seconds(c.Kind, c.Group, bytes) * c.N
+		t := cc.seconds(c.Kind, c.Group, c.Bytes) * c.N
 		if !c.Backward {
 			t *= 1 + rf
 		}

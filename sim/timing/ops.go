@@ -51,19 +51,15 @@ type OpCost struct {
 
 // pricer prices the ops of one program for one plan.
 type pricer struct {
-	prog       *core.Program
-	d          hw.Device
-	dispatch   Dispatch
-	expertLoad float64 // the busiest expert-parallel rank's routed rows over the mean
-	users      []int32 // last op reading each value (-1: none)
-	saved      []bool  // values saved for backward
+	prog     *core.Program
+	d        hw.Device
+	dispatch Dispatch
+	users    []int32 // last op reading each value (-1: none)
+	saved    []bool  // values saved for backward
 }
 
 func newPricer(prog *core.Program, plan *core.Plan) *pricer {
-	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), expertLoad: 1}
-	if plan.Parallel.Norm().EP > 1 {
-		pr.expertLoad = plan.Overheads.Imbalance()
-	}
+	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan)}
 	if pr.dispatch.fuses() {
 		pr.users = make([]int32, len(prog.Values))
 		pr.saved = make([]bool, len(prog.Values))
@@ -236,8 +232,9 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 // weight per expert) over its share of the routed rows. A grouped kernel
 // (Megatron's GroupedGEMM, dispatch fused or compiled) launches once; the
 // Hugging Face expert loop (eager) launches a GEMM per expert. With expert
-// parallelism the rank holds the rows of the busiest rank
-// (train(expert_imbalance=)): every rank waits for it at the all-to-all.
+// parallelism the lowering sizes the rows as the busiest rank receives them
+// (parallel(expert_load=), core/expert.go): every rank waits for it at the
+// combine all-to-all, so the step runs at its pace.
 func (pr *pricer) groupedMatmul(op *core.OpInfo) OpCost {
 	g := float64(max(len(op.Params), 1))
 	if len(op.Out) == 0 || op.Flops <= 0 {
@@ -248,7 +245,7 @@ func (pr *pricer) groupedMatmul(op *core.OpInfo) OpCost {
 	n := float64(o.Shape[len(o.Shape)-1])
 	rows := numel / n
 	k := op.Flops / (2 * numel)
-	m := rows / g * pr.expertLoad
+	m := rows / g
 	dt := o.Dtype
 	in := elemBytes(pr.prog.Values[op.In[0]].Dtype)
 	out := elemBytes(dt)
