@@ -35,6 +35,9 @@ type ResultTable struct {
 	// specs for printing ("" or nil: none).
 	showAll bool
 	formats []string
+	// chart is the chart emit and t.plot() draw when given no axes (nil:
+	// ChartSpec's defaults); search() draws step time against memory.
+	chart *host.ChartSpec
 }
 
 var (
@@ -99,7 +102,7 @@ func (t *ResultTable) ColumnIndex(name string) int {
 // derive is a table with t's columns and the given rows.
 func (t *ResultTable) derive(rows [][]starlark.Value) *ResultTable {
 	return &ResultTable{title: t.title, columns: t.columns, units: t.units, rows: rows, notes: t.notes, color: t.color,
-		showAll: t.showAll, formats: t.formats}
+		showAll: t.showAll, formats: t.formats, chart: t.chart}
 }
 
 func (t *ResultTable) Type() string         { return "table" }
@@ -199,7 +202,7 @@ func isPlain(v starlark.Value) bool {
 	return false
 }
 
-var tableAttrNames = []string{"as_dicts", "best", "columns", "csv", "filter", "notes", "pareto", "render", "rows", "sort", "title"}
+var tableAttrNames = []string{"as_dicts", "best", "columns", "csv", "filter", "notes", "pareto", "plot", "render", "rows", "sort", "title"}
 
 func (t *ResultTable) AttrNames() []string { return tableAttrNames }
 

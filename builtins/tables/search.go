@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/builtins/plans"
@@ -22,23 +23,30 @@ func SearchBuiltins() []host.Builtin {
 		Name: "search",
 		Sig: "search(model, gpus=None, gpu=\"H100-80GB\", seq=None, global_batch=None, precision=\"bf16-mixed\", " +
 			"optimizer=adamw(), nodes=None, gpus_per_node=8, top=10, tp=None, pp=None, cp=None, ep=None, " +
-			"sharding=None, cp_mode=None, micro_batch=None, checkpoint=None, virtual_stages=None, max_layouts=200000)",
-		Doc: "Finds the fastest layouts of model that fit: search(m, gpus=1024, seq=8192, global_batch=1024). " +
-			"It enumerates every valid layout (dp x tp x pp x cp x ep, sharding, micro-batch, pipeline " +
-			"schedule, checkpointing) of gpus GPUs (or nodes x gpus_per_node) for global_batch sequences of seq " +
-			"tokens per step, prunes those whose model states and held activations cannot fit, ranks the rest " +
-			"by step time (from block profiles, equal to a full replay's) and replays the fastest in full until " +
-			"top of them fit (top=None: all). Lists narrow the space: tp=[4, 8], pp=, cp=, ep=, " +
-			"micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), " +
-			"sharding= of \"ddp\", \"zero1\", \"zero2\", \"zero3\", \"fsdp\", \"hsdp\" (FSDP sharded inside a node, replicated " +
-			"across nodes; layouts whose dp x cp group fits a node have no HSDP) (default: ddp and the ZeRO stages) or " +
-			"\"megatron\", \"distopt\" (the default with precision=\"megatron\"); cp_mode=[\"ring\", \"ulysses\"] tries both " +
-			"context-parallel attentions (default ring). A pipeline whose chunks do not divide the blocks but do once the embedding " +
-			"and the loss count as a block each takes Megatron's account_for_embedding and account_for_loss. Returns a table, fastest first: " +
-			"tp, pp, cp, cp_mode, ep, dp, sharding, micro_batch, micro_batches, schedule, virtual_stages, checkpoint, " +
-			"step_time, mfu, tokens_per_s, device_used, headroom, plan (simulate(row[\"plan\"]) or replace() it) " +
-			"and report; t.notes say what was pruned (`memsh doc tabulate` lists the table's methods). Runs on every core with a progress bar on a terminal; " +
-			"Ctrl-C, --timeout and --max-memory stop it. gpus is at most 16,777,216 (2^24), as for any layout.",
+			"sharding=None, cp_mode=None, micro_batch=None, checkpoint=None, virtual_stages=None, max_layouts=2000000)",
+		Doc: "Finds the fastest layouts of model that fit, and the Pareto front of step time and memory: " +
+			"search(m, gpus=1024, seq=8192, global_batch=1024). By default it explores the whole layout space of gpus " +
+			"GPUs (or nodes x gpus_per_node) for global_batch sequences of seq tokens per step: every factorisation into " +
+			"dp x tp x pp x cp x ep (tp up to the attention heads, pp up to the repeated blocks, cp where it divides the " +
+			"sequence, ep over the divisors of a MoE's experts), both context-parallel attentions (ring, Ulysses), every " +
+			"micro-batch dividing a replica's sequences, every count of model chunks per GPU (virtual_stages) that splits the " +
+			"blocks evenly or with Megatron's embedding and loss slots (account_for_embedding/loss), torchtitan's uneven split " +
+			"for a pipeline degree that splits them neither way, every checkpoint policy (none, selective, op, full) and " +
+			"sharding (ddp, zero1, zero2, zero3, fsdp, and hsdp with every split of the dp x cp ranks into replicas x shards; " +
+			"megatron and distopt with precision=\"megatron\"). Every layout is checked by the plan and estimated from block " +
+			"profiles: the step time equals a full replay's, the device memory is a lower bound. Layouts whose bound exceeds the " +
+			"GPU cannot fit and are pruned; the rest are walked fastest first, replaying in full the fastest until top of them " +
+			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits, which " +
+			"finds the exact Pareto front (front=True) with full replays only. Lists narrow the space: tp=[4, 8], pp=, cp=, " +
+			"ep=, micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
+			"cp_mode=[\"ring\"]. Returns a table, fastest first, of the top rows and the front: " +
+			"tp, pp, cp, cp_mode, ep, dp, dp_replicate, sharding, micro_batch, micro_batches, schedule, virtual_stages, " +
+			"stage_split (even, slots, torchtitan), checkpoint, step_time, mfu, tokens_per_s, device_used (the fullest GPU), " +
+			"headroom, front, plan (simulate(row[\"plan\"]) or replace() it) and report; t.notes say what was explored: the " +
+			"layouts, those the plan rejected (by reason), pruned by each bound, dominated, replayed; emit(t) (memsh plot) " +
+			"and t.plot(\"front.svg\") draw step_time against device_used with the front ringed (`memsh doc tabulate` lists " +
+			"the table's methods). Runs on every core with a progress bar on a terminal; Ctrl-C, --timeout and --max-memory " +
+			"stop it. A space larger than max_layouts is refused with a hint. gpus is at most 16,777,216 (2^24), as for any layout.",
 		Fn: searchFn,
 	}}
 }
@@ -171,14 +179,14 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return nil, host.WithOrigin(err, base.Decl())
 	}
 
-	columns := []string{"tp", "pp", "cp", "cp_mode", "ep", "dp", "sharding", "micro_batch", "micro_batches", "schedule",
-		"virtual_stages", "checkpoint", "step_time", "mfu", "tokens_per_s", "device_used", "headroom", "plan", "report"}
+	columns := []string{"tp", "pp", "cp", "cp_mode", "ep", "dp", "dp_replicate", "sharding", "micro_batch", "micro_batches", "schedule",
+		"virtual_stages", "stage_split", "checkpoint", "step_time", "mfu", "tokens_per_s", "device_used", "headroom", "front", "plan", "report"}
 	units := make([]string, len(columns))
 	for j, c := range columns {
 		units[j] = reports.ColumnUnit(c)
 	}
-	rows := make([][]starlark.Value, 0, len(res.Rows))
-	for _, row := range res.Rows {
+	rows := make([][]starlark.Value, 0, len(res.Rows)+len(res.Front))
+	for _, row := range searchRows(res) {
 		p := row.Plan
 		par := p.Parallel
 		ra := base.Args.Clone()
@@ -204,30 +212,74 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if par.CPMode != "" {
 			cpMode = par.CPMode
 		}
+		split := "even"
+		switch {
+		case par.EmbeddingSlot:
+			split = "slots"
+		case par.StageSplit != "":
+			split = par.StageSplit
+		}
 		rows = append(rows, []starlark.Value{
-			one(par.TP), one(par.PP), one(par.CP), starlark.String(cpMode), one(par.EP), one(par.DP), starlark.String(row.Sharding),
+			one(par.TP), one(par.PP), one(par.CP), starlark.String(cpMode), one(par.EP), one(par.DP), one(par.DPReplicate), starlark.String(row.Sharding),
 			starlark.MakeInt64(p.Batch), starlark.MakeInt64(p.GradAccum), starlark.String(schedule),
-			starlark.MakeInt64(vs), starlark.String(p.Checkpoint.Mode),
+			starlark.MakeInt64(vs), starlark.String(split), starlark.String(p.Checkpoint.Mode),
 			rep.TimeFigure(r.Time.StepSeconds), rep.TimeFigure(r.Time.MFU), rep.TimeFigure(r.Time.TokensPerS),
-			starlark.MakeInt64(r.DeviceUsed), starlark.MakeInt64(r.Headroom), plan, rep,
+			starlark.MakeInt64(search.DeviceMemory(r)), starlark.MakeInt64(r.Headroom), starlark.Bool(row.Front), plan, rep,
 		})
 	}
-	s := res.Stats
 	m := base.SimPlan().Model
 	title := fmt.Sprintf("search: %s on %d x %s, %d sequences of %d tokens per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, base.SimPlan().Seq)
 	if m.Points > 0 {
 		title = fmt.Sprintf("search: %s on %d x %s, %d samples of %d points per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, m.Points)
 	}
+	t := NewResultTable(title, columns, units, rows, searchNotes(res))
+	t.color = st.Color
+	t.chart = &host.ChartSpec{X: "device_used", Y: "step_time", Pareto: true}
+	return t, nil
+}
+
+// searchRows is the table's rows: the fastest that fit and the Pareto
+// front, each once, fastest first.
+func searchRows(res *search.Result) []search.Row {
+	out := append([]search.Row(nil), res.Rows...)
+	for _, f := range res.Front {
+		seen := false
+		for _, r := range res.Rows {
+			seen = seen || r.Report == f.Report
+		}
+		if !seen {
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Report.Time.StepSeconds < out[j].Report.Time.StepSeconds })
+	return out
+}
+
+// searchNotes says what the search explored: the layouts, those the plan
+// rejected and why, those the bounds pruned, those not replayed because
+// a faster layout that fits needs less memory, the replays and the front.
+func searchNotes(res *search.Result) []string {
+	s := res.Stats
 	notes := []string{
-		fmt.Sprintf("%d layouts (%d more rejected by the plan), %d pruned by model states and %d by held activations before any replay; %d replayed in full, %d fit",
-			s.Layouts, s.Invalid, s.PrunedStates, s.PrunedMemory, s.Replayed, len(res.Rows)),
+		fmt.Sprintf("explored %d layouts: %d rejected by the plan, %d pruned by model states and %d by held activations "+
+			"(lower bounds above the GPU), %d dominated (slower than a layout that fits and, by the bound, needing "+
+			"at least its memory), %d replayed in full, %d of them fit",
+			s.Layouts+s.Invalid, s.Invalid, s.PrunedStates, s.PrunedMemory, s.Dominated, s.Replayed, s.Fit),
+	}
+	for i, r := range s.InvalidBy {
+		if i == 3 {
+			notes = append(notes, fmt.Sprintf("  and %d more reasons", len(s.InvalidBy)-3))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("  rejected %d: %s", r.Count, r.Why))
+	}
+	if len(res.Front) > 0 {
+		notes = append(notes, fmt.Sprintf("the Pareto front of step time and device memory: %d layouts (front=True; emit(t) or t.plot(\"front.svg\") draws it)", len(res.Front)))
 	}
 	if len(res.Rows) == 0 {
 		notes = append(notes, "no layout fits: more GPUs, a smaller micro-batch or global batch, or checkpoint=\"full\" may help")
 	}
-	t := NewResultTable(title, columns, units, rows, notes)
-	t.color = st.Color
-	return t, nil
+	return notes
 }
 
 // intList reads None (nil result: the default) or a list of ints.

@@ -22,6 +22,10 @@ var defaultY = []string{"peak_allocated", "step_time", "device_used"}
 // columns to draw.
 func (t *ResultTable) ChartSpec(x, y, by starlark.Value, pareto bool) (*host.ChartSpec, error) {
 	given := !IsNone(x) || !IsNone(y)
+	if !given && IsNone(by) && !pareto && t.chart != nil {
+		c := *t.chart
+		return &c, nil
+	}
 	spec := &host.ChartSpec{Pareto: pareto}
 	if !IsNone(x) {
 		j, err := t.numericColumn("x", x)

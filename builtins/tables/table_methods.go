@@ -1,6 +1,7 @@
 package tables
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/plot"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
@@ -21,6 +23,7 @@ var tableMethods = map[string]func(*starlark.Thread, *starlark.Builtin, starlark
 	"csv":      tableCSV,
 	"filter":   tableFilter,
 	"pareto":   tablePareto,
+	"plot":     tablePlot,
 	"render":   tableRender,
 	"sort":     tableSort,
 }
@@ -316,4 +319,39 @@ func tablePareto(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		rows = append(rows, t.rows[i])
 	}
 	return t.derive(rows), nil
+}
+
+// tablePlot is t.plot(path, x=None, y=None, by=None, pareto=False): the
+// chart emit(t, ...) hands memsh plot, written as an SVG file next to the
+// script (host.WriteScriptFile).
+func tablePlot(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var path string
+	var x, y, by starlark.Value = starlark.None, starlark.None, starlark.None
+	pareto := false
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "x?", &x, "y?", &y, "by?", &by, "pareto?", &pareto); err != nil {
+		return nil, err
+	}
+	if !strings.HasSuffix(path, ".svg") {
+		return nil, host.WithHint(fmt.Errorf("t.plot writes an SVG file: %q does not end in .svg", path), "e.g. t.plot(\"front.svg\"); memsh plot draws emitted tables as HTML")
+	}
+	t := receiver(b)
+	spec, err := t.ChartSpec(x, y, by, pareto)
+	if err != nil {
+		return nil, err
+	}
+	if spec == nil {
+		return nil, fmt.Errorf("table has no two numeric columns to draw: name them, t.plot(path, x=..., y=...)")
+	}
+	tc, err := t.Chart(*spec)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := plot.WriteSVG(&buf, []plot.Chart{{Title: t.title, Table: tc}}); err != nil {
+		return nil, err
+	}
+	if err := host.WriteScriptFile(thread, path, buf.Bytes()); err != nil {
+		return nil, err
+	}
+	return starlark.None, nil
 }

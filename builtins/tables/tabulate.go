@@ -23,7 +23,9 @@ const tableMethodsDoc = "A table has t.rows (a list of dicts, column -> value), 
 	"other row beats in both columns; t.sort(by, reverse=False) (None last); t.filter(fn); t.render(), the text " +
 	"print(t) shows; t.as_dicts(), the rows as plain dicts for json.encode; t.csv(), the table as CSV for " +
 	"spreadsheets (values as JSON has them: bytes, seconds, fractions from 0 to 1; `memsh run --csv` writes " +
-	"emitted tables so). Columns of plans and reports are left out of print(t), as_dicts, JSON and CSV; a swept " +
+	"emitted tables so); t.plot(path, x=None, y=None, by=None, pareto=False), the chart emit(t, ...) gives memsh plot, " +
+	"written as an SVG file (path relative to the script, inside its folder; a search() table draws step_time " +
+	"against device_used with its Pareto front ringed). Columns of plans and reports are left out of print(t), as_dicts, JSON and CSV; a swept " +
 	"value that is not a string, number or bool (gpu(\"H100\"), adamw8bit()) is shown by its repr, and stays the " +
 	"value itself in t.rows."
 

@@ -1,6 +1,8 @@
 package search
 
 import (
+	"fmt"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/timing"
@@ -25,92 +27,78 @@ type fastEstimate struct {
 	minStates int64
 }
 
-// stageShape is the units of a profile's layouts with pp stages of v
-// chunks: the whole model without a pipeline, else the first, a middle
-// and the last stage (stages between the first and the last are alike).
+// stageShape is the units of a profile's layouts with one pipeline
+// split: the whole model without a pipeline, else each distinct stage
+// (stages running chunks of the same block counts, neither the first nor
+// the last, are alike).
 type stageShape struct {
-	pp, v    int64
-	perChunk int64
-	slots    bool       // the embedding and the loss count as a block each (account_for_embedding/loss)
-	stages   []unitSums // [whole] or [first, middle, last]
+	pp, v  int64
+	layers []int64    // blocks of each model chunk, in chunk order
+	stages []unitSums // the distinct stages
+	kindOf []int      // stage s's index in stages
 }
 
-// blocks is the blocks of chunk g: perChunk, less the embedding's and the
-// loss's slots on the first and the last chunk.
-func (sh *stageShape) blocks(g int64) int64 {
-	n := sh.perChunk
-	if sh.slots && (g == 0 || g == sh.pp*sh.v-1) {
-		n--
-	}
-	return n
-}
-
-// shape sums the units of a layout with pp stages of v model chunks.
-func (pr *profile) shape(pp, v int64, slots bool) *stageShape {
-	sh := &stageShape{pp: pp, v: v, slots: slots}
-	if pp <= 1 {
+// shape sums the units of the layouts of par's pipeline split (its pp,
+// virtual stages and split of the blocks).
+func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
+	par = par.Norm()
+	sh := &stageShape{pp: par.PP, v: par.VirtualStages}
+	if par.PP <= 1 {
 		sh.stages = []unitSums{pr.base.add(pr.block, float64(pr.n))}
 		sh.stages[0].params = pr.base.params.add(pr.block.params, pr.n)
-		return sh
+		sh.kindOf = []int{0}
+		return sh, nil
 	}
-	sh.perChunk = pr.n / (pp * v)
-	if slots {
-		sh.perChunk = (pr.n + 2) / (pp * v)
+	layers, err := par.ChunkLayers(pr.n, "search")
+	if err != nil {
+		return nil, err
 	}
-	kinds := []int64{0, 1, pp - 1}
-	if pp == 2 {
-		kinds = []int64{0, 1}
-	}
-	last := pp*v - 1
-	for _, s := range kinds {
-		var u unitSums
-		for c := int64(0); c < v; c++ {
-			u = u.add(pr.chunkUnits(c*pp+s, last, sh.blocks(c*pp+s)), 1)
+	sh.layers = layers
+	last := par.PP*par.VirtualStages - 1
+	seen := map[string]int{}
+	for s := int64(0); s < par.PP; s++ {
+		key := fmt.Sprint(s == 0, s == par.PP-1)
+		for c := int64(0); c < par.VirtualStages; c++ {
+			key += fmt.Sprint(",", layers[c*par.PP+s])
 		}
-		sh.stages = append(sh.stages, u)
+		k, ok := seen[key]
+		if !ok {
+			var u unitSums
+			for c := int64(0); c < par.VirtualStages; c++ {
+				g := c*par.PP + s
+				u = u.add(pr.chunk(g, last, layers[g]), 1)
+			}
+			k = len(sh.stages)
+			seen[key] = k
+			sh.stages = append(sh.stages, u)
+		}
+		sh.kindOf = append(sh.kindOf, k)
 	}
-	return sh
+	return sh, nil
 }
 
-// chunkUnits is model chunk g's units (of chunks 0..last), parameters
+// chunkKind is the kind of model chunk g of chunks 0..last (last > 0).
+func chunkKind(g, last int64) int {
+	switch g {
+	case 0:
+		return firstChunk
+	case last:
+		return lastChunk
+	}
+	return middleChunk
+}
+
+// chunk is model chunk g's units (of chunks 0..last), parameters
 // included.
-func (pr *profile) chunkUnits(g, last, blocks int64) unitSums {
-	var u unitSums
-	if g == 0 {
-		u = u.add(pr.first, 1)
-	} else {
-		u = u.add(pr.recv, 1)
-	}
-	u = u.add(pr.block, float64(blocks))
-	if g == last {
-		u = u.add(pr.last, 1)
-	}
-	return u
+func (pr *profile) chunk(g, last, blocks int64) unitSums {
+	c := &pr.chunks[chunkKind(g, last)]
+	return c.base.add(c.block, float64(blocks))
 }
 
 // chunkSaved is chunk g's activations held for backward.
 func (pr *profile) chunkSaved(g, last, blocks int64) int64 {
-	n := blocks * pr.block.saved
-	if g == 0 {
-		n += pr.first.saved
-	} else {
-		n += pr.recv.saved
-	}
-	if g == last {
-		n += pr.last.saved
-	}
-	return n
-}
-
-// kind is the index in sh.stages of stage s.
-func (sh *stageShape) kind(s int64) int {
-	switch {
-	case sh.pp <= 1 || s == 0:
-		return 0
-	case s == sh.pp-1:
-		return len(sh.stages) - 1
-	}
-	return 1
+	c := &pr.chunks[chunkKind(g, last)]
+	return c.base.saved + blocks*c.block.saved
 }
 
 // nonTorchBytes is the device memory outside PyTorch's allocator that
@@ -151,7 +139,7 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 	statesOf := make([]int64, len(sh.stages))
 	stages := make([]*timing.StageTime, par.PP)
 	for s := int64(0); s < par.PP; s++ {
-		k := sh.kind(s)
+		k := sh.kindOf[s]
 		if byKind[k] == nil {
 			q := *p
 			q.GradAccum = 1
@@ -165,13 +153,14 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 			byKind[k] = &timing.StageTime{Work: w, Time: w.Times(&q)}
 			statesOf[k] = states + nonTorch
 		}
-		stages[s] = byKind[k]
+		st := *byKind[k] // a stage of its own: the bubble sums every stage but the slowest one
+		stages[s] = &st
 		// Activations of the forwards in flight at the stage's peak
 		// (stageChunks: forward j runs chunk (j mod pp*v) div pp).
 		var held int64
 		for j := range core.Inflight(par, s, m) {
 			g := (j%(par.PP*par.VirtualStages))/par.PP*par.PP + s
-			held += pr.chunkSaved(g, last, sh.blocks(g))
+			held += pr.chunkSaved(g, last, sh.layers[g])
 		}
 		fe.minStates = max(fe.minStates, statesOf[k])
 		fe.minDevice = max(fe.minDevice, statesOf[k]+held)

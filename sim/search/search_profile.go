@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/timing"
@@ -161,13 +162,18 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 				u.attn += c.Bwd
 			}
 		}
-		if op.Region != 0 && train {
+		// A checkpoint policy's kept outputs are not run again: the time
+		// model skips them (timing.computeTime), the replay's FLOPs too
+		// where the region records a graph (replay.keeps).
+		if op.Region != 0 && train && !op.Keep {
 			u.ct.Recompute += c.Fwd
 			u.ct.RecomputeCPU += c.FwdCPU
-			u.recFlops += op.Flops
 			if c.Attention {
 				u.attn += c.Fwd
 			}
+		}
+		if op.Region != 0 && train && !(op.Keep && !prog.Regions[op.Region-1].NoGrad) {
+			u.recFlops += op.Flops
 		}
 	}
 	u.comm = timing.SumComm(prog.Comm, nil, 1)
@@ -198,10 +204,23 @@ type profile struct {
 	n     int64    // blocks in the model; 0 without a repeat() to split
 	block unitSums // one block
 	base  unitSums // the model without its blocks (one GPU, no pipeline)
-	first unitSums // a first pipeline chunk without its blocks: the batch and the layers before
-	recv  unitSums // an activation received from the previous stage
-	last  unitSums // a last chunk without its blocks and its receive: layers after, output layer, loss
+	// chunks: a pipeline's model chunks of each kind (first, middle,
+	// last): the chunk without its blocks (the batch and the layers
+	// before; an activation received; a receive, the layers after, the
+	// output layer and loss) and one of its blocks, which on a stage may
+	// differ from block (the dtype of the activation a stage receives).
+	chunks [3]chunkUnits
 }
+
+// chunkUnits is a pipeline chunk kind's units.
+type chunkUnits struct{ base, block unitSums }
+
+// The chunk kinds.
+const (
+	firstChunk = iota
+	middleChunk
+	lastChunk
+)
 
 // withBlocks returns m with its largest repeat() cut to k blocks (the
 // sequentials on the way copied, the blocks shared) and that repeat's
@@ -287,35 +306,43 @@ func newProfile(p *core.Plan) (*profile, error) {
 	}
 	pr.block.params, pr.base.params = aggParams(bp, p), aggParams(basep, p)
 
-	// Three stages of one block each: the first chunk, a middle one (a
-	// receive and a block) and the last.
-	m3, _ := withBlocks(p.Model, 3)
-	three := one
-	three.DP = p.Parallel.Norm().DP
-	three.PP = 3
-	split, err := core.SplitStages(m3, three)
-	if err != nil {
-		return nil, err
-	}
-	var st [3]unitSums
+	// Three stages of one block each, and of two: the first chunk, a
+	// middle one and the last, and what one block adds to each.
+	var st [2][3]unitSums
 	var sp [3][]core.ParamInfo
-	for s := int64(0); s < 3; s++ {
-		prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split})
+	for b := int64(1); b <= 2; b++ {
+		m3, _ := withBlocks(p.Model, 3*b)
+		three := one
+		three.DP = p.Parallel.Norm().DP
+		three.PP = 3
+		split, err := core.SplitStages(m3, three)
 		if err != nil {
 			return nil, err
 		}
-		st[s], sp[s] = unitOf(prog, p), untied(prog.Params)
+		for s := int64(0); s < 3; s++ {
+			prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split})
+			if err != nil {
+				return nil, err
+			}
+			st[b-1][s] = unitOf(prog, p)
+			if b == 1 {
+				sp[s] = untied(prog.Params)
+			}
+		}
 	}
 	k := len(bp)
 	if len(sp[1]) != k || len(sp[0]) < k || len(sp[2]) < k {
 		return nil, fmt.Errorf("internal error: pipeline stage profile holds %d, %d, %d parameters for blocks of %d", len(sp[0]), len(sp[1]), len(sp[2]), k)
 	}
-	pr.first = st[0].add(pr.block, -1)
-	pr.first.params = aggParams(sp[0][:len(sp[0])-k], p)
-	pr.recv = st[1].add(pr.block, -1)
-	pr.recv.params = nil
-	pr.last = st[2].add(pr.block, -1).add(pr.recv, -1)
-	pr.last.params = aggParams(sp[2][k:], p)
+	for c := range pr.chunks {
+		blk := st[1][c].add(st[0][c], -1)
+		blk.params = pr.block.params
+		base := st[0][c].add(blk, -1)
+		base.params = nil
+		pr.chunks[c] = chunkUnits{base: base, block: blk}
+	}
+	pr.chunks[firstChunk].base.params = aggParams(sp[0][:len(sp[0])-k], p)
+	pr.chunks[lastChunk].base.params = aggParams(sp[2][k:], p)
 	return pr, nil
 }
 

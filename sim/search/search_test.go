@@ -3,15 +3,17 @@ package search
 import (
 	"context"
 	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"testing"
+
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
-	"math"
-	"runtime"
-	"sort"
-	"testing"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // fastPathPlans are layouts of a small Llama and a small MoE covering the
@@ -47,6 +49,21 @@ func fastPathPlans() []*core.Plan {
 	add(llama, core.Parallelism{DP: 16, DPReplicate: 2, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
 	add(llama, core.Parallelism{DP: 4, TP: 2, CP: 2, CPMode: "ulysses", SequenceParallel: true, Zero: 1}, 1, 2, "bf16-mixed", "full", 16, 8)
 	add(llama, core.Parallelism{DP: 2, PP: 5, EmbeddingSlot: true, LossSlot: true, Zero: 1}, 1, 10, "bf16-mixed", "none", 10, 10)
+	// The whole space of issue 26: torchtitan's per-op checkpointing,
+	// torchtitan's uneven split (8 blocks on 3 stages: 2, 3, 3), the slots
+	// with four chunks per stage (14 blocks and 2 slots on pp=2 x v=4),
+	// HSDP with a replica count other than the nodes'.
+	add(llama, core.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "op", 8, 8)
+	// Autocast on a pipeline (DDP): a stage's blocks take the dtype of the
+	// activation it receives, so a stage's block is profiled on a stage.
+	add(llama, core.Parallelism{DP: 8, PP: 2}, 1, 4, "bf16-mixed", "none", 16, 8)
+	add(llama, core.Parallelism{DP: 2, TP: 2, PP: 2, Zero: 1, SequenceParallel: true}, 2, 4, "bf16-mixed", "op", 8, 8)
+	add(llama, core.Parallelism{DP: 2, PP: 3, StageSplit: "torchtitan", Zero: 1}, 1, 6, "bf16-mixed", "full", 6, 6)
+	add(testmodels.Llama(1024, 14, 16, 4, 2816, 32000, "flash"), core.Parallelism{DP: 2, PP: 2, Schedule: "interleaved", VirtualStages: 4, EmbeddingSlot: true, LossSlot: true, DistributedOptimizer: true}, 1, 4, "megatron", "none", 4, 4)
+	add(llama, core.Parallelism{DP: 16, DPReplicate: 8, FSDP: true}, 1, 2, "bf16-mixed", "full", 16, 8)
+	// Slots whose middle stages are the slowest (14 blocks on pp=4: 3, 4,
+	// 4, 3): the bubble counts every stage but one of them.
+	add(testmodels.Llama(1024, 14, 16, 4, 2816, 32000, "flash"), core.Parallelism{DP: 2, PP: 4, EmbeddingSlot: true, LossSlot: true, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
 
 	moe := &core.Model{Name: "moe", Layers: []core.Layer{
 		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
@@ -87,8 +104,11 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			par := p.Parallel.Norm()
-			fe := pr.estimate(p, pr.shape(par.PP, par.VirtualStages, par.EmbeddingSlot), nonTorchBytes(p))
+			sh, err := pr.shape(p.Parallel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fe := pr.estimate(p, sh, nonTorchBytes(p))
 			r, err := sim.Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -149,52 +169,128 @@ func BenchmarkSearchLlama70B1024(b *testing.B) {
 	b.ReportMetric(float64(res.Stats.Replayed), "replays")
 }
 
-// Search returns what replaying every layout of the space and keeping the
-// fastest fitting ones would (on a space small enough to replay whole).
-func TestSearchEqualsBruteForce(t *testing.T) {
-	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30 // small enough that memory prunes
-	space := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
-		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Top: 8, Workers: 2}
-	res, err := Run(context.Background(), base, space)
-	if err != nil {
-		t.Fatal(err)
-	}
+// replayed is one layout of a space, replayed in full, with its fast
+// estimate.
+type replayed struct {
+	name   string
+	est    fastEstimate
+	report *replay.Report
+}
+
+// replayAll checks, estimates and replays every layout of space (small
+// enough to replay whole).
+func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
+	t.Helper()
 	full, err := space.defaults(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stats Stats
-	cands, err := full.enumerate(base, &stats)
+	layouts, err := full.enumerate(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	type fit struct {
-		plan string
-		step float64
-	}
-	var fits []fit
-	for _, c := range cands {
-		r, err := sim.Evaluate(c.plan, core.Options{})
+	var out []replayed
+	for _, l := range layouts {
+		p := full.plan(base, l)
+		if p.Validate() != nil {
+			continue
+		}
+		pr, err := newProfile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Fits {
-			fits = append(fits, fit{c.plan.Parallel.String() + " " + c.sharding + " " + c.plan.Checkpoint.Mode + fmt.Sprintf(" mbs%d", c.plan.Batch), r.Time.StepSeconds})
+		sh, err := pr.shape(p.Parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sim.Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, replayed{name: rowName(p, full.Sharding[l.sharding]), est: pr.estimate(p, sh, nonTorchBytes(p)), report: r})
+	}
+	return out
+}
+
+func rowName(p *core.Plan, sharding string) string {
+	return fmt.Sprintf("%s %s %s mbs%d", p.Parallel, sharding, p.Checkpoint.Mode, p.Batch)
+}
+
+// Search returns what replaying every layout of the space would: the
+// fastest fitting layouts and the Pareto front of step time and memory;
+// and it pruned only layouts that do not fit (on a space small enough to
+// replay whole).
+func TestSearchEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Device.Memory = 3 << 30 // small enough that memory prunes
+	space := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
+		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"},
+		CPModes: []string{"ring"}, Top: 8, Workers: 2}
+	res, err := Run(context.Background(), base, space)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := replayAll(t, base, space)
+	var fits []replayed
+	for _, r := range all {
+		if r.report.Fits {
+			fits = append(fits, r)
+		}
+		if relDiff(r.est.time.StepSeconds, r.report.Time.StepSeconds) > 1e-9 {
+			t.Errorf("%s: fast path %.9g s, replay %.9g s", r.name, r.est.time.StepSeconds, r.report.Time.StepSeconds)
+		}
+		if r.est.minDevice > DeviceMemory(r.report) || r.est.minStates > r.est.minDevice {
+			t.Errorf("%s: memory bound states %d, states and activations %d, replay %d", r.name, r.est.minStates, r.est.minDevice, DeviceMemory(r.report))
+		}
+		if (r.est.minDevice > base.Device.Memory || r.est.minStates > base.Device.Memory) && r.report.Fits {
+			t.Errorf("%s: pruned by its bound (%d, %d) but fits (%d)", r.name, r.est.minStates, r.est.minDevice, DeviceMemory(r.report))
 		}
 	}
-	sort.SliceStable(fits, func(i, j int) bool { return fits[i].step < fits[j].step })
+	sort.SliceStable(fits, func(i, j int) bool { return fits[i].report.Time.StepSeconds < fits[j].report.Time.StepSeconds })
 	if len(fits) < space.Top || len(res.Rows) != space.Top {
-		t.Fatalf("%d fitting layouts of %d, search returned %d rows", len(fits), len(cands), len(res.Rows))
+		t.Fatalf("%d fitting layouts of %d, search returned %d rows", len(fits), len(all), len(res.Rows))
 	}
-	if res.Stats.PrunedStates+res.Stats.PrunedMemory == 0 || res.Stats.Replayed >= len(cands) {
+	if res.Stats.Layouts != len(all) {
+		t.Errorf("search counted %d layouts, brute force %d", res.Stats.Layouts, len(all))
+	}
+	if res.Stats.PrunedStates+res.Stats.PrunedMemory == 0 || res.Stats.Replayed >= len(all) {
 		t.Errorf("search pruned nothing or replayed everything: %+v", res.Stats)
 	}
 	for i, row := range res.Rows {
-		got := fit{row.Plan.Parallel.String() + " " + row.Sharding + " " + row.Plan.Checkpoint.Mode + fmt.Sprintf(" mbs%d", row.Plan.Batch), row.Report.Time.StepSeconds}
-		if relDiff(got.step, fits[i].step) > 1e-9 {
-			t.Errorf("row %d: search %v, brute force %v", i, got, fits[i])
+		if got := row.Report.Time.StepSeconds; relDiff(got, fits[i].report.Time.StepSeconds) > 1e-9 {
+			t.Errorf("row %d: search %s %.6g s, brute force %s %.6g s", i, rowName(row.Plan, row.Sharding), got, fits[i].name, fits[i].report.Time.StepSeconds)
 		}
+	}
+	// The brute-force front: fastest first, each needing less memory
+	// than every faster one.
+	var want []replayed
+	for i, r := range fits {
+		used := DeviceMemory(r.report)
+		if len(want) > 0 && used >= DeviceMemory(want[len(want)-1].report) {
+			continue
+		}
+		if i+1 < len(fits) && fits[i+1].report.Time.StepSeconds == r.report.Time.StepSeconds && DeviceMemory(fits[i+1].report) <= used {
+			continue
+		}
+		want = append(want, r)
+	}
+	if len(res.Front) != len(want) || len(want) < 2 {
+		for _, f := range res.Front {
+			t.Logf("search %s %.9g %d", rowName(f.Plan, f.Sharding), f.Report.Time.StepSeconds, DeviceMemory(f.Report))
+		}
+		for _, f := range want {
+			t.Logf("brute  %s %.9g %d", f.name, f.report.Time.StepSeconds, DeviceMemory(f.report))
+		}
+		t.Fatalf("front of %d layouts, brute force %d (want at least 2)", len(res.Front), len(want))
+	}
+	for i, f := range res.Front {
+		if f.Report.Time.StepSeconds != want[i].report.Time.StepSeconds || DeviceMemory(f.Report) != DeviceMemory(want[i].report) {
+			t.Errorf("front %d: search %s (%.6g s, %d B), brute force %s (%.6g s, %d B)", i, rowName(f.Plan, f.Sharding),
+				f.Report.Time.StepSeconds, DeviceMemory(f.Report), want[i].name, want[i].report.Time.StepSeconds, DeviceMemory(want[i].report))
+		}
+	}
+	if res.Stats.Dominated == 0 {
+		t.Errorf("the front's walk replayed every layout: %+v", res.Stats)
 	}
 }
 
@@ -253,7 +349,10 @@ func BenchmarkSearchEstimate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sh := pr.shape(4, 1, false)
+	sh, err := pr.shape(p.Parallel)
+	if err != nil {
+		b.Fatal(err)
+	}
 	nonTorch := nonTorchBytes(p)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -285,7 +384,11 @@ func TestSearchWithoutRepeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fe := pr.estimate(row.Plan, pr.shape(1, 1, false), nonTorchBytes(row.Plan))
+		sh, err := pr.shape(row.Plan.Parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fe := pr.estimate(row.Plan, sh, nonTorchBytes(row.Plan))
 		if relDiff(fe.time.StepSeconds, row.Report.Time.StepSeconds) > 1e-9 {
 			t.Errorf("%v: fast %.9g, replay %.9g", row.Plan.Parallel, fe.time.StepSeconds, row.Report.Time.StepSeconds)
 		}
@@ -309,14 +412,14 @@ func TestSearchExploresIssue18Modes(t *testing.T) {
 	var hsdp, ulysses, slots bool
 	for _, r := range res.Rows {
 		par := r.Plan.Parallel
-		hsdp = hsdp || (r.Sharding == "hsdp" && par.DPReplicate > 1)
+		hsdp = hsdp || (r.Sharding == "hsdp" && par.DPReplicate*4 == par.DP*par.CP)
 		ulysses = ulysses || par.CPMode == "ulysses"
 		slots = slots || (par.PP == 5 && par.EmbeddingSlot && par.LossSlot)
-		if r.Sharding == "hsdp" && par.DPReplicate*4 != par.DP*par.CP {
-			t.Errorf("%s: HSDP shards over %d ranks, want the 4 of a node", par, par.DP*par.CP/par.DPReplicate)
+		if r.Sharding == "hsdp" && (par.DPReplicate <= 1 || par.DPReplicate >= par.DP*par.CP || par.DP%par.DPReplicate != 0) {
+			t.Errorf("%s: HSDP with %d replicas of dp x cp = %d ranks", par, par.DPReplicate, par.DP*par.CP)
 		}
 	}
 	if !hsdp || !ulysses || !slots {
-		t.Errorf("rows with HSDP %v, Ulysses %v, embedding and loss slots %v; want all (%d rows)", hsdp, ulysses, slots, len(res.Rows))
+		t.Errorf("rows with HSDP sharded over a node's 4 ranks %v, Ulysses %v, embedding and loss slots %v; want all (%d rows)", hsdp, ulysses, slots, len(res.Rows))
 	}
 }

@@ -212,7 +212,9 @@ func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	var fwd, rec float64
 	for i := range p.Ops {
 		fwd += p.Ops[i].Flops
-		if p.Ops[i].Region != 0 && !eval {
+		// A checkpoint policy's kept outputs are not computed again where
+		// the region records a graph (as the replay counts them).
+		if op := &p.Ops[i]; op.Region != 0 && !eval && !(op.Keep && !p.Regions[op.Region-1].NoGrad) {
 			rec += p.Ops[i].Flops
 		}
 	}

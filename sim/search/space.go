@@ -1,0 +1,441 @@
+package search
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Space is the layouts Run enumerates. Nil lists take the whole space:
+// every factorisation of the GPUs into data, tensor, pipeline, context
+// and expert parallelism, every micro-batch, every split of the blocks
+// into pipeline chunks, every checkpoint policy and sharding. A list
+// narrows its dimension to the values it gives.
+type Space struct {
+	GPUs        int64 // GPUs of the job
+	GPUsPerNode int64 // 0: the base plan's cluster, else 8
+	GlobalBatch int64 // sequences per step over all replicas
+	// TP: default every divisor of the GPUs up to the model's attention
+	// heads (a tensor-parallel degree above them has no head to split).
+	TP []int64
+	// PP: default every divisor of the GPUs up to the repeated blocks.
+	PP []int64
+	// CP: default every divisor of the GPUs for a token model (the plan
+	// rejects those that do not divide the sequence), 1 otherwise.
+	CP []int64
+	// EP: default 1 and every divisor of a MoE's experts.
+	EP []int64
+	// Sharding: ddp, zero1, zero2, zero3, fsdp, hsdp (every split of the
+	// dp x cp ranks into replicas x shards), megatron, distopt. Default:
+	// all but the last two, or those two with Megatron's precision.
+	Sharding []string
+	CPModes  []string // context parallelism for cp > 1: ring, ulysses (default both)
+	// MicroBatch: sequences per micro-batch; default every divisor of the
+	// sequences a replica runs per step.
+	MicroBatch []int64
+	Checkpoint []string // default none, selective, op, full
+	// Virtual: model chunks per GPU for pp > 1 (1 is 1F1B, more the
+	// interleaved schedule); default every count whose chunks split the
+	// blocks evenly, or evenly once the embedding and the loss count as a
+	// block each (Megatron's slots). A pp whose single chunk splits the
+	// blocks neither way takes torchtitan's uneven split.
+	Virtual    []int64
+	Top        int // fitting layouts to return, fastest first; 0 = all
+	Workers    int // parallel replays; 0 = 1
+	MaxLayouts int // refuse spaces larger than this; 0 = DefaultMaxLayouts
+	// Progress, when set, is called as the search goes with the work done
+	// and the most that may be needed: first the layouts checked and
+	// estimated, then the replays.
+	Progress func(done, total int)
+}
+
+// DefaultMaxLayouts caps a search: larger spaces are refused with a hint.
+const DefaultMaxLayouts = 2_000_000
+
+// splitKind is how a pipeline's chunks split the blocks.
+type splitKind uint8
+
+const (
+	splitEven   splitKind = iota // blocks / chunks each
+	splitSlots                   // Megatron's account_for_embedding and account_for_loss
+	splitUneven                  // torchtitan's split: the middle chunks take the remainder
+)
+
+// layout is one point of the space, compact: Run holds millions.
+type layout struct {
+	tp, pp, cp, ep, dp, rep, v, mbs, m int64
+	sharding, ckpt                     int // indexes into Space.Sharding and Space.Checkpoint
+	ulysses                            bool
+	split                              splitKind
+}
+
+// shardingLayout applies a sharding name to par.
+func shardingLayout(name string, par *core.Parallelism) error {
+	switch name {
+	case "ddp", "megatron":
+	case "zero1":
+		par.Zero = 1
+	case "zero2":
+		par.Zero = 2
+	case "zero3":
+		par.Zero = 3
+	case "fsdp", "hsdp": // hsdp's replicas: layout
+		par.FSDP = true
+	case "distopt":
+		par.DistributedOptimizer = true
+	default:
+		return &units.Error{Path: "search", Msg: fmt.Sprintf("unknown sharding %q (known: ddp, zero1, zero2, zero3, fsdp, hsdp, megatron, distopt)", name)}
+	}
+	return nil
+}
+
+// divisors returns the divisors of n up to limit, ascending.
+func divisors(n, limit int64) []int64 {
+	var out []int64
+	for d := int64(1); d <= n && d <= limit; d++ {
+		if n%d == 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// defaults fills the space's nil lists for base.
+func (sp Space) defaults(base *core.Plan) (Space, error) {
+	if sp.GPUs <= 0 {
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus must be positive (got %d)", sp.GPUs)}
+	}
+	if sp.GPUs > core.MaxGPUs { // every layout would be refused
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is more GPUs than memsh simulates (%d)", sp.GPUs, core.MaxGPUs)}
+	}
+	if sp.GlobalBatch <= 0 {
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
+	}
+	if sp.GPUsPerNode <= 0 {
+		sp.GPUsPerNode = hw.DefaultGPUsPerNode
+		if c := base.Cluster; c.GPUsPerNode > 0 {
+			sp.GPUsPerNode = c.GPUsPerNode
+		}
+	}
+	if sp.GPUs > sp.GPUsPerNode && sp.GPUs%sp.GPUsPerNode != 0 {
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is not a whole number of %d-GPU nodes", sp.GPUs, sp.GPUsPerNode)}
+	}
+	if sp.TP == nil {
+		limit := maxHeads(base.Model)
+		if limit == 0 {
+			limit = 2 * sp.GPUsPerNode
+		}
+		sp.TP = divisors(sp.GPUs, limit)
+	}
+	_, blocks := withBlocks(base.Model, 1)
+	if sp.PP == nil {
+		sp.PP = divisors(sp.GPUs, max(blocks, 1))
+	}
+	if sp.CP == nil {
+		sp.CP = []int64{1}
+		if base.Model.TakesTokens() {
+			sp.CP = divisors(sp.GPUs, base.Seq)
+		}
+	}
+	if sp.EP == nil {
+		sp.EP = []int64{1}
+		if e := maxExperts(base.Model); e > 1 {
+			sp.EP = divisors(e, sp.GPUs)
+		}
+	}
+	if sp.Sharding == nil {
+		sp.Sharding = []string{"ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"}
+		if base.Precision.Name == "megatron" {
+			sp.Sharding = []string{"megatron", "distopt"}
+		}
+	}
+	for _, s := range sp.Sharding {
+		if err := shardingLayout(s, &core.Parallelism{}); err != nil {
+			return sp, err
+		}
+	}
+	if sp.CPModes == nil {
+		sp.CPModes = []string{"ring", "ulysses"}
+	}
+	for _, m := range sp.CPModes {
+		if m != "ring" && m != "ulysses" {
+			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses)", m)}
+		}
+	}
+	if sp.Checkpoint == nil {
+		sp.Checkpoint = []string{"none", "selective", "op", "full"}
+	}
+	for _, ck := range sp.Checkpoint {
+		if _, err := core.ParseCheckpoint(ck); err != nil {
+			return sp, &units.Error{Path: "search", Msg: err.Error()}
+		}
+	}
+	if sp.MaxLayouts <= 0 {
+		sp.MaxLayouts = DefaultMaxLayouts
+	}
+	if sp.Workers <= 0 {
+		sp.Workers = 1
+	}
+	for _, l := range [][]int64{sp.TP, sp.PP, sp.CP, sp.EP, sp.MicroBatch, sp.Virtual} {
+		for _, n := range l {
+			if n <= 0 {
+				return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("degrees and sizes must be positive (got %d)", n)}
+			}
+		}
+	}
+	return sp, nil
+}
+
+// maxHeads is the most attention heads of any attention layer of m.
+func maxHeads(m *core.Model) int64 {
+	var h int64
+	walkModel(m, func(l core.Layer) {
+		if a, ok := l.(*nn.Attention); ok {
+			h = max(h, a.Heads)
+		}
+	})
+	return h
+}
+
+func maxExperts(m *core.Model) int64 {
+	var e int64
+	walkModel(m, func(l core.Layer) {
+		if x, ok := l.(*nn.MoE); ok {
+			e = max(e, x.Experts)
+		}
+	})
+	return e
+}
+
+func walkModel(m *core.Model, fn func(core.Layer)) {
+	for _, l := range m.Layers {
+		core.Walk(l, core.ChildPath("", nil, l), func(_ string, l core.Layer) { fn(l) })
+	}
+}
+
+// chunking is one way to split n blocks over pp stages.
+type chunking struct {
+	v     int64
+	split splitKind
+}
+
+// chunkings lists the splits of n blocks over pp stages the space allows:
+// every v whose pp x v chunks split the blocks evenly, or evenly with the
+// embedding's and the loss's slots (leaving every chunk a block), and for
+// a pp neither splits with one chunk, torchtitan's uneven split.
+func (sp Space) chunkings(n, pp int64) []chunking {
+	if pp == 1 {
+		return []chunking{{1, splitEven}}
+	}
+	allowed := func(v int64) bool {
+		if sp.Virtual == nil {
+			return true
+		}
+		for _, x := range sp.Virtual {
+			if x == v {
+				return true
+			}
+		}
+		return false
+	}
+	var out []chunking
+	for v := int64(1); pp*v <= n+2; v++ {
+		if !allowed(v) {
+			continue
+		}
+		switch c := pp * v; {
+		case n%c == 0:
+			out = append(out, chunking{v, splitEven})
+		case (n+2)%c == 0 && (n+2)/c >= 2:
+			out = append(out, chunking{v, splitSlots})
+		case v == 1 && pp <= n:
+			out = append(out, chunking{1, splitUneven})
+		}
+	}
+	return out
+}
+
+// replicaSplits is the HSDP replica counts of dp x cp ranks: every r
+// dividing dp that leaves more than one replica and more than one shard.
+func replicaSplits(dp, cp int64) []int64 {
+	var out []int64
+	for _, r := range divisors(dp, dp) {
+		if r > 1 && dp*cp/r > 1 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// enumerate lists the layouts of the space in a fixed order, before the
+// plan checks them. It refuses a space larger than MaxLayouts.
+func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
+	var out []layout
+	n := int64(0) // the repeated blocks pipeline stages split
+	if split, err := core.SplitStages(base.Model, core.Parallelism{}); err == nil {
+		n = int64(len(split.Blocks))
+	}
+	tooMany := &units.Error{Path: "search", Msg: fmt.Sprintf("the search space has more than %d layouts", sp.MaxLayouts),
+		Hint: "narrow it: pass lists for tp=, pp=, cp=, micro_batch=, checkpoint= or sharding=, or raise max_layouts="}
+	mbsOf := func(perReplica int64) []int64 {
+		if sp.MicroBatch == nil {
+			return divisors(perReplica, perReplica)
+		}
+		var out []int64
+		for _, b := range sp.MicroBatch {
+			if perReplica%b == 0 {
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	for _, tp := range sp.TP {
+		for _, cp := range sp.CP {
+			for _, pp := range sp.PP {
+				if sp.GPUs%(tp*cp*pp) != 0 || (pp > 1 && n == 0) {
+					continue
+				}
+				dp := sp.GPUs / (tp * cp * pp)
+				if sp.GlobalBatch%dp != 0 {
+					continue
+				}
+				mbss := mbsOf(sp.GlobalBatch / dp)
+				chunks := sp.chunkings(n, pp)
+				for _, ep := range sp.EP {
+					for _, mode := range cpModes(sp.CPModes, cp) {
+						for si, sh := range sp.Sharding {
+							reps := []int64{1}
+							if sh == "hsdp" {
+								if reps = replicaSplits(dp, cp); len(reps) == 0 {
+									continue
+								}
+							}
+							for _, rep := range reps {
+								for _, ch := range chunks {
+									for _, mbs := range mbss {
+										for ci := range sp.Checkpoint {
+											if len(out) >= sp.MaxLayouts {
+												return nil, tooMany
+											}
+											out = append(out, layout{tp: tp, pp: pp, cp: cp, ep: ep, dp: dp, rep: rep, v: ch.v,
+												mbs: mbs, m: sp.GlobalBatch / dp / mbs, sharding: si, ckpt: ci, ulysses: mode == "ulysses", split: ch.split})
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// cpModes is the context-parallel modes to try at degree cp.
+func cpModes(modes []string, cp int64) []string {
+	if cp == 1 {
+		return []string{"ring"}
+	}
+	return modes
+}
+
+// plan builds layout l's plan from base.
+func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
+	par := core.Parallelism{DP: l.dp, TP: l.tp, PP: l.pp, CP: l.cp, EP: l.ep, SequenceParallel: l.tp > 1}
+	if l.v > 1 {
+		par.Schedule, par.VirtualStages = "interleaved", l.v
+	}
+	switch l.split {
+	case splitSlots:
+		par.EmbeddingSlot, par.LossSlot = true, true
+	case splitUneven:
+		par.StageSplit = "torchtitan"
+	}
+	if l.ulysses {
+		par.CPMode = "ulysses"
+	}
+	_ = shardingLayout(sp.Sharding[l.sharding], &par) // checked by defaults
+	if l.rep > 1 {
+		par.DPReplicate = l.rep
+	}
+	c, _ := core.ParseCheckpoint(sp.Checkpoint[l.ckpt]) // checked by defaults
+	p := *base
+	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, l.mbs, l.m, c
+	gpn := min(sp.GPUsPerNode, sp.GPUs)
+	p.Cluster = hw.Cluster{Nodes: sp.GPUs / gpn, GPUsPerNode: gpn, IntraGBps: base.Cluster.IntraGBps, InterGBps: base.Cluster.InterGBps}
+	return &p
+}
+
+// profileKey is what the lowering of a layout depends on: tensor,
+// context and expert degrees, sequence parallelism, micro-batch and
+// checkpointing, and the casts of the sharding (DeepSpeed and FSDP run
+// mixed precision without autocast's weight copies).
+type profileKey struct {
+	tp, cp, ep, mbs int64
+	sp, active      bool
+	ulysses         bool
+	ckpt, casts     string
+}
+
+// keyOf is plan p's profile key (p is layout l's plan).
+func (sp Space) keyOf(p *core.Plan, l layout) profileKey {
+	par := p.Parallel
+	casts := ""
+	switch {
+	case par.FSDP && p.Precision.Autocast:
+		casts = "fsdp"
+	case par.Zero > 0 && p.Precision.Autocast:
+		casts = "deepspeed"
+	}
+	return profileKey{tp: l.tp, cp: l.cp, ep: l.ep, mbs: l.mbs, sp: par.SequenceParallel, active: par.Active(),
+		ulysses: l.ulysses, ckpt: sp.Checkpoint[l.ckpt], casts: casts}
+}
+
+// reasonOf is the reason class of a plan's refusal: its message with
+// every number written N, so that the refusals of one rule count
+// together.
+func reasonOf(err error) string {
+	msg := err.Error()
+	if e, ok := err.(*units.Error); ok {
+		msg = e.Msg
+	}
+	b := make([]byte, 0, len(msg))
+	for i := 0; i < len(msg); i++ {
+		if isDigit(msg[i]) {
+			if i == 0 || !isDigit(msg[i-1]) {
+				b = append(b, 'N')
+			}
+			continue
+		}
+		b = append(b, msg[i])
+	}
+	return string(b)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// Reason is one class of refused layouts and how many there were.
+type Reason struct {
+	Why   string
+	Count int
+}
+
+// sortedReasons lists counts by reason, most first.
+func sortedReasons(counts map[string]int) []Reason {
+	out := make([]Reason, 0, len(counts))
+	for why, n := range counts {
+		out = append(out, Reason{why, n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Why < out[j].Why
+	})
+	return out
+}
