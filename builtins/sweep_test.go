@@ -67,12 +67,18 @@ func TestSweep(t *testing.T) {
 		{expr: "z[3][\"report\"].states[\"optimizer\"] * 4 == z[2][\"report\"].states[\"optimizer\"]", want: "True"},
 		// search: the fastest fitting layouts of 8 GPUs.
 		{expr: "type(s)", want: `"table"`},
-		{expr: "len(s)", want: "3"},
+		// The three fastest that fit and the Pareto front of step time and
+		// memory: one front layout is not among the three.
+		{expr: "len(s)", want: "4"},
+		{expr: "len([r for r in s if r[\"front\"]]) >= 2", want: "True"},
+		{expr: "all([not any([o[\"step_time\"] <= r[\"step_time\"] and o[\"device_used\"] < r[\"device_used\"] for o in s]) for r in s if r[\"front\"]])", want: "True"},
+		{expr: "[r[\"device_used\"] for r in s if r[\"front\"]] == sorted([r[\"device_used\"] for r in s if r[\"front\"]], reverse = True)", want: "True"},
 		{expr: "all([r[\"report\"].fits for r in s])", want: "True"},
 		{expr: "[r[\"step_time\"] for r in s] == sorted([r[\"step_time\"] for r in s])", want: "True"},
 		{expr: "all([r[\"tp\"] * r[\"pp\"] * r[\"cp\"] * r[\"dp\"] == 8 and r[\"dp\"] * r[\"micro_batch\"] * r[\"micro_batches\"] == 16 for r in s])", want: "True"},
 		{expr: "simulate(s[0][\"plan\"]).step_time == s[0][\"step_time\"]", want: "True"},
-		{expr: "s.notes[0].endswith(\"3 fit\")", want: "True"},
+		{expr: "s.notes[0].startswith(\"explored \") and \"replayed in full\" in s.notes[0]", want: "True"},
+		{expr: "[n for n in s.notes if n.startswith(\"the Pareto front\")] != []", want: "True"},
 	})
 }
 
