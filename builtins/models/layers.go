@@ -70,11 +70,22 @@ func LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "moe",
-			Sig:  "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, name=None)",
-			Doc: "A mixture-of-experts feed-forward block as Hugging Face Mixtral runs it: a linear router " +
-				"(dim x experts), fp32 router softmax, top_k experts per token, each expert an mlp(dim, hidden, act). " +
-				"Routing is taken as balanced. shared_experts adds always-on experts (DeepSeek/Qwen-MoE style) " +
-				"of shared_hidden (default hidden) units each; capacity > 1 pads each expert's tokens by that factor.",
+			Sig:  "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, imbalance=None, name=None)",
+			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
+				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
+				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
+				"over the experts: transformers 4.x Mixtral, Qwen-MoE, DeepSeek-V3; quant= and lora= reach every expert and " +
+				"the nn.Linear router), \"fused_loop\" (the same loop over 3-D expert parameters: gpt-oss, transformers 5) " +
+				"or \"grouped\" (tokens permuted by expert, one grouped GEMM per projection: Megatron, torchtitan); " +
+				"bitsandbytes and PEFT do not reach fused or grouped experts, which stay in the params dtype. " +
+				"router: \"softmax\" (fp32 softmax then top-k, Mixtral), \"topk_softmax\" (softmax over the top-k logits, " +
+				"gpt-oss) or \"sigmoid\" (DeepSeek-V3: fp32 sigmoid scores, selection with an aux-loss-free correction bias, " +
+				"no optimizer state); norm_topk renormalises the top-k weights. " +
+				"imbalance = f gives the busiest expert f times its balanced share of the routed tokens: the simulated rank " +
+				"holds it, so memory and time follow the busiest rank (default balanced). " +
+				"shared_experts adds always-on experts (DeepSeek style) of shared_hidden (default hidden) units each; " +
+				"capacity is a capacity factor (>= 1): every expert gets exactly ceil(capacity * tokens * top_k / experts) rows " +
+				"(dropped beyond, padded below); None is dropless.",
 			Fn: moeFn,
 		},
 		{
@@ -332,14 +343,15 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 }
 
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, hidden, experts, topK, shared, sharedHidden, capacity, name starlark.Value
-	act := "swiglu"
+	var dim, hidden, experts, topK, shared, sharedHidden, capacity, imbalance, normTopK, name starlark.Value
+	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
-		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "name?", &name); err != nil {
+		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
+		"norm_topk?", &normTopK, "imbalance?", &imbalance, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &nn.MoE{Act: act}
+	m := &nn.MoE{Act: act, Impl: impl, Router: router}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}, intArg{experts, "experts", &m.Experts}, intArg{topK, "top_k", &m.TopK}); err != nil {
 		return nil, err
 	}
@@ -360,9 +372,17 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		if m.Capacity, err = host.AsFloat(capacity, "capacity"); err != nil {
 			return nil, err
 		}
-		if m.Capacity < 1 {
+		if !(m.Capacity >= 1) {
 			return nil, fmt.Errorf("moe: capacity must be at least 1.0 (got %g)", m.Capacity)
 		}
+	}
+	if imbalance != nil && imbalance != starlark.None {
+		if m.Imbalance, err = host.AsFloat(imbalance, "imbalance"); err != nil {
+			return nil, err
+		}
+	}
+	if m.NormTopK, err = optBool(normTopK, "norm_topk", true); err != nil {
+		return nil, err
 	}
 	if m.Name, err = optName(name); err != nil {
 		return nil, err

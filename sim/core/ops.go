@@ -192,7 +192,7 @@ func (b *Builder) RmsNorm(name string, x Value, dim int64) Value {
 	n := b.Cast(n32, inDT, "rms_norm normalized, cast back to input dtype")
 	// weight * n: saves n for the weight's grad.
 	iw := b.AddOp("mul", "scale", []Value{n}, w)
-	outDT := Promote(b.Prec.Params, b.Dtype(n))
+	outDT := Promote(b.Prec.NormDType(), b.Dtype(n))
 	y := b.Out(iw, "out", b.Shape(n), outDT, "rms_norm output")
 	if b.Trainable(w) {
 		b.Save(iw, n)

@@ -131,15 +131,19 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	estimateFF := float64(0)
 	switch f.moe {
 	case "mixtral":
+		// MixtralSparseMoeBlock: an nn.Linear router named gate, experts
+		// w1 (gate), w3 (up), w2 (down), top-k weights renormalised.
 		inter = c.size("intermediate_size")
 		experts := c.size("num_local_experts")
 		moe = &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
-			TopK: c.size("num_experts_per_tok"), Act: act}
+			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: true, WNames: true}
 		for i := range sparse {
 			sparse[i] = true
 		}
 		estimateFF = float64(experts) * 3 * float64(hidden) * float64(inter)
 	case "qwen2_moe":
+		// Qwen2MoeSparseMoeBlock: gate (nn.Linear), experts, shared_expert
+		// times sigmoid(shared_expert_gate(x)).
 		experts := c.sizeOr("num_experts", 0)
 		step := c.sizeOr("decoder_sparse_step", 1)
 		only := c.intList("mlp_only_layers", layers)
@@ -149,12 +153,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		if experts > 0 {
 			moeInter := c.size("moe_intermediate_size")
 			shared := c.size("shared_expert_intermediate_size")
-			moe = &nn.Parallel{Name: "mlp", Branches: []core.Layer{
-				&nn.MoE{Name: "experts", Dim: hidden, Hidden: moeInter, Experts: experts,
-					TopK: c.size("num_experts_per_tok"), Act: act},
-				&nn.Gated{Name: "shared_expert", Dim: hidden,
-					Body: &nn.MLP{Name: "mlp", Dim: hidden, Hidden: shared, Act: act}},
-			}}
+			moe = &nn.MoE{Name: "mlp", Dim: hidden, Hidden: moeInter, Experts: experts,
+				TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: c.flag("norm_topk_prob", false),
+				SharedExperts: 1, SharedHidden: shared, SharedGate: true}
 			estimateFF = float64(experts)*3*float64(hidden)*float64(moeInter) + 3*float64(hidden)*float64(shared)
 		}
 	}

@@ -1,0 +1,105 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// moePlan trains one MoE block on batch 1 x seq tokens.
+func moePlan(t *testing.T, m *nn.MoE, seq int64, prec string) *core.Plan {
+	t.Helper()
+	p, err := core.LookupPrecision(prec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := core.LookupRuntime("cuda")
+	model := &core.Model{Name: "moe", Layers: []core.Layer{m}, Loss: "none", InputDim: m.Dim, InputGrad: true}
+	return &core.Plan{Model: model, Batch: 1, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
+		Optimizer: core.Optimizer{Kind: core.SGD}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}
+}
+
+// The per-expert loop saves what transformers' MixtralSparseMoeBlock
+// saves, measured with saved_tensors_hooks on the CPU
+// (tools/oracle/moe_loop.py; transformers 4.48.1, torch 2.15.0): 8
+// tokens, dim 64, 4 experts of 128, top-2, fp32. Every expert's storages
+// are linear in its token count, so the total does not depend on how
+// the oracle's router spread the 16 copies. Trainable: 47,776 bytes
+// (the input, softmax output, indices, the renormalisation's clone and
+// sum; per expert the where() indices, the selected rows, both
+// projections' outputs, the silu output, the product, the routing
+// weights, the expert output and the weighted output that index_add_
+// keeps). Frozen weights, input requiring grad: 33,440 bytes (no linear
+// keeps its input).
+func TestMoELoopSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		freeze []string
+		want   int64
+	}{{nil, 47_776}, {[]string{"all"}, 33_440}} {
+		p := moePlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", NormTopK: true}, 8, "fp32")
+		p.Freeze = tc.freeze
+		if got := evalPlan(t, p).SavedActivations; got != tc.want {
+			t.Errorf("freeze=%v: saved %d bytes, transformers saves %d", tc.freeze, got, tc.want)
+		}
+	}
+}
+
+// quant= reaches what bitsandbytes reaches: with nn.Linear experts (impl
+// "loop", transformers 4.x) every expert projection and the router (an
+// nn.Linear named gate: replace_with_bnb_linear converts all but
+// lm_head); fused 3-D experts and parameter routers stay in the params
+// dtype (bitsandbytes issue #1849).
+func TestMoEQuantReachesLinearExperts(t *testing.T) {
+	expert, router := []int64{128, 64}, []int64{4, 64}
+	for _, tc := range []struct {
+		impl string
+		want int64
+	}{
+		// router + 4 experts x (gate, up [128, 64], down [64, 128]), nf4 each
+		{"loop", core.QuantBytes("nf4", router) + 12*core.QuantBytes("nf4", expert)},
+		// gate_up [4, 256, 64] + down [4, 64, 128] and the router [4, 64], bf16
+		{"fused_loop", 2 * (4*256*64 + 4*64*128 + 4*64)},
+		{"grouped", 2 * (4*256*64 + 4*64*128 + 4*64)},
+	} {
+		p := moePlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
+		p.Quant, p.Freeze = "nf4", []string{"all"}
+		if got := evalPlan(t, p).States.Params; got != tc.want {
+			t.Errorf("impl %s: params %d bytes, want %d", tc.impl, got, tc.want)
+		}
+	}
+}
+
+// LoRA targets reach experts as PEFT's target_modules do: by name, the
+// nn.Linear experts only. Rank 2: an adapter on a 64 -> 128 projection has
+// 2*64 + 128*2 = 384 weights, on the router (64 -> 4) 2*64 + 4*2 = 136.
+// Freezing by role reaches the experts' weights in either storage.
+func TestMoEAdaptersAndFreezing(t *testing.T) {
+	for _, tc := range []struct {
+		impl    string
+		targets []string
+		freeze  []string
+		want    int64 // trainable parameters
+	}{
+		{"loop", []string{"gate"}, nil, 4 * 384},
+		{"loop", []string{"expert_down"}, nil, 4 * 384},
+		{"loop", []string{"router"}, nil, 136},
+		{"loop", []string{"all-linear"}, nil, 136 + 12*384},
+		{"fused_loop", []string{"all-linear"}, nil, 0}, // no nn.Linear to adapt
+		{"grouped", []string{"gate", "up", "down"}, nil, 0},
+		// router 256 + 12 expert matrices of 8,192; up frozen
+		{"loop", nil, []string{"expert_up"}, 256 + 8*8192},
+		// the fused gate_up [4, 256, 64] carries the up role
+		{"grouped", nil, []string{"expert_up"}, 256 + 4*8192},
+	} {
+		p := moePlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
+		if tc.targets != nil {
+			p.LoRA = &core.LoRA{Rank: 2, Alpha: 4, Targets: tc.targets}
+		}
+		p.Freeze = tc.freeze
+		if got := evalPlan(t, p).TrainableParams; got != tc.want {
+			t.Errorf("impl %s, targets %v, freeze %v: %d trainable, want %d", tc.impl, tc.targets, tc.freeze, got, tc.want)
+		}
+	}
+}
