@@ -103,3 +103,17 @@ func TestMoEAdaptersAndFreezing(t *testing.T) {
 		}
 	}
 }
+
+// Experts no token reaches still hold their weights (and adapters): one
+// token, top-1 of 4 experts leaves three idle.
+func TestMoEIdleExpertsHoldWeights(t *testing.T) {
+	for _, impl := range []string{"loop", "fused_loop", "grouped"} {
+		m := &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 1, Act: "swiglu", Impl: impl}
+		p := moePlan(t, m, 1, "bf16")
+		p.LoRA = &core.LoRA{Rank: 2, Alpha: 4, Targets: []string{"q"}}
+		r := evalPlan(t, p)
+		if r.Params != m.Params() || r.States.Params != 2*m.Params() {
+			t.Errorf("impl %s: %d parameters in %d bytes, want %d in %d", impl, r.Params, r.States.Params, m.Params(), 2*m.Params())
+		}
+	}
+}

@@ -78,7 +78,10 @@ func WidthOut(l Layer) int64 {
 			}
 		}
 	case *Repeat:
-		return WidthOut(x.Layer)
+		if x.Count() <= 0 {
+			return 0
+		}
+		return WidthOut(x.Block(x.Count() - 1))
 	case *Residual:
 		return WidthOut(x.Layer)
 	case interface{ OutDim() int64 }:
@@ -97,7 +100,10 @@ func WidthIn(l Layer) int64 {
 			}
 		}
 	case *Repeat:
-		return WidthIn(x.Layer)
+		if x.Count() <= 0 {
+			return 0
+		}
+		return WidthIn(x.Block(0))
 	case *Residual:
 		return WidthIn(x.Layer)
 	case interface{ InDim() int64 }:

@@ -218,3 +218,30 @@ func QuantDType(scheme string) units.DType {
 	}
 	return units.NF4
 }
+
+// IdleLinear registers the parameters of a linear the step does not run
+// (an expert no token was routed to: the weights exist, no op reads them)
+// as Linear would: the weight quantized when the plan quantizes it, and
+// the LoRA adapter when its role is targeted.
+func (b *Builder) IdleLinear(name string, role Role, in, out int64, bias bool) {
+	defer b.Scope(name)()
+	w, _ := b.LinearParams(role, in, out, bias)
+	if b.quantizes(role) {
+		if b.P.Params[w].Trainable {
+			panic(LowerError{&units.Error{Path: b.Name(""), Msg: "this linear is trainable but quant=" + b.Ft.quant + " stores it quantized: bitsandbytes quantized weights cannot be trained",
+				Hint: "freeze it (freeze=[...]) or train adapters (lora=...)"}})
+		}
+		b.P.Params[w].Quant = b.Ft.quant
+	}
+	if b.Lora != nil && b.Lora.targets(role) {
+		defer b.Scope("lora")()
+		for _, a := range []struct {
+			name    string
+			in, out int64
+		}{{"lora_A", in, b.Lora.Rank}, {"lora_B", b.Lora.Rank, out}} {
+			done := b.Scope(a.name)
+			b.AdapterParam("weight", []int64{a.out, a.in}, RoleLoRA)
+			done()
+		}
+	}
+}

@@ -91,16 +91,20 @@ var hfFamilies = []hfFamily{
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
+	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder},
 }
 
 // ModelTypes lists the model_type values FromConfig supports, sorted.
@@ -336,23 +340,16 @@ func (c *hfConfig) finish(head hfHead, layers []core.Layer, vocab int64, tie boo
 	return m
 }
 
-// stackBlocks is the decoder stack: runs of the same block become repeats.
+// stackBlocks is the decoder stack: one repeat of n copies when the
+// blocks are all the same layer, else a stack of differing blocks named
+// layers.0, layers.1, ... (core.Repeat.Blocks).
 func stackBlocks(name string, blocks []core.Layer) core.Layer {
-	var runs []core.Layer
-	for i := 0; i < len(blocks); {
-		j := i
-		for j < len(blocks) && blocks[j] == blocks[i] {
-			j++
+	for _, b := range blocks {
+		if b != blocks[0] {
+			return &core.Repeat{Name: name, Blocks: blocks}
 		}
-		runs = append(runs, &core.Repeat{Name: fmt.Sprintf("%s_%d_%d", name, i, j-1), Layer: blocks[i], N: int64(j - i)})
-		i = j
 	}
-	if len(runs) == 1 {
-		r := runs[0].(*core.Repeat)
-		r.Name = name
-		return r
-	}
-	return &core.Sequential{Name: name, Layers: runs}
+	return &core.Repeat{Name: name, Layer: blocks[0], N: int64(len(blocks))}
 }
 
 func seq(ls ...core.Layer) *core.Sequential { return &core.Sequential{Layers: ls} }

@@ -53,7 +53,8 @@ func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
 	grad := false
 	for e, n := range rows {
 		if n == 0 {
-			continue // the loop skips experts without tokens
+			m.idleExpert(b, int64(e), fw) // no tokens: no compute, the weights are there
+			continue
 		}
 		grad = m.loopExpert(b, int64(e), n, x, r, mask, acc, fw) || grad
 	}
@@ -130,4 +131,20 @@ func (m *MoE) expertFfn(b *core.Builder, e int64, x core.Value, fw *fusedWeights
 	up := lin(upName, RoleExpertUp, x, m.Dim, hidden, true)
 	h := b.Mul("act_mul", Activation(b, fn, gate), up)
 	return lin(downName, RoleExpertDown, h, hidden, m.Dim, false)
+}
+
+// idleExpert registers the weights of an expert no token was routed to
+// (nn.Linear experts; fused weights are registered once for all).
+func (m *MoE) idleExpert(b *core.Builder, e int64, fw *fusedWeights) {
+	if fw != nil {
+		return
+	}
+	defer b.Scope(core.Itoa(e))()
+	gate, up, down := m.projNames()
+	hidden := m.Hidden / b.Par.Tpn()
+	if gate != "" {
+		b.IdleLinear(gate, RoleExpertGate, m.Dim, hidden, m.ExpertBias)
+	}
+	b.IdleLinear(up, RoleExpertUp, m.Dim, hidden, m.ExpertBias)
+	b.IdleLinear(down, RoleExpertDown, hidden, m.Dim, m.ExpertBias)
 }
