@@ -152,3 +152,67 @@ func TestStackOfDifferingBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json; the R1 config copied
+// in public code is the same architecture). The model card counts 671 B
+// for the main model and 685 B with the MTP module the checkpoint holds.
+// By hand (h 7168, 61 layers, 128 heads, V 129,280):
+//
+//	MLA per layer: q_a_proj 7168*1536 = 11,010,048; q_a_layernorm 1,536;
+//	  q_b_proj 1536*128*192 = 37,748,736; kv_a_proj_with_mqa 7168*576 =
+//	  4,128,768; kv_a_layernorm 512; kv_b_proj 512*128*256 = 16,777,216;
+//	  o_proj 16384*7168 = 117,440,512; sum 187,107,328; norms 14,336.
+//	dense layers (3): mlp 3*7168*18432 = 396,361,728: 583,483,392 each.
+//	MoE layers (58): router 256*7168 = 1,835,008; 256 experts of
+//	  3*7168*2048 = 11,274,289,152; shared 44,040,192: 11,507,286,016 each
+//	  (e_score_correction_bias is a buffer in transformers).
+//	embeddings and the untied head 2*926,679,040; final norm 7,168.
+//	DeepseekV3ForCausalLM: 671,026,404,352 (the card's 671 B).
+//	MTP module: enorm, hnorm, shared_head.norm 3*7168; eh_proj 2*7168²
+//	  = 102,760,448; an MoE layer: 11,610,067,968, embedding and head
+//	  shared: 682,636,472,320. The checkpoint adds its copies of the
+//	  embedding and head (1,853,358,080) and 59 correction biases
+//	  (15,104): 684,489,845,504, the card's 685 B.
+func TestDeepSeekV3Params(t *testing.T) {
+	for _, tc := range []struct {
+		mtp  bool
+		want int64
+	}{{false, 671_026_404_352}, {true, 682_636_472_320}} {
+		m, err := hf.FromConfigOptions(readHF(t, "deepseek-v3.json"), hf.Options{Attn: "flash", MTP: tc.mtp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Params(); got != tc.want {
+			t.Errorf("mtp=%t: %d parameters, want %d", tc.mtp, got, tc.want)
+		}
+	}
+}
+
+// With mtp, DeepSeek's MTP module runs after the trunk: its embedding
+// and head share the main model's weights (no second copy in memory), its
+// block and cross-entropy add activations and a second loss.
+func TestDeepSeekMTPLowers(t *testing.T) {
+	cfg := []byte(`{"model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32,
+		"num_hidden_layers": 3, "num_attention_heads": 4, "vocab_size": 100, "q_lora_rank": 32, "kv_lora_rank": 16,
+		"qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "n_routed_experts": 8, "n_shared_experts": 1,
+		"num_experts_per_tok": 2, "first_k_dense_replace": 1, "num_nextn_predict_layers": 1}`)
+	var reps [2]struct {
+		params, stored, saved int64
+	}
+	for i, mtp := range []bool{false, true} {
+		m, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "flash", MTP: mtp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		r := evalPlan(t, p)
+		reps[i].params, reps[i].stored, reps[i].saved = r.Params, r.States.Params, r.SavedActivations
+	}
+	extra := reps[1].params - reps[0].params
+	if extra <= 0 || reps[1].stored-reps[0].stored != 2*extra {
+		t.Errorf("mtp adds %d parameters and %d bytes of bf16 weights: the embedding and head must be shared", extra, reps[1].stored-reps[0].stored)
+	}
+	if reps[1].saved <= reps[0].saved {
+		t.Errorf("mtp saves %d bytes, no more than without (%d)", reps[1].saved, reps[0].saved)
+	}
+}

@@ -11,12 +11,18 @@ import (
 // moePlan trains one MoE block on batch 1 x seq tokens.
 func moePlan(t *testing.T, m *nn.MoE, seq int64, prec string) *core.Plan {
 	t.Helper()
+	return layerPlan(t, m, m.Dim, seq, prec)
+}
+
+// layerPlan trains layer l of input width dim on batch 1 x seq tokens.
+func layerPlan(t *testing.T, l core.Layer, dim, seq int64, prec string) *core.Plan {
+	t.Helper()
 	p, err := core.LookupPrecision(prec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rt, _ := core.LookupRuntime("cuda")
-	model := &core.Model{Name: "moe", Layers: []core.Layer{m}, Loss: "none", InputDim: m.Dim, InputGrad: true}
+	model := &core.Model{Name: l.Kind(), Layers: []core.Layer{l}, Loss: "none", InputDim: dim, InputGrad: true}
 	return &core.Plan{Model: model, Batch: 1, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
 		Optimizer: core.Optimizer{Kind: core.SGD}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}
 }
@@ -115,5 +121,30 @@ func TestMoEIdleExpertsHoldWeights(t *testing.T) {
 		if r.Params != m.Params() || r.States.Params != 2*m.Params() {
 			t.Errorf("impl %s: %d parameters in %d bytes, want %d in %d", impl, r.Params, r.States.Params, m.Params(), 2*m.Params())
 		}
+	}
+}
+
+// Multi-head latent attention saves, in bf16 under flash (b=1, s=8, dim
+// 64, 4 heads, q latent 32, kv latent 16, qk 8+4, v 8):
+//
+//	q_a_proj and kv_a_proj_with_mqa: the input, once      1,024
+//	q_a_layernorm: fp32 input 1,024, rsqrt 32, normalized 512   1,568
+//	q_b_proj: its input                                     512
+//	kv_a_layernorm: the fp32 copy of the latent slice 512, rsqrt 32,
+//	  normalized 256                                        800
+//	kv_b_proj: its input                                    256
+//	flash: q, k, v (padded to 12 per head), out: 4 x 768; lse 128   3,200
+//	o_proj: the merged heads (8 per head)                   512
+//
+// 7,872 bytes: the per-head keys and values dominate, unlike the latent
+// an inference cache keeps.
+func TestMLASaves(t *testing.T) {
+	a := &nn.MLA{Dim: 64, Heads: 4, QLoraRank: 32, KVLora: 16, Nope: 8, RopeDim: 4, VDim: 8, Impl: "flash", Causal: true}
+	r := evalPlan(t, layerPlan(t, a, 64, 8, "bf16"))
+	if r.SavedActivations != 7872 {
+		t.Errorf("saved %d bytes, want 7,872", r.SavedActivations)
+	}
+	if r.Params != a.Params() || a.Params() != 64*32+32+32*48+64*20+16+16*64+32*64 {
+		t.Errorf("params %d (layer says %d)", r.Params, a.Params())
 	}
 }

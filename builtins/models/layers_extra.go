@@ -32,6 +32,18 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: scaleFn,
 		},
 		{
+			Name: "mla",
+			Sig: "mla(dim, heads, kv_lora_rank, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, " +
+				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, name=None)",
+			Doc: "Multi-head latent attention (DeepSeek-V2/V3): q through a q_lora_rank latent (q_a_proj, RMS norm, " +
+				"q_b_proj; None: a plain q_proj), keys and values through one kv_lora_rank latent plus a shared " +
+				"rope key (kv_a_proj_with_mqa, RMS norm, kv_b_proj), heads of qk_nope_head_dim + qk_rope_head_dim for " +
+				"q and k and v_head_dim for v, then o_proj. The latent is what an inference cache keeps; training saves " +
+				"the full per-head keys and values the kernel reads (flash pads v to the q/k head dim, as transformers " +
+				"does), its output and the merged heads. impl is \"flash\" or \"sdpa\".",
+			Fn: mlaFn,
+		},
+		{
 			Name: "pooler",
 			Sig:  "pooler(dim, name=None)",
 			Doc: "BERT's pooler: the first token's hidden state through a dim x dim linear with bias and tanh " +
@@ -39,6 +51,34 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: poolerFn,
 		},
 	}
+}
+
+func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, heads, kvLora, qLora, name starlark.Value
+	nope, ropeDim, vDim := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(64)), starlark.Value(starlark.MakeInt(128))
+	var bias bool
+	impl, causal := "flash", true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "kv_lora_rank", &kvLora,
+		"q_lora_rank?", &qLora, "qk_nope_head_dim?", &nope, "qk_rope_head_dim?", &ropeDim, "v_head_dim?", &vDim,
+		"bias?", &bias, "impl?", &impl, "causal?", &causal, "name?", &name); err != nil {
+		return nil, err
+	}
+	a := &nn.MLA{Bias: bias, Impl: impl, Causal: causal}
+	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}, intArg{kvLora, "kv_lora_rank", &a.KVLora},
+		intArg{nope, "qk_nope_head_dim", &a.Nope}, intArg{ropeDim, "qk_rope_head_dim", &a.RopeDim}, intArg{vDim, "v_head_dim", &a.VDim}); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.QLoraRank, err = OptInt(qLora, "q_lora_rank", 0); err != nil {
+		return nil, err
+	}
+	if qLora != nil && qLora != starlark.None && a.QLoraRank <= 0 {
+		return nil, fmt.Errorf("mla: q_lora_rank must be positive (got %d; None for a plain q_proj)", a.QLoraRank)
+	}
+	if a.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, a)
 }
 
 func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

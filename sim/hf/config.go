@@ -38,6 +38,7 @@ type hfFamily struct {
 	// does when no attn_implementation is requested; "flash" is an error.
 	noFused bool
 	noFlash bool // no flash-attention 2 path (BERT)
+	noEager bool // eager attention is not modelled (multi-head latent attention)
 }
 
 // hfHead is the model class on top of the base model.
@@ -88,6 +89,7 @@ var decoderHeads = []hfHead{headCausalLM, headBase}
 var hfFamilies = []hfFamily{
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, noFlash: true},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
+	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
@@ -130,10 +132,27 @@ func FromConfig(data []byte, attn string) (*core.Model, error) {
 // "BertModel", "BertForSequenceClassification", "LlamaForCausalLM")
 // instead of the config's architectures[0]; "" means the config's.
 func FromConfigArch(data []byte, attn, arch string) (*core.Model, error) {
+	return FromConfigOptions(data, Options{Attn: attn, Arch: arch})
+}
+
+// Options are FromConfigOptions's choices.
+type Options struct {
+	Attn string // the attention kernel: "eager", "sdpa" or "flash"
+	Arch string // the model class; "" = the config's architectures[0]
+	// MTP builds the multi-token prediction modules the checkpoint holds
+	// (DeepSeek-V3's num_nextn_predict_layers), which transformers does
+	// not build, as DeepSeek and Megatron train them.
+	MTP bool
+}
+
+// FromConfigOptions builds the model a config.json describes, with opts.
+func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
+	attn, arch := opts.Attn, opts.Arch
 	c, err := parseHFConfig(data)
 	if err != nil {
 		return nil, err
 	}
+	c.mtp = opts.MTP
 	mt, ok := c.raw["model_type"]
 	if !ok || mt == nil {
 		return nil, &units.Error{Msg: `config.json has no "model_type"`, Hint: "supported model types: " + strings.Join(ModelTypes(), ", ")}
@@ -190,6 +209,10 @@ func (f *hfFamily) attnImpl(attn string) (string, error) {
 	default:
 		return "", &units.Error{Msg: fmt.Sprintf(`attn must be "eager", "sdpa" or "flash" (got %q)`, attn),
 			Hint: "attn is the attention kernel the model runs with (transformers' attn_implementation)"}
+	}
+	if attn == "eager" && f.noEager {
+		return "", &units.Error{Msg: fmt.Sprintf("eager attention is not modelled for model_type %q (multi-head latent attention)", f.modelType),
+			Hint: `use attn="sdpa" or "flash"`}
 	}
 	if attn == "flash" && (f.noFused || f.noFlash) {
 		alt := `"sdpa" or "eager"`

@@ -17,6 +17,7 @@ type hfConfig struct {
 	raw       map[string]any
 	modelType string
 	name      string
+	mtp       bool // build the multi-token prediction modules the checkpoint holds
 	err       *units.Error
 }
 
@@ -175,6 +176,14 @@ func (c *hfConfig) intValue(key string, min int64) int64 {
 		return 0
 	}
 	return i
+}
+
+// intOr reads an optional non-negative integer (a count that may be 0).
+func (c *hfConfig) intOr(key string, def int64) int64 {
+	if !c.has(key) {
+		return def
+	}
+	return c.intValue(key, 0)
 }
 
 // flag reads an optional boolean.

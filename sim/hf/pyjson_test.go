@@ -33,3 +33,17 @@ func TestPythonJSON(t *testing.T) {
 		t.Errorf("error position: %v", err)
 	}
 }
+
+// The supported model types include every family issue 19 asked for that
+// is built so far (the unsupported-type error lists ModelTypes).
+func TestModelTypes2026(t *testing.T) {
+	have := map[string]bool{}
+	for _, mt := range ModelTypes() {
+		have[mt] = true
+	}
+	for _, mt := range []string{"deepseek_v3", "qwen3", "qwen3_moe", "gpt_oss", "gemma3_text", "phimoe"} {
+		if !have[mt] {
+			t.Errorf("model_type %q is not supported", mt)
+		}
+	}
+}

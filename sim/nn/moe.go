@@ -75,7 +75,7 @@ type MoE struct {
 	Router     string  // "softmax" (default), "topk_softmax" or "sigmoid"
 	NormTopK   bool    // renormalise the top-k weights to sum to 1
 	RouterBias bool    // the router has a bias (gpt-oss)
-	ScoreBias  bool    // a per-expert selection bias held as a parameter (DeepSeek-V3's e_score_correction_bias)
+	ScoreBias  bool    // a per-expert selection bias, a buffer (DeepSeek-V3's e_score_correction_bias)
 	ExpertBias bool    // the expert projections have biases (gpt-oss)
 	// WNames names the expert projections w1 (gate), w3 (up) and w2
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
@@ -133,14 +133,11 @@ func (m *MoE) Kind() string           { return "moe" }
 func (m *MoE) Label() string          { return m.Name }
 func (m *MoE) Children() []core.Layer { return nil }
 
-// Params counts the router (weight, bias, correction bias), the routed
-// experts and the shared experts with their gate.
+// Params counts the router (weight, bias), the routed experts and the
+// shared experts with their gate; DeepSeek's correction bias is a buffer.
 func (m *MoE) Params() int64 {
 	n := m.Dim*m.Experts + m.Experts*m.expertMLP().Params()
 	if m.RouterBias {
-		n += m.Experts
-	}
-	if m.ScoreBias {
 		n += m.Experts
 	}
 	if m.SharedExperts > 0 {

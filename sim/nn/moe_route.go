@@ -29,13 +29,12 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// scores, renormalised, times routed_scaling_factor: fp32 weights.
 		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, units.FP32)
 		scores := b.Unary("sigmoid", logits, false, true)
-		var bias []int32
 		if m.ScoreBias {
-			p := b.Param("gate.e_score_correction_bias", []int64{E}, core.RoleRouter)
-			b.P.Params[p].Trainable = false // set from the experts' loads between steps, not by the optimizer
-			bias = append(bias, p)
+			// A buffer, set from the experts' loads between steps: no
+			// gradient, no optimizer state (DeepseekV3TopkRouter).
+			b.Buffer("gate.e_score_correction_bias", []int64{E}, b.Prec.Params, "auxiliary-loss-free routing bias")
 		}
-		r.idx = m.topkIndices(b, scores, T, bias)
+		r.idx = m.topkIndices(b, scores, T)
 		g := b.AddOp("gather", "topk_weights", []core.Value{scores, r.idx})
 		w := b.Out(g, "topk_weights", []int64{T, k}, units.FP32, "selected sigmoid scores")
 		b.Save(g, r.idx)
@@ -83,8 +82,8 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 // topkIndices is DeepSeek-V3's selection (get_topk_indices, under
 // no_grad): group scores, a group mask and masked scores, all [T, E] or
 // smaller transients, then the top-k indices.
-func (m *MoE) topkIndices(b *core.Builder, scores core.Value, T int64, bias []int32) core.Value {
-	i := b.AddOp("topk", "select_experts", []core.Value{scores}, bias...)
+func (m *MoE) topkIndices(b *core.Builder, scores core.Value, T int64) core.Value {
+	i := b.AddOp("topk", "select_experts", []core.Value{scores})
 	idx := b.Out(i, "topk_indices", []int64{T, m.TopK}, units.INT64, "selected experts")
 	b.Val(idx).Grad = false
 	b.Op(i).NoGradB = true
