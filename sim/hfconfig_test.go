@@ -46,6 +46,13 @@ import (
 //     with real layer_types; 20b: 24 layers, 32 experts).
 //   - Phi-3.5-MoE-instruct 41,873,153,344: the hub's "41.9B"; derived by
 //     hand below (not found verbatim).
+//   - Mamba-Codestral-7B-v0.1 (mistralai, model_type mamba2; its config
+//     carries "time_step_limit": [0.0, Infinity]) 7,285,403,648:
+//     transformers 4.57.1 Mamba2ForCausalLM(config) on the meta device,
+//     sum(p.numel()) (the hub's 7.29B).
+//   - Nemotron-H-8B-Base-8K (nvidia, nemotron_h, the hub's modeling code)
+//     8,100,852,736: derived by hand below (the hub's 8.1B); config as
+//     quoted in Megatron-Bridge's tests.
 //
 // Hand derivations (h hidden, L layers, V vocab):
 //
@@ -63,6 +70,14 @@ import (
 //	  sum 1,300,326,400, x32 = 41,610,444,800. Embeddings and the untied
 //	  head 2*32064*4096 = 262,668,288, head bias 32,064, final norm 8,192.
 //	  Total 41,873,153,344.
+//	Nemotron-H-8B: h=4096, 52 layers by hybrid_override_pattern: 24 Mamba-2
+//	  (128 heads of 64, 8 groups, state 128, conv 4): in_proj
+//	  4096*(2*8192+2*8*128+128) = 76,021,760, conv1d 10240*4 + 10240,
+//	  dt_bias, A_log, D 3*128, gated norm 8192, out_proj 8192*4096 =
+//	  33,554,432: 109,635,968; 4 attention (32 heads of 128, 8 kv heads, no
+//	  bias): 41,943,040; 24 MLP (up, down 4096*21504): 176,160,768; a norm
+//	  of 4096 in each block. Embeddings and head 2*131072*4096, norm_f 4096.
+//	  Total 8,100,852,736.
 //	opt-350m: embed 50272*512 = 25,739,264; project_in, project_out
 //	  512*1024 each = 1,048,576; positions 2050*1024 = 2,099,200; 24 post-LN
 //	  layers of 12,596,224 = 302,309,376; no final layer norm. Total
@@ -98,6 +113,8 @@ var hfParamCases = []struct {
 	{"gpt-oss-20b.json", "", 20_914_757_184},
 	{"gemma-3-1b-it.json", "", 999_885_952},
 	{"phi-3.5-moe-instruct.json", "", 41_873_153_344},
+	{"mamba-codestral-7b.json", "", 7_285_403_648},
+	{"nemotron-h-8b-base-8k.json", "", 8_100_852_736},
 }
 
 func readHF(t testing.TB, file string) []byte {
@@ -241,6 +258,8 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 		"phimoe":    `{"model_type": "phimoe", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2, "attention_bias": true, "lm_head_bias": true}`,
 		"gpt_oss":   `{"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"]}`,
 		"deepseek":  `{"model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "vocab_size": 100, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1}`,
+		"mamba2":    `{"model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 2, "num_heads": 8, "head_dim": 16, "n_groups": 2, "state_size": 8, "vocab_size": 100, "chunk_size": 8, "time_step_limit": [0.0, Infinity]}`,
+		"nemotronh": `{"model_type": "nemotron_h", "hidden_size": 64, "num_hidden_layers": 4, "hybrid_override_pattern": "M-*-", "num_attention_heads": 4, "num_key_value_heads": 2, "attention_head_dim": 16, "intermediate_size": 96, "mamba_num_heads": 8, "mamba_head_dim": 16, "n_groups": 2, "ssm_state_size": 8, "chunk_size": 8, "vocab_size": 100}`,
 		"phi3":      `{"model_type": "phi3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "resid_pdrop": 0.1, "embd_pdrop": 0.1}`,
 		"gpt2":      `{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, "vocab_size": 100, "attn_pdrop": 0.0}`,
 		"gpt_neox":  `{"model_type": "gpt_neox", "hidden_size": 64, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "hidden_dropout": 0.1, "attention_dropout": 0.1}`,

@@ -148,3 +148,22 @@ func TestMLASaves(t *testing.T) {
 		t.Errorf("params %d (layer says %d)", r.Params, a.Params())
 	}
 }
+
+// A Mamba-2 mixer saves, with the mamba_ssm combined kernel, the input of
+// in_proj, its output zxbcdt, the scan output before the gated norm and
+// the norm's rstd: per token, in bf16 (dim 64, 8 heads of 16, 2 groups,
+// state 8): 2*64 + 2*(2*128 + 2*2*8 + 8) + 2*128 + 4*2 = 984 bytes, for
+// any sequence length (nothing per chunk or per key).
+func TestMamba2Saves(t *testing.T) {
+	m := &nn.Mamba2{Dim: 64, Inner: 128, Heads: 8, HeadDim: 16, Groups: 2, State: 8, ConvK: 4, Chunk: 16, ConvBias: true, GatedNorm: true}
+	for _, seq := range []int64{64, 256} {
+		r := evalPlan(t, layerPlan(t, m, 64, seq, "bf16"))
+		if want := seq * 984; r.SavedActivations != want {
+			t.Errorf("seq %d: saved %d bytes, want %d", seq, r.SavedActivations, want)
+		}
+	}
+	// in_proj 64*296, conv1d 160*4 + 160, dt_bias, A_log, D 3*8, norm 128, out_proj 128*64
+	if want := int64(64*296 + 160*4 + 160 + 3*8 + 128 + 128*64); m.Params() != want {
+		t.Errorf("params %d, want %d", m.Params(), want)
+	}
+}

@@ -44,6 +44,18 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: mlaFn,
 		},
 		{
+			Name: "mamba2",
+			Sig: "mamba2(dim, heads, head_dim=64, state=128, groups=1, conv_kernel=4, chunk=256, bias=False, " +
+				"conv_bias=True, gated_norm=True, name=None)",
+			Doc: "A Mamba-2 mixer (state-space duality) as transformers' Mamba2Mixer trains it with the mamba_ssm " +
+				"kernels: in_proj (dim -> 2*inner + 2*groups*state + heads, inner = heads*head_dim), a depthwise " +
+				"causal conv1d, the chunked selective scan, the gated RMS norm and out_proj in one autograd function. " +
+				"It keeps in_proj's input and output, the scan output and the norm's rstd: a fixed amount per token " +
+				"(nothing per chunk or per key; the backward recomputes the chunk states). Use it in " +
+				"residual(sequential(rmsnorm(dim), mamba2(...))) blocks, alone or beside attention blocks (a hybrid).",
+			Fn: mamba2Fn,
+		},
+		{
 			Name: "pooler",
 			Sig:  "pooler(dim, name=None)",
 			Doc: "BERT's pooler: the first token's hidden state through a dim x dim linear with bias and tanh " +
@@ -79,6 +91,33 @@ func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		return nil, err
 	}
 	return newLayer(thread, a)
+}
+
+func mamba2Fn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, heads, name starlark.Value
+	headDim, state, groups, conv, chunk := starlark.Value(starlark.MakeInt(64)), starlark.Value(starlark.MakeInt(128)),
+		starlark.Value(starlark.MakeInt(1)), starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(256))
+	bias, convBias, gated := false, true, true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "head_dim?", &headDim,
+		"state?", &state, "groups?", &groups, "conv_kernel?", &conv, "chunk?", &chunk, "bias?", &bias,
+		"conv_bias?", &convBias, "gated_norm?", &gated, "name?", &name); err != nil {
+		return nil, err
+	}
+	m := &nn.Mamba2{Bias: bias, ConvBias: convBias, GatedNorm: gated}
+	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{heads, "heads", &m.Heads}, intArg{headDim, "head_dim", &m.HeadDim},
+		intArg{state, "state", &m.State}, intArg{groups, "groups", &m.Groups}, intArg{conv, "conv_kernel", &m.ConvK},
+		intArg{chunk, "chunk", &m.Chunk}); err != nil {
+		return nil, err
+	}
+	if m.Heads > 0 && m.HeadDim > 0 && m.Heads > (1<<40)/m.HeadDim {
+		return nil, fmt.Errorf("mamba2: heads x head_dim is too large (%d x %d)", m.Heads, m.HeadDim)
+	}
+	m.Inner = m.Heads * m.HeadDim
+	var err error
+	if m.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, m)
 }
 
 func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
