@@ -141,7 +141,7 @@ func (m *MoE) idleExpert(b *core.Builder, e int64, fw *fusedWeights) {
 	}
 	defer b.Scope(core.Itoa(e))()
 	gate, up, down := m.projNames()
-	hidden := m.Hidden / b.Par.Tpn()
+	hidden := m.Hidden / b.Par.Etpn()
 	if gate != "" {
 		b.IdleLinear(gate, RoleExpertGate, m.Dim, hidden, m.ExpertBias)
 	}
