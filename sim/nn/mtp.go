@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // MTP is one multi-token prediction module (DeepSeek-V3, section 2.2;
@@ -55,9 +56,17 @@ func (m *MTP) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.ShapeMismatch(b, "mtp", m.Dim, b.Last(x)))
 	}
 	defer b.Scope(b.ModuleName(m))()
-	// The next tokens' embeddings: a lookup of the shared table.
+	// The next tokens' embeddings: a lookup of the shared table. On a
+	// later pipeline stage the token ids arrive with the labels (Megatron
+	// places the MTP module on the last stage) and the stage holds its own
+	// copy of the embedding, kept in step like tied embeddings.
+	ids := b.P.Input
+	if ids == core.NoValue || b.Dtype(ids) != units.INT64 {
+		i := b.AddOp("recv", "input_ids", nil)
+		ids = b.Out(i, "input_ids", []int64{b.Batch, b.Seq}, units.INT64, "token ids for the MTP module on this pipeline stage")
+	}
 	first := int32(len(b.P.Params))
-	e := (&Embedding{Name: "embed_tokens", Rows: m.Vocab, Dim: m.Dim}).Lower(b, b.P.Input)
+	e := (&Embedding{Name: "embed_tokens", Rows: m.Vocab, Dim: m.Dim}).Lower(b, ids)
 	for pi := int32(0); pi < first; pi++ {
 		if b.P.Params[pi].Role == core.RoleEmbed {
 			b.P.Params[first].TiedTo = pi // the main model's embedding
