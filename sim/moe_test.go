@@ -8,8 +8,8 @@ import (
 	"github.com/memsh/memsh/sim/nn"
 )
 
-// moePlan trains one MoE block on batch 1 x seq tokens.
-func moePlan(t *testing.T, m *nn.MoE, seq int64, prec string) *core.Plan {
+// moeBlockPlan trains one MoE block on batch 1 x seq tokens.
+func moeBlockPlan(t *testing.T, m *nn.MoE, seq int64, prec string) *core.Plan {
 	t.Helper()
 	return layerPlan(t, m, m.Dim, seq, prec)
 }
@@ -44,7 +44,7 @@ func TestMoELoopSavesAsTransformers(t *testing.T) {
 		freeze []string
 		want   int64
 	}{{nil, 47_776}, {[]string{"all"}, 33_440}} {
-		p := moePlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", NormTopK: true}, 8, "fp32")
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", NormTopK: true}, 8, "fp32")
 		p.Freeze = tc.freeze
 		if got := evalPlan(t, p).SavedActivations; got != tc.want {
 			t.Errorf("freeze=%v: saved %d bytes, transformers saves %d", tc.freeze, got, tc.want)
@@ -69,7 +69,7 @@ func TestMoEQuantReachesLinearExperts(t *testing.T) {
 		{"fused_loop", 2 * (4*256*64 + 4*64*128 + 4*64)},
 		{"grouped", 2 * (4*256*64 + 4*64*128 + 4*64)},
 	} {
-		p := moePlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
 		p.Quant, p.Freeze = "nf4", []string{"all"}
 		if got := evalPlan(t, p).States.Params; got != tc.want {
 			t.Errorf("impl %s: params %d bytes, want %d", tc.impl, got, tc.want)
@@ -99,7 +99,7 @@ func TestMoEAdaptersAndFreezing(t *testing.T) {
 		// the fused gate_up [4, 256, 64] carries the up role
 		{"grouped", nil, []string{"expert_up"}, 256 + 4*8192},
 	} {
-		p := moePlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
 		if tc.targets != nil {
 			p.LoRA = &core.LoRA{Rank: 2, Alpha: 4, Targets: tc.targets}
 		}
@@ -115,7 +115,7 @@ func TestMoEAdaptersAndFreezing(t *testing.T) {
 func TestMoEIdleExpertsHoldWeights(t *testing.T) {
 	for _, impl := range []string{"loop", "fused_loop", "grouped"} {
 		m := &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 1, Act: "swiglu", Impl: impl}
-		p := moePlan(t, m, 1, "bf16")
+		p := moeBlockPlan(t, m, 1, "bf16")
 		p.LoRA = &core.LoRA{Rank: 2, Alpha: 4, Targets: []string{"q"}}
 		r := evalPlan(t, p)
 		if r.Params != m.Params() || r.States.Params != 2*m.Params() {
