@@ -74,7 +74,7 @@ func LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "moe",
-			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, imbalance=None, " +
+			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, " +
 				"router_bias=False, expert_bias=False, score_bias=False, name=None)",
 			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
 				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
@@ -86,8 +86,8 @@ func LayerBuiltins() []host.Builtin {
 				"router: \"softmax\" (fp32 softmax then top-k, Mixtral), \"topk_softmax\" (softmax over the top-k logits, " +
 				"gpt-oss) or \"sigmoid\" (DeepSeek-V3: fp32 sigmoid scores, selection with an aux-loss-free correction bias, " +
 				"no optimizer state); norm_topk renormalises the top-k weights. " +
-				"imbalance = f gives the busiest expert f times its balanced share of the routed tokens: the simulated rank " +
-				"holds it, so memory and time follow the busiest rank (default balanced). " +
+				"Routing is balanced; with expert parallelism parallel(expert_load=) gives the busiest rank's share, " +
+				"and memory and time follow that rank. " +
 				"shared_experts adds always-on experts (DeepSeek style) of shared_hidden (default hidden) units each; " +
 				"capacity is a capacity factor (>= 1): every expert gets exactly ceil(capacity * tokens * top_k / experts) rows " +
 				"(dropped beyond, padded below); None is dropless. router_bias and expert_bias add biases to the router " +
@@ -358,13 +358,13 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 }
 
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, hidden, experts, topK, shared, sharedHidden, capacity, imbalance, normTopK, name starlark.Value
+	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, name starlark.Value
 	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
 	var routerBias, expertBias, scoreBias bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
-		"norm_topk?", &normTopK, "imbalance?", &imbalance, "router_bias?", &routerBias, "expert_bias?", &expertBias,
+		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
 		"score_bias?", &scoreBias, "name?", &name); err != nil {
 		return nil, err
 	}
@@ -391,11 +391,6 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		}
 		if !(m.Capacity >= 1) {
 			return nil, fmt.Errorf("moe: capacity must be at least 1.0 (got %g)", m.Capacity)
-		}
-	}
-	if imbalance != nil && imbalance != starlark.None {
-		if m.Imbalance, err = host.AsFloat(imbalance, "imbalance"); err != nil {
-			return nil, err
 		}
 	}
 	if m.NormTopK, err = optBool(normTopK, "norm_topk", true); err != nil {

@@ -46,12 +46,13 @@ import (
 //     Routers that are parameters, not nn.Linear modules, stay in their
 //     stored precision under quant= and get no adapters.
 //
-// Routing balance: with Imbalance <= 1 every expert gets an equal share
-// of the routed copies (tokens*top_k/experts); Imbalance = f gives the
-// busiest expert f times its share (at most every token) and spreads the
-// rest over the others. The replayed rank is the busiest one: with expert
-// parallelism it holds the busiest expert, so its memory and time follow
-// that expert's rows. Capacity > 0 is a capacity factor: every expert
+// Routing balance: every expert gets an equal share of the routed copies
+// (tokens*top_k/experts). With expert parallelism the layout's expert_load
+// (core/expert.go) says how many balanced shares the busiest rank
+// receives; the replayed rank is that one, so its memory and time follow
+// its rows (one load knob, on the layout: without ep every expert runs on
+// the replayed GPU and the step does the same work however the tokens
+// split). Capacity > 0 is a capacity factor: every expert
 // gets exactly ceil(capacity*tokens*top_k/experts) rows per source rank
 // (tokens beyond it dropped, experts below it padded: GShard, Megatron's
 // --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity);
@@ -70,7 +71,6 @@ type MoE struct {
 	// shared_experts, added without a gate.
 	SharedGate bool
 	Capacity   float64 // capacity factor; 0 = dropless
-	Imbalance  float64 // busiest expert's rows over the balanced share; 0 or 1 = balanced
 	Impl       string  // "loop" (default), "fused_loop" or "grouped"
 	Router     string  // "softmax" (default), "topk_softmax" or "sigmoid"
 	NormTopK   bool    // renormalise the top-k weights to sum to 1
@@ -178,9 +178,6 @@ func (m *MoE) Validate(path string) error {
 	}
 	if m.Capacity != 0 && !(m.Capacity >= 1) { // NaN fails too
 		return units.Errorf(path, "capacity must be at least 1.0 (got %g)", m.Capacity)
-	}
-	if m.Imbalance != 0 && !(m.Imbalance >= 1 && m.Imbalance <= float64(m.Experts)) {
-		return units.Errorf(path, "imbalance must be in 1..experts: the busiest expert's share of the routed tokens over the balanced share (experts=%d, got %g)", m.Experts, m.Imbalance)
 	}
 	if !oneOf(m.impl(), MoEImpls()) {
 		return units.Errorf(path, "unknown moe impl %q (known: %s)", m.Impl, strings.Join(MoEImpls(), ", "))

@@ -31,10 +31,13 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	if err != nil {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: err.Error(), Hint: units.HintTensor}})
 	}
-	// The busiest rank receives its experts' rows under the model's routing
-	// imbalance, or what the layout's expert_load says (core/expert.go),
-	// whichever is more.
-	recv := max(sum64(rows), b.Par.ExpertRows(r.tokens*m.TopK, m.Experts, m.TopK, m.Capacity > 0))
+	// The busiest rank receives what the layout's expert_load says
+	// (core/expert.go); with a capacity factor, its experts' padded
+	// capacity.
+	recv := b.Par.ExpertRows(r.tokens*m.TopK, m.Experts, m.TopK, false)
+	if m.Capacity > 0 {
+		recv = sum64(rows)
+	}
 	send := r.tokens * m.TopK
 	if m.Capacity > 0 {
 		send = rows[0] / ep * m.Experts // capacity rows per expert from this rank, padded

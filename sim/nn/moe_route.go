@@ -139,8 +139,10 @@ func routerParamLinear(b *core.Builder, name string, x core.Value, in, out int64
 }
 
 // loads are the rows each expert of the replayed rank processes, for
-// tokens routed per rank and ep ranks exchanging them: the replayed rank
-// holds experts [0, experts/ep), expert 0 the busiest (MoE's doc).
+// tokens routed per rank and ep ranks exchanging them in balanced shares:
+// the replayed rank holds experts [0, experts/ep). (The busiest rank's
+// load, parallel(expert_load=), sizes the received rows as a whole:
+// lowerDispatched.)
 func (m *MoE) loads(tokens, ep int64) ([]int64, error) {
 	E, k := m.Experts, m.TopK
 	local := E / ep
@@ -156,25 +158,11 @@ func (m *MoE) loads(tokens, ep int64) ([]int64, error) {
 		return rows, nil
 	}
 	routed := tokens * k * ep // copies routed over the expert-parallel group
-	busy := routed / E
-	rest := E - 1
-	if m.Imbalance > 1 {
-		busy = min(int64(math.Ceil(m.Imbalance*float64(routed)/float64(E))), tokens*ep) // a token picks an expert once
-	} else {
-		rest = E // balanced: every expert one share, the remainder one more each
-	}
-	remaining := routed
-	if rest < E {
-		rows[0], remaining = busy, routed-busy
-	}
-	first := E - rest // experts [first, E) share what remains
-	for e := first; e < local; e++ {
-		i := e - first
-		share := remaining / rest
-		if i < remaining%rest {
-			share++
+	for e := range rows {     // one share each, the remainder one more each
+		rows[e] = routed / E
+		if int64(e) < routed%E {
+			rows[e]++
 		}
-		rows[e] = share
 	}
 	return rows, nil
 }
