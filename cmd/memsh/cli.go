@@ -262,6 +262,6 @@ func (e *env) dispatch(args []string) error {
 		fmt.Fprint(e.stdout, helpText)
 		return nil
 	default:
-		return usagef("unknown command %q (want run, repl, test, plot, fit, check, compare, doc, version or help)", cmd)
+		return usagef("unknown command %q (want run, repl, test, plot, fit, compare, check, doc, version or help)", cmd)
 	}
 }
