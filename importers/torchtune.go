@@ -280,10 +280,8 @@ func torchtuneMemory(t *tree, p *plan) error {
 	if err != nil {
 		return err
 	}
-	if compiled {
-		p.set("dispatch", str("compiled"))
-		t.notModelled = append(t.notModelled, "compile: torch.compile's memory (Inductor's fused kernels keep fewer intermediates): "+
-			"memsh replays eager PyTorch's saved tensors and prices the step as compiled")
+	if compiled { // torchtune compiles each layer and the loss (training.compile_model, compile_loss)
+		p.set("compile", "True")
 	}
 	t.notModelledIf("enable_fp8_training", "float8 training (torchao's float8 linears and their scales)")
 	t.get("fp8_recipe_name")

@@ -55,10 +55,9 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		file: "torchtune/llama3_2_1B_full_single_device.yaml",
 		opts: Options{Model: "llama-3-8b.json", Overrides: []string{"compile=True", "dataset.packed=True", "tokenizer.max_seq_len=8192",
 			"enable_activation_checkpointing=True", "enable_activation_offloading=True", "optimizer_in_bwd=False", "gradient_accumulation_steps=4"}},
-		files:       map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
-		notModelled: []string{"compile: torch.compile's memory (Inductor's fused kernels keep fewer intermediates): memsh replays eager PyTorch's saved tensors and prices the step as compiled"},
+		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 8192, grad_accum = 4, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", offload = offload(activations = "cpu"), dispatch = "compiled", loss_chunks = 8, gpu = "H100-80GB")`,
+             checkpoint = "full", compile = True, offload = offload(activations = "cpu"), loss_chunks = 8, gpu = "H100-80GB")`,
 	}})
 }
 
