@@ -3,6 +3,7 @@ module github.com/memsh/memsh
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
 	github.com/chzyer/readline v1.5.1
@@ -11,6 +12,7 @@ require (
 	github.com/kisielk/og-rek v1.3.0
 	github.com/rogpeppe/go-internal v1.16.0
 	go.starlark.net v0.0.0-20260908191801-89a6a09411d5
+	go.yaml.in/yaml/v3 v3.0.6
 )
 
 require (

@@ -10,6 +10,7 @@ const (
 	KindReport = "report" // Report is set
 	KindValue  = "value"  // Value is set: any JSON-encodable Starlark value
 	KindTable  = "table"  // Table is set: a table from sweep() or search()
+	KindCheck  = "check"  // Check is set: memsh check's verdict
 )
 
 // Doc is one line of `memsh run --json`.
@@ -23,6 +24,20 @@ type Doc struct {
 	Report *Report         `json:"report,omitempty"`
 	Value  json.RawMessage `json:"value,omitempty"`
 	Table  *Table          `json:"table,omitempty"`
+	Check  *Check          `json:"check,omitempty"`
+}
+
+// Check is memsh check's verdict, its last line: the config, what its
+// importer left out, and whether the step passed the gate.
+type Check struct {
+	Config        string   `json:"config"`
+	Trainer       string   `json:"trainer"`
+	NotUnderstood []string `json:"not_understood"` // keys left out of the plan
+	NotModelled   []string `json:"not_modelled"`   // "key: why"
+	Pass          bool     `json:"pass"`           // fits with headroom_asked free
+	HeadroomAsked float64  `json:"headroom_asked"` // --headroom, a fraction
+	Free          float64  `json:"free"`           // the card's share left free at the peak
+	Exit          int      `json:"exit"`           // the exit code: 0 pass, 1 not
 }
 
 // Table is a table of results from sweep() or search(): its columns of

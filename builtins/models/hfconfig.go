@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -24,7 +24,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"(BLOOM runs eager whatever is asked, as transformers does). arch picks the model class instead of " +
 			"the config's architectures[0]: for BERT \"BertForMaskedLM\" (the default), \"BertModel\", " +
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\"; for decoders the causal LM " +
-			"(the default) or the base model (\"LlamaModel\": no head).",
+			"(the default) or the base model (\"LlamaModel\": no head). " +
+			"Layers that differ (DeepSeek's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
+			"sliding and full ones) stack as layers.0, layers.1, ...; MoE blocks run as transformers 4.x runs them " +
+			"(moe(impl=\"loop\"); gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
+			"modules the checkpoint holds (DeepSeek-V3's num_nextn_predict_layers), which transformers does not build, " +
+			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
+			"copies of them are not counted).",
 		Fn: hfConfigFn,
 	}}
 }
@@ -38,7 +44,8 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var path string
 	attn := "sdpa"
 	var arch starlark.Value = starlark.None
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch); err != nil {
+	mtp := false
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp); err != nil {
 		return nil, err
 	}
 	archName := ""
@@ -57,7 +64,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		}
 		return nil, err
 	}
-	m, err := hf.FromConfigArch(data, attn, archName)
+	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp})
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {

@@ -45,7 +45,8 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
-				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, name=None)",
+				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
+				"window=None, sinks=False, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -57,7 +58,10 @@ func LayerBuiltins() []host.Builtin {
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
 				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3). " +
 				"softcap=c soft-caps the scores, c * tanh(scores / c) (Gemma 2's attn_logit_softcapping): " +
-				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel.",
+				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel. " +
+				"window=w is a sliding window (each query attends to the last w keys: Gemma's local layers, gpt-oss): " +
+				"flash computes only the window, eager still builds the whole score matrix. sinks adds gpt-oss's " +
+				"attention sinks, a learned logit per head in each row's softmax (heads more weights).",
 			Fn: attentionFn,
 		},
 		{
@@ -70,11 +74,24 @@ func LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "moe",
-			Sig:  "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, name=None)",
-			Doc: "A mixture-of-experts feed-forward block as Hugging Face Mixtral runs it: a linear router " +
-				"(dim x experts), fp32 router softmax, top_k experts per token, each expert an mlp(dim, hidden, act). " +
-				"Routing is taken as balanced. shared_experts adds always-on experts (DeepSeek/Qwen-MoE style) " +
-				"of shared_hidden (default hidden) units each; capacity > 1 pads each expert's tokens by that factor.",
+			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, " +
+				"router_bias=False, expert_bias=False, score_bias=False, name=None)",
+			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
+				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
+				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
+				"over the experts: transformers 4.x Mixtral, Qwen-MoE, DeepSeek-V3; quant= and lora= reach every expert and " +
+				"the nn.Linear router), \"fused_loop\" (the same loop over 3-D expert parameters: gpt-oss, transformers 5) " +
+				"or \"grouped\" (tokens permuted by expert, one grouped GEMM per projection: Megatron, torchtitan); " +
+				"bitsandbytes and PEFT do not reach fused or grouped experts, which stay in the params dtype. " +
+				"router: \"softmax\" (fp32 softmax then top-k, Mixtral), \"topk_softmax\" (softmax over the top-k logits, " +
+				"gpt-oss) or \"sigmoid\" (DeepSeek-V3: fp32 sigmoid scores, selection with an aux-loss-free correction bias, " +
+				"no optimizer state); norm_topk renormalises the top-k weights. " +
+				"Routing is balanced; with expert parallelism parallel(expert_load=) gives the busiest rank's share, " +
+				"and memory and time follow that rank. " +
+				"shared_experts adds always-on experts (DeepSeek style) of shared_hidden (default hidden) units each; " +
+				"capacity is a capacity factor (>= 1): every expert gets exactly ceil(capacity * tokens * top_k / experts) rows " +
+				"(dropped beyond, padded below); None is dropless. router_bias and expert_bias add biases to the router " +
+				"and the expert projections (gpt-oss); score_bias is DeepSeek-V3's correction bias, a buffer.",
 			Fn: moeFn,
 		},
 		{
@@ -98,9 +115,12 @@ func LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "repeat",
-			Sig:  "repeat(layer, n, name=None)",
+			Sig:  "repeat(layer, n=None, name=None)",
 			Doc: "n copies of layer (the transformer blocks), named name.0 ... name.(n-1) " +
-				"(name defaults to \"layers\"). Each copy is a block for checkpoint=\"full\" and checkpoint(every=k).",
+				"(name defaults to \"layers\"). Each copy is a block for checkpoint=\"full\" and checkpoint(every=k), " +
+				"and pipeline stages split the blocks. layer may be a list of blocks that differ, in order " +
+				"(repeat([dense] * 3 + [sparse] * 58): DeepSeek's dense then MoE layers, local and global attention " +
+				"layers, a hybrid's Mamba and attention layers); n is then the list's length.",
 			Fn: repeatFn,
 		},
 		{
@@ -249,17 +269,17 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool
 }
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, name starlark.Value
-	var qkvBias, outBias, rope, qkNorm bool
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, name starlark.Value
+	var qkvBias, outBias, rope, qkNorm, sinks bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNorm, "softcap?", &softcap, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm}
+	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks}
 	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
 		return nil, err
 	}
@@ -293,6 +313,12 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		if !(a.Softcap > 0) {
 			return nil, fmt.Errorf("attention: softcap must be positive (got %g; None for no cap)", a.Softcap)
 		}
+	}
+	if a.Window, err = OptInt(window, "window", 0); err != nil {
+		return nil, err
+	}
+	if window != nil && window != starlark.None && a.Window <= 0 {
+		return nil, fmt.Errorf("attention: window must be positive (got %d; None for none)", a.Window)
 	}
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
@@ -332,14 +358,17 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 }
 
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, hidden, experts, topK, shared, sharedHidden, capacity, name starlark.Value
-	act := "swiglu"
+	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, name starlark.Value
+	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
+	var routerBias, expertBias, scoreBias bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
-		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "name?", &name); err != nil {
+		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
+		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
+		"score_bias?", &scoreBias, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &nn.MoE{Act: act}
+	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}, intArg{experts, "experts", &m.Experts}, intArg{topK, "top_k", &m.TopK}); err != nil {
 		return nil, err
 	}
@@ -360,9 +389,12 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		if m.Capacity, err = host.AsFloat(capacity, "capacity"); err != nil {
 			return nil, err
 		}
-		if m.Capacity < 1 {
+		if !(m.Capacity >= 1) {
 			return nil, fmt.Errorf("moe: capacity must be at least 1.0 (got %g)", m.Capacity)
 		}
+	}
+	if m.NormTopK, err = optBool(normTopK, "norm_topk", true); err != nil {
+		return nil, err
 	}
 	if m.Name, err = optName(name); err != nil {
 		return nil, err
@@ -446,16 +478,37 @@ func sequentialFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 
 func repeatFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var layer, n, name starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "layer", &layer, "n", &n, "name?", &name); err != nil {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "layer", &layer, "n?", &n, "name?", &name); err != nil {
 		return nil, err
 	}
-	l, err := asLayer(layer, "layer")
-	if err != nil {
-		return nil, err
-	}
-	r := &core.Repeat{Layer: l}
-	if r.N, err = host.AsInt64(n, "n"); err != nil {
-		return nil, err
+	r := &core.Repeat{}
+	var err error
+	if list, ok := layer.(*starlark.List); ok {
+		if list.Len() == 0 {
+			return nil, fmt.Errorf("repeat: the list of blocks is empty")
+		}
+		for i := 0; i < list.Len(); i++ {
+			l, err := asLayer(list.Index(i), fmt.Sprintf("layer[%d]", i))
+			if err != nil {
+				return nil, err
+			}
+			r.Blocks = append(r.Blocks, l)
+		}
+		if n != nil && n != starlark.None {
+			if k, err := host.AsInt64(n, "n"); err != nil || k != int64(list.Len()) {
+				return nil, fmt.Errorf("repeat: n=%s but the list holds %d blocks (leave n out)", n, list.Len())
+			}
+		}
+	} else {
+		if r.Layer, err = asLayer(layer, "layer"); err != nil {
+			return nil, err
+		}
+		if n == nil || n == starlark.None {
+			return nil, fmt.Errorf("repeat: n is required for one layer (or pass a list of blocks)")
+		}
+		if r.N, err = host.AsInt64(n, "n"); err != nil {
+			return nil, err
+		}
 	}
 	if r.Name, err = optName(name); err != nil {
 		return nil, err

@@ -32,6 +32,30 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: scaleFn,
 		},
 		{
+			Name: "mla",
+			Sig: "mla(dim, heads, kv_lora_rank, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, " +
+				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, name=None)",
+			Doc: "Multi-head latent attention (DeepSeek-V2/V3): q through a q_lora_rank latent (q_a_proj, RMS norm, " +
+				"q_b_proj; None: a plain q_proj), keys and values through one kv_lora_rank latent plus a shared " +
+				"rope key (kv_a_proj_with_mqa, RMS norm, kv_b_proj), heads of qk_nope_head_dim + qk_rope_head_dim for " +
+				"q and k and v_head_dim for v, then o_proj. The latent is what an inference cache keeps; training saves " +
+				"the full per-head keys and values the kernel reads (flash pads v to the q/k head dim, as transformers " +
+				"does), its output and the merged heads. impl is \"flash\" or \"sdpa\".",
+			Fn: mlaFn,
+		},
+		{
+			Name: "mamba2",
+			Sig: "mamba2(dim, heads, head_dim=64, state=128, groups=1, conv_kernel=4, chunk=256, bias=False, " +
+				"conv_bias=True, gated_norm=True, name=None)",
+			Doc: "A Mamba-2 mixer (state-space duality) as transformers' Mamba2Mixer trains it with the mamba_ssm " +
+				"kernels: in_proj (dim -> 2*inner + 2*groups*state + heads, inner = heads*head_dim), a depthwise " +
+				"causal conv1d, the chunked selective scan, the gated RMS norm and out_proj in one autograd function. " +
+				"It keeps in_proj's input and output, the scan output and the norm's rstd: a fixed amount per token " +
+				"(nothing per chunk or per key; the backward recomputes the chunk states). Use it in " +
+				"residual(sequential(rmsnorm(dim), mamba2(...))) blocks, alone or beside attention blocks (a hybrid).",
+			Fn: mamba2Fn,
+		},
+		{
 			Name: "pooler",
 			Sig:  "pooler(dim, name=None)",
 			Doc: "BERT's pooler: the first token's hidden state through a dim x dim linear with bias and tanh " +
@@ -39,6 +63,61 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: poolerFn,
 		},
 	}
+}
+
+func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, heads, kvLora, qLora, name starlark.Value
+	nope, ropeDim, vDim := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(64)), starlark.Value(starlark.MakeInt(128))
+	var bias bool
+	impl, causal := "flash", true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "kv_lora_rank", &kvLora,
+		"q_lora_rank?", &qLora, "qk_nope_head_dim?", &nope, "qk_rope_head_dim?", &ropeDim, "v_head_dim?", &vDim,
+		"bias?", &bias, "impl?", &impl, "causal?", &causal, "name?", &name); err != nil {
+		return nil, err
+	}
+	a := &nn.MLA{Bias: bias, Impl: impl, Causal: causal}
+	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}, intArg{kvLora, "kv_lora_rank", &a.KVLora},
+		intArg{nope, "qk_nope_head_dim", &a.Nope}, intArg{ropeDim, "qk_rope_head_dim", &a.RopeDim}, intArg{vDim, "v_head_dim", &a.VDim}); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.QLoraRank, err = OptInt(qLora, "q_lora_rank", 0); err != nil {
+		return nil, err
+	}
+	if qLora != nil && qLora != starlark.None && a.QLoraRank <= 0 {
+		return nil, fmt.Errorf("mla: q_lora_rank must be positive (got %d; None for a plain q_proj)", a.QLoraRank)
+	}
+	if a.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, a)
+}
+
+func mamba2Fn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, heads, name starlark.Value
+	headDim, state, groups, conv, chunk := starlark.Value(starlark.MakeInt(64)), starlark.Value(starlark.MakeInt(128)),
+		starlark.Value(starlark.MakeInt(1)), starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(256))
+	bias, convBias, gated := false, true, true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "head_dim?", &headDim,
+		"state?", &state, "groups?", &groups, "conv_kernel?", &conv, "chunk?", &chunk, "bias?", &bias,
+		"conv_bias?", &convBias, "gated_norm?", &gated, "name?", &name); err != nil {
+		return nil, err
+	}
+	m := &nn.Mamba2{Bias: bias, ConvBias: convBias, GatedNorm: gated}
+	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{heads, "heads", &m.Heads}, intArg{headDim, "head_dim", &m.HeadDim},
+		intArg{state, "state", &m.State}, intArg{groups, "groups", &m.Groups}, intArg{conv, "conv_kernel", &m.ConvK},
+		intArg{chunk, "chunk", &m.Chunk}); err != nil {
+		return nil, err
+	}
+	if m.Heads > 0 && m.HeadDim > 0 && m.Heads > (1<<40)/m.HeadDim {
+		return nil, fmt.Errorf("mamba2: heads x head_dim is too large (%d x %d)", m.Heads, m.HeadDim)
+	}
+	m.Inner = m.Heads * m.HeadDim
+	var err error
+	if m.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, m)
 }
 
 func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -65,8 +65,12 @@ func LoraBuiltins() []host.Builtin {
 		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0)",
 		Doc: "Low-rank adapters for train(lora=...): the base weights are frozen (no gradients, no optimizer " +
 			"state) and each targeted linear layer gets trainable A (rank x in) and B (out x rank), as PEFT's " +
-			"LoraLayer. targets are module roles: q, k, v, o, qkv, gate, up, down, lm_head, linear (plain " +
-			"linear() layers), or \"all-linear\". dropout applies to the adapter input.",
+			"LoraLayer. targets are module roles: q, k, v, o, qkv, gate, up, down, lm_head, router, linear (plain " +
+			"linear() layers), expert_gate, expert_up, expert_down (an MoE's experts only), or \"all-linear\". " +
+			"As PEFT's target_modules match module names, gate, up and down reach the experts' projections too " +
+			"when the experts are nn.Linear modules (moe(impl=\"loop\"), transformers 4.x), and all-linear reaches " +
+			"every nn.Linear but lm_head, an nn.Linear router included; fused or grouped experts and parameter " +
+			"routers get no adapters. dropout applies to the adapter input.",
 		Fn: loraFn,
 	}}
 }

@@ -45,7 +45,11 @@ func (x Precision) Label() string {
 	if x.p.Master != units.InvalidDType {
 		s += ", master " + x.p.Master.Name()
 	}
-	return s + ", states " + x.p.States.Name()
+	s += ", states " + x.p.States.Name()
+	if x.p.Norms != units.InvalidDType {
+		s += ", norms " + x.p.Norms.Name()
+	}
+	return s
 }
 
 func (x Precision) String() string {
@@ -61,6 +65,9 @@ func (x Precision) String() string {
 	if x.p.Autocast {
 		b.WriteString(", autocast=True")
 	}
+	if x.p.Norms != units.InvalidDType {
+		fmt.Fprintf(&b, ", norms=%s", x.p.Norms)
+	}
 	return b.String() + ")"
 }
 
@@ -75,7 +82,7 @@ func (x Precision) CompareSameType(op syntax.Token, y starlark.Value, _ int) (bo
 	return false, fmt.Errorf("%s not supported for precision policies", op)
 }
 
-var precisionAttrNames = []string{"autocast", "compute", "grads", "master", "name", "optimizer_states", "params"}
+var precisionAttrNames = []string{"autocast", "compute", "grads", "master", "name", "norms", "optimizer_states", "params"}
 
 func (x Precision) AttrNames() []string { return precisionAttrNames }
 
@@ -98,6 +105,8 @@ func (x Precision) Attr(name string) (starlark.Value, error) {
 		return host.NewDType(x.p.States), nil
 	case "autocast":
 		return starlark.Bool(x.p.Autocast), nil
+	case "norms":
+		return host.NewDType(x.p.NormDType()), nil
 	}
 	return nil, nil
 }
@@ -126,24 +135,28 @@ func PrecisionBuiltins() []host.Builtin {
 	}
 	return []host.Builtin{{
 		Name: "precision",
-		Sig:  "precision(name=None, params=None, compute=None, grads=None, master=None, optimizer_states=None, autocast=None)",
+		Sig:  "precision(name=None, params=None, compute=None, grads=None, master=None, optimizer_states=None, autocast=None, norms=None)",
 		Doc: "A mixed-precision policy: the dtype of each kind of tensor. precision(\"bf16-mixed\") is a named " +
 			"policy (" + strings.Join(names, ", ") + "); train(precision=\"bf16-mixed\") takes the name directly. " +
 			"A custom policy gives the dtypes (dtype values or names): params (stored weights), compute " +
 			"(activations; default params), grads (parameter gradients; default params), master (an fp32 " +
 			"master copy, default none), optimizer_states (default master when set, else params), and " +
 			"autocast (torch.autocast over the stored weights: low-precision weight copies cached in forward, " +
-			"fp32-list ops in fp32; default False). With a name, the other arguments change that policy.\n\n" +
+			"fp32-list ops in fp32; default False), and norms (the RMSNorm weights' dtype, default params). " +
+			"With a name, the other arguments change that policy.\n\n" +
+			"QLoRA through TRL's SFTTrainer keeps the norms in fp32 (peft's prepare_model_for_kbit_training " +
+			"upcasts the non-quantized weights; peft_module_casting_to_bf16 casts embeddings and lm_head back, not the norms): " +
+			"precision(params=bf16, autocast=True, norms=fp32), under which each norm's output and what follows it is fp32.\n\n" +
 			"Megatron-LM's --bf16 is precision(params=bf16, grads=fp32, master=fp32) (18 bytes/param with Adam).",
 		Fn: precisionFn,
 	}}
 }
 
 func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var name, params, compute, grads, master, states, autocast starlark.Value
+	var name, params, compute, grads, master, states, autocast, norms starlark.Value
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name?", &name, "params?", &params,
 		"compute?", &compute, "grads?", &grads, "master?", &master,
-		"optimizer_states?", &states, "autocast?", &autocast); err != nil {
+		"optimizer_states?", &states, "autocast?", &autocast, "norms?", &norms); err != nil {
 		return nil, err
 	}
 	given := func(v starlark.Value) bool { return v != nil && v != starlark.None }
@@ -192,6 +205,12 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	}
 	if err := dtype(states, "optimizer_states", &p.States); err != nil {
 		return nil, err
+	}
+	if err := dtype(norms, "norms", &p.Norms); err != nil {
+		return nil, err
+	}
+	if p.Norms != units.InvalidDType && !p.Norms.Float() {
+		return nil, fmt.Errorf("precision: norms dtype must be a float type (got %s)", p.Norms)
 	}
 	if given(autocast) {
 		a, ok := autocast.(starlark.Bool)

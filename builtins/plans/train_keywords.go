@@ -51,7 +51,7 @@ var TrainKeywords = []keyword{
 			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once`,
 		set: setCompile},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
-	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
+	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes: every nn.Linear but lm_head, an MoE's nn.Linear experts and router included; fused experts stay in 16 bit); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
 	{Name: "phase", Def: starlark.String("train"), Doc: `"train", or "eval" (a forward without gradients)`,
 		set: setPhase},

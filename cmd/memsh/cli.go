@@ -36,6 +36,10 @@ Usage:
   memsh compare SNAP.pickle FILE.star [ARGS...]
                                   line a measured memory snapshot up against
                                   the step the script simulates
+  memsh check CONFIG [key=value...]
+                                  will the job of this trainer config fit?
+                                  (torchtune YAML; docs/check.md) the report
+                                  and advise()'s changes; exit 0 fits, 1 not
   memsh doc [NAME]                list builtins and stdlib names, or document one
   memsh version                   print the version
   memsh help                      print this help
@@ -54,7 +58,8 @@ Flags (before or after the command):
                                   (repeatable)
   --color auto|always|never       colour output (default auto: on a terminal,
                                   unless NO_COLOR is set)
-  run --json, fit --json          emitted values as JSON lines on stdout
+  run --json, fit --json,
+  check --json                    emitted values as JSON lines on stdout
                                   (docs/json.md); print() output to stderr
   compare --json                  the comparison as one JSON object
   run --csv                       emitted tables as CSV on stdout, for
@@ -76,8 +81,18 @@ Flags (before or after the command):
                                   (default 1 and 1)
   fit --precision P, --top N      precision (default bf16-mixed) and the
                                   changes to list (default 5)
+  check --model CONFIG.json       the model's Hugging Face config.json (when
+                                  the config names no model memsh knows)
+  check --seq N, --gpu NAME       as fit's; --seq replaces the config's
+  check --gpus N, --nodes N       GPUs per node and nodes (default 1 and 1)
+  check --headroom 10%            the share of the card the step must leave
+                                  free to pass (default 0)
+  check --top N                   advise()'s changes to list (default 5, 0 none)
+  check --trainer NAME            the trainer, when the file does not say
+  check --emit-star               print the plan script instead of running it
 
-Exit status: 0 ok, 1 script error, 2 usage error, 130 interrupted.
+Exit status: 0 ok, 1 script error, 2 usage error, 130 interrupted;
+memsh check: 0 fits (with the headroom), 1 does not, 2 usage or config error.
 `
 
 // Main runs memsh with the process's arguments and environment and
@@ -143,6 +158,13 @@ func (e *env) exitCode(args []string) int {
 		return exitUsage
 	case e.ctx.Err() != nil:
 		return exitInterrupted
+	case errors.Is(err, errCheckNoFit):
+		return exitCheckNoFit
+	case errors.As(err, new(*checkError)):
+		if !errors.Is(err, errPrinted) {
+			fmt.Fprintf(e.stderr, "memsh: %v\n", err)
+		}
+		return exitCheckInvalid
 	case errors.Is(err, errPrinted):
 		return exitError
 	default:
@@ -224,6 +246,8 @@ func (e *env) dispatch(args []string) error {
 		return e.cmdFit(operands)
 	case "compare":
 		return e.cmdCompare(operands)
+	case "check":
+		return e.cmdCheck(operands)
 	case "repl":
 		return e.cmdRepl(operands)
 	case "doc":
@@ -238,6 +262,6 @@ func (e *env) dispatch(args []string) error {
 		fmt.Fprint(e.stdout, helpText)
 		return nil
 	default:
-		return usagef("unknown command %q (want run, repl, test, plot, fit, compare, doc, version or help)", cmd)
+		return usagef("unknown command %q (want run, repl, test, plot, fit, compare, check, doc, version or help)", cmd)
 	}
 }

@@ -26,13 +26,15 @@ type outputFlags struct {
 	update   bool   // test: rewrite the golden files
 	markdown bool   // doc: the reference in Markdown
 	fit      fitFlags
+	gate     checkFlags
 	set      map[string]bool
 }
 
 // outputFlagCommands says which commands take each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run fit compare", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "update": "test", "markdown": "doc",
-	"gpu": "fit", "seq": "fit", "batch": "fit", "gpus": "fit", "precision": "fit", "top": "fit",
+	"json": "run fit compare check", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "update": "test", "markdown": "doc",
+	"gpu": "fit check", "seq": "fit check", "batch": "fit", "gpus": "fit check", "precision": "fit", "top": "fit check",
+	"model": "check", "nodes": "check", "headroom": "check", "emit-star": "check", "trainer": "check",
 }
 
 // register adds the output flags to fs.
@@ -85,6 +87,20 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	integer("gpus", &o.fit.gpus)
 	str("precision", &o.fit.precision)
 	integer("top", &o.fit.top)
+	if o.gate.nodes == 0 { // the defaults, once
+		o.gate.nodes = 1
+	}
+	str("model", &o.gate.model)
+	integer("nodes", &o.gate.nodes)
+	str("trainer", &o.gate.trainer)
+	boolean("emit-star", &o.gate.emitStar)
+	fs.Func("headroom", "", func(s string) error {
+		if err := o.gate.headroom.Set(s); err != nil {
+			return err
+		}
+		o.mark("headroom")
+		return nil
+	})
 }
 
 func (o *outputFlags) mark(name string) {

@@ -62,11 +62,11 @@ func TestOutputFlagsCheck(t *testing.T) {
 		{[]string{"-o", "x", "--html"}, "plot", ""},
 		{[]string{"--markdown"}, "doc", ""},
 		{[]string{"--json=false"}, "run", ""},
-		{[]string{"--json"}, "doc", "--json is a flag of memsh run, fit and compare, not of doc"},
+		{[]string{"--json"}, "doc", "--json is a flag of memsh run, fit, compare and check, not of doc"},
 		{[]string{"--update", "-o", "x"}, "run", "-o is a flag of memsh plot, not of run"},
 		{[]string{"--markdown"}, "repl", "--markdown is a flag of memsh doc, not of repl"},
 		{[]string{"--gpu", "H200", "--seq", "512", "--batch", "2", "--gpus", "8", "--precision", "bf16", "--top", "3", "--json"}, "fit", ""},
-		{[]string{"--seq", "512"}, "run", "--seq is a flag of memsh fit, not of run"},
+		{[]string{"--seq", "512"}, "run", "--seq is a flag of memsh fit and check, not of run"},
 	} {
 		var o outputFlags
 		fs := flag.NewFlagSet("memsh", flag.ContinueOnError)

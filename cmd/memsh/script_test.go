@@ -22,6 +22,10 @@ func TestScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	configs, err := filepath.Abs(filepath.Join("..", "..", "importers", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("..", "..", "testdata", "scripts"),
 		UpdateScripts:       os.Getenv("MEMSH_UPDATE") != "",
@@ -35,6 +39,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("NO_COLOR", "1")
 			e.Setenv("MEMSH_HISTFILE", filepath.Join(e.WorkDir, ".history"))
 			e.Setenv("EXAMPLES", examples)
+			e.Setenv("CONFIGS", configs) // trainers' configs (memsh check)
 			return nil
 		},
 	})

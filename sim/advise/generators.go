@@ -104,7 +104,7 @@ func blocks(m *core.Model) int64 {
 	for _, l := range m.Layers {
 		core.Walk(l, "", func(_ string, x core.Layer) {
 			if r, ok := x.(*core.Repeat); ok {
-				n += r.N
+				n += r.Count()
 			}
 		})
 	}

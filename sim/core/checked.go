@@ -231,11 +231,20 @@ func checkedParams(l Layer, memo map[Layer]int64) (int64, error) {
 			}
 		}
 	case *Repeat:
-		cn, err := checkedParams(x.Layer, memo)
-		if err != nil {
-			return 0, err
+		ok = true
+		for _, c := range x.Children() {
+			cn, err := checkedParams(c, memo)
+			if err != nil {
+				return 0, err
+			}
+			var cs int64
+			if cs, ok = units.MulChecked64(max(x.countOf(c), 0), cn, maxParams); !ok {
+				break
+			}
+			if n, ok = units.AddChecked64(n, cs, maxParams); !ok {
+				break
+			}
 		}
-		n, ok = units.MulChecked64(max(x.N, 0), cn, maxParams)
 	case *Residual:
 		return checkedParams(x.Layer, memo)
 	default:
@@ -288,7 +297,11 @@ func floatParams(l Layer) float64 {
 		}
 		return n
 	case *Repeat:
-		return float64(x.N) * floatParams(x.Layer)
+		var n float64
+		for _, c := range x.Children() {
+			n += float64(x.countOf(c)) * floatParams(c)
+		}
+		return n
 	case *Residual:
 		return floatParams(x.Layer)
 	}

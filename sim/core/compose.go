@@ -49,37 +49,131 @@ func (b *Builder) LowerChild(l Layer, x Value) Value {
 	return l.Lower(b, x)
 }
 
-// Repeat is n copies of one layer (the transformer blocks). Each copy is a
-// "block" for checkpoint="full" and checkpoint(every=k).
+// Repeat is n copies of one layer (the transformer blocks), or a stack of
+// blocks that differ (Blocks: DeepSeek's dense then MoE layers, Gemma 3's
+// local and global layers, a hybrid's Mamba and attention layers), named
+// layers.0, layers.1, ... as transformers names them. Each block is a
+// "block" for checkpoint="full" and checkpoint(every=k), and pipeline
+// stages split the blocks.
 type Repeat struct {
 	Name  string
 	Layer Layer
 	N     int64
+	// Blocks are the blocks in order when they differ; Layer and N are
+	// then unused. A block kind appears as one layer value, shared.
+	Blocks []Layer
+}
+
+// Count is the number of blocks.
+func (r *Repeat) Count() int64 {
+	if r.Blocks != nil {
+		return int64(len(r.Blocks))
+	}
+	return r.N
+}
+
+// Block is block i.
+func (r *Repeat) Block(i int64) Layer {
+	if r.Blocks != nil {
+		return r.Blocks[i]
+	}
+	return r.Layer
 }
 
 func (r *Repeat) Kind() string        { return "repeat" }
 func (r *Repeat) Label() string       { return r.Name }
 func (r *Repeat) DefaultName() string { return "layers" }
-func (r *Repeat) Children() []Layer   { return []Layer{r.Layer} }
-func (r *Repeat) Params() int64       { return r.N * r.Layer.Params() }
-func (r *Repeat) Summary() string     { return fmt.Sprintf("%d x %s", r.N, r.Layer.Kind()) }
-func (r *Repeat) Validate(path string) error {
-	if r.N <= 0 {
-		return units.Errorf(path, "repeat count must be positive (got %d)", r.N)
+
+// Children are the distinct blocks, in order of first appearance.
+func (r *Repeat) Children() []Layer {
+	if r.Blocks == nil {
+		return []Layer{r.Layer}
 	}
-	return r.Layer.Validate(ChildPath(path, r, r.Layer))
+	var out []Layer
+	for _, l := range r.Blocks {
+		if !containsLayerValue(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
+
+func containsLayerValue(ls []Layer, l Layer) bool {
+	for _, x := range ls {
+		if x == l {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Repeat) Params() int64 {
+	var n int64
+	for _, c := range r.Children() {
+		n += r.countOf(c) * c.Params()
+	}
+	return n
+}
+
+// countOf is how many blocks are layer c.
+func (r *Repeat) countOf(c Layer) int64 {
+	if r.Blocks == nil {
+		return r.N
+	}
+	var n int64
+	for _, l := range r.Blocks {
+		if l == c {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Repeat) Summary() string {
+	if r.Blocks == nil {
+		return fmt.Sprintf("%d x %s", r.N, r.Layer.Kind())
+	}
+	return fmt.Sprintf("%d blocks of %d kinds", len(r.Blocks), len(r.Children()))
+}
+
+func (r *Repeat) Validate(path string) error {
+	if r.Count() <= 0 {
+		return units.Errorf(path, "repeat count must be positive (got %d)", r.Count())
+	}
+	for _, c := range r.Children() {
+		if c == nil {
+			return units.Errorf(path, "a block of the stack is missing")
+		}
+		if err := c.Validate(ChildPath(path, r, c)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indices are the block indices holding layer c, in a stack of
+// differing blocks.
+func (r *Repeat) indices(c Layer) []int64 {
+	var out []int64
+	for i, l := range r.Blocks {
+		if l == c {
+			out = append(out, int64(i))
+		}
+	}
+	return out
+}
+
 func (r *Repeat) Lower(b *Builder, x Value) Value {
 	defer b.Scope(ModuleName(r))()
 	ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
-	for i := int64(0); i < r.N; i++ {
+	for i := int64(0); i < r.Count(); i++ {
 		done := b.Scope(fmt.Sprintf("%d", i))
 		closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
-		x = b.LowerChild(r.Layer, x)
+		x = b.LowerChild(r.Block(i), x)
 		closeBlock()
 		done()
 		if i == 0 {
-			b.P.reserve(r.N-1, ops, values, params) // room for the other copies
+			b.P.reserve(r.Count()-1, ops, values, params) // room for the other copies (alike or not)
 		}
 	}
 	return x

@@ -90,7 +90,10 @@ type DefaultNamer interface {
 func ChildPath(parent string, of, c Layer) string {
 	if r, ok := of.(*Repeat); ok {
 		blocks := "0"
-		if r.N > 1 {
+		switch {
+		case r.Blocks != nil:
+			blocks = indexRanges(r.indices(c))
+		case r.N > 1:
 			blocks = "0-" + Itoa(r.N-1)
 		}
 		return JoinName(JoinName(parent, blocks), ModuleName(c))
@@ -127,6 +130,26 @@ func Itoa(n int64) string {
 		buf[i] = '-'
 	}
 	return string(buf[i:])
+}
+
+// indexRanges writes ascending indices as ranges: "0-2,5,7-9".
+func indexRanges(ix []int64) string {
+	s := ""
+	for i := 0; i < len(ix); {
+		j := i
+		for j+1 < len(ix) && ix[j+1] == ix[j]+1 {
+			j++
+		}
+		if s != "" {
+			s += ","
+		}
+		s += Itoa(ix[i])
+		if j > i {
+			s += "-" + Itoa(ix[j])
+		}
+		i = j + 1
+	}
+	return s
 }
 
 // JoinName joins two module paths, either of which may be empty.

@@ -5,6 +5,17 @@ import "fmt"
 // LoRA freezes the base weights and adds trainable low-rank adapters
 // (A: rank x in, B: out x rank) to the linear layers whose role is targeted,
 // as PEFT's LoraLayer does: y = base(x) + B(A(dropout(x))) * alpha/rank.
+//
+// Targets name roles, as PEFT's target_modules name modules by their last
+// name: "gate", "up" and "down" reach every gate_proj, up_proj and
+// down_proj, the experts' too when they are nn.Linear modules (an MoE with
+// impl "loop": PEFT matches Qwen2-MoE's mlp.experts.3.gate_proj by its
+// name); "expert_gate", "expert_up" and "expert_down" reach the experts
+// only (Mixtral's w1, w3, w2). "all-linear" is PEFT's: every nn.Linear but
+// the output layer, routers that are nn.Linear modules included (Mixtral's
+// gate). Experts and routers stored as parameters (impls "fused_loop" and
+// "grouped", DeepSeek's and gpt-oss's routers) are not nn.Linear modules
+// and get no adapters.
 type LoRA struct {
 	Rank    int64
 	Alpha   float64
@@ -12,7 +23,7 @@ type LoRA struct {
 	Dropout float64
 }
 
-var linearRoles = []string{"q", "k", "v", "o", "qkv", "gate", "up", "down", "lm_head", "router", "linear"}
+var linearRoles = []string{"q", "k", "v", "o", "qkv", "gate", "up", "down", "lm_head", "router", "linear", "expert_gate", "expert_up", "expert_down"}
 
 // Validate checks rank, dropout and target names.
 func (l *LoRA) Validate() error {
@@ -31,7 +42,7 @@ func (l *LoRA) Validate() error {
 			ok = ok || r == t
 		}
 		if !ok {
-			return fmt.Errorf("lora: unknown target %q (known: all-linear, q, k, v, o, qkv, gate, up, down, lm_head)", t)
+			return fmt.Errorf("lora: unknown target %q (known: all-linear, q, k, v, o, qkv, gate, up, down, lm_head, router, expert_gate, expert_up, expert_down)", t)
 		}
 	}
 	return nil
@@ -39,10 +50,13 @@ func (l *LoRA) Validate() error {
 
 func (l *LoRA) targets(role Role) bool {
 	for _, t := range l.Targets {
-		if Role(t) == role || (t == "all-linear" && role != RoleLMHead && role != RoleRouter) {
+		if Role(t) == role || (t == "all-linear" && role != RoleLMHead) {
 			return true
 		}
 		if role == RoleQKV && (t == "q" || t == "k" || t == "v") {
+			return true
+		}
+		if Role("expert_"+t) == role { // gate_proj matches the experts' gate_proj too
 			return true
 		}
 	}

@@ -78,7 +78,10 @@ func WidthOut(l Layer) int64 {
 			}
 		}
 	case *Repeat:
-		return WidthOut(x.Layer)
+		if x.Count() <= 0 {
+			return 0
+		}
+		return WidthOut(x.Block(x.Count() - 1))
 	case *Residual:
 		return WidthOut(x.Layer)
 	case interface{ OutDim() int64 }:
@@ -97,7 +100,10 @@ func WidthIn(l Layer) int64 {
 			}
 		}
 	case *Repeat:
-		return WidthIn(x.Layer)
+		if x.Count() <= 0 {
+			return 0
+		}
+		return WidthIn(x.Block(0))
 	case *Residual:
 		return WidthIn(x.Layer)
 	case interface{ InDim() int64 }:
@@ -200,6 +206,7 @@ func (m *Model) lower(b *Builder) (err error) {
 
 // lowerBody emits the layers and the output head for input x.
 func (m *Model) lowerBody(b *Builder, x Value) Value {
+	first := len(b.P.Params)
 	for _, l := range m.Layers {
 		x = b.LowerChild(l, x)
 	}
@@ -209,6 +216,11 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		}
 		nParams := len(b.P.Params)
 		x = b.headLinear(x, m.Vocab, m.HeadBias) // vocab-parallel with TP
+		for pi := first; pi < nParams; pi++ {    // an MTP module's head shares the output head (nn.MTP)
+			if b.P.Params[pi].Role == RoleLMHead && b.P.Params[pi].TiedTo < 0 {
+				b.P.Params[pi].TiedTo = int32(nParams)
+			}
+		}
 		if m.Tied() {
 			for pi := range b.P.Params {
 				if b.P.Params[pi].Role == RoleEmbed {
@@ -244,24 +256,7 @@ func (b *Builder) loss(m *Model, x Value) Value {
 	defer b.Scope("loss")()
 	switch m.Loss {
 	case "", "cross_entropy":
-		if b.Par.megatronCE {
-			return b.vocabParallelCE(x)
-		}
-		if m.LogitsFP32 { // the model's forward upcasts (logits.float()), before the loss function
-			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
-		}
-		defer b.LossGraph("cross_entropy")()             // compile=True: the loss function compiled
-		if b.Prec.Autocast && b.Dtype(x) != units.FP32 { // autocast runs cross-entropy in fp32
-			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
-		}
-		i := b.AddOp("cross_entropy", "cross_entropy", []Value{x})
-		lsm := b.Out(i, "log_probs", b.Shape(x), b.Dtype(x), "log_softmax of the logits (saved by cross-entropy)")
-		b.Val(lsm).Grad = false
-		loss := b.Out(i, "loss", nil, units.FP32, "loss")
-		b.Save(i, lsm)
-		b.Op(i).WorkB = b.Val(lsm).Bytes
-		b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
-		return loss
+		return b.CrossEntropy(x, m.LogitsFP32)
 	case "crps":
 		return b.crpsLoss(x)
 	case "mse":
@@ -273,6 +268,31 @@ func (b *Builder) loss(m *Model, x Value) Value {
 		i := b.AddOp("sum", "sum", []Value{x})
 		return b.Out(i, "loss", nil, units.FP32, "loss")
 	}
+}
+
+// CrossEntropy lowers the cross-entropy of logits x, upcast to fp32 first
+// when fp32 (the model's forward's logits.float()) or under autocast
+// (which runs cross-entropy in fp32), vocabulary-parallel with TP; with
+// compile=True the loss function is a graph of its own.
+func (b *Builder) CrossEntropy(x Value, fp32 bool) Value {
+	if b.Par.megatronCE {
+		return b.vocabParallelCE(x)
+	}
+	if fp32 {
+		x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+	}
+	defer b.LossGraph("cross_entropy")()
+	if b.Prec.Autocast && b.Dtype(x) != units.FP32 {
+		x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+	}
+	i := b.AddOp("cross_entropy", "cross_entropy", []Value{x})
+	lsm := b.Out(i, "log_probs", b.Shape(x), b.Dtype(x), "log_softmax of the logits (saved by cross-entropy)")
+	b.Val(lsm).Grad = false
+	loss := b.Out(i, "loss", nil, units.FP32, "loss")
+	b.Save(i, lsm)
+	b.Op(i).WorkB = b.Val(lsm).Bytes
+	b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
+	return loss
 }
 
 // Describe lists the modules with their parameter counts.

@@ -169,10 +169,27 @@ func (b *Builder) LayerNorm(name string, x Value, dim int64, bias bool) Value {
 // pow(2).mean(-1), rsqrt, multiply, cast back, times weight. Saved storages
 // as measured by the oracle (REPORT.md section 4).
 func (b *Builder) RmsNorm(name string, x Value, dim int64) Value {
+	return b.rmsNorm(name, x, dim, false)
+}
+
+// RmsNormSlice is RmsNorm over the first dim features of x's last
+// dimension, a split view of x (MLA's kv_a_layernorm reads the latent
+// part of kv_a_proj's output): the fp32 copy reads the slice.
+func (b *Builder) RmsNormSlice(name string, x Value, dim int64) Value {
+	return b.rmsNorm(name, x, dim, b.Last(x) != dim)
+}
+
+func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{dim}, RoleNorm)
 	inDT := b.Dtype(x)
-	x32 := b.Cast(x, units.FP32, "fp32 copy of rms_norm input")
+	var x32 Value
+	if slice {
+		c := b.AddOp("cast", "to_fp32", []Value{x})
+		x32 = b.Out(c, "slice.fp32", WithLast(b.Shape(x), dim), units.FP32, "fp32 copy of the normalised slice")
+	} else {
+		x32 = b.Cast(x, units.FP32, "fp32 copy of rms_norm input")
+	}
 	r := Rows(b.Shape(x32))
 	// pow(2): saves self.
 	ip := b.AddOp("pow", "pow", []Value{x32})
@@ -192,7 +209,7 @@ func (b *Builder) RmsNorm(name string, x Value, dim int64) Value {
 	n := b.Cast(n32, inDT, "rms_norm normalized, cast back to input dtype")
 	// weight * n: saves n for the weight's grad.
 	iw := b.AddOp("mul", "scale", []Value{n}, w)
-	outDT := Promote(b.Prec.Params, b.Dtype(n))
+	outDT := Promote(b.Prec.NormDType(), b.Dtype(n))
 	y := b.Out(iw, "out", b.Shape(n), outDT, "rms_norm output")
 	if b.Trainable(w) {
 		b.Save(iw, n)

@@ -107,7 +107,7 @@ func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 		for _, l := range ls {
 			switch x := l.(type) {
 			case *Repeat:
-				if best == nil || x.N > best.N {
+				if best == nil || x.Count() > best.Count() {
 					best = x
 				}
 			case *Sequential:
@@ -121,7 +121,7 @@ func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
 	}
 	chunks := par.PP * par.VirtualStages
-	layers, err := par.ChunkLayers(best.N, m.Name)
+	layers, err := par.ChunkLayers(best.Count(), m.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 			switch x := l.(type) {
 			case *Repeat:
 				if x == best {
-					for j := int64(0); j < x.N; j++ {
+					for j := int64(0); j < x.Count(); j++ {
 						s.Blocks = append(s.Blocks, pipeUnit{anc: anc, layer: x, rep: x, block: j})
 					}
 					seen = true
@@ -308,7 +308,7 @@ func (b *Builder) lowerUnit(u pipeUnit, x Value) Value {
 	defer b.Scope(u.BlockPath())()
 	b.block = int(u.block)
 	closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
-	x = b.LowerChild(u.rep.Layer, x)
+	x = b.LowerChild(u.rep.Block(u.block), x)
 	closeBlock()
 	return x
 }

@@ -15,6 +15,22 @@ type Precision struct {
 	Master   units.DType // fp32 master copy of the weights, InvalidDType when none
 	States   units.DType // optimizer moments
 	Autocast bool        // torch.autocast: weight copies cached per matmul, fp32-list ops in fp32
+	// Norms is the dtype of RMSNorm weights when it is not Params
+	// (InvalidDType): QLoRA through TRL's SFTTrainer keeps them in fp32
+	// (peft's prepare_model_for_kbit_training upcasts every non-quantized
+	// weight, peft_module_casting_to_bf16 casts embeddings and lm_head
+	// back but keeps norms in fp32), so weight * x promotes the norm's
+	// output, and what follows it, to fp32. Their storage is counted in
+	// the params dtype (a few MB).
+	Norms units.DType
+}
+
+// NormDType is the dtype of RMSNorm weights.
+func (p Precision) NormDType() units.DType {
+	if p.Norms == units.InvalidDType {
+		return p.Params
+	}
+	return p.Norms
 }
 
 // Precisions returns the named policies.

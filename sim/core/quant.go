@@ -10,8 +10,15 @@ import "github.com/memsh/memsh/sim/units"
 // get_transform_buffer; autograd/_functions.py MatMul4Bit, MatMul8bitLt;
 // nn/modules.py Linear4bit, Linear8bitLt.
 //
-// Which linears are quantized: every linear role (attention, MLP, experts,
-// router) whose weight is frozen. lm_head only with Plan.QuantLMHead:
+// Which linears are quantized: every nn.Linear (attention, MLP, the
+// experts and router of an MoE whose experts are nn.Linear modules) whose
+// weight is frozen: transformers' replace_with_bnb_linear converts every
+// nn.Linear but the output head (integrations/bitsandbytes.py,
+// get_keys_to_not_convert), so Mixtral's router (an nn.Linear named gate)
+// is quantized too. Weights that are parameters rather than nn.Linear
+// modules keep their dtype: fused 3-D experts (bitsandbytes issue #1849:
+// transformers 5's fused experts are skipped and stay in 16 bit) and
+// parameter routers (DeepSeek, gpt-oss, Megatron). lm_head only with Plan.QuantLMHead:
 // Lightning's BitsandbytesPrecision patches torch.nn.Linear while the
 // model is built, so LitGPT's lm_head is quantized too; transformers keeps
 // the output head in 16 bit (get_keys_to_not_convert). Embeddings, norms
@@ -72,6 +79,10 @@ func QuantBytes(scheme string, shape []int64) int64 {
 	return n
 }
 
+// Quantizes reports whether a frozen linear of this role would be stored
+// quantized by the plan (layers that decide their own storage ask it).
+func (b *Builder) Quantizes(role Role) bool { return b.quantizes(role) }
+
 // quantizes reports whether a linear of this role is stored quantized
 // (decided before its weight is registered: the weight must be frozen).
 func (b *Builder) quantizes(role Role) bool {
@@ -117,7 +128,11 @@ func (b *Builder) quantLinear(name string, role Role, x Value, in, out int64, bi
 	b.P.Params[w].Quant = b.Ft.quant
 	xin := b.Cast(x, b.Prec.Compute, "input cast to the bitsandbytes compute dtype")
 	y := b.quantMatmul(w, params, xin, in, out)
-	return b.quantAdapter(role, xin, y, in, out), true
+	if b.Ft.quant != "int8" {
+		// Linear4bit.forward: out = matmul_4bit(...); out.to(inp_dtype)
+		y = b.Cast(y, b.Dtype(x), "4-bit linear output cast back to its input's dtype (Linear4bit.forward)")
+	}
+	return b.quantAdapter(role, x, y, in, out), true
 }
 
 // linearParams registers a linear's weight (and bias).
@@ -187,10 +202,12 @@ func (b *Builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 	return y
 }
 
-// quantAdapter adds the LoRA branch when the role is targeted.
-func (b *Builder) quantAdapter(role Role, xin, y Value, in, out int64) Value {
+// quantAdapter adds the LoRA branch when the role is targeted; PEFT's
+// bnb LoRA layer feeds the adapter the layer's input as it came
+// (lora_A(dropout(x)), x before the compute-dtype cast).
+func (b *Builder) quantAdapter(role Role, x, y Value, in, out int64) Value {
 	if b.Lora != nil && b.Lora.targets(role) {
-		return b.loraAdapter(xin, y, in, out)
+		return b.loraAdapter(x, y, in, out)
 	}
 	return y
 }
@@ -200,4 +217,31 @@ func QuantDType(scheme string) units.DType {
 		return units.INT8
 	}
 	return units.NF4
+}
+
+// IdleLinear registers the parameters of a linear the step does not run
+// (an expert no token was routed to: the weights exist, no op reads them)
+// as Linear would: the weight quantized when the plan quantizes it, and
+// the LoRA adapter when its role is targeted.
+func (b *Builder) IdleLinear(name string, role Role, in, out int64, bias bool) {
+	defer b.Scope(name)()
+	w, _ := b.LinearParams(role, in, out, bias)
+	if b.quantizes(role) {
+		if b.P.Params[w].Trainable {
+			panic(LowerError{&units.Error{Path: b.Name(""), Msg: "this linear is trainable but quant=" + b.Ft.quant + " stores it quantized: bitsandbytes quantized weights cannot be trained",
+				Hint: "freeze it (freeze=[...]) or train adapters (lora=...)"}})
+		}
+		b.P.Params[w].Quant = b.Ft.quant
+	}
+	if b.Lora != nil && b.Lora.targets(role) {
+		defer b.Scope("lora")()
+		for _, a := range []struct {
+			name    string
+			in, out int64
+		}{{"lora_A", in, b.Lora.Rank}, {"lora_B", b.Lora.Rank, out}} {
+			done := b.Scope(a.name)
+			b.AdapterParam("weight", []int64{a.out, a.in}, RoleLoRA)
+			done()
+		}
+	}
 }

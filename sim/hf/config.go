@@ -38,6 +38,7 @@ type hfFamily struct {
 	// does when no attn_implementation is requested; "flash" is an error.
 	noFused bool
 	noFlash bool // no flash-attention 2 path (BERT)
+	noEager bool // eager attention is not modelled (multi-head latent attention)
 }
 
 // hfHead is the model class on top of the base model.
@@ -88,19 +89,26 @@ var decoderHeads = []hfHead{headCausalLM, headBase}
 var hfFamilies = []hfFamily{
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, noFlash: true},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
+	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
+	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", heads: decoderHeads, build: buildNemotronH},
 	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder},
 }
 
 // ModelTypes lists the model_type values FromConfig supports, sorted.
@@ -126,10 +134,27 @@ func FromConfig(data []byte, attn string) (*core.Model, error) {
 // "BertModel", "BertForSequenceClassification", "LlamaForCausalLM")
 // instead of the config's architectures[0]; "" means the config's.
 func FromConfigArch(data []byte, attn, arch string) (*core.Model, error) {
+	return FromConfigOptions(data, Options{Attn: attn, Arch: arch})
+}
+
+// Options are FromConfigOptions's choices.
+type Options struct {
+	Attn string // the attention kernel: "eager", "sdpa" or "flash"
+	Arch string // the model class; "" = the config's architectures[0]
+	// MTP builds the multi-token prediction modules the checkpoint holds
+	// (DeepSeek-V3's num_nextn_predict_layers), which transformers does
+	// not build, as DeepSeek and Megatron train them.
+	MTP bool
+}
+
+// FromConfigOptions builds the model a config.json describes, with opts.
+func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
+	attn, arch := opts.Attn, opts.Arch
 	c, err := parseHFConfig(data)
 	if err != nil {
 		return nil, err
 	}
+	c.mtp = opts.MTP
 	mt, ok := c.raw["model_type"]
 	if !ok || mt == nil {
 		return nil, &units.Error{Msg: `config.json has no "model_type"`, Hint: "supported model types: " + strings.Join(ModelTypes(), ", ")}
@@ -186,6 +211,10 @@ func (f *hfFamily) attnImpl(attn string) (string, error) {
 	default:
 		return "", &units.Error{Msg: fmt.Sprintf(`attn must be "eager", "sdpa" or "flash" (got %q)`, attn),
 			Hint: "attn is the attention kernel the model runs with (transformers' attn_implementation)"}
+	}
+	if attn == "eager" && f.noEager {
+		return "", &units.Error{Msg: fmt.Sprintf("eager attention is not modelled for model_type %q (multi-head latent attention)", f.modelType),
+			Hint: `use attn="sdpa" or "flash"`}
 	}
 	if attn == "flash" && (f.noFused || f.noFlash) {
 		alt := `"sdpa" or "eager"`
@@ -336,23 +365,16 @@ func (c *hfConfig) finish(head hfHead, layers []core.Layer, vocab int64, tie boo
 	return m
 }
 
-// stackBlocks is the decoder stack: runs of the same block become repeats.
+// stackBlocks is the decoder stack: one repeat of n copies when the
+// blocks are all the same layer, else a stack of differing blocks named
+// layers.0, layers.1, ... (core.Repeat.Blocks).
 func stackBlocks(name string, blocks []core.Layer) core.Layer {
-	var runs []core.Layer
-	for i := 0; i < len(blocks); {
-		j := i
-		for j < len(blocks) && blocks[j] == blocks[i] {
-			j++
+	for _, b := range blocks {
+		if b != blocks[0] {
+			return &core.Repeat{Name: name, Blocks: blocks}
 		}
-		runs = append(runs, &core.Repeat{Name: fmt.Sprintf("%s_%d_%d", name, i, j-1), Layer: blocks[i], N: int64(j - i)})
-		i = j
 	}
-	if len(runs) == 1 {
-		r := runs[0].(*core.Repeat)
-		r.Name = name
-		return r
-	}
-	return &core.Sequential{Name: name, Layers: runs}
+	return &core.Repeat{Name: name, Layer: blocks[0], N: int64(len(blocks))}
 }
 
 func seq(ls ...core.Layer) *core.Sequential { return &core.Sequential{Layers: ls} }

@@ -10,19 +10,29 @@ import (
 // Llama and its relatives in transformers: pre-norm decoders with RMSNorm,
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
-// qwen2, qwen2_moe, qwen3, gemma, gemma2 and phi3; their differences are
-// the switches of decoderFamily (from each family's modeling_*.py).
+// qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
+// phimoe and gpt_oss; their differences are the switches of
+// decoderFamily (from each family's modeling_*.py).
 type decoderFamily struct {
 	tie        bool  // tie_word_embeddings default
 	qkvBias    bool  // q, k, v biased, o not (Qwen2, Qwen2-MoE)
 	biasFlags  bool  // attention_bias (q, k, v, o) and mlp_bias (Llama)
-	attnBias   bool  // attention_bias (q, k, v, o), no mlp_bias (Qwen3, Gemma)
+	attnBias   bool  // attention_bias (q, k, v, o), no mlp_bias (Qwen3, Gemma, Phi-3.5-MoE, gpt-oss)
+	biasDef    bool  // attention_bias's default (gpt-oss: true)
 	headDimDef int64 // default head_dim (Gemma 256, Qwen3 128); 0 = hidden/heads
 	moe        string
-	qkNorm     bool // per-head RMS norm of q and k (Qwen3)
-	gemma      int  // 1: Gemma (embeddings scaled by sqrt(hidden)); 2: + Gemma2's sandwich norms
-	fused      bool // one qkv_proj and one gate_up_proj (Phi-3)
-	actKey     string
+	qkNorm     bool // per-head RMS norm of q and k (Qwen3, Gemma 3)
+	// gemma: 1 Gemma (embeddings scaled by sqrt(hidden)); 2 Gemma 2 (+
+	// sandwich norms, soft-capping, every other layer local); 3 Gemma 3
+	// (+ q/k norms, no soft-capping, five local layers to one global)
+	gemma     int
+	fused     bool  // one qkv_proj and one gate_up_proj (Phi-3)
+	layerNorm bool  // nn.LayerNorm with bias instead of RMSNorm (Phi-3.5-MoE)
+	headBias  bool  // lm_head_bias (Phi-3.5-MoE)
+	sinks     bool  // attention sinks (gpt-oss)
+	windows   bool  // sliding-window layers (layer_types, or the Gemma pattern)
+	windowDef int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
+	actKey    string
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -39,12 +49,20 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{qkvBias: true, moe: "qwen2_moe", actKey: "hidden_act"}
 	case "qwen3":
 		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, actKey: "hidden_act"}
+	case "qwen3_moe":
+		return decoderFamily{attnBias: true, headDimDef: 128, qkNorm: true, moe: "qwen3_moe", actKey: "hidden_act"}
 	case "gemma":
 		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 1, actKey: "hidden_activation"}
 	case "gemma2":
-		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 2, actKey: "hidden_activation"}
+		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 2, windows: true, windowDef: 4096, actKey: "hidden_activation"}
+	case "gemma3_text":
+		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 3, qkNorm: true, windows: true, windowDef: 4096, actKey: "hidden_activation"}
 	case "phi3":
 		return decoderFamily{fused: true, actKey: "hidden_act"}
+	case "phimoe":
+		return decoderFamily{attnBias: true, moe: "mixtral", layerNorm: true, headBias: true, actKey: "hidden_act"}
+	case "gpt_oss":
+		return decoderFamily{attnBias: true, biasDef: true, moe: "gpt_oss", sinks: true, windows: true, windowDef: 128, actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -61,13 +79,19 @@ func decoderFamilyOf(mt string) decoderFamily {
 // Gemma 2 soft-caps the logits (final_logit_softcapping, default 30.0)
 // and the eager attention scores (attn_logit_softcapping, default 50.0;
 // Gemma2Config in configuration_gemma2.py; null turns either off):
-// core/softcap.go.
+// core/softcap.go. Gemma 3 has neither by default.
 //
-// Parameters are exact; two memory details are not modelled yet (neither
+// Sliding-window layers (layer_types in the config, else Gemma 2's every
+// other layer, Gemma 3's sliding_window_pattern: five local layers to one
+// global) attend to the last sliding_window keys: flash attention computes
+// only those.
+//
+// Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Gemma's RMSNorm, x * (1 + w) computed in fp32, is
 // lowered as Llama's; Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
-// bytes).
+// bytes); gpt-oss's clamped SwiGLU (swiglu_limit) is lowered as SwiGLU and
+// Phi-3.5-MoE's sparsemixer routing as a softmax router.
 func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	f := decoderFamilyOf(c.modelType)
 	hidden := c.size("hidden_size")
@@ -88,7 +112,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		qkvBias = c.flag("attention_bias", false)
 		outBias, mlpBias = qkvBias, c.flag("mlp_bias", false)
 	case f.attnBias:
-		qkvBias = c.flag("attention_bias", false)
+		qkvBias = c.flag("attention_bias", f.biasDef)
 		outBias = qkvBias
 	}
 	actKey, actDef := f.actKey, "silu"
@@ -110,12 +134,28 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
-		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm}
-	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
+		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
+	norm := func(name string) core.Layer {
+		if f.layerNorm {
+			return &nn.Norm{Name: name, Dim: hidden, Bias: true}
+		}
+		return &nn.Norm{Name: name, Dim: hidden, RMS: true}
+	}
 	var logitCap float64
-	if f.gemma == 2 {
+	switch f.gemma {
+	case 2:
 		at.Softcap = c.softcap("attn_logit_softcapping", 50)
 		logitCap = c.softcap("final_logit_softcapping", 30)
+	case 3:
+		at.Softcap = c.softcap("attn_logit_softcapping", 0)
+		logitCap = c.softcap("final_logit_softcapping", 0)
+	}
+	local := c.slidingLayers(f, layers)
+	var localAt *nn.Attention
+	if len(local) > 0 {
+		la := *at
+		la.Window = c.sizeOr("sliding_window", f.windowDef)
+		localAt = &la
 	}
 
 	// The feed-forward block of each layer: dense, or sparse (MoE).
@@ -127,69 +167,43 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		return &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
 	}
 	sparse := make([]bool, layers)
-	var moe core.Layer
-	estimateFF := float64(0)
-	switch f.moe {
-	case "mixtral":
-		inter = c.size("intermediate_size")
-		experts := c.size("num_local_experts")
-		moe = &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
-			TopK: c.size("num_experts_per_tok"), Act: act}
-		for i := range sparse {
-			sparse[i] = true
-		}
-		estimateFF = float64(experts) * 3 * float64(hidden) * float64(inter)
-	case "qwen2_moe":
-		experts := c.sizeOr("num_experts", 0)
-		step := c.sizeOr("decoder_sparse_step", 1)
-		only := c.intList("mlp_only_layers", layers)
-		for i := range sparse {
-			sparse[i] = experts > 0 && !only[int64(i)] && (int64(i)+1)%step == 0
-		}
-		if experts > 0 {
-			moeInter := c.size("moe_intermediate_size")
-			shared := c.size("shared_expert_intermediate_size")
-			moe = &nn.Parallel{Name: "mlp", Branches: []core.Layer{
-				&nn.MoE{Name: "experts", Dim: hidden, Hidden: moeInter, Experts: experts,
-					TopK: c.size("num_experts_per_tok"), Act: act},
-				&nn.Gated{Name: "shared_expert", Dim: hidden,
-					Body: &nn.MLP{Name: "mlp", Dim: hidden, Hidden: shared, Act: act}},
-			}}
-			estimateFF = float64(experts)*3*float64(hidden)*float64(moeInter) + 3*float64(hidden)*float64(shared)
-		}
-	}
+	moe, estimateFF := c.decoderMoE(f, hidden, layers, act, sparse)
 	if c.err != nil {
 		return nil
 	}
-	var denseBlock, sparseBlock core.Layer
-	block := func(ff core.Layer) core.Layer {
-		attnPart := []core.Layer{norm("input_layernorm"), at}
+	type blockKind struct{ sparse, local bool }
+	built := map[blockKind]core.Layer{}
+	block := func(k blockKind) core.Layer {
+		if b, ok := built[k]; ok {
+			return b
+		}
+		a := at
+		if k.local {
+			a = localAt
+		}
+		ff := moe
+		if !k.sparse {
+			ff = dense()
+			estimateFF = math.Max(estimateFF, 3*float64(hidden)*float64(inter))
+		}
+		attnPart := []core.Layer{norm("input_layernorm"), a}
 		attnPart = append(attnPart, afterAttn...)
 		mlpNorm := "post_attention_layernorm"
-		if f.gemma == 2 {
+		if f.gemma >= 2 {
 			attnPart = append(attnPart, norm("post_attention_layernorm"))
 			mlpNorm = "pre_feedforward_layernorm"
 		}
 		mlpPart := []core.Layer{norm(mlpNorm), ff}
-		if f.gemma == 2 {
+		if f.gemma >= 2 {
 			mlpPart = append(mlpPart, norm("post_feedforward_layernorm"))
 		}
-		return seq(res(attnPart...), res(mlpPart...))
+		b := seq(res(attnPart...), res(mlpPart...))
+		built[k] = b
+		return b
 	}
 	blocks := make([]core.Layer, layers)
 	for i := range blocks {
-		if sparse[i] {
-			if sparseBlock == nil {
-				sparseBlock = block(moe)
-			}
-			blocks[i] = sparseBlock
-			continue
-		}
-		if denseBlock == nil {
-			denseBlock = block(dense())
-			estimateFF = math.Max(estimateFF, 3*float64(hidden)*float64(inter))
-		}
-		blocks[i] = denseBlock
+		blocks[i] = block(blockKind{sparse[i], local[int64(i)]})
 	}
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+estimateFF) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
@@ -207,6 +221,106 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	m := c.finish(head, ls, vocab, tie)
 	if m != nil && head == headCausalLM {
 		m.LogitSoftcap = logitCap
+		m.HeadBias = f.headBias && c.flag("lm_head_bias", false)
 	}
 	return m
+}
+
+// slidingLayers lists the sliding-window layers: from layer_types
+// ("sliding_attention" / "full_attention") when the config has it, else
+// Gemma 2's even layers (Gemma2DecoderLayer.is_sliding) or Gemma 3's
+// sliding_window_pattern (default 6: layer i is local unless (i+1) % 6 == 0).
+func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
+	out := map[int64]bool{}
+	if !f.windows {
+		return out
+	}
+	if c.has("layer_types") {
+		list, ok := c.raw["layer_types"].([]any)
+		if !ok || int64(len(list)) != layers {
+			c.fail("layer_types", "must list one attention type per layer (%d)", layers)
+			return out
+		}
+		for i, v := range list {
+			switch v {
+			case "sliding_attention":
+				out[int64(i)] = true
+			case "full_attention":
+			default:
+				c.fail("layer_types", "names an attention type memsh does not know (got %s; known: sliding_attention, full_attention)", describeJSON(v))
+				return out
+			}
+		}
+		return out
+	}
+	switch f.gemma {
+	case 2:
+		for i := int64(0); i < layers; i += 2 {
+			out[i] = true
+		}
+	case 3:
+		p := c.sizeOr("sliding_window_pattern", 6)
+		for i := int64(0); i < layers; i++ {
+			if (i+1)%p != 0 {
+				out[i] = true
+			}
+		}
+	}
+	return out
+}
+
+// decoderMoE is the sparse block of the MoE families and which layers
+// have it (sparse), with an estimate of its parameters for checkTotal.
+func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string, sparse []bool) (core.Layer, float64) {
+	all := func() {
+		for i := range sparse {
+			sparse[i] = true
+		}
+	}
+	switch f.moe {
+	case "mixtral":
+		// MixtralSparseMoeBlock (and PhimoeSparseMoeBlock): an nn.Linear
+		// router named gate, experts w1 (gate), w3 (up), w2 (down), top-k
+		// weights renormalised.
+		inter := c.size("intermediate_size")
+		experts := c.size("num_local_experts")
+		all()
+		return &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
+			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: true, WNames: true}, float64(experts) * 3 * float64(hidden) * float64(inter)
+	case "qwen2_moe", "qwen3_moe":
+		// Qwen2MoeSparseMoeBlock: gate (nn.Linear), experts, and a
+		// shared_expert times sigmoid(shared_expert_gate(x));
+		// Qwen3MoeSparseMoeBlock has no shared expert.
+		experts := c.sizeOr("num_experts", 0)
+		step := c.sizeOr("decoder_sparse_step", 1)
+		only := c.intList("mlp_only_layers", layers)
+		for i := range sparse {
+			sparse[i] = experts > 0 && !only[int64(i)] && (int64(i)+1)%step == 0
+		}
+		if experts == 0 {
+			return nil, 0
+		}
+		moeInter := c.size("moe_intermediate_size")
+		m := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: moeInter, Experts: experts,
+			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: c.flag("norm_topk_prob", false)}
+		estimate := float64(experts) * 3 * float64(hidden) * float64(moeInter)
+		if f.moe == "qwen2_moe" {
+			shared := c.size("shared_expert_intermediate_size")
+			m.SharedExperts, m.SharedHidden, m.SharedGate = 1, shared, true
+			estimate += 3 * float64(hidden) * float64(shared)
+		}
+		return m, estimate
+	case "gpt_oss":
+		// GptOssMLP: GptOssTopKRouter (a weight and a bias, top-k of the
+		// logits then a softmax over the k) and GptOssExperts: gate_up_proj
+		// [experts, hidden, 2 * intermediate] and down_proj with biases,
+		// 3-D parameters looped over per expert in training.
+		inter := c.size("intermediate_size")
+		experts := c.size("num_local_experts")
+		all()
+		return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
+			TopK: c.size("num_experts_per_tok"), Act: act, Impl: nn.MoEFusedLoop, Router: nn.RouterTopKSoftmax,
+			RouterBias: true, ExpertBias: true}, float64(experts) * 3 * float64(hidden) * float64(inter)
+	}
+	return nil, 0
 }

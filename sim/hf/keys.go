@@ -17,21 +17,23 @@ type hfConfig struct {
 	raw       map[string]any
 	modelType string
 	name      string
+	mtp       bool // build the multi-token prediction modules the checkpoint holds
 	err       *units.Error
 }
 
 func parseHFConfig(data []byte) (*hfConfig, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
+	text, at := pythonJSON(data)
+	d := json.NewDecoder(bytes.NewReader(text))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		return nil, jsonError(data, err)
+		return nil, jsonError(data, err, at)
 	}
 	// Decode stops after the first value; anything but white space after
 	// it (a second object, a stray brace, garbage) makes a malformed file.
-	rest := data[d.InputOffset():]
+	rest := text[d.InputOffset():]
 	if trimmed := bytes.TrimLeft(rest, " \t\r\n"); len(trimmed) > 0 {
-		line, col := jsonPos(data, int64(len(data)-len(trimmed)))
+		line, col := jsonPos(data, at(int64(len(text)-len(trimmed))))
 		return nil, &units.Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: text after the JSON value", line, col)}
 	}
 	raw, ok := v.(map[string]any)
@@ -41,8 +43,9 @@ func parseHFConfig(data []byte) (*hfConfig, error) {
 	return &hfConfig{raw: raw}, nil
 }
 
-// jsonError names the line and column of a JSON syntax error.
-func jsonError(data []byte, err error) error {
+// jsonError names the line and column of a JSON syntax error; at maps an
+// offset in the decoded text back to data.
+func jsonError(data []byte, err error, at func(int64) int64) error {
 	var se *json.SyntaxError
 	off := int64(-1)
 	if errors.As(err, &se) {
@@ -58,7 +61,7 @@ func jsonError(data []byte, err error) error {
 	if off < 0 {
 		return &units.Error{Msg: "malformed config.json: " + err.Error()}
 	}
-	line, col := jsonPos(data, off)
+	line, col := jsonPos(data, at(off))
 	return &units.Error{Msg: fmt.Sprintf("malformed config.json at line %d, column %d: %s", line, col, err)}
 }
 
@@ -173,6 +176,14 @@ func (c *hfConfig) intValue(key string, min int64) int64 {
 		return 0
 	}
 	return i
+}
+
+// intOr reads an optional non-negative integer (a count that may be 0).
+func (c *hfConfig) intOr(key string, def int64) int64 {
+	if !c.has(key) {
+		return def
+	}
+	return c.intValue(key, 0)
 }
 
 // flag reads an optional boolean.

@@ -37,6 +37,15 @@ type Attention struct {
 	SoftmaxFP32 bool    // eager softmax computed in fp32 then cast back (HF Llama)
 	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap); 0 = none
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
+	// Window is a sliding window: each query attends to the last Window
+	// keys (Gemma 2/3's local layers, gpt-oss's sliding layers); 0 = all.
+	// Flash attention computes only the window; eager attention still
+	// builds the whole score matrix and masks it.
+	Window int64
+	// Sinks is a learned logit per head that joins each row's softmax and
+	// is dropped after it (gpt-oss's attention sinks): Heads parameters;
+	// eager attention concatenates it to the scores (one more column).
+	Sinks bool
 }
 
 func (a *Attention) Kv() int64 {
@@ -72,6 +81,9 @@ func (a *Attention) Params() int64 {
 	if a.QKNorm {
 		n += 2 * d // q_norm and k_norm weights, head_dim each
 	}
+	if a.Sinks {
+		n += h
+	}
 	return n
 }
 func (a *Attention) Summary() string {
@@ -84,6 +96,12 @@ func (a *Attention) Summary() string {
 	}
 	if a.QKNorm {
 		s += ", qk-norm"
+	}
+	if a.Window > 0 {
+		s += fmt.Sprintf(", window %d", a.Window)
+	}
+	if a.Sinks {
+		s += ", sinks"
 	}
 	return s + ", " + a.Impl
 }
@@ -111,6 +129,9 @@ func (a *Attention) Validate(path string) error {
 	}
 	if a.Dropout < 0 || a.Dropout >= 1 {
 		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", a.Dropout)
+	}
+	if a.Window < 0 {
+		return units.Errorf(path, "window must be positive, or 0 for none (got %d)", a.Window)
 	}
 	if !(a.Softcap >= 0) || math.IsInf(a.Softcap, 0) {
 		return units.Errorf(path, "softcap must be a positive number, or 0 for none (got %g)", a.Softcap)
@@ -198,7 +219,12 @@ func rope(b *core.Builder, name string, x core.Value, shape []int64) core.Value 
 func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
 	d, h, kv := a.Hd(), a.Heads, a.Kv()
 	dt := b.Dtype(q)
-	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{q, k, v})
+	var sinks []int32
+	if a.Sinks { // a kernel with sinks (flash-attn 3's, vLLM's) reads one logit per head
+		sinks = append(sinks, b.Param("sinks", []int64{h}, core.RoleO))
+		b.ShardParam(sinks[0], h*b.Par.Tpn())
+	}
+	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{q, k, v}, sinks...)
 	o := b.Out(i, "attn_out", core.WithLast(s, h*d), dt, "attention output")
 	lse := b.Out(i, "logsumexp", []int64{core.Rows(s), h}, units.FP32, "attention logsumexp (fp32, saved)")
 	b.Val(lse).Grad = false
@@ -228,12 +254,18 @@ func expandKV(b *core.Builder, name string, x core.Value, shape []int64, kv int6
 }
 
 func (a *Attention) coreFLOPs(s []int64) float64 {
-	seq := s[len(s)-2]
-	f := 4 * float64(core.Rows(s)) * float64(seq) * float64(a.Heads*a.Hd())
+	seq := float64(s[len(s)-2])
+	keys := seq // keys per query, on average
 	if a.Causal {
-		f /= 2
+		keys = seq / 2
 	}
-	return f
+	if w := float64(a.Window); w > 0 && w < seq && a.Impl != "eager" {
+		keys = w // query i attends to min(i+1, w) keys: w - w(w-1)/2seq on average when causal
+		if a.Causal {
+			keys = w - w*(w-1)/(2*seq)
+		}
+	}
+	return 4 * float64(core.Rows(s)) * keys * float64(a.Heads*a.Hd())
 }
 
 // eager lowers the explicit attention of GPT-2 and Llama's eager path.
@@ -274,8 +306,18 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	if a.SoftmaxFP32 || (b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32) {
 		smDT = units.FP32
 	}
+	probShape := scoreShape
+	if a.Sinks {
+		// GptOss eager_attention_forward: cat([scores, sinks], -1) minus
+		// its row max, softmax, then probs[..., :-1] (a view).
+		probShape = []int64{batch, h, seq, seq + 1}
+		sink := b.Param("sinks", []int64{h}, core.RoleO)
+		b.ShardParam(sink, h*b.Par.Tpn())
+		c := b.AddOp("cat", "sinks", []core.Value{scaled}, sink)
+		scaled = b.Out(c, "combined_logits", probShape, dt, "scores with the sink column, minus the row max")
+	}
 	sm := b.AddOp("softmax", "softmax", []core.Value{scaled})
-	p := b.Out(sm, "probs", scoreShape, smDT, "attention probabilities (softmax output, saved)")
+	p := b.Out(sm, "probs", probShape, smDT, "attention probabilities (softmax output, saved)")
 	b.Save(sm, p)
 	p = b.Cast(p, dt, "attention probabilities cast back for the P.V matmul")
 	p = b.Dropout("attn_dropout", p, a.Dropout)

@@ -168,6 +168,9 @@ func Activation(b *core.Builder, fn string, x core.Value) core.Value {
 	switch fn {
 	case "relu", "sigmoid", "tanh":
 		return b.Unary(fn, x, false, true)
+	case "relu2": // squared ReLU (Nemotron-H): relu saves its output, pow(2) its input, the same tensor
+		r := b.Unary("relu", x, false, true)
+		return b.Unary("pow", r, true, false)
 	default: // gelu, silu save their input
 		return b.Unary(fn, x, true, false)
 	}

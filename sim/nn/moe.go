@@ -2,17 +2,61 @@ package nn
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
-// MoE is a mixture-of-experts feed-forward block with a linear router,
-// top-k routing and gated expert MLPs, lowered as Hugging Face Mixtral
-// runs it: router softmax in fp32, top-k, each token copied to its k
-// experts, expert MLPs over the routed rows, weighted and index_add-ed back.
-// Routing is assumed balanced (every expert gets tokens*top_k/experts rows);
-// Capacity > 1 models a token capacity factor (padding to capacity).
+// MoE is a mixture-of-experts feed-forward block: a router picks top_k of
+// the routed experts for each token, each expert is a gated (or plain)
+// MLP, the outputs are weighted by the routing weights and summed back per
+// token; shared experts run on every token beside them.
+//
+// Impl is how the experts are stored and run, which decides what
+// quantization and LoRA reach and what autograd saves:
+//
+//   - "loop": one nn.Linear per expert projection and a Python loop over
+//     the experts (transformers 4.x MixtralSparseMoeBlock,
+//     Qwen2MoeSparseMoeBlock, DeepseekV3MoE; Megatron's SequentialMLP):
+//     index-select the expert's tokens, run its MLP, multiply by the
+//     routing weight, index_add_ into the output. bitsandbytes replaces
+//     each expert Linear (replace_with_bnb_linear converts every nn.Linear
+//     but lm_head) and PEFT's target_modules match each by name.
+//   - "fused_loop": the same loop over experts stored as 3-D parameters
+//     [experts, out, in] (gpt-oss's GptOssExperts, transformers 5):
+//     bitsandbytes and PEFT's target_modules do not reach them
+//     (bitsandbytes issue #1849), they stay in the params dtype.
+//   - "grouped": the routed rows permuted into one buffer by expert and
+//     one grouped GEMM per projection over 3-D weights (Megatron's
+//     GroupedMLP/TEGroupedMLP, torchtitan, transformers 5 grouped_mm);
+//     like fused_loop, quantization and adapters do not reach them.
+//
+// Router is how the routing weights are made:
+//
+//   - "softmax": router logits from an nn.Linear (bitsandbytes quantizes
+//     it with the rest), softmax in fp32 over all experts, then top-k
+//     (Mixtral, Qwen-MoE), renormalised when NormTopK;
+//   - "topk_softmax": a router parameter with a bias, top-k of the logits
+//     then a softmax over the k (gpt-oss's GptOssTopKRouter);
+//   - "sigmoid": DeepSeek-V3's router: a parameter applied in fp32,
+//     sigmoid scores, selection on scores plus a per-expert correction
+//     bias (auxiliary-loss-free balancing: a bias updated outside the
+//     gradient, no optimizer state), weights renormalised when NormTopK.
+//     Routers that are parameters, not nn.Linear modules, stay in their
+//     stored precision under quant= and get no adapters.
+//
+// Routing balance: every expert gets an equal share of the routed copies
+// (tokens*top_k/experts). With expert parallelism the layout's expert_load
+// (core/expert.go) says how many balanced shares the busiest rank
+// receives; the replayed rank is that one, so its memory and time follow
+// its rows (one load knob, on the layout: without ep every expert runs on
+// the replayed GPU and the step does the same work however the tokens
+// split). Capacity > 0 is a capacity factor: every expert
+// gets exactly ceil(capacity*tokens*top_k/experts) rows per source rank
+// (tokens beyond it dropped, experts below it padded: GShard, Megatron's
+// --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity);
+// 0 is dropless.
 type MoE struct {
 	Name          string
 	Dim           int64
@@ -21,31 +65,103 @@ type MoE struct {
 	TopK          int64
 	Act           string
 	SharedExperts int64
-	SharedHidden  int64 // 0 = Hidden
-	Capacity      float64
+	SharedHidden  int64 // per shared expert; 0 = Hidden
+	// SharedGate: Qwen2-MoE's shared_expert with its sigmoid
+	// shared_expert_gate (Linear(dim, 1)); otherwise DeepSeek's
+	// shared_experts, added without a gate.
+	SharedGate bool
+	Capacity   float64 // capacity factor; 0 = dropless
+	Impl       string  // "loop" (default), "fused_loop" or "grouped"
+	Router     string  // "softmax" (default), "topk_softmax" or "sigmoid"
+	NormTopK   bool    // renormalise the top-k weights to sum to 1
+	RouterBias bool    // the router has a bias (gpt-oss)
+	ScoreBias  bool    // a per-expert selection bias, a buffer (DeepSeek-V3's e_score_correction_bias)
+	ExpertBias bool    // the expert projections have biases (gpt-oss)
+	// WNames names the expert projections w1 (gate), w3 (up) and w2
+	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
+	WNames bool
 }
 
-func (m *MoE) expert() *MLP { return &MLP{Dim: m.Dim, Hidden: m.Hidden, Act: m.Act} }
+// MoE implementations and routers.
+const (
+	MoELoop      = "loop"
+	MoEFusedLoop = "fused_loop"
+	MoEGrouped   = "grouped"
+
+	RouterSoftmax     = "softmax"
+	RouterTopKSoftmax = "topk_softmax"
+	RouterSigmoid     = "sigmoid"
+)
+
+// MoEImpls and MoERouters list the accepted values, for error messages.
+func MoEImpls() []string   { return []string{MoELoop, MoEFusedLoop, MoEGrouped} }
+func MoERouters() []string { return []string{RouterSoftmax, RouterTopKSoftmax, RouterSigmoid} }
+
+func (m *MoE) impl() string {
+	if m.Impl == "" {
+		return MoELoop
+	}
+	return m.Impl
+}
+
+func (m *MoE) router() string {
+	if m.Router == "" {
+		return RouterSoftmax
+	}
+	return m.Router
+}
+
+// expertMLP is one routed expert.
+func (m *MoE) expertMLP() *MLP {
+	return &MLP{Dim: m.Dim, Hidden: m.Hidden, Act: m.Act, Bias: m.ExpertBias}
+}
+
+func (m *MoE) sharedHidden() int64 {
+	if m.SharedHidden == 0 {
+		return m.Hidden
+	}
+	return m.SharedHidden
+}
+
+// shared is the shared experts as one MLP (DeepSeek's shared_experts is
+// one DeepseekV3MLP of moe_intermediate_size * n_shared_experts).
+func (m *MoE) shared() *MLP {
+	return &MLP{Dim: m.Dim, Hidden: m.sharedHidden() * m.SharedExperts, Act: m.Act}
+}
 
 func (m *MoE) Kind() string           { return "moe" }
 func (m *MoE) Label() string          { return m.Name }
 func (m *MoE) Children() []core.Layer { return nil }
+
+// Params counts the router (weight, bias), the routed experts and the
+// shared experts with their gate; DeepSeek's correction bias is a buffer.
 func (m *MoE) Params() int64 {
-	n := m.Dim*m.Experts + m.Experts*m.expert().Params()
+	n := m.Dim*m.Experts + m.Experts*m.expertMLP().Params()
+	if m.RouterBias {
+		n += m.Experts
+	}
 	if m.SharedExperts > 0 {
-		sh := m.SharedHidden
-		if sh == 0 {
-			sh = m.Hidden
+		n += m.shared().Params()
+		if m.SharedGate {
+			n += m.Dim
 		}
-		n += (&MLP{Dim: m.Dim, Hidden: sh * m.SharedExperts, Act: m.Act}).Params()
 	}
 	return n
 }
+
 func (m *MoE) Summary() string {
-	return fmt.Sprintf("%d experts (top-%d), %d -> %d, %s", m.Experts, m.TopK, m.Dim, m.Hidden, m.Act)
+	s := fmt.Sprintf("%d experts (top-%d), %d -> %d, %s", m.Experts, m.TopK, m.Dim, m.Hidden, m.Act)
+	if m.SharedExperts > 0 {
+		s += fmt.Sprintf(", %d shared", m.SharedExperts)
+	}
+	if m.Impl != "" && m.Impl != MoELoop {
+		s += ", " + m.Impl
+	}
+	return s
 }
+
 func (m *MoE) Validate(path string) error {
-	if err := m.expert().Validate(path); err != nil {
+	if err := m.expertMLP().Validate(path); err != nil {
 		return err
 	}
 	if err := core.Positive(path, "experts", m.Experts); err != nil {
@@ -54,7 +170,31 @@ func (m *MoE) Validate(path string) error {
 	if m.TopK <= 0 || m.TopK > m.Experts {
 		return units.Errorf(path, "top_k must be in 1..experts (experts=%d, top_k=%d)", m.Experts, m.TopK)
 	}
+	if m.SharedExperts < 0 {
+		return units.Errorf(path, "shared_experts must not be negative (got %d)", m.SharedExperts)
+	}
+	if m.SharedHidden < 0 {
+		return units.Errorf(path, "shared_hidden must be positive (got %d)", m.SharedHidden)
+	}
+	if m.Capacity != 0 && !(m.Capacity >= 1) { // NaN fails too
+		return units.Errorf(path, "capacity must be at least 1.0 (got %g)", m.Capacity)
+	}
+	if !oneOf(m.impl(), MoEImpls()) {
+		return units.Errorf(path, "unknown moe impl %q (known: %s)", m.Impl, strings.Join(MoEImpls(), ", "))
+	}
+	if !oneOf(m.router(), MoERouters()) {
+		return units.Errorf(path, "unknown moe router %q (known: %s)", m.Router, strings.Join(MoERouters(), ", "))
+	}
 	return nil
+}
+
+func oneOf(s string, set []string) bool {
+	for _, x := range set {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
@@ -68,104 +208,47 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	if !wholeExperts {
 		x = b.TpGather(x) // tokens gathered along the sequence with SP
 	}
-	T := core.Rows(b.Shape(x))
-	E, k := m.Experts, m.TopK
-	logits := b.Linear("router", core.RoleRouter, x, m.Dim, E, false)
-	sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
-	probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
-	b.Save(sm, probs)
-	tk := b.AddOp("topk", "topk", []core.Value{probs})
-	weights := b.Out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")
-	idx := b.Out(tk, "expert_index", []int64{T, k}, units.INT64, "top-k expert indices")
-	b.Val(idx).Grad = false
-	b.Save(tk, idx)
-	routed := T * k
-	if m.Capacity > 1 {
-		padded := float64(routed) * m.Capacity
-		if padded > float64(units.MaxElements) { // int64(padded) would be undefined
-			panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("capacity=%g pads %.3g token copies to the experts, too many to count in bytes", m.Capacity, padded),
-				Hint: units.HintTensor}})
-		}
-		routed = int64(padded)
+	r := m.route(b, x)
+	var out core.Value
+	if m.impl() == MoEGrouped || b.Par.Epn() > 1 {
+		out = m.lowerDispatched(b, x, r)
+	} else {
+		out = m.lowerLoop(b, x, r)
 	}
-	g := b.AddOp("gather", "dispatch", []core.Value{x, idx})
-	xs := b.Out(g, "dispatched", []int64{routed, m.Dim}, b.Dtype(x), "tokens copied to their experts")
-	b.Save(g, idx)
-	received := b.Par.ExpertRows(routed, E, k, m.Capacity > 1) // the busiest rank's share (core/expert.go)
-	xs = expertAllToAll(b, "dispatch", xs, received)           // to the ranks holding the experts
-	y := expertsForward(b, xs, m, received)
-	y = expertAllToAll(b, "combine", y, routed)
-	wcast := b.Cast(weights, b.Dtype(y), "routing weights in the expert output dtype")
-	wy := b.Mul("weighted", y, wcast)
-	c := b.AddOp("index_add", "combine", []core.Value{wy, idx})
-	out := b.Out(c, "combined", b.Shape(x), b.Dtype(wy), "expert outputs summed per token")
-	b.Save(c, idx)
 	if b.Par.Tpn() > 1 && !wholeExperts {
 		out = b.TpReduce("moe", out) // expert outputs summed over tensor-parallel ranks
 	}
-	x = xin
 	if m.SharedExperts > 0 {
-		sh := m.SharedHidden
-		if sh == 0 {
-			sh = m.Hidden
-		}
-		done := b.Scope("shared_experts")
-		s := Ffn(b, x, m.Dim, sh*m.SharedExperts, m.Act, false)
-		done()
-		out = b.Add("shared_sum", out, s)
+		out = b.Add("shared_sum", out, m.lowerShared(b, xin))
 	}
 	return out
 }
 
-// experts lowers the routed expert MLPs as grouped matmuls over the routed
-// rows, registering each expert's weights separately.
-func expertsForward(b *core.Builder, xs core.Value, m *MoE, routed int64) core.Value {
-	defer b.Scope("experts")()
-	gated := m.expert().gated()
-	local, hidden := m.Experts/b.Par.Epn(), m.Hidden/b.Par.Etpn() // this rank's experts and their split
-	proj := func(name string, role core.Role, x core.Value, in, out int64) core.Value {
-		b.ReserveParams(local) // one tensor per expert
-		ps := make([]int32, local)
-		full := in * out * b.Par.Etpn()
-		for e := range ps {
-			ps[e] = b.Param(fmt.Sprintf("%d.%s.weight", e, name), []int64{out, in}, "expert_"+role)
-			b.ShardParam(ps[e], full)
-		}
-		dt := b.Dtype(x)
-		if b.Prec.Autocast {
-			dt = b.Prec.Compute
-		}
-		xin := b.Cast(x, dt, "autocast copy of expert input")
-		ins := []core.Value{xin}
-		for _, p := range ps {
-			if w := b.Weight(p, dt); w != core.NoValue {
-				ins = append(ins, w)
-			}
-		}
-		i := b.AddOp("grouped_matmul", name, ins, ps...)
-		y := b.Out(i, name, []int64{routed, out}, dt, "expert "+name+" output")
-		if b.Trainable(ps[0]) {
-			b.Save(i, xin)
-		}
-		if b.Grad(xin) {
-			b.Save(i, ins[1:]...)
-		}
-		b.Op(i).Flops = 2 * float64(routed) * float64(in) * float64(out)
-		return y
+// lowerShared runs the shared experts on every token: DeepSeek's
+// shared_experts (one MLP), or Qwen2-MoE's shared_expert times
+// sigmoid(shared_expert_gate(x)).
+func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
+	sh := m.shared()
+	if !m.SharedGate {
+		defer b.Scope("shared_experts")()
+		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
 	}
-	if gated {
-		fn := "silu"
-		if m.Act == "geglu" {
-			fn = "gelu"
-		}
-		gate := proj("gate_proj", core.RoleGate, xs, m.Dim, hidden)
-		up := proj("up_proj", core.RoleUp, xs, m.Dim, hidden)
-		h := b.Mul("act_mul", Activation(b, fn, gate), up)
-		return proj("down_proj", core.RoleDown, h, hidden, m.Dim)
+	done := b.Scope("shared_expert")
+	y := Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
+	done()
+	gate := b.Linear("shared_expert_gate", "shared_expert_gate", b.TpGather(x), m.Dim, 1, false)
+	return b.Mul("shared_gated", Activation(b, "sigmoid", gate), y)
+}
+
+// projNames are the expert projections' module names: gate, up, down.
+func (m *MoE) projNames() (gate, up, down string) {
+	if m.WNames {
+		return "w1", "w3", "w2"
 	}
-	h := proj("fc1", core.RoleUp, xs, m.Dim, hidden)
-	h = Activation(b, m.Act, h)
-	return proj("fc2", core.RoleDown, h, hidden, m.Dim)
+	if !m.expertMLP().gated() {
+		return "", "fc1", "fc2"
+	}
+	return "gate_proj", "up_proj", "down_proj"
 }
 
 func (m *MoE) InDim() int64  { return m.Dim }
@@ -175,14 +258,17 @@ func (m *MoE) OutDim() int64 { return m.Dim }
 func (m *MoE) ExpertCount() int64 { return m.Experts }
 
 // CheckLayout checks that expert parallelism divides the experts, the
-// experts' tensor parallelism their hidden size, and that expert_load
-// stays within dropless routing's worst case.
+// experts' tensor parallelism their hidden size (tensor parallelism the
+// shared experts'), and that expert_load stays within dropless routing's
+// worst case.
 func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
-	switch etp, ep := par.ETPn(), max(par.EP, 1); {
+	switch tp, etp, ep := max(par.TP, 1), par.ETPn(), max(par.EP, 1); {
 	case m.Experts%ep != 0:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, m.Experts)}
 	case m.Hidden%etp != 0:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", etp, m.Hidden)}
+	case m.SharedExperts > 0 && m.shared().Hidden%tp != 0:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the shared experts' hidden size %d", tp, m.shared().Hidden)}
 	case par.ExpertLoad > core.ExpertWorstLoad(ep, m.Experts, m.TopK):
 		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_load=%g exceeds the worst case of %g balanced shares (ep=%d, %d experts, top-%d)", par.ExpertLoad, core.ExpertWorstLoad(ep, m.Experts, m.TopK), ep, m.Experts, m.TopK),
 			Hint: "the worst case is every token of the ep ranks choosing min(top_k, experts/ep) of one rank's experts: expert_load=\"worst\""}

@@ -231,6 +231,9 @@ func withBlocks(m *core.Model, k int64) (*core.Model, int64) {
 		return m, 0
 	}
 	target := s.Blocks[0].Repeat()
+	if target.Blocks != nil {
+		return m, 0 // blocks that differ do not extrapolate from k of them
+	}
 	var cut func(ls []core.Layer) []core.Layer
 	cut = func(ls []core.Layer) []core.Layer {
 		out := make([]core.Layer, len(ls))

@@ -1,6 +1,8 @@
 package search
 
 import (
+	"os"
+
 	"context"
 	"fmt"
 	"math"
@@ -11,6 +13,7 @@ import (
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
@@ -491,5 +494,34 @@ func TestSearchExploresIssue18Modes(t *testing.T) {
 	}
 	if !hsdp || !ulysses || !slots {
 		t.Errorf("rows with HSDP sharded over a node's 4 ranks %v, Ulysses %v, embedding and loss slots %v; want all (%d rows)", hsdp, ulysses, slots, len(res.Rows))
+	}
+}
+
+// The search places DeepSeek-V3 (61 layers of MLA, 58 of them MoE with
+// 256 experts) over expert parallelism: pipelines whose stages take the
+// embedding and the loss as a block each (9 x 7 = 61 + 2), experts spread
+// over 32 or 64 ranks.
+func TestSearchDeepSeekV3ExpertParallel(t *testing.T) {
+	data, err := os.ReadFile("../testdata/hf/deepseek-v3.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.FromConfig(data, "flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testmodels.LlamaPlan(m, 1, 4096, "megatron", "full", "H100-80GB")
+	res, err := Run(context.Background(), p, Space{GPUs: 2304, GlobalBatch: 4096, TP: []int64{1}, PP: []int64{9},
+		EP: []int64{32, 64}, MicroBatch: []int64{1}, Checkpoint: []string{"full"}, Virtual: []int64{1}, Top: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) == 0 {
+		t.Fatalf("no layout fits: %+v", res.Stats)
+	}
+	for _, row := range res.Rows {
+		if row.Plan.Parallel.EP < 32 || !row.Report.Fits {
+			t.Errorf("row %+v: want a fitting layout with ep >= 32", row.Plan.Parallel)
+		}
 	}
 }

@@ -1,0 +1,168 @@
+package importers
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Options are what the command line says that a trainer's config does
+// not: the model's config.json, the sequence length, the GPUs, the
+// environment the job will run in, overrides of the config's keys.
+type Options struct {
+	// Trainer forces an importer by name ("" detects it from the file).
+	Trainer string
+	// Model is a Hugging Face config.json for the model, as the script
+	// reads it (relative to the script's folder); "" for none.
+	Model string
+	// Seq is the tokens per sequence; 0 when not given.
+	Seq int64
+	// GPU is the catalog name of the card.
+	GPU string
+	// GPUs is the GPUs per node, Nodes the nodes.
+	GPUs, Nodes int64
+	// Top is how many of advise()'s changes the script lists (0: none).
+	Top int64
+	// Headroom is the fraction of the card the step must leave free, which
+	// advise()'s changes must leave too.
+	Headroom float64
+	// Getenv reads the job's environment (PYTORCH_CUDA_ALLOC_CONF,
+	// ANEMOI_INFERENCE_NUM_CHUNKS, ...); nil reads none.
+	Getenv func(string) string
+	// Overrides are key=value settings of the config's keys, applied
+	// before importing, as the trainer's own command line takes them.
+	Overrides []string
+}
+
+// Result is an imported config: the Starlark plan script memsh check runs
+// (and --emit-star prints), and what of the config it did not model.
+type Result struct {
+	Trainer string
+	Script  string
+	// Unknown lists the keys the importer did not understand; they are
+	// left out of the plan.
+	Unknown []string
+	// NotModelled lists settings understood but not modelled ("key: why").
+	NotModelled []string
+}
+
+// Error is a config the importer cannot turn into a plan: malformed,
+// unknown-version or contradictory, at a key of the file.
+type Error struct {
+	File string
+	Line int // 0 when unknown
+	Key  string
+	Msg  string
+	Hint string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		b.WriteString(": key " + quoteKey(e.Key))
+	}
+	b.WriteString(": " + e.Msg)
+	return b.String()
+}
+
+// trainer is one importer: how it reads a file, how it recognises one of
+// its configs, and how it turns one into a plan.
+type trainer struct {
+	name   string
+	about  string   // what the importer reads
+	exts   []string // file extensions it reads
+	parse  func(file string, data []byte) (*tree, error)
+	detect func(t *tree) bool
+	plan   func(t *tree, o Options) (*plan, error)
+	// noEffect are the keys that change nothing a memory replay sees
+	// (paths, logging, learning rates, seeds): "key" or "prefix.*".
+	noEffect []string
+}
+
+// trainers is every importer, in the order detection tries them.
+var trainers = []*trainer{torchtuneTrainer}
+
+// Trainers lists the importers' names and what each reads.
+func Trainers() [][2]string {
+	var out [][2]string
+	for _, tr := range trainers {
+		out = append(out, [2]string{tr.name, tr.about})
+	}
+	return out
+}
+
+func trainerNames() string {
+	var names []string
+	for _, tr := range trainers {
+		names = append(names, tr.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Import reads a trainer's config (file is its name, for messages and to
+// tell its format) and returns the plan script for it.
+func Import(file string, data []byte, o Options) (*Result, error) {
+	tr, t, err := pick(file, data, o.Trainer)
+	if err != nil {
+		return nil, err
+	}
+	for _, ov := range o.Overrides {
+		if err := t.override(ov); err != nil {
+			return nil, err
+		}
+	}
+	if o.Getenv == nil {
+		o.Getenv = func(string) string { return "" }
+	}
+	if o.GPUs <= 0 || o.Nodes <= 0 {
+		return nil, &Error{File: "command line", Msg: fmt.Sprintf("--gpus and --nodes must be positive (got %d and %d)", o.GPUs, o.Nodes)}
+	}
+	p, err := tr.plan(t, o)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Trainer: tr.name, Unknown: t.notUnderstood(tr.noEffect), NotModelled: t.notModelled}
+	p.title = fmt.Sprintf("%s config %s", tr.name, path.Base(file))
+	res.Script = p.render(res, o)
+	return res, nil
+}
+
+// pick finds the importer for a file: the one named, else the first whose
+// extension and keys match.
+func pick(file string, data []byte, name string) (*trainer, *tree, error) {
+	ext := strings.ToLower(path.Ext(file))
+	if name != "" {
+		for _, tr := range trainers {
+			if tr.name == name {
+				t, err := tr.parse(file, data)
+				return tr, t, err
+			}
+		}
+		return nil, nil, &Error{File: "command line", Msg: fmt.Sprintf("unknown trainer %s", quoteKey(name)),
+			Hint: "known: " + trainerNames()}
+	}
+	var lastErr error
+	for _, tr := range trainers {
+		if !slices.Contains(tr.exts, ext) {
+			continue
+		}
+		t, err := tr.parse(file, data)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if tr.detect(t) {
+			return tr, t, nil
+		}
+	}
+	if lastErr != nil {
+		return nil, nil, lastErr
+	}
+	return nil, nil, &Error{File: file, Msg: "not a config memsh check knows",
+		Hint: "memsh check reads the configs of " + trainerNames() + "; --trainer NAME says which one a file is"}
+}

@@ -1,0 +1,33 @@
+package importers
+
+// zooModel is a model of memsh's stdlib zoo (@stdlib//llm.star): the
+// function and its size argument.
+type zooModel struct{ fn, size string }
+
+// expr is the model as a Starlark expression, after its load.
+func (m zooModel) expr(p *plan) string {
+	p.load("@stdlib//llm.star", m.fn)
+	return call(m.fn, str(m.size))
+}
+
+// torchtuneModels maps torchtune's model builders (torchtune.models.*;
+// their lora_ and qlora_ variants build the same base) to the zoo model
+// of the same shapes. A builder not listed needs --model CONFIG.json.
+var torchtuneModels = map[string]zooModel{
+	"llama2_7b":           {"llama", "7b"},
+	"llama2_13b":          {"llama", "13b"},
+	"llama2_70b":          {"llama", "70b"},
+	"llama3_8b":           {"llama", "llama3-8b"},
+	"llama3_1_8b":         {"llama", "llama3-8b"}, // Llama 3.1 changes the rope scaling, not a shape
+	"llama3_70b":          {"llama", "llama3-70b"},
+	"llama3_1_70b":        {"llama", "llama3-70b"},
+	"llama3_3_70b":        {"llama", "llama3-70b"},
+	"llama3_1_405b":       {"llama", "llama3-405b"},
+	"mistral_7b":          {"mistral", "7b"},
+	"gemma_2b":            {"gemma", "2b"},
+	"gemma_7b":            {"gemma", "7b"},
+	"qwen2_7b":            {"qwen2", "7b"},
+	"qwen2_5_7b_base":     {"qwen2", "7b"}, // Qwen2.5-7B has Qwen2-7B's shapes
+	"qwen2_5_7b_instruct": {"qwen2", "7b"},
+	"phi3_mini":           {"phi3", "mini"},
+}

@@ -1,0 +1,382 @@
+package importers
+
+import (
+	"strings"
+)
+
+// torchtuneTrainer reads a torchtune recipe config (recipes/configs/*.yaml)
+// as torchtune's recipes read it (recipes/full_finetune_*.py,
+// lora_finetune_*.py at pytorch/torchtune bd2a0fc): one GPU with --gpus 1,
+// else the distributed recipe's FSDP2 over every GPU.
+var torchtuneTrainer = &trainer{
+	name:  "torchtune",
+	about: "a torchtune recipe config (YAML): model component, dtype, batch, max_seq_len, packing, compile, activation checkpointing and offloading, optimizer (in backward), chunked loss, LoRA/QLoRA, FSDP",
+	exts:  []string{".yaml", ".yml"},
+	parse: parseYAML,
+	detect: func(t *tree) bool {
+		c, ok := t.leaves["model._component_"]
+		s, _ := c.value.(string)
+		return ok && strings.HasPrefix(s, "torchtune.")
+	},
+	plan: torchtunePlan,
+	noEffect: []string{
+		"output_dir", "tokenizer.*", "dataset.*", "dataset_val.*", "batch_size_val", "run_val_every_n_steps",
+		"seed", "shuffle", "checkpointer.*", "resume_from_checkpoint", "save_adapter_weights_only", "save_every_n_steps",
+		"enable_async_checkpointing", "epochs", "max_steps_per_epoch", "clip_grad_norm", "device", "metric_logger.*",
+		"log_every_n_steps", "log_peak_memory_stats", "log_level", "profiler.*", "lr_scheduler.*", "optimizer.lr",
+		"optimizer.weight_decay", "optimizer.betas", "optimizer.eps", "optimizer.foreach", "low_cpu_ram",
+		"cudnn_deterministic_mode", "collate_fn", "loss.ignore_index", "data_parallel_shard_dim",
+		"activation_offloading_use_streams", "context_parallel_rotate_method",
+	},
+}
+
+// torchtuneLoRA maps torchtune's lora_attn_modules to memsh's LoRA roles.
+var torchtuneLoRA = map[string]string{"q_proj": "q", "k_proj": "k", "v_proj": "v", "output_proj": "o"}
+
+// torchtuneLayers maps torchtune's module names (custom_sharded_layers)
+// to the zoo's, which follow transformers'.
+var torchtuneLayers = map[string]string{"tok_embeddings": "embed_tokens", "output": "lm_head"}
+
+func torchtunePlan(t *tree, o Options) (*plan, error) {
+	p := &plan{}
+	if err := torchtuneModel(t, o, p); err != nil {
+		return nil, err
+	}
+	batch, err := t.integer("batch_size", 0, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	if batch == 0 {
+		return nil, t.errorf("batch_size", "torchtune's recipes require it: batch_size: 2", "missing")
+	}
+	p.set("batch", num(batch))
+	seq, err := t.integer("tokenizer.max_seq_len", 0, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	packed, err := t.boolean("dataset.packed", false)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case o.Seq > 0: // the command line's --seq: the padded length of the longest batch
+		seq = o.Seq
+	case seq == 0 && packed:
+		return nil, t.errorf("tokenizer.max_seq_len", "packing fills rows of max_seq_len tokens: set it", "is null, and dataset.packed needs it")
+	case seq == 0:
+		return nil, t.errorf("tokenizer.max_seq_len", "say how long the longest batch is padded to: --seq N (or tokenizer.max_seq_len=N)",
+			"is null: batches are padded to their longest sample, which the config does not say")
+	}
+	p.set("seq", num(seq))
+	accum, err := t.integer("gradient_accumulation_steps", 1, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	if accum > 1 {
+		p.set("grad_accum", num(accum))
+	}
+	dtype, err := t.str("dtype", "bf16")
+	if err != nil {
+		return nil, err
+	}
+	switch dtype {
+	case "bf16", "fp32":
+		p.set("precision", str(dtype))
+	default:
+		return nil, t.errorf("dtype", "torchtune's recipes train in bf16 or fp32", "unknown dtype %s", quoteKey(dtype))
+	}
+	if err := torchtuneOptimizer(t, p, accum); err != nil {
+		return nil, err
+	}
+	if err := torchtuneMemory(t, p); err != nil {
+		return nil, err
+	}
+	if err := torchtuneLoss(t, p); err != nil {
+		return nil, err
+	}
+	p.set("gpu", str(o.GPU))
+	return p, torchtuneLayout(t, o, p)
+}
+
+// torchtuneModel sets the model (and LoRA, QLoRA) from model._component_.
+func torchtuneModel(t *tree, o Options, p *plan) error {
+	comp, err := t.str("model._component_", "")
+	if err != nil {
+		return err
+	}
+	builder := comp[strings.LastIndex(comp, ".")+1:]
+	base, quant := builder, ""
+	if b, ok := strings.CutPrefix(builder, "qlora_"); ok {
+		base, quant = b, "torchao-nf4"
+	} else if b, ok := strings.CutPrefix(builder, "lora_"); ok {
+		base = b
+	}
+	if o.Model != "" {
+		p.model = call("hf_config", str(o.Model))
+	} else if m, ok := torchtuneModels[base]; ok {
+		p.model = m.expr(p)
+	} else {
+		return t.errorf("model._component_", "pass the model's Hugging Face config.json: --model config.json",
+			"memsh's zoo has no model for %s", quoteKey(comp))
+	}
+	if base != builder { // a LoRA builder: its keys are the adapters'
+		if err := torchtuneAdapters(t, p); err != nil {
+			return err
+		}
+	}
+	if quant != "" {
+		p.set("quant", str(quant))
+	}
+	return nil
+}
+
+func torchtuneAdapters(t *tree, p *plan) error {
+	mods, err := t.strs("model.lora_attn_modules")
+	if err != nil {
+		return err
+	}
+	var targets []string
+	for _, m := range mods {
+		role, ok := torchtuneLoRA[m]
+		if !ok {
+			return t.errorf("model.lora_attn_modules", "torchtune's are q_proj, k_proj, v_proj and output_proj", "unknown module %s", quoteKey(m))
+		}
+		targets = append(targets, role)
+	}
+	if on, err := t.boolean("model.apply_lora_to_mlp", false); err != nil {
+		return err
+	} else if on {
+		targets = append(targets, "gate", "up", "down")
+	}
+	if on, err := t.boolean("model.apply_lora_to_output", false); err != nil {
+		return err
+	} else if on {
+		targets = append(targets, "lm_head")
+	}
+	if len(targets) == 0 {
+		return t.errorf("model.lora_attn_modules", "list the modules the adapters go on: [q_proj, v_proj]", "a LoRA model with no adapters")
+	}
+	rank, err := t.integer("model.lora_rank", 0, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	if rank == 0 {
+		return t.errorf("model.lora_rank", "torchtune's LoRA builders require it: lora_rank: 8", "missing")
+	}
+	alpha, _ := t.get("model.lora_alpha")
+	alphaExpr := "16"
+	switch a := alpha.(type) {
+	case int64:
+		alphaExpr = num(a)
+	case float64:
+		alphaExpr = formatFloat(a)
+	case nil:
+	default:
+		return t.errorf("model.lora_alpha", "", "want a number, got %s", describe(alpha))
+	}
+	dropout := "0.0"
+	if d, _ := t.get("model.lora_dropout"); d != nil {
+		f, ok := toFloat(d)
+		if !ok || f < 0 || f >= 1 {
+			return t.errorf("model.lora_dropout", "", "want a probability in [0, 1), got %s", describe(d))
+		}
+		dropout = formatFloat(f)
+	}
+	t.notModelledIf("model.use_dora", "DoRA's magnitude vectors and the weight norm it computes")
+	p.set("lora", call("lora", kw("rank", num(rank)), kw("alpha", alphaExpr), kw("targets", strList(targets)), kw("dropout", dropout)))
+	return nil
+}
+
+// torchtuneOptimizerNames maps optimizer components to memsh's builtins.
+var torchtuneOptimizerNames = map[string]string{
+	"torch.optim.AdamW":                 "adamw",
+	"torch.optim.Adam":                  "adam",
+	"torch.optim.SGD":                   "sgd",
+	"bitsandbytes.optim.AdamW8bit":      "adamw8bit",
+	"bitsandbytes.optim.PagedAdamW8bit": "paged_adamw8bit",
+	"bitsandbytes.optim.PagedAdamW":     "paged_adamw",
+}
+
+func torchtuneOptimizer(t *tree, p *plan, accum int64) error {
+	comp, err := t.str("optimizer._component_", "torch.optim.AdamW")
+	if err != nil {
+		return err
+	}
+	name, ok := torchtuneOptimizerNames[comp]
+	if !ok {
+		return t.errorf("optimizer._component_", "memsh knows torch.optim.AdamW, Adam, SGD and bitsandbytes' AdamW8bit, PagedAdamW8bit, PagedAdamW",
+			"unknown optimizer %s", quoteKey(comp))
+	}
+	var args []string
+	if name == "adamw" || name == "adam" {
+		fused, err := t.boolean("optimizer.fused", false)
+		if err != nil {
+			return err
+		}
+		if fused {
+			args = append(args, kw("fused", "True"))
+		}
+		t.notModelledIf("optimizer.amsgrad", "AMSGrad's third state tensor (max_exp_avg_sq)")
+	}
+	if name == "sgd" {
+		if m, _ := t.get("optimizer.momentum"); m != nil {
+			f, ok := toFloat(m)
+			if !ok || f < 0 {
+				return t.errorf("optimizer.momentum", "", "want a number, got %s", describe(m))
+			}
+			args = append(args, kw("momentum", formatFloat(f)))
+		}
+	}
+	inBwd, err := t.boolean("optimizer_in_bwd", false)
+	if err != nil {
+		return err
+	}
+	if inBwd {
+		if accum > 1 {
+			return t.errorf("optimizer_in_bwd", "torchtune raises the same: set gradient_accumulation_steps: 1", "cannot step in backward with gradient_accumulation_steps %d", accum)
+		}
+		args = append(args, kw("in_backward", "True"))
+	}
+	p.set("optimizer", call(name, args...))
+	return nil
+}
+
+// torchtuneMemory sets checkpointing, offloading and compile.
+func torchtuneMemory(t *tree, p *plan) error {
+	ac, err := t.boolean("enable_activation_checkpointing", false)
+	if err != nil {
+		return err
+	}
+	mode, err := t.str("ac_mode", "")
+	if err != nil {
+		return err
+	}
+	switch {
+	case mode == "selective":
+		every, err := t.integer("ac_option", 0, 1, 1<<20)
+		if err != nil {
+			return t.errorf("ac_option", "memsh models ac_option k: every k-th layer", "want a layer interval")
+		}
+		p.set("checkpoint", call("checkpoint", kw("every", num(every))))
+	case mode != "" && mode != "full":
+		return t.errorf("ac_mode", "torchtune's modes are full and selective", "unknown mode %s", quoteKey(mode))
+	case ac:
+		p.set("checkpoint", str("full"))
+	default:
+		t.get("ac_option")
+	}
+	off, err := t.boolean("enable_activation_offloading", false)
+	if err != nil {
+		return err
+	}
+	if off {
+		if !ac && mode == "" {
+			return t.errorf("enable_activation_offloading", "torchtune raises the same: set enable_activation_checkpointing: True",
+				"needs enable_activation_checkpointing")
+		}
+		p.offload(kw("activations", str("cpu")))
+	}
+	compiled, err := t.boolean("compile", false)
+	if err != nil {
+		return err
+	}
+	if compiled { // torchtune compiles each layer and the loss (training.compile_model, compile_loss)
+		p.set("compile", "True")
+	}
+	t.notModelledIf("enable_fp8_training", "float8 training (torchao's float8 linears and their scales)")
+	t.get("fp8_recipe_name")
+	return nil
+}
+
+// torchtuneLoss sets the chunked output of torchtune's chunked losses.
+func torchtuneLoss(t *tree, p *plan) error {
+	comp, err := t.str("loss._component_", "torchtune.modules.loss.LinearCrossEntropyLoss")
+	if err != nil {
+		return err
+	}
+	switch comp {
+	case "torchtune.modules.loss.LinearCrossEntropyLoss", "torchtune.modules.loss.CEWithChunkedOutputLoss":
+		chunks, err := t.integer("loss.num_output_chunks", 8, 1, 1<<16) // both classes' default
+		if err != nil {
+			return err
+		}
+		if chunks > 1 {
+			p.set("loss_chunks", num(chunks))
+		}
+	case "torch.nn.CrossEntropyLoss":
+	default:
+		return t.errorf("loss._component_", "memsh knows LinearCrossEntropyLoss, CEWithChunkedOutputLoss and torch.nn.CrossEntropyLoss",
+			"unknown loss %s", quoteKey(comp))
+	}
+	return nil
+}
+
+// torchtuneLayout is the distributed recipes' layout: FSDP2 over every GPU,
+// with torchtune's tensor and context parallel dimensions.
+func torchtuneLayout(t *tree, o Options, p *plan) error {
+	gpus := o.GPUs * o.Nodes
+	tp, err := t.integer("tensor_parallel_dim", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	cp, err := t.integer("context_parallel_dim", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	replicate, err := t.integer("data_parallel_replicate_dim", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	units, err := t.strs("custom_sharded_layers")
+	if err != nil {
+		return err
+	}
+	reshard, err := t.boolean("fsdp_reshard_after_forward", true)
+	if err != nil {
+		return err
+	}
+	cpuOffload, err := t.boolean("fsdp_cpu_offload", false)
+	if err != nil {
+		return err
+	}
+	t.get("tensor_parallel_plan._component_")
+	if gpus == 1 {
+		return nil // the single-device recipes: the keys above are the distributed recipes'
+	}
+	if gpus%(tp*cp*replicate) != 0 {
+		return t.errorf("tensor_parallel_dim", "tensor x context x replicate degrees must divide the GPUs",
+			"%d GPUs do not divide into tp %d x cp %d x replicate %d", gpus, tp, cp, replicate)
+	}
+	args := []string{kw("dp", num(gpus/(tp*cp))), kw("fsdp", "True")}
+	if tp > 1 {
+		args = append(args, kw("tp", num(tp)))
+	}
+	if cp > 1 {
+		args = append(args, kw("cp", num(cp)))
+	}
+	if replicate > 1 {
+		args = append(args, kw("dp_replicate", num(replicate)))
+	}
+	if !reshard {
+		args = append(args, kw("reshard_after_forward", "False"))
+	}
+	if len(units) > 0 {
+		var names []string
+		for _, u := range units {
+			n, ok := torchtuneLayers[u]
+			if !ok {
+				return t.errorf("custom_sharded_layers", "memsh knows tok_embeddings and output", "unknown layer %s", quoteKey(u))
+			}
+			names = append(names, n)
+		}
+		args = append(args, kw("fsdp_units", strList(names)))
+	}
+	p.set("parallel", call("parallel", args...))
+	if cpuOffload {
+		p.offload(kw("params", str("cpu")))
+	}
+	if o.Nodes > 1 {
+		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
+	}
+	return nil
+}

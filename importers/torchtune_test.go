@@ -1,0 +1,96 @@
+package importers
+
+import "testing"
+
+// TestTorchtune imports torchtune's own recipe configs (testdata/torchtune,
+// README there names each file's commit) and checks each plan against the
+// one written by hand from the recipe: the model of model._component_,
+// batch_size, the sequence (--seq when max_seq_len is null), dtype bf16 as
+// pure bf16, the optimizer component (in backward with optimizer_in_bwd),
+// enable_activation_checkpointing as full checkpointing of every layer,
+// LinearCrossEntropyLoss's 8 output chunks, the LoRA builders' adapters,
+// QLoRA's torchao NF4 base, and the distributed recipe's FSDP2.
+func TestTorchtune(t *testing.T) {
+	runImportCases(t, []importCase{{
+		name: "8B_full_single_device",
+		file: "torchtune/llama3_1_8B_full_single_device.yaml",
+		opts: Options{Seq: 2048},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 2048, precision = "bf16", optimizer = paged_adamw8bit(in_backward = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB")`,
+	}, {
+		name: "8B_lora_single_device",
+		file: "torchtune/llama3_1_8B_lora_single_device.yaml",
+		opts: Options{Seq: 4096, GPU: "A100-40GB"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"]), checkpoint = "full",
+             loss_chunks = 8, gpu = "A100-40GB")`,
+	}, {
+		name: "8B_qlora_single_device",
+		file: "torchtune/llama3_1_8B_qlora_single_device.yaml",
+		opts: Options{Seq: 2048, GPU: "RTX-4090"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"]), quant = "torchao-nf4",
+             checkpoint = "full", loss_chunks = 8, gpu = "RTX-4090")`,
+	}, {
+		name: "8B_full on 8 GPUs",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		name:  "8B_full on 2 nodes, the model from its config.json",
+		file:  "torchtune/llama3_1_8B_full.yaml",
+		opts:  Options{Seq: 1024, GPUs: 8, Nodes: 2, Model: "llama-3-8b.json"},
+		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
+		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB", cluster = cluster(nodes = 2, gpus_per_node = 8),
+             parallel = parallel(dp = 16, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		name: "1B_full_single_device with compile, packing and offload overridden",
+		file: "torchtune/llama3_2_1B_full_single_device.yaml",
+		opts: Options{Model: "llama-3-8b.json", Overrides: []string{"compile=True", "dataset.packed=True", "tokenizer.max_seq_len=8192",
+			"enable_activation_checkpointing=True", "enable_activation_offloading=True", "optimizer_in_bwd=False", "gradient_accumulation_steps=4"}},
+		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
+		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 8192, grad_accum = 4, precision = "bf16", optimizer = paged_adamw8bit(),
+             checkpoint = "full", compile = True, offload = offload(activations = "cpu"), loss_chunks = 8, gpu = "H100-80GB")`,
+	}})
+}
+
+func TestTorchtuneErrors(t *testing.T) {
+	const model = "model:\n  _component_: torchtune.models.llama3_1.llama3_1_8b\n"
+	runErrorCases(t, []errorCase{
+		{name: "no sequence length", file: "r.yaml", config: model + "batch_size: 2\ntokenizer:\n  max_seq_len: null\n",
+			want: "r.yaml:5: key tokenizer.max_seq_len: is null: batches are padded to their longest sample, which the config does not say", wantHint: "--seq N"},
+		{name: "a model memsh does not know", file: "r.yaml", config: "model:\n  _component_: torchtune.models.llama3_2.llama3_2_1b\nbatch_size: 1\n", opts: Options{Seq: 8},
+			want: "r.yaml:2: key model._component_: memsh's zoo has no model for torchtune.models.llama3_2.llama3_2_1b", wantHint: "--model config.json"},
+		{name: "optimizer in backward with accumulation", file: "r.yaml", config: model + "batch_size: 2\noptimizer_in_bwd: True\ngradient_accumulation_steps: 4\n", opts: Options{Seq: 8},
+			want: "r.yaml:4: key optimizer_in_bwd: cannot step in backward with gradient_accumulation_steps 4", wantHint: "gradient_accumulation_steps: 1"},
+		{name: "offload without checkpointing", file: "r.yaml", config: model + "batch_size: 2\nenable_activation_offloading: True\n", opts: Options{Seq: 8},
+			want: "r.yaml:4: key enable_activation_offloading: needs enable_activation_checkpointing", wantHint: "enable_activation_checkpointing: True"},
+		{name: "a batch that is not a number", file: "r.yaml", config: model + "batch_size: two\n", opts: Options{Seq: 8},
+			want: `r.yaml:3: key batch_size: want a whole number, got two`},
+		{name: "a negative batch", file: "r.yaml", config: model + "batch_size: -1\n", opts: Options{Seq: 8},
+			want: `r.yaml:3: key batch_size: -1 is out of range (want 1 to 16777216)`},
+		{name: "fp16", file: "r.yaml", config: model + "batch_size: 1\ndtype: fp16\n", opts: Options{Seq: 8},
+			want: "r.yaml:4: key dtype: unknown dtype fp16", wantHint: "bf16 or fp32"},
+		{name: "an unknown optimizer", file: "r.yaml", config: model + "batch_size: 1\noptimizer:\n  _component_: torchao.optim.AdamW4bit\n", opts: Options{Seq: 8},
+			want: "r.yaml:5: key optimizer._component_: unknown optimizer torchao.optim.AdamW4bit", wantHint: "PagedAdamW8bit"},
+		{name: "an unknown LoRA module", file: "r.yaml", opts: Options{Seq: 8},
+			config: "model:\n  _component_: torchtune.models.llama3_1.lora_llama3_1_8b\n  lora_attn_modules: [q_proj, w1]\n  lora_rank: 8\nbatch_size: 1\n",
+			want:   "r.yaml:3: key model.lora_attn_modules: unknown module w1", wantHint: "output_proj"},
+		{name: "GPUs that tensor parallelism does not divide", file: "r.yaml", config: model + "batch_size: 1\ntensor_parallel_dim: 3\n", opts: Options{Seq: 8, GPUs: 8},
+			want: "r.yaml:4: key tensor_parallel_dim: 8 GPUs do not divide into tp 3 x cp 1 x replicate 1", wantHint: "divide the GPUs"},
+		{name: "malformed YAML", file: "r.yaml", config: "model: [\n", want: "r.yaml:1: not valid YAML: did not find expected node content"},
+		{name: "not a mapping", file: "r.yaml", config: "- 1\n- 2\n", want: "r.yaml:1: want a mapping of keys at the top of the file"},
+		{name: "not a trainer's config", file: "r.yaml", config: "a: 1\n", want: "r.yaml: not a config memsh check knows", wantHint: "--trainer"},
+		{name: "an override that is not key=value", file: "r.yaml", config: model + "batch_size: 1\n", opts: Options{Seq: 8}, overrides: []string{"batch_size"},
+			want: "command line: override batch_size is not key=value", wantHint: "batch_size=4"},
+		{name: "an override of the wrong type", file: "r.yaml", config: model + "batch_size: 1\n", opts: Options{Seq: 8}, overrides: []string{"batch_size=[1, 2]"},
+			want: "command line: key batch_size: want a whole number, got a list"},
+	})
+}

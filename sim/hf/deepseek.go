@@ -1,0 +1,89 @@
+package hf
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// buildDeepSeek builds transformers' DeepseekV3ForCausalLM (model_type
+// deepseek_v3; DeepSeek-V3, R1, Moonlight, Kimi K2 share it): multi-head
+// latent attention (nn.MLA), first_k_dense_replace dense layers, then MoE
+// layers (every moe_layer_freq-th) of n_routed_experts fine-grained
+// experts with sigmoid routing and the auxiliary-loss-free correction
+// bias (topk_method "noaux_tc", a buffer) beside n_shared_experts always-on
+// experts, looped over as transformers 4.x does (DeepseekV3MoE.moe).
+//
+// Multi-token prediction: the checkpoint holds num_nextn_predict_layers
+// MTP modules (DeepSeek-V3's model.layers.61: 11.5 B of the 685 B the
+// model card counts, with copies of the embedding and the head), which
+// transformers does not build; mtp adds them as DeepSeek and Megatron
+// train them (nn.MTP: embedding and head shared with the main model).
+func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	heads := c.size("num_attention_heads")
+	vocab := c.size("vocab_size")
+	qLora := c.sizeOr("q_lora_rank", 0)
+	kvLora := c.size("kv_lora_rank")
+	nope := c.size("qk_nope_head_dim")
+	ropeDim := c.size("qk_rope_head_dim")
+	vDim := c.size("v_head_dim")
+	bias := c.flag("attention_bias", false)
+	tie := c.flag("tie_word_embeddings", false)
+	act := c.mlpAct("hidden_act", "silu", true)
+	c.object("rope_scaling")
+	c.prob("attention_dropout", 0)
+	experts := c.sizeOr("n_routed_experts", 0)
+	firstDense := c.intOr("first_k_dense_replace", 0)
+	freq := c.sizeOr("moe_layer_freq", 1)
+	nextn := c.intOr("num_nextn_predict_layers", 0)
+	if c.err != nil {
+		return nil
+	}
+	at := &nn.MLA{Name: "self_attn", Dim: hidden, Heads: heads, QLoraRank: qLora, KVLora: kvLora,
+		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true}
+	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
+	block := func(ff core.Layer) core.Layer {
+		return seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), ff))
+	}
+	var denseBlock, moeBlock core.Layer
+	estimate := 0.0
+	if firstDense > 0 || experts == 0 {
+		inter := c.size("intermediate_size")
+		denseBlock = block(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act})
+		estimate = 3 * float64(hidden) * float64(inter)
+	}
+	if experts > 0 {
+		moeInter := c.size("moe_intermediate_size")
+		if f := c.str("scoring_func", "sigmoid"); f != "sigmoid" {
+			c.fail("scoring_func", "must be \"sigmoid\" for model_type deepseek_v3 (got %q)", f)
+		}
+		moe := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: moeInter, Experts: experts,
+			TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
+			NormTopK: c.flag("norm_topk_prob", true), ScoreBias: c.str("topk_method", "noaux_tc") == "noaux_tc",
+			SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: moeInter}
+		moeBlock = block(moe)
+		estimate = float64(experts+moe.SharedExperts) * 3 * float64(hidden) * float64(moeInter)
+	}
+	c.checkTotal(float64(layers+nextn)*(2*float64(hidden)*float64(heads*(nope+ropeDim+vDim))+estimate) + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	blocks := make([]core.Layer, layers)
+	for i := range blocks {
+		if moeBlock != nil && int64(i) >= firstDense && int64(i)%freq == 0 {
+			blocks[i] = moeBlock
+		} else {
+			blocks[i] = denseBlock
+		}
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks)}
+	if c.mtp && head == headCausalLM {
+		last := blocks[len(blocks)-1]
+		for k := int64(0); k < nextn; k++ {
+			ls = append(ls, &nn.MTP{Name: "mtp_" + core.Itoa(k), Dim: hidden, Vocab: vocab, Block: last})
+		}
+	}
+	ls = append(ls, norm("norm"))
+	return c.finish(head, ls, vocab, tie)
+}

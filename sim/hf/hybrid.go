@@ -1,0 +1,118 @@
+package hf
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// State-space and hybrid models: transformers' Mamba2ForCausalLM and
+// NVIDIA's NemotronHForCausalLM (the hub's modeling_nemotron_h.py). Both
+// are pre-norm stacks of single-mixer blocks under a "backbone":
+//
+//	x + mixer(norm(x)), the mixer a Mamba-2 layer (nn.Mamba2), or in
+//	Nemotron-H by hybrid_override_pattern one of "M" Mamba-2, "*"
+//	attention (no rotary embeddings), "-" an MLP (up_proj, squared ReLU,
+//	down_proj)
+//
+// Not modelled yet: residual_in_fp32 (Mamba-Codestral's residual stream
+// is fp32; the replay keeps it in the activations' dtype).
+
+// mamba2Mixer reads the Mamba-2 sizes; prefix is "" (Mamba2Config:
+// num_heads, state_size, use_bias) or "mamba_" (Nemotron-H: mamba_num_heads,
+// ssm_state_size, mamba_proj_bias).
+func (c *hfConfig) mamba2Mixer(hidden int64, nemotron bool) *nn.Mamba2 {
+	m := &nn.Mamba2{Name: "mixer", Dim: hidden, ConvK: c.sizeOr("conv_kernel", 4), Chunk: c.sizeOr("chunk_size", 256),
+		Groups: c.sizeOr("n_groups", 1), ConvBias: c.flag("use_conv_bias", true), GatedNorm: true}
+	if nemotron {
+		m.Heads, m.HeadDim = c.size("mamba_num_heads"), c.size("mamba_head_dim")
+		m.State = c.size("ssm_state_size")
+		m.Bias = c.flag("mamba_proj_bias", false)
+	} else {
+		m.Heads, m.HeadDim = c.size("num_heads"), c.sizeOr("head_dim", 64)
+		m.State = c.size("state_size")
+		m.Bias = c.flag("use_bias", false)
+		m.GatedNorm = c.flag("rms_norm", true)
+	}
+	m.Inner = m.Heads * m.HeadDim
+	if exp := c.number("expand", 2); c.err == nil && float64(m.Inner) != exp*float64(hidden) {
+		c.fail("expand", "(%g) times hidden_size (%d) must be the Mamba heads x head_dim (%d x %d)", exp, hidden, m.Heads, m.HeadDim)
+	}
+	return m
+}
+
+func buildMamba2(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	vocab := c.size("vocab_size")
+	tie := c.flag("tie_word_embeddings", false)
+	mixer := c.mamba2Mixer(hidden, false)
+	if c.err != nil {
+		return nil
+	}
+	c.checkTotal(float64(layers)*float64(mixer.Params()) + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	block := res(&nn.Norm{Name: "norm", Dim: hidden, RMS: true}, mixer)
+	ls := []core.Layer{&nn.Embedding{Name: "embeddings", Rows: vocab, Dim: hidden},
+		&core.Repeat{Name: "layers", Layer: block, N: layers}, &nn.Norm{Name: "norm_f", Dim: hidden, RMS: true}}
+	return c.finish(head, ls, vocab, tie)
+}
+
+func buildNemotronH(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	vocab := c.size("vocab_size")
+	tie := c.flag("tie_word_embeddings", false)
+	pattern := c.str("hybrid_override_pattern", "")
+	if c.err == nil && int64(len(pattern)) != layers {
+		c.fail("hybrid_override_pattern", "must give one of M, *, - per layer (%d layers, got %d characters)", layers, len(pattern))
+	}
+	if c.err != nil {
+		return nil
+	}
+	norm := func() core.Layer { return &nn.Norm{Name: "norm", Dim: hidden, RMS: true} }
+	kinds := map[rune]core.Layer{}
+	var estimate float64
+	for _, k := range pattern {
+		if kinds[k] != nil {
+			continue
+		}
+		var mixer core.Layer
+		switch k {
+		case 'M':
+			mixer = c.mamba2Mixer(hidden, true)
+		case '*':
+			heads := c.size("num_attention_heads")
+			hd := c.sizeOr("attention_head_dim", c.sizeOr("head_dim", hidden/max(heads, 1)))
+			mixer = &nn.Attention{Name: "mixer", Dim: hidden, Heads: heads, KVHeads: c.kvHeads("num_key_value_heads", heads), HeadDim: hd,
+				QKVBias: c.flag("attention_bias", false), OutBias: c.flag("attention_bias", false), Impl: attn, Causal: true,
+				SoftmaxFP32: true}
+		case '-':
+			act := c.str("mlp_hidden_act", "relu2")
+			if act != "relu2" {
+				c.fail("mlp_hidden_act", "names an activation memsh does not model for nemotron_h (got %q; known: relu2)", act)
+			}
+			mixer = &nn.MLP{Name: "mixer", Dim: hidden, Hidden: c.size("intermediate_size"), Act: "relu2", Bias: c.flag("mlp_bias", false)}
+		default:
+			c.fail("hybrid_override_pattern", "has %q: memsh reads M (Mamba-2), * (attention) and - (MLP)", string(k))
+			return nil
+		}
+		if c.err != nil {
+			return nil
+		}
+		kinds[k] = res(norm(), mixer)
+		estimate += float64(mixer.Params())
+	}
+	c.checkTotal(float64(layers)*estimate + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	blocks := make([]core.Layer, 0, layers)
+	for _, k := range pattern {
+		blocks = append(blocks, kinds[k])
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embeddings", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks),
+		&nn.Norm{Name: "norm_f", Dim: hidden, RMS: true}}
+	return c.finish(head, ls, vocab, tie)
+}

@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// moeBlockPlan trains one MoE block on batch 1 x seq tokens.
+func moeBlockPlan(t *testing.T, m *nn.MoE, seq int64, prec string) *core.Plan {
+	t.Helper()
+	return layerPlan(t, m, m.Dim, seq, prec)
+}
+
+// layerPlan trains layer l of input width dim on batch 1 x seq tokens.
+func layerPlan(t *testing.T, l core.Layer, dim, seq int64, prec string) *core.Plan {
+	t.Helper()
+	p, err := core.LookupPrecision(prec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := core.LookupRuntime("cuda")
+	model := &core.Model{Name: l.Kind(), Layers: []core.Layer{l}, Loss: "none", InputDim: dim, InputGrad: true}
+	return &core.Plan{Model: model, Batch: 1, Seq: seq, GradAccum: 1, Members: 1, Precision: p,
+		Optimizer: core.Optimizer{Kind: core.SGD}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 40}}
+}
+
+// The per-expert loop saves what transformers' MixtralSparseMoeBlock
+// saves, measured with saved_tensors_hooks on the CPU
+// (tools/oracle/moe_loop.py; transformers 4.48.1, torch 2.15.0): 8
+// tokens, dim 64, 4 experts of 128, top-2, fp32. Every expert's storages
+// are linear in its token count, so the total does not depend on how
+// the oracle's router spread the 16 copies. Trainable: 47,776 bytes
+// (the input, softmax output, indices, the renormalisation's clone and
+// sum; per expert the where() indices, the selected rows, both
+// projections' outputs, the silu output, the product, the routing
+// weights, the expert output and the weighted output that index_add_
+// keeps). Frozen weights, input requiring grad: 33,440 bytes (no linear
+// keeps its input).
+func TestMoELoopSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		freeze []string
+		want   int64
+	}{{nil, 47_776}, {[]string{"all"}, 33_440}} {
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", NormTopK: true}, 8, "fp32")
+		p.Freeze = tc.freeze
+		if got := evalPlan(t, p).SavedActivations; got != tc.want {
+			t.Errorf("freeze=%v: saved %d bytes, transformers saves %d", tc.freeze, got, tc.want)
+		}
+	}
+}
+
+// quant= reaches what bitsandbytes reaches: with nn.Linear experts (impl
+// "loop", transformers 4.x) every expert projection and the router (an
+// nn.Linear named gate: replace_with_bnb_linear converts all but
+// lm_head); fused 3-D experts and parameter routers stay in the params
+// dtype (bitsandbytes issue #1849).
+func TestMoEQuantReachesLinearExperts(t *testing.T) {
+	expert, router := []int64{128, 64}, []int64{4, 64}
+	for _, tc := range []struct {
+		impl string
+		want int64
+	}{
+		// router + 4 experts x (gate, up [128, 64], down [64, 128]), nf4 each
+		{"loop", core.QuantBytes("nf4", router) + 12*core.QuantBytes("nf4", expert)},
+		// gate_up [4, 256, 64] + down [4, 64, 128] and the router [4, 64], bf16
+		{"fused_loop", 2 * (4*256*64 + 4*64*128 + 4*64)},
+		{"grouped", 2 * (4*256*64 + 4*64*128 + 4*64)},
+	} {
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
+		p.Quant, p.Freeze = "nf4", []string{"all"}
+		if got := evalPlan(t, p).States.Params; got != tc.want {
+			t.Errorf("impl %s: params %d bytes, want %d", tc.impl, got, tc.want)
+		}
+	}
+}
+
+// LoRA targets reach experts as PEFT's target_modules do: by name, the
+// nn.Linear experts only. Rank 2: an adapter on a 64 -> 128 projection has
+// 2*64 + 128*2 = 384 weights, on the router (64 -> 4) 2*64 + 4*2 = 136.
+// Freezing by role reaches the experts' weights in either storage.
+func TestMoEAdaptersAndFreezing(t *testing.T) {
+	for _, tc := range []struct {
+		impl    string
+		targets []string
+		freeze  []string
+		want    int64 // trainable parameters
+	}{
+		{"loop", []string{"gate"}, nil, 4 * 384},
+		{"loop", []string{"expert_down"}, nil, 4 * 384},
+		{"loop", []string{"router"}, nil, 136},
+		{"loop", []string{"all-linear"}, nil, 136 + 12*384},
+		{"fused_loop", []string{"all-linear"}, nil, 0}, // no nn.Linear to adapt
+		{"grouped", []string{"gate", "up", "down"}, nil, 0},
+		// router 256 + 12 expert matrices of 8,192; up frozen
+		{"loop", nil, []string{"expert_up"}, 256 + 8*8192},
+		// the fused gate_up [4, 256, 64] carries the up role
+		{"grouped", nil, []string{"expert_up"}, 256 + 4*8192},
+	} {
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: tc.impl}, 8, "bf16")
+		if tc.targets != nil {
+			p.LoRA = &core.LoRA{Rank: 2, Alpha: 4, Targets: tc.targets}
+		}
+		p.Freeze = tc.freeze
+		if got := evalPlan(t, p).TrainableParams; got != tc.want {
+			t.Errorf("impl %s, targets %v, freeze %v: %d trainable, want %d", tc.impl, tc.targets, tc.freeze, got, tc.want)
+		}
+	}
+}
+
+// Experts no token reaches still hold their weights (and adapters): one
+// token, top-1 of 4 experts leaves three idle.
+func TestMoEIdleExpertsHoldWeights(t *testing.T) {
+	for _, impl := range []string{"loop", "fused_loop", "grouped"} {
+		m := &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 1, Act: "swiglu", Impl: impl}
+		p := moeBlockPlan(t, m, 1, "bf16")
+		p.LoRA = &core.LoRA{Rank: 2, Alpha: 4, Targets: []string{"q"}}
+		r := evalPlan(t, p)
+		if r.Params != m.Params() || r.States.Params != 2*m.Params() {
+			t.Errorf("impl %s: %d parameters in %d bytes, want %d in %d", impl, r.Params, r.States.Params, m.Params(), 2*m.Params())
+		}
+	}
+}
+
+// Multi-head latent attention saves, in bf16 under flash (b=1, s=8, dim
+// 64, 4 heads, q latent 32, kv latent 16, qk 8+4, v 8):
+//
+//	q_a_proj and kv_a_proj_with_mqa: the input, once      1,024
+//	q_a_layernorm: fp32 input 1,024, rsqrt 32, normalized 512   1,568
+//	q_b_proj: its input                                     512
+//	kv_a_layernorm: the fp32 copy of the latent slice 512, rsqrt 32,
+//	  normalized 256                                        800
+//	kv_b_proj: its input                                    256
+//	flash: q, k, v (padded to 12 per head), out: 4 x 768; lse 128   3,200
+//	o_proj: the merged heads (8 per head)                   512
+//
+// 7,872 bytes: the per-head keys and values dominate, unlike the latent
+// an inference cache keeps.
+func TestMLASaves(t *testing.T) {
+	a := &nn.MLA{Dim: 64, Heads: 4, QLoraRank: 32, KVLora: 16, Nope: 8, RopeDim: 4, VDim: 8, Impl: "flash", Causal: true}
+	r := evalPlan(t, layerPlan(t, a, 64, 8, "bf16"))
+	if r.SavedActivations != 7872 {
+		t.Errorf("saved %d bytes, want 7,872", r.SavedActivations)
+	}
+	if r.Params != a.Params() || a.Params() != 64*32+32+32*48+64*20+16+16*64+32*64 {
+		t.Errorf("params %d (layer says %d)", r.Params, a.Params())
+	}
+}
+
+// A Mamba-2 mixer saves, with the mamba_ssm combined kernel, the input of
+// in_proj, its output zxbcdt, the scan output before the gated norm and
+// the norm's rstd: per token, in bf16 (dim 64, 8 heads of 16, 2 groups,
+// state 8): 2*64 + 2*(2*128 + 2*2*8 + 8) + 2*128 + 4*2 = 984 bytes, for
+// any sequence length (nothing per chunk or per key).
+func TestMamba2Saves(t *testing.T) {
+	m := &nn.Mamba2{Dim: 64, Inner: 128, Heads: 8, HeadDim: 16, Groups: 2, State: 8, ConvK: 4, Chunk: 16, ConvBias: true, GatedNorm: true}
+	for _, seq := range []int64{64, 256} {
+		r := evalPlan(t, layerPlan(t, m, 64, seq, "bf16"))
+		if want := seq * 984; r.SavedActivations != want {
+			t.Errorf("seq %d: saved %d bytes, want %d", seq, r.SavedActivations, want)
+		}
+	}
+	// in_proj 64*296, conv1d 160*4 + 160, dt_bias, A_log, D 3*8, norm 128, out_proj 128*64
+	if want := int64(64*296 + 160*4 + 160 + 3*8 + 128 + 128*64); m.Params() != want {
+		t.Errorf("params %d, want %d", m.Params(), want)
+	}
+}

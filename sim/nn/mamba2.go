@@ -1,0 +1,151 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Mamba2 is the Mamba-2 mixer (Dao and Gu 2024, arXiv:2405.21060; the
+// state-space duality), as transformers' Mamba2Mixer trains it with the
+// mamba_ssm kernels (cuda_kernels_forward: in_proj, then
+// mamba_split_conv1d_scan_combined, which runs the depthwise causal
+// conv1d, the chunked selective scan, the gated RMS norm and out_proj in
+// one autograd function):
+//
+//	zxbcdt = in_proj(x)                     # [T, 2*inner + 2*groups*state + heads]
+//	y = out_proj(norm(ssd(conv1d(xBC), dt, A, B, C, D), gate=z))
+//
+// The chunked scan (chunk_size tokens a chunk) keeps nothing per chunk
+// for backward: MambaSplitConv1dScanCombinedFn saves zxbcdt, the scan
+// output before the gated norm (out_x, [T, inner]) and the norm's rstd
+// (fp32, one per token and group), and its backward recomputes the
+// convolution, dt, the chunk states and C·B. What a Mamba-2 layer keeps
+// per token is therefore fixed: no [seq, seq] term and no kv heads, which
+// is why a hybrid's activations grow more slowly with the sequence than a
+// transformer's of the same width.
+type Mamba2 struct {
+	Name      string
+	Dim       int64 // hidden_size
+	Inner     int64 // intermediate size: heads * head_dim (expand * hidden)
+	Heads     int64
+	HeadDim   int64
+	Groups    int64 // n_groups
+	State     int64 // state_size
+	ConvK     int64 // conv_kernel
+	Chunk     int64 // chunk_size
+	Bias      bool  // use_bias: in_proj and out_proj
+	ConvBias  bool  // use_conv_bias
+	GatedNorm bool  // the gated RMSNorm before out_proj (rms_norm)
+}
+
+func (m *Mamba2) inProj() int64  { return 2*m.Inner + 2*m.Groups*m.State + m.Heads }
+func (m *Mamba2) convDim() int64 { return m.Inner + 2*m.Groups*m.State }
+
+func (m *Mamba2) Kind() string           { return "mamba2" }
+func (m *Mamba2) Label() string          { return m.Name }
+func (m *Mamba2) DefaultName() string    { return "mixer" }
+func (m *Mamba2) Children() []core.Layer { return nil }
+func (m *Mamba2) InDim() int64           { return m.Dim }
+func (m *Mamba2) OutDim() int64          { return m.Dim }
+
+// Params: in_proj, conv1d, dt_bias, A_log, D, the norm, out_proj.
+func (m *Mamba2) Params() int64 {
+	n := m.Dim*m.inProj() + m.convDim()*m.ConvK + 3*m.Heads + m.Inner*m.Dim
+	if m.Bias {
+		n += m.inProj() + m.Dim
+	}
+	if m.ConvBias {
+		n += m.convDim()
+	}
+	if m.GatedNorm {
+		n += m.Inner
+	}
+	return n
+}
+
+func (m *Mamba2) Summary() string {
+	return fmt.Sprintf("dim %d, %d heads of %d, %d groups, state %d, chunk %d", m.Dim, m.Heads, m.HeadDim, m.Groups, m.State, m.Chunk)
+}
+
+func (m *Mamba2) Validate(path string) error {
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"dim", m.Dim}, {"heads", m.Heads}, {"head_dim", m.HeadDim}, {"n_groups", m.Groups}, {"state_size", m.State},
+		{"conv_kernel", m.ConvK}, {"chunk_size", m.Chunk}} {
+		if err := core.Positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if m.Inner != m.Heads*m.HeadDim {
+		return units.Errorf(path, "the inner size %d must be heads x head_dim (%d x %d)", m.Inner, m.Heads, m.HeadDim)
+	}
+	if m.Heads%m.Groups != 0 {
+		return units.Errorf(path, "n_groups (%d) must divide the heads (%d)", m.Groups, m.Heads)
+	}
+	return nil
+}
+
+// CheckLayout: tensor parallelism of Mamba layers is not modelled.
+func (m *Mamba2) CheckLayout(path string, par core.Parallelism) error {
+	if par.TP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of Mamba-2 layers is not modelled", par.TP),
+			Hint: "use data, pipeline or context parallelism for hybrid models"}
+	}
+	return nil
+}
+
+func (m *Mamba2) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != m.Dim {
+		panic(core.ShapeMismatch(b, "mamba2", m.Dim, b.Last(x)))
+	}
+	defer b.Scope(b.ModuleName(m))()
+	s := b.Shape(x)
+	T := core.Rows(s)
+	zxbcdt := b.Linear("in_proj", core.RoleLinear, x, m.Dim, m.inProj(), m.Bias)
+	dt := b.Dtype(zxbcdt)
+	// The parameters the combined kernel reads.
+	conv := b.Param("conv1d.weight", []int64{m.convDim(), 1, m.ConvK}, core.RoleLinear)
+	ps := []int32{conv}
+	if m.ConvBias {
+		ps = append(ps, b.Param("conv1d.bias", []int64{m.convDim()}, core.RoleLinear))
+	}
+	for _, name := range []string{"dt_bias", "A_log", "D"} {
+		ps = append(ps, b.Param(name, []int64{m.Heads}, core.RoleLinear))
+	}
+	if m.GatedNorm {
+		ps = append(ps, b.Param("norm.weight", []int64{m.Inner}, core.RoleNorm))
+	}
+	done := b.Scope("out_proj")
+	out := b.Param("weight", []int64{m.Dim, m.Inner}, core.RoleLinear)
+	ps = append(ps, out)
+	if m.Bias {
+		ps = append(ps, b.Param("bias", []int64{m.Dim}, core.RoleLinear))
+	}
+	done()
+	i := b.AddOp("ssd_scan", "mamba_split_conv1d_scan_combined", []core.Value{zxbcdt}, ps...)
+	y := b.Out(i, "out", core.WithLast(s, m.Dim), dt, "the mixer's output (out_proj inside the combined kernel)")
+	outX := b.Out(i, "out_x", core.WithLast(s, m.Inner), dt, "the scan output before the gated norm (saved)")
+	rstd := b.Out(i, "rstd", []int64{T, m.Groups}, units.FP32, "the gated norm's rstd per token and group (saved)")
+	b.Val(outX).Grad, b.Val(rstd).Grad = false, false
+	b.Save(i, zxbcdt, outX, rstd)
+	chunks := (T + m.Chunk - 1) / m.Chunk
+	// Forward transients (mamba_ssm ssd_combined.py): the convolved xBC,
+	// dt after softplus and its chunked cumsum (fp32), the chunk states
+	// (fp32, heads x head_dim x state each), C·B per chunk (fp32), and the
+	// normed, gated y that feeds out_proj.
+	states := units.FP32.Bytes(chunks * m.Heads * m.HeadDim * m.State)
+	cb := units.FP32.Bytes(chunks * m.Groups * m.Chunk * m.Chunk)
+	work := dt.Bytes(T*m.convDim()) + 2*units.FP32.Bytes(T*m.Heads) + states + cb + dt.Bytes(T*m.Inner)
+	b.Op(i).WorkF = work
+	// Backward recomputes the same and holds their gradients beside them.
+	b.Op(i).WorkB = 2 * work
+	f := 2 * float64(T) * (float64(m.Chunk)*float64(m.Groups*m.State+m.Heads*m.HeadDim) + 2*float64(m.Heads*m.HeadDim*m.State))
+	f += 2 * float64(T) * float64(m.convDim()*m.ConvK)
+	f += 2 * float64(T) * float64(m.Inner*m.Dim) // out_proj
+	b.Op(i).Flops = f
+	b.Op(i).Bytes += float64(b.Val(zxbcdt).Bytes) + float64(b.Val(outX).Bytes) + float64(dt.Bytes(m.Inner*m.Dim))
+	return y
+}

@@ -1,0 +1,169 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// MLA is multi-head latent attention (DeepSeek-V2/V3), as transformers'
+// DeepseekV3Attention runs it:
+//
+//	q = q_b_proj(q_a_layernorm(q_a_proj(x)))      # or q_proj(x) without q_lora_rank
+//	kv = kv_a_proj_with_mqa(x)                    # [T, kv_lora_rank + rope]: the latent and one shared rope key
+//	k_nope, v = split(kv_b_proj(kv_a_layernorm(kv[:, :kv_lora_rank])))
+//	q = cat(q_nope, rope(q_rope)); k = cat(k_nope, rope(k_rope) expanded to the heads)
+//	o = attention(q, k, v)                        # flash pads v to the q/k head dim
+//	o_proj(o)
+//
+// The compressed latent is what an inference KV cache keeps. Training
+// keeps much more: autograd saves the full per-head keys and values the
+// kernel reads (heads x (nope + rope) each for q and k, heads x v, or
+// the q/k head dim under flash, whose padded value and output are saved),
+// the kernel's output and the o_proj input, besides the small latents
+// the projections keep.
+type MLA struct {
+	Name      string
+	Dim       int64
+	Heads     int64
+	QLoraRank int64 // 0: a plain q_proj
+	KVLora    int64 // kv_lora_rank
+	Nope      int64 // qk_nope_head_dim
+	RopeDim   int64 // qk_rope_head_dim
+	VDim      int64 // v_head_dim
+	Bias      bool  // attention_bias: q_a_proj, kv_a_proj_with_mqa, o_proj (q_proj)
+	Impl      string
+	Causal    bool
+}
+
+func (a *MLA) qkDim() int64 { return a.Nope + a.RopeDim }
+
+func (a *MLA) Kind() string           { return "mla" }
+func (a *MLA) Label() string          { return a.Name }
+func (a *MLA) DefaultName() string    { return "attn" }
+func (a *MLA) Children() []core.Layer { return nil }
+func (a *MLA) InDim() int64           { return a.Dim }
+func (a *MLA) OutDim() int64          { return a.Dim }
+
+func (a *MLA) Params() int64 {
+	b := func(n int64) int64 {
+		if a.Bias {
+			return n
+		}
+		return 0
+	}
+	h, qk := a.Heads, a.qkDim()
+	var n int64
+	if a.QLoraRank > 0 {
+		n += a.Dim*a.QLoraRank + b(a.QLoraRank) + a.QLoraRank + a.QLoraRank*h*qk
+	} else {
+		n += a.Dim*h*qk + b(h*qk)
+	}
+	n += a.Dim*(a.KVLora+a.RopeDim) + b(a.KVLora+a.RopeDim) + a.KVLora
+	n += a.KVLora * h * (a.Nope + a.VDim)
+	n += h*a.VDim*a.Dim + b(a.Dim)
+	return n
+}
+
+func (a *MLA) Summary() string {
+	return fmt.Sprintf("dim %d, %d heads, q latent %d, kv latent %d, qk %d+%d, v %d, %s",
+		a.Dim, a.Heads, a.QLoraRank, a.KVLora, a.Nope, a.RopeDim, a.VDim, a.Impl)
+}
+
+func (a *MLA) Validate(path string) error {
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"dim", a.Dim}, {"heads", a.Heads}, {"kv_lora_rank", a.KVLora}, {"qk_nope_head_dim", a.Nope}, {"qk_rope_head_dim", a.RopeDim}, {"v_head_dim", a.VDim}} {
+		if err := core.Positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if a.QLoraRank < 0 {
+		return units.Errorf(path, "q_lora_rank must be positive, or 0 for a plain q_proj (got %d)", a.QLoraRank)
+	}
+	switch a.Impl {
+	case "flash", "sdpa":
+	case "eager":
+		return &units.Error{Path: path, Msg: "eager attention is not modelled for multi-head latent attention", Hint: `use attn="sdpa" or "flash"`}
+	default:
+		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa)", a.Impl)
+	}
+	return nil
+}
+
+// CheckLayout: tensor parallelism splits the heads (q_b_proj and
+// kv_b_proj column-parallel, o_proj row-parallel; the latent projections
+// are replicated), as Megatron's MLASelfAttention does.
+func (a *MLA) CheckLayout(path string, par core.Parallelism) error {
+	if tp := max(par.TP, 1); a.Heads%tp != 0 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads)}
+	}
+	return nil
+}
+
+// CheckPacking: packed documents need flash attention's varlen kernel.
+func (a *MLA) CheckPacking(path string) error {
+	if a.Impl != "flash" {
+		return fmt.Errorf("%s runs %s attention", path, a.Impl)
+	}
+	return nil
+}
+
+func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != a.Dim {
+		panic(core.ShapeMismatch(b, "mla", a.Dim, b.Last(x)))
+	}
+	defer b.Scope(b.ModuleName(a))()
+	tp := b.Par.Tpn()
+	h, qk := a.Heads/tp, a.qkDim()
+	xg := b.TpGather(x)
+	s := b.Shape(xg)
+	tokens := core.Rows(s)
+	var q core.Value
+	if a.QLoraRank > 0 {
+		qa := b.Linear("q_a_proj", core.RoleQ, xg, a.Dim, a.QLoraRank, a.Bias)
+		qa = b.RmsNorm("q_a_layernorm", qa, a.QLoraRank)
+		q = b.ColLinear("q_b_proj", core.RoleQ, qa, qa, a.QLoraRank, a.Heads*qk, h*qk, false)
+	} else {
+		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*qk, h*qk, a.Bias)
+	}
+	kva := b.Linear("kv_a_proj_with_mqa", core.RoleK, xg, a.Dim, a.KVLora+a.RopeDim, a.Bias)
+	kvn := b.RmsNormSlice("kv_a_layernorm", kva, a.KVLora)
+	kvb := b.ColLinear("kv_b_proj", core.RoleV, kvn, kvn, a.KVLora, a.Heads*(a.Nope+a.VDim), h*(a.Nope+a.VDim), false)
+	// rope on the split-off rope parts (views), then the concatenations
+	// the kernel reads: new [T, heads, qk] tensors.
+	qr := rope(b, "q", q, core.WithLast(s, h*a.RopeDim))
+	kr := rope(b, "k", kva, core.WithLast(s, a.RopeDim))
+	dt := b.Dtype(q)
+	if b.Prec.Autocast {
+		dt = b.Prec.Compute
+	}
+	query := b.Ew("cat", "query_states", []core.Value{q, qr}, core.WithLast(s, h*qk), dt, "q: nope and roped parts concatenated")
+	key := b.Ew("cat", "key_states", []core.Value{kvb, kr}, core.WithLast(s, h*qk), dt, "k: nope part and the shared rope key expanded to the heads")
+	value, vd := kvb, a.Nope+a.VDim // SDPA reads v as a view of kv_b_proj's output, which it keeps
+	if a.Impl == "flash" {
+		// flash-attn needs one head dim: transformers pads v to q/k's.
+		value, vd = b.Ew("pad", "value_states", []core.Value{kvb}, core.WithLast(s, h*qk), dt, "v padded to the q/k head dim for flash-attn"), qk
+	}
+	od := a.VDim
+	if a.Impl == "flash" {
+		od = qk
+	}
+	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{query, key, value})
+	o := b.Out(i, "attn_out", core.WithLast(s, h*od), dt, "attention output")
+	lse := b.Out(i, "logsumexp", []int64{tokens, h}, units.FP32, "attention logsumexp (fp32, saved)")
+	b.Val(lse).Grad = false
+	b.Save(i, query, key, value, o, lse)
+	b.Op(i).WorkB = units.FP32.Bytes(tokens*h*qk) + units.FP32.Bytes(tokens*h) // fp32 dq accumulator, softmax_d
+	seq := float64(s[len(s)-2])
+	keys := seq
+	if a.Causal {
+		keys /= 2
+	}
+	b.Op(i).Flops = 2 * float64(tokens) * keys * float64(h) * float64(qk+vd)
+	ringAttention(b, i, key, value)
+	merged := b.Ew("contiguous", "merge_heads", []core.Value{o}, core.WithLast(s, h*a.VDim), dt, "heads merged (and flash's padding dropped): the o_proj input")
+	return b.RowLinear("o_proj", core.RoleO, merged, a.Heads*a.VDim, h*a.VDim, a.Dim, a.Bias)
+}

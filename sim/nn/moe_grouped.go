@@ -1,0 +1,201 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// lowerDispatched runs the experts the way Megatron-LM does (token
+// dispatcher "alltoall", megatron/core/transformer/moe/token_dispatcher.py
+// and experts.py; torchtitan likewise): the routed copies of this rank's
+// tokens are permuted into one buffer sorted by expert (the permutation
+// saves its indices), exchanged over the expert-parallel group when ep > 1
+// (expert.go), run through one grouped GEMM per projection over this
+// rank's experts, exchanged back, weighted by the routing weights and
+// summed per token (unpermute: the weighting saves both operands, the
+// scatter-add its indices). It is impl "grouped", and every impl under
+// expert parallelism.
+func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Value {
+	ep := b.Par.Epn()
+	if m.impl() == MoELoop && ep > 1 && (b.Quantizes(RoleExpertUp) || b.Lora != nil) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+			Msg:  "quant= or lora= with expert parallelism on nn.Linear experts is not modelled (bitsandbytes and PEFT run one rank's nn.Linear experts)",
+			Hint: "drop ep= for QLoRA or LoRA, or model the experts as impl=\"grouped\""}})
+	}
+	done := b.Scope("experts")
+	b.ReserveParams(m.Experts / ep) // one tensor (or one pass of the loop) per expert at least
+	done()
+	rows, err := m.loads(r.tokens, ep)
+	if err != nil {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: err.Error(), Hint: units.HintTensor}})
+	}
+	// The busiest rank receives what the layout's expert_load says
+	// (core/expert.go); with a capacity factor, its experts' padded
+	// capacity.
+	recv := b.Par.ExpertRows(r.tokens*m.TopK, m.Experts, m.TopK, false)
+	if m.Capacity > 0 {
+		recv = sum64(rows)
+	}
+	send := r.tokens * m.TopK
+	if m.Capacity > 0 {
+		send = rows[0] / ep * m.Experts // capacity rows per expert from this rank, padded
+	}
+	g := b.AddOp("gather", "permute", []core.Value{x, r.idx})
+	xs := b.Out(g, "permuted", []int64{send, m.Dim}, b.Dtype(x), "routed copies of the tokens, sorted by expert")
+	b.Save(g, r.idx)
+	b.Op(g).WorkB = b.Val(x).Bytes // the scatter-add of the gradient into zeros of the input's shape
+	xs = expertAllToAll(b, "dispatch", xs, recv)
+	y := m.groupedFfn(b, xs, int64(len(rows)))
+	y = expertAllToAll(b, "combine", y, send)
+	w := b.Cast(r.weights, b.Dtype(y), "routing weights in the expert output dtype")
+	c := b.AddOp("index_add", "unpermute", []core.Value{y, w, r.idx})
+	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs weighted and summed per token")
+	if b.Grad(w) {
+		b.Save(c, y)
+	}
+	if b.Grad(y) {
+		b.Save(c, w)
+	}
+	b.Save(c, r.idx)
+	b.Op(c).Flops = 2 * float64(send) * float64(m.Dim)
+	return out
+}
+
+// fusedWeights are the experts' 3-D parameters (fused_loop and grouped):
+// [experts, out, in] per projection, gate and up fused into one tensor.
+type fusedWeights struct {
+	gateUp, down         int32
+	gateUpBias, downBias int32 // -1 without expert biases
+}
+
+// registerFused registers this rank's expert weights as 3-D parameters
+// (in the experts' scope).
+func (m *MoE) registerFused(b *core.Builder) fusedWeights {
+	tp := b.Par.Etpn()
+	E := m.Experts / b.Par.Epn()
+	h := m.Hidden / tp
+	up, down := "gate_up_proj", "down_proj"
+	upRows := 2 * h
+	if !m.expertMLP().gated() {
+		up, upRows = "up_proj", h
+	}
+	fw := fusedWeights{gateUpBias: -1, downBias: -1}
+	fw.gateUp = b.Param(up, []int64{E, upRows, m.Dim}, RoleExpertUp)
+	b.ShardParam(fw.gateUp, m.Experts*upRows*tp*m.Dim)
+	fw.down = b.Param(down, []int64{E, m.Dim, h}, RoleExpertDown)
+	b.ShardParam(fw.down, m.Experts*m.Dim*m.Hidden)
+	if m.ExpertBias {
+		fw.gateUpBias = b.Param(up+"_bias", []int64{E, upRows}, RoleExpertUp)
+		b.ShardParam(fw.gateUpBias, m.Experts*upRows*tp)
+		fw.downBias = b.Param(down+"_bias", []int64{E, m.Dim}, RoleExpertDown)
+		b.ShardParam(fw.downBias, m.Experts*m.Dim)
+	}
+	return fw
+}
+
+// groupedFfn runs this rank's experts over their received rows: one
+// grouped GEMM per projection (impl "grouped", 3-D weights), or for the
+// other impls the same shapes with one weight tensor per expert.
+func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64) core.Value {
+	defer b.Scope("experts")()
+	recv := b.Shape(xs)[0]
+	hidden := m.Hidden / b.Par.Etpn()
+	var fw *fusedWeights
+	if m.impl() != MoELoop {
+		w := m.registerFused(b)
+		fw = &w
+	}
+	gateName, upName, downName := m.projNames()
+	proj := func(name string, role core.Role, x core.Value, in, out int64, fused int32) core.Value {
+		var ps []int32
+		if fw != nil {
+			ps = []int32{fused}
+		} else {
+			b.ReserveParams(local) // one tensor per expert
+			ps = make([]int32, local)
+			full := in * out * b.Par.Etpn()
+			for e := range ps {
+				ps[e] = b.Param(fmt.Sprintf("%d.%s.weight", e, name), []int64{out, in}, role)
+				b.ShardParam(ps[e], full)
+			}
+		}
+		dt := b.Dtype(x)
+		if b.Prec.Autocast {
+			dt = b.Prec.Compute
+		}
+		xin := b.Cast(x, dt, "autocast copy of expert input")
+		ins := []core.Value{xin}
+		if fw == nil {
+			for _, p := range ps {
+				if w := b.Weight(p, dt); w != core.NoValue {
+					ins = append(ins, w)
+				}
+			}
+		} else if w := b.Weight(fused, dt); w != core.NoValue {
+			ins = append(ins, w)
+		}
+		i := b.AddOp("grouped_matmul", name, ins, ps...)
+		y := b.Out(i, name, []int64{recv, out}, dt, "expert "+name+" output")
+		if b.Trainable(ps[0]) {
+			b.Save(i, xin)
+		}
+		if b.Grad(xin) {
+			b.Save(i, ins[1:]...)
+		}
+		b.Op(i).Flops = 2 * float64(recv) * float64(in) * float64(out)
+		return y
+	}
+	var gu, dn int32 = -1, -1
+	if fw != nil {
+		gu, dn = fw.gateUp, fw.down
+	}
+	if !m.expertMLP().gated() {
+		h := proj(upName, RoleExpertUp, xs, m.Dim, hidden, gu)
+		h = Activation(b, m.Act, h)
+		return proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
+	}
+	fn := "silu"
+	if m.Act == "geglu" {
+		fn = "gelu"
+	}
+	gate := proj(gateName, RoleExpertGate, xs, m.Dim, hidden, gu)
+	up := proj(upName, RoleExpertUp, xs, m.Dim, hidden, gu)
+	h := b.Mul("act_mul", Activation(b, fn, gate), up)
+	return proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
+}
+
+// fusedSlice is expert e's projection in the fused loop: its slice of
+// the 3-D parameter p (a view), cast per call under autocast (a view is
+// not a leaf: autocast's weight cache does not keep it), and the matmul.
+func (m *MoE) fusedSlice(b *core.Builder, e int64, name string, x core.Value, in, out int64, p, bias int32) core.Value {
+	defer b.Scope(name)()
+	dt := b.Dtype(x)
+	if b.Prec.Autocast {
+		dt = b.Prec.Compute
+	}
+	xin := b.Cast(x, dt, "autocast copy of expert input")
+	params := []int32{p}
+	if bias >= 0 {
+		params = append(params, bias)
+	}
+	ins := []core.Value{xin}
+	if b.Prec.Params != dt {
+		c := b.AddOp("cast", "weight_to_"+dt.Name(), nil, p)
+		wv := b.Out(c, "weight."+dt.Name(), []int64{out, in}, dt, fmt.Sprintf("expert %d's slice of %s in the compute dtype", e, name))
+		b.Val(wv).Cat = core.CatParams
+		ins = append(ins, wv)
+	}
+	i := b.AddOp("matmul", "", ins, params...)
+	y := b.Out(i, "out", []int64{core.Rows(b.Shape(xin)), out}, dt, "output of expert "+core.Itoa(e)+"'s "+name)
+	if b.Trainable(p) {
+		b.Save(i, xin)
+	}
+	if b.Grad(xin) && len(ins) > 1 {
+		b.Save(i, ins[1])
+	}
+	b.Op(i).Flops = 2 * float64(core.Rows(b.Shape(xin))) * float64(in) * float64(out)
+	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(in*out))
+	return y
+}

@@ -1,0 +1,150 @@
+package nn
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// The expert roles: what quantization, LoRA targets and freeze= select.
+const (
+	RoleExpertGate core.Role = "expert_gate"
+	RoleExpertUp   core.Role = "expert_up"
+	RoleExpertDown core.Role = "expert_down"
+)
+
+// lowerLoop is the per-expert loop of transformers' MoE blocks, on one
+// rank (MixtralSparseMoeBlock.forward in transformers 4.x; DeepseekV3MoE.moe
+// and GptOssExperts.forward run the same loop):
+//
+//	final = zeros(T, d)                                # alive through the loop
+//	mask = one_hot(selected, E).permute(2, 1, 0)       # int64 [E, k, T]
+//	for e in experts:
+//	    idx, top_x = torch.where(mask[e])              # int64 [n_e] each
+//	    cur = hidden[top_x]                            # saves top_x
+//	    y = expert_e(cur) * routing_weights[top_x, idx, None]   # the mul saves both
+//	    final.index_add_(0, top_x, y)                  # saves top_x and y
+//
+// Each expert's tokens are a new [n_e, d] copy; its MLP saves what its
+// linears save (a frozen nn.Linear keeps nothing; bitsandbytes' MatMul4Bit
+// keeps its input). Backward of each index select makes a zero-filled
+// gradient of the whole input before accumulating it (IndexBackward0:
+// index_put_ into zeros of the input's shape).
+func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
+	done := b.Scope("experts")
+	b.ReserveParams(m.Experts) // one tensor (or one pass of the loop) per expert at least
+	done()
+	rows, err := m.loads(r.tokens, 1)
+	if err != nil {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: err.Error(), Hint: units.HintTensor}})
+	}
+	T, E, k := r.tokens, m.Experts, m.TopK
+	oh := b.AddOp("one_hot", "expert_mask", []core.Value{r.idx})
+	mask := b.Out(oh, "expert_mask", []int64{E, k, T}, units.INT64, "one_hot expert mask (int64), alive through the expert loop")
+	b.Op(oh).NoGradB = true
+	accDT := core.Promote(b.Dtype(x), b.Dtype(r.weights))
+	z := b.AddOp("zeros", "final_hidden_states", nil)
+	acc := b.Out(z, "final_hidden_states", b.Shape(x), accDT, "the block's output, index_add_-ed expert by expert")
+	done = b.Scope("experts")
+	var fw *fusedWeights
+	if m.impl() != MoELoop {
+		w := m.registerFused(b)
+		fw = &w
+	}
+	grad := false
+	for e, n := range rows {
+		if n == 0 {
+			m.idleExpert(b, int64(e), fw) // no tokens: no compute, the weights are there
+			continue
+		}
+		grad = m.loopExpert(b, int64(e), n, x, r, mask, acc, fw) || grad
+	}
+	done()
+	b.Val(acc).Grad = grad && !b.Eval
+	return b.Cast(acc, b.Dtype(x), "the block's output in the hidden states' dtype")
+}
+
+// loopExpert lowers one pass of the loop for expert e with n tokens and
+// reports whether its output requires grad.
+func (m *MoE) loopExpert(b *core.Builder, e, n int64, x core.Value, r routing, mask, acc core.Value, fw *fusedWeights) bool {
+	defer b.Scope(core.Itoa(e))()
+	w := b.AddOp("where", "where", []core.Value{mask})
+	topx := b.Out(w, "top_x", []int64{n}, units.INT64, "token indices routed to this expert")
+	slot := b.Out(w, "idx", []int64{n}, units.INT64, "top-k slot of each of those tokens")
+	b.Op(w).NoGradB = true
+	sel := b.AddOp("index", "current_state", []core.Value{x, topx})
+	cur := b.Out(sel, "current_state", []int64{n, m.Dim}, b.Dtype(x), "this expert's tokens (hidden_states[top_x], a copy)")
+	b.Save(sel, topx)
+	b.Op(sel).WorkB = b.Val(x).Bytes // zeros of the input's shape, index_put_, accumulated
+	y := m.expertFfn(b, e, cur, fw)
+	ri := b.AddOp("index", "routing_weight", []core.Value{r.weights, topx, slot})
+	rw := b.Out(ri, "routing_weight", []int64{n, 1}, b.Dtype(r.weights), "this expert's routing weights")
+	b.Save(ri, topx, slot)
+	b.Op(ri).WorkB = b.Val(r.weights).Bytes
+	wy := b.Cast(b.Mul("weighted", y, rw), b.Dtype(acc), "weighted expert output in the accumulator's dtype")
+	ia := b.AddOp("index_add", "index_add", []core.Value{acc, wy, topx})
+	// index_add_ writes into final_hidden_states: the op's output stands
+	// for the in-place update and holds no storage of its own.
+	upd := b.Out(ia, "index_add", []int64{1}, b.Dtype(acc), "in-place index_add_ into final_hidden_states (no storage)")
+	b.Val(upd).Bytes = 0
+	// IndexAddBackward0 keeps the source (its formula reads
+	// source.dim() and expand_as(source)) and the index.
+	b.Save(ia, wy, topx)
+	b.Op(ia).Bytes = 2 * float64(b.Val(wy).Bytes)
+	return b.Grad(wy)
+}
+
+// expertFfn is expert e's MLP over its rows x: nn.Linear projections for
+// the "loop" impl (quantized and adapted like any linear), slices of the
+// 3-D expert parameters otherwise. With tensor parallelism each rank
+// holds hidden/tp of every expert (Megatron's expert tensor parallelism).
+func (m *MoE) expertFfn(b *core.Builder, e int64, x core.Value, fw *fusedWeights) core.Value {
+	gateName, upName, downName := m.projNames()
+	tp := b.Par.Etpn()
+	hidden := m.Hidden / tp
+	bias := m.ExpertBias
+	lin := func(name string, role core.Role, x core.Value, in, out int64, split bool) core.Value {
+		if fw != nil {
+			if split {
+				return m.fusedSlice(b, e, name, x, in, out, fw.gateUp, fw.gateUpBias)
+			}
+			return m.fusedSlice(b, e, name, x, in, out, fw.down, fw.downBias)
+		}
+		first := int32(len(b.P.Params))
+		y := b.Linear(name, role, x, in, out, bias)
+		for pi := first; pi < int32(len(b.P.Params)); pi++ {
+			if p := &b.P.Params[pi]; p.Role == role && (split || len(p.Shape) == 2) {
+				p.FullNumel = p.Numel * tp // [hidden/tp, in], [out, hidden/tp]; down's bias is replicated
+			}
+		}
+		return y
+	}
+	if !m.expertMLP().gated() {
+		h := lin(upName, RoleExpertUp, x, m.Dim, hidden, true)
+		h = Activation(b, m.Act, h)
+		return lin(downName, RoleExpertDown, h, hidden, m.Dim, false)
+	}
+	fn := "silu"
+	if m.Act == "geglu" {
+		fn = "gelu"
+	}
+	gate := lin(gateName, RoleExpertGate, x, m.Dim, hidden, true)
+	up := lin(upName, RoleExpertUp, x, m.Dim, hidden, true)
+	h := b.Mul("act_mul", Activation(b, fn, gate), up)
+	return lin(downName, RoleExpertDown, h, hidden, m.Dim, false)
+}
+
+// idleExpert registers the weights of an expert no token was routed to
+// (nn.Linear experts; fused weights are registered once for all).
+func (m *MoE) idleExpert(b *core.Builder, e int64, fw *fusedWeights) {
+	if fw != nil {
+		return
+	}
+	defer b.Scope(core.Itoa(e))()
+	gate, up, down := m.projNames()
+	hidden := m.Hidden / b.Par.Etpn()
+	if gate != "" {
+		b.IdleLinear(gate, RoleExpertGate, m.Dim, hidden, m.ExpertBias)
+	}
+	b.IdleLinear(up, RoleExpertUp, m.Dim, hidden, m.ExpertBias)
+	b.IdleLinear(down, RoleExpertDown, hidden, m.Dim, m.ExpertBias)
+}

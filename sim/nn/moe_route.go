@@ -1,0 +1,176 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// routing is what the router hands the experts: per token, the top-k
+// expert indices and their weights.
+type routing struct {
+	weights core.Value // [T, k]: the dtype the experts' outputs are weighted in
+	idx     core.Value // [T, k] int64
+	tokens  int64      // T, this rank's tokens
+}
+
+// route lowers the router (MoE's doc: Router).
+func (m *MoE) route(b *core.Builder, x core.Value) routing {
+	T := core.Rows(b.Shape(x))
+	E, k := m.Experts, m.TopK
+	r := routing{tokens: T}
+	switch m.router() {
+	case RouterSigmoid:
+		// DeepseekV3TopkRouter: F.linear(x.float(), weight.float()),
+		// sigmoid, selection under no_grad on scores + correction bias
+		// (grouped top-k over n_group groups), gather of the selected
+		// scores, renormalised, times routed_scaling_factor: fp32 weights.
+		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, units.FP32)
+		scores := b.Unary("sigmoid", logits, false, true)
+		if m.ScoreBias {
+			// A buffer, set from the experts' loads between steps: no
+			// gradient, no optimizer state (DeepseekV3TopkRouter).
+			b.Buffer("gate.e_score_correction_bias", []int64{E}, b.Prec.Params, "auxiliary-loss-free routing bias")
+		}
+		r.idx = m.topkIndices(b, scores, T)
+		g := b.AddOp("gather", "topk_weights", []core.Value{scores, r.idx})
+		w := b.Out(g, "topk_weights", []int64{T, k}, units.FP32, "selected sigmoid scores")
+		b.Save(g, r.idx)
+		r.weights = m.normTopK(b, w)
+	case RouterTopKSoftmax:
+		// GptOssTopKRouter: F.linear(x, weight, bias), top-k of the
+		// logits, softmax over the k in the logits' dtype.
+		dt := b.Prec.Compute
+		logits := routerParamLinear(b, "router", x, m.Dim, E, m.RouterBias, dt)
+		tk := b.AddOp("topk", "topk", []core.Value{logits})
+		top := b.Out(tk, "router_top_value", []int64{T, k}, dt, "top-k router logits")
+		r.idx = b.Out(tk, "router_indices", []int64{T, k}, units.INT64, "top-k expert indices")
+		b.Val(r.idx).Grad = false
+		b.Save(tk, r.idx)
+		sm := b.AddOp("softmax", "softmax", []core.Value{top})
+		r.weights = b.Out(sm, "routing_weights", []int64{T, k}, dt, "softmax over the top-k logits")
+		b.Save(sm, r.weights)
+	default:
+		// MixtralSparseMoeBlock: router_logits = self.gate(x) (an
+		// nn.Linear: quantized and adapted like any linear when the
+		// experts are nn.Linear modules), softmax in fp32, top-k,
+		// renormalised (Mixtral always; Qwen2-MoE when norm_topk_prob),
+		// then cast to the hidden states' dtype.
+		var logits core.Value
+		if m.impl() == MoELoop {
+			logits = b.Linear("gate", core.RoleRouter, x, m.Dim, E, false)
+		} else {
+			logits = routerParamLinear(b, "router", x, m.Dim, E, false, b.Prec.Compute)
+		}
+		sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
+		probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
+		b.Save(sm, probs)
+		b.Op(sm).Flops = 5 * float64(T*E)
+		tk := b.AddOp("topk", "topk", []core.Value{probs})
+		w := b.Out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")
+		r.idx = b.Out(tk, "expert_index", []int64{T, k}, units.INT64, "top-k expert indices")
+		b.Val(r.idx).Grad = false
+		b.Save(tk, r.idx)
+		w = m.normTopK(b, w)
+		r.weights = b.Cast(w, b.Dtype(x), "routing weights in the hidden states' dtype")
+	}
+	return r
+}
+
+// topkIndices is DeepSeek-V3's selection (get_topk_indices, under
+// no_grad): group scores, a group mask and masked scores, all [T, E] or
+// smaller transients, then the top-k indices.
+func (m *MoE) topkIndices(b *core.Builder, scores core.Value, T int64) core.Value {
+	i := b.AddOp("topk", "select_experts", []core.Value{scores})
+	idx := b.Out(i, "topk_indices", []int64{T, m.TopK}, units.INT64, "selected experts")
+	b.Val(idx).Grad = false
+	b.Op(i).NoGradB = true
+	// scores + correction bias, the group mask expanded to the scores,
+	// the masked scores
+	b.Op(i).WorkF = 3 * units.FP32.Bytes(T*m.Experts)
+	return idx
+}
+
+// normTopK renormalises the top-k weights to sum to one (w / w.sum(-1)).
+func (m *MoE) normTopK(b *core.Builder, w core.Value) core.Value {
+	if !m.NormTopK {
+		return w
+	}
+	s := b.Shape(w)
+	i := b.AddOp("sum", "topk_sum", []core.Value{w})
+	sum := b.Out(i, "topk_sum", []int64{s[0], 1}, b.Dtype(w), "sum of the top-k weights")
+	d := b.AddOp("div", "topk_norm", []core.Value{w, sum})
+	y := b.Out(d, "normalized_weights", s, b.Dtype(w), "top-k weights renormalised")
+	b.Save(d, w, sum)
+	return y
+}
+
+// routerParamLinear is a router whose weight is a parameter applied with
+// F.linear, not an nn.Linear module (DeepSeek's gate, gpt-oss's router,
+// Megatron's TopKRouter): quantization and LoRA leave it alone. x is cast
+// to dt first (DeepSeek computes its router in fp32).
+func routerParamLinear(b *core.Builder, name string, x core.Value, in, out int64, bias bool, dt units.DType) core.Value {
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{out, in}, core.RoleRouter)
+	params := []int32{w}
+	if bias {
+		params = append(params, b.Param("bias", []int64{out}, core.RoleRouter))
+	}
+	xin := b.Cast(x, dt, "router input in the router's dtype")
+	ins := []core.Value{xin}
+	if b.Prec.Params != dt {
+		wc := b.AddOp("cast", "weight_to_"+dt.Name(), nil, w)
+		wv := b.Out(wc, "weight."+dt.Name(), []int64{out, in}, dt, "router weight in the router's dtype")
+		b.Val(wv).Cat = core.CatParams
+		ins = append(ins, wv)
+	}
+	i := b.AddOp("matmul", "", ins, params...)
+	y := b.Out(i, "logits", []int64{core.Rows(b.Shape(xin)), out}, dt, "router logits")
+	if b.Trainable(w) {
+		b.Save(i, xin)
+	}
+	if b.Grad(xin) && len(ins) > 1 {
+		b.Save(i, ins[1])
+	}
+	b.Op(i).Flops = 2 * float64(core.Rows(b.Shape(xin))) * float64(in) * float64(out)
+	return y
+}
+
+// loads are the rows each expert of the replayed rank processes, for
+// tokens routed per rank and ep ranks exchanging them in balanced shares:
+// the replayed rank holds experts [0, experts/ep). (The busiest rank's
+// load, parallel(expert_load=), sizes the received rows as a whole:
+// lowerDispatched.)
+func (m *MoE) loads(tokens, ep int64) ([]int64, error) {
+	E, k := m.Experts, m.TopK
+	local := E / ep
+	rows := make([]int64, local)
+	if m.Capacity > 0 {
+		c := math.Ceil(m.Capacity * float64(tokens) * float64(k) / float64(E))
+		if c*float64(E*ep) > float64(units.MaxElements) {
+			return nil, fmt.Errorf("capacity=%g pads %.3g token copies to the experts, too many to count in bytes", m.Capacity, c*float64(E*ep))
+		}
+		for i := range rows {
+			rows[i] = int64(c) * ep
+		}
+		return rows, nil
+	}
+	routed := tokens * k * ep // copies routed over the expert-parallel group
+	for e := range rows {     // one share each, the remainder one more each
+		rows[e] = routed / E
+		if int64(e) < routed%E {
+			rows[e]++
+		}
+	}
+	return rows, nil
+}
+
+func sum64(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
