@@ -33,7 +33,7 @@ type fastEstimate struct {
 // the last, are alike).
 type stageShape struct {
 	pp, v  int64
-	layers []int64    // blocks of each model chunk, in chunk order
+	saved  []int64    // activations each model chunk holds for backward, in chunk order
 	stages []unitSums // the distinct stages
 	kindOf []int      // stage s's index in stages
 }
@@ -49,12 +49,17 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 		sh.kindOf = []int{0}
 		return sh, nil
 	}
+	if pr.mixed {
+		return pr.lowerChunks(par, sh)
+	}
 	layers, err := par.ChunkLayers(pr.n, "search")
 	if err != nil {
 		return nil, err
 	}
-	sh.layers = layers
 	last := par.PP*par.VirtualStages - 1
+	for g := range layers {
+		sh.saved = append(sh.saved, pr.chunkSaved(int64(g), last, layers[g]))
+	}
 	seen := map[string]int{}
 	for s := int64(0); s < par.PP; s++ {
 		key := fmt.Sprint(s == 0, s == par.PP-1)
@@ -73,6 +78,35 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 			sh.stages = append(sh.stages, u)
 		}
 		sh.kindOf = append(sh.kindOf, k)
+	}
+	return sh, nil
+}
+
+// lowerChunks fills sh for a model whose blocks differ (no block unit
+// extrapolates): each model chunk of par's split is lowered whole, as the
+// replay's stage lowers it, and each stage sums its chunks.
+func (pr *profile) lowerChunks(par core.Parallelism, sh *stageShape) (*stageShape, error) {
+	split, err := core.SplitStages(pr.plan.Model, par)
+	if err != nil {
+		return nil, err
+	}
+	chunks := make([]unitSums, par.PP*par.VirtualStages)
+	for g := range chunks {
+		s := int64(g) % par.PP
+		prog, err := lowerWith(pr.plan, pr.plan.Model, par, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{int64(g)}, Split: split})
+		if err != nil {
+			return nil, err
+		}
+		chunks[g] = unitOf(prog, pr.plan)
+		sh.saved = append(sh.saved, chunks[g].saved)
+	}
+	for s := int64(0); s < par.PP; s++ {
+		var u unitSums
+		for c := int64(0); c < par.VirtualStages; c++ {
+			u = u.add(chunks[c*par.PP+s], 1)
+		}
+		sh.kindOf = append(sh.kindOf, len(sh.stages))
+		sh.stages = append(sh.stages, u)
 	}
 	return sh, nil
 }
@@ -134,7 +168,6 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 		return fe
 	}
 	m := p.MicroBatches()
-	last := par.PP*par.VirtualStages - 1
 	byKind := make([]*timing.StageTime, len(sh.stages))
 	statesOf := make([]int64, len(sh.stages))
 	stages := make([]*timing.StageTime, par.PP)
@@ -160,7 +193,7 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 		var held int64
 		for j := range core.Inflight(par, s, m) {
 			g := (j%(par.PP*par.VirtualStages))/par.PP*par.PP + s
-			held += pr.chunkSaved(g, last, sh.layers[g])
+			held += sh.saved[g]
 		}
 		fe.minStates = max(fe.minStates, statesOf[k])
 		fe.minDevice = max(fe.minDevice, statesOf[k]+held)

@@ -201,7 +201,9 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 // profile is the units of one lowering configuration (tensor, context and
 // expert parallelism, micro-batch, checkpointing).
 type profile struct {
-	n     int64    // blocks in the model; 0 without a repeat() to split
+	plan  *core.Plan // the configuration's plan (as the replay runs it)
+	mixed bool       // the blocks differ (core.Repeat.Blocks): no block unit, a pipeline's chunks are lowered whole
+	n     int64      // blocks in the model; 0 without a repeat() to split, or with mixed blocks
 	block unitSums // one block
 	base  unitSums // the model without its blocks (one GPU, no pipeline)
 	// chunks: a pipeline's model chunks of each kind (first, middle,
@@ -221,6 +223,16 @@ const (
 	middleChunk
 	lastChunk
 )
+
+// blockCount is the blocks of m's largest repeat() a pipeline splits (0
+// without one).
+func blockCount(m *core.Model) int64 {
+	s, err := core.SplitStages(m, core.Parallelism{})
+	if err != nil {
+		return 0
+	}
+	return int64(len(s.Blocks))
+}
 
 // withBlocks returns m with its largest repeat() cut to k blocks (the
 // sequentials on the way copied, the blocks shared) and that repeat's
@@ -285,7 +297,7 @@ func newProfile(p *core.Plan) (*profile, error) {
 	one.PP, one.VirtualStages, one.Schedule, one.MicroBatches = 1, 1, "1f1b", 0
 	one.EmbeddingSlot, one.LossSlot = false, false // the stages' split is the shape's (search_estimate.go)
 	m1, n := withBlocks(p.Model, 1)
-	pr := &profile{n: n}
+	pr := &profile{plan: p, n: n, mixed: n == 0 && blockCount(p.Model) > 0}
 	p1, err := lowerWith(p, m1, one, nil)
 	if err != nil {
 		return nil, err

@@ -68,6 +68,37 @@ func fastPathPlans() []*core.Plan {
 	// 4, 3): the bubble counts every stage but one of them.
 	add(testmodels.Llama(1024, 14, 16, 4, 2816, 32000, "flash"), core.Parallelism{DP: 2, PP: 4, EmbeddingSlot: true, LossSlot: true, DistributedOptimizer: true}, 1, 8, "megatron", "none", 8, 8)
 
+	// Blocks that differ (a dense block, then MoE blocks, as DeepSeek's
+	// first layers): no block unit, a pipeline's chunks lowered whole.
+	dense := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
+			&nn.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
+			&nn.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
+		}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
+			&nn.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
+			&nn.MLP{Dim: 512, Hidden: 2048, Act: "swiglu"},
+		}}},
+	}}
+	sparse := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
+			&nn.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
+			&nn.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
+		}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
+			&nn.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
+			&nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
+		}}},
+	}}
+	mixed := &core.Model{Name: "mixed", Layers: []core.Layer{
+		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
+		&core.Repeat{Name: "layers", Blocks: []core.Layer{dense, sparse, sparse, sparse}},
+		&nn.Norm{Name: "norm", Dim: 512, RMS: true},
+	}, Vocab: 32000, Loss: "cross_entropy"}
+	add(mixed, core.Parallelism{DP: 8, EP: 2}, 1, 2, "bf16-mixed", "none", 8, 8)
+	add(mixed, core.Parallelism{DP: 4, PP: 2, EP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "full", 8, 8)
+	add(mixed, core.Parallelism{DP: 2, PP: 3, StageSplit: "torchtitan", DistributedOptimizer: true}, 1, 6, "megatron", "none", 6, 6)
+
 	moe := &core.Model{Name: "moe", Layers: []core.Layer{
 		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
 		&core.Repeat{Name: "layers", N: 4, Layer: &core.Sequential{Layers: []core.Layer{

@@ -131,7 +131,7 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 		}
 		sp.TP = divisors(sp.GPUs, limit)
 	}
-	_, blocks := withBlocks(base.Model, 1)
+	blocks := blockCount(base.Model)
 	if sp.PP == nil {
 		sp.PP = divisors(sp.GPUs, max(blocks, 1))
 	}
