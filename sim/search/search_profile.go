@@ -204,8 +204,8 @@ type profile struct {
 	plan  *core.Plan // the configuration's plan (as the replay runs it)
 	mixed bool       // the blocks differ (core.Repeat.Blocks): no block unit, a pipeline's chunks are lowered whole
 	n     int64      // blocks in the model; 0 without a repeat() to split, or with mixed blocks
-	block unitSums // one block
-	base  unitSums // the model without its blocks (one GPU, no pipeline)
+	block unitSums   // one block
+	base  unitSums   // the model without its blocks (one GPU, no pipeline)
 	// chunks: a pipeline's model chunks of each kind (first, middle,
 	// last): the chunk without its blocks (the batch and the layers
 	// before; an activation received; a receive, the layers after, the
