@@ -38,7 +38,7 @@ Usage:
                                   the step the script simulates
   memsh check CONFIG [key=value...]
                                   will the job of this trainer config fit?
-                                  (torchtune YAML; docs/check.md) the report
+                                  (torchtune, anemoi; docs/check.md) the report
                                   and advise()'s changes; exit 0 fits, 1 not
   memsh doc [NAME]                list builtins and stdlib names, or document one
   memsh version                   print the version
