@@ -38,8 +38,9 @@ Usage:
                                   the step the script simulates
   memsh check CONFIG [key=value...]
                                   will the job of this trainer config fit?
-                                  (torchtune YAML; docs/check.md) the report
-                                  and advise()'s changes; exit 0 fits, 1 not
+                                  (torchtune, torchtitan, anemoi; docs/check.md)
+                                  the report and advise()'s changes; exit 0
+                                  fits, 1 not
   memsh doc [NAME]                list builtins and stdlib names, or document one
   memsh version                   print the version
   memsh help                      print this help

@@ -1,0 +1,433 @@
+package importers
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// torchtitanTrainer reads a torchtitan job config (TOML, the
+// train_configs/*.toml of each model) as torchtitan's JobConfig reads it:
+// pytorch/torchtitan torchtitan/config/job_config.py at 6404b93, whose
+// dataclass defaults fill the keys a file leaves out, and the [compile]
+// section of the later versions (train_configs at 038d5fd).
+var torchtitanTrainer = &trainer{
+	name:  "torchtitan",
+	about: "a torchtitan job config (TOML): model flavor, local and global batch, seq_len, mixed precision, optimizer, activation checkpoint mode and per-op option, compile, parallelism degrees (FSDP2/HSDP, TP, PP, CP, EP), CPU offload",
+	exts:  []string{".toml"},
+	parse: parseTOML,
+	detect: func(t *tree) bool {
+		_, name := t.leaves["model.name"]
+		_, flavor := t.leaves["model.flavor"]
+		for k := range t.leaves {
+			if strings.HasPrefix(k, "training.") || strings.HasPrefix(k, "parallelism.") {
+				return name || flavor
+			}
+		}
+		return false
+	},
+	plan: torchtitanPlan,
+	noEffect: []string{
+		"job.*", "profiling.*", "metrics.*", "model.tokenizer_path", "model.hf_assets_path", "model.print_after_conversion",
+		"optimizer.lr", "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "optimizer.weight_decay", "lr_scheduler.*",
+		"training.dataset", "training.dataset_path", "training.max_norm", "training.steps", "training.gc_freq", "training.gc_debug",
+		"training.seed", "training.deterministic", "checkpoint.*", "comm.*", "memory_estimation.*", "experimental.*",
+		"validation.dataset", "validation.dataset_path", "validation.local_batch_size", "validation.seq_len", "validation.freq",
+		"validation.steps", "parallelism.disable_loss_parallel", "parallelism.pipeline_parallel_schedule_csv",
+		"parallelism.pipeline_parallel_first_stage_less_layers", "parallelism.pipeline_parallel_last_stage_less_layers",
+		"activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", "float8.*", "mx.*",
+	},
+}
+
+// torchtitanModels maps torchtitan's model name and flavor to the zoo.
+var torchtitanModels = map[string]zooModel{
+	"llama3/8B":   {"llama", "llama3-8b"},
+	"llama3/70B":  {"llama", "llama3-70b"},
+	"llama3/405B": {"llama", "llama3-405b"},
+}
+
+// torchtitanRenamed are keys of torchtitan's earlier JobConfig layouts,
+// with the key the version memsh reads has instead.
+var torchtitanRenamed = map[string]string{
+	"training.data_parallel_shard_degree":          "parallelism.data_parallel_shard_degree",
+	"training.data_parallel_replicate_degree":      "parallelism.data_parallel_replicate_degree",
+	"training.tensor_parallel_degree":              "parallelism.tensor_parallel_degree",
+	"experimental.pipeline_parallel_degree":        "parallelism.pipeline_parallel_degree",
+	"experimental.context_parallel_degree":         "parallelism.context_parallel_degree",
+	"optimizer.fused":                              "optimizer.implementation",
+	"activation_checkpoint.selective_ac_option_op": "activation_checkpoint.selective_ac_option",
+}
+
+func torchtitanPlan(t *tree, o Options) (*plan, error) {
+	for _, k := range t.keys() {
+		if now, ok := torchtitanRenamed[k]; ok {
+			return nil, t.errorf(k, "memsh reads torchtitan's JobConfig of torchtitan/config/job_config.py (6404b93): write "+now,
+				"a key of an earlier torchtitan version")
+		}
+	}
+	p := &plan{}
+	name, err := t.str("model.name", "llama3")
+	if err != nil {
+		return nil, err
+	}
+	flavor, err := t.str("model.flavor", "debugmodel")
+	if err != nil {
+		return nil, err
+	}
+	if o.Model != "" {
+		p.model = call("hf_config", str(o.Model))
+	} else if m, ok := torchtitanModels[name+"/"+flavor]; ok {
+		p.model = m.expr(p)
+	} else {
+		return nil, t.errorf("model.flavor", "pass the model's Hugging Face config.json: --model config.json",
+			"memsh's zoo has no model for %s flavor %s", quoteKey(name), quoteKey(flavor))
+	}
+	batch, err := torchtitanBatch(t)
+	if err != nil {
+		return nil, err
+	}
+	p.set("batch", num(batch))
+	seq, err := t.integer("training.seq_len", 2048, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	if o.Seq > 0 {
+		seq = o.Seq
+	}
+	p.set("seq", num(seq))
+	layout, err := torchtitanDegrees(t, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := torchtitanAccum(t, p, batch, layout.dp()); err != nil {
+		return nil, err
+	}
+	param, err := t.str("training.mixed_precision_param", "bfloat16")
+	if err != nil {
+		return nil, err
+	}
+	t.get("training.mixed_precision_reduce") // float32, the only choice: FSDP's reduce_dtype, memsh's bf16-mixed
+	switch param {
+	case "bfloat16":
+		p.set("precision", str("bf16-mixed")) // fully_shard's param_dtype, or torch.autocast on one GPU or under DDP
+	case "float32":
+		p.set("precision", str("fp32"))
+	default:
+		return nil, t.errorf("training.mixed_precision_param", "torchtitan takes bfloat16 or float32", "unknown dtype %s", quoteKey(param))
+	}
+	if err := torchtitanOptimizer(t, p); err != nil {
+		return nil, err
+	}
+	if err := torchtitanCheckpoint(t, p); err != nil {
+		return nil, err
+	}
+	if err := torchtitanCompile(t, p); err != nil {
+		return nil, err
+	}
+	torchtitanNotModelled(t)
+	p.set("gpu", str(o.GPU))
+	return p, layout.apply(t, o, p, batch)
+}
+
+// torchtitanLayout is the parallelism section's degrees, the shard degree
+// resolved against the job's GPUs.
+type torchtitanLayout struct{ replicate, shard, tp, pp, cp, ep int64 }
+
+func (l torchtitanLayout) dp() int64 { return l.replicate * l.shard }
+
+func torchtitanDegrees(t *tree, o Options) (torchtitanLayout, error) {
+	var l torchtitanLayout
+	for _, d := range []struct {
+		key string
+		to  *int64
+	}{
+		{"parallelism.data_parallel_replicate_degree", &l.replicate}, {"parallelism.tensor_parallel_degree", &l.tp},
+		{"parallelism.pipeline_parallel_degree", &l.pp}, {"parallelism.context_parallel_degree", &l.cp},
+		{"parallelism.expert_parallel_degree", &l.ep},
+	} {
+		n, err := t.integer(d.key, 1, 1, 1<<20)
+		if err != nil {
+			return l, err
+		}
+		*d.to = n
+	}
+	shard, err := t.integer("parallelism.data_parallel_shard_degree", -1, -1, 1<<20)
+	if err != nil {
+		return l, err
+	}
+	gpus := o.GPUs * o.Nodes
+	others := l.replicate * l.tp * l.pp * l.cp
+	switch {
+	case shard == 0:
+		return l, t.errorf("parallelism.data_parallel_shard_degree", "-1 takes the GPUs left over, 1 disables sharding", "0 is not a degree")
+	case shard == -1 && gpus%others != 0:
+		return l, t.errorf("parallelism.data_parallel_shard_degree", "say the job's GPUs: --gpus N (per node) and --nodes N",
+			"-1 takes the GPUs left over, but %d GPUs do not divide by replicate %d x tp %d x pp %d x cp %d", gpus, l.replicate, l.tp, l.pp, l.cp)
+	case shard == -1:
+		shard = gpus / others
+	case shard*others != gpus:
+		return l, t.errorf("parallelism.data_parallel_shard_degree", "torchtitan checks the same: the degrees' product must be the world size (--gpus x --nodes)",
+			"replicate %d x shard %d x tp %d x pp %d x cp %d is not the job's %d GPUs", l.replicate, shard, l.tp, l.pp, l.cp, gpus)
+	}
+	l.shard = shard
+	return l, nil
+}
+
+// torchtitanAccum is gradient accumulation: global_batch_size over the
+// local batch of every data-parallel rank.
+func torchtitanAccum(t *tree, p *plan, batch, dp int64) error {
+	global, err := t.integer("training.global_batch_size", -1, -1, 1<<40)
+	if err != nil {
+		return err
+	}
+	if global <= 0 {
+		return nil
+	}
+	if global%(batch*dp) != 0 {
+		return t.errorf("training.global_batch_size", "torchtitan asserts the same: a multiple of local_batch_size x the data-parallel degree",
+			"%d is not a multiple of local_batch_size %d x data-parallel degree %d", global, batch, dp)
+	}
+	if accum := global / (batch * dp); accum > 1 {
+		p.set("grad_accum", num(accum))
+	}
+	return nil
+}
+
+// torchtitanOptimizers maps optimizer.name to memsh's builtins.
+var torchtitanOptimizers = map[string]string{"AdamW": "adamw", "Adam": "adam"}
+
+func torchtitanOptimizer(t *tree, p *plan) error {
+	name, err := t.str("optimizer.name", "AdamW")
+	if err != nil {
+		return err
+	}
+	fn, ok := torchtitanOptimizers[name]
+	if !ok {
+		return t.errorf("optimizer.name", "torchtitan's are AdamW and Adam", "unknown optimizer %s", quoteKey(name))
+	}
+	impl, err := t.str("optimizer.implementation", "fused")
+	if err != nil {
+		return err
+	}
+	var args []string
+	switch impl {
+	case "fused":
+		args = append(args, kw("fused", "True"))
+	case "foreach", "for-loop":
+	default:
+		return t.errorf("optimizer.implementation", "fused, foreach or for-loop", "unknown implementation %s", quoteKey(impl))
+	}
+	inBwd, err := t.boolean("optimizer.early_step_in_backward", false)
+	if err != nil {
+		return err
+	}
+	if inBwd {
+		args = append(args, kw("in_backward", "True"))
+	}
+	p.set("optimizer", call(fn, args...))
+	return nil
+}
+
+// torchtitanCheckpoint is activation checkpointing: none, full, or
+// selective per layer (every k-th) or per op.
+func torchtitanCheckpoint(t *tree, p *plan) error {
+	mode, err := t.str("activation_checkpoint.mode", "selective")
+	if err != nil {
+		return err
+	}
+	option, _ := t.get("activation_checkpoint.selective_ac_option")
+	switch mode {
+	case "none":
+	case "full":
+		p.set("checkpoint", str("full"))
+	case "selective":
+		s := "2"
+		switch x := option.(type) {
+		case nil:
+		case string:
+			s = x
+		case int64:
+			s = num(x)
+		default:
+			return t.errorf("activation_checkpoint.selective_ac_option", "'op' or a layer interval, e.g. '2'", "want a string, got %s", describe(option))
+		}
+		if s == "op" {
+			p.set("checkpoint", str("op"))
+			return nil
+		}
+		every, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || every < 1 || every > 1<<20 {
+			return t.errorf("activation_checkpoint.selective_ac_option", "'op' or a layer interval, e.g. '2'", "want op or a positive whole number, got %s", quoteKey(s))
+		}
+		p.set("checkpoint", call("checkpoint", kw("every", num(every))))
+	default:
+		return t.errorf("activation_checkpoint.mode", "torchtitan's modes are none, selective and full", "unknown mode %s", quoteKey(mode))
+	}
+	return nil
+}
+
+// torchtitanNotModelled lists the settings memsh does not replay.
+func torchtitanNotModelled(t *tree) {
+	if v, _ := t.get("model.converters"); v != nil {
+		var names []string
+		switch x := v.(type) {
+		case string:
+			names = strings.Split(x, ",")
+		case []any:
+			for _, e := range x {
+				names = append(names, fmt.Sprint(e))
+			}
+		}
+		for _, n := range names {
+			switch n = strings.TrimSpace(n); n {
+			case "float8":
+				t.notModelled = append(t.notModelled, "model.converters: float8 (torchao's Float8Linear: fp8 GEMMs, their scales, fp8 all-gathers)")
+			case "":
+			default:
+				t.notModelled = append(t.notModelled, "model.converters: "+comment(n))
+			}
+		}
+	}
+	t.notModelledIf("parallelism.enable_compiled_autograd", "compiled autograd (the backward compiled)")
+	t.notModelledIf("parallelism.enable_async_tensor_parallel", "async tensor parallelism (the matmuls' collectives overlapped; a time, not a memory change)")
+	t.notModelledIf("liger_kernel.enable_fused_linear_cross_entropy", "Liger's fused linear cross entropy (the logits chunked)")
+	t.notModelledIf("validation.enabled", "the validation loop's forward passes")
+	t.notModelledIf("fault_tolerance.enable", "TorchFT's fault-tolerant replicas")
+}
+
+// torchtitanSchedules maps pipeline_parallel_schedule to memsh's.
+var torchtitanSchedules = map[string]string{"1F1B": "1f1b", "ZBVZeroBubble": "zb-v"}
+
+// apply sets the parallel layout: FSDP2 over the shard degree, HSDP with
+// replicas, DDP with replicas alone, and the TP, PP, CP and EP degrees.
+func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error {
+	reshard, err := t.str("parallelism.fsdp_reshard_after_forward", "default")
+	if err != nil {
+		return err
+	}
+	if !slices.Contains([]string{"default", "always", "never"}, reshard) {
+		return t.errorf("parallelism.fsdp_reshard_after_forward", "default, always or never", "unknown policy %s", quoteKey(reshard))
+	}
+	schedule, err := t.str("parallelism.pipeline_parallel_schedule", "1F1B")
+	if err != nil {
+		return err
+	}
+	micro, err := t.integer("parallelism.pipeline_parallel_microbatch_size", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	rotate, err := t.str("parallelism.context_parallel_rotate_method", "allgather")
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"parallelism.pipeline_parallel_split_points", "parallelism.module_fqns_per_model_part", "parallelism.pipeline_parallel_layers_per_stage"} {
+		if v, _ := t.get(k); v != nil {
+			t.notModelled = append(t.notModelled, k+": the stages' own layer split (memsh splits the layers evenly)")
+		}
+	}
+	offload, err := t.boolean("training.enable_cpu_offload", false)
+	if err != nil {
+		return err
+	}
+	if o.GPUs*o.Nodes == 1 {
+		if offload {
+			t.notModelled = append(t.notModelled, "training.enable_cpu_offload: FSDP2's CPU offload, which one GPU without fully_shard does not apply")
+		}
+		return nil
+	}
+	args := []string{kw("dp", num(l.dp()))}
+	if l.shard > 1 || l.cp > 1 { // torchtitan shards over dp_shard x cp
+		args = append(args, kw("fsdp", "True"))
+		if l.replicate > 1 {
+			args = append(args, kw("dp_replicate", num(l.replicate)))
+		}
+		// "default" reshards after forward unless pipelining (torchtitan's parallelize: not pp_enabled)
+		if reshard == "never" || (reshard == "default" && l.pp > 1) {
+			args = append(args, kw("reshard_after_forward", "False"))
+		}
+	}
+	if l.tp > 1 {
+		args = append(args, kw("tp", num(l.tp)), kw("sequence_parallel", "True"))
+	}
+	if l.cp > 1 {
+		args = append(args, kw("cp", num(l.cp)))
+		if rotate != "alltoall" {
+			t.notModelled = append(t.notModelled, "parallelism.context_parallel_rotate_method: "+comment(rotate)+" (torchtitan all-gathers the KV shards; memsh passes them round a ring)")
+		}
+	}
+	if l.ep > 1 {
+		args = append(args, kw("ep", num(l.ep)))
+	}
+	if l.pp > 1 {
+		s, ok := torchtitanSchedules[schedule]
+		if !ok {
+			return t.errorf("parallelism.pipeline_parallel_schedule", "memsh replays 1F1B and ZBVZeroBubble", "schedule %s is not modelled", quoteKey(schedule))
+		}
+		if batch%micro != 0 {
+			return t.errorf("parallelism.pipeline_parallel_microbatch_size", "torchtitan asserts the same: it must divide local_batch_size",
+				"%d does not divide local_batch_size %d", micro, batch)
+		}
+		args = append(args, kw("pp", num(l.pp)), kw("schedule", str(s)), kw("micro_batches", num(batch/micro)))
+	}
+	p.set("parallel", call("parallel", args...))
+	if offload && (l.shard > 1 || l.cp > 1) { // fully_shard's CPUOffloadPolicy: parameters, gradients and the step on the host
+		p.offload(kw("params", str("cpu")))
+	} else if offload {
+		t.notModelled = append(t.notModelled, "training.enable_cpu_offload: FSDP2's CPU offload, without a sharded data-parallel degree")
+	}
+	if o.Nodes > 1 {
+		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
+	}
+	return nil
+}
+
+// torchtitanBatch is the per-GPU batch: training.local_batch_size, or
+// training.batch_size, its name before torchtitan added global_batch_size.
+func torchtitanBatch(t *tree) (int64, error) {
+	_, old := t.leaves["training.batch_size"]
+	_, now := t.leaves["training.local_batch_size"]
+	if old && now {
+		return 0, t.errorf("training.batch_size", "keep training.local_batch_size", "and training.local_batch_size both set the per-GPU batch")
+	}
+	if old {
+		return t.integer("training.batch_size", 8, 1, 1<<24)
+	}
+	return t.integer("training.local_batch_size", 8, 1, 1<<24)
+}
+
+// torchtitanCompile is torch.compile: training.compile compiles each
+// transformer block (apply_compile); the later [compile] section names
+// its components, the model's blocks and the loss.
+func torchtitanCompile(t *tree, p *plan) error {
+	blocks, err := t.boolean("training.compile", false)
+	if err != nil {
+		return err
+	}
+	enable, err := t.boolean("compile.enable", false)
+	if err != nil {
+		return err
+	}
+	components, err := t.strs("compile.components")
+	if err != nil {
+		return err
+	}
+	if components == nil {
+		components = []string{"model", "loss"}
+	}
+	for _, c := range components {
+		if c != "model" && c != "loss" {
+			return t.errorf("compile.components", "torchtitan's are model and loss", "unknown component %s", quoteKey(c))
+		}
+	}
+	model, loss := blocks || (enable && slices.Contains(components, "model")), enable && slices.Contains(components, "loss")
+	switch {
+	case model && loss:
+		p.set("compile", "True")
+	case model:
+		p.set("compile", str("blocks"))
+	case loss:
+		p.set("compile", str("loss"))
+	}
+	return nil
+}

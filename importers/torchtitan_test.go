@@ -1,0 +1,81 @@
+package importers
+
+import "testing"
+
+// TestTorchtitan imports torchtitan's own Llama 3 train configs
+// (testdata/torchtitan, the README names each file's commit) and checks
+// each plan against the one written by hand from the config and
+// torchtitan's JobConfig defaults: local_batch_size and seq_len, bf16
+// parameters under FSDP2 with fp32 reductions (bf16-mixed), AdamW's fused
+// implementation, per-op selective checkpointing or full, FSDP over the
+// GPUs tensor parallelism leaves (data_parallel_shard_degree -1), TP with
+// sequence parallelism.
+func TestTorchtitan(t *testing.T) {
+	runImportCases(t, []importCase{{
+		name: "llama3_8b on its 64 A100s",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+	}, {
+		name: "llama3_70b on its 64 A100s: 8-way TP, FSDP over the rest",
+		file: "torchtitan/llama3_70b.toml",
+		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True),
+             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+	}, {
+		name: "llama3_8b as torchtitan's benchmark ran it: 8 H100s, batch 2, blocks compiled",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "training.compile=true"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             compile = "blocks", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name: "llama3_70b compiled, HSDP, every second layer checkpointed, accumulation, float8",
+		file: "torchtitan/llama3_70b.toml",
+		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",
+			"activation_checkpoint.mode=selective", "training.global_batch_size=64", "training.local_batch_size=2", "model.converters=float8"}},
+		notModelled: []string{"model.converters: float8 (torchao's Float8Linear: fp8 GEMMs, their scales, fp8 all-gathers)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(every = 2), compile = True, gpu = "H100-80GB",
+             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True),
+             cluster = cluster(nodes = 4, gpus_per_node = 8))`,
+	}, {
+		name:  "llama3_8b on one GPU, the model from its config.json",
+		file:  "torchtitan/llama3_8b.toml",
+		opts:  Options{Seq: 2048, Model: "llama-3-8b.json", Overrides: []string{"activation_checkpoint.mode=none", "optimizer.implementation=foreach"}},
+		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
+		hand:  `plan = train(hf_config("llama-3-8b.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(), gpu = "H100-80GB")`,
+	}})
+}
+
+func TestTorchtitanErrors(t *testing.T) {
+	const model = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
+	runErrorCases(t, []errorCase{
+		{name: "a key of torchtitan's earlier layout", file: "j.toml", config: model + "data_parallel_shard_degree = 8\n",
+			want: "j.toml: key training.data_parallel_shard_degree: a key of an earlier torchtitan version", wantHint: "parallelism.data_parallel_shard_degree"},
+		{name: "both batch names", file: "j.toml", config: model + "batch_size = 4\n",
+			want: "j.toml: key training.batch_size: and training.local_batch_size both set the per-GPU batch", wantHint: "local_batch_size"},
+		{name: "a flavor memsh does not know", file: "j.toml", config: "[model]\nname = \"llama3\"\nflavor = \"debugmodel\"\n[training]\nseq_len = 8\n",
+			want: "j.toml: key model.flavor: memsh's zoo has no model for llama3 flavor debugmodel", wantHint: "--model config.json"},
+		{name: "degrees that are not the world size", file: "j.toml", config: model + "[parallelism]\ndata_parallel_shard_degree = 4\ntensor_parallel_degree = 4\n", opts: Options{GPUs: 8},
+			want: "j.toml: key parallelism.data_parallel_shard_degree: replicate 1 x shard 4 x tp 4 x pp 1 x cp 1 is not the job's 8 GPUs", wantHint: "world size"},
+		{name: "GPUs the other degrees do not divide", file: "j.toml", config: model + "[parallelism]\ntensor_parallel_degree = 3\n", opts: Options{GPUs: 8},
+			want: "j.toml: key parallelism.data_parallel_shard_degree: -1 takes the GPUs left over, but 8 GPUs do not divide by replicate 1 x tp 3 x pp 1 x cp 1", wantHint: "--gpus"},
+		{name: "a global batch that does not divide", file: "j.toml", config: model + "global_batch_size = 10\n", opts: Options{GPUs: 8},
+			want: "j.toml: key training.global_batch_size: 10 is not a multiple of local_batch_size 2 x data-parallel degree 8", wantHint: "multiple"},
+		{name: "an unknown optimizer", file: "j.toml", config: model + "[optimizer]\nname = \"Muon\"\n",
+			want: "j.toml: key optimizer.name: unknown optimizer Muon", wantHint: "AdamW"},
+		{name: "an unknown checkpoint option", file: "j.toml", config: model + "[activation_checkpoint]\nselective_ac_option = \"some\"\n",
+			want: "j.toml: key activation_checkpoint.selective_ac_option: want op or a positive whole number, got some", wantHint: "'op'"},
+		{name: "a schedule memsh does not replay", file: "j.toml", config: model + "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"Interleaved1F1B\"\n", opts: Options{GPUs: 8},
+			want: "j.toml: key parallelism.pipeline_parallel_schedule: schedule Interleaved1F1B is not modelled", wantHint: "1F1B"},
+		{name: "an unknown compile component", file: "j.toml", config: model + "[compile]\nenable = true\ncomponents = [\"optimizer\"]\n",
+			want: "j.toml: key compile.components: unknown component optimizer", wantHint: "model and loss"},
+		{name: "malformed TOML", file: "j.toml", config: "[model\n", want: "j.toml: not valid TOML: toml: line 2: expected '.' or ']' to end table name, but got '\\n' instead"},
+	})
+}
