@@ -1,0 +1,82 @@
+package importers
+
+import "testing"
+
+// TestDeepSpeed imports DeepSpeed configs of microsoft/DeepSpeedExamples
+// (testdata/deepspeed, the README names each file's commit) with the model
+// and sequence from the command line, and checks each plan against the
+// one written by hand: the batch triple resolved over the GPUs, fp16 as
+// fp16-mixed, DeepSpeed's Adam as fused AdamW, the ZeRO stage over every
+// GPU, offload_optimizer/offload_param (and their deprecated cpu_offload
+// spellings) as offload(), ZeRO's buffer sizes listed as not modelled.
+func TestDeepSpeed(t *testing.T) {
+	llama2 := map[string]string{"llama-2-7b.json": "../../sim/testdata/hf/llama-2-7b.json"}
+	runImportCases(t, []importCase{{
+		name:  "alpaca-lora-zero3: ZeRO-3, optimizer and parameters on the CPU, on 8 GPUs",
+		file:  "deepspeed/alpaca_lora_zero3.json",
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 8, GPU: "A100-40GB"},
+		files: llama2,
+		notModelled: []string{
+			"zero_optimization.reduce_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"zero_optimization.stage3_prefetch_bucket_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"zero_optimization.stage3_max_live_parameters: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"zero_optimization.stage3_max_reuse_distance: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"zero_optimization.stage3_param_persistence_threshold: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"zero_optimization.sub_group_size: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 8, seq = 512, precision = "fp16-mixed", optimizer = adamw(fused = True),
+             gpu = "A100-40GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "cpu", params = "cpu"))`,
+	}, {
+		name:  "Megatron-LM's ZeRO-2 CPU offload config: train_batch_size 16 on 8 GPUs is micro batch 2",
+		file:  "deepspeed/megatron_zero2_cpu_offload.json",
+		opts:  Options{Model: "llama-2-7b.json", Seq: 1024, GPUs: 8},
+		files: llama2,
+		notModelled: []string{
+			"activation_checkpointing.partition_activations: DeepSpeed's activation partitioning across model-parallel ranks",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 2, seq = 1024, precision = "fp16-mixed", optimizer = adamw(fused = True),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
+	}, {
+		name:  "the autotuning ZeRO-3 config with its auto filled in, two nodes, the model checkpointed",
+		file:  "deepspeed/autotuning_z3.json",
+		opts:  Options{Model: "llama-2-7b.json", Seq: 4096, GPUs: 8, Nodes: 2, Overrides: []string{"train_micro_batch_size_per_gpu=1", "bf16.enabled=true", "memsh.checkpoint=full"}},
+		files: llama2,
+		notModelled: []string{
+			"optimizer: absent: the training script builds its own (memsh assumes AdamW; optimizer.type=SGD says otherwise)",
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 4096, precision = "bf16-mixed", optimizer = adamw(), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}})
+}
+
+func TestDeepSpeedErrors(t *testing.T) {
+	m := Options{Model: "m.json", Seq: 512, GPUs: 8}
+	runErrorCases(t, []errorCase{
+		{name: "auto, which only the HF Trainer fills", file: "ds.json", config: `{"train_micro_batch_size_per_gpu": "auto"}`, opts: m,
+			want: "ds.json: key train_micro_batch_size_per_gpu: is auto", wantHint: "Hugging Face Trainer"},
+		{name: "no model", file: "ds.json", config: `{"train_batch_size": 8}`, opts: Options{Seq: 512},
+			want: "ds.json: a DeepSpeed config holds no model", wantHint: "--model"},
+		{name: "no sequence", file: "ds.json", config: `{"train_batch_size": 8}`, opts: Options{Model: "m.json"},
+			want: "ds.json: a DeepSpeed config holds no sequence length", wantHint: "--seq"},
+		{name: "a batch triple that does not add up", file: "ds.json", config: `{"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}`, opts: m,
+			want: "ds.json: key train_batch_size: 64 is not 4 x 4 x 8 GPUs", wantHint: "train_batch_size = micro batch"},
+		{name: "a global batch the GPUs do not divide", file: "ds.json", config: `{"train_batch_size": 12}`, opts: m,
+			want: "ds.json: key train_batch_size: 12 does not divide by 1 steps x 8 GPUs", wantHint: "multiple"},
+		{name: "no batch at all", file: "ds.json", config: `{"zero_optimization": {"stage": 2}}`, opts: m,
+			want: "ds.json: key train_micro_batch_size_per_gpu: missing: DeepSpeed needs train_batch_size or train_micro_batch_size_per_gpu", wantHint: "=4"},
+		{name: "fp16 and bf16", file: "ds.json", config: `{"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"enabled": true}}`, opts: m,
+			want: "ds.json: key bf16.enabled: and fp16.enabled are both true", wantHint: "keep one"},
+		{name: "parameters offloaded below stage 3", file: "ds.json", config: `{"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}}`, opts: m,
+			want: "ds.json: key zero_optimization.stage: stage 2 cannot offload parameters", wantHint: "stage 3"},
+		{name: "a stage that does not exist", file: "ds.json", config: `{"train_batch_size": 8, "zero_optimization": {"stage": 4}}`, opts: m,
+			want: "ds.json: key zero_optimization.stage: 4 is out of range (want 0 to 3)"},
+		{name: "an optimizer memsh does not model", file: "ds.json", config: `{"train_batch_size": 8, "optimizer": {"type": "OneBitLamb"}}`, opts: m,
+			want: "ds.json: key optimizer.type: optimizer OneBitLamb is not modelled", wantHint: "AdamW"},
+		{name: "malformed JSON", file: "ds.json", config: `{"train_batch_size": }`, opts: m,
+			want: "ds.json: not a valid JSON object: invalid character '}' looking for beginning of value"},
+	})
+}

@@ -1,0 +1,404 @@
+package importers
+
+import (
+	"strings"
+)
+
+// hfTrainer reads Hugging Face TrainingArguments, or TRL's SFTConfig with
+// its ModelConfig (the YAML of `trl sft --config`, alignment-handbook's
+// recipes, or TrainingArguments.to_json_string's JSON), as transformers'
+// Trainer and TRL's SFTTrainer read them: absent keys take
+// TrainingArguments' defaults (transformers training_args.py), except the
+// few TRL's SFTConfig defaults differently across its versions, which must
+// be given.
+var hfTrainer = &trainer{
+	name:  "hf",
+	about: "Hugging Face TrainingArguments or TRL SFTConfig (JSON or YAML) with the model's config.json: per-device batch, gradient accumulation, bf16/fp16 and the model's dtype, gradient checkpointing, optim, max_length and packing, LoRA/QLoRA (TRL's ModelConfig), FSDP",
+	exts:  []string{".json", ".yaml", ".yml"},
+	parse: parseHF,
+	detect: func(t *tree) bool {
+		_, ok := t.leaves["per_device_train_batch_size"]
+		return ok
+	},
+	plan: hfPlan,
+	noEffect: []string{
+		"output_dir", "overwrite_output_dir", "do_train", "do_eval", "do_predict", "eval_strategy", "evaluation_strategy", "eval_steps",
+		"per_device_eval_batch_size", "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm",
+		"num_train_epochs", "max_steps", "lr_scheduler_type", "lr_scheduler_kwargs.*", "warmup_ratio", "warmup_steps", "log_level",
+		"logging_dir", "logging_strategy", "logging_steps", "logging_first_step", "save_strategy", "save_steps", "save_total_limit",
+		"save_only_model", "seed", "data_seed", "report_to", "run_name", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo",
+		"remove_unused_columns", "dataloader_num_workers", "dataloader_pin_memory", "dataloader_drop_last", "disable_tqdm",
+		"load_best_model_at_end", "metric_for_best_model", "label_names", "ddp_timeout", "ddp_find_unused_parameters",
+		"gradient_checkpointing_kwargs.*", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
+		"dataset_train_split", "dataset_test_split", "dataset_mixture.*", "dataset_num_proc", "dataset_text_field", "dataset_kwargs.*",
+		"eos_token", "pad_token", "completion_only_loss", "assistant_only_loss", "lora_task_type", "bnb_4bit_quant_storage",
+	},
+}
+
+func parseHF(file string, data []byte) (*tree, error) {
+	if strings.EqualFold(extOf(file), ".json") {
+		return parseJSON(file, data)
+	}
+	return parseYAML(file, data)
+}
+
+func extOf(file string) string {
+	if i := strings.LastIndexByte(file, '.'); i >= 0 && !strings.ContainsAny(file[i:], "/\\") {
+		return file[i:]
+	}
+	return ""
+}
+
+// hfModels maps a model_name_or_path on the Hub to the zoo model of the
+// same shapes; any other needs --model config.json.
+var hfModels = map[string]zooModel{
+	"mistralai/Mistral-7B-v0.1":     {"mistral", "7b"},
+	"meta-llama/Llama-2-7b-hf":      {"llama", "7b"},
+	"meta-llama/Llama-2-13b-hf":     {"llama", "13b"},
+	"meta-llama/Llama-2-70b-hf":     {"llama", "70b"},
+	"meta-llama/Meta-Llama-3-8B":    {"llama", "llama3-8b"},
+	"meta-llama/Llama-3.1-8B":       {"llama", "llama3-8b"},
+	"meta-llama/Meta-Llama-3.1-8B":  {"llama", "llama3-8b"},
+	"meta-llama/Meta-Llama-3-70B":   {"llama", "llama3-70b"},
+	"meta-llama/Llama-3.1-70B":      {"llama", "llama3-70b"},
+	"meta-llama/Meta-Llama-3.1-70B": {"llama", "llama3-70b"},
+	"google/gemma-7b":               {"gemma", "7b"},
+	"google/gemma-2b":               {"gemma", "2b"},
+	"Qwen/Qwen2-7B":                 {"qwen2", "7b"},
+	"Qwen/Qwen2.5-7B":               {"qwen2", "7b"},
+}
+
+// hfAttention maps attn_implementation to the zoo's attention kernels.
+var hfAttention = map[string]string{"flash_attention_2": "flash", "sdpa": "sdpa", "eager": "eager"}
+
+// hfOptimizers maps TrainingArguments.optim (OptimizerNames) to memsh.
+var hfOptimizers = map[string]string{
+	"adamw_torch_fused": "adamw(fused = True)", "adamw_torch": "adamw()", "adamw_hf": "adamw()",
+	"adamw_bnb_8bit": "adamw8bit()", "adamw_8bit": "adamw8bit()", "paged_adamw_8bit": "paged_adamw8bit()",
+	"paged_adamw_32bit": "paged_adamw()", "adafactor": "adafactor()", "sgd": "sgd()", "lion_32bit": "lion()",
+}
+
+// hfLoRA maps PEFT target module names to memsh's LoRA roles.
+var hfLoRA = map[string]string{"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
+	"up_proj": "up", "down_proj": "down", "all-linear": "all-linear", "lm_head": "lm_head"}
+
+func hfPlan(t *tree, o Options) (*plan, error) {
+	p := &plan{}
+	if err := hfModel(t, o, p); err != nil {
+		return nil, err
+	}
+	batch, err := t.integer("per_device_train_batch_size", 8, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	p.set("batch", num(batch))
+	seq, err := hfSeq(t, o)
+	if err != nil {
+		return nil, err
+	}
+	p.set("seq", num(seq))
+	accum, err := t.integer("gradient_accumulation_steps", 1, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	if accum > 1 {
+		p.set("grad_accum", num(accum))
+	}
+	if err := hfPrecision(t, p, p.quantized()); err != nil {
+		return nil, err
+	}
+	optim, err := t.str("optim", "adamw_torch_fused") // training_args.py's default with torch >= 2.8
+	if err != nil {
+		return nil, err
+	}
+	expr, ok := hfOptimizers[optim]
+	if !ok {
+		return nil, t.errorf("optim", "memsh knows adamw_torch(_fused), adamw_8bit, paged_adamw_8bit/32bit, adafactor, sgd, lion_32bit", "optimizer %s is not modelled", quoteKey(optim))
+	}
+	p.set("optimizer", expr)
+	if err := hfCheckpoint(t, p); err != nil {
+		return nil, err
+	}
+	if compiled, err := t.boolean("torch_compile", false); err != nil {
+		return nil, err
+	} else if compiled {
+		p.set("compile", "True")
+	}
+	if ds, _ := t.get("deepspeed"); ds != nil {
+		return nil, t.errorf("deepspeed", "check the DeepSpeed config itself, with this model and sequence: memsh check ds_config.json --model config.json --seq N",
+			"the Trainer hands this job to DeepSpeed, whose config memsh check reads on its own")
+	}
+	p.set("gpu", str(o.GPU))
+	return p, hfLayout(t, o, p)
+}
+
+// hfModel is the model (zoo by Hub name, or --model), its attention
+// kernel, and TRL's ModelConfig adapters and quantization.
+func hfModel(t *tree, o Options, p *plan) error {
+	name, err := t.str("model_name_or_path", "")
+	if err != nil {
+		return err
+	}
+	attnName, err := t.str("attn_implementation", "sdpa")
+	if err != nil {
+		return err
+	}
+	attn, ok := hfAttention[attnName]
+	if !ok {
+		return t.errorf("attn_implementation", "flash_attention_2, sdpa or eager", "unknown attention %s", quoteKey(attnName))
+	}
+	if o.Model != "" {
+		p.model = call("hf_config", str(o.Model), kw("attn", str(attn)))
+	} else if m, ok := hfModels[name]; ok {
+		p.load("@stdlib//llm.star", m.fn)
+		p.model = call(m.fn, str(m.size), kw("attn", str(attn)))
+	} else {
+		return t.errorf("model_name_or_path", "pass the model's Hugging Face config.json: --model config.json",
+			"memsh's zoo has no model for %s", quoteKey(name))
+	}
+	return hfAdapters(t, p)
+}
+
+func hfAdapters(t *tree, p *plan) error {
+	peft, err := t.boolean("use_peft", false)
+	if err != nil {
+		return err
+	}
+	in4, err := t.boolean("load_in_4bit", false)
+	if err != nil {
+		return err
+	}
+	in8, err := t.boolean("load_in_8bit", false)
+	if err != nil {
+		return err
+	}
+	kind, err := t.str("bnb_4bit_quant_type", "nf4")
+	if err != nil {
+		return err
+	}
+	nested, err := t.boolean("use_bnb_nested_quant", false)
+	if err != nil {
+		return err
+	}
+	switch {
+	case in4 && in8:
+		return t.errorf("load_in_4bit", "keep one", "and load_in_8bit are both true")
+	case in4 && kind != "nf4":
+		return t.errorf("bnb_4bit_quant_type", "memsh models nf4", "quant type %s is not modelled", quoteKey(kind))
+	case in4 && nested:
+		p.set("quant", str("nf4-dq"))
+	case in4:
+		p.set("quant", str("nf4"))
+	case in8:
+		p.set("quant", str("int8"))
+	}
+	rank, err := t.integer("lora_r", 16, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	alpha, err := t.integer("lora_alpha", 32, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	dropout := "0.05"
+	if d, _ := t.get("lora_dropout"); d != nil {
+		f, ok := toFloat(d)
+		if !ok || f < 0 || f >= 1 {
+			return t.errorf("lora_dropout", "", "want a probability in [0, 1), got %s", describe(d))
+		}
+		dropout = formatFloat(f)
+	}
+	mods, err := t.strs("lora_target_modules")
+	if err != nil {
+		return err
+	}
+	if !peft {
+		return nil
+	}
+	targets := []string{"q", "v"} // PEFT's default for the Llama, Mistral and Qwen2 families
+	if mods != nil {
+		targets = nil
+		for _, m := range mods {
+			role, ok := hfLoRA[m]
+			if !ok {
+				return t.errorf("lora_target_modules", "memsh knows q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head and all-linear", "unknown module %s", quoteKey(m))
+			}
+			targets = append(targets, role)
+		}
+	}
+	t.notModelledIf("use_dora", "DoRA's magnitude vectors and the weight norm it computes")
+	t.notModelledIf("lora_modules_to_save", "modules trained in full beside the adapters")
+	p.set("lora", call("lora", kw("rank", num(rank)), kw("alpha", num(alpha)), kw("targets", strList(targets)), kw("dropout", dropout)))
+	return nil
+}
+
+// hfSeq is the tokens per row: --seq, else SFTConfig's max_length (or
+// max_seq_length, its earlier name): packed rows are that long, padded
+// batches at most that long.
+func hfSeq(t *tree, o Options) (int64, error) {
+	n, err := t.integer("max_length", 0, 1, 1<<24)
+	if err != nil {
+		return 0, err
+	}
+	old, err := t.integer("max_seq_length", 0, 1, 1<<24)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := t.boolean("packing", false); err != nil {
+		return 0, err
+	}
+	switch {
+	case o.Seq > 0:
+		return o.Seq, nil
+	case n > 0 && old > 0 && n != old:
+		return 0, t.errorf("max_seq_length", "keep max_length, its name from TRL 0.20", "%d and max_length %d disagree", old, n)
+	case n > 0:
+		return n, nil
+	case old > 0:
+		return old, nil
+	}
+	return 0, &Error{File: t.file, Key: "max_length", Msg: "missing: TrainingArguments say nothing of the sequence",
+		Hint: "the tokens per row: --seq N"}
+}
+
+// hfPrecision is the Trainer's autocast (bf16, fp16) over the weights
+// the model was loaded in (torch_dtype, or dtype, its later name).
+func hfPrecision(t *tree, p *plan, qlora bool) error {
+	bf16, err := t.boolean("bf16", false)
+	if err != nil {
+		return err
+	}
+	fp16, err := t.boolean("fp16", false)
+	if err != nil {
+		return err
+	}
+	dtype, err := t.str("torch_dtype", "")
+	if err != nil {
+		return err
+	}
+	if d, err := t.str("dtype", ""); err != nil {
+		return err
+	} else if d != "" {
+		dtype = d
+	}
+	switch {
+	case bf16 && fp16:
+		return t.errorf("bf16", "the Trainer refuses both: keep one", "and fp16 are both true")
+	case dtype == "bfloat16" && fp16:
+		return t.errorf("fp16", "fp16 autocast over bf16 weights: use bf16: true", "with torch_dtype bfloat16")
+	case (dtype == "bfloat16" || bf16) && qlora:
+		// peft's prepare_model_for_kbit_training upcasts the weights it does
+		// not quantize, peft_module_casting_to_bf16 casts embeddings and
+		// lm_head back: the norms stay fp32 (memsh doc precision)
+		p.set("precision", call("precision", kw("params", str("bf16")), kw("autocast", "True"), kw("norms", str("fp32"))))
+	case dtype == "bfloat16":
+		p.set("precision", str("bf16")) // the weights, grads and AdamW state in bf16; autocast changes nothing
+	case dtype == "float16":
+		p.set("precision", str("fp16"))
+	case dtype != "" && dtype != "float32" && dtype != "auto":
+		return t.errorf("torch_dtype", "bfloat16, float16, float32 or auto", "unknown dtype %s", quoteKey(dtype))
+	case bf16:
+		p.set("precision", str("bf16-mixed"))
+	case fp16:
+		p.set("precision", str("fp16-mixed"))
+	default:
+		p.set("precision", str("fp32"))
+	}
+	if dtype == "auto" {
+		t.notModelled = append(t.notModelled, "torch_dtype: auto loads the checkpoint's own dtype, which memsh reads as float32")
+	}
+	return nil
+}
+
+func hfCheckpoint(t *tree, p *plan) error {
+	_, set := t.leaves["gradient_checkpointing"]
+	sft := false
+	for _, k := range []string{"max_length", "max_seq_length", "packing", "dataset_text_field", "use_peft"} {
+		if _, ok := t.leaves[k]; ok {
+			sft = true
+		}
+	}
+	if sft && !set {
+		return &Error{File: t.file, Key: "gradient_checkpointing", Msg: "missing: TRL's SFTConfig and TrainingArguments default it differently",
+			Hint: "say it: gradient_checkpointing=true (or false)"}
+	}
+	on, err := t.boolean("gradient_checkpointing", false)
+	if err != nil {
+		return err
+	}
+	if on {
+		p.set("checkpoint", str("full"))
+	}
+	return nil
+}
+
+// hfLayout is data parallelism over every GPU: DDP, or FSDP with the
+// Trainer's fsdp option (full_shard, shard_grad_op, offload).
+func hfLayout(t *tree, o Options, p *plan) error {
+	v, _ := t.get("fsdp")
+	var opts []string
+	switch x := v.(type) {
+	case nil:
+	case string:
+		opts = strings.Fields(x)
+	case []any:
+		for _, e := range x {
+			s, ok := e.(string)
+			if !ok {
+				return t.errorf("fsdp", "", "want a list of options, got an item %s", describe(e))
+			}
+			opts = append(opts, s)
+		}
+	case bool:
+		if x {
+			return t.errorf("fsdp", "full_shard auto_wrap", "say which sharding")
+		}
+	default:
+		return t.errorf("fsdp", "full_shard auto_wrap", "want options, got %s", describe(v))
+	}
+	version, err := t.integer("fsdp_config.fsdp_version", 1, 1, 2)
+	if err != nil {
+		return err
+	}
+	fsdp, offload := false, false
+	for _, opt := range opts {
+		switch opt {
+		case "full_shard":
+			fsdp = true
+		case "offload":
+			offload = true
+		case "auto_wrap":
+		case "shard_grad_op", "hybrid_shard", "hybrid_shard_zero2", "no_shard":
+			return t.errorf("fsdp", "memsh replays full_shard", "%s is not modelled", quoteKey(opt))
+		default:
+			return t.errorf("fsdp", "full_shard, shard_grad_op, hybrid_shard, offload, auto_wrap", "unknown option %s", quoteKey(opt))
+		}
+	}
+	gpus := o.GPUs * o.Nodes
+	if gpus == 1 && !fsdp {
+		return nil
+	}
+	args := []string{kw("dp", num(gpus))}
+	if fsdp {
+		args = append(args, kw("fsdp", num(version)))
+	}
+	p.set("parallel", call("parallel", args...))
+	if offload {
+		p.offload(kw("params", str("cpu")))
+	}
+	if o.Nodes > 1 {
+		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
+	}
+	return nil
+}
+
+// quantized says whether the plan has quantized base weights under LoRA
+// adapters (QLoRA).
+func (p *plan) quantized() bool {
+	var quant, lora bool
+	for _, a := range p.train {
+		quant = quant || a.key == "quant"
+		lora = lora || a.key == "lora"
+	}
+	return quant && lora
+}

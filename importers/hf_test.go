@@ -1,0 +1,58 @@
+package importers
+
+import "testing"
+
+// TestHF imports alignment-handbook's Zephyr SFT recipes (TRL's SFTConfig
+// with its ModelConfig; testdata/README.md names their commits) and checks
+// each plan against the one written by hand: Mistral 7B with flash
+// attention, weights loaded in bf16 (torch_dtype), per-device batch and
+// accumulation, max_seq_length / max_length, gradient checkpointing, the
+// Trainer's default optimizer (adamw_torch_fused), and for QLoRA the 4-bit
+// base under PEFT's adapters with the norms peft keeps in fp32.
+func TestHF(t *testing.T) {
+	runImportCases(t, []importCase{{
+		name: "zephyr-7b-beta SFT, full",
+		file: "hf/zephyr_sft_full.yaml",
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB")`,
+	}, {
+		name: "zephyr-7b-beta SFT, QLoRA on a 24 GB card",
+		file: "hf/zephyr_sft_qlora.yaml",
+		opts: Options{GPU: "RTX-4090"},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2,
+             precision = precision(params = "bf16", autocast = True, norms = "fp32"), optimizer = adamw(fused = True), checkpoint = "full",
+             lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05), quant = "nf4",
+             gpu = "RTX-4090")`,
+	}, {
+		name:  "zephyr-7b-beta SFT, full, FSDP over 8 GPUs, the model from its config.json, 8-bit paged AdamW",
+		file:  "hf/zephyr_sft_full.yaml",
+		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
+		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
+		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
+             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1))`,
+	}})
+}
+
+func TestHFErrors(t *testing.T) {
+	const args = `{"per_device_train_batch_size": 4, "bf16": true, "gradient_checkpointing": true, "model_name_or_path": "mistralai/Mistral-7B-v0.1"`
+	runErrorCases(t, []errorCase{
+		{name: "TrainingArguments say nothing of the sequence", file: "args.json", config: args + `}`,
+			want: "args.json: key max_length: missing: TrainingArguments say nothing of the sequence", wantHint: "--seq N"},
+		{name: "a model the zoo does not have", file: "args.json", config: `{"per_device_train_batch_size": 4, "model_name_or_path": "org/unknown"}`, opts: Options{Seq: 512},
+			want: "args.json: key model_name_or_path: memsh's zoo has no model for org/unknown", wantHint: "--model"},
+		{name: "SFTConfig without gradient_checkpointing", file: "sft.yaml", config: "model_name_or_path: mistralai/Mistral-7B-v0.1\nper_device_train_batch_size: 2\nmax_length: 1024\n",
+			want: "sft.yaml: key gradient_checkpointing: missing: TRL's SFTConfig and TrainingArguments default it differently", wantHint: "gradient_checkpointing=true"},
+		{name: "a DeepSpeed run", file: "args.json", config: args + `, "deepspeed": "ds_config.json"}`, opts: Options{Seq: 512},
+			want: "args.json: key deepspeed: the Trainer hands this job to DeepSpeed, whose config memsh check reads on its own", wantHint: "memsh check ds_config.json"},
+		{name: "bf16 and fp16", file: "args.json", config: args + `, "fp16": true}`, opts: Options{Seq: 512},
+			want: "args.json: key bf16: and fp16 are both true", wantHint: "keep one"},
+		{name: "an optimizer memsh does not model", file: "args.json", config: args + `, "optim": "galore_adamw"}`, opts: Options{Seq: 512},
+			want: "args.json: key optim: optimizer galore_adamw is not modelled", wantHint: "adamw_8bit"},
+		{name: "an FSDP sharding memsh does not replay", file: "args.json", config: args + `, "fsdp": "shard_grad_op"}`, opts: Options{Seq: 512, GPUs: 8},
+			want: "args.json: key fsdp: shard_grad_op is not modelled", wantHint: "full_shard"},
+		{name: "two sequence lengths", file: "sft.yaml", config: "model_name_or_path: mistralai/Mistral-7B-v0.1\nper_device_train_batch_size: 2\nmax_length: 1024\nmax_seq_length: 2048\ngradient_checkpointing: false\n",
+			want: "sft.yaml:4: key max_seq_length: 2048 and max_length 1024 disagree", wantHint: "max_length"},
+	})
+}
