@@ -151,14 +151,33 @@ func wantDocument(x *reports.Report) jsondoc.Report {
 		SavedActivations: r.SavedActivations, SavedWeightCopies: r.SavedWeightCopies, HostMemory: r.HostMemory,
 		Traffic:  jsondoc.Traffic{HBM: r.Traffic.HBM, PCIe: r.Traffic.PCIe, NVMe: r.Traffic.NVMe, Network: r.Traffic.Network},
 		StepTime: f(r.Time.StepSeconds), MFU: f(r.Time.MFU), HFU: f(r.Time.HFU), TokensPerS: f(r.Time.TokensPerS), CommBytes: comm,
-		Params: r.Params, TrainableParams: r.TrainableParams,
+		SamplesPerS: f(r.Time.TokensPerS / float64(max(x.Plan().SimPlan().Seq, 1)*max(x.Plan().SimPlan().Members, 1))),
+		Params:      r.Params, TrainableParams: r.TrainableParams,
 		Tables: []json.RawMessage{}, Notes: append([]string{}, r.Notes...), Ranks: []jsondoc.Report{},
 	}
 	if w.Largest.Shape == nil {
 		w.Largest.Shape = []int64{}
 	}
+	var sum int64
 	for _, s := range r.Breakdown {
 		w.Breakdown[s.Name] = s.Bytes
+		sum += s.Bytes
+	}
+	// The rows beyond the peak's: paged optimizer state, then the reserve
+	// grown later, so that the breakdown sums to device_used.
+	if x.Plan().SimPlan().Optimizer.Paged() {
+		w.Breakdown["paged_optimizer"] = r.States.Optimizer
+	} else {
+		w.Breakdown["paged_optimizer"] = 0
+	}
+	w.Breakdown["reserved_later"] = r.DeviceUsed - sum - w.Breakdown["paged_optimizer"]
+	fr := r.Frag
+	w.Fragmentation = jsondoc.Fragmentation{FreeBlocks: fr.AtPeak[0].Blocks + fr.AtPeak[1].Blocks,
+		FreeBytes: fr.AtPeak[0].Bytes + fr.AtPeak[1].Bytes, LargestFree: max(fr.AtPeak[0].Largest, fr.AtPeak[1].Largest)}
+	if g := fr.PeakGrowth; g != nil {
+		w.Fragmentation.PeakGrowth = &jsondoc.PeakGrowth{Tensor: g.Alloc.Tensor, Op: g.Alloc.Op, Phase: g.Alloc.Phase.String(),
+			Bytes: g.Growth.Request, CachedBlocks: g.Growth.Cache.Blocks, CachedBytes: g.Growth.Cache.Bytes,
+			LargestCached: g.Growth.Cache.Largest, Reserved: g.Reserved}
 	}
 	if r.OOM != nil {
 		w.OOM = &jsondoc.OOM{Alloc: alloc(r.OOM.Alloc), Message: r.OOM.Message}

@@ -74,3 +74,19 @@ func TestGraphErrors(t *testing.T) {
 		{expr: `simulate(train(model, seq = 7, members = 2))`, err: `seq must be left unset for graph model "tiny"`},
 	})
 }
+
+// A weather model reads no tokens: its throughput is samples per second,
+// one input state (all its ensemble members) per sample (issue 24 item 5).
+func TestGraphThroughputInSamples(t *testing.T) {
+	runPreludeCases(t, graphPrelude+`
+wx = encoder_processor_decoder("wx", g, m, enc, proc, dec, inputs = 10, outputs = 5, data_variables = 12)
+r = simulate(train(wx, batch = 2, members = 3, gpu = "H100"))
+d = simulate(train(wx, batch = 2, members = 3, gpu = "H100", parallel = parallel(dp = 4)))
+`, []evalCase{
+		{expr: "r.tokens_per_s", want: "None"},
+		{expr: "abs(r.samples_per_s * r.step_time - 2) < 1e-9", want: "True"},
+		{expr: "abs(d.samples_per_s * d.step_time - 8) < 1e-9", want: "True"},
+		{expr: "[l.split(\"%, \")[-1] for l in str(r).splitlines() if l.startswith(\"  time\")][0].endswith(\" samples/s\")", want: "True"},
+		{expr: "\"tokens/s\" in str(r)", want: "False"},
+	})
+}

@@ -42,7 +42,7 @@ func TestReport(t *testing.T) {
 		{expr: "r.oom", want: "None"},
 		{expr: "r.peak_allocated <= r.peak_reserved", want: "True"},
 		{expr: "r.device_used == r.peak_reserved + gpu(\"A100-80GB\").context", want: "True"},
-		{expr: "list(r.breakdown.keys())", want: `["params", "grads", "optimizer", "activations", "temporaries", "comm", "fragmentation", "context"]`},
+		{expr: "list(r.breakdown.keys())", want: `["params", "grads", "optimizer", "activations", "temporaries", "comm", "fragmentation", "context", "paged_optimizer", "reserved_later"]`},
 		{expr: "r.breakdown[\"context\"] == gpu(\"A100-80GB\").context", want: "True"},
 		{expr: "r.largest.bytes", want: "8519680"},
 		{expr: "r.largest.tensor", want: `"cuBLAS workspace"`},

@@ -80,14 +80,15 @@ type Report struct {
 	SMITotal      int64 `json:"smi_total"`      // memory.total as nvidia-smi shows it: capacity + the driver's reserve
 	Headroom      int64 `json:"headroom"`       // capacity - device_used; negative when it does not fit
 
-	// Breakdown is bytes by category at the peak of allocated memory:
-	// params, grads, optimizer, activations, temporaries, comm,
-	// fragmentation, context.
-	Breakdown map[string]int64 `json:"breakdown"`
-	PeakAt    PeakAt           `json:"peak_at"`
-	Largest   Alloc            `json:"largest"` // the largest single allocation
-	OOM       *OOM             `json:"oom"`     // null, or the first allocation that does not fit
-	States    States           `json:"states"`
+	// Breakdown is device_used by cause, summing to it: params, grads,
+	// optimizer, activations, temporaries, comm (at the peak of allocated
+	// memory), fragmentation, context, paged_optimizer, reserved_later.
+	Breakdown     map[string]int64 `json:"breakdown"`
+	Fragmentation Fragmentation    `json:"fragmentation"`
+	PeakAt        PeakAt           `json:"peak_at"`
+	Largest       Alloc            `json:"largest"` // the largest single allocation
+	OOM           *OOM             `json:"oom"`     // null, or the first allocation that does not fit
+	States        States           `json:"states"`
 
 	SavedActivations  int64   `json:"saved_activations"`   // held for backward at the end of the forward
 	SavedWeightCopies int64   `json:"saved_weight_copies"` // autocast weight copies held for backward
@@ -96,11 +97,12 @@ type Report struct {
 
 	// The time model; null when it could not run (a GPU without
 	// throughput figures).
-	StepTime   *float64 `json:"step_time"`    // seconds per optimizer step
-	MFU        *float64 `json:"mfu"`          // model FLOPs utilisation, 0..1
-	HFU        *float64 `json:"hfu"`          // hardware FLOPs utilisation (with recompute), 0..1
-	TokensPerS *float64 `json:"tokens_per_s"` // tokens per second over all data-parallel replicas
-	CommBytes  *int64   `json:"comm_bytes"`   // bytes over the network per step
+	StepTime    *float64 `json:"step_time"`     // seconds per optimizer step
+	MFU         *float64 `json:"mfu"`           // model FLOPs utilisation, 0..1
+	HFU         *float64 `json:"hfu"`           // hardware FLOPs utilisation (with recompute), 0..1
+	TokensPerS  *float64 `json:"tokens_per_s"`  // tokens per second over all data-parallel replicas; null for a weather model
+	SamplesPerS *float64 `json:"samples_per_s"` // samples (sequences, or a weather model's input states) per second
+	CommBytes   *int64   `json:"comm_bytes"`    // bytes over the network per step
 	// Modules is the step by module, then its terms outside the modules
 	// (r.modules); null without a time model.
 	Modules []Module `json:"modules"`
@@ -132,6 +134,27 @@ type Module struct {
 	Launch    float64 `json:"launch"`    // CPU dispatch beyond the GPU's work, seconds
 	Seconds   float64 `json:"seconds"`   // the row's share of the step
 	Bound     string  `json:"bound"`     // compute, memory, launch; comm, bubble, optimizer, host or overhead for a step term
+}
+
+// Fragmentation is why the reserve exceeds the allocated bytes.
+type Fragmentation struct {
+	FreeBlocks  int         `json:"free_blocks"`  // free blocks cached at the peak of allocated memory
+	FreeBytes   int64       `json:"free_bytes"`   // their bytes: the breakdown's fragmentation
+	LargestFree int64       `json:"largest_free"` // the largest of them
+	PeakGrowth  *PeakGrowth `json:"peak_growth"`  // null, or the request after which the reserve peaked
+}
+
+// PeakGrowth is the request after which the reserve reached its peak,
+// and what its pool cached then.
+type PeakGrowth struct {
+	Tensor        string `json:"tensor"`
+	Op            string `json:"op"`
+	Phase         string `json:"phase"`
+	Bytes         int64  `json:"bytes"`          // the request, rounded to 512 B
+	CachedBlocks  int    `json:"cached_blocks"`  // free blocks in its pool then
+	CachedBytes   int64  `json:"cached_bytes"`   // their bytes
+	LargestCached int64  `json:"largest_cached"` // the largest: smaller than the request
+	Reserved      int64  `json:"reserved"`       // the reserve after it
 }
 
 // PeakAt is where the peak of allocated memory happens.

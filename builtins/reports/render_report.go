@@ -76,7 +76,9 @@ func (x *Report) summary() string {
 //
 // The breakdown is taken at the peak of allocated memory; what device use
 // adds beyond it (reserve grown after that peak, paged optimizer state)
-// gets its own rows so the rows sum to the total.
+// gets its own rows so the rows sum to the total. The free blocks and
+// reserve grew lines say where the fragmentation and the reserve come
+// from (report_memory.go).
 func (x *Report) render(b *strings.Builder, color bool) {
 	r, p := x.r, x.plan
 	fmt.Fprintf(b, "%s on %s: %s\n", host.Paint(color, host.StyleBold, p.P.Model.Name), p.P.Device.Name, p.Summary())
@@ -88,18 +90,10 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	row := func(name string, n int64) {
 		g.Add(name, units.FormatBytes(n), Bar(n, scale), percent(n, r.DeviceUsed))
 	}
-	var sum int64
-	for _, s := range r.Breakdown {
-		row(s.Name, s.Bytes)
-		sum += s.Bytes
-	}
-	paged := pagedState(p.P, r)
-	if paged > 0 {
-		row("paged optimizer", paged)
-		sum += paged
-	}
-	if later := r.DeviceUsed - sum; later > 0 {
-		row("reserved later", later)
+	for _, s := range x.breakdown() {
+		if s.Bytes > 0 || (s.Name != "paged_optimizer" && s.Name != "reserved_later") {
+			row(strings.ReplaceAll(s.Name, "_", " "), s.Bytes)
+		}
 	}
 	g.Add("device used", units.FormatBytes(r.DeviceUsed), "", percent(r.DeviceUsed, r.DeviceUsed))
 	g.Write(b, "  ")
@@ -109,11 +103,12 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	x.addSparkline(d, color) // on a terminal only
 	d.Add("peak allocated", fmt.Sprintf("%s in %s, %s", units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
 	d.Add("peak reserved", units.FormatBytes(r.PeakReserved))
+	x.describeFragmentation(d)
 	d.Add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",
 		units.FormatBytes(r.SavedActivations), units.FormatBytes(r.SavedWeightCopies)))
 	d.Add("params", fmt.Sprintf("%s (%s trainable)", host.Thousands(r.Params), host.Thousands(r.TrainableParams)))
 	if x.HasTime() {
-		d.Add("time", describeTime(r.Time))
+		d.Add("time", describeTime(r.Time)+", "+x.describeThroughput())
 	} else if r.Time.StepSeconds != 0 {
 		d.Add("time", "unknown: "+p.P.Device.Name+" has no bf16_tflops or hbm_gbps (pass them to gpu())")
 	}
@@ -179,8 +174,7 @@ func describeAlloc(a replay.Alloc) string {
 	return s + " in " + a.Phase.String() + ", op " + a.Op
 }
 
-// describeTime is "step 1.52 s (forward 0.50 s, backward 1.02 s), MFU 41.3%,
-// 1,347 tokens/s".
+// describeTime is "step 1.52 s (forward 0.50 s, backward 1.02 s), MFU 41.3%".
 func describeTime(t replay.TimeEstimate) string {
 	var parts []string
 	for _, s := range t.Breakdown {
@@ -192,7 +186,7 @@ func describeTime(t replay.TimeEstimate) string {
 	if len(parts) > 0 {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}
-	return fmt.Sprintf("%s, MFU %.1f%%, %s tokens/s", s, 100*t.MFU, host.Thousands(int64(t.TokensPerS+0.5)))
+	return fmt.Sprintf("%s, MFU %.1f%%", s, 100*t.MFU)
 }
 
 // formatSeconds writes a duration with three significant figures in s, ms or µs.

@@ -94,15 +94,6 @@ func (x *Report) Attr(name string) (starlark.Value, error) {
 // Getters of fields whose attribute and as_dict forms differ (plain: the
 // as_dict form).
 
-func breakdownField(x *Report, _ bool) starlark.Value {
-	d := starlark.NewDict(len(x.r.Breakdown))
-	for _, s := range x.r.Breakdown {
-		_ = d.SetKey(starlark.String(s.Name), starlark.MakeInt64(s.Bytes))
-	}
-	d.Freeze()
-	return d
-}
-
 func statesField(x *Report, _ bool) starlark.Value {
 	s, i64 := x.r.States, starlark.MakeInt64
 	return host.FrozenDict("params", i64(s.Params), "grads", i64(s.Grads), "master", i64(s.Master),

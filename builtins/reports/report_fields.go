@@ -67,7 +67,7 @@ func declaredReportFields() []reportField {
 		{Name: "plan", Doc: "the plan (in as_dict and JSON, as the train() call that builds it)",
 			Attr: func(x *Report) starlark.Value { return x.plan },
 			Dict: func(x *Report) starlark.Value { return starlark.String(x.plan.String()) }},
-		data("breakdown", host.UnitBytes, "bytes by category at the peak of allocated memory: params, grads, optimizer, activations, temporaries, comm, fragmentation, context", breakdownField),
+		data("breakdown", host.UnitBytes, "device_used by cause, summing to it: bytes by category at the peak of allocated memory (params, grads, optimizer, activations, temporaries, comm), fragmentation (free blocks the caching allocator held then), context (CUDA context, NCCL and other memory outside the allocator), paged_optimizer (paged optimizer state in unified memory, outside the allocator) and reserved_later (reserve the allocator grew after that peak, when a later request found no cached block large enough; r.fragmentation says which)", breakdownField),
 		bytesField("capacity", "device memory as PyTorch sees it (torch.cuda.get_device_properties().total_memory, the total capacity of its OOM message): the step must fit in it", func(x *Report) int64 { return x.r.Capacity }),
 		{Name: "collectives", unit: host.UnitBytes, Doc: "bytes passed to collectives per step, by kind (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv)",
 			Attr: func(x *Report) starlark.Value { return plans.Collectives(x.r) }},
@@ -78,6 +78,7 @@ func declaredReportFields() []reportField {
 			func(x *Report, _ bool) starlark.Value { return starlark.Bool(x.r.Fits) }),
 		figure(3, "headroom", host.UnitBytes, "capacity - device_used; negative when the step does not fit",
 			func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.Headroom) }),
+		data("fragmentation", "", "why the reserve exceeds the allocated bytes: .free_blocks, .free_bytes and .largest_free, the free blocks cached at the peak of allocated memory (free_bytes is the breakdown's fragmentation); .peak_growth, None or the request after which the reserve reached its peak (.tensor, .op, .phase, .bytes) with what its pool cached then (.cached_blocks, .cached_bytes, .largest_cached: no block large enough when cached_bytes covers the request) and .reserved, the reserve after it", fragmentationField),
 		data("hfu", host.UnitFraction, "hardware FLOPs utilisation (with recompute), 0 to 1 (None without a time model)",
 			func(x *Report, _ bool) starlark.Value { return x.TimeFigure(x.r.Time.HFU) }),
 		bytesField("host_memory", "host memory the step needs per GPU (offload, paged optimizer state, host tables)", func(x *Report) int64 { return x.r.HostMemory }),
@@ -104,6 +105,8 @@ func declaredReportFields() []reportField {
 		data("states", host.UnitBytes, "the model states per GPU at their fullest in the step: params, grads, master, optimizer, buffers", statesField),
 		figure(5, "step_time", host.UnitSeconds, "seconds per optimizer step (None without a time model)",
 			func(x *Report, _ bool) starlark.Value { return x.TimeFigure(x.r.Time.StepSeconds) }),
+		data("samples_per_s", "", "samples per second over all data-parallel replicas: sequences for a language model (tokens_per_s / seq), input states for a weather model, each with all its ensemble members (None without a time model)",
+			func(x *Report, _ bool) starlark.Value { return x.TimeFigure(x.samplesPerS()) }),
 		{Name: "summary", Doc: "the verdict in one line",
 			Attr: func(x *Report) starlark.Value { return starlark.String(x.summary()) }},
 		data("tables", "", "one entry per embedding table of the model (table()): memory, traffic and transfer terms", func(x *Report, plain bool) starlark.Value { return tableReports(x.r, plain) }),
@@ -117,8 +120,13 @@ func declaredReportFields() []reportField {
 				}
 				return x.timeline()
 			}},
-		figure(7, "tokens_per_s", "", "tokens per second over all data-parallel replicas (None without a time model)",
-			func(x *Report, _ bool) starlark.Value { return x.TimeFigure(x.r.Time.TokensPerS) }),
+		figure(7, "tokens_per_s", "", "tokens per second over all data-parallel replicas (None without a time model, and for a weather model, which reads no tokens: see samples_per_s)",
+			func(x *Report, _ bool) starlark.Value {
+				if !x.hasTokens() {
+					return starlark.None
+				}
+				return x.TimeFigure(x.r.Time.TokensPerS)
+			}),
 		data("traffic", host.UnitBytes, "bytes moved per step by link: hbm, pcie, nvme, network", trafficField),
 		data("trainable_params", "", "parameters that train", func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.TrainableParams) }),
 	}

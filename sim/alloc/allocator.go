@@ -43,6 +43,50 @@ type Allocator struct {
 	// snapshot's segment events).
 	Observe  func(e SegmentEvent)
 	nextBase int64 // the next segment's address
+
+	// Grew, when set, is told of each request that no cached block fits,
+	// before the allocator reserves memory for it: what was cached then
+	// and could not be reused (the cause of fragmentation).
+	Grew      func(g Growth)
+	freeBytes [2]int64 // per pool: bytes in free blocks
+}
+
+// Growth is a request no cached block could serve: the reserve grows
+// for it. Cache is what its pool held then, Other what the other pool
+// held (blocks of one pool never serve the other: the small pool takes
+// requests up to 1 MiB).
+type Growth struct {
+	Request      int64 // bytes, rounded to 512 B
+	Cache, Other Cache
+}
+
+// Cache describes the free blocks of one pool.
+type Cache struct {
+	Blocks  int
+	Bytes   int64
+	Largest int64 // the largest free block
+}
+
+// Cached returns what pool 0 (small) or 1 (large) holds in free blocks.
+func (a *Allocator) Cached(pool int) Cache {
+	fl := a.free[pool]
+	c := Cache{Blocks: len(fl), Bytes: a.freeBytes[pool]}
+	if a.index[pool].active {
+		c.Largest = a.index[pool].largest()
+		return c
+	}
+	for _, b := range fl {
+		c.Largest = max(c.Largest, b.Size)
+	}
+	return c
+}
+
+// grew tells Grew about a request of size bytes in pool that no free
+// block fits.
+func (a *Allocator) grew(pool int, size int64) {
+	if a.Grew != nil {
+		a.Grew(Growth{Request: size, Cache: a.Cached(pool), Other: a.Cached(1 - pool)})
+	}
 }
 
 // SegmentEvent is a change of device memory: Kind is SegmentAlloc,
@@ -157,6 +201,7 @@ func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
 	ok = true
 	b := a.bestFit(pool, size)
 	if b == nil {
+		a.grew(pool, size)
 		segSize := segmentSize(size)
 		if a.Limit > 0 && a.Reserved+segSize > a.Limit {
 			if len(a.whole) > 0 {
@@ -242,6 +287,7 @@ func (a *Allocator) bestFit(pool int, size int64) *Block {
 // addFree puts b on its pool's free list.
 func (a *Allocator) addFree(b *Block) {
 	pool := b.seg.pool
+	a.freeBytes[pool] += b.Size
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
 	a.index[pool].added(b, a.free[pool])
@@ -274,6 +320,7 @@ func (a *Allocator) removeFree(b *Block) {
 		a.whole[b.wpos], last.wpos = last, b.wpos
 		a.whole = a.whole[:len(a.whole)-1]
 	}
+	a.freeBytes[pool] -= b.Size
 	var moved *Block
 	from := len(fl) - 1
 	if last := fl[from]; last != b { // the last block moves into the hole

@@ -42,6 +42,7 @@ func (a *Allocator) allocExpandable(n int64) (blk *Block, ok bool) {
 	ok = true
 	b := a.bestFit(pool, size)
 	if b == nil {
+		a.grew(pool, size)
 		b = a.expand(pool, size, true)
 	}
 	if b == nil {

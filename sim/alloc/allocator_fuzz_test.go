@@ -208,6 +208,19 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	if n != len(freeBlocks) {
 		t.Fatalf("free lists hold %d blocks, segments have %d free blocks", n, len(freeBlocks))
 	}
+	for pool := range a.free {
+		var bytes, largest int64
+		for _, b := range a.free[pool] {
+			bytes, largest = bytes+b.Size, max(largest, b.Size)
+		}
+		if c := a.Cached(pool); c.Bytes != bytes || c.Largest != largest || c.Blocks != len(a.free[pool]) {
+			t.Fatalf("pool %d: Cached says %+v, the free list holds %d blocks of %d bytes, the largest %d",
+				pool, c, len(a.free[pool]), bytes, largest)
+		}
+	}
+	if c0, c1 := a.Cached(0), a.Cached(1); c0.Bytes+c1.Bytes != a.Reserved-a.Allocated {
+		t.Fatalf("free blocks hold %d bytes, reserved - allocated is %d", c0.Bytes+c1.Bytes, a.Reserved-a.Allocated)
+	}
 	n = 0
 	for pool, l := range a.unmapped {
 		for i, b := range l {

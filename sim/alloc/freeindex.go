@@ -152,6 +152,18 @@ func (x *freeIndex) bestFit(n int64) *Block {
 	return best.b
 }
 
+// largest is the size of the largest block in the index.
+func (x *freeIndex) largest() int64 {
+	t := x.root
+	if t == nil {
+		return 0
+	}
+	for t.right != nil {
+		t = t.right
+	}
+	return t.size
+}
+
 // added keeps the index in step after b was appended to the free list fl.
 func (x *freeIndex) added(b *Block, fl []*Block) {
 	switch {

@@ -111,6 +111,14 @@ type Replay struct {
 	fwdPhase Phase         // the forward's phase: PhaseForward, or PhaseValidation
 	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none
 	valPlan  *core.Plan
+
+	growth alloc.Growth // the last request no cached block fitted (alloc.Allocator.Grew)
+	grew   bool         // the allocation being made grew the reserve
+	// peakCache says that allocated memory is at a new peak whose free
+	// blocks are not recorded yet: recordPeakCache records them before
+	// the next free, the first event that can leave the peak without
+	// raising it (an allocation raises it, and makes the old one moot).
+	peakCache bool
 }
 
 const none = -1
@@ -119,6 +127,7 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	nv := len(p.Values)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
 		fwdPhase: PhaseForward}
+	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }
 	if opts.Trace {
 		r.Rep.Trace = &Trace{modules: map[string]string{}}
 		for _, op := range p.Ops {
@@ -282,8 +291,12 @@ func (r *Replay) allocate(a Alloc) int32 {
 	if a.Bytes <= 0 {
 		a.Bytes = 1
 	}
+	r.grew = false
 	blk, ok := r.alloc.Alloc(a.Bytes)
 	a.Phase, a.Op = r.phase, r.op
+	if r.grew && r.alloc.Reserved > r.Rep.PeakReserved {
+		r.Rep.Frag.PeakGrowth = &PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved}
+	}
 	if r.traced != nil {
 		if !ok && r.Rep.OOM == nil {
 			r.Rep.Trace.Events = append(r.Rep.Trace.Events, TraceEvent{Action: "oom", Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: r.Rep.Trace.module(r.op), Phase: r.phase})
@@ -312,6 +325,7 @@ func (r *Replay) release(id int32) {
 	if r.traced != nil {
 		r.traceFree(t.blk)
 	}
+	r.recordPeakCache()
 	r.alloc.Release(t.blk)
 	t.blk = nil
 	r.sample()
@@ -325,12 +339,22 @@ func (r *Replay) sample() {
 		rep.peakCat = r.cur
 		rep.peakReservedThen = r.alloc.Reserved
 		rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
+		r.peakCache = true
 	}
 	if r.alloc.Reserved > rep.PeakReserved {
 		rep.PeakReserved = r.alloc.Reserved
 	}
 	if r.opts.Timeline {
 		rep.Timeline = append(rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: r.alloc.Allocated, Reserved: r.alloc.Reserved, ByCat: r.cur})
+	}
+}
+
+// recordPeakCache records the free blocks of the peak of allocated memory,
+// while the allocator is still in that state.
+func (r *Replay) recordPeakCache() {
+	if r.peakCache {
+		r.Rep.Frag.AtPeak = [2]alloc.Cache{r.alloc.Cached(0), r.alloc.Cached(1)}
+		r.peakCache = false
 	}
 }
 

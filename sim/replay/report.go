@@ -40,6 +40,7 @@ type Report struct {
 	Ranks    []*Report
 	Notes    []string
 	Tables   []TableStep // per table layer: memory, traffic and transfer terms
+	Frag     Fragmentation
 
 	peakCat          [core.NumCategories]int64
 	peakReservedThen int64
@@ -176,4 +177,20 @@ func gib(n int64) string {
 		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+}
+
+// Fragmentation is why the reserve exceeds the allocated bytes: what the
+// allocator held in free blocks when allocated memory peaked, and the
+// request that grew the reserve to its peak while cached blocks could not
+// serve it.
+type Fragmentation struct {
+	AtPeak     [2]alloc.Cache // free blocks at the peak of allocated memory: small pool, large pool
+	PeakGrowth *PeakGrowth    // nil when the reserve never grew past the setup (or a pool was released)
+}
+
+// PeakGrowth is the request after which the reserve reached its peak.
+type PeakGrowth struct {
+	Alloc    Alloc
+	Growth   alloc.Growth // its pool's free blocks then, none large enough, and the other pool's
+	Reserved int64        // the reserve after it
 }

@@ -301,6 +301,7 @@ func (r *Replay) optimizerStep() {
 // finish frees what the step leaves (gradients are set to None before the
 // next step; the batch is dropped).
 func (r *Replay) finish() {
+	defer r.recordPeakCache()    // a step that ends at its peak
 	for _, v := range r.P.Held { // the loop's logits list
 		r.unhold(v)
 	}
