@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // cmdTest is memsh test [--update] [DIR|FILE.star ...]: run each script
@@ -20,7 +18,8 @@ import (
 // writes them without colour) with the golden file beside it, x.golden
 // for x.star. A directory stands for the scripts under it that have a
 // golden file; named files are tests whether or not they have one yet.
-// --update writes the goldens instead of comparing. A failing script
+// --update writes the goldens instead of comparing, and takes a folder's
+// scripts without one too, except the libraries the others load. A failing script
 // (an error or a failed expect()) fails its test either way.
 func (e *env) cmdTest(operands []string) error {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
@@ -33,7 +32,7 @@ func (e *env) cmdTest(operands []string) error {
 	if len(operands) == 0 {
 		operands = []string{"."}
 	}
-	files, err := testFiles(operands)
+	files, err := testFiles(operands, e.out.update)
 	if err != nil {
 		return err
 	}
@@ -98,10 +97,7 @@ func (e *env) runTest(file string) bool {
 		fmt.Fprintf(e.stdout, "FAIL %s\n    no golden file %s: create it with memsh test --update %s\n", file, golden, file)
 		return false
 	case string(want) != got:
-		// Comparing lines as opaque values makes go-cmp show whole lines
-		// rather than edits within them.
-		diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n"),
-			cmp.Comparer(func(a, b string) bool { return a == b }))
+		diff := goldenDiff(golden, string(want), got) // test_files.go: a unified diff of whole lines
 		fmt.Fprintf(e.stdout, "FAIL %s\n    output differs from %s (-golden +output):\n%s    (memsh test --update %s accepts the new output)\n",
 			file, golden, indent(diff), file)
 		return false
@@ -112,8 +108,9 @@ func (e *env) runTest(file string) bool {
 
 // testFiles expands the operands: a .star file is a test; a directory
 // holds the .star files under it (hidden folders skipped) that have a
-// golden file beside them.
-func testFiles(operands []string) ([]string, error) {
+// golden file beside them, and with update (creating goldens) also those
+// that have none yet, except the libraries the others load.
+func testFiles(operands []string, update bool) ([]string, error) {
 	var files []string
 	for _, op := range operands {
 		fi, err := os.Stat(op)
@@ -136,7 +133,7 @@ func testFiles(operands []string) ([]string, error) {
 				return filepath.SkipDir
 			}
 			if !d.IsDir() && strings.HasSuffix(p, ".star") {
-				if _, err := os.Lstat(strings.TrimSuffix(p, ".star") + ".golden"); err == nil {
+				if _, err := os.Lstat(strings.TrimSuffix(p, ".star") + ".golden"); err == nil || update {
 					found = append(found, p)
 				}
 			}
@@ -145,8 +142,21 @@ func testFiles(operands []string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot list %s: %v", op, unwrapPath(err))
 		}
+		if update {
+			libs := libraries(found)
+			kept := found[:0]
+			for _, p := range found {
+				if _, err := os.Lstat(strings.TrimSuffix(p, ".star") + ".golden"); err == nil || !libs[filepath.Clean(p)] {
+					kept = append(kept, p)
+				}
+			}
+			found = kept
+		}
 		if len(found) == 0 {
-			return nil, usagef("no tests in %s: no x.star has an x.golden beside it (memsh test --update x.star creates one)", op)
+			if update {
+				return nil, usagef("no tests in %s: it holds no .star script that another does not load", op)
+			}
+			return nil, usagef("no tests in %s: no x.star has an x.golden beside it (memsh test --update %s creates them)", op, op)
 		}
 		sort.Strings(found)
 		files = append(files, found...)
