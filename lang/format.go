@@ -25,6 +25,10 @@ type ErrorFormat struct {
 	Stdlib fs.FS
 	// Color adds ANSI colour.
 	Color bool
+	// Names are the names in scope beside a file's own (the predeclared
+	// ones, a REPL session's globals), for "did you mean" on an
+	// undefined name.
+	Names []string
 }
 
 // FormatError writes err as memsh reports errors: a "file:line:col: error:
@@ -46,7 +50,19 @@ func FormatError(w io.Writer, err error, f ErrorFormat) {
 // FormatError formats err with the sources this interpreter ran and its
 // stdlib for hints.
 func (in *Interpreter) FormatError(w io.Writer, err error, color bool) {
-	FormatError(w, err, ErrorFormat{Sources: in, Stdlib: in.opts.Stdlib, Color: color})
+	in.FormatErrorIn(w, err, color, nil)
+}
+
+// FormatErrorIn is FormatError for code run against globals (a REPL
+// session's): their names are candidates for "did you mean" too.
+func (in *Interpreter) FormatErrorIn(w io.Writer, err error, color bool, globals starlark.StringDict) {
+	names := make([]string, 0, len(in.predeclared)+len(starlark.Universe)+len(globals))
+	for _, d := range []starlark.StringDict{in.predeclared, starlark.Universe, globals} {
+		for k := range d {
+			names = append(names, k)
+		}
+	}
+	FormatError(w, err, ErrorFormat{Sources: in, Stdlib: in.opts.Stdlib, Color: color, Names: names})
 }
 
 type printer struct {
@@ -87,7 +103,7 @@ func (p *printer) format(err error) {
 	case len(rlist) > 0:
 		for _, e := range rlist {
 			p.located(e.Pos, e.Msg)
-			p.hint(e.Msg, "")
+			p.hint(e.Msg, p.nameHint(e.Msg, e.Pos)) // suggest_names.go
 		}
 		p.frames("loaded from", loadStack)
 	case synt != nil:

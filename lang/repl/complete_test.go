@@ -3,6 +3,7 @@ package repl
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -135,5 +136,31 @@ func TestNearest(t *testing.T) {
 		if d := cmp.Diff(tc.want, nearest(tc.in, names)); d != "" {
 			t.Errorf("nearest(%q) (-want +got):\n%s", tc.in, d)
 		}
+	}
+}
+
+// A candidate list taller than the terminal scrolls the prompt away and
+// what is typed next lands below it (issue 24 item 10): Tab lists the
+// first screenful.
+func TestTerminalFitsCandidates(t *testing.T) {
+	var cands []string
+	for i := range 40 {
+		cands = append(cands, fmt.Sprintf("name_%02d=", i))
+	}
+	term := &Terminal{size: func() (int, int) { return 41, 10 }}
+	term.SetCompleter(func(string) ([]string, string) { return cands, "name_" })
+	got, n := term.Do([]rune("f(name_"), 7)
+	// Columns of len("name_00=")+1 = 9 in 40: 4 of them; 8 rows leave the
+	// prompt and one more line: 32 candidates.
+	if n != 5 || len(got) != 32 || string(got[0]) != "00=" || string(got[31]) != "31=" {
+		t.Errorf("Do kept %d candidates (%q ... ), word %d; want the first 32", len(got), got[:1], n)
+	}
+	term.size = func() (int, int) { return 41, 40 }
+	if got, _ := term.Do([]rune("f(name_"), 7); len(got) != 40 {
+		t.Errorf("a tall terminal kept %d of 40 candidates", len(got))
+	}
+	term.size = func() (int, int) { return 0, 0 } // unknown: all
+	if got, _ := term.Do([]rune("f(name_"), 7); len(got) != 40 {
+		t.Errorf("an unknown size kept %d of 40 candidates", len(got))
 	}
 }

@@ -360,7 +360,7 @@ func (s *Session) report(err error, interrupted bool) {
 		fmt.Fprintln(s.errOut, "interrupted")
 		return
 	}
-	s.in.FormatError(s.errOut, err, s.opts.Color)
+	s.in.FormatErrorIn(s.errOut, err, s.opts.Color, s.globals) // globals: did you mean
 }
 
 // runFile runs a script and keeps its globals (even after an error, the

@@ -99,6 +99,18 @@ func TestSession(t *testing.T) {
 		{"Ctrl-C drops the statement", []string{"def f():", ctrlC, "1"}, "1\n", ""},
 		{"end of input ends a block", []string{"def f():", "    return 3"}, "", ""},
 		{
+			"a misspelt builtin: did you mean",
+			[]string{"trian(1)"},
+			"",
+			"<stdin:1>:1:1: error: undefined: trian\n    1 | trian(1)\n      | ^\n  hint: did you mean \"train\"?\n",
+		},
+		{
+			"a misspelt global of the session: did you mean",
+			[]string{"batch_size = 8", "batch_sise * 2"},
+			"",
+			"<stdin:2>:1:1: error: undefined: batch_sise\n    1 | batch_sise * 2\n      | ^\n  hint: did you mean \"batch_size\"?\n",
+		},
+		{
 			"error then the session goes on",
 			[]string{"1 // 0", "2"},
 			"2\n",

@@ -16,6 +16,7 @@ type Terminal struct {
 
 	mu       sync.Mutex
 	complete func(string) ([]string, string)
+	size     func() (width, height int) // the terminal's, for fitting the candidate list
 }
 
 // IsTerminal says whether f is a terminal.
@@ -24,7 +25,13 @@ func IsTerminal(f *os.File) bool { return readline.IsTerminal(int(f.Fd())) }
 // NewTerminal returns a Terminal on the process's standard input and
 // output. Close it when done.
 func NewTerminal() (*Terminal, error) {
-	t := &Terminal{}
+	t := &Terminal{size: func() (int, int) {
+		w, h, err := readline.GetSize(int(os.Stdout.Fd()))
+		if err != nil {
+			return 0, 0
+		}
+		return w, h
+	}}
 	rl, err := readline.NewEx(&readline.Config{
 		Prompt:                 ">>> ",
 		AutoComplete:           t,
@@ -83,8 +90,40 @@ func (t *Terminal) Do(line []rune, pos int) ([][]rune, int) {
 			out = append(out, rc[n:])
 		}
 	}
+	if t.size != nil {
+		w, h := t.size()
+		out = fitCandidates(out, n, w, h)
+	}
 	return out, n
 }
+
+// fitCandidates keeps the candidates chzyer/readline can list below the
+// prompt without scrolling it off the screen: its list takes rows of
+// columns as wide as the widest candidate (with the word typed) plus one,
+// in width-1 columns of the terminal, and moves the cursor back up by its
+// rows afterwards, which a list taller than the screen breaks (the prompt
+// has scrolled away, and what is typed next lands on the list's first
+// line). The first screenful is kept, leaving the prompt's line and one
+// more; typing more letters narrows the rest. An unknown size keeps all.
+func fitCandidates(cands [][]rune, word, width, height int) [][]rune {
+	if width <= 1 || height <= 0 || len(cands) < 2 {
+		return cands
+	}
+	colWidth := 0
+	for _, c := range cands {
+		colWidth = max(colWidth, runewidth(c)+word+1)
+	}
+	cols := max((width-1)/colWidth, 1)
+	rows := max(height-2, 1)
+	if len(cands) <= rows*cols {
+		return cands
+	}
+	return cands[:rows*cols]
+}
+
+// runewidth is the columns c takes: one per rune (the REPL's names are
+// ASCII).
+func runewidth(c []rune) int { return len(c) }
 
 // Close restores the terminal.
 func (t *Terminal) Close() error { return t.rl.Close() }
