@@ -42,6 +42,38 @@ func fit(s string, width, px float64) string {
 	return string(r[:n-1]) + "…"
 }
 
+// wrapText breaks s into lines of about width pixels at font size px
+// (glyphs as fit takes them), at spaces, or inside a long word after a dot
+// or a comma; the last of at most maxLines lines is fitted.
+func wrapText(s string, width, px float64, maxLines int) []string {
+	n := int(width / (0.58 * px))
+	var lines []string
+	r := []rune(s)
+	for len(r) > n && n > 1 && len(lines) < maxLines-1 {
+		cut := -1
+		for i := n; i > n/2; i-- {
+			if r[i] == ' ' {
+				cut = i
+				break
+			}
+		}
+		if cut < 0 {
+			for i := n - 1; i > n/2; i-- {
+				if r[i] == '.' || r[i] == ',' {
+					cut = i + 1
+					break
+				}
+			}
+		}
+		if cut < 0 {
+			cut = n
+		}
+		lines = append(lines, strings.TrimRight(string(r[:cut]), " "))
+		r = []rune(strings.TrimLeft(string(r[cut:]), " "))
+	}
+	return append(lines, fit(string(r), width, px))
+}
+
 // label is name when it fits in width pixels at font size px, else its
 // first three letters and a full stop ("opt."), else "".
 func label(name string, width, px float64) string {

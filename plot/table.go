@@ -108,7 +108,7 @@ func tablePanel(s *svgWriter, title string, tc *TableChart) error {
 	}
 	if tc.Lines {
 		for k, se := range tc.Series {
-			seriesLine(s, se, seriesColors[k%len(seriesColors)], sx, sy)
+			seriesLine(s, se, seriesColors[k%len(seriesColors)], seriesDash(k), sx, sy)
 		}
 	}
 	if tc.Pareto && len(front) <= maxFrontLabels {
@@ -117,7 +117,7 @@ func tablePanel(s *svgWriter, title string, tc *TableChart) error {
 	for k, se := range tc.Series {
 		color := seriesColors[k%len(seriesColors)]
 		for _, p := range se.Points {
-			point(s, tc, se, p, color, sx, sy)
+			point(s, tc, se, p, color, seriesRadius(k, len(tc.Series)), sx, sy)
 		}
 	}
 	if tc.Pareto {
@@ -249,8 +249,26 @@ func tableAxes(s *svgWriter, tc *TableChart, sx, sy scale, left, right float64) 
 	s.raw(`<text transform="translate(18,%.1f) rotate(-90)" font-size="12" text-anchor="middle" fill="#333333" class="y-label">%s</text>`+"\n", (tableTop+tableBot)/2.0, esc(ylabel))
 }
 
+// Series that coincide (two settings that give the same figures) must
+// stay visible: each series is drawn over the ones before it with smaller
+// markers, so that coinciding points show as concentric rings, and
+// dashed lines, so that coinciding lines alternate colours.
+
+// seriesRadius is the marker radius of series k of n.
+func seriesRadius(k, n int) float64 {
+	if n <= 1 {
+		return 4.5
+	}
+	return max(6-1.1*float64(k), 2.2)
+}
+
+// seriesDash is the stroke-dasharray of series k's line ("" solid).
+func seriesDash(k int) string {
+	return []string{"", "7 4", "2 3", "10 3 2 3"}[k%4]
+}
+
 // seriesLine joins a series' points in x order when no two share an x.
-func seriesLine(s *svgWriter, se Series, color string, sx, sy scale) {
+func seriesLine(s *svgWriter, se Series, color, dash string, sx, sy scale) {
 	if len(se.Points) < 2 {
 		return
 	}
@@ -261,7 +279,11 @@ func seriesLine(s *svgWriter, se Series, color string, sx, sy scale) {
 			return
 		}
 	}
-	s.raw(`<path d="%s" fill="none" stroke="%s" stroke-width="1.5" class="series-line" data-series="%s"/>`+"\n", polyline(pts, sx, sy), color, esc(se.Name))
+	dashes := ""
+	if dash != "" {
+		dashes = ` stroke-dasharray="` + dash + `"`
+	}
+	s.raw(`<path d="%s" fill="none" stroke="%s" stroke-width="1.5"%s class="series-line" data-series="%s"/>`+"\n", polyline(pts, sx, sy), color, dashes, esc(se.Name))
 }
 
 // polyline is the SVG path data through the points in order.
@@ -279,7 +301,7 @@ func polyline(pts []TablePoint, sx, sy scale) string {
 
 // point draws one row: a dot, or a cross when it does not fit, with a
 // tooltip naming the row and its values.
-func point(s *svgWriter, tc *TableChart, se Series, p TablePoint, color string, sx, sy scale) {
+func point(s *svgWriter, tc *TableChart, se Series, p TablePoint, color string, r float64, sx, sy scale) {
 	x, y := sx.at(p.X), sy.at(p.Y)
 	tip := append([]string(nil), p.Keys...)
 	if tc.By != "" {
@@ -295,12 +317,12 @@ func point(s *svgWriter, tc *TableChart, se Series, p TablePoint, color string, 
 	}
 	title := "<title>" + esc(strings.Join(tip, ", ")) + "</title>"
 	if p.DoesNotFit {
-		s.raw(`<path d="M%.1f %.1fl9 9m0 -9l-9 9" stroke="%s" stroke-width="2.2" fill="none" class="point-nofit" data-x="%g" data-y="%g">%s</path>`+"\n",
-			x-4.5, y-4.5, color, p.X, p.Y, title)
+		s.raw(`<path d="M%.1f %.1fl%.1f %.1fm0 %.1fl%.1f %.1f" stroke="%s" stroke-width="2.2" fill="none" class="point-nofit" data-x="%g" data-y="%g">%s</path>`+"\n",
+			x-r, y-r, 2*r, 2*r, -2*r, -2*r, 2*r, color, p.X, p.Y, title)
 		return
 	}
-	s.raw(`<circle cx="%.1f" cy="%.1f" r="4.5" fill="%s" stroke="#FFFFFF" stroke-width="1" class="point" data-x="%g" data-y="%g">%s</circle>`+"\n",
-		x, y, color, p.X, p.Y, title)
+	s.raw(`<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s" stroke="#FFFFFF" stroke-width="1" class="point" data-x="%g" data-y="%g">%s</circle>`+"\n",
+		x, y, r, color, p.X, p.Y, title)
 }
 
 // frontLabels writes beside each front point the keys that differ
@@ -419,7 +441,13 @@ func tableLegend(s *svgWriter, tc *TableChart, left, right float64) {
 		s.text(x, y+4, 11, "start", "#333333", "legend", head)
 		x += 0.58*11*float64(len([]rune(head))) + 10
 		for k, se := range tc.Series {
-			item(`<circle cx="%.1f" cy="%.1f" r="4.5" fill="`+seriesColors[k%len(seriesColors)]+`" class="legend-swatch"/>`+"\n", se.Name)
+			color := seriesColors[k%len(seriesColors)]
+			swatch := fmt.Sprintf(`<circle cx="%%.1f" cy="%%.1f" r="%.1f" fill="%s" class="legend-swatch"/>`+"\n", seriesRadius(k, len(tc.Series)), color)
+			if tc.Lines {
+				swatch = fmt.Sprintf(`<g class="legend-swatch"><path d="M%%[1]g %%[2]gm-7 0h14" stroke="%s" stroke-width="1.5" stroke-dasharray="%s"/>`+
+					`<circle cx="%%[1]g" cy="%%[2]g" r="%.1f" fill="%s"/></g>`+"\n", color, seriesDash(k), seriesRadius(k, len(tc.Series)), color)
+			}
+			item(swatch, se.Name)
 		}
 		x += 12
 	}

@@ -75,7 +75,8 @@ func TestTableChartSVG(t *testing.T) {
 		t.Errorf("dots:\n got %s\nwant %s", got, want)
 	}
 	crosses := byClass(els, "point-nofit")
-	if len(crosses) != 1 || !strings.HasPrefix(crosses[0].attrs["d"], "M606.5 124.0l9 9") || crosses[0].attrs["stroke"] != "#4477AA" {
+	// The first of two series draws the larger markers (radius 6).
+	if len(crosses) != 1 || !strings.HasPrefix(crosses[0].attrs["d"], "M605.0 122.5l12.0 12.0") || crosses[0].attrs["stroke"] != "#4477AA" {
 		t.Errorf("crosses: %+v, want one at (611, 128.5) in the first series' colour", crosses)
 	}
 	// Its tooltip is the <title> inside it, the next element.
@@ -184,5 +185,27 @@ func TestTableAndTimelineStack(t *testing.T) {
 	html := page.String()
 	if strings.Count(html, "<svg xmlns=") != 2 || !strings.Contains(html, "<pre>batch  peak\n1  5 GiB</pre>") || !strings.Contains(html, `class="front-ring"`) {
 		t.Errorf("page lacks the two charts or the table:\n%.600s", html)
+	}
+}
+
+// Two series with the same points stay visible (issue 24 item 11): the
+// second draws smaller markers over the first, and a dashed line.
+func TestTableChartCoincidentSeries(t *testing.T) {
+	pts := []TablePoint{{X: 1, Y: 10}, {X: 2, Y: 20}}
+	tc := &TableChart{X: Axis{Name: "batch"}, Y: Axis{Name: "step_time", Unit: "seconds"}, By: "members_mode", Lines: true,
+		Series: []Series{{Name: "stacked", Points: pts}, {Name: "sequential", Points: pts}}}
+	var b bytes.Buffer
+	must(t, WriteSVG(&b, []Chart{{Table: tc}}))
+	els := parseSVG(t, b.Bytes())
+	radius := map[string]string{}
+	for _, e := range byClass(els, "point") {
+		radius[e.attrs["fill"]] = e.attrs["r"]
+	}
+	if len(radius) != 2 || radius["#4477AA"] <= radius["#EE6677"] {
+		t.Errorf("marker radii by series colour: %v; want the second series' smaller", radius)
+	}
+	lines := byClass(els, "series-line")
+	if len(lines) != 2 || lines[0].attrs["stroke-dasharray"] != "" || lines[1].attrs["stroke-dasharray"] == "" {
+		t.Errorf("series lines: %+v; want the first solid, the second dashed", lines)
 	}
 }

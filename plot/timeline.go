@@ -31,7 +31,7 @@ const (
 
 	padLeft  = 84
 	padRight = 28
-	plotTop  = 120 // below the five header lines and the phase names
+	plotTop  = 120 // below the five header lines and the phase names; lower when lines wrap
 	plotBot  = 436
 	stripTop = 444
 	stripBot = 460
@@ -146,14 +146,16 @@ func (f frame) onChart(v int64) bool { return float64(v) <= f.top }
 func panel(s *svgWriter, c Chart) {
 	r := c.Report
 	tl := r.Timeline
-	f := frame{x0: padLeft, x1: Width - padRight, y0: plotTop, y1: plotBot}
+	s.rect(0, 0, Width, Height, "#FFFFFF", ` class="background"`)
+	limit := r.Capacity - (r.DeviceUsed - r.PeakReserved)
+	below := header(s, c, limit)
+	f := frame{x0: padLeft, x1: Width - padRight, y0: max(plotTop, below+23), y1: plotBot}
 	cols, widened := layout(tl, int(f.width()))
 	f.n = len(cols)
 
 	// The limit is what PyTorch's allocator may reserve: capacity less the
 	// memory outside it (CUDA context, workspaces, paged state). It is on
 	// the chart when it is within half again of the data.
-	limit := r.Capacity - (r.DeviceUsed - r.PeakReserved)
 	var dataTop int64 = 1
 	for _, p := range tl {
 		dataTop = max(dataTop, p.Allocated, p.Reserved)
@@ -165,8 +167,6 @@ func panel(s *svgWriter, c Chart) {
 	}
 	f.top = float64(top) * 1.08
 
-	s.rect(0, 0, Width, Height, "#FFFFFF", ` class="background"`)
-	header(s, c, limit)
 	axes(s, f)
 	phaseMarks(s, f, cols) // behind the data: a boundary may fall on a spike
 	areas(s, f, cols)
@@ -175,18 +175,22 @@ func panel(s *svgWriter, c Chart) {
 	if limitShown {
 		limitY = f.y(limit)
 	}
-	peakMark(s, f, cols, tl, r, limitY)
+	var labels labelBoxes // the labels drawn on the chart, kept apart
+	peakMark(s, f, cols, tl, r, limitY, &labels)
 	if limitShown {
 		y := f.y(limit)
 		s.line(f.x0, y, f.x1, y, colorLimit, ` stroke-width="1.5" class="limit"`)
-		s.text(f.x1-4, y-4, 11, "end", colorLimit, "limit-label", "PyTorch limit "+units.FormatBytes(limit))
+		text := "PyTorch limit " + units.FormatBytes(limit)
+		labels.add(f.x1-4, y-4, "end", text)
+		s.text(f.x1-4, y-4, 11, "end", colorLimit, "limit-label", text)
 	} else {
-		s.text(f.x1-4, f.y0+14, 11, "end", colorLimit, "limit-label",
-			fmt.Sprintf("↑ PyTorch limit %s is off the chart", units.FormatBytes(limit)))
+		text := fmt.Sprintf("↑ PyTorch limit %s is off the chart", units.FormatBytes(limit))
+		labels.add(f.x1-4, f.y0+14, "end", text)
+		s.text(f.x1-4, f.y0+14, 11, "end", colorLimit, "limit-label", text)
 	}
-	allocMark(s, f, cols, eventOf(tl, r.Largest), colorLargest, "largest", "largest "+units.FormatBytes(r.Largest.Bytes))
+	allocMark(s, f, cols, eventOf(tl, r.Largest), colorLargest, "largest", "largest "+units.FormatBytes(r.Largest.Bytes), &labels)
 	if r.OOM != nil {
-		allocMark(s, f, cols, eventOf(tl, r.OOM.Alloc), colorOOM, "oom", "out of memory")
+		allocMark(s, f, cols, eventOf(tl, r.OOM.Alloc), colorOOM, "oom", "out of memory", &labels)
 	}
 	strip(s, f, cols)
 	hoverMap(s, f, cols)
@@ -198,10 +202,11 @@ func panel(s *svgWriter, c Chart) {
 	legend(s, f, cols)
 }
 
-// header writes the title and up to four lines of figures: the verdict
-// and device memory, the peak, the largest allocation, the first failing
-// one.
-func header(s *svgWriter, c Chart, limit int64) {
+// header writes the title and up to four figures, each wrapped over up
+// to three lines rather than cut: the verdict and device memory, the
+// peak, the largest allocation, the first failing one. It returns the
+// baseline of its last line.
+func header(s *svgWriter, c Chart, limit int64) float64 {
 	r := c.Report
 	title := c.Title
 	if title == "" {
@@ -216,13 +221,25 @@ func header(s *svgWriter, c Chart, limit int64) {
 	figures := fmt.Sprintf("%s: device used %s of %s · peak reserved %s · PyTorch limit %s (%s outside its allocator)",
 		verdict, units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity), units.FormatBytes(r.PeakReserved),
 		units.FormatBytes(limit), units.FormatBytes(r.Capacity-limit))
-	s.text(16, 46, 12, "start", "#000000", "figures", fit(figures, room, 12))
-	s.text(16, 63, 12, "start", colorPeak, "header-peak", fit(fmt.Sprintf("● peak allocated %s in %s, %s",
-		units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op), room, 12))
-	s.text(16, 80, 12, "start", colorLargest, "header-largest", fit("▼ largest allocation: "+describe(r.Largest), room, 12))
-	if r.OOM != nil {
-		s.text(16, 97, 12, "start", colorOOM, "header-oom", fit("▼ first failing allocation: "+describe(r.OOM.Alloc), room, 12))
+	y := 29.0
+	line := func(color, class, text string) {
+		for i, l := range wrapText(text, room-16, 12, 3) {
+			y += 17
+			x := 16.0
+			if i > 0 {
+				x = 32 // continuation lines are indented
+			}
+			s.text(x, y, 12, "start", color, class, l)
+		}
 	}
+	line("#000000", "figures", figures)
+	line(colorPeak, "header-peak", fmt.Sprintf("● peak allocated %s in %s, %s",
+		units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
+	line(colorLargest, "header-largest", "▼ largest allocation: "+describe(r.Largest))
+	if r.OOM != nil {
+		line(colorOOM, "header-oom", "▼ first failing allocation: "+describe(r.OOM.Alloc))
+	}
+	return y
 }
 
 // describe is "1000.00 MiB fp32[8, 1024, 32000] loss.out.fp32 in forward, op loss.to_fp32".
@@ -232,6 +249,38 @@ func describe(a replay.Alloc) string {
 		shape[i] = fmt.Sprint(n)
 	}
 	return fmt.Sprintf("%s %s[%s] %s in %s, op %s", units.FormatBytes(a.Bytes), a.DType.Name(), strings.Join(shape, ", "), a.Tensor, a.Phase, a.Op)
+}
+
+// labelBoxes are the boxes of the labels drawn on a chart, so that the
+// next is placed where it overlaps none.
+type labelBoxes []box
+
+// textBox is the box of 11 px text at (x, y) with the given anchor
+// (glyphs taken as 0.58 em wide, as fit does).
+func textBox(x, y float64, anchor, text string) box {
+	w := 0.58 * 11 * float64(len([]rune(text)))
+	switch anchor {
+	case "end":
+		x -= w
+	case "middle":
+		x -= w / 2
+	}
+	return box{x, y - 10, x + w, y + 2}
+}
+
+func (l *labelBoxes) add(x, y float64, anchor, text string) {
+	*l = append(*l, textBox(x, y, anchor, text))
+}
+
+// place returns the baseline nearest y (trying a line below, then above,
+// then two, ...) where text overlaps no label drawn, and records it.
+func (l *labelBoxes) place(x, y float64, anchor, text string) float64 {
+	at := y
+	for k := 0; k < 8 && textBox(x, at, anchor, text).hitsAny(*l); k++ {
+		at = y + float64((k/2+1)*13)*[]float64{1, -1}[k%2]
+	}
+	l.add(x, at, anchor, text)
+	return at
 }
 
 // axes draws the y grid with byte labels and the two axis lines.
@@ -317,14 +366,16 @@ func phaseMarks(s *svgWriter, f frame, cols []column) {
 // peakMark draws the peak of allocated memory as a dashed line and a dot
 // at its first event. Its label goes under the line when the limit line
 // (at limitY, -1 for none) is too close above it.
-func peakMark(s *svgWriter, f frame, cols []column, tl []replay.Point, r *replay.Report, limitY float64) {
+func peakMark(s *svgWriter, f frame, cols []column, tl []replay.Point, r *replay.Report, limitY float64, labels *labelBoxes) {
 	y := f.y(r.PeakAllocated)
 	s.line(f.x0, y, f.x1, y, colorPeak, ` stroke-dasharray="6 3" class="peak"`)
 	ly := y - 4
 	if limitY >= 0 && y-limitY < 14 && y-limitY > -4 {
 		ly = y + 13
 	}
-	s.text(f.x0+4, ly, 11, "start", colorPeak, "peak-label", "peak allocated "+units.FormatBytes(r.PeakAllocated))
+	text := "peak allocated " + units.FormatBytes(r.PeakAllocated)
+	labels.add(f.x0+4, ly, "start", text)
+	s.text(f.x0+4, ly, 11, "start", colorPeak, "peak-label", text)
 	if i := peakEvent(tl); i >= 0 {
 		ci := columnOf(cols, i)
 		s.raw(`<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s" class="peak-point"/>`+"\n", f.xmid(ci), f.y(tl[i].Allocated), colorPeak)
@@ -334,7 +385,7 @@ func peakMark(s *svgWriter, f frame, cols []column, tl []replay.Point, r *replay
 // allocMark marks the event that made one allocation: a triangle
 // pointing at the height reached, hung from a line above the data (which
 // it leaves visible).
-func allocMark(s *svgWriter, f frame, cols []column, event int, color, class, label string) {
+func allocMark(s *svgWriter, f frame, cols []column, event int, color, class, label string, labels *labelBoxes) {
 	if event < 0 {
 		return
 	}
@@ -347,7 +398,7 @@ func allocMark(s *svgWriter, f frame, cols []column, event int, color, class, la
 	if x > (f.x0+f.x1)/2 {
 		anchor, dx = "end", -8
 	}
-	s.text(x+dx, top-2, 11, anchor, color, class+"-label", label)
+	s.text(x+dx, labels.place(x+dx, top-2, anchor, label), 11, anchor, color, class+"-label", label)
 }
 
 // strip is a band under the x axis coloured by phase, recompute included,

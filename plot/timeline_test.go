@@ -230,3 +230,52 @@ func TestModulesPanel(t *testing.T) {
 		t.Errorf("first bar %q, want the slowest row %q", names[0].text, slowest.Name)
 	}
 }
+
+// Labels on the chart do not overlap, even when the largest and the
+// failing allocation are the same event; header lines wrap instead of
+// being cut (issue 24 item 11).
+func TestTimelineLabelsApart(t *testing.T) {
+	r := quickstartReport(t, "RTX-4090", 64)
+	if r.OOM == nil {
+		t.Fatal("want an OOM at batch 64 on an RTX 4090")
+	}
+	r.Largest = r.OOM.Alloc // both marks on one event
+	r.Largest.Tensor = "h.11.mlp.a.very.long.module.path.that.no.header.line.holds.on.one.line.of.the.panel.at.all.and.more"
+	r.OOM.Alloc.Tensor = r.Largest.Tensor
+	var b bytes.Buffer
+	must(t, WriteSVG(&b, []Chart{{Report: r}}))
+	els := parseSVG(t, b.Bytes())
+	var boxes []box
+	for _, class := range []string{"peak-label", "limit-label", "largest-label", "oom-label"} {
+		for _, e := range byClass(els, class) {
+			x, _ := strconv.ParseFloat(e.attrs["x"], 64)
+			y, _ := strconv.ParseFloat(e.attrs["y"], 64)
+			bx := textBox(x, y, e.attrs["text-anchor"], e.text)
+			if bx.hitsAny(boxes) {
+				t.Errorf("label %q at (%g, %g) overlaps another", e.text, x, y)
+			}
+			boxes = append(boxes, bx)
+		}
+	}
+	if len(boxes) != 4 {
+		t.Errorf("want 4 labels, got %d", len(boxes))
+	}
+	var header []string
+	for _, class := range []string{"figures", "header-peak", "header-largest", "header-oom"} {
+		for _, e := range byClass(els, class) {
+			header = append(header, e.text)
+			if strings.HasSuffix(e.text, "…") {
+				t.Errorf("header line cut: %q", e.text)
+			}
+		}
+	}
+	if got := strings.Join(header, ""); !strings.Contains(got, r.Largest.Tensor) { // lines break inside the name
+		t.Errorf("the wrapped header lacks the tensor's whole name: %q", got)
+	}
+	// The plot starts below the header.
+	for _, e := range byClass(els, "phase-label") {
+		if y, _ := strconv.ParseFloat(e.attrs["y"], 64); y < 17*6 {
+			t.Errorf("phase label at y=%g is in the header", y)
+		}
+	}
+}

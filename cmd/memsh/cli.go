@@ -76,6 +76,8 @@ Flags (before or after the command):
                                   localhost:8080): re-runs on save, shows what
                                   is alive under the pointer, a table row's
                                   timeline on click
+  plot --report N|all             without emit(): the Nth report the script
+                                  simulates, or all (default: the last)
   doc --markdown                  the whole reference as Markdown
   fit --gpu NAME                  the GPU (default H100-80GB)
   fit --seq N                     tokens per sequence (required)

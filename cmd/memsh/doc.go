@@ -14,7 +14,7 @@
 // --timeout DURATION (a wall-clock limit per script for run, test and
 // plot; default none) and --color=auto|always|never (auto colours a
 // terminal unless NO_COLOR is set). Output flags: run --json (emitted values as JSON lines,
-// docs/json.md), --csv (emitted tables as CSV), --plot OUT.svg and --snapshot OUT.pickle; test --update; plot -o OUT and --html;
+// docs/json.md), --csv (emitted tables as CSV), --plot OUT.svg and --snapshot OUT.pickle; test --update; plot -o OUT, --html and --report N|all;
 // doc --markdown. Exit status: 0 success, 1 script error (or a failed
 // test), 2 usage error, 130 interrupted.
 //

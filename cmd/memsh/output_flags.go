@@ -23,6 +23,7 @@ type outputFlags struct {
 	out      string // plot: the output file ("" is stdout)
 	html     bool   // plot: an HTML page instead of an SVG
 	http     string // plot: serve a live page on this address
+	report   string // plot: which simulated report to draw when none is emitted: N (from 1) or all
 	update   bool   // test: rewrite the golden files
 	markdown bool   // doc: the reference in Markdown
 	fit      fitFlags
@@ -32,7 +33,7 @@ type outputFlags struct {
 
 // outputFlagCommands says which commands take each output flag.
 var outputFlagCommands = map[string]string{
-	"json": "run fit compare check", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "update": "test", "markdown": "doc",
+	"json": "run fit compare check", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "report": "plot", "update": "test", "markdown": "doc",
 	"gpu": "fit check", "seq": "fit check", "batch": "fit", "gpus": "fit check", "precision": "fit", "top": "fit check",
 	"model": "check", "nodes": "check", "headroom": "check", "emit-star": "check", "trainer": "check",
 }
@@ -65,6 +66,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	str("o", &o.out)
 	boolean("html", &o.html)
 	str("http", &o.http)
+	str("report", &o.report)
 	boolean("update", &o.update)
 	boolean("markdown", &o.markdown)
 	integer := func(name string, p *int64) {

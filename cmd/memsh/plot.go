@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
@@ -15,28 +16,34 @@ import (
 	"github.com/memsh/memsh/plot"
 )
 
-// cmdPlot is memsh plot [-o OUT] [--html] FILE [ARGS...]: run the script
-// and draw the memory timelines of the reports it emits and the charts of
-// the tables it emits (or, when it emits none, the timeline of the last
-// report it simulated) as an SVG, or an HTML page with the SVG and the
-// tables.
+// cmdPlot is memsh plot [-o OUT] [--html] [--report N|all] FILE [ARGS...]:
+// run the script and draw the memory timelines of the reports it emits and
+// the charts of the tables it emits (or, when it emits none, the timeline
+// of the last report it simulated, or of the one --report picks) as an
+// SVG, or an HTML page with the SVG and the tables.
 func (e *env) cmdPlot(operands []string) error {
 	fs := flag.NewFlagSet("plot", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&e.out.out, "o", e.out.out, "")
 	fs.BoolVar(&e.out.html, "html", e.out.html, "")
 	fs.StringVar(&e.out.http, "http", e.out.http, "")
+	fs.StringVar(&e.out.report, "report", e.out.report, "")
 	operands, err := parseInterspersed(fs, operands)
 	if err != nil {
 		return err
 	}
 	if len(operands) == 0 {
-		return usagef("plot needs a script: memsh plot [-o OUT.svg] [--html] [-http ADDR] FILE.star [ARGS...]")
+		return usagef("plot needs a script: memsh plot [-o OUT.svg] [--html] [--report N|all] [-http ADDR] FILE.star [ARGS...]")
+	}
+	if r := e.out.report; r != "" && r != "all" {
+		if n, err := strconv.Atoi(r); err != nil || n < 1 {
+			return usagef("--report takes the number of a report the script simulates (1 is the first) or all (got %q)", r)
+		}
 	}
 	file, args := operands[0], operands[1:]
 	if e.out.http != "" {
-		if e.out.out != "" || e.out.html {
-			return usagef("plot -http serves a live page: it takes no -o or --html")
+		if e.out.out != "" || e.out.html || e.out.report != "" {
+			return usagef("plot -http serves a live page: it takes no -o, --html or --report")
 		}
 		return e.servePlot(e.out.http, file, args)
 	}
@@ -52,6 +59,9 @@ func (e *env) cmdPlot(operands []string) error {
 	}
 	res, err := e.execScript(e.ctx, sr)
 	if err != nil {
+		return err
+	}
+	if err := res.pick(e.out.report, e.stderr); err != nil {
 		return err
 	}
 	if e.out.out == "" || e.out.out == "-" {
@@ -115,14 +125,21 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 		charts = append(charts, c)
 		rendered = append(rendered, table.String())
 	}
-	if len(charts) == 0 && res.last != nil {
-		sr, err := res.last.WithTimeline()
+	picked := res.picked
+	if picked == nil && res.last != nil {
+		picked = []host.Simulation{res.last}
+	}
+	if len(charts) > 0 { // the script chose what to draw
+		picked = nil
+	}
+	for _, r := range picked {
+		sr, err := r.WithTimeline()
 		if err != nil {
 			return err
 		}
-		charts = append(charts, plot.Chart{Title: res.last.Title(), Report: sr})
+		charts = append(charts, plot.Chart{Title: r.Title(), Report: sr})
 		var table strings.Builder
-		if err := res.last.Render(&table, false); err != nil {
+		if err := r.Render(&table, false); err != nil {
 			return err
 		}
 		rendered = append(rendered, table.String())
@@ -138,4 +155,35 @@ func drawPlot(w io.Writer, html bool, script string, res *scriptResult) error {
 		return plot.WriteHTML(w, "memsh: "+script, sections)
 	}
 	return plot.WriteSVG(w, charts)
+}
+
+// pick chooses which simulated reports memsh plot draws when the script
+// emits none: the one --report names (from 1), all of them, or by default
+// the last, saying on w when there were others to choose from.
+func (res *scriptResult) pick(report string, w io.Writer) error {
+	emitsCharts := false
+	for _, em := range res.emitted {
+		switch em.Value.(type) {
+		case *reports.Report, *tables.ResultTable:
+			emitsCharts = true
+		}
+	}
+	n := len(res.all)
+	switch {
+	case emitsCharts:
+		if report != "" {
+			fmt.Fprintf(w, "memsh plot: --report %s is not used: the script emits what to draw\n", report)
+		}
+	case report == "all":
+		res.picked = res.all
+	case report != "":
+		k, _ := strconv.Atoi(report)
+		if k > n {
+			return fmt.Errorf("--report %d: the script simulates %s", k, plural(n, "report"))
+		}
+		res.picked = res.all[k-1 : k]
+	case n > 1:
+		fmt.Fprintf(w, "memsh plot: drawing the last of the %d reports the script simulates; --report N (1 to %d) or --report all draws others, emit(r) in the script chooses\n", n, n)
+	}
+	return nil
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -35,5 +37,37 @@ func TestReadmeExampleRuns(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("README example output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The README's chart example rings more than one point: its x and y make
+// a trade-off (issue 24 item 11; x="batch", y="peak_allocated" rang only
+// the smallest batch).
+func TestReadmeParetoExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`emit\\(t, x=\"(\\w+)\", y=\"(\\w+)\", by=\"(\\w+)\", pareto=True\\)`").FindStringSubmatch(string(readme))
+	if m == nil {
+		t.Fatal("README has no emit(t, x=..., y=..., by=..., pareto=True) example")
+	}
+	script := filepath.Join(t.TempDir(), "pareto.star")
+	src := fmt.Sprintf(`
+blk = sequential(residual(sequential(rmsnorm(1024), attention(1024, 16))), residual(sequential(rmsnorm(1024), mlp(1024, 4096, act = "swiglu"))))
+m = model("small", embedding(32000, 1024), repeat(blk, 8), rmsnorm(1024), vocab = 32000)
+t = sweep(train(m, seq = 2048, precision = "bf16-mixed", gpu = "A100-80GB"), batch = [1, 2, 4, 8], checkpoint = ["none", "full"])
+print(len(t.filter(lambda r: r["fits"]).pareto(%q, %q)))
+emit(t, x = %q, y = %q, by = %q, pareto = True)
+`, m[1], m[2], m[1], m[2], m[3])
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--json", script}, &out, &errb, func(string) string { return "" }); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if n := strings.TrimSpace(errb.String()); n == "0" || n == "1" {
+		t.Errorf("the README's Pareto example (x=%s, y=%s) rings %s point", m[1], m[2], n)
 	}
 }

@@ -33,7 +33,9 @@ type scriptRun struct {
 // scriptResult is what a run produced for plotting.
 type scriptResult struct {
 	emitted []host.Emitted
-	last    host.Simulation // the last report simulate() returned
+	last    host.Simulation   // the last report simulate() returned
+	all     []host.Simulation // every report simulate() returned, in order (memsh plot --report)
+	picked  []host.Simulation // the reports memsh plot draws when the script emits none; nil: the last
 }
 
 // execScript runs the script and then its main() function, if it defines
@@ -48,7 +50,7 @@ func (e *env) execScript(ctx context.Context, sr scriptRun) (*scriptResult, erro
 	res := &scriptResult{}
 	st := in.State()
 	st.Progress = progressTo(e.stderr) // bars of long sweeps and searches
-	st.Simulated = func(r host.Simulation) { res.last = r }
+	st.Simulated = func(r host.Simulation) { res.last, res.all = r, append(res.all, r) }
 	st.Emit = func(thread *starlark.Thread, em host.Emitted) error {
 		res.emitted = append(res.emitted, em)
 		if sr.emit != nil {
