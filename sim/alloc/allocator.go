@@ -49,6 +49,11 @@ type Allocator struct {
 	// and could not be reused (the cause of fragmentation).
 	Grew      func(g Growth)
 	freeBytes [2]int64 // per pool: bytes in free blocks
+	// largest[pool] is the size of the pool's largest free block while
+	// largestKnown[pool]; removing a block of that size forgets it until
+	// Cached scans again.
+	largest      [2]int64
+	largestKnown [2]bool
 }
 
 // Growth is a request no cached block could serve: the reserve grows
@@ -71,13 +76,18 @@ type Cache struct {
 func (a *Allocator) Cached(pool int) Cache {
 	fl := a.free[pool]
 	c := Cache{Blocks: len(fl), Bytes: a.freeBytes[pool]}
-	if a.index[pool].active {
-		c.Largest = a.index[pool].largest()
-		return c
+	switch {
+	case a.largestKnown[pool]:
+	case a.index[pool].active:
+		a.largest[pool], a.largestKnown[pool] = a.index[pool].largest(), true
+	default:
+		var l int64
+		for _, b := range fl {
+			l = max(l, b.Size)
+		}
+		a.largest[pool], a.largestKnown[pool] = l, true
 	}
-	for _, b := range fl {
-		c.Largest = max(c.Largest, b.Size)
-	}
+	c.Largest = a.largest[pool]
 	return c
 }
 
@@ -288,6 +298,7 @@ func (a *Allocator) bestFit(pool int, size int64) *Block {
 func (a *Allocator) addFree(b *Block) {
 	pool := b.seg.pool
 	a.freeBytes[pool] += b.Size
+	a.largest[pool] = max(a.largest[pool], b.Size) // still the largest when it was known
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
 	a.index[pool].added(b, a.free[pool])
@@ -321,6 +332,9 @@ func (a *Allocator) removeFree(b *Block) {
 		a.whole = a.whole[:len(a.whole)-1]
 	}
 	a.freeBytes[pool] -= b.Size
+	if b.Size >= a.largest[pool] {
+		a.largestKnown[pool] = false
+	}
 	var moved *Block
 	from := len(fl) - 1
 	if last := fl[from]; last != b { // the last block moves into the hole
