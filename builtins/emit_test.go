@@ -88,7 +88,7 @@ func TestEmitAndExpectErrors(t *testing.T) {
 
 // TestJSONDocumentRoundTrip decodes the JSON of reports (one that fits,
 // with its timeline, and one that runs out of memory) and compares every
-// field of DESIGN.md section 2.5 with the Go report.
+// field of the JSON report (docs/json.md) with the Go report.
 func TestJSONDocumentRoundTrip(t *testing.T) {
 	g, err := runScript(t, &host.State{}, reportPrelude+`
 t = simulate(p, timeline = True)

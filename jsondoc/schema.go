@@ -65,7 +65,7 @@ type Chart struct {
 	Pareto bool   `json:"pareto"`       // the Pareto front of x and y is highlighted
 }
 
-// Report is one simulated step on one GPU (DESIGN.md section 2.5), as
+// Report is one simulated step on one GPU (docs/json.md: the fields), as
 // r.as_dict() gives it.
 type Report struct {
 	Model string `json:"model"` // model name

@@ -14,8 +14,9 @@ import (
 )
 
 // Report is the Starlark value of a simulated step (type "report"), from
-// simulate(plan). Its attributes are DESIGN.md section 2.5; print(r)
-// renders a table (render_report.go).
+// simulate(plan). Its attributes are declared in report_fields.go (memsh
+// doc simulate, docs/json.md); print(r) renders a table
+// (render_report.go).
 type Report struct {
 	r     *replay.Report
 	plan  *plans.Plan

@@ -71,3 +71,107 @@ emit(t, x = %q, y = %q, by = %q, pareto = True)
 		t.Errorf("the README's Pareto example (x=%s, y=%s) rings %s point", m[1], m[2], n)
 	}
 }
+
+// readmeBlock is a fenced block of the README: its language ("" for
+// output quoted as memsh prints it) and its text.
+type readmeBlock struct {
+	lang, body string
+	line       int // where the fence opens
+}
+
+// readmeBlocks reads the README's fenced blocks in order.
+func readmeBlocks(t *testing.T) []readmeBlock {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []readmeBlock
+	var open *readmeBlock
+	for i, l := range strings.Split(string(readme), "\n") {
+		switch {
+		case open == nil && strings.HasPrefix(l, "```"):
+			open = &readmeBlock{lang: strings.TrimPrefix(l, "```"), line: i + 1}
+		case open != nil && l == "```":
+			blocks = append(blocks, *open)
+			open = nil
+		case open != nil:
+			open.body += l + "\n"
+		}
+	}
+	if open != nil {
+		t.Fatalf("README.md:%d: the fence is never closed", open.line)
+	}
+	return blocks
+}
+
+// Every Python example of the README runs as a user would paste it: one
+// with its own load() alone, the others after the first example, which
+// defines the plan they use (issue 24: the README's examples agree with
+// what memsh does).
+func TestReadmeScriptsRun(t *testing.T) {
+	var first string
+	n := 0
+	for _, b := range readmeBlocks(t) {
+		if b.lang != "python" {
+			continue
+		}
+		src := b.body
+		if first == "" {
+			first = src
+		} else if !strings.Contains(src, "load(") {
+			src = first + src
+		}
+		n++
+		dir := t.TempDir()
+		script := filepath.Join(dir, "readme.star")
+		if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"run", script}, &out, &errb, func(string) string { return "" }); code != 0 {
+			t.Errorf("README.md:%d: the example exits %d: %s", b.line, code, errb.String())
+		}
+	}
+	if n < 2 {
+		t.Fatalf("README has %d Python examples; this test expects several", n)
+	}
+}
+
+// Output the README quotes (a fence without a language) is what memsh
+// prints: each line is in a reviewed golden of testdata/scripts, "..."
+// standing for text the README leaves out.
+func TestReadmeOutputsQuoted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "scripts", "*.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goldens strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goldens.Write(b)
+	}
+	n := 0
+	for _, b := range readmeBlocks(t) {
+		if b.lang != "" {
+			continue
+		}
+		for i, l := range strings.Split(strings.TrimRight(b.body, "\n"), "\n") {
+			parts := strings.Split(l, "...")
+			for j := range parts {
+				parts[j] = regexp.QuoteMeta(parts[j])
+			}
+			re := regexp.MustCompile("(?m)^" + strings.Join(parts, ".*") + "$")
+			if !re.MatchString(goldens.String()) {
+				t.Errorf("README.md:%d: memsh prints no such line in testdata/scripts: %s", b.line+1+i, l)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("README quotes no output; this test expects some")
+	}
+}
