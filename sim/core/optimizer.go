@@ -211,18 +211,19 @@ func (o Optimizer) States(shape []int64, n int64, dt units.DType) []StateTensor 
 	return o.Kind.spec().states(o, shape, n, dt)
 }
 
-// StepTemporary is the transient memory of the step: per tensor for the
-// for-loop and in-backward paths (the largest tensor counts), over the
-// whole group for foreach.
+// StepTemporary is the transient memory of the step over tensors of
+// state bytes largest (the largest one) and total (all of them): none for
+// fused kernels; per tensor for the for-loop path (exp_avg_sq.sqrt() and
+// its quotient: the largest tensor counts); the sqrt of every exp_avg_sq
+// at once for foreach (torch.optim.adamw _multi_tensor_adamw). With the
+// step in backward each parameter has an optimizer of its own
+// (torchtune's optimizer_in_bwd), so largest and total are one tensor's.
 func (o Optimizer) StepTemporary(largest, total int64) int64 {
 	switch o.Kind {
 	case AdamW8bit, PagedAdamW8bit, PagedAdamW, SGD, Lion:
 		return 0 // one fused kernel per tensor (bitsandbytes), or in-place updates
 	case Adafactor:
 		return 2 * largest // grad**2 + eps and the update, per tensor
-	}
-	if o.InBackward {
-		return 2 * largest
 	}
 	switch o.ImplName() {
 	case "fused":

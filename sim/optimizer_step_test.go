@@ -1,0 +1,36 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+)
+
+// TestStepTemporary hand-counts the optimizer step's transient bytes over
+// tensors of 400 B (the largest) and 1,000 B (all of them): fused kernels
+// none; the for-loop path exp_avg_sq.sqrt() and its quotient for one
+// tensor at a time (2 x 400); foreach the sqrt of every exp_avg_sq at once
+// (torch.optim.adamw _multi_tensor_adamw: 1,000). With the step in
+// backward every parameter has an optimizer of its own (torchtune's
+// optimizer_in_bwd), so the replay passes one tensor's bytes as both:
+// foreach then holds that tensor's sqrt alone, and fused still nothing.
+func TestStepTemporary(t *testing.T) {
+	for _, c := range []struct {
+		opt            core.Optimizer
+		largest, total int64
+		want           int64
+	}{
+		{core.Optimizer{Kind: core.AdamW, Impl: "fused"}, 400, 1000, 0},
+		{core.Optimizer{Kind: core.AdamW, Impl: "for-loop"}, 400, 1000, 800},
+		{core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, 400, 1000, 1000},
+		{core.Optimizer{Kind: core.AdamW, Impl: "fused", InBackward: true}, 400, 400, 0},
+		{core.Optimizer{Kind: core.AdamW, Impl: "foreach", InBackward: true}, 400, 400, 400},
+		{core.Optimizer{Kind: core.AdamW, Impl: "for-loop", InBackward: true}, 400, 400, 800},
+		{core.Optimizer{Kind: core.AdamW8bit, InBackward: true}, 400, 400, 0},
+		{core.Optimizer{Kind: core.Adafactor}, 400, 1000, 800},
+	} {
+		if got := c.opt.StepTemporary(c.largest, c.total); got != c.want {
+			t.Errorf("%s impl %q in_backward=%v: %d B of step temporaries, want %d", c.opt.Kind, c.opt.Impl, c.opt.InBackward, got, c.want)
+		}
+	}
+}
