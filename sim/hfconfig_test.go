@@ -53,6 +53,10 @@ import (
 //   - Nemotron-H-8B-Base-8K (nvidia, nemotron_h, the hub's modeling code)
 //     8,100,852,736: derived by hand below (the hub's 8.1B); config as
 //     quoted in Megatron-Bridge's tests.
+//   - AI21-Jamba-1.5-Mini (ai21labs, jamba; config as quoted in public
+//     test code) 51,570,323,328: its model.safetensors.index.json
+//     total_size of 103,140,646,656 bytes in bf16 (quoted in a model card
+//     in the code corpus), the hub's 51.6B; derived by hand below too.
 //
 // Hand derivations (h hidden, L layers, V vocab):
 //
@@ -78,6 +82,16 @@ import (
 //	  bias): 41,943,040; 24 MLP (up, down 4096*21504): 176,160,768; a norm
 //	  of 4096 in each block. Embeddings and head 2*131072*4096, norm_f 4096.
 //	  Total 8,100,852,736.
+//	AI21-Jamba-1.5-Mini: h=4096, L=32, V=65536, untied. 28 Mamba layers
+//	  (inner 8192, state 16, dt rank 256, conv 4): in_proj 4096*16384 =
+//	  67,108,864, conv1d 8192*4 + 8192, x_proj 8192*288 = 2,359,296,
+//	  dt_proj 256*8192 + 8192, A_log 8192*16, D 8192, out_proj 8192*4096 =
+//	  33,554,432, norms 256+16+16: 105,308,448; 4 attention layers (i % 8
+//	  == 4; 32 heads, 8 kv heads of 128, no bias): 41,943,040; 16 MoE
+//	  feed-forwards (i % 2 == 1; 16 experts of 3*4096*14336, router
+//	  4096*16): 2,818,637,824; 16 MLPs of 176,160,768; two norms of 4096
+//	  per layer. Embeddings and head 2*65536*4096, final norm 4096. Total
+//	  51,570,323,328.
 //	opt-350m: embed 50272*512 = 25,739,264; project_in, project_out
 //	  512*1024 each = 1,048,576; positions 2050*1024 = 2,099,200; 24 post-LN
 //	  layers of 12,596,224 = 302,309,376; no final layer norm. Total
@@ -115,6 +129,7 @@ var hfParamCases = []struct {
 	{"phi-3.5-moe-instruct.json", "", 41_873_153_344},
 	{"mamba-codestral-7b.json", "", 7_285_403_648},
 	{"nemotron-h-8b-base-8k.json", "", 8_100_852_736},
+	{"ai21-jamba-1.5-mini.json", "", 51_570_323_328},
 }
 
 func readHF(t testing.TB, file string) []byte {

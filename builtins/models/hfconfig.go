@@ -26,7 +26,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\"; for decoders the causal LM " +
 			"(the default) or the base model (\"LlamaModel\": no head). " +
 			"Layers that differ (DeepSeek's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
-			"sliding and full ones) stack as layers.0, layers.1, ...; MoE blocks run as transformers 4.x runs them " +
+			"sliding and full ones, Jamba's Mamba and attention layers) stack as layers.0, layers.1, ...; " +
+			"Jamba's Mamba layers run the mamba_ssm kernels (use_mamba_kernels, as transformers trains them); MoE blocks run as transformers 4.x runs them " +
 			"(moe(impl=\"loop\"); gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
 			"modules the checkpoint holds (DeepSeek-V3's num_nextn_predict_layers), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +

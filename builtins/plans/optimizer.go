@@ -123,7 +123,8 @@ var optimizerDocs = []struct {
 			"optimizer-state dtype (8 bytes/param in fp32). impl is \"foreach\" (the CUDA default: one " +
 			"temporary the size of all parameters), \"fused\" (in place) or \"for-loop\" (two temporaries the " +
 			"size of the largest tensor). fused=True is impl=\"fused\". in_backward steps each parameter as soon " +
-			"as its gradient is complete and frees that gradient (optimizer-in-backward)."},
+			"as its gradient is complete and frees that gradient (optimizer-in-backward; each tensor then has its " +
+			"own step, so its temporaries are one tensor's; it needs grad_accum=1, as torchtune's recipes require)."},
 	{core.AdamW8bit, "adamw8bit(in_backward=False)",
 		"bitsandbytes AdamW8bit: two int8 moments plus an fp32 absmax per 256-element block " +
 			"(about 2 bytes/param); tensors under 4096 elements keep fp32 moments."},

@@ -116,3 +116,67 @@ func buildNemotronH(c *hfConfig, attn string, head hfHead) *core.Model {
 		&nn.Norm{Name: "norm_f", Dim: hidden, RMS: true}}
 	return c.finish(head, ls, vocab, tie)
 }
+
+// buildJamba is transformers' JambaForCausalLM (AI21's Jamba and
+// Jamba-1.5): layer i is an attention layer when i % attn_layer_period ==
+// attn_layer_offset and a Mamba layer (nn.Mamba) otherwise; its
+// feed-forward is a MoE (JambaSparseMoeBlock: an nn.Linear router, the
+// per-expert loop, top-k weights not renormalised) when i %
+// expert_layer_period == expert_layer_offset, else a SwiGLU MLP. Each
+// layer is x + mixer(input_layernorm(x)), then x + feed_forward(
+// pre_ff_layernorm(x)); attention without rotary embeddings.
+func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	vocab := c.size("vocab_size")
+	tie := c.flag("tie_word_embeddings", false) // JambaConfig's default
+	inter := c.size("intermediate_size")
+	heads := c.size("num_attention_heads")
+	kv := c.kvHeads("num_key_value_heads", heads)
+	experts := c.sizeOr("num_experts", 16)
+	topK := c.sizeOr("num_experts_per_tok", 2)
+	attnPeriod, attnOffset := c.sizeOr("attn_layer_period", 8), c.sizeOr("attn_layer_offset", 4)
+	expPeriod, expOffset := c.sizeOr("expert_layer_period", 2), c.sizeOr("expert_layer_offset", 1)
+	act := c.mlpAct("hidden_act", "silu", true)
+	state := c.sizeOr("mamba_d_state", 16)
+	if c.err == nil && !c.flag("use_mamba_kernels", true) {
+		c.fail("use_mamba_kernels", "is false: memsh models the mamba_ssm kernels, not the naive scan (which materialises [batch, inner, seq, state] fp32 tensors)")
+	}
+	if c.err == nil && (attnOffset >= attnPeriod || expOffset >= expPeriod) {
+		c.fail("attn_layer_offset", "and expert_layer_offset must be below their periods (attention %d of %d, experts %d of %d)", attnOffset, attnPeriod, expOffset, expPeriod)
+	}
+	if c.err != nil {
+		return nil
+	}
+	expand := c.sizeOr("mamba_expand", 2)
+	mamba := &nn.Mamba{Name: "mamba", Dim: hidden, Inner: expand * hidden, State: state, ConvK: c.sizeOr("mamba_d_conv", 4),
+		DTRank: c.sizeOr("mamba_dt_rank", (hidden+15)/16), Bias: c.flag("mamba_proj_bias", false), ConvBias: c.flag("mamba_conv_bias", true)}
+	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hidden / max(heads, 1),
+		Impl: attn, Causal: true, SoftmaxFP32: true}
+	mlp := &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: inter, Act: act}
+	moe := &nn.MoE{Name: "feed_forward", Dim: hidden, Hidden: inter, Experts: experts, TopK: topK, Act: act, RouterName: "router"}
+	c.checkTotal(float64(layers)*(float64(mamba.Params())+float64(at.Params())+float64(moe.Params())) + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
+	kinds := map[[2]bool]core.Layer{}
+	blocks := make([]core.Layer, 0, layers)
+	for i := range layers {
+		k := [2]bool{i%attnPeriod == attnOffset, i%expPeriod == expOffset}
+		if kinds[k] == nil {
+			var mixer, ff core.Layer = mamba, mlp
+			if k[0] {
+				mixer = at
+			}
+			if k[1] {
+				ff = moe
+			}
+			kinds[k] = seq(res(norm("input_layernorm"), mixer), res(norm("pre_ff_layernorm"), ff))
+		}
+		blocks = append(blocks, kinds[k])
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks),
+		&nn.Norm{Name: "final_layernorm", Dim: hidden, RMS: true}}
+	return c.finish(head, ls, vocab, tie)
+}

@@ -77,6 +77,9 @@ type MoE struct {
 	RouterBias bool    // the router has a bias (gpt-oss)
 	ScoreBias  bool    // a per-expert selection bias, a buffer (DeepSeek-V3's e_score_correction_bias)
 	ExpertBias bool    // the expert projections have biases (gpt-oss)
+	// RouterName is the nn.Linear router's module name under impl "loop":
+	// "gate" (Mixtral, Qwen-MoE) when empty, "router" in Jamba.
+	RouterName string
 	// WNames names the expert projections w1 (gate), w3 (up) and w2
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
 	WNames bool

@@ -60,7 +60,11 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// then cast to the hidden states' dtype.
 		var logits core.Value
 		if m.impl() == MoELoop {
-			logits = b.Linear("gate", core.RoleRouter, x, m.Dim, E, false)
+			name := m.RouterName
+			if name == "" {
+				name = "gate"
+			}
+			logits = b.Linear(name, core.RoleRouter, x, m.Dim, E, false)
 		} else {
 			logits = routerParamLinear(b, "router", x, m.Dim, E, false, b.Prec.Compute)
 		}
