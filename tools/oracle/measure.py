@@ -77,8 +77,10 @@ class Saved:
             shape = tuple(t.shape)
             for p in self.frozen.get(shape, []) + self.frozen.get(shape[::-1], []):
                 w = p.detach().to(torch.bfloat16)
-                if torch.equal(t, w if tuple(w.shape) == shape else w.t()):
-                    return "param_cast"
+                # a linear saves W^T (a view of the cast): a square weight matches one orientation only
+                for cand in (w, w.t()) if w.dim() == 2 else (w,):
+                    if tuple(cand.shape) == shape and torch.equal(t, cand):
+                        return "param_cast"
         return "activation"
 
     def pack(self, t):
