@@ -4,6 +4,7 @@ saved them: what to read when memsh and PyTorch differ.
     ~/venv-oracle/bin/python dump.py '{"h": 24, ...}' [depth]     or     dump.py vectors/x.jsonl ID [depth]
 Non-reentrant checkpointing hides its saves from the graph walk (unpacking would recompute): use depth 1 and
 read the totals."""
+import gc
 import json
 import sys
 
@@ -23,27 +24,30 @@ def main():
     depth = int(a[0]) if a else 1
     m, ids, tg = measure.build(c, depth)
     rec = measure.Saved(m, (ids, tg))
-    seen = {}
+    where = {}  # storage entry -> (dtype, shape, line) of its first packed tensor
     orig = rec.pack
 
     def pack(t):
         import traceback
-        p = measure.sptr(t)
-        if p not in seen:
+        orig(t)
+        e = rec.storages[measure.sptr(t)]
+        if id(e) not in where:
             fr = [f for f in traceback.extract_stack()[:-1] if "blocks.py" in f.filename]
-            seen[p] = (rec.cls(t), measure.snbytes(t), str(t.dtype), tuple(t.shape),
-                       f"{fr[-1].lineno}:{fr[-1].line}" if fr else "?")
-        return orig(t)
+            where[id(e)] = (e, str(t.dtype), tuple(t.shape), f"{fr[-1].lineno}:{fr[-1].line}" if fr else "?")
+        return t
     rec.pack = pack
     rec.ctx = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
     with rec, torch.autocast("cpu", dtype=torch.bfloat16, enabled=c["dtype"] == "amp_bf16"):
-        m(ids, tg)
+        loss = m(ids, tg)
+    gc.collect()
     tot = {}
-    for cls, nb, dt, sh, where in sorted(seen.values(), key=lambda r: (r[0], r[4])):
-        tot[cls] = tot.get(cls, 0) + nb
-        print(f"{cls:11s} {nb:10d} {dt:15s} {str(sh):22s} {where}")
+    for e, dt, sh, line in sorted(where.values(), key=lambda r: (r[0].cls, r[3])):
+        held = e.alive()
+        if held:
+            tot[e.cls] = tot.get(e.cls, 0) + e.nbytes
+        print(f"{e.cls:11s} {e.nbytes:10d} {dt:15s} {str(sh):22s} {line}{'' if held else '  (released during the forward)'}")
     print(json.dumps(tot))
-
+    del loss
 
 if __name__ == "__main__":
     main()

@@ -2,8 +2,8 @@
 
 The method is shared/oracle/measure.py's (REPORT.md section 2), reduced to the figures a vector keeps:
   * saved tensors: every tensor packed during the forward, seen by torch.autograd.graph.saved_tensors_hooks,
-    deduplicated by storage and counted at the storage's full size; classed as param, buffer, param_cast
-    (an autocast copy of a parameter) or activation. The caller's inputs (token ids, targets) are
+    deduplicated by storage and counted at the storage's full size if still saved when the forward ends;
+    classed as param, buffer, param_cast (an autocast copy of a parameter) or activation. The caller's inputs (token ids, targets) are
     activations too, marked as inputs.
   * params (count of the model's own parameters, LoRA adapters not included, as memsh's model.params;
     unique storages: a tied weight once), trainable params (adapters included), parameter bytes (all), gradient bytes after
@@ -12,6 +12,7 @@ The method is shared/oracle/measure.py's (REPORT.md section 2), reduced to the f
 Two steps run (AdamW's state exists from step 2 on); step 2 is recorded, as memsh replays the steady state.
 """
 import gc
+import weakref
 
 import torch
 
@@ -85,8 +86,11 @@ class Saved:
 
     def pack(self, t):
         p = sptr(t)
-        if p not in self.storages:
-            self.storages[p] = (self.cls(t), snbytes(t), p in self.inputs, str(t.dtype).replace("torch.", ""))
+        e = self.storages.get(p)
+        if e is None or not e.alive():  # a new storage: the address may be a freed one's
+            e = Storage(self.cls(t), snbytes(t), p in self.inputs, str(t.dtype).replace("torch.", ""))
+            self.storages[p] = e
+        e.refs.append(weakref.ref(t))
         return t
 
     def __enter__(self):
@@ -96,13 +100,31 @@ class Saved:
     def __exit__(self, *a):
         self.ctx.__exit__(*a)
 
+    def held(self):
+        """The storages still saved (call at the end of the forward, after gc.collect())."""
+        return [e for e in self.storages.values() if e.alive()]
+
     def summary(self):
         out = {k: 0 for k in ("activation", "param_cast", "param", "buffer", "input")}
-        for cls, nb, is_in, _ in self.storages.values():
-            out[cls] += nb
-            if is_in:
-                out["input"] += nb
+        for e in self.held():
+            out[e.cls] += e.nbytes
+            if e.is_input:
+                out["input"] += e.nbytes
         return out
+
+
+class Storage:
+    """One saved storage: its class, size, and weak references to the tensors packed from it. The pack hook returns
+    the tensor itself, so autograd's SavedVariable holds it: the storage is saved while one of them is alive. A
+    storage saved and then released during the forward (the inputs of a checkpoint region that records no graph)
+    is not counted, and its address, which the allocator may hand to a later tensor, is not mistaken for it."""
+
+    def __init__(self, cls, nbytes, is_input, dtype):
+        self.cls, self.nbytes, self.is_input, self.dtype = cls, nbytes, is_input, dtype
+        self.refs = []
+
+    def alive(self):
+        return any(r() is not None for r in self.refs)
 
 
 def build(c, layers):
@@ -141,13 +163,14 @@ def measure(c, layers):
     train = [p for p in params if p.requires_grad]
     opt = torch.optim.AdamW(train, lr=1e-4, foreach=False)
     auto = c["dtype"] == "amp_bf16"
-    rec = None
     for _ in range(2):
         opt.zero_grad(set_to_none=True)
         gc.collect()
         rec = Saved(m, (ids, tg))
         with rec, torch.autocast("cpu", dtype=torch.bfloat16, enabled=auto):
             loss = m(ids, tg)
+        gc.collect()
+        saved = rec.summary()  # what the forward left saved for backward
         loss.backward()
         grads = sum(p.grad.numel() * p.grad.element_size() for p in params if p.grad is not None)
         del loss
@@ -156,7 +179,6 @@ def measure(c, layers):
     for s in opt.state.values():
         for k, v in s.items():
             st[k] = st.get(k, 0) + v.numel() * v.element_size()
-    saved = rec.summary()
     base = [p for n, p in m.named_parameters() if "lora_" not in n]
     return dict(params=sum(p.numel() for p in base), trainable=sum(p.numel() for p in train),
                 param_bytes=sum(p.numel() * p.element_size() for p in params), grad_bytes=grads,
