@@ -259,7 +259,11 @@ def simpler(c):
 
 
 def shrink(args):
+    """Greedy reduction: each round measures the candidate reductions (simpler()) in batches and replays a batch
+    through memsh at once; the first that still differs becomes the case, until none does."""
     vs = [v for v in read(args.file)]
+    if args.ids:
+        vs = [v for v in vs if v["id"] in args.ids.split(",")]
     for v in vs:
         v.pop("open", None)
     got = replay(vs)
@@ -272,19 +276,27 @@ def shrink(args):
             if sid in kept:
                 continue
             c, depth = v["config"], max(int(k) for k in v["measured"])
-            cur = v
-            changed = True
-            while changed:
-                changed = False
-                for cand in simpler(c):
-                    try:
-                        cv = vector(sid, cand, depth, cur["command"])
-                    except RuntimeError:
-                        continue
-                    if diffs(cv, replay([cv]).get(sid)):
-                        c, cur, changed = cand, cv, True
+            cur, steps = v, 0
+            while True:
+                found = None
+                cands = simpler(c)
+                for at in range(0, len(cands), args.batch):
+                    batch = []
+                    for j, cand in enumerate(cands[at:at + args.batch]):
+                        try:
+                            batch.append(vector(f"{sid}-{at + j}", cand, depth, cur["command"]))
+                        except RuntimeError:  # PyTorch refuses the reduction
+                            continue
+                    res = replay(batch)
+                    found = next((cv for cv in batch if diffs(cv, res.get(cv["id"]))), None)
+                    if found:
                         break
-            cur["note"] = f"shrunk from {v['id']}; memsh differed: {json.dumps(diffs(cur, replay([cur]).get(sid)))}"
+                if not found:
+                    break
+                c, cur, steps = found["config"], found, steps + 1
+            cur["id"] = sid
+            cur["note"] = f"shrunk from {v['id']} in {steps} steps; memsh differed: " + \
+                json.dumps(diffs(cur, replay([cur]).get(sid)))
             cur["command"] = f"difftest.py shrink (from {v['id']}: {v['command']})"
             fo.write(json.dumps(cur, separators=(",", ":")) + "\n")
             fo.flush()
@@ -306,6 +318,8 @@ def main():
     s.add_argument("file")
     s.add_argument("--out", required=True)
     s.add_argument("--limit", type=int, default=1000, help="shrink at most this many failing cases")
+    s.add_argument("--ids", help="only these vectors (comma-separated ids)")
+    s.add_argument("--batch", type=int, default=8, help="candidates measured and replayed together")
     p = sub.add_parser("split")
     p.add_argument("file")
     p.add_argument("--ok-out", default=os.path.join(HERE, "vectors", "random.jsonl"))
