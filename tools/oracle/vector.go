@@ -30,8 +30,15 @@ type Vector struct {
 
 // Open is a recorded difference between memsh and PyTorch.
 type Open struct {
-	Cause string             `json:"cause"`
-	Memsh map[string]Figures `json:"memsh"` // by depth, as compared
+	Cause string                 `json:"cause"`
+	Memsh map[string]OpenFigures `json:"memsh"` // by depth, as compared
+}
+
+// OpenFigures are memsh's figures for an open difference, or the error
+// memsh gave instead.
+type OpenFigures struct {
+	Figures
+	Error string `json:"error,omitempty"`
 }
 
 // Figures are the asserted quantities. Every one is exact: each is a sum
