@@ -30,6 +30,10 @@ type Builder struct {
 	rollout    int64 // autoregressive steps of a model built from a data batch
 
 	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks
+	// tiedHead is the embedding weight the lm_head being lowered shares
+	// (tie_embeddings), or -1: its weight is registered tied, so whether
+	// it trains, and so what its matmul saves, is the embedding's.
+	tiedHead int32
 
 	Par parLowering // tensor, context and expert parallelism
 	Ft  *Finetune   // quant, freeze, chunked loss, packing
@@ -127,9 +131,13 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
 	trainable = b.Ft.paramTrainable(b.Name(name), role, trainable, b.Eval)
+	tied := int32(-1)
+	if role == RoleLMHead && name == "weight" {
+		tied = b.tiedHead
+	}
 	b.P.Params = append(b.P.Params, ParamInfo{
 		Name: b.Name(name), Shape: shape, Numel: n, FullNumel: n,
-		Trainable: trainable, Role: role, TiedTo: -1,
+		Trainable: trainable, Role: role, TiedTo: tied,
 	})
 	return int32(len(b.P.Params) - 1)
 }

@@ -230,14 +230,18 @@ func (ft *Finetune) chunkHead(m *Model) bool {
 // chunkedModelLoss is the model's lm_head and loss as torchtune runs them
 // with num_output_chunks = loss_chunks.
 func (b *Builder) chunkedModelLoss(m *Model, x Value) Value {
-	tied := int32(-1)
+	return b.ChunkedHeadLoss(x, m.Vocab, m.HeadBias, HeadLoss{Chunks: b.Ft.lossChunks, softcap: m.LogitSoftcap > 0}, b.embedWeight(m))
+}
+
+// embedWeight is the embedding weight a tied lm_head shares, or -1 when
+// the model does not tie them.
+func (b *Builder) embedWeight(m *Model) int32 {
 	if m.Tied() {
 		for pi := range b.P.Params {
 			if b.P.Params[pi].Role == RoleEmbed {
-				tied = int32(pi)
-				break
+				return int32(pi)
 			}
 		}
 	}
-	return b.ChunkedHeadLoss(x, m.Vocab, m.HeadBias, HeadLoss{Chunks: b.Ft.lossChunks, softcap: m.LogitSoftcap > 0}, tied)
+	return -1
 }

@@ -215,18 +215,12 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 			return b.chunkedModelLoss(m, x)
 		}
 		nParams := len(b.P.Params)
+		b.tiedHead = b.embedWeight(m)
 		x = b.headLinear(x, m.Vocab, m.HeadBias) // vocab-parallel with TP
-		for pi := first; pi < nParams; pi++ {    // an MTP module's head shares the output head (nn.MTP)
+		b.tiedHead = -1
+		for pi := first; pi < nParams; pi++ { // an MTP module's head shares the output head (nn.MTP)
 			if b.P.Params[pi].Role == RoleLMHead && b.P.Params[pi].TiedTo < 0 {
 				b.P.Params[pi].TiedTo = int32(nParams)
-			}
-		}
-		if m.Tied() {
-			for pi := range b.P.Params {
-				if b.P.Params[pi].Role == RoleEmbed {
-					b.P.Params[nParams].TiedTo = int32(pi)
-					break
-				}
 			}
 		}
 		if m.LogitSoftcap > 0 {

@@ -221,6 +221,8 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		Ckpt:  p.Checkpoint,
 		Lora:  p.LoRA,
 		Eval:  p.Phase == Eval,
+
+		tiedHead: -1,
 	}
 	b.compile = p.Compile
 	// Members are folded into the batch: "stacked" runs them as one batch

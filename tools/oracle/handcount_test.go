@@ -52,6 +52,15 @@ func TestHandCounted(t *testing.T) {
 		than:  func(c *Config) { c.Freeze, c.Ckpt = []string{"embed"}, Ckpt{Mode: "full"} },
 		field: func(f Figures) int64 { return f.OptimizerBytes },
 		want:  2*4*(2*h+h*vocab) - 2*4*(2*h+h*vocab+blockParams(h, 64)),
+	}, {
+		// a tied lm_head is frozen with the embedding: it does not save its
+		// input (b*s*h fp32); the frozen embedding does not save the ids
+		// (b*s int64).
+		name:  "tied lm_head frozen with the embedding",
+		with:  func(c *Config) { c.Tie, c.Freeze = true, []string{"embed"} },
+		than:  func(c *Config) { c.Tie = true },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  -(4*b*s*h + 8*b*s),
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
