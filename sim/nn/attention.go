@@ -278,12 +278,20 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	scoreShape := []int64{batch, h, seq, seq}
 	headShape := core.WithLast(s, h*d)
 	// q @ k^T: matmul reshapes the transposed head views into contiguous
-	// copies (k expanded to all heads) and saves both.
+	// copies (k expanded to all heads); bmm saves each operand only when
+	// the other needs a gradient (derivatives.yaml: bmm's self gradient
+	// reads mat2 and mat2's reads self; the generated node saves a tensor
+	// only for the gradients it computes).
 	i := b.AddOp("matmul", "qk", []core.Value{q, k})
 	qc := b.Out(i, "q_copy", headShape, dt, "contiguous q copy saved by bmm")
 	kc := b.Out(i, "kT_copy", headShape, dt, "contiguous k^T copy (all heads) saved by bmm")
 	scores := b.Out(i, "scores", scoreShape, dt, "attention scores")
-	b.Save(i, qc, kc)
+	if b.Grad(k) {
+		b.Save(i, qc)
+	}
+	if b.Grad(q) {
+		b.Save(i, kc)
+	}
 	full := 2 * float64(bs) * float64(seq) * float64(h*d) // eager computes masked blocks too
 	b.Op(i).Flops = full
 	// / sqrt(d): torch 1.13 saves the scalar as a 0-dim fp64 tensor; 2.x
@@ -324,7 +332,12 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	pv := b.AddOp("matmul", "pv", []core.Value{p, v})
 	vc := b.Out(pv, "v_copy", headShape, dt, "contiguous v copy (all heads) saved by bmm")
 	o := b.Out(pv, "context", headShape, dt, "attention context")
-	b.Save(pv, p, vc)
+	if b.Grad(v) {
+		b.Save(pv, p)
+	}
+	if b.Grad(p) {
+		b.Save(pv, vc)
+	}
 	b.Op(pv).Flops = full
 	// transpose(1, 2).contiguous(): the merged heads, the o_proj input.
 	t := b.AddOp("contiguous", "merge_heads", []core.Value{o})

@@ -61,6 +61,25 @@ func TestHandCounted(t *testing.T) {
 		than:  func(c *Config) { c.Tie = true },
 		field: func(f Figures) int64 { return f.SavedActivations },
 		want:  -(4*b*s*h + 8*b*s),
+	}, {
+		// LoRA on q only: at the first block k and v need no gradient, so
+		// q @ k^T does not save q's copy; adding k to the targets saves it
+		// (b*s*h fp32) and k's lora_A output (b*s*rank).
+		name:  "q @ k^T saves q when k needs a gradient",
+		with:  func(c *Config) { c.LoRA = &LoRA{Rank: 1, Alpha: 2, Targets: []string{"q", "k"}} },
+		than:  func(c *Config) { c.LoRA = &LoRA{Rank: 1, Alpha: 2, Targets: []string{"q"}} },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  4*b*s*h + 4*b*s*1,
+	}, {
+		// ... and P @ V saves P (here the dropout output, b*a*s*s fp32)
+		// only when v needs a gradient.
+		name: "P @ V saves P when v needs a gradient",
+		with: func(c *Config) {
+			c.AttnDrop, c.LoRA = 0.1, &LoRA{Rank: 1, Alpha: 2, Targets: []string{"q", "v"}}
+		},
+		than:  func(c *Config) { c.AttnDrop, c.LoRA = 0.1, &LoRA{Rank: 1, Alpha: 2, Targets: []string{"q"}} },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  4*b*4*s*s + 4*b*s*1,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
