@@ -17,10 +17,11 @@ import (
 //   - "sdpa": torch scaled_dot_product_attention as Hugging Face calls it:
 //     GQA keys and values are expanded to all heads first (repeat_kv), then
 //     the same saves as flash.
-//   - "eager": matmul, scale, mask, softmax, dropout, matmul; saves the
-//     contiguous Q, K^T and V copies, the softmax output (fp32 when
-//     SoftmaxFP32, then a cast copy), the dropout mask and output (oracle
-//     REPORT.md sections 3 and 4).
+//   - "eager": matmul, scale, mask, softmax, dropout, matmul; saves Q,
+//     K^T and V as bmm reads them (contiguous copies, or the operands
+//     themselves when folding the heads is a view: headLayout), the
+//     softmax output (fp32 when SoftmaxFP32, then a cast copy), the
+//     dropout mask and output (oracle REPORT.md sections 3 and 4).
 type Attention struct {
 	Name        string
 	Dim         int64
@@ -166,10 +167,15 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		q = rope(b, "q", q, core.WithLast(s, h*d))
 		k = rope(b, "k", k, core.WithLast(s, kv*d))
 	}
+	kl, vl := seqMajor, seqMajor // how k and v lie in memory (eager's folds)
 	if a.Impl != "flash" && kv != h && !a.FusedQKV {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
 		v = expandKV(b, "v", v, core.WithLast(s, h*d), kv)
+		kl, vl = headMajor, headMajor
+		if kv == 1 {
+			kl, vl = expandedHeads, expandedHeads
+		}
 	}
 	var o core.Value
 	closeRegion := func() {}
@@ -184,10 +190,11 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	att, sa := la, s
 	if b.Par.Ulysses() { // all-to-all to the whole sequence and a cp-th of the heads (ulysses.go)
 		q, k, v, att, sa = ulyssesHeads(b, la, q, k, v, s)
+		kl, vl = seqMajor, seqMajor // the exchanged tensors are fresh [b, s, heads*d] outputs
 	}
 	switch a.Impl {
 	case "eager":
-		o = att.eager(b, q, k, v, sa)
+		o = att.eager(b, q, k, v, sa, kl, vl)
 	default:
 		o = att.Fused(b, q, k, v, sa)
 	}
@@ -242,6 +249,36 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	return o
 }
 
+// headLayout is how an attention operand [b, heads, s, d] lies in memory.
+// Eager attention's matmul folds (b, heads) into bmm's batch dimension by
+// reshape, which is a view when the strides allow it: bmm then saves the
+// operand's own storage (a fused qkv projection's whole output), else a
+// contiguous copy of every head (aten/src/ATen/native/LinearAlgebra.cpp,
+// _matmul_impl: tensor.expand(...).reshape(...); the torch 2.15 wheel's
+// torch/_decomp/decompositions.py, matmul, line 5377).
+type headLayout uint8
+
+const (
+	seqMajor      headLayout = iota // view(b, s, heads, d).transpose(1, 2) of a projection, or an elementwise result of one (which keeps its strides)
+	headMajor                       // contiguous [b, heads, s, d]: repeat_kv's copy
+	expandedHeads                   // repeat_kv of one kv head: expand, stride 0 over the heads
+)
+
+// foldIsView reports whether reshaping (b, heads) into one dimension is a
+// view: the two dimensions merge when one has size 1 (reshape skips it) or
+// when b's stride is heads times heads' stride, true of a contiguous
+// operand only (a transposed projection's b stride is s rows, an expanded
+// one's heads stride is 0).
+func (l headLayout) foldIsView(batch, heads int64) bool {
+	switch l {
+	case headMajor:
+		return true
+	case expandedHeads:
+		return batch == 1
+	}
+	return batch == 1 || heads == 1
+}
+
 // expandKV is repeat_kv: expand + reshape, which copies, except with one
 // kv head (multi-query): the size-1 head dimension merges with the
 // expanded one, so reshape returns a view of x's storage.
@@ -269,7 +306,8 @@ func (a *Attention) coreFLOPs(s []int64) float64 {
 }
 
 // eager lowers the explicit attention of GPT-2 and Llama's eager path.
-func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
+// kl and vl are how k and v lie in memory (q lies as its projection).
+func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl headLayout) core.Value {
 	d, h := a.Hd(), a.Heads
 	dt := b.Dtype(q)
 	bs := core.Rows(s)
@@ -277,14 +315,21 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	batch := bs / seq
 	scoreShape := []int64{batch, h, seq, seq}
 	headShape := core.WithLast(s, h*d)
-	// q @ k^T: matmul reshapes the transposed head views into contiguous
-	// copies (k expanded to all heads); bmm saves each operand only when
-	// the other needs a gradient (derivatives.yaml: bmm's self gradient
-	// reads mat2 and mat2's reads self; the generated node saves a tensor
-	// only for the gradients it computes).
+	// fold is what bmm reads for x: x itself when the fold is a view, else
+	// a contiguous copy of every head.
+	fold := func(i int32, x core.Value, l headLayout, name, why string) core.Value {
+		if l.foldIsView(batch, h) {
+			return x
+		}
+		return b.Out(i, name, headShape, dt, why)
+	}
+	// q @ k^T: bmm saves each operand only when the other needs a gradient
+	// (derivatives.yaml: bmm's self gradient reads mat2 and mat2's reads
+	// self; the generated node saves a tensor only for the gradients it
+	// computes).
 	i := b.AddOp("matmul", "qk", []core.Value{q, k})
-	qc := b.Out(i, "q_copy", headShape, dt, "contiguous q copy saved by bmm")
-	kc := b.Out(i, "kT_copy", headShape, dt, "contiguous k^T copy (all heads) saved by bmm")
+	qc := fold(i, q, seqMajor, "q_copy", "contiguous q copy saved by bmm")
+	kc := fold(i, k, kl, "kT_copy", "contiguous k^T copy (all heads) saved by bmm")
 	scores := b.Out(i, "scores", scoreShape, dt, "attention scores")
 	if b.Grad(k) {
 		b.Save(i, qc)
@@ -330,7 +375,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	p = b.Cast(p, dt, "attention probabilities cast back for the P.V matmul")
 	p = b.Dropout("attn_dropout", p, a.Dropout)
 	pv := b.AddOp("matmul", "pv", []core.Value{p, v})
-	vc := b.Out(pv, "v_copy", headShape, dt, "contiguous v copy (all heads) saved by bmm")
+	vc := fold(pv, v, vl, "v_copy", "contiguous v copy (all heads) saved by bmm")
 	o := b.Out(pv, "context", headShape, dt, "attention context")
 	if b.Grad(v) {
 		b.Save(pv, p)

@@ -80,6 +80,31 @@ func TestHandCounted(t *testing.T) {
 		than:  func(c *Config) { c.AttnDrop, c.LoRA = 0.1, &LoRA{Rank: 1, Alpha: 2, Targets: []string{"q"}} },
 		field: func(f Figures) int64 { return f.SavedActivations },
 		want:  4*b*4*s*s + 4*b*s*1,
+	}, {
+		// one sequence: matmul folds (b, heads) of q, k^T and v by a view, so
+		// bmm saves the operands' own storages; a fused qkv's v is a view of
+		// the whole qkv output, 3h wide (q and k leave RoPE as new tensors).
+		name:  "eager attention, one sequence, fused qkv: v keeps qkv",
+		with:  func(c *Config) { c.B, c.Rope, c.FusedQKV = 1, true, true },
+		than:  func(c *Config) { c.B, c.Rope = 1, true },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  4 * s * (3*h - h),
+	}, {
+		// two sequences: the folds are copies, fused or not.
+		name:  "eager attention, two sequences, fused qkv: copies",
+		with:  func(c *Config) { c.Rope, c.FusedQKV = true, true },
+		than:  func(c *Config) { c.Rope = true },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  0,
+	}, {
+		// MQA, one sequence: k and v fold by a view of the one kv head
+		// expanded with stride 0: bmm saves the kv projections (d wide),
+		// not h wide copies.
+		name:  "eager MQA, one sequence: k and v views of one head",
+		with:  func(c *Config) { c.B, c.KV = 1, 1 },
+		than:  func(c *Config) { c.B = 1 },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  -2 * 4 * s * (h - d),
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
