@@ -184,8 +184,8 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if b.Prec.Autocast { // the kernel (matmul, SDPA) runs in the compute dtype: q and k leave RoPE in fp32
 		q = b.Cast(q, b.Prec.Compute, "autocast copy of q for the attention kernel")
-		k = b.Cast(k, b.Prec.Compute, "autocast copy of k for the attention kernel")
-		v = b.Cast(v, b.Prec.Compute, "autocast copy of v for the attention kernel")
+		k, kl = castHeads(b, "k", k, kl, core.WithLast(s, h*d))
+		v, vl = castHeads(b, "v", v, vl, core.WithLast(s, h*d))
 	}
 	att, sa := la, s
 	if b.Par.Ulysses() { // all-to-all to the whole sequence and a cp-th of the heads (ulysses.go)
@@ -277,6 +277,25 @@ func (l headLayout) foldIsView(batch, heads int64) bool {
 		return batch == 1
 	}
 	return batch == 1 || heads == 1
+}
+
+// castHeads is autocast's cast of k or v for the kernel (all heads shape
+// all). It keeps the strides of a dense tensor; a stride-0 expanded one is
+// not dense, so its cast allocates every head, contiguous (Tensor.to with
+// preserve_format: empty_like falls back to the suggested, contiguous
+// layout; torch 2.15's torch/_refs/__init__.py, empty_like).
+func castHeads(b *core.Builder, name string, x core.Value, l headLayout, all []int64) (core.Value, headLayout) {
+	dt := b.Prec.Compute
+	if b.Dtype(x) == dt {
+		return x, l
+	}
+	if l != expandedHeads {
+		return b.Cast(x, dt, "autocast copy of "+name+" for the attention kernel"), l
+	}
+	i := b.AddOp("cast", "to_"+dt.Name(), []core.Value{x})
+	y := b.Out(i, name+"_expanded."+dt.Name(), all, dt, "autocast copy of "+name+" expanded to every head")
+	b.Op(i).Bytes += float64(b.Val(x).Bytes)
+	return y, headMajor
 }
 
 // expandKV is repeat_kv: expand + reshape, which copies, except with one

@@ -105,6 +105,16 @@ func TestHandCounted(t *testing.T) {
 		than:  func(c *Config) { c.B = 1 },
 		field: func(f Figures) int64 { return f.SavedActivations },
 		want:  -2 * 4 * s * (h - d),
+	}, {
+		// autocast, SDPA, MQA with RoPE: k leaves RoPE in fp32 and is
+		// expanded to every head by a stride-0 view; its bf16 cast is
+		// dense, h wide, as MHA's. v (bf16 from its projection, no cast)
+		// stays a d wide view: 2 B x b*s*(h-d) less than MHA.
+		name:  "autocast cast of an expanded k materialises every head",
+		with:  func(c *Config) { c.DType, c.Attn, c.Rope, c.KV = "amp_bf16", "sdpa", true, 1 },
+		than:  func(c *Config) { c.DType, c.Attn, c.Rope = "amp_bf16", "sdpa", true },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  -2 * b * s * (h - d),
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
