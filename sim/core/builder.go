@@ -334,9 +334,32 @@ func (b *Builder) BeginRegion(name string) func() {
 	id := int32(len(b.P.Regions))
 	b.region = id
 	return func() {
-		b.P.Regions[id-1].End = int32(len(b.P.Ops))
+		reg := &b.P.Regions[id-1]
+		reg.End = int32(len(b.P.Ops))
 		b.region = 0
+		if !reg.Reentrant {
+			reg.NoGrad = b.recordsNoGraph(reg)
+		}
 	}
+}
+
+// recordsNoGraph reports whether no op of a region made an output that
+// requires grad (no input requires it, no trainable parameter inside): a
+// non-reentrant region then records no backward node, no saved tensor
+// refers to its frame, and the inputs the frame saved
+// (frame.save_inputs) are released when the region returns (torch 2.15's
+// torch/utils/checkpoint.py: save_inputs, line 1001; the frame is reached
+// only from the pack and unpack hooks of tensors saved inside,
+// _checkpoint_hook, line 1339).
+func (b *Builder) recordsNoGraph(reg *Region) bool {
+	for j := reg.First; j < reg.End; j++ {
+		for _, v := range b.P.Ops[j].Out {
+			if b.P.Values[v].Grad {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // shapeMismatch is raised (as a panic caught by Lower) when layers do not chain.

@@ -134,7 +134,7 @@ type Region struct {
 	name       string
 	First, End int32 // ops [first, end)
 	Reentrant  bool  // torch.utils.checkpoint(use_reentrant=True)
-	NoGrad     bool  // reentrant, and no input requires grad: no graph is recorded
+	NoGrad     bool  // no graph is recorded: reentrant with no input requiring grad, or non-reentrant with no output requiring it
 }
 
 // The roles of the layers every model shares; layer kinds of their own

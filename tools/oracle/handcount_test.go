@@ -115,6 +115,20 @@ func TestHandCounted(t *testing.T) {
 		than:  func(c *Config) { c.DType, c.Attn, c.Rope = "amp_bf16", "sdpa", true },
 		field: func(f Figures) int64 { return f.SavedActivations },
 		want:  -2 * b * s * (h - d),
+	}, {
+		// a non-reentrant region that records no graph (LoRA on the MLP:
+		// the first block's attention has nothing to train and no input
+		// that requires grad) releases its input, as the reentrant region
+		// never keeps it: the same bytes.
+		name: "non-reentrant region without a graph",
+		with: func(c *Config) {
+			c.LoRA, c.Ckpt = &LoRA{Rank: 1, Alpha: 2, Targets: []string{"up"}}, Ckpt{Mode: "modules", Modules: []string{"attention"}}
+		},
+		than: func(c *Config) {
+			c.LoRA, c.Ckpt = &LoRA{Rank: 1, Alpha: 2, Targets: []string{"up"}}, Ckpt{Mode: "modules", Modules: []string{"attention"}, Reentrant: true}
+		},
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  0,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
