@@ -64,7 +64,7 @@ var TrainKeywords = []keyword{
 		set: setOffload},
 	{Name: "cluster", Def: starlark.None, Doc: "cluster(...): the nodes and links the layout runs on", set: setCluster},
 	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all"`, set: setFreeze},
-	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks)",
+	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},

@@ -71,9 +71,6 @@ func (p *Plan) validateFinetune() error {
 	if p.LossChunks > 1 && (p.Parallel.Norm().TP > 1 || (p.Members > 1 && p.MembersMode == "sequential")) {
 		return &units.Error{Path: "train", Msg: "loss_chunks does not combine with tensor parallelism or sequential members yet"}
 	}
-	if p.LossChunks > 1 && p.LossChunks > p.Seq {
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks must be at most seq (got loss_chunks=%d, seq=%d)", p.LossChunks, p.Seq)}
-	}
 	if p.TokensPerBatch < 0 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("tokens_per_batch must be positive (got %d)", p.TokensPerBatch)}
 	}

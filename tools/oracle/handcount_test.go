@@ -129,6 +129,13 @@ func TestHandCounted(t *testing.T) {
 		},
 		field: func(f Figures) int64 { return f.SavedActivations },
 		want:  0,
+	}, {
+		// torch.chunk(20) of 16 tokens gives 16 chunks of one, as chunk(16).
+		name:  "more loss chunks than tokens",
+		with:  func(c *Config) { c.LossChunks = 20 },
+		than:  func(c *Config) { c.LossChunks = 16 },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  0,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
