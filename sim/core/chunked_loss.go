@@ -74,13 +74,20 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 	} else if b.Prec.Autocast {
 		xin = b.Cast(x, b.Prec.Compute, "autocast copy of lm_head input")
 	}
+	var ad *chunkAdapter
+	if b.Lora != nil && b.Lora.targets(RoleLMHead) {
+		ad = b.newChunkAdapter(in, vocab)
+	}
 	for i, n := range lengths {
 		shape := []int64{batch, n, vocab}
 		if quant {
 			logits[i] = b.quantMatmulChunk(w, params, xin, in, vocab, shape)
-			continue
+		} else {
+			logits[i] = b.HeadChunk(w, params, xin, in, vocab, shape)
 		}
-		logits[i] = b.HeadChunk(w, params, xin, in, vocab, shape)
+		if ad != nil {
+			logits[i] = ad.apply(b, xin, logits[i], n)
+		}
 	}
 	if o.softcap {
 		for i, l := range logits {
@@ -157,7 +164,8 @@ func (b *Builder) HeadChunk(w int32, params []int32, xin Value, in, out int64, s
 	return y
 }
 
-// headWeight is the lm_head weight a chunk's matmul reads. Autocast caches
+// headWeight is the weight a chunk's matmul reads (the lm_head's, or a
+// LoRA adapter's on it). Autocast caches
 // the cast of a weight that requires grad, so every chunk reads (and saves)
 // one copy; a frozen weight is cast anew by each call (tools/oracle
 // vectors, torch 2.15).

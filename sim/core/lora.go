@@ -1,6 +1,10 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 // LoRA freezes the base weights and adds trainable low-rank adapters
 // (A: rank x in, B: out x rank) to the linear layers whose role is targeted,
@@ -96,5 +100,71 @@ func (b *Builder) AdapterLinear(name string, x Value, in, out int64) Value {
 		b.Save(i, wv)
 	}
 	b.Op(i).Flops = 2 * float64(Rows(b.Shape(xin))) * float64(in) * float64(out)
+	return y
+}
+
+// chunkAdapter is PEFT's LoRA on an lm_head that runs once per chunk of
+// the sequence (loss_chunks: torchtune calls the LoRA-wrapped output layer
+// on each chunk): one pair of adapter weights, autocast's casts of them
+// cached (they require grad), applied to each chunk.
+type chunkAdapter struct {
+	a, b    int32 // lora_A [rank, in], lora_B [out, rank]
+	in, out int64
+}
+
+func (b *Builder) newChunkAdapter(in, out int64) *chunkAdapter {
+	defer b.Scope("lora")()
+	r := b.Lora.Rank
+	ad := &chunkAdapter{in: in, out: out}
+	done := b.Scope("lora_A")
+	ad.a = b.AdapterParam("weight", []int64{r, in}, RoleLoRA)
+	done()
+	done = b.Scope("lora_B")
+	ad.b = b.AdapterParam("weight", []int64{out, r}, RoleLoRA)
+	done()
+	return ad
+}
+
+// apply adds B(A(dropout(chunk))) * alpha/rank to y, the logits of a
+// chunk n tokens long of x, the head input as the chunk's matmul reads it.
+func (ad *chunkAdapter) apply(b *Builder, x, y Value, n int64) Value {
+	defer b.Scope("lora")()
+	s := b.Shape(x)
+	chunk := []int64{Numel(s[:len(s)-2]), n, ad.in}
+	h := x
+	if b.Lora.Dropout > 0 && !b.Eval {
+		i := b.AddOp("dropout", "dropout", []Value{x})
+		h = b.Out(i, "dropout", chunk, b.Dtype(x), "LoRA dropout output of a chunk")
+		m := b.Out(i, "dropout.mask", chunk, units.BOOL, "dropout mask of a chunk (bool, saved for backward)")
+		b.Val(m).Grad = false
+		b.Save(i, m)
+	}
+	a := ad.matmul(b, "lora_A", ad.a, h, chunk, ad.in, b.Lora.Rank)
+	u := ad.matmul(b, "lora_B", ad.b, a, b.Shape(a), b.Lora.Rank, ad.out)
+	i := b.AddOp("mul", "scale", []Value{u}) // * scaling: Tensor * Scalar saves nothing
+	sc := b.Out(i, "scaled", b.Shape(u), b.Dtype(u), "scaled LoRA update of a chunk")
+	return b.Add("lora_sum", y, sc)
+}
+
+// matmul is one adapter linear on a chunk (shape, k features in, n out).
+func (ad *chunkAdapter) matmul(b *Builder, name string, w int32, x Value, shape []int64, k, n int64) Value {
+	defer b.Scope(name)()
+	dt := b.Dtype(x)
+	if b.Prec.Autocast {
+		dt = b.Prec.Compute
+	}
+	xin := b.Cast(x, dt, "autocast copy of LoRA input")
+	wv := b.headWeight(w, dt) // autocast's cached cast, shared by the chunks
+	ins := []Value{xin}
+	if wv != NoValue {
+		ins = append(ins, wv)
+	}
+	i := b.AddOp("matmul", "", ins, w)
+	y := b.Out(i, "out", WithLast(shape, n), dt, "LoRA "+name+" output of a chunk")
+	b.Save(i, xin)
+	if b.Grad(xin) {
+		b.Save(i, wv)
+	}
+	b.Op(i).Flops = 2 * float64(Rows(shape)) * float64(k) * float64(n)
 	return y
 }

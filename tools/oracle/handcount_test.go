@@ -136,6 +136,13 @@ func TestHandCounted(t *testing.T) {
 		than:  func(c *Config) { c.LossChunks = 16 },
 		field: func(f Figures) int64 { return f.SavedActivations },
 		want:  0,
+	}, {
+		// LoRA on a chunked lm_head trains the same adapters as unchunked.
+		name:  "chunked lm_head with LoRA: adapters",
+		with:  func(c *Config) { c.LossChunks, c.LoRA = 3, &LoRA{Rank: 2, Alpha: 4, Targets: []string{"lm_head"}} },
+		than:  func(c *Config) { c.LoRA = &LoRA{Rank: 2, Alpha: 4, Targets: []string{"lm_head"}} },
+		field: func(f Figures) int64 { return f.Trainable },
+		want:  0,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
