@@ -68,25 +68,22 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 	}
 	lengths := o.ChunkLengths(seq)
 	logits := make([]Value, len(lengths))
-	xin := x
+	xq := NoValue
 	if quant {
-		xin = b.Cast(x, b.Prec.Compute, "input cast to the bitsandbytes compute dtype")
-	} else if b.Prec.Autocast {
-		xin = b.Cast(x, b.Prec.Compute, "autocast copy of lm_head input")
+		xq = b.Cast(x, b.Prec.Compute, "input cast to the bitsandbytes compute dtype")
 	}
 	var ad *chunkAdapter
 	if b.Lora != nil && b.Lora.targets(RoleLMHead) {
 		ad = b.newChunkAdapter(in, vocab)
 	}
 	for i, n := range lengths {
-		shape := []int64{batch, n, vocab}
 		if quant {
-			logits[i] = b.quantMatmulChunk(w, params, xin, in, vocab, shape)
+			logits[i] = b.quantMatmulChunk(w, params, xq, in, vocab, []int64{batch, n, vocab})
 		} else {
-			logits[i] = b.HeadChunk(w, params, xin, in, vocab, shape)
+			logits[i] = b.HeadChunk(w, params, x, n, in, vocab)
 		}
 		if ad != nil {
-			logits[i] = ad.apply(b, xin, logits[i], n)
+			logits[i] = ad.apply(b, x, logits[i], n)
 		}
 	}
 	if o.softcap {
@@ -142,9 +139,42 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 	return b.Out(is, "loss", nil, units.FP32, "loss")
 }
 
-// headChunk is one lm_head call on a slice of x (a view: saving it keeps
-// x's storage).
-func (b *Builder) HeadChunk(w int32, params []int32, xin Value, in, out int64, shape []int64) Value {
+// ChunkOperand is what a matmul on the chunk of x n tokens long reads
+// (x.chunk or x.split along the sequence: a view of x). Under autocast, a
+// cast of the chunk: a chunk of several sequences is not dense, so the
+// cast is contiguous (Tensor.to, preserve_format). Otherwise the view
+// itself when matmul's fold of it to [batch*n, in] is a view (one
+// sequence, one token, or the whole sequence: saving it keeps x's
+// storage), else a contiguous copy (a weight that requires grad makes
+// matmul fold the strided chunk with reshape; torch 2.15's
+// torch/_decomp/decompositions.py, should_fold and matmul, lines
+// 5251-5332). what names x in the reasons.
+func (b *Builder) ChunkOperand(x Value, n int64, what string) Value {
+	s := b.Shape(x)
+	batch, seq := Numel(s[:len(s)-2]), s[len(s)-2]
+	shape := []int64{batch, n, s[len(s)-1]}
+	if b.Prec.Autocast && b.Dtype(x) != b.Prec.Compute {
+		dt := b.Prec.Compute
+		i := b.AddOp("cast", "to_"+dt.Name(), []Value{x})
+		y := b.Out(i, "chunk."+dt.Name(), shape, dt, "autocast copy of a chunk of the "+what)
+		b.Op(i).Bytes += float64(b.Dtype(x).Bytes(Numel(shape)))
+		return y
+	}
+	if batch == 1 || n == 1 || n == seq {
+		return x
+	}
+	i := b.AddOp("copy", "chunk_copy", []Value{x})
+	y := b.Out(i, "chunk", shape, b.Dtype(x), "contiguous copy of a chunk of the "+what+" (matmul's fold)")
+	b.Op(i).Bytes += float64(b.Dtype(x).Bytes(Numel(shape)))
+	return y
+}
+
+// HeadChunk is one lm_head call on the chunk of x n tokens long
+// (ChunkOperand), for logits [batch, n, out].
+func (b *Builder) HeadChunk(w int32, params []int32, x Value, n, in, out int64) Value {
+	xin := b.ChunkOperand(x, n, "lm_head input")
+	s := b.Shape(x)
+	shape := []int64{Numel(s[:len(s)-2]), n, out}
 	dt := b.Dtype(xin)
 	wv := b.headWeight(w, dt)
 	ins := []Value{xin}

@@ -125,19 +125,23 @@ func (b *Builder) newChunkAdapter(in, out int64) *chunkAdapter {
 	return ad
 }
 
-// apply adds B(A(dropout(chunk))) * alpha/rank to y, the logits of a
-// chunk n tokens long of x, the head input as the chunk's matmul reads it.
+// apply adds B(A(dropout(chunk))) * alpha/rank to y, the logits of the
+// chunk n tokens long of the head input x. lora_A reads the chunk anew
+// (its own autocast cast or fold copy: ChunkOperand); dropout's output is
+// a new contiguous tensor.
 func (ad *chunkAdapter) apply(b *Builder, x, y Value, n int64) Value {
 	defer b.Scope("lora")()
 	s := b.Shape(x)
 	chunk := []int64{Numel(s[:len(s)-2]), n, ad.in}
-	h := x
+	var h Value
 	if b.Lora.Dropout > 0 && !b.Eval {
 		i := b.AddOp("dropout", "dropout", []Value{x})
 		h = b.Out(i, "dropout", chunk, b.Dtype(x), "LoRA dropout output of a chunk")
 		m := b.Out(i, "dropout.mask", chunk, units.BOOL, "dropout mask of a chunk (bool, saved for backward)")
 		b.Val(m).Grad = false
 		b.Save(i, m)
+	} else {
+		h = b.ChunkOperand(x, n, "LoRA input")
 	}
 	a := ad.matmul(b, "lora_A", ad.a, h, chunk, ad.in, b.Lora.Rank)
 	u := ad.matmul(b, "lora_B", ad.b, a, b.Shape(a), b.Lora.Rank, ad.out)

@@ -63,7 +63,7 @@ func litAdapterV2Head(b *core.Builder, c Config, x core.Value, o core.HeadLoss) 
 	logits := make([]core.Value, len(lengths))
 	for i, n := range lengths {
 		shape := []int64{batch, n, vocab}
-		y := b.HeadChunk(w, params, x, in, vocab, shape)
+		y := b.HeadChunk(w, params, x, n, in, vocab)
 		ia := b.AddOp("add", "add_bias", []core.Value{y}, ab)
 		sb := b.Out(ia, "biased", shape, b.Dtype(y), "lm_head(x) + adapter_bias")
 		im := b.AddOp("mul", "scale", []core.Value{sb}, as)

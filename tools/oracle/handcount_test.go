@@ -143,6 +143,16 @@ func TestHandCounted(t *testing.T) {
 		than:  func(c *Config) { c.LoRA = &LoRA{Rank: 2, Alpha: 4, Targets: []string{"lm_head"}} },
 		field: func(f Figures) int64 { return f.Trainable },
 		want:  0,
+	}, {
+		// six chunks of 3, 3, 3, 3, 3 and 1 tokens: the five strided chunks
+		// are copied by matmul's fold (b*15*h fp32 in all), the one-token
+		// chunk is a view that keeps the whole head input (b*16*h); eight
+		// chunks of 2 are all copies (b*16*h in all).
+		name:  "chunk of one token is a view",
+		with:  func(c *Config) { c.LossChunks = 6 },
+		than:  func(c *Config) { c.LossChunks = 8 },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  4 * b * (s - 1) * h,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
