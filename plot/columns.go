@@ -1,6 +1,8 @@
 package plot
 
 import (
+	"sort"
+
 	"github.com/memsh/memsh/sim/replay"
 )
 
@@ -20,7 +22,7 @@ type column struct {
 // among thousands, and would otherwise vanish.
 const minPhaseShare = 0.05
 
-// columns lays tl out in about n columns of equal width. Each major phase
+// columns lays tl out in n columns of equal width. Each major phase
 // (setup, forward, backward with its recomputation, optimizer) gets a
 // share of the columns in proportion to its events, but at least
 // minPhaseShare of them; within a phase, column i of c covers events
@@ -49,9 +51,10 @@ func layout(tl []replay.Point, n int) (cols []column, widened bool) {
 	for k, s := range segs {
 		widened = widened || share[k] > float64(s[1]-s[0])/float64(len(tl))+1e-9
 	}
+	width := widths(share, n)
 	var out []column
 	for k, s := range segs {
-		c := max(1, int(share[k]*float64(n)+0.5))
+		c := width[k]
 		e := s[1] - s[0]
 		for i := 0; i < c; i++ {
 			lo := s[0] + i*e/c
@@ -68,6 +71,45 @@ func layout(tl []replay.Point, n int) (cols []column, widened bool) {
 		}
 	}
 	return out, widened
+}
+
+// widths splits n columns among segments by their shares: each share of
+// n rounded down (at least one column), then the columns left over one
+// each to the largest remainders, so that they add up to n (rounding each
+// share to nearest could make n-1 or n+1); when the one-column floors take
+// more than n, columns come back from the widest segments. More segments
+// than columns get one each.
+func widths(share []float64, n int) []int {
+	w := make([]int, len(share))
+	rem := make([]float64, len(share))
+	order := make([]int, len(share))
+	left := n
+	for k, s := range share {
+		x := s * float64(n)
+		w[k] = max(1, int(x))
+		rem[k] = x - float64(int(x))
+		left -= w[k]
+		order[k] = k
+	}
+	sort.SliceStable(order, func(i, j int) bool { return rem[order[i]] > rem[order[j]] })
+	for i := 0; left > 0 && len(order) > 0; i = (i + 1) % len(order) {
+		w[order[i]]++
+		left--
+	}
+	for left < 0 {
+		widest := 0
+		for k := range w {
+			if w[k] > w[widest] {
+				widest = k
+			}
+		}
+		if w[widest] <= 1 {
+			break
+		}
+		w[widest]--
+		left++
+	}
+	return w
 }
 
 // phaseShares gives each segment its share of the width: events/total,

@@ -151,3 +151,25 @@ func TestByteTicks(t *testing.T) {
 		t.Errorf("tickLabel(0) = %q", got)
 	}
 }
+
+func TestWidths(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		share []float64
+		n     int
+		want  []int
+	}{
+		// rounding each to nearest gives 3 + 29 + 29 = 61: the one column
+		// left after rounding down goes to the first largest remainder.
+		{"halves", []float64{0.05, 0.475, 0.475}, 60, []int{3, 29, 28}},
+		// 3.6 + 3.6 + 2.8: rounding to nearest gives 4 + 4 + 3 = 11.
+		{"over by rounding", []float64{0.36, 0.36, 0.28}, 10, []int{4, 3, 3}},
+		// the one-column floors take 2 of 10: the widest gives one back.
+		{"floors", []float64{0.02, 0.02, 0.96}, 10, []int{1, 1, 8}},
+		{"more segments than columns", []float64{0.25, 0.25, 0.25, 0.25}, 2, []int{1, 1, 1, 1}},
+	} {
+		if got := widths(tc.share, tc.n); !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: widths %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
