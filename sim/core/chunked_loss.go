@@ -94,12 +94,14 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 	done()
 	defer b.Scope("loss")()
 	var losses []Value
+	labels := b.Labels(x)
 	ce := func(i int, l Value) {
 		n := lengths[i]
 		if o.PerTokenLoss && i == len(lengths)-1 {
 			n-- // logits[-1][..., :-1, :]: the last position predicts nothing
 		}
-		losses = append(losses, b.ChunkCE(i, l, batch, n, vocab, o.PerTokenLoss))
+		lab := b.LabelChunk(labels, i, n, o.PerTokenLoss)
+		losses = append(losses, b.ChunkCE(i, l, lab, batch, n, vocab, o.PerTokenLoss))
 	}
 	if o.UpcastAfterForward {
 		up := make([]Value, len(logits))
@@ -237,20 +239,39 @@ func (b *Builder) CastChunk(i int, l Value) Value {
 
 // chunkCE is cross_entropy on one chunk: log_softmax saved (fp32), the
 // nll gradient dense in backward.
-func (b *Builder) ChunkCE(i int, l Value, batch, n, vocab int64, perToken bool) Value {
-	ic := b.AddOp("cross_entropy", "cross_entropy_"+Itoa(int64(i)), []Value{l})
+func (b *Builder) ChunkCE(i int, l, lab Value, batch, n, vocab int64, perToken bool) Value {
+	ic := b.AddOp("cross_entropy", "cross_entropy_"+Itoa(int64(i)), []Value{l, lab})
 	lsm := b.Out(ic, "log_probs."+Itoa(int64(i)), []int64{batch * n, vocab}, b.Dtype(l), "log_softmax of a logits chunk (saved by cross-entropy)")
 	b.Val(lsm).Grad = false
+	tw := b.totalWeight(ic, "total_weight."+Itoa(int64(i)), b.Dtype(l))
 	var loss Value
 	if perToken {
 		loss = b.Out(ic, "loss."+Itoa(int64(i)), []int64{batch * n}, units.FP32, "per-token loss of a chunk (reduction=\"none\")")
 	} else {
 		loss = b.Out(ic, "loss."+Itoa(int64(i)), nil, units.FP32, "loss of a chunk")
 	}
-	b.Save(ic, lsm)
+	b.Save(ic, lsm, lab, tw)
 	b.Op(ic).WorkB = b.Val(lsm).Bytes
 	b.Op(ic).Flops = 5 * float64(batch*n*vocab)
 	return loss
+}
+
+// LabelChunk is chunk i, n tokens long, of the labels as a chunk's
+// cross-entropy reads them: target_chunk.reshape(-1) of labels.chunk(...)
+// (torchtune), or of targets[..., 1:].split(...) when shifted (LitGPT's
+// chunked_cross_entropy). reshape is a view of the labels when the chunk
+// is contiguous (one sequence, one token, or every unshifted token), else
+// a copy (tools/oracle vectors, torch 2.15).
+func (b *Builder) LabelChunk(labels Value, i int, n int64, shifted bool) Value {
+	s := b.Shape(labels)
+	batch, seq := Numel(s[:len(s)-1]), s[len(s)-1]
+	if batch == 1 || n == 1 || (n == seq && !shifted) {
+		return labels
+	}
+	ic := b.AddOp("copy", "labels_copy_"+Itoa(int64(i)), []Value{labels})
+	v := b.Out(ic, "labels."+Itoa(int64(i)), []int64{batch * n}, units.INT64, "contiguous copy of a chunk of the labels (reshape)")
+	b.Val(v).Grad = false
+	return v
 }
 
 // release is a bookkeeping op that ends the forward life of vs: a Python

@@ -279,14 +279,47 @@ func (b *Builder) CrossEntropy(x Value, fp32 bool) Value {
 	if b.Prec.Autocast && b.Dtype(x) != units.FP32 {
 		x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
 	}
-	i := b.AddOp("cross_entropy", "cross_entropy", []Value{x})
+	lab := b.Labels(x)
+	i := b.AddOp("cross_entropy", "cross_entropy", []Value{x, lab})
 	lsm := b.Out(i, "log_probs", b.Shape(x), b.Dtype(x), "log_softmax of the logits (saved by cross-entropy)")
 	b.Val(lsm).Grad = false
+	tw := b.totalWeight(i, "total_weight", b.Dtype(x))
 	loss := b.Out(i, "loss", nil, units.FP32, "loss")
-	b.Save(i, lsm)
+	b.Save(i, lsm, lab, tw) // targets.reshape(-1): a view of the labels
 	b.Op(i).WorkB = b.Val(lsm).Bytes
 	b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
 	return loss
+}
+
+// Labels is the batch's targets for a loss over x ([.., tokens, vocab]
+// logits or [.., tokens, hidden] head input): [.., tokens] int64, one per
+// row. The caller loads them with the input and holds them for the step
+// (Program.Labels, made once); a pipeline stage loads one micro-batch's
+// when its loss runs. Cross-entropy saves them for nll_loss's backward
+// (derivatives.yaml, nll_loss_forward: target).
+func (b *Builder) Labels(x Value) Value {
+	s := b.Shape(x)
+	shape := append([]int64(nil), s[:len(s)-1]...)
+	if b.P.Stage != nil {
+		i := b.AddOp("batch", "labels", nil)
+		v := b.Out(i, "labels", shape, units.INT64, "micro-batch of labels")
+		b.Val(v).Grad = false
+		return v
+	}
+	if b.P.Labels == NoValue {
+		b.P.Labels = b.input("labels", shape, units.INT64)
+		b.Val(b.P.Labels).Why = "labels of the batch"
+	}
+	return b.P.Labels
+}
+
+// totalWeight is nll_loss's second output, a 0-dim tensor in the log
+// probabilities' dtype that its backward divides by (saved; torch 2.15's
+// torch/_decomp/decompositions.py, nll_loss_forward, lines 4834-4851).
+func (b *Builder) totalWeight(i int32, name string, dt units.DType) Value {
+	tw := b.Out(i, name, nil, dt, "nll_loss total_weight (0-dim, saved)")
+	b.Val(tw).Grad = false
+	return tw
 }
 
 // Describe lists the modules with their parameter counts.

@@ -213,7 +213,7 @@ func (p *Plan) Validate() error {
 // lowerProgram lowers the model for one micro-batch of this plan.
 func (p *Plan) LowerProgram() (*Program, error) {
 	b := &Builder{
-		P:     &Program{Loss: NoValue, Input: NoValue},
+		P:     &Program{Loss: NoValue, Input: NoValue, Labels: NoValue},
 		Batch: p.Batch,
 		Seq:   p.Seq,
 		Prec:  p.Precision,

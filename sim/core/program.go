@@ -99,13 +99,17 @@ type Program struct {
 	// inputTransient: the caller drops the input after its last use (a
 	// validation batch replaced by its normalised copy; data_batch.go).
 	InputTransient bool
-	Loss           Value
-	Regions        []Region       // checkpoint regions, index = id-1
-	Graphs         []Graph        // compiled graphs (compile.go)
-	Tables         []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
-	Held           []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
-	Comm           []CommRecord   // collectives of one micro-batch
-	Stage          *stageProg     // pipeline stage: micro-batch copies and their outputs
+	// Labels: the batch's targets a cross-entropy reads (Builder.Labels),
+	// loaded with the input and held by the caller for the step; NoValue
+	// when no loss reads labels.
+	Labels  Value
+	Loss    Value
+	Regions []Region       // checkpoint regions, index = id-1
+	Graphs  []Graph        // compiled graphs (compile.go)
+	Tables  []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
+	Held    []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
+	Comm    []CommRecord   // collectives of one micro-batch
+	Stage   *stageProg     // pipeline stage: micro-batch copies and their outputs
 }
 
 // TableProgram is what a table layer adds to a program: the rows it reads,
@@ -157,3 +161,15 @@ const (
 	RoleNormLoRA Role = "norm-lora" // norms LoRA trains too (LitGPT's adapter-v2)
 	RoleLinear   Role = "linear"    // a linear without a more specific role
 )
+
+// BatchValues are the tensors the caller loads as the step's batch: the
+// input and, for a cross-entropy, the labels.
+func (p *Program) BatchValues() []Value {
+	var out []Value
+	for _, v := range []Value{p.Input, p.Labels} {
+		if v != NoValue {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -79,12 +79,13 @@ func litAdapterV2Head(b *core.Builder, c Config, x core.Value, o core.HeadLoss) 
 	b.Release("convert_output", logits)
 	var losses []core.Value
 	var tokens int64
+	labels := b.Labels(x)
 	for i, l := range up {
 		n := lengths[i]
 		if i == len(lengths)-1 {
 			n--
 		}
-		losses = append(losses, b.ChunkCE(i, l, batch, n, vocab, true))
+		losses = append(losses, b.ChunkCE(i, l, b.LabelChunk(labels, i, n, true), batch, n, vocab, true))
 		tokens += batch * n
 	}
 	b.P.Held = append(b.P.Held, up...)

@@ -229,7 +229,7 @@ func (r *Replay) afterForwardOp(i int) {
 
 func (r *Replay) offloadValue(v core.Value) {
 	vi := &r.P.Values[v]
-	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != core.CatActivations || vi.Bytes < minOffload || v == r.P.Input {
+	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != core.CatActivations || vi.Bytes < minOffload || v == r.P.Input || v == r.P.Labels {
 		return
 	}
 	fo := r.fo()

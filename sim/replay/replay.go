@@ -239,6 +239,9 @@ func (r *Replay) initHolds() {
 	if p.Input != core.NoValue && !p.InputTransient {
 		r.holds[p.Input]++ // the caller's batch lives for the whole step
 	}
+	if p.Labels != core.NoValue {
+		r.holds[p.Labels]++ // and its labels
+	}
 	if p.Loss != core.NoValue {
 		r.holds[p.Loss]++
 	}

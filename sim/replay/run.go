@@ -164,9 +164,9 @@ workspace:
 		r.validationPass(r.valProg, r.valPlan) // before the step's batch
 		r.phase = PhaseSetup
 	}
-	if r.P.Input != core.NoValue {
+	for _, v := range r.P.BatchValues() {
 		r.op = "batch"
-		r.produce(r.P.Input)
+		r.produce(v)
 	}
 	r.setupTableRows()
 	r.setupOffload()

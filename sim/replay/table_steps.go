@@ -189,7 +189,9 @@ func (r *Replay) setupStep() {
 		}
 	}
 	r.op = "batch"
-	r.produce(r.P.Input)
+	for _, v := range r.P.BatchValues() {
+		r.produce(v)
+	}
 	r.setupTableRows()
 }
 

@@ -9,9 +9,9 @@ func (r *Replay) validationPass(prog *core.Program, plan *core.Plan) {
 	v.alloc, v.Rep, v.cur = r.alloc, r.Rep, r.cur
 	v.fwdPhase = PhaseValidation
 	flops, saved, savedW := r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies
-	if prog.Input != core.NoValue {
+	for _, b := range prog.BatchValues() {
 		v.phase, v.op = PhaseValidation, "validation batch"
-		v.produce(prog.Input)
+		v.produce(b)
 	}
 	v.forward()
 	v.op = "end of validation"

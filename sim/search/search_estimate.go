@@ -228,7 +228,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 			ps = append(ps, core.ParamInfo{Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
 		}
 	}
-	d, err := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue})
+	d, err := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue, Labels: core.NoValue})
 	if err != nil { // the search's layouts wrap no fsdp_units: unreachable
 		d = nil
 	}

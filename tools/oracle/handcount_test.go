@@ -145,14 +145,33 @@ func TestHandCounted(t *testing.T) {
 		want:  0,
 	}, {
 		// six chunks of 3, 3, 3, 3, 3 and 1 tokens: the five strided chunks
-		// are copied by matmul's fold (b*15*h fp32 in all), the one-token
-		// chunk is a view that keeps the whole head input (b*16*h); eight
-		// chunks of 2 are all copies (b*16*h in all).
+		// are copied by matmul's fold (b*15*h fp32 in all) and their labels
+		// by reshape (b*15 int64), the one-token chunk is a view that keeps
+		// the whole head input (b*16*h) and the whole labels (b*16); eight
+		// chunks of 2 are all copies (b*16*h and b*16 in all) and save two
+		// more total_weight scalars (fp32).
 		name:  "chunk of one token is a view",
 		with:  func(c *Config) { c.LossChunks = 6 },
 		than:  func(c *Config) { c.LossChunks = 8 },
 		field: func(f Figures) int64 { return f.SavedActivations },
-		want:  4 * b * (s - 1) * h,
+		want:  4*b*(s-1)*h + 8*b*(s-1) - 2*4,
+	}, {
+		// a chunked lm_head with LoRA saves what the unchunked one does
+		// (lora_A's chunk copies add up to its input, b*s*h; the labels'
+		// chunk copies to the labels), but for two more total_weights.
+		name:  "chunked lm_head with LoRA: saved",
+		with:  func(c *Config) { c.LossChunks, c.LoRA = 3, &LoRA{Rank: 2, Alpha: 4, Targets: []string{"lm_head"}} },
+		than:  func(c *Config) { c.LoRA = &LoRA{Rank: 2, Alpha: 4, Targets: []string{"lm_head"}} },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  2 * 4,
+	}, {
+		// pure bf16 logits: log_softmax and nll_loss's total_weight in bf16
+		// (2 B less per element, and per scalar) than the fp32 upcast's.
+		name:  "cross-entropy saves in the logits' dtype",
+		with:  func(c *Config) { c.DType = "bf16" },
+		than:  func(c *Config) { c.DType, c.LogitsFP32 = "bf16", true },
+		field: func(f Figures) int64 { return f.SavedActivations },
+		want:  -(2*b*s*vocab + 2),
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

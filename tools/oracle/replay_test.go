@@ -86,7 +86,6 @@ func checkVector(t *testing.T, v Vector) map[string]any {
 			t.Errorf("%s depth %d: %v\n%s", v.ID, depth, err, src)
 			continue
 		}
-		got.SavedActivations += unmodelledLabels(v.Config)
 		res[d] = got // as compared
 		if v.Open != nil {
 			if diffs := compare(got, v.Open.Memsh[d].Figures); len(diffs) > 0 || v.Open.Memsh[d].Error != "" {
@@ -128,25 +127,4 @@ func compare(got, want Figures) string {
 		}
 	}
 	return s
-}
-
-// unmodelledLabels is what PyTorch's cross-entropy saves that memsh does
-// not model (yet): the labels, b*s int64 (a view of the batch's labels, or
-// with loss_chunks and b > 1 a reshape copy of each chunk, which add up to
-// the same bytes), and nll_loss's total_weight, a 0-dim fp32 tensor per
-// cross_entropy call (one per chunk torch.chunk makes) in the logits'
-// dtype: bf16 logits only in pure bf16 without the fp32 upcast. The replay
-// adds it to memsh's figure, so every other saved byte is still asserted
-// exactly.
-func unmodelledLabels(c Config) int64 {
-	calls := int64(1)
-	if c.LossChunks > 1 {
-		size := (c.S + c.LossChunks - 1) / c.LossChunks
-		calls = (c.S + size - 1) / size
-	}
-	weight := int64(4)
-	if c.DType == "bf16" && !c.LogitsFP32 && c.LossChunks <= 1 {
-		weight = 2
-	}
-	return 8*c.B*c.S + weight*calls
 }
