@@ -168,8 +168,10 @@ func CheckpointBuiltins() []host.Builtin {
 			"it). Both keep the region's inputs in forward. Non-reentrant stops recomputing after the last op that " +
 			"saves a tensor; reentrant recomputes the whole region, keeps its outputs until the region's backward " +
 			"ends, and a region none of whose inputs requires grad (the first block after a frozen embedding, as " +
-			"with LoRA) records no graph: its parameters get no gradient. policy=\"op\" is non-reentrant only. " +
-			"The strings \"full\", \"selective\" and \"op\" are non-reentrant.",
+			"with LoRA) records no graph: its parameters get no gradient. A non-reentrant region records no graph " +
+			"when nothing inside requires grad (no input does and no parameter inside trains: the first block's " +
+			"attention under LoRA on the MLP only), and then keeps no input either. policy=\"op\" is " +
+			"non-reentrant only. The strings \"full\", \"selective\" and \"op\" are non-reentrant.",
 		Fn: checkpointFn,
 	}}
 }
