@@ -141,17 +141,18 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 	return b.Out(is, "loss", nil, units.FP32, "loss")
 }
 
-// ChunkOperand is what a matmul on the chunk of x n tokens long reads
-// (x.chunk or x.split along the sequence: a view of x). Under autocast, a
-// cast of the chunk: a chunk of several sequences is not dense, so the
-// cast is contiguous (Tensor.to, preserve_format). Otherwise the view
-// itself when matmul's fold of it to [batch*n, in] is a view (one
-// sequence, one token, or the whole sequence: saving it keeps x's
-// storage), else a contiguous copy (a weight that requires grad makes
-// matmul fold the strided chunk with reshape; torch 2.15's
-// torch/_decomp/decompositions.py, should_fold and matmul, lines
+// ChunkOperand is what a matmul with a weight on the chunk of x n tokens
+// long reads (x.chunk or x.split along the sequence: a view of x). Under
+// autocast, a cast of the chunk: a chunk of several sequences is not
+// dense, so the cast is contiguous (Tensor.to, preserve_format).
+// Otherwise the view itself when matmul's fold of it to [batch*n, in] is
+// a view (one sequence, one token, or the whole sequence: saving it keeps
+// x's storage), or when the weight needs no gradient (matmul then runs
+// bmm on the view, unfolded); else a contiguous copy: a weight that
+// requires grad makes matmul fold the strided chunk with reshape (torch
+// 2.15's torch/_decomp/decompositions.py, should_fold and matmul, lines
 // 5251-5332). what names x in the reasons.
-func (b *Builder) ChunkOperand(x Value, n int64, what string) Value {
+func (b *Builder) ChunkOperand(x Value, n int64, weightGrad bool, what string) Value {
 	s := b.Shape(x)
 	batch, seq := Numel(s[:len(s)-2]), s[len(s)-2]
 	shape := []int64{batch, n, s[len(s)-1]}
@@ -162,7 +163,7 @@ func (b *Builder) ChunkOperand(x Value, n int64, what string) Value {
 		b.Op(i).Bytes += float64(b.Dtype(x).Bytes(Numel(shape)))
 		return y
 	}
-	if batch == 1 || n == 1 || n == seq {
+	if batch == 1 || n == 1 || n == seq || !weightGrad {
 		return x
 	}
 	i := b.AddOp("copy", "chunk_copy", []Value{x})
@@ -174,7 +175,7 @@ func (b *Builder) ChunkOperand(x Value, n int64, what string) Value {
 // HeadChunk is one lm_head call on the chunk of x n tokens long
 // (ChunkOperand), for logits [batch, n, out].
 func (b *Builder) HeadChunk(w int32, params []int32, x Value, n, in, out int64) Value {
-	xin := b.ChunkOperand(x, n, "lm_head input")
+	xin := b.ChunkOperand(x, n, b.Trainable(w), "lm_head input")
 	s := b.Shape(x)
 	shape := []int64{Numel(s[:len(s)-2]), n, out}
 	dt := b.Dtype(xin)

@@ -141,7 +141,7 @@ func (ad *chunkAdapter) apply(b *Builder, x, y Value, n int64) Value {
 		b.Val(m).Grad = false
 		b.Save(i, m)
 	} else {
-		h = b.ChunkOperand(x, n, "LoRA input")
+		h = b.ChunkOperand(x, n, true, "LoRA input")
 	}
 	a := ad.matmul(b, "lora_A", ad.a, h, chunk, ad.in, b.Lora.Rank)
 	u := ad.matmul(b, "lora_B", ad.b, a, b.Shape(a), b.Lora.Rank, ad.out)
