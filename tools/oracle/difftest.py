@@ -4,15 +4,17 @@
 Needs torch 2.x in a venv outside the repo (the vectors record the version they were measured with):
     python3 -m venv ~/venv-oracle && ~/venv-oracle/bin/pip install torch==2.15.0
 Commands (run from tools/oracle; one process at a time, one thread):
-    ~/venv-oracle/bin/python difftest.py generate --seed 29 --count 520 --out /tmp/random.jsonl
+    ~/venv-oracle/bin/python difftest.py generate --seed 29 --count 560 --out /tmp/random.jsonl
         draw configurations from the seed and measure each at two depths (1 block and `layers` blocks);
         an existing --out is resumed (ids already there are skipped)
     ~/venv-oracle/bin/python difftest.py check /tmp/random.jsonl
         replay them through memsh (go test ./tools/oracle with MEMSH_ORACLE_VECTORS) and list the failures
     ~/venv-oracle/bin/python difftest.py split /tmp/random.jsonl
         write the vectors that replay exactly to vectors/random.jsonl, the others to vectors/open.jsonl
-    ~/venv-oracle/bin/python difftest.py shrink vectors/open.jsonl --out vectors/shrunk.jsonl --limit 4
-        reduce each failing case to the smallest configuration that still differs, and keep that one
+        (removed when none differs)
+    ~/venv-oracle/bin/python difftest.py shrink /tmp/random.jsonl --ids s29-0343 --out /tmp/shrunk.jsonl
+        reduce each failing case (here one) to the smallest configuration that still differs, and keep that one;
+        run it from a tree whose memsh lacks the fix, so that the shrunk vector pins the one cause
     ~/venv-oracle/bin/python difftest.py remeasure vectors/random.jsonl --mode every --why "..."
         measure again, in place, the vectors whose checkpoint mode changed meaning in blocks.py (an open
         vector's memsh figures are pinned again; the note says why)
@@ -194,6 +196,8 @@ def split(args):
             ok.append(v)
     for name, rows in ((args.ok_out, ok), (args.open_out, bad)):
         if not rows:
+            if name == args.open_out and os.path.exists(name):
+                os.remove(name)  # nothing open: no file
             continue
         with open(name, "w") as f:
             for v in rows:
@@ -221,13 +225,20 @@ def remeasure(args):
 
 
 def simpler(c):
-    """Candidate reductions of c, most drastic first."""
+    """Candidate reductions of c, most drastic first: every size at its least, every size halved, then one
+    option or one size at a time."""
     out = []
 
     def with_(**kw):
         n = json.loads(json.dumps(c))
         n.update(kw)
-        out.append(n)
+        if n != c:
+            out.append(n)
+    d = c["h"] // c["a"]
+    least = dict(b=1, s=max(2, c["loss_chunks"]), ffn=1, vocab=2, a=1, kv=1, h=2)
+    with_(**least)
+    with_(**{k: v for k, v in least.items() if k not in ("a", "kv", "h")})  # keep the heads
+    with_(b=max(1, c["b"] // 2), s=max(2, c["s"] // 2), ffn=max(1, c["ffn"] // 2), vocab=max(2, c["vocab"] // 2))
     for k, v in [("lora", None), ("freeze", None)]:
         if c.get(k):
             n = json.loads(json.dumps(c))
@@ -249,7 +260,6 @@ def simpler(c):
         if c[k] > lo:
             with_(**{k: max(lo, c[k] // 2)})
             with_(**{k: c[k] - 1})
-    d = c["h"] // c["a"]
     if c["a"] > 1:
         with_(a=1, kv=1, h=d, fused_qkv=c["fused_qkv"])
     if d > 2:
