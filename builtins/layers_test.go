@@ -33,6 +33,12 @@ func TestLayerParams(t *testing.T) {
 		{expr: "attention(2048, 8, kv_heads=1, head_dim=256).params", want: "9437184"},
 		{expr: "mlp(4096, 11008, act=\"swiglu\").params", want: "135266304"},
 		{expr: "mlp(768, 3072, bias=True).params", want: "4722432"},
+		// Jamba-1.5-Mini's Mamba layer (sim/hfconfig_test.go derives it).
+		{expr: "mamba(4096, dt_rank=256).params", want: "105308448"},
+		// dt_rank ceil(64/16) = 4: in_proj 64*256, conv 128*4 + 128, x_proj
+		// 128*36, dt_proj 4*128 + 128, A_log 128*16, D 128, out_proj 128*64,
+		// norms 4 + 2*16.
+		{expr: "mamba(64).params", want: "32676"},
 		// Mixtral: router 4096 * 8 + 8 experts of 3 * 4096 * 14336.
 		{expr: "moe(4096, 14336, 8, 2).params", want: "1409318912"},
 		{expr: "moe(64, 128, 4, 1, shared_experts=1).params", want: "123136"},
@@ -85,6 +91,8 @@ func TestLayerErrors(t *testing.T) {
 		{expr: "moe(64, 256, 8, 2, impl=\"scatter\")", err: `unknown moe impl "scatter" (known: loop, fused_loop, grouped)`},
 		{expr: "moe(64, 256, 8, 2, router=\"argmax\")", err: `unknown moe router "argmax"`},
 		{expr: "moe(64, 256, 8, 2, imbalance=2)", err: "unexpected keyword argument \"imbalance\""},
+		{expr: "mamba(64, expand=0)", err: "expand x dim must be positive"},
+		{expr: "mamba(64, dt_rank=0)", err: "dt_rank must be positive (got 0)"},
 		{expr: "dropout(1.5)", err: "dropout probability must be in [0, 1) (got 1.5)"},
 		{expr: "act(\"swish\")", err: `unknown activation "swish"`},
 		{expr: "sequential()", err: "sequential needs at least one layer"},

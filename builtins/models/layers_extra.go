@@ -56,6 +56,18 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: mamba2Fn,
 		},
 		{
+			Name: "mamba",
+			Sig:  "mamba(dim, state=16, conv_kernel=4, expand=2, dt_rank=None, bias=False, conv_bias=True, name=None)",
+			Doc: "A Mamba (Mamba-1) mixer as Jamba's layers run it (transformers' JambaMambaMixer with the mamba_ssm " +
+				"kernels): in_proj (dim -> 2*inner, inner = expand*dim), a depthwise causal conv1d with silu, x_proj " +
+				"(inner -> dt_rank + 2*state) with RMS norms on dt, B and C, dt_proj (dt_rank -> inner) and " +
+				"selective_scan_fn, then out_proj. It keeps in_proj's input and output, the conv output, the copies " +
+				"the scan and the linears make of their transposed inputs, the scan output and fp32 chunk states " +
+				"every 2,048 tokens: a fixed amount per token. dt_rank defaults to ceil(dim / 16). Use it in " +
+				"residual(sequential(rmsnorm(dim), mamba(...))) blocks beside attention blocks (a hybrid).",
+			Fn: mambaFn,
+		},
+		{
 			Name: "pooler",
 			Sig:  "pooler(dim, name=None)",
 			Doc: "BERT's pooler: the first token's hidden state through a dim x dim linear with bias and tanh " +
@@ -114,6 +126,34 @@ func mamba2Fn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	m.Inner = m.Heads * m.HeadDim
 	var err error
+	if m.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, m)
+}
+
+func mambaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, dtRank, name starlark.Value
+	state, conv, expand := starlark.Value(starlark.MakeInt(16)), starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(2))
+	bias, convBias := false, true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "state?", &state, "conv_kernel?", &conv,
+		"expand?", &expand, "dt_rank?", &dtRank, "bias?", &bias, "conv_bias?", &convBias, "name?", &name); err != nil {
+		return nil, err
+	}
+	m := &nn.Mamba{Bias: bias, ConvBias: convBias}
+	var ex int64
+	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{state, "state", &m.State}, intArg{conv, "conv_kernel", &m.ConvK},
+		intArg{expand, "expand", &ex}); err != nil {
+		return nil, err
+	}
+	if ex <= 0 || m.Dim > (1<<40)/ex {
+		return nil, fmt.Errorf("mamba: expand x dim must be positive and not too large (%d x %d)", ex, m.Dim)
+	}
+	m.Inner = ex * m.Dim
+	var err error
+	if m.DTRank, err = OptInt(dtRank, "dt_rank", (m.Dim+15)/16); err != nil {
+		return nil, err
+	}
 	if m.Name, err = optName(name); err != nil {
 		return nil, err
 	}
