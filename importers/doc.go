@@ -11,5 +11,7 @@
 // contradictory) is an *Error naming its key and line.
 //
 // The package writes Starlark text and runs none: it imports no Starlark
-// and no engine package, so an importer's result is always a script.
+// and no engine package, so an importer's result is always a script. A
+// job script (Megatron-LM's) is read by a bash interpreter that runs no
+// command, reads no file and writes none (shell.go).
 package importers

@@ -39,7 +39,7 @@ Usage:
   memsh check CONFIG [key=value...]
                                   will the job of this trainer config fit?
                                   (torchtune, torchtitan, HF/TRL, DeepSpeed,
-                                  anemoi; docs/check.md)
+                                  Megatron-LM, anemoi; docs/check.md)
                                   the report and advise()'s changes; exit 0
                                   fits, 1 not
   memsh doc [NAME]                list builtins and stdlib names, or document one

@@ -1,0 +1,459 @@
+package importers
+
+import (
+	"fmt"
+	"strings"
+)
+
+// megatronTrainer reads a Megatron-LM launch script: the command line it
+// gives pretrain_gpt.py (interpreted as bash does, shell.go), read as
+// Megatron's arguments.py reads it, its defaults where a flag is absent.
+// The model is written in Starlark from the GPT flags (mcore's GPT layer:
+// norm, attention, residual, norm, MLP, residual).
+var megatronTrainer = &trainer{
+	name:  "megatron",
+	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16; fp8 listed",
+	exts:  []string{".sh", ".bash"},
+	parse: parseMegatron,
+	detect: func(t *tree) bool {
+		_, ok := t.leaves["num-layers"]
+		return ok
+	},
+	plan: megatronPlan,
+	noEffect: []string{
+		"data-path", "vocab-file", "merge-file", "split", "save", "load", "save-interval", "eval-interval", "eval-iters",
+		"log-interval", "tensorboard-dir", "train-iters", "train-samples", "lr", "min-lr", "lr-decay-style", "lr-decay-iters",
+		"lr-decay-samples", "lr-warmup-fraction", "lr-warmup-samples", "lr-warmup-iters", "decoupled-lr", "decoupled-min-lr",
+		"weight-decay", "adam-beta1", "adam-beta2", "adam-eps", "clip-grad", "init-method-std", "rampup-batch-size", "seed",
+		"tokenizer-type", "tokenizer-model", "tiktoken-pattern", "mock-data", "data-cache-path", "no-mmap-bin-files",
+		"no-create-attention-mask-in-dataloader", "num-workers", "log-throughput", "profile", "profile-step-start",
+		"profile-step-end", "ckpt-format", "distributed-timeout-minutes", "exit-duration-in-mins", "manual-gc",
+		"calculate-per-token-loss", "use-mcore-models", "attention-dropout", "hidden-dropout", "rotary-base", "rotary-percent",
+		"apply-layernorm-1p", "make-vocab-size-divisible-by", "max-position-embeddings", "fp8-amax-history-len",
+		"fp8-amax-compute-algo", "launcher.*",
+	},
+}
+
+// megatronValueFlags are the flags that take no value (store_true).
+var megatronSwitches = map[string]bool{
+	"bf16": true, "fp16": true, "swiglu": true, "group-query-attention": true, "untie-embeddings-and-output-weights": true,
+	"disable-bias-linear": true, "sequence-parallel": true, "use-distributed-optimizer": true, "overlap-grad-reduce": true,
+	"overlap-param-gather": true, "use-flash-attn": true, "recompute-activations": true, "apply-layernorm-1p": true,
+	"grad-reduce-in-bf16": true, "cross-entropy-loss-fusion": true, "calculate-per-token-loss": true, "manual-gc": true,
+	"use-mcore-models": true, "mock-data": true, "no-mmap-bin-files": true, "no-create-attention-mask-in-dataloader": true,
+	"log-throughput": true, "profile": true, "fp8-param-gather": true, "accumulate-allreduce-grads-in-fp32": true,
+}
+
+// parseMegatron reads the script's pretrain_gpt.py command line into a
+// tree: --flag value pairs by flag name, switches as true, a flag's
+// several values as a list; the launcher's name under launcher.name.
+func parseMegatron(file string, data []byte) (*tree, error) {
+	args, launcher, err := launchArgs(file, data, "pretrain_gpt.py", func(string) string { return "" })
+	if err != nil {
+		return nil, err
+	}
+	t := newTree(file)
+	t.leaves["launcher.name"] = leaf{value: launcher}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, ok := strings.CutPrefix(a, "--")
+		if !ok || name == "" {
+			return nil, &Error{File: file, Msg: fmt.Sprintf("pretrain_gpt.py argument %s is not a --flag", quoteKey(a)),
+				Hint: "memsh reads --flag value pairs"}
+		}
+		name, inline, hasInline := strings.Cut(name, "=")
+		var vals []string
+		if hasInline {
+			vals = []string{inline}
+		} else if !megatronSwitches[name] {
+			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+				i++
+				vals = append(vals, args[i])
+			}
+		}
+		var v any = true
+		switch len(vals) {
+		case 0:
+		case 1:
+			s, err := parseScalar(vals[0])
+			if err != nil {
+				s = vals[0]
+			}
+			v = s
+		default:
+			l := make([]any, len(vals))
+			for j, x := range vals {
+				l[j] = x
+			}
+			v = l
+		}
+		if old, dup := t.leaves[name]; dup && fmt.Sprint(old.value) != fmt.Sprint(v) {
+			return nil, &Error{File: file, Key: name, Msg: fmt.Sprintf("given twice: %s and %s", describe(old.value), describe(v)),
+				Hint: "argparse keeps the last; give the flag once"}
+		}
+		t.leaves[name] = leaf{value: v}
+	}
+	return t, nil
+}
+
+func megatronPlan(t *tree, o Options) (*plan, error) {
+	p := &plan{}
+	if experts, err := t.integer("num-experts", 0, 0, 1<<20); err != nil {
+		return nil, err
+	} else if experts > 0 {
+		return nil, t.errorf("num-experts", "memsh check reads dense GPT runs; write the MoE plan in Starlark (moe(...))", "mixture-of-experts runs are not read")
+	}
+	tp, err := t.integer("tensor-model-parallel-size", 1, 1, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	if err := megatronModel(t, p, tp); err != nil {
+		return nil, err
+	}
+	micro, err := t.integer("micro-batch-size", 0, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	if micro == 0 {
+		return nil, t.errorf("micro-batch-size", "Megatron requires it: --micro-batch-size 1", "missing")
+	}
+	p.set("batch", num(micro))
+	seq, err := t.integer("seq-length", 0, 1, 1<<24)
+	if err != nil {
+		return nil, err
+	}
+	if o.Seq > 0 {
+		seq = o.Seq
+	} else if seq == 0 {
+		return nil, t.errorf("seq-length", "Megatron requires it: --seq-length 4096", "missing")
+	}
+	p.set("seq", num(seq))
+	if err := megatronPrecision(t, p); err != nil {
+		return nil, err
+	}
+	opt, err := t.str("optimizer", "adam")
+	if err != nil {
+		return nil, err
+	}
+	switch opt {
+	case "adam": // apex/TE FusedAdam with adam_w_mode: AdamW
+		p.set("optimizer", str("adamw"))
+	case "sgd":
+		p.set("optimizer", str("sgd"))
+	default:
+		return nil, t.errorf("optimizer", "adam or sgd", "unknown optimizer %s", quoteKey(opt))
+	}
+	if err := megatronRecompute(t, p); err != nil {
+		return nil, err
+	}
+	p.set("gpu", str(o.GPU))
+	return p, megatronLayout(t, o, p, tp, micro)
+}
+
+// megatronModel writes mcore's GPT model from the flags.
+func megatronModel(t *tree, p *plan, tp int64) error {
+	layers, err := t.integer("num-layers", 0, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	hidden, err := t.integer("hidden-size", 0, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	heads, err := t.integer("num-attention-heads", 0, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	for k, v := range map[string]int64{"hidden-size": hidden, "num-attention-heads": heads} {
+		if v == 0 {
+			return t.errorf(k, "Megatron requires it", "missing")
+		}
+	}
+	gqa, err := t.boolean("group-query-attention", false)
+	if err != nil {
+		return err
+	}
+	groups, err := t.integer("num-query-groups", 1, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	headDim, err := t.integer("kv-channels", hidden/heads, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	swiglu, err := t.boolean("swiglu", false)
+	if err != nil {
+		return err
+	}
+	ffnDefault := 4 * hidden
+	if swiglu { // arguments.py: int((4 * hidden_size * 2 / 3) / 64) * 64
+		ffnDefault = 4 * hidden * 2 / 3 / 64 * 64
+	}
+	ffn, err := t.integer("ffn-hidden-size", ffnDefault, 1, 1<<24)
+	if err != nil {
+		return err
+	}
+	noBias, err := t.boolean("disable-bias-linear", false)
+	if err != nil {
+		return err
+	}
+	untie, err := t.boolean("untie-embeddings-and-output-weights", false)
+	if err != nil {
+		return err
+	}
+	norm, err := t.str("normalization", "LayerNorm")
+	if err != nil {
+		return err
+	}
+	normFn := map[string]string{"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[norm]
+	if normFn == "" {
+		return t.errorf("normalization", "LayerNorm or RMSNorm", "unknown normalization %s", quoteKey(norm))
+	}
+	position, err := t.str("position-embedding-type", "learned_absolute")
+	if err != nil {
+		return err
+	}
+	if position != "learned_absolute" && position != "rope" {
+		return t.errorf("position-embedding-type", "learned_absolute or rope", "position embedding %s is not modelled", quoteKey(position))
+	}
+	maxPos, err := t.integer("max-position-embeddings", 0, 0, 1<<24)
+	if err != nil {
+		return err
+	}
+	vocab, err := megatronVocab(t, tp)
+	if err != nil {
+		return err
+	}
+	attn, err := megatronAttention(t)
+	if err != nil {
+		return err
+	}
+	normCall := func(name string) string {
+		if normFn == "rmsnorm" {
+			return call("rmsnorm", num(hidden), kw("name", str(name)))
+		}
+		return call("layernorm", num(hidden), kw("name", str(name)))
+	}
+	attnArgs := []string{num(hidden), num(heads)}
+	if gqa {
+		attnArgs = append(attnArgs, kw("kv_heads", num(groups)))
+	}
+	if headDim != hidden/heads || hidden%heads != 0 {
+		attnArgs = append(attnArgs, kw("head_dim", num(headDim)))
+	}
+	attnArgs = append(attnArgs, kw("qkv_bias", boolean(!noBias)), kw("out_bias", boolean(!noBias)), kw("impl", str(attn)),
+		kw("rope", boolean(position == "rope")), kw("fused_qkv", "True"), kw("name", str("self_attention")))
+	act := "gelu"
+	if swiglu {
+		act = "swiglu"
+	}
+	p.defs = append(p.defs,
+		"gpt_layer = sequential(",
+		"    residual(sequential("+normCall("input_layernorm")+", "+call("attention", attnArgs...)+")),",
+		"    residual(sequential("+normCall("pre_mlp_layernorm")+", "+call("mlp", num(hidden), num(ffn), kw("act", str(act)), kw("bias", boolean(!noBias)), kw("name", str("mlp")))+")),",
+		")")
+	front := []string{call("embedding", num(vocab), num(hidden), kw("name", str("embedding")))}
+	if position == "learned_absolute" {
+		if maxPos == 0 {
+			return t.errorf("max-position-embeddings", "learned positions need it: --max-position-embeddings 4096", "missing")
+		}
+		front = append(front, call("add_embedding", num(maxPos), num(hidden), kw("max_seq", num(maxPos)), kw("name", str("position_embeddings"))))
+	}
+	p.model = call("model", append(append([]string{str("gpt")}, front...),
+		call("repeat", "gpt_layer", num(layers), kw("name", str("decoder.layers"))), normCall("final_layernorm"),
+		kw("vocab", num(vocab)), kw("tie_embeddings", boolean(!untie)))...)
+	return nil
+}
+
+// megatronVocab is the padded vocabulary: --vocab-size, or GPT-2's BPE
+// (--vocab-file), padded to a multiple of make-vocab-size-divisible-by x tp.
+func megatronVocab(t *tree, tp int64) (int64, error) {
+	size, err := t.integer("vocab-size", 0, 1, 1<<24)
+	if err != nil {
+		return 0, err
+	}
+	if size == 0 {
+		tok, err := t.str("tokenizer-type", "GPT2BPETokenizer")
+		if err != nil {
+			return 0, err
+		}
+		if _, ok := t.leaves["vocab-file"]; !ok || tok != "GPT2BPETokenizer" {
+			return 0, t.errorf("vocab-size", "the tokenizer's vocabulary: --vocab-size N (memsh reads GPT-2's BPE from --vocab-file)", "missing")
+		}
+		size = 50257 // GPT-2's BPE vocabulary
+	}
+	div, err := t.integer("make-vocab-size-divisible-by", 128, 1, 1<<20)
+	if err != nil {
+		return 0, err
+	}
+	m := div * tp
+	return (size + m - 1) / m * m, nil
+}
+
+// megatronAttention is the attention kernel: --attention-backend
+// (auto, flash and fused keep no score matrix; unfused and local do).
+func megatronAttention(t *tree) (string, error) {
+	flash, err := t.boolean("use-flash-attn", false)
+	if err != nil {
+		return "", err
+	}
+	backend, err := t.str("attention-backend", "auto")
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case flash:
+		return "flash", nil
+	case backend == "auto" || backend == "flash" || backend == "fused":
+		return "flash", nil
+	case backend == "unfused" || backend == "local":
+		return "eager", nil
+	}
+	return "", t.errorf("attention-backend", "auto, flash, fused, unfused or local", "unknown backend %s", quoteKey(backend))
+}
+
+// megatronPrecision is Megatron's mixed precision: 16-bit parameters,
+// fp32 main gradients (unless --grad-reduce-in-bf16) and master weights.
+func megatronPrecision(t *tree, p *plan) error {
+	bf16, err := t.boolean("bf16", false)
+	if err != nil {
+		return err
+	}
+	fp16, err := t.boolean("fp16", false)
+	if err != nil {
+		return err
+	}
+	gradBF16, err := t.boolean("grad-reduce-in-bf16", false)
+	if err != nil {
+		return err
+	}
+	t.get("accumulate-allreduce-grads-in-fp32")
+	grads := "fp32"
+	if gradBF16 {
+		grads = "bf16"
+	}
+	switch {
+	case bf16 && fp16:
+		return t.errorf("bf16", "Megatron refuses both: keep one", "and --fp16 are both given")
+	case bf16:
+		p.set("precision", call("precision", kw("params", str("bf16")), kw("grads", str(grads)), kw("master", str("fp32"))))
+	case fp16:
+		p.set("precision", call("precision", kw("params", str("fp16")), kw("grads", str("fp32")), kw("master", str("fp32"))))
+	default:
+		p.set("precision", str("fp32"))
+	}
+	if f, _ := t.get("fp8-format"); f != nil {
+		t.notModelled = append(t.notModelled, "fp8-format: Transformer Engine's fp8 GEMMs, their scales and amax histories")
+	}
+	t.notModelledIf("fp8-param-gather", "fp8 parameters gathered by the distributed optimizer")
+	return nil
+}
+
+// megatronRecompute is --recompute-granularity (or --recompute-activations,
+// its selective shorthand) with --recompute-method and -num-layers.
+func megatronRecompute(t *tree, p *plan) error {
+	gran, err := t.str("recompute-granularity", "")
+	if err != nil {
+		return err
+	}
+	if sel, err := t.boolean("recompute-activations", false); err != nil {
+		return err
+	} else if sel && gran == "" {
+		gran = "selective"
+	}
+	method, err := t.str("recompute-method", "")
+	if err != nil {
+		return err
+	}
+	layers, err := t.integer("recompute-num-layers", 1, 1, 1<<16)
+	if err != nil {
+		return err
+	}
+	switch {
+	case gran == "":
+	case gran == "selective":
+		p.set("checkpoint", str("selective"))
+	case gran == "full" && method == "uniform" && layers == 1:
+		p.set("checkpoint", str("full"))
+	case gran == "full" && method == "uniform":
+		return t.errorf("recompute-num-layers", "memsh replays uniform recompute of one layer per chunk", "%d layers per recompute chunk are not modelled", layers)
+	case gran == "full" && method == "block":
+		return t.errorf("recompute-method", "memsh replays uniform recompute; write checkpoint(modules=...) in Starlark for a block", "block recompute is not modelled")
+	case gran == "full":
+		return t.errorf("recompute-method", "Megatron asserts the same: full recompute needs --recompute-method uniform or block", "missing")
+	default:
+		return t.errorf("recompute-granularity", "full or selective", "unknown granularity %s", quoteKey(gran))
+	}
+	return nil
+}
+
+// megatronLayout is tp x pp x cp model parallelism and data parallelism
+// over the rest of the job's GPUs; the global batch sets the micro-batches.
+func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
+	pp, err := t.integer("pipeline-model-parallel-size", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	cp, err := t.integer("context-parallel-size", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	gpus := o.GPUs * o.Nodes
+	if gpus%(tp*pp*cp) != 0 {
+		return t.errorf("tensor-model-parallel-size", "tp x pp x cp must divide the job's GPUs: --gpus N (per node), --nodes N",
+			"%d GPUs do not divide into tp %d x pp %d x cp %d", gpus, tp, pp, cp)
+	}
+	dp := gpus / (tp * pp * cp)
+	global, err := t.integer("global-batch-size", micro*dp, 1, 1<<40)
+	if err != nil {
+		return err
+	}
+	if global%(micro*dp) != 0 {
+		return t.errorf("global-batch-size", "Megatron asserts the same: a multiple of micro-batch-size x data-parallel size",
+			"%d is not a multiple of %d x %d", global, micro, dp)
+	}
+	n := global / (micro * dp)
+	sp, err := t.boolean("sequence-parallel", false)
+	if err != nil {
+		return err
+	}
+	distOpt, err := t.boolean("use-distributed-optimizer", false)
+	if err != nil {
+		return err
+	}
+	t.notModelledIf("overlap-grad-reduce", "the gradient buffer's overlapped bucketed reduction")
+	t.notModelledIf("overlap-param-gather", "the overlapped parameter all-gather")
+	t.notModelledIf("cross-entropy-loss-fusion", "the fused cross-entropy kernel")
+	if lvl, err := t.integer("empty-unused-memory-level", 0, 0, 2); err != nil {
+		return err
+	} else if lvl > 0 {
+		t.notModelled = append(t.notModelled, "empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)")
+	}
+	if pp == 1 && n > 1 {
+		p.set("grad_accum", num(n))
+	}
+	if gpus == 1 {
+		return nil
+	}
+	args := []string{kw("dp", num(dp))}
+	if tp > 1 {
+		args = append(args, kw("tp", num(tp)))
+		if sp {
+			args = append(args, kw("sequence_parallel", "True"))
+		}
+	}
+	if pp > 1 {
+		args = append(args, kw("pp", num(pp)), kw("micro_batches", num(n)))
+	}
+	if cp > 1 {
+		args = append(args, kw("cp", num(cp)))
+	}
+	if distOpt {
+		args = append(args, kw("distributed_optimizer", "True"))
+	}
+	p.set("parallel", call("parallel", args...))
+	if o.Nodes > 1 {
+		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
+	}
+	return nil
+}

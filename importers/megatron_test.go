@@ -1,0 +1,95 @@
+package importers
+
+import "testing"
+
+// TestMegatron imports Megatron-LM's example launch scripts
+// (testdata/megatron, the README names their commit), read as bash runs
+// them (the pretrain_gpt.py command line after their variables, arrays and
+// conditionals), and checks each plan against the one written by hand from
+// Megatron's arguments: mcore's GPT layer, the vocabulary padded to 128 x
+// tp, GPT-2's BPE vocabulary from --vocab-file, learned positions or rope,
+// Megatron's mixed precision (16-bit parameters, fp32 or bf16 main
+// gradients, fp32 master weights), the global batch as micro-batches or
+// accumulation.
+// llama3NotModelled is what the Llama 3 script sets that memsh lists.
+var llama3NotModelled = []string{
+	"fp8-format: Transformer Engine's fp8 GEMMs, their scales and amax histories",
+	"fp8-param-gather: fp8 parameters gathered by the distributed optimizer",
+	"overlap-grad-reduce: the gradient buffer's overlapped bucketed reduction",
+	"overlap-param-gather: the overlapped parameter all-gather",
+	"cross-entropy-loss-fusion: the fused cross-entropy kernel",
+	"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
+}
+
+func TestMegatron(t *testing.T) {
+	runImportCases(t, []importCase{{
+		name: "GPT-3 175B: tp 8 x pp 16 on 128 GPUs, fp16",
+		file: "megatron/train_gpt3_175b_distributed.sh",
+		opts: Options{GPUs: 8, Nodes: 16},
+		hand: `layer = sequential(
+    residual(sequential(layernorm(12288, name = "input_layernorm"),
+                        attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, name = "self_attention"))),
+    residual(sequential(layernorm(12288, name = "pre_mlp_layernorm"), mlp(12288, 4 * 12288, act = "gelu", bias = True, name = "mlp"))),
+)
+gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(2048, 12288, max_seq = 2048, name = "position_embeddings"),
+            repeat(layer, 96, name = "decoder.layers"), layernorm(12288, name = "final_layernorm"), vocab = 51200, tie_embeddings = True)
+plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", grads = "fp32", master = "fp32"), optimizer = "adamw",
+             gpu = "H100-80GB", parallel = parallel(dp = 1, tp = 8, pp = 16, micro_batches = 1536), cluster = cluster(nodes = 16, gpus_per_node = 8))`,
+	}, {
+		name:        "Llama 3 8B on 8 H100s: bf16 with bf16 gradient reduction, distributed optimizer, fp8 listed",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		opts:        Options{GPUs: 8},
+		notModelled: llama3NotModelled,
+		hand: `layer = sequential(
+    residual(sequential(layernorm(4096, name = "input_layernorm"),
+                        attention(4096, 32, kv_heads = 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention"))),
+    residual(sequential(layernorm(4096, name = "pre_mlp_layernorm"), mlp(4096, 14336, act = "swiglu", name = "mlp"))),
+)
+gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
+            layernorm(4096, name = "final_layernorm"), vocab = 128256)
+plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+	}, {
+		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},
+		notModelled: llama3NotModelled,
+		hand: `layer = sequential(
+    residual(sequential(layernorm(4096, name = "input_layernorm"),
+                        attention(4096, 32, kv_heads = 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention"))),
+    residual(sequential(layernorm(4096, name = "pre_mlp_layernorm"), mlp(4096, 14336, act = "swiglu", name = "mlp"))),
+)
+gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
+            layernorm(4096, name = "final_layernorm"), vocab = 128256)
+plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, distributed_optimizer = True))`,
+	}})
+}
+
+func TestMegatronErrors(t *testing.T) {
+	const launch = "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 --vocab-size 1000"
+	runErrorCases(t, []errorCase{
+		{name: "a script that never launches pretrain_gpt.py", file: "run.sh", config: "#!/bin/bash\necho hello\nnum_layers=4\n",
+			want: "run.sh: the script never launches pretrain_gpt.py", wantHint: "torchrun"},
+		{name: "a script bash cannot read", file: "run.sh", config: "if then\n", want: "run.sh:1: not a shell script bash can read: `if` must be followed by a statement list"},
+		{name: "a script that exits first", file: "run.sh", config: "exit 3\n" + launch + "\n",
+			want: "run.sh: the script never launches pretrain_gpt.py", wantHint: "torchrun"},
+		{name: "a script that loops for ever", file: "run.sh", config: "while :; do :; done\n" + launch + "\n",
+			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
+		{name: "a flag given twice", file: "run.sh", config: launch + " --num-layers 4\n",
+			want: "run.sh: key num-layers: given twice: 2 and 4", wantHint: "once"},
+		{name: "a mixture of experts", file: "run.sh", config: launch + " --num-experts 8\n", opts: Options{GPUs: 8},
+			want: "run.sh: key num-experts: mixture-of-experts runs are not read", wantHint: "moe("},
+		{name: "block recompute", file: "run.sh", config: launch + " --recompute-granularity full --recompute-method block --recompute-num-layers 2\n",
+			want: "run.sh: key recompute-method: block recompute is not modelled", wantHint: "uniform"},
+		{name: "model parallelism the GPUs do not divide", file: "run.sh", config: launch + " --tensor-model-parallel-size 3\n", opts: Options{GPUs: 8},
+			want: "run.sh: key tensor-model-parallel-size: 8 GPUs do not divide into tp 3 x pp 1 x cp 1", wantHint: "--gpus"},
+		{name: "a global batch that does not divide", file: "run.sh", config: launch + " --global-batch-size 12\n", opts: Options{GPUs: 8},
+			want: "run.sh: key global-batch-size: 12 is not a multiple of 1 x 8", wantHint: "micro-batch-size"},
+		{name: "no vocabulary", file: "run.sh", config: "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --position-embedding-type rope\n",
+			want: "run.sh: key vocab-size: missing", wantHint: "--vocab-size N"},
+		{name: "a stray argument", file: "run.sh", config: "torchrun pretrain_gpt.py stray --num-layers 2\n",
+			want: "run.sh: pretrain_gpt.py argument stray is not a --flag", wantHint: "--flag value"},
+	})
+}

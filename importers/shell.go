@@ -1,0 +1,119 @@
+package importers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"time"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// A job script is read by interpreting it as bash does (mvdan.cc/sh's
+// interpreter), its variables, arrays, conditionals and ${1:-default}
+// parameters evaluated, with no command run: every command is recorded
+// and skipped, no file is read or written (every path stats as an existing
+// file, opens as empty), and the launch of the training script (the
+// command naming it) is captured: its arguments are the config.
+
+const (
+	// shellCalls bounds the commands a script may run before the reading
+	// stops: a script that loops for ever is an error, not a hang.
+	shellCalls = 100_000
+	// shellTimeout is the backstop for loops without commands.
+	shellTimeout = 5 * time.Second
+)
+
+// launchArgs interprets a job script and returns the arguments of the
+// first command that runs the training script whose base name is script
+// (pretrain_gpt.py), with the launcher's name.
+func launchArgs(file string, data []byte, script string, getenv func(string) string) (args []string, launcher string, err error) {
+	prog, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(bytes.NewReader(data), file)
+	if err != nil {
+		var pe syntax.ParseError
+		if errors.As(err, &pe) {
+			return nil, "", &Error{File: file, Line: int(pe.Pos.Line()), Msg: "not a shell script bash can read: " + pe.Text}
+		}
+		return nil, "", &Error{File: file, Msg: "not a shell script bash can read: " + err.Error()}
+	}
+	found := false
+	calls := 0
+	env := []string{"HOME=/home/user", "PWD=/job", "PATH=/usr/bin:/bin"}
+	for _, k := range []string{"SLURM_NNODES", "SLURM_GPUS_ON_NODE", "MASTER_ADDR", "MASTER_PORT", "NODE_RANK"} {
+		if v := getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	runner, err := interp.New(
+		interp.Env(expand.ListEnviron(env...)),
+		interp.Dir("/"), // stat on the real root, which always exists; nothing is read there
+		interp.StdIO(nil, io.Discard, io.Discard),
+		interp.CallHandler(func(ctx context.Context, a []string) ([]string, error) {
+			if calls++; calls > shellCalls {
+				return nil, fmt.Errorf("more than %d commands", shellCalls)
+			}
+			if len(a) > 0 && (a[0] == "source" || a[0] == ".") {
+				return []string{":"}, nil // no file is read: sourced scripts are not followed
+			}
+			return a, nil
+		}),
+		interp.ExecHandlers(func(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
+			return func(ctx context.Context, a []string) error {
+				for i, x := range a {
+					if !found && path.Base(x) == script {
+						found, args, launcher = true, append([]string(nil), a[i+1:]...), path.Base(a[0])
+					}
+				}
+				return nil // nothing runs
+			}
+		}),
+		interp.OpenHandler(func(ctx context.Context, p string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+			return nopFile{}, nil
+		}),
+		interp.StatHandler(func(ctx context.Context, name string, follow bool) (fs.FileInfo, error) {
+			return fakeFile(path.Base(name)), nil
+		}),
+		interp.ReadDirHandler2(func(ctx context.Context, p string) ([]fs.DirEntry, error) { return nil, nil }),
+		interp.AccessHandler(func(ctx context.Context, p string, mode interp.AccessMode) error { return nil }),
+	)
+	if err != nil {
+		return nil, "", &Error{File: file, Msg: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shellTimeout)
+	defer cancel()
+	runErr := runner.Run(ctx, prog)
+	if found {
+		return args, launcher, nil
+	}
+	if _, exited := interp.IsExitStatus(runErr); runErr != nil && !exited {
+		return nil, "", &Error{File: file, Msg: "the script stopped before it launched " + script + ": " + runErr.Error(),
+			Hint: "memsh reads the script as bash would, running no command"}
+	}
+	return nil, "", &Error{File: file, Msg: "the script never launches " + script,
+		Hint: "memsh check reads the command line of a script that runs " + script + " (torchrun ... " + script + " --num-layers ...)"}
+}
+
+// nopFile is every file a script opens: empty, and writes go nowhere.
+type nopFile struct{}
+
+func (nopFile) Read([]byte) (int, error)    { return 0, io.EOF }
+func (nopFile) Write(b []byte) (int, error) { return len(b), nil }
+func (nopFile) Close() error                { return nil }
+
+// fakeFile is every path a script stats: an existing executable file, as
+// on the machine the job runs on.
+type fakeFile string
+
+func (f fakeFile) Name() string     { return string(f) }
+func (fakeFile) Size() int64        { return 0 }
+func (fakeFile) Mode() fs.FileMode  { return 0o755 }
+func (fakeFile) ModTime() time.Time { return time.Time{} }
+func (fakeFile) IsDir() bool        { return false }
+func (fakeFile) Sys() any           { return nil }
