@@ -89,6 +89,9 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh: key global-batch-size: 12 is not a multiple of 1 x 8", wantHint: "micro-batch-size"},
 		{name: "no vocabulary", file: "run.sh", config: "torchrun pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --position-embedding-type rope\n",
 			want: "run.sh: key vocab-size: missing", wantHint: "--vocab-size N"},
+		{name: "a script that changes folder and checks its files under set -e", file: "run.sh",
+			config: "set -euo pipefail\ncd \"${MEGATRON:-/opt/megatron}\"\n[ -d data ] || exit 2\n[ -f pretrain_gpt.py ] || exit 3\n" + launch + " --global-batch-size 12\n", opts: Options{GPUs: 8},
+			want: "run.sh: key global-batch-size: 12 is not a multiple of 1 x 8", wantHint: "micro-batch-size"},
 		{name: "a stray argument", file: "run.sh", config: "torchrun pretrain_gpt.py stray --num-layers 2\n",
 			want: "run.sh: pretrain_gpt.py argument stray is not a --flag", wantHint: "--flag value"},
 	})

@@ -19,8 +19,9 @@ import (
 // A job script is read by interpreting it as bash does (mvdan.cc/sh's
 // interpreter), its variables, arrays, conditionals and ${1:-default}
 // parameters evaluated, with no command run: every command is recorded
-// and skipped, no file is read or written (every path stats as an existing
-// file, opens as empty), and the launch of the training script (the
+// and skipped, no file is read or written (every path exists: a name
+// with an extension as a file, any other as a folder, so that both
+// [ -f train.py ] and cd "$MEGATRON" pass; a file opens empty), and the launch of the training script (the
 // command naming it) is captured: its arguments are the config.
 
 const (
@@ -107,13 +108,18 @@ func (nopFile) Read([]byte) (int, error)    { return 0, io.EOF }
 func (nopFile) Write(b []byte) (int, error) { return len(b), nil }
 func (nopFile) Close() error                { return nil }
 
-// fakeFile is every path a script stats: an existing executable file, as
-// on the machine the job runs on.
+// fakeFile is every path a script stats, as it exists on the machine the
+// job runs on: a file when its name has an extension, else a folder.
 type fakeFile string
 
-func (f fakeFile) Name() string     { return string(f) }
-func (fakeFile) Size() int64        { return 0 }
-func (fakeFile) Mode() fs.FileMode  { return 0o755 }
+func (f fakeFile) Name() string { return string(f) }
+func (fakeFile) Size() int64    { return 0 }
+func (f fakeFile) Mode() fs.FileMode {
+	if f.IsDir() {
+		return fs.ModeDir | 0o755
+	}
+	return 0o755
+}
 func (fakeFile) ModTime() time.Time { return time.Time{} }
-func (fakeFile) IsDir() bool        { return false }
+func (f fakeFile) IsDir() bool      { return path.Ext(string(f)) == "" }
 func (fakeFile) Sys() any           { return nil }
