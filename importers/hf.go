@@ -104,9 +104,6 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 	if accum > 1 {
 		p.set("grad_accum", num(accum))
 	}
-	if err := hfPrecision(t, p, p.quantized()); err != nil {
-		return nil, err
-	}
 	optim, err := t.str("optim", "adamw_torch_fused") // training_args.py's default with torch >= 2.8
 	if err != nil {
 		return nil, err
@@ -115,7 +112,16 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 	if !ok {
 		return nil, t.errorf("optim", "memsh knows adamw_torch(_fused), adamw_8bit, paged_adamw_8bit/32bit, adafactor, sgd, lion_32bit", "optimizer %s is not modelled", quoteKey(optim))
 	}
-	p.set("optimizer", expr)
+	ds, err := hfDeepSpeedConfig(t, o)
+	if err != nil {
+		return nil, err
+	}
+	if ds == nil {
+		if err := hfPrecision(t, p, p.quantized()); err != nil {
+			return nil, err
+		}
+		p.set("optimizer", expr)
+	}
 	if err := hfCheckpoint(t, p); err != nil {
 		return nil, err
 	}
@@ -124,11 +130,10 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 	} else if compiled {
 		p.set("compile", "True")
 	}
-	if ds, _ := t.get("deepspeed"); ds != nil {
-		return nil, t.errorf("deepspeed", "check the DeepSpeed config itself, with this model and sequence: memsh check ds_config.json --model config.json --seq N",
-			"the Trainer hands this job to DeepSpeed, whose config memsh check reads on its own")
-	}
 	p.set("gpu", str(o.GPU))
+	if ds != nil {
+		return p, hfDeepSpeed(t, ds, o, p, batch, accum, expr)
+	}
 	return p, hfLayout(t, o, p)
 }
 

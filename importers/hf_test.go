@@ -1,6 +1,10 @@
 package importers
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // TestHF imports alignment-handbook's Zephyr SFT recipes (TRL's SFTConfig
 // with its ModelConfig; testdata/README.md names their commits) and checks
@@ -32,6 +36,19 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1))`,
+	}, {
+		name: "zephyr-7b-beta SFT, full, handed to DeepSpeed ZeRO-3 on 8 GPUs (the autotuning config's auto filled; no bf16 section: fp32)",
+		file: "hf/zephyr_sft_full.yaml",
+		opts: Options{GPUs: 8, Overrides: []string{"deepspeed=autotuning_z3.json"}, ReadFile: func(name string) ([]byte, error) {
+			return os.ReadFile(filepath.Join("testdata", "deepspeed", name))
+		}},
+		notModelled: []string{
+			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "fp32", optimizer = adamw(fused = True),
+             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
 	}})
 }
 
@@ -44,8 +61,17 @@ func TestHFErrors(t *testing.T) {
 			want: "args.json: key model_name_or_path: memsh's zoo has no model for org/unknown", wantHint: "--model"},
 		{name: "SFTConfig without gradient_checkpointing", file: "sft.yaml", config: "model_name_or_path: mistralai/Mistral-7B-v0.1\nper_device_train_batch_size: 2\nmax_length: 1024\n",
 			want: "sft.yaml: key gradient_checkpointing: missing: TRL's SFTConfig and TrainingArguments default it differently", wantHint: "gradient_checkpointing=true"},
-		{name: "a DeepSpeed run", file: "args.json", config: args + `, "deepspeed": "ds_config.json"}`, opts: Options{Seq: 512},
-			want: "args.json: key deepspeed: the Trainer hands this job to DeepSpeed, whose config memsh check reads on its own", wantHint: "memsh check ds_config.json"},
+		{name: "a DeepSpeed config that cannot be read", file: "args.json", config: args + `, "deepspeed": "ds_config.json"}`, opts: Options{Seq: 512},
+			want: "args.json: key deepspeed: no file can be read here", wantHint: "memsh check ds_config.json"},
+		{name: "a DeepSpeed config at odds with the Trainer's batch", file: "args.json", opts: Options{Seq: 512, GPUs: 8},
+			config: args + `, "deepspeed": {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}}}`,
+			want:   "args.json: key deepspeed: its micro batch 2 x accumulation 1 is not per_device_train_batch_size 4 x gradient_accumulation_steps 1", wantHint: "auto"},
+		{name: "a DeepSpeed precision at odds with the Trainer's", file: "args.json", opts: Options{Seq: 512, GPUs: 8},
+			config: args + `, "deepspeed": {"train_micro_batch_size_per_gpu": "auto", "fp16": {"enabled": true}}}`,
+			want:   "args.json: key deepspeed: its fp16.enabled is true, the Trainer's fp16 false", wantHint: "mismatch"},
+		{name: "FSDP and DeepSpeed", file: "args.json", opts: Options{Seq: 512, GPUs: 8},
+			config: args + `, "fsdp": "full_shard", "deepspeed": {"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 2}}}`,
+			want:   "args.json: key fsdp: and deepspeed are both set", wantHint: "drop fsdp or deepspeed"},
 		{name: "bf16 and fp16", file: "args.json", config: args + `, "fp16": true}`, opts: Options{Seq: 512},
 			want: "args.json: key bf16: and fp16 are both true", wantHint: "keep one"},
 		{name: "an optimizer memsh does not model", file: "args.json", config: args + `, "optim": "galore_adamw"}`, opts: Options{Seq: 512},

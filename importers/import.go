@@ -33,6 +33,9 @@ type Options struct {
 	// Overrides are key=value settings of the config's keys, applied
 	// before importing, as the trainer's own command line takes them.
 	Overrides []string
+	// ReadFile reads a file a config names (the Trainer's deepspeed
+	// config), by its name as the config gives it; nil reads none.
+	ReadFile func(name string) ([]byte, error)
 }
 
 // Result is an imported config: the Starlark plan script memsh check runs

@@ -103,6 +103,12 @@ func (e *env) cmdCheck(operands []string) error {
 	opts := importers.Options{
 		Trainer: c.trainer, Seq: f.seq, GPU: f.gpu, GPUs: f.gpus, Nodes: c.nodes, Top: f.top,
 		Headroom: c.headroom.frac, Getenv: e.getenv, Overrides: operands[1:],
+		ReadFile: func(name string) ([]byte, error) { // a file the config names (the Trainer's deepspeed config), from its folder
+			if !filepath.IsAbs(name) {
+				name = filepath.Join(filepath.Dir(operands[0]), name)
+			}
+			return readConfig(name)
+		},
 	}
 	if c.model != "" {
 		if opts.Model, err = e.modelPath(dir, c.model); err != nil {
