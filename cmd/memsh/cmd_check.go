@@ -236,6 +236,10 @@ func (e *env) runCheck(config string, res *importers.Result) error {
 		verdict = "fits: " + verdict
 	case r.Fits:
 		verdict = "fits, but not with the headroom asked: " + verdict
+	case r.OOM != nil:
+		a := r.OOM.Alloc
+		verdict = fmt.Sprintf("does not fit: out of memory allocating %s (%s, in %s); needs %s of %s",
+			units.FormatBytes(a.Bytes), a.Tensor, a.Phase, units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity))
 	default:
 		verdict = fmt.Sprintf("does not fit: needs %s of %s", units.FormatBytes(r.DeviceUsed), units.FormatBytes(r.Capacity))
 	}
