@@ -13,6 +13,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/timing"
 )
 
 // Step time against published runs (issue 20). Each row is one published
@@ -132,13 +133,21 @@ func stepRows() []stepRow {
 	rows = append(rows, llama3Rows()...)
 	rows = append(rows, torchtitanRows()...)
 	fp16 := bertStepRow(4, "fp16-mixed", 27.46)
-	// B1's own rows put a fixed cost on every micro-batch: batch 1 x 4
-	// micro-batches takes 21 ms more per extra micro-batch than batch 4 in
-	// fp32 (rows 2-3) and about 50 ms more under fp16 autocast (rows 5-6),
-	// where the GPU's work per micro-batch is 25-35 ms: the HF Trainer's
-	// eager step under autocast is CPU-bound at ~30 µs per op, three times
-	// the dispatch cost memsh takes for eager ops (timing/dispatch.go).
-	fp16.miss = "the HF Trainer's autocast step is CPU-bound at ~30 µs per op (B1 rows 5-6), three times memsh's eager dispatch cost"
+	// The fp16 row's miss is not the CPU's dispatch under autocast
+	// (TestBERTFP16MissIsNotDispatch): autocast adds its casts (1.20 times
+	// the aten ops of an eager BERT stack) at the same CPU cost per op, a
+	// step 1.06-1.22 times eager's on the CPU (tools/oracle/autocast_cpu.py,
+	// torch 2.15), and memsh charges more (its cast kernels make 1.45 times
+	// eager's launches); at batch 4 the GPU's work (103 ms) is over seven times
+	// memsh's dispatch (14 ms), so a step CPU-bound at even three times
+	// eager's cost per op would not be slower. B1's batch 1 x 4 fp16 row (6)
+	// also checkpoints, so its extra time per micro-batch (~50 ms, against
+	// 21 ms in fp32, rows 2-3) includes a recompute. Unmodelled and named:
+	// the HF Trainer's gradient clipping (max_grad_norm 1.0: a norm and a
+	// mul_ per gradient in torch 1.x's clip_grad_norm_) and GradScaler's
+	// unscale_, together ~11 ms a step by their launches and traffic, a
+	// third of the gap at most.
+	fp16.miss = "cause not found: not autocast's CPU dispatch (TestBERTFP16MissIsNotDispatch); gradient clipping and GradScaler's unscale_ (unmodelled) are ~11 ms of the 80 ms"
 	rows = append(rows, mixtralRow(), bertStepRow(4, "fp32", 57.82), fp16)
 	rows = append(rows, torchtuneRows()...)
 	return rows
@@ -476,5 +485,36 @@ func TestSustainIsFitted(t *testing.T) {
 		if math.Abs(got-s0) > 0.01 {
 			t.Errorf("Sustain %.2f in the catalog, but its calibration rows fit %.3f: refit it", s0, got)
 		}
+	}
+}
+
+// TestBERTFP16MissIsNotDispatch checks the fp16 BERT row's note: at batch
+// 4 memsh's CPU dispatch of the forward and backward stays below their
+// GPU time even at three times eager's cost per kernel (the note's ~30 µs
+// an op), so no dispatch term can slow that step; and memsh charges
+// autocast at least the launches its casts add as measured on the CPU
+// (tools/oracle/autocast_cpu.py: 5,225 aten ops against 4,340 eager).
+func TestBERTFP16MissIsNotDispatch(t *testing.T) {
+	const measuredOpsRatio = 5225.0 / 4340
+	var kernels [2]float64
+	for i, precision := range []string{"fp32", "fp16-mixed"} {
+		p := bertStepRow(4, precision, 1).plan()
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gpu, cpu float64
+		for _, c := range timing.PriceOps(prog, p) {
+			gpu += c.Fwd + c.Bwd
+			cpu += c.FwdCPU + c.BwdCPU
+			kernels[i] += c.FwdK + c.BwdK
+		}
+		t.Logf("%s: GPU %.1f ms, CPU dispatch %.1f ms, %.0f kernels", precision, 1e3*gpu, 1e3*cpu, kernels[i])
+		if precision == "fp16-mixed" && 3*cpu >= gpu {
+			t.Errorf("fp16: 3 x CPU dispatch %.1f ms reaches the GPU's %.1f ms: the row's note no longer holds", 3e3*cpu, 1e3*gpu)
+		}
+	}
+	if r := kernels[1] / kernels[0]; r < measuredOpsRatio {
+		t.Errorf("memsh's autocast launches %.2f x eager's, fewer than the %.2f x aten ops measured", r, measuredOpsRatio)
 	}
 }

@@ -115,6 +115,25 @@ var (
 // factor that makes memsh's step match the published one, to two digits
 // (sim/calib_step_test.go prints the rows). GPUs without a calibration
 // row take the mean.
+//
+// What it stands for, as far as published figures say. The MAMF fractions
+// are bursts: the mean of 100 iterations of one shape after 50 warm-ups
+// (the MAMF table's header), and mamf-finder's version 4 reports MAMF at
+// the boost clock beside a new MSMF, "the highest throughput a shape
+// holds steady over a 2s window under full load (matches sustained
+// training throughput)" (stas00/ml-engineering compute/accelerator/
+// benchmarks/mamf-finder.py); no MSMF table is published yet. A training
+// step runs its GEMMs for minutes at the board's power limit, where the
+// clock settles below boost and random data draws more switching power
+// than a benchmark's: H. He measured an A100's 8192^3 bf16 matmul at 257
+// TFLOP/s on torch.randn inputs against 295 on zeros, power-limited
+// (thonking.ai, "Strangely, Matrix Multiplications on GPUs Run Faster When
+// Given 'Predictable' Data!", 2024); 257 is 0.95 of the A100's MAMF
+// (271.2), a third of Ampere's 0.17 below 1. The rest is what the model
+// does not price, lumped: training GEMM shapes below the best shape's
+// rate beyond their memory bound, NCCL kernels holding SMs while
+// communication overlaps compute, host stalls. Sustain stays fitted until
+// an MSMF figure per GPU is published to replace its first part.
 const (
 	ampereSustain = 0.83
 	hopperSustain = 0.78
