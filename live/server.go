@@ -64,7 +64,10 @@ func (s *Server) Rebuild(ctx context.Context) {
 	}
 }
 
-// Watch rebuilds whenever a watched file changes, until ctx ends.
+// Watch rebuilds whenever a watched file changes, until ctx ends. A
+// change is built once it has held for one interval: an editor's save
+// (or os.WriteFile) truncates the file before writing it, and building the
+// empty file in between would flash an error page.
 func (s *Server) Watch(ctx context.Context) {
 	every := s.Interval
 	if every <= 0 {
@@ -72,6 +75,7 @@ func (s *Server) Watch(ctx context.Context) {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	var seen map[string]stamp // the files as the last tick saw them, when they differed from the build's
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,8 +84,15 @@ func (s *Server) Watch(ctx context.Context) {
 			s.mu.Lock()
 			old := s.stamps
 			s.mu.Unlock()
-			if changed(old, s.look()) {
+			now := s.look()
+			switch {
+			case !changed(old, now):
+				seen = nil
+			case seen != nil && !changed(seen, now):
 				s.Rebuild(ctx)
+				seen = nil
+			default:
+				seen = now // changed since the last build: wait for it to hold
 			}
 		}
 	}
