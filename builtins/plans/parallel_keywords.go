@@ -147,6 +147,27 @@ var layoutKeywords = []layoutKeyword{
 			}
 			return nil
 		}},
+	{Name: "loss_parallel", Sig: `"megatron"`,
+		Doc: `with tp: how the cross-entropy runs over the vocabulary-sharded logits: "megatron" (Megatron's vocab-parallel cross-entropy, in place: ` +
+			`one fp32 copy of the logits shard, saved, becomes the gradient) or "torch" (torch.distributed.tensor.parallel.loss_parallel(), ` +
+			`as torchtitan runs it with tp: eager DTensor code whose forward holds the shifted logits and their exponentials beside the fp32 input, ` +
+			`and whose backward holds the saved log-probabilities, zeros_like of them, their exponentials and the gradient at once)`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.LossParallel == "" {
+				return starlark.String("megatron")
+			}
+			return starlark.String(p.LossParallel)
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.LossParallel = string(s)
+			default:
+				return fmt.Errorf("loss_parallel must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
 	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
 		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},

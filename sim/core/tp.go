@@ -29,6 +29,7 @@ type parLowering struct {
 	Tp, cp, ep int64
 	sp         bool // sequence parallelism (tp > 1)
 	megatronCE bool // Megatron's vocabulary-parallel cross-entropy
+	torchCE    bool // torch's loss_parallel() over vocabulary-sharded logits (loss_parallel.go)
 	ulysses    bool // context parallelism by all-to-all over heads (DeepSpeed Ulysses)
 
 	etp         int64   // the experts' tensor-parallel degree (expert.go)
@@ -62,7 +63,9 @@ func (p *Plan) configureLowering(b *Builder) {
 		etp: par.ETPn(), expertLoad: par.ExpertLoad, expertWorst: par.ExpertWorst,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
-		megatronCE: par.TP > 1 || p.Precision.Name == "megatron"}
+		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",
+		torchCE:    par.TP > 1 && par.LossParallel == "torch"}
+	b.Par.megatronCE = b.Par.megatronCE && !b.Par.torchCE
 	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
 		b.Seq /= par.CP
 	}
