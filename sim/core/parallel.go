@@ -43,7 +43,7 @@ type Parallelism struct {
 	VirtualStages        int64
 	MicroBatches         int64
 	DistributedOptimizer bool
-	CPMode               string // context parallelism: ring (default) | ulysses (tp.go)
+	CPMode               string // context parallelism: ring (default) | ulysses | allgather (tp.go)
 	LossParallel         string // with tp: the vocabulary-parallel cross-entropy, megatron (default) | torch (loss_parallel.go)
 
 	// Expert parallelism in detail (expert.go).
@@ -252,9 +252,9 @@ func (raw Parallelism) Validate() error {
 		return err
 	}
 	switch par.CPMode {
-	case "", "ring", "ulysses":
+	case "", "ring", "ulysses", "allgather":
 	default:
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses)", par.CPMode)}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", par.CPMode)}
 	}
 	switch par.LossParallel {
 	case "", "megatron", "torch":
