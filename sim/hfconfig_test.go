@@ -103,6 +103,10 @@ var hfParamCases = []struct {
 }{
 	{"gpt2.json", "", 124_439_808},
 	{"llama-2-7b.json", "", 6_738_415_616},
+	// Llama-2-70B: embed and lm_head 32000*8192 = 262,144,000 each; 80
+	// layers of q, o 8192^2, k, v 8192*1024, MLP 3*8192*28672, two norms =
+	// 855,654,400; final norm 8,192. Total 68,976,648,192.
+	{"llama-2-70b.json", "", 68_976_648_192},
 	{"llama-3-8b.json", "", 8_030_261_248},
 	{"llama-3.1-70b.json", "", 70_553_706_496},
 	{"mistral-7b-v0.1.json", "", 7_241_732_096},

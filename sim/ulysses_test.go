@@ -60,7 +60,7 @@ func TestUlyssesErrors(t *testing.T) {
 		{core.Parallelism{CP: 16, CPMode: "ulysses"}, "cp=16 does not divide the 8 attention heads of each tensor-parallel rank"},
 		{core.Parallelism{CP: 8, CPMode: "ulysses"}, "cp=8 does not divide the 4 key-value heads of each tensor-parallel rank"},
 		{core.Parallelism{TP: 2, CP: 4, CPMode: "ulysses"}, "cp=4 does not divide the 2 key-value heads"},
-		{core.Parallelism{CP: 2, CPMode: "allgather"}, `unknown cp_mode "allgather"`},
+		{core.Parallelism{CP: 2, CPMode: "alltoall"}, `unknown cp_mode "alltoall" (known: ring, ulysses, allgather)`},
 	} {
 		p := distPlan(t, attnStack(2), "bf16", tc.par)
 		p.Seq = 1024

@@ -29,7 +29,7 @@ var layoutKeywords = []layoutKeyword{
 	degree("dp", "data-parallel ranks (alone: DDP, which saves no memory)", func(p *core.Parallelism) *int64 { return &p.DP }),
 	degree("tp", "Megatron tensor parallelism: heads, MLP and vocabulary split over tp ranks", func(p *core.Parallelism) *int64 { return &p.TP }),
 	degree("pp", "pipeline stages of the repeated blocks", func(p *core.Parallelism) *int64 { return &p.PP }),
-	degree("cp", "context parallelism: each sequence split over cp ranks (ring attention, or Ulysses with cp_mode)", func(p *core.Parallelism) *int64 { return &p.CP }),
+	degree("cp", "context parallelism: each sequence split over cp ranks (ring attention, or Ulysses or torch's all-gather with cp_mode)", func(p *core.Parallelism) *int64 { return &p.CP }),
 	degree("ep", "expert parallelism: each MoE's experts split over ep ranks of the dp group", func(p *core.Parallelism) *int64 { return &p.EP }),
 	{Name: "expert_tp", Sig: "None",
 		Doc: "the experts' tensor parallelism (Megatron's --expert-tensor-parallel-size): None or tp splits each expert's hidden size like the dense MLP's; " +
@@ -130,7 +130,9 @@ var layoutKeywords = []layoutKeyword{
 	{Name: "cp_mode", Sig: `"ring"`,
 		Doc: `how context parallelism runs attention: "ring" (Megatron/TransformerEngine ring attention: K/V chunks passed around the cp ranks, ` +
 			`double-buffered, overlapped with the kernel) or "ulysses" (DeepSpeed Ulysses: all-to-alls give each rank the whole sequence for ` +
-			`a cp-th of the heads; each tensor-parallel rank's heads and key-value heads must divide by cp)`,
+			`a cp-th of the heads; each tensor-parallel rank's heads and key-value heads must divide by cp) or "allgather" (torch's context_parallel() as ` +
+			`torchtitan runs it, PyTorch 2.6: every layer all-gathers the keys and values of all cp ranks at once and merges the steps' outputs in fp32; ` +
+			`its backward gathers them again and passes fp32 key/value gradients around the ring)`,
 		get: func(p core.Parallelism) starlark.Value {
 			if p.CPMode == "" {
 				return starlark.String("ring")
@@ -144,6 +146,27 @@ var layoutKeywords = []layoutKeyword{
 				p.CPMode = string(s)
 			default:
 				return fmt.Errorf("cp_mode must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
+	{Name: "loss_parallel", Sig: `"megatron"`,
+		Doc: `with tp: how the cross-entropy runs over the vocabulary-sharded logits: "megatron" (Megatron's vocab-parallel cross-entropy, in place: ` +
+			`one fp32 copy of the logits shard, saved, becomes the gradient) or "torch" (torch.distributed.tensor.parallel.loss_parallel(), ` +
+			`as torchtitan runs it with tp: eager DTensor code whose forward holds the shifted logits and their exponentials beside the fp32 input, ` +
+			`and whose backward holds the saved log-probabilities, zeros_like of them, their exponentials and the gradient at once)`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.LossParallel == "" {
+				return starlark.String("megatron")
+			}
+			return starlark.String(p.LossParallel)
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.LossParallel = string(s)
+			default:
+				return fmt.Errorf("loss_parallel must be a string (got %s)", s.Type())
 			}
 			return nil
 		}},

@@ -266,14 +266,22 @@ func (b *Builder) loss(m *Model, x Value) Value {
 
 // CrossEntropy lowers the cross-entropy of logits x, upcast to fp32 first
 // when fp32 (the model's forward's logits.float()) or under autocast
-// (which runs cross-entropy in fp32), vocabulary-parallel with TP; with
-// compile=True the loss function is a graph of its own.
+// (which runs cross-entropy in fp32), vocabulary-parallel with TP
+// (Megatron's, or torch's loss_parallel() with parallel(loss_parallel=
+// "torch"), always eager); with compile=True the loss function is a graph
+// of its own.
 func (b *Builder) CrossEntropy(x Value, fp32 bool) Value {
 	if b.Par.megatronCE {
 		return b.vocabParallelCE(x)
 	}
 	if fp32 {
 		x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+	}
+	if b.Par.torchCE { // eager: DTensor's handlers, never compiled
+		if b.Prec.Autocast && b.Dtype(x) != units.FP32 {
+			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+		}
+		return b.torchLossParallel(x)
 	}
 	defer b.LossGraph("cross_entropy")()
 	if b.Prec.Autocast && b.Dtype(x) != units.FP32 {

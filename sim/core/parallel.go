@@ -43,7 +43,8 @@ type Parallelism struct {
 	VirtualStages        int64
 	MicroBatches         int64
 	DistributedOptimizer bool
-	CPMode               string // context parallelism: ring (default) | ulysses (tp.go)
+	CPMode               string // context parallelism: ring (default) | ulysses | allgather (tp.go)
+	LossParallel         string // with tp: the vocabulary-parallel cross-entropy, megatron (default) | torch (loss_parallel.go)
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -158,6 +159,9 @@ func (p Parallelism) String() string {
 	if n.CPMode != "" && n.CPMode != "ring" {
 		parts = append(parts, fmt.Sprintf("cp_mode=%q", n.CPMode))
 	}
+	if n.LossParallel != "" && n.LossParallel != "megatron" {
+		parts = append(parts, fmt.Sprintf("loss_parallel=%q", n.LossParallel))
+	}
 	if n.Schedule != "1f1b" {
 		parts = append(parts, fmt.Sprintf("schedule=%q", n.Schedule))
 	}
@@ -248,9 +252,14 @@ func (raw Parallelism) Validate() error {
 		return err
 	}
 	switch par.CPMode {
-	case "", "ring", "ulysses":
+	case "", "ring", "ulysses", "allgather":
 	default:
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses)", par.CPMode)}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", par.CPMode)}
+	}
+	switch par.LossParallel {
+	case "", "megatron", "torch":
+	default:
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown loss_parallel %q (known: megatron, torch)", par.LossParallel)}
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}

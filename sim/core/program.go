@@ -83,6 +83,9 @@ type OpInfo struct {
 	Region  int32   // checkpoint region id, 0 = none
 	Block   int32   // the repeated block it belongs to, 1-based, 0 = none (checkpoint budgets)
 	NoGradB bool    // backward produces no input grads (e.g. integer inputs)
+	// WorkBParts: WorkB is this many tensors of equal size, allocated one
+	// after another (0 or 1: one tensor).
+	WorkBParts int32
 	// Keep: the checkpoint policy keeps this op's outputs from the forward
 	// (selective checkpointing's MUST_SAVE); its region's recomputation
 	// takes them instead of running the op (checkpoint_policy.go).

@@ -29,7 +29,9 @@ type parLowering struct {
 	Tp, cp, ep int64
 	sp         bool // sequence parallelism (tp > 1)
 	megatronCE bool // Megatron's vocabulary-parallel cross-entropy
+	torchCE    bool // torch's loss_parallel() over vocabulary-sharded logits (loss_parallel.go)
 	ulysses    bool // context parallelism by all-to-all over heads (DeepSpeed Ulysses)
+	allGather  bool // torch's context_parallel(), its keys and values all-gathered (ring_attention.go)
 
 	etp         int64   // the experts' tensor-parallel degree (expert.go)
 	expertLoad  float64 // the busiest rank's routed rows, in balanced shares
@@ -39,6 +41,10 @@ type parLowering struct {
 // Ulysses reports whether context parallelism runs DeepSpeed Ulysses
 // (sim/nn/ulysses.go) rather than ring attention.
 func (l parLowering) Ulysses() bool { return l.ulysses && l.cp > 1 }
+
+// AllGatherCP reports whether context parallelism runs torch's
+// context_parallel() with its all-gather rotater (sim/nn/ring_attention.go).
+func (l parLowering) AllGatherCP() bool { return l.allGather && l.cp > 1 }
 
 func (l parLowering) Tpn() int64 { return max(l.Tp, 1) }
 func (l parLowering) Cpn() int64 { return max(l.cp, 1) }
@@ -58,11 +64,13 @@ func (p *Plan) configureLowering(b *Builder) {
 		return
 	}
 	par := p.Parallel.Norm()
-	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel, ulysses: par.CPMode == "ulysses",
+	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel, ulysses: par.CPMode == "ulysses", allGather: par.CPMode == "allgather",
 		etp: par.ETPn(), expertLoad: par.ExpertLoad, expertWorst: par.ExpertWorst,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
-		megatronCE: par.TP > 1 || p.Precision.Name == "megatron"}
+		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",
+		torchCE:    par.TP > 1 && par.LossParallel == "torch"}
+	b.Par.megatronCE = b.Par.megatronCE && !b.Par.torchCE
 	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
 		b.Seq /= par.CP
 	}

@@ -245,7 +245,14 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	}
 	b.Op(i).WorkB = work
 	b.Op(i).Flops = a.coreFLOPs(s)
-	ringAttention(b, i, k, v) // ring buffers with context parallelism
+	kvSeen := b.Val(k).Bytes + b.Val(v).Bytes
+	switch {
+	case a.FusedQKV: // views of one qkv storage
+		kvSeen = 2 * dt.Bytes(tokens*kv*d)
+	case kv != h && a.Impl != "flash": // SDPA reads repeat_kv's copies, made contiguous
+		kvSeen = 2 * dt.Bytes(tokens*h*d)
+	}
+	ringAttention(b, i, q, k, v, kvSeen) // ring buffers with context parallelism
 	return o
 }
 

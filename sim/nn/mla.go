@@ -163,7 +163,7 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 		keys /= 2
 	}
 	b.Op(i).Flops = 2 * float64(tokens) * keys * float64(h) * float64(qk+vd)
-	ringAttention(b, i, key, value)
+	ringAttention(b, i, query, key, value, b.Val(key).Bytes+b.Val(value).Bytes)
 	merged := b.Ew("contiguous", "merge_heads", []core.Value{o}, core.WithLast(s, h*a.VDim), dt, "heads merged (and flash's padding dropped): the o_proj input")
 	return b.RowLinear("o_proj", core.RoleO, merged, a.Heads*a.VDim, h*a.VDim, a.Dim, a.Bias)
 }

@@ -1,6 +1,9 @@
 package nn
 
-import "github.com/memsh/memsh/sim/core"
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Context parallelism (Megatron-LM --context-parallel-size with
 // TransformerEngine's ring attention, AttnFuncWithCPAndKVP2P in
@@ -15,10 +18,16 @@ import "github.com/memsh/memsh/sim/core"
 // holds two half-chunks), so every rank does 1/cp of the attention work.
 
 // ringAttention adds the ring buffers and the full-sequence work to the
-// fused attention op i, whose local keys and values are k and v.
-func ringAttention(b *core.Builder, i int32, k, v core.Value) {
+// fused attention op i, whose local keys and values are k and v; kvSeen is
+// the bytes of the keys and values the kernel reads (more than k's and
+// v's when SDPA gets them repeated to every head), q the query.
+func ringAttention(b *core.Builder, i int32, q, k, v core.Value, kvSeen int64) {
 	cp := b.Par.Cpn()
 	if cp == 1 || b.Par.Ulysses() {
+		return
+	}
+	if b.Par.AllGatherCP() {
+		allGatherAttention(b, i, q, kvSeen)
 		return
 	}
 	kv := b.Val(k).Bytes + b.Val(v).Bytes
@@ -31,4 +40,42 @@ func ringAttention(b *core.Builder, i int32, k, v core.Value) {
 	op.Flops *= float64(cp)
 	b.RecordComm("send_recv", "cp", (cp-1)*kv, false)
 	b.RecordComm("send_recv", "cp", 2*(cp-1)*kv, true)
+}
+
+// allGatherAttention is torch's context_parallel() as PyTorch 2.6 runs it
+// (torch/distributed/tensor/experimental/_attention.py, December 2024:
+// _templated_ring_attention and its backward, the default rotate method
+// _RotateMethod.ALL_GATHER, load balancing and convert_to_f32 on; what
+// torchtitan's cp uses). The op's keys and values (kv bytes, contiguous,
+// repeated to every head with SDPA) are concatenated and all-gathered
+// from every cp rank at once, and each step's kernel reads one rank's
+// chunk of that buffer:
+//
+//   - forward: the gathered keys and values of the cp ranks (cp x kv)
+//     live through the op; _SDPAMerger takes each step's output to fp32
+//     and merges it into the running fp32 output: the running output, the
+//     step's fp32 copy, their difference and its product with the
+//     sigmoid of the logsumexps are four fp32 tensors of the output's size
+//     (o32) at once.
+//   - backward: fp32 accumulators for dq (o32) and dk, dv (2 x kv in
+//     fp32); the gathered keys and values again; each step's bf16 dq, dk,
+//     dv from the kernel; and the fp32 dk, dv passed to the next rank
+//     (torch.cat of the accumulators, then the all-to-all's output: two
+//     buffers of 2 x kv in fp32).
+//
+// Each rank computes 1/cp of the causal attention (load-balanced halves).
+func allGatherAttention(b *core.Builder, i int32, q core.Value, kv int64) {
+	cp := b.Par.Cpn()
+	o32 := units.FP32.Bytes(core.Numel(b.Shape(q)))
+	kv32 := 2 * kv // the key/value gradients in fp32, from bf16 keys and values
+	if b.Dtype(q) == units.FP32 {
+		kv32 = kv
+	}
+	op := b.Op(i)
+	op.WorkF += cp*kv + 4*o32
+	op.WorkB += cp*kv + o32 + 3*kv32 + b.Val(q).Bytes + kv
+	op.Flops *= float64(cp)
+	b.RecordComm("all_gather", "cp", cp*kv, false)
+	b.RecordComm("all_gather", "cp", cp*kv, true)
+	b.RecordComm("send_recv", "cp", (cp-1)*kv32, true)
 }

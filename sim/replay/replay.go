@@ -493,10 +493,7 @@ func (r *Replay) backwardOp(i int) {
 		recorded = recorded || r.P.Values[v].Grad
 	}
 	if recorded {
-		work := none
-		if op.WorkB > 0 {
-			work = int(r.allocate(Alloc{Tensor: op.Name + " backward workspace", Shape: []int64{op.WorkB}, DType: units.INT8, Bytes: op.WorkB, Why: "backward workspace of " + op.Kind, Cat: core.CatTemporaries}))
-		}
+		work := r.backwardWorkspace(op)
 		if !op.NoGradB {
 			for _, v := range op.In {
 				vi := &r.P.Values[v]
@@ -508,8 +505,8 @@ func (r *Replay) backwardOp(i int) {
 		for _, pi := range op.Params {
 			r.paramGradient(r.resolve(pi))
 		}
-		if work != none {
-			r.release(int32(work))
+		for _, id := range work {
+			r.release(id)
 		}
 	}
 	for _, v := range op.Out {
@@ -540,6 +537,24 @@ func (r *Replay) backwardOp(i int) {
 			}
 		}
 	}
+}
+
+// backwardWorkspace allocates op's backward workspace: WorkB bytes in
+// WorkBParts tensors of equal size (one when unset).
+func (r *Replay) backwardWorkspace(op *core.OpInfo) []int32 {
+	if op.WorkB <= 0 {
+		return nil
+	}
+	n := max(int64(op.WorkBParts), 1)
+	ids := make([]int32, 0, n)
+	for k := range n {
+		b := op.WorkB / n
+		if k == n-1 {
+			b = op.WorkB - (n-1)*b
+		}
+		ids = append(ids, r.allocate(Alloc{Tensor: op.Name + " backward workspace", Shape: []int64{b}, DType: units.INT8, Bytes: b, Why: "backward workspace of " + op.Kind, Cat: core.CatTemporaries}))
+	}
+	return ids
 }
 
 // releaseKept drops the policy's hold on the kept outputs of a region that
