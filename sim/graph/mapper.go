@@ -36,6 +36,7 @@ type GraphTransformer struct {
 	Chunks             int64 // edge chunks in training (model.encoder/decoder.num_chunks)
 	EvalChunks         int64 // edge chunks in eval (ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER, default 1)
 	Checkpoint         bool
+	CPUOffload         bool // refused: anemoi's mappers cannot offload (Validate)
 
 	// Set by NewEncoderProcessorDecoder.
 	Role  string // "" (a bare block), "encoder" or "decoder"
@@ -113,6 +114,9 @@ func (g *GraphTransformer) Validate(path string) error {
 	if g.TrainableEdgeAttrs < 0 || g.TrainableEdgeAttrs > g.EdgeAttrs {
 		return units.Errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", g.EdgeAttrs, g.TrainableEdgeAttrs)
 	}
+	if g.CPUOffload {
+		return ErrMapperOffload(path)
+	}
 	dst := g.Edges.Dst.Nodes
 	for _, f := range []struct {
 		what string
@@ -123,6 +127,20 @@ func (g *GraphTransformer) Validate(path string) error {
 		}
 	}
 	return nil
+}
+
+// ErrMapperOffload is why a mapper cannot take cpu_offload: anemoi's
+// BaseMapper.offload_layers wraps each module of self.proc in
+// offload_wrapper, but in models-0.8.1 BaseMapper.__init__ calls it while
+// self.proc is still NotImplemented (layers/mapper.py l.65-71), and where
+// it is called after the block is built (l.273, and every mapper in
+// models-0.18.0 c3c7a893, l.237) self.proc is one block, not a list: the
+// model fails to build with a TypeError.
+func ErrMapperOffload(path string) error {
+	return &units.Error{Path: path, Msg: "cpu_offload is broken for anemoi's encoder and decoder: BaseMapper.offload_layers iterates self.proc, " +
+		"which is NotImplemented when models-0.8.1's BaseMapper.__init__ calls it and a single block afterwards (mapper.py l.65-71, l.273; " +
+		"the same in models-0.18.0): building the model raises a TypeError",
+		Hint: "offload the processor instead: graph_transformer_processor(..., cpu_offload=True) (model.processor.cpu_offload)"}
 }
 
 // lower: a mapper reads two node sets, so it lowers only inside

@@ -33,6 +33,14 @@ func (p *TransformerProcessor) Conditioned(cond int64) MeshProcessor {
 	return &c
 }
 
+// offloadSummary is a processor summary's note on cpu_offload.
+func offloadSummary(offload bool) string {
+	if offload {
+		return ", cpu_offload"
+	}
+	return ""
+}
+
 // processorName is a processor's scope: its own name, else "processor".
 func processorName(name string) string {
 	if name == "" {
@@ -64,12 +72,21 @@ func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int
 
 // runSegments lowers BaseProcessor.run_layers (layers/processor.py
 // @models-0.8.1): the layers split into segments ProcessorChunks, each run
-// under one activation checkpoint, block lowering one layer.
-func runSegments(b *core.Builder, x core.Value, layers, segments int64, block func(core.Value) core.Value) core.Value {
+// under one activation checkpoint, block lowering one layer. With offload
+// (the processor's cpu_offload) each chunk is wrapped in offload_wrapper
+// (BaseProcessor.offload_layers, layers/processor.py@models-0.8.1 l.61-63,
+// called after build_layers: l.169, l.372): save_on_cpu inside the
+// checkpoint, whose innermost hooks win, so the chunk's saved tensors go
+// to pinned host memory and the backward recomputes nothing
+// (core.Region.Offload).
+func runSegments(b *core.Builder, x core.Value, layers, segments int64, offload bool, block func(core.Value) core.Value) core.Value {
 	per := layers / segments
 	for s := int64(0); s < segments; s++ {
 		done := b.Scope(fmt.Sprintf("proc.%d", s))
 		closeRegion := b.BeginRegion("")
+		if offload {
+			b.OffloadRegion()
+		}
 		for l := int64(0); l < per; l++ {
 			d := b.Scope(fmt.Sprintf("blocks.%d", l))
 			x = block(x)

@@ -36,6 +36,9 @@ type TransformerProcessor struct {
 	Segments int64 // checkpoint segments (anemoi processor num_chunks)
 	QKNorm   bool
 	Cond     int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder); 0 = nn.LayerNorm
+	// CPUOffload is the processor's cpu_offload: its checkpoint segments'
+	// saved tensors go to pinned host memory (runSegments).
+	CPUOffload bool
 }
 
 func (p *TransformerProcessor) Kind() string           { return "transformer_processor" }
@@ -64,7 +67,7 @@ func (p *TransformerProcessor) Summary() string {
 	if p.Window > 0 {
 		w = fmt.Sprintf("window %d", p.Window)
 	}
-	return fmt.Sprintf("%d layers over %s, %d channels, %d heads, %s, %d checkpoint segments", p.Layers, p.meshName(), p.Channels, p.Heads, w, p.Segments)
+	return fmt.Sprintf("%d layers over %s, %d channels, %d heads, %s, %d checkpoint segments%s", p.Layers, p.meshName(), p.Channels, p.Heads, w, p.Segments, offloadSummary(p.CPUOffload))
 }
 
 func (p *TransformerProcessor) meshName() string {
@@ -99,7 +102,7 @@ func (p *TransformerProcessor) lowerCond(b *core.Builder, x, cond core.Value) co
 		panic(core.ShapeMismatch(b, "transformer_processor", p.Channels, b.Last(x)))
 	}
 	defer b.Scope(processorName(p.Name))()
-	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, cond) })
+	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, func(x core.Value) core.Value { return p.block(b, x, cond) })
 	return x
 }
 

@@ -45,6 +45,7 @@ type GraphTransformerProcessor struct {
 	EvalChunks         int64 // edge chunks per block in eval
 	QKNorm             bool
 	Cond               int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder)
+	CPUOffload         bool  // cpu_offload: the segments' saved tensors in pinned host memory (runSegments)
 }
 
 func (p *GraphTransformerProcessor) Kind() string           { return "graph_transformer_processor" }
@@ -97,8 +98,8 @@ func (p *GraphTransformerProcessor) Summary() string {
 	if p.Edges == nil {
 		return "no edges"
 	}
-	return fmt.Sprintf("%d layers over %s, %d edges, %d channels, %d heads, %d checkpoint segments (eval chunks %d)",
-		p.Layers, p.Edges.Dst.Name, p.Edges.Count, p.Channels, p.Heads, p.Segments, p.EvalChunks)
+	return fmt.Sprintf("%d layers over %s, %d edges, %d channels, %d heads, %d checkpoint segments (eval chunks %d)%s",
+		p.Layers, p.Edges.Dst.Name, p.Edges.Count, p.Channels, p.Heads, p.Segments, p.EvalChunks, offloadSummary(p.CPUOffload))
 }
 
 func (p *GraphTransformerProcessor) Validate(path string) error {
@@ -156,7 +157,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 	if b.Eval {
 		k = p.EvalChunks
 	}
-	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
+	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
 	b.KeepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }
