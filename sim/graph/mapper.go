@@ -164,6 +164,7 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 	if g.Checkpoint {
 		defer b.BeginRegion("")()
 	}
+	defer wrap(b, name, g.Kind())() // checkpoint(modules=["decoder"]): nested in _run_mapper's (wrap.go)
 	c := g.Channels
 	k := g.Chunks
 	if b.Eval {
@@ -203,6 +204,7 @@ func (g *GraphTransformer) edges() edgeInputs {
 // sAll source rows (this rank's are xd's and xs's under model sharding).
 func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, e, rAll, sAll int64) core.Value {
 	defer b.Scope("proc")()
+	defer wrap(b, g.Label()+".proc")()
 	c := g.Channels
 	r := core.Rows(b.Shape(xd))
 	// x = (layer_norm_attention_src(x[0]), layer_norm_attention_dest(x[1])):
@@ -216,7 +218,9 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	val := b.Linear("lin_value", core.RoleV, lnS, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
 	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, sAll, e)
-	att := shardedAttention(b, g.Channels, g.Heads).block(b, q, key, val, edges, ei, rAll, e, k)
+	conv := shardedAttention(b, g.Channels, g.Heads)
+	conv.wrapped = wraps(b, g.Label()+".proc.conv")
+	att := conv.block(b, q, key, val, edges, ei, rAll, e, k)
 	att = rowsToAllHeads(b, "attention_out", att, rAll)
 	out := projectChunks(b, att, xr, r, c, k)
 	// out = out + x_skip[1]
@@ -249,4 +253,6 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 }
 
 // attn is the block's message passing (conv.go).
-func (g *GraphTransformer) attn() edgeAttention { return edgeAttention{g.Channels, g.Heads} }
+func (g *GraphTransformer) attn() edgeAttention {
+	return edgeAttention{channels: g.Channels, heads: g.Heads}
+}

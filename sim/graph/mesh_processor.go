@@ -22,14 +22,18 @@ type MeshProcessor interface {
 	// lowerCond runs the processor on x [batch * mesh nodes, channels],
 	// conditioned on cond [rows, noise channels] (noValue: no noise).
 	lowerCond(b *core.Builder, x, cond core.Value) core.Value
+	offloaded() bool // cpu_offload
 }
+
+func (p *TransformerProcessor) offloaded() bool      { return p.CPUOffload }
+func (p *GraphTransformerProcessor) offloaded() bool { return p.CPUOffload }
 
 func (p *TransformerProcessor) mesh() *NodeSet  { return p.Mesh }
 func (p *TransformerProcessor) channels() int64 { return p.Channels }
 
 func (p *TransformerProcessor) Conditioned(cond int64) MeshProcessor {
 	c := *p
-	c.Cond, c.Name = cond, processorName(p.Name)
+	c.Cond, c.Name, c.inModel = cond, processorName(p.Name), true
 	return &c
 }
 
@@ -79,11 +83,18 @@ func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int
 // checkpoint, whose innermost hooks win, so the chunk's saved tensors go
 // to pinned host memory and the backward recomputes nothing
 // (core.Region.Offload).
-func runSegments(b *core.Builder, x core.Value, layers, segments int64, offload bool, block func(core.Value) core.Value) core.Value {
+//
+// Wrapped (checkpoint(modules=["processor"]), wrap.go), the processor runs
+// under a checkpoint of its own and the segments' checkpoints nest in it.
+func runSegments(b *core.Builder, x core.Value, layers, segments int64, offload, wrapped bool, block func(core.Value) core.Value) core.Value {
 	per := layers / segments
 	for s := int64(0); s < segments; s++ {
 		done := b.Scope(fmt.Sprintf("proc.%d", s))
-		closeRegion := b.BeginRegion("")
+		begin := b.BeginRegion
+		if wrapped {
+			begin = b.BeginNestedRegion
+		}
+		closeRegion := begin("")
 		if offload {
 			b.OffloadRegion()
 		}

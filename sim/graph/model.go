@@ -174,6 +174,7 @@ func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Valu
 		panic(core.LowerError{Err: units.Errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
 	}
 	batch := s[0]
+	e.checkWrapped(b)
 	c := e.Processor.channels()
 	for _, g := range []*GraphTransformer{e.Encoder, e.Decoder} {
 		if !core.ProductFits(batch, g.Edges.Count, c, 8) || !core.ProductFits(batch, n, e.dataWidth()+c, 8) {

@@ -39,6 +39,7 @@ type TransformerProcessor struct {
 	// CPUOffload is the processor's cpu_offload: its checkpoint segments'
 	// saved tensors go to pinned host memory (runSegments).
 	CPUOffload bool
+	inModel    bool // the processor of an encoder_processor_decoder (Conditioned)
 }
 
 func (p *TransformerProcessor) Kind() string           { return "transformer_processor" }
@@ -102,7 +103,13 @@ func (p *TransformerProcessor) lowerCond(b *core.Builder, x, cond core.Value) co
 		panic(core.ShapeMismatch(b, "transformer_processor", p.Channels, b.Last(x)))
 	}
 	defer b.Scope(processorName(p.Name))()
-	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, func(x core.Value) core.Value { return p.block(b, x, cond) })
+	// In a graph model, checkpoint(modules=["processor"]) wraps it (wrap.go);
+	// a bare processor is wrapped by the model's own layer policy.
+	wrapped := p.inModel && wraps(b, processorName(p.Name), p.Kind())
+	if wrapped {
+		defer b.BeginNestedRegion("")()
+	}
+	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, wrapped, func(x core.Value) core.Value { return p.block(b, x, cond) })
 	return x
 }
 

@@ -46,6 +46,7 @@ type GraphTransformerProcessor struct {
 	QKNorm             bool
 	Cond               int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder)
 	CPUOffload         bool  // cpu_offload: the segments' saved tensors in pinned host memory (runSegments)
+	inModel            bool  // the processor of an encoder_processor_decoder (Conditioned)
 }
 
 func (p *GraphTransformerProcessor) Kind() string           { return "graph_transformer_processor" }
@@ -63,7 +64,7 @@ func (p *GraphTransformerProcessor) channels() int64 { return p.Channels }
 
 func (p *GraphTransformerProcessor) Conditioned(cond int64) MeshProcessor {
 	c := *p
-	c.Cond, c.Name = cond, processorName(p.Name)
+	c.Cond, c.Name, c.inModel = cond, processorName(p.Name), true
 	return &c
 }
 
@@ -135,6 +136,12 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 		panic(core.ShapeMismatch(b, "graph_transformer_processor", p.Channels, b.Last(x)))
 	}
 	defer b.Scope(processorName(p.Name))()
+	// In a graph model, checkpoint(modules=["processor"]) wraps it (wrap.go);
+	// a bare processor is wrapped by the model's own layer policy.
+	wrapped := p.inModel && wraps(b, processorName(p.Name), p.Kind())
+	if wrapped {
+		defer b.BeginNestedRegion("")()
+	}
 	nodes := p.Edges.Dst.Nodes
 	r := core.Rows(b.Shape(x))
 	rAll := r // all mesh rows of the batch; this rank's are x's
@@ -157,7 +164,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 	if b.Eval {
 		k = p.EvalChunks
 	}
-	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
+	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, wrapped, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
 	b.KeepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }

@@ -139,7 +139,7 @@ func shardQKVE(b *core.Builder, q, key, val, edges core.Value, rAll, sAll, e int
 // channels and heads.
 func shardedAttention(b *core.Builder, channels, heads int64) edgeAttention {
 	g := shards(b)
-	return edgeAttention{channels / g, heads / g}
+	return edgeAttention{channels: channels / g, heads: heads / g}
 }
 
 // CheckLayout: model sharding splits the mapper's heads.
