@@ -103,7 +103,7 @@ func GraphBuiltins() []host.Builtin {
 		{
 			Name: "encoder_processor_decoder",
 			Sig: "encoder_processor_decoder(name, grid, mesh, encoder, processor, decoder, inputs, outputs, " +
-				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32, data_variables=None, data_dates=3)",
+				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32, data_variables=None, data_dates=3, anemoi=\"0.18.0\")",
 			Doc: "An anemoi encoder-processor-decoder weather model: the encoder maps the grid onto the mesh, the " +
 				"processor (transformer_processor or graph_transformer_processor) works there, the decoder maps back. inputs is the fp32 features per grid point and sample " +
 				"the model reads (anemoi: multistep x input variables + prognostic skip + 1 forecast-step column); the " +
@@ -116,7 +116,12 @@ func GraphBuiltins() []host.Builtin {
 				"the data loader's batch, [batch, data_dates, 1, points, data_variables] fp32 (data_dates = " +
 				"multistep_input + rollout), stays on the GPU for the whole step (in validation a normalised copy " +
 				"takes its place) and the model's input is built from it and freed when the forward ends, as anemoi's " +
-				"forecasters do; without it the model's input is the batch and lives for the whole step.",
+				"forecasters do; without it the model's input is the batch and lives for the whole step. anemoi is the " +
+				"anemoi-models release replayed (default the newest memsh was read against): from 0.9.0 each mapper splits " +
+				"its destination nodes into max(chunks, eval_chunks) ranges, each under a checkpoint of its own, writing " +
+				"into one output buffer; \"0.8.1\" (0.6.0 to 0.8.1, the Bris story's) runs each mapper under one checkpoint " +
+				"and every edge chunk scatters into a tensor over all destination nodes, chunks in training and eval_chunks " +
+				"in eval.",
 			Fn: encoderProcessorDecoderFn,
 		},
 	}
@@ -380,10 +385,15 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	nodeAttrs, noise, noiseHidden := starlark.Value(starlark.MakeInt(8)), starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(32))
 	var dataVars starlark.Value
 	dataDates := starlark.Value(starlark.MakeInt(3))
+	version := graph.CurrentVersion().String()
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "grid", &gridV, "mesh", &meshV,
 		"encoder", &encV, "processor", &procV, "decoder", &decV, "inputs", &inputs, "outputs", &outputs,
 		"loss?", &loss, "node_attrs?", &nodeAttrs, "noise_channels?", &noise, "noise_hidden?", &noiseHidden,
-		"data_variables?", &dataVars, "data_dates?", &dataDates); err != nil {
+		"data_variables?", &dataVars, "data_dates?", &dataDates, "anemoi?", &version); err != nil {
+		return nil, err
+	}
+	v, err := graph.ParseVersion(version)
+	if err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -402,7 +412,7 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	if err != nil {
 		return nil, err
 	}
-	e := graph.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n}
+	e := graph.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n, Version: v}
 	for _, p := range []struct {
 		v    starlark.Value
 		what string

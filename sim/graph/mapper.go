@@ -36,7 +36,8 @@ type GraphTransformer struct {
 	Chunks             int64 // edge chunks in training (model.encoder/decoder.num_chunks)
 	EvalChunks         int64 // edge chunks in eval (ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER, default 1)
 	Checkpoint         bool
-	CPUOffload         bool // refused: anemoi's mappers cannot offload (Validate)
+	CPUOffload         bool    // refused: anemoi's mappers cannot offload (Validate)
+	Version            Version // the anemoi-models release replayed (set by NewEncoderProcessorDecoder)
 
 	// Set by NewEncoderProcessorDecoder.
 	Role  string // "" (a bare block), "encoder" or "decoder"
@@ -161,6 +162,10 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 		name = g.Role
 	}
 	defer b.Scope(name)()
+	if g.chunkedMapper() {
+		defer wrap(b, name, g.Kind())() // its chunks' checkpoints nest in it
+		return g.lowerChunked(b, xs, xd, batch)
+	}
 	if g.Checkpoint {
 		defer b.BeginRegion("")()
 	}

@@ -145,8 +145,13 @@ func shardedAttention(b *core.Builder, channels, heads int64) edgeAttention {
 	return edgeAttention{channels: channels / g, heads: heads / g}
 }
 
-// CheckLayout: model sharding splits the mapper's heads.
+// CheckLayout: model sharding splits the mapper's heads (0.8.1); the edge
+// sharding of anemoi-models 0.9 and later is not simulated.
 func (g *GraphTransformer) CheckLayout(path string, par core.Parallelism) error {
+	if g.chunkedMapper() && par.Norm().CP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("model sharding of anemoi-models %s's mappers (shard_strategy \"edges\": destination nodes and their edges split over the GPUs) is not simulated yet", g.Version),
+			Hint: "anemoi=\"0.8.1\" replays 0.8.1's head sharding"}
+	}
 	return checkShards(path, par, g.Heads)
 }
 
