@@ -114,3 +114,13 @@ func TestChunkedMapper(t *testing.T) {
 		}
 	}
 }
+
+// The edge sharding of 0.9.0 and later is not simulated: model sharding
+// is refused there, not replayed as 0.8.1's head sharding.
+func TestChunkedMapperSharding(t *testing.T) {
+	p := chunkedPlan(t, 4, 1, core.Train)
+	p.Members, p.MembersMode, p.Parallel = 2, "spread", core.Parallelism{DP: 2, CP: 2, CPMode: "ulysses"}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "is not simulated yet") {
+		t.Errorf("cp=2 with anemoi-models 0.18.0: %v, want the refusal", err)
+	}
+}

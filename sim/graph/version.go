@@ -32,7 +32,7 @@ func CurrentVersion() Version { return Version{Minor: 18} }
 
 // ParseVersion reads "0.M" or "0.M.P" for a release memsh simulates.
 func ParseVersion(s string) (Version, error) {
-	bad := &units.Error{Path: "anemoi", Msg: fmt.Sprintf("anemoi must be an anemoi-models release like \"0.8.1\" or %q (got %q)", CurrentVersion().String(), s)}
+	bad := &units.Error{Path: "anemoi", Msg: fmt.Sprintf("must name an anemoi-models release like \"0.8.1\" or %q (got %q)", CurrentVersion().String(), s)}
 	parts := strings.Split(s, ".")
 	if len(parts) < 2 || len(parts) > 3 || parts[0] != "0" {
 		return Version{}, bad
