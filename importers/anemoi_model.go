@@ -241,8 +241,9 @@ func anemoiWhole(t *tree, p *plan) error {
 	name := strings.TrimSuffix(path.Base(t.file), path.Ext(t.file))
 	// The ensemble model reads multistep x (prognostic + forcing) features,
 	// the prognostic skip and a forecast-step column
-	// (ens_encoder_processor_decoder.py _assemble_input).
-	p.defs = append(p.defs, fmt.Sprintf("anemoi_model = encoder_processor_decoder(%s, data_grid, hidden_mesh, encoder, processor, decoder, inputs = %d, outputs = %d, loss = %s, node_attrs = %d, noise_channels = %d, noise_hidden = %d, data_variables = %d, data_dates = %d)",
+	// (ens_encoder_processor_decoder.py _assemble_input). The config
+	// groups read are training-0.5.1's, which runs anemoi-models 0.8.1.
+	p.defs = append(p.defs, fmt.Sprintf("anemoi_model = encoder_processor_decoder(%s, data_grid, hidden_mesh, encoder, processor, decoder, inputs = %d, outputs = %d, loss = %s, node_attrs = %d, noise_channels = %d, noise_hidden = %d, data_variables = %d, data_dates = %d, anemoi = \"0.8.1\")",
 		str(name), multistep*(prognostic+int64(len(forcing)))+prognostic+1, prognostic+int64(len(diagnostic)), str(loss), data, noise, noiseHidden, variables, multistep+rollout))
 	p.model = "anemoi_model"
 	if rollout > 1 {

@@ -56,7 +56,7 @@ hidden_mesh = mesh("hidden", 261634)
 decoder = graph_transformer(hidden_mesh, data_grid, knn_edges(hidden_mesh, data_grid, 3), 1024, 16, edge_attrs = 3, trainable_edge_attrs = 0, chunks = 4, eval_chunks = ME)
 processor = graph_transformer_processor(multiscale_edges(hidden_mesh), 16, 1024, 16, segments = 4, eval_chunks = PE, qk_norm = True, edge_attrs = 3, trainable_edge_attrs = 0)
 model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, processor, decoder, inputs = 2 * 95 + 84 + 1, outputs = 87,
-                                  node_attrs = 0, data_variables = 98, data_dates = 3)
+                                  node_attrs = 0, data_variables = 98, data_dates = 3, anemoi = "0.8.1")
 `)
 	}
 	runImportCases(t, []importCase{{

@@ -76,7 +76,7 @@ func GraphBuiltins() []host.Builtin {
 		{
 			Name: "graph_transformer",
 			Sig: "graph_transformer(src, dst, edges, channels, heads, mlp_ratio=4, edge_attrs=11, chunks=1, " +
-				"eval_chunks=1, checkpoint=True, trainable_edge_attrs=8, name=None)",
+				"eval_chunks=1, checkpoint=True, trainable_edge_attrs=8, cpu_offload=False, name=None)",
 			Doc: "anemoi's graph-transformer mapper (encoder: grid -> mesh; decoder: mesh -> grid), as anemoi-models " +
 				"0.6-0.8.1 allocate it: layer norms in fp32 under autocast, query/key/value/edge projections, edge " +
 				"attention in chunks, and per chunk a PyG scatter into a NEW fp32 tensor over ALL destination nodes, " +
@@ -85,24 +85,25 @@ func GraphBuiltins() []host.Builtin {
 				"from ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER, default 1). edge_attrs is the edge feature width (length 1 + " +
 				"direction 2 + trainable_edge_attrs); the trainable ones are parameters of edges x " +
 				"trainable_edge_attrs. checkpoint runs the whole mapper under one activation checkpoint (anemoi's " +
-				"_run_mapper): the forward keeps its inputs, the backward re-runs all of it. It runs inside " +
+				"_run_mapper): the forward keeps its inputs, the backward re-runs all of it. cpu_offload=True is refused: " +
+				"anemoi's mappers fail to build with it (offload_layers iterates a block that is not a list). It runs inside " +
 				"encoder_processor_decoder, which adds the node embeddings (and the decoder's output head) to its params.",
 			Fn: graphTransformerFn,
 		},
 		{
 			Name: "transformer_processor",
-			Sig:  "transformer_processor(mesh, layers, channels, heads, segments=2, window=None, mlp_ratio=4, qk_norm=True, name=None)",
+			Sig:  "transformer_processor(mesh, layers, channels, heads, segments=2, window=None, mlp_ratio=4, qk_norm=True, cpu_offload=False, name=None)",
 			Doc: "anemoi's TransformerProcessor over the mesh: layers pre-norm transformer blocks with flash attention " +
 				"(window: keys within window on each side, None: global), per-head q/k layer norms (qk_norm) and a GELU " +
 				"MLP of mlp_ratio * channels. segments is anemoi's processor num_chunks: the layers run in that many " +
 				"checkpointed segments, so the backward recomputes layers/segments layers at once. In a model with " +
-				"noise its layer norms are conditional on the noise (ConditionalLayerNorm, left in fp32).",
+				"noise its layer norms are conditional on the noise (ConditionalLayerNorm, left in fp32). " + offloadDoc,
 			Fn: transformerProcessorFn,
 		},
 		{
 			Name: "encoder_processor_decoder",
 			Sig: "encoder_processor_decoder(name, grid, mesh, encoder, processor, decoder, inputs, outputs, " +
-				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32, data_variables=None, data_dates=3)",
+				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32, data_variables=None, data_dates=3, anemoi=\"0.18.0\")",
 			Doc: "An anemoi encoder-processor-decoder weather model: the encoder maps the grid onto the mesh, the " +
 				"processor (transformer_processor or graph_transformer_processor) works there, the decoder maps back. inputs is the fp32 features per grid point and sample " +
 				"the model reads (anemoi: multistep x input variables + prognostic skip + 1 forecast-step column); the " +
@@ -115,7 +116,12 @@ func GraphBuiltins() []host.Builtin {
 				"the data loader's batch, [batch, data_dates, 1, points, data_variables] fp32 (data_dates = " +
 				"multistep_input + rollout), stays on the GPU for the whole step (in validation a normalised copy " +
 				"takes its place) and the model's input is built from it and freed when the forward ends, as anemoi's " +
-				"forecasters do; without it the model's input is the batch and lives for the whole step.",
+				"forecasters do; without it the model's input is the batch and lives for the whole step. anemoi is the " +
+				"anemoi-models release replayed (default the newest memsh was read against): from 0.9.0 each mapper splits " +
+				"its destination nodes into max(chunks, eval_chunks) ranges, each under a checkpoint of its own, writing " +
+				"into one output buffer; \"0.8.1\" (0.6.0 to 0.8.1, the Bris story's) runs each mapper under one checkpoint " +
+				"and every edge chunk scatters into a tensor over all destination nodes, chunks in training and eval_chunks " +
+				"in eval.",
 			Fn: encoderProcessorDecoderFn,
 		},
 	}
@@ -306,11 +312,11 @@ func graphTransformerFn(thread *starlark.Thread, b *starlark.Builtin, args starl
 	var srcV, dstV, edgesV, channels, heads, name starlark.Value
 	mlpRatio, edgeAttrs, chunks, evalChunks, trainable := starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(11)),
 		starlark.Value(starlark.MakeInt(1)), starlark.Value(starlark.MakeInt(1)), starlark.Value(starlark.MakeInt(8))
-	ckpt := true
+	ckpt, offload := true, false
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "src", &srcV, "dst", &dstV, "edges", &edgesV,
 		"channels", &channels, "heads", &heads, "mlp_ratio?", &mlpRatio, "edge_attrs?", &edgeAttrs,
 		"chunks?", &chunks, "eval_chunks?", &evalChunks, "checkpoint?", &ckpt,
-		"trainable_edge_attrs?", &trainable, "name?", &name); err != nil {
+		"trainable_edge_attrs?", &trainable, "cpu_offload?", &offload, "name?", &name); err != nil {
 		return nil, err
 	}
 	src, dst, err := endsOf(srcV, dstV)
@@ -325,7 +331,7 @@ func graphTransformerFn(thread *starlark.Thread, b *starlark.Builtin, args starl
 	if *e.Src != *src.n || *e.Dst != *dst.n { // the same node sets, even if declared twice alike
 		return nil, fmt.Errorf("edges go from %s to %s, not from %s to %s", e.Src, e.Dst, src.n, dst.n)
 	}
-	g := &graph.GraphTransformer{Edges: e, Checkpoint: ckpt}
+	g := &graph.GraphTransformer{Edges: e, Checkpoint: ckpt, CPUOffload: offload}
 	if err := ints(intArg{channels, "channels", &g.Channels}, intArg{heads, "heads", &g.Heads},
 		intArg{mlpRatio, "mlp_ratio", &g.MLPRatio}, intArg{edgeAttrs, "edge_attrs", &g.EdgeAttrs},
 		intArg{chunks, "chunks", &g.Chunks}, intArg{evalChunks, "eval_chunks", &g.EvalChunks},
@@ -341,10 +347,10 @@ func graphTransformerFn(thread *starlark.Thread, b *starlark.Builtin, args starl
 func transformerProcessorFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var meshV, layers, channels, heads, window, name starlark.Value
 	segments, mlpRatio := starlark.Value(starlark.MakeInt(2)), starlark.Value(starlark.MakeInt(4))
-	qkNorm := true
+	qkNorm, offload := true, false
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mesh", &meshV, "layers", &layers, "channels", &channels,
 		"heads", &heads, "segments?", &segments, "window?", &window, "mlp_ratio?", &mlpRatio,
-		"qk_norm?", &qkNorm, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "cpu_offload?", &offload, "name?", &name); err != nil {
 		return nil, err
 	}
 	m, err := asNodes(meshV, "mesh")
@@ -354,7 +360,7 @@ func transformerProcessorFn(thread *starlark.Thread, b *starlark.Builtin, args s
 	if m.n.Kind != "mesh" {
 		return nil, fmt.Errorf("transformer_processor runs over a mesh (got %s)", m.n)
 	}
-	p := &graph.TransformerProcessor{Mesh: m.n, QKNorm: qkNorm}
+	p := &graph.TransformerProcessor{Mesh: m.n, QKNorm: qkNorm, CPUOffload: offload}
 	if err := ints(intArg{layers, "layers", &p.Layers}, intArg{channels, "channels", &p.Channels},
 		intArg{heads, "heads", &p.Heads}, intArg{segments, "segments", &p.Segments},
 		intArg{mlpRatio, "mlp_ratio", &p.MLPRatio}); err != nil {
@@ -379,10 +385,15 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	nodeAttrs, noise, noiseHidden := starlark.Value(starlark.MakeInt(8)), starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(32))
 	var dataVars starlark.Value
 	dataDates := starlark.Value(starlark.MakeInt(3))
+	version := graph.CurrentVersion().String()
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "grid", &gridV, "mesh", &meshV,
 		"encoder", &encV, "processor", &procV, "decoder", &decV, "inputs", &inputs, "outputs", &outputs,
 		"loss?", &loss, "node_attrs?", &nodeAttrs, "noise_channels?", &noise, "noise_hidden?", &noiseHidden,
-		"data_variables?", &dataVars, "data_dates?", &dataDates); err != nil {
+		"data_variables?", &dataVars, "data_dates?", &dataDates, "anemoi?", &version); err != nil {
+		return nil, err
+	}
+	v, err := graph.ParseVersion(version)
+	if err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -401,7 +412,7 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	if err != nil {
 		return nil, err
 	}
-	e := graph.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n}
+	e := graph.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n, Version: v}
 	for _, p := range []struct {
 		v    starlark.Value
 		what string

@@ -14,7 +14,7 @@ func GraphProcessorBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "graph_transformer_processor",
 		Sig: "graph_transformer_processor(edges, layers, channels, heads, segments=2, eval_chunks=1, mlp_ratio=4, " +
-			"qk_norm=True, edge_attrs=11, trainable_edge_attrs=8, name=None)",
+			"qk_norm=True, edge_attrs=11, trainable_edge_attrs=8, cpu_offload=False, name=None)",
 		Doc: "anemoi's GraphTransformerProcessor over a mesh's own edges (edges = multiscale_edges(mesh)): layers " +
 			"graph-transformer blocks, each projecting the edge attributes and attending along the edges into " +
 			"every node (the mappers' message passing: per-edge tensors kept for backward, an fp32 scatter over " +
@@ -24,26 +24,32 @@ func GraphProcessorBuiltins() []host.Builtin {
 			"eval_chunks (ANEMOI_INFERENCE_NUM_CHUNKS_PROCESSOR, else ANEMOI_INFERENCE_NUM_CHUNKS, default 1). " +
 			"edge_attrs is the edge feature width (length 1 + direction 2 + trainable_edge_attrs, anemoi's " +
 			"trainable_parameters.hidden2hidden). In a model with noise its layer norms are conditional on the " +
-			"noise (ConditionalLayerNorm, left in fp32). The processor of anemoi's graphtransformer_ens.yaml.",
+			"noise (ConditionalLayerNorm, left in fp32). " + offloadDoc + " The processor of anemoi's graphtransformer_ens.yaml.",
 		Fn: graphTransformerProcessorFn,
 	}}
 }
+
+// offloadDoc documents the processors' cpu_offload.
+const offloadDoc = "cpu_offload is anemoi's model.processor.cpu_offload: each checkpointed segment runs under " +
+	"save_on_cpu (offload_wrapper) inside its checkpoint, whose innermost hooks win, so every tensor the segment saves " +
+	"is copied to pinned host memory in the forward and back in the backward (PCIe both ways, r.host_memory) and " +
+	"nothing is recomputed; the segment inputs stay on the GPU."
 
 func graphTransformerProcessorFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var edgesV, layers, channels, heads, name starlark.Value
 	segments, evalChunks, mlpRatio := starlark.Value(starlark.MakeInt(2)), starlark.Value(starlark.MakeInt(1)), starlark.Value(starlark.MakeInt(4))
 	edgeAttrs, trainable := starlark.Value(starlark.MakeInt(11)), starlark.Value(starlark.MakeInt(8))
-	qkNorm := true
+	qkNorm, offload := true, false
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "edges", &edgesV, "layers", &layers, "channels", &channels,
 		"heads", &heads, "segments?", &segments, "eval_chunks?", &evalChunks, "mlp_ratio?", &mlpRatio,
-		"qk_norm?", &qkNorm, "edge_attrs?", &edgeAttrs, "trainable_edge_attrs?", &trainable, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "edge_attrs?", &edgeAttrs, "trainable_edge_attrs?", &trainable, "cpu_offload?", &offload, "name?", &name); err != nil {
 		return nil, err
 	}
 	edges, ok := edgesV.(*Edges)
 	if !ok {
 		return nil, fmt.Errorf("edges must be the mesh's edges, e.g. multiscale_edges(mesh) (got %s)", edgesV.Type())
 	}
-	p := &graph.GraphTransformerProcessor{Edges: edges.e, QKNorm: qkNorm}
+	p := &graph.GraphTransformerProcessor{Edges: edges.e, QKNorm: qkNorm, CPUOffload: offload}
 	if err := ints(intArg{layers, "layers", &p.Layers}, intArg{channels, "channels", &p.Channels},
 		intArg{heads, "heads", &p.Heads}, intArg{segments, "segments", &p.Segments},
 		intArg{evalChunks, "eval_chunks", &p.EvalChunks}, intArg{mlpRatio, "mlp_ratio", &p.MLPRatio},

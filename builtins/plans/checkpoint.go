@@ -143,6 +143,9 @@ func CheckpointBuiltins() []host.Builtin {
 			"every=k checkpoints one block in every k, counted from one as torchtune's and torchtitan's " +
 			"selective_ac_option=k count (blocks k-1, 2k-1, ...); policy=\"layer\" with every=k is the same. " +
 			"modules=[...] checkpoints each layer whose name or kind is listed (\"attention\", \"mlp\", \"decoder\"). " +
+			"On an anemoi graph model it wraps modules by path (\"encoder\", \"decoder\", \"decoder.proc\", " +
+			"\"decoder.proc.conv\": the attention, \"processor\"), nested in anemoi's own checkpoints: the enclosing " +
+			"recompute keeps only the wrapped module's inputs and its backward runs it once more. " +
 			"policy=\"op\" is torchtitan's per-op selective checkpointing " +
 			"(selective_ac_option=\"op\"): every block is checkpointed, but the ops named in save keep their outputs " +
 			"from the forward and are not run again; every second linear matmul (\"mm\") of a block is recomputed " +

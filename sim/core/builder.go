@@ -362,6 +362,35 @@ func (b *Builder) recordsNoGraph(reg *Region) bool {
 	return true
 }
 
+// BeginNestedRegion starts a checkpoint region inside the open one (a
+// module wrapped in checkpoint inside a checkpointed module: the outer
+// recompute runs it without keeping what it saves, only its inputs, and
+// its own backward runs it once more), or a region of its own when none is
+// open; the returned func closes it and reopens the enclosing one.
+func (b *Builder) BeginNestedRegion(name string) func() {
+	if b.Eval {
+		return func() {}
+	}
+	parent := b.region
+	b.P.Regions = append(b.P.Regions, Region{name: b.Name(name), First: int32(len(b.P.Ops)), Parent: parent})
+	id := int32(len(b.P.Regions))
+	b.region = id
+	return func() {
+		reg := &b.P.Regions[id-1]
+		reg.End = int32(len(b.P.Ops))
+		b.region = parent
+		reg.NoGrad = b.recordsNoGraph(reg)
+	}
+}
+
+// OffloadRegion marks the open region as run under save_on_cpu inside its
+// checkpoint (Region.Offload); nothing without an open region (eval).
+func (b *Builder) OffloadRegion() {
+	if b.region != 0 {
+		b.P.Regions[b.region-1].Offload = true
+	}
+}
+
 // shapeMismatch is raised (as a panic caught by Lower) when layers do not chain.
 type LowerError struct{ Err *units.Error }
 

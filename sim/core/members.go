@@ -137,6 +137,12 @@ func (b *Builder) relowered(first, again lowering) {
 	b.P.Buffers = b.P.Buffers[:again.buffers]
 }
 
+// ShareCall ties the parameters registered by a later call of the same
+// modules (params q, ops opsQ: anemoi's mapper run once per destination
+// chunk, sim/graph) to the first call's (p, opsP), as shareMember does
+// for ensemble members.
+func (b *Builder) ShareCall(p, q, opsP, opsQ [2]int) { b.shareMember(p, q, opsP, opsQ) }
+
 // shareMember ties the parameters of a later member (range q) to the first
 // member's (range p) and points its autocast weight copies at the first
 // member's. Both members lowered the same layers in the same order.

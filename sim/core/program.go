@@ -142,6 +142,41 @@ type Region struct {
 	First, End int32 // ops [first, end)
 	Reentrant  bool  // torch.utils.checkpoint(use_reentrant=True)
 	NoGrad     bool  // no graph is recorded: reentrant with no input requiring grad, or non-reentrant with no output requiring it
+	// Offload: the region's module runs under save_on_cpu inside its
+	// checkpoint (anemoi's cpu_offload, offload_wrapper): the innermost
+	// saved-tensor hooks win, so every tensor its ops save is copied to
+	// pinned host memory and back, nothing is recomputed, and the
+	// checkpoint keeps only its inputs on the GPU (_NoopSaveInputs saves
+	// them outside the offload hooks).
+	Offload bool
+	// Parent is the enclosing region (1-based; 0: none) of a nested
+	// checkpoint (Builder.BeginNestedRegion).
+	Parent int32
+}
+
+// Ancestors lists region id (1-based) and the regions enclosing it,
+// innermost first.
+func (p *Program) Ancestors(id int32) []int32 {
+	var out []int32
+	for ; id != 0; id = p.Regions[id-1].Parent {
+		out = append(out, id)
+	}
+	return out
+}
+
+// Depth is how many checkpoint regions enclose op i: the times a training
+// step's backward runs its forward again (nested non-reentrant checkpoints
+// recompute an inner region once per enclosing region: PyTorch's
+// torch/utils/checkpoint.py supports nesting this way). Offloaded regions
+// recompute nothing.
+func (p *Program) Depth(i int) int {
+	n := 0
+	for _, id := range p.Ancestors(p.Ops[i].Region) {
+		if !p.Regions[id-1].Offload {
+			n++
+		}
+	}
+	return n
 }
 
 // The roles of the layers every model shares; layer kinds of their own

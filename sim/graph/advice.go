@@ -15,7 +15,9 @@ import (
 //
 //   - a per-edge tensor of a mapper in the validation pass: validation
 //     splits the edges by eval_chunks (ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER,
-//     default 1, block.py@models-0.8.1 l.724), never by chunks;
+//     default 1, block.py@models-0.8.1 l.724), never by chunks; from
+//     anemoi-models 0.9 the larger of both splits every pass
+//     (mapper_chunked.go);
 //   - the same in a graph-transformer processor: its eval chunks
 //     (ANEMOI_INFERENCE_NUM_CHUNKS_PROCESSOR, else _NUM_CHUNKS);
 //   - a tensor over all destination nodes of stacked members: no edge
@@ -50,6 +52,10 @@ func Advise(plan *core.Plan, rep *replay.Report) {
 		case perNode(g.Edges.Dst):
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s spans all %d destination rows of the %d stacked members: no edge chunking shrinks it; "+
 				"members_mode=\"sequential\" runs the members one at a time, 1/%d of it", a.Tensor, a.Shape[0], members, members))
+		case g.chunkedMapper():
+			k := max(g.Chunks, g.EvalChunks)
+			rep.Notes = append(rep.Notes, fmt.Sprintf("anemoi-models %s runs the %s's destination nodes in max(chunks, eval_chunks)=%d chunks, one at a time "+
+				"(ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER counts in training too): more chunks shrink %s", g.Version, g.Label(), k, a.Tensor))
 		case eval && (g.EvalChunks == 1 || g.EvalChunks < g.Chunks):
 			rep.Notes = append(rep.Notes, fmt.Sprintf("the validation pass splits the %s's edges into eval_chunks=%d pieces, not chunks=%d "+
 				"(anemoi: ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER, default 1, read at import): raise eval_chunks", g.Label(), g.EvalChunks, g.Chunks))

@@ -14,6 +14,7 @@ import (
 // graph-transformer processor (processor_gt.go).
 type edgeAttention struct {
 	channels, heads int64
+	wrapped         bool // each conv call under a checkpoint of its own (wrap.go)
 }
 
 // block lowers GraphTransformerBaseBlock.attention_block (block.py
@@ -114,6 +115,9 @@ func ChunkEdges(e, r, k int64) []int64 {
 // rows (dim_size = query.shape[0]).
 func (g edgeAttention) conv(b *core.Builder, name string, q, key, val, attr, idx core.Value, r, ne int64) core.Value {
 	defer b.Scope(name)()
+	if g.wrapped {
+		defer b.BeginNestedRegion("")()
+	}
 	c, h := g.channels, g.heads
 	qi := gatherRows(b, "query_i", q, idx, ne)
 	kj := gatherRows(b, "key_j", key, idx, ne)

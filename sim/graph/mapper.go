@@ -36,6 +36,8 @@ type GraphTransformer struct {
 	Chunks             int64 // edge chunks in training (model.encoder/decoder.num_chunks)
 	EvalChunks         int64 // edge chunks in eval (ANEMOI_INFERENCE_NUM_CHUNKS_MAPPER, default 1)
 	Checkpoint         bool
+	CPUOffload         bool    // refused: anemoi's mappers cannot offload (Validate)
+	Version            Version // the anemoi-models release replayed (set by NewEncoderProcessorDecoder)
 
 	// Set by NewEncoderProcessorDecoder.
 	Role  string // "" (a bare block), "encoder" or "decoder"
@@ -113,6 +115,9 @@ func (g *GraphTransformer) Validate(path string) error {
 	if g.TrainableEdgeAttrs < 0 || g.TrainableEdgeAttrs > g.EdgeAttrs {
 		return units.Errorf(path, "trainable_edge_attrs must be in [0, edge_attrs=%d] (got %d)", g.EdgeAttrs, g.TrainableEdgeAttrs)
 	}
+	if g.CPUOffload {
+		return ErrMapperOffload(path)
+	}
 	dst := g.Edges.Dst.Nodes
 	for _, f := range []struct {
 		what string
@@ -123,6 +128,20 @@ func (g *GraphTransformer) Validate(path string) error {
 		}
 	}
 	return nil
+}
+
+// ErrMapperOffload is why a mapper cannot take cpu_offload: anemoi's
+// BaseMapper.offload_layers wraps each module of self.proc in
+// offload_wrapper, but in models-0.8.1 BaseMapper.__init__ calls it while
+// self.proc is still NotImplemented (layers/mapper.py l.65-71), and where
+// it is called after the block is built (l.273, and every mapper in
+// models-0.18.0 c3c7a893, l.237) self.proc is one block, not a list: the
+// model fails to build with a TypeError.
+func ErrMapperOffload(path string) error {
+	return &units.Error{Path: path, Msg: "cpu_offload is broken for anemoi's encoder and decoder: BaseMapper.offload_layers iterates self.proc, " +
+		"which is NotImplemented when models-0.8.1's BaseMapper.__init__ calls it and a single block afterwards (mapper.py l.65-71, l.273; " +
+		"the same in models-0.18.0): building the model raises a TypeError",
+		Hint: "offload the processor instead: graph_transformer_processor(..., cpu_offload=True) (model.processor.cpu_offload)"}
 }
 
 // lower: a mapper reads two node sets, so it lowers only inside
@@ -143,9 +162,14 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 		name = g.Role
 	}
 	defer b.Scope(name)()
+	if g.chunkedMapper() {
+		defer wrap(b, name, g.Kind())() // its chunks' checkpoints nest in it
+		return g.lowerChunked(b, xs, xd, batch)
+	}
 	if g.Checkpoint {
 		defer b.BeginRegion("")()
 	}
+	defer wrap(b, name, g.Kind())() // checkpoint(modules=["decoder"]): nested in _run_mapper's (wrap.go)
 	c := g.Channels
 	k := g.Chunks
 	if b.Eval {
@@ -185,6 +209,7 @@ func (g *GraphTransformer) edges() edgeInputs {
 // sAll source rows (this rank's are xd's and xs's under model sharding).
 func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, e, rAll, sAll int64) core.Value {
 	defer b.Scope("proc")()
+	defer wrap(b, g.Label()+".proc")()
 	c := g.Channels
 	r := core.Rows(b.Shape(xd))
 	// x = (layer_norm_attention_src(x[0]), layer_norm_attention_dest(x[1])):
@@ -198,7 +223,9 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	val := b.Linear("lin_value", core.RoleV, lnS, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
 	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, sAll, e)
-	att := shardedAttention(b, g.Channels, g.Heads).block(b, q, key, val, edges, ei, rAll, e, k)
+	conv := shardedAttention(b, g.Channels, g.Heads)
+	conv.wrapped = wraps(b, g.Label()+".proc.conv")
+	att := conv.block(b, q, key, val, edges, ei, rAll, e, k)
 	att = rowsToAllHeads(b, "attention_out", att, rAll)
 	out := projectChunks(b, att, xr, r, c, k)
 	// out = out + x_skip[1]
@@ -231,4 +258,6 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 }
 
 // attn is the block's message passing (conv.go).
-func (g *GraphTransformer) attn() edgeAttention { return edgeAttention{g.Channels, g.Heads} }
+func (g *GraphTransformer) attn() edgeAttention {
+	return edgeAttention{channels: g.Channels, heads: g.Heads}
+}

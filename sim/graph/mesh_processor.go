@@ -22,15 +22,27 @@ type MeshProcessor interface {
 	// lowerCond runs the processor on x [batch * mesh nodes, channels],
 	// conditioned on cond [rows, noise channels] (noValue: no noise).
 	lowerCond(b *core.Builder, x, cond core.Value) core.Value
+	offloaded() bool // cpu_offload
 }
+
+func (p *TransformerProcessor) offloaded() bool      { return p.CPUOffload }
+func (p *GraphTransformerProcessor) offloaded() bool { return p.CPUOffload }
 
 func (p *TransformerProcessor) mesh() *NodeSet  { return p.Mesh }
 func (p *TransformerProcessor) channels() int64 { return p.Channels }
 
 func (p *TransformerProcessor) Conditioned(cond int64) MeshProcessor {
 	c := *p
-	c.Cond, c.Name = cond, processorName(p.Name)
+	c.Cond, c.Name, c.inModel = cond, processorName(p.Name), true
 	return &c
+}
+
+// offloadSummary is a processor summary's note on cpu_offload.
+func offloadSummary(offload bool) string {
+	if offload {
+		return ", cpu_offload"
+	}
+	return ""
 }
 
 // processorName is a processor's scope: its own name, else "processor".
@@ -64,12 +76,28 @@ func validateBlocks(path string, layers, channels, heads, mlpRatio, segments int
 
 // runSegments lowers BaseProcessor.run_layers (layers/processor.py
 // @models-0.8.1): the layers split into segments ProcessorChunks, each run
-// under one activation checkpoint, block lowering one layer.
-func runSegments(b *core.Builder, x core.Value, layers, segments int64, block func(core.Value) core.Value) core.Value {
+// under one activation checkpoint, block lowering one layer. With offload
+// (the processor's cpu_offload) each chunk is wrapped in offload_wrapper
+// (BaseProcessor.offload_layers, layers/processor.py@models-0.8.1 l.61-63,
+// called after build_layers: l.169, l.372): save_on_cpu inside the
+// checkpoint, whose innermost hooks win, so the chunk's saved tensors go
+// to pinned host memory and the backward recomputes nothing
+// (core.Region.Offload).
+//
+// Wrapped (checkpoint(modules=["processor"]), wrap.go), the processor runs
+// under a checkpoint of its own and the segments' checkpoints nest in it.
+func runSegments(b *core.Builder, x core.Value, layers, segments int64, offload, wrapped bool, block func(core.Value) core.Value) core.Value {
 	per := layers / segments
 	for s := int64(0); s < segments; s++ {
 		done := b.Scope(fmt.Sprintf("proc.%d", s))
-		closeRegion := b.BeginRegion("")
+		begin := b.BeginRegion
+		if wrapped {
+			begin = b.BeginNestedRegion
+		}
+		closeRegion := begin("")
+		if offload {
+			b.OffloadRegion()
+		}
 		for l := int64(0); l < per; l++ {
 			d := b.Scope(fmt.Sprintf("blocks.%d", l))
 			x = block(x)

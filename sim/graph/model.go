@@ -56,6 +56,7 @@ type EncoderProcessorDecoder struct {
 	NoiseChannels int64           // noise_channels_dim (4); 0: no noise injection
 	NoiseHidden   int64           // noise_mlp_hidden_dim (32)
 	Data          *core.DataBatch // the data loader's batch the input is built from; nil: the input alone
+	Version       Version         // the anemoi-models release replayed (version.go); zero: 0.8.1
 }
 
 // coordAttrs is NamedNodesAttributes' fixed part: sin and cos of (lat, lon).
@@ -110,8 +111,8 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 		return nil, units.Errorf(path, "encoder, processor and decoder must have the same channels (got %d, %d, %d)", e.Encoder.Channels, c, e.Decoder.Channels)
 	}
 	enc, dec := *e.Encoder, *e.Decoder
-	enc.Role, enc.SrcIn, enc.DstIn = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs
-	dec.Role, dec.DstIn, dec.Out = "decoder", e.dataWidth(), e.Outputs
+	enc.Role, enc.SrcIn, enc.DstIn, enc.Version = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs, e.Version
+	dec.Role, dec.DstIn, dec.Out, dec.Version = "decoder", e.dataWidth(), e.Outputs, e.Version
 	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.Conditioned(e.NoiseChannels)
 	for _, l := range []core.Layer{e.Encoder, e.Processor, e.Decoder} {
 		if err := l.Validate(core.ChildPath(path, &e, l)); err != nil {
@@ -174,6 +175,7 @@ func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Valu
 		panic(core.LowerError{Err: units.Errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
 	}
 	batch := s[0]
+	e.checkWrapped(b)
 	c := e.Processor.channels()
 	for _, g := range []*GraphTransformer{e.Encoder, e.Decoder} {
 		if !core.ProductFits(batch, g.Edges.Count, c, 8) || !core.ProductFits(batch, n, e.dataWidth()+c, 8) {

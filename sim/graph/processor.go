@@ -36,6 +36,10 @@ type TransformerProcessor struct {
 	Segments int64 // checkpoint segments (anemoi processor num_chunks)
 	QKNorm   bool
 	Cond     int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder); 0 = nn.LayerNorm
+	// CPUOffload is the processor's cpu_offload: its checkpoint segments'
+	// saved tensors go to pinned host memory (runSegments).
+	CPUOffload bool
+	inModel    bool // the processor of an encoder_processor_decoder (Conditioned)
 }
 
 func (p *TransformerProcessor) Kind() string           { return "transformer_processor" }
@@ -64,7 +68,7 @@ func (p *TransformerProcessor) Summary() string {
 	if p.Window > 0 {
 		w = fmt.Sprintf("window %d", p.Window)
 	}
-	return fmt.Sprintf("%d layers over %s, %d channels, %d heads, %s, %d checkpoint segments", p.Layers, p.meshName(), p.Channels, p.Heads, w, p.Segments)
+	return fmt.Sprintf("%d layers over %s, %d channels, %d heads, %s, %d checkpoint segments%s", p.Layers, p.meshName(), p.Channels, p.Heads, w, p.Segments, offloadSummary(p.CPUOffload))
 }
 
 func (p *TransformerProcessor) meshName() string {
@@ -99,7 +103,16 @@ func (p *TransformerProcessor) lowerCond(b *core.Builder, x, cond core.Value) co
 		panic(core.ShapeMismatch(b, "transformer_processor", p.Channels, b.Last(x)))
 	}
 	defer b.Scope(processorName(p.Name))()
-	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, cond) })
+	// In a graph model, checkpoint(modules=["processor"]) wraps it (wrap.go);
+	// a bare processor is wrapped by the model's own layer policy.
+	wrapped := p.inModel && wraps(b, processorName(p.Name), p.Kind())
+	if wrapped {
+		defer b.BeginNestedRegion("")()
+	}
+	if g := shards(b); g > 1 && core.Rows(b.Shape(x)) != localRows(p.Mesh.Nodes, g) {
+		panic(core.LowerError{Err: units.Errorf(b.Name(""), "processor rows (%d) are not this rank's share of the %d mesh nodes", core.Rows(b.Shape(x)), p.Mesh.Nodes)})
+	}
+	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, wrapped, func(x core.Value) core.Value { return p.block(b, x, cond) })
 	return x
 }
 
@@ -135,18 +148,29 @@ func condNorm(b *core.Builder, name string, x, cond core.Value, c, condDim int64
 	return b.Add("shift", b.Mul("scaled", n, plus), bias)
 }
 
-// attention lowers MultiHeadSelfAttention with flash attention.
+// attention lowers MultiHeadSelfAttention.attention_computation
+// (layers/attention.py@models-0.8.1 l.145-194) with flash attention.
+// Under model sharding (shard.go) shard_heads all-to-alls query, key and
+// value from this rank's rows to all the mesh's nodes for a G-th of the
+// heads, the q/k norms and flash attention run on those, and
+// shard_sequence brings the output back to this rank's rows for the
+// projection.
 func (p *TransformerProcessor) attention(b *core.Builder, x core.Value) core.Value {
 	defer b.Scope("attention")()
-	c := p.Channels
+	c, all := p.Channels, core.Rows(b.Shape(x))
+	if shards(b) > 1 {
+		all = p.Mesh.Nodes // one sample per GPU under model sharding
+	}
 	q := b.Linear("lin_q", core.RoleQ, x, c, c, false)
 	k := b.Linear("lin_k", core.RoleK, x, c, c, false)
 	v := b.Linear("lin_v", core.RoleV, x, c, c, false)
+	q, k, v = headsToAllRows(b, "query", q, all), headsToAllRows(b, "key", k, all), headsToAllRows(b, "value", v, all)
 	if p.QKNorm {
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		k = headNorm(b, "k_norm", k, c/p.Heads)
 	}
 	o := p.flash(b, q, k, v)
+	o = rowsToAllHeads(b, "attention_out", o, all)
 	return b.Linear("projection", core.RoleO, o, c, c, true)
 }
 
@@ -168,17 +192,17 @@ func (p *TransformerProcessor) flash(b *core.Builder, q, k, v core.Value) core.V
 	if r%nodes != 0 {
 		panic(core.LowerError{Err: units.Errorf(b.Name(""), "processor rows (%d) are not a multiple of the %d mesh nodes", r, nodes)})
 	}
-	batch, h := r/nodes, p.Heads
+	batch, h, c := r/nodes, p.Heads/shards(b), b.Last(q) // a G-th of the heads under model sharding
 	i := b.AddOp("attention", "flash_attention", []core.Value{q, k, v})
 	o := b.Out(i, "attn_out", s, b.Dtype(q), "attention output")
 	lse := b.Out(i, "logsumexp", []int64{batch, h, nodes}, units.FP32, "attention logsumexp (fp32, saved)")
 	b.Val(lse).Grad = false
 	b.Save(i, q, k, v, o, lse)
-	b.Op(i).WorkB = units.FP32.Bytes(r*p.Channels) + units.FP32.Bytes(r*h)
+	b.Op(i).WorkB = units.FP32.Bytes(r*c) + units.FP32.Bytes(r*h)
 	keys := nodes
 	if p.Window > 0 && 2*p.Window+1 < nodes {
 		keys = 2*p.Window + 1
 	}
-	b.Op(i).Flops = 4 * float64(r) * float64(keys) * float64(p.Channels)
+	b.Op(i).Flops = 4 * float64(r) * float64(keys) * float64(c)
 	return o
 }

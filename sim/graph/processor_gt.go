@@ -45,6 +45,8 @@ type GraphTransformerProcessor struct {
 	EvalChunks         int64 // edge chunks per block in eval
 	QKNorm             bool
 	Cond               int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder)
+	CPUOffload         bool  // cpu_offload: the segments' saved tensors in pinned host memory (runSegments)
+	inModel            bool  // the processor of an encoder_processor_decoder (Conditioned)
 }
 
 func (p *GraphTransformerProcessor) Kind() string           { return "graph_transformer_processor" }
@@ -62,7 +64,7 @@ func (p *GraphTransformerProcessor) channels() int64 { return p.Channels }
 
 func (p *GraphTransformerProcessor) Conditioned(cond int64) MeshProcessor {
 	c := *p
-	c.Cond, c.Name = cond, processorName(p.Name)
+	c.Cond, c.Name, c.inModel = cond, processorName(p.Name), true
 	return &c
 }
 
@@ -97,8 +99,8 @@ func (p *GraphTransformerProcessor) Summary() string {
 	if p.Edges == nil {
 		return "no edges"
 	}
-	return fmt.Sprintf("%d layers over %s, %d edges, %d channels, %d heads, %d checkpoint segments (eval chunks %d)",
-		p.Layers, p.Edges.Dst.Name, p.Edges.Count, p.Channels, p.Heads, p.Segments, p.EvalChunks)
+	return fmt.Sprintf("%d layers over %s, %d edges, %d channels, %d heads, %d checkpoint segments (eval chunks %d)%s",
+		p.Layers, p.Edges.Dst.Name, p.Edges.Count, p.Channels, p.Heads, p.Segments, p.EvalChunks, offloadSummary(p.CPUOffload))
 }
 
 func (p *GraphTransformerProcessor) Validate(path string) error {
@@ -134,6 +136,12 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 		panic(core.ShapeMismatch(b, "graph_transformer_processor", p.Channels, b.Last(x)))
 	}
 	defer b.Scope(processorName(p.Name))()
+	// In a graph model, checkpoint(modules=["processor"]) wraps it (wrap.go);
+	// a bare processor is wrapped by the model's own layer policy.
+	wrapped := p.inModel && wraps(b, processorName(p.Name), p.Kind())
+	if wrapped {
+		defer b.BeginNestedRegion("")()
+	}
 	nodes := p.Edges.Dst.Nodes
 	r := core.Rows(b.Shape(x))
 	rAll := r // all mesh rows of the batch; this rank's are x's
@@ -156,7 +164,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 	if b.Eval {
 		k = p.EvalChunks
 	}
-	x = runSegments(b, x, p.Layers, p.Segments, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
+	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, wrapped, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
 	b.KeepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }

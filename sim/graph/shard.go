@@ -20,6 +20,9 @@ import (
 //     along dim 0, a view of this rank's rows; its backward all-gathers the
 //     gradient, a whole-size tensor) and runs the node-wise layers on its
 //     shard;
+//   - in a transformer processor layer, shard_heads all-to-alls query, key
+//     and value the same way and flash attention runs over all nodes for
+//     H/G heads (layers/attention.py@models-0.8.1 l.169-190);
 //   - in every graph-transformer block, shard_qkve_heads all-to-alls query,
 //     key, value and the projected edges from [rows/G, C] to [rows, C/G]:
 //     every GPU runs the message passing over all nodes and edges for H/G
@@ -109,7 +112,7 @@ func modelAllToAll(b *core.Builder, name string, x core.Value, shape []int64, wh
 }
 
 // checkShards: model sharding splits every graph-transformer block's
-// heads, and runs on graph-transformer processors only.
+// heads (the mappers', and either processor's).
 func checkShards(path string, par core.Parallelism, heads ...int64) error {
 	n := par.Norm()
 	if n.CP == 1 {
@@ -139,11 +142,16 @@ func shardQKVE(b *core.Builder, q, key, val, edges core.Value, rAll, sAll, e int
 // channels and heads.
 func shardedAttention(b *core.Builder, channels, heads int64) edgeAttention {
 	g := shards(b)
-	return edgeAttention{channels / g, heads / g}
+	return edgeAttention{channels: channels / g, heads: heads / g}
 }
 
-// CheckLayout: model sharding splits the mapper's heads.
+// CheckLayout: model sharding splits the mapper's heads (0.8.1); the edge
+// sharding of anemoi-models 0.9 and later is not simulated.
 func (g *GraphTransformer) CheckLayout(path string, par core.Parallelism) error {
+	if g.chunkedMapper() && par.Norm().CP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("model sharding of anemoi-models %s's mappers (shard_strategy \"edges\": destination nodes and their edges split over the GPUs) is not simulated yet", g.Version),
+			Hint: "anemoi=\"0.8.1\" replays 0.8.1's head sharding"}
+	}
 	return checkShards(path, par, g.Heads)
 }
 
@@ -152,12 +160,8 @@ func (p *GraphTransformerProcessor) CheckLayout(path string, par core.Parallelis
 	return checkShards(path, par, p.Heads)
 }
 
-// CheckLayout: the transformer processor's sharding (its sequence
-// all-to-all over sliding-window attention) is not simulated.
+// CheckLayout: model sharding splits the transformer processor's heads
+// (shard_heads, layers/attention.py@models-0.8.1 l.169-171).
 func (p *TransformerProcessor) CheckLayout(path string, par core.Parallelism) error {
-	if par.Norm().CP > 1 {
-		return &units.Error{Path: path, Msg: "model sharding (cp > 1) of a transformer processor is not simulated yet",
-			Hint: "graph-transformer processors (Bris) shard; run this model on one GPU per member"}
-	}
-	return nil
+	return checkShards(path, par, p.Heads)
 }

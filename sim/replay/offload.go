@@ -2,6 +2,8 @@ package replay
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
@@ -216,14 +218,67 @@ func (r *Replay) beforeForwardOp(i int) {
 // afterForwardOp copies saved activations whose forward use is over to
 // the host (activation offload).
 func (r *Replay) afterForwardOp(i int) {
-	if !r.actsOffloaded() || r.phase != PhaseForward {
+	if r.phase != PhaseForward || (!r.actsOffloaded() && r.hostHolds == nil) {
 		return
 	}
 	op := &r.P.Ops[i]
 	for _, vs := range [][]core.Value{op.In, op.Out} {
 		for _, v := range vs {
-			r.offloadValue(v)
+			if r.actsOffloaded() {
+				r.offloadValue(v)
+			} else {
+				r.saveOnCPU(v)
+			}
 		}
+	}
+}
+
+// saveOnCPU copies a value that ops of an offloaded region save
+// (core.Region.Offload) to pinned host memory once the forward is done
+// with it: save_on_cpu's pack, torch.empty(pin_memory=True).copy_(t), once
+// per saving op. The GPU tensor goes when nothing else holds it (a
+// checkpoint's input stays, _NoopSaveInputs keeps it); unpack copies it
+// back before its backward (beforeBackwardOp).
+func (r *Replay) saveOnCPU(v core.Value) {
+	n := r.hostHolds[v]
+	vi := &r.P.Values[v]
+	if n == 0 || !r.done[v] || r.valT[v] == none || (vi.Cat != core.CatActivations && vi.Cat != core.CatParams) {
+		return // save_on_cpu copies autocast's weight copies too, not the parameters (never values here)
+	}
+	fo := r.fo()
+	if fo.fetched == nil {
+		fo.fetched = map[core.Value]bool{}
+	}
+	if _, copied := fo.fetched[v]; copied {
+		return
+	}
+	copies := int64(n) * vi.Bytes
+	fo.acts += copies
+	fo.actsPeak = max(fo.actsPeak, fo.acts)
+	r.Rep.Traffic.PCIe += 2 * copies
+	fo.fetched[v] = true // on the GPU still, unless released below
+	r.dropCopied(v)
+}
+
+// dropCopied frees the GPU tensor of a value copied to the host once
+// only its offloaded savers hold it.
+func (r *Replay) dropCopied(v core.Value) {
+	if r.off.fetched[v] && r.holds[v] == r.hostHolds[v] && v != r.P.Input && r.valT[v] != none {
+		r.release(r.valT[v])
+		r.valT[v] = none
+		r.off.fetched[v] = false
+	}
+}
+
+// dropCopiedAfterForward frees, once autocast's cache is cleared, the
+// weight copies and other values save_on_cpu copied while something else
+// still held them.
+func (r *Replay) dropCopiedAfterForward() {
+	if r.hostHolds == nil || r.off == nil {
+		return
+	}
+	for _, v := range slices.Sorted(maps.Keys(r.off.fetched)) { // in value order: the allocator's state is deterministic
+		r.dropCopied(v)
 	}
 }
 
@@ -256,7 +311,7 @@ func (r *Replay) beforeBackwardOp(i int) {
 			}
 		}
 	}
-	if !r.actsOffloaded() || r.off == nil || r.off.fetched == nil {
+	if r.off == nil || r.off.fetched == nil {
 		return
 	}
 	fetch := func(v core.Value) {

@@ -100,6 +100,9 @@ type Replay struct {
 	Redone   []bool
 	gradless []bool // by param: read only inside reentrant regions that record no graph
 	Saved    []bool // held for backward at the end of the forward
+	// hostHolds counts the ops of offloaded regions saving each value
+	// (save_on_cpu copies it once per save); nil without such regions.
+	hostHolds []int32
 
 	Rep *Report
 	off *offloadRecord // offload bookkeeping, nil without offload
@@ -153,14 +156,34 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 		for _, v := range op.In {
 			r.last[v] = int32(i)
 			pr := p.Values[v].Producer
-			if op.Region != 0 && !p.Regions[op.Region-1].NoGrad && (pr < 0 || p.Ops[pr].Region != op.Region) && !contains(r.regionIn[op.Region-1], v) {
-				r.regionIn[op.Region-1] = append(r.regionIn[op.Region-1], v)
-				r.Saved[v] = true
+			// An input of the op's region and of each enclosing region it
+			// comes from outside of; held at the forward's end when it
+			// enters an outermost one (inner ones' inputs are saved
+			// through the enclosing checkpoint's hooks: recompute holds them).
+			for _, id := range p.Ancestors(op.Region) {
+				reg := &p.Regions[id-1]
+				if reg.NoGrad || (pr >= reg.First && pr < reg.End) {
+					break
+				}
+				if !contains(r.regionIn[id-1], v) {
+					r.regionIn[id-1] = append(r.regionIn[id-1], v)
+				}
+				if reg.Parent == 0 {
+					r.Saved[v] = true
+				}
 			}
 		}
-		if op.Region == 0 {
+		if r.savesOnItsOwn(op) {
 			for _, v := range op.Saved {
 				r.Saved[v] = true
+			}
+			if op.Region != 0 { // an offloaded region: save_on_cpu's copies
+				if r.hostHolds == nil {
+					r.hostHolds = make([]int32, nv)
+				}
+				for _, v := range op.Saved {
+					r.hostHolds[v]++
+				}
 			}
 		} else if r.keeps(op) {
 			for _, v := range op.Out {
@@ -211,13 +234,16 @@ func (r *Replay) initHolds() {
 	p := r.P
 	clear(r.holds)
 	for i := range p.Ops {
-		if p.Ops[i].Region == 0 {
+		if r.savesOnItsOwn(&p.Ops[i]) {
 			for _, v := range p.Ops[i].Saved {
 				r.holds[v]++
 			}
 		}
 	}
-	for _, in := range r.regionIn {
+	for id, in := range r.regionIn {
+		if p.Regions[id].Parent != 0 {
+			continue // held from the enclosing region's recompute on
+		}
 		for _, v := range in {
 			r.holds[v]++
 		}
@@ -248,6 +274,13 @@ func (r *Replay) initHolds() {
 	for _, v := range p.Held { // values the caller keeps until the step ends
 		r.holds[v]++
 	}
+}
+
+// savesOnItsOwn reports whether op keeps what it saves from the forward:
+// outside checkpoint regions, or in an offloaded one (core.Region.Offload:
+// kept in host memory).
+func (r *Replay) savesOnItsOwn(op *core.OpInfo) bool {
+	return op.Region == 0 || r.P.Regions[op.Region-1].Offload
 }
 
 // keeps reports whether a checkpoint policy keeps op's outputs from the
@@ -392,9 +425,14 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 	defer r.afterForwardOp(i)         // saved activations to host
 	reuse := recompute && r.keeps(op) // the policy kept the outputs: the op does not run again
 	for _, v := range op.Out {
-		if reuse {
+		switch {
+		case reuse:
 			r.takeKept(v)
-		} else {
+		case recompute && r.valT[v] != none && r.P.Regions[op.Region-1].Parent != 0:
+			// A nested region's output that the enclosing recompute made
+			// and an op after it still holds: PyTorch's inner recompute
+			// makes a second copy, counted here as the one already live.
+		default:
 			r.produce(v)
 		}
 	}
@@ -427,8 +465,12 @@ func (r *Replay) recompute(id int32) {
 	reg := r.P.Regions[id-1]
 	stop := reg.First - 1
 	for j := reg.First; j < reg.End; j++ {
-		if len(r.P.Ops[j].Saved) > 0 || reg.Reentrant {
+		direct := r.P.Ops[j].Region == id
+		if (direct && len(r.P.Ops[j].Saved) > 0) || reg.Reentrant {
 			stop = j
+		}
+		if c := r.childStarting(id, j); c != 0 && len(r.regionIn[c-1]) > 0 {
+			stop = j // the nested checkpoint saves its inputs (_NoopSaveInputs)
 		}
 	}
 	inRegion := func(v core.Value) bool {
@@ -450,9 +492,16 @@ func (r *Replay) recompute(id int32) {
 				r.rLast[v] = j
 			}
 		}
-		for _, v := range op.Saved {
-			if inRegion(v) {
-				r.holds[v]++
+		if op.Region == id { // a nested region's ops save through its own hooks: dropped
+			for _, v := range op.Saved {
+				if inRegion(v) {
+					r.holds[v]++
+				}
+			}
+		}
+		if c := r.childStarting(id, j); c != 0 {
+			for _, v := range r.regionIn[c-1] {
+				r.holds[v]++ // released when the nested region's backward ends
 			}
 		}
 	}
@@ -463,6 +512,20 @@ func (r *Replay) recompute(id int32) {
 	}
 	r.phase = saved
 	r.Redone[id-1] = true
+}
+
+// childStarting is the region nested directly in region id that starts
+// at op j, 0 when none does.
+func (r *Replay) childStarting(id int32, j int32) int32 {
+	for c := r.P.Ops[j].Region; c != 0 && c != id; c = r.P.Regions[c-1].Parent {
+		if r.P.Regions[c-1].Parent == id {
+			if r.P.Regions[c-1].First == j {
+				return c
+			}
+			return 0
+		}
+	}
+	return 0
 }
 
 // regionOutputs are the values a region makes that ops after it read.
@@ -484,8 +547,13 @@ func (r *Replay) backwardOp(i int) {
 	r.op = op.Name
 	r.beforeBackwardOp(i)      // activations back from host, params streamed
 	defer r.afterBackwardOp(i) // grads to host
-	if op.Region != 0 && !r.Redone[op.Region-1] && !r.P.Regions[op.Region-1].NoGrad {
-		r.recompute(op.Region)
+	if op.Region != 0 {
+		chain := r.P.Ancestors(op.Region)
+		for k := len(chain) - 1; k >= 0; k-- { // an enclosing region's recompute first
+			if reg := r.P.Regions[chain[k]-1]; !r.Redone[chain[k]-1] && !reg.NoGrad && !reg.Offload {
+				r.recompute(chain[k])
+			}
+		}
 		r.op = op.Name
 	}
 	recorded := false
@@ -518,12 +586,16 @@ func (r *Replay) backwardOp(i int) {
 	for _, v := range op.Saved {
 		r.unhold(v)
 	}
-	if op.Region != 0 && r.P.Regions[op.Region-1].First == int32(i) {
-		for _, v := range r.regionIn[op.Region-1] {
+	for _, id := range r.P.Ancestors(op.Region) {
+		reg := r.P.Regions[id-1]
+		if reg.First != int32(i) {
+			break
+		}
+		for _, v := range r.regionIn[id-1] {
 			r.unhold(v)
 		}
-		r.releaseKept(r.P.Regions[op.Region-1]) // kept past the recompute's early stop
-		if reg := r.P.Regions[op.Region-1]; reg.Reentrant && r.Redone[op.Region-1] {
+		r.releaseKept(reg) // kept past the recompute's early stop
+		if reg.Reentrant && r.Redone[id-1] {
 			for _, v := range r.regionOutputs(reg) {
 				r.unhold(v)
 			}

@@ -219,6 +219,7 @@ func (r *Replay) forward() {
 			r.unhold(core.Value(v))
 		}
 	}
+	r.dropCopiedAfterForward()
 	for v, t := range r.valT {
 		if t == none || !r.Saved[v] {
 			continue

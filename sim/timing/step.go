@@ -200,7 +200,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 func allRedone(p *core.Program, eval bool) []bool {
 	out := make([]bool, len(p.Regions))
 	for i := range out {
-		out[i] = !eval
+		out[i] = !eval && !p.Regions[i].Offload // an offloaded region saves to the host instead
 	}
 	return out
 }
@@ -213,9 +213,10 @@ func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	for i := range p.Ops {
 		fwd += p.Ops[i].Flops
 		// A checkpoint policy's kept outputs are not computed again where
-		// the region records a graph (as the replay counts them).
-		if op := &p.Ops[i]; op.Region != 0 && !eval && !(op.Keep && !p.Regions[op.Region-1].NoGrad) {
-			rec += p.Ops[i].Flops
+		// the region records a graph (as the replay counts them); nested
+		// regions recompute once per level.
+		if op := &p.Ops[i]; !eval && !(op.Region != 0 && op.Keep && !p.Regions[op.Region-1].NoGrad) {
+			rec += float64(p.Depth(i)) * op.Flops
 		}
 	}
 	if eval {
