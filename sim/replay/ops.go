@@ -1,0 +1,262 @@
+package replay
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// The step op by op: an op's forward (and its recompute inside a
+// checkpointed region), its backward with the workspace and the
+// gradients it makes, and the parameters' gradients and in-backward
+// optimizer steps. replay.go holds the Replay's state and its allocation
+// bookkeeping.
+
+// forwardOp runs op i; in recompute, consumers are counted within the region.
+func (r *Replay) forwardOp(i int, recompute bool) {
+	op := &r.P.Ops[i]
+	r.op = op.Name
+	r.beforeForwardOp(i)              // stream params
+	defer r.afterForwardOp(i)         // saved activations to host
+	reuse := recompute && r.keeps(op) // the policy kept the outputs: the op does not run again
+	for _, v := range op.Out {
+		switch {
+		case reuse:
+			r.takeKept(v)
+		case recompute && r.valT[v] != none && r.P.Regions[op.Region-1].Parent != 0:
+			// A nested region's output that the enclosing recompute made
+			// and an op after it still holds: PyTorch's inner recompute
+			// makes a second copy, counted here as the one already live.
+		default:
+			r.produce(v)
+		}
+	}
+	if op.WorkF > 0 && !reuse {
+		r.release(r.allocate(Alloc{Tensor: op.Name + " workspace", Shape: []int64{op.WorkF}, DType: units.INT8, Bytes: op.WorkF, Why: "forward workspace of " + op.Kind, Cat: core.CatTemporaries}))
+	}
+	lastOf := r.last
+	if recompute {
+		lastOf = r.rLast
+	}
+	for _, v := range op.In {
+		if lastOf[v] == int32(i) && r.valT[v] != none {
+			r.done[v] = true
+			r.maybeFree(v)
+		}
+	}
+	for _, v := range op.Out {
+		if lastOf[v] == none {
+			r.done[v] = true
+			r.maybeFree(v)
+		}
+	}
+}
+
+// recompute re-runs a checkpointed region's forward, keeping what its ops
+// save: non-reentrant up to the last op that saves anything (its early
+// stop); reentrant the whole region, whose outputs the backward holds
+// until the region's backward ends (released in backwardOp).
+func (r *Replay) recompute(id int32) {
+	reg := r.P.Regions[id-1]
+	stop := reg.First - 1
+	for j := reg.First; j < reg.End; j++ {
+		direct := r.P.Ops[j].Region == id
+		if (direct && len(r.P.Ops[j].Saved) > 0) || reg.Reentrant {
+			stop = j
+		}
+		if c := r.childStarting(id, j); c != 0 && len(r.regionIn[c-1]) > 0 {
+			stop = j // the nested checkpoint saves its inputs (_NoopSaveInputs)
+		}
+	}
+	inRegion := func(v core.Value) bool {
+		pr := r.P.Values[v].Producer
+		return pr >= reg.First && pr < reg.End
+	}
+	if reg.Reentrant {
+		for _, v := range r.regionOutputs(reg) {
+			r.holds[v]++
+		}
+	}
+	for j := reg.First; j <= stop; j++ {
+		op := &r.P.Ops[j]
+		for _, v := range op.Out {
+			r.rLast[v] = none
+		}
+		for _, v := range op.In {
+			if inRegion(v) {
+				r.rLast[v] = j
+			}
+		}
+		if op.Region == id { // a nested region's ops save through its own hooks: dropped
+			for _, v := range op.Saved {
+				if inRegion(v) {
+					r.holds[v]++
+				}
+			}
+		}
+		if c := r.childStarting(id, j); c != 0 {
+			for _, v := range r.regionIn[c-1] {
+				r.holds[v]++ // released when the nested region's backward ends
+			}
+		}
+	}
+	saved := r.phase
+	r.phase = PhaseRecompute
+	for j := reg.First; j <= stop; j++ {
+		r.forwardOp(int(j), true)
+	}
+	r.phase = saved
+	r.Redone[id-1] = true
+}
+
+// childStarting is the region nested directly in region id that starts
+// at op j, 0 when none does.
+func (r *Replay) childStarting(id int32, j int32) int32 {
+	for c := r.P.Ops[j].Region; c != 0 && c != id; c = r.P.Regions[c-1].Parent {
+		if r.P.Regions[c-1].Parent == id {
+			if r.P.Regions[c-1].First == j {
+				return c
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+// regionOutputs are the values a region makes that ops after it read.
+func (r *Replay) regionOutputs(reg core.Region) []core.Value {
+	var out []core.Value
+	for j := reg.First; j < reg.End; j++ {
+		for _, v := range r.P.Ops[j].Out {
+			if r.last[v] >= reg.End {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// backwardOp runs op i's backward.
+func (r *Replay) backwardOp(i int) {
+	op := &r.P.Ops[i]
+	r.op = op.Name
+	r.beforeBackwardOp(i)      // activations back from host, params streamed
+	defer r.afterBackwardOp(i) // grads to host
+	if op.Region != 0 {
+		chain := r.P.Ancestors(op.Region)
+		for k := len(chain) - 1; k >= 0; k-- { // an enclosing region's recompute first
+			if reg := r.P.Regions[chain[k]-1]; !r.Redone[chain[k]-1] && !reg.NoGrad && !reg.Offload {
+				r.recompute(chain[k])
+			}
+		}
+		r.op = op.Name
+	}
+	recorded := false
+	for _, v := range op.Out {
+		recorded = recorded || r.P.Values[v].Grad
+	}
+	if recorded {
+		work := r.backwardWorkspace(op)
+		if !op.NoGradB {
+			for _, v := range op.In {
+				vi := &r.P.Values[v]
+				if vi.Grad && !vi.Fused && r.gradT[v] == none {
+					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient of " + vi.Name, Cat: core.CatTemporaries})
+				}
+			}
+		}
+		for _, pi := range op.Params {
+			r.paramGradient(r.resolve(pi))
+		}
+		for _, id := range work {
+			r.release(id)
+		}
+	}
+	for _, v := range op.Out {
+		if r.gradT[v] != none {
+			r.release(r.gradT[v])
+			r.gradT[v] = none
+		}
+	}
+	for _, v := range op.Saved {
+		r.unhold(v)
+	}
+	for _, id := range r.P.Ancestors(op.Region) {
+		reg := r.P.Regions[id-1]
+		if reg.First != int32(i) {
+			break
+		}
+		for _, v := range r.regionIn[id-1] {
+			r.unhold(v)
+		}
+		r.releaseKept(reg) // kept past the recompute's early stop
+		if reg.Reentrant && r.Redone[id-1] {
+			for _, v := range r.regionOutputs(reg) {
+				r.unhold(v)
+			}
+		}
+	}
+	if r.Plan.Optimizer.InBackward {
+		for _, pi := range op.Params {
+			pi = r.resolve(pi)
+			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
+				r.stepInBackward(pi)
+			}
+		}
+	}
+}
+
+// backwardWorkspace allocates op's backward workspace: WorkB bytes in
+// WorkBParts tensors of equal size (one when unset).
+func (r *Replay) backwardWorkspace(op *core.OpInfo) []int32 {
+	if op.WorkB <= 0 {
+		return nil
+	}
+	n := max(int64(op.WorkBParts), 1)
+	ids := make([]int32, 0, n)
+	for k := range n {
+		b := op.WorkB / n
+		if k == n-1 {
+			b = op.WorkB - (n-1)*b
+		}
+		ids = append(ids, r.allocate(Alloc{Tensor: op.Name + " backward workspace", Shape: []int64{b}, DType: units.INT8, Bytes: b, Why: "backward workspace of " + op.Kind, Cat: core.CatTemporaries}))
+	}
+	return ids
+}
+
+// releaseKept drops the policy's hold on the kept outputs of a region that
+// its recomputation never reached (it stops after the last op that saves
+// a tensor): the selective-checkpoint cache lives until the region's
+// backward is over.
+func (r *Replay) releaseKept(reg core.Region) {
+	for j := reg.First; j < reg.End; j++ {
+		for _, v := range r.P.Ops[j].Out {
+			if r.kept[v] {
+				r.kept[v] = false
+				r.unhold(v)
+			}
+		}
+	}
+}
+
+func (r *Replay) paramGradient(pi int32) {
+	p := &r.P.Params[pi]
+	// A tied parameter (another micro-batch's copy on a pipeline stage, a
+	// tied embedding) has its gradient on the parameter it is tied to.
+	if !p.Trainable || p.TiedTo >= 0 || r.paramGrad[pi] != none || r.Dist.gradient(r, pi) {
+		return
+	}
+	dt := r.Plan.Precision.Grads
+	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "gradient of parameter " + p.Name, Cat: core.CatGrads})
+}
+
+// stepInBackward steps one parameter as soon as its gradient is complete
+// and frees the gradient (optimizer_in_backward / fused backward step).
+func (r *Replay) stepInBackward(pi int32) {
+	p := &r.P.Params[pi]
+	st := r.Plan.Precision.States
+	if tmp := r.Plan.Optimizer.StepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 {
+		r.release(r.allocate(Alloc{Tensor: p.Name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: core.CatTemporaries}))
+	}
+	r.release(r.paramGrad[pi])
+	r.paramGrad[pi] = none
+}
