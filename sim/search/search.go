@@ -112,14 +112,20 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		pp, v int64
 		split splitKind
 	}
-	type degrees struct {
+	// The memory outside the allocator (NCCL's buffers, the context)
+	// depends on the degrees and the sharding only.
+	type outside struct {
 		dp, tp, pp, cp, ep, rep int64
-		active, ulysses         bool
+		sharding                int
+		ulysses                 bool
+	}
+	outsideOf := func(l layout) outside {
+		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.ulysses}
 	}
 	keyOf := make([]profileKey, len(valid))
 	profiles := map[profileKey]*profile{}
 	shapes := map[shapeKey]*stageShape{}
-	nonTorch := map[degrees]int64{}
+	nonTorch := map[outside]int64{}
 	var keys []profileKey
 	var skeys []shapeKey
 	var firstOf, shapeFirst []*core.Plan
@@ -132,16 +138,13 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			profiles[k] = nil
 			keys, firstOf = append(keys, k), append(firstOf, p)
 		}
-		if sk := (shapeKey{k, l.pp, l.v, l.split}); true {
-			if _, ok := shapes[sk]; !ok {
-				shapes[sk] = nil
-				skeys, shapeFirst = append(skeys, sk), append(shapeFirst, p)
-			}
+		sk := shapeKey{k, l.pp, l.v, l.split}
+		if _, ok := shapes[sk]; !ok {
+			shapes[sk] = nil
+			skeys, shapeFirst = append(skeys, sk), append(shapeFirst, p)
 		}
-		if d := (degrees{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, p.Parallel.Active(), l.ulysses}); true {
-			if _, ok := nonTorch[d]; !ok {
-				nonTorch[d] = nonTorchBytes(p)
-			}
+		if _, ok := nonTorch[outsideOf(l)]; !ok {
+			nonTorch[outsideOf(l)] = nonTorchBytes(p)
 		}
 	}
 	prs := make([]*profile, len(keys))
@@ -177,7 +180,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		l := layouts[valid[j]]
 		p := sp.plan(base, l)
 		fe := profiles[keyOf[j]].estimate(p, shapes[shapeKey{keyOf[j], l.pp, l.v, l.split}],
-			nonTorch[degrees{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, p.Parallel.Active(), l.ulysses}])
+			nonTorch[outsideOf(l)])
 		ests[j] = estimate{step: fe.time.StepSeconds, minDevice: fe.minDevice, minStates: fe.minStates}
 	})
 	if err := ctx.Err(); err != nil {
