@@ -103,11 +103,8 @@ func (e *env) cmdCheck(operands []string) error {
 	opts := importers.Options{
 		Trainer: c.trainer, Seq: f.seq, GPU: f.gpu, GPUs: f.gpus, Nodes: c.nodes, Top: f.top,
 		Headroom: c.headroom.frac, Getenv: e.getenv, Overrides: operands[1:],
-		ReadFile: func(name string) ([]byte, error) { // a file the config names (the Trainer's deepspeed config), from its folder
-			if !filepath.IsAbs(name) {
-				name = filepath.Join(filepath.Dir(operands[0]), name)
-			}
-			return readConfig(name)
+		ReadFile: func(name string) ([]byte, error) { // a file the config names (the Trainer's deepspeed config), inside its folder
+			return readNamedConfig(filepath.Dir(operands[0]), name)
 		},
 	}
 	if c.model != "" {
@@ -132,6 +129,31 @@ func readConfig(name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, unwrapPath(err))
 	}
+	return readOpened(name, fh)
+}
+
+// readNamedConfig reads a file a config names, relative to the config's
+// folder and confined to its tree (os.Root: no absolute path, no "..",
+// no symlink out of it), as readConfig does.
+func readNamedConfig(dir, name string) ([]byte, error) {
+	if !filepath.IsLocal(name) {
+		return nil, fmt.Errorf("%s: a file the config names must be inside the config's folder %s (no absolute path or ..)", name, dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", dir, unwrapPath(err))
+	}
+	defer root.Close()
+	fh, err := root.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, unwrapPath(err))
+	}
+	return readOpened(name, fh)
+}
+
+// readOpened reads fh, a regular file of at most maxConfigBytes, and
+// closes it.
+func readOpened(name string, fh *os.File) ([]byte, error) {
 	defer fh.Close()
 	fi, err := fh.Stat()
 	if err != nil {
