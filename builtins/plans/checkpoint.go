@@ -142,7 +142,7 @@ func CheckpointBuiltins() []host.Builtin {
 			"Megatron's --recompute-granularity selective); train() also takes these strings directly, and \"op\". " +
 			"every=k checkpoints one block in every k, counted from one as torchtune's and torchtitan's " +
 			"selective_ac_option=k count (blocks k-1, 2k-1, ...); policy=\"layer\" with every=k is the same. " +
-			"modules=[...] checkpoints each layer whose name or kind is listed (\"attention\", \"mlp\", \"decoder\"). " +
+			"modules=[...] checkpoints each layer whose name or kind is listed (\"attention\", \"mlp\", \"decoder\"); a name that is no layer's kind or name is an error. " +
 			"On an anemoi graph model it wraps modules by path (\"encoder\", \"decoder\", \"decoder.proc\", " +
 			"\"decoder.proc.conv\": the attention, \"processor\"), nested in anemoi's own checkpoints: the enclosing " +
 			"recompute keeps only the wrapped module's inputs and its backward runs it once more. " +

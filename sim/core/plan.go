@@ -175,6 +175,9 @@ func (p *Plan) Validate() error {
 	if err := p.Checkpoint.Validate(); err != nil {
 		return &units.Error{Path: "train", Msg: err.Error(), Hint: "see memsh doc checkpoint"}
 	}
+	if err := p.checkModules(); err != nil {
+		return err
+	}
 	if p.Checkpoint.Mode == "budget" && p.Compile.On() && p.Checkpoint.Reentrant {
 		return &units.Error{Path: "train", Msg: "checkpoint(budget=..., reentrant=True) under compile: the budget is the partitioner's, no torch.utils.checkpoint runs",
 			Hint: "drop reentrant=True, or compile=False for the per-block budget of eager mode"}

@@ -37,6 +37,10 @@ func (e *EncoderProcessorDecoder) wrappable() []string {
 	return append(out, processorName(e.Processor.Label()), "graph_transformer", e.Processor.Kind())
 }
 
+// WrappableModules is what checkpoint(modules=...) may name in the model
+// (core.Wrappable).
+func (e *EncoderProcessorDecoder) WrappableModules() []string { return e.wrappable() }
+
 // checkWrapped refuses module names the model does not have, and
 // reentrant nesting (anemoi's checkpoints are use_reentrant=False).
 func (e *EncoderProcessorDecoder) checkWrapped(b *core.Builder) {
