@@ -90,6 +90,41 @@ func TestPipelineStageParams(t *testing.T) {
 	}
 }
 
+// TestPipelineTiedTrainable: the last stage's copy of a tied embedding
+// holds memory and trains there, but the report counts the model's
+// parameters once: trainable equals the model's count for pp 1, 2 and 4
+// (interleaved too), and the last stage's head weight is the flagged copy.
+func TestPipelineTiedTrainable(t *testing.T) {
+	block := oracleBlock(oracleCase{kind: "gpt2", h: 256, a: 4})
+	m := &core.Model{Name: "gpt", Layers: []core.Layer{&nn.Embedding{Rows: 1024, Dim: 256}, &core.Repeat{Layer: block, N: 4}, &nn.Norm{Dim: 256, Bias: true}},
+		Vocab: 1024, TieEmbeddings: true}
+	for _, par := range []core.Parallelism{{}, {PP: 2, MicroBatches: 4}, {PP: 4, MicroBatches: 4}, {PP: 2, VirtualStages: 2, MicroBatches: 4}} {
+		rep := evalPlan(t, distPlan(t, m, "bf16", par))
+		if rep.TrainableParams != m.Params() {
+			t.Errorf("pp=%d v=%d: %d trainable, want the model's %d", par.PP, par.VirtualStages, rep.TrainableParams, m.Params())
+		}
+	}
+	p := distPlan(t, m, "bf16", core.Parallelism{PP: 2, MicroBatches: 4})
+	split, err := core.SplitStages(m, p.Parallel.Norm())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.PipeStage = &core.StageSpec{Stage: 1, Chunks: []int64{1}, Split: split}
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copies []string
+	for _, pi := range prog.Params {
+		if pi.StageCopy {
+			copies = append(copies, pi.Name)
+		}
+	}
+	if len(copies) != 1 || !strings.HasSuffix(copies[0], "lm_head.weight") {
+		t.Errorf("last stage's copies %q, want the head weight alone", copies)
+	}
+}
+
 // TestLayoutErrors: impossible layouts are errors naming the numbers.
 func TestLayoutErrors(t *testing.T) {
 	llama := &core.Model{Name: "m", Layers: []core.Layer{

@@ -211,7 +211,11 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 				x = b.lowerUnit(u, x)
 			}
 			if m.Vocab > 0 {
+				head := len(b.P.Params)
 				x = b.headLinear(x, m.Vocab, m.HeadBias)
+				if m.Tied() && b.embedWeight(m) < 0 { // the embedding is on the first stage
+					b.P.Params[head].StageCopy = true
+				}
 			}
 			out = StageOut{V: b.loss(m, x), Loss: true}
 		} else {

@@ -65,6 +65,12 @@ type ParamInfo struct {
 	Role      Role   // what the parameter is in its module (LoRA targets, quantization, freezing)
 	TiedTo    int32  // index of the parameter this one shares storage with, or -1
 	Quant     string // bitsandbytes scheme of a quantized frozen weight, "" when stored in the params dtype
+	// StageCopy: a pipeline stage's copy of a weight another stage owns
+	// (the tied output head on the last stage, a copy of the first stage's
+	// embedding kept equal by an all-reduce of their gradients: Megatron's
+	// embedding group). It holds memory and trains here, but the model's
+	// parameter count has it once.
+	StageCopy bool
 }
 
 // opInfo is one forward op.

@@ -287,7 +287,7 @@ func (d *distState) finishComm(rep *Report) {
 	if ep := d.Par.EP; ep > 1 {
 		rep.TrainableParams = 0
 		for _, p := range d.p.Params {
-			if p.Trainable && p.TiedTo < 0 {
+			if p.Trainable && p.TiedTo < 0 && !p.StageCopy {
 				n := p.FullNumel
 				if IsExpertRole(p.Role) {
 					n *= ep

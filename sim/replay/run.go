@@ -57,7 +57,7 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	rep.Fits = rep.OOM == nil && rep.Headroom >= 0
 	rep.Params = plan.Model.Params()
 	for _, p := range prog.Params {
-		if p.Trainable && p.TiedTo < 0 {
+		if p.Trainable && p.TiedTo < 0 && !p.StageCopy {
 			rep.TrainableParams += p.FullNumel
 		}
 	}
