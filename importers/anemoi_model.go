@@ -111,6 +111,7 @@ func anemoiModel(t *tree, o Options, p *plan) error {
 		}
 		t.notModelledIf("model."+part+".qk_norm", "the mappers' q/k norms")
 		t.notModelledIf("model."+part+".cpu_offload", "anemoi's activation offload")
+		tritonBackend(t, "model."+part+".graph_attention_backend")
 		return fmt.Sprintf("graph_transformer(%s, %s, knn_edges(%s, %s, %d), %d, %d, mlp_ratio = %d, edge_attrs = %d, trainable_edge_attrs = %d, chunks = %d, eval_chunks = %d)",
 			src, dst, src, dst, k, channels, heads, ratio, fixed+tr, tr, chunks, mapperEval), nil
 	}
@@ -147,11 +148,22 @@ func anemoiModel(t *tree, o Options, p *plan) error {
 		return err
 	}
 	t.notModelledIf("model.processor.cpu_offload", "anemoi's activation offload")
+	tritonBackend(t, "model.processor.graph_attention_backend")
 	t.notModelledIf("model.cpu_offload", "anemoi's activation offload")
 	processor := fmt.Sprintf("graph_transformer_processor(multiscale_edges(hidden_mesh), %d, %d, %d, segments = %d, eval_chunks = %d, mlp_ratio = %d, qk_norm = %s, edge_attrs = %d, trainable_edge_attrs = %d)",
 		layers, channels, heads, segments, procEval, ratio, boolean(qk), fixed+tr, tr)
 	p.defs = append(p.defs, "encoder = "+enc, "processor = "+processor, "decoder = "+dec)
 	return anemoiWhole(t, p)
+}
+
+// tritonBackend notes graph_attention_backend "triton": the configs read
+// are training-0.5.1's (anemoi-models 0.8.1, PyG's message passing, what
+// "pyg" names); the Triton kernel came with 0.11.0.
+func tritonBackend(t *tree, key string) {
+	if v, _ := t.get(key); v == "triton" {
+		t.notModelled = append(t.notModelled, key+": the Triton graph attention of anemoi-models 0.11.0 and later "+
+			"(the import replays 0.8.1's PyG message passing; write the model with anemoi=\"0.11.0\" or later for it)")
+	}
 }
 
 // anemoiEdgeWidth is the fixed edge attributes' width (model.attributes.edges).

@@ -73,6 +73,14 @@ model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, p
 		notModelled: brisNotModelled,
 		hand:        model(1, 1) + `plan = train(model, batch = 1, members = 2, precision = "fp16-mixed", optimizer = "adamw", gpu = "H200", validation = True)`,
 	}, {
+		name: "graph_attention_backend: pyg is what 0.8.1 runs, triton is noted",
+		file: "anemoi/finetune.yaml",
+		opts: Options{GPU: "H200", Overrides: append([]string{"training.ensemble_size_per_device=2",
+			"+model.encoder.graph_attention_backend=pyg", "+model.processor.graph_attention_backend=triton"}, brisSizes...)},
+		notModelled: append([]string{"model.processor.graph_attention_backend: the Triton graph attention of anemoi-models 0.11.0 and later " +
+			"(the import replays 0.8.1's PyG message passing; write the model with anemoi=\"0.11.0\" or later for it)"}, brisNotModelled...),
+		hand: model(1, 1) + `plan = train(model, batch = 1, members = 2, precision = "fp16-mixed", optimizer = "adamw", gpu = "H200", validation = True)`,
+	}, {
 		name: "finetune.yaml with MET's eight GPUs per member, one member per group",
 		file: "anemoi/finetune.yaml",
 		opts: Options{GPU: "H200", GPUs: 8, Nodes: 4, Getenv: getenv(brisEnv), Overrides: append([]string{"training.ensemble_size_per_device=1",

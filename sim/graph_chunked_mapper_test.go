@@ -10,15 +10,22 @@ import (
 )
 
 // chunkedPlan is tinyGraphPlan (two stacked members, fp32) as
-// anemoi-models 0.18.0 runs it, with the mappers' chunks and eval chunks.
+// anemoi-models 0.18.0 runs it with PyG's message passing, with the
+// mappers' chunks and eval chunks.
 func chunkedPlan(t *testing.T, chunks, evalChunks int64, phase core.Phase) *core.Plan {
+	t.Helper()
+	return chunkedPlanWith(t, chunks, evalChunks, phase, graph.BackendPyG)
+}
+
+// chunkedPlanWith is chunkedPlan with the mappers' attention backend.
+func chunkedPlanWith(t *testing.T, chunks, evalChunks int64, phase core.Phase, backend string) *core.Plan {
 	t.Helper()
 	p := tinyGraphPlan(t, 2, "stacked", "fp32")
 	epd := *p.Model.Layers[0].(*graph.EncoderProcessorDecoder)
 	epd.Version = graph.CurrentVersion()
 	for _, m := range []**graph.GraphTransformer{&epd.Encoder, &epd.Decoder} {
 		g := **m
-		g.Chunks, g.EvalChunks = chunks, evalChunks
+		g.Chunks, g.EvalChunks, g.Backend = chunks, evalChunks, backend
 		*m = &g
 	}
 	e, err := graph.NewEncoderProcessorDecoder(epd)

@@ -76,7 +76,7 @@ func GraphBuiltins() []host.Builtin {
 		{
 			Name: "graph_transformer",
 			Sig: "graph_transformer(src, dst, edges, channels, heads, mlp_ratio=4, edge_attrs=11, chunks=1, " +
-				"eval_chunks=1, checkpoint=True, trainable_edge_attrs=8, cpu_offload=False, name=None)",
+				"eval_chunks=1, checkpoint=True, trainable_edge_attrs=8, cpu_offload=False, attention_backend=None, name=None)",
 			Doc: "anemoi's graph-transformer mapper (encoder: grid -> mesh; decoder: mesh -> grid), as anemoi-models " +
 				"0.6-0.8.1 allocate it: layer norms in fp32 under autocast, query/key/value/edge projections, edge " +
 				"attention in chunks, and per chunk a PyG scatter into a NEW fp32 tensor over ALL destination nodes, " +
@@ -86,7 +86,7 @@ func GraphBuiltins() []host.Builtin {
 				"direction 2 + trainable_edge_attrs); the trainable ones are parameters of edges x " +
 				"trainable_edge_attrs. checkpoint runs the whole mapper under one activation checkpoint (anemoi's " +
 				"_run_mapper): the forward keeps its inputs, the backward re-runs all of it. cpu_offload=True is refused: " +
-				"anemoi's mappers fail to build with it (offload_layers iterates a block that is not a list). It runs inside " +
+				"anemoi's mappers fail to build with it (offload_layers iterates a block that is not a list). " + backendDoc + " It runs inside " +
 				"encoder_processor_decoder, which adds the node embeddings (and the decoder's output head) to its params.",
 			Fn: graphTransformerFn,
 		},
@@ -313,10 +313,11 @@ func graphTransformerFn(thread *starlark.Thread, b *starlark.Builtin, args starl
 	mlpRatio, edgeAttrs, chunks, evalChunks, trainable := starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(11)),
 		starlark.Value(starlark.MakeInt(1)), starlark.Value(starlark.MakeInt(1)), starlark.Value(starlark.MakeInt(8))
 	ckpt, offload := true, false
+	var backendV starlark.Value
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "src", &srcV, "dst", &dstV, "edges", &edgesV,
 		"channels", &channels, "heads", &heads, "mlp_ratio?", &mlpRatio, "edge_attrs?", &edgeAttrs,
 		"chunks?", &chunks, "eval_chunks?", &evalChunks, "checkpoint?", &ckpt,
-		"trainable_edge_attrs?", &trainable, "cpu_offload?", &offload, "name?", &name); err != nil {
+		"trainable_edge_attrs?", &trainable, "cpu_offload?", &offload, "attention_backend?", &backendV, "name?", &name); err != nil {
 		return nil, err
 	}
 	src, dst, err := endsOf(srcV, dstV)
@@ -339,6 +340,9 @@ func graphTransformerFn(thread *starlark.Thread, b *starlark.Builtin, args starl
 		return nil, err
 	}
 	if g.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	if g.Backend, err = optBackend(backendV); err != nil {
 		return nil, err
 	}
 	return newLayer(thread, g)

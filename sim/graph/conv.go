@@ -14,7 +14,8 @@ import (
 // graph-transformer processor (processor_gt.go).
 type edgeAttention struct {
 	channels, heads int64
-	wrapped         bool // each conv call under a checkpoint of its own (wrap.go)
+	wrapped         bool   // each conv call under a checkpoint of its own (wrap.go)
+	backend         string // BackendPyG or BackendTriton (conv_triton.go)
 }
 
 // block lowers GraphTransformerBaseBlock.attention_block (block.py
@@ -114,6 +115,9 @@ func ChunkEdges(e, r, k int64) []int64 {
 // the sum aggregation scatters it into a NEW tensor over all r destination
 // rows (dim_size = query.shape[0]).
 func (g edgeAttention) conv(b *core.Builder, name string, q, key, val, attr, idx core.Value, r, ne int64) core.Value {
+	if g.backend == BackendTriton {
+		return g.tritonConv(b, name, q, key, val, attr, idx, r, ne)
+	}
 	defer b.Scope(name)()
 	if g.wrapped {
 		defer b.BeginNestedRegion("")()

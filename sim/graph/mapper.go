@@ -38,6 +38,7 @@ type GraphTransformer struct {
 	Checkpoint         bool
 	CPUOffload         bool    // refused: anemoi's mappers cannot offload (Validate)
 	Version            Version // the anemoi-models release replayed (set by NewEncoderProcessorDecoder)
+	Backend            string  // graph_attention_backend: "pyg", "triton", "" for the release's default
 
 	// Set by NewEncoderProcessorDecoder.
 	Role  string // "" (a bare block), "encoder" or "decoder"
@@ -100,6 +101,9 @@ func (g *GraphTransformer) Summary() string {
 func (g *GraphTransformer) Validate(path string) error {
 	if g.Edges == nil {
 		return units.Errorf(path, "graph_transformer needs edges (knn_edges, radius_edges, ...)")
+	}
+	if err := checkBackendName(path, g.Backend); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		what string
@@ -223,7 +227,7 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	val := b.Linear("lin_value", core.RoleV, lnS, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
 	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, sAll, e)
-	conv := shardedAttention(b, g.Channels, g.Heads)
+	conv := shardedAttention(b, g.Channels, g.Heads, resolveBackend(g.Backend, g.Version))
 	conv.wrapped = wraps(b, g.Label()+".proc.conv")
 	att := conv.block(b, q, key, val, edges, ei, rAll, e, k)
 	att = rowsToAllHeads(b, "attention_out", att, rAll)
@@ -259,5 +263,5 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 
 // attn is the block's message passing (conv.go).
 func (g *GraphTransformer) attn() edgeAttention {
-	return edgeAttention{channels: g.Channels, heads: g.Heads}
+	return edgeAttention{channels: g.Channels, heads: g.Heads, backend: resolveBackend(g.Backend, g.Version)}
 }

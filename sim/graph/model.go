@@ -114,6 +114,17 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	enc.Role, enc.SrcIn, enc.DstIn, enc.Version = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs, e.Version
 	dec.Role, dec.DstIn, dec.Out, dec.Version = "decoder", e.dataWidth(), e.Outputs, e.Version
 	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.Conditioned(e.NoiseChannels)
+	if p, ok := e.Processor.(*GraphTransformerProcessor); ok { // a copy: Conditioned
+		p.Version = e.Version
+		if err := checkBackendRelease(core.ChildPath(path, &e, p), p.Backend, e.Version); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range []*GraphTransformer{&enc, &dec} {
+		if err := checkBackendRelease(core.ChildPath(path, &e, g), g.Backend, e.Version); err != nil {
+			return nil, err
+		}
+	}
 	for _, l := range []core.Layer{e.Encoder, e.Processor, e.Decoder} {
 		if err := l.Validate(core.ChildPath(path, &e, l)); err != nil {
 			return nil, err

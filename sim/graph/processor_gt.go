@@ -44,9 +44,11 @@ type GraphTransformerProcessor struct {
 	Segments           int64 // checkpoint segments (processor num_chunks)
 	EvalChunks         int64 // edge chunks per block in eval
 	QKNorm             bool
-	Cond               int64 // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder)
-	CPUOffload         bool  // cpu_offload: the segments' saved tensors in pinned host memory (runSegments)
-	inModel            bool  // the processor of an encoder_processor_decoder (Conditioned)
+	Cond               int64   // noise channels conditioning the layer norms (set by NewEncoderProcessorDecoder)
+	CPUOffload         bool    // cpu_offload: the segments' saved tensors in pinned host memory (runSegments)
+	Backend            string  // graph_attention_backend: "pyg", "triton", "" for the release's default
+	Version            Version // the anemoi-models release replayed (set by NewEncoderProcessorDecoder)
+	inModel            bool    // the processor of an encoder_processor_decoder (Conditioned)
 }
 
 func (p *GraphTransformerProcessor) Kind() string           { return "graph_transformer_processor" }
@@ -106,6 +108,9 @@ func (p *GraphTransformerProcessor) Summary() string {
 func (p *GraphTransformerProcessor) Validate(path string) error {
 	if p.Edges == nil {
 		return units.Errorf(path, "graph_transformer_processor needs the mesh's edges (multiscale_edges)")
+	}
+	if err := checkBackendName(path, p.Backend); err != nil {
+		return err
 	}
 	if p.Edges.Src.Kind != "mesh" || !sameNodes(p.Edges.Src, p.Edges.Dst) {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("edges must connect a mesh's nodes to each other (got %s)", p.Edges),
@@ -186,7 +191,7 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 		key = headNorm(b, "k_norm", key, c/p.Heads)
 	}
 	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, rAll, e)
-	out := shardedAttention(b, c, p.Heads).block(b, q, key, val, edges, ei, rAll, e, k)
+	out := shardedAttention(b, c, p.Heads, resolveBackend(p.Backend, p.Version)).block(b, q, key, val, edges, ei, rAll, e, k)
 	out = rowsToAllHeads(b, "attention_out", out, rAll)
 	o := projectChunks(b, out, xr, r, c, k)
 	o = b.Ew("add", "out_plus_x_skip", []core.Value{o, x}, []int64{r, c}, core.Promote(b.Dtype(o), b.Dtype(x)), "out + x_skip")

@@ -140,9 +140,9 @@ func shardQKVE(b *core.Builder, q, key, val, edges core.Value, rAll, sAll, e int
 
 // shardedAttention is the message passing each GPU runs: a G-th of the
 // channels and heads.
-func shardedAttention(b *core.Builder, channels, heads int64) edgeAttention {
+func shardedAttention(b *core.Builder, channels, heads int64, backend string) edgeAttention {
 	g := shards(b)
-	return edgeAttention{channels: channels / g, heads: heads / g}
+	return edgeAttention{channels: channels / g, heads: heads / g, backend: backend}
 }
 
 // CheckLayout: model sharding splits the mapper's heads (0.8.1); the edge

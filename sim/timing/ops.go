@@ -308,12 +308,13 @@ func ceilDiv(a, b float64) float64 { return math.Ceil(a / b) }
 
 // pointwise reports whether op is an elementwise or row-wise op that a
 // compiler (Inductor) or a hand-fused kernel (Transformer Engine, Apex)
-// fuses with its neighbours: not a matmul, attention, gather, scatter,
+// fuses with its neighbours: not a matmul, attention (graph attention: a
+// Triton kernel of its own), gather, scatter,
 // collective, loss or a weight cast (autocast casts each weight once, on
 // its own).
 func pointwise(op *core.OpInfo) bool {
 	switch op.Kind {
-	case "matmul", "int8_matmul", "grouped_matmul", "attention", "conv1d",
+	case "matmul", "int8_matmul", "grouped_matmul", "attention", "graph_attention", "conv1d",
 		"embedding", "table_lookup", "gather", "index_select", "index", "index_add", "index_copy", "scatter_add",
 		"all_gather", "reduce_scatter", "all_to_all", "recv", "send",
 		"cross_entropy", "mse_loss", "topk", "dequantize":
