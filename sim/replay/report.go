@@ -22,6 +22,7 @@ type Report struct {
 	OOM       *OOM
 	States    States
 	Overheads []Overhead // memory outside PyTorch's allocator, each with its source
+	Streams   []Share    // each stream the step allocates on: the most its segments reserved at once (streams.go)
 
 	SavedActivations  int64 // held for backward at the end of the forward (storages)
 	SavedWeightCopies int64 // autocast low-precision weight copies held for backward
@@ -42,8 +43,8 @@ type Report struct {
 	Tables   []TableStep // per table layer: memory, traffic and transfer terms
 	Frag     Fragmentation
 
-	peakCat          [core.NumCategories]int64
-	peakReservedThen int64
+	peakCat    [core.NumCategories]int64
+	peakStream [numStreams]streamUse // each stream's bytes at the peak of allocated memory
 }
 
 // Share is one category of the breakdown.
