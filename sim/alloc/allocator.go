@@ -221,6 +221,13 @@ func RoundSize(n int64) int64 {
 	return (n + minBlock - 1) / minBlock * minBlock
 }
 
+// AllocationSize is the bytes the allocator asks the device for when no
+// cached block serves a request of n bytes (get_allocation_size of the
+// rounded size): a 2 MiB segment for up to 1 MiB, 20 MiB below 10 MiB,
+// else the size rounded up to 2 MiB. PyTorch's out-of-memory message says
+// "Tried to allocate" this much.
+func AllocationSize(n int64) int64 { return segmentSize(RoundSize(n)) }
+
 func poolOf(size int64) int {
 	if size <= smallSize {
 		return 0

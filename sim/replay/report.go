@@ -158,7 +158,7 @@ func (r *Replay) oomAt(a Alloc) *OOM {
 	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. "+
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
 		"and %s is reserved by PyTorch but unallocated.",
-		gib(alloc.RoundSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
+		gib(alloc.AllocationSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
 	if reserved-allocated > capacity/20 && !r.Plan.ExpandableSegments {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
@@ -167,14 +167,15 @@ func (r *Replay) oomAt(a Alloc) *OOM {
 }
 
 // gib formats bytes as PyTorch's OOM message does (format_size in
-// CUDACachingAllocator.cpp): bytes, KiB, MiB or GiB with two decimals.
+// CUDACachingAllocator.cpp): bytes up to 1024, then KiB up to 1 MiB, MiB
+// up to 1 GiB, else GiB, with two decimals (1 MiB prints as 1024.00 KiB).
 func gib(n int64) string {
 	switch {
-	case n < 1024:
+	case n <= 1024:
 		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
+	case n <= 1<<20:
 		return fmt.Sprintf("%.2f KiB", float64(n)/1024)
-	case n < 1<<30:
+	case n <= 1<<30:
 		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
