@@ -1,8 +1,12 @@
 package replay
 
 import (
+	"fmt"
+
 	"github.com/memsh/memsh/sim/alloc"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // What nvidia-smi shows (Report.DeviceUsed) and its rows (Report.Breakdown).
@@ -84,4 +88,25 @@ func (r *Replay) deviceBreakdown() []Share {
 // comm): they sum to PeakAllocated.
 func (r *Report) Categories() []Share {
 	return r.Breakdown[:min(len(r.Breakdown), int(core.NumCategories))]
+}
+
+// Overheads is the device memory outside PyTorch's allocator for plan p:
+// the CUDA context (with the plan's module loading), then NCCL's buffers
+// per communicator (nccl.go).
+func Overheads(p *core.Plan) []Overhead {
+	dev := p.Device
+	eager := p.RuntimeMemory.ModuleLoading == "eager"
+	loading := "lazy module loading (CUDA_MODULE_LOADING=LAZY)"
+	if eager {
+		loading = "eager module loading"
+	}
+	src := "CUDA context and loaded kernels for " + dev.Name + " with " + loading + " (" + dev.Source
+	switch {
+	case eager && !dev.ContextEager:
+		src += fmt.Sprintf("; %s of eager module loading added, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
+	case !eager && dev.ContextEager:
+		src += fmt.Sprintf("; measured with eager module loading, %s taken off for lazy loading, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
+	}
+	out := []Overhead{{Name: "cuda_context", Bytes: dev.ContextBytes(eager), Source: src + ")"}}
+	return append(out, CommOverheads(p)...)
 }

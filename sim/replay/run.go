@@ -13,11 +13,7 @@ import (
 // the report afterwards).
 func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error) {
 	dev := plan.Device
-	overheads := []Overhead{{
-		Name: "cuda_context", Bytes: dev.Context,
-		Source: "CUDA context and loaded kernels for " + dev.Name + " (" + dev.Source + ")",
-	}}
-	overheads = append(overheads, CommOverheads(plan)...) // NCCL buffers
+	overheads := Overheads(plan) // the CUDA context, NCCL's buffers (device.go)
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes
