@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -79,4 +81,44 @@ func TestOffloadStream(t *testing.T) {
 	if streamPeak(off, "offload") == 0 || off.Category("offload_stream") == 0 {
 		t.Errorf("activation offload: streams %v, breakdown %v; want an offload stream", off.Streams, off.Breakdown)
 	}
+}
+
+// TestOOMAgreesWithBreakdown: the OOM message's "this process has X
+// memory in use" is the reserved memory when the request failed plus every
+// row outside the allocator (r.overheads, the breakdown's cuda_context and
+// nccl_* rows), and its "reserved but unallocated" is reserved less
+// allocated then.
+func TestOOMAgreesWithBreakdown(t *testing.T) {
+	m := testmodels.Llama(4096, 8, 32, 8, 14336, 128256, "flash")
+	p := testmodels.LlamaPlan(m, 16, 4096, "bf16-mixed", "none", "A100-40GB")
+	p.Parallel = core.Parallelism{DP: 8, FSDP: true}
+	r := evalPlan(t, p)
+	if r.OOM == nil {
+		t.Fatal("the plan fits; the test needs an OOM")
+	}
+	var outside int64
+	for _, o := range r.Overheads {
+		outside += o.Bytes
+		if r.Category(o.Name) != o.Bytes {
+			t.Errorf("breakdown row %s = %d, overhead %d", o.Name, r.Category(o.Name), o.Bytes)
+		}
+	}
+	o := r.OOM
+	if o.InUse != o.Reserved+outside {
+		t.Errorf("in use %d, want reserved %d + outside the allocator %d", o.InUse, o.Reserved, outside)
+	}
+	for _, want := range []string{"this process has " + gibString(o.InUse) + " memory in use",
+		gibString(o.Allocated) + " is allocated by PyTorch", gibString(o.Reserved-o.Allocated) + " is reserved by PyTorch but unallocated"} {
+		if !strings.Contains(o.Message, want) {
+			t.Errorf("message %q lacks %q", o.Message, want)
+		}
+	}
+}
+
+// gibString is PyTorch's format_size for sizes past 1 GiB and of MiB.
+func gibString(n int64) string {
+	if n > 1<<30 {
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	}
+	return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 }

@@ -63,6 +63,11 @@ type PeakAt struct {
 type OOM struct {
 	Alloc   Alloc
 	Message string // in PyTorch's own words
+	// The figures the message prints: bytes allocated and reserved by
+	// PyTorch when the request failed (after releasing the cache), and in
+	// use by the process: reserved plus every term outside the allocator
+	// (Report.Overheads).
+	Allocated, Reserved, InUse int64
 }
 
 // States are the model states per GPU, in the ZeRO paper's sense.
@@ -163,7 +168,7 @@ func (r *Replay) oomAt(a Alloc) *OOM {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
 	a.Phase, a.Op = r.phase, r.op
-	return &OOM{Alloc: a, Message: msg}
+	return &OOM{Alloc: a, Message: msg, Allocated: allocated, Reserved: reserved, InUse: inUse}
 }
 
 // gib formats bytes as PyTorch's OOM message does (format_size in
