@@ -177,15 +177,14 @@ const (
 )
 
 type segment struct {
-	size     int64
-	pool     int    // 0: small, 1: large
-	stream   Stream // the stream whose request made it; its blocks serve only that stream
-	first    *Block
-	seq      int64 // creation order
-	base     int64 // device address of its first byte
-	released bool  // returned to the device by releaseCached
-
-	expandable bool // virtual address space mapped page by page
+	size       int64
+	pool       int // 0: small, 1: large
+	first      *Block
+	seq        int64  // creation order
+	base       int64  // device address of its first byte
+	released   bool   // returned to the device by releaseCached
+	expandable bool   // virtual address space mapped page by page
+	stream     Stream // the stream whose request made it; its blocks serve only that stream
 }
 
 // Block is a range of a segment: an allocation while in use, else cached.
@@ -194,13 +193,10 @@ type Block struct {
 	off, Size  int64
 	free       bool
 	unmapped   bool // in an expandable segment, address space with no pages mapped
+	pending    bool // released, waiting for the streams that used it (not free yet: streams.go)
 	prev, next *Block
 	pos        int // index in its pool's free list while free
 	wpos       int // index in whole while releasable
-
-	uses    []Stream // other streams that used it (record_stream), until it is freed
-	pending bool     // released, waiting for the streams in uses (not free yet)
-	freedAt int64    // the allocator's clock when it was released
 }
 
 // Stream is the stream the block belongs to: its segment's.
@@ -269,7 +265,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 		segSize := segmentSize(size)
 		if a.Limit > 0 && a.Reserved+segSize > a.Limit {
 			if len(a.whole) > 0 || len(a.pending) > 0 {
-				a.releaseCached()
+				a.releaseCached(s)
 			}
 			if a.Reserved+segSize > a.Limit {
 				// Out of memory. The first such request is the OOM; the
@@ -308,8 +304,9 @@ func (a *Allocator) Release(b *Block) {
 	a.clock++
 	a.Allocated -= b.Size
 	a.allocatedOn(b.seg.stream, -b.Size)
-	if len(b.uses) > 0 {
-		a.deferFree(b)
+	if uses := a.uses[b]; len(uses) > 0 {
+		delete(a.uses, b)
+		a.deferFree(b, uses)
 		return
 	}
 	a.freeBlock(b)
@@ -428,9 +425,24 @@ func (a *Allocator) removeFree(b *Block) {
 // for minutes. They are released in the order they were created, as a
 // scan of the segments would. Blocks released while other streams still
 // used them are freed first (synchronize_and_free_events).
-func (a *Allocator) releaseCached() {
+//
+// Until the OOM every stream's cached blocks are released, as
+// release_cached_blocks does. Past it, where PyTorch would have raised and
+// the replay goes on only to report what the step needs, a request
+// releases its own stream's cached blocks alone (memsh's choice, not
+// PyTorch's): releasing every stream's unmapped the other streams' cached
+// pages at one request and mapped them again at their stream's next, and
+// a 65,536-layer step past the limit with expandable segments took half
+// again as much CPU. The figures of the OOM itself (FailAllocated,
+// FailReserved) are taken before.
+func (a *Allocator) releaseCached(s Stream) {
 	a.freePending()
-	whole := append([]*Block(nil), a.whole...)
+	whole := make([]*Block, 0, len(a.whole))
+	for _, b := range a.whole {
+		if !a.over || b.seg.stream == s {
+			whole = append(whole, b)
+		}
+	}
 	sort.Slice(whole, func(i, j int) bool {
 		x, y := whole[i], whole[j]
 		return x.seg.seq < y.seg.seq || x.seg.seq == y.seg.seq && x.off < y.off

@@ -1,5 +1,7 @@
 package alloc
 
+import "slices"
+
 // Streams, as c10/cuda/CUDACachingAllocator.cpp serves them:
 //
 //   - a block belongs to the stream whose request created its segment
@@ -16,7 +18,8 @@ package alloc
 //   - releasing the cache (release_cached_blocks, before an
 //     out-of-memory is reported) first waits for every outstanding event
 //     (synchronize_and_free_events), then releases whole free segments of
-//     every stream.
+//     every stream (past the OOM, memsh releases the requesting stream's
+//     only: releaseCached).
 //
 // The model has no GPU clock: the replay says when a stream has caught up
 // (Synchronize), in the allocator's own clock, which ticks at every
@@ -31,12 +34,20 @@ const DefaultStream Stream = 0
 
 // streams is the allocator's per-stream state.
 type streams struct {
-	clock    int64   // ticks at every Alloc and Release
-	done     []int64 // by stream: the clock up to which its work is complete
-	pending  []*Block
+	clock    int64               // ticks at every Alloc and Release
+	done     []int64             // by stream: the clock up to which its work is complete
+	uses     map[*Block][]Stream // blocks in use that other streams used (record_stream)
+	pending  []pendingFree
 	reserved []int64 // by stream: bytes of its segments (mapped pages)
 	peak     []int64 // by stream: the most it reserved at once
 	inUse    []int64 // by stream: bytes allocated
+}
+
+// pendingFree is a released block waiting for the streams that used it.
+type pendingFree struct {
+	b       *Block
+	freedAt int64 // the clock at its release
+	uses    []Stream
 }
 
 // listOf is the free list of stream s's pool (0 small, 1 large).
@@ -108,15 +119,13 @@ func (a *Allocator) Mark() int64 { return a.clock }
 // once released, b is not reused before s has done the work it was given
 // until then. A block's own stream needs no record.
 func (a *Allocator) RecordStream(b *Block, s Stream) {
-	if s == b.seg.stream {
+	if s == b.seg.stream || slices.Contains(a.uses[b], s) {
 		return
 	}
-	for _, u := range b.uses {
-		if u == s {
-			return
-		}
+	if a.uses == nil {
+		a.uses = map[*Block][]Stream{}
 	}
-	b.uses = append(b.uses, s)
+	a.uses[b] = append(a.uses[b], s)
 }
 
 // Synchronize says stream s has completed the work issued up to mark:
@@ -127,11 +136,11 @@ func (a *Allocator) Synchronize(s Stream, mark int64) {
 	}
 	a.done[s] = max(a.done[s], mark)
 	kept := a.pending[:0]
-	for _, b := range a.pending {
-		if a.complete(b) {
-			a.finishFree(b)
+	for _, p := range a.pending {
+		if a.complete(p) {
+			a.finishFree(p.b)
 		} else {
-			kept = append(kept, b)
+			kept = append(kept, p)
 		}
 	}
 	clear(a.pending[len(kept):])
@@ -144,17 +153,17 @@ func (b *Block) Pending() bool { return b.pending }
 // Pending is the bytes of released blocks that wait for other streams.
 func (a *Allocator) Pending() int64 {
 	var n int64
-	for _, b := range a.pending {
-		n += b.Size
+	for _, p := range a.pending {
+		n += p.b.Size
 	}
 	return n
 }
 
-// complete reports whether every stream that used the released block b
+// complete reports whether every stream that used the released block
 // has done the work issued until its release.
-func (a *Allocator) complete(b *Block) bool {
-	for _, s := range b.uses {
-		if int(s) >= len(a.done) || a.done[s] < b.freedAt {
+func (a *Allocator) complete(p pendingFree) bool {
+	for _, s := range p.uses {
+		if int(s) >= len(a.done) || a.done[s] < p.freedAt {
 			return false
 		}
 	}
@@ -163,14 +172,14 @@ func (a *Allocator) complete(b *Block) bool {
 
 // deferFree holds the released block b until the streams that used it
 // are done (insert_events).
-func (a *Allocator) deferFree(b *Block) {
-	b.pending, b.freedAt = true, a.clock
-	a.pending = append(a.pending, b)
+func (a *Allocator) deferFree(b *Block, uses []Stream) {
+	b.pending = true
+	a.pending = append(a.pending, pendingFree{b, a.clock, uses})
 }
 
 // finishFree frees a pending block (free_block after its events).
 func (a *Allocator) finishFree(b *Block) {
-	b.pending, b.uses = false, nil
+	b.pending = false
 	if a.Observe != nil {
 		a.Observe(SegmentEvent{Kind: FreeCompleted, Addr: b.Addr(), Size: b.Size, Stream: b.seg.stream, Block: b})
 	}
@@ -180,8 +189,8 @@ func (a *Allocator) finishFree(b *Block) {
 // freePending frees every pending block, as if every stream were done
 // (synchronize_and_free_events).
 func (a *Allocator) freePending() {
-	for _, b := range a.pending {
-		a.finishFree(b)
+	for _, p := range a.pending {
+		a.finishFree(p.b)
 	}
 	clear(a.pending)
 	a.pending = a.pending[:0]

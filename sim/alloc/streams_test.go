@@ -41,8 +41,8 @@ func TestRecordStream(t *testing.T) {
 	g, _ := a.AllocOn(12*mib, DefaultStream) // a gradient: a segment of its own (>= 10 MiB: rounded to 2 MiB)
 	a.RecordStream(g, 2)                     // read by a reduce-scatter on stream 2
 	a.RecordStream(g, DefaultStream)         // its own stream: no record
-	if len(g.uses) != 1 {
-		t.Fatalf("uses %v, want stream 2 only", g.uses)
+	if u := a.uses[g]; len(u) != 1 || u[0] != 2 {
+		t.Fatalf("uses %v, want stream 2 only", u)
 	}
 	a.Release(g)
 	freed := a.Mark()
@@ -98,5 +98,39 @@ func TestFreeCompletedObserved(t *testing.T) {
 	segs := a.Segments()
 	if len(segs) != 1 || segs[0].Stream != 1 || segs[0].Blocks[0].InUse || segs[0].Blocks[0].Pending {
 		t.Errorf("segments %+v: want one free block on stream 1", segs)
+	}
+}
+
+// TestReleaseCachedPastOOM: before the OOM a request that does not fit
+// releases every stream's cached segments (release_cached_blocks); past
+// it, where the replay only goes on to report what the step needs, a
+// request releases its own stream's alone and the other streams keep
+// their cache.
+func TestReleaseCachedPastOOM(t *testing.T) {
+	const mib = 1 << 20
+	for _, expandable := range []bool{false, true} {
+		// Sizes are multiples of 20 MiB, the large pool's page, so the
+		// segments and the mapped pages hand-count alike.
+		a := Allocator{Limit: 70 * mib, Expandable: expandable}
+		c, _ := a.AllocOn(20*mib, 1) // stream 1: 20 MiB, released: cached on stream 1
+		a.Release(c)
+		x, ok := a.AllocOn(60*mib, DefaultStream) // 20 + 60 > 70: stream 1's cache goes
+		if !ok || a.Reserved != 60*mib || a.ReservedOn(1) != 0 {
+			t.Fatalf("expandable=%v: before the OOM: ok %v, reserved %d MiB (stream 1 %d), want a fit at 60 and stream 1 released", expandable, ok, a.Reserved/mib, a.ReservedOn(1)/mib)
+		}
+		y, ok := a.AllocOn(20*mib, DefaultStream) // 60 + 20 > 70 and nothing cached: the OOM, granted
+		if ok || a.FailReserved != 60*mib || a.Reserved != 80*mib {
+			t.Fatalf("expandable=%v: the OOM: ok %v, fail reserved %d, reserved %d MiB; want false, 60, 80", expandable, ok, a.FailReserved/mib, a.Reserved/mib)
+		}
+		a.Release(y)                 // 20 MiB cached on stream 0
+		z, _ := a.AllocOn(20*mib, 1) // past the OOM: stream 1 releases its own cache only
+		if a.ReservedOn(DefaultStream) != 80*mib || a.ReservedOn(1) != 20*mib || a.Reserved != 100*mib {
+			t.Errorf("expandable=%v: past the OOM: reserved %d MiB (stream 0 %d, stream 1 %d), want 100 (80, 20)", expandable, a.Reserved/mib, a.ReservedOn(DefaultStream)/mib, a.ReservedOn(1)/mib)
+		}
+		w, _ := a.AllocOn(20*mib, DefaultStream) // stream 0 reuses its cached 20 MiB
+		if a.Reserved != 100*mib {
+			t.Errorf("expandable=%v: stream 0 did not reuse its cache (reserved %d MiB)", expandable, a.Reserved/mib)
+		}
+		checkAllocator(t, &a, []*Block{x, z, w})
 	}
 }
