@@ -68,8 +68,8 @@ func TestFromReport(t *testing.T) {
 // segment and event carries its stream, the gradients the post-backward
 // stream reads are freed in two steps (free_requested, then
 // free_completed once that stream caught up), and the trace still replays
-// to the report's allocated peak (a block stops counting as allocated at
-// its request). The trace is the step from an empty allocator, so its
+// to the replay's peak of requested bytes (a block stops counting as
+// allocated at its request). The trace is the step from an empty allocator, so its
 // reserved peak is at most the report's, which adds the side streams'
 // segments cached from earlier steps.
 func TestFromReportStreams(t *testing.T) {
@@ -112,7 +112,7 @@ func TestFromReportStreams(t *testing.T) {
 		t.Errorf("no free waited for another stream")
 	}
 	a, r := s.Peaks()
-	if a != rep.PeakAllocated || r > rep.PeakReserved {
-		t.Errorf("trace peaks %d allocated, %d reserved; report %d, %d", a, r, rep.PeakAllocated, rep.PeakReserved)
+	if a != rep.Trace.PeakRequested || r > rep.PeakReserved {
+		t.Errorf("trace peaks %d allocated, %d reserved; report %d requested, %d reserved", a, r, rep.Trace.PeakRequested, rep.PeakReserved)
 	}
 }

@@ -85,12 +85,14 @@ func (r *Replay) recordStream(id int32, s alloc.Stream) {
 	}
 }
 
-// synchronize says every stream has done the work issued up to mark.
+// synchronize says every stream has done the work issued up to mark. The
+// frees it completes change neither allocated nor reserved memory, so it
+// adds no timeline point (the timeline has one per allocation and free
+// request, as the trace: package live pairs them).
 func (r *Replay) synchronize(mark int64) {
 	for s := alloc.Stream(0); s < numStreams; s++ {
 		r.alloc.Synchronize(s, mark)
 	}
-	r.sample()
 }
 
 // allocOn is d.alloc on stream s.
