@@ -68,8 +68,9 @@ func TestSweep(t *testing.T) {
 		// search: the fastest fitting layouts of 8 GPUs.
 		{expr: "type(s)", want: `"table"`},
 		// The three fastest that fit and the Pareto front of step time and
-		// memory: one front layout is not among the three.
-		{expr: "len(s)", want: "4"},
+		// memory: two front layouts are not among the three (FSDP with
+		// per-op and with full checkpointing, a few MiB smaller and slower).
+		{expr: "len(s)", want: "5"},
 		{expr: "len([r for r in s if r[\"front\"]]) >= 2", want: "True"},
 		{expr: "all([not any([o[\"step_time\"] <= r[\"step_time\"] and o[\"device_used\"] < r[\"device_used\"] for o in s]) for r in s if r[\"front\"]])", want: "True"},
 		{expr: "[r[\"device_used\"] for r in s if r[\"front\"]] == sorted([r[\"device_used\"] for r in s if r[\"front\"]], reverse = True)", want: "True"},

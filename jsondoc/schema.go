@@ -82,7 +82,10 @@ type Report struct {
 
 	// Breakdown is device_used by cause, summing to it: params, grads,
 	// optimizer, activations, temporaries, comm (at the peak of allocated
-	// memory), fragmentation, context, paged_optimizer, reserved_later.
+	// memory, summing to PeakAllocated), fragmentation, the cache of each
+	// side stream (all_gather_stream, reduce_scatter_stream,
+	// offload_stream), each term outside PyTorch's allocator by name
+	// (cuda_context, nccl_dp, ...), paged_optimizer, reserved_later.
 	Breakdown     map[string]int64 `json:"breakdown"`
 	Fragmentation Fragmentation    `json:"fragmentation"`
 	PeakAt        PeakAt           `json:"peak_at"`

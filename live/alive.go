@@ -10,10 +10,10 @@ import (
 // Timeline answers what is alive after each event of a replayed step: the
 // timeline's points (what the chart draws) and the device trace of the
 // same replay (which tensor each event allocates or frees: one alloc or
-// free_completed per point, in order).
+// free per point, in order).
 type Timeline struct {
 	points []replay.Point
-	events []replay.TraceEvent // the trace's alloc and free_completed events
+	events []replay.TraceEvent // the trace's alloc and free events, one per point
 }
 
 // NewTimeline pairs a report's timeline with the trace of the same step
@@ -23,8 +23,19 @@ func NewTimeline(timeline, traced *replay.Report) (*Timeline, error) {
 		return nil, fmt.Errorf("the report has no device trace")
 	}
 	t := &Timeline{points: timeline.Timeline}
+	requested := map[int64]bool{} // freed while other streams used them: completed later, not a point of their own
 	for _, e := range traced.Trace.Events {
-		if e.Action == "alloc" || e.Action == "free_completed" {
+		switch e.Action {
+		case "alloc":
+			t.events = append(t.events, e)
+		case "free_requested":
+			requested[e.Addr] = true
+			t.events = append(t.events, e)
+		case "free_completed":
+			if requested[e.Addr] {
+				delete(requested, e.Addr)
+				continue
+			}
 			t.events = append(t.events, e)
 		}
 	}

@@ -9,10 +9,17 @@ import (
 	"github.com/memsh/memsh/sim/replay"
 )
 
-func llamaStep(t *testing.T) (timeline, traced *replay.Report) {
+// llamaStep replays a small Llama step twice, for its timeline and its
+// trace; with fsdp1, under FSDP1 on 8 GPUs, whose gradients the
+// post-backward stream reads are freed in two steps (free_requested, then
+// free_completed once that stream caught up).
+func llamaStep(t *testing.T, fsdp1 bool) (timeline, traced *replay.Report) {
 	t.Helper()
 	m := testmodels.Llama(512, 2, 8, 4, 1376, 32000, "flash")
 	p := testmodels.LlamaPlan(m, 2, 256, "bf16-mixed", "none", "A100-80GB")
+	if fsdp1 {
+		p.Parallel = core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}
+	}
 	var err error
 	if timeline, err = sim.Evaluate(p, core.Options{Timeline: true}); err != nil {
 		t.Fatal(err)
@@ -27,9 +34,17 @@ func llamaStep(t *testing.T) (timeline, traced *replay.Report) {
 // event: the tensors' requested bytes add up to the allocated figure less
 // the allocator's rounding (a block is its request rounded to 512 bytes,
 // or a whole cached block when splitting it would leave under 1 MiB of a
-// large one), and the peak event lists the tensors alive at the peak.
+// large one), and the peak event lists the tensors alive at the peak. A
+// free that waits for another stream is one point, at its request.
 func TestTimelineAt(t *testing.T) {
-	tl, traced := llamaStep(t)
+	for _, fsdp1 := range []bool{false, true} {
+		tl, traced := llamaStep(t, fsdp1)
+		checkTimeline(t, tl, traced)
+	}
+}
+
+func checkTimeline(t *testing.T, tl, traced *replay.Report) {
+	t.Helper()
 	line, err := NewTimeline(tl, traced)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -39,21 +40,53 @@ func TestContextParallel(t *testing.T) {
 }
 
 // TestNCCLOverheads: one named overhead per communicator, outside the
-// allocator, sized from NCCL's FIFO buffers (estimates, replay/comm.go).
+// allocator (replay/nccl.go), counted by hand. A connection's FIFOs are
+// 12 MiB with the default NCCL_BUFFSIZE (Simple 4 MiB and LL128 4.69 MiB
+// in 10 MiB, LL 0.5 MiB in 2 MiB of cuMem granularity); 32 channels on
+// NVLink4 (H100), 16 across nodes or on A100. NVLS on 8 H100s: 24
+// channels x 2 x (4 + 2) MiB x 8 ranks = 2,304 MiB.
 func TestNCCLOverheads(t *testing.T) {
+	const mib = 1 << 20
 	moe := &nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: moe}}, Loss: "mse", InputDim: 512}
-	fifo := int64(4<<20 + 4_915_200 + 512<<10)
+	ring8 := int64(32 * 12 * mib)
+	nvls8 := int64(24 * 2 * 6 * 8 * mib)
 	for _, tc := range []struct {
+		name string
 		par  core.Parallelism
+		rt   core.RuntimeMemory
+		gpu  string
 		want map[string]int64
 	}{
-		{core.Parallelism{DP: 8}, map[string]int64{"nccl_dp": 32 * fifo}},
-		{core.Parallelism{DP: 16}, map[string]int64{"nccl_dp": 16 * 2 * fifo}}, // across nodes: ring and tree
-		{core.Parallelism{DP: 8, EP: 8}, map[string]int64{"nccl_dp": 32 * fifo, "nccl_ep": 7 * 32 * (12 << 20)}},
-		{core.Parallelism{PP: 4, TP: 2}, map[string]int64{"nccl_tp": 32 * fifo, "nccl_pp": 2 * 8 * (4 << 20)}},
+		// DDP all-reduces its buckets: a ring, and NVLS on Hopper.
+		{"ddp", core.Parallelism{DP: 8}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + nvls8}},
+		// Across two nodes: rings and trees on 16 channels, no NVLS.
+		{"ddp 2 nodes", core.Parallelism{DP: 16}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": 16 * 3 * 12 * mib}},
+		// FSDP all-gathers and reduce-scatters: a ring alone when connected lazily ...
+		{"fsdp", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8}},
+		// ... rings, trees and NVLS when connected eagerly (NCCL < 2.22).
+		{"fsdp eager", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_dp": 3*ring8 + nvls8}},
+		{"ddp nvls off", core.Parallelism{DP: 8}, core.RuntimeMemory{NCCLNVLS: "off"}, "", map[string]int64{"nccl_dp": ring8}},
+		// NCCL_BUFFSIZE=8 MiB: 8 + 4.69 MiB in 14 MiB, + 2 MiB.
+		{"buffsize 8 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 8 * mib}, "", map[string]int64{"nccl_dp": 32 * 16 * mib}},
+		// Expert parallelism all-to-alls to every peer on every channel.
+		{"ep", core.Parallelism{DP: 8, EP: 8}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + nvls8, "nccl_ep": 7 * 32 * 12 * mib}},
+		// Two tensor-parallel ranks all-reduce (no NVLS with two); the pipeline sends and receives.
+		{"tp pp", core.Parallelism{PP: 4, TP: 2}, core.RuntimeMemory{}, "", map[string]int64{"nccl_tp": ring8, "nccl_pp": 2 * 8 * 4 * mib}},
+		// NVIDIA/nccl#964: 4 x A100, eager NCCL, an all-reduce per group: measured 688 MB (more than
+		// two ranks) and 544 MB (two); rings and trees on 16 channels give 604 MB (-12 % and +11 %).
+		{"nccl#964", core.Parallelism{DP: 4}, core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB", map[string]int64{"nccl_dp": 16 * 3 * 12 * mib}},
 	} {
-		r := evalPlan(t, distPlan(t, m, "bf16", tc.par))
+		p := distPlan(t, m, "bf16", tc.par)
+		p.RuntimeMemory = tc.rt
+		if tc.gpu != "" {
+			dev, err := hw.LookupDevice(tc.gpu)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Device = dev
+		}
+		r := evalPlan(t, p)
 		got := map[string]int64{}
 		var sum int64
 		for _, o := range r.Overheads {
@@ -63,15 +96,15 @@ func TestNCCLOverheads(t *testing.T) {
 			}
 		}
 		if len(got) != len(tc.want) {
-			t.Errorf("%s: overheads %v, want %v", tc.par, got, tc.want)
+			t.Errorf("%s: overheads %v, want %v", tc.name, got, tc.want)
 		}
 		for k, v := range tc.want {
 			if got[k] != v {
-				t.Errorf("%s: %s = %d, want %d", tc.par, k, got[k], v)
+				t.Errorf("%s: %s = %d MiB, want %d MiB", tc.name, k, got[k]/mib, v/mib)
 			}
 		}
 		if r.DeviceUsed < r.PeakReserved+sum {
-			t.Errorf("%s: device used %d leaves out the NCCL buffers (reserved %d + %d)", tc.par, r.DeviceUsed, r.PeakReserved, sum)
+			t.Errorf("%s: device used %d leaves out the NCCL buffers (reserved %d + %d)", tc.name, r.DeviceUsed, r.PeakReserved, sum)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -29,23 +30,27 @@ func opAllocs(tr *replay.Trace, op, tensor string, phase replay.Phase) []int64 {
 // 1 MiB in bf16.
 //
 //   - forward: the gathered keys and values of both ranks (2 x kv) and the
-//     merger's four fp32 outputs (4 x o32): 12 MiB.
-//   - backward: SDPA's own fp32 dq accumulator (2 MiB) and softmax_d
-//     (1,024 x 8 x 4 B = 32 KiB), then the gathered keys and values (4
-//     MiB), the fp32 dq accumulator (2 MiB), three buffers of fp32 dk, dv
-//     (3 x 4 MiB), a step's bf16 dq, dk, dv (1 + 2 MiB): 23 MiB + 32 KiB.
+//     merger's four fp32 outputs (4 x o32): 12 MiB, as five tensors
+//     [4, 2, 2, 2, 2] MiB.
+//   - backward: the fp32 accumulators of dq (2 MiB), dk and dv (2 + 2
+//     MiB), the gathered keys and values (4 MiB), SDPA's own fp32 dq
+//     accumulator and softmax_d (2 MiB + 1,024 x 8 x 4 B = 32 KiB), a
+//     step's bf16 dq, dk, dv (1 + 1 + 1 MiB), the fp32 dk, dv concatenated
+//     (4 MiB) and the all-to-all's output (4 MiB): 23 MiB + 32 KiB as ten
+//     tensors, in that order.
 //
 // Ring attention (cp_mode "ring") holds two chunks of the same keys and
-// values in the forward and four in the backward instead: 4 MiB, and 2
-// MiB + 32 KiB + 8 MiB.
+// values in the forward and four in the backward instead, each as one
+// workspace: 4 MiB, and 2 MiB + 32 KiB + 8 MiB.
 func TestAllGatherCP(t *testing.T) {
 	const mib, kib = 1 << 20, 1 << 10
 	for _, tc := range []struct {
 		mode          string
-		forward, back int64
+		forward, back []int64
 	}{
-		{"allgather", 12 * mib, 23*mib + 32*kib},
-		{"ring", 4 * mib, 2*mib + 32*kib + 8*mib},
+		{"allgather", []int64{4 * mib, 2 * mib, 2 * mib, 2 * mib, 2 * mib},
+			[]int64{2 * mib, 2 * mib, 2 * mib, 4 * mib, 2*mib + 32*kib, mib, mib, mib, 4 * mib, 4 * mib}},
+		{"ring", []int64{4 * mib}, []int64{2*mib + 32*kib + 8*mib}},
 	} {
 		m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "sdpa")
 		p := testmodels.LlamaPlan(m, 1, 2048, "bf16", "none", "H100-80GB")
@@ -55,11 +60,11 @@ func TestAllGatherCP(t *testing.T) {
 			t.Fatal(err)
 		}
 		const op = "layers.0.self_attn.sdpa_attention"
-		if got := opAllocs(r.Trace, op, op+" workspace", replay.PhaseForward); len(got) != 1 || got[0] != tc.forward {
-			t.Errorf("%s: forward workspace %v, want [%d]", tc.mode, got, tc.forward)
+		if got := opAllocs(r.Trace, op, op+" workspace", replay.PhaseForward); !slices.Equal(got, tc.forward) {
+			t.Errorf("%s: forward workspace %v, want %v", tc.mode, got, tc.forward)
 		}
-		if got := opAllocs(r.Trace, op, op+" backward workspace", replay.PhaseBackward); len(got) != 1 || got[0] != tc.back {
-			t.Errorf("%s: backward workspace %v, want [%d]", tc.mode, got, tc.back)
+		if got := opAllocs(r.Trace, op, op+" backward workspace", replay.PhaseBackward); !slices.Equal(got, tc.back) {
+			t.Errorf("%s: backward workspace %v, want %v", tc.mode, got, tc.back)
 		}
 	}
 }

@@ -50,10 +50,8 @@ func TestReplayLinearByHand(t *testing.T) {
 		t.Errorf("timeline must end in the optimizer step")
 	}
 	var sum int64
-	for _, s := range rep.Breakdown {
-		if s.Name != "fragmentation" && s.Name != "context" {
-			sum += s.Bytes
-		}
+	for _, s := range rep.Categories() {
+		sum += s.Bytes
 	}
 	if sum != rep.PeakAllocated {
 		t.Errorf("breakdown sums to %d, peak is %d", sum, rep.PeakAllocated)

@@ -57,13 +57,18 @@ func reportProblems(rep *replay.Report) []string {
 		bad("fits %v with oom %v and headroom %d", rep.Fits, rep.OOM != nil, rep.Headroom)
 	}
 	var sum int64
-	for _, s := range rep.Breakdown {
-		if s.Name != "fragmentation" && s.Name != "context" {
-			sum += s.Bytes
-		}
+	for _, s := range rep.Categories() {
+		sum += s.Bytes
 	}
 	if sum != rep.PeakAllocated {
 		bad("breakdown (params..comm) sums to %d, peak_allocated is %d", sum, rep.PeakAllocated)
+	}
+	var rows int64
+	for _, s := range rep.Breakdown {
+		rows += s.Bytes
+	}
+	if rows > rep.DeviceUsed {
+		bad("the breakdown's rows sum to %d, past device_used %d", rows, rep.DeviceUsed)
 	}
 	if rep.Largest.Bytes > rep.PeakAllocated {
 		bad("largest allocation %d > peak_allocated %d", rep.Largest.Bytes, rep.PeakAllocated)

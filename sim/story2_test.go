@@ -52,10 +52,8 @@ func TestStory2Breakdown13B(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sum int64
-	for _, s := range rep.Breakdown {
-		if s.Name != "fragmentation" && s.Name != "context" {
-			sum += s.Bytes
-		}
+	for _, s := range rep.Categories() {
+		sum += s.Bytes
 	}
 	if sum != rep.PeakAllocated || rep.Category("params") == 0 || rep.Category("optimizer") == 0 {
 		t.Errorf("breakdown %+v does not add up to the peak %d", rep.Breakdown, rep.PeakAllocated)

@@ -128,7 +128,7 @@ func side(s *Snapshot) Side {
 			if a > out.PeakAllocated {
 				out.PeakAllocated, out.PeakEvent = a, i
 			}
-		case FreeCompleted:
+		case FreeRequested: // no longer allocated, though other streams may still use it
 			a -= e.Size
 		case SegmentAlloc, SegmentMap:
 			r += e.Size
@@ -143,7 +143,7 @@ func side(s *Snapshot) Side {
 		switch e.Action {
 		case Alloc:
 			live[e.Addr] = e
-		case FreeCompleted:
+		case FreeRequested:
 			delete(live, e.Addr)
 		}
 	}

@@ -18,28 +18,38 @@ func FromReport(r *replay.Report) (*Snapshot, error) {
 	}
 	s := &Snapshot{}
 	for _, g := range t.Segments {
-		seg := Segment{Address: g.Addr, TotalSize: g.Size, SegmentType: "large", Expandable: g.Expandable}
+		seg := Segment{Address: g.Addr, TotalSize: g.Size, Stream: int64(g.Stream), SegmentType: "large", Expandable: g.Expandable}
 		if g.Small {
 			seg.SegmentType = "small"
 		}
 		for _, b := range g.Blocks {
 			blk := Block{Address: b.Addr, Size: b.Size, State: "inactive"}
-			if b.InUse {
+			switch {
+			case b.InUse:
 				blk.State, blk.RequestedSize = "active_allocated", t.Requested[b.Addr]
 				blk.Frames = []Frame{{Name: t.Tensors[b.Addr], Filename: "memsh"}}
 				seg.AllocatedSize += b.Size
 				seg.RequestedSize += blk.RequestedSize
+			case b.Pending: // freed, waiting for the streams that used it
+				blk.State = "active_pending_free"
 			}
 			seg.Blocks = append(seg.Blocks, blk)
 		}
 		s.Segments = append(s.Segments, seg)
 	}
+	requested := map[int64]bool{} // blocks freed but waiting for other streams, by address
 	for i, e := range t.Events {
-		ev := Event{Action: e.Action, Addr: e.Addr, Size: e.Size, TimeUS: int64(i), Frames: frameOf(e)}
-		if e.Action == FreeCompleted {
+		ev := Event{Action: e.Action, Addr: e.Addr, Size: e.Size, Stream: int64(e.Stream), TimeUS: int64(i), Frames: frameOf(e)}
+		switch e.Action {
+		case FreeRequested:
+			requested[e.Addr] = true
+		case FreeCompleted:
 			// PyTorch records the request, then its completion once the
-			// streams that used the block are done; one stream: at once.
-			s.Trace = append(s.Trace, Event{Action: FreeRequested, Addr: e.Addr, Size: e.Size, TimeUS: ev.TimeUS, Frames: ev.Frames})
+			// streams that used the block are done: at once when none did.
+			if !requested[e.Addr] {
+				s.Trace = append(s.Trace, Event{Action: FreeRequested, Addr: e.Addr, Size: e.Size, Stream: ev.Stream, TimeUS: ev.TimeUS, Frames: ev.Frames})
+			}
+			delete(requested, e.Addr)
 		}
 		s.Trace = append(s.Trace, ev)
 	}

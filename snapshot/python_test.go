@@ -61,8 +61,8 @@ print(mv.trace(d))
 
 // TestTorchPeaks writes a replayed step's snapshot, loads it with pickle
 // and recomputes the peaks from its device trace in Python, as PyTorch's
-// memory viewer does (requested bytes allocated, segments reserved); they
-// equal the replay's.
+// memory viewer does (requested bytes allocated until their free request,
+// segments reserved); they equal the replay's.
 func TestTorchPeaks(t *testing.T) {
 	py := python(t)
 	m := testmodels.Llama(512, 4, 8, 2, 1376, 32000, "flash")
@@ -93,7 +93,7 @@ a = r = pa = pr = 0
 for e in d["device_traces"][0]:
     k = e["action"]
     if k == "alloc": a += e["size"]
-    elif k == "free_completed": a -= e["size"]
+    elif k == "free_requested": a -= e["size"]
     elif k in ("segment_alloc", "segment_map"): r += e["size"]
     elif k in ("segment_free", "segment_unmap"): r -= e["size"]
     pa, pr = max(pa, a), max(pr, r)

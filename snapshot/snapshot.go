@@ -64,11 +64,13 @@ const (
 )
 
 // Peaks replays the trace: the most bytes allocated (alloc to
-// free_completed) and reserved (segment_alloc/map to segment_free/unmap)
-// at once, counting what was there before the trace began (BeforeTrace).
-// PyTorch's trace records what each allocation asked for, so the first is
-// the peak of requested bytes (torch.cuda.max_memory_allocated counts them
-// rounded up to their blocks); the second is max_memory_reserved.
+// free_requested: the caching allocator stops counting a block as
+// allocated when it is freed, before the streams that used it are done)
+// and reserved (segment_alloc/map to segment_free/unmap) at once, counting
+// what was there before the trace began (BeforeTrace). PyTorch's trace
+// records what each allocation asked for, so the first is the peak of
+// requested bytes (torch.cuda.max_memory_allocated counts them rounded up
+// to their blocks); the second is max_memory_reserved.
 func (s *Snapshot) Peaks() (allocated, reserved int64) {
 	a, r := s.BeforeTrace()
 	allocated, reserved = a, r
@@ -76,7 +78,7 @@ func (s *Snapshot) Peaks() (allocated, reserved int64) {
 		switch e.Action {
 		case Alloc:
 			a += e.Size
-		case FreeCompleted:
+		case FreeRequested:
 			a -= e.Size
 		case SegmentAlloc, SegmentMap:
 			r += e.Size
@@ -115,7 +117,7 @@ func (s *Snapshot) BeforeTrace() (allocated, reserved int64) {
 		switch e.Action {
 		case Alloc:
 			allocated -= e.Size
-		case FreeCompleted:
+		case FreeRequested: // a block pending its streams at the end is no longer active_allocated
 			allocated += e.Size
 		case SegmentAlloc, SegmentMap:
 			reserved -= e.Size

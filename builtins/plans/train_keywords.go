@@ -98,6 +98,18 @@ var TrainKeywords = []keyword{
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
+	{Name: "nccl_buffsize", Def: starlark.None,
+		Doc: "NCCL_BUFFSIZE in bytes: the Simple protocol's buffer of each NCCL connection (None: NCCL's default, 4 MiB); NCCL's memory per communicator grows with it (r.overheads)",
+		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.RuntimeMemory.NCCLBuffSize })},
+	{Name: "nccl_nvls", Def: starlark.String("auto"),
+		Doc: `NCCL_NVLS_ENABLE: "auto" (NVLink SHARP on NVSwitch nodes of Hopper and later, for communicators of more than two ranks in a node), "on" or "off"; NVLS binds about 288 MiB per rank of the node on every GPU (2.25 GiB on 8 GPUs)`,
+		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.NCCLNVLS })},
+	{Name: "nccl_connect", Def: starlark.String("lazy"),
+		Doc: `when NCCL connects a communicator's algorithms: "lazy" (NCCL_RUNTIME_CONNECT=1, the default since NCCL 2.22: rings always, trees and NVLS only for the all-reduces that use them) or "eager" (earlier NCCL: rings, trees and NVLS when the communicator is made)`,
+		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.NCCLConnect })},
+	{Name: "cuda_module_loading", Def: starlark.String("lazy"),
+		Doc: `CUDA_MODULE_LOADING: "lazy" (the default since CUDA 11.7 and PyTorch 1.13: kernels load when first launched) or "eager" (every kernel at start: about 362 MiB more CUDA context)`,
+		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.ModuleLoading })},
 }
 
 // keywordIndex finds a keyword's position in trainKeywords.

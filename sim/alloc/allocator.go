@@ -17,13 +17,15 @@ import "sort"
 //   - freed blocks merge with free neighbours and stay cached;
 //   - when a new segment does not fit under the limit, cached segments
 //     that are wholly free are released and the request is retried; if it
-//     still does not fit, that allocation is the OOM.
+//     still does not fit, that allocation is the OOM;
+//   - every segment belongs to the stream that allocated it, and its
+//     blocks serve only that stream's requests (streams.go).
 type Allocator struct {
 	Limit     int64 // bytes PyTorch may reserve (capacity minus non-PyTorch memory)
 	Reserved  int64
 	Allocated int64
-	free      [2][]*Block  // per pool: free blocks
-	index     [2]freeIndex // per pool: the free blocks by size
+	free      [][]*Block  // per list (a stream's small or large pool, listOf): free blocks
+	index     []freeIndex // per list: the free blocks by size
 	segments  []*segment
 
 	// State just before the first request that did not fit, for the OOM
@@ -34,8 +36,11 @@ type Allocator struct {
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
 
-	Expandable bool        // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-	unmapped   [2][]*Block // per pool: unmapped blocks of expandable segments, by address
+	Expandable bool       // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+	unmapped   [][]*Block // per list: unmapped blocks of expandable segments, by address
+
+	streams           // the streams' pools, record_stream and pending frees (streams.go)
+	indexAbove [2]int // tests: index a new small (0) or large (1) free list from this length on
 
 	// Observe, when set, is told of each change to device memory the
 	// allocator makes: a segment allocated or freed (cudaMalloc, cudaFree),
@@ -48,18 +53,18 @@ type Allocator struct {
 	// before the allocator reserves memory for it: what was cached then
 	// and could not be reused (the cause of fragmentation).
 	Grew      func(g Growth)
-	freeBytes [2]int64 // per pool: bytes in free blocks
-	// largest[pool] is the size of the pool's largest free block while
-	// largestKnown[pool]; removing a block of that size forgets it until
+	freeBytes []int64 // per list: bytes in free blocks
+	// largest[list] is the size of the list's largest free block while
+	// largestKnown[list]; removing a block of that size forgets it until
 	// Cached scans again.
-	largest      [2]int64
-	largestKnown [2]bool
+	largest      []int64
+	largestKnown []bool
 }
 
 // Growth is a request no cached block could serve: the reserve grows
-// for it. Cache is what its pool held then, Other what the other pool
-// held (blocks of one pool never serve the other: the small pool takes
-// requests up to 1 MiB).
+// for it. Cache is what its pool held then, Other what the other pool of
+// its stream held (blocks of one pool never serve the other: the small
+// pool takes requests up to 1 MiB; other streams' pools serve neither).
 type Growth struct {
 	Request      int64 // bytes, rounded to 512 B
 	Cache, Other Cache
@@ -72,38 +77,53 @@ type Cache struct {
 	Largest int64 // the largest free block
 }
 
-// Cached returns what pool 0 (small) or 1 (large) holds in free blocks.
-func (a *Allocator) Cached(pool int) Cache {
-	fl := a.free[pool]
-	c := Cache{Blocks: len(fl), Bytes: a.freeBytes[pool]}
+// Cached returns what pool 0 (small) or 1 (large) of the default stream
+// holds in free blocks.
+func (a *Allocator) Cached(pool int) Cache { return a.CachedOn(DefaultStream, pool) }
+
+// CachedOn returns what stream s's pool 0 (small) or 1 (large) holds in
+// free blocks.
+func (a *Allocator) CachedOn(s Stream, pool int) Cache { return a.cached(listOf(s, pool)) }
+
+// cached is what free list list holds.
+func (a *Allocator) cached(list int) Cache {
+	if list >= len(a.free) {
+		return Cache{}
+	}
+	fl := a.free[list]
+	c := Cache{Blocks: len(fl), Bytes: a.freeBytes[list]}
 	switch {
-	case a.largestKnown[pool]:
-	case a.index[pool].active:
-		a.largest[pool], a.largestKnown[pool] = a.index[pool].largest(), true
+	case a.largestKnown[list]:
+	case a.index[list].active:
+		a.largest[list], a.largestKnown[list] = a.index[list].largest(), true
 	default:
 		var l int64
 		for _, b := range fl {
 			l = max(l, b.Size)
 		}
-		a.largest[pool], a.largestKnown[pool] = l, true
+		a.largest[list], a.largestKnown[list] = l, true
 	}
-	c.Largest = a.largest[pool]
+	c.Largest = a.largest[list]
 	return c
 }
 
-// grew tells Grew about a request of size bytes in pool that no free
-// block fits.
-func (a *Allocator) grew(pool int, size int64) {
+// grew tells Grew about a request of size bytes in free list list that
+// no free block fits.
+func (a *Allocator) grew(list int, size int64) {
 	if a.Grew != nil {
-		a.Grew(Growth{Request: size, Cache: a.Cached(pool), Other: a.Cached(1 - pool)})
+		a.Grew(Growth{Request: size, Cache: a.cached(list), Other: a.cached(list ^ 1)})
 	}
 }
 
 // SegmentEvent is a change of device memory: Kind is SegmentAlloc,
-// SegmentFree, SegmentMap or SegmentUnmap, over [Addr, Addr+Size).
+// SegmentFree, SegmentMap or SegmentUnmap, over [Addr, Addr+Size), on the
+// segment's stream; or FreeCompleted, a released block that the streams
+// which used it have finished with (streams.go), now free for reuse.
 type SegmentEvent struct {
 	Kind       string
 	Addr, Size int64
+	Stream     Stream
+	Block      *Block // FreeCompleted: the block
 }
 
 // The kinds of SegmentEvent, as a PyTorch memory snapshot names them.
@@ -112,6 +132,8 @@ const (
 	SegmentFree  = "segment_free"
 	SegmentMap   = "segment_map"
 	SegmentUnmap = "segment_unmap"
+	// FreeCompleted is a deferred free completing (free_completed).
+	FreeCompleted = "free_completed"
 )
 
 // baseAddress is where the model places the first segment: device
@@ -120,18 +142,25 @@ const (
 // an address is never reused.
 const baseAddress = 0x7f0000000000
 
-func (a *Allocator) observe(kind string, addr, size int64) {
+func (a *Allocator) observe(kind string, seg *segment, addr, size int64) {
+	switch kind {
+	case SegmentAlloc, SegmentMap:
+		a.reservedOn(seg.stream, size)
+	case SegmentFree, SegmentUnmap:
+		a.reservedOn(seg.stream, -size)
+	}
 	if a.Observe != nil {
-		a.Observe(SegmentEvent{kind, addr, size})
+		a.Observe(SegmentEvent{Kind: kind, Addr: addr, Size: size, Stream: seg.stream})
 	}
 }
 
-// newSegment makes a segment of size bytes in pool at the next address.
-func (a *Allocator) newSegment(size int64, pool int, expandable bool) *segment {
+// newSegment makes a segment of size bytes in pool of stream s at the
+// next address.
+func (a *Allocator) newSegment(size int64, pool int, s Stream, expandable bool) *segment {
 	if a.nextBase == 0 {
 		a.nextBase = baseAddress
 	}
-	seg := &segment{size: size, pool: pool, seq: a.segSeq, base: a.nextBase, expandable: expandable}
+	seg := &segment{size: size, pool: pool, stream: s, seq: a.segSeq, base: a.nextBase, expandable: expandable}
 	a.segSeq++
 	a.nextBase += roundUp(size, roundLarge)
 	a.segments = append(a.segments, seg)
@@ -148,14 +177,14 @@ const (
 )
 
 type segment struct {
-	size     int64
-	pool     int
-	first    *Block
-	seq      int64 // creation order
-	base     int64 // device address of its first byte
-	released bool  // returned to the device by releaseCached
-
-	expandable bool // virtual address space mapped page by page
+	size       int64
+	pool       int // 0: small, 1: large
+	first      *Block
+	seq        int64  // creation order
+	base       int64  // device address of its first byte
+	released   bool   // returned to the device by releaseCached
+	expandable bool   // virtual address space mapped page by page
+	stream     Stream // the stream whose request made it; its blocks serve only that stream
 }
 
 // Block is a range of a segment: an allocation while in use, else cached.
@@ -164,10 +193,17 @@ type Block struct {
 	off, Size  int64
 	free       bool
 	unmapped   bool // in an expandable segment, address space with no pages mapped
+	pending    bool // released, waiting for the streams that used it (not free yet: streams.go)
 	prev, next *Block
 	pos        int // index in its pool's free list while free
 	wpos       int // index in whole while releasable
 }
+
+// Stream is the stream the block belongs to: its segment's.
+func (b *Block) Stream() Stream { return b.seg.stream }
+
+// list is the free list of the block's stream and pool.
+func (b *Block) list() int { return listOf(b.seg.stream, b.seg.pool) }
 
 // Addr is the block's device address.
 func (b *Block) Addr() int64 { return b.seg.base + b.off }
@@ -180,6 +216,13 @@ func RoundSize(n int64) int64 {
 	}
 	return (n + minBlock - 1) / minBlock * minBlock
 }
+
+// AllocationSize is the bytes the allocator asks the device for when no
+// cached block serves a request of n bytes (get_allocation_size of the
+// rounded size): a 2 MiB segment for up to 1 MiB, 20 MiB below 10 MiB,
+// else the size rounded up to 2 MiB. PyTorch's out-of-memory message says
+// "Tried to allocate" this much.
+func AllocationSize(n int64) int64 { return segmentSize(RoundSize(n)) }
 
 func poolOf(size int64) int {
 	if size <= smallSize {
@@ -198,24 +241,31 @@ func segmentSize(size int64) int64 {
 	return (size + roundLarge - 1) / roundLarge * roundLarge
 }
 
-// Alloc returns the block for a request of n bytes; ok is false when the
-// request does not fit under the limit even after releasing cached
-// segments (the block is still granted so the replay can go on and report
-// what the step would need).
+// Alloc returns the block for a request of n bytes on the default
+// stream; ok is false when the request does not fit under the limit even
+// after releasing cached segments (the block is still granted so the
+// replay can go on and report what the step would need).
 func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
+	return a.AllocOn(n, DefaultStream)
+}
+
+// AllocOn is Alloc for a request of stream s: only blocks of s's pools
+// serve it, and a new segment belongs to s.
+func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
+	a.clock++
 	if a.Expandable {
-		return a.allocExpandable(n)
+		return a.allocExpandable(n, s)
 	}
 	size := RoundSize(n)
 	pool := poolOf(size)
 	ok = true
-	b := a.bestFit(pool, size)
+	b := a.bestFit(listOf(s, pool), size)
 	if b == nil {
-		a.grew(pool, size)
+		a.grew(listOf(s, pool), size)
 		segSize := segmentSize(size)
 		if a.Limit > 0 && a.Reserved+segSize > a.Limit {
-			if len(a.whole) > 0 {
-				a.releaseCached()
+			if len(a.whole) > 0 || len(a.pending) > 0 {
+				a.releaseCached(s)
 			}
 			if a.Reserved+segSize > a.Limit {
 				// Out of memory. The first such request is the OOM; the
@@ -229,11 +279,11 @@ func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
 				}
 			}
 		}
-		seg := a.newSegment(segSize, pool, false)
+		seg := a.newSegment(segSize, pool, s, false)
 		b = &Block{seg: seg, Size: segSize, free: true}
 		seg.first = b
 		a.Reserved += segSize
-		a.observe(SegmentAlloc, seg.base, segSize)
+		a.observe(SegmentAlloc, seg, seg.base, segSize)
 		a.addFree(b)
 	}
 	a.removeFree(b)
@@ -243,12 +293,27 @@ func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
 	}
 	b.free = false
 	a.Allocated += b.Size
+	a.allocatedOn(b.seg.stream, b.Size)
 	return b, ok
 }
 
-// Release returns a block to the cache, merging free neighbours.
+// Release returns a block to the cache, merging free neighbours. A block
+// that other streams used (RecordStream) stops counting as allocated but
+// is not reused until those streams are done with it (streams.go).
 func (a *Allocator) Release(b *Block) {
+	a.clock++
 	a.Allocated -= b.Size
+	a.allocatedOn(b.seg.stream, -b.Size)
+	if uses := a.uses[b]; len(uses) > 0 {
+		delete(a.uses, b)
+		a.deferFree(b, uses)
+		return
+	}
+	a.freeBlock(b)
+}
+
+// freeBlock makes b free and merges it with free neighbours.
+func (a *Allocator) freeBlock(b *Block) {
 	b.free = true
 	a.addFree(a.joinFree(b))
 }
@@ -290,13 +355,16 @@ func mergeNext(b *Block) *Block {
 	return b
 }
 
-func (a *Allocator) bestFit(pool int, size int64) *Block {
-	return a.index[pool].best(size, a.free[pool]) // the first block in free-list order of the smallest size >= size
+func (a *Allocator) bestFit(list int, size int64) *Block {
+	if list >= len(a.free) {
+		return nil
+	}
+	return a.index[list].best(size, a.free[list]) // the first block in free-list order of the smallest size >= size
 }
 
 // addFree puts b on its pool's free list.
 func (a *Allocator) addFree(b *Block) {
-	pool := b.seg.pool
+	pool := a.grow(b.list())
 	a.freeBytes[pool] += b.Size
 	a.largest[pool] = max(a.largest[pool], b.Size) // still the largest when it was known
 	b.pos = len(a.free[pool])
@@ -320,7 +388,10 @@ func releasable(b *Block) bool {
 }
 
 func (a *Allocator) removeFree(b *Block) {
-	pool := b.seg.pool
+	pool := b.list()
+	if pool >= len(a.free) {
+		return
+	}
 	fl := a.free[pool]
 	i := b.pos
 	if i >= len(fl) || fl[i] != b {
@@ -352,9 +423,26 @@ func (a *Allocator) removeFree(b *Block) {
 // than scanning the segments or the free blocks: past the limit it runs
 // at every new segment, and a scan made a step with 65,536 layers replay
 // for minutes. They are released in the order they were created, as a
-// scan of the segments would.
-func (a *Allocator) releaseCached() {
-	whole := append([]*Block(nil), a.whole...)
+// scan of the segments would. Blocks released while other streams still
+// used them are freed first (synchronize_and_free_events).
+//
+// Until the OOM every stream's cached blocks are released, as
+// release_cached_blocks does. Past it, where PyTorch would have raised and
+// the replay goes on only to report what the step needs, a request
+// releases its own stream's cached blocks alone (memsh's choice, not
+// PyTorch's): releasing every stream's unmapped the other streams' cached
+// pages at one request and mapped them again at their stream's next, and
+// a 65,536-layer step past the limit with expandable segments took half
+// again as much CPU. The figures of the OOM itself (FailAllocated,
+// FailReserved) are taken before.
+func (a *Allocator) releaseCached(s Stream) {
+	a.freePending()
+	whole := make([]*Block, 0, len(a.whole))
+	for _, b := range a.whole {
+		if !a.over || b.seg.stream == s {
+			whole = append(whole, b)
+		}
+	}
 	sort.Slice(whole, func(i, j int) bool {
 		x, y := whole[i], whole[j]
 		return x.seg.seq < y.seg.seq || x.seg.seq == y.seg.seq && x.off < y.off
@@ -367,7 +455,7 @@ func (a *Allocator) releaseCached() {
 		a.removeFree(b)
 		a.Reserved -= b.seg.size
 		b.seg.released = true
-		a.observe(SegmentFree, b.seg.base, b.seg.size)
+		a.observe(SegmentFree, b.seg, b.seg.base, b.seg.size)
 		a.released++
 	}
 	if a.released > len(a.segments)/2 { // drop released segments in bulk: amortized O(1) each
@@ -387,13 +475,16 @@ type SegmentInfo struct {
 	Addr, Size int64
 	Small      bool // the small pool (requests up to 1 MiB)
 	Expandable bool
+	Stream     Stream
 	Blocks     []BlockInfo
 }
 
-// BlockInfo is a block of a segment: in use, or cached (free).
+// BlockInfo is a block of a segment: in use, released but waiting for
+// the streams that used it (pending), or cached (free).
 type BlockInfo struct {
 	Addr, Size int64
 	InUse      bool
+	Pending    bool
 	block      *Block
 }
 
@@ -408,13 +499,13 @@ func (a *Allocator) Segments() []SegmentInfo {
 		if seg.released {
 			continue
 		}
-		info := SegmentInfo{Addr: seg.base, Small: seg.pool == 0, Expandable: seg.expandable}
+		info := SegmentInfo{Addr: seg.base, Small: seg.pool == 0, Expandable: seg.expandable, Stream: seg.stream}
 		for b := seg.first; b != nil; b = b.next {
 			if b.unmapped {
 				continue
 			}
 			info.Size += b.Size
-			info.Blocks = append(info.Blocks, BlockInfo{Addr: b.Addr(), Size: b.Size, InUse: !b.free, block: b})
+			info.Blocks = append(info.Blocks, BlockInfo{Addr: b.Addr(), Size: b.Size, InUse: !b.free && !b.pending, Pending: b.pending, block: b})
 		}
 		if info.Size > 0 {
 			out = append(out, info)

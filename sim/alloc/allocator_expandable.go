@@ -35,10 +35,11 @@ func pageSize(pool int) int64 {
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
-// allocExpandable is alloc with expandable segments.
-func (a *Allocator) allocExpandable(n int64) (blk *Block, ok bool) {
+// allocExpandable is alloc with expandable segments: each stream has its
+// own segment per pool.
+func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 	size := RoundSize(n)
-	pool := poolOf(size)
+	pool := listOf(s, poolOf(size))
 	ok = true
 	b := a.bestFit(pool, size)
 	if b == nil {
@@ -46,7 +47,7 @@ func (a *Allocator) allocExpandable(n int64) (blk *Block, ok bool) {
 		b = a.expand(pool, size, true)
 	}
 	if b == nil {
-		a.releaseCached()
+		a.releaseCached(s)
 		b = a.expand(pool, size, true)
 	}
 	if b == nil {
@@ -65,12 +66,14 @@ func (a *Allocator) allocExpandable(n int64) (blk *Block, ok bool) {
 	}
 	b.free = false
 	a.Allocated += b.Size
+	a.allocatedOn(b.seg.stream, b.Size)
 	return b, ok
 }
 
-// expand maps pages for a request of size bytes (try_allocate_expandable_block)
-// and returns the free block that holds it, or nil when the pages do not
-// fit under the limit (enforced only when limit is set).
+// expand maps pages for a request of size bytes in free list pool (a
+// stream's small or large pool: try_allocate_expandable_block) and returns
+// the free block that holds it, or nil when the pages do not fit under
+// the limit (enforced only when limit is set).
 func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 	c := a.findExpandable(pool, size)
 	if c.unmapped {
@@ -99,6 +102,7 @@ func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 // reserved memory by page rounding only (20 MiB in 149 GiB for the Bris
 // example's 4 members).
 func (a *Allocator) findExpandable(pool int, size int64) *Block {
+	a.grow(pool)
 	holes := a.unmapped[pool]
 	if a.over && len(holes) > 0 {
 		holes = holes[len(holes)-1:] // the newest segment's end
@@ -116,13 +120,13 @@ func (a *Allocator) findExpandable(pool int, size int64) *Block {
 			return c
 		}
 	}
-	page := pageSize(pool)
+	page := pageSize(pool % 2)
 	space := a.Limit + a.Limit/8 // 9/8 of the device: ExpandableSegment's address space
 	if a.Limit <= 0 || space > units.MaxBytes {
 		space = 1 << 40 // no device limit: any large space will do
 	}
 	virtual := roundUp(max(space, size), page)
-	seg := a.newSegment(virtual, pool, true)
+	seg := a.newSegment(virtual, pool%2, Stream(pool/2), true)
 	b := &Block{seg: seg, Size: virtual, unmapped: true}
 	seg.first = b
 	a.addUnmapped(b)
@@ -143,7 +147,7 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	}
 	u.unmapped = false
 	a.Reserved += pages
-	a.observe(SegmentMap, u.Addr(), pages)
+	a.observe(SegmentMap, u.seg, u.Addr(), pages)
 	// The new pages join free neighbours, as release merges a freed block.
 	b := a.joinFree(u)
 	b.free = true
@@ -170,7 +174,7 @@ func (a *Allocator) unmapBlock(b *Block) {
 	}
 	b.free, b.unmapped = false, true
 	a.Reserved -= b.Size
-	a.observe(SegmentUnmap, b.Addr(), b.Size)
+	a.observe(SegmentUnmap, b.seg, b.Addr(), b.Size)
 	// Join unmapped neighbours.
 	if n := b.next; n != nil && n.unmapped {
 		a.removeUnmapped(n)
@@ -192,18 +196,20 @@ func unmappedBefore(x, y *Block) bool {
 }
 
 func (a *Allocator) addUnmapped(b *Block) {
-	l := a.unmapped[b.seg.pool]
+	pool := a.grow(b.list())
+	l := a.unmapped[pool]
 	i := sort.Search(len(l), func(i int) bool { return unmappedBefore(b, l[i]) })
 	l = append(l, nil)
 	copy(l[i+1:], l[i:])
 	l[i] = b
-	a.unmapped[b.seg.pool] = l
+	a.unmapped[pool] = l
 }
 
 func (a *Allocator) removeUnmapped(b *Block) {
-	l := a.unmapped[b.seg.pool]
+	pool := a.grow(b.list())
+	l := a.unmapped[pool]
 	i := sort.Search(len(l), func(i int) bool { return !unmappedBefore(l[i], b) })
 	if i < len(l) && l[i] == b {
-		a.unmapped[b.seg.pool] = append(l[:i], l[i+1:]...)
+		a.unmapped[pool] = append(l[:i], l[i+1:]...)
 	}
 }

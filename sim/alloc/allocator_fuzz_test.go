@@ -15,9 +15,12 @@ import (
 //
 // The input is read as events of 9 bytes: an opcode byte and a uint64.
 // Even opcodes allocate (the size is the uint64, scaled by the opcode so
-// that small, large and huge requests all occur); odd opcodes free the
-// live block the uint64 picks. The first event's uint64 is the limit; its
-// top bit switches on expandable segments (allocator_expandable.go).
+// that small, large and huge requests all occur) on the stream op>>3&3;
+// op%8 == 3 records stream op>>3&3 on the live block the uint64 picks,
+// op%8 == 5 synchronizes stream op>>3&3 up to now, and the other odd
+// opcodes free the live block the uint64 picks. The first event's uint64
+// is the limit; its top bit switches on expandable segments
+// (allocator_expandable.go).
 func FuzzAllocator(f *testing.F) {
 	ev := func(op byte, n uint64) []byte {
 		b := make([]byte, 9)
@@ -39,6 +42,10 @@ func FuzzAllocator(f *testing.F) {
 	const expandable = 1 << 63
 	f.Add(cat(ev(0, expandable|100<<20), ev(2, 30<<20), ev(2, 30<<20), ev(0, 4096), ev(1, 0), ev(2, 50<<20), ev(1, 1), ev(2, 60<<20)))
 	f.Add(cat(ev(0, expandable), ev(0, 1), ev(2, 3<<20), ev(1, 0), ev(0, 1<<20), ev(4, 1<<33), ev(1, 1), ev(4, 1<<34)))
+	// Streams: a block of stream 1 used on stream 0, released, reused only
+	// after stream 0 catches up.
+	f.Add(cat(ev(0, 0), ev(2|8, 3<<20), ev(3, 0), ev(1, 0), ev(2|8, 3<<20), ev(5, 0), ev(2|8, 3<<20), ev(2, 3<<20)))
+	f.Add(cat(ev(0, expandable|100<<20), ev(2|8, 30<<20), ev(3, 0), ev(1, 0), ev(2|16, 50<<20), ev(2|8, 30<<20), ev(2, 60<<20)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var a Allocator
 		if len(data) >= 9 {
@@ -47,7 +54,7 @@ func FuzzAllocator(f *testing.F) {
 			a.Expandable = lim>>63 == 1
 			// Index the free lists from a few blocks on (freeindex.go), so
 			// that short inputs exercise the index against the scan.
-			a.index[0].above, a.index[1].above = 1+int(data[0]%16), 1+int(data[0]/16%16)
+			a.indexAbove = [2]int{1 + int(data[0]%16), 1 + int(data[0]/16%16)}
 			data = data[9:]
 		}
 		var live []*Block
@@ -61,7 +68,15 @@ func FuzzAllocator(f *testing.F) {
 		for len(data) >= 9 {
 			op, n := data[0], binary.LittleEndian.Uint64(data[1:9])
 			data = data[9:]
-			if op%2 == 1 {
+			stream := Stream(op >> 3 & 3)
+			switch {
+			case op%8 == 5:
+				a.Synchronize(stream, a.Mark())
+			case op%8 == 3:
+				if len(live) > 0 {
+					a.RecordStream(live[int(n%uint64(len(live)))], stream)
+				}
+			case op%2 == 1:
 				if len(live) == 0 {
 					continue
 				}
@@ -70,7 +85,7 @@ func FuzzAllocator(f *testing.F) {
 				live[i] = live[len(live)-1]
 				live = live[:len(live)-1]
 				a.Release(b)
-			} else {
+			default:
 				var size int64
 				switch op % 8 {
 				case 0:
@@ -89,15 +104,16 @@ func FuzzAllocator(f *testing.F) {
 					continue
 				}
 				requested += size
-				if got, want := a.bestFit(poolOf(RoundSize(size)), RoundSize(size)), scanBestFit(&a, size); got != want {
+				list := listOf(stream, poolOf(RoundSize(size)))
+				if got, want := a.bestFit(list, RoundSize(size)), scanBestFit(&a, list, size); got != want {
 					t.Fatalf("alloc(%d): the free index picks %v, the free-list scan %v", size, got, want)
 				}
-				b, _ := a.Alloc(size)
+				b, _ := a.AllocOn(size, stream)
 				if b == nil {
 					t.Fatalf("alloc(%d) returned no block", size)
 				}
-				if b.free || b.Size < size {
-					t.Fatalf("alloc(%d) returned block of %d bytes, free=%v", size, b.Size, b.free)
+				if b.free || b.pending || b.Size < size || b.Stream() != stream {
+					t.Fatalf("alloc(%d) on stream %d returned block of %d bytes, free=%v, pending=%v, stream %d", size, stream, b.Size, b.free, b.pending, b.Stream())
 				}
 				live = append(live, b)
 			}
@@ -109,10 +125,13 @@ func FuzzAllocator(f *testing.F) {
 // scanBestFit is the allocator's best fit by a scan of the free list, as
 // it was before the free index: the first block in list order of the
 // smallest size that fits.
-func scanBestFit(a *Allocator, n int64) *Block {
+func scanBestFit(a *Allocator, list int, n int64) *Block {
 	size := RoundSize(n)
+	if list >= len(a.free) {
+		return nil
+	}
 	var best *Block
-	for _, b := range a.free[poolOf(size)] {
+	for _, b := range a.free[list] {
 		if b.Size >= size && (best == nil || b.Size < best.Size) {
 			best = b
 		}
@@ -137,14 +156,16 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	if held != a.Allocated {
 		t.Fatalf("live blocks hold %d bytes, allocated says %d", held, a.Allocated)
 	}
-	var reserved, used int64
+	var reserved, used, pending int64
 	freeBlocks, unmapped := map[*Block]int{}, map[*Block]int{}
+	byStream, usedBy := map[Stream]int64{}, map[Stream]int64{}
 	for _, s := range a.segments {
 		if s.released {
 			continue // returned to the device, dropped from the list later
 		}
 		if !s.expandable {
 			reserved += s.size
+			byStream[s.stream] += s.size
 		}
 		if s.first == nil || s.first.prev != nil || s.first.off != 0 {
 			t.Fatalf("segment of %d bytes has a bad first block", s.size)
@@ -165,20 +186,28 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 				if b.next != nil && b.next.unmapped {
 					t.Fatalf("segment of %d bytes: unmapped neighbours at %d and %d left unmerged", s.size, b.off, b.next.off)
 				}
-				unmapped[b] = s.pool
+				unmapped[b] = b.list()
 				off += b.Size
 				continue
 			}
 			if s.expandable {
 				reserved += b.Size
+				byStream[s.stream] += b.Size
+			}
+			if b.free && b.pending {
+				t.Fatalf("segment of %d bytes: block at %d both free and pending", s.size, b.off)
+			}
+			if b.pending {
+				pending += b.Size
 			}
 			if b.free {
 				if b.next != nil && b.next.free {
 					t.Fatalf("segment of %d bytes: free neighbours at %d and %d left unmerged", s.size, b.off, b.next.off)
 				}
-				freeBlocks[b] = s.pool
-			} else {
+				freeBlocks[b] = b.list()
+			} else if !b.pending {
 				used += b.Size
+				usedBy[s.stream] += b.Size
 			}
 			off += b.Size
 		}
@@ -191,6 +220,17 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	}
 	if used != a.Allocated {
 		t.Fatalf("used blocks hold %d bytes, allocated says %d", used, a.Allocated)
+	}
+	if pending != a.Pending() {
+		t.Fatalf("pending blocks hold %d bytes, the pending list %d", pending, a.Pending())
+	}
+	for s, n := range byStream {
+		if a.ReservedOn(s) != n || a.PeakReservedOn(s) < n {
+			t.Fatalf("stream %d: segments hold %d bytes, ReservedOn says %d, PeakReservedOn %d", s, n, a.ReservedOn(s), a.PeakReservedOn(s))
+		}
+		if a.AllocatedOn(s) != usedBy[s] {
+			t.Fatalf("stream %d: used blocks hold %d bytes, AllocatedOn says %d", s, usedBy[s], a.AllocatedOn(s))
+		}
 	}
 	n := 0
 	for pool, fl := range a.free {
@@ -208,18 +248,21 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	if n != len(freeBlocks) {
 		t.Fatalf("free lists hold %d blocks, segments have %d free blocks", n, len(freeBlocks))
 	}
-	for pool := range a.free {
+	var cachedBytes int64
+	for list := range a.free {
 		var bytes, largest int64
-		for _, b := range a.free[pool] {
+		for _, b := range a.free[list] {
 			bytes, largest = bytes+b.Size, max(largest, b.Size)
 		}
-		if c := a.Cached(pool); c.Bytes != bytes || c.Largest != largest || c.Blocks != len(a.free[pool]) {
-			t.Fatalf("pool %d: Cached says %+v, the free list holds %d blocks of %d bytes, the largest %d",
-				pool, c, len(a.free[pool]), bytes, largest)
+		c := a.CachedOn(Stream(list/2), list%2)
+		if c.Bytes != bytes || c.Largest != largest || c.Blocks != len(a.free[list]) {
+			t.Fatalf("list %d: Cached says %+v, the free list holds %d blocks of %d bytes, the largest %d",
+				list, c, len(a.free[list]), bytes, largest)
 		}
+		cachedBytes += c.Bytes
 	}
-	if c0, c1 := a.Cached(0), a.Cached(1); c0.Bytes+c1.Bytes != a.Reserved-a.Allocated {
-		t.Fatalf("free blocks hold %d bytes, reserved - allocated is %d", c0.Bytes+c1.Bytes, a.Reserved-a.Allocated)
+	if cachedBytes+pending != a.Reserved-a.Allocated {
+		t.Fatalf("free blocks hold %d bytes and pending ones %d, reserved - allocated is %d", cachedBytes, pending, a.Reserved-a.Allocated)
 	}
 	n = 0
 	for pool, l := range a.unmapped {

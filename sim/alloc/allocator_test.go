@@ -70,3 +70,21 @@ func TestAllocatorFragmentationAndOOM(t *testing.T) {
 	_ = b2
 	_ = b3
 }
+
+// TestAllocationSize: what "Tried to allocate" reports is the segment a
+// request would need (get_allocation_size): 2 MiB up to 1 MiB, 20 MiB
+// below 10 MiB, else rounded up to 2 MiB.
+func TestAllocationSize(t *testing.T) {
+	for _, c := range []struct{ n, want int64 }{
+		{1, 2 << 20},
+		{1 << 20, 2 << 20},
+		{1<<20 + 1, 20 << 20},
+		{4 << 20, 20 << 20},
+		{10 << 20, 10 << 20},
+		{412_090_368, 394 << 20}, // 2 x 1024 x 50304 fp32 logits: "Tried to allocate 394.00 MiB" (karpathy/nanoGPT#88)
+	} {
+		if got := AllocationSize(c.n); got != c.want {
+			t.Errorf("AllocationSize(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}

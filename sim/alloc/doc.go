@@ -3,7 +3,10 @@
 // and a large pool, 2 MiB and 20 MiB segments, best-fit blocks that split
 // and merge, cached segments released and retried before an out-of-memory,
 // and, with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, one growing
-// segment per pool mapped page by page.
+// segment per pool mapped page by page. Pools are per stream: a block
+// serves only the stream that allocated it, and a block another stream
+// used (record_stream) is reused only once that stream has caught up
+// (streams.go).
 //
 // It knows nothing of models or steps: the replay (package sim) asks it for
 // blocks and gives them back, and reads reserved memory, the bytes

@@ -95,6 +95,10 @@ type Plan struct {
 	// GPU (dispatch.go); the time model's only.
 	Overheads Overheads
 
+	// Runtime memory: NCCL's and CUDA's settings that change the device
+	// memory outside PyTorch's allocator (runtime_memory.go).
+	RuntimeMemory RuntimeMemory
+
 	PipeStage *StageSpec // set on the per-stage copies of a pipelined plan
 }
 
@@ -157,6 +161,9 @@ func (p *Plan) Validate() error {
 	}
 	if p.Phase > Eval {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown phase %d (known: train, eval)", p.Phase)}
+	}
+	if err := p.RuntimeMemory.Validate(); err != nil {
+		return err
 	}
 	if err := p.Precision.Validate(); err != nil {
 		return &units.Error{Path: "train", Msg: err.Error()}

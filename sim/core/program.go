@@ -92,10 +92,37 @@ type OpInfo struct {
 	// WorkBParts: WorkB is this many tensors of equal size, allocated one
 	// after another (0 or 1: one tensor).
 	WorkBParts int32
+	// Work, when set, lists the tensors the workspaces are (bytes each,
+	// summing to WorkF and WorkB), allocated in that order and released
+	// together; unset, each workspace is one tensor (WorkBParts aside).
+	Work *WorkTensors
 	// Keep: the checkpoint policy keeps this op's outputs from the forward
 	// (selective checkpointing's MUST_SAVE); its region's recomputation
 	// takes them instead of running the op (checkpoint_policy.go).
 	Keep bool
+}
+
+// WorkTensors are an op's workspaces as the tensors PyTorch allocates
+// for them: in the caching allocator each takes a block of its own, so a
+// large workspace made of several tensors fits where one lump would not.
+type WorkTensors struct {
+	F, B []int64
+}
+
+// Forward is the forward workspace's tensors, nil for one tensor.
+func (w *WorkTensors) Forward() []int64 {
+	if w == nil {
+		return nil
+	}
+	return w.F
+}
+
+// Backward is the backward workspace's tensors, nil for the default.
+func (w *WorkTensors) Backward() []int64 {
+	if w == nil {
+		return nil
+	}
+	return w.B
 }
 
 // program is the lowered forward of one micro-batch.

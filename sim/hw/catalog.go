@@ -32,9 +32,10 @@ const catalogMiB int64 = 1 << 20
 //     64 GB/s (calibration.md D2).
 //   - Context is the CUDA context plus loaded kernels. V100 entries use the
 //     measured 1,343 MiB of calibration.md B1 row 0 (torch 1.x, eager
-//     module loading). Others use 500 MiB, a documented typical value with
-//     lazy module loading (CUDA_MODULE_LOADING=LAZY, the default from CUDA
-//     11.7 and PyTorch 2.x); it is not a measurement of that card.
+//     module loading: ContextEager; context.go derives the lazy figure).
+//     Others use 500 MiB, a documented typical value with lazy module
+//     loading (CUDA_MODULE_LOADING=LAZY, the default from CUDA 11.7 and
+//     PyTorch 2.x); it is not a measurement of that card.
 //
 // "thamada" below is github.com/thamada/nvidia-smi at c4c8a46, files
 // gls/<card>_deviceQuery.py and gls/<card>_smi.py: deviceQuery and
@@ -49,7 +50,7 @@ func Catalog() []Device {
 			// V100 has no bf16; BF16TFLOPS holds its fp16 tensor peak.
 			Name: "V100-16GB", Memory: 16_160 * catalogMiB, SMIMemory: 16_160 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
-			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB,
+			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB, ContextEager: true,
 			Kernels: voltaRates,
 			Source: "cal D1 (V100 SXM2, RECALLED): 125 TFLOPS fp16 tensor, 900 GB/s, NVLink2 300 GB/s; " +
 				"nvidia-smi total 16,160 MiB for V100-SXM2-16GB; PyTorch's total_memory not found in a public " +
@@ -59,7 +60,7 @@ func Catalog() []Device {
 		{
 			Name: "V100-32GB", Memory: 32_502 * catalogMiB, SMIMemory: 32_510 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
-			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB,
+			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB, ContextEager: true,
 			Kernels: voltaRates,
 			Source: "cal D1 (V100 SXM2, RECALLED); PyTorch total 31.74 GiB (32,502 MiB) in the OOM message of " +
 				"haotian-liu/LLaVA issue 812 (8 x V100); nvidia-smi total 32,510 MiB for V100-SXM2-32GB (RECALLED); " +

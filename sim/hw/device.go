@@ -18,7 +18,10 @@ type Device struct {
 	LinkGBps   float64 // GPU-GPU link (NVLink/xGMI) per direction, GB/s; 0 when PCIe only
 	PCIeGBps   float64 // host link per direction, GB/s
 	Context    int64   // CUDA context + loaded kernels, bytes (not counted by PyTorch's allocator)
-	Source     string  // where these figures come from
+	// ContextEager says Context was measured with eager module loading
+	// (context.go); otherwise it is the context with lazy loading.
+	ContextEager bool
+	Source       string // where these figures come from
 
 	// LinkAssumed and PCIeAssumed say that a custom device was given no
 	// link_gbps or pcie_gbps and a documented default stands in (reports

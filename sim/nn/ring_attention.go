@@ -64,6 +64,20 @@ func ringAttention(b *core.Builder, i int32, q, k, v core.Value, kvSeen int64) {
 //     buffers of 2 x kv in fp32).
 //
 // Each rank computes 1/cp of the causal attention (load-balanced halves).
+//
+// Each of these is a tensor of its own, allocated in this order (the
+// kernel's own backward workspace, when the op has one, after the
+// gathered keys and values): one lump of their sum needs a free block as
+// large, which the recompute's saved inputs split between layers, so
+// every other layer cached a new segment (Table 2 of torchtitan's
+// benchmark, sim/calib_torchtitan_test.go, came out 1-5 GiB over with
+// cp 2-8, the more the larger cp). The all-gather and the all-to-all are
+// functional collectives (torch.distributed._functional_collectives): their
+// outputs are allocated on the compute stream and run on NCCL's internal
+// stream (ProcessGroupNCCL), which records them (record_stream); the
+// compute stream waits for each collective before it reads the output
+// (wait_tensor), so memsh takes NCCL's stream as done with a buffer when
+// the op frees it, and the buffers come back to the compute stream's pool.
 func allGatherAttention(b *core.Builder, i int32, q core.Value, kv int64) {
 	cp := b.Par.Cpn()
 	o32 := units.FP32.Bytes(core.Numel(b.Shape(q)))
@@ -72,10 +86,23 @@ func allGatherAttention(b *core.Builder, i int32, q core.Value, kv int64) {
 		kv32 = kv
 	}
 	op := b.Op(i)
+	op.Work = &core.WorkTensors{
+		F: append(nonZero(op.WorkF), cp*kv, o32, o32, o32, o32),
+		B: append([]int64{o32, kv32 / 2, kv32 - kv32/2, cp * kv}, append(nonZero(op.WorkB),
+			b.Val(q).Bytes, kv/2, kv-kv/2, kv32, kv32)...),
+	}
 	op.WorkF += cp*kv + 4*o32
 	op.WorkB += cp*kv + o32 + 3*kv32 + b.Val(q).Bytes + kv
 	op.Flops *= float64(cp)
 	b.RecordComm("all_gather", "cp", cp*kv, false)
 	b.RecordComm("all_gather", "cp", cp*kv, true)
 	b.RecordComm("send_recv", "cp", (cp-1)*kv32, true)
+}
+
+// nonZero is the workspace n as a list of one tensor, none when zero.
+func nonZero(n int64) []int64 {
+	if n == 0 {
+		return nil
+	}
+	return []int64{n}
 }

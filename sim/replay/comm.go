@@ -5,45 +5,12 @@ import (
 	"sort"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hw"
 )
 
 // Communication: NCCL's buffers (device memory outside PyTorch's
 // allocator) and the bytes each collective moves per step.
 
-// NCCL's per-connection FIFO buffers (src/init.cc): Simple NCCL_BUFFSIZE
-// 4 MiB (DEFAULT_BUFFSIZE), LL128 120*640*8*8 = 4,915,200 B
-// (DEFAULT_LL128_BUFFSIZE), LL 8*512*8*16 = 512 KiB (DEFAULT_LL_BUFFSIZE).
-const (
-	ncclSimple = 4 << 20
-	ncclLL128  = 4_915_200
-	ncclLL     = 512 << 10
-	ncclFIFO   = ncclSimple + ncclLL128 + ncclLL
-	// All-to-all connects every peer on every channel; NCCL's ALLOC log for
-	// 8 x H100 shows 10 MiB + 2 MiB per channel and peer (NVIDIA/nccl#1685,
-	// +3.28 GB on each GPU after the first all_to_all_single).
-	ncclPeerChannel = 10<<20 + 2<<20
-	// Send/recv (pipeline) uses the shared p2p buffers: the Simple FIFO on
-	// a few channels per peer (NCCL_NCHANNELS_PER_NET_PEER, p2p channels).
-	ncclP2PChannels = 8
-)
-
-// ncclChannels estimates the channels NCCL opens on a communicator: 32
-// (MAXCHANNELS) on NVLink4/5 nodes (Hopper, Blackwell), 16 on older NVLink,
-// 4 over PCIe, 16 across nodes (2 per NIC on 8-NIC nodes). The memory is
-// linear in the channels (sjeaugey in NVIDIA/nccl#864 and #986, where one
-// communicator used ~1.6 GB on 8 GPUs).
-func ncclChannels(d hw.Device, intra bool) int64 {
-	switch {
-	case !intra:
-		return 16
-	case d.LinkGBps >= 400:
-		return 32
-	case d.LinkGBps > 0:
-		return 16
-	}
-	return 4
-}
+// NCCL's memory per communicator is nccl.go.
 
 // commGroup is one communicator of this GPU.
 type commGroup struct {
@@ -90,33 +57,13 @@ func CommOverheads(p *core.Plan) []Overhead {
 	}
 	var out []Overhead
 	for _, g := range commGroups(p) {
-		ch := ncclChannels(p.Device, g.intra)
-		var b int64
-		var how string
-		switch g.pattern {
-		case "ring":
-			// One ring connection per channel (ring: 2 connections, the
-			// receive side holds the FIFO); a tree across nodes doubles it.
-			conns := int64(1)
-			if !g.intra {
-				conns = 2
-			}
-			b = ch * conns * ncclFIFO
-			how = fmt.Sprintf("%d channels x %d connection(s) x (Simple 4 MiB + LL128 4.69 MiB + LL 0.5 MiB)", ch, conns)
-		case "alltoall":
-			b = (g.size - 1) * ch * ncclPeerChannel
-			how = fmt.Sprintf("%d peers x %d channels x 12 MiB (NVIDIA/nccl#1685)", g.size-1, ch)
-		default:
-			peers := min(g.size-1, 2)
-			b = peers * ncclP2PChannels * ncclSimple
-			how = fmt.Sprintf("%d peer(s) x %d p2p channels x 4 MiB", peers, ncclP2PChannels)
-		}
+		b, how := ncclMemory(p, g) // nccl.go
 		where := "inside a node"
 		if !g.intra {
 			where = "across nodes"
 		}
 		out = append(out, Overhead{Name: "nccl_" + g.name, Bytes: b,
-			Source: fmt.Sprintf("NCCL buffers of the %s communicator (%d ranks, %s): %s; an estimate (src/init.cc buffer sizes, NCCL_BUFFSIZE)", g.name, g.size, where, how)})
+			Source: fmt.Sprintf("NCCL buffers of the %s communicator (%d ranks, %s): %s; an estimate (replay/nccl.go: src/init.cc buffer sizes, NCCL_BUFFSIZE)", g.name, g.size, where, how)})
 	}
 	return out
 }

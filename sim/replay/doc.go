@@ -19,5 +19,7 @@
 // (sharding.go, gather.go, shard_*.go, fsdp*.go), offload of optimizer
 // state, parameters and activations, paged optimizers, and embedding
 // tables whose rows, sparse gradients and row-wise optimizer state change
-// from step to step (table*.go, RunSteps).
+// from step to step (table*.go, RunSteps). Which allocations go to which
+// CUDA stream, and so to which of the allocator's pools, is streams.go;
+// what nvidia-smi then shows, row by row, device.go.
 package replay

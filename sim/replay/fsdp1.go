@@ -114,7 +114,8 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	}
 	dt := d.gatherDT
 	s := d.gatheredSize(u) / d.dp
-	out := d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatGrads, "sharded gradient of "+un.name+" (FSDP1 reduce-scatter)")
+	out := d.allocOn(r, StreamReduceScatter, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatGrads, "sharded gradient of "+un.name+" (FSDP1 reduce-scatter, on the post-backward stream)")
+	r.recordStream(un.flatGrad, StreamReduceScatter) // read by the reduce-scatter (streams.go)
 	r.release(un.flatGrad)
 	un.flatGrad = none
 	if un.grad == none {

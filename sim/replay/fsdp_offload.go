@@ -56,10 +56,10 @@ func (d *distState) fsdpShardsToGPU(r *Replay, u int32) []int32 {
 	n := d.unitShard(u, false)
 	dt := r.Plan.Precision.Params
 	r.Rep.Traffic.PCIe += dt.Bytes(n)
-	ids := []int32{d.alloc(r, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), core.CatComm,
+	ids := []int32{d.allocOn(r, StreamAllGather, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), core.CatComm,
 		"GPU copy of this rank's host shards of "+un.name+" (FSDP2 CPUOffloadPolicy: all_gather_inputs)")}
 	if d.gatherDT != dt {
-		ids = append(ids, d.alloc(r, un.name+" shards cast", []int64{n}, d.gatherDT, d.gatherDT.Bytes(n), core.CatComm,
+		ids = append(ids, d.allocOn(r, StreamAllGather, un.name+" shards cast", []int64{n}, d.gatherDT, d.gatherDT.Bytes(n), core.CatComm,
 			"the shards cast to param_dtype for the all-gather (MixedPrecisionPolicy)"))
 	}
 	return ids
@@ -71,7 +71,7 @@ func (d *distState) fsdpGradToHost(r *Replay, u int32) {
 	un := &d.units[u]
 	s := d.unitGradShard(int(u))
 	dt := r.Plan.Precision.Grads
-	r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm,
+	r.release(d.allocOn(r, StreamReduceScatter, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm,
 		"FSDP reduce-scatter output of "+un.name+", copied to the host gradient shard"))
 	r.Rep.Traffic.PCIe += dt.Bytes(s)
 }

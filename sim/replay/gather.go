@@ -92,7 +92,8 @@ func (d *distState) gather(r *Replay, u int32) {
 	n, b := d.gatheredSize(u), d.gatheredBytes(u)
 	dt := d.gatherDT
 	if d.fsdp1 {
-		un.tensor = d.alloc(r, un.name+" unsharded flat parameter", []int64{n}, dt, b, core.CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it; freed at reshard)")
+		d.rateLimit(r) // limit_all_gathers (streams.go)
+		un.tensor = d.allocOn(r, StreamAllGather, un.name+" unsharded flat parameter", []int64{n}, dt, b, core.CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it on the unshard stream; freed at reshard)")
 		return
 	}
 	if d.Mode == DistFSDP {
@@ -100,12 +101,13 @@ func (d *distState) gather(r *Replay, u int32) {
 		if d.FsdpOffload(r) {
 			fromHost = d.fsdpShardsToGPU(r, u)
 		}
-		flat := d.alloc(r, un.name+" all-gather output", []int64{n}, dt, b, core.CatComm, "FSDP all-gather output of "+un.name+" (copied out to the unsharded parameters)")
+		flat := d.allocOn(r, StreamAllGather, un.name+" all-gather output", []int64{n}, dt, b, core.CatComm, "FSDP all-gather output of "+un.name+" (on the all-gather copy-in stream; copied out to the unsharded parameters)")
 		for _, id := range fromHost {
 			r.release(id)
 		}
+		d.freeKeptAllGatherOutput(r) // the previous unit's (streams.go)
 		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, b, core.CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
-		r.release(flat)
+		d.releaseAllGatherOutput(r, flat)
 		if un.postFwd != none {
 			r.release(un.postFwd)
 			un.postFwd = none
@@ -130,7 +132,11 @@ func (d *distState) reshard(r *Replay, u int32) {
 	if un.tensor == none || un.keep {
 		return
 	}
-	r.release(un.tensor)
+	if d.fsdp1 {
+		d.freeUnsharded(r, un.tensor) // recorded on the compute stream (streams.go)
+	} else {
+		r.release(un.tensor)
+	}
 	un.tensor = none
 	d.live -= un.numel
 }
@@ -339,7 +345,7 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 		d.shardGrad(r, int(u))
 	} else {
 		s := d.unitGradShard(int(u))
-		r.release(d.alloc(r, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm, "FSDP reduce-scatter output, added to the sharded gradient"))
+		r.release(d.allocOn(r, StreamReduceScatter, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm, "FSDP reduce-scatter output (on the reduce-scatter stream), added to the sharded gradient"))
 	}
 	r.release(in)
 }
@@ -375,6 +381,7 @@ func (d *distState) backwardEnd(r *Replay) {
 		for u := range d.units {
 			d.reshard(r, int32(u)) // _catch_all_reshard in the final callback
 		}
+		r.synchronize(r.alloc.Mark()) // the streams are done when the backward ends (streams.go)
 	}
 	if d.ipg == none {
 		return

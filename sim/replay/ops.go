@@ -31,7 +31,9 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 		}
 	}
 	if op.WorkF > 0 && !reuse {
-		r.release(r.allocate(Alloc{Tensor: op.Name + " workspace", Shape: []int64{op.WorkF}, DType: units.INT8, Bytes: op.WorkF, Why: "forward workspace of " + op.Kind, Cat: core.CatTemporaries}))
+		for _, id := range r.workspace(op, "workspace", "forward", op.WorkF, 1, op.Work.Forward()) {
+			r.release(id)
+		}
 	}
 	lastOf := r.last
 	if recompute {
@@ -205,20 +207,29 @@ func (r *Replay) backwardOp(i int) {
 	}
 }
 
-// backwardWorkspace allocates op's backward workspace: WorkB bytes in
-// WorkBParts tensors of equal size (one when unset).
+// backwardWorkspace allocates op's backward workspace: the tensors of
+// op.Work, or WorkB bytes in WorkBParts tensors of equal size (one when
+// unset).
 func (r *Replay) backwardWorkspace(op *core.OpInfo) []int32 {
 	if op.WorkB <= 0 {
 		return nil
 	}
-	n := max(int64(op.WorkBParts), 1)
-	ids := make([]int32, 0, n)
-	for k := range n {
-		b := op.WorkB / n
-		if k == n-1 {
-			b = op.WorkB - (n-1)*b
+	return r.workspace(op, "backward workspace", "backward", op.WorkB, max(int64(op.WorkBParts), 1), op.Work.Backward())
+}
+
+// workspace allocates total bytes as the tensors sizes lists or, with
+// none, as n tensors of equal size.
+func (r *Replay) workspace(op *core.OpInfo, name, pass string, total, n int64, sizes []int64) []int32 {
+	if len(sizes) == 0 {
+		sizes = make([]int64, n)
+		for k := range n {
+			sizes[k] = total / n
 		}
-		ids = append(ids, r.allocate(Alloc{Tensor: op.Name + " backward workspace", Shape: []int64{b}, DType: units.INT8, Bytes: b, Why: "backward workspace of " + op.Kind, Cat: core.CatTemporaries}))
+		sizes[n-1] = total - (n-1)*(total/n)
+	}
+	ids := make([]int32, 0, len(sizes))
+	for _, b := range sizes {
+		ids = append(ids, r.allocate(Alloc{Tensor: op.Name + " " + name, Shape: []int64{b}, DType: units.INT8, Bytes: b, Why: pass + " workspace of " + op.Kind, Cat: core.CatTemporaries}))
 	}
 	return ids
 }

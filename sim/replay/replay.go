@@ -77,6 +77,10 @@ type Replay struct {
 	alloc    alloc.Allocator
 	traced   map[*alloc.Block]tracedTensor // with Options.Trace: the blocks in use and their tensors (trace.go)
 
+	stream        alloc.Stream // the stream allocations go to (streams.go)
+	freeEvents    []int64      // FSDP1's rate limiter: the marks of queued reshard free events
+	keptAllGather int32        // FSDP2: the all-gather output the forward keeps until the next copy-out, none
+
 	live []liveTensor // by tensor id
 	cur  [core.NumCategories]int64
 
@@ -129,7 +133,7 @@ const none = -1
 func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64) *Replay {
 	nv := len(p.Values)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
-		fwdPhase: PhaseForward}
+		fwdPhase: PhaseForward, keptAllGather: none}
 	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }
 	if opts.Trace {
 		r.Rep.Trace = &Trace{modules: map[string]string{}}
@@ -328,7 +332,7 @@ func (r *Replay) allocate(a Alloc) int32 {
 		a.Bytes = 1
 	}
 	r.grew = false
-	blk, ok := r.alloc.Alloc(a.Bytes)
+	blk, ok := r.alloc.AllocOn(a.Bytes, r.stream)
 	a.Phase, a.Op = r.phase, r.op
 	if r.grew && r.alloc.Reserved > r.Rep.PeakReserved {
 		r.Rep.Frag.PeakGrowth = &PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved}
@@ -358,11 +362,12 @@ func (r *Replay) release(id int32) {
 		return
 	}
 	r.cur[t.cat] -= t.blk.Size
-	if r.traced != nil {
-		r.traceFree(t.blk)
-	}
 	r.recordPeakCache()
+	addr := t.blk.Addr() // before the block merges with free neighbours
 	r.alloc.Release(t.blk)
+	if r.traced != nil {
+		r.traceFree(t.blk, addr)
+	}
 	t.blk = nil
 	r.sample()
 }
@@ -373,7 +378,9 @@ func (r *Replay) sample() {
 	if r.alloc.Allocated > rep.PeakAllocated {
 		rep.PeakAllocated = r.alloc.Allocated
 		rep.peakCat = r.cur
-		rep.peakReservedThen = r.alloc.Reserved
+		for s := range rep.peakStream {
+			rep.peakStream[s] = streamUse{r.alloc.AllocatedOn(alloc.Stream(s)), r.alloc.ReservedOn(alloc.Stream(s))}
+		}
 		rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
 		r.peakCache = true
 	}

@@ -22,6 +22,7 @@ type Report struct {
 	OOM       *OOM
 	States    States
 	Overheads []Overhead // memory outside PyTorch's allocator, each with its source
+	Streams   []Share    // each stream the step allocates on: the most its segments reserved at once (streams.go)
 
 	SavedActivations  int64 // held for backward at the end of the forward (storages)
 	SavedWeightCopies int64 // autocast low-precision weight copies held for backward
@@ -42,8 +43,8 @@ type Report struct {
 	Tables   []TableStep // per table layer: memory, traffic and transfer terms
 	Frag     Fragmentation
 
-	peakCat          [core.NumCategories]int64
-	peakReservedThen int64
+	peakCat    [core.NumCategories]int64
+	peakStream [numStreams]streamUse // each stream's bytes at the peak of allocated memory
 }
 
 // Share is one category of the breakdown.
@@ -62,6 +63,11 @@ type PeakAt struct {
 type OOM struct {
 	Alloc   Alloc
 	Message string // in PyTorch's own words
+	// The figures the message prints: bytes allocated and reserved by
+	// PyTorch when the request failed (after releasing the cache), and in
+	// use by the process: reserved plus every term outside the allocator
+	// (Report.Overheads).
+	Allocated, Reserved, InUse int64
 }
 
 // States are the model states per GPU, in the ZeRO paper's sense.
@@ -157,23 +163,24 @@ func (r *Replay) oomAt(a Alloc) *OOM {
 	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. "+
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
 		"and %s is reserved by PyTorch but unallocated.",
-		gib(alloc.RoundSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
+		gib(alloc.AllocationSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
 	if reserved-allocated > capacity/20 && !r.Plan.ExpandableSegments {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
 	a.Phase, a.Op = r.phase, r.op
-	return &OOM{Alloc: a, Message: msg}
+	return &OOM{Alloc: a, Message: msg, Allocated: allocated, Reserved: reserved, InUse: inUse}
 }
 
 // gib formats bytes as PyTorch's OOM message does (format_size in
-// CUDACachingAllocator.cpp): bytes, KiB, MiB or GiB with two decimals.
+// CUDACachingAllocator.cpp): bytes up to 1024, then KiB up to 1 MiB, MiB
+// up to 1 GiB, else GiB, with two decimals (1 MiB prints as 1024.00 KiB).
 func gib(n int64) string {
 	switch {
-	case n < 1024:
+	case n <= 1024:
 		return fmt.Sprintf("%d bytes", n)
-	case n < 1<<20:
+	case n <= 1<<20:
 		return fmt.Sprintf("%.2f KiB", float64(n)/1024)
-	case n < 1<<30:
+	case n <= 1<<30:
 		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
 	}
 	return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))

@@ -13,11 +13,7 @@ import (
 // the report afterwards).
 func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error) {
 	dev := plan.Device
-	overheads := []Overhead{{
-		Name: "cuda_context", Bytes: dev.Context,
-		Source: "CUDA context and loaded kernels for " + dev.Name + " (" + dev.Source + ")",
-	}}
-	overheads = append(overheads, CommOverheads(plan)...) // NCCL buffers
+	overheads := Overheads(plan) // the CUDA context, NCCL's buffers (device.go)
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes
@@ -52,6 +48,8 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	rep := r.Rep
 	rep.Capacity = dev.Memory
 	rep.Overheads = overheads
+	rep.PeakReserved = r.steadyReserved()
+	rep.Streams = r.streamPeaks()
 	rep.DeviceUsed = rep.PeakReserved + nonTorch + rep.States.pagedBytes(plan)
 	rep.Headroom = dev.Memory - rep.DeviceUsed
 	rep.Fits = rep.OOM == nil && rep.Headroom >= 0
@@ -61,13 +59,7 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 			rep.TrainableParams += p.FullNumel
 		}
 	}
-	rep.Breakdown = make([]Share, 0, core.NumCategories+2)
-	for c := core.Category(0); c < core.NumCategories; c++ {
-		rep.Breakdown = append(rep.Breakdown, Share{Name: c.String(), Bytes: rep.peakCat[c]})
-	}
-	rep.Breakdown = append(rep.Breakdown,
-		Share{Name: "fragmentation", Bytes: rep.peakReservedThen - rep.PeakAllocated},
-		Share{Name: "context", Bytes: nonTorch})
+	rep.Breakdown = r.deviceBreakdown()
 	return r, nil
 }
 
@@ -214,6 +206,7 @@ func (r *Replay) forward() {
 	}
 	// Leaving autocast clears its weight cache.
 	r.op = "end of forward"
+	r.freeKeptAllGather() // FSDP2's root post-forward (streams.go)
 	for v := range r.P.Values {
 		if r.P.Values[v].Cached {
 			r.unhold(core.Value(v))

@@ -356,6 +356,6 @@ func (d *distState) shardGrad(r *Replay, u int) {
 		return
 	}
 	dt := r.Plan.Precision.Grads
-	un.grad = d.alloc(r, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), core.CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output)")
+	un.grad = d.allocOn(r, StreamReduceScatter, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), core.CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output, on the reduce-scatter stream)")
 	r.Rep.States.Grads += dt.Bytes(n)
 }

@@ -14,12 +14,14 @@ import (
 
 // TraceEvent is one allocator event of the step.
 type TraceEvent struct {
-	Action string // alloc, free_completed, oom, or one of alloc's segment kinds
+	Action string // alloc, free_requested, free_completed, oom, or one of alloc's segment kinds
 	Addr   int64
 	// Size is the bytes the allocation asked for (before the allocator
 	// rounds it up to its block), as PyTorch's trace records them
-	// (TraceEntry orig_size); a segment event's is the segment's.
+	// (TraceEntry orig_size, and requested_size at its free); a segment
+	// event's is the segment's.
 	Size   int64
+	Stream alloc.Stream
 	Tensor string
 	Op     string
 	// Module is the module path the op runs in ("layers.3.attn" for its
@@ -87,25 +89,40 @@ func paramModule(tensor string) (string, bool) {
 // traceAlloc records the allocation of blk for a.
 func (r *Replay) traceAlloc(a Alloc, blk *alloc.Block) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: t.allocModule(r.op, a.Tensor, r.phase), Phase: r.phase})
+	t.Events = append(t.Events, TraceEvent{Action: "alloc", Addr: blk.Addr(), Size: a.Bytes, Stream: blk.Stream(), Tensor: a.Tensor, Op: r.op, Module: t.allocModule(r.op, a.Tensor, r.phase), Phase: r.phase})
 	r.traced[blk] = tracedTensor{a.Tensor, a.Bytes}
 	t.requested += a.Bytes
 	t.PeakRequested = max(t.PeakRequested, t.requested)
 }
 
-// traceFree records the free of blk.
-func (r *Replay) traceFree(blk *alloc.Block) {
+// traceFree records the release of blk, which was at addr before it
+// merged with free neighbours: its free, or, when other streams still use
+// it, the request (the allocator completes it later).
+func (r *Replay) traceFree(blk *alloc.Block, addr int64) {
 	t := r.Rep.Trace
 	tt := r.traced[blk]
-	t.Events = append(t.Events, TraceEvent{Action: "free_completed", Addr: blk.Addr(), Size: tt.bytes, Tensor: tt.name, Op: r.op, Module: t.module(r.op), Phase: r.phase})
-	t.requested -= tt.bytes
-	delete(r.traced, blk)
+	action := "free_completed"
+	if blk.Pending() {
+		action = "free_requested"
+	}
+	t.Events = append(t.Events, TraceEvent{Action: action, Addr: addr, Size: tt.bytes, Stream: blk.Stream(), Tensor: tt.name, Op: r.op, Module: t.module(r.op), Phase: r.phase})
+	t.requested -= tt.bytes // no longer allocated from the request on, as the allocator counts
+	if action == "free_completed" {
+		delete(r.traced, blk)
+	}
 }
 
-// traceSegment records a segment event of the allocator.
+// traceSegment records a segment event of the allocator, or a deferred
+// free completing.
 func (r *Replay) traceSegment(e alloc.SegmentEvent) {
 	t := r.Rep.Trace
-	t.Events = append(t.Events, TraceEvent{Action: e.Kind, Addr: e.Addr, Size: e.Size, Op: r.op, Module: t.module(r.op), Phase: r.phase})
+	ev := TraceEvent{Action: e.Kind, Addr: e.Addr, Size: e.Size, Stream: e.Stream, Op: r.op, Module: t.module(r.op), Phase: r.phase}
+	if e.Kind == alloc.FreeCompleted {
+		tt := r.traced[e.Block]
+		ev.Tensor, ev.Size = tt.name, tt.bytes
+		delete(r.traced, e.Block)
+	}
+	t.Events = append(t.Events, ev)
 }
 
 // traceEnd records the allocator's segments and what their blocks hold.

@@ -138,8 +138,8 @@ func (pr *profile) chunkSaved(g, last, blocks int64) int64 {
 // nonTorchBytes is the device memory outside PyTorch's allocator that
 // Evaluate counts for plan p: the CUDA context and NCCL's buffers.
 func nonTorchBytes(p *core.Plan) int64 {
-	n := p.Device.Context
-	for _, o := range replay.CommOverheads(p) {
+	var n int64
+	for _, o := range replay.Overheads(p) {
 		n += o.Bytes
 	}
 	return n

@@ -1,0 +1,33 @@
+package hw
+
+// The CUDA context: what a process holds on its device outside PyTorch's
+// allocator before NCCL or any library allocates: the driver's per-context
+// state and the kernels loaded so far.
+//
+// Since CUDA 11.7, CUDA_MODULE_LOADING=LAZY loads a module's kernels when
+// one is first launched, and PyTorch sets it from 1.13 on when the user
+// has not (pytorch/pytorch#86509); before, every kernel of every library
+// was loaded at start: "Before CUDA 11.7, *all* kernels were loaded into
+// the context once the library was loaded, which took >1000MB" (ptrblck
+// in pytorch/pytorch#107667; "around 400MB if CUDA >= 11.7 is used and
+// lazy module loading enabled" in #109888).
+
+// EagerModuleBytes is what eager module loading adds to the context:
+// pytorch/pytorch#86509 measured `torch.randn(20, 16, 50, 100).cuda()`
+// with cudaMemGetInfo, 666,632,192 B used with CUDA_MODULE_LOADING=DEFAULT
+// (eager) and 287,047,680 B with LAZY.
+const EagerModuleBytes int64 = 666_632_192 - 287_047_680
+
+// ContextBytes is the CUDA context of device d with lazy module loading,
+// or with eager loading when eager is set. A catalog figure measured with
+// eager loading (ContextEager) loses EagerModuleBytes under lazy loading,
+// and a lazy one gains it under eager loading.
+func (d Device) ContextBytes(eager bool) int64 {
+	switch {
+	case eager && !d.ContextEager:
+		return d.Context + EagerModuleBytes
+	case !eager && d.ContextEager:
+		return max(d.Context-EagerModuleBytes, 0)
+	}
+	return d.Context
+}

@@ -1,0 +1,159 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+)
+
+// NCCL's device memory, per communicator, outside PyTorch's allocator.
+//
+//   - A connection holds a FIFO per protocol (src/init.cc): Simple
+//     NCCL_BUFFSIZE (4 MiB), LL128 120*640*8*8 = 4,915,200 B, LL
+//     8*512*8*16 = 512 KiB. Since NCCL 2.19 buffers are cuMem
+//     allocations, rounded up to the 2 MiB granularity: NCCL's ALLOC log
+//     on 8 x H100 shows 10 MiB (Simple and LL128) and 2 MiB (LL) per
+//     channel and peer (NVIDIA/nccl#1685), 12 MiB per connection.
+//   - Ring: each rank receives from one peer and sends to another on
+//     every channel: one connection's buffers per channel (the P2P
+//     transport splits them between sender and receiver). Tree: a parent
+//     and a child, up and down: two per channel. All-to-all: every peer on
+//     every channel (#1685). Send/recv: the shared p2p buffers, the Simple
+//     FIFO on a few channels per peer.
+//   - NVLink SHARP (NVLS, Hopper and later on NVSwitch, more than two
+//     ranks in a node): every rank binds nvlsChannels x 2 x (NCCL_BUFFSIZE
+//     + 2 MiB) per rank of the node to the multicast object; NCCL's INIT
+//     log on 8 x H200 reads "NVLS comm ... nHeads 8 buffSize 4194304
+//     memSize 2097152 nvlsPerRankSize 301989888 nvlsTotalSize 2415919104"
+//     (vllm-project/vllm#9699): 24 channels x 2 x 6 MiB per head, 2.25 GiB
+//     per GPU. It is why NeMo's launcher and JAX-Toolbox set
+//     NCCL_NVLS_ENABLE=0 "for memory saving" (NVIDIA/NeMo-Framework-
+//     Launcher#127, NVIDIA/JAX-Toolbox#383).
+//   - What is connected: with lazy connection (NCCL_RUNTIME_CONNECT=1, the
+//     default from NCCL 2.22) only the algorithms the communicator's
+//     collectives use: rings for all of them, trees for all-reduce across
+//     nodes, NVLS for large all-reduce where it is supported; eager
+//     connection (earlier NCCL) sets up rings, trees and NVLS when the
+//     communicator is made. The memory is linear in the channels
+//     (sjeaugey in NVIDIA/nccl#864 and #986).
+//
+// Check against a measurement not used to build it: 4 x A100 on NVLink,
+// NCCL of mid-2023 (eager), one all-reduce per process group: 544 MB for
+// two-rank groups, 688 MB for larger ones (NVIDIA/nccl#964); this model
+// gives rings and trees on 16 channels, 16 x 3 x 12 MiB = 604 MB for
+// either (TestNCCLMemory).
+
+const (
+	ncclSimple      = 4 << 20   // NCCL_BUFFSIZE's default (DEFAULT_BUFFSIZE)
+	ncclLL128       = 4_915_200 // DEFAULT_LL128_BUFFSIZE
+	ncclLL          = 512 << 10 // DEFAULT_LL_BUFFSIZE
+	ncclGranularity = 2 << 20   // cuMem's allocation granularity
+	ncclNVLSMem     = 2 << 20   // NVLS credit memory per channel and direction (memSize in NCCL's INIT log)
+	ncclNVLSChans   = 24        // NVLS channels in vllm-project/vllm#9699's log (nvlsPerRankSize / 2 / 6 MiB)
+	// Send/recv (pipeline) uses the shared p2p buffers: the Simple FIFO on
+	// a few channels per peer (NCCL_NCHANNELS_PER_NET_PEER, p2p channels).
+	ncclP2PChannels = 8
+)
+
+// ncclBuffSize is the plan's NCCL_BUFFSIZE.
+func ncclBuffSize(p *core.Plan) int64 {
+	if b := p.RuntimeMemory.NCCLBuffSize; b > 0 {
+		return b
+	}
+	return ncclSimple
+}
+
+// ncclConn is one connection's FIFOs: Simple and LL128 in one cuMem
+// allocation, LL in another, each rounded up to the granularity.
+func ncclConn(buffSize int64) int64 {
+	return roundUp(buffSize+ncclLL128, ncclGranularity) + roundUp(ncclLL, ncclGranularity)
+}
+
+func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
+
+// ncclChannels estimates the channels NCCL opens on a communicator: 32
+// (MAXCHANNELS) on NVLink4/5 nodes (Hopper, Blackwell), 16 on older NVLink,
+// 4 over PCIe, 16 across nodes (2 per NIC on 8-NIC nodes).
+func ncclChannels(d hw.Device, intra bool) int64 {
+	switch {
+	case !intra:
+		return 16
+	case d.LinkGBps >= 400:
+		return 32
+	case d.LinkGBps > 0:
+		return 16
+	}
+	return 4
+}
+
+// nvlsCapable reports whether NCCL uses NVLS on a communicator of size
+// ranks: Hopper and later behind NVSwitch (NVLink4/5 at 400 GB/s and
+// more per direction), more than two ranks, all in one node (sjeaugey in
+// NVIDIA/nccl-tests#228: "NVLS was a new feature of H100"), unless turned
+// off.
+func nvlsCapable(p *core.Plan, size int64, intra bool) bool {
+	switch p.RuntimeMemory.NCCLNVLS {
+	case "off":
+		return false
+	case "on":
+		return size > 2 && intra
+	}
+	return size > 2 && intra && p.Device.LinkGBps >= 400
+}
+
+// allReduces reports whether communicator name runs large all-reduces:
+// DDP's and Megatron's gradient buckets (without the distributed
+// optimizer), HSDP's replicas, tensor parallelism without sequence
+// parallelism. FSDP, ZeRO and the distributed optimizer reduce-scatter
+// and all-gather.
+func allReduces(p *core.Plan, name string) bool {
+	par := p.Parallel.Norm()
+	switch name {
+	case "tp":
+		return !par.SequenceParallel
+	case "dp_replicate":
+		return true
+	case "dp":
+		return !par.FSDP && par.Zero == 0 && !par.DistributedOptimizer
+	}
+	return false
+}
+
+// ncclMemory is communicator g's device memory and how it is made up.
+func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
+	buf := ncclBuffSize(p)
+	conn := ncclConn(buf)
+	ch := ncclChannels(p.Device, g.intra)
+	eager := p.RuntimeMemory.NCCLConnect == "eager"
+	switch g.pattern {
+	case "alltoall":
+		return (g.size - 1) * ch * conn, fmt.Sprintf("%d peers x %d channels x %s per connection", g.size-1, ch, mib(conn))
+	case "p2p":
+		peers := min(g.size-1, 2)
+		return peers * ncclP2PChannels * buf, fmt.Sprintf("%d peer(s) x %d p2p channels x %s", peers, ncclP2PChannels, mib(buf))
+	}
+	ar := allReduces(p, g.name)
+	conns := int64(1) // the ring
+	how := "ring"
+	if eager || (ar && !g.intra) {
+		conns += 2 // the tree, up and down
+		how = "ring and tree"
+	}
+	b := ch * conns * conn
+	how = fmt.Sprintf("%s: %d channels x %d connection(s) x %s", how, ch, conns, mib(conn))
+	if nvlsCapable(p, g.size, g.intra) && (eager || ar) {
+		nvls := ncclNVLSChans * 2 * (buf + ncclNVLSMem) * g.size
+		b += nvls
+		how += fmt.Sprintf("; NVLS: %d channels x 2 x (%s + 2 MiB) x %d ranks = %s", ncclNVLSChans, mib(buf), g.size, mib(nvls))
+	}
+	return b, how
+}
+
+// mib formats whole or fractional MiB.
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+}
