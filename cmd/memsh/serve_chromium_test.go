@@ -64,7 +64,7 @@ func TestLivePageInChromium(t *testing.T) {
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 120*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute) // generous: a loaded machine starts chromium slowly
 	defer cancelTimeout()
 
 	run := func(steps ...chromedp.Action[chromedp.Void]) {
