@@ -82,7 +82,7 @@ func screenshot(t *testing.T, dir, name string, svg []byte) image.Image {
 	svgPath := filepath.Join(dir, name+".svg")
 	pngPath := filepath.Join(dir, name+".png")
 	must(t, os.WriteFile(svgPath, svg, 0o644))
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hung browser's guard, generous for a loaded machine
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu",
 		"--disable-background-networking", "--hide-scrollbars", "--user-data-dir="+t.TempDir(),
