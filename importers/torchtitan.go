@@ -34,7 +34,7 @@ var torchtitanTrainer = &trainer{
 		"training.dataset", "training.dataset_path", "training.max_norm", "training.steps", "training.gc_freq", "training.gc_debug",
 		"training.seed", "training.deterministic", "checkpoint.*", "comm.*", "memory_estimation.*", "experimental.*",
 		"validation.dataset", "validation.dataset_path", "validation.local_batch_size", "validation.seq_len", "validation.freq",
-		"validation.steps", "parallelism.disable_loss_parallel", "parallelism.pipeline_parallel_schedule_csv",
+		"validation.steps", "parallelism.pipeline_parallel_schedule_csv",
 		"parallelism.pipeline_parallel_first_stage_less_layers", "parallelism.pipeline_parallel_last_stage_less_layers",
 		"activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", "float8.*", "mx.*",
 	},
@@ -317,7 +317,16 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 	if err != nil {
 		return err
 	}
+	// torchtitan's default, at the benchmarks' 9dec370 (config_manager.py:
+	// experimental.context_parallel_rotate_method) as at 6404b93
 	rotate, err := t.str("parallelism.context_parallel_rotate_method", "allgather")
+	if err != nil {
+		return err
+	}
+	if rotate != "allgather" && rotate != "alltoall" {
+		return t.errorf("parallelism.context_parallel_rotate_method", "torchtitan's are allgather and alltoall", "unknown rotate method %s", quoteKey(rotate))
+	}
+	noLossParallel, err := t.boolean("parallelism.disable_loss_parallel", false)
 	if err != nil {
 		return err
 	}
@@ -349,11 +358,21 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 	}
 	if l.tp > 1 {
 		args = append(args, kw("tp", num(l.tp)), kw("sequence_parallel", "True"))
+		// torchtitan's loss_parallel_enabled: tp > 1 and not disabled; the
+		// output's logits stay sharded over the vocabulary (Shard(-1)) and
+		// the loss runs under torch's loss_parallel()
+		if noLossParallel {
+			t.notModelled = append(t.notModelled, "parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)")
+		} else {
+			args = append(args, kw("loss_parallel", str("torch")))
+		}
 	}
 	if l.cp > 1 {
 		args = append(args, kw("cp", num(l.cp)))
-		if rotate != "alltoall" {
-			t.notModelled = append(t.notModelled, "parallelism.context_parallel_rotate_method: "+comment(rotate)+" (torchtitan all-gathers the KV shards; memsh passes them round a ring)")
+		if rotate == "allgather" { // torch's _AllGatherRotater: every rank's keys and values at once
+			args = append(args, kw("cp_mode", str("allgather")))
+		} else { // _AllToAllRotater: each step's keys and values permuted to the next rank, a ring
+			t.notModelled = append(t.notModelled, "parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)")
 		}
 	}
 	if l.ep > 1 {

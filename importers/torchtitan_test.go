@@ -24,7 +24,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True),
+             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, loss_parallel = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		name: "llama3_8b as torchtitan's benchmark ran it: 8 H100s, batch 2, blocks compiled",
@@ -42,8 +42,35 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, gpu = "H100-80GB",
-             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True),
+             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
+	}, {
+		name: "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
+		file: "torchtitan/llama3_70b.toml",
+		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.disable_loss_parallel=true"}},
+		notModelled: []string{"parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True),
+             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+	}, {
+		// Table 2 of benchmarks/llama3_h100_202412_torchtitan.md: FSDP over
+		// dp_shard x cp, cp 8 at 262,144 tokens, full checkpointing.
+		name: "llama3_8b as torchtitan's CP benchmark ran it: cp 8, the KV shards all-gathered (the default rotate method)",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=1", "training.seq_len=262144",
+			"activation_checkpoint.mode=full", "parallelism.context_parallel_degree=8"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 1, fsdp = True, cp = 8, cp_mode = "allgather"))`,
+	}, {
+		name: "cp 2 with the alltoall rotate method: torch's ring",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2", "parallelism.context_parallel_rotate_method=alltoall"}},
+		notModelled: []string{"parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2))`,
 	}, {
 		name:  "llama3_8b on one GPU, the model from its config.json",
 		file:  "torchtitan/llama3_8b.toml",
@@ -74,6 +101,8 @@ func TestTorchtitanErrors(t *testing.T) {
 			want: "j.toml: key activation_checkpoint.selective_ac_option: want op or a positive whole number, got some", wantHint: "'op'"},
 		{name: "a schedule memsh does not replay", file: "j.toml", config: model + "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"Interleaved1F1B\"\n", opts: Options{GPUs: 8},
 			want: "j.toml: key parallelism.pipeline_parallel_schedule: schedule Interleaved1F1B is not modelled", wantHint: "1F1B"},
+		{name: "an unknown rotate method", file: "j.toml", config: model + "[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_rotate_method = \"ring\"\n", opts: Options{GPUs: 8},
+			want: "j.toml: key parallelism.context_parallel_rotate_method: unknown rotate method ring", wantHint: "allgather and alltoall"},
 		{name: "an unknown compile component", file: "j.toml", config: model + "[compile]\nenable = true\ncomponents = [\"optimizer\"]\n",
 			want: "j.toml: key compile.components: unknown component optimizer", wantHint: "model and loss"},
 		{name: "malformed TOML", file: "j.toml", config: "[model\n", want: "j.toml: not valid TOML: toml: line 2: expected '.' or ']' to end table name, but got '\\n' instead"},
