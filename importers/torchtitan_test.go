@@ -45,9 +45,9 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
 	}, {
-		name: "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
-		file: "torchtitan/llama3_70b.toml",
-		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.disable_loss_parallel=true"}},
+		name:        "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
+		file:        "torchtitan/llama3_70b.toml",
+		opts:        Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.disable_loss_parallel=true"}},
 		notModelled: []string{"parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
@@ -64,9 +64,9 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 1, fsdp = True, cp = 8, cp_mode = "allgather"))`,
 	}, {
-		name: "cp 2 with the alltoall rotate method: torch's ring",
-		file: "torchtitan/llama3_8b.toml",
-		opts: Options{GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2", "parallelism.context_parallel_rotate_method=alltoall"}},
+		name:        "cp 2 with the alltoall rotate method: torch's ring",
+		file:        "torchtitan/llama3_8b.toml",
+		opts:        Options{GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2", "parallelism.context_parallel_rotate_method=alltoall"}},
 		notModelled: []string{"parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
