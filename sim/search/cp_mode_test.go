@@ -13,9 +13,10 @@ import (
 // ring. Every allgather row is a full replay of its plan; against the
 // ring layout that differs only in the mode it is never faster (its
 // gathers are hidden under attention as the ring's sends are) and, where
-// attention's backward is the peak, holds more memory (every rank's keys
-// and values at once, the fp32 merges): why the default space leaves it
-// out.
+// attention's backward is the peak, allocates more (every rank's keys and
+// values at once, the fp32 merges), though the allocator may place that
+// in as little reserved memory (at cp 4 here, 18 MiB less device memory
+// than the ring): the default space leaves it out, asked for it joins.
 func TestSearchAllGatherCP(t *testing.T) {
 	// A short vocabulary and long sequences: the peak is in attention's
 	// backward, not at the loss.
@@ -53,11 +54,11 @@ func TestSearchAllGatherCP(t *testing.T) {
 		if g.Report.Time.StepSeconds < r.Report.Time.StepSeconds {
 			t.Errorf("%s: %.4f s, faster than the ring's %.4f s", g.Plan.Parallel, g.Report.Time.StepSeconds, r.Report.Time.StepSeconds)
 		}
-		if g.Report.PeakAllocated <= r.Report.PeakAllocated || g.Report.DeviceUsed < r.Report.DeviceUsed {
+		if g.Report.PeakAllocated <= r.Report.PeakAllocated {
 			t.Errorf("%s: peak %d bytes, not above the ring's %d", g.Plan.Parallel, g.Report.PeakAllocated, r.Report.PeakAllocated)
 		}
-		t.Logf("%s: %.4f s, peak %.2f GiB; ring %.4f s, %.2f GiB", g.Plan.Parallel, g.Report.Time.StepSeconds, float64(g.Report.PeakAllocated)/(1<<30),
-			r.Report.Time.StepSeconds, float64(r.Report.PeakAllocated)/(1<<30))
+		t.Logf("%s: %.4f s, peak %.2f GiB, device %.3f GiB; ring %.4f s, %.2f GiB, device %.3f GiB", g.Plan.Parallel, g.Report.Time.StepSeconds, float64(g.Report.PeakAllocated)/(1<<30), float64(g.Report.DeviceUsed)/(1<<30),
+			r.Report.Time.StepSeconds, float64(r.Report.PeakAllocated)/(1<<30), float64(r.Report.DeviceUsed)/(1<<30))
 	}
 }
 

@@ -36,9 +36,8 @@ type Space struct {
 	// CPModes: context parallelism for cp > 1: ring, ulysses, allgather
 	// (torch's context_parallel(), torchtitan's default). Default ring and
 	// ulysses: allgather moves the ring's bytes, hidden under attention as
-	// the ring's are, and holds every rank's keys and values at once and
-	// the fp32 merges, so it is never faster and never smaller than the
-	// ring (TestSearchAllGatherCP).
+	// the ring's are, so it is never faster, and allocates every rank's
+	// keys and values at once and the fp32 merges (TestSearchAllGatherCP).
 	CPModes []string
 	// MicroBatch: sequences per micro-batch; default every divisor of the
 	// sequences a replica runs per step.
