@@ -387,7 +387,9 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 			return t.errorf("parallelism.pipeline_parallel_microbatch_size", "torchtitan asserts the same: it must divide local_batch_size",
 				"%d does not divide local_batch_size %d", micro, batch)
 		}
-		args = append(args, kw("pp", num(l.pp)), kw("schedule", str(s)), kw("micro_batches", num(batch/micro)))
+		// torch.distributed.pipelining's stages: receive buffers per
+		// micro-batch, outputs kept until the step ends
+		args = append(args, kw("pp", num(l.pp)), kw("schedule", str(s)), kw("micro_batches", num(batch/micro)), kw("pp_runtime", str("torch")))
 	}
 	p.set("parallel", call("parallel", args...))
 	if offload && (l.shard > 1 || l.cp > 1) { // fully_shard's CPUOffloadPolicy: parameters, gradients and the step on the host

@@ -64,6 +64,14 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 1, fsdp = True, cp = 8, cp_mode = "allgather"))`,
 	}, {
+		name: "llama3_8b on 16 GPUs with 2 pipeline stages: torch's pipelining, FSDP kept unsharded between micro-batches",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
+             micro_batches = 8, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
 		name:        "cp 2 with the alltoall rotate method: torch's ring",
 		file:        "torchtitan/llama3_8b.toml",
 		opts:        Options{GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2", "parallelism.context_parallel_rotate_method=alltoall"}},
