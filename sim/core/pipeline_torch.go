@@ -27,8 +27,8 @@ import (
 //     torchtitan drops the result;
 //   - input gradients: stage_backward runs torch.autograd.backward, which
 //     accumulates each received activation's gradient into its buffer's
-//     .grad, set to None by the next step's clear_runtime_states (a later
-//     _backward.py drops it after the send).
+//     .grad, set to None by the next step's clear_runtime_states
+//     (pytorch/pytorch#164329, October 2025, drops it after the send).
 //
 // The stage's replay holds the schedule's in-flight micro-batches, n_g
 // copies of chunk g. In 1F1B the peak is the last 1B1F of the steady
