@@ -34,8 +34,7 @@ var torchtitanTrainer = &trainer{
 		"training.dataset", "training.dataset_path", "training.max_norm", "training.steps", "training.gc_freq", "training.gc_debug",
 		"training.seed", "training.deterministic", "checkpoint.*", "comm.*", "memory_estimation.*", "experimental.*",
 		"validation.dataset", "validation.dataset_path", "validation.local_batch_size", "validation.seq_len", "validation.freq",
-		"validation.steps", "parallelism.disable_loss_parallel", "parallelism.pipeline_parallel_schedule_csv",
-		"parallelism.pipeline_parallel_first_stage_less_layers", "parallelism.pipeline_parallel_last_stage_less_layers",
+		"validation.steps", "parallelism.pipeline_parallel_schedule_csv",
 		"activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", "float8.*", "mx.*",
 	},
 }
@@ -100,6 +99,9 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Model == "" {
+		layout.layers = torchtitanLayers[name+"/"+flavor]
+	}
 	if err := torchtitanAccum(t, p, batch, layout.dp()); err != nil {
 		return nil, err
 	}
@@ -132,7 +134,10 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 
 // torchtitanLayout is the parallelism section's degrees, the shard degree
 // resolved against the job's GPUs.
-type torchtitanLayout struct{ replicate, shard, tp, pp, cp, ep int64 }
+type torchtitanLayout struct {
+	replicate, shard, tp, pp, cp, ep int64
+	layers                           int64 // the model's transformer layers, 0 from --model
+}
 
 func (l torchtitanLayout) dp() int64 { return l.replicate * l.shard }
 
@@ -296,9 +301,6 @@ func torchtitanNotModelled(t *tree) {
 	t.notModelledIf("fault_tolerance.enable", "TorchFT's fault-tolerant replicas")
 }
 
-// torchtitanSchedules maps pipeline_parallel_schedule to memsh's.
-var torchtitanSchedules = map[string]string{"1F1B": "1f1b", "ZBVZeroBubble": "zb-v"}
-
 // apply sets the parallel layout: FSDP2 over the shard degree, HSDP with
 // replicas, DDP with replicas alone, and the TP, PP, CP and EP degrees.
 func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error {
@@ -309,21 +311,22 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 	if !slices.Contains([]string{"default", "always", "never"}, reshard) {
 		return t.errorf("parallelism.fsdp_reshard_after_forward", "default, always or never", "unknown policy %s", quoteKey(reshard))
 	}
-	schedule, err := t.str("parallelism.pipeline_parallel_schedule", "1F1B")
-	if err != nil {
-		return err
-	}
-	micro, err := t.integer("parallelism.pipeline_parallel_microbatch_size", 1, 1, 1<<20)
-	if err != nil {
-		return err
-	}
+	// torchtitan's default, at the benchmarks' 9dec370 (config_manager.py:
+	// experimental.context_parallel_rotate_method) as at 6404b93
 	rotate, err := t.str("parallelism.context_parallel_rotate_method", "allgather")
 	if err != nil {
 		return err
 	}
-	for _, k := range []string{"parallelism.pipeline_parallel_split_points", "parallelism.module_fqns_per_model_part", "parallelism.pipeline_parallel_layers_per_stage"} {
+	if rotate != "allgather" && rotate != "alltoall" {
+		return t.errorf("parallelism.context_parallel_rotate_method", "torchtitan's are allgather and alltoall", "unknown rotate method %s", quoteKey(rotate))
+	}
+	noLossParallel, err := t.boolean("parallelism.disable_loss_parallel", false)
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"parallelism.pipeline_parallel_split_points", "parallelism.module_fqns_per_model_part"} {
 		if v, _ := t.get(k); v != nil {
-			t.notModelled = append(t.notModelled, k+": the stages' own layer split (memsh splits the layers evenly)")
+			t.notModelled = append(t.notModelled, k+": the stages' own layer split (memsh splits them as torchtitan's default does)")
 		}
 	}
 	offload, err := t.boolean("training.enable_cpu_offload", false)
@@ -349,26 +352,32 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 	}
 	if l.tp > 1 {
 		args = append(args, kw("tp", num(l.tp)), kw("sequence_parallel", "True"))
+		// torchtitan's loss_parallel_enabled: tp > 1 and not disabled; the
+		// output's logits stay sharded over the vocabulary (Shard(-1)) and
+		// the loss runs under torch's loss_parallel()
+		if noLossParallel {
+			t.notModelled = append(t.notModelled, "parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)")
+		} else {
+			args = append(args, kw("loss_parallel", str("torch")))
+		}
 	}
 	if l.cp > 1 {
 		args = append(args, kw("cp", num(l.cp)))
-		if rotate != "alltoall" {
-			t.notModelled = append(t.notModelled, "parallelism.context_parallel_rotate_method: "+comment(rotate)+" (torchtitan all-gathers the KV shards; memsh passes them round a ring)")
+		if rotate == "allgather" { // torch's _AllGatherRotater: every rank's keys and values at once
+			args = append(args, kw("cp_mode", str("allgather")))
+		} else { // _AllToAllRotater: each step's keys and values permuted to the next rank, a ring
+			t.notModelled = append(t.notModelled, "parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)")
 		}
 	}
 	if l.ep > 1 {
 		args = append(args, kw("ep", num(l.ep)))
 	}
 	if l.pp > 1 {
-		s, ok := torchtitanSchedules[schedule]
-		if !ok {
-			return t.errorf("parallelism.pipeline_parallel_schedule", "memsh replays 1F1B and ZBVZeroBubble", "schedule %s is not modelled", quoteKey(schedule))
+		pipe, err := l.pipeline(t, batch, l.layers)
+		if err != nil {
+			return err
 		}
-		if batch%micro != 0 {
-			return t.errorf("parallelism.pipeline_parallel_microbatch_size", "torchtitan asserts the same: it must divide local_batch_size",
-				"%d does not divide local_batch_size %d", micro, batch)
-		}
-		args = append(args, kw("pp", num(l.pp)), kw("schedule", str(s)), kw("micro_batches", num(batch/micro)))
+		args = append(args, pipe...)
 	}
 	p.set("parallel", call("parallel", args...))
 	if offload && (l.shard > 1 || l.cp > 1) { // fully_shard's CPUOffloadPolicy: parameters, gradients and the step on the host

@@ -24,7 +24,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True),
+             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, loss_parallel = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		name: "llama3_8b as torchtitan's benchmark ran it: 8 H100s, batch 2, blocks compiled",
@@ -42,8 +42,61 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, gpu = "H100-80GB",
-             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True),
+             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
+	}, {
+		name:        "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
+		file:        "torchtitan/llama3_70b.toml",
+		opts:        Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.disable_loss_parallel=true"}},
+		notModelled: []string{"parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True),
+             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+	}, {
+		// Table 2 of benchmarks/llama3_h100_202412_torchtitan.md: FSDP over
+		// dp_shard x cp, cp 8 at 262,144 tokens, full checkpointing.
+		name: "llama3_8b as torchtitan's CP benchmark ran it: cp 8, the KV shards all-gathered (the default rotate method)",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=1", "training.seq_len=262144",
+			"activation_checkpoint.mode=full", "parallelism.context_parallel_degree=8"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 1, fsdp = True, cp = 8, cp_mode = "allgather"))`,
+	}, {
+		name: "llama3_8b on 16 GPUs with 2 pipeline stages: torch's pipelining, FSDP kept unsharded between micro-batches",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
+             micro_batches = 8, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
+		name: "llama3_70b with 4 pipeline stages: torchtitan's split, the embedding and the output counted as a layer each",
+		file: "torchtitan/llama3_70b.toml",
+		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.pipeline_parallel_degree=4"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "A100-80GB", parallel = parallel(dp = 2, fsdp = True, reshard_after_forward = False, tp = 8, sequence_parallel = True,
+             loss_parallel = "torch", pp = 4, schedule = "1f1b", micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
+             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+	}, {
+		name: "llama3_8b, Interleaved1F1B on 2 ranks: two stages each",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
+			"parallelism.pipeline_parallel_schedule=Interleaved1F1B"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "interleaved",
+             virtual_stages = 2, micro_batches = 8, stage_layers = [8, 9, 8, 7], pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
+		name:        "cp 2 with the alltoall rotate method: torch's ring",
+		file:        "torchtitan/llama3_8b.toml",
+		opts:        Options{GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2", "parallelism.context_parallel_rotate_method=alltoall"}},
+		notModelled: []string{"parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2))`,
 	}, {
 		name:  "llama3_8b on one GPU, the model from its config.json",
 		file:  "torchtitan/llama3_8b.toml",
@@ -72,8 +125,12 @@ func TestTorchtitanErrors(t *testing.T) {
 			want: "j.toml: key optimizer.name: unknown optimizer Muon", wantHint: "AdamW"},
 		{name: "an unknown checkpoint option", file: "j.toml", config: model + "[activation_checkpoint]\nselective_ac_option = \"some\"\n",
 			want: "j.toml: key activation_checkpoint.selective_ac_option: want op or a positive whole number, got some", wantHint: "'op'"},
-		{name: "a schedule memsh does not replay", file: "j.toml", config: model + "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"Interleaved1F1B\"\n", opts: Options{GPUs: 8},
-			want: "j.toml: key parallelism.pipeline_parallel_schedule: schedule Interleaved1F1B is not modelled", wantHint: "1F1B"},
+		{name: "a schedule memsh does not replay", file: "j.toml", config: model + "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = \"InterleavedZeroBubble\"\n", opts: Options{GPUs: 8},
+			want: "j.toml: key parallelism.pipeline_parallel_schedule: schedule InterleavedZeroBubble is not modelled", wantHint: "Interleaved1F1B"},
+		{name: "layers per stage that do not divide over the stages", file: "j.toml", config: model + "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_layers_per_stage = 5\n", opts: Options{GPUs: 8},
+			want: "j.toml: key parallelism.pipeline_parallel_layers_per_stage: 7 stages (32 layers, 1 for the input and 1 for the output) do not divide over pipeline_parallel_degree 4", wantHint: "divides"},
+		{name: "an unknown rotate method", file: "j.toml", config: model + "[parallelism]\ncontext_parallel_degree = 2\ncontext_parallel_rotate_method = \"ring\"\n", opts: Options{GPUs: 8},
+			want: "j.toml: key parallelism.context_parallel_rotate_method: unknown rotate method ring", wantHint: "allgather and alltoall"},
 		{name: "an unknown compile component", file: "j.toml", config: model + "[compile]\nenable = true\ncomponents = [\"optimizer\"]\n",
 			want: "j.toml: key compile.components: unknown component optimizer", wantHint: "model and loss"},
 		{name: "malformed TOML", file: "j.toml", config: "[model\n", want: "j.toml: not valid TOML: toml: line 2: expected '.' or ']' to end table name, but got '\\n' instead"},

@@ -50,6 +50,9 @@ import (
 //     carries "time_step_limit": [0.0, Infinity]) 7,285,403,648:
 //     transformers 4.57.1 Mamba2ForCausalLM(config) on the meta device,
 //     sum(p.numel()) (the hub's 7.29B).
+//   - Qwen2.5-VL-3B-Instruct (Qwen, qwen2_5_vl) 3,754,622,976: transformers
+//     4.57.1 Qwen2_5_VLForConditionalGeneration(config) on the meta device
+//     (the hub's 3.75B; the same count is quoted in public code).
 //   - Nemotron-H-8B-Base-8K (nvidia, nemotron_h, the hub's modeling code)
 //     8,100,852,736: derived by hand below (the hub's 8.1B); config as
 //     quoted in Megatron-Bridge's tests.
@@ -134,6 +137,7 @@ var hfParamCases = []struct {
 	{"mamba-codestral-7b.json", "", 7_285_403_648},
 	{"nemotron-h-8b-base-8k.json", "", 8_100_852_736},
 	{"ai21-jamba-1.5-mini.json", "", 51_570_323_328},
+	{"qwen2.5-vl-3b-instruct.json", "", 3_754_622_976},
 }
 
 func readHF(t testing.TB, file string) []byte {

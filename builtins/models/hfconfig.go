@@ -31,7 +31,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"(moe(impl=\"loop\"); gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
 			"modules the checkpoint holds (DeepSeek-V3's num_nextn_predict_layers), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
-			"copies of them are not counted).",
+			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
+			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=); its " +
+			"attention is \"flash\" or \"sdpa\".",
 		Fn: hfConfigFn,
 	}}
 }

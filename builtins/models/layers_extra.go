@@ -68,6 +68,21 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: mambaFn,
 		},
 		{
+			Name: "vision_tower",
+			Sig: "vision_tower(dim, depth, heads, hidden, text_dim, patch=14, temporal_patch=2, merge=2, window=None, " +
+				"full_blocks=[], impl=\"flash\", name=None)",
+			Doc: "A ViT image encoder whose image tokens join the text, as Qwen2.5-VL runs it: each image of " +
+				"train(images=(count, height, width)) is resized to a multiple of patch*merge pixels and cut into " +
+				"patch x patch (x temporal_patch) patches, embedded (patch_embed), run through depth blocks of " +
+				"attention (heads, biases, 2-D rotary, not causal) and a gated MLP of hidden units, then merged merge x merge " +
+				"into one token of text_dim (the merger); the tokens replace the image placeholders of the text embeddings " +
+				"(place it after the embedding). window=w pixels makes every block not in full_blocks attend within " +
+				"w/patch patches a side; the others attend within their image. impl=\"flash\" runs every window in one " +
+				"varlen kernel; \"sdpa\" runs one kernel per window and concatenates the outputs (a copy o_proj saves); " +
+				"eager is not modelled. Without images the weights are held and nothing runs.",
+			Fn: visionTowerFn,
+		},
+		{
 			Name: "pooler",
 			Sig:  "pooler(dim, name=None)",
 			Doc: "BERT's pooler: the first token's hidden state through a dim x dim linear with bias and tanh " +
@@ -158,6 +173,44 @@ func mambaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		return nil, err
 	}
 	return newLayer(thread, m)
+}
+
+func visionTowerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, depth, heads, hidden, textDim, window, name starlark.Value
+	patch, temporal, merge := starlark.Value(starlark.MakeInt(14)), starlark.Value(starlark.MakeInt(2)), starlark.Value(starlark.MakeInt(2))
+	var full *starlark.List
+	impl := "flash"
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "depth", &depth, "heads", &heads, "hidden", &hidden,
+		"text_dim", &textDim, "patch?", &patch, "temporal_patch?", &temporal, "merge?", &merge, "window?", &window,
+		"full_blocks?", &full, "impl?", &impl, "name?", &name); err != nil {
+		return nil, err
+	}
+	v := &nn.VisionTower{InChans: 3, Impl: impl}
+	if err := ints(intArg{dim, "dim", &v.Dim}, intArg{depth, "depth", &v.Depth}, intArg{heads, "heads", &v.Heads},
+		intArg{hidden, "hidden", &v.Inter}, intArg{textDim, "text_dim", &v.TextDim}, intArg{patch, "patch", &v.Patch},
+		intArg{temporal, "temporal_patch", &v.Temporal}, intArg{merge, "merge", &v.Merge}); err != nil {
+		return nil, err
+	}
+	var err error
+	if v.Window, err = OptInt(window, "window", 0); err != nil {
+		return nil, err
+	}
+	if window != nil && window != starlark.None && v.Window <= 0 {
+		return nil, fmt.Errorf("vision_tower: window must be positive (got %d; None for none)", v.Window)
+	}
+	if full != nil {
+		for i := 0; i < full.Len(); i++ {
+			x, err := host.AsInt64(full.Index(i), fmt.Sprintf("full_blocks[%d]", i))
+			if err != nil {
+				return nil, err
+			}
+			v.FullBlocks = append(v.FullBlocks, x)
+		}
+	}
+	if v.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, v)
 }
 
 func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

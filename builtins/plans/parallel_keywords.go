@@ -170,6 +170,28 @@ var layoutKeywords = []layoutKeyword{
 			}
 			return nil
 		}},
+	{Name: "pp_runtime", Sig: `"megatron"`,
+		Doc: `with pp: what the pipeline runtime keeps: "megatron" (Megatron's schedules: a stage's sent output is freed after the send, ` +
+			`each received activation and gradient is a fresh tensor freed after use) or "torch" (torch.distributed.pipelining as PyTorch 2.6 runs it, ` +
+			`torchtitan's: receive buffers for the activations and gradients of every micro-batch, allocated once and kept; each micro-batch's ` +
+			`output kept until the step ends, the last stage's logits too, concatenated at the end of step(); each received activation's gradient ` +
+			`kept until the next step)`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.PPRuntime == "" {
+				return starlark.String("megatron")
+			}
+			return starlark.String(p.PPRuntime)
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.PPRuntime = string(s)
+			default:
+				return fmt.Errorf("pp_runtime must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
 	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
 		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},

@@ -95,6 +95,11 @@ var TrainKeywords = []keyword{
 		Doc: "seconds each step spends outside the GPU's work (the data loader, the Python training loop, logging); " +
 			"added to the step time as its own term, step_overhead",
 		set: setStepOverhead},
+	{Name: "images", Def: starlark.None,
+		Doc: "images=(count, height, width): the images each sample of a vision-language model carries, in pixels after the processor's resize; " +
+			"the vision tower turns each into patches and image tokens that take their place in the seq tokens (Qwen2.5-VL's dynamic resolution: " +
+			"a 448x448 image is 256 tokens)",
+		set: setImages},
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
@@ -264,6 +269,27 @@ func setDispatch(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) err
 	}
 	p.Overheads.Dispatch = string(s)
 	return p.Overheads.Validate()
+}
+
+func setImages(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		p.Images = core.Images{}
+		return nil
+	}
+	t, ok := (*v).(starlark.Tuple)
+	if !ok || len(t) != 3 {
+		return fmt.Errorf("%s must be (count, height, width) (got %s)", name, (*v).Type())
+	}
+	var n [3]int64
+	for i, what := range []string{"count", "height", "width"} {
+		x, err := host.AsInt64(t[i], name+" "+what)
+		if err != nil {
+			return err
+		}
+		n[i] = x
+	}
+	p.Images = core.Images{Count: n[0], Height: n[1], Width: n[2]}
+	return p.Images.Validate()
 }
 
 func setStepOverhead(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {

@@ -28,7 +28,8 @@ func SearchBuiltins() []host.Builtin {
 			"search(m, gpus=1024, seq=8192, global_batch=1024). By default it explores the whole layout space of gpus " +
 			"GPUs (or nodes x gpus_per_node) for global_batch sequences of seq tokens per step: every factorisation into " +
 			"dp x tp x pp x cp x ep (tp up to the attention heads, pp up to the repeated blocks, cp where it divides the " +
-			"sequence, ep over the divisors of a MoE's experts), both context-parallel attentions (ring, Ulysses), every " +
+			"sequence, ep over the divisors of a MoE's experts), both context-parallel attentions (ring, Ulysses; cp_mode=[\"ring\", \"ulysses\", \"allgather\"] adds torch's " +
+			"context_parallel() as torchtitan runs it, never faster than the ring and allocating more), every " +
 			"micro-batch dividing a replica's sequences, every count of model chunks per GPU (virtual_stages) that splits the " +
 			"blocks evenly or with Megatron's embedding and loss slots (account_for_embedding/loss), torchtitan's uneven split " +
 			"for a pipeline degree that splits them neither way, every checkpoint policy (none, selective, op, full) and " +

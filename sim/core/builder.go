@@ -37,6 +37,8 @@ type Builder struct {
 
 	Par parLowering // tensor, context and expert parallelism
 	Ft  *Finetune   // quant, freeze, chunked loss, packing
+
+	Images Images // images per sample for a vision tower (images.go)
 }
 
 // scope pushes a name onto the module path; the returned func pops it.

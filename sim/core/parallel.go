@@ -45,6 +45,7 @@ type Parallelism struct {
 	DistributedOptimizer bool
 	CPMode               string // context parallelism: ring (default) | ulysses | allgather (tp.go)
 	LossParallel         string // with tp: the vocabulary-parallel cross-entropy, megatron (default) | torch (loss_parallel.go)
+	PPRuntime            string // with pp: what the pipeline keeps, megatron (default) | torch (pipeline_torch.go)
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -162,6 +163,9 @@ func (p Parallelism) String() string {
 	if n.LossParallel != "" && n.LossParallel != "megatron" {
 		parts = append(parts, fmt.Sprintf("loss_parallel=%q", n.LossParallel))
 	}
+	if n.PPRuntime != "" && n.PPRuntime != "megatron" {
+		parts = append(parts, fmt.Sprintf("pp_runtime=%q", n.PPRuntime))
+	}
 	if n.Schedule != "1f1b" {
 		parts = append(parts, fmt.Sprintf("schedule=%q", n.Schedule))
 	}
@@ -260,6 +264,11 @@ func (raw Parallelism) Validate() error {
 	case "", "megatron", "torch":
 	default:
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown loss_parallel %q (known: megatron, torch)", par.LossParallel)}
+	}
+	switch par.PPRuntime {
+	case "", "megatron", "torch":
+	default:
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown pp_runtime %q (known: megatron, torch)", par.PPRuntime)}
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}

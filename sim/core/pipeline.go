@@ -49,11 +49,18 @@ type StageSpec struct {
 // gradients are seeded when the backward reaches their producer.
 type stageProg struct {
 	Outputs []StageOut
+	// What torch.distributed.pipelining keeps (pipeline_torch.go).
+	HeldGrads []Value       // received activations whose gradients live until the step ends
+	Buffers   []StageBuffer // allocated before the step and kept: the micro-batches not in flight
+	Merged    *StageBuffer  // the last stage's outputs concatenated after the backward, then dropped
 }
 
 type StageOut struct {
 	V    Value
 	Loss bool // a loss (4-byte seed) rather than a sent activation
+	// Buffer: its gradient arrives in a receive buffer allocated before
+	// the step and kept (torch's grad_recv_info), not in a fresh tensor.
+	Buffer bool
 }
 
 // pipeUnit is a top-level piece of the model: one block of the split
@@ -187,14 +194,17 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 	m := p.Model
 	b.P.Stage = &stageProg{}
 	first := map[int64][2]int{} // chunk -> param range of its first copy
+	var copies []stageCopy
 	for k, g := range st.Chunks {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
 		p0 := len(b.P.Params)
 		var x Value
+		c := stageCopy{chunk: g, recv: NoValue}
 		if g == 0 {
 			x = b.stageBatch(m)
 		} else {
 			x = b.stageRecv(m)
+			c.recv = x
 		}
 		if g == 0 {
 			for _, u := range sp.pre {
@@ -217,11 +227,14 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 					b.P.Params[head].StageCopy = true
 				}
 			}
+			c.out = x
 			out = StageOut{V: b.loss(m, x), Loss: true}
 		} else {
 			b.stageSend(x)
+			c.out = x
 		}
 		b.P.Stage.Outputs = append(b.P.Stage.Outputs, out)
+		copies = append(copies, c)
 		done()
 		r := [2]int{p0, len(b.P.Params)}
 		if f, ok := first[g]; ok {
@@ -238,6 +251,9 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 		} else {
 			first[g] = r
 		}
+	}
+	if p.Parallel.PPRuntime == "torch" {
+		b.torchPipelining(copies, p.MicroBatches(), sp.Chunks)
 	}
 	return nil
 }

@@ -44,6 +44,7 @@ type Plan struct {
 	Seq         int64 // tokens per sequence (the padded length)
 	GradAccum   int64
 	Members     int64  // ensemble members (graph models)
+	Images      Images // images per sample of a vision-language model (images.go)
 	MembersMode string // stacked | sequential | spread (members.go)
 	Precision   Precision
 	Optimizer   Optimizer
@@ -154,6 +155,9 @@ func (p *Plan) Validate() error {
 	if p.Members < 1 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("members must be at least 1 (got %d)", p.Members)}
 	}
+	if err := p.validateImages(); err != nil {
+		return err
+	}
 	switch p.MembersMode {
 	case "", "stacked", "sequential", "spread":
 	default:
@@ -223,14 +227,15 @@ func (p *Plan) Validate() error {
 // lowerProgram lowers the model for one micro-batch of this plan.
 func (p *Plan) LowerProgram() (*Program, error) {
 	b := &Builder{
-		P:     &Program{Loss: NoValue, Input: NoValue, Labels: NoValue},
-		Batch: p.Batch,
-		Seq:   p.Seq,
-		Prec:  p.Precision,
-		Rt:    p.Runtime,
-		Ckpt:  p.Checkpoint,
-		Lora:  p.LoRA,
-		Eval:  p.Phase == Eval,
+		P:      &Program{Loss: NoValue, Input: NoValue, Labels: NoValue},
+		Batch:  p.Batch,
+		Seq:    p.Seq,
+		Prec:   p.Precision,
+		Rt:     p.Runtime,
+		Ckpt:   p.Checkpoint,
+		Lora:   p.LoRA,
+		Eval:   p.Phase == Eval,
+		Images: p.Images,
 
 		tiedHead: -1,
 	}

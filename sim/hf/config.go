@@ -39,6 +39,7 @@ type hfFamily struct {
 	noFused bool
 	noFlash bool // no flash-attention 2 path (BERT)
 	noEager bool // eager attention is not modelled (multi-head latent attention)
+	vl      bool // a vision-language model: XxxForConditionalGeneration
 }
 
 // hfHead is the model class on top of the base model.
@@ -60,6 +61,7 @@ var headSuffixes = []struct {
 }{
 	{"ForSequenceClassification", headSeqCls},
 	{"ForTokenClassification", headTokenCls},
+	{"ForConditionalGeneration", headCausalLM}, // vision-language models
 	{"ForCausalLM", headCausalLM},
 	{"LMHeadModel", headCausalLM},
 	{"ForMaskedLM", headMaskedLM},
@@ -71,6 +73,9 @@ func (f *hfFamily) className(h hfHead) string {
 	case headCausalLM:
 		if f.modelType == "gpt2" {
 			return f.prefix + "LMHeadModel"
+		}
+		if f.vl {
+			return f.prefix + "ForConditionalGeneration"
 		}
 		return f.prefix + "ForCausalLM"
 	case headMaskedLM:
@@ -84,6 +89,10 @@ func (f *hfFamily) className(h hfHead) string {
 }
 
 var decoderHeads = []hfHead{headCausalLM, headBase}
+
+// vlHeads: a vision-language model's ForConditionalGeneration is its
+// causal LM.
+var vlHeads = []hfHead{headCausalLM, headBase}
 
 // hfFamilies is the read-only table of supported model types.
 var hfFamilies = []hfFamily{
@@ -108,6 +117,7 @@ var hfFamilies = []hfFamily{
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder},
 }

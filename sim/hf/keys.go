@@ -288,3 +288,16 @@ func (c *hfConfig) intList(key string, n int64) map[int64]bool {
 	}
 	return out
 }
+
+// sub reads a nested config object (vision_config, text_config) as a
+// config of its own; its first bad field fails c.
+func (c *hfConfig) sub(key string) *hfConfig {
+	v, ok := c.raw[key].(map[string]any)
+	if !ok {
+		if c.err == nil {
+			c.err = &units.Error{Msg: fmt.Sprintf("config.json has no %q object (model_type %q needs it)", key, c.modelType)}
+		}
+		return &hfConfig{raw: map[string]any{}, modelType: c.modelType, err: c.err}
+	}
+	return &hfConfig{raw: v, modelType: c.modelType, name: c.name}
+}

@@ -47,6 +47,11 @@ type Attention struct {
 	// is dropped after it (gpt-oss's attention sinks): Heads parameters;
 	// eager attention concatenates it to the scores (one more column).
 	Sinks bool
+	// ChunkCat: the kernel runs once per chunk of keys (an image, a
+	// window) and the outputs are concatenated, a copy that o_proj saves
+	// beside the kernel's own outputs (Qwen2.5-VL's vision attention
+	// without flash-attn's varlen; VisionTower).
+	ChunkCat bool
 }
 
 func (a *Attention) Kv() int64 {
@@ -200,6 +205,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if b.Par.Ulysses() {
 		o = ulyssesBack(b, o, s)
+	}
+	if a.ChunkCat && a.Impl != "flash" {
+		o = b.Ew("cat", "cat_chunks", []core.Value{o}, b.Shape(o), b.Dtype(o), "the chunks' attention outputs concatenated (o_proj's input)")
 	}
 	closeRegion()
 	y := b.RowLinear("o_proj", core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)

@@ -234,6 +234,8 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 		vi := &d.p.Values[o.V]
 		if o.Loss {
 			r.gradT[o.V] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
+		} else if id, ok := d.seedBuf[o.V]; ok && vi.Grad {
+			r.gradT[o.V] = id
 		} else if vi.Grad {
 			r.gradT[o.V] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient received from the next pipeline stage", Cat: core.CatTemporaries})
 		}

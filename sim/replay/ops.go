@@ -175,7 +175,9 @@ func (r *Replay) backwardOp(i int) {
 	}
 	for _, v := range op.Out {
 		if r.gradT[v] != none {
-			r.release(r.gradT[v])
+			if !r.Dist.keepsGrad(v, r.gradT[v]) {
+				r.release(r.gradT[v])
+			}
 			r.gradT[v] = none
 		}
 	}

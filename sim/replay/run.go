@@ -251,6 +251,7 @@ func (r *Replay) backward() {
 			}
 		}
 	}
+	r.Dist.mergeOutputs(r) // a torch pipeline's last stage
 	r.Rep.FLOPs.Model = 3 * fwd
 	r.Rep.FLOPs.Hardware = r.Rep.FLOPs.Model + r.Rep.FLOPs.Recompute
 	if r.P.Loss != core.NoValue {
@@ -295,7 +296,8 @@ func (r *Replay) optimizerStep() {
 // finish frees what the step leaves (gradients are set to None before the
 // next step; the batch is dropped).
 func (r *Replay) finish() {
-	defer r.recordPeakCache()    // a step that ends at its peak
+	defer r.recordPeakCache() // a step that ends at its peak
+	r.Dist.releaseKeptGrads(r)
 	for _, v := range r.P.Held { // the loop's logits list
 		r.unhold(v)
 	}

@@ -24,6 +24,7 @@ func (d *distState) setupStates(r *Replay) bool {
 			}
 		}
 	}
+	d.setupTorchStage(r)
 	if r.Plan.Phase == core.Eval && d.Mode != DistZeRO && d.Mode != DistFSDP {
 		return false
 	}

@@ -100,6 +100,12 @@ type distState struct {
 	live    int64   // elements of gathered units that are not kept whole
 
 	seeds map[int32][]core.StageOut // pipeline outputs by producer op
+	// torch.distributed.pipelining (pipeline_torch.go): gradient receive
+	// buffers by output, received activations whose gradients live until
+	// the step ends, and those gradients' allocations.
+	seedBuf   map[core.Value]int32
+	heldGrad  map[core.Value]bool
+	keptGrads []int32
 
 	ipg      int32 // ZeRO-1/2 reduce bucket, live during backward
 	gradPart int32 // ZeRO-1/2 grads_in_partition

@@ -117,10 +117,10 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	type outside struct {
 		dp, tp, pp, cp, ep, rep int64
 		sharding                int
-		ulysses                 bool
+		cpMode                  cpMode
 	}
 	outsideOf := func(l layout) outside {
-		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.ulysses}
+		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode}
 	}
 	keyOf := make([]profileKey, len(valid))
 	profiles := map[profileKey]*profile{}

@@ -51,6 +51,7 @@ func fastPathPlans() []*core.Plan {
 	// embedding and loss slots of an uneven pipeline (8 blocks on 5 stages).
 	add(llama, core.Parallelism{DP: 16, DPReplicate: 2, FSDP: true}, 1, 2, "bf16-mixed", "none", 16, 8)
 	add(llama, core.Parallelism{DP: 4, TP: 2, CP: 2, CPMode: "ulysses", SequenceParallel: true, Zero: 1}, 1, 2, "bf16-mixed", "full", 16, 8)
+	add(llama, core.Parallelism{DP: 4, CP: 2, CPMode: "allgather", FSDP: true}, 1, 2, "bf16-mixed", "full", 8, 8)
 	add(llama, core.Parallelism{DP: 2, PP: 5, EmbeddingSlot: true, LossSlot: true, Zero: 1}, 1, 10, "bf16-mixed", "none", 10, 10)
 	// The whole space of issue 26: torchtitan's per-op checkpointing,
 	// torchtitan's uneven split (8 blocks on 3 stages: 2, 3, 3), the slots

@@ -33,7 +33,12 @@ type Space struct {
 	// dp x cp ranks into replicas x shards), megatron, distopt. Default:
 	// all but the last two, or those two with Megatron's precision.
 	Sharding []string
-	CPModes  []string // context parallelism for cp > 1: ring, ulysses (default both)
+	// CPModes: context parallelism for cp > 1: ring, ulysses, allgather
+	// (torch's context_parallel(), torchtitan's default). Default ring and
+	// ulysses: allgather moves the ring's bytes, hidden under attention as
+	// the ring's are, so it is never faster, and allocates every rank's
+	// keys and values at once and the fp32 merges (TestSearchAllGatherCP).
+	CPModes []string
 	// MicroBatch: sequences per micro-batch; default every divisor of the
 	// sequences a replica runs per step.
 	MicroBatch []int64
@@ -69,8 +74,42 @@ const (
 type layout struct {
 	tp, pp, cp, ep, dp, rep, v, mbs, m int64
 	sharding, ckpt                     int // indexes into Space.Sharding and Space.Checkpoint
-	ulysses                            bool
+	cpMode                             cpMode
 	split                              splitKind
+}
+
+// cpMode is how a layout runs context parallelism (core.Parallelism's
+// CPMode), compact.
+type cpMode uint8
+
+const (
+	cpRing cpMode = iota
+	cpUlysses
+	cpAllGather
+)
+
+// parseCPMode reads a cp_mode name.
+func parseCPMode(name string) (cpMode, bool) {
+	switch name {
+	case "ring":
+		return cpRing, true
+	case "ulysses":
+		return cpUlysses, true
+	case "allgather":
+		return cpAllGather, true
+	}
+	return cpRing, false
+}
+
+// parallel is the mode as core.Parallelism spells it ("" is the ring).
+func (m cpMode) parallel() string {
+	switch m {
+	case cpUlysses:
+		return "ulysses"
+	case cpAllGather:
+		return "allgather"
+	}
+	return ""
 }
 
 // shardingLayout applies a sharding name to par.
@@ -162,8 +201,8 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 		sp.CPModes = []string{"ring", "ulysses"}
 	}
 	for _, m := range sp.CPModes {
-		if m != "ring" && m != "ulysses" {
-			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses)", m)}
+		if _, ok := parseCPMode(m); !ok {
+			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", m)}
 		}
 	}
 	if sp.Checkpoint == nil {
@@ -322,7 +361,7 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 												return nil, tooMany
 											}
 											out = append(out, layout{tp: tp, pp: pp, cp: cp, ep: ep, dp: dp, rep: rep, v: ch.v,
-												mbs: mbs, m: sp.GlobalBatch / dp / mbs, sharding: si, ckpt: ci, ulysses: mode == "ulysses", split: ch.split})
+												mbs: mbs, m: sp.GlobalBatch / dp / mbs, sharding: si, ckpt: ci, cpMode: mode, split: ch.split})
 										}
 									}
 								}
@@ -336,12 +375,18 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 	return out, nil
 }
 
-// cpModes is the context-parallel modes to try at degree cp.
-func cpModes(modes []string, cp int64) []string {
+// cpModes is the context-parallel modes to try at degree cp (the names
+// are checked by defaults).
+func cpModes(names []string, cp int64) []cpMode {
 	if cp == 1 {
-		return []string{"ring"}
+		return []cpMode{cpRing}
 	}
-	return modes
+	out := make([]cpMode, 0, len(names))
+	for _, n := range names {
+		m, _ := parseCPMode(n)
+		out = append(out, m)
+	}
+	return out
 }
 
 // plan builds layout l's plan from base.
@@ -356,9 +401,7 @@ func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
 	case splitUneven:
 		par.StageSplit = "torchtitan"
 	}
-	if l.ulysses {
-		par.CPMode = "ulysses"
-	}
+	par.CPMode = l.cpMode.parallel()
 	_ = shardingLayout(sp.Sharding[l.sharding], &par) // checked by defaults
 	if l.rep > 1 {
 		par.DPReplicate = l.rep
@@ -378,7 +421,7 @@ func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
 type profileKey struct {
 	tp, cp, ep, mbs int64
 	sp, active      bool
-	ulysses         bool
+	cpMode          cpMode
 	ckpt, casts     string
 }
 
@@ -393,7 +436,7 @@ func (sp Space) keyOf(p *core.Plan, l layout) profileKey {
 		casts = "deepspeed"
 	}
 	return profileKey{tp: l.tp, cp: l.cp, ep: l.ep, mbs: l.mbs, sp: par.SequenceParallel, active: par.Active(),
-		ulysses: l.ulysses, ckpt: sp.Checkpoint[l.ckpt], casts: casts}
+		cpMode: l.cpMode, ckpt: sp.Checkpoint[l.ckpt], casts: casts}
 }
 
 // reasonOf is the reason class of a plan's refusal: its message with

@@ -1,0 +1,63 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Images are the images each sample of a vision-language model carries
+// (train(images=...)): Count images of Height x Width pixels, the size the
+// model's processor resizes them to. A vision tower turns each into
+// patches and image tokens that join the text sequence (nn.VisionTower).
+type Images struct {
+	Count, Height, Width int64
+}
+
+// maxImagePixels bounds one image (a 64K x 64K picture), so that patch
+// counts and their products stay far from overflow.
+const maxImagePixels = 1 << 32
+
+// Validate checks the sizes.
+func (im Images) Validate() error {
+	if im.Count == 0 && im.Height == 0 && im.Width == 0 {
+		return nil
+	}
+	if im.Count <= 0 || im.Height <= 0 || im.Width <= 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("images needs a positive count, height and width (got %d, %d, %d)", im.Count, im.Height, im.Width),
+			Hint: "images=(count, height, width): images per sample and their size in pixels"}
+	}
+	if im.Height > maxImagePixels/im.Width || im.Count > 1<<20 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("images=(%d, %d, %d) is more than memsh simulates", im.Count, im.Height, im.Width)}
+	}
+	return nil
+}
+
+// VisionLayer is a layer that reads the plan's images (a vision tower).
+type VisionLayer interface {
+	ReadsImages() bool
+}
+
+// validateImages checks train(images=...) against the model: images need
+// a vision tower to read them.
+func (p *Plan) validateImages() error {
+	if err := p.Images.Validate(); err != nil {
+		return err
+	}
+	if p.Images.Count == 0 {
+		return nil
+	}
+	reads := false
+	for _, l := range p.Model.Layers {
+		Walk(l, "", func(_ string, x Layer) {
+			if v, ok := x.(VisionLayer); ok && v.ReadsImages() {
+				reads = true
+			}
+		})
+	}
+	if !reads {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("images= but model %q has no vision tower", p.Model.Name),
+			Hint: "images are read by a vision-language model (hf_config of a qwen2_5_vl config, or vision_tower())"}
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package hf
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// buildQwen25VL builds transformers' Qwen2_5_VLForConditionalGeneration:
+// the vision tower (vision_config; nn.VisionTower) whose image tokens join
+// the text embeddings, then Qwen2's decoder (the top-level fields, as the
+// hub's configs carry them), named model.visual and model.language_model.
+// The multimodal rotary embedding (mrope) has Qwen2's memory.
+func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
+	vc := c.sub("vision_config")
+	if c.err != nil {
+		return nil
+	}
+	tower := &nn.VisionTower{Name: "visual", Dim: vc.size("hidden_size"), Depth: vc.size("depth"), Heads: vc.size("num_heads"),
+		Inter: vc.size("intermediate_size"), Patch: vc.sizeOr("patch_size", 14), Temporal: vc.sizeOr("temporal_patch_size", 2),
+		InChans: vc.sizeOr("in_chans", vc.sizeOr("in_channels", 3)), Merge: vc.sizeOr("spatial_merge_size", 2),
+		TextDim: vc.size("out_hidden_size"), Window: vc.intOr("window_size", 0), Impl: attn}
+	full := vc.intList("fullatt_block_indexes", tower.Depth)
+	for i := int64(0); i < tower.Depth; i++ {
+		if full[i] {
+			tower.FullBlocks = append(tower.FullBlocks, i)
+		}
+	}
+	if vc.err != nil {
+		c.err = vc.err
+		return nil
+	}
+	mt := c.modelType
+	c.modelType = "qwen2" // the language model
+	m := buildDecoder(c, attn, head)
+	c.modelType = mt
+	if m == nil {
+		return nil
+	}
+	if hidden := c.size("hidden_size"); c.err == nil && tower.TextDim != hidden {
+		c.fail("vision_config", "out_hidden_size (%d) must be the language model's hidden_size (%d)", tower.TextDim, hidden)
+		return nil
+	}
+	// embed_tokens, the decoder stack, the norm
+	embed, rest := m.Layers[0], m.Layers[1:]
+	m.Layers = []core.Layer{
+		&core.Sequential{Name: "language_model", Layers: []core.Layer{embed}},
+		tower,
+		&core.Sequential{Name: "language_model", Layers: rest},
+	}
+	return m
+}

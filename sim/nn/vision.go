@@ -1,0 +1,157 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// VisionTower is a ViT image encoder whose image tokens join the text
+// sequence, as transformers' Qwen2.5-VL runs it
+// (Qwen2_5_VisionTransformerPretrainedModel and
+// Qwen2_5_VLModel.get_image_features):
+//
+//   - each image, resized to a multiple of patch*merge pixels a side
+//     (dynamic resolution: its size decides its tokens), is cut into
+//     patch x patch x temporal patches, flattened, and embedded by
+//     patch_embed (a Conv3d, lowered as the matmul it is);
+//   - depth pre-norm blocks of attention (qkv and proj with biases, 2-D
+//     rotary embeddings, not causal) and a gated SiLU MLP with biases. The
+//     blocks in FullBlocks attend within their image; the others within
+//     windows of window/patch patches a side (window attention);
+//   - the merger: an RMS norm, merge x merge neighbouring patches
+//     concatenated (a view), two linears with GELU between: one image token
+//     per merge² patches, in the language model's width;
+//   - the image tokens replace the image placeholders of the text
+//     embeddings (inputs_embeds.masked_scatter, a new tensor; its backward
+//     keeps the placeholder mask).
+//
+// All images of a micro-batch run as one packed sequence: flash-attn's
+// varlen kernel over every chunk (an image, a window) at once, or, with
+// sdpa, one kernel per chunk whose outputs are concatenated (a copy o_proj
+// saves: Attention.ChunkCat). Eager attention is not modelled (transformers
+// runs it per chunk, each with its own score matrix). The patches are put
+// in window order before the blocks and the image tokens back in image
+// order after the merger (two index copies, each saving its int64
+// indices), and the 2-D rotary tables (cos and sin, fp32, [patches,
+// head_dim]) are computed once a step and saved by every block's rope
+// (vision_lower.go). The images come from train(images=(count, height,
+// width)); without them the tower's weights are registered and nothing
+// runs.
+type VisionTower struct {
+	Name       string
+	Dim        int64 // hidden_size
+	Depth      int64
+	Heads      int64
+	Inter      int64 // the MLP's intermediate size
+	Patch      int64 // patch_size
+	Temporal   int64 // temporal_patch_size
+	InChans    int64
+	Merge      int64 // spatial_merge_size
+	TextDim    int64 // out_hidden_size: the language model's width
+	Window     int64 // window_size in pixels; 0 = every block attends to its whole image
+	FullBlocks []int64
+	Impl       string
+}
+
+func (v *VisionTower) Kind() string           { return "vision_tower" }
+func (v *VisionTower) Label() string          { return v.Name }
+func (v *VisionTower) DefaultName() string    { return "visual" }
+func (v *VisionTower) Children() []core.Layer { return nil }
+func (v *VisionTower) InDim() int64           { return v.TextDim }
+func (v *VisionTower) OutDim() int64          { return v.TextDim }
+func (v *VisionTower) ReadsImages() bool      { return true }
+
+func (v *VisionTower) patchIn() int64 { return v.InChans * v.Temporal * v.Patch * v.Patch }
+func (v *VisionTower) mergedDim() int64 {
+	return v.Dim * v.Merge * v.Merge
+}
+
+// blockParams is one block: two norms, qkv and proj with biases, the
+// gated MLP with biases.
+func (v *VisionTower) blockParams() int64 {
+	d := v.Dim
+	return 2*d + (3*d*d + 3*d) + (d*d + d) + (3*d*v.Inter + 2*v.Inter + d)
+}
+
+// Params: patch_embed, the blocks, the merger.
+func (v *VisionTower) Params() int64 {
+	m := v.mergedDim()
+	return v.Dim*v.patchIn() + v.Depth*v.blockParams() + v.Dim + (m*m + m) + (m*v.TextDim + v.TextDim)
+}
+
+func (v *VisionTower) Summary() string {
+	return fmt.Sprintf("%d blocks of %d, %d heads, patch %d, merge %d, window %d, -> %d", v.Depth, v.Dim, v.Heads, v.Patch, v.Merge, v.Window, v.TextDim)
+}
+
+func (v *VisionTower) Validate(path string) error {
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"hidden_size", v.Dim}, {"depth", v.Depth}, {"num_heads", v.Heads}, {"intermediate_size", v.Inter}, {"patch_size", v.Patch},
+		{"temporal_patch_size", v.Temporal}, {"in_channels", v.InChans}, {"spatial_merge_size", v.Merge}, {"out_hidden_size", v.TextDim}} {
+		if err := core.Positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if v.Window > 0 && v.Window < v.Patch*v.Merge {
+		return units.Errorf(path, "window_size (%d pixels) must be at least patch_size x spatial_merge_size (%d)", v.Window, v.Patch*v.Merge)
+	}
+	if v.Dim%v.Heads != 0 {
+		return units.Errorf(path, "num_heads (%d) must divide hidden_size (%d)", v.Heads, v.Dim)
+	}
+	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Patch > 1<<10 || v.Merge > 1<<6 || v.Temporal > 1<<6 || v.InChans > 1<<6 {
+		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
+	}
+	for _, i := range v.FullBlocks {
+		if i < 0 || i >= v.Depth {
+			return units.Errorf(path, "full-attention block %d is not in 0..%d", i, v.Depth-1)
+		}
+	}
+	switch v.Impl {
+	case "flash", "sdpa":
+	case "eager":
+		return &units.Error{Path: path, Msg: "the vision tower's eager attention is not modelled",
+			Hint: "transformers runs it once per window with its own score matrix; use attn=\"sdpa\" or \"flash\""}
+	default:
+		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa)", v.Impl)
+	}
+	return nil
+}
+
+// grid is the patches of one image a side: its size rounded to the
+// nearest multiple of patch*merge pixels (at least one), as the
+// processor's smart_resize does (Python's round: halves to even), over the
+// patch size.
+func (v *VisionTower) grid(pixels int64) int64 {
+	f := float64(v.Patch * v.Merge)
+	n := max(int64(math.RoundToEven(float64(pixels)/f)), 1)
+	return n * v.Merge
+}
+
+// windowSquares is the sum of the squared sides, in patches, of the
+// attention windows along one side of an image of g patches: transformers'
+// get_window_index (Qwen2_5_VisionTransformerPretrainedModel) tiles the
+// merged grid (g/merge units) with windows of window/merge/patch units, the
+// last one cut short.
+func (v *VisionTower) windowSquares(g int64) int64 {
+	unit := v.Window / v.Merge / v.Patch
+	gm := g / v.Merge
+	side, last := v.Merge*unit, v.Merge*(gm%unit)
+	return (gm/unit)*side*side + last*last
+}
+
+// windowKeys is the keys each patch of an image of gh x gw patches attends
+// to on average in a window block: the sum over its windows of their
+// patches squared, over its patches (exact FLOPs when the windows differ).
+func (v *VisionTower) windowKeys(gh, gw int64) int64 {
+	perImage := gh * gw
+	return (v.windowSquares(gh)*v.windowSquares(gw) + perImage - 1) / perImage
+}
+
+// ImageTokens is the tokens one image of h x w pixels adds to a sample.
+func (v *VisionTower) ImageTokens(h, w int64) int64 {
+	return v.grid(h) * v.grid(w) / (v.Merge * v.Merge)
+}

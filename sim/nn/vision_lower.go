@@ -1,0 +1,153 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// blocks are the tower's blocks for images of gh x gw patches: the full
+// blocks attend within their image, the others within their windows
+// (Attention.Window is the keys each patch sees, for the FLOPs; what the
+// kernels save does not depend on it).
+func (v *VisionTower) blocks(gh, gw int64) *core.Repeat {
+	full := map[int64]bool{}
+	for _, i := range v.FullBlocks {
+		full[i] = true
+	}
+	perImage := gh * gw
+	win := perImage
+	if v.Window > 0 {
+		win = min(perImage, v.windowKeys(gh, gw))
+	}
+	block := func(window int64) core.Layer {
+		a := &Attention{Name: "attn", Dim: v.Dim, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl,
+			Rope: true, FusedQKV: true, SoftmaxFP32: true, Window: window, ChunkCat: true}
+		return &core.Sequential{Layers: []core.Layer{
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "norm1", Dim: v.Dim, RMS: true}, a}}},
+			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "norm2", Dim: v.Dim, RMS: true},
+				&MLP{Name: "mlp", Dim: v.Dim, Hidden: v.Inter, Act: "swiglu", Bias: true}}}},
+		}}
+	}
+	fullBlock, winBlock := block(perImage), block(win)
+	bs := make([]core.Layer, v.Depth)
+	for i := range bs {
+		bs[i] = winBlock
+		if full[int64(i)] || v.Window == 0 {
+			bs[i] = fullBlock
+		}
+	}
+	return &core.Repeat{Name: "blocks", Blocks: bs}
+}
+
+// Lower runs the tower as Qwen2_5_VisionTransformerPretrainedModel.forward
+// does, then joins its tokens to the text embeddings x.
+func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != v.TextDim {
+		panic(core.ShapeMismatch(b, "vision_tower", v.TextDim, b.Last(x)))
+	}
+	defer b.Scope(b.ModuleName(v))()
+	im := b.Images
+	if im.Count == 0 {
+		v.registerIdle(b)
+		return x
+	}
+	gh, gw := v.grid(im.Height), v.grid(im.Width)
+	perImage := gh * gw
+	tokens := im.Count * perImage / (v.Merge * v.Merge) // per sample
+	if tokens > b.Seq {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+			Msg:  fmt.Sprintf("%d images of %dx%d pixels give %d image tokens a sample, more than seq=%d", im.Count, im.Height, im.Width, tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
+	}
+	patches := b.Batch * im.Count * perImage
+	if !core.ProductFits(patches, v.patchIn(), 4) || !core.ProductFits(patches, v.mergedDim(), 4) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
+	}
+	// The processor's pixel patches, fp32, on the device for the step.
+	d := b.AddOp("data", "pixel_values", nil)
+	pix := b.Out(d, "pixel_values", []int64{patches, v.patchIn()}, units.FP32, "image patches from the processor (fp32)")
+	b.Val(pix).Grad = false
+	b.P.Held = append(b.P.Held, pix)
+	h := b.Linear("patch_embed.proj", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
+	// rot_pos_emb: cos and sin of the 2-D rotary angles, fp32.
+	r := b.AddOp("rotary", "rot_pos_emb", nil)
+	hd := v.Dim / v.Heads
+	cos := b.Out(r, "rotary_cos", []int64{patches, hd}, units.FP32, "2-D rotary cos table (fp32), saved by every block's rope")
+	sin := b.Out(r, "rotary_sin", []int64{patches, hd}, units.FP32, "2-D rotary sin table (fp32), saved by every block's rope")
+	b.Val(cos).Grad, b.Val(sin).Grad = false, false
+	// hidden_states[window_index]: the patches in window order.
+	reorder, h := v.reindex(b, "window_index", h, patches/(v.Merge*v.Merge))
+	h = b.LowerChild(v.blocks(gh, gw), h)
+	// The ropes' tables live until the first block's backward, which
+	// runs just before the reorder's: saved with it.
+	b.Save(reorder, cos, sin)
+	// merger: ln_q, then merge x merge patches side by side (a view).
+	done := b.Scope("merger")
+	h = b.RmsNorm("ln_q", h, v.Dim)
+	b.Val(h).Shape = core.WithLast([]int64{patches / (v.Merge * v.Merge), 1}, v.mergedDim())
+	h = b.Linear("mlp.0", core.RoleLinear, h, v.mergedDim(), v.mergedDim(), true)
+	h = Activation(b, "gelu", h)
+	h = b.Linear("mlp.2", core.RoleLinear, h, v.mergedDim(), v.TextDim, true)
+	done()
+	// hidden_states[reverse_indices]: the tokens back in image order.
+	_, h = v.reindex(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
+	// The image tokens replace the placeholders: masked_scatter.
+	ids := b.P.Input
+	var ins []core.Value
+	if ids != core.NoValue {
+		ins = append(ins, ids)
+	}
+	mk := b.AddOp("eq", "image_mask", ins)
+	mask := b.Out(mk, "image_mask", b.Shape(x)[:len(b.Shape(x))-1], units.BOOL, "image placeholder positions (input_ids == image_token_id)")
+	b.Val(mask).Grad = false
+	b.Op(mk).NoGradB = true
+	j := b.AddOp("masked_scatter", "join_image_tokens", []core.Value{x, h, mask})
+	y := b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), "text embeddings with the image tokens in place")
+	b.Save(j, mask)
+	return y
+}
+
+// reindex is x[index] over groups of merge² patches: a copy of x whose
+// backward keeps the int64 index (one per group).
+func (v *VisionTower) reindex(b *core.Builder, name string, x core.Value, groups int64) (int32, core.Value) {
+	k := b.AddOp("index", name, []core.Value{x})
+	idx := b.Out(k, name, []int64{groups}, units.INT64, "the order of the merged patches (int64), saved by the index")
+	b.Val(idx).Grad = false
+	y := b.Out(k, name+".out", b.Shape(x), b.Dtype(x), "the patches reordered")
+	b.Save(k, idx)
+	b.Op(k).Bytes = float64(2 * b.Val(x).Bytes)
+	return k, y
+}
+
+// registerIdle registers the tower's weights when no image runs.
+func (v *VisionTower) registerIdle(b *core.Builder) {
+	d := v.Dim
+	b.Param("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleLinear)
+	b.ReserveParams(v.Depth * 12)
+	for i := int64(0); i < v.Depth; i++ {
+		done := b.Scope("blocks." + core.Itoa(i))
+		for _, p := range []struct {
+			name  string
+			shape []int64
+			role  core.Role
+		}{
+			{"norm1.weight", []int64{d}, core.RoleNorm}, {"norm2.weight", []int64{d}, core.RoleNorm},
+			{"attn.qkv.weight", []int64{3 * d, d}, core.RoleQKV}, {"attn.qkv.bias", []int64{3 * d}, core.RoleQKV},
+			{"attn.o_proj.weight", []int64{d, d}, core.RoleO}, {"attn.o_proj.bias", []int64{d}, core.RoleO},
+			{"mlp.gate_proj.weight", []int64{v.Inter, d}, core.RoleGate}, {"mlp.gate_proj.bias", []int64{v.Inter}, core.RoleGate},
+			{"mlp.up_proj.weight", []int64{v.Inter, d}, core.RoleUp}, {"mlp.up_proj.bias", []int64{v.Inter}, core.RoleUp},
+			{"mlp.down_proj.weight", []int64{d, v.Inter}, core.RoleDown}, {"mlp.down_proj.bias", []int64{d}, core.RoleDown},
+		} {
+			b.Param(p.name, p.shape, p.role)
+		}
+		done()
+	}
+	m := v.mergedDim()
+	b.Param("merger.ln_q.weight", []int64{d}, core.RoleNorm)
+	b.Param("merger.mlp.0.weight", []int64{m, m}, core.RoleLinear)
+	b.Param("merger.mlp.0.bias", []int64{m}, core.RoleLinear)
+	b.Param("merger.mlp.2.weight", []int64{v.TextDim, m}, core.RoleLinear)
+	b.Param("merger.mlp.2.bias", []int64{v.TextDim}, core.RoleLinear)
+}
