@@ -95,6 +95,16 @@ import (
 //	  4096*16): 2,818,637,824; 16 MLPs of 176,160,768; two norms of 4096
 //	  per layer. Embeddings and head 2*65536*4096, final norm 4096. Total
 //	  51,570,323,328.
+//	mamba-130m-hf (state-spaces/mamba-130m-hf's config.json, its
+//	  architecture fields as quoted in a public test in the code corpus;
+//	  transformers 4.57.1 builds it with 129,135,360 on the meta device,
+//	  as tools/oracle/mamba1.py prints for the tiny config too): h=768,
+//	  L=24, V=50280, tied; inner 1536, state 16, dt rank 48, conv 4. Per
+//	  layer: in_proj 768*3072 = 2,359,296, conv1d 1536*4 + 1536, x_proj
+//	  1536*80 = 122,880, dt_proj 48*1536 + 1536, A_log 1536*16, D 1536,
+//	  out_proj 1536*768 = 1,179,648, norm 768: 3,771,648, x24 =
+//	  90,519,552. Embeddings 50280*768 = 38,615,040, norm_f 768. Total
+//	  129,135,360.
 //	opt-350m: embed 50272*512 = 25,739,264; project_in, project_out
 //	  512*1024 each = 1,048,576; positions 2050*1024 = 2,099,200; 24 post-LN
 //	  layers of 12,596,224 = 302,309,376; no final layer norm. Total
@@ -138,6 +148,8 @@ var hfParamCases = []struct {
 	{"nemotron-h-8b-base-8k.json", "", 8_100_852_736},
 	{"ai21-jamba-1.5-mini.json", "", 51_570_323_328},
 	{"qwen2.5-vl-3b-instruct.json", "", 3_754_622_976},
+	{"mamba-130m-hf.json", "", 129_135_360},
+	{"mamba-tiny.json", "", 18_528},
 }
 
 func readHF(t testing.TB, file string) []byte {

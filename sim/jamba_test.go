@@ -12,21 +12,31 @@ import (
 // TestMambaSaves counts what Jamba's Mamba mixer keeps, by hand from
 // JambaMambaMixer.cuda_kernels_forward and mamba_ssm's SelectiveScanFn
 // (nn/mamba.go): dim 64, inner 128, state 8, dt rank 16, bf16, every
-// weight trainable. Per token: in_proj's input 64*2 and output 256*2 (the
-// conv keeps it through its view), x_proj's contiguous copy of u 128*2, u
-// itself 128*2 (the scan), the three inner RMS norms (fp32 slices
-// (16+8+8)*4, rstd 3*4, normalised (16+8+8)*2), dt_proj's input 16*2, the
-// scan's copies of delta and z 2*128*2, of B and C 2*8*2, its output
-// before the gate 128*2, out_proj's copy 128*2: 2,444 bytes. Fixed: A
-// (fp32 128*8), D and the dt bias in fp32 (2*128*4) and the chunk states,
-// 128*2*8 fp32 per 2,048 tokens.
+// weight trainable, one sample. Per token: in_proj's input 64*2 and
+// output 256*2 (the conv keeps it through its view), u 128*2 (the scan;
+// x_proj reads it transposed, a view with one sample), the three inner
+// RMS norms (fp32 slices (16+8+8)*4, rstd 3*4, normalised (16+8+8)*2),
+// dt_proj's input 16*2, the scan's copies of delta and z 2*128*2, of B
+// and C 2*8*2, its output before the gate 128*2, the gated output 128*2
+// (out_proj reads it transposed, a view too): 2,188 bytes. With two
+// samples x_proj keeps a contiguous copy of u (+128*2) and out_proj one of
+// the gated output (in its place): 2,444. The views and copies are
+// F.linear's on a transposed 3-D input, measured in MambaMixer's
+// slow_forward (tools/oracle/mamba1.py, TestMambaSlowSavesAsTransformers).
+// Fixed: A (fp32 128*8), D and the dt bias in fp32 (2*128*4) and the
+// chunk states, 128*2*8 fp32 per 2,048 tokens and sample.
 func TestMambaSaves(t *testing.T) {
 	m := &nn.Mamba{Dim: 64, Inner: 128, State: 8, DTRank: 16, ConvK: 4, ConvBias: true}
-	for _, seq := range []int64{64, 2048, 4096} {
-		chunks := (seq + 2047) / 2048
-		want := seq*2444 + 128*8*4 + 2*128*4 + chunks*128*2*8*4
-		if r := evalPlan(t, layerPlan(t, m, 64, seq, "bf16")); r.SavedActivations != want {
-			t.Errorf("seq %d: saved %d bytes, want %d", seq, r.SavedActivations, want)
+	for _, batch := range []int64{1, 2} {
+		perToken := map[int64]int64{1: 2188, 2: 2444}[batch]
+		for _, seq := range []int64{64, 2048, 4096} {
+			chunks := (seq + 2047) / 2048
+			want := batch*seq*perToken + 128*8*4 + 2*128*4 + batch*chunks*128*2*8*4
+			p := layerPlan(t, m, 64, seq, "bf16")
+			p.Batch = batch
+			if r := evalPlan(t, p); r.SavedActivations != want {
+				t.Errorf("batch %d, seq %d: saved %d bytes, want %d", batch, seq, r.SavedActivations, want)
+			}
 		}
 	}
 	// in_proj 64*256, conv1d 128*4 + 128, x_proj 128*32, dt_proj 16*128 +

@@ -33,7 +33,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
 			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
 			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=); its " +
-			"attention is \"flash\" or \"sdpa\".",
+			"attention is \"flash\" or \"sdpa\". mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
+			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
+			"attn=\"eager\".",
 		Fn: hfConfigFn,
 	}}
 }

@@ -57,14 +57,18 @@ func ExtraLayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "mamba",
-			Sig:  "mamba(dim, state=16, conv_kernel=4, expand=2, dt_rank=None, bias=False, conv_bias=True, name=None)",
+			Sig:  "mamba(dim, state=16, conv_kernel=4, expand=2, dt_rank=None, bias=False, conv_bias=True, impl=\"jamba\", name=None)",
 			Doc: "A Mamba (Mamba-1) mixer as Jamba's layers run it (transformers' JambaMambaMixer with the mamba_ssm " +
 				"kernels): in_proj (dim -> 2*inner, inner = expand*dim), a depthwise causal conv1d with silu, x_proj " +
 				"(inner -> dt_rank + 2*state) with RMS norms on dt, B and C, dt_proj (dt_rank -> inner) and " +
 				"selective_scan_fn, then out_proj. It keeps in_proj's input and output, the conv output, the copies " +
 				"the scan and the linears make of their transposed inputs, the scan output and fp32 chunk states " +
 				"every 2,048 tokens: a fixed amount per token. dt_rank defaults to ceil(dim / 16). Use it in " +
-				"residual(sequential(rmsnorm(dim), mamba(...))) blocks beside attention blocks (a hybrid).",
+				"residual(sequential(rmsnorm(dim), mamba(...))) blocks beside attention blocks (a hybrid). " +
+				"impl=\"fused\" is transformers' MambaMixer (Mamba-1 models, no inner norms) with the kernels: " +
+				"mamba_inner_fn, which keeps xz, x_dbl, B, C, the chunk states and the scan output and recomputes " +
+				"the conv output and delta in backward; impl=\"slow\" is its PyTorch path without the kernels, which " +
+				"keeps fp32 [batch, inner, seq, state] tensors and one state per token.",
 			Fn: mambaFn,
 		},
 		{
@@ -151,11 +155,12 @@ func mambaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	var dim, dtRank, name starlark.Value
 	state, conv, expand := starlark.Value(starlark.MakeInt(16)), starlark.Value(starlark.MakeInt(4)), starlark.Value(starlark.MakeInt(2))
 	bias, convBias := false, true
+	impl := nn.MambaJamba
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "state?", &state, "conv_kernel?", &conv,
-		"expand?", &expand, "dt_rank?", &dtRank, "bias?", &bias, "conv_bias?", &convBias, "name?", &name); err != nil {
+		"expand?", &expand, "dt_rank?", &dtRank, "bias?", &bias, "conv_bias?", &convBias, "impl?", &impl, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &nn.Mamba{Bias: bias, ConvBias: convBias}
+	m := &nn.Mamba{Bias: bias, ConvBias: convBias, Impl: impl}
 	var ex int64
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{state, "state", &m.State}, intArg{conv, "conv_kernel", &m.ConvK},
 		intArg{expand, "expand", &ex}); err != nil {

@@ -108,6 +108,7 @@ var hfFamilies = []hfFamily{
 	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder},

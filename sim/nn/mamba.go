@@ -35,6 +35,10 @@ type Mamba struct {
 	DTRank   int64 // mamba_dt_rank
 	Bias     bool  // mamba_proj_bias: in_proj and out_proj
 	ConvBias bool  // mamba_conv_bias
+	// Impl is how the mixer runs (mamba1.go): "jamba" (the default, with
+	// the dt, B and C norms), "fused" (MambaMixer through mamba_inner_fn)
+	// or "slow" (MambaMixer's PyTorch path).
+	Impl string
 }
 
 // mambaScanChunk is the tokens per chunk of selective_scan_fwd's saved
@@ -51,10 +55,13 @@ func (m *Mamba) OutDim() int64          { return m.Dim }
 func (m *Mamba) xProj() int64 { return m.DTRank + 2*m.State }
 
 // Params: in_proj, conv1d, x_proj, dt_proj (with its bias), A_log, D,
-// out_proj and the three inner norms.
+// out_proj, and Jamba's three inner norms.
 func (m *Mamba) Params() int64 {
 	n := m.Dim*2*m.Inner + m.Inner*m.ConvK + m.Inner*m.xProj() + m.DTRank*m.Inner + m.Inner +
-		m.Inner*m.State + m.Inner + m.Inner*m.Dim + m.DTRank + 2*m.State
+		m.Inner*m.State + m.Inner + m.Inner*m.Dim
+	if m.norms() {
+		n += m.DTRank + 2*m.State
+	}
 	if m.Bias {
 		n += 2*m.Inner + m.Dim
 	}
@@ -65,7 +72,11 @@ func (m *Mamba) Params() int64 {
 }
 
 func (m *Mamba) Summary() string {
-	return fmt.Sprintf("dim %d, inner %d, state %d, dt rank %d, conv %d", m.Dim, m.Inner, m.State, m.DTRank, m.ConvK)
+	s := fmt.Sprintf("dim %d, inner %d, state %d, dt rank %d, conv %d", m.Dim, m.Inner, m.State, m.DTRank, m.ConvK)
+	if !m.norms() {
+		s += ", " + m.Impl
+	}
+	return s
 }
 
 func (m *Mamba) Validate(path string) error {
@@ -76,6 +87,11 @@ func (m *Mamba) Validate(path string) error {
 		if err := core.Positive(path, f.what, f.n); err != nil {
 			return err
 		}
+	}
+	switch m.Impl {
+	case "", MambaJamba, MambaFused, MambaSlow:
+	default:
+		return units.Errorf(path, "unknown mamba impl %q (known: jamba, fused, slow)", m.Impl)
 	}
 	return nil
 }
@@ -101,6 +117,12 @@ func (m *Mamba) Lower(b *core.Builder, x core.Value) core.Value {
 		L = s[len(s)-2]
 	}
 	batch := T / max(L, 1)
+	switch m.Impl {
+	case MambaFused:
+		return m.lowerFused(b, x, batch, L)
+	case MambaSlow:
+		return m.lowerSlow(b, x, batch, L)
+	}
 	xz := b.Linear("in_proj", core.RoleLinear, x, m.Dim, 2*m.Inner, m.Bias)
 	dt := b.Dtype(xz)
 
@@ -117,9 +139,9 @@ func (m *Mamba) Lower(b *core.Builder, x core.Value) core.Value {
 	b.Save(ci, xz)
 	b.Op(ci).Flops = 2 * float64(T) * float64(m.Inner*m.ConvK)
 
-	// x_proj reads u transposed: F.linear copies a non-contiguous 3-D
-	// input before its GEMM and keeps the copy (checked on PyTorch 2.15).
-	uT := b.Ew("copy", "x_proj_input", []core.Value{u}, core.WithLast(s, m.Inner), dt, "contiguous copy of the transposed conv output (x_proj's input)")
+	// x_proj reads u transposed: F.linear keeps a contiguous copy, or
+	// with one sample u itself (transposedInput).
+	uT := transposedInput(b, "x_proj_input", u, batch)
 	xp := b.Linear("x_proj", core.RoleLinear, uT, m.Inner, m.xProj(), false)
 	dtn := b.RmsNormSlice("dt_layernorm", xp, m.DTRank)
 	bn := b.RmsNormSlice("b_layernorm", xp, m.State)
@@ -163,7 +185,7 @@ func (m *Mamba) Lower(b *core.Builder, x core.Value) core.Value {
 	// Backward: dB and dC accumulate in fp32 (selective_scan_bwd).
 	b.Op(si).WorkB = 2 * units.FP32.Bytes(T*m.State)
 
-	// out_proj reads y transposed: another copy, kept by the linear.
-	yT := b.Ew("copy", "out_proj_input", []core.Value{y}, core.WithLast(s, m.Inner), dt, "contiguous copy of the transposed scan output (out_proj's input)")
+	// out_proj reads y transposed: a copy, or y itself (transposedInput).
+	yT := transposedInput(b, "out_proj_input", y, batch)
 	return b.Linear("out_proj", core.RoleLinear, yT, m.Inner, m.Dim, m.Bias)
 }

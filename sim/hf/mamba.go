@@ -1,0 +1,61 @@
+package hf
+
+import (
+	"math"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// buildMamba is transformers' MambaForCausalLM (state-spaces' Mamba-1
+// checkpoints, mamba-*-hf): under "backbone", the embeddings, blocks of
+// x + mixer(norm(x)) with a MambaMixer (nn.Mamba without Jamba's inner
+// norms), norm_f; the head tied to the embeddings unless the config says
+// otherwise (PretrainedConfig's default). intermediate_size, when the
+// config carries it, wins over expand x hidden_size (MambaConfig sets it
+// from expand, then the config's own keys override it); time_step_rank
+// "auto" is ceil(hidden_size / 16).
+//
+// The mixer runs as transformers runs it on a GPU: with the mamba_ssm and
+// causal_conv1d kernels (attn "sdpa" or "flash": mamba_inner_fn), or
+// without them (attn "eager": slow_forward, the PyTorch loop over the
+// tokens). Not modelled: residual_in_fp32 (the residual stream stays in
+// the activations' dtype), and use_mambapy's parallel scan.
+func buildMamba(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	vocab := c.size("vocab_size")
+	tie := c.flag("tie_word_embeddings", true)
+	rank := (hidden + 15) / 16
+	if r, ok := c.raw["time_step_rank"]; ok && r != "auto" {
+		rank = c.size("time_step_rank")
+	}
+	expand := c.number("expand", 2)
+	if c.err == nil && (expand <= 0 || expand*float64(hidden) > 1<<40) {
+		c.fail("expand", "must be positive and expand x hidden_size not too large (got %g)", expand)
+	}
+	if c.err == nil && c.flag("use_mambapy", false) && attn == "eager" {
+		c.fail("use_mambapy", "is true: the mamba.py parallel scan is not modelled (use attn=\"sdpa\" for the mamba_ssm kernels)")
+	}
+	if c.err != nil {
+		return nil
+	}
+	impl := nn.MambaFused
+	if attn == "eager" {
+		impl = nn.MambaSlow
+	}
+	mixer := &nn.Mamba{Name: "mixer", Dim: hidden, Inner: c.sizeOr("intermediate_size", int64(math.Floor(expand*float64(hidden)))),
+		State: c.sizeOr("state_size", 16), ConvK: c.sizeOr("conv_kernel", 4), DTRank: rank,
+		Bias: c.flag("use_bias", false), ConvBias: c.flag("use_conv_bias", true), Impl: impl}
+	if c.err != nil {
+		return nil
+	}
+	c.checkTotal(float64(layers)*float64(mixer.Params()) + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	block := res(&nn.Norm{Name: "norm", Dim: hidden, RMS: true}, mixer)
+	ls := []core.Layer{&nn.Embedding{Name: "embeddings", Rows: vocab, Dim: hidden},
+		&core.Repeat{Name: "layers", Layer: block, N: layers}, &nn.Norm{Name: "norm_f", Dim: hidden, RMS: true}}
+	return c.finish(head, ls, vocab, tie)
+}
