@@ -38,7 +38,7 @@ func TestPlan(t *testing.T) {
 		{expr: `p.replace(gpu = gpu(name = "x", memory = 8 * GiB)).gpu.memory`, want: "8589934592"},
 		{expr: `train(model("mlp", linear(8, 8))).seq`, want: "None"},
 		{expr: `train(m, seq = 8, checkpoint = None).checkpoint`, want: `checkpoint("none")`},
-		{expr: `dir(p)[:3]`, want: `["batch", "checkpoint", "cluster"]`},
+		{expr: `dir(p)[:3]`, want: `["batch", "checkpoint", "clip_grad_norm"]`},
 		{expr: `"replace" in dir(p)`, want: "True"},
 		{expr: "p.compile", want: "False"},
 		{expr: "p.replace(compile = True)", want: `train(model="tiny", batch=1, seq=16, compile=True, gpu="H100-80GB")`},

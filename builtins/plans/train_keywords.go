@@ -100,6 +100,10 @@ var TrainKeywords = []keyword{
 			"the vision tower turns each into patches and image tokens that take their place in the seq tokens (Qwen2.5-VL's dynamic resolution: " +
 			"a 448x448 image is 256 tokens)",
 		set: setImages},
+	{Name: "clip_grad_norm", Def: starlark.None,
+		Doc: "the max norm of torch.nn.utils.clip_grad_norm_ before each optimizer step (the Hugging Face Trainer's max_grad_norm, 1.0 by default there; torchtitan's max_norm), " +
+			"for the time model: a norm per gradient and a multiply of every gradient, launched per parameter by the \"for-loop\" optimizer (PyTorch before 2.0) and per chunk of tensors otherwise; None clips nothing",
+		set: setClipGradNorm},
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
@@ -298,6 +302,23 @@ func setStepOverhead(name string, v *starlark.Value, _ *trainArgs, p *core.Plan)
 		return err
 	}
 	p.Overheads.StepSeconds = f
+	*v = starlark.Float(f)
+	return p.Overheads.Validate()
+}
+
+func setClipGradNorm(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		p.Overheads.ClipGradNorm = 0
+		return nil
+	}
+	f, err := host.AsFloat(*v, name)
+	if err != nil {
+		return err
+	}
+	if !(f > 0) {
+		return fmt.Errorf("%s must be a norm > 0, or None for no clipping (got %g)", name, f)
+	}
+	p.Overheads.ClipGradNorm = f
 	*v = starlark.Float(f)
 	return p.Overheads.Validate()
 }

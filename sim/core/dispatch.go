@@ -25,12 +25,18 @@ type Overheads struct {
 	// StepSeconds is what each step spends outside the GPU's work: the data
 	// loader, the Python training loop, logging. 0 unless set.
 	StepSeconds float64
+	// ClipGradNorm is the max norm of torch.nn.utils.clip_grad_norm_, run
+	// on the gradients before each optimizer step (the Hugging Face
+	// Trainer's max_grad_norm, 1.0 unless set; torchtitan's max_norm); 0
+	// clips nothing. The norm's value does not change the time.
+	ClipGradNorm float64
 }
 
 // DispatchModes lists the dispatch modes.
 func DispatchModes() []string { return []string{"eager", "fused", "compiled", "cuda_graphs"} }
 
-// Validate checks the dispatch mode and the step overhead.
+// Validate checks the dispatch mode, the step overhead and the clipping
+// norm.
 func (o Overheads) Validate() error {
 	known := false
 	for _, m := range DispatchModes() {
@@ -41,6 +47,9 @@ func (o Overheads) Validate() error {
 	}
 	if !(o.StepSeconds >= 0) || math.IsInf(o.StepSeconds, 0) {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("step_overhead must be a number of seconds >= 0 (got %g)", o.StepSeconds)}
+	}
+	if !(o.ClipGradNorm >= 0) || math.IsInf(o.ClipGradNorm, 0) {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("clip_grad_norm must be a norm > 0, or None (got %g)", o.ClipGradNorm)}
 	}
 	return nil
 }

@@ -36,7 +36,8 @@ type OptimizerWork struct {
 	Elements float64 // their elements
 }
 
-// OptimizerTime is the step's GPU time and CPU dispatch time.
+// OptimizerTime is the step's GPU time and CPU dispatch time, with the
+// work on the gradients that comes with it (gradients.go).
 func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	if w.Traffic <= 0 {
 		return 0, 0
@@ -62,5 +63,8 @@ func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	// The step runs eagerly whatever the model's dispatch: torch.compile
 	// and CUDA graphs capture the model's forward and backward, not the
 	// optimizer (torchtitan and Megatron-LM compile or capture the model).
-	return gpu, launches * eagerFwdCPU
+	// The clipping, unscaling and zeroing of the gradients come with it
+	// (gradients.go): the CPU launches them in order with the update.
+	g, c := gradientWork(plan, w)
+	return gpu + g, launches*eagerFwdCPU + c
 }
