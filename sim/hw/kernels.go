@@ -129,7 +129,11 @@ var (
 // TFLOP/s on torch.randn inputs against 295 on zeros, power-limited
 // (thonking.ai, "Strangely, Matrix Multiplications on GPUs Run Faster When
 // Given 'Predictable' Data!", 2024); 257 is 0.95 of the A100's MAMF
-// (271.2), a third of Ampere's 0.17 below 1. The rest is what the model
+// (271.2), a third of Ampere's 0.17 below 1. NVIDIA's own HPL figures
+// take the A100 at the clock it sustains at its power limit, 1,305 MHz
+// against its 1,410 MHz boost (G. Lockwood, "Peak FLOPS",
+// glennklockwood.com/garden/peak-FLOPS): 0.93, the same part by the
+// clock. The rest is what the model
 // does not price, lumped: training GEMM shapes below the best shape's
 // rate beyond their memory bound, NCCL kernels holding SMs while
 // communication overlaps compute, host stalls. Sustain stays fitted until

@@ -54,3 +54,23 @@ func TestCatalogKernelRates(t *testing.T) {
 		t.Error("a custom device must take the default kernel rates")
 	}
 }
+
+// Sustain's first named cause is the clock a GPU holds at its power limit
+// through a long run of GEMMs; the published Ampere figures put that part
+// at 0.93-0.95, so the fitted Sustain (which lumps the unpriced rest on
+// top) cannot exceed them: a refit above says memsh's kernel rates are too
+// slow, not that the power limit costs less.
+func TestSustainBelowPowerLimitedClock(t *testing.T) {
+	for _, c := range []struct {
+		source  string
+		part    float64
+		sustain float64
+	}{
+		{"NVIDIA's A100 HPL clock at the power limit, 1,305 of 1,410 MHz (G. Lockwood, Peak FLOPS)", 1305.0 / 1410, ampereSustain},
+		{"H. He, A100 bf16 8192^3 on random data 257 TFLOP/s against MAMF 271.2 (thonking.ai, 2024)", 257 / 271.2, ampereSustain},
+	} {
+		if c.sustain > c.part {
+			t.Errorf("Sustain %.2f is above %.3f, the %s", c.sustain, c.part, c.source)
+		}
+	}
+}
