@@ -166,11 +166,10 @@ func (r *Repeat) indices(c Layer) []int64 {
 func (r *Repeat) Lower(b *Builder, x Value) Value {
 	defer b.Scope(ModuleName(r))()
 	ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
+	var srcs blockCopies // the blocks to copy (block_clone.go)
 	for i := int64(0); i < r.Count(); i++ {
-		done := b.Scope(fmt.Sprintf("%d", i))
-		closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
-		x = b.LowerChild(r.Block(i), x)
-		closeBlock()
+		done := b.Scope(Itoa(i))
+		x, srcs = b.lowerBlock(r.Block(i), x, srcs)
 		done()
 		if i == 0 {
 			b.P.reserve(r.Count()-1, ops, values, params) // room for the other copies (alike or not)

@@ -195,6 +195,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 	b.P.Stage = &stageProg{}
 	first := map[int64][2]int{} // chunk -> param range of its first copy
 	var copies []stageCopy
+	var srcs blockCopies // the blocks to copy (block_clone.go)
 	for k, g := range st.Chunks {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
 		p0 := len(b.P.Params)
@@ -208,17 +209,17 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 		}
 		if g == 0 {
 			for _, u := range sp.pre {
-				x = b.lowerUnit(u, x)
+				x, srcs = b.lowerUnit(u, x, srcs)
 			}
 		}
 		lo, hi := sp.ChunkBlocks(g)
 		for _, u := range sp.Blocks[lo:hi] {
-			x = b.lowerUnit(u, x)
+			x, srcs = b.lowerUnit(u, x, srcs)
 		}
 		out := StageOut{V: x}
 		if g == sp.Chunks-1 {
 			for _, u := range sp.post {
-				x = b.lowerUnit(u, x)
+				x, srcs = b.lowerUnit(u, x, srcs)
 			}
 			if m.Vocab > 0 {
 				head := len(b.P.Params)
@@ -320,17 +321,16 @@ func (m *Model) stageWidth() int64 {
 
 // lowerUnit lowers one flattened piece under the module path and
 // checkpoint regions it has in the whole model.
-func (b *Builder) lowerUnit(u pipeUnit, x Value) Value {
+// A block is copied from one of srcs when it lowers as that one did
+// (block_clone.go); the blocks to copy from next are returned.
+func (b *Builder) lowerUnit(u pipeUnit, x Value, srcs blockCopies) (Value, blockCopies) {
 	if u.block < 0 {
 		defer b.Scope(u.scope())()
-		return b.LowerChild(u.layer, x)
+		return b.LowerChild(u.layer, x), srcs
 	}
 	defer b.Scope(u.BlockPath())()
 	b.block = int(u.block)
-	closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
-	x = b.LowerChild(u.rep.Block(u.block), x)
-	closeBlock()
-	return x
+	return b.lowerBlock(u.rep.Block(u.block), x, srcs)
 }
 
 // lowerModel lowers the whole model, or the plan's pipeline stage.

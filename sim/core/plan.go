@@ -101,6 +101,11 @@ type Plan struct {
 	RuntimeMemory RuntimeMemory
 
 	PipeStage *StageSpec // set on the per-stage copies of a pipelined plan
+
+	// EveryBlock lowers every repeated block rather than copying an
+	// earlier one (block_clone.go): the reference the tests compare the
+	// copies with; the numbers are the same.
+	EveryBlock bool
 }
 
 // gradsPersist reports whether parameter gradients exist before the
@@ -237,7 +242,8 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		Eval:   p.Phase == Eval,
 		Images: p.Images,
 
-		tiedHead: -1,
+		tiedHead:   -1,
+		everyBlock: p.EveryBlock,
 	}
 	b.compile = p.Compile
 	// Members are folded into the batch: "stacked" runs them as one batch

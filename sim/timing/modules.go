@@ -127,9 +127,9 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 	launchF := max(0, mb.ForwardCPU-mb.Forward)
 	launchB := max(0, mb.BackwardCPU+mb.RecomputeCPU-mb.Backward-mb.Recompute)
 	var exF, exB float64
-	for _, a := range aggs {
-		exF += a.cpuExcessF
-		exB += a.cpuExcessB
+	for _, name := range order { // in order: a sum over the map's order differed in the last bit from run to run
+		exF += aggs[name].cpuExcessF
+		exB += aggs[name].cpuExcessB
 	}
 	for _, name := range folded { // module instances: the paths folded into each row
 		if a := aggs[name]; a != nil {

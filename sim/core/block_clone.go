@@ -1,0 +1,331 @@
+package core
+
+import (
+	"reflect"
+	"strings"
+)
+
+// Repeated blocks are lowered once and copied. Lowering a block is a pure
+// function of the layer, what the block's input looks like (ValueInfo but
+// its place and the module path of its name), the checkpoint policy the
+// block runs under and the builder's open region and compiled graph: the
+// module path only names what it appends. So when block t would lower
+// with all of these equal to an earlier block s, its ops, values,
+// parameters, regions, graphs, collectives and buffers are s's, renamed
+// from s's module path to t's, with every index into s's own entries
+// shifted by where t's begin and s's input replaced by t's. Block 79 of
+// Llama-3-70B costs a copy instead of a lowering, as does every in-flight
+// micro-batch copy of a pipeline stage after the first.
+//
+// A block is copied only when that argument holds as the code stands:
+//   - nothing of the lowering depends on a name: no LoRA (targets by
+//     name), no freezing and no quantization (patterns over names);
+//   - the source appended nothing the program keeps outside its ranges
+//     (held values, tables, an autocast head cast, a new batch, labels or
+//     loss), opened no nested repeated block, changed nothing it did not
+//     append (its input's ValueInfo), and named everything under its
+//     module path;
+//   - the copy stays within the program's caps (maxOps, maxParamTensors);
+//     else the block is lowered, and stops with the caps' error where it
+//     would have.
+//
+// Plan.EveryBlock lowers every block instead: the reference the tests
+// compare the copies with, program by program and report by report
+// (block_clone_test.go, sim/block_clone_test.go).
+
+// blockCopy is a repeated block as its lowering appended it.
+type blockCopy struct {
+	layer       Layer
+	prefix      string // its module path
+	index       int    // Builder.block it was lowered as
+	region      int32  // the builder's open region when it began
+	graph       bool   // a compiled graph was open when it began
+	in, out     Value
+	inLook      ValueInfo
+	first, last progCounts
+}
+
+// progCounts is where the program's lists (and the builder's state a
+// block must not touch) stood at a moment of the lowering.
+type progCounts struct {
+	ops, values, params, regions, graphs, comm, buffers int
+	held, tables, heads, outputs, unfreeze              int
+	input, labels, loss                                 Value
+}
+
+func (b *Builder) counts() progCounts {
+	p := b.P
+	c := progCounts{ops: len(p.Ops), values: len(p.Values), params: len(p.Params), regions: len(p.Regions),
+		graphs: len(p.Graphs), comm: len(p.Comm), buffers: len(p.Buffers), held: len(p.Held),
+		tables: len(p.Tables), heads: len(b.headCast), input: p.Input, labels: p.Labels, loss: p.Loss}
+	if p.Stage != nil {
+		c.outputs = len(p.Stage.Outputs)
+	}
+	if b.Ft != nil {
+		c.unfreeze = b.Ft.Unfreeze
+	}
+	return c
+}
+
+// look is what lowering may read of a block's input: its ValueInfo but
+// its module path and producer.
+func (b *Builder) look(x Value) ValueInfo {
+	v := b.P.Values[x]
+	v.Name = b.LastName(x)
+	v.Producer = min(v.Producer, 0)
+	return v
+}
+
+// blockCopies are the blocks lowered so far that may be copied, the
+// latest first, at most maxBlockCopies (a stage's first block takes a
+// received activation, the next ones a block's output; hybrid stacks
+// alternate layers).
+type blockCopies []*blockCopy
+
+const maxBlockCopies = 4
+
+// lowerBlock lowers layer l as repeated block b.block, under the module
+// path the caller opened, or copies one of srcs when l would lower here
+// exactly as it did. It returns the block's output and the blocks to copy
+// from next.
+func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies) (Value, blockCopies) {
+	for _, src := range srcs {
+		if b.sameLowering(src, l, x) {
+			return b.cloneBlock(src, x), srcs
+		}
+	}
+	c := &blockCopy{layer: l, prefix: b.prefix, index: b.block, region: b.region, graph: b.graph,
+		in: x, inLook: b.look(x), first: b.counts()}
+	closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
+	c.out = b.LowerChild(l, x)
+	closeBlock()
+	c.last = b.counts()
+	if !b.copyable(c) {
+		return c.out, srcs
+	}
+	return c.out, append(blockCopies{c}, srcs[:min(len(srcs), maxBlockCopies-1)]...)
+}
+
+// copyable says whether block c, just lowered, may be copied.
+func (b *Builder) copyable(c *blockCopy) bool {
+	f, l := c.first, c.last
+	if b.everyBlock || b.Lora != nil || (b.Ft != nil && (len(b.Ft.freeze) > 0 || b.Ft.quant != "")) ||
+		b.block != c.index+1 || l.held != f.held || l.tables != f.tables || l.heads != f.heads ||
+		l.outputs != f.outputs || l.unfreeze != f.unfreeze ||
+		l.input != f.input || l.labels != f.labels || l.loss != f.loss ||
+		!reflect.DeepEqual(b.look(c.in), c.inLook) {
+		return false
+	}
+	under := func(name string) bool {
+		return strings.HasPrefix(name, c.prefix) && (len(name) == len(c.prefix) || name[len(c.prefix)] == '.')
+	}
+	p := b.P
+	for _, op := range p.Ops[f.ops:l.ops] {
+		if !under(op.Name) || !under(op.Module) {
+			return false
+		}
+	}
+	for _, v := range p.Values[f.values:l.values] {
+		if _, ok := renamePaths(v.Why, c.prefix, c.prefix); !ok || !under(v.Name) {
+			return false
+		}
+	}
+	for _, pi := range p.Params[f.params:l.params] {
+		if !under(pi.Name) {
+			return false
+		}
+	}
+	for _, r := range p.Regions[f.regions:l.regions] {
+		if !under(r.name) {
+			return false
+		}
+	}
+	for _, g := range p.Graphs[f.graphs:l.graphs] {
+		if !under(g.Name) {
+			return false
+		}
+	}
+	for _, bu := range p.Buffers[f.buffers:l.buffers] {
+		if _, ok := renamePaths(bu.Why, c.prefix, c.prefix); !ok || !under(bu.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameLowering says whether lowering l on x as block b.block here would
+// append what src appended, renamed: the same layer, an input that looks
+// the same, the same policy and region choice for the block, the same
+// open region and graph, and room for the copy under the caps.
+func (b *Builder) sameLowering(src *blockCopy, l Layer, x Value) bool {
+	if l != src.layer || b.region != src.region || b.graph != src.graph ||
+		len(b.P.Ops)+src.last.ops-src.first.ops > maxOps ||
+		len(b.P.Params)+src.last.params-src.first.params > maxParamTensors {
+		return false
+	}
+	here, there := b.Ckpt.BlockPolicy(b.block), b.Ckpt.BlockPolicy(src.index)
+	if here.block(b.block) != there.block(src.index) || !reflect.DeepEqual(here, there) {
+		return false
+	}
+	return reflect.DeepEqual(b.look(x), src.inLook)
+}
+
+// cloneBlock appends a copy of src as block b.block on input x, under the
+// module path the caller opened, and returns the copy's output.
+func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
+	p := b.P
+	f, l := src.first, src.last
+	dOps, dVals, dParams := len(p.Ops)-f.ops, len(p.Values)-f.values, len(p.Params)-f.params
+	dRegions, dBlock := int32(len(p.Regions)-f.regions), int32(b.block-src.index)
+	// The copies' names share one string, their shapes one array.
+	var names strings.Builder
+	grow, dims := 0, 0
+	for _, op := range p.Ops[f.ops:l.ops] {
+		grow += len(op.Name) + len(op.Module)
+	}
+	for _, v := range p.Values[f.values:l.values] {
+		grow, dims = grow+len(v.Name), dims+len(v.Shape)
+	}
+	for _, pi := range p.Params[f.params:l.params] {
+		grow, dims = grow+len(pi.Name), dims+len(pi.Shape)
+	}
+	for _, r := range p.Regions[f.regions:l.regions] {
+		grow += len(r.name)
+	}
+	for _, g := range p.Graphs[f.graphs:l.graphs] {
+		grow += len(g.Name)
+	}
+	for _, bu := range p.Buffers[f.buffers:l.buffers] {
+		grow, dims = grow+len(bu.Name), dims+len(bu.Shape)
+	}
+	entries := (l.ops - f.ops) * 2
+	entries += l.values - f.values + l.params - f.params + l.regions - f.regions + l.graphs - f.graphs + l.buffers - f.buffers
+	names.Grow(grow + entries*(len(b.prefix)-len(src.prefix)))
+	rename := func(s string) string { // no reallocation: the Builder's bytes stay put
+		at := names.Len()
+		names.WriteString(b.prefix)
+		names.WriteString(s[len(src.prefix):])
+		return names.String()[at:]
+	}
+	shapes := make([]int64, 0, dims)
+	shape := func(s []int64) []int64 {
+		if s == nil {
+			return nil
+		}
+		at := len(shapes)
+		shapes = append(shapes, s...)
+		return shapes[at:len(shapes):len(shapes)]
+	}
+	val := func(v Value) Value {
+		switch {
+		case v == src.in:
+			return x
+		case int(v) >= f.values && int(v) < l.values:
+			return v + Value(dVals)
+		}
+		return v
+	}
+	region := func(id int32) int32 {
+		if int(id) > f.regions && int(id) <= l.regions {
+			return id + dRegions
+		}
+		return id
+	}
+	// One backing array for the copies' value and parameter lists, each
+	// list capped at its length so that an append cannot reach the next.
+	n, np := 0, 0
+	for _, op := range p.Ops[f.ops:l.ops] {
+		n += len(op.In) + len(op.Out) + len(op.Saved)
+		np += len(op.Params)
+	}
+	vals, params := make([]Value, 0, n), make([]int32, 0, np)
+	mapVals := func(vs []Value) []Value {
+		if vs == nil {
+			return nil
+		}
+		i := len(vals)
+		for _, v := range vs {
+			vals = append(vals, val(v))
+		}
+		return vals[i:len(vals):len(vals)]
+	}
+	for _, op := range p.Ops[f.ops:l.ops] {
+		op.Name, op.Module = rename(op.Name), rename(op.Module)
+		op.In, op.Out, op.Saved = mapVals(op.In), mapVals(op.Out), mapVals(op.Saved)
+		if op.Params != nil {
+			i := len(params)
+			for _, pi := range op.Params {
+				if int(pi) >= f.params && int(pi) < l.params {
+					pi += int32(dParams)
+				}
+				params = append(params, pi)
+			}
+			op.Params = params[i:len(params):len(params)]
+		}
+		op.Region = region(op.Region)
+		if op.Block == int32(src.index)+1 {
+			op.Block += dBlock
+		}
+		p.Ops = append(p.Ops, op)
+	}
+	for _, v := range p.Values[f.values:l.values] {
+		v.Name, v.Shape = rename(v.Name), shape(v.Shape)
+		v.Why, _ = renamePaths(v.Why, src.prefix, b.prefix)
+		if int(v.Producer) >= f.ops && int(v.Producer) < l.ops {
+			v.Producer += int32(dOps)
+		}
+		p.Values = append(p.Values, v)
+	}
+	for _, pi := range p.Params[f.params:l.params] {
+		pi.Name, pi.Shape = rename(pi.Name), shape(pi.Shape)
+		if int(pi.TiedTo) >= f.params && int(pi.TiedTo) < l.params {
+			pi.TiedTo += int32(dParams)
+		}
+		p.Params = append(p.Params, pi)
+	}
+	for _, r := range p.Regions[f.regions:l.regions] {
+		r.name, r.Parent = rename(r.name), region(r.Parent)
+		r.First, r.End = r.First+int32(dOps), r.End+int32(dOps)
+		p.Regions = append(p.Regions, r)
+	}
+	for _, g := range p.Graphs[f.graphs:l.graphs] {
+		g.Name, g.First, g.End = rename(g.Name), g.First+int32(dOps), g.End+int32(dOps)
+		p.Graphs = append(p.Graphs, g)
+	}
+	p.Comm = append(p.Comm, p.Comm[f.comm:l.comm]...)
+	for _, bu := range p.Buffers[f.buffers:l.buffers] {
+		bu.Name, bu.Shape = rename(bu.Name), shape(bu.Shape)
+		bu.Why, _ = renamePaths(bu.Why, src.prefix, b.prefix)
+		p.Buffers = append(p.Buffers, bu)
+	}
+	b.block++
+	return val(src.out)
+}
+
+// renamePaths replaces module path from, where a text names it or a path
+// under it ("autocast bf16 copy of weight layers.3.mlp.up_proj.weight"),
+// by to. It says false when from appears inside a longer name, which a
+// copy could not rename.
+func renamePaths(text, from, to string) (string, bool) {
+	if !strings.Contains(text, from) {
+		return text, true
+	}
+	nameByte := func(c byte) bool {
+		return c == '_' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	}
+	var out strings.Builder
+	for {
+		i := strings.Index(text, from)
+		if i < 0 {
+			out.WriteString(text)
+			return out.String(), true
+		}
+		j := i + len(from)
+		if (i > 0 && nameByte(text[i-1])) || (j < len(text) && text[j] != '.' && nameByte(text[j])) {
+			return "", false
+		}
+		out.WriteString(text[:i])
+		out.WriteString(to)
+		text = text[j:]
+	}
+}
