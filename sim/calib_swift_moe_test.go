@@ -43,13 +43,29 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 //
 // The dense row is the control: Megatron's states and activations as
 // memsh lays them out land on it. The MoE rows land on time for
-// Qwen1.5-MoE and not on memory: memsh finds 40.6 GiB where the script
+// Qwen1.5-MoE and not on memory: memsh finds 40.2 GiB where the script
 // says 57 GiB, and for Qwen3-30B-A3B 52.7 GiB against 60 GiB and a step
 // of 3.8 s against 9.6 s. No term with a named cause closes these gaps
 // (the replay's states, checkpointed layer inputs, the recomputed MoE
 // layer, NCCL's ep buffers and the loss are all there, and the same
 // accounting lands on the dense row); they are recorded here, not fitted
-// (issue 19, left open).
+// (issue 19, left open). Ruled out so far:
+//   - the experts' optimizer states: Megatron shards them over the
+//     expert-data-parallel group (world / (pp x ep x expert_tp): 1 for
+//     Qwen1.5-MoE, 2 for Qwen3-30B-A3B), as the replay does; its fullest
+//     Qwen1.5-MoE rank holds 2.67 B parameters (bf16 4.97 GiB, fp32 grads
+//     9.94 GiB), fp32 master 1.93 B (7.2 GiB) and Adam 14.4 GiB: 36.5 GiB
+//     of states, 2.0 GiB of activations;
+//   - moe.sh's PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, modelled
+//     on its row: 40.2 GiB instead of 40.6 (less fragmentation);
+//   - an older moe.sh (selective recompute, no last-stage split) gave
+//     "pp2ep4: 7 * 73GiB, 2.5s/it; tp2ep4: 8 * 65GiB, 3s/it": another
+//     run, not this row's.
+//
+// Not checked: memory the checkpoint load (finetune, --load of the mcore
+// weights) leaves reserved, NCCL communicators beyond the ones modelled,
+// and for Qwen3-30B-A3B the two nodes' network (Alibaba Cloud DLC, not
+// stated), which the step's gradient reduce-scatters over dp cross.
 func TestMegatronSwiftCalibration(t *testing.T) {
 	a800, err := hw.LookupDevice("A100-80GB")
 	if err != nil {
@@ -59,14 +75,15 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 	prec, _ := core.LookupPrecision("megatron")
 	rt, _ := core.LookupRuntime("cuda")
 	for _, row := range []struct {
-		name      string
-		config    []byte
-		par       core.Parallelism
-		nodes     int64
-		recompute string
-		gib, secs float64 // measured: nvidia-smi GiB per GPU, s/it
-		memGap    string  // why the memory is not asserted ("" = asserted within 10 %)
-		timeGap   string  // likewise for the step within 20 %
+		name       string
+		config     []byte
+		par        core.Parallelism
+		nodes      int64
+		recompute  string
+		gib, secs  float64 // measured: nvidia-smi GiB per GPU, s/it
+		expandable bool    // the script sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+		memGap     string  // why the memory is not asserted ("" = asserted within 10 %)
+		timeGap    string  // likewise for the step within 20 %
 	}{
 		// base_to_chat.sh "8 * 65GiB"; the benchmark table: 9.04 s/it,
 		// 8*64GB. Selective recompute of core_attn: under flash attention
@@ -78,7 +95,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		// layers), ep 4, dp 4, full recompute of every layer.
 		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
 			par:   core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 11},
-			nodes: 1, recompute: "full", gib: 57, secs: 2.95,
+			nodes: 1, recompute: "full", gib: 57, secs: 2.95, expandable: true,
 			memGap: "memsh 29 % below, cause unknown"},
 		// Qwen3 best practice, two nodes: tp 2 with sequence parallelism,
 		// ep 8, dp 8, full recompute.
@@ -101,6 +118,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: a800, Phase: core.Train,
 			Parallel: row.par, Cluster: hw.Cluster{Nodes: row.nodes, GPUsPerNode: 8}}
 		p.Overheads.Dispatch = "fused"
+		p.ExpandableSegments = row.expandable
 		r := evalPlan(t, p)
 		used := r.DeviceUsed
 		for _, s := range r.Ranks {
