@@ -65,7 +65,7 @@ func TestFragmentationExplained(t *testing.T) {
 		{expr: "b2.fragmentation.peak_growth.tensor", want: `"grad of layers.0.mlp.up_proj.out"`},
 		{expr: "[l for l in str(b1).splitlines() if l.startswith(\"  free blocks\") or l.startswith(\"  reserve grew\")]",
 			want: `["  free blocks     7.64 GiB cached in 240 free blocks at the peak (the fragmentation row), the largest 156.00 MiB", ` +
-				`"  reserve grew    last, to 72.07 GiB, for embed_tokens.weight.grad (500.00 MiB, backward): 8.82 GiB was cached then, in 154 free blocks of at most 156.00 MiB: none large enough"]`},
+				`"  reserve grew    last, to 72.10 GiB, for embed_tokens.weight.grad (500.00 MiB, backward): 8.82 GiB was cached then, in 154 free blocks of at most 156.00 MiB: none large enough"]`},
 	})
 }
 

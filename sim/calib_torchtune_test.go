@@ -95,9 +95,11 @@ func torchtuneLadder() []tuneRow {
 }
 
 // TestTorchtuneLadder: every row memsh can describe within 5 % of the
-// README's peak memory active. Errors now: packed -0.6 %, compile -0.2 %,
+// README's peak memory active. Errors now: packed -0.5 %, compile -0.2 %,
 // chunked cross-entropy -2.4 %, checkpointing -0.7 %, optimizer in
-// backward -4.1 %, LoRA +2.3 %, QLoRA +4.6 %. Offloading is -5.2 %, open
+// backward -4.0 %, LoRA +2.4 %, QLoRA +4.8 % (each with two cuBLAS
+// workspaces, the forward's and the backward thread's: 8 MiB more than
+// with one). Offloading is -5.2 %, open
 // (pinned in openLadderRows): its peak is the chunked head's backward, short
 // by the cause below; it held within 5 % (-4.8 %) while memsh kept the whole
 // head input h (48 MiB) to that peak, but each chunk's matmul folds its
@@ -120,7 +122,7 @@ func torchtuneLadder() []tuneRow {
 func TestTorchtuneLadder(t *testing.T) {
 	// The rows outside 5 % for a cause named above, with memsh's peak
 	// allocated pinned so that a change shows.
-	openLadderRows := map[string]int64{"+ Activation Offloading": 22_189_311_488}
+	openLadderRows := map[string]int64{"+ Activation Offloading": 22_197_831_168}
 	rows := torchtuneLadder()
 	if n := rows[0].plan.Model.Params(); n != 3_212_749_824 {
 		t.Fatalf("llama-3.2-3b has %d parameters, the safetensors count is 3,212,749,824", n)
@@ -159,8 +161,8 @@ func TestTorchtuneLadder8bit(t *testing.T) {
 		kind core.OptimizerKind
 		want int64 // memsh's peak allocated, bytes
 	}{
-		{core.AdamW8bit, 15_864_601_088},
-		{core.PagedAdamW8bit, 9_337_133_568},
+		{core.AdamW8bit, 15_873_120_768},
+		{core.PagedAdamW8bit, 9_345_653_248},
 	} {
 		p.Optimizer = core.Optimizer{Kind: c.kind, InBackward: true}
 		rep := evalPlan(t, &p)

@@ -22,11 +22,12 @@ func TestReplayLinearByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// params 16 MiB, AdamW moments 32 MiB, cuBLAS workspace 8,519,680 B,
-	// input 4 MiB; peak in the loss backward: the saved output (16 MiB) and
-	// its gradient (16 MiB) are live at once, plus the loss and its seed
-	// gradient (512 B blocks each).
-	want := int64(84*MiB + 8_519_680 + 1024)
+	// params 16 MiB, AdamW moments 32 MiB, two cuBLAS workspaces of
+	// 8,519,680 B (the forward's thread's and the autograd engine's
+	// backward thread's), input 4 MiB; peak in the loss backward: the saved
+	// output (16 MiB) and its gradient (16 MiB) are live at once, plus the
+	// loss and its seed gradient (512 B blocks each).
+	want := int64(84*MiB + 2*8_519_680 + 1024)
 	if rep.PeakAllocated != want {
 		t.Errorf("peak allocated %d, want %d", rep.PeakAllocated, want)
 	}

@@ -119,6 +119,9 @@ var TrainKeywords = []keyword{
 	{Name: "cuda_module_loading", Def: starlark.String("lazy"),
 		Doc: `CUDA_MODULE_LOADING: "lazy" (the default since CUDA 11.7 and PyTorch 1.13: kernels load when first launched) or "eager" (every kernel at start: about 362 MiB more CUDA context)`,
 		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.ModuleLoading })},
+	{Name: "cublas_workspace_config", Def: starlark.None,
+		Doc: `CUBLAS_WORKSPACE_CONFIG, ":SIZE:COUNT" pairs with SIZE in KiB (":4096:8" is 32 MiB): the size of each cuBLAS workspace PyTorch allocates through its caching allocator, one per thread that runs matmuls (a training step has two: the forward's and the autograd engine's backward thread). None: PyTorch's default, 8 MiB + 128 KiB, 32 MiB on Hopper and Blackwell, 128 MiB on the MI300 series`,
+		set: setOptionalString(func(p *core.Plan) *string { return &p.RuntimeMemory.CublasWorkspaceConfig })},
 }
 
 // keywordIndex finds a keyword's position in trainKeywords.
@@ -230,6 +233,17 @@ func setInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *trainArg
 // setOptionalInt is setInt for keywords that may be None (left unset).
 func setOptionalInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *trainArgs, *core.Plan) error {
 	set := setInt(dst)
+	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+		if *v == starlark.None {
+			return nil
+		}
+		return set(name, v, a, p)
+	}
+}
+
+// setOptionalString is setString for keywords that may be None (left unset).
+func setOptionalString(dst func(*core.Plan) *string) func(string, *starlark.Value, *trainArgs, *core.Plan) error {
+	set := setString(dst)
 	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
 		if *v == starlark.None {
 			return nil

@@ -28,6 +28,10 @@ type RuntimeMemory struct {
 	// 11.7, which PyTorch sets from 1.13 on: kernels load when first
 	// launched) or "eager" (every kernel of every library at start).
 	ModuleLoading string
+	// CublasWorkspaceConfig is CUBLAS_WORKSPACE_CONFIG (":4096:8"): the
+	// size of each cuBLAS workspace (cublas.go); "" is PyTorch's default
+	// for the GPU.
+	CublasWorkspaceConfig string
 }
 
 // Validate checks the settings' names and sizes.
@@ -40,6 +44,9 @@ func (m RuntimeMemory) Validate() error {
 		if c.v != "" && !slices.Contains(strings.Split(c.known, ", "), c.v) {
 			return &units.Error{Path: "train", Msg: fmt.Sprintf("unknown %s %q (known: %s)", c.name, c.v, c.known)}
 		}
+	}
+	if err := validateWorkspaceConfig(m.CublasWorkspaceConfig); err != nil {
+		return err
 	}
 	if m.NCCLBuffSize < 0 || m.NCCLBuffSize > 1<<34 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("nccl_buffsize must be between 0 and 16 GiB (got %d)", m.NCCLBuffSize),

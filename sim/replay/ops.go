@@ -143,6 +143,7 @@ func (r *Replay) backwardOp(i int) {
 	r.op = op.Name
 	r.beforeBackwardOp(i)      // activations back from host, params streamed
 	defer r.afterBackwardOp(i) // grads to host
+	r.backwardCublas(op)       // the first step's first backward matmul (cublas.go)
 	if op.Region != 0 {
 		chain := r.P.Ancestors(op.Region)
 		for k := len(chain) - 1; k >= 0; k-- { // an enclosing region's recompute first

@@ -80,6 +80,7 @@ type Replay struct {
 	stream        alloc.Stream // the stream allocations go to (streams.go)
 	freeEvents    []int64      // FSDP1's rate limiter: the marks of queued reshard free events
 	keptAllGather int32        // FSDP2: the all-gather output the forward keeps until the next copy-out, none
+	backwardBlas  bool         // the backward thread's cuBLAS workspace is allocated (cublas.go)
 
 	live []liveTensor // by tensor id
 	cur  [core.NumCategories]int64

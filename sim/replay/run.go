@@ -1,10 +1,7 @@
 package replay
 
 import (
-	"strings"
-
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -82,18 +79,6 @@ func (s States) pagedBytes(plan *core.Plan) int64 {
 	return 0
 }
 
-// cublasWorkspace is the cuBLAS workspace PyTorch allocates through its
-// caching allocator per handle and stream (aten/src/ATen/cuda/
-// CublasHandlePool.cpp, getChosenWorkspaceSize): 4096 KiB * 8 on Hopper and
-// newer, 4096 KiB * 2 + 16 KiB * 8 before.
-func cublasWorkspace(d hw.Device) int64 {
-	n := strings.ToUpper(d.Name)
-	if strings.HasPrefix(n, "H1") || strings.HasPrefix(n, "H2") || strings.HasPrefix(n, "B") || strings.HasPrefix(n, "GB") {
-		return 4096 * 1024 * 8
-	}
-	return 4096*1024*2 + 16*1024*8
-}
-
 // setup allocates what exists before the step: parameters, master weights,
 // optimizer state (steady state), accumulated gradients, the cuBLAS
 // workspace and the input batch.
@@ -148,10 +133,7 @@ func (r *Replay) setup() {
 		}
 	}
 workspace:
-	if !plan.Runtime.CPU {
-		r.op = "cublas"
-		r.allocate(Alloc{Tensor: "cuBLAS workspace", Bytes: cublasWorkspace(plan.Device), DType: units.INT8, Why: "cuBLAS workspace (allocated through the caching allocator)", Cat: core.CatTemporaries})
-	}
+	r.cublasWorkspaces() // cublas.go
 	if r.valProg != nil {
 		r.validationPass(r.valProg, r.valPlan) // before the step's batch
 		r.phase = PhaseSetup

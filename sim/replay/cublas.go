@@ -1,0 +1,52 @@
+package replay
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// cuBLAS's workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp): each
+// time an op takes the current cuBLAS handle, PyTorch sets the handle's
+// workspace for the current stream (setWorkspaceForHandle), allocated
+// through the caching allocator the first time a (handle, stream) pair
+// is seen and kept for the process (cublas_handle_stream_to_workspace).
+// Handles belong to threads (DeviceThreadHandlePool's thread-local pool
+// window): the forward runs on the Python thread, while the autograd
+// engine runs a CUDA device's backward on a worker thread of its own
+// (torch/csrc/autograd/engine.cpp, one per device), which reserves a
+// second handle. Every matmul runs on the compute stream, so a training
+// step holds two workspaces and an evaluation one; the recompute of a
+// checkpointed region runs on the backward's thread. Their size is
+// core.RuntimeMemory.CublasWorkspace.
+
+// cublasWorkspaces allocates the forward thread's workspace and, in the
+// steady state of training, the backward thread's (both made by the
+// first step and kept).
+func (r *Replay) cublasWorkspaces() {
+	if r.Plan.Runtime.CPU {
+		return
+	}
+	r.op = "cublas"
+	r.cublasWorkspace("the forward's thread")
+	if r.Plan.Phase != core.Eval && !r.Plan.FirstStep {
+		r.cublasWorkspace("the autograd engine's backward thread")
+		r.backwardBlas = true
+	}
+}
+
+// backwardCublas allocates the backward thread's workspace at the first
+// backward op that runs a matmul (its own, or its region's recompute)
+// in the run's first step.
+func (r *Replay) backwardCublas(op *core.OpInfo) {
+	if r.backwardBlas || r.Plan.Runtime.CPU || (op.Kind != "matmul" && op.Region == 0) {
+		return
+	}
+	r.cublasWorkspace("the autograd engine's backward thread")
+	r.backwardBlas = true
+}
+
+func (r *Replay) cublasWorkspace(thread string) {
+	b := r.Plan.RuntimeMemory.CublasWorkspace(r.Plan.Device)
+	r.allocate(Alloc{Tensor: "cuBLAS workspace", DType: units.INT8, Bytes: b,
+		Why: "cuBLAS workspace of " + thread + " (allocated through the caching allocator, kept for the process)", Cat: core.CatTemporaries})
+}
