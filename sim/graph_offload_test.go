@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // anemoi's cpu_offload on the processor (offload_wrapper inside the
@@ -113,5 +115,51 @@ func TestMapperCPUOffloadRefused(t *testing.T) {
 	err := dec.Validate("bris.decoder")
 	if err == nil || !strings.Contains(err.Error(), "offload_layers") {
 		t.Fatalf("decoder with cpu_offload: %v, want the refusal naming offload_layers", err)
+	}
+}
+
+// Pinned host memory against the node's RAM (replay.checkHost): the
+// processor's save_on_cpu copies of TestProcessorCPUOffload (8,504 B on
+// its one GPU) pass a node of exactly that RAM, fail one byte less with a
+// hint naming the processor's cpu_offload (not offload(), which the plan
+// does not use), and, with no host_memory given, a note says the node's
+// need and that nothing checked it.
+func TestProcessorOffloadAgainstHostRAM(t *testing.T) {
+	const need = 8_504
+	for _, c := range []struct {
+		ram           int64
+		err, hint     string
+		noteUnchecked bool
+	}{
+		{ram: 0, noteUnchecked: true},
+		{ram: need},
+		{ram: need - 1, err: "offload needs 8.30 KiB of host memory per node (1 GPU) but host_memory is 8.30 KiB",
+			hint: "cpu_offload=False"},
+	} {
+		p := gtProcessorPlan(t, "fp16-mixed", 1, "train")
+		p.Members = 1
+		p.Model.Layers[0].(*graph.GraphTransformerProcessor).CPUOffload = true
+		p.HostMemory = c.ram
+		r, err := Evaluate(p, core.Options{})
+		if c.err != "" {
+			var ue *units.Error
+			if !errors.As(err, &ue) || ue.Msg != c.err || !strings.Contains(ue.Hint, c.hint) {
+				t.Errorf("host_memory=%d: error %v, want %q with a hint naming %q", c.ram, err, c.err, c.hint)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("host_memory=%d: %v", c.ram, err)
+		}
+		unchecked := false
+		for _, n := range r.Notes {
+			if strings.HasPrefix(n, "host memory unchecked: a node needs 8.30 KiB of host RAM") {
+				unchecked = true
+			}
+		}
+		if unchecked != c.noteUnchecked || r.HostMemory != need {
+			t.Errorf("host_memory=%d: host memory %d (want %d), unchecked note %v (want %v): %q",
+				c.ram, r.HostMemory, need, unchecked, c.noteUnchecked, r.Notes)
+		}
 	}
 }

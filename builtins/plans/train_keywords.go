@@ -68,7 +68,7 @@ var TrainKeywords = []keyword{
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
-	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node, checked with offload",
+	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.HostMemory })},
 	{Name: "quant_lm_head", Def: starlark.False, Doc: "quantizes lm_head too (Lightning's BitsandbytesPrecision)",
 		set: setBool(func(p *core.Plan) *bool { return &p.QuantLMHead })},

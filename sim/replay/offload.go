@@ -359,11 +359,12 @@ func (r *Replay) afterBackwardOp(i int) {
 // offloadStep reports whether the optimizer step runs off the GPU.
 func (r *Replay) offloadStep() bool { return r.optimizerTier() != "" }
 
-// finishOffload fills host memory and checks it against the node's RAM.
+// finishOffload fills host memory and checks all of it (offload, paged
+// state, host tables) against the node's RAM.
 func (r *Replay) finishOffload(rep *Report) error {
 	fo := r.off
 	if fo == nil {
-		return nil
+		return r.checkHost(rep) // paged optimizer state, host tables
 	}
 	for _, s := range []Share{
 		{Name: "optimizer state and master weights", Bytes: fo.hostStates},
@@ -395,10 +396,14 @@ func (r *Replay) finishOffload(rep *Report) error {
 }
 
 // checkHost fails when the GPUs of one node need more host memory than
-// Plan.HostMemory.
+// Plan.HostMemory. Unset, memsh does not know the node's RAM: a note says
+// what a node needs and that train(host_memory=) checks it, since pinned
+// pages (cudaHostAlloc, what save_on_cpu and the offload buffers use) must
+// be resident in RAM: the OS cannot swap them out (CUDA C++ Programming
+// Guide, "Page-Locked Host Memory": "page-locked host memory is a scarce
+// resource", https://docs.nvidia.com/cuda/cuda-c-programming-guide/#page-locked-host-memory).
 func (r *Replay) checkHost(rep *Report) error {
-	limit := r.Plan.HostMemory
-	if limit <= 0 || rep.HostMemory == 0 {
+	if rep.HostMemory == 0 {
 		return nil
 	}
 	gpus := max(r.Plan.Cluster.GPUsPerNode, 1)
@@ -406,15 +411,46 @@ func (r *Replay) checkHost(rep *Report) error {
 		gpus = r.Plan.Parallel.GPUs()
 	}
 	need := rep.HostMemory * gpus
-	if need <= limit {
-		return nil
-	}
 	per := fmt.Sprintf("%d GPUs x %s", gpus, units.FormatBytes(rep.HostMemory))
 	if gpus == 1 {
 		per = "1 GPU"
 	}
+	limit := r.Plan.HostMemory
+	if limit <= 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("host memory unchecked: a node needs %s of host RAM for this step (%s); "+
+			"give the node's RAM with train(host_memory=N) and memsh fails the plan when it falls short", units.FormatBytes(need), per))
+		return nil
+	}
+	if need <= limit {
+		return nil
+	}
 	return &units.Error{Path: "train",
 		Msg: fmt.Sprintf("offload needs %s of host memory per node (%s) but host_memory is %s",
 			units.FormatBytes(need), per, units.FormatBytes(limit)),
-		Hint: "offload less (activations=None, optimizer=\"nvme\"), use more nodes, or give the real host RAM with host_memory="}
+		Hint: r.hostHint(rep) + ", use more nodes, or give the real host RAM with host_memory="}
+}
+
+// hostHint names the settings that put the largest host shares there.
+func (r *Replay) hostHint(rep *Report) string {
+	o := r.Plan.Offload
+	if o == nil {
+		o = &core.Offload{}
+	}
+	var ways []string
+	for _, s := range rep.HostBreakdown {
+		switch {
+		case s.Name == "activations (pinned)" && o.Activations == "":
+			ways = append(ways, "turn off the model's own activation offload (anemoi's processor cpu_offload=False)")
+		case s.Name == "activations (pinned)":
+			ways = append(ways, "offload fewer activations (activations=None)")
+		case strings.HasPrefix(s.Name, "optimizer state") && o.Optimizer == "cpu":
+			ways = append(ways, "move the optimizer state to NVMe (optimizer=\"nvme\")")
+		case strings.HasPrefix(s.Name, "paged optimizer state"):
+			ways = append(ways, "give the optimizer state room on the GPU (it pages out under pressure)")
+		}
+	}
+	if len(ways) == 0 {
+		return "keep less on the host"
+	}
+	return strings.Join(slices.Compact(ways), ", ")
 }
