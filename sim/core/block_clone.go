@@ -7,7 +7,7 @@ import (
 
 // Repeated blocks are lowered once and copied. Lowering a block is a pure
 // function of the layer, what the block's input looks like (ValueInfo but
-// its place and the module path of its name), the checkpoint policy the
+// its place, its module path and why it exists), the checkpoint policy the
 // block runs under and the builder's open region and compiled graph: the
 // module path only names what it appends. So when block t would lower
 // with all of these equal to an earlier block s, its ops, values,
@@ -68,11 +68,14 @@ func (b *Builder) counts() progCounts {
 }
 
 // look is what lowering may read of a block's input: its ValueInfo but
-// its module path and producer.
+// its place (the producer's index), its module path (Cast reads the last
+// part of its name) and why it exists (which no lowering reads; it names
+// the module that made it: "output of linear layers.4.linear").
 func (b *Builder) look(x Value) ValueInfo {
 	v := b.P.Values[x]
 	v.Name = b.LastName(x)
 	v.Producer = min(v.Producer, 0)
+	v.Why = ""
 	return v
 }
 
@@ -163,8 +166,14 @@ func (b *Builder) sameLowering(src *blockCopy, l Layer, x Value) bool {
 		len(b.P.Params)+src.last.params-src.first.params > maxParamTensors {
 		return false
 	}
-	here, there := b.Ckpt.BlockPolicy(b.block), b.Ckpt.BlockPolicy(src.index)
-	if here.block(b.block) != there.block(src.index) || !reflect.DeepEqual(here, there) {
+	here, there := b.Ckpt, b.Ckpt
+	if b.Ckpt.Mode == "blocks" { // else every block runs under b.Ckpt itself
+		here, there = b.Ckpt.BlockPolicy(b.block), b.Ckpt.BlockPolicy(src.index)
+		if !reflect.DeepEqual(here, there) {
+			return false
+		}
+	}
+	if here.block(b.block) != there.block(src.index) {
 		return false
 	}
 	return reflect.DeepEqual(b.look(x), src.inLook)
