@@ -196,9 +196,13 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 	first := map[int64][2]int{} // chunk -> param range of its first copy
 	var copies []stageCopy
 	var srcs blockCopies // the blocks to copy (block_clone.go)
+	ops0, values0, params0 := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	for k, g := range st.Chunks {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
 		p0 := len(b.P.Params)
+		if k == 1 { // room for the other copies, as large as the first
+			b.P.reserve(int64(len(st.Chunks)-1), ops0, values0, params0)
+		}
 		var x Value
 		c := stageCopy{chunk: g, recv: NoValue}
 		if g == 0 {
