@@ -147,7 +147,7 @@ func TestCheckpointAndLoRA(t *testing.T) {
 		{expr: `checkpoint("most")`, err: `unknown checkpoint "most"`},
 		{expr: `checkpoint("op")`, want: `checkpoint("op")`},
 		{expr: `checkpoint(policy = "op")`, want: `checkpoint("op")`},
-		{expr: `checkpoint(policy = "op").save`, want: `("mm", "attention", "reduce_scatter")`},
+		{expr: `checkpoint(policy = "op").save`, want: `("mm", "attention", "reduce_scatter", "abs", "max")`},
 		{expr: `checkpoint(policy = "op", save = ["attention"])`, want: `checkpoint(policy="op", save=["attention"])`},
 		{expr: `checkpoint(policy = "op", save = ["attention"]).mode`, want: `"op"`},
 		{expr: `checkpoint(policy = "layer", every = 2)`, want: `checkpoint(every=2)`},

@@ -149,7 +149,7 @@ func CheckpointBuiltins() []host.Builtin {
 			"policy=\"op\" is torchtitan's per-op selective checkpointing " +
 			"(selective_ac_option=\"op\"): every block is checkpointed, but the ops named in save keep their outputs " +
 			"from the forward and are not run again; every second linear matmul (\"mm\") of a block is recomputed " +
-			"all the same. save defaults to torchtitan's list, [\"mm\", \"attention\", \"reduce_scatter\"]; the names " +
+			"all the same. save defaults to torchtitan's list at 9dec370, [\"mm\", \"attention\", \"reduce_scatter\", \"abs\", \"max\"] (abs and max only matter with float8=; torchtitan later dropped abs); the names " +
 			"are " + saveOpsDoc() + ". " +
 			"budget=b is the activation memory budget, alone: a float in [0, 1] is a fraction of the activations saved " +
 			"for backward (PyTorch's activation_memory_budget: 0 recomputes all it can, 1 nothing more than the stack " +

@@ -50,6 +50,16 @@ var TrainKeywords = []keyword{
 			`AOTAutograd's min-cut partitioner picks what each compiled graph saves (matmul and attention outputs kept, cheap pointwise ops recomputed in the backward) ` +
 			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once`,
 		set: setCompile},
+	{Name: "float8", Def: starlark.None,
+		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head (torchtitan's filter) becomes a Float8Linear: ` +
+			`its forward casts the input and the weight to fp8 (abs, amax, an fp32 scaled copy, clamp, the fp8 copy: transients in eager mode, one fused kernel each under compile) and multiplies with torch._scaled_mm at the GPU's fp8 rate; ` +
+			`it saves the high-precision input and the weight as autograd would (nothing in fp8), and its backward casts grad_output twice, the weight and the input again and copies operands into the layouts _scaled_mm takes. ` +
+			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or tensor parallelism`,
+		set: setFloat8},
+	{Name: "fsdp_float8_all_gather", Def: starlark.False,
+		Doc: `with float8="tensorwise" and FSDP2: the float8 linears' weights are cast to fp8 before the all-gather (torchao's enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp): ` +
+			`half the gathered bytes and buffers, and the forward casts no weight`,
+		set: setBool(func(p *core.Plan) *bool { return &p.Float8.AllGather })},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
 	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes: every nn.Linear but lm_head, an MoE's nn.Linear experts and router included; fused experts stay in 16 bit); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
@@ -415,6 +425,18 @@ func setCompile(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 		p.Compile = cc
 	default:
 		return fmt.Errorf("compile must be True, False, \"blocks\" or \"loss\" (got %s)", c.Type())
+	}
+	return nil
+}
+
+func setFloat8(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	switch f := (*v).(type) {
+	case starlark.NoneType:
+		p.Float8.Scaling = ""
+	case starlark.String:
+		p.Float8.Scaling = string(f) // checked by core.Plan.Validate
+	default:
+		return fmt.Errorf("float8 must be None, \"tensorwise\" or \"rowwise\" (got %s)", f.Type())
 	}
 	return nil
 }

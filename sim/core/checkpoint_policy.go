@@ -46,11 +46,18 @@ var SaveOps = []SaveOp{
 		func(op *OpInfo) bool { return op.Kind == "all_to_all" }},
 	{"topk", "a MoE router's top-k",
 		func(op *OpInfo) bool { return op.Kind == "topk" }},
+	{"abs", "a float8 cast's abs (aten.abs): as large as the tensor cast; kept in eager mode, dropped under compile when the backward does not read it",
+		func(op *OpInfo) bool { return op.Kind == "abs" }},
+	{"max", "a tensorwise float8 cast's amax (aten.max, one scalar)",
+		func(op *OpInfo) bool { return op.Kind == "max" }},
 }
 
 // DefaultSaveOps is torchtitan's save list (9dec370) in these names:
-// aten.mm, SDPA's flash and efficient kernels, the reduce-scatter.
-func DefaultSaveOps() []string { return []string{"mm", "attention", "reduce_scatter"} }
+// aten.mm, SDPA's flash and efficient kernels, the reduce-scatter, and
+// aten.abs and aten.max ("for low precision training, it's useful to
+// always save the result of max(abs(tensor))"), which only float8 casts
+// lower to.
+func DefaultSaveOps() []string { return []string{"mm", "attention", "reduce_scatter", "abs", "max"} }
 
 // SaveOpNames lists the names a save list may use.
 func SaveOpNames() []string {

@@ -100,6 +100,11 @@ var recomputableKinds = map[string]bool{
 	"cross_entropy": true, "mse_loss": true, "sum": true, "scale": true, "view": true, "slice": true,
 	"index": true, "gather": true, "embedding": true,
 	"gelu": true, "relu": true, "silu": true, "tanh": true, "sigmoid": true, "exp": true, "neg": true,
+	// float8 casts (float8.go): abs, clamp, aten.amax (rowwise). Tensorwise
+	// amax is aten.max.default, off the allowlist, but Inductor lowers it
+	// as a reduction that fuses its pointwise producer, and it is a
+	// reduction the partitioner bans anyway (banned below): counted here.
+	"abs": true, "clamp": true, "amax": true, "max": true,
 }
 
 // randomKinds are fusible but banned from recomputation (native_dropout).

@@ -43,6 +43,9 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	if y, ok := b.quantLinear(name, role, x, in, out, bias); ok { // bitsandbytes frozen weights
 		return y
 	}
+	if y, ok := b.float8Linear(name, role, x, in, out, bias); ok { // torchao's Float8Linear
+		return y
+	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{out, in}, role)
 	params := []int32{w}

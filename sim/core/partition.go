@@ -529,7 +529,9 @@ func (gv *graphView) fuse(saved []bool) {
 		}
 		vi.Cached = false // autocast's weight cache does not outlive a compiled graph's forward
 		prod := gv.producer(k)
-		if !saved[k] && fusibleOp(prod) && !gv.materialized(k) {
+		// A value a checkpoint policy keeps (and the backward reads:
+		// dropUnreadKept) is written by the forward, fusible or not.
+		if !saved[k] && fusibleOp(prod) && !prod.Keep && !gv.materialized(k) {
 			vi.Fused = true
 		}
 	}

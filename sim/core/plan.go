@@ -50,6 +50,7 @@ type Plan struct {
 	Optimizer   Optimizer
 	Checkpoint  Checkpoint
 	Compile     Compile // torch.compile of the blocks and the loss (compile.go)
+	Float8      Float8  // torchao's float8 linears (float8.go)
 	LoRA        *LoRA
 	Quant       string // "", nf4, nf4-dq, int8 (bitsandbytes), torchao-nf4 (frozen base weights)
 	Device      hw.Device
@@ -211,6 +212,9 @@ func (p *Plan) Validate() error {
 	if err := p.validateFinetune(); err != nil {
 		return err
 	}
+	if err := p.validateFloat8(); err != nil {
+		return err
+	}
 	if p.Device.Memory <= 0 {
 		return &units.Error{Path: "train", Msg: "gpu memory must be positive", Hint: `pass gpu="H100-80GB" or gpu(name=..., memory=80*GB)`}
 	}
@@ -246,6 +250,7 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		everyBlock: p.EveryBlock,
 	}
 	b.compile = p.Compile
+	b.f8 = p.Float8
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).
 	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"

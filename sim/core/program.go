@@ -71,6 +71,7 @@ type ParamInfo struct {
 	// embedding group). It holds memory and trains here, but the model's
 	// parameter count has it once.
 	StageCopy bool
+	GatherFP8 bool   // a float8 linear's weight FSDP2 all-gathers in fp8 (float8.go)
 }
 
 // opInfo is one forward op.
@@ -100,6 +101,10 @@ type OpInfo struct {
 	// (selective checkpointing's MUST_SAVE); its region's recomputation
 	// takes them instead of running the op (checkpoint_policy.go).
 	Keep bool
+	// BwdStream: HBM bytes the backward moves besides its GEMMs, in
+	// BwdStreamK kernels (a float8 linear's casts and layout copies).
+	BwdStream  float64
+	BwdStreamK int32
 }
 
 // WorkTensors are an op's workspaces as the tensors PyTorch allocates

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Communication: NCCL's buffers (device memory outside PyTorch's
@@ -138,7 +139,7 @@ func (d *distState) CommPerStep() []core.CommRecord {
 				out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: 2 * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads * perMB, Backward: true})
 			}
 		case DistFSDP:
-			gathered, reduced := d.gatherDT.Bytes(g.numel), d.reduceDT.Bytes(g.numel)
+			gathered, reduced := d.gatherDT.Bytes(g.numel-g.fp8)+units.FP8.Bytes(g.fp8), d.reduceDT.Bytes(g.numel)
 			gathers := int64(2) // forward and backward
 			if d.Par.NoReshard {
 				gathers = 1 // the forward's gather serves the backward

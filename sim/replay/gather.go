@@ -71,6 +71,8 @@ func (d *distState) gatheredBytes(u int32) int64 {
 			b += d.quantGathered(pi, k)
 		case p.Quant != "":
 			b += d.quantStorageDT().Bytes(ceilDiv(d.quantCodes(pi), k) * k)
+		case p.GatherFP8 && d.Mode == DistFSDP: // torchao's float8 all-gather (core/float8.go)
+			b += units.FP8.Bytes(fsdpShard(p.Shape, p.Numel, k) * k)
 		case d.Mode == DistFSDP:
 			b += d.gatherDT.Bytes(fsdpShard(p.Shape, p.Numel, k) * k)
 		default:

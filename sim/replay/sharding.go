@@ -184,6 +184,7 @@ type paramGroup struct {
 	name   string
 	params []int32
 	numel  int64
+	fp8    int64 // of numel, the elements FSDP2 gathers in fp8 (float8 linears' weights)
 	n      int64 // sharding degree
 }
 
@@ -200,6 +201,9 @@ func (d *distState) groups(trainable bool) []paramGroup {
 		}
 		g.params = append(g.params, int32(pi))
 		g.numel += p.Numel
+		if p.GatherFP8 {
+			g.fp8 += p.Numel
+		}
 	}
 	out := gs[:0]
 	for _, g := range gs {

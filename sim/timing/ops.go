@@ -187,8 +187,11 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 	}
 	k := op.Flops / (2 * numel)
 	dt := o.Dtype
+	if pr.prog.Values[op.In[0]].Dtype == units.FP8 {
+		dt = units.FP8 // torch._scaled_mm of a float8 linear: all three GEMMs take fp8 operands
+	}
 	in := elemBytes(pr.prog.Values[op.In[0]].Dtype)
-	out := elemBytes(dt)
+	out := elemBytes(o.Dtype)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: b * ((m*k+k*n)*in + m*n*out)}
 	c.Fwd, c.Bound = gemmTime(pr.d, dt, b, m, n, k, in, out)
 	// Copies the op writes besides its result (eager attention's
@@ -224,6 +227,11 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 		t, _ := gemmTime(pr.d, dt, b, k, n, m, in, out)
 		c.Bwd += t
 		c.BwdK++
+	}
+	if op.BwdStream > 0 && (input || weight) { // a float8 linear's casts and layout copies
+		t, _ := streamTime(pr.d, op.BwdStream)
+		c.Bwd += max(t, float64(op.BwdStreamK)*kernelFloor)
+		c.BwdK += float64(op.BwdStreamK)
 	}
 	return c
 }
