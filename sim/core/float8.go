@@ -24,9 +24,8 @@ import (
 // nothing in fp8. torchao 0.7 (eab345c, December 2024) saved the fp8 input
 // and fp8 weight instead in tensorwise mode; that release is not modelled.
 //
-// Backward: grad_output is cast to fp8 twice (once per GEMM, e5m2 for
-// tensorwise is not used since the e4m3-everywhere change: both casts
-// are the same size), the weight once more unless it is already fp8, the
+// Backward: grad_output is cast to fp8 twice (once per GEMM; e4m3 or
+// e5m2, one byte either way), the weight once more unless it is already fp8, the
 // saved input once; torchao's preprocess_addmm copies each operand that
 // is not in the layout _scaled_mm takes (the weight for grad_input;
 // grad_output^T and the input for grad_weight). In eager mode the casts'
