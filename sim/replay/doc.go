@@ -9,8 +9,10 @@
 // steady state or made by the first step, the batch), an optional
 // validation pass, the forward (freeing each input after its last use
 // unless saved, autocast's weight cache), the backward (recomputing
-// checkpointed regions, activation and parameter gradients) and the
-// optimizer step with its temporaries.
+// checkpointed regions, activation and parameter gradients; a parameter
+// read by several ops, as a tied or chunked output head is, has their
+// gradients summed out of place as the autograd engine's input buffer
+// sums them) and the optimizer step with its temporaries.
 //
 // The distributed layouts that change what a GPU holds over the step live
 // here too, because they are allocation timelines: DDP's buckets,

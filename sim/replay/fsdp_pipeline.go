@@ -28,7 +28,7 @@ func (d *distState) holdStage(r *Replay) {
 	}
 	r.op = "accumulated gradients"
 	for pi := range d.p.Params {
-		r.paramGradient(int32(pi))
+		r.paramGradient(int32(pi), false)
 	}
 }
 

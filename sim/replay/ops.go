@@ -167,8 +167,9 @@ func (r *Replay) backwardOp(i int) {
 				}
 			}
 		}
+		leaf := !r.readsWeightCopy(op)
 		for _, pi := range op.Params {
-			r.paramGradient(r.resolve(pi))
+			r.paramGradient(r.resolve(pi), leaf)
 		}
 		for _, id := range work {
 			r.release(id)
@@ -252,15 +253,62 @@ func (r *Replay) releaseKept(reg core.Region) {
 	}
 }
 
-func (r *Replay) paramGradient(pi int32) {
+// paramGradient makes parameter pi's gradient for one op that reads it
+// (leaf: the op reads the parameter itself, not a low-precision copy whose
+// gradient flows to it through the copy's op).
+//
+// A parameter read by several ops in one step (a tied embedding and its
+// output head, a head run in chunks) gets one gradient from each use. The
+// autograd engine sums them in the InputBuffer of the parameter's
+// AccumulateGrad node, out of place for dense gradients
+// (torch/csrc/autograd/input_buffer.cpp: buffer[pos] = old_var + var;
+// measured on the CPU with torch 2.15: aten.add, not add_, at every use
+// after the first): while one is added, the running sum, the use's
+// gradient and the new sum live at once.
+func (r *Replay) paramGradient(pi int32, leaf bool) {
 	p := &r.P.Params[pi]
 	// A tied parameter (another micro-batch's copy on a pipeline stage, a
 	// tied embedding) has its gradient on the parameter it is tied to.
-	if !p.Trainable || p.TiedTo >= 0 || r.paramGrad[pi] != none || r.Dist.gradient(r, pi) {
+	if !p.Trainable || p.TiedTo >= 0 {
+		return
+	}
+	if r.paramGrad[pi] != none {
+		if leaf && r.gradFresh[pi] {
+			r.sumGradient(pi)
+		}
+		return
+	}
+	if r.Dist.gradient(r, pi) {
 		return
 	}
 	dt := r.Plan.Precision.Grads
 	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "gradient of parameter " + p.Name, Cat: core.CatGrads})
+	r.gradFresh[pi] = leaf
+}
+
+// sumGradient adds one more use's gradient to parameter pi's running sum,
+// out of place (paramGradient).
+func (r *Replay) sumGradient(pi int32) {
+	p := &r.P.Params[pi]
+	dt := r.Plan.Precision.Grads
+	b := dt.Bytes(p.Numel)
+	use := r.allocate(Alloc{Tensor: p.Name + " gradient of one use", Shape: p.Shape, DType: dt, Bytes: b, Why: "gradient of one use of " + p.Name + ", added to the others' sum out of place", Cat: core.CatTemporaries})
+	sum := r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: b, Why: "gradient of parameter " + p.Name + " (the sum over its uses)", Cat: core.CatGrads})
+	r.release(r.paramGrad[pi])
+	r.release(use)
+	r.paramGrad[pi] = sum
+}
+
+// readsWeightCopy reports whether op reads a parameter through a
+// low-precision copy (autocast's weight cast): its gradient goes to the
+// copy, and the copy's op hands it to the parameter.
+func (r *Replay) readsWeightCopy(op *core.OpInfo) bool {
+	for _, v := range op.In {
+		if r.P.Values[v].Cat == core.CatParams {
+			return true
+		}
+	}
+	return false
 }
 
 // stepInBackward steps one parameter as soon as its gradient is complete

@@ -99,6 +99,7 @@ type Replay struct {
 
 	paramGrad []int32
 	paramLast []int32 // earliest op reading the parameter (its last backward)
+	gradFresh []bool  // the parameter's gradient was made in this backward (not kept from before it)
 
 	regionIn [][]core.Value
 	kept     []bool // held by a checkpoint policy since the forward, not yet taken by its recompute
@@ -152,6 +153,7 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	r.rLast = fill(make([]int32, nv), none)
 	r.paramGrad = fill(make([]int32, len(p.Params)), none)
 	r.paramLast = fill(make([]int32, len(p.Params)), none)
+	r.gradFresh = make([]bool, len(p.Params))
 	r.Saved = make([]bool, nv)
 	r.kept = make([]bool, nv)
 	r.regionIn = make([][]core.Value, len(p.Regions))

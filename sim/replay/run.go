@@ -128,7 +128,7 @@ func (r *Replay) setup() {
 		if plan.GradsPersist() {
 			r.op = "accumulated gradients"
 			for pi := range r.P.Params {
-				r.paramGradient(int32(pi))
+				r.paramGradient(int32(pi), false)
 			}
 		}
 	}
@@ -210,6 +210,7 @@ func (r *Replay) forward() {
 
 func (r *Replay) backward() {
 	r.phase = PhaseBackward
+	clear(r.gradFresh) // gradients alive now were kept from before this backward
 	if r.P.Loss != core.NoValue {
 		r.op = "loss.backward"
 		r.gradT[r.P.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})

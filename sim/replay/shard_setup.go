@@ -197,7 +197,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 		} else {
 			r.op = "accumulated gradients"
 			for pi := range d.p.Params {
-				r.paramGradient(int32(pi))
+				r.paramGradient(int32(pi), false)
 			}
 		}
 	}

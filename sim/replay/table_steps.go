@@ -185,7 +185,7 @@ func (r *Replay) setupStep() {
 	if r.Plan.GradsPersist() {
 		r.op = "accumulated gradients"
 		for pi := range r.P.Params {
-			r.paramGradient(int32(pi))
+			r.paramGradient(int32(pi), false)
 		}
 	}
 	r.op = "batch"
