@@ -35,7 +35,8 @@ var torchtitanTrainer = &trainer{
 		"training.seed", "training.deterministic", "checkpoint.*", "comm.*", "memory_estimation.*", "experimental.*",
 		"validation.dataset", "validation.dataset_path", "validation.local_batch_size", "validation.seq_len", "validation.freq",
 		"validation.steps", "parallelism.pipeline_parallel_schedule_csv",
-		"activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", "float8.*", "mx.*",
+		"activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", "mx.*",
+		"float8.*", // without the float8 converter; with it, torchtitanFloat8 reads them
 	},
 }
 
@@ -127,7 +128,15 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 	if err := torchtitanCompile(t, p); err != nil {
 		return nil, err
 	}
-	torchtitanNotModelled(t)
+	float8, err := torchtitanNotModelled(t)
+	if err != nil {
+		return nil, err
+	}
+	if float8 {
+		if err := torchtitanFloat8(t, p, o.GPUs*o.Nodes > 1 && layout.shard*layout.cp > 1, o.GPUs*o.Nodes > 1 && layout.tp > 1); err != nil {
+			return nil, err
+		}
+	}
 	p.set("gpu", str(o.GPU))
 	return p, layout.apply(t, o, p, batch)
 }
@@ -272,8 +281,9 @@ func torchtitanCheckpoint(t *tree, p *plan) error {
 	return nil
 }
 
-// torchtitanNotModelled lists the settings memsh does not replay.
-func torchtitanNotModelled(t *tree) {
+// torchtitanNotModelled lists the settings memsh does not replay and
+// reports whether model.converters names float8.
+func torchtitanNotModelled(t *tree) (float8 bool, err error) {
 	if v, _ := t.get("model.converters"); v != nil {
 		var names []string
 		switch x := v.(type) {
@@ -287,7 +297,7 @@ func torchtitanNotModelled(t *tree) {
 		for _, n := range names {
 			switch n = strings.TrimSpace(n); n {
 			case "float8":
-				t.notModelled = append(t.notModelled, "model.converters: float8 (torchao's Float8Linear: fp8 GEMMs, their scales, fp8 all-gathers)")
+				float8 = true
 			case "":
 			default:
 				t.notModelled = append(t.notModelled, "model.converters: "+comment(n))
@@ -299,6 +309,70 @@ func torchtitanNotModelled(t *tree) {
 	t.notModelledIf("liger_kernel.enable_fused_linear_cross_entropy", "Liger's fused linear cross entropy (the logits chunked)")
 	t.notModelledIf("validation.enabled", "the validation loop's forward passes")
 	t.notModelledIf("fault_tolerance.enable", "TorchFT's fault-tolerant replicas")
+	return float8, nil
+}
+
+// torchtitanFloat8 sets torchao's float8 linears as torchtitan's Float8
+// converter configures them (components/quantization/float8.py at
+// 6404b93): recipe_name unset is tensorwise, with the fp8 all-gather when
+// enable_fsdp_float8_all_gather and the data-parallel dimension is
+// sharded; a recipe name with the fp8 all-gather is refused, as torchtitan
+// asserts. filter_fqns names the linears left in bf16: memsh leaves the
+// output head alone (torchtitan's configs list "output").
+func torchtitanFloat8(t *tree, p *plan, sharded, tp bool) error {
+	if tp {
+		t.notModelled = append(t.notModelled, "model.converters: float8 with tensor parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel)")
+		return nil
+	}
+	recipe, err := t.str("float8.recipe_name", "")
+	if err != nil {
+		return err
+	}
+	gather, err := t.boolean("float8.enable_fsdp_float8_all_gather", false)
+	if err != nil {
+		return err
+	}
+	if recipe != "" && gather {
+		return t.errorf("float8.enable_fsdp_float8_all_gather", "torchtitan asserts the same: drop one of them",
+			"enable_fsdp_float8_all_gather with recipe_name %s", quoteKey(recipe))
+	}
+	switch recipe {
+	case "", "tensorwise":
+		p.set("float8", str("tensorwise"))
+		if gather && sharded {
+			p.set("fsdp_float8_all_gather", "True")
+		}
+	case "rowwise":
+		p.set("float8", str("rowwise"))
+	case "rowwise_with_gw_hp":
+		t.notModelled = append(t.notModelled, "float8.recipe_name: rowwise_with_gw_hp (its weight gradient GEMM in bf16)")
+		return nil
+	default:
+		return t.errorf("float8.recipe_name", "tensorwise, rowwise or rowwise_with_gw_hp", "unknown recipe %s", quoteKey(recipe))
+	}
+	fqns, err := t.strs("float8.filter_fqns")
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(fqns, "output") {
+		t.notModelled = append(t.notModelled, "float8.filter_fqns without output: the output head converted too (memsh keeps it in bf16)")
+	}
+	for _, f := range fqns {
+		if f != "output" && f != "auto_filter_small_kn" {
+			t.notModelled = append(t.notModelled, "float8.filter_fqns: "+comment(f)+" (memsh converts every linear but the output head)")
+		}
+	}
+	// The per-op policy's save list at 6404b93 has aten.max but no longer
+	// aten.abs (88247277c), which memsh's "op" default (9dec370's) keeps:
+	// it only matters to float8's casts.
+	for i, a := range p.train {
+		if a.key == "checkpoint" && a.expr == str("op") {
+			p.train[i].expr = call("checkpoint", kw("policy", str("op")), kw("save", strList([]string{"mm", "attention", "reduce_scatter", "max"})))
+		}
+	}
+	t.notModelledIf("float8.emulate", "float8 emulated in high precision (matmuls upcast)")
+	t.notModelledIf("float8.moe_fqns_prototype", "float8 rowwise MoE experts")
+	return nil
 }
 
 // apply sets the parallel layout: FSDP2 over the shard degree, HSDP with

@@ -34,11 +34,20 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              compile = "blocks", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
+		name: "llama3_8b as torchtitan's Float8 rows ran it: tensorwise, weights gathered in fp8",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "compile.enable=true", "model.converters=float8",
+			"float8.enable_fsdp_float8_all_gather=true", "float8.precompute_float8_dynamic_scale_for_fsdp=true"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
+             compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
 		name: "llama3_70b compiled, HSDP, every second layer checkpointed, accumulation, float8",
 		file: "torchtitan/llama3_70b.toml",
 		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",
 			"activation_checkpoint.mode=selective", "training.global_batch_size=64", "training.local_batch_size=2", "model.converters=float8"}},
-		notModelled: []string{"model.converters: float8 (torchao's Float8Linear: fp8 GEMMs, their scales, fp8 all-gathers)"},
+		notModelled: []string{"model.converters: float8 with tensor parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel)"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, gpu = "H100-80GB",

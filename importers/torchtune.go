@@ -94,6 +94,9 @@ func torchtunePlan(t *tree, o Options) (*plan, error) {
 	if err := torchtuneLoss(t, p); err != nil {
 		return nil, err
 	}
+	if err := torchtuneFloat8(t, o, p); err != nil {
+		return nil, err
+	}
 	p.set("gpu", str(o.GPU))
 	return p, torchtuneLayout(t, o, p)
 }
@@ -283,8 +286,45 @@ func torchtuneMemory(t *tree, p *plan) error {
 	if compiled { // torchtune compiles each layer and the loss (training.compile_model, compile_loss)
 		p.set("compile", "True")
 	}
-	t.notModelledIf("enable_fp8_training", "float8 training (torchao's float8 linears and their scales)")
-	t.get("fp8_recipe_name")
+	return nil
+}
+
+// torchtuneFloat8 sets torchao's float8 linears as torchtune's
+// convert_to_float8_training makes them (training/quantization.py: every
+// linear but the output; fp8_recipe_name unset is tensorwise with
+// enable_fsdp_float8_all_gather=True, a recipe name takes torchao's recipe,
+// whose tensorwise gathers in bf16).
+func torchtuneFloat8(t *tree, o Options, p *plan) error {
+	on, err := t.boolean("enable_fp8_training", false)
+	if err != nil {
+		return err
+	}
+	recipe, err := t.str("fp8_recipe_name", "")
+	if err != nil || !on {
+		return err
+	}
+	tp, err := t.integer("tensor_parallel_dim", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	gpus := o.GPUs * o.Nodes
+	if gpus > 1 && tp > 1 {
+		t.notModelled = append(t.notModelled, "enable_fp8_training with tensor parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel)")
+		return nil
+	}
+	switch recipe {
+	case "":
+		p.set("float8", str("tensorwise"))
+		if gpus > 1 {
+			p.set("fsdp_float8_all_gather", "True")
+		}
+	case "tensorwise", "rowwise":
+		p.set("float8", str(recipe))
+	case "rowwise_with_gw_hp":
+		t.notModelled = append(t.notModelled, "fp8_recipe_name: rowwise_with_gw_hp (its weight gradient GEMM in bf16)")
+	default:
+		return t.errorf("fp8_recipe_name", "tensorwise, rowwise or rowwise_with_gw_hp", "unknown recipe %s", quoteKey(recipe))
+	}
 	return nil
 }
 

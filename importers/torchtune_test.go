@@ -43,6 +43,22 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}, {
+		name: "8B_full on 8 GPUs in float8 (torchtune's default recipe: tensorwise, gathered in fp8)",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"enable_fp8_training=True"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		name: "8B_full on 8 GPUs in float8, rowwise",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"enable_fp8_training=True", "fp8_recipe_name=rowwise"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, float8 = "rowwise", gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
 		name:  "8B_full on 2 nodes, the model from its config.json",
 		file:  "torchtune/llama3_1_8B_full.yaml",
 		opts:  Options{Seq: 1024, GPUs: 8, Nodes: 2, Model: "llama-3-8b.json"},

@@ -141,6 +141,11 @@ func TestTorchtuneLadder(t *testing.T) {
 // before the tied gradient's sums); the README's "AdamW8bit" may be
 // torchao's (the tutorial's other suggestion), whose compiled
 // per-parameter step dequantizes the moments to fp32: not modelled.
+// torchao 0.7.0's single_param_adam compiled by Inductor on the CPU (torch
+// 2.15) writes two fp32 buffers of the parameter's size, the updated
+// moments before their block-wise requantization (amax per 256, then the
+// codes); on CUDA a persistent reduction over 256 elements may keep them
+// in registers. Which the run paid is not known without a GPU.
 func TestTorchtuneLadder8bit(t *testing.T) {
 	rows := torchtuneLadder()
 	p := *rows[5].plan // + Activation Offloading

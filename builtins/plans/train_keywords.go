@@ -117,6 +117,10 @@ var TrainKeywords = []keyword{
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
+	{Name: "zero_grad", Def: starlark.String("none"),
+		Doc: `how optimizer.zero_grad() clears the gradients between steps: "none" (set_to_none=True, PyTorch's default since 2.0: freed after the step, made again by the next backward) ` +
+			`or "zeros" (set_to_none=False, the default before PyTorch 2.0, which the Hugging Face Trainer of 2022-23 called: zeroed in place, allocated through the next forward)`,
+		set: setZeroGrad},
 	{Name: "nccl_buffsize", Def: starlark.None,
 		Doc: "NCCL_BUFFSIZE in bytes: the Simple protocol's buffer of each NCCL connection (None: NCCL's default, 4 MiB); NCCL's memory per communicator grows with it (r.overheads)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.RuntimeMemory.NCCLBuffSize })},
@@ -425,6 +429,19 @@ func setCompile(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 		p.Compile = cc
 	default:
 		return fmt.Errorf("compile must be True, False, \"blocks\" or \"loss\" (got %s)", c.Type())
+	}
+	return nil
+}
+
+func setZeroGrad(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	s, ok := (*v).(starlark.String)
+	switch {
+	case ok && s == "none":
+		p.KeepGrads = false
+	case ok && s == "zeros":
+		p.KeepGrads = true
+	default:
+		return fmt.Errorf("%s must be \"none\" (set_to_none=True) or \"zeros\" (set_to_none=False) (got %s)", name, (*v).String())
 	}
 	return nil
 }
