@@ -72,15 +72,15 @@ func float8RowPlan(row float8Row, f8 core.Float8) *core.Plan {
 // Memory: float8 changes little at these rows' peak (the loss's
 // backward, where the fp32 logits are live): the compiled blocks keep
 // the same bf16 matmul outputs; the fp8 casts live inside one block.
-// torchtitan's rows: -0.6 and +0.7 %. The torchao rows are over by their
+// torchtitan's rows: -0.6 and +0.8 %. The torchao rows are over by their
 // bf16 row's gap (+9.7 %, batch 1 under torch 2.7; not float8's):
-// tensorwise +8.2 %, rowwise +9.4 %. Rowwise with aten.abs in the save
+// tensorwise +8.2 %, rowwise +9.5 %. Rowwise with aten.abs in the save
 // list is the one row float8 moves: the policy recomputes every second
 // matmul, whose rowwise casts recompute their amax (aten.amax, not on the
 // list) from abs, which the list makes MUST_SAVE: the abs of those
 // linears' inputs and weights (k_proj, o_proj, up_proj; the weights
 // unsharded, in bf16) is saved, +10.4 GiB over the rowwise row against
-// +10.8 measured (+7.0 %).
+// +10.8 measured (+7.1 %).
 //
 // Time: memsh's speed-ups fall short by 1 to 8 %. The GEMMs run at fp8's
 // measured MAMF; rowwise scaled GEMMs are priced like tensorwise ones
