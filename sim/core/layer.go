@@ -1,6 +1,10 @@
 package core
 
-import "github.com/memsh/memsh/sim/units"
+import (
+	"strings"
+
+	"github.com/memsh/memsh/sim/units"
+)
 
 // Layer is an immutable module of a model. Layers lower to ops (lower),
 // count their parameters exactly (Params) and describe themselves.
@@ -134,23 +138,35 @@ func Itoa(n int64) string {
 
 // indexRanges writes ascending indices as ranges: "0-2,5,7-9".
 func indexRanges(ix []int64) string {
-	s := ""
+	var s strings.Builder
+	ranges := 0
 	for i := 0; i < len(ix); {
 		j := i
 		for j+1 < len(ix) && ix[j+1] == ix[j]+1 {
 			j++
 		}
-		if s != "" {
-			s += ","
+		if ranges == maxPathRanges {
+			s.WriteString(",...") // a path names a layer, it need not list a million blocks
+			break
 		}
-		s += Itoa(ix[i])
+		if ranges > 0 {
+			s.WriteByte(',')
+		}
+		s.WriteString(Itoa(ix[i]))
 		if j > i {
-			s += "-" + Itoa(ix[j])
+			s.WriteString("-" + Itoa(ix[j]))
 		}
+		ranges++
 		i = j + 1
 	}
-	return s
+	return s.String()
 }
+
+// maxPathRanges bounds the index ranges a module path lists for a layer
+// shared by blocks that are not contiguous (Gemma 3's local layers: 0-4,
+// 6-10, ...), so that a config with a million layers builds short paths
+// in linear time rather than megabyte paths in quadratic time.
+const maxPathRanges = 64
 
 // JoinName joins two module paths, either of which may be empty.
 func JoinName(a, b string) string {
