@@ -46,6 +46,13 @@ func buildMamba2(c *hfConfig, attn string, head hfHead) *core.Model {
 	vocab := c.size("vocab_size")
 	tie := c.flag("tie_word_embeddings", false)
 	mixer := c.mamba2Mixer(hidden, false)
+	return c.mixerStack(head, mixer, hidden, layers, vocab, tie)
+}
+
+// mixerStack is the Mamba models' backbone (MambaForCausalLM,
+// Mamba2ForCausalLM): the embeddings, layers blocks of x + mixer(norm(x)),
+// norm_f and the head.
+func (c *hfConfig) mixerStack(head hfHead, mixer core.Layer, hidden, layers, vocab int64, tie bool) *core.Model {
 	if c.err != nil {
 		return nil
 	}

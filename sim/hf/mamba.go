@@ -47,15 +47,5 @@ func buildMamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	mixer := &nn.Mamba{Name: "mixer", Dim: hidden, Inner: c.sizeOr("intermediate_size", int64(math.Floor(expand*float64(hidden)))),
 		State: c.sizeOr("state_size", 16), ConvK: c.sizeOr("conv_kernel", 4), DTRank: rank,
 		Bias: c.flag("use_bias", false), ConvBias: c.flag("use_conv_bias", true), Impl: impl}
-	if c.err != nil {
-		return nil
-	}
-	c.checkTotal(float64(layers)*float64(mixer.Params()) + 2*float64(vocab)*float64(hidden))
-	if c.err != nil {
-		return nil
-	}
-	block := res(&nn.Norm{Name: "norm", Dim: hidden, RMS: true}, mixer)
-	ls := []core.Layer{&nn.Embedding{Name: "embeddings", Rows: vocab, Dim: hidden},
-		&core.Repeat{Name: "layers", Layer: block, N: layers}, &nn.Norm{Name: "norm_f", Dim: hidden, RMS: true}}
-	return c.finish(head, ls, vocab, tie)
+	return c.mixerStack(head, mixer, hidden, layers, vocab, tie)
 }
