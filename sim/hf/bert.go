@@ -26,8 +26,11 @@ import (
 //     no pooler.
 //
 // num_labels is the size of id2label when present (as PretrainedConfig
-// derives it), else num_labels, else 2. The eager softmax runs in the
-// activations' dtype; transformers has no flash-attention path for BERT.
+// derives it), else num_labels, else 2. The eager attention adds the
+// extended attention mask to the scores (fp32 under autocast: the sum is
+// promoted), runs softmax and dropout in that dtype and lets the P.V
+// matmul cast (nn.Attention's MaskAdd and CastAtMatmul); transformers has
+// no flash-attention path for BERT.
 func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
@@ -57,7 +60,7 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	ln := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, Bias: true} }
 	at := &nn.Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
-		Impl: attn, Causal: causal, Dropout: drop}
+		Impl: attn, Causal: causal, Dropout: drop, MaskAdd: true, CastAtMatmul: true}
 	mlp := &nn.MLP{Name: "intermediate", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
 	block := seq(
 		res(append([]core.Layer{at}, after...)...), ln("attention_layernorm"),

@@ -52,6 +52,17 @@ type Attention struct {
 	// beside the kernel's own outputs (Qwen2.5-VL's vision attention
 	// without flash-attn's varlen; VisionTower).
 	ChunkCat bool
+	// MaskAdd: the scaled scores get an additive mask of shape [batch, 1,
+	// 1, seq] in the parameters' dtype (transformers' BertSelfAttention
+	// adds get_extended_attention_mask's (1 - mask) * -10000, which
+	// BertModel builds even when no attention_mask is passed); under
+	// autocast the fp32 mask promotes the sum, so the scores are fp32 from
+	// there on.
+	MaskAdd bool
+	// CastAtMatmul: the probabilities reach dropout in the softmax's dtype
+	// and the P.V matmul's autocast casts them (BERT has no explicit cast;
+	// GPT-2 and Llama cast back before dropout).
+	CastAtMatmul bool
 }
 
 func (a *Attention) Kv() int64 {
@@ -377,6 +388,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	// saves nothing (Runtime.ScalarOperandSaved).
 	j := b.AddOp("div", "scale", []core.Value{scores})
 	scaled := b.Out(j, "scaled", scoreShape, dt, "scaled attention scores")
+	b.Op(j).Bytes += float64(b.Val(scores).Bytes) // a pointwise kernel reads what it writes
 	if b.Rt.ScalarOperandSaved {
 		scalar := b.Out(j, "inv_sqrt_d", nil, units.FP64, "1/sqrt(head_dim) scalar")
 		b.Val(scalar).Grad = false
@@ -387,9 +399,16 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	}
 	if a.Causal {
 		m := b.AddOp("mask", "causal_mask", []core.Value{scaled})
+		b.Op(m).Bytes = float64(b.Val(scaled).Bytes)
 		scaled = b.Out(m, "masked", scoreShape, dt, "masked attention scores")
 	}
-	smDT := dt
+	if a.MaskAdd {
+		m := b.AddOp("add", "attention_mask", []core.Value{scaled})
+		b.Op(m).Bytes = float64(b.Val(scaled).Bytes + b.Prec.Params.Bytes(batch*seq))
+		scaled = b.Out(m, "masked", scoreShape, core.Promote(b.Dtype(scaled), b.Prec.Params), "scores plus the extended attention mask")
+		b.Op(m).Flops = float64(core.Numel(scoreShape))
+	}
+	smDT := b.Dtype(scaled)
 	if a.SoftmaxFP32 || (b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32) {
 		smDT = units.FP32
 	}
@@ -406,8 +425,14 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	sm := b.AddOp("softmax", "softmax", []core.Value{scaled})
 	p := b.Out(sm, "probs", probShape, smDT, "attention probabilities (softmax output, saved)")
 	b.Save(sm, p)
-	p = b.Cast(p, dt, "attention probabilities cast back for the P.V matmul")
-	p = b.Dropout("attn_dropout", p, a.Dropout)
+	b.Op(sm).Bytes += float64(b.Val(scaled).Bytes)
+	if a.CastAtMatmul {
+		p = b.Dropout("attn_dropout", p, a.Dropout)
+		p = b.Cast(p, dt, "attention probabilities cast by the P.V matmul's autocast")
+	} else {
+		p = b.Cast(p, dt, "attention probabilities cast back for the P.V matmul")
+		p = b.Dropout("attn_dropout", p, a.Dropout)
+	}
 	pv := b.AddOp("matmul", "pv", []core.Value{p, v})
 	vc := fold(pv, v, vl, "v_copy", "contiguous v copy (all heads) saved by bmm")
 	o := b.Out(pv, "context", headShape, dt, "attention context")
