@@ -31,7 +31,7 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 		}
 	}
 	if op.WorkF > 0 && !reuse {
-		for _, id := range r.workspace(op, "workspace", "forward", op.WorkF, 1, op.Work.Forward()) {
+		for _, id := range r.workspace(op, " workspace", "forward workspace of ", op.WorkF, 1, op.Work.Forward()) {
 			r.release(id)
 		}
 	}
@@ -163,7 +163,8 @@ func (r *Replay) backwardOp(i int) {
 			for _, v := range op.In {
 				vi := &r.P.Values[v]
 				if vi.Grad && !vi.Fused && r.gradT[v] == none {
-					r.gradT[v] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: "gradient of " + vi.Name, Cat: core.CatTemporaries})
+					r.gradT[v] = r.allocateParts(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Name, Cat: core.CatTemporaries},
+						allocParts{tensor: "grad of ", why: "gradient of "})
 				}
 			}
 		}
@@ -218,12 +219,12 @@ func (r *Replay) backwardWorkspace(op *core.OpInfo) []int32 {
 	if op.WorkB <= 0 {
 		return nil
 	}
-	return r.workspace(op, "backward workspace", "backward", op.WorkB, max(int64(op.WorkBParts), 1), op.Work.Backward())
+	return r.workspace(op, " backward workspace", "backward workspace of ", op.WorkB, max(int64(op.WorkBParts), 1), op.Work.Backward())
 }
 
 // workspace allocates total bytes as the tensors sizes lists or, with
-// none, as n tensors of equal size.
-func (r *Replay) workspace(op *core.OpInfo, name, pass string, total, n int64, sizes []int64) []int32 {
+// none, as n tensors of equal size, named op.Name+name, why+op.Kind.
+func (r *Replay) workspace(op *core.OpInfo, name, why string, total, n int64, sizes []int64) []int32 {
 	if len(sizes) == 0 {
 		sizes = make([]int64, n)
 		for k := range n {
@@ -233,7 +234,8 @@ func (r *Replay) workspace(op *core.OpInfo, name, pass string, total, n int64, s
 	}
 	ids := make([]int32, 0, len(sizes))
 	for _, b := range sizes {
-		ids = append(ids, r.allocate(Alloc{Tensor: op.Name + " " + name, Shape: []int64{b}, DType: units.INT8, Bytes: b, Why: pass + " workspace of " + op.Kind, Cat: core.CatTemporaries}))
+		ids = append(ids, r.allocateParts(Alloc{Tensor: name, DType: units.INT8, Bytes: b, Why: op.Kind, Cat: core.CatTemporaries},
+			allocParts{tensor: op.Name, why: why, dim: b}))
 	}
 	return ids
 }

@@ -330,25 +330,50 @@ func (r *Replay) resolve(pi int32) int32 {
 }
 
 // allocate records one allocation and returns its tensor id.
-func (r *Replay) allocate(a Alloc) int32 {
+func (r *Replay) allocate(a Alloc) int32 { return r.allocateParts(a, allocParts{}) }
+
+// allocParts are the parts of an allocation's description that allocate
+// joins only when the report keeps the allocation (the largest, the OOM,
+// the growth at the peak, a trace event): a step makes tens of thousands
+// of gradient and workspace tensors, and joining every name was a third
+// of a replay's heap allocations (BenchmarkEvaluateLlama70B3D).
+type allocParts struct {
+	tensor, why string // prefixes of Alloc.Tensor and Alloc.Why
+	dim         int64  // when > 0, the shape is [dim]
+}
+
+// join is a with its description complete.
+func (p allocParts) join(a Alloc) Alloc {
+	a.Tensor, a.Why = p.tensor+a.Tensor, p.why+a.Why
+	if p.dim > 0 {
+		a.Shape = []int64{p.dim}
+	}
+	return a
+}
+
+// allocateParts is allocate of a, described as parts joins it.
+func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 	if a.Bytes <= 0 {
 		a.Bytes = 1
 	}
 	r.grew = false
 	blk, ok := r.alloc.AllocOn(a.Bytes, r.stream)
 	a.Phase, a.Op = r.phase, r.op
-	if r.grew && r.alloc.Reserved > r.Rep.PeakReserved {
-		r.Rep.Frag.PeakGrowth = &PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved}
+	rep := r.Rep
+	if (r.grew && r.alloc.Reserved > rep.PeakReserved) || r.traced != nil || (!ok && rep.OOM == nil) || a.Bytes > rep.Largest.Bytes {
+		a = parts.join(a)
+	}
+	if r.grew && r.alloc.Reserved > rep.PeakReserved {
+		rep.Frag.PeakGrowth = &PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved}
 	}
 	if r.traced != nil {
-		if !ok && r.Rep.OOM == nil {
-			r.Rep.Trace.Events = append(r.Rep.Trace.Events, TraceEvent{Action: "oom", Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: r.Rep.Trace.module(r.op), Phase: r.phase})
+		if !ok && rep.OOM == nil {
+			rep.Trace.Events = append(rep.Trace.Events, TraceEvent{Action: "oom", Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: rep.Trace.module(r.op), Phase: r.phase})
 		}
 		r.traceAlloc(a, blk)
 	}
 	r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
 	r.cur[a.Cat] += blk.Size
-	rep := r.Rep
 	if !ok && rep.OOM == nil {
 		rep.OOM = r.oomAt(a)
 	}
