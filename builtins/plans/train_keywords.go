@@ -74,8 +74,10 @@ var TrainKeywords = []keyword{
 		set: setOffload},
 	{Name: "cluster", Def: starlark.None, Doc: "cluster(...): the nodes and links the layout runs on", set: setCluster},
 	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all"`, set: setFreeze},
-	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token)",
-		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })},
+	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token); " +
+		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
+		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md)`,
+		set: setLossChunks},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
@@ -253,6 +255,19 @@ func setOptionalInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *
 		}
 		return set(name, v, a, p)
 	}
+}
+
+// setLossChunks takes a number of chunks (torchtune) or the name of a
+// Liger-Kernel fused linear cross-entropy (core.LigerVersions).
+func setLossChunks(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	if s, ok := (*v).(starlark.String); ok {
+		if _, ok := core.LookupLiger(string(s)); !ok {
+			return fmt.Errorf("%s: unknown %q (a number of chunks, or Liger's fused linear cross-entropy: %s)", name, string(s), core.LigerNames())
+		}
+		p.FusedLoss, p.LossChunks = string(s), 1
+		return nil
+	}
+	return setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })(name, v, a, p)
 }
 
 // setOptionalString is setString for keywords that may be None (left unset).

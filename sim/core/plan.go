@@ -65,6 +65,7 @@ type Plan struct {
 	QuantStorage   units.DType // bnb_4bit_quant_storage: the dtype holding the 4-bit codes; InvalidDType = uint8 (quant_shard.go)
 	Freeze         []string    // frozen modules by path prefix, role or "all"
 	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks
+	FusedLoss      string      // Liger's fused linear cross-entropy, a LigerVersions name (liger.go); "" = none
 	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq
 	Offload        *Offload    // optimizer state, parameters, activations off the GPU
 	HostMemory     int64       // host RAM per node for offload, 0 = unchecked

@@ -157,6 +157,13 @@ func (r *Replay) backwardOp(i int) {
 	for _, v := range op.Out {
 		recorded = recorded || r.P.Values[v].Grad
 	}
+	saved := op.Saved
+	if recorded && op.GradsInForward { // the saved gradients become the gradients
+		for _, v := range saved {
+			r.unhold(v)
+		}
+		saved = nil
+	}
 	if recorded {
 		work := r.backwardWorkspace(op)
 		if !op.NoGradB {
@@ -184,7 +191,7 @@ func (r *Replay) backwardOp(i int) {
 			r.gradT[v] = none
 		}
 	}
-	for _, v := range op.Saved {
+	for _, v := range saved {
 		r.unhold(v)
 	}
 	for _, id := range r.P.Ancestors(op.Region) {
