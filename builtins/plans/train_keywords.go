@@ -50,6 +50,11 @@ var TrainKeywords = []keyword{
 			`AOTAutograd's min-cut partitioner picks what each compiled graph saves (matmul and attention outputs kept, cheap pointwise ops recomputed in the backward) ` +
 			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once`,
 		set: setCompile},
+	{Name: "compile_mode", Def: starlark.String("default"),
+		Doc: `torch.compile's mode: "default", "reduce-overhead" or "max-autotune" (which replay the compiled graphs as CUDA graphs), "max-autotune-no-cudagraphs". ` +
+			`Under CUDA graphs every compiled graph, forward and backward, allocates from one private pool of CUDA graph trees that the ordinary pools never share (r.breakdown's cuda_graph_pool row), ` +
+			`and each graph's inputs that are neither parameters nor outputs of another graph are copied into it; modelled on one GPU for a step of one micro-batch`,
+		set: setString(func(p *core.Plan) *string { return &p.Compile.Mode })},
 	{Name: "float8", Def: starlark.None,
 		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head (torchtitan's filter) becomes a Float8Linear: ` +
 			`its forward casts the input and the weight to fp8 (abs, amax, an fp32 scaled copy, clamp, the fp8 copy: transients in eager mode, one fused kernel each under compile) and multiplies with torch._scaled_mm at the GPU's fp8 rate; ` +

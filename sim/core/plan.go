@@ -200,6 +200,9 @@ func (p *Plan) Validate() error {
 		return &units.Error{Path: "train", Msg: "checkpoint(budget=..., reentrant=True) under compile: the budget is the partitioner's, no torch.utils.checkpoint runs",
 			Hint: "drop reentrant=True, or compile=False for the per-block budget of eager mode"}
 	}
+	if err := p.validateCompileMode(); err != nil {
+		return err
+	}
 	if p.LoRA != nil {
 		if err := p.LoRA.Validate(); err != nil {
 			return &units.Error{Path: "train", Msg: err.Error()}

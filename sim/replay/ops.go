@@ -15,9 +15,10 @@ import (
 func (r *Replay) forwardOp(i int, recompute bool) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeForwardOp(i)              // stream params
-	defer r.afterForwardOp(i)         // saved activations to host
-	reuse := recompute && r.keeps(op) // the policy kept the outputs: the op does not run again
+	r.beforeForwardOp(i)                       // stream params
+	defer r.onGraphPool(i, false, recompute)() // CUDA graphs' private pool (cudagraphs.go)
+	defer r.afterForwardOp(i)                  // saved activations to host
+	reuse := recompute && r.keeps(op)          // the policy kept the outputs: the op does not run again
 	for _, v := range op.Out {
 		switch {
 		case reuse:
@@ -141,9 +142,10 @@ func (r *Replay) regionOutputs(reg core.Region) []core.Value {
 func (r *Replay) backwardOp(i int) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeBackwardOp(i)      // activations back from host, params streamed
-	defer r.afterBackwardOp(i) // grads to host
-	r.backwardCublas(op)       // the first step's first backward matmul (cublas.go)
+	r.beforeBackwardOp(i)                 // activations back from host, params streamed
+	defer r.onGraphPool(i, true, false)() // CUDA graphs' private pool (cudagraphs.go)
+	defer r.afterBackwardOp(i)            // grads to host
+	r.backwardCublas(op)                  // the first step's first backward matmul (cublas.go)
 	if op.Region != 0 {
 		chain := r.P.Ancestors(op.Region)
 		for k := len(chain) - 1; k >= 0; k-- { // an enclosing region's recompute first
