@@ -30,6 +30,14 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05), quant = "nf4",
              gpu = "RTX-4090")`,
 	}, {
+		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
+		file:        "hf/zephyr_sft_full.yaml",
+		opts:        Options{Overrides: []string{"use_liger_kernel=true"}},
+		notModelled: []string{`use_liger_kernel: Liger's RMSNorm, SwiGLU and RoPE kernels (replayed as eager PyTorch; the fused linear cross-entropy is loss_chunks="liger")`},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
+             loss_chunks = "liger", gpu = "H100-80GB")`,
+	}, {
 		name:  "zephyr-7b-beta SFT, full, FSDP over 8 GPUs, the model from its config.json, 8-bit paged AdamW",
 		file:  "hf/zephyr_sft_full.yaml",
 		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},

@@ -148,6 +148,18 @@ var hfParamCases = []struct {
 	{"nemotron-h-8b-base-8k.json", "", 8_100_852_736},
 	{"ai21-jamba-1.5-mini.json", "", 51_570_323_328},
 	{"qwen2.5-vl-3b-instruct.json", "", 3_754_622_976},
+	// Llama 3.2 Vision (mllama; the config.json fields of
+	// meta-llama/Llama-3.2-11B-Vision and -90B-Vision on the hub, whose
+	// model card table gives 10.6 B and 88.8 B): the count transformers
+	// 4.57.1 builds on the meta device (MllamaForConditionalGeneration,
+	// python mllama.py CONFIG 0 0 in tools/oracle). 11B: vision
+	// model 863,567,379 (32 + 8 layers of 1280, gates, tile and position
+	// tables), projector 7680*4096 + 4096, text 32 self-attention layers
+	// and 8 cross-attention layers of 4096 with q/k norms and two gates,
+	// embed_tokens (128256 + 8) * 4096, lm_head 128256 * 4096.
+	{"llama-3.2-11b-vision.json", "", 10_670_220_835},
+	{"llama-3.2-90b-vision.json", "", 88_593_355_323},
+	{"mllama-tiny.json", "", 279_499},
 	{"mamba-130m-hf.json", "", 129_135_360},
 	{"mamba-tiny.json", "", 18_528},
 }

@@ -33,7 +33,12 @@ func HfConfigBuiltins() []host.Builtin {
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
 			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
 			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=); its " +
-			"attention is \"flash\" or \"sdpa\". mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
+			"attention is \"flash\" or \"sdpa\". mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
+			"its tiled vision model and projector (model.vision_model, model.multi_modal_projector) after the text " +
+			"embedding, reading train(images=) (every image is max_num_tiles tiles of image_size pixels whatever its size), " +
+			"and the text model's gated cross-attention layers (cross_attention_layers) attending to the projected image " +
+			"states; without images those layers are skipped, as transformers skips them; its attention is \"sdpa\"; " +
+			"checkpoint= reaches the text layers only (transformers' vision encoder layers are not checkpointed). mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
 			"attn=\"eager\".",
 		Fn: hfConfigFn,

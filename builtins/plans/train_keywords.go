@@ -48,6 +48,11 @@ var TrainKeywords = []keyword{
 			`AOTAutograd's min-cut partitioner picks what each compiled graph saves (matmul and attention outputs kept, cheap pointwise ops recomputed in the backward) ` +
 			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once`,
 		set: setCompile},
+	{Name: "compile_mode", Def: starlark.String("default"),
+		Doc: `torch.compile's mode: "default", "reduce-overhead" or "max-autotune" (which replay the compiled graphs as CUDA graphs), "max-autotune-no-cudagraphs". ` +
+			`Under CUDA graphs every compiled graph, forward and backward, allocates from one private pool of CUDA graph trees that the ordinary pools never share (r.breakdown's cuda_graph_pool row), ` +
+			`and each graph's inputs that are neither parameters nor outputs of another graph are copied into it; modelled on one GPU for a step of one micro-batch`,
+		set: setString(func(p *core.Plan) *string { return &p.Compile.Mode })},
 	{Name: "float8", Def: starlark.None,
 		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head (torchtitan's filter) becomes a Float8Linear: ` +
 			`its forward casts the input and the weight to fp8 (abs, amax, an fp32 scaled copy, clamp, the fp8 copy: transients in eager mode, one fused kernel each under compile) and multiplies with torch._scaled_mm at the GPU's fp8 rate; ` +
@@ -72,8 +77,10 @@ var TrainKeywords = []keyword{
 		set: setOffload},
 	{Name: "cluster", Def: starlark.None, Doc: "cluster(...): the nodes and links the layout runs on", set: setCluster},
 	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all"`, set: setFreeze},
-	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token)",
-		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })},
+	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token); " +
+		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
+		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md)`,
+		set: setLossChunks},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
@@ -106,7 +113,7 @@ var TrainKeywords = []keyword{
 	{Name: "images", Def: starlark.None,
 		Doc: "images=(count, height, width): the images each sample of a vision-language model carries, in pixels after the processor's resize; " +
 			"the vision tower turns each into patches and image tokens that take their place in the seq tokens (Qwen2.5-VL's dynamic resolution: " +
-			"a 448x448 image is 256 tokens)",
+			"a 448x448 image is 256 tokens); Llama 3.2 Vision's images are its max_num_tiles tiles whatever their size, read by cross-attention, not joining the seq tokens",
 		set: setImages},
 	{Name: "clip_grad_norm", Def: starlark.None,
 		Doc: "the max norm of torch.nn.utils.clip_grad_norm_ before each optimizer step (the Hugging Face Trainer's max_grad_norm, 1.0 by default there; torchtitan's max_norm), " +
@@ -251,6 +258,19 @@ func setOptionalInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *
 		}
 		return set(name, v, a, p)
 	}
+}
+
+// setLossChunks takes a number of chunks (torchtune) or the name of a
+// Liger-Kernel fused linear cross-entropy (core.LigerVersions).
+func setLossChunks(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	if s, ok := (*v).(starlark.String); ok {
+		if _, ok := core.LookupLiger(string(s)); !ok {
+			return fmt.Errorf("%s: unknown %q (a number of chunks, or Liger's fused linear cross-entropy: %s)", name, string(s), core.LigerNames())
+		}
+		p.FusedLoss, p.LossChunks = string(s), 1
+		return nil
+	}
+	return setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })(name, v, a, p)
 }
 
 // setOptionalString is setString for keywords that may be None (left unset).

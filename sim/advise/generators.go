@@ -219,7 +219,7 @@ func optimizerChanges(p *core.Plan, ask Ask) []Change {
 // lossChunkChanges chunk the output layer and its loss (torchtune's
 // num_output_chunks = 8).
 func lossChunkChanges(p *core.Plan, ask Ask) []Change {
-	if p.Model.Vocab <= 0 || p.LossChunks > 1 {
+	if p.Model.Vocab <= 0 || p.LossChunks > 1 || p.FusedLoss != "" {
 		return nil
 	}
 	return []Change{one("loss_chunks", "loss_chunks", int64(8))}

@@ -36,8 +36,18 @@ type Allocator struct {
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
 
-	Expandable bool       // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-	unmapped   [][]*Block // per list: unmapped blocks of expandable segments, by address
+	Expandable bool // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+
+	// Private, when not the default stream, is a private pool in use (a
+	// CUDA graph tree's): release_cached_blocks frees a graph pool's
+	// cached blocks only once no graph uses it, so its segments are never
+	// released. FailPrivateFree is what its free blocks held just before
+	// the first request that did not fit (PyTorch's OOM message counts
+	// them as allocated "in private pools").
+	Private         Stream
+	FailPrivateFree int64
+
+	unmapped [][]*Block // per list: unmapped blocks of expandable segments, by address
 
 	streams           // the streams' pools, record_stream and pending frees (streams.go)
 	indexAbove [2]int // tests: index a new small (0) or large (1) free list from this length on
@@ -253,7 +263,10 @@ func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
 // serve it, and a new segment belongs to s.
 func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	a.clock++
-	if a.Expandable {
+	// A private pool takes no expandable segment (alloc_block: "our
+	// checkpointing logic for private pools doesn't support the
+	// expandable_segments_ structure yet").
+	if a.Expandable && (a.Private == DefaultStream || s != a.Private) {
 		return a.allocExpandable(n, s)
 	}
 	size := RoundSize(n)
@@ -274,7 +287,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 				// needs on a device just large enough.
 				ok = false
 				if !a.over {
-					a.FailAllocated, a.FailReserved = a.Allocated, a.Reserved
+					a.failed()
 					a.over = true
 				}
 			}
@@ -295,6 +308,14 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	a.Allocated += b.Size
 	a.allocatedOn(b.seg.stream, b.Size)
 	return b, ok
+}
+
+// failed records the figures of the first request that did not fit.
+func (a *Allocator) failed() {
+	a.FailAllocated, a.FailReserved = a.Allocated, a.Reserved
+	if a.Private != DefaultStream {
+		a.FailPrivateFree = a.ReservedOn(a.Private) - a.AllocatedOn(a.Private)
+	}
 }
 
 // Release returns a block to the cache, merging free neighbours. A block
@@ -439,6 +460,9 @@ func (a *Allocator) releaseCached(s Stream) {
 	a.freePending()
 	whole := make([]*Block, 0, len(a.whole))
 	for _, b := range a.whole {
+		if a.Private != DefaultStream && b.seg.stream == a.Private {
+			continue // a private pool in use keeps its segments
+		}
 		if !a.over || b.seg.stream == s {
 			whole = append(whole, b)
 		}

@@ -55,7 +55,7 @@ func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 		// goes on with the pages granted past the limit.
 		ok = false
 		if !a.over {
-			a.FailAllocated, a.FailReserved = a.Allocated, a.Reserved
+			a.failed()
 			a.over = true
 		}
 		b = a.expand(pool, size, false)

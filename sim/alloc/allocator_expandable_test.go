@@ -68,3 +68,30 @@ func TestExpandableSegments(t *testing.T) {
 		})
 	}
 }
+
+// TestPrivatePool: a private pool in use (a CUDA graph tree's) takes
+// fixed segments even with expandable segments, and an out-of-memory
+// releases none of its cached segments; the OOM records its free blocks.
+// Here the pool's 40 MiB block is freed; a 70 MiB compute request (fixed
+// segments on the compute stream) over a
+// 100 MiB limit releases the compute stream's free 20 MiB segment but not
+// the pool's 40.
+func TestPrivatePool(t *testing.T) {
+	const mib = 1 << 20
+	const pool = Stream(4)
+	a := Allocator{Limit: 100 * mib, Expandable: true, Private: pool}
+	p, _ := a.AllocOn(40*mib, pool)
+	if segs := a.Segments(); len(segs) != 1 || segs[0].Expandable || segs[0].Size != 40*mib || segs[0].Stream != pool {
+		t.Fatalf("private pool segments %+v, want one fixed 40 MiB segment", segs)
+	}
+	a.Expandable = false
+	c, _ := a.AllocOn(20*mib, DefaultStream)
+	a.Release(p)
+	a.Release(c)
+	if _, ok := a.AllocOn(70*mib, DefaultStream); ok {
+		t.Fatal("70 MiB fit beside the pool's cached 40 MiB under a 100 MiB limit")
+	}
+	if a.FailReserved != 40*mib || a.FailPrivateFree != 40*mib {
+		t.Errorf("at the OOM: reserved %d MiB, the pool's free blocks %d MiB; want 40 and 40", a.FailReserved/mib, a.FailPrivateFree/mib)
+	}
+}

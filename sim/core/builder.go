@@ -42,6 +42,9 @@ type Builder struct {
 	Ft  *Finetune   // quant, freeze, chunked loss, packing
 
 	Images Images // images per sample for a vision tower (images.go)
+	// Cross is what a vision model gives the cross-attention layers that
+	// follow it (Llama 3.2 Vision; images.go), nil when none ran.
+	Cross *CrossStates
 }
 
 // scope pushes a name onto the module path; the returned func pops it.

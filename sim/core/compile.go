@@ -12,6 +12,9 @@ import "fmt"
 type Compile struct {
 	Blocks bool
 	Loss   bool
+	// Mode is torch.compile's mode= (cudagraphs.go): "" or "default",
+	// "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs".
+	Mode string
 }
 
 // On reports whether anything is compiled.

@@ -17,6 +17,7 @@ type Finetune struct {
 	quantFrom  units.DType // dtype the weights were quantized from (what dequantize returns)
 	freeze     []string
 	lossChunks int64
+	liger      *LigerCE // Liger's fused linear cross-entropy (liger.go)
 	packed     bool
 	Unfreeze   int // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
@@ -30,6 +31,9 @@ func (p *Plan) finetuneOptions() *Finetune {
 		freeze:     p.Freeze,
 		lossChunks: p.LossChunks,
 		packed:     p.TokensPerBatch > 0,
+	}
+	if lv, ok := LookupLiger(p.FusedLoss); ok {
+		ft.liger = &lv
 	}
 	if ft.quantFrom == units.InvalidDType {
 		ft.quantFrom = p.Precision.Compute
@@ -70,6 +74,12 @@ func (p *Plan) validateFinetune() error {
 	}
 	if p.LossChunks > 1 && (p.Parallel.Norm().TP > 1 || (p.Members > 1 && p.MembersMode == "sequential")) {
 		return &units.Error{Path: "train", Msg: "loss_chunks does not combine with tensor parallelism or sequential members yet"}
+	}
+	if p.FusedLoss != "" && p.LossChunks > 1 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks is either a number of chunks or %q, not both", p.FusedLoss)}
+	}
+	if err := p.validateLiger(); err != nil {
+		return err
 	}
 	if p.TokensPerBatch < 0 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("tokens_per_batch must be positive (got %d)", p.TokensPerBatch)}

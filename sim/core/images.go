@@ -33,6 +33,16 @@ func (im Images) Validate() error {
 	return nil
 }
 
+// CrossStates are the image states a vision model (nn.MllamaVision)
+// leaves for the text model's cross-attention layers, with the masks
+// transformers builds once a step and every cross-attention layer saves:
+// States [batch, image tokens, hidden], Mask the additive
+// cross_attention_mask [batch, 1, seq, image tokens], RowMask
+// full_text_row_masked_out_mask [batch, 1, seq, 1].
+type CrossStates struct {
+	States, Mask, RowMask Value
+}
+
 // VisionLayer is a layer that reads the plan's images (a vision tower).
 type VisionLayer interface {
 	ReadsImages() bool
@@ -57,7 +67,7 @@ func (p *Plan) validateImages() error {
 	}
 	if !reads {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("images= but model %q has no vision tower", p.Model.Name),
-			Hint: "images are read by a vision-language model (hf_config of a qwen2_5_vl config, or vision_tower())"}
+			Hint: "images are read by a vision-language model (hf_config of a qwen2_5_vl or mllama config, or vision_tower())"}
 	}
 	return nil
 }

@@ -214,6 +214,9 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		if b.Ft.chunkHead(m) { // loss_chunks, returns the loss
 			return b.chunkedModelLoss(m, x)
 		}
+		if b.Ft.ligerHead(m) { // loss_chunks="liger", returns the loss
+			return b.ligerModelLoss(m, x)
+		}
 		nParams := len(b.P.Params)
 		b.tiedHead = b.embedWeight(m)
 		x = b.headLinear(x, m.Vocab, m.HeadBias) // vocab-parallel with TP
@@ -244,7 +247,7 @@ func (b *Builder) input(name string, shape []int64, dt units.DType) Value {
 // logits themselves are not kept); backward holds the saved log-probs, the
 // dense nll gradient and the logits gradient at once.
 func (b *Builder) loss(m *Model, x Value) Value {
-	if b.Ft.chunkHead(m) { // x is the loss already
+	if b.Ft.chunkHead(m) || b.Ft.ligerHead(m) { // x is the loss already
 		return x
 	}
 	defer b.Scope("loss")()

@@ -65,6 +65,7 @@ type Plan struct {
 	QuantStorage   units.DType // bnb_4bit_quant_storage: the dtype holding the 4-bit codes; InvalidDType = uint8 (quant_shard.go)
 	Freeze         []string    // frozen modules by path prefix, role or "all"
 	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks
+	FusedLoss      string      // Liger's fused linear cross-entropy, a LigerVersions name (liger.go); "" = none
 	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq
 	Offload        *Offload    // optimizer state, parameters, activations off the GPU
 	HostMemory     int64       // host RAM per node for offload, 0 = unchecked
@@ -198,6 +199,9 @@ func (p *Plan) Validate() error {
 	if p.Checkpoint.Mode == "budget" && p.Compile.On() && p.Checkpoint.Reentrant {
 		return &units.Error{Path: "train", Msg: "checkpoint(budget=..., reentrant=True) under compile: the budget is the partitioner's, no torch.utils.checkpoint runs",
 			Hint: "drop reentrant=True, or compile=False for the per-block budget of eager mode"}
+	}
+	if err := p.validateCompileMode(); err != nil {
+		return err
 	}
 	if p.LoRA != nil {
 		if err := p.LoRA.Validate(); err != nil {

@@ -105,6 +105,11 @@ type OpInfo struct {
 	// BwdStreamK kernels (a float8 linear's casts and layout copies).
 	BwdStream  float64
 	BwdStreamK int32
+	// GradsInForward: the op made its input's and parameters' gradients
+	// in the forward and saved them (Liger's fused linear cross-entropy,
+	// liger.go); its backward hands them on, so the saved tensors go as
+	// the gradients take their place (the same bytes).
+	GradsInForward bool
 }
 
 // WorkTensors are an op's workspaces as the tensors PyTorch allocates

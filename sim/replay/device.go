@@ -76,7 +76,11 @@ func (r *Replay) deviceBreakdown() []Share {
 		}
 		cached := min(max(peak-rep.peakStream[s].allocated, 0), max(room, 0))
 		room -= cached
-		out = append(out, Share{Name: StreamName(s) + "_stream", Bytes: cached})
+		name := StreamName(s) + "_stream"
+		if s == StreamGraphPool {
+			name = StreamName(s)
+		}
+		out = append(out, Share{Name: name, Bytes: cached})
 	}
 	for _, o := range rep.Overheads {
 		out = append(out, Share{Name: o.Name, Bytes: o.Bytes})

@@ -15,9 +15,10 @@ import (
 func (r *Replay) forwardOp(i int, recompute bool) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeForwardOp(i)              // stream params
-	defer r.afterForwardOp(i)         // saved activations to host
-	reuse := recompute && r.keeps(op) // the policy kept the outputs: the op does not run again
+	r.beforeForwardOp(i)                       // stream params
+	defer r.onGraphPool(i, false, recompute)() // CUDA graphs' private pool (cudagraphs.go)
+	defer r.afterForwardOp(i)                  // saved activations to host
+	reuse := recompute && r.keeps(op)          // the policy kept the outputs: the op does not run again
 	for _, v := range op.Out {
 		switch {
 		case reuse:
@@ -141,9 +142,10 @@ func (r *Replay) regionOutputs(reg core.Region) []core.Value {
 func (r *Replay) backwardOp(i int) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeBackwardOp(i)      // activations back from host, params streamed
-	defer r.afterBackwardOp(i) // grads to host
-	r.backwardCublas(op)       // the first step's first backward matmul (cublas.go)
+	r.beforeBackwardOp(i)                 // activations back from host, params streamed
+	defer r.onGraphPool(i, true, false)() // CUDA graphs' private pool (cudagraphs.go)
+	defer r.afterBackwardOp(i)            // grads to host
+	r.backwardCublas(op)                  // the first step's first backward matmul (cublas.go)
 	if op.Region != 0 {
 		chain := r.P.Ancestors(op.Region)
 		for k := len(chain) - 1; k >= 0; k-- { // an enclosing region's recompute first
@@ -156,6 +158,13 @@ func (r *Replay) backwardOp(i int) {
 	recorded := false
 	for _, v := range op.Out {
 		recorded = recorded || r.P.Values[v].Grad
+	}
+	saved := op.Saved
+	if recorded && op.GradsInForward { // the saved gradients become the gradients
+		for _, v := range saved {
+			r.unhold(v)
+		}
+		saved = nil
 	}
 	if recorded {
 		work := r.backwardWorkspace(op)
@@ -184,7 +193,7 @@ func (r *Replay) backwardOp(i int) {
 			r.gradT[v] = none
 		}
 	}
-	for _, v := range op.Saved {
+	for _, v := range saved {
 		r.unhold(v)
 	}
 	for _, id := range r.P.Ancestors(op.Region) {

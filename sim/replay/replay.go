@@ -81,6 +81,7 @@ type Replay struct {
 	freeEvents    []int64      // FSDP1's rate limiter: the marks of queued reshard free events
 	keptAllGather int32        // FSDP2: the all-gather output the forward keeps until the next copy-out, none
 	backwardBlas  bool         // the backward thread's cuBLAS workspace is allocated (cublas.go)
+	graphs        *graphPool   // compiled graphs replayed as CUDA graphs, nil = none (cudagraphs.go)
 
 	live []liveTensor // by tensor id
 	cur  [core.NumCategories]int64
@@ -137,6 +138,9 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
 		fwdPhase: PhaseForward, keptAllGather: none}
 	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }
+	if r.graphs = newGraphPool(p, plan); r.graphs != nil {
+		r.alloc.Private = StreamGraphPool
+	}
 	if opts.Trace {
 		r.Rep.Trace = &Trace{modules: map[string]string{}}
 		for _, op := range p.Ops {

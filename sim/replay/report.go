@@ -160,11 +160,19 @@ func (r *Replay) oomAt(a Alloc) *OOM {
 	}
 	free := capacity - inUse
 	allocated := r.alloc.FailAllocated
+	// A CUDA graph pool's free blocks count as allocated, "in private
+	// pools" (CUDACachingAllocator.cpp, malloc: allocated_in_private_pools
+	// sums the graph pools' free blocks; the message prints allocated +
+	// it, then reserved - allocated - it as unallocated).
+	private, privateMsg := r.alloc.FailPrivateFree, ""
+	if private > 0 {
+		privateMsg = "with " + gib(private) + " allocated in private pools (e.g., CUDA Graphs), "
+	}
 	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. "+
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
-		"and %s is reserved by PyTorch but unallocated.",
-		gib(alloc.AllocationSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated), gib(reserved-allocated))
-	if reserved-allocated > capacity/20 && !r.Plan.ExpandableSegments {
+		"%sand %s is reserved by PyTorch but unallocated.",
+		gib(alloc.AllocationSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated+private), privateMsg, gib(reserved-allocated-private))
+	if reserved-allocated-private > capacity/20 && !r.Plan.ExpandableSegments {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
 	a.Phase, a.Op = r.phase, r.op

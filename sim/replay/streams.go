@@ -55,13 +55,14 @@ const (
 	StreamAllGather     = alloc.Stream(1) // FSDP1's unshard stream, FSDP2's all-gather copy-in stream
 	StreamReduceScatter = alloc.Stream(2) // FSDP1's post-backward stream, FSDP2's reduce-scatter stream
 	StreamOffload       = alloc.Stream(3) // torchtune's activation-offload stream
-	numStreams          = 4
+	StreamGraphPool     = alloc.Stream(4) // the private pool of torch.compile's CUDA graph trees (cudagraphs.go)
+	numStreams          = 5
 )
 
-var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload"}
+var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool"}
 
 // StreamName is the stream's name in reports: compute, all_gather,
-// reduce_scatter or offload.
+// reduce_scatter, offload or cuda_graph_pool.
 func StreamName(s alloc.Stream) string {
 	if int(s) < len(streamNames) {
 		return streamNames[s]

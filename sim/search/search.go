@@ -231,7 +231,7 @@ func fastPathSupported(p *core.Plan) error {
 		return &units.Error{Path: "search", Msg: "search does not take LoRA, quantized or frozen plans", Hint: "sweep(plan, ...) evaluates any plan"}
 	case p.Offload != nil:
 		return &units.Error{Path: "search", Msg: "search does not take offload", Hint: "sweep(plan, ...) evaluates any plan"}
-	case p.Members > 1 || p.LossChunks > 1 || p.TokensPerBatch > 0:
+	case p.Members > 1 || p.LossChunks > 1 || p.FusedLoss != "" || p.TokensPerBatch > 0:
 		return &units.Error{Path: "search", Msg: "search does not take members, loss_chunks or tokens_per_batch", Hint: "sweep(plan, ...) evaluates any plan"}
 	}
 	var tables bool

@@ -66,6 +66,9 @@ func DispatchOf(p *core.Plan) Dispatch {
 	if p.Precision.Name == "megatron" {
 		return DispatchFused
 	}
+	if p.Compile.CUDAGraphs() { // compile_mode="reduce-overhead": the graphs replayed
+		return DispatchCUDAGraphs
+	}
 	if p.Compile.On() { // train(compile=...): Inductor's kernels
 		return DispatchCompiled
 	}

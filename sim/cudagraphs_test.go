@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+)
+
+// TestCUDAGraphPool counts torch.compile(mode="reduce-overhead")'s private
+// pool by hand on linearStack(2, 1024, 4096) in fp32 (no autocast casts)
+// on one H100, seq 2560, each block compiled (compile="blocks"), the mse
+// loss eager. A [2560, 1024] fp32 activation is 10 MiB and a [2560, 4096]
+// one 40 MiB (each a segment of its own: >= 10 MiB requests are rounded
+// to 2 MiB), a weight or its gradient 16 MiB.
+//
+// The pool (cudagraph_trees.py: every graph's allocations, forward and
+// backward; a non-static input copied into a placeholder):
+//
+//	forward   block 0: the batch's placeholder 10 (a segment, freed at the
+//	          graph's end), h0 40, x1 10; block 1: h1 40, x2 10 (in the
+//	          placeholder's freed block): 100 MiB in segments of 10, 40, 10, 40
+//	backward  block 1 (mse's gradient of x2 came from eager code: its
+//	          placeholder takes x2's freed block): the gradient of h1 40 and
+//	          of down.weight 16, new segments (no free block is large enough);
+//	          h1 freed, up's gradients (x1 10, up.weight 16) come from its 40;
+//	          block 0: the gradient of h0 takes the freed gradient of h1,
+//	          down.weight's 16 a new segment (free: 14, 10, 10), up.weight's
+//	          h0's freed 40
+//
+// so the pool's segments are 10 + 40 + 10 + 40 + 40 + 16 + 16 = 172 MiB,
+// and after the backward it holds the four weight gradients, 64 MiB. The
+// compute stream: parameters 64, AdamW's moments 128, two cuBLAS
+// workspaces 2 x 32 (Hopper), the batch 10, the loss's small segment 2,
+// mse's gradient of x2 10 and the foreach step's temporaries 64: 342 MiB.
+// The two pools never share a block, so the step reserves 342 + 172.
+func TestCUDAGraphPool(t *testing.T) {
+	const mib = 1 << 20
+	p := distPlan(t, linearStack(2, 1024, 4096), "fp32", core.Parallelism{})
+	p.Seq = 2560
+	p.Compile = core.Compile{Blocks: true}
+	eager := evalPlan(t, p)
+	if len(eager.Streams) != 1 {
+		t.Errorf("compile_mode default: streams %v, want the compute stream alone", eager.Streams)
+	}
+	p.Compile.Mode = "reduce-overhead"
+	rep := evalPlan(t, p)
+	pool, compute := streamPeak(rep, "cuda_graph_pool"), streamPeak(rep, "compute")
+	if pool != 172*mib || compute != 342*mib || rep.PeakReserved != 514*mib {
+		t.Errorf("graph pool %d MiB, compute %d MiB, reserved %d MiB; want 172, 342 and 514", pool/mib, compute/mib, rep.PeakReserved/mib)
+	}
+	if rep.PeakAllocated != eager.PeakAllocated+10*mib {
+		// the placeholder of x2's gradient is live at the peak
+		t.Errorf("peak allocated %d, want the eager compile's %d plus the 10 MiB placeholder", rep.PeakAllocated, eager.PeakAllocated)
+	}
+	if row := rep.Category("cuda_graph_pool"); row <= 0 || row > pool {
+		t.Errorf("breakdown row cuda_graph_pool %d, want (0, %d]", row, pool)
+	}
+
+	// Limit the allocator to 500 MiB (the 500 MiB context besides): the
+	// step's 64 MiB of foreach temporaries fail with 450 MiB reserved, 438
+	// once the compute stream's free segments (mse's gradient, the loss's
+	// small segment) went back; the graph pool keeps its 172 MiB, 108 of
+	// them free blocks, which PyTorch's message counts as allocated "in
+	// private pools": 330 + 108 allocated, 438 - 330 - 108 unallocated.
+	p.Device.Memory = 1000 * mib
+	o := evalPlan(t, p).OOM
+	want := "Tried to allocate 64.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 62.00 MiB is free. " +
+		"Including non-PyTorch memory, this process has 938.00 MiB memory in use. Of the allocated memory 438.00 MiB is allocated by PyTorch, " +
+		"with 108.00 MiB allocated in private pools (e.g., CUDA Graphs), and 0 bytes is reserved by PyTorch but unallocated."
+	if o == nil || !strings.Contains(o.Message, want) {
+		t.Errorf("OOM %+v, want %q", o, want)
+	}
+}
+
+// TestCUDAGraphModes: the modes that replay CUDA graphs, and where memsh
+// refuses them.
+func TestCUDAGraphModes(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		blocks bool
+		par    core.Parallelism
+		accum  int64
+		graphs bool
+		err    string
+	}{
+		{"default", true, core.Parallelism{}, 1, false, ""},
+		{"max-autotune-no-cudagraphs", true, core.Parallelism{}, 1, false, ""},
+		{"max-autotune", true, core.Parallelism{}, 1, true, ""},
+		{"reduce-overhead", true, core.Parallelism{}, 1, true, ""},
+		{"reduce-overhead", false, core.Parallelism{}, 1, false, "compile=False compiles nothing"},
+		{"reduce-overhead", true, core.Parallelism{DP: 8, FSDP: true}, 1, true, "not with a parallel= layout"},
+		{"reduce-overhead", true, core.Parallelism{}, 4, true, "not with grad_accum > 1"},
+		{"fast", true, core.Parallelism{}, 1, false, `unknown compile_mode "fast"`},
+	} {
+		p := distPlan(t, linearStack(2, 64, 256), "fp32", tc.par)
+		p.Compile, p.GradAccum = core.Compile{Blocks: tc.blocks, Mode: tc.mode}, tc.accum
+		err := p.Validate()
+		if (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s (compile %v, %+v, grad_accum %d): error %v, want %q", tc.mode, tc.blocks, tc.par, tc.accum, err, tc.err)
+		}
+		if got := p.Compile.CUDAGraphs(); got != tc.graphs {
+			t.Errorf("%s (compile %v): CUDAGraphs() %v, want %v", tc.mode, tc.blocks, got, tc.graphs)
+		}
+	}
+}
