@@ -19,9 +19,13 @@ type Stats struct {
 	PrunedStates int      // model states alone exceed the GPU (a lower bound)
 	PrunedMemory int      // model states and activations held for backward exceed the GPU (a lower bound)
 	Dominated    int      // not replayed: slower than a replayed layout that fits, and needing at least its memory
-	Replayed     int      // full replays
-	Fit          int      // replayed layouts that fit
-	Profiles     int      // block profiles lowered
+	// StageDominated were not replayed in full either: slower than a
+	// replayed layout that fits, one of their pipeline stages, replayed
+	// alone, needs at least its memory.
+	StageDominated int
+	Replayed       int // full replays
+	Fit            int // replayed layouts that fit
+	Profiles       int // block profiles lowered
 }
 
 // Row is one layout of the result, replayed in full.
@@ -46,6 +50,7 @@ type Result struct {
 type estimate struct {
 	step                 float64
 	minDevice, minStates int64
+	fullest              int64 // the pipeline stage of the memory bound
 }
 
 // frontWave is the replays the front's walk runs at a time: fixed, so
@@ -181,7 +186,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		p := sp.plan(base, l)
 		fe := profiles[keyOf[j]].estimate(p, shapes[shapeKey{keyOf[j], l.pp, l.v, l.split}],
 			nonTorch[outsideOf(l)])
-		ests[j] = estimate{step: fe.time.StepSeconds, minDevice: fe.minDevice, minStates: fe.minStates}
+		ests[j] = estimate{step: fe.time.StepSeconds, minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -25,6 +25,10 @@ type fastEstimate struct {
 	// minStates is the model-state part of minDevice (with the memory
 	// outside the allocator).
 	minStates int64
+	// fullest is the pipeline stage whose bound is minDevice (0 without
+	// a pipeline): the one to replay first to show that a layout needs
+	// too much memory.
+	fullest int64
 }
 
 // stageShape is the units of a profile's layouts with one pipeline
@@ -196,7 +200,9 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 			held += sh.saved[g]
 		}
 		fe.minStates = max(fe.minStates, statesOf[k])
-		fe.minDevice = max(fe.minDevice, statesOf[k]+held)
+		if statesOf[k]+held > fe.minDevice {
+			fe.minDevice, fe.fullest = statesOf[k]+held, s
+		}
 	}
 	fe.time = timing.PipelineEstimate(p, stages)
 	return fe

@@ -202,6 +202,7 @@ func BenchmarkSearchLlama70B1024(b *testing.B) {
 	perOp := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(float64(res.Stats.Layouts+res.Stats.Invalid)/perOp/float64(workers), "plans/s/core")
 	b.ReportMetric(float64(res.Stats.Replayed), "replays")
+	b.ReportMetric(float64(res.Stats.StageDominated), "stage-dominated")
 }
 
 // replayed is one layout of a space, replayed in full, with its fast
@@ -326,6 +327,9 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 	}
 	if res.Stats.Dominated == 0 {
 		t.Errorf("the front's walk replayed every layout: %+v", res.Stats)
+	}
+	if res.Stats.StageDominated == 0 {
+		t.Errorf("no pipelined layout was shown dominated by one stage's replay: %+v", res.Stats)
 	}
 }
 

@@ -107,6 +107,41 @@ func DeviceMemory(r *replay.Report) int64 {
 	return used
 }
 
+// stageFilter drops from wave the pipelined layouts not replayed yet
+// whose fullest stage by the bound, replayed alone, needs at least best
+// bytes: their fullest GPU needs as much (DeviceMemory is the most of any
+// stage's), so no faster layout's memory is above theirs and the front's
+// walk would not take them. A stage costs a fraction of the whole
+// pipeline's replay (stage 0 of 16 holds 16 of the 136 micro-batch
+// forwards in flight on all stages).
+func (w *walk) stageFilter(wave []int, best int64) ([]int, error) {
+	used := make([]int64, len(wave))
+	staged := make([]bool, len(wave))
+	errs := make([]error, len(wave))
+	parallelFor(w.ctx, w.sp.Workers, len(wave), nil, func(i int) {
+		k := wave[i]
+		if _, ok := w.reports[k]; ok || best == math.MaxInt64 {
+			return
+		}
+		used[i], staged[i], errs[i] = sim.StageDeviceUsed(w.plan(k), w.ests[w.kept[k]].fullest, core.Options{Context: w.ctx})
+	})
+	if err := w.ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, k := range wave {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if staged[i] && used[i] >= best {
+			w.stats.StageDominated++
+			continue
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
 // front finds the Pareto front of step time and device memory. Walking
 // fastest first, a layout can be on the front only if it needs less
 // memory than every faster layout that fits; its memory bound says when
@@ -125,6 +160,10 @@ func (w *walk) front(res *Result) error {
 				continue
 			}
 			wave = append(wave, i)
+		}
+		wave, err := w.stageFilter(wave, best)
+		if err != nil {
+			return err
 		}
 		if err := w.replay(wave); err != nil {
 			return err
