@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/timing"
@@ -21,22 +23,60 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 	if par.PP <= 1 || plan.PipeStage != nil {
 		return nil, false, nil
 	}
+	rep, err := evaluateStages(plan, opts, math.MaxInt64, 0)
+	return rep, true, err
+}
+
+// EvaluateBelow is Evaluate for a caller that needs the report only when
+// the plan's fullest GPU uses less than limit bytes of device memory
+// (search's Pareto front). A pipelined plan's stages are replayed stage
+// first first, then the others in order, and at the first stage that
+// uses at least limit bytes it stops and returns a nil report: Evaluate's
+// report would say as much or more of its fullest GPU. Otherwise the
+// report is Evaluate's, field for field. A plan without a pipeline, or
+// whose stages Evaluate replays another way (a DeepSpeed precision
+// rewrite, a checkpoint budget to solve first), is evaluated whole.
+func EvaluateBelow(plan *core.Plan, opts core.Options, limit, first int64) (*replay.Report, error) {
+	if err := plan.Validate(); err != nil {
+		return nil, err
+	}
+	par := plan.Parallel.Norm()
+	if _, ds := plan.DeepspeedPrecision(); ds || plan.Checkpoint.Mode == "budget" || par.PP <= 1 || plan.PipeStage != nil ||
+		first < 0 || first >= par.PP {
+		return Evaluate(plan, opts)
+	}
+	return evaluateStages(plan, opts, limit, first)
+}
+
+// evaluateStages replays the stages of a pipelined plan, stage first
+// first, and composes the pipeline's report; nil when a stage uses at
+// least limit bytes of device memory.
+func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64) (*replay.Report, error) {
+	par := plan.Parallel.Norm()
 	stages, err := stagePlans(plan)
 	if err != nil {
-		return nil, true, err
+		return nil, err
 	}
 	split := stages[0].PipeStage.Split
 	m := plan.MicroBatches()
-	var ranks []*replay.Report
-	var times []*timing.StageTime
-	worst := 0
-	for s := int64(0); s < par.PP; s++ {
+	ranks := make([]*replay.Report, par.PP)
+	times := make([]*timing.StageTime, par.PP)
+	order := []int64{first}
+	for s := range par.PP {
+		if s != first {
+			order = append(order, s)
+		}
+	}
+	for _, s := range order {
 		n := stages[s].PipeStage.Inflight
 		rep, st, err := evaluate(stages[s], opts)
 		if err != nil {
-			return nil, true, err
+			return nil, err
 		}
-		times = append(times, st)
+		if rep.DeviceUsed >= limit {
+			return nil, nil
+		}
+		times[s] = st
 		var layers []string
 		for _, g := range core.RankChunks(par, s) {
 			lo, hi := split.ChunkBlocks(g)
@@ -60,9 +100,12 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("pipeline stage %d of %d (%s schedule): %s; %d of %d micro-batch forwards in flight at the peak",
 			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))
-		ranks = append(ranks, rep)
+		ranks[s] = rep
+	}
+	worst := 0
+	for s, rep := range ranks {
 		if rep.DeviceUsed > ranks[worst].DeviceUsed {
-			worst = int(s)
+			worst = s
 		}
 	}
 	top := *ranks[worst]
@@ -72,7 +115,7 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 		top.TrainableParams += r.TrainableParams // each stage counts its own layers
 	}
 	timing.PipelineTime(plan, &top, ranks, times) // the step over all stages
-	return &top, true, nil
+	return &top, nil
 }
 
 // stagePlans are the stages of plan's pipeline as evaluatePipeline
@@ -100,49 +143,6 @@ func stagePlans(plan *core.Plan) ([]*core.Plan, error) {
 		stages[s] = &q
 	}
 	return stages, nil
-}
-
-// StageDeviceUsed replays stage s of a pipelined plan alone and returns
-// the device memory it uses, which is Evaluate's Ranks[s].DeviceUsed (the
-// same replay of the same stage plan): a caller that needs to know only
-// whether the fullest GPU reaches some memory can replay one stage
-// instead of every one (search's Pareto front). ok is false for plans
-// whose stages Evaluate does not replay this way: no pipeline, a
-// DeepSpeed precision rewrite or a checkpoint budget to solve first.
-func StageDeviceUsed(plan *core.Plan, s int64, opts core.Options) (used int64, ok bool, err error) {
-	if err := plan.Validate(); err != nil {
-		return 0, false, err
-	}
-	par := plan.Parallel.Norm()
-	if _, ds := plan.DeepspeedPrecision(); ds || plan.Checkpoint.Mode == "budget" || par.PP <= 1 || plan.PipeStage != nil ||
-		s < 0 || s >= par.PP {
-		return 0, false, nil
-	}
-	stages, err := stagePlans(plan)
-	if err != nil {
-		return 0, false, err
-	}
-	q := stages[s]
-	if err := q.Validate(); err != nil {
-		return 0, false, err
-	}
-	// evaluate's steps but the time model and the graph notes, which
-	// leave the device memory as it is
-	prog, err := q.LowerProgram()
-	if err != nil {
-		return 0, false, err
-	}
-	if err := q.CheckFirstStep(prog); err != nil {
-		return 0, false, err
-	}
-	r, err := replay.Run(prog, q, opts)
-	if err != nil {
-		return 0, false, err
-	}
-	if err := r.Settle(); err != nil { // paged optimizer state can change it
-		return 0, false, err
-	}
-	return r.Report().DeviceUsed, true, nil
 }
 
 func joinList(xs []string) string {

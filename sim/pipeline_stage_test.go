@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -8,11 +9,13 @@ import (
 	"github.com/memsh/memsh/sim/hw"
 )
 
-// StageDeviceUsed replays one stage alone; its device memory must be the
-// one Evaluate reports for that stage among the others, for every
-// schedule, split, policy and precision, and it must decline the plans
-// whose stages Evaluate replays another way.
-func TestStageDeviceUsed(t *testing.T) {
+// EvaluateBelow replays a pipeline's stages from the one given and stops
+// at the first that reaches the limit. Below it, its report must be
+// Evaluate's, field for field, whichever stage goes first; at or above
+// the fullest GPU's device memory it must return none; for every
+// schedule, split, policy and precision; and a plan it does not stage
+// (no pipeline, a checkpoint budget) is Evaluate's.
+func TestEvaluateBelow(t *testing.T) {
 	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
 	policies := []core.Checkpoint{{Mode: "none"}, {Mode: "full", Every: 1}, {Mode: "selective", Selective: true},
 		{Mode: "op", Save: core.DefaultSaveOps()}}
@@ -32,20 +35,31 @@ func TestStageDeviceUsed(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				continue
 			}
-			rep, err := Evaluate(p, core.Options{})
+			opts := core.Options{Timeline: true, Trace: true}
+			want, err := Evaluate(p, opts)
 			if err != nil {
 				t.Fatalf("%s %s: %v", ck, par, err)
 			}
-			if len(rep.Ranks) != int(n.PP) {
-				t.Fatalf("%s %s: %d ranks for pp %d", ck, par, len(rep.Ranks), n.PP)
+			if len(want.Ranks) != int(n.PP) {
+				t.Fatalf("%s %s: %d ranks for pp %d", ck, par, len(want.Ranks), n.PP)
 			}
-			for s, rr := range rep.Ranks {
-				used, ok, err := StageDeviceUsed(p, int64(s), core.Options{})
-				if err != nil || !ok {
-					t.Fatalf("%s %s stage %d: ok %v, %v", ck, par, s, ok, err)
+			fullest := want.DeviceUsed
+			for _, r := range want.Ranks {
+				fullest = max(fullest, r.DeviceUsed)
+			}
+			for s, rr := range want.Ranks {
+				got, err := EvaluateBelow(p, opts, fullest+1, int64(s))
+				if err != nil {
+					t.Fatalf("%s %s from stage %d: %v", ck, par, s, err)
 				}
-				if used != rr.DeviceUsed {
-					t.Errorf("%s %s stage %d: alone %d B, among the stages %d B", ck, par, s, used, rr.DeviceUsed)
+				if d := difference(want, got, "report"); d != "" {
+					t.Fatalf("%s %s from stage %d: %s", ck, par, s, d)
+				}
+				if got, err := EvaluateBelow(p, opts, rr.DeviceUsed, int64(s)); got != nil || err != nil {
+					t.Errorf("%s %s: stage %d uses %d B, limit %d B: a report, %v", ck, par, s, rr.DeviceUsed, rr.DeviceUsed, err)
+				}
+				if got, err := EvaluateBelow(p, opts, fullest, int64(s)); got != nil || err != nil {
+					t.Errorf("%s %s from stage %d: the fullest GPU uses the limit, %d B: a report, %v", ck, par, s, fullest, err)
 				}
 				stages++
 			}
@@ -54,19 +68,24 @@ func TestStageDeviceUsed(t *testing.T) {
 	if stages < 60 {
 		t.Errorf("%d stages compared: the matrix lost its layouts", stages)
 	}
-	// Declined: no pipeline, a stage out of range, a checkpoint budget to
-	// solve first.
+	// Evaluated whole: a plan without a pipeline; and a plan Evaluate
+	// refuses is refused with its error.
 	p := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
-	if _, ok, err := StageDeviceUsed(p, 0, core.Options{}); ok || err != nil {
-		t.Errorf("no pipeline: ok %v, %v", ok, err)
+	want, werr := Evaluate(p, core.Options{})
+	got, gerr := EvaluateBelow(p, core.Options{}, 1, 0)
+	if werr != nil || gerr != nil {
+		t.Fatalf("no pipeline: %v, %v", werr, gerr)
 	}
-	p.Parallel = core.Parallelism{PP: 2}
-	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 2}
-	if _, ok, err := StageDeviceUsed(p, 2, core.Options{}); ok || err != nil {
-		t.Errorf("stage 2 of 2: ok %v, %v", ok, err)
+	if d := difference(want, got, "report"); d != "" {
+		t.Errorf("no pipeline: %s", d)
 	}
-	p.Checkpoint = core.Checkpoint{Mode: "budget", Budget: core.Budget{Fraction: 0.5}}
-	if _, ok, err := StageDeviceUsed(p, 0, core.Options{}); ok || err != nil {
-		t.Errorf("checkpoint budget: ok %v, %v", ok, err)
+	bad := *p
+	bad.Checkpoint = core.Checkpoint{Mode: "budget", Budget: core.Budget{Fraction: 0.5}}
+	bad.Parallel = core.Parallelism{PP: 2}
+	bad.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 2}
+	_, werr = Evaluate(&bad, core.Options{})
+	_, gerr = EvaluateBelow(&bad, core.Options{}, math.MaxInt64, 0)
+	if werr == nil || !sameError(werr, gerr) {
+		t.Errorf("a checkpoint budget on pipeline stages: Evaluate %v, EvaluateBelow %v", werr, gerr)
 	}
 }

@@ -38,14 +38,14 @@ func SearchBuiltins() []host.Builtin {
 			"profiles: the step time equals a full replay's, the device memory is a lower bound. Layouts whose bound exceeds the " +
 			"GPU cannot fit and are pruned; the rest are walked fastest first, replaying in full the fastest until top of them " +
 			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits (a pipelined " +
-			"one unless its fullest stage by the bound, replayed alone, already needs as much), which " +
+			"one until one of its stages, replayed the fullest by the bound first, needs as much), which " +
 			"finds the exact Pareto front (front=True) with full replays only. Lists narrow the space: tp=[4, 8], pp=, cp=, " +
 			"ep=, micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
 			"cp_mode=[\"ring\"]. Returns a table, fastest first, of the top rows and the front: " +
 			"tp, pp, cp, cp_mode, ep, dp, dp_replicate, sharding, micro_batch, micro_batches, schedule, virtual_stages, " +
 			"stage_split (even, slots, torchtitan), checkpoint, step_time, mfu, tokens_per_s, device_used (the fullest GPU), " +
 			"headroom, front, plan (simulate(row[\"plan\"]) or replace() it) and report; t.notes say what was explored: the " +
-			"layouts, those the plan rejected (by reason), pruned by each bound, dominated (by the bound or by one stage replayed alone), replayed; " +
+			"layouts, those the plan rejected (by reason), pruned by each bound, dominated (by the bound or by a stage's replay), replayed; " +
 			"emit(t) (memsh plot) " +
 			"and t.plot(\"front.svg\") draw step_time against device_used with the front ringed (`memsh doc tabulate` lists " +
 			"the table's methods). Runs on every core with a progress bar on a terminal; Ctrl-C, --timeout and --max-memory " +
@@ -266,7 +266,7 @@ func searchNotes(res *search.Result) []string {
 	notes := []string{
 		fmt.Sprintf("explored %d layouts: %d rejected by the plan, %d pruned by model states and %d by held activations "+
 			"(lower bounds above the GPU), %d dominated (slower than a layout that fits and, by the bound, needing "+
-			"at least its memory), %d dominated by one pipeline stage replayed alone, %d replayed in full, %d of them fit",
+			"at least its memory), %d dominated by a pipeline stage's replay, %d replayed in full, %d of them fit",
 			s.Layouts+s.Invalid, s.Invalid, s.PrunedStates, s.PrunedMemory, s.Dominated, s.StageDominated, s.Replayed, s.Fit),
 	}
 	for i, r := range s.InvalidBy {

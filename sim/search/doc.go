@@ -12,10 +12,10 @@
 // block profiles (search_profile.go) through the same time model as a
 // replay. The layouts are then replayed in order of that time, in
 // parallel, and kept when they fit; every row of the result is a full
-// replay. The Pareto front's walk replays a pipelined layout's fullest
-// stage (by the bound) alone first: when that stage already needs as much
-// memory as a faster layout that fits, the layout cannot be on the front
-// and its other stages are not replayed (sim.StageDeviceUsed).
+// replay. The Pareto front's walk replays a pipelined layout's stages
+// its fullest by the bound first, and stops at the first stage that
+// already needs as much memory as a faster layout that fits: the layout
+// cannot be on the front (sim.EvaluateBelow).
 //
 // search sits above the engine: it builds plans, estimates them with the
 // time model and replays them with sim.Evaluate; nothing below imports it.

@@ -20,8 +20,8 @@ type Stats struct {
 	PrunedMemory int      // model states and activations held for backward exceed the GPU (a lower bound)
 	Dominated    int      // not replayed: slower than a replayed layout that fits, and needing at least its memory
 	// StageDominated were not replayed in full either: slower than a
-	// replayed layout that fits, one of their pipeline stages, replayed
-	// alone, needs at least its memory.
+	// replayed layout that fits, one of their pipeline stages (replayed
+	// in turn, the fullest by the bound first) needs at least its memory.
 	StageDominated int
 	Replayed       int // full replays
 	Fit            int // replayed layouts that fit

@@ -25,8 +25,10 @@ type walk struct {
 }
 
 // replay replays the kept layouts idx (indexes into kept) not replayed
-// yet, in parallel.
-func (w *walk) replay(idx []int) error {
+// yet, in parallel. A pipelined layout's stages are replayed its fullest
+// by the bound first, and one that reaches limit bytes of device memory
+// ends its replay: the layout needs at least that much (StageDominated).
+func (w *walk) replay(idx []int, limit int64) error {
 	var todo []int
 	for _, k := range idx {
 		if _, ok := w.reports[k]; !ok {
@@ -36,7 +38,8 @@ func (w *walk) replay(idx []int) error {
 	reps := make([]*replay.Report, len(todo))
 	errs := make([]error, len(todo))
 	parallelFor(w.ctx, w.sp.Workers, len(todo), nil, func(i int) {
-		reps[i], errs[i] = sim.Evaluate(w.plan(todo[i]), core.Options{Context: w.ctx})
+		k := todo[i]
+		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx}, limit, w.ests[w.kept[k]].fullest)
 	})
 	if err := w.ctx.Err(); err != nil {
 		return err
@@ -44,6 +47,10 @@ func (w *walk) replay(idx []int) error {
 	for i, k := range todo {
 		if errs[i] != nil {
 			return errs[i]
+		}
+		if reps[i] == nil {
+			w.stats.StageDominated++
+			continue
 		}
 		w.reports[k] = reps[i]
 		w.stats.Replayed++
@@ -83,7 +90,7 @@ func (w *walk) top(res *Result) error {
 		for i := range wave {
 			wave[i] = done + i
 		}
-		if err := w.replay(wave); err != nil {
+		if err := w.replay(wave, math.MaxInt64); err != nil {
 			return err
 		}
 		for _, k := range wave {
@@ -107,41 +114,6 @@ func DeviceMemory(r *replay.Report) int64 {
 	return used
 }
 
-// stageFilter drops from wave the pipelined layouts not replayed yet
-// whose fullest stage by the bound, replayed alone, needs at least best
-// bytes: their fullest GPU needs as much (DeviceMemory is the most of any
-// stage's), so no faster layout's memory is above theirs and the front's
-// walk would not take them. A stage costs a fraction of the whole
-// pipeline's replay (stage 0 of 16 holds 16 of the 136 micro-batch
-// forwards in flight on all stages).
-func (w *walk) stageFilter(wave []int, best int64) ([]int, error) {
-	used := make([]int64, len(wave))
-	staged := make([]bool, len(wave))
-	errs := make([]error, len(wave))
-	parallelFor(w.ctx, w.sp.Workers, len(wave), nil, func(i int) {
-		k := wave[i]
-		if _, ok := w.reports[k]; ok || best == math.MaxInt64 {
-			return
-		}
-		used[i], staged[i], errs[i] = sim.StageDeviceUsed(w.plan(k), w.ests[w.kept[k]].fullest, core.Options{Context: w.ctx})
-	})
-	if err := w.ctx.Err(); err != nil {
-		return nil, err
-	}
-	var out []int
-	for i, k := range wave {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		if staged[i] && used[i] >= best {
-			w.stats.StageDominated++
-			continue
-		}
-		out = append(out, k)
-	}
-	return out, nil
-}
-
 // front finds the Pareto front of step time and device memory. Walking
 // fastest first, a layout can be on the front only if it needs less
 // memory than every faster layout that fits; its memory bound says when
@@ -161,16 +133,12 @@ func (w *walk) front(res *Result) error {
 			}
 			wave = append(wave, i)
 		}
-		wave, err := w.stageFilter(wave, best)
-		if err != nil {
-			return err
-		}
-		if err := w.replay(wave); err != nil {
+		if err := w.replay(wave, best); err != nil {
 			return err
 		}
 		for _, k := range wave {
-			r := w.reports[k]
-			if !r.Fits {
+			r, ok := w.reports[k]
+			if !ok || !r.Fits { // not replayed in full: a stage needs at least best
 				continue
 			}
 			if used := DeviceMemory(r); used < best {
