@@ -52,7 +52,7 @@ func (x Checkpoint) CompareSameType(op syntax.Token, y starlark.Value, _ int) (b
 	return false, fmt.Errorf("%s not supported for checkpoint policies", op)
 }
 
-var checkpointAttrNames = []string{"budget", "every", "mode", "modules", "policy", "reentrant", "save"}
+var checkpointAttrNames = []string{"budget", "every", "input_requires_grad", "mode", "modules", "policy", "reentrant", "save"}
 
 func (x Checkpoint) AttrNames() []string { return checkpointAttrNames }
 
@@ -65,6 +65,8 @@ func (x Checkpoint) Attr(name string) (starlark.Value, error) {
 		return starlark.String(x.c.Mode), nil
 	case "reentrant":
 		return starlark.Bool(x.c.Reentrant), nil
+	case "input_requires_grad":
+		return starlark.Bool(x.c.InputGrad), nil
 	case "budget":
 		switch b := x.c.Budget; {
 		case x.c.Mode != "budget":
@@ -135,7 +137,7 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 func CheckpointBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "checkpoint",
-		Sig:  "checkpoint(mode=None, every=None, modules=None, budget=None, reentrant=False, policy=None, save=None)",
+		Sig:  "checkpoint(mode=None, every=None, modules=None, budget=None, reentrant=False, policy=None, save=None, input_requires_grad=False)",
 		Doc: "An activation-checkpointing policy for train(checkpoint=...). A checkpointed region keeps only its " +
 			"inputs in forward and re-runs its forward in backward, so its whole saved set comes back at once. " +
 			"mode is \"none\", \"full\" (every block of every repeat()) or \"selective\" (the attention core only, " +
@@ -174,7 +176,13 @@ func CheckpointBuiltins() []host.Builtin {
 			"with LoRA) records no graph: its parameters get no gradient. A non-reentrant region records no graph " +
 			"when nothing inside requires grad (no input does and no parameter inside trains: the first block's " +
 			"attention under LoRA on the MLP only), and then keeps no input either. policy=\"op\" is " +
-			"non-reentrant only. The strings \"full\", \"selective\" and \"op\" are non-reentrant.",
+			"non-reentrant only. The strings \"full\", \"selective\" and \"op\" are non-reentrant. " +
+			"input_requires_grad=True makes the output of the model's first embedding require grad, as " +
+			"transformers' enable_input_require_grads() does (PEFT and TRL call it with gradient checkpointing, so " +
+			"that a reentrant checkpoint over a frozen embedding records its graph). Under fsdp=1 a reentrant " +
+			"checkpoint around a unit with no trainable parameter (a frozen base layer whose adapters are wrapped " +
+			"on their own, as with QLoRA) keeps each recomputed layer's input and its gradient until the backward " +
+			"ends: FSDP's reshard-only hook holds them (docs/sharding.md).",
 		Fn: checkpointFn,
 	}}
 }
@@ -190,9 +198,10 @@ func saveOpsDoc() string {
 
 func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var mode, every, modules, policy, save, budget starlark.Value
-	reentrant := false
+	reentrant, inputGrad := false, false
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules,
-		"budget?", &budget, "reentrant?", &reentrant, "policy?", &policy, "save?", &save); err != nil {
+		"budget?", &budget, "reentrant?", &reentrant, "policy?", &policy, "save?", &save,
+		"input_requires_grad?", &inputGrad); err != nil {
 		return nil, err
 	}
 	var c Checkpoint
@@ -208,7 +217,11 @@ func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if reentrant && c.c.Mode == "none" {
 		return nil, fmt.Errorf("reentrant=True needs a checkpointing mode (got \"none\")")
 	}
+	if inputGrad && c.c.Mode == "none" {
+		return nil, fmt.Errorf("input_requires_grad=True is for a checkpointed step: pass a checkpointing mode")
+	}
 	c.c.Reentrant = reentrant
+	c.c.InputGrad = inputGrad
 	if err := c.c.Validate(); err != nil {
 		return nil, err
 	}

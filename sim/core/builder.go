@@ -29,6 +29,7 @@ type Builder struct {
 	sequential bool  // members run through the model one at a time
 	spread     bool  // one member here, the others on other GPUs (members.go)
 	rollout    int64 // autoregressive steps of a model built from a data batch
+	inputGrad  bool  // the first embedding's output requires grad (EmbeddingOutput)
 
 	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks
 	// tiedHead is the embedding weight the lm_head being lowered shares

@@ -49,6 +49,13 @@ type Checkpoint struct {
 	Save      []string // op policy: the ops whose outputs are kept (SaveOps)
 	Selective bool
 	Reentrant bool
+	// InputGrad: the first embedding's output requires grad, as
+	// transformers' enable_input_require_grads() makes it (a forward hook
+	// calling requires_grad_() on the input embeddings' output; PEFT's
+	// prepare_model_for_kbit_training and TRL's SFTTrainer call it with
+	// gradient checkpointing, so that a reentrant checkpoint over a frozen
+	// embedding records its graph).
+	InputGrad bool
 	Blocks    []Checkpoint // blocks: the policy of repeated block i (none after the list)
 	Budget    Budget       // budget: the activation memory budget (checkpoint_blocks.go)
 }
@@ -98,6 +105,9 @@ func (c Checkpoint) String() string {
 	if c.Reentrant {
 		re = ", reentrant=True"
 	}
+	if c.InputGrad {
+		re += ", input_requires_grad=True"
+	}
 	switch c.Mode {
 	case "every":
 		return fmt.Sprintf("checkpoint(every=%d%s)", c.Every, re)
@@ -113,7 +123,7 @@ func (c Checkpoint) String() string {
 	case "budget", "blocks":
 		return c.budgetString()
 	}
-	if c.Reentrant {
+	if re != "" {
 		return fmt.Sprintf("checkpoint(%q%s)", c.Mode, re)
 	}
 	return c.Mode

@@ -181,6 +181,7 @@ func (m *Model) lower(b *Builder) (err error) {
 	if startsWithEmbedding(m.Layers) {
 		x = b.input("input_ids", []int64{b.Batch, b.Seq}, units.INT64)
 		b.P.Input = x
+		b.inputGrad = b.Ckpt.InputGrad && !b.Eval
 	} else {
 		dt := b.Prec.Compute
 		if b.Prec.Autocast {
@@ -231,6 +232,16 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		}
 	}
 	return x
+}
+
+// EmbeddingOutput is called by a token lookup on its output y: with
+// Checkpoint.InputGrad the first one's output requires grad
+// (enable_input_require_grads).
+func (b *Builder) EmbeddingOutput(y Value) {
+	if b.inputGrad {
+		b.Val(y).Grad = true
+		b.inputGrad = false
+	}
 }
 
 // input adds the program input (data: no grad).

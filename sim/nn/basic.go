@@ -71,7 +71,9 @@ func (e *Embedding) Validate(path string) error {
 func (e *Embedding) Lower(b *core.Builder, x core.Value) core.Value {
 	name := b.ModuleName(e)
 	if b.Par.Tpn() > 1 {
-		return vocabParallelEmbedding(b, e, name, x)
+		y := vocabParallelEmbedding(b, e, name, x)
+		b.EmbeddingOutput(y)
+		return y
 	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{e.Rows, e.Dim}, core.RoleEmbed)
@@ -83,6 +85,7 @@ func (e *Embedding) Lower(b *core.Builder, x core.Value) core.Value {
 	y := b.Out(i, "out", append(append([]int64(nil), s...), e.Dim), b.Prec.Params, "embedding lookup output")
 	b.Save(i, x)
 	b.Op(i).NoGradB = true
+	b.EmbeddingOutput(y)
 	return y
 }
 

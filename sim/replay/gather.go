@@ -385,6 +385,7 @@ func (d *distState) backwardEnd(r *Replay) {
 		for u := range d.units {
 			d.reshard(r, int32(u)) // _catch_all_reshard in the final callback
 		}
+		d.releaseRecomputeInputs(r)   // _finalize_params removes the reshard-only hooks
 		r.synchronize(r.alloc.Mark()) // the streams are done when the backward ends (streams.go)
 	}
 	if d.ipg == none {

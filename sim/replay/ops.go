@@ -109,6 +109,9 @@ func (r *Replay) recompute(id int32) {
 	}
 	r.phase = saved
 	r.Redone[id-1] = true
+	if reg.Reentrant {
+		r.Dist.retainRecomputeInputs(r, id) // FSDP1's reshard-only hook (fsdp1_reentrant.go)
+	}
 }
 
 // childStarting is the region nested directly in region id that starts

@@ -51,6 +51,10 @@ func (d *distState) keepsGrad(v core.Value, id int32) bool {
 		d.keptGrads = append(d.keptGrads, id)
 		return true
 	}
+	if d.leakedGrad[v] { // fsdp1_reentrant.go
+		d.leakedGrads = append(d.leakedGrads, id)
+		return true
+	}
 	return false
 }
 

@@ -112,6 +112,12 @@ type distState struct {
 
 	fsdp1  bool // FullyShardedDataParallel semantics
 	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded
+	// FSDP1 under reentrant checkpointing (fsdp1_reentrant.go): recompute
+	// inputs held until the backward ends, their gradients, and those
+	// gradients' allocations.
+	leakedIn    []int32 // allocations
+	leakedGrad  map[core.Value]bool
+	leakedGrads []int32
 	// FSDP2 on a pipeline stage (torch.distributed.pipelining): every unit
 	// stays gathered and its gradients unsharded until the last
 	// micro-batch (fsdp_pipeline.go).
