@@ -102,3 +102,62 @@ func TestLlama70BQLoRAFSDP1(t *testing.T) {
 		}
 	}
 }
+
+// TestFmsLoRAFSDP1 is the same CSV's standard-peft rows, held back while
+// the FSDP1 rule above was found: bf16 Mistral-7B and Mixtral-8x7B with
+// LoRA (r=16, alpha 16, dropout 0.1 on q, k, v, o), no bitsandbytes and no
+// bf16 flag (torch_dtype bfloat16 alone: accelerate's mixed_precision
+// "no", no autocast), the same checkpointing. On two GPUs fms-hf-tuning
+// wraps every adapter as its own unit there too (fsdp_adapter_units=True),
+// so the reshard-only hook keeps the layers' inputs and gradients as in
+// the QLoRA rows. Adapters in their layers' units (Lightning's wrapping:
+// each layer's flat gradient covers its frozen weights) put the two-GPU
+// rows at +16.6 and -8.4 % (Mistral), +73.3 and +56.5 % (Mixtral). Now
+// -2.4, -3.0, -1.6 and -1.8 %, one GPU -0.8 and -1.0 %. Not modelled: peft
+// 0.13 keeps a bf16 model's adapters in fp32 (autocast_adapter_dtype) and
+// casts their input to it; Mixtral on one GPU ran out of memory.
+func TestFmsLoRAFSDP1(t *testing.T) {
+	dev, _ := hw.LookupDevice("A100-80GB")
+	rt, _ := core.LookupRuntime("cuda")
+	prec, _ := core.LookupPrecision("bf16")
+	ck := core.Checkpoint{Mode: "full", Reentrant: true, InputGrad: true}
+	models := map[string]*core.Model{}
+	for _, tc := range []struct {
+		config      string
+		gpus, batch int64
+		peak        int64 // mem_peak_torch_mem_alloc_in_bytes
+	}{
+		{"mistral-7b-v0.1", 1, 4, 25_653_881_344},
+		{"mistral-7b-v0.1", 1, 8, 36_643_613_184},
+		{"mistral-7b-v0.1", 2, 2, 15_245_549_568},
+		{"mistral-7b-v0.1", 2, 4, 22_161_170_432},
+		{"mixtral-8x7b-v0.1", 2, 2, 58_196_957_184},
+		{"mixtral-8x7b-v0.1", 2, 4, 65_592_615_936},
+	} {
+		m, ok := models[tc.config]
+		if !ok {
+			data, err := os.ReadFile("testdata/hf/" + tc.config + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m, err = hf.FromConfig(data, "flash"); err != nil {
+				t.Fatal(err)
+			}
+			models[tc.config] = m
+		}
+		p := &core.Plan{Model: m, Batch: tc.batch, Seq: 4096, GradAccum: 1, Members: 1, Precision: prec,
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Phase: core.Train, Runtime: rt,
+			LoRA: &core.LoRA{Rank: 16, Alpha: 16, Targets: []string{"q", "k", "v", "o"}, Dropout: 0.1}}
+		if tc.gpus > 1 {
+			p.Parallel = core.Parallelism{DP: tc.gpus, FSDP: true, FSDPVersion: 1, AdapterUnits: true}
+		}
+		r := evalPlan(t, p)
+		d := float64(r.PeakAllocated)/float64(tc.peak) - 1
+		msg := fmt.Sprintf("%s LoRA, %d GPUs, batch %d: peak %.2f GB, measured %.2f GB (%+.1f %%)", tc.config, tc.gpus, tc.batch,
+			float64(r.PeakAllocated)/1e9, float64(tc.peak)/1e9, 100*d)
+		t.Log(msg)
+		if math.Abs(d) > 0.10 {
+			t.Error(msg)
+		}
+	}
+}

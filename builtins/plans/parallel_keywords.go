@@ -123,6 +123,23 @@ var layoutKeywords = []layoutKeyword{
 			}
 			return err
 		}},
+	{Name: "fsdp_adapter_units", Sig: "False",
+		Doc: "FSDP1 (fsdp=1) with train(lora=...): True wraps every LoRA adapter linear as an FSDP unit of its own, as peft's " +
+			"fsdp_auto_wrap_policy does (Hugging Face accelerate with PEFT, fms-hf-tuning), so a block's unit holds only frozen " +
+			"parameters: no flat gradient for them, and FSDP's reshard-only hook (see checkpoint()'s reentrant); always so with " +
+			"quant= (the FSDP-QLoRA recipes). False keeps the adapters in their block's unit (Lightning's FSDPStrategy)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.AdapterUnits) },
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			if v == nil || v == starlark.None {
+				return nil
+			}
+			b, ok := v.(starlark.Bool)
+			if !ok {
+				return fmt.Errorf("fsdp_adapter_units must be True or False (got %s)", v.Type())
+			}
+			p.AdapterUnits = bool(b)
+			return nil
+		}},
 	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters')",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
 	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: the precision's gradient dtype)",

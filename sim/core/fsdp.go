@@ -110,6 +110,10 @@ func (par Parallelism) validateFSDP() error {
 				Hint: "HSDP splits the dp ranks into dp_replicate groups of dp_shard = dp/dp_replicate ranks each"}
 		}
 	}
+	if par.AdapterUnits && (!par.FSDP || par.FSDPVersion != 1) {
+		return &units.Error{Path: "parallel", Msg: "fsdp_adapter_units= is peft's FSDP1 wrap policy",
+			Hint: "add fsdp=1 (accelerate's FullyShardedDataParallel, which peft's fsdp_auto_wrap_policy wraps)"}
+	}
 	if par.NoReshard && par.ReshardTo > 0 {
 		return parallelErr("reshard_after_forward is either False or a group size, not both")
 	}

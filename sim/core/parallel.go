@@ -65,6 +65,7 @@ type Parallelism struct {
 	NoReshard       bool        // reshard_after_forward=False
 	ReshardTo       int64       // reshard_after_forward=N: keep 1/N of each unit between forward and backward
 	FSDPUnits       []string    // modules wrapped as FSDP units of their own
+	AdapterUnits    bool        // FSDP1: every LoRA adapter a unit of its own (peft's fsdp_auto_wrap_policy); implied by quant
 	FSDPParamDType  units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
 	FSDPReduceDType units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
 }
@@ -138,6 +139,9 @@ func (p Parallelism) String() string {
 	}
 	if len(n.FSDPUnits) > 0 {
 		parts = append(parts, fmt.Sprintf("fsdp_units=[%s]", quoteList(n.FSDPUnits)))
+	}
+	if n.AdapterUnits {
+		parts = append(parts, "fsdp_adapter_units=True")
 	}
 	if n.FSDPParamDType != units.InvalidDType {
 		parts = append(parts, fmt.Sprintf("param_dtype=%q", n.FSDPParamDType.Name()))

@@ -42,10 +42,11 @@ func (d *distState) buildUnits() error {
 		k := moduleOf(name)
 		root := false
 		switch {
-		case d.fsdp1 && d.plan.Quant != "" && prog.Params[pi].Role == core.RoleLoRA:
+		case d.fsdp1 && (d.plan.Quant != "" || d.Par.AdapterUnits) && prog.Params[pi].Role == core.RoleLoRA:
 			// FSDP-QLoRA wraps each adapter on its own (peft's
-			// fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora), so the frozen
-			// blocks' flat parameters need no gradient.
+			// fsdp_auto_wrap_policy, Answer.AI's fsdp_qlora), as
+			// fms-hf-tuning does any PEFT model (fsdp_adapter_units), so
+			// the frozen blocks' flat parameters need no gradient.
 		case d.Mode == DistFSDP:
 			k, root = fsdpUnit(name, blocks)
 		}
