@@ -40,6 +40,12 @@ func TestPlan(t *testing.T) {
 		{expr: `train(m, seq = 8, checkpoint = None).checkpoint`, want: `checkpoint("none")`},
 		{expr: `checkpoint("full", reentrant = True, input_requires_grad = True)`, want: `checkpoint("full", reentrant=True, input_requires_grad=True)`},
 		{expr: `[checkpoint("full", input_requires_grad = True).input_requires_grad, checkpoint().input_requires_grad]`, want: `[True, False]`},
+		// Every flag shows in the value (equality and hashing compare it).
+		{expr: `checkpoint("full", input_requires_grad = True)`, want: `checkpoint("full", input_requires_grad=True)`},
+		{expr: `checkpoint(budget = 0.5, reentrant = True, input_requires_grad = True)`, want: `checkpoint(budget=0.5, reentrant=True, input_requires_grad=True)`},
+		{expr: `checkpoint(policy = "op", input_requires_grad = True)`, want: `checkpoint(policy="op", input_requires_grad=True)`},
+		{expr: `checkpoint(budget = 0.5, reentrant = True) == checkpoint(budget = 0.5)`, want: `False`},
+		{expr: `train(m, seq = 8, checkpoint = checkpoint("full", input_requires_grad = True)).checkpoint`, want: `checkpoint("full", input_requires_grad=True)`},
 		{expr: `train(m, seq = 8, zero_grad = "zeros").zero_grad`, want: `"zeros"`},
 		{expr: `train(m, seq = 8).zero_grad`, want: `"none"`},
 		{expr: `train(m, seq = 8, zero_grad = "zeros")`, want: `train(model="tiny", batch=1, seq=8, gpu="H100-80GB", zero_grad="zeros")`},

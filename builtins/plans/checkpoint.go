@@ -31,12 +31,13 @@ func (x Checkpoint) Hash() (uint32, error) {
 }
 
 // String is checkpoint("full"), checkpoint(every=2),
-// checkpoint(modules=["attention"]) or checkpoint("full", reentrant=True).
+// checkpoint(modules=["attention"]) or checkpoint("full", reentrant=True):
+// the policy's own form (core.Checkpoint.String) when it is a call, else
+// its mode quoted. Equality and hashing compare it, so it names every
+// field that changes the replay.
 func (x Checkpoint) String() string {
-	switch {
-	case x.c.Mode == "every", x.c.Mode == "modules", x.c.Mode == "budget", x.c.Reentrant,
-		x.c.Mode == "op" && x.c.String() != "op":
-		return x.c.String()
+	if s := x.c.String(); strings.HasPrefix(s, "checkpoint(") {
+		return s
 	}
 	return fmt.Sprintf("checkpoint(%q)", x.c.String())
 }

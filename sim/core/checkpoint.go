@@ -113,7 +113,10 @@ func (c Checkpoint) String() string {
 		return fmt.Sprintf("checkpoint(every=%d%s)", c.Every, re)
 	case "op":
 		if !sameOps(c.Save, DefaultSaveOps()) {
-			return fmt.Sprintf("checkpoint(policy=\"op\", save=%s)", "["+quoteList(c.Save)+"]")
+			return fmt.Sprintf("checkpoint(policy=\"op\", save=%s%s)", "["+quoteList(c.Save)+"]", re)
+		}
+		if re != "" {
+			return fmt.Sprintf("checkpoint(policy=\"op\"%s)", re)
 		}
 		return "op"
 	case "modules":
@@ -121,7 +124,7 @@ func (c Checkpoint) String() string {
 	case "", "none":
 		return "none"
 	case "budget", "blocks":
-		return c.budgetString()
+		return c.budgetString(re)
 	}
 	if re != "" {
 		return fmt.Sprintf("checkpoint(%q%s)", c.Mode, re)

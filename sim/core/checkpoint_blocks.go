@@ -70,9 +70,9 @@ func (c Checkpoint) BlockPolicy(i int) Checkpoint {
 // budgetString is the budget or per-block policy as the user reads it:
 // checkpoint(budget=0.5), or the blocks it was solved to, counted by
 // policy in order of first appearance.
-func (c Checkpoint) budgetString() string {
+func (c Checkpoint) budgetString(flags string) string {
 	if c.Mode == "budget" {
-		return fmt.Sprintf("checkpoint(budget=%s)", c.Budget)
+		return fmt.Sprintf("checkpoint(budget=%s%s)", c.Budget, flags)
 	}
 	var order []string
 	count := map[string]int{}
@@ -90,7 +90,7 @@ func (c Checkpoint) budgetString() string {
 	for i, s := range order {
 		parts[i] = fmt.Sprintf("%d %s", count[s], s)
 	}
-	return "checkpoint(blocks: " + strings.Join(parts, ", ") + ")"
+	return "checkpoint(blocks: " + strings.Join(parts, ", ") + flags + ")"
 }
 
 // outerBlock is what enterBlock replaced, for leaveBlock to restore.
