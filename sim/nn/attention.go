@@ -164,7 +164,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	defer b.Scope(name)()
 	la := a.perRank(b.Par.Tpn()) // this rank's heads
 	d, h, kv := la.Hd(), la.Heads, la.Kv()
-	xg := b.TpGather(x) // all-gathered along the sequence with SP
+	xg := b.TpGatherFP8(x) // all-gathered along the sequence with SP (in fp8 for TE fp8 linears)
 	s := b.Shape(xg)
 	var q, k, v core.Value
 	if a.FusedQKV {
