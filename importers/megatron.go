@@ -12,7 +12,7 @@ import (
 // norm, attention, residual, norm, MLP, residual).
 var megatronTrainer = &trainer{
 	name:  "megatron",
-	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16; fp8 listed",
+	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len); --fp8-param-gather listed",
 	exts:  []string{".sh", ".bash"},
 	parse: parseMegatron,
 	detect: func(t *tree) bool {
@@ -29,7 +29,7 @@ var megatronTrainer = &trainer{
 		"no-create-attention-mask-in-dataloader", "num-workers", "log-throughput", "profile", "profile-step-start",
 		"profile-step-end", "ckpt-format", "distributed-timeout-minutes", "exit-duration-in-mins", "manual-gc",
 		"calculate-per-token-loss", "use-mcore-models", "attention-dropout", "hidden-dropout", "rotary-base", "rotary-percent",
-		"apply-layernorm-1p", "make-vocab-size-divisible-by", "max-position-embeddings", "fp8-amax-history-len",
+		"apply-layernorm-1p", "make-vocab-size-divisible-by", "max-position-embeddings",
 		"fp8-amax-compute-algo", "launcher.*",
 	},
 }
@@ -342,10 +342,45 @@ func megatronPrecision(t *tree, p *plan) error {
 	default:
 		p.set("precision", str("fp32"))
 	}
-	if f, _ := t.get("fp8-format"); f != nil {
-		t.notModelled = append(t.notModelled, "fp8-format: Transformer Engine's fp8 GEMMs, their scales and amax histories")
+	if err := megatronFP8(t, p); err != nil {
+		return err
 	}
 	t.notModelledIf("fp8-param-gather", "fp8 parameters gathered by the distributed optimizer")
+	return nil
+}
+
+// megatronFP8 is --fp8-format (e4m3 or hybrid: one byte an element
+// either way) with --fp8-recipe (delayed by default) and
+// --fp8-amax-history-len (1 by default): Transformer Engine's fp8 linears,
+// train(float8="te-<recipe>").
+func megatronFP8(t *tree, p *plan) error {
+	format, err := t.str("fp8-format", "")
+	if err != nil {
+		return err
+	}
+	recipe, err := t.str("fp8-recipe", "delayed")
+	if err != nil {
+		return err
+	}
+	history, err := t.integer("fp8-amax-history-len", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	if format == "" {
+		return nil
+	}
+	if format != "e4m3" && format != "hybrid" {
+		return t.errorf("fp8-format", "e4m3 or hybrid", "unknown format %s", quoteKey(format))
+	}
+	switch recipe {
+	case "delayed", "tensorwise", "mxfp8", "blockwise":
+	default:
+		return t.errorf("fp8-recipe", "delayed, tensorwise, mxfp8 or blockwise", "unknown recipe %s", quoteKey(recipe))
+	}
+	p.set("float8", str("te-"+recipe))
+	if recipe == "delayed" && history != 1 {
+		p.set("fp8_amax_history", num(history))
+	}
 	return nil
 }
 

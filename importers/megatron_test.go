@@ -13,7 +13,6 @@ import "testing"
 // accumulation.
 // llama3NotModelled is what the Llama 3 script sets that memsh lists.
 var llama3NotModelled = []string{
-	"fp8-format: Transformer Engine's fp8 GEMMs, their scales and amax histories",
 	"fp8-param-gather: fp8 parameters gathered by the distributed optimizer",
 	"overlap-grad-reduce: the gradient buffer's overlapped bucketed reduction",
 	"overlap-param-gather: the overlapped parameter all-gather",
@@ -36,7 +35,7 @@ gpt = model("gpt", embedding(51200, 12288, name = "embedding"), add_embedding(20
 plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", grads = "fp32", master = "fp32"), optimizer = "adamw",
              gpu = "H100-80GB", parallel = parallel(dp = 1, tp = 8, pp = 16, micro_batches = 1536), cluster = cluster(nodes = 16, gpus_per_node = 8))`,
 	}, {
-		name:        "Llama 3 8B on 8 H100s: bf16 with bf16 gradient reduction, distributed optimizer, fp8 listed",
+		name:        "Llama 3 8B on 8 H100s: bf16 with bf16 gradient reduction, distributed optimizer, Transformer Engine fp8",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8},
 		notModelled: llama3NotModelled,
@@ -48,7 +47,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
             layernorm(4096, name = "final_layernorm"), vocab = 128256)
 plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
-             optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
@@ -62,7 +61,7 @@ plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(
 gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
             layernorm(4096, name = "final_layernorm"), vocab = 128256)
 plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
-             optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
+             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, distributed_optimizer = True))`,
 	}})
 }
@@ -92,6 +91,10 @@ func TestMegatronErrors(t *testing.T) {
 		{name: "a script that changes folder and checks its files under set -e", file: "run.sh",
 			config: "set -euo pipefail\ncd \"${MEGATRON:-/opt/megatron}\"\n[ -d data ] || exit 2\n[ -f pretrain_gpt.py ] || exit 3\n" + launch + " --global-batch-size 12\n", opts: Options{GPUs: 8},
 			want: "run.sh: key global-batch-size: 12 is not a multiple of 1 x 8", wantHint: "micro-batch-size"},
+		{name: "an fp8 recipe Megatron does not have", file: "run.sh", config: launch + " --fp8-format hybrid --fp8-recipe nvfp4\n", opts: Options{GPUs: 8},
+			want: "run.sh: key fp8-recipe: unknown recipe nvfp4", wantHint: "delayed, tensorwise, mxfp8 or blockwise"},
+		{name: "an unknown fp8 format", file: "run.sh", config: launch + " --fp8-format e5m2\n", opts: Options{GPUs: 8},
+			want: "run.sh: key fp8-format: unknown format e5m2", wantHint: "e4m3 or hybrid"},
 		{name: "a stray argument", file: "run.sh", config: "torchrun pretrain_gpt.py stray --num-layers 2\n",
 			want: "run.sh: pretrain_gpt.py argument stray is not a --flag", wantHint: "--flag value"},
 	})

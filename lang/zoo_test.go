@@ -18,7 +18,11 @@ import (
 // The stdlib model zoo (@stdlib//llm.star) against hf_config on the real
 // config.json files of sim/testdata/hf: the same parameter count to the
 // parameter, and the same step replay (saved activations and peak) for a
-// bf16-mixed AdamW step, so the two paths build the same modules. Sizes
+// bf16-mixed AdamW step, so the two paths build the same modules. The zoo
+// expands grouped-query keys and values before SDPA (repeat_kv), as
+// torchtune, torchtitan and transformers before 4.54 do, so hf_config is
+// read for transformers 4.53.3 here (its default, 4.57.1, hands SDPA the
+// kv heads as they are: sim/gqa_sdpa_test.go). Sizes
 // with no config file in testdata are held to their published counts
 // (sources in llm.star's docstrings and sim/hfconfig_test.go).
 func TestStdlibZooMatchesHFConfig(t *testing.T) {
@@ -72,7 +76,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 			if p.arch != "" {
 				arch = `"` + p.arch + `"`
 			}
-			src.WriteString("hf" + strconv.Itoa(i) + ` = hf_config("hf/` + p.hf + `", arch = ` + arch + ")\n")
+			src.WriteString("hf" + strconv.Itoa(i) + ` = hf_config("hf/` + p.hf + `", arch = ` + arch + `, transformers = "4.53.3")` + "\n")
 		}
 	}
 	files["main.star"] = tree("x", src.String())["x"]

@@ -40,12 +40,18 @@ func EvaluateBelow(plan *core.Plan, opts core.Options, limit, first int64) (*rep
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
-	par := plan.Parallel.Norm()
-	if _, ds := plan.DeepspeedPrecision(); ds || plan.Checkpoint.Mode == "budget" || par.PP <= 1 || plan.PipeStage != nil ||
-		first < 0 || first >= par.PP {
+	if !Staged(plan) || first < 0 || first >= plan.Parallel.Norm().PP {
 		return Evaluate(plan, opts)
 	}
 	return evaluateStages(plan, opts, limit, first)
+}
+
+// Staged says whether EvaluateBelow replays plan stage by stage, and so
+// may stop before the last: a pipelined plan whose stages Evaluate
+// replays as they are.
+func Staged(plan *core.Plan) bool {
+	_, ds := plan.DeepspeedPrecision()
+	return !ds && plan.Checkpoint.Mode != "budget" && plan.Parallel.Norm().PP > 1 && plan.PipeStage == nil
 }
 
 // evaluateStages replays the stages of a pipelined plan, stage first

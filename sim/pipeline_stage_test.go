@@ -13,7 +13,8 @@ import (
 // at the first that reaches the limit. Below it, its report must be
 // Evaluate's, field for field, whichever stage goes first; at or above
 // the fullest GPU's device memory it must return none; for every
-// schedule, split, policy and precision; and a plan it does not stage
+// schedule, split, policy and precision, and with a paged optimizer;
+// and a plan it does not stage
 // (no pipeline, a checkpoint budget) is Evaluate's.
 func TestEvaluateBelow(t *testing.T) {
 	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
@@ -30,18 +31,31 @@ func TestEvaluateBelow(t *testing.T) {
 			prec := precs[(ci+li)%len(precs)]
 			p := testmodels.LlamaPlan(llama, 2, 64, prec, "none", "H100-80GB")
 			p.Checkpoint, p.Parallel, p.GradAccum = ck, par, 4
+			if li == 0 { // state in unified memory: outside the reserve, counted in DeviceUsed
+				p.Optimizer = core.Optimizer{Kind: core.PagedAdamW}
+			}
 			n := p.Parallel.Norm()
 			p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: n.DP * n.TP * n.PP * n.CP}
 			if err := p.Validate(); err != nil {
 				continue
 			}
 			opts := core.Options{Timeline: true, Trace: true}
+			if p.Optimizer.Paged() { // a GPU that holds half the paged state: the rest pages out
+				first, err := Evaluate(p, core.Options{})
+				if err != nil {
+					t.Fatalf("%s %s: %v", ck, par, err)
+				}
+				p.Device.Memory = first.DeviceUsed - first.States.Optimizer/2
+			}
 			want, err := Evaluate(p, opts)
 			if err != nil {
 				t.Fatalf("%s %s: %v", ck, par, err)
 			}
 			if len(want.Ranks) != int(n.PP) {
 				t.Fatalf("%s %s: %d ranks for pp %d", ck, par, len(want.Ranks), n.PP)
+			}
+			if p.Optimizer.Paged() && want.HostMemory == 0 {
+				t.Errorf("%s %s: no paged state paged out", ck, par)
 			}
 			fullest := want.DeviceUsed
 			for _, r := range want.Ranks {

@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="4.57.1")`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -40,7 +40,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"states; without images those layers are skipped, as transformers skips them; its attention is \"sdpa\"; " +
 			"checkpoint= reaches the text layers only (transformers' vision encoder layers are not checkpointed). mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
-			"attn=\"eager\".",
+			"attn=\"eager\". transformers is the version the model trains with: from 4.54, with attn=\"sdpa\", grouped-query " +
+			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
+			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
+			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves).",
 		Fn: hfConfigFn,
 	}}
 }
@@ -55,7 +58,8 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	attn := "sdpa"
 	var arch starlark.Value = starlark.None
 	mtp := false
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp); err != nil {
+	transformers := hf.DefaultTransformers
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers); err != nil {
 		return nil, err
 	}
 	archName := ""
@@ -74,7 +78,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		}
 		return nil, err
 	}
-	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp})
+	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers})
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {

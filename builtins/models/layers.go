@@ -46,7 +46,7 @@ func LayerBuiltins() []host.Builtin {
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
-				"window=None, sinks=False, name=None)",
+				"window=None, sinks=False, enable_gqa=False, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -61,7 +61,9 @@ func LayerBuiltins() []host.Builtin {
 				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel. " +
 				"window=w is a sliding window (each query attends to the last w keys: Gemma's local layers, gpt-oss): " +
 				"flash computes only the window, eager still builds the whole score matrix. sinks adds gpt-oss's " +
-				"attention sinks, a learned logit per head in each row's softmax (heads more weights).",
+				"attention sinks, a learned logit per head in each row's softmax (heads more weights). " +
+				"enable_gqa=True hands impl=\"sdpa\" the kv heads as they are when no mask is needed, as transformers 4.54 and later do " +
+				"(causal, no window or sinks, head_dim up to 256, runtime cuda or cpu): no repeat_kv copies (hf_config sets it by its transformers= version).",
 			Fn: attentionFn,
 		},
 		{
@@ -270,16 +272,16 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, name starlark.Value
-	var qkvBias, outBias, rope, qkNorm, sinks bool
+	var qkvBias, outBias, rope, qkNorm, sinks, gqa bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks}
+	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa}
 	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
 		return nil, err
 	}

@@ -57,8 +57,14 @@ var TrainKeywords = []keyword{
 		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head (torchtitan's filter) becomes a Float8Linear: ` +
 			`its forward casts the input and the weight to fp8 (abs, amax, an fp32 scaled copy, clamp, the fp8 copy: transients in eager mode, one fused kernel each under compile) and multiplies with torch._scaled_mm at the GPU's fp8 rate; ` +
 			`it saves the high-precision input and the weight as autograd would (nothing in fp8), and its backward casts grad_output twice, the weight and the input again and copies operands into the layouts _scaled_mm takes. ` +
-			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or tensor parallelism`,
+			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or tensor parallelism. ` +
+			`"te-delayed" or "te-tensorwise" (Megatron's --fp8-recipe delayed or tensorwise) are Transformer Engine's fp8 linears as Megatron-Core runs them instead (q/k/v, the attention projection, fc1, fc2; not the output layer): ` +
+			`each keeps an fp8 copy of its weight (and on Hopper its transpose) across micro-batches and steps, quantizes its input once (rowwise for the GEMM, a transposed copy saved for the weight gradient; with sequence parallelism the fp8 shard, gathered in fp8), ` +
+			`saves nothing in bf16, and quantizes grad_output with both usages; GEMMs at the fp8 rate. "te-mxfp8" needs Blackwell; mxfp8 and "te-blockwise" are refused as not modelled`,
 		set: setFloat8},
+	{Name: "fp8_amax_history", Def: starlark.MakeInt(1),
+		Doc: `with float8="te-delayed": the amax history length of Transformer Engine's delayed scaling (Megatron's --fp8-amax-history-len, default 1): each TE module keeps [length, 3] and [length, 2] fp32 histories`,
+		set: setInt(func(p *core.Plan) *int64 { return &p.Float8.AmaxHistory })},
 	{Name: "fsdp_float8_all_gather", Def: starlark.False,
 		Doc: `with float8="tensorwise" and FSDP2: the float8 linears' weights are cast to fp8 before the all-gather (torchao's enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp): ` +
 			`half the gathered bytes and buffers, and the forward casts no weight`,

@@ -177,7 +177,7 @@ func setFloat8(_ string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	case starlark.String:
 		p.Float8.Scaling = string(f) // checked by core.Plan.Validate
 	default:
-		return fmt.Errorf("float8 must be None, \"tensorwise\" or \"rowwise\" (got %s)", f.Type())
+		return fmt.Errorf("float8 must be None, \"tensorwise\", \"rowwise\" or a Transformer Engine recipe such as \"te-delayed\" (got %s)", f.Type())
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/sim/units"
 )
@@ -43,8 +44,12 @@ import (
 
 // Float8 is a plan's float8 training.
 type Float8 struct {
-	Scaling   string // "" (off), "tensorwise" or "rowwise"
+	Scaling   string // "" (off), "tensorwise", "rowwise", or a Transformer Engine recipe "te-..." (te_fp8.go)
 	AllGather bool   // FSDP2 gathers the converted weights in fp8
+	// AmaxHistory is TE delayed scaling's amax history length (te_fp8.go); 0 or 1 by default.
+	AmaxHistory int64
+
+	transposes, cc9 bool // set for lowering by forDevice (te_fp8.go)
 }
 
 // On reports whether linears are converted.
@@ -56,6 +61,9 @@ func Float8Scalings() []string { return []string{"tensorwise", "rowwise"} }
 // validateFloat8 checks float8 against the plan.
 func (p *Plan) validateFloat8() error {
 	f := p.Float8
+	if f.TE() || f.AmaxHistory != 0 && f.AmaxHistory != 1 {
+		return p.validateTEFloat8()
+	}
 	fail := func(msg, hint string) error { return &units.Error{Path: "train", Msg: msg, Hint: hint} }
 	if !f.On() {
 		if f.AllGather {
@@ -64,7 +72,7 @@ func (p *Plan) validateFloat8() error {
 		return nil
 	}
 	if f.Scaling != "tensorwise" && f.Scaling != "rowwise" {
-		return fail(fmt.Sprintf("unknown float8 scaling %q (known: tensorwise, rowwise)", f.Scaling), `float8="tensorwise" or "rowwise"`)
+		return fail(fmt.Sprintf("unknown float8 scaling %q (known: tensorwise, rowwise, %s)", f.Scaling, strings.Join(TEFloat8Recipes(), ", ")), `float8="tensorwise" or "rowwise" (torchao), "te-delayed" (Transformer Engine)`)
 	}
 	if p.Device.FP8TFLOPS <= 0 {
 		return fail(fmt.Sprintf("float8 training needs fp8 tensor cores (compute capability 8.9 or later: Ada, Hopper, Blackwell); %s has none", p.Device.Name),
@@ -90,7 +98,7 @@ func (p *Plan) validateFloat8() error {
 // float8Converts reports whether a linear of this role becomes a
 // Float8Linear.
 func (b *Builder) float8Converts(role Role) bool {
-	return b.f8.On() && role != RoleLMHead && role != RoleLoRA && role != RoleAdapter
+	return b.f8.On() && !b.f8.TE() && role != RoleLMHead && role != RoleLoRA && role != RoleAdapter
 }
 
 // float8Linear lowers a Float8Linear; ok is false (nothing added) when the

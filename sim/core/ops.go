@@ -46,6 +46,9 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	if y, ok := b.float8Linear(name, role, x, in, out, bias); ok { // torchao's Float8Linear
 		return y
 	}
+	if b.teConverts(role) { // Transformer Engine's fp8 linear (te_fp8.go)
+		return b.teLinear(name, role, x, in, out, 0, 0, bias)
+	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{out, in}, role)
 	params := []int32{w}

@@ -199,7 +199,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 	ops0, values0, params0 := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	for k, g := range st.Chunks {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
-		p0 := len(b.P.Params)
+		p0, bu0 := len(b.P.Params), len(b.P.Buffers)
 		if k == 1 { // room for the other copies, as large as the first
 			b.P.reserve(int64(len(st.Chunks)-1), ops0, values0, params0)
 		}
@@ -243,6 +243,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 		done()
 		r := [2]int{p0, len(b.P.Params)}
 		if f, ok := first[g]; ok {
+			b.P.Buffers = b.P.Buffers[:bu0] // a module's buffers once, not per micro-batch copy (TE's fp8 workspaces)
 			if f[1]-f[0] != r[1]-r[0] {
 				return units.Errorf(m.Name, "internal error: micro-batch copies registered %d and %d parameters", f[1]-f[0], r[1]-r[0])
 			}

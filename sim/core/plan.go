@@ -254,7 +254,7 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		everyBlock: p.EveryBlock,
 	}
 	b.compile = p.Compile
-	b.f8 = p.Float8
+	b.f8 = p.Float8.forDevice(p.Device)
 	// Members are folded into the batch: "stacked" runs them as one batch
 	// (anemoi); "sequential" slices it back per member (members.go).
 	b.members, b.sequential = max(p.Members, 1), p.MembersMode == "sequential"
@@ -270,6 +270,7 @@ func (p *Plan) LowerProgram() (*Program, error) {
 		return nil, err
 	}
 	b.partitionGraphs()                        // compiled graphs: saved sets, fused values
+	b.teCublasWorkspace()                      // Transformer Engine's one cuBLAS workspace (te_fp8.go)
 	if err := b.P.checkTotals(p); err != nil { // no byte sum can overflow
 		return nil, err
 	}

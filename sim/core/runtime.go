@@ -28,17 +28,23 @@ type Runtime struct {
 	// it comes through the caching allocator: replay's cublasWorkspace; a
 	// step recorded with tools/oracle/snapshot.py has no such block).
 	CPU bool
+	// SDPAEnableGQA: scaled_dot_product_attention takes enable_gqa (torch
+	// 2.5 and later), so a library can hand it fewer kv heads than query
+	// heads (nn.Attention.EnableGQA). torch 2.15's documentation: GQA works
+	// with the flash, cuDNN, memory-efficient (NVIDIA) and math kernels,
+	// and on the CPU (tools/oracle/gqa_sdpa.py measures it there).
+	SDPAEnableGQA bool
 }
 
 // Runtimes lists the known runtimes.
 func Runtimes() []Runtime {
 	return []Runtime{
-		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true},
+		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true},
 		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
 		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
 		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true},
 		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true, CPU: true},
-		{Name: "cpu", CPU: true},
+		{Name: "cpu", CPU: true, SDPAEnableGQA: true},
 	}
 }
 

@@ -122,6 +122,9 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 	if b.Par.Tpn() == 1 {
 		return b.Linear(name, role, xg, in, outFull, bias)
 	}
+	if b.teConverts(role) { // Transformer Engine's fp8 linear (te_fp8.go)
+		return b.teColLinear(name, role, xg, in, outFull, outLocal, bias)
+	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{outLocal, in}, role)
 	b.ShardParam(w, outFull*in)
@@ -179,6 +182,9 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, out int64, bias bool) Value {
 	if b.Par.Tpn() == 1 {
 		return b.Linear(name, role, x, inFull, out, bias)
+	}
+	if b.teConverts(role) { // Transformer Engine's fp8 linear (te_fp8.go)
+		return b.TpReduce(name, b.teLinear(name, role, x, inLocal, out, out*inFull, 0, bias))
 	}
 	done := b.Scope(name)
 	w := b.Param("weight", []int64{out, inLocal}, role)

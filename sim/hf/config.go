@@ -158,6 +158,10 @@ type Options struct {
 	// (DeepSeek-V3's num_nextn_predict_layers), which transformers does
 	// not build, as DeepSeek and Megatron train them.
 	MTP bool
+	// Transformers is the transformers version the model trains with
+	// ("4.57.1"; "" = DefaultTransformers): from 4.54 SDPA gets GQA's kv
+	// heads without repeat_kv's copies when no mask is passed.
+	Transformers string
 }
 
 // FromConfigOptions builds the model a config.json describes, with opts.
@@ -204,6 +208,9 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	m := fam.build(c, impl, head)
 	if c.err != nil {
 		return nil, c.err
+	}
+	if err := useTransformers(m, opts.Transformers); err != nil {
+		return nil, err
 	}
 	if head != headBase && fam.modelType != "bert" { // bert.go names its own base
 		// The head model holds the base model as an attribute, which

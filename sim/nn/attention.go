@@ -16,7 +16,8 @@ import (
 //     logsumexp of heads x tokens.
 //   - "sdpa": torch scaled_dot_product_attention as Hugging Face calls it:
 //     GQA keys and values are expanded to all heads first (repeat_kv), then
-//     the same saves as flash.
+//     the same saves as flash; with EnableGQA, when the kernel can take
+//     them as they are (sdpaGQA), not expanded.
 //   - "eager": matmul, scale, mask, softmax, dropout, matmul; saves Q,
 //     K^T and V as bmm reads them (contiguous copies, or the operands
 //     themselves when folding the heads is a view: headLayout), the
@@ -63,6 +64,9 @@ type Attention struct {
 	// and the P.V matmul's autocast casts them (BERT has no explicit cast;
 	// GPT-2 and Llama cast back before dropout).
 	CastAtMatmul bool
+	// EnableGQA: the library passes enable_gqa=True to SDPA when it can
+	// instead of expanding k and v (transformers >= 4.54; sdpaGQA).
+	EnableGQA bool
 }
 
 func (a *Attention) Kv() int64 {
@@ -164,7 +168,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	defer b.Scope(name)()
 	la := a.perRank(b.Par.Tpn()) // this rank's heads
 	d, h, kv := la.Hd(), la.Heads, la.Kv()
-	xg := b.TpGather(x) // all-gathered along the sequence with SP
+	xg := b.TpGatherFP8(x) // all-gathered along the sequence with SP (in fp8 for TE fp8 linears)
 	s := b.Shape(xg)
 	var q, k, v core.Value
 	if a.FusedQKV {
@@ -184,7 +188,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		k = rope(b, "k", k, core.WithLast(s, kv*d))
 	}
 	kl, vl := seqMajor, seqMajor // how k and v lie in memory (eager's folds)
-	if a.Impl != "flash" && kv != h && !a.FusedQKV {
+	if a.Impl != "flash" && kv != h && !a.FusedQKV && !la.sdpaGQA(b) {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
 		v = expandKV(b, "v", v, core.WithLast(s, h*d), kv)
@@ -259,7 +263,8 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	// Backward: fp32 dq accumulator and softmax_d (flash-attn mha_bwd); with
 	// GQA, dk and dv are computed expanded to all heads, then summed.
 	work := units.FP32.Bytes(tokens*h*d) + units.FP32.Bytes(tokens*h)
-	if kv != h && a.Impl == "flash" {
+	native := a.sdpaGQA(b)
+	if kv != h && (a.Impl == "flash" || native) {
 		work += 2 * dt.Bytes(tokens*h*d)
 	}
 	b.Op(i).WorkB = work
@@ -268,7 +273,7 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	switch {
 	case a.FusedQKV: // views of one qkv storage
 		kvSeen = 2 * dt.Bytes(tokens*kv*d)
-	case kv != h && a.Impl != "flash": // SDPA reads repeat_kv's copies, made contiguous
+	case kv != h && a.Impl != "flash" && !native: // SDPA reads repeat_kv's copies, made contiguous
 		kvSeen = 2 * dt.Bytes(tokens*h*d)
 	}
 	ringAttention(b, i, q, k, v, kvSeen) // ring buffers with context parallelism

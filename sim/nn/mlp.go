@@ -72,7 +72,7 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool) core.Value {
 	// core/tp.go: column-parallel up projections over the (SP-gathered) input,
 	// row-parallel down projection; hidden/tp on each rank.
-	xg, hl := b.TpGather(x), hidden/b.Par.Tpn()
+	xg, hl := b.TpGatherFP8(x), hidden/b.Par.Tpn() // in fp8 for TE fp8 linears
 	if act == "swiglu" || act == "geglu" {
 		fn := "silu"
 		if act == "geglu" {

@@ -206,6 +206,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	name := b.ModuleName(m)
 	defer b.Scope(name)()
+	b.RefuseTEFloat8("a mixture of experts (Megatron's TEGroupedLinear)")
 	xin := x
 	wholeExperts := b.Par.Etpn() == 1 && b.Par.Tpn() > 1 // expert_tp=1: each rank routes its own sequence-parallel tokens
 	if !wholeExperts {

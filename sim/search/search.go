@@ -53,10 +53,6 @@ type estimate struct {
 	fullest              int64 // the pipeline stage of the memory bound
 }
 
-// frontWave is the replays the front's walk runs at a time: fixed, so
-// that the result and its counts do not depend on the machine's cores.
-const frontWave = 8
-
 // Run runs the search of sp over base's model, precision, optimizer,
 // sequence length and GPU. ctx cancels it.
 //

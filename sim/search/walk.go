@@ -24,42 +24,55 @@ type walk struct {
 	stats   *Stats
 }
 
-// replay replays the kept layouts idx (indexes into kept) not replayed
-// yet, in parallel. A pipelined layout's stages are replayed its fullest
-// by the bound first, and one that reaches limit bytes of device memory
-// ends its replay: the layout needs at least that much (StageDominated).
-func (w *walk) replay(idx []int, limit int64) error {
+// evaluate replays the kept layouts idx (indexes into kept) in
+// parallel. A pipelined layout's stages are replayed its fullest by the
+// bound first, and one that reaches limit bytes of device memory ends its
+// replay with a nil report: the layout needs at least that much.
+func (w *walk) evaluate(idx []int, limit int64) ([]*replay.Report, error) {
+	reps := make([]*replay.Report, len(idx))
+	errs := make([]error, len(idx))
+	parallelFor(w.ctx, w.sp.Workers, len(idx), nil, func(i int) {
+		k := idx[i]
+		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx}, limit, w.ests[w.kept[k]].fullest)
+	})
+	if err := w.ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return reps, nil
+}
+
+// replayed records kept layout k's full replay.
+func (w *walk) replayed(k int, r *replay.Report) {
+	w.reports[k] = r
+	w.stats.Replayed++
+	if r.Fits {
+		w.stats.Fit++
+	}
+	if w.sp.Progress != nil {
+		w.sp.Progress(len(w.reports), len(w.reports)+1)
+	}
+}
+
+// replay replays in full the kept layouts idx not replayed yet, in
+// parallel.
+func (w *walk) replay(idx []int) error {
 	var todo []int
 	for _, k := range idx {
 		if _, ok := w.reports[k]; !ok {
 			todo = append(todo, k)
 		}
 	}
-	reps := make([]*replay.Report, len(todo))
-	errs := make([]error, len(todo))
-	parallelFor(w.ctx, w.sp.Workers, len(todo), nil, func(i int) {
-		k := todo[i]
-		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx}, limit, w.ests[w.kept[k]].fullest)
-	})
-	if err := w.ctx.Err(); err != nil {
+	reps, err := w.evaluate(todo, math.MaxInt64)
+	if err != nil {
 		return err
 	}
 	for i, k := range todo {
-		if errs[i] != nil {
-			return errs[i]
-		}
-		if reps[i] == nil {
-			w.stats.StageDominated++
-			continue
-		}
-		w.reports[k] = reps[i]
-		w.stats.Replayed++
-		if reps[i].Fits {
-			w.stats.Fit++
-		}
-		if w.sp.Progress != nil {
-			w.sp.Progress(len(w.reports), len(w.reports)+1)
-		}
+		w.replayed(k, reps[i])
 	}
 	return nil
 }
@@ -90,7 +103,7 @@ func (w *walk) top(res *Result) error {
 		for i := range wave {
 			wave[i] = done + i
 		}
-		if err := w.replay(wave, math.MaxInt64); err != nil {
+		if err := w.replay(wave); err != nil {
 			return err
 		}
 		for _, k := range wave {
@@ -116,29 +129,58 @@ func DeviceMemory(r *replay.Report) int64 {
 
 // front finds the Pareto front of step time and device memory. Walking
 // fastest first, a layout can be on the front only if it needs less
-// memory than every faster layout that fits; its memory bound says when
-// it cannot (it is dominated and not replayed), else it is replayed.
+// memory than every faster layout that fits: its memory bound says when
+// it cannot (Dominated), or, for a pipelined layout, one of its stages
+// replayed in turn (StageDominated); else it is replayed in full.
+//
+// The walk takes the layouts a wave at a time, one per worker, replayed
+// in parallel against the least memory of the waves before; then it goes
+// through the wave in order as a walk of one layout at a time would, with
+// the least memory so far. A replay that a wave's earlier layout made moot
+// is counted as that walk would count it, so the front and every count
+// are the same on any number of cores.
 func (w *walk) front(res *Result) error {
 	best := int64(math.MaxInt64) // least memory of a fitting layout so far
 	var front []int
 	for i := 0; i < len(w.kept); {
 		// A wave of the next layouts the bound does not rule out.
-		var wave []int
-		for ; i < len(w.kept) && len(wave) < frontWave; i++ {
+		var wave, todo []int
+		for ; i < len(w.kept) && len(wave) < max(w.sp.Workers, 1); i++ {
+			_, done := w.reports[i]
 			if w.ests[w.kept[i]].minDevice >= best {
-				if _, ok := w.reports[i]; !ok {
+				if !done {
 					w.stats.Dominated++
 				}
 				continue
 			}
 			wave = append(wave, i)
+			if !done {
+				todo = append(todo, i)
+			}
 		}
-		if err := w.replay(wave, best); err != nil {
+		reps, err := w.evaluate(todo, best)
+		if err != nil {
 			return err
 		}
+		fresh := map[int]*replay.Report{}
+		for j, k := range todo {
+			fresh[k] = reps[j]
+		}
 		for _, k := range wave {
-			r, ok := w.reports[k]
-			if !ok || !r.Fits { // not replayed in full: a stage needs at least best
+			r, isNew := fresh[k]
+			switch {
+			case !isNew: // replayed by top
+				r = w.reports[k]
+			case w.ests[w.kept[k]].minDevice >= best:
+				w.stats.Dominated++
+				continue
+			case r == nil || (sim.Staged(w.plan(k)) && DeviceMemory(r) >= best):
+				w.stats.StageDominated++
+				continue
+			default:
+				w.replayed(k, r)
+			}
+			if !r.Fits {
 				continue
 			}
 			if used := DeviceMemory(r); used < best {

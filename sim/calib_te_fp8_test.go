@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
+)
+
+// Transformer Engine fp8 against published Megatron runs. The only public
+// rows found with TE fp8 are throughput rows (no memory): Megatron-Bridge's
+// docs/performance-summary.md, "25.11 NeMo Container", pre-training,
+// FP8-CS (Float8CurrentScaling: float8="te-tensorwise"), tokens/s/GPU.
+// Nothing is tuned to them: the fp8 GEMM rate is hw.KernelRates.GEMMFP8
+// (the ml-engineering MAMF table), the rest is the time model as the
+// bf16 calibrations use it (calib_time_test.go).
+//
+// Assumptions common to the rows: Llama 3 sizes (Dubey et al. 2024,
+// Table 3), micro-batch and parallel layout as the row gives them,
+// Megatron's mixed precision (bf16 parameters, fp32 main gradients and
+// Adam state) with the distributed optimizer, flash attention, no
+// activation recomputation, sequence parallelism with TP; the recipes'
+// communication overlap (tp_comm_overlap, overlapped gradient reduce and
+// parameter gather) is what memsh's time model assumes for the
+// distributed optimizer.
+type teRow struct {
+	name                   string
+	gpu                    string
+	gpus, gbs, mbs, seq    int64
+	tp, pp, vp             int64
+	dim, layers, heads, kv int64
+	ffn                    int64
+	measured               float64 // tokens/s/GPU
+	lo, hi                 float64 // memsh's error the row holds to, as a fraction
+}
+
+var teRows = []teRow{
+	// DGX-B200, LLAMA3_8B, 8 GPUs, GBS 128, MBS 2, seq 8192, FSDP 0, TP 1, PP 1, CP 1, GA 8: 30,624.
+	{"Llama 3 8B, 8 B200", "B200", 8, 128, 2, 8192, 1, 1, 1, 4096, 32, 32, 8, 14336, 30624, -0.10, 0.10},
+	// DGX-H100, LLAMA3_70B, 64 GPUs, GBS 128, MBS 1, seq 8192, FSDP 0, TP 4, PP 8, CP 1, VP 5, GA 64: 1,602.
+	// A known gap, held in its band so a change that moves it is seen:
+	// memsh is 20.5 % slow. Its breakdown charges 1.57 s of a 12.86 s
+	// step to tensor-parallel collectives that the recipe's
+	// tp_comm_overlap (Transformer Engine's userbuffers) hides behind
+	// the GEMMs, which memsh does not model (without them: -9.4 %). memsh
+	// also puts this layout's peak at 96 GiB (bf16: 98.5 GiB) without
+	// recomputation, above the H100's 80 GB: the recipe's memory
+	// settings are not all in the row.
+	{"Llama 3 70B, 64 H100", "H100-80GB", 64, 128, 1, 8192, 4, 8, 5, 8192, 80, 64, 8, 28672, 1602, -0.25, -0.15},
+}
+
+func (r teRow) plan(recipe string) *core.Plan {
+	m := testmodels.Llama(r.dim, r.layers, r.heads, r.kv, r.ffn, 128256, "flash")
+	p := testmodels.LlamaPlan(m, r.mbs, r.seq, "megatron", "none", r.gpu)
+	dp := r.gpus / (r.tp * r.pp)
+	p.GradAccum = r.gbs / (r.mbs * dp)
+	p.Parallel = core.Parallelism{DP: dp, TP: r.tp, PP: r.pp, SequenceParallel: r.tp > 1, DistributedOptimizer: true}
+	if r.vp > 1 {
+		p.Parallel.Schedule, p.Parallel.VirtualStages = "interleaved", r.vp
+	}
+	p.Float8 = core.Float8{Scaling: recipe}
+	return p
+}
+
+// TestCalibTEFloat8Throughput prints memsh's tokens/s/GPU beside each
+// row and holds each row's error in its band; the bf16 figure is memsh's
+// own, for the speed-up fp8 buys in the model.
+func TestCalibTEFloat8Throughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays Llama 3 70B over 8 pipeline stages")
+	}
+	for _, r := range teRows {
+		tokens := float64(r.gbs * r.seq)
+		rate := func(recipe string) float64 {
+			rep, err := Evaluate(r.plan(recipe), core.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tokens / rep.Time.StepSeconds / float64(r.gpus)
+		}
+		fp8, bf16 := rate("te-tensorwise"), rate("")
+		d := (fp8 - r.measured) / r.measured
+		t.Logf("%s: memsh %.0f tokens/s/GPU, measured %.0f (%+.1f %%); memsh bf16 %.0f (fp8 speed-up %.3f)", r.name, fp8, r.measured, 100*d, bf16, fp8/bf16)
+		if d < r.lo || d > r.hi {
+			t.Errorf("%s: %.0f tokens/s/GPU, measured %.0f (%+.1f %%, band %+.0f..%+.0f %%)", r.name, fp8, r.measured, 100*d, 100*r.lo, 100*r.hi)
+		}
+		if fp8 <= bf16 {
+			t.Errorf("%s: fp8 %.0f tokens/s/GPU is no faster than bf16 %.0f", r.name, fp8, bf16)
+		}
+	}
+}
+
+// TestTEFloat8PipelineBuffers: a pipeline stage lowers one copy of its
+// layers per micro-batch in flight; TE's fp8 weight workspaces are the
+// module's, registered once. Llama 3 70B's stage 0 at tp 4, pp 8, v 5
+// holds 10 of the 80 layers, each with q/k/v, o, gate, up and down:
+// (8192·(8192+2·1024+8192) + 3·8192·28672)/4 = 213,909,504 weight
+// elements a layer, kept in fp8 and transposed (2 bytes each), plus the
+// scaling state (7 x 40 B) and the 32 MiB cuBLAS workspace.
+func TestTEFloat8PipelineBuffers(t *testing.T) {
+	p := teRows[1].plan("te-tensorwise")
+	rep, err := Evaluate(p, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(10*(2*213_909_504+7*40) + 32<<20)
+	if rep.States.Buffers != want {
+		t.Errorf("stage buffers %d B, want %d", rep.States.Buffers, want)
+	}
+}
