@@ -19,18 +19,22 @@ import (
 // whose default set_to_none=False keeps gradients allocated between steps
 // (Plan.KeepGrads).
 //
-// Where memsh lands (device_used vs NVML):
-//   - the micro-batch-1 rows (3, 4, 6, 8, 10) are within 3.4 %;
-//   - the micro-batch-4 rows without checkpointing (2, 5, 7, 9) are 7-13 %
-//     low. The gap grows with the batch (about 270 MiB per extra sample in
-//     fp32, more under fp16 autocast), so it is per-sample activation or
-//     allocator memory that the replay does not see. One candidate was
-//     tried and ruled out: replaying a first step that creates the AdamW
-//     state lazily inside blocks freed by step 1's activations, then the
-//     steady-state step through the same allocator model, LOWERS reserved
-//     memory here (best-fit reuse packs step 2 tighter), so it does not
-//     explain the gap. Unverified without a GPU; the tolerance below
-//     records the gap rather than hiding it.
+// The doc does not say which PyTorch it ran. Its figures date it: row 0's
+// 1,343 MiB context is eager module loading (CUDA_MODULE_LOADING=LAZY
+// came with torch 1.13), and the micro-batch-4 rows without checkpointing
+// (2, 5, 7, 9) were 7-13 % above a replay of torch 1.11 or later, a gap
+// that grew with the batch (about 300 MiB per sample in fp32): per sample
+// and layer, BERT-large's attention softmax reads 16 x 512 x 512 fp32 =
+// 16 MiB, which torch <= 1.10 kept for the backward besides the output
+// (derivatives.yaml: _softmax_backward_data(grad, result, dim, self);
+// pytorch#64000, fixed by #66018 on 2021-10-01, after the 1.10 branch
+// cut). So the rows replay runtime "cuda-1.10" (core/runtime.go), with
+// no fitted term; under fp16 autocast the kept input is autocast's fp32
+// copy. Where memsh lands (device_used vs NVML): rows 2-10 at +2.3, +1.2,
+// +1.4, -2.0, +1.6, +4.5, -0.4, +1.3, -2.3 % (with "cuda", a torch >= 1.11
+// replay: -8.0, -3.2, +1.2, -13.1, +1.5, -8.0, -0.5, -10.5, -2.5 %). The
+// cuda-1.10 reading is an inference from the figures, not a version the
+// doc states.
 type bertRow struct {
 	row       int
 	batch     int64
@@ -62,17 +66,17 @@ func TestBertLargeLadder(t *testing.T) {
 	// ("adamw_hf"): a per-parameter loop (for-loop temporaries).
 	adamw := core.Optimizer{Kind: core.AdamW, Impl: "for-loop"}
 	rows := []bertRow{
-		{2, 4, 1, "none", "fp32", adamw, 14949, 0.10},
+		{2, 4, 1, "none", "fp32", adamw, 14949, 0.05},
 		{3, 1, 4, "none", "fp32", adamw, 8681, 0.05},
 		{4, 1, 4, "full", "fp32", adamw, 6775, 0.05},
-		{5, 4, 1, "none", "fp16-mixed", adamw, 13939, 0.15},
+		{5, 4, 1, "none", "fp16-mixed", adamw, 13939, 0.05},
 		{6, 1, 4, "full", "fp16-mixed", adamw, 7275, 0.05},
-		{7, 4, 1, "none", "fp32", core.Optimizer{Kind: core.Adafactor}, 12295, 0.10},
+		{7, 4, 1, "none", "fp32", core.Optimizer{Kind: core.Adafactor}, 12295, 0.05},
 		{8, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: core.Adafactor}, 4847, 0.05},
-		{9, 4, 1, "none", "fp32", core.Optimizer{Kind: core.AdamW8bit}, 13085, 0.15},
+		{9, 4, 1, "none", "fp32", core.Optimizer{Kind: core.AdamW8bit}, 13085, 0.05},
 		{10, 1, 4, "full", "fp16-mixed", core.Optimizer{Kind: core.AdamW8bit}, 5363, 0.05},
 	}
-	rt, _ := core.LookupRuntime("cuda")
+	rt, _ := core.LookupRuntime("cuda-1.10")
 	for _, r := range rows {
 		prec, _ := core.LookupPrecision(r.precision)
 		ck, _ := core.ParseCheckpoint(r.ckpt)

@@ -83,3 +83,54 @@ func TestCublasWorkspaceConfigErrors(t *testing.T) {
 		t.Errorf(":16:8: %v", err)
 	}
 }
+
+// TestCublasLtWorkspace: a Linear with a bias runs on cuBLASLt (addmm's
+// bias epilogue), which takes a workspace of its own per thread: 1 MiB
+// (CUBLASLT_WORKSPACE_SIZE's default, under the cuBLAS workspace), made
+// at the first such call and kept. A Linear's backward is two mm and a
+// sum: no second one. Without a bias there is none; a float8 linear's
+// torch._scaled_mm runs on cuBLASLt in the forward and the backward: two.
+// On ROCm (hipBLASLt) memsh models none.
+func TestCublasLtWorkspace(t *testing.T) {
+	const mib = 1 << 20
+	stack := func(bias bool) *core.Model {
+		block := &core.Sequential{Layers: []core.Layer{
+			&nn.Linear{Name: "up", In: 1024, Out: 4096, Bias: bias},
+			&nn.Linear{Name: "down", In: 4096, Out: 1024, Bias: bias},
+		}}
+		return &core.Model{Name: "stack", Layers: []core.Layer{&core.Repeat{Layer: block, N: 2}}, Loss: "mse", InputDim: 1024}
+	}
+	for _, tc := range []struct {
+		name   string
+		bias   bool
+		float8 string
+		gpu    string
+		want   []int64
+	}{
+		{"no bias", false, "", "H100-80GB", nil},
+		{"bias", true, "", "H100-80GB", []int64{mib}},
+		{"float8", false, "tensorwise", "H100-80GB", []int64{mib, mib}},
+		{"bias on ROCm", true, "", "MI300X", nil},
+	} {
+		p := distPlan(t, stack(tc.bias), "bf16-mixed", core.Parallelism{})
+		p.Float8.Scaling = tc.float8
+		dev, err := hw.LookupDevice(tc.gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Device = dev
+		rep, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, e := range rep.Trace.Events {
+			if e.Action == "alloc" && e.Tensor == "cuBLASLt workspace" {
+				got = append(got, e.Size)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: cuBLASLt workspaces %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -12,28 +12,32 @@ import (
 // on one H100, seq 2560, each block compiled (compile="blocks"), the mse
 // loss eager. A [2560, 1024] fp32 activation is 10 MiB and a [2560, 4096]
 // one 40 MiB (each a segment of its own: >= 10 MiB requests are rounded
-// to 2 MiB), a weight or its gradient 16 MiB.
+// to 2 MiB), a weight or its gradient 16 MiB, a cuBLAS workspace 32 MiB
+// (Hopper).
 //
 // The pool (cudagraph_trees.py: every graph's allocations, forward and
-// backward; a non-static input copied into a placeholder):
+// backward; a non-static input copied into a placeholder; a cuBLAS
+// workspace while a graph runs, clear_cublas_manager):
 //
-//	forward   block 0: the batch's placeholder 10 (a segment, freed at the
-//	          graph's end), h0 40, x1 10; block 1: h1 40, x2 10 (in the
-//	          placeholder's freed block): 100 MiB in segments of 10, 40, 10, 40
+//	forward   block 0: the batch's placeholder 10 and the workspace 32
+//	          (segments, freed at the graph's end), h0 40, x1 10; block 1:
+//	          the workspace in its freed block, h1 40, x2 10 (in the
+//	          placeholder's freed block): segments of 10, 32, 40, 10, 40
 //	backward  block 1 (mse's gradient of x2 came from eager code: its
-//	          placeholder takes x2's freed block): the gradient of h1 40 and
-//	          of down.weight 16, new segments (no free block is large enough);
-//	          h1 freed, up's gradients (x1 10, up.weight 16) come from its 40;
-//	          block 0: the gradient of h0 takes the freed gradient of h1,
-//	          down.weight's 16 a new segment (free: 14, 10, 10), up.weight's
-//	          h0's freed 40
+//	          placeholder takes x2's freed block; the workspace its block):
+//	          the gradient of h1 40 and of down.weight 16, new segments (no
+//	          free block is large enough); h1 freed, up's gradients (x1 10,
+//	          up.weight 16) come from its 40; block 0: the workspace, then
+//	          the gradient of h0 in the freed gradient of h1, down.weight's
+//	          16 a new segment (free: 14, 10, 10), up.weight's h0's freed 40
 //
-// so the pool's segments are 10 + 40 + 10 + 40 + 40 + 16 + 16 = 172 MiB,
-// and after the backward it holds the four weight gradients, 64 MiB. The
-// compute stream: parameters 64, AdamW's moments 128, two cuBLAS
-// workspaces 2 x 32 (Hopper), the batch 10, the loss's small segment 2,
-// mse's gradient of x2 10 and the foreach step's temporaries 64: 342 MiB.
-// The two pools never share a block, so the step reserves 342 + 172.
+// so the pool's segments are 10 + 32 + 40 + 10 + 40 + 40 + 16 + 16 = 204
+// MiB, and after the backward it holds the four weight gradients, 64 MiB.
+// The compute stream: parameters 64, AdamW's moments 128, the eager
+// cuBLAS workspaces of both threads 2 x 32, the batch 10, the loss's
+// small segment 2, mse's gradient of x2 10 and the foreach step's
+// temporaries 64: 342 MiB. The two pools never share a block, so the step
+// reserves 342 + 204.
 func TestCUDAGraphPool(t *testing.T) {
 	const mib = 1 << 20
 	p := distPlan(t, linearStack(2, 1024, 4096), "fp32", core.Parallelism{})
@@ -46,28 +50,28 @@ func TestCUDAGraphPool(t *testing.T) {
 	p.Compile.Mode = "reduce-overhead"
 	rep := evalPlan(t, p)
 	pool, compute := streamPeak(rep, "cuda_graph_pool"), streamPeak(rep, "compute")
-	if pool != 172*mib || compute != 342*mib || rep.PeakReserved != 514*mib {
-		t.Errorf("graph pool %d MiB, compute %d MiB, reserved %d MiB; want 172, 342 and 514", pool/mib, compute/mib, rep.PeakReserved/mib)
+	if pool != 204*mib || compute != 342*mib || rep.PeakReserved != 546*mib {
+		t.Errorf("graph pool %d MiB, compute %d MiB, reserved %d MiB; want 204, 342 and 546", pool/mib, compute/mib, rep.PeakReserved/mib)
 	}
-	if rep.PeakAllocated != eager.PeakAllocated+10*mib {
-		// the placeholder of x2's gradient is live at the peak
-		t.Errorf("peak allocated %d, want the eager compile's %d plus the 10 MiB placeholder", rep.PeakAllocated, eager.PeakAllocated)
+	if rep.PeakAllocated != eager.PeakAllocated+42*mib {
+		// the placeholder of x2's gradient and the graph's workspace are live at the peak
+		t.Errorf("peak allocated %d, want the eager compile's %d plus the 10 MiB placeholder and the 32 MiB workspace", rep.PeakAllocated, eager.PeakAllocated)
 	}
 	if row := rep.Category("cuda_graph_pool"); row <= 0 || row > pool {
 		t.Errorf("breakdown row cuda_graph_pool %d, want (0, %d]", row, pool)
 	}
 
 	// Limit the allocator to 500 MiB (the 500 MiB context besides): the
-	// step's 64 MiB of foreach temporaries fail with 450 MiB reserved, 438
+	// step's 64 MiB of foreach temporaries fail with 482 MiB reserved, 470
 	// once the compute stream's free segments (mse's gradient, the loss's
-	// small segment) went back; the graph pool keeps its 172 MiB, 108 of
+	// small segment) went back; the graph pool keeps its 204 MiB, 140 of
 	// them free blocks, which PyTorch's message counts as allocated "in
-	// private pools": 330 + 108 allocated, 438 - 330 - 108 unallocated.
+	// private pools": 330 + 140 allocated, 470 - 330 - 140 unallocated.
 	p.Device.Memory = 1000 * mib
 	o := evalPlan(t, p).OOM
-	want := "Tried to allocate 64.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 62.00 MiB is free. " +
-		"Including non-PyTorch memory, this process has 938.00 MiB memory in use. Of the allocated memory 438.00 MiB is allocated by PyTorch, " +
-		"with 108.00 MiB allocated in private pools (e.g., CUDA Graphs), and 0 bytes is reserved by PyTorch but unallocated."
+	want := "Tried to allocate 64.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 30.00 MiB is free. " +
+		"Including non-PyTorch memory, this process has 970.00 MiB memory in use. Of the allocated memory 470.00 MiB is allocated by PyTorch, " +
+		"with 140.00 MiB allocated in private pools (e.g., CUDA Graphs), and 0 bytes is reserved by PyTorch but unallocated."
 	if o == nil || !strings.Contains(o.Message, want) {
 		t.Errorf("OOM %+v, want %q", o, want)
 	}

@@ -229,3 +229,26 @@ func TestTEFloat8Errors(t *testing.T) {
 		t.Errorf("680 features: %v, want an error about TE's multiples of 16", err)
 	}
 }
+
+// TestTEFloat8Eval: without autograd nothing needs a columnwise copy
+// (linear.py: columnwise usage only when the weight or the input needs
+// a gradient): no transposes of the weights or inputs, nothing saved.
+func TestTEFloat8Eval(t *testing.T) {
+	p := tePlan("te-delayed", "H100-80GB")
+	p.Phase = core.Eval
+	prog := lower(t, p)
+	if n, _ := buffersNamed(prog, ".weight_fp8_t"); n != 0 {
+		t.Errorf("eval: %d transposed weight workspaces, want 0", n)
+	}
+	if n, _ := buffersNamed(prog, ".weight_fp8"); n != 7 {
+		t.Errorf("eval: %d weight workspaces, want 7", n)
+	}
+	for _, v := range prog.Values {
+		if strings.HasSuffix(v.Name, "input_fp8_t") {
+			t.Errorf("eval: %s made", v.Name)
+		}
+	}
+	if mm := matmulOf(t, prog, "layers.0.self_attn.q_proj"); len(mm.Saved) != 0 {
+		t.Errorf("eval: q_proj saves %d tensors", len(mm.Saved))
+	}
+}

@@ -275,6 +275,14 @@ var layoutKeywords = []layoutKeyword{
 	{Name: "distributed_optimizer", Sig: "False", Doc: "Megatron's distributed optimizer: fp32 master weights and Adam state sharded over dp x cp",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.DistributedOptimizer) },
 		set: setLayoutBool("distributed_optimizer", func(p *core.Parallelism) *bool { return &p.DistributedOptimizer })},
+	{Name: "overlap_grad_reduce", Sig: "True",
+		Doc: "Megatron's --overlap-grad-reduce: the gradient reduction runs behind the backward; False (Megatron's own default): it runs whole after the backward, exposed",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(!p.NoOverlapGradReduce) },
+		set: setLayoutNotBool("overlap_grad_reduce", func(p *core.Parallelism) *bool { return &p.NoOverlapGradReduce })},
+	{Name: "overlap_param_gather", Sig: "True",
+		Doc: "Megatron's --overlap-param-gather: the distributed optimizer's parameter all-gather runs behind the next forward; False (Megatron's own default): it runs after the optimizer step, exposed",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(!p.NoOverlapParamGather) },
+		set: setLayoutNotBool("overlap_param_gather", func(p *core.Parallelism) *bool { return &p.NoOverlapParamGather })},
 }
 
 // optionalInt is the getter of a count that is None when unset.
@@ -343,6 +351,18 @@ func setLayoutBool(name string, f func(p *core.Parallelism) *bool) func(v starla
 			return fmt.Errorf("%s must be True or False (got %s)", name, v.Type())
 		}
 		return nil
+	}
+}
+
+// setLayoutNotBool sets a field that holds the keyword's negation (the
+// keyword defaults to True, the field to false).
+func setLayoutNotBool(name string, f func(p *core.Parallelism) *bool) func(v starlark.Value, p *core.Parallelism) error {
+	set := setLayoutBool(name, f)
+	return func(v starlark.Value, p *core.Parallelism) error {
+		if b, ok := v.(starlark.Bool); ok {
+			v = !b
+		}
+		return set(v, p)
 	}
 }
 

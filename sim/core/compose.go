@@ -182,6 +182,11 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 type Residual struct {
 	Name  string
 	Layer Layer
+	// FP32 keeps the residual stream in fp32 (residual_in_fp32: transformers'
+	// MambaBlock, Mamba2Block, NemotronHBlock): the layer reads x cast to the
+	// parameters' dtype, and x + layer(x) adds to x cast to fp32, so the sum,
+	// the next block's input, is fp32.
+	FP32 bool
 }
 
 func (r *Residual) Kind() string               { return "residual" }
@@ -193,7 +198,12 @@ func (r *Residual) Summary() string            { return "x + " + r.Layer.Kind() 
 func (r *Residual) Validate(path string) error { return r.Layer.Validate(ChildPath(path, r, r.Layer)) }
 func (r *Residual) Lower(b *Builder, x Value) Value {
 	defer b.Scope(r.Name)()
-	y := b.LowerChild(r.Layer, x)
+	xin := x
+	if r.FP32 {
+		xin = b.Cast(x, b.Prec.Params, "the residual stream in the parameters' dtype for the block (residual_in_fp32)")
+		x = b.Cast(x, units.FP32, "the residual in fp32 (residual_in_fp32)")
+	}
+	y := b.LowerChild(r.Layer, xin)
 	if b.Last(y) != b.Last(x) {
 		where := "" // the module path alone ("1") reads as a number, so name it
 		if p := b.Name(""); p != "" {

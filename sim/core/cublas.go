@@ -70,3 +70,46 @@ func (m RuntimeMemory) CublasWorkspace(dev hw.Device) int64 {
 	}
 	return 4096*1024*2 + 16*1024*8
 }
+
+// cuBLASLt's workspace (aten/src/ATen/cuda/CublasHandlePool.cpp at
+// pytorch/pytorch 26a39059, getCUDABlasLtWorkspaceSize and
+// getCUDABlasLtWorkspace): CUBLASLT_WORKSPACE_SIZE KiB, 1,024 by default
+// ("default size in KiB according to #73328"), capped at the cuBLAS
+// workspace (the unified size, on unless TORCH_CUBLASLT_UNIFIED_WORKSPACE
+// is set false); the buffer itself is cuBLAS's only when
+// TORCH_CUBLASLT_UNIFIED_WORKSPACE=1, otherwise one of its own per
+// (handle, stream), allocated through the caching allocator at the first
+// cuBLASLt call and kept (cublaslt_handle_stream_to_workspace; on CUDA the
+// Lt handle is the thread's cuBLAS handle). cuBLASLt runs an addmm whose
+// self is a 1-D bias (aten/src/ATen/native/cuda/Blas.cpp at 960a6846,
+// addmm_out_cuda_impl: useLtInterface, unless DISABLE_ADDMM_CUDA_LT=1),
+// which is nn.Linear with a bias, and torch._scaled_mm. ROCm's hipBLASLt
+// (76 MiB, and the preferred backend on some releases) is not modelled.
+
+// CublasLtWorkspace is the bytes of one cuBLASLt workspace on dev, 0 on
+// ROCm (not modelled).
+func (m RuntimeMemory) CublasLtWorkspace(dev hw.Device) int64 {
+	if strings.HasPrefix(strings.ToUpper(dev.Name), "MI") {
+		return 0
+	}
+	return min(1<<20, m.CublasWorkspace(dev))
+}
+
+// CublasLt reports whether op runs on cuBLASLt in its forward: a matmul
+// that adds a bias (reads a 1-D parameter: addmm's bias epilogue), or
+// torch._scaled_mm. Only _scaled_mm runs on it in the backward too (a
+// Linear's backward is two mm and a sum).
+func (p *Program) CublasLt(op *OpInfo) bool {
+	if op.ScaledMM {
+		return true
+	}
+	if op.Kind != "matmul" {
+		return false
+	}
+	for _, pi := range op.Params {
+		if len(p.Params[pi].Shape) == 1 {
+			return true
+		}
+	}
+	return false
+}

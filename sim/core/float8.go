@@ -133,6 +133,7 @@ func (b *Builder) float8Linear(name string, role Role, x Value, in, out int64, b
 		b.Save(i, xin) // input_hp; weight_hp_t is the parameter (or its gathered fp8 copy)
 	}
 	op := b.Op(i)
+	op.ScaledMM = true
 	op.Flops = 2 * float64(rows) * float64(in) * float64(out)
 	op.Bytes += float64(rows*in + in*out)
 	if b.Grad(xin) || b.Trainable(w) {

@@ -307,7 +307,8 @@ func (b *Builder) CrossEntropy(x Value, fp32 bool) Value {
 	b.Val(lsm).Grad = false
 	tw := b.totalWeight(i, "total_weight", b.Dtype(x))
 	loss := b.Out(i, "loss", nil, units.FP32, "loss")
-	b.Save(i, lsm, lab, tw) // targets.reshape(-1): a view of the labels
+	b.Save(i, lsm, lab, tw)  // targets.reshape(-1): a view of the labels
+	b.SaveSoftmaxInput(i, x) // log_softmax's input, torch <= 1.10
 	b.Op(i).WorkB = b.Val(lsm).Bytes
 	b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
 	return loss

@@ -46,6 +46,14 @@ type Parallelism struct {
 	CPMode               string // context parallelism: ring (default) | ulysses | allgather (tp.go)
 	LossParallel         string // with tp: the vocabulary-parallel cross-entropy, megatron (default) | torch (loss_parallel.go)
 	PPRuntime            string // with pp: what the pipeline keeps, megatron (default) | torch (pipeline_torch.go)
+	// Megatron's DDP without --overlap-grad-reduce / --overlap-param-gather
+	// (Megatron's own defaults; memsh assumes both, as Megatron's published
+	// recipes set them): the gradient reduction runs after the backward
+	// (finish_grad_sync makes the synchronous call) and the distributed
+	// optimizer's parameter all-gather after its step, both exposed
+	// (megatron/core at core_v0.12.0: distributed/param_and_grad_buffer.py,
+	// optimizer/distrib_optimizer.py).
+	NoOverlapGradReduce, NoOverlapParamGather bool
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -202,6 +210,12 @@ func (p Parallelism) String() string {
 	if n.DistributedOptimizer {
 		parts = append(parts, "distributed_optimizer=True")
 	}
+	if n.NoOverlapGradReduce {
+		parts = append(parts, "overlap_grad_reduce=False")
+	}
+	if n.NoOverlapParamGather {
+		parts = append(parts, "overlap_param_gather=False")
+	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -277,6 +291,9 @@ func (raw Parallelism) Validate() error {
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
 	}
+	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && (par.FSDP || par.Zero > 0) {
+		return &units.Error{Path: "parallel", Msg: "overlap_grad_reduce= and overlap_param_gather= are Megatron's DDP flags; they cannot be combined with zero= or fsdp="}
+	}
 	if err := par.validateSchedule(); err != nil { // pipeline_schedule.go
 		return err
 	}
@@ -290,6 +307,9 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	par := p.Parallel.Norm()
+	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && !par.DistributedOptimizer && p.Precision.Name != "megatron" {
+		return &units.Error{Path: "parallel", Msg: "overlap_grad_reduce= and overlap_param_gather= are Megatron's DDP flags", Hint: `use distributed_optimizer=True or precision="megatron" (PyTorch DDP always overlaps its reduction)`}
+	}
 	if par.Schedule == "interleaved" {
 		if m := p.MicroBatches(); m%par.PP != 0 {
 			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}

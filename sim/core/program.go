@@ -110,6 +110,9 @@ type OpInfo struct {
 	// liger.go); its backward hands them on, so the saved tensors go as
 	// the gradients take their place (the same bytes).
 	GradsInForward bool
+	// ScaledMM: the op is torch._scaled_mm (a float8 linear), which runs
+	// on cuBLASLt in its forward and its backward (cublas.go, CublasLt).
+	ScaledMM bool
 }
 
 // WorkTensors are an op's workspaces as the tensors PyTorch allocates

@@ -34,6 +34,13 @@ type Runtime struct {
 	// with the flash, cuDNN, memory-efficient (NVIDIA) and math kernels,
 	// and on the CPU (tools/oracle/gqa_sdpa.py measures it there).
 	SDPAEnableGQA bool
+	// SoftmaxSavesInput: torch <= 1.10's softmax and log_softmax kept
+	// their input for the backward besides their output (derivatives.yaml:
+	// _softmax_backward_data(grad, result, dim, self); pytorch#64000,
+	// "Softmax/logsoftmax use more memory for backward than needed"),
+	// until #66018 (2021-10-01, after the 1.10 branch cut) kept only its
+	// dtype: torch 1.11 and later (softmax_input.go).
+	SoftmaxSavesInput bool
 }
 
 // Runtimes lists the known runtimes.
@@ -43,6 +50,8 @@ func Runtimes() []Runtime {
 		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
 		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
 		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true},
+		// torch 1.10 on CUDA: softmax and log_softmax keep their input too.
+		{Name: "cuda-1.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarOperandSaved: true, SoftmaxSavesInput: true},
 		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true, CPU: true},
 		{Name: "cpu", CPU: true, SDPAEnableGQA: true},
 	}
@@ -58,5 +67,5 @@ func LookupRuntime(name string) (Runtime, error) {
 			return r, nil
 		}
 	}
-	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.1, cpu-1.13, cpu)", name)
+	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.1, cuda-1.10, cpu-1.13, cpu)", name)
 }

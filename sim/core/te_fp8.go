@@ -162,7 +162,6 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 		}
 		params = append(params, pb)
 	}
-	b.teWorkspaces(w, in, out)
 	hp := b.Prec.Compute
 	trains := b.Trainable(w)
 	var ins []Value
@@ -190,6 +189,7 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 			ins = append(ins, col)
 		}
 	}
+	b.teWorkspaces(w, in, out, b.Grad(xgrad))
 	rows := Rows(b.Shape(ins[0]))
 	if rows%8 != 0 || in%16 != 0 || out%16 != 0 {
 		panic(LowerError{&units.Error{Path: b.Name(""), Msg: fmt.Sprintf("a Transformer Engine fp8 GEMM needs rows divisible by 8 and both dimensions divisible by 16 (assert_dim_for_fp8_exec), got %d rows, %d -> %d", rows, in, out),
@@ -287,11 +287,11 @@ func (b *Builder) teBackward(g, n int64, hp units.DType) (work int64, bytes floa
 }
 
 // teWorkspaces registers what a TE module keeps between steps: its fp8
-// weight workspace (and transpose), its scaling state and, once per
-// program, TE's cuBLAS workspace.
-func (b *Builder) teWorkspaces(w int32, in, out int64) {
+// weight workspace, with its transpose when the input needs a gradient
+// (dgrad), and its scaling state.
+func (b *Builder) teWorkspaces(w int32, in, out int64, dgrad bool) {
 	b.Buffer("weight_fp8", []int64{out, in}, units.FP8, "Transformer Engine's fp8 weight workspace (module._fp8_workspaces, kept across micro-batches and steps)")
-	if b.f8.transposes && b.Trainable(w) {
+	if b.f8.transposes && dgrad { // linear.py: columnwise_usage = is_grad_enabled and inp.requires_grad
 		b.Buffer("weight_fp8_t", []int64{in, out}, units.FP8, "transposed fp8 weight for the dgrad GEMM (columnwise usage, kept with the workspace)")
 	}
 	if b.f8.Scaling == "te-delayed" {

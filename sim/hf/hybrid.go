@@ -14,8 +14,8 @@ import (
 //	attention (no rotary embeddings), "-" an MLP (up_proj, squared ReLU,
 //	down_proj)
 //
-// Not modelled yet: residual_in_fp32 (Mamba-Codestral's residual stream
-// is fp32; the replay keeps it in the activations' dtype).
+// Mamba2ForCausalLM keeps the residual stream in fp32 (residual_in_fp32,
+// mixerStack); Nemotron-H's configs turn it off (not modelled when on).
 
 // mamba2Mixer reads the Mamba-2 sizes; prefix is "" (Mamba2Config:
 // num_heads, state_size, use_bias) or "mamba_" (Nemotron-H: mamba_num_heads,
@@ -51,7 +51,13 @@ func buildMamba2(c *hfConfig, attn string, head hfHead) *core.Model {
 
 // mixerStack is the Mamba models' backbone (MambaForCausalLM,
 // Mamba2ForCausalLM): the embeddings, layers blocks of x + mixer(norm(x)),
-// norm_f and the head.
+// norm_f and the head. With residual_in_fp32 (the default) each block reads
+// x in the parameters' dtype and adds its output to x in fp32 (MambaBlock,
+// Mamba2Block.forward): the residual stream between blocks is fp32, so a
+// checkpointed block keeps an fp32 input, norm_f runs on fp32 and keeps
+// its normalized fp32 output, and the head casts back (lm_head(
+// hidden_states.to(lm_head.weight.dtype))). Under autocast the parameters
+// are fp32 and nothing changes.
 func (c *hfConfig) mixerStack(head hfHead, mixer core.Layer, hidden, layers, vocab int64, tie bool) *core.Model {
 	if c.err != nil {
 		return nil
@@ -61,8 +67,12 @@ func (c *hfConfig) mixerStack(head hfHead, mixer core.Layer, hidden, layers, voc
 		return nil
 	}
 	block := res(&nn.Norm{Name: "norm", Dim: hidden, RMS: true}, mixer)
+	block.FP32 = c.flag("residual_in_fp32", true) // MambaConfig's and Mamba2Config's default
 	ls := []core.Layer{&nn.Embedding{Name: "embeddings", Rows: vocab, Dim: hidden},
 		&core.Repeat{Name: "layers", Layer: block, N: layers}, &nn.Norm{Name: "norm_f", Dim: hidden, RMS: true}}
+	if block.FP32 && head == headCausalLM {
+		ls = append(ls, &nn.ToParams{})
+	}
 	return c.finish(head, ls, vocab, tie)
 }
 

@@ -19,8 +19,8 @@ import (
 // The mixer runs as transformers runs it on a GPU: with the mamba_ssm and
 // causal_conv1d kernels (attn "sdpa" or "flash": mamba_inner_fn), or
 // without them (attn "eager": slow_forward, the PyTorch loop over the
-// tokens). Not modelled: residual_in_fp32 (the residual stream stays in
-// the activations' dtype), and use_mambapy's parallel scan.
+// tokens). residual_in_fp32 keeps the residual stream in fp32
+// (mixerStack). Not modelled: use_mambapy's parallel scan.
 func buildMamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")

@@ -427,9 +427,11 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		c := b.AddOp("cat", "sinks", []core.Value{scaled}, sink)
 		scaled = b.Out(c, "combined_logits", probShape, dt, "scores with the sink column, minus the row max")
 	}
-	sm := b.AddOp("softmax", "softmax", []core.Value{scaled})
+	in := b.SoftmaxInput(scaled, b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32)
+	sm := b.AddOp("softmax", "softmax", []core.Value{in})
 	p := b.Out(sm, "probs", probShape, smDT, "attention probabilities (softmax output, saved)")
 	b.Save(sm, p)
+	b.SaveSoftmaxInput(sm, in)
 	b.Op(sm).Bytes += float64(b.Val(scaled).Bytes)
 	if a.CastAtMatmul {
 		p = b.Dropout("attn_dropout", p, a.Dropout)

@@ -52,6 +52,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		sm := b.AddOp("softmax", "softmax", []core.Value{top})
 		r.weights = b.Out(sm, "routing_weights", []int64{T, k}, dt, "softmax over the top-k logits")
 		b.Save(sm, r.weights)
+		b.SaveSoftmaxInput(sm, top)
 	default:
 		// MixtralSparseMoeBlock: router_logits = self.gate(x) (an
 		// nn.Linear: quantized and adapted like any linear when the
@@ -71,6 +72,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
 		probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
 		b.Save(sm, probs)
+		b.SaveSoftmaxInput(sm, logits)
 		b.Op(sm).Flops = 5 * float64(T*E)
 		tk := b.AddOp("topk", "topk", []core.Value{probs})
 		w := b.Out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")

@@ -32,6 +32,36 @@ func (r *Replay) cublasWorkspaces() {
 		r.cublasWorkspace("the autograd engine's backward thread")
 		r.backwardBlas = true
 	}
+	r.cublasLtWorkspaces()
+}
+
+// cublasLtWorkspaces allocates cuBLASLt's workspaces (core/cublas.go):
+// the forward's thread's when an op of the step runs on cuBLASLt (a
+// Linear with a bias, a float8 linear), the backward thread's when one
+// runs on it in the backward (_scaled_mm). Each is made at the first such
+// call of the run and kept; the replay makes them with the cuBLAS ones.
+func (r *Replay) cublasLtWorkspaces() {
+	b := r.Plan.RuntimeMemory.CublasLtWorkspace(r.Plan.Device)
+	if b <= 0 {
+		return
+	}
+	fwd, bwd := false, false
+	for i := range r.P.Ops {
+		op := &r.P.Ops[i]
+		if r.P.CublasLt(op) {
+			fwd = true
+			bwd = bwd || (op.ScaledMM && r.Plan.Phase != core.Eval)
+		}
+	}
+	for _, t := range []struct {
+		on     bool
+		thread string
+	}{{fwd, "the forward's thread"}, {bwd, "the autograd engine's backward thread"}} {
+		if t.on {
+			r.allocate(Alloc{Tensor: "cuBLASLt workspace", DType: units.INT8, Bytes: b,
+				Why: "cuBLASLt workspace of " + t.thread + " (a Linear's bias epilogue, torch._scaled_mm; allocated through the caching allocator, kept for the process)", Cat: core.CatTemporaries})
+		}
+	}
 }
 
 // backwardCublas allocates the backward thread's workspace at the first

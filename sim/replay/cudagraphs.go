@@ -2,6 +2,7 @@ package replay
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // CUDA graphs (torch.compile(mode="reduce-overhead"), core/cudagraphs.go):
@@ -18,6 +19,13 @@ import (
 // inputs within the same memory pool as the CUDAGraph ... On subsequent
 // executions, input values will be copied over to these tensors").
 //
+// cuBLAS's workspaces: cudagraph_trees.py clears PyTorch's cached cuBLAS
+// workspaces before and after recording each graph (clear_cublas_manager:
+// "If a workspace is required it will be allocated to the cudagraph
+// private pool"), so a graph that runs a matmul takes a cuBLAS workspace
+// (and a cuBLASLt one when it runs on cuBLASLt) in the pool while it runs;
+// the eager ops' workspaces stay in the compute stream's pools.
+//
 // Simplified: a placeholder lives from the graph's first op to its last;
 // a graph that saves its input for the backward keeps the placeholder in
 // PyTorch, the eager original here (the same bytes, in the other pool).
@@ -27,8 +35,15 @@ type graphPool struct {
 	of      []int32        // by op: 1 + the index of its compiled graph, 0 outside any
 	inputs  [][]core.Value // by graph: values its ops read that are neither parameters nor made by a graph
 	outputs [][]core.Value // by graph: values its ops make that an op outside every graph reads
-	copies  []int32        // live placeholders of the graph running now
+	blas    []graphBlas    // by graph: the workspaces it takes
+	copies  []int32        // live placeholders and workspaces of the graph running now
 }
+
+// graphBlas is what a graph's matmuls take from cuBLAS: its workspace
+// whenever the graph runs a matmul, cuBLASLt's when one runs on it (in
+// the forward: a Linear's bias epilogue or _scaled_mm; in the backward:
+// _scaled_mm).
+type graphBlas struct{ matmul, ltForward, ltBackward bool }
 
 // newGraphPool is nil unless the plan replays its compiled graphs as CUDA
 // graphs.
@@ -36,10 +51,15 @@ func newGraphPool(p *core.Program, plan *core.Plan) *graphPool {
 	if !plan.Compile.CUDAGraphs() || len(p.Graphs) == 0 {
 		return nil
 	}
-	g := &graphPool{of: make([]int32, len(p.Ops)), inputs: make([][]core.Value, len(p.Graphs)), outputs: make([][]core.Value, len(p.Graphs))}
+	g := &graphPool{of: make([]int32, len(p.Ops)), inputs: make([][]core.Value, len(p.Graphs)), outputs: make([][]core.Value, len(p.Graphs)),
+		blas: make([]graphBlas, len(p.Graphs))}
 	for k, gr := range p.Graphs {
 		for j := gr.First; j < gr.End; j++ {
 			g.of[j] = int32(k + 1)
+			op := &p.Ops[j]
+			g.blas[k].matmul = g.blas[k].matmul || op.Kind == "matmul"
+			g.blas[k].ltForward = g.blas[k].ltForward || p.CublasLt(op)
+			g.blas[k].ltBackward = g.blas[k].ltBackward || op.ScaledMM
 		}
 	}
 	seenIn := map[core.Value]int{}
@@ -106,12 +126,28 @@ func (r *Replay) copyGraphInputs(k int, backward bool) {
 				g.copies = append(g.copies, r.placeholder(v, "input"))
 			}
 		}
+	} else {
+		for _, v := range g.outputs[k] {
+			if t := r.gradT[v]; t != none && r.live[t].blk != nil && r.live[t].blk.Stream() != StreamGraphPool {
+				g.copies = append(g.copies, r.placeholder(v, "gradient"))
+			}
+		}
+	}
+	if r.Plan.Runtime.CPU {
 		return
 	}
-	for _, v := range g.outputs[k] {
-		if t := r.gradT[v]; t != none && r.live[t].blk != nil && r.live[t].blk.Stream() != StreamGraphPool {
-			g.copies = append(g.copies, r.placeholder(v, "gradient"))
+	bl, mem := g.blas[k], r.Plan.RuntimeMemory
+	ws := func(name string, b int64) {
+		if b > 0 {
+			g.copies = append(g.copies, r.allocate(Alloc{Tensor: name, DType: units.INT8, Bytes: b,
+				Why: name + " of a CUDA graph, allocated in its private pool while it runs (cudagraph_trees.py clear_cublas_manager)", Cat: core.CatTemporaries}))
 		}
+	}
+	if bl.matmul {
+		ws("cuBLAS workspace", mem.CublasWorkspace(r.Plan.Device))
+	}
+	if (!backward && bl.ltForward) || (backward && bl.ltBackward) {
+		ws("cuBLASLt workspace", mem.CublasLtWorkspace(r.Plan.Device))
 	}
 }
 

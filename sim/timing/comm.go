@@ -258,7 +258,10 @@ type commExposure struct {
 //     optimizer gathers the updated parameters behind the next forward.
 //     (PyTorch DDP overlaps by default; Megatron needs
 //     --overlap-grad-reduce --overlap-param-gather, which its published
-//     large-scale recipes and Llama 3 set.)
+//     large-scale recipes and Llama 3 set. Without them,
+//     parallel(overlap_grad_reduce=False, overlap_param_gather=False),
+//     the reduction runs whole after the backward and the gather after
+//     the optimizer step: exposed.)
 //   - DeepSpeed ZeRO-1/2: overlap_comm defaults to stage == 3
 //     (deepspeed/runtime/zero/config.py, validator overlap_comm_valid), so
 //     at stages 1 and 2 the gradient reduction and the all-gather of the
@@ -347,11 +350,18 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			n := max(megatronBucketElems, 1_000_000*plan.Parallel.Norm().DP)
 			gb, pb = plan.Precision.Grads.Bytes(n), plan.Precision.Params.Bytes(n)
 		}
-		if grad > 0 {
+		megatron := w.Mode == replay.DistMegatron
+		switch {
+		case grad > 0 && megatron && plan.Parallel.NoOverlapGradReduce:
+			dp += grad
+		case grad > 0:
 			last := cc.seconds(gradKind, gradGroup, min(gb, gradBytes))
 			dp += max(last, grad-bwdWindow)
 		}
-		if params > 0 {
+		switch {
+		case params > 0 && megatron && plan.Parallel.NoOverlapParamGather:
+			dp += params
+		case params > 0:
 			last := cc.seconds(paramKind, paramGroup, min(pb, paramBytes))
 			dp += max(last, params-mb.Forward)
 		}
