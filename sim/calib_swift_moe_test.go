@@ -47,13 +47,14 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // moe.sh sets them, base_to_chat.sh (at 9d297f99a, the figure's commit)
 // and the Qwen3 script (at 0f31a5a9e) do not: those rows run with
 // overlap_grad_reduce=False, overlap_param_gather=False (dense step
-// +18.2 -> +19.0 %, Qwen3-30B-A3B -60.4 -> -55.3 %).
+// +18.2 -> +19.0 %, Qwen3-30B-A3B -60.4 -> -55.3 % before the expert
+// grid below).
 //
 // The dense row is the control: Megatron's states and activations as
 // memsh lays them out land on it. The MoE rows land on time for
 // Qwen1.5-MoE and not on memory: memsh finds 40.2 GiB where the script
 // says 57 GiB, and for Qwen3-30B-A3B 52.7 GiB against 60 GiB and a step
-// of 4.3 s against 9.6 s. No term with a named cause closes these gaps
+// of 3.2 s against 9.6 s. No term with a named cause closes these gaps
 // (the replay's states, checkpointed layer inputs, the recomputed MoE
 // layer, NCCL's ep buffers and the loss are all there, and the same
 // accounting lands on the dense row); they are recorded here, not fitted
@@ -95,9 +96,15 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // left over is not the exposed data-parallel traffic (0.5 s, now in) nor
 // the all-to-all: Megatron's expert grid (parallel_state.py at
 // core_v0.12.0, RankGenerator(tp=etp, ep, dp=edp)) puts ep 8 with etp 1
-// on eight consecutive ranks, inside a node, where memsh's group layout
-// strides ep by tp and times it across the two nodes (0.23 s exposed): a
-// faster all-to-all would widen the gap.
+// on eight consecutive ranks, inside a node, as memsh now lays it out
+// (it had strided ep by tp, across the two nodes: 4.30 -> 3.20 s). The
+// same fix puts tp 2 ep 4's expert-data-parallel pairs inside the node
+// (they were timed over a network): 2.44 -> 2.12 s, -29.5 % against
+// 3 s/it. So with the groups where Megatron puts them, memsh is fast on
+// every tp 2 MoE row (-29.5 %, -66.7 %) and lands on the tp 1 ones:
+// the missing step is in the MoE layer under tp 2 with sequence
+// parallelism (its all-gathers and reduce-scatters around the experts,
+// the dispatcher's syncs), not yet found.
 //
 // Not checked: memory the checkpoint load (finetune, --load of the mcore
 // weights) leaves reserved, NCCL communicators beyond the ones modelled,
@@ -147,14 +154,14 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		{name: "Qwen1.5-MoE-A2.7B, tp 2, ep 4, dp 4, no recompute", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
 			par: core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 1, DistributedOptimizer: true,
 				NoOverlapGradReduce: true, NoOverlapParamGather: true},
-			nodes: 1, recompute: "none", gib: 65, secs: 3},
+			nodes: 1, recompute: "none", gib: 65, secs: 3, timeGap: "memsh 30 % below, cause unknown (see above)"},
 		// Qwen3 best practice, two nodes: tp 2 with sequence parallelism,
 		// ep 8, dp 8, full recompute, no overlap flags.
 		{name: "Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes", config: readHF(t, "qwen3-30b-a3b.json"),
 			par: core.Parallelism{DP: 8, TP: 2, SequenceParallel: true, EP: 8, ETP: 1, DistributedOptimizer: true,
 				NoOverlapGradReduce: true, NoOverlapParamGather: true},
 			nodes: 2, recompute: "full", gib: 60, secs: 9.6,
-			memGap: "memsh 12 % below, cause unknown", timeGap: "memsh 55 % below, cause unknown"},
+			memGap: "memsh 12 % below, cause unknown", timeGap: "memsh 67 % below, cause unknown"},
 	} {
 		m, err := hf.FromConfig(row.config, "flash")
 		if err != nil {

@@ -104,9 +104,11 @@ type groupLayout struct {
 }
 
 // layout places the named group (tp, cp, dp, ep, edp, pp) in Megatron's
-// rank order: tp fastest, then cp, then dp (whose first ep ranks form the
-// expert-parallel group and the rest, stride ep, the expert-data-parallel
-// group), then pp.
+// rank order: tp fastest, then cp, then dp, then pp. The experts have a
+// grid of their own over the same ranks (parallel_state.py at
+// core_v0.12.0: RankGenerator(tp=expert tp, ep, dp=expert dp, pp, cp=1)):
+// expert tp fastest, then ep, then the expert-data-parallel group, so
+// with expert tp 1 the ep ranks are consecutive.
 func groupLayoutOf(p *core.Plan, group string) groupLayout {
 	par := p.Parallel.Norm()
 	gpn := p.Cluster.Norm(par.GPUs()).GPUsPerNode
@@ -116,9 +118,9 @@ func groupLayoutOf(p *core.Plan, group string) groupLayout {
 	case "cp":
 		stride = par.TP
 	case "ep":
-		stride = par.TP * par.CP
+		stride = expertTP(par)
 	case "edp":
-		stride = par.TP * par.CP * par.EP
+		stride = expertTP(par) * par.EP
 	case "pp":
 		stride = par.TP * par.CP * par.DP
 	case "dp_replicate": // HSDP: across the shard groups
@@ -131,6 +133,14 @@ func groupLayoutOf(p *core.Plan, group string) groupLayout {
 		per = max(gpn/stride, 1)
 	}
 	return groupLayout{size: size, perNode: min(per, size)}
+}
+
+// expertTP is the experts' tensor-parallel degree: ETP, or tp when unset.
+func expertTP(par core.Parallelism) int64 {
+	if par.ETP > 0 {
+		return par.ETP
+	}
+	return par.TP
 }
 
 // links is what a plan's collectives run over: the bus bandwidth inside
