@@ -456,8 +456,21 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 	if err != nil {
 		return err
 	}
-	t.notModelledIf("overlap-grad-reduce", "the gradient buffer's overlapped bucketed reduction")
-	t.notModelledIf("overlap-param-gather", "the overlapped parameter all-gather")
+	// Megatron's DDP overlaps neither collective unless asked
+	// (core_v0.12.0 param_and_grad_buffer.py, distrib_optimizer.py:
+	// finish_grad_sync after the backward, the parameter all-gather after
+	// the step); memsh overlaps both by default.
+	overlapGrads, err := t.boolean("overlap-grad-reduce", false)
+	if err != nil {
+		return err
+	}
+	overlapParams, err := t.boolean("overlap-param-gather", false)
+	if err != nil {
+		return err
+	}
+	if !distOpt && !overlapGrads && gpus > 1 {
+		t.notModelled = append(t.notModelled, "no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)")
+	}
 	t.notModelledIf("cross-entropy-loss-fusion", "the fused cross-entropy kernel")
 	if lvl, err := t.integer("empty-unused-memory-level", 0, 0, 2); err != nil {
 		return err
@@ -485,6 +498,12 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 	}
 	if distOpt {
 		args = append(args, kw("distributed_optimizer", "True"))
+		if !overlapGrads {
+			args = append(args, kw("overlap_grad_reduce", "False"))
+		}
+		if !overlapParams {
+			args = append(args, kw("overlap_param_gather", "False"))
+		}
 	}
 	p.set("parallel", call("parallel", args...))
 	if o.Nodes > 1 {

@@ -14,8 +14,6 @@ import "testing"
 // llama3NotModelled is what the Llama 3 script sets that memsh lists.
 var llama3NotModelled = []string{
 	"fp8-param-gather: fp8 parameters gathered by the distributed optimizer",
-	"overlap-grad-reduce: the gradient buffer's overlapped bucketed reduction",
-	"overlap-param-gather: the overlapped parameter all-gather",
 	"cross-entropy-loss-fusion: the fused cross-entropy kernel",
 	"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 }
@@ -25,6 +23,9 @@ func TestMegatron(t *testing.T) {
 		name: "GPT-3 175B: tp 8 x pp 16 on 128 GPUs, fp16",
 		file: "megatron/train_gpt3_175b_distributed.sh",
 		opts: Options{GPUs: 8, Nodes: 16},
+		// No --overlap-grad-reduce, no distributed optimizer: Megatron's
+		// DDP reduces after the backward, which memsh cannot write here.
+		notModelled: []string{"no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)"},
 		hand: `layer = sequential(
     residual(sequential(layernorm(12288, name = "input_layernorm"),
                         attention(12288, 96, qkv_bias = True, out_bias = True, impl = "flash", fused_qkv = True, name = "self_attention"))),
@@ -48,6 +49,22 @@ gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32
             layernorm(4096, name = "final_layernorm"), vocab = 128256)
 plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+	}, {
+		// Without --overlap-*, Megatron reduces the gradients after the
+		// backward and gathers the parameters after the step.
+		name:        "Llama 3 8B without the overlap flags",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		opts:        Options{GPUs: 8, Overrides: []string{"overlap-grad-reduce=false", "overlap-param-gather=false"}},
+		notModelled: llama3NotModelled,
+		hand: `layer = sequential(
+    residual(sequential(layernorm(4096, name = "input_layernorm"),
+                        attention(4096, 32, kv_heads = 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention"))),
+    residual(sequential(layernorm(4096, name = "pre_mlp_layernorm"), mlp(4096, 14336, act = "swiglu", name = "mlp"))),
+)
+gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
+            layernorm(4096, name = "final_layernorm"), vocab = 128256)
+plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
