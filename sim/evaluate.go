@@ -22,6 +22,9 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
+	if plan.KbitPrep { // PEFT's prepare_model_for_kbit_training: the casts, input grads, checkpointing
+		return evaluate(plan.KbitPrepared(), opts)
+	}
 	if c := plan.Checkpoint; c.Mode == "budget" && (!plan.Compile.On() || c.Budget.Bytes > 0) {
 		// eager: the least recompute within the budget, per block;
 		// compile: the partitioners' fraction that meets the bytes

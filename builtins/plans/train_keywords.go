@@ -97,6 +97,11 @@ var TrainKeywords = []keyword{
 	{Name: "quant_storage", Def: starlark.None,
 		Doc: "bitsandbytes' bnb_4bit_quant_storage: the float dtype the 4-bit codes are stored in, so that FSDP (fsdp=1, the model's dtype) and ZeRO-3 can shard them; the quantization statistics stay whole on every rank (None: uint8, not shardable)",
 		set: setQuantStorage},
+	{Name: "peft_kbit", Def: starlark.False,
+		Doc: "PEFT's prepare_model_for_kbit_training, as QLoRA scripts (and TRL's SFTTrainer until late 2025) call it on a bitsandbytes model: every parameter that is not quantized (embeddings, norms, lm_head, biases, and the LoRA adapters PEFT adds) in fp32, with fp32 gradients and optimizer state; " +
+			"the embedding's output made to require grad (enable_input_require_grads); full reentrant checkpointing when the plan sets none (its use_gradient_checkpointing=True, use_reentrant left to torch's True). " +
+			"The 4-bit matmuls still compute in the plan's compute dtype, so without autocast the activations between them are fp32 (docs/peft.md)",
+		set: setBool(func(p *core.Plan) *bool { return &p.KbitPrep })},
 	{Name: "expandable_segments", Def: starlark.False,
 		Doc: "replays the step with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (pages mapped into one growing segment per pool; free pages unmapped when the card is full)",
 		set: setBool(func(p *core.Plan) *bool { return &p.ExpandableSegments })},

@@ -81,6 +81,9 @@ func (p *Plan) validateFinetune() error {
 	if err := p.validateLiger(); err != nil {
 		return err
 	}
+	if err := p.validateKbit(); err != nil {
+		return err
+	}
 	if p.TokensPerBatch < 0 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("tokens_per_batch must be positive (got %d)", p.TokensPerBatch)}
 	}
