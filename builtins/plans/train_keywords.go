@@ -54,7 +54,7 @@ var TrainKeywords = []keyword{
 			`and each graph's inputs that are neither parameters nor outputs of another graph are copied into it; modelled on one GPU for a step of one micro-batch`,
 		set: setString(func(p *core.Plan) *string { return &p.Compile.Mode })},
 	{Name: "float8", Def: starlark.None,
-		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head (torchtitan's filter) becomes a Float8Linear: ` +
+		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head and those with a dimension not a multiple of 16 (torchtitan's filter; r.notes names the latter) becomes a Float8Linear: ` +
 			`its forward casts the input and the weight to fp8 (abs, amax, an fp32 scaled copy, clamp, the fp8 copy: transients in eager mode, one fused kernel each under compile) and multiplies with torch._scaled_mm at the GPU's fp8 rate; ` +
 			`it saves the high-precision input and the weight as autograd would (nothing in fp8), and its backward casts grad_output twice, the weight and the input again and copies operands into the layouts _scaled_mm takes. ` +
 			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or tensor parallelism. ` +
@@ -69,6 +69,10 @@ var TrainKeywords = []keyword{
 		Doc: `with float8="tensorwise" and FSDP2: the float8 linears' weights are cast to fp8 before the all-gather (torchao's enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp): ` +
 			`half the gathered bytes and buffers, and the forward casts no weight`,
 		set: setBool(func(p *core.Plan) *bool { return &p.Float8.AllGather })},
+	{Name: "float8_auto_filter", Def: starlark.False,
+		Doc: `with float8=: torchao's _auto_filter_for_recipe (torchtitan's filter_fqns entry "auto_filter_small_kn") also leaves in high precision the linears too small to gain from fp8: ` +
+			`tensorwise K <= 4096 and N <= 1024 (in and out features), rowwise N <= 2048, K <= 1024, or N <= 4096 and K <= 2048 (Llama 3 8B's k and v projections, 4096 -> 1024, under tensorwise)`,
+		set: setBool(func(p *core.Plan) *bool { return &p.Float8.AutoFilter })},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
 	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes: every nn.Linear but lm_head, an MoE's nn.Linear experts and router included; fused experts stay in 16 bit); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},

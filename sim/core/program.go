@@ -157,8 +157,12 @@ type Program struct {
 	Graphs  []Graph        // compiled graphs (compile.go)
 	Tables  []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
 	Held    []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
-	Comm    []CommRecord   // collectives of one micro-batch
-	Stage   *stageProg     // pipeline stage: micro-batch copies and their outputs
+	// Float8Skipped: the linears float8 left in high precision for a
+	// dimension not divisible by 16, as "name (in -> out)", once per
+	// name and shape (float8.go).
+	Float8Skipped []string
+	Comm          []CommRecord // collectives of one micro-batch
+	Stage         *stageProg   // pipeline stage: micro-batch copies and their outputs
 }
 
 // TableProgram is what a table layer adds to a program: the rows it reads,
