@@ -91,6 +91,10 @@ var TrainKeywords = []keyword{
 		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
 		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md)`,
 		set: setLossChunks},
+	{Name: "liger_kernels", Def: starlark.False,
+		Doc: "Liger-Kernel's RMSNorm and SwiGLU kernels in place of the eager layers (what use_liger_kernel=True and apply_liger_kernel_to_llama patch in besides the loss, which is loss_chunks=\"liger\"): " +
+			"an RMSNorm saves its input and one fp32 per row and writes its input's gradient into its output's; a SwiGLU MLP's SiLU-and-multiply saves the gate and up outputs and writes their gradients into them (docs/liger.md)",
+		set: setBool(func(p *core.Plan) *bool { return &p.LigerKernels })},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
