@@ -127,12 +127,13 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 	}
 	// use_liger_kernel: _apply_liger_kernel_to_instance with its defaults
 	// (rope, rms_norm, swiglu, fused_linear_cross_entropy); memsh replays
-	// the fused loss (docs/liger.md), not the three layer kernels.
+	// the fused loss, the norms and SwiGLU (docs/liger.md), not RoPE.
 	if liger, err := t.boolean("use_liger_kernel", false); err != nil {
 		return nil, err
 	} else if liger {
 		p.set("loss_chunks", str("liger"))
-		t.notModelled = append(t.notModelled, "use_liger_kernel: Liger's RMSNorm, SwiGLU and RoPE kernels (replayed as eager PyTorch; the fused linear cross-entropy is loss_chunks=\"liger\")")
+		p.set("liger_kernels", "True")
+		t.notModelled = append(t.notModelled, "use_liger_kernel: Liger's RoPE kernel (in place on copies of q and k: transients only)")
 	}
 	if compiled, err := t.boolean("torch_compile", false); err != nil {
 		return nil, err

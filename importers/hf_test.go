@@ -33,10 +33,10 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
 		file:        "hf/zephyr_sft_full.yaml",
 		opts:        Options{Overrides: []string{"use_liger_kernel=true"}},
-		notModelled: []string{`use_liger_kernel: Liger's RMSNorm, SwiGLU and RoPE kernels (replayed as eager PyTorch; the fused linear cross-entropy is loss_chunks="liger")`},
+		notModelled: []string{"use_liger_kernel: Liger's RoPE kernel (in place on copies of q and k: transients only)"},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
-             loss_chunks = "liger", gpu = "H100-80GB")`,
+             loss_chunks = "liger", liger_kernels = True, gpu = "H100-80GB")`,
 	}, {
 		name:  "zephyr-7b-beta SFT, full, FSDP over 8 GPUs, the model from its config.json, 8-bit paged AdamW",
 		file:  "hf/zephyr_sft_full.yaml",

@@ -357,6 +357,9 @@ func torchtitanFloat8(t *tree, p *plan, sharded, tp bool) error {
 	if !slices.Contains(fqns, "output") {
 		t.notModelled = append(t.notModelled, "float8.filter_fqns without output: the output head converted too (memsh keeps it in bf16)")
 	}
+	if slices.Contains(fqns, "auto_filter_small_kn") { // torchao's _auto_filter_for_recipe
+		p.set("float8_auto_filter", "True")
+	}
 	for _, f := range fqns {
 		if f != "output" && f != "auto_filter_small_kn" {
 			t.notModelled = append(t.notModelled, "float8.filter_fqns: "+comment(f)+" (memsh converts every linear but the output head)")

@@ -43,6 +43,14 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
              compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
+		name: "llama3_8b Float8 with torchao's size filter (filter_fqns auto_filter_small_kn)",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "model.converters=float8", `float8.filter_fqns=["output", "auto_filter_small_kn"]`}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
+             float8 = "tensorwise", float8_auto_filter = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
 		name: "llama3_70b compiled, HSDP, every second layer checkpointed, accumulation, float8",
 		file: "torchtitan/llama3_70b.toml",
 		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"strings"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/replay"
@@ -21,6 +23,9 @@ func Evaluate(plan *core.Plan, opts core.Options) (*replay.Report, error) {
 func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.StageTime, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
+	}
+	if plan.KbitPrep { // PEFT's prepare_model_for_kbit_training: the casts, input grads, checkpointing
+		return evaluate(plan.KbitPrepared(), opts)
 	}
 	if c := plan.Checkpoint; c.Mode == "budget" && (!plan.Compile.On() || c.Budget.Bytes > 0) {
 		// eager: the least recompute within the budget, per block;
@@ -57,6 +62,10 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 	var stage *timing.StageTime
 	rep.Time, stage = timing.StepTime(prog, plan, r)
 	graph.Advise(plan, rep) // notes on a graph model's failure
+	if len(prog.Float8Skipped) > 0 {
+		rep.Notes = append(rep.Notes, "float8: linears with a dimension not divisible by 16 stay in high precision, as torchtitan's filter leaves them (torch._scaled_mm needs multiples of 16): "+
+			strings.Join(prog.Float8Skipped, ", "))
+	}
 	if err := r.Settle(); err != nil {
 		return nil, nil, err
 	}

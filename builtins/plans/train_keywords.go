@@ -54,7 +54,7 @@ var TrainKeywords = []keyword{
 			`and each graph's inputs that are neither parameters nor outputs of another graph are copied into it; modelled on one GPU for a step of one micro-batch`,
 		set: setString(func(p *core.Plan) *string { return &p.Compile.Mode })},
 	{Name: "float8", Def: starlark.None,
-		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head (torchtitan's filter) becomes a Float8Linear: ` +
+		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head and those with a dimension not a multiple of 16 (torchtitan's filter; r.notes names the latter) becomes a Float8Linear: ` +
 			`its forward casts the input and the weight to fp8 (abs, amax, an fp32 scaled copy, clamp, the fp8 copy: transients in eager mode, one fused kernel each under compile) and multiplies with torch._scaled_mm at the GPU's fp8 rate; ` +
 			`it saves the high-precision input and the weight as autograd would (nothing in fp8), and its backward casts grad_output twice, the weight and the input again and copies operands into the layouts _scaled_mm takes. ` +
 			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or tensor parallelism. ` +
@@ -69,6 +69,10 @@ var TrainKeywords = []keyword{
 		Doc: `with float8="tensorwise" and FSDP2: the float8 linears' weights are cast to fp8 before the all-gather (torchao's enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp): ` +
 			`half the gathered bytes and buffers, and the forward casts no weight`,
 		set: setBool(func(p *core.Plan) *bool { return &p.Float8.AllGather })},
+	{Name: "float8_auto_filter", Def: starlark.False,
+		Doc: `with float8=: torchao's _auto_filter_for_recipe (torchtitan's filter_fqns entry "auto_filter_small_kn") also leaves in high precision the linears too small to gain from fp8: ` +
+			`tensorwise K <= 4096 and N <= 1024 (in and out features), rowwise N <= 2048, K <= 1024, or N <= 4096 and K <= 2048 (Llama 3 8B's k and v projections, 4096 -> 1024, under tensorwise)`,
+		set: setBool(func(p *core.Plan) *bool { return &p.Float8.AutoFilter })},
 	{Name: "lora", Def: starlark.None, Doc: "lora(...) trains adapters over frozen weights", set: setLoRA},
 	{Name: "quant", Def: starlark.None, Doc: `"nf4", "nf4-dq" or "int8": quantized frozen base weights (bitsandbytes: every nn.Linear but lm_head, an MoE's nn.Linear experts and router included; fused experts stay in 16 bit); "torchao-nf4": torchao's NF4Tensor (torchtune's QLoRA, sharded by fsdp=True)`, set: setQuant},
 	{Name: "gpu", Def: starlark.String("H100-80GB"), Doc: "a catalog name or gpu(...)", set: setGPU},
@@ -87,6 +91,10 @@ var TrainKeywords = []keyword{
 		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
 		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md)`,
 		set: setLossChunks},
+	{Name: "liger_kernels", Def: starlark.False,
+		Doc: "Liger-Kernel's RMSNorm and SwiGLU kernels in place of the eager layers (what use_liger_kernel=True and apply_liger_kernel_to_llama patch in besides the loss, which is loss_chunks=\"liger\"): " +
+			"an RMSNorm saves its input and one fp32 per row and writes its input's gradient into its output's; a SwiGLU MLP's SiLU-and-multiply saves the gate and up outputs and writes their gradients into them (docs/liger.md)",
+		set: setBool(func(p *core.Plan) *bool { return &p.LigerKernels })},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
@@ -97,6 +105,11 @@ var TrainKeywords = []keyword{
 	{Name: "quant_storage", Def: starlark.None,
 		Doc: "bitsandbytes' bnb_4bit_quant_storage: the float dtype the 4-bit codes are stored in, so that FSDP (fsdp=1, the model's dtype) and ZeRO-3 can shard them; the quantization statistics stay whole on every rank (None: uint8, not shardable)",
 		set: setQuantStorage},
+	{Name: "peft_kbit", Def: starlark.False,
+		Doc: "PEFT's prepare_model_for_kbit_training, as QLoRA scripts (and TRL's SFTTrainer until late 2025) call it on a bitsandbytes model: every parameter that is not quantized (embeddings, norms, lm_head, biases, and the LoRA adapters PEFT adds) in fp32, with fp32 gradients and optimizer state; " +
+			"the embedding's output made to require grad (enable_input_require_grads); full reentrant checkpointing when the plan sets none (its use_gradient_checkpointing=True, use_reentrant left to torch's True). " +
+			"The 4-bit matmuls still compute in the plan's compute dtype, so without autocast the activations between them are fp32 (docs/peft.md)",
+		set: setBool(func(p *core.Plan) *bool { return &p.KbitPrep })},
 	{Name: "expandable_segments", Def: starlark.False,
 		Doc: "replays the step with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (pages mapped into one growing segment per pool; free pages unmapped when the card is full)",
 		set: setBool(func(p *core.Plan) *bool { return &p.ExpandableSegments })},

@@ -12,25 +12,27 @@ import (
 // the chunked loss (chunked_loss.go) and sequence packing (packing.go).
 // Offload and paging act on the replay instead (offload.go, replay/paging.go).
 type Finetune struct {
-	quant      string      // nf4 | nf4-dq | int8, "" when none
-	quantHead  bool        // lm_head quantized too
-	quantFrom  units.DType // dtype the weights were quantized from (what dequantize returns)
-	freeze     []string
-	lossChunks int64
-	liger      *LigerCE // Liger's fused linear cross-entropy (liger.go)
-	packed     bool
-	Unfreeze   int // > 0 while lowering modules a recipe trains (adapter v2 norms)
+	quant       string      // nf4 | nf4-dq | int8, "" when none
+	quantHead   bool        // lm_head quantized too
+	quantFrom   units.DType // dtype the weights were quantized from (what dequantize returns)
+	freeze      []string
+	lossChunks  int64
+	liger       *LigerCE // Liger's fused linear cross-entropy (liger.go)
+	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
+	packed      bool
+	Unfreeze    int // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
 // finetuneOptions collects what the lowering needs from the plan.
 func (p *Plan) finetuneOptions() *Finetune {
 	ft := &Finetune{
-		quant:      p.Quant,
-		quantHead:  p.QuantLMHead,
-		quantFrom:  p.QuantFrom,
-		freeze:     p.Freeze,
-		lossChunks: p.LossChunks,
-		packed:     p.TokensPerBatch > 0,
+		quant:       p.Quant,
+		quantHead:   p.QuantLMHead,
+		quantFrom:   p.QuantFrom,
+		freeze:      p.Freeze,
+		lossChunks:  p.LossChunks,
+		packed:      p.TokensPerBatch > 0,
+		ligerLayers: p.LigerKernels,
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv
@@ -79,6 +81,9 @@ func (p *Plan) validateFinetune() error {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks is either a number of chunks or %q, not both", p.FusedLoss)}
 	}
 	if err := p.validateLiger(); err != nil {
+		return err
+	}
+	if err := p.validateKbit(); err != nil {
 		return err
 	}
 	if p.TokensPerBatch < 0 {

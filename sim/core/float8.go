@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/memsh/memsh/sim/units"
@@ -50,6 +51,22 @@ type Float8 struct {
 	AmaxHistory int64
 
 	transposes, cc9 bool // set for lowering by forDevice (te_fp8.go)
+	// AutoFilter: torchao's _auto_filter_for_recipe (torchtitan's
+	// filter_fqns entry "auto_filter_small_kn") also leaves linears too
+	// small to gain from fp8 in high precision (float8AutoSkips).
+	AutoFilter bool
+}
+
+// float8AutoSkips reports whether torchao's _auto_filter_for_recipe
+// (torchao/float8/float8_linear_utils.py at 36027d8) leaves a linear of
+// in features K and out features N unconverted for its size: tensorwise
+// when K <= 4096 and N <= 1024; rowwise when N <= 2048, K <= 1024, or
+// N <= 4096 and K <= 2048 (thresholds from torchao's H100 benchmarks).
+func float8AutoSkips(scaling string, k, n int64) bool {
+	if scaling == "rowwise" {
+		return n <= 2048 || k <= 1024 || (n <= 4096 && k <= 2048)
+	}
+	return k <= 4096 && n <= 1024
 }
 
 // On reports whether linears are converted.
@@ -61,6 +78,9 @@ func Float8Scalings() []string { return []string{"tensorwise", "rowwise"} }
 // validateFloat8 checks float8 against the plan.
 func (p *Plan) validateFloat8() error {
 	f := p.Float8
+	if f.TE() && f.AutoFilter {
+		return &units.Error{Path: "train", Msg: "float8_auto_filter=True is torchao's size filter; a Transformer Engine recipe has none", Hint: "drop float8_auto_filter"}
+	}
 	if f.TE() || f.AmaxHistory != 0 && f.AmaxHistory != 1 {
 		return p.validateTEFloat8()
 	}
@@ -68,6 +88,9 @@ func (p *Plan) validateFloat8() error {
 	if !f.On() {
 		if f.AllGather {
 			return fail("fsdp_float8_all_gather=True needs float8 linears", `add float8="tensorwise"`)
+		}
+		if f.AutoFilter {
+			return fail("float8_auto_filter=True needs float8 linears", `add float8="tensorwise" or "rowwise"`)
 		}
 		return nil
 	}
@@ -108,8 +131,18 @@ func (b *Builder) float8Linear(name string, role Role, x Value, in, out int64, b
 		return NoValue, false
 	}
 	if in%16 != 0 || out%16 != 0 {
-		panic(LowerError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("a float8 linear needs both dimensions divisible by 16 (torch._scaled_mm), got %d -> %d", in, out),
-			Hint: "drop float8=, or give the layer dimensions that are multiples of 16"}})
+		// torchtitan's module_filter_fn (components/quantization/utils.py
+		// at b5bcd76, since a6524d8 of April 2025) converts only linears
+		// whose dimensions are multiples of 16 (torch._scaled_mm's
+		// alignment) and leaves the others as they are.
+		s := fmt.Sprintf("%s (%d -> %d)", name, in, out)
+		if !slices.Contains(b.P.Float8Skipped, s) {
+			b.P.Float8Skipped = append(b.P.Float8Skipped, s)
+		}
+		return NoValue, false
+	}
+	if b.f8.AutoFilter && float8AutoSkips(b.f8.Scaling, in, out) {
+		return NoValue, false // the plan asked for the size filter: no note
 	}
 	defer b.Scope(name)()
 	w, _ := b.LinearParams(role, in, out, false)

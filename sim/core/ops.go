@@ -188,6 +188,9 @@ func (b *Builder) RmsNormSlice(name string, x Value, dim int64) Value {
 func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{dim}, RoleNorm)
+	if b.ligerKernels() && !slice {
+		return b.ligerRMSNorm(x, w)
+	}
 	inDT := b.Dtype(x)
 	var x32 Value
 	if slice {

@@ -66,6 +66,8 @@ type Plan struct {
 	Freeze         []string    // frozen modules by path prefix, role or "all"
 	LossChunks     int64       // chunked lm_head + cross-entropy, torchtune's num_output_chunks
 	FusedLoss      string      // Liger's fused linear cross-entropy, a LigerVersions name (liger.go); "" = none
+	LigerKernels   bool        // Liger's RMSNorm and SwiGLU kernels in place of the eager layers (liger_layers.go)
+	KbitPrep       bool        // PEFT's prepare_model_for_kbit_training: the plan is evaluated as KbitPrepared (kbit.go)
 	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq
 	Offload        *Offload    // optimizer state, parameters, activations off the GPU
 	HostMemory     int64       // host RAM per node for offload, 0 = unchecked

@@ -107,12 +107,17 @@ type OpInfo struct {
 	BwdStreamK int32
 	// GradsInForward: the op made its input's and parameters' gradients
 	// in the forward and saved them (Liger's fused linear cross-entropy,
-	// liger.go); its backward hands them on, so the saved tensors go as
-	// the gradients take their place (the same bytes).
+	// liger.go), or its backward writes its inputs' gradients into the
+	// tensors it saved (Liger's SwiGLU, liger_layers.go); the saved
+	// tensors go as the gradients take their place (the same bytes).
 	GradsInForward bool
 	// ScaledMM: the op is torch._scaled_mm (a float8 linear), which runs
 	// on cuBLASLt in its forward and its backward (cublas.go, CublasLt).
 	ScaledMM bool
+	// GradInPlace: the backward writes its input's gradient into its
+	// output's gradient (Liger's RMSNorm, in_place=True): the input's
+	// gradient takes that storage, nothing new is allocated for it.
+	GradInPlace bool
 }
 
 // WorkTensors are an op's workspaces as the tensors PyTorch allocates
@@ -157,8 +162,12 @@ type Program struct {
 	Graphs  []Graph        // compiled graphs (compile.go)
 	Tables  []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
 	Held    []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
-	Comm    []CommRecord   // collectives of one micro-batch
-	Stage   *stageProg     // pipeline stage: micro-batch copies and their outputs
+	// Float8Skipped: the linears float8 left in high precision for a
+	// dimension not divisible by 16, as "name (in -> out)", once per
+	// name and shape (float8.go).
+	Float8Skipped []string
+	Comm          []CommRecord // collectives of one micro-batch
+	Stage         *stageProg   // pipeline stage: micro-batch copies and their outputs
 }
 
 // TableProgram is what a table layer adds to a program: the rows it reads,

@@ -80,7 +80,12 @@ func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		}
 		gate := b.ColLinear("gate_proj", core.RoleGate, x, xg, dim, hidden, hl, bias)
 		up := b.ColLinear("up_proj", core.RoleUp, x, xg, dim, hidden, hl, bias)
-		h := b.Mul("act_mul", Activation(b, fn, gate), up)
+		var h core.Value
+		if fn == "silu" && b.LigerSwiGLU() {
+			h = b.LigerSiLUMul(gate, up)
+		} else {
+			h = b.Mul("act_mul", Activation(b, fn, gate), up)
+		}
 		return b.RowLinear("down_proj", core.RoleDown, h, hidden, hl, dim, bias)
 	}
 	h := b.ColLinear("fc1", core.RoleUp, x, xg, dim, hidden, hl, bias)

@@ -174,6 +174,9 @@ func (r *Replay) backwardOp(i int) {
 		if !op.NoGradB {
 			for _, v := range op.In {
 				vi := &r.P.Values[v]
+				if vi.Grad && !vi.Fused && r.gradT[v] == none && op.GradInPlace && len(op.Out) > 0 && r.gradT[op.Out[0]] != none {
+					r.gradT[v], r.gradT[op.Out[0]] = r.gradT[op.Out[0]], none // written into the output's gradient
+				}
 				if vi.Grad && !vi.Fused && r.gradT[v] == none {
 					r.gradT[v] = r.allocateParts(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Name, Cat: core.CatTemporaries},
 						allocParts{tensor: "grad of ", why: "gradient of "})
