@@ -18,6 +18,16 @@ var llama3NotModelled = []string{
 	"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 }
 
+// llama3Model is the Llama 3 script's model, as written by hand.
+const llama3Model = `layer = sequential(
+    residual(sequential(layernorm(4096, name = "input_layernorm"),
+                        attention(4096, 32, kv_heads = 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention"))),
+    residual(sequential(layernorm(4096, name = "pre_mlp_layernorm"), mlp(4096, 14336, act = "swiglu", name = "mlp"))),
+)
+gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
+            layernorm(4096, name = "final_layernorm"), vocab = 128256)
+`
+
 func TestMegatron(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name: "GPT-3 175B: tp 8 x pp 16 on 128 GPUs, fp16",
@@ -40,14 +50,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8},
 		notModelled: llama3NotModelled,
-		hand: `layer = sequential(
-    residual(sequential(layernorm(4096, name = "input_layernorm"),
-                        attention(4096, 32, kv_heads = 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention"))),
-    residual(sequential(layernorm(4096, name = "pre_mlp_layernorm"), mlp(4096, 14336, act = "swiglu", name = "mlp"))),
-)
-gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
-            layernorm(4096, name = "final_layernorm"), vocab = 128256)
-plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
 		// Without --overlap-*, Megatron reduces the gradients after the
@@ -56,28 +59,14 @@ plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8, Overrides: []string{"overlap-grad-reduce=false", "overlap-param-gather=false"}},
 		notModelled: llama3NotModelled,
-		hand: `layer = sequential(
-    residual(sequential(layernorm(4096, name = "input_layernorm"),
-                        attention(4096, 32, kv_heads = 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention"))),
-    residual(sequential(layernorm(4096, name = "pre_mlp_layernorm"), mlp(4096, 14336, act = "swiglu", name = "mlp"))),
-)
-gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
-            layernorm(4096, name = "final_layernorm"), vocab = 128256)
-plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},
 		notModelled: llama3NotModelled,
-		hand: `layer = sequential(
-    residual(sequential(layernorm(4096, name = "input_layernorm"),
-                        attention(4096, 32, kv_heads = 8, impl = "flash", rope = True, fused_qkv = True, name = "self_attention"))),
-    residual(sequential(layernorm(4096, name = "pre_mlp_layernorm"), mlp(4096, 14336, act = "swiglu", name = "mlp"))),
-)
-gpt = model("gpt", embedding(128256, 4096, name = "embedding"), repeat(layer, 32, name = "decoder.layers"),
-            layernorm(4096, name = "final_layernorm"), vocab = 128256)
-plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, distributed_optimizer = True))`,
 	}})
