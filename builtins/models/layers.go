@@ -69,7 +69,8 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "mlp",
 			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, name=None)",
-			Doc: "The transformer feed-forward block. act is gelu, relu, silu, tanh or sigmoid " +
+			Doc: "The transformer feed-forward block. act is gelu, relu, silu, tanh or sigmoid, or one of transformers' " +
+				"GELUs written as Python arithmetic (gelu_new: GPT-2's, 8 kernels saving 4 tensors; gelu_fast; gelu_python; quick_gelu) " +
 				"(fc1, act, fc2: 2 * dim * hidden weights) or the gated swiglu or geglu " +
 				"(gate, up, act(gate) * up, down: 3 * dim * hidden weights, as in Llama). dropout drops its output.",
 			Fn: mlpFn,
@@ -105,7 +106,7 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "act",
 			Sig:  "act(kind, name=None)",
-			Doc:  "An elementwise activation: kind is gelu, relu, silu, tanh or sigmoid.",
+			Doc:  "An elementwise activation: kind is gelu, relu, silu, tanh or sigmoid, or gelu_new, gelu_fast, gelu_python or quick_gelu (transformers' Python-arithmetic GELUs, as their eager ops save).",
 			Fn:   actFn,
 		},
 		{

@@ -102,7 +102,7 @@ var recomputableKinds = map[string]bool{
 	"softmax": true, "layer_norm": true, "mask": true, "rope": true, "repeat_kv": true, "contiguous": true,
 	"cross_entropy": true, "mse_loss": true, "sum": true, "scale": true, "view": true, "slice": true,
 	"index": true, "gather": true, "embedding": true,
-	"gelu": true, "relu": true, "silu": true, "tanh": true, "sigmoid": true, "exp": true, "neg": true,
+	"gelu": true, "relu": true, "silu": true, "tanh": true, "sigmoid": true, "exp": true, "neg": true, "erf": true,
 	// float8 casts (float8.go): abs, clamp, aten.amax (rowwise). Tensorwise
 	// amax is aten.max.default, off the allowlist, but Inductor lowers it
 	// as a reduction that fuses its pointwise producer, and it is a

@@ -344,8 +344,19 @@ func (c *hfConfig) mlpAct(key, def string, gated bool) string {
 	name := c.str(key, def)
 	var fn string
 	switch name {
-	case "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python", "gelu_accurate", "quick_gelu":
-		fn = "gelu"
+	case "gelu", "gelu_pytorch_tanh":
+		fn = "gelu" // one aten::gelu (tanh-approximated for the second)
+	case "gelu_new", "gelu_accurate", "gelu_fast", "gelu_python", "quick_gelu":
+		// transformers' Python-arithmetic GELUs (nn/gelu_python.go);
+		// AccurateGELUActivation runs gelu_new's ops. In a gated MLP
+		// they count as aten::gelu (no config pairs them so).
+		fn = map[string]string{"gelu_accurate": "gelu_new"}[name]
+		if fn == "" {
+			fn = name
+		}
+		if gated {
+			fn = "gelu"
+		}
 	case "silu", "swish":
 		fn = "silu"
 	case "relu":

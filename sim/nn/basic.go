@@ -159,10 +159,10 @@ func (a *Act) Params() int64          { return 0 }
 func (a *Act) Summary() string        { return a.Fn }
 func (a *Act) Validate(path string) error {
 	switch a.Fn {
-	case "gelu", "relu", "silu", "tanh", "sigmoid":
+	case "gelu", "relu", "silu", "tanh", "sigmoid", "gelu_new", "gelu_fast", "gelu_python", "quick_gelu":
 		return nil
 	}
-	return units.Errorf(path, "unknown activation %q (known: gelu, relu, silu, tanh, sigmoid)", a.Fn)
+	return units.Errorf(path, "unknown activation %q (known: gelu, relu, silu, tanh, sigmoid, gelu_new, gelu_fast, gelu_python, quick_gelu)", a.Fn)
 }
 func (a *Act) Lower(b *core.Builder, x core.Value) core.Value { return Activation(b, a.Fn, x) }
 
@@ -174,6 +174,8 @@ func Activation(b *core.Builder, fn string, x core.Value) core.Value {
 	case "relu2": // squared ReLU (Nemotron-H): relu saves its output, pow(2) its input, the same tensor
 		r := b.Unary("relu", x, false, true)
 		return b.Unary("pow", r, true, false)
+	case "gelu_new", "gelu_fast", "gelu_python", "quick_gelu":
+		return pythonGELU(b, fn, x)
 	default: // gelu, silu save their input
 		return b.Unary(fn, x, true, false)
 	}

@@ -48,9 +48,9 @@ func (m *MLP) Validate(path string) error {
 		return err
 	}
 	switch m.Act {
-	case "gelu", "relu", "relu2", "silu", "swiglu", "geglu", "tanh", "sigmoid":
+	case "gelu", "relu", "relu2", "silu", "swiglu", "geglu", "tanh", "sigmoid", "gelu_new", "gelu_fast", "gelu_python", "quick_gelu":
 	default:
-		return units.Errorf(path, "unknown mlp activation %q (known: gelu, relu, relu2, silu, swiglu, geglu)", m.Act)
+		return units.Errorf(path, "unknown mlp activation %q (known: gelu, relu, relu2, silu, swiglu, geglu, gelu_new, gelu_fast, gelu_python, quick_gelu)", m.Act)
 	}
 	if m.Dropout < 0 || m.Dropout >= 1 {
 		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
