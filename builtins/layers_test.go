@@ -75,6 +75,7 @@ func TestLayerErrors(t *testing.T) {
 		{expr: "attention(64, 4, kv_heads=3)", err: "kv_heads must divide heads (heads=4, kv_heads=3)"},
 		{expr: "attention(64, 4, kv_heads=0)", err: "kv_heads must be positive (got 0)"},
 		{expr: "attention(64, 4, head_dim=-1)", err: "head_dim must be positive (got -1)"},
+		{expr: `attention(64, 4, kv_heads=2, impl="eager", enable_gqa=True)`, err: `enable_gqa=True is scaled_dot_product_attention's argument, and impl is "eager"`},
 		{expr: "attention(64, 4, dropout=1.0)", err: "dropout must be in [0, 1) (got 1)"},
 		{expr: "attention(64, 4, fused_qkv=1)", err: "fused_qkv must be True, False or None (got int)"},
 		{expr: "linear(0, 8)", err: "in_features must be positive (got 0)"},

@@ -283,6 +283,9 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa}
+	if gqa && impl != "sdpa" {
+		return nil, fmt.Errorf("attention: enable_gqa=True is scaled_dot_product_attention's argument, and impl is %q (use impl=\"sdpa\", or leave enable_gqa out)", impl)
+	}
 	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
 		return nil, err
 	}
