@@ -12,7 +12,7 @@ import (
 // norm, attention, residual, norm, MLP, residual).
 var megatronTrainer = &trainer{
 	name:  "megatron",
-	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len); --fp8-param-gather listed",
+	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather)",
 	exts:  []string{".sh", ".bash"},
 	parse: parseMegatron,
 	detect: func(t *tree) bool {
@@ -342,11 +342,7 @@ func megatronPrecision(t *tree, p *plan) error {
 	default:
 		p.set("precision", str("fp32"))
 	}
-	if err := megatronFP8(t, p); err != nil {
-		return err
-	}
-	t.notModelledIf("fp8-param-gather", "fp8 parameters gathered by the distributed optimizer")
-	return nil
+	return megatronFP8(t, p)
 }
 
 // megatronFP8 is --fp8-format (e4m3 or hybrid: one byte an element
@@ -366,7 +362,15 @@ func megatronFP8(t *tree, p *plan) error {
 	if err != nil {
 		return err
 	}
+	gather, err := t.boolean("fp8-param-gather", false)
+	if err != nil {
+		return err
+	}
 	if format == "" {
+		if gather { // TransformerConfig: "fp8_param must be used together with fp8 mode"
+			return t.errorf("fp8-param-gather", "add --fp8-format hybrid (or e4m3), or drop --fp8-param-gather",
+				"Megatron refuses fp8 parameters without fp8 training (fp8_param must be used together with fp8 mode)")
+		}
 		return nil
 	}
 	if format != "e4m3" && format != "hybrid" {
@@ -380,6 +384,22 @@ func megatronFP8(t *tree, p *plan) error {
 	p.set("float8", str("te-"+recipe))
 	if recipe == "delayed" && history != 1 {
 		p.set("fp8_amax_history", num(history))
+	}
+	if !gather {
+		return nil
+	}
+	distOpt, err := t.boolean("use-distributed-optimizer", false)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !distOpt: // arguments.py asserts it
+		return t.errorf("fp8-param-gather", "add --use-distributed-optimizer, or drop --fp8-param-gather",
+			"Megatron asserts --fp8-param-gather only supported with distributed optimizer")
+	case recipe == "mxfp8" || recipe == "blockwise":
+		t.notModelled = append(t.notModelled, "fp8-param-gather: fp8 parameters with the "+recipe+" recipe (docs/float8.md)")
+	default:
+		p.set("fp8_param_gather", boolean(true))
 	}
 	return nil
 }

@@ -13,7 +13,6 @@ import "testing"
 // accumulation.
 // llama3NotModelled is what the Llama 3 script sets that memsh lists.
 var llama3NotModelled = []string{
-	"fp8-param-gather: fp8 parameters gathered by the distributed optimizer",
 	"cross-entropy-loss-fusion: the fused cross-entropy kernel",
 	"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 }
@@ -51,7 +50,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		opts:        Options{GPUs: 8},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
-             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
 		// Without --overlap-*, Megatron reduces the gradients after the
 		// backward and gathers the parameters after the step.
@@ -60,14 +59,14 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		opts:        Options{GPUs: 8, Overrides: []string{"overlap-grad-reduce=false", "overlap-param-gather=false"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
-             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
-             float8 = "te-delayed", fp8_amax_history = 1024, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, distributed_optimizer = True))`,
 	}})
 }
@@ -99,6 +98,10 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh: key global-batch-size: 12 is not a multiple of 1 x 8", wantHint: "micro-batch-size"},
 		{name: "an fp8 recipe Megatron does not have", file: "run.sh", config: launch + " --fp8-format hybrid --fp8-recipe nvfp4\n", opts: Options{GPUs: 8},
 			want: "run.sh: key fp8-recipe: unknown recipe nvfp4", wantHint: "delayed, tensorwise, mxfp8 or blockwise"},
+		{name: "fp8 parameters without fp8 training", file: "run.sh", config: launch + " --use-distributed-optimizer --fp8-param-gather\n", opts: Options{GPUs: 8},
+			want: "run.sh: key fp8-param-gather: Megatron refuses fp8 parameters without fp8 training (fp8_param must be used together with fp8 mode)", wantHint: "--fp8-format"},
+		{name: "fp8 parameters without the distributed optimizer", file: "run.sh", config: launch + " --fp8-format hybrid --fp8-param-gather\n", opts: Options{GPUs: 8},
+			want: "run.sh: key fp8-param-gather: Megatron asserts --fp8-param-gather only supported with distributed optimizer", wantHint: "--use-distributed-optimizer"},
 		{name: "an unknown fp8 format", file: "run.sh", config: launch + " --fp8-format e5m2\n", opts: Options{GPUs: 8},
 			want: "run.sh: key fp8-format: unknown format e5m2", wantHint: "e4m3 or hybrid"},
 		{name: "a stray argument", file: "run.sh", config: "torchrun pretrain_gpt.py stray --num-layers 2\n",

@@ -65,6 +65,11 @@ var TrainKeywords = []keyword{
 	{Name: "fp8_amax_history", Def: starlark.MakeInt(1),
 		Doc: `with float8="te-delayed": the amax history length of Transformer Engine's delayed scaling (Megatron's --fp8-amax-history-len, default 1): each TE module keeps [length, 3] and [length, 2] fp32 histories`,
 		set: setInt(func(p *core.Plan) *int64 { return &p.Float8.AmaxHistory })},
+	{Name: "fp8_param_gather", Def: starlark.False,
+		Doc: `with float8="te-delayed" or "te-tensorwise" and distributed_optimizer=True: Megatron's --fp8-param-gather, Transformer Engine's fp8 primary weights (fp8_model_init): ` +
+			`every TE linear's weight is stored in fp8 (one byte an element, Megatron's uint8 param buffer) and all-gathered in fp8 after the optimizer step, with no bf16 copy and no separate fp8 workspace; ` +
+			`the distributed optimizer keeps the fp32 main weights as before; on Hopper the weight's transpose is still kept`,
+		set: setBool(func(p *core.Plan) *bool { return &p.Float8.ParamGather })},
 	{Name: "fsdp_float8_all_gather", Def: starlark.False,
 		Doc: `with float8="tensorwise" and FSDP2: the float8 linears' weights are cast to fp8 before the all-gather (torchao's enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp): ` +
 			`half the gathered bytes and buffers, and the forward casts no weight`,

@@ -49,6 +49,9 @@ type Float8 struct {
 	AllGather bool   // FSDP2 gathers the converted weights in fp8
 	// AmaxHistory is TE delayed scaling's amax history length (te_fp8.go); 0 or 1 by default.
 	AmaxHistory int64
+	// ParamGather: Megatron's --fp8-param-gather, TE's fp8 primary weights
+	// (te_fp8_params.go).
+	ParamGather bool
 
 	transposes, cc9 bool // set for lowering by forDevice (te_fp8.go)
 	// AutoFilter: torchao's _auto_filter_for_recipe (torchtitan's
@@ -78,6 +81,11 @@ func Float8Scalings() []string { return []string{"tensorwise", "rowwise"} }
 // validateFloat8 checks float8 against the plan.
 func (p *Plan) validateFloat8() error {
 	f := p.Float8
+	if f.ParamGather {
+		if err := p.validateFP8ParamGather(); err != nil {
+			return err
+		}
+	}
 	if f.TE() && f.AutoFilter {
 		return &units.Error{Path: "train", Msg: "float8_auto_filter=True is torchao's size filter; a Transformer Engine recipe has none", Hint: "drop float8_auto_filter"}
 	}

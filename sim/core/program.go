@@ -71,7 +71,7 @@ type ParamInfo struct {
 	// embedding group). It holds memory and trains here, but the model's
 	// parameter count has it once.
 	StageCopy bool
-	GatherFP8 bool // a float8 linear's weight FSDP2 all-gathers in fp8 (float8.go)
+	GatherFP8 bool // a float8 linear's weight FSDP2 all-gathers in fp8 (float8.go), or a TE linear's fp8 primary weight (te_fp8_params.go)
 }
 
 // opInfo is one forward op.

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/memsh/memsh/sim/hw"
@@ -287,13 +288,11 @@ func (b *Builder) teBackward(g, n int64, hp units.DType) (work int64, bytes floa
 }
 
 // teWorkspaces registers what a TE module keeps between steps: its fp8
-// weight workspace, with its transpose when the input needs a gradient
-// (dgrad), and its scaling state.
+// weight (a workspace, or the parameter itself with fp8 primary weights),
+// with its transpose when the input needs a gradient (dgrad), and its
+// scaling state.
 func (b *Builder) teWorkspaces(w int32, in, out int64, dgrad bool) {
-	b.Buffer("weight_fp8", []int64{out, in}, units.FP8, "Transformer Engine's fp8 weight workspace (module._fp8_workspaces, kept across micro-batches and steps)")
-	if b.f8.transposes && dgrad { // linear.py: columnwise_usage = is_grad_enabled and inp.requires_grad
-		b.Buffer("weight_fp8_t", []int64{in, out}, units.FP8, "transposed fp8 weight for the dgrad GEMM (columnwise usage, kept with the workspace)")
-	}
+	b.teWeightFP8(w, in, out, dgrad) // te_fp8_params.go
 	if b.f8.Scaling == "te-delayed" {
 		history := max(b.f8.AmaxHistory, 1) // Megatron's --fp8-amax-history-len, 1 by default
 		b.Buffer("fp8_meta.scaling_fwd.scale", []int64{3}, units.FP32, "delayed scaling: input, weight and output scales")
@@ -321,14 +320,14 @@ func (b *Builder) teCublasWorkspace() {
 }
 
 // teSeen reports whether a TE linear was lowered (its weight workspace
-// registered).
+// registered, or with fp8 primary weights its weight stored in fp8).
 func (b *Builder) teSeen() bool {
 	for _, bf := range b.P.Buffers {
 		if strings.HasSuffix(bf.Name, ".weight_fp8") {
 			return true
 		}
 	}
-	return false
+	return b.f8.ParamGather && slices.ContainsFunc(b.P.Params, func(p ParamInfo) bool { return p.GatherFP8 })
 }
 
 // teColLinear is a column-parallel TE linear over xg: the fp8 input

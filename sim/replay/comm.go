@@ -123,7 +123,8 @@ func (d *distState) CommPerStep() []core.CommRecord {
 		case DistDDP:
 			out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: grads, Backward: true})
 		case DistMegatron:
-			if d.Par.DistributedOptimizer {
+			if d.Par.DistributedOptimizer { // fp8 primary weights gathered in fp8 (core/te_fp8_params.go)
+				params = prec.Params.Bytes(g.numel-g.fp8) + units.FP8.Bytes(g.fp8)
 				out = append(out, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: grads, Backward: true}, core.CommRecord{Kind: "all_gather", Group: group, Bytes: params, Backward: false})
 			} else {
 				out = append(out, core.CommRecord{Kind: "all_reduce", Group: group, Bytes: grads, Backward: true})

@@ -91,13 +91,18 @@ func (d *distState) setupMegatron(r *Replay) {
 	r.op = "model"
 	for _, trainable := range []bool{true, false} {
 		for _, g := range d.groups(trainable) {
-			b := prec.Params.Bytes(g.numel)
 			name := g.name + " parameters"
 			if !trainable {
 				name = "frozen " + g.name + " parameters"
 			}
-			d.alloc(r, name, []int64{g.numel}, prec.Params, b, core.CatParams, "parameters (Megatron param buffer)")
+			b := prec.Params.Bytes(g.numel - g.fp8)
+			d.alloc(r, name, []int64{g.numel - g.fp8}, prec.Params, b, core.CatParams, "parameters (Megatron param buffer)")
 			st.Params += b
+			if g.fp8 > 0 { // --fp8-param-gather (core/te_fp8_params.go)
+				d.alloc(r, "fp8 "+name, []int64{g.fp8}, units.FP8, g.fp8, core.CatParams,
+					"Transformer Engine's fp8 primary weights (Megatron's torch.uint8 param buffer, gathered in fp8)")
+				st.Params += g.fp8
+			}
 		}
 	}
 	r.op = "optimizer state"

@@ -190,7 +190,7 @@ type paramGroup struct {
 	name   string
 	params []int32
 	numel  int64
-	fp8    int64 // of numel, the elements FSDP2 gathers in fp8 (float8 linears' weights)
+	fp8    int64 // of numel, the elements gathered in fp8 (torchao float8 under FSDP2; TE fp8 primary weights)
 	n      int64 // sharding degree
 }
 
