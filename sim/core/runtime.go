@@ -41,6 +41,13 @@ type Runtime struct {
 	// until #66018 (2021-10-01, after the 1.10 branch cut) kept only its
 	// dtype: torch 1.11 and later (softmax_input.go).
 	SoftmaxSavesInput bool
+	// LegacyOOMMessage: PyTorch 1.10 to 2.0 (and 2.1's nightlies before
+	// mid-2023) word the out-of-memory error "Tried to allocate X (GPU 0;
+	// T total capacity; A already allocated; F free; R reserved in total
+	// by PyTorch)" (c10/cuda/CUDACachingAllocator.cpp at v2.0.0, malloc);
+	// the 2.1 release prints "GPU 0 has a total capacity of T of which F
+	// is free" and this process's use (replay's oomAt).
+	LegacyOOMMessage bool
 }
 
 // Runtimes lists the known runtimes.
@@ -50,8 +57,10 @@ func Runtimes() []Runtime {
 		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
 		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
 		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true},
+		// torch 2.0 on CUDA: as 2.1, and the out-of-memory error in its older words.
+		{Name: "cuda-2.0", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, LegacyOOMMessage: true},
 		// torch 1.10 on CUDA: softmax and log_softmax keep their input too.
-		{Name: "cuda-1.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarOperandSaved: true, SoftmaxSavesInput: true},
+		{Name: "cuda-1.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarOperandSaved: true, SoftmaxSavesInput: true, LegacyOOMMessage: true},
 		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true, CPU: true},
 		{Name: "cpu", CPU: true, SDPAEnableGQA: true},
 	}
@@ -67,5 +76,5 @@ func LookupRuntime(name string) (Runtime, error) {
 			return r, nil
 		}
 	}
-	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.1, cuda-1.10, cpu-1.13, cpu)", name)
+	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.1, cuda-2.0, cuda-1.10, cpu-1.13, cpu)", name)
 }

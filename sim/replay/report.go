@@ -175,8 +175,24 @@ func (r *Replay) oomAt(a Alloc) *OOM {
 	if reserved-allocated-private > capacity/20 && !r.Plan.ExpandableSegments {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
+	if r.Plan.Runtime.LegacyOOMMessage {
+		msg = legacyOOMMessage(alloc.AllocationSize(a.Bytes), capacity, allocated, free, reserved)
+	}
 	a.Phase, a.Op = r.phase, r.op
 	return &OOM{Alloc: a, Message: msg, Allocated: allocated, Reserved: reserved, InUse: inUse}
+}
+
+// legacyOOMMessage is the message of PyTorch 1.10 to 2.0
+// (c10/cuda/CUDACachingAllocator.cpp at v2.0.0, malloc;
+// core.Runtime.LegacyOOMMessage): the same figures, but reserved in total
+// rather than reserved but unallocated, and the device's free memory
+// (cudaMemGetInfo once the cache went back) rather than this process's
+// use.
+func legacyOOMMessage(tried, capacity, allocated, free, reserved int64) string {
+	return fmt.Sprintf("CUDA out of memory. Tried to allocate %s (GPU 0; %s total capacity; %s already allocated; %s free; %s reserved in total by PyTorch) "+
+		"If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  "+
+		"See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF",
+		gib(tried), gib(capacity), gib(allocated), gib(free), gib(reserved))
 }
 
 // gib formats bytes as PyTorch's OOM message does (format_size in
