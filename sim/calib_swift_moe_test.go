@@ -78,16 +78,40 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 //     holds more than a layer's routed rows (8192 x top-4 x 2048 bf16 =
 //     128 MiB) at a time.
 //
-// Where the gap sits: the same model without recompute lands (the two
-// held-back rows, moe.sh at ea23c5e9d: pp 2 -6.7 %, tp 2 -0.4 % on
-// memory), so the states and the activations are laid out as Megatron
-// holds them. From that pp 2 run to the figure's, full recompute (with
-// the 13/11 split and the overlap flags) saves 16 GiB measured and 28 GiB
-// in memsh: the missing ~17 GiB is memory that Megatron's full recompute
-// of these MoE layers does not free (or holds again), not the states.
-// Not found yet in Megatron-LM core_r0.13.0 (the figure's; core_r0.12.0
-// for the older runs and Qwen3): the MoE layer, the alltoall dispatcher,
-// TEGroupedMLP and CheckpointFunction.
+// Where the gap sits: the same model without recompute seems to land (the
+// two held-back rows, moe.sh at ea23c5e9d: pp 2 -6.7 %, tp 2 -0.4 % on
+// memory), and from that pp 2 run to the figure's, full recompute (with
+// the 13/11 split and the overlap flags) saves 16 GiB measured and 28
+// GiB in memsh. Nothing in Megatron-LM core_v0.13.0 (the figure's;
+// core_r0.12.0 for the older runs and Qwen3) escapes the recompute:
+// CheckpointFunction runs each layer under no_grad and saves only its
+// inputs; the alltoall dispatcher keeps, between forward and backward,
+// only [tokens, experts]-sized attributes (probs, routing_map, the
+// permutation map: about 4 MiB a layer); the shared expert's overlap
+// buffers (shared_experts.py) are dropped as they are used.
+//
+// The held-back pp 2 row lands by compensation, not because the MoE
+// layer is laid out as Megatron keeps it. Op by op against Megatron-Core
+// with Transformer Engine (TestMegatronBridgeQwen3MoECalibration lists
+// the sources), memsh saves 1379 MiB per Qwen1.5-MoE layer (8192 tokens,
+// 32768 routed rows): its eager RMSNorms keep an fp32 copy of their
+// input (TE's fused norm keeps the bf16 input: 64 MiB less a norm), its
+// SwiGLUs keep gate, up and silu(gate) (Megatron's fused SwiGLU keeps its
+// input: 88 MiB less for the experts, 88 for the shared expert). That
+// row ran core_r0.12.0, whose unpermute weights the experts' outputs and
+// keeps them, as memsh does (core_v0.13.0 weights them in the SwiGLU and
+// keeps no copy: 128 MiB less). Megatron keeps about 1080-1140 MiB a
+// layer there; over the first stage's 24 layer-microbatches memsh holds
+// 6-7 GiB more, so with Megatron's own saved tensors that row would be
+// about 61-62 GiB against 73, 11-12 GiB short, against 17 GiB in the
+// full-recompute row. Most of the missing memory thus does not depend on
+// recompute and is not in the MoE layer's saved tensors; the one MoE row
+// measured as max allocated memory (Megatron-Bridge's Qwen3-30B-A3B,
+// ep 16) is 28 % above in memsh, by the same per-layer over-count, while
+// these rows are nvidia-smi's (reserved memory, the CUDA context, NCCL
+// and anything else in the process). Not changed here: the eager
+// lowering also serves the dense Megatron rows, which land with it;
+// replacing it with TE's fused kernels is one change for all of them.
 //
 // The Qwen3-30B-A3B run (0f31a5a9e) differs: no moe_permute_fusion (the
 // unfused permute), no moe_router_dtype (the router in bf16), no

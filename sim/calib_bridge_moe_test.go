@@ -1,0 +1,109 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// TestMegatronBridgeQwen3MoECalibration replays the Qwen3-30B-A3B
+// pretraining rows of Megatron-Bridge PR #3880 (NVIDIA-NeMo/
+// Megatron-Bridge, "Record parallelism and recompute perf notes",
+// skills/perf-activation-recompute/SKILL.md): 16 H100, BF16, the
+// alltoall dispatcher, CUDA graphs off, EP overlap off, micro-batch 1;
+// recompute_modules None: 42.21 s, 61.35 GB; [core_attn]: 42.92 s,
+// 63.14 GB. The PR does not restate the rest; it is the H100 performance
+// preset at the PR's time (Megatron-Bridge 0dae7282, the last commit
+// before the PR's review of 2026-05-19): scripts/performance/configs/qwen/
+// qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_V1
+// (ep 16, expert tp 1, global batch 1024, tp = pp = cp = 1 by
+// WorkloadBaseConfig's defaults), qwen3_llm_pretrain.py
+// set_qwen3_common_configs (sequence 4096, grad_reduce_in_fp32=False:
+// bf16 gradient buffers, bias_activation_fusion, forced balanced routing),
+// recipes/common.py _pretrain_common (the distributed optimizer with
+// overlap_grad_reduce and overlap_param_gather) and recipes/qwen/
+// qwen3_moe.py (grouped GEMM, fp32 main params and Adam states). The
+// memory is Megatron-Bridge's mem-max-allocated-gigabytes:
+// torch.cuda.memory_stats()["allocated_bytes.all.peak"] / 1e9
+// (training/utils/train_utils.py), memsh's PeakAllocated; the step is
+// seconds per iteration. The same figure, 61.351 GB, is what
+// docs/training/moe-optimization.md gives for the 2026-05-17 alltoall
+// smoke run of the same preset. Under flash attention core_attn recompute
+// frees nothing (memsh's "none"), so only the first row is replayed.
+//
+// Held back, not fitted: memsh is 28 % above on memory. Op by op, what
+// memsh saves per decoder layer (4096 tokens, 32768 routed rows) against
+// what Megatron-Core with Transformer Engine keeps (hand count, sources
+// below):
+//
+//	                     memsh          Megatron-Core + TE
+//	input norm           64 MiB         32 (bf16 input, ln_out)
+//	q/k norms           108 MiB        ~40 (the qkv output the norms read)
+//	rope, attention      72 MiB         68 (q, k after rope, out, stats)
+//	pre-MLP norm         64 MiB         32
+//	router                2 MiB         ~6 (softmax for the aux loss too)
+//	experts             448 MiB        272 (fc1 in 128, fc1 out 96, fc2 in 48)
+//	layer               760 MiB       ~450
+//
+// memsh lowers every RMSNorm as transformers' eager one (an fp32 copy
+// of the input saved, then the bf16 normalized input), where TE's
+// fused RMSNorm (TELayerNormColumnParallelLinear, TENorm) keeps the bf16
+// input and rstdev; it saves gate, up and silu(gate) of the experts'
+// SwiGLU where Megatron's fused SwiGLU keeps its input
+// (megatron/core/fusions/fused_bias_swiglu.py at core_v0.13.0:
+// WeightedSwiGLUFunction saves the fc1 output and the routing probs,
+// bias_activation_fusion on by default); and it weights the experts'
+// outputs in the unpermute, saving them, where core_v0.13.0 applies the
+// probs in that SwiGLU (experts.py TEGroupedMLP.forward) and the
+// unpermute keeps only its index map (token_dispatcher.py
+// combine_postprocess passes no probs). Over 48 layers the difference,
+// about 310 MiB a layer, is about 15.5 GB: 78.4 - 15.5 = 62.9 GB
+// against 61.35. Not changed here: the same eager lowering serves the dense
+// Megatron rows (calib_megatron_test.go, the Megatron-SWIFT dense
+// control), which land with it; replacing it is one change for all
+// Megatron rows (issue 19).
+//
+// The step: 33.3 s against 42.21 (-21 %), 17.4 s of it the expert
+// all-to-all over the two nodes' network (ep 16 spans both), exposed
+// with EP overlap off.
+func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
+	h100, err := hw.LookupDevice("H100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := core.LookupRuntime("cuda")
+	// Megatron's recipe with grad_reduce_in_fp32=False: bf16 parameters
+	// and gradient buffers, fp32 main parameters and Adam states.
+	prec := core.Precision{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.BF16,
+		Master: units.FP32, States: units.FP32}
+	m, err := hf.FromConfig(readHF(t, "qwen3-30b-a3b.json"), "flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Layers {
+		groupedExperts(l)
+	}
+	const gbs, dp = 1024, 16
+	ck, _ := core.ParseCheckpoint("none")
+	p := &core.Plan{Model: m, Batch: 1, Seq: 4096, GradAccum: gbs / dp, Members: 1, Precision: prec, Runtime: rt,
+		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: h100, Phase: core.Train,
+		Parallel: core.Parallelism{DP: dp, EP: 16, ETP: 1, DistributedOptimizer: true, MicroBatches: gbs / dp},
+		Cluster:  hw.Cluster{Nodes: 2, GPUsPerNode: 8}}
+	p.Overheads.Dispatch = "fused"
+	r := evalPlan(t, p)
+	gb, secs := 61.35, 42.21
+	got := float64(r.PeakAllocated) / 1e9
+	memErr, timeErr := got/gb-1, r.Time.StepSeconds/secs-1
+	t.Logf("Qwen3-30B-A3B, ep 16, 16 H100: %.1f GB max allocated (measured %.2f, %+.1f %%), %.2f s (measured %.2f, %+.1f %%)",
+		got, gb, 100*memErr, r.Time.StepSeconds, secs, 100*timeErr)
+	// Held back (see above); a sanity bound that the replay ran the
+	// whole model: the states alone are 35 GB.
+	if got < 35 {
+		t.Errorf("max allocated %.1f GB, step %.2f s: the replay lost the model", got, r.Time.StepSeconds)
+	}
+	t.Logf("  memory not asserted: memsh 28 %% above, Megatron's fused norms and SwiGLU save less (see above)")
+	t.Logf("  step not asserted: memsh 21 %% below")
+}
