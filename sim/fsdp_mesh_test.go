@@ -222,3 +222,50 @@ func TestFSDPPipelineHoldsStage(t *testing.T) {
 		t.Fatal("no forward in the fullest stage's timeline")
 	}
 }
+
+// TestFSDPPipelineChunkPostBackward: each model chunk of a stage is
+// resharded and reduce-scattered after its own last micro-batch's backward
+// (torch.distributed.pipelining's backward_maybe_with_nosync with
+// last_backward, counted per chunk), and its unsharded gradients exist only
+// from its first backward to that one. linearStack(8) over pp=2 with 2
+// chunks per stage (interleaved) and 2 micro-batches: every chunk holds a
+// quarter of the parameters, Q, each as fp32 unsharded gradients (4Q bytes)
+// and as fp32 shards over dp=2 (2Q). Stage 1 replays chunk 1's two
+// micro-batches and chunk 3's second; chunk 3's first ran its backward
+// before, so only its 4Q of gradients exist in the forward. Its backward
+// ends first: resharded, its 4Q become a 2Q shard, and chunk 1's 4Q
+// accumulate after: the most at once is 6Q, not both chunks' 8Q. Stage 0's
+// two chunks have run no backward (all four forwards in flight): no
+// gradient in the forward, 6Q at most as well. After the backward both
+// chunks hold their 2Q shards and nothing unsharded.
+func TestFSDPPipelineChunkPostBackward(t *testing.T) {
+	m := linearStack(8, 1024, 4096)
+	q := m.Params() / 4
+	p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 2, PP: 2, FSDP: true, MicroBatches: 2, Schedule: "interleaved", VirtualStages: 2})
+	p.GradAccum = 2
+	rep, err := Evaluate(p, core.Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range []struct{ forward, most, after int64 }{{0, 6 * q, 4 * q}, {4 * q, 6 * q, 4 * q}} {
+		r := rep.Ranks[s]
+		var fwd, most, after int64 = -1, 0, -1
+		for _, pt := range r.Timeline {
+			g := pt.ByCat[core.CatGrads]
+			most = max(most, g)
+			switch pt.Phase {
+			case replay.PhaseForward:
+				if fwd >= 0 && g != fwd {
+					t.Errorf("stage %d: gradients %d then %d bytes in the forward, want %d throughout", s, fwd, g, want.forward)
+				}
+				fwd = g
+			case replay.PhaseOptimizer:
+				after = g
+			}
+		}
+		if fwd != want.forward || most != want.most || after != want.after {
+			t.Errorf("stage %d: gradients %d bytes in the forward, %d at most, %d at the optimizer step; want %d, %d, %d",
+				s, fwd, most, after, want.forward, want.most, want.after)
+		}
+	}
+}

@@ -53,6 +53,19 @@ type stageProg struct {
 	HeldGrads []Value       // received activations whose gradients live until the step ends
 	Buffers   []StageBuffer // allocated before the step and kept: the micro-batches not in flight
 	Merged    *StageBuffer  // the last stage's outputs concatenated after the backward, then dropped
+	Chunks    []StageChunk  // the model chunks of the stage, in the order their first copies are lowered
+}
+
+// StageChunk is one model chunk of a stage as its replay meets it. The
+// replay holds the schedule's in-flight copies of the chunk; the chunk's
+// other micro-batches ran their forward and backward before that moment
+// (the steady state), so every micro-batch's backward of the chunk has run
+// once the replay's backward has passed its first copy.
+type StageChunk struct {
+	Chunk   int64
+	Params  [2]int // the parameters of its first copy; the other copies' are tied to them
+	FirstOp int32  // the first op of its first copy: the chunk's last backward ends there
+	Done    int64  // micro-batches whose backward ran before the replayed moment
 }
 
 type StageOut struct {
@@ -199,7 +212,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 	ops0, values0, params0 := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	for k, g := range st.Chunks {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
-		p0, bu0 := len(b.P.Params), len(b.P.Buffers)
+		p0, bu0, o0 := len(b.P.Params), len(b.P.Buffers), len(b.P.Ops)
 		if k == 1 { // room for the other copies, as large as the first
 			b.P.reserve(int64(len(st.Chunks)-1), ops0, values0, params0)
 		}
@@ -256,7 +269,18 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 			}
 		} else {
 			first[g] = r
+			b.P.Stage.Chunks = append(b.P.Stage.Chunks, StageChunk{Chunk: g, Params: r, FirstOp: int32(o0)})
 		}
+	}
+	for i := range b.P.Stage.Chunks {
+		c := &b.P.Stage.Chunks[i]
+		c.Done = p.MicroBatches()
+		for _, g := range st.Chunks {
+			if g == c.Chunk {
+				c.Done--
+			}
+		}
+		c.Done = max(c.Done, 0)
 	}
 	if p.Parallel.PPRuntime == "torch" {
 		b.torchPipelining(copies, p.MicroBatches(), sp.Chunks)

@@ -292,6 +292,9 @@ func (d *distState) afterBackward(r *Replay, i int) {
 			}
 		}
 	}
+	if d.pipeHold {
+		d.chunkPostBackward(r, int32(i))
+	}
 	if i == 0 {
 		d.backwardEnd(r)
 	}

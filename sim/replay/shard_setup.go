@@ -363,5 +363,7 @@ func (d *distState) shardGrad(r *Replay, u int) {
 	}
 	dt := r.Plan.Precision.Grads
 	un.grad = d.allocOn(r, StreamReduceScatter, un.name+" sharded grads", []int64{n}, dt, dt.Bytes(n), core.CatGrads, "sharded gradients of "+un.name+" (FSDP reduce-scatter output, on the reduce-scatter stream)")
-	r.Rep.States.Grads += dt.Bytes(n)
+	if !d.pipeHold { // a pipeline stage's gradient state is its unsharded accumulators (fsdp_pipeline.go)
+		r.Rep.States.Grads += dt.Bytes(n)
+	}
 }

@@ -122,6 +122,12 @@ type distState struct {
 	// stays gathered and its gradients unsharded until the last
 	// micro-batch (fsdp_pipeline.go).
 	pipeHold bool
+	// Its chunks' post-backward (fsdp_pipeline.go): the chunks whose last
+	// backward ends at an op, the units of each chunk, and how many of a
+	// unit's chunks have not finished their backward.
+	chunkEnd     map[int32][]int
+	chunkUnits   [][]int32
+	unitChunksTo []int
 }
 
 // newDist returns the distributed state of a replay, nil on one GPU. It
@@ -158,6 +164,9 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	if d.Mode == DistFSDP || (d.Mode == DistZeRO && par.Zero == 3) {
 		if err := d.buildUnits(); err != nil {
 			return nil, err
+		}
+		if d.pipeHold {
+			d.pipeChunks()
 		}
 	}
 	return d, nil
