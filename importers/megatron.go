@@ -12,7 +12,7 @@ import (
 // norm, attention, residual, norm, MLP, residual).
 var megatronTrainer = &trainer{
 	name:  "megatron",
-	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather)",
+	about: "a Megatron-LM launch script (bash) running pretrain_gpt.py: layers, hidden, heads, query groups, FFN, vocabulary, positions, norms, biases, tp/pp/cp, sequence parallelism, recompute, micro and global batch, distributed optimizer, bf16/fp16, Transformer Engine fp8 (--fp8-format, --fp8-recipe, --fp8-amax-history-len, --fp8-param-gather, --reuse-grad-buf-for-mxfp8-param-ag)",
 	exts:  []string{".sh", ".bash"},
 	parse: parseMegatron,
 	detect: func(t *tree) bool {
@@ -41,7 +41,7 @@ var megatronSwitches = map[string]bool{
 	"overlap-param-gather": true, "use-flash-attn": true, "recompute-activations": true, "apply-layernorm-1p": true,
 	"grad-reduce-in-bf16": true, "cross-entropy-loss-fusion": true, "calculate-per-token-loss": true, "manual-gc": true,
 	"use-mcore-models": true, "mock-data": true, "no-mmap-bin-files": true, "no-create-attention-mask-in-dataloader": true,
-	"log-throughput": true, "profile": true, "fp8-param-gather": true, "accumulate-allreduce-grads-in-fp32": true,
+	"log-throughput": true, "profile": true, "fp8-param-gather": true, "reuse-grad-buf-for-mxfp8-param-ag": true, "accumulate-allreduce-grads-in-fp32": true,
 }
 
 // parseMegatron reads the script's pretrain_gpt.py command line into a
@@ -343,65 +343,6 @@ func megatronPrecision(t *tree, p *plan) error {
 		p.set("precision", str("fp32"))
 	}
 	return megatronFP8(t, p)
-}
-
-// megatronFP8 is --fp8-format (e4m3 or hybrid: one byte an element
-// either way) with --fp8-recipe (delayed by default) and
-// --fp8-amax-history-len (1 by default): Transformer Engine's fp8 linears,
-// train(float8="te-<recipe>").
-func megatronFP8(t *tree, p *plan) error {
-	format, err := t.str("fp8-format", "")
-	if err != nil {
-		return err
-	}
-	recipe, err := t.str("fp8-recipe", "delayed")
-	if err != nil {
-		return err
-	}
-	history, err := t.integer("fp8-amax-history-len", 1, 1, 1<<20)
-	if err != nil {
-		return err
-	}
-	gather, err := t.boolean("fp8-param-gather", false)
-	if err != nil {
-		return err
-	}
-	if format == "" {
-		if gather { // TransformerConfig: "fp8_param must be used together with fp8 mode"
-			return t.errorf("fp8-param-gather", "add --fp8-format hybrid (or e4m3), or drop --fp8-param-gather",
-				"Megatron refuses fp8 parameters without fp8 training (fp8_param must be used together with fp8 mode)")
-		}
-		return nil
-	}
-	if format != "e4m3" && format != "hybrid" {
-		return t.errorf("fp8-format", "e4m3 or hybrid", "unknown format %s", quoteKey(format))
-	}
-	switch recipe {
-	case "delayed", "tensorwise", "mxfp8", "blockwise":
-	default:
-		return t.errorf("fp8-recipe", "delayed, tensorwise, mxfp8 or blockwise", "unknown recipe %s", quoteKey(recipe))
-	}
-	p.set("float8", str("te-"+recipe))
-	if recipe == "delayed" && history != 1 {
-		p.set("fp8_amax_history", num(history))
-	}
-	if !gather {
-		return nil
-	}
-	distOpt, err := t.boolean("use-distributed-optimizer", false)
-	if err != nil {
-		return err
-	}
-	switch {
-	case !distOpt: // arguments.py asserts it
-		return t.errorf("fp8-param-gather", "add --use-distributed-optimizer, or drop --fp8-param-gather",
-			"Megatron asserts --fp8-param-gather only supported with distributed optimizer")
-	case recipe == "mxfp8" || recipe == "blockwise":
-		t.notModelled = append(t.notModelled, "fp8-param-gather: fp8 parameters with the "+recipe+" recipe (docs/float8.md)")
-	default:
-		p.set("fp8_param_gather", boolean(true))
-	}
-	return nil
 }
 
 // megatronRecompute is --recompute-granularity (or --recompute-activations,

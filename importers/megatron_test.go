@@ -61,6 +61,22 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True, overlap_grad_reduce = False, overlap_param_gather = False))`,
 	}, {
+		// Megatron-Bridge's MXFP8 recipe (bf16_with_mxfp8_mixed): fp8
+		// parameters with the gradient buffer reused for their all-gather.
+		name:        "Llama 3 8B on B200s with MXFP8 parameters",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8", "reuse-grad-buf-for-mxfp8-param-ag=true"}},
+		notModelled: llama3NotModelled,
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             float8 = "te-mxfp8", fp8_param_gather = True, optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+	}, {
+		name:        "Llama 3 8B with MXFP8 parameters without the shared buffer",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8"}},
+		notModelled: append([]string{"fp8-param-gather: MXFP8 parameters without --reuse-grad-buf-for-mxfp8-param-ag (a bf16 param buffer of their own)"}, llama3NotModelled...),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             float8 = "te-mxfp8", optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},

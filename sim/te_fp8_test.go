@@ -207,7 +207,6 @@ func TestTEFloat8Errors(t *testing.T) {
 	}{
 		{"A100", func(p *core.Plan) { p.Device, _ = hw.LookupDevice("A100-80GB") }, "needs fp8 tensor cores"},
 		{"mxfp8 on Hopper", func(p *core.Plan) { p.Float8.Scaling = "te-mxfp8" }, "needs Blackwell"},
-		{"mxfp8 on Blackwell", func(p *core.Plan) { p.Float8.Scaling = "te-mxfp8"; p.Device, _ = hw.LookupDevice("B200") }, "not modelled yet"},
 		{"blockwise", func(p *core.Plan) { p.Float8.Scaling = "te-blockwise" }, "Float8BlockScaling recipe is not modelled"},
 		{"unknown", func(p *core.Plan) { p.Float8.Scaling = "te-hybrid" }, `unknown float8 recipe "te-hybrid"`},
 		{"torchao gather", func(p *core.Plan) { p.Float8.AllGather = true }, "fsdp_float8_all_gather=True is torchao's"},

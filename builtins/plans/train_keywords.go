@@ -60,15 +60,17 @@ var TrainKeywords = []keyword{
 			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or tensor parallelism. ` +
 			`"te-delayed" or "te-tensorwise" (Megatron's --fp8-recipe delayed or tensorwise) are Transformer Engine's fp8 linears as Megatron-Core runs them instead (q/k/v, the attention projection, fc1, fc2; not the output layer): ` +
 			`each keeps an fp8 copy of its weight (and on Hopper its transpose) across micro-batches and steps, quantizes its input once (rowwise for the GEMM, a transposed copy saved for the weight gradient; with sequence parallelism the fp8 shard, gathered in fp8), ` +
-			`saves nothing in bf16, and quantizes grad_output with both usages; GEMMs at the fp8 rate. "te-mxfp8" needs Blackwell; mxfp8 and "te-blockwise" are refused as not modelled`,
+			`saves nothing in bf16, and quantizes grad_output with both usages; GEMMs at the fp8 rate. ` +
+			`"te-mxfp8" (--fp8-recipe mxfp8, Blackwell only) scales each block of 32 elements with an e8m0 byte and keeps a second quantized copy, not a transpose, of every tensor read both ways (input, grad_output, weight), with its scales; widths and rows multiples of 32. "te-blockwise" is refused as not modelled`,
 		set: setFloat8},
 	{Name: "fp8_amax_history", Def: starlark.MakeInt(1),
 		Doc: `with float8="te-delayed": the amax history length of Transformer Engine's delayed scaling (Megatron's --fp8-amax-history-len, default 1): each TE module keeps [length, 3] and [length, 2] fp32 histories`,
 		set: setInt(func(p *core.Plan) *int64 { return &p.Float8.AmaxHistory })},
 	{Name: "fp8_param_gather", Def: starlark.False,
-		Doc: `with float8="te-delayed" or "te-tensorwise" and distributed_optimizer=True: Megatron's --fp8-param-gather, Transformer Engine's fp8 primary weights (fp8_model_init): ` +
+		Doc: `with a Transformer Engine float8= recipe and distributed_optimizer=True: Megatron's --fp8-param-gather, Transformer Engine's fp8 primary weights (fp8_model_init): ` +
 			`every TE linear's weight is stored in fp8 (one byte an element, Megatron's uint8 param buffer) and all-gathered in fp8 after the optimizer step, with no bf16 copy and no separate fp8 workspace; ` +
-			`the distributed optimizer keeps the fp32 main weights as before; on Hopper the weight's transpose is still kept`,
+			`the distributed optimizer keeps the fp32 main weights as before; on Hopper the weight's transpose is still kept. ` +
+			`With "te-mxfp8" the weight is its MXFP8 copies (both usages) and is gathered in bf16 through the gradient buffer (reuse_grad_buf_for_mxfp8_param_ag); not with "te-blockwise"`,
 		set: setBool(func(p *core.Plan) *bool { return &p.Float8.ParamGather })},
 	{Name: "fsdp_float8_all_gather", Def: starlark.False,
 		Doc: `with float8="tensorwise" and FSDP2: the float8 linears' weights are cast to fp8 before the all-gather (torchao's enable_fsdp_float8_all_gather, with precompute_float8_dynamic_scale_for_fsdp): ` +

@@ -72,6 +72,9 @@ type ParamInfo struct {
 	// parameter count has it once.
 	StageCopy bool
 	GatherFP8 bool // a float8 linear's weight FSDP2 all-gathers in fp8 (float8.go), or a TE linear's fp8 primary weight (te_fp8_params.go)
+	// MXFP8Storage: a TE linear's MXFP8 primary weight, stored as the module's
+	// MXFP8 buffers, not in the parameter buffer (te_fp8_params.go).
+	MXFP8Storage bool
 }
 
 // opInfo is one forward op.

@@ -93,8 +93,6 @@ func (p *Plan) validateTEFloat8() error {
 			return fail(fmt.Sprintf("Transformer Engine's MXFP8 recipe needs Blackwell (compute capability 10.0: block-scaled fp8 tensor cores); %s has none", d.Name),
 				`float8="te-delayed" or "te-tensorwise" on Hopper, or gpu="B200"`)
 		}
-		return fail("Transformer Engine's MXFP8 recipe is not modelled yet (rowwise and columnwise data with one e8m0 scale per 32 elements)",
-			`float8="te-delayed" or "te-tensorwise"`)
 	case "te-blockwise":
 		return fail("Transformer Engine's Float8BlockScaling recipe is not modelled yet (1x128 and 128x128 scale blocks)",
 			`float8="te-delayed" or "te-tensorwise"`)
@@ -171,8 +169,9 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 	var gathered int64           // elements the backward gathers again (sequence parallelism)
 	if b.Dtype(x) == units.FP8 { // gathered in fp8 (TpGatherFP8)
 		local := b.Op(b.Val(x).Producer).In[0]
-		xgrad = b.Op(b.Val(local).Producer).In[0]
-		saved, gathered = local, Numel(b.Shape(x))
+		q := b.Op(b.Val(local).Producer) // the local quantization: rowwise, and with MXFP8 columnwise
+		xgrad = q.In[0]
+		saved, gathered = q.Out[len(q.Out)-1], Numel(b.Shape(x))
 		ins = []Value{x, xgrad}
 	} else {
 		xgrad = b.Cast(x, hp, "autocast copy of the TE linear's input")
@@ -192,6 +191,7 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 	}
 	b.teWorkspaces(w, in, out, b.Grad(xgrad))
 	rows := Rows(b.Shape(ins[0]))
+	b.checkMXFP8Dims(rows, Rows(b.Shape(xgrad)), in, out) // te_mxfp8.go
 	if rows%8 != 0 || in%16 != 0 || out%16 != 0 {
 		panic(LowerError{&units.Error{Path: b.Name(""), Msg: fmt.Sprintf("a Transformer Engine fp8 GEMM needs rows divisible by 8 and both dimensions divisible by 16 (assert_dim_for_fp8_exec), got %d rows, %d -> %d", rows, in, out),
 			Hint: "drop float8=, or pick a batch, sequence and layer widths that are multiples of 8 and 16"}})
@@ -205,7 +205,7 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 	op.Flops = 2 * float64(rows) * float64(in) * float64(out)
 	op.Bytes = float64(rows*in+in*out) + float64(hp.Bytes(rows*out)) // fp8 operands, bf16 output
 	if b.Grad(xgrad) || trains {
-		op.WorkB, op.BwdStream, op.BwdStreamK = b.teBackward(rows*out, gathered, hp)
+		op.WorkB, op.BwdStream, op.BwdStreamK = b.teBackward(rows, in, out, gathered > 0, hp)
 	}
 	return y
 }
@@ -213,14 +213,23 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 // teQuantize lowers the input quantizer of a TE linear: one kernel
 // writing the rowwise fp8 copy and, when the wgrad GEMM needs it, the
 // columnwise one (a transpose on Hopper; on Blackwell the rowwise copy
-// serves both). Current scaling (te-tensorwise) reads the input once more
-// for its amax first.
+// serves both; MXFP8 writes a second copy with its own scales on every
+// GPU). Current scaling (te-tensorwise) reads the input once more for its
+// amax first.
 func (b *Builder) teQuantize(what string, x Value, columnwise bool) (row, col Value) {
 	shape := b.Shape(x)
 	i := b.AddOp("cast", what+"_fp8", []Value{x})
 	row = b.Out(i, what+"_fp8", shape, units.FP8, "fp8 copy of the "+what+" (rowwise usage: read by the fprop GEMM, dropped after it)")
 	col = row
-	if columnwise && b.f8.transposes {
+	switch {
+	case b.f8.mxfp8():
+		b.Val(row).Why = "MXFP8 copy of the " + what + " with its e8m0 scales, one per 32 elements of a row (rowwise usage: read by the fprop GEMM, dropped after it)"
+		b.withScales(row, true, false)
+		if columnwise {
+			col = b.Out(i, what+"_fp8_colwise", shape, units.FP8, "MXFP8 columnwise copy of the "+what+" with its scales, one per 32 elements of a column (saved for the wgrad GEMM)")
+			b.withScales(col, false, true)
+		}
+	case columnwise && b.f8.transposes:
 		t := append(append([]int64(nil), shape[:len(shape)-2]...), shape[len(shape)-1], shape[len(shape)-2])
 		col = b.Out(i, what+"_fp8_t", t, units.FP8, "transposed fp8 copy of the "+what+" (columnwise usage: saved for the wgrad GEMM)")
 	}
@@ -244,42 +253,50 @@ func (b *Builder) TpGatherFP8(x Value) Value {
 		return b.TpGather(x)
 	}
 	xl := b.Cast(x, b.Prec.Compute, "autocast copy of the TE linear's input")
-	row, _ := b.teQuantize("input", xl, false)
-	b.Val(row).Why = "fp8 copy of the local input (rowwise; saved for the wgrad GEMM, which gathers it again)"
+	mx := b.f8.mxfp8()
+	row, _ := b.teQuantize("input", xl, mx && !b.Eval) // MXFP8 keeps the local columnwise copy (linear.py)
+	if !mx {
+		b.Val(row).Why = "fp8 copy of the local input (rowwise; saved for the wgrad GEMM, which gathers it again)"
+	}
 	s := append([]int64(nil), b.Shape(row)...)
 	s[len(s)-2] *= b.Par.Tp
 	i := b.AddOp("all_gather", "sp_all_gather_fp8", []Value{row})
 	y := b.Out(i, "gathered_fp8", s, units.FP8, "sequence-parallel all-gather of the fp8 input (freed after the column-parallel GEMMs)")
+	b.withScales(y, true, false)
 	b.Val(y).Grad = false
 	b.Op(i).NoGradB = true
 	n := b.Val(y).Bytes
 	b.RecordComm("all_gather", "tp", n, false)
-	b.RecordComm("all_gather", "tp", n, true)                                  // the backward gathers the fp8 shard again
-	b.RecordComm("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), true) // the input gradient
+	b.RecordComm("all_gather", "tp", Numel(s)+b.teScales(Rows(s), s[len(s)-1], false, true), true) // the backward gathers the saved shard again (MXFP8: its columnwise copy)
+	b.RecordComm("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), true)                     // the input gradient
 	return y
 }
 
 // teBackward is a TE linear's backward workspace beyond the input and
-// weight gradients, its cast traffic and kernels: grad_output (g
-// elements) quantized with both usages (g fp8 bytes, twice on Hopper);
-// with sequence parallelism the saved shard gathered again (n elements in
-// fp8, transposed on Hopper) and the full-sequence input gradient (bf16)
-// before its reduce-scatter.
-func (b *Builder) teBackward(g, n int64, hp units.DType) (work int64, bytes float64, kernels int32) {
+// weight gradients, its cast traffic and kernels: grad_output (rows x out)
+// quantized with both usages (one fp8 copy on Blackwell, two on Hopper
+// and with MXFP8, whose scales come with them); with sequence parallelism
+// (sp) the saved shard gathered again (rows x in in fp8, transposed on
+// Hopper; MXFP8 gathers its columnwise copy) and the full-sequence input
+// gradient (bf16) before its reduce-scatter.
+func (b *Builder) teBackward(rows, in, out int64, sp bool, hp units.DType) (work int64, bytes float64, kernels int32) {
+	g := rows * out
 	copies := int64(1)
-	if b.f8.transposes {
+	if b.f8.transposes || b.f8.mxfp8() {
 		copies = 2
 	}
-	work = copies * g
-	bytes = float64(hp.Bytes(g) + copies*g)
+	work = copies*g + b.teScales(rows, out, true, true)
+	bytes = float64(hp.Bytes(g) + work)
 	kernels = 1
 	if b.f8.Scaling == "te-tensorwise" {
 		bytes += float64(hp.Bytes(g))
 		kernels++
 	}
-	if n > 0 {
-		work += copies*n + hp.Bytes(n)
+	if sp {
+		n := rows * in
+		work += n + b.teScales(rows, in, false, true) + hp.Bytes(n)
 		if b.f8.transposes {
+			work += n
 			bytes += float64(2 * n)
 			kernels++
 		}
@@ -293,13 +310,14 @@ func (b *Builder) teBackward(g, n int64, hp units.DType) (work int64, bytes floa
 // scaling state.
 func (b *Builder) teWorkspaces(w int32, in, out int64, dgrad bool) {
 	b.teWeightFP8(w, in, out, dgrad) // te_fp8_params.go
-	if b.f8.Scaling == "te-delayed" {
+	switch b.f8.Scaling {            // te-mxfp8: MXFP8BlockScalingRecipeState holds no tensors (fp8.py)
+	case "te-delayed":
 		history := max(b.f8.AmaxHistory, 1) // Megatron's --fp8-amax-history-len, 1 by default
 		b.Buffer("fp8_meta.scaling_fwd.scale", []int64{3}, units.FP32, "delayed scaling: input, weight and output scales")
 		b.Buffer("fp8_meta.scaling_fwd.amax_history", []int64{history, 3}, units.FP32, "delayed scaling: amax history of the input, weight and output")
 		b.Buffer("fp8_meta.scaling_bwd.scale", []int64{2}, units.FP32, "delayed scaling: grad_output and grad_input scales")
 		b.Buffer("fp8_meta.scaling_bwd.amax_history", []int64{history, 2}, units.FP32, "delayed scaling: amax history of grad_output and grad_input")
-	} else {
+	case "te-tensorwise":
 		b.Buffer("quantizers.scale_amax", []int64{5, 2}, units.FP32, "current scaling: a scale and an amax per quantizer (input, weight, output, grad_output, grad_input)")
 	}
 }

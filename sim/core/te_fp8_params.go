@@ -37,11 +37,20 @@ import (
 //     place (tex.fp8_transpose(out=self._transpose)): it lives as long as
 //     the model, as the workspace's transpose does.
 //
-// Megatron at core_v0.13.0 gathers MXFP8 parameters in bf16 through a
-// buffer shared with the gradients (param_and_grad_buffer.py
-// shared_buffer, reuse_grad_buf_for_mxfp8_param_ag), and Float8BlockScaling
-// parameters cannot be viewed flat (distrib_optimizer.py): both are
-// refused as not modelled.
+// MXFP8 primary weights (float8="te-mxfp8", Megatron-Bridge's
+// bf16_with_mxfp8_mixed: fp8_param_gather with
+// reuse_grad_buf_for_mxfp8_param_ag, core_v0.15.0) are gathered in bf16,
+// not fp8: an MXFP8Tensor cannot be viewed flat (distrib_optimizer.py), so
+// param_and_grad_buffer.py makes the param buffer a bf16 view of the
+// gradient buffer (shared_buffer: no memory of its own), leaves every
+// parameter of that buffer in its own storage and, after the all-gather,
+// copies each slice into the parameter (param.data.copy_, which quantizes
+// the MXFP8 ones); optimizer_config.py warns that mxfp8 without these
+// "will use significant amount additional GPU memory". The parameter is
+// the MXFP8 tensor TE's quantizer made at init, with both usages
+// (rowwise and columnwise data and scales), replacing the workspace.
+// Float8BlockScaling parameters, likewise not flat, are refused as not
+// modelled.
 
 // validateFP8ParamGather checks fp8_param_gather=True against the plan.
 func (p *Plan) validateFP8ParamGather() error {
@@ -54,9 +63,9 @@ func (p *Plan) validateFP8ParamGather() error {
 			hint = "torchao's float8 under FSDP2 gathers in fp8 with fsdp_float8_all_gather=True; or " + hint
 		}
 		return fail("fp8_param_gather=True is Transformer Engine's fp8 primary weights (Megatron's --fp8-param-gather); it needs a Transformer Engine recipe", hint)
-	case f.Scaling == "te-mxfp8" || f.Scaling == "te-blockwise":
-		return fail("fp8_param_gather=True with "+f.Scaling+" is not modelled (Megatron gathers MXFP8 parameters in bf16 through the gradient buffer; blockwise-scaled parameters are not sharded flat)",
-			`float8="te-delayed" or "te-tensorwise" with fp8_param_gather=True, or drop fp8_param_gather=`)
+	case f.Scaling == "te-blockwise":
+		return fail("fp8_param_gather=True with te-blockwise is not modelled (blockwise-scaled parameters are not sharded flat)",
+			`float8="te-delayed", "te-tensorwise" or "te-mxfp8" with fp8_param_gather=True, or drop fp8_param_gather=`)
 	case !p.Parallel.DistributedOptimizer:
 		return fail("fp8_param_gather=True needs Megatron's distributed optimizer (arguments.py: \"--fp8-param-gather only supported with distributed optimizer\")",
 			"parallel(..., distributed_optimizer=True), or drop fp8_param_gather=")
@@ -68,10 +77,17 @@ func (p *Plan) validateFP8ParamGather() error {
 // the parameter: the workspace copy (not with fp8 primary weights: the
 // parameter is the fp8 copy and the distributed optimizer's buffer holds
 // and gathers it in fp8), and on Hopper its transpose for the dgrad GEMM.
+// MXFP8 primary weights are the MXFP8 copies themselves: the parameter has
+// no bf16 storage and is gathered in bf16 through the gradient buffer.
 func (b *Builder) teWeightFP8(w int32, in, out int64, dgrad bool) {
-	if b.f8.ParamGather {
+	switch {
+	case b.f8.mxfp8():
+		b.mxfp8Weight(in, out, dgrad || b.f8.ParamGather) // te_mxfp8.go; a primary weight keeps both usages from init
+		b.P.Params[w].MXFP8Storage = b.f8.ParamGather
+		return
+	case b.f8.ParamGather:
 		b.P.Params[w].GatherFP8 = true
-	} else {
+	default:
 		b.Buffer("weight_fp8", []int64{out, in}, units.FP8, "Transformer Engine's fp8 weight workspace (module._fp8_workspaces, kept across micro-batches and steps)")
 	}
 	if b.f8.transposes && dgrad { // linear.py: columnwise_usage = is_grad_enabled and inp.requires_grad

@@ -95,8 +95,13 @@ func (d *distState) setupMegatron(r *Replay) {
 			if !trainable {
 				name = "frozen " + g.name + " parameters"
 			}
-			b := prec.Params.Bytes(g.numel - g.fp8)
-			d.alloc(r, name, []int64{g.numel - g.fp8}, prec.Params, b, core.CatParams, "parameters (Megatron param buffer)")
+			why := "parameters (Megatron param buffer)"
+			if g.mxfp8 > 0 { // core/te_fp8_params.go: the param buffer is a view of the gradient buffer
+				why = "parameters in their own storage (the param buffer is a bf16 view of the gradient buffer: reuse_grad_buf_for_mxfp8_param_ag); the MXFP8 weights are module buffers"
+			}
+			n := g.numel - g.fp8 - g.mxfp8
+			b := prec.Params.Bytes(n)
+			d.alloc(r, name, []int64{n}, prec.Params, b, core.CatParams, why)
 			st.Params += b
 			if g.fp8 > 0 { // --fp8-param-gather (core/te_fp8_params.go)
 				d.alloc(r, "fp8 "+name, []int64{g.fp8}, units.FP8, g.fp8, core.CatParams,

@@ -200,6 +200,7 @@ type paramGroup struct {
 	params []int32
 	numel  int64
 	fp8    int64 // of numel, the elements gathered in fp8 (torchao float8 under FSDP2; TE fp8 primary weights)
+	mxfp8  int64 // of numel, TE's MXFP8 primary weights: stored as module buffers, gathered in bf16
 	n      int64 // sharding degree
 }
 
@@ -218,6 +219,9 @@ func (d *distState) groups(trainable bool) []paramGroup {
 		g.numel += p.Numel
 		if p.GatherFP8 {
 			g.fp8 += p.Numel
+		}
+		if p.MXFP8Storage {
+			g.mxfp8 += p.Numel
 		}
 	}
 	out := gs[:0]
