@@ -66,6 +66,9 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 		rep.Notes = append(rep.Notes, "float8: linears with a dimension not divisible by 16 stay in high precision, as torchtitan's filter leaves them (torch._scaled_mm needs multiples of 16): "+
 			strings.Join(prog.Float8Skipped, ", "))
 	}
+	if plan.LigerKernels && !prog.LigerKernels {
+		rep.Notes = append(rep.Notes, "liger_kernels=True: nothing here for Liger's layer kernels to replace (they replace RMSNorm and the SwiGLU MLP's silu(gate) * up; LayerNorm, other MLPs and attention run as before), so the step is the eager one")
+	}
 	if err := r.Settle(); err != nil {
 		return nil, nil, err
 	}

@@ -2,10 +2,12 @@ package sim
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )
 
@@ -52,5 +54,44 @@ func TestLigerKernels(t *testing.T) {
 	}
 	if r.PeakAllocated >= eager.PeakAllocated {
 		t.Errorf("peak %d with Liger's kernels, %d eager: want lower", r.PeakAllocated, eager.PeakAllocated)
+	}
+}
+
+// TestLigerKernelsNothingToReplace: on a model with LayerNorm and a GELU
+// MLP (GPT-2's layers) Liger's layer kernels replace nothing, so the step
+// is the eager one and a note says so; on a Llama the note is absent.
+func TestLigerKernelsNothingToReplace(t *testing.T) {
+	const note = "liger_kernels=True: nothing here for Liger's layer kernels to replace"
+	block := &core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
+		&nn.Norm{Name: "ln_2", Dim: 256},
+		&nn.MLP{Name: "mlp", Dim: 256, Hidden: 1024, Act: "gelu"},
+	}}}
+	gpt := &core.Model{Name: "gpt", Layers: []core.Layer{
+		&nn.Embedding{Name: "wte", Rows: 1000, Dim: 256},
+		&core.Repeat{Name: "h", Layer: block, N: 2},
+		&nn.Norm{Name: "ln_f", Dim: 256},
+	}, Vocab: 1000, Loss: "cross_entropy"}
+	llama := testmodels.Llama(256, 2, 4, 4, 688, 1000, "flash")
+	for _, tc := range []struct {
+		name     string
+		m        *core.Model
+		wantNote bool
+	}{{"gpt", gpt, true}, {"llama", llama, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testmodels.LlamaPlan(tc.m, 2, 128, "bf16-mixed", "none", "H100-80GB")
+			eager := evalPlan(t, p)
+			p.LigerKernels = true
+			r := evalPlan(t, p)
+			has := slices.ContainsFunc(r.Notes, func(n string) bool { return strings.HasPrefix(n, note) })
+			if has != tc.wantNote {
+				t.Errorf("note %q present %v, want %v (notes: %q)", note, has, tc.wantNote, r.Notes)
+			}
+			if tc.wantNote && (r.PeakAllocated != eager.PeakAllocated || r.SavedActivations != eager.SavedActivations) {
+				t.Errorf("peak %d, saved %d with liger_kernels; eager %d, %d: want the same step", r.PeakAllocated, r.SavedActivations, eager.PeakAllocated, eager.SavedActivations)
+			}
+			if !tc.wantNote && r.SavedActivations >= eager.SavedActivations {
+				t.Errorf("Llama saves %d with Liger's kernels, %d eager: want less", r.SavedActivations, eager.SavedActivations)
+			}
+		})
 	}
 }

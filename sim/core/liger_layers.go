@@ -32,6 +32,7 @@ func (b *Builder) LigerSwiGLU() bool { return b.ligerKernels() }
 // ligerRMSNorm lowers LigerRMSNorm on x with weight w.
 func (b *Builder) ligerRMSNorm(x Value, w int32) Value {
 	i := b.AddOp("rms_norm", "liger_rms_norm", []Value{x}, w)
+	b.P.LigerKernels = true
 	y := b.Out(i, "out", b.Shape(x), b.Dtype(x), "Liger RMSNorm output")
 	rstd := b.Out(i, "rstd", []int64{Rows(b.Shape(x))}, units.FP32, "Liger RMSNorm 1/rms per row (saved)")
 	b.Val(rstd).Grad = false
@@ -46,6 +47,7 @@ func (b *Builder) ligerRMSNorm(x Value, w int32) Value {
 // LigerSiLUMul lowers LigerSiLUMulFunction: silu(a) * b.
 func (b *Builder) LigerSiLUMul(a, c Value) Value {
 	i := b.AddOp("swiglu", "liger_swiglu", []Value{a, c})
+	b.P.LigerKernels = true
 	y := b.Out(i, "act_mul", b.Shape(a), b.Dtype(a), "Liger SwiGLU output silu(gate) * up")
 	b.Save(i, a, c)
 	op := b.Op(i)

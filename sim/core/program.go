@@ -169,8 +169,12 @@ type Program struct {
 	// dimension not divisible by 16, as "name (in -> out)", once per
 	// name and shape (float8.go).
 	Float8Skipped []string
-	Comm          []CommRecord // collectives of one micro-batch
-	Stage         *stageProg   // pipeline stage: micro-batch copies and their outputs
+	// LigerKernels: some op runs one of Liger's layer kernels
+	// (liger_layers.go); false under train(liger_kernels=True) means the
+	// program has no RMSNorm or SwiGLU MLP for them to replace.
+	LigerKernels bool
+	Comm         []CommRecord // collectives of one micro-batch
+	Stage        *stageProg   // pipeline stage: micro-batch copies and their outputs
 }
 
 // TableProgram is what a table layer adds to a program: the rows it reads,
