@@ -29,7 +29,7 @@ var hfTrainer = &trainer{
 		"save_only_model", "seed", "data_seed", "report_to", "run_name", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo",
 		"remove_unused_columns", "dataloader_num_workers", "dataloader_pin_memory", "dataloader_drop_last", "disable_tqdm",
 		"load_best_model_at_end", "metric_for_best_model", "label_names", "ddp_timeout", "ddp_find_unused_parameters",
-		"gradient_checkpointing_kwargs.*", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
+		"gradient_checkpointing_kwargs.preserve_rng_state", "gradient_checkpointing_kwargs.determinism_check", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
 		"dataset_train_split", "dataset_test_split", "dataset_mixture.*", "dataset_num_proc", "dataset_text_field", "dataset_kwargs.*",
 		"eos_token", "pad_token", "completion_only_loss", "assistant_only_loss", "lora_task_type", "bnb_4bit_quant_storage",
 	},
@@ -122,7 +122,7 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 		}
 		p.set("optimizer", expr)
 	}
-	if err := hfCheckpoint(t, p); err != nil {
+	if err := hfCheckpoint(t, p, ds); err != nil {
 		return nil, err
 	}
 	// use_liger_kernel: _apply_liger_kernel_to_instance with its defaults
@@ -325,7 +325,21 @@ func hfPrecision(t *tree, p *plan, qlora bool) error {
 	return nil
 }
 
-func hfCheckpoint(t *tree, p *plan) error {
+// hfCheckpoint is gradient_checkpointing as the trainer runs it, with
+// the torch.utils.checkpoint variant it asks for:
+//   - gradient_checkpointing_kwargs.use_reentrant when the config says it;
+//   - TRL's SFTTrainer (a config with SFTConfig's or ModelConfig's keys):
+//     non-reentrant, set by default under transformers < 5
+//     (trl/trainer/sft_trainer.py at v1.16.0, l.1075-1081), but reentrant
+//     for a PEFT model under DeepSpeed ZeRO-3, whatever the config says
+//     (l.872-895, trl#2514);
+//   - the plain Trainer: reentrant, gradient_checkpointing_enable()'s
+//     {"use_reentrant": True} when no kwargs are given (transformers
+//     4.57.1 modeling_utils.py l.3691-3692; 5.x asks for non-reentrant).
+//
+// A PEFT model's embedding output requires grad (TRL calls
+// enable_input_require_grads() with gradient checkpointing, l.898-900).
+func hfCheckpoint(t *tree, p *plan, ds *tree) error {
 	_, set := t.leaves["gradient_checkpointing"]
 	sft := false
 	for _, k := range []string{"max_length", "max_seq_length", "packing", "dataset_text_field", "use_peft"} {
@@ -338,12 +352,36 @@ func hfCheckpoint(t *tree, p *plan) error {
 			Hint: "say it: gradient_checkpointing=true (or false)"}
 	}
 	on, err := t.boolean("gradient_checkpointing", false)
+	if err != nil || !on {
+		return err
+	}
+	peft, err := t.boolean("use_peft", false)
 	if err != nil {
 		return err
 	}
-	if on {
-		p.set("checkpoint", str("full"))
+	reentrant, err := t.boolean("gradient_checkpointing_kwargs.use_reentrant", !sft)
+	if err != nil {
+		return err
 	}
+	if ds != nil && peft {
+		stage, err := ds.integer("zero_optimization.stage", 0, 0, 3)
+		if err != nil {
+			return err
+		}
+		reentrant = reentrant || stage == 3
+	}
+	if !reentrant && !peft {
+		p.set("checkpoint", str("full"))
+		return nil
+	}
+	args := []string{str("full")}
+	if reentrant {
+		args = append(args, kw("reentrant", "True"))
+	}
+	if peft {
+		args = append(args, kw("input_requires_grad", "True"))
+	}
+	p.set("checkpoint", call("checkpoint", args...))
 	return nil
 }
 

@@ -26,9 +26,38 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts: Options{GPU: "RTX-4090"},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2,
-             precision = precision(params = "bf16", autocast = True, norms = "fp32"), optimizer = adamw(fused = True), checkpoint = "full",
+             precision = precision(params = "bf16", autocast = True, norms = "fp32"), optimizer = adamw(fused = True), checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05), quant = "nf4",
              gpu = "RTX-4090")`,
+	}, {
+		name: "zephyr-7b-beta SFT, full, asking for reentrant checkpointing",
+		file: "hf/zephyr_sft_full.yaml",
+		opts: Options{Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+	}, {
+		name: "zephyr-7b-beta SFT, LoRA under DeepSpeed ZeRO-3: TRL forces reentrant checkpointing",
+		file: "hf/zephyr_sft_qlora.yaml",
+		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "gradient_accumulation_steps=1", "deepspeed=autotuning_z3.json"}, ReadFile: func(name string) ([]byte, error) {
+			return os.ReadFile(filepath.Join("testdata", "deepspeed", name))
+		}},
+		notModelled: []string{
+			"deepspeed.zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"deepspeed.zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "fp32", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", reentrant = True, input_requires_grad = True),
+             lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3))`,
+	}, {
+		name: "the plain Trainer's gradient checkpointing: reentrant (transformers 4.x)",
+		file: "hf/trainer_gc.json",
+		opts: Options{Seq: 1024},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
 	}, {
 		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
 		file:        "hf/zephyr_sft_full.yaml",
