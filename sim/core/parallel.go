@@ -369,7 +369,7 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	if par.PP > 1 {
-		if _, err := SplitStages(p.Model, par); err != nil {
+		if _, _, err := stageLayers(p.Model, par); err != nil {
 			return err
 		}
 	}

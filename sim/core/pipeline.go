@@ -121,31 +121,12 @@ func (s *pipeSplit) ChunkBlocks(g int64) (lo, hi int64) {
 // its blocks over the chunks (ChunkLayers).
 func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 	par = par.Norm()
-	var best *Repeat
-	var walk func(ls []Layer)
-	walk = func(ls []Layer) {
-		for _, l := range ls {
-			switch x := l.(type) {
-			case *Repeat:
-				if best == nil || x.Count() > best.Count() {
-					best = x
-				}
-			case *Sequential:
-				walk(x.Layers)
-			}
-		}
-	}
-	walk(m.Layers)
-	if best == nil {
-		return nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("pp=%d needs a repeat() of blocks to split into stages", par.PP),
-			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
-	}
-	chunks := par.PP * par.VirtualStages
-	layers, err := par.ChunkLayers(best.Count(), m.Name)
+	best, layers, err := stageLayers(m, par)
 	if err != nil {
 		return nil, err
 	}
-	s := &pipeSplit{Chunks: chunks, Layers: layers, first: make([]int64, chunks)}
+	chunks := par.PP * par.VirtualStages
+	s := &pipeSplit{Chunks: chunks, Layers: layers, first: make([]int64, chunks), Blocks: make([]pipeUnit, 0, best.Count())}
 	for g := int64(1); g < chunks; g++ {
 		s.first[g] = s.first[g-1] + layers[g-1]
 	}
@@ -178,6 +159,33 @@ func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 	}
 	flatten(m.Layers, nil)
 	return s, nil
+}
+
+// stageLayers finds m's largest repeat() and the blocks par's chunks hold
+// (ChunkLayers): what SplitStages checks, without flattening the model
+// (Plan.Validate runs it for every layout a search enumerates).
+func stageLayers(m *Model, par Parallelism) (*Repeat, []int64, error) {
+	var best *Repeat
+	var walk func(ls []Layer)
+	walk = func(ls []Layer) {
+		for _, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				if best == nil || x.Count() > best.Count() {
+					best = x
+				}
+			case *Sequential:
+				walk(x.Layers)
+			}
+		}
+	}
+	walk(m.Layers)
+	if best == nil {
+		return nil, nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("pp=%d needs a repeat() of blocks to split into stages", par.PP),
+			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
+	}
+	layers, err := par.ChunkLayers(best.Count(), m.Name)
+	return best, layers, err
 }
 
 func ContainsLayer(s *Sequential, target Layer) bool {
@@ -230,8 +238,12 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 			}
 		}
 		lo, hi := sp.ChunkBlocks(g)
-		for _, u := range sp.Blocks[lo:hi] {
+		for i, u := range sp.Blocks[lo:hi] {
+			ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 			x, srcs = b.lowerUnit(u, x, srcs)
+			if k == 0 && i == 0 { // room for the chunk's other blocks, as Repeat.Lower reserves it
+				b.P.reserve(hi-lo-1, ops, values, params)
+			}
 		}
 		out := StageOut{V: x}
 		if g == sp.Chunks-1 {

@@ -1,7 +1,7 @@
 package search
 
 import (
-	"fmt"
+	"strconv"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
@@ -65,25 +65,41 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 		sh.saved = append(sh.saved, pr.chunkSaved(int64(g), last, layers[g]))
 	}
 	seen := map[string]int{}
+	chunks := map[chunkKey]unitSums{} // chunk sums are pure: each (kind, blocks) summed once
+	var key []byte
 	for s := int64(0); s < par.PP; s++ {
-		key := fmt.Sprint(s == 0, s == par.PP-1)
+		key = strconv.AppendBool(key[:0], s == 0)
+		key = strconv.AppendBool(key, s == par.PP-1)
 		for c := int64(0); c < par.VirtualStages; c++ {
-			key += fmt.Sprint(",", layers[c*par.PP+s])
+			key = strconv.AppendInt(append(key, ','), layers[c*par.PP+s], 10)
 		}
-		k, ok := seen[key]
+		k, ok := seen[string(key)]
 		if !ok {
 			var u unitSums
 			for c := int64(0); c < par.VirtualStages; c++ {
 				g := c*par.PP + s
-				u = u.add(pr.chunk(g, last, layers[g]), 1)
+				ck := chunkKey{chunkKind(g, last), layers[g]}
+				cu, ok := chunks[ck]
+				if !ok {
+					cu = pr.chunk(g, last, layers[g])
+					chunks[ck] = cu
+				}
+				u = u.add(cu, 1)
 			}
 			k = len(sh.stages)
-			seen[key] = k
+			seen[string(key)] = k
 			sh.stages = append(sh.stages, u)
 		}
 		sh.kindOf = append(sh.kindOf, k)
 	}
 	return sh, nil
+}
+
+// chunkKey is a model chunk's kind and block count: what its units are
+// a function of (profile.chunk).
+type chunkKey struct {
+	kind   int
+	blocks int64
 }
 
 // lowerChunks fills sh for a model whose blocks differ (no block unit

@@ -65,7 +65,8 @@ func (a paramAgg) add(b paramAgg, k int64) paramAgg {
 	if len(b) == 0 || k == 0 {
 		return a
 	}
-	out := append(paramAgg(nil), a...)
+	out := make(paramAgg, len(a), len(a)+len(b))
+	copy(out, a)
 	for _, e := range b {
 		found := false
 		for i := range out {
