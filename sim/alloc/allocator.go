@@ -1,6 +1,9 @@
 package alloc
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // Allocator models PyTorch's CUDA caching allocator
 // (c10/cuda/CUDACachingAllocator.cpp) closely enough to give reserved
@@ -33,6 +36,7 @@ type Allocator struct {
 	FailAllocated, FailReserved int64
 	over                        bool     // a request has failed
 	whole                       []*Block // free blocks releaseCached gives back (releasable): whole free segments, free pages
+	releasing                   []*Block // releaseCached's list, kept for its next call
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
 
@@ -50,6 +54,7 @@ type Allocator struct {
 	unmapped [][]*Block // per list: unmapped blocks of expandable segments, by address
 
 	streams           // the streams' pools, record_stream and pending frees (streams.go)
+	slabs             // where blocks and segments are made (slab.go)
 	indexAbove [2]int // tests: index a new small (0) or large (1) free list from this length on
 
 	// Observe, when set, is told of each change to device memory the
@@ -170,7 +175,7 @@ func (a *Allocator) newSegment(size int64, pool int, s Stream, expandable bool) 
 	if a.nextBase == 0 {
 		a.nextBase = baseAddress
 	}
-	seg := &segment{size: size, pool: pool, stream: s, seq: a.segSeq, base: a.nextBase, expandable: expandable}
+	seg := a.newSeg(segment{size: size, pool: pool, stream: s, seq: a.segSeq, base: a.nextBase, expandable: expandable})
 	a.segSeq++
 	a.nextBase += roundUp(size, roundLarge)
 	a.segments = append(a.segments, seg)
@@ -293,7 +298,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 			}
 		}
 		seg := a.newSegment(segSize, pool, s, false)
-		b = &Block{seg: seg, Size: segSize, free: true}
+		b = a.newBlock(Block{seg: seg, Size: segSize, free: true})
 		seg.first = b
 		a.Reserved += segSize
 		a.observe(SegmentAlloc, seg, seg.base, segSize)
@@ -302,7 +307,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	a.removeFree(b)
 	rest := b.Size - size
 	if (pool == 0 && rest >= minBlock) || (pool == 1 && rest > smallSize) {
-		a.addFree(splitAt(b, size))
+		a.addFree(a.splitAt(b, size))
 	}
 	b.free = false
 	a.Allocated += b.Size
@@ -355,8 +360,8 @@ func (a *Allocator) joinFree(b *Block) *Block {
 
 // splitAt cuts b after its first size bytes and returns the new block
 // holding the rest, with b's state (free or unmapped); the caller lists it.
-func splitAt(b *Block, size int64) *Block {
-	r := &Block{seg: b.seg, off: b.off + size, Size: b.Size - size, free: b.free, unmapped: b.unmapped, prev: b, next: b.next}
+func (a *Allocator) splitAt(b *Block, size int64) *Block {
+	r := a.newBlock(Block{seg: b.seg, off: b.off + size, Size: b.Size - size, free: b.free, unmapped: b.unmapped, prev: b, next: b.next})
 	if b.next != nil {
 		b.next.prev = r
 	}
@@ -458,7 +463,7 @@ func (a *Allocator) removeFree(b *Block) {
 // FailReserved) are taken before.
 func (a *Allocator) releaseCached(s Stream) {
 	a.freePending()
-	whole := make([]*Block, 0, len(a.whole))
+	whole := a.releasing[:0] // the previous call's list, done with
 	for _, b := range a.whole {
 		if a.Private != DefaultStream && b.seg.stream == a.Private {
 			continue // a private pool in use keeps its segments
@@ -467,9 +472,12 @@ func (a *Allocator) releaseCached(s Stream) {
 			whole = append(whole, b)
 		}
 	}
-	sort.Slice(whole, func(i, j int) bool {
-		x, y := whole[i], whole[j]
-		return x.seg.seq < y.seg.seq || x.seg.seq == y.seg.seq && x.off < y.off
+	a.releasing = whole
+	slices.SortFunc(whole, func(x, y *Block) int { // (seq, off) is unique: one order
+		if c := cmp.Compare(x.seg.seq, y.seg.seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.off, y.off)
 	})
 	for _, b := range whole {
 		if b.seg.expandable {

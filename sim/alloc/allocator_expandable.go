@@ -62,7 +62,7 @@ func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 	}
 	a.removeFree(b)
 	if b.Size-size >= minBlock {
-		a.addFree(splitAt(b, size))
+		a.addFree(a.splitAt(b, size))
 	}
 	b.free = false
 	a.Allocated += b.Size
@@ -127,7 +127,7 @@ func (a *Allocator) findExpandable(pool int, size int64) *Block {
 	}
 	virtual := roundUp(max(space, size), page)
 	seg := a.newSegment(virtual, pool%2, Stream(pool/2), true)
-	b := &Block{seg: seg, Size: virtual, unmapped: true}
+	b := a.newBlock(Block{seg: seg, Size: virtual, unmapped: true})
 	seg.first = b
 	a.addUnmapped(b)
 	return b
@@ -143,7 +143,7 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	}
 	a.removeUnmapped(u)
 	if pages < u.Size {
-		a.addUnmapped(splitAt(u, pages))
+		a.addUnmapped(a.splitAt(u, pages))
 	}
 	u.unmapped = false
 	a.Reserved += pages
@@ -165,10 +165,10 @@ func (a *Allocator) unmapBlock(b *Block) {
 	}
 	a.removeFree(b)
 	if end < b.off+b.Size { // the partial page after stays mapped and free
-		a.addFree(splitAt(b, end-b.off))
+		a.addFree(a.splitAt(b, end-b.off))
 	}
 	if begin > b.off { // and so does the partial page before
-		u := splitAt(b, begin-b.off)
+		u := a.splitAt(b, begin-b.off)
 		a.addFree(b)
 		b = u
 	}

@@ -20,7 +20,8 @@ package alloc
 // while the list is longer than indexAbove blocks.
 type freeIndex struct {
 	root   *freeNode
-	spare  *freeNode // removed nodes, linked by right, for the next inserts
+	spare  *freeNode  // removed nodes, linked by right, for the next inserts
+	nodes  []freeNode // new nodes, carved a slab at a time (slab.go)
 	seed   uint64
 	active bool
 	above  int // 0: indexAbove (tests lower it to exercise the index)
@@ -90,7 +91,10 @@ func (x *freeIndex) insert(b *Block, pos int) {
 	if n != nil {
 		x.spare = n.right
 	} else {
-		n = new(freeNode)
+		if len(x.nodes) == 0 {
+			x.nodes = make([]freeNode, min(max(2*cap(x.nodes), slabMin), slabMax))
+		}
+		n, x.nodes = &x.nodes[0], x.nodes[1:]
 	}
 	*n = freeNode{b: b, size: b.Size, pos: pos, prio: x.seed ^ x.seed>>29}
 	l, r := splitFree(x.root, n.size, n.pos)

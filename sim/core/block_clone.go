@@ -2,7 +2,10 @@ package core
 
 import (
 	"reflect"
+	"slices"
 	"strings"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Repeated blocks are lowered once and copied. Lowering a block is a pure
@@ -176,8 +179,34 @@ func (b *Builder) sameLowering(src *blockCopy, l Layer, x Value) bool {
 	if here.block(b.block) != there.block(src.index) {
 		return false
 	}
-	return reflect.DeepEqual(b.look(x), src.inLook)
+	return b.looksAs(x, &src.inLook)
 }
+
+// looksAs is reflect.DeepEqual(b.look(x), *w) without its allocations
+// (two per call, at every block of a 65,536-block repeat): ValueInfo's
+// fields one by one, a nil shape apart from an empty one as DeepEqual
+// tells them.
+func (b *Builder) looksAs(x Value, w *ValueInfo) bool {
+	v := b.look(x)
+	return v.Name == w.Name && (v.Shape == nil) == (w.Shape == nil) && slices.Equal(v.Shape, w.Shape) &&
+		v.Dtype == w.Dtype && v.Bytes == w.Bytes && v.Grad == w.Grad && v.Cat == w.Cat &&
+		v.Producer == w.Producer && v.Why == w.Why && v.Cached == w.Cached && v.Fused == w.Fused
+}
+
+// looksAs compares these fields: a field added to ValueInfo stops this
+// conversion compiling until it joins the comparison.
+var _ = ValueInfo(struct {
+	Name     string
+	Shape    []int64
+	Dtype    units.DType
+	Bytes    int64
+	Grad     bool
+	Cat      Category
+	Producer int32
+	Why      string
+	Cached   bool
+	Fused    bool
+}{})
 
 // cloneBlock appends a copy of src as block b.block on input x, under the
 // module path the caller opened, and returns the copy's output.
@@ -186,8 +215,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	f, l := src.first, src.last
 	dOps, dVals, dParams := len(p.Ops)-f.ops, len(p.Values)-f.values, len(p.Params)-f.params
 	dRegions, dBlock := int32(len(p.Regions)-f.regions), int32(b.block-src.index)
-	// The copies' names share one string, their shapes one array.
-	var names strings.Builder
+	// The copies' names share a string, their shapes an array (cloneArena).
 	grow, dims := 0, 0
 	for _, op := range p.Ops[f.ops:l.ops] {
 		grow += len(op.Name) + len(op.Module)
@@ -209,14 +237,14 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	}
 	entries := (l.ops - f.ops) * 2
 	entries += l.values - f.values + l.params - f.params + l.regions - f.regions + l.graphs - f.graphs + l.buffers - f.buffers
-	names.Grow(grow + entries*(len(b.prefix)-len(src.prefix)))
+	names := b.clones.room(grow + entries*(len(b.prefix)-len(src.prefix)))
 	rename := func(s string) string { // no reallocation: the Builder's bytes stay put
 		at := names.Len()
 		names.WriteString(b.prefix)
 		names.WriteString(s[len(src.prefix):])
 		return names.String()[at:]
 	}
-	shapes := make([]int64, 0, dims)
+	shapes := take(&b.clones.shapes, dims)
 	shape := func(s []int64) []int64 {
 		if s == nil {
 			return nil
@@ -247,7 +275,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		n += len(op.In) + len(op.Out) + len(op.Saved)
 		np += len(op.Params)
 	}
-	vals, params := make([]Value, 0, n), make([]int32, 0, np)
+	vals, params := take(&b.clones.vals, n), take(&b.clones.params, np)
 	mapVals := func(vs []Value) []Value {
 		if vs == nil {
 			return nil
@@ -311,6 +339,40 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	return val(src.out)
 }
 
+// cloneArena holds slabs that cloneBlock carves its copies' names,
+// shapes and value and parameter lists from: a heap allocation per slab
+// rather than four per copy (a 65,536-block repeat made a quarter of
+// a million). A slab's bytes are never written twice.
+type cloneArena struct {
+	names  *strings.Builder
+	shapes []int64
+	vals   []Value
+	params []int32
+}
+
+// cloneSlab is the fewest elements (or bytes of names) a new slab holds.
+const cloneSlab = 1024
+
+// room returns a builder with room for n more bytes.
+func (a *cloneArena) room(n int) *strings.Builder {
+	if a.names == nil || a.names.Cap()-a.names.Len() < n {
+		a.names = new(strings.Builder)
+		a.names.Grow(max(n, 16*cloneSlab))
+	}
+	return a.names
+}
+
+// take returns an empty slice with room for n elements, carved from the
+// end of *slab (a new slab when it has less left).
+func take[T any](slab *[]T, n int) []T {
+	if len(*slab) < n {
+		*slab = make([]T, max(n, cloneSlab))
+	}
+	out := (*slab)[:0:n]
+	*slab = (*slab)[n:]
+	return out
+}
+
 // renamePaths replaces module path from, where a text names it or a path
 // under it ("autocast bf16 copy of weight layers.3.mlp.up_proj.weight"),
 // by to. It says false when from appears inside a longer name, which a
@@ -323,6 +385,7 @@ func renamePaths(text, from, to string) (string, bool) {
 		return c == '_' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 	}
 	var out strings.Builder
+	out.Grow(len(text) + strings.Count(text, from)*max(len(to)-len(from), 0))
 	for {
 		i := strings.Index(text, from)
 		if i < 0 {

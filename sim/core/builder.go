@@ -38,7 +38,8 @@ type Builder struct {
 	// it trains, and so what its matmul saves, is the embedding's.
 	tiedHead int32
 
-	everyBlock bool // lower every repeated block, copy none (Plan.EveryBlock)
+	everyBlock bool       // lower every repeated block, copy none (Plan.EveryBlock)
+	clones     cloneArena // where block copies are written (block_clone.go)
 
 	Par parLowering // tensor, context and expert parallelism
 	Ft  *Finetune   // quant, freeze, chunked loss, packing

@@ -13,7 +13,7 @@ func (r *Replay) firstStepStates() {
 			continue
 		}
 		for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, dt) {
-			r.allocState(p, s, "optimizer state "+s.Name+", created by the first optimizer.step()")
+			r.allocState(p, s, ", created by the first optimizer.step()")
 		}
 	}
 }

@@ -1,7 +1,5 @@
 package replay
 
-import "github.com/memsh/memsh/sim/core"
-
 // FSDP2 with CPU offload (fully_shard(offload_policy=CPUOffloadPolicy()),
 // offload(params="cpu") with parallel(fsdp=True)). Read from
 // torch/distributed/fsdp/_fully_shard (_fsdp_api.py CPUOffloadPolicy,
@@ -56,11 +54,12 @@ func (d *distState) fsdpShardsToGPU(r *Replay, u int32) []int32 {
 	n := d.unitShard(u, false)
 	dt := r.Plan.Precision.Params
 	r.Rep.Traffic.PCIe += dt.Bytes(n)
-	ids := []int32{d.allocOn(r, StreamAllGather, un.name+" shards from host", []int64{n}, dt, dt.Bytes(n), core.CatComm,
-		"GPU copy of this rank's host shards of "+un.name+" (FSDP2 CPUOffloadPolicy: all_gather_inputs)")}
+	ids := make([]int32, 1, 2)
+	ids[0] = d.allocUnit(r, StreamAllGather, un, n, Alloc{Tensor: " shards from host", DType: dt, Bytes: dt.Bytes(n), Why: un.name},
+		"GPU copy of this rank's host shards of ", " (FSDP2 CPUOffloadPolicy: all_gather_inputs)")
 	if d.gatherDT != dt {
-		ids = append(ids, d.allocOn(r, StreamAllGather, un.name+" shards cast", []int64{n}, d.gatherDT, d.gatherDT.Bytes(n), core.CatComm,
-			"the shards cast to param_dtype for the all-gather (MixedPrecisionPolicy)"))
+		ids = append(ids, d.allocUnit(r, StreamAllGather, un, n, Alloc{Tensor: " shards cast", DType: d.gatherDT, Bytes: d.gatherDT.Bytes(n),
+			Why: "the shards cast to param_dtype for the all-gather (MixedPrecisionPolicy)"}, "", ""))
 	}
 	return ids
 }
@@ -71,7 +70,7 @@ func (d *distState) fsdpGradToHost(r *Replay, u int32) {
 	un := &d.units[u]
 	s := d.unitGradShard(int(u))
 	dt := r.Plan.Precision.Grads
-	r.release(d.allocOn(r, StreamReduceScatter, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm,
-		"FSDP reduce-scatter output of "+un.name+", copied to the host gradient shard"))
+	r.release(d.allocUnit(r, StreamReduceScatter, un, s, Alloc{Tensor: " reduce-scatter output", DType: dt, Bytes: dt.Bytes(s), Why: un.name},
+		"FSDP reduce-scatter output of ", ", copied to the host gradient shard"))
 	r.Rep.Traffic.PCIe += dt.Bytes(s)
 }

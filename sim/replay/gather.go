@@ -103,12 +103,14 @@ func (d *distState) gather(r *Replay, u int32) {
 		if d.FsdpOffload(r) {
 			fromHost = d.fsdpShardsToGPU(r, u)
 		}
-		flat := d.allocOn(r, StreamAllGather, un.name+" all-gather output", []int64{n}, dt, b, core.CatComm, "FSDP all-gather output of "+un.name+" (on the all-gather copy-in stream; copied out to the unsharded parameters)")
+		flat := d.allocUnit(r, StreamAllGather, un, n, Alloc{Tensor: " all-gather output", DType: dt, Bytes: b, Why: un.name},
+			"FSDP all-gather output of ", " (on the all-gather copy-in stream; copied out to the unsharded parameters)")
 		for _, id := range fromHost {
 			r.release(id)
 		}
 		d.freeKeptAllGatherOutput(r) // the previous unit's (streams.go)
-		un.tensor = d.alloc(r, un.name+" unsharded parameters", []int64{n}, dt, b, core.CatComm, "unsharded parameters of "+un.name+" (FSDP; freed at reshard)")
+		un.tensor = d.allocUnit(r, r.stream, un, n, Alloc{Tensor: " unsharded parameters", DType: dt, Bytes: b, Why: un.name},
+			"unsharded parameters of ", " (FSDP; freed at reshard)")
 		d.releaseAllGatherOutput(r, flat)
 		if un.postFwd != none {
 			r.release(un.postFwd)
@@ -319,7 +321,8 @@ func (d *distState) gradient(r *Replay, pi int32) bool {
 		}
 		p := &d.p.Params[pi]
 		dt := d.gatherDT
-		r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "unsharded gradient of " + p.Name + " (FSDP, until the reduce-scatter)", Cat: core.CatGrads})
+		r.paramGrad[pi] = r.allocateParts(Alloc{Tensor: ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: p.Name, Cat: core.CatGrads},
+			allocParts{tensor: p.Name, why: "unsharded gradient of ", whyTail: " (FSDP, until the reduce-scatter)"})
 		return true
 	}
 	return false
@@ -339,7 +342,8 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 		return
 	}
 	dt := d.reduceDT
-	in := d.alloc(r, un.name+" reduce-scatter input", []int64{n}, dt, dt.Bytes(n), core.CatComm, "FSDP reduce-scatter input of "+un.name+" (gradients in the reduce dtype)")
+	in := d.allocUnit(r, r.stream, un, n, Alloc{Tensor: " reduce-scatter input", DType: dt, Bytes: dt.Bytes(n), Why: un.name},
+		"FSDP reduce-scatter input of ", " (gradients in the reduce dtype)")
 	for _, pi := range un.params {
 		if r.paramGrad[pi] != none {
 			r.release(r.paramGrad[pi])

@@ -299,7 +299,8 @@ func (r *Replay) paramGradient(pi int32, leaf bool) {
 		return
 	}
 	dt := r.Plan.Precision.Grads
-	r.paramGrad[pi] = r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: "gradient of parameter " + p.Name, Cat: core.CatGrads})
+	r.paramGrad[pi] = r.allocateParts(Alloc{Tensor: ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: p.Name, Cat: core.CatGrads},
+		allocParts{tensor: p.Name, why: "gradient of parameter "})
 	r.gradFresh[pi] = leaf
 }
 

@@ -343,12 +343,14 @@ func (r *Replay) allocate(a Alloc) int32 { return r.allocateParts(a, allocParts{
 // of a replay's heap allocations (BenchmarkEvaluateLlama70B3D).
 type allocParts struct {
 	tensor, why string // prefixes of Alloc.Tensor and Alloc.Why
+	sep         string // between tensor and Alloc.Tensor
+	whyTail     string // suffix of Alloc.Why
 	dim         int64  // when > 0, the shape is [dim]
 }
 
 // join is a with its description complete.
 func (p allocParts) join(a Alloc) Alloc {
-	a.Tensor, a.Why = p.tensor+a.Tensor, p.why+a.Why
+	a.Tensor, a.Why = p.tensor+p.sep+a.Tensor, p.why+a.Why+p.whyTail
 	if p.dim > 0 {
 		a.Shape = []int64{p.dim}
 	}
@@ -368,7 +370,12 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 		a = parts.join(a)
 	}
 	if r.grew && r.alloc.Reserved > rep.PeakReserved {
-		rep.Frag.PeakGrowth = &PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved}
+		// Past the limit the reserve grows at nearly every request: the
+		// report's one PeakGrowth is overwritten, not made again.
+		if rep.Frag.PeakGrowth == nil {
+			rep.Frag.PeakGrowth = new(PeakGrowth)
+		}
+		*rep.Frag.PeakGrowth = PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved}
 	}
 	if r.traced != nil {
 		if !ok && rep.OOM == nil {

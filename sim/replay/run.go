@@ -118,7 +118,7 @@ func (r *Replay) setup() {
 				if plan.Optimizer.Paged() || plan.FirstStep {
 					continue // unified memory, outside the caching allocator; or made by the first step()
 				}
-				r.allocState(p, s, "optimizer state "+s.Name)
+				r.allocState(p, s, "")
 			}
 			t := r.OptimizerTraffic(p)
 			r.Rep.Traffic.HBM += t
@@ -146,9 +146,12 @@ workspace:
 	r.setupOffload()
 }
 
-// allocState allocates one optimizer state tensor of parameter p.
-func (r *Replay) allocState(p *core.ParamInfo, s core.StateTensor, why string) {
-	r.allocate(Alloc{Tensor: p.Name + " " + s.Name, Shape: p.Shape, DType: r.Plan.Precision.States, Bytes: s.Bytes, Why: why, Cat: core.CatOptimizer})
+// allocState allocates one optimizer state tensor of parameter p,
+// explained as "optimizer state NAME" and whyTail (names joined only when
+// the report keeps the allocation: allocParts).
+func (r *Replay) allocState(p *core.ParamInfo, s core.StateTensor, whyTail string) {
+	r.allocateParts(Alloc{Tensor: s.Name, Shape: p.Shape, DType: r.Plan.Precision.States, Bytes: s.Bytes, Why: s.Name, Cat: core.CatOptimizer},
+		allocParts{tensor: p.Name, sep: " ", why: "optimizer state ", whyTail: whyTail})
 }
 
 // paramBytes is a parameter's storage on this GPU.

@@ -101,6 +101,23 @@ func (d *distState) allocOn(r *Replay, s alloc.Stream, name string, shape []int6
 	return r.allocateOn(s, Alloc{Tensor: name, Shape: shape, DType: dt, Bytes: bytes, Why: why, Cat: cat})
 }
 
+// allocUnit allocates a on stream s: a communication tensor of n elements
+// of unit un's, named un.name+a.Tensor and explained whyHead+a.Why+whyTail,
+// joined only when the report keeps the allocation (allocParts): a step
+// of many units gathers and reduces each of them.
+func (d *distState) allocUnit(r *Replay, s alloc.Stream, un *gatherUnit, n int64, a Alloc, whyHead, whyTail string) int32 {
+	a.Cat = core.CatComm
+	parts := allocParts{tensor: un.name, why: whyHead, whyTail: whyTail, dim: n}
+	if n <= 0 {
+		a.Shape, parts.dim = []int64{n}, 0
+	}
+	prev := r.stream
+	r.stream = s
+	id := r.allocateParts(a, parts)
+	r.stream = prev
+	return id
+}
+
 // rateLimit is FSDP1's limit_all_gathers before an unshard: with two
 // reshards' free events queued, the CPU waits for the older one.
 func (d *distState) rateLimit(r *Replay) {
