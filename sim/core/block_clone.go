@@ -244,7 +244,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		names.WriteString(s[len(src.prefix):])
 		return names.String()[at:]
 	}
-	shapes := take(&b.clones.shapes, dims)
+	shapes := b.clones.shapes.take(dims)
 	shape := func(s []int64) []int64 {
 		if s == nil {
 			return nil
@@ -275,7 +275,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		n += len(op.In) + len(op.Out) + len(op.Saved)
 		np += len(op.Params)
 	}
-	vals, params := take(&b.clones.vals, n), take(&b.clones.params, np)
+	vals, params := b.clones.vals.take(n), b.clones.params.take(np)
 	mapVals := func(vs []Value) []Value {
 		if vs == nil {
 			return nil
@@ -342,34 +342,45 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 // cloneArena holds slabs that cloneBlock carves its copies' names,
 // shapes and value and parameter lists from: a heap allocation per slab
 // rather than four per copy (a 65,536-block repeat made a quarter of
-// a million). A slab's bytes are never written twice.
+// a million). Each slab is twice the last, from the first copy's need,
+// so that a model of two blocks pays no more than before. A slab's bytes
+// are never written twice.
 type cloneArena struct {
 	names  *strings.Builder
-	shapes []int64
-	vals   []Value
-	params []int32
+	nameSz int
+	shapes slab[int64]
+	vals   slab[Value]
+	params slab[int32]
 }
 
-// cloneSlab is the fewest elements (or bytes of names) a new slab holds.
-const cloneSlab = 1024
+// cloneSlabMax caps a slab's doubling (elements, or bytes of names).
+const cloneSlabMax = 1 << 16
 
 // room returns a builder with room for n more bytes.
 func (a *cloneArena) room(n int) *strings.Builder {
 	if a.names == nil || a.names.Cap()-a.names.Len() < n {
+		a.nameSz = max(n, min(2*a.nameSz, cloneSlabMax))
 		a.names = new(strings.Builder)
-		a.names.Grow(max(n, 16*cloneSlab))
+		a.names.Grow(a.nameSz)
 	}
 	return a.names
 }
 
+// slab is the unused end of the latest slab of Ts, and that slab's size.
+type slab[T any] struct {
+	free []T
+	size int
+}
+
 // take returns an empty slice with room for n elements, carved from the
-// end of *slab (a new slab when it has less left).
-func take[T any](slab *[]T, n int) []T {
-	if len(*slab) < n {
-		*slab = make([]T, max(n, cloneSlab))
+// slab (a new one when it has less left).
+func (s *slab[T]) take(n int) []T {
+	if len(s.free) < n {
+		s.size = max(n, min(2*s.size, cloneSlabMax))
+		s.free = make([]T, s.size)
 	}
-	out := (*slab)[:0:n]
-	*slab = (*slab)[n:]
+	out := s.free[:0:n]
+	s.free = s.free[n:]
 	return out
 }
 
