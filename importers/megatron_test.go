@@ -77,6 +77,13 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-mxfp8", optimizer = "adamw", gpu = "B200", parallel = parallel(dp = 8, distributed_optimizer = True))`,
 	}, {
+		name:        "Llama 3 8B with blockwise scaling: its fp8 parameters are listed",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		opts:        Options{GPUs: 8, Overrides: []string{"fp8-recipe=blockwise"}},
+		notModelled: append([]string{"fp8-param-gather: fp8 parameters with the blockwise recipe (docs/float8.md)"}, llama3NotModelled...),
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             float8 = "te-blockwise", optimizer = "adamw", gpu = "H100-80GB", parallel = parallel(dp = 8, distributed_optimizer = True))`,
+	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},

@@ -207,7 +207,7 @@ func TestTEFloat8Errors(t *testing.T) {
 	}{
 		{"A100", func(p *core.Plan) { p.Device, _ = hw.LookupDevice("A100-80GB") }, "needs fp8 tensor cores"},
 		{"mxfp8 on Hopper", func(p *core.Plan) { p.Float8.Scaling = "te-mxfp8" }, "needs Blackwell"},
-		{"blockwise", func(p *core.Plan) { p.Float8.Scaling = "te-blockwise" }, "Float8BlockScaling recipe is not modelled"},
+		{"blockwise on Blackwell", func(p *core.Plan) { p.Float8.Scaling = "te-blockwise"; p.Device, _ = hw.LookupDevice("B200") }, "Float8BlockScaling recipe runs on Hopper only"},
 		{"unknown", func(p *core.Plan) { p.Float8.Scaling = "te-hybrid" }, `unknown float8 recipe "te-hybrid"`},
 		{"torchao gather", func(p *core.Plan) { p.Float8.AllGather = true }, "fsdp_float8_all_gather=True is torchao's"},
 		{"fsdp", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, FSDP: true} }, "under FSDP is not modelled"},

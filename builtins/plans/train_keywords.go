@@ -61,7 +61,7 @@ var TrainKeywords = []keyword{
 			`"te-delayed" or "te-tensorwise" (Megatron's --fp8-recipe delayed or tensorwise) are Transformer Engine's fp8 linears as Megatron-Core runs them instead (q/k/v, the attention projection, fc1, fc2; not the output layer): ` +
 			`each keeps an fp8 copy of its weight (and on Hopper its transpose) across micro-batches and steps, quantizes its input once (rowwise for the GEMM, a transposed copy saved for the weight gradient; with sequence parallelism the fp8 shard, gathered in fp8), ` +
 			`saves nothing in bf16, and quantizes grad_output with both usages; GEMMs at the fp8 rate. ` +
-			`"te-mxfp8" (--fp8-recipe mxfp8, Blackwell only) scales each block of 32 elements with an e8m0 byte and keeps a second quantized copy, not a transpose, of every tensor read both ways (input, grad_output, weight), with its scales; widths and rows multiples of 32. "te-blockwise" is refused as not modelled`,
+			`"te-mxfp8" (--fp8-recipe mxfp8, Blackwell only) scales each block of 32 elements with an e8m0 byte and keeps a second quantized copy, not a transpose, of every tensor read both ways (input, grad_output, weight), with its scales; widths and rows multiples of 32. "te-blockwise" (--fp8-recipe blockwise, Hopper only) scales activations and gradients per 1x128 block and weights per 128x128 block in fp32, and gathers sequence-parallel inputs in bf16, saving the local bf16 input`,
 		set: setFloat8},
 	{Name: "fp8_amax_history", Def: starlark.MakeInt(1),
 		Doc: `with float8="te-delayed": the amax history length of Transformer Engine's delayed scaling (Megatron's --fp8-amax-history-len, default 1): each TE module keeps [length, 3] and [length, 2] fp32 histories`,

@@ -10,7 +10,9 @@ import (
 )
 
 // Transformer Engine's FP8 linears as Megatron-Core runs them
-// (train(float8="te-delayed" | "te-tensorwise")). Facts from
+// (train(float8="te-delayed" | "te-tensorwise"); the block-scaled recipes
+// in te_mxfp8.go and te_blockwise.go, fp8 primary weights in
+// te_fp8_params.go). Facts from
 // NVIDIA/TransformerEngine v2.4, transformer_engine/pytorch:
 //
 //   - module/linear.py _Linear.forward: the input is quantized with
@@ -94,8 +96,10 @@ func (p *Plan) validateTEFloat8() error {
 				`float8="te-delayed" or "te-tensorwise" on Hopper, or gpu="B200"`)
 		}
 	case "te-blockwise":
-		return fail("Transformer Engine's Float8BlockScaling recipe is not modelled yet (1x128 and 128x128 scale blocks)",
-			`float8="te-delayed" or "te-tensorwise"`)
+		if !blockwiseOnHopper(d.Name) {
+			return fail(fmt.Sprintf("Transformer Engine's Float8BlockScaling recipe runs on Hopper only (check_fp8_block_scaling_support: compute capability 9.x, CUDA 12.9); %s is not one", d.Name),
+				`float8="te-mxfp8" (block scaling on Blackwell) or "te-tensorwise", or gpu="H100-80GB"`)
+		}
 	default:
 		return fail(fmt.Sprintf("unknown float8 recipe %q (known: tensorwise, rowwise, %s)", f.Scaling, strings.Join(TEFloat8Recipes(), ", ")),
 			`float8="te-delayed" for Megatron's default --fp8-recipe delayed`)
@@ -167,11 +171,17 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 	var xgrad Value              // the bf16 tensor the input gradient flows to
 	var saved Value              // what the wgrad GEMM keeps
 	var gathered int64           // elements the backward gathers again (sequence parallelism)
-	if b.Dtype(x) == units.FP8 { // gathered in fp8 (TpGatherFP8)
-		local := b.Op(b.Val(x).Producer).In[0]
-		q := b.Op(b.Val(local).Producer) // the local quantization: rowwise, and with MXFP8 columnwise
-		xgrad = q.In[0]
-		saved, gathered = q.Out[len(q.Out)-1], Numel(b.Shape(x))
+	if b.Dtype(x) == units.FP8 { // gathered with sequence parallelism (TpGatherFP8)
+		src := b.Op(b.Val(x).Producer).In[0] // the gathered fp8 shard; blockwise: the gathered bf16 input
+		if b.f8.blockwise() {
+			xgrad = b.Op(b.Val(src).Producer).In[0]
+			saved = xgrad // the local bf16 input, gathered again in the backward
+		} else {
+			q := b.Op(b.Val(src).Producer) // the local quantization: rowwise, and with MXFP8 columnwise
+			xgrad = q.In[0]
+			saved = q.Out[len(q.Out)-1]
+		}
+		gathered = Numel(b.Shape(x))
 		ins = []Value{x, xgrad}
 	} else {
 		xgrad = b.Cast(x, hp, "autocast copy of the TE linear's input")
@@ -224,14 +234,17 @@ func (b *Builder) teQuantize(what string, x Value, columnwise bool) (row, col Va
 	switch {
 	case b.f8.mxfp8():
 		b.Val(row).Why = "MXFP8 copy of the " + what + " with its e8m0 scales, one per 32 elements of a row (rowwise usage: read by the fprop GEMM, dropped after it)"
-		b.withScales(row, true, false)
 		if columnwise {
 			col = b.Out(i, what+"_fp8_colwise", shape, units.FP8, "MXFP8 columnwise copy of the "+what+" with its scales, one per 32 elements of a column (saved for the wgrad GEMM)")
-			b.withScales(col, false, true)
 		}
 	case columnwise && b.f8.transposes:
 		t := append(append([]int64(nil), shape[:len(shape)-2]...), shape[len(shape)-1], shape[len(shape)-2])
 		col = b.Out(i, what+"_fp8_t", t, units.FP8, "transposed fp8 copy of the "+what+" (columnwise usage: saved for the wgrad GEMM)")
+	}
+	rows, cols := Rows(shape), shape[len(shape)-1]
+	b.withScales(row, rows, cols, true, false) // block-scaled recipes: their scales come with the data
+	if col != row {
+		b.withScales(col, rows, cols, false, true)
 	}
 	op := b.Op(i)
 	op.NoGradB = true
@@ -252,6 +265,9 @@ func (b *Builder) TpGatherFP8(x Value) Value {
 	if !b.f8.TE() || !b.Par.sp {
 		return b.TpGather(x)
 	}
+	if b.f8.blockwise() {
+		return b.tpGatherBlockwise(x) // te_blockwise.go: gathered in bf16
+	}
 	xl := b.Cast(x, b.Prec.Compute, "autocast copy of the TE linear's input")
 	mx := b.f8.mxfp8()
 	row, _ := b.teQuantize("input", xl, mx && !b.Eval) // MXFP8 keeps the local columnwise copy (linear.py)
@@ -262,7 +278,7 @@ func (b *Builder) TpGatherFP8(x Value) Value {
 	s[len(s)-2] *= b.Par.Tp
 	i := b.AddOp("all_gather", "sp_all_gather_fp8", []Value{row})
 	y := b.Out(i, "gathered_fp8", s, units.FP8, "sequence-parallel all-gather of the fp8 input (freed after the column-parallel GEMMs)")
-	b.withScales(y, true, false)
+	b.withScales(y, Rows(s), s[len(s)-1], true, false)
 	b.Val(y).Grad = false
 	b.Op(i).NoGradB = true
 	n := b.Val(y).Bytes
@@ -270,6 +286,39 @@ func (b *Builder) TpGatherFP8(x Value) Value {
 	b.RecordComm("all_gather", "tp", Numel(s)+b.teScales(Rows(s), s[len(s)-1], false, true), true) // the backward gathers the saved shard again (MXFP8: its columnwise copy)
 	b.RecordComm("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), true)                     // the input gradient
 	return y
+}
+
+// teScales is the scale bytes of a quantized rows x cols tensor with the
+// usages asked: MXFP8's e8m0 bytes (te_mxfp8.go), blockwise scaling's
+// fp32 per 1x128 block (te_blockwise.go); nothing for the per-tensor
+// recipes, whose scales are their modules' state.
+func (b *Builder) teScales(rows, cols int64, rowwise, colwise bool) int64 {
+	var n int64
+	switch {
+	case b.f8.mxfp8():
+		if rowwise {
+			n += mxfp8RowScales(rows, cols)
+		}
+		if colwise {
+			n += mxfp8ColScales(rows, cols)
+		}
+	case b.f8.blockwise():
+		if rowwise {
+			n += blockwiseScales1D(rows, cols)
+		}
+		if colwise {
+			n += blockwiseScales1D(cols, rows)
+		}
+	}
+	return n
+}
+
+// withScales adds the scales of a quantized value of rows x cols (before
+// any transpose) to its bytes and to its producer's traffic.
+func (b *Builder) withScales(v Value, rows, cols int64, rowwise, colwise bool) {
+	n := b.teScales(rows, cols, rowwise, colwise)
+	b.Val(v).Bytes += n
+	b.Op(b.Val(v).Producer).Bytes += float64(n)
 }
 
 // teBackward is a TE linear's backward workspace beyond the input and
@@ -295,6 +344,12 @@ func (b *Builder) teBackward(rows, in, out int64, sp bool, hp units.DType) (work
 	if sp {
 		n := rows * in
 		work += n + b.teScales(rows, in, false, true) + hp.Bytes(n)
+		if b.f8.blockwise() { // gathered again in bf16, quantized columnwise (transposed) from it
+			work += hp.Bytes(n)
+			bytes += float64(hp.Bytes(n) + n)
+			kernels++
+			return work, bytes, kernels
+		}
 		if b.f8.transposes {
 			work += n
 			bytes += float64(2 * n)

@@ -89,6 +89,7 @@ func (b *Builder) teWeightFP8(w int32, in, out int64, dgrad bool) {
 		b.P.Params[w].GatherFP8 = true
 	default:
 		b.Buffer("weight_fp8", []int64{out, in}, units.FP8, "Transformer Engine's fp8 weight workspace (module._fp8_workspaces, kept across micro-batches and steps)")
+		b.blockwiseWeightScales("weight_fp8_scale_inv", in, out, false) // te_blockwise.go
 	}
 	if b.f8.transposes && dgrad { // linear.py: columnwise_usage = is_grad_enabled and inp.requires_grad
 		why := "transposed fp8 weight for the dgrad GEMM (columnwise usage, kept with the workspace)"
@@ -96,5 +97,6 @@ func (b *Builder) teWeightFP8(w int32, in, out int64, dgrad bool) {
 			why = "the fp8 weight's transpose cache for the dgrad GEMM (Float8Tensor._transpose: invalidated by each optimizer step, rewritten in place by the next forward)"
 		}
 		b.Buffer("weight_fp8_t", []int64{in, out}, units.FP8, why)
+		b.blockwiseWeightScales("weight_fp8_t_scale_inv", in, out, true)
 	}
 }

@@ -56,31 +56,6 @@ func mxfp8ColScales(rows, cols int64) int64 {
 	return roundUp(rows/mxfp8Block, 4) * roundUp(cols, 128)
 }
 
-// teScales is the scale bytes of a quantized rows x cols tensor with the
-// usages asked: nothing but MXFP8 has per-block scales.
-func (b *Builder) teScales(rows, cols int64, rowwise, colwise bool) int64 {
-	if !b.f8.mxfp8() {
-		return 0
-	}
-	var n int64
-	if rowwise {
-		n += mxfp8RowScales(rows, cols)
-	}
-	if colwise {
-		n += mxfp8ColScales(rows, cols)
-	}
-	return n
-}
-
-// withScales adds a quantized value's scales to its bytes and to its
-// producer's traffic.
-func (b *Builder) withScales(v Value, rowwise, colwise bool) {
-	s := b.Shape(v)
-	n := b.teScales(Rows(s), s[len(s)-1], rowwise, colwise)
-	b.Val(v).Bytes += n
-	b.Op(b.Val(v).Producer).Bytes += float64(n)
-}
-
 // mxfp8Weight registers an MXFP8 weight workspace: rowwise data and
 // scales, and the columnwise copy with its scales when the dgrad GEMM
 // needs it.
