@@ -429,6 +429,9 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 	}
 	if l.tp > 1 {
 		args = append(args, kw("tp", num(l.tp)), kw("sequence_parallel", "True"))
+		// DTensor's ColwiseParallel: the all-gathered input is what the
+		// column-parallel linear saves (torchtitan's apply_tp)
+		args = append(args, kw("tp_runtime", str("torch")))
 		// torchtitan's loss_parallel_enabled: tp > 1 and not disabled; the
 		// output's logits stay sharded over the vocabulary (Shard(-1)) and
 		// the loss runs under torch's loss_parallel()

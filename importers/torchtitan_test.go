@@ -24,7 +24,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, loss_parallel = "torch"),
+             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		name: "llama3_8b as torchtitan's benchmark ran it: 8 H100s, batch 2, blocks compiled",
@@ -59,7 +59,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), compile = True, gpu = "H100-80GB",
-             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, loss_parallel = "torch"),
+             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
 	}, {
 		name:        "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
@@ -68,7 +68,7 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
 		notModelled: []string{"parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
-             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True),
+             gpu = "A100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		// Table 2 of benchmarks/llama3_h100_202412_torchtitan.md: FSDP over
@@ -95,7 +95,7 @@ plan = train(llama("llama3-8b"), batch = 8, seq = 8192, precision = "bf16-mixed"
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 2, fsdp = True, reshard_after_forward = False, tp = 8, sequence_parallel = True,
-             loss_parallel = "torch", pp = 4, schedule = "1f1b", micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
+             tp_runtime = "torch", loss_parallel = "torch", pp = 4, schedule = "1f1b", micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		name: "llama3_8b, Interleaved1F1B on 2 ranks: two stages each",

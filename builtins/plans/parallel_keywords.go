@@ -211,6 +211,26 @@ var layoutKeywords = []layoutKeyword{
 			}
 			return nil
 		}},
+	{Name: "tp_runtime", Sig: `"megatron"`,
+		Doc: `with tp and sequence_parallel: what a column-parallel linear saves for its weight gradient: "megatron" (Megatron's linears: ` +
+			`the sequence-sharded input, all-gathered again in the backward) or "torch" (DTensor's ColwiseParallel and PrepareModuleInput, ` +
+			`torchtitan's: the input all-gathered before the matmul, saved whole; the linears of one module input share it)`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.TPRuntime == "" {
+				return starlark.String("megatron")
+			}
+			return starlark.String(p.TPRuntime)
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch s := v.(type) {
+			case nil, starlark.NoneType:
+			case starlark.String:
+				p.TPRuntime = string(s)
+			default:
+				return fmt.Errorf("tp_runtime must be a string (got %s)", s.Type())
+			}
+			return nil
+		}},
 	{Name: "sequence_parallel", Sig: "False", Doc: "with tp: norms, dropout and residuals sharded along the sequence (Korthikanti et al. 2022)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SequenceParallel) },
 		set: setLayoutBool("sequence_parallel", func(p *core.Parallelism) *bool { return &p.SequenceParallel })},

@@ -46,6 +46,7 @@ type Parallelism struct {
 	CPMode               string // context parallelism: ring (default) | ulysses | allgather (tp.go)
 	LossParallel         string // with tp: the vocabulary-parallel cross-entropy, megatron (default) | torch (loss_parallel.go)
 	PPRuntime            string // with pp: what the pipeline keeps, megatron (default) | torch (pipeline_torch.go)
+	TPRuntime            string // with tp: what a column-parallel linear saves, megatron (default) | torch (tp.go)
 	// Megatron's DDP without --overlap-grad-reduce / --overlap-param-gather
 	// (Megatron's own defaults; memsh assumes both, as Megatron's published
 	// recipes set them): the gradient reduction runs after the backward
@@ -178,6 +179,9 @@ func (p Parallelism) String() string {
 	if n.PPRuntime != "" && n.PPRuntime != "megatron" {
 		parts = append(parts, fmt.Sprintf("pp_runtime=%q", n.PPRuntime))
 	}
+	if n.TPRuntime != "" && n.TPRuntime != "megatron" {
+		parts = append(parts, fmt.Sprintf("tp_runtime=%q", n.TPRuntime))
+	}
 	if n.Schedule != "1f1b" {
 		parts = append(parts, fmt.Sprintf("schedule=%q", n.Schedule))
 	}
@@ -287,6 +291,11 @@ func (raw Parallelism) Validate() error {
 	case "", "megatron", "torch":
 	default:
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown pp_runtime %q (known: megatron, torch)", par.PPRuntime)}
+	}
+	switch par.TPRuntime {
+	case "", "megatron", "torch":
+	default:
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown tp_runtime %q (known: megatron, torch)", par.TPRuntime)}
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}

@@ -22,6 +22,15 @@ import "github.com/memsh/memsh/sim/units"
 //     backward and gathers it again there:
 //     LinearWithGradAccumulationAndAsyncCommunication) and reduce-scattered
 //     after the row-parallel ones.
+//
+// parallel(tp_runtime="torch") is DTensor's tensor parallelism as
+// torchtitan applies it (torch.distributed.tensor.parallel, PyTorch 2.x
+// style.py): ColwiseParallel's _prepare_input_fn (and PrepareModuleInput
+// before attention and the MLP) redistributes the sequence-sharded input
+// to Replicate, an all-gather whose output is the matmul's input, so
+// autograd saves the gathered input for the weight gradient and the
+// backward gathers nothing again. The linears reading one module input
+// share its gathered tensor. Everything else lowers as Megatron's.
 
 // parLowering is the distributed part of the lowering context. The zero
 // value is one GPU.
@@ -30,6 +39,7 @@ type parLowering struct {
 	sp         bool // sequence parallelism (tp > 1)
 	megatronCE bool // Megatron's vocabulary-parallel cross-entropy
 	torchCE    bool // torch's loss_parallel() over vocabulary-sharded logits (loss_parallel.go)
+	torchTP    bool // DTensor's ColwiseParallel: a column-parallel linear saves its gathered input
 	ulysses    bool // context parallelism by all-to-all over heads (DeepSpeed Ulysses)
 	allGather  bool // torch's context_parallel(), its keys and values all-gathered (ring_attention.go)
 
@@ -69,7 +79,8 @@ func (p *Plan) configureLowering(b *Builder) {
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",
-		torchCE:    par.TP > 1 && par.LossParallel == "torch"}
+		torchCE:    par.TP > 1 && par.LossParallel == "torch",
+		torchTP:    par.TP > 1 && par.TPRuntime == "torch"}
 	b.Par.megatronCE = b.Par.megatronCE && !b.Par.torchCE
 	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
 		b.Seq /= par.CP
@@ -139,8 +150,12 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 		dt = b.Prec.Compute
 	}
 	xm := b.Cast(xg, dt, "autocast copy of linear input")
-	xs := xm // what autograd keeps for the weight gradient
-	if b.Par.sp {
+	// What autograd keeps for the weight gradient: Megatron's sequence-
+	// parallel linear keeps the sharded input and gathers it again in the
+	// backward; DTensor's (tp_runtime="torch") keeps the gathered one.
+	xs := xm
+	regather := b.Par.sp && !b.Par.torchTP
+	if regather {
 		xs = b.Cast(x, dt, "autocast copy of the sequence-sharded linear input")
 	}
 	wv := b.Weight(w, dt)
@@ -152,7 +167,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 	y := b.Out(i, "out", WithLast(b.Shape(xm), outLocal), dt, "output of column-parallel linear "+b.Name(""))
 	if b.Trainable(w) {
 		b.Save(i, xs)
-		if b.Par.sp {
+		if regather {
 			// The weight gradient needs the whole input: gathered again in
 			// backward into a buffer the size of the gathered input.
 			b.Op(i).WorkB += b.Val(xm).Bytes
