@@ -34,12 +34,12 @@ import (
 // smoke run of the same preset. Under flash attention core_attn recompute
 // frees nothing (memsh's "none"), so only the first row is replayed.
 //
-// Held back, not fitted: memsh is 28 % above on memory. Op by op, what
-// memsh saves per decoder layer (4096 tokens, 32768 routed rows) against
-// what Megatron-Core with Transformer Engine keeps (hand count, sources
-// below):
+// Held back, not fitted: memsh is 13 % above on memory. Op by op, what
+// memsh saved per decoder layer (4096 tokens, 32768 routed rows) with
+// transformers' eager layers against what Megatron-Core with Transformer
+// Engine keeps (hand count, sources below):
 //
-//	                     memsh          Megatron-Core + TE
+//	                     eager          Megatron-Core + TE
 //	input norm           64 MiB         32 (bf16 input, ln_out)
 //	q/k norms           108 MiB        ~40 (the qkv output the norms read)
 //	rope, attention      72 MiB         68 (q, k after rope, out, stats)
@@ -48,23 +48,18 @@ import (
 //	experts             448 MiB        272 (fc1 in 128, fc1 out 96, fc2 in 48)
 //	layer               760 MiB       ~450
 //
-// memsh lowers every RMSNorm as transformers' eager one (an fp32 copy
-// of the input saved, then the bf16 normalized input), where TE's
-// fused RMSNorm (TELayerNormColumnParallelLinear, TENorm) keeps the bf16
-// input and rstdev; it saves gate, up and silu(gate) of the experts'
-// SwiGLU where Megatron's fused SwiGLU keeps its input
-// (megatron/core/fusions/fused_bias_swiglu.py at core_v0.13.0:
-// WeightedSwiGLUFunction saves the fc1 output and the routing probs,
-// bias_activation_fusion on by default); and it weights the experts'
-// outputs in the unpermute, saving them, where core_v0.13.0 applies the
-// probs in that SwiGLU (experts.py TEGroupedMLP.forward) and the
-// unpermute keeps only its index map (token_dispatcher.py
-// combine_postprocess passes no probs). Over 48 layers the difference,
-// about 310 MiB a layer, is about 15.5 GB: 78.4 - 15.5 = 62.9 GB
-// against 61.35. Not changed here: the same eager lowering serves the dense
-// Megatron rows (calib_megatron_test.go, the Megatron-SWIFT dense
-// control), which land with it; replacing it is one change for all
-// Megatron rows (issue 19).
+// The experts now save what Megatron's do (nn/moe_megatron.go: the fused
+// SwiGLU keeps its input, not silu(gate) too, megatron/core/fusions/
+// fused_bias_swiglu.py at core_v0.13.0; the probs are applied in it,
+// experts.py TEGroupedMLP.forward, and the unpermute keeps only its index
+// map, token_dispatcher.py combine_postprocess): 78.4 -> 69.6 GB. The
+// norms are still lowered as transformers' eager RMSNorm, which keeps an
+// fp32 copy of the input and the normalized input, where TE's fused
+// RMSNorm (TELayerNormColumnParallelLinear, TENorm: transformer_engine/
+// pytorch/ops/basic/rmsnorm.py at v2.3, save_for_backward(x, rstdevs))
+// keeps the bf16 input and rsigma: about 136 MiB a layer, 7 GB over 48.
+// With them fused too (branch moe2-te-kernels, not landed: it moves every
+// Megatron calibration) memsh gives 62.7 GB, +2.2 %.
 //
 // The step: 33.3 s against 42.21 (-21 %), 17.4 s of it the expert
 // all-to-all over the two nodes' network (ep 16 spans both), exposed
@@ -104,6 +99,6 @@ func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
 	if got < 35 {
 		t.Errorf("max allocated %.1f GB, step %.2f s: the replay lost the model", got, r.Time.StepSeconds)
 	}
-	t.Logf("  memory not asserted: memsh 28 %% above, Megatron's fused norms and SwiGLU save less (see above)")
+	t.Logf("  memory not asserted: memsh 13 %% above, TE's fused RMSNorm saves less (see above)")
 	t.Logf("  step not asserted: memsh 21 %% below")
 }

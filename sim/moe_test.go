@@ -167,3 +167,27 @@ func TestMamba2Saves(t *testing.T) {
 		t.Errorf("params %d, want %d", m.Params(), want)
 	}
 }
+
+// Megatron's grouped experts (precision "megatron", impl "grouped")
+// save what Megatron-Core 0.13's TEGroupedMLP and alltoall dispatcher
+// save (nn/moe_megatron.go), against the eager grouped lowering: 8
+// tokens, dim 64, 4 experts of 128, top-2 (16 routed rows), bf16.
+// Megatron: the input the router's linear keeps (8 x 64 x 2 = 1,024),
+// the softmax's fp32 probabilities (8 x 4 x 4 = 128), the top-k indices
+// (8 x 2 x 8 = 128), the rows fc1 keeps (16 x 64 x 2 = 2,048), the fused
+// weighted SwiGLU's gate, up and routing weights (2 x 16 x 128 x 2 +
+// 16 x 2 = 8,224) and fc2's input (16 x 128 x 2 = 4,096): 15,648 bytes.
+// Eager: silu(gate) too (4,096), and the unpermute weights the experts'
+// outputs, keeping them (16 x 64 x 2 = 2,048) and the weights (8 x 2 x 2
+// = 32) instead of the permuted ones: 21,792.
+func TestMegatronGroupedExpertsSave(t *testing.T) {
+	for _, tc := range []struct {
+		prec string
+		want int64
+	}{{"megatron", 15_648}, {"bf16", 21_792}} {
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped}, 8, tc.prec)
+		if got := evalPlan(t, p).SavedActivations; got != tc.want {
+			t.Errorf("%s: saved %d bytes, want %d", tc.prec, got, tc.want)
+		}
+	}
+}

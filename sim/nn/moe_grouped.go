@@ -47,7 +47,10 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	b.Save(g, r.idx)
 	b.Op(g).WorkB = b.Val(x).Bytes // the scatter-add of the gradient into zeros of the input's shape
 	xs = expertAllToAll(b, "dispatch", xs, recv)
-	y := m.groupedFfn(b, xs, int64(len(rows)))
+	if m.probsInExperts(b) {
+		return m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))
+	}
+	y := m.groupedFfn(b, xs, int64(len(rows)), core.NoValue)
 	y = expertAllToAll(b, "combine", y, send)
 	w := b.Cast(r.weights, b.Dtype(y), "routing weights in the expert output dtype")
 	c := b.AddOp("index_add", "unpermute", []core.Value{y, w, r.idx})
@@ -98,7 +101,10 @@ func (m *MoE) registerFused(b *core.Builder) fusedWeights {
 // groupedFfn runs this rank's experts over their received rows: one
 // grouped GEMM per projection (impl "grouped", 3-D weights), or for the
 // other impls the same shapes with one weight tensor per expert.
-func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64) core.Value {
+//
+// probs, when set, are the received rows' routing weights, applied to
+// the activation (Megatron-Core 0.13: lowerWeightedExperts).
+func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core.Value) core.Value {
 	defer b.Scope("experts")()
 	recv := b.Shape(xs)[0]
 	hidden := m.Hidden / b.Par.Etpn()
@@ -151,9 +157,15 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64) core.Value
 	if fw != nil {
 		gu, dn = fw.gateUp, fw.down
 	}
+	weigh := func(h core.Value) core.Value {
+		if probs == core.NoValue {
+			return h
+		}
+		return b.Mul("weighted", h, probs) // eager: intermediate * permuted_probs
+	}
 	if !m.expertMLP().gated() {
 		h := proj(upName, RoleExpertUp, xs, m.Dim, hidden, gu)
-		h = Activation(b, m.Act, h)
+		h = weigh(Activation(b, m.Act, h))
 		return proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
 	}
 	fn := "silu"
@@ -162,7 +174,13 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64) core.Value
 	}
 	gate := proj(gateName, RoleExpertGate, xs, m.Dim, hidden, gu)
 	up := proj(upName, RoleExpertUp, xs, m.Dim, hidden, gu)
-	h := b.Mul("act_mul", Activation(b, fn, gate), up)
+	var h core.Value
+	switch {
+	case b.MegatronKernels() && fn == "silu":
+		h = b.FusedGLU(fn, gate, up, probs) // WeightedSwiGLUFunction with probs
+	default:
+		h = weigh(b.Mul("act_mul", Activation(b, fn, gate), up))
+	}
 	return proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
 }
 
