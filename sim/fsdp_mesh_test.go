@@ -237,17 +237,34 @@ func TestFSDPPipelineHoldsStage(t *testing.T) {
 // accumulate after: the most at once is 6Q, not both chunks' 8Q. Stage 0's
 // two chunks have run no backward (all four forwards in flight): no
 // gradient in the forward, 6Q at most as well. After the backward both
-// chunks hold their 2Q shards and nothing unsharded.
+// chunks hold their 2Q shards and nothing unsharded. With keep_grads
+// (zero_grad(set_to_none=False)) both chunks' 2Q shards stay from the last
+// step: 4Q more in the forward, 8Q at most on either stage.
 func TestFSDPPipelineChunkPostBackward(t *testing.T) {
 	m := linearStack(8, 1024, 4096)
 	q := m.Params() / 4
-	p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 2, PP: 2, FSDP: true, MicroBatches: 2, Schedule: "interleaved", VirtualStages: 2})
-	p.GradAccum = 2
+	for _, tc := range []struct {
+		keep bool
+		want [2]struct{ forward, most, after int64 }
+	}{
+		{false, [2]struct{ forward, most, after int64 }{{0, 6 * q, 4 * q}, {4 * q, 6 * q, 4 * q}}},
+		{true, [2]struct{ forward, most, after int64 }{{4 * q, 8 * q, 4 * q}, {8 * q, 8 * q, 4 * q}}},
+	} {
+		p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 2, PP: 2, FSDP: true, MicroBatches: 2, Schedule: "interleaved", VirtualStages: 2})
+		p.GradAccum, p.KeepGrads = 2, tc.keep
+		checkPipelineGrads(t, p, tc.want)
+	}
+}
+
+// checkPipelineGrads checks the gradient bytes of each stage of p in its
+// forward (constant), at most, and at the optimizer step.
+func checkPipelineGrads(t *testing.T, p *core.Plan, want [2]struct{ forward, most, after int64 }) {
+	t.Helper()
 	rep, err := Evaluate(p, core.Options{Timeline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for s, want := range []struct{ forward, most, after int64 }{{0, 6 * q, 4 * q}, {4 * q, 6 * q, 4 * q}} {
+	for s, want := range want {
 		r := rep.Ranks[s]
 		var fwd, most, after int64 = -1, 0, -1
 		for _, pt := range r.Timeline {
@@ -256,7 +273,7 @@ func TestFSDPPipelineChunkPostBackward(t *testing.T) {
 			switch pt.Phase {
 			case replay.PhaseForward:
 				if fwd >= 0 && g != fwd {
-					t.Errorf("stage %d: gradients %d then %d bytes in the forward, want %d throughout", s, fwd, g, want.forward)
+					t.Errorf("keep_grads=%v, stage %d: gradients %d then %d bytes in the forward, want %d throughout", p.KeepGrads, s, fwd, g, want.forward)
 				}
 				fwd = g
 			case replay.PhaseOptimizer:
@@ -264,8 +281,8 @@ func TestFSDPPipelineChunkPostBackward(t *testing.T) {
 			}
 		}
 		if fwd != want.forward || most != want.most || after != want.after {
-			t.Errorf("stage %d: gradients %d bytes in the forward, %d at most, %d at the optimizer step; want %d, %d, %d",
-				s, fwd, most, after, want.forward, want.most, want.after)
+			t.Errorf("keep_grads=%v, stage %d: gradients %d bytes in the forward, %d at most, %d at the optimizer step; want %d, %d, %d",
+				p.KeepGrads, s, fwd, most, after, want.forward, want.most, want.after)
 		}
 	}
 }

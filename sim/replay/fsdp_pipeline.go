@@ -55,13 +55,19 @@ func (d *distState) pipeChunks() {
 
 // holdStage gathers every unit of the stage and allocates the accumulated
 // unsharded gradients of the chunks whose backward ran before the
-// replayed moment.
+// replayed moment (and, with keep_grads, the sharded ones of the last
+// step).
 func (d *distState) holdStage(r *Replay) {
 	r.op = "model"
 	for u := range d.units {
 		d.gather(r, int32(u))
 	}
 	r.op = "accumulated gradients"
+	if r.Plan.KeepGrads { // zero_grad(set_to_none=False): the sharded gradients stay from the last step
+		for u := range d.units {
+			d.shardGrad(r, u)
+		}
+	}
 	for _, c := range d.p.Stage.Chunks {
 		if c.Done == 0 {
 			continue
