@@ -28,6 +28,7 @@ type Allocator struct {
 	Reserved  int64
 	Allocated int64
 	free      [][]*Block  // per list (a stream's small or large pool, listOf): free blocks
+	sizes     [][]int64   // per list: the free blocks' sizes, in list order (a scan reads them without visiting the blocks)
 	index     []freeIndex // per list: the free blocks by size
 	segments  []*segment
 
@@ -113,8 +114,8 @@ func (a *Allocator) cached(list int) Cache {
 		a.largest[list], a.largestKnown[list] = a.index[list].largest(), true
 	default:
 		var l int64
-		for _, b := range fl {
-			l = max(l, b.Size)
+		for _, n := range a.sizes[list] {
+			l = max(l, n)
 		}
 		a.largest[list], a.largestKnown[list] = l, true
 	}
@@ -385,7 +386,7 @@ func (a *Allocator) bestFit(list int, size int64) *Block {
 	if list >= len(a.free) {
 		return nil
 	}
-	return a.index[list].best(size, a.free[list]) // the first block in free-list order of the smallest size >= size
+	return a.index[list].best(size, a.free[list], a.sizes[list]) // the first block in free-list order of the smallest size >= size
 }
 
 // addFree puts b on its pool's free list.
@@ -395,6 +396,7 @@ func (a *Allocator) addFree(b *Block) {
 	a.largest[pool] = max(a.largest[pool], b.Size) // still the largest when it was known
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
+	a.sizes[pool] = append(a.sizes[pool], b.Size)
 	a.index[pool].added(b, a.free[pool])
 	if releasable(b) {
 		b.wpos = len(a.whole)
@@ -434,11 +436,13 @@ func (a *Allocator) removeFree(b *Block) {
 	}
 	var moved *Block
 	from := len(fl) - 1
+	sz := a.sizes[pool]
 	if last := fl[from]; last != b { // the last block moves into the hole
 		moved = last
 		fl[i], last.pos = last, i
+		sz[i] = sz[from]
 	}
-	a.free[pool] = fl[:from]
+	a.free[pool], a.sizes[pool] = fl[:from], sz[:from]
 	a.index[pool].removed(b, moved, from, a.free[pool])
 }
 

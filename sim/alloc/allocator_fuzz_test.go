@@ -238,6 +238,9 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 			if b.pos != i {
 				t.Fatalf("free list %d: block at %d records position %d", pool, i, b.pos)
 			}
+			if len(a.sizes[pool]) != len(fl) || a.sizes[pool][i] != b.Size {
+				t.Fatalf("free list %d: block at %d holds %d bytes, the list's sizes say %v", pool, i, b.Size, a.sizes[pool])
+			}
 			p, ok := freeBlocks[b]
 			if !ok || p != pool {
 				t.Fatalf("free list %d holds a block (%d bytes at %d) that is not a free block of that pool", pool, b.Size, b.off)

@@ -206,16 +206,19 @@ func (x *freeIndex) removed(b *Block, moved *Block, from int, fl []*Block) {
 }
 
 // best returns the first block in list order of the smallest size >= n,
-// from the index or by scanning fl.
-func (x *freeIndex) best(n int64, fl []*Block) *Block {
+// from the index or by scanning the list's sizes (sizes[i] is fl[i]'s).
+func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
 	if x.active {
 		return x.bestFit(n)
 	}
-	var best *Block
-	for _, b := range fl {
-		if b.Size >= n && (best == nil || b.Size < best.Size) {
-			best = b
+	best := -1
+	for i, s := range sizes {
+		if s >= n && (best < 0 || s < sizes[best]) {
+			best = i
 		}
 	}
-	return best
+	if best < 0 {
+		return nil
+	}
+	return fl[best]
 }

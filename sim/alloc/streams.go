@@ -58,6 +58,7 @@ func (a *Allocator) grow(list int) int {
 	for len(a.free) <= list {
 		n := len(a.free)
 		a.free = append(a.free, nil)
+		a.sizes = append(a.sizes, nil)
 		a.unmapped = append(a.unmapped, nil)
 		a.index = append(a.index, freeIndex{above: a.indexAbove[n%2]})
 		a.freeBytes = append(a.freeBytes, 0)
