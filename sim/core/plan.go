@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
@@ -239,10 +240,20 @@ func (p *Plan) Validate() error {
 	return p.validateParallel()
 }
 
-// lowerProgram lowers the model for one micro-batch of this plan.
-func (p *Plan) LowerProgram() (*Program, error) {
+// LowerProgram lowers the model for one micro-batch of this plan.
+func (p *Plan) LowerProgram() (*Program, error) { return p.LowerProgramSized(ProgramSize{}) }
+
+// LowerProgramSized is LowerProgram with room made up front for as many
+// ops, values and parameters as room says: the same program, without
+// regrowing its lists when the caller knows about how large it will be
+// (the search lowers thousands of small programs of known sizes).
+func (p *Plan) LowerProgramSized(room ProgramSize) (*Program, error) {
+	prog := &Program{Loss: NoValue, Input: NoValue, Labels: NoValue}
+	prog.Ops = slices.Grow(prog.Ops, room.Ops) // still nil without room
+	prog.Values = slices.Grow(prog.Values, room.Values)
+	prog.Params = slices.Grow(prog.Params, room.Params)
 	b := &Builder{
-		P:      &Program{Loss: NoValue, Input: NoValue, Labels: NoValue},
+		P:      prog,
 		Batch:  p.Batch,
 		Seq:    p.Seq,
 		Prec:   p.Precision,

@@ -198,6 +198,18 @@ func (p *Program) reserve(n int64, ops, values, params int) {
 	p.Params = slices.Grow(p.Params, more(len(p.Params), params, maxParamTensors))
 }
 
+// ProgramSize is the lengths of a program's op, value and parameter
+// lists.
+type ProgramSize struct{ Ops, Values, Params int }
+
+// Size is p's ProgramSize.
+func (p *Program) Size() ProgramSize { return ProgramSize{len(p.Ops), len(p.Values), len(p.Params)} }
+
+// Times is s with every length multiplied by k.
+func (s ProgramSize) Times(k int) ProgramSize {
+	return ProgramSize{k * s.Ops, k * s.Values, k * s.Params}
+}
+
 // region is a contiguous range of ops run under activation checkpointing.
 type Region struct {
 	name       string

@@ -276,11 +276,12 @@ func withBlocks(m *core.Model, k int64) (*core.Model, int64) {
 	return &c, target.N
 }
 
-// lowerWith lowers plan p with model m and layout par (one GPU of it).
-func lowerWith(p *core.Plan, m *core.Model, par core.Parallelism, stage *core.StageSpec) (*core.Program, error) {
+// lowerWith lowers plan p with model m and layout par (one GPU of it),
+// with room for the lists of a program of size room.
+func lowerWith(p *core.Plan, m *core.Model, par core.Parallelism, stage *core.StageSpec, room core.ProgramSize) (*core.Program, error) {
 	q := *p
 	q.Model, q.Parallel, q.PipeStage = m, par, stage
-	return q.LowerProgram()
+	return q.LowerProgramSized(room)
 }
 
 // newProfile lowers the units of plan p's configuration. p's layout gives
@@ -299,7 +300,7 @@ func newProfile(p *core.Plan) (*profile, error) {
 	one.EmbeddingSlot, one.LossSlot = false, false // the stages' split is the shape's (search_estimate.go)
 	m1, n := withBlocks(p.Model, 1)
 	pr := &profile{plan: p, n: n, mixed: n == 0 && blockCount(p.Model) > 0}
-	p1, err := lowerWith(p, m1, one, nil)
+	p1, err := lowerWith(p, m1, one, nil, core.ProgramSize{})
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +310,10 @@ func newProfile(p *core.Plan) (*profile, error) {
 		return pr, nil
 	}
 	m2, _ := withBlocks(p.Model, 2)
-	p2, err := lowerWith(p, m2, one, nil)
+	// The other models hold at most twice the one-block model's lists
+	// (two blocks, or a stage of up to two blocks with the layers around).
+	room := p1.Size().Times(2)
+	p2, err := lowerWith(p, m2, one, nil, room)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +340,7 @@ func newProfile(p *core.Plan) (*profile, error) {
 			return nil, err
 		}
 		for s := int64(0); s < 3; s++ {
-			prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split})
+			prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split}, room)
 			if err != nil {
 				return nil, err
 			}
