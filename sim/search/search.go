@@ -87,7 +87,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// The plan checks every layout.
 	why := make([]string, len(layouts))
 	parallelFor(ctx, sp.Workers, len(layouts), progress, func(i int) {
-		if err := sp.plan(base, layouts[i]).Validate(); err != nil {
+		p := sp.planOf(base, layouts[i])
+		if err := p.Validate(); err != nil {
 			why[i] = reasonOf(err)
 		}
 	})
@@ -132,20 +133,20 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	var firstOf, shapeFirst []*core.Plan
 	for j, i := range valid {
 		l := layouts[i]
-		p := sp.plan(base, l)
-		k := sp.keyOf(p, l)
+		p := sp.planOf(base, l)
+		k := sp.keyOf(&p, l)
 		keyOf[j] = k
 		if _, ok := profiles[k]; !ok {
 			profiles[k] = nil
-			keys, firstOf = append(keys, k), append(firstOf, p)
+			keys, firstOf = append(keys, k), append(firstOf, sp.plan(base, l))
 		}
 		sk := shapeKey{k, l.pp, l.v, l.split}
 		if _, ok := shapes[sk]; !ok {
 			shapes[sk] = nil
-			skeys, shapeFirst = append(skeys, sk), append(shapeFirst, p)
+			skeys, shapeFirst = append(skeys, sk), append(shapeFirst, sp.plan(base, l))
 		}
 		if _, ok := nonTorch[outsideOf(l)]; !ok {
-			nonTorch[outsideOf(l)] = nonTorchBytes(p)
+			nonTorch[outsideOf(l)] = nonTorchBytes(&p)
 		}
 	}
 	prs := make([]*profile, len(keys))

@@ -391,6 +391,13 @@ func cpModes(names []string, cp int64) []cpMode {
 
 // plan builds layout l's plan from base.
 func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
+	p := sp.planOf(base, l)
+	return &p
+}
+
+// planOf is plan's plan as a value (the checks of every layout keep it
+// off the heap).
+func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 	par := core.Parallelism{DP: l.dp, TP: l.tp, PP: l.pp, CP: l.cp, EP: l.ep, SequenceParallel: l.tp > 1}
 	if l.v > 1 {
 		par.Schedule, par.VirtualStages = "interleaved", l.v
@@ -411,7 +418,7 @@ func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
 	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, l.mbs, l.m, c
 	gpn := min(sp.GPUsPerNode, sp.GPUs)
 	p.Cluster = hw.Cluster{Nodes: sp.GPUs / gpn, GPUsPerNode: gpn, IntraGBps: base.Cluster.IntraGBps, InterGBps: base.Cluster.InterGBps}
-	return &p
+	return p
 }
 
 // profileKey is what the lowering of a layout depends on: tensor,
