@@ -102,8 +102,14 @@ func (a paramAgg) numel(trainable bool) (dense, expert int64) {
 }
 
 // add returns u + k*v; parameters are added for whole positive k (a
-// difference of units sets its parameters itself).
+// difference of units sets its parameters itself). Its slices are new or
+// shared, never written: zero + 1*v is v itself (every sum is exact: 0 +
+// 1*x is x, and v's lists hold no zero count and no two entries alike,
+// as add and SumComm leave them).
 func (u unitSums) add(v unitSums, k float64) unitSums {
+	if k == 1 && u.zero() {
+		return v
+	}
 	u.ct = u.ct.Plus(v.ct, k)
 	u.attn += k * v.attn
 	u.fwdFlops += k * v.fwdFlops
@@ -139,6 +145,12 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 		timing.SortComm(u.comm)
 	}
 	return u
+}
+
+// zero says whether u is the zero value (a sum not begun).
+func (u *unitSums) zero() bool {
+	return u.ct == timing.ComputeTime{} && u.attn == 0 && u.fwdFlops == 0 && u.recFlops == 0 &&
+		len(u.comm) == 0 && len(u.params) == 0 && u.saved == 0
 }
 
 // unitOf sums a lowered program the way the time model reads it (every
