@@ -18,17 +18,18 @@ func (d *distState) buildUnits() error {
 	prog := d.p
 	d.unitOf = fill(make([]int32, len(prog.Params)), none)
 	d.opUnits = make([][]int32, len(prog.Ops))
-	key := map[string]int32{}
+	key := make(map[string]int32, len(prog.Params)) // a unit per module at most: no regrowing
 	var blocks map[string]int
 	if d.Mode == DistFSDP {
 		// Modules wrapped on their own come first (negative positions), so
 		// they win over a block that contains them, as a nested
 		// fully_shard takes its parameters out of the outer unit.
-		blocks = map[string]int{}
+		prefixes := blockPrefixes(d.plan.Model)
+		blocks = make(map[string]int, len(d.Par.FSDPUnits)+len(prefixes))
 		for i, u := range d.Par.FSDPUnits {
 			blocks[u] = i - len(d.Par.FSDPUnits)
 		}
-		for i, b := range blockPrefixes(d.plan.Model) {
+		for i, b := range prefixes {
 			if _, ok := blocks[b]; !ok {
 				blocks[b] = i
 			}
