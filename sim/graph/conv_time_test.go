@@ -1,0 +1,146 @@
+package graph
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/timing"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// attentionAlone is the graph attention on its own, as anemoi-core PR
+// #631 timed it (test_triton_gt.py at b40b6c610 calls
+// GraphTransformerConv and GraphTransformerFunction on given query [dst,
+// H, d], key and value [src, H, d] and edge features [edges, H, d]): the
+// four inputs are made from the model input by copies outside the conv's
+// scope, in the input's dtype, and need gradients.
+type attentionAlone struct {
+	g               edgeAttention
+	src, dst, edges int64
+}
+
+func (a *attentionAlone) Kind() string           { return "attention_alone" }
+func (a *attentionAlone) Label() string          { return "" }
+func (a *attentionAlone) Params() int64          { return 0 }
+func (a *attentionAlone) Children() []core.Layer { return nil }
+func (a *attentionAlone) Summary() string        { return "" }
+func (a *attentionAlone) Validate(string) error  { return nil }
+
+func (a *attentionAlone) Lower(b *core.Builder, x core.Value) core.Value {
+	c, dt := a.g.channels, b.Dtype(x)
+	in := func(name string, rows int64) core.Value {
+		return b.Ew("copy", name, []core.Value{x}, []int64{rows, c}, dt, "benchmark input")
+	}
+	q, k, v, e := in("query", a.dst), in("key", a.src), in("value", a.src), in("edge_attr", a.edges)
+	idx := b.Ew("copy", "edge_index", []core.Value{x}, []int64{2, a.edges}, units.INT64, "benchmark edge index")
+	b.Val(idx).Grad = false
+	return a.g.conv(b, "conv", q, k, v, e, idx, a.dst, a.edges)
+}
+
+// attentionTime is the forward + backward GPU time of the ops in the
+// conv's scope (the benchmark inputs' copies excluded).
+func attentionTime(t *testing.T, a *attentionAlone, gpu string) float64 {
+	t.Helper()
+	prec, _ := core.LookupPrecision("fp16")
+	rt, _ := core.LookupRuntime("cuda")
+	dev, err := hw.LookupDevice(gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &core.Model{Name: "pr631", Layers: []core.Layer{a}, Loss: "mse", InputDim: a.g.channels, InputGrad: true}
+	p := &core.Plan{Model: m, Batch: 1, Seq: a.dst, GradAccum: 1, Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW},
+		Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: core.Train, Runtime: rt}
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s float64
+	for i, c := range timing.PriceOps(prog, p) {
+		op := prog.Ops[i]
+		if strings.HasPrefix(op.Module, "conv") {
+			s += c.Fwd + c.Bwd
+			if testing.Verbose() && len(op.Out) > 0 {
+				o := prog.Values[op.Out[len(op.Out)-1]]
+				t.Logf("  %-12s %-20s %v %s fwd %.3f bwd %.3f ms", op.Kind, op.Name, o.Shape, o.Dtype, 1e3*c.Fwd, 1e3*c.Bwd)
+			}
+		}
+	}
+	return s
+}
+
+// PR #631's table: ms per forward + backward of the graph attention alone,
+// fp16 ("All runs use era = n320, h = lvl6-multi-scale, dtype = fp16";
+// commit b40b6c610's message), PyG's GraphTransformerConv and the Triton
+// kernel, on an H200 and an A100. The PR publishes neither its harness nor
+// its channels and heads. Its graph (n320 to TriNodes(6)) is the one of
+// anemoi's CI benchmark, training/tests/integration/config/benchmark/
+// graphtransformer.yaml (08f524592, before the PR): num_channels 512, the
+// model's default 16 heads; memsh takes those. (At graphtransformer.yaml's
+// 1024 channels the Triton kernel's own bytes, 10 rows of 2 KiB per edge
+// at least with no reuse, stream past every measured row: 0.83 ms for
+// h_to_h's 327,600 edges would need 8 TB/s on an H200.) The inputs are
+// fp16 tensors, not autocast: PyG's message and scatter run in fp16. The
+// graphs, anemoi-training's graph/multi_scale.yaml at that commit:
+//
+//   - h_to_h: MultiScaleEdges on 40,962 nodes, 80*(4^6-1) = 327,600 edges
+//     (exact);
+//   - h_to_era: KNNEdges(3) to the N320's 542,080 points, 1,626,240 edges
+//     (exact);
+//   - era_to_h: CutOffEdges(cutoff_factor=0.6): the radius is 0.6 x the
+//     largest nearest-neighbour distance of the mesh (graphs/utils.py
+//     get_grid_reference_distance), 0.6 x 0.02066 = 0.01240 for the
+//     level-6 icosphere; at 542,080 / 4pi points per steradian, 20.8 grid
+//     points per mesh node (an estimate: the grid taken as uniform),
+//     852,830 edges;
+//   - dop_enc is not described: left out.
+//
+// memsh (go test ./sim/graph -run PR631 -v):
+//
+//	         PyG ms (measured)       Triton ms (measured)
+//	H200 era_to_h  13.64 (23.97) -43 %   2.27 (2.77)  -18 %
+//	H200 h_to_h     5.16  (9.64) -46 %   0.96 (0.83)  +15 %
+//	H200 h_to_era  25.73 (46.99) -45 %   5.88 (4.87)  +21 %
+//	A100 era_to_h  33.06 (53.09) -38 %   5.49 (6.81)  -19 %
+//	A100 h_to_h    12.51 (20.32) -38 %   2.32 (1.82)  +27 %
+//	A100 h_to_era  62.34 (100.4) -38 %  14.26 (11.19) +27 %
+//
+// The fused kernel, priced as its bytes streamed, lands within 27 %; PyG's
+// message passing comes out 38-46 % fast on every row, the same on both
+// GPUs: its per-edge chain (three index_selects, their index_add_
+// backwards, five elementwise ops over [edges, 512], the fp16 scatter_add_)
+// costs more than its bytes at the copy bandwidth, which is why memsh's
+// Bris step (PyG, anemoi-models 0.8.1) is under the story's. The test holds
+// both: Triton within 30 %, PyG under the measurement (memsh's documented
+// lower bound for PyG's gathers and scatters: docs/anemoi.md).
+func TestGraphAttentionAgainstPR631(t *testing.T) {
+	const c, h = 512, 16
+	graphs := map[string]attentionAlone{
+		"era_to_h": {src: 542_080, dst: 40_962, edges: 852_830},
+		"h_to_h":   {src: 40_962, dst: 40_962, edges: 327_600},
+		"h_to_era": {src: 40_962, dst: 542_080, edges: 1_626_240},
+	}
+	for _, r := range []struct {
+		gpu, graph  string
+		pyg, triton float64 // ms
+	}{
+		{"H200", "era_to_h", 23.97, 2.77}, {"H200", "h_to_h", 9.64, 0.83}, {"H200", "h_to_era", 46.99, 4.87},
+		{"A100", "era_to_h", 53.09, 6.81}, {"A100", "h_to_h", 20.32, 1.82}, {"A100", "h_to_era", 100.44, 11.19},
+	} {
+		a := graphs[r.graph]
+		a.g = edgeAttention{channels: c, heads: h, backend: BackendPyG}
+		pyg := 1e3 * attentionTime(t, &a, r.gpu)
+		a.g.backend = BackendTriton
+		tri := 1e3 * attentionTime(t, &a, r.gpu)
+		t.Logf("%s %-8s pyg %6.2f ms (measured %6.2f, %+4.0f %%)  triton %5.2f ms (measured %5.2f, %+4.0f %%)  ratio %4.1f (measured %4.1f)",
+			r.gpu, r.graph, pyg, r.pyg, 100*(pyg/r.pyg-1), tri, r.triton, 100*(tri/r.triton-1), pyg/tri, r.pyg/r.triton)
+		if math.Abs(tri/r.triton-1) > 0.30 {
+			t.Errorf("%s %s: triton %.2f ms, measured %.2f: more than 30 %% off", r.gpu, r.graph, tri, r.triton)
+		}
+		if pyg >= r.pyg {
+			t.Errorf("%s %s: pyg %.2f ms, measured %.2f: memsh prices PyG's gathers and scatters at their bytes, a lower bound", r.gpu, r.graph, pyg, r.pyg)
+		}
+	}
+}
