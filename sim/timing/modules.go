@@ -23,27 +23,43 @@ import (
 // front of a path (pipeline stage2, micro-batch mb0, ensemble member3,
 // rollout1) are dropped, so a row reads like the model's module tree.
 func foldPath(p string) string {
-	segs := strings.Split(p, ".")
-	for len(segs) > 0 && copyPrefix(segs[0]) {
-		segs = segs[1:]
+	rest := p
+	for { // the copies' segments in front
+		seg, after, more := strings.Cut(rest, ".")
+		if !copyPrefix(seg) {
+			break
+		}
+		if rest = after; !more {
+			rest = ""
+		}
 	}
-	if len(segs) == 0 || segs[0] == "" {
+	if rest == "" || rest[0] == '.' {
 		return "(model)"
 	}
-	for i, s := range segs {
-		j := len(s)
-		for j > 0 && s[j-1] >= '0' && s[j-1] <= '9' {
+	// One pass over the segments, one string built (a step of 65,536
+	// modules folds 65,536 paths).
+	var out strings.Builder
+	out.Grow(len(rest) + 8)
+	for i := 0; ; i++ {
+		seg, after, more := strings.Cut(rest, ".")
+		if i > 0 {
+			out.WriteByte('.')
+		}
+		j := len(seg)
+		for j > 0 && seg[j-1] >= '0' && seg[j-1] <= '9' {
 			j--
 		}
-		if j == len(s) {
-			continue
+		if j < len(seg) && (j == 0 || seg[:j] == "chunk") {
+			out.WriteString(seg[:j])
+			out.WriteByte('*')
+		} else {
+			out.WriteString(seg)
 		}
-		switch s[:j] {
-		case "", "chunk":
-			segs[i] = s[:j] + "*"
+		if !more {
+			return out.String()
 		}
+		rest = after
 	}
-	return strings.Join(segs, ".")
 }
 
 // copyPrefix reports whether a path segment names a copy the lowering

@@ -141,6 +141,14 @@ func TestFoldPath(t *testing.T) {
 		"":                                    "(model)",
 		"mbx.layers.1":                        "mbx.layers.*",
 		"loss":                                "loss",
+		"stage1":                              "(model)",
+		"stage1.mb2":                          "(model)",
+		".a":                                  "(model)",
+		"a..b.7":                              "a..b.*",
+		"7":                                   "*",
+		"chunk.x12.chunk12.12a":               "chunk.x12.chunk*.12a",
+		"stage1.":                             "(model)",
+		"layers.3.":                           "layers.*.",
 	} {
 		if got := foldPath(in); got != want {
 			t.Errorf("foldPath(%q) = %q, want %q", in, got, want)
