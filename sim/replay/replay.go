@@ -366,16 +366,18 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 	blk, ok := r.alloc.AllocOn(a.Bytes, r.stream)
 	a.Phase, a.Op = r.phase, r.op
 	rep := r.Rep
-	if (r.grew && r.alloc.Reserved > rep.PeakReserved) || r.traced != nil || (!ok && rep.OOM == nil) || a.Bytes > rep.Largest.Bytes {
-		a = parts.join(a)
+	pending := parts // what a still lacks
+	if r.traced != nil || (!ok && rep.OOM == nil) || a.Bytes > rep.Largest.Bytes {
+		a, pending = parts.join(a), allocParts{}
 	}
 	if r.grew && r.alloc.Reserved > rep.PeakReserved {
 		// Past the limit the reserve grows at nearly every request: the
-		// report's one PeakGrowth is overwritten, not made again.
+		// report's one PeakGrowth is overwritten, not made again, and its
+		// description joined once the step is done (finish).
 		if rep.Frag.PeakGrowth == nil {
 			rep.Frag.PeakGrowth = new(PeakGrowth)
 		}
-		*rep.Frag.PeakGrowth = PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved}
+		*rep.Frag.PeakGrowth = PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved, parts: pending}
 	}
 	if r.traced != nil {
 		if !ok && rep.OOM == nil {

@@ -224,4 +224,12 @@ type PeakGrowth struct {
 	Alloc    Alloc
 	Growth   alloc.Growth // its pool's free blocks then, none large enough, and the other pool's
 	Reserved int64        // the reserve after it
+	parts    allocParts   // what Alloc's description lacks until the replay's finish joins it
+}
+
+// settle joins the description of the request (Replay.finish).
+func (g *PeakGrowth) settle() {
+	if g != nil {
+		g.Alloc, g.parts = g.parts.join(g.Alloc), allocParts{}
+	}
 }

@@ -287,6 +287,7 @@ func (r *Replay) optimizerStep() {
 // next step; the batch is dropped).
 func (r *Replay) finish() {
 	defer r.recordPeakCache() // a step that ends at its peak
+	r.Rep.Frag.PeakGrowth.settle()
 	r.Dist.releaseKeptGrads(r)
 	for _, v := range r.P.Held { // the loop's logits list
 		r.unhold(v)
