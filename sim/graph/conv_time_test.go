@@ -107,6 +107,14 @@ func attentionTime(t *testing.T, a *attentionAlone, gpu string) float64 {
 //	A100 h_to_h    12.51 (20.32) -38 %   2.32 (1.82)  +27 %
 //	A100 h_to_era  62.34 (100.4) -38 %  14.26 (11.19) +27 %
 //
+// The PR does not say which A100: memsh's "A100" is the 80 GB part (2,039
+// GB/s); on the 40 GB part (1,555 GB/s) every A100 time grows by 31 %
+// (PyG -18/-19/-19 %, Triton +6/+67/+67 %). The Triton rows whose keys and
+// values are the mesh's 40,962 rows (h_to_h, h_to_era: 84 MB, near the
+// H200's 50 MB L2) come out high and the one reading the grid's 542,080
+// rows (era_to_h, 1.1 GB) low: the signature of the mesh rows' reuse in
+// L2, which memsh does not price (every gathered row is read from DRAM).
+//
 // The fused kernel, priced as its bytes streamed, lands within 27 %; PyG's
 // message passing comes out 38-46 % fast on every row, the same on both
 // GPUs: its per-edge chain (three index_selects, their index_add_
