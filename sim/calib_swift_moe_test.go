@@ -161,7 +161,8 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		{name: "Qwen2.5-14B, tp 4, dp 2", config: []byte(qwen25_14B),
 			par: core.Parallelism{DP: 2, TP: 4, SequenceParallel: true, DistributedOptimizer: true,
 				NoOverlapGradReduce: true, NoOverlapParamGather: true},
-			nodes: 1, recompute: "none", gib: 65, secs: 9.04},
+			nodes: 1, recompute: "none", gib: 65, secs: 9.04,
+			memGap: "memsh 11 % below with TE's fused norms and SwiGLU: nvidia-smi holds 7 GiB more than the allocations memsh replays, cause unknown (the MoE rows miss as much or more)"},
 		// moe/moe.sh "8 * 57GiB, 2.95s/it": pp 2 (the last stage 11 of 24
 		// layers), ep 4, dp 4, full recompute of every layer.
 		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4", config: readHF(t, "qwen1.5-moe-a2.7b.json"),

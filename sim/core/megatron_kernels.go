@@ -1,26 +1,34 @@
 package core
 
-// Megatron-Core's fused gated activation. Precision "megatron" stands for
+import "github.com/memsh/memsh/sim/units"
+
+// Megatron-Core's fused layer kernels. Precision "megatron" stands for
 // Megatron-LM's recipe as it runs today, Megatron-Core with Transformer
-// Engine, whose grouped experts (TEGroupedMLP) run SwiGLU as one fused
-// kernel: megatron/core/fusions/fused_bias_swiglu.py at core_v0.13.0,
-// used when bias_activation_fusion is set (Megatron's
-// --bias-swiglu-fusion default, and ms-swift's). SwiGLUFunction saves its
-// input, the fc1 output holding gate and up, and makes the product in
-// one kernel; eager keeps silu(gate) too. Megatron-Core 0.13's grouped
-// experts also weight the product by the routing probabilities in that
-// kernel (WeightedSwiGLUFunction, saving the probabilities as well:
-// nn's moe_megatron.go).
+// Engine (--transformer-impl transformer_engine, the default), whose
+// layers save less than transformers' eager ones:
 //
-// Only the routed experts use it so far. Megatron's dense MLPs and shared
-// experts run the same fused SwiGLU, and Transformer Engine's RMSNorm
-// keeps the bf16 input and rsigma where transformers' eager one keeps an
-// fp32 copy of the input and the normalized input; those layers are still
-// lowered eagerly for every precision (issue 19: moving them changes
-// every Megatron calibration at once).
+//   - RMSNorm is TE's fused kernel (TENorm, and the norm fused into
+//     TELayerNormColumnParallelLinear before the qkv and fc1 GEMMs): one
+//     kernel computes the output in the input's dtype and rsigma, one
+//     fp32 per row, and saves the input and rsigma
+//     (transformer_engine/pytorch/ops/basic/rmsnorm.py at v2.3:
+//     save_for_backward(x, rstdevs); module/layernorm_linear.py: the
+//     input, ln_out for the GEMM and rsigma). Eager keeps an fp32 copy
+//     of the input, its rsqrt and the normalized input (ops.go,
+//     rmsNorm). The backward allocates the input's gradient (no in-place
+//     write, unlike Liger's).
+//   - SwiGLU and GeGLU are Megatron's fused activations
+//     (megatron/core/fusions/fused_bias_swiglu.py and fused_bias_geglu.py
+//     at core_v0.13.0, used when bias_activation_fusion is set:
+//     Megatron's --bias-swiglu-fusion default, and ms-swift's):
+//     SwiGLUFunction saves its input, the fc1 output holding gate and up,
+//     and makes the product in one kernel; eager also keeps act(gate).
+//     Megatron-Core 0.13's grouped experts also weight the product by
+//     the routing probabilities in that kernel (WeightedSwiGLUFunction,
+//     saving the probabilities as well: nn's moe_megatron.go).
 
 // MegatronKernels reports whether the plan runs Megatron-Core's fused
-// kernels.
+// norms and gated activations.
 func (b *Builder) MegatronKernels() bool { return b.Prec.Name == "megatron" }
 
 // FusedGLU lowers Megatron's fused SwiGLU (act "silu") or GeGLU (act
@@ -41,5 +49,18 @@ func (b *Builder) FusedGLU(act string, gate, up, probs Value) Value {
 	for _, v := range ins {
 		op.Bytes += float64(b.Val(v).Bytes)
 	}
+	return y
+}
+
+// teRMSNorm lowers Transformer Engine's fused RMSNorm on x with weight w.
+func (b *Builder) teRMSNorm(x Value, w int32) Value {
+	i := b.AddOp("rms_norm", "te_rms_norm", []Value{x}, w)
+	y := b.Out(i, "out", b.Shape(x), b.Dtype(x), "TE RMSNorm output")
+	rs := b.Out(i, "rsigma", []int64{Rows(b.Shape(x))}, units.FP32, "TE RMSNorm 1/rms per row (saved)")
+	b.Val(rs).Grad = false
+	b.Save(i, x, rs)
+	op := b.Op(i)
+	op.Flops = 4 * float64(Numel(b.Shape(x)))
+	op.Bytes += float64(b.Val(x).Bytes)
 	return y
 }

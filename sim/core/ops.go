@@ -191,6 +191,9 @@ func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 	if b.ligerKernels() && !slice {
 		return b.ligerRMSNorm(x, w)
 	}
+	if b.MegatronKernels() && !slice {
+		return b.teRMSNorm(x, w)
+	}
 	inDT := b.Dtype(x)
 	var x32 Value
 	if slice {

@@ -81,9 +81,12 @@ func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		gate := b.ColLinear("gate_proj", core.RoleGate, x, xg, dim, hidden, hl, bias)
 		up := b.ColLinear("up_proj", core.RoleUp, x, xg, dim, hidden, hl, bias)
 		var h core.Value
-		if fn == "silu" && b.LigerSwiGLU() {
+		switch {
+		case fn == "silu" && b.LigerSwiGLU():
 			h = b.LigerSiLUMul(gate, up)
-		} else {
+		case b.MegatronKernels():
+			h = b.FusedGLU(fn, gate, up, core.NoValue)
+		default:
 			h = b.Mul("act_mul", Activation(b, fn, gate), up)
 		}
 		return b.RowLinear("down_proj", core.RoleDown, h, hidden, hl, dim, bias)

@@ -392,11 +392,15 @@ func llama3_405B() *core.Model {
 // GPU, BF16 MFU 41 %; one layer fewer on the first and the last stage
 // (126 layers on 16 stages of 8, Megatron's embedding and loss slots).
 // Searched around it (tp 4 or 8, pp 8 or 16, cp 1 or 2, micro-batch 1,
-// every checkpoint policy, schedule and sharding), the fastest layout
-// that fits keeps the paper's tensor and pipeline degrees, and its MFU is
-// within 5 points of the paper's. (memsh puts the paper's exact layout,
-// cp 1 and no recompute, at 108-114 GiB a GPU: the paper does not say how
-// it fit 80 GB.)
+// every checkpoint policy, schedule and sharding), a layout with the
+// paper's tensor and pipeline degrees is among the five fastest that fit
+// (issue 26: "near the top"), and its MFU is within 5 points of the
+// paper's. Since memsh lowers Megatron's fused norms and SwiGLU (less
+// memory a stage), tp 8, pp 8, cp 2 interleaved fits and is 1.4 % faster
+// (6.556 against 6.649 s); the step difference is logged, not bounded:
+// the paper chose its layout for more than the step time. (memsh puts the paper's exact layout,
+// cp 1 and no recompute, at 79-88 GiB a GPU, 102-114 GiB with the eager
+// layers: the paper does not say how it fit 80 GB.)
 func TestSearchLlama405BPaperLayout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("searches 405B layouts on 16,384 GPUs")
@@ -410,13 +414,22 @@ func TestSearchLlama405BPaperLayout(t *testing.T) {
 	if len(res.Rows) == 0 {
 		t.Fatalf("no layout fits: %+v", res.Stats)
 	}
-	best := res.Rows[0]
-	par := best.Plan.Parallel.Norm()
-	if par.TP != 8 || par.PP != 16 || !par.EmbeddingSlot || !par.LossSlot {
-		t.Errorf("fastest %s, want the paper's tp 8 and pp 16 with a layer fewer on the first and last stage", par)
+	fastest := res.Rows[0].Report.Time.StepSeconds
+	var paper *Row
+	for i := range res.Rows {
+		par := res.Rows[i].Plan.Parallel.Norm()
+		if par.TP == 8 && par.PP == 16 && par.EmbeddingSlot && par.LossSlot {
+			paper = &res.Rows[i]
+			break
+		}
 	}
-	if mfu := best.Report.Time.MFU; math.Abs(mfu-0.41) > 0.05 {
-		t.Errorf("fastest %s: MFU %.3f, the paper's 0.41", par, mfu)
+	if paper == nil {
+		t.Fatalf("no layout with the paper's tp 8 and pp 16 (a layer fewer on the first and last stage) among the %d fastest; the fastest is %s", len(res.Rows), res.Rows[0].Plan.Parallel.Norm())
+	}
+	par, step := paper.Plan.Parallel.Norm(), paper.Report.Time.StepSeconds
+	t.Logf("fastest %s, %.3f s; the paper's degrees %s, %.3f s", res.Rows[0].Plan.Parallel.Norm(), fastest, par, step)
+	if mfu := paper.Report.Time.MFU; math.Abs(mfu-0.41) > 0.05 {
+		t.Errorf("%s: MFU %.3f, the paper's 0.41", par, mfu)
 	}
 }
 
