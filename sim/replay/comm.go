@@ -101,7 +101,7 @@ func (d *distState) CommPerStep() []core.CommRecord {
 		m = plan.MicroBatches() * d.Par.VirtualStages
 		copies = int64(len(st.Chunks))
 	}
-	var out []core.CommRecord
+	out := make([]core.CommRecord, 0, len(d.p.Comm)+4) // the program's and the step's few: no regrowing
 	for _, c := range d.p.Comm {
 		c.Bytes = c.Bytes * m / copies
 		out = append(out, c)
