@@ -435,6 +435,17 @@ func hfLayout(t *tree, o Options, p *plan) error {
 	if fsdp {
 		args = append(args, kw("fsdp", num(version)))
 	}
+	// A PEFT model under FSDP is wrapped by peft's fsdp_auto_wrap_policy,
+	// every adapter a unit of its own (Trainer._fsdp_qlora_plugin_updates,
+	// transformers 4.57.1 trainer.py l.5577-5583); with quantized weights
+	// memsh wraps them so already.
+	peft, err := t.boolean("use_peft", false)
+	if err != nil {
+		return err
+	}
+	if fsdp && version == 1 && peft && !p.quantized() {
+		args = append(args, kw("fsdp_adapter_units", "True"))
+	}
 	p.set("parallel", call("parallel", args...))
 	if offload {
 		p.offload(kw("params", str("cpu")))
