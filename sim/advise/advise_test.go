@@ -126,10 +126,23 @@ func TestBrisAdvice(t *testing.T) {
 	p.Validation = true
 	res := run(t, p, Options{})
 	checkRows(t, res)
-	if !res.AnyFits() || changes(res.Rows[0]) != `members_mode="sequential"` {
+	// The top row runs the members one at a time; 8-bit AdamW with it is
+	// 2 ms faster (of 9.6 s), so the two can rank either way by the
+	// 0.1 % buckets of rank.
+	if !res.AnyFits() || !strings.Contains(changes(res.Rows[0]), `members_mode="sequential"`) {
 		t.Fatalf("top row %s", changes(res.Rows[0]))
 	}
-	if why := res.Rows[0].Why; !strings.Contains(why, "largest allocation 31.11 GiB -> 15.56 GiB") {
+	var seq *Row
+	for i := range res.Rows {
+		if changes(res.Rows[i]) == `members_mode="sequential"` {
+			seq = &res.Rows[i]
+			break
+		}
+	}
+	if seq == nil || seq.StepSeconds() > res.Rows[0].StepSeconds()*1.001 {
+		t.Fatalf("members_mode=\"sequential\" alone: %+v, want within 0.1 %% of the top row", seq)
+	}
+	if why := seq.Why; !strings.Contains(why, "largest allocation 31.11 GiB -> 15.56 GiB") {
 		t.Errorf("sequential: why %q", why)
 	}
 	if len(res.Past) == 0 || changes(res.Past[0]) != "encoder, decoder: eval_chunks=2" {

@@ -15,6 +15,9 @@ type KernelRates struct {
 	GEMMFP8 float64
 	// HBM is the fraction of HBMGBps a streaming copy kernel reaches.
 	HBM float64
+	// L2 is the chip's L2 cache, bytes; 0 where memsh has no figure (no
+	// reuse of gathered rows is priced then).
+	L2 int64
 	// Sustain is the fraction of the isolated GEMM and attention rates
 	// above that the same kernels keep through a training step: the
 	// benchmarks run one kernel for a second or so, a training step runs
@@ -163,16 +166,18 @@ var (
 	voltaRates = KernelRates{SMs: 80, GEMM: 0.80, Sustain: otherSustain, HBM: 0.87, Flash: memEfficient, Fused: memEfficient,
 		Source: "V100: 80 SMs; GEMM: default 0.80 (no MAMF row); HBM 785/900 GB/s (FastIceFlo memcopy); " +
 			"attention: memory-efficient kernel (flash-attn 2 needs Ampere)"}
-	ampereRates = KernelRates{SMs: 108, GEMM: 0.869, Sustain: ampereSustain, HBM: 0.75, Flash: fa2Ampere, Fused: fa2Ampere,
+	ampereRates = KernelRates{SMs: 108, L2: 40 << 20, GEMM: 0.869, Sustain: ampereSustain, HBM: 0.75, Flash: fa2Ampere, Fused: fa2Ampere,
 		Source: "A100 SXM: 108 SMs; GEMM MAMF 271.2/312 TFLOPS (ml-engineering MAMF table); HBM 1,536/2,039 GB/s " +
-			"(FastIceFlo memcopy); FlashAttention-2 paper: 73 % forward, 63 % backward"}
-	hopperRates = KernelRates{SMs: 132, GEMM: 0.803, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+			"(FastIceFlo memcopy); FlashAttention-2 paper: 73 % forward, 63 % backward; L2 40 MB in two partitions " +
+			"(NVIDIA A100 Tensor Core GPU Architecture whitepaper, \"A100 L2 Cache\")"}
+	hopperRates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "H100/H200 SXM: 132 SMs; GEMM MAMF 794.5/989 bf16 and 1,402.6/1,979 fp8 (ml-engineering MAMF " +
 			"table, \"H200 is the same\"); HBM 2,587/3,350 GB/s (Triton copy); attention: FlashAttention-3 paper " +
-			"figures (FlashAttention-2 and -3, H100 SXM5, head dim 128)"}
-	h200Rates = KernelRates{SMs: 132, GEMM: 0.803, GEMMFP8: 0.734, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
-		Source: "H200: as H100 SXM (MAMF table: \"H200 is the same\" for bf16; fp8 1,453.4/1,979); HBM fraction as H100"}
-	hopperPCIeRates = KernelRates{SMs: 114, GEMM: 0.80, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+			"figures (FlashAttention-2 and -3, H100 SXM5, head dim 128); L2 50 MB in two partitions (NVIDIA H100 " +
+			"Tensor Core GPU Architecture whitepaper)"}
+	h200Rates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.734, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+		Source: "H200: as H100 SXM (MAMF table: \"H200 is the same\" for bf16; fp8 1,453.4/1,979); HBM fraction as H100; L2 as H100 (the same GH100 chip)"}
+	hopperPCIeRates = KernelRates{SMs: 114, L2: 50 << 20, GEMM: 0.80, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "H100 PCIe/NVL: 114/132 SMs; no MAMF row: default 0.80; otherwise as H100 SXM"}
 	blackwellRates = KernelRates{SMs: 148, GEMM: 0.776, GEMMFP8: 0.763, Sustain: otherSustain, HBM: 0.90, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "B200: 148 SMs; GEMM MAMF 1,745/2,250 bf16 and 3,432.5/4,500 fp8 (ml-engineering MAMF table); " +

@@ -23,9 +23,23 @@ import (
 //     read and written once per contribution, not once in all. Its
 //     backward gathers the gradient at the index (a row gather).
 //
-// The bytes then stream at the copy bandwidth. Atomic contention (many
-// edges into one node at once) is not priced: the knn and multi-scale
-// graphs of the anemoi models give each node a handful of edges.
+//   - anemoi's fused Triton GraphTransformer (models/triton/gt.py at
+//     b40b6c610, anemoi-core PR #631) reads per edge its edge features
+//     and the key and value rows of its source; its backward's
+//     destination pass reads them again with the destination rows' query,
+//     output and output gradient, and its source pass reads per edge the
+//     query and output-gradient rows of the destination and the edge
+//     features and writes the edge-feature gradient (gtAttention).
+//
+// Rows read at random from a table are served from L2 when they are
+// there (atomics are resolved in L2 too). The L2 is split in two
+// partitions, each caching the data of the SMs wired to it (NVIDIA A100
+// and H100 whitepapers, "L2 cache"), so a table read by all SMs has half
+// the L2 to itself; with rows read uniformly at random a row is resident
+// with probability (L2 / 2) / table (dramReads). The bytes then stream at
+// the copy bandwidth. Atomic contention (many edges into one node at once)
+// is not priced: PR #631's rows (sim/graph conv_time_test.go) show the
+// same shortfall whether a node takes 3 or 21 edges.
 
 // sectorBytes is the DRAM access granularity of NVIDIA GPUs.
 const sectorBytes = 32
@@ -38,6 +52,21 @@ func rowRead(b float64) float64 {
 	return ceilDiv(b, sectorBytes) * sectorBytes
 }
 
+// dramReads is the DRAM bytes of reads bytes of rows read at random from
+// a table of table bytes: every row once at least, and the reads that miss
+// half the L2 (one partition's share) with the rest.
+func (pr *pricer) dramReads(reads, table float64) float64 {
+	l2 := float64(pr.d.Rates().L2) / 2
+	if l2 <= 0 || table <= 0 {
+		return reads
+	}
+	once := min(reads, table)
+	if table <= l2 {
+		return once
+	}
+	return max(once, reads*(1-l2/table))
+}
+
 // graphOp prices the gathers and scatters; ok is false for other ops.
 func (pr *pricer) graphOp(op *core.OpInfo) (OpCost, bool) {
 	switch op.Kind {
@@ -45,8 +74,24 @@ func (pr *pricer) graphOp(op *core.OpInfo) (OpCost, bool) {
 		return pr.gather(op), true
 	case "scatter_add", "index_add":
 		return pr.scatter(op), true
+	case "graph_attention":
+		return pr.gtAttention(op), true
 	}
 	return OpCost{}, false
+}
+
+// table is the bytes of the tensor a gather reads its rows from: its
+// input, or its weights (an embedding) in the output's dtype.
+func (pr *pricer) table(op *core.OpInfo, out *core.ValueInfo) float64 {
+	p := pr.prog
+	var t float64
+	for _, q := range op.Params {
+		t += float64(p.Params[q].Numel) * elemBytes(out.Dtype)
+	}
+	if t == 0 && len(op.In) > 0 {
+		t = float64(p.Values[op.In[0]].Bytes)
+	}
+	return t
 }
 
 // gather prices a row gather: out rows, each read from a random place.
@@ -61,7 +106,8 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 	}
 	rows := float64(core.Rows(out.Shape))
 	row := float64(out.Bytes) / rows
-	fwd := rows*(indexBytes+rowRead(row)) + float64(out.Bytes)
+	table := pr.table(op, out)
+	fwd := rows*indexBytes + pr.dramReads(rows*rowRead(row), table) + float64(out.Bytes)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: fwd}
 	c.Fwd, c.Bound = streamTime(pr.d, fwd)
 	if in, w := pr.needsGrad(op); in || w {
@@ -73,7 +119,7 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 		for _, q := range op.Params {
 			src += float64(p.Params[q].Numel) * elemBytes(out.Dtype)
 		}
-		bwd := src + rows*(indexBytes+row+2*rowRead(row))
+		bwd := src + rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), table)
 		c.Bwd, _ = streamTime(pr.d, bwd)
 		c.BwdK = 2 // zero fill, index_add
 	}
@@ -93,13 +139,70 @@ func (pr *pricer) scatter(op *core.OpInfo) OpCost {
 	}
 	rows := float64(core.Rows(src.Shape))
 	row := float64(src.Bytes) / rows
-	fwd := float64(out.Bytes) + rows*(indexBytes+row+2*rowRead(row))
+	fwd := float64(out.Bytes) + rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), float64(out.Bytes))
 	c := OpCost{FwdK: 2, Flops: op.Flops, Bytes: fwd} // zero fill, scatter
 	c.Fwd, c.Bound = streamTime(pr.d, fwd)
 	if in, _ := pr.needsGrad(op); in {
-		bwd := rows * (indexBytes + rowRead(row) + row)
+		bwd := rows*(indexBytes+row) + pr.dramReads(rows*rowRead(row), float64(out.Bytes))
 		c.Bwd, _ = streamTime(pr.d, bwd)
 		c.BwdK = 1
 	}
 	return c
+}
+
+// gtAttention prices the Triton GraphTransformer kernel (gt.py at
+// b40b6c610) from its operands: query [r, c], key and value [s, c], edge
+// features [e, c], the edge index; outputs the fp32 output, the
+// log-sum-exp and the output in the query's dtype.
+//
+//   - forward, a program per destination row: the query row, per edge
+//     the edge features (in CSC order) and the key and value rows of its
+//     source (gathered), the outputs;
+//   - backward, destination pass: the query, output and output-gradient
+//     rows, per edge the edge features and the gathered key and value
+//     rows; it writes dQ and D ([r, heads]);
+//   - backward, source pass, a program per source row: its key and value
+//     rows, per edge the gathered query and output-gradient rows of the
+//     destination and the edge features (by edge id), and it writes the
+//     edge-feature gradient per edge and dK, dV per source row.
+func (pr *pricer) gtAttention(op *core.OpInfo) OpCost {
+	fwd, bwd, ok := pr.gtBytes(op)
+	if !ok {
+		return pr.stream(op, op.Bytes)
+	}
+	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: fwd}
+	c.Fwd, c.Bound = streamTime(pr.d, fwd)
+	if in, _ := pr.needsGrad(op); in {
+		c.Bwd, _ = streamTime(pr.d, bwd)
+		c.BwdK = 2
+	}
+	return c
+}
+
+// gtBytes is the DRAM bytes of the kernel's forward and backward (both
+// passes); ok is false for an op without the kernel's operands.
+func (pr *pricer) gtBytes(op *core.OpInfo) (fwd, bwd float64, ok bool) {
+	if len(op.In) < 5 || len(op.Out) < 3 {
+		return 0, 0, false
+	}
+	p := pr.prog
+	v := func(x core.Value) float64 { return float64(p.Values[x].Bytes) }
+	q, k, val, e := op.In[0], op.In[1], op.In[2], op.In[3]
+	edges := float64(core.Rows(p.Values[e].Shape))
+	if edges == 0 {
+		return 0, 0, false
+	}
+	row := v(e) / edges // one edge's features: a key, value or query row as wide
+	idx := edges * indexBytes
+	var outs float64
+	for _, o := range op.Out {
+		outs += v(o)
+	}
+	kv := pr.dramReads(2*edges*rowRead(row), v(k)+v(val))
+	fwd = v(q) + v(e) + kv + idx + outs
+	saved, lse := v(op.Out[0]), v(op.Out[1])
+	dst := 3*v(q) + saved + lse + v(e) + kv + idx      // q, dQ, d_out, out, D
+	qd := pr.dramReads(2*edges*rowRead(row), 2*v(q))   // the destination's q and d_out per edge
+	src := 2*(v(k)+v(val)) + qd + 2*v(e) + 2*idx + lse // k, v, dK, dV; e and dE; m and D per edge
+	return fwd, dst + src, true
 }

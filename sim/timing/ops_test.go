@@ -108,23 +108,51 @@ func TestDispatchCPU(t *testing.T) {
 // A scatter-add of E rows of c channels into r rows: zero the output,
 // then per row an index, the source row and an atomic read-modify-write
 // of the output row; a gather reads an index and a row per output row.
+// Rows read at random hit in L2 with probability (L2 / 2) / table; every
+// row comes from DRAM once at least. Counted by hand for fp32 rows of
+// 1 KiB (c = 256):
+//
+//   - on an L40S (no L2 figure: every row read from DRAM): E = 4,096 into
+//     r = 1,024: scatter 1 MiB zeroed + 4,096 x (8 + 1,024 + 2 x 1,024) =
+//     13,664,256 B; gather 4,096 x (8 + 1,024) + 4 MiB written = 8,421,376;
+//   - on an H100 (50 MiB of L2, 25 MiB per partition), the same 1 MiB
+//     table fits: each row read once, 1 MiB in all: scatter 1 MiB + 4,096
+//     x (8 + 1,024) + 2 x 1 MiB = 7,372,800 B; gather 4,096 x 8 + 1 MiB +
+//     4 MiB = 5,275,648;
+//   - on an H100, E = 262,144 rows into r = 65,536 (a 64 MiB table): a
+//     read hits with probability 25/64, so 256 MiB of reads cost 256 x
+//     39/64 = 156 MiB: scatter 64 MiB + 262,144 x 1,032 + 2 x 156 MiB =
+//     712,507,392 B; gather 262,144 x 8 + 156 MiB + 256 MiB = 434,110,464.
 func TestGraphOpsFromAccessPattern(t *testing.T) {
-	const e, r, c = 4096, 1024, 256 // fp32 rows of 1 KiB
-	d, _ := hw.LookupDevice("H100")
-	pr := &pricer{d: d}
-	pr.prog = &core.Program{Values: []core.ValueInfo{
-		{Shape: []int64{e, c}, Bytes: e * c * 4, Grad: true},
-		{Shape: []int64{e}, Bytes: e * 8},
-		{Shape: []int64{r, c}, Bytes: r * c * 4},
-	}}
-	op := &core.OpInfo{Kind: "scatter_add", In: []core.Value{0, 1}, Out: []core.Value{2}}
-	s := pr.scatter(op)
-	if want := float64(r*c*4) + e*(8+3*c*4); math.Abs(s.Bytes/want-1) > 1e-12 {
-		t.Errorf("scatter-add moves %g B, want %g", s.Bytes, want)
-	}
-	g := pr.gather(&core.OpInfo{Kind: "index_select", In: []core.Value{2, 1}, Out: []core.Value{0}})
-	if want := e * (8 + 2*c*4.0); math.Abs(g.Bytes/want-1) > 1e-12 {
-		t.Errorf("gather moves %g B, want %g", g.Bytes, want)
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		gpu                  string
+		e, r                 int64
+		scatter, gatherBytes float64
+	}{
+		{"L40S", 4096, 1024, 13_664_256, 8_421_376},
+		{"H100", 4096, 1024, 7_372_800, 5_275_648},
+		{"H100", 262_144, 65_536, 64*mib + 262_144*1032 + 2*156*mib, 262_144*8 + 156*mib + 256*mib},
+	} {
+		const c = 256
+		d, err := hw.LookupDevice(tc.gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr := &pricer{d: d}
+		pr.prog = &core.Program{Values: []core.ValueInfo{
+			{Shape: []int64{tc.e, c}, Bytes: tc.e * c * 4, Grad: true},
+			{Shape: []int64{tc.e}, Bytes: tc.e * 8},
+			{Shape: []int64{tc.r, c}, Bytes: tc.r * c * 4},
+		}}
+		s := pr.scatter(&core.OpInfo{Kind: "scatter_add", In: []core.Value{0, 1}, Out: []core.Value{2}})
+		if math.Abs(s.Bytes/tc.scatter-1) > 1e-12 {
+			t.Errorf("%s, %d rows into %d: scatter-add moves %.0f B, want %.0f", tc.gpu, tc.e, tc.r, s.Bytes, tc.scatter)
+		}
+		g := pr.gather(&core.OpInfo{Kind: "index_select", In: []core.Value{2, 1}, Out: []core.Value{0}})
+		if math.Abs(g.Bytes/tc.gatherBytes-1) > 1e-12 {
+			t.Errorf("%s, %d rows from %d: gather moves %.0f B, want %.0f", tc.gpu, tc.e, tc.r, g.Bytes, tc.gatherBytes)
+		}
 	}
 	// 8-byte rows read whole 32-byte sectors
 	if rowRead(8) != 32 || rowRead(1024) != 1024 || rowRead(1025) != 1056 {
@@ -153,5 +181,34 @@ func TestFoldPath(t *testing.T) {
 		if got := foldPath(in); got != want {
 			t.Errorf("foldPath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The Triton GraphTransformer's bytes (gt.py at b40b6c610), counted by hand
+// on an H100 for r = 2 destination rows, s = 3 source rows, 4 edges, c = 8
+// fp32 channels (32-byte rows) and 2 heads; the key and value tables (192
+// B) fit in L2, so each of their rows is read from DRAM once:
+//
+//   - forward: q 64 + edge features 128 + key and value 192 + index 32 +
+//     outputs (fp32 output 64, log-sum-exp 16, output 64) = 560 B;
+//   - backward, destination pass: q, dQ, d_out 3 x 64 + output 64 +
+//     log-sum-exp 16 + edge features 128 + key and value 192 + index 32 =
+//     624 B; source pass: k, v, dK, dV 2 x 192 + q and d_out rows per edge
+//     (their 128 B once) + edge features and their gradient 2 x 128 + two
+//     indexes 64 + m and D 16 = 848 B; 1,472 B in all.
+func TestGraphTransformerKernelBytes(t *testing.T) {
+	d, _ := hw.LookupDevice("H100")
+	pr := &pricer{d: d}
+	v := func(shape []int64) core.ValueInfo {
+		return core.ValueInfo{Shape: shape, Bytes: core.Numel(shape) * 4, Grad: true}
+	}
+	pr.prog = &core.Program{Values: []core.ValueInfo{
+		v([]int64{2, 8}), v([]int64{3, 8}), v([]int64{3, 8}), v([]int64{4, 8}), // q, k, v, edge features
+		{Shape: []int64{2, 4}, Bytes: 64},                    // edge index
+		v([]int64{2, 8}), v([]int64{2, 2}), v([]int64{2, 8}), // fp32 output, log-sum-exp, output
+	}}
+	fwd, bwd, ok := pr.gtBytes(&core.OpInfo{Kind: "graph_attention", In: []core.Value{0, 1, 2, 3, 4}, Out: []core.Value{5, 6, 7}})
+	if !ok || fwd != 560 || bwd != 1472 {
+		t.Errorf("forward %g B, backward %g B (ok %v), want 560 and 1,472", fwd, bwd, ok)
 	}
 }
