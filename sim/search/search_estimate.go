@@ -191,10 +191,10 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 	byKind := make([]*timing.StageTime, len(sh.stages))
 	statesOf := make([]int64, len(sh.stages))
 	stages := make([]*timing.StageTime, par.PP)
+	q := *p // each stage kind's plan in turn (the time model keeps none of them)
 	for s := int64(0); s < par.PP; s++ {
 		k := sh.kindOf[s]
 		if byKind[k] == nil {
-			q := *p
 			q.GradAccum = 1
 			if m*par.VirtualStages > core.Inflight(par, s, m) {
 				q.GradAccum = m
