@@ -41,6 +41,17 @@ import (
 // is not priced: PR #631's rows (sim/graph conv_time_test.go) show the
 // same shortfall whether a node takes 3 or 21 edges.
 
+// Up to torch 2.7, index_select copied fp16 and bf16 rows one 2-byte
+// element per thread; pytorch#152380 (torch 2.8) copies 8 bytes at a
+// time, with "a 2.5x improvement in memory bandwidth" on an A100 80GB
+// (rows of a multiple of 4 elements, its description). memsh prices the
+// vectorised copy at the copy bandwidth, so on runtimes before it
+// (core.Runtime.ScalarIndexSelect: cuda-2.6 and older) an eager fp16 or
+// bf16 index_select streams its bytes at 1 / 2.5 of it. Compiled plans
+// are left alone: Inductor generates its own gather. The backward
+// (index_add_) is another kernel, not priced apart.
+const scalarIndexSelectSlowdown = 2.5
+
 // sectorBytes is the DRAM access granularity of NVIDIA GPUs.
 const sectorBytes = 32
 
@@ -110,6 +121,9 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 	fwd := rows*indexBytes + pr.dramReads(rows*rowRead(row), table) + float64(out.Bytes)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: fwd}
 	c.Fwd, c.Bound = streamTime(pr.d, fwd)
+	if op.Kind == "index_select" && pr.scalarIndexSelect && pr.dispatch == DispatchEager && elemBytes(out.Dtype) == 2 {
+		c.Fwd, c.Bound = streamTime(pr.d, fwd*scalarIndexSelectSlowdown)
+	}
 	if in, w := pr.needsGrad(op); in || w {
 		// index_add of the gradient rows into a zeroed source-sized tensor
 		var src float64

@@ -56,10 +56,13 @@ type pricer struct {
 	dispatch Dispatch
 	users    []int32 // last op reading each value (-1: none)
 	saved    []bool  // values saved for backward
+	// scalarIndexSelect: the runtime's index_select copies fp16 and bf16
+	// an element at a time (core.Runtime.ScalarIndexSelect).
+	scalarIndexSelect bool
 }
 
 func newPricer(prog *core.Program, plan *core.Plan) *pricer {
-	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan)}
+	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect}
 	if pr.dispatch.fuses() {
 		pr.users = make([]int32, len(prog.Values))
 		pr.saved = make([]bool, len(prog.Values))
