@@ -1,6 +1,10 @@
 package sim
 
 import (
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -135,5 +139,74 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 	want := int64(10*(2*213_909_504+7*40) + 32<<20)
 	if rep.States.Buffers != want {
 		t.Errorf("stage buffers %d B, want %d", rep.States.Buffers, want)
+	}
+}
+
+// TestCalibTEGroupedQwen3Throughput replays the one Megatron-Bridge row of
+// a mixture of experts in FP8-CS that memsh can express (docs/
+// performance-summary.md at 5776a6d90, "25.11 NeMo Container", DGX-H100):
+// Qwen3_30B_a3B, 16 GPUs, FP8-CS, GBS 512, MBS 2, seq 4096, TP 1, PP 2,
+// CP 1, VP 24, EP 8, GA 32: 5,275 tokens/s/GPU. Its setup is the H100
+// preset (scripts/performance/configs/qwen/qwen3_workload_base_configs.py
+// QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG: expert tp 1,
+// moe_a2a_overlap; qwen3_llm_pretrain.py set_qwen3_common_configs: no
+// recompute, grad_reduce_in_fp32=False, forced balanced routing), as in
+// TestMegatronBridgeQwen3MoECalibration; the preset file says VP 12 where
+// the table says 24: the table's row is replayed. The experts run as TE's
+// fp8 GroupedLinear (core/te_grouped.go), the attention and shared layers
+// as TE linears, current scaling. Held back, nothing tuned: the band only
+// records where memsh lands, so a change that moves it is seen.
+//
+// memsh is 2.46 times the measured rate (12,998 tokens/s/GPU; bf16 12,205,
+// peak 76.1 GiB). The row itself is odd: the 25.09 table's
+// Qwen3_30B_a3B (tokendrop) row on the same 16 H100s and layout (GBS 512,
+// MBS 2, PP 2, VP 24, EP 8) measured 10,494 tokens/s/GPU, 241 model
+// TFLOP/s, twice the 25.11 FP8-CS row's 5,275 and 121; memsh is +23.9 %
+// against that one. Not modelled either way: moe_a2a_overlap (the expert
+// all-to-all hidden behind another micro-batch's compute), which memsh
+// leaves exposed.
+func TestCalibTEGroupedQwen3Throughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays Qwen3-30B-A3B over 2 x 24 pipeline chunks")
+	}
+	h100, err := hw.LookupDevice("H100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := core.LookupRuntime("cuda")
+	prec := core.Precision{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.BF16,
+		Master: units.FP32, States: units.FP32}
+	m, err := hf.FromConfig(readHF(t, "qwen3-30b-a3b.json"), "flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Layers {
+		groupedExperts(l)
+	}
+	const gbs, mbs, seq, gpus, measured = 512, 2, 4096, 16, 5275.0
+	ck, _ := core.ParseCheckpoint("none")
+	plan := func(recipe string) *core.Plan {
+		p := &core.Plan{Model: m, Batch: mbs, Seq: seq, GradAccum: gbs / (mbs * 8), Members: 1, Precision: prec, Runtime: rt,
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: h100, Phase: core.Train,
+			Parallel: core.Parallelism{DP: 8, PP: 2, EP: 8, ETP: 1, DistributedOptimizer: true, Schedule: "interleaved", VirtualStages: 24},
+			Cluster:  hw.Cluster{Nodes: 2, GPUsPerNode: 8}}
+		p.Overheads.Dispatch = "fused"
+		p.Float8 = core.Float8{Scaling: recipe}
+		return p
+	}
+	rate := func(recipe string) (float64, *replay.Report) {
+		r := evalPlan(t, plan(recipe))
+		return gbs * seq / r.Time.StepSeconds / gpus, r
+	}
+	fp8, r := rate("te-tensorwise")
+	bf16, _ := rate("")
+	d := fp8/measured - 1
+	t.Logf("Qwen3-30B-A3B, 16 H100, FP8-CS: memsh %.0f tokens/s/GPU, measured %.0f (%+.1f %%); memsh bf16 %.0f; peak %.1f GiB",
+		fp8, measured, 100*d, bf16, float64(r.PeakAllocated)/(1<<30))
+	if d < 1.35 || d > 1.60 {
+		t.Errorf("%.0f tokens/s/GPU, measured %.0f (%+.1f %%, band +135..+160 %%)", fp8, measured, 100*d)
+	}
+	if fp8 <= bf16 {
+		t.Errorf("fp8 %.0f tokens/s/GPU is no faster than bf16 %.0f", fp8, bf16)
 	}
 }

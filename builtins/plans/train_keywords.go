@@ -61,6 +61,7 @@ var TrainKeywords = []keyword{
 			`"te-delayed" or "te-tensorwise" (Megatron's --fp8-recipe delayed or tensorwise) are Transformer Engine's fp8 linears as Megatron-Core runs them instead (q/k/v, the attention projection, fc1, fc2; not the output layer): ` +
 			`each keeps an fp8 copy of its weight (and on Hopper its transpose) across micro-batches and steps, quantizes its input once (rowwise for the GEMM, a transposed copy saved for the weight gradient; with sequence parallelism the fp8 shard, gathered in fp8), ` +
 			`saves nothing in bf16, and quantizes grad_output with both usages; GEMMs at the fp8 rate. ` +
+			`Routed experts run as Megatron's TEGroupedMLP (moe impl="grouped" under precision="megatron"; other impls, MXFP8, blockwise and fp8_param_gather with experts are refused): an fp8 workspace (and on Hopper its transpose) per expert, the permuted rows quantized together with their transposed copy saved, each expert's rows padded to a multiple of 16, four multi-stream cuBLAS workspaces. ` +
 			`"te-mxfp8" (--fp8-recipe mxfp8, Blackwell only) scales each block of 32 elements with an e8m0 byte and keeps a second quantized copy, not a transpose, of every tensor read both ways (input, grad_output, weight), with its scales; widths and rows multiples of 32. "te-blockwise" (--fp8-recipe blockwise, Hopper only) scales activations and gradients per 1x128 block and weights per 128x128 block in fp32, and gathers sequence-parallel inputs in bf16, saving the local bf16 input`,
 		set: setFloat8},
 	{Name: "fp8_amax_history", Def: starlark.MakeInt(1),

@@ -137,15 +137,6 @@ func (b *Builder) teConverts(role Role) bool {
 	return false
 }
 
-// RefuseTEFloat8 stops lowering a layer Transformer Engine's fp8 is not
-// modelled for (a mixture of experts: TEGroupedLinear).
-func (b *Builder) RefuseTEFloat8(what string) {
-	if b.f8.TE() {
-		panic(LowerError{&units.Error{Path: b.Name(""), Msg: "Transformer Engine's fp8 for " + what + " is not modelled",
-			Hint: "drop float8=, or use a dense model"}})
-	}
-}
-
 // teLinear lowers a Transformer Engine linear computing [rows, in] x
 // [in, out]^T on this rank (in and out local). x is the input as the
 // layer holds it: bf16, or with sequence parallelism the fp8 gathered
@@ -365,15 +356,23 @@ func (b *Builder) teBackward(rows, in, out int64, sp bool, hp units.DType) (work
 // scaling state.
 func (b *Builder) teWorkspaces(w int32, in, out int64, dgrad bool) {
 	b.teWeightFP8(w, in, out, dgrad) // te_fp8_params.go
-	switch b.f8.Scaling {            // te-mxfp8: MXFP8BlockScalingRecipeState holds no tensors (fp8.py)
+	b.teScalingState(1)
+}
+
+// teScalingState registers a TE module's scaling state for its gemms
+// GEMMs (one for a Linear, one per expert for a GroupedLinear: base.py
+// init_fp8_metadata(num_gemms)). te-mxfp8: MXFP8BlockScalingRecipeState
+// holds no tensors (fp8.py).
+func (b *Builder) teScalingState(gemms int64) {
+	switch b.f8.Scaling {
 	case "te-delayed":
 		history := max(b.f8.AmaxHistory, 1) // Megatron's --fp8-amax-history-len, 1 by default
-		b.Buffer("fp8_meta.scaling_fwd.scale", []int64{3}, units.FP32, "delayed scaling: input, weight and output scales")
-		b.Buffer("fp8_meta.scaling_fwd.amax_history", []int64{history, 3}, units.FP32, "delayed scaling: amax history of the input, weight and output")
-		b.Buffer("fp8_meta.scaling_bwd.scale", []int64{2}, units.FP32, "delayed scaling: grad_output and grad_input scales")
-		b.Buffer("fp8_meta.scaling_bwd.amax_history", []int64{history, 2}, units.FP32, "delayed scaling: amax history of grad_output and grad_input")
+		b.Buffer("fp8_meta.scaling_fwd.scale", []int64{3 * gemms}, units.FP32, "delayed scaling: input, weight and output scales")
+		b.Buffer("fp8_meta.scaling_fwd.amax_history", []int64{history, 3 * gemms}, units.FP32, "delayed scaling: amax history of the input, weight and output")
+		b.Buffer("fp8_meta.scaling_bwd.scale", []int64{2 * gemms}, units.FP32, "delayed scaling: grad_output and grad_input scales")
+		b.Buffer("fp8_meta.scaling_bwd.amax_history", []int64{history, 2 * gemms}, units.FP32, "delayed scaling: amax history of grad_output and grad_input")
 	case "te-tensorwise":
-		b.Buffer("quantizers.scale_amax", []int64{5, 2}, units.FP32, "current scaling: a scale and an amax per quantizer (input, weight, output, grad_output, grad_input)")
+		b.Buffer("quantizers.scale_amax", []int64{5 * gemms, 2}, units.FP32, "current scaling: a scale and an amax per quantizer (input, weight, output, grad_output, grad_input)")
 	}
 }
 
@@ -390,6 +389,10 @@ func (b *Builder) teCublasWorkspace() {
 	}
 	b.P.Buffers = append(b.P.Buffers, bufferInfo{Name: "transformer_engine.cublas_workspace", Shape: []int64{size}, Dtype: units.INT8,
 		Why: "Transformer Engine's cuBLAS workspace, shared by its GEMMs (module/base.py get_workspace)"})
+	if b.teGroupedSeen() { // te_grouped.go
+		b.P.Buffers = append(b.P.Buffers, bufferInfo{Name: "transformer_engine.multi_stream_cublas_workspace", Shape: []int64{teGroupedStreams, size}, Dtype: units.INT8,
+			Why: "Transformer Engine's cuBLAS workspaces of the grouped GEMMs' streams (module/base.py get_multi_stream_cublas_workspace)"})
+	}
 }
 
 // teSeen reports whether a TE linear was lowered (its weight workspace

@@ -107,6 +107,14 @@ func (m *MoE) registerFused(b *core.Builder) fusedWeights {
 func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core.Value) core.Value {
 	defer b.Scope("experts")()
 	recv := b.Shape(xs)[0]
+	te := m.impl() == MoEGrouped && b.TEGroupedFP8(true)
+	if te { // Megatron's TEGroupedMLP pads each expert's rows for fp8 (core/te_grouped.go)
+		xs = b.TEFP8Pad(xs, local, "permuted")
+		if probs != core.NoValue {
+			probs = b.TEFP8Pad(probs, local, "permuted_probs")
+		}
+	}
+	rows := b.Shape(xs)[0]
 	hidden := m.Hidden / b.Par.Etpn()
 	var fw *fusedWeights
 	if m.impl() != MoELoop {
@@ -115,6 +123,9 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 	}
 	gateName, upName, downName := m.projNames()
 	proj := func(name string, role core.Role, x core.Value, in, out int64, fused int32) core.Value {
+		if te { // gate and up are Megatron's one fc1: its scaling state once
+			return b.TEGroupedLinear(name, role, x, fused, local, in, out, role != RoleExpertUp || !m.expertMLP().gated())
+		}
 		var ps []int32
 		if fw != nil {
 			ps = []int32{fused}
@@ -143,14 +154,14 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 			ins = append(ins, w)
 		}
 		i := b.AddOp("grouped_matmul", name, ins, ps...)
-		y := b.Out(i, name, []int64{recv, out}, dt, "expert "+name+" output")
+		y := b.Out(i, name, []int64{rows, out}, dt, "expert "+name+" output")
 		if b.Trainable(ps[0]) {
 			b.Save(i, xin)
 		}
 		if b.Grad(xin) {
 			b.Save(i, ins[1:]...)
 		}
-		b.Op(i).Flops = 2 * float64(recv) * float64(in) * float64(out)
+		b.Op(i).Flops = 2 * float64(rows) * float64(in) * float64(out)
 		return y
 	}
 	var gu, dn int32 = -1, -1
@@ -166,7 +177,11 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 	if !m.expertMLP().gated() {
 		h := proj(upName, RoleExpertUp, xs, m.Dim, hidden, gu)
 		h = weigh(Activation(b, m.Act, h))
-		return proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
+		y := proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
+		if te {
+			y = b.TEFP8Unpad(y, recv)
+		}
+		return y
 	}
 	fn := "silu"
 	if m.Act == "geglu" {
@@ -181,7 +196,11 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 	default:
 		h = weigh(b.Mul("act_mul", Activation(b, fn, gate), up))
 	}
-	return proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
+	y := proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
+	if te {
+		y = b.TEFP8Unpad(y, recv)
+	}
+	return y
 }
 
 // fusedSlice is expert e's projection in the fused loop: its slice of

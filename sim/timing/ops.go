@@ -260,6 +260,9 @@ func (pr *pricer) groupedMatmul(op *core.OpInfo) OpCost {
 	dt := o.Dtype
 	in := elemBytes(pr.prog.Values[op.In[0]].Dtype)
 	out := elemBytes(dt)
+	if pr.prog.Values[op.In[0]].Dtype == units.FP8 {
+		dt = units.FP8 // Transformer Engine's fp8 GroupedLinear: all three grouped GEMMs take fp8 operands
+	}
 	launches := 1.0
 	if !pr.dispatch.fuses() {
 		launches = g
@@ -277,6 +280,11 @@ func (pr *pricer) groupedMatmul(op *core.OpInfo) OpCost {
 		t, _ := gemmTime(pr.d, dt, g, k, n, m, in, out)
 		c.Bwd += max(t, launches*kernelFloor)
 		c.BwdK += launches
+	}
+	if op.BwdStream > 0 && (input || weight) { // TE's grad_output quantization
+		t, _ := streamTime(pr.d, op.BwdStream)
+		c.Bwd += max(t, float64(op.BwdStreamK)*kernelFloor)
+		c.BwdK += float64(op.BwdStreamK)
 	}
 	return c
 }
