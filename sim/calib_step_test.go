@@ -287,9 +287,11 @@ func TestStepTimeAgainstPublishedRuns(t *testing.T) {
 
 // torchtitanRows are torchtitan's docs/performance.md (Llama 3 and Llama 2
 // on 64 A100-80GB, FSDP2, local batch as given, "WPS" per GPU, 2024):
-// bf16 weights gathered for compute with fp32 sharded master weights and
-// Adam state (memsh's "megatron" precision, eager kernels: torchtitan
-// calls no fused norms here), torch SDPA's flash kernel, activation
+// bf16 weights gathered for compute over fp32 sharded parameters and
+// Adam state (FSDP2's MixedPrecisionPolicy(param_dtype=bf16,
+// reduce_dtype=fp32): memsh's "bf16-mixed" with fsdp=True, as the
+// torchtitan memory rows run it; not "megatron", whose layers are
+// Megatron-Core's fused kernels), torch SDPA's flash kernel, activation
 // checkpointing as given ("selective layer" checkpoints every second
 // block, torchtitan's selective_ac_option 2).
 func torchtitanRows() []stepRow {
@@ -314,9 +316,8 @@ func torchtitanRows() []stepRow {
 			heldOut: true,
 			plan: func() *core.Plan {
 				m := testmodels.Llama(c.hidden, c.layers, c.heads, c.kv, c.ffn, c.vocab, "sdpa")
-				p := testmodels.LlamaPlan(m, c.batch, c.seq, "megatron", "none", "A100-80GB")
+				p := testmodels.LlamaPlan(m, c.batch, c.seq, "bf16-mixed", "none", "A100-80GB")
 				p.Checkpoint = c.ckpt
-				p.Overheads.Dispatch = "eager"
 				p.Parallel = core.Parallelism{DP: 64, FSDP: true}
 				return p
 			},
