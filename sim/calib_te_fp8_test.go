@@ -165,6 +165,12 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 // against that one. Not modelled either way: moe_a2a_overlap (the expert
 // all-to-all hidden behind another micro-batch's compute), which memsh
 // leaves exposed.
+//
+// The table's other H100 MoE row in FP8-CS, Qwen3_235B_a22B on 256 GPUs
+// (TP 2, PP 8, VP 4, EP 32), puts its 32 expert ranks across TP x DP
+// (Megatron's MoE parallel folding: world / PP = 32 = EP x expert TP);
+// memsh takes the expert ranks from the data-parallel group (ep must
+// divide dp = 16), so it cannot replay that layout.
 func TestCalibTEGroupedQwen3Throughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays Qwen3-30B-A3B over 2 x 24 pipeline chunks")

@@ -145,16 +145,20 @@ func TestTEGroupedNoPadding(t *testing.T) {
 func TestTEGroupedRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name, recipe, gpu, impl, prec, want string
+		bias, gather                        bool
 	}{
-		{"loop experts", "te-delayed", "H100-80GB", nn.MoELoop, "megatron", "TEGroupedMLP only"},
-		{"not megatron", "te-delayed", "H100-80GB", nn.MoEGrouped, "bf16", "TEGroupedMLP only"},
-		{"mxfp8", "te-mxfp8", "B200", nn.MoEGrouped, "megatron", "te-mxfp8 recipe on grouped experts"},
-		{"blockwise", "te-blockwise", "H100-80GB", nn.MoEGrouped, "megatron", "te-blockwise recipe on grouped experts"},
+		{"loop experts", "te-delayed", "H100-80GB", nn.MoELoop, "megatron", "TEGroupedMLP only", false, false},
+		{"not megatron", "te-delayed", "H100-80GB", nn.MoEGrouped, "bf16", "TEGroupedMLP only", false, false},
+		{"mxfp8", "te-mxfp8", "B200", nn.MoEGrouped, "megatron", "te-mxfp8 recipe on grouped experts", false, false},
+		{"blockwise", "te-blockwise", "H100-80GB", nn.MoEGrouped, "megatron", "te-blockwise recipe on grouped experts", false, false},
+		{"expert biases", "te-delayed", "H100-80GB", nn.MoEGrouped, "megatron", "no expert biases", true, false},
+		{"fp8 primary weights", "te-tensorwise", "H100-80GB", nn.MoEGrouped, "megatron", "fp8_param_gather=True with grouped experts", false, true},
 	} {
-		m := &nn.MoE{Dim: 256, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: c.impl}
+		m := &nn.MoE{Dim: 256, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: c.impl, ExpertBias: c.bias}
 		p := moeBlockPlan(t, m, 64, c.prec)
 		p.Device, _ = hw.LookupDevice(c.gpu)
-		p.Float8 = core.Float8{Scaling: c.recipe}
+		p.Float8 = core.Float8{Scaling: c.recipe, ParamGather: c.gather}
+		p.Parallel.DistributedOptimizer = c.gather
 		if err := p.Validate(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
