@@ -61,14 +61,17 @@ import (
 // The step: 33.3 s against 42.21 (-21 %), 17.4 s of it the expert
 // all-to-all over the two nodes' network (ep 16 spans both), exposed
 // with EP overlap off.
-func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
+// bridgeQwen3 is Megatron-Bridge's Qwen3-30B-A3B setup on H100s: the
+// model from its config.json with Megatron's grouped experts, and the
+// recipe's precision with grad_reduce_in_fp32=False (bf16 parameters and
+// gradient buffers, fp32 main parameters and Adam states).
+func bridgeQwen3(t *testing.T) (*core.Model, core.Precision, hw.Device, core.Runtime) {
+	t.Helper()
 	h100, err := hw.LookupDevice("H100-80GB")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rt, _ := core.LookupRuntime("cuda")
-	// Megatron's recipe with grad_reduce_in_fp32=False: bf16 parameters
-	// and gradient buffers, fp32 main parameters and Adam states.
 	prec := core.Precision{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.BF16,
 		Master: units.FP32, States: units.FP32}
 	m, err := hf.FromConfig(readHF(t, "qwen3-30b-a3b.json"), "flash")
@@ -78,6 +81,11 @@ func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
 	for _, l := range m.Layers {
 		groupedExperts(l)
 	}
+	return m, prec, h100, rt
+}
+
+func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
+	m, prec, h100, rt := bridgeQwen3(t)
 	const gbs, dp = 1024, 16
 	ck, _ := core.ParseCheckpoint("none")
 	p := &core.Plan{Model: m, Batch: 1, Seq: 4096, GradAccum: gbs / dp, Members: 1, Precision: prec, Runtime: rt,

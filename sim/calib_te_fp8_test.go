@@ -1,14 +1,12 @@
 package sim
 
 import (
-	"github.com/memsh/memsh/sim/hf"
-	"github.com/memsh/memsh/sim/hw"
-	"github.com/memsh/memsh/sim/replay"
-	"github.com/memsh/memsh/sim/units"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // Transformer Engine fp8 against published Megatron runs. The only public
@@ -175,20 +173,7 @@ func TestCalibTEGroupedQwen3Throughput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays Qwen3-30B-A3B over 2 x 24 pipeline chunks")
 	}
-	h100, err := hw.LookupDevice("H100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, _ := core.LookupRuntime("cuda")
-	prec := core.Precision{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.BF16,
-		Master: units.FP32, States: units.FP32}
-	m, err := hf.FromConfig(readHF(t, "qwen3-30b-a3b.json"), "flash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range m.Layers {
-		groupedExperts(l)
-	}
+	m, prec, h100, rt := bridgeQwen3(t)
 	const gbs, mbs, seq, gpus, measured = 512, 2, 4096, 16, 5275.0
 	ck, _ := core.ParseCheckpoint("none")
 	plan := func(recipe string) *core.Plan {
