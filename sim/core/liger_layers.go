@@ -31,14 +31,22 @@ func (b *Builder) LigerSwiGLU() bool { return b.ligerKernels() }
 
 // ligerRMSNorm lowers LigerRMSNorm on x with weight w.
 func (b *Builder) ligerRMSNorm(x Value, w int32) Value {
-	i := b.AddOp("rms_norm", "liger_rms_norm", []Value{x}, w)
 	b.P.LigerKernels = true
-	y := b.Out(i, "out", b.Shape(x), b.Dtype(x), "Liger RMSNorm output")
-	rstd := b.Out(i, "rstd", []int64{Rows(b.Shape(x))}, units.FP32, "Liger RMSNorm 1/rms per row (saved)")
-	b.Val(rstd).Grad = false
-	b.Save(i, x, rstd)
+	return b.fusedRMSNorm(x, w, "liger_rms_norm", "Liger RMSNorm", "rstd", true) // dX written into dY
+}
+
+// fusedRMSNorm lowers a one-kernel RMSNorm (Liger's, Transformer
+// Engine's) named name: the output a new tensor in x's dtype and one fp32
+// 1/rms per row (stat), saving x and stat; gradInPlace when its backward
+// writes dX into dY.
+func (b *Builder) fusedRMSNorm(x Value, w int32, name, label, stat string, gradInPlace bool) Value {
+	i := b.AddOp("rms_norm", name, []Value{x}, w)
+	y := b.Out(i, "out", b.Shape(x), b.Dtype(x), label+" output")
+	rs := b.Out(i, stat, []int64{Rows(b.Shape(x))}, units.FP32, label+" 1/rms per row (saved)")
+	b.Val(rs).Grad = false
+	b.Save(i, x, rs)
 	op := b.Op(i)
-	op.GradInPlace = true // dX written into dY
+	op.GradInPlace = gradInPlace
 	op.Flops = 4 * float64(Numel(b.Shape(x)))
 	op.Bytes += float64(b.Val(x).Bytes)
 	return y

@@ -1,7 +1,5 @@
 package core
 
-import "github.com/memsh/memsh/sim/units"
-
 // Megatron-Core's fused layer kernels. Precision "megatron" stands for
 // Megatron-LM's recipe as it runs today, Megatron-Core with Transformer
 // Engine (--transformer-impl transformer_engine, the default), whose
@@ -54,13 +52,5 @@ func (b *Builder) FusedGLU(act string, gate, up, probs Value) Value {
 
 // teRMSNorm lowers Transformer Engine's fused RMSNorm on x with weight w.
 func (b *Builder) teRMSNorm(x Value, w int32) Value {
-	i := b.AddOp("rms_norm", "te_rms_norm", []Value{x}, w)
-	y := b.Out(i, "out", b.Shape(x), b.Dtype(x), "TE RMSNorm output")
-	rs := b.Out(i, "rsigma", []int64{Rows(b.Shape(x))}, units.FP32, "TE RMSNorm 1/rms per row (saved)")
-	b.Val(rs).Grad = false
-	b.Save(i, x, rs)
-	op := b.Op(i)
-	op.Flops = 4 * float64(Numel(b.Shape(x)))
-	op.Bytes += float64(b.Val(x).Bytes)
-	return y
+	return b.fusedRMSNorm(x, w, "te_rms_norm", "TE RMSNorm", "rsigma", false)
 }
