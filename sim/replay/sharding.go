@@ -139,20 +139,13 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	par := plan.Parallel.Norm()
 	d := &distState{Par: par, plan: plan, p: prog, dp: par.ShardDegree(), edp: par.ExpertShardDegree(),
 		ipg: none, gradPart: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
-	switch {
-	case par.FSDP:
-		d.Mode = DistFSDP
+	d.Mode = ModeOf(plan)
+	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1
 		d.noSync = d.fsdp1 && plan.GradAccum > 1
 		d.pipeHold = !d.fsdp1 && prog.Stage != nil
 		// MixedPrecisionPolicy: the all-gather casts to param_dtype.
 		d.gatherDT, d.reduceDT = par.FSDPParams(plan.Precision), par.FSDPReduce(plan.Precision)
-	case par.Zero > 0:
-		d.Mode = DistZeRO
-	case par.DistributedOptimizer || plan.Precision.Name == "megatron":
-		d.Mode = DistMegatron
-	case par.DP > 1:
-		d.Mode = DistDDP
 	}
 	if prog.Stage != nil {
 		d.seeds = map[int32][]core.StageOut{}
@@ -170,6 +163,23 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 		}
 	}
 	return d, nil
+}
+
+// ModeOf is the sharding mode of a distributed replay of plan (NewDist's
+// Mode; DistReplicated where no rule applies).
+func ModeOf(plan *core.Plan) DistMode {
+	par := plan.Parallel.Norm()
+	switch {
+	case par.FSDP:
+		return DistFSDP
+	case par.Zero > 0:
+		return DistZeRO
+	case par.DistributedOptimizer || plan.Precision.Name == "megatron":
+		return DistMegatron
+	case par.DP > 1:
+		return DistDDP
+	}
+	return DistReplicated
 }
 
 // root returns the parameter pi stands for (tied weights share one).

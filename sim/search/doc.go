@@ -8,9 +8,9 @@
 // Memory first: a layout whose model states alone, or states plus the
 // activations its GPU holds for backward, exceed the GPU cannot fit
 // (fastEstimate.minDevice is a lower bound of what the replay reports), so
-// it is dropped before any replay. The step time of the rest comes from
-// block profiles (search_profile.go) through the same time model as a
-// replay. The layouts are then replayed in order of that time, in
+// it is dropped before any replay, and before its step time is
+// estimated. The step time of the rest comes from block profiles
+// (search_profile.go) through the same time model as a replay. The layouts are then replayed in order of that time, in
 // parallel, and kept when they fit; every row of the result is a full
 // replay. The Pareto front's walk replays a pipelined layout's stages
 // its fullest by the bound first, and stops at the first stage that

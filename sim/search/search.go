@@ -176,14 +176,18 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		shapes[k] = shs[i]
 	}
 
-	// The estimates and the memory bounds.
+	// The memory bounds of every layout, from the shapes' activations and
+	// parameters.
 	ests := make([]estimate, len(valid))
+	shapeOf := func(j int) *stageShape {
+		l := layouts[valid[j]]
+		return shapes[shapeKey{keyOf[j], l.pp, l.v, l.split}]
+	}
 	parallelFor(ctx, sp.Workers, len(valid), func(done int) { progress(len(layouts) + done) }, func(j int) {
 		l := layouts[valid[j]]
-		p := sp.plan(base, l)
-		fe := profiles[keyOf[j]].estimate(p, shapes[shapeKey{keyOf[j], l.pp, l.v, l.split}],
-			nonTorch[outsideOf(l)])
-		ests[j] = estimate{step: fe.time.StepSeconds, minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
+		p := sp.planOf(base, l)
+		fe := profiles[keyOf[j]].bound(&p, shapeOf(j), nonTorch[outsideOf(l)])
+		ests[j] = estimate{minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -199,6 +203,28 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		default:
 			kept = append(kept, j)
 		}
+	}
+
+	// The step times of the layouts the bounds keep: their shapes' stages
+	// summed, each once, then each layout's time.
+	var fills []*stageShape
+	fillOf := map[*stageShape]*profile{}
+	for _, j := range kept {
+		if sh := shapeOf(j); fillOf[sh] == nil {
+			fillOf[sh] = profiles[keyOf[j]]
+			fills = append(fills, sh)
+		}
+	}
+	parallelFor(ctx, sp.Workers, len(fills), nil, func(i int) {
+		fills[i].fill(fillOf[fills[i]])
+	})
+	parallelFor(ctx, sp.Workers, len(kept), nil, func(i int) {
+		j := kept[i]
+		p := sp.planOf(base, layouts[valid[j]])
+		ests[j].step = profiles[keyOf[j]].stepTime(&p, shapeOf(j)).StepSeconds
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	sort.SliceStable(kept, func(a, b int) bool {
 		ea, eb := ests[kept[a]], ests[kept[b]]

@@ -34,23 +34,27 @@ type fastEstimate struct {
 // stageShape is the units of a profile's layouts with one pipeline
 // split: the whole model without a pipeline, else each distinct stage
 // (stages running chunks of the same block counts, neither the first nor
-// the last, are alike).
+// the last, are alike). The memory bound reads saved and params only;
+// the step time reads stages, which fill sums for the layouts that pass
+// the bound.
 type stageShape struct {
 	pp, v  int64
-	saved  []int64    // activations each model chunk holds for backward, in chunk order
-	stages []unitSums // the distinct stages
-	kindOf []int      // stage s's index in stages
+	saved  []int64      // activations each model chunk holds for backward, in chunk order (without a pipeline: the model's)
+	params []paramAgg   // the distinct stages' parameters
+	kindOf []int        // stage s's index in params and stages
+	chunks [][]chunkKey // the distinct stages' chunks (a split of repeated blocks)
+	stages []unitSums   // the distinct stages' units; nil until fill
 }
 
-// shape sums the units of the layouts of par's pipeline split (its pp,
-// virtual stages and split of the blocks).
+// shape is the memory-bound part of the units of the layouts of par's
+// pipeline split (its pp, virtual stages and split of the blocks).
 func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 	par = par.Norm()
 	sh := &stageShape{pp: par.PP, v: par.VirtualStages}
 	if par.PP <= 1 {
-		sh.stages = []unitSums{pr.base.add(pr.block, float64(pr.n))}
-		sh.stages[0].params = pr.base.params.add(pr.block.params, pr.n)
-		sh.kindOf = []int{0}
+		u := pr.base.add(pr.block, float64(pr.n))
+		u.params = pr.base.params.add(pr.block.params, pr.n)
+		sh.stages, sh.params, sh.saved, sh.kindOf = []unitSums{u}, []paramAgg{u.params}, []int64{u.saved}, []int{0}
 		return sh, nil
 	}
 	if pr.mixed {
@@ -65,7 +69,7 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 		sh.saved = append(sh.saved, pr.chunkSaved(int64(g), last, layers[g]))
 	}
 	seen := map[string]int{}
-	chunks := map[chunkKey]unitSums{} // chunk sums are pure: each (kind, blocks) summed once
+	params := map[chunkKey]paramAgg{} // each chunk's parameters summed once
 	var key []byte
 	for s := int64(0); s < par.PP; s++ {
 		key = strconv.AppendBool(key[:0], s == 0)
@@ -75,24 +79,48 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 		}
 		k, ok := seen[string(key)]
 		if !ok {
-			var u unitSums
-			for c := int64(0); c < par.VirtualStages; c++ {
-				g := c*par.PP + s
+			var ps paramAgg
+			cks := make([]chunkKey, par.VirtualStages)
+			for c := range cks {
+				g := int64(c)*par.PP + s
 				ck := chunkKey{chunkKind(g, last), layers[g]}
-				cu, ok := chunks[ck]
+				cks[c] = ck
+				cp, ok := params[ck]
 				if !ok {
-					cu = pr.chunk(g, last, layers[g])
-					chunks[ck] = cu
+					cp = pr.chunkParams(ck)
+					params[ck] = cp
 				}
-				u = u.add(cu, 1)
+				ps = ps.add(cp, 1)
 			}
-			k = len(sh.stages)
+			k = len(sh.params)
 			seen[string(key)] = k
-			sh.stages = append(sh.stages, u)
+			sh.params, sh.chunks = append(sh.params, ps), append(sh.chunks, cks)
 		}
 		sh.kindOf = append(sh.kindOf, k)
 	}
 	return sh, nil
+}
+
+// fill sums the units of sh's distinct stages, once; the step time of
+// sh's layouts reads them.
+func (sh *stageShape) fill(pr *profile) {
+	if sh.stages != nil {
+		return
+	}
+	chunks := map[chunkKey]unitSums{} // chunk sums are pure: each (kind, blocks) summed once
+	sh.stages = make([]unitSums, len(sh.chunks))
+	for k, cks := range sh.chunks {
+		var u unitSums
+		for _, ck := range cks {
+			cu, ok := chunks[ck]
+			if !ok {
+				cu = pr.chunk(ck)
+				chunks[ck] = cu
+			}
+			u = u.add(cu, 1)
+		}
+		sh.stages[k] = u
+	}
 }
 
 // chunkKey is a model chunk's kind and block count: what its units are
@@ -126,7 +154,7 @@ func (pr *profile) lowerChunks(par core.Parallelism, sh *stageShape) (*stageShap
 			u = u.add(chunks[c*par.PP+s], 1)
 		}
 		sh.kindOf = append(sh.kindOf, len(sh.stages))
-		sh.stages = append(sh.stages, u)
+		sh.stages, sh.params = append(sh.stages, u), append(sh.params, u.params)
 	}
 	return sh, nil
 }
@@ -142,11 +170,17 @@ func chunkKind(g, last int64) int {
 	return middleChunk
 }
 
-// chunk is model chunk g's units (of chunks 0..last), parameters
+// chunk is the units of a model chunk of kind and blocks ck, parameters
 // included.
-func (pr *profile) chunk(g, last, blocks int64) unitSums {
-	c := &pr.chunks[chunkKind(g, last)]
-	return c.base.add(c.block, float64(blocks))
+func (pr *profile) chunk(ck chunkKey) unitSums {
+	c := &pr.chunks[ck.kind]
+	return c.base.add(c.block, float64(ck.blocks))
+}
+
+// chunkParams is chunk's parameters alone.
+func (pr *profile) chunkParams(ck chunkKey) paramAgg {
+	c := &pr.chunks[ck.kind]
+	return c.base.params.add(c.block.params, ck.blocks)
 }
 
 // chunkSaved is chunk g's activations held for backward.
@@ -166,48 +200,36 @@ func nonTorchBytes(p *core.Plan) int64 {
 }
 
 // estimate is the fast estimate of plan p, a layout of the profile's
-// configuration with sh's pipeline; nonTorch is nonTorchBytes(p).
+// configuration with sh's pipeline; nonTorch is nonTorchBytes(p). It
+// fills sh (not safe while another goroutine reads sh).
 func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEstimate {
+	fe := pr.bound(p, sh, nonTorch)
+	sh.fill(pr)
+	fe.time = pr.stepTime(p, sh)
+	return fe
+}
+
+// bound is the memory bound of plan p (its fastEstimate less the time),
+// from sh's activations and parameters alone.
+func (pr *profile) bound(p *core.Plan, sh *stageShape, nonTorch int64) fastEstimate {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
 	par := p.Parallel.Norm()
+	mode := distMode(p)
 	var fe fastEstimate
 	if par.PP <= 1 {
-		u := &sh.stages[0]
-		w, states := pr.work(p, u)
-		g := w.Times(p)
-		fe.time = replay.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
-		for _, s := range g.PerMB {
-			fe.time.Breakdown = append(fe.time.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
-		}
-		fe.time.Breakdown = append(fe.time.Breakdown, g.Tail...)
-		w.Utilisation(p, &fe.time, 1)
-		fe.minStates = states + nonTorch
-		fe.minDevice = fe.minStates + u.saved
+		fe.minStates = minStates(p, mode, sh.params[0]) + nonTorch
+		fe.minDevice = fe.minStates + sh.saved[0]
 		return fe
 	}
 	m := p.MicroBatches()
-	byKind := make([]*timing.StageTime, len(sh.stages))
-	statesOf := make([]int64, len(sh.stages))
-	stages := make([]*timing.StageTime, par.PP)
-	q := *p // each stage kind's plan in turn (the time model keeps none of them)
+	statesOf := make([]int64, len(sh.params))
+	for k := range statesOf {
+		statesOf[k] = minStates(p, mode, sh.params[k]) + nonTorch
+	}
 	for s := int64(0); s < par.PP; s++ {
 		k := sh.kindOf[s]
-		if byKind[k] == nil {
-			q.GradAccum = 1
-			if m*par.VirtualStages > core.Inflight(par, s, m) {
-				q.GradAccum = m
-			}
-			q.PipeStage = &core.StageSpec{Stage: s}
-			w, states := pr.work(&q, &sh.stages[k])
-			w.M = m
-			w.PpRecv, w.PpSend = timing.StageTransfers(par, s)
-			byKind[k] = &timing.StageTime{Work: w, Time: w.Times(&q)}
-			statesOf[k] = states + nonTorch
-		}
-		st := *byKind[k] // a stage of its own: the bubble sums every stage but the slowest one
-		stages[s] = &st
 		// Activations of the forwards in flight at the stage's peak
 		// (stageChunks: forward j runs chunk (j mod pp*v) div pp).
 		var held int64
@@ -220,13 +242,61 @@ func (pr *profile) estimate(p *core.Plan, sh *stageShape, nonTorch int64) fastEs
 			fe.minDevice, fe.fullest = statesOf[k]+held, s
 		}
 	}
-	fe.time = timing.PipelineEstimate(p, stages)
 	return fe
 }
 
+// distMode is the sharding mode a replay of p runs (replay.NewDist's,
+// DistReplicated on one GPU), which the bound's model states follow.
+func distMode(p *core.Plan) replay.DistMode {
+	if !p.Parallel.Active() {
+		return replay.DistReplicated
+	}
+	return replay.ModeOf(p)
+}
+
+// stepTime is the step time of plan p from sh's filled stages.
+func (pr *profile) stepTime(p *core.Plan, sh *stageShape) replay.TimeEstimate {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	par := p.Parallel.Norm()
+	if par.PP <= 1 {
+		w := pr.work(p, &sh.stages[0])
+		g := w.Times(p)
+		t := replay.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
+		for _, s := range g.PerMB {
+			t.Breakdown = append(t.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
+		}
+		t.Breakdown = append(t.Breakdown, g.Tail...)
+		w.Utilisation(p, &t, 1)
+		return t
+	}
+	m := p.MicroBatches()
+	byKind := make([]*timing.StageTime, len(sh.stages))
+	stages := make([]*timing.StageTime, par.PP)
+	q := *p // each stage kind's plan in turn (the time model keeps none of them)
+	for s := int64(0); s < par.PP; s++ {
+		k := sh.kindOf[s]
+		if byKind[k] == nil {
+			q.GradAccum = 1
+			if m*par.VirtualStages > core.Inflight(par, s, m) {
+				q.GradAccum = m
+			}
+			q.PipeStage = &core.StageSpec{Stage: s}
+			w := pr.work(&q, &sh.stages[k])
+			w.M = m
+			w.PpRecv, w.PpSend = timing.StageTransfers(par, s)
+			byKind[k] = &timing.StageTime{Work: w, Time: w.Times(&q)}
+		}
+		st := *byKind[k] // a stage of its own: the bubble sums every stage but the slowest one
+		stages[s] = &st
+	}
+	return timing.PipelineEstimate(p, stages)
+}
+
 // work is the time model's input for one GPU doing the units u: the same
-// fields workOf reads from a replay. It also returns minStates.
-func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
+// fields workOf reads from a replay.
+func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	par := p.Parallel.Norm()
 	w := &timing.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == core.Eval}
 	w.Mb = u.ct
@@ -284,7 +354,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) (*timing.GpuWork, int64) {
 	}
 	w.StepOverhead = p.Overheads.StepSeconds
 	w.Tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.M) * float64(par.DP)
-	return w, minStates(p, w.Mode, u.params)
+	return w
 }
 
 // shardDegree is the data-parallel sharding degree of a parameter: dp x cp,
