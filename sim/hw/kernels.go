@@ -18,6 +18,11 @@ type KernelRates struct {
 	// L2 is the chip's L2 cache, bytes; 0 where memsh has no figure (no
 	// reuse of gathered rows is priced then).
 	L2 int64
+	// PCIe is the fraction of the Device's PCIeGBps a copy between device
+	// memory and pinned (page-locked) host memory reaches through the copy
+	// engines (cudaMemcpyAsync, what PyTorch's copy_ and .to() run):
+	// offloaded activations, optimizer states and parameters.
+	PCIe float64
 	// Sustain is the fraction of the isolated GEMM and attention rates
 	// above that the same kernels keep through a training step: the
 	// benchmarks run one kernel for a second or so, a training step runs
@@ -147,14 +152,33 @@ const (
 	otherSustain  = (ampereSustain + hopperSustain) / 2
 )
 
+// Pinned host copies over the GPU's PCIe link, measured:
+//
+//   - PCIe Gen5 x16 (H100/H200): "approximately 49 GB/s per GPU", NVIDIA's
+//     own measurement on a DGX-H100 (mlcommons/inference_results_v3.1,
+//     closed/NVIDIA/documentation/start_from_device/dgx-h100.md; transfers
+//     between the NIC and the GPU over the same Gen5 x16 link), 0.77 of 64
+//     GB/s; nvbandwidth's device_to_host_memcpy_sm on an H100 cluster
+//     reads 52.8 GB/s (NVIDIA/nvbandwidth issue 24), 0.82.
+//   - PCIe Gen4 x16 (A100): CUDA's bandwidthTest with pinned memory on an
+//     A100-PCIE-40GB, 26.2 GB/s both ways from 200 MB transfers on
+//     (jdh4/della-gpu-A100 README), 0.82 of 32 GB/s.
+//
+// Other GPUs take pcieDefault, between the two (an assumption).
+const (
+	pcieHopper  = 49.0 / 64
+	pcieAmpere  = 26.2 / 32
+	pcieDefault = 0.80
+)
+
 // DefaultKernelRates is what a GPU without published kernel figures gets:
 // GEMM at the median MAMF efficiency of the NVIDIA data-centre rows of the
 // MAMF table (A100 PCIe 81.1 %, H100 80.3 %, B200 77.6 %: 0.80), HBM at
 // 0.80 of its peak (between the copy-kernel figures below), FlashAttention-2
 // at Ampere's rates. An assumption, named in the time model's notes.
-var DefaultKernelRates = KernelRates{SMs: 108, GEMM: 0.80, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80,
+var DefaultKernelRates = KernelRates{SMs: 108, GEMM: 0.80, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, PCIe: pcieDefault,
 	Flash: fa2Ampere, Fused: fa2Ampere,
-	Source: "default kernel rates (no published figure for this GPU): GEMM 0.80 of peak, HBM 0.80, FlashAttention-2 at A100's rates"}
+	Source: "default kernel rates (no published figure for this GPU): GEMM 0.80 of peak, HBM 0.80, FlashAttention-2 at A100's rates, pinned host copies 0.80 of PCIe"}
 
 // Kernel rates of the catalog's GPUs (Catalog sets each device's Kernels).
 // HBM copy fractions: V100 785 of 900 GB/s and A100-80GB 1,536 of 2,039
@@ -163,31 +187,32 @@ var DefaultKernelRates = KernelRates{SMs: 108, GEMM: 0.80, GEMMFP8: 0.72, Sustai
 // Triton HBM-to-SMEM copy (hbm_2_smem.py, quoted in the search corpus);
 // B200 "> 7.0 TB/s of 7.8" (an HBM3e peak-bandwidth kernel's header).
 var (
-	voltaRates = KernelRates{SMs: 80, GEMM: 0.80, Sustain: otherSustain, HBM: 0.87, Flash: memEfficient, Fused: memEfficient,
+	voltaRates = KernelRates{SMs: 80, GEMM: 0.80, Sustain: otherSustain, HBM: 0.87, PCIe: pcieDefault, Flash: memEfficient, Fused: memEfficient,
 		Source: "V100: 80 SMs; GEMM: default 0.80 (no MAMF row); HBM 785/900 GB/s (FastIceFlo memcopy); " +
 			"attention: memory-efficient kernel (flash-attn 2 needs Ampere)"}
-	ampereRates = KernelRates{SMs: 108, L2: 40 << 20, GEMM: 0.869, Sustain: ampereSustain, HBM: 0.75, Flash: fa2Ampere, Fused: fa2Ampere,
+	ampereRates = KernelRates{SMs: 108, L2: 40 << 20, GEMM: 0.869, Sustain: ampereSustain, HBM: 0.75, PCIe: pcieAmpere, Flash: fa2Ampere, Fused: fa2Ampere,
 		Source: "A100 SXM: 108 SMs; GEMM MAMF 271.2/312 TFLOPS (ml-engineering MAMF table); HBM 1,536/2,039 GB/s " +
 			"(FastIceFlo memcopy); FlashAttention-2 paper: 73 % forward, 63 % backward; L2 40 MB in two partitions " +
-			"(NVIDIA A100 Tensor Core GPU Architecture whitepaper, \"A100 L2 Cache\")"}
-	hopperRates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+			"(NVIDIA A100 Tensor Core GPU Architecture whitepaper, \"A100 L2 Cache\"); pinned host copies 26.2/32 GB/s " +
+			"(bandwidthTest, A100-PCIE-40GB)"}
+	hopperRates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "H100/H200 SXM: 132 SMs; GEMM MAMF 794.5/989 bf16 and 1,402.6/1,979 fp8 (ml-engineering MAMF " +
 			"table, \"H200 is the same\"); HBM 2,587/3,350 GB/s (Triton copy); attention: FlashAttention-3 paper " +
 			"figures (FlashAttention-2 and -3, H100 SXM5, head dim 128); L2 50 MB in two partitions (NVIDIA H100 " +
-			"Tensor Core GPU Architecture whitepaper)"}
-	h200Rates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.734, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+			"Tensor Core GPU Architecture whitepaper); pinned host copies ~49/64 GB/s (NVIDIA, DGX-H100)"}
+	h200Rates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.734, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "H200: as H100 SXM (MAMF table: \"H200 is the same\" for bf16; fp8 1,453.4/1,979); HBM fraction as H100; L2 as H100 (the same GH100 chip)"}
-	hopperPCIeRates = KernelRates{SMs: 114, L2: 50 << 20, GEMM: 0.80, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, Flash: fa2Hopper, Fused: fa3Hopper,
+	hopperPCIeRates = KernelRates{SMs: 114, L2: 50 << 20, GEMM: 0.80, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "H100 PCIe/NVL: 114/132 SMs; no MAMF row: default 0.80; otherwise as H100 SXM"}
-	blackwellRates = KernelRates{SMs: 148, GEMM: 0.776, GEMMFP8: 0.763, Sustain: otherSustain, HBM: 0.90, Flash: fa2Hopper, Fused: fa3Hopper,
+	blackwellRates = KernelRates{SMs: 148, GEMM: 0.776, GEMMFP8: 0.763, Sustain: otherSustain, HBM: 0.90, PCIe: pcieDefault, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "B200: 148 SMs; GEMM MAMF 1,745/2,250 bf16 and 3,432.5/4,500 fp8 (ml-engineering MAMF table); " +
 			"HBM > 7.0 of 7.8 TB/s (HBM3e peak kernel); attention: Hopper's curves (no published B200 curve)"}
-	mi300Rates = KernelRates{SMs: 304, GEMM: 0.601, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, Flash: fa2Ampere, Fused: fa2Ampere,
+	mi300Rates = KernelRates{SMs: 304, GEMM: 0.601, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, PCIe: pcieDefault, Flash: fa2Ampere, Fused: fa2Ampere,
 		Source: "MI300X: 304 CUs; GEMM MAMF 781.9/1,300 (ml-engineering MAMF table, ROCm 6.2); fp8 GEMM, HBM and " +
 			"attention: defaults (no published figure)"}
-	adaRates = KernelRates{SMs: 142, GEMM: 0.80, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, Flash: fa2Ampere, Fused: fa2Ampere,
+	adaRates = KernelRates{SMs: 142, GEMM: 0.80, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, PCIe: pcieDefault, Flash: fa2Ampere, Fused: fa2Ampere,
 		Source: "L40S/RTX 4090 (Ada): 142/128 SMs; no MAMF row: defaults"}
-	gaRates = KernelRates{SMs: 84, GEMM: 0.80, Sustain: otherSustain, HBM: 0.80, Flash: fa2Ampere, Fused: fa2Ampere,
+	gaRates = KernelRates{SMs: 84, GEMM: 0.80, Sustain: otherSustain, HBM: 0.80, PCIe: pcieDefault, Flash: fa2Ampere, Fused: fa2Ampere,
 		Source: "RTX A6000/3090 (GA102): 84/82 SMs; no MAMF row: defaults"}
 )
 

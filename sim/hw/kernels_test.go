@@ -41,7 +41,7 @@ func TestCatalogKernelRates(t *testing.T) {
 		if r.SMs <= 0 || r.Source == "" {
 			t.Errorf("%s: kernel rates without SMs or source: %+v", d.Name, r)
 		}
-		for name, f := range map[string]float64{"GEMM": r.GEMM, "HBM": r.HBM, "flash fwd": r.Flash.Fwd.Max, "fused bwd": r.Fused.BwdCausal.Max} {
+		for name, f := range map[string]float64{"GEMM": r.GEMM, "HBM": r.HBM, "PCIe": r.PCIe, "flash fwd": r.Flash.Fwd.Max, "fused bwd": r.Fused.BwdCausal.Max} {
 			if !(f > 0 && f <= 1) {
 				t.Errorf("%s: %s fraction %g outside (0, 1]", d.Name, name, f)
 			}

@@ -389,8 +389,17 @@ const nvmeGBps = 6.0
 
 // hostSeconds is the time of host transfers the step waits for: host
 // placed tables (their PCIe round trip and the host's scattered row
-// accesses, replay/table_host.go) and offload traffic (PCIe at the GPU's host
-// link rate, NVMe at nvmeGBps), not overlapped with compute.
+// accesses, replay/table_host.go) and offload traffic (NVMe at nvmeGBps,
+// PCIe at the rate a copy to or from pinned host memory reaches on the
+// GPU's link, hw.KernelRates.PCIe), not overlapped with compute.
+//
+// anemoi's processor offload runs torch's save_on_cpu(pin_memory=True)
+// (OffloadWrapper, torch/distributed/algorithms/_checkpoint/
+// checkpoint_wrapper.py): each saved tensor is copied into a fresh pinned
+// tensor by copy_ without non_blocking, so the forward waits for every
+// copy on its own stream, and the backward's unpack copies it back with
+// .to(device, non_blocking=True) on the backward's stream before the op
+// that needs it. Neither overlaps compute.
 func hostSeconds(r *replay.Replay) float64 {
 	var t float64
 	var tablePCIe int64
@@ -402,7 +411,7 @@ func hostSeconds(r *replay.Replay) float64 {
 	}
 	d := r.Plan.Device
 	if off := r.Rep.Traffic.PCIe - tablePCIe; off > 0 && d.PCIeGBps > 0 {
-		t += float64(off) / (d.PCIeGBps * 1e9)
+		t += float64(off) / (d.PCIeGBps * d.Rates().PCIe * 1e9)
 	}
 	if n := r.Rep.Traffic.NVMe; n > 0 {
 		t += float64(n) / (nvmeGBps * 1e9)
