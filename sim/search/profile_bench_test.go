@@ -17,7 +17,7 @@ func BenchmarkSearchProfile(b *testing.B) {
 	p.Parallel = core.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := newProfile(p); err != nil {
+		if _, err := newProfile(p, flatUnits|stageUnits); err != nil {
 			b.Fatal(err)
 		}
 	}

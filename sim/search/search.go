@@ -126,6 +126,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	}
 	keyOf := make([]profileKey, len(valid))
 	profiles := map[profileKey]*profile{}
+	partsOf := map[profileKey]profileParts{} // the units the key's layouts read
 	shapes := map[shapeKey]*stageShape{}
 	nonTorch := map[outside]int64{}
 	var keys []profileKey
@@ -136,6 +137,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		p := sp.planOf(base, l)
 		k := sp.keyOf(&p, l)
 		keyOf[j] = k
+		partsOf[k] |= partsFor(p.Parallel)
 		if _, ok := profiles[k]; !ok {
 			profiles[k] = nil
 			keys, firstOf = append(keys, k), append(firstOf, sp.plan(base, l))
@@ -152,7 +154,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	prs := make([]*profile, len(keys))
 	errs := make([]error, len(keys))
 	parallelFor(ctx, sp.Workers, len(keys), nil, func(i int) {
-		prs[i], errs[i] = newProfile(firstOf[i])
+		prs[i], errs[i] = newProfile(firstOf[i], partsOf[keys[i]])
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/memsh/memsh/sim/core"
@@ -51,6 +52,9 @@ type stageShape struct {
 func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 	par = par.Norm()
 	sh := &stageShape{pp: par.PP, v: par.VirtualStages}
+	if pr.parts&partsFor(par) == 0 {
+		return nil, fmt.Errorf("internal error: a profile without the units of %v", par)
+	}
 	if par.PP <= 1 {
 		u := pr.base.add(pr.block, float64(pr.n))
 		u.params = pr.base.params.add(pr.block.params, pr.n)

@@ -85,6 +85,15 @@ func (a paramAgg) add(b paramAgg, k int64) paramAgg {
 	return out
 }
 
+// count is the parameters of a.
+func (a paramAgg) count() int64 {
+	var n int64
+	for _, e := range a {
+		n += e.n
+	}
+	return n
+}
+
 // numel sums the elements of the trainable (or frozen) dense and expert
 // parameters.
 func (a paramAgg) numel(trainable bool) (dense, expert int64) {
@@ -214,11 +223,12 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 // profile is the units of one lowering configuration (tensor, context and
 // expert parallelism, micro-batch, checkpointing).
 type profile struct {
-	plan  *core.Plan // the configuration's plan (as the replay runs it)
-	mixed bool       // the blocks differ (core.Repeat.Blocks): no block unit, a pipeline's chunks are lowered whole
-	n     int64      // blocks in the model; 0 without a repeat() to split, or with mixed blocks
-	block unitSums   // one block
-	base  unitSums   // the model without its blocks (one GPU, no pipeline)
+	plan  *core.Plan   // the configuration's plan (as the replay runs it)
+	parts profileParts // the units lowered
+	mixed bool         // the blocks differ (core.Repeat.Blocks): no block unit, a pipeline's chunks are lowered whole
+	n     int64        // blocks in the model; 0 without a repeat() to split, or with mixed blocks
+	block unitSums     // one block
+	base  unitSums     // the model without its blocks (one GPU, no pipeline)
 	// chunks: a pipeline's model chunks of each kind (first, middle,
 	// last): the chunk without its blocks (the batch and the layers
 	// before; an activation received; a receive, the layers after, the
@@ -296,10 +306,29 @@ func lowerWith(p *core.Plan, m *core.Model, par core.Parallelism, stage *core.St
 	return q.LowerProgramSized(room)
 }
 
-// newProfile lowers the units of plan p's configuration. p's layout gives
-// the tensor, context and expert degrees; data and pipeline parallelism do
-// not change a unit.
-func newProfile(p *core.Plan) (*profile, error) {
+// profileParts are the units a profile lowers: those of layouts without a
+// pipeline (the one- and two-block models), of pipelined layouts (the
+// three-stage pipelines), or both. A configuration's layouts may need
+// only one kind.
+type profileParts uint8
+
+const (
+	flatUnits profileParts = 1 << iota
+	stageUnits
+)
+
+// partsFor is the units a layout of par reads.
+func partsFor(par core.Parallelism) profileParts {
+	if par.Norm().PP > 1 {
+		return stageUnits
+	}
+	return flatUnits
+}
+
+// newProfile lowers the units parts of plan p's configuration. p's
+// layout gives the tensor, context and expert degrees; data and pipeline
+// parallelism do not change a unit.
+func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
@@ -311,32 +340,38 @@ func newProfile(p *core.Plan) (*profile, error) {
 	one.PP, one.VirtualStages, one.Schedule, one.MicroBatches = 1, 1, "1f1b", 0
 	one.EmbeddingSlot, one.LossSlot = false, false // the stages' split is the shape's (search_estimate.go)
 	m1, n := withBlocks(p.Model, 1)
-	pr := &profile{plan: p, n: n, mixed: n == 0 && blockCount(p.Model) > 0}
-	p1, err := lowerWith(p, m1, one, nil, core.ProgramSize{})
-	if err != nil {
-		return nil, err
+	pr := &profile{plan: p, parts: parts, n: n, mixed: n == 0 && blockCount(p.Model) > 0}
+	var room core.ProgramSize
+	if parts&flatUnits != 0 {
+		p1, err := lowerWith(p, m1, one, nil, core.ProgramSize{})
+		if err != nil {
+			return nil, err
+		}
+		u1 := unitOf(p1, p)
+		if n == 0 {
+			pr.base = u1
+			return pr, nil
+		}
+		m2, _ := withBlocks(p.Model, 2)
+		// The other models hold at most twice the one-block model's lists
+		// (two blocks, or a stage of up to two blocks with the layers around).
+		room = p1.Size().Times(2)
+		p2, err := lowerWith(p, m2, one, nil, room)
+		if err != nil {
+			return nil, err
+		}
+		u2 := unitOf(p2, p)
+		pr.block = u2.add(u1, -1)
+		pr.base = u1.add(pr.block, -1)
+		bp, basep, err := blockParams(p1.Params, p2.Params)
+		if err != nil {
+			return nil, err
+		}
+		pr.block.params, pr.base.params = aggParams(bp, p), aggParams(basep, p)
 	}
-	u1 := unitOf(p1, p)
-	if n == 0 {
-		pr.base = u1
-		return pr, nil
+	if n == 0 || parts&stageUnits == 0 {
+		return pr, nil // a mixed model's pipeline lowers its chunks whole (lowerChunks)
 	}
-	m2, _ := withBlocks(p.Model, 2)
-	// The other models hold at most twice the one-block model's lists
-	// (two blocks, or a stage of up to two blocks with the layers around).
-	room := p1.Size().Times(2)
-	p2, err := lowerWith(p, m2, one, nil, room)
-	if err != nil {
-		return nil, err
-	}
-	u2 := unitOf(p2, p)
-	pr.block = u2.add(u1, -1)
-	pr.base = u1.add(pr.block, -1)
-	bp, basep, err := blockParams(p1.Params, p2.Params)
-	if err != nil {
-		return nil, err
-	}
-	pr.block.params, pr.base.params = aggParams(bp, p), aggParams(basep, p)
 
 	// Three stages of one block each, and of two: the first chunk, a
 	// middle one and the last, and what one block adds to each.
@@ -356,15 +391,25 @@ func newProfile(p *core.Plan) (*profile, error) {
 			if err != nil {
 				return nil, err
 			}
+			if room == (core.ProgramSize{}) {
+				// The others hold at most twice the first's lists and
+				// the last's layers after the blocks.
+				room = prog.Size().Times(3)
+			}
 			st[b-1][s] = unitOf(prog, p)
 			if b == 1 {
 				sp[s] = untied(prog.Params)
 			}
 		}
 	}
-	k := len(bp)
-	if len(sp[1]) != k || len(sp[0]) < k || len(sp[2]) < k {
-		return nil, fmt.Errorf("internal error: pipeline stage profile holds %d, %d, %d parameters for blocks of %d", len(sp[0]), len(sp[1]), len(sp[2]), k)
+	// A block's parameters: the middle stage of one block holds just
+	// them.
+	k := len(sp[1])
+	if parts&flatUnits == 0 {
+		pr.block.params = aggParams(sp[1], p)
+	}
+	if pr.block.params.count() != int64(k) || len(sp[0]) < k || len(sp[2]) < k {
+		return nil, fmt.Errorf("internal error: pipeline stage profile holds %d, %d, %d parameters for blocks of %d", len(sp[0]), len(sp[1]), len(sp[2]), pr.block.params.count())
 	}
 	for c := range pr.chunks {
 		blk := st[1][c].add(st[0][c], -1)

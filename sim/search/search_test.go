@@ -135,7 +135,7 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			pr, err := newProfile(p)
+			pr, err := newProfile(p, partsFor(p.Parallel))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 		if p.Validate() != nil {
 			continue
 		}
-		pr, err := newProfile(p)
+		pr, err := newProfile(p, partsFor(p.Parallel))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,7 +472,7 @@ func BenchmarkSearchEstimate(b *testing.B) {
 	p := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
 	p.GradAccum = 8
 	p.Parallel = core.Parallelism{DP: 32, TP: 8, PP: 4, SequenceParallel: true, DistributedOptimizer: true}
-	pr, err := newProfile(p)
+	pr, err := newProfile(p, partsFor(p.Parallel))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func TestSearchWithoutRepeat(t *testing.T) {
 		if row.Plan.Parallel.Norm().PP != 1 {
 			t.Errorf("pipeline without blocks: %v", row.Plan.Parallel)
 		}
-		pr, err := newProfile(row.Plan)
+		pr, err := newProfile(row.Plan, partsFor(row.Plan.Parallel))
 		if err != nil {
 			t.Fatal(err)
 		}
