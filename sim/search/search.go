@@ -223,7 +223,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	parallelFor(ctx, sp.Workers, len(kept), nil, func(i int) {
 		j := kept[i]
 		p := sp.planOf(base, layouts[valid[j]])
-		ests[j].step = profiles[keyOf[j]].stepTime(&p, shapeOf(j)).StepSeconds
+		ests[j].step = profiles[keyOf[j]].stepSeconds(&p, shapeOf(j))
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -263,20 +263,40 @@ func (pr *profile) stepTime(p *core.Plan, sh *stageShape) replay.TimeEstimate {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
-	par := p.Parallel.Norm()
-	if par.PP <= 1 {
-		w := pr.work(p, &sh.stages[0])
-		g := w.Times(p)
-		t := replay.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
-		for _, s := range g.PerMB {
-			t.Breakdown = append(t.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
-		}
-		t.Breakdown = append(t.Breakdown, g.Tail...)
-		w.Utilisation(p, &t, 1)
-		return t
+	if p.Parallel.Norm().PP > 1 {
+		return timing.PipelineEstimate(p, pr.stageTimes(p, sh))
 	}
+	w := pr.work(p, &sh.stages[0])
+	g := w.Times(p)
+	t := replay.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
+	for _, s := range g.PerMB {
+		t.Breakdown = append(t.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
+	}
+	t.Breakdown = append(t.Breakdown, g.Tail...)
+	w.Utilisation(p, &t, 1)
+	return t
+}
+
+// stepSeconds is stepTime's StepSeconds alone: what the search ranks by.
+func (pr *profile) stepSeconds(p *core.Plan, sh *stageShape) float64 {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	if p.Parallel.Norm().PP > 1 {
+		return timing.PipelineStep(p, pr.stageTimes(p, sh))
+	}
+	w := pr.work(p, &sh.stages[0])
+	g := w.Times(p)
+	return float64(w.M)*g.MbSec + g.TlSec
+}
+
+// stageTimes is the time model of each pipeline stage of plan p (after
+// its DeepSpeed rewrite) from sh's filled stages.
+func (pr *profile) stageTimes(p *core.Plan, sh *stageShape) []*timing.StageTime {
+	par := p.Parallel.Norm()
 	m := p.MicroBatches()
 	byKind := make([]*timing.StageTime, len(sh.stages))
+	all := make([]timing.StageTime, par.PP)
 	stages := make([]*timing.StageTime, par.PP)
 	q := *p // each stage kind's plan in turn (the time model keeps none of them)
 	for s := int64(0); s < par.PP; s++ {
@@ -292,10 +312,10 @@ func (pr *profile) stepTime(p *core.Plan, sh *stageShape) replay.TimeEstimate {
 			w.PpRecv, w.PpSend = timing.StageTransfers(par, s)
 			byKind[k] = &timing.StageTime{Work: w, Time: w.Times(&q)}
 		}
-		st := *byKind[k] // a stage of its own: the bubble sums every stage but the slowest one
-		stages[s] = &st
+		all[s] = *byKind[k] // a stage of its own: the bubble sums every stage but the slowest one
+		stages[s] = &all[s]
 	}
-	return timing.PipelineEstimate(p, stages)
+	return stages
 }
 
 // work is the time model's input for one GPU doing the units u: the same

@@ -144,6 +144,9 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			fe := pr.estimate(p, sh, nonTorchBytes(p))
+			if s := pr.stepSeconds(p, sh); s != fe.time.StepSeconds { // what Run ranks by
+				t.Errorf("stepSeconds %.17g, stepTime %.17g", s, fe.time.StepSeconds)
+			}
 			r, err := sim.Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)

@@ -158,6 +158,13 @@ func pipelineStep(par core.Parallelism, stages []*StageTime) (step, bubble float
 	return float64(passes(par, slow.Work))*slow.Time.MbSec + bubble + tail.Time.TlSec, bubble, slow, tail
 }
 
+// PipelineStep is PipelineEstimate's StepSeconds alone (search ranks
+// layouts by it).
+func PipelineStep(plan *core.Plan, stages []*StageTime) float64 {
+	step, _, _, _ := pipelineStep(plan.Parallel.Norm(), stages)
+	return step
+}
+
 // pipelineEstimate is the plan's estimate over all stages: the critical
 // path (the slowest stage's micro-batches, the fill and drain, the longest
 // tail), MFU and HFU over the FLOPs of all stages.
