@@ -40,11 +40,13 @@ type fastEstimate struct {
 // the bound.
 type stageShape struct {
 	pp, v  int64
-	saved  []int64      // activations each model chunk holds for backward, in chunk order (without a pipeline: the model's)
-	params []paramAgg   // the distinct stages' parameters
-	kindOf []int        // stage s's index in params and stages
-	chunks [][]chunkKey // the distinct stages' chunks (a split of repeated blocks)
-	stages []unitSums   // the distinct stages' units; nil until fill
+	saved  []int64 // activations each model chunk holds for backward, in chunk order (without a pipeline: the model's)
+	kindOf []int   // stage s's distinct stage
+	// chunks: each distinct stage's chunks, for a split of repeated
+	// blocks; else params: each distinct stage's parameters.
+	chunks [][]chunkKey
+	params []paramAgg
+	stages []unitSums // the distinct stages' units; nil until fill
 }
 
 // shape is the memory-bound part of the units of the layouts of par's
@@ -73,7 +75,6 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 		sh.saved = append(sh.saved, pr.chunkSaved(int64(g), last, layers[g]))
 	}
 	seen := map[string]int{}
-	params := map[chunkKey]paramAgg{} // each chunk's parameters summed once
 	var key []byte
 	for s := int64(0); s < par.PP; s++ {
 		key = strconv.AppendBool(key[:0], s == 0)
@@ -83,22 +84,14 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 		}
 		k, ok := seen[string(key)]
 		if !ok {
-			var ps paramAgg
 			cks := make([]chunkKey, par.VirtualStages)
 			for c := range cks {
 				g := int64(c)*par.PP + s
-				ck := chunkKey{chunkKind(g, last), layers[g]}
-				cks[c] = ck
-				cp, ok := params[ck]
-				if !ok {
-					cp = pr.chunkParams(ck)
-					params[ck] = cp
-				}
-				ps = ps.add(cp, 1)
+				cks[c] = chunkKey{chunkKind(g, last), layers[g]}
 			}
-			k = len(sh.params)
+			k = len(sh.chunks)
 			seen[string(key)] = k
-			sh.params, sh.chunks = append(sh.params, ps), append(sh.chunks, cks)
+			sh.chunks = append(sh.chunks, cks)
 		}
 		sh.kindOf = append(sh.kindOf, k)
 	}
@@ -181,12 +174,6 @@ func (pr *profile) chunk(ck chunkKey) unitSums {
 	return c.base.add(c.block, float64(ck.blocks))
 }
 
-// chunkParams is chunk's parameters alone.
-func (pr *profile) chunkParams(ck chunkKey) paramAgg {
-	c := &pr.chunks[ck.kind]
-	return c.base.params.add(c.block.params, ck.blocks)
-}
-
 // chunkSaved is chunk g's activations held for backward.
 func (pr *profile) chunkSaved(g, last, blocks int64) int64 {
 	c := &pr.chunks[chunkKind(g, last)]
@@ -228,9 +215,25 @@ func (pr *profile) bound(p *core.Plan, sh *stageShape, nonTorch int64) fastEstim
 		return fe
 	}
 	m := p.MicroBatches()
-	statesOf := make([]int64, len(sh.params))
-	for k := range statesOf {
-		statesOf[k] = minStates(p, mode, sh.params[k]) + nonTorch
+	statesOf := make([]int64, max(len(sh.chunks), len(sh.params)))
+	if sh.chunks == nil {
+		for k := range sh.params {
+			statesOf[k] = minStates(p, mode, sh.params[k]) + nonTorch
+		}
+	} else {
+		// minStates is a sum over parameters: a stage's is the sum of its
+		// chunks', and a chunk's its base's and blocks times its block's.
+		var base, block [len(pr.chunks)]int64
+		for c := range pr.chunks {
+			base[c] = minStates(p, mode, pr.chunks[c].base.params)
+			block[c] = minStates(p, mode, pr.chunks[c].block.params)
+		}
+		for k, cks := range sh.chunks {
+			statesOf[k] = nonTorch
+			for _, ck := range cks {
+				statesOf[k] += base[ck.kind] + ck.blocks*block[ck.kind]
+			}
+		}
 	}
 	for s := int64(0); s < par.PP; s++ {
 		k := sh.kindOf[s]

@@ -147,6 +147,19 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			if s := pr.stepSeconds(p, sh); s != fe.time.StepSeconds { // what Run ranks by
 				t.Errorf("stepSeconds %.17g, stepTime %.17g", s, fe.time.StepSeconds)
 			}
+			// The bound sums model states chunk by chunk; the states of
+			// each stage's summed parameters are the same bytes.
+			q := p
+			if d, ok := p.DeepspeedPrecision(); ok {
+				q = d
+			}
+			var states int64
+			for k := range sh.stages {
+				states = max(states, minStates(q, distMode(q), sh.stages[k].params)+nonTorchBytes(p))
+			}
+			if states != fe.minStates {
+				t.Errorf("model states: by chunk %d, of the stages' parameters %d", fe.minStates, states)
+			}
 			r, err := sim.Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
