@@ -20,9 +20,15 @@ func chunkedPlan(t *testing.T, chunks, evalChunks int64, phase core.Phase) *core
 // chunkedPlanWith is chunkedPlan with the mappers' attention backend.
 func chunkedPlanWith(t *testing.T, chunks, evalChunks int64, phase core.Phase, backend string) *core.Plan {
 	t.Helper()
+	return chunkedPlanAt(t, graph.CurrentVersion(), chunks, evalChunks, phase, backend)
+}
+
+// chunkedPlanAt is chunkedPlanWith as anemoi-models release v runs it.
+func chunkedPlanAt(t *testing.T, v graph.Version, chunks, evalChunks int64, phase core.Phase, backend string) *core.Plan {
+	t.Helper()
 	p := tinyGraphPlan(t, 2, "stacked", "fp32")
 	epd := *p.Model.Layers[0].(*graph.EncoderProcessorDecoder)
-	epd.Version = graph.CurrentVersion()
+	epd.Version = v
 	for _, m := range []**graph.GraphTransformer{&epd.Encoder, &epd.Decoder} {
 		g := **m
 		g.Chunks, g.EvalChunks, g.Backend = chunks, evalChunks, backend
@@ -38,7 +44,8 @@ func chunkedPlanWith(t *testing.T, chunks, evalChunks int64, phase core.Phase, b
 }
 
 // The mappers of anemoi-models 0.9.0 and later (PR #406;
-// layers/mapper.py@models-0.9.0 l.343-433), counted by hand on
+// layers/mapper.py@models-0.9.0 l.343-433, and from 0.16.0 PR #1102's
+// GraphPartition, mapper.py@models-0.18.0 l.248-386), counted by hand on
 // tinyGraphPlan's decoder with two stacked members (R = 2 x 64 grid rows,
 // S = 2 x 10 mesh rows, knn 2: E = 256 edges, C = 8, H = 2, 4 outputs,
 // fp32) split into K = 4 destination chunks (R/K = 32 rows, E/K = 64
@@ -46,10 +53,15 @@ func chunkedPlanWith(t *testing.T, chunks, evalChunks int64, phase core.Phase, b
 //
 //   - each chunk's conv scatters into an fp32 [32, 8] (1,024 B) over its
 //     own rows, not over all 128: 4 of them per pass;
-//   - each chunk copies its edges (bipartite_subgraph: attributes [64, 3]
-//     fp32, 768 B; index [2, 64] int64, 1,024 B) and gathers its source
-//     rows, at most one per edge: min(20, 64) = 20 rows of the latent, [20,
-//     8] fp32 (640 B);
+//   - 0.9.0 to 0.15: each chunk copies its edges (bipartite_subgraph:
+//     attributes [64, 3] fp32, 768 B; index [2, 64] int64, 1,024 B) and
+//     gathers its source rows, at most one per edge: min(20, 64) = 20 rows
+//     of the latent, [20, 8] fp32 (640 B), after
+//     drop_unconnected_src_nodes' copy of all 20 rows for the whole graph;
+//   - 0.16.0 on: the chunk's attributes are a slice of the
+//     destination-sorted edges (a view, "rows"), its index a clone ([2,
+//     64] int64, 1,024 B), its 20 source rows a copy (640 B), and on one
+//     GPU nothing is copied for the whole graph;
 //   - out_dst, the only tensor over all 128 destination rows, is [128, 4]
 //     fp32 (the decoder's output variables, 2,048 B);
 //   - a checkpoint per chunk and one for the edges' preparation: 5 regions
@@ -57,29 +69,45 @@ func chunkedPlanWith(t *testing.T, chunks, evalChunks int64, phase core.Phase, b
 //   - the chunk count is max(chunks, eval_chunks) in training and eval
 //     alike (mapper.py@models-0.9.0 l.410).
 func TestChunkedMapper(t *testing.T) {
+	for _, tc := range []struct {
+		v    graph.Version
+		want map[string][]int64
+	}{
+		{graph.Version{Minor: 15}, map[string][]int64{
+			"scatter_out": {1_024, 1_024, 1_024, 1_024},
+			"edge_attr":   {3_072, 768, 768, 768, 768}, // the batch's [256, 3], then the chunks' copies
+			"x_src":       {640, 640, 640, 640, 640},   // drop_unconnected_src_nodes' copy of all 20 rows, then the chunks'
+			"edge_index":  {4_096, 1_024, 1_024, 1_024, 1_024},
+			"out_dst":     {2_048},
+		}},
+		{graph.CurrentVersion(), map[string][]int64{
+			"scatter_out": {1_024, 1_024, 1_024, 1_024},
+			"edge_attr":   {3_072},                             // the batch's [256, 3]; the chunks' are views
+			"x_src":       {640, 640, 640, 640},                // the chunks' copies of their 20 source rows
+			"edge_index":  {4_096, 1_024, 1_024, 1_024, 1_024}, // the batch's [2, 256], the chunks' clones
+			"out_dst":     {2_048},
+		}},
+	} {
+		prog, err := chunkedPlanAt(t, tc.v, 4, 1, core.Train, graph.BackendPyG).LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes := map[string][]int64{}
+		for _, v := range prog.Values {
+			if strings.HasPrefix(v.Name, "decoder.") {
+				parts := strings.Split(v.Name, ".")
+				bytes[parts[len(parts)-1]] = append(bytes[parts[len(parts)-1]], v.Bytes)
+			}
+		}
+		for name, want := range tc.want {
+			if got := bytes[name]; !slices.Equal(got, want) {
+				t.Errorf("%s: decoder %s: %v bytes, want %v", tc.v, name, got, want)
+			}
+		}
+	}
 	prog, err := chunkedPlan(t, 4, 1, core.Train).LowerProgram()
 	if err != nil {
 		t.Fatal(err)
-	}
-	bytes := map[string][]int64{}
-	for _, v := range prog.Values {
-		if strings.HasPrefix(v.Name, "decoder.") {
-			parts := strings.Split(v.Name, ".")
-			bytes[parts[len(parts)-1]] = append(bytes[parts[len(parts)-1]], v.Bytes)
-		}
-	}
-	for _, c := range []struct {
-		name string
-		want []int64
-	}{
-		{"scatter_out", []int64{1_024, 1_024, 1_024, 1_024}},
-		{"edge_attr", []int64{3_072, 768, 768, 768, 768}}, // the batch's [256, 3], then the chunks' copies
-		{"x_src", []int64{640, 640, 640, 640, 640}},       // drop_unconnected_src_nodes' copy of all 20 rows, then the chunks'
-		{"out_dst", []int64{2_048}},
-	} {
-		if got := bytes[c.name]; !slices.Equal(got, c.want) {
-			t.Errorf("decoder %s: %v bytes, want %v", c.name, got, c.want)
-		}
 	}
 	// One block serves every chunk: the program's own parameters (the
 	// later chunks' tied to the first's) are the model's.
@@ -122,12 +150,13 @@ func TestChunkedMapper(t *testing.T) {
 	}
 }
 
-// The edge sharding of 0.9.0 and later is not simulated: model sharding
-// is refused there, not replayed as 0.8.1's head sharding.
+// The edge sharding of 0.9.0 to 0.16.0 (no halo exchange in the
+// processor yet) is not simulated: model sharding is refused there, not
+// replayed as 0.8.1's head sharding or 0.18.0's edge sharding.
 func TestChunkedMapperSharding(t *testing.T) {
-	p := chunkedPlan(t, 4, 1, core.Train)
+	p := chunkedPlanAt(t, graph.Version{Minor: 16}, 4, 1, core.Train, graph.BackendPyG)
 	p.Members, p.MembersMode, p.Parallel = 2, "spread", core.Parallelism{DP: 2, CP: 2, CPMode: "ulysses"}
-	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "is not simulated yet") {
-		t.Errorf("cp=2 with anemoi-models 0.18.0: %v, want the refusal", err)
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "is not simulated") {
+		t.Errorf("cp=2 with anemoi-models 0.16.0: %v, want the refusal", err)
 	}
 }

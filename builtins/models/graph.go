@@ -103,7 +103,8 @@ func GraphBuiltins() []host.Builtin {
 		{
 			Name: "encoder_processor_decoder",
 			Sig: "encoder_processor_decoder(name, grid, mesh, encoder, processor, decoder, inputs, outputs, " +
-				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32, data_variables=None, data_dates=3, anemoi=\"0.18.0\")",
+				"loss=\"crps\", node_attrs=8, noise_channels=4, noise_hidden=32, data_variables=None, data_dates=3, anemoi=\"0.18.0\", " +
+				"keep_batch_sharded=True)",
 			Doc: "An anemoi encoder-processor-decoder weather model: the encoder maps the grid onto the mesh, the " +
 				"processor (transformer_processor or graph_transformer_processor) works there, the decoder maps back. inputs is the fp32 features per grid point and sample " +
 				"the model reads (anemoi: multistep x input variables + prognostic skip + 1 forecast-step column); the " +
@@ -121,7 +122,10 @@ func GraphBuiltins() []host.Builtin {
 				"its destination nodes into max(chunks, eval_chunks) ranges, each under a checkpoint of its own, writing " +
 				"into one output buffer; \"0.8.1\" (0.6.0 to 0.8.1, the Bris story's) runs each mapper under one checkpoint " +
 				"and every edge chunk scatters into a tensor over all destination nodes, chunks in training and eval_chunks " +
-				"in eval.",
+				"in eval. From 0.17.0 model sharding (parallel(cp=G, cp_mode=\"ulysses\"), anemoi's num_gpus_per_model) " +
+				"splits the mappers' and the graph-transformer processor's destination nodes and their edges over the " +
+				"G GPUs, the processor exchanging halo nodes; keep_batch_sharded (anemoi's model.keep_batch_sharded) " +
+				"has each GPU read and predict its share of the grid points (docs/anemoi.md).",
 			Fn: encoderProcessorDecoderFn,
 		},
 	}
@@ -390,10 +394,12 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	var dataVars starlark.Value
 	dataDates := starlark.Value(starlark.MakeInt(3))
 	version := graph.CurrentVersion().String()
+	keepSharded := true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "grid", &gridV, "mesh", &meshV,
 		"encoder", &encV, "processor", &procV, "decoder", &decV, "inputs", &inputs, "outputs", &outputs,
 		"loss?", &loss, "node_attrs?", &nodeAttrs, "noise_channels?", &noise, "noise_hidden?", &noiseHidden,
-		"data_variables?", &dataVars, "data_dates?", &dataDates, "anemoi?", &version); err != nil {
+		"data_variables?", &dataVars, "data_dates?", &dataDates, "anemoi?", &version,
+		"keep_batch_sharded?", &keepSharded); err != nil {
 		return nil, err
 	}
 	v, err := graph.ParseVersion(version)
@@ -416,7 +422,7 @@ func encoderProcessorDecoderFn(thread *starlark.Thread, b *starlark.Builtin, arg
 	if err != nil {
 		return nil, err
 	}
-	e := graph.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n, Version: v}
+	e := graph.EncoderProcessorDecoder{Name: name, Grid: grid.n, Mesh: mesh.n, Version: v, KeepBatchSharded: keepSharded}
 	for _, p := range []struct {
 		v    starlark.Value
 		what string

@@ -21,6 +21,7 @@ type Model struct {
 	InputDim      int64      // features per position for models that start without an embedding; 0 = inferred
 	InputGrad     bool       // the input requires grad (a block measured on its own, as the oracle does)
 	Points        int64      // graph models: grid points per sample; the input is [batch, Points, InputDim]
+	ShardedPoints bool       // graph models: each GPU of cp reads its ceil(Points/cp) rows of the grid (anemoi's keep_batch_sharded)
 	Data          *DataBatch // the data loader's batch the input is built from; nil: the input is the batch
 }
 

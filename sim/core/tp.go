@@ -84,6 +84,8 @@ func (p *Plan) configureLowering(b *Builder) {
 	b.Par.megatronCE = b.Par.megatronCE && !b.Par.torchCE
 	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
 		b.Seq /= par.CP
+	} else if p.Model.ShardedPoints { // tensor_split's first (largest) share (sim/graph/shard_edges.go)
+		b.Seq = (b.Seq + par.CP - 1) / par.CP
 	}
 	if par.FSDP {
 		// FSDP's MixedPrecisionPolicy(param_dtype=...) all-gathers the

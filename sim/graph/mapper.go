@@ -41,10 +41,11 @@ type GraphTransformer struct {
 	Backend            string  // graph_attention_backend: "pyg", "triton", "" for the release's default
 
 	// Set by NewEncoderProcessorDecoder.
-	Role  string // "" (a bare block), "encoder" or "decoder"
-	SrcIn int64  // encoder: source features embedded by emb_nodes_src
-	DstIn int64  // destination features embedded by emb_nodes_dst
-	Out   int64  // decoder: output variables of node_data_extractor
+	Role             string // "" (a bare block), "encoder" or "decoder"
+	KeepBatchSharded bool   // the model's keep_batch_sharded (mapper_partitioned.go)
+	SrcIn            int64  // encoder: source features embedded by emb_nodes_src
+	DstIn            int64  // destination features embedded by emb_nodes_dst
+	Out              int64  // decoder: output variables of node_data_extractor
 }
 
 func (g *GraphTransformer) Kind() string { return "graph_transformer" }
@@ -166,6 +167,10 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 		name = g.Role
 	}
 	defer b.Scope(name)()
+	if g.Version.Partitioned() {
+		defer wrap(b, name, g.Kind())() // its chunks' checkpoints nest in it
+		return g.lowerPartitioned(b, xs, xd, batch)
+	}
 	if g.chunkedMapper() {
 		defer wrap(b, name, g.Kind())() // its chunks' checkpoints nest in it
 		return g.lowerChunked(b, xs, xd, batch)
@@ -191,7 +196,7 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 		xs = b.Linear("emb_nodes_src", core.RoleEmbed, xs, g.SrcIn, c, true)
 	}
 	xd = b.Linear("emb_nodes_dst", core.RoleEmbed, xd, g.DstIn, c, true)
-	out := g.block(b, xs, xd, ea, ei, k, e, batch*g.Edges.Dst.Nodes, batch*g.Edges.Src.Nodes)
+	out := g.block(b, xs, xd, ea, ei, k, e, batch*g.Edges.Dst.Nodes, batch*g.Edges.Src.Nodes, true)
 	if g.Role == "decoder" {
 		done := b.Scope("node_data_extractor")
 		out = b.LayerNorm("0", out, c, true)
@@ -211,7 +216,11 @@ func (g *GraphTransformer) edges() edgeInputs {
 // block lowers GraphTransformerMapperBlock.forward (block.py@models-0.8.1
 // l.696-755) with k edge chunks over e edges, of rAll destination and
 // sAll source rows (this rank's are xd's and xs's under model sharding).
-func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, e, rAll, sAll int64) core.Value {
+// With heads (0.8.1's model sharding, shard.go) query, key, value and the
+// edges are exchanged for all rows and a G-th of the heads; the edge
+// sharding of later releases runs the block on this GPU's rows as they
+// are (mapper_partitioned.go).
+func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, e, rAll, sAll int64, heads bool) core.Value {
 	defer b.Scope("proc")()
 	defer wrap(b, g.Label()+".proc")()
 	c := g.Channels
@@ -226,11 +235,16 @@ func (g *GraphTransformer) block(b *core.Builder, xs, xd, ea, ei core.Value, k, 
 	key := b.Linear("lin_key", core.RoleK, lnS, c, c, true)
 	val := b.Linear("lin_value", core.RoleV, lnS, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, g.EdgeAttrs, c, true)
-	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, sAll, e)
-	conv := shardedAttention(b, g.Channels, g.Heads, resolveBackend(g.Backend, g.Version))
+	conv := g.attn()
+	if heads {
+		q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, sAll, e)
+		conv = shardedAttention(b, g.Channels, g.Heads, resolveBackend(g.Backend, g.Version))
+	}
 	conv.wrapped = wraps(b, g.Label()+".proc.conv")
 	att := conv.block(b, q, key, val, edges, ei, rAll, e, k)
-	att = rowsToAllHeads(b, "attention_out", att, rAll)
+	if heads {
+		att = rowsToAllHeads(b, "attention_out", att, rAll)
+	}
 	out := projectChunks(b, att, xr, r, c, k)
 	// out = out + x_skip[1]
 	out = b.Ew("add", "out_plus_x_skip", []core.Value{out, xd}, []int64{r, c}, core.Promote(b.Dtype(out), b.Dtype(xd)), "out + x_skip[1]")

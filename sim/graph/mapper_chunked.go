@@ -7,12 +7,12 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// The mapper of anemoi-models 0.9.0 and later (PR #406, "Checkpointed
+// The mapper of anemoi-models 0.9.0 to 0.15 (PR #406, "Checkpointed
 // Mapper Chunking"; GraphTransformerBaseMapper with shard_strategy
-// "edges", the default: layers/mapper.py@models-0.9.0 l.296-433, the same
-// structure in models-0.18.0 c3c7a893 l.248-386 as
-// mapper_forward_with_edge_sharding). _run_mapper no longer checkpoints the
-// whole mapper (models/encoder_processor_decoder.py@models-0.9.0 l.316):
+// "edges", the default: layers/mapper.py@models-0.9.0 l.296-433; from
+// 0.16.0 its chunks are slices of a GraphPartition: mapper_partitioned.go).
+// _run_mapper no longer checkpoints the whole mapper
+// (models/encoder_processor_decoder.py@models-0.9.0 l.316):
 //
 //  1. pre_process_edge_sharding_wrapper, under one checkpoint: the batch's
 //     edge attributes and index (edge_inputs.go), and
@@ -38,7 +38,8 @@ import (
 // Model sharding of this mapper (edge sharding over the model's GPUs) is
 // not simulated (CheckLayout).
 
-// chunkedMapper reports whether g lowers as anemoi-models >= 0.9 does.
+// chunkedMapper reports whether g chunks its destination nodes, as
+// anemoi-models 0.9.0 and later do.
 func (g *GraphTransformer) chunkedMapper() bool { return g.Version.Chunked() }
 
 // lowerChunked lowers mapper_forward_with_edge_sharding on one GPU for
@@ -100,7 +101,7 @@ func (g *GraphTransformer) lowerChunked(b *core.Builder, xs, xd core.Value, batc
 			xsK = b.Linear("emb_nodes_src", core.RoleEmbed, xsK, g.SrcIn, c, true)
 		}
 		xdK = b.Linear("emb_nodes_dst", core.RoleEmbed, xdK, g.DstIn, c, true)
-		y := g.block(b, xsK, xdK, eaK, eiK, 1, ek, r, sk)
+		y := g.block(b, xsK, xdK, eaK, eiK, 1, ek, r, sk, false)
 		if g.Role == "decoder" {
 			d := b.Scope("node_data_extractor")
 			y = b.LayerNorm("0", y, c, true)

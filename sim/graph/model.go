@@ -57,6 +57,10 @@ type EncoderProcessorDecoder struct {
 	NoiseHidden   int64           // noise_mlp_hidden_dim (32)
 	Data          *core.DataBatch // the data loader's batch the input is built from; nil: the input alone
 	Version       Version         // the anemoi-models release replayed (version.go); zero: 0.8.1
+	// KeepBatchSharded is model.keep_batch_sharded (default True): under
+	// the edge sharding of 0.17.0 and later each GPU of the model reads
+	// and predicts its rows of the grid (shard_edges.go).
+	KeepBatchSharded bool
 }
 
 // coordAttrs is NamedNodesAttributes' fixed part: sin and cos of (lat, lon).
@@ -113,6 +117,7 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 	enc, dec := *e.Encoder, *e.Decoder
 	enc.Role, enc.SrcIn, enc.DstIn, enc.Version = "encoder", e.dataWidth(), coordAttrs+e.NodeAttrs, e.Version
 	dec.Role, dec.DstIn, dec.Out, dec.Version = "decoder", e.dataWidth(), e.Outputs, e.Version
+	enc.KeepBatchSharded, dec.KeepBatchSharded = e.KeepBatchSharded, e.KeepBatchSharded
 	e.Encoder, e.Decoder, e.Processor = &enc, &dec, e.Processor.Conditioned(e.NoiseChannels)
 	if p, ok := e.Processor.(*GraphTransformerProcessor); ok { // a copy: Conditioned
 		p.Version = e.Version
@@ -136,7 +141,8 @@ func NewEncoderProcessorDecoder(e EncoderProcessorDecoder) (*EncoderProcessorDec
 // NewGraphModel is the model (sim.Model) around an encoder-processor-decoder,
 // with loss "crps" (ensembles) or "mse".
 func NewGraphModel(e *EncoderProcessorDecoder, loss string) *core.Model {
-	return &core.Model{Name: e.Name, Layers: []core.Layer{e}, Loss: loss, InputDim: e.Inputs, Points: e.Grid.Nodes, Data: e.Data}
+	return &core.Model{Name: e.Name, Layers: []core.Layer{e}, Loss: loss, InputDim: e.Inputs, Points: e.Grid.Nodes, Data: e.Data,
+		ShardedPoints: e.KeepBatchSharded && e.Version.EdgeSharded()}
 }
 
 // dataWidth is x_data_latent's width: inputs plus the grid's node attributes.
@@ -182,8 +188,13 @@ func (e *EncoderProcessorDecoder) Validate(path string) error {
 func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Value {
 	s := b.Shape(x)
 	n, m := e.Grid.Nodes, e.Mesh.Nodes
-	if len(s) != 3 || s[1] != n || s[2] != e.Inputs {
-		panic(core.LowerError{Err: units.Errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", n, e.Inputs, s)})
+	edge := e.Version.EdgeSharded() && shards(b) > 1 // shard_edges.go
+	pts := n                                         // the grid rows this GPU reads
+	if edge && e.KeepBatchSharded {
+		pts = localRows(n, shards(b))
+	}
+	if len(s) != 3 || s[1] != pts || s[2] != e.Inputs {
+		panic(core.LowerError{Err: units.Errorf(e.Name, "encoder_processor_decoder reads [batch, %d points, %d inputs] (got %v)", pts, e.Inputs, s)})
 	}
 	batch := s[0]
 	e.checkWrapped(b)
@@ -196,9 +207,16 @@ func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Valu
 	e.coordinateBuffer(b, e.Grid)
 	e.coordinateBuffer(b, e.Mesh)
 	xd := e.nodeAttributes(b, "data", e.Grid, batch)
-	xd = b.Ew("cat", "x_data_latent", []core.Value{x, xd}, []int64{batch * n, e.dataWidth()}, b.Dtype(x),
+	if pts != n {
+		xd = shardView(b, xd, pts, "this GPU's rows of the grid node attributes (_assemble_input's shard_tensor)")
+	}
+	xd = b.Ew("cat", "x_data_latent", []core.Value{x, xd}, []int64{batch * pts, e.dataWidth()}, b.Dtype(x),
 		"x_data_latent: inputs and grid node attributes (_assemble_input), held for the encoder and decoder checkpoints")
 	xh := e.nodeAttributes(b, "hidden", e.Mesh, batch)
+	xhAll := xh
+	if edge {
+		xh = shardView(b, xh, localRows(m, shards(b)), "this GPU's rows of the hidden node attributes (shard_tensor)")
+	}
 	xl := e.Encoder.lowerMapper(b, xd, xh, batch)
 	cond := core.NoValue
 	if e.NoiseChannels > 0 {
@@ -207,9 +225,14 @@ func (e *EncoderProcessorDecoder) Lower(b *core.Builder, x core.Value) core.Valu
 	xp := e.Processor.lowerCond(b, xl, cond)
 	xp = b.Add("x_latent_proc", xp, xl)
 	y := e.Decoder.lowerMapper(b, xp, xd, batch)
-	y = gatherAllRows(b, y, batch*n, "decoder output rows of every GPU of the model (post_process gather_tensor, shard.go)")
+	if !edge { // the edge-sharded decoder gathers its output itself (mapper_partitioned.go)
+		y = gatherAllRows(b, y, batch*n, "decoder output rows of every GPU of the model (post_process gather_tensor, shard.go)")
+	}
+	if edge {
+		b.KeepAlive("x_hidden_latent", xhAll) // a local of forward: the shard's storage
+	}
 	y = b.Cast(y, units.FP32, "decoder output .to(fp32) (_assemble_output)")
-	return b.Ew("clone", "y_pred", []core.Value{y}, []int64{batch, n, e.Outputs}, units.FP32, "model output .clone() (_assemble_output)")
+	return b.Ew("clone", "y_pred", []core.Value{y}, []int64{batch, pts, e.Outputs}, units.FP32, "model output .clone() (_assemble_output)")
 }
 
 // nodeAttributes lowers NamedNodesAttributes.forward: the coordinate

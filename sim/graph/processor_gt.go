@@ -164,35 +164,60 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 	}
 	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs}
 	ea, ei, e := in.lower(b, rAll/nodes) // once, outside the segments' checkpoints
-	ea = shardRows(b, ea, "this rank's edge attributes (shard_tensor)")
+	eaAll := core.NoValue                // the provider's attributes, whose storage this GPU's view keeps (edge sharding)
+	var halo int64 = -1                  // no halo exchange: one GPU, or 0.8.1's head sharding
+	if g := shards(b); g > 1 && p.Version.EdgeSharded() {
+		// shard_edges.go: this GPU's edges, and the halo every block exchanges.
+		eaAll = ea
+		ea, ei, e = shardEdges(b, ea, ei, e, nodes, g)
+		halo = haloNodes(nodes, g)
+	} else {
+		ea = shardRows(b, ea, "this rank's edge attributes (shard_tensor)")
+	}
 	k := int64(1)
 	if b.Eval {
 		k = p.EvalChunks
 	}
-	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, wrapped, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll) })
-	b.KeepAlive("processor_locals", ea, ei) // edge_attr and edge_index until forward returns
+	x = runSegments(b, x, p.Layers, p.Segments, p.CPUOffload, wrapped, func(x core.Value) core.Value { return p.block(b, x, ea, ei, cond, k, e, rAll, halo) })
+	b.KeepAlive("processor_locals", eaAll, ea, ei) // edge_attr and edge_index until forward returns
 	return x
 }
 
 // block lowers GraphTransformerProcessorBlock.forward (block.py@models-0.8.1
 // l.816-849) over rAll rows (this rank's are x's) and e edges in k edge
-// chunks.
-func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.Value, k, e, rAll int64) core.Value {
+// chunks. With halo >= 0 it is the edge sharding of 0.17.0 and later
+// (block.py@models-0.18.0 l.1148-1183, shard_edges.go): key and value
+// over this GPU's rows and the halo exchanged from the other GPUs, query
+// and the message passing over this GPU's rows and edges; the block
+// caches its halo index on the device (edge_index_local [2, e] int64 and
+// about halo send indices). Otherwise 0.8.1's head sharding (shard.go).
+func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.Value, k, e, rAll, halo int64) core.Value {
 	c := p.Channels
 	r := core.Rows(b.Shape(x))
 	h := condNorm(b, "layer_norm_attention", x, cond, c, p.Cond)
 	xr := b.Linear("lin_self", "self", h, c, c, true)
+	src := h // key and value read these rows
+	if halo >= 0 {
+		b.Buffer("halo_info.edge_index_local", []int64{2, e}, units.INT64, "the block's cached halo index: this GPU's edges relabelled to its rows and the halo (build_halo_info)")
+		b.Buffer("halo_info.send_indices", []int64{halo}, units.INT64, "the block's cached rows to send to the other GPUs (build_halo_info; about the halo: the graph is symmetric)")
+		src = haloExchange(b, h, halo)
+	}
 	q := b.Linear("lin_query", core.RoleQ, h, c, c, true)
-	key := b.Linear("lin_key", core.RoleK, h, c, c, true)
-	val := b.Linear("lin_value", core.RoleV, h, c, c, true)
+	key := b.Linear("lin_key", core.RoleK, src, c, c, true)
+	val := b.Linear("lin_value", core.RoleV, src, c, c, true)
 	edges := b.Linear("lin_edge", "edge", ea, p.EdgeAttrs, c, true)
 	if p.QKNorm {
 		q = headNorm(b, "q_norm", q, c/p.Heads)
 		key = headNorm(b, "k_norm", key, c/p.Heads)
 	}
-	q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, rAll, e)
-	out := shardedAttention(b, c, p.Heads, resolveBackend(p.Backend, p.Version)).block(b, q, key, val, edges, ei, rAll, e, k)
-	out = rowsToAllHeads(b, "attention_out", out, rAll)
+	var out core.Value
+	if halo >= 0 {
+		out = p.attn().block(b, q, key, val, edges, ei, r, e, k)
+	} else {
+		q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, rAll, e)
+		out = shardedAttention(b, c, p.Heads, resolveBackend(p.Backend, p.Version)).block(b, q, key, val, edges, ei, rAll, e, k)
+		out = rowsToAllHeads(b, "attention_out", out, rAll)
+	}
 	o := projectChunks(b, out, xr, r, c, k)
 	o = b.Ew("add", "out_plus_x_skip", []core.Value{o, x}, []int64{r, c}, core.Promote(b.Dtype(o), b.Dtype(x)), "out + x_skip")
 	// nodes_new = self.run_node_dst_mlp(out) + out
@@ -205,6 +230,11 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 	y := b.Ew("add", "nodes_new", []core.Value{m, o}, []int64{r, c}, core.Promote(b.Dtype(m), b.Dtype(o)), "run_node_dst_mlp(out) + out")
 	// Locals of the block's forward until it returns (x, x_r, query, key,
 	// value, edges, out, and x_skip holding the input).
-	b.KeepAlive("block_locals", h, xr, q, key, val, edges, o, x)
+	b.KeepAlive("block_locals", h, xr, q, key, val, edges, o, x, src)
 	return y
+}
+
+// attn is the block's message passing on one GPU's rows (conv.go).
+func (p *GraphTransformerProcessor) attn() edgeAttention {
+	return edgeAttention{channels: p.Channels, heads: p.Heads, backend: resolveBackend(p.Backend, p.Version)}
 }

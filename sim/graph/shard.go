@@ -112,14 +112,19 @@ func modelAllToAll(b *core.Builder, name string, x core.Value, shape []int64, wh
 }
 
 // checkShards: model sharding splits every graph-transformer block's
-// heads (the mappers', and either processor's).
+// heads (the mappers', and either processor's); with no heads given, the
+// edge sharding of 0.17.0 and later, which splits nodes and edges.
 func checkShards(path string, par core.Parallelism, heads ...int64) error {
 	n := par.Norm()
 	if n.CP == 1 {
 		return nil
 	}
 	if n.CPMode != "ulysses" {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d on a graph model is anemoi's model sharding (num_gpus_per_model), which splits heads", n.CP),
+		what := "heads"
+		if len(heads) == 0 {
+			what = "nodes and edges"
+		}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d on a graph model is anemoi's model sharding (num_gpus_per_model), which splits %s", n.CP, what),
 			Hint: "pass cp_mode=\"ulysses\""}
 	}
 	for _, h := range heads {
@@ -145,18 +150,27 @@ func shardedAttention(b *core.Builder, channels, heads int64, backend string) ed
 	return edgeAttention{channels: channels / g, heads: heads / g, backend: backend}
 }
 
-// CheckLayout: model sharding splits the mapper's heads (0.8.1); the edge
-// sharding of anemoi-models 0.9 and later is not simulated.
+// CheckLayout: model sharding splits the mapper's heads (0.8.1), or its
+// destination nodes and edges (0.17.0 and later, shard_edges.go); the
+// edge sharding of 0.9.0 to 0.16.0, whose processor had no halo exchange
+// yet, is not simulated.
 func (g *GraphTransformer) CheckLayout(path string, par core.Parallelism) error {
-	if g.chunkedMapper() && par.Norm().CP > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("model sharding of anemoi-models %s's mappers (shard_strategy \"edges\": destination nodes and their edges split over the GPUs) is not simulated yet", g.Version),
-			Hint: "anemoi=\"0.8.1\" replays 0.8.1's head sharding"}
+	if g.chunkedMapper() && par.Norm().CP > 1 && !g.Version.EdgeSharded() {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("model sharding of anemoi-models %s's mappers (shard_strategy \"edges\" before 0.17.0's halo exchange) is not simulated", g.Version),
+			Hint: "anemoi=\"0.17\" or later replays edge sharding as models-0.18.0 runs it; anemoi=\"0.8.1\" replays 0.8.1's head sharding"}
+	}
+	if g.Version.EdgeSharded() {
+		return checkShards(path, par)
 	}
 	return checkShards(path, par, g.Heads)
 }
 
-// CheckLayout: model sharding splits the processor's heads.
+// CheckLayout: model sharding splits the processor's heads (0.8.1), or
+// its nodes and edges (0.17.0 and later).
 func (p *GraphTransformerProcessor) CheckLayout(path string, par core.Parallelism) error {
+	if p.Version.EdgeSharded() {
+		return checkShards(path, par)
+	}
 	return checkShards(path, par, p.Heads)
 }
 

@@ -19,7 +19,14 @@ import (
 //     l.724);
 //   - 0.9.0 and later (PR #406): the mapper chunks its destination nodes,
 //     each chunk under a checkpoint of its own, max(chunks, eval chunks)
-//     in training and eval alike (mapper_chunked.go).
+//     in training and eval alike (mapper_chunked.go);
+//   - 0.16.0 and later (PR #1102, "graph partitioning"): the chunks are
+//     slices of destination-sorted edges (GraphPartition.materialise),
+//     and model sharding shards the destination nodes and their edges
+//     over the model's GPUs (mapper_partitioned.go); from 0.17.0 (PR
+//     #1162) the graph-transformer processor exchanges halo nodes
+//     instead (shard_edges.go): memsh replays model sharding of 0.17.0
+//     and later, read at 0.18.0.
 //
 // The processors, the ensemble model's input and output and the loss are
 // lowered the same for both.
@@ -61,6 +68,16 @@ func ParseVersion(s string) (Version, error) {
 
 // Chunked reports the mapper of 0.9.0 and later (mapper_chunked.go).
 func (v Version) Chunked() bool { return v.Minor >= 9 }
+
+// Partitioned reports the mapper of 0.16.0 and later, whose chunks are
+// slices of destination-sorted edges (mapper_partitioned.go).
+func (v Version) Partitioned() bool { return v.Minor >= 16 }
+
+// EdgeSharded reports the model sharding of 0.17.0 and later: the
+// mappers' and the graph-transformer processor's destination nodes and
+// edges split over the model's GPUs, the processor exchanging halo nodes
+// (shard_edges.go).
+func (v Version) EdgeSharded() bool { return v.Minor >= 17 }
 
 func (v Version) String() string {
 	if v == (Version{}) {

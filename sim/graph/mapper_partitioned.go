@@ -1,0 +1,173 @@
+package graph
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// The mapper of anemoi-models 0.16.0 and later (PR #1102, "graph
+// partitioning"; GraphTransformerBaseMapper.mapper_forward_with_edge_sharding,
+// layers/mapper.py@models-0.18.0 l.248-386, distributed/khop_edges.py
+// l.51-189 and l.317-409, ecmwf/anemoi-core c3c7a893), on one GPU or on
+// each of the model's G GPUs (shard_edges.go):
+//
+//  1. prepare_edge_sharding_wrapper, under one checkpoint: on G GPUs,
+//     shard_graph_to_local shards the destination rows if they are whole
+//     (a view), clones this GPU's edge index, gathers the source rows if
+//     they are sharded (sync_tensor) and keeps those its edges read
+//     (_drop_unconnected_src_nodes: a copy; memsh counts min(sources,
+//     edges), an upper bound, as it has no coordinates); on one GPU it
+//     returns its inputs. build_graph_partition then splits the
+//     destination rows into max(chunks, eval chunks) ranges (an int64
+//     degree per destination row, transient);
+//  2. out_dst = torch.empty([destination rows, out channels]) in the
+//     autocast dtype;
+//  3. each chunk under a checkpoint of its own (run_processor_chunk):
+//     GraphPartition.materialise slices the chunk's edge attributes (a
+//     view: the edges are sorted by destination) and destination rows (a
+//     view), clones its edge index and relabels it in place, and
+//     _drop_unconnected_src_nodes copies the source rows its edges read
+//     (min(sources, chunk edges), the same bound); then pre_process, the
+//     block with no edge chunking inside, post_process, and the result
+//     .to(out dtype) written into out_dst;
+//  4. on G GPUs the decoder gathers out_dst (gather_tensor) unless the
+//     batch is kept sharded; the encoder keeps its output sharded for the
+//     processor.
+type mapperShards struct {
+	g          int64 // the model's GPUs
+	srcSharded bool  // the source rows come sharded (sync_tensor gathers them)
+	dstSharded bool  // the destination rows come sharded (else shard_tensor views them)
+	keepDst    bool  // keep_x_dst_sharded: no gather of the output
+}
+
+// shardsOf is how g's mapper receives and returns its rows on b's GPUs:
+// the encoder reads the grid (sharded with keep_batch_sharded) and the
+// hidden nodes (sharded) and keeps its output sharded; the decoder reads
+// the processor's sharded rows and the grid, and keeps its output sharded
+// with keep_batch_sharded (encoder_processor_decoder.py@models-0.18.0
+// l.253-324).
+func (g *GraphTransformer) shardsOf(b *core.Builder) mapperShards {
+	n := shards(b)
+	if n == 1 || !g.Version.EdgeSharded() {
+		return mapperShards{g: 1}
+	}
+	if g.Role == "encoder" {
+		return mapperShards{g: n, srcSharded: g.KeepBatchSharded, dstSharded: true, keepDst: true}
+	}
+	return mapperShards{g: n, srcSharded: true, dstSharded: g.KeepBatchSharded, keepDst: g.KeepBatchSharded}
+}
+
+// lowerPartitioned lowers the mapper for source features xs and
+// destination features xd as this GPU holds them, of batch samples.
+func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, batch int64) core.Value {
+	c := g.Channels
+	k := max(g.Chunks, g.EvalChunks) // mapper.py@models-0.18.0 l.290
+	sh := g.shardsOf(b)
+	region := func() func() {
+		if !g.Checkpoint {
+			return func() {}
+		}
+		return b.BeginNestedRegion("")
+	}
+	sAll, dAll := batch*g.Edges.Src.Nodes, batch*g.Edges.Dst.Nodes
+	dR := localRows(dAll, sh.g) // this GPU's destination rows
+	// The graph provider's edges, this GPU's share of them on G GPUs.
+	ea, ei, e := g.edges().lower(b, batch)
+	eaAll := ea
+	if sh.g > 1 {
+		ea, ei, e = shardEdges(b, ea, ei, e, dAll, sh.g)
+	}
+	// 1. prepare_edge_sharding_wrapper, under one checkpoint.
+	end := region()
+	done := b.Scope("pre_process")
+	sRows := sAll // the source rows the chunks index
+	if sh.g > 1 {
+		if !sh.dstSharded {
+			xd = shardView(b, xd, dR, "this GPU's destination rows (shard_graph_to_local's shard_tensor: a view)")
+		}
+		ei = b.Ew("clone", "edge_index_local", []core.Value{ei}, []int64{2, e}, units.INT64,
+			"this GPU's edge index, cloned and relabelled to its destination rows (shard_graph_to_local)")
+		b.Val(ei).Grad = false
+		if sh.srcSharded {
+			xs = syncRows(b, xs, sAll, fmt.Sprintf("all %d source rows of the model's GPUs (sync_tensor all-gather)", sAll))
+		} else {
+			xs = syncReduce(b, xs)
+		}
+		sRows = min(sAll, e) // at most one source per edge
+		xs = dropUnconnected(b, xs, ei, sRows, sAll, e)
+	}
+	deg := b.AddOp("degree", "build_graph_partition", []core.Value{ei})
+	b.Op(deg).WorkF = units.INT64.Bytes(dR) // degree(edge_index[1]) per destination row
+	done()
+	end()
+	outC := c
+	if g.Role == "decoder" {
+		outC = g.Out
+	}
+	outType := b.Dtype(xd)
+	if b.Prec.Autocast {
+		outType = b.Prec.Compute
+	}
+	out := b.Ew("empty", "out_dst", nil, []int64{dR, outC}, outType,
+		fmt.Sprintf("out_dst = torch.empty([%d, %d]) in the autocast dtype: every chunk's result is written into it", dR, outC))
+	edgeCounts := ChunkEdges(e, dR, k)
+	var firstParams, firstOps [2]int
+	for i, r := range splitRows(dR, k) {
+		params, ops := len(b.P.Params), len(b.P.Ops)
+		ek := edgeCounts[i]
+		sk := min(sRows, ek) // at most one source per edge
+		done := b.Scope(chunkScope(int64(i), k))
+		end := region()
+		// GraphPartition.materialise: slices of the destination-sorted edges and rows.
+		eaK := viewRows(b, ea, ek, "edge attributes of the chunk's edges (edge_attr[edge_range]: a view)")
+		b.Op(b.Val(eaK).Producer).WorkB = b.Val(storage(b, ea)).Bytes // SliceBackward: a gradient of the whole tensor
+		eiK := b.Ew("clone", "edge_index", []core.Value{ei}, []int64{2, ek}, units.INT64,
+			"edge index of the chunk's edges (edge_index[:, edge_range].clone()), relabelled in place")
+		b.Val(eiK).Grad = false
+		xdK := viewRows(b, xd, r, "the chunk's destination rows (x_dst[dst_range]: a view)")
+		b.Op(b.Val(xdK).Producer).WorkB = b.Val(storage(b, xd)).Bytes
+		xsK := dropUnconnected(b, xs, eiK, sk, sRows, ek)
+		if g.Role == "encoder" {
+			xsK = b.Linear("emb_nodes_src", core.RoleEmbed, xsK, g.SrcIn, c, true)
+		}
+		xdK = b.Linear("emb_nodes_dst", core.RoleEmbed, xdK, g.DstIn, c, true)
+		y := g.block(b, xsK, xdK, eaK, eiK, 1, ek, r, sk, false)
+		if g.Role == "decoder" {
+			d := b.Scope("node_data_extractor")
+			y = b.LayerNorm("0", y, c, true)
+			y = b.Linear("1", "head", y, c, g.Out, true)
+			d()
+		}
+		y = b.Cast(y, outType, "chunk result .to(autocast dtype) for out_dst")
+		b.KeepAlive("chunk_locals", eiK, xsK)
+		end()
+		// out_dst[dst_range] = ...: a copy into a slice; its backward slices the gradient.
+		put := b.AddOp("index_put_", "out_dst_write", []core.Value{out, y})
+		b.Op(put).WorkB = b.Val(y).Bytes
+		done()
+		if i == 0 {
+			firstParams, firstOps = [2]int{params, len(b.P.Params)}, [2]int{ops, len(b.P.Ops)}
+		} else {
+			b.ShareCall(firstParams, [2]int{params, len(b.P.Params)}, firstOps, [2]int{ops, len(b.P.Ops)})
+		}
+	}
+	b.KeepAlive("mapper_locals", eaAll, ea, ei, xs, xd)
+	if sh.g > 1 && !sh.keepDst {
+		out = gatherAllRows(b, out, dAll, "the decoder's output rows of every GPU of the model (gather_tensor)")
+	}
+	return out
+}
+
+// storage is the tensor whose memory v is: v, or the tensor the views v
+// was taken from were taken of.
+func storage(b *core.Builder, v core.Value) core.Value {
+	for {
+		base := baseTensor(b, v)
+		if base == core.NoValue {
+			return v
+		}
+		v = base
+	}
+}
