@@ -107,3 +107,25 @@ func TestFP8GEMMRate(t *testing.T) {
 		t.Error("a GPU without fp8 runs an fp8 GEMM at its bf16 rate")
 	}
 }
+
+// PyTorch's eager elementwise kernels on an H200 reach memsh's copy
+// bandwidth (4,800 GB/s at 0.772: 3,706 GB/s) on contiguous operands:
+// tile-ai/TileOPs PR #537 (benchmarks on an H200) measured torch.where
+// over 16M fp16 elements at 3.53 TB/s, counting a 1-byte condition, two
+// 2-byte inputs and a 2-byte output per element (7 B: 117.4 MB). memsh
+// prices that stream 4.8 % faster. The same PR's broadcast patterns
+// (PyTorch's add of [1000, 1000] + [1, 1000] at 0.62 TB/s, of [8, 1, 1024]
+// + [1, 128, 1] at 0.34 TB/s, against 1.39 for same-shape operands) are
+// 1M-element kernels of 4-6 µs, launch-bound: no rate for the graph
+// models' broadcasts over millions of edges follows from them
+// (docs/time.md, "What it does not know").
+func TestEagerElementwiseAgainstH200(t *testing.T) {
+	d, _ := hw.LookupDevice("H200")
+	const n = 16 << 20
+	bytes := float64(n * 7)
+	measured := bytes / 3.53e12
+	got, b := streamTime(d, bytes)
+	if e := got/measured - 1; math.Abs(e) > 0.06 || b != BoundMemory {
+		t.Errorf("torch.where over 16M fp16 on an H200: memsh %.1f µs (%v), measured %.1f µs (%+.1f %%)", 1e6*got, b, 1e6*measured, 100*e)
+	}
+}
