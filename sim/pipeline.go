@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
@@ -23,27 +25,28 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 	if par.PP <= 1 || plan.PipeStage != nil {
 		return nil, false, nil
 	}
-	rep, err := evaluateStages(plan, opts, math.MaxInt64, 0)
+	rep, err := evaluateStages(plan, opts, math.MaxInt64, 0, 1)
 	return rep, true, err
 }
 
 // EvaluateBelow is Evaluate for a caller that needs the report only when
 // the plan's fullest GPU uses less than limit bytes of device memory
 // (search's Pareto front). A pipelined plan's stages are replayed stage
-// first first, then the others in order, and at the first stage that
-// uses at least limit bytes it stops and returns a nil report: Evaluate's
-// report would say as much or more of its fullest GPU. Otherwise the
-// report is Evaluate's, field for field. A plan without a pipeline, or
+// first first, then the others, on workers goroutines (each stage's
+// replay is its own), and once a stage uses at least limit bytes it
+// stops and returns a nil report: Evaluate's report would say as much or
+// more of its fullest GPU. Otherwise the report is Evaluate's, field for
+// field; a stage's error is returned. A plan without a pipeline, or
 // whose stages Evaluate replays another way (a DeepSpeed precision
 // rewrite, a checkpoint budget to solve first), is evaluated whole.
-func EvaluateBelow(plan *core.Plan, opts core.Options, limit, first int64) (*replay.Report, error) {
+func EvaluateBelow(plan *core.Plan, opts core.Options, limit, first int64, workers int) (*replay.Report, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, err
 	}
 	if !Staged(plan) || first < 0 || first >= plan.Parallel.Norm().PP {
 		return Evaluate(plan, opts)
 	}
-	return evaluateStages(plan, opts, limit, first)
+	return evaluateStages(plan, opts, limit, first, workers)
 }
 
 // Staged says whether EvaluateBelow replays plan stage by stage, and so
@@ -55,9 +58,10 @@ func Staged(plan *core.Plan) bool {
 }
 
 // evaluateStages replays the stages of a pipelined plan, stage first
-// first, and composes the pipeline's report; nil when a stage uses at
-// least limit bytes of device memory.
-func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64) (*replay.Report, error) {
+// first, then the others on workers goroutines, and composes the
+// pipeline's report; nil when a stage uses at least limit bytes of device
+// memory.
+func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, workers int) (*replay.Report, error) {
 	par := plan.Parallel.Norm()
 	stages, err := stagePlans(plan)
 	if err != nil {
@@ -67,20 +71,21 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64) (*re
 	m := plan.MicroBatches()
 	ranks := make([]*replay.Report, par.PP)
 	times := make([]*timing.StageTime, par.PP)
-	order := []int64{first}
-	for s := range par.PP {
-		if s != first {
-			order = append(order, s)
+	errs := make([]error, par.PP)
+	var over atomic.Bool // a stage reached the limit: the others need not run
+	stage := func(s int64) {
+		if over.Load() {
+			return
 		}
-	}
-	for _, s := range order {
 		n := stages[s].PipeStage.Inflight
 		rep, st, err := evaluate(stages[s], opts)
 		if err != nil {
-			return nil, err
+			errs[s] = err
+			return
 		}
 		if rep.DeviceUsed >= limit {
-			return nil, nil
+			over.Store(true)
+			return
 		}
 		times[s] = st
 		var layers []string
@@ -107,6 +112,49 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64) (*re
 		rep.Notes = append(rep.Notes, fmt.Sprintf("pipeline stage %d of %d (%s schedule): %s; %d of %d micro-batch forwards in flight at the peak",
 			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))
 		ranks[s] = rep
+	}
+	stage(first)
+	var rest []int64
+	for s := range par.PP {
+		if s != first {
+			rest = append(rest, s)
+		}
+	}
+	if workers <= 1 || errs[first] != nil {
+		for _, s := range rest {
+			if errs[first] != nil || over.Load() {
+				break
+			}
+			stage(s)
+			if errs[s] != nil {
+				break
+			}
+		}
+	} else {
+		next := make(chan int64)
+		var wg sync.WaitGroup
+		for range min(workers, len(rest)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for s := range next {
+					stage(s)
+				}
+			}()
+		}
+		for _, s := range rest {
+			next <- s
+		}
+		close(next)
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if over.Load() {
+		return nil, nil
 	}
 	worst := 0
 	for s, rep := range ranks {

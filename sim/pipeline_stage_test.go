@@ -62,17 +62,18 @@ func TestEvaluateBelow(t *testing.T) {
 				fullest = max(fullest, r.DeviceUsed)
 			}
 			for s, rr := range want.Ranks {
-				got, err := EvaluateBelow(p, opts, fullest+1, int64(s))
+				workers := 1 + 2*(s%2) // the other stages one at a time, or on three goroutines
+				got, err := EvaluateBelow(p, opts, fullest+1, int64(s), workers)
 				if err != nil {
 					t.Fatalf("%s %s from stage %d: %v", ck, par, s, err)
 				}
 				if d := difference(want, got, "report"); d != "" {
-					t.Fatalf("%s %s from stage %d: %s", ck, par, s, d)
+					t.Fatalf("%s %s from stage %d, %d workers: %s", ck, par, s, workers, d)
 				}
-				if got, err := EvaluateBelow(p, opts, rr.DeviceUsed, int64(s)); got != nil || err != nil {
+				if got, err := EvaluateBelow(p, opts, rr.DeviceUsed, int64(s), workers); got != nil || err != nil {
 					t.Errorf("%s %s: stage %d uses %d B, limit %d B: a report, %v", ck, par, s, rr.DeviceUsed, rr.DeviceUsed, err)
 				}
-				if got, err := EvaluateBelow(p, opts, fullest, int64(s)); got != nil || err != nil {
+				if got, err := EvaluateBelow(p, opts, fullest, int64(s), workers); got != nil || err != nil {
 					t.Errorf("%s %s from stage %d: the fullest GPU uses the limit, %d B: a report, %v", ck, par, s, fullest, err)
 				}
 				stages++
@@ -86,7 +87,7 @@ func TestEvaluateBelow(t *testing.T) {
 	// refuses is refused with its error.
 	p := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
 	want, werr := Evaluate(p, core.Options{})
-	got, gerr := EvaluateBelow(p, core.Options{}, 1, 0)
+	got, gerr := EvaluateBelow(p, core.Options{}, 1, 0, 2)
 	if werr != nil || gerr != nil {
 		t.Fatalf("no pipeline: %v, %v", werr, gerr)
 	}
@@ -98,7 +99,7 @@ func TestEvaluateBelow(t *testing.T) {
 	bad.Parallel = core.Parallelism{PP: 2}
 	bad.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 2}
 	_, werr = Evaluate(&bad, core.Options{})
-	_, gerr = EvaluateBelow(&bad, core.Options{}, math.MaxInt64, 0)
+	_, gerr = EvaluateBelow(&bad, core.Options{}, math.MaxInt64, 0, 2)
 	if werr == nil || !sameError(werr, gerr) {
 		t.Errorf("a checkpoint budget on pipeline stages: Evaluate %v, EvaluateBelow %v", werr, gerr)
 	}

@@ -33,7 +33,7 @@ func (w *walk) evaluate(idx []int, limit int64) ([]*replay.Report, error) {
 	errs := make([]error, len(idx))
 	parallelFor(w.ctx, w.sp.Workers, len(idx), nil, func(i int) {
 		k := idx[i]
-		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx}, limit, w.ests[w.kept[k]].fullest)
+		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx}, limit, w.ests[w.kept[k]].fullest, w.sp.Workers)
 	})
 	if err := w.ctx.Err(); err != nil {
 		return nil, err
