@@ -76,6 +76,22 @@ func TestNCCLOverheads(t *testing.T) {
 		// NVIDIA/nccl#964: 4 x A100, eager NCCL, an all-reduce per group: measured 688 MB (more than
 		// two ranks) and 544 MB (two); rings and trees on 16 channels give 604 MB (-12 % and +11 %).
 		{"nccl#964", core.Parallelism{DP: 4}, core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB", map[string]int64{"nccl_dp": 16 * 3 * 12 * mib}},
+		// Eager NCCL connects the ring and the tree on a pipeline's communicator too,
+		// beside its peer's p2p buffers: 1 peer x 8 x 4 MiB + 32 x 3 x 12 MiB.
+		{"pp eager", core.Parallelism{PP: 2}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_pp": 8*4*mib + 3*ring8}},
+		// Megatron's distributed optimizer with ep 4 on 8 H100s (replay/nccl_megatron.go): dp's ring
+		// (reduce-scatter and all-gather: no NVLS), ep's 3 peers, and Megatron's own groups: world
+		// (the gradient norm), edp (8 / 4 = 2 ranks: the experts' gradients), tp_ep (the dispatcher's
+		// token counts, 4 ranks); expert tp and tp x cp are 1: no etp, no tp_cp.
+		{"megatron ep", core.Parallelism{DP: 8, EP: 4, ETP: 1, DistributedOptimizer: true}, core.RuntimeMemory{}, "",
+			map[string]int64{"nccl_dp": ring8, "nccl_ep": 3 * ring8, "nccl_world": ring8, "nccl_edp": ring8, "nccl_tp_ep": ring8}},
+		// ms-swift's tp 2 ep 4 row on A100s with NCCL 2.21 (eager: ring and tree, 16 x 3 x 12 MiB =
+		// 576 MiB on every communicator): tp, dp, ep (+ 3 peers x 16 x 12 MiB), world, tp_ep (8
+		// ranks), etp (2: expert tp = tp), tp_cp (2: the aux loss); edp is 8 / (4 x 2) = 1 rank.
+		{"megatron tp ep eager", core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true},
+			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
+			map[string]int64{"nccl_tp": 576 * mib, "nccl_dp": 576 * mib, "nccl_ep": (3*16*12 + 576) * mib, "nccl_world": 576 * mib,
+				"nccl_tp_ep": 576 * mib, "nccl_etp": 576 * mib, "nccl_tp_cp": 576 * mib}},
 	} {
 		p := distPlan(t, m, "bf16", tc.par)
 		p.RuntimeMemory = tc.rt

@@ -46,6 +46,7 @@ func commGroups(p *core.Plan) []commGroup {
 	add("dp_replicate", par.DPReplicate, par.TP*par.ShardDegree(), "ring")
 	add("ep", par.EP, par.TP*par.CP, "alltoall")
 	add("pp", par.PP, par.TP*par.CP*par.DP, "p2p")
+	megatronGroups(p, add) // nccl_megatron.go
 	return gs
 }
 

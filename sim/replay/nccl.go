@@ -35,8 +35,11 @@ import (
 //     collectives use: rings for all of them, trees for all-reduce across
 //     nodes, NVLS for large all-reduce where it is supported; eager
 //     connection (earlier NCCL) sets up rings, trees and NVLS when the
-//     communicator is made. The memory is linear in the channels
-//     (sjeaugey in NVIDIA/nccl#864 and #986).
+//     communicator is made, on every communicator, an all-to-all's or a
+//     pipeline's too (their peers' buffers come on top at first use).
+//     The memory is linear in the channels (sjeaugey in NVIDIA/nccl#864
+//     and #986). torch 2.5 and 2.6 wheels bundle NCCL 2.21.5
+//     (nvidia-nccl-cu12==2.21.5 in their install requirements): eager.
 //
 // Check against a measurement not used to build it: 4 x A100 on NVLink,
 // NCCL of mid-2023 (eager), one all-reduce per process group: 544 MB for
@@ -126,12 +129,20 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 	conn := ncclConn(buf)
 	ch := ncclChannels(p.Device, g.intra)
 	eager := p.RuntimeMemory.NCCLConnect == "eager"
+	// Eager connection sets up the ring and the tree at the
+	// communicator's creation whatever it is used for: an all-to-all's or
+	// a pipeline's communicator holds them beside its peers' buffers.
+	initRT, initHow := int64(0), ""
+	if eager {
+		initRT = ch * 3 * conn
+		initHow = fmt.Sprintf("; ring and tree connected at init: %d channels x 3 x %s", ch, mib(conn))
+	}
 	switch g.pattern {
 	case "alltoall":
-		return (g.size - 1) * ch * conn, fmt.Sprintf("%d peers x %d channels x %s per connection", g.size-1, ch, mib(conn))
+		return (g.size-1)*ch*conn + initRT, fmt.Sprintf("%d peers x %d channels x %s per connection%s", g.size-1, ch, mib(conn), initHow)
 	case "p2p":
 		peers := min(g.size-1, 2)
-		return peers * ncclP2PChannels * buf, fmt.Sprintf("%d peer(s) x %d p2p channels x %s", peers, ncclP2PChannels, mib(buf))
+		return peers*ncclP2PChannels*buf + initRT, fmt.Sprintf("%d peer(s) x %d p2p channels x %s%s", peers, ncclP2PChannels, mib(buf), initHow)
 	}
 	ar := allReduces(p, g.name)
 	conns := int64(1) // the ring

@@ -1,0 +1,68 @@
+package replay
+
+import "github.com/memsh/memsh/sim/core"
+
+// Megatron-LM's communicators beyond one per layout dimension. Megatron
+// makes every process group with its own torch.distributed.new_group
+// (megatron/core/parallel_state.py initialize_model_parallel at
+// core_v0.12.0: DATA_PARALLEL_GROUP_WITH_CP, TENSOR_AND_CONTEXT_PARALLEL_
+// GROUP, EXPERT_TENSOR_PARALLEL_GROUP, EXPERT_TENSOR_AND_MODEL_PARALLEL_
+// GROUP, EXPERT_DATA_PARALLEL_GROUP, ...), so two groups over the same
+// ranks are two NCCL communicators. PyTorch makes a group's communicator
+// at its first collective (Megatron's init_process_group passes no
+// device_id: megatron/training/initialize.py at core_v0.12.0 l.326-333),
+// so only the groups a step uses hold buffers. Those of a Megatron step
+// beyond tp, cp, dp, ep and pp (commGroups):
+//
+//   - world: with the distributed optimizer the gradient norm (clip_grad,
+//     1.0 by default in Megatron-LM and ms-swift) is all-reduced over
+//     every rank (optimizer/distrib_optimizer.py get_grad_stats_parallel_
+//     group returns None, the default group; optimizer/clip_grads.py
+//     get_grad_norm_fp32 l.131);
+//   - edp: the expert parameters' gradients are reduce-scattered and
+//     their parameters all-gathered over the expert-data-parallel group
+//     (distributed/distributed_data_parallel.py, the expert buffers), when
+//     it has more than one rank;
+//   - tp_ep: the alltoall dispatcher all-gathers the tokens per expert over
+//     the expert-tensor-and-expert-parallel group in every MoE layer
+//     (transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher.
+//     preprocess, gather_from_sequence_parallel_region(..., group=
+//     self.tp_ep_group)) when ep or expert tp is above one;
+//   - etp: with expert tensor parallelism above one the dispatcher
+//     all-gathers the received rows over the expert tensor-parallel group
+//     and reduce-scatters the experts' outputs (token_dispatcher.py
+//     dispatch_postprocess, combine_preprocess);
+//   - tp_cp: with tensor or context parallelism the router's load-balancing
+//     loss sums the tokens per expert over the tensor-and-context-parallel
+//     group (transformer/moe/router.py apply_load_balancing_loss,
+//     sequence_partition_group).
+//
+// The MoE groups are listed where the layout says experts are dispatched:
+// expert parallelism above one (the plan's layout does not say whether a
+// model without it has experts).
+
+// megatronLayout reports whether plan p runs Megatron's data-parallel
+// layer (its distributed optimizer or precision "megatron"), not FSDP or
+// ZeRO (replay/sharding.go's DistMegatron).
+func megatronLayout(p *core.Plan) bool {
+	par := p.Parallel
+	return !par.FSDP && par.Zero == 0 && (par.DistributedOptimizer || p.Precision.Name == "megatron")
+}
+
+// megatronGroups adds Megatron's communicators (above) through add(name,
+// size, stride, pattern).
+func megatronGroups(p *core.Plan, add func(name string, size, stride int64, pattern string)) {
+	if !megatronLayout(p) {
+		return
+	}
+	par := p.Parallel.Norm()
+	if par.DistributedOptimizer {
+		add("world", par.GPUs(), 1, "ring")
+	}
+	if etp := par.ETPn(); par.EP > 1 {
+		add("edp", par.ExpertShardDegree(), etp*par.EP, "ring")
+		add("tp_ep", etp*par.EP, 1, "ring")
+		add("etp", etp, 1, "ring")
+		add("tp_cp", par.TP*par.CP, 1, "ring")
+	}
+}
