@@ -397,7 +397,7 @@ func (a *Allocator) addFree(b *Block) {
 	b.pos = len(a.free[pool])
 	a.free[pool] = append(a.free[pool], b)
 	a.sizes[pool] = append(a.sizes[pool], b.Size)
-	a.index[pool].added(b, a.free[pool])
+	a.index[pool].added(b, a.free[pool], a.sizes[pool])
 	if releasable(b) {
 		b.wpos = len(a.whole)
 		a.whole = append(a.whole, b)
@@ -443,7 +443,7 @@ func (a *Allocator) removeFree(b *Block) {
 		sz[i] = sz[from]
 	}
 	a.free[pool], a.sizes[pool] = fl[:from], sz[:from]
-	a.index[pool].removed(b, moved, from, a.free[pool])
+	a.index[pool].removed(b, moved, a.free[pool], a.sizes[pool])
 }
 
 // releaseCached frees every segment that holds no allocation

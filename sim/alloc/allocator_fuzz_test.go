@@ -282,6 +282,9 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	if n != len(unmapped) {
 		t.Fatalf("unmapped lists hold %d blocks, segments have %d unmapped blocks", n, len(unmapped))
 	}
+	for list := range a.free {
+		checkIndex(t, &a.index[list], a.sizes[list])
+	}
 	whole := 0
 	for b := range freeBlocks {
 		if releasable(b) {
@@ -293,5 +296,50 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	}
 	if whole != len(a.whole) {
 		t.Fatalf("the whole list holds %d blocks, %d free blocks are releasable", len(a.whole), whole)
+	}
+}
+
+// checkIndex checks a free list's index against the list's sizes: one
+// class per size the list holds, in size order in the tree, each counting
+// its blocks, its heap ordered and holding the position of every one.
+func checkIndex(t *testing.T, x *freeIndex, sizes []int64) {
+	t.Helper()
+	if !x.active {
+		if x.root != nil || len(x.classes) > 0 {
+			t.Fatalf("an inactive index holds %d classes", len(x.classes))
+		}
+		return
+	}
+	count := map[int64]int{}
+	for _, n := range sizes {
+		count[n]++
+	}
+	var walk func(c *sizeClass, lo, hi int64) int
+	walk = func(c *sizeClass, lo, hi int64) int {
+		if c == nil {
+			return 0
+		}
+		if c.size <= lo || c.size >= hi || x.classes[c.size] != c {
+			t.Fatalf("index class of %d bytes is out of order (%d, %d) or not the map's", c.size, lo, hi)
+		}
+		if c.n != count[c.size] {
+			t.Fatalf("index class of %d bytes counts %d blocks, the list holds %d", c.size, c.n, count[c.size])
+		}
+		held := map[int32]bool{}
+		for i, p := range c.at {
+			if i > 0 && c.at[(i-1)/2] > p {
+				t.Fatalf("index class of %d bytes: heap out of order at %d", c.size, i)
+			}
+			held[p] = true
+		}
+		for p, n := range sizes {
+			if n == c.size && !held[int32(p)] {
+				t.Fatalf("index class of %d bytes lacks position %d", c.size, p)
+			}
+		}
+		return 1 + walk(c.left, lo, c.size) + walk(c.right, c.size, hi)
+	}
+	if n := walk(x.root, -1, 1<<62); n != len(count) || n != len(x.classes) {
+		t.Fatalf("index holds %d classes in its tree, %d in its map; the list has %d sizes", n, len(x.classes), len(count))
 	}
 }

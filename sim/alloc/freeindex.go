@@ -1,30 +1,46 @@
 package alloc
 
+import "slices"
+
 // freeIndex finds the allocator's best-fit free block in O(log n) instead
 // of a scan of the pool's free list, which made the replay quadratic in
 // the number of cached blocks (a 4,000-layer GPT-2 replayed for 12 s, a
 // 10,000-layer one for minutes).
 //
-// It keeps the pool's free blocks ordered by (size, position in the free
-// list), so its first block of size >= n is exactly the block the scan
-// picked: the smallest size that fits, and among blocks of that size the
-// first in list order. The free list itself stays as it was (append, and
-// removal by moving the last block into the hole), so every choice, and
-// every number in a report, is unchanged; the allocator fuzz test checks
-// the index against the scan.
+// It keeps the pool's free blocks by size class: the classes, one per
+// size some free block has, ordered by size, and in each class the
+// positions in the free list of its blocks, the first on top. Its pick,
+// the class of the smallest size >= n and that class's first position, is
+// exactly the block the scan picked: the smallest size that fits, and
+// among blocks of that size the first in list order. The free list itself
+// stays as it was (append, and removal by moving the last block into the
+// hole), so every choice, and every number in a report, is unchanged; the
+// allocator fuzz test checks the index against the scan.
 //
-// The index is a treap (a binary search tree kept balanced by random
+// Blocks of one size are many where a step repeats a block: a 65,536-layer
+// step past the device's limit leaves about 300,000 free tails of its
+// weights' segments, of 4 sizes (the FuzzSizes repeat_65536 seeds). An
+// index by (size, position) held a node per block, and each free or
+// allocation cut and joined a tree as deep as 40; by class, it touches
+// one class, and a class's positions are a binary heap of int32s.
+//
+// The classes are a treap (a binary search tree kept balanced by random
 // heap priorities); the priorities come from a counter, so runs are
-// deterministic. A short free list (the usual case: a 70B plan's stays
-// short) is faster to scan than to index, so the index is built only
-// while the list is longer than indexAbove blocks.
+// deterministic. A class's heap is lazy: a block that leaves the list, or
+// moves into a hole, leaves its old position behind, and the top is
+// checked against the list's sizes (a stale position is past the list's
+// end or holds a block of another size) and dropped when stale; a heap
+// grown past twice its class's blocks is rebuilt. A short free list (the
+// usual case: a 70B plan's stays short) is faster to scan than to index,
+// so the index is built only while the list is longer than indexAbove
+// blocks.
 type freeIndex struct {
-	root   *freeNode
-	spare  *freeNode  // removed nodes, linked by right, for the next inserts
-	nodes  []freeNode // new nodes, carved a slab at a time (slab.go)
-	seed   uint64
-	active bool
-	above  int // 0: indexAbove (tests lower it to exercise the index)
+	root    *sizeClass // the classes, by size
+	classes map[int64]*sizeClass
+	spare   *sizeClass // emptied classes, linked by right, for the next ones
+	seed    uint64
+	active  bool
+	above   int // 0: indexAbove (tests lower it to exercise the index)
 }
 
 // indexAbove is the free-list length from which the index pays: a 70B
@@ -40,109 +56,178 @@ func (x *freeIndex) limit() int {
 	return indexAbove
 }
 
-type freeNode struct {
-	b           *Block
-	size        int64
-	pos         int
-	prio        uint64
-	left, right *freeNode
+// sizeClass is the free blocks of one size.
+type sizeClass struct {
+	size int64
+	n    int     // blocks of this size in the free list
+	at   []int32 // a min-heap of positions: each block of the class is at one, some are stale
+	prio uint64
+	// left, right: the treap's children (right links the spare classes)
+	left, right *sizeClass
 }
 
-// before orders nodes by (size, pos).
-func (n *freeNode) before(size int64, pos int) bool {
-	return n.size < size || (n.size == size && n.pos < pos)
-}
-
-// split returns the nodes before (size, pos) and the rest.
-func splitFree(t *freeNode, size int64, pos int) (l, r *freeNode) {
+// splitClasses returns the classes of t smaller than size and the rest.
+func splitClasses(t *sizeClass, size int64) (l, r *sizeClass) {
 	if t == nil {
 		return nil, nil
 	}
-	if t.before(size, pos) {
-		t.right, r = splitFree(t.right, size, pos)
+	if t.size < size {
+		t.right, r = splitClasses(t.right, size)
 		return t, r
 	}
-	l, t.left = splitFree(t.left, size, pos)
+	l, t.left = splitClasses(t.left, size)
 	return l, t
 }
 
-// mergeFree joins l and r, every node of l before every node of r.
-func mergeFree(l, r *freeNode) *freeNode {
+// mergeClasses joins l and r, every class of l smaller than every class of r.
+func mergeClasses(l, r *sizeClass) *sizeClass {
 	switch {
 	case l == nil:
 		return r
 	case r == nil:
 		return l
 	case l.prio > r.prio:
-		l.right = mergeFree(l.right, r)
+		l.right = mergeClasses(l.right, r)
 		return l
 	}
-	r.left = mergeFree(l, r.left)
+	r.left = mergeClasses(l, r.left)
 	return r
 }
 
-// insert adds b, at position pos of its free list. It reuses a removed
-// node: a replay inserts and removes millions (a node allocated for each
-// was a third of a 10,000-layer replay's allocations, and most of its
-// time under the race detector).
-func (x *freeIndex) insert(b *Block, pos int) {
-	x.seed = x.seed*6364136223846793005 + 1442695040888963407 // PCG's LCG step
-	n := x.spare
-	if n != nil {
-		x.spare = n.right
-	} else {
-		if len(x.nodes) == 0 {
-			x.nodes = make([]freeNode, min(max(2*cap(x.nodes), slabMin), slabMax))
-		}
-		n, x.nodes = &x.nodes[0], x.nodes[1:]
-	}
-	*n = freeNode{b: b, size: b.Size, pos: pos, prio: x.seed ^ x.seed>>29}
-	l, r := splitFree(x.root, n.size, n.pos)
-	x.root = mergeFree(mergeFree(l, n), r)
-}
-
-// remove deletes the node of size at pos, keeping it for reuse.
-func (x *freeIndex) remove(size int64, pos int) {
-	var n *freeNode
-	x.root, n = deleteFree(x.root, size, pos)
-	if n != nil {
-		*n = freeNode{right: x.spare}
-		x.spare = n
-	}
-}
-
-// deleteFree takes the node at (size, pos) out of t, in one descent, and
-// returns t without it and the node (nil when there is none).
-func deleteFree(t *freeNode, size int64, pos int) (root, n *freeNode) {
+// deleteClass takes the class of size out of t and returns t without it.
+func deleteClass(t *sizeClass, size int64) *sizeClass {
 	switch {
 	case t == nil:
-		return nil, nil
-	case t.size == size && t.pos == pos:
-		return mergeFree(t.left, t.right), t
-	case t.before(size, pos):
-		t.right, n = deleteFree(t.right, size, pos)
+		return nil
+	case t.size == size:
+		return mergeClasses(t.left, t.right)
+	case t.size < size:
+		t.right = deleteClass(t.right, size)
 	default:
-		t.left, n = deleteFree(t.left, size, pos)
-	}
-	return t, n
-}
-
-// find returns the node at (size, pos), or nil.
-func (x *freeIndex) find(size int64, pos int) *freeNode {
-	t := x.root
-	for t != nil && (t.size != size || t.pos != pos) {
-		if t.before(size, pos) {
-			t = t.right
-		} else {
-			t = t.left
-		}
+		t.left = deleteClass(t.left, size)
 	}
 	return t
 }
 
-// bestFit returns the first block of size >= n, or nil.
-func (x *freeIndex) bestFit(n int64) *Block {
-	var best *freeNode
+// class returns the class of size, made (and put in the tree) when no
+// block has that size.
+func (x *freeIndex) class(size int64) *sizeClass {
+	if c := x.classes[size]; c != nil {
+		return c
+	}
+	if x.classes == nil {
+		x.classes = map[int64]*sizeClass{}
+	}
+	x.seed = x.seed*6364136223846793005 + 1442695040888963407 // PCG's LCG step
+	c := x.spare
+	if c != nil {
+		x.spare = c.right
+		*c = sizeClass{at: c.at[:0]}
+	} else {
+		c = new(sizeClass)
+	}
+	c.size, c.prio = size, x.seed^x.seed>>29
+	l, r := splitClasses(x.root, size)
+	x.root = mergeClasses(mergeClasses(l, c), r)
+	x.classes[size] = c
+	return c
+}
+
+// add counts a block of size at position pos of the free list (sizes:
+// the list's sizes).
+func (x *freeIndex) add(size int64, pos int, sizes []int64) {
+	c := x.class(size)
+	c.n++
+	c.push(int32(pos), sizes)
+}
+
+// drop uncounts a block of size that left the free list.
+func (x *freeIndex) drop(size int64) {
+	c := x.classes[size]
+	if c.n--; c.n > 0 {
+		return
+	}
+	x.root = deleteClass(x.root, size)
+	delete(x.classes, size)
+	c.left, c.right, x.spare = nil, x.spare, c
+}
+
+// stale reports whether position p holds no block of the class.
+func (c *sizeClass) stale(p int32, sizes []int64) bool {
+	return int(p) >= len(sizes) || sizes[p] != c.size
+}
+
+// first returns the class's first position in the free list, dropping
+// stale positions off the top.
+func (c *sizeClass) first(sizes []int64) int32 {
+	for c.stale(c.at[0], sizes) {
+		c.pop()
+	}
+	return c.at[0]
+}
+
+// push adds position p to the heap, which is rebuilt when it has grown
+// past twice the class's blocks.
+func (c *sizeClass) push(p int32, sizes []int64) {
+	h := append(c.at, p)
+	i := len(h) - 1
+	for i > 0 {
+		up := (i - 1) / 2
+		if h[up] <= p {
+			break
+		}
+		h[i], i = h[up], up
+	}
+	h[i] = p
+	c.at = h
+	if len(h) > 2*c.n+16 {
+		c.rebuild(sizes)
+	}
+}
+
+// rebuild keeps one entry per block of the class: its positions, sorted
+// (a sorted list is a heap).
+func (c *sizeClass) rebuild(sizes []int64) {
+	slices.Sort(c.at)
+	kept := c.at[:0]
+	for i, p := range c.at {
+		if (i == 0 || p != c.at[i-1]) && !c.stale(p, sizes) {
+			kept = append(kept, p)
+		}
+	}
+	c.at = kept
+}
+
+// pop removes the heap's top.
+func (c *sizeClass) pop() {
+	h := c.at
+	last := h[len(h)-1]
+	h = h[:len(h)-1]
+	c.at = h
+	if len(h) == 0 {
+		return
+	}
+	i := 0
+	for {
+		k := 2*i + 1
+		if k >= len(h) {
+			break
+		}
+		if k+1 < len(h) && h[k+1] < h[k] {
+			k++
+		}
+		if last <= h[k] {
+			break
+		}
+		h[i], i = h[k], k
+	}
+	h[i] = last
+}
+
+// bestFit returns the first block in list order of the smallest size
+// >= n, or nil.
+func (x *freeIndex) bestFit(n int64, fl []*Block, sizes []int64) *Block {
+	var best *sizeClass
 	for t := x.root; t != nil; {
 		if t.size >= n {
 			best, t = t, t.left
@@ -153,7 +238,7 @@ func (x *freeIndex) bestFit(n int64) *Block {
 	if best == nil {
 		return nil
 	}
-	return best.b
+	return fl[best.first(sizes)]
 }
 
 // largest is the size of the largest block in the index.
@@ -168,40 +253,37 @@ func (x *freeIndex) largest() int64 {
 	return t.size
 }
 
-// added keeps the index in step after b was appended to the free list fl.
-func (x *freeIndex) added(b *Block, fl []*Block) {
+// added keeps the index in step after b was appended to the free list fl
+// (sizes: the list's sizes).
+func (x *freeIndex) added(b *Block, fl []*Block, sizes []int64) {
 	switch {
 	case x.active:
-		x.insert(b, b.pos)
+		x.add(b.Size, b.pos, sizes)
 	case len(fl) > x.limit():
 		for i, c := range fl {
-			x.insert(c, i)
+			x.add(c.Size, i, sizes)
 		}
 		x.active = true
 	}
 }
 
 // removed keeps the index in step after b left the free list, the list's
-// last block moving from position from into b's position (moved is nil
-// when b was the last); fl is the list afterwards.
-func (x *freeIndex) removed(b *Block, moved *Block, from int, fl []*Block) {
+// last block moving into b's position (moved is nil when b was the
+// last); fl is the list afterwards, sizes its sizes.
+func (x *freeIndex) removed(b *Block, moved *Block, fl []*Block, sizes []int64) {
 	if !x.active {
 		return
 	}
 	if len(fl) < x.limit()/4 {
-		x.root, x.active = nil, false
+		*x = freeIndex{seed: x.seed, above: x.above}
 		return
 	}
-	if moved != nil && moved.Size == b.Size {
-		// moved takes b's place in the order, (size, b.pos), as in the list.
-		x.remove(moved.Size, from)
-		x.find(b.Size, b.pos).b = moved
-		return
-	}
-	x.remove(b.Size, b.pos)
-	if moved != nil {
-		x.remove(moved.Size, from)
-		x.insert(moved, moved.pos)
+	x.drop(b.Size)
+	if moved != nil && moved.Size != b.Size {
+		// moved's old position is stale now, and b's is new to moved's
+		// class. (When they are of one size, b's position stays in the
+		// class: it holds moved now.)
+		x.classes[moved.Size].push(int32(moved.pos), sizes)
 	}
 }
 
@@ -209,7 +291,7 @@ func (x *freeIndex) removed(b *Block, moved *Block, from int, fl []*Block) {
 // from the index or by scanning the list's sizes (sizes[i] is fl[i]'s).
 func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
 	if x.active {
-		return x.bestFit(n)
+		return x.bestFit(n, fl, sizes)
 	}
 	best := -1
 	for i, s := range sizes {
