@@ -350,11 +350,11 @@ func (a *Allocator) freeBlock(b *Block) {
 func (a *Allocator) joinFree(b *Block) *Block {
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
-		mergeNext(b)
+		a.mergeNext(b)
 	}
 	if p := b.prev; p != nil && p.free {
 		a.removeFree(p)
-		b = mergeNext(p)
+		b = a.mergeNext(p)
 	}
 	return b
 }
@@ -371,14 +371,15 @@ func (a *Allocator) splitAt(b *Block, size int64) *Block {
 }
 
 // mergeNext joins the block after b into b and returns b; the caller has
-// taken that block off its list.
-func mergeNext(b *Block) *Block {
+// taken that block off its list, and it is done with.
+func (a *Allocator) mergeNext(b *Block) *Block {
 	n := b.next
 	b.Size += n.Size
 	b.next = n.next
 	if n.next != nil {
 		n.next.prev = b
 	}
+	a.dropBlock(n)
 	return b
 }
 
@@ -493,6 +494,7 @@ func (a *Allocator) releaseCached(s Stream) {
 		b.seg.released = true
 		a.observe(SegmentFree, b.seg, b.seg.base, b.seg.size)
 		a.released++
+		a.dropBlock(b)
 	}
 	if a.released > len(a.segments)/2 { // drop released segments in bulk: amortized O(1) each
 		kept := a.segments[:0]

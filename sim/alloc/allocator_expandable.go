@@ -178,11 +178,11 @@ func (a *Allocator) unmapBlock(b *Block) {
 	// Join unmapped neighbours.
 	if n := b.next; n != nil && n.unmapped {
 		a.removeUnmapped(n)
-		mergeNext(b)
+		a.mergeNext(b)
 	}
 	if p := b.prev; p != nil && p.unmapped {
 		a.removeUnmapped(p)
-		b = mergeNext(p)
+		b = a.mergeNext(p)
 	}
 	a.addUnmapped(b)
 }

@@ -37,6 +37,7 @@ import "slices"
 type freeIndex struct {
 	root    *sizeClass // the classes, by size
 	classes map[int64]*sizeClass
+	last    *sizeClass // the class used last (a repeated step frees and takes blocks of one size in a row)
 	spare   *sizeClass // emptied classes, linked by right, for the next ones
 	seed    uint64
 	active  bool
@@ -112,7 +113,11 @@ func deleteClass(t *sizeClass, size int64) *sizeClass {
 // class returns the class of size, made (and put in the tree) when no
 // block has that size.
 func (x *freeIndex) class(size int64) *sizeClass {
+	if c := x.last; c != nil && c.size == size {
+		return c
+	}
 	if c := x.classes[size]; c != nil {
+		x.last = c
 		return c
 	}
 	if x.classes == nil {
@@ -129,7 +134,7 @@ func (x *freeIndex) class(size int64) *sizeClass {
 	c.size, c.prio = size, x.seed^x.seed>>29
 	l, r := splitClasses(x.root, size)
 	x.root = mergeClasses(mergeClasses(l, c), r)
-	x.classes[size] = c
+	x.classes[size], x.last = c, c
 	return c
 }
 
@@ -143,13 +148,13 @@ func (x *freeIndex) add(size int64, pos int, sizes []int64) {
 
 // drop uncounts a block of size that left the free list.
 func (x *freeIndex) drop(size int64) {
-	c := x.classes[size]
+	c := x.class(size)
 	if c.n--; c.n > 0 {
 		return
 	}
 	x.root = deleteClass(x.root, size)
 	delete(x.classes, size)
-	c.left, c.right, x.spare = nil, x.spare, c
+	c.left, c.right, x.spare, x.last = nil, x.spare, c, nil
 }
 
 // stale reports whether position p holds no block of the class.
@@ -283,7 +288,7 @@ func (x *freeIndex) removed(b *Block, moved *Block, fl []*Block, sizes []int64) 
 		// moved's old position is stale now, and b's is new to moved's
 		// class. (When they are of one size, b's position stays in the
 		// class: it holds moved now.)
-		x.classes[moved.Size].push(int32(moved.pos), sizes)
+		x.class(moved.Size).push(int32(moved.pos), sizes)
 	}
 }
 

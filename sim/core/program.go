@@ -187,16 +187,23 @@ type TableProgram interface {
 
 // reserve makes room in the program's lists for n more copies of what was
 // appended since they held ops, values and params entries (the first copy
-// of a repeated block), within the caps on ops and parameter tensors, so
-// that a long repeat does not regrow and copy them again and again.
+// of a repeated block), and for reserveTail entries more (what follows
+// the repeat: a final norm, the head, the loss), within the caps on ops
+// and parameter tensors, so that a long repeat does not regrow and copy
+// them again and again. (Without the tail, the loss of a 65,536-layer
+// stack of linears copied its 65,537 ops again.)
 func (p *Program) reserve(n int64, ops, values, params int) {
 	more := func(have, since, limit int) int {
-		return int(min(max(n, 0)*int64(have-since), int64(max(limit-have, 0))))
+		return int(min(max(n, 0)*int64(have-since)+reserveTail, int64(max(limit-have, 0))))
 	}
 	p.Ops = slices.Grow(p.Ops, more(len(p.Ops), ops, maxOps))
 	p.Values = slices.Grow(p.Values, more(len(p.Values), values, 4*maxOps))
 	p.Params = slices.Grow(p.Params, more(len(p.Params), params, maxParamTensors))
 }
+
+// reserveTail is the entries reserve adds to each list for what follows a
+// repeat.
+const reserveTail = 64
 
 // ProgramSize is the lengths of a program's op, value and parameter
 // lists.

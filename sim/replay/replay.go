@@ -64,11 +64,6 @@ type Point struct {
 	ByCat     [core.NumCategories]int64
 }
 
-type liveTensor struct {
-	blk *alloc.Block
-	cat core.Category
-}
-
 type Replay struct {
 	nonTorch int64 // device memory outside PyTorch's allocator (context, NCCL)
 	P        *core.Program
@@ -83,7 +78,7 @@ type Replay struct {
 	backwardBlas  bool         // the backward thread's cuBLAS workspace is allocated (cublas.go)
 	graphs        *graphPool   // compiled graphs replayed as CUDA graphs, nil = none (cudagraphs.go)
 
-	live []liveTensor // by tensor id
+	live tensors // by tensor id
 	cur  [core.NumCategories]int64
 
 	phase Phase
@@ -385,7 +380,7 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 		}
 		r.traceAlloc(a, blk)
 	}
-	r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
+	id := r.live.add(liveTensor{blk: blk, cat: a.Cat})
 	r.cur[a.Cat] += blk.Size
 	if !ok && rep.OOM == nil {
 		rep.OOM = r.oomAt(a)
@@ -394,11 +389,11 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 		rep.Largest = a
 	}
 	r.sample()
-	return int32(len(r.live) - 1)
+	return id
 }
 
 func (r *Replay) release(id int32) {
-	t := &r.live[id]
+	t := r.live.at(id)
 	if t.blk == nil {
 		return
 	}

@@ -16,10 +16,6 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 		nonTorch += o.Bytes
 	}
 	r := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
-	// A step allocates about 1.8 tensors per value and parameter (Llama
-	// 70B's pipeline stages): room for two, so that the list does not
-	// regrow by a quarter at a time (a third of a search's replay bytes).
-	r.live = make([]liveTensor, 0, 2*(len(prog.Values)+len(prog.Params)))
 	r.nonTorch = nonTorch
 	var err error
 	if r.Dist, err = NewDist(plan, prog); err != nil { // nil on one GPU

@@ -169,9 +169,9 @@ func (tp *tableProg) setLeafRows(p *core.Program, n int64) {
 // the persistent tensors (ids below persist) still live.
 func (r *Replay) carry(prev *Replay, persist int32) {
 	r.alloc = prev.alloc
-	r.live = append(r.live[:0], prev.live[:persist]...)
-	for _, t := range r.live {
-		if t.blk != nil {
+	r.live.carry(&prev.live, persist)
+	for id := range persist {
+		if t := r.live.at(id); t.blk != nil {
 			r.cur[t.cat] += t.blk.Size
 		}
 	}
@@ -205,7 +205,7 @@ func (r *Replay) endStep(persist int32) {
 			r.paramGrad[pi] = none
 		}
 	}
-	for id := persist; id < int32(len(r.live)); id++ {
+	for id := persist; id < r.live.len(); id++ {
 		r.release(id)
 	}
 }
@@ -231,9 +231,8 @@ func (r *Replay) allocateTable(a Alloc) int32 {
 		blk := fl[len(fl)-1]
 		p.free[a.Bytes] = fl[:len(fl)-1]
 		p.idle -= blk.Size
-		r.live = append(r.live, liveTensor{blk: blk, cat: a.Cat})
+		id := r.live.add(liveTensor{blk: blk, cat: a.Cat})
 		r.cur[a.Cat] += blk.Size
-		id := int32(len(r.live) - 1)
 		p.bytes[id] = a.Bytes
 		r.sample()
 		return id
@@ -250,7 +249,7 @@ func (r *Replay) releaseTable(id int32) {
 		r.release(id)
 		return
 	}
-	t := &r.live[id]
+	t := r.live.at(id)
 	if t.blk == nil {
 		return
 	}
