@@ -60,8 +60,12 @@ func chunkedPlanAt(t *testing.T, v graph.Version, chunks, evalChunks int64, phas
 //     drop_unconnected_src_nodes' copy of all 20 rows for the whole graph;
 //   - 0.16.0 on: the chunk's attributes are a slice of the
 //     destination-sorted edges (a view, "rows"), its index a clone ([2,
-//     64] int64, 1,024 B), its 20 source rows a copy (640 B), and on one
-//     GPU nothing is copied for the whole graph;
+//     64] int64, 1,024 B), its source rows a copy, and on one GPU nothing
+//     is copied for the whole graph. The sources a band of destination
+//     rows reads are estimated (GraphTransformer.bandSources): 20 x 32 /
+//     128 = 5 in the band, plus sqrt(k S) = sqrt(2 x 10) = 4.47 across
+//     each boundary: the first and last chunks have one, 9.47 -> 10 rows
+//     ([10, 8] fp32, 320 B), the middle ones two, 13.94 -> 14 (448 B);
 //   - out_dst, the only tensor over all 128 destination rows, is [128, 4]
 //     fp32 (the decoder's output variables, 2,048 B);
 //   - a checkpoint per chunk and one for the edges' preparation: 5 regions
@@ -83,7 +87,7 @@ func TestChunkedMapper(t *testing.T) {
 		{graph.CurrentVersion(), map[string][]int64{
 			"scatter_out": {1_024, 1_024, 1_024, 1_024},
 			"edge_attr":   {3_072},                             // the batch's [256, 3]; the chunks' are views
-			"x_src":       {640, 640, 640, 640},                // the chunks' copies of their 20 source rows
+			"x_src":       {320, 448, 448, 320},                // the chunks' copies of their 10, 14, 14, 10 source rows
 			"edge_index":  {4_096, 1_024, 1_024, 1_024, 1_024}, // the batch's [2, 256], the chunks' clones
 			"out_dst":     {2_048},
 		}},

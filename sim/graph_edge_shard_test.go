@@ -73,12 +73,13 @@ func valueBytes(prog *core.Program) map[string][]int64 {
 // this GPU's E_r = 4 x 50 = 200 edges: a view of the attributes, a copy
 // of the index [2, 200] = 3,200 B. Preparation: the index cloned (3,200
 // B), x_data_latent gathered from both GPUs [64, 20] = 5,120 B, the
-// sources the 200 edges read, at most min(64, 200) = 64 (int64 [64] = 512
-// B, the rows [64, 20] = 5,120 B); out_dst [50, 8] = 1,600 B. Chunk 0 of
-// 2: 25 rows, 100 edges: the index cloned [2, 100] = 1,600 B, min(64,
-// 100) = 64 source rows again (512 B, 5,120 B), embedded [64, 8] = 2,048
-// B, the destination rows embedded [25, 8] = 800 B, the scatter [25, 8] =
-// 800 B.
+// sources the 200 edges read (GraphTransformer.bandSources: the band's
+// 64 x 50 / 100 = 32, plus sqrt(k S) = sqrt(4 x 64) = 16 across its one
+// boundary: 48; int64 [48] = 384 B, the rows [48, 20] = 3,840 B);
+// out_dst [50, 8] = 1,600 B. Chunk 0 of 2: 25 rows, 100 edges: the index
+// cloned [2, 100] = 1,600 B, 64 x 25 / 100 + 16 = 32 source rows (256 B,
+// [32, 20] = 2,560 B), embedded [32, 8] = 1,024 B, the destination rows
+// embedded [25, 8] = 800 B, the scatter [25, 8] = 800 B.
 //
 // Processor (400 edges estimated, 4 per node): its E_r = 200 edges as the
 // encoder's (4,800, 6,400 and 3,200 B); the halo of rank 0, ceil(sqrt(8π
@@ -90,10 +91,11 @@ func valueBytes(prog *core.Program) map[string][]int64 {
 //
 // Decoder (knn 2 per grid point: E = 128): attributes [128, 3] = 1,536 B,
 // index [2, 128] = 2,048 B, E_r = 2 x 32 = 64 (index copy 1,024 B, clone
-// 1,024 B); the processor's rows gathered [100, 8] = 3,200 B, min(100,
-// 64) = 64 of them kept (512 B, [64, 8] = 2,048 B); out_dst [32, 4] = 512
-// B. Chunk 0: 16 rows, 32 edges: clone [2, 32] = 512 B, min(64, 32) = 32
-// sources (256 B, [32, 8] = 1,024 B), the destination rows embedded [16,
+// 1,024 B); the processor's rows gathered [100, 8] = 3,200 B, of which
+// 100 x 32 / 64 + sqrt(2 x 100) = 64.1 are read, capped at one per edge:
+// 64 (512 B, [64, 8] = 2,048 B); out_dst [32, 4] = 512 B. Chunk 0: 16
+// rows, 32 edges: clone [2, 32] = 512 B, 100 x 16 / 64 + 14.1 = 39.1
+// sources capped at its 32 edges (256 B, [32, 8] = 1,024 B), the destination rows embedded [16,
 // 8] = 512 B, the scatter [16, 8] = 512 B, the output head [16, 4] = 256
 // B. The output stays sharded: y_pred [1, 32, 4] = 512 B.
 func TestEdgeSharding(t *testing.T) {
@@ -116,13 +118,13 @@ func TestEdgeSharding(t *testing.T) {
 		{"encoder.shard_edges.edge_index", []int64{3_200}},
 		{"encoder.pre_process.edge_index_local", []int64{3_200}},
 		{"encoder.pre_process.x_data_latent.gathered", []int64{5_120}},
-		{"encoder.pre_process.connected_src_nodes", []int64{512}},
-		{"encoder.pre_process.x_src", []int64{5_120}},
+		{"encoder.pre_process.connected_src_nodes", []int64{384}},
+		{"encoder.pre_process.x_src", []int64{3_840}},
 		{"encoder.out_dst", []int64{1_600}},
 		{"encoder.chunk0.edge_index", []int64{1_600}},
-		{"encoder.chunk0.connected_src_nodes", []int64{512}},
-		{"encoder.chunk0.x_src", []int64{5_120}},
-		{"encoder.chunk0.emb_nodes_src.out", []int64{2_048}},
+		{"encoder.chunk0.connected_src_nodes", []int64{256}},
+		{"encoder.chunk0.x_src", []int64{2_560}},
+		{"encoder.chunk0.emb_nodes_src.out", []int64{1_024}},
 		{"encoder.chunk0.emb_nodes_dst.out", []int64{800}},
 		{"encoder.chunk0.proc.conv.scatter_out", []int64{800}},
 		{"processor.trainable.edge_attr", []int64{4_800}},
@@ -214,8 +216,9 @@ func TestEdgeShardingBatchGathered(t *testing.T) {
 }
 
 // TestEdgeShardingOneGPU: the same model on one GPU shards nothing: all
-// 400 encoder edges in 2 chunks of 200 (clones [2, 200] = 3,200 B), at
-// most min(64, 200) = 64 source rows each, no preparation copy, no halo;
+// 400 encoder edges in 2 chunks of 200 (clones [2, 200] = 3,200 B), 64 x
+// 50 / 100 + sqrt(4 x 64) = 48 source rows each ([48, 20] = 3,840 B), no
+// preparation copy, no halo;
 // and it keeps more than a GPU of two: the peak falls with the GPUs.
 func TestEdgeShardingOneGPU(t *testing.T) {
 	prog, err := edgeShardPlan(t, 1, true).LowerProgram()
@@ -229,7 +232,7 @@ func TestEdgeShardingOneGPU(t *testing.T) {
 	}{
 		{"inputs", []int64{4_096}},
 		{"encoder.chunk0.edge_index", []int64{3_200}},
-		{"encoder.chunk0.x_src", []int64{5_120}},
+		{"encoder.chunk0.x_src", []int64{3_840}},
 		{"encoder.pre_process.x_src", nil},
 		{"processor.proc.0.blocks.0.x_plus_halo", nil},
 		{"processor.proc.0.blocks.0.lin_key.out", []int64{3_200}},

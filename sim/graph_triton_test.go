@@ -12,11 +12,12 @@ import (
 // The Triton GraphTransformer (models/triton/gt.py, anemoi-core PR #631),
 // counted by hand on chunkedPlan's decoder (two stacked members, fp32;
 // R = 128 grid rows, S = 20 mesh rows, E = 256 edges, C = 8, H = 2) in
-// K = 4 destination chunks of r = 32 rows, e = 64 edges and s = 20 source
-// rows each:
+// K = 4 destination chunks of r = 32 rows, e = 64 edges and s = 10, 14,
+// 14, 10 source rows (the band's 5 and 4.47 across each of its one or two
+// boundaries: TestChunkedMapper):
 //
 //   - edge_index_to_csc per chunk: colptr [r+1] int64 (264 B), rowptr
-//     [s+1] int64 (168 B), edge_id_per_src [e] int64 (512 B);
+//     [s+1] int64 (88, 120, 120, 88 B), edge_id_per_src [e] int64 (512 B);
 //   - the kernel per chunk: out_saved [32, 8] fp32 (1,024 B), lse [32, 2]
 //     fp32 (256 B), out [32, 8] in the query's dtype (fp32 here, 1,024 B);
 //     it saves its 4 inputs, out_saved, lse, the edge index and the 3
@@ -40,7 +41,7 @@ func TestTritonGraphAttention(t *testing.T) {
 		name string
 		want []int64
 	}{
-		{"colptr", four(264)}, {"rowptr", four(168)}, {"edge_id_per_src", four(512)},
+		{"colptr", four(264)}, {"rowptr", []int64{88, 120, 120, 88}}, {"edge_id_per_src", four(512)},
 		{"out_saved", four(1_024)}, {"lse", four(256)},
 		{"scatter_out", nil}, {"query_i", nil}, {"key_j", nil}, {"alpha", nil},
 	} {

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -17,8 +18,8 @@ import (
 //     shard_graph_to_local shards the destination rows if they are whole
 //     (a view), clones this GPU's edge index, gathers the source rows if
 //     they are sharded (sync_tensor) and keeps those its edges read
-//     (_drop_unconnected_src_nodes: a copy; memsh counts min(sources,
-//     edges), an upper bound, as it has no coordinates); on one GPU it
+//     (_drop_unconnected_src_nodes: a copy; bandSources estimates how
+//     many); on one GPU it
 //     returns its inputs. build_graph_partition then splits the
 //     destination rows into max(chunks, eval chunks) ranges (an int64
 //     degree per destination row, transient);
@@ -29,7 +30,7 @@ import (
 //     view: the edges are sorted by destination) and destination rows (a
 //     view), clones its edge index and relabels it in place, and
 //     _drop_unconnected_src_nodes copies the source rows its edges read
-//     (min(sources, chunk edges), the same bound); then pre_process, the
+//     (bandSources); then pre_process, the
 //     block with no edge chunking inside, post_process, and the result
 //     .to(out dtype) written into out_dst;
 //  4. on G GPUs the decoder gathers out_dst (gather_tensor) unless the
@@ -95,7 +96,7 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 		} else {
 			xs = syncReduce(b, xs)
 		}
-		sRows = min(sAll, e) // at most one source per edge
+		sRows = g.bandSources(sAll, dAll, 0, dR, e)
 		xs = dropUnconnected(b, xs, ei, sRows, sAll, e)
 	}
 	deg := b.AddOp("degree", "build_graph_partition", []core.Value{ei})
@@ -114,10 +115,12 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 		fmt.Sprintf("out_dst = torch.empty([%d, %d]) in the autocast dtype: every chunk's result is written into it", dR, outC))
 	edgeCounts := ChunkEdges(e, dR, k)
 	var firstParams, firstOps [2]int
+	var start int64 // the chunk's first destination row
 	for i, r := range splitRows(dR, k) {
 		params, ops := len(b.P.Params), len(b.P.Ops)
 		ek := edgeCounts[i]
-		sk := min(sRows, ek) // at most one source per edge
+		sk := min(sRows, g.bandSources(sAll, dAll, start, r, ek))
+		start += r
 		done := b.Scope(chunkScope(int64(i), k))
 		end := region()
 		// GraphPartition.materialise: slices of the destination-sorted edges and rows.
@@ -170,4 +173,35 @@ func storage(b *core.Builder, v core.Value) core.Value {
 		}
 		v = base
 	}
+}
+
+// bandSources estimates the source rows that the e edges into the
+// destination rows [start, start+r) of all dAll read, out of all sAll.
+// anemoi-graphs orders a mesh's nodes by latitude (shard_edges.go) and a
+// dataset's grid comes in latitude rows, so a range of destination rows
+// is a latitude band. With both node sets uniform on the sphere, the
+// band's edges read the sources in the band, sAll x r / dAll, and along
+// each of its boundaries (a range that starts after row 0 or ends before
+// dAll) those within the edges' reach ρ across it: k sources lie within ρ
+// of a node (k = edges per destination; S / 4π per steradian, so k = S
+// ρ² / 4, ρ = 2 sqrt(k / S)), and a boundary at most the equator's 2π
+// long has S / 4π x 2π x ρ = sqrt(k S) sources within ρ (S: one sample's
+// source nodes). An estimate, capped by the sources and by one source
+// per edge; a stretched grid or mesh (regional and global parts, not
+// uniform) takes the cap alone, an upper bound.
+func (g *GraphTransformer) bandSources(sAll, dAll, start, r, e int64) int64 {
+	bound := min(sAll, e)
+	if g.Edges.Src.Regional > 0 || g.Edges.Dst.Regional > 0 || dAll <= 0 {
+		return bound
+	}
+	var boundaries float64
+	if start > 0 {
+		boundaries++
+	}
+	if start+r < dAll {
+		boundaries++
+	}
+	s := float64(g.Edges.Src.Nodes)
+	est := float64(sAll)*float64(r)/float64(dAll) + boundaries*math.Sqrt(g.Edges.PerDst*s)
+	return min(bound, int64(math.Ceil(est)))
 }

@@ -213,6 +213,7 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 	var out core.Value
 	if halo >= 0 {
 		out = p.attn().block(b, q, key, val, edges, ei, r, e, k)
+		b.KeepAlive("x_plus_halo", src) // a local of _forward_edges_shard_strategy until the attention returns
 	} else {
 		q, key, val, edges = shardQKVE(b, q, key, val, edges, rAll, rAll, e)
 		out = shardedAttention(b, c, p.Heads, resolveBackend(p.Backend, p.Version)).block(b, q, key, val, edges, ei, rAll, e, k)
@@ -230,7 +231,7 @@ func (p *GraphTransformerProcessor) block(b *core.Builder, x, ea, ei, cond core.
 	y := b.Ew("add", "nodes_new", []core.Value{m, o}, []int64{r, c}, core.Promote(b.Dtype(m), b.Dtype(o)), "run_node_dst_mlp(out) + out")
 	// Locals of the block's forward until it returns (x, x_r, query, key,
 	// value, edges, out, and x_skip holding the input).
-	b.KeepAlive("block_locals", h, xr, q, key, val, edges, o, x, src)
+	b.KeepAlive("block_locals", h, xr, q, key, val, edges, o, x)
 	return y
 }
 

@@ -20,3 +20,36 @@ func TestHaloNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestBandSources: the source rows a band of destination rows reads
+// (GraphTransformer.bandSources), on the nightly benchmark's graphs: the
+// n320 grid's 542,080 points and TriNodes(6)'s 40,962 nodes.
+func TestBandSources(t *testing.T) {
+	grid, _ := Grid("n320", 542_080)
+	mesh, _ := IcosahedralMesh("hidden", 6)
+	enc, _ := RadiusEdges(grid, mesh, 852_830.0/40_962) // 20.82 grid points per mesh node
+	dec, _ := KNNEdges(mesh, grid, 3)
+	sgrid, _ := StretchedGrid("lam", 1_000, 2_000)
+	lam, _ := KNNEdges(mesh, sgrid, 3)
+	for _, c := range []struct {
+		name        string
+		edges       *EdgeSet
+		start, r, e int64
+		want        int64
+	}{
+		// GPU 0 of 2: half the mesh, one boundary: 542,080 / 2 + sqrt(20.82 x 542,080) = 271,040 + 3,359.5.
+		{"encoder, GPU 0 of 2", enc, 0, 20_481, 426_415, 274_400},
+		// The whole mesh: no boundary, every grid point.
+		{"encoder, one GPU", enc, 0, 40_962, 852_830, 542_080},
+		// GPU 0's second chunk of 2: a quarter of the grid, two boundaries: 10,240.5 + 2 x 350.55, capped at its edges.
+		{"decoder, chunk 1 of GPU 0", dec, 135_520, 135_520, 406_560, 10_942},
+		// A stretched grid is not uniform: min(sources, edges).
+		{"stretched", lam, 0, 1_500, 4_500, 4_500},
+	} {
+		g := &GraphTransformer{Edges: c.edges}
+		sAll, dAll := c.edges.Src.Nodes, c.edges.Dst.Nodes
+		if got := g.bandSources(sAll, dAll, c.start, c.r, c.e); got != c.want {
+			t.Errorf("%s: %d source rows, want %d", c.name, got, c.want)
+		}
+	}
+}
