@@ -34,9 +34,9 @@ func SearchBuiltins() []host.Builtin {
 			"blocks evenly or with Megatron's embedding and loss slots (account_for_embedding/loss), torchtitan's uneven split " +
 			"for a pipeline degree that splits them neither way, every checkpoint policy (none, selective, op, full) and " +
 			"sharding (ddp, zero1, zero2, zero3, fsdp, and hsdp with every split of the dp x cp ranks into replicas x shards; " +
-			"megatron and distopt with precision=\"megatron\"). Every layout is checked by the plan and estimated from block " +
-			"profiles: the step time equals a full replay's, the device memory is a lower bound. Layouts whose bound exceeds the " +
-			"GPU cannot fit and are pruned; the rest are walked fastest first, replaying in full the fastest until top of them " +
+			"megatron and distopt with precision=\"megatron\"). Every layout is checked by the plan and bounded from block " +
+			"profiles: a lower bound of its device memory. Layouts whose bound exceeds the GPU cannot fit and are pruned; the " +
+			"rest are estimated from the profiles (the step time equals a full replay's) and walked fastest first, replaying in full the fastest until top of them " +
 			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits (a pipelined " +
 			"one until one of its stages, replayed the fullest by the bound first, needs as much), which " +
 			"finds the exact Pareto front (front=True) with full replays only. Lists narrow the space: tp=[4, 8], pp=, cp=, " +

@@ -131,7 +131,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	nonTorch := map[outside]int64{}
 	var keys []profileKey
 	var skeys []shapeKey
-	var firstOf, shapeFirst []*core.Plan
+	var firstOf []*core.Plan
+	var shapeFirst []core.Parallelism // a layout of each shape
 	for j, i := range valid {
 		l := layouts[i]
 		p := sp.planOf(base, l)
@@ -145,7 +146,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		sk := shapeKey{k, l.pp, l.v, l.split}
 		if _, ok := shapes[sk]; !ok {
 			shapes[sk] = nil
-			skeys, shapeFirst = append(skeys, sk), append(shapeFirst, sp.plan(base, l))
+			skeys, shapeFirst = append(skeys, sk), append(shapeFirst, p.Parallel)
 		}
 		if _, ok := nonTorch[outsideOf(l)]; !ok {
 			nonTorch[outsideOf(l)] = nonTorchBytes(&p)
@@ -169,7 +170,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	shs := make([]*stageShape, len(skeys))
 	serrs := make([]error, len(skeys))
 	parallelFor(ctx, sp.Workers, len(skeys), nil, func(i int) {
-		shs[i], serrs[i] = profiles[skeys[i].key].shape(shapeFirst[i].Parallel)
+		shs[i], serrs[i] = profiles[skeys[i].key].shape(shapeFirst[i])
 	})
 	for i, k := range skeys {
 		if serrs[i] != nil {
