@@ -104,20 +104,82 @@ func (sh *stageShape) fill(pr *profile) {
 	if sh.stages != nil {
 		return
 	}
-	chunks := map[chunkKey]unitSums{} // chunk sums are pure: each (kind, blocks) summed once
 	sh.stages = make([]unitSums, len(sh.chunks))
+	var chunk []timing.CommSum // a chunk's collectives, reused
 	for k, cks := range sh.chunks {
-		var u unitSums
-		for _, ck := range cks {
-			cu, ok := chunks[ck]
-			if !ok {
-				cu = pr.chunk(ck)
-				chunks[ck] = cu
-			}
-			u = u.add(cu, 1)
-		}
-		sh.stages[k] = u
+		sh.stages[k], chunk = pr.stageUnits(cks, chunk)
 	}
+}
+
+// stageUnits is the units of a stage running the chunks cks: the sum of
+// pr.chunk(ck) over cks as unitSums.add makes it (the same figures, the
+// same lists), each list built once rather than copied at every add.
+// chunk is room for a chunk's collectives, returned for reuse.
+func (pr *profile) stageUnits(cks []chunkKey, chunk []timing.CommSum) (unitSums, []timing.CommSum) {
+	var u unitSums
+	var ncomm, nparams int
+	for _, ck := range cks {
+		c := &pr.chunks[ck.kind]
+		ncomm += len(c.base.comm) + len(c.block.comm)
+		nparams += len(c.base.params) + len(c.block.params)
+	}
+	comm := make([]timing.CommSum, 0, ncomm)
+	params := make(paramAgg, 0, nparams)
+	for _, ck := range cks {
+		c := &pr.chunks[ck.kind]
+		b := float64(ck.blocks)
+		// The chunk, c.base.add(c.block, b): its figures, then its
+		// collectives with no zero count.
+		cu := c.base.addScalars(c.block, b)
+		if b == 1 && c.base.zero() {
+			cu = c.block
+		}
+		u = u.addScalars(cu, 1)
+		chunk = append(chunk[:0], c.base.comm...)
+		if b != 0 {
+			chunk = mergeComm(chunk, c.block.comm, b)
+		}
+		comm = mergeComm(comm, chunk, 1)
+		params = params.merge(c.base.params, 1)
+		if ck.blocks > 0 {
+			params = params.merge(c.block.params, ck.blocks)
+		}
+	}
+	u.comm = comm[:0]
+	for _, c := range comm {
+		if c.N != 0 {
+			u.comm = append(u.comm, c)
+		}
+	}
+	timing.SortComm(u.comm)
+	if len(u.comm) == 0 {
+		u.comm = nil
+	}
+	if len(params) > 0 {
+		u.params = params
+	}
+	return u, chunk
+}
+
+// mergeComm adds k times each of v to sums, in place (as unitSums.add
+// does, before it drops the zero counts).
+func mergeComm(sums, v []timing.CommSum, k float64) []timing.CommSum {
+	for _, c := range v {
+		found := false
+		for i := range sums {
+			s := &sums[i]
+			if s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward {
+				s.N += k * c.N
+				found = true
+				break
+			}
+		}
+		if !found {
+			c.N *= k
+			sums = append(sums, c)
+		}
+	}
+	return sums
 }
 
 // chunkKey is a model chunk's kind and block count: what its units are

@@ -67,10 +67,15 @@ func (a paramAgg) add(b paramAgg, k int64) paramAgg {
 	}
 	out := make(paramAgg, len(a), len(a)+len(b))
 	copy(out, a)
+	return out.merge(b, k)
+}
+
+// merge adds k times each of b to a, in place.
+func (a paramAgg) merge(b paramAgg, k int64) paramAgg {
 	for _, e := range b {
 		found := false
-		for i := range out {
-			o := &out[i]
+		for i := range a {
+			o := &a[i]
 			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable {
 				o.n += k * e.n
 				found = true
@@ -79,10 +84,10 @@ func (a paramAgg) add(b paramAgg, k int64) paramAgg {
 		}
 		if !found {
 			e.n *= k
-			out = append(out, e)
+			a = append(a, e)
 		}
 	}
-	return out
+	return a
 }
 
 // count is the parameters of a.
@@ -119,32 +124,14 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 	if k == 1 && u.zero() {
 		return v
 	}
-	u.ct = u.ct.Plus(v.ct, k)
-	u.attn += k * v.attn
-	u.fwdFlops += k * v.fwdFlops
-	u.recFlops += k * v.recFlops
-	u.saved += int64(k) * v.saved
+	u = u.addScalars(v, k)
 	if k > 0 && k == float64(int64(k)) {
 		u.params = u.params.add(v.params, int64(k))
 	}
 	if len(v.comm) > 0 && k != 0 {
 		sums := make([]timing.CommSum, len(u.comm), len(u.comm)+len(v.comm))
 		copy(sums, u.comm)
-		for _, c := range v.comm {
-			found := false
-			for i := range sums {
-				s := &sums[i]
-				if s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward {
-					s.N += k * c.N
-					found = true
-					break
-				}
-			}
-			if !found {
-				c.N *= k
-				sums = append(sums, c)
-			}
-		}
+		sums = mergeComm(sums, v.comm, k)
 		u.comm = sums[:0]
 		for _, c := range sums {
 			if c.N != 0 {
@@ -153,6 +140,16 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 		}
 		timing.SortComm(u.comm)
 	}
+	return u
+}
+
+// addScalars is add's figures without its lists: u's lists are kept.
+func (u unitSums) addScalars(v unitSums, k float64) unitSums {
+	u.ct = u.ct.Plus(v.ct, k)
+	u.attn += k * v.attn
+	u.fwdFlops += k * v.fwdFlops
+	u.recFlops += k * v.recFlops
+	u.saved += int64(k) * v.saved
 	return u
 }
 

@@ -2,6 +2,7 @@ package search
 
 import (
 	"os"
+	"reflect"
 
 	"context"
 	"fmt"
@@ -593,5 +594,42 @@ func TestSearchDeepSeekV3ExpertParallel(t *testing.T) {
 		if row.Plan.Parallel.EP < 32 || !row.Report.Fits {
 			t.Errorf("row %+v: want a fitting layout with ep >= 32", row.Plan.Parallel)
 		}
+	}
+}
+
+// A stage's units summed in one pass (stageUnits, what fill does) are
+// the chain of adds that defines them, figure for figure and list for
+// list: chunk by chunk, each chunk its base plus its blocks.
+func TestStageUnitsEqualChainedSums(t *testing.T) {
+	stages := 0
+	for i, p := range fastPathPlans() {
+		if p.Parallel.Norm().PP <= 1 {
+			continue
+		}
+		pr, err := newProfile(p, stageUnits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.mixed {
+			continue
+		}
+		sh, err := pr.shape(p.Parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, cks := range sh.chunks {
+			var want unitSums
+			for _, ck := range cks {
+				want = want.add(pr.chunk(ck), 1)
+			}
+			got, _ := pr.stageUnits(cks, nil)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%d:%s stage kind %d: one pass\n%+v\nchained\n%+v", i, p.Parallel, k, got, want)
+			}
+			stages++
+		}
+	}
+	if stages < 20 {
+		t.Errorf("%d stage kinds compared: the plans lost their pipelines", stages)
 	}
 }
