@@ -1,8 +1,8 @@
 package search
 
 import (
+	"container/heap"
 	"context"
-	"sort"
 	"sync"
 
 	"github.com/memsh/memsh/sim/core"
@@ -221,25 +221,31 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	parallelFor(ctx, sp.Workers, len(fills), nil, func(i int) {
 		fills[i].fill(fillOf[fills[i]])
 	})
+	// The walk takes the layouts fastest first. It knows a lower bound of
+	// each step time (the slowest stage's compute) and times a layout in
+	// full only when it comes up by its bound and its memory bound does
+	// not show it dominated there (walk.has).
+	exact := func(j int) float64 {
+		p := sp.planOf(base, layouts[valid[j]])
+		return profiles[keyOf[j]].stepSeconds(&p, shapeOf(j))
+	}
+	queue := make(stepQueue, len(kept))
 	parallelFor(ctx, sp.Workers, len(kept), nil, func(i int) {
 		j := kept[i]
+		if sp.eager {
+			ests[j].step = exact(j)
+			queue[i] = stepEntry{step: ests[j].step, exact: true, minDevice: ests[j].minDevice, j: j}
+			return
+		}
 		p := sp.planOf(base, layouts[valid[j]])
-		ests[j].step = profiles[keyOf[j]].stepSeconds(&p, shapeOf(j))
+		queue[i] = stepEntry{step: profiles[keyOf[j]].stepBound(&p, shapeOf(j)), minDevice: ests[j].minDevice, j: j}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sort.SliceStable(kept, func(a, b int) bool {
-		ea, eb := ests[kept[a]], ests[kept[b]]
-		if ea.step != eb.step {
-			return ea.step < eb.step
-		}
-		return ea.minDevice < eb.minDevice
-	})
-
-	// The walk, fastest first.
-	w := &walk{ctx: ctx, sp: sp, base: base, layouts: layouts, valid: valid, kept: kept, ests: ests,
-		reports: map[int]*replay.Report{}, stats: &res.Stats}
+	heap.Init(&queue)
+	w := &walk{ctx: ctx, sp: sp, base: base, layouts: layouts, valid: valid, queue: &queue, total: len(kept),
+		exact: exact, ests: ests, reports: map[int]*replay.Report{}, stats: &res.Stats}
 	if err := w.top(res); err != nil {
 		return nil, err
 	}

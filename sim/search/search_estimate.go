@@ -355,6 +355,32 @@ func (pr *profile) stepSeconds(p *core.Plan, sh *stageShape) float64 {
 	return float64(w.M)*g.MbSec + g.TlSec
 }
 
+// stepBound is a lower bound of stepSeconds: the micro-batches times the
+// compute of the slowest stage's micro-batch (forward, backward and
+// recompute). The step adds to that product only terms that are never
+// negative (kernel launches, exposed communication, the bubble, the
+// optimizer and the step's tail: timing.GpuWork.Times, PipelineEstimate),
+// and float sums and products of non-negative terms are monotone, so the
+// bound never exceeds the time (TestSearchFastPathEqualsReplay).
+func (pr *profile) stepBound(p *core.Plan, sh *stageShape) float64 {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	if p.Parallel.Schedule == "dualpipe" { // a stage runs half the micro-batches (timing.passes)
+		return 0
+	}
+	m := int64(max(p.GradAccum, 1))
+	if p.Parallel.Norm().PP > 1 {
+		m = p.MicroBatches()
+	}
+	var slow float64
+	for k := range sh.stages {
+		c := &sh.stages[k].ct
+		slow = max(slow, c.Forward+c.Backward+c.Recompute)
+	}
+	return float64(m) * slow
+}
+
 // stageTimes is the time model of each pipeline stage of plan p (after
 // its DeepSpeed rewrite) from sh's filled stages.
 func (pr *profile) stageTimes(p *core.Plan, sh *stageShape) []*timing.StageTime {

@@ -148,6 +148,9 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			if s := pr.stepSeconds(p, sh); s != fe.time.StepSeconds { // what Run ranks by
 				t.Errorf("stepSeconds %.17g, stepTime %.17g", s, fe.time.StepSeconds)
 			}
+			if b := pr.stepBound(p, sh); b > fe.time.StepSeconds || b <= 0 {
+				t.Errorf("step time bound %.17g of %.17g", b, fe.time.StepSeconds)
+			}
 			// The bound sums model states chunk by chunk; the states of
 			// each stage's summed parameters are the same bytes.
 			q := p

@@ -56,6 +56,9 @@ type Space struct {
 	// and the most that may be needed: first the layouts checked and
 	// estimated, then the replays.
 	Progress func(done, total int)
+	// eager times every layout the bounds keep before the walk (the
+	// walk without lower bounds of the step time), for tests.
+	eager bool
 }
 
 // DefaultMaxLayouts caps a search: larger spaces are refused with a hint.

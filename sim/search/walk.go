@@ -1,6 +1,7 @@
 package search
 
 import (
+	"container/heap"
 	"context"
 	"math"
 
@@ -9,19 +10,85 @@ import (
 	"github.com/memsh/memsh/sim/replay"
 )
 
-// walk replays the layouts that survived the bounds, fastest first (kept
-// is sorted by estimated step time, which equals the replay's), caching
-// each report so that the top rows and the front share replays.
+// walk replays the layouts that survived the bounds, fastest first (by
+// estimated step time, which equals the replay's), caching each report
+// so that the top rows and the front share replays.
 type walk struct {
 	ctx     context.Context
 	sp      Space
 	base    *core.Plan
 	layouts []layout
 	valid   []int // layouts the plan accepts
-	kept    []int // indexes into valid, fastest first
+	// kept is the layouts of the order so far (indexes into valid),
+	// fastest first; queue the others, by step time or a lower bound of
+	// it; total their number.
+	kept    []int
+	queue   *stepQueue
+	total   int
+	exact   func(j int) float64 // the step time of layout valid[j]
 	ests    []estimate
 	reports map[int]*replay.Report // by index into kept
 	stats   *Stats
+}
+
+// stepEntry is a layout waiting in the walk's order: valid[j], by its
+// step time (exact) or a lower bound of it.
+type stepEntry struct {
+	step      float64
+	exact     bool
+	minDevice int64
+	j         int
+}
+
+// stepQueue is a heap of entries: by step, a bound before a time (a
+// layout whose bound equals a time may be as fast), then by memory bound
+// and index, as a stable sort of the times and memory bounds orders them.
+type stepQueue []stepEntry
+
+func (q stepQueue) Len() int { return len(q) }
+func (q stepQueue) Less(a, b int) bool {
+	x, y := &q[a], &q[b]
+	switch {
+	case x.step != y.step:
+		return x.step < y.step
+	case x.exact != y.exact:
+		return !x.exact
+	case x.minDevice != y.minDevice:
+		return x.minDevice < y.minDevice
+	}
+	return x.j < y.j
+}
+func (q stepQueue) Swap(a, b int) { q[a], q[b] = q[b], q[a] }
+func (q *stepQueue) Push(x any)   { *q = append(*q, x.(stepEntry)) }
+func (q *stepQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// has says whether the order has a layout at position i, taking more
+// from the queue as needed. A layout that comes up by its lower bound is
+// timed and queued again by its time, unless its memory bound is at
+// least best: a layout that fits and needs no more than best bytes is
+// then faster than it (it came up earlier), so it is dominated, counted
+// and dropped, as the walk would drop it at its own time (best only
+// falls).
+func (w *walk) has(i int, best int64) bool {
+	for len(w.kept) <= i && w.queue.Len() > 0 {
+		e := heap.Pop(w.queue).(stepEntry)
+		switch {
+		case e.exact:
+			w.kept = append(w.kept, e.j)
+		case e.minDevice >= best:
+			w.stats.Dominated++
+		default:
+			w.ests[e.j].step = w.exact(e.j)
+			e.step, e.exact = w.ests[e.j].step, true
+			heap.Push(w.queue, e)
+		}
+	}
+	return i < len(w.kept)
 }
 
 // evaluate replays the kept layouts idx (indexes into kept) in
@@ -94,14 +161,13 @@ func (w *walk) row(k int) Row {
 func (w *walk) top(res *Result) error {
 	want := w.sp.Top
 	if want <= 0 {
-		want = len(w.kept)
+		want = w.total
 	}
 	fitting, done := 0, 0
-	for done < len(w.kept) && fitting < want {
-		n := min(len(w.kept)-done, max(want-fitting, 1))
-		wave := make([]int, n)
-		for i := range wave {
-			wave[i] = done + i
+	for fitting < want && w.has(done, math.MaxInt64) {
+		var wave []int
+		for i := done; i < done+max(want-fitting, 1) && w.has(i, math.MaxInt64); i++ {
+			wave = append(wave, i)
 		}
 		if err := w.replay(wave); err != nil {
 			return err
@@ -112,7 +178,7 @@ func (w *walk) top(res *Result) error {
 				res.Rows = append(res.Rows, w.row(k))
 			}
 		}
-		done += n
+		done += len(wave)
 	}
 	return nil
 }
@@ -142,10 +208,10 @@ func DeviceMemory(r *replay.Report) int64 {
 func (w *walk) front(res *Result) error {
 	best := int64(math.MaxInt64) // least memory of a fitting layout so far
 	var front []int
-	for i := 0; i < len(w.kept); {
+	for i := 0; w.has(i, best); {
 		// A wave of the next layouts the bound does not rule out.
 		var wave, todo []int
-		for ; i < len(w.kept) && len(wave) < max(w.sp.Workers, 1); i++ {
+		for ; len(wave) < max(w.sp.Workers, 1) && w.has(i, best); i++ {
 			_, done := w.reports[i]
 			if w.ests[w.kept[i]].minDevice >= best {
 				if !done {

@@ -49,3 +49,52 @@ func TestSearchSameOnAnyCores(t *testing.T) {
 		}
 	}
 }
+
+// The walk times a layout only when it comes up by a lower bound of its
+// step time; timing every layout first (the eager walk) gives the same
+// rows, front and counts.
+func TestSearchLazyTimesAsEager(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Device.Memory = 3 << 30
+	spaces := []Space{
+		{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
+			MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"},
+			CPModes: []string{"ring"}, Top: 8, Workers: 3},
+		{GPUs: 8, GlobalBatch: 16, Top: 10, Workers: 1, Checkpoint: []string{"none", "full"}},
+		{GPUs: 8, GlobalBatch: 16, Workers: 2, TP: []int64{1, 2}, PP: []int64{1, 2}, MicroBatch: []int64{2}, Checkpoint: []string{"none", "op"}}, // every layout that fits
+	}
+	for si, space := range spaces {
+		base.Device.Memory = []int64{3 << 30, 12 << 30, 12 << 30}[si]
+		lazy, err := Run(context.Background(), base, space)
+		if err != nil {
+			t.Fatal(err)
+		}
+		space.eager = true
+		eager, err := Run(context.Background(), base, space)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (space.Top > 0 && eager.Stats.Dominated == 0) || len(eager.Front) < 2 {
+			t.Fatalf("space %d no longer exercises the walk: %+v, front %d", si, eager.Stats, len(eager.Front))
+		}
+		if !reflect.DeepEqual(lazy.Stats, eager.Stats) {
+			t.Errorf("space %d: lazy %+v\neager %+v", si, lazy.Stats, eager.Stats)
+		}
+		for _, c := range []struct {
+			what        string
+			lazy, eager []Row
+		}{{"rows", lazy.Rows, eager.Rows}, {"front", lazy.Front, eager.Front}} {
+			if len(c.lazy) != len(c.eager) {
+				t.Fatalf("space %d: %d %s, eager %d", si, len(c.lazy), c.what, len(c.eager))
+			}
+			for i, r := range c.lazy {
+				e := c.eager[i]
+				if rowName(r.Plan, r.Sharding) != rowName(e.Plan, e.Sharding) || r.Front != e.Front ||
+					r.Report.Time.StepSeconds != e.Report.Time.StepSeconds || DeviceMemory(r.Report) != DeviceMemory(e.Report) {
+					t.Errorf("space %d: %s %d is %s, eager %s", si, c.what, i, rowName(r.Plan, r.Sharding), rowName(e.Plan, e.Sharding))
+				}
+			}
+		}
+		t.Logf("space %d: %d dominated, front %d, rows %d", si, lazy.Stats.Dominated, len(lazy.Front), len(lazy.Rows))
+	}
+}
