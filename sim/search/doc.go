@@ -10,12 +10,16 @@
 // (fastEstimate.minDevice is a lower bound of what the replay reports), so
 // it is dropped before any replay, and before its step time is
 // estimated. The step time of the rest comes from block profiles
-// (search_profile.go) through the same time model as a replay. The layouts are then replayed in order of that time, in
-// parallel, and kept when they fit; every row of the result is a full
-// replay. The Pareto front's walk replays a pipelined layout's stages
-// its fullest by the bound first, and stops at the first stage that
-// already needs as much memory as a faster layout that fits: the layout
-// cannot be on the front (sim.EvaluateBelow).
+// (search_profile.go) through the same time model as a replay. The
+// layouts are then replayed in order of that time, in parallel, and kept
+// when they fit; every row of the result is a full replay. The walk
+// times a layout only when it comes up by a lower bound of its step time
+// (its slowest stage's compute) and its memory bound does not show it
+// dominated there (walk.has). The Pareto front's walk replays a
+// pipelined layout's stages its fullest by the bound first, the others
+// on every worker, and stops at a stage that already needs as much
+// memory as a faster layout that fits: the layout cannot be on the front
+// (sim.EvaluateBelow).
 //
 // search sits above the engine: it builds plans, estimates them with the
 // time model and replays them with sim.Evaluate; nothing below imports it.
