@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -99,7 +100,8 @@ type offloadRecord struct {
 	unitOf                                              []string
 	resident                                            map[string][]int32 // unit -> live tensor ids of its params
 	fetched                                             map[core.Value]bool
-	order                                               []string // units in forward order
+	pinned                                              map[core.Value]int64 // value -> the pinned host blocks holding its copies
+	order                                               []string             // units in forward order
 }
 
 func (r *Replay) fo() *offloadRecord {
@@ -253,8 +255,7 @@ func (r *Replay) saveOnCPU(v core.Value) {
 		return
 	}
 	copies := int64(n) * vi.Bytes
-	fo.acts += copies
-	fo.actsPeak = max(fo.actsPeak, fo.acts)
+	fo.holdPinned(v, int64(n)*PinnedBlock(vi.Bytes))
 	r.Rep.Traffic.PCIe += 2 * copies
 	fo.fetched[v] = true // on the GPU still, unless released below
 	r.dropCopied(v)
@@ -294,9 +295,41 @@ func (r *Replay) offloadValue(v core.Value) {
 	r.release(r.valT[v])
 	r.valT[v] = none
 	fo.fetched[v] = false
-	fo.acts += vi.Bytes
-	fo.actsPeak = max(fo.actsPeak, fo.acts)
+	fo.holdPinned(v, PinnedBlock(vi.Bytes))
 	r.Rep.Traffic.PCIe += 2 * vi.Bytes
+}
+
+// PinnedBlock is the pinned host memory PyTorch's CachingHostAllocator
+// holds for a request of n bytes: the request rounded up to a power of
+// two ("Round up the allocation to the nearest power of two to improve
+// reuse", c10::llvm::PowerOf2Ceil; pytorch/pytorch
+// aten/src/ATen/core/CachingHostAllocator.h at 04456333a394, allocate();
+// torch 2.15.0 (d0f2af8b) the same, ll. 343-350, unless
+// PYTORCH_CUDA_ALLOC_CONF's pinned_max_round_threshold is set, default
+// SIZE_MAX: c10/core/AllocatorConfig.h l. 360). Both torchtune's
+// OffloadActivations (torch.empty_like(pin_memory=True)) and torch's
+// save_on_cpu(pin_memory=True) (torch.empty(pin_memory=True)) allocate
+// their copies there.
+func PinnedBlock(n int64) int64 {
+	if n <= 1 {
+		return n
+	}
+	return 1 << bits.Len64(uint64(n-1))
+}
+
+// holdPinned records b bytes of pinned blocks holding v's host copies.
+// A freed block goes back to the allocator's free list of its size
+// (free(): free_list_[size_index(size)]) and serves the next request
+// that rounds to the same size: the next micro-batch's or step's copies
+// of the same tensors. What the host holds is therefore the most the
+// step's copies hold at once (actsPeak), not a sum over micro-batches.
+func (fo *offloadRecord) holdPinned(v core.Value, b int64) {
+	if fo.pinned == nil {
+		fo.pinned = map[core.Value]int64{}
+	}
+	fo.pinned[v] += b
+	fo.acts += b
+	fo.actsPeak = max(fo.actsPeak, fo.acts)
 }
 
 // beforeBackwardOp brings back what op i's backward (or its region's
@@ -322,7 +355,8 @@ func (r *Replay) beforeBackwardOp(i int) {
 		vi := &r.P.Values[v]
 		r.valT[v] = r.allocateOn(StreamOffload, Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why + " (copied back from host memory on the offload stream)", Cat: core.CatActivations})
 		r.off.fetched[v] = true
-		r.off.acts -= vi.Bytes
+		r.off.acts -= r.off.pinned[v] // the host copy's block goes back to the cache once the copy is done
+		delete(r.off.pinned, v)
 	}
 	for _, v := range op.Saved {
 		fetch(v)
