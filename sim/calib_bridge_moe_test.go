@@ -58,9 +58,17 @@ import (
 // copy of the input and the normalized input: about 136 MiB a layer,
 // 7 GB over 48: 62.7 GB, +2.2 %.
 //
-// The step: 33.3 s against 42.21 (-21 %), 17.4 s of it the expert
+// The step: 32.95 s against 42.21 (-21.9 %), 17.5 s of it the expert
 // all-to-all over the two nodes' network (ep 16 spans both), exposed
-// with EP overlap off.
+// with EP overlap off. With 128 / 16 = 8 local experts the dispatcher
+// sorts the received rows by local expert and back (sort_chunks_by_idxs,
+// nn/moe_megatron.go): 4096 x 8 = 32768 rows of 2048 bf16, 134 MB, read
+// and written by each copy, forward and backward: 1.07 GB a layer and
+// micro-batch, 3.3 TB a step, 31.66 -> 32.95 s. The 9.3 s left are not
+// named; a candidate is compute: memsh prices its 14 s of forward and
+// backward at one GEMM rate per GPU, also for the grouped GEMMs of 4096
+// rows x 2048 x 768-1536 per expert (sim/timing has no GEMM efficiency
+// by shape yet, issue 20).
 // bridgeQwen3 is Megatron-Bridge's Qwen3-30B-A3B setup on H100s: the
 // model from its config.json with Megatron's grouped experts, and the
 // recipe's precision with grad_reduce_in_fp32=False (bf16 parameters and
@@ -102,5 +110,5 @@ func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
 	if memErr < -0.10 || memErr > 0.10 {
 		t.Errorf("%.1f GB max allocated, measured %.2f GB (%+.1f %%, goal 10 %%)", got, gb, 100*memErr)
 	}
-	t.Logf("  step not asserted: memsh 23 %% below")
+	t.Logf("  step not asserted: memsh 22 %% below")
 }

@@ -191,3 +191,61 @@ func TestMegatronGroupedExpertsSave(t *testing.T) {
 		}
 	}
 }
+
+// Megatron's alltoall dispatcher under expert tensor parallelism
+// (nn/moe_megatron.go, token_dispatcher.py at core_v0.13.0): 8 tokens,
+// dim 64, 4 experts of 128, top-2, bf16, tp 2 with sequence parallelism,
+// ep 2, expert tp 2 (dp 2: 4 GPUs). Each rank routes its own 8 / 2 = 4
+// tokens: 4 x 2 = 8 routed rows (8 x 64 x 2 = 1,024 bytes) go through the
+// ep all-to-all, and only then are they all-gathered over the expert tp
+// pair: 16 rows, 2,048 bytes; the experts' partial outputs (16 x 64 x 2)
+// are reduce-scattered back before the combine all-to-all (1,024). With
+// 4 / 2 = 2 local experts the rows are sorted by local expert after the
+// gather and back before the reduce-scatter: two 16 x 64 chunk copies
+// (sort_chunks, unsort_chunks), each reading and writing 2,048 bytes.
+func TestMegatronDispatcherUnderExpertTP(t *testing.T) {
+	p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped}, 8, "megatron")
+	p.Parallel = core.Parallelism{DP: 2, TP: 2, SequenceParallel: true, EP: 2, ETP: 2}
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := map[string]*core.OpInfo{}
+	for i := range prog.Ops {
+		if op := &prog.Ops[i]; op.Kind == "chunk_copy" {
+			copies[op.Name] = op
+		}
+	}
+	for _, name := range []string{"moe.sort_chunks", "moe.unsort_chunks"} {
+		op := copies[name]
+		if op == nil {
+			t.Errorf("no %s among the chunk copies %v", name, copies)
+			continue
+		}
+		if s := prog.Values[op.Out[0]].Shape; len(s) != 2 || s[0] != 16 || s[1] != 64 || op.Bytes != 2*2048 {
+			t.Errorf("%s: shape %v, %g bytes moved; want [16 64], 4096", name, s, op.Bytes)
+		}
+	}
+	type rec struct {
+		kind, group string
+		bytes       int64
+	}
+	fwd := map[rec]int{}
+	for _, c := range prog.Comm {
+		if !c.Backward {
+			fwd[rec{c.Kind, c.Group, c.Bytes}]++
+		}
+	}
+	for _, want := range []rec{
+		{"all_to_all", "ep", 1024},     // dispatch and combine of the rank's 8 rows
+		{"all_gather", "tp", 2048},     // the received rows over the expert tp pair
+		{"reduce_scatter", "tp", 2048}, // the experts' partial outputs
+	} {
+		if fwd[want] == 0 {
+			t.Errorf("no forward %v among %v", want, fwd)
+		}
+	}
+	if fwd[rec{"all_to_all", "ep", 2048}] != 0 {
+		t.Errorf("an all-to-all of 16 rows: the layer input was gathered before routing (%v)", fwd)
+	}
+}

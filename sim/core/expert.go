@@ -67,6 +67,9 @@ func (l parLowering) ExpertRows(routed, experts, topK int64, capacity bool) int6
 	return int64(math.Ceil(float64(routed) * load))
 }
 
+// SP reports whether the lowering runs sequence parallelism (tp > 1).
+func (l parLowering) SP() bool { return l.sp && l.Tp > 1 }
+
 // Etpn is the experts' tensor-parallel degree in the lowering.
 func (l parLowering) Etpn() int64 {
 	if l.etp > 0 {

@@ -212,6 +212,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	xin := x
 	wholeExperts := b.Par.Etpn() == 1 && b.Par.Tpn() > 1 // expert_tp=1: each rank routes its own sequence-parallel tokens
+	if m.gathersAfterDispatch(b) {                       // Megatron's alltoall dispatcher under expert tp (moe_megatron.go)
+		wholeExperts = true
+	}
 	if !wholeExperts {
 		x = b.TpGather(x) // tokens gathered along the sequence with SP
 	}

@@ -22,6 +22,24 @@ func (m *MoE) probsInExperts(b *core.Builder) bool {
 	return m.impl() == MoEGrouped && b.MegatronKernels()
 }
 
+// Under expert tensor parallelism (expert tp = tp > 1, sequence parallel)
+// Megatron's alltoall dispatcher routes each rank's own sequence-parallel
+// tokens, exchanges them over the expert-parallel group, and only then
+// all-gathers the received rows (and their probs) over the expert
+// tensor-parallel group; the experts' partial outputs are reduce-scattered
+// back before the combine all-to-all (token_dispatcher.py at core_v0.13.0:
+// dispatch_postprocess's gather_from_sequence_parallel_region over
+// self.tp_group, combine_preprocess's reduce_scatter_to_sequence_parallel_
+// region; core_r0.12.0 the same). The all-to-alls thus carry a rank's own
+// tokens, 1/tp of what gathering the layer input first would send.
+
+// gathersAfterDispatch reports whether the layer runs that path: Megatron's
+// grouped experts with expert parallelism and expert tp = tp > 1 under
+// sequence parallelism.
+func (m *MoE) gathersAfterDispatch(b *core.Builder) bool {
+	return m.probsInExperts(b) && m.Capacity == 0 && b.Par.Epn() > 1 && b.Par.Tpn() > 1 && b.Par.Etpn() == b.Par.Tpn() && b.Par.SP()
+}
+
 // lowerWeightedExperts runs the experts on the dispatched rows xs with
 // the routing weights applied in their activation, brings the rows back
 // and sums them per token.
@@ -30,11 +48,42 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 	ps := b.Out(pg, "permuted_probs", []int64{send, 1}, b.Dtype(r.weights), "routing weights of the routed copies, sorted by expert")
 	b.Save(pg, r.idx)
 	ps = expertAllToAll(b, "dispatch_probs", ps, recv)
+	etp := m.gathersAfterDispatch(b)
+	if etp {
+		xs, ps = b.TpGather(xs), b.TpGather(ps)
+	}
+	if local > 1 {
+		xs = sortChunks(b, "sort_chunks", xs, "received rows sorted by local expert")
+		ps = sortChunks(b, "sort_chunks_probs", ps, "received probs sorted by local expert")
+	}
 	y := m.groupedFfn(b, xs, local, ps)
+	if local > 1 {
+		y = sortChunks(b, "unsort_chunks", y, "expert outputs back in source-rank order")
+	}
+	if etp {
+		y = b.TpReduce("experts", y)
+	}
 	y = expertAllToAll(b, "combine", y, send)
 	c := b.AddOp("index_add", "unpermute", []core.Value{y, r.idx})
 	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs summed per token")
 	b.Save(c, r.idx)
 	b.Op(c).Flops = float64(send) * float64(m.Dim)
 	return out
+}
+
+// sortChunks is Megatron's second permutation (token_dispatcher.py at
+// core_v0.13.0, sort_chunks_by_idxs in dispatch_postprocess and
+// combine_preprocess, with more than one local expert): the rows an
+// all-to-all brings arrive grouped by source rank, then by expert; the
+// grouped GEMM wants them by expert. Unfused it splits them and
+// concatenates the chunks in the other order (torch.cat); with
+// moe_permute_fusion Transformer Engine's moe_sort_chunks_by_index does
+// the same copy in one kernel. Either writes a new tensor of the rows and
+// saves nothing the backward needs beyond the split sizes; the backward
+// copies the gradient back (timing/moe.go prices both copies).
+func sortChunks(b *core.Builder, name string, x core.Value, why string) core.Value {
+	g := b.AddOp("chunk_copy", name, []core.Value{x})
+	y := b.Out(g, name, b.Shape(x), b.Dtype(x), why)
+	b.Op(g).Bytes += float64(b.Val(x).Bytes) // read and written
+	return y
 }

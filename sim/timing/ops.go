@@ -119,6 +119,8 @@ func (pr *pricer) op(i int) OpCost {
 		return pr.attention(op)
 	case "all_gather", "reduce_scatter", "all_to_all", "recv", "send":
 		return OpCost{} // collectives: timed by comm.go
+	case "chunk_copy":
+		return pr.chunkCopy(op) // moe.go
 	}
 	if c, ok := pr.graphOp(op); ok {
 		return c
@@ -335,7 +337,7 @@ func pointwise(op *core.OpInfo) bool {
 	switch op.Kind {
 	case "matmul", "int8_matmul", "grouped_matmul", "attention", "graph_attention", "conv1d",
 		"embedding", "table_lookup", "gather", "index_select", "index", "index_add", "index_copy", "scatter_add",
-		"all_gather", "reduce_scatter", "all_to_all", "recv", "send",
+		"all_gather", "reduce_scatter", "all_to_all", "recv", "send", "chunk_copy",
 		"cross_entropy", "mse_loss", "topk", "dequantize":
 		return false
 	case "cast":
