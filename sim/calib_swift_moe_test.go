@@ -182,6 +182,17 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // is posted); a slower fabric would close some of the gap, and no rate is
 // assumed to fit it.
 //
+// Not modelled, named: ms-swift's calculate_per_token_loss (True by
+// default, swift/megatron/argument/megatron_args.py at 0f31a5a9e) makes
+// Megatron all-reduce the token count over DATA_PARALLEL_GROUP
+// (distributed/finalize_model_grads.py l.327 at core_v0.12.0), and
+// ms-swift reports the loss over it (train/trainers/trainer.py l.322): a
+// communicator apart from the gradients' DATA_PARALLEL_GROUP_WITH_CP, one
+// more ring and tree (576 MiB under NCCL 2.21) that no plan setting says a
+// trainer makes; and packing's rows of varying total length (each step's
+// tensors of other sizes in the allocator's cache), which the replay runs
+// at a fixed 8192.
+//
 // Not checked: memory the checkpoint load (finetune, --load of the mcore
 // weights) leaves reserved, and for Qwen3-30B-A3B the two nodes' network.
 func TestMegatronSwiftCalibration(t *testing.T) {

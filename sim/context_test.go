@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -121,6 +122,34 @@ func TestNCCLOverheads(t *testing.T) {
 		}
 		if r.DeviceUsed < r.PeakReserved+sum {
 			t.Errorf("%s: device used %d leaves out the NCCL buffers (reserved %d + %d)", tc.name, r.DeviceUsed, r.PeakReserved, sum)
+		}
+	}
+}
+
+// Megatron without its distributed optimizer all-reduces the gradient norm
+// over the model-parallel group (replay/nccl_megatron.go): tp 2 x pp 2 = 4
+// ranks in an H100 node, one more ring of 32 channels x 12 MiB = 384 MiB
+// beside tp's ring and pp's send/recv buffers (1 peer x 8 x 4 MiB); with
+// the distributed optimizer the world group (4 ranks) takes its place.
+func TestMegatronModelParallelComm(t *testing.T) {
+	const mib = 1 << 20
+	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: &nn.MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}, Loss: "mse", InputDim: 512}
+	for _, tc := range []struct {
+		distopt bool
+		want    map[string]int64
+	}{
+		{false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 32 * mib, "nccl_mp": 384 * mib}},
+		{true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 32 * mib, "nccl_world": 384 * mib}},
+	} {
+		p := distPlan(t, m, "megatron", core.Parallelism{TP: 2, PP: 2, DistributedOptimizer: tc.distopt})
+		got := map[string]int64{}
+		for _, o := range evalPlan(t, p).Overheads {
+			if o.Name != "cuda_context" {
+				got[o.Name] = o.Bytes
+			}
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("distributed optimizer %v: overheads %v, want %v", tc.distopt, got, tc.want)
 		}
 	}
 }

@@ -19,6 +19,10 @@ import "github.com/memsh/memsh/sim/core"
 //     every rank (optimizer/distrib_optimizer.py get_grad_stats_parallel_
 //     group returns None, the default group; optimizer/clip_grads.py
 //     get_grad_norm_fp32 l.131);
+//   - mp: without it, over the model-parallel group, tp x pp ranks
+//     (optimizer/__init__.py l.421: Float16OptimizerWithFloat16Params'
+//     grad_stats_parallel_group is the model_parallel_group), when that
+//     has more than one rank;
 //   - edp: the expert parameters' gradients are reduce-scattered and
 //     their parameters all-gathered over the expert-data-parallel group
 //     (distributed/distributed_data_parallel.py, the expert buffers), when
@@ -58,6 +62,11 @@ func megatronGroups(p *core.Plan, add func(name string, size, stride int64, patt
 	par := p.Parallel.Norm()
 	if par.DistributedOptimizer {
 		add("world", par.GPUs(), 1, "ring")
+	} else if stride := int64(1); par.TP*par.PP > 1 {
+		if par.PP > 1 { // the stages sit dp x cp x tp ranks apart
+			stride = par.CP * par.DP
+		}
+		add("mp", par.TP*par.PP, stride, "ring")
 	}
 	if etp := par.ETPn(); par.EP > 1 {
 		add("edp", par.ExpertShardDegree(), etp*par.EP, "ring")
