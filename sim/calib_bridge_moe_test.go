@@ -65,10 +65,15 @@ import (
 // nn/moe_megatron.go): 4096 x 8 = 32768 rows of 2048 bf16, 134 MB, read
 // and written by each copy, forward and backward: 1.07 GB a layer and
 // micro-batch, 3.3 TB a step, 31.66 -> 32.95 s. The 9.3 s left are not
-// named; a candidate is compute: memsh prices its 14 s of forward and
-// backward at one GEMM rate per GPU, also for the grouped GEMMs of 4096
-// rows x 2048 x 768-1536 per expert (sim/timing has no GEMM efficiency
-// by shape yet, issue 20).
+// named. Not all of it can be compute: the same document's tuned run of
+// the preset (HybridEP, EP overlap, TE CUDA graphs over the router and
+// the preprocess) averaged 20.15 s over steps 41-50, so the model's
+// compute takes at most that (less whatever launch time the graphs
+// saved), against memsh's 15.4 s of forward and backward, priced at one
+// GEMM rate per GPU (sim/timing has no GEMM efficiency by shape yet,
+// issue 20): at most about 4.8 s of the gap is compute, the rest is in
+// the alltoall path as this run has it (its 17.5 s of exposed all-to-all
+// in memsh, the dispatcher's host sync a layer).
 // bridgeQwen3 is Megatron-Bridge's Qwen3-30B-A3B setup on H100s: the
 // model from its config.json with Megatron's grouped experts, and the
 // recipe's precision with grad_reduce_in_fp32=False (bf16 parameters and

@@ -84,17 +84,17 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // grid below).
 //
 // The dense row is the control: Megatron's states and activations as
-// memsh lays them out land on it. The MoE rows land on time for
-// Qwen1.5-MoE and not on memory: memsh finds 40.0 GiB where the script
-// says 57 GiB, and for Qwen3-30B-A3B 52.7 GiB against 60 GiB and a step
-// of 3.2 s against 9.6 s. No term with a named cause closes these gaps
+// memsh lays them out land on it (-8.9 %). The MoE rows land on time for
+// Qwen1.5-MoE at tp 1 and not on memory: memsh finds 42.6 GiB where the
+// script says 57 GiB, and for Qwen3-30B-A3B 46.5 GiB against 60 GiB and
+// a step of 4.5 s against 9.6 s. No term with a named cause closes these gaps
 // (the replay's states, checkpointed layer inputs, the recomputed MoE
 // layer, NCCL's ep buffers and the loss are all there, and the same
 // accounting lands on the dense row); they are recorded here, not fitted
 // (issue 19, left open). Ruled out so far:
 //   - the experts' optimizer states: Megatron shards them over the
-//     expert-data-parallel group (world / (pp x ep x expert_tp): 1 for
-//     Qwen1.5-MoE, 2 for Qwen3-30B-A3B), as the replay does; its fullest
+//     expert-data-parallel group (world / (pp x ep x expert_tp): 1 on
+//     every row here), as the replay does; its fullest
 //     Qwen1.5-MoE rank holds 2.67 B parameters (bf16 4.97 GiB, fp32 grads
 //     9.94 GiB), fp32 master 1.93 B (7.2 GiB) and Adam 14.4 GiB: 36.5 GiB
 //     of states, 2.0 GiB of activations;
