@@ -299,19 +299,27 @@ func (pr *profile) bound(p *core.Plan, sh *stageShape, nonTorch int64) fastEstim
 	}
 	for s := int64(0); s < par.PP; s++ {
 		k := sh.kindOf[s]
-		// Activations of the forwards in flight at the stage's peak
-		// (stageChunks: forward j runs chunk (j mod pp*v) div pp).
-		var held int64
-		for j := range core.Inflight(par, s, m) {
-			g := (j%(par.PP*par.VirtualStages))/par.PP*par.PP + s
-			held += sh.saved[g]
-		}
+		held := heldFor(sh.saved, par.PP, par.VirtualStages, s, core.Inflight(par, s, m))
 		fe.minStates = max(fe.minStates, statesOf[k])
 		if statesOf[k]+held > fe.minDevice {
 			fe.minDevice, fe.fullest = statesOf[k]+held, s
 		}
 	}
 	return fe
+}
+
+// heldFor is the activations stage s of pp (v chunks a stage, saved
+// each chunk's) holds for backward with n forwards in flight at its
+// peak. Forward j runs the stage's chunk (j mod pp*v) div pp
+// (stageChunks), so of n = q*pp*v + r forwards its chunk c runs q*pp and
+// those of the last r that fall in c's pp.
+func heldFor(saved []int64, pp, v, s, n int64) int64 {
+	q, r := n/(pp*v), n%(pp*v)
+	var held int64
+	for c := range v {
+		held += (q*pp + min(max(r-c*pp, 0), pp)) * saved[c*pp+s]
+	}
+	return held
 }
 
 // distMode is the sharding mode a replay of p runs (replay.NewDist's,

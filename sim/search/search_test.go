@@ -636,3 +636,27 @@ func TestStageUnitsEqualChainedSums(t *testing.T) {
 		t.Errorf("%d stage kinds compared: the plans lost their pipelines", stages)
 	}
 }
+
+// heldFor counts each chunk's forwards in flight as a walk over them
+// does (forward j runs the stage's chunk (j mod pp*v) div pp).
+func TestHeldForCountsForwards(t *testing.T) {
+	for pp := int64(1); pp <= 7; pp++ {
+		for v := int64(1); v <= 4; v++ {
+			saved := make([]int64, pp*v)
+			for g := range saved {
+				saved[g] = int64(1+g) * 1000003 // distinct, so a miscounted chunk shows
+			}
+			for s := int64(0); s < pp; s++ {
+				for n := int64(0); n <= 3*pp*v+2; n++ {
+					var want int64
+					for j := range n {
+						want += saved[(j%(pp*v))/pp*pp+s]
+					}
+					if got := heldFor(saved, pp, v, s, n); got != want {
+						t.Errorf("pp %d v %d stage %d, %d in flight: %d, walked %d", pp, v, s, n, got, want)
+					}
+				}
+			}
+		}
+	}
+}
