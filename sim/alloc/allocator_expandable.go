@@ -102,8 +102,7 @@ func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 // reserved memory by page rounding only (20 MiB in 149 GiB for the Bris
 // example's 4 members).
 func (a *Allocator) findExpandable(pool int, size int64) *Block {
-	a.grow(pool)
-	holes := a.unmapped[pool]
+	holes := a.lists[a.grow(pool)].unmapped
 	if a.over && len(holes) > 0 {
 		holes = holes[len(holes)-1:] // the newest segment's end
 	}
@@ -196,20 +195,20 @@ func unmappedBefore(x, y *Block) bool {
 }
 
 func (a *Allocator) addUnmapped(b *Block) {
-	pool := a.grow(b.list())
-	l := a.unmapped[pool]
+	fl := &a.lists[a.grow(b.list())]
+	l := fl.unmapped
 	i := sort.Search(len(l), func(i int) bool { return unmappedBefore(b, l[i]) })
 	l = append(l, nil)
 	copy(l[i+1:], l[i:])
 	l[i] = b
-	a.unmapped[pool] = l
+	fl.unmapped = l
 }
 
 func (a *Allocator) removeUnmapped(b *Block) {
-	pool := a.grow(b.list())
-	l := a.unmapped[pool]
+	fl := &a.lists[a.grow(b.list())]
+	l := fl.unmapped
 	i := sort.Search(len(l), func(i int) bool { return !unmappedBefore(l[i], b) })
 	if i < len(l) && l[i] == b {
-		a.unmapped[pool] = append(l[:i], l[i+1:]...)
+		fl.unmapped = append(l[:i], l[i+1:]...)
 	}
 }

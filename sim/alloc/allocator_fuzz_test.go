@@ -127,11 +127,11 @@ func FuzzAllocator(f *testing.F) {
 // smallest size that fits.
 func scanBestFit(a *Allocator, list int, n int64) *Block {
 	size := RoundSize(n)
-	if list >= len(a.free) {
+	if list >= len(a.lists) {
 		return nil
 	}
 	var best *Block
-	for _, b := range a.free[list] {
+	for _, b := range a.lists[list].blocks {
 		if b.Size >= size && (best == nil || b.Size < best.Size) {
 			best = b
 		}
@@ -233,13 +233,14 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 		}
 	}
 	n := 0
-	for pool, fl := range a.free {
+	for pool := range a.lists {
+		fl, sizes := a.lists[pool].blocks, a.lists[pool].sizes
 		for i, b := range fl {
 			if b.pos != i {
 				t.Fatalf("free list %d: block at %d records position %d", pool, i, b.pos)
 			}
-			if len(a.sizes[pool]) != len(fl) || a.sizes[pool][i] != b.Size {
-				t.Fatalf("free list %d: block at %d holds %d bytes, the list's sizes say %v", pool, i, b.Size, a.sizes[pool])
+			if len(sizes) != len(fl) || sizes[i] != b.Size {
+				t.Fatalf("free list %d: block at %d holds %d bytes, the list's sizes say %v", pool, i, b.Size, sizes)
 			}
 			p, ok := freeBlocks[b]
 			if !ok || p != pool {
@@ -252,15 +253,15 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 		t.Fatalf("free lists hold %d blocks, segments have %d free blocks", n, len(freeBlocks))
 	}
 	var cachedBytes int64
-	for list := range a.free {
+	for list := range a.lists {
 		var bytes, largest int64
-		for _, b := range a.free[list] {
+		for _, b := range a.lists[list].blocks {
 			bytes, largest = bytes+b.Size, max(largest, b.Size)
 		}
 		c := a.CachedOn(Stream(list/2), list%2)
-		if c.Bytes != bytes || c.Largest != largest || c.Blocks != len(a.free[list]) {
+		if c.Bytes != bytes || c.Largest != largest || c.Blocks != len(a.lists[list].blocks) {
 			t.Fatalf("list %d: Cached says %+v, the free list holds %d blocks of %d bytes, the largest %d",
-				list, c, len(a.free[list]), bytes, largest)
+				list, c, len(a.lists[list].blocks), bytes, largest)
 		}
 		cachedBytes += c.Bytes
 	}
@@ -268,7 +269,8 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 		t.Fatalf("free blocks hold %d bytes and pending ones %d, reserved - allocated is %d", cachedBytes, pending, a.Reserved-a.Allocated)
 	}
 	n = 0
-	for pool, l := range a.unmapped {
+	for pool := range a.lists {
+		l := a.lists[pool].unmapped
 		for i, b := range l {
 			if p, ok := unmapped[b]; !ok || p != pool {
 				t.Fatalf("unmapped list %d holds a block (%d bytes at %d) that is not an unmapped block of that pool", pool, b.Size, b.off)
@@ -282,8 +284,8 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	if n != len(unmapped) {
 		t.Fatalf("unmapped lists hold %d blocks, segments have %d unmapped blocks", n, len(unmapped))
 	}
-	for list := range a.free {
-		checkIndex(t, &a.index[list], a.sizes[list])
+	for list := range a.lists {
+		checkIndex(t, &a.lists[list].index, a.lists[list].sizes)
 	}
 	whole := 0
 	for b := range freeBlocks {

@@ -39,8 +39,8 @@ func TestAllocatorCachesAndSplits(t *testing.T) {
 	if a.Allocated != 0 || a.Reserved != 20<<20 {
 		t.Fatalf("after frees: allocated %d reserved %d (cached segments stay reserved)", a.Allocated, a.Reserved)
 	}
-	if len(a.free[1]) != 1 || a.free[1][0].Size != 20<<20 {
-		t.Fatalf("freed blocks must merge back into one 20 MiB block, got %d blocks", len(a.free[1]))
+	if fl := a.lists[1].blocks; len(fl) != 1 || fl[0].Size != 20<<20 {
+		t.Fatalf("freed blocks must merge back into one 20 MiB block, got %d blocks", len(fl))
 	}
 	// A small request never comes from the large pool.
 	a.Alloc(4096)

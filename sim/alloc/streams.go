@@ -55,15 +55,8 @@ func listOf(s Stream, pool int) int { return int(s)*2 + pool }
 
 // grow makes the lists up to list exist and returns list.
 func (a *Allocator) grow(list int) int {
-	for len(a.free) <= list {
-		n := len(a.free)
-		a.free = append(a.free, nil)
-		a.sizes = append(a.sizes, nil)
-		a.unmapped = append(a.unmapped, nil)
-		a.index = append(a.index, freeIndex{above: a.indexAbove[n%2]})
-		a.freeBytes = append(a.freeBytes, 0)
-		a.largest = append(a.largest, 0)
-		a.largestKnown = append(a.largestKnown, false)
+	for len(a.lists) <= list {
+		a.lists = append(a.lists, freeList{index: freeIndex{above: a.indexAbove[len(a.lists)%2]}})
 	}
 	return list
 }

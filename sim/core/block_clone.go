@@ -46,6 +46,58 @@ type blockCopy struct {
 	in, out     Value
 	inLook      ValueInfo
 	first, last progCounts
+	room        *cloneRoom // what a copy takes of the arena, counted at the first copy
+}
+
+// cloneRoom is what each copy of a block takes of the clone arena: bytes
+// of names and renamed whys (less the renames' growth), and how often the
+// block's path appears in its whys; dimensions of shapes; entries of
+// value and parameter lists. The same for every copy, so counted once (a
+// count at every copy read each op of the block again: a fifth of a
+// 65,536-block lowering's memory reads).
+type cloneRoom struct {
+	names, whyPaths, renames, dims, vals, params int
+}
+
+// roomOf counts src's cloneRoom.
+func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
+	if src.room != nil {
+		return src.room
+	}
+	p, f, l := b.P, src.first, src.last
+	c := &cloneRoom{}
+	why := func(s string) { // renameWhy writes s renamed, when it names the path
+		if n := strings.Count(s, src.prefix); n > 0 {
+			c.names, c.whyPaths = c.names+len(s), c.whyPaths+n
+		}
+	}
+	for i := f.ops; i < l.ops; i++ {
+		op := &p.Ops[i]
+		c.names += len(op.Name) + len(op.Module)
+		c.vals += len(op.In) + len(op.Out) + len(op.Saved)
+		c.params += len(op.Params)
+	}
+	for i := f.values; i < l.values; i++ {
+		v := &p.Values[i]
+		c.names, c.dims = c.names+len(v.Name), c.dims+len(v.Shape)
+		why(v.Why)
+	}
+	for i := f.params; i < l.params; i++ {
+		c.names, c.dims = c.names+len(p.Params[i].Name), c.dims+len(p.Params[i].Shape)
+	}
+	for _, r := range p.Regions[f.regions:l.regions] {
+		c.names += len(r.name)
+	}
+	for _, g := range p.Graphs[f.graphs:l.graphs] {
+		c.names += len(g.Name)
+	}
+	for _, bu := range p.Buffers[f.buffers:l.buffers] {
+		c.names, c.dims = c.names+len(bu.Name), c.dims+len(bu.Shape)
+		why(bu.Why)
+	}
+	c.renames = (l.ops-f.ops)*2 + l.values - f.values + l.params - f.params + l.regions - f.regions + l.graphs - f.graphs + l.buffers - f.buffers
+	src.room = c
+	return c
 }
 
 // progCounts is where the program's lists (and the builder's state a
@@ -216,35 +268,24 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	dOps, dVals, dParams := len(p.Ops)-f.ops, len(p.Values)-f.values, len(p.Params)-f.params
 	dRegions, dBlock := int32(len(p.Regions)-f.regions), int32(b.block-src.index)
 	// The copies' names share a string, their shapes an array (cloneArena).
-	grow, dims := 0, 0
-	for _, op := range p.Ops[f.ops:l.ops] {
-		grow += len(op.Name) + len(op.Module)
-	}
-	for _, v := range p.Values[f.values:l.values] {
-		grow, dims = grow+len(v.Name), dims+len(v.Shape)
-	}
-	for _, pi := range p.Params[f.params:l.params] {
-		grow, dims = grow+len(pi.Name), dims+len(pi.Shape)
-	}
-	for _, r := range p.Regions[f.regions:l.regions] {
-		grow += len(r.name)
-	}
-	for _, g := range p.Graphs[f.graphs:l.graphs] {
-		grow += len(g.Name)
-	}
-	for _, bu := range p.Buffers[f.buffers:l.buffers] {
-		grow, dims = grow+len(bu.Name), dims+len(bu.Shape)
-	}
-	entries := (l.ops - f.ops) * 2
-	entries += l.values - f.values + l.params - f.params + l.regions - f.regions + l.graphs - f.graphs + l.buffers - f.buffers
-	names := b.clones.room(grow + entries*(len(b.prefix)-len(src.prefix)))
+	room := b.roomOf(src)
+	d := len(b.prefix) - len(src.prefix)
+	names := b.clones.room(room.names + (room.renames+room.whyPaths)*d)
 	rename := func(s string) string { // no reallocation: the Builder's bytes stay put
 		at := names.Len()
 		names.WriteString(b.prefix)
 		names.WriteString(s[len(src.prefix):])
 		return names.String()[at:]
 	}
-	shapes := b.clones.shapes.take(dims)
+	renameWhy := func(s string) string { // renamePaths, written beside the names (copyable checked that it renames)
+		if !strings.Contains(s, src.prefix) {
+			return s
+		}
+		at := names.Len()
+		writeRenamed(names, s, src.prefix, b.prefix)
+		return names.String()[at:]
+	}
+	shapes := b.clones.shapes.take(room.dims)
 	shape := func(s []int64) []int64 {
 		if s == nil {
 			return nil
@@ -270,12 +311,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	}
 	// One backing array for the copies' value and parameter lists, each
 	// list capped at its length so that an append cannot reach the next.
-	n, np := 0, 0
-	for _, op := range p.Ops[f.ops:l.ops] {
-		n += len(op.In) + len(op.Out) + len(op.Saved)
-		np += len(op.Params)
-	}
-	vals, params := b.clones.vals.take(n), b.clones.params.take(np)
+	vals, params := b.clones.vals.take(room.vals), b.clones.params.take(room.params)
 	mapVals := func(vs []Value) []Value {
 		if vs == nil {
 			return nil
@@ -307,7 +343,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	}
 	for _, v := range p.Values[f.values:l.values] {
 		v.Name, v.Shape = rename(v.Name), shape(v.Shape)
-		v.Why, _ = renamePaths(v.Why, src.prefix, b.prefix)
+		v.Why = renameWhy(v.Why)
 		if int(v.Producer) >= f.ops && int(v.Producer) < l.ops {
 			v.Producer += int32(dOps)
 		}
@@ -332,7 +368,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	p.Comm = append(p.Comm, p.Comm[f.comm:l.comm]...)
 	for _, bu := range p.Buffers[f.buffers:l.buffers] {
 		bu.Name, bu.Shape = rename(bu.Name), shape(bu.Shape)
-		bu.Why, _ = renamePaths(bu.Why, src.prefix, b.prefix)
+		bu.Why = renameWhy(bu.Why)
 		p.Buffers = append(p.Buffers, bu)
 	}
 	b.block++
@@ -392,20 +428,30 @@ func renamePaths(text, from, to string) (string, bool) {
 	if !strings.Contains(text, from) {
 		return text, true
 	}
+	var out strings.Builder
+	out.Grow(len(text) + strings.Count(text, from)*max(len(to)-len(from), 0))
+	if !writeRenamed(&out, text, from, to) {
+		return "", false
+	}
+	return out.String(), true
+}
+
+// writeRenamed writes text to out with from renamed to, as renamePaths
+// does; false (and some of text written) when from appears inside a
+// longer name.
+func writeRenamed(out *strings.Builder, text, from, to string) bool {
 	nameByte := func(c byte) bool {
 		return c == '_' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 	}
-	var out strings.Builder
-	out.Grow(len(text) + strings.Count(text, from)*max(len(to)-len(from), 0))
 	for {
 		i := strings.Index(text, from)
 		if i < 0 {
 			out.WriteString(text)
-			return out.String(), true
+			return true
 		}
 		j := i + len(from)
 		if (i > 0 && nameByte(text[i-1])) || (j < len(text) && text[j] != '.' && nameByte(text[j])) {
-			return "", false
+			return false
 		}
 		out.WriteString(text[:i])
 		out.WriteString(to)

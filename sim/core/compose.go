@@ -168,11 +168,18 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 	ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 	var srcs blockCopies // the blocks to copy (block_clone.go)
 	for i := int64(0); i < r.Count(); i++ {
+		if i == 1 {
+			ops, values, params = len(b.P.Ops), len(b.P.Values), len(b.P.Params)
+		}
 		done := b.Scope(Itoa(i))
 		x, srcs = b.lowerBlock(r.Block(i), x, srcs)
 		done()
-		if i == 0 {
-			b.P.reserve(r.Count()-1, ops, values, params) // room for the other copies (alike or not)
+		// Room for the other copies (alike or not), sized as the second
+		// block: the first often lowers unlike the rest (a stack of
+		// linears casts the batch in its first, and room for 65,535 such
+		// copies was half again the program's ops).
+		if i == min(1, r.Count()-1) {
+			b.P.reserve(r.Count()-1-i, ops, values, params)
 		}
 	}
 	return x
