@@ -310,9 +310,13 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 		seg.first = b
 		a.Reserved += segSize
 		a.observe(SegmentAlloc, seg, seg.base, segSize)
-		a.addFree(b)
+		// The new segment's block is taken at once: listing it as free
+		// and taking it off again changed nothing (past the limit, where
+		// nearly every request makes a segment, it was a third of the
+		// free-list work of a 65,536-layer step).
+	} else {
+		a.removeFree(b)
 	}
-	a.removeFree(b)
 	rest := b.Size - size
 	if (pool == 0 && rest >= minBlock) || (pool == 1 && rest > smallSize) {
 		a.addFree(a.splitAt(b, size))
