@@ -179,7 +179,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 		// linears casts the batch in its first, and room for 65,535 such
 		// copies was half again the program's ops).
 		if i == min(1, r.Count()-1) {
-			b.P.reserve(r.Count()-1-i, ops, values, params)
+			b.P.reserve(r.Count()-1-i, reserveTail, ops, values, params)
 		}
 	}
 	return x

@@ -222,7 +222,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
 		p0, bu0, o0 := len(b.P.Params), len(b.P.Buffers), len(b.P.Ops)
 		if k == 1 { // room for the other copies, as large as the first
-			b.P.reserve(int64(len(st.Chunks)-1), ops0, values0, params0)
+			b.P.reserve(int64(len(st.Chunks)-1), 0, ops0, values0, params0)
 		}
 		var x Value
 		c := stageCopy{chunk: g, recv: NoValue}
@@ -242,7 +242,7 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 			ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
 			x, srcs = b.lowerUnit(u, x, srcs)
 			if k == 0 && i == 0 { // room for the chunk's other blocks, as Repeat.Lower reserves it
-				b.P.reserve(hi-lo-1, ops, values, params)
+				b.P.reserve(hi-lo-1, 0, ops, values, params)
 			}
 		}
 		out := StageOut{V: x}

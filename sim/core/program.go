@@ -187,22 +187,26 @@ type TableProgram interface {
 
 // reserve makes room in the program's lists for n more copies of what was
 // appended since they held ops, values and params entries (the first copy
-// of a repeated block), and for reserveTail entries more (what follows
-// the repeat: a final norm, the head, the loss), within the caps on ops
-// and parameter tensors, so that a long repeat does not regrow and copy
-// them again and again. (Without the tail, the loss of a 65,536-layer
-// stack of linears copied its 65,537 ops again.)
-func (p *Program) reserve(n int64, ops, values, params int) {
-	more := func(have, since, limit int) int {
-		return int(min(max(n, 0)*int64(have-since)+reserveTail, int64(max(limit-have, 0))))
+// of a repeated block), within the caps on ops and parameter tensors, so
+// that a long repeat does not regrow and copy them again and again. A
+// list without that room gets tail entries more, for what follows (a
+// repeat's: a final norm, the head, the loss; without them the loss of a
+// 65,536-layer stack of linears copied its 65,537 ops again).
+func (p *Program) reserve(n int64, tail int, ops, values, params int) {
+	more := func(have, since, room, limit int) int {
+		need := min(max(n, 0)*int64(have-since), int64(max(limit-have, 0)))
+		if int64(room) >= need {
+			return 0
+		}
+		return int(min(need+int64(tail), int64(limit-have)))
 	}
-	p.Ops = slices.Grow(p.Ops, more(len(p.Ops), ops, maxOps))
-	p.Values = slices.Grow(p.Values, more(len(p.Values), values, 4*maxOps))
-	p.Params = slices.Grow(p.Params, more(len(p.Params), params, maxParamTensors))
+	p.Ops = slices.Grow(p.Ops, more(len(p.Ops), ops, cap(p.Ops)-len(p.Ops), maxOps))
+	p.Values = slices.Grow(p.Values, more(len(p.Values), values, cap(p.Values)-len(p.Values), 4*maxOps))
+	p.Params = slices.Grow(p.Params, more(len(p.Params), params, cap(p.Params)-len(p.Params), maxParamTensors))
 }
 
-// reserveTail is the entries reserve adds to each list for what follows a
-// repeat.
+// reserveTail is the entries Repeat's reserve adds to each list for what
+// follows the repeat.
 const reserveTail = 64
 
 // ProgramSize is the lengths of a program's op, value and parameter

@@ -144,6 +144,7 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 		r.traced = map[*alloc.Block]tracedTensor{}
 		r.alloc.Observe = r.traceSegment
 	}
+	r.live.size = int32(min(max(2*(nv+len(p.Params)), 64), 1<<20))
 	r.valT = fill(make([]int32, nv), none)
 	r.gradT = fill(make([]int32, nv), none)
 	r.holds = make([]int32, nv)

@@ -12,23 +12,27 @@ type liveTensor struct {
 	cat core.Category
 }
 
-// tensors are the step's tensors by id, in chunks of tensorChunk that
-// never move: a step makes as many tensors as it makes allocations
-// (852,000 in the FuzzSizes repeat_65536 seeds' FSDP step), and growing
-// one slice to that copied it again and again (a third of the replay's
-// heap bytes).
+// tensors are the step's tensors by id, in chunks that never move: a
+// step makes as many tensors as it makes allocations (852,000 in the
+// FuzzSizes repeat_65536 seeds' FSDP step), and growing one slice to that
+// copied it again and again (a third of the replay's heap bytes). A
+// chunk holds size tensors: a step allocates about 1.8 tensors per value
+// and parameter (Llama 70B's pipeline stages), so NewReplay sizes one
+// chunk for two, and most steps need no second.
 type tensors struct {
 	chunks [][]liveTensor
+	size   int32 // tensors per chunk
 	n      int32
 }
 
-const tensorChunk = 1 << 12
-
 // add appends t and returns its id.
 func (ts *tensors) add(t liveTensor) int32 {
-	k := int(ts.n % tensorChunk)
+	if ts.size == 0 { // a Replay not made by NewReplay
+		ts.size = 64
+	}
+	k := ts.n % ts.size
 	if k == 0 {
-		ts.chunks = append(ts.chunks, make([]liveTensor, tensorChunk))
+		ts.chunks = append(ts.chunks, make([]liveTensor, ts.size))
 	}
 	ts.chunks[len(ts.chunks)-1][k] = t
 	ts.n++
@@ -36,7 +40,7 @@ func (ts *tensors) add(t liveTensor) int32 {
 }
 
 // at is tensor id.
-func (ts *tensors) at(id int32) *liveTensor { return &ts.chunks[id/tensorChunk][id%tensorChunk] }
+func (ts *tensors) at(id int32) *liveTensor { return &ts.chunks[id/ts.size][id%ts.size] }
 
 // len is the number of tensors made.
 func (ts *tensors) len() int32 { return ts.n }
@@ -44,7 +48,7 @@ func (ts *tensors) len() int32 { return ts.n }
 // carry makes ts the first n tensors of prev (a copy: prev's chunks stay
 // prev's).
 func (ts *tensors) carry(prev *tensors, n int32) {
-	*ts = tensors{}
+	*ts = tensors{size: ts.size}
 	for id := range n {
 		ts.add(*prev.at(id))
 	}
