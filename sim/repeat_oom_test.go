@@ -1,0 +1,59 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// TestRepeatPastOOMFigures replays the FuzzSizes repeat_65536 seeds'
+// step at 4,096 blocks (a stack of 65,461 x 65,461 linears, bf16-mixed
+// AdamW on 8 GPUs; past the limit from the fourth block on): as DDP with
+// cudaMalloc'd segments, and as FSDP2 offloading its parameters with
+// expandable segments. The figures are the replay's before the free index
+// kept blocks by size class and the allocator stopped listing a new
+// segment's block (44eb544): the work those changes saved must not move
+// a byte of the report (peaks, the OOM and its request, the free blocks
+// at the peak, the request that grew the reserve last).
+func TestRepeatPastOOMFigures(t *testing.T) {
+	l, _ := fuzzLayer('E', 65461, 4096, 1099511627776, 2, 1)
+	m := &core.Model{Name: "fuzz", Layers: []core.Layer{l}, Loss: "mse"}
+	p := fuzzPlan(m, 1, 16, 0x21)
+	cases := []struct {
+		name string
+		want string
+	}{
+		{"ddp", "peak allocated 421246722371072 reserved 421278490034176 device 421281832894464 at {optimizer optimizer.step}; largest optimizer step temporaries 70207775064064; oom ddp bucket 4 17140570084: CUDA out of memory. Tried to allocate 15.96 GiB. GPU 0 has a total capacity of 79.20 GiB of which 12.23 GiB is free. Including non-PyTorch memory, this process has 66.97 GiB memory in use. Of the allocated memory 63.85 GiB is allocated by PyTorch, and 5.91 MiB is reserved by PyTorch but unallocated.; free at peak [{Blocks:0 Bytes:0 Largest:0} {Blocks:20481 Bytes:31767663104 Largest:16781824}]; growth optimizer step temporaries 70207775064064 {Request:70207775064064 Cache:{Blocks:20482 Bytes:40338723328 Largest:8571060224} Other:{Blocks:1 Bytes:2097152 Largest:2097152}} reserved 421278490034176; params 70207775178752; grads 70207775178752; optimizer 140415550357504; activations 4189696; temporaries 70207842287616; comm 70207775178752; fragmentation 31767663104; cuda_context 524288000; nccl_dp 2818572288"},
+		{"fsdp2 offload expandable", "peak allocated 42930974720 reserved 74031562752 device 74958503936 at {backward layers.4095.linear}; largest layers.4095 reduce-scatter input 17141355616; free at peak [{Blocks:1 Bytes:2096640 Largest:2096640} {Blocks:4 Bytes:8575078912 Largest:8570678272}]; growth layers.4095 reduce-scatter output 2142669452 {Request:2142669824 Cache:{Blocks:0 Bytes:0 Largest:0} Other:{Blocks:0 Bytes:0 Largest:0}} reserved 74031562752; params 0; grads 8570285056; optimizer 0; activations 8579451392; temporaries 69203968; comm 25712034304; fragmentation 8577175552; all_gather_stream 20363345920; reduce_scatter_stream 2160066560; cuda_context 524288000; nccl_dp 402653184"},
+	}
+	for i, c := range cases {
+		if i == 1 {
+			p.ExpandableSegments, p.Parallel.FSDP, p.Offload = true, true, &core.Offload{Params: "cpu"}
+		}
+		rep, err := Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pastOOMFigures(rep); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+}
+
+// pastOOMFigures are a report's memory figures on one line.
+func pastOOMFigures(r *replay.Report) string {
+	s := fmt.Sprintf("peak allocated %d reserved %d device %d at %v; largest %s %d", r.PeakAllocated, r.PeakReserved, r.DeviceUsed, r.PeakAt, r.Largest.Tensor, r.Largest.Bytes)
+	if r.OOM != nil {
+		s += fmt.Sprintf("; oom %s %d: %s", r.OOM.Alloc.Tensor, r.OOM.Alloc.Bytes, r.OOM.Message)
+	}
+	s += fmt.Sprintf("; free at peak %+v", r.Frag.AtPeak)
+	if g := r.Frag.PeakGrowth; g != nil {
+		s += fmt.Sprintf("; growth %s %d %+v reserved %d", g.Alloc.Tensor, g.Alloc.Bytes, g.Growth, g.Reserved)
+	}
+	for _, b := range r.Breakdown {
+		s += fmt.Sprintf("; %s %d", b.Name, b.Bytes)
+	}
+	return s
+}
