@@ -66,7 +66,8 @@ func FinetuneBuiltins() []host.Builtin {
 			"the GPU keeps 16-bit params and grads) or \"nvme\" (ZeRO-Infinity: master and moments on NVMe through " +
 			"pinned swap buffers); params \"cpu\" or \"nvme\" (ZeRO-3/FSDP offload: the GPU holds the block in use " +
 			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
-			"to pinned host memory after their forward use and come back for backward; torchtune's OffloadActivations). " +
+			"to pinned host memory after their forward use and come back for backward; torchtune's OffloadActivations, which " +
+			"leaves what the output projection and the loss save on the GPU). " +
 			"Each activation copy is a pinned block rounded up to a power of two, as PyTorch's CachingHostAllocator gives it. The report gives " +
 			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
 			"train(..., host_memory=N) checks a node's RAM. With parallel(dp=..., zero=1, 2 or 3), optimizer=\"cpu\" is " +

@@ -28,7 +28,11 @@ import (
 //     copied to pinned host memory once the forward has no more use for it
 //     and copied back just before the backward op that needs it; the GPU
 //     keeps in-flight tensors only. Parameters and tensors under 1 KiB
-//     stay (torchtune min_offload_size). PCIe: 2x the offloaded bytes.
+//     stay (torchtune min_offload_size), and so does what the output
+//     projection and the loss save: torchtune runs only the model under
+//     the hooks and the output projection under a NoOpManager. PCIe: 2x
+//     the offloaded bytes; host memory: each copy a pinned block rounded
+//     up to a power of two (CachingHostAllocator).
 //
 // Host memory needed is reported per GPU (Report.HostMemory, with a
 // breakdown); Plan.HostMemory, when set, is the host RAM of one node and

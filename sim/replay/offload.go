@@ -101,6 +101,7 @@ type offloadRecord struct {
 	resident                                            map[string][]int32 // unit -> live tensor ids of its params
 	fetched                                             map[core.Value]bool
 	pinned                                              map[core.Value]int64 // value -> the pinned host blocks holding its copies
+	headSaved                                           []bool               // values the output projection or the loss saves (torchtune keeps them)
 	order                                               []string             // units in forward order
 }
 
@@ -289,6 +290,12 @@ func (r *Replay) offloadValue(v core.Value) {
 		return
 	}
 	fo := r.fo()
+	if fo.headSaved == nil {
+		fo.headSaved = r.savedByHead()
+	}
+	if fo.headSaved[v] {
+		return
+	}
 	if fo.fetched == nil {
 		fo.fetched = map[core.Value]bool{}
 	}
@@ -297,6 +304,44 @@ func (r *Replay) offloadValue(v core.Value) {
 	fo.fetched[v] = false
 	fo.holdPinned(v, PinnedBlock(vi.Bytes))
 	r.Rep.Traffic.PCIe += 2 * vi.Bytes
+}
+
+// savedByHead marks the values that the output projection and the ops
+// after it (the loss) save for backward. torchtune's recipes run only
+// the model under OffloadActivations (full_finetune_single_device.py
+// _loss_step at 1814feb17: "with self.activations_handling_ctx: logits =
+// self._model(**batch)", the loss after it), and
+// get_act_offloading_ctx_manager puts the output projection under a
+// NoOpManager ("disable offloading the last output Linear in every
+// step", training/_activation_offloading.py): what they save stays on the
+// GPU. The head is the first op reading an lm_head parameter
+// (core.RoleLMHead); a model without one offloads up to its end.
+func (r *Replay) savedByHead() []bool {
+	out := make([]bool, len(r.P.Values))
+	head := len(r.P.Ops)
+	for i := range r.P.Ops {
+		for _, pi := range r.P.Ops[i].Params {
+			if r.P.Params[pi].Role == core.RoleLMHead || r.P.Params[r.resolve(pi)].Role == core.RoleLMHead {
+				head = i
+				break
+			}
+		}
+		if head < len(r.P.Ops) {
+			break
+		}
+	}
+	for i := head; i < len(r.P.Ops); i++ {
+		op := &r.P.Ops[i]
+		for _, v := range op.Saved {
+			out[v] = true
+		}
+		if r.keeps(op) {
+			for _, v := range op.Out {
+				out[v] = true
+			}
+		}
+	}
+	return out
 }
 
 // PinnedBlock is the pinned host memory PyTorch's CachingHostAllocator
