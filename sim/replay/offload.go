@@ -102,6 +102,9 @@ type offloadRecord struct {
 	fetched                                             map[core.Value]bool
 	pinned                                              map[core.Value]int64 // value -> the pinned host blocks holding its copies
 	headSaved                                           []bool               // values the output projection or the loss saves (torchtune keeps them)
+	outs                                                []CopyOut            // torchtune's copies to the host (offload_timeline.go)
+	events                                              []OffloadEvent       // the backward's ops and copies back
+	actPCIe                                             int64                // their bytes, both ways
 	order                                               []string             // units in forward order
 }
 
@@ -221,6 +224,9 @@ func (r *Replay) beforeForwardOp(i int) {
 // afterForwardOp copies saved activations whose forward use is over to
 // the host (activation offload).
 func (r *Replay) afterForwardOp(i int) {
+	if r.phase == PhaseRecompute && !r.keeps(&r.P.Ops[i]) {
+		r.recordEvent(OffloadEvent{Kind: EvRecompute, Op: int32(i)})
+	}
 	if r.phase != PhaseForward || (!r.actsOffloaded() && r.hostHolds == nil) {
 		return
 	}
@@ -228,7 +234,7 @@ func (r *Replay) afterForwardOp(i int) {
 	for _, vs := range [][]core.Value{op.In, op.Out} {
 		for _, v := range vs {
 			if r.actsOffloaded() {
-				r.offloadValue(v)
+				r.offloadValue(v, i)
 			} else {
 				r.saveOnCPU(v)
 			}
@@ -284,7 +290,7 @@ func (r *Replay) dropCopiedAfterForward() {
 	}
 }
 
-func (r *Replay) offloadValue(v core.Value) {
+func (r *Replay) offloadValue(v core.Value, i int) {
 	vi := &r.P.Values[v]
 	if !r.done[v] || r.valT[v] == none || !r.Saved[v] || vi.Cat != core.CatActivations || vi.Bytes < minOffload || v == r.P.Input || v == r.P.Labels {
 		return
@@ -304,6 +310,7 @@ func (r *Replay) offloadValue(v core.Value) {
 	fo.fetched[v] = false
 	fo.holdPinned(v, PinnedBlock(vi.Bytes))
 	r.Rep.Traffic.PCIe += 2 * vi.Bytes
+	r.recordCopyOut(v, i)
 }
 
 // savedByHead marks the values that the output projection and the ops
@@ -402,6 +409,7 @@ func (r *Replay) beforeBackwardOp(i int) {
 		r.off.fetched[v] = true
 		r.off.acts -= r.off.pinned[v] // the host copy's block goes back to the cache once the copy is done
 		delete(r.off.pinned, v)
+		r.recordEvent(OffloadEvent{Kind: EvCopyIn, Op: int32(i), Bytes: vi.Bytes})
 	}
 	for _, v := range op.Saved {
 		fetch(v)
@@ -421,8 +429,10 @@ func (r *Replay) beforeBackwardOp(i int) {
 	}
 }
 
-// afterBackwardOp sends a finished unit's grads to the host (param offload).
+// afterBackwardOp sends a finished unit's grads to the host (param
+// offload) and notes the op's backward in the offload timeline.
 func (r *Replay) afterBackwardOp(i int) {
+	r.recordEvent(OffloadEvent{Kind: EvBackward, Op: int32(i)})
 	if !r.paramsOffloaded() {
 		return
 	}

@@ -391,7 +391,9 @@ const nvmeGBps = 6.0
 // placed tables (their PCIe round trip and the host's scattered row
 // accesses, replay/table_host.go) and offload traffic (NVMe at nvmeGBps,
 // PCIe at the rate a copy to or from pinned host memory reaches on the
-// GPU's link, hw.KernelRates.PCIe), not overlapped with compute.
+// GPU's link, hw.KernelRates.PCIe), not overlapped with compute
+// (torchtune's activation copies are, where workOf has the replay's
+// timeline: offload.go replaces their share).
 //
 // anemoi's processor offload runs torch's save_on_cpu(pin_memory=True)
 // (OffloadWrapper, torch/distributed/algorithms/_checkpoint/

@@ -10,7 +10,9 @@
 // over the NVLink or network bandwidth of their process group, overlapped
 // with compute where the framework overlaps them (comm.go); pipelines add
 // the bubble of their schedule (pipeline.go); offload and host-placed
-// tables add their PCIe transfers and host memory access.
+// tables add their PCIe transfers and host memory access, torchtune's
+// activation copies only where its side stream cannot hide them behind
+// the replayed ops (offload.go).
 //
 // It reads a replay's figures (sim/replay) and never changes memory.
 package timing

@@ -94,7 +94,7 @@ type GpuWork struct {
 	Optimizer      float64       // the optimizer step's GPU time, seconds
 	OptimizerCPU   float64       // its CPU dispatch time, seconds
 	StepOverhead   float64       // the step's time outside the GPU (core.Overheads.StepSeconds)
-	host           float64       // offload transfers and host-placed tables, seconds (not overlapped)
+	host           float64       // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
 	costs          []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
 	prog           *core.Program // their program
 	redone         []bool        // its recomputed checkpoint regions
@@ -190,6 +190,12 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
 	w.host = hostSeconds(r)
+	if mbProg == r.P {
+		if exp, ok := offloadExposed(r, costs, true); ok { // torchtune's copies overlap (offload.go)
+			d := r.Plan.Device
+			w.host += float64(w.M)*exp - float64(r.OffloadedPCIe())/(d.PCIeGBps*d.Rates().PCIe*1e9)
+		}
+	}
 	w.Tokens = float64(plan.Batch*plan.Seq*max(plan.Members, 1)) * float64(w.M) * float64(par.DP)
 	return w, nil
 }
