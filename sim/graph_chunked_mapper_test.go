@@ -68,8 +68,9 @@ func chunkedPlanAt(t *testing.T, v graph.Version, chunks, evalChunks int64, phas
 //     ([10, 8] fp32, 320 B), the middle ones two, 13.94 -> 14 (448 B);
 //   - out_dst, the only tensor over all 128 destination rows, is [128, 4]
 //     fp32 (the decoder's output variables, 2,048 B);
-//   - a checkpoint per chunk and one for the edges' preparation: 5 regions
-//     for the decoder, whose chunks share one block's parameters;
+//   - a checkpoint per chunk and one for the edges' preparation, and from
+//     0.16.0 one around the graph provider's get_edges: 6 regions for the
+//     decoder, whose chunks share one block's parameters;
 //   - the chunk count is max(chunks, eval_chunks) in training and eval
 //     alike (mapper.py@models-0.9.0 l.410).
 func TestChunkedMapper(t *testing.T) {
@@ -130,8 +131,8 @@ func TestChunkedMapper(t *testing.T) {
 			regions++
 		}
 	}
-	if regions != 5 {
-		t.Errorf("decoder checkpoint regions %d, want 5 (the edges' preparation and 4 chunks)", regions)
+	if regions != 6 {
+		t.Errorf("decoder checkpoint regions %d, want 6 (get_edges, the edges' preparation and 4 chunks)", regions)
 	}
 	for _, c := range []struct {
 		chunks, eval int64

@@ -241,6 +241,18 @@ func TestEdgeShardingOneGPU(t *testing.T) {
 			t.Errorf("%s: %v bytes, want %v", c.name, got[c.name], c.want)
 		}
 	}
+	// The graph provider keeps the permutation that sorted each graph's
+	// edges by destination: int64 [400] for the encoder and the processor,
+	// [128] for the decoder.
+	var perms []string
+	for _, b := range prog.Buffers {
+		if strings.HasSuffix(b.Name, ".perm") {
+			perms = append(perms, fmt.Sprintf("%s %v", b.Name, b.Shape))
+		}
+	}
+	if want := []string{"encoder.perm [400]", "processor.perm [400]", "decoder.perm [128]"}; !slices.Equal(perms, want) {
+		t.Errorf("perm buffers %q, want %q", perms, want)
+	}
 	one, err := Evaluate(edgeShardPlan(t, 1, true), core.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,10 @@ import (
 //     the fixed edge attributes [E, edge_dim - trainable] fp32
 //     (edge_length, edge_dirs), edge_index_base [2, E] int64, and
 //     edge_inc [2, 1] int64: 28 bytes per edge with anemoi's 3 fixed
-//     columns;
+//     columns; from 0.16.0 the StaticGraphProvider
+//     (layers/graph_provider.py@models-0.16.0 l.167-176) sorts them by
+//     destination node and keeps the permutation, perm [E] int64: 8
+//     bytes more per edge;
 //   - the model's NamedNodesAttributes (layers/graph.py@models-0.8.1
 //     l.90-93): latlons_<nodes>, sin and cos of latitude and longitude,
 //     [nodes, 4] fp32 for the grid and the mesh: 16 bytes per node.
@@ -27,6 +30,9 @@ func (in edgeInputs) buffers(b *core.Builder) {
 	}
 	b.Buffer("edge_index_base", []int64{2, e}, units.INT64, "edge index of the layer's graph (register_buffer)")
 	b.Buffer("edge_inc", []int64{2, 1}, units.INT64, "edge index increment per stacked sample (register_buffer)")
+	if in.sorted {
+		b.Buffer("perm", []int64{e}, units.INT64, "the permutation that sorted the edges by destination node (StaticGraphProvider, register_buffer)")
+	}
 }
 
 // coordinateBuffer registers a node set's sin/cos coordinates.

@@ -18,6 +18,7 @@ type edgeInputs struct {
 	set       *EdgeSet
 	attrs     int64 // edge_dim: fixed + trainable columns
 	trainable int64 // trainable columns per edge
+	sorted    bool  // from anemoi-models 0.16.0 the graph provider sorts the edges by destination and keeps the permutation (buffers.go)
 }
 
 // lower returns the batch's edge attributes fp32 [e, attrs], its edge

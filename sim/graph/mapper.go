@@ -210,7 +210,7 @@ func (g *GraphTransformer) lowerMapper(b *core.Builder, xs, xd core.Value, batch
 
 // edges are the mapper's edges as its forward uses them.
 func (g *GraphTransformer) edges() edgeInputs {
-	return edgeInputs{set: g.Edges, attrs: g.EdgeAttrs, trainable: g.TrainableEdgeAttrs}
+	return edgeInputs{set: g.Edges, attrs: g.EdgeAttrs, trainable: g.TrainableEdgeAttrs, sorted: g.Version.Partitioned()}
 }
 
 // block lowers GraphTransformerMapperBlock.forward (block.py@models-0.8.1

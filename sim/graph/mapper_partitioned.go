@@ -12,7 +12,8 @@ import (
 // partitioning"; GraphTransformerBaseMapper.mapper_forward_with_edge_sharding,
 // layers/mapper.py@models-0.18.0 l.248-386, distributed/khop_edges.py
 // l.51-189 and l.317-409, ecmwf/anemoi-core c3c7a893), on one GPU or on
-// each of the model's G GPUs (shard_edges.go):
+// each of the model's G GPUs (shard_edges.go), after the graph provider's
+// get_edges, under a checkpoint of its own:
 //
 //  1. prepare_edge_sharding_wrapper, under one checkpoint: on G GPUs,
 //     shard_graph_to_local shards the destination rows if they are whole
@@ -74,12 +75,17 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 	}
 	sAll, dAll := batch*g.Edges.Src.Nodes, batch*g.Edges.Dst.Nodes
 	dR := localRows(dAll, sh.g) // this GPU's destination rows
-	// The graph provider's edges, this GPU's share of them on G GPUs.
+	// The graph provider's edges, this GPU's share of them on G GPUs,
+	// under a checkpoint of their own (StaticGraphProvider.get_edges,
+	// act_checkpoint=True: graph_provider.py@models-0.18.0 l.256-291): the
+	// backward makes them again for the trainable attributes' gradient.
+	endEdges := b.BeginNestedRegion("")
 	ea, ei, e := g.edges().lower(b, batch)
 	eaAll := ea
 	if sh.g > 1 {
 		ea, ei, e = shardEdges(b, ea, ei, e, dAll, sh.g)
 	}
+	endEdges()
 	// 1. prepare_edge_sharding_wrapper, under one checkpoint.
 	end := region()
 	done := b.Scope("pre_process")

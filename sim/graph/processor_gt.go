@@ -162,7 +162,11 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 	if !core.ProductFits(rAll/nodes, p.Edges.Count, p.Channels, 8) {
 		panic(core.LowerError{Err: units.Errorf(b.Name(""), "a batch of %d samples makes tensors too large to count in bytes (%d edges x %d channels)", rAll/nodes, p.Edges.Count, p.Channels)})
 	}
-	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs}
+	in := edgeInputs{set: p.Edges, attrs: p.EdgeAttrs, trainable: p.TrainableEdgeAttrs, sorted: p.Version.Partitioned()}
+	endEdges := func() {}
+	if p.Version.Partitioned() { // get_edges under its own checkpoint (mapper_partitioned.go)
+		endEdges = b.BeginNestedRegion("")
+	}
 	ea, ei, e := in.lower(b, rAll/nodes) // once, outside the segments' checkpoints
 	eaAll := core.NoValue                // the provider's attributes, whose storage this GPU's view keeps (edge sharding)
 	var halo int64 = -1                  // no halo exchange: one GPU, or 0.8.1's head sharding
@@ -174,6 +178,7 @@ func (p *GraphTransformerProcessor) lowerCond(b *core.Builder, x, cond core.Valu
 	} else {
 		ea = shardRows(b, ea, "this rank's edge attributes (shard_tensor)")
 	}
+	endEdges()
 	k := int64(1)
 	if b.Eval {
 		k = p.EvalChunks
