@@ -33,10 +33,12 @@ func TestGraphValues(t *testing.T) {
 		{expr: `graph_transformer_processor(multiscale_edges(m), 2, 64, 4).params`, want: `150208`},
 		{expr: `graph_transformer_processor(multiscale_edges(m), 2, 64, 4).kind`, want: `"graph_transformer_processor"`},
 		{expr: `train(encoder_processor_decoder("t3", g, m, enc, proc, dec, 10, 5, data_variables = 12), members = 2, rollout = 3).rollout`, want: `3`},
-		// The graph on the device: (2,568 + 3,000 + 5,040 edges) x 28 bytes,
+		// The graph on the device: (2,568 + 3,000 + 5,040 edges) x 36 bytes
+		// (3 fixed fp32 attributes, 2 int64 indices and, from anemoi-models
+		// 0.16.0, the int64 permutation that sorted them by destination),
 		// three edge_inc of 16 and (1,000 + 642) nodes x 16 bytes of
-		// coordinates.
-		{expr: `simulate(train(encoder_processor_decoder("t2", g, m, enc, graph_transformer_processor(multiscale_edges(m), 2, 64, 4), dec, 10, 5, data_variables = 12), members = 2)).states["buffers"]`, want: `323344`},
+		// coordinates: 381,888 + 48 + 26,272.
+		{expr: `simulate(train(encoder_processor_decoder("t2", g, m, enc, graph_transformer_processor(multiscale_edges(m), 2, 64, 4), dec, 10, 5, data_variables = 12), members = 2)).states["buffers"]`, want: `408208`},
 		// The block, 13*64² + 28*64 = 55,040, and 8 trainable attributes on
 		// each of 2,568 edges.
 		{expr: `enc.params`, want: `75584`},
