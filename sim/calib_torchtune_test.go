@@ -147,6 +147,18 @@ func TestTorchtuneLadderOffloadTime(t *testing.T) {
 	if a <= 0 || math.Abs(b-a)/a > 0.01 {
 		t.Errorf("step %.4f s -> %.4f s with activation offload, want within 1 %% (README: -0.11 %% tokens/s)", a, b)
 	}
+	// use_streams=False: every copy on the compute stream, in line with
+	// the kernels, so the step grows by exactly the bytes over PCIe (the
+	// tensors', both ways) at the A100's pinned-copy rate.
+	p := *rows[5].plan
+	p.Offload = &core.Offload{Activations: "cpu", SyncCopies: true}
+	sync := evalPlan(t, &p)
+	d := p.Device
+	want := a + float64(off.Traffic.PCIe)/(d.PCIeGBps*d.Rates().PCIe*1e9)
+	t.Logf("streams=False: %.1f ms (%.2f GB over PCIe)", 1e3*sync.Time.StepSeconds, float64(off.Traffic.PCIe)/1e9)
+	if math.Abs(sync.Time.StepSeconds-want)/want > 1e-6 {
+		t.Errorf("streams=False: step %.6f s, want the step without offload plus the copies, %.6f s", sync.Time.StepSeconds, want)
+	}
 }
 
 // TestTorchtuneLadder8bit pins the open "+ 8-bit AdamW" row (17.6 GiB

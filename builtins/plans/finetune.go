@@ -32,10 +32,13 @@ func (x Offload) String() string {
 			parts = append(parts, fmt.Sprintf("%s=%q", f.k, f.v))
 		}
 	}
+	if x.o.SyncCopies {
+		parts = append(parts, "streams=False")
+	}
 	return "offload(" + strings.Join(parts, ", ") + ")"
 }
 
-var offloadAttrNames = []string{"activations", "optimizer", "params"}
+var offloadAttrNames = []string{"activations", "optimizer", "params", "streams"}
 
 func (x Offload) AttrNames() []string { return offloadAttrNames }
 
@@ -48,6 +51,8 @@ func (x Offload) Attr(name string) (starlark.Value, error) {
 		s = x.o.Params
 	case "activations":
 		s = x.o.Activations
+	case "streams":
+		return starlark.Bool(!x.o.SyncCopies), nil
 	default:
 		return nil, nil
 	}
@@ -60,14 +65,15 @@ func (x Offload) Attr(name string) (starlark.Value, error) {
 func FinetuneBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "offload",
-		Sig:  "offload(optimizer=None, params=None, activations=None)",
+		Sig:  "offload(optimizer=None, params=None, activations=None, streams=True)",
 		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
 			"optimizer \"cpu\" (ZeRO-Offload: fp32 master, moments and grads in host memory, the step on the CPU; " +
 			"the GPU keeps 16-bit params and grads) or \"nvme\" (ZeRO-Infinity: master and moments on NVMe through " +
 			"pinned swap buffers); params \"cpu\" or \"nvme\" (ZeRO-3/FSDP offload: the GPU holds the block in use " +
 			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
 			"to pinned host memory after their forward use and come back for backward; torchtune's OffloadActivations, which " +
-			"leaves what the output projection and the loss save on the GPU). " +
+			"leaves what the output projection and the loss save on the GPU; its copies run on a side stream and overlap the compute, " +
+			"streams=False is its use_streams=False: the copies run on the compute stream and every one is exposed). " +
 			"Each activation copy is a pinned block rounded up to a power of two, as PyTorch's CachingHostAllocator gives it. The report gives " +
 			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
 			"train(..., host_memory=N) checks a node's RAM. With parallel(dp=..., zero=1, 2 or 3), optimizer=\"cpu\" is " +
@@ -92,10 +98,11 @@ func FinetuneBuiltins() []host.Builtin {
 
 func offloadFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var opt, params, acts starlark.Value = starlark.None, starlark.None, starlark.None
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "optimizer?", &opt, "params?", &params, "activations?", &acts); err != nil {
+	streams := true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "optimizer?", &opt, "params?", &params, "activations?", &acts, "streams?", &streams); err != nil {
 		return nil, err
 	}
-	o := &core.Offload{}
+	o := &core.Offload{SyncCopies: !streams}
 	for _, f := range []struct {
 		what string
 		v    starlark.Value

@@ -97,6 +97,9 @@ func offloadText(o core.Offload) string {
 			args = append(args, fmt.Sprintf("%s=%q", f.k, f.v))
 		}
 	}
+	if o.SyncCopies {
+		args = append(args, "streams=False")
+	}
 	return "offload(" + strings.Join(args, ", ") + ")"
 }
 

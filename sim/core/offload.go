@@ -41,6 +41,11 @@ type Offload struct {
 	Optimizer   string // "", cpu, nvme
 	Params      string // "", cpu, nvme
 	Activations string // "", cpu
+	// SyncCopies: the activations' copies run on the compute stream
+	// (torchtune's OffloadActivations(use_streams=False), the recipes'
+	// activation_offloading_use_streams: False); by default they run on
+	// a side stream and overlap the compute (sim/timing/offload.go).
+	SyncCopies bool
 }
 
 // Validate checks the tiers.
@@ -56,6 +61,10 @@ func (o *Offload) Validate() error {
 	case "", "cpu":
 	default:
 		return fmt.Errorf("offload: unknown activations tier %q (known: cpu)", o.Activations)
+	}
+	if o.SyncCopies && o.Activations == "" {
+		return &units.Error{Path: "offload", Msg: "streams=False is torchtune's use_streams=False, for offloaded activations only",
+			Hint: "offload(activations=\"cpu\", streams=False), or drop streams="}
 	}
 	if o.Params == "nvme" && o.Optimizer == "cpu" {
 		return fmt.Errorf("offload: params on nvme need the optimizer on nvme too (ZeRO-Infinity keeps them on the same tier)")

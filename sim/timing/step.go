@@ -191,7 +191,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 	}
 	w.host = hostSeconds(r)
 	if mbProg == r.P {
-		if exp, ok := offloadExposed(r, costs, true); ok { // torchtune's copies overlap (offload.go)
+		if exp, ok := offloadExposed(r, costs, plan.Offload == nil || !plan.Offload.SyncCopies); ok { // torchtune's copies overlap (offload.go)
 			d := r.Plan.Device
 			w.host += float64(w.M)*exp - float64(r.OffloadedPCIe())/(d.PCIeGBps*d.Rates().PCIe*1e9)
 		}
