@@ -1,9 +1,6 @@
 package alloc
 
-import (
-	"github.com/memsh/memsh/sim/units"
-	"sort"
-)
+import "github.com/memsh/memsh/sim/units"
 
 // Expandable segments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 // (Note [Expandable Segments] in c10/cuda/CUDACachingAllocator.cpp).
@@ -197,7 +194,7 @@ func unmappedBefore(x, y *Block) bool {
 func (a *Allocator) addUnmapped(b *Block) {
 	fl := &a.lists[a.grow(b.list())]
 	l := fl.unmapped
-	i := sort.Search(len(l), func(i int) bool { return unmappedBefore(b, l[i]) })
+	i := firstNotBefore(l, b, true)
 	l = append(l, nil)
 	copy(l[i+1:], l[i:])
 	l[i] = b
@@ -207,8 +204,31 @@ func (a *Allocator) addUnmapped(b *Block) {
 func (a *Allocator) removeUnmapped(b *Block) {
 	fl := &a.lists[a.grow(b.list())]
 	l := fl.unmapped
-	i := sort.Search(len(l), func(i int) bool { return !unmappedBefore(l[i], b) })
+	i := firstNotBefore(l, b, false)
 	if i < len(l) && l[i] == b {
 		fl.unmapped = append(l[:i], l[i+1:]...)
 	}
+}
+
+// firstNotBefore is the first position in the address-ordered list l of
+// a block after b (after) or not before it (!after): sort.Search without
+// a closure call per step (past the limit a 65,536-layer step's list
+// holds thousands of holes, searched 200,000 times).
+func firstNotBefore(l []*Block, b *Block, after bool) int {
+	lo, hi := 0, len(l)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		var ok bool
+		if after {
+			ok = unmappedBefore(b, l[m])
+		} else {
+			ok = !unmappedBefore(l[m], b)
+		}
+		if ok {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return lo
 }
