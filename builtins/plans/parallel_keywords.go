@@ -305,6 +305,10 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "Megatron's --overlap-param-gather: the distributed optimizer's parameter all-gather runs behind the next forward; False (Megatron's own default): it runs after the optimizer step, exposed",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(!p.NoOverlapParamGather) },
 		set: setLayoutNotBool("overlap_param_gather", func(p *core.Parallelism) *bool { return &p.NoOverlapParamGather })},
+	{Name: "async_tp_comm", Sig: "True",
+		Doc: "with precision=\"megatron\": the backward of a column-parallel linear runs its input gradient's all-reduce (reduce-scatter with sequence parallelism) beside its weight-gradient GEMM, and with sequence parallelism the all-gather of its saved input beside its input-gradient GEMM (Megatron-LM since 2021-08-30); False: a release before that, every tensor-parallel collective exposed",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(!p.SyncTPComm) },
+		set: setLayoutNotBool("async_tp_comm", func(p *core.Parallelism) *bool { return &p.SyncTPComm })},
 }
 
 // optionalInt is the getter of a count that is None when unset.

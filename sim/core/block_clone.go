@@ -365,7 +365,12 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		g.Name, g.First, g.End = rename(g.Name), g.First+int32(dOps), g.End+int32(dOps)
 		p.Graphs = append(p.Graphs, g)
 	}
-	p.Comm = append(p.Comm, p.Comm[f.comm:l.comm]...)
+	for _, c := range p.Comm[f.comm:l.comm] {
+		if c.Beside > 0 && int(c.Beside) > f.ops && int(c.Beside) <= l.ops {
+			c.Beside += int32(dOps)
+		}
+		p.Comm = append(p.Comm, c)
+	}
 	for _, bu := range p.Buffers[f.buffers:l.buffers] {
 		bu.Name, bu.Shape = rename(bu.Name), shape(bu.Shape)
 		bu.Why = renameWhy(bu.Why)

@@ -6,4 +6,12 @@ type CommRecord struct {
 	Group    string // tp | cp | ep | pp | dp | edp
 	Bytes    int64  // message size: the full tensor reduced, gathered or scattered
 	Backward bool
+	// Beside is 1 + the index of the op whose backward GEMMs run while
+	// this backward collective does (0: none): a column-parallel matmul,
+	// or the sequence-parallel all-gather whose readers are those matmuls.
+	// Megatron-Core launches the collective asynchronously beside them
+	// (sim/timing/comm.go, tpOverlap); whether it overlaps is the time
+	// model's to decide.
+	Beside int32
+	Dgrad  bool // beside the input-gradient GEMM (else the weight-gradient one)
 }

@@ -55,6 +55,10 @@ type Parallelism struct {
 	// (megatron/core at core_v0.12.0: distributed/param_and_grad_buffer.py,
 	// optimizer/distrib_optimizer.py).
 	NoOverlapGradReduce, NoOverlapParamGather bool
+	// SyncTPComm: a Megatron-LM release before the asynchronous
+	// tensor-parallel backward (commit cf7efd4f5a, 2021-08-30): every
+	// tensor-parallel collective exposed (sim/timing/tp_overlap.go).
+	SyncTPComm bool
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -219,6 +223,9 @@ func (p Parallelism) String() string {
 	}
 	if n.NoOverlapParamGather {
 		parts = append(parts, "overlap_param_gather=False")
+	}
+	if n.SyncTPComm {
+		parts = append(parts, "async_tp_comm=False")
 	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
 }

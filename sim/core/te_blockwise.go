@@ -80,8 +80,8 @@ func (b *Builder) tpGatherBlockwise(x Value) Value {
 	b.Op(i).NoGradB = true
 	n := b.Val(g).Bytes
 	b.RecordComm("all_gather", "tp", n, false)
-	b.RecordComm("all_gather", "tp", n, true) // the backward gathers the saved local input again
-	b.RecordComm("reduce_scatter", "tp", n, true)
+	b.RecordCommBeside("all_gather", "tp", n, i, true) // the backward gathers the saved local input again, beside the dgrad GEMMs
+	b.RecordCommBeside("reduce_scatter", "tp", n, i, false)
 	row, _ := b.teQuantize("input", g, false)
 	return row
 }

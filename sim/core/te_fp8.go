@@ -274,8 +274,8 @@ func (b *Builder) TpGatherFP8(x Value) Value {
 	b.Op(i).NoGradB = true
 	n := b.Val(y).Bytes
 	b.RecordComm("all_gather", "tp", n, false)
-	b.RecordComm("all_gather", "tp", Numel(s)+b.teScales(Rows(s), s[len(s)-1], false, true), true) // the backward gathers the saved shard again (MXFP8: its columnwise copy)
-	b.RecordComm("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), true)                     // the input gradient
+	b.RecordCommBeside("all_gather", "tp", Numel(s)+b.teScales(Rows(s), s[len(s)-1], false, true), i, true) // the backward gathers the saved shard again (MXFP8: its columnwise copy), beside the dgrad GEMMs
+	b.RecordCommBeside("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), i, false)                    // the input gradient, beside the wgrad GEMMs
 	return y
 }
 
@@ -413,7 +413,7 @@ func (b *Builder) teSeen() bool {
 func (b *Builder) teColLinear(name string, role Role, xg Value, in, outFull, outLocal int64, bias bool) Value {
 	y := b.teLinear(name, role, xg, in, outLocal, outFull*in, outFull, bias)
 	if !b.Par.sp && b.Grad(xg) {
-		b.RecordComm("all_reduce", "tp", b.Prec.Compute.Bytes(Numel(b.Shape(xg))), true)
+		b.RecordCommBeside("all_reduce", "tp", b.Prec.Compute.Bytes(Numel(b.Shape(xg))), b.Val(y).Producer, false)
 	}
 	return y
 }

@@ -108,6 +108,16 @@ func (b *Builder) RecordComm(kind, group string, bytes int64, backward bool) {
 	b.P.Comm = append(b.P.Comm, CommRecord{Kind: kind, Group: group, Bytes: bytes, Backward: backward})
 }
 
+// RecordCommBeside notes one backward collective of the micro-batch that
+// Megatron-Core launches beside op's input-gradient (dgrad) or
+// weight-gradient GEMM (CommRecord.Beside).
+func (b *Builder) RecordCommBeside(kind, group string, bytes int64, op int32, dgrad bool) {
+	if b.Eval {
+		return
+	}
+	b.P.Comm = append(b.P.Comm, CommRecord{Kind: kind, Group: group, Bytes: bytes, Backward: true, Beside: op + 1, Dgrad: dgrad})
+}
+
 // shardParam records the unsharded size of parameter pi.
 func (b *Builder) ShardParam(pi int32, full int64) { b.P.Params[pi].FullNumel = full }
 
@@ -123,7 +133,7 @@ func (b *Builder) TpGather(x Value) Value {
 	y := b.Out(i, "gathered", s, b.Dtype(x), "sequence-parallel all-gather of the layer input (freed after the column-parallel matmuls)")
 	n := b.Val(y).Bytes
 	b.RecordComm("all_gather", "tp", n, false)
-	b.RecordComm("reduce_scatter", "tp", n, true)
+	b.RecordCommBeside("reduce_scatter", "tp", n, i, false) // the input gradient, beside the readers' wgrad GEMMs
 	return y
 }
 
@@ -173,7 +183,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 			// The weight gradient needs the whole input: gathered again in
 			// backward into a buffer the size of the gathered input.
 			b.Op(i).WorkB += b.Val(xm).Bytes
-			b.RecordComm("all_gather", "tp", b.Val(xm).Bytes, true)
+			b.RecordCommBeside("all_gather", "tp", b.Val(xm).Bytes, i, true)
 		}
 	}
 	if b.Grad(xm) {
@@ -181,7 +191,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 		if !b.Par.sp {
 			// copy_to_tensor_model_parallel_region: identity forward,
 			// all-reduce of the input gradient in backward.
-			b.RecordComm("all_reduce", "tp", b.Val(xm).Bytes, true)
+			b.RecordCommBeside("all_reduce", "tp", b.Val(xm).Bytes, i, false)
 		}
 	}
 	t := Rows(b.Shape(xm))

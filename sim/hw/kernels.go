@@ -148,7 +148,7 @@ var (
 // an MSMF figure per GPU is published to replace its first part.
 const (
 	ampereSustain = 0.83
-	hopperSustain = 0.78
+	hopperSustain = 0.74
 	otherSustain  = (ampereSustain + hopperSustain) / 2
 )
 

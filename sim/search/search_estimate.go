@@ -168,7 +168,7 @@ func mergeComm(sums, v []timing.CommSum, k float64) []timing.CommSum {
 		found := false
 		for i := range sums {
 			s := &sums[i]
-			if s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward {
+			if s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward && s.Hide == c.Hide {
 				s.N += k * c.N
 				found = true
 				break

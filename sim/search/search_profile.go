@@ -195,7 +195,7 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 			u.recFlops += op.Flops
 		}
 	}
-	u.comm = timing.SumComm(prog.Comm, nil, 1)
+	u.comm = timing.SumCommOf(prog, plan, costs)
 	if !train {
 		kept := u.comm[:0]
 		for _, c := range u.comm {

@@ -247,7 +247,10 @@ type commExposure struct {
 // exposedComm applies the overlap rules:
 //
 //   - tensor-parallel and expert-parallel (all-to-all) collectives sit
-//     between the matmuls that need their results: exposed. A recomputed
+//     between the matmuls that need their results: exposed, except the
+//     backward's that Megatron-Core runs beside a column-parallel
+//     linear's other GEMM (tp_overlap.go), exposed by what outlasts
+//     that GEMM. A recomputed
 //     forward runs its collectives again, in proportion to the recomputed
 //     share of the forward.
 //   - context parallelism's ring exchange of K/V runs behind the attention
@@ -290,7 +293,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		if w.Eval && c.Backward {
 			continue
 		}
-		t := cc.seconds(c.Kind, c.Group, c.Bytes) * c.N
+		t := max(0, cc.seconds(c.Kind, c.Group, c.Bytes)-c.Hide) * c.N // tp_overlap.go
 		if !c.Backward {
 			t *= 1 + rf
 		}
@@ -444,6 +447,9 @@ type CommSum struct {
 	Bytes       int64
 	Backward    bool
 	N           float64
+	// Hide is the GEMM time each runs beside (Megatron's asynchronous
+	// tensor-parallel backward, tp_overlap.go); 0: exposed whole.
+	Hide float64
 }
 
 // sumComm adds n times each of recs to sums, merging identical
@@ -452,21 +458,22 @@ type CommSum struct {
 // collectives were counted).
 func SumComm(recs []core.CommRecord, sums []CommSum, n float64) []CommSum {
 	for _, c := range recs {
-		found := false
-		for i := range sums {
-			s := &sums[i]
-			if s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward {
-				s.N += n
-				found = true
-				break
-			}
-		}
-		if !found {
-			sums = append(sums, CommSum{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes, Backward: c.Backward, N: n})
-		}
+		sums = addComm(sums, CommSum{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes, Backward: c.Backward}, n)
 	}
 	SortComm(sums)
 	return sums
+}
+
+// addComm adds n times c to sums, merged with an identical collective.
+func addComm(sums []CommSum, c CommSum, n float64) []CommSum {
+	for i := range sums {
+		if s := &sums[i]; s.Kind == c.Kind && s.Group == c.Group && s.Bytes == c.Bytes && s.Backward == c.Backward && s.Hide == c.Hide {
+			s.N += n
+			return sums
+		}
+	}
+	c.N = n
+	return append(sums, c)
 }
 
 // sortComm orders collectives by group, kind, direction and size
@@ -480,8 +487,10 @@ func SortComm(sums []CommSum) {
 			return a.Kind < b.Kind
 		case a.Backward != b.Backward:
 			return !a.Backward
+		case a.Bytes != b.Bytes:
+			return a.Bytes < b.Bytes
 		}
-		return a.Bytes < b.Bytes
+		return a.Hide < b.Hide
 	}
 	for i := 1; i < len(sums); i++ {
 		for j := i; j > 0 && less(&sums[j], &sums[j-1]); j-- {

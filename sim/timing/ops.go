@@ -47,6 +47,10 @@ type OpCost struct {
 	Flops, Bytes   float64 // forward FLOPs and HBM bytes
 	Bound          Bound   // of the forward (the backward's when there is no forward work)
 	Attention      bool    // a fused attention kernel (context parallelism overlaps it)
+	// Dgrad and Wgrad are a linear's input- and weight-gradient GEMMs
+	// (parts of Bwd): what Megatron's tensor-parallel collectives run
+	// beside (comm.go, tpOverlap).
+	Dgrad, Wgrad float64
 }
 
 // pricer prices the ops of one program for one plan.
@@ -226,11 +230,13 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 	if input { // dX = dY W: (m x n) by (n x k)
 		t, _ := gemmTime(pr.d, dt, b, m, k, n, in, out)
 		c.Bwd += t
+		c.Dgrad = t
 		c.BwdK++
 	}
 	if weight { // dW = X^T dY: (k x m) by (m x n)
 		t, _ := gemmTime(pr.d, dt, b, k, n, m, in, out)
 		c.Bwd += t
+		c.Wgrad = t
 		c.BwdK++
 	}
 	if op.BwdStream > 0 && (input || weight) { // a float8 linear's casts and layout copies

@@ -183,7 +183,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 	w.Mb, w.Attn, w.costs, w.prog, w.redone = ct, attn, costs, mbProg, redone
 	w.Optimizer, w.OptimizerCPU = OptimizerTime(plan, ow)
 	w.StepOverhead = plan.Overheads.StepSeconds
-	w.MbComm = SumComm(mbProg.Comm, nil, 1)
+	w.MbComm = SumCommOf(mbProg, plan, costs)
 	if w.Eval {
 		w.Mb.Backward, w.Mb.Recompute, w.Optimizer, w.OptimizerCPU = 0, 0, 0, 0
 		w.Mb.BackwardCPU, w.Mb.RecomputeCPU = 0, 0

@@ -1,0 +1,112 @@
+package timing
+
+import "github.com/memsh/memsh/sim/core"
+
+// Megatron-Core's asynchronous tensor-parallel communication in the
+// backward of a column-parallel linear
+// (LinearWithGradAccumulationAndAsyncCommunication.backward,
+// megatron/core/tensor_parallel/layers.py at core_v0.13.0, ll. 486-598):
+//
+//   - with sequence parallelism the saved, sequence-sharded input is
+//     all-gathered again with async_op=True and the input-gradient
+//     (dgrad) GEMM grad_output.matmul(weight) runs meanwhile (ll. 506-522);
+//   - the input gradient is then all-reduced (without SP, ll. 534-537) or
+//     reduce-scattered along the sequence (with SP, ll. 539-549) with
+//     async_op=True, and the weight-gradient (wgrad) GEMM runs meanwhile;
+//     the handle is waited for after it (ll. 588-598).
+//
+// Both rely on CUDA_DEVICE_MAX_CONNECTIONS=1, which Megatron requires
+// with tensor parallelism (ll. 700-716), so that the collective is queued
+// ahead of the GEMM and the two run at once. Transformer Engine's
+// Linear and LayerNormLinear do the same in their backward
+// (transformer_engine/pytorch/module/ at v2.3: linear.py ll. 555-558,
+// the saved input's all-gather with async_op=True before the dgrad GEMM
+// (l. 597); ll. 620-626, the dgrad's reduce-scatter or all-reduce with
+// async_op=True before the wgrad GEMM (l. 681), waited for at l. 729;
+// layernorm_linear.py ll. 640, 700-703, 758, 807). A collective that
+// outlasts its GEMM is exposed by the difference: exposed =
+// max(0, collective - GEMM). Row-parallel linears' collectives (the
+// forward's all-reduce or reduce-scatter and, with SP, the backward's
+// all-gather of the output gradient) sit between the GEMMs that need
+// them and stay exposed; so do the forward's collectives (Megatron's
+// --tp-comm-overlap, Transformer Engine's userbuffers, overlaps them too:
+// not modelled).
+//
+// The path arrived in Megatron-LM on 2021-08-30 (commit cf7efd4f5a,
+// "allreduce overlap with wgrad gemm", megatron/mpu/layers.py); runs
+// of older releases set parallel(async_tp_comm=False). It is Megatron's:
+// plans of precision "megatron" overlap (the Megatron-Core path,
+// core.Builder.MegatronKernels); other runtimes (DTensor's, DeepSpeed's)
+// expose the collectives whole.
+
+// asyncTP reports whether plan p runs Megatron-Core's asynchronous
+// tensor-parallel backward communication.
+func asyncTP(p *core.Plan) bool {
+	par := p.Parallel
+	return p.Precision.Name == "megatron" && par.TP > 1 && par.TPRuntime != "torch" && !par.SyncTPComm
+}
+
+// SumCommOf is SumComm over a priced program's collectives: each
+// backward collective a column-parallel linear launches beside a GEMM
+// (core.CommRecord.Beside) carries that GEMM's time, its Hide, when the
+// plan overlaps them (asyncTP). costs are PriceOps(prog, plan).
+func SumCommOf(prog *core.Program, plan *core.Plan, costs []OpCost) []CommSum {
+	if !asyncTP(plan) || len(costs) != len(prog.Ops) {
+		return SumComm(prog.Comm, nil, 1)
+	}
+	dgrad, wgrad := besideGEMMs(prog, costs)
+	var sums []CommSum
+	for _, c := range prog.Comm {
+		var hide float64
+		if op := c.Beside - 1; c.Backward && op >= 0 && int(op) < len(prog.Ops) {
+			hide = wgrad[op]
+			if c.Dgrad {
+				hide = dgrad[op]
+			}
+		}
+		sums = addComm(sums, CommSum{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes, Backward: c.Backward, Hide: hide}, 1)
+	}
+	SortComm(sums)
+	return sums
+}
+
+// besideGEMMs is, for each op a collective can run beside, the dgrad and
+// wgrad GEMM time it runs beside: a matmul's own; for a sequence-parallel
+// all-gather, the sum over the matmuls reading its output (directly, or
+// through the one cast or fp8 quantization between them).
+func besideGEMMs(prog *core.Program, costs []OpCost) (dgrad, wgrad map[int32]float64) {
+	dgrad, wgrad = map[int32]float64{}, map[int32]float64{}
+	marked := map[int32]bool{}
+	for _, c := range prog.Comm {
+		if c.Beside > 0 {
+			marked[c.Beside-1] = true
+		}
+	}
+	isMatmul := func(i int32) bool {
+		k := prog.Ops[i].Kind
+		return k == "matmul" || k == "int8_matmul"
+	}
+	producer := func(v core.Value) int32 { return prog.Values[v].Producer }
+	for i := range prog.Ops {
+		op := int32(i)
+		if !isMatmul(op) {
+			continue
+		}
+		if marked[op] {
+			dgrad[op] += costs[i].Dgrad
+			wgrad[op] += costs[i].Wgrad
+		}
+		for _, v := range prog.Ops[i].In {
+			src := producer(v)
+			if src >= 0 && !marked[src] && !isMatmul(src) && len(prog.Ops[src].In) > 0 {
+				src = producer(prog.Ops[src].In[0]) // through a cast or quantization
+			}
+			if src >= 0 && src != op && marked[src] && !isMatmul(src) {
+				dgrad[src] += costs[i].Dgrad
+				wgrad[src] += costs[i].Wgrad
+				break
+			}
+		}
+	}
+	return dgrad, wgrad
+}
