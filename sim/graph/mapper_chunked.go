@@ -45,7 +45,6 @@ func (g *GraphTransformer) chunkedMapper() bool { return g.Version.Chunked() }
 // lowerChunked lowers mapper_forward_with_edge_sharding on one GPU for
 // source features xs and destination features xd of batch samples.
 func (g *GraphTransformer) lowerChunked(b *core.Builder, xs, xd core.Value, batch int64) core.Value {
-	c := g.Channels
 	k := max(g.Chunks, g.EvalChunks) // mapper.py@models-0.9.0 l.410: max(self.num_chunks, NUM_CHUNKS_INFERENCE_MAPPER)
 	region := func() func() {
 		if !g.Checkpoint {
@@ -65,16 +64,7 @@ func (g *GraphTransformer) lowerChunked(b *core.Builder, xs, xd core.Value, batc
 	b.Val(ei).Grad = false
 	done()
 	end()
-	outC := c
-	if g.Role == "decoder" {
-		outC = g.Out
-	}
-	outType := b.Dtype(xd)
-	if b.Prec.Autocast {
-		outType = b.Prec.Compute
-	}
-	out := b.Ew("empty", "out_dst", nil, []int64{rAll, outC}, outType,
-		fmt.Sprintf("out_dst = torch.empty([%d, %d]) in the autocast dtype: every chunk's result is written into it", rAll, outC))
+	out, outType := g.outDst(b, xd, rAll)
 	// dst_chunks = torch.arange(rows).tensor_split(num_chunks): views of one index.
 	dst := index(b, "dst_nodes", rAll, "torch.arange over the destination rows, split into the chunks' ranges")
 	edgeCounts := ChunkEdges(e, rAll, k)
@@ -97,18 +87,8 @@ func (g *GraphTransformer) lowerChunked(b *core.Builder, xs, xd core.Value, batc
 		b.Val(eiK).Grad = false
 		xsK := gatherRows(b, "x_src", xs, connK, sk)
 		xdK := gatherRows(b, "x_dst", xd, dst, r) // x_dst[dst_chunk]
-		if g.Role == "encoder" {
-			xsK = b.Linear("emb_nodes_src", core.RoleEmbed, xsK, g.SrcIn, c, true)
-		}
-		xdK = b.Linear("emb_nodes_dst", core.RoleEmbed, xdK, g.DstIn, c, true)
-		y := g.block(b, xsK, xdK, eaK, eiK, 1, ek, r, sk, false)
-		if g.Role == "decoder" {
-			d := b.Scope("node_data_extractor")
-			y = b.LayerNorm("0", y, c, true)
-			y = b.Linear("1", "head", y, c, g.Out, true)
-			d()
-		}
-		y = b.Cast(y, outType, "chunk result .to(autocast dtype) for out_dst")
+		var y core.Value
+		xsK, y = g.chunkBlock(b, xsK, xdK, eaK, eiK, ek, r, sk, outType)
 		b.KeepAlive("chunk_locals", eaK, eiK, xsK)
 		end()
 		// out_dst[dst_chunk] = ...: index_put_ in place; its backward gathers the gradient's rows.
@@ -125,6 +105,43 @@ func (g *GraphTransformer) lowerChunked(b *core.Builder, xs, xd core.Value, batc
 	}
 	b.KeepAlive("mapper_locals", ea, ei, xs)
 	return out
+}
+
+// outDst is out_dst, the tensor every chunk of a chunked mapper writes its
+// rows into (torch.empty in the autocast dtype), and that dtype.
+func (g *GraphTransformer) outDst(b *core.Builder, xd core.Value, rows int64) (core.Value, units.DType) {
+	outC := g.Channels
+	if g.Role == "decoder" {
+		outC = g.Out
+	}
+	outType := b.Dtype(xd)
+	if b.Prec.Autocast {
+		outType = b.Prec.Compute
+	}
+	out := b.Ew("empty", "out_dst", nil, []int64{rows, outC}, outType,
+		fmt.Sprintf("out_dst = torch.empty([%d, %d]) in the autocast dtype: every chunk's result is written into it", rows, outC))
+	return out, outType
+}
+
+// chunkBlock is one chunk of a chunked mapper past its inputs: the node
+// embeddings (the encoder's source rows too), the graph-transformer block
+// over ek edges into r destination rows from sk source rows, the decoder's
+// node_data_extractor, and the cast for out_dst. It returns the embedded
+// source rows, which the chunk keeps alive, and the result.
+func (g *GraphTransformer) chunkBlock(b *core.Builder, xsK, xdK, eaK, eiK core.Value, ek, r, sk int64, outType units.DType) (core.Value, core.Value) {
+	c := g.Channels
+	if g.Role == "encoder" {
+		xsK = b.Linear("emb_nodes_src", core.RoleEmbed, xsK, g.SrcIn, c, true)
+	}
+	xdK = b.Linear("emb_nodes_dst", core.RoleEmbed, xdK, g.DstIn, c, true)
+	y := g.block(b, xsK, xdK, eaK, eiK, 1, ek, r, sk, false)
+	if g.Role == "decoder" {
+		d := b.Scope("node_data_extractor")
+		y = b.LayerNorm("0", y, c, true)
+		y = b.Linear("1", "head", y, c, g.Out, true)
+		d()
+	}
+	return xsK, b.Cast(y, outType, "chunk result .to(autocast dtype) for out_dst")
 }
 
 // index is an int64 index tensor of n entries (no gradient).

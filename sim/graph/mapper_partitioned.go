@@ -64,7 +64,6 @@ func (g *GraphTransformer) shardsOf(b *core.Builder) mapperShards {
 // lowerPartitioned lowers the mapper for source features xs and
 // destination features xd as this GPU holds them, of batch samples.
 func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, batch int64) core.Value {
-	c := g.Channels
 	k := max(g.Chunks, g.EvalChunks) // mapper.py@models-0.18.0 l.290
 	sh := g.shardsOf(b)
 	region := func() func() {
@@ -109,16 +108,7 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 	b.Op(deg).WorkF = units.INT64.Bytes(dR) // degree(edge_index[1]) per destination row
 	done()
 	end()
-	outC := c
-	if g.Role == "decoder" {
-		outC = g.Out
-	}
-	outType := b.Dtype(xd)
-	if b.Prec.Autocast {
-		outType = b.Prec.Compute
-	}
-	out := b.Ew("empty", "out_dst", nil, []int64{dR, outC}, outType,
-		fmt.Sprintf("out_dst = torch.empty([%d, %d]) in the autocast dtype: every chunk's result is written into it", dR, outC))
+	out, outType := g.outDst(b, xd, dR)
 	edgeCounts := ChunkEdges(e, dR, k)
 	var firstParams, firstOps [2]int
 	var start int64 // the chunk's first destination row
@@ -138,18 +128,8 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 		xdK := viewRows(b, xd, r, "the chunk's destination rows (x_dst[dst_range]: a view)")
 		b.Op(b.Val(xdK).Producer).WorkB = b.Val(storage(b, xd)).Bytes
 		xsK := dropUnconnected(b, xs, eiK, sk, sRows, ek)
-		if g.Role == "encoder" {
-			xsK = b.Linear("emb_nodes_src", core.RoleEmbed, xsK, g.SrcIn, c, true)
-		}
-		xdK = b.Linear("emb_nodes_dst", core.RoleEmbed, xdK, g.DstIn, c, true)
-		y := g.block(b, xsK, xdK, eaK, eiK, 1, ek, r, sk, false)
-		if g.Role == "decoder" {
-			d := b.Scope("node_data_extractor")
-			y = b.LayerNorm("0", y, c, true)
-			y = b.Linear("1", "head", y, c, g.Out, true)
-			d()
-		}
-		y = b.Cast(y, outType, "chunk result .to(autocast dtype) for out_dst")
+		var y core.Value
+		xsK, y = g.chunkBlock(b, xsK, xdK, eaK, eiK, ek, r, sk, outType)
 		b.KeepAlive("chunk_locals", eiK, xsK)
 		end()
 		// out_dst[dst_range] = ...: a copy into a slice; its backward slices the gradient.
