@@ -57,6 +57,23 @@ func valueBytes(prog *core.Program) map[string][]int64 {
 	return out
 }
 
+// valueWant is a value's name and the bytes of each value of that name,
+// in order (nil: no such value).
+type valueWant struct {
+	name string
+	want []int64
+}
+
+// checkValueBytes fails t for each of wants whose bytes in got differ.
+func checkValueBytes(t *testing.T, got map[string][]int64, wants []valueWant) {
+	t.Helper()
+	for _, c := range wants {
+		if !slices.Equal(got[c.name], c.want) {
+			t.Errorf("%s: %v bytes, want %v", c.name, got[c.name], c.want)
+		}
+	}
+}
+
 // TestEdgeSharding counts by hand what rank 0 of 2 GPUs per model holds
 // under anemoi-models 0.18.0's edge sharding (sim/graph/shard_edges.go,
 // mapper_partitioned.go), edgeShardPlan with keep_batch_sharded: N = 64
@@ -104,10 +121,7 @@ func TestEdgeSharding(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := valueBytes(prog)
-	for _, c := range []struct {
-		name string
-		want []int64
-	}{
+	checkValueBytes(t, got, []valueWant{
 		{"inputs", []int64{2_048}},
 		{"node_attributes.data.attributes", []int64{1_024}},
 		{"x_data_latent", []int64{2_560}},
@@ -150,11 +164,7 @@ func TestEdgeSharding(t *testing.T) {
 		{"decoder.chunk0.proc.conv.scatter_out", []int64{512}},
 		{"decoder.chunk0.node_data_extractor.1.out", []int64{256}},
 		{"y_pred", []int64{512}},
-	} {
-		if !slices.Equal(got[c.name], c.want) {
-			t.Errorf("%s: %v bytes, want %v", c.name, got[c.name], c.want)
-		}
-	}
+	})
 	// No gather of the decoder's output: the batch stays sharded.
 	for name := range got {
 		if strings.HasSuffix(name, "out_dst.gathered") {
@@ -197,10 +207,7 @@ func TestEdgeShardingBatchGathered(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := valueBytes(prog)
-	for _, c := range []struct {
-		name string
-		want []int64
-	}{
+	checkValueBytes(t, got, []valueWant{
 		{"inputs", []int64{4_096}},
 		{"x_data_latent", []int64{5_120}},
 		{"encoder.pre_process.x_data_latent.gathered", nil},
@@ -208,11 +215,7 @@ func TestEdgeShardingBatchGathered(t *testing.T) {
 		{"decoder.pre_process.x_data_latent.shard", []int64{0}},
 		{"decoder.out_dst.gathered", []int64{1_024}},
 		{"y_pred", []int64{1_024}},
-	} {
-		if !slices.Equal(got[c.name], c.want) {
-			t.Errorf("%s: %v bytes, want %v", c.name, got[c.name], c.want)
-		}
-	}
+	})
 }
 
 // TestEdgeShardingOneGPU: the same model on one GPU shards nothing: all
@@ -226,21 +229,14 @@ func TestEdgeShardingOneGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := valueBytes(prog)
-	for _, c := range []struct {
-		name string
-		want []int64
-	}{
+	checkValueBytes(t, got, []valueWant{
 		{"inputs", []int64{4_096}},
 		{"encoder.chunk0.edge_index", []int64{3_200}},
 		{"encoder.chunk0.x_src", []int64{3_840}},
 		{"encoder.pre_process.x_src", nil},
 		{"processor.proc.0.blocks.0.x_plus_halo", nil},
 		{"processor.proc.0.blocks.0.lin_key.out", []int64{3_200}},
-	} {
-		if !slices.Equal(got[c.name], c.want) {
-			t.Errorf("%s: %v bytes, want %v", c.name, got[c.name], c.want)
-		}
-	}
+	})
 	// The graph provider keeps the permutation that sorted each graph's
 	// edges by destination: int64 [400] for the encoder and the processor,
 	// [128] for the decoder.
