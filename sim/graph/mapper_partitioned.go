@@ -110,10 +110,10 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 	end()
 	out, outType := g.outDst(b, xd, dR)
 	edgeCounts := ChunkEdges(e, dR, k)
-	var firstParams, firstOps [2]int
+	var chunks chunkCalls
 	var start int64 // the chunk's first destination row
 	for i, r := range splitRows(dR, k) {
-		params, ops := len(b.P.Params), len(b.P.Ops)
+		chunks.begin(b)
 		ek := edgeCounts[i]
 		sk := min(sRows, g.bandSources(sAll, dAll, start, r, ek))
 		start += r
@@ -136,11 +136,7 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 		put := b.AddOp("index_put_", "out_dst_write", []core.Value{out, y})
 		b.Op(put).WorkB = b.Val(y).Bytes
 		done()
-		if i == 0 {
-			firstParams, firstOps = [2]int{params, len(b.P.Params)}, [2]int{ops, len(b.P.Ops)}
-		} else {
-			b.ShareCall(firstParams, [2]int{params, len(b.P.Params)}, firstOps, [2]int{ops, len(b.P.Ops)})
-		}
+		chunks.end(b)
 	}
 	b.KeepAlive("mapper_locals", eaAll, ea, ei, xs, xd)
 	if sh.g > 1 && !sh.keepDst {
