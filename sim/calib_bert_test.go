@@ -82,7 +82,7 @@ func TestBertLargeLadder(t *testing.T) {
 		ck, _ := core.ParseCheckpoint(r.ckpt)
 		// Row 0's 1,343 MiB context was measured in the same runs: torch
 		// 1.x of 2022 loading every kernel at start (V100's catalog
-		// context is that eager figure, hw.Device.ContextEager).
+		// eager context is that figure, hw.Device.EagerContext).
 		plan := &core.Plan{Model: m, Batch: r.batch, Seq: 512, GradAccum: r.accum, Members: 1, Precision: prec,
 			Optimizer: r.optimizer, Checkpoint: ck, Device: dev, Runtime: rt, KeepGrads: true,
 			RuntimeMemory: core.RuntimeMemory{ModuleLoading: "eager"}}

@@ -30,18 +30,27 @@ const catalogMiB int64 = 1 << 20
 //     figure that datasheets print). LinkGBps is 0 for PCIe-only cards.
 //   - PCIe per direction: Gen3 x16 16 GB/s, Gen4 x16 32 GB/s, Gen5 x16
 //     64 GB/s (calibration.md D2).
-//   - Context is the CUDA context plus loaded kernels. V100 entries use the
-//     measured 1,343 MiB of calibration.md B1 row 0 (torch 1.x, eager
-//     module loading: ContextEager; context.go derives the lazy figure).
-//     Others use 500 MiB, a documented typical value with lazy module
+//   - Context is the CUDA context plus loaded kernels with lazy module
 //     loading (CUDA_MODULE_LOADING=LAZY, the default from CUDA 11.7 and
-//     PyTorch 2.x); it is not a measurement of that card.
+//     PyTorch 1.13), by GPU generation: the median of what PyTorch's
+//     out-of-memory messages (torch 2.1+) show outside its allocator on
+//     that generation's cards, context_oom_test.go (Volta 363 MiB; Ampere
+//     and Ada 500 MiB, their rows' median 504 MiB within the messages'
+//     rounding). Hopper, Blackwell and AMD cards have no such row yet:
+//     the Ampere/Ada figure stands in, and the source says so.
+//     EagerContext is a card's context measured with eager loading: the
+//     V100's 1,343 MiB of calibration.md B1 row 0 (torch 1.x, CUDA 10/11).
 //
 // "thamada" below is github.com/thamada/nvidia-smi at c4c8a46, files
 // gls/<card>_deviceQuery.py and gls/<card>_smi.py: deviceQuery and
 // nvidia-smi captured on the same machines.
 // "cal D1" below means shared/research/calibration.md section D1.
+// catalogLazyContext is the Ampere and Ada figure (context_oom_test.go).
 const catalogLazyContext = 500 * catalogMiB
+
+// voltaLazyContext is the V100's context with lazy module loading: the
+// median of its two rows in context_oom_test.go (360.6 and 366.2 MiB).
+const voltaLazyContext = 363 * catalogMiB
 
 // Catalog returns the known devices, a fresh slice on every call.
 func Catalog() []Device {
@@ -50,21 +59,22 @@ func Catalog() []Device {
 			// V100 has no bf16; BF16TFLOPS holds its fp16 tensor peak.
 			Name: "V100-16GB", Memory: 16_160 * catalogMiB, SMIMemory: 16_160 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
-			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB, ContextEager: true,
+			LinkGBps: 150, PCIeGBps: 16, Context: voltaLazyContext, EagerContext: 1_343 * catalogMiB,
 			Kernels: voltaRates,
 			Source: "cal D1 (V100 SXM2, RECALLED): 125 TFLOPS fp16 tensor, 900 GB/s, NVLink2 300 GB/s; " +
 				"nvidia-smi total 16,160 MiB for V100-SXM2-16GB; PyTorch's total_memory not found in a public " +
 				"source: the nvidia-smi total stands in (optimistic by the driver's reserve, if any); " +
-				"context 1,343 MiB measured, cal B1 row 0",
+				"context 363 MiB with lazy loading (torch 2.1+ OOM messages, context_oom_test.go), 1,343 MiB measured with eager " +
+				"loading (torch 1.x), cal B1 row 0",
 		},
 		{
 			Name: "V100-32GB", Memory: 32_502 * catalogMiB, SMIMemory: 32_510 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
-			LinkGBps: 150, PCIeGBps: 16, Context: 1_343 * catalogMiB, ContextEager: true,
+			LinkGBps: 150, PCIeGBps: 16, Context: voltaLazyContext, EagerContext: 1_343 * catalogMiB,
 			Kernels: voltaRates,
 			Source: "cal D1 (V100 SXM2, RECALLED); PyTorch total 31.74 GiB (32,502 MiB) in the OOM message of " +
 				"haotian-liu/LLaVA issue 812 (8 x V100); nvidia-smi total 32,510 MiB for V100-SXM2-32GB (RECALLED); " +
-				"context as V100-16GB (same chip), cal B1 row 0",
+				"context as V100-16GB (same chip): 363 MiB lazy (context_oom_test.go), 1,343 MiB eager, cal B1 row 0",
 		},
 		{
 			Name: "A100-40GB", Memory: 42_298_834_944, SMIMemory: 40_960 * catalogMiB,
@@ -75,7 +85,7 @@ func Catalog() []Device {
 				"PyTorch total 42,298,834,944 B = 39.39 GiB (deviceQuery of an A100-SXM4-40GB, driver 535, " +
 				"bottlerocket-os/bottlerocket PR 3873; OOM messages show 39.50-39.59 GiB on older drivers, cal F); " +
 				"nvidia-smi total 40,960 MiB (modal-labs/modal-client PR 2797); PCIe Gen4; " +
-				"context: typical lazy-loading value",
+				"context: 500 MiB, the Ampere/Ada rows of context_oom_test.go",
 		},
 		{
 			Name: "A100-80GB", Memory: 85_100_068_864, SMIMemory: 81_920 * catalogMiB,
@@ -85,7 +95,7 @@ func Catalog() []Device {
 			Source: "cal D1 (A100 SXM4 80GB datasheet): 312 TFLOPS, 2,039 GB/s, NVLink3 600 GB/s; " +
 				"PyTorch total 85,100,068,864 B = 79.26 GiB (thamada A100SXMx4 deviceQuery, driver 555; OOM " +
 				"messages show 79.14-79.25 GiB, cal F); nvidia-smi total 81,920 MiB (thamada A100SXMx4 smi); " +
-				"PCIe Gen4; context: typical lazy-loading value",
+				"PCIe Gen4; context: 500 MiB, the Ampere/Ada rows of context_oom_test.go",
 		},
 		{
 			Name: "H100-80GB", Memory: 85_045_477_376, SMIMemory: 81_559 * catalogMiB,
@@ -96,7 +106,7 @@ func Catalog() []Device {
 				"NVLink4 450 GB/s per direction; PyTorch total 85,045,477,376 B = 79.20 GiB (thamada H100SXMx8 " +
 				"deviceQuery, driver 565; OOM messages show 79.11 GiB on other drivers, vllm-project/vllm issue " +
 				"27508); nvidia-smi total 81,559 MiB (thamada H100SXMx8 smi); PCIe Gen5; " +
-				"context: typical lazy-loading value",
+				"context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
 		},
 		{
 			Name: "H100-PCIe", Memory: 81_559 * catalogMiB, SMIMemory: 81_559 * catalogMiB,
@@ -107,7 +117,7 @@ func Catalog() []Device {
 				"NVLink bridge 600 GB/s (300 per direction), PCIe Gen5; nvidia-smi total 81,559 MiB assumed " +
 				"equal to H100 SXM (RECALLED); PyTorch's total_memory not found in a public source: the " +
 				"nvidia-smi total stands in (optimistic by the driver's reserve, 453 MiB on the H100 SXM); " +
-				"context: typical lazy-loading value",
+				"context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
 		},
 		{
 			Name: "H100-NVL", Memory: 99_861_594_112, SMIMemory: 95_830 * catalogMiB,
@@ -118,7 +128,7 @@ func Catalog() []Device {
 				"1,670 dense are half the datasheet's sparse 1,671/3,341 (RECALLED); PyTorch total " +
 				"99,861,594,112 B = 93.00 GiB (thamada H100NVLx2 deviceQuery, driver 550; the same 93.00 GiB in " +
 				"the OOM message of ali-vilab/VACE issue 56); nvidia-smi total 95,830 MiB (thamada H100NVLx2 smi, " +
-				"NVIDIA/gpu-admin-tools issue 4); context: typical lazy-loading value",
+				"NVIDIA/gpu-admin-tools issue 4); context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
 		},
 		{
 			// The H200 of SEEDS.md story 1: 143,771 MiB exactly.
@@ -130,7 +140,7 @@ func Catalog() []Device {
 				"NVLink4 900 GB/s; PyTorch total 143,156 MiB = 139.80 GiB (torch's printed device, " +
 				"total_memory=143156MB, in ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py; " +
 				"OOM messages on 8 x H200 show 139.81 GiB, sungwon-chae/arxiv_confi etu_logging.md); nvidia-smi " +
-				"total 143,771 MiB, the card of SEEDS.md story 1; context: typical lazy-loading value",
+				"total 143,771 MiB, the card of SEEDS.md story 1; context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
 		},
 		{
 			Name: "B200", Memory: 182_642 * catalogMiB, SMIMemory: 183_359 * catalogMiB,
@@ -141,7 +151,7 @@ func Catalog() []Device {
 				"PyTorch total 182,642 MiB = 178.36 GiB (torch's printed device, total_memory=182642MB, in " +
 				"ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py); nvidia-smi total 183,359 MiB " +
 				"(NVIDIA/TensorRT-LLM issue 10278; = 179 GiB, cal D1's 179 GB usable); fp32 75 RECALLED; " +
-				"context: typical lazy-loading value",
+				"context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
 		},
 		{
 			Name: "MI300X", Memory: 196_592 * catalogMiB, SMIMemory: 196_592 * catalogMiB,
@@ -163,7 +173,7 @@ func Catalog() []Device {
 			Source: "cal D1 (L40S datasheet): 362.05 TFLOPS bf16, 733 fp8, 864 GB/s, PCIe Gen4, " +
 				"no NVLink; PyTorch total 47,803,596,800 B = 44.52 GiB (thamada L40S deviceQuery, driver 550); " +
 				"nvidia-smi total 46,068 MiB with ECC on, the default (thamada L40S smi; " +
-				"akash-network/provider-configs PR 99); fp32 91.6 RECALLED; context: typical lazy-loading value",
+				"akash-network/provider-configs PR 99); fp32 91.6 RECALLED; context: 500 MiB, the Ampere/Ada rows of context_oom_test.go",
 		},
 		{
 			Name: "A6000", Memory: 49_140 * catalogMiB, SMIMemory: 49_140 * catalogMiB,
@@ -174,7 +184,7 @@ func Catalog() []Device {
 				"dense, 768 GB/s GDDR6, NVLink bridge 112.5 GB/s; nvidia-smi total 49,140 MiB with ECC off " +
 				"(RECALLED); PyTorch's total_memory not found in a public source: the nvidia-smi total stands in " +
 				"(optimistic by the driver's reserve, 354-762 MiB on the Ampere and Ada cards above and below); " +
-				"context: typical lazy-loading value",
+				"context: 500 MiB, the Ampere/Ada rows of context_oom_test.go",
 		},
 		{
 			Name: "RTX-3090", Memory: 25_327_697_920, SMIMemory: 24_576 * catalogMiB,
@@ -184,7 +194,7 @@ func Catalog() []Device {
 			Source: "cal D1: 71 TFLOPS with fp32 accumulate, 936.2 GB/s, NVLink bridge 112.5 GB/s " +
 				"(RECALLED); PyTorch total 25,327,697,920 B = 23.59 GiB (thamada RTX3090 deviceQuery, driver 560); " +
 				"nvidia-smi total 24,576 MiB on recent drivers (thamada RTX3090 smi; noonghunna/club-3090 issues; " +
-				"older Linux drivers show 24,268 MiB); context: typical lazy-loading value",
+				"older Linux drivers show 24,268 MiB); context: 500 MiB, the Ampere/Ada rows of context_oom_test.go",
 		},
 		{
 			Name: "RTX-4090", Memory: 25_386_352_640, SMIMemory: 24_564 * catalogMiB,
@@ -194,7 +204,7 @@ func Catalog() []Device {
 			Source: "cal D1: 165.2 TFLOPS with fp32 accumulate, fp8 660.6, 1,008 GB/s, PCIe Gen4 only; " +
 				"PyTorch total 25,386,352,640 B = 23.64 GiB (thamada RTX4090 deviceQuery, driver 550; the same " +
 				"23.64 GiB in the OOM messages of RLinf/RLinf issue 255); nvidia-smi total 24,564 MiB (thamada " +
-				"RTX4090 smi); context: typical lazy-loading value",
+				"RTX4090 smi); context: 500 MiB, the Ampere/Ada rows of context_oom_test.go",
 		},
 	}
 }

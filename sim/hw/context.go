@@ -11,6 +11,14 @@ package hw
 // the context once the library was loaded, which took >1000MB" (ptrblck
 // in pytorch/pytorch#107667; "around 400MB if CUDA >= 11.7 is used and
 // lazy module loading enabled" in #109888).
+//
+// The catalog's lazy figures come from PyTorch's own out-of-memory
+// messages (torch 2.1 and later): "Including non-PyTorch memory, this
+// process has Z memory in use. Of the allocated memory A is allocated by
+// PyTorch, and B is reserved by PyTorch but unallocated" gives what the
+// process holds outside the allocator as Z - A - B (Z is NVML's figure
+// for the process, pytorch/pytorch#99699). context_oom_test.go holds the
+// messages, one row per public thread, by GPU generation.
 
 // EagerModuleBytes is what eager module loading adds to the context:
 // pytorch/pytorch#86509 measured `torch.randn(20, 16, 50, 100).cuda()`
@@ -19,15 +27,15 @@ package hw
 const EagerModuleBytes int64 = 666_632_192 - 287_047_680
 
 // ContextBytes is the CUDA context of device d with lazy module loading,
-// or with eager loading when eager is set. A catalog figure measured with
-// eager loading (ContextEager) loses EagerModuleBytes under lazy loading,
-// and a lazy one gains it under eager loading.
+// or with eager loading when eager is set: the card's measured eager
+// context (EagerContext) where it has one, else the lazy context plus
+// EagerModuleBytes.
 func (d Device) ContextBytes(eager bool) int64 {
 	switch {
-	case eager && !d.ContextEager:
-		return d.Context + EagerModuleBytes
-	case !eager && d.ContextEager:
-		return max(d.Context-EagerModuleBytes, 0)
+	case !eager:
+		return d.Context
+	case d.EagerContext > 0:
+		return d.EagerContext
 	}
-	return d.Context
+	return d.Context + EagerModuleBytes
 }

@@ -17,10 +17,11 @@ type Device struct {
 	HBMGBps    float64 // device memory bandwidth, GB/s (1e9)
 	LinkGBps   float64 // GPU-GPU link (NVLink/xGMI) per direction, GB/s; 0 when PCIe only
 	PCIeGBps   float64 // host link per direction, GB/s
-	Context    int64   // CUDA context + loaded kernels, bytes (not counted by PyTorch's allocator)
-	// ContextEager says Context was measured with eager module loading
-	// (context.go); otherwise it is the context with lazy loading.
-	ContextEager bool
+	Context    int64   // CUDA context + loaded kernels with lazy module loading, bytes (not counted by PyTorch's allocator)
+	// EagerContext is the context measured with eager module loading
+	// (CUDA_MODULE_LOADING=EAGER, or CUDA before 11.7) where the card has
+	// such a measurement; 0: Context plus EagerModuleBytes (context.go).
+	EagerContext int64
 	Source       string // where these figures come from
 
 	// LinkAssumed and PCIeAssumed say that a custom device was given no

@@ -106,10 +106,10 @@ func Overheads(p *core.Plan) []Overhead {
 	}
 	src := "CUDA context and loaded kernels for " + dev.Name + " with " + loading + " (" + dev.Source
 	switch {
-	case eager && !dev.ContextEager:
+	case eager && dev.EagerContext > 0:
+		src += "; measured with eager module loading"
+	case eager:
 		src += fmt.Sprintf("; %s of eager module loading added, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
-	case !eager && dev.ContextEager:
-		src += fmt.Sprintf("; measured with eager module loading, %s taken off for lazy loading, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
 	}
 	out := []Overhead{{Name: "cuda_context", Bytes: dev.ContextBytes(eager), Source: src + ")"}}
 	return append(out, CommOverheads(p)...)
