@@ -174,8 +174,8 @@ func GpuBuiltins() []host.Builtin {
 			"(0: none; for a custom gpu not given, link_gbps=0 and pcie_gbps=32, PCIe Gen4 x16, and a report over " +
 			"several GPUs or with host transfers notes the assumption; across nodes the network is the time model's " +
 			"100 Gb/s per GPU for a card it does not know unless cluster(inter=) gives it, and the report notes that " +
-			"too); context the CUDA context bytes (default " +
-			"500 MiB). Without bf16_tflops or hbm_gbps the step time is unknown (the report says which is missing). " +
+			"too); context the CUDA context bytes with lazy module loading (default " +
+			"500 MiB; the catalog's by GPU generation, from PyTorch's OOM messages: docs/device-memory.md). Without bf16_tflops or hbm_gbps the step time is unknown (the report says which is missing). " +
 			"Attributes: name, memory, smi_memory, context, bf16_tflops, fp32_tflops, fp8_tflops, hbm_gbps, " +
 			"link_gbps, pcie_gbps, source.\n\n" +
 			"Catalog (PyTorch's total, nvidia-smi's): " + strings.Join(names, ", ") + ".",
