@@ -14,6 +14,7 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/timing"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Step time against published runs (issue 20). Each row is one published
@@ -195,8 +196,20 @@ func megatronRows() []stepRow {
 				// The runs predate Megatron-LM's asynchronous all-reduce of the
 				// input gradient beside the wgrad GEMM (commit cf7efd4f5a,
 				// 2021-08-30; arXiv:2104.04473 is of April 2021): every
-				// tensor-parallel collective exposed.
-				p.Parallel = core.Parallelism{DP: dp, TP: c.tp, PP: c.pp, DistributedOptimizer: false, SyncTPComm: true}
+				// tensor-parallel collective exposed. Their data-parallel
+				// gradient all-reduce is exposed too: train_step runs
+				// forward_backward_func, then, with the default
+				// --DDP-impl local, allreduce_gradients() on each model
+				// chunk (megatron/training.py ll. 372-380 at a8d172b31e,
+				// 2021-04-28; arguments.py l. 574); overlap_grad_reduce
+				// came with Megatron-Core's DDP in 2023. Its grad buffers
+				// are in the parameters' dtype (fp16, 2 bytes) unless
+				// --accumulate-allreduce-grads-in-fp32 is set
+				// (model/distributed.py l. 130), which no example script of
+				// that commit sets.
+				p.Parallel = core.Parallelism{DP: dp, TP: c.tp, PP: c.pp, DistributedOptimizer: false, SyncTPComm: true,
+					NoOverlapGradReduce: true}
+				p.Precision.Grads = units.BF16
 				if c.pp > 1 {
 					p.Parallel.Schedule, p.Parallel.VirtualStages = "interleaved", 2
 				}

@@ -88,6 +88,10 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // and core_r0.13 have it): dense step 10.62 -> 9.62 s (+17.5 -> +6.4 %);
 // the held-back tp 2 ep 4 row moved away, 2.26 -> 2.16 s (-24.8 ->
 // -27.9 %: its gap is elsewhere, unknown), Qwen3-30B-A3B 4.49 -> 4.45 s.
+// Megatron-Core's fused linear_qkv and linear_fc1 re-gather their input
+// once each (core/tp.go, recordInputComm), not once per q, k, v, gate and
+// up: dense step 9.62 -> 9.32 s (+6.4 -> +3.1 %), Qwen3-30B-A3B 4.45 ->
+// 4.43 s, tp 2 ep 4 unchanged (2.16 s).
 //
 // The dense row is the control: Megatron's states and activations as
 // memsh lays them out land on it (-8.9 %). The MoE rows land on time for

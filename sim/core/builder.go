@@ -42,7 +42,10 @@ type Builder struct {
 	clones     cloneArena // where block copies are written (block_clone.go)
 
 	Par parLowering // tensor, context and expert parallelism
-	Ft  *Finetune   // quant, freeze, chunked loss, packing
+	// fusedInputs are the column-parallel inputs whose backward collective
+	// Megatron's fused linear_qkv / linear_fc1 runs once (recordInputComm).
+	fusedInputs map[fusedInput]bool
+	Ft          *Finetune // quant, freeze, chunked loss, packing
 
 	Images Images // images per sample for a vision tower (images.go)
 	// Cross is what a vision model gives the cross-attention layers that

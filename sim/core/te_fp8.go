@@ -413,7 +413,7 @@ func (b *Builder) teSeen() bool {
 func (b *Builder) teColLinear(name string, role Role, xg Value, in, outFull, outLocal int64, bias bool) Value {
 	y := b.teLinear(name, role, xg, in, outLocal, outFull*in, outFull, bias)
 	if !b.Par.sp && b.Grad(xg) {
-		b.RecordCommBeside("all_reduce", "tp", b.Prec.Compute.Bytes(Numel(b.Shape(xg))), b.Val(y).Producer, false)
+		b.recordInputComm("all_reduce", xg, b.Prec.Compute.Bytes(Numel(b.Shape(xg))), b.Val(y).Producer, false)
 	}
 	return y
 }

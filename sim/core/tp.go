@@ -118,6 +118,51 @@ func (b *Builder) RecordCommBeside(kind, group string, bytes int64, op int32, dg
 	b.P.Comm = append(b.P.Comm, CommRecord{Kind: kind, Group: group, Bytes: bytes, Backward: true, Beside: op + 1, Dgrad: dgrad})
 }
 
+// recordInputComm notes the backward collective on the input xg of the
+// column-parallel linear op: the sequence-parallel re-gather of the saved
+// input (beside the dgrad GEMM) or the all-reduce of the input gradient
+// (beside the wgrad GEMM).
+//
+// Megatron-Core fuses the column-parallel linears that read one input:
+// q, k and v are one linear_qkv (SelfAttention, megatron/core/
+// transformer/attention.py at core_v0.13.0: "linear_qkv" builds one
+// ColumnParallelLinear of width (heads + 2 x groups) x head_dim), gate and
+// up one linear_fc1 of width 2 x ffn_hidden_size (transformer/mlp.py,
+// gated_linear_unit); ms-swift and Megatron-Bridge convert a Hugging Face
+// checkpoint's q_proj/k_proj/v_proj and gate_proj/up_proj into them. The
+// fused linear's backward runs its input's collective once, beside its one
+// GEMM (tensor_parallel/layers.py, LinearWithGradAccumulationAndAsync-
+// Communication.backward). Under precision "megatron" memsh lowers the
+// linears apart (names and saved tensors as the checkpoint has them) and
+// records that collective once per input, beside the op producing the
+// input: the time model sums the GEMMs of its readers (sim/timing/
+// tp_overlap.go, besideGEMMs), the fused GEMM. Elsewhere (DTensor's
+// tensor parallelism, or an input a matmul produces) each linear records
+// its own.
+func (b *Builder) recordInputComm(kind string, xg Value, bytes int64, op int32, dgrad bool) {
+	src := b.Val(xg).Producer
+	if !b.MegatronKernels() || b.Par.torchTP || src < 0 || b.Op(src).Kind == "matmul" || b.Op(src).Kind == "int8_matmul" {
+		b.RecordCommBeside(kind, "tp", bytes, op, dgrad)
+		return
+	}
+	key := fusedInput{xg, kind}
+	if b.fusedInputs[key] {
+		return
+	}
+	if b.fusedInputs == nil {
+		b.fusedInputs = map[fusedInput]bool{}
+	}
+	b.fusedInputs[key] = true
+	b.RecordCommBeside(kind, "tp", bytes, src, dgrad)
+}
+
+// fusedInput is a column-parallel input whose backward collective of
+// kind Megatron's fused linear runs once (recordInputComm).
+type fusedInput struct {
+	x    Value
+	kind string
+}
+
 // shardParam records the unsharded size of parameter pi.
 func (b *Builder) ShardParam(pi int32, full int64) { b.P.Params[pi].FullNumel = full }
 
@@ -183,7 +228,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 			// The weight gradient needs the whole input: gathered again in
 			// backward into a buffer the size of the gathered input.
 			b.Op(i).WorkB += b.Val(xm).Bytes
-			b.RecordCommBeside("all_gather", "tp", b.Val(xm).Bytes, i, true)
+			b.recordInputComm("all_gather", xg, b.Val(xm).Bytes, i, true)
 		}
 	}
 	if b.Grad(xm) {
@@ -191,7 +236,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 		if !b.Par.sp {
 			// copy_to_tensor_model_parallel_region: identity forward,
 			// all-reduce of the input gradient in backward.
-			b.RecordCommBeside("all_reduce", "tp", b.Val(xm).Bytes, i, false)
+			b.recordInputComm("all_reduce", xg, b.Val(xm).Bytes, i, false)
 		}
 	}
 	t := Rows(b.Shape(xm))
