@@ -1,9 +1,12 @@
 package sim
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/alloc"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
@@ -203,6 +206,160 @@ func TestOOMVLLMLlama2_70BOnOneA100(t *testing.T) {
 		}
 		if !strings.Contains(o.Message, tc.msg) {
 			t.Errorf("%s: message\n%s\nwant it to contain\n%s", tc.name, o.Message, tc.msg)
+		}
+	}
+}
+
+// llamaInitStep is one allocation Llama 2's reference code makes while it
+// builds its model on the GPU: a weight that stays, or a fairscale master
+// weight that is freed once its shard is copied out.
+type llamaInitStep struct {
+	name      string
+	bytes     int64
+	transient bool
+}
+
+// llama2_70BInit is what one of 8 model-parallel ranks allocates, in
+// order, while meta-llama/llama builds Llama 2 70B (llama/generation.py
+// Llama.build at e9077bd, 2023-11-02: torch.set_default_tensor_type(
+// torch.cuda.HalfTensor), then Transformer(model_args), so every
+// parameter and buffer is made in fp16 on the GPU). fairscale's parallel
+// layers (fairscale/nn/model_parallel/layers.py at 158319ac) allocate
+// their shard, then _initialize_affine_weight builds the whole "master
+// weight" with torch.empty, copies the rank's slice into the shard and
+// drops it. params.json of llama-2-70b: dim 8,192, 64 heads, 8 KV heads,
+// FFN 28,672 (int(2 x 4 x 8,192 / 3) x 1.3, rounded up to 4,096),
+// vocabulary 32,000 (the tokenizer). Per layer (llama/model.py at
+// e9077bd): wq, wk, wv (ColumnParallelLinear), wo (RowParallelLinear),
+// cache_k and cache_v (max_batch_size x max_seq_len x 1 local KV head x
+// 128), w1, w2, w3, then the two RMSNorm weights.
+func llama2_70BInit(batch, seq int64) []llamaInitStep {
+	const h = 2 // fp16
+	var s []llamaInitStep
+	linear := func(name string, shard, master int64) {
+		s = append(s, llamaInitStep{name + ".weight", shard * h, false}, llamaInitStep{name + " master weight", master * h, true})
+	}
+	linear("tok_embeddings", 32000*1024, 32000*8192)
+	for l := 0; l < 80; l++ {
+		p := fmt.Sprintf("layers.%d.", l)
+		linear(p+"attention.wq", 1024*8192, 8192*8192)
+		linear(p+"attention.wk", 128*8192, 1024*8192)
+		linear(p+"attention.wv", 128*8192, 1024*8192)
+		linear(p+"attention.wo", 8192*1024, 8192*8192)
+		s = append(s, llamaInitStep{p + "attention.cache_k", batch * seq * 128 * h, false},
+			llamaInitStep{p + "attention.cache_v", batch * seq * 128 * h, false})
+		linear(p+"feed_forward.w1", 3584*8192, 28672*8192)
+		linear(p+"feed_forward.w2", 8192*3584, 8192*28672)
+		linear(p+"feed_forward.w3", 3584*8192, 28672*8192)
+		s = append(s, llamaInitStep{p + "attention_norm.weight", 8192 * h, false}, llamaInitStep{p + "ffn_norm.weight", 8192 * h, false})
+	}
+	return s
+}
+
+// replayLlamaInit runs steps through memsh's caching allocator under
+// limit and returns the step that did not fit (nil when all did).
+func replayLlamaInit(steps []llamaInitStep, limit int64) (*llamaInitStep, *alloc.Allocator) {
+	a := &alloc.Allocator{Limit: limit}
+	for i := range steps {
+		b, ok := a.Alloc(steps[i].bytes)
+		if !ok {
+			return &steps[i], a
+		}
+		if steps[i].transient {
+			a.Release(b)
+		}
+	}
+	return nil, a
+}
+
+// oomSizesRE finds the sizes an OOM message prints, in order.
+var oomSizesRE = regexp.MustCompile(`[0-9]+\.[0-9]{2} [KMG]iB|[0-9]+ bytes`)
+
+// TestOOMLlama2_70BModelParallelOnV100 replays meta-llama/llama issue 918
+// (https://github.com/meta-llama/llama/issues/918, and #913 with the
+// traceback, 2023-11-09: "a server with 8 Tesla V100 ... when i run
+// llama-2-70b-chat"; torch 2.1, whose set_default_tensor_type warning
+// the log prints; 8 processes by torchrun, one V100 16GB each):
+//
+//	torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 448.00 MiB.
+//	GPU 3 has a total capacty of 15.77 GiB of which 289.38 MiB is free. Including
+//	non-PyTorch memory, this process has 15.49 GiB memory in use. Of the allocated
+//	memory 14.66 GiB is allocated by PyTorch, and 483.75 MiB is reserved by PyTorch
+//	but unallocated.
+//
+// #913's traceback fails in FeedForward.__init__ at self.w2 =
+// RowParallelLinear(...), in _initialize_affine_weight's master_weight =
+// torch.empty(out_features, in_features): w2's whole 8,192 x 28,672 fp16
+// weight, 448 MiB. 140 GB of fp16 weights over 8 ranks is 16.3 GiB a rank,
+// more than a 16 GB V100 holds. The caches are the README's example
+// command (--max_seq_len 512 --max_batch_size 6: 768 KiB each); the
+// script's defaults (8 x 512) fail at the same tensor with 14.69 GiB
+// allocated and 451.25 MiB unallocated, not the message.
+//
+// memsh's caching allocator (sim/alloc) replays the program
+// (llama2_70BInit) with the catalog V100's lazy-loading context (363 MiB,
+// sim/hw context_oom_test.go) outside it, and fails at layers.72's w2
+// master. Hand count:
+//
+//   - allocated: the embedding shard (32,000 x 1,024: 62.5 MiB), 72 layers
+//     of 204 MiB of shards, 1.5 MiB of caches and 32 KiB of norms, and
+//     layer 72's wq, wk, wv, wo, caches, w1 and w2 (149.5 MiB):
+//     15,739,387,904 B, "14.66 GiB";
+//   - reserved: the embedding's 64 MiB segment, the embedding master's 500
+//     MiB segment, 33 segments of 448 MiB that w1/w2/w3 masters made and
+//     the shards then fill (best fit), one 2 MiB small-pool segment a
+//     layer (two 768 KiB caches do not fit the previous one's 480 KiB
+//     tail): 64 + 500 + 33 x 448 + 73 x 2 = 15,494 MiB; unallocated 483.75
+//     MiB, the message's to the hundredth of a MiB: the small segments'
+//     tails (72 x 480 KiB + 512 KiB = 34.25 MiB) and 392 + 48 + 8 + 1.5 MiB
+//     of large blocks, none 448 MiB, in no wholly free segment;
+//   - in use: reserved plus the 363 MiB context, 15,857 MiB, "15.49 GiB"
+//     (anything from 362.6 to 372.8 MiB prints so). Not held out: this
+//     thread is one of the two V100 rows the 363 MiB is the median of.
+//
+// The card's total is the figure taken from the message: total = in use
+// + free (289.38 MiB) = 16,146.4 MiB, which prints "15.77 GiB" as the
+// message does (the catalog's V100-16GB, 16,160 MiB, is nvidia-smi's
+// total standing in: "15.78 GiB"); replayed under either total the same
+// request fails with the same figures.
+func TestOOMLlama2_70BModelParallelOnV100(t *testing.T) {
+	const mib = 1 << 20
+	const thread = "Tried to allocate 448.00 MiB. GPU 3 has a total capacty of 15.77 GiB of which 289.38 MiB is free. " +
+		"Including non-PyTorch memory, this process has 15.49 GiB memory in use. Of the allocated memory 14.66 GiB is allocated by PyTorch, " +
+		"and 483.75 MiB is reserved by PyTorch but unallocated."
+	v100, err := hw.LookupDevice("V100-16GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	context := v100.ContextBytes(false)
+	steps := llama2_70BInit(6, 512)
+	failed, a := replayLlamaInit(steps, v100.Memory-context)
+	if failed == nil {
+		t.Fatal("Llama 2 70B's rank fits a V100 16GB; want the thread's OOM")
+	}
+	if failed.name != "layers.72.feed_forward.w2 master weight" || a.FailAllocated != 15_739_387_904 || a.FailReserved != 15_494*mib {
+		t.Errorf("OOM at %s with %d B allocated, %d B reserved; want layers.72.feed_forward.w2 master weight, 15739387904, %d",
+			failed.name, a.FailAllocated, a.FailReserved, int64(15_494*mib))
+	}
+	total := a.FailReserved + context + 303_436_922 // the message's 289.38 MiB free
+	again, b := replayLlamaInit(steps, total-context)
+	if again == nil || again.name != failed.name || b.FailAllocated != a.FailAllocated || b.FailReserved != a.FailReserved {
+		t.Fatalf("under the message's total (%d B) the replay moves: %v", total, again)
+	}
+	msg := replay.OOMMessage(replay.OOMFigures{Tried: alloc.AllocationSize(failed.bytes), Capacity: total, NonTorch: context,
+		Allocated: b.FailAllocated, Reserved: b.FailReserved})
+	got, want := oomSizesRE.FindAllString(msg, -1), oomSizesRE.FindAllString(thread, -1)
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("memsh's message prints %v\n%s\nthe thread's %v", got, msg, want)
+	}
+	for _, d := range []struct {
+		cache   int64
+		wantAll string
+	}{{8, "14.69 GiB"}} { // the script's default max_batch_size: not the message
+		f, c := replayLlamaInit(llama2_70BInit(d.cache, 512), v100.Memory-context)
+		if f == nil || f.name != failed.name || !strings.Contains(replay.OOMMessage(replay.OOMFigures{Capacity: total, NonTorch: context,
+			Allocated: c.FailAllocated, Reserved: c.FailReserved}), "memory "+d.wantAll+" is allocated") {
+			t.Errorf("max_batch_size %d: OOM at %v with %d B allocated, want %s", d.cache, f, c.FailAllocated, d.wantAll)
 		}
 	}
 }

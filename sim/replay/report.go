@@ -151,35 +151,62 @@ func (r *Report) Category(name string) int64 {
 
 // oomAt builds PyTorch's out-of-memory message for allocation a.
 func (r *Replay) oomAt(a Alloc) *OOM {
-	capacity := r.Plan.Device.Memory
-	nonTorch := capacity - r.alloc.Limit
-	reserved := r.alloc.FailReserved
-	inUse := reserved + nonTorch
-	if inUse > capacity {
-		inUse = capacity
+	f := OOMFigures{
+		Tried:       alloc.AllocationSize(a.Bytes),
+		Capacity:    r.Plan.Device.Memory,
+		NonTorch:    r.Plan.Device.Memory - r.alloc.Limit,
+		Allocated:   r.alloc.FailAllocated,
+		Reserved:    r.alloc.FailReserved,
+		PrivateFree: r.alloc.FailPrivateFree,
+		Expandable:  r.Plan.ExpandableSegments,
+		Legacy:      r.Plan.Runtime.LegacyOOMMessage,
 	}
-	free := capacity - inUse
-	allocated := r.alloc.FailAllocated
+	a.Phase, a.Op = r.phase, r.op
+	return &OOM{Alloc: a, Message: OOMMessage(f), Allocated: f.Allocated, Reserved: f.Reserved, InUse: f.InUse()}
+}
+
+// OOMFigures are what PyTorch's out-of-memory message is made of: the
+// segment the request needed (Tried), the card's total (Capacity), what
+// the process holds outside the allocator (NonTorch), and the allocator's
+// allocated and reserved bytes when the request failed, with the free
+// blocks of CUDA graph pools (PrivateFree).
+type OOMFigures struct {
+	Tried, Capacity, NonTorch int64
+	Allocated, Reserved       int64
+	PrivateFree               int64
+	Expandable, Legacy        bool // expandable segments set; PyTorch 1.10-2.0's wording
+}
+
+// InUse is what the process holds on the card (NVML's figure, "this
+// process has"): reserved plus everything outside the allocator, at most
+// the card.
+func (f OOMFigures) InUse() int64 { return min(f.Reserved+f.NonTorch, f.Capacity) }
+
+// OOMMessage is PyTorch's out-of-memory message for f
+// (c10/cuda/CUDACachingAllocator.cpp, malloc; torch 2.1 and later, or the
+// legacy wording of 1.10 to 2.0).
+func OOMMessage(f OOMFigures) string {
+	inUse := f.InUse()
+	free := f.Capacity - inUse
 	// A CUDA graph pool's free blocks count as allocated, "in private
 	// pools" (CUDACachingAllocator.cpp, malloc: allocated_in_private_pools
 	// sums the graph pools' free blocks; the message prints allocated +
 	// it, then reserved - allocated - it as unallocated).
-	private, privateMsg := r.alloc.FailPrivateFree, ""
+	private, privateMsg := f.PrivateFree, ""
 	if private > 0 {
 		privateMsg = "with " + gib(private) + " allocated in private pools (e.g., CUDA Graphs), "
+	}
+	if f.Legacy {
+		return legacyOOMMessage(f.Tried, f.Capacity, f.Allocated, free, f.Reserved)
 	}
 	msg := fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU 0 has a total capacity of %s of which %s is free. "+
 		"Including non-PyTorch memory, this process has %s memory in use. Of the allocated memory %s is allocated by PyTorch, "+
 		"%sand %s is reserved by PyTorch but unallocated.",
-		gib(alloc.AllocationSize(a.Bytes)), gib(capacity), gib(free), gib(inUse), gib(allocated+private), privateMsg, gib(reserved-allocated-private))
-	if reserved-allocated-private > capacity/20 && !r.Plan.ExpandableSegments {
+		gib(f.Tried), gib(f.Capacity), gib(free), gib(inUse), gib(f.Allocated+private), privateMsg, gib(f.Reserved-f.Allocated-private))
+	if f.Reserved-f.Allocated-private > f.Capacity/20 && !f.Expandable {
 		msg += " If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation."
 	}
-	if r.Plan.Runtime.LegacyOOMMessage {
-		msg = legacyOOMMessage(alloc.AllocationSize(a.Bytes), capacity, allocated, free, reserved)
-	}
-	a.Phase, a.Op = r.phase, r.op
-	return &OOM{Alloc: a, Message: msg, Allocated: allocated, Reserved: reserved, InUse: inUse}
+	return msg
 }
 
 // legacyOOMMessage is the message of PyTorch 1.10 to 2.0
