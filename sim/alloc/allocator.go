@@ -81,7 +81,7 @@ type freeList struct {
 	// removing a block of that size forgets it until Cached scans again.
 	largest      int64
 	largestKnown bool
-	unmapped     []*Block // unmapped blocks of expandable segments, by address
+	unmapped     addrList // unmapped blocks of expandable segments, by address
 }
 
 // Growth is a request no cached block could serve: the reserve grows

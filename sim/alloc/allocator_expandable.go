@@ -99,21 +99,18 @@ func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 // reserved memory by page rounding only (20 MiB in 149 GiB for the Bris
 // example's 4 members).
 func (a *Allocator) findExpandable(pool int, size int64) *Block {
-	holes := a.lists[a.grow(pool)].unmapped
-	if a.over && len(holes) > 0 {
-		holes = holes[len(holes)-1:] // the newest segment's end
-	}
-	for _, u := range holes {
-		c := u
-		if u.prev != nil && u.prev.free {
-			c = u.prev
-		}
-		var room int64
-		for b := c; b != nil && room < size && (b.free || b.unmapped); b = b.next {
-			room += b.Size
-		}
-		if room >= size {
+	holes := &a.lists[a.grow(pool)].unmapped
+	if a.over && holes.len() > 0 {
+		if c := runFrom(holes.last(), size); c != nil { // the newest segment's end
 			return c
+		}
+	} else {
+		for _, run := range holes.runs {
+			for _, u := range run.blocks {
+				if c := runFrom(u, size); c != nil {
+					return c
+				}
+			}
 		}
 	}
 	page := pageSize(pool % 2)
@@ -129,6 +126,24 @@ func (a *Allocator) findExpandable(pool int, size int64) *Block {
 	return b
 }
 
+// runFrom returns the block that starts a run of free and unmapped
+// blocks of at least size bytes at the unmapped block u (its free
+// predecessor, or u), nil when the run is shorter.
+func runFrom(u *Block, size int64) *Block {
+	c := u
+	if u.prev != nil && u.prev.free {
+		c = u.prev
+	}
+	var room int64
+	for b := c; b != nil && room < size && (b.free || b.unmapped); b = b.next {
+		room += b.Size
+	}
+	if room >= size {
+		return c
+	}
+	return nil
+}
+
 // mapBlock maps want bytes (rounded up to whole pages) at the start of the
 // unmapped block u, merges them with free neighbours and returns the
 // merged free block; nil when the pages do not fit under the limit.
@@ -137,9 +152,10 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	if limited && a.Limit > 0 && a.Reserved+pages > a.Limit {
 		return nil
 	}
-	a.removeUnmapped(u)
-	if pages < u.Size {
-		a.addUnmapped(a.splitAt(u, pages))
+	if pages < u.Size { // the rest stays unmapped, listed where u was
+		a.lists[a.grow(u.list())].unmapped.replace(u, a.splitAt(u, pages))
+	} else {
+		a.removeUnmapped(u)
 	}
 	u.unmapped = false
 	a.Reserved += pages
@@ -171,64 +187,28 @@ func (a *Allocator) unmapBlock(b *Block) {
 	b.free, b.unmapped = false, true
 	a.Reserved -= b.Size
 	a.observe(SegmentUnmap, b.seg, b.Addr(), b.Size)
-	// Join unmapped neighbours.
-	if n := b.next; n != nil && n.unmapped {
-		a.removeUnmapped(n)
+	// Join unmapped neighbours. The list keeps the merged block where the
+	// first of them was: the block before, listed already, or b in the
+	// place of the block after.
+	l := &a.lists[a.grow(b.list())].unmapped
+	p, n := b.prev, b.next
+	before, after := p != nil && p.unmapped, n != nil && n.unmapped
+	switch {
+	case before && after:
+		l.remove(n)
+	case after:
+		l.replace(n, b)
+	case !before:
+		l.add(b)
+	}
+	if after {
 		a.mergeNext(b)
 	}
-	if p := b.prev; p != nil && p.unmapped {
-		a.removeUnmapped(p)
-		b = a.mergeNext(p)
-	}
-	a.addUnmapped(b)
-}
-
-// unmappedBefore orders unmapped blocks by address: segment, then offset.
-func unmappedBefore(x, y *Block) bool {
-	if x.seg.seq != y.seg.seq {
-		return x.seg.seq < y.seg.seq
-	}
-	return x.off < y.off
-}
-
-func (a *Allocator) addUnmapped(b *Block) {
-	fl := &a.lists[a.grow(b.list())]
-	l := fl.unmapped
-	i := firstNotBefore(l, b, true)
-	l = append(l, nil)
-	copy(l[i+1:], l[i:])
-	l[i] = b
-	fl.unmapped = l
-}
-
-func (a *Allocator) removeUnmapped(b *Block) {
-	fl := &a.lists[a.grow(b.list())]
-	l := fl.unmapped
-	i := firstNotBefore(l, b, false)
-	if i < len(l) && l[i] == b {
-		fl.unmapped = append(l[:i], l[i+1:]...)
+	if before {
+		a.mergeNext(p)
 	}
 }
 
-// firstNotBefore is the first position in the address-ordered list l of
-// a block after b (after) or not before it (!after): sort.Search without
-// a closure call per step (past the limit a 65,536-layer step's list
-// holds thousands of holes, searched 200,000 times).
-func firstNotBefore(l []*Block, b *Block, after bool) int {
-	lo, hi := 0, len(l)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		var ok bool
-		if after {
-			ok = unmappedBefore(b, l[m])
-		} else {
-			ok = !unmappedBefore(l[m], b)
-		}
-		if ok {
-			hi = m
-		} else {
-			lo = m + 1
-		}
-	}
-	return lo
-}
+func (a *Allocator) addUnmapped(b *Block) { a.lists[a.grow(b.list())].unmapped.add(b) }
+
+func (a *Allocator) removeUnmapped(b *Block) { a.lists[a.grow(b.list())].unmapped.remove(b) }

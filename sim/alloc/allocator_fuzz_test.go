@@ -270,12 +270,27 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	}
 	n = 0
 	for pool := range a.lists {
-		l := a.lists[pool].unmapped
+		runs := a.lists[pool].unmapped.runs
+		var l []*Block
+		for _, r := range runs {
+			if len(r.blocks) == 0 || len(r.blocks) > addrRunMax || len(r.keys) != len(r.blocks) {
+				t.Fatalf("unmapped list %d has a run of %d blocks and %d keys (1 to %d)", pool, len(r.blocks), len(r.keys), addrRunMax)
+			}
+			for i, b := range r.blocks {
+				if r.keys[i] != keyOf(b) {
+					t.Fatalf("unmapped list %d lists a block at %d with the key of one at %d", pool, b.off, r.keys[i].off)
+				}
+			}
+			l = append(l, r.blocks...)
+		}
+		if len(l) != a.lists[pool].unmapped.len() {
+			t.Fatalf("unmapped list %d counts %d blocks, its runs hold %d", pool, a.lists[pool].unmapped.len(), len(l))
+		}
 		for i, b := range l {
 			if p, ok := unmapped[b]; !ok || p != pool {
 				t.Fatalf("unmapped list %d holds a block (%d bytes at %d) that is not an unmapped block of that pool", pool, b.Size, b.off)
 			}
-			if i > 0 && !unmappedBefore(l[i-1], b) {
+			if i > 0 && !keyOf(l[i-1]).before(keyOf(b)) {
 				t.Fatalf("unmapped list %d is out of address order at %d", pool, i)
 			}
 			n++

@@ -3,7 +3,6 @@ package core
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
@@ -249,9 +248,9 @@ func (p *Plan) LowerProgram() (*Program, error) { return p.LowerProgramSized(Pro
 // (the search lowers thousands of small programs of known sizes).
 func (p *Plan) LowerProgramSized(room ProgramSize) (*Program, error) {
 	prog := &Program{Loss: NoValue, Input: NoValue, Labels: NoValue}
-	prog.Ops = slices.Grow(prog.Ops, room.Ops) // still nil without room
-	prog.Values = slices.Grow(prog.Values, room.Values)
-	prog.Params = slices.Grow(prog.Params, room.Params)
+	prog.Ops = grow(prog.Ops, room.Ops) // still nil without room
+	prog.Values = grow(prog.Values, room.Values)
+	prog.Params = grow(prog.Params, room.Params)
 	b := &Builder{
 		P:      prog,
 		Batch:  p.Batch,
