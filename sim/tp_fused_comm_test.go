@@ -42,9 +42,10 @@ func TestMegatronFusedLinearComm(t *testing.T) {
 		}
 		got := 0
 		for _, c := range prog.Comm {
-			// the input-side backward collectives: a reduce-scatter or
-			// all-gather beside a dgrad GEMM, an all-reduce beside a wgrad one
-			if c.Group != "tp" || !c.Backward || c.Kind != row.kind || (row.sp && !c.Dgrad) {
+			// the input-side backward collectives: an all-gather beside a
+			// dgrad GEMM, an all-reduce beside a wgrad one (not the
+			// row-parallel linears' output-gradient gathers, c.UB)
+			if c.Group != "tp" || !c.Backward || c.Kind != row.kind || (row.sp && (!c.Dgrad || c.UB)) {
 				continue
 			}
 			got++

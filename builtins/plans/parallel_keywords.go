@@ -309,6 +309,10 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "with precision=\"megatron\": the backward of a column-parallel linear runs its input gradient's all-reduce (reduce-scatter with sequence parallelism) beside its weight-gradient GEMM, and with sequence parallelism the all-gather of its saved input beside its input-gradient GEMM (Megatron-LM since 2021-08-30); False: a release before that, every tensor-parallel collective exposed",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(!p.SyncTPComm) },
 		set: setLayoutNotBool("async_tp_comm", func(p *core.Parallelism) *bool { return &p.SyncTPComm })},
+	{Name: "tp_comm_overlap", Sig: "False",
+		Doc: "with precision=\"megatron\" and sequence_parallel=True: Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the forward's all-gathers and reduce-scatters and the backward's all-gathers of the row-parallel linears' output gradient run in chunks beside their GEMMs, exposed only where they outlast them (Megatron's default: False)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.TPCommOverlap) },
+		set: setLayoutBool("tp_comm_overlap", func(p *core.Parallelism) *bool { return &p.TPCommOverlap })},
 }
 
 // optionalInt is the getter of a count that is None when unset.

@@ -14,4 +14,9 @@ type CommRecord struct {
 	// model's to decide.
 	Beside int32
 	Dgrad  bool // beside the input-gradient GEMM (else the weight-gradient one)
+	// UB: overlapped only by Transformer Engine's userbuffers
+	// (parallel(tp_comm_overlap=True)), not by Megatron's asynchronous
+	// backward. Fprop: beside the forward GEMM of Beside (a forward
+	// collective), not its dgrad or wgrad.
+	UB, Fprop bool
 }

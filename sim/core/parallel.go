@@ -59,6 +59,13 @@ type Parallelism struct {
 	// tensor-parallel backward (commit cf7efd4f5a, 2021-08-30): every
 	// tensor-parallel collective exposed (sim/timing/tp_overlap.go).
 	SyncTPComm bool
+	// TPCommOverlap: Megatron's --tp-comm-overlap, Transformer Engine's
+	// userbuffers: the forward's sequence-parallel all-gathers and
+	// reduce-scatters and the backward's all-gathers of the row-parallel
+	// linears' output gradient run in chunks beside the GEMMs that use
+	// them (sim/timing/tp_overlap.go). Megatron requires sequence
+	// parallelism for it.
+	TPCommOverlap bool
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -101,6 +108,7 @@ func (p Parallelism) Norm() Parallelism {
 	}
 	if p.TP == 1 {
 		p.SequenceParallel = false // Megatron turns it off without TP
+		p.TPCommOverlap = false
 	}
 	return p
 }
@@ -227,6 +235,9 @@ func (p Parallelism) String() string {
 	if n.SyncTPComm {
 		parts = append(parts, "async_tp_comm=False")
 	}
+	if n.TPCommOverlap {
+		parts = append(parts, "tp_comm_overlap=True")
+	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -313,6 +324,14 @@ func (raw Parallelism) Validate() error {
 	if err := par.validateSchedule(); err != nil { // pipeline_schedule.go
 		return err
 	}
+	if par.TPCommOverlap && !par.SequenceParallel {
+		return &units.Error{Path: "parallel", Msg: "tp_comm_overlap=True overlaps sequence parallelism's collectives with the GEMMs: it needs sequence_parallel=True",
+			Hint: "Megatron-LM asserts the same (--tp-comm-overlap requires --sequence-parallel)"}
+	}
+	if par.TPCommOverlap && par.TPRuntime == "torch" {
+		return &units.Error{Path: "parallel", Msg: `tp_comm_overlap=True is Transformer Engine's userbuffers under Megatron-Core; tp_runtime="torch" is DTensor's tensor parallelism`,
+			Hint: "drop tp_comm_overlap, or use tp_runtime=\"megatron\""}
+	}
 	return nil
 }
 
@@ -323,6 +342,10 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	par := p.Parallel.Norm()
+	if par.TPCommOverlap && p.Precision.Name != "megatron" {
+		return &units.Error{Path: "parallel", Msg: "tp_comm_overlap=True is Transformer Engine's userbuffers under Megatron-Core",
+			Hint: `use precision="megatron"`}
+	}
 	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && !par.DistributedOptimizer && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "overlap_grad_reduce= and overlap_param_gather= are Megatron's DDP flags", Hint: `use distributed_optimizer=True or precision="megatron" (PyTorch DDP always overlaps its reduction)`}
 	}

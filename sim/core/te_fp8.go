@@ -273,7 +273,7 @@ func (b *Builder) TpGatherFP8(x Value) Value {
 	b.Val(y).Grad = false
 	b.Op(i).NoGradB = true
 	n := b.Val(y).Bytes
-	b.RecordComm("all_gather", "tp", n, false)
+	b.RecordCommUB("all_gather", n, i, false)                                                               // beside the readers' forward GEMMs with userbuffers
 	b.RecordCommBeside("all_gather", "tp", Numel(s)+b.teScales(Rows(s), s[len(s)-1], false, true), i, true) // the backward gathers the saved shard again (MXFP8: its columnwise copy), beside the dgrad GEMMs
 	b.RecordCommBeside("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), i, false)                    // the input gradient, beside the wgrad GEMMs
 	return y

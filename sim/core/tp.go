@@ -163,6 +163,20 @@ type fusedInput struct {
 	kind string
 }
 
+// RecordCommUB notes a tensor-parallel collective that Transformer
+// Engine's userbuffers (parallel(tp_comm_overlap=True)) runs in chunks
+// beside op's GEMMs: a forward collective beside the forward GEMMs of op
+// (a row-parallel matmul) or of op's readers (a sequence-parallel
+// all-gather); a backward one beside op's input-gradient GEMM. Whether it
+// overlaps is the time model's to decide (sim/timing/tp_overlap.go).
+func (b *Builder) RecordCommUB(kind string, bytes int64, op int32, backward bool) {
+	if b.Eval && backward {
+		return
+	}
+	b.P.Comm = append(b.P.Comm, CommRecord{Kind: kind, Group: "tp", Bytes: bytes, Backward: backward,
+		Beside: op + 1, Dgrad: backward, UB: true, Fprop: !backward})
+}
+
 // shardParam records the unsharded size of parameter pi.
 func (b *Builder) ShardParam(pi int32, full int64) { b.P.Params[pi].FullNumel = full }
 
@@ -177,7 +191,7 @@ func (b *Builder) TpGather(x Value) Value {
 	i := b.AddOp("all_gather", "sp_all_gather", []Value{x})
 	y := b.Out(i, "gathered", s, b.Dtype(x), "sequence-parallel all-gather of the layer input (freed after the column-parallel matmuls)")
 	n := b.Val(y).Bytes
-	b.RecordComm("all_gather", "tp", n, false)
+	b.RecordCommUB("all_gather", n, i, false)               // beside the readers' forward GEMMs with userbuffers
 	b.RecordCommBeside("reduce_scatter", "tp", n, i, false) // the input gradient, beside the readers' wgrad GEMMs
 	return y
 }
@@ -304,10 +318,18 @@ func (b *Builder) TpReduce(name string, y Value) Value {
 	}
 	s := append([]int64(nil), b.Shape(y)...)
 	s[len(s)-2] /= b.Par.Tp
+	src := b.Val(y).Producer
 	i := b.AddOp("reduce_scatter", name+".reduce_scatter", []Value{y})
 	z := b.Out(i, name+".out", s, b.Dtype(y), "sequence-parallel reduce-scatter of "+name+"'s partial sums")
-	b.RecordComm("reduce_scatter", "tp", n, false)
-	b.RecordComm("all_gather", "tp", n, true)
+	if src >= 0 && b.Op(src).Kind == "matmul" {
+		// with userbuffers, the reduce-scatter beside the row-parallel
+		// GEMM, the gradient's all-gather beside its dgrad GEMM
+		b.RecordCommUB("reduce_scatter", n, src, false)
+		b.RecordCommUB("all_gather", n, src, true)
+	} else {
+		b.RecordComm("reduce_scatter", "tp", n, false)
+		b.RecordComm("all_gather", "tp", n, true)
+	}
 	return z
 }
 

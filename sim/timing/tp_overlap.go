@@ -28,9 +28,8 @@ import "github.com/memsh/memsh/sim/core"
 // max(0, collective - GEMM). Row-parallel linears' collectives (the
 // forward's all-reduce or reduce-scatter and, with SP, the backward's
 // all-gather of the output gradient) sit between the GEMMs that need
-// them and stay exposed; so do the forward's collectives (Megatron's
-// --tp-comm-overlap, Transformer Engine's userbuffers, overlaps them too:
-// not modelled).
+// them and stay exposed; so do the forward's collectives, unless
+// Transformer Engine's userbuffers overlap them (below).
 //
 // The path arrived in Megatron-LM on 2021-08-30 (commit cf7efd4f5a,
 // "allreduce overlap with wgrad gemm", megatron/mpu/layers.py); runs
@@ -39,6 +38,24 @@ import "github.com/memsh/memsh/sim/core"
 // core.Builder.MegatronKernels); other runtimes (DTensor's, DeepSpeed's)
 // expose the collectives whole.
 
+// Transformer Engine's userbuffers (Megatron's --tp-comm-overlap,
+// parallel(tp_comm_overlap=True)) overlap the rest with sequence
+// parallelism: the forward's all-gather before a column-parallel linear
+// and reduce-scatter after a row-parallel one, and the backward's
+// all-gather of a row-parallel linear's output gradient, each split in
+// tp chunks exchanged between ring neighbours while the GEMM runs on the
+// chunk already there (transformer_engine/pytorch/module/base.py
+// initialize_ub: qkv_fprop, fc1_fprop, proj_dgrad and fc2_dgrad take
+// the ring-exchange "split all-gather", proj_fprop and fc2_fprop a split
+// reduce-scatter; Megatron-Bridge's userbuffers_fp8_h100_h8192_tp4_*
+// configs, training/comm_overlap.py, use ring exchange for all six). The
+// column-parallel backward's bulk overlaps (qkv/fc1 dgrad and wgrad) are
+// the asynchronous ones above. memsh exposes each such collective by the
+// same rule, max(0, collective - GEMM), with the GEMM the forward GEMM
+// of the linears it feeds or follows (the dgrad GEMM for the backward's
+// all-gather); the chunking's start-up and the SMs the copies hold are
+// not priced. Megatron requires sequence parallelism for it.
+
 // asyncTP reports whether plan p runs Megatron-Core's asynchronous
 // tensor-parallel backward communication.
 func asyncTP(p *core.Plan) bool {
@@ -46,22 +63,40 @@ func asyncTP(p *core.Plan) bool {
 	return p.Precision.Name == "megatron" && par.TP > 1 && par.TPRuntime != "torch" && !par.SyncTPComm
 }
 
+// ubTP reports whether plan p overlaps its sequence-parallel collectives
+// with Transformer Engine's userbuffers (parallel(tp_comm_overlap=True)).
+func ubTP(p *core.Plan) bool {
+	par := p.Parallel
+	return p.Precision.Name == "megatron" && par.TP > 1 && par.SequenceParallel && par.TPCommOverlap && par.TPRuntime != "torch"
+}
+
 // SumCommOf is SumComm over a priced program's collectives: each
-// backward collective a column-parallel linear launches beside a GEMM
-// (core.CommRecord.Beside) carries that GEMM's time, its Hide, when the
-// plan overlaps them (asyncTP). costs are PriceOps(prog, plan).
+// collective that runs beside a GEMM (core.CommRecord.Beside) carries
+// that GEMM's time, its Hide, when the plan overlaps it: the backward
+// ones a column-parallel linear launches under Megatron's asynchronous
+// backward (asyncTP), the userbuffers ones (CommRecord.UB) under
+// tp_comm_overlap (ubTP). costs are PriceOps(prog, plan).
 func SumCommOf(prog *core.Program, plan *core.Plan, costs []OpCost) []CommSum {
-	if !asyncTP(plan) || len(costs) != len(prog.Ops) {
+	async, ub := asyncTP(plan), ubTP(plan)
+	if !(async || ub) || len(costs) != len(prog.Ops) {
 		return SumComm(prog.Comm, nil, 1)
 	}
-	dgrad, wgrad := besideGEMMs(prog, costs)
+	fprop, dgrad, wgrad := besideGEMMs(prog, costs)
 	var sums []CommSum
 	for _, c := range prog.Comm {
 		var hide float64
-		if op := c.Beside - 1; c.Backward && op >= 0 && int(op) < len(prog.Ops) {
-			hide = wgrad[op]
-			if c.Dgrad {
+		if op := c.Beside - 1; op >= 0 && int(op) < len(prog.Ops) {
+			switch {
+			case c.UB && !ub:
+			case c.UB && c.Fprop:
+				hide = fprop[op]
+			case c.UB:
 				hide = dgrad[op]
+			case !async || !c.Backward:
+			case c.Dgrad:
+				hide = dgrad[op]
+			default:
+				hide = wgrad[op]
 			}
 		}
 		sums = addComm(sums, CommSum{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes, Backward: c.Backward, Hide: hide}, 1)
@@ -70,12 +105,13 @@ func SumCommOf(prog *core.Program, plan *core.Plan, costs []OpCost) []CommSum {
 	return sums
 }
 
-// besideGEMMs is, for each op a collective can run beside, the dgrad and
-// wgrad GEMM time it runs beside: a matmul's own; for a sequence-parallel
-// all-gather, the sum over the matmuls reading its output (directly, or
+// besideGEMMs is, for each op a collective can run beside, the forward,
+// dgrad and wgrad GEMM time it runs beside: a matmul's own; for a
+// sequence-parallel all-gather (or the op producing a fused linear's
+// input), the sum over the matmuls reading its output (directly, or
 // through the one cast or fp8 quantization between them).
-func besideGEMMs(prog *core.Program, costs []OpCost) (dgrad, wgrad map[int32]float64) {
-	dgrad, wgrad = map[int32]float64{}, map[int32]float64{}
+func besideGEMMs(prog *core.Program, costs []OpCost) (fprop, dgrad, wgrad map[int32]float64) {
+	fprop, dgrad, wgrad = map[int32]float64{}, map[int32]float64{}, map[int32]float64{}
 	marked := map[int32]bool{}
 	for _, c := range prog.Comm {
 		if c.Beside > 0 {
@@ -93,6 +129,7 @@ func besideGEMMs(prog *core.Program, costs []OpCost) (dgrad, wgrad map[int32]flo
 			continue
 		}
 		if marked[op] {
+			fprop[op] += costs[i].Fwd
 			dgrad[op] += costs[i].Dgrad
 			wgrad[op] += costs[i].Wgrad
 		}
@@ -102,11 +139,12 @@ func besideGEMMs(prog *core.Program, costs []OpCost) (dgrad, wgrad map[int32]flo
 				src = producer(prog.Ops[src].In[0]) // through a cast or quantization
 			}
 			if src >= 0 && src != op && marked[src] && !isMatmul(src) {
+				fprop[src] += costs[i].Fwd
 				dgrad[src] += costs[i].Dgrad
 				wgrad[src] += costs[i].Wgrad
 				break
 			}
 		}
 	}
-	return dgrad, wgrad
+	return fprop, dgrad, wgrad
 }

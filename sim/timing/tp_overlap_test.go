@@ -121,3 +121,63 @@ func TestTPOverlapExposed(t *testing.T) {
 		}
 	}
 }
+
+// TestTPCommOverlapBeside counts the GEMM time each userbuffers
+// collective (parallel(tp_comm_overlap=True)) runs beside, on one
+// sequence-parallel attention: the forward all-gather (op 0) read by q
+// and k (ops 1, 2), o (op 3, row-parallel, reading q's output) followed by
+// its reduce-scatter; priced GEMMs (given here):
+//
+//	q: fwd 1.0 ms, dgrad 2.0, wgrad 3.0;  k: fwd 0.5, dgrad 1.0, wgrad 1.5
+//	o: fwd 0.8, dgrad 1.6, wgrad 1.7
+//	forward all-gather (beside q's and k's forward)   1.0 + 0.5 = 1.5 ms
+//	forward reduce-scatter (beside o's forward)                   0.8 ms
+//	backward all-gather of o's output gradient (o's dgrad)        1.6 ms
+//	backward reduce-scatter (async, q's and k's wgrad)  3.0 + 1.5 = 4.5 ms
+//
+// Without tp_comm_overlap only the asynchronous one hides; with it and
+// async_tp_comm=False only the userbuffers ones; without sequence
+// parallelism or under another precision userbuffers hide nothing.
+func TestTPCommOverlapBeside(t *testing.T) {
+	prog := &core.Program{
+		Values: []core.ValueInfo{{Producer: -1}, {Producer: 0}, {Producer: 1}, {Producer: 2}, {Producer: 3}},
+		Ops: []core.OpInfo{
+			{Kind: "all_gather", In: []core.Value{0}, Out: []core.Value{1}},
+			{Kind: "matmul", In: []core.Value{1}, Out: []core.Value{2}},
+			{Kind: "matmul", In: []core.Value{1}, Out: []core.Value{3}},
+			{Kind: "matmul", In: []core.Value{2}, Out: []core.Value{4}},
+		},
+		Comm: []core.CommRecord{
+			{Kind: "all_gather", Group: "tp", Bytes: 1 << 20, Beside: 1, UB: true, Fprop: true},
+			{Kind: "reduce_scatter", Group: "tp", Bytes: 2 << 20, Beside: 4, UB: true, Fprop: true},
+			{Kind: "all_gather", Group: "tp", Bytes: 3 << 20, Backward: true, Beside: 4, Dgrad: true, UB: true},
+			{Kind: "reduce_scatter", Group: "tp", Bytes: 4 << 20, Backward: true, Beside: 1},
+		},
+	}
+	costs := []OpCost{{}, {Fwd: 1e-3, Dgrad: 2e-3, Wgrad: 3e-3}, {Fwd: 0.5e-3, Dgrad: 1e-3, Wgrad: 1.5e-3}, {Fwd: 0.8e-3, Dgrad: 1.6e-3, Wgrad: 1.7e-3}}
+	megatron, _ := core.LookupPrecision("megatron")
+	bf16, _ := core.LookupPrecision("bf16")
+	for _, row := range []struct {
+		name           string
+		prec           core.Precision
+		sp, ub, sync   bool
+		ag, rs, bag, b float64 // hidden ms: forward all-gather, forward reduce-scatter, backward all-gather, backward reduce-scatter
+	}{
+		{"tp_comm_overlap", megatron, true, true, false, 1.5, 0.8, 1.6, 4.5},
+		{"async only", megatron, true, false, false, 0, 0, 0, 4.5},
+		{"tp_comm_overlap, async_tp_comm=False", megatron, true, true, true, 1.5, 0.8, 1.6, 0},
+		{"tp_comm_overlap without SP", megatron, false, true, false, 0, 0, 0, 4.5},
+		{"bf16", bf16, true, true, false, 0, 0, 0, 0},
+	} {
+		plan := &core.Plan{Precision: row.prec, Parallel: core.Parallelism{TP: 2, SequenceParallel: row.sp, TPCommOverlap: row.ub, SyncTPComm: row.sync}}
+		got := map[int64]float64{}
+		for _, s := range SumCommOf(prog, plan, costs) {
+			got[s.Bytes>>20] = 1e3 * s.Hide
+		}
+		for mib, want := range map[int64]float64{1: row.ag, 2: row.rs, 3: row.bag, 4: row.b} {
+			if math.Abs(got[mib]-want) > 1e-9 {
+				t.Errorf("%s: the %d MiB collective hides %.3f ms, hand count %.3f ms", row.name, mib, got[mib], want)
+			}
+		}
+	}
+}
