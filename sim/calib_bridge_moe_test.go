@@ -74,6 +74,23 @@ import (
 // issue 20): at most about 4.8 s of the gap is compute, the rest is in
 // the alltoall path as this run has it (its 17.5 s of exposed all-to-all
 // in memsh, the dispatcher's host sync a layer).
+//
+// The host sync, sized (issue 20): with ep > 1 the alltoall dispatcher
+// all-gathers each rank's tokens per expert over the tp x ep group
+// (MoEAlltoAllTokenDispatcher.preprocess, megatron/core/transformer/moe/
+// token_dispatcher.py at core_v0.12.0 ll. 404-417) and waits for their
+// copy to the host before the all-to-all ("before_ep_alltoall",
+// ll. 447-451; _maybe_dtoh_and_synchronize ll. 671-707), once per MoE
+// layer forward; the backward reuses the split sizes. The GPU idles from
+// the sync's return until the all-to-all is launched (one launch, 10 µs at
+// memsh's eager dispatch figure), and the all-gather of 128 x 8 bytes over
+// the 16 ranks is latency-bound (18 µs in nccl.go's model over two
+// nodes): 3,072 layer forwards a step (64 micro-batches x 48 layers),
+// about 0.09 s of the 8.6 s. Not the gap; not priced. After the sync the
+// CPU is no longer ahead, but the all-to-all it launches first runs for
+// about 1.4 ms here (134 MB a rank, half of it over the network), and
+// memsh's CPU dispatch stays below the GPU's work over the step (no
+// launch term in the breakdown).
 // bridgeQwen3 is Megatron-Bridge's Qwen3-30B-A3B setup on H100s: the
 // model from its config.json with Megatron's grouped experts, and the
 // recipe's precision with grad_reduce_in_fp32=False (bf16 parameters and
