@@ -23,5 +23,9 @@
 // tables whose rows, sparse gradients and row-wise optimizer state change
 // from step to step (table*.go, RunSteps). Which allocations go to which
 // CUDA stream, and so to which of the allocator's pools, is streams.go;
-// what nvidia-smi then shows, row by row, device.go.
+// what nvidia-smi then shows, row by row, device.go. Under a Megatron
+// layout the steady step follows the job's start (the model's parameter
+// tensors moved into DDP's buffer, one fp32 main shard per parameter) and
+// a first step whose optimizer makes Adam's moments at its end, through
+// the same allocator (lazy_states.go, shard_megatron.go).
 package replay

@@ -113,6 +113,18 @@ type Replay struct {
 
 	tpool *tablePool // exact-size pool for table buffers, nil = none
 
+	// lazy: the first step of a Megatron layout (lazy_states.go): the
+	// optimizer's moments are made by its step, not before it; pending
+	// holds them until then, lazyIDs their tensors once made.
+	lazy bool
+	// Setup's persistent state, as the batch comes: its tensors, its
+	// timeline's points, its largest allocation.
+	batchAt      int32
+	setupPoints  int
+	setupLargest Alloc
+	pending      []pendingState
+	lazyIDs      []int32
+
 	fwdPhase Phase         // the forward's phase: PhaseForward, or PhaseValidation
 	valProg  *core.Program // the validation pass to replay before the step's batch, nil = none
 	valPlan  *core.Plan

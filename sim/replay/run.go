@@ -26,7 +26,19 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 			return nil, err
 		}
 	}
-	r.setup()
+	warm, err := warmFirstStep(r, func() (*Replay, error) {
+		first := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
+		first.nonTorch = nonTorch
+		var err error
+		first.Dist, err = NewDist(plan, prog)
+		return first, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !warm {
+		r.setup()
+	}
 	r.forward()
 	if err := opts.Stopped(); err != nil { // the caller's context
 		return nil, err
@@ -138,6 +150,7 @@ workspace:
 		r.validationPass(r.valProg, r.valPlan) // before the step's batch
 		r.phase = PhaseSetup
 	}
+	r.batchAt, r.setupPoints, r.setupLargest = r.live.len(), len(r.Rep.Timeline), r.Rep.Largest
 	for _, v := range r.P.BatchValues() {
 		r.op = "batch"
 		r.produce(v)
@@ -251,6 +264,7 @@ func (r *Replay) optimizerStep() {
 	r.phase, r.op = PhaseOptimizer, "optimizer.step"
 	r.stepTables() // sparse tables step row-wise, whatever the optimizer
 	r.op = "optimizer.step"
+	r.makePending()              // a Megatron first step's moments (lazy_states.go)
 	if r.Dist.optimizerStep(r) { // the sharded step
 		return
 	}

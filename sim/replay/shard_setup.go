@@ -17,13 +17,7 @@ func (d *distState) setupStates(r *Replay) bool {
 	if d == nil {
 		return false
 	}
-	for _, outs := range d.seeds {
-		for _, o := range outs {
-			if o.Loss {
-				r.holds[o.V]++
-			}
-		}
-	}
+	d.seedHolds(r)
 	d.setupTorchStage(r)
 	if r.Plan.Phase == core.Eval && d.Mode != DistZeRO && d.Mode != DistFSDP {
 		return false
@@ -47,6 +41,17 @@ func (d *distState) setupStates(r *Replay) bool {
 	}
 	r.setupTableStates()
 	return true
+}
+
+// seedHolds holds the pipeline outputs that carry the loss.
+func (d *distState) seedHolds(r *Replay) {
+	for _, outs := range d.seeds {
+		for _, o := range outs {
+			if o.Loss {
+				r.holds[o.V]++
+			}
+		}
+	}
 }
 
 // setupDDP allocates the reducer's bucket tensors: trainable parameters in
@@ -89,6 +94,11 @@ func (d *distState) setupMegatron(r *Replay) {
 	prec := r.Plan.Precision
 	st := &r.Rep.States
 	r.op = "model"
+	remap := d.remapsParams(r)
+	var made map[string][]int32 // the model's own parameter tensors by group, before DDP remaps them
+	if remap {
+		made = d.modelParams(r)
+	}
 	for _, trainable := range []bool{true, false} {
 		for _, g := range d.groups(trainable) {
 			name := g.name + " parameters"
@@ -108,20 +118,37 @@ func (d *distState) setupMegatron(r *Replay) {
 					"Transformer Engine's fp8 primary weights (Megatron's torch.uint8 param buffer, gathered in fp8)")
 				st.Params += g.fp8
 			}
+			if remap && trainable { // the group's gradient buffer, then the model's tensors go
+				d.gradBuffer(r, g)
+				for _, id := range made[g.name] {
+					r.release(id)
+				}
+			}
 		}
 	}
 	r.op = "optimizer state"
 	for _, g := range d.groups(true) {
-		gb := prec.Grads.Bytes(g.numel)
-		d.alloc(r, g.name+" main_grad buffer", []int64{g.numel}, prec.Grads, gb, core.CatGrads,
-			"Megatron main-gradient buffer (persistent; weight gradients accumulate into it)")
-		st.Grads += gb
+		if !remap {
+			d.gradBuffer(r, g)
+		}
 		shard := g.numel
 		if d.Par.DistributedOptimizer {
 			shard = ceilDiv(g.numel, g.n)
 		}
-		d.optimizerShard(r, g.name, shard, "distributed-optimizer shard")
+		if d.ZeroOffload(r) || d.FsdpOffload(r) || r.Plan.Optimizer.Paged() {
+			d.optimizerShard(r, g.name, shard, "distributed-optimizer shard")
+			continue
+		}
+		d.megatronMainParams(r, megatronShards(d.p, g, shard))
 	}
+}
+
+// gradBuffer allocates group g's main-gradient buffer.
+func (d *distState) gradBuffer(r *Replay, g paramGroup) {
+	gb := r.Plan.Precision.Grads.Bytes(g.numel)
+	d.alloc(r, g.name+" main_grad buffer", []int64{g.numel}, r.Plan.Precision.Grads, gb, core.CatGrads,
+		"Megatron main-gradient buffer (persistent; weight gradients accumulate into it)")
+	r.Rep.States.Grads += gb
 }
 
 // optimizerShard allocates master weights and optimizer state for a flat
@@ -152,7 +179,12 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 		if r.Plan.Optimizer.Paged() {
 			continue
 		}
-		d.alloc(r, name+" "+s.Name, []int64{n}, prec.States, s.Bytes, core.CatOptimizer, "optimizer state "+s.Name+" ("+why+")")
+		a := Alloc{Tensor: name + " " + s.Name, Shape: []int64{n}, DType: prec.States, Bytes: s.Bytes, Why: "optimizer state " + s.Name + " (" + why + ")", Cat: core.CatOptimizer}
+		if r.lazy { // made by the first step (lazy_states.go)
+			r.pending = append(r.pending, pendingState{a})
+			continue
+		}
+		r.allocate(a)
 	}
 }
 

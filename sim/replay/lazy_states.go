@@ -1,0 +1,114 @@
+package replay
+
+import (
+	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/core"
+)
+
+// Megatron's first step, before the steady one (what nvidia-smi holds).
+//
+// Megatron-LM's optimizers make Adam's moments lazily: Transformer
+// Engine's FusedAdam (Megatron-Core's Adam when TE is installed,
+// megatron/core/optimizer/__init__.py at core_v0.12.0) and apex's both
+// initialize a parameter's state inside step() when it has none
+// (transformer_engine/pytorch/optimizers/fused_adam.py step:
+// "if len(state) == 0: self.initialize_state(p, ...)", torch.zeros_like
+// per moment and parameter). A fine-tuning run (--finetune, or no
+// optimizer checkpoint) loads none, so the first step's forward and
+// backward run without them, and the moments, one fp32 tensor per
+// parameter shard and moment, are made at its end from the cache the
+// step's activations left. From the second step on those cached blocks
+// are taken: what the activations need again comes from new segments.
+// The caching allocator returns cached segments only when a request
+// fails (or on empty_cache), so nvidia-smi keeps the first step's
+// reserve plus whatever the second step adds (the replay reports the
+// most reserved over both; the allocated figures are the steady step's).
+//
+// warmFirstStep replays that first step for a Megatron layout (the
+// distributed optimizer or precision "megatron") and carries its
+// allocator into r, the steady step's replay, which then skips setup()'s
+// allocations. It reports whether it did; plans it does not apply to
+// (evaluation, offload, paged or in-backward optimizers, table models, a
+// validation pass, CUDA graphs) replay as before. A trace (Options.Trace)
+// holds both steps.
+func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
+	plan := r.Plan
+	if r.Dist == nil || r.Dist.Mode != DistMegatron || plan.Phase == core.Eval || plan.FirstStep ||
+		plan.Offload != nil || plan.Optimizer.Paged() || plan.Optimizer.InBackward ||
+		len(r.P.Tables) > 0 || r.valProg != nil || r.graphs != nil {
+		return false, nil
+	}
+	first, err := mk()
+	if err != nil {
+		return false, err
+	}
+	first.lazy = true
+	first.setup()
+	persist := first.batchAt // everything before the batch persists
+	first.forward()
+	first.backward()
+	if err := r.opts.Stopped(); err != nil { // the caller's context
+		return false, err
+	}
+	first.optimizerStep()
+	first.finish()
+	if first.Rep.OOM != nil { // the steady step alone says where it fails
+		return false, nil
+	}
+	// zero_grad and the end of the step: everything made after the batch
+	// is dropped but the moments the step made.
+	keep := make(map[int32]bool, len(first.lazyIDs))
+	for _, id := range first.lazyIDs {
+		keep[id] = true
+	}
+	for pi, id := range first.paramGrad {
+		if id != none {
+			first.release(id)
+			first.paramGrad[pi] = none
+		}
+	}
+	for id := persist; id < first.live.len(); id++ {
+		if !keep[id] {
+			first.release(id)
+		}
+	}
+	r.alloc = first.alloc
+	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }
+	if r.traced != nil {
+		r.traced, r.Rep.Trace = first.traced, first.Rep.Trace
+		r.alloc.Observe = r.traceSegment
+	}
+	r.live.carry(&first.live, persist)
+	for _, id := range first.lazyIDs {
+		r.live.add(*first.live.at(id))
+	}
+	for id := range r.live.len() {
+		if t := r.live.at(id); t.blk != nil {
+			r.cur[t.cat] += t.blk.Size
+		}
+	}
+	// What setup() reports, and its timeline.
+	r.Rep.States = first.Rep.States
+	r.Rep.PeakReserved = first.Rep.PeakReserved
+	r.Rep.Largest = first.setupLargest
+	if r.opts.Timeline {
+		r.Rep.Timeline = append(r.Rep.Timeline, first.Rep.Timeline[:first.setupPoints]...)
+	}
+	r.Dist.seedHolds(r)
+	r.sample()
+	r.setupStep()
+	return true, nil
+}
+
+// pendingState is an optimizer state tensor the first step makes.
+type pendingState struct{ a Alloc }
+
+// makePending makes the pending optimizer states, as the first step()
+// does before its update.
+func (r *Replay) makePending() {
+	for _, p := range r.pending {
+		p.a.Why += ", created by the first optimizer.step()"
+		r.lazyIDs = append(r.lazyIDs, r.allocate(p.a))
+	}
+	r.pending = nil
+}
