@@ -251,12 +251,16 @@ type Region struct {
 
 // Ancestors lists region id (1-based) and the regions enclosing it,
 // innermost first.
-func (p *Program) Ancestors(id int32) []int32 {
-	var out []int32
+func (p *Program) Ancestors(id int32) []int32 { return p.AppendAncestors(nil, id) }
+
+// AppendAncestors appends Ancestors(id) to dst: a caller that passes room
+// on its stack allocates nothing (the replay asks at every op of a
+// checkpointed region, hundreds of thousands of times in a long stack).
+func (p *Program) AppendAncestors(dst []int32, id int32) []int32 {
 	for ; id != 0; id = p.Regions[id-1].Parent {
-		out = append(out, id)
+		dst = append(dst, id)
 	}
-	return out
+	return dst
 }
 
 // Depth is how many checkpoint regions enclose op i: the times a training
@@ -266,7 +270,7 @@ func (p *Program) Ancestors(id int32) []int32 {
 // recompute nothing.
 func (p *Program) Depth(i int) int {
 	n := 0
-	for _, id := range p.Ancestors(p.Ops[i].Region) {
+	for id := p.Ops[i].Region; id != 0; id = p.Regions[id-1].Parent {
 		if !p.Regions[id-1].Offload {
 			n++
 		}

@@ -150,7 +150,8 @@ func (r *Replay) backwardOp(i int) {
 	defer r.afterBackwardOp(i)            // grads to host
 	r.backwardCublas(op)                  // the first step's first backward matmul (cublas.go)
 	if op.Region != 0 {
-		chain := r.P.Ancestors(op.Region)
+		var room [8]int32
+		chain := r.P.AppendAncestors(room[:0], op.Region)
 		for k := len(chain) - 1; k >= 0; k-- { // an enclosing region's recompute first
 			if reg := r.P.Regions[chain[k]-1]; !r.Redone[chain[k]-1] && !reg.NoGrad && !reg.Offload {
 				r.recompute(chain[k])
@@ -202,7 +203,7 @@ func (r *Replay) backwardOp(i int) {
 	for _, v := range saved {
 		r.unhold(v)
 	}
-	for _, id := range r.P.Ancestors(op.Region) {
+	for id := op.Region; id != 0; id = r.P.Regions[id-1].Parent { // the regions op i begins, innermost first
 		reg := r.P.Regions[id-1]
 		if reg.First != int32(i) {
 			break

@@ -179,7 +179,7 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 			// comes from outside of; held at the forward's end when it
 			// enters an outermost one (inner ones' inputs are saved
 			// through the enclosing checkpoint's hooks: recompute holds them).
-			for _, id := range p.Ancestors(op.Region) {
+			for id := op.Region; id != 0; id = p.Regions[id-1].Parent { // innermost first
 				reg := &p.Regions[id-1]
 				if reg.NoGrad || (pr >= reg.First && pr < reg.End) {
 					break
