@@ -57,7 +57,7 @@ func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 		}
 		b = a.expand(pool, size, false)
 	}
-	a.removeFree(b)
+	a.removeFree(b) // a free block that held it already; mapped pages are not listed
 	if b.Size-size >= minBlock {
 		a.addFree(a.splitAt(b, size))
 	}
@@ -69,8 +69,12 @@ func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 
 // expand maps pages for a request of size bytes in free list pool (a
 // stream's small or large pool: try_allocate_expandable_block) and returns
-// the free block that holds it, or nil when the pages do not fit under
-// the limit (enforced only when limit is set).
+// the free block that holds it, not in the free list when it holds new
+// pages (the caller takes it at once: listing it and taking it off again
+// changed nothing but made Cached scan for the largest block again, at
+// every request past the limit); nil when the pages do not fit under
+// the limit (enforced only when limit is set), the pages mapped so far
+// listed as free.
 func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 	c := a.findExpandable(pool, size)
 	if c.unmapped {
@@ -80,9 +84,14 @@ func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 	}
 	for c.Size < size {
 		next := c.next // free -> unmapped: map some of it, merging into c
-		if c = a.mapBlock(next, min(size-c.Size, next.Size), limited); c == nil {
+		m := a.mapBlock(next, min(size-c.Size, next.Size), limited)
+		if m == nil {
+			if !a.listed(c) {
+				a.addFree(c)
+			}
 			return nil
 		}
+		c = m
 	}
 	return c
 }
@@ -146,7 +155,8 @@ func runFrom(u *Block, size int64) *Block {
 
 // mapBlock maps want bytes (rounded up to whole pages) at the start of the
 // unmapped block u, merges them with free neighbours and returns the
-// merged free block; nil when the pages do not fit under the limit.
+// merged free block, which it does not list (expand); nil when the pages
+// do not fit under the limit.
 func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	pages := min(roundUp(want, pageSize(u.seg.pool)), u.Size)
 	if limited && a.Limit > 0 && a.Reserved+pages > a.Limit {
@@ -163,7 +173,6 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	// The new pages join free neighbours, as release merges a freed block.
 	b := a.joinFree(u)
 	b.free = true
-	a.addFree(b)
 	return b
 }
 

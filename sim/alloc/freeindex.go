@@ -1,7 +1,5 @@
 package alloc
 
-import "slices"
-
 // freeIndex finds the allocator's best-fit free block in O(log n) instead
 // of a scan of the pool's free list, which made the replay quadratic in
 // the number of cached blocks (a 4,000-layer GPT-2 replayed for 12 s, a
@@ -41,7 +39,8 @@ type freeIndex struct {
 	spare   *sizeClass // emptied classes, linked by right, for the next ones
 	seed    uint64
 	active  bool
-	above   int // 0: indexAbove (tests lower it to exercise the index)
+	above   int           // 0: indexAbove (tests lower it to exercise the index)
+	seen    positionMarks // a rebuild's marks (sizeClass.rebuild)
 }
 
 // indexAbove is the free-list length from which the index pays: a 70B
@@ -143,7 +142,7 @@ func (x *freeIndex) class(size int64) *sizeClass {
 func (x *freeIndex) add(size int64, pos int, sizes []int64) {
 	c := x.class(size)
 	c.n++
-	c.push(int32(pos), sizes)
+	c.push(int32(pos), sizes, &x.seen)
 }
 
 // drop uncounts a block of size that left the free list.
@@ -173,7 +172,7 @@ func (c *sizeClass) first(sizes []int64) int32 {
 
 // push adds position p to the heap, which is rebuilt when it has grown
 // past twice the class's blocks.
-func (c *sizeClass) push(p int32, sizes []int64) {
+func (c *sizeClass) push(p int32, sizes []int64, seen *positionMarks) {
 	h := append(c.at, p)
 	i := len(h) - 1
 	for i > 0 {
@@ -186,21 +185,54 @@ func (c *sizeClass) push(p int32, sizes []int64) {
 	h[i] = p
 	c.at = h
 	if len(h) > 2*c.n+16 {
-		c.rebuild(sizes)
+		c.rebuild(sizes, seen)
 	}
 }
 
-// rebuild keeps one entry per block of the class: its positions, sorted
-// (a sorted list is a heap).
-func (c *sizeClass) rebuild(sizes []int64) {
-	slices.Sort(c.at)
+// rebuild keeps one entry per block of the class, its position, and
+// makes the entries a heap again. Repeated positions are found by marking
+// the positions seen, not by sorting them (the sort was most of a
+// rebuild's work, and under the race detector each comparison is checked
+// reads); the heap's layout is not a sorted list's, its top is the same.
+func (c *sizeClass) rebuild(sizes []int64, seen *positionMarks) {
+	seen.reset(len(sizes))
 	kept := c.at[:0]
-	for i, p := range c.at {
-		if (i == 0 || p != c.at[i-1]) && !c.stale(p, sizes) {
+	for _, p := range c.at {
+		if !c.stale(p, sizes) && seen.mark(p) {
 			kept = append(kept, p)
 		}
 	}
 	c.at = kept
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		siftDown(kept, i, kept[i])
+	}
+}
+
+// positionMarks marks free-list positions, for one rebuild at a time: a
+// position is marked when it holds the current generation.
+type positionMarks struct {
+	at  []uint32
+	gen uint32
+}
+
+// reset unmarks every position below n.
+func (m *positionMarks) reset(n int) {
+	if len(m.at) < n {
+		m.at = append(m.at, make([]uint32, n-len(m.at))...)
+	}
+	if m.gen++; m.gen == 0 { // wrapped: old marks could pass for new ones
+		clear(m.at)
+		m.gen = 1
+	}
+}
+
+// mark marks position p and says whether it was unmarked.
+func (m *positionMarks) mark(p int32) bool {
+	if m.at[p] == m.gen {
+		return false
+	}
+	m.at[p] = m.gen
+	return true
 }
 
 // pop removes the heap's top.
@@ -212,7 +244,12 @@ func (c *sizeClass) pop() {
 	if len(h) == 0 {
 		return
 	}
-	i := 0
+	siftDown(h, 0, last)
+}
+
+// siftDown puts v at position i of the heap h and moves it down to its
+// place.
+func siftDown(h []int32, i int, v int32) {
 	for {
 		k := 2*i + 1
 		if k >= len(h) {
@@ -221,12 +258,12 @@ func (c *sizeClass) pop() {
 		if k+1 < len(h) && h[k+1] < h[k] {
 			k++
 		}
-		if last <= h[k] {
+		if v <= h[k] {
 			break
 		}
 		h[i], i = h[k], k
 	}
-	h[i] = last
+	h[i] = v
 }
 
 // bestFit returns the first block in list order of the smallest size
@@ -258,12 +295,12 @@ func (x *freeIndex) largest() int64 {
 	return t.size
 }
 
-// added keeps the index in step after b was appended to the free list fl
-// (sizes: the list's sizes).
-func (x *freeIndex) added(b *Block, fl []*Block, sizes []int64) {
+// added keeps the index in step after a block of size was appended to
+// the free list fl at pos (sizes: the list's sizes).
+func (x *freeIndex) added(size int64, pos int, fl []*Block, sizes []int64) {
 	switch {
 	case x.active:
-		x.add(b.Size, b.pos, sizes)
+		x.add(size, pos, sizes)
 	case len(fl) > x.limit():
 		for i, c := range fl {
 			x.add(c.Size, i, sizes)
@@ -272,23 +309,23 @@ func (x *freeIndex) added(b *Block, fl []*Block, sizes []int64) {
 	}
 }
 
-// removed keeps the index in step after b left the free list, the list's
-// last block moving into b's position (moved is nil when b was the
-// last); fl is the list afterwards, sizes its sizes.
-func (x *freeIndex) removed(b *Block, moved *Block, fl []*Block, sizes []int64) {
+// removed keeps the index in step after a block of size left the free
+// list, the list's last block, of movedSize, moving into its position
+// movedTo (-1 when it was the last); sizes is the list's sizes afterwards.
+func (x *freeIndex) removed(size int64, movedTo int, movedSize int64, sizes []int64) {
 	if !x.active {
 		return
 	}
-	if len(fl) < x.limit()/4 {
-		*x = freeIndex{seed: x.seed, above: x.above}
+	if len(sizes) < x.limit()/4 {
+		*x = freeIndex{seed: x.seed, above: x.above, seen: x.seen}
 		return
 	}
-	x.drop(b.Size)
-	if moved != nil && moved.Size != b.Size {
-		// moved's old position is stale now, and b's is new to moved's
-		// class. (When they are of one size, b's position stays in the
-		// class: it holds moved now.)
-		x.class(moved.Size).push(int32(moved.pos), sizes)
+	x.drop(size)
+	if movedTo >= 0 && movedSize != size {
+		// The moved block's old position is stale now, and the hole's is
+		// new to its class. (When they are of one size, the hole's
+		// position stays in the class: it holds the moved block now.)
+		x.class(movedSize).push(int32(movedTo), sizes, &x.seen)
 	}
 }
 
