@@ -22,7 +22,13 @@ import (
 // numbered chunks (chunk4) become *, and the copies the lowering adds in
 // front of a path (pipeline stage2, micro-batch mb0, ensemble member3,
 // rollout1) are dropped, so a row reads like the model's module tree.
-func foldPath(p string) string {
+func foldPath(p string) string { return string(appendFoldPath(nil, p)) }
+
+// appendFoldPath appends foldPath(p) to dst in one pass over the
+// segments: moduleRows folds into one buffer and makes a string only for a
+// row it has not seen (a pipeline stage's step folds thousands of paths
+// into a few dozen rows).
+func appendFoldPath(dst []byte, p string) []byte {
 	rest := p
 	for { // the copies' segments in front
 		seg, after, more := strings.Cut(rest, ".")
@@ -34,29 +40,24 @@ func foldPath(p string) string {
 		}
 	}
 	if rest == "" || rest[0] == '.' {
-		return "(model)"
+		return append(dst, "(model)"...)
 	}
-	// One pass over the segments, one string built (a step of 65,536
-	// modules folds 65,536 paths).
-	var out strings.Builder
-	out.Grow(len(rest) + 8)
 	for i := 0; ; i++ {
 		seg, after, more := strings.Cut(rest, ".")
 		if i > 0 {
-			out.WriteByte('.')
+			dst = append(dst, '.')
 		}
 		j := len(seg)
 		for j > 0 && seg[j-1] >= '0' && seg[j-1] <= '9' {
 			j--
 		}
 		if j < len(seg) && (j == 0 || seg[:j] == "chunk") {
-			out.WriteString(seg[:j])
-			out.WriteByte('*')
+			dst = append(append(dst, seg[:j]...), '*')
 		} else {
-			out.WriteString(seg)
+			dst = append(dst, seg...)
 		}
 		if !more {
-			return out.String()
+			return dst
 		}
 		rest = after
 	}
@@ -98,26 +99,28 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		}
 	}
 	aggs := map[string]*moduleAgg{}
-	folded := map[string]string{} // foldPath of each module path seen
+	folded := map[string]*moduleAgg{} // the row of each module path seen (its foldPath's)
 	var order []string
 	var prevPath string
 	var a *moduleAgg
+	var buf []byte // a folded path
 	for i := range prog.Ops {
 		op, c := &prog.Ops[i], &w.costs[i]
 		if c.Fwd == 0 && c.Bwd == 0 && c.FwdCPU == 0 && c.BwdCPU == 0 && op.Flops == 0 {
 			continue
 		}
 		if a == nil || op.Module != prevPath { // ops of a module run together: look up once per run
-			name, ok := folded[op.Module]
-			if !ok {
-				name = foldPath(op.Module)
-				folded[op.Module] = name
-			}
-			if a = aggs[name]; a == nil {
-				a = &moduleAgg{}
-				a.row.Name = name
-				aggs[name] = a
-				order = append(order, name)
+			var ok bool
+			if a, ok = folded[op.Module]; !ok {
+				buf = appendFoldPath(buf[:0], op.Module)
+				if a = aggs[string(buf)]; a == nil { // no string made for the lookup
+					name := string(buf)
+					a = &moduleAgg{}
+					a.row.Name = name
+					aggs[name] = a
+					order = append(order, name)
+				}
+				folded[op.Module] = a
 			}
 			prevPath = op.Module
 		}
@@ -147,10 +150,8 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		exF += aggs[name].cpuExcessF
 		exB += aggs[name].cpuExcessB
 	}
-	for _, name := range folded { // module instances: the paths folded into each row
-		if a := aggs[name]; a != nil {
-			a.row.Count++
-		}
+	for _, a := range folded { // module instances: the paths folded into each row
+		a.row.Count++
 	}
 	var rows []replay.ModuleTime
 	for _, name := range order {
