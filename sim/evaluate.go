@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
@@ -21,6 +22,17 @@ func Evaluate(plan *core.Plan, opts core.Options) (*replay.Report, error) {
 // evaluate is Evaluate that also returns a pipeline stage's time, which
 // evaluatePipeline composes into the pipeline's step.
 func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.StageTime, error) {
+	return evaluateUnder(plan, opts, math.MaxInt64)
+}
+
+// evaluateUnder is evaluate for a caller that needs the report only when
+// the GPU uses less than limit bytes of device memory (a pipeline stage
+// of EvaluateBelow): once the replay shows at least that much, it returns
+// a nil report, without the time model. Neither the time model nor
+// Settle changes the device memory, except a paged optimizer's Settle,
+// which may page state out (replay/paging.go): such a replay is always
+// finished.
+func evaluateUnder(plan *core.Plan, opts core.Options, limit int64) (*replay.Report, *timing.StageTime, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, nil, err
 	}
@@ -59,6 +71,14 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 		return nil, nil, err
 	}
 	rep := r.Report()
+	if rep.DeviceUsed >= limit && !plan.Optimizer.Paged() {
+		// Settle still runs for its error (the node's host memory); it
+		// reads nothing of the time model's.
+		if err := r.Settle(); err != nil {
+			return nil, nil, err
+		}
+		return nil, nil, nil
+	}
 	var stage *timing.StageTime
 	rep.Time, stage = timing.StepTime(prog, plan, r)
 	graph.Advise(plan, rep) // notes on a graph model's failure

@@ -78,12 +78,12 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 			return
 		}
 		n := stages[s].PipeStage.Inflight
-		rep, st, err := evaluate(stages[s], opts)
+		rep, st, err := evaluateUnder(stages[s], opts, limit)
 		if err != nil {
 			errs[s] = err
 			return
 		}
-		if rep.DeviceUsed >= limit {
+		if rep == nil || rep.DeviceUsed >= limit {
 			over.Store(true)
 			return
 		}
