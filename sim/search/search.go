@@ -209,17 +209,26 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	}
 
 	// The step times of the layouts the bounds keep: their shapes' stages
-	// summed, each once, then each layout's time.
-	var fills []*stageShape
-	fillOf := map[*stageShape]*profile{}
+	// summed, each once (a profile's shapes on one goroutine, in one
+	// room), then each layout's time.
+	var fillers []*profile
+	fills := map[*profile][]*stageShape{}
+	filled := map[*stageShape]bool{}
 	for _, j := range kept {
-		if sh := shapeOf(j); fillOf[sh] == nil {
-			fillOf[sh] = profiles[keyOf[j]]
-			fills = append(fills, sh)
+		if sh := shapeOf(j); !filled[sh] {
+			filled[sh] = true
+			pr := profiles[keyOf[j]]
+			if fills[pr] == nil {
+				fillers = append(fillers, pr)
+			}
+			fills[pr] = append(fills[pr], sh)
 		}
 	}
-	parallelFor(ctx, sp.Workers, len(fills), nil, func(i int) {
-		fills[i].fill(fillOf[fills[i]])
+	parallelFor(ctx, sp.Workers, len(fillers), nil, func(i int) {
+		room := &stageRoom{}
+		for _, sh := range fills[fillers[i]] {
+			sh.fillIn(fillers[i], room)
+		}
 	})
 	// The walk takes the layouts fastest first. It knows a lower bound of
 	// each step time (the slowest stage's compute) and times a layout in

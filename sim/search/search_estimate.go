@@ -100,31 +100,98 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 
 // fill sums the units of sh's distinct stages, once; the step time of
 // sh's layouts reads them.
-func (sh *stageShape) fill(pr *profile) {
+func (sh *stageShape) fill(pr *profile) { sh.fillIn(pr, &stageRoom{}) }
+
+// fillIn is fill, summing in room, which pr's shapes share on one
+// goroutine.
+func (sh *stageShape) fillIn(pr *profile, room *stageRoom) {
 	if sh.stages != nil {
 		return
 	}
 	sh.stages = make([]unitSums, len(sh.chunks))
-	var chunk []timing.CommSum // a chunk's collectives, reused
 	for k, cks := range sh.chunks {
-		sh.stages[k], chunk = pr.stageUnits(cks, chunk)
+		sh.stages[k] = pr.stageUnits(cks, room)
 	}
+}
+
+// stageRoom is where stageUnits sums a profile's stages: the lists it
+// reuses, and the profile's collectives numbered (commIndex), so that a
+// stage adds each chunk's in one pass instead of looking each up in the
+// sums so far (a stage of the interleaved schedule sums dozens of chunks).
+// A room belongs to one goroutine.
+type stageRoom struct {
+	of                     *profile
+	sums                   []timing.CommSum // the profile's distinct collectives, N unset; nil: some list holds two alike (mergeComm then)
+	ids                    [3]struct{ base, block []int }
+	chunk                  []float64 // by collective: a chunk's count; inChunk says which are set
+	stage                  []float64 // by collective: the stage's count so far; inStage says which are set
+	inChunk, inStage       []bool
+	chunkOrder, stageOrder []int            // the collectives as a chunk's and the stage's list meet them
+	comm                   []timing.CommSum // mergeComm's room: a stage's collectives
+	list                   []timing.CommSum // mergeComm's room: a chunk's collectives
+	parms                  paramAgg         // a stage's parameters being summed
+}
+
+// commKey is what mergeComm tells collectives apart by.
+type commKey struct {
+	kind, group string
+	bytes       int64
+	backward    bool
+	hide        float64
+}
+
+// commIndex numbers pr's chunks' collectives (once per profile).
+func (r *stageRoom) commIndex(pr *profile) {
+	if r.of == pr {
+		return
+	}
+	*r = stageRoom{of: pr, chunkOrder: r.chunkOrder[:0], stageOrder: r.stageOrder[:0], comm: r.comm[:0], list: r.list[:0], parms: r.parms[:0]}
+	index := map[commKey]int{}
+	number := func(list []timing.CommSum) ([]int, bool) {
+		ids := make([]int, len(list))
+		seen := map[int]bool{}
+		for i, c := range list {
+			k := commKey{c.Kind, c.Group, c.Bytes, c.Backward, c.Hide}
+			id, ok := index[k]
+			if !ok {
+				id = len(r.sums)
+				index[k] = id
+				c.N = 0
+				r.sums = append(r.sums, c)
+			}
+			if seen[id] || c.Hide != c.Hide { // two alike, or a NaN mergeComm never matches
+				return nil, false
+			}
+			seen[id] = true
+			ids[i] = id
+		}
+		return ids, true
+	}
+	for kind := range pr.chunks {
+		c := &pr.chunks[kind]
+		var ok1, ok2 bool
+		r.ids[kind].base, ok1 = number(c.base.comm)
+		r.ids[kind].block, ok2 = number(c.block.comm)
+		if !ok1 || !ok2 {
+			r.sums = nil
+			return
+		}
+	}
+	n := len(r.sums)
+	r.chunk, r.stage = make([]float64, n), make([]float64, n)
+	r.inChunk, r.inStage = make([]bool, n), make([]bool, n)
 }
 
 // stageUnits is the units of a stage running the chunks cks: the sum of
 // pr.chunk(ck) over cks as unitSums.add makes it (the same figures, the
-// same lists), each list built once rather than copied at every add.
-// chunk is room for a chunk's collectives, returned for reuse.
-func (pr *profile) stageUnits(cks []chunkKey, chunk []timing.CommSum) (unitSums, []timing.CommSum) {
+// same lists), each list summed once in room rather than copied at every
+// add, and kept in a list of its own length.
+func (pr *profile) stageUnits(cks []chunkKey, room *stageRoom) unitSums {
+	room.commIndex(pr)
 	var u unitSums
-	var ncomm, nparams int
-	for _, ck := range cks {
-		c := &pr.chunks[ck.kind]
-		ncomm += len(c.base.comm) + len(c.block.comm)
-		nparams += len(c.base.params) + len(c.block.params)
-	}
-	comm := make([]timing.CommSum, 0, ncomm)
-	params := make(paramAgg, 0, nparams)
+	params := room.parms[:0]
+	comm := room.comm[:0]
+	stageOrder := room.stageOrder[:0]
 	for _, ck := range cks {
 		c := &pr.chunks[ck.kind]
 		b := float64(ck.blocks)
@@ -135,30 +202,78 @@ func (pr *profile) stageUnits(cks []chunkKey, chunk []timing.CommSum) (unitSums,
 			cu = c.block
 		}
 		u = u.addScalars(cu, 1)
-		chunk = append(chunk[:0], c.base.comm...)
-		if b != 0 {
-			chunk = mergeComm(chunk, c.block.comm, b)
+		if room.sums == nil {
+			chunk := append(room.list[:0], c.base.comm...)
+			if b != 0 {
+				chunk = mergeComm(chunk, c.block.comm, b)
+			}
+			comm = mergeComm(comm, chunk, 1)
+			room.list = chunk
+		} else {
+			// mergeComm's sums, the same operations in the same order,
+			// each collective found by its number.
+			ids := &room.ids[ck.kind]
+			order := room.chunkOrder[:0]
+			for i, id := range ids.base {
+				room.chunk[id], room.inChunk[id] = c.base.comm[i].N, true
+				order = append(order, id)
+			}
+			if b != 0 {
+				for i, id := range ids.block {
+					n := c.block.comm[i].N
+					if room.inChunk[id] {
+						room.chunk[id] += b * n
+						continue
+					}
+					room.chunk[id], room.inChunk[id] = n*b, true
+					order = append(order, id)
+				}
+			}
+			for _, id := range order {
+				room.inChunk[id] = false
+				if room.inStage[id] {
+					room.stage[id] += 1 * room.chunk[id]
+					continue
+				}
+				room.stage[id], room.inStage[id] = room.chunk[id]*1, true
+				stageOrder = append(stageOrder, id)
+			}
+			room.chunkOrder = order
 		}
-		comm = mergeComm(comm, chunk, 1)
 		params = params.merge(c.base.params, 1)
 		if ck.blocks > 0 {
 			params = params.merge(c.block.params, ck.blocks)
 		}
 	}
-	u.comm = comm[:0]
+	if room.sums != nil {
+		for _, id := range stageOrder {
+			room.inStage[id] = false
+			c := room.sums[id]
+			c.N = room.stage[id]
+			comm = append(comm, c)
+		}
+		room.stageOrder = stageOrder
+	}
+	room.comm, room.parms = comm, params
+	n := 0
 	for _, c := range comm {
 		if c.N != 0 {
-			u.comm = append(u.comm, c)
+			n++
 		}
 	}
-	timing.SortComm(u.comm)
-	if len(u.comm) == 0 {
-		u.comm = nil
+	if n > 0 {
+		u.comm = make([]timing.CommSum, 0, n)
+		for _, c := range comm {
+			if c.N != 0 {
+				u.comm = append(u.comm, c)
+			}
+		}
+		timing.SortComm(u.comm)
 	}
 	if len(params) > 0 {
-		u.params = params
+		u.params = append(paramAgg(nil), params...)
 	}
-	return u, chunk
+	return u
 }
 
 // mergeComm adds k times each of v to sums, in place (as unitSums.add

@@ -602,7 +602,10 @@ func TestSearchDeepSeekV3ExpertParallel(t *testing.T) {
 
 // A stage's units summed in one pass (stageUnits, what fill does) are
 // the chain of adds that defines them, figure for figure and list for
-// list: chunk by chunk, each chunk its base plus its blocks.
+// list: chunk by chunk, each chunk its base plus its blocks; the stages
+// of one profile summed in one room keep lists of their own (compared
+// once all are summed), and a shape filled again in that room is the
+// shape filled alone.
 func TestStageUnitsEqualChainedSums(t *testing.T) {
 	stages := 0
 	for i, p := range fastPathPlans() {
@@ -620,16 +623,36 @@ func TestStageUnitsEqualChainedSums(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		room := &stageRoom{}
+		looked := &stageRoom{of: pr} // as a room that found two collectives alike: mergeComm's lookups
+		got := make([]unitSums, len(sh.chunks))
+		for k, cks := range sh.chunks {
+			got[k] = pr.stageUnits(cks, room)
+		}
+		if room.sums == nil {
+			t.Errorf("%d:%s: the collectives were not numbered", i, p.Parallel)
+		}
 		for k, cks := range sh.chunks {
 			var want unitSums
 			for _, ck := range cks {
 				want = want.add(pr.chunk(ck), 1)
 			}
-			got, _ := pr.stageUnits(cks, nil)
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("%d:%s stage kind %d: one pass\n%+v\nchained\n%+v", i, p.Parallel, k, got, want)
+			if !reflect.DeepEqual(got[k], want) {
+				t.Errorf("%d:%s stage kind %d: one pass\n%+v\nchained\n%+v", i, p.Parallel, k, got[k], want)
+			}
+			if l := pr.stageUnits(cks, looked); !reflect.DeepEqual(l, want) {
+				t.Errorf("%d:%s stage kind %d: looked up\n%+v\nchained\n%+v", i, p.Parallel, k, l, want)
 			}
 			stages++
+		}
+		alone, err := pr.shape(p.Parallel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone.fill(pr)
+		sh.fillIn(pr, room) // the room has summed these stages
+		if !reflect.DeepEqual(sh.stages, alone.stages) || !reflect.DeepEqual(sh.stages, got) {
+			t.Errorf("%d:%s: a shape filled in a used room differs from one filled alone", i, p.Parallel)
 		}
 	}
 	if stages < 20 {
