@@ -22,10 +22,13 @@ type walk struct {
 	// kept is the layouts of the order so far (indexes into valid),
 	// fastest first; queue the others, by step time or a lower bound of
 	// it; total their number.
-	kept    []int
-	queue   *stepQueue
-	total   int
-	exact   func(j int) float64 // the step time of layout valid[j]
+	kept  []int
+	queue *stepQueue
+	total int
+	exact func(j int) float64 // the step time of layout valid[j]
+	// timed holds step times worked out ahead (timeAhead), by index into
+	// valid, until the walk comes to them.
+	timed   map[int]float64
 	ests    []estimate
 	reports map[int]*replay.Report // by index into kept
 	stats   *Stats
@@ -83,13 +86,62 @@ func (w *walk) has(i int, best int64) bool {
 		case e.minDevice >= best:
 			w.stats.Dominated++
 		default:
-			w.ests[e.j].step = w.exact(e.j)
-			e.step, e.exact = w.ests[e.j].step, true
+			step, ok := w.timed[e.j]
+			if !ok {
+				step = w.timeAhead(e, best)
+			}
+			delete(w.timed, e.j)
+			w.ests[e.j].step = step
+			e.step, e.exact = step, true
 			heap.Push(w.queue, e)
 		}
 	}
 	return i < len(w.kept)
 }
+
+// timeAhead returns the step time of e, just popped, and works out on
+// the workers, beside it, those of the next layouts in the queue that has
+// would time now (by a lower bound, not dominated at best), into timed.
+// They go back into the queue as they were: the queue is ordered by a
+// total order, so it pops the same entries in the same order, and has
+// does what it would have done, with a time it need not compute (one it
+// never asks for, of a layout dominated by then, is work lost, not a
+// different result).
+func (w *walk) timeAhead(e stepEntry, best int64) float64 {
+	if w.sp.Workers <= 1 {
+		return w.exact(e.j)
+	}
+	batch := []stepEntry{e}
+	var back []stepEntry
+	for len(batch) < w.sp.Workers*timeAheadPerWorker && w.queue.Len() > 0 {
+		f := heap.Pop(w.queue).(stepEntry)
+		back = append(back, f)
+		if _, ok := w.timed[f.j]; !f.exact && f.minDevice < best && !ok {
+			batch = append(batch, f)
+		}
+	}
+	for _, f := range back {
+		heap.Push(w.queue, f)
+	}
+	steps := make([]float64, len(batch))
+	parallelFor(w.ctx, w.sp.Workers, len(batch), nil, func(i int) {
+		steps[i] = w.exact(batch[i].j)
+	})
+	if w.ctx.Err() != nil { // stopped before the end: e alone (the walk stops next)
+		return w.exact(e.j)
+	}
+	if w.timed == nil {
+		w.timed = map[int]float64{}
+	}
+	for i, f := range batch[1:] {
+		w.timed[f.j] = steps[i+1]
+	}
+	return steps[0]
+}
+
+// timeAheadPerWorker is how many step times timeAhead works out per
+// worker at a time.
+const timeAheadPerWorker = 4
 
 // evaluate replays the kept layouts idx (indexes into kept) in
 // parallel. A pipelined layout's stages are replayed its fullest by the
