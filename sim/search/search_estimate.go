@@ -616,8 +616,16 @@ func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 	prec := p.Precision
 	train := p.Phase != core.Eval
 	var total int64
+	var degs [2]int64 // dense, expert: worked out at their first parameter
 	for _, e := range params {
-		deg := shardDegree(par, e.expert)
+		k := 0
+		if e.expert {
+			k = 1
+		}
+		if degs[k] == 0 {
+			degs[k] = shardDegree(par, e.expert)
+		}
+		deg := degs[k]
 		shardP, shardS := int64(1), int64(1)
 		switch mode {
 		case replay.DistZeRO:
