@@ -93,6 +93,12 @@ func TestNCCLOverheads(t *testing.T) {
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
 			map[string]int64{"nccl_tp": 576 * mib, "nccl_dp": 576 * mib, "nccl_ep": (3*16*12 + 576) * mib, "nccl_world": 576 * mib,
 				"nccl_tp_ep": 576 * mib, "nccl_etp": 576 * mib, "nccl_tp_cp": 576 * mib}},
+		// The loss's DATA_PARALLEL_GROUP (loss_dp_group: Megatron-Core before 0.13) beside the
+		// gradients' group: dp 2 x cp 2 x tp 2 on 8 A100s, eager; dp_loss is the 2 dp ranks (cp
+		// ring attention's p2p: 1 peer x 8 x 4 MiB + 576 MiB).
+		{"megatron loss dp group", core.Parallelism{DP: 2, CP: 2, TP: 2, DistributedOptimizer: true, LossDPGroup: true},
+			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
+			map[string]int64{"nccl_tp": 576 * mib, "nccl_cp": (8*4 + 576) * mib, "nccl_dp": 576 * mib, "nccl_world": 576 * mib, "nccl_dp_loss": 576 * mib}},
 	} {
 		p := distPlan(t, m, "bf16", tc.par)
 		p.RuntimeMemory = tc.rt

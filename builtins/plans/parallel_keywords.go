@@ -313,6 +313,10 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "with precision=\"megatron\" and sequence_parallel=True: Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the forward's all-gathers and reduce-scatters and the backward's all-gathers of the row-parallel linears' output gradient run in chunks beside their GEMMs, exposed only where they outlast them (Megatron's default: False)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.TPCommOverlap) },
 		set: setLayoutBool("tp_comm_overlap", func(p *core.Parallelism) *bool { return &p.TPCommOverlap })},
+	{Name: "loss_dp_group", Sig: "False",
+		Doc: "with Megatron's layer: the loss is all-reduced over the data-parallel group without context parallelism (Megatron's DATA_PARALLEL_GROUP), a communicator of its own beside the gradients', its NCCL buffers in device_used: Megatron-LM's pretrain_gpt.py loss_func and --calculate-per-token-loss before Megatron-Core 0.13, and ms-swift's Megatron trainer with those releases; False: Megatron-Core 0.13 and later, which reduce over the gradients' group",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.LossDPGroup) },
+		set: setLayoutBool("loss_dp_group", func(p *core.Parallelism) *bool { return &p.LossDPGroup })},
 }
 
 // optionalInt is the getter of a count that is None when unset.

@@ -66,6 +66,13 @@ type Parallelism struct {
 	// them (sim/timing/tp_overlap.go). Megatron requires sequence
 	// parallelism for it.
 	TPCommOverlap bool
+	// LossDPGroup: the loss is all-reduced over Megatron's data-parallel
+	// group without context parallelism (DATA_PARALLEL_GROUP), a process
+	// group, and so an NCCL communicator, apart from the gradients'
+	// (replay/nccl_megatron.go): Megatron-LM's pretrain_gpt.py loss_func
+	// and calculate_per_token_loss before Megatron-Core 0.13, ms-swift's
+	// loss_func with those releases.
+	LossDPGroup bool
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -238,6 +245,9 @@ func (p Parallelism) String() string {
 	if n.TPCommOverlap {
 		parts = append(parts, "tp_comm_overlap=True")
 	}
+	if n.LossDPGroup {
+		parts = append(parts, "loss_dp_group=True")
+	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -345,6 +355,9 @@ func (p *Plan) validateParallel() error {
 	if par.TPCommOverlap && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "tp_comm_overlap=True is Transformer Engine's userbuffers under Megatron-Core",
 			Hint: `use precision="megatron"`}
+	}
+	if par.LossDPGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
+		return &units.Error{Path: "parallel", Msg: "loss_dp_group=True is Megatron's DATA_PARALLEL_GROUP, over which its loss is all-reduced", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}
 	}
 	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && !par.DistributedOptimizer && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "overlap_grad_reduce= and overlap_param_gather= are Megatron's DDP flags", Hint: `use distributed_optimizer=True or precision="megatron" (PyTorch DDP always overlaps its reduction)`}

@@ -40,6 +40,19 @@ import "github.com/memsh/memsh/sim/core"
 //     loss sums the tokens per expert over the tensor-and-context-parallel
 //     group (transformer/moe/router.py apply_load_balancing_loss,
 //     sequence_partition_group).
+//   - dp_loss: with Parallelism.LossDPGroup, the loss's all-reduce over
+//     DATA_PARALLEL_GROUP, the data-parallel ranks without context
+//     parallelism, which initialize_model_parallel makes with its own
+//     create_group beside the gradients' DATA_PARALLEL_GROUP_WITH_CP even
+//     when cp is 1 (parallel_state.py l.795 and l.822 at core_v0.12.0).
+//     Before Megatron-Core 0.13 pretrain_gpt.py's loss_func all-reduces
+//     the reporting loss over it every micro-batch (l.213 at core_v0.12.0)
+//     and finalize_model_grads the token count of
+//     --calculate-per-token-loss (distributed/finalize_model_grads.py
+//     l.327), as does ms-swift's Megatron trainer (swift/megatron/train/
+//     trainers/trainer.py l.322 at 0f31a5a9e, "if not megatron_core_013");
+//     core_v0.13.0 reduces both over the group with context parallelism
+//     (finalize_model_grads.py l.356).
 //
 // The MoE groups are listed where the layout says experts are dispatched:
 // expert parallelism above one (the plan's layout does not say whether a
@@ -67,6 +80,9 @@ func megatronGroups(p *core.Plan, add func(name string, size, stride int64, patt
 			stride = par.CP * par.DP
 		}
 		add("mp", par.TP*par.PP, stride, "ring")
+	}
+	if par.LossDPGroup {
+		add("dp_loss", par.DP, par.TP*par.CP, "ring")
 	}
 	if etp := par.ETPn(); par.EP > 1 {
 		add("edp", par.ExpertShardDegree(), etp*par.EP, "ring")
