@@ -66,8 +66,11 @@ func (a *Allocator) reservedOn(s Stream, n int64) {
 		a.reserved = append(a.reserved, 0)
 		a.peak = append(a.peak, 0)
 	}
-	a.reserved[s] += n
-	a.peak[s] = max(a.peak[s], a.reserved[s])
+	r := a.reserved[s] + n
+	a.reserved[s] = r
+	if r > a.peak[s] {
+		a.peak[s] = r
+	}
 }
 
 // ReservedOn is the bytes reserved in stream s's segments.

@@ -323,7 +323,13 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		return vals[i:len(vals):len(vals)]
 	}
 	for _, op := range p.Ops[f.ops:l.ops] {
-		op.Name, op.Module = rename(op.Name), rename(op.Module)
+		same := op.Module == op.Name // an op named as its module (a linear's matmul): one string for both
+		op.Name = rename(op.Name)
+		if same {
+			op.Module = op.Name
+		} else {
+			op.Module = rename(op.Module)
+		}
 		op.In, op.Out, op.Saved = mapVals(op.In), mapVals(op.Out), mapVals(op.Saved)
 		if op.Params != nil {
 			i := len(params)

@@ -427,7 +427,9 @@ func (r *Replay) sample() {
 	if r.alloc.Allocated > rep.PeakAllocated {
 		rep.PeakAllocated = r.alloc.Allocated
 		rep.peakCat = r.cur
-		for s := range rep.peakStream {
+		// Streams the allocator has not seen hold nothing, at this peak as
+		// at every earlier one: their entries stay zero.
+		for s := range min(r.alloc.Streams(), numStreams) {
 			rep.peakStream[s] = streamUse{r.alloc.AllocatedOn(alloc.Stream(s)), r.alloc.ReservedOn(alloc.Stream(s))}
 		}
 		rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
