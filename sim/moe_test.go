@@ -179,15 +179,23 @@ func TestMamba2Saves(t *testing.T) {
 // 16 x 2 = 8,224) and fc2's input (16 x 128 x 2 = 4,096): 15,648 bytes.
 // Eager: silu(gate) too (4,096), and the unpermute weights the experts'
 // outputs, keeping them (16 x 64 x 2 = 2,048) and the weights (8 x 2 x 2
-// = 32) instead of the permuted ones: 21,792.
+// = 32) instead of the permuted ones: 21,792. Megatron-Core 0.12
+// (parallel(unpermute_probs=True), on 2 data-parallel GPUs: the
+// activations are one GPU's): the SwiGLU keeps gate and up alone (8,192)
+// and the unpermute weights the outputs, keeping them and the weights
+// (2,048 + 32): 17,696.
 func TestMegatronGroupedExpertsSave(t *testing.T) {
 	for _, tc := range []struct {
-		prec string
-		want int64
-	}{{"megatron", 15_648}, {"bf16", 21_792}} {
+		prec      string
+		unpermute bool
+		want      int64
+	}{{"megatron", false, 15_648}, {"bf16", false, 21_792}, {"megatron", true, 17_696}} {
 		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped}, 8, tc.prec)
+		if tc.unpermute {
+			p.Parallel = core.Parallelism{DP: 2, UnpermuteProbs: true}
+		}
 		if got := evalPlan(t, p).SavedActivations; got != tc.want {
-			t.Errorf("%s: saved %d bytes, want %d", tc.prec, got, tc.want)
+			t.Errorf("%s, unpermute_probs %v: saved %d bytes, want %d", tc.prec, tc.unpermute, got, tc.want)
 		}
 	}
 }

@@ -317,6 +317,10 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "with Megatron's layer: the loss is all-reduced over the data-parallel group without context parallelism (Megatron's DATA_PARALLEL_GROUP), a communicator of its own beside the gradients', its NCCL buffers in device_used: Megatron-LM's pretrain_gpt.py loss_func and --calculate-per-token-loss before Megatron-Core 0.13, and ms-swift's Megatron trainer with those releases; False: Megatron-Core 0.13 and later, which reduce over the gradients' group",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.LossDPGroup) },
 		set: setLayoutBool("loss_dp_group", func(p *core.Parallelism) *bool { return &p.LossDPGroup })},
+	{Name: "unpermute_probs", Sig: "False",
+		Doc: "with precision=\"megatron\" and grouped experts: Megatron-Core before 0.13, whose alltoall dispatcher applies the routing weights in the unpermute, keeping the experts' outputs for their gradient; False: Megatron-Core 0.13 and later, which apply them in the experts' SwiGLU",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.UnpermuteProbs) },
+		set: setLayoutBool("unpermute_probs", func(p *core.Parallelism) *bool { return &p.UnpermuteProbs })},
 }
 
 // optionalInt is the getter of a count that is None when unset.

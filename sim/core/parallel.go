@@ -73,6 +73,11 @@ type Parallelism struct {
 	// and calculate_per_token_loss before Megatron-Core 0.13, ms-swift's
 	// loss_func with those releases.
 	LossDPGroup bool
+	// UnpermuteProbs: Megatron-Core before 0.13 applies the routing
+	// weights of its grouped experts in the unpermute, which keeps the
+	// experts' outputs for their gradient (nn/moe_megatron.go); 0.13
+	// applies them in the experts' SwiGLU.
+	UnpermuteProbs bool
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -248,6 +253,9 @@ func (p Parallelism) String() string {
 	if n.LossDPGroup {
 		parts = append(parts, "loss_dp_group=True")
 	}
+	if n.UnpermuteProbs {
+		parts = append(parts, "unpermute_probs=True")
+	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -355,6 +363,9 @@ func (p *Plan) validateParallel() error {
 	if par.TPCommOverlap && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "tp_comm_overlap=True is Transformer Engine's userbuffers under Megatron-Core",
 			Hint: `use precision="megatron"`}
+	}
+	if par.UnpermuteProbs && p.Precision.Name != "megatron" {
+		return &units.Error{Path: "parallel", Msg: "unpermute_probs=True is Megatron-Core 0.12's grouped experts (the routing weights applied in the unpermute)", Hint: `use precision="megatron"`}
 	}
 	if par.LossDPGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "loss_dp_group=True is Megatron's DATA_PARALLEL_GROUP, over which its loss is all-reduced", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}

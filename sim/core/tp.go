@@ -46,6 +46,10 @@ type parLowering struct {
 	etp         int64   // the experts' tensor-parallel degree (expert.go)
 	expertLoad  float64 // the busiest rank's routed rows, in balanced shares
 	expertWorst bool    // dropless routing's worst case
+
+	// UnpermuteProbs: Megatron-Core 0.12's grouped experts weight their
+	// outputs in the unpermute (Parallelism.UnpermuteProbs).
+	UnpermuteProbs bool
 }
 
 // Ulysses reports whether context parallelism runs DeepSpeed Ulysses
@@ -76,6 +80,7 @@ func (p *Plan) configureLowering(b *Builder) {
 	par := p.Parallel.Norm()
 	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel, ulysses: par.CPMode == "ulysses", allGather: par.CPMode == "allgather",
 		etp: par.ETPn(), expertLoad: par.ExpertLoad, expertWorst: par.ExpertWorst,
+		UnpermuteProbs: par.UnpermuteProbs,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",

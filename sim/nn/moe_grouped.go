@@ -47,23 +47,12 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	b.Save(g, r.idx)
 	b.Op(g).WorkB = b.Val(x).Bytes // the scatter-add of the gradient into zeros of the input's shape
 	xs = expertAllToAll(b, "dispatch", xs, recv)
-	if m.probsInExperts(b) {
+	if m.megatronGrouped(b) {
 		return m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))
 	}
 	y := m.groupedFfn(b, xs, int64(len(rows)), core.NoValue)
 	y = expertAllToAll(b, "combine", y, send)
-	w := b.Cast(r.weights, b.Dtype(y), "routing weights in the expert output dtype")
-	c := b.AddOp("index_add", "unpermute", []core.Value{y, w, r.idx})
-	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs weighted and summed per token")
-	if b.Grad(w) {
-		b.Save(c, y)
-	}
-	if b.Grad(y) {
-		b.Save(c, w)
-	}
-	b.Save(c, r.idx)
-	b.Op(c).Flops = 2 * float64(send) * float64(m.Dim)
-	return out
+	return weightedUnpermute(b, x, y, r, send, m.Dim)
 }
 
 // fusedWeights are the experts' 3-D parameters (fused_loop and grouped):

@@ -13,13 +13,25 @@ import "github.com/memsh/memsh/sim/core"
 // activation by them without the fusion; combine_postprocess then
 // unpermutes with no probs, so the unpermute keeps only its index map,
 // not a copy of the experts' outputs. core_r0.12.0 still weighted in the
-// unpermute, keeping the outputs: lowerDispatched's path for the other
-// implementations.
+// unpermute (parallel(unpermute_probs=True)): token_dispatcher.py
+// MoEAlltoAllTokenDispatcher.token_unpermutation passes probs=self.probs
+// to moe_utils.py unpermute, which multiplies the experts' outputs by the
+// permuted probs (unfused; Transformer Engine's fused unpermute with
+// merging_probs likewise saves its input for the probs' gradient), so the
+// outputs, [routed rows, hidden], stay until the backward; the experts'
+// SwiGLU is bias_swiglu_impl, which keeps its input alone.
+
+// megatronGrouped reports whether the layer is Megatron's grouped experts
+// (impl "grouped" under precision "megatron") with its alltoall
+// dispatcher's steps, whatever the release.
+func (m *MoE) megatronGrouped(b *core.Builder) bool {
+	return m.impl() == MoEGrouped && b.MegatronKernels()
+}
 
 // probsInExperts reports whether the routing weights go to the experts:
-// Megatron's grouped experts (impl "grouped" under precision "megatron").
+// Megatron-Core 0.13's grouped experts.
 func (m *MoE) probsInExperts(b *core.Builder) bool {
-	return m.impl() == MoEGrouped && b.MegatronKernels()
+	return m.megatronGrouped(b) && !b.Par.UnpermuteProbs
 }
 
 // Under expert tensor parallelism (expert tp = tp > 1, sequence parallel)
@@ -37,24 +49,36 @@ func (m *MoE) probsInExperts(b *core.Builder) bool {
 // grouped experts with expert parallelism and expert tp = tp > 1 under
 // sequence parallelism.
 func (m *MoE) gathersAfterDispatch(b *core.Builder) bool {
-	return m.probsInExperts(b) && m.Capacity == 0 && b.Par.Epn() > 1 && b.Par.Tpn() > 1 && b.Par.Etpn() == b.Par.Tpn() && b.Par.SP()
+	return m.megatronGrouped(b) && m.Capacity == 0 && b.Par.Epn() > 1 && b.Par.Tpn() > 1 && b.Par.Etpn() == b.Par.Tpn() && b.Par.SP()
 }
 
 // lowerWeightedExperts runs the experts on the dispatched rows xs with
 // the routing weights applied in their activation, brings the rows back
 // and sums them per token.
+//
+// With unpermute_probs (core_r0.12.0) the probs stay home: the experts run
+// unweighted and the unpermute weights their outputs, keeping them.
 func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing, send, recv, local int64) core.Value {
-	pg := b.AddOp("gather", "permute_probs", []core.Value{r.weights, r.idx})
-	ps := b.Out(pg, "permuted_probs", []int64{send, 1}, b.Dtype(r.weights), "routing weights of the routed copies, sorted by expert")
-	b.Save(pg, r.idx)
-	ps = expertAllToAll(b, "dispatch_probs", ps, recv)
+	inExperts := m.probsInExperts(b)
+	ps := core.NoValue
+	if inExperts {
+		pg := b.AddOp("gather", "permute_probs", []core.Value{r.weights, r.idx})
+		ps = b.Out(pg, "permuted_probs", []int64{send, 1}, b.Dtype(r.weights), "routing weights of the routed copies, sorted by expert")
+		b.Save(pg, r.idx)
+		ps = expertAllToAll(b, "dispatch_probs", ps, recv)
+	}
 	etp := m.gathersAfterDispatch(b)
 	if etp {
-		xs, ps = b.TpGather(xs), b.TpGather(ps)
+		xs = b.TpGather(xs)
+		if inExperts {
+			ps = b.TpGather(ps)
+		}
 	}
 	if local > 1 {
 		xs = sortChunks(b, "sort_chunks", xs, "received rows sorted by local expert")
-		ps = sortChunks(b, "sort_chunks_probs", ps, "received probs sorted by local expert")
+		if inExperts {
+			ps = sortChunks(b, "sort_chunks_probs", ps, "received probs sorted by local expert")
+		}
 	}
 	y := m.groupedFfn(b, xs, local, ps)
 	if local > 1 {
@@ -64,10 +88,32 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 		y = b.TpReduce("experts", y)
 	}
 	y = expertAllToAll(b, "combine", y, send)
+	if !inExperts {
+		return weightedUnpermute(b, x, y, r, send, m.Dim)
+	}
 	c := b.AddOp("index_add", "unpermute", []core.Value{y, r.idx})
 	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs summed per token")
 	b.Save(c, r.idx)
 	b.Op(c).Flops = float64(send) * float64(m.Dim)
+	return out
+}
+
+// weightedUnpermute weights the experts' outputs y by the routing weights
+// and sums them per token: the product saves both operands (the outputs
+// for the weights' gradient, the weights for the outputs'), the
+// scatter-add its indices.
+func weightedUnpermute(b *core.Builder, x, y core.Value, r routing, send, dim int64) core.Value {
+	w := b.Cast(r.weights, b.Dtype(y), "routing weights in the expert output dtype")
+	c := b.AddOp("index_add", "unpermute", []core.Value{y, w, r.idx})
+	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs weighted and summed per token")
+	if b.Grad(w) {
+		b.Save(c, y)
+	}
+	if b.Grad(y) {
+		b.Save(c, w)
+	}
+	b.Save(c, r.idx)
+	b.Op(c).Flops = 2 * float64(send) * float64(dim)
 	return out
 }
 
