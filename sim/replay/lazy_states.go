@@ -29,13 +29,14 @@ import (
 // allocator into r, the steady step's replay, which then skips setup()'s
 // allocations. It reports whether it did; plans it does not apply to
 // (evaluation, offload, paged or in-backward optimizers, table models, a
-// validation pass, CUDA graphs) replay as before. A trace (Options.Trace)
+// validation pass, CUDA graphs, a torch.distributed.pipelining stage,
+// whose receive buffers setup() keeps apart) replay as before. A trace (Options.Trace)
 // holds both steps.
 func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	plan := r.Plan
 	if r.Dist == nil || r.Dist.Mode != DistMegatron || plan.Phase == core.Eval || plan.FirstStep ||
 		plan.Offload != nil || plan.Optimizer.Paged() || plan.Optimizer.InBackward ||
-		len(r.P.Tables) > 0 || r.valProg != nil || r.graphs != nil {
+		len(r.P.Tables) > 0 || r.valProg != nil || r.graphs != nil || torchStage(r.P) {
 		return false, nil
 	}
 	first, err := mk()
@@ -111,4 +112,11 @@ func (r *Replay) makePending() {
 		r.lazyIDs = append(r.lazyIDs, r.allocate(p.a))
 	}
 	r.pending = nil
+}
+
+// torchStage reports whether p is a stage of torch.distributed.pipelining
+// with buffers setup() makes (replay/pipeline_torch.go).
+func torchStage(p *core.Program) bool {
+	st := p.Stage
+	return st != nil && (len(st.Buffers) > 0 || len(st.HeldGrads) > 0)
 }
