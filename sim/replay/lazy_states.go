@@ -101,15 +101,12 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	return true, nil
 }
 
-// pendingState is an optimizer state tensor the first step makes.
-type pendingState struct{ a Alloc }
-
 // makePending makes the pending optimizer states, as the first step()
 // does before its update.
 func (r *Replay) makePending() {
-	for _, p := range r.pending {
-		p.a.Why += ", created by the first optimizer.step()"
-		r.lazyIDs = append(r.lazyIDs, r.allocate(p.a))
+	for _, a := range r.pending {
+		a.Why += ", created by the first optimizer.step()"
+		r.lazyIDs = append(r.lazyIDs, r.allocate(a))
 	}
 	r.pending = nil
 }

@@ -122,7 +122,7 @@ type Replay struct {
 	batchAt      int32
 	setupPoints  int
 	setupLargest Alloc
-	pending      []pendingState
+	pending      []Alloc
 	lazyIDs      []int32
 
 	fwdPhase Phase         // the forward's phase: PhaseForward, or PhaseValidation

@@ -33,6 +33,16 @@ import (
 // not; the bytes are the same). Bucket padding is left out, as in the
 // buffers' sizes.
 
+// perExpert is how Megatron holds parameter p: pieces tensors of n
+// elements each, one per local expert for a grouped expert tensor
+// [experts, out, in] (TEGroupedMLP's weight0 ... weightN), else one.
+func perExpert(p *core.ParamInfo) (pieces, n int64) {
+	if IsExpertRole(p.Role) && len(p.Shape) == 3 && p.Shape[0] > 1 && p.Numel%p.Shape[0] == 0 {
+		return p.Shape[0], p.Numel / p.Shape[0]
+	}
+	return 1, p.Numel
+}
+
 // mainShard is one parameter shard of this rank: elements of parameter pi.
 type mainShard struct {
 	pi int32
@@ -47,11 +57,7 @@ func megatronShards(p *core.Program, g paramGroup, shard int64) []mainShard {
 	left := shard
 	for k := len(g.params) - 1; k >= 0 && left > 0; k-- {
 		pi := g.params[k]
-		info := &p.Params[pi]
-		pieces, n := int64(1), info.Numel
-		if IsExpertRole(info.Role) && len(info.Shape) == 3 && info.Shape[0] > 1 && n%info.Shape[0] == 0 {
-			pieces, n = info.Shape[0], n/info.Shape[0]
-		}
+		pieces, n := perExpert(&p.Params[pi])
 		for range pieces {
 			if left == 0 {
 				break
@@ -94,7 +100,7 @@ func (d *distState) megatronMainParams(r *Replay, shards []mainShard) {
 			a := Alloc{Tensor: x.Name, Shape: []int64{s.n}, DType: prec.States, Bytes: x.Bytes, Why: x.Name, Cat: core.CatOptimizer}
 			parts := allocParts{tensor: p.Name, sep: " ", why: "optimizer state ", whyTail: " (distributed-optimizer shard)"}
 			if r.lazy { // made by the first step (lazy_states.go)
-				r.pending = append(r.pending, pendingState{parts.join(a)})
+				r.pending = append(r.pending, parts.join(a))
 				continue
 			}
 			r.allocateParts(a, parts)
@@ -139,10 +145,7 @@ func (d *distState) modelParams(r *Replay) map[string][]int32 {
 	for _, g := range d.groups(true) {
 		for _, pi := range g.params {
 			p := &d.p.Params[pi]
-			pieces, n := int64(1), p.Numel
-			if IsExpertRole(p.Role) && len(p.Shape) == 3 && p.Shape[0] > 1 && n%p.Shape[0] == 0 {
-				pieces, n = p.Shape[0], n/p.Shape[0]
-			}
+			pieces, n := perExpert(p)
 			for range pieces {
 				out[g.name] = append(out[g.name], r.allocateParts(Alloc{Tensor: "", DType: dt, Bytes: dt.Bytes(n), Why: "the parameter as the model made it, before DDP moves it into its buffer", Cat: core.CatParams},
 					allocParts{tensor: p.Name, dim: n}))

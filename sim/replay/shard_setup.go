@@ -181,7 +181,7 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 		}
 		a := Alloc{Tensor: name + " " + s.Name, Shape: []int64{n}, DType: prec.States, Bytes: s.Bytes, Why: "optimizer state " + s.Name + " (" + why + ")", Cat: core.CatOptimizer}
 		if r.lazy { // made by the first step (lazy_states.go)
-			r.pending = append(r.pending, pendingState{a})
+			r.pending = append(r.pending, a)
 			continue
 		}
 		r.allocate(a)
