@@ -337,7 +337,10 @@ func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
 	}
 	best := -1
 	for i, s := range sizes {
-		if s >= n && (best < 0 || s < sizes[best]) {
+		if s == n { // no size that fits is smaller, no block of it earlier
+			return fl[i]
+		}
+		if s > n && (best < 0 || s < sizes[best]) {
 			best = i
 		}
 	}
