@@ -132,5 +132,5 @@ func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
 	if memErr < -0.10 || memErr > 0.10 {
 		t.Errorf("%.1f GB max allocated, measured %.2f GB (%+.1f %%, goal 10 %%)", got, gb, 100*memErr)
 	}
-	t.Logf("  step not asserted: memsh 22 %% below")
+	t.Logf("  step not asserted: memsh %.0f %% below; the gap follows the layer micro-batches, not the all-to-all (TestMegatronBridgeQwen3EPDegrees)", -100*timeErr)
 }
