@@ -87,18 +87,19 @@ func TestNCCLOverheads(t *testing.T) {
 		{"megatron ep", core.Parallelism{DP: 8, EP: 4, ETP: 1, DistributedOptimizer: true}, core.RuntimeMemory{}, "",
 			map[string]int64{"nccl_dp": ring8, "nccl_ep": 3 * ring8, "nccl_world": ring8, "nccl_edp": ring8, "nccl_tp_ep": ring8}},
 		// ms-swift's tp 2 ep 4 row on A100s with NCCL 2.21 (eager: ring and tree, 16 x 3 x 12 MiB =
-		// 576 MiB on every communicator): tp, dp, ep (+ 3 peers x 16 x 12 MiB), world, tp_ep (8
-		// ranks), etp (2: expert tp = tp), tp_cp (2: the aux loss); edp is 8 / (4 x 2) = 1 rank.
+		// 576 MiB on every communicator): tp, dp, ep (+ 3 peers x 16 x 12 MiB), world, mp (tp 2 x
+		// pp 1: train_step's all-reduces), tp_ep (8 ranks), etp (2: expert tp = tp), tp_cp (2: the
+		// aux loss); edp is 8 / (4 x 2) = 1 rank.
 		{"megatron tp ep eager", core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
-			map[string]int64{"nccl_tp": 576 * mib, "nccl_dp": 576 * mib, "nccl_ep": (3*16*12 + 576) * mib, "nccl_world": 576 * mib,
+			map[string]int64{"nccl_tp": 576 * mib, "nccl_dp": 576 * mib, "nccl_ep": (3*16*12 + 576) * mib, "nccl_world": 576 * mib, "nccl_mp": 576 * mib,
 				"nccl_tp_ep": 576 * mib, "nccl_etp": 576 * mib, "nccl_tp_cp": 576 * mib}},
 		// The loss's DATA_PARALLEL_GROUP (loss_dp_group: Megatron-Core before 0.13) beside the
 		// gradients' group: dp 2 x cp 2 x tp 2 on 8 A100s, eager; dp_loss is the 2 dp ranks (cp
-		// ring attention's p2p: 1 peer x 8 x 4 MiB + 576 MiB).
+		// ring attention's p2p: 1 peer x 8 x 4 MiB + 576 MiB); mp the tp pair.
 		{"megatron loss dp group", core.Parallelism{DP: 2, CP: 2, TP: 2, DistributedOptimizer: true, LossDPGroup: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
-			map[string]int64{"nccl_tp": 576 * mib, "nccl_cp": (8*4 + 576) * mib, "nccl_dp": 576 * mib, "nccl_world": 576 * mib, "nccl_dp_loss": 576 * mib}},
+			map[string]int64{"nccl_tp": 576 * mib, "nccl_cp": (8*4 + 576) * mib, "nccl_dp": 576 * mib, "nccl_world": 576 * mib, "nccl_mp": 576 * mib, "nccl_dp_loss": 576 * mib}},
 	} {
 		p := distPlan(t, m, "bf16", tc.par)
 		p.RuntimeMemory = tc.rt
@@ -132,11 +133,13 @@ func TestNCCLOverheads(t *testing.T) {
 	}
 }
 
-// Megatron without its distributed optimizer all-reduces the gradient norm
-// over the model-parallel group (replay/nccl_megatron.go): tp 2 x pp 2 = 4
+// Megatron's train_step all-reduces over the model-parallel group every
+// step (update_successful and the gradient norm; without the distributed
+// optimizer the norm itself too, replay/nccl_megatron.go): tp 2 x pp 2 = 4
 // ranks in an H100 node, one more ring of 32 channels x 12 MiB = 384 MiB
 // beside tp's ring and pp's send/recv buffers (1 peer x 8 x 4 MiB); with
-// the distributed optimizer the world group (4 ranks) takes its place.
+// the distributed optimizer the gradient norm adds the world group (4
+// ranks, its own communicator over the same ranks).
 func TestMegatronModelParallelComm(t *testing.T) {
 	const mib = 1 << 20
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: &nn.MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}, Loss: "mse", InputDim: 512}
@@ -145,7 +148,7 @@ func TestMegatronModelParallelComm(t *testing.T) {
 		want    map[string]int64
 	}{
 		{false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 32 * mib, "nccl_mp": 384 * mib}},
-		{true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 32 * mib, "nccl_world": 384 * mib}},
+		{true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 32 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
 	} {
 		p := distPlan(t, m, "megatron", core.Parallelism{TP: 2, PP: 2, DistributedOptimizer: tc.distopt})
 		got := map[string]int64{}

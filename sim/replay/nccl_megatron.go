@@ -19,10 +19,18 @@ import "github.com/memsh/memsh/sim/core"
 //     every rank (optimizer/distrib_optimizer.py get_grad_stats_parallel_
 //     group returns None, the default group; optimizer/clip_grads.py
 //     get_grad_norm_fp32 l.131);
-//   - mp: without it, over the model-parallel group, tp x pp ranks
-//     (optimizer/__init__.py l.421: Float16OptimizerWithFloat16Params'
-//     grad_stats_parallel_group is the model_parallel_group), when that
-//     has more than one rank;
+//   - mp: the model-parallel group, tp x pp ranks (generator 'tp-pp',
+//     MODEL_PARALLEL_GROUP, its own create_group at parallel_state.py
+//     l.941-953 at core_v0.12.0), when it has more than one rank. Every step's train_step
+//     all-reduces over it twice after optimizer.step(), whatever the
+//     optimizer: logical_and_across_model_parallel_group(update_successful)
+//     and reduce_max_stat_across_model_parallel_group(grad_norm)
+//     (megatron/training/training.py l.1271-1274 at core_v0.12.0, l.821-824
+//     at core_v0.11.0, l.1427-1430 at core_v0.13.0; training/utils.py); and
+//     without the distributed optimizer the gradient norm itself is
+//     all-reduced over it (optimizer/__init__.py l.421:
+//     Float16OptimizerWithFloat16Params' grad_stats_parallel_group is the
+//     model_parallel_group);
 //   - edp: the expert parameters' gradients are reduce-scattered and
 //     their parameters all-gathered over the expert-data-parallel group
 //     (distributed/distributed_data_parallel.py, the expert buffers), when
@@ -75,7 +83,8 @@ func megatronGroups(p *core.Plan, add func(name string, size, stride int64, patt
 	par := p.Parallel.Norm()
 	if par.DistributedOptimizer {
 		add("world", par.GPUs(), 1, "ring")
-	} else if stride := int64(1); par.TP*par.PP > 1 {
+	}
+	if stride := int64(1); par.TP*par.PP > 1 {
 		if par.PP > 1 { // the stages sit dp x cp x tp ranks apart
 			stride = par.CP * par.DP
 		}
