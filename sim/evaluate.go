@@ -33,11 +33,24 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 // which may page state out (replay/paging.go): such a replay is always
 // finished.
 func evaluateUnder(plan *core.Plan, opts core.Options, limit int64) (*replay.Report, *timing.StageTime, error) {
+	rep, stage, _, err := evaluateLowered(plan, nil, opts, limit)
+	return rep, stage, err
+}
+
+// evaluateLowered is evaluateUnder that replays prog as the plan's
+// program when prog is not nil, instead of lowering it again: the caller
+// lowered it for a plan that lowers alike (FuzzSizes evaluates each plan
+// twice, the second time with fields changed that no lowering reads). It
+// returns the program it replayed; nil where the plan lowers programs of
+// its own (a pipeline's stages, a checkpoint budget's candidates, PEFT's
+// kbit preparation, DeepSpeed's precision rewrite), which ignore prog.
+func evaluateLowered(plan *core.Plan, prog *core.Program, opts core.Options, limit int64) (*replay.Report, *timing.StageTime, *core.Program, error) {
 	if err := plan.Validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if plan.KbitPrep { // PEFT's prepare_model_for_kbit_training: the casts, input grads, checkpointing
-		return evaluate(plan.KbitPrepared(), opts)
+		rep, stage, err := evaluate(plan.KbitPrepared(), opts)
+		return rep, stage, nil, err
 	}
 	if c := plan.Checkpoint; c.Mode == "budget" && (!plan.Compile.On() || c.Budget.Bytes > 0) {
 		// eager: the least recompute within the budget, per block;
@@ -48,21 +61,30 @@ func evaluateUnder(plan *core.Plan, opts core.Options, limit int64) (*replay.Rep
 		}
 		q, notes, err := solve(plan, opts)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		rep, stage, err := evaluate(q, opts)
 		if rep != nil {
 			rep.Notes = append(notes, rep.Notes...)
 		}
-		return rep, stage, err
+		return rep, stage, nil, err
 	}
 	if rep, ok, err := evaluatePipeline(plan, opts); ok { // one replay per stage
-		return rep, nil, err
+		return rep, nil, nil, err
 	}
-	prog, err := plan.LowerProgram()
-	if err != nil {
-		return nil, nil, err
+	if prog == nil {
+		var err error
+		if prog, err = plan.LowerProgram(); err != nil {
+			return nil, nil, nil, err
+		}
 	}
+	rep, stage, err := replayProgram(plan, prog, opts, limit)
+	return rep, stage, prog, err
+}
+
+// replayProgram is evaluateUnder past the lowering: it replays the plan's
+// program through the allocator model, then the time model and notes.
+func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit int64) (*replay.Report, *timing.StageTime, error) {
 	if err := plan.CheckFirstStep(prog); err != nil {
 		return nil, nil, err
 	}

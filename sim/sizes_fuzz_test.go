@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func fuzzSizesInput(t testing.TB, kind uint8, a, b, c, d, batch, seq int64, opt,
 		return
 	}
 	p := fuzzPlan(m, batch, seq, planOpt)
-	rep, err := Evaluate(p, core.Options{})
+	rep, _, prog, err := evaluateLowered(p, nil, core.Options{}, math.MaxInt64)
 	if err != nil {
 		failInternal(t, err)
 		return
@@ -76,7 +77,9 @@ func fuzzSizesInput(t testing.TB, kind uint8, a, b, c, d, batch, seq int64, opt,
 	// The same step with expandable segments, and on one GPU with a
 	// validation pass before it, or with ZeRO the optimizer (and at
 	// stage 3 the parameters) offloaded to the CPU, or as FSDP2 with
-	// everything offloaded.
+	// everything offloaded. The first evaluation's program is replayed
+	// again when no field that the lowering reads changed (lowersAlike).
+	first := *p
 	p.ExpandableSegments = true
 	p.Validation = !p.Parallel.Active() && p.Phase == core.Train
 	if z := p.Parallel.Zero; z > 0 && p.Phase == core.Train {
@@ -87,7 +90,10 @@ func fuzzSizesInput(t testing.TB, kind uint8, a, b, c, d, batch, seq int64, opt,
 	} else if p.Parallel.Active() && p.Phase == core.Train { // DDP becomes FSDP2 with CPUOffloadPolicy
 		p.Parallel.FSDP, p.Offload = true, &core.Offload{Params: "cpu"}
 	}
-	rep, err = Evaluate(p, core.Options{})
+	if !lowersAlike(&first, p) {
+		prog = nil
+	}
+	rep, _, _, err = evaluateLowered(p, prog, core.Options{}, math.MaxInt64)
 	if err != nil {
 		failInternal(t, err)
 		return
@@ -95,6 +101,19 @@ func fuzzSizesInput(t testing.TB, kind uint8, a, b, c, d, batch, seq int64, opt,
 	if probs := reportProblems(rep); len(probs) > 0 {
 		t.Fatalf("expandable segments, validation %v: report breaks invariants:\n%s", p.Validation, strings.Join(probs, "\n"))
 	}
+}
+
+// lowersAlike says whether plans p and q lower to the same program: they
+// differ at most in ExpandableSegments (the allocator's mode, which only
+// the replay reads) and Validation (the validation pass is a program of
+// its own, lowered by the replay from the plan with Phase "eval"; the
+// step's program is the same). TestLowersAlike checks both claims
+// program by program and report by report.
+func lowersAlike(p, q *core.Plan) bool {
+	a, b := *p, *q
+	a.ExpandableSegments, b.ExpandableSegments = false, false
+	a.Validation, b.Validation = false, false
+	return reflect.DeepEqual(a, b)
 }
 
 // fuzzLayer builds one of a few layer shapes from the sizes, with its
