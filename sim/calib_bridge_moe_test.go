@@ -81,16 +81,26 @@ import (
 // token_dispatcher.py at core_v0.12.0 ll. 404-417) and waits for their
 // copy to the host before the all-to-all ("before_ep_alltoall",
 // ll. 447-451; _maybe_dtoh_and_synchronize ll. 671-707), once per MoE
-// layer forward; the backward reuses the split sizes. The GPU idles from
-// the sync's return until the all-to-all is launched (one launch, 10 µs at
-// memsh's eager dispatch figure), and the all-gather of 128 x 8 bytes over
-// the 16 ranks is latency-bound (18 µs in nccl.go's model over two
-// nodes): 3,072 layer forwards a step (64 micro-batches x 48 layers),
-// about 0.09 s of the 8.6 s. Not the gap; not priced. After the sync the
-// CPU is no longer ahead, but the all-to-all it launches first runs for
-// about 1.4 ms here (134 MB a rank, half of it over the network), and
-// memsh's CPU dispatch stays below the GPU's work over the step (no
-// launch term in the breakdown).
+// layer forward; the backward reuses the split sizes. The device-to-host
+// copies start on a side stream once the compute stream has run the
+// router ("before_permutation_1"), and the permute is launched before
+// the CPU waits, so the GPU runs it while the copies return and the CPU
+// launches the all-to-all: the permute (4096 tokens to 32768 rows of
+// 2048 bf16, 151 MB read and written, 58 µs at memsh's H100 copy rate)
+// outlasts a device-to-host round trip (26 µs measured on a bare-metal
+// Linux host, jingyaogong/minimind PR #837's sync probe) plus one launch
+// (10 µs at memsh's eager dispatch figure), so the restart leaves the GPU
+// idle for nothing here. What the GPU does wait for is the all-gather of
+// 128 x 8 bytes over the 16 ranks, latency-bound (18 µs in nccl.go's
+// model over two nodes): 3,072 layer forwards a step (64 micro-batches x
+// 48 layers), about 0.06 s, 0.2 % of the step. Not the gap; not priced.
+// After the sync the CPU is no longer ahead, but the all-to-all it
+// launches first runs for about 1.4 ms here (134 MB a rank, half of it
+// over the network), and memsh's CPU dispatch stays below the GPU's work
+// over the step (no launch term in the breakdown); the rows with EP
+// overlap (calib_bridge_moe_layers_test.go) point at a cost per layer on
+// the CPU side larger than memsh's dispatch figures give.
+//
 // bridgeQwen3 is Megatron-Bridge's Qwen3-30B-A3B setup on H100s: the
 // model from its config.json with Megatron's grouped experts, and the
 // recipe's precision with grad_reduce_in_fp32=False (bf16 parameters and
