@@ -57,21 +57,21 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		return false, nil
 	}
 	// zero_grad and the end of the step: everything made after the batch
-	// is dropped but the moments the step made.
-	keep := make(map[int32]bool, len(first.lazyIDs))
-	for _, id := range first.lazyIDs {
-		keep[id] = true
-	}
+	// is dropped but the moments the step made (lazyIDs: made one after
+	// another by optimizerStep, so in increasing order).
 	for pi, id := range first.paramGrad {
 		if id != none {
 			first.release(id)
 			first.paramGrad[pi] = none
 		}
 	}
+	moments := first.lazyIDs
 	for id := persist; id < first.live.len(); id++ {
-		if !keep[id] {
-			first.release(id)
+		if len(moments) > 0 && moments[0] == id {
+			moments = moments[1:]
+			continue
 		}
+		first.release(id)
 	}
 	r.alloc = first.alloc
 	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }

@@ -1,0 +1,46 @@
+package alloc
+
+import "testing"
+
+// TestScanBestFit checks the short list's scan against its definition:
+// the first block in list order of the smallest size >= n, or none.
+func TestScanBestFit(t *testing.T) {
+	const big = int64(1) << 62
+	cases := []struct {
+		name  string
+		sizes []int64
+		n     int64
+	}{
+		{"empty", nil, 512},
+		{"none fits", []int64{512, 1024}, 2048},
+		{"smaller first", []int64{512, 4096, 2048, 8192}, 1024},
+		{"exact after a larger", []int64{8192, 2048, 1024, 2048}, 2048},
+		{"first of equal sizes", []int64{4096, 3072, 3072, 3072}, 2048},
+		{"exact is not the first fit", []int64{512, 8192, 1024, 1024}, 1024},
+		{"a size far below n", []int64{1, big, big + big/2}, big},
+		{"n of one byte", []int64{512, 512}, 1},
+		{"sizes near the int64 limit", []int64{big + 3, big + 1, big + 2}, big},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fl := make([]*Block, len(c.sizes))
+			for i, s := range c.sizes {
+				fl[i] = &Block{Size: s}
+			}
+			want := -1
+			for i, s := range c.sizes {
+				if s >= c.n && (want < 0 || s < c.sizes[want]) {
+					want = i
+				}
+			}
+			var x freeIndex
+			got := x.best(c.n, fl, c.sizes)
+			switch {
+			case want < 0 && got != nil:
+				t.Errorf("best(%d) of %v = a block of %d, want none", c.n, c.sizes, got.Size)
+			case want >= 0 && got != fl[want]:
+				t.Errorf("best(%d) of %v is not block %d (%d bytes)", c.n, c.sizes, want, c.sizes[want])
+			}
+		})
+	}
+}
