@@ -260,6 +260,21 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // Qwen3-30B-A3B 48.9 -> 49.4 (-18.5 -> -17.6 %); the Bridge row (tp = pp
 // = 1: a group of one rank, no buffers) is unchanged.
 //
+// Qwen2-MoE's shared-expert gate under Megatron (nn/moe.go lowerShared):
+// SharedExpertMLP computes it from the sequence-sharded layer input
+// (shared_experts.py at core_v0.12.0 and core_v0.13.0, F.linear(
+// hidden_states, self.gate_weight)), which the router keeps already;
+// memsh had gathered the input over tp first and kept the gathered copy,
+// 8192 x 2048 bf16 = 32 MiB a layer. tp 2 ep 4 only (the other rows have
+// tp 1 or no shared expert): 60.3 -> 59.6 GiB (-7.2 -> -8.3 %), 2.16 ->
+// 2.13 s (one all-gather less a layer). Not modelled, named: with
+// --moe_shared_expert_overlap (every MoE script here sets it) the shared
+// expert runs on a stream of its own (its blocks in that stream's pool)
+// and its fc1 is a plain TE linear (parallel_mode None) over an explicit
+// all-gather, so under sequence parallelism it keeps the gathered input,
+// not the shard: 16 MiB more a layer on the tp 2 row (shared_experts.py
+// __init__ and pre_forward_comm at core_v0.12.0).
+//
 // Not modelled, named: packing's rows of varying total length (each
 // step's tensors of other sizes in the allocator's cache), which the
 // replay runs at a fixed 8192.

@@ -257,3 +257,49 @@ func TestMegatronDispatcherUnderExpertTP(t *testing.T) {
 		t.Errorf("an all-to-all of 16 rows: the layer input was gathered before routing (%v)", fwd)
 	}
 }
+
+// Qwen2-MoE's shared-expert gate under Megatron (nn/moe.go lowerShared,
+// shared_experts.py at core_v0.12.0: F.linear(hidden_states,
+// self.gate_weight) on the layer input as the block holds it): 8 tokens,
+// dim 64, tp 2 with sequence parallelism, bf16. The gate reads this rank's
+// 8 / 2 = 4 tokens, the input the router reads too, and gives 4 x 1
+// scores; no all-gather of the input is made for it. Elsewhere (bf16,
+// transformers' layer) it reads the gathered 8 x 64 input.
+func TestMegatronSharedGateReadsShard(t *testing.T) {
+	for _, tc := range []struct {
+		prec       string
+		rows       int64 // the gate's input and output rows
+		gatherRows int64 // rows of the input the gate reads, 0: the layer input itself
+	}{{"megatron", 4, 0}, {"bf16", 8, 8}} {
+		m := &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped,
+			SharedExperts: 1, SharedHidden: 256, SharedGate: true}
+		p := moeBlockPlan(t, m, 8, tc.prec)
+		p.Parallel = core.Parallelism{DP: 2, TP: 2, SequenceParallel: true, EP: 2, ETP: 2}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gate *core.OpInfo
+		for i := range prog.Ops {
+			if op := &prog.Ops[i]; op.Kind == "matmul" && op.Module == "moe.shared_expert_gate" {
+				gate = op
+			}
+		}
+		if gate == nil {
+			t.Fatalf("%s: no shared_expert_gate matmul", tc.prec)
+		}
+		in, out := prog.Values[gate.In[0]].Shape, prog.Values[gate.Out[0]].Shape
+		if in[len(in)-2] != tc.rows || out[len(out)-2] != tc.rows || out[len(out)-1] != 1 {
+			t.Errorf("%s: the gate reads %v and gives %v, want %d rows", tc.prec, in, out, tc.rows)
+		}
+		gathered := int64(0)
+		for _, op := range prog.Ops {
+			if op.Kind == "all_gather" && op.Out[0] == gate.In[0] {
+				gathered = prog.Values[op.Out[0]].Shape[len(in)-2]
+			}
+		}
+		if gathered != tc.gatherRows {
+			t.Errorf("%s: the gate's input is an all-gather of %d rows, want %d", tc.prec, gathered, tc.gatherRows)
+		}
+	}
+}

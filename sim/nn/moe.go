@@ -237,6 +237,16 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 // lowerShared runs the shared experts on every token: DeepSeek's
 // shared_experts (one MLP), or Qwen2-MoE's shared_expert times
 // sigmoid(shared_expert_gate(x)).
+//
+// Megatron-Core's SharedExpertMLP computes the gate from the layer input
+// as the block holds it, sequence-sharded under sequence parallelism
+// (megatron/core/transformer/moe/shared_experts.py at core_v0.12.0 and
+// core_v0.13.0: forward's F.linear(hidden_states, self.gate_weight), and
+// pre_forward_comm's F.linear(input, ...) before the all-gather; the
+// gate_weight is marked sequence_parallel so its gradient is all-reduced
+// over tp): its output is [tokens/tp, 1], and the input it keeps is the
+// one the router keeps already. Elsewhere the gate reads the gathered
+// input, as the shared expert's up projections do.
 func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 	sh := m.shared()
 	if !m.SharedGate {
@@ -246,7 +256,11 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 	done := b.Scope("shared_expert")
 	y := Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
 	done()
-	gate := b.Linear("shared_expert_gate", "shared_expert_gate", b.TpGather(x), m.Dim, 1, false)
+	xg := x
+	if !b.MegatronKernels() {
+		xg = b.TpGather(x)
+	}
+	gate := b.Linear("shared_expert_gate", "shared_expert_gate", xg, m.Dim, 1, false)
 	return b.Mul("shared_gated", Activation(b, "sigmoid", gate), y)
 }
 
