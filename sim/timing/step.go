@@ -162,7 +162,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 	w.Flops, w.HwFlops = r.Rep.FLOPs.Model, r.Rep.FLOPs.Hardware
 	if st := plan.PipeStage; st != nil {
 		w.M = plan.MicroBatches()
-		p, err := stageMicroBatch(plan) // one copy of each chunk
+		p, err := stageMicroBatch(plan, prog) // one copy of each chunk
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +190,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
 	w.host = hostSeconds(r)
-	if mbProg == r.P {
+	if plan.PipeStage == nil { // mbProg is the replayed program
 		if exp, ok := offloadExposed(r, costs, plan.Offload == nil || !plan.Offload.SyncCopies); ok { // torchtune's copies overlap (offload.go)
 			d := r.Plan.Device
 			w.host += float64(w.M)*exp - float64(r.OffloadedPCIe())/(d.PCIeGBps*d.Rates().PCIe*1e9)
