@@ -303,3 +303,24 @@ func TestMegatronSharedGateReadsShard(t *testing.T) {
 		}
 	}
 }
+
+// parallel(shared_expert_overlap=True), Megatron's
+// --moe-shared-expert-overlap (nn/moe.go lowerShared, shared_experts.py at
+// core_v0.12.0): the shared expert's linears run with parallel_mode None
+// over an all-gather made before them, so its up projection keeps the
+// gathered input for the weight gradient. 8 tokens, dim 64, bf16, tp 2
+// with sequence parallelism: the 8 x 64 x 2 = 1,024 bytes of the gathered
+// input are kept beside the 4-token shard the router keeps anyway.
+func TestMegatronSharedExpertOverlapKeepsGathered(t *testing.T) {
+	saved := map[bool]int64{}
+	for _, overlap := range []bool{false, true} {
+		m := &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped,
+			SharedExperts: 1, SharedHidden: 256, SharedGate: true}
+		p := moeBlockPlan(t, m, 8, "megatron")
+		p.Parallel = core.Parallelism{DP: 2, TP: 2, SequenceParallel: true, EP: 2, ETP: 2, SharedExpertOverlap: overlap}
+		saved[overlap] = evalPlan(t, p).SavedActivations
+	}
+	if d := saved[true] - saved[false]; d != 8*64*2 {
+		t.Errorf("the overlapped shared expert keeps %d bytes more (%d against %d), want 1,024", d, saved[true], saved[false])
+	}
+}

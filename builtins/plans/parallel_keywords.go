@@ -321,6 +321,10 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "with precision=\"megatron\" and grouped experts: Megatron-Core before 0.13, whose alltoall dispatcher applies the routing weights in the unpermute, keeping the experts' outputs for their gradient; False: Megatron-Core 0.13 and later, which apply them in the experts' SwiGLU",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.UnpermuteProbs) },
 		set: setLayoutBool("unpermute_probs", func(p *core.Parallelism) *bool { return &p.UnpermuteProbs })},
+	{Name: "shared_expert_overlap", Sig: "False",
+		Doc: "with precision=\"megatron\": Megatron-Core's --moe-shared-expert-overlap, the shared experts beside the token dispatcher; their linears read an all-gather made before them, so under sequence parallelism the up projection keeps the gathered input, not the shard (the side stream they run on is not modelled)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SharedExpertOverlap) },
+		set: setLayoutBool("shared_expert_overlap", func(p *core.Parallelism) *bool { return &p.SharedExpertOverlap })},
 }
 
 // optionalInt is the getter of a count that is None when unset.

@@ -78,6 +78,13 @@ type Parallelism struct {
 	// experts' outputs for their gradient (nn/moe_megatron.go); 0.13
 	// applies them in the experts' SwiGLU.
 	UnpermuteProbs bool
+	// SharedExpertOverlap: Megatron's --moe-shared-expert-overlap. Its
+	// shared expert's linears lose their own tensor-parallel
+	// communication (parallel_mode None) and read an all-gather made
+	// before them, so under sequence parallelism its up projection keeps
+	// the gathered input for the weight gradient, not the shard
+	// (nn/moe.go lowerShared).
+	SharedExpertOverlap bool
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -256,6 +263,9 @@ func (p Parallelism) String() string {
 	if n.UnpermuteProbs {
 		parts = append(parts, "unpermute_probs=True")
 	}
+	if n.SharedExpertOverlap {
+		parts = append(parts, "shared_expert_overlap=True")
+	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -363,6 +373,9 @@ func (p *Plan) validateParallel() error {
 	if par.TPCommOverlap && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "tp_comm_overlap=True is Transformer Engine's userbuffers under Megatron-Core",
 			Hint: `use precision="megatron"`}
+	}
+	if par.SharedExpertOverlap && p.Precision.Name != "megatron" {
+		return &units.Error{Path: "parallel", Msg: "shared_expert_overlap=True is Megatron-Core's --moe-shared-expert-overlap (the shared expert beside the token dispatcher)", Hint: `use precision="megatron"`}
 	}
 	if par.UnpermuteProbs && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "unpermute_probs=True is Megatron-Core 0.12's grouped experts (the routing weights applied in the unpermute)", Hint: `use precision="megatron"`}

@@ -50,6 +50,13 @@ type parLowering struct {
 	// UnpermuteProbs: Megatron-Core 0.12's grouped experts weight their
 	// outputs in the unpermute (Parallelism.UnpermuteProbs).
 	UnpermuteProbs bool
+	// SharedExpertOverlap: Megatron's overlapped shared expert
+	// (Parallelism.SharedExpertOverlap).
+	SharedExpertOverlap bool
+	// keepGathered: the column-parallel linears being lowered read an
+	// all-gather made outside them and keep it for the weight gradient
+	// (KeepGatheredInputs).
+	keepGathered bool
 }
 
 // Ulysses reports whether context parallelism runs DeepSpeed Ulysses
@@ -80,7 +87,7 @@ func (p *Plan) configureLowering(b *Builder) {
 	par := p.Parallel.Norm()
 	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel, ulysses: par.CPMode == "ulysses", allGather: par.CPMode == "allgather",
 		etp: par.ETPn(), expertLoad: par.ExpertLoad, expertWorst: par.ExpertWorst,
-		UnpermuteProbs: par.UnpermuteProbs,
+		UnpermuteProbs: par.UnpermuteProbs, SharedExpertOverlap: par.SharedExpertOverlap,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",
@@ -185,6 +192,17 @@ func (b *Builder) RecordCommUB(kind string, bytes int64, op int32, backward bool
 // shardParam records the unsharded size of parameter pi.
 func (b *Builder) ShardParam(pi int32, full int64) { b.P.Params[pi].FullNumel = full }
 
+// KeepGatheredInputs makes the column-parallel linears lowered until the
+// returned function is called keep their gathered input for the weight
+// gradient, as linears without their own tensor-parallel communication
+// over an all-gather made before them do (Megatron's overlapped shared
+// expert: nn/moe.go lowerShared); the backward gathers nothing again.
+func (b *Builder) KeepGatheredInputs() (restore func()) {
+	prev := b.Par.keepGathered
+	b.Par.keepGathered = true
+	return func() { b.Par.keepGathered = prev }
+}
+
 // tpGather all-gathers a sequence-parallel input along the sequence
 // (gather_from_sequence_parallel_region); x itself without SP.
 func (b *Builder) TpGather(x Value) Value {
@@ -230,7 +248,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 	// parallel linear keeps the sharded input and gathers it again in the
 	// backward; DTensor's (tp_runtime="torch") keeps the gathered one.
 	xs := xm
-	regather := b.Par.sp && !b.Par.torchTP
+	regather := b.Par.sp && !b.Par.torchTP && !b.Par.keepGathered
 	if regather {
 		xs = b.Cast(x, dt, "autocast copy of the sequence-sharded linear input")
 	}

@@ -247,8 +247,21 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 // over tp): its output is [tokens/tp, 1], and the input it keeps is the
 // one the router keeps already. Elsewhere the gate reads the gathered
 // input, as the shared expert's up projections do.
+//
+// With --moe-shared-expert-overlap (parallel(shared_expert_overlap=True))
+// SharedExpertMLP sets its linears' parallel_mode to None and gathers
+// their input itself (__init__ and pre_forward_comm, shared_experts.py at
+// core_v0.12.0 and core_v0.13.0: gather_from_sequence_parallel_region
+// into cached_fc1_input, read by linear_fc1): a plain linear keeps the
+// input it reads, so under sequence parallelism the up projection keeps
+// the gathered input, not the shard, and its backward gathers nothing
+// again. The stream it runs on (SharedExpertMLP.stream, its own pool in
+// the caching allocator) is not modelled.
 func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 	sh := m.shared()
+	if b.Par.SharedExpertOverlap && b.MegatronKernels() {
+		defer b.KeepGatheredInputs()()
+	}
 	if !m.SharedGate {
 		defer b.Scope("shared_experts")()
 		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
