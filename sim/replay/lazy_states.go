@@ -46,6 +46,9 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	first.lazy = true
 	first.setup()
 	persist := first.batchAt // everything before the batch persists
+	// Of the step itself r takes only the most reserved and whether it
+	// ran out of memory (and a trace whole): its other peaks go unkept.
+	first.quiet = first.traced == nil
 	first.forward()
 	first.backward()
 	if err := r.opts.Stopped(); err != nil { // the caller's context

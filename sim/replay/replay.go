@@ -117,6 +117,10 @@ type Replay struct {
 	// optimizer's moments are made by its step, not before it; pending
 	// holds them until then, lazyIDs their tensors once made.
 	lazy bool
+	// quiet: a first step past its setup, whose report r reads only for
+	// its peak reserved memory and its OOM (lazy_states.go): allocations
+	// keep no other peak, largest allocation, reserve growth or timeline.
+	quiet bool
 	// Setup's persistent state, as the batch comes: its tensors, its
 	// timeline's points, its largest allocation.
 	batchAt      int32
@@ -374,6 +378,15 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 	blk, ok := r.alloc.AllocOn(a.Bytes, r.stream)
 	a.Phase, a.Op = r.phase, r.op
 	rep := r.Rep
+	if r.quiet {
+		if !ok && rep.OOM == nil {
+			rep.OOM = r.oomAt(parts.join(a))
+		}
+		id := r.live.add(liveTensor{blk: blk, cat: a.Cat})
+		r.cur[a.Cat] += blk.Size
+		rep.PeakReserved = max(rep.PeakReserved, r.alloc.Reserved)
+		return id
+	}
 	pending := parts // what a still lacks
 	if r.traced != nil || (!ok && rep.OOM == nil) || a.Bytes > rep.Largest.Bytes {
 		a, pending = parts.join(a), allocParts{}
@@ -418,7 +431,9 @@ func (r *Replay) release(id int32) {
 		r.traceFree(t.blk, addr)
 	}
 	t.blk = nil
-	r.sample()
+	if !r.quiet { // a release raises no reserve
+		r.sample()
+	}
 }
 
 // sample updates peaks and the timeline after each event.
