@@ -48,7 +48,9 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	persist := first.batchAt // everything before the batch persists
 	// Of the step itself r takes only the most reserved and whether it
 	// ran out of memory (and a trace whole): its other peaks go unkept.
-	first.quiet = first.traced == nil
+	if first.quiet = first.traced == nil; first.quiet {
+		first.alloc.Grew = nil // no reserve growth to explain (r sets its own)
+	}
 	first.forward()
 	first.backward()
 	if err := r.opts.Stopped(); err != nil { // the caller's context
