@@ -276,11 +276,16 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // gathered input, not the shard (shared_experts.py __init__ and
 // pre_forward_comm at core_v0.12.0): 32 MiB a layer on the tp 2 row, 59.6
 // -> 60.3 GiB (-8.3 -> -7.2 %); the tp 1 rows keep the layer input either
-// way, Qwen3 has no shared expert. Not modelled: the stream the shared
-// expert runs on (SharedExpertMLP.stream, a pool of its own in the caching
-// allocator). Its blocks hold the shared expert's saved tensors, which
-// peak with the rest at the end of the forward, so it moves reserved
-// memory only by what the two pools cannot lend each other.
+// way, Qwen3 has no shared expert. The shared expert also runs on a
+// stream of its own (SharedExpertMLP.stream, replay/streams.go): its
+// tensors, forward and backward, and its own two cuBLAS workspaces come
+// from that stream's pools. Its saved tensors peak with the rest at the
+// end of the forward, so the stream moves reserved memory only by what the
+// two pools cannot lend each other: pp 2 full recompute 43.2 -> 43.7 GiB
+// (-24.3 -> -23.3 %: the last stage's stream caches 0.5 GiB), pp 2 no
+// recompute 67.2 -> 66.4 (-8.0 -> -9.0 %: the compute stream's pools,
+// without the shared expert's blocks, fragment less, 2.6 -> 1.7 GiB),
+// tp 2 ep 4 60.3 -> 60.2 (-7.2 -> -7.5 %).
 //
 // Checked for the full-recompute rows (the brief of issue 19; Megatron-LM
 // core_v0.12.0 and core_v0.13.0, ms-swift c3f3ca4a4 and 0f31a5a9e), none

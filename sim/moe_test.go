@@ -324,3 +324,37 @@ func TestMegatronSharedExpertOverlapKeepsGathered(t *testing.T) {
 		t.Errorf("the overlapped shared expert keeps %d bytes more (%d against %d), want 1,024", d, saved[true], saved[false])
 	}
 }
+
+// The overlapped shared expert runs on SharedExpertMLP.stream (replay/
+// streams.go, shared_experts.py at core_v0.12.0: every step under
+// torch.cuda.stream(self.stream)), and autograd runs its backward there
+// too: its tensors come from that stream's pools, and its matmuls make
+// the forward's and the backward thread's cuBLAS workspaces for that
+// stream (PyTorch keys them by handle and stream, replay/cublas.go).
+// 8 tokens, dim 64, a shared expert of 256, bf16, tp 2: the tensors are
+// all under 1 MiB, one small-pool segment of 2 MiB (kSmallBuffer in
+// c10/cuda/CUDACachingAllocator.cpp); the two workspaces of 2 x 4 MiB +
+// 8 x 16 KiB = 8,519,680 bytes each (the default :4096:2:16:8) go into
+// one 20 MiB large-pool segment (kLargeBuffer, for requests under
+// 10 MiB): 22 MiB. Without the overlap there is no such stream.
+func TestMegatronSharedExpertStream(t *testing.T) {
+	for _, overlap := range []bool{false, true} {
+		m := &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped,
+			SharedExperts: 1, SharedHidden: 256, SharedGate: true}
+		p := moeBlockPlan(t, m, 8, "megatron")
+		p.Parallel = core.Parallelism{DP: 2, TP: 2, SequenceParallel: true, EP: 2, ETP: 2, SharedExpertOverlap: overlap}
+		got := int64(-1)
+		for _, s := range evalPlan(t, p).Streams {
+			if s.Name == "shared_expert" {
+				got = s.Bytes
+			}
+		}
+		want := int64(-1) // no such stream
+		if overlap {
+			want = 22 << 20
+		}
+		if got != want {
+			t.Errorf("overlap %v: the shared expert's stream reserves %d bytes, want %d (-1: none)", overlap, got, want)
+		}
+	}
+}

@@ -322,7 +322,7 @@ var layoutKeywords = []layoutKeyword{
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.UnpermuteProbs) },
 		set: setLayoutBool("unpermute_probs", func(p *core.Parallelism) *bool { return &p.UnpermuteProbs })},
 	{Name: "shared_expert_overlap", Sig: "False",
-		Doc: "with precision=\"megatron\": Megatron-Core's --moe-shared-expert-overlap, the shared experts beside the token dispatcher; their linears read an all-gather made before them, so under sequence parallelism the up projection keeps the gathered input, not the shard (the side stream they run on is not modelled)",
+		Doc: "with precision=\"megatron\": Megatron-Core's --moe-shared-expert-overlap, the shared experts beside the token dispatcher; their linears read an all-gather made before them, so under sequence parallelism the up projection keeps the gathered input, not the shard; they run on a stream of their own, whose pools (r.breakdown's shared_expert_stream) and cuBLAS workspaces the caching allocator keeps apart",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SharedExpertOverlap) },
 		set: setLayoutBool("shared_expert_overlap", func(p *core.Parallelism) *bool { return &p.SharedExpertOverlap })},
 }

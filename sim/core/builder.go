@@ -178,6 +178,7 @@ func (b *Builder) AddOp(kind, name string, ins []Value, params ...int32) int32 {
 	}
 	b.P.Ops = append(b.P.Ops, OpInfo{
 		Name: b.Name(name), Module: b.prefix, Kind: kind, In: ins, Params: params, Region: b.region, Block: b.curBlock,
+		SideStream: b.Par.sideStream,
 	})
 	return int32(len(b.P.Ops) - 1)
 }

@@ -83,7 +83,8 @@ type Parallelism struct {
 	// communication (parallel_mode None) and read an all-gather made
 	// before them, so under sequence parallelism its up projection keeps
 	// the gathered input for the weight gradient, not the shard
-	// (nn/moe.go lowerShared).
+	// (nn/moe.go lowerShared); it runs on a stream of its own
+	// (replay/streams.go).
 	SharedExpertOverlap bool
 
 	// Expert parallelism in detail (expert.go).

@@ -89,6 +89,10 @@ type OpInfo struct {
 	Region  int32   // checkpoint region id, 0 = none
 	Block   int32   // the repeated block it belongs to, 1-based, 0 = none (checkpoint budgets)
 	NoGradB bool    // backward produces no input grads (e.g. integer inputs)
+	// SideStream: the op runs on a side stream of its own (Megatron's
+	// overlapped shared expert, nn/moe.go): what it and its backward
+	// allocate comes from that stream's pools in the caching allocator.
+	SideStream bool
 	// WorkBParts: WorkB is this many tensors of equal size, allocated one
 	// after another (0 or 1: one tensor).
 	WorkBParts int32

@@ -57,6 +57,9 @@ type parLowering struct {
 	// all-gather made outside them and keep it for the weight gradient
 	// (KeepGatheredInputs).
 	keepGathered bool
+	// sideStream: the ops being lowered run on a side stream
+	// (OnSideStream).
+	sideStream bool
 }
 
 // Ulysses reports whether context parallelism runs DeepSpeed Ulysses
@@ -201,6 +204,15 @@ func (b *Builder) KeepGatheredInputs() (restore func()) {
 	prev := b.Par.keepGathered
 	b.Par.keepGathered = true
 	return func() { b.Par.keepGathered = prev }
+}
+
+// OnSideStream makes the ops added until the returned function is called
+// run on a side stream of their own (OpInfo.SideStream): Megatron's
+// overlapped shared expert, issued under torch.cuda.stream(self.stream).
+func (b *Builder) OnSideStream() (restore func()) {
+	prev := b.Par.sideStream
+	b.Par.sideStream = true
+	return func() { b.Par.sideStream = prev }
 }
 
 // tpGather all-gathers a sequence-parallel input along the sequence

@@ -255,12 +255,15 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 // into cached_fc1_input, read by linear_fc1): a plain linear keeps the
 // input it reads, so under sequence parallelism the up projection keeps
 // the gathered input, not the shard, and its backward gathers nothing
-// again. The stream it runs on (SharedExpertMLP.stream, its own pool in
-// the caching allocator) is not modelled.
+// again. It all runs on SharedExpertMLP.stream (the gate, the gather, both
+// linears, the reduce-scatter and the gate's product, each step under
+// torch.cuda.stream(self.stream)), and autograd runs each op's backward on
+// its forward's stream: their tensors come from that stream's pools.
 func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 	sh := m.shared()
 	if b.Par.SharedExpertOverlap && b.MegatronKernels() {
 		defer b.KeepGatheredInputs()()
+		defer b.OnSideStream()()
 	}
 	if !m.SharedGate {
 		defer b.Scope("shared_experts")()

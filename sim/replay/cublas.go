@@ -75,6 +75,19 @@ func (r *Replay) backwardCublas(op *core.OpInfo) {
 	r.backwardBlas = true
 }
 
+// sideStreamCublas allocates, at the first matmul a side stream runs on a
+// thread (0: the forward's, 1: the autograd engine's backward, which runs
+// the recompute too), that (handle, stream) pair's workspace, on the side
+// stream (the current one) and kept: PyTorch keys workspaces by handle and
+// stream (CublasHandlePool.cpp, cublas_handle_stream_to_workspace).
+func (r *Replay) sideStreamCublas(op *core.OpInfo, thread int) {
+	if r.sideBlas[thread] || r.Plan.Runtime.CPU || op.Kind != "matmul" {
+		return
+	}
+	r.sideBlas[thread] = true
+	r.cublasWorkspace([2]string{"the forward's thread", "the autograd engine's backward thread"}[thread] + " on the shared expert's stream")
+}
+
 func (r *Replay) cublasWorkspace(thread string) {
 	b := r.Plan.RuntimeMemory.CublasWorkspace(r.Plan.Device)
 	r.allocate(Alloc{Tensor: "cuBLAS workspace", DType: units.INT8, Bytes: b,

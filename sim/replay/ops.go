@@ -18,7 +18,12 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 	r.beforeForwardOp(i)                       // stream params
 	defer r.onGraphPool(i, false, recompute)() // CUDA graphs' private pool (cudagraphs.go)
 	defer r.afterForwardOp(i)                  // saved activations to host
-	reuse := recompute && r.keeps(op)          // the policy kept the outputs: the op does not run again
+	thread := 0                                // the forward's thread; the backward's runs the recompute
+	if recompute {
+		thread = 1
+	}
+	defer r.onSideStream(op, thread)() // Megatron's overlapped shared expert (streams.go)
+	reuse := recompute && r.keeps(op)  // the policy kept the outputs: the op does not run again
 	for _, v := range op.Out {
 		switch {
 		case reuse:
@@ -149,6 +154,7 @@ func (r *Replay) backwardOp(i int) {
 	defer r.onGraphPool(i, true, false)() // CUDA graphs' private pool (cudagraphs.go)
 	defer r.afterBackwardOp(i)            // grads to host
 	r.backwardCublas(op)                  // the first step's first backward matmul (cublas.go)
+	defer r.onSideStream(op, 1)()         // Megatron's overlapped shared expert (streams.go)
 	if op.Region != 0 {
 		var room [8]int32
 		chain := r.P.AppendAncestors(room[:0], op.Region)

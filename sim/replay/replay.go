@@ -76,6 +76,7 @@ type Replay struct {
 	freeEvents    []int64      // FSDP1's rate limiter: the marks of queued reshard free events
 	keptAllGather int32        // FSDP2: the all-gather output the forward keeps until the next copy-out, none
 	backwardBlas  bool         // the backward thread's cuBLAS workspace is allocated (cublas.go)
+	sideBlas      [2]bool      // the forward's and the backward's thread's cuBLAS workspaces on the shared expert's stream (cublas.go)
 	graphs        *graphPool   // compiled graphs replayed as CUDA graphs, nil = none (cudagraphs.go)
 
 	live tensors // by tensor id

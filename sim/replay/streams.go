@@ -44,6 +44,16 @@ import (
 //     use_streams=True): in the backward each offloaded activation comes
 //     back to the GPU inside `with self.s1:`, so its copy is allocated on
 //     the offload stream.
+//   - Megatron's overlapped shared expert (parallel(shared_expert_overlap=
+//     True), --moe-shared-expert-overlap): SharedExpertMLP runs every
+//     step of its forward under torch.cuda.stream(self.stream)
+//     (shared_experts.py at core_v0.12.0 and core_v0.13.0: the gate, the
+//     all-gather, both linears, the reduce-scatter, the gate's product),
+//     and autograd runs each op's backward on its forward's stream: their
+//     outputs, gradients and the stream's own cuBLAS workspaces come from
+//     that stream's pools (OpInfo.SideStream). Nothing is recorded on
+//     another stream, so a freed block goes back to the side stream's
+//     pool at once.
 //   - DDP's buckets are allocated on the compute stream when the reducer
 //     is built and reduced in place by ProcessGroupNCCL's own stream,
 //     which allocates nothing; Megatron's tensor-parallel collectives run
@@ -56,18 +66,44 @@ const (
 	StreamReduceScatter = alloc.Stream(2) // FSDP1's post-backward stream, FSDP2's reduce-scatter stream
 	StreamOffload       = alloc.Stream(3) // torchtune's activation-offload stream
 	StreamGraphPool     = alloc.Stream(4) // the private pool of torch.compile's CUDA graph trees (cudagraphs.go)
-	numStreams          = 5
+	StreamSharedExpert  = alloc.Stream(5) // Megatron's overlapped shared expert (OpInfo.SideStream)
+	numStreams          = 6
 )
 
-var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool"}
+var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool", "shared_expert"}
 
 // StreamName is the stream's name in reports: compute, all_gather,
-// reduce_scatter, offload or cuda_graph_pool.
+// reduce_scatter, offload, cuda_graph_pool or shared_expert.
 func StreamName(s alloc.Stream) string {
 	if int(s) < len(streamNames) {
 		return streamNames[s]
 	}
 	return "unknown"
+}
+
+// onSideStream runs op's allocations, forward, recompute or backward, on
+// its side stream when it has one (OpInfo.SideStream: autograd runs an
+// op's backward on the stream of its forward), and an op without one on
+// the compute stream when a side op's backward recomputes it; the
+// returned function goes back to the stream before. A matmul on the side
+// stream makes its thread's cuBLAS workspace there at its first call
+// (cublas.go); thread is 0 in the forward, 1 in the backward and its
+// recompute.
+func (r *Replay) onSideStream(op *core.OpInfo, thread int) func() {
+	s := StreamSharedExpert
+	switch {
+	case op.SideStream:
+	case r.stream == StreamSharedExpert:
+		s = StreamCompute
+	default:
+		return func() {}
+	}
+	prev := r.stream
+	r.stream = s
+	if op.SideStream {
+		r.sideStreamCublas(op, thread)
+	}
+	return func() { r.stream = prev }
 }
 
 // allocateOn records one allocation on stream s.
