@@ -30,21 +30,25 @@ func foldPath(p string) string { return string(appendFoldPath(nil, p)) }
 // into a few dozen rows).
 func appendFoldPath(dst []byte, p string) []byte {
 	rest := p
-	for { // the copies' segments in front
-		seg, after, more := strings.Cut(rest, ".")
+	for rest != "" { // the copies' segments in front
+		seg, after := rest, ""
+		if i := strings.IndexByte(rest, '.'); i >= 0 {
+			seg, after = rest[:i], rest[i+1:]
+		}
 		if !copyPrefix(seg) {
 			break
 		}
-		if rest = after; !more {
-			rest = ""
-		}
+		rest = after
 	}
 	if rest == "" || rest[0] == '.' {
 		return append(dst, "(model)"...)
 	}
-	for i := 0; ; i++ {
-		seg, after, more := strings.Cut(rest, ".")
-		if i > 0 {
+	for start, i := 0, 0; i <= len(rest); i++ {
+		if i < len(rest) && rest[i] != '.' {
+			continue
+		}
+		seg := rest[start:i]
+		if start > 0 {
 			dst = append(dst, '.')
 		}
 		j := len(seg)
@@ -56,22 +60,31 @@ func appendFoldPath(dst []byte, p string) []byte {
 		} else {
 			dst = append(dst, seg...)
 		}
-		if !more {
-			return dst
-		}
-		rest = after
+		start = i + 1
 	}
+	return dst
 }
 
 // copyPrefix reports whether a path segment names a copy the lowering
 // adds: stage<k>, mb<k>, member<k>, rollout<k>.
 func copyPrefix(s string) bool {
-	for _, p := range []string{"stage", "mb", "member", "rollout"} {
-		if rest, ok := strings.CutPrefix(s, p); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
-			return true
+	var k string // the digits after the prefix (no prefix is another's)
+	switch {
+	case strings.HasPrefix(s, "stage"):
+		k = s[len("stage"):]
+	case strings.HasPrefix(s, "mb"):
+		k = s[len("mb"):]
+	case strings.HasPrefix(s, "member"):
+		k = s[len("member"):]
+	case strings.HasPrefix(s, "rollout"):
+		k = s[len("rollout"):]
+	}
+	for i := range len(k) {
+		if k[i] < '0' || k[i] > '9' {
+			return false
 		}
 	}
-	return false
+	return k != ""
 }
 
 // moduleAgg accumulates one row.

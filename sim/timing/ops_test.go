@@ -177,6 +177,10 @@ func TestFoldPath(t *testing.T) {
 		"chunk.x12.chunk12.12a":               "chunk.x12.chunk*.12a",
 		"stage1.":                             "(model)",
 		"layers.3.":                           "layers.*.",
+		"stage.layers.1":                      "stage.layers.*",
+		"mb1x.mb2.layers.2":                   "mb1x.mb2.layers.*",
+		"rollout.member":                      "rollout.member",
+		"stage٣.x":                            "stage٣.x",
 	} {
 		if got := foldPath(in); got != want {
 			t.Errorf("foldPath(%q) = %q, want %q", in, got, want)
