@@ -234,7 +234,7 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 	if i == len(d.p.Ops)-1 {
 		d.backwardStart(r)
 	}
-	for _, o := range d.seeds[int32(i)] {
+	for _, o := range d.seedsOf(i) {
 		vi := &d.p.Values[o.V]
 		if o.Loss {
 			r.gradT[o.V] = r.allocate(Alloc{Tensor: "grad of " + vi.Name, DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
@@ -255,11 +255,20 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 	}
 }
 
+// seedsOf is the pipeline outputs op i produces, whose gradients the
+// backward seeds there.
+func (d *distState) seedsOf(i int) []core.StageOut {
+	if d.seeded == nil || !d.seeded[i] {
+		return nil
+	}
+	return d.seeds[int32(i)]
+}
+
 func (d *distState) afterBackward(r *Replay, i int) {
 	if d == nil {
 		return
 	}
-	for _, o := range d.seeds[int32(i)] {
+	for _, o := range d.seedsOf(i) {
 		if o.Loss {
 			r.unhold(o.V)
 		}

@@ -99,7 +99,8 @@ type distState struct {
 	posOf   []int   // each unit's position in order (prefetch), built on first use
 	live    int64   // elements of gathered units that are not kept whole
 
-	seeds map[int32][]core.StageOut // pipeline outputs by producer op
+	seeds  map[int32][]core.StageOut // pipeline outputs by producer op
+	seeded []bool                    // by op: it has seeds (the backward looks at every op, a map lookup each)
 	// torch.distributed.pipelining (pipeline_torch.go): gradient receive
 	// buffers by output, received activations whose gradients live until
 	// the step ends, and those gradients' allocations.
@@ -148,10 +149,11 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 		d.gatherDT, d.reduceDT = par.FSDPParams(plan.Precision), par.FSDPReduce(plan.Precision)
 	}
 	if prog.Stage != nil {
-		d.seeds = map[int32][]core.StageOut{}
+		d.seeds, d.seeded = map[int32][]core.StageOut{}, make([]bool, len(prog.Ops))
 		for _, o := range prog.Stage.Outputs {
 			pr := prog.Values[o.V].Producer
 			d.seeds[pr] = append(d.seeds[pr], o)
+			d.seeded[pr] = true
 		}
 	}
 	if d.Mode == DistFSDP || (d.Mode == DistZeRO && par.Zero == 3) {
