@@ -8,6 +8,7 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // groupedExperts makes every MoE block under l run as Megatron's grouped
@@ -287,6 +288,44 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // without the shared expert's blocks, fragment less, 2.6 -> 1.7 GiB),
 // tp 2 ep 4 60.3 -> 60.2 (-7.2 -> -7.5 %).
 //
+// --moe_router_dtype fp32 (parallel(router_dtype="fp32")): moe.sh sets it
+// at ea23c5e9d and c3f3ca4a4, and it is ms-swift's default there
+// (MegatronArguments moe_router_dtype = 'fp32', swift/megatron/argument/
+// megatron_args.py l.154 at ea23c5e9d, l.204 at c3f3ca4a4); the Qwen3
+// run's ms-swift (0f31a5a9e, l.151) defaults to None and its script sets
+// none: bf16 there, as Megatron-LM's own default (--moe-router-dtype
+// default=None, megatron/training/arguments.py l.2506 at core_v0.12.0).
+// What fp32 changes, by the sources (Megatron-LM core_v0.12.0 d580efc68
+// and core_v0.13.0 c550cf6c4, megatron/core/transformer/moe/):
+//   - router.py l.66-71 (TopKRouter.gating): F.linear(input.to(fp32),
+//     weight.to(fp32)): an fp32 GEMM that keeps an fp32 copy of the
+//     layer's tokens for the weight gradient (8192 x 2048 x 4 = 64 MiB a
+//     layer at tp 1, 32 MiB under sequence parallelism at tp 2);
+//   - moe_utils.py l.500-506 (topk_softmax_with_capacity): the probs
+//     .type_as(logits), fp32;
+//   - token_dispatcher.py l.624-629 at core_v0.12.0 (token_unpermutation),
+//     l.734-738 at core_v0.13.0 (combine_preprocess): "The precision of TP
+//     reduce_scatter should be the same as the router_dtype": under expert
+//     tp the experts' outputs are cast to fp32, reduce-scattered, cast
+//     back; the backward all-gathers their gradient in fp32 too;
+//   - not the all-to-all: it carries the reduce-scattered rows after
+//     .to(hidden_states.dtype), bf16; nor the experts' output under 0.13,
+//     whose weighted_swiglu returns res.to(dtype) (megatron/core/fusions/
+//     fused_bias_swiglu.py l.45-48); nor 0.12's unpermute under
+//     --moe_permute_fusion (every fp32 run here), Transformer Engine's
+//     moe_unpermute writing the input's dtype (triton/permutation.py
+//     unpermute_with_mask_map at v2.3). The unfused unpermute would
+//     promote the routed rows to fp32 (moe_utils.py l.349-355), which
+//     memsh does not model.
+//
+// Moves (go test ./sim -run TestMegatronSwiftCalibration -v): tp 2 ep 4
+// 2.13 -> 2.36 s (-28.9 -> -21.2 %: 0.09 s the fp32 reduce-scatters and
+// all-gathers, 0.11 s their casts, 0.02 s the fp32 router GEMM), 60.2 ->
+// 61.1 GiB (-7.5 -> -5.9 %); pp 2 no recompute 2.37 -> 2.40 s (-5.3 ->
+// -4.1 %), 66.4 -> 68.1 GiB (-9.0 -> -6.7 %); pp 2 full recompute 2.89
+// -> 2.93 s (-2.1 -> -0.6 %), 43.7 GiB either way; Qwen3-30B-A3B and the
+// dense row unchanged.
+//
 // Checked for the full-recompute rows (the brief of issue 19; Megatron-LM
 // core_v0.12.0 and core_v0.13.0, ms-swift c3f3ca4a4 and 0f31a5a9e), none
 // holding more than memsh has: CheckpointFunction (tensor_parallel/
@@ -347,7 +386,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		// moe/moe.sh "8 * 57GiB, 2.95s/it": pp 2 (the last stage 11 of 24
 		// layers), ep 4, dp 4, full recompute of every layer.
 		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
-			par:   core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 11, SharedExpertOverlap: true},
+			par:   core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 11, SharedExpertOverlap: true, RouterDType: units.FP32},
 			nodes: 1, recompute: "full", gib: 57, secs: 2.95, expandable: true,
 			memGap: "memsh 23 % below, cause unknown"},
 		// Held back: the same model's runs with no recompute (selective
@@ -358,13 +397,13 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		// its unpermute: unpermute_probs).
 		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4, no recompute", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
 			par: core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true, RouterDType: units.FP32},
 			nodes: 1, recompute: "none", gib: 73, secs: 2.5},
 		{name: "Qwen1.5-MoE-A2.7B, tp 2, ep 4, dp 4, no recompute", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
 			par: core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true,
-				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true, RouterDType: units.FP32},
 			nodes: 1, recompute: "none", gib: 65, secs: 3,
-			timeGap: "memsh 28 % below, cause unknown (see above)"},
+			timeGap: "memsh 21 % below, cause unknown (see above)"},
 		// Qwen3 best practice, two nodes: tp 2 with sequence parallelism,
 		// ep 8, dp 8, full recompute, no overlap flags.
 		{name: "Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes", config: readHF(t, "qwen3-30b-a3b.json"),

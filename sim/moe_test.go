@@ -1,11 +1,14 @@
 package sim
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // moeBlockPlan trains one MoE block on batch 1 x seq tokens.
@@ -355,6 +358,86 @@ func TestMegatronSharedExpertStream(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("overlap %v: the shared expert's stream reserves %d bytes, want %d (-1: none)", overlap, got, want)
+		}
+	}
+}
+
+// parallel(router_dtype="fp32"), Megatron's --moe-router-dtype
+// (nn/moe_route.go routerDType, nn/moe_megatron.go
+// reduceScatterInRouterDType; router.py l.66-71 and token_dispatcher.py
+// l.624-629 at core_v0.12.0): 8 tokens, dim 64, 4 experts of 128, top-2,
+// bf16 compute, tp 2 with sequence parallelism, ep 2, expert tp 2 (dp 2).
+// The router reads this rank's 8 / 2 = 4 tokens: with fp32 its GEMM reads
+// an fp32 copy of them, 4 x 64 x 4 = 1,024 bytes, and keeps it for the
+// weight gradient; without, the bf16 input itself (512). The routing
+// weights come out fp32 ([4, 2]). The experts' partial outputs, 16 rows
+// of 64, are reduce-scattered in fp32 (16 x 64 x 4 = 4,096 bytes; bf16
+// 2,048) and their gradient all-gathered in fp32 in the backward; the
+// combine all-to-all carries the rank's 8 rows in bf16 either way (1,024).
+// Both releases' paths (unpermute_probs) do the same.
+func TestMegatronRouterDType(t *testing.T) {
+	for _, tc := range []struct {
+		dt         units.DType
+		unpermute  bool
+		routerIn   units.DType // the dtype of the input the router GEMM keeps
+		weights    units.DType // the top-k routing weights
+		reduceComm int64       // bytes of the experts' reduce-scatter (and its backward all-gather)
+	}{
+		{units.InvalidDType, false, units.BF16, units.BF16, 2048},
+		{units.FP32, false, units.FP32, units.FP32, 4096},
+		{units.FP32, true, units.FP32, units.FP32, 4096},
+		{units.FP64, false, units.FP64, units.FP64, 8192},
+	} {
+		name := fmt.Sprintf("router_dtype %s, unpermute_probs %v", tc.dt.Name(), tc.unpermute)
+		p := moeBlockPlan(t, &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped}, 8, "megatron")
+		p.Parallel = core.Parallelism{DP: 2, TP: 2, SequenceParallel: true, EP: 2, ETP: 2, RouterDType: tc.dt, UnpermuteProbs: tc.unpermute}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var router *core.OpInfo
+		var weights units.DType
+		for i := range prog.Ops {
+			op := &prog.Ops[i]
+			if op.Kind == "matmul" && op.Module == "moe.router" {
+				router = op
+			}
+			for _, v := range op.Out {
+				if prog.Values[v].Name == "moe.routing_weights" || strings.HasPrefix(prog.Values[v].Name, "moe.routing_weights.") {
+					weights = prog.Values[v].Dtype
+				}
+			}
+		}
+		if router == nil || len(router.Saved) == 0 {
+			t.Fatalf("%s: no router matmul keeping its input", name)
+		}
+		in := prog.Values[router.Saved[0]]
+		if in.Dtype != tc.routerIn || in.Bytes != int64(4*64*tc.routerIn.Bits()/8) {
+			t.Errorf("%s: the router keeps %s %v (%d bytes), want %s [4 64]", name, in.Dtype.Name(), in.Shape, in.Bytes, tc.routerIn.Name())
+		}
+		if weights != tc.weights {
+			t.Errorf("%s: routing weights in %s, want %s", name, weights.Name(), tc.weights.Name())
+		}
+		type rec struct {
+			kind, group string
+			bytes       int64
+			backward    bool
+		}
+		comm := map[rec]int{}
+		for _, c := range prog.Comm {
+			comm[rec{c.Kind, c.Group, c.Bytes, c.Backward}]++
+		}
+		for _, want := range []rec{
+			{"reduce_scatter", "tp", tc.reduceComm, false},
+			{"all_gather", "tp", tc.reduceComm, true},
+			{"all_to_all", "ep", 1024, false},
+		} {
+			if comm[want] == 0 {
+				t.Errorf("%s: no %v among %v", name, want, comm)
+			}
 		}
 	}
 }

@@ -325,6 +325,34 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "with precision=\"megatron\": Megatron-Core's --moe-shared-expert-overlap, the shared experts beside the token dispatcher; their linears read an all-gather made before them, so under sequence parallelism the up projection keeps the gathered input, not the shard; they run on a stream of their own, whose pools (r.breakdown's shared_expert_stream) and cuBLAS workspaces the caching allocator keeps apart",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SharedExpertOverlap) },
 		set: setLayoutBool("shared_expert_overlap", func(p *core.Parallelism) *bool { return &p.SharedExpertOverlap })},
+	{Name: "router_dtype", Sig: "None",
+		Doc: `with precision="megatron": Megatron-Core's --moe-router-dtype, "fp32" or "fp64": the MoE router casts its input and weight to it for the gating GEMM ` +
+			`(keeping that copy of its input for the weight gradient) and its probs come out in it; under expert tensor parallelism the experts' outputs are ` +
+			`reduce-scattered (and their gradient all-gathered) in it; None (Megatron's default): the router in its input's dtype`,
+		get: func(p core.Parallelism) starlark.Value {
+			if p.RouterDType != units.InvalidDType {
+				return starlark.String(p.RouterDType.Name())
+			}
+			return starlark.None
+		},
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			switch x := v.(type) {
+			case nil, starlark.NoneType:
+				p.RouterDType = units.InvalidDType
+			case starlark.String:
+				switch string(x) {
+				case "fp32":
+					p.RouterDType = units.FP32
+				case "fp64":
+					p.RouterDType = units.FP64
+				default:
+					return fmt.Errorf("router_dtype must be \"fp32\", \"fp64\" or None, as Megatron's --moe-router-dtype (got %q)", string(x))
+				}
+			default:
+				return fmt.Errorf("router_dtype must be \"fp32\", \"fp64\" or None (got %s)", v.Type())
+			}
+			return nil
+		}},
 }
 
 // optionalInt is the getter of a count that is None when unset.

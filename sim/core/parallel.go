@@ -86,6 +86,13 @@ type Parallelism struct {
 	// (nn/moe.go lowerShared); it runs on a stream of its own
 	// (replay/streams.go).
 	SharedExpertOverlap bool
+	// RouterDType: Megatron's --moe-router-dtype (fp32 or fp64; invalid:
+	// None, Megatron's default, the router in its input's dtype). The
+	// router's input and weight are cast to it for the gating GEMM, its
+	// probs come out in it, and under expert tensor parallelism the
+	// experts' outputs are reduce-scattered in it (nn/moe_route.go,
+	// nn/moe_megatron.go).
+	RouterDType units.DType
 
 	// Expert parallelism in detail (expert.go).
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
@@ -267,6 +274,9 @@ func (p Parallelism) String() string {
 	if n.SharedExpertOverlap {
 		parts = append(parts, "shared_expert_overlap=True")
 	}
+	if n.RouterDType != units.InvalidDType {
+		parts = append(parts, fmt.Sprintf("router_dtype=%q", n.RouterDType.Name()))
+	}
 	return "parallel(" + strings.Join(parts, ", ") + ")"
 }
 
@@ -380,6 +390,12 @@ func (p *Plan) validateParallel() error {
 	}
 	if par.UnpermuteProbs && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "unpermute_probs=True is Megatron-Core 0.12's grouped experts (the routing weights applied in the unpermute)", Hint: `use precision="megatron"`}
+	}
+	if par.RouterDType != units.InvalidDType && p.Precision.Name != "megatron" {
+		return &units.Error{Path: "parallel", Msg: "router_dtype= is Megatron-Core's --moe-router-dtype (its TopKRouter's gating dtype)", Hint: `use precision="megatron"`}
+	}
+	if d := par.RouterDType; d != units.InvalidDType && d != units.FP32 && d != units.FP64 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("router_dtype must be \"fp32\" or \"fp64\" (got %q), as Megatron's --moe-router-dtype", d.Name()), Hint: "None (the default) runs the router in its input's dtype"}
 	}
 	if par.LossDPGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "loss_dp_group=True is Megatron's DATA_PARALLEL_GROUP, over which its loss is all-reduced", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}

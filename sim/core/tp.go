@@ -53,6 +53,9 @@ type parLowering struct {
 	// SharedExpertOverlap: Megatron's overlapped shared expert
 	// (Parallelism.SharedExpertOverlap).
 	SharedExpertOverlap bool
+	// RouterDType: Megatron's --moe-router-dtype (Parallelism.RouterDType),
+	// invalid when unset; it applies on one GPU too.
+	RouterDType units.DType
 	// keepGathered: the column-parallel linears being lowered read an
 	// all-gather made outside them and keep it for the weight gradient
 	// (KeepGatheredInputs).
@@ -84,13 +87,14 @@ func (l parLowering) spDiv() int64 {
 
 // configure sets the distributed lowering of plan p on b.
 func (p *Plan) configureLowering(b *Builder) {
+	b.Par.RouterDType = p.Parallel.RouterDType
 	if !p.Parallel.Active() {
 		return
 	}
 	par := p.Parallel.Norm()
 	b.Par = parLowering{Tp: par.TP, cp: par.CP, ep: par.EP, sp: par.SequenceParallel, ulysses: par.CPMode == "ulysses", allGather: par.CPMode == "allgather",
 		etp: par.ETPn(), expertLoad: par.ExpertLoad, expertWorst: par.ExpertWorst,
-		UnpermuteProbs: par.UnpermuteProbs, SharedExpertOverlap: par.SharedExpertOverlap,
+		UnpermuteProbs: par.UnpermuteProbs, SharedExpertOverlap: par.SharedExpertOverlap, RouterDType: par.RouterDType,
 		// Megatron's GPT loss is always the vocab-parallel cross-entropy; the
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",

@@ -52,7 +52,8 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	}
 	y := m.groupedFfn(b, xs, int64(len(rows)), core.NoValue)
 	y = expertAllToAll(b, "combine", y, send)
-	return weightedUnpermute(b, x, y, r, send, m.Dim)
+	w := b.Cast(r.weights, b.Dtype(y), "routing weights in the expert output dtype")
+	return weightedUnpermute(b, x, y, w, r.idx, send, m.Dim)
 }
 
 // fusedWeights are the experts' 3-D parameters (fused_loop and grouped):

@@ -85,11 +85,22 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 		y = sortChunks(b, "unsort_chunks", y, "expert outputs back in source-rank order")
 	}
 	if etp {
-		y = b.TpReduce("experts", y)
+		y = reduceScatterInRouterDType(b, y)
 	}
 	y = expertAllToAll(b, "combine", y, send)
 	if !inExperts {
-		return weightedUnpermute(b, x, y, r, send, m.Dim)
+		// core_r0.12.0: Transformer Engine's moe_unpermute (the
+		// --moe-permute-fusion path every run here sets) reads the probs
+		// in their dtype and writes the output in the input's
+		// (transformer_engine/pytorch/permutation.py
+		// _moe_unpermute_mask_map, triton/permutation.py
+		// unpermute_with_mask_map at v2.3: torch.empty(..., dtype=
+		// inp.dtype)), saving both as they are. Not modelled: the unfused
+		// unpermute (moe_utils.py l.349-355 at core_v0.12.0), whose
+		// product with fp32 probs promotes the routed rows to fp32
+		// before the scatter-add ("Use --moe-permute-fusion flag to
+		// avoid this extra memory allocation").
+		return weightedUnpermute(b, x, y, r.weights, r.idx, send, m.Dim)
 	}
 	c := b.AddOp("index_add", "unpermute", []core.Value{y, r.idx})
 	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs summed per token")
@@ -98,13 +109,34 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 	return out
 }
 
+// reduceScatterInRouterDType is the combine's reduce-scatter of the
+// experts' partial outputs over the expert tensor-parallel group, which
+// Megatron runs in the probs' dtype: "The precision of TP reduce_scatter
+// should be the same as the router_dtype",
+// reduce_scatter_to_sequence_parallel_region(hidden_states.to(
+// self.probs.dtype), ...).to(hidden_states.dtype)
+// (megatron/core/transformer/moe/token_dispatcher.py l.624-629 at
+// core_v0.12.0, d580efc68, in token_unpermutation; l.734-738 at
+// core_v0.13.0, c550cf6c4, in combine_preprocess). With
+// --moe-router-dtype fp32 the probs are fp32 (moe_route.go routerDType):
+// the outputs are copied to fp32, reduce-scattered (and their gradient
+// all-gathered, the backward of the reduce-scatter, in fp32: the cast
+// back's backward casts it up) at twice the bf16 bytes, and the shard
+// cast back. Without it the probs are in the input's dtype and nothing
+// is cast.
+func reduceScatterInRouterDType(b *core.Builder, y core.Value) core.Value {
+	dt := b.Dtype(y)
+	y = b.Cast(y, routerDType(b, dt), "experts' outputs in the router's dtype for the expert-tp reduce-scatter")
+	y = b.TpReduce("experts", y)
+	return b.Cast(y, dt, "reduce-scattered experts' outputs back in their dtype")
+}
+
 // weightedUnpermute weights the experts' outputs y by the routing weights
 // and sums them per token: the product saves both operands (the outputs
 // for the weights' gradient, the weights for the outputs'), the
 // scatter-add its indices.
-func weightedUnpermute(b *core.Builder, x, y core.Value, r routing, send, dim int64) core.Value {
-	w := b.Cast(r.weights, b.Dtype(y), "routing weights in the expert output dtype")
-	c := b.AddOp("index_add", "unpermute", []core.Value{y, w, r.idx})
+func weightedUnpermute(b *core.Builder, x, y, w, idx core.Value, send, dim int64) core.Value {
+	c := b.AddOp("index_add", "unpermute", []core.Value{y, w, idx})
 	out := b.Out(c, "combined", b.Shape(x), b.Dtype(y), "expert outputs weighted and summed per token")
 	if b.Grad(w) {
 		b.Save(c, y)
@@ -112,7 +144,7 @@ func weightedUnpermute(b *core.Builder, x, y core.Value, r routing, send, dim in
 	if b.Grad(y) {
 		b.Save(c, w)
 	}
-	b.Save(c, r.idx)
+	b.Save(c, idx)
 	b.Op(c).Flops = 2 * float64(send) * float64(dim)
 	return out
 }

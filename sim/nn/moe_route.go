@@ -27,7 +27,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// sigmoid, selection under no_grad on scores + correction bias
 		// (grouped top-k over n_group groups), gather of the selected
 		// scores, renormalised, times routed_scaling_factor: fp32 weights.
-		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, units.FP32)
+		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, routerDType(b, units.FP32))
 		scores := b.Unary("sigmoid", logits, false, true)
 		if m.ScoreBias {
 			// A buffer, set from the experts' loads between steps: no
@@ -36,13 +36,13 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		}
 		r.idx = m.topkIndices(b, scores, T)
 		g := b.AddOp("gather", "topk_weights", []core.Value{scores, r.idx})
-		w := b.Out(g, "topk_weights", []int64{T, k}, units.FP32, "selected sigmoid scores")
+		w := b.Out(g, "topk_weights", []int64{T, k}, b.Dtype(scores), "selected sigmoid scores")
 		b.Save(g, r.idx)
 		r.weights = m.normTopK(b, w)
 	case RouterTopKSoftmax:
 		// GptOssTopKRouter: F.linear(x, weight, bias), top-k of the
 		// logits, softmax over the k in the logits' dtype.
-		dt := b.Prec.Compute
+		dt := routerDType(b, b.Prec.Compute)
 		logits := routerParamLinear(b, "router", x, m.Dim, E, m.RouterBias, dt)
 		tk := b.AddOp("topk", "topk", []core.Value{logits})
 		top := b.Out(tk, "router_top_value", []int64{T, k}, dt, "top-k router logits")
@@ -60,6 +60,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// renormalised (Mixtral always; Qwen2-MoE when norm_topk_prob),
 		// then cast to the hidden states' dtype.
 		var logits core.Value
+		probsDt := b.Dtype(x)
 		if m.impl() == MoELoop {
 			name := m.RouterName
 			if name == "" {
@@ -67,7 +68,11 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			}
 			logits = b.Linear(name, core.RoleRouter, x, m.Dim, E, false)
 		} else {
-			logits = routerParamLinear(b, "router", x, m.Dim, E, false, b.Prec.Compute)
+			dt := routerDType(b, b.Prec.Compute)
+			logits = routerParamLinear(b, "router", x, m.Dim, E, false, dt)
+			if dt != b.Prec.Compute {
+				probsDt = dt // softmax(..., dtype=fp32).type_as(logits)
+			}
 		}
 		sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
 		probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
@@ -80,9 +85,25 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		b.Val(r.idx).Grad = false
 		b.Save(tk, r.idx)
 		w = m.normTopK(b, w)
-		r.weights = b.Cast(w, b.Dtype(x), "routing weights in the hidden states' dtype")
+		r.weights = b.Cast(w, probsDt, "routing weights in the hidden states' dtype")
 	}
 	return r
+}
+
+// routerDType is the dtype the router's gating GEMM runs in: Megatron's
+// --moe-router-dtype when set (parallel(router_dtype=), precision
+// "megatron" only), else dflt. Megatron-Core's TopKRouter.gating
+// (megatron/core/transformer/moe/router.py l.66-71 at core_v0.12.0,
+// d580efc68; the same in core_v0.13.0) casts the input and the weight to
+// it, F.linear(input.to(router_dtype), self.weight.to(router_dtype)):
+// the linear keeps the cast input for the weight's gradient, an fp32
+// [tokens, hidden] copy a layer. topk_softmax_with_capacity (moe_utils.py
+// l.500-506) returns the probs .type_as(logits): in that dtype too.
+func routerDType(b *core.Builder, dflt units.DType) units.DType {
+	if d := b.Par.RouterDType; d != units.InvalidDType {
+		return d
+	}
+	return dflt
 }
 
 // topkIndices is DeepSeek-V3's selection (get_topk_indices, under
