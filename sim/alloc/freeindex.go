@@ -335,17 +335,39 @@ func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
 	if x.active {
 		return x.bestFit(n, fl, sizes)
 	}
-	best := -1
-	for i, s := range sizes {
-		if s == n { // no size that fits is smaller, no block of it earlier
-			return fl[i]
+	if i := scanSizes(n, sizes); i >= 0 {
+		return fl[i]
+	}
+	return nil
+}
+
+// scanSizes returns the position of the first of the smallest sizes
+// >= n, or -1. Sizes and n are positive, so s-n read unsigned is the
+// room a fitting size leaves (below 1<<63) and, for a size too small,
+// at least 1<<63: one unsigned comparison per size says whether it fits
+// better than the best so far. Four sizes none of which fits better are
+// passed over at once. The strict < keeps the first of equal sizes; a
+// size equal to n cannot be beaten. The scan was a quarter of
+// BenchmarkEvaluateLlama70B3D's instructions (lists of 32 to 300 blocks);
+// about 8 instructions a size before, 5.5 now (750 M -> 697 M in all).
+func scanSizes(n int64, sizes []int64) int {
+	best, room := -1, uint64(1)<<63
+	for i := 0; i < len(sizes); i++ {
+		for ; i+4 <= len(sizes); i += 4 {
+			s := (*[4]int64)(sizes[i:])
+			if uint64(s[0]-n) < room || uint64(s[1]-n) < room || uint64(s[2]-n) < room || uint64(s[3]-n) < room {
+				break
+			}
 		}
-		if s > n && (best < 0 || s < sizes[best]) {
-			best = i
+		if i == len(sizes) {
+			break
+		}
+		if r := uint64(sizes[i] - n); r < room {
+			if r == 0 {
+				return i
+			}
+			best, room = i, r
 		}
 	}
-	if best < 0 {
-		return nil
-	}
-	return fl[best]
+	return best
 }

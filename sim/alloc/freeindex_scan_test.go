@@ -44,3 +44,32 @@ func TestScanBestFit(t *testing.T) {
 		})
 	}
 }
+
+// TestScanSizesAgainstDefinition checks scanSizes on pseudo-random lists
+// of every length up to 40 (the runs of four it passes over, and the
+// sizes after the last run) drawn from a few sizes (ties, exact fits),
+// against the definition: the first of the smallest sizes >= n.
+func TestScanSizesAgainstDefinition(t *testing.T) {
+	seed := uint64(3)
+	next := func(n int) int { // a fixed pseudo-random sequence (an LCG)
+		seed = seed*6364136223846793005 + 1442695040888963407
+		return int(seed>>33) % n
+	}
+	pool := []int64{512, 1024, 1536, 4096, 1 << 20, 1<<20 + 512, 20 << 20, 1 << 40}
+	for trial := range 4000 {
+		sizes := make([]int64, trial%41)
+		for i := range sizes {
+			sizes[i] = pool[next(len(pool))]
+		}
+		n := pool[next(len(pool))] + int64(next(3)-1)*512
+		want := -1
+		for i, s := range sizes {
+			if s >= n && (want < 0 || s < sizes[want]) {
+				want = i
+			}
+		}
+		if got := scanSizes(n, sizes); got != want {
+			t.Fatalf("scanSizes(%d, %v) = %d, want %d", n, sizes, got, want)
+		}
+	}
+}
