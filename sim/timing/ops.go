@@ -355,7 +355,8 @@ func pointwise(op *core.OpInfo) bool {
 // fusedGroup prices ops [a, b), all pointwise, as one fused kernel: it
 // reads the values produced outside the group once and writes the values
 // read after it or saved for backward once; what stays inside never
-// reaches HBM. Its backward is one kernel streaming twice those bytes.
+// reaches HBM. Its backward is one kernel streaming twice those bytes
+// (once for casts alone: bwdFactor).
 // The group's time is shared among its ops by their own bytes.
 func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
 	p := pr.prog
@@ -387,7 +388,7 @@ func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
 	fwd, bound := streamTime(pr.d, bytes)
 	var bwd float64
 	if grad {
-		bwd, _ = streamTime(pr.d, 2*bytes)
+		bwd, _ = streamTime(pr.d, bwdFactor(p.Ops[a:b])*bytes)
 	}
 	for i := a; i < b; i++ {
 		share := 1 / float64(b-a)
@@ -401,6 +402,23 @@ func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
 		pr.addDispatch(&c)
 		out[i] = c
 	}
+}
+
+// bwdFactor is how many times a fused group's forward bytes its backward
+// streams: twice for the general pointwise op (it reads the output's
+// gradient and the saved inputs and writes the inputs' gradients), once
+// for a group of casts alone, whose backward is one cast of the gradient
+// back (PyTorch's tools/autograd/derivatives.yaml: _to_copy's gradient
+// is _to_copy_backward(grad, self.options()), grad.to(...): it reads
+// the gradient in the output's dtype and writes it in the input's, the
+// forward's bytes).
+func bwdFactor(ops []core.OpInfo) float64 {
+	for i := range ops {
+		if ops[i].Kind != "cast" {
+			return 2
+		}
+	}
+	return 1
 }
 
 // elemBytes is the size of an element of dt in bytes (half a byte for
