@@ -328,6 +328,37 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // twice in the backward, which is one cast of the gradient back
 // (timing/ops.go bwdFactor): tp 2 ep 4 2.36 -> 2.33 s (-22.5 %).
 //
+// The rest of the tp 2 ep 4 gap (0.67 s), checked against core_v0.12.0:
+//   - the expert-tp all-gather and reduce-scatter pass the split sizes
+//     (output_splits_tp), so mappings.py takes its uneven path
+//     (torch.distributed.all_gather into a list, l.144-151;
+//     torch.distributed.reduce_scatter from one, l.187-197), which
+//     PyTorch's ProcessGroupNCCL runs, for lists of unequal sizes, as
+//     coalesced broadcasts (reduces), one rooted at each rank: at tp 2
+//     each link carries the same bytes as the all-gather memsh prices;
+//     no cost named;
+//   - with tp x cp > 1 the aux loss all-reduces tokens_per_expert over
+//     that group every layer's forward (moe_utils.py l.56, router.py
+//     l.292): 60 integers, a latency-bound collective of tens of
+//     microseconds, a few ms a step; not priced (moe() has no aux-loss
+//     setting);
+//   - the expert GEMMs at tp 2 have pp 2's rows (about 2,184 an expert)
+//     and half its width (fc1 1,408 columns, fc2 704 deep): 15 experts
+//     x 6 GEMMs of 30-60 us a layer and micro-batch; memsh prices every
+//     GEMM at one rate per GPU (no A100 table by shape, issue 20), so an
+//     efficiency that falls with the width would hit tp 2 harder; no
+//     public figure to price it;
+//   - the host: each MoE layer's forward syncs with the GPU
+//     (_maybe_dtoh_and_synchronize, token_dispatcher.py l.529 and l.707)
+//     and memsh's forward of a layer is 5.3 ms of GPU work against
+//     0.28 ms of CPU dispatch at its 10 us a kernel, so the sync exposes
+//     little in memsh's terms. A CPU cost per layer micro-batch of the
+//     size Megatron-Bridge's runs show (docs/time.md, "Megatron-Core's
+//     MoE layers on the CPU") would weigh on tp 2 (24 layers a rank,
+//     half the tokens each) more than on pp 2 (12 layers, twice the
+//     work each), the pattern of these rows, but no figure for these
+//     hosts exists.
+//
 // Checked for the full-recompute rows (the brief of issue 19; Megatron-LM
 // core_v0.12.0 and core_v0.13.0, ms-swift c3f3ca4a4 and 0f31a5a9e), none
 // holding more than memsh has: CheckpointFunction (tensor_parallel/
