@@ -22,13 +22,14 @@ func SearchBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "search",
 		Sig: "search(model, gpus=None, gpu=\"H100-80GB\", seq=None, global_batch=None, precision=\"bf16-mixed\", " +
-			"optimizer=adamw(), nodes=None, gpus_per_node=8, top=10, tp=None, pp=None, cp=None, ep=None, " +
+			"optimizer=adamw(), nodes=None, gpus_per_node=8, top=10, tp=None, pp=None, cp=None, ep=None, expert_tp=None, " +
 			"sharding=None, cp_mode=None, micro_batch=None, checkpoint=None, virtual_stages=None, max_layouts=2000000)",
 		Doc: "Finds the fastest layouts of model that fit, and the Pareto front of step time and memory: " +
 			"search(m, gpus=1024, seq=8192, global_batch=1024). By default it explores the whole layout space of gpus " +
 			"GPUs (or nodes x gpus_per_node) for global_batch sequences of seq tokens per step: every factorisation into " +
 			"dp x tp x pp x cp x ep (tp up to the attention heads, pp up to the repeated blocks, cp where it divides the " +
-			"sequence, ep over the divisors of a MoE's experts), both context-parallel attentions (ring, Ulysses; cp_mode=[\"ring\", \"ulysses\", \"allgather\"] adds torch's " +
+			"sequence, ep over the divisors of a MoE's experts, and for a MoE at tp > 1 both expert_tp=tp, its experts split like the " +
+			"dense layers, and expert_tp=1, whole experts on every tensor-parallel rank), both context-parallel attentions (ring, Ulysses; cp_mode=[\"ring\", \"ulysses\", \"allgather\"] adds torch's " +
 			"context_parallel() as torchtitan runs it, never faster than the ring and allocating more), every " +
 			"micro-batch dividing a replica's sequences, every count of model chunks per GPU (virtual_stages) that splits the " +
 			"blocks evenly or with Megatron's embedding and loss slots (account_for_embedding/loss), torchtitan's uneven split " +
@@ -40,9 +41,9 @@ func SearchBuiltins() []host.Builtin {
 			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits (a pipelined " +
 			"one until one of its stages, replayed the fullest by the bound first, needs as much), which " +
 			"finds the exact Pareto front (front=True) with full replays only. Lists narrow the space: tp=[4, 8], pp=, cp=, " +
-			"ep=, micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
+			"ep=, expert_tp=[1] (a MoE's; each value 1 or a tp of the space), micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
 			"cp_mode=[\"ring\"]. Returns a table, fastest first, of the top rows and the front: " +
-			"tp, pp, cp, cp_mode, ep, dp, dp_replicate, sharding, micro_batch, micro_batches, schedule, virtual_stages, " +
+			"tp, pp, cp, cp_mode, ep, expert_tp (a MoE's only), dp, dp_replicate, sharding, micro_batch, micro_batches, schedule, virtual_stages, " +
 			"stage_split (even, slots, torchtitan), checkpoint, step_time, mfu, tokens_per_s, device_used (the fullest GPU), " +
 			"headroom, front, plan (simulate(row[\"plan\"]) or replace() it) and report; t.notes say what was explored: the " +
 			"layouts, those the plan rejected (by reason), pruned by each bound, dominated (by the bound or by a stage's replay), replayed; " +
@@ -61,12 +62,12 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	var model, gpus, seq, globalBatch, nodes, top starlark.Value = nil, starlark.None, starlark.None, starlark.None, starlark.None, starlark.MakeInt(10)
 	var gpu, precision, optimizer starlark.Value = starlark.String("H100-80GB"), starlark.String("bf16-mixed"), nil
 	var gpn starlark.Value = starlark.MakeInt(8)
-	var tp, pp, cp, ep, sharding, cpMode, mbs, ckpt, virtual starlark.Value
+	var tp, pp, cp, ep, etp, sharding, cpMode, mbs, ckpt, virtual starlark.Value
 	maxLayouts := int64(search.DefaultMaxLayouts)
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model", &model, "gpus?", &gpus, "gpu?", &gpu,
 		"seq?", &seq, "global_batch?", &globalBatch, "precision?", &precision, "optimizer?", &optimizer,
 		"nodes?", &nodes, "gpus_per_node?", &gpn, "top?", &top, "tp?", &tp, "pp?", &pp, "cp?", &cp, "ep?", &ep,
-		"sharding?", &sharding, "cp_mode?", &cpMode, "micro_batch?", &mbs, "checkpoint?", &ckpt, "virtual_stages?", &virtual,
+		"expert_tp?", &etp, "sharding?", &sharding, "cp_mode?", &cpMode, "micro_batch?", &mbs, "checkpoint?", &ckpt, "virtual_stages?", &virtual,
 		"max_layouts?", &maxLayouts); err != nil {
 		return nil, err
 	}
@@ -133,7 +134,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		v    starlark.Value
 		what string
 		dst  *[]int64
-	}{{tp, "tp", &sp.TP}, {pp, "pp", &sp.PP}, {cp, "cp", &sp.CP}, {ep, "ep", &sp.EP}, {mbs, "micro_batch", &sp.MicroBatch}, {virtual, "virtual_stages", &sp.Virtual}} {
+	}{{tp, "tp", &sp.TP}, {pp, "pp", &sp.PP}, {cp, "cp", &sp.CP}, {ep, "ep", &sp.EP}, {etp, "expert_tp", &sp.ExpertTP}, {mbs, "micro_batch", &sp.MicroBatch}, {virtual, "virtual_stages", &sp.Virtual}} {
 		if *l.dst, err = intList(l.v, l.what); err != nil {
 			return nil, err
 		}
@@ -184,6 +185,10 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 
 	columns := []string{"tp", "pp", "cp", "cp_mode", "ep", "dp", "dp_replicate", "sharding", "micro_batch", "micro_batches", "schedule",
 		"virtual_stages", "stage_split", "checkpoint", "step_time", "mfu", "tokens_per_s", "device_used", "headroom", "front", "plan", "report"}
+	moe := search.HasExperts(base.SimPlan().Model) // the experts' tensor-parallel degree is a column of a MoE's search only
+	if moe {
+		columns = append(columns[:5], append([]string{"expert_tp"}, columns[5:]...)...)
+	}
 	units := make([]string, len(columns))
 	for j, c := range columns {
 		units[j] = reports.ColumnUnit(c)
@@ -222,13 +227,17 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		case par.StageSplit != "":
 			split = par.StageSplit
 		}
-		rows = append(rows, []starlark.Value{
-			one(par.TP), one(par.PP), one(par.CP), starlark.String(cpMode), one(par.EP), one(par.DP), one(par.DPReplicate), starlark.String(row.Sharding),
+		degrees := []starlark.Value{one(par.TP), one(par.PP), one(par.CP), starlark.String(cpMode), one(par.EP)}
+		if moe {
+			degrees = append(degrees, starlark.MakeInt64(par.ETPn()))
+		}
+		rows = append(rows, append(degrees,
+			one(par.DP), one(par.DPReplicate), starlark.String(row.Sharding),
 			starlark.MakeInt64(p.Batch), starlark.MakeInt64(p.GradAccum), starlark.String(schedule),
 			starlark.MakeInt64(vs), starlark.String(split), starlark.String(p.Checkpoint.Mode),
 			rep.TimeFigure(r.Time.StepSeconds), rep.TimeFigure(r.Time.MFU), rep.TimeFigure(r.Time.TokensPerS),
 			starlark.MakeInt64(search.DeviceMemory(r)), starlark.MakeInt64(r.Headroom), starlark.Bool(row.Front), plan, rep,
-		})
+		))
 	}
 	m := base.SimPlan().Model
 	title := fmt.Sprintf("search: %s on %d x %s, %d sequences of %d tokens per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, base.SimPlan().Seq)

@@ -1,9 +1,10 @@
 // Package search finds the fastest layouts of a model on a cluster (SEEDS.md
 // story 3: "finding the best combination ... is an optimisation problem
 // of its own"). It enumerates every valid layout of the space (data x
-// tensor x pipeline x context x expert parallelism, sharding, micro-batch,
-// schedule, checkpointing), prunes by memory first, ranks by step time and
-// replays the fastest in full until it has the layouts asked for.
+// tensor x pipeline x context x expert parallelism, the experts' tensor
+// parallelism, sharding, micro-batch, schedule, checkpointing), prunes by
+// memory first, ranks by step time and replays the fastest in full until
+// it has the layouts asked for.
 //
 // Memory first: a layout whose model states alone, or states plus the
 // activations its GPU holds for backward, exceed the GPU cannot fit

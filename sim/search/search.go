@@ -120,9 +120,10 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		dp, tp, pp, cp, ep, rep int64
 		sharding                int
 		cpMode                  cpMode
+		wholeExperts            bool // the expert groups' sizes (replay's nccl_megatron.go)
 	}
 	outsideOf := func(l layout) outside {
-		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode}
+		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode, l.wholeExperts}
 	}
 	keyOf := make([]profileKey, len(valid))
 	profiles := map[profileKey]*profile{}

@@ -101,7 +101,25 @@ func fastPathPlans() []*core.Plan {
 	add(mixed, core.Parallelism{DP: 4, PP: 2, EP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "full", 8, 8)
 	add(mixed, core.Parallelism{DP: 2, PP: 3, StageSplit: "torchtitan", DistributedOptimizer: true}, 1, 6, "megatron", "none", 6, 6)
 
-	moe := &core.Model{Name: "moe", Layers: []core.Layer{
+	moe := smallMoE()
+	add(moe, core.Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
+	add(moe, core.Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
+	add(moe, core.Parallelism{DP: 4, EP: 2, PP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
+	// Whole experts on every tensor-parallel rank (expert_tp=1): each
+	// rank routes its own sequence-parallel tokens; with and without
+	// expert parallelism, on a pipeline, under FSDP and ZeRO-3.
+	add(moe, core.Parallelism{DP: 8, EP: 4, TP: 2, ETP: 1, SequenceParallel: true, Zero: 1}, 1, 2, "bf16-mixed", "selective", 16, 8)
+	add(moe, core.Parallelism{DP: 4, TP: 2, ETP: 1, SequenceParallel: true, FSDP: true}, 1, 2, "bf16-mixed", "none", 8, 8)
+	add(moe, core.Parallelism{DP: 2, EP: 2, TP: 2, ETP: 1, PP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "full", 8, 8)
+	add(moe, core.Parallelism{DP: 4, EP: 2, TP: 4, ETP: 1, SequenceParallel: true, Zero: 3}, 2, 1, "bf16-mixed", "op", 16, 8)
+	add(mixed, core.Parallelism{DP: 2, EP: 2, TP: 2, ETP: 1, PP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
+	return out
+}
+
+// smallMoE is a four-block MoE (8 experts, top-2) small enough to replay
+// every layout of a space.
+func smallMoE() *core.Model {
+	return &core.Model{Name: "moe", Layers: []core.Layer{
 		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
 		&core.Repeat{Name: "layers", N: 4, Layer: &core.Sequential{Layers: []core.Layer{
 			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
@@ -115,10 +133,6 @@ func fastPathPlans() []*core.Plan {
 		}}},
 		&nn.Norm{Name: "norm", Dim: 512, RMS: true},
 	}, Vocab: 32000, Loss: "cross_entropy"}
-	add(moe, core.Parallelism{DP: 8, EP: 4}, 1, 2, "bf16-mixed", "none", 8, 8)
-	add(moe, core.Parallelism{DP: 8, EP: 8, TP: 2, Zero: 1, SequenceParallel: true}, 1, 1, "bf16-mixed", "full", 16, 8)
-	add(moe, core.Parallelism{DP: 4, EP: 2, PP: 2, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
-	return out
 }
 
 func relDiff(a, b float64) float64 {
@@ -282,6 +296,38 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 	space := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
 		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"},
 		CPModes: []string{"ring"}, Top: 8, Workers: 2}
+	checkBruteForce(t, base, space, true)
+}
+
+// The same for a MoE over expert parallelism and both experts' tensor
+// parallelisms (expert_tp 1 and tp): the memory bound holds for whole
+// experts too, nothing that fits is pruned, and the rows and the front
+// are brute force's. Some of the fastest layouts and of the front keep
+// their experts whole, so the dimension is not idle.
+func TestSearchMoEEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(smallMoE(), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Device.Memory = 3 << 30 // small enough that memory prunes
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2, 4}, PP: []int64{1, 2}, CP: []int64{1},
+		MicroBatch: []int64{1, 2}, Virtual: []int64{1}, Sharding: []string{"ddp", "zero1", "zero3"},
+		Checkpoint: []string{"none", "full"}, Top: 8, Workers: 2}
+	res := checkBruteForce(t, base, space, true)
+	whole := 0
+	for _, r := range append(append([]Row(nil), res.Rows...), res.Front...) {
+		if r.Plan.Parallel.ETP == 1 {
+			whole++
+		}
+	}
+	if whole == 0 {
+		t.Errorf("no row or front layout keeps its experts whole (expert_tp=1)")
+	}
+	t.Logf("%+v, %d rows and front layouts with whole experts", res.Stats, whole)
+}
+
+// checkBruteForce runs the search of space and replays every layout of
+// it: the search's rows and front are brute force's, every memory bound
+// is below its replay, and nothing that fits was pruned.
+func checkBruteForce(t *testing.T, base *core.Plan, space Space, stageDominated bool) *Result {
+	t.Helper()
 	res, err := Run(context.Background(), base, space)
 	if err != nil {
 		t.Fatal(err)
@@ -348,9 +394,10 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 	if res.Stats.Dominated == 0 {
 		t.Errorf("the front's walk replayed every layout: %+v", res.Stats)
 	}
-	if res.Stats.StageDominated == 0 {
+	if stageDominated && res.Stats.StageDominated == 0 {
 		t.Errorf("no pipelined layout was shown dominated by one stage's replay: %+v", res.Stats)
 	}
+	return res
 }
 
 // The interactive case: every row fits, rows are fastest first, the

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
@@ -29,6 +30,13 @@ type Space struct {
 	CP []int64
 	// EP: default 1 and every divisor of a MoE's experts.
 	EP []int64
+	// ExpertTP: the experts' tensor-parallel degrees (parallel(expert_tp=)):
+	// 1 keeps each expert whole on every tensor-parallel rank, tp splits
+	// it like the dense layers. Default for a MoE: both at every tp > 1
+	// (core.Parallelism.ETP must be 1 or tp); a list keeps the layouts
+	// whose experts' degree it holds. A model without experts has no
+	// choice to make: the list must be nil.
+	ExpertTP []int64
 	// Sharding: ddp, zero1, zero2, zero3, fsdp, hsdp (every split of the
 	// dp x cp ranks into replicas x shards), megatron, distopt. Default:
 	// all but the last two, or those two with Megatron's precision.
@@ -79,6 +87,7 @@ type layout struct {
 	sharding, ckpt                     int // indexes into Space.Sharding and Space.Checkpoint
 	cpMode                             cpMode
 	split                              splitKind
+	wholeExperts                       bool // expert_tp=1 with tp > 1 (else the experts split with tp)
 }
 
 // cpMode is how a layout runs context parallelism (core.Parallelism's
@@ -189,6 +198,9 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			sp.EP = divisors(e, sp.GPUs)
 		}
 	}
+	if err := sp.checkExpertTP(base); err != nil {
+		return sp, err
+	}
 	if sp.Sharding == nil {
 		sp.Sharding = []string{"ddp", "zero1", "zero2", "zero3", "fsdp", "hsdp"}
 		if base.Precision.Name == "megatron" {
@@ -222,7 +234,7 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if sp.Workers <= 0 {
 		sp.Workers = 1
 	}
-	for _, l := range [][]int64{sp.TP, sp.PP, sp.CP, sp.EP, sp.MicroBatch, sp.Virtual} {
+	for _, l := range [][]int64{sp.TP, sp.PP, sp.CP, sp.EP, sp.ExpertTP, sp.MicroBatch, sp.Virtual} {
 		for _, n := range l {
 			if n <= 0 {
 				return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("degrees and sizes must be positive (got %d)", n)}
@@ -243,15 +255,110 @@ func maxHeads(m *core.Model) int64 {
 	return h
 }
 
+// maxExperts is the most routed experts of any expert layer of m (0
+// without one).
 func maxExperts(m *core.Model) int64 {
 	var e int64
 	walkModel(m, func(l core.Layer) {
-		if x, ok := l.(*nn.MoE); ok {
-			e = max(e, x.Experts)
+		if x, ok := l.(core.ExpertLayer); ok {
+			e = max(e, x.ExpertCount())
 		}
 	})
 	return e
 }
+
+// HasExperts says whether m has an expert layer (a MoE), whose experts'
+// tensor-parallel degree is a dimension of the space.
+func HasExperts(m *core.Model) bool {
+	has := false
+	walkModel(m, func(l core.Layer) {
+		if _, ok := l.(core.ExpertLayer); ok {
+			has = true
+		}
+	})
+	return has
+}
+
+// checkExpertTP refuses an expert_tp list the space cannot use: one for
+// a model without experts, or a degree that is neither 1 nor a tp of the
+// space (core.Parallelism.ETP is 1 or tp). sp.TP is filled.
+func (sp Space) checkExpertTP(base *core.Plan) error {
+	if sp.ExpertTP == nil {
+		return nil
+	}
+	if !HasExperts(base.Model) {
+		return &units.Error{Path: "search", Msg: fmt.Sprintf("expert_tp=%v: model %s has no experts", sp.ExpertTP, base.Model.Name),
+			Hint: "expert_tp is the tensor-parallel degree of a MoE's experts; drop it for a dense model"}
+	}
+	for _, d := range sp.ExpertTP {
+		ok := d == 1
+		for _, tp := range sp.TP {
+			ok = ok || d == tp
+		}
+		if !ok {
+			return &units.Error{Path: "search", Msg: fmt.Sprintf("expert_tp=%d is neither 1 nor a tp of the space (tp: %s)", d, intsText(sp.TP)),
+				Hint: "expert_tp=1 keeps each expert whole on every tensor-parallel rank; expert_tp=tp splits it like the dense layers"}
+		}
+	}
+	return nil
+}
+
+// intsText writes ns as a comma-separated list.
+func intsText(ns []int64) string {
+	var b []byte
+	for i, n := range ns {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = strconv.AppendInt(b, n, 10)
+	}
+	return string(b)
+}
+
+// expertChoices is the experts' layouts at tensor-parallel degree tp
+// (wholeExperts: expert_tp=1 with tp > 1): without experts or at tp 1
+// the one there is, else those of the expert_tp list (default both).
+func (sp Space) expertChoices(moe bool, tp int64) []bool {
+	allowed := func(d int64) bool {
+		if sp.ExpertTP == nil {
+			return true
+		}
+		for _, x := range sp.ExpertTP {
+			if x == d {
+				return true
+			}
+		}
+		return false
+	}
+	if !moe || tp == 1 {
+		if !moe || allowed(1) {
+			return splitOnly
+		}
+		return nil
+	}
+	switch a, b := allowed(tp), allowed(1); {
+	case a && b:
+		return bothExpertLayouts
+	case a:
+		return splitOnly
+	case b:
+		return wholeOnly
+	}
+	return nil
+}
+
+// expertLayout is a layout's expert degrees: ep, and whether expert_tp
+// is 1 with tp > 1.
+type expertLayout struct {
+	ep    int64
+	whole bool
+}
+
+var (
+	splitOnly         = []bool{false}
+	wholeOnly         = []bool{true}
+	bothExpertLayouts = []bool{false, true}
+)
 
 func walkModel(m *core.Model, fn func(core.Layer)) {
 	for _, l := range m.Layers {
@@ -335,7 +442,14 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 		}
 		return out
 	}
+	moe := HasExperts(base.Model)
 	for _, tp := range sp.TP {
+		var experts []expertLayout // ep and expert_tp at this tp
+		for _, ep := range sp.EP {
+			for _, whole := range sp.expertChoices(moe, tp) {
+				experts = append(experts, expertLayout{ep, whole})
+			}
+		}
 		for _, cp := range sp.CP {
 			for _, pp := range sp.PP {
 				if sp.GPUs%(tp*cp*pp) != 0 || (pp > 1 && n == 0) {
@@ -347,7 +461,7 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 				}
 				mbss := mbsOf(sp.GlobalBatch / dp)
 				chunks := sp.chunkings(n, pp)
-				for _, ep := range sp.EP {
+				for _, ex := range experts {
 					for _, mode := range cpModes(sp.CPModes, cp) {
 						for si, sh := range sp.Sharding {
 							reps := []int64{1}
@@ -363,8 +477,8 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 											if len(out) >= sp.MaxLayouts {
 												return nil, tooMany
 											}
-											out = append(out, layout{tp: tp, pp: pp, cp: cp, ep: ep, dp: dp, rep: rep, v: ch.v,
-												mbs: mbs, m: sp.GlobalBatch / dp / mbs, sharding: si, ckpt: ci, cpMode: mode, split: ch.split})
+											out = append(out, layout{tp: tp, pp: pp, cp: cp, ep: ex.ep, dp: dp, rep: rep, v: ch.v,
+												mbs: mbs, m: sp.GlobalBatch / dp / mbs, sharding: si, ckpt: ci, cpMode: mode, split: ch.split, wholeExperts: ex.whole})
 										}
 									}
 								}
@@ -402,6 +516,9 @@ func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
 // off the heap).
 func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 	par := core.Parallelism{DP: l.dp, TP: l.tp, PP: l.pp, CP: l.cp, EP: l.ep, SequenceParallel: l.tp > 1}
+	if l.wholeExperts {
+		par.ETP = 1 // sequence parallelism is on: tp > 1
+	}
 	if l.v > 1 {
 		par.Schedule, par.VirtualStages = "interleaved", l.v
 	}
@@ -425,14 +542,15 @@ func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 }
 
 // profileKey is what the lowering of a layout depends on: tensor,
-// context and expert degrees, sequence parallelism, micro-batch and
-// checkpointing, and the casts of the sharding (DeepSpeed and FSDP run
-// mixed precision without autocast's weight copies).
+// context and expert degrees (the experts' tensor-parallel one too),
+// sequence parallelism, micro-batch and checkpointing, and the casts of
+// the sharding (DeepSpeed and FSDP run mixed precision without
+// autocast's weight copies).
 type profileKey struct {
-	tp, cp, ep, mbs int64
-	sp, active      bool
-	cpMode          cpMode
-	ckpt, casts     string
+	tp, cp, ep, mbs          int64
+	sp, active, wholeExperts bool
+	cpMode                   cpMode
+	ckpt, casts              string
 }
 
 // keyOf is plan p's profile key (p is layout l's plan).
@@ -446,7 +564,7 @@ func (sp Space) keyOf(p *core.Plan, l layout) profileKey {
 		casts = "deepspeed"
 	}
 	return profileKey{tp: l.tp, cp: l.cp, ep: l.ep, mbs: l.mbs, sp: par.SequenceParallel, active: par.Active(),
-		cpMode: l.cpMode, ckpt: sp.Checkpoint[l.ckpt], casts: casts}
+		wholeExperts: l.wholeExperts, cpMode: l.cpMode, ckpt: sp.Checkpoint[l.ckpt], casts: casts}
 }
 
 // reasonOf is the reason class of a plan's refusal: its message with
