@@ -321,6 +321,7 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 // its blocks, its heap ordered and holding the position of every one.
 func checkIndex(t *testing.T, x *freeIndex, sizes []int64) {
 	t.Helper()
+	checkMid(t, x, sizes)
 	if !x.active {
 		if x.root != nil || len(x.classes) > 0 {
 			t.Fatalf("an inactive index holds %d classes", len(x.classes))
@@ -358,5 +359,45 @@ func checkIndex(t *testing.T, x *freeIndex, sizes []int64) {
 	}
 	if n := walk(x.root, -1, 1<<62); n != len(count) || n != len(x.classes) {
 		t.Fatalf("index holds %d classes in its tree, %d in its map; the list has %d sizes", n, len(x.classes), len(count))
+	}
+}
+
+// checkMid checks a free list's sizeBuckets against the list's sizes:
+// empty unless midOn (never with the classes); else each block's entry
+// in the bucket of its size, each bucket in list order, and nothing
+// more, the mask naming the buckets that hold blocks.
+func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
+	t.Helper()
+	s := &x.mid
+	entries := 0
+	for b := range bucketCount {
+		var es []bucketEntry
+		if b < len(s.buckets) {
+			es = s.buckets[b]
+		}
+		entries += len(es)
+		if bit := s.full[b/64]&(1<<(b%64)) != 0; (len(es) > 0) != bit {
+			t.Fatalf("sizeBuckets: bucket %d holds %d blocks, its bit in the mask is %v", b, len(es), bit)
+		}
+	}
+	if !x.midOn {
+		if entries > 0 || (x.active && x.midOn) {
+			t.Fatalf("unused sizeBuckets keep %d entries", entries)
+		}
+		return
+	}
+	if x.active {
+		t.Fatalf("both the classes and sizeBuckets index the list")
+	}
+	if entries != len(sizes) {
+		t.Fatalf("sizeBuckets holds %d entries, the list %d blocks", entries, len(sizes))
+	}
+	next := make([]int, len(s.buckets)) // each bucket's next entry
+	for p, n := range sizes {
+		b := bucketOf(n)
+		if b >= len(s.buckets) || next[b] >= len(s.buckets[b]) || s.buckets[b][next[b]] != (bucketEntry{n, p}) {
+			t.Fatalf("sizeBuckets: the block of %d bytes at position %d is not next in bucket %d (in list order)", n, p, b)
+		}
+		next[b]++
 	}
 }

@@ -28,10 +28,11 @@ package alloc
 // moves into a hole, leaves its old position behind, and the top is
 // checked against the list's sizes (a stale position is past the list's
 // end or holds a block of another size) and dropped when stale; a heap
-// grown past twice its class's blocks is rebuilt. A short free list (the
-// usual case: a 70B plan's stays short) is faster to scan than to index,
-// so the index is built only while the list is longer than indexAbove
-// blocks.
+// grown past twice its class's blocks is rebuilt. A shorter free list
+// (the usual case: a 70B plan's stays under a few hundred blocks) is
+// cheaper to keep in buckets by size (sizeBuckets, from 64 blocks on) or,
+// under 64, to scan, so the classes are built only while the list is
+// longer than indexAbove blocks.
 type freeIndex struct {
 	root    *sizeClass // the classes, by size
 	classes map[int64]*sizeClass
@@ -41,6 +42,11 @@ type freeIndex struct {
 	active  bool
 	above   int           // 0: indexAbove (tests lower it to exercise the index)
 	seen    positionMarks // a rebuild's marks (sizeClass.rebuild)
+	// mid is the list in buckets by size while it is of middling length
+	// (midOn: longer than a sixteenth of limit, until shorter than a
+	// sixty-fourth; not active).
+	mid   sizeBuckets
+	midOn bool
 }
 
 // indexAbove is the free-list length from which the index pays: a 70B
@@ -306,6 +312,15 @@ func (x *freeIndex) added(size int64, pos int, fl []*Block, sizes []int64) {
 			x.add(c.Size, i, sizes)
 		}
 		x.active = true
+		if x.midOn {
+			x.mid.reset()
+			x.midOn = false
+		}
+	case x.midOn:
+		x.mid.add(size, pos)
+	case len(fl) > x.limit()/16:
+		x.mid.rebuild(sizes)
+		x.midOn = true
 	}
 }
 
@@ -314,10 +329,24 @@ func (x *freeIndex) added(size int64, pos int, fl []*Block, sizes []int64) {
 // movedTo (-1 when it was the last); sizes is the list's sizes afterwards.
 func (x *freeIndex) removed(size int64, movedTo int, movedSize int64, sizes []int64) {
 	if !x.active {
+		switch from := len(sizes); { // from: the position the list's last block left
+		case !x.midOn:
+		case from < x.limit()/64:
+			x.mid.reset()
+			x.midOn = false
+		case movedTo < 0:
+			x.mid.remove(size, from, size, from)
+		default:
+			x.mid.remove(size, movedTo, movedSize, from)
+		}
 		return
 	}
 	if len(sizes) < x.limit()/4 {
-		*x = freeIndex{seed: x.seed, above: x.above, seen: x.seen}
+		*x = freeIndex{seed: x.seed, above: x.above, seen: x.seen, mid: x.mid}
+		if len(sizes) > x.limit()/16 {
+			x.mid.rebuild(sizes)
+			x.midOn = true
+		}
 		return
 	}
 	x.drop(size)
@@ -332,8 +361,14 @@ func (x *freeIndex) removed(size int64, movedTo int, movedSize int64, sizes []in
 // best returns the first block in list order of the smallest size >= n,
 // from the index or by scanning the list's sizes (sizes[i] is fl[i]'s).
 func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
-	if x.active {
+	switch {
+	case x.active:
 		return x.bestFit(n, fl, sizes)
+	case x.midOn:
+		if i := x.mid.best(n); i >= 0 {
+			return fl[i]
+		}
+		return nil
 	}
 	if i := scanSizes(n, sizes); i >= 0 {
 		return fl[i]
