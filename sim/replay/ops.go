@@ -41,20 +41,18 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 			r.release(id)
 		}
 	}
-	lastOf := r.last
+	lastOf, valT := r.last, r.valT
 	if recompute {
 		lastOf = r.rLast
 	}
 	for _, v := range op.In {
-		if lastOf[v] == int32(i) && r.valT[v] != none {
-			r.done[v] = true
-			r.maybeFree(v)
+		if lastOf[v] == int32(i) && valT[v] != none {
+			r.finished(v)
 		}
 	}
 	for _, v := range op.Out {
 		if lastOf[v] == none {
-			r.done[v] = true
-			r.maybeFree(v)
+			r.finished(v)
 		}
 	}
 }
@@ -65,10 +63,10 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 // until the region's backward ends (released in backwardOp).
 func (r *Replay) recompute(id int32) {
 	reg := r.P.Regions[id-1]
+	values, ops, rLast, holds := r.P.Values, r.P.Ops, r.rLast, r.holds // read once (each read is checked under -race)
 	stop := reg.First - 1
 	for j := reg.First; j < reg.End; j++ {
-		direct := r.P.Ops[j].Region == id
-		if (direct && len(r.P.Ops[j].Saved) > 0) || reg.Reentrant {
+		if op := &ops[j]; (op.Region == id && len(op.Saved) > 0) || reg.Reentrant {
 			stop = j
 		}
 		if c := r.childStarting(id, j); c != 0 && len(r.regionIn[c-1]) > 0 {
@@ -76,34 +74,34 @@ func (r *Replay) recompute(id int32) {
 		}
 	}
 	inRegion := func(v core.Value) bool {
-		pr := r.P.Values[v].Producer
+		pr := values[v].Producer
 		return pr >= reg.First && pr < reg.End
 	}
 	if reg.Reentrant {
 		for _, v := range r.regionOutputs(reg) {
-			r.holds[v]++
+			holds[v]++
 		}
 	}
 	for j := reg.First; j <= stop; j++ {
-		op := &r.P.Ops[j]
+		op := &ops[j]
 		for _, v := range op.Out {
-			r.rLast[v] = none
+			rLast[v] = none
 		}
 		for _, v := range op.In {
 			if inRegion(v) {
-				r.rLast[v] = j
+				rLast[v] = j
 			}
 		}
 		if op.Region == id { // a nested region's ops save through its own hooks: dropped
 			for _, v := range op.Saved {
 				if inRegion(v) {
-					r.holds[v]++
+					holds[v]++
 				}
 			}
 		}
 		if c := r.childStarting(id, j); c != 0 {
 			for _, v := range r.regionIn[c-1] {
-				r.holds[v]++ // released when the nested region's backward ends
+				holds[v]++ // released when the nested region's backward ends
 			}
 		}
 	}
@@ -165,9 +163,13 @@ func (r *Replay) backwardOp(i int) {
 		}
 		r.op = op.Name
 	}
+	values, gradT := r.P.Values, r.gradT
 	recorded := false
 	for _, v := range op.Out {
-		recorded = recorded || r.P.Values[v].Grad
+		if values[v].Grad {
+			recorded = true
+			break
+		}
 	}
 	saved := op.Saved
 	if recorded && op.GradsInForward { // the saved gradients become the gradients
@@ -179,15 +181,22 @@ func (r *Replay) backwardOp(i int) {
 	if recorded {
 		work := r.backwardWorkspace(op)
 		if !op.NoGradB {
+			inPlace := op.GradInPlace && len(op.Out) > 0
 			for _, v := range op.In {
-				vi := &r.P.Values[v]
-				if vi.Grad && !vi.Fused && r.gradT[v] == none && op.GradInPlace && len(op.Out) > 0 && r.gradT[op.Out[0]] != none {
-					r.gradT[v], r.gradT[op.Out[0]] = r.gradT[op.Out[0]], none // written into the output's gradient
+				vi := &values[v]
+				if !vi.Grad || vi.Fused || gradT[v] != none {
+					continue
 				}
-				if vi.Grad && !vi.Fused && r.gradT[v] == none {
-					r.gradT[v] = r.allocateParts(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Name, Cat: core.CatTemporaries},
-						allocParts{tensor: "grad of ", why: "gradient of "})
+				if inPlace {
+					if g := gradT[op.Out[0]]; g != none { // written into the output's gradient
+						gradT[v], gradT[op.Out[0]] = g, none
+						if gradT[v] != none {
+							continue
+						}
+					}
 				}
+				gradT[v] = r.allocateParts(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Name, Cat: core.CatTemporaries},
+					allocParts{tensor: "grad of ", why: "gradient of "})
 			}
 		}
 		leaf := !r.readsWeightCopy(op)
@@ -199,11 +208,11 @@ func (r *Replay) backwardOp(i int) {
 		}
 	}
 	for _, v := range op.Out {
-		if r.gradT[v] != none {
-			if !r.Dist.keepsGrad(v, r.gradT[v]) {
-				r.release(r.gradT[v])
+		if g := gradT[v]; g != none {
+			if !r.Dist.keepsGrad(v, g) {
+				r.release(g)
 			}
-			r.gradT[v] = none
+			gradT[v] = none
 		}
 	}
 	for _, v := range saved {

@@ -175,11 +175,14 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	r.kept = make([]bool, nv)
 	r.regionIn = make([][]core.Value, len(p.Regions))
 	r.Redone = make([]bool, len(p.Regions))
+	// The slices are read into locals once: under the race detector every
+	// read of a field is a checked call, at every value of every op.
+	last, saved, values, params, paramLast := r.last, r.Saved, p.Values, p.Params, r.paramLast
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		for _, v := range op.In {
-			r.last[v] = int32(i)
-			pr := p.Values[v].Producer
+			last[v] = int32(i)
+			pr := values[v].Producer
 			// An input of the op's region and of each enclosing region it
 			// comes from outside of; held at the forward's end when it
 			// enters an outermost one (inner ones' inputs are saved
@@ -193,13 +196,13 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 					r.regionIn[id-1] = append(r.regionIn[id-1], v)
 				}
 				if reg.Parent == 0 {
-					r.Saved[v] = true
+					saved[v] = true
 				}
 			}
 		}
 		if r.savesOnItsOwn(op) {
 			for _, v := range op.Saved {
-				r.Saved[v] = true
+				saved[v] = true
 			}
 			if op.Region != 0 { // an offloaded region: save_on_cpu's copies
 				if r.hostHolds == nil {
@@ -211,13 +214,15 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 			}
 		} else if r.keeps(op) {
 			for _, v := range op.Out {
-				r.Saved[v] = true
+				saved[v] = true
 			}
 		}
 		for _, pi := range op.Params {
-			pi = r.resolve(pi)
-			if r.paramLast[pi] == none {
-				r.paramLast[pi] = int32(i)
+			if t := params[pi].TiedTo; t >= 0 { // resolve
+				pi = t
+			}
+			if paramLast[pi] == none {
+				paramLast[pi] = int32(i)
 			}
 		}
 	}
@@ -232,10 +237,11 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 func gradlessParams(p *core.Program) []bool {
 	read := make([]bool, len(p.Params))
 	withGrad := make([]bool, len(p.Params))
+	params := p.Params
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		for _, pi := range op.Params {
-			if t := p.Params[pi].TiedTo; t >= 0 {
+			if t := params[pi].TiedTo; t >= 0 {
 				pi = t
 			}
 			read[pi] = true
@@ -256,11 +262,12 @@ func gradlessParams(p *core.Program) []bool {
 // autocast cache, and the caller (the batch, the loss, held values).
 func (r *Replay) initHolds() {
 	p := r.P
-	clear(r.holds)
+	holds, kept := r.holds, r.kept
+	clear(holds)
 	for i := range p.Ops {
-		if r.savesOnItsOwn(&p.Ops[i]) {
-			for _, v := range p.Ops[i].Saved {
-				r.holds[v]++
+		if op := &p.Ops[i]; r.savesOnItsOwn(op) {
+			for _, v := range op.Saved {
+				holds[v]++
 			}
 		}
 	}
@@ -269,21 +276,21 @@ func (r *Replay) initHolds() {
 			continue // held from the enclosing region's recompute on
 		}
 		for _, v := range in {
-			r.holds[v]++
+			holds[v]++
 		}
 	}
-	clear(r.kept)
+	clear(kept)
 	for i := range p.Ops {
-		if r.keeps(&p.Ops[i]) {
-			for _, v := range p.Ops[i].Out {
-				r.holds[v]++
-				r.kept[v] = true
+		if op := &p.Ops[i]; r.keeps(op) {
+			for _, v := range op.Out {
+				holds[v]++
+				kept[v] = true
 			}
 		}
 	}
 	for v := range p.Values {
 		if p.Values[v].Cached {
-			r.holds[v]++
+			holds[v]++
 		}
 	}
 	if p.Input != core.NoValue && !p.InputTransient {
@@ -323,9 +330,18 @@ func (r *Replay) takeKept(v core.Value) {
 	}
 }
 
+// fill sets every element of s to x. It writes one element and copies
+// what it has written onto the rest, doubling: under the race detector a
+// copy is one checked range, where a loop's every write was a checked call
+// (six slices of a value or parameter each, 400,000 long in a
+// 65,536-layer step's replay).
 func fill(s []int32, x int32) []int32 {
-	for i := range s {
-		s[i] = x
+	if len(s) == 0 {
+		return s
+	}
+	s[0] = x
+	for n := 1; n < len(s); n *= 2 {
+		copy(s[n:], s[:n])
 	}
 	return s
 }
@@ -388,31 +404,38 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 		rep.PeakReserved = max(rep.PeakReserved, r.alloc.Reserved)
 		return id
 	}
-	pending := parts // what a still lacks
-	if r.traced != nil || (!ok && rep.OOM == nil) || a.Bytes > rep.Largest.Bytes {
+	// Each field is read once below: under the race detector every read
+	// is a checked call, and a step past the limit makes a million
+	// allocations (the FuzzSizes repeat_65536 seeds).
+	traced, largest := r.traced, rep.Largest.Bytes
+	oom := !ok && rep.OOM == nil // the first request that did not fit
+	pending := parts             // what a still lacks
+	if traced != nil || oom || a.Bytes > largest {
 		a, pending = parts.join(a), allocParts{}
 	}
-	if r.grew && r.alloc.Reserved > rep.PeakReserved {
+	if reserved := r.alloc.Reserved; r.grew && reserved > rep.PeakReserved {
 		// Past the limit the reserve grows at nearly every request: the
 		// report's one PeakGrowth is overwritten, not made again, and its
 		// description joined once the step is done (finish).
-		if rep.Frag.PeakGrowth == nil {
-			rep.Frag.PeakGrowth = new(PeakGrowth)
+		g := rep.Frag.PeakGrowth
+		if g == nil {
+			g = new(PeakGrowth)
+			rep.Frag.PeakGrowth = g
 		}
-		*rep.Frag.PeakGrowth = PeakGrowth{Alloc: a, Growth: r.growth, Reserved: r.alloc.Reserved, parts: pending}
+		*g = PeakGrowth{Alloc: a, Growth: r.growth, Reserved: reserved, parts: pending}
 	}
-	if r.traced != nil {
-		if !ok && rep.OOM == nil {
+	if traced != nil {
+		if oom {
 			rep.Trace.Events = append(rep.Trace.Events, TraceEvent{Action: "oom", Size: a.Bytes, Tensor: a.Tensor, Op: r.op, Module: rep.Trace.module(r.op), Phase: r.phase})
 		}
 		r.traceAlloc(a, blk)
 	}
 	id := r.live.add(liveTensor{blk: blk, cat: a.Cat})
 	r.cur[a.Cat] += blk.Size
-	if !ok && rep.OOM == nil {
+	if oom {
 		rep.OOM = r.oomAt(a)
 	}
-	if a.Bytes > rep.Largest.Bytes {
+	if a.Bytes > largest {
 		rep.Largest = a
 	}
 	r.sample()
@@ -421,27 +444,38 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 
 func (r *Replay) release(id int32) {
 	t := r.live.at(id)
-	if t.blk == nil {
+	blk := t.blk
+	if blk == nil {
 		return
 	}
-	r.cur[t.cat] -= t.blk.Size
-	r.recordPeakCache()
-	addr := t.blk.Addr() // before the block merges with free neighbours
-	r.alloc.Release(t.blk)
-	if r.traced != nil {
-		r.traceFree(t.blk, addr)
+	r.cur[t.cat] -= blk.Size
+	if r.peakCache {
+		r.recordPeakCache()
+	}
+	traced := r.traced
+	var addr int64
+	if traced != nil {
+		addr = blk.Addr() // before the block merges with free neighbours
+	}
+	r.alloc.Release(blk)
+	if traced != nil {
+		r.traceFree(blk, addr)
 	}
 	t.blk = nil
-	if !r.quiet { // a release raises no reserve
-		r.sample()
+	// A release raises neither peak (allocated memory falls, the reserve
+	// stays: only a request releases cached segments, and every request
+	// was sampled): what sample would do here is the timeline's point.
+	if r.opts.Timeline && !r.quiet {
+		r.Rep.Timeline = append(r.Rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: r.alloc.Allocated, Reserved: r.alloc.Reserved, ByCat: r.cur})
 	}
 }
 
 // sample updates peaks and the timeline after each event.
 func (r *Replay) sample() {
 	rep := r.Rep
-	if r.alloc.Allocated > rep.PeakAllocated {
-		rep.PeakAllocated = r.alloc.Allocated
+	allocated, reserved := r.alloc.Allocated, r.alloc.Reserved
+	if allocated > rep.PeakAllocated {
+		rep.PeakAllocated = allocated
 		rep.peakCat = r.cur
 		// Streams the allocator has not seen hold nothing, at this peak as
 		// at every earlier one: their entries stay zero.
@@ -451,11 +485,11 @@ func (r *Replay) sample() {
 		rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
 		r.peakCache = true
 	}
-	if r.alloc.Reserved > rep.PeakReserved {
-		rep.PeakReserved = r.alloc.Reserved
+	if reserved > rep.PeakReserved {
+		rep.PeakReserved = reserved
 	}
 	if r.opts.Timeline {
-		rep.Timeline = append(rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: r.alloc.Allocated, Reserved: r.alloc.Reserved, ByCat: r.cur})
+		rep.Timeline = append(rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: allocated, Reserved: reserved, ByCat: r.cur})
 	}
 }
 
@@ -479,14 +513,39 @@ func (r *Replay) produce(v core.Value) {
 	r.done[v] = false
 }
 
+// maybeFree frees value v when its last reader has run (done) and
+// nothing holds it. It and its callers read each slice and element once:
+// under the race detector every read is a checked call, at every value of
+// every op of the step.
 func (r *Replay) maybeFree(v core.Value) {
-	if r.done[v] && r.holds[v] <= 0 && r.valT[v] != none {
-		r.release(r.valT[v])
-		r.valT[v] = none
+	if r.done[v] && r.holds[v] <= 0 {
+		r.freeValue(v)
+	}
+}
+
+// freeValue releases v's tensor, if it has one.
+func (r *Replay) freeValue(v core.Value) {
+	valT := r.valT
+	if t := valT[v]; t != none {
+		r.release(t)
+		valT[v] = none
+	}
+}
+
+// finished marks v done (its last reader has run) and frees it when
+// nothing holds it.
+func (r *Replay) finished(v core.Value) {
+	r.done[v] = true
+	if r.holds[v] <= 0 {
+		r.freeValue(v)
 	}
 }
 
 func (r *Replay) unhold(v core.Value) {
-	r.holds[v]--
-	r.maybeFree(v)
+	holds := r.holds
+	n := holds[v] - 1
+	holds[v] = n
+	if n <= 0 && r.done[v] {
+		r.freeValue(v)
+	}
 }

@@ -205,21 +205,23 @@ func (r *Replay) forward() {
 	// Leaving autocast clears its weight cache.
 	r.op = "end of forward"
 	r.freeKeptAllGather() // FSDP2's root post-forward (streams.go)
-	for v := range r.P.Values {
-		if r.P.Values[v].Cached {
+	values := r.P.Values  // read once (each read is checked under -race)
+	for v := range values {
+		if values[v].Cached {
 			r.unhold(core.Value(v))
 		}
 	}
 	r.dropCopiedAfterForward()
+	saved := r.Saved
 	for v, t := range r.valT {
-		if t == none || !r.Saved[v] {
+		if t == none || !saved[v] {
 			continue
 		}
-		switch r.P.Values[v].Cat {
+		switch vi := &values[v]; vi.Cat {
 		case core.CatActivations:
-			r.Rep.SavedActivations += r.P.Values[v].Bytes
+			r.Rep.SavedActivations += vi.Bytes
 		case core.CatParams:
-			r.Rep.SavedWeightCopies += r.P.Values[v].Bytes
+			r.Rep.SavedWeightCopies += vi.Bytes
 		}
 	}
 }
