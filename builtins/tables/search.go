@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 
 	"github.com/memsh/memsh/builtins/host"
@@ -23,7 +24,7 @@ func SearchBuiltins() []host.Builtin {
 		Name: "search",
 		Sig: "search(model, gpus=None, gpu=\"H100-80GB\", seq=None, global_batch=None, precision=\"bf16-mixed\", " +
 			"optimizer=adamw(), nodes=None, gpus_per_node=8, top=10, tp=None, pp=None, cp=None, ep=None, expert_tp=None, " +
-			"sharding=None, cp_mode=None, micro_batch=None, checkpoint=None, virtual_stages=None, max_layouts=2000000)",
+			"sharding=None, cp_mode=None, micro_batch=None, checkpoint=None, virtual_stages=None, offload=None, max_layouts=2000000)",
 		Doc: "Finds the fastest layouts of model that fit, and the Pareto front of step time and memory: " +
 			"search(m, gpus=1024, seq=8192, global_batch=1024). By default it explores the whole layout space of gpus " +
 			"GPUs (or nodes x gpus_per_node) for global_batch sequences of seq tokens per step: every factorisation into " +
@@ -35,15 +36,18 @@ func SearchBuiltins() []host.Builtin {
 			"blocks evenly or with Megatron's embedding and loss slots (account_for_embedding/loss), torchtitan's uneven split " +
 			"for a pipeline degree that splits them neither way, every checkpoint policy (none, selective, op, full) and " +
 			"sharding (ddp, zero1, zero2, zero3, fsdp, and hsdp with every split of the dp x cp ranks into replicas x shards; " +
-			"megatron and distopt with precision=\"megatron\"). Every layout is checked by the plan and bounded from block " +
+			"megatron and distopt with precision=\"megatron\"). offload=[\"none\", \"optimizer\"] adds ZeRO-Offload " +
+			"(offload(optimizer=\"cpu\"), DeepSpeed's offload_optimizer) to the zero1, zero2 and zero3 layouts; the default is " +
+			"[\"none\"]: an offloaded layout is never faster and memsh does not time the CPU's optimizer step, only the PCIe " +
+			"copies, so it is asked for when memory is the question (it joins the front). Every layout is checked by the plan and bounded from block " +
 			"profiles: a lower bound of its device memory. Layouts whose bound exceeds the GPU cannot fit and are pruned; the " +
 			"rest are estimated from the profiles (the step time equals a full replay's) and walked fastest first, replaying in full the fastest until top of them " +
 			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits (a pipelined " +
 			"one until one of its stages, replayed the fullest by the bound first, needs as much), which " +
 			"finds the exact Pareto front (front=True) with full replays only. Lists narrow the space: tp=[4, 8], pp=, cp=, " +
 			"ep=, expert_tp=[1] (a MoE's; each value 1 or a tp of the space), micro_batch=, checkpoint=[\"none\", \"full\"], virtual_stages= (1 is the 1F1B schedule), sharding=, " +
-			"cp_mode=[\"ring\"]. Returns a table, fastest first, of the top rows and the front: " +
-			"tp, pp, cp, cp_mode, ep, expert_tp (a MoE's only), dp, dp_replicate, sharding, micro_batch, micro_batches, schedule, virtual_stages, " +
+			"cp_mode=[\"ring\"], offload=. Returns a table, fastest first, of the top rows and the front: " +
+			"tp, pp, cp, cp_mode, ep, expert_tp (a MoE's only), dp, dp_replicate, sharding, offload (with offload=), micro_batch, micro_batches, schedule, virtual_stages, " +
 			"stage_split (even, slots, torchtitan), checkpoint, step_time, mfu, tokens_per_s, device_used (the fullest GPU), " +
 			"headroom, front, plan (simulate(row[\"plan\"]) or replace() it) and report; t.notes say what was explored: the " +
 			"layouts, those the plan rejected (by reason), pruned by each bound, dominated (by the bound or by a stage's replay), replayed; " +
@@ -62,13 +66,13 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	var model, gpus, seq, globalBatch, nodes, top starlark.Value = nil, starlark.None, starlark.None, starlark.None, starlark.None, starlark.MakeInt(10)
 	var gpu, precision, optimizer starlark.Value = starlark.String("H100-80GB"), starlark.String("bf16-mixed"), nil
 	var gpn starlark.Value = starlark.MakeInt(8)
-	var tp, pp, cp, ep, etp, sharding, cpMode, mbs, ckpt, virtual starlark.Value
+	var tp, pp, cp, ep, etp, sharding, cpMode, mbs, ckpt, virtual, offload starlark.Value
 	maxLayouts := int64(search.DefaultMaxLayouts)
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model", &model, "gpus?", &gpus, "gpu?", &gpu,
 		"seq?", &seq, "global_batch?", &globalBatch, "precision?", &precision, "optimizer?", &optimizer,
 		"nodes?", &nodes, "gpus_per_node?", &gpn, "top?", &top, "tp?", &tp, "pp?", &pp, "cp?", &cp, "ep?", &ep,
 		"expert_tp?", &etp, "sharding?", &sharding, "cp_mode?", &cpMode, "micro_batch?", &mbs, "checkpoint?", &ckpt, "virtual_stages?", &virtual,
-		"max_layouts?", &maxLayouts); err != nil {
+		"offload?", &offload, "max_layouts?", &maxLayouts); err != nil {
 		return nil, err
 	}
 	if maxLayouts < 1 {
@@ -148,6 +152,9 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if sp.CPModes, err = searchStrings(cpMode, "cp_mode"); err != nil {
 		return nil, err
 	}
+	if sp.Offload, err = searchStrings(offload, "offload"); err != nil {
+		return nil, err
+	}
 
 	a := plans.DefaultTrainArgs()
 	a.Set("model", model)
@@ -189,6 +196,14 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if moe {
 		columns = append(columns[:5], append([]string{"expert_tp"}, columns[5:]...)...)
 	}
+	offloads := false // an offload column when the space has offloaded layouts
+	for _, o := range sp.Offload {
+		offloads = offloads || o == "optimizer"
+	}
+	if offloads {
+		at := slices.Index(columns, "sharding") + 1
+		columns = append(columns[:at], append([]string{"offload"}, columns[at:]...)...)
+	}
 	units := make([]string, len(columns))
 	for j, c := range columns {
 		units[j] = reports.ColumnUnit(c)
@@ -203,6 +218,15 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		ra.Set("checkpoint", starlark.String(p.Checkpoint.Mode))
 		ra.Set("parallel", plans.Parallel{P: par})
 		ra.Set("cluster", plans.Cluster{C: p.Cluster})
+		offloaded := "none"
+		if p.Offload != nil {
+			ov, err := plans.EngineValue(*p.Offload)
+			if err != nil {
+				return nil, fmt.Errorf("internal error: search row %s: %v", par, err)
+			}
+			ra.Set("offload", ov)
+			offloaded = "optimizer"
+		}
 		pv, err := plans.NewPlan(ra, decl)
 		if err != nil {
 			return nil, fmt.Errorf("internal error: search row %s: %v", par, err)
@@ -231,8 +255,11 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if moe {
 			degrees = append(degrees, starlark.MakeInt64(par.ETPn()))
 		}
+		degrees = append(degrees, one(par.DP), one(par.DPReplicate), starlark.String(row.Sharding))
+		if offloads {
+			degrees = append(degrees, starlark.String(offloaded))
+		}
 		rows = append(rows, append(degrees,
-			one(par.DP), one(par.DPReplicate), starlark.String(row.Sharding),
 			starlark.MakeInt64(p.Batch), starlark.MakeInt64(p.GradAccum), starlark.String(schedule),
 			starlark.MakeInt64(vs), starlark.String(split), starlark.String(p.Checkpoint.Mode),
 			rep.TimeFigure(r.Time.StepSeconds), rep.TimeFigure(r.Time.MFU), rep.TimeFigure(r.Time.TokensPerS),

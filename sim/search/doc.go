@@ -2,9 +2,9 @@
 // story 3: "finding the best combination ... is an optimisation problem
 // of its own"). It enumerates every valid layout of the space (data x
 // tensor x pipeline x context x expert parallelism, the experts' tensor
-// parallelism, sharding, micro-batch, schedule, checkpointing), prunes by
-// memory first, ranks by step time and replays the fastest in full until
-// it has the layouts asked for.
+// parallelism, sharding and, when asked, ZeRO-Offload, micro-batch,
+// schedule, checkpointing), prunes by memory first, ranks by step time and
+// replays the fastest in full until it has the layouts asked for.
 //
 // Memory first: a layout whose model states alone, or states plus the
 // activations its GPU holds for backward, exceed the GPU cannot fit

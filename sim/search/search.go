@@ -121,9 +121,10 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		sharding                int
 		cpMode                  cpMode
 		wholeExperts            bool // the expert groups' sizes (replay's nccl_megatron.go)
+		offload                 bool
 	}
 	outsideOf := func(l layout) outside {
-		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode, l.wholeExperts}
+		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode, l.wholeExperts, l.offload}
 	}
 	keyOf := make([]profileKey, len(valid))
 	profiles := map[profileKey]*profile{}
@@ -277,7 +278,8 @@ func fastPathSupported(p *core.Plan) error {
 	case p.LoRA != nil || p.Quant != "" || len(p.Freeze) > 0:
 		return &units.Error{Path: "search", Msg: "search does not take LoRA, quantized or frozen plans", Hint: "sweep(plan, ...) evaluates any plan"}
 	case p.Offload != nil:
-		return &units.Error{Path: "search", Msg: "search does not take offload", Hint: "sweep(plan, ...) evaluates any plan"}
+		return &units.Error{Path: "search", Msg: "search does not take a plan with offload",
+			Hint: "search(offload=[\"none\", \"optimizer\"]) adds ZeRO-Offload to the zero1-3 layouts; sweep(plan, ...) evaluates any plan"}
 	case p.Members > 1 || p.LossChunks > 1 || p.FusedLoss != "" || p.TokensPerBatch > 0:
 		return &units.Error{Path: "search", Msg: "search does not take members, loss_chunks or tokens_per_batch", Hint: "sweep(plan, ...) evaluates any plan"}
 	}

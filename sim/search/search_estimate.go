@@ -574,6 +574,12 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 		}
 	}
 	var ow timing.OptimizerWork
+	if zeroOffload(p, w.Mode) {
+		// The optimizer steps on the host: no GPU step (timing's
+		// OptimizerWorkOf), the partition's copies over PCIe instead.
+		w.SetHost(offloadSeconds(p, par, u.params))
+		u = &unitSums{} // no parameter for the GPU's step
+	}
 	for _, e := range u.params {
 		if !e.trainable {
 			continue
@@ -595,6 +601,59 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	return w
 }
 
+// zeroOffload says whether a layout of plan p, replayed in sharding mode
+// mode, steps its optimizer on the host: ZeRO-Offload
+// (replay's distState.ZeroOffload, the search's only offload).
+func zeroOffload(p *core.Plan, mode replay.DistMode) bool {
+	return mode == replay.DistZeRO && p.Offload != nil && p.Offload.Optimizer != ""
+}
+
+// offloadSeconds is the PCIe time of ZeRO-Offload's step on a rank
+// holding params, as the replay counts it (replay/shard_offload.go,
+// offloadShard; timing's hostSeconds prices the bytes): stages 1-2 copy
+// the fp32 gradients of the rank's flat partition of each group (dense,
+// expert; zeroPartition pads it) down and the updated 16-bit partition
+// up; stage 3's partition (each parameter's ceil(numel/degree)) also
+// goes down and up in 16 bits at the first micro-step. Every dtype the
+// search's precisions copy has a whole byte size, so the sub-groups' sums
+// are the sum over the partition.
+func offloadSeconds(p *core.Plan, par core.Parallelism, params paramAgg) float64 {
+	prec := p.Precision
+	var part int64
+	if par.Zero == 3 {
+		for _, e := range params {
+			if e.trainable {
+				part += e.n * ceilDiv(e.numel, shardDegree(par, e.expert))
+			}
+		}
+	} else {
+		dense, expert := params.numel(true)
+		if dense > 0 {
+			part += zeroPartition(dense, shardDegree(par, false))
+		}
+		if expert > 0 {
+			part += zeroPartition(expert, shardDegree(par, true))
+		}
+	}
+	if part == 0 {
+		return 0
+	}
+	bytes := units.FP32.Bytes(part) + prec.Params.Bytes(part)
+	if par.Zero == 3 {
+		bytes += 2 * prec.Grads.Bytes(part)
+	}
+	return timing.PCIeSeconds(p.Device, bytes)
+}
+
+// zeroPartition is a rank's flat ZeRO-1/2 partition of numel elements
+// over n ranks, padded as the replay pads it (replay/sharding.go).
+func zeroPartition(numel, n int64) int64 {
+	a := 2 * n
+	return (numel + a - 1) / a * a / n
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
 // shardDegree is the data-parallel sharding degree of a parameter: dp x cp,
 // or dp x cp / ep for experts (distState.Degree).
 func shardDegree(par core.Parallelism, expert bool) int64 {
@@ -615,6 +674,7 @@ func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 	par := p.Parallel.Norm()
 	prec := p.Precision
 	train := p.Phase != core.Eval
+	offloaded := zeroOffload(p, mode)
 	var total int64
 	var degs [2]int64 // dense, expert: worked out at their first parameter
 	for _, e := range params {
@@ -641,7 +701,7 @@ func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 			}
 		}
 		b := prec.Params.Bytes(e.numel) / shardP
-		if train && e.trainable {
+		if train && e.trainable && !offloaded { // ZeRO-Offload: master, moments and gradient partition on the host
 			var st int64
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
 				st += prec.Master.Bytes(e.numel)

@@ -113,6 +113,20 @@ func fastPathPlans() []*core.Plan {
 	add(moe, core.Parallelism{DP: 2, EP: 2, TP: 2, ETP: 1, PP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "full", 8, 8)
 	add(moe, core.Parallelism{DP: 4, EP: 2, TP: 4, ETP: 1, SequenceParallel: true, Zero: 3}, 2, 1, "bf16-mixed", "op", 16, 8)
 	add(mixed, core.Parallelism{DP: 2, EP: 2, TP: 2, ETP: 1, PP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8)
+	// ZeRO-Offload (offload(optimizer="cpu")) at stages 1-3: the
+	// partition's PCIe copies instead of the GPU's step; the dense and
+	// expert groups partitioned apart.
+	offload := func() { out[len(out)-1].Offload = &core.Offload{Optimizer: "cpu"} }
+	add(llama, core.Parallelism{DP: 8, Zero: 1}, 1, 2, "bf16-mixed", "none", 8, 8)
+	offload()
+	add(llama, core.Parallelism{DP: 6, TP: 2, Zero: 2, SequenceParallel: true}, 2, 2, "bf16-mixed", "full", 12, 4)
+	offload()
+	add(llama, core.Parallelism{DP: 16, Zero: 3}, 1, 1, "bf16-mixed", "selective", 16, 8)
+	offload()
+	add(moe, core.Parallelism{DP: 8, EP: 4, TP: 2, ETP: 1, SequenceParallel: true, Zero: 2}, 1, 2, "bf16-mixed", "none", 16, 8)
+	offload()
+	add(moe, core.Parallelism{DP: 6, EP: 2, Zero: 3}, 1, 1, "bf16-mixed", "full", 6, 6)
+	offload()
 	return out
 }
 
@@ -193,6 +207,17 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			} {
 				if relDiff(c.fast, c.full) > 1e-9 {
 					t.Errorf("%s: fast path %.12g, replay %.12g\nfast %v\nfull %v", c.what, c.fast, c.full, fe.time.Breakdown, r.Time.Breakdown)
+				}
+			}
+			if p.Offload != nil { // the copies are timed, and equal the replay's (above)
+				var host float64
+				for _, s := range r.Time.Breakdown {
+					if s.Name == "offload" {
+						host = s.Seconds
+					}
+				}
+				if host <= 0 || r.HostMemory == 0 {
+					t.Errorf("ZeRO-Offload: %g s of host copies, %d B of host memory", host, r.HostMemory)
 				}
 			}
 			worst := r.DeviceUsed
@@ -321,6 +346,30 @@ func TestSearchMoEEqualsBruteForce(t *testing.T) {
 		t.Errorf("no row or front layout keeps its experts whole (expert_tp=1)")
 	}
 	t.Logf("%+v, %d rows and front layouts with whole experts", res.Stats, whole)
+}
+
+// The same with ZeRO-Offload in the space (offload=["none",
+// "optimizer"]): an offloaded layout's bound (its 16-bit parameters, no
+// master, moments or gradient partition on the GPU) stays below its
+// replay, nothing that fits is pruned, and offloaded layouts, slower and
+// smaller, join the front brute force finds.
+func TestSearchOffloadEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Device.Memory = 4 << 30 // small enough that both bounds prune
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
+		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero2", "zero3"}, Offload: []string{"none", "optimizer"},
+		Top: 6, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	offloaded := 0
+	for _, r := range res.Front {
+		if r.Plan.Offload != nil {
+			offloaded++
+		}
+	}
+	if offloaded == 0 {
+		t.Errorf("no offloaded layout on the front")
+	}
+	t.Logf("%+v, %d offloaded layouts on the front of %d", res.Stats, offloaded, len(res.Front))
 }
 
 // checkBruteForce runs the search of space and replays every layout of

@@ -51,6 +51,14 @@ type Space struct {
 	// sequences a replica runs per step.
 	MicroBatch []int64
 	Checkpoint []string // default none, selective, op, full
+	// Offload: "none", and "optimizer", ZeRO-Offload
+	// (offload(optimizer="cpu")) for the zero1, zero2 and zero3 layouts:
+	// DeepSpeed's offload_optimizer runs with ZeRO stages 1-3 only. Default
+	// none alone: an offloaded layout is never faster (its PCIe copies
+	// replace the GPU's optimizer step, and the CPU step itself is not
+	// timed, replay/shard_offload.go), so it adds layouts the user asks for
+	// when memory, not time, is the question.
+	Offload []string
 	// Virtual: model chunks per GPU for pp > 1 (1 is 1F1B, more the
 	// interleaved schedule); default every count whose chunks split the
 	// blocks evenly, or evenly once the embedding and the loss count as a
@@ -67,6 +75,11 @@ type Space struct {
 	// eager times every layout the bounds keep before the walk (the
 	// walk without lower bounds of the step time), for tests.
 	eager bool
+	// offloadNone and offloadOptimizer are the Offload list read by
+	// defaults; optimizerCPU is the offload every offloaded layout's plan
+	// points to (never written).
+	offloadNone, offloadOptimizer bool
+	optimizerCPU                  *core.Offload
 }
 
 // DefaultMaxLayouts caps a search: larger spaces are refused with a hint.
@@ -88,6 +101,7 @@ type layout struct {
 	cpMode                             cpMode
 	split                              splitKind
 	wholeExperts                       bool // expert_tp=1 with tp > 1 (else the experts split with tp)
+	offload                            bool // ZeRO-Offload: offload(optimizer="cpu")
 }
 
 // cpMode is how a layout runs context parallelism (core.Parallelism's
@@ -215,6 +229,23 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if sp.CPModes == nil {
 		sp.CPModes = []string{"ring", "ulysses"}
 	}
+	if sp.Offload == nil {
+		sp.Offload = []string{"none"}
+	}
+	for _, o := range sp.Offload {
+		switch o {
+		case "none":
+		case "optimizer":
+			sp.offloadOptimizer = true
+		default:
+			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown offload %q (known: none, optimizer)", o),
+				Hint: "offload=[\"none\", \"optimizer\"] adds ZeRO-Offload (offload(optimizer=\"cpu\")) to the zero1-3 layouts"}
+		}
+		if o == "none" {
+			sp.offloadNone = true
+		}
+	}
+	sp.optimizerCPU = &core.Offload{Optimizer: "cpu"}
 	for _, m := range sp.CPModes {
 		if _, ok := parseCPMode(m); !ok {
 			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", m)}
@@ -464,21 +495,16 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 				for _, ex := range experts {
 					for _, mode := range cpModes(sp.CPModes, cp) {
 						for si, sh := range sp.Sharding {
-							reps := []int64{1}
-							if sh == "hsdp" {
-								if reps = replicaSplits(dp, cp); len(reps) == 0 {
-									continue
-								}
-							}
-							for _, rep := range reps {
+							for _, sv := range sp.shardingVariants(sh, dp, cp) {
 								for _, ch := range chunks {
 									for _, mbs := range mbss {
 										for ci := range sp.Checkpoint {
 											if len(out) >= sp.MaxLayouts {
 												return nil, tooMany
 											}
-											out = append(out, layout{tp: tp, pp: pp, cp: cp, ep: ex.ep, dp: dp, rep: rep, v: ch.v,
-												mbs: mbs, m: sp.GlobalBatch / dp / mbs, sharding: si, ckpt: ci, cpMode: mode, split: ch.split, wholeExperts: ex.whole})
+											out = append(out, layout{tp: tp, pp: pp, cp: cp, ep: ex.ep, dp: dp, rep: sv.rep, v: ch.v,
+												mbs: mbs, m: sp.GlobalBatch / dp / mbs, sharding: si, ckpt: ci, cpMode: mode, split: ch.split,
+												wholeExperts: ex.whole, offload: sv.offload})
 										}
 									}
 								}
@@ -490,6 +516,36 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 		}
 	}
 	return out, nil
+}
+
+// shardingVariant is one way to run a sharding: HSDP's replicas, and
+// whether the optimizer steps on the host.
+type shardingVariant struct {
+	rep     int64
+	offload bool
+}
+
+// shardingVariants lists sharding sh's variants on dp x cp ranks: HSDP's
+// every split into replicas x shards, and for zero1-3 the optimizer on
+// the GPU and (ZeRO-Offload) on the host, as the Offload list asks.
+func (sp Space) shardingVariants(sh string, dp, cp int64) []shardingVariant {
+	if sh == "hsdp" {
+		var out []shardingVariant
+		if sp.offloadNone {
+			for _, r := range replicaSplits(dp, cp) {
+				out = append(out, shardingVariant{rep: r})
+			}
+		}
+		return out
+	}
+	var out []shardingVariant
+	if sp.offloadNone {
+		out = append(out, shardingVariant{rep: 1})
+	}
+	if sp.offloadOptimizer && (sh == "zero1" || sh == "zero2" || sh == "zero3") {
+		out = append(out, shardingVariant{rep: 1, offload: true})
+	}
+	return out
 }
 
 // cpModes is the context-parallel modes to try at degree cp (the names
@@ -536,6 +592,9 @@ func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 	c, _ := core.ParseCheckpoint(sp.Checkpoint[l.ckpt]) // checked by defaults
 	p := *base
 	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, l.mbs, l.m, c
+	if l.offload {
+		p.Offload = sp.optimizerCPU
+	}
 	gpn := min(sp.GPUsPerNode, sp.GPUs)
 	p.Cluster = hw.Cluster{Nodes: sp.GPUs / gpn, GPUsPerNode: gpn, IntraGBps: base.Cluster.IntraGBps, InterGBps: base.Cluster.InterGBps}
 	return p

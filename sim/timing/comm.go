@@ -416,12 +416,22 @@ func hostSeconds(r *replay.Replay) float64 {
 	}
 	d := r.Plan.Device
 	if off := r.Rep.Traffic.PCIe - tablePCIe; off > 0 && d.PCIeGBps > 0 {
-		t += float64(off) / (d.PCIeGBps * d.Rates().PCIe * 1e9)
+		t += PCIeSeconds(d, off)
 	}
 	if n := r.Rep.Traffic.NVMe; n > 0 {
 		t += float64(n) / (nvmeGBps * 1e9)
 	}
 	return t
+}
+
+// PCIeSeconds is the time of bytes copied to or from pinned host memory
+// over the GPU's link (hw.KernelRates.PCIe of its PCIeGBps); 0 for a
+// device without a link figure.
+func PCIeSeconds(d hw.Device, bytes int64) float64 {
+	if d.PCIeGBps <= 0 {
+		return 0
+	}
+	return float64(bytes) / (d.PCIeGBps * d.Rates().PCIe * 1e9)
 }
 
 // p2pSeconds is the time to pass one activation (or its gradient) of

@@ -154,6 +154,11 @@ func (w *GpuWork) Utilisation(plan *core.Plan, te *replay.TimeEstimate, stages i
 	te.TokensPerS = w.Tokens / step
 }
 
+// SetHost sets the host transfers the step waits for, seconds: what
+// workOf reads from a replay (hostSeconds), for the search's fast path,
+// which has none (ZeRO-Offload's PCIe copies).
+func (w *GpuWork) SetHost(seconds float64) { w.host = seconds }
+
 // workOf gathers the time model's inputs from a replayed program.
 func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, error) {
 	par := plan.Parallel.Norm()
