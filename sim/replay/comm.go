@@ -70,24 +70,28 @@ func CommOverheads(p *core.Plan) []Overhead {
 	return out
 }
 
-// groupSize is the number of ranks in a named group.
+// GroupSize is the number of ranks in a named group. A degree is read as
+// Norm reads it (0 is 1) without normalizing the whole layout, which
+// copied it (336 bytes) twice at every collective.
 func GroupSize(p *core.Plan, name string) int64 {
-	par := p.Parallel.Norm()
+	par := &p.Parallel
 	switch name {
 	case "tp":
-		return par.TP
+		return core.OrOne(par.TP)
 	case "cp":
-		return par.CP
+		return core.OrOne(par.CP)
 	case "pp":
-		return par.PP
+		return core.OrOne(par.PP)
 	case "ep":
-		return par.EP
-	case "edp":
-		return par.ExpertShardDegree()
+		return core.OrOne(par.EP)
 	case "dp_replicate":
-		return par.DPReplicate
+		return core.OrOne(par.DPReplicate)
 	}
-	return par.ShardDegree() // dp: data-parallel and context-parallel ranks
+	n := par.Norm()
+	if name == "edp" {
+		return n.ExpertShardDegree()
+	}
+	return n.ShardDegree() // dp: data-parallel and context-parallel ranks
 }
 
 // commPerStep is every collective of one step: the lowering's records
