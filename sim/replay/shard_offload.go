@@ -30,9 +30,9 @@ import (
 //     (737-752); the fp32 cast of each sub-group's gradients still happens
 //     on the GPU before the copy (1407).
 //
-// The time model counts the PCIe transfers and no GPU optimizer step; the
-// CPU step's own time (DeepSpeedCPUAdam) is not modelled, as for offload on
-// one GPU.
+// The time model counts the PCIe transfers, no GPU optimizer step, and
+// the CPU step (DeepSpeedCPUAdam) by the host memory it streams, as for
+// offload on one GPU (timing/cpu_optimizer.go).
 //
 // PCIe per step: stages 1-2 send the fp32 gradient partition to the host
 // and the updated 16-bit partition back; stage 3 sends the reduced 16-bit

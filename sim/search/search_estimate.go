@@ -577,7 +577,11 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	if zeroOffload(p, w.Mode) {
 		// The optimizer steps on the host: no GPU step (timing's
 		// OptimizerWorkOf), the partition's copies over PCIe instead.
-		w.SetHost(offloadSeconds(p, par, u.params))
+		pcie, part := offloadSeconds(p, par, u.params)
+		w.SetHost(pcie)
+		if !w.Eval { // DeepSpeedCPUAdam's step over the partition (timing/cpu_optimizer.go)
+			w.CPUOptimizer = timing.CPUOptimizerSeconds(p, float64(part), timing.RanksPerHost(p))
+		}
 		u = &unitSums{} // no parameter for the GPU's step
 	}
 	for _, e := range u.params {
@@ -609,7 +613,8 @@ func zeroOffload(p *core.Plan, mode replay.DistMode) bool {
 }
 
 // offloadSeconds is the PCIe time of ZeRO-Offload's step on a rank
-// holding params, as the replay counts it (replay/shard_offload.go,
+// holding params, and the partition's elements the host steps, as the
+// replay counts them (replay/shard_offload.go,
 // offloadShard; timing's hostSeconds prices the bytes): stages 1-2 copy
 // the fp32 gradients of the rank's flat partition of each group (dense,
 // expert; zeroPartition pads it) down and the updated 16-bit partition
@@ -617,9 +622,8 @@ func zeroOffload(p *core.Plan, mode replay.DistMode) bool {
 // goes down and up in 16 bits at the first micro-step. Every dtype the
 // search's precisions copy has a whole byte size, so the sub-groups' sums
 // are the sum over the partition.
-func offloadSeconds(p *core.Plan, par core.Parallelism, params paramAgg) float64 {
+func offloadSeconds(p *core.Plan, par core.Parallelism, params paramAgg) (seconds float64, part int64) {
 	prec := p.Precision
-	var part int64
 	if par.Zero == 3 {
 		for _, e := range params {
 			if e.trainable {
@@ -636,13 +640,13 @@ func offloadSeconds(p *core.Plan, par core.Parallelism, params paramAgg) float64
 		}
 	}
 	if part == 0 {
-		return 0
+		return 0, 0
 	}
 	bytes := units.FP32.Bytes(part) + prec.Params.Bytes(part)
 	if par.Zero == 3 {
 		bytes += 2 * prec.Grads.Bytes(part)
 	}
-	return timing.PCIeSeconds(p.Device, bytes)
+	return timing.PCIeSeconds(p.Device, bytes), part
 }
 
 // zeroPartition is a rank's flat ZeRO-1/2 partition of numel elements

@@ -209,15 +209,18 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 					t.Errorf("%s: fast path %.12g, replay %.12g\nfast %v\nfull %v", c.what, c.fast, c.full, fe.time.Breakdown, r.Time.Breakdown)
 				}
 			}
-			if p.Offload != nil { // the copies are timed, and equal the replay's (above)
-				var host float64
+			if p.Offload != nil { // the copies and the CPU step are timed, and equal the replay's (above)
+				var host, cpuStep float64
 				for _, s := range r.Time.Breakdown {
-					if s.Name == "offload" {
+					switch s.Name {
+					case "offload":
 						host = s.Seconds
+					case "cpu_optimizer":
+						cpuStep = s.Seconds
 					}
 				}
-				if host <= 0 || r.HostMemory == 0 {
-					t.Errorf("ZeRO-Offload: %g s of host copies, %d B of host memory", host, r.HostMemory)
+				if host <= 0 || cpuStep <= 0 || r.HostMemory == 0 {
+					t.Errorf("ZeRO-Offload: %g s of host copies, %g s of CPU step, %d B of host memory", host, cpuStep, r.HostMemory)
 				}
 			}
 			worst := r.DeviceUsed

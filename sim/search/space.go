@@ -54,10 +54,10 @@ type Space struct {
 	// Offload: "none", and "optimizer", ZeRO-Offload
 	// (offload(optimizer="cpu")) for the zero1, zero2 and zero3 layouts:
 	// DeepSpeed's offload_optimizer runs with ZeRO stages 1-3 only. Default
-	// none alone: an offloaded layout is never faster (its PCIe copies
-	// replace the GPU's optimizer step, and the CPU step itself is not
-	// timed, replay/shard_offload.go), so it adds layouts the user asks for
-	// when memory, not time, is the question.
+	// none alone: an offloaded layout is not faster in practice (its PCIe
+	// copies and the CPU's Adam step, timing/cpu_optimizer.go, replace the
+	// GPU's optimizer step), so it adds layouts the user asks for when
+	// memory, not time, is the question.
 	Offload []string
 	// Virtual: model chunks per GPU for pp > 1 (1 is 1F1B, more the
 	// interleaved schedule); default every count whose chunks split the

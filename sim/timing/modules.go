@@ -213,7 +213,7 @@ func termKind(name string) string {
 	switch {
 	case strings.HasSuffix(name, "_comm"):
 		return "comm"
-	case name == "offload":
+	case name == "offload", name == "cpu_optimizer":
 		return "host"
 	case name == "step_overhead":
 		return "overhead"

@@ -3,6 +3,7 @@ package timing
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // The compute part of the time model: every op of the replayed program
@@ -94,6 +95,7 @@ type GpuWork struct {
 	Optimizer      float64       // the optimizer step's GPU time, seconds
 	OptimizerCPU   float64       // its CPU dispatch time, seconds
 	StepOverhead   float64       // the step's time outside the GPU (core.Overheads.StepSeconds)
+	CPUOptimizer   float64       // ZeRO-Offload's optimizer step on the host, seconds (cpu_optimizer.go)
 	host           float64       // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
 	costs          []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
 	prog           *core.Program // their program
@@ -107,7 +109,7 @@ type GpuWork struct {
 // the once-per-step tail.
 type gpuTime struct {
 	PerMB []replay.TimeShare // forward, backward, recompute, exposed tp/cp/ep/pp/fsdp communication
-	Tail  []replay.TimeShare // exposed data-parallel communication, optimizer, offload
+	Tail  []replay.TimeShare // exposed data-parallel communication, optimizer, cpu_optimizer, offload
 	MbSec float64
 	TlSec float64
 }
@@ -195,6 +197,9 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
 	w.host = hostSeconds(r)
+	if !w.Eval {
+		w.CPUOptimizer = CPUOptimizerSeconds(plan, hostStepElements(r), RanksPerHost(plan))
+	}
 	if plan.PipeStage == nil { // mbProg is the replayed program
 		if exp, ok := offloadExposed(r, costs, plan.Offload == nil || !plan.Offload.SyncCopies); ok { // torchtune's copies overlap (offload.go)
 			d := r.Plan.Device
@@ -281,9 +286,26 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 	return w
 }
 
+// hostStepElements is the number of elements the optimizer steps on the
+// host: with the optimizer (or the parameters) offloaded, one GPU or
+// ZeRO, every stepped element has its fp32 master there
+// (replay/offload.go offloadState, replay/shard_offload.go offloadShard),
+// so the host master's bytes count them. FSDP's CPUOffload steps on the
+// host too, with torch's optimizer: not priced here (cpu_optimizer.go).
+func hostStepElements(r *replay.Replay) float64 {
+	o := r.Plan.Offload
+	if o == nil || (o.Optimizer == "" && o.Params == "") {
+		return 0
+	}
+	if r.Dist != nil && !r.Dist.ZeroOffload(r) {
+		return 0
+	}
+	return float64(r.Rep.States.Master) / float64(units.FP32.Bytes(1))
+}
+
 // times splits the work into exposed time by cause.
 func (w *GpuWork) Times(plan *core.Plan) gpuTime {
-	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 9), Tail: make([]replay.TimeShare, 0, 4)}
+	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 9), Tail: make([]replay.TimeShare, 0, 5)}
 	add := func(list *[]replay.TimeShare, name string, s float64) {
 		*list = append(*list, replay.TimeShare{Name: name, Seconds: s})
 	}
@@ -300,6 +322,7 @@ func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 		add(&g.Tail, s.Name, s.Seconds)
 	}
 	add(&g.Tail, "optimizer", max(w.Optimizer, w.OptimizerCPU))
+	add(&g.Tail, "cpu_optimizer", w.CPUOptimizer)
 	add(&g.Tail, "offload", w.host)
 	add(&g.Tail, "step_overhead", w.StepOverhead)
 	for _, s := range g.PerMB {
