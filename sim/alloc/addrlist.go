@@ -26,18 +26,25 @@ type addrRun struct {
 // pass int64's range: segments of up to 4 EiB each.)
 type addrKey struct{ seq, off int64 }
 
+//go:norace
 func keyOf(b *Block) addrKey { return addrKey{b.seg.seq, b.off} }
 
 // before reports whether k is at a lower address than o.
+//
+//go:norace
 func (k addrKey) before(o addrKey) bool { return k.seq < o.seq || (k.seq == o.seq && k.off < o.off) }
 
 // addrRunMax is the most blocks a run holds; a fuller one splits in two.
 const addrRunMax = 128
 
 // len is the number of blocks listed.
+//
+//go:norace
 func (l *addrList) len() int { return l.n }
 
 // last is the listed block with the highest address, nil when none.
+//
+//go:norace
 func (l *addrList) last() *Block {
 	if len(l.runs) == 0 {
 		return nil
@@ -49,6 +56,8 @@ func (l *addrList) last() *Block {
 // find is the run a block of key x belongs in (the first whose last
 // key is not before x; the last run when x is after them all) and the
 // position in it of the first key not before x.
+//
+//go:norace
 func (l *addrList) find(x addrKey) (k, i int) {
 	lo, hi := 0, len(l.runs)-1
 	for lo < hi {
@@ -73,6 +82,8 @@ func (l *addrList) find(x addrKey) (k, i int) {
 }
 
 // add lists b.
+//
+//go:norace
 func (l *addrList) add(b *Block) {
 	l.n++
 	x := keyOf(b)
@@ -102,6 +113,8 @@ func (l *addrList) add(b *Block) {
 }
 
 // at returns where b is listed, ok false when it is not.
+//
+//go:norace
 func (l *addrList) at(b *Block) (k, i int, ok bool) {
 	if len(l.runs) == 0 {
 		return 0, 0, false
@@ -111,6 +124,8 @@ func (l *addrList) at(b *Block) (k, i int, ok bool) {
 }
 
 // remove takes b off the list, when listed.
+//
+//go:norace
 func (l *addrList) remove(b *Block) {
 	k, i, ok := l.at(b)
 	if !ok {
@@ -135,6 +150,8 @@ func (l *addrList) remove(b *Block) {
 // neighbours in address order (the rest of old after its start was cut
 // off, or old's predecessor merged with it). When old is not listed, b is
 // added.
+//
+//go:norace
 func (l *addrList) replace(old, b *Block) {
 	k, i, ok := l.at(old)
 	if !ok {

@@ -102,13 +102,19 @@ type Cache struct {
 
 // Cached returns what pool 0 (small) or 1 (large) of the default stream
 // holds in free blocks.
+//
+//go:norace
 func (a *Allocator) Cached(pool int) Cache { return a.CachedOn(DefaultStream, pool) }
 
 // CachedOn returns what stream s's pool 0 (small) or 1 (large) holds in
 // free blocks.
+//
+//go:norace
 func (a *Allocator) CachedOn(s Stream, pool int) Cache { return a.cached(listOf(s, pool)) }
 
 // cached is what free list list holds.
+//
+//go:norace
 func (a *Allocator) cached(list int) Cache {
 	if list >= len(a.lists) {
 		return Cache{}
@@ -132,6 +138,8 @@ func (a *Allocator) cached(list int) Cache {
 
 // grew tells Grew about a request of size bytes in free list list that
 // no free block fits.
+//
+//go:norace
 func (a *Allocator) grew(list int, size int64) {
 	if a.Grew != nil {
 		a.Grew(Growth{Request: size, Cache: a.cached(list), Other: a.cached(list ^ 1)})
@@ -165,6 +173,7 @@ const (
 // an address is never reused.
 const baseAddress = 0x7f0000000000
 
+//go:norace
 func (a *Allocator) observe(kind string, seg *segment, addr, size int64) {
 	switch kind {
 	case SegmentAlloc, SegmentMap:
@@ -179,6 +188,8 @@ func (a *Allocator) observe(kind string, seg *segment, addr, size int64) {
 
 // newSegment makes a segment of size bytes in pool of stream s at the
 // next address.
+//
+//go:norace
 func (a *Allocator) newSegment(size int64, pool int, s Stream, expandable bool) *segment {
 	if a.nextBase == 0 {
 		a.nextBase = baseAddress
@@ -223,16 +234,24 @@ type Block struct {
 }
 
 // Stream is the stream the block belongs to: its segment's.
+//
+//go:norace
 func (b *Block) Stream() Stream { return b.seg.stream }
 
 // list is the free list of the block's stream and pool.
+//
+//go:norace
 func (b *Block) list() int { return listOf(b.seg.stream, b.seg.pool) }
 
 // Addr is the block's device address.
+//
+//go:norace
 func (b *Block) Addr() int64 { return b.seg.base + b.off }
 
 // RoundSize is a request's size as the allocator serves it: at least
 // 512 B, a multiple of 512 B (kMinBlockSize).
+//
+//go:norace
 func RoundSize(n int64) int64 {
 	if n < minBlock {
 		return minBlock
@@ -245,8 +264,11 @@ func RoundSize(n int64) int64 {
 // rounded size): a 2 MiB segment for up to 1 MiB, 20 MiB below 10 MiB,
 // else the size rounded up to 2 MiB. PyTorch's out-of-memory message says
 // "Tried to allocate" this much.
+//
+//go:norace
 func AllocationSize(n int64) int64 { return segmentSize(RoundSize(n)) }
 
+//go:norace
 func poolOf(size int64) int {
 	if size <= smallSize {
 		return 0
@@ -254,6 +276,7 @@ func poolOf(size int64) int {
 	return 1
 }
 
+//go:norace
 func segmentSize(size int64) int64 {
 	switch {
 	case size <= smallSize:
@@ -268,12 +291,16 @@ func segmentSize(size int64) int64 {
 // stream; ok is false when the request does not fit under the limit even
 // after releasing cached segments (the block is still granted so the
 // replay can go on and report what the step would need).
+//
+//go:norace
 func (a *Allocator) Alloc(n int64) (blk *Block, ok bool) {
 	return a.AllocOn(n, DefaultStream)
 }
 
 // AllocOn is Alloc for a request of stream s: only blocks of s's pools
 // serve it, and a new segment belongs to s.
+//
+//go:norace
 func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	a.clock++
 	// A private pool takes no expandable segment (alloc_block: "our
@@ -328,6 +355,8 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 }
 
 // failed records the figures of the first request that did not fit.
+//
+//go:norace
 func (a *Allocator) failed() {
 	a.FailAllocated, a.FailReserved = a.Allocated, a.Reserved
 	if a.Private != DefaultStream {
@@ -338,6 +367,8 @@ func (a *Allocator) failed() {
 // Release returns a block to the cache, merging free neighbours. A block
 // that other streams used (RecordStream) stops counting as allocated but
 // is not reused until those streams are done with it (streams.go).
+//
+//go:norace
 func (a *Allocator) Release(b *Block) {
 	a.clock++
 	a.Allocated -= b.Size
@@ -353,6 +384,8 @@ func (a *Allocator) Release(b *Block) {
 }
 
 // freeBlock makes b free and merges it with free neighbours.
+//
+//go:norace
 func (a *Allocator) freeBlock(b *Block) {
 	b.free = true
 	a.addFree(a.joinFree(b))
@@ -360,6 +393,8 @@ func (a *Allocator) freeBlock(b *Block) {
 
 // joinFree merges b with its free neighbours, taking them off the free
 // lists, and returns the merged block (not listed).
+//
+//go:norace
 func (a *Allocator) joinFree(b *Block) *Block {
 	if n := b.next; n != nil && n.free {
 		a.removeFree(n)
@@ -374,6 +409,8 @@ func (a *Allocator) joinFree(b *Block) *Block {
 
 // splitAt cuts b after its first size bytes and returns the new block
 // holding the rest, with b's state (free or unmapped); the caller lists it.
+//
+//go:norace
 func (a *Allocator) splitAt(b *Block, size int64) *Block {
 	r := a.newBlock(Block{seg: b.seg, off: b.off + size, Size: b.Size - size, free: b.free, unmapped: b.unmapped, prev: b, next: b.next})
 	if b.next != nil {
@@ -385,6 +422,8 @@ func (a *Allocator) splitAt(b *Block, size int64) *Block {
 
 // mergeNext joins the block after b into b and returns b; the caller has
 // taken that block off its list, and it is done with.
+//
+//go:norace
 func (a *Allocator) mergeNext(b *Block) *Block {
 	n := b.next
 	b.Size += n.Size
@@ -396,6 +435,7 @@ func (a *Allocator) mergeNext(b *Block) *Block {
 	return b
 }
 
+//go:norace
 func (a *Allocator) bestFit(list int, size int64) *Block {
 	if list >= len(a.lists) {
 		return nil
@@ -408,6 +448,8 @@ func (a *Allocator) bestFit(list int, size int64) *Block {
 // field once: under the race detector every read is a checked call, and
 // the two were an eighth of the instructions of the FuzzSizes
 // repeat_65536 DDP step under -race.)
+//
+//go:norace
 func (a *Allocator) addFree(b *Block) {
 	l := &a.lists[a.grow(b.list())]
 	size := b.Size
@@ -430,6 +472,8 @@ func (a *Allocator) addFree(b *Block) {
 // releasable reports whether releaseCached can give the free block b back:
 // a whole free segment, or a free block of an expandable segment holding
 // at least one whole page.
+//
+//go:norace
 func releasable(b *Block) bool {
 	if b.seg.expandable {
 		page := pageSize(b.seg.pool)
@@ -439,11 +483,14 @@ func releasable(b *Block) bool {
 }
 
 // listed reports whether the free block b is in its pool's free list.
+//
+//go:norace
 func (a *Allocator) listed(b *Block) bool {
 	list := b.list()
 	return list < len(a.lists) && b.pos < len(a.lists[list].blocks) && a.lists[list].blocks[b.pos] == b
 }
 
+//go:norace
 func (a *Allocator) removeFree(b *Block) {
 	pool := b.list()
 	if pool >= len(a.lists) {
@@ -497,6 +544,8 @@ func (a *Allocator) removeFree(b *Block) {
 // a 65,536-layer step past the limit with expandable segments took half
 // again as much CPU. The figures of the OOM itself (FailAllocated,
 // FailReserved) are taken before.
+//
+//go:norace
 func (a *Allocator) releaseCached(s Stream) {
 	a.freePending()
 	whole := a.releasing[:0] // the previous call's list, done with
@@ -558,10 +607,14 @@ type BlockInfo struct {
 }
 
 // Block is the allocator's block, for matching it to its tensor.
+//
+//go:norace
 func (b BlockInfo) Block() *Block { return b.block }
 
 // Segments lists the live segments in creation order, with their mapped
 // blocks: what a memory snapshot records as the allocator's final state.
+//
+//go:norace
 func (a *Allocator) Segments() []SegmentInfo {
 	var out []SegmentInfo
 	for _, seg := range a.segments {

@@ -23,6 +23,8 @@ import "github.com/memsh/memsh/sim/units"
 // (they are not in the free lists) and never merge with free blocks.
 
 // pageSize is the mapping granularity of an expandable segment.
+//
+//go:norace
 func pageSize(pool int) int64 {
 	if pool == 0 {
 		return smallBuffer // 2 MiB pages for the small pool
@@ -30,10 +32,13 @@ func pageSize(pool int) int64 {
 	return largeBuffer // 20 MiB pages for the large pool
 }
 
+//go:norace
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
 // allocExpandable is alloc with expandable segments: each stream has its
 // own segment per pool.
+//
+//go:norace
 func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 	size := RoundSize(n)
 	pool := listOf(s, poolOf(size))
@@ -75,6 +80,8 @@ func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 // every request past the limit); nil when the pages do not fit under
 // the limit (enforced only when limit is set), the pages mapped so far
 // listed as free.
+//
+//go:norace
 func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 	c := a.findExpandable(pool, size)
 	if c.unmapped {
@@ -107,6 +114,8 @@ func (a *Allocator) expand(pool int, size int64, limited bool) *Block {
 // 65,536-layer step replayed for minutes); where the pages go then changes
 // reserved memory by page rounding only (20 MiB in 149 GiB for the Bris
 // example's 4 members).
+//
+//go:norace
 func (a *Allocator) findExpandable(pool int, size int64) *Block {
 	holes := &a.lists[a.grow(pool)].unmapped
 	if a.over && holes.len() > 0 {
@@ -138,6 +147,8 @@ func (a *Allocator) findExpandable(pool int, size int64) *Block {
 // runFrom returns the block that starts a run of free and unmapped
 // blocks of at least size bytes at the unmapped block u (its free
 // predecessor, or u), nil when the run is shorter.
+//
+//go:norace
 func runFrom(u *Block, size int64) *Block {
 	c := u
 	if u.prev != nil && u.prev.free {
@@ -157,6 +168,8 @@ func runFrom(u *Block, size int64) *Block {
 // unmapped block u, merges them with free neighbours and returns the
 // merged free block, which it does not list (expand); nil when the pages
 // do not fit under the limit.
+//
+//go:norace
 func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 	pages := min(roundUp(want, pageSize(u.seg.pool)), u.Size)
 	if limited && a.Limit > 0 && a.Reserved+pages > a.Limit {
@@ -178,6 +191,8 @@ func (a *Allocator) mapBlock(u *Block, want int64, limited bool) *Block {
 
 // unmapBlock unmaps the whole pages inside the free block b (unmap_block,
 // from releaseCached); the partial pages at its ends stay mapped and free.
+//
+//go:norace
 func (a *Allocator) unmapBlock(b *Block) {
 	page := pageSize(b.seg.pool)
 	begin, end := roundUp(b.off, page), (b.off+b.Size)/page*page
@@ -218,6 +233,8 @@ func (a *Allocator) unmapBlock(b *Block) {
 	}
 }
 
+//go:norace
 func (a *Allocator) addUnmapped(b *Block) { a.lists[a.grow(b.list())].unmapped.add(b) }
 
+//go:norace
 func (a *Allocator) removeUnmapped(b *Block) { a.lists[a.grow(b.list())].unmapped.remove(b) }

@@ -13,4 +13,14 @@
 // allocated and the state at the first request that did not fit (PyTorch's
 // OOM message reports memory before the failed allocation). It can be
 // driven and tested on its own.
+//
+// Its functions carry //go:norace: the race detector does not instrument
+// them. An Allocator is a value owned by one replay, its blocks and
+// segments are reachable only through it, and nothing in it starts or
+// meets a goroutine, so the detector has no race to find here; its
+// checks were most of a race build's instructions (each read of a field
+// is a checked call: a 65,536-layer step past the device's limit makes a
+// million allocations, and the FuzzSizes seeds ran 6-8 s under -race). The
+// callers' own reads and writes of an Allocator (the replay's) stay
+// instrumented.
 package alloc

@@ -55,6 +55,7 @@ type freeIndex struct {
 // quarter of it.
 const indexAbove = 1024
 
+//go:norace
 func (x *freeIndex) limit() int {
 	if x.above > 0 {
 		return x.above
@@ -73,6 +74,8 @@ type sizeClass struct {
 }
 
 // splitClasses returns the classes of t smaller than size and the rest.
+//
+//go:norace
 func splitClasses(t *sizeClass, size int64) (l, r *sizeClass) {
 	if t == nil {
 		return nil, nil
@@ -86,6 +89,8 @@ func splitClasses(t *sizeClass, size int64) (l, r *sizeClass) {
 }
 
 // mergeClasses joins l and r, every class of l smaller than every class of r.
+//
+//go:norace
 func mergeClasses(l, r *sizeClass) *sizeClass {
 	switch {
 	case l == nil:
@@ -101,6 +106,8 @@ func mergeClasses(l, r *sizeClass) *sizeClass {
 }
 
 // deleteClass takes the class of size out of t and returns t without it.
+//
+//go:norace
 func deleteClass(t *sizeClass, size int64) *sizeClass {
 	switch {
 	case t == nil:
@@ -117,6 +124,8 @@ func deleteClass(t *sizeClass, size int64) *sizeClass {
 
 // class returns the class of size, made (and put in the tree) when no
 // block has that size.
+//
+//go:norace
 func (x *freeIndex) class(size int64) *sizeClass {
 	if c := x.last; c != nil && c.size == size {
 		return c
@@ -145,6 +154,8 @@ func (x *freeIndex) class(size int64) *sizeClass {
 
 // add counts a block of size at position pos of the free list (sizes:
 // the list's sizes).
+//
+//go:norace
 func (x *freeIndex) add(size int64, pos int, sizes []int64) {
 	c := x.class(size)
 	c.n++
@@ -152,6 +163,8 @@ func (x *freeIndex) add(size int64, pos int, sizes []int64) {
 }
 
 // drop uncounts a block of size that left the free list.
+//
+//go:norace
 func (x *freeIndex) drop(size int64) {
 	c := x.class(size)
 	if c.n--; c.n > 0 {
@@ -163,12 +176,16 @@ func (x *freeIndex) drop(size int64) {
 }
 
 // stale reports whether position p holds no block of the class.
+//
+//go:norace
 func (c *sizeClass) stale(p int32, sizes []int64) bool {
 	return int(p) >= len(sizes) || sizes[p] != c.size
 }
 
 // first returns the class's first position in the free list, dropping
 // stale positions off the top.
+//
+//go:norace
 func (c *sizeClass) first(sizes []int64) int32 {
 	for c.stale(c.at[0], sizes) {
 		c.pop()
@@ -178,6 +195,8 @@ func (c *sizeClass) first(sizes []int64) int32 {
 
 // push adds position p to the heap, which is rebuilt when it has grown
 // past twice the class's blocks.
+//
+//go:norace
 func (c *sizeClass) push(p int32, sizes []int64, seen *positionMarks) {
 	h := append(c.at, p)
 	i := len(h) - 1
@@ -200,6 +219,8 @@ func (c *sizeClass) push(p int32, sizes []int64, seen *positionMarks) {
 // the positions seen, not by sorting them (the sort was most of a
 // rebuild's work, and under the race detector each comparison is checked
 // reads); the heap's layout is not a sorted list's, its top is the same.
+//
+//go:norace
 func (c *sizeClass) rebuild(sizes []int64, seen *positionMarks) {
 	seen.reset(len(sizes))
 	kept := c.at[:0]
@@ -222,6 +243,8 @@ type positionMarks struct {
 }
 
 // reset unmarks every position below n.
+//
+//go:norace
 func (m *positionMarks) reset(n int) {
 	if len(m.at) < n {
 		m.at = append(m.at, make([]uint32, n-len(m.at))...)
@@ -233,6 +256,8 @@ func (m *positionMarks) reset(n int) {
 }
 
 // mark marks position p and says whether it was unmarked.
+//
+//go:norace
 func (m *positionMarks) mark(p int32) bool {
 	if m.at[p] == m.gen {
 		return false
@@ -242,6 +267,8 @@ func (m *positionMarks) mark(p int32) bool {
 }
 
 // pop removes the heap's top.
+//
+//go:norace
 func (c *sizeClass) pop() {
 	h := c.at
 	last := h[len(h)-1]
@@ -255,6 +282,8 @@ func (c *sizeClass) pop() {
 
 // siftDown puts v at position i of the heap h and moves it down to its
 // place.
+//
+//go:norace
 func siftDown(h []int32, i int, v int32) {
 	for {
 		k := 2*i + 1
@@ -274,6 +303,8 @@ func siftDown(h []int32, i int, v int32) {
 
 // bestFit returns the first block in list order of the smallest size
 // >= n, or nil.
+//
+//go:norace
 func (x *freeIndex) bestFit(n int64, fl []*Block, sizes []int64) *Block {
 	var best *sizeClass
 	for t := x.root; t != nil; {
@@ -290,6 +321,8 @@ func (x *freeIndex) bestFit(n int64, fl []*Block, sizes []int64) *Block {
 }
 
 // largest is the size of the largest block in the index.
+//
+//go:norace
 func (x *freeIndex) largest() int64 {
 	t := x.root
 	if t == nil {
@@ -303,6 +336,8 @@ func (x *freeIndex) largest() int64 {
 
 // added keeps the index in step after a block of size was appended to
 // the free list fl at pos (sizes: the list's sizes).
+//
+//go:norace
 func (x *freeIndex) added(size int64, pos int, fl []*Block, sizes []int64) {
 	switch {
 	case x.active:
@@ -327,6 +362,8 @@ func (x *freeIndex) added(size int64, pos int, fl []*Block, sizes []int64) {
 // removed keeps the index in step after a block of size left the free
 // list, the list's last block, of movedSize, moving into its position
 // movedTo (-1 when it was the last); sizes is the list's sizes afterwards.
+//
+//go:norace
 func (x *freeIndex) removed(size int64, movedTo int, movedSize int64, sizes []int64) {
 	if !x.active {
 		switch from := len(sizes); { // from: the position the list's last block left
@@ -360,6 +397,8 @@ func (x *freeIndex) removed(size int64, movedTo int, movedSize int64, sizes []in
 
 // best returns the first block in list order of the smallest size >= n,
 // from the index or by scanning the list's sizes (sizes[i] is fl[i]'s).
+//
+//go:norace
 func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
 	switch {
 	case x.active:
@@ -385,6 +424,8 @@ func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
 // size equal to n cannot be beaten. The scan was a quarter of
 // BenchmarkEvaluateLlama70B3D's instructions (lists of 32 to 300 blocks);
 // about 8 instructions a size before, 5.5 now (750 M -> 697 M in all).
+//
+//go:norace
 func scanSizes(n int64, sizes []int64) int {
 	best, room := -1, uint64(1)<<63
 	for i := 0; i < len(sizes); i++ {

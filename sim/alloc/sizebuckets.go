@@ -40,6 +40,8 @@ type bucketEntry struct {
 // below 16 have one each; a larger size's bucket is its power of two and
 // the three bits below its top bit (eight buckets to an octave). A larger
 // size is never in an earlier bucket.
+//
+//go:norace
 func bucketOf(size int64) int {
 	if size < 16 {
 		return int(size)
@@ -53,6 +55,8 @@ const bucketCount = 512
 
 // best returns the position of the first block in list order of the
 // smallest size >= n, or -1.
+//
+//go:norace
 func (s *sizeBuckets) best(n int64) int {
 	b := bucketOf(n)
 	if b < len(s.buckets) {
@@ -77,6 +81,8 @@ func (s *sizeBuckets) best(n int64) int {
 // list order) of the smallest size >= n, or -1. Sizes and n are
 // positive, so s-n read unsigned is the room a fitting size leaves
 // (below 1<<63) and, for a size too small, at least 1<<63.
+//
+//go:norace
 func firstSmallest(es []bucketEntry, n int64) int {
 	best, room := -1, uint64(1)<<63
 	for _, e := range es {
@@ -91,6 +97,8 @@ func firstSmallest(es []bucketEntry, n int64) int {
 }
 
 // add lists a block of size at position pos, the list's last.
+//
+//go:norace
 func (s *sizeBuckets) add(size int64, pos int) {
 	b := bucketOf(size)
 	for len(s.buckets) <= b {
@@ -102,6 +110,8 @@ func (s *sizeBuckets) add(size int64, pos int) {
 
 // at returns the index in es (in list order) of the first entry at
 // position pos or after it.
+//
+//go:norace
 func at(es []bucketEntry, pos int) int {
 	lo, hi := 0, len(es)
 	for lo < hi {
@@ -118,6 +128,8 @@ func at(es []bucketEntry, pos int) int {
 // remove unlists the block of size at position pos, the list's last
 // block, of movedSize, moving into its place from position from (from
 // == pos: the block was the last).
+//
+//go:norace
 func (s *sizeBuckets) remove(size int64, pos int, movedSize int64, from int) {
 	b := bucketOf(size)
 	es := s.buckets[b]
@@ -145,6 +157,8 @@ func (s *sizeBuckets) remove(size int64, pos int, movedSize int64, from int) {
 
 // move notes that the block of size at position from, the list's last
 // (so its bucket's last), is at to now.
+//
+//go:norace
 func (s *sizeBuckets) move(size int64, from, to int) {
 	es := s.buckets[bucketOf(size)]
 	last := len(es) - 1
@@ -154,6 +168,8 @@ func (s *sizeBuckets) move(size int64, from, to int) {
 }
 
 // reset unlists every block.
+//
+//go:norace
 func (s *sizeBuckets) reset() {
 	for b := range s.buckets {
 		s.buckets[b] = s.buckets[b][:0]
@@ -162,6 +178,8 @@ func (s *sizeBuckets) reset() {
 }
 
 // rebuild lists the blocks of sizes (sizes[i] is position i's).
+//
+//go:norace
 func (s *sizeBuckets) rebuild(sizes []int64) {
 	s.reset()
 	for i, n := range sizes {

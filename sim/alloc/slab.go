@@ -28,6 +28,8 @@ type slabs struct {
 
 // newBlock returns a block holding b: a dead one, or one from the
 // current slab.
+//
+//go:norace
 func (s *slabs) newBlock(b Block) *Block {
 	if p := s.dead; p != nil {
 		s.dead = p.next
@@ -46,11 +48,15 @@ func (s *slabs) newBlock(b Block) *Block {
 
 // dropBlock marks b as done with: merged into a neighbour, or the
 // block of a released segment.
+//
+//go:norace
 func (s *slabs) dropBlock(b *Block) {
 	b.next, s.dead = s.dead, b
 }
 
 // newSeg returns a segment holding g, from the current slab.
+//
+//go:norace
 func (s *slabs) newSeg(g segment) *segment {
 	if len(s.segs) == 0 {
 		s.nseg = min(max(2*s.nseg, slabMin), slabMax)

@@ -51,9 +51,13 @@ type pendingFree struct {
 }
 
 // listOf is the free list of stream s's pool (0 small, 1 large).
+//
+//go:norace
 func listOf(s Stream, pool int) int { return int(s)*2 + pool }
 
 // grow makes the lists up to list exist and returns list.
+//
+//go:norace
 func (a *Allocator) grow(list int) int {
 	for len(a.lists) <= list {
 		a.lists = append(a.lists, freeList{index: freeIndex{above: a.indexAbove[len(a.lists)%2]}})
@@ -61,6 +65,7 @@ func (a *Allocator) grow(list int) int {
 	return list
 }
 
+//go:norace
 func (a *Allocator) reservedOn(s Stream, n int64) {
 	for len(a.reserved) <= int(s) {
 		a.reserved = append(a.reserved, 0)
@@ -74,6 +79,8 @@ func (a *Allocator) reservedOn(s Stream, n int64) {
 }
 
 // ReservedOn is the bytes reserved in stream s's segments.
+//
+//go:norace
 func (a *Allocator) ReservedOn(s Stream) int64 {
 	if int(s) < len(a.reserved) {
 		return a.reserved[s]
@@ -81,6 +88,7 @@ func (a *Allocator) ReservedOn(s Stream) int64 {
 	return 0
 }
 
+//go:norace
 func (a *Allocator) allocatedOn(s Stream, n int64) {
 	for len(a.inUse) <= int(s) {
 		a.inUse = append(a.inUse, 0)
@@ -89,6 +97,8 @@ func (a *Allocator) allocatedOn(s Stream, n int64) {
 }
 
 // AllocatedOn is the bytes allocated in stream s's segments.
+//
+//go:norace
 func (a *Allocator) AllocatedOn(s Stream) int64 {
 	if int(s) < len(a.inUse) {
 		return a.inUse[s]
@@ -97,6 +107,8 @@ func (a *Allocator) AllocatedOn(s Stream) int64 {
 }
 
 // PeakReservedOn is the most stream s's segments held at once.
+//
+//go:norace
 func (a *Allocator) PeakReservedOn(s Stream) int64 {
 	if int(s) < len(a.peak) {
 		return a.peak[s]
@@ -106,15 +118,21 @@ func (a *Allocator) PeakReservedOn(s Stream) int64 {
 
 // Streams is how many streams have had segments (the highest stream
 // number plus one).
+//
+//go:norace
 func (a *Allocator) Streams() int { return len(a.reserved) }
 
 // Mark is the allocator's clock: a point in the order the program issues
 // work, for Synchronize.
+//
+//go:norace
 func (a *Allocator) Mark() int64 { return a.clock }
 
 // RecordStream notes that stream s uses block b (tensor.record_stream):
 // once released, b is not reused before s has done the work it was given
 // until then. A block's own stream needs no record.
+//
+//go:norace
 func (a *Allocator) RecordStream(b *Block, s Stream) {
 	if s == b.seg.stream || slices.Contains(a.uses[b], s) {
 		return
@@ -127,6 +145,8 @@ func (a *Allocator) RecordStream(b *Block, s Stream) {
 
 // Synchronize says stream s has completed the work issued up to mark:
 // released blocks that waited only for such work are freed for reuse.
+//
+//go:norace
 func (a *Allocator) Synchronize(s Stream, mark int64) {
 	for len(a.done) <= int(s) {
 		a.done = append(a.done, 0)
@@ -145,9 +165,13 @@ func (a *Allocator) Synchronize(s Stream, mark int64) {
 }
 
 // Pending reports whether b was released and waits for other streams.
+//
+//go:norace
 func (b *Block) Pending() bool { return b.pending }
 
 // Pending is the bytes of released blocks that wait for other streams.
+//
+//go:norace
 func (a *Allocator) Pending() int64 {
 	var n int64
 	for _, p := range a.pending {
@@ -158,6 +182,8 @@ func (a *Allocator) Pending() int64 {
 
 // complete reports whether every stream that used the released block
 // has done the work issued until its release.
+//
+//go:norace
 func (a *Allocator) complete(p pendingFree) bool {
 	for _, s := range p.uses {
 		if int(s) >= len(a.done) || a.done[s] < p.freedAt {
@@ -169,12 +195,16 @@ func (a *Allocator) complete(p pendingFree) bool {
 
 // deferFree holds the released block b until the streams that used it
 // are done (insert_events).
+//
+//go:norace
 func (a *Allocator) deferFree(b *Block, uses []Stream) {
 	b.pending = true
 	a.pending = append(a.pending, pendingFree{b, a.clock, uses})
 }
 
 // finishFree frees a pending block (free_block after its events).
+//
+//go:norace
 func (a *Allocator) finishFree(b *Block) {
 	b.pending = false
 	if a.Observe != nil {
@@ -185,6 +215,8 @@ func (a *Allocator) finishFree(b *Block) {
 
 // freePending frees every pending block, as if every stream were done
 // (synchronize_and_free_events).
+//
+//go:norace
 func (a *Allocator) freePending() {
 	for _, p := range a.pending {
 		a.finishFree(p.b)
