@@ -74,10 +74,13 @@ func (x Cluster) String() string {
 	if x.C.InterGBps > 0 {
 		s += ", inter=" + strconv.FormatFloat(x.C.InterGBps, 'g', -1, 64)
 	}
+	if x.C.HostGBps > 0 {
+		s += ", host=" + strconv.FormatFloat(x.C.HostGBps, 'g', -1, 64)
+	}
 	return s + ")"
 }
 
-var clusterAttrNames = []string{"gpus", "gpus_per_node", "inter", "intra", "nodes"}
+var clusterAttrNames = []string{"gpus", "gpus_per_node", "host", "inter", "intra", "nodes"}
 
 func (x Cluster) AttrNames() []string { return clusterAttrNames }
 
@@ -99,6 +102,8 @@ func (x Cluster) Attr(name string) (starlark.Value, error) {
 		return opt(x.C.IntraGBps), nil
 	case "inter":
 		return opt(x.C.InterGBps), nil
+	case "host":
+		return opt(x.C.HostGBps), nil
 	}
 	return nil, nil
 }
@@ -115,12 +120,16 @@ func ParallelBuiltins() []host.Builtin {
 			Fn: parallelOrLayer, // layers give the block, keywords a layout
 		}, {
 			Name: "cluster",
-			Sig:  "cluster(nodes=1, gpus_per_node=8, intra=None, inter=None)",
+			Sig:  "cluster(nodes=1, gpus_per_node=8, intra=None, inter=None, host=None)",
 			Doc: "The machines a plan runs on, for train(cluster=...): nodes of gpus_per_node GPUs. intra is " +
 				"the GPU-to-GPU bandwidth inside a node (NVLink) and inter the network bandwidth per GPU between " +
-				"nodes, GB/s per direction; None takes them from the GPU and a typical fabric. train() checks " +
-				"that dp*tp*pp*cp of its parallel= layout equals nodes*gpus_per_node. Attributes: nodes, " +
-				"gpus_per_node, gpus, intra, inter.",
+				"nodes, GB/s per direction; None takes them from the GPU and a typical fabric. host is the host " +
+				"memory bandwidth of one node in GB/s, shared by its GPUs: ZeRO-Offload's CPU optimizer step " +
+				"(offload(optimizer=\"cpu\"), cpu_optimizer in r.time_breakdown) streams 34 bytes per element of each " +
+				"rank's partition through it (bf16 or fp16; DeepSpeedCPUAdam); None is 614.4 GB/s, the DDR5 peak " +
+				"of a DGX H100's two Xeon 8480C, a bound a CPU kernel does not reach: give a measured figure " +
+				"(STREAM) for a real host. train() checks that dp*tp*pp*cp of its parallel= layout equals " +
+				"nodes*gpus_per_node. Attributes: nodes, gpus_per_node, gpus, intra, inter, host.",
 			Fn: ClusterFn,
 		}}
 }
@@ -147,8 +156,8 @@ func parallelOrLayer(thread *starlark.Thread, b *starlark.Builtin, args starlark
 }
 
 func ClusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var nodes, gpn, intra, inter starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "nodes?", &nodes, "gpus_per_node?", &gpn, "intra?", &intra, "inter?", &inter); err != nil {
+	var nodes, gpn, intra, inter, hostBW starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "nodes?", &nodes, "gpus_per_node?", &gpn, "intra?", &intra, "inter?", &inter, "host?", &hostBW); err != nil {
 		return nil, err
 	}
 	c := hw.Cluster{}
@@ -166,7 +175,7 @@ func ClusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 		v    starlark.Value
 		what string
 		dst  *float64
-	}{{intra, "intra", &c.IntraGBps}, {inter, "inter", &c.InterGBps}} {
+	}{{intra, "intra", &c.IntraGBps}, {inter, "inter", &c.InterGBps}, {hostBW, "host", &c.HostGBps}} {
 		if f.v == nil || f.v == starlark.None {
 			continue
 		}

@@ -33,7 +33,7 @@ const maxSweepCeiling = 1_000_000
 // clusterFields the cluster() ones.
 var (
 	parallelFields = plans.LayoutKeywordNames()
-	clusterFields  = []string{"nodes", "gpus_per_node", "intra", "inter"}
+	clusterFields  = []string{"nodes", "gpus_per_node", "intra", "inter", "host"}
 )
 
 func SweepBuiltins() []host.Builtin {
@@ -296,7 +296,7 @@ func replaceCluster(thread *starlark.Thread, cur starlark.Value, changes []starl
 			name string
 			v    starlark.Value
 		}{{"nodes", starlark.MakeInt64(c.Nodes)}, {"gpus_per_node", starlark.MakeInt64(c.GPUsPerNode)},
-			{"intra", optFloat(c.IntraGBps)}, {"inter", optFloat(c.InterGBps)}} {
+			{"intra", optFloat(c.IntraGBps)}, {"inter", optFloat(c.InterGBps)}, {"host", optFloat(c.HostGBps)}} {
 			changed := false
 			for _, ch := range changes {
 				changed = changed || string(ch[0].(starlark.String)) == f.name
