@@ -1,0 +1,67 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+)
+
+// ZeRO-Offload on one GPU, a held-out check of the CPU optimizer step
+// (timing/cpu_optimizer.go): nothing in the time model was set from it.
+//
+// Source: Ren et al., "ZeRO-Offload: Democratizing Billion-Scale Model
+// Training" (USENIX ATC 2021, arXiv:2101.06840), abstract: "40 TFlops/GPU
+// on a single NVIDIA V100 GPU for 10B parameter model". The run as
+// DeepSpeed's ZeRO-Offload tutorial writes it (docs/_tutorials/
+// zero-offload.md in deepspeedai/DeepSpeed, read at edaa722): Megatron-LM
+// GPT-2 with 50 layers, hidden 4096, 32 heads, batch 10, activation
+// checkpointing, ZeRO stage 2 with offload_optimizer on the CPU, one
+// V100-SXM3 32GB (a DGX-2). Assumptions: sequence 1,024 (Megatron's GPT-2
+// default), vocabulary 50,257, fp16 with fp32 master weights and Adam
+// moments; the host is a DGX-2's two Xeon Platinum 8168 (NVIDIA DGX-2
+// datasheet), 6 channels of DDR4-2666 each (Intel ARK): 256 GB/s peak,
+// given as cluster(host=256); the paper's TFLOPS count the recomputed
+// forward (Megatron-LM's formula with checkpointing, 4 passes), memsh's
+// HFU x the V100's 125 TFLOPS fp16 peak.
+//
+// memsh lands at 46.4 TFLOPS, 16 % above the paper's 40 (step 18.79 s,
+// cpu_optimizer 1.37 s of it; 50.0 TFLOPS without the CPU step, 25 %
+// above). Causes left, both ways: the DeepSpeedCPUAdam step
+// at the host's peak bandwidth (a CPU kernel streams less: memsh is
+// optimistic there), and the gradient copies to the host priced as
+// exposed after the backward (ZeRO-Offload overlaps them with it: memsh is
+// pessimistic there). Read as model FLOPs (no recompute), memsh's 35.0
+// TFLOPS is 12 % under the 40. The bound is the issue's (25 %).
+// go test ./sim -run TestCalibZeROOffload10BOneV100 -v prints the figures.
+func TestCalibZeROOffload10BOneV100(t *testing.T) {
+	m := gptModel(4096, 50, 32, 50257, 1024, "eager")
+	p := testmodels.LlamaPlan(m, 10, 1024, "fp16-master", "full", "V100-32GB")
+	p.Offload = &core.Offload{Optimizer: "cpu"}
+	p.Parallel = core.Parallelism{DP: 1, Zero: 2}
+	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 1, HostGBps: 256}
+	r, err := Evaluate(p, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Fits {
+		t.Errorf("the tutorial's run fits on a V100-32GB: memsh needs %d B", r.DeviceUsed)
+	}
+	var cpuStep float64
+	for _, s := range r.Time.Breakdown {
+		if s.Name == "cpu_optimizer" {
+			cpuStep = s.Seconds
+		}
+	}
+	// 10,279,047,168 elements x 34 B / 256 GB/s.
+	if want := float64(m.Params()) * 34 / 256e9; !within(cpuStep, want, 1e-9) {
+		t.Errorf("cpu_optimizer %.4f s, want %.4f s", cpuStep, want)
+	}
+	tflops := r.Time.HFU * p.Device.BF16TFLOPS
+	if !within(tflops, 40, 0.25) {
+		t.Errorf("ZeRO-Offload 10B on one V100: %.1f TFLOPS, the paper 40 within 25%% (breakdown %v)", tflops, r.Time.Breakdown)
+	}
+	t.Logf("step %.2f s, %.1f TFLOPS with recompute (paper 40), %.1f without; cpu_optimizer %.2f s, breakdown %v",
+		r.Time.StepSeconds, tflops, r.Time.MFU*p.Device.BF16TFLOPS, cpuStep, r.Time.Breakdown)
+}
