@@ -43,7 +43,7 @@ func SweepBuiltins() []host.Builtin {
 		Doc: "Simulates every combination of the axes and returns a table, one row per plan: " +
 			"sweep(plan, tp=[1, 2, 4], batch=[1, 2, 4]). An axis names a train() argument (batch, seq, " +
 			"precision, checkpoint, gpu, grad_accum, ...), a parallel() keyword (" + strings.Join(parallelFields, ", ") + ") or a cluster() " +
-			"field (nodes, gpus_per_node), with a list of values (a single value is a list of one). Each " +
+			"field (" + strings.Join(clusterFields, ", ") + "), with a list of values (a single value is a list of one). Each " +
 			"combination is plan.replace(...); they run in parallel goroutines, with a progress bar on a " +
 			"terminal; Ctrl-C stops them. Rows hold the axes, then fits, device_used, headroom, " +
 			"peak_allocated, step_time, mfu, tokens_per_s, error (a combination the plan rejects, e.g. tp=3 " +
