@@ -422,7 +422,9 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 			g = new(PeakGrowth)
 			rep.Frag.PeakGrowth = g
 		}
-		*g = PeakGrowth{Alloc: a, Growth: r.growth, Reserved: reserved, parts: pending}
+		// Field by field: a composite literal read r.growth a field at
+		// a time, a checked read each under the race detector.
+		g.Alloc, g.Growth, g.Reserved, g.parts = a, r.growth, reserved, pending
 	}
 	if traced != nil {
 		if oom {

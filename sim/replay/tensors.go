@@ -21,22 +21,27 @@ type liveTensor struct {
 // chunk for two, and most steps need no second.
 type tensors struct {
 	chunks [][]liveTensor
-	size   int32 // tensors per chunk
+	last   []liveTensor // the latest chunk, where add writes
+	size   int32        // tensors per chunk
 	n      int32
 }
 
-// add appends t and returns its id.
+// add appends t and returns its id. It reads each field once (under the
+// race detector every read is a checked call, at every allocation).
 func (ts *tensors) add(t liveTensor) int32 {
-	if ts.size == 0 { // a Replay not made by NewReplay
-		ts.size = 64
+	n, size := ts.n, ts.size
+	if size == 0 { // a Replay not made by NewReplay
+		size = 64
+		ts.size = size
 	}
-	k := ts.n % ts.size
-	if k == 0 {
-		ts.chunks = append(ts.chunks, make([]liveTensor, ts.size))
+	last := ts.last
+	if k := n % size; k == 0 {
+		last = make([]liveTensor, size)
+		ts.chunks, ts.last = append(ts.chunks, last), last
 	}
-	ts.chunks[len(ts.chunks)-1][k] = t
-	ts.n++
-	return ts.n - 1
+	last[n%size] = t
+	ts.n = n + 1
+	return n
 }
 
 // at is tensor id.
