@@ -248,45 +248,6 @@ func (b *Block) list() int { return listOf(b.seg.stream, b.seg.pool) }
 //go:norace
 func (b *Block) Addr() int64 { return b.seg.base + b.off }
 
-// RoundSize is a request's size as the allocator serves it: at least
-// 512 B, a multiple of 512 B (kMinBlockSize).
-//
-//go:norace
-func RoundSize(n int64) int64 {
-	if n < minBlock {
-		return minBlock
-	}
-	return (n + minBlock - 1) / minBlock * minBlock
-}
-
-// AllocationSize is the bytes the allocator asks the device for when no
-// cached block serves a request of n bytes (get_allocation_size of the
-// rounded size): a 2 MiB segment for up to 1 MiB, 20 MiB below 10 MiB,
-// else the size rounded up to 2 MiB. PyTorch's out-of-memory message says
-// "Tried to allocate" this much.
-//
-//go:norace
-func AllocationSize(n int64) int64 { return segmentSize(RoundSize(n)) }
-
-//go:norace
-func poolOf(size int64) int {
-	if size <= smallSize {
-		return 0
-	}
-	return 1
-}
-
-//go:norace
-func segmentSize(size int64) int64 {
-	switch {
-	case size <= smallSize:
-		return smallBuffer
-	case size < minLargeAlloc:
-		return largeBuffer
-	}
-	return (size + roundLarge - 1) / roundLarge * roundLarge
-}
-
 // Alloc returns the block for a request of n bytes on the default
 // stream; ok is false when the request does not fit under the limit even
 // after releasing cached segments (the block is still granted so the
@@ -585,53 +546,4 @@ func (a *Allocator) releaseCached(s Stream) {
 		}
 		a.segments, a.released = kept, 0
 	}
-}
-
-// SegmentInfo is a segment as it stands: its address, size (the mapped
-// bytes of an expandable segment) and blocks in address order.
-type SegmentInfo struct {
-	Addr, Size int64
-	Small      bool // the small pool (requests up to 1 MiB)
-	Expandable bool
-	Stream     Stream
-	Blocks     []BlockInfo
-}
-
-// BlockInfo is a block of a segment: in use, released but waiting for
-// the streams that used it (pending), or cached (free).
-type BlockInfo struct {
-	Addr, Size int64
-	InUse      bool
-	Pending    bool
-	block      *Block
-}
-
-// Block is the allocator's block, for matching it to its tensor.
-//
-//go:norace
-func (b BlockInfo) Block() *Block { return b.block }
-
-// Segments lists the live segments in creation order, with their mapped
-// blocks: what a memory snapshot records as the allocator's final state.
-//
-//go:norace
-func (a *Allocator) Segments() []SegmentInfo {
-	var out []SegmentInfo
-	for _, seg := range a.segments {
-		if seg.released {
-			continue
-		}
-		info := SegmentInfo{Addr: seg.base, Small: seg.pool == 0, Expandable: seg.expandable, Stream: seg.stream}
-		for b := seg.first; b != nil; b = b.next {
-			if b.unmapped {
-				continue
-			}
-			info.Size += b.Size
-			info.Blocks = append(info.Blocks, BlockInfo{Addr: b.Addr(), Size: b.Size, InUse: !b.free && !b.pending, Pending: b.pending, block: b})
-		}
-		if info.Size > 0 {
-			out = append(out, info)
-		}
-	}
-	return out
 }

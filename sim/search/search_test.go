@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sort"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -17,7 +16,6 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
-	"github.com/memsh/memsh/sim/replay"
 )
 
 // fastPathPlans are layouts of a small Llama and a small MoE covering the
@@ -265,191 +263,6 @@ func BenchmarkSearchLlama70B1024(b *testing.B) {
 	b.ReportMetric(float64(res.Stats.Layouts+res.Stats.Invalid)/perOp/float64(workers), "plans/s/core")
 	b.ReportMetric(float64(res.Stats.Replayed), "replays")
 	b.ReportMetric(float64(res.Stats.StageDominated), "stage-dominated")
-}
-
-// replayed is one layout of a space, replayed in full, with its fast
-// estimate.
-type replayed struct {
-	name   string
-	est    fastEstimate
-	report *replay.Report
-}
-
-// replayAll checks, estimates and replays every layout of space (small
-// enough to replay whole).
-func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
-	t.Helper()
-	full, err := space.defaults(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	layouts, err := full.enumerate(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []replayed
-	for _, l := range layouts {
-		p := full.plan(base, l)
-		if p.Validate() != nil {
-			continue
-		}
-		pr, err := newProfile(p, partsFor(p.Parallel))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sh, err := pr.shape(p.Parallel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := sim.Evaluate(p, core.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, replayed{name: rowName(p, full.Sharding[l.sharding]), est: pr.estimate(p, sh, nonTorchBytes(p)), report: r})
-	}
-	return out
-}
-
-func rowName(p *core.Plan, sharding string) string {
-	return fmt.Sprintf("%s %s %s mbs%d", p.Parallel, sharding, p.Checkpoint.Mode, p.Batch)
-}
-
-// Search returns what replaying every layout of the space would: the
-// fastest fitting layouts and the Pareto front of step time and memory;
-// and it pruned only layouts that do not fit (on a space small enough to
-// replay whole).
-func TestSearchEqualsBruteForce(t *testing.T) {
-	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30 // small enough that memory prunes
-	space := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
-		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"},
-		CPModes: []string{"ring"}, Top: 8, Workers: 2}
-	checkBruteForce(t, base, space, true)
-}
-
-// The same for a MoE over expert parallelism and both experts' tensor
-// parallelisms (expert_tp 1 and tp): the memory bound holds for whole
-// experts too, nothing that fits is pruned, and the rows and the front
-// are brute force's. Some of the fastest layouts and of the front keep
-// their experts whole, so the dimension is not idle.
-func TestSearchMoEEqualsBruteForce(t *testing.T) {
-	base := testmodels.LlamaPlan(smallMoE(), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30 // small enough that memory prunes
-	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2, 4}, PP: []int64{1, 2}, CP: []int64{1},
-		MicroBatch: []int64{1, 2}, Virtual: []int64{1}, Sharding: []string{"ddp", "zero1", "zero3"},
-		Checkpoint: []string{"none", "full"}, Top: 8, Workers: 2}
-	res := checkBruteForce(t, base, space, true)
-	whole := 0
-	for _, r := range append(append([]Row(nil), res.Rows...), res.Front...) {
-		if r.Plan.Parallel.ETP == 1 {
-			whole++
-		}
-	}
-	if whole == 0 {
-		t.Errorf("no row or front layout keeps its experts whole (expert_tp=1)")
-	}
-	t.Logf("%+v, %d rows and front layouts with whole experts", res.Stats, whole)
-}
-
-// The same with ZeRO-Offload in the space (offload=["none",
-// "optimizer"]): an offloaded layout's bound (its 16-bit parameters, no
-// master, moments or gradient partition on the GPU) stays below its
-// replay, nothing that fits is pruned, and offloaded layouts, slower and
-// smaller, join the front brute force finds.
-func TestSearchOffloadEqualsBruteForce(t *testing.T) {
-	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 4 << 30 // small enough that both bounds prune
-	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
-		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero2", "zero3"}, Offload: []string{"none", "optimizer"},
-		Top: 6, Workers: 2}
-	res := checkBruteForce(t, base, space, false)
-	offloaded := 0
-	for _, r := range res.Front {
-		if r.Plan.Offload != nil {
-			offloaded++
-		}
-	}
-	if offloaded == 0 {
-		t.Errorf("no offloaded layout on the front")
-	}
-	t.Logf("%+v, %d offloaded layouts on the front of %d", res.Stats, offloaded, len(res.Front))
-}
-
-// checkBruteForce runs the search of space and replays every layout of
-// it: the search's rows and front are brute force's, every memory bound
-// is below its replay, and nothing that fits was pruned.
-func checkBruteForce(t *testing.T, base *core.Plan, space Space, stageDominated bool) *Result {
-	t.Helper()
-	res, err := Run(context.Background(), base, space)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := replayAll(t, base, space)
-	var fits []replayed
-	for _, r := range all {
-		if r.report.Fits {
-			fits = append(fits, r)
-		}
-		if relDiff(r.est.time.StepSeconds, r.report.Time.StepSeconds) > 1e-9 {
-			t.Errorf("%s: fast path %.9g s, replay %.9g s", r.name, r.est.time.StepSeconds, r.report.Time.StepSeconds)
-		}
-		if r.est.minDevice > DeviceMemory(r.report) || r.est.minStates > r.est.minDevice {
-			t.Errorf("%s: memory bound states %d, states and activations %d, replay %d", r.name, r.est.minStates, r.est.minDevice, DeviceMemory(r.report))
-		}
-		if (r.est.minDevice > base.Device.Memory || r.est.minStates > base.Device.Memory) && r.report.Fits {
-			t.Errorf("%s: pruned by its bound (%d, %d) but fits (%d)", r.name, r.est.minStates, r.est.minDevice, DeviceMemory(r.report))
-		}
-	}
-	sort.SliceStable(fits, func(i, j int) bool { return fits[i].report.Time.StepSeconds < fits[j].report.Time.StepSeconds })
-	if len(fits) < space.Top || len(res.Rows) != space.Top {
-		t.Fatalf("%d fitting layouts of %d, search returned %d rows", len(fits), len(all), len(res.Rows))
-	}
-	if res.Stats.Layouts != len(all) {
-		t.Errorf("search counted %d layouts, brute force %d", res.Stats.Layouts, len(all))
-	}
-	if res.Stats.PrunedStates+res.Stats.PrunedMemory == 0 || res.Stats.Replayed >= len(all) {
-		t.Errorf("search pruned nothing or replayed everything: %+v", res.Stats)
-	}
-	for i, row := range res.Rows {
-		if got := row.Report.Time.StepSeconds; relDiff(got, fits[i].report.Time.StepSeconds) > 1e-9 {
-			t.Errorf("row %d: search %s %.6g s, brute force %s %.6g s", i, rowName(row.Plan, row.Sharding), got, fits[i].name, fits[i].report.Time.StepSeconds)
-		}
-	}
-	// The brute-force front: fastest first, each needing less memory
-	// than every faster one.
-	var want []replayed
-	for i, r := range fits {
-		used := DeviceMemory(r.report)
-		if len(want) > 0 && used >= DeviceMemory(want[len(want)-1].report) {
-			continue
-		}
-		if i+1 < len(fits) && fits[i+1].report.Time.StepSeconds == r.report.Time.StepSeconds && DeviceMemory(fits[i+1].report) <= used {
-			continue
-		}
-		want = append(want, r)
-	}
-	if len(res.Front) != len(want) || len(want) < 2 {
-		for _, f := range res.Front {
-			t.Logf("search %s %.9g %d", rowName(f.Plan, f.Sharding), f.Report.Time.StepSeconds, DeviceMemory(f.Report))
-		}
-		for _, f := range want {
-			t.Logf("brute  %s %.9g %d", f.name, f.report.Time.StepSeconds, DeviceMemory(f.report))
-		}
-		t.Fatalf("front of %d layouts, brute force %d (want at least 2)", len(res.Front), len(want))
-	}
-	for i, f := range res.Front {
-		if f.Report.Time.StepSeconds != want[i].report.Time.StepSeconds || DeviceMemory(f.Report) != DeviceMemory(want[i].report) {
-			t.Errorf("front %d: search %s (%.6g s, %d B), brute force %s (%.6g s, %d B)", i, rowName(f.Plan, f.Sharding),
-				f.Report.Time.StepSeconds, DeviceMemory(f.Report), want[i].name, want[i].report.Time.StepSeconds, DeviceMemory(want[i].report))
-		}
-	}
-	if res.Stats.Dominated == 0 {
-		t.Errorf("the front's walk replayed every layout: %+v", res.Stats)
-	}
-	if stageDominated && res.Stats.StageDominated == 0 {
-		t.Errorf("no pipelined layout was shown dominated by one stage's replay: %+v", res.Stats)
-	}
-	return res
 }
 
 // The interactive case: every row fits, rows are fastest first, the

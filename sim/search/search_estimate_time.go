@@ -1,0 +1,166 @@
+package search
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/timing"
+)
+
+// stepTime is the step time of plan p from sh's filled stages.
+func (pr *profile) stepTime(p *core.Plan, sh *stageShape) replay.TimeEstimate {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	if p.Parallel.Norm().PP > 1 {
+		return timing.PipelineEstimate(p, pr.stageTimes(p, sh))
+	}
+	w := pr.work(p, &sh.stages[0])
+	g := w.Times(p)
+	t := replay.TimeEstimate{StepSeconds: float64(w.M)*g.MbSec + g.TlSec}
+	for _, s := range g.PerMB {
+		t.Breakdown = append(t.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
+	}
+	t.Breakdown = append(t.Breakdown, g.Tail...)
+	w.Utilisation(p, &t, 1)
+	return t
+}
+
+// stepSeconds is stepTime's StepSeconds alone: what the search ranks by.
+func (pr *profile) stepSeconds(p *core.Plan, sh *stageShape) float64 {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	if p.Parallel.Norm().PP > 1 {
+		return timing.PipelineStep(p, pr.stageTimes(p, sh))
+	}
+	w := pr.work(p, &sh.stages[0])
+	g := w.Times(p)
+	return float64(w.M)*g.MbSec + g.TlSec
+}
+
+// stepBound is a lower bound of stepSeconds: the micro-batches times the
+// compute of the slowest stage's micro-batch (forward, backward and
+// recompute). The step adds to that product only terms that are never
+// negative (kernel launches, exposed communication, the bubble, the
+// optimizer and the step's tail: timing.GpuWork.Times, PipelineEstimate),
+// and float sums and products of non-negative terms are monotone, so the
+// bound never exceeds the time (TestSearchFastPathEqualsReplay).
+func (pr *profile) stepBound(p *core.Plan, sh *stageShape) float64 {
+	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
+		p = q
+	}
+	if p.Parallel.Schedule == "dualpipe" { // a stage runs half the micro-batches (timing.passes)
+		return 0
+	}
+	m := int64(max(p.GradAccum, 1))
+	if p.Parallel.Norm().PP > 1 {
+		m = p.MicroBatches()
+	}
+	var slow float64
+	for k := range sh.stages {
+		c := &sh.stages[k].ct
+		slow = max(slow, c.Forward+c.Backward+c.Recompute)
+	}
+	return float64(m) * slow
+}
+
+// stageTimes is the time model of each pipeline stage of plan p (after
+// its DeepSpeed rewrite) from sh's filled stages.
+func (pr *profile) stageTimes(p *core.Plan, sh *stageShape) []*timing.StageTime {
+	par := p.Parallel.Norm()
+	m := p.MicroBatches()
+	byKind := make([]*timing.StageTime, len(sh.stages))
+	all := make([]timing.StageTime, par.PP)
+	stages := make([]*timing.StageTime, par.PP)
+	q := *p // each stage kind's plan in turn (the time model keeps none of them)
+	for s := int64(0); s < par.PP; s++ {
+		k := sh.kindOf[s]
+		if byKind[k] == nil {
+			q.GradAccum = 1
+			if m*par.VirtualStages > core.Inflight(par, s, m) {
+				q.GradAccum = m
+			}
+			q.PipeStage = &core.StageSpec{Stage: s}
+			w := pr.work(&q, &sh.stages[k])
+			w.M = m
+			w.PpRecv, w.PpSend = timing.StageTransfers(par, s)
+			byKind[k] = &timing.StageTime{Work: w, Time: w.Times(&q)}
+		}
+		all[s] = *byKind[k] // a stage of its own: the bubble sums every stage but the slowest one
+		stages[s] = &all[s]
+	}
+	return stages
+}
+
+// work is the time model's input for one GPU doing the units u: the same
+// fields workOf reads from a replay.
+func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
+	par := p.Parallel.Norm()
+	w := &timing.GpuWork{M: max(p.GradAccum, 1), Eval: p.Phase == core.Eval}
+	w.Mb = u.ct
+	w.Attn = u.attn
+	if w.Eval {
+		w.Flops, w.HwFlops = u.fwdFlops, u.fwdFlops
+	} else {
+		w.Flops, w.HwFlops = 3*u.fwdFlops, 3*u.fwdFlops+u.recFlops
+	}
+	w.MbComm = u.comm
+	// A stand-in program holding the dense and expert parameters for
+	// replay/comm.go's inventory of data-parallel collectives (it reads only
+	// their element counts).
+	var ps []core.ParamInfo
+	for _, trainable := range []bool{true, false} {
+		dense, expert := u.params.numel(trainable)
+		if dense > 0 {
+			ps = append(ps, core.ParamInfo{Numel: dense, Trainable: trainable, TiedTo: -1})
+		}
+		if expert > 0 {
+			ps = append(ps, core.ParamInfo{Numel: expert, Trainable: trainable, TiedTo: -1, Role: "expert_fast"})
+		}
+	}
+	d, err := replay.NewDist(p, &core.Program{Params: ps, Loss: core.NoValue, Input: core.NoValue, Labels: core.NoValue})
+	if err != nil { // the search's layouts wrap no fsdp_units: unreachable
+		d = nil
+	}
+	w.Mode = replay.DistReplicated
+	sharded := false
+	if d != nil {
+		w.Mode, w.Zero = d.Mode, par.Zero
+		sharded = d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && par.DistributedOptimizer)
+		for _, c := range d.CommPerStep() {
+			if c.Group == "dp" || c.Group == "edp" || c.Group == "dp_replicate" {
+				w.DpComm = append(w.DpComm, c)
+			}
+		}
+	}
+	var ow timing.OptimizerWork
+	if zeroOffload(p, w.Mode) {
+		// The optimizer steps on the host: no GPU step (timing's
+		// OptimizerWorkOf), the partition's copies over PCIe instead.
+		pcie, part := offloadSeconds(p, par, u.params)
+		w.SetHost(pcie)
+		if !w.Eval { // DeepSpeedCPUAdam's step over the partition (timing/cpu_optimizer.go)
+			w.CPUOptimizer = timing.CPUOptimizerSeconds(p, float64(part), timing.RanksPerHost(p))
+		}
+		u = &unitSums{} // no parameter for the GPU's step
+	}
+	for _, e := range u.params {
+		if !e.trainable {
+			continue
+		}
+		t, n := e.traffic, e.numel
+		if sharded {
+			t /= shardDegree(par, e.expert)
+			n /= shardDegree(par, e.expert)
+		}
+		ow.Traffic += float64(e.n * t)
+		ow.Elements += float64(e.n * n)
+		ow.Tensors += float64(e.n)
+	}
+	if !w.Eval {
+		w.Optimizer, w.OptimizerCPU = timing.OptimizerTime(p, ow)
+	}
+	w.StepOverhead = p.Overheads.StepSeconds
+	w.Tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.M) * float64(par.DP)
+	return w
+}

@@ -1,0 +1,51 @@
+package search
+
+import (
+	"sort"
+
+	"github.com/memsh/memsh/sim/units"
+)
+
+// reasonOf is the reason class of a plan's refusal: its message with
+// every number written N, so that the refusals of one rule count
+// together.
+func reasonOf(err error) string {
+	msg := err.Error()
+	if e, ok := err.(*units.Error); ok {
+		msg = e.Msg
+	}
+	b := make([]byte, 0, len(msg))
+	for i := 0; i < len(msg); i++ {
+		if isDigit(msg[i]) {
+			if i == 0 || !isDigit(msg[i-1]) {
+				b = append(b, 'N')
+			}
+			continue
+		}
+		b = append(b, msg[i])
+	}
+	return string(b)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// Reason is one class of refused layouts and how many there were.
+type Reason struct {
+	Why   string
+	Count int
+}
+
+// sortedReasons lists counts by reason, most first.
+func sortedReasons(counts map[string]int) []Reason {
+	out := make([]Reason, 0, len(counts))
+	for why, n := range counts {
+		out = append(out, Reason{why, n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Why < out[j].Why
+	})
+	return out
+}
