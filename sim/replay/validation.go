@@ -1,12 +1,20 @@
 package replay
 
-import "github.com/memsh/memsh/sim/core"
+import (
+	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/core"
+)
 
 // validationPass replays the validation forward of prog (lowered by
 // lowerValidation) through r's allocator and report.
 func (r *Replay) validationPass(prog *core.Program, plan *core.Plan) {
 	v := NewReplay(prog, plan, r.opts, 0)
 	v.alloc, v.Rep, v.cur = r.alloc, r.Rep, r.cur
+	// The allocator is copied with r's growth callback: v's requests
+	// report their reserve growth to v (allocateParts reads v.grew), and
+	// r's callback comes back with the allocator.
+	grew := r.alloc.Grew
+	v.alloc.Grew = func(g alloc.Growth) { v.growth, v.grew = g, true }
 	v.fwdPhase = PhaseValidation
 	flops, saved, savedW := r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies
 	for _, b := range prog.BatchValues() {
@@ -21,5 +29,6 @@ func (r *Replay) validationPass(prog *core.Program, plan *core.Plan) {
 		}
 	}
 	r.alloc, r.cur = v.alloc, v.cur
+	r.alloc.Grew = grew
 	r.Rep.FLOPs, r.Rep.SavedActivations, r.Rep.SavedWeightCopies = flops, saved, savedW
 }
