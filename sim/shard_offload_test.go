@@ -124,6 +124,10 @@ func TestZeROOffloadRefusals(t *testing.T) {
 //   - The gather reads a GPU copy of the shards (4 B) and its bf16 cast
 //     (2 B) next to the all-gather output: the gather's transient peak
 //     grows by 6 B per shard element.
+//   - torch's AdamW steps the shards on the host, its for-loop
+//     (timing/torch_cpu_optimizer.go): 80 B per shard element in fp32,
+//     the 8 ranks of the node sharing its default 614.4 GB/s:
+//     cpu_optimizer = 8 x 80 x s / 614.4e9; no GPU optimizer step.
 func TestFSDPOffload(t *testing.T) {
 	const s = 1_048_576
 	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
@@ -153,6 +157,22 @@ func TestFSDPOffload(t *testing.T) {
 	}
 	if got := r.Traffic.PCIe - base.Traffic.PCIe; got != 8*s {
 		t.Errorf("PCIe %d B per step, want %d", got, 8*s)
+	}
+	terms := func(r *replay.Report) map[string]float64 {
+		out := map[string]float64{}
+		for _, sh := range r.Time.Breakdown {
+			out[sh.Name] = sh.Seconds
+		}
+		return out
+	}
+	if got, want := terms(r)["cpu_optimizer"], 8*80.0*s/614.4e9; !within(got, want, 1e-9) {
+		t.Errorf("cpu_optimizer %.6g s, want %.6g s (torch's for-loop AdamW, 80 B per shard element)", got, want)
+	}
+	if got := terms(base)["cpu_optimizer"]; got != 0 {
+		t.Errorf("cpu_optimizer %.6g s without offload, want 0", got)
+	}
+	if got := terms(r)["optimizer"]; got != 0 {
+		t.Errorf("optimizer %.6g s on the GPU with the step on the host, want 0", got)
 	}
 	// The first forward event past the setup is the gather's first
 	// allocation: the fp32 copy of the shards.

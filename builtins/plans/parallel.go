@@ -126,7 +126,7 @@ func ParallelBuiltins() []host.Builtin {
 				"nodes, GB/s per direction; None takes them from the GPU and a typical fabric. host is the host " +
 				"memory bandwidth of one node in GB/s, shared by its GPUs: ZeRO-Offload's CPU optimizer step " +
 				"(offload(optimizer=\"cpu\"), cpu_optimizer in r.time_breakdown) streams 34 bytes per element of each " +
-				"rank's partition through it (bf16 or fp16; DeepSpeedCPUAdam); None is 614.4 GB/s, the DDR5 peak " +
+				"rank's partition through it (bf16 or fp16; DeepSpeedCPUAdam), FSDP2's CPU offload 80 (torch's AdamW); None is 614.4 GB/s, the DDR5 peak " +
 				"of a DGX H100's two Xeon 8480C, a bound a CPU kernel does not reach: give a measured figure " +
 				"(STREAM) for a real host. train() checks that dp*tp*pp*cp of its parallel= layout equals " +
 				"nodes*gpus_per_node. Attributes: nodes, gpus_per_node, gpus, intra, inter, host.",

@@ -18,12 +18,31 @@ package replay
 //     accumulation the add happens on the host.
 //
 // PCIe per step: every gather copies the unit's shards down, every
-// reduce-scatter its gradient shard up. The CPU optimizer step's own time
-// is not modelled. FSDP1's CPUOffload is not simulated.
+// reduce-scatter its gradient shard up. The optimizer (torch.optim's own)
+// steps the shards on the host: timing/cpu_optimizer.go prices it from
+// FsdpHostStepElements. FSDP1's CPUOffload is not simulated.
 
 // fsdpOffload reports whether FSDP2 keeps its shards on the host.
 func (d *distState) FsdpOffload(r *Replay) bool {
 	return d != nil && d.Mode == DistFSDP && !d.fsdp1 && r.Plan.Offload != nil && r.Plan.Offload.Params != ""
+}
+
+// FsdpHostStepElements is the number of elements torch's optimizer steps
+// on the host under FSDP2's CPUOffloadPolicy: this rank's shards of the
+// trainable parameters (as setupFSDP2 sizes their optimizer state); 0
+// without it.
+func (d *distState) FsdpHostStepElements(r *Replay) int64 {
+	if !d.FsdpOffload(r) {
+		return 0
+	}
+	var n int64
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.TiedTo < 0 && p.Trainable {
+			n += fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi)))
+		}
+	}
+	return n
 }
 
 // shardedParamOffload reports whether the sharding keeps the parameters on

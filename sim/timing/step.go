@@ -95,7 +95,7 @@ type GpuWork struct {
 	Optimizer      float64       // the optimizer step's GPU time, seconds
 	OptimizerCPU   float64       // its CPU dispatch time, seconds
 	StepOverhead   float64       // the step's time outside the GPU (core.Overheads.StepSeconds)
-	CPUOptimizer   float64       // ZeRO-Offload's optimizer step on the host, seconds (cpu_optimizer.go)
+	CPUOptimizer   float64       // the optimizer step on the host (ZeRO-Offload's, cpu_optimizer.go; torch's under FSDP2 offload, torch_cpu_optimizer.go), seconds
 	host           float64       // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
 	costs          []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
 	prog           *core.Program // their program
@@ -198,7 +198,8 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 	}
 	w.host = hostSeconds(r)
 	if !w.Eval {
-		w.CPUOptimizer = CPUOptimizerSeconds(plan, hostStepElements(r), RanksPerHost(plan))
+		w.CPUOptimizer = CPUOptimizerSeconds(plan, hostStepElements(r), RanksPerHost(plan)) +
+			TorchCPUOptimizerSeconds(plan, float64(r.Dist.FsdpHostStepElements(r)), RanksPerHost(plan))
 	}
 	if plan.PipeStage == nil { // mbProg is the replayed program
 		if exp, ok := offloadExposed(r, costs, plan.Offload == nil || !plan.Offload.SyncCopies); ok { // torchtune's copies overlap (offload.go)
@@ -290,8 +291,9 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 // host: with the optimizer (or the parameters) offloaded, one GPU or
 // ZeRO, every stepped element has its fp32 master there
 // (replay/offload.go offloadState, replay/shard_offload.go offloadShard),
-// so the host master's bytes count them. FSDP's CPUOffload steps on the
-// host too, with torch's optimizer: not priced here (cpu_optimizer.go).
+// so the host master's bytes count them. FSDP2's CPUOffloadPolicy steps
+// on the host too, with torch's optimizer (torch_cpu_optimizer.go,
+// replay's FsdpHostStepElements).
 func hostStepElements(r *replay.Replay) float64 {
 	o := r.Plan.Offload
 	if o == nil || (o.Optimizer == "" && o.Params == "") {
