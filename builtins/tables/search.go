@@ -7,10 +7,13 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/builtins/models"
 	"github.com/memsh/memsh/builtins/plans"
 	"github.com/memsh/memsh/builtins/reports"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/search"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
@@ -23,7 +26,7 @@ func SearchBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "search",
 		Sig: "search(model, gpus=None, gpu=\"H100-80GB\", seq=None, global_batch=None, precision=\"bf16-mixed\", " +
-			"optimizer=adamw(), nodes=None, gpus_per_node=8, top=10, tp=None, pp=None, cp=None, ep=None, expert_tp=None, " +
+			"optimizer=adamw(), nodes=None, gpus_per_node=None, top=10, tp=None, pp=None, cp=None, ep=None, expert_tp=None, " +
 			"sharding=None, cp_mode=None, micro_batch=None, checkpoint=None, virtual_stages=None, offload=None, max_layouts=2000000)",
 		Doc: "Finds the fastest layouts of model that fit, and the Pareto front of step time and memory: " +
 			"search(m, gpus=1024, seq=8192, global_batch=1024). By default it explores the whole layout space of gpus " +
@@ -38,8 +41,19 @@ func SearchBuiltins() []host.Builtin {
 			"sharding (ddp, zero1, zero2, zero3, fsdp, and hsdp with every split of the dp x cp ranks into replicas x shards; " +
 			"megatron and distopt with precision=\"megatron\"). offload=[\"none\", \"optimizer\"] adds ZeRO-Offload " +
 			"(offload(optimizer=\"cpu\"), DeepSpeed's offload_optimizer) to the zero1, zero2 and zero3 layouts; the default is " +
-			"[\"none\"]: an offloaded layout is never faster and memsh does not time the CPU's optimizer step, only the PCIe " +
-			"copies, so it is asked for when memory is the question (it joins the front). Every layout is checked by the plan and bounded from block " +
+			"[\"none\"]: an offloaded layout is never faster (its PCIe copies and the CPU's Adam step replace the GPU's step), " +
+			"so it is asked for when memory is the question (it joins the front). " +
+			"search(plan, ...) searches the layouts of a plan (train(...)): gpus= defaults to the plan's GPUs, global_batch= to its " +
+			"batch x micro-batches x dp, gpus_per_node= to its cluster's (else 8), and seq, gpu, precision and optimizer are the plan's " +
+			"(passing them is an error: plan.replace(...) first). The axes (degrees, sharding, micro-batch and grad_accum, schedule, " +
+			"virtual_stages and the split, cp_mode, checkpoint, offload) replace the plan's own, and t.notes name those of the plan " +
+			"they replaced; every other setting is carried into every layout: parallel()'s Megatron flags (router_dtype, " +
+			"unpermute_probs, shared_expert_overlap, tp_comm_overlap, loss_dp_group, overlap_grad_reduce, tp_runtime, ...), its FSDP " +
+			"options (on the fsdp and hsdp layouts), compile, lora, freeze, the overheads and the cluster's links and host; layouts " +
+			"a carried setting makes invalid count among the rejected. A plan whose schedule is not 1f1b or interleaved, or that " +
+			"offloads its optimizer or parameters (an axis: offload=), is refused with a hint, as are settings whose memory the " +
+			"search cannot bound (quant, float8, offloaded activations, loss_chunks, fused_loss, tokens_per_batch, members, " +
+			"first_step, validation, rollout, fsdp_units). Every layout is checked by the plan and bounded from block " +
 			"profiles: a lower bound of its device memory. Layouts whose bound exceeds the GPU cannot fit and are pruned; the " +
 			"rest are estimated from the profiles (the step time equals a full replay's) and walked fastest first, replaying in full the fastest until top of them " +
 			"fit (top=None: all) and every layout whose bound is below the memory of every faster layout that fits (a pipelined " +
@@ -61,11 +75,10 @@ func SearchBuiltins() []host.Builtin {
 
 func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	if len(args) > 1 {
-		return nil, fmt.Errorf("search takes the model, then keywords (got %d positional arguments)", len(args))
+		return nil, fmt.Errorf("search takes a model or a plan, then keywords (got %d positional arguments)", len(args))
 	}
-	var model, gpus, seq, globalBatch, nodes, top starlark.Value = nil, starlark.None, starlark.None, starlark.None, starlark.None, starlark.MakeInt(10)
-	var gpu, precision, optimizer starlark.Value = starlark.String("H100-80GB"), starlark.String("bf16-mixed"), nil
-	var gpn starlark.Value = starlark.MakeInt(8)
+	var model, gpus, seq, globalBatch, nodes, top starlark.Value = nil, starlark.None, nil, starlark.None, starlark.None, starlark.MakeInt(10)
+	var gpu, precision, optimizer, gpn starlark.Value // nil: not given
 	var tp, pp, cp, ep, etp, sharding, cpMode, mbs, ckpt, virtual, offload starlark.Value
 	maxLayouts := int64(search.DefaultMaxLayouts)
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "model", &model, "gpus?", &gpus, "gpu?", &gpu,
@@ -78,15 +91,77 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if maxLayouts < 1 {
 		return nil, fmt.Errorf("max_layouts must be at least 1 (got %d)", maxLayouts)
 	}
+	// The base plan: the plan given, or one built from the model and the
+	// job's keywords.
+	decl := host.CallerPos(thread)
+	var base *plans.Plan
+	fromPlan := false
+	switch x := model.(type) {
+	case *plans.Plan:
+		fromPlan = true
+		for _, k := range []struct {
+			name string
+			v    starlark.Value
+		}{{"seq", seq}, {"gpu", gpu}, {"precision", precision}, {"optimizer", optimizer}} {
+			if k.v != nil {
+				return nil, host.WithHint(fmt.Errorf("search(plan, %s=...): the plan sets its own %s", k.name, k.name),
+					fmt.Sprintf("search(plan.replace(%s=...), ...) searches the plan with another %s", k.name, k.name))
+			}
+		}
+		base = x
+	case *models.Model:
+		if seq == nil {
+			seq = starlark.None
+		}
+		if gpu == nil {
+			gpu = starlark.String("H100-80GB")
+		}
+		if precision == nil {
+			precision = starlark.String("bf16-mixed")
+		}
+		a := plans.DefaultTrainArgs()
+		a.Set("model", model)
+		a.Set("seq", seq)
+		a.Set("gpu", gpu)
+		a.Set("precision", precision)
+		if optimizer != nil {
+			a.Set("optimizer", optimizer)
+		}
+		bv, err := plans.NewPlan(a, decl)
+		if err != nil {
+			return nil, err
+		}
+		base = bv.(*plans.Plan)
+		if gpn == nil {
+			gpn = starlark.MakeInt(8)
+		}
+	default:
+		return nil, host.WithHint(fmt.Errorf("search takes a model or a plan as its first argument (got %s)", model.Type()),
+			"search(llama(\"8b\"), gpus=64, seq=8192, global_batch=512), or search(train(...), gpus=64) to search the layouts of a plan")
+	}
+	bp := base.SimPlan()
+
 	sp := search.Space{MaxLayouts: int(min(maxLayouts, 1<<30)), Workers: runtime.GOMAXPROCS(0)}
 	var err error
-	if sp.GPUsPerNode, err = host.AsInt64(gpn, "gpus_per_node"); err != nil {
-		return nil, err
+	if gpn != nil { // else the plan's cluster (search.Space's 0)
+		if sp.GPUsPerNode, err = host.AsInt64(gpn, "gpus_per_node"); err != nil {
+			return nil, err
+		}
+		if sp.GPUsPerNode < 1 {
+			return nil, fmt.Errorf("gpus_per_node must be at least 1 (got %d)", sp.GPUsPerNode)
+		}
 	}
-	if sp.GPUsPerNode < 1 {
-		return nil, fmt.Errorf("gpus_per_node must be at least 1 (got %d)", sp.GPUsPerNode)
+	perNode := sp.GPUsPerNode // the node size nodes= counts in
+	if perNode == 0 {
+		perNode = int64(hw.DefaultGPUsPerNode)
+		if bp.Cluster.GPUsPerNode > 0 {
+			perNode = bp.Cluster.GPUsPerNode
+		}
 	}
+	planGPUs := gpus == starlark.None && nodes == starlark.None && fromPlan
 	switch {
+	case planGPUs: // the plan's own
+		sp.GPUs = bp.Parallel.GPUs()
 	case gpus == starlark.None && nodes == starlark.None:
 		return nil, fmt.Errorf("search needs gpus= (or nodes=): the GPUs of the job")
 	case nodes != starlark.None:
@@ -97,9 +172,9 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		if n < 1 {
 			return nil, fmt.Errorf("nodes must be at least 1 (got %d)", n)
 		}
-		total, ok := units.CheckedProduct(n, sp.GPUsPerNode)
+		total, ok := units.CheckedProduct(n, perNode)
 		if !ok {
-			return nil, fmt.Errorf("search: nodes=%d x gpus_per_node=%d is more GPUs than memsh can count", n, sp.GPUsPerNode)
+			return nil, fmt.Errorf("search: nodes=%d x gpus_per_node=%d is more GPUs than memsh can count", n, perNode)
 		}
 		sp.GPUs = total
 		if gpus != starlark.None {
@@ -108,13 +183,17 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 				return nil, err
 			}
 			if g != sp.GPUs {
-				return nil, fmt.Errorf("gpus=%d but nodes=%d x gpus_per_node=%d is %d", g, n, sp.GPUsPerNode, sp.GPUs)
+				return nil, fmt.Errorf("gpus=%d but nodes=%d x gpus_per_node=%d is %d", g, n, perNode, sp.GPUs)
 			}
 		}
 	default:
 		if sp.GPUs, err = host.AsInt64(gpus, "gpus"); err != nil {
 			return nil, err
 		}
+	}
+	if globalBatch == starlark.None && fromPlan { // the plan's own: micro-batch x micro-batches x replicas
+		par := bp.Parallel.Norm()
+		globalBatch = starlark.MakeInt64(bp.Batch * bp.MicroBatches() * par.DP)
 	}
 	if globalBatch == starlark.None {
 		return nil, host.WithHint(fmt.Errorf("search needs global_batch=: sequences per step over all data-parallel replicas"), "e.g. global_batch=1024 with seq=8192 is 8M tokens per step")
@@ -155,21 +234,6 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if sp.Offload, err = searchStrings(offload, "offload"); err != nil {
 		return nil, err
 	}
-
-	a := plans.DefaultTrainArgs()
-	a.Set("model", model)
-	a.Set("seq", seq)
-	a.Set("gpu", gpu)
-	a.Set("precision", precision)
-	if optimizer != nil {
-		a.Set("optimizer", optimizer)
-	}
-	decl := host.CallerPos(thread)
-	bv, err := plans.NewPlan(a, decl)
-	if err != nil {
-		return nil, err
-	}
-	base := bv.(*plans.Plan)
 
 	st := host.StateOf(thread)
 	ctx := st.Context
@@ -271,7 +335,11 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if m.Points > 0 {
 		title = fmt.Sprintf("search: %s on %d x %s, %d samples of %d points per step", m.Name, sp.GPUs, base.SimPlan().Device.Name, sp.GlobalBatch, m.Points)
 	}
-	t := NewResultTable(title, columns, units, rows, searchNotes(res))
+	notes := searchNotes(res)
+	if replaced := search.ReplacedLayout(bp); fromPlan && len(replaced) > 0 {
+		notes = append(notes, fmt.Sprintf("the plan's %s: axes of the search, set by each row; its other settings are in every row", strings.Join(replaced, ", ")))
+	}
+	t := NewResultTable(title, columns, units, rows, notes)
 	t.color = st.Color
 	t.chart = &host.ChartSpec{X: "device_used", Y: "step_time", Pareto: true}
 	return t, nil

@@ -3,6 +3,7 @@ package search
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/memsh/memsh/sim/core"
@@ -267,21 +268,39 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 }
 
 // fastPathSupported refuses plans whose features the block profiles do not
-// sum (search is for layouts of plain training steps).
+// sum exactly or whose memory bound they do not keep below the replay
+// (search is for layouts of training steps); every setting it accepts is
+// carried into every layout (space_base.go) and covered by
+// TestSearchFastPathEqualsReplay.
 func fastPathSupported(p *core.Plan) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
+	sweep := "sweep(plan, ...) evaluates any plan"
+	refuse := func(what string) error {
+		return &units.Error{Path: "search", Msg: "a plan with " + what + " is not supported", Hint: sweep}
+	}
 	switch {
 	case p.Phase == core.Eval:
 		return &units.Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
-	case p.LoRA != nil || p.Quant != "" || len(p.Freeze) > 0:
-		return &units.Error{Path: "search", Msg: "search does not take LoRA, quantized or frozen plans", Hint: "sweep(plan, ...) evaluates any plan"}
-	case p.Offload != nil:
-		return &units.Error{Path: "search", Msg: "search does not take a plan with offload",
-			Hint: "search(offload=[\"none\", \"optimizer\"]) adds ZeRO-Offload to the zero1-3 layouts; sweep(plan, ...) evaluates any plan"}
+	case p.Quant != "":
+		// Quantized weights hold other bytes than the parameters' dtype,
+		// which the memory bound counts (minStates).
+		return refuse(fmt.Sprintf("quantized weights (quant=%q)", p.Quant))
+	case p.Offload != nil && p.Offload.Activations != "":
+		// Offloaded activations leave the GPU: the bound counts them held.
+		return refuse("offloaded activations (offload(activations=...))")
 	case p.Members > 1 || p.LossChunks > 1 || p.FusedLoss != "" || p.TokensPerBatch > 0:
-		return &units.Error{Path: "search", Msg: "search does not take members, loss_chunks or tokens_per_batch", Hint: "sweep(plan, ...) evaluates any plan"}
+		return refuse("members, loss_chunks, fused_loss or tokens_per_batch")
+	case p.Float8.On():
+		return refuse("float8 linears")
+	case p.FirstStep || p.Validation || p.Rollout > 1:
+		return refuse("first_step, validation or rollout")
+	case len(p.Parallel.FSDPUnits) > 0:
+		return refuse("fsdp_units")
+	}
+	if err := checkBase(p); err != nil {
+		return err
 	}
 	var tables bool
 	for _, l := range p.Model.Layers {

@@ -16,6 +16,7 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // fastPathPlans are layouts of a small Llama and a small MoE covering the
@@ -125,6 +126,58 @@ func fastPathPlans() []*core.Plan {
 	offload()
 	add(moe, core.Parallelism{DP: 6, EP: 2, Zero: 3}, 1, 1, "bf16-mixed", "full", 6, 6)
 	offload()
+	return append(out, carriedPlans()...)
+}
+
+// carriedPlans are layouts of plans with settings a search carries from
+// its base plan into every layout (space_base.go): Megatron's flags
+// (router_dtype, unpermute_probs, shared_expert_overlap, tp_comm_overlap,
+// loss_dp_group, overlap_grad_reduce=False), LoRA, frozen modules,
+// torch.compile, FSDP's policy and the cluster's host.
+func carriedPlans() []*core.Plan {
+	llama := testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash")
+	moe := topKSoftmaxMoE() // a router whose dtype router_dtype sets
+	var out []*core.Plan
+	add := func(m *core.Model, par core.Parallelism, mbs, ga int64, prec, ckpt string, gpus, gpn int64, set func(p *core.Plan)) {
+		p := testmodels.LlamaPlan(m, mbs, 2048, prec, ckpt, "H100-80GB")
+		p.Parallel, p.GradAccum = par, ga
+		p.Cluster = hw.Cluster{Nodes: max(gpus/gpn, 1), GPUsPerNode: min(gpn, gpus)}
+		set(p)
+		out = append(out, p)
+	}
+	fp32Router := func(p *core.Plan) { p.Parallel.RouterDType = units.FP32 }
+	add(moe, core.Parallelism{DP: 8, EP: 4, DistributedOptimizer: true}, 1, 2, "megatron", "none", 8, 8, fp32Router)
+	add(moe, core.Parallelism{DP: 4, EP: 2, TP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 2, "megatron", "selective", 8, 8, func(p *core.Plan) {
+		p.Parallel.RouterDType, p.Parallel.UnpermuteProbs, p.Parallel.TPCommOverlap = units.FP32, true, true
+	})
+	add(moe, core.Parallelism{DP: 2, EP: 2, TP: 2, ETP: 1, PP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "full", 8, 8, func(p *core.Plan) {
+		p.Parallel.RouterDType, p.Parallel.LossDPGroup = units.FP64, true
+	})
+	add(llama, core.Parallelism{DP: 2, TP: 4, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8, func(p *core.Plan) {
+		p.Parallel.TPCommOverlap, p.Parallel.NoOverlapGradReduce = true, true
+	})
+	add(llama, core.Parallelism{DP: 2, TP: 2, PP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "selective", 8, 8, func(p *core.Plan) {
+		p.Parallel.TPCommOverlap, p.Parallel.LossDPGroup = true, true
+	})
+	lora := func(p *core.Plan) { p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}} }
+	add(llama, core.Parallelism{}, 2, 1, "bf16-mixed", "none", 1, 8, lora)
+	add(llama, core.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "full", 8, 8, lora)
+	add(llama, core.Parallelism{DP: 8, Zero: 3}, 1, 1, "bf16-mixed", "selective", 8, 8, lora)
+	add(llama, core.Parallelism{DP: 4, TP: 2, FSDP: true, SequenceParallel: true}, 1, 2, "bf16-mixed", "none", 8, 8, lora)
+	add(llama, core.Parallelism{DP: 2, PP: 2, Zero: 1}, 1, 4, "bf16-mixed", "none", 4, 8, lora)
+	add(llama, core.Parallelism{DP: 8, Zero: 1}, 1, 1, "bf16-mixed", "none", 8, 8, func(p *core.Plan) { p.Freeze = []string{"embed_tokens"} })
+	compile := func(p *core.Plan) { p.Compile = core.Compile{Blocks: true, Loss: true} }
+	add(llama, core.Parallelism{}, 1, 2, "bf16-mixed", "none", 1, 8, compile)
+	add(llama, core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, FSDP: true}, 1, 2, "bf16-mixed", "selective", 8, 8, compile)
+	add(llama, core.Parallelism{DP: 2, PP: 2, Zero: 1}, 1, 4, "bf16-mixed", "full", 4, 8, compile)
+	add(llama, core.Parallelism{DP: 8, FSDP: true}, 1, 2, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {
+		p.Parallel.FSDPParamDType, p.Parallel.FSDPReduceDType = units.BF16, units.FP32
+		p.Precision, _ = core.LookupPrecision("fp32")
+	})
+	add(llama, core.Parallelism{DP: 8, Zero: 2}, 1, 2, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {
+		p.Offload = &core.Offload{Optimizer: "cpu"}
+		p.Cluster.HostGBps = 200
+	})
 	return out
 }
 

@@ -78,6 +78,10 @@ type Space struct {
 	// points to (never written).
 	offloadNone, offloadOptimizer bool
 	optimizerCPU                  *core.Offload
+	// carried is the base plan's layout less the axes, which every
+	// layout keeps; fsdpOptions its FSDP options, which the fsdp and
+	// hsdp layouts keep (space_base.go). Set by defaults.
+	carried, fsdpOptions core.Parallelism
 }
 
 // DefaultMaxLayouts caps a search: larger spaces are refused with a hint.
@@ -175,6 +179,10 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if sp.GPUs > core.MaxGPUs { // every layout would be refused
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("gpus=%d is more GPUs than memsh simulates (%d)", sp.GPUs, core.MaxGPUs)}
 	}
+	if err := checkBase(base); err != nil {
+		return sp, err
+	}
+	sp.carried, sp.fsdpOptions = carriedLayout(base.Parallel)
 	if sp.GlobalBatch <= 0 {
 		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("global_batch must be positive (got %d)", sp.GlobalBatch), Hint: "global_batch is the sequences per step over all data-parallel replicas"}
 	}
@@ -458,7 +466,9 @@ func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
 // planOf is plan's plan as a value (the checks of every layout keep it
 // off the heap).
 func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
-	par := core.Parallelism{DP: l.dp, TP: l.tp, PP: l.pp, CP: l.cp, EP: l.ep, SequenceParallel: l.tp > 1}
+	par := sp.carried
+	par.DP, par.TP, par.PP, par.CP, par.EP, par.SequenceParallel = l.dp, l.tp, l.pp, l.cp, l.ep, l.tp > 1
+	par.TPCommOverlap = par.TPCommOverlap && l.tp > 1 // Megatron's needs tp (core.Parallelism.Norm)
 	if l.wholeExperts {
 		par.ETP = 1 // sequence parallelism is on: tp > 1
 	}
@@ -476,6 +486,9 @@ func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 	if l.rep > 1 {
 		par.DPReplicate = l.rep
 	}
+	if par.FSDP {
+		withFSDPOptions(&par, &sp.fsdpOptions)
+	}
 	c, _ := core.ParseCheckpoint(sp.Checkpoint[l.ckpt]) // checked by defaults
 	p := *base
 	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, l.mbs, l.m, c
@@ -483,7 +496,8 @@ func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 		p.Offload = sp.optimizerCPU
 	}
 	gpn := min(sp.GPUsPerNode, sp.GPUs)
-	p.Cluster = hw.Cluster{Nodes: sp.GPUs / gpn, GPUsPerNode: gpn, IntraGBps: base.Cluster.IntraGBps, InterGBps: base.Cluster.InterGBps}
+	p.Cluster = base.Cluster // its links and host carried
+	p.Cluster.Nodes, p.Cluster.GPUsPerNode = sp.GPUs/gpn, gpn
 	return p
 }
 
@@ -499,12 +513,24 @@ type profileKey struct {
 	ckpt, casts              string
 }
 
+// fsdpRecasts says whether FSDP changes what layout p's lowering casts:
+// autocast's weight copies gone, or a param_dtype of its policy other
+// than the parameters' (core's Builder under FSDP, tp.go).
+func fsdpRecasts(p *core.Plan) bool {
+	prec := p.Precision
+	if prec.Autocast {
+		return true
+	}
+	d := p.Parallel.FSDPParams(prec)
+	return d != prec.Params || d != prec.Compute
+}
+
 // keyOf is plan p's profile key (p is layout l's plan).
 func (sp Space) keyOf(p *core.Plan, l layout) profileKey {
 	par := p.Parallel
 	casts := ""
 	switch {
-	case par.FSDP && p.Precision.Autocast:
+	case par.FSDP && fsdpRecasts(p):
 		casts = "fsdp"
 	case par.Zero > 0 && p.Precision.Autocast:
 		casts = "deepspeed"

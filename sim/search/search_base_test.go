@@ -1,0 +1,149 @@
+package search
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// routerBase is a Megatron MoE plan with router_dtype="fp64",
+// unpermute_probs and tp_comm_overlap, pinned to a layout (tp 2, pp 2,
+// micro-batch 2) that the search replaces, on a cluster with a host
+// bandwidth of its own.
+func routerBase() *core.Plan {
+	p := testmodels.LlamaPlan(topKSoftmaxMoE(), 2, 2048, "megatron", "full", "H100-80GB")
+	p.Parallel = core.Parallelism{DP: 2, TP: 2, PP: 2, SequenceParallel: true, DistributedOptimizer: true,
+		RouterDType: units.FP64, UnpermuteProbs: true, TPCommOverlap: true}
+	p.GradAccum = 4
+	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 8, HostGBps: 100}
+	p.Device.Memory = 3 << 30 // small enough that memory prunes
+	return p
+}
+
+// topKSoftmaxMoE is smallMoE with gpt-oss's router (logits from a linear
+// in the router's dtype, nn/moe_route.go), which Megatron's
+// --moe-router-dtype changes; smallMoE's Mixtral router is fp32 already.
+func topKSoftmaxMoE() *core.Model {
+	m := smallMoE()
+	walkModel(m, func(l core.Layer) {
+		if x, ok := l.(*nn.MoE); ok {
+			x.Router = nn.RouterTopKSoftmax
+		}
+	})
+	return m
+}
+
+// A search from a base plan carries every setting the space does not
+// vary into every layout: the rows keep the plan's router dtype,
+// unpermute_probs, tp_comm_overlap (at tp > 1 only: Megatron turns it
+// off without tensor parallelism, core.Parallelism.Norm) and host
+// bandwidth, and replace its degrees, micro-batch and checkpointing.
+// The rows, the front and every bound are brute force's.
+func TestSearchBasePlanEqualsBruteForce(t *testing.T) {
+	base := routerBase()
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, MicroBatch: []int64{1, 2},
+		Checkpoint: []string{"none", "full"}, Top: 6, Workers: 2}
+	res := checkBruteForce(t, base, space, true)
+	replaced := false
+	for _, r := range append(append([]Row(nil), res.Rows...), res.Front...) {
+		par := r.Plan.Parallel
+		if par.RouterDType != units.FP64 || !par.UnpermuteProbs || par.TPCommOverlap != (par.TP > 1) || r.Plan.Cluster.HostGBps != 100 {
+			t.Errorf("%s: the base plan's router_dtype, unpermute_probs, tp_comm_overlap or host not carried", par)
+		}
+		replaced = replaced || par.Norm().PP != 2 || r.Plan.Batch != 2 || r.Plan.Checkpoint.Mode != "full"
+	}
+	if !replaced {
+		t.Errorf("every row keeps the base plan's layout: the axes did not replace it")
+	}
+	// The router's dtype is not idle: the fastest layout without it is
+	// another step (the gating GEMM and the probs in fp64).
+	best := res.Rows[0]
+	q := *best.Plan
+	q.Parallel.RouterDType = units.InvalidDType
+	r, err := sim.Evaluate(&q, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Time.StepSeconds == best.Report.Time.StepSeconds && r.DeviceUsed == best.Report.DeviceUsed {
+		t.Errorf("%s: router_dtype changes neither the step time nor the memory", best.Plan.Parallel)
+	}
+}
+
+// The same for LoRA with torch.compile: the adapters and the compiled
+// blocks are in every layout, and the memory bound (frozen base weights
+// without gradients or optimizer state) stays below every replay.
+func TestSearchLoRAEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+	base.Compile = core.Compile{Blocks: true, Loss: true}
+	base.Device.Memory = 2 << 30 // small enough that memory prunes
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, MicroBatch: []int64{1, 2, 4},
+		Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 6, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	for _, r := range append(append([]Row(nil), res.Rows...), res.Front...) {
+		if r.Plan.LoRA == nil || !r.Plan.Compile.Blocks {
+			t.Errorf("%s: LoRA or compile not carried", r.Plan.Parallel)
+		}
+	}
+}
+
+// A base plan's setting that the space cannot hold is refused with a
+// hint, never dropped.
+func TestSearchBasePlanConflicts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(p *core.Plan)
+		want string
+	}{
+		{"zero-bubble schedule", func(p *core.Plan) {
+			p.Parallel = core.Parallelism{DP: 2, PP: 4, Schedule: "zb-h1"}
+			p.GradAccum = 4
+		}, `schedule="zb-h1" is not a schedule search varies`},
+		{"optimizer offload", func(p *core.Plan) {
+			p.Parallel = core.Parallelism{DP: 8, Zero: 2}
+			p.Offload = &core.Offload{Optimizer: "cpu"}
+		}, "offload is an axis of the search"},
+		{"activation offload", func(p *core.Plan) { p.Offload = &core.Offload{Activations: "cpu"} }, "offloaded activations"},
+		{"quantized weights", func(p *core.Plan) {
+			p.Quant = "nf4"
+			p.LoRA = &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"all-linear"}}
+		}, "quantized weights"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+			c.set(p)
+			p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: p.Parallel.GPUs()}
+			if err := p.Validate(); err != nil {
+				t.Fatalf("the base plan itself is invalid: %v", err)
+			}
+			_, err := Run(context.Background(), p, Space{GPUs: 8, GlobalBatch: 8})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one saying %q", err, c.want)
+			}
+			if e, ok := err.(*units.Error); !ok || e.Hint == "" {
+				t.Errorf("%v: no hint", err)
+			}
+		})
+	}
+}
+
+// ReplacedLayout names the base plan's layout settings the axes replace,
+// and nothing for a plan on one GPU.
+func TestReplacedLayout(t *testing.T) {
+	p := routerBase()
+	got := strings.Join(ReplacedLayout(p), " ")
+	if want := `dp=2 tp=2 pp=2 distributed_optimizer=True batch=2 grad_accum=4 checkpoint="full"`; got != want {
+		t.Errorf("ReplacedLayout %q, want %q", got, want)
+	}
+	one := testmodels.LlamaPlan(smallMoE(), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	if r := ReplacedLayout(one); len(r) != 0 {
+		t.Errorf("a one-GPU plan replaces %v", r)
+	}
+}
