@@ -188,7 +188,7 @@ func measureBlocks(plan *core.Plan) (*blockCosts, error) {
 // per-op policy keeps, or the first op of a region it enters; -1 for the
 // rest.
 func heldBy(prog *core.Program, plan *core.Plan) []int32 {
-	saved := replay.NewReplay(prog, plan, core.Options{}, plan.Device.Memory).Saved
+	saved := replay.SavedAtForwardEnd(prog, plan)
 	out := make([]int32, len(prog.Values))
 	for v := range out {
 		out[v] = -1

@@ -84,9 +84,11 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		r.traced, r.Rep.Trace = first.traced, first.Rep.Trace
 		r.alloc.Observe = r.traceSegment
 	}
-	r.live.carry(&first.live, persist)
+	// first ends here: its chunks become r's. Its moments' ids are past
+	// persist, in increasing order: still first's tensors (takeFirst).
+	r.live.takeFirst(&first.live, persist)
 	for _, id := range first.lazyIDs {
-		r.live.add(*first.live.at(id))
+		r.live.add(*r.live.at(id))
 	}
 	for id := range r.live.len() {
 		if t := r.live.at(id); t.blk != nil {

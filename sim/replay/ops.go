@@ -37,9 +37,11 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 		}
 	}
 	if op.WorkF > 0 && !reuse {
-		for _, id := range r.workspace(op, " workspace", "forward workspace of ", op.WorkF, 1, op.Work.Forward()) {
+		ids := r.workspace(r.workIDs[:0], op, " workspace", "forward workspace of ", op.WorkF, 1, op.Work.Forward())
+		for _, id := range ids {
 			r.release(id)
 		}
+		r.workIDs = ids[:0]
 	}
 	lastOf, valT := r.last, r.valT
 	if recompute {
@@ -206,6 +208,7 @@ func (r *Replay) backwardOp(i int) {
 		for _, id := range work {
 			r.release(id)
 		}
+		r.workIDs = work[:0]
 	}
 	for _, v := range op.Out {
 		if g := gradT[v]; g != none {
@@ -245,28 +248,36 @@ func (r *Replay) backwardOp(i int) {
 
 // backwardWorkspace allocates op's backward workspace: the tensors of
 // op.Work, or WorkB bytes in WorkBParts tensors of equal size (one when
-// unset).
+// unset). Its ids are in r.workIDs' room (the caller hands it back).
 func (r *Replay) backwardWorkspace(op *core.OpInfo) []int32 {
 	if op.WorkB <= 0 {
-		return nil
+		return r.workIDs[:0]
 	}
-	return r.workspace(op, " backward workspace", "backward workspace of ", op.WorkB, max(int64(op.WorkBParts), 1), op.Work.Backward())
+	return r.workspace(r.workIDs[:0], op, " backward workspace", "backward workspace of ", op.WorkB, max(int64(op.WorkBParts), 1), op.Work.Backward())
 }
 
 // workspace allocates total bytes as the tensors sizes lists or, with
-// none, as n tensors of equal size, named op.Name+name, why+op.Kind.
-func (r *Replay) workspace(op *core.OpInfo, name, why string, total, n int64, sizes []int64) []int32 {
-	if len(sizes) == 0 {
-		sizes = make([]int64, n)
-		for k := range n {
-			sizes[k] = total / n
-		}
-		sizes[n-1] = total - (n-1)*(total/n)
-	}
-	ids := make([]int32, 0, len(sizes))
-	for _, b := range sizes {
+// none, as n tensors of equal size (the last takes the remainder), named
+// op.Name+name, why+op.Kind, and appends their ids to ids. A workspace
+// lives within one op's forward or backward and no other is made before
+// it is released: ops.go lends every call the one room, r.workIDs.
+func (r *Replay) workspace(ids []int32, op *core.OpInfo, name, why string, total, n int64, sizes []int64) []int32 {
+	add := func(b int64) {
 		ids = append(ids, r.allocateParts(Alloc{Tensor: name, DType: units.INT8, Bytes: b, Why: op.Kind, Cat: core.CatTemporaries},
 			allocParts{tensor: op.Name, why: why, dim: b}))
+	}
+	if len(sizes) == 0 {
+		for k := range n {
+			b := total / n
+			if k == n-1 {
+				b = total - (n-1)*(total/n)
+			}
+			add(b)
+		}
+		return ids
+	}
+	for _, b := range sizes {
+		add(b)
 	}
 	return ids
 }

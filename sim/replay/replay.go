@@ -78,6 +78,7 @@ type Replay struct {
 	backwardBlas  bool         // the backward thread's cuBLAS workspace is allocated (cublas.go)
 	sideBlas      [2]bool      // the forward's and the backward's thread's cuBLAS workspaces on the shared expert's stream (cublas.go)
 	graphs        *graphPool   // compiled graphs replayed as CUDA graphs, nil = none (cudagraphs.go)
+	workIDs       []int32      // room for the tensors of one op's workspace (ops.go: workspace)
 
 	live tensors // by tensor id
 	cur  [core.NumCategories]int64
@@ -146,6 +147,32 @@ type Replay struct {
 const none = -1
 
 func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64) *Replay {
+	r := newReplayState(p, plan, opts, limit)
+	r.last = fill(make([]int32, len(p.Values)), none)
+	r.Saved = make([]bool, len(p.Values))
+	r.regionIn = make([][]core.Value, len(p.Regions))
+	r.paramLast = fill(make([]int32, len(p.Params)), none)
+	r.analyse()
+	r.gradless = gradlessParams(p)
+	r.initHolds()
+	return r
+}
+
+// sibling is a new replay of r's program and plan, on an allocator of
+// limit bytes, that shares r's reading of the program (analyse,
+// gradlessParams: written only by NewReplay, read only after it) and
+// has a step state of its own: a first step replayed before r's
+// (warmFirstStep) reads the program as r does, and need not read it again.
+func (r *Replay) sibling(limit int64) *Replay {
+	s := newReplayState(r.P, r.Plan, r.opts, limit)
+	s.last, s.Saved, s.regionIn, s.paramLast, s.gradless, s.hostHolds = r.last, r.Saved, r.regionIn, r.paramLast, r.gradless, r.hostHolds
+	s.initHolds()
+	return s
+}
+
+// newReplayState is a replay of p with its step state made (every value
+// and parameter without a tensor), before its reading of the program.
+func newReplayState(p *core.Program, plan *core.Plan, opts core.Options, limit int64) *Replay {
 	nv := len(p.Values)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
 		fwdPhase: PhaseForward, keptAllGather: none}
@@ -166,15 +193,22 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 	r.gradT = fill(make([]int32, nv), none)
 	r.holds = make([]int32, nv)
 	r.done = make([]bool, nv)
-	r.last = fill(make([]int32, nv), none)
 	r.rLast = fill(make([]int32, nv), none)
 	r.paramGrad = fill(make([]int32, len(p.Params)), none)
-	r.paramLast = fill(make([]int32, len(p.Params)), none)
 	r.gradFresh = make([]bool, len(p.Params))
-	r.Saved = make([]bool, nv)
 	r.kept = make([]bool, nv)
-	r.regionIn = make([][]core.Value, len(p.Regions))
 	r.Redone = make([]bool, len(p.Regions))
+	return r
+}
+
+// analyse reads the program once for the whole step: each value's last
+// forward consumer, the inputs of each checkpoint region, what is held
+// for backward at the end of the forward (Saved), each parameter's
+// earliest reader, and the host copies of offloaded regions. r.last,
+// r.Saved, r.regionIn and r.paramLast are made (empty) by the caller.
+func (r *Replay) analyse() {
+	p := r.P
+	nv := len(p.Values)
 	// The slices are read into locals once: under the race detector every
 	// read of a field is a checked call, at every value of every op.
 	last, saved, values, params, paramLast := r.last, r.Saved, p.Values, p.Params, r.paramLast
@@ -226,9 +260,19 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 			}
 		}
 	}
-	r.gradless = gradlessParams(p)
-	r.initHolds()
-	return r
+}
+
+// SavedAtForwardEnd marks the values of prog that a training step holds
+// for backward at the end of its forward (Replay.Saved), without the
+// rest of a replay's state.
+func SavedAtForwardEnd(prog *core.Program, plan *core.Plan) []bool {
+	r := &Replay{P: prog, Plan: plan}
+	r.last = make([]int32, len(prog.Values)) // written, not read
+	r.Saved = make([]bool, len(prog.Values))
+	r.regionIn = make([][]core.Value, len(prog.Regions))
+	r.paramLast = fill(make([]int32, len(prog.Params)), none)
+	r.analyse()
+	return r.Saved
 }
 
 // gradlessParams marks the parameters that every reading op reads inside a

@@ -27,7 +27,7 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 		}
 	}
 	warm, err := warmFirstStep(r, func() (*Replay, error) {
-		first := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
+		first := r.sibling(dev.Memory - nonTorch)
 		first.nonTorch = nonTorch
 		var err error
 		first.Dist, err = NewDist(plan, prog)

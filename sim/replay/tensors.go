@@ -28,6 +28,7 @@ type tensors struct {
 
 // add appends t and returns its id. It reads each field once (under the
 // race detector every read is a checked call, at every allocation).
+// A chunk past the tensors made (takeFirst) is written again, not made.
 func (ts *tensors) add(t liveTensor) int32 {
 	n, size := ts.n, ts.size
 	if size == 0 { // a Replay not made by NewReplay
@@ -36,8 +37,13 @@ func (ts *tensors) add(t liveTensor) int32 {
 	}
 	last := ts.last
 	if k := n % size; k == 0 {
-		last = make([]liveTensor, size)
-		ts.chunks, ts.last = append(ts.chunks, last), last
+		if c := int(n / size); c < len(ts.chunks) {
+			last = ts.chunks[c]
+		} else {
+			last = make([]liveTensor, size)
+			ts.chunks = append(ts.chunks, last)
+		}
+		ts.last = last
 	}
 	last[n%size] = t
 	ts.n = n + 1
@@ -49,6 +55,20 @@ func (ts *tensors) at(id int32) *liveTensor { return &ts.chunks[id/ts.size][id%t
 
 // len is the number of tensors made.
 func (ts *tensors) len() int32 { return ts.n }
+
+// takeFirst makes ts the first n tensors of prev, taking prev's chunks
+// (prev is not used again): the tensors past n are written over as ts
+// adds its own. A tensor prev made after n may still be added (read
+// before its place is written over: add writes at ts.len(), which is at
+// most the id of every tensor of prev not added yet when those are added
+// in increasing order, as warmFirstStep adds the first step's moments).
+func (ts *tensors) takeFirst(prev *tensors, n int32) {
+	*ts = tensors{chunks: prev.chunks, size: prev.size, n: n}
+	*prev = tensors{}
+	if c := int(n / ts.size); c < len(ts.chunks) {
+		ts.last = ts.chunks[c]
+	}
+}
 
 // carry makes ts the first n tensors of prev (a copy: prev's chunks stay
 // prev's).

@@ -161,7 +161,7 @@ func (u *unitSums) zero() bool {
 
 // unitOf sums a lowered program the way the time model reads it (every
 // checkpoint region recomputed in training, allRedone) and the memory
-// bound reads it (activations held for backward, as newReplay marks them).
+// bound reads it (activations held for backward, as the replay marks them).
 func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 	var u unitSums
 	train := plan.Phase != core.Eval
@@ -207,8 +207,7 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 	}
 	u.params = aggParams(prog.Params, plan)
 	if train {
-		r := replay.NewReplay(prog, plan, core.Options{}, 0)
-		for v, s := range r.Saved {
+		for v, s := range replay.SavedAtForwardEnd(prog, plan) {
 			if s && prog.Values[v].Cat == core.CatActivations {
 				u.saved += prog.Values[v].Bytes
 			}
