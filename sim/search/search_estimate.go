@@ -70,11 +70,13 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 		return nil, err
 	}
 	last := par.PP*par.VirtualStages - 1
+	sh.saved = make([]int64, len(layers))
 	for g := range layers {
-		sh.saved = append(sh.saved, pr.chunkSaved(int64(g), last, layers[g]))
+		sh.saved[g] = pr.chunkSaved(int64(g), last, layers[g])
 	}
 	seen := map[string]int{}
 	var key []byte
+	sh.kindOf = make([]int, 0, par.PP)
 	for s := int64(0); s < par.PP; s++ {
 		key = strconv.AppendBool(key[:0], s == 0)
 		key = strconv.AppendBool(key, s == par.PP-1)

@@ -127,7 +127,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	if d != nil {
 		w.Mode, w.Zero = d.Mode, par.Zero
 		sharded = d.Mode == replay.DistZeRO || d.Mode == replay.DistFSDP || (d.Mode == replay.DistMegatron && par.DistributedOptimizer)
-		for _, c := range d.CommPerStep() {
+		for c := range d.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" || c.Group == "dp_replicate" {
 				w.DpComm = append(w.DpComm, c)
 			}

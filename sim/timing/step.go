@@ -180,7 +180,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 	ow := OptimizerWorkOf(r)
 	if r.Dist != nil {
 		w.Mode, w.Zero = r.Dist.Mode, par.Zero
-		for _, c := range r.Dist.CommPerStep() {
+		for c := range r.Dist.CommPerStep() {
 			if c.Group == "dp" || c.Group == "edp" {
 				w.DpComm = append(w.DpComm, c)
 			}
