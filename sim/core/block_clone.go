@@ -10,7 +10,8 @@ import (
 
 // Repeated blocks are lowered once and copied. Lowering a block is a pure
 // function of the layer, what the block's input looks like (ValueInfo but
-// its place, its module path and why it exists), the checkpoint policy the
+// its place, its module path and why it exists; its name too where no
+// LastName of the block read it), the checkpoint policy the
 // block runs under and the builder's open region and compiled graph: the
 // module path only names what it appends. So when block t would lower
 // with all of these equal to an earlier block s, its ops, values,
@@ -38,13 +39,18 @@ import (
 
 // blockCopy is a repeated block as its lowering appended it.
 type blockCopy struct {
-	layer       Layer
-	prefix      string // its module path
-	index       int    // Builder.block it was lowered as
-	region      int32  // the builder's open region when it began
-	graph       bool   // a compiled graph was open when it began
-	in, out     Value
-	inLook      ValueInfo
+	layer   Layer
+	prefix  string // its module path
+	index   int    // Builder.block it was lowered as
+	region  int32  // the builder's open region when it began
+	graph   bool   // a compiled graph was open when it began
+	in, out Value
+	inLook  ValueInfo
+	// anyInName: no LastName read the input's name while the block
+	// lowered, so a copy may take an input whose look differs in its
+	// name alone (block 1 of a stage, whose input is block 0's output
+	// where block 0's is the received activation or the embedding's).
+	anyInName   bool
 	first, last progCounts
 	room        *cloneRoom // what a copy takes of the arena, counted at the first copy
 }
@@ -154,10 +160,16 @@ func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies) (Value, blockCo
 	}
 	c := &blockCopy{layer: l, prefix: b.prefix, index: b.block, region: b.region, graph: b.graph,
 		in: x, inLook: b.look(x), first: b.counts()}
+	outer := b.inName
+	b.inName = nameWatch{of: x}
 	closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
 	c.out = b.LowerChild(l, x)
 	closeBlock()
 	c.last = b.counts()
+	c.anyInName = !b.inName.read
+	// A block inside a block: the outer one counts as having read its
+	// input's name (it is not copied anyway: copyable).
+	b.inName = nameWatch{of: outer.of, read: true}
 	if !b.copyable(c) {
 		return c.out, srcs
 	}
@@ -171,7 +183,7 @@ func (b *Builder) copyable(c *blockCopy) bool {
 		b.block != c.index+1 || l.held != f.held || l.tables != f.tables || l.heads != f.heads ||
 		l.outputs != f.outputs || l.unfreeze != f.unfreeze ||
 		l.input != f.input || l.labels != f.labels || l.loss != f.loss ||
-		!reflect.DeepEqual(b.look(c.in), c.inLook) {
+		!b.looksAs(c.in, &c.inLook, false) {
 		return false
 	}
 	under := func(name string) bool {
@@ -231,16 +243,24 @@ func (b *Builder) sameLowering(src *blockCopy, l Layer, x Value) bool {
 	if here.block(b.block) != there.block(src.index) {
 		return false
 	}
-	return b.looksAs(x, &src.inLook)
+	return b.looksAs(x, &src.inLook, src.anyInName)
+}
+
+// nameWatch is the input of the block being lowered and whether
+// LastName read its name since the block began (outside a block it
+// means nothing: lowerBlock sets it at each block).
+type nameWatch struct {
+	of   Value
+	read bool
 }
 
 // looksAs is reflect.DeepEqual(b.look(x), *w) without its allocations
 // (two per call, at every block of a 65,536-block repeat): ValueInfo's
 // fields one by one, a nil shape apart from an empty one as DeepEqual
-// tells them.
-func (b *Builder) looksAs(x Value, w *ValueInfo) bool {
+// tells them; the names are not compared when anyName is set.
+func (b *Builder) looksAs(x Value, w *ValueInfo, anyName bool) bool {
 	v := b.look(x)
-	return v.Name == w.Name && (v.Shape == nil) == (w.Shape == nil) && slices.Equal(v.Shape, w.Shape) &&
+	return (anyName || v.Name == w.Name) && (v.Shape == nil) == (w.Shape == nil) && slices.Equal(v.Shape, w.Shape) &&
 		v.Dtype == w.Dtype && v.Bytes == w.Bytes && v.Grad == w.Grad && v.Cat == w.Cat &&
 		v.Producer == w.Producer && v.Why == w.Why && v.Cached == w.Cached && v.Fused == w.Fused
 }
@@ -403,10 +423,14 @@ type cloneArena struct {
 // cloneSlabMax caps a slab's doubling (elements, or bytes of names).
 const cloneSlabMax = 1 << 16
 
+// cloneSlabMin is the smallest name slab: the builder names every op in
+// it (Builder.join), tens of bytes at a time.
+const cloneSlabMin = 512
+
 // room returns a builder with room for n more bytes.
 func (a *cloneArena) room(n int) *strings.Builder {
 	if a.names == nil || a.names.Cap()-a.names.Len() < n {
-		a.nameSz = max(n, min(2*a.nameSz, cloneSlabMax))
+		a.nameSz = max(n, min(max(2*a.nameSz, cloneSlabMin), cloneSlabMax))
 		a.names = new(strings.Builder)
 		a.names.Grow(a.nameSz)
 	}

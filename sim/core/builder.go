@@ -39,6 +39,7 @@ type Builder struct {
 	tiedHead int32
 
 	everyBlock bool       // lower every repeated block, copy none (Plan.EveryBlock)
+	inName     nameWatch  // the input of the block being lowered, and whether its name was read (block_clone.go)
 	clones     cloneArena // where block copies are written (block_clone.go)
 
 	Par parLowering // tensor, context and expert parallelism
@@ -59,7 +60,7 @@ func (b *Builder) Scope(name string) func() {
 		return func() {}
 	}
 	saved := b.prefix
-	b.prefix = JoinName(saved, name)
+	b.prefix = b.join(saved, name)
 	return func() { b.prefix = saved }
 }
 
@@ -79,7 +80,7 @@ func (b *Builder) ModuleName(l Layer) string {
 	if b.names == nil {
 		b.names, b.taken = map[scopedLayer]string{}, map[string]int{}
 	}
-	full := JoinName(b.prefix, name)
+	full := b.join(b.prefix, name)
 	if k := b.taken[full]; k > 0 && l.Label() == "" {
 		name = name + "_" + Itoa(int64(k))
 	}
@@ -94,14 +95,28 @@ type scopedLayer struct {
 	l     Layer
 }
 
-func (b *Builder) Name(n string) string {
+// Name is n under the module path: "layers.3.mlp" and "up_proj" give
+// "layers.3.mlp.up_proj".
+func (b *Builder) Name(n string) string { return b.join(b.prefix, n) }
+
+// join is JoinName(a, c), written into the builder's name slab
+// (cloneArena) rather than a heap allocation of its own: a lowering
+// names every op, value, parameter and scope it makes, and those
+// concatenations were the most numerous allocations of a search (1.7 M
+// of BenchmarkSearchLlama70B1024's 11 M).
+func (b *Builder) join(a, c string) string {
 	switch {
-	case n == "":
-		return b.prefix
-	case b.prefix == "":
-		return n
+	case a == "":
+		return c
+	case c == "":
+		return a
 	}
-	return b.prefix + "." + n
+	names := b.clones.room(len(a) + 1 + len(c))
+	at := names.Len()
+	names.WriteString(a)
+	names.WriteByte('.')
+	names.WriteString(c)
+	return names.String()[at:]
 }
 
 func (b *Builder) Val(v Value) *ValueInfo { return &b.P.Values[v] }
@@ -144,13 +159,14 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	if b.Lora != nil && role != RoleNormLoRA {
 		trainable = false // LoRA freezes the base; adapters register their own
 	}
-	trainable = b.Ft.paramTrainable(b.Name(name), role, trainable, b.Eval)
+	full := b.Name(name)
+	trainable = b.Ft.paramTrainable(full, role, trainable, b.Eval)
 	tied := int32(-1)
 	if role == RoleLMHead && name == "weight" {
 		tied = b.tiedHead
 	}
 	b.P.Params = append(b.P.Params, ParamInfo{
-		Name: b.Name(name), Shape: shape, Numel: n, FullNumel: n,
+		Name: full, Shape: shape, Numel: n, FullNumel: n,
 		Trainable: trainable, Role: role, TiedTo: tied,
 	})
 	return int32(len(b.P.Params) - 1)
@@ -207,6 +223,9 @@ func (b *Builder) Out(i int32, name string, shape []int64, dt units.DType, why s
 		Grad: grad, Cat: CatActivations, Producer: i, Why: why,
 	})
 	v := Value(len(b.P.Values) - 1)
+	if o.Out == nil { // the first output's list carved from a slab (an allocation per op was a twentieth of a search's)
+		o.Out = b.clones.vals.take(1)
+	}
 	o.Out = append(o.Out, v)
 	if o.Bytes == 0 {
 		o.Bytes = float64(b.P.Values[v].Bytes)
@@ -271,7 +290,14 @@ func (b *Builder) Cast(x Value, dt units.DType, why string) Value {
 	return y
 }
 
+// LastName is the last part of v's name ("up_proj.out" gives "out"), the
+// one read of a value's name while lowering: a repeated block that reads
+// its input's name is copied only onto inputs of that name
+// (block_clone.go).
 func (b *Builder) LastName(v Value) string {
+	if v == b.inName.of {
+		b.inName.read = true
+	}
 	n := b.P.Values[v].Name
 	for i := len(n) - 1; i >= 0; i-- {
 		if n[i] == '.' {
