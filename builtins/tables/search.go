@@ -40,7 +40,10 @@ func SearchBuiltins() []host.Builtin {
 			"for a pipeline degree that splits them neither way, every checkpoint policy (none, selective, op, full) and " +
 			"sharding (ddp, zero1, zero2, zero3, fsdp, and hsdp with every split of the dp x cp ranks into replicas x shards; " +
 			"megatron and distopt with precision=\"megatron\"). offload=[\"none\", \"optimizer\"] adds ZeRO-Offload " +
-			"(offload(optimizer=\"cpu\"), DeepSpeed's offload_optimizer) to the zero1, zero2 and zero3 layouts; the default is " +
+			"(offload(optimizer=\"cpu\"), DeepSpeed's offload_optimizer) to the zero1, zero2 and zero3 layouts, and \"params\" " +
+			"offload(params=\"cpu\") to the zero3 layouts (DeepSpeed's offload_param) and the fsdp ones (FSDP2's CPUOffloadPolicy: " +
+			"shards, gradients and optimizer state on the host); a params-offloaded layout is timed by its replay (the profiles do " +
+			"not sum its per-gather PCIe copies), so asking for it costs a replay per layout the memory bound keeps; the default is " +
 			"[\"none\"]: an offloaded layout is never faster (its PCIe copies and the CPU's Adam step replace the GPU's step), " +
 			"so it is asked for when memory is the question (it joins the front). " +
 			"search(plan, ...) searches the layouts of a plan (train(...)): gpus= defaults to the plan's GPUs, global_batch= to its " +
@@ -262,7 +265,7 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	offloads := false // an offload column when the space has offloaded layouts
 	for _, o := range sp.Offload {
-		offloads = offloads || o == "optimizer"
+		offloads = offloads || o != "none"
 	}
 	if offloads {
 		at := slices.Index(columns, "sharding") + 1
@@ -290,6 +293,9 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 			}
 			ra.Set("offload", ov)
 			offloaded = "optimizer"
+			if p.Offload.Params != "" {
+				offloaded = "params"
+			}
 		}
 		pv, err := plans.NewPlan(ra, decl)
 		if err != nil {

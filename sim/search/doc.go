@@ -22,6 +22,13 @@
 // memory as a faster layout that fits: the layout cannot be on the front
 // (sim.EvaluateBelow).
 //
+// A layout is the base plan with the space's axes in place of its own;
+// every other setting of the base plan (Megatron's flags, LoRA, compile,
+// the cluster's host, ...) is carried into it (space_base.go), and one
+// the space cannot hold is refused. A layout with its parameters on the
+// host (offload "params") is ordered by its replay's step time: the
+// profiles do not sum its per-gather PCIe copies.
+//
 // search sits above the engine: it builds plans, estimates them with the
 // time model and replays them with sim.Evaluate; nothing below imports it.
 package search

@@ -4,8 +4,10 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
+	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
@@ -122,7 +124,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		sharding                int
 		cpMode                  cpMode
 		wholeExperts            bool // the expert groups' sizes (replay's nccl_megatron.go)
-		offload                 bool
+		offload                 offloadKind
 	}
 	outsideOf := func(l layout) outside {
 		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode, l.wholeExperts, l.offload}
@@ -144,7 +146,11 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		partsOf[k] |= partsFor(p.Parallel)
 		if _, ok := profiles[k]; !ok {
 			profiles[k] = nil
-			keys, firstOf = append(keys, k), append(firstOf, sp.plan(base, l))
+			first := sp.plan(base, l)
+			if l.offload == paramsOnHost { // the profile sums the lowering, which the offload does not change; its time is the replay's (exact)
+				first.Offload = base.Offload
+			}
+			keys, firstOf = append(keys, k), append(firstOf, first)
 		}
 		sk := shapeKey{k, l.pp, l.v, l.split}
 		if _, ok := shapes[sk]; !ok {
@@ -237,8 +243,23 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// each step time (the slowest stage's compute) and times a layout in
 	// full only when it comes up by its bound and its memory bound does
 	// not show it dominated there (walk.has).
+	// A layout with its parameters on the host is timed by its replay:
+	// the profiles do not sum the PCIe copies of every gather of its
+	// shards (replay/fsdp_offload.go, shard_offload.go), so the time the
+	// walk orders it by is the replay's.
+	var replayErr error
+	var replayErrOnce sync.Once
 	exact := func(j int) float64 {
-		p := sp.planOf(base, layouts[valid[j]])
+		l := layouts[valid[j]]
+		p := sp.planOf(base, l)
+		if l.offload == paramsOnHost {
+			r, err := sim.Evaluate(&p, core.Options{Context: ctx})
+			if err != nil {
+				replayErrOnce.Do(func() { replayErr = err })
+				return math.Inf(1)
+			}
+			return r.Time.StepSeconds
+		}
 		return profiles[keyOf[j]].stepSeconds(&p, shapeOf(j))
 	}
 	queue := make(stepQueue, len(kept))
@@ -263,6 +284,9 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	}
 	if err := w.front(res); err != nil {
 		return nil, err
+	}
+	if replayErr != nil {
+		return nil, replayErr
 	}
 	return res, nil
 }

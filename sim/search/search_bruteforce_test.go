@@ -38,7 +38,13 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 		if p.Validate() != nil {
 			continue
 		}
-		pr, err := newProfile(p, partsFor(p.Parallel))
+		q := p // the profile's plan: Run lowers a params-offloaded layout's profile without its offload
+		if l.offload == paramsOnHost {
+			c := *p
+			c.Offload = base.Offload
+			q = &c
+		}
+		pr, err := newProfile(q, partsFor(p.Parallel))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +56,11 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, replayed{name: rowName(p, full.Sharding[l.sharding]), est: pr.estimate(p, sh, nonTorchBytes(p)), report: r})
+		est := pr.estimate(p, sh, nonTorchBytes(p))
+		if l.offload == paramsOnHost {
+			est.time = r.Time // Run times it by its replay (search.go, exact)
+		}
+		out = append(out, replayed{name: rowName(p, full.Sharding[l.sharding]), est: est, report: r})
 	}
 	return out
 }
@@ -118,6 +128,34 @@ func TestSearchOffloadEqualsBruteForce(t *testing.T) {
 		t.Errorf("no offloaded layout on the front")
 	}
 	t.Logf("%+v, %d offloaded layouts on the front of %d", res.Stats, offloaded, len(res.Front))
+}
+
+// The same with the parameters on the host in the space (offload=["none",
+// "params"]: ZeRO-3's offload_param and FSDP2's CPUOffloadPolicy): the
+// bound of a params-offloaded layout (no model state on the GPU) stays
+// below its replay, the walk orders it by its replay's time, nothing
+// that fits is pruned, and offloaded layouts join the front brute force
+// finds.
+func TestSearchParamsOffloadEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Device.Memory = 3 << 30 // small enough that both bounds prune
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
+		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Offload: []string{"none", "params"},
+		Top: 6, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	offloaded := 0
+	for _, r := range res.Front {
+		if o := r.Plan.Offload; o != nil {
+			if o.Params != "cpu" || (r.Sharding != "zero3" && r.Sharding != "fsdp") {
+				t.Errorf("%s: offload %+v on %s", r.Plan.Parallel, *o, r.Sharding)
+			}
+			offloaded++
+		}
+	}
+	if offloaded == 0 {
+		t.Errorf("no params-offloaded layout on the front")
+	}
+	t.Logf("%+v, %d params-offloaded layouts on the front of %d", res.Stats, offloaded, len(res.Front))
 }
 
 // checkBruteForce runs the search of space and replays every layout of

@@ -14,6 +14,13 @@ func zeroOffload(p *core.Plan, mode replay.DistMode) bool {
 	return mode == replay.DistZeRO && p.Offload != nil && p.Offload.Optimizer != ""
 }
 
+// paramsOffloaded says whether a layout of plan p, replayed in sharding
+// mode mode, keeps its parameters on the host: ZeRO-3's offload_param
+// (replay's zeroParamOffload) or FSDP2's CPUOffloadPolicy (FsdpOffload).
+func paramsOffloaded(p *core.Plan, mode replay.DistMode) bool {
+	return (mode == replay.DistZeRO || mode == replay.DistFSDP) && p.Offload != nil && p.Offload.Params != ""
+}
+
 // offloadSeconds is the PCIe time of ZeRO-Offload's step on a rank
 // holding params, and the partition's elements the host steps, as the
 // replay counts them (replay/shard_offload.go,
@@ -77,6 +84,12 @@ func shardDegree(par core.Parallelism, expert bool) int64 {
 // main-gradient buffer hold every gradient; ZeRO-3 its partition).
 // Integer division rounds down where the replay pads up.
 func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
+	if paramsOffloaded(p, mode) {
+		// The shards, their gradients and optimizer state live on the
+		// host; the GPU holds gathered units and copies of the shards
+		// only while they are used: no state is kept.
+		return 0
+	}
 	par := p.Parallel.Norm()
 	prec := p.Precision
 	train := p.Phase != core.Eval

@@ -51,7 +51,11 @@ type Space struct {
 	Checkpoint []string // default none, selective, op, full
 	// Offload: "none", and "optimizer", ZeRO-Offload
 	// (offload(optimizer="cpu")) for the zero1, zero2 and zero3 layouts:
-	// DeepSpeed's offload_optimizer runs with ZeRO stages 1-3 only. Default
+	// DeepSpeed's offload_optimizer runs with ZeRO stages 1-3 only; and
+	// "params" (offload(params="cpu")) for the zero3 and fsdp layouts:
+	// DeepSpeed's offload_param needs stage 3, and FSDP2's
+	// CPUOffloadPolicy moves the shards, gradients and optimizer state
+	// together (core.Plan's validateShardedOffload). Default
 	// none alone: an offloaded layout is not faster in practice (its PCIe
 	// copies and the CPU's Adam step, timing/cpu_optimizer.go, replace the
 	// GPU's optimizer step), so it adds layouts the user asks for when
@@ -73,11 +77,11 @@ type Space struct {
 	// eager times every layout the bounds keep before the walk (the
 	// walk without lower bounds of the step time), for tests.
 	eager bool
-	// offloadNone and offloadOptimizer are the Offload list read by
-	// defaults; optimizerCPU is the offload every offloaded layout's plan
-	// points to (never written).
-	offloadNone, offloadOptimizer bool
-	optimizerCPU                  *core.Offload
+	// offloadNone, offloadOptimizer and offloadParams are the Offload
+	// list read by defaults; optimizerCPU and paramsCPU are the offloads
+	// the offloaded layouts' plans point to (never written).
+	offloadNone, offloadOptimizer, offloadParams bool
+	optimizerCPU, paramsCPU                      *core.Offload
 	// carried is the base plan's layout less the axes, which every
 	// layout keeps; fsdpOptions its FSDP options, which the fsdp and
 	// hsdp layouts keep (space_base.go). Set by defaults.
@@ -103,7 +107,27 @@ type layout struct {
 	cpMode                             cpMode
 	split                              splitKind
 	wholeExperts                       bool // expert_tp=1 with tp > 1 (else the experts split with tp)
-	offload                            bool // ZeRO-Offload: offload(optimizer="cpu")
+	offload                            offloadKind
+}
+
+// offloadKind is what a layout keeps on the host.
+type offloadKind uint8
+
+const (
+	onGPU           offloadKind = iota
+	optimizerOnHost             // ZeRO-Offload: offload(optimizer="cpu")
+	paramsOnHost                // offload(params="cpu"): ZeRO-3's offload_param, FSDP2's CPUOffloadPolicy
+)
+
+// name is the offload as the search's offload= list spells it.
+func (k offloadKind) name() string {
+	switch k {
+	case optimizerOnHost:
+		return "optimizer"
+	case paramsOnHost:
+		return "params"
+	}
+	return "none"
 }
 
 // cpMode is how a layout runs context parallelism (core.Parallelism's
@@ -243,15 +267,17 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 		case "none":
 		case "optimizer":
 			sp.offloadOptimizer = true
+		case "params":
+			sp.offloadParams = true
 		default:
-			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown offload %q (known: none, optimizer)", o),
-				Hint: "offload=[\"none\", \"optimizer\"] adds ZeRO-Offload (offload(optimizer=\"cpu\")) to the zero1-3 layouts"}
+			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown offload %q (known: none, optimizer, params)", o),
+				Hint: "offload=[\"none\", \"optimizer\"] adds ZeRO-Offload (offload(optimizer=\"cpu\")) to the zero1-3 layouts, \"params\" offload(params=\"cpu\") to the zero3 and fsdp ones"}
 		}
 		if o == "none" {
 			sp.offloadNone = true
 		}
 	}
-	sp.optimizerCPU = &core.Offload{Optimizer: "cpu"}
+	sp.optimizerCPU, sp.paramsCPU = &core.Offload{Optimizer: "cpu"}, &core.Offload{Params: "cpu"}
 	for _, m := range sp.CPModes {
 		if _, ok := parseCPMode(m); !ok {
 			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", m)}
@@ -414,15 +440,16 @@ func (sp Space) enumerate(base *core.Plan) ([]layout, error) {
 }
 
 // shardingVariant is one way to run a sharding: HSDP's replicas, and
-// whether the optimizer steps on the host.
+// what it keeps on the host.
 type shardingVariant struct {
 	rep     int64
-	offload bool
+	offload offloadKind
 }
 
 // shardingVariants lists sharding sh's variants on dp x cp ranks: HSDP's
-// every split into replicas x shards, and for zero1-3 the optimizer on
-// the GPU and (ZeRO-Offload) on the host, as the Offload list asks.
+// every split into replicas x shards, for zero1-3 the optimizer on the
+// GPU and (ZeRO-Offload) on the host, and for zero3 and fsdp the
+// parameters on the host, as the Offload list asks.
 func (sp Space) shardingVariants(sh string, dp, cp int64) []shardingVariant {
 	if sh == "hsdp" {
 		var out []shardingVariant
@@ -438,7 +465,10 @@ func (sp Space) shardingVariants(sh string, dp, cp int64) []shardingVariant {
 		out = append(out, shardingVariant{rep: 1})
 	}
 	if sp.offloadOptimizer && (sh == "zero1" || sh == "zero2" || sh == "zero3") {
-		out = append(out, shardingVariant{rep: 1, offload: true})
+		out = append(out, shardingVariant{rep: 1, offload: optimizerOnHost})
+	}
+	if sp.offloadParams && (sh == "zero3" || sh == "fsdp") {
+		out = append(out, shardingVariant{rep: 1, offload: paramsOnHost})
 	}
 	return out
 }
@@ -492,8 +522,11 @@ func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 	c, _ := core.ParseCheckpoint(sp.Checkpoint[l.ckpt]) // checked by defaults
 	p := *base
 	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, l.mbs, l.m, c
-	if l.offload {
+	switch l.offload {
+	case optimizerOnHost:
 		p.Offload = sp.optimizerCPU
+	case paramsOnHost:
+		p.Offload = sp.paramsCPU
 	}
 	gpn := min(sp.GPUsPerNode, sp.GPUs)
 	p.Cluster = base.Cluster // its links and host carried
