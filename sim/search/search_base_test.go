@@ -142,6 +142,10 @@ func TestReplacedLayout(t *testing.T) {
 	if want := `dp=2 tp=2 pp=2 distributed_optimizer=True batch=2 grad_accum=4 checkpoint="full"`; got != want {
 		t.Errorf("ReplacedLayout %q, want %q", got, want)
 	}
+	p.Parallel.SequenceParallel = false
+	if got := strings.Join(ReplacedLayout(p), " "); !strings.Contains(got, "sequence_parallel=False") {
+		t.Errorf("ReplacedLayout %q does not name sequence parallelism turned off at tp 2", got)
+	}
 	one := testmodels.LlamaPlan(smallMoE(), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	if r := ReplacedLayout(one); len(r) != 0 {
 		t.Errorf("a one-GPU plan replaces %v", r)

@@ -178,6 +178,35 @@ func carriedPlans() []*core.Plan {
 		p.Offload = &core.Offload{Optimizer: "cpu"}
 		p.Cluster.HostGBps = 200
 	})
+	// FSDP's options (FSDP1, no resharding, resharding to 2 ranks), torch's
+	// pipeline, DTensor's tensor parallelism and loss, Megatron's
+	// synchronous tensor-parallel collectives and shared-expert overlap,
+	// expert load, dispatch and clipping, gradients kept, expandable
+	// segments, Liger's kernels, NCCL's buffers.
+	add(llama, core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, 1, 2, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {})
+	add(llama, core.Parallelism{DP: 8, FSDP: true, NoReshard: true}, 1, 2, "bf16-mixed", "selective", 8, 8, func(p *core.Plan) {})
+	add(llama, core.Parallelism{DP: 8, FSDP: true, ReshardTo: 2}, 2, 1, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {})
+	add(llama, core.Parallelism{DP: 2, PP: 2, PPRuntime: "torch", Zero: 1}, 1, 4, "bf16-mixed", "none", 4, 8, func(p *core.Plan) {})
+	add(llama, core.Parallelism{DP: 2, TP: 2, PP: 2, PPRuntime: "torch", SequenceParallel: true}, 1, 8, "bf16-mixed", "full", 8, 8, func(p *core.Plan) {})
+	add(llama, core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, TPRuntime: "torch", LossParallel: "torch", FSDP: true}, 1, 2, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {})
+	add(llama, core.Parallelism{DP: 2, TP: 4, SequenceParallel: true, SyncTPComm: true, DistributedOptimizer: true}, 1, 2, "megatron", "none", 8, 8, func(p *core.Plan) {})
+	shared := smallMoE()
+	walkModel(shared, func(l core.Layer) {
+		if x, ok := l.(*nn.MoE); ok {
+			x.SharedExperts, x.Impl = 1, nn.MoEGrouped
+		}
+	})
+	add(shared, core.Parallelism{DP: 4, EP: 2, TP: 2, SequenceParallel: true, DistributedOptimizer: true, SharedExpertOverlap: true}, 1, 2, "megatron", "none", 8, 8, func(p *core.Plan) {})
+	add(moe, core.Parallelism{DP: 8, EP: 4, ExpertLoad: 1.5, Zero: 1}, 1, 2, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {})
+	add(moe, core.Parallelism{DP: 8, EP: 2, ExpertWorst: true, Zero: 1}, 1, 1, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {})
+	add(llama, core.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "none", 8, 8, func(p *core.Plan) {
+		p.Overheads = core.Overheads{Dispatch: "compiled", StepSeconds: 0.01, ClipGradNorm: 1}
+		p.KeepGrads, p.ExpandableSegments, p.LigerKernels = true, true, true
+		p.RuntimeMemory.NCCLBuffSize = 8 << 20
+	})
+	add(llama, core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, Zero: 3}, 1, 2, "bf16-mixed", "full", 8, 8, func(p *core.Plan) {
+		p.Overheads = core.Overheads{Dispatch: "cuda_graphs", ClipGradNorm: 1}
+	})
 	return out
 }
 

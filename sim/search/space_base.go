@@ -45,7 +45,8 @@ func withFSDPOptions(par *core.Parallelism, o *core.Parallelism) {
 }
 
 // ReplacedLayout lists the settings of base's layout that a search
-// replaces with its axes, as parallel() and train() spell them ("tp=8",
+// replaces with its axes (sequence parallelism, on at every tp > 1, with
+// them), as parallel() and train() spell them ("tp=8",
 // "checkpoint=full"); empty when base sets none of them (a plan on one
 // GPU without checkpointing). The search's caller shows them, so that
 // the replacement is never silent.
@@ -64,6 +65,9 @@ func ReplacedLayout(base *core.Plan) []string {
 	deg("ep", par.EP)
 	if par.ETP == 1 && par.TP > 1 {
 		out = append(out, "expert_tp=1")
+	}
+	if par.TP > 1 && !par.SequenceParallel { // the search runs sequence parallelism with every tp > 1
+		out = append(out, "sequence_parallel=False")
 	}
 	deg("dp_replicate", par.DPReplicate)
 	switch {
