@@ -247,8 +247,11 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// the profiles do not sum the PCIe copies of every gather of its
 	// shards (replay/fsdp_offload.go, shard_offload.go), so the time the
 	// walk orders it by is the replay's.
+	// Its report is kept (timedReplays, by index into valid) for the
+	// walk, which would replay it again.
 	var replayErr error
 	var replayErrOnce sync.Once
+	var timedReplays sync.Map
 	exact := func(j int) float64 {
 		l := layouts[valid[j]]
 		p := sp.planOf(base, l)
@@ -258,6 +261,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 				replayErrOnce.Do(func() { replayErr = err })
 				return math.Inf(1)
 			}
+			timedReplays.Store(j, r)
 			return r.Time.StepSeconds
 		}
 		return profiles[keyOf[j]].stepSeconds(&p, shapeOf(j))
@@ -278,7 +282,13 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	}
 	heap.Init(&queue)
 	w := &walk{ctx: ctx, sp: sp, base: base, layouts: layouts, valid: valid, queue: &queue, total: len(kept),
-		exact: exact, ests: ests, reports: map[int]*replay.Report{}, stats: &res.Stats}
+		exact: exact, ests: ests, reports: map[int]*replay.Report{}, stats: &res.Stats,
+		timedReport: func(j int) *replay.Report {
+			if r, ok := timedReplays.Load(j); ok {
+				return r.(*replay.Report)
+			}
+			return nil
+		}}
 	if err := w.top(res); err != nil {
 		return nil, err
 	}

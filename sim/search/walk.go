@@ -26,6 +26,9 @@ type walk struct {
 	queue *stepQueue
 	total int
 	exact func(j int) float64 // the step time of layout valid[j]
+	// timedReport is the full replay exact made of layout valid[j] to
+	// time it (a layout with its parameters on the host), or nil.
+	timedReport func(j int) *replay.Report
 	// timed holds step times worked out ahead (timeAhead), by index into
 	// valid, until the walk comes to them.
 	timed   map[int]float64
@@ -152,6 +155,10 @@ func (w *walk) evaluate(idx []int, limit int64) ([]*replay.Report, error) {
 	errs := make([]error, len(idx))
 	parallelFor(w.ctx, w.sp.Workers, len(idx), nil, func(i int) {
 		k := idx[i]
+		if r := w.timedReport(w.kept[k]); r != nil { // replayed in full to time it: what EvaluateBelow would find, or more
+			reps[i] = r
+			return
+		}
 		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx}, limit, w.ests[w.kept[k]].fullest, w.sp.Workers)
 	})
 	if err := w.ctx.Err(); err != nil {
