@@ -379,6 +379,9 @@ func searchNotes(res *search.Result) []string {
 			"at least its memory), %d dominated by a pipeline stage's replay, %d replayed in full, %d of them fit",
 			s.Layouts+s.Invalid, s.Invalid, s.PrunedStates, s.PrunedMemory, s.Dominated, s.StageDominated, s.Replayed, s.Fit),
 	}
+	if s.TimedByReplay > 0 {
+		notes = append(notes, fmt.Sprintf("  %d layouts with their parameters on the host were timed by a full replay (the block profiles do not sum their copies)", s.TimedByReplay))
+	}
 	for i, r := range s.InvalidBy {
 		if i == 3 {
 			notes = append(notes, fmt.Sprintf("  and %d more reasons", len(s.InvalidBy)-3))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
@@ -27,8 +28,12 @@ type Stats struct {
 	// in turn, the fullest by the bound first) needs at least its memory.
 	StageDominated int
 	Replayed       int // full replays
-	Fit            int // replayed layouts that fit
-	Profiles       int // block profiles lowered
+	// TimedByReplay are the layouts with their parameters on the host
+	// replayed in full to time them (the walk reuses those replays; one
+	// it never reaches is not in Replayed).
+	TimedByReplay int
+	Fit           int // replayed layouts that fit
+	Profiles      int // block profiles lowered
 }
 
 // Row is one layout of the result, replayed in full.
@@ -252,6 +257,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	var replayErr error
 	var replayErrOnce sync.Once
 	var timedReplays sync.Map
+	var timedByReplay atomic.Int64
 	exact := func(j int) float64 {
 		l := layouts[valid[j]]
 		p := sp.planOf(base, l)
@@ -262,6 +268,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 				return math.Inf(1)
 			}
 			timedReplays.Store(j, r)
+			timedByReplay.Add(1)
 			return r.Time.StepSeconds
 		}
 		return profiles[keyOf[j]].stepSeconds(&p, shapeOf(j))
@@ -298,6 +305,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	if replayErr != nil {
 		return nil, replayErr
 	}
+	res.Stats.TimedByReplay = int(timedByReplay.Load())
 	return res, nil
 }
 

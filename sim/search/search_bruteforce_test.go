@@ -155,6 +155,9 @@ func TestSearchParamsOffloadEqualsBruteForce(t *testing.T) {
 	if offloaded == 0 {
 		t.Errorf("no params-offloaded layout on the front")
 	}
+	if res.Stats.TimedByReplay < offloaded {
+		t.Errorf("%d params-offloaded layouts timed by a replay, %d of them on the front", res.Stats.TimedByReplay, offloaded)
+	}
 	t.Logf("%+v, %d params-offloaded layouts on the front of %d", res.Stats, offloaded, len(res.Front))
 }
 
