@@ -94,6 +94,9 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if maxLayouts < 1 {
 		return nil, fmt.Errorf("max_layouts must be at least 1 (got %d)", maxLayouts)
 	}
+	if gpn == starlark.None { // as not given
+		gpn = nil
+	}
 	// The base plan: the plan given, or one built from the model and the
 	// job's keywords.
 	decl := host.CallerPos(thread)
