@@ -88,8 +88,8 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 	if err := plan.CheckFirstStep(prog); err != nil {
 		return nil, nil, err
 	}
-	r, err := replay.Run(prog, plan, opts)
-	if err != nil {
+	r, err := replay.RunBelow(prog, plan, opts, limit)
+	if err != nil || r == nil { // nil: the step reaches limit
 		return nil, nil, err
 	}
 	rep := r.Report()

@@ -142,6 +142,11 @@ type Replay struct {
 	// the next free, the first event that can leave the peak without
 	// raising it (an allocation raises it, and makes the old one moot).
 	peakCache bool
+	// stopAt, when > 0, is the most reserved memory at which the step
+	// stops (RunBelow's limit less the memory outside the allocator):
+	// stopped says it did.
+	stopAt  int64
+	stopped bool
 }
 
 const none = -1

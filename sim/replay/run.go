@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"math"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -9,6 +11,21 @@ import (
 // memory figures of the report, before the time model (Settle completes
 // the report afterwards).
 func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error) {
+	return RunBelow(prog, plan, opts, math.MaxInt64)
+}
+
+// RunBelow is Run for a caller that wants no report of a step whose
+// device memory (Report.DeviceUsed) reaches limit bytes: it returns a nil
+// Replay as soon as that is certain, for a Megatron layout that replays a
+// first step: DeviceUsed is the step's most reserved memory or more
+// (steadyReserved) plus the memory outside the allocator, the steady
+// step starts with the first step's most reserved as its own
+// (warmFirstStep), and that peak only grows. So the steady step is not
+// replayed when the first step alone reached the limit, and stops at the
+// op where it reaches it. Such a step has no paged optimizer state,
+// offload or host tables (warmFirstStep's conditions), so Settle would
+// find no host memory to refuse either.
+func RunBelow(prog *core.Program, plan *core.Plan, opts core.Options, limit int64) (*Replay, error) {
 	dev := plan.Device
 	overheads := Overheads(plan) // the CUDA context, NCCL's buffers (device.go)
 	var nonTorch int64
@@ -36,6 +53,12 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	if err != nil {
 		return nil, err
 	}
+	if warm && r.off == nil && r.hostHolds == nil && limit < math.MaxInt64 {
+		if r.Rep.PeakReserved+nonTorch >= limit {
+			return nil, nil
+		}
+		r.stopAt = limit - nonTorch // forward and backward stop there
+	}
 	if !warm {
 		r.setup()
 	}
@@ -43,10 +66,16 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 	if err := opts.Stopped(); err != nil { // the caller's context
 		return nil, err
 	}
+	if r.stopped {
+		return nil, nil
+	}
 	if plan.Phase != core.Eval {
 		r.backward()
 		if err := opts.Stopped(); err != nil {
 			return nil, err
+		}
+		if r.stopped {
+			return nil, nil
 		}
 		r.optimizerStep()
 	}
@@ -201,6 +230,10 @@ func (r *Replay) forward() {
 		r.Dist.beforeForward(r, i) // gather sharded parameters
 		r.forwardOp(i, false)
 		r.Dist.afterForward(r, i)
+		if r.stopAt > 0 && r.Rep.PeakReserved >= r.stopAt { // RunBelow's limit
+			r.stopped = true
+			return
+		}
 	}
 	// Leaving autocast clears its weight cache.
 	r.op = "end of forward"
@@ -240,7 +273,11 @@ func (r *Replay) backward() {
 		}
 		r.Dist.beforeBackward(r, i) // pipeline seeds, gathers
 		r.backwardOp(i)
-		r.Dist.afterBackward(r, i) // reduce-scatter, reshard
+		r.Dist.afterBackward(r, i)                          // reduce-scatter, reshard
+		if r.stopAt > 0 && r.Rep.PeakReserved >= r.stopAt { // RunBelow's limit
+			r.stopped = true
+			return
+		}
 	}
 	for id, done := range r.Redone {
 		if done {
