@@ -3,7 +3,6 @@ package search
 import (
 	"container/heap"
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -325,10 +324,6 @@ func fastPathSupported(p *core.Plan) error {
 	switch {
 	case p.Phase == core.Eval:
 		return &units.Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
-	case p.Quant != "":
-		// Quantized weights hold other bytes than the parameters' dtype,
-		// which the memory bound counts (minStates).
-		return refuse(fmt.Sprintf("quantized weights (quant=%q)", p.Quant))
 	case p.Offload != nil && p.Offload.Activations != "":
 		// Offloaded activations leave the GPU: the bound counts them held.
 		return refuse("offloaded activations (offload(activations=...))")

@@ -111,10 +111,7 @@ func TestSearchBasePlanConflicts(t *testing.T) {
 			p.Offload = &core.Offload{Optimizer: "cpu"}
 		}, "offload is an axis of the search"},
 		{"activation offload", func(p *core.Plan) { p.Offload = &core.Offload{Activations: "cpu"} }, "offloaded activations"},
-		{"quantized weights", func(p *core.Plan) {
-			p.Quant = "nf4"
-			p.LoRA = &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"all-linear"}}
-		}, "quantized weights"},
+		{"chunked loss", func(p *core.Plan) { p.LossChunks = 8 }, "loss_chunks"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
@@ -150,4 +147,78 @@ func TestReplacedLayout(t *testing.T) {
 	if r := ReplacedLayout(one); len(r) != 0 {
 		t.Errorf("a one-GPU plan replaces %v", r)
 	}
+}
+
+// QLoRA: 4-bit and 8-bit frozen weights hold their codes' bytes, not the
+// parameters' dtype, and the memory bound counts them so. With short
+// sequences the model states are most of each GPU's memory, so a bound
+// that counted the weights in fp32 would exceed the replay.
+func TestSearchQuantBoundBelowReplay(t *testing.T) {
+	llama := testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash")
+	for _, c := range []struct {
+		quant, prec string
+		storage     units.DType
+		par         core.Parallelism
+	}{
+		{"nf4", "bf16-mixed", units.InvalidDType, core.Parallelism{}},
+		{"nf4-dq", "bf16-mixed", units.InvalidDType, core.Parallelism{DP: 8, Zero: 1}},
+		{"int8", "fp16-mixed", units.InvalidDType, core.Parallelism{DP: 8}},
+		{"nf4", "bf16-mixed", units.BF16, core.Parallelism{DP: 8, Zero: 3}},
+		{"nf4", "bf16", units.BF16, core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}},
+		{"torchao-nf4", "bf16-mixed", units.InvalidDType, core.Parallelism{DP: 8, FSDP: true}},
+	} {
+		t.Run(c.quant+" "+c.par.String(), func(t *testing.T) {
+			p := testmodels.LlamaPlan(llama, 1, 64, c.prec, "none", "H100-80GB")
+			p.Quant, p.QuantStorage, p.Parallel = c.quant, c.storage, c.par
+			p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+			p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: max(c.par.GPUs(), 1)}
+			if err := p.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			pr, err := newProfile(p, partsFor(p.Parallel))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh, err := pr.shape(p.Parallel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fe := pr.estimate(p, sh, nonTorchBytes(p))
+			r, err := sim.Evaluate(p, core.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used := DeviceMemory(r); fe.minStates > used || fe.minDevice > used {
+				t.Errorf("bound: states %d, with activations %d; replay %d", fe.minStates, fe.minDevice, used)
+			}
+			if relDiff(fe.time.StepSeconds, r.Time.StepSeconds) > 1e-9 {
+				t.Errorf("step time: fast path %.12g, replay %.12g", fe.time.StepSeconds, r.Time.StepSeconds)
+			}
+			t.Logf("bound %d of %d", fe.minDevice, DeviceMemory(r))
+		})
+	}
+}
+
+// The same as brute force for a QLoRA space (nf4 weights stored in bf16,
+// LoRA adapters) with short sequences, where the weights' storage is
+// most of the memory: the rows, the front and every bound are brute
+// force's, and FSDP2's layouts, which do not shard bitsandbytes' weights,
+// are counted among the rejected.
+func TestSearchQLoRAEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 256, "bf16-mixed", "none", "H100-80GB")
+	base.Quant, base.QuantStorage = "nf4", units.BF16
+	base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+	base.Device.Memory = 5 << 29 // small enough that the bounds prune (2.5 GiB)
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
+		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	if res.Stats.Invalid == 0 {
+		t.Errorf("no layout rejected: FSDP2 does not shard bitsandbytes' 4-bit weights")
+	}
+	for _, r := range res.Rows {
+		if r.Plan.Quant != "nf4" || r.Plan.LoRA == nil {
+			t.Errorf("%s: quant or LoRA not carried", r.Plan.Parallel)
+		}
+	}
+	t.Logf("%+v", res.Stats)
 }

@@ -120,6 +120,12 @@ func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 			}
 		}
 		b := prec.Params.Bytes(e.numel) / shardP
+		switch {
+		case e.quantWhole > 0 && shardP > 1:
+			b = e.quantSplit/shardP + e.quantKept
+		case e.quantWhole > 0:
+			b = e.quantWhole
+		}
 		if train && e.trainable && !offloaded { // ZeRO-Offload: master, moments and gradient partition on the host
 			var st int64
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {

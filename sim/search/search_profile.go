@@ -37,6 +37,14 @@ type paramEntry struct {
 	expert    bool
 	trainable bool
 	n         int64
+	// A quantized frozen weight's storage (quant=), which the memory
+	// bound counts instead of numel in the parameters' dtype: whole, as
+	// one GPU and DDP or ZeRO-1/2 hold it (core.QuantBytes, replay's
+	// quant.go), and as ZeRO-3 and FSDP split it, the codes split over
+	// the ranks and the statistics kept whole (core.QuantTensors,
+	// replay's quant_shard.go). quantWhole is 0 for a weight in the
+	// parameters' dtype.
+	quantWhole, quantSplit, quantKept int64
 }
 
 // paramAgg is a multiset of parameters.
@@ -52,6 +60,16 @@ func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 			continue
 		}
 		e := paramEntry{numel: q.Numel, expert: replay.IsExpertRole(q.Role), trainable: q.Trainable, n: 1}
+		if q.Quant != "" {
+			e.quantWhole = core.QuantBytes(q.Quant, q.Shape)
+			for _, t := range core.QuantTensors(q.Quant, q.Shape, p.QuantStorage, p.Precision.Params) {
+				if t.Sharded {
+					e.quantSplit += t.Bytes()
+				} else {
+					e.quantKept += t.Bytes()
+				}
+			}
+		}
 		if q.Trainable {
 			e.traffic = r.OptimizerTraffic(q)
 		}
@@ -76,7 +94,8 @@ func (a paramAgg) merge(b paramAgg, k int64) paramAgg {
 		found := false
 		for i := range a {
 			o := &a[i]
-			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable {
+			if o.numel == e.numel && o.traffic == e.traffic && o.expert == e.expert && o.trainable == e.trainable &&
+				o.quantWhole == e.quantWhole && o.quantSplit == e.quantSplit && o.quantKept == e.quantKept {
 				o.n += k * e.n
 				found = true
 				break

@@ -207,6 +207,19 @@ func carriedPlans() []*core.Plan {
 	add(llama, core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, Zero: 3}, 1, 2, "bf16-mixed", "full", 8, 8, func(p *core.Plan) {
 		p.Overheads = core.Overheads{Dispatch: "cuda_graphs", ClipGradNorm: 1}
 	})
+	qlora := func(q string, storage units.DType) func(p *core.Plan) {
+		return func(p *core.Plan) {
+			p.Quant, p.QuantStorage = q, storage
+			p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+		}
+	}
+	add(llama, core.Parallelism{}, 2, 1, "bf16-mixed", "none", 1, 8, qlora("nf4", units.InvalidDType))
+	add(llama, core.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "full", 8, 8, qlora("nf4-dq", units.InvalidDType))
+	add(llama, core.Parallelism{DP: 8, Zero: 2}, 1, 2, "fp16-mixed", "none", 8, 8, qlora("int8", units.InvalidDType))
+	add(llama, core.Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "none", 8, 8, qlora("nf4", units.BF16))
+	add(llama, core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, 1, 2, "bf16", "none", 8, 8, qlora("nf4", units.BF16))
+	add(llama, core.Parallelism{DP: 8, FSDP: true}, 1, 2, "bf16-mixed", "selective", 8, 8, qlora("torchao-nf4", units.InvalidDType))
+	add(llama, core.Parallelism{DP: 2, PP: 2, Zero: 1}, 1, 4, "bf16-mixed", "none", 4, 8, qlora("nf4", units.InvalidDType))
 	return out
 }
 
