@@ -17,8 +17,8 @@ import (
 // DeepSpeed's ZeRO-Offload tutorial writes it (docs/_tutorials/
 // zero-offload.md in deepspeedai/DeepSpeed, read at edaa722): Megatron-LM
 // GPT-2 with 50 layers, hidden 4096, 32 heads, batch 10, activation
-// checkpointing, ZeRO stage 2 with offload_optimizer on the CPU, one
-// V100-SXM3 32GB (a DGX-2). Assumptions: sequence 1,024 (Megatron's GPT-2
+// checkpointing, ZeRO stage 2 with offload_optimizer on the CPU and
+// overlap_comm, one V100-SXM3 32GB (a DGX-2). Assumptions: sequence 1,024 (Megatron's GPT-2
 // default), vocabulary 50,257, fp16 with fp32 master weights and Adam
 // moments; the host is a DGX-2's two Xeon Platinum 8168 (NVIDIA DGX-2
 // datasheet), 6 channels of DDR4-2666 each (Intel ARK): 256 GB/s peak,
@@ -28,12 +28,22 @@ import (
 //
 // memsh lands at 46.4 TFLOPS, 16 % above the paper's 40 (step 18.79 s,
 // cpu_optimizer 1.37 s of it; 50.0 TFLOPS without the CPU step, 25 %
-// above). Causes left, both ways: the DeepSpeedCPUAdam step
-// at the host's peak bandwidth (a CPU kernel streams less: memsh is
-// optimistic there), and the gradient copies to the host priced as
-// exposed after the backward (ZeRO-Offload overlaps them with it: memsh is
-// pessimistic there). Read as model FLOPs (no recompute), memsh's 35.0
-// TFLOPS is 12 % under the 40. The bound is the issue's (25 %).
+// above). The gradient copies to the host (offload, 4.82 s with the
+// bf16 partition's way back) are exposed, as the run's DeepSpeed ran
+// them: the tutorial sets overlap_comm, so reduce_ipg_grads issues each
+// bucket's copies (async_inplace_copy_grad_to_fp32_buffer_from_gpu,
+// stage_1_and_2.py at edaa722) on the reduction stream, but the host
+// gradient partition was pageable memory (offload_optimizer.pin_memory
+// defaulted to false until DeepSpeed 0.19.5, #8207: "no overlap against
+// backward compute"), and a device-to-pageable cudaMemcpyAsync returns
+// only once the copy has completed (CUDA runtime API, "API
+// synchronization behavior"): the hook holds the CPU until the GPU has
+// drained its queue and copied, so nothing overlaps. Causes left, both
+// optimistic: the DeepSpeedCPUAdam step at the host's peak bandwidth (a
+// CPU kernel streams less) and those copies at the pinned-copy rate (a
+// pageable copy is staged through a pinned buffer). Read as model FLOPs
+// (no recompute), memsh's 35.0 TFLOPS is 12 % under the 40. The bound is
+// the issue's (25 %).
 // go test ./sim -run TestCalibZeROOffload10BOneV100 -v prints the figures.
 func TestCalibZeROOffload10BOneV100(t *testing.T) {
 	m := gptModel(4096, 50, 32, 50257, 1024, "eager")

@@ -182,19 +182,27 @@ func TestOffload(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := *base
+	// DeepSpeed offloads the optimizer through ZeRO only: without zero=
+	// the plan is refused, with a hint naming the stage to add.
 	p.Offload = &core.Offload{Optimizer: "cpu"}
+	if _, err := Evaluate(&p, core.Options{}); err == nil || !strings.Contains(err.Error(), "ZeRO optimizer only") {
+		t.Errorf("offload(optimizer=\"cpu\") without zero=: %v, want the refusal", err)
+	}
+	// One GPU, ZeRO-2 at dp=1 (replay/shard_offload.go): host: fp32 master
+	// + two fp32 moments + fp32 grads + the bf16 staging copy, 18 B;
+	// PCIe: fp32 grads down, bf16 params up, 6 B.
+	p.Parallel = core.Parallelism{Zero: 2}
 	opt, err := Evaluate(&p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// host: fp32 master + two fp32 moments + fp32 grads; PCIe: bf16 grads
-	// down, bf16 params up
-	if opt.HostMemory != 16*n {
-		t.Errorf("optimizer offload host %d, want %d", opt.HostMemory, 16*n)
+	if opt.HostMemory != 18*n {
+		t.Errorf("optimizer offload host %d, want %d", opt.HostMemory, 18*n)
 	}
-	if opt.Traffic.PCIe != 4*n {
-		t.Errorf("optimizer offload pcie %d, want %d", opt.Traffic.PCIe, 4*n)
+	if opt.Traffic.PCIe != 6*n {
+		t.Errorf("optimizer offload pcie %d, want %d", opt.Traffic.PCIe, 6*n)
 	}
+	p.Parallel = base.Parallel
 	if opt.Category("optimizer") != 0 || plain.Category("optimizer") == 0 {
 		t.Errorf("optimizer state on the device: %d (plain %d)", opt.Category("optimizer"), plain.Category("optimizer"))
 	}
@@ -238,6 +246,7 @@ func TestOffload(t *testing.T) {
 		t.Errorf("param offload host %d, want %d", par.HostMemory, 18*n)
 	}
 	p.Offload = &core.Offload{Optimizer: "cpu"}
+	p.Parallel = core.Parallelism{Zero: 2}
 	p.HostMemory = 1 << 20
 	if _, err := Evaluate(&p, core.Options{}); err == nil || !strings.Contains(err.Error(), "offload needs") {
 		t.Errorf("host memory too small: %v", err)

@@ -67,8 +67,8 @@ func FinetuneBuiltins() []host.Builtin {
 		Name: "offload",
 		Sig:  "offload(optimizer=None, params=None, activations=None, streams=True)",
 		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
-			"optimizer \"cpu\" (ZeRO-Offload: fp32 master, moments and grads in host memory, the step on the CPU; " +
-			"the GPU keeps 16-bit params and grads) or \"nvme\" (ZeRO-Infinity: master and moments on NVMe through " +
+			"optimizer \"cpu\" (ZeRO-Offload, with parallel(zero=1, 2 or 3); on one GPU parallel(zero=2): DeepSpeed offloads through its ZeRO optimizer only, " +
+			"so memsh refuses it without zero=) or \"nvme\" (ZeRO-Infinity: master and moments on NVMe through " +
 			"pinned swap buffers); params \"cpu\" or \"nvme\" (ZeRO-3/FSDP offload: the GPU holds the block in use " +
 			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
 			"to pinned host memory after their forward use and come back for backward; torchtune's OffloadActivations, which " +

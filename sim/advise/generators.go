@@ -282,6 +282,15 @@ func offloadChanges(p *core.Plan, ask Ask) []Change {
 	}
 	if cur.Optimizer == "" && !par.FSDP {
 		with(func(o *core.Offload) { o.Optimizer = "cpu" })
+		if par.Zero == 0 && cur.Params == "" { // DeepSpeed offloads the optimizer through ZeRO only (core/offload.go)
+			q := p.Parallel
+			q.Zero = 2
+			if par.PP > 1 {
+				q.Zero = 1 // DeepSpeed's pipeline engine takes stage 1 only
+			}
+			c := &out[len(out)-1]
+			c.Settings = append(c.Settings, Setting{"parallel", q})
+		}
 	}
 	if cur.Params == "" {
 		with(func(o *core.Offload) {

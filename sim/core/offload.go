@@ -8,12 +8,12 @@ import (
 
 // Offload moves model states or activations off the GPU.
 //
-//   - Optimizer "cpu" (ZeRO-Offload, DeepSpeed offload_optimizer): the fp32
-//     master weights, the optimizer moments (fp32, DeepSpeedCPUAdam) and an
-//     fp32 copy of the gradients live in host memory and the step runs on
-//     the CPU. The GPU keeps the 16-bit params and grads; each step copies
-//     the grads to the host and the updated params back (PCIe: grad bytes
-//   - param bytes). "nvme" (ZeRO-Infinity) keeps master and moments on
+//   - Optimizer "cpu" (ZeRO-Offload, DeepSpeed offload_optimizer, with
+//     ZeRO stage 1-3: replay/shard_offload.go; DeepSpeed offloads nothing
+//     at stage 0, so memsh refuses it without zero=): the fp32 master
+//     weights, the optimizer moments (fp32, DeepSpeedCPUAdam) and an fp32
+//     copy of the gradients live in host memory and the step runs on the
+//     CPU. "nvme" (ZeRO-Infinity) keeps master and moments on
 //     NVMe: each step reads and writes them (NVMe: 2x their bytes) through
 //     pinned host swap buffers (DeepSpeed offload_optimizer buffer_count=4
 //     buffers sized to the largest parameter's state).
@@ -92,6 +92,13 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		return nil
 	case par.DistributedOptimizer:
 		return &units.Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
+	case par.Zero == 0 && o.Optimizer == "cpu" && o.Params == "":
+		// DeepSpeed's engine builds the ZeRO optimizer, the only one that
+		// reads offload_optimizer, for stages 1-3 only (runtime/engine.py
+		// _do_optimizer_sanity_check, at edaa722): a stage-0 config trains
+		// on the GPU. One GPU offloads with stage 1 or 2 at dp=1.
+		return &units.Error{Path: "offload", Msg: `offload(optimizer="cpu") is DeepSpeed's ZeRO-Offload, which runs through its ZeRO optimizer only (a stage-0 config ignores offload_optimizer)`,
+			Hint: "add parallel(zero=2) (on one GPU, parallel(dp=1, zero=2)): each reduce bucket's gradients go to the host during the backward; zero=1 keeps the full 16-bit gradients on the GPU until the backward ends"}
 	case par.Zero == 0:
 		return nil
 	case o.Params != "" && par.Zero < 3:

@@ -30,9 +30,17 @@ import (
 //     (737-752); the fp32 cast of each sub-group's gradients still happens
 //     on the GPU before the copy (1407).
 //
-// The time model counts the PCIe transfers, no GPU optimizer step, and
-// the CPU step (DeepSpeedCPUAdam) by the host memory it streams, as for
-// offload on one GPU (timing/cpu_optimizer.go).
+// The time model counts the PCIe transfers, exposed, no GPU optimizer
+// step, and the CPU step (DeepSpeedCPUAdam) by the host memory it streams
+// (timing/cpu_optimizer.go). Stages 1-2 issue each gradient's copy to the
+// host from reduce_ipg_grads (copy_grads_in_partition,
+// async_inplace_copy_grad_to_fp32_buffer_from_gpu, 1590-1605): on the
+// compute stream unless overlap_comm (off by default at stages 1-2), and
+// even then into pageable memory before DeepSpeed 0.19.5
+// (offload_optimizer.pin_memory, #8207), where the copy holds the CPU
+// until it completes; docs/time.md says why both stay exposed. DeepSpeed
+// builds this optimizer for ZeRO stages 1-3 only (a stage-0 config
+// ignores offload_optimizer), so one GPU is ZeRO at dp=1.
 //
 // PCIe per step: stages 1-2 send the fp32 gradient partition to the host
 // and the updated 16-bit partition back; stage 3 sends the reduced 16-bit
