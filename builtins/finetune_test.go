@@ -12,10 +12,12 @@ o = offload(optimizer = "cpu", activations = "cpu")
 		{expr: `o.params`, want: `None`},
 		{expr: `offload(optimizer = "disk")`, err: `offload: unknown optimizer tier "disk" (known: cpu, nvme)`},
 		{expr: `offload(params = 1)`, err: "offload: params must be None or a tier name (got int)"},
-		// optimizer offload: 16 B per parameter on the host (fp32 master, two moments, fp32 grads)
-		{expr: `simulate(p.replace(offload = offload(optimizer = "cpu"))).host_memory == 16 * m.params`, want: "True"},
-		{expr: `simulate(p.replace(offload = offload(optimizer = "cpu"))).traffic["pcie"] == 4 * m.params`, want: "True"},
-		{expr: `simulate(p.replace(offload = o, host_memory = 1 * MiB))`, err: "offload needs"},
+		// optimizer offload is ZeRO-Offload, through ZeRO only; on one GPU, zero=2: 18 B per parameter on the
+		// host (fp32 master, two moments, fp32 grads, the bf16 staging copy), fp32 grads down and bf16 params up
+		{expr: `p.replace(offload = offload(optimizer = "cpu"))`, err: "runs through its ZeRO optimizer only"},
+		{expr: `simulate(p.replace(parallel = parallel(zero = 2), offload = offload(optimizer = "cpu"))).host_memory == 18 * m.params`, want: "True"},
+		{expr: `simulate(p.replace(parallel = parallel(zero = 2), offload = offload(optimizer = "cpu"))).traffic["pcie"] == 6 * m.params`, want: "True"},
+		{expr: `simulate(p.replace(parallel = parallel(zero = 2), offload = o, host_memory = 1 * MiB))`, err: "offload needs"},
 		{expr: `simulate(p.replace(freeze = ["embed"])).trainable_params == m.params - 64000`, want: "True"},
 		{expr: `p.replace(freeze = [""])`, err: "freeze names must not be empty"},
 		{expr: `p.replace(loss_chunks = 4).loss_chunks`, want: "4"},
