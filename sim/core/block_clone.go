@@ -63,6 +63,10 @@ type blockCopy struct {
 // 65,536-block lowering's memory reads).
 type cloneRoom struct {
 	names, whyPaths, renames, dims, vals, params int
+	// The whys of the block's values and buffers cut at each mention of
+	// the block's path (nil: no mention), so that a copy joins the
+	// pieces with its own path instead of searching each why again.
+	valueWhys, bufferWhys [][]string
 }
 
 // roomOf counts src's cloneRoom.
@@ -71,11 +75,14 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 		return src.room
 	}
 	p, f, l := b.P, src.first, src.last
-	c := &cloneRoom{}
-	why := func(s string) { // renameWhy writes s renamed, when it names the path
-		if n := strings.Count(s, src.prefix); n > 0 {
-			c.names, c.whyPaths = c.names+len(s), c.whyPaths+n
+	c := &cloneRoom{valueWhys: make([][]string, l.values-f.values), bufferWhys: make([][]string, l.buffers-f.buffers)}
+	why := func(s string) []string { // renameWhy writes s renamed, when it names the path
+		n := strings.Count(s, src.prefix)
+		if n == 0 {
+			return nil
 		}
+		c.names, c.whyPaths = c.names+len(s), c.whyPaths+n
+		return strings.Split(s, src.prefix) // the mentions writeRenamed replaces (copyable checked each is a whole path)
 	}
 	for i := f.ops; i < l.ops; i++ {
 		op := &p.Ops[i]
@@ -86,7 +93,7 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 	for i := f.values; i < l.values; i++ {
 		v := &p.Values[i]
 		c.names, c.dims = c.names+len(v.Name), c.dims+len(v.Shape)
-		why(v.Why)
+		c.valueWhys[i-f.values] = why(v.Why)
 	}
 	for i := f.params; i < l.params; i++ {
 		c.names, c.dims = c.names+len(p.Params[i].Name), c.dims+len(p.Params[i].Shape)
@@ -97,9 +104,9 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 	for _, g := range p.Graphs[f.graphs:l.graphs] {
 		c.names += len(g.Name)
 	}
-	for _, bu := range p.Buffers[f.buffers:l.buffers] {
+	for i, bu := range p.Buffers[f.buffers:l.buffers] {
 		c.names, c.dims = c.names+len(bu.Name), c.dims+len(bu.Shape)
-		why(bu.Why)
+		c.bufferWhys[i] = why(bu.Why)
 	}
 	c.renames = (l.ops-f.ops)*2 + l.values - f.values + l.params - f.params + l.regions - f.regions + l.graphs - f.graphs + l.buffers - f.buffers
 	src.room = c
@@ -297,12 +304,17 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		names.WriteString(s[len(src.prefix):])
 		return names.String()[at:]
 	}
-	renameWhy := func(s string) string { // renamePaths, written beside the names (copyable checked that it renames)
-		if !strings.Contains(s, src.prefix) {
+	renameWhy := func(s string, parts []string) string { // renamePaths, written beside the names (copyable checked that it renames)
+		if parts == nil {
 			return s
 		}
 		at := names.Len()
-		writeRenamed(names, s, src.prefix, b.prefix)
+		for i, part := range parts {
+			if i > 0 {
+				names.WriteString(b.prefix)
+			}
+			names.WriteString(part)
+		}
 		return names.String()[at:]
 	}
 	shapes := b.clones.shapes.take(room.dims)
@@ -367,9 +379,9 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		}
 		p.Ops = append(p.Ops, op)
 	}
-	for _, v := range p.Values[f.values:l.values] {
+	for i, v := range p.Values[f.values:l.values] {
 		v.Name, v.Shape = rename(v.Name), shape(v.Shape)
-		v.Why = renameWhy(v.Why)
+		v.Why = renameWhy(v.Why, room.valueWhys[i])
 		if int(v.Producer) >= f.ops && int(v.Producer) < l.ops {
 			v.Producer += int32(dOps)
 		}
@@ -397,9 +409,9 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		}
 		p.Comm = append(p.Comm, c)
 	}
-	for _, bu := range p.Buffers[f.buffers:l.buffers] {
+	for i, bu := range p.Buffers[f.buffers:l.buffers] {
 		bu.Name, bu.Shape = rename(bu.Name), shape(bu.Shape)
-		bu.Why = renameWhy(bu.Why)
+		bu.Why = renameWhy(bu.Why, room.bufferWhys[i])
 		p.Buffers = append(p.Buffers, bu)
 	}
 	b.block++

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/memsh/memsh/sim/units"
@@ -38,7 +39,9 @@ type TokenLookup interface {
 }
 
 // LayoutChecker is a layer that tensor or expert parallelism splits: it
-// checks that the layout's degrees divide it.
+// checks that the layout's degrees divide it. The path names the layer in
+// the error; whether an error is returned must not depend on it (the
+// layers are checked without paths first: Model.validateParallel).
 type LayoutChecker interface {
 	CheckLayout(path string, par Parallelism) error
 }
@@ -93,16 +96,42 @@ type DefaultNamer interface {
 // of is a repeat.
 func ChildPath(parent string, of, c Layer) string {
 	if r, ok := of.(*Repeat); ok {
-		blocks := "0"
+		var buf [24]byte // "0-" and the last index, for a repeat of one layer
+		blocks := append(buf[:0], '0')
 		switch {
 		case r.Blocks != nil:
-			blocks = indexRanges(r.indices(c))
+			blocks = append(blocks[:0], indexRanges(r.indices(c))...)
 		case r.N > 1:
-			blocks = "0-" + Itoa(r.N-1)
+			blocks = strconv.AppendInt(append(blocks, '-'), r.N-1, 10)
 		}
-		return JoinName(JoinName(parent, blocks), ModuleName(c))
+		return joinPath(parent, blocks, ModuleName(c))
 	}
 	return JoinName(parent, ModuleName(c))
+}
+
+// joinPath is JoinName(JoinName(a, string(b)), c) in one allocation
+// (Plan.Validate builds a path for every layer of the model, at every
+// layout a search enumerates).
+func joinPath(a string, b []byte, c string) string {
+	var s strings.Builder
+	s.Grow(len(a) + len(b) + len(c) + 2)
+	dot := func() {
+		if s.Len() > 0 {
+			s.WriteByte('.')
+		}
+	}
+	if a != "" {
+		s.WriteString(a)
+	}
+	if len(b) > 0 {
+		dot()
+		s.Write(b)
+	}
+	if c != "" {
+		dot()
+		s.WriteString(c)
+	}
+	return s.String()
 }
 
 // Walk calls fn for l and every layer below it, depth first, with its

@@ -478,7 +478,40 @@ func (p *Plan) validateParallel() error {
 }
 
 // validateParallel checks that every layer can be split as the layout asks.
+// The layers are checked without their paths first (eachLayer): whether a
+// check fails does not depend on the path it is given (LayoutChecker), so
+// the paths are built, by validateParallelPaths, only to word a failure.
 func (m *Model) validateParallel(par Parallelism) error {
+	tp := par.TP
+	moe := false
+	check := func(l Layer) bool {
+		if _, ok := l.(ExpertLayer); ok {
+			moe = true
+		}
+		if c, ok := l.(LayoutChecker); ok && c.CheckLayout("", par) != nil {
+			return false
+		}
+		if e, ok := l.(TokenLookup); ok {
+			if rows, _ := e.LookupShape(); rows%tp != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for _, l := range m.Layers {
+		if !eachLayer(l, check) {
+			return m.validateParallelPaths(par)
+		}
+	}
+	if (m.Vocab > 0 && m.Vocab%tp != 0) || (par.EP > 1 && !moe) {
+		return m.validateParallelPaths(par)
+	}
+	return nil
+}
+
+// validateParallelPaths is validateParallel with each layer's path, the
+// first failure's error.
+func (m *Model) validateParallelPaths(par Parallelism) error {
 	tp, ep := par.TP, par.EP
 	var err, vocabErr error // vocabulary errors after the layers' own
 	moe := false
