@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -103,5 +104,28 @@ func TestValidateLayoutPathFree(t *testing.T) {
 	t.Logf("%d models x %d layouts: %d refused by a layer check, %d valid", len(models), len(layouts), failed, passed)
 	if failed < 50 || passed < 50 {
 		t.Errorf("the matrix lost its cases: %d refused, %d valid", failed, passed)
+	}
+}
+
+// TestValidateForCheckedModel: ValidateFor skips the model's own checks
+// only for the model it is told was checked; every other check stays.
+func TestValidateForCheckedModel(t *testing.T) {
+	m := testmodels.Llama(256, 4, 8, 4, 704, 1000, "flash")
+	bad := *m
+	bad.Loss = "hinge" // Model.Validate refuses it
+	p := testmodels.LlamaPlan(&bad, 1, 64, "bf16-mixed", "none", "H100-80GB")
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "unknown loss") {
+		t.Fatalf("Validate: %v, want the model's unknown loss", err)
+	}
+	if err := p.ValidateFor(m); err == nil || !strings.Contains(err.Error(), "unknown loss") {
+		t.Errorf("ValidateFor(another model): %v, want the model's unknown loss", err)
+	}
+	if err := p.ValidateFor(&bad); err != nil {
+		t.Errorf("ValidateFor(the plan's model): %v, want its checks skipped", err)
+	}
+	p.Parallel = core.Parallelism{TP: 3}
+	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 3}
+	if err := p.ValidateFor(&bad); err == nil || !strings.Contains(err.Error(), "does not divide") {
+		t.Errorf("ValidateFor(the plan's model) with tp=3: %v, want the layout's error", err)
 	}
 }

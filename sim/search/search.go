@@ -91,11 +91,12 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		}
 	}
 
-	// The plan checks every layout.
+	// The plan checks every layout (the model's own checks passed in
+	// fastPathSupported).
 	why := make([]string, len(layouts))
 	parallelFor(ctx, sp.Workers, len(layouts), progress, func(i int) {
 		p := sp.planOf(base, layouts[i])
-		if err := p.Validate(); err != nil {
+		if err := p.ValidateFor(base.Model); err != nil {
 			why[i] = reasonOf(err)
 		}
 	})
