@@ -134,37 +134,52 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	outsideOf := func(l layout) outside {
 		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode, l.wholeExperts, l.offload}
 	}
-	keyOf := make([]profileKey, len(valid))
-	profiles := map[profileKey]*profile{}
+	// Each valid layout's profile, shape and memory outside the allocator,
+	// by index into keys, skeys and nonTorch: the maps find them once, and
+	// the passes over the layouts below hash no key.
+	profileAt, shapeAt, outsideAt := make([]int32, len(valid)), make([]int32, len(valid)), make([]int32, len(valid))
+	profiles := map[profileKey]int32{}
 	partsOf := map[profileKey]profileParts{} // the units the key's layouts read
-	shapes := map[shapeKey]*stageShape{}
-	nonTorch := map[outside]int64{}
+	shapes := map[shapeKey]int32{}
+	outsides := map[outside]int32{}
+	var nonTorch []int64
 	var keys []profileKey
 	var skeys []shapeKey
 	var firstOf []*core.Plan
 	var shapeFirst []core.Parallelism // a layout of each shape
+	var shapeProfile []int32          // the profile of each shape
 	for j, i := range valid {
 		l := layouts[i]
 		p := sp.planOf(base, l)
 		k := sp.keyOf(&p, l)
-		keyOf[j] = k
 		partsOf[k] |= partsFor(p.Parallel)
-		if _, ok := profiles[k]; !ok {
-			profiles[k] = nil
+		pi, ok := profiles[k]
+		if !ok {
+			pi = int32(len(keys))
+			profiles[k] = pi
 			first := sp.plan(base, l)
 			if l.offload == paramsOnHost { // the profile sums the lowering, which the offload does not change; its time is the replay's (exact)
 				first.Offload = base.Offload
 			}
 			keys, firstOf = append(keys, k), append(firstOf, first)
 		}
+		profileAt[j] = pi
 		sk := shapeKey{k, l.pp, l.v, l.split}
-		if _, ok := shapes[sk]; !ok {
-			shapes[sk] = nil
-			skeys, shapeFirst = append(skeys, sk), append(shapeFirst, p.Parallel)
+		si, ok := shapes[sk]
+		if !ok {
+			si = int32(len(skeys))
+			shapes[sk] = si
+			skeys, shapeFirst, shapeProfile = append(skeys, sk), append(shapeFirst, p.Parallel), append(shapeProfile, pi)
 		}
-		if _, ok := nonTorch[outsideOf(l)]; !ok {
-			nonTorch[outsideOf(l)] = nonTorchBytes(&p)
+		shapeAt[j] = si
+		o := outsideOf(l)
+		oi, ok := outsides[o]
+		if !ok {
+			oi = int32(len(nonTorch))
+			outsides[o] = oi
+			nonTorch = append(nonTorch, nonTorchBytes(&p))
 		}
+		outsideAt[j] = oi
 	}
 	prs := make([]*profile, len(keys))
 	errs := make([]error, len(keys))
@@ -174,36 +189,34 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for i, k := range keys {
+	for i := range keys {
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
-		profiles[k] = prs[i]
 	}
+	profiles = nil
 	res.Stats.Profiles = len(keys)
 	shs := make([]*stageShape, len(skeys))
 	serrs := make([]error, len(skeys))
 	parallelFor(ctx, sp.Workers, len(skeys), nil, func(i int) {
-		shs[i], serrs[i] = profiles[skeys[i].key].shape(shapeFirst[i])
+		shs[i], serrs[i] = prs[shapeProfile[i]].shape(shapeFirst[i])
 	})
-	for i, k := range skeys {
+	for i := range skeys {
 		if serrs[i] != nil {
 			return nil, serrs[i]
 		}
-		shapes[k] = shs[i]
 	}
+	shapes = nil
 
 	// The memory bounds of every layout, from the shapes' activations and
 	// parameters.
 	ests := make([]estimate, len(valid))
-	shapeOf := func(j int) *stageShape {
-		l := layouts[valid[j]]
-		return shapes[shapeKey{keyOf[j], l.pp, l.v, l.split}]
-	}
+	shapeOf := func(j int) *stageShape { return shs[shapeAt[j]] }
+	profileOf := func(j int) *profile { return prs[profileAt[j]] }
 	parallelFor(ctx, sp.Workers, len(valid), func(done int) { progress(len(layouts) + done) }, func(j int) {
 		l := layouts[valid[j]]
 		p := sp.planOf(base, l)
-		fe := profiles[keyOf[j]].bound(&p, shapeOf(j), nonTorch[outsideOf(l)])
+		fe := profileOf(j).bound(&p, shapeOf(j), nonTorch[outsideAt[j]])
 		ests[j] = estimate{minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
 	})
 	if err := ctx.Err(); err != nil {
@@ -231,7 +244,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	for _, j := range kept {
 		if sh := shapeOf(j); !filled[sh] {
 			filled[sh] = true
-			pr := profiles[keyOf[j]]
+			pr := profileOf(j)
 			if fills[pr] == nil {
 				fillers = append(fillers, pr)
 			}
@@ -271,7 +284,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			timedByReplay.Add(1)
 			return r.Time.StepSeconds
 		}
-		return profiles[keyOf[j]].stepSeconds(&p, shapeOf(j))
+		return profileOf(j).stepSeconds(&p, shapeOf(j))
 	}
 	queue := make(stepQueue, len(kept))
 	parallelFor(ctx, sp.Workers, len(kept), nil, func(i int) {
@@ -282,7 +295,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			return
 		}
 		p := sp.planOf(base, layouts[valid[j]])
-		queue[i] = stepEntry{step: profiles[keyOf[j]].stepBound(&p, shapeOf(j)), minDevice: ests[j].minDevice, j: j}
+		queue[i] = stepEntry{step: profileOf(j).stepBound(&p, shapeOf(j)), minDevice: ests[j].minDevice, j: j}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
