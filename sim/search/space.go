@@ -119,17 +119,6 @@ const (
 	paramsOnHost                // offload(params="cpu"): ZeRO-3's offload_param, FSDP2's CPUOffloadPolicy
 )
 
-// name is the offload as the search's offload= list spells it.
-func (k offloadKind) name() string {
-	switch k {
-	case optimizerOnHost:
-		return "optimizer"
-	case paramsOnHost:
-		return "params"
-	}
-	return "none"
-}
-
 // cpMode is how a layout runs context parallelism (core.Parallelism's
 // CPMode), compact.
 type cpMode uint8
