@@ -26,8 +26,9 @@
 // every other setting of the base plan (Megatron's flags, LoRA, compile,
 // the cluster's host, ...) is carried into it (space_base.go), and one
 // the space cannot hold is refused. A layout with its parameters on the
-// host (offload "params") is ordered by its replay's step time: the
-// profiles do not sum its per-gather PCIe copies.
+// host (offload "params") or its activations (a base plan's
+// offload(activations=)) is ordered by its replay's step time: the
+// profiles do not sum their PCIe copies.
 //
 // search sits above the engine: it builds plans, estimates them with the
 // time model and replays them with sim.Evaluate; nothing below imports it.

@@ -27,8 +27,8 @@ type Stats struct {
 	// in turn, the fullest by the bound first) needs at least its memory.
 	StageDominated int
 	Replayed       int // full replays
-	// TimedByReplay are the layouts with their parameters on the host
-	// replayed in full to time them (the walk reuses those replays; one
+	// TimedByReplay are the layouts with their parameters or activations
+	// on the host replayed in full to time them (the walk reuses those replays; one
 	// it never reaches is not in Replayed).
 	TimedByReplay int
 	Fit           int // replayed layouts that fit
@@ -261,10 +261,9 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// each step time (the slowest stage's compute) and times a layout in
 	// full only when it comes up by its bound and its memory bound does
 	// not show it dominated there (walk.has).
-	// A layout with its parameters on the host is timed by its replay:
-	// the profiles do not sum the PCIe copies of every gather of its
-	// shards (replay/fsdp_offload.go, shard_offload.go), so the time the
-	// walk orders it by is the replay's.
+	// A layout with its parameters or activations on the host is timed
+	// by its replay (timedByItsReplay), so the time the walk orders it by
+	// is the replay's.
 	// Its report is kept (timedReplays, by index into valid) for the
 	// walk, which would replay it again.
 	var replayErr error
@@ -274,7 +273,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	exact := func(j int) float64 {
 		l := layouts[valid[j]]
 		p := sp.planOf(base, l)
-		if l.offload == paramsOnHost {
+		if timedByItsReplay(&p, l) {
 			r, err := sim.Evaluate(&p, core.Options{Context: ctx})
 			if err != nil {
 				replayErrOnce.Do(func() { replayErr = err })
@@ -322,6 +321,16 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	return res, nil
 }
 
+// timedByItsReplay says whether layout l (plan p) is timed by a full
+// replay rather than its profile: with its parameters on the host (the
+// profiles do not sum the PCIe copies of every gather of its shards,
+// replay/fsdp_offload.go, shard_offload.go) or its activations (their
+// copies to and from the host, replay/offload_timeline.go). The walk
+// still reaches it by the lower bound of its compute.
+func timedByItsReplay(p *core.Plan, l layout) bool {
+	return l.offload == paramsOnHost || (p.Offload != nil && p.Offload.Activations != "")
+}
+
 // fastPathSupported refuses plans whose features the block profiles do not
 // sum exactly or whose memory bound they do not keep below the replay
 // (search is for layouts of training steps); every setting it accepts is
@@ -338,9 +347,6 @@ func fastPathSupported(p *core.Plan) error {
 	switch {
 	case p.Phase == core.Eval:
 		return &units.Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
-	case p.Offload != nil && p.Offload.Activations != "":
-		// Offloaded activations leave the GPU: the bound counts them held.
-		return refuse("offloaded activations (offload(activations=...))")
 	case p.Members > 1 || p.LossChunks > 1 || p.FusedLoss != "" || p.TokensPerBatch > 0:
 		return refuse("members, loss_chunks, fused_loss or tokens_per_batch")
 	case p.Float8.On():

@@ -110,7 +110,7 @@ func TestSearchBasePlanConflicts(t *testing.T) {
 			p.Parallel = core.Parallelism{DP: 8, Zero: 2}
 			p.Offload = &core.Offload{Optimizer: "cpu"}
 		}, "offload is an axis of the search"},
-		{"activation offload", func(p *core.Plan) { p.Offload = &core.Offload{Activations: "cpu"} }, "offloaded activations"},
+		{"float8", func(p *core.Plan) { p.Float8 = core.Float8{Scaling: "tensorwise"} }, "float8"},
 		{"chunked loss", func(p *core.Plan) { p.LossChunks = 8 }, "loss_chunks"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -221,4 +221,31 @@ func TestSearchQLoRAEqualsBruteForce(t *testing.T) {
 		}
 	}
 	t.Logf("%+v", res.Stats)
+}
+
+// A plan with its activations on the host: every layout keeps them there,
+// the memory bound counts none held (they leave the GPU), each layout the
+// walk reaches is timed by its replay, and rows, front and bounds are
+// brute force's. The offload axis cannot add the optimizer or the
+// parameters to it.
+func TestSearchActivationOffloadEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Offload = &core.Offload{Activations: "cpu"}
+	base.Device.Memory = 4 << 30 // small enough that the bounds prune, large enough that DDP's states fit and are dominated
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
+		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	if res.Stats.TimedByReplay == 0 || res.Stats.TimedByReplay > res.Stats.Layouts-res.Stats.PrunedStates-res.Stats.PrunedMemory {
+		t.Errorf("%d layouts timed by a replay of %d the bounds kept", res.Stats.TimedByReplay, res.Stats.Layouts-res.Stats.PrunedStates-res.Stats.PrunedMemory)
+	}
+	for _, r := range res.Rows {
+		if r.Plan.Offload == nil || r.Plan.Offload.Activations != "cpu" {
+			t.Errorf("%s: the activations' offload not carried", r.Plan.Parallel)
+		}
+	}
+	t.Logf("%+v", res.Stats)
+	space.Offload = []string{"none", "optimizer"}
+	if _, err := Run(context.Background(), base, space); err == nil || !strings.Contains(err.Error(), "offloads its activations") {
+		t.Errorf("offload=[\"none\", \"optimizer\"] with the activations offloaded: error %v", err)
+	}
 }

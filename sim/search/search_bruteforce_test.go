@@ -57,8 +57,11 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 			t.Fatal(err)
 		}
 		est := pr.estimate(p, sh, nonTorchBytes(p))
-		if l.offload == paramsOnHost {
+		if timedByItsReplay(p, l) {
 			est.time = r.Time // Run times it by its replay (search.go, exact)
+			if b := pr.stepBound(p, sh); b > r.Time.StepSeconds {
+				t.Errorf("%s: the walk's lower bound of the step time %.9g s is above its replay's %.9g s", rowName(p, full.Sharding[l.sharding]), b, r.Time.StepSeconds)
+			}
 		}
 		out = append(out, replayed{name: rowName(p, full.Sharding[l.sharding]), est: est, report: r})
 	}

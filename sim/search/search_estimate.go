@@ -387,9 +387,15 @@ func (pr *profile) bound(p *core.Plan, sh *stageShape, nonTorch int64) fastEstim
 	par := p.Parallel.Norm()
 	mode := distMode(p)
 	var fe fastEstimate
+	// Offloaded activations leave the GPU once the forward is done with
+	// them (core.Offload): the bound counts none held.
+	heldOnGPU := int64(1)
+	if p.Offload != nil && p.Offload.Activations != "" {
+		heldOnGPU = 0
+	}
 	if par.PP <= 1 {
 		fe.minStates = minStates(p, mode, sh.params[0]) + nonTorch
-		fe.minDevice = fe.minStates + sh.saved[0]
+		fe.minDevice = fe.minStates + heldOnGPU*sh.saved[0]
 		return fe
 	}
 	m := p.MicroBatches()
@@ -415,7 +421,7 @@ func (pr *profile) bound(p *core.Plan, sh *stageShape, nonTorch int64) fastEstim
 	}
 	for s := int64(0); s < par.PP; s++ {
 		k := sh.kindOf[s]
-		held := heldFor(sh.saved, par.PP, par.VirtualStages, s, core.Inflight(par, s, m))
+		held := heldOnGPU * heldFor(sh.saved, par.PP, par.VirtualStages, s, core.Inflight(par, s, m))
 		fe.minStates = max(fe.minStates, statesOf[k])
 		if statesOf[k]+held > fe.minDevice {
 			fe.minDevice, fe.fullest = statesOf[k]+held, s

@@ -266,6 +266,10 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			sp.offloadNone = true
 		}
 	}
+	if base.Offload != nil && (sp.offloadOptimizer || sp.offloadParams) { // activations: checkBase refuses the rest
+		return sp, &units.Error{Path: "search", Msg: "the plan offloads its activations: the search's offload= cannot add the optimizer or parameters to it",
+			Hint: "offload=[\"none\"] (the default) searches the plan's layouts with its activations on the host"}
+	}
 	sp.optimizerCPU, sp.paramsCPU = &core.Offload{Optimizer: "cpu"}, &core.Offload{Params: "cpu"}
 	for _, m := range sp.CPModes {
 		if _, ok := parseCPMode(m); !ok {
