@@ -270,9 +270,11 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 	}
 	// DeepSpeedZeroConfig's defaults: overlap_comm on at stage 3,
 	// contiguous_gradients on (it shapes stages 2 and 3's gradients).
-	if oc, err := t.boolean("zero_optimization.overlap_comm", stage == 3); err != nil {
+	oc, err := t.boolean("zero_optimization.overlap_comm", stage == 3)
+	if err != nil {
 		return err
-	} else if oc && stage > 0 {
+	}
+	if oc && stage == 3 {
 		t.notModelled = append(t.notModelled, "zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)")
 	}
 	if cg, err := t.boolean("zero_optimization.contiguous_gradients", true); err != nil {
@@ -285,6 +287,9 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 		args := []string{kw("dp", num(gpus))}
 		if stage > 0 {
 			args = append(args, kw("zero", num(stage)))
+		}
+		if oc && (stage == 1 || stage == 2) { // stages 1-2 overlap only when asked (parallel(overlap_comm=True))
+			args = append(args, kw("overlap_comm", "True"))
 		}
 		p.set("parallel", call("parallel", args...))
 	}

@@ -50,6 +50,17 @@ func TestDeepSpeed(t *testing.T) {
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 4096, precision = "bf16-mixed", optimizer = adamw(), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 16, zero = 3), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
+		name:  "the ZeRO-Offload tutorial's one-GPU config: stage 2 with overlap_comm, read as parallel(overlap_comm=True)",
+		file:  "deepspeed/zero_offload_tutorial.json",
+		opts:  Options{Model: "llama-2-7b.json", Seq: 1024, GPUs: 1, Overrides: []string{"train_micro_batch_size_per_gpu=10", "fp16.enabled=true"}},
+		files: llama2,
+		notModelled: []string{
+			"optimizer: absent: the training script builds its own (memsh assumes AdamW; optimizer.type=SGD says otherwise)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 10, seq = 1024, precision = "fp16-mixed", optimizer = adamw(),
+             gpu = "H100-80GB", parallel = parallel(dp = 1, zero = 2, overlap_comm = True), offload = offload(optimizer = "cpu"))`,
 	}})
 }
 

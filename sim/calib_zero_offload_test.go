@@ -6,6 +6,7 @@ import (
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // ZeRO-Offload on one GPU, a held-out check of the CPU optimizer step
@@ -74,4 +75,53 @@ func TestCalibZeROOffload10BOneV100(t *testing.T) {
 	}
 	t.Logf("step %.2f s, %.1f TFLOPS with recompute (paper 40), %.1f without; cpu_optimizer %.2f s, breakdown %v",
 		r.Time.StepSeconds, tflops, r.Time.MFU*p.Device.BF16TFLOPS, cpuStep, r.Time.Breakdown)
+}
+
+// The same run with overlap_comm into pinned host memory (DeepSpeed 0.19.5
+// and later, whose offload_optimizer.pin_memory defaults to true): the
+// fp32 gradients' copies to the host (4 B per parameter) run on the
+// reduction stream behind the backward and its recompute, all but the
+// last bucket's (reduce_bucket_size 5e8 elements x 4 B); the 16-bit
+// partition's way back after the CPU step stays exposed. dp=1 reduces
+// nothing: offload 4.82 -> 1.76 s, step 18.79 -> 15.74 s. The second
+// reduce bucket it allocates (5e8 x 2 B) is on the GPU too.
+func TestZeROOffloadOverlapCommOneV100(t *testing.T) {
+	m := gptModel(4096, 50, 32, 50257, 1024, "eager")
+	p := testmodels.LlamaPlan(m, 10, 1024, "fp16-master", "full", "V100-32GB")
+	p.Offload = &core.Offload{Optimizer: "cpu"}
+	p.Parallel = core.Parallelism{DP: 1, Zero: 2}
+	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 1, HostGBps: 256}
+	off, err := Evaluate(p, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := *p
+	q.Parallel.OverlapComm = true
+	on, err := Evaluate(&q, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term := func(r *replay.Report, name string) float64 {
+		for _, s := range r.Time.Breakdown {
+			if s.Name == name {
+				return s.Seconds
+			}
+		}
+		return 0
+	}
+	rate := p.Device.PCIeGBps * p.Device.Rates().PCIe * 1e9
+	copies := 4 * float64(m.Params()) / rate
+	last := 4 * 5e8 / rate
+	window := term(on, "backward") + term(on, "recompute")
+	want := term(off, "offload") - copies + max(last, copies-window)
+	if got := term(on, "offload"); !within(got, want, 1e-9) {
+		t.Errorf("offload with overlap_comm %.4f s, want %.4f s (%.4f s of copies, %.4f s backward and recompute)", got, want, copies, window)
+	}
+	// 5e8 x 2 B, rounded up to 2 MiB as the caching allocator rounds a
+	// large request: 477 x 2 MiB.
+	if got := on.PeakAllocated - off.PeakAllocated; got != 477<<21 {
+		t.Errorf("overlap_comm's second reduce bucket adds %d B at the peak, want %d", got, 477<<21)
+	}
+	t.Logf("offload %.2f -> %.2f s, step %.2f -> %.2f s, device_used %d -> %d B (fits: %v)",
+		term(off, "offload"), term(on, "offload"), off.Time.StepSeconds, on.Time.StepSeconds, off.DeviceUsed, on.DeviceUsed, on.Fits)
 }

@@ -55,6 +55,13 @@ type Parallelism struct {
 	// (megatron/core at core_v0.12.0: distributed/param_and_grad_buffer.py,
 	// optimizer/distrib_optimizer.py).
 	NoOverlapGradReduce, NoOverlapParamGather bool
+	// OverlapComm: DeepSpeed ZeRO-1/2's zero_optimization.overlap_comm
+	// (off by default at those stages; stage 3 always overlaps): each
+	// reduce bucket is reduced, and with ZeRO-Offload its gradients copied
+	// to the host, on a side stream behind the backward, through two
+	// bucket buffers (deepspeed/runtime/zero/stage_1_and_2.py at edaa722:
+	// setup_buckets, reduce_ipg_grads).
+	OverlapComm bool
 	// SyncTPComm: a Megatron-LM release before the asynchronous
 	// tensor-parallel backward (commit cf7efd4f5a, 2021-08-30): every
 	// tensor-parallel collective exposed (sim/timing/tp_overlap.go).
@@ -267,6 +274,9 @@ func (p Parallelism) String() string {
 	if n.NoOverlapParamGather {
 		parts = append(parts, "overlap_param_gather=False")
 	}
+	if n.OverlapComm {
+		parts = append(parts, "overlap_comm=True")
+	}
 	if n.SyncTPComm {
 		parts = append(parts, "async_tp_comm=False")
 	}
@@ -364,6 +374,10 @@ func (raw Parallelism) Validate() error {
 	}
 	if par.DistributedOptimizer && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "distributed_optimizer=True is Megatron's sharding of optimizer state; it cannot be combined with zero= or fsdp="}
+	}
+	if par.OverlapComm && par.Zero != 1 && par.Zero != 2 {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("overlap_comm=True is DeepSpeed ZeRO-1/2's overlap_comm (got zero=%d)", par.Zero),
+			Hint: "use zero=1 or zero=2; ZeRO-3 overlaps its communication always (DeepSpeed's default there)"}
 	}
 	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && (par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "overlap_grad_reduce= and overlap_param_gather= are Megatron's DDP flags; they cannot be combined with zero= or fsdp="}

@@ -379,6 +379,9 @@ func (d *distState) backwardStart(r *Replay) {
 	}
 	dt := r.Plan.Precision.Params
 	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
+	if d.Par.OverlapComm { // setup_buckets: double buffers with overlap_comm
+		d.ipg2 = d.alloc(r, "ipg bucket 2", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed's second reduce bucket (overlap_comm: double buffering, stage_1_and_2.py setup_buckets)")
+	}
 	if d.Par.Zero == 2 && d.gradPart == none && !d.ZeroOffload(r) { // offloaded: the partition is on the host
 		d.allocGradPart(r)
 	}
@@ -420,6 +423,10 @@ func (d *distState) backwardEnd(r *Replay) {
 	}
 	r.release(d.ipg)
 	d.ipg = none
+	if d.ipg2 != none {
+		r.release(d.ipg2)
+		d.ipg2 = none
+	}
 }
 
 // optimizerStep runs the sharded step and reports whether it replaced the

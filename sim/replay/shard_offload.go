@@ -38,7 +38,9 @@ import (
 // compute stream unless overlap_comm (off by default at stages 1-2), and
 // even then into pageable memory before DeepSpeed 0.19.5
 // (offload_optimizer.pin_memory, #8207), where the copy holds the CPU
-// until it completes; docs/time.md says why both stay exposed. DeepSpeed
+// until it completes: both exposed. parallel(overlap_comm=True) is the
+// overlapped case with pinned memory (timing/comm.go); it also allocates
+// the second reduce bucket (gather.go backwardStart). DeepSpeed
 // builds this optimizer for ZeRO stages 1-3 only (a stage-0 config
 // ignores offload_optimizer), so one GPU is ZeRO at dp=1.
 //

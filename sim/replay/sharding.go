@@ -109,6 +109,7 @@ type distState struct {
 	keptGrads []int32
 
 	ipg      int32 // ZeRO-1/2 reduce bucket, live during backward
+	ipg2     int32 // its double buffer with overlap_comm
 	gradPart int32 // ZeRO-1/2 grads_in_partition
 
 	fsdp1  bool // FullyShardedDataParallel semantics
@@ -139,7 +140,7 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	}
 	par := plan.Parallel.Norm()
 	d := &distState{Par: par, plan: plan, p: prog, dp: par.ShardDegree(), edp: par.ExpertShardDegree(),
-		ipg: none, gradPart: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
+		ipg: none, ipg2: none, gradPart: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
 	d.Mode = ModeOf(plan)
 	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1
@@ -183,6 +184,11 @@ func ModeOf(plan *core.Plan) DistMode {
 	}
 	return DistReplicated
 }
+
+// ZeroReduceBucket is DeepSpeed's reduce_bucket_size, elements: the
+// ZeRO-1/2 gradient bucket the time model's last reduction (and, with
+// ZeRO-Offload, its last copy to the host) is sized by.
+const ZeroReduceBucket = zeroReduceBucket
 
 // root returns the parameter pi stands for (tied weights share one).
 func (d *distState) root(pi int32) int32 {

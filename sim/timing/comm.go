@@ -242,6 +242,7 @@ const (
 // and once per step.
 type commExposure struct {
 	perMB, tail []replay.TimeShare
+	gradCopy    float64 // ZeRO-Offload's gradient copies to the host left exposed (overlap_comm), seconds
 }
 
 // exposedComm applies the overlap rules:
@@ -278,7 +279,13 @@ type commExposure struct {
 //   - DeepSpeed ZeRO-1/2: overlap_comm defaults to stage == 3
 //     (deepspeed/runtime/zero/config.py, validator overlap_comm_valid), so
 //     at stages 1 and 2 the gradient reduction and the all-gather of the
-//     updated partitions are exposed.
+//     updated partitions are exposed. With parallel(overlap_comm=True)
+//     reduce_ipg_grads reduces each bucket of reduce_bucket_size elements
+//     on the reduction stream as the backward fills it, and with
+//     ZeRO-Offload copies its fp32 gradients to the host on the same
+//     stream (stage_1_and_2.py at edaa722): like DDP, the stream's work
+//     is exposed where it outlasts the backward, and the last bucket's at
+//     least; the gather after the step stays exposed.
 func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	var out commExposure
 	cc := newCommCtx(plan)
@@ -378,6 +385,19 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			last := cc.seconds(paramKind, paramGroup, min(pb, paramBytes))
 			dp += max(last, params-mb.Forward)
 		}
+	case replay.DistZeRO:
+		if !plan.Parallel.OverlapComm || w.Zero > 2 {
+			dp = grad + params
+			break
+		}
+		var lastReduce float64
+		if grad > 0 {
+			lastReduce = cc.seconds(gradKind, gradGroup, min(plan.Precision.Params.Bytes(replay.ZeroReduceBucket), gradBytes))
+		}
+		exposed := max(lastReduce+w.gradCopyLast, grad+w.gradCopy-bwdWindow)
+		reduce := min(exposed, max(lastReduce, grad-bwdWindow))
+		dp = reduce + params
+		out.gradCopy = exposed - reduce // the copies' share: in offload
 	default:
 		dp = grad + params
 	}

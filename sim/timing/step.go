@@ -92,16 +92,20 @@ type GpuWork struct {
 	DpComm         []core.CommRecord // data-parallel collectives of the step (comm.go's inventory)
 	Mode           replay.DistMode
 	Zero           int
-	Optimizer      float64       // the optimizer step's GPU time, seconds
-	OptimizerCPU   float64       // its CPU dispatch time, seconds
-	StepOverhead   float64       // the step's time outside the GPU (core.Overheads.StepSeconds)
-	CPUOptimizer   float64       // the optimizer step on the host (ZeRO-Offload's, cpu_optimizer.go; torch's under FSDP2 offload, torch_cpu_optimizer.go), seconds
-	host           float64       // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
-	costs          []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
-	prog           *core.Program // their program
-	redone         []bool        // its recomputed checkpoint regions
-	Tokens         float64       // tokens per step over all data-parallel replicas
-	Eval           bool
+	Optimizer      float64 // the optimizer step's GPU time, seconds
+	OptimizerCPU   float64 // its CPU dispatch time, seconds
+	StepOverhead   float64 // the step's time outside the GPU (core.Overheads.StepSeconds)
+	CPUOptimizer   float64 // the optimizer step on the host (ZeRO-Offload's, cpu_optimizer.go; torch's under FSDP2 offload, torch_cpu_optimizer.go), seconds
+	host           float64 // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
+	// gradCopy is ZeRO-Offload's gradient copies to the host at stages 1-2
+	// with overlap_comm, seconds: on the reduction stream behind the
+	// backward (comm.go), not in host; gradCopyLast is the last bucket's.
+	gradCopy, gradCopyLast float64
+	costs                  []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
+	prog                   *core.Program // their program
+	redone                 []bool        // its recomputed checkpoint regions
+	Tokens                 float64       // tokens per step over all data-parallel replicas
+	Eval                   bool
 }
 
 // gpuTime is one GPU's step split by cause: the per-micro-batch part
@@ -197,6 +201,18 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
 	w.host = hostSeconds(r)
+	if !w.Eval && plan.Parallel.OverlapComm && r.Dist != nil && r.Dist.ZeroOffload(r) {
+		// stage_1_and_2.py reduce_ipg_grads: with overlap_comm each
+		// bucket's fp32 gradients are copied to the host partition on the
+		// reduction stream, after its reduction (pinned memory assumed:
+		// offload_optimizer.pin_memory, DeepSpeed's default from 0.19.5).
+		n := int64(hostStepElements(r))
+		par := plan.Parallel.Norm()
+		last := min(n, (replay.ZeroReduceBucket+par.DP*par.CP-1)/(par.DP*par.CP))
+		w.gradCopy = PCIeSeconds(plan.Device, units.FP32.Bytes(n))
+		w.gradCopyLast = PCIeSeconds(plan.Device, units.FP32.Bytes(last))
+		w.host -= w.gradCopy
+	}
 	if !w.Eval {
 		w.CPUOptimizer = CPUOptimizerSeconds(plan, hostStepElements(r), RanksPerHost(plan)) +
 			TorchCPUOptimizerSeconds(plan, float64(r.Dist.FsdpHostStepElements(r)), RanksPerHost(plan))
@@ -325,7 +341,7 @@ func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 	}
 	add(&g.Tail, "optimizer", max(w.Optimizer, w.OptimizerCPU))
 	add(&g.Tail, "cpu_optimizer", w.CPUOptimizer)
-	add(&g.Tail, "offload", w.host)
+	add(&g.Tail, "offload", w.host+c.gradCopy)
 	add(&g.Tail, "step_overhead", w.StepOverhead)
 	for _, s := range g.PerMB {
 		g.MbSec += s.Seconds
