@@ -73,7 +73,7 @@ func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 		if q.Trainable {
 			e.traffic = r.OptimizerTraffic(q)
 		}
-		a = a.add(paramAgg{e}, 1)
+		a = a.merge(paramAgg{e}, 1) // in place: a is aggParams' own
 	}
 	return a
 }
@@ -457,7 +457,7 @@ func blockParams(p1, p2 []core.ParamInfo) (block, base []core.ParamInfo, err err
 }
 
 func untied(ps []core.ParamInfo) []core.ParamInfo {
-	var out []core.ParamInfo
+	out := make([]core.ParamInfo, 0, len(ps))
 	for _, p := range ps {
 		if p.TiedTo < 0 {
 			out = append(out, p)
