@@ -301,7 +301,8 @@ func TestBlockCopiesMade(t *testing.T) {
 // second block from its first, although the first takes the activation
 // received from the previous stage and the second the first's output
 // (their inputs differ in name alone): a stage of two blocks allocates
-// less than with every block lowered, where before both were lowered.
+// less than with every block lowered (140 against 186 times), where
+// before both were lowered.
 func TestBlockCopiesMadeOnStage(t *testing.T) {
 	p := testmodels.LlamaPlan(testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash"), 1, 64, "megatron", "none", "H100-80GB")
 	p.Parallel = core.Parallelism{PP: 3}
@@ -323,7 +324,9 @@ func TestBlockCopiesMadeOnStage(t *testing.T) {
 	}
 	copied, every := testing.AllocsPerRun(3, lower(q)), testing.AllocsPerRun(3, lower(&full))
 	t.Logf("allocations: %.0f with copies, %.0f with every block", copied, every)
-	if copied > every*3/4 {
+	// (Without the copy, the stage allocates as much as with every block
+	// lowered, or more: 265 against 248 when this test was written.)
+	if copied > every*7/8 {
 		t.Errorf("a stage of two blocks allocates %.0f times with copies, %.0f with every block: the second block was not copied", copied, every)
 	}
 	checkProgramsEqual(t, &full, q, "stage1")

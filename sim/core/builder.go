@@ -95,6 +95,26 @@ type scopedLayer struct {
 	l     Layer
 }
 
+// Concat is the parts joined, written into the builder's name slab
+// (cloneArena): the names and whys a lowering builds for each op
+// ("output of linear " and the module path) without a heap allocation
+// each.
+func (b *Builder) Concat(parts ...string) string {
+	n := 0
+	for _, s := range parts {
+		n += len(s)
+	}
+	if n == 0 {
+		return ""
+	}
+	names := b.clones.room(n)
+	at := names.Len()
+	for _, s := range parts {
+		names.WriteString(s)
+	}
+	return names.String()[at:]
+}
+
 // Name is n under the module path: "layers.3.mlp" and "up_proj" give
 // "layers.3.mlp.up_proj".
 func (b *Builder) Name(n string) string { return b.join(b.prefix, n) }
@@ -271,6 +291,9 @@ func (b *Builder) Save(i int32, vs ...Value) {
 			}
 		}
 		if !dup {
+			if o.Saved == nil { // carved from a slab, room for every value given (an allocation per op saving)
+				o.Saved = b.clones.vals.take(len(vs))
+			}
 			o.Saved = append(o.Saved, v)
 		}
 	}

@@ -41,8 +41,8 @@ func (b *Builder) ligerRMSNorm(x Value, w int32) Value {
 // writes dX into dY.
 func (b *Builder) fusedRMSNorm(x Value, w int32, name, label, stat string, gradInPlace bool) Value {
 	i := b.AddOp("rms_norm", name, []Value{x}, w)
-	y := b.Out(i, "out", b.Shape(x), b.Dtype(x), label+" output")
-	rs := b.Out(i, stat, []int64{Rows(b.Shape(x))}, units.FP32, label+" 1/rms per row (saved)")
+	y := b.Out(i, "out", b.Shape(x), b.Dtype(x), b.Concat(label, " output"))
+	rs := b.Out(i, stat, []int64{Rows(b.Shape(x))}, units.FP32, b.Concat(label, " 1/rms per row (saved)"))
 	b.Val(rs).Grad = false
 	b.Save(i, x, rs)
 	op := b.Op(i)

@@ -66,7 +66,7 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 		ins = append(ins, wv)
 	}
 	i := b.AddOp("matmul", "", ins, params...)
-	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "output of linear "+b.Name(""))
+	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, b.Concat("output of linear ", b.Name("")))
 	if b.Trainable(w) {
 		b.Save(i, xin)
 	}
@@ -101,7 +101,7 @@ func (b *Builder) Unary(kind string, x Value, saveIn, saveOut bool) Value {
 // add lowers x + y (saves nothing).
 func (b *Builder) Add(name string, x, y Value) Value {
 	i := b.AddOp("add", name, []Value{x, y})
-	out := b.Out(i, name, b.Shape(x), Promote(b.Dtype(x), b.Dtype(y)), "sum "+name)
+	out := b.Out(i, name, b.Shape(x), Promote(b.Dtype(x), b.Dtype(y)), b.Concat("sum ", name))
 	b.Op(i).Flops = float64(Numel(b.Shape(x)))
 	b.Op(i).Bytes += float64(b.Val(x).Bytes + b.Val(y).Bytes)
 	return out

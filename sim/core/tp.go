@@ -274,7 +274,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 		ins = append(ins, wv)
 	}
 	i := b.AddOp("matmul", "", ins, params...)
-	y := b.Out(i, "out", WithLast(b.Shape(xm), outLocal), dt, "output of column-parallel linear "+b.Name(""))
+	y := b.Out(i, "out", WithLast(b.Shape(xm), outLocal), dt, b.Concat("output of column-parallel linear ", b.Name("")))
 	if b.Trainable(w) {
 		b.Save(i, xs)
 		if regather {
@@ -329,7 +329,7 @@ func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, ou
 		ins = append(ins, wv)
 	}
 	i := b.AddOp("matmul", "", ins, params...)
-	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, "partial output of row-parallel linear "+b.Name("")+" (summed over tp ranks)")
+	y := b.Out(i, "out", WithLast(b.Shape(xin), out), dt, b.Concat("partial output of row-parallel linear ", b.Name(""), " (summed over tp ranks)"))
 	if b.Trainable(w) {
 		b.Save(i, xin)
 	}
@@ -358,8 +358,8 @@ func (b *Builder) TpReduce(name string, y Value) Value {
 	s := append([]int64(nil), b.Shape(y)...)
 	s[len(s)-2] /= b.Par.Tp
 	src := b.Val(y).Producer
-	i := b.AddOp("reduce_scatter", name+".reduce_scatter", []Value{y})
-	z := b.Out(i, name+".out", s, b.Dtype(y), "sequence-parallel reduce-scatter of "+name+"'s partial sums")
+	i := b.AddOp("reduce_scatter", b.Concat(name, ".reduce_scatter"), []Value{y})
+	z := b.Out(i, b.Concat(name, ".out"), s, b.Dtype(y), b.Concat("sequence-parallel reduce-scatter of ", name, "'s partial sums"))
 	if src >= 0 && b.Op(src).Kind == "matmul" {
 		// with userbuffers, the reduce-scatter beside the row-parallel
 		// GEMM, the gradient's all-gather beside its dgrad GEMM

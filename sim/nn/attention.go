@@ -235,9 +235,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 // the bf16 projection times the fp32 buffers promotes: q and k leave RoPE
 // in fp32 (Hugging Face Llama; tools/oracle vectors).
 func rope(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
-	i := b.AddOp("rope", "rope_"+name, []core.Value{x})
+	i := b.AddOp("rope", b.Concat("rope_", name), []core.Value{x})
 	dt := core.Promote(b.Dtype(x), b.Prec.Params)
-	y := b.Out(i, name+"_rot", shape, dt, "rotary-embedded "+name)
+	y := b.Out(i, b.Concat(name, "_rot"), shape, dt, b.Concat("rotary-embedded ", name))
 	per := dt.Bytes(core.Numel(shape))
 	b.Op(i).WorkF = 2 * per // rotate_half cat and one product live at once
 	b.Op(i).WorkB = 2 * per
