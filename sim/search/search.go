@@ -347,8 +347,8 @@ func fastPathSupported(p *core.Plan) error {
 	switch {
 	case p.Phase == core.Eval:
 		return &units.Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
-	case p.Members > 1 || p.LossChunks > 1 || p.FusedLoss != "" || p.TokensPerBatch > 0:
-		return refuse("members, loss_chunks, fused_loss or tokens_per_batch")
+	case p.Members > 1 || p.TokensPerBatch > 0:
+		return refuse("members or tokens_per_batch")
 	case p.Float8.On():
 		return refuse("float8 linears")
 	case p.FirstStep || p.Validation || p.Rollout > 1:

@@ -111,7 +111,7 @@ func TestSearchBasePlanConflicts(t *testing.T) {
 			p.Offload = &core.Offload{Optimizer: "cpu"}
 		}, "offload is an axis of the search"},
 		{"float8", func(p *core.Plan) { p.Float8 = core.Float8{Scaling: "tensorwise"} }, "float8"},
-		{"chunked loss", func(p *core.Plan) { p.LossChunks = 8 }, "loss_chunks"},
+		{"packed sequences", func(p *core.Plan) { p.TokensPerBatch = 8192 }, "tokens_per_batch"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
@@ -247,5 +247,30 @@ func TestSearchActivationOffloadEqualsBruteForce(t *testing.T) {
 	space.Offload = []string{"none", "optimizer"}
 	if _, err := Run(context.Background(), base, space); err == nil || !strings.Contains(err.Error(), "offloads its activations") {
 		t.Errorf("offload=[\"none\", \"optimizer\"] with the activations offloaded: error %v", err)
+	}
+}
+
+// The same with torchtune's chunked loss (loss_chunks=8): the output
+// layer and loss in chunks in every layout; the layouts with tensor
+// parallelism, which it does not combine with, are counted among the
+// rejected.
+func TestSearchLossChunksEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.LossChunks = 8
+	base.Device.Memory = 4 << 30 // small enough that memory prunes
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
+		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3"}, Checkpoint: []string{"none", "selective", "full"}, Top: 4, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	rejected := false
+	for _, r := range res.Stats.InvalidBy {
+		rejected = rejected || strings.Contains(r.Why, "loss_chunks")
+	}
+	if !rejected {
+		t.Errorf("no layout rejected for loss_chunks with tensor parallelism: %+v", res.Stats.InvalidBy)
+	}
+	for _, r := range res.Rows {
+		if r.Plan.LossChunks != 8 {
+			t.Errorf("%s: loss_chunks not carried", r.Plan.Parallel)
+		}
 	}
 }

@@ -220,6 +220,16 @@ func carriedPlans() []*core.Plan {
 	add(llama, core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, 1, 2, "bf16", "none", 8, 8, qlora("nf4", units.BF16))
 	add(llama, core.Parallelism{DP: 8, FSDP: true}, 1, 2, "bf16-mixed", "selective", 8, 8, qlora("torchao-nf4", units.InvalidDType))
 	add(llama, core.Parallelism{DP: 2, PP: 2, Zero: 1}, 1, 4, "bf16-mixed", "none", 4, 8, qlora("nf4", units.InvalidDType))
+	// torchtune's chunked loss and Liger's fused linear cross-entropy
+	// (neither with tensor parallelism: the plan rejects those layouts).
+	chunks := func(p *core.Plan) { p.LossChunks = 8 }
+	add(llama, core.Parallelism{}, 2, 1, "bf16-mixed", "none", 1, 8, chunks)
+	add(llama, core.Parallelism{DP: 8, FSDP: true}, 1, 2, "bf16-mixed", "selective", 8, 8, chunks)
+	add(llama, core.Parallelism{DP: 2, PP: 2, Zero: 1}, 1, 4, "bf16-mixed", "full", 4, 8, chunks)
+	fused := func(p *core.Plan) { p.FusedLoss, p.LigerKernels = "liger", true }
+	add(llama, core.Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "none", 8, 8, fused)
+	add(llama, core.Parallelism{DP: 8, Zero: 1}, 2, 1, "bf16-mixed", "full", 8, 8, fused)
+	add(llama, core.Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "none", 4, 8, func(p *core.Plan) { p.FusedLoss = "liger-0.4.0" })
 	return out
 }
 
