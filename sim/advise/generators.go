@@ -257,7 +257,10 @@ func shardingChanges(p *core.Plan, ask Ask) []Change {
 		with(func(q *core.Parallelism) { q.DistributedOptimizer = true })
 	default:
 		for z := par.Zero + 1; z <= 3; z++ {
-			with(func(q *core.Parallelism) { q.Zero = z })
+			with(func(q *core.Parallelism) {
+				q.Zero = z
+				q.OverlapComm = q.OverlapComm && z < 3 // ZeRO-3 overlaps always (parallel(overlap_comm=) is stages 1-2's)
+			})
 		}
 		if par.Zero == 0 {
 			with(func(q *core.Parallelism) { q.FSDP = true })

@@ -85,6 +85,22 @@ func TestGenerators(t *testing.T) {
 			"layout": {`parallel=parallel(dp=4, tp=2, sequence_parallel=True), grad_accum=2`, `parallel=parallel(dp=2, tp=4, sequence_parallel=True), grad_accum=4`,
 				`parallel=parallel(tp=8, sequence_parallel=True), grad_accum=8`, `parallel=parallel(dp=4, pp=2), grad_accum=2`, `parallel=parallel(dp=2, pp=4), grad_accum=4`},
 		}},
+		{"ZeRO-1 with overlap_comm on 8 GPUs: zero=3 drops it (ZeRO-3 overlaps always)", with(func(p *core.Plan) {
+			p.Parallel = core.Parallelism{DP: 8, Zero: 1, OverlapComm: true}
+		}), Fit, map[string][]string{
+			"compile":             {"compile=True"},
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"expandable_segments": {"expandable_segments=True"},
+			"precision":           {`precision="bf16"`},
+			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks":         {`loss_chunks=8`},
+			"sharding":            {`parallel=parallel(dp=8, zero=2, overlap_comm=True)`, `parallel=parallel(dp=8, zero=3)`},
+			"offload":             {`offload=offload(optimizer="cpu")`, `offload=offload(optimizer="cpu", params="cpu")`, `offload=offload(activations="cpu")`},
+			"layout": {`parallel=parallel(dp=4, tp=2, zero=1, sequence_parallel=True, overlap_comm=True), grad_accum=2`,
+				`parallel=parallel(dp=2, tp=4, zero=1, sequence_parallel=True, overlap_comm=True), grad_accum=4`,
+				`parallel=parallel(tp=8, zero=1, sequence_parallel=True, overlap_comm=True), grad_accum=8`,
+				`parallel=parallel(dp=4, pp=2, zero=1, overlap_comm=True), grad_accum=2`, `parallel=parallel(dp=2, pp=4, zero=1, overlap_comm=True), grad_accum=4`},
+		}},
 		{"FSDP without resharding, HSDP", with(func(p *core.Plan) {
 			p.Parallel = core.Parallelism{DP: 16, FSDP: true, DPReplicate: 2, NoReshard: true}
 			p.ExpandableSegments = true
