@@ -2,6 +2,7 @@ package search
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
@@ -54,6 +55,16 @@ type paramAgg []paramEntry
 func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 	r := &replay.Replay{Plan: p}
 	var a paramAgg
+	// The optimizer's traffic of a parameter depends on its shape and
+	// element count alone (replay's OptimizerTraffic), and a unit's
+	// parameters have few shapes (a block's projections and norms): each
+	// is worked out once (it lists the optimizer's state tensors anew).
+	type shapeTraffic struct {
+		shape          []int64
+		numel, traffic int64
+	}
+	var room [16]shapeTraffic
+	traffics := room[:0]
 	for i := range ps {
 		q := &ps[i]
 		if q.TiedTo >= 0 {
@@ -71,7 +82,17 @@ func aggParams(ps []core.ParamInfo, p *core.Plan) paramAgg {
 			}
 		}
 		if q.Trainable {
-			e.traffic = r.OptimizerTraffic(q)
+			found := false
+			for _, t := range traffics {
+				if t.numel == q.Numel && slices.Equal(t.shape, q.Shape) {
+					e.traffic, found = t.traffic, true
+					break
+				}
+			}
+			if !found {
+				e.traffic = r.OptimizerTraffic(q)
+				traffics = append(traffics, shapeTraffic{q.Shape, q.Numel, e.traffic})
+			}
 		}
 		a = a.merge(paramAgg{e}, 1) // in place: a is aggParams' own
 	}
