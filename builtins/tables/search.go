@@ -52,11 +52,11 @@ func SearchBuiltins() []host.Builtin {
 			"virtual_stages and the split, cp_mode, checkpoint, offload) replace the plan's own, and t.notes name those of the plan " +
 			"they replaced; every other setting is carried into every layout: parallel()'s Megatron flags (router_dtype, " +
 			"unpermute_probs, shared_expert_overlap, tp_comm_overlap, loss_dp_group, overlap_grad_reduce, tp_runtime, ...), its FSDP " +
-			"options (on the fsdp and hsdp layouts), compile, lora, quant (QLoRA), freeze, loss_chunks, fused_loss, liger_kernels, the overheads and the cluster's links and host; layouts " +
+			"options (on the fsdp and hsdp layouts), compile, lora, quant (QLoRA), freeze, loss_chunks, fused_loss, liger_kernels, float8, the overheads and the cluster's links and host; layouts " +
 			"a carried setting makes invalid count among the rejected. A plan with its activations on the host (offload(activations=\"cpu\")) " +
 			"keeps them there in every layout, each timed by its replay as it comes up (t.notes count them), with offload=[\"none\"] only. A plan whose schedule is not 1f1b or interleaved, or that " +
 			"offloads its optimizer or parameters (an axis: offload=), is refused with a hint, as are settings whose memory the " +
-			"search cannot bound (float8, tokens_per_batch, members, " +
+			"search cannot bound (fp8_param_gather, tokens_per_batch, members, " +
 			"first_step, validation, rollout, images, fsdp_units). Every layout is checked by the plan and bounded from block " +
 			"profiles: a lower bound of its device memory. Layouts whose bound exceeds the GPU cannot fit and are pruned; the " +
 			"rest are estimated from the profiles (the step time equals a full replay's) and walked fastest first, replaying in full the fastest until top of them " +

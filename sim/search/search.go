@@ -349,8 +349,11 @@ func fastPathSupported(p *core.Plan) error {
 		return &units.Error{Path: "search", Msg: "search ranks training steps (phase=\"eval\" given)"}
 	case p.Members > 1 || p.TokensPerBatch > 0:
 		return refuse("members or tokens_per_batch")
-	case p.Float8.On():
-		return refuse("float8 linears")
+	case p.Float8.ParamGather:
+		// TE's fp8 primary weights hold 1 B an element and the distributed
+		// optimizer gathers them in fp8: neither the bound's parameters nor
+		// the fast path's data-parallel collectives count them so.
+		return refuse("fp8_param_gather")
 	case p.FirstStep || p.Validation || p.Rollout > 1:
 		return refuse("first_step, validation or rollout")
 	case p.Images.Count > 0: // a vision-language step: no fast-path test holds one

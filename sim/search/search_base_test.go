@@ -110,7 +110,11 @@ func TestSearchBasePlanConflicts(t *testing.T) {
 			p.Parallel = core.Parallelism{DP: 8, Zero: 2}
 			p.Offload = &core.Offload{Optimizer: "cpu"}
 		}, "offload is an axis of the search"},
-		{"float8", func(p *core.Plan) { p.Float8 = core.Float8{Scaling: "tensorwise"} }, "float8"},
+		{"fp8 primary weights", func(p *core.Plan) {
+			p.Precision, _ = core.LookupPrecision("megatron")
+			p.Parallel = core.Parallelism{DP: 8, DistributedOptimizer: true}
+			p.Float8 = core.Float8{Scaling: "te-delayed", ParamGather: true}
+		}, "fp8_param_gather"},
 		{"packed sequences", func(p *core.Plan) { p.TokensPerBatch = 8192 }, "tokens_per_batch"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -273,4 +277,23 @@ func TestSearchLossChunksEqualsBruteForce(t *testing.T) {
 			t.Errorf("%s: loss_chunks not carried", r.Plan.Parallel)
 		}
 	}
+}
+
+// The same with torchao's float8 linears (tensorwise, FSDP2 gathering the
+// weights in fp8): the tensor-parallel layouts, which torchao's float8
+// does not run here, count among the rejected, as do the fsdp-less ones
+// for the fp8 all-gather.
+func TestSearchFloat8EqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Float8 = core.Float8{Scaling: "tensorwise"}
+	base.Device.Memory = 5 << 30 // small enough that memory prunes
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
+		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3", "fsdp"}, Checkpoint: []string{"none", "selective", "full"}, Top: 4, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	for _, r := range res.Rows {
+		if r.Plan.Float8.Scaling != "tensorwise" {
+			t.Errorf("%s: float8 not carried", r.Plan.Parallel)
+		}
+	}
+	t.Logf("%+v", res.Stats)
 }

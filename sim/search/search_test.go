@@ -230,6 +230,16 @@ func carriedPlans() []*core.Plan {
 	add(llama, core.Parallelism{DP: 8, Zero: 3}, 1, 2, "bf16-mixed", "none", 8, 8, fused)
 	add(llama, core.Parallelism{DP: 8, Zero: 1}, 2, 1, "bf16-mixed", "full", 8, 8, fused)
 	add(llama, core.Parallelism{DP: 2, PP: 2, FSDP: true}, 1, 4, "bf16-mixed", "none", 4, 8, func(p *core.Plan) { p.FusedLoss = "liger-0.4.0" })
+	// torchao's float8 linears (tensorwise with FSDP2's fp8 all-gather,
+	// rowwise) and Transformer Engine's recipes (fp8_param_gather, whose
+	// fp8 primary weights the search does not bound, is refused).
+	f8 := func(f core.Float8) func(p *core.Plan) { return func(p *core.Plan) { p.Float8 = f } }
+	add(llama, core.Parallelism{}, 1, 2, "bf16-mixed", "none", 1, 8, f8(core.Float8{Scaling: "tensorwise"}))
+	add(llama, core.Parallelism{DP: 8, FSDP: true}, 1, 2, "bf16-mixed", "selective", 8, 8, f8(core.Float8{Scaling: "tensorwise", AllGather: true}))
+	add(llama, core.Parallelism{DP: 8, Zero: 1}, 1, 2, "bf16-mixed", "full", 8, 8, f8(core.Float8{Scaling: "rowwise"}))
+	add(llama, core.Parallelism{DP: 2, TP: 4, SequenceParallel: true, DistributedOptimizer: true}, 1, 2, "megatron", "none", 8, 8, f8(core.Float8{Scaling: "te-delayed"}))
+	add(llama, core.Parallelism{DP: 2, TP: 2, PP: 2, SequenceParallel: true, DistributedOptimizer: true}, 1, 4, "megatron", "none", 8, 8, f8(core.Float8{Scaling: "te-tensorwise"}))
+	add(llama, core.Parallelism{DP: 8, DistributedOptimizer: true}, 1, 2, "megatron", "full", 8, 8, f8(core.Float8{Scaling: "te-delayed", AmaxHistory: 1024}))
 	return out
 }
 
