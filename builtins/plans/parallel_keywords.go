@@ -332,7 +332,8 @@ var layoutKeywords = []layoutKeyword{
 	{Name: "router_dtype", Sig: "None",
 		Doc: `with precision="megatron": Megatron-Core's --moe-router-dtype, "fp32" or "fp64": the MoE router casts its input and weight to it for the gating GEMM ` +
 			`(keeping that copy of its input for the weight gradient) and its probs come out in it; under expert tensor parallelism the experts' outputs are ` +
-			`reduce-scattered (and their gradient all-gathered) in it; None (Megatron's default): the router in its input's dtype`,
+			`reduce-scattered (and their gradient all-gathered) in it; None (Megatron's default): the router in its input's dtype. ` +
+			`A model without moe(), or a moe() running HF's per-expert loop with Mixtral's router (impl="loop", router="softmax": an nn.Linear gate, no TopKRouter), is an error`,
 		get: func(p core.Parallelism) starlark.Value {
 			if p.RouterDType != units.InvalidDType {
 				return starlark.String(p.RouterDType.Name())

@@ -517,7 +517,7 @@ func (m *Model) validateParallel(par Parallelism) error {
 			return m.validateParallelPaths(par)
 		}
 	}
-	if (m.Vocab > 0 && m.Vocab%tp != 0) || (par.EP > 1 && !moe) {
+	if (m.Vocab > 0 && m.Vocab%tp != 0) || ((par.EP > 1 || par.RouterDType != units.InvalidDType) && !moe) {
 		return m.validateParallelPaths(par)
 	}
 	return nil
@@ -561,6 +561,10 @@ func (m *Model) validateParallelPaths(par Parallelism) error {
 	}
 	if ep > 1 && !moe {
 		return &units.Error{Path: m.Name, Msg: fmt.Sprintf("ep=%d but the model has no moe() layer", ep)}
+	}
+	if par.RouterDType != units.InvalidDType && !moe {
+		return &units.Error{Path: m.Name, Msg: "router_dtype= sets the dtype of an MoE router, and the model has no moe() layer",
+			Hint: "drop router_dtype="}
 	}
 	return nil
 }

@@ -309,6 +309,13 @@ func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", etp, m.Hidden)}
 	case m.SharedExperts > 0 && m.shared().Hidden%tp != 0:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the shared experts' hidden size %d", tp, m.shared().Hidden)}
+	case par.RouterDType != units.InvalidDType && m.impl() == MoELoop && m.router() == RouterSoftmax:
+		// Mixtral's router under the loop is HF's nn.Linear gate under
+		// autocast (route): Megatron's TopKRouter, whose gating GEMM
+		// router_dtype casts, is not there, and a setting that changed
+		// nothing would be a silent wrong figure.
+		return &units.Error{Path: path, Msg: `router_dtype= is Megatron-Core's TopKRouter dtype, and this moe() runs HF's per-expert loop (impl="loop") with Mixtral's router, an nn.Linear gate under autocast`,
+			Hint: `use moe(impl="grouped"), Megatron's grouped experts, or drop router_dtype=`}
 	case par.ExpertLoad > core.ExpertWorstLoad(ep, m.Experts, m.TopK):
 		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_load=%g exceeds the worst case of %g balanced shares (ep=%d, %d experts, top-%d)", par.ExpertLoad, core.ExpertWorstLoad(ep, m.Experts, m.TopK), ep, m.Experts, m.TopK),
 			Hint: "the worst case is every token of the ep ranks choosing min(top_k, experts/ep) of one rank's experts: expert_load=\"worst\""}
