@@ -176,18 +176,7 @@ func TestSearchQuantBoundBelowReplay(t *testing.T) {
 			p.Quant, p.QuantStorage, p.Parallel = c.quant, c.storage, c.par
 			p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
 			p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: max(c.par.GPUs(), 1)}
-			if err := p.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			pr, err := newProfile(p, partsFor(p.Parallel))
-			if err != nil {
-				t.Fatal(err)
-			}
-			sh, err := pr.shape(p.Parallel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fe := pr.estimate(p, sh, nonTorchBytes(p))
+			_, _, fe := fastPathOf(t, p)
 			r, err := sim.Evaluate(p, core.Options{})
 			if err != nil {
 				t.Fatal(err)
