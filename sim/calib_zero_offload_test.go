@@ -47,11 +47,7 @@ import (
 // the (25 %).
 // go test ./sim -run TestCalibZeROOffload10BOneV100 -v prints the figures.
 func TestCalibZeROOffload10BOneV100(t *testing.T) {
-	m := gptModel(4096, 50, 32, 50257, 1024, "eager")
-	p := testmodels.LlamaPlan(m, 10, 1024, "fp16-master", "full", "V100-32GB")
-	p.Offload = &core.Offload{Optimizer: "cpu"}
-	p.Parallel = core.Parallelism{DP: 1, Zero: 2}
-	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 1, HostGBps: 256}
+	m, p := zeroOffload10B()
 	r, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,12 +55,7 @@ func TestCalibZeROOffload10BOneV100(t *testing.T) {
 	if !r.Fits {
 		t.Errorf("the tutorial's run fits on a V100-32GB: memsh needs %d B", r.DeviceUsed)
 	}
-	var cpuStep float64
-	for _, s := range r.Time.Breakdown {
-		if s.Name == "cpu_optimizer" {
-			cpuStep = s.Seconds
-		}
-	}
+	cpuStep := stepShare(r, "cpu_optimizer")
 	// 10,279,047,168 elements x 34 B / 256 GB/s.
 	if want := float64(m.Params()) * 34 / 256e9; !within(cpuStep, want, 1e-9) {
 		t.Errorf("cpu_optimizer %.4f s, want %.4f s", cpuStep, want)
@@ -86,11 +77,7 @@ func TestCalibZeROOffload10BOneV100(t *testing.T) {
 // nothing: offload 4.82 -> 1.76 s, step 18.79 -> 15.74 s. The second
 // reduce bucket it allocates (5e8 x 2 B) is on the GPU too.
 func TestZeROOffloadOverlapCommOneV100(t *testing.T) {
-	m := gptModel(4096, 50, 32, 50257, 1024, "eager")
-	p := testmodels.LlamaPlan(m, 10, 1024, "fp16-master", "full", "V100-32GB")
-	p.Offload = &core.Offload{Optimizer: "cpu"}
-	p.Parallel = core.Parallelism{DP: 1, Zero: 2}
-	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 1, HostGBps: 256}
+	m, p := zeroOffload10B()
 	off, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -101,20 +88,12 @@ func TestZeROOffloadOverlapCommOneV100(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	term := func(r *replay.Report, name string) float64 {
-		for _, s := range r.Time.Breakdown {
-			if s.Name == name {
-				return s.Seconds
-			}
-		}
-		return 0
-	}
 	rate := p.Device.PCIeGBps * p.Device.Rates().PCIe * 1e9
 	copies := 4 * float64(m.Params()) / rate
 	last := 4 * 5e8 / rate
-	window := term(on, "backward") + term(on, "recompute")
-	want := term(off, "offload") - copies + max(last, copies-window)
-	if got := term(on, "offload"); !within(got, want, 1e-9) {
+	window := stepShare(on, "backward") + stepShare(on, "recompute")
+	want := stepShare(off, "offload") - copies + max(last, copies-window)
+	if got := stepShare(on, "offload"); !within(got, want, 1e-9) {
 		t.Errorf("offload with overlap_comm %.4f s, want %.4f s (%.4f s of copies, %.4f s backward and recompute)", got, want, copies, window)
 	}
 	// 5e8 x 2 B, rounded up to 2 MiB as the caching allocator rounds a
@@ -123,5 +102,28 @@ func TestZeROOffloadOverlapCommOneV100(t *testing.T) {
 		t.Errorf("overlap_comm's second reduce bucket adds %d B at the peak, want %d", got, 477<<21)
 	}
 	t.Logf("offload %.2f -> %.2f s, step %.2f -> %.2f s, device_used %d -> %d B (fits: %v)",
-		term(off, "offload"), term(on, "offload"), off.Time.StepSeconds, on.Time.StepSeconds, off.DeviceUsed, on.DeviceUsed, on.Fits)
+		stepShare(off, "offload"), stepShare(on, "offload"), off.Time.StepSeconds, on.Time.StepSeconds, off.DeviceUsed, on.DeviceUsed, on.Fits)
+}
+
+// zeroOffload10B is the tutorial's run: a 10B GPT (hidden 4096, 50
+// layers) at batch 10 x 1024 under full checkpointing on one
+// V100-32GB, ZeRO-2 with the optimizer on the host of a DGX-2 (256 GB/s).
+func zeroOffload10B() (*core.Model, *core.Plan) {
+	m := gptModel(4096, 50, 32, 50257, 1024, "eager")
+	p := testmodels.LlamaPlan(m, 10, 1024, "fp16-master", "full", "V100-32GB")
+	p.Offload = &core.Offload{Optimizer: "cpu"}
+	p.Parallel = core.Parallelism{DP: 1, Zero: 2}
+	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 1, HostGBps: 256}
+	return m, p
+}
+
+// stepShare is the seconds of the named row of r's step-time breakdown,
+// 0 when it has none.
+func stepShare(r *replay.Report, name string) float64 {
+	for _, s := range r.Time.Breakdown {
+		if s.Name == name {
+			return s.Seconds
+		}
+	}
+	return 0
 }
