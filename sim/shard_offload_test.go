@@ -126,7 +126,8 @@ func TestZeROOffloadRefusals(t *testing.T) {
 //     grows by 6 B per shard element.
 //   - torch's AdamW steps the shards on the host, its for-loop
 //     (timing/torch_cpu_optimizer.go): 80 B per shard element in fp32,
-//     the 8 ranks of the node sharing its default 614.4 GB/s:
+//     the 8 ranks of the node sharing its default 614.4 GB/s (the H100's
+//     reference system, a DGX H100):
 //     cpu_optimizer = 8 x 80 x s / 614.4e9; no GPU optimizer step.
 func TestFSDPOffload(t *testing.T) {
 	const s = 1_048_576

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/builtins/models"
@@ -126,12 +127,24 @@ func ParallelBuiltins() []host.Builtin {
 				"nodes, GB/s per direction; None takes them from the GPU and a typical fabric. host is the host " +
 				"memory bandwidth of one node in GB/s, shared by its GPUs: ZeRO-Offload's CPU optimizer step " +
 				"(offload(optimizer=\"cpu\"), cpu_optimizer in r.time_breakdown) streams 34 bytes per element of each " +
-				"rank's partition through it (bf16 or fp16; DeepSpeedCPUAdam), FSDP2's CPU offload 80 (torch's AdamW); None is 614.4 GB/s, the DDR5 peak " +
-				"of a DGX H100's two Xeon 8480C, a bound a CPU kernel does not reach: give a measured figure " +
-				"(STREAM) for a real host. train() checks that dp*tp*pp*cp of its parallel= layout equals " +
+				"rank's partition through it (bf16 or fp16; DeepSpeedCPUAdam), FSDP2's CPU offload 80 (torch's AdamW). None is the " +
+				"peak of the host memory of the GPU's reference system (sockets x channels x MT/s x 8 B; the sources in " +
+				"sim/hw/host.go), by GPU: " + hostDefaults() + "; a custom gpu() takes " +
+				strconv.FormatFloat(hw.DefaultHostGBps, 'g', -1, 64) + " (a DGX H100's). A peak is a bound a CPU kernel does " +
+				"not reach: give a measured figure (STREAM) for a real host. train() checks that dp*tp*pp*cp of its parallel= layout equals " +
 				"nodes*gpus_per_node. Attributes: nodes, gpus_per_node, gpus, intra, inter, host.",
 			Fn: ClusterFn,
 		}}
+}
+
+// hostDefaults lists the catalog GPUs' default host bandwidths with their
+// reference systems, for cluster()'s doc.
+func hostDefaults() string {
+	var parts []string
+	for _, d := range hw.Catalog() {
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", d.Name, strconv.FormatFloat(d.Host.GBps(), 'f', -1, 64), d.Host.System))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // parallelLayoutDoc documents the layout form of parallel(), registered

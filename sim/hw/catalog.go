@@ -60,7 +60,7 @@ func Catalog() []Device {
 			Name: "V100-16GB", Memory: 16_160 * catalogMiB, SMIMemory: 16_160 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
 			LinkGBps: 150, PCIeGBps: 16, Context: voltaLazyContext, EagerContext: 1_343 * catalogMiB,
-			Kernels: voltaRates,
+			Kernels: voltaRates, Host: dgx1Host,
 			Source: "cal D1 (V100 SXM2, RECALLED): 125 TFLOPS fp16 tensor, 900 GB/s, NVLink2 300 GB/s; " +
 				"nvidia-smi total 16,160 MiB for V100-SXM2-16GB; PyTorch's total_memory not found in a public " +
 				"source: the nvidia-smi total stands in (optimistic by the driver's reserve, if any); " +
@@ -71,7 +71,7 @@ func Catalog() []Device {
 			Name: "V100-32GB", Memory: 32_502 * catalogMiB, SMIMemory: 32_510 * catalogMiB,
 			BF16TFLOPS: 125, FP32TFLOPS: 15.7, HBMGBps: 900,
 			LinkGBps: 150, PCIeGBps: 16, Context: voltaLazyContext, EagerContext: 1_343 * catalogMiB,
-			Kernels: voltaRates,
+			Kernels: voltaRates, Host: dgx2Host,
 			Source: "cal D1 (V100 SXM2, RECALLED); PyTorch total 31.74 GiB (32,502 MiB) in the OOM message of " +
 				"haotian-liu/LLaVA issue 812 (8 x V100); nvidia-smi total 32,510 MiB for V100-SXM2-32GB (RECALLED); " +
 				"context as V100-16GB (same chip): 363 MiB lazy (context_oom_test.go), 1,343 MiB eager, cal B1 row 0",
@@ -80,7 +80,7 @@ func Catalog() []Device {
 			Name: "A100-40GB", Memory: 42_298_834_944, SMIMemory: 40_960 * catalogMiB,
 			BF16TFLOPS: 312, FP32TFLOPS: 19.5, HBMGBps: 1_555,
 			LinkGBps: 300, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: ampereRates,
+			Kernels: ampereRates, Host: dgxA100Host,
 			Source: "cal D1 (A100 SXM4 40GB datasheet): 312 TFLOPS, 1,555 GB/s, NVLink3 600 GB/s; " +
 				"PyTorch total 42,298,834,944 B = 39.39 GiB (deviceQuery of an A100-SXM4-40GB, driver 535, " +
 				"bottlerocket-os/bottlerocket PR 3873; OOM messages show 39.50-39.59 GiB on older drivers, cal F); " +
@@ -91,7 +91,7 @@ func Catalog() []Device {
 			Name: "A100-80GB", Memory: 85_100_068_864, SMIMemory: 81_920 * catalogMiB,
 			BF16TFLOPS: 312, FP32TFLOPS: 19.5, HBMGBps: 2_039,
 			LinkGBps: 300, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: ampereRates,
+			Kernels: ampereRates, Host: dgxA100Host,
 			Source: "cal D1 (A100 SXM4 80GB datasheet): 312 TFLOPS, 2,039 GB/s, NVLink3 600 GB/s; " +
 				"PyTorch total 85,100,068,864 B = 79.26 GiB (thamada A100SXMx4 deviceQuery, driver 555; OOM " +
 				"messages show 79.14-79.25 GiB, cal F); nvidia-smi total 81,920 MiB (thamada A100SXMx4 smi); " +
@@ -101,7 +101,7 @@ func Catalog() []Device {
 			Name: "H100-80GB", Memory: 85_045_477_376, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 989.4, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 3_350,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: hopperRates,
+			Kernels: hopperRates, Host: dgxH100Host,
 			Source: "cal D1 (H100 SXM5 datasheet): 989.4 TFLOPS bf16, 1,979 fp8, 3.35 TB/s, " +
 				"NVLink4 450 GB/s per direction; PyTorch total 85,045,477,376 B = 79.20 GiB (thamada H100SXMx8 " +
 				"deviceQuery, driver 565; OOM messages show 79.11 GiB on other drivers, vllm-project/vllm issue " +
@@ -112,7 +112,7 @@ func Catalog() []Device {
 			Name: "H100-PCIe", Memory: 81_559 * catalogMiB, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 756, FP32TFLOPS: 51, FP8TFLOPS: 1_513, HBMGBps: 2_000,
 			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: hopperPCIeRates,
+			Kernels: hopperPCIeRates, Host: pcieServerHost,
 			Source: "cal D1 (H100 PCIe datasheet): 756 TFLOPS bf16, 1,513 fp8, 2.0 TB/s, " +
 				"NVLink bridge 600 GB/s (300 per direction), PCIe Gen5; nvidia-smi total 81,559 MiB assumed " +
 				"equal to H100 SXM (RECALLED); PyTorch's total_memory not found in a public source: the " +
@@ -123,7 +123,7 @@ func Catalog() []Device {
 			Name: "H100-NVL", Memory: 99_861_594_112, SMIMemory: 95_830 * catalogMiB,
 			BF16TFLOPS: 835, FP32TFLOPS: 60, FP8TFLOPS: 1_670, HBMGBps: 3_900,
 			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: hopperPCIeRates,
+			Kernels: hopperPCIeRates, Host: pcieServerHost,
 			Source: "cal D1 (SECONDARY): 94 GB HBM3, 3.9 TB/s, NVLink 600 GB/s; bf16 835 and fp8 " +
 				"1,670 dense are half the datasheet's sparse 1,671/3,341 (RECALLED); PyTorch total " +
 				"99,861,594,112 B = 93.00 GiB (thamada H100NVLx2 deviceQuery, driver 550; the same 93.00 GiB in " +
@@ -135,7 +135,7 @@ func Catalog() []Device {
 			Name: "H200", Memory: 143_156 * catalogMiB, SMIMemory: 143_771 * catalogMiB,
 			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: h200Rates,
+			Kernels: h200Rates, Host: dgxH200Host,
 			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
 				"NVLink4 900 GB/s; PyTorch total 143,156 MiB = 139.80 GiB (torch's printed device, " +
 				"total_memory=143156MB, in ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py; " +
@@ -146,7 +146,7 @@ func Catalog() []Device {
 			Name: "B200", Memory: 182_642 * catalogMiB, SMIMemory: 183_359 * catalogMiB,
 			BF16TFLOPS: 2_250, FP32TFLOPS: 75, FP8TFLOPS: 4_500, HBMGBps: 8_000,
 			LinkGBps: 900, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: blackwellRates,
+			Kernels: blackwellRates, Host: dgxB200Host,
 			Source: "cal D1 (B200 HGX 1000 W): 2,250 TFLOPS bf16, 4,500 fp8, 8 TB/s, NVLink5 1.8 TB/s; " +
 				"PyTorch total 182,642 MiB = 178.36 GiB (torch's printed device, total_memory=182642MB, in " +
 				"ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py); nvidia-smi total 183,359 MiB " +
@@ -157,7 +157,7 @@ func Catalog() []Device {
 			Name: "MI300X", Memory: 196_592 * catalogMiB, SMIMemory: 196_592 * catalogMiB,
 			BF16TFLOPS: 1_307.4, FP32TFLOPS: 163.4, FP8TFLOPS: 2_614.9, HBMGBps: 5_300,
 			LinkGBps: 448, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: mi300Rates,
+			Kernels: mi300Rates, Host: mi300xHost,
 			Source: "cal D1 (AMD datasheet, RECALLED): 1,307.4 TFLOPS bf16, 2,614.9 fp8, 5.3 TB/s, " +
 				"Infinity Fabric 896 GB/s (448 per direction); PyTorch total (HIP totalGlobalMem) 196,592 MiB " +
 				"(thamada MI300X_x4 deviceQuery, \"196592: Total Global Memory (MB)\"); rocm-smi's VRAM total " +
@@ -169,7 +169,7 @@ func Catalog() []Device {
 			Name: "L40S", Memory: 47_803_596_800, SMIMemory: 46_068 * catalogMiB,
 			BF16TFLOPS: 362.05, FP32TFLOPS: 91.6, FP8TFLOPS: 733, HBMGBps: 864,
 			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: adaRates,
+			Kernels: adaRates, Host: pcieServerHost,
 			Source: "cal D1 (L40S datasheet): 362.05 TFLOPS bf16, 733 fp8, 864 GB/s, PCIe Gen4, " +
 				"no NVLink; PyTorch total 47,803,596,800 B = 44.52 GiB (thamada L40S deviceQuery, driver 550); " +
 				"nvidia-smi total 46,068 MiB with ECC on, the default (thamada L40S smi; " +
@@ -179,7 +179,7 @@ func Catalog() []Device {
 			Name: "A6000", Memory: 49_140 * catalogMiB, SMIMemory: 49_140 * catalogMiB,
 			BF16TFLOPS: 154.8, FP32TFLOPS: 38.7, HBMGBps: 768,
 			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: gaRates,
+			Kernels: gaRates, Host: desktopDDR4Host,
 			Source: "RTX A6000 datasheet (RECALLED, not in cal D1): 309.7 TFLOPS sparse tensor = 154.8 " +
 				"dense, 768 GB/s GDDR6, NVLink bridge 112.5 GB/s; nvidia-smi total 49,140 MiB with ECC off " +
 				"(RECALLED); PyTorch's total_memory not found in a public source: the nvidia-smi total stands in " +
@@ -190,7 +190,7 @@ func Catalog() []Device {
 			Name: "RTX-3090", Memory: 25_327_697_920, SMIMemory: 24_576 * catalogMiB,
 			BF16TFLOPS: 71, FP32TFLOPS: 35.6, HBMGBps: 936.2,
 			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: gaRates,
+			Kernels: gaRates, Host: desktopDDR4Host,
 			Source: "cal D1: 71 TFLOPS with fp32 accumulate, 936.2 GB/s, NVLink bridge 112.5 GB/s " +
 				"(RECALLED); PyTorch total 25,327,697,920 B = 23.59 GiB (thamada RTX3090 deviceQuery, driver 560); " +
 				"nvidia-smi total 24,576 MiB on recent drivers (thamada RTX3090 smi; noonghunna/club-3090 issues; " +
@@ -200,7 +200,7 @@ func Catalog() []Device {
 			Name: "RTX-4090", Memory: 25_386_352_640, SMIMemory: 24_564 * catalogMiB,
 			BF16TFLOPS: 165.2, FP32TFLOPS: 82.6, FP8TFLOPS: 660.6, HBMGBps: 1_008,
 			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: adaRates,
+			Kernels: adaRates, Host: desktopDDR5Host,
 			Source: "cal D1: 165.2 TFLOPS with fp32 accumulate, fp8 660.6, 1,008 GB/s, PCIe Gen4 only; " +
 				"PyTorch total 25,386,352,640 B = 23.64 GiB (thamada RTX4090 deviceQuery, driver 550; the same " +
 				"23.64 GiB in the OOM messages of RLinf/RLinf issue 255); nvidia-smi total 24,564 MiB (thamada " +

@@ -24,6 +24,11 @@ type Device struct {
 	EagerContext int64
 	Source       string // where these figures come from
 
+	// Host is the host memory of the node the card is usually installed
+	// in (host.go); zero for a custom device, whose node then takes
+	// DefaultHostGBps.
+	Host HostMemory
+
 	// LinkAssumed and PCIeAssumed say that a custom device was given no
 	// link_gbps or pcie_gbps and a documented default stands in (reports
 	// say so when it shapes the result).

@@ -2,7 +2,9 @@
 // memory as the driver reports it, peak FLOP/s by dtype, HBM, GPU-GPU and
 // host link bandwidths, the CUDA context, and the rates its kernels reach in
 // published benchmarks: KernelRates), the catalog of known GPUs with a
-// source for every figure, and clusters of nodes (Cluster).
+// source for every figure, the host memory of each catalog GPU's reference
+// system (HostMemory, host.go: the default host bandwidth of its node), and
+// clusters of nodes (Cluster).
 //
 // hw holds figures, not behaviour: the replay reads the memory and context,
 // the time model the rates.

@@ -62,7 +62,7 @@ func CPUOptimizerSeconds(plan *core.Plan, elements float64, ranks int64) float64
 	if elements <= 0 {
 		return 0
 	}
-	return float64(max(ranks, 1)) * elements * CPUOptimizerBytes(plan) / plan.Cluster.HostRate()
+	return float64(max(ranks, 1)) * elements * CPUOptimizerBytes(plan) / plan.Cluster.HostRate(plan.Device)
 }
 
 // RanksPerHost is the number of a plan's GPUs on one node: the cluster's

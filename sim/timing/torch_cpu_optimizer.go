@@ -99,5 +99,5 @@ func TorchCPUOptimizerSeconds(plan *core.Plan, elements float64, ranks int64) fl
 	if elements <= 0 {
 		return 0
 	}
-	return float64(max(ranks, 1)) * elements * TorchCPUOptimizerBytes(plan) / plan.Cluster.HostRate()
+	return float64(max(ranks, 1)) * elements * TorchCPUOptimizerBytes(plan) / plan.Cluster.HostRate(plan.Device)
 }
