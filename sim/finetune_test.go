@@ -236,15 +236,26 @@ func TestOffload(t *testing.T) {
 	if act.PeakAllocated >= deepPlain.PeakAllocated {
 		t.Errorf("activation offload peak %d >= plain %d", act.PeakAllocated, deepPlain.PeakAllocated)
 	}
-	p.Offload = &core.Offload{Params: "cpu"}
+	// DeepSpeed offloads parameters with ZeRO-3 only (offload_param):
+	// without zero= the plan is refused, with the stage to add.
+	p.Offload = &core.Offload{Params: "cpu", Optimizer: "cpu"}
+	if _, err := Evaluate(&p, core.Options{}); err == nil || !strings.Contains(err.Error(), "ZeRO stage 3 only") {
+		t.Errorf("offload(params=\"cpu\") without zero=: %v, want the refusal", err)
+	}
+	// One GPU, ZeRO-3 at dp=1 (replay/shard_offload.go): host: the bf16
+	// parameter partition (pinned), fp32 master and two fp32 moments, the
+	// fp32 gradient partition and stage 3's bf16 gradient partition
+	// (grad_partitions_flat_buffer, pinned): 2 + 12 + 4 + 2 = 20 B (no
+	// staging copy at stage 3).
+	p.Parallel = core.Parallelism{Zero: 3}
 	par, err := Evaluate(&p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// params on the host (bf16) besides the optimizer tier they imply
-	if par.HostMemory != 16*n+2*n {
-		t.Errorf("param offload host %d, want %d", par.HostMemory, 18*n)
+	if par.HostMemory != 20*n {
+		t.Errorf("param offload host %d, want %d (%v)", par.HostMemory, 20*n, par.HostBreakdown)
 	}
+	p.Parallel = base.Parallel
 	p.Offload = &core.Offload{Optimizer: "cpu"}
 	p.Parallel = core.Parallelism{Zero: 2}
 	p.HostMemory = 1 << 20

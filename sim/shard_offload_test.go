@@ -97,7 +97,13 @@ func TestZeROOffloadRefusals(t *testing.T) {
 	}{
 		{core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) needs zero=3 (got zero=2)"},
 		{core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is not simulated together with zero= yet`},
-		{core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero= yet`},
+		{core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero=3 yet`},
+		{core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") needs zero=3 (got zero=2)`},
+		// DeepSpeed offloads through its ZeRO optimizer only (core/offload.go).
+		{core.Parallelism{DP: 1}, core.Offload{Optimizer: "cpu"}, "runs through its ZeRO optimizer only"},
+		{core.Parallelism{DP: 1}, core.Offload{Optimizer: "nvme"}, "whose NVMe offload runs with ZeRO stage 3 only"},
+		{core.Parallelism{DP: 1}, core.Offload{Optimizer: "cpu", Params: "cpu"}, `offload(params="cpu") is DeepSpeed's offload_param, which runs with ZeRO stage 3 only`},
+		{core.Parallelism{DP: 8}, core.Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is DeepSpeed's offload_param`},
 		{core.Parallelism{DP: 8, FSDP: true}, core.Offload{Optimizer: "cpu"}, "FSDP offloads parameters, gradients and optimizer state together"},
 		{core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, core.Offload{Params: "cpu"}, "offload is not simulated together with fsdp_version=1 yet"},
 		{core.Parallelism{DP: 8, DistributedOptimizer: true}, core.Offload{Optimizer: "cpu"}, "not simulated together with distributed_optimizer= yet"},

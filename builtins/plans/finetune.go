@@ -68,9 +68,11 @@ func FinetuneBuiltins() []host.Builtin {
 		Sig:  "offload(optimizer=None, params=None, activations=None, streams=True)",
 		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
 			"optimizer \"cpu\" (ZeRO-Offload, with parallel(zero=1, 2 or 3); on one GPU parallel(zero=2): DeepSpeed offloads through its ZeRO optimizer only, " +
-			"so memsh refuses it without zero=) or \"nvme\" (ZeRO-Infinity: master and moments on NVMe through " +
-			"pinned swap buffers); params \"cpu\" or \"nvme\" (ZeRO-3/FSDP offload: the GPU holds the block in use " +
-			"plus the next; implies the optimizer on the host); activations \"cpu\" (save_on_cpu: saved tensors go " +
+			"so memsh refuses it without zero=) or \"nvme\" (ZeRO-Infinity's NVMe tier, which DeepSpeed runs with ZeRO-3 only: " +
+			"not simulated yet, refused with a hint); params \"cpu\" (ZeRO-3's offload_param with parallel(zero=3), on one GPU " +
+			"parallel(dp=1, zero=3), or FSDP2's CPUOffloadPolicy with parallel(fsdp=True): DeepSpeed offloads parameters " +
+			"with ZeRO stage 3 only, so memsh refuses params= without zero=3 or fsdp=; implies the optimizer on the host; " +
+			"\"nvme\" is not simulated yet); activations \"cpu\" (save_on_cpu: saved tensors go " +
 			"to pinned host memory after their forward use and come back for backward; torchtune's OffloadActivations, which " +
 			"leaves what the output projection and the loss save on the GPU; its copies run on a side stream and overlap the compute, " +
 			"streams=False is its use_streams=False: the copies run on the compute stream and every one is exposed). " +
@@ -83,7 +85,7 @@ func FinetuneBuiltins() []host.Builtin {
 			"and the optimizer on the host, each unit's shards copied to the GPU before its all-gather, and torch's optimizer " +
 			"stepping the shards on the CPU (cpu_optimizer in r.time_breakdown: AdamW's for-loop, 80 bytes per fp32 element; " +
 			"adamw(impl=\"fused\") one pass, 28). NVMe tiers and FSDP1 " +
-			"offload are not simulated with sharding yet (a clear error says so).",
+			"offload are not simulated yet (a clear error says so).",
 		Fn: offloadFn,
 	}, {
 		Name: "litgpt",

@@ -214,8 +214,11 @@ func TestNothingRescues(t *testing.T) {
 		{"7B fp32 seq 8192 on RTX-3090",
 			testmodels.LlamaPlan(testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "flash"), 1, 8192, "fp32", "none", "RTX-3090"),
 			"B200", 0, "", "activations does not shrink"},
-		{"70B bf16-mixed seq 2048 on A100-80GB",
-			testmodels.LlamaPlan(testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash"), 1, 2048, "bf16-mixed", "none", "A100-80GB"),
+		// On a node with 1 TiB of host RAM: ZeRO-3 with its parameters and
+		// optimizer on the host (ZeRO-Infinity on the CPU) fits the GPU,
+		// but needs 20 B per parameter there, 1.28 TiB.
+		{"70B bf16-mixed seq 2048 on A100-80GB, 1 TiB host",
+			withHostMemory(testmodels.LlamaPlan(testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash"), 1, 2048, "bf16-mixed", "none", "A100-80GB"), 1<<40),
 			"", 256, "no GPU of the catalog fits it as it is (the largest: MI300X)", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -259,6 +262,12 @@ func TestNothingRescues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withHostMemory sets the host RAM per node of p.
+func withHostMemory(p *core.Plan, b int64) *core.Plan {
+	p.HostMemory = b
+	return p
 }
 
 // TestAdviceErrors: bad arguments get errors that say what is allowed.

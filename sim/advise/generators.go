@@ -295,13 +295,23 @@ func offloadChanges(p *core.Plan, ask Ask) []Change {
 			c.Settings = append(c.Settings, Setting{"parallel", q})
 		}
 	}
-	if cur.Params == "" {
+	// DeepSpeed offloads parameters with ZeRO-3 only (offload_param,
+	// core/offload.go), which takes no pipeline; FSDP2 offloads them
+	// itself.
+	if cur.Params == "" && (par.FSDP || par.PP == 1) {
 		with(func(o *core.Offload) {
 			o.Params = "cpu"
 			if !par.FSDP {
 				o.Optimizer = "cpu" // the step runs where the params are (core/offload.go)
 			}
 		})
+		if !par.FSDP && par.Zero != 3 {
+			q := p.Parallel
+			q.Zero = 3
+			q.OverlapComm = false // ZeRO-3 overlaps always; overlap_comm= is stages 1-2's
+			c := &out[len(out)-1]
+			c.Settings = append(c.Settings, Setting{"parallel", q})
+		}
 	}
 	if cur.Activations == "" {
 		with(func(o *core.Offload) { o.Activations = "cpu" })

@@ -13,16 +13,16 @@ import (
 //     at stage 0, so memsh refuses it without zero=): the fp32 master
 //     weights, the optimizer moments (fp32, DeepSpeedCPUAdam) and an fp32
 //     copy of the gradients live in host memory and the step runs on the
-//     CPU. "nvme" (ZeRO-Infinity) keeps master and moments on
-//     NVMe: each step reads and writes them (NVMe: 2x their bytes) through
-//     pinned host swap buffers (DeepSpeed offload_optimizer buffer_count=4
-//     buffers sized to the largest parameter's state).
-//   - Params "cpu"/"nvme" (ZeRO-3 offload_param, FSDP CPUOffload): the
-//     16-bit params live in (pinned) host memory; the GPU holds the block
-//     being computed plus the next one (prefetch), gathered in forward and
-//     again in backward (PCIe: 2x param bytes); each block's grads go to
-//     the host as soon as its backward is done. Offloading params implies
-//     the optimizer step on the host (the params it updates are there).
+//     CPU. "nvme" (ZeRO-Infinity, which swaps master and moments to
+//     NVMe) runs with ZeRO stage 3 only in DeepSpeed and is not simulated
+//     yet: refused with a hint.
+//   - Params "cpu" (ZeRO-3 offload_param: replay/shard_offload.go; FSDP2's
+//     CPUOffloadPolicy: replay/fsdp_offload.go): the 16-bit parameter
+//     partitions live in pinned host memory and are copied to the GPU
+//     before each gather; the optimizer step runs on the host (the params
+//     it updates are there). DeepSpeed offloads parameters with ZeRO
+//     stage 3 only, so params= without zero=3 or fsdp= is refused; "nvme"
+//     is not simulated yet.
 //   - Activations "cpu" (torch.autograd.graph.save_on_cpu(pin_memory=True),
 //     torchtune's OffloadActivations): a tensor saved for backward is
 //     copied to pinned host memory once the forward has no more use for it
@@ -73,7 +73,10 @@ func (o *Offload) Validate() error {
 }
 
 // validateShardedOffload says which offload and sharding combinations are
-// simulated: the ZeRO optimizer on the CPU, for any stage.
+// simulated: the ZeRO optimizer on the CPU, for any stage, parameters on
+// the CPU with ZeRO-3, FSDP2's CPUOffloadPolicy. DeepSpeed offloads
+// through its ZeRO optimizer only, so a plan without zero= (or fsdp=)
+// that offloads parameters or optimizer state is refused.
 func (p *Plan) validateShardedOffload(par Parallelism) error {
 	o := p.Offload
 	if o == nil || (o.Optimizer == "" && o.Params == "") {
@@ -92,7 +95,20 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		return nil
 	case par.DistributedOptimizer:
 		return &units.Error{Path: "parallel", Msg: "offload of parameters or optimizer state is not simulated together with distributed_optimizer= yet"}
-	case par.Zero == 0 && o.Optimizer == "cpu" && o.Params == "":
+	case par.Zero == 0 && o.Params != "":
+		// offload_param is "valid only with stage 3" (DeepSpeed's
+		// runtime/zero/config.py and offload_config.py at edaa722;
+		// docs/_pages/config-json.md: "Available only with ZeRO stage 3"):
+		// only stage3.py partitions parameters onto the offload device.
+		return &units.Error{Path: "offload", Msg: fmt.Sprintf("offload(params=%q) is DeepSpeed's offload_param, which runs with ZeRO stage 3 only (a config without stage 3 trains with its parameters on the GPU)", o.Params),
+			Hint: `add parallel(zero=3) with offload(params="cpu", optimizer="cpu") (on one GPU, parallel(dp=1, zero=3)); FSDP2's CPUOffloadPolicy is parallel(fsdp=True) with offload(params="cpu")`}
+	case par.Zero == 0 && o.Optimizer == "nvme":
+		// NVMe offload of the optimizer "is available only with ZeRO stage
+		// 3" (config-json.md, offload_optimizer, at edaa722); stage 0
+		// builds no ZeRO optimizer at all (engine.py).
+		return &units.Error{Path: "offload", Msg: `offload(optimizer="nvme") is DeepSpeed's ZeRO-Infinity, whose NVMe offload runs with ZeRO stage 3 only (a stage-0 config ignores offload_optimizer)`,
+			Hint: `offload(optimizer="cpu") with parallel(zero=2) (on one GPU, parallel(dp=1, zero=2)) is ZeRO-Offload; ZeRO-3 with an nvme tier is not simulated yet`}
+	case par.Zero == 0 && o.Optimizer == "cpu":
 		// DeepSpeed's engine builds the ZeRO optimizer, the only one that
 		// reads offload_optimizer, for stages 1-3 only (runtime/engine.py
 		// _do_optimizer_sanity_check, at edaa722): a stage-0 config trains
@@ -107,9 +123,15 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 	case o.Params == "nvme":
 		return &units.Error{Path: "parallel", Msg: "offload(params=\"nvme\") is not simulated together with zero= yet",
 			Hint: "offload(params=\"cpu\", optimizer=\"cpu\") is"}
+	case o.Optimizer == "nvme" && par.Zero < 3:
+		// config-json.md: NVMe offloading "is available only with ZeRO
+		// stage 3"; stage_1_and_2.py sets cpu_offload for any
+		// offload_optimizer device but none, so nvme runs as cpu there.
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("offload(optimizer=\"nvme\") needs zero=3 (got zero=%d): DeepSpeed's stages 1-2 keep the optimizer state in host memory whatever the device", par.Zero),
+			Hint: "offload(optimizer=\"cpu\") is what stages 1-2 run (ZeRO-Offload)"}
 	case o.Optimizer == "nvme":
-		return &units.Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero= yet",
-			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload); DeepSpeed swaps optimizer state to NVMe with zero=3 only"}
+		return &units.Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero=3 yet",
+			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload, ZeRO-3's optimizer state in host memory)"}
 	}
 	return nil
 }
