@@ -263,7 +263,13 @@ func DeviceMemory(r *replay.Report) int64 {
 // through the wave in order as a walk of one layout at a time would, with
 // the least memory so far. A replay that a wave's earlier layout made moot
 // is counted as that walk would count it, so the front and every count
-// are the same on any number of cores.
+// are the same on any number of cores. A pipelined layout still to
+// replay is a wave of its own: its stages already run on every worker
+// (sim.EvaluateBelow), and against the least memory of every layout
+// before it they stop soonest, where in a wave it was often replayed in
+// full and then found dominated by the wave's earlier layout (the 70B
+// search of BenchmarkSearchLlama70B1024: 7 of the front's 45 full
+// pipelined replays, 109 of its 894 stage replays).
 func (w *walk) front(res *Result) error {
 	best := int64(math.MaxInt64) // least memory of a fitting layout so far
 	var front []int
@@ -278,9 +284,17 @@ func (w *walk) front(res *Result) error {
 				}
 				continue
 			}
+			alone := !done && sim.Staged(w.plan(i))
+			if alone && len(wave) > 0 {
+				break // a wave of its own, next
+			}
 			wave = append(wave, i)
 			if !done {
 				todo = append(todo, i)
+			}
+			if alone {
+				i++
+				break
 			}
 		}
 		reps, err := w.evaluate(todo, best)
