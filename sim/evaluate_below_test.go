@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
 
@@ -71,7 +73,8 @@ func TestRunBelowStopsOnlyPastTheLimit(t *testing.T) {
 }
 
 // EvaluateBelow returns no report exactly when some stage reaches the
-// limit, and otherwise Evaluate's.
+// limit, and otherwise Evaluate's, on one worker or with the stages side
+// by side (a stage beside one that reaches the limit is stopped).
 func TestEvaluateBelowEqualsEvaluate(t *testing.T) {
 	plan := belowPlan(t)
 	full, err := Evaluate(plan, core.Options{})
@@ -84,15 +87,34 @@ func TestEvaluateBelowEqualsEvaluate(t *testing.T) {
 	}
 	for _, limit := range limits(used) {
 		for first := int64(0); first < 2; first++ {
-			rep, err := EvaluateBelow(plan, core.Options{}, limit, first, 1)
-			if err != nil {
-				t.Fatal(err)
+			for _, workers := range []int{1, 2, 3} {
+				rep, err := EvaluateBelow(plan, core.Options{}, limit, first, workers)
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case (rep == nil) != (used >= limit):
+					t.Errorf("limit %d, stage %d first, %d workers: report %v, but the fullest stage uses %d", limit, first, workers, rep != nil, used)
+				case rep != nil && (rep.DeviceUsed != full.DeviceUsed || rep.Time.StepSeconds != full.Time.StepSeconds):
+					t.Errorf("limit %d, %d workers: device %d, step %g s; Evaluate: %d, %g s", limit, workers, rep.DeviceUsed, rep.Time.StepSeconds, full.DeviceUsed, full.Time.StepSeconds)
+				}
 			}
-			switch {
-			case (rep == nil) != (used >= limit):
-				t.Errorf("limit %d, stage %d first: report %v, but the fullest stage uses %d", limit, first, rep != nil, used)
-			case rep != nil && (rep.DeviceUsed != full.DeviceUsed || rep.Time.StepSeconds != full.Time.StepSeconds):
-				t.Errorf("limit %d: device %d, step %g s; Evaluate: %d, %g s", limit, rep.DeviceUsed, rep.Time.StepSeconds, full.DeviceUsed, full.Time.StepSeconds)
+		}
+	}
+}
+
+// A caller's context that ends stops EvaluateBelow with its error, on
+// any number of workers: only the stops of its own stages (a stage
+// reached the limit) end in no report without an error.
+func TestEvaluateBelowCallerStop(t *testing.T) {
+	plan := belowPlan(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, limit := range []int64{1 << 40, math.MaxInt64} {
+		for _, workers := range []int{1, 2} {
+			rep, err := EvaluateBelow(plan, core.Options{Context: ctx}, limit, 0, workers)
+			if !errors.Is(err, context.Canceled) || rep != nil {
+				t.Errorf("limit %d, %d workers: report %v, error %v; want context.Canceled", limit, workers, rep != nil, err)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -32,10 +33,10 @@ func evaluatePipeline(plan *core.Plan, opts core.Options) (*replay.Report, bool,
 // EvaluateBelow is Evaluate for a caller that needs the report only when
 // the plan's fullest GPU uses less than limit bytes of device memory
 // (search's Pareto front). A pipelined plan's stages are replayed stage
-// first first, then the others, on workers goroutines (each stage's
-// replay is its own), and once a stage uses at least limit bytes it
-// stops and returns a nil report: Evaluate's report would say as much or
-// more of its fullest GPU. Otherwise the report is Evaluate's, field for
+// first first, the others beside it and after it, on workers goroutines
+// (each stage's replay is its own), and once a stage uses at least limit
+// bytes it stops the others and returns a nil report: Evaluate's report
+// would say as much or more of its fullest GPU. Otherwise the report is Evaluate's, field for
 // field; a stage's error is returned. A plan without a pipeline, or
 // whose stages Evaluate replays another way (a DeepSpeed precision
 // rewrite, a checkpoint budget to solve first), is evaluated whole.
@@ -58,8 +59,8 @@ func Staged(plan *core.Plan) bool {
 }
 
 // evaluateStages replays the stages of a pipelined plan, stage first
-// first, then the others on workers goroutines, and composes the
-// pipeline's report; nil when a stage uses at least limit bytes of device
+// first, the others beside it on workers goroutines (runStages), and
+// composes the pipeline's report; nil when a stage uses at least limit bytes of device
 // memory.
 func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, workers int) (*replay.Report, error) {
 	par := plan.Parallel.Norm()
@@ -73,18 +74,31 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 	times := make([]*timing.StageTime, par.PP)
 	errs := make([]error, par.PP)
 	var over atomic.Bool // a stage reached the limit: the others need not run
+	// A stage running beside the one that reaches the limit is stopped:
+	// its context ends (stopOthers), and the error that makes it return
+	// is not the caller's.
+	sopts, stopOthers := opts, func() {}
+	if workers > 1 && limit < math.MaxInt64 {
+		ctx, cancel := context.WithCancel(orBackground(opts.Context))
+		defer cancel()
+		sopts.Context, stopOthers = ctx, cancel
+	}
 	stage := func(s int64) {
 		if over.Load() {
 			return
 		}
 		n := stages[s].PipeStage.Inflight
-		rep, st, err := evaluateUnder(stages[s], opts, limit)
+		rep, st, err := evaluateUnder(stages[s], sopts, limit)
 		if err != nil {
+			if over.Load() && opts.Stopped() == nil { // stopped by stopOthers
+				return
+			}
 			errs[s] = err
 			return
 		}
 		if rep == nil || rep.DeviceUsed >= limit {
 			over.Store(true)
+			stopOthers()
 			return
 		}
 		times[s] = st
@@ -113,40 +127,23 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))
 		ranks[s] = rep
 	}
-	stage(first)
 	var rest []int64
 	for s := range par.PP {
 		if s != first {
 			rest = append(rest, s)
 		}
 	}
-	if workers <= 1 || errs[first] != nil {
-		for _, s := range rest {
-			if errs[first] != nil || over.Load() {
-				break
-			}
-			stage(s)
-			if errs[s] != nil {
+	if workers <= 1 {
+		for _, s := range append([]int64{first}, rest...) {
+			if stage(s); errs[s] != nil || over.Load() {
 				break
 			}
 		}
 	} else {
-		next := make(chan int64)
-		var wg sync.WaitGroup
-		for range min(workers, len(rest)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for s := range next {
-					stage(s)
-				}
-			}()
-		}
-		for _, s := range rest {
-			next <- s
-		}
-		close(next)
-		wg.Wait()
+		runStages(first, rest, workers, &over, stage)
+	}
+	if err := errs[first]; err != nil { // the stage first's error first, as a walk of one stage at a time returns it
+		return nil, err
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -170,6 +167,44 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 	}
 	timing.PipelineTime(plan, &top, ranks, times) // the step over all stages
 	return &top, nil
+}
+
+// runStages runs stage(s) for the stages first and rest on workers
+// goroutines, first first and the others beside it: a stage that
+// reaches the limit sets over, and no stage starts after it (stage
+// stops the ones running). Beside stage first, a second worker would
+// otherwise wait (the search's front replays a pipelined layout alone,
+// walk.go); what it replays in vain when first reaches the limit is at
+// most the time first took.
+func runStages(first int64, rest []int64, workers int, over *atomic.Bool, stage func(s int64)) {
+	next := make(chan int64)
+	var wg sync.WaitGroup
+	for range min(workers, len(rest)+1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range next {
+				stage(s)
+			}
+		}()
+	}
+	next <- first
+	for _, s := range rest {
+		if over.Load() {
+			break
+		}
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+}
+
+// orBackground is ctx, or the background context for none.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }
 
 // stagePlans are the stages of plan's pipeline as evaluatePipeline
