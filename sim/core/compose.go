@@ -165,11 +165,11 @@ func (r *Repeat) indices(c Layer) []int64 {
 
 func (r *Repeat) Lower(b *Builder, x Value) Value {
 	defer b.Scope(ModuleName(r))()
-	ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
+	ops, values, params, comm := len(b.P.Ops), len(b.P.Values), len(b.P.Params), len(b.P.Comm)
 	var srcs blockCopies // the blocks to copy (block_clone.go)
 	for i := int64(0); i < r.Count(); i++ {
 		if i == 1 {
-			ops, values, params = len(b.P.Ops), len(b.P.Values), len(b.P.Params)
+			ops, values, params, comm = len(b.P.Ops), len(b.P.Values), len(b.P.Params), len(b.P.Comm)
 		}
 		done := b.Scope(Itoa(i))
 		x, srcs = b.lowerBlock(r.Block(i), x, srcs)
@@ -179,7 +179,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 		// linears casts the batch in its first, and room for 65,535 such
 		// copies was half again the program's ops).
 		if i == min(1, r.Count()-1) {
-			b.P.reserve(r.Count()-1-i, reserveTail, ops, values, params)
+			b.P.reserve(r.Count()-1-i, reserveTail, ops, values, params, comm)
 		}
 	}
 	return x

@@ -217,12 +217,12 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 	first := map[int64][2]int{} // chunk -> param range of its first copy
 	var copies []stageCopy
 	var srcs blockCopies // the blocks to copy (block_clone.go)
-	ops0, values0, params0 := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
+	ops0, values0, params0, comm0 := len(b.P.Ops), len(b.P.Values), len(b.P.Params), len(b.P.Comm)
 	for k, g := range st.Chunks {
 		done := b.Scope(fmt.Sprintf("mb%d", k))
 		p0, bu0, o0 := len(b.P.Params), len(b.P.Buffers), len(b.P.Ops)
 		if k == 1 { // room for the other copies, as large as the first
-			b.P.reserve(int64(len(st.Chunks)-1), 0, ops0, values0, params0)
+			b.P.reserve(int64(len(st.Chunks)-1), 0, ops0, values0, params0, comm0)
 		}
 		var x Value
 		c := stageCopy{chunk: g, recv: NoValue}
@@ -239,10 +239,10 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 		}
 		lo, hi := sp.ChunkBlocks(g)
 		for i, u := range sp.Blocks[lo:hi] {
-			ops, values, params := len(b.P.Ops), len(b.P.Values), len(b.P.Params)
+			ops, values, params, comm := len(b.P.Ops), len(b.P.Values), len(b.P.Params), len(b.P.Comm)
 			x, srcs = b.lowerUnit(u, x, srcs)
 			if k == 0 && i == 0 { // room for the chunk's other blocks, as Repeat.Lower reserves it
-				b.P.reserve(hi-lo-1, 0, ops, values, params)
+				b.P.reserve(hi-lo-1, 0, ops, values, params, comm)
 			}
 		}
 		out := StageOut{V: x}
