@@ -7,6 +7,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/timing"
 )
 
 // ZeRO-Offload on 8 data-parallel ranks, hand-counted: two bias-free
@@ -189,6 +190,51 @@ func TestFSDPOffload(t *testing.T) {
 				t.Errorf("the first forward allocation is %d B, want the %d B fp32 copy of the shards", got, 4*s)
 			}
 			break
+		}
+	}
+}
+
+// ZeRO-Offload at stages 1-2 with 4 micro-steps (the model and partition
+// of TestZeROOffload, part = 1,048,576 elements per rank). DeepSpeed
+// accumulates the 16-bit gradients in a pinned host buffer
+// (accumulated_grads_in_cpu, 2 B per partition element) through
+// async_accumulate_grad_in_cpu_via_gpu (stage_1_and_2.py at edaa722):
+// stage 2 reduces every micro-step and copies down at the first, up and
+// down at the three others: 7 copies of 2 B; stage 1 reduces at the
+// boundary only, micro_step_id 3: one up, one down, 2 copies. The fp32
+// partition down and the bf16 partition up stay 6 B. They are exposed:
+// the offload share grows by their PCIe seconds.
+func TestZeROOffloadGradAccum(t *testing.T) {
+	const part = 1_048_576
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	for _, c := range []struct {
+		zero         int
+		copies       int64
+		host, onHost int64
+	}{
+		{1, 2, 20 * part, 2 * part},
+		{2, 7, 20 * part, 2 * part},
+	} {
+		one := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
+		one.Offload = &core.Offload{Optimizer: "cpu"}
+		four := withPlan(one, func(q *core.Plan) { q.GradAccum = 4 })
+		r1, err := Evaluate(one, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r4, err := Evaluate(four, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := r4.Traffic.PCIe-r1.Traffic.PCIe, c.copies*2*part; got != want {
+			t.Errorf("zero=%d: accumulation copies %d B per step, want %d (PCIe %d at 4 micro-steps, %d at one)", c.zero, got, want, r4.Traffic.PCIe, r1.Traffic.PCIe)
+		}
+		if r4.HostMemory != c.host || r4.HostMemory-r1.HostMemory != c.onHost {
+			t.Errorf("zero=%d: host memory %d B (one micro-step %d), want %d", c.zero, r4.HostMemory, r1.HostMemory, c.host)
+		}
+		want := stepShare(r1, "offload") + timing.PCIeSeconds(four.Device, c.copies*2*part)
+		if got := stepShare(r4, "offload"); !within(got, want, 1e-9) {
+			t.Errorf("zero=%d: offload %.6f s at 4 micro-steps, want %.6f", c.zero, got, want)
 		}
 	}
 }

@@ -45,7 +45,9 @@ import (
 // ignores offload_optimizer), so one GPU is ZeRO at dp=1.
 //
 // PCIe per step: stages 1-2 send the fp32 gradient partition to the host
-// and the updated 16-bit partition back; stage 3 sends the reduced 16-bit
+// and the updated 16-bit partition back, and with gradient accumulation
+// the 16-bit gradients to and from the host buffers that accumulate them
+// (accumulateCopies; exposed, as the fp32 copies without overlap_comm); stage 3 sends the reduced 16-bit
 // partition down and up again at the first micro-step (1905-1908), then
 // the fp32 partition, and the 16-bit partition back (2585-2595).
 
@@ -87,11 +89,45 @@ func (d *distState) offloadShard(r *Replay, n int64) {
 	} else {
 		fo.hostStates += prec.Params.Bytes(n) // the 16-bit staging copy of the partition
 	}
+	if d.Par.Zero < 3 {
+		down += d.accumulateCopies(r) * prec.Params.Bytes(n)
+	}
 	if d.zeroParamOffload(r) {
 		r.Rep.Traffic.PCIe += down // the updated partition stays on the host
 		return
 	}
 	r.Rep.Traffic.PCIe += down + prec.Params.Bytes(n) // and the updated 16-bit partition back
+}
+
+// accumulateCopies is how many times stages 1-2 copy the partition's
+// 16-bit gradients across PCIe per step to accumulate them on the host
+// over micro-steps (gradient accumulation), read from
+// stage_1_and_2.py at edaa722: copy_grads_in_partition (1650-1666), with
+// cpu_offload, calls async_accumulate_grad_in_cpu_via_gpu (1516-1560)
+// unless the micro-step is the step's only one: it copies the host buffer
+// (param.dtype, the whole parameter) into a GPU buffer and adds it to the
+// gradient when micro_step_id > 0, then copies the sum back to the host;
+// the boundary then copies the fp32 partition as without accumulation.
+// Stage 2 (partition_gradients) reduces and copies at every micro-step
+// (reduce_ready_partitions_and_remove_grads, 1767-1769): one copy down
+// at the first, one up and one down at each later one, 2g - 1 for g
+// micro-steps. Stage 1 reduces at the boundary only, where micro_step_id
+// is g - 1 > 0: one up and one down. One micro-step copies none. The
+// whole parameters of the partition's params are priced as the partition
+// (the ones straddling its edges are counted once).
+func (d *distState) accumulateCopies(r *Replay) int64 {
+	g := max(r.Plan.GradAccum, 1)
+	if r.Plan.PipeStage != nil {
+		g = r.Plan.MicroBatches()
+	}
+	switch {
+	case g <= 1:
+		return 0
+	case d.Par.Zero == 2:
+		return 2*g - 1
+	default:
+		return 2
+	}
 }
 
 // largestTrainable is the element count of the largest trainable parameter.

@@ -226,10 +226,15 @@ func (d *distState) setupZeRO12(r *Replay) {
 		n := d.largestTrainable()
 		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), core.CatGrads,
 			"GPU buffer of the largest parameter that host-accumulated gradients pass through (stage_1_and_2.py, cpu_offload)")
+		if d.accumulateCopies(r) > 0 {
+			// accumulated_grads_in_cpu (pinned), with more than one
+			// micro-step: stage 2 accumulates there at every micro-step;
+			// stage 1 creates it at the boundary, whose micro_step_id is
+			// past 0 (async_accumulate_grad_in_cpu_via_gpu,
+			// shard_offload.go).
+			r.fo().hostGrads += prec.Grads.Bytes(part)
+		}
 		if d.Par.Zero == 2 {
-			if r.Plan.GradsPersist() {
-				r.fo().hostGrads += prec.Grads.Bytes(part) // accumulated_grads_in_cpu (pinned)
-			}
 			return
 		}
 	}
