@@ -116,14 +116,20 @@ func (d *distState) offloadShard(r *Replay, n int64) {
 // whole parameters of the partition's params are priced as the partition
 // (the ones straddling its edges are counted once).
 func (d *distState) accumulateCopies(r *Replay) int64 {
-	g := max(r.Plan.GradAccum, 1)
-	if r.Plan.PipeStage != nil {
-		g = r.Plan.MicroBatches()
+	return AccumulateCopies(r.Plan, d.Par.Zero)
+}
+
+// AccumulateCopies is accumulateCopies for a plan at ZeRO stage zero
+// (the search's fast path prices the same copies).
+func AccumulateCopies(plan *core.Plan, zero int) int64 {
+	g := max(plan.GradAccum, 1)
+	if plan.PipeStage != nil {
+		g = plan.MicroBatches()
 	}
 	switch {
-	case g <= 1:
+	case g <= 1 || zero < 1 || zero > 2:
 		return 0
-	case d.Par.Zero == 2:
+	case zero == 2:
 		return 2*g - 1
 	default:
 		return 2

@@ -54,6 +54,8 @@ func offloadSeconds(p *core.Plan, par core.Parallelism, params paramAgg) (second
 	bytes := units.FP32.Bytes(part) + prec.Params.Bytes(part)
 	if par.Zero == 3 {
 		bytes += 2 * prec.Grads.Bytes(part)
+	} else {
+		bytes += replay.AccumulateCopies(p, par.Zero) * prec.Params.Bytes(part) // host gradient accumulation
 	}
 	return timing.PCIeSeconds(p.Device, bytes), part
 }
