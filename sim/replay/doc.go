@@ -28,4 +28,20 @@
 // tensors moved into DDP's buffer, one fp32 main shard per parameter) and
 // a first step whose optimizer makes Adam's moments at its end, through
 // the same allocator (lazy_states.go, shard_megatron.go).
+//
+// The replay's bookkeeping of its own state carries //go:norace, as
+// sim/alloc does (its doc.go): allocating and releasing a tensor
+// (allocateParts, release), the peaks and timeline (sample,
+// recordPeakCache), the table of live tensors (tensors) and each value's
+// holders and tensor (freeValue, maybeFree, finished, unhold). They read
+// and write only what newReplayState makes for one Replay (its
+// allocator, live tensors, per-value slices and the Report it fills,
+// which the caller reads only once RunBelow returns): nothing there is
+// reachable from another goroutine while the replay runs, and nothing in
+// them starts or meets one, so the race detector has no race to find
+// there. Its checks were a seventh of a race build's instructions on the
+// FuzzSizes inputs of 65,536 blocks past the device's limit (a million
+// allocations). Every function that reads the program or the plan, which
+// pipeline stages and the search share between goroutines, stays
+// instrumented.
 package replay

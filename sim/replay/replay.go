@@ -336,6 +336,8 @@ func (p allocParts) join(a Alloc) Alloc {
 }
 
 // allocateParts is allocate of a, described as parts joins it.
+//
+//go:norace
 func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 	if a.Bytes <= 0 {
 		a.Bytes = 1
@@ -393,6 +395,9 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 	return id
 }
 
+// release frees tensor id's block.
+//
+//go:norace
 func (r *Replay) release(id int32) {
 	t := r.live.at(id)
 	blk := t.blk
@@ -422,6 +427,8 @@ func (r *Replay) release(id int32) {
 }
 
 // sample updates peaks and the timeline after each event.
+//
+//go:norace
 func (r *Replay) sample() {
 	rep := r.Rep
 	allocated, reserved := r.alloc.Allocated, r.alloc.Reserved
@@ -446,6 +453,8 @@ func (r *Replay) sample() {
 
 // recordPeakCache records the free blocks of the peak of allocated memory,
 // while the allocator is still in that state.
+//
+//go:norace
 func (r *Replay) recordPeakCache() {
 	if r.peakCache {
 		r.Rep.Frag.AtPeak = [2]alloc.Cache{r.alloc.Cached(0), r.alloc.Cached(1)}
@@ -468,6 +477,8 @@ func (r *Replay) produce(v core.Value) {
 // nothing holds it. It and its callers read each slice and element once:
 // under the race detector every read is a checked call, at every value of
 // every op of the step.
+//
+//go:norace
 func (r *Replay) maybeFree(v core.Value) {
 	if r.done[v] && r.holds[v] <= 0 {
 		r.freeValue(v)
@@ -475,6 +486,8 @@ func (r *Replay) maybeFree(v core.Value) {
 }
 
 // freeValue releases v's tensor, if it has one.
+//
+//go:norace
 func (r *Replay) freeValue(v core.Value) {
 	valT := r.valT
 	if t := valT[v]; t != none {
@@ -485,6 +498,8 @@ func (r *Replay) freeValue(v core.Value) {
 
 // finished marks v done (its last reader has run) and frees it when
 // nothing holds it.
+//
+//go:norace
 func (r *Replay) finished(v core.Value) {
 	r.done[v] = true
 	if r.holds[v] <= 0 {
@@ -492,6 +507,10 @@ func (r *Replay) finished(v core.Value) {
 	}
 }
 
+// unhold drops one holder of v and frees it when it was the last and v
+// is done.
+//
+//go:norace
 func (r *Replay) unhold(v core.Value) {
 	holds := r.holds
 	n := holds[v] - 1

@@ -29,6 +29,8 @@ type tensors struct {
 // add appends t and returns its id. It reads each field once (under the
 // race detector every read is a checked call, at every allocation).
 // A chunk past the tensors made (takeFirst) is written again, not made.
+//
+//go:norace
 func (ts *tensors) add(t liveTensor) int32 {
 	n, size := ts.n, ts.size
 	if size == 0 { // a Replay not made by NewReplay
@@ -51,9 +53,13 @@ func (ts *tensors) add(t liveTensor) int32 {
 }
 
 // at is tensor id.
+//
+//go:norace
 func (ts *tensors) at(id int32) *liveTensor { return &ts.chunks[id/ts.size][id%ts.size] }
 
 // len is the number of tensors made.
+//
+//go:norace
 func (ts *tensors) len() int32 { return ts.n }
 
 // takeFirst makes ts the first n tensors of prev, taking prev's chunks
