@@ -346,3 +346,37 @@ func TestQuantInt8(t *testing.T) {
 		t.Errorf("int8 params %d, want %d", r.States.Params, want)
 	}
 }
+
+// Model FLOPs count the backward a step needs (core/model_flops.go): a
+// frozen weight's gradient GEMM is not counted, its input-gradient GEMM
+// is. tinyLM at 64 tokens: up and down are 2 x 64 x 256 x 512 =
+// 16,777,216 FLOPs forward each, lm_head 2 x 64 x 256 x 1000 =
+// 32,768,000. Freezing up (its input, the trainable embedding's output,
+// still needs a gradient) drops one GEMM of up's forward; freezing lm_head
+// one of its; both, both. Nothing else changes: every other op's inputs
+// need the same gradients.
+func TestModelFlopsFrozen(t *testing.T) {
+	const up, head = 2 * 64 * 256 * 512, 2 * 64 * 256 * 1000
+	model := func(freeze ...string) float64 {
+		p := tinyPlan(t, tinyLM())
+		p.Freeze = freeze
+		r, err := Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.FLOPs.Model
+	}
+	full := model()
+	for _, c := range []struct {
+		freeze []string
+		less   float64
+	}{
+		{[]string{"up"}, up},
+		{[]string{"lm_head"}, head},
+		{[]string{"up", "lm_head"}, up + head},
+	} {
+		if got := full - model(c.freeze...); got != c.less {
+			t.Errorf("freeze=%v: model FLOPs %v less than full training, want %v", c.freeze, got, c.less)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func declaredReportFields() []reportField {
 		bytesField("host_memory", "host memory the step needs per GPU (offload, paged optimizer state, host tables)", func(x *Report) int64 { return x.r.HostMemory }),
 		data("largest", "", "the largest single allocation: .tensor .op .shape .dtype .bytes .why .phase", largestField),
 		data("modules", "", "the step by module (docs/time.md), slowest first, then the step's terms outside the modules: .name (module path with layer indices folded: layers.*.mlp), .count (instances folded), .flops and .bytes (forward, per step), .forward, .backward, .recompute, .launch (CPU dispatch beyond the GPU's work), .seconds (their sum: the rows add up to step_time), .bound (compute, memory or launch; comm, bubble, optimizer, host or overhead for a step term); None without a time model", modulesField),
-		figure(6, "mfu", host.UnitFraction, "model FLOPs utilisation (no recompute), 0 to 1 (None without a time model)",
+		figure(6, "mfu", host.UnitFraction, "model FLOPs utilisation, 0 to 1 (None without a time model): the forward and the backward the step needs, no recompute; a frozen weight's gradient is not counted (docs/time.md)",
 			func(x *Report, _ bool) starlark.Value { return x.TimeFigure(x.r.Time.MFU) }),
 		{Name: "notes", Doc: "remarks of the engine: assumptions, and what to change when a step fails",
 			Attr: notesField, Dict: notesField},

@@ -266,7 +266,6 @@ func (r *Replay) backward() {
 		r.op = "loss.backward"
 		r.gradT[r.P.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
 	}
-	fwd := r.Rep.FLOPs.Model
 	for i := len(r.P.Ops) - 1; i >= 0; i-- {
 		if i%core.StopEvery == 0 && r.opts.Stopped() != nil { // Run returns the error
 			return
@@ -289,8 +288,8 @@ func (r *Replay) backward() {
 			}
 		}
 	}
-	r.Dist.mergeOutputs(r) // a torch pipeline's last stage
-	r.Rep.FLOPs.Model = 3 * fwd
+	r.Dist.mergeOutputs(r)               // a torch pipeline's last stage
+	r.Rep.FLOPs.Model = r.P.ModelFlops() // the forward and the backward the step needs (core/model_flops.go)
 	r.Rep.FLOPs.Hardware = r.Rep.FLOPs.Model + r.Rep.FLOPs.Recompute
 	if r.P.Loss != core.NoValue {
 		r.unhold(r.P.Loss)

@@ -102,7 +102,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	if w.Eval {
 		w.Flops, w.HwFlops = u.fwdFlops, u.fwdFlops
 	} else {
-		w.Flops, w.HwFlops = 3*u.fwdFlops, 3*u.fwdFlops+u.recFlops
+		w.Flops, w.HwFlops = u.mdlFlops, u.mdlFlops+u.recFlops
 	}
 	w.MbComm = u.comm
 	// A stand-in program holding the dense and expert parameters for

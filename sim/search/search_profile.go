@@ -25,6 +25,7 @@ type unitSums struct {
 	ct       timing.ComputeTime // Optimizer unused
 	attn     float64
 	fwdFlops float64
+	mdlFlops float64 // model FLOPs of a training pass (core.Program.OpModelFlops)
 	recFlops float64
 	comm     []timing.CommSum
 	params   paramAgg // untied parameters
@@ -188,6 +189,7 @@ func (u unitSums) addScalars(v unitSums, k float64) unitSums {
 	u.ct = u.ct.Plus(v.ct, k)
 	u.attn += k * v.attn
 	u.fwdFlops += k * v.fwdFlops
+	u.mdlFlops += k * v.mdlFlops
 	u.recFlops += k * v.recFlops
 	u.saved += int64(k) * v.saved
 	return u
@@ -195,7 +197,7 @@ func (u unitSums) addScalars(v unitSums, k float64) unitSums {
 
 // zero says whether u is the zero value (a sum not begun).
 func (u *unitSums) zero() bool {
-	return u.ct == timing.ComputeTime{} && u.attn == 0 && u.fwdFlops == 0 && u.recFlops == 0 &&
+	return u.ct == timing.ComputeTime{} && u.attn == 0 && u.fwdFlops == 0 && u.mdlFlops == 0 && u.recFlops == 0 &&
 		len(u.comm) == 0 && len(u.params) == 0 && u.saved == 0
 }
 
@@ -211,6 +213,7 @@ func unitOf(prog *core.Program, plan *core.Plan) unitSums {
 		u.ct.Forward += c.Fwd
 		u.ct.ForwardCPU += c.FwdCPU
 		u.fwdFlops += op.Flops
+		u.mdlFlops += prog.OpModelFlops(i)
 		if train {
 			u.ct.Backward += c.Bwd
 			u.ct.BackwardCPU += c.BwdCPU

@@ -134,29 +134,9 @@ func (pr *pricer) op(i int) OpCost {
 
 // needsGrad reports whether op's backward computes anything: an input
 // needs a gradient (and the op produces input gradients) or a parameter
-// is trainable.
+// is trainable (core.Program.OpNeedsGrad, which model FLOPs read too).
 func (pr *pricer) needsGrad(op *core.OpInfo) (input, weight bool) {
-	if !op.NoGradB {
-		for _, v := range op.In {
-			if pr.prog.Values[v].Grad {
-				input = true
-			}
-		}
-	}
-	for _, p := range op.Params {
-		if pr.trainable(p) {
-			weight = true
-		}
-	}
-	return input, weight
-}
-
-func (pr *pricer) trainable(p int32) bool {
-	q := &pr.prog.Params[p]
-	if q.TiedTo >= 0 {
-		q = &pr.prog.Params[q.TiedTo]
-	}
-	return q.Trainable
+	return pr.prog.OpNeedsGrad(op)
 }
 
 // stream prices a memory-bound op moving bytes forward.

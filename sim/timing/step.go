@@ -123,7 +123,8 @@ type gpuTime struct {
 // communication, then the data-parallel reduction's exposed part, the
 // optimizer step and host transfers. A pipeline stage's estimate is its
 // own; the pipeline's step (bubble included) is composed over the stages
-// by pipelineTime. MFU counts model FLOPs (no recompute) against the
+// by pipelineTime. MFU counts model FLOPs (no recompute; a frozen
+// weight's gradient not counted: core/model_flops.go) against the
 // device's dense peak in the compute dtype; HFU counts recompute too.
 func StepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.TimeEstimate, *StageTime) {
 	w, err := workOf(prog, plan, r)
@@ -239,8 +240,9 @@ func allRedone(p *core.Program, eval bool) []bool {
 }
 
 // programFLOPs is the model and hardware FLOPs of one pass of p, as the
-// replay counts them: forward + backward = 3 x forward, plus the forward
-// of recomputed regions.
+// replay counts them: the forward and the backward the step needs
+// (core.Program.ModelFlops: 3 x forward with every weight trainable),
+// plus the forward of recomputed regions.
 func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	var fwd, rec float64
 	for i := range p.Ops {
@@ -255,7 +257,8 @@ func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	if eval {
 		return fwd, fwd
 	}
-	return 3 * fwd, 3*fwd + rec
+	model = p.ModelFlops()
+	return model, model + rec
 }
 
 // OptimizerWorkOf is the optimizer step's work on this GPU: its HBM
