@@ -297,8 +297,8 @@ func offloadChanges(p *core.Plan, ask Ask) []Change {
 	}
 	// DeepSpeed offloads parameters with ZeRO-3 only (offload_param,
 	// core/offload.go), which takes no pipeline; FSDP2 offloads them
-	// itself.
-	if cur.Params == "" && (par.FSDP || par.PP == 1) {
+	// itself (FSDP1's CPUOffload is not simulated: core/offload.go).
+	if cur.Params == "" && ((par.FSDP && par.FSDPVersion != 1) || (!par.FSDP && par.PP == 1)) {
 		with(func(o *core.Offload) {
 			o.Params = "cpu"
 			if !par.FSDP {

@@ -259,3 +259,30 @@ func TestModelChangesCopy(t *testing.T) {
 func globalBatch(p *core.Plan) int64 {
 	return p.Batch * p.GradAccum * p.Parallel.Norm().DP
 }
+
+// The offload changes offered to each sharding mode are ones its plan
+// validates: no parameter offload for FSDP1 (its CPUOffload is not
+// simulated) or under a pipeline (DeepSpeed's ZeRO-3 takes none); FSDP2
+// and ZeRO get it.
+func TestOffloadChangesValidate(t *testing.T) {
+	for _, par := range []core.Parallelism{
+		{DP: 8, FSDP: true, FSDPVersion: 1},
+		{DP: 8, FSDP: true},
+		{DP: 8, Zero: 2},
+		{DP: 2, PP: 4},
+		{DP: 1},
+	} {
+		p := quickstart()
+		p.Parallel = par
+		for _, ch := range offloadChanges(p, Ask{Goal: Fit, Budget: p.Device.Memory}) {
+			q, err := ch.Apply(p)
+			if err != nil {
+				t.Errorf("%s, %s: %v", par, ch, err)
+				continue
+			}
+			if err := q.Validate(); err != nil {
+				t.Errorf("%s: %s is refused: %v", par, ch, err)
+			}
+		}
+	}
+}
