@@ -17,9 +17,9 @@
 // times a layout only when it comes up by a lower bound of its step time
 // (its slowest stage's compute) and its memory bound does not show it
 // dominated there (walk.has). The Pareto front's walk replays a
-// pipelined layout's stages its fullest by the bound first, the others
-// on every worker, and stops at a stage that already needs as much
-// memory as a faster layout that fits: the layout cannot be on the front
+// pipelined layout alone, its stages on every worker, its fullest by the
+// bound first, and stops at a stage that already needs as much memory
+// as a faster layout that fits: the layout cannot be on the front
 // (sim.EvaluateBelow).
 //
 // A layout is the base plan with the space's axes in place of its own;
