@@ -154,14 +154,15 @@ func (r *Replay) setup() {
 				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.Shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: core.CatOptimizer})
 				st.Master += b
 			}
-			for _, s := range plan.Optimizer.States(p.Shape, p.Numel, prec.States) {
+			states := plan.Optimizer.States(p.Shape, p.Numel, prec.States)
+			for _, s := range states {
 				st.Optimizer += s.Bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
 					continue // unified memory, outside the caching allocator; or made by the first step()
 				}
 				r.allocState(p, s, "")
 			}
-			t := r.OptimizerTraffic(p)
+			t := r.optimizerTraffic(p, states)
 			r.Rep.Traffic.HBM += t
 			r.Rep.Traffic.Optimizer += t
 		}
@@ -205,11 +206,17 @@ func (r *Replay) paramBytes(p *core.ParamInfo) int64 {
 // reads the weight, its gradient and both moments and writes the weight
 // and both moments.
 func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
+	return r.optimizerTraffic(p, r.Plan.Optimizer.States(p.Shape, p.Numel, r.Plan.Precision.States))
+}
+
+// optimizerTraffic is OptimizerTraffic with p's optimizer states given
+// (setup has them already: each States call makes its list anew).
+func (r *Replay) optimizerTraffic(p *core.ParamInfo, states []core.StateTensor) int64 {
 	prec := r.Plan.Precision
 	w := prec.Params.Bytes(p.Numel)
 	g := prec.Grads.Bytes(p.Numel)
 	var s int64
-	for _, x := range r.Plan.Optimizer.States(p.Shape, p.Numel, prec.States) {
+	for _, x := range states {
 		s += x.Bytes
 	}
 	m := int64(0)
