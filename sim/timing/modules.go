@@ -116,6 +116,11 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 	var order []string
 	var prevPath string
 	var a *moduleAgg
+	// cur is *a while a run of ops of one module lasts, summed here and
+	// stored back when the run ends: a local's fields are not checked
+	// under the race detector, a's were at every op (the same sums in the
+	// same order).
+	var cur moduleAgg
 	var buf []byte // a folded path
 	for i := range prog.Ops {
 		op, c := &prog.Ops[i], &w.costs[i]
@@ -123,6 +128,9 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 			continue
 		}
 		if a == nil || op.Module != prevPath { // ops of a module run together: look up once per run
+			if a != nil {
+				*a = cur
+			}
 			var ok bool
 			if a, ok = folded[op.Module]; !ok {
 				buf = appendFoldPath(buf[:0], op.Module)
@@ -135,7 +143,7 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 				}
 				folded[op.Module] = a
 			}
-			prevPath = op.Module
+			prevPath, cur = op.Module, *a
 		}
 		fwd, bwd, rec := c.Fwd, c.Bwd, 0.0
 		cpuB, cpuR := c.BwdCPU, 0.0
@@ -145,14 +153,17 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		if inRegion[i] {
 			rec, cpuR = c.Fwd, c.FwdCPU
 		}
-		a.row.FLOPs += m * op.Flops
-		a.row.Bytes += m * c.Bytes
-		a.row.Forward += m * fwd
-		a.row.Backward += m * bwd
-		a.row.Recompute += m * rec
-		a.byBound[c.Bound] += fwd + bwd + rec
-		a.cpuExcessF += max(0, c.FwdCPU-fwd)
-		a.cpuExcessB += max(0, cpuB+cpuR-bwd-rec)
+		cur.row.FLOPs += m * op.Flops
+		cur.row.Bytes += m * c.Bytes
+		cur.row.Forward += m * fwd
+		cur.row.Backward += m * bwd
+		cur.row.Recompute += m * rec
+		cur.byBound[c.Bound] += fwd + bwd + rec
+		cur.cpuExcessF += max(0, c.FwdCPU-fwd)
+		cur.cpuExcessB += max(0, cpuB+cpuR-bwd-rec)
+	}
+	if a != nil {
+		*a = cur
 	}
 	// Charge each phase's launch time to the modules by their own excess.
 	mb := w.Mb
