@@ -140,6 +140,13 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 			}
 		}
 	} else {
+		if last := par.PP - 1; first != last {
+			// The last stage beside first: it holds the fewest micro-batches
+			// in flight, so it is the shortest replay, and the least lost
+			// when first reaches the limit; the others follow, the most in
+			// flight first.
+			rest = append([]int64{last}, rest[:len(rest)-1]...)
+		}
 		runStages(first, rest, workers, &over, stage)
 	}
 	if err := errs[first]; err != nil { // the stage first's error first, as a walk of one stage at a time returns it
