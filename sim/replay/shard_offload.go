@@ -47,7 +47,9 @@ import (
 // PCIe per step: stages 1-2 send the fp32 gradient partition to the host
 // and the updated 16-bit partition back, and with gradient accumulation
 // the 16-bit gradients to and from the host buffers that accumulate them
-// (accumulateCopies; exposed, as the fp32 copies without overlap_comm); stage 3 sends the reduced 16-bit
+// (accumulateCopies; on the same stream as the fp32 copies, so exposed
+// without overlap_comm, and with it behind each micro-step's backward:
+// timing's SetZeROOffloadCopies); stage 3 sends the reduced 16-bit
 // partition down and up again at the first micro-step (1905-1908), then
 // the fp32 partition, and the 16-bit partition back (2585-2595).
 
@@ -120,12 +122,10 @@ func (d *distState) accumulateCopies(r *Replay) int64 {
 }
 
 // AccumulateCopies is accumulateCopies for a plan at ZeRO stage zero
-// (the search's fast path prices the same copies).
+// (the search's fast path prices the same copies): the sum of
+// AccumulateCopiesAt over the step's micro-steps.
 func AccumulateCopies(plan *core.Plan, zero int) int64 {
-	g := max(plan.GradAccum, 1)
-	if plan.PipeStage != nil {
-		g = plan.MicroBatches()
-	}
+	g := ZeROMicroSteps(plan)
 	switch {
 	case g <= 1 || zero < 1 || zero > 2:
 		return 0
@@ -134,6 +134,34 @@ func AccumulateCopies(plan *core.Plan, zero int) int64 {
 	default:
 		return 2
 	}
+}
+
+// AccumulateCopiesAt is how many of AccumulateCopies micro-step k (0 to
+// g - 1 of g) issues: stage 2 one copy down at the first and one up and
+// one down at each later one, stage 1 one up and one down at the last.
+// The time model places them on the micro-step that issues them
+// (timing/comm.go, overlap_comm).
+func AccumulateCopiesAt(zero int, k, g int64) int64 {
+	switch {
+	case g <= 1 || zero < 1 || zero > 2 || k < 0 || k >= g:
+		return 0
+	case zero == 2 && k == 0:
+		return 1
+	case zero == 2 || k == g-1:
+		return 2
+	default:
+		return 0
+	}
+}
+
+// ZeROMicroSteps is the number of micro-steps (backward passes) of one
+// step of plan: its gradient accumulation, a pipeline stage's
+// micro-batches.
+func ZeROMicroSteps(plan *core.Plan) int64 {
+	if plan.PipeStage != nil {
+		return plan.MicroBatches()
+	}
+	return max(plan.GradAccum, 1)
 }
 
 // largestTrainable is the element count of the largest trainable parameter.

@@ -9,6 +9,7 @@ import (
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 )
 
@@ -129,6 +130,33 @@ func TestSearchOffloadEqualsBruteForce(t *testing.T) {
 	}
 	if offloaded == 0 {
 		t.Errorf("no offloaded layout on the front")
+	}
+	t.Logf("%+v, %d offloaded layouts on the front of %d", res.Stats, offloaded, len(res.Front))
+}
+
+// The same from a base plan with overlap_comm (carried into the zero1
+// and zero2 layouts): ZeRO-Offload's copies run on the reduction stream
+// behind each micro-step's backward, in the fast path as in the replay.
+// A 1.7B model, so that a rank's partition spans several of
+// reduce_bucket_size's buckets (the fast path priced every copy exposed
+// before: 0.608 s against the replay's 0.579 s at zero1, dp=8).
+func TestSearchOffloadOverlapCommEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(4096, 8, 32, 8, 14336, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Device.Memory = 16 << 30
+	base.Parallel = core.Parallelism{DP: 8, Zero: 2, OverlapComm: true}
+	base.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 8}
+	space := Space{GPUs: 8, GlobalBatch: 64, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
+		MicroBatch: []int64{1, 2, 4, 8}, Sharding: []string{"zero1", "zero2"}, Offload: []string{"none", "optimizer"},
+		Top: 4, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	offloaded := 0
+	for _, r := range res.Front {
+		if r.Plan.Offload != nil && r.Plan.Parallel.OverlapComm {
+			offloaded++
+		}
+	}
+	if offloaded == 0 {
+		t.Errorf("no offloaded layout with overlap_comm on the front")
 	}
 	t.Logf("%+v, %d offloaded layouts on the front of %d", res.Stats, offloaded, len(res.Front))
 }

@@ -139,6 +139,8 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 		// OptimizerWorkOf), the partition's copies over PCIe instead.
 		pcie, part := offloadSeconds(p, par, u.params)
 		w.SetHost(pcie)
+		// With overlap_comm, on the reduction stream (as workOf).
+		w.SetZeROOffloadCopies(p, part)
 		if !w.Eval { // DeepSpeedCPUAdam's step over the partition (timing/cpu_optimizer.go)
 			w.CPUOptimizer = timing.CPUOptimizerSeconds(p, float64(part), timing.RanksPerHost(p))
 		}

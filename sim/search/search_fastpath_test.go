@@ -120,6 +120,18 @@ func fastPathPlans() []*core.Plan {
 	offload()
 	add(moe, core.Parallelism{DP: 6, EP: 2, Zero: 3}, 1, 1, "bf16-mixed", "full", 6, 6)
 	offload()
+	// ZeRO-Offload with overlap_comm (carried from a base plan) and
+	// gradient accumulation: the fp32 and accumulation copies ride the
+	// reduction stream behind each micro-step's backward.
+	// A 1.7B model, so that a rank's partition spans several of
+	// reduce_bucket_size's buckets.
+	wide := testmodels.Llama(4096, 8, 32, 8, 14336, 32000, "flash")
+	add(wide, core.Parallelism{DP: 2, Zero: 2, OverlapComm: true}, 1, 4, "bf16-mixed", "full", 2, 8)
+	offload()
+	add(wide, core.Parallelism{DP: 2, TP: 2, Zero: 1, OverlapComm: true, SequenceParallel: true}, 1, 3, "bf16-mixed", "none", 4, 8)
+	offload()
+	add(wide, core.Parallelism{DP: 2, Zero: 2, OverlapComm: true}, 2, 1, "bf16-mixed", "full", 2, 8)
+	offload()
 	return append(out, carriedPlans()...)
 }
 

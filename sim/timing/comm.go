@@ -390,19 +390,72 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			dp = grad + params
 			break
 		}
-		var lastReduce float64
-		if grad > 0 {
-			lastReduce = cc.seconds(gradKind, gradGroup, min(plan.Precision.Params.Bytes(replay.ZeroReduceBucket), gradBytes))
-		}
-		exposed := max(lastReduce+w.gradCopyLast, grad+w.gradCopy-bwdWindow)
-		reduce := min(exposed, max(lastReduce, grad-bwdWindow))
+		reduce, copies := w.zeroReductionStream(plan, cc, grad, gradBytes, gradKind, gradGroup, bwdWindow)
 		dp = reduce + params
-		out.gradCopy = exposed - reduce // the copies' share: in offload
+		out.gradCopy = copies // the copies' share: in offload
 	default:
 		dp = grad + params
 	}
 	out.tail = append(out.tail, replay.TimeShare{Name: "dp_comm", Seconds: dp})
 	return out
+}
+
+// zeroReductionStream is what DeepSpeed ZeRO-1/2's reduction stream
+// exposes over one step with overlap_comm, split into the reduction's
+// share and ZeRO-Offload's copies' share (SetZeROOffloadCopies). The
+// stream's work of each micro-step runs behind that micro-step's
+// backward (window, with its recompute), all but its last bucket's
+// reduction and copies: the epilogue reduces the last bucket after the
+// backward and synchronizes (independent_gradient_partition_epilogue,
+// stage_1_and_2.py 919-933 at edaa722), and stage 2 runs it at every
+// micro-step ("ZeRO stage >= 2 communicates during non gradient
+// accumulation boundaries as well", runtime/engine.py
+// allreduce_gradients, 2902-2904), so grad, stage 2's reductions of the
+// step, splits evenly over them; stage 1 reduces at the boundary only
+// (reduce_ready_partitions_and_remove_grads, 1767-1769). The
+// accumulation copies follow replay.AccumulateCopiesAt, the fp32 copies
+// the boundary.
+func (w *GpuWork) zeroReductionStream(plan *core.Plan, cc *commCtx, grad float64, gradBytes int64, kind, group string, window float64) (reduce, copies float64) {
+	g := replay.ZeROMicroSteps(plan)
+	bucket := plan.Precision.Params.Bytes(replay.ZeroReduceBucket)
+	// Micro-steps 1 to g - 2 are alike: the first, one of them (counted
+	// g - 2 times) and the last stand for all.
+	type microSteps struct{ k, times int64 }
+	classes := append(make([]microSteps, 0, 3), microSteps{0, 1})
+	if g > 2 {
+		classes = append(classes, microSteps{1, g - 2})
+	}
+	if g > 1 {
+		classes = append(classes, microSteps{g - 1, 1})
+	}
+	for _, ms := range classes {
+		red, bytes := 0.0, int64(0)
+		switch {
+		case w.Zero == 2:
+			red, bytes = grad/float64(g), gradBytes/g
+		case ms.k == g-1:
+			red, bytes = grad, gradBytes
+		}
+		acc := float64(replay.AccumulateCopiesAt(w.Zero, ms.k, g))
+		work := red + acc*w.accCopy
+		lastCopies := acc * w.accCopyLast
+		if ms.k == g-1 {
+			work += w.gradCopy
+			lastCopies += w.gradCopyLast
+		}
+		if work <= 0 {
+			continue
+		}
+		var lastReduce float64
+		if bytes > 0 { // a part of the micro-step's reduction (of one bucket: all of it, less the latency of a separate collective)
+			lastReduce = min(red, cc.seconds(kind, group, min(bucket, bytes)))
+		}
+		exposed := max(lastReduce+lastCopies, work-window)
+		r := min(exposed, max(lastReduce, red-window))
+		reduce += float64(ms.times) * r
+		copies += float64(ms.times) * (exposed - r)
+	}
+	return reduce, copies
 }
 
 // nvmeGBps is the bandwidth assumed for NVMe offload, per GPU: one

@@ -97,10 +97,15 @@ type GpuWork struct {
 	StepOverhead   float64 // the step's time outside the GPU (core.Overheads.StepSeconds)
 	CPUOptimizer   float64 // the optimizer step on the host (ZeRO-Offload's, cpu_optimizer.go; torch's under FSDP2 offload, torch_cpu_optimizer.go), seconds
 	host           float64 // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
-	// gradCopy is ZeRO-Offload's gradient copies to the host at stages 1-2
-	// with overlap_comm, seconds: on the reduction stream behind the
-	// backward (comm.go), not in host; gradCopyLast is the last bucket's.
+	// gradCopy is ZeRO-Offload's fp32 gradient copies to the host at
+	// stages 1-2 with overlap_comm, seconds: on the reduction stream
+	// behind the boundary's backward (comm.go), not in host; gradCopyLast
+	// is the last bucket's. accCopy and accCopyLast are one copy of the
+	// 16-bit partition (and of its last bucket) that accumulates
+	// gradients on the host over micro-steps (replay.AccumulateCopiesAt
+	// says how many each micro-step issues), on the same stream.
 	gradCopy, gradCopyLast float64
+	accCopy, accCopyLast   float64
 	costs                  []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
 	prog                   *core.Program // their program
 	redone                 []bool        // its recomputed checkpoint regions
@@ -166,6 +171,38 @@ func (w *GpuWork) Utilisation(plan *core.Plan, te *replay.TimeEstimate, stages i
 // which has none (ZeRO-Offload's PCIe copies).
 func (w *GpuWork) SetHost(seconds float64) { w.host = seconds }
 
+// SetZeROOffloadCopies moves the copies of ZeRO-Offload's partition of
+// n elements per rank at stages 1-2 (the fp32 gradients at the boundary,
+// the 16-bit accumulation copies of each micro-step:
+// replay/shard_offload.go) out of the exposed host transfers and onto
+// DeepSpeed's reduction stream when parallel(overlap_comm=True) puts
+// them there; comm.go prices what of that stream outlasts each
+// micro-step's backward. Read at DeepSpeed edaa722,
+// deepspeed/runtime/zero/stage_1_and_2.py: reduce_ipg_grads (1691-1756)
+// issues copy_grads_in_partition under
+// get_accelerator().stream(self.reduction_stream) when overlap_comm
+// (1719-1729), and copy_grads_in_partition (1650-1666) runs both
+// async_accumulate_grad_in_cpu_via_gpu (its host-to-GPU copy, the add
+// and the copy back, all non_blocking: 1516-1560) and the boundary's
+// async_inplace_copy_grad_to_fp32_buffer_from_gpu (1590-1605) there, after
+// the bucket's reduction; without overlap_comm the same calls run on the
+// compute stream (1721-1727): exposed. Pinned host buffers assumed
+// (offload_optimizer.pin_memory, DeepSpeed's default from 0.19.5). The
+// caller has set the host transfers (workOf, or SetHost) and w.Eval.
+func (w *GpuWork) SetZeROOffloadCopies(plan *core.Plan, n int64) {
+	if w.Eval || !plan.Parallel.OverlapComm || w.Mode != replay.DistZeRO || w.Zero < 1 || w.Zero > 2 || n <= 0 {
+		return
+	}
+	par := plan.Parallel.Norm()
+	d := plan.Device
+	last := min(n, (replay.ZeroReduceBucket+par.DP*par.CP-1)/(par.DP*par.CP)) // this rank's share of the last bucket
+	w.gradCopy = PCIeSeconds(d, units.FP32.Bytes(n))
+	w.gradCopyLast = PCIeSeconds(d, units.FP32.Bytes(last))
+	w.accCopy = PCIeSeconds(d, plan.Precision.Params.Bytes(n))
+	w.accCopyLast = PCIeSeconds(d, plan.Precision.Params.Bytes(last))
+	w.host -= w.gradCopy + float64(replay.AccumulateCopies(plan, w.Zero))*w.accCopy
+}
+
 // workOf gathers the time model's inputs from a replayed program.
 func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, error) {
 	par := plan.Parallel.Norm()
@@ -202,17 +239,8 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
 	w.host = hostSeconds(r)
-	if !w.Eval && plan.Parallel.OverlapComm && r.Dist != nil && r.Dist.ZeroOffload(r) {
-		// stage_1_and_2.py reduce_ipg_grads: with overlap_comm each
-		// bucket's fp32 gradients are copied to the host partition on the
-		// reduction stream, after its reduction (pinned memory assumed:
-		// offload_optimizer.pin_memory, DeepSpeed's default from 0.19.5).
-		n := int64(hostStepElements(r))
-		par := plan.Parallel.Norm()
-		last := min(n, (replay.ZeroReduceBucket+par.DP*par.CP-1)/(par.DP*par.CP))
-		w.gradCopy = PCIeSeconds(plan.Device, units.FP32.Bytes(n))
-		w.gradCopyLast = PCIeSeconds(plan.Device, units.FP32.Bytes(last))
-		w.host -= w.gradCopy
+	if r.Dist != nil && r.Dist.ZeroOffload(r) {
+		w.SetZeROOffloadCopies(plan, int64(hostStepElements(r)))
 	}
 	if !w.Eval {
 		w.CPUOptimizer = CPUOptimizerSeconds(plan, hostStepElements(r), RanksPerHost(plan)) +
