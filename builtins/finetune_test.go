@@ -13,9 +13,11 @@ o = offload(optimizer = "cpu", activations = "cpu")
 		{expr: `offload(optimizer = "disk")`, err: `offload: unknown optimizer tier "disk" (known: cpu, nvme)`},
 		{expr: `offload(params = 1)`, err: "offload: params must be None or a tier name (got int)"},
 		// optimizer offload is ZeRO-Offload, through ZeRO only; on one GPU, zero=2: 18 B per parameter on the
-		// host (fp32 master, two moments, fp32 grads, the bf16 staging copy), fp32 grads down and bf16 params up
+		// host (fp32 master, two moments, fp32 grads, the bf16 staging copy) and the pinned bf16
+		// temp_grad_buffer_for_cpu_offload of the largest parameter (the 1000 x 64 embedding), fp32 grads
+		// down and bf16 params up
 		{expr: `p.replace(offload = offload(optimizer = "cpu"))`, err: "runs through its ZeRO optimizer only"},
-		{expr: `simulate(p.replace(parallel = parallel(zero = 2), offload = offload(optimizer = "cpu"))).host_memory == 18 * m.params`, want: "True"},
+		{expr: `simulate(p.replace(parallel = parallel(zero = 2), offload = offload(optimizer = "cpu"))).host_memory == 18 * m.params + 2 * 1000 * 64`, want: "True"},
 		{expr: `simulate(p.replace(parallel = parallel(zero = 2), offload = offload(optimizer = "cpu"))).traffic["pcie"] == 6 * m.params`, want: "True"},
 		{expr: `simulate(p.replace(parallel = parallel(zero = 2), offload = o, host_memory = 1 * MiB))`, err: "offload needs"},
 		{expr: `simulate(p.replace(freeze = ["embed"])).trainable_params == m.params - 64000`, want: "True"},

@@ -189,15 +189,16 @@ func TestOffload(t *testing.T) {
 		t.Errorf("offload(optimizer=\"cpu\") without zero=: %v, want the refusal", err)
 	}
 	// One GPU, ZeRO-2 at dp=1 (replay/shard_offload.go): host: fp32 master
-	// + two fp32 moments + fp32 grads + the bf16 staging copy, 18 B;
-	// PCIe: fp32 grads down, bf16 params up, 6 B.
+	// + two fp32 moments + fp32 grads + the bf16 staging copy, 18 B, and
+	// the pinned bf16 temp_grad_buffer_for_cpu_offload of the largest
+	// parameter (1000 x 256); PCIe: fp32 grads down, bf16 params up, 6 B.
 	p.Parallel = core.Parallelism{Zero: 2}
 	opt, err := Evaluate(&p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opt.HostMemory != 18*n {
-		t.Errorf("optimizer offload host %d, want %d", opt.HostMemory, 18*n)
+	if want := int64(18*n + 2*1000*256); opt.HostMemory != want {
+		t.Errorf("optimizer offload host %d, want %d", opt.HostMemory, want)
 	}
 	if opt.Traffic.PCIe != 6*n {
 		t.Errorf("optimizer offload pcie %d, want %d", opt.Traffic.PCIe, 6*n)
@@ -252,8 +253,8 @@ func TestOffload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if par.HostMemory != 20*n {
-		t.Errorf("param offload host %d, want %d (%v)", par.HostMemory, 20*n, par.HostBreakdown)
+	if par.HostMemory != 20*n || hostShare(par, "fp32 gradients") != 4*n || hostShare(par, "bf16 gradient buffers (pinned)") != 2*n {
+		t.Errorf("param offload host %d, want %d, 4 B of them fp32 gradients and 2 B bf16 gradient buffers (%v)", par.HostMemory, 20*n, par.HostBreakdown)
 	}
 	p.Parallel = base.Parallel
 	p.Offload = &core.Offload{Optimizer: "cpu"}

@@ -25,7 +25,12 @@ import (
 //     optimizer would read.
 //   - Host: master + moments 12 B, fp32 gradients 4 B, and either the bf16
 //     staging copy (stages 1-2) or the bf16 gradient partitions (stage 3),
-//     2 B: 18 B per partition element.
+//     2 B: 18 B per partition element. Stages 1-2 also pin
+//     temp_grad_buffer_for_cpu_offload, a bf16 buffer of the largest
+//     parameter on the host (stage_1_and_2.py 585-590 at edaa722): 2 L.
+//     The breakdown's "bf16 gradient buffers (pinned)" row holds that
+//     buffer (stages 1-2) or the gradient partitions (stage 3), apart
+//     from the "fp32 gradients" the CPU optimizer steps on (4 B).
 //   - PCIe per step: the fp32 gradients down and the bf16 partition back,
 //     6 B; stage 3 also sends the bf16 partition down and up once, 4 B more.
 //   - With the parameters offloaded too (zero=3, ZeRO-Infinity on the
@@ -50,11 +55,12 @@ func TestZeROOffload(t *testing.T) {
 		params               string
 		gpuSaved, host, pcie int64
 		partAfterBackward    int64 // the bf16 gradient partition stages 1-2 keep on the GPU for the step
+		gradBufs             int64 // the host breakdown's bf16 gradient buffers
 	}{
-		{1, "", 12*part - 2*largest, 18 * part, 6 * part, 2 * part},
-		{2, "", 12*part - 2*largest, 18 * part, 6 * part, 2 * part},
-		{3, "", 14 * part, 18 * part, 10 * part, 0},
-		{3, "cpu", 16 * part, 20 * part, 12 * part, 0},
+		{1, "", 12*part - 2*largest, 18*part + 2*largest, 6 * part, 2 * part, 2 * largest},
+		{2, "", 12*part - 2*largest, 18*part + 2*largest, 6 * part, 2 * part, 2 * largest},
+		{3, "", 14 * part, 18 * part, 10 * part, 0, 2 * part},
+		{3, "cpu", 16 * part, 20 * part, 12 * part, 0, 2 * part},
 	} {
 		plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
 		if m.Params() != psi {
@@ -77,6 +83,9 @@ func TestZeROOffload(t *testing.T) {
 		}
 		if r.HostMemory != c.host {
 			t.Errorf("zero=%d params=%q: host memory %d B, want %d", c.zero, c.params, r.HostMemory, c.host)
+		}
+		if g, b := hostShare(r, "fp32 gradients"), hostShare(r, "bf16 gradient buffers (pinned)"); g != 4*part || b != c.gradBufs {
+			t.Errorf("zero=%d params=%q: host fp32 gradients %d B, bf16 gradient buffers %d B, want %d and %d (%v)", c.zero, c.params, g, b, 4*part, c.gradBufs, r.HostBreakdown)
 		}
 		if got := r.Traffic.PCIe - base.Traffic.PCIe; got != c.pcie {
 			t.Errorf("zero=%d params=%q: PCIe %d B per step, want %d", c.zero, c.params, got, c.pcie)
@@ -194,6 +203,16 @@ func TestFSDPOffload(t *testing.T) {
 	}
 }
 
+// hostShare is the bytes of the host breakdown's row name, 0 without one.
+func hostShare(r *replay.Report, name string) int64 {
+	for _, s := range r.HostBreakdown {
+		if s.Name == name {
+			return s.Bytes
+		}
+	}
+	return 0
+}
+
 // ZeRO-Offload at stages 1-2 with 4 micro-steps (the model and partition
 // of TestZeROOffload, part = 1,048,576 elements per rank). DeepSpeed
 // accumulates the 16-bit gradients in a pinned host buffer
@@ -203,7 +222,10 @@ func TestFSDPOffload(t *testing.T) {
 // down at the three others: 7 copies of 2 B; stage 1 reduces at the
 // boundary only, micro_step_id 3: one up, one down, 2 copies. The fp32
 // partition down and the bf16 partition up stay 6 B. They are exposed:
-// the offload share grows by their PCIe seconds.
+// the offload share grows by their PCIe seconds. The host buffer is one
+// of the bf16 gradient buffers of the host breakdown, with
+// temp_grad_buffer_for_cpu_offload (the largest parameter, 4 part
+// elements: 8 part B) at any micro-step count.
 func TestZeROOffloadGradAccum(t *testing.T) {
 	const part = 1_048_576
 	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
@@ -212,8 +234,8 @@ func TestZeROOffloadGradAccum(t *testing.T) {
 		copies       int64
 		host, onHost int64
 	}{
-		{1, 2, 20 * part, 2 * part},
-		{2, 7, 20 * part, 2 * part},
+		{1, 2, 28 * part, 2 * part},
+		{2, 7, 28 * part, 2 * part},
 	} {
 		one := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: c.zero})
 		one.Offload = &core.Offload{Optimizer: "cpu"}
@@ -231,6 +253,9 @@ func TestZeROOffloadGradAccum(t *testing.T) {
 		}
 		if r4.HostMemory != c.host || r4.HostMemory-r1.HostMemory != c.onHost {
 			t.Errorf("zero=%d: host memory %d B (one micro-step %d), want %d", c.zero, r4.HostMemory, r1.HostMemory, c.host)
+		}
+		if b1, b4 := hostShare(r1, "bf16 gradient buffers (pinned)"), hostShare(r4, "bf16 gradient buffers (pinned)"); b1 != 8*part || b4 != 8*part+c.onHost {
+			t.Errorf("zero=%d: bf16 gradient buffers on the host %d B at one micro-step, %d at 4, want %d and %d", c.zero, b1, b4, 8*part, 8*part+c.onHost)
 		}
 		want := stepShare(r1, "offload") + timing.PCIeSeconds(four.Device, c.copies*2*part)
 		if got := stepShare(r4, "offload"); !within(got, want, 1e-9) {

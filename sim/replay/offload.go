@@ -61,7 +61,7 @@ func (r *Replay) offloadState(p *core.ParamInfo) bool {
 	}
 	r.Rep.States.Master += master
 	r.Rep.States.Optimizer += states
-	fo.hostGrads += units.FP32.Bytes(p.Numel)
+	fo.addHostGrads(units.FP32, units.FP32.Bytes(p.Numel))
 	if tier == "nvme" {
 		fo.nvmeStates += master + states
 		fo.swap = max(fo.swap, nvmeSwapBufs*(master+states))
@@ -95,17 +95,40 @@ func (r *Replay) offloadParam(p *core.ParamInfo) bool {
 // offloadRecord is the replay's offload bookkeeping.
 type offloadRecord struct {
 	hostStates, nvmeStates, hostGrads, swap, hostParams int64
-	acts, actsPeak                                      int64 // activation bytes on the host now, at most
-	units                                               map[string][]int32
-	unitOf                                              []string
-	resident                                            map[string][]int32 // unit -> live tensor ids of its params
-	fetched                                             map[core.Value]bool
-	pinned                                              map[core.Value]int64 // value -> the pinned host blocks holding its copies
-	headSaved                                           []bool               // values the output projection or the loss saves (torchtune keeps them)
-	outs                                                []CopyOut            // torchtune's copies to the host (offload_timeline.go)
-	events                                              []OffloadEvent       // the backward's ops and copies back
-	actPCIe                                             int64                // their bytes, both ways
-	order                                               []string             // units in forward order
+	hostGradsDT                                         units.DType // the dtype of hostGrads, the gradients the host optimizer steps on
+	// gradBufs is ZeRO-Offload's gradient buffers in pinned host memory
+	// other than the fp32 gradients the host optimizer steps on (hostGrads):
+	// ZeRO-3's grad_partitions_flat_buffer, stages 1-2's
+	// accumulated_grads_in_cpu and temp_grad_buffer_for_cpu_offload, in
+	// gradBufDT.
+	gradBufs       int64
+	gradBufDT      units.DType
+	acts, actsPeak int64 // activation bytes on the host now, at most
+	units          map[string][]int32
+	unitOf         []string
+	resident       map[string][]int32 // unit -> live tensor ids of its params
+	fetched        map[core.Value]bool
+	pinned         map[core.Value]int64 // value -> the pinned host blocks holding its copies
+	headSaved      []bool               // values the output projection or the loss saves (torchtune keeps them)
+	outs           []CopyOut            // torchtune's copies to the host (offload_timeline.go)
+	events         []OffloadEvent       // the backward's ops and copies back
+	actPCIe        int64                // their bytes, both ways
+	order          []string             // units in forward order
+}
+
+// addHostGrads counts b bytes of dtype dt of the gradients the host
+// optimizer steps on (ZeRO-Offload's fp32 partition, FSDP2's gradient
+// shards).
+func (fo *offloadRecord) addHostGrads(dt units.DType, b int64) {
+	fo.hostGrads += b
+	fo.hostGradsDT = dt
+}
+
+// addGradBuffer counts b bytes of dtype dt of pinned gradient buffers
+// on the host.
+func (fo *offloadRecord) addGradBuffer(dt units.DType, b int64) {
+	fo.gradBufs += b
+	fo.gradBufDT = dt
 }
 
 func (r *Replay) fo() *offloadRecord {
@@ -457,7 +480,8 @@ func (r *Replay) finishOffload(rep *Report) error {
 	}
 	for _, s := range []Share{
 		{Name: "optimizer state and master weights", Bytes: fo.hostStates},
-		{Name: "fp32 gradients", Bytes: fo.hostGrads},
+		{Name: fo.hostGradsDT.String() + " gradients", Bytes: fo.hostGrads},
+		{Name: fo.gradBufDT.String() + " gradient buffers (pinned)", Bytes: fo.gradBufs},
 		{Name: "nvme swap buffers (pinned)", Bytes: fo.swap},
 		{Name: "parameters (pinned)", Bytes: fo.hostParams},
 		{Name: "activations (pinned)", Bytes: fo.actsPeak},

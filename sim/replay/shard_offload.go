@@ -84,7 +84,7 @@ func (d *distState) offloadShard(r *Replay, n int64) {
 	r.Rep.States.Master += master
 	r.Rep.States.Optimizer += states
 	fo.hostStates += master + states
-	fo.hostGrads += units.FP32.Bytes(n)
+	fo.addHostGrads(units.FP32, units.FP32.Bytes(n))
 	down := units.FP32.Bytes(n) // the fp32 gradient partition
 	if d.Par.Zero == 3 {
 		down += 2 * prec.Grads.Bytes(n) // the reduced partition to the host and back at the first micro-step
@@ -99,6 +99,25 @@ func (d *distState) offloadShard(r *Replay, n int64) {
 		return
 	}
 	r.Rep.Traffic.PCIe += down + prec.Params.Bytes(n) // and the updated 16-bit partition back
+}
+
+// offloadGradBuffers12 counts the 16-bit host buffers stages 1-2 keep
+// with cpu_offload, pinned (offload_optimizer.pin_memory, DeepSpeed's
+// default from 0.19.5), read from stage_1_and_2.py at edaa722:
+// temp_grad_buffer_for_cpu_offload, the largest parameter's numel in
+// the parameters' dtype on the host (585-590, always with cpu_offload),
+// and accumulated_grads_in_cpu, the partition's parameters in their
+// dtype (buffer_to_accumulate_to_in_cpu, 1524-1529), with more than one
+// micro-step: stage 2 accumulates there at every micro-step; stage 1
+// creates it at the boundary, whose micro_step_id is past 0
+// (async_accumulate_grad_in_cpu_via_gpu, accumulateCopies).
+func (d *distState) offloadGradBuffers12(r *Replay, largest, part int64) {
+	dt := r.Plan.Precision.Params
+	fo := r.fo()
+	fo.addGradBuffer(dt, dt.Bytes(largest))
+	if d.accumulateCopies(r) > 0 {
+		fo.addGradBuffer(dt, dt.Bytes(part))
+	}
 }
 
 // accumulateCopies is how many times stages 1-2 copy the partition's

@@ -226,14 +226,7 @@ func (d *distState) setupZeRO12(r *Replay) {
 		n := d.largestTrainable()
 		d.alloc(r, "temp_grad_buffer_for_gpu_offload", []int64{n}, prec.Params, prec.Params.Bytes(n), core.CatGrads,
 			"GPU buffer of the largest parameter that host-accumulated gradients pass through (stage_1_and_2.py, cpu_offload)")
-		if d.accumulateCopies(r) > 0 {
-			// accumulated_grads_in_cpu (pinned), with more than one
-			// micro-step: stage 2 accumulates there at every micro-step;
-			// stage 1 creates it at the boundary, whose micro_step_id is
-			// past 0 (async_accumulate_grad_in_cpu_via_gpu,
-			// shard_offload.go).
-			r.fo().hostGrads += prec.Grads.Bytes(part)
-		}
+		d.offloadGradBuffers12(r, n, part)
 		if d.Par.Zero == 2 {
 			return
 		}
@@ -317,7 +310,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 	}
 	gb := prec.Grads.Bytes(trainPart)
 	if d.ZeroOffload(r) {
-		r.fo().hostGrads += gb // grad_partitions_flat_buffer in pinned host memory
+		r.fo().addGradBuffer(prec.Grads, gb) // grad_partitions_flat_buffer in pinned host memory (shard_offload.go)
 	} else {
 		d.alloc(r, "grad_partitions_flat_buffer", []int64{trainPart}, prec.Grads, gb, core.CatGrads, "this rank's gradient partitions (ZeRO-3, allocated at init)")
 	}
@@ -372,7 +365,7 @@ func (d *distState) setupFSDP(r *Replay) {
 	if d.FsdpOffload(r) { // the sharded gradients are host tensors
 		for u := range d.units {
 			b := prec.Grads.Bytes(d.unitGradShard(u))
-			r.fo().hostGrads += b
+			r.fo().addHostGrads(prec.Grads, b)
 			st.Grads += b
 		}
 		return
