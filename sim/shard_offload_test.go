@@ -126,6 +126,65 @@ func TestZeROOffloadRefusals(t *testing.T) {
 	}
 }
 
+// Offloading parameters or optimizer state reaches the replay only under
+// a sharding that keeps them on the host itself: ZeRO (shard_offload.go)
+// or FSDP2 (fsdp_offload.go). Every layout without zero= or fsdp= (one
+// GPU, DDP, tensor parallelism, Megatron with and without its
+// distributed optimizer), with every tier of params= and optimizer=, in
+// training and evaluation, is refused by the offload check; a sharded
+// layout that validates is one of the two. The replay's one-GPU
+// parameter streaming and non-ZeRO optimizer offload were removed on
+// this (replay/offload.go).
+func TestOffloadNeedsSharding(t *testing.T) {
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 64, Out: 64}, &nn.Linear{In: 64, Out: 64}}, Loss: "mse"}
+	var offloads []core.Offload
+	for _, params := range []string{"", "cpu", "nvme"} {
+		for _, opt := range []string{"", "cpu", "nvme"} {
+			if params != "" || opt != "" {
+				offloads = append(offloads, core.Offload{Params: params, Optimizer: opt})
+			}
+		}
+	}
+	unsharded := []struct {
+		prec string
+		par  core.Parallelism
+	}{
+		{"bf16-mixed", core.Parallelism{}},
+		{"bf16-mixed", core.Parallelism{DP: 1}},
+		{"bf16-mixed", core.Parallelism{DP: 8}},
+		{"bf16-mixed", core.Parallelism{TP: 2}},
+		{"megatron", core.Parallelism{DP: 8}},
+		{"megatron", core.Parallelism{DP: 8, DistributedOptimizer: true}},
+	}
+	sharded := []core.Parallelism{{DP: 1, Zero: 2}, {DP: 8, Zero: 1}, {DP: 8, Zero: 3}, {DP: 8, FSDP: true}, {DP: 8, FSDP: true, FSDPVersion: 1}}
+	valid := 0
+	for _, phase := range []core.Phase{core.Train, core.Eval} {
+		for _, o := range offloads {
+			for _, u := range unsharded {
+				p := distPlan(t, m, u.prec, u.par)
+				p.Phase, p.Offload = phase, &o
+				if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "offload") {
+					t.Errorf("%s %s, phase %d, offload %+v: %v, want the offload refusal", u.prec, u.par, phase, o, err)
+				}
+			}
+			for _, par := range sharded {
+				p := distPlan(t, m, "bf16-mixed", par)
+				p.Phase, p.Offload = phase, &o
+				if p.Validate() != nil {
+					continue
+				}
+				valid++
+				if mode := replay.ModeOf(p); !(mode == replay.DistZeRO || (mode == replay.DistFSDP && par.FSDPVersion != 1)) {
+					t.Errorf("%s, offload %+v: validates in sharding mode %v, which keeps nothing on the host", par, o, mode)
+				}
+			}
+		}
+	}
+	if valid == 0 {
+		t.Errorf("no sharded offload layout validates")
+	}
+}
+
 // FSDP2 with CPUOffloadPolicy on 8 ranks, hand-counted with the same two
 // linears (bf16-mixed: fp32 parameters and gradients, bf16 all-gathers):
 // each weight's shard is 1/8 of its rows, s = 2 x 524,288 = 1,048,576

@@ -45,13 +45,6 @@ func (d *distState) FsdpHostStepElements(r *Replay) int64 {
 	return n
 }
 
-// shardedParamOffload reports whether the sharding keeps the parameters on
-// the host itself (ZeRO-3 or FSDP2), so that the one-GPU streaming of
-// offload.go stays off.
-func (d *distState) shardedParamOffload(r *Replay) bool {
-	return d.zeroParamOffload(r) || d.FsdpOffload(r)
-}
-
 // unitShard is this rank's FSDP2 shard of unit u's parameters, elements
 // (trainable only when trainable is set).
 func (d *distState) unitShard(u int32, trainableOnly bool) int64 {

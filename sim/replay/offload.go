@@ -12,11 +12,7 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-const (
-	minOffload     = 1024 // torchtune OffloadActivations min_offload_size
-	nvmeSwapBufs   = 4    // DeepSpeed offload_optimizer buffer_count
-	fp32StateBytes = 4
-)
+const minOffload = 1024 // torchtune OffloadActivations min_offload_size
 
 // optimizerTier is where master weights and optimizer state live: "" on
 // the GPU, "cpu" or "nvme".
@@ -34,86 +30,30 @@ func (r *Replay) optimizerTier() string {
 	return ""
 }
 
-// paramsOffloaded reports whether parameters stream from the host one
-// unit at a time (ZeRO-3 gathers them from host partitions instead:
-// shard_offload.go).
-func (r *Replay) paramsOffloaded() bool {
-	return r.Plan.Offload != nil && r.Plan.Offload.Params != "" && !r.Dist.shardedParamOffload(r)
-}
-
 func (r *Replay) actsOffloaded() bool {
 	return r.Plan.Offload != nil && r.Plan.Offload.Activations != "" && r.Plan.Phase != core.Eval
 }
 
-// offloadState accounts one trainable parameter's master weight,
-// optimizer state and fp32 grad copy off the GPU and reports whether the
-// optimizer is offloaded (setup then allocates nothing on the GPU).
-func (r *Replay) offloadState(p *core.ParamInfo) bool {
-	tier := r.optimizerTier()
-	if tier == "" {
-		return false
-	}
-	fo := r.fo()
-	master := units.FP32.Bytes(p.Numel) // DeepSpeed keeps an fp32 master for 16-bit training
-	var states int64
-	for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, units.FP32) {
-		states += s.Bytes
-	}
-	r.Rep.States.Master += master
-	r.Rep.States.Optimizer += states
-	fo.addHostGrads(units.FP32, units.FP32.Bytes(p.Numel))
-	if tier == "nvme" {
-		fo.nvmeStates += master + states
-		fo.swap = max(fo.swap, nvmeSwapBufs*(master+states))
-	} else {
-		fo.hostStates += master + states
-	}
-	prec := r.Plan.Precision
-	r.Rep.Traffic.PCIe += prec.Grads.Bytes(p.Numel) + prec.Params.Bytes(p.Numel)
-	if tier == "nvme" {
-		r.Rep.Traffic.NVMe += 2 * (master + states)
-	}
-	return true
-}
-
-// offloadParam keeps a parameter on the host in setup (param offload).
-func (r *Replay) offloadParam(p *core.ParamInfo) bool {
-	if !r.paramsOffloaded() {
-		return false
-	}
-	fo := r.fo()
-	b := r.paramBytes(p)
-	if p.Quant != "" {
-		b = core.QuantBytes(p.Quant, p.Shape)
-	}
-	fo.hostParams += b
-	r.Rep.States.Params += b
-	r.Rep.Traffic.PCIe += 2 * b // gathered for forward and again for backward
-	return true
-}
-
-// offloadRecord is the replay's offload bookkeeping.
+// offloadRecord is the replay's offload bookkeeping: what ZeRO-Offload
+// and FSDP2's CPUOffloadPolicy keep on the host (shard_offload.go,
+// fsdp_offload.go) and the activations' copies.
 type offloadRecord struct {
-	hostStates, nvmeStates, hostGrads, swap, hostParams int64
-	hostGradsDT                                         units.DType // the dtype of hostGrads, the gradients the host optimizer steps on
+	hostStates, hostGrads, hostParams int64
+	hostGradsDT                       units.DType // the dtype of hostGrads, the gradients the host optimizer steps on
 	// gradBufs is ZeRO-Offload's gradient buffers in pinned host memory
-	// other than the fp32 gradients the host optimizer steps on (hostGrads):
+	// other than the gradients the host optimizer steps on (hostGrads):
 	// ZeRO-3's grad_partitions_flat_buffer, stages 1-2's
 	// accumulated_grads_in_cpu and temp_grad_buffer_for_cpu_offload, in
 	// gradBufDT.
 	gradBufs       int64
 	gradBufDT      units.DType
 	acts, actsPeak int64 // activation bytes on the host now, at most
-	units          map[string][]int32
-	unitOf         []string
-	resident       map[string][]int32 // unit -> live tensor ids of its params
 	fetched        map[core.Value]bool
 	pinned         map[core.Value]int64 // value -> the pinned host blocks holding its copies
 	headSaved      []bool               // values the output projection or the loss saves (torchtune keeps them)
 	outs           []CopyOut            // torchtune's copies to the host (offload_timeline.go)
 	events         []OffloadEvent       // the backward's ops and copies back
 	actPCIe        int64                // their bytes, both ways
-	order          []string             // units in forward order
 }
 
 // addHostGrads counts b bytes of dtype dt of the gradients the host
@@ -136,112 +76,6 @@ func (r *Replay) fo() *offloadRecord {
 		r.off = &offloadRecord{}
 	}
 	return r.off
-}
-
-// unitName is the FSDP/ZeRO-3 wrapping unit of a parameter: the repeated
-// block it belongs to ("layers.3"), else its top-level module ("embed").
-func unitName(name string) string {
-	start := 0
-	for i := 0; i <= len(name); i++ {
-		if i == len(name) || name[i] == '.' {
-			seg := name[start:i]
-			if len(seg) > 0 && seg[0] >= '0' && seg[0] <= '9' {
-				return name[:i]
-			}
-			start = i + 1
-		}
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] == '.' {
-			return name[:i]
-		}
-	}
-	return name
-}
-
-// setupOffload runs at the end of setup: units for param streaming, and
-// accumulated grads (which live on the host when params are offloaded).
-func (r *Replay) setupOffload() {
-	if !r.paramsOffloaded() {
-		return
-	}
-	fo := r.fo()
-	fo.units = map[string][]int32{}
-	fo.resident = map[string][]int32{}
-	fo.unitOf = make([]string, len(r.P.Params))
-	for pi := range r.P.Params {
-		p := &r.P.Params[pi]
-		if p.TiedTo >= 0 {
-			continue
-		}
-		u := unitName(p.Name)
-		if _, ok := fo.units[u]; !ok {
-			fo.order = append(fo.order, u)
-		}
-		fo.units[u] = append(fo.units[u], int32(pi))
-		fo.unitOf[pi] = u
-	}
-	for pi := range r.paramGrad {
-		if r.paramGrad[pi] != none {
-			r.release(r.paramGrad[pi])
-			r.paramGrad[pi] = none
-		}
-	}
-}
-
-// gather brings a unit's params onto the GPU (and the next unit's, the
-// prefetch), releasing units that are no longer needed.
-func (r *Replay) gather(u string, backward bool) {
-	fo := r.fo()
-	next := ""
-	for i, x := range fo.order {
-		if x == u {
-			j := i + 1
-			if backward {
-				j = i - 1
-			}
-			if j >= 0 && j < len(fo.order) {
-				next = fo.order[j]
-			}
-		}
-	}
-	for k, ids := range fo.resident {
-		if k == u || k == next {
-			continue
-		}
-		for _, id := range ids {
-			r.release(id)
-		}
-		delete(fo.resident, k)
-	}
-	for _, x := range []string{u, next} {
-		if x == "" || fo.resident[x] != nil {
-			continue
-		}
-		var ids []int32
-		for _, pi := range fo.units[x] {
-			p := &r.P.Params[pi]
-			b := r.paramBytes(p)
-			if p.Quant != "" {
-				b = core.QuantBytes(p.Quant, p.Shape)
-			}
-			ids = append(ids, r.allocate(Alloc{Tensor: p.Name, Shape: p.Shape, DType: r.Plan.Precision.Params, Bytes: b, Why: "parameter gathered from host memory (param offload)", Cat: core.CatParams}))
-		}
-		fo.resident[x] = ids
-	}
-}
-
-// beforeForwardOp streams the params op i reads (param offload).
-func (r *Replay) beforeForwardOp(i int) {
-	if !r.paramsOffloaded() || r.phase == PhaseRecompute {
-		return
-	}
-	for _, pi := range r.P.Ops[i].Params {
-		if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
-			r.gather(u, false)
-			return
-		}
-	}
 }
 
 // afterForwardOp copies saved activations whose forward use is over to
@@ -408,17 +242,9 @@ func (fo *offloadRecord) holdPinned(v core.Value, b int64) {
 }
 
 // beforeBackwardOp brings back what op i's backward (or its region's
-// recompute) reads, and streams its params.
+// recompute) reads.
 func (r *Replay) beforeBackwardOp(i int) {
 	op := &r.P.Ops[i]
-	if r.paramsOffloaded() {
-		for _, pi := range op.Params {
-			if u := r.fo().unitOf[r.resolve(pi)]; u != "" {
-				r.gather(u, true)
-				break
-			}
-		}
-	}
 	if r.off == nil || r.off.fetched == nil {
 		return
 	}
@@ -452,20 +278,9 @@ func (r *Replay) beforeBackwardOp(i int) {
 	}
 }
 
-// afterBackwardOp sends a finished unit's grads to the host (param
-// offload) and notes the op's backward in the offload timeline.
+// afterBackwardOp notes op i's backward in the offload timeline.
 func (r *Replay) afterBackwardOp(i int) {
 	r.recordEvent(OffloadEvent{Kind: EvBackward, Op: int32(i)})
-	if !r.paramsOffloaded() {
-		return
-	}
-	for _, pi := range r.P.Ops[i].Params {
-		pi = r.resolve(pi)
-		if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
-			r.release(r.paramGrad[pi])
-			r.paramGrad[pi] = none
-		}
-	}
 }
 
 // offloadStep reports whether the optimizer step runs off the GPU.
@@ -482,7 +297,6 @@ func (r *Replay) finishOffload(rep *Report) error {
 		{Name: "optimizer state and master weights", Bytes: fo.hostStates},
 		{Name: fo.hostGradsDT.String() + " gradients", Bytes: fo.hostGrads},
 		{Name: fo.gradBufDT.String() + " gradient buffers (pinned)", Bytes: fo.gradBufs},
-		{Name: "nvme swap buffers (pinned)", Bytes: fo.swap},
 		{Name: "parameters (pinned)", Bytes: fo.hostParams},
 		{Name: "activations (pinned)", Bytes: fo.actsPeak},
 	} {
@@ -501,9 +315,6 @@ func (r *Replay) finishOffload(rep *Report) error {
 			}
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("host memory per GPU %s: %s; %s of it pinned", units.FormatBytes(rep.HostMemory), strings.Join(parts, ", "), units.FormatBytes(pinned)))
-	}
-	if fo.nvmeStates > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("offload: %s of optimizer state and master weights on NVMe, read and written every step", units.FormatBytes(fo.nvmeStates)))
 	}
 	return r.checkHost(rep)
 }

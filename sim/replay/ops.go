@@ -15,7 +15,6 @@ import (
 func (r *Replay) forwardOp(i int, recompute bool) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeForwardOp(i)                       // stream params
 	defer r.onGraphPool(i, false, recompute)() // CUDA graphs' private pool (cudagraphs.go)
 	defer r.afterForwardOp(i)                  // saved activations to host
 	thread := 0                                // the forward's thread; the backward's runs the recompute
@@ -150,9 +149,9 @@ func (r *Replay) regionOutputs(reg core.Region) []core.Value {
 func (r *Replay) backwardOp(i int) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
-	r.beforeBackwardOp(i)                 // activations back from host, params streamed
+	r.beforeBackwardOp(i)                 // activations back from host
 	defer r.onGraphPool(i, true, false)() // CUDA graphs' private pool (cudagraphs.go)
-	defer r.afterBackwardOp(i)            // grads to host
+	defer r.afterBackwardOp(i)            // the offload timeline
 	r.backwardCublas(op)                  // the first step's first backward matmul (cublas.go)
 	defer r.onSideStream(op, 1)()         // Megatron's overlapped shared expert (streams.go)
 	if op.Region != 0 {

@@ -135,7 +135,7 @@ func (r *Replay) setup() {
 	}
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
-		if p.TiedTo >= 0 || r.offloadParam(p) || r.quantParam(p) {
+		if p.TiedTo >= 0 || r.quantParam(p) {
 			continue
 		}
 		b := r.paramBytes(p)
@@ -146,7 +146,7 @@ func (r *Replay) setup() {
 		r.op = "optimizer state"
 		for pi := range r.P.Params {
 			p := &r.P.Params[pi]
-			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] || r.offloadState(p) { // state on the host
+			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] {
 				continue
 			}
 			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
@@ -186,7 +186,6 @@ workspace:
 		r.produce(v)
 	}
 	r.setupTableRows()
-	r.setupOffload()
 }
 
 // allocState allocates one optimizer state tensor of parameter p,

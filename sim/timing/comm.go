@@ -458,16 +458,12 @@ func (w *GpuWork) zeroReductionStream(plan *core.Plan, cc *commCtx, grad float64
 	return reduce, copies
 }
 
-// nvmeGBps is the bandwidth assumed for NVMe offload, per GPU: one
-// PCIe Gen4 x4 drive's ~7 GB/s sequential read, less its slower writes
-// (an assumption; calibration.md has no measured figure).
-const nvmeGBps = 6.0
-
 // hostSeconds is the time of host transfers the step waits for: host
 // placed tables (their PCIe round trip and the host's scattered row
-// accesses, replay/table_host.go) and offload traffic (NVMe at nvmeGBps,
-// PCIe at the rate a copy to or from pinned host memory reaches on the
-// GPU's link, hw.KernelRates.PCIe), not overlapped with compute
+// accesses, replay/table_host.go) and offload traffic (PCIe at the rate
+// a copy to or from pinned host memory reaches on the GPU's link,
+// hw.KernelRates.PCIe; no simulated offload uses NVMe), not overlapped
+// with compute
 // (torchtune's activation copies are, where workOf has the replay's
 // timeline: offload.go replaces their share).
 //
@@ -490,9 +486,6 @@ func hostSeconds(r *replay.Replay) float64 {
 	d := r.Plan.Device
 	if off := r.Rep.Traffic.PCIe - tablePCIe; off > 0 && d.PCIeGBps > 0 {
 		t += PCIeSeconds(d, off)
-	}
-	if n := r.Rep.Traffic.NVMe; n > 0 {
-		t += float64(n) / (nvmeGBps * 1e9)
 	}
 	return t
 }

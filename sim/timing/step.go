@@ -335,10 +335,10 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 }
 
 // hostStepElements is the number of elements the optimizer steps on the
-// host: with the optimizer (or the parameters) offloaded, one GPU or
-// ZeRO, every stepped element has its fp32 master there
-// (replay/offload.go offloadState, replay/shard_offload.go offloadShard),
-// so the host master's bytes count them. FSDP2's CPUOffloadPolicy steps
+// host: with the optimizer (or the parameters) offloaded under ZeRO
+// (core/offload.go refuses offload without zero= or fsdp=), every
+// stepped element has its fp32 master there (replay/shard_offload.go
+// offloadShard), so the host master's bytes count them. FSDP2's CPUOffloadPolicy steps
 // on the host too, with torch's optimizer (torch_cpu_optimizer.go,
 // replay's FsdpHostStepElements).
 func hostStepElements(r *replay.Replay) float64 {
@@ -346,7 +346,7 @@ func hostStepElements(r *replay.Replay) float64 {
 	if o == nil || (o.Optimizer == "" && o.Params == "") {
 		return 0
 	}
-	if r.Dist != nil && !r.Dist.ZeroOffload(r) {
+	if !r.Dist.ZeroOffload(r) { // nil-safe
 		return 0
 	}
 	return float64(r.Rep.States.Master) / float64(units.FP32.Bytes(1))
