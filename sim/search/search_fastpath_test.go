@@ -65,26 +65,8 @@ func fastPathPlans() []*core.Plan {
 
 	// Blocks that differ (a dense block, then MoE blocks, as DeepSeek's
 	// first layers): no block unit, a pipeline's chunks lowered whole.
-	dense := &core.Sequential{Layers: []core.Layer{
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&nn.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
-			&nn.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
-		}}},
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&nn.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
-			&nn.MLP{Dim: 512, Hidden: 2048, Act: "swiglu"},
-		}}},
-	}}
-	sparse := &core.Sequential{Layers: []core.Layer{
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&nn.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
-			&nn.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
-		}}},
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-			&nn.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
-			&nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
-		}}},
-	}}
+	dense := decoderBlock512(&nn.MLP{Dim: 512, Hidden: 2048, Act: "swiglu"})
+	sparse := decoderBlock512(&nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"})
 	mixed := &core.Model{Name: "mixed", Layers: []core.Layer{
 		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
 		&core.Repeat{Name: "layers", Blocks: []core.Layer{dense, sparse, sparse, sparse}},
@@ -140,18 +122,24 @@ func fastPathPlans() []*core.Plan {
 func smallMoE() *core.Model {
 	return &core.Model{Name: "moe", Layers: []core.Layer{
 		&nn.Embedding{Name: "embed_tokens", Rows: 32000, Dim: 512},
-		&core.Repeat{Name: "layers", N: 4, Layer: &core.Sequential{Layers: []core.Layer{
-			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-				&nn.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
-				&nn.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
-			}}},
-			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
-				&nn.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
-				&nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"},
-			}}},
-		}}},
+		&core.Repeat{Name: "layers", N: 4, Layer: decoderBlock512(&nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"})},
 		&nn.Norm{Name: "norm", Dim: 512, RMS: true},
 	}, Vocab: 32000, Loss: "cross_entropy"}
+}
+
+// decoderBlock512 is a Llama-style decoder block of width 512 (8 heads,
+// flash attention, RMS norms) with mlp as its feed-forward part.
+func decoderBlock512(mlp core.Layer) *core.Sequential {
+	return &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
+			&nn.Norm{Name: "input_layernorm", Dim: 512, RMS: true},
+			&nn.Attention{Name: "self_attn", Dim: 512, Heads: 8, KVHeads: 8, Impl: "flash", Causal: true, Rope: true},
+		}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{
+			&nn.Norm{Name: "post_attention_layernorm", Dim: 512, RMS: true},
+			mlp,
+		}}},
+	}}
 }
 
 // fastPathOf validates p and gives its block profile, its stage shape
