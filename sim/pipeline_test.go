@@ -163,8 +163,8 @@ func TestLayoutErrors(t *testing.T) {
 	}
 	off := distPlan(t, llama, "megatron", core.Parallelism{DP: 8, Zero: 3})
 	off.Seq, off.Offload = 2048, &core.Offload{Optimizer: "nvme", Params: "nvme"}
-	if err := off.Validate(); err == nil || !strings.Contains(err.Error(), "not simulated together with zero=") {
-		t.Errorf("zero=3 with parameter offload: error %v", err)
+	if err := off.Validate(); err != nil { // ZeRO-Infinity (replay/offload_nvme.go)
+		t.Errorf("zero=3 with parameters and optimizer on NVMe: error %v", err)
 	}
 	gpt := &core.Model{Name: "gpt", Layers: []core.Layer{&nn.Embedding{Rows: 50257, Dim: 256}, &nn.Attention{Dim: 256, Heads: 8, Impl: "flash"}}, Vocab: 50257}
 	err := distPlan(t, gpt, "megatron", core.Parallelism{TP: 2}).Validate()

@@ -106,8 +106,8 @@ func TestZeROOffloadRefusals(t *testing.T) {
 		want string
 	}{
 		{core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "cpu", Params: "cpu"}, "offload(params=...) needs zero=3 (got zero=2)"},
-		{core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is not simulated together with zero= yet`},
-		{core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") is not simulated together with zero=3 yet`},
+		{core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "nvme", Params: "nvme"}, "offload(params=...) needs zero=3 (got zero=2)"},
+		{core.Parallelism{DP: 8, FSDP: true}, core.Offload{Optimizer: "nvme", Params: "nvme"}, "FSDP offloads to CPU memory only"},
 		{core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "nvme"}, `offload(optimizer="nvme") needs zero=3 (got zero=2)`},
 		// DeepSpeed offloads through its ZeRO optimizer only (core/offload.go).
 		{core.Parallelism{DP: 1}, core.Offload{Optimizer: "cpu"}, "runs through its ZeRO optimizer only"},

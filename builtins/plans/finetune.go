@@ -68,24 +68,25 @@ func FinetuneBuiltins() []host.Builtin {
 		Sig:  "offload(optimizer=None, params=None, activations=None, streams=True)",
 		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
 			"optimizer \"cpu\" (ZeRO-Offload, with parallel(zero=1, 2 or 3); on one GPU parallel(zero=2): DeepSpeed offloads through its ZeRO optimizer only, " +
-			"so memsh refuses it without zero=) or \"nvme\" (ZeRO-Infinity's NVMe tier, which DeepSpeed runs with ZeRO-3 only: " +
-			"not simulated yet, refused with a hint); params \"cpu\" (ZeRO-3's offload_param with parallel(zero=3), on one GPU " +
+			"so memsh refuses it without zero=) or \"nvme\" (ZeRO-Infinity's NVMe tier, which DeepSpeed runs with parallel(zero=3) only: " +
+			"master, moments and fp32 grads in files on NVMe, swapped through pinned host buffers at each step); params \"cpu\" (ZeRO-3's offload_param with parallel(zero=3), on one GPU " +
 			"parallel(dp=1, zero=3), or FSDP2's CPUOffloadPolicy with parallel(fsdp=True): DeepSpeed offloads parameters " +
 			"with ZeRO stage 3 only, so memsh refuses params= without zero=3 or fsdp=; implies the optimizer on the host; " +
-			"\"nvme\" is not simulated yet); activations \"cpu\" (save_on_cpu: saved tensors go " +
+			"\"nvme\" with zero=3 keeps the sub-groups that fit in DeepSpeed's max_in_cpu (1e9 elements) pinned on the host, the rest on NVMe, " +
+			"read before each all-gather); activations \"cpu\" (save_on_cpu: saved tensors go " +
 			"to pinned host memory after their forward use and come back for backward; torchtune's OffloadActivations, which " +
 			"leaves what the output projection and the loss save on the GPU; its copies run on a side stream and overlap the compute, " +
 			"streams=False is its use_streams=False: the copies run on the compute stream and every one is exposed). " +
 			"Each activation copy is a pinned block rounded up to a power of two, as PyTorch's CachingHostAllocator gives it. The report gives " +
-			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step; " +
+			"r.host_memory (per GPU; r.notes says what it holds and how much is pinned) and r.traffic[\"pcie\"], r.traffic[\"nvme\"] per step (r.notes says what lives on NVMe); " +
 			"train(..., host_memory=N) checks a node's RAM. With parallel(dp=..., zero=1, 2 or 3), optimizer=\"cpu\" is " +
 			"DeepSpeed's ZeRO-Offload on every rank: each rank's partition of master, moments and fp32 grads on the host; " +
 			"with zero=3, params=\"cpu\" also keeps the bf16 partitions in pinned host memory (copied to the GPU before " +
 			"each all-gather). With parallel(fsdp=True), params=\"cpu\" is FSDP2's CPUOffloadPolicy: shards, their gradients " +
 			"and the optimizer on the host, each unit's shards copied to the GPU before its all-gather, and torch's optimizer " +
 			"stepping the shards on the CPU (cpu_optimizer in r.time_breakdown: AdamW's for-loop, 80 bytes per fp32 element; " +
-			"adamw(impl=\"fused\") one pass, 28). NVMe tiers and FSDP1 " +
-			"offload are not simulated yet (a clear error says so).",
+			"adamw(impl=\"fused\") one pass, 28). FSDP1 " +
+			"offload is not simulated yet (a clear error says so).",
 		Fn: offloadFn,
 	}, {
 		Name: "litgpt",

@@ -13,16 +13,20 @@ import (
 //     at stage 0, so memsh refuses it without zero=): the fp32 master
 //     weights, the optimizer moments (fp32, DeepSpeedCPUAdam) and an fp32
 //     copy of the gradients live in host memory and the step runs on the
-//     CPU. "nvme" (ZeRO-Infinity, which swaps master and moments to
-//     NVMe) runs with ZeRO stage 3 only in DeepSpeed and is not simulated
-//     yet: refused with a hint.
+//     CPU. "nvme" (ZeRO-Infinity, which swaps master, moments and fp32
+//     gradients to NVMe through pinned host buffers: replay/offload_nvme.go)
+//     runs with ZeRO stage 3 only in DeepSpeed: refused with a hint
+//     otherwise.
 //   - Params "cpu" (ZeRO-3 offload_param: replay/shard_offload.go; FSDP2's
 //     CPUOffloadPolicy: replay/fsdp_offload.go): the 16-bit parameter
 //     partitions live in pinned host memory and are copied to the GPU
 //     before each gather; the optimizer step runs on the host (the params
 //     it updates are there). DeepSpeed offloads parameters with ZeRO
 //     stage 3 only, so params= without zero=3 or fsdp= is refused; "nvme"
-//     is not simulated yet.
+//     keeps up to max_in_cpu elements of the partition in pinned host
+//     memory and the rest on NVMe (replay/offload_nvme.go). DeepSpeed takes
+//     any optimizer tier with it; without optimizer= the optimizer follows
+//     the parameters' tier (replay's optimizerTier).
 //   - Activations "cpu" (torch.autograd.graph.save_on_cpu(pin_memory=True),
 //     torchtune's OffloadActivations): a tensor saved for backward is
 //     copied to pinned host memory once the forward has no more use for it
@@ -66,15 +70,13 @@ func (o *Offload) Validate() error {
 		return &units.Error{Path: "offload", Msg: "streams=False is torchtune's use_streams=False, for offloaded activations only",
 			Hint: "offload(activations=\"cpu\", streams=False), or drop streams="}
 	}
-	if o.Params == "nvme" && o.Optimizer == "cpu" {
-		return fmt.Errorf("offload: params on nvme need the optimizer on nvme too (ZeRO-Infinity keeps them on the same tier)")
-	}
 	return nil
 }
 
 // validateShardedOffload says which offload and sharding combinations are
 // simulated: the ZeRO optimizer on the CPU, for any stage, parameters on
-// the CPU with ZeRO-3, FSDP2's CPUOffloadPolicy. DeepSpeed offloads
+// the CPU with ZeRO-3, either on NVMe with ZeRO-3 (ZeRO-Infinity), FSDP2's
+// CPUOffloadPolicy. DeepSpeed offloads
 // through its ZeRO optimizer only, so a plan without zero= (or fsdp=)
 // that offloads parameters or optimizer state is refused.
 func (p *Plan) validateShardedOffload(par Parallelism) error {
@@ -90,7 +92,8 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		return &units.Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
 			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) has no optimizer-only offload"}
 	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
-		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)"}
+		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)",
+			Hint: `NVMe is DeepSpeed's ZeRO-Infinity: parallel(dp=..., zero=3) with offload(params="nvme", optimizer="nvme"); FSDP2's CPUOffloadPolicy is offload(params="cpu")`}
 	case par.FSDP:
 		return nil
 	case par.DistributedOptimizer:
@@ -107,7 +110,7 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		// 3" (config-json.md, offload_optimizer, at edaa722); stage 0
 		// builds no ZeRO optimizer at all (engine.py).
 		return &units.Error{Path: "offload", Msg: `offload(optimizer="nvme") is DeepSpeed's ZeRO-Infinity, whose NVMe offload runs with ZeRO stage 3 only (a stage-0 config ignores offload_optimizer)`,
-			Hint: `offload(optimizer="cpu") with parallel(zero=2) (on one GPU, parallel(dp=1, zero=2)) is ZeRO-Offload; ZeRO-3 with an nvme tier is not simulated yet`}
+			Hint: `offload(optimizer="cpu") with parallel(zero=2) (on one GPU, parallel(dp=1, zero=2)) is ZeRO-Offload; ZeRO-Infinity is parallel(zero=3) with offload(optimizer="nvme")`}
 	case par.Zero == 0 && o.Optimizer == "cpu":
 		// DeepSpeed's engine builds the ZeRO optimizer, the only one that
 		// reads offload_optimizer, for stages 1-3 only (runtime/engine.py
@@ -120,18 +123,12 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 	case o.Params != "" && par.Zero < 3:
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("offload(params=...) needs zero=3 (got zero=%d)", par.Zero),
 			Hint: "DeepSpeed offloads parameters with ZeRO stage 3 only (offload_param)"}
-	case o.Params == "nvme":
-		return &units.Error{Path: "parallel", Msg: "offload(params=\"nvme\") is not simulated together with zero= yet",
-			Hint: "offload(params=\"cpu\", optimizer=\"cpu\") is"}
 	case o.Optimizer == "nvme" && par.Zero < 3:
 		// config-json.md: NVMe offloading "is available only with ZeRO
 		// stage 3"; stage_1_and_2.py sets cpu_offload for any
 		// offload_optimizer device but none, so nvme runs as cpu there.
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("offload(optimizer=\"nvme\") needs zero=3 (got zero=%d): DeepSpeed's stages 1-2 keep the optimizer state in host memory whatever the device", par.Zero),
 			Hint: "offload(optimizer=\"cpu\") is what stages 1-2 run (ZeRO-Offload)"}
-	case o.Optimizer == "nvme":
-		return &units.Error{Path: "parallel", Msg: "offload(optimizer=\"nvme\") is not simulated together with zero=3 yet",
-			Hint: "offload(optimizer=\"cpu\") is (ZeRO-Offload, ZeRO-3's optimizer state in host memory)"}
 	}
 	return nil
 }

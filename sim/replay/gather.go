@@ -123,6 +123,7 @@ func (d *distState) gather(r *Replay, u int32) {
 		part := d.partitionOf(u)
 		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), core.CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
 		r.Rep.Traffic.PCIe += dt.Bytes(part)
+		d.nvmeGatherRead(r, u) // ZeRO-Infinity: read from NVMe first (offload_nvme.go)
 	}
 	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, b, core.CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")
 	if host != none {

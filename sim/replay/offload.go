@@ -54,6 +54,7 @@ type offloadRecord struct {
 	outs           []CopyOut            // torchtune's copies to the host (offload_timeline.go)
 	events         []OffloadEvent       // the backward's ops and copies back
 	actPCIe        int64                // their bytes, both ways
+	nvme           *nvmeRecord          // ZeRO-Infinity's NVMe tier (offload_nvme.go)
 }
 
 // addHostGrads counts b bytes of dtype dt of the gradients the host
@@ -293,13 +294,13 @@ func (r *Replay) finishOffload(rep *Report) error {
 	if fo == nil {
 		return r.checkHost(rep) // paged optimizer state, host tables
 	}
-	for _, s := range []Share{
+	for _, s := range append([]Share{
 		{Name: "optimizer state and master weights", Bytes: fo.hostStates},
 		{Name: fo.hostGradsDT.String() + " gradients", Bytes: fo.hostGrads},
 		{Name: fo.gradBufDT.String() + " gradient buffers (pinned)", Bytes: fo.gradBufs},
 		{Name: "parameters (pinned)", Bytes: fo.hostParams},
 		{Name: "activations (pinned)", Bytes: fo.actsPeak},
-	} {
+	}, r.nvmeHost(rep)...) {
 		if s.Bytes > 0 {
 			rep.HostBreakdown = append(rep.HostBreakdown, s)
 			rep.HostMemory += s.Bytes
@@ -367,9 +368,12 @@ func (r *Replay) hostHint(rep *Report) string {
 			ways = append(ways, "turn off the model's own activation offload (anemoi's processor cpu_offload=False)")
 		case s.Name == "activations (pinned)":
 			ways = append(ways, "offload fewer activations (activations=None)")
+		case strings.HasPrefix(s.Name, "optimizer state") && o.Optimizer == "cpu" && r.Plan.Parallel.Zero == 3:
+			// ZeRO-Offload at stage 3: ZeRO-Infinity swaps the state to
+			// NVMe through smaller pinned buffers when it spans sub-groups.
+			ways = append(ways, "move the optimizer state to NVMe (offload(optimizer=\"nvme\"), ZeRO-Infinity; its pinned swap buffers hold the largest sub-group) or keep it on the GPU if it fits there")
 		case strings.HasPrefix(s.Name, "optimizer state") && o.Optimizer == "cpu":
-			// ZeRO-Offload (optimizer="cpu" needs zero=): NVMe is
-			// ZeRO-Infinity's, which memsh does not simulate with zero=.
+			// ZeRO-Offload at stages 1-2: DeepSpeed's NVMe tier needs stage 3.
 			ways = append(ways, "keep the optimizer state on the GPU (no offload(optimizer=)) if it fits there")
 		case strings.HasPrefix(s.Name, "paged optimizer state"):
 			ways = append(ways, "give the optimizer state room on the GPU (it pages out under pressure)")

@@ -83,8 +83,10 @@ func (d *distState) offloadShard(r *Replay, n int64) {
 	}
 	r.Rep.States.Master += master
 	r.Rep.States.Optimizer += states
-	fo.hostStates += master + states
-	fo.addHostGrads(units.FP32, units.FP32.Bytes(n))
+	if !d.nvmeShard(r, n, states) { // ZeRO-Infinity swaps it to NVMe (offload_nvme.go)
+		fo.hostStates += master + states
+		fo.addHostGrads(units.FP32, units.FP32.Bytes(n))
+	}
 	down := units.FP32.Bytes(n) // the fp32 gradient partition
 	if d.Par.Zero == 3 {
 		down += 2 * prec.Grads.Bytes(n) // the reduced partition to the host and back at the first micro-step

@@ -253,17 +253,26 @@ func (d *distState) setupZeRO3(r *Replay) {
 	st := &r.Rep.States
 	r.op = "model"
 	var trainPart int64
+	nvmeParams := d.paramsOnNVMe(r)
 	for _, trainable := range []bool{true, false} {
 		var sub int64
+		var subParams []int32 // the sub-group's parameters (ZeRO-Infinity's placement)
 		k := 0
+		if nvmeParams {
+			d.nvmeParamGroup(r, d.partitionTotal(trainable), trainable)
+		}
 		flush := func() {
 			if sub == 0 {
 				return
 			}
 			b := prec.Params.Bytes(sub)
-			if d.zeroParamOffload(r) {
+			switch {
+			case nvmeParams && trainable:
+				d.nvmeParamSubGroup(r, sub, subParams) // the group's pinned flat buffer or NVMe (offload_nvme.go)
+			case nvmeParams: // counted per parameter below
+			case d.zeroParamOffload(r):
 				r.fo().hostParams += b // pinned on the host
-			} else {
+			default:
 				d.alloc(r, fmt.Sprintf("fp16 partition %d", k), []int64{sub}, prec.Params, b, core.CatParams, "this rank's partition of the parameters (ZeRO-3)")
 			}
 			st.Params += b
@@ -272,6 +281,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 			}
 			k++
 			sub = 0
+			subParams = subParams[:0]
 		}
 		for pi := range d.p.Params {
 			p := &d.p.Params[pi]
@@ -288,8 +298,11 @@ func (d *distState) setupZeRO3(r *Replay) {
 			}
 			n := ceilDiv(p.Numel, d.Degree(int32(pi)))
 			sub += n
+			subParams = append(subParams, int32(pi))
 			if trainable {
 				trainPart += n
+			} else if nvmeParams && !d.nvmeFrozenParam(r, int32(pi), n) {
+				r.fo().hostParams += prec.Params.Bytes(n) // too small to swap: on the host
 			}
 			if sub >= zeroSubGroup {
 				flush()
@@ -316,6 +329,20 @@ func (d *distState) setupZeRO3(r *Replay) {
 	}
 	st.Grads = gb
 	d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, prec.Params, prec.Params.Bytes(zeroReduceBucket), core.CatComm, "ZeRO-3 reduce bucket (reduce_bucket_size elements, allocated at init)")
+}
+
+// partitionTotal is this rank's partition of the trainable (or frozen)
+// parameters that setupZeRO3 flattens, elements.
+func (d *distState) partitionTotal(trainable bool) int64 {
+	var n int64
+	for pi := range d.p.Params {
+		p := &d.p.Params[pi]
+		if p.TiedTo >= 0 || p.Trainable != trainable || p.Quant != "" {
+			continue
+		}
+		n += ceilDiv(p.Numel, d.Degree(int32(pi)))
+	}
+	return n
 }
 
 // setupFSDP: every parameter sharded along dim 0 (a DTensor shard), its

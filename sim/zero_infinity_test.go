@@ -1,0 +1,104 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// ZeRO-Infinity (replay/offload_nvme.go), hand-counted on the two
+// bias-free linears of TestZeROOffload (1024 -> 4096 -> 1024) at zero=3
+// on 8 ranks, bf16-mixed AdamW: this rank's partition p = 1,048,576
+// elements, one sub-group (sub_group_size 1e9), 4 MiB in fp32, so
+// swappable (MIN_AIO_BYTES 1 MiB).
+//
+//   - optimizer="nvme": master, moments and fp32 gradients (16 p) go to
+//     NVMe; the host pins the optimizer swapper's 4 fp32 buffers of the
+//     largest sub-group (16 p, p is a multiple of the 256-element
+//     alignment) and keeps the bf16 gradient partitions (2 p): 18 p, what
+//     optimizer="cpu" holds (12 + 4 + 2). NVMe per step: the gradients
+//     out at the boundary (4 p), the step's read of master, moments and
+//     gradients (16 p) and its write of master and moments (12 p): 32 p.
+//     GPU and PCIe as with optimizer="cpu".
+//   - params="nvme" as well: the trainable group's pinned flat buffer
+//     holds min(p, max_in_cpu = 1e9) = p elements, so every sub-group
+//     stays in host memory (2 p); the parameter swapper pins 5 buffers of
+//     1e8 elements aligned to 512 (100,000,256) in bf16: 1,000,002,560 B.
+//     No parameter crosses NVMe.
+func TestZeROInfinity(t *testing.T) {
+	const part = 1_048_576
+	const paramSwap = 5 * 100_000_256 * 2
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: 3})
+	cpu, err := Evaluate(withPlan(plan, func(q *core.Plan) { q.Offload = &core.Offload{Optimizer: "cpu"} }), core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		off        core.Offload
+		host, nvme int64
+		rows       map[string]int64
+	}{
+		{core.Offload{Optimizer: "nvme"}, 18 * part, 32 * part,
+			map[string]int64{"optimizer swap buffers (pinned)": 16 * part, "bf16 gradient buffers (pinned)": 2 * part, "optimizer state and master weights": 0, "fp32 gradients": 0}},
+		{core.Offload{Optimizer: "nvme", Params: "nvme"}, 20*part + paramSwap, 32 * part,
+			map[string]int64{"optimizer swap buffers (pinned)": 16 * part, "parameters (pinned)": 2 * part, "parameter swap buffers (pinned)": paramSwap}},
+		{core.Offload{Params: "nvme"}, 20*part + paramSwap, 32 * part, nil}, // the optimizer follows the parameters' tier
+	} {
+		r, err := Evaluate(withPlan(plan, func(q *core.Plan) { q.Offload = &c.off }), core.Options{})
+		if err != nil {
+			t.Fatalf("%+v: %v", c.off, err)
+		}
+		if r.HostMemory != c.host {
+			t.Errorf("%+v: host memory %d B, want %d (%v)", c.off, r.HostMemory, c.host, r.HostBreakdown)
+		}
+		for name, want := range c.rows {
+			if got := hostShare(r, name); got != want {
+				t.Errorf("%+v: host row %q %d B, want %d", c.off, name, got, want)
+			}
+		}
+		if r.Traffic.NVMe != c.nvme {
+			t.Errorf("%+v: NVMe traffic %d B per step, want %d", c.off, r.Traffic.NVMe, c.nvme)
+		}
+		if c.off.Params == "" && (r.Traffic.PCIe != cpu.Traffic.PCIe || r.PeakAllocated != cpu.PeakAllocated) {
+			t.Errorf("%+v: PCIe %d B, GPU peak %d B, want optimizer=\"cpu\"'s %d and %d", c.off, r.Traffic.PCIe, r.PeakAllocated, cpu.Traffic.PCIe, cpu.PeakAllocated)
+		}
+	}
+}
+
+// Parameters past max_in_cpu go to NVMe, hand-counted on one GPU
+// (zero=3, dp=1) with two bias-free 32768 x 32768 linears, bf16-mixed:
+// each weight is q = 2^30 elements and a sub-group of its own (each
+// reaches sub_group_size 1e9 alone). The trainable group's pinned flat
+// buffer is min(2q, 1e9) = 1e9 elements (2e9 B), too small for either
+// sub-group, so both live on NVMe: 2 B x 2q = 4 GiB. Every gather reads
+// its weight's partition first: forward and backward, 2 x 4 GiB; the step
+// writes the updated 4 GiB back. The partitioned swap buffer holds the
+// largest NVMe sub-group's parameters, q bf16 elements (2 GiB); the
+// optimizer swapper's 4 fp32 buffers of q elements, 16 GiB.
+func TestZeROInfinityParamsOnNVMe(t *testing.T) {
+	const q = 1 << 30
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 32768, Out: 32768}, &nn.Linear{In: 32768, Out: 32768}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 1, Zero: 3})
+	plan.Offload = &core.Offload{Optimizer: "nvme", Params: "nvme"}
+	r, err := Evaluate(plan, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int64{
+		"parameters (pinned)":             2_000_000_000,
+		"parameter swap buffers (pinned)": 5*100_000_256*2 + 2*q,
+		"optimizer swap buffers (pinned)": 16 * q,
+	}
+	for name, want := range rows {
+		if got := hostShare(r, name); got != want {
+			t.Errorf("host row %q %d B, want %d (%v)", name, got, want, r.HostBreakdown)
+		}
+	}
+	params := int64(2 * 2 * q)
+	want := 2*params + params + 32*2*q // gathers, the step's write, the optimizer's 32 B per element
+	if r.Traffic.NVMe != want {
+		t.Errorf("NVMe traffic %d B per step, want %d", r.Traffic.NVMe, want)
+	}
+}
