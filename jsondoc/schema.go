@@ -84,7 +84,7 @@ type Report struct {
 	// optimizer, activations, temporaries, comm (at the peak of allocated
 	// memory, summing to PeakAllocated), fragmentation, the cache of each
 	// side stream (all_gather_stream, reduce_scatter_stream,
-	// offload_stream, shared_expert_stream), cuda_graph_pool (compile_mode="reduce-overhead"),
+	// offload_stream, shared_expert_stream, pre_unshard_stream), cuda_graph_pool (compile_mode="reduce-overhead"),
 	// each term outside PyTorch's allocator by name
 	// (cuda_context, nccl_dp, ...), paged_optimizer, reserved_later.
 	Breakdown     map[string]int64 `json:"breakdown"`

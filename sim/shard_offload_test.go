@@ -115,7 +115,8 @@ func TestZeROOffloadRefusals(t *testing.T) {
 		{core.Parallelism{DP: 1}, core.Offload{Optimizer: "cpu", Params: "cpu"}, `offload(params="cpu") is DeepSpeed's offload_param, which runs with ZeRO stage 3 only`},
 		{core.Parallelism{DP: 8}, core.Offload{Optimizer: "nvme", Params: "nvme"}, `offload(params="nvme") is DeepSpeed's offload_param`},
 		{core.Parallelism{DP: 8, FSDP: true}, core.Offload{Optimizer: "cpu"}, "FSDP offloads parameters, gradients and optimizer state together"},
-		{core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, core.Offload{Params: "cpu"}, "offload is not simulated together with fsdp_version=1 yet"},
+		{core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, core.Offload{Optimizer: "cpu"}, "FSDP offloads parameters, gradients and optimizer state together"},
+		{core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, core.Offload{Params: "nvme", Optimizer: "nvme"}, "FSDP offloads to CPU memory only"},
 		{core.Parallelism{DP: 8, DistributedOptimizer: true}, core.Offload{Optimizer: "cpu"}, "not simulated together with distributed_optimizer= yet"},
 	} {
 		p := distPlan(t, m, "bf16-mixed", c.par)
@@ -128,7 +129,7 @@ func TestZeROOffloadRefusals(t *testing.T) {
 
 // Offloading parameters or optimizer state reaches the replay only under
 // a sharding that keeps them on the host itself: ZeRO (shard_offload.go)
-// or FSDP2 (fsdp_offload.go). Every layout without zero= or fsdp= (one
+// or FSDP (fsdp_offload.go, fsdp1_offload.go). Every layout without zero= or fsdp= (one
 // GPU, DDP, tensor parallelism, Megatron with and without its
 // distributed optimizer), with every tier of params= and optimizer=, in
 // training and evaluation, is refused by the offload check; a sharded
@@ -174,7 +175,7 @@ func TestOffloadNeedsSharding(t *testing.T) {
 					continue
 				}
 				valid++
-				if mode := replay.ModeOf(p); !(mode == replay.DistZeRO || (mode == replay.DistFSDP && par.FSDPVersion != 1)) {
+				if mode := replay.ModeOf(p); !(mode == replay.DistZeRO || mode == replay.DistFSDP) {
 					t.Errorf("%s, offload %+v: validates in sharding mode %v, which keeps nothing on the host", par, o, mode)
 				}
 			}

@@ -70,7 +70,8 @@ func FinetuneBuiltins() []host.Builtin {
 			"optimizer \"cpu\" (ZeRO-Offload, with parallel(zero=1, 2 or 3); on one GPU parallel(zero=2): DeepSpeed offloads through its ZeRO optimizer only, " +
 			"so memsh refuses it without zero=) or \"nvme\" (ZeRO-Infinity's NVMe tier, which DeepSpeed runs with parallel(zero=3) only: " +
 			"master, moments and fp32 grads in files on NVMe, swapped through pinned host buffers at each step); params \"cpu\" (ZeRO-3's offload_param with parallel(zero=3), on one GPU " +
-			"parallel(dp=1, zero=3), or FSDP2's CPUOffloadPolicy with parallel(fsdp=True): DeepSpeed offloads parameters " +
+			"parallel(dp=1, zero=3), FSDP2's CPUOffloadPolicy with parallel(fsdp=True), or FSDP1's CPUOffload(offload_params=True) " +
+			"with parallel(fsdp=1): DeepSpeed offloads parameters " +
 			"with ZeRO stage 3 only, so memsh refuses params= without zero=3 or fsdp=; implies the optimizer on the host; " +
 			"\"nvme\" with zero=3 keeps the sub-groups that fit in DeepSpeed's max_in_cpu (1e9 elements) pinned on the host, the rest on NVMe, " +
 			"read before each all-gather); activations \"cpu\" (save_on_cpu: saved tensors go " +
@@ -85,8 +86,12 @@ func FinetuneBuiltins() []host.Builtin {
 			"each all-gather). With parallel(fsdp=True), params=\"cpu\" is FSDP2's CPUOffloadPolicy: shards, their gradients " +
 			"and the optimizer on the host, each unit's shards copied to the GPU before its all-gather, and torch's optimizer " +
 			"stepping the shards on the CPU (cpu_optimizer in r.time_breakdown: AdamW's for-loop, 80 bytes per fp32 element; " +
-			"adamw(impl=\"fused\") one pass, 28). FSDP1 " +
-			"offload is not simulated yet (a clear error says so).",
+			"adamw(impl=\"fused\") one pass, 28). With parallel(fsdp=1) it is FSDP1's CPUOffload(offload_params=True) (HF accelerate's " +
+			"fsdp_offload_params, fsdp_qlora's --use_cpu_offload): each unit's flat shard and a gradient shard of the same size " +
+			"(_cpu_grad, for frozen units too) pinned on the host, each a block rounded up to a power of two; the shard copied " +
+			"to the GPU before each all-gather; the gradient shard kept on the GPU after its reduce-scatter until the backward " +
+			"ends (FSDP1 frees it there, FSDP2 at once) and copied to the host; torch's optimizer steps on the CPU as for FSDP2. " +
+			"FSDP has no optimizer-only offload (optimizer= alone is refused) and no NVMe tier.",
 		Fn: offloadFn,
 	}, {
 		Name: "litgpt",

@@ -41,8 +41,8 @@ func SearchBuiltins() []host.Builtin {
 			"sharding (ddp, zero1, zero2, zero3, fsdp, and hsdp with every split of the dp x cp ranks into replicas x shards; " +
 			"megatron and distopt with precision=\"megatron\"). offload=[\"none\", \"optimizer\"] adds ZeRO-Offload " +
 			"(offload(optimizer=\"cpu\"), DeepSpeed's offload_optimizer) to the zero1, zero2 and zero3 layouts, and \"params\" " +
-			"offload(params=\"cpu\") to the zero3 layouts (DeepSpeed's offload_param) and the fsdp ones (FSDP2's CPUOffloadPolicy: " +
-			"shards, gradients and optimizer state on the host); a params-offloaded layout is timed by its replay (the profiles do " +
+			"offload(params=\"cpu\") to the zero3 layouts (DeepSpeed's offload_param) and the fsdp ones (FSDP2's CPUOffloadPolicy, or FSDP1's " +
+			"CPUOffload when the plan carries fsdp_version=1: shards, gradients and optimizer state on the host); a params-offloaded layout is timed by its replay (the profiles do " +
 			"not sum its per-gather PCIe copies), so asking for it costs a replay per layout the memory bound keeps; the default is " +
 			"[\"none\"]: an offloaded layout is never faster (its PCIe copies and the CPU's Adam step replace the GPU's step), " +
 			"so it is asked for when memory is the question (it joins the front). " +

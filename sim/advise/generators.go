@@ -296,9 +296,9 @@ func offloadChanges(p *core.Plan, ask Ask) []Change {
 		}
 	}
 	// DeepSpeed offloads parameters with ZeRO-3 only (offload_param,
-	// core/offload.go), which takes no pipeline; FSDP2 offloads them
-	// itself (FSDP1's CPUOffload is not simulated: core/offload.go).
-	if cur.Params == "" && ((par.FSDP && par.FSDPVersion != 1) || (!par.FSDP && par.PP == 1)) {
+	// core/offload.go), which takes no pipeline; FSDP offloads them
+	// itself (FSDP2's CPUOffloadPolicy, FSDP1's CPUOffload).
+	if cur.Params == "" && (par.FSDP || par.PP == 1) {
 		with(func(o *core.Offload) {
 			o.Params = "cpu"
 			if !par.FSDP {

@@ -261,28 +261,36 @@ func globalBatch(p *core.Plan) int64 {
 }
 
 // The offload changes offered to each sharding mode are ones its plan
-// validates: no parameter offload for FSDP1 (its CPUOffload is not
-// simulated) or under a pipeline (DeepSpeed's ZeRO-3 takes none); FSDP2
-// and ZeRO get it.
+// validates: no parameter offload under a pipeline without FSDP
+// (DeepSpeed's ZeRO-3 takes none); FSDP1 (CPUOffload), FSDP2
+// (CPUOffloadPolicy) and ZeRO get it.
 func TestOffloadChangesValidate(t *testing.T) {
-	for _, par := range []core.Parallelism{
-		{DP: 8, FSDP: true, FSDPVersion: 1},
-		{DP: 8, FSDP: true},
-		{DP: 8, Zero: 2},
-		{DP: 2, PP: 4},
-		{DP: 1},
+	for _, c := range []struct {
+		par    core.Parallelism
+		params bool // offered offload(params="cpu")
+	}{
+		{core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, true},
+		{core.Parallelism{DP: 8, FSDP: true}, true},
+		{core.Parallelism{DP: 8, Zero: 2}, true},
+		{core.Parallelism{DP: 2, PP: 4}, false},
+		{core.Parallelism{DP: 1}, true},
 	} {
 		p := quickstart()
-		p.Parallel = par
+		p.Parallel = c.par
+		params := false
 		for _, ch := range offloadChanges(p, Ask{Goal: Fit, Budget: p.Device.Memory}) {
 			q, err := ch.Apply(p)
 			if err != nil {
-				t.Errorf("%s, %s: %v", par, ch, err)
+				t.Errorf("%s, %s: %v", c.par, ch, err)
 				continue
 			}
 			if err := q.Validate(); err != nil {
-				t.Errorf("%s: %s is refused: %v", par, ch, err)
+				t.Errorf("%s: %s is refused: %v", c.par, ch, err)
 			}
+			params = params || (q.Offload != nil && q.Offload.Params == "cpu")
+		}
+		if params != c.params {
+			t.Errorf("%s: parameter offload offered %v, want %v", c.par, params, c.params)
 		}
 	}
 }

@@ -18,7 +18,8 @@ import (
 //     runs with ZeRO stage 3 only in DeepSpeed: refused with a hint
 //     otherwise.
 //   - Params "cpu" (ZeRO-3 offload_param: replay/shard_offload.go; FSDP2's
-//     CPUOffloadPolicy: replay/fsdp_offload.go): the 16-bit parameter
+//     CPUOffloadPolicy: replay/fsdp_offload.go; FSDP1's
+//     CPUOffload(offload_params=True): replay/fsdp1_offload.go): the parameter
 //     partitions live in pinned host memory and are copied to the GPU
 //     before each gather; the optimizer step runs on the host (the params
 //     it updates are there). DeepSpeed offloads parameters with ZeRO
@@ -76,7 +77,7 @@ func (o *Offload) Validate() error {
 // validateShardedOffload says which offload and sharding combinations are
 // simulated: the ZeRO optimizer on the CPU, for any stage, parameters on
 // the CPU with ZeRO-3, either on NVMe with ZeRO-3 (ZeRO-Infinity), FSDP2's
-// CPUOffloadPolicy. DeepSpeed offloads
+// CPUOffloadPolicy and FSDP1's CPUOffload(offload_params=True). DeepSpeed offloads
 // through its ZeRO optimizer only, so a plan without zero= (or fsdp=)
 // that offloads parameters or optimizer state is refused.
 func (p *Plan) validateShardedOffload(par Parallelism) error {
@@ -85,15 +86,15 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		return nil
 	}
 	switch {
-	case par.FSDP && par.FSDPVersion == 1:
-		return &units.Error{Path: "parallel", Msg: "offload is not simulated together with fsdp_version=1 yet",
-			Hint: "FSDP2's CPUOffloadPolicy is: parallel(dp=..., fsdp=True) with offload(params=\"cpu\")"}
 	case par.FSDP && o.Params == "":
+		// FSDP1's CPUOffload has one knob, offload_params (it "offloads
+		// gradients to CPU as well"), and FSDP2's CPUOffloadPolicy none:
+		// neither moves the optimizer state alone.
 		return &units.Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
-			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) has no optimizer-only offload"}
+			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) and FullyShardedDataParallel(cpu_offload=CPUOffload(offload_params=True)) have no optimizer-only offload"}
 	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
 		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)",
-			Hint: `NVMe is DeepSpeed's ZeRO-Infinity: parallel(dp=..., zero=3) with offload(params="nvme", optimizer="nvme"); FSDP2's CPUOffloadPolicy is offload(params="cpu")`}
+			Hint: `NVMe is DeepSpeed's ZeRO-Infinity: parallel(dp=..., zero=3) with offload(params="nvme", optimizer="nvme"); FSDP's CPU offload is offload(params="cpu")`}
 	case par.FSDP:
 		return nil
 	case par.DistributedOptimizer:

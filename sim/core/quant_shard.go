@@ -115,8 +115,14 @@ func (p *Plan) validateQuantSharding(par Parallelism) error {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q is not simulated with Megatron's data parallelism", q),
 			Hint: "QLoRA shards with FSDP (fsdp=1 for bitsandbytes, fsdp=True for quant=\"torchao-nf4\") or DeepSpeed ZeRO"}
 	}
-	if p.Offload != nil && (par.FSDP || par.Zero > 0) {
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q with offload under zero= or fsdp= is not simulated", q)}
+	// FSDP1's CPUOffload moves each unit's flat shard, the 4-bit codes in
+	// their float storage included, as it moves any flat shard (Answer.AI's
+	// fsdp_qlora --use_cpu_offload; replay/fsdp1_offload.go); the
+	// quant_state stays whole on each GPU as without offload.
+	fsdp1Params := par.FSDP && par.FSDPVersion == 1 && bnb4 && p.Offload != nil && p.Offload.Activations == ""
+	if p.Offload != nil && (par.FSDP || par.Zero > 0) && !fsdp1Params {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("quant=%q with offload under zero= or fsdp= is not simulated", q),
+			Hint: "bitsandbytes 4-bit weights offload with FSDP1's CPUOffload: parallel(fsdp=1) with offload(params=\"cpu\")"}
 	}
 	sharded := par.FSDP || par.Zero == 3
 	switch {

@@ -24,6 +24,9 @@ import "github.com/memsh/memsh/sim/core"
 //     FullyShardedDataParallel.no_sync docstring). A plan with
 //     grad_accum > 1 replays such a micro-batch: every unit that requires
 //     grad holds its unsharded gradient from the start.
+//
+// With CPUOffload(offload_params=True) the shards live on the host:
+// fsdp1_offload.go.
 
 // setupFSDP1 allocates the flat shards, the optimizer state of the
 // trainable parameters' shards and, under no_sync, the accumulated
@@ -36,8 +39,12 @@ func (d *distState) setupFSDP1(r *Replay) {
 		un := &d.units[u]
 		n := d.gatheredSize(int32(u)) / d.dp
 		b := prec.Params.Bytes(n)
-		d.alloc(r, un.name+" flat shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
 		st.Params += b
+		if d.FsdpOffload(r) { // pinned on the host with its _cpu_grad (fsdp1_offload.go)
+			d.hostFlatShard(r, b)
+			continue
+		}
+		d.alloc(r, un.name+" flat shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
 	}
 	for pi := range d.p.Params { // bitsandbytes' quant_state, outside the flat parameters
 		if d.p.Params[pi].Quant != "" && d.p.Params[pi].TiedTo < 0 {
@@ -118,6 +125,10 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	r.recordStream(un.flatGrad, StreamReduceScatter) // read by the reduce-scatter (streams.go)
 	r.release(un.flatGrad)
 	un.flatGrad = none
+	if d.FsdpOffload(r) {
+		d.fsdp1GradToHost(r, u, out)
+		return
+	}
 	if un.grad == none {
 		un.grad = out
 		r.Rep.States.Grads += dt.Bytes(s)

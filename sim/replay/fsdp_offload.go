@@ -19,18 +19,22 @@ package replay
 //
 // PCIe per step: every gather copies the unit's shards down, every
 // reduce-scatter its gradient shard up. The optimizer (torch.optim's own)
-// steps the shards on the host: timing/cpu_optimizer.go prices it from
-// FsdpHostStepElements. FSDP1's CPUOffload is not simulated.
+// steps the shards on the host: timing/torch_cpu_optimizer.go prices it
+// from FsdpHostStepElements. FSDP1's CPUOffload(offload_params=True) keeps
+// the same states on the host, through other tensors: fsdp1_offload.go.
 
-// fsdpOffload reports whether FSDP2 keeps its shards on the host.
+// FsdpOffload reports whether FSDP (FSDP2's CPUOffloadPolicy or FSDP1's
+// CPUOffload(offload_params=True)) keeps its shards, gradients and
+// optimizer state on the host.
 func (d *distState) FsdpOffload(r *Replay) bool {
-	return d != nil && d.Mode == DistFSDP && !d.fsdp1 && r.Plan.Offload != nil && r.Plan.Offload.Params != ""
+	return d != nil && d.Mode == DistFSDP && r.Plan.Offload != nil && r.Plan.Offload.Params != ""
 }
 
 // FsdpHostStepElements is the number of elements torch's optimizer steps
-// on the host under FSDP2's CPUOffloadPolicy: this rank's shards of the
-// trainable parameters (as setupFSDP2 sizes their optimizer state); 0
-// without it.
+// on the host under FSDP's CPU offload: this rank's shards of the
+// trainable parameters, as setupFSDP (dim-0 shards, FSDP2) or setupFSDP1
+// (1/dp of each parameter's elements in the flat shard) sizes their
+// optimizer state; 0 without it.
 func (d *distState) FsdpHostStepElements(r *Replay) int64 {
 	if !d.FsdpOffload(r) {
 		return 0
@@ -38,7 +42,11 @@ func (d *distState) FsdpHostStepElements(r *Replay) int64 {
 	var n int64
 	for pi := range d.p.Params {
 		p := &d.p.Params[pi]
-		if p.TiedTo < 0 && p.Trainable {
+		switch {
+		case p.TiedTo >= 0 || !p.Trainable:
+		case d.fsdp1:
+			n += ceilDiv(p.Numel, d.Degree(int32(pi)))
+		default:
 			n += fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi)))
 		}
 	}

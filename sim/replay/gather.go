@@ -95,7 +95,14 @@ func (d *distState) gather(r *Replay, u int32) {
 	dt := d.gatherDT
 	if d.fsdp1 {
 		d.rateLimit(r) // limit_all_gathers (streams.go)
+		fromHost := int32(none)
+		if d.FsdpOffload(r) {
+			fromHost = d.fsdp1ShardToGPU(r, u)
+		}
 		un.tensor = d.allocOn(r, StreamAllGather, un.name+" unsharded flat parameter", []int64{n}, dt, b, core.CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it on the unshard stream; freed at reshard)")
+		if fromHost != none {
+			r.release(fromHost)
+		}
 		return
 	}
 	if d.Mode == DistFSDP {
@@ -407,6 +414,9 @@ func (d *distState) backwardEnd(r *Replay) {
 		}
 		d.releaseRecomputeInputs(r)   // _finalize_params removes the reshard-only hooks
 		r.synchronize(r.alloc.Mark()) // the streams are done when the backward ends (streams.go)
+		if d.FsdpOffload(r) {
+			d.releaseSavedGradShards(r) // fsdp1_offload.go
+		}
 	}
 	if d.ipg == none {
 		return

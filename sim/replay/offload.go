@@ -40,6 +40,7 @@ func (r *Replay) actsOffloaded() bool {
 type offloadRecord struct {
 	hostStates, hostGrads, hostParams int64
 	hostGradsDT                       units.DType // the dtype of hostGrads, the gradients the host optimizer steps on
+	hostGradsPinned                   bool        // hostGrads are pinned (FSDP1's _cpu_grad, fsdp1_offload.go)
 	// gradBufs is ZeRO-Offload's gradient buffers in pinned host memory
 	// other than the gradients the host optimizer steps on (hostGrads):
 	// ZeRO-3's grad_partitions_flat_buffer, stages 1-2's
@@ -294,9 +295,13 @@ func (r *Replay) finishOffload(rep *Report) error {
 	if fo == nil {
 		return r.checkHost(rep) // paged optimizer state, host tables
 	}
+	grads := fo.hostGradsDT.String() + " gradients"
+	if fo.hostGradsPinned {
+		grads += " (pinned)"
+	}
 	for _, s := range append([]Share{
 		{Name: "optimizer state and master weights", Bytes: fo.hostStates},
-		{Name: fo.hostGradsDT.String() + " gradients", Bytes: fo.hostGrads},
+		{Name: grads, Bytes: fo.hostGrads},
 		{Name: fo.gradBufDT.String() + " gradient buffers (pinned)", Bytes: fo.gradBufs},
 		{Name: "parameters (pinned)", Bytes: fo.hostParams},
 		{Name: "activations (pinned)", Bytes: fo.actsPeak},

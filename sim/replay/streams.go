@@ -30,6 +30,12 @@ import (
 //     wait as the point where every stream has done the work issued
 //     before that reshard (side streams are taken to keep up with the
 //     compute stream) and, at the end of the backward, as all work done.
+//     With CPUOffload, pre_unshard allocates the GPU copy of the shard
+//     (and, under mixed precision, _mp_shard) on a stream of its own, the
+//     pre-unshard stream ("allocations and writes for CPU offloading (H2D
+//     copy) and mixed precision (low precision cast)", _init_streams),
+//     and the all-gather records it on the unshard stream
+//     (_all_gather_flat_param: _no_dispatch_record_stream).
 //   - FSDP2 (torch.distributed.fsdp.fully_shard, _fsdp_collectives.py):
 //     foreach_all_gather allocates the all-gather output (and the input
 //     it is a view of) on the all-gather copy-in stream; the copy-out
@@ -67,13 +73,14 @@ const (
 	StreamOffload       = alloc.Stream(3) // torchtune's activation-offload stream
 	StreamGraphPool     = alloc.Stream(4) // the private pool of torch.compile's CUDA graph trees (cudagraphs.go)
 	StreamSharedExpert  = alloc.Stream(5) // Megatron's overlapped shared expert (OpInfo.SideStream)
-	numStreams          = 6
+	StreamPreUnshard    = alloc.Stream(6) // FSDP1's pre-unshard stream: CPUOffload's copies of the shards to the GPU (fsdp1_offload.go)
+	numStreams          = 7
 )
 
-var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool", "shared_expert"}
+var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool", "shared_expert", "pre_unshard"}
 
 // StreamName is the stream's name in reports: compute, all_gather,
-// reduce_scatter, offload, cuda_graph_pool or shared_expert.
+// reduce_scatter, offload, cuda_graph_pool, shared_expert or pre_unshard.
 func StreamName(s alloc.Stream) string {
 	if int(s) < len(streamNames) {
 		return streamNames[s]

@@ -16,7 +16,8 @@ func zeroOffload(p *core.Plan, mode replay.DistMode) bool {
 
 // paramsOffloaded says whether a layout of plan p, replayed in sharding
 // mode mode, keeps its parameters on the host: ZeRO-3's offload_param
-// (replay's zeroParamOffload) or FSDP2's CPUOffloadPolicy (FsdpOffload).
+// (replay's zeroParamOffload) or FSDP's CPU offload, FSDP2's or FSDP1's
+// (FsdpOffload).
 func paramsOffloaded(p *core.Plan, mode replay.DistMode) bool {
 	return (mode == replay.DistZeRO || mode == replay.DistFSDP) && p.Offload != nil && p.Offload.Params != ""
 }

@@ -36,8 +36,9 @@ import (
 // Not counted: unscale_and_clip_grads' in-place multiply of the fp32
 // gradient partition (run only when the loss scale or clipping makes the
 // combined scale differ from 1), and the host's compute (AVX-512 keeps
-// the update memory-bound: a few dozen flops per 28-30 bytes). FSDP2's
-// CPUOffloadPolicy runs torch's optimizer on the host instead, priced by
+// the update memory-bound: a few dozen flops per 28-30 bytes). FSDP's
+// CPU offload (FSDP2's CPUOffloadPolicy, FSDP1's CPUOffload) runs torch's
+// optimizer on the host instead, priced by
 // its own passes (torch_cpu_optimizer.go).
 
 // CPUOptimizerBytes is the host memory bytes DeepSpeedCPUAdam's step

@@ -95,7 +95,7 @@ type GpuWork struct {
 	Optimizer      float64 // the optimizer step's GPU time, seconds
 	OptimizerCPU   float64 // its CPU dispatch time, seconds
 	StepOverhead   float64 // the step's time outside the GPU (core.Overheads.StepSeconds)
-	CPUOptimizer   float64 // the optimizer step on the host (ZeRO-Offload's, cpu_optimizer.go; torch's under FSDP2 offload, torch_cpu_optimizer.go), seconds
+	CPUOptimizer   float64 // the optimizer step on the host (ZeRO-Offload's, cpu_optimizer.go; torch's under FSDP offload, torch_cpu_optimizer.go), seconds
 	host           float64 // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
 	// gradCopy is ZeRO-Offload's fp32 gradient copies to the host at
 	// stages 1-2 with overlap_comm, seconds: on the reduction stream
@@ -338,7 +338,7 @@ func OptimizerWorkOf(r *replay.Replay) OptimizerWork {
 // host: with the optimizer (or the parameters) offloaded under ZeRO
 // (core/offload.go refuses offload without zero= or fsdp=), every
 // stepped element has its fp32 master there (replay/shard_offload.go
-// offloadShard), so the host master's bytes count them. FSDP2's CPUOffloadPolicy steps
+// offloadShard), so the host master's bytes count them. FSDP's CPU offload (FSDP2, FSDP1) steps
 // on the host too, with torch's optimizer (torch_cpu_optimizer.go,
 // replay's FsdpHostStepElements).
 func hostStepElements(r *replay.Replay) float64 {

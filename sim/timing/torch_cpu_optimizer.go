@@ -6,9 +6,10 @@ import (
 )
 
 // torch.optim's step on the host. FSDP2's CPUOffloadPolicy
-// (offload(params="cpu") with parallel(fsdp=True)) keeps this rank's
+// (offload(params="cpu") with parallel(fsdp=True)) and FSDP1's
+// CPUOffload(offload_params=True) (with parallel(fsdp=1)) keep this rank's
 // parameter shards, their gradients and the optimizer state in host memory
-// (replay/fsdp_offload.go), so the training script's own optimizer steps
+// (replay/fsdp_offload.go, fsdp1_offload.go), so the training script's own optimizer steps
 // them on the CPU after the backward; the next forward's all-gathers copy
 // the updated shards to the GPU. It is priced as ZeRO-Offload's step is
 // (cpu_optimizer.go): the host memory it streams at the node's host

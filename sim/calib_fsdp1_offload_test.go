@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"math"
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Answer.AI's fsdp_qlora with CPU offload (AnswerDotAI/fsdp_qlora
+// 23fafdfb4a, benchmarks_03_2024.md: "What About CPU Offloading?", the
+// dual-3090 Llama 70B table and the dual-4090 "Budget Workstation"
+// tables): train.py's FSDP1 run of TestAnswerAIFSDPQLoRA (full_shard
+// over 2 GPUs, LoRA modules wrapped on their own, pure bf16, bitsandbytes
+// nf4 with double quantization stored in bf16, LoRA rank 64 on q, k, v,
+// gate, up, down, AdamW, activation checkpointing per decoder layer,
+// dummy samples of context_length tokens) with --use_cpu_offload true:
+// FullyShardedDataParallel(cpu_offload=CPUOffload(offload_params=True))
+// (replay/fsdp1_offload.go). "Peak Memory (GiB)" is the peak reserved
+// memory. Models: Llama-2 7B and 70B (Llama-2 config.json), Yi 34B
+// (hidden 7,168, 60 layers, 56 heads, 8 key/value heads, 20,480, vocab
+// 64,000), Mistral 7B v0.2 (4,096, 32 layers, 8 key/value heads, 14,336,
+// no sliding window).
+//
+// No figure of memsh was fitted to these rows: the offload follows
+// torch's code (fsdp1_offload.go). While comparing them the pre-unshard
+// stream was found missing (its pool holds the shards' GPU copies apart:
+// the 70B row went from -11.1 to -9.6 %); its rule is torch's
+// _init_streams, not a fit. The offloaded rows land 4-10 % under, as the
+// same runs without offload do (TestAnswerAIFSDPQLoRA: 5-10 % under;
+// Yi 34B batch 2 without offload here: -3.4 %). The bf16 LoRA rows
+// (train_type lora) land 14 % (no offload, batch 6) and 17 % (offload,
+// batch 10) under: that gap is there without offload too and is left
+// out.
+func TestAnswerAIFSDP1Offload(t *testing.T) {
+	llama7 := testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "sdpa")
+	yi34 := testmodels.Llama(7168, 60, 56, 8, 20480, 64000, "sdpa")
+	llama70 := testmodels.Llama(8192, 80, 64, 8, 28672, 32000, "sdpa")
+	mistral7 := testmodels.Llama(4096, 32, 32, 8, 14336, 32000, "sdpa")
+	for _, row := range []struct {
+		name       string
+		m          *core.Model
+		gpu        string
+		batch, seq int64
+		gib        float64
+	}{
+		{"Llama-2 7B", llama7, "RTX-4090", 12, 2048, 22.38},
+		{"Yi 34B", yi34, "RTX-3090", 4, 2048, 22.98},
+		{"Llama-2 70B", llama70, "RTX-3090", 2, 2048, 14.92},
+		{"Mistral 7B", mistral7, "RTX-4090", 12, 2048, 22.54},
+		{"Mistral 7B", mistral7, "RTX-4090", 1, 24576, 22.54},
+	} {
+		r := evalPlan(t, answerAIQLoRA(row.m, row.gpu, row.batch, row.seq, true))
+		got := float64(r.PeakReserved) / (1 << 30)
+		d := (got - row.gib) / row.gib
+		if math.Abs(d) > 0.10 {
+			t.Errorf("%s QLoRA with CPU offload, batch %d x %d, 2 x %s: %.2f GiB reserved, measured %.2f GiB (%+.1f %%)", row.name, row.batch, row.seq, row.gpu, got, row.gib, 100*d)
+		}
+		// The 70B ran on 128 GB of RAM (and a 10 GB swap file for the
+		// loading spike): the pinned shards of both ranks, which cannot
+		// be swapped out, fit in it.
+		if row.gib == 14.92 && 2*r.HostMemory > 128e9 {
+			t.Errorf("%s: %.1f GB of host memory for 2 GPUs, more than the 128 GB the run had", row.name, 2*float64(r.HostMemory)/1e9)
+		}
+		t.Logf("%s batch %d x %d: %.2f GiB reserved, measured %.2f GiB (%+.1f %%); host %.1f GiB per GPU, PCIe %.1f GB per step",
+			row.name, row.batch, row.seq, got, row.gib, 100*d, float64(r.HostMemory)/(1<<30), float64(r.Traffic.PCIe)/1e9)
+	}
+}
+
+// The cost of the offload in time, from the same tables: each pair
+// trains the same 1,024 samples on the same machine with and without
+// --use_cpu_offload, the offloaded run at the larger batch the freed
+// memory allows, so the ratio of their times is the ratio of their
+// per-sample times. It checks what the offload adds (the shards' PCIe
+// copies, the gradient shards back, torch's AdamW on the host) against
+// what the larger batch saves, apart from how well memsh prices the
+// GPUs' compute (the 70B's absolute step: 46.0 s on 2 x 3090 against the
+// measured 11,795 s / 256 steps = 46.1 s; 22.8 s on 2 x 4090 against
+// 17.2 s). memsh's offloaded runs come out 1-3 % slower per sample
+// than its runs without offload, where the measured ratios are 0.96-1.00
+// (memsh's ratios 2-6 % above the measured):
+// memsh prices the shards' copies as exposed, where FSDP issues them on
+// the pre-unshard stream ahead of the compute.
+func TestAnswerAIFSDP1OffloadTime(t *testing.T) {
+	llama7 := testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "sdpa")
+	yi34 := testmodels.Llama(7168, 60, 56, 8, 20480, 64000, "sdpa")
+	for _, row := range []struct {
+		name            string
+		m               *core.Model
+		gpu             string
+		batch, offBatch int64
+		secs, offSecs   float64 // the runs' measured times for 1,024 samples
+	}{
+		{"Llama-2 7B", llama7, "RTX-4090", 10, 12, 466, 464},
+		{"Yi 34B", yi34, "RTX-4090", 2, 4, 2072, 2061},
+		{"Yi 34B", yi34, "RTX-3090", 2, 4, 5041, 4830},
+	} {
+		on := evalPlan(t, answerAIQLoRA(row.m, row.gpu, row.batch, 2048, false))
+		off := evalPlan(t, answerAIQLoRA(row.m, row.gpu, row.offBatch, 2048, true))
+		perSample := func(step float64, batch int64) float64 { return step / float64(2*batch) }
+		got := perSample(off.Time.StepSeconds, row.offBatch) / perSample(on.Time.StepSeconds, row.batch)
+		want := row.offSecs / row.secs
+		if d := (got - want) / want; math.Abs(d) > 0.10 {
+			t.Errorf("%s on 2 x %s: offloaded (batch %d) over not (batch %d), per sample %.3f, measured %.3f (%+.1f %%)", row.name, row.gpu, row.offBatch, row.batch, got, want, 100*d)
+		}
+		t.Logf("%s on 2 x %s: per-sample time with offload over without %.3f, measured %.3f", row.name, row.gpu, got, want)
+	}
+}
+
+// answerAIQLoRA is train.py's QLoRA plan on 2 GPUs (TestAnswerAIFSDPQLoRA).
+func answerAIQLoRA(m *core.Model, gpu string, batch, seq int64, offload bool) *core.Plan {
+	p := testmodels.LlamaPlan(m, batch, seq, "bf16", "full", gpu)
+	p.Quant, p.QuantStorage = "nf4-dq", units.BF16
+	p.LoRA = &core.LoRA{Rank: 64, Alpha: 16, Dropout: 0.1, Targets: []string{"q", "k", "v", "gate", "up", "down"}}
+	p.Parallel = core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1}
+	if offload {
+		p.Offload = &core.Offload{Params: "cpu"}
+	}
+	return p
+}

@@ -1,0 +1,121 @@
+package replay
+
+import "github.com/memsh/memsh/sim/core"
+
+// FSDP1 with CPU offload: FullyShardedDataParallel(cpu_offload=
+// CPUOffload(offload_params=True)), offload(params="cpu") with
+// parallel(fsdp=True, fsdp_version=1); what HF accelerate's
+// fsdp_offload_params, llama-recipes' --fsdp_cpu_offload and Answer.AI's
+// fsdp_qlora --use_cpu_offload run. Read from pytorch/pytorch at
+// fe03cf693c (torch/distributed/fsdp/_flat_param.py: FlatParamHandle's
+// init_flat_param_attributes, pre_unshard, _use_low_precision_shard,
+// post_unshard, prepare_gradient_for_optim) and _runtime_utils.py
+// (_unshard, _reduce_grad, _accumulate_sharded_grad, _offload_grad); the
+// same code from torch 2.1 through 2.5.
+//
+// What is the same as FSDP2's CPUOffloadPolicy (fsdp_offload.go), and
+// shares its code: the optimizer state is made by torch.optim on the
+// host shards and stepped there (optimizerShard, FsdpHostStepElements,
+// timing/torch_cpu_optimizer.go); no GPU optimizer step (optimizerStep);
+// every gather copies this rank's shard to the GPU, every reduce-scatter
+// its gradient shard back.
+//
+// What differs, and why:
+//
+//   - the host tensors are one flat shard per unit, pinned with
+//     Tensor.pin_memory() (_local_shard), and a pinned zeros_like of it,
+//     _cpu_grad, for every FlatParameter whether or not it requires grad,
+//     both in the parameters' dtype: pin_memory goes through
+//     CachingHostAllocator, which rounds each to a power of two
+//     (PinnedBlock);
+//   - pre_unshard copies the shard to the GPU on the pre-unshard stream
+//     (flat_param_to(device, non_blocking=True)); with parameter mixed
+//     precision _use_low_precision_shard first allocates _mp_shard in
+//     param_dtype, then casts into it through a full-precision GPU copy
+//     of the shard that is freed at once; post_unshard frees _mp_shard
+//     after the all-gather. These copies come from the pre-unshard
+//     stream's pool (StreamPreUnshard), recorded on the unshard stream
+//     that reads them: the blocks it caches add to reserved memory;
+//   - after the reduce-scatter the gradient shard is cast to the
+//     parameters' dtype (_cast_grad_to_param_dtype), copied to _cpu_grad
+//     (non_blocking) and kept on the GPU as _saved_grad_shard until the
+//     backward's final callback deletes it (prepare_gradient_for_optim):
+//     unlike FSDP2, which frees it after the copy, FSDP1 holds every
+//     unit's gradient shard on the GPU until the backward ends.
+
+// hostFlatShard puts a unit's flat shard of b bytes on the host: the
+// pinned _local_shard and its pinned _cpu_grad, both rounded up by the
+// CachingHostAllocator. The gradient is counted with the model states as
+// FSDP2's host gradient shards are.
+func (d *distState) hostFlatShard(r *Replay, b int64) {
+	fo := r.fo()
+	fo.hostParams += PinnedBlock(b)
+	fo.addHostGrads(r.Plan.Precision.Params, PinnedBlock(b))
+	fo.hostGradsPinned = true
+	r.Rep.States.Grads += b
+}
+
+// fsdp1ShardToGPU is pre_unshard under CPU offload for unit u: the GPU
+// copy of its flat shard that the all-gather reads, or, with parameter
+// mixed precision, _mp_shard in the gather dtype (the full-precision copy
+// it is cast from is allocated and freed first). The caller frees the
+// returned tensor once the unsharded flat parameter is allocated
+// (record_stream hands it to the unshard stream; post_unshard frees
+// _mp_shard).
+func (d *distState) fsdp1ShardToGPU(r *Replay, u int32) int32 {
+	id := d.fsdp1PreUnshard(r, u)
+	r.recordStream(id, StreamAllGather) // the all-gather's input
+	return id
+}
+
+// fsdp1PreUnshard allocates fsdp1ShardToGPU's tensors on the pre-unshard
+// stream.
+func (d *distState) fsdp1PreUnshard(r *Replay, u int32) int32 {
+	un := &d.units[u]
+	n := d.gatheredSize(u) / d.dp
+	full := r.Plan.Precision.Params
+	r.Rep.Traffic.PCIe += full.Bytes(n)
+	if d.gatherDT == full {
+		return d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
+			"GPU copy of this rank's pinned flat shard of ", ", read by the all-gather (FSDP1 CPUOffload: pre_unshard)")
+	}
+	mp := d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " _mp_shard", DType: d.gatherDT, Bytes: d.gatherDT.Bytes(n), Why: un.name},
+		"low-precision flat shard of ", ", the all-gather's input (FSDP1 mixed precision; freed by post_unshard)")
+	r.release(d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
+		"full-precision GPU copy of this rank's pinned flat shard of ", ", cast into _mp_shard and freed (FSDP1 CPUOffload: _use_low_precision_shard)"))
+	return mp
+}
+
+// fsdp1GradToHost is the sharded gradient of unit u after its
+// reduce-scatter (out, in the gather dtype) under CPU offload: cast to
+// the parameters' dtype, copied to the pinned _cpu_grad and kept as
+// _saved_grad_shard until the backward ends (releaseSavedGradShards).
+func (d *distState) fsdp1GradToHost(r *Replay, u int32, out int32) {
+	un := &d.units[u]
+	s := d.gatheredSize(u) / d.dp
+	full := r.Plan.Precision.Params
+	if full != d.gatherDT {
+		cast := d.allocOn(r, StreamReduceScatter, un.name+" sharded gradient", []int64{s}, full, full.Bytes(s), core.CatGrads,
+			"sharded gradient of "+un.name+" cast to the parameters' dtype (FSDP1 _cast_grad_to_param_dtype), kept as _saved_grad_shard until the backward ends")
+		r.release(out)
+		out = cast
+	}
+	r.Rep.Traffic.PCIe += full.Bytes(s)
+	if un.grad == none {
+		un.grad = out
+	} else {
+		r.release(out) // _saved_grad_shard += sharded_grad
+	}
+}
+
+// releaseSavedGradShards frees the units' GPU gradient shards in the
+// backward's final callback (prepare_gradient_for_optim deletes
+// _saved_grad_shard; the optimizer reads _cpu_grad).
+func (d *distState) releaseSavedGradShards(r *Replay) {
+	for u := range d.units {
+		if un := &d.units[u]; un.grad != none {
+			r.release(un.grad)
+			un.grad = none
+		}
+	}
+}
