@@ -125,3 +125,32 @@ func TestQuantOffloadSharding(t *testing.T) {
 		}
 	}
 }
+
+// With gradient accumulation every micro-batch gathers again, so every
+// micro-batch copies the shards to the GPU (the model and shard s of
+// TestFSDP1Offload, fp32: 4 s B per gather of the root unit). FSDP2
+// reduce-scatters every micro-batch and copies each gradient shard up
+// (4 s B); FSDP1 under no_sync reduces at the synchronising micro-batch
+// only, one copy up per step. 4 micro-batches: FSDP2 4 x 8 s, FSDP1
+// 4 x 4 s + 4 s.
+func TestFSDPOffloadGradAccumPCIe(t *testing.T) {
+	const s = 1_024_000
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 4096}, &nn.Linear{In: 4096, Out: 1000}}, Loss: "mse"}
+	for _, c := range []struct {
+		version int
+		want    int64
+	}{
+		{2, 4 * 8 * s},
+		{1, 4*4*s + 4*s},
+	} {
+		p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: c.version})
+		p.GradAccum, p.Offload = 4, &core.Offload{Params: "cpu"}
+		r, err := Evaluate(p, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Traffic.PCIe != c.want {
+			t.Errorf("FSDP%d, 4 micro-batches: PCIe %d B per step, want %d", c.version, r.Traffic.PCIe, c.want)
+		}
+	}
+}

@@ -63,6 +63,7 @@ func (d *distState) setupFSDP1(r *Replay) {
 		}
 		d.optimizerShard(r, p.Name, ceilDiv(p.Numel, d.Degree(int32(pi))), "FSDP1 shard")
 	}
+	d.syncGradsToHost(r)
 	if d.noSync {
 		r.op = "accumulated gradients"
 		for u := range d.units {

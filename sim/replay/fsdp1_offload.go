@@ -43,6 +43,21 @@ import "github.com/memsh/memsh/sim/core"
 //     unlike FSDP2, which frees it after the copy, FSDP1 holds every
 //     unit's gradient shard on the GPU until the backward ends.
 
+// syncGradsToHost counts, under no_sync (grad_accum > 1: the replayed
+// micro-batch reduces nothing, fsdp1.go), the copies of the trainable
+// units' gradient shards to the host that the step's synchronising
+// micro-batch makes, once per step.
+func (d *distState) syncGradsToHost(r *Replay) {
+	if !d.noSync || !d.FsdpOffload(r) {
+		return
+	}
+	for u := range d.units {
+		if d.units[u].trainable {
+			r.Rep.Traffic.PCIe += r.Plan.Precision.Params.Bytes(d.gatheredSize(int32(u)) / d.dp)
+		}
+	}
+}
+
 // hostFlatShard puts a unit's flat shard of b bytes on the host: the
 // pinned _local_shard and its pinned _cpu_grad, both rounded up by the
 // CachingHostAllocator. The gradient is counted with the model states as
@@ -74,7 +89,7 @@ func (d *distState) fsdp1PreUnshard(r *Replay, u int32) int32 {
 	un := &d.units[u]
 	n := d.gatheredSize(u) / d.dp
 	full := r.Plan.Precision.Params
-	r.Rep.Traffic.PCIe += full.Bytes(n)
+	r.Rep.Traffic.PCIe += full.Bytes(n) * d.offloadRepeats()
 	if d.gatherDT == full {
 		return d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
 			"GPU copy of this rank's pinned flat shard of ", ", read by the all-gather (FSDP1 CPUOffload: pre_unshard)")

@@ -53,6 +53,18 @@ func (d *distState) FsdpHostStepElements(r *Replay) int64 {
 	return n
 }
 
+// offloadRepeats is how many times per step the replayed micro-batch's
+// copies to and from the host run: once per micro-batch (the replay
+// replays one; every micro-batch gathers again, as stepComm counts the
+// all-gathers), once for a pipeline stage that holds its units gathered
+// through the step (fsdp_pipeline.go).
+func (d *distState) offloadRepeats() int64 {
+	if d.pipeHold {
+		return 1
+	}
+	return max(d.plan.GradAccum, 1)
+}
+
 // unitShard is this rank's FSDP2 shard of unit u's parameters, elements
 // (trainable only when trainable is set).
 func (d *distState) unitShard(u int32, trainableOnly bool) int64 {
@@ -73,7 +85,7 @@ func (d *distState) fsdpShardsToGPU(r *Replay, u int32) []int32 {
 	un := &d.units[u]
 	n := d.unitShard(u, false)
 	dt := r.Plan.Precision.Params
-	r.Rep.Traffic.PCIe += dt.Bytes(n)
+	r.Rep.Traffic.PCIe += dt.Bytes(n) * d.offloadRepeats()
 	ids := make([]int32, 1, 2)
 	ids[0] = d.allocUnit(r, StreamAllGather, un, n, Alloc{Tensor: " shards from host", DType: dt, Bytes: dt.Bytes(n), Why: un.name},
 		"GPU copy of this rank's host shards of ", " (FSDP2 CPUOffloadPolicy: all_gather_inputs)")
@@ -92,5 +104,5 @@ func (d *distState) fsdpGradToHost(r *Replay, u int32) {
 	dt := r.Plan.Precision.Grads
 	r.release(d.allocUnit(r, StreamReduceScatter, un, s, Alloc{Tensor: " reduce-scatter output", DType: dt, Bytes: dt.Bytes(s), Why: un.name},
 		"FSDP reduce-scatter output of ", ", copied to the host gradient shard"))
-	r.Rep.Traffic.PCIe += dt.Bytes(s)
+	r.Rep.Traffic.PCIe += dt.Bytes(s) * d.offloadRepeats() // fully_shard reduces every micro-batch, as stepComm counts it
 }
