@@ -22,7 +22,7 @@ func Evaluate(plan *core.Plan, opts core.Options) (*replay.Report, error) {
 // evaluate is Evaluate that also returns a pipeline stage's time, which
 // evaluatePipeline composes into the pipeline's step.
 func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.StageTime, error) {
-	return evaluateUnder(plan, opts, math.MaxInt64)
+	return evaluateUnder(plan, opts, math.MaxInt64, nil)
 }
 
 // evaluateUnder is evaluate for a caller that needs the report only when
@@ -31,9 +31,13 @@ func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.Stage
 // a nil report, without the time model. Neither the time model nor
 // Settle changes the device memory, except a paged optimizer's Settle,
 // which may page state out (replay/paging.go): such a replay is always
-// finished.
-func evaluateUnder(plan *core.Plan, opts core.Options, limit int64) (*replay.Report, *timing.StageTime, error) {
-	rep, stage, _, err := evaluateLowered(plan, nil, opts, limit)
+// finished. The plan's program is lowered into bufs' lists and handed
+// back to bufs after its replay (nil: lists of its own): nothing the
+// caller gets reads it (a stage's time keeps a summary of its own
+// program, timing.StageTime).
+func evaluateUnder(plan *core.Plan, opts core.Options, limit int64, bufs *core.ProgramBuffers) (*replay.Report, *timing.StageTime, error) {
+	rep, stage, prog, err := evaluateInto(plan, nil, opts, limit, bufs)
+	bufs.Recycle(prog)
 	return rep, stage, err
 }
 
@@ -45,6 +49,13 @@ func evaluateUnder(plan *core.Plan, opts core.Options, limit int64) (*replay.Rep
 // its own (a pipeline's stages, a checkpoint budget's candidates, PEFT's
 // kbit preparation, DeepSpeed's precision rewrite), which ignore prog.
 func evaluateLowered(plan *core.Plan, prog *core.Program, opts core.Options, limit int64) (*replay.Report, *timing.StageTime, *core.Program, error) {
+	return evaluateInto(plan, prog, opts, limit, nil)
+}
+
+// evaluateInto is evaluateLowered that lowers the plan's program, when it
+// does, into bufs' lists (core.Plan.LowerProgramInto; nil: lists of its
+// own).
+func evaluateInto(plan *core.Plan, prog *core.Program, opts core.Options, limit int64, bufs *core.ProgramBuffers) (*replay.Report, *timing.StageTime, *core.Program, error) {
 	if err := plan.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -74,7 +85,7 @@ func evaluateLowered(plan *core.Plan, prog *core.Program, opts core.Options, lim
 	}
 	if prog == nil {
 		var err error
-		if prog, err = plan.LowerProgram(); err != nil {
+		if prog, err = plan.LowerProgramInto(core.ProgramSize{}, bufs); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -83,12 +83,14 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 		defer cancel()
 		sopts.Context, stopOthers = ctx, cancel
 	}
-	stage := func(s int64) {
+	// Each worker lowers its stages' programs into one set of lists
+	// (bufs, its own), the next stage's into the last one's.
+	stage := func(s int64, bufs *core.ProgramBuffers) {
 		if over.Load() {
 			return
 		}
 		n := stages[s].PipeStage.Inflight
-		rep, st, err := evaluateUnder(stages[s], sopts, limit)
+		rep, st, err := evaluateUnder(stages[s], sopts, limit, bufs)
 		if err != nil {
 			if over.Load() && opts.Stopped() == nil { // stopped by stopOthers
 				return
@@ -134,8 +136,9 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 		}
 	}
 	if workers <= 1 {
+		bufs := &core.ProgramBuffers{}
 		for _, s := range append([]int64{first}, rest...) {
-			if stage(s); errs[s] != nil || over.Load() {
+			if stage(s, bufs); errs[s] != nil || over.Load() {
 				break
 			}
 		}
@@ -182,16 +185,18 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 // stops the ones running). Beside stage first, a second worker would
 // otherwise wait (the search's front replays a pipelined layout alone,
 // walk.go); what it replays in vain when first reaches the limit is at
-// most the time first took.
-func runStages(first int64, rest []int64, workers int, over *atomic.Bool, stage func(s int64)) {
+// most the time first took. Each worker hands stage a ProgramBuffers of
+// its own.
+func runStages(first int64, rest []int64, workers int, over *atomic.Bool, stage func(s int64, bufs *core.ProgramBuffers)) {
 	next := make(chan int64)
 	var wg sync.WaitGroup
 	for range min(workers, len(rest)+1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			bufs := &core.ProgramBuffers{}
 			for s := range next {
-				stage(s)
+				stage(s, bufs)
 			}
 		}()
 	}

@@ -256,7 +256,14 @@ func (p *Plan) LowerProgram() (*Program, error) { return p.LowerProgramSized(Pro
 // regrowing its lists when the caller knows about how large it will be
 // (the search lowers thousands of small programs of known sizes).
 func (p *Plan) LowerProgramSized(room ProgramSize) (*Program, error) {
+	return p.lowerProgram(room, nil)
+}
+
+// lowerProgram is LowerProgramSized, its lists started on bufs' (nil:
+// none).
+func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers) (*Program, error) {
 	prog := &Program{Loss: NoValue, Input: NoValue, Labels: NoValue}
+	bufs.take(prog)
 	prog.Ops = grow(prog.Ops, room.Ops) // still nil without room
 	prog.Values = grow(prog.Values, room.Values)
 	prog.Params = grow(prog.Params, room.Params)
@@ -295,5 +302,6 @@ func (p *Plan) LowerProgramSized(room ProgramSize) (*Program, error) {
 	if err := b.P.checkTotals(p); err != nil { // no byte sum can overflow
 		return nil, err
 	}
+	bufs.untaken(b.P, room)
 	return b.P, nil
 }

@@ -183,9 +183,11 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	}
 	prs := make([]*profile, len(keys))
 	errs := make([]error, len(keys))
-	parallelFor(ctx, sp.Workers, len(keys), nil, func(i int) {
-		prs[i], errs[i] = newProfile(firstOf[i], partsOf[keys[i]])
+	bufs := make([]core.ProgramBuffers, max(sp.Workers, 1)) // each worker's lowering lists
+	parallelForOn(ctx, sp.Workers, len(keys), nil, func(w, i int) {
+		prs[i], errs[i] = newProfileIn(firstOf[i], partsOf[keys[i]], &bufs[w])
 	})
+	bufs = nil
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -382,6 +384,13 @@ func fastPathSupported(p *core.Plan) error {
 // out work when ctx is done. progress, when set, is called from the
 // calling goroutine with the items handed out, every 1,024 and at the end.
 func parallelFor(ctx context.Context, workers, n int, progress func(done int), fn func(i int)) {
+	parallelForOn(ctx, workers, n, progress, func(_, i int) { fn(i) })
+}
+
+// parallelForOn is parallelFor that tells fn which of the workers
+// (0..workers-1) runs it: state kept per worker (a worker's lowering
+// lists) is fn's to use without locks.
+func parallelForOn(ctx context.Context, workers, n int, progress func(done int), fn func(worker, i int)) {
 	tick := func(i int) {
 		if progress != nil && (i%1024 == 0 || i == n) {
 			progress(i)
@@ -392,19 +401,19 @@ func parallelFor(ctx context.Context, workers, n int, progress func(done int), f
 			if ctx.Err() != nil {
 				return
 			}
-			fn(i)
+			fn(0, i)
 			tick(i + 1)
 		}
 		return
 	}
 	var wg sync.WaitGroup
 	next := make(chan int, 64)
-	for range min(workers, n) {
+	for w := range min(workers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				fn(i)
+				fn(w, i)
 			}
 		}()
 	}

@@ -316,7 +316,7 @@ func (pr *profile) lowerChunks(par core.Parallelism, sh *stageShape) (*stageShap
 	chunks := make([]unitSums, par.PP*par.VirtualStages)
 	for g := range chunks {
 		s := int64(g) % par.PP
-		prog, err := lowerWith(pr.plan, pr.plan.Model, par, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{int64(g)}, Split: split}, core.ProgramSize{})
+		prog, err := lowerWith(pr.plan, pr.plan.Model, par, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{int64(g)}, Split: split}, core.ProgramSize{}, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -338,11 +338,12 @@ func withBlocks(m *core.Model, k int64) (*core.Model, int64) {
 }
 
 // lowerWith lowers plan p with model m and layout par (one GPU of it),
-// with room for the lists of a program of size room.
-func lowerWith(p *core.Plan, m *core.Model, par core.Parallelism, stage *core.StageSpec, room core.ProgramSize) (*core.Program, error) {
+// with room for the lists of a program of size room, into bufs' lists
+// (nil: lists of its own).
+func lowerWith(p *core.Plan, m *core.Model, par core.Parallelism, stage *core.StageSpec, room core.ProgramSize, bufs *core.ProgramBuffers) (*core.Program, error) {
 	q := *p
 	q.Model, q.Parallel, q.PipeStage = m, par, stage
-	return q.LowerProgramSized(room)
+	return q.LowerProgramInto(room, bufs)
 }
 
 // profileParts are the units a profile lowers: those of layouts without a
@@ -368,6 +369,13 @@ func partsFor(par core.Parallelism) profileParts {
 // layout gives the tensor, context and expert degrees; data and pipeline
 // parallelism do not change a unit.
 func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
+	return newProfileIn(p, parts, nil)
+}
+
+// newProfileIn is newProfile lowering into bufs' lists (one goroutine's:
+// Run's workers each have their own); each program's lists go back to
+// bufs once its units are summed (unitOf and untied copy what they keep).
+func newProfileIn(p *core.Plan, parts profileParts, bufs *core.ProgramBuffers) (*profile, error) {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
@@ -382,20 +390,21 @@ func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
 	pr := &profile{plan: p, parts: parts, n: n, mixed: n == 0 && blockCount(p.Model) > 0}
 	var room core.ProgramSize
 	if parts&flatUnits != 0 {
-		p1, err := lowerWith(p, m1, one, nil, core.ProgramSize{})
+		p1, err := lowerWith(p, m1, one, nil, core.ProgramSize{}, bufs)
 		if err != nil {
 			return nil, err
 		}
 		u1 := unitOf(p1, p)
 		if n == 0 {
 			pr.base = u1
+			bufs.Recycle(p1)
 			return pr, nil
 		}
 		m2, _ := withBlocks(p.Model, 2)
 		// The other models hold at most twice the one-block model's lists
 		// (two blocks, or a stage of up to two blocks with the layers around).
 		room = p1.Size().Times(2)
-		p2, err := lowerWith(p, m2, one, nil, room)
+		p2, err := lowerWith(p, m2, one, nil, room, bufs)
 		if err != nil {
 			return nil, err
 		}
@@ -406,6 +415,8 @@ func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
 		if err != nil {
 			return nil, err
 		}
+		bufs.Recycle(p1)
+		bufs.Recycle(p2)
 		pr.block.params, pr.base.params = aggParams(bp, p), aggParams(basep, p)
 	}
 	if n == 0 || parts&stageUnits == 0 {
@@ -426,7 +437,7 @@ func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
 			return nil, err
 		}
 		for s := int64(0); s < 3; s++ {
-			prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split}, room)
+			prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split}, room, bufs)
 			if err != nil {
 				return nil, err
 			}
@@ -439,6 +450,7 @@ func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
 			if b == 1 {
 				sp[s] = untied(prog.Params)
 			}
+			bufs.Recycle(prog)
 		}
 	}
 	// A block's parameters: the middle stage of one block holds just

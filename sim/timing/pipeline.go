@@ -30,6 +30,28 @@ import (
 type StageTime struct {
 	Work *GpuWork
 	Time gpuTime
+	// A replayed stage's summary of its micro-batch program (StepTime
+	// makes it and drops the program, so that the caller may reuse its
+	// lists for the next stage): W (weightGrad) and the module rows of
+	// its micro-batches (moduleRows over the per-micro-batch time, paid
+	// passes times), which pipelineTime composes. ops says they were
+	// made; the search's estimate has no ops (W 0, no module rows).
+	ops     bool
+	wgrad   float64
+	modules []replay.ModuleTime
+}
+
+// summarise keeps what the pipeline's composition reads of st's program
+// (W and the module rows of its micro-batches) and drops the program.
+func (st *StageTime) summarise(par core.Parallelism) {
+	w := st.Work
+	if w.prog == nil {
+		return
+	}
+	st.ops = true
+	st.wgrad = weightGrad(w)
+	st.modules = moduleRows(w, gpuTime{PerMB: st.Time.PerMB, Tail: nil}, float64(passes(par, w)))
+	w.prog, w.costs, w.redone = nil, nil, nil
 }
 
 // stageMicroBatch lowers one micro-batch through each of the stage's model
@@ -146,7 +168,7 @@ func pipelineStep(par core.Parallelism, stages []*StageTime) (step, bubble float
 	}
 	p := float64(par.PP)
 	for _, st := range stages {
-		t, b, w := st.Time.MbSec, st.Time.share("backward", "recompute"), weightGrad(st.Work)
+		t, b, w := st.Time.MbSec, st.Time.share("backward", "recompute"), st.wgrad
 		switch par.Schedule {
 		case "zb-h1":
 			if st != slow {
@@ -190,7 +212,7 @@ func PipelineEstimate(plan *core.Plan, stages []*StageTime) replay.TimeEstimate 
 	}
 	te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: "bubble", Seconds: bubble})
 	te.Breakdown = append(te.Breakdown, tail.Time.Tail...)
-	te.Modules = stageModules(slow, tail, m, bubble)
+	te.Modules = stageModules(slow, tail, bubble)
 	w := *slow.Work
 	w.M = passes(par, slow.Work)
 	w.Flops, w.HwFlops = 0, 0
@@ -231,7 +253,7 @@ func PipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, s
 		}
 		rt.Breakdown = append(rt.Breakdown, replay.TimeShare{Name: "bubble", Seconds: step - busy})
 		rt.Breakdown = append(rt.Breakdown, st.Time.Tail...)
-		rt.Modules = stageModules(st, st, float64(w.M), step-busy)
+		rt.Modules = stageModules(st, st, step-busy)
 		w.Utilisation(plan, &rt, 1)
 		rt.Notes = append(rt.Notes, fmt.Sprintf("stage %d busy %.3g s of the %.3g s step", i, busy, step))
 		r.Time = rt
@@ -239,14 +261,14 @@ func PipelineTime(plan *core.Plan, top *replay.Report, ranks []*replay.Report, s
 	top.Time = te
 }
 
-// stageModules is r.modules of a pipeline: the modules of stage st's m
-// micro-batches, its exposed communication, the bubble, and the tail of
+// stageModules is r.modules of a pipeline: the modules of stage st's
+// micro-batches (summarise's rows), its exposed communication, the bubble, and the tail of
 // stage tail.
-func stageModules(st, tail *StageTime, m, bubble float64) []replay.ModuleTime {
-	if st.Work.prog == nil {
+func stageModules(st, tail *StageTime, bubble float64) []replay.ModuleTime {
+	if !st.ops {
 		return nil // the search's estimate: no ops to show
 	}
-	rows := moduleRows(st.Work, gpuTime{PerMB: st.Time.PerMB, Tail: nil}, m)
+	rows := slices.Clone(st.modules) // each report appends its own terms
 	rows = appendTerm(rows, "bubble", bubble)
 	for _, s := range tail.Time.Tail {
 		rows = appendTerm(rows, s.Name, s.Seconds)

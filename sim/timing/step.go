@@ -147,6 +147,7 @@ func StepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.Tim
 	var stage *StageTime
 	if plan.PipeStage != nil {
 		stage = &StageTime{Work: w, Time: gt}
+		stage.summarise(plan.Parallel.Norm())
 	}
 	w.Utilisation(plan, &te, 1)
 	return te, stage

@@ -1,0 +1,78 @@
+package core
+
+// ProgramBuffers keeps the lists (ops, values, parameters, collectives) of
+// programs their owner no longer reads, for its next lowering to fill
+// instead of allocating lists of its own (LowerProgramInto). A pipeline's
+// stages lower programs of similar sizes one after another: one worker
+// replaying them reuses one set of lists, and the garbage collector sees
+// a fraction of the bytes. A ProgramBuffers belongs to one goroutine (the
+// caller makes one per worker; there is no shared pool).
+type ProgramBuffers struct {
+	ops    []OpInfo
+	values []ValueInfo
+	params []ParamInfo
+	comm   []CommRecord
+}
+
+// Recycle takes p's lists for the next lowering and empties p: p must not
+// be read any more, by its caller or by anything it was handed to (a
+// report keeps no list of a program, only names and shapes, which are
+// not reused). A nil b or p recycles nothing.
+func (b *ProgramBuffers) Recycle(p *Program) {
+	if b == nil || p == nil {
+		return
+	}
+	keep := func(have, next int) bool { return next > have }
+	if keep(cap(b.ops), cap(p.Ops)) {
+		b.ops = p.Ops[:0]
+	}
+	if keep(cap(b.values), cap(p.Values)) {
+		b.values = p.Values[:0]
+	}
+	if keep(cap(b.params), cap(p.Params)) {
+		b.params = p.Params[:0]
+	}
+	if keep(cap(b.comm), cap(p.Comm)) {
+		b.comm = p.Comm[:0]
+	}
+	*p = Program{}
+}
+
+// take starts prog's lists on b's, which prog then owns (b keeps none).
+func (b *ProgramBuffers) take(prog *Program) {
+	if b == nil {
+		return
+	}
+	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
+	*b = ProgramBuffers{}
+}
+
+// untaken hands back to b the lists of prog, just lowered, that nothing
+// was added to and that a lowering without b leaves nil (no room asked
+// for them), and sets them nil: the program is the one LowerProgramSized
+// makes, nil lists included.
+func (b *ProgramBuffers) untaken(prog *Program, room ProgramSize) {
+	if b == nil {
+		return
+	}
+	if len(prog.Ops) == 0 && room.Ops == 0 {
+		b.ops, prog.Ops = prog.Ops, nil
+	}
+	if len(prog.Values) == 0 && room.Values == 0 {
+		b.values, prog.Values = prog.Values, nil
+	}
+	if len(prog.Params) == 0 && room.Params == 0 {
+		b.params, prog.Params = prog.Params, nil
+	}
+	if len(prog.Comm) == 0 {
+		b.comm, prog.Comm = prog.Comm, nil
+	}
+}
+
+// LowerProgramInto is LowerProgramSized, its lists started on those b
+// keeps (b gives them up; Recycle hands them back): the same program,
+// without allocating lists a recycled program had room for. A nil b
+// allocates as LowerProgramSized does.
+func (p *Plan) LowerProgramInto(room ProgramSize, b *ProgramBuffers) (*Program, error) {
+	return p.lowerProgram(room, b)
+}

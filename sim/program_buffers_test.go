@@ -1,0 +1,63 @@
+package sim
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
+)
+
+// A program lowered into the lists of programs recycled before it
+// (core.ProgramBuffers, as a pipeline's worker lowers its stages one
+// after another) is the program a fresh lowering makes, element for
+// element and nil list for nil list, with room asked for or not,
+// whichever programs, larger or smaller, went before; and a recycled
+// program is emptied, so a caller that still read it would fail rather
+// than read the next program's ops.
+func TestLowerProgramIntoEqualsLowerProgram(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	var plans []*core.Plan
+	for _, par := range []core.Parallelism{{PP: 3}, {PP: 2, Schedule: "interleaved", VirtualStages: 3},
+		{PP: 2, TP: 2, SequenceParallel: true, DistributedOptimizer: true, DP: 2}, {PP: 4, EmbeddingSlot: true, LossSlot: true}} {
+		p := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 4
+		stages, err := stagePlans(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, stages...)
+	}
+	one := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
+	plans = append(plans, one)
+	for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}} { // the lists grow, or shrink
+		bufs := &core.ProgramBuffers{}
+		for _, o := range order {
+			for i := o; i < len(plans); i += len(order) {
+				p := plans[i]
+				want, err := p.LowerProgram()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var room core.ProgramSize // the search's profiles ask for room
+				if i%2 == 1 {
+					room = want.Size()
+					if want, err = p.LowerProgramSized(room); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := p.LowerProgramInto(room, bufs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("plan %d (%s, stage %v): the program lowered into recycled lists differs", i, p.Parallel, p.PipeStage != nil)
+				}
+				bufs.Recycle(got)
+				if len(got.Ops) != 0 || len(got.Values) != 0 || len(got.Params) != 0 {
+					t.Fatalf("plan %d: a recycled program still lists %d ops", i, len(got.Ops))
+				}
+			}
+		}
+	}
+}
