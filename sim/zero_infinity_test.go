@@ -1,11 +1,24 @@
 package sim
 
 import (
+	"math"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 )
+
+// timeShare is the step's seconds of one cause (0 when absent).
+func timeShare(r *replay.Report, name string) float64 {
+	for _, s := range r.Time.Breakdown {
+		if s.Name == name {
+			return s.Seconds
+		}
+	}
+	return 0
+}
 
 // ZeRO-Infinity (replay/offload_nvme.go), hand-counted on the two
 // bias-free linears of TestZeROOffload (1024 -> 4096 -> 1024) at zero=3
@@ -100,5 +113,40 @@ func TestZeROInfinityParamsOnNVMe(t *testing.T) {
 	want := 2*params + params + 32*2*q // gathers, the step's write, the optimizer's 32 B per element
 	if r.Traffic.NVMe != want {
 		t.Errorf("NVMe traffic %d B per step, want %d", r.Traffic.NVMe, want)
+	}
+}
+
+// The step's nvme term is the replay's NVMe bytes at the node's rates,
+// shared by the node's ranks (timing/nvme.go): with the default rates
+// (10 GB/s reads, 5 GB/s writes, hw.DefaultNVMe) the 8 ranks of
+// TestZeROInfinity's node each read 16 p and write 16 p bytes, p =
+// 1,048,576; cluster(nvme_read=, nvme_write=) rescales it. The CPU step
+// (cpu_optimizer) is the same as with optimizer="cpu".
+func TestZeROInfinityTime(t *testing.T) {
+	const part = 1_048_576
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: 3})
+	cpu, err := Evaluate(withPlan(plan, func(q *core.Plan) { q.Offload = &core.Offload{Optimizer: "cpu"} }), core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		cluster     hw.Cluster
+		read, write float64 // GB/s
+	}{{hw.Cluster{}, 10, 5}, {hw.Cluster{NVMeReadGBps: 48, NVMeWriteGBps: 26}, 48, 26}} {
+		r, err := Evaluate(withPlan(plan, func(q *core.Plan) {
+			q.Offload = &core.Offload{Optimizer: "nvme"}
+			q.Cluster = c.cluster
+		}), core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 8 * (16*part/(c.read*1e9) + 16*part/(c.write*1e9))
+		if got := timeShare(r, "nvme"); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%+v: nvme %.9f s, want %.9f", c.cluster, got, want)
+		}
+		if got, w := timeShare(r, "cpu_optimizer"), timeShare(cpu, "cpu_optimizer"); got != w {
+			t.Errorf("%+v: cpu_optimizer %.9f s, want optimizer=\"cpu\"'s %.9f", c.cluster, got, w)
+		}
 	}
 }

@@ -78,10 +78,16 @@ func (x Cluster) String() string {
 	if x.C.HostGBps > 0 {
 		s += ", host=" + strconv.FormatFloat(x.C.HostGBps, 'g', -1, 64)
 	}
+	if x.C.NVMeReadGBps > 0 {
+		s += ", nvme_read=" + strconv.FormatFloat(x.C.NVMeReadGBps, 'g', -1, 64)
+	}
+	if x.C.NVMeWriteGBps > 0 {
+		s += ", nvme_write=" + strconv.FormatFloat(x.C.NVMeWriteGBps, 'g', -1, 64)
+	}
 	return s + ")"
 }
 
-var clusterAttrNames = []string{"gpus", "gpus_per_node", "host", "inter", "intra", "nodes"}
+var clusterAttrNames = []string{"gpus", "gpus_per_node", "host", "inter", "intra", "nodes", "nvme_read", "nvme_write"}
 
 func (x Cluster) AttrNames() []string { return clusterAttrNames }
 
@@ -105,6 +111,10 @@ func (x Cluster) Attr(name string) (starlark.Value, error) {
 		return opt(x.C.InterGBps), nil
 	case "host":
 		return opt(x.C.HostGBps), nil
+	case "nvme_read":
+		return opt(x.C.NVMeReadGBps), nil
+	case "nvme_write":
+		return opt(x.C.NVMeWriteGBps), nil
 	}
 	return nil, nil
 }
@@ -121,7 +131,7 @@ func ParallelBuiltins() []host.Builtin {
 			Fn: parallelOrLayer, // layers give the block, keywords a layout
 		}, {
 			Name: "cluster",
-			Sig:  "cluster(nodes=1, gpus_per_node=8, intra=None, inter=None, host=None)",
+			Sig:  "cluster(nodes=1, gpus_per_node=8, intra=None, inter=None, host=None, nvme_read=None, nvme_write=None)",
 			Doc: "The machines a plan runs on, for train(cluster=...): nodes of gpus_per_node GPUs. intra is " +
 				"the GPU-to-GPU bandwidth inside a node (NVLink) and inter the network bandwidth per GPU between " +
 				"nodes, GB/s per direction; None takes them from the GPU and a typical fabric. host is the host " +
@@ -131,10 +141,19 @@ func ParallelBuiltins() []host.Builtin {
 				"peak of the host memory of the GPU's reference system (sockets x channels x MT/s x 8 B; the sources in " +
 				"sim/hw/host.go), by GPU: " + hostDefaults() + "; a custom gpu() takes " +
 				strconv.FormatFloat(hw.DefaultHostGBps, 'g', -1, 64) + " (a DGX H100's). A peak is a bound a CPU kernel does " +
-				"not reach: give a measured figure (STREAM) for a real host. train() checks that dp*tp*pp*cp of its parallel= layout equals " +
-				"nodes*gpus_per_node. Attributes: nodes, gpus_per_node, gpus, intra, inter, host.",
+				"not reach: give a measured figure (STREAM) for a real host. nvme_read and nvme_write are the node's local NVMe rates in GB/s, " +
+				"shared by its GPUs: ZeRO-Infinity (parallel(zero=3) with offload(optimizer=\"nvme\") or params=\"nvme\") reads and writes " +
+				"its swap files there, nvme in r.time_breakdown; None takes " + nvmeDefault() + ". train() checks that dp*tp*pp*cp of its parallel= layout equals " +
+				"nodes*gpus_per_node. Attributes: nodes, gpus_per_node, gpus, intra, inter, host, nvme_read, nvme_write.",
 			Fn: ClusterFn,
 		}}
+}
+
+// nvmeDefault says hw.DefaultNVMe's rates and where they come from.
+func nvmeDefault() string {
+	d := hw.DefaultNVMe
+	return strconv.FormatFloat(d.ReadGBps, 'g', -1, 64) + " and " + strconv.FormatFloat(d.WriteGBps, 'g', -1, 64) +
+		" for every GPU (" + d.Source + "; sim/hw/nvme.go)"
 }
 
 // hostDefaults lists the catalog GPUs' default host bandwidths with their
@@ -169,8 +188,9 @@ func parallelOrLayer(thread *starlark.Thread, b *starlark.Builtin, args starlark
 }
 
 func ClusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var nodes, gpn, intra, inter, hostBW starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "nodes?", &nodes, "gpus_per_node?", &gpn, "intra?", &intra, "inter?", &inter, "host?", &hostBW); err != nil {
+	var nodes, gpn, intra, inter, hostBW, nvmeRead, nvmeWrite starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "nodes?", &nodes, "gpus_per_node?", &gpn, "intra?", &intra, "inter?", &inter, "host?", &hostBW,
+		"nvme_read?", &nvmeRead, "nvme_write?", &nvmeWrite); err != nil {
 		return nil, err
 	}
 	c := hw.Cluster{}
@@ -188,7 +208,8 @@ func ClusterFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwa
 		v    starlark.Value
 		what string
 		dst  *float64
-	}{{intra, "intra", &c.IntraGBps}, {inter, "inter", &c.InterGBps}, {hostBW, "host", &c.HostGBps}} {
+	}{{intra, "intra", &c.IntraGBps}, {inter, "inter", &c.InterGBps}, {hostBW, "host", &c.HostGBps},
+		{nvmeRead, "nvme_read", &c.NVMeReadGBps}, {nvmeWrite, "nvme_write", &c.NVMeWriteGBps}} {
 		if f.v == nil || f.v == starlark.None {
 			continue
 		}

@@ -296,7 +296,8 @@ func replaceCluster(thread *starlark.Thread, cur starlark.Value, changes []starl
 			name string
 			v    starlark.Value
 		}{{"nodes", starlark.MakeInt64(c.Nodes)}, {"gpus_per_node", starlark.MakeInt64(c.GPUsPerNode)},
-			{"intra", optFloat(c.IntraGBps)}, {"inter", optFloat(c.InterGBps)}, {"host", optFloat(c.HostGBps)}} {
+			{"intra", optFloat(c.IntraGBps)}, {"inter", optFloat(c.InterGBps)}, {"host", optFloat(c.HostGBps)},
+			{"nvme_read", optFloat(c.NVMeReadGBps)}, {"nvme_write", optFloat(c.NVMeWriteGBps)}} {
 			changed := false
 			for _, ch := range changes {
 				changed = changed || string(ch[0].(starlark.String)) == f.name

@@ -12,6 +12,9 @@ type Cluster struct {
 	Nodes, GPUsPerNode   int64
 	IntraGBps, InterGBps float64
 	HostGBps             float64
+	// NVMeReadGBps and NVMeWriteGBps are the node's local NVMe rates
+	// (ZeRO-Infinity's swap files, nvme.go); zero takes DefaultNVMe.
+	NVMeReadGBps, NVMeWriteGBps float64
 }
 
 // HostRate is the node's host memory bandwidth, bytes/s: the cluster's

@@ -3,7 +3,8 @@
 // host link bandwidths, the CUDA context, and the rates its kernels reach in
 // published benchmarks: KernelRates), the catalog of known GPUs with a
 // source for every figure, the host memory of each catalog GPU's reference
-// system (HostMemory, host.go: the default host bandwidth of its node), and
+// system (HostMemory, host.go: the default host bandwidth of its node), the
+// local NVMe of a node (NVMe, nvme.go: ZeRO-Infinity's swap rates), and
 // clusters of nodes (Cluster).
 //
 // hw holds figures, not behaviour: the replay reads the memory and context,

@@ -96,6 +96,7 @@ type GpuWork struct {
 	OptimizerCPU   float64 // its CPU dispatch time, seconds
 	StepOverhead   float64 // the step's time outside the GPU (core.Overheads.StepSeconds)
 	CPUOptimizer   float64 // the optimizer step on the host (ZeRO-Offload's, cpu_optimizer.go; torch's under FSDP offload, torch_cpu_optimizer.go), seconds
+	NVMe           float64 // ZeRO-Infinity's NVMe reads and writes (nvme.go), seconds
 	host           float64 // offload transfers and host-placed tables, seconds (torchtune's activation copies overlapped: offload.go)
 	// gradCopy is ZeRO-Offload's fp32 gradient copies to the host at
 	// stages 1-2 with overlap_comm, seconds: on the reduction stream
@@ -247,6 +248,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.CPUOptimizer = CPUOptimizerSeconds(plan, hostStepElements(r), RanksPerHost(plan)) +
 			TorchCPUOptimizerSeconds(plan, float64(r.Dist.FsdpHostStepElements(r)), RanksPerHost(plan))
 	}
+	w.NVMe = NVMeSeconds(plan, r.NVMe(), RanksPerHost(plan))
 	if plan.PipeStage == nil { // mbProg is the replayed program
 		if exp, ok := offloadExposed(r, costs, plan.Offload == nil || !plan.Offload.SyncCopies); ok { // torchtune's copies overlap (offload.go)
 			d := r.Plan.Device
@@ -373,6 +375,7 @@ func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 	}
 	add(&g.Tail, "optimizer", max(w.Optimizer, w.OptimizerCPU))
 	add(&g.Tail, "cpu_optimizer", w.CPUOptimizer)
+	add(&g.Tail, "nvme", w.NVMe)
 	add(&g.Tail, "offload", w.host+c.gradCopy)
 	add(&g.Tail, "step_overhead", w.StepOverhead)
 	for _, s := range g.PerMB {
