@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -147,6 +149,41 @@ func TestZeROInfinityTime(t *testing.T) {
 		}
 		if got, w := timeShare(r, "cpu_optimizer"), timeShare(cpu, "cpu_optimizer"); got != w {
 			t.Errorf("%+v: cpu_optimizer %.9f s, want optimizer=\"cpu\"'s %.9f", c.cluster, got, w)
+		}
+	}
+}
+
+// The host check counts the GPUs of one node (replay's checkHost): the
+// cluster's gpus_per_node, unset an 8-GPU node or the layout's GPUs when
+// fewer (hw.Cluster.Norm). A ZeRO-Offload plan on 16 GPUs without a
+// cluster needs 8 x its per-GPU host memory per node; it counted 1 GPU
+// before.
+func TestHostCheckGPUsPerNode(t *testing.T) {
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	for _, c := range []struct {
+		dp      int64
+		cluster hw.Cluster
+		gpus    int64
+	}{
+		{16, hw.Cluster{}, 8},
+		{8, hw.Cluster{}, 8},
+		{4, hw.Cluster{}, 4},
+		{16, hw.Cluster{Nodes: 4, GPUsPerNode: 4}, 4},
+	} {
+		plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: c.dp, Zero: 3})
+		plan.Offload, plan.Cluster = &core.Offload{Optimizer: "cpu"}, c.cluster
+		r, err := Evaluate(plan, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan.HostMemory = c.gpus*r.HostMemory - 1
+		_, err = Evaluate(plan, core.Options{})
+		if want := fmt.Sprintf("(%d GPUs x ", c.gpus); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("dp=%d %+v: error %v, want the node's %d GPUs counted %q", c.dp, c.cluster, err, c.gpus, want)
+		}
+		plan.HostMemory++
+		if _, err := Evaluate(plan, core.Options{}); err != nil {
+			t.Errorf("dp=%d %+v: %v with host_memory exactly %d GPUs' need", c.dp, c.cluster, err, c.gpus)
 		}
 	}
 }

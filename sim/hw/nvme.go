@@ -22,8 +22,11 @@ type NVMe struct {
 // for it; a
 // node with more or faster drives reads and writes faster (the same
 // project's blogs/deepnvme/06-2025: 4 x Gen5 27 and 11 GB/s, 8 x Gen5 48
-// and 26 GB/s): give its measured rates with cluster(nvme_read=,
-// nvme_write=).
+// and 26 GB/s; ZeRO-Infinity's own DGX-2 nodes read 28 GB/s from NVMe per
+// node, the SC21 talk's slides, docs/assets/files/SC21-ZeRO-Infinity.pdf
+// in the same repository: "NVMe -> GPU: 28 GB/s - 1.8 TB/s (1-64
+// nodes)", no write figure): give its measured rates with
+// cluster(nvme_read=, nvme_write=).
 var DefaultNVMe = NVMe{ReadGBps: 10, WriteGBps: 5,
 	Source: "DeepSpeed blogs/deepnvme/08-2024/README.md at edaa722: 4 x PCIe Gen4 NVMe in RAID-0, fio and ds_io between NVMe and CPU memory, 10 GB/s reads, 5 GB/s writes"}
 

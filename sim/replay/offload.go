@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -336,10 +335,9 @@ func (r *Replay) checkHost(rep *Report) error {
 	if rep.HostMemory == 0 {
 		return nil
 	}
-	gpus := max(r.Plan.Cluster.GPUsPerNode, 1)
-	if r.Plan.Cluster.GPUsPerNode == 0 && r.Plan.Parallel.GPUs() < hw.DefaultGPUsPerNode {
-		gpus = r.Plan.Parallel.GPUs()
-	}
+	// The GPUs of one node: the cluster's gpus_per_node, unset an 8-GPU
+	// node or fewer when the layout has fewer GPUs (hw.Cluster.Norm).
+	gpus := max(r.Plan.Cluster.Norm(r.Plan.Parallel.Norm().GPUs()).GPUsPerNode, 1)
 	need := rep.HostMemory * gpus
 	per := fmt.Sprintf("%d GPUs x %s", gpus, units.FormatBytes(rep.HostMemory))
 	if gpus == 1 {
