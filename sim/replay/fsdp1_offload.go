@@ -53,7 +53,7 @@ func (d *distState) syncGradsToHost(r *Replay) {
 	}
 	for u := range d.units {
 		if d.units[u].trainable {
-			r.Rep.Traffic.PCIe += r.Plan.Precision.Params.Bytes(d.gatheredSize(int32(u)) / d.dp)
+			d.copyUp(r, r.Plan.Precision.Params.Bytes(d.gatheredSize(int32(u))/d.dp))
 		}
 	}
 }
@@ -89,7 +89,7 @@ func (d *distState) fsdp1PreUnshard(r *Replay, u int32) int32 {
 	un := &d.units[u]
 	n := d.gatheredSize(u) / d.dp
 	full := r.Plan.Precision.Params
-	r.Rep.Traffic.PCIe += full.Bytes(n) * d.offloadRepeats()
+	d.copyDown(r, full.Bytes(n)*d.offloadRepeats())
 	if d.gatherDT == full {
 		return d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
 			"GPU copy of this rank's pinned flat shard of ", ", read by the all-gather (FSDP1 CPUOffload: pre_unshard)")
@@ -115,7 +115,7 @@ func (d *distState) fsdp1GradToHost(r *Replay, u int32, out int32) {
 		r.release(out)
 		out = cast
 	}
-	r.Rep.Traffic.PCIe += full.Bytes(s)
+	d.copyUp(r, full.Bytes(s))
 	if un.grad == none {
 		un.grad = out
 	} else {

@@ -53,6 +53,30 @@ func (d *distState) FsdpHostStepElements(r *Replay) int64 {
 	return n
 }
 
+// copyDown and copyUp count b bytes per step of FSDP's offload copies to
+// the GPU (the shards before their gathers) and to the host (the gradient
+// shards after their reduce-scatters).
+func (d *distState) copyDown(r *Replay, b int64) {
+	d.fsdpDown += b
+	r.Rep.Traffic.PCIe += b
+}
+
+func (d *distState) copyUp(r *Replay, b int64) {
+	d.fsdpUp += b
+	r.Rep.Traffic.PCIe += b
+}
+
+// FsdpOffloadPCIe is the bytes per step FSDP's CPU offload copies to the
+// GPU (down) and to the host (up), part of Report.Traffic.PCIe: the time
+// model overlaps them with the compute as it does FSDP's collectives
+// (timing/comm.go exposedComm).
+func (d *distState) FsdpOffloadPCIe() (down, up int64) {
+	if d == nil {
+		return 0, 0
+	}
+	return d.fsdpDown, d.fsdpUp
+}
+
 // offloadRepeats is how many times per step the replayed micro-batch's
 // copies to and from the host run: once per micro-batch (the replay
 // replays one; every micro-batch gathers again, as stepComm counts the
@@ -85,7 +109,7 @@ func (d *distState) fsdpShardsToGPU(r *Replay, u int32) []int32 {
 	un := &d.units[u]
 	n := d.unitShard(u, false)
 	dt := r.Plan.Precision.Params
-	r.Rep.Traffic.PCIe += dt.Bytes(n) * d.offloadRepeats()
+	d.copyDown(r, dt.Bytes(n)*d.offloadRepeats())
 	ids := make([]int32, 1, 2)
 	ids[0] = d.allocUnit(r, StreamAllGather, un, n, Alloc{Tensor: " shards from host", DType: dt, Bytes: dt.Bytes(n), Why: un.name},
 		"GPU copy of this rank's host shards of ", " (FSDP2 CPUOffloadPolicy: all_gather_inputs)")
@@ -104,5 +128,5 @@ func (d *distState) fsdpGradToHost(r *Replay, u int32) {
 	dt := r.Plan.Precision.Grads
 	r.release(d.allocUnit(r, StreamReduceScatter, un, s, Alloc{Tensor: " reduce-scatter output", DType: dt, Bytes: dt.Bytes(s), Why: un.name},
 		"FSDP reduce-scatter output of ", ", copied to the host gradient shard"))
-	r.Rep.Traffic.PCIe += dt.Bytes(s) * d.offloadRepeats() // fully_shard reduces every micro-batch, as stepComm counts it
+	d.copyUp(r, dt.Bytes(s)*d.offloadRepeats()) // fully_shard reduces every micro-batch, as stepComm counts it
 }

@@ -112,6 +112,10 @@ type distState struct {
 	ipg2     int32 // its double buffer with overlap_comm
 	gradPart int32 // ZeRO-1/2 grads_in_partition
 
+	// FSDP's CPU offload: the bytes per step of the shards' copies to the
+	// GPU and of the gradient shards' to the host (fsdp_offload.go).
+	fsdpDown, fsdpUp int64
+
 	fsdp1  bool // FullyShardedDataParallel semantics
 	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded
 	// FSDP1 under reentrant checkpointing (fsdp1_reentrant.go): recompute

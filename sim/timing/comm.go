@@ -243,6 +243,7 @@ const (
 type commExposure struct {
 	perMB, tail []replay.TimeShare
 	gradCopy    float64 // ZeRO-Offload's gradient copies to the host left exposed (overlap_comm), seconds
+	fsdpCopies  float64 // FSDP's CPU offload copies left exposed, seconds per step
 }
 
 // exposedComm applies the overlap rules:
@@ -353,13 +354,29 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 			paramKind, paramGroup = c.Kind, c.Group
 		}
 	}
-	var fsdp float64
-	if gatherMB > 0 || rsMB > 0 {
+	// FSDP's CPU offload copies each unit's shards to the GPU before its
+	// all-gather and each gradient shard to the host after its
+	// reduce-scatter, on side streams (FSDP1's pre-unshard and
+	// post-backward streams, FSDP2's all-gather copy-in and
+	// reduce-scatter streams) in the chain of its collectives: they
+	// overlap the compute as the collectives do, and are exposed where
+	// the chain outlasts it. Their exposed part is the offload's. The
+	// copies down split between the forward's gathers and the
+	// backward's (eval: the forward's only); FSDP1's copies up, made at
+	// the synchronising micro-batch only, are spread over the
+	// micro-batches.
+	m := float64(max(w.M, 1))
+	down, up := w.fsdpDown/m, w.fsdpUp/m
+	exposedFSDP := func(down, up float64) float64 {
 		if w.Eval {
-			fsdp = max(0, gatherMB/2-mb.Forward)
-		} else {
-			fsdp = max(0, gatherMB/2-mb.Forward) + max(0, gatherMB/2+rsMB-bwdWindow)
+			return max(0, gatherMB/2+down-mb.Forward)
 		}
+		return max(0, (gatherMB+down)/2-mb.Forward) + max(0, (gatherMB+down)/2+rsMB+up-bwdWindow)
+	}
+	var fsdp float64
+	if gatherMB > 0 || rsMB > 0 || down > 0 || up > 0 {
+		fsdp = exposedFSDP(0, 0)
+		out.fsdpCopies = m * (exposedFSDP(down, up) - fsdp)
 	}
 	out.perMB = append(out.perMB, replay.TimeShare{Name: "fsdp_comm", Seconds: fsdp})
 	var dp float64

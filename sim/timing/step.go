@@ -107,11 +107,17 @@ type GpuWork struct {
 	// says how many each micro-step issues), on the same stream.
 	gradCopy, gradCopyLast float64
 	accCopy, accCopyLast   float64
-	costs                  []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
-	prog                   *core.Program // their program
-	redone                 []bool        // its recomputed checkpoint regions
-	Tokens                 float64       // tokens per step over all data-parallel replicas
-	Eval                   bool
+	// fsdpDown and fsdpUp are FSDP's CPU offload copies per step, seconds:
+	// the shards to the GPU before their gathers and the gradient shards
+	// to the host after their reduce-scatters, on side streams beside the
+	// collectives (comm.go), not in host.
+	fsdpDown, fsdpUp float64
+
+	costs  []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
+	prog   *core.Program // their program
+	redone []bool        // its recomputed checkpoint regions
+	Tokens float64       // tokens per step over all data-parallel replicas
+	Eval   bool
 }
 
 // gpuTime is one GPU's step split by cause: the per-micro-batch part
@@ -241,6 +247,10 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.HwFlops = w.Flops // forward only: nothing recomputed
 	}
 	w.host = hostSeconds(r)
+	if down, up := r.Dist.FsdpOffloadPCIe(); down+up > 0 { // nil-safe
+		w.fsdpDown, w.fsdpUp = PCIeSeconds(plan.Device, down), PCIeSeconds(plan.Device, up)
+		w.host = max(0, w.host-w.fsdpDown-w.fsdpUp) // hostSeconds counted them: linear in the bytes, so only rounding is clamped
+	}
 	if r.Dist != nil && r.Dist.ZeroOffload(r) {
 		w.SetZeROOffloadCopies(plan, int64(hostStepElements(r)))
 	}
@@ -376,7 +386,7 @@ func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 	add(&g.Tail, "optimizer", max(w.Optimizer, w.OptimizerCPU))
 	add(&g.Tail, "cpu_optimizer", w.CPUOptimizer)
 	add(&g.Tail, "nvme", w.NVMe)
-	add(&g.Tail, "offload", w.host+c.gradCopy)
+	add(&g.Tail, "offload", w.host+c.gradCopy+c.fsdpCopies)
 	add(&g.Tail, "step_overhead", w.StepOverhead)
 	for _, s := range g.PerMB {
 		g.MbSec += s.Seconds
