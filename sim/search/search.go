@@ -146,8 +146,11 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	var keys []profileKey
 	var skeys []shapeKey
 	var firstOf []*core.Plan
-	var shapeFirst []core.Parallelism // a layout of each shape
-	var shapeProfile []int32          // the profile of each shape
+	// A layout of each shape, by index into layouts: its layout is made
+	// again when the shape is (planOf), rather than kept, 336 bytes a
+	// shape, for the hundreds of thousands of shapes of a large space.
+	var shapeFirst []int32
+	var shapeProfile []int32 // the profile of each shape
 	for j, i := range valid {
 		l := layouts[i]
 		p := sp.planOf(base, l)
@@ -169,7 +172,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		if !ok {
 			si = int32(len(skeys))
 			shapes[sk] = si
-			skeys, shapeFirst, shapeProfile = append(skeys, sk), append(shapeFirst, p.Parallel), append(shapeProfile, pi)
+			skeys, shapeFirst, shapeProfile = append(skeys, sk), append(shapeFirst, int32(i)), append(shapeProfile, pi)
 		}
 		shapeAt[j] = si
 		o := outsideOf(l)
@@ -201,7 +204,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	shs := make([]*stageShape, len(skeys))
 	serrs := make([]error, len(skeys))
 	parallelFor(ctx, sp.Workers, len(skeys), nil, func(i int) {
-		shs[i], serrs[i] = prs[shapeProfile[i]].shape(shapeFirst[i])
+		p := sp.planOf(base, layouts[shapeFirst[i]])
+		shs[i], serrs[i] = prs[shapeProfile[i]].shape(p.Parallel)
 	})
 	for i := range skeys {
 		if serrs[i] != nil {
