@@ -187,3 +187,36 @@ func TestHostCheckGPUsPerNode(t *testing.T) {
 		}
 	}
 }
+
+// The partitioned swap buffer is sized by the largest sub-group of all,
+// by its parameters' whole numel, once any sub-group is on NVMe
+// (stage3.py 955-969 at DeepSpeed edaa722), hand-counted at zero=3 on
+// 2 ranks, bf16-mixed: A = linear(40000, 50000), 2e9 elements, partition
+// 1e9, closes sub-group 0 and fills the pinned flat buffer (min(1.2048e9,
+// 1e9) = 1e9 elements) exactly; B = linear(50000, 8192), partition
+// 204,800,000, sub-group 1, no longer fits and lives on NVMe. The buffer
+// holds A's 2e9 whole elements (4e9 B), not B's. NVMe per step: AdamW's
+// 32 B per element of both optimizer sub-groups, B's partition read at
+// its two gathers and written after the step.
+func TestZeROInfinityLargestSubGroupOnHost(t *testing.T) {
+	const a, b = 1_000_000_000, 204_800_000 // partitions
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 40000, Out: 50000}, &nn.Linear{In: 50000, Out: 8192}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 2, Zero: 3})
+	plan.Offload = &core.Offload{Optimizer: "nvme", Params: "nvme"}
+	r, err := Evaluate(plan, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{
+		"parameters (pinned)":             2 * a,
+		"parameter swap buffers (pinned)": 5*100_000_256*2 + 2*2*a,
+		"optimizer swap buffers (pinned)": 16 * a,
+	} {
+		if got := hostShare(r, name); got != want {
+			t.Errorf("host row %q %d B, want %d (%v)", name, got, want, r.HostBreakdown)
+		}
+	}
+	if want := int64(32*(a+b) + 2*2*b + 2*b); r.Traffic.NVMe != want {
+		t.Errorf("NVMe traffic %d B per step, want %d", r.Traffic.NVMe, want)
+	}
+}

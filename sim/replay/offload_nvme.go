@@ -41,9 +41,11 @@ import (
 //     buffers before each all-gather (partition_parameters.py 1519, 1684-
 //     1692) and dropped after it without a write (1779-1781); the step
 //     writes the updated 16-bit values of the NVMe sub-groups back
-//     (_partitioned_params_swap_out 1221-1240) through a pinned buffer of
-//     the largest such sub-group's parameters (reserve_partitioned_swap_space,
-//     960-969: sized by their whole numel, ds_numel). The parameter swapper
+//     (_partitioned_params_swap_out 1221-1240) through a pinned buffer
+//     reserved once any sub-group is on NVMe, for the parameters of the
+//     largest sub-group of all (reserve_partitioned_swap_space, 955-969:
+//     sized by their whole numel, ds_numel = param.numel() at
+//     partition_parameters.py 1254, not their partitions). The parameter swapper
 //     (partitioned_param_swapper.py 83-134) pins buffer_count (5) x
 //     buffer_size (1e8) elements, aligned, in the parameters' dtype.
 //     Frozen parameters are not in those groups: Init's _partition_param
@@ -83,7 +85,9 @@ type nvmeRecord struct {
 	optStates       int64 // bytes on NVMe: master, optimizer state, fp32 gradients
 	params          int64 // bytes on NVMe: 16-bit partitions
 	optLargest      int64 // largest sub-group, elements (the optimizer swapper's buffers)
-	paramSwapOut    int64 // the partitioned swap buffer, elements (the largest NVMe sub-group's whole parameters)
+	paramSwapOut    int64 // the partitioned swap buffer, elements: the largest sub-group's whole parameters
+	largestSub      int64 // that sub-group's partition, elements
+	anyOnNVMe       bool  // a trainable sub-group lives on NVMe (DeepSpeed then reserves the buffer)
 	paramOnNVMe     []bool
 	flatCap, flatAt int64 // the current group's pinned flat buffer and what of it is used, elements
 }
@@ -165,19 +169,23 @@ func (d *distState) nvmeParamGroup(r *Replay, total int64, trainable bool) {
 // elements (params: its parameters) in the flat buffer or on NVMe.
 func (d *distState) nvmeParamSubGroup(r *Replay, sub int64, params []int32) {
 	nv := r.fo().nv()
-	if nv.flatAt+sub <= nv.flatCap {
-		nv.flatAt += sub
+	dt := r.Plan.Precision.Params
+	if sub > nv.largestSub { // the first largest sub-group, by its partition (stage3.py 960-966)
+		nv.largestSub, nv.paramSwapOut = sub, 0
+		for _, pi := range params {
+			nv.paramSwapOut += aioAligned(d.p.Params[pi].Numel, dt.Bytes(1))
+		}
+	}
+	fits := nv.flatAt+sub <= nv.flatCap
+	nv.flatAt += sub
+	if fits {
 		return
 	}
-	nv.flatAt += sub
-	var whole int64
-	dt := r.Plan.Precision.Params
 	for _, pi := range params {
 		nv.paramOnNVMe[pi] = true
-		whole += aioAligned(d.p.Params[pi].Numel, dt.Bytes(1))
 	}
+	nv.anyOnNVMe = true
 	nv.params += dt.Bytes(sub)
-	nv.paramSwapOut = max(nv.paramSwapOut, whole)
 	if r.Plan.Phase != core.Eval {
 		nv.io.ParamWrite += dt.Bytes(sub)
 	}
@@ -224,7 +232,10 @@ func (r *Replay) nvmeHost(rep *Report) []Share {
 	}
 	if r.Plan.Offload.Params == "nvme" {
 		dt := r.Plan.Precision.Params
-		b := paramSwapBuffers*dt.Bytes(aioAligned(paramSwapBufferLen, dt.Bytes(1))) + dt.Bytes(nv.paramSwapOut)
+		b := paramSwapBuffers * dt.Bytes(aioAligned(paramSwapBufferLen, dt.Bytes(1)))
+		if nv.anyOnNVMe {
+			b += dt.Bytes(nv.paramSwapOut)
+		}
 		rows = append(rows, Share{Name: "parameter swap buffers (pinned)", Bytes: b})
 	}
 	if nv.optStates+nv.params > 0 {
