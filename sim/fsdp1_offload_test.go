@@ -154,3 +154,35 @@ func TestFSDPOffloadGradAccumPCIe(t *testing.T) {
 		}
 	}
 }
+
+// FSDP2's CPUOffloadPolicy pins each parameter's padded shard, and each
+// gradient shard comes to the host in a pinned block of its own
+// (replay/fsdp_offload.go): the 1000 -> 4096 -> 1000 pair on 8 ranks
+// shards each weight into 512,000 fp32 elements (512 of 4,096 rows of
+// 1,000; 125 of 1,000 rows of 4,096), 2,048,000 B, each a 2 MiB block:
+// 2 x 2 MiB of parameters, 2 x 2 MiB of gradients, and AdamW's moments,
+// not pinned, 8 B x 1,024,000.
+func TestFSDPOffloadPinnedShards(t *testing.T) {
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 4096}, &nn.Linear{In: 4096, Out: 1000}}, Loss: "mse"}
+	p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true})
+	p.Offload = &core.Offload{Params: "cpu"}
+	r, err := Evaluate(p, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		row  string
+		want int64
+	}{
+		{"parameters (pinned)", 2 * 2_097_152},
+		{"fp32 gradients (pinned)", 2 * 2_097_152},
+		{"optimizer state and master weights", 8 * 1_024_000},
+	} {
+		if got := hostShare(r, c.row); got != c.want {
+			t.Errorf("host %q %d B, want %d", c.row, got, c.want)
+		}
+	}
+	if want := int64(2 * 2_048_000); r.States.Grads != want {
+		t.Errorf("gradient state %d B, want the unrounded %d", r.States.Grads, want)
+	}
+}

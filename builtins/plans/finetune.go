@@ -84,7 +84,7 @@ func FinetuneBuiltins() []host.Builtin {
 			"DeepSpeed's ZeRO-Offload on every rank: each rank's partition of master, moments and fp32 grads on the host; " +
 			"with zero=3, params=\"cpu\" also keeps the bf16 partitions in pinned host memory (copied to the GPU before " +
 			"each all-gather). With parallel(fsdp=True), params=\"cpu\" is FSDP2's CPUOffloadPolicy: shards, their gradients " +
-			"and the optimizer on the host, each unit's shards copied to the GPU before its all-gather, and torch's optimizer " +
+			"and the optimizer on the host (each parameter's shard and gradient shard pinned, a block rounded up to a power of two), each unit's shards copied to the GPU before its all-gather, and torch's optimizer " +
 			"stepping the shards on the CPU (cpu_optimizer in r.time_breakdown: AdamW's for-loop, 80 bytes per fp32 element; " +
 			"adamw(impl=\"fused\") one pass, 28). With parallel(fsdp=1) it is FSDP1's CPUOffload(offload_params=True) (HF accelerate's " +
 			"fsdp_offload_params, fsdp_qlora's --use_cpu_offload): each unit's flat shard and a gradient shard of the same size " +

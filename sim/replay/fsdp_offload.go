@@ -3,12 +3,19 @@ package replay
 // FSDP2 with CPU offload (fully_shard(offload_policy=CPUOffloadPolicy()),
 // offload(params="cpu") with parallel(fsdp=True)). Read from
 // torch/distributed/fsdp/_fully_shard (_fsdp_api.py CPUOffloadPolicy,
-// _fsdp_param.py, _fsdp_collectives.py):
+// _fsdp_param.py, _fsdp_collectives.py; pytorch/pytorch 17a7e1e09b):
 //
 //   - the sharded parameters live in pinned host memory in their own dtype
-//     (FSDPParam._init_sharded_param moves the padded shard to the CPU), so
-//     the optimizer creates its state there and steps on the CPU, and the
-//     sharded gradients are host tensors too;
+//     (FSDPParam._init_sharded_param moves each parameter's padded shard
+//     to the CPU and, with CPUOffloadPolicy's default pin_memory=True,
+//     pins it: a CachingHostAllocator block each, rounded up to a power of
+//     two, PinnedBlock), so the optimizer creates its state there and
+//     steps on the CPU, and the sharded gradients are host tensors too:
+//     foreach_reduce copies each parameter's gradient shard with
+//     .to("cpu", non_blocking=True), which allocates its destination
+//     pinned (aten's _to_copy: pin_out for a non-blocking copy from the
+//     GPU), a block each (a later micro-batch's copy, blocking, is added
+//     into it);
 //   - before a unit's all-gather each shard is copied to the GPU
 //     (all_gather_inputs: _sharded_param_data.to(device)) and cast to
 //     param_dtype under a MixedPrecisionPolicy: both copies are GPU
@@ -51,6 +58,26 @@ func (d *distState) FsdpHostStepElements(r *Replay) int64 {
 		}
 	}
 	return n
+}
+
+// hostGradShards counts FSDP2's gradient shards on the host, each
+// trainable parameter's a pinned block (the model states count the
+// gradient bytes).
+func (d *distState) hostGradShards(r *Replay) {
+	dt := r.Plan.Precision.Grads
+	fo := r.fo()
+	for u := range d.units {
+		for _, pi := range d.units[u].params {
+			p := &d.p.Params[pi]
+			if !p.Trainable {
+				continue
+			}
+			b := dt.Bytes(fsdpShard(p.Shape, p.Numel, d.Degree(pi)))
+			fo.addHostGrads(dt, PinnedBlock(b))
+			r.Rep.States.Grads += b
+		}
+	}
+	fo.hostGradsPinned = true
 }
 
 // copyDown and copyUp count b bytes per step of FSDP's offload copies to

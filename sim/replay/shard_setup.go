@@ -369,7 +369,7 @@ func (d *distState) setupFSDP(r *Replay) {
 		b := prec.Params.Bytes(n)
 		st.Params += b
 		if d.FsdpOffload(r) {
-			r.fo().hostParams += b // pinned on the host
+			r.fo().hostParams += PinnedBlock(b) // pinned on the host (fsdp_offload.go)
 			continue
 		}
 		d.alloc(r, p.Name+" shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the parameter (FSDP)")
@@ -390,11 +390,7 @@ func (d *distState) setupFSDP(r *Replay) {
 		return
 	}
 	if d.FsdpOffload(r) { // the sharded gradients are host tensors
-		for u := range d.units {
-			b := prec.Grads.Bytes(d.unitGradShard(u))
-			r.fo().addHostGrads(prec.Grads, b)
-			st.Grads += b
-		}
+		d.hostGradShards(r)
 		return
 	}
 	if r.Plan.GradsPersist() {
