@@ -7,6 +7,7 @@ import (
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // EvaluateBelow replays a pipeline's stages from the one given and stops
@@ -102,5 +103,37 @@ func TestEvaluateBelow(t *testing.T) {
 	_, gerr = EvaluateBelow(&bad, core.Options{}, math.MaxInt64, 0, 2)
 	if werr == nil || !sameError(werr, gerr) {
 		t.Errorf("a checkpoint budget on pipeline stages: Evaluate %v, EvaluateBelow %v", werr, gerr)
+	}
+}
+
+// core.SplitRepeat is the repeat SplitStages splits, and fails where it
+// fails, without listing the blocks: a model whose blocks sit in a
+// sequential (and one repeat larger than another), one with two repeats
+// side by side, one without a repeat, one of no blocks.
+func TestSplitRepeatIsSplitStages(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	small := &core.Repeat{Name: "small", Layer: &nn.Norm{Name: "n", Dim: 256, RMS: true}, N: 2}
+	big := &core.Repeat{Name: "big", Layer: &nn.Norm{Name: "n", Dim: 256, RMS: true}, N: 5}
+	none := &core.Repeat{Name: "none", Layer: &nn.Norm{Name: "n", Dim: 256, RMS: true}, N: 0}
+	models := map[string]*core.Model{
+		"llama":        llama,
+		"nested":       {Name: "nested", Layers: []core.Layer{small, &core.Sequential{Layers: []core.Layer{&core.Sequential{Layers: []core.Layer{big}}}}}},
+		"side by side": {Name: "two", Layers: []core.Layer{big, small}},
+		"no repeat":    {Name: "flat", Layers: []core.Layer{&nn.Norm{Name: "n", Dim: 256, RMS: true}}},
+		"no blocks":    {Name: "empty", Layers: []core.Layer{none}},
+	}
+	for name, m := range models {
+		s, serr := core.SplitStages(m, core.Parallelism{})
+		r, rerr := core.SplitRepeat(m)
+		if (serr == nil) != (rerr == nil) || (serr != nil && serr.Error() != rerr.Error()) {
+			t.Errorf("%s: SplitStages says %v, SplitRepeat %v", name, serr, rerr)
+			continue
+		}
+		if serr != nil {
+			continue
+		}
+		if len(s.Blocks) != int(r.Count()) || (len(s.Blocks) > 0 && s.Blocks[0].Repeat() != r) {
+			t.Errorf("%s: SplitStages splits %d blocks, SplitRepeat finds %q of %d", name, len(s.Blocks), r.Name, r.Count())
+		}
 	}
 }

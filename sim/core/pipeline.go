@@ -161,6 +161,15 @@ func SplitStages(m *Model, par Parallelism) (*pipeSplit, error) {
 	return s, nil
 }
 
+// SplitRepeat is the repeat() whose blocks SplitStages splits (m's
+// largest), with SplitStages' error for a model without a pipeline: what
+// SplitStages(m, Parallelism{}) finds, without flattening the model into
+// its blocks (the search cuts that repeat for each profile it lowers).
+func SplitRepeat(m *Model) (*Repeat, error) {
+	best, _, err := stageLayers(m, Parallelism{}.Norm())
+	return best, err
+}
+
 // stageLayers finds m's largest repeat() and the blocks par's chunks hold
 // (ChunkLayers): what SplitStages checks, without flattening the model
 // (Plan.Validate runs it for every layout a search enumerates).

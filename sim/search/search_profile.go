@@ -300,11 +300,10 @@ func blockCount(m *core.Model) int64 {
 // sequentials on the way copied, the blocks shared) and that repeat's
 // block count, or m itself and 0 when it has no repeat.
 func withBlocks(m *core.Model, k int64) (*core.Model, int64) {
-	s, err := core.SplitStages(m, core.Parallelism{})
-	if err != nil || len(s.Blocks) == 0 {
+	target, err := core.SplitRepeat(m) // SplitStages' repeat, its blocks not listed
+	if err != nil || target.Count() == 0 {
 		return m, 0
 	}
-	target := s.Blocks[0].Repeat()
 	if target.Blocks != nil {
 		return m, 0 // blocks that differ do not extrapolate from k of them
 	}
