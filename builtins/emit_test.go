@@ -124,6 +124,15 @@ t = simulate(p, timeline = True)
 
 // wantDocument is the schema's form of a report, field by field from the
 // Go report.
+// hostBreakdown is r.host_breakdown as the JSON document has it.
+func hostBreakdown(rows []replay.Share) map[string]int64 {
+	m := map[string]int64{}
+	for _, s := range rows {
+		m[s.Name] += s.Bytes
+	}
+	return m
+}
+
 func wantDocument(x *reports.Report) jsondoc.Report {
 	r := x.SimReport()
 	alloc := func(a replay.Alloc) jsondoc.Alloc {
@@ -148,7 +157,7 @@ func wantDocument(x *reports.Report) jsondoc.Report {
 		PeakAt:           jsondoc.PeakAt{Phase: r.PeakAt.Phase.String(), Op: r.PeakAt.Op},
 		Largest:          alloc(r.Largest),
 		States:           jsondoc.States{Params: r.States.Params, Grads: r.States.Grads, Master: r.States.Master, Optimizer: r.States.Optimizer},
-		SavedActivations: r.SavedActivations, SavedWeightCopies: r.SavedWeightCopies, HostMemory: r.HostMemory,
+		SavedActivations: r.SavedActivations, SavedWeightCopies: r.SavedWeightCopies, HostMemory: r.HostMemory, HostBreakdown: hostBreakdown(r.HostBreakdown),
 		Traffic:  jsondoc.Traffic{HBM: r.Traffic.HBM, PCIe: r.Traffic.PCIe, NVMe: r.Traffic.NVMe, Network: r.Traffic.Network},
 		StepTime: f(r.Time.StepSeconds), MFU: f(r.Time.MFU), HFU: f(r.Time.HFU), TokensPerS: f(r.Time.TokensPerS), CommBytes: comm,
 		SamplesPerS: f(r.Time.TokensPerS / float64(max(x.Plan().SimPlan().Seq, 1)*max(x.Plan().SimPlan().Members, 1))),

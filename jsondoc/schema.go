@@ -94,10 +94,12 @@ type Report struct {
 	OOM           *OOM             `json:"oom"`     // null, or the first allocation that does not fit
 	States        States           `json:"states"`
 
-	SavedActivations  int64   `json:"saved_activations"`   // held for backward at the end of the forward
-	SavedWeightCopies int64   `json:"saved_weight_copies"` // autocast weight copies held for backward
-	HostMemory        int64   `json:"host_memory"`
-	Traffic           Traffic `json:"traffic"`
+	SavedActivations  int64 `json:"saved_activations"`   // held for backward at the end of the forward
+	SavedWeightCopies int64 `json:"saved_weight_copies"` // autocast weight copies held for backward
+	HostMemory        int64 `json:"host_memory"`
+	// HostBreakdown is host_memory by what holds it, summing to it.
+	HostBreakdown map[string]int64 `json:"host_breakdown"`
+	Traffic       Traffic          `json:"traffic"`
 
 	// The time model; null when it could not run (a GPU without
 	// throughput figures).

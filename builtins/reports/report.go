@@ -106,6 +106,25 @@ func trafficField(x *Report, _ bool) starlark.Value {
 	return host.FrozenDict("hbm", i64(t.HBM), "pcie", i64(t.PCIe), "nvme", i64(t.NVMe), "network", i64(t.Network))
 }
 
+// hostBreakdownField is r.host_breakdown: host memory per GPU by row,
+// summing to r.host_memory.
+func hostBreakdownField(x *Report, _ bool) starlark.Value {
+	sums := map[string]int64{}
+	var names []string
+	for _, s := range x.r.HostBreakdown { // a name twice adds up
+		if _, ok := sums[s.Name]; !ok {
+			names = append(names, s.Name)
+		}
+		sums[s.Name] += s.Bytes
+	}
+	d := starlark.NewDict(len(names))
+	for _, n := range names {
+		_ = d.SetKey(starlark.String(n), starlark.MakeInt64(sums[n]))
+	}
+	d.Freeze()
+	return d
+}
+
 func peakAtField(x *Report, plain bool) starlark.Value {
 	return host.Record(plain, starlark.StringDict{"phase": starlark.String(x.r.PeakAt.Phase.String()), "op": starlark.String(x.r.PeakAt.Op)})
 }

@@ -110,7 +110,7 @@ func (fo *offloadRecord) nv() *nvmeRecord {
 // aioAligned is n elements of elem bytes rounded up to the aio alignment
 // (_io_aligned_numel).
 func aioAligned(n, elem int64) int64 {
-	a := aioAlignBytes / elem
+	a := aioAlignBytes / max(elem, 1)
 	if r := n % a; r != 0 {
 		return n + a - r
 	}
