@@ -33,10 +33,7 @@ var deepspeedTrainer = &trainer{
 		"zero_optimization.stage3_gather_16bit_weights_on_model_save", "zero_optimization.stage3_gather_fp16_weights_on_model_save",
 		"zero_optimization.offload_optimizer.pin_memory", "zero_optimization.offload_param.pin_memory",
 		"zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_param.nvme_path",
-		"zero_optimization.offload_optimizer.buffer_count", "zero_optimization.offload_param.buffer_count",
-		"zero_optimization.offload_param.buffer_size", "zero_optimization.offload_param.max_in_cpu",
-		"zero_optimization.offload_optimizer.fast_init", "zero_optimization.offload_optimizer.pipeline_read",
-		"zero_optimization.offload_optimizer.pipeline_write", "zero_optimization.cpu_offload_use_pin_memory",
+		"zero_optimization.offload_optimizer.fast_init", "zero_optimization.cpu_offload_use_pin_memory",
 		"zero_optimization.round_robin_gradients", "zero_optimization.elastic_checkpoint", "zero_optimization.load_from_fp32_weights",
 		"activation_checkpointing.contiguous_memory_optimization", "activation_checkpointing.number_checkpoints",
 		"activation_checkpointing.synchronize_checkpoint_boundary", "activation_checkpointing.profile",
@@ -211,6 +208,37 @@ func deepspeedCheckpoint(t *tree, p *plan) error {
 	return nil
 }
 
+// deepspeedSwapDefaults are ZeRO-Infinity's swap sizes and pipelining
+// with DeepSpeed's defaults (runtime/zero/offload_config.py,
+// swap_tensor/constants.py at edaa722), which memsh replays
+// (sim/replay/offload_nvme.go); another value is not modelled.
+var deepspeedSwapDefaults = []struct {
+	key string
+	def any // float64 or bool
+}{
+	{"zero_optimization.offload_optimizer.buffer_count", 4.0}, {"zero_optimization.offload_param.buffer_count", 5.0},
+	{"zero_optimization.offload_param.buffer_size", 1e8}, {"zero_optimization.offload_param.max_in_cpu", 1e9},
+	{"zero_optimization.offload_optimizer.pipeline_read", false}, {"zero_optimization.offload_optimizer.pipeline_write", false},
+	{"aio.block_size", 1048576.0},
+}
+
+// deepspeedSwapSettings lists the swap settings a config sets to other
+// than DeepSpeed's default as not modelled.
+func deepspeedSwapSettings(t *tree) {
+	for _, k := range deepspeedSwapDefaults {
+		v, _ := t.get(k.key)
+		switch x := v.(type) {
+		case int64:
+			v = float64(x)
+		case int:
+			v = float64(x)
+		}
+		if v != nil && v != k.def {
+			t.notModelled = append(t.notModelled, fmt.Sprintf("%s: ZeRO-Infinity's swap buffers and pipelining (memsh replays DeepSpeed's default, %v)", k.key, k.def))
+		}
+	}
+}
+
 // deepspeedOffloadDevices are offload_optimizer/offload_param devices.
 var deepspeedOffloadDevices = map[string]string{"none": "", "cpu": "cpu", "nvme": "nvme"}
 
@@ -263,6 +291,13 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 	case paramDev != "" && stage < 3:
 		return t.errorf("zero_optimization.stage", "DeepSpeed offloads parameters with ZeRO stage 3 only", "stage %d cannot offload parameters", stage)
 	}
+	if optDev == "nvme" && stage < 3 {
+		// stage_1_and_2.py sets cpu_offload for any offload_optimizer
+		// device but none: the state stays in host memory (edaa722).
+		optDev = "cpu"
+		t.notModelled = append(t.notModelled, fmt.Sprintf("zero_optimization.offload_optimizer.device: nvme at stage %d, where DeepSpeed keeps the optimizer state in host memory (read as offload(optimizer=\"cpu\"))", stage))
+	}
+	deepspeedSwapSettings(t)
 	for _, k := range deepspeedBuckets {
 		if v, _ := t.get(k); v != nil {
 			t.notModelled = append(t.notModelled, fmt.Sprintf("%s: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)", k))

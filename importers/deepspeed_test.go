@@ -61,6 +61,32 @@ func TestDeepSpeed(t *testing.T) {
 		},
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 10, seq = 1024, precision = "fp16-mixed", optimizer = adamw(),
              gpu = "H100-80GB", parallel = parallel(dp = 1, zero = 2, overlap_comm = True), offload = offload(optimizer = "cpu"))`,
+	}, {
+		name:  "ZeRO-Infinity: config-json.md's offload_param and offload_optimizer on nvme, with DeepSpeed's default swap sizes",
+		file:  "deepspeed/zero_infinity_config_json.json",
+		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 8},
+		files: llama2,
+		notModelled: []string{
+			"optimizer: absent: the training script builds its own (memsh assumes AdamW; optimizer.type=SGD says otherwise)",
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 512, precision = "bf16-mixed", optimizer = adamw(),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "nvme", params = "nvme"))`,
+	}, {
+		name: "the same at stage 2 without offload_param: nvme is the host there; a buffer_count other than DeepSpeed's is not modelled",
+		file: "deepspeed/zero_infinity_config_json.json",
+		opts: Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 8, Overrides: []string{"zero_optimization.stage=2",
+			"zero_optimization.offload_param.device=none", "zero_optimization.offload_optimizer.buffer_count=8"}},
+		files: llama2,
+		notModelled: []string{
+			"optimizer: absent: the training script builds its own (memsh assumes AdamW; optimizer.type=SGD says otherwise)",
+			`zero_optimization.offload_optimizer.device: nvme at stage 2, where DeepSpeed keeps the optimizer state in host memory (read as offload(optimizer="cpu"))`,
+			"zero_optimization.offload_optimizer.buffer_count: ZeRO-Infinity's swap buffers and pipelining (memsh replays DeepSpeed's default, 4)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 512, precision = "bf16-mixed", optimizer = adamw(),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
 	}})
 }
 
