@@ -10,9 +10,11 @@ import (
 // every number written N, so that the refusals of one rule count
 // together.
 func reasonOf(err error) string {
-	msg := err.Error()
+	var msg string
 	if e, ok := err.(*units.Error); ok {
-		msg = e.Msg
+		msg = e.Msg // its message alone: Error() would format path and hint too, for nothing
+	} else {
+		msg = err.Error()
 	}
 	b := make([]byte, 0, len(msg))
 	for i := 0; i < len(msg); i++ {
