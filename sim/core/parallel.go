@@ -529,10 +529,10 @@ func (m *Model) validateParallelPaths(par Parallelism) error {
 	tp, ep := par.TP, par.EP
 	var err, vocabErr error // vocabulary errors after the layers' own
 	moe := false
-	check := func(path string, l Layer) {
-		if err != nil {
-			return
-		}
+	// The first layer's error is returned whatever follows it: the walk
+	// stops there (a search checks thousands of layouts that fail, each
+	// at the first block of a model of a hundred).
+	check := func(path string, l Layer) bool {
 		if _, ok := l.(ExpertLayer); ok {
 			moe = true
 		}
@@ -545,9 +545,12 @@ func (m *Model) validateParallelPaths(par Parallelism) error {
 					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", PadVocab(rows, tp))}
 			}
 		}
+		return err == nil
 	}
 	for _, l := range m.Layers {
-		Walk(l, ChildPath("", nil, l), check)
+		if !walkWhile(l, ChildPath("", nil, l), check) {
+			break
+		}
 	}
 	if err != nil {
 		return err
