@@ -36,7 +36,10 @@ func streamPeak(rep *replay.Report, name string) int64 {
 //     the rate limiter waited for its free event, two reshards later, so
 //     the unshard stream holds three: 3 x 16 MiB. Its post-backward stream
 //     holds the sharded gradients of the FlatParameters, in the gather
-//     dtype (fsdp1.go): 8 x 1 Mi x 2 B, one 20 MiB segment.
+//     dtype (fsdp1.go): 8 x 1 Mi x 2 B, one 20 MiB segment. Under mixed
+//     precision each unit's pre_unshard allocates its bf16 _mp_shard,
+//     1 Mi x 2 B, on the pre-unshard stream (replay/fsdp1_offload.go),
+//     freed after its all-gather: one 20 MiB segment.
 //
 // The steady state reserves the side streams' segments beside the compute
 // stream's peak.
@@ -44,19 +47,23 @@ func TestFSDPStreams(t *testing.T) {
 	const mib = 1 << 20
 	m := linearStack(8, 1024, 4096)
 	for _, tc := range []struct {
-		name           string
-		par            core.Parallelism
-		allGather, red int64
+		name                  string
+		par                   core.Parallelism
+		allGather, red, preUn int64
 	}{
-		{"FSDP2", core.Parallelism{DP: 8, FSDP: true}, 32 * mib, 40 * mib},
-		{"FSDP1", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, 48 * mib, 20 * mib},
+		{"FSDP2", core.Parallelism{DP: 8, FSDP: true}, 32 * mib, 40 * mib, 0},
+		{"FSDP1", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, 48 * mib, 20 * mib, 20 * mib},
 	} {
 		rep := evalPlan(t, distPlan(t, m, "bf16-mixed", tc.par))
 		ag, rs := streamPeak(rep, "all_gather"), streamPeak(rep, "reduce_scatter")
 		if ag != tc.allGather || rs != tc.red {
 			t.Errorf("%s: all-gather stream %d MiB, reduce-scatter stream %d MiB; want %d and %d", tc.name, ag/mib, rs/mib, tc.allGather/mib, tc.red/mib)
 		}
-		if want := streamPeak(rep, "compute") + ag + rs; rep.PeakReserved != want {
+		pu := streamPeak(rep, "pre_unshard")
+		if pu != tc.preUn {
+			t.Errorf("%s: pre-unshard stream %d MiB, want %d", tc.name, pu/mib, tc.preUn/mib)
+		}
+		if want := streamPeak(rep, "compute") + ag + rs + pu; rep.PeakReserved != want {
 			t.Errorf("%s: peak reserved %d, want the compute stream's peak plus the side streams' (%d)", tc.name, rep.PeakReserved, want)
 		}
 		if got := rep.Category("all_gather_stream") + rep.Category("reduce_scatter_stream"); got <= 0 || got > ag+rs {

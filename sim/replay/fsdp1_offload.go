@@ -31,9 +31,10 @@ import "github.com/memsh/memsh/sim/core"
 //   - pre_unshard copies the shard to the GPU on the pre-unshard stream
 //     (flat_param_to(device, non_blocking=True)); with parameter mixed
 //     precision _use_low_precision_shard first allocates _mp_shard in
-//     param_dtype, then casts into it through a full-precision GPU copy
-//     of the shard that is freed at once; post_unshard frees _mp_shard
-//     after the all-gather. These copies come from the pre-unshard
+//     param_dtype (as it does without offload, fsdp1PreUnshard), then
+//     casts into it through a full-precision GPU copy of the shard that
+//     is freed at once; post_unshard frees _mp_shard after the
+//     all-gather. These copies come from the pre-unshard
 //     stream's pool (StreamPreUnshard), recorded on the unshard stream
 //     that reads them: the blocks it caches add to reserved memory;
 //   - after the reduce-scatter the gradient shard is cast to the
@@ -70,35 +71,47 @@ func (d *distState) hostFlatShard(r *Replay, b int64) {
 	r.Rep.States.Grads += b
 }
 
-// fsdp1ShardToGPU is pre_unshard under CPU offload for unit u: the GPU
-// copy of its flat shard that the all-gather reads, or, with parameter
-// mixed precision, _mp_shard in the gather dtype (the full-precision copy
-// it is cast from is allocated and freed first). The caller frees the
-// returned tensor once the unsharded flat parameter is allocated
-// (record_stream hands it to the unshard stream; post_unshard frees
-// _mp_shard).
-func (d *distState) fsdp1ShardToGPU(r *Replay, u int32) int32 {
-	id := d.fsdp1PreUnshard(r, u)
-	r.recordStream(id, StreamAllGather) // the all-gather's input
-	return id
-}
-
-// fsdp1PreUnshard allocates fsdp1ShardToGPU's tensors on the pre-unshard
-// stream.
+// fsdp1PreUnshard is pre_unshard for unit u, run on the pre-unshard
+// stream before the all-gather, and returns the tensor the all-gather
+// reads there, none when it reads the flat shard itself:
+//
+//   - with parameter mixed precision, _use_low_precision_shard allocates
+//     _mp_shard in param_dtype and casts the shard into it, through a
+//     full-precision GPU copy of it, freed at once, when the shard is on
+//     the host;
+//   - otherwise, under CPU offload, flat_param_to(device) copies the
+//     shard to the GPU;
+//   - otherwise nothing (the GPU shard is all-gathered as it is).
+//
+// The caller frees it once the unsharded flat parameter is allocated:
+// it is recorded on the unshard stream that reads it (the all-gather's
+// _no_dispatch_record_stream, post_unshard's for _mp_shard).
 func (d *distState) fsdp1PreUnshard(r *Replay, u int32) int32 {
+	offload := d.FsdpOffload(r)
+	full := r.Plan.Precision.Params
+	if !offload && d.gatherDT == full {
+		return none
+	}
 	un := &d.units[u]
 	n := d.gatheredSize(u) / d.dp
-	full := r.Plan.Precision.Params
-	d.copyDown(r, full.Bytes(n)*d.offloadRepeats())
-	if d.gatherDT == full {
-		return d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
-			"GPU copy of this rank's pinned flat shard of ", ", read by the all-gather (FSDP1 CPUOffload: pre_unshard)")
+	if offload {
+		d.copyDown(r, full.Bytes(n)*d.offloadRepeats())
 	}
-	mp := d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " _mp_shard", DType: d.gatherDT, Bytes: d.gatherDT.Bytes(n), Why: un.name},
-		"low-precision flat shard of ", ", the all-gather's input (FSDP1 mixed precision; freed by post_unshard)")
-	r.release(d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
-		"full-precision GPU copy of this rank's pinned flat shard of ", ", cast into _mp_shard and freed (FSDP1 CPUOffload: _use_low_precision_shard)"))
-	return mp
+	var id int32
+	switch {
+	case d.gatherDT == full:
+		id = d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
+			"GPU copy of this rank's pinned flat shard of ", ", read by the all-gather (FSDP1 CPUOffload: pre_unshard)")
+	default:
+		id = d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " _mp_shard", DType: d.gatherDT, Bytes: d.gatherDT.Bytes(n), Why: un.name},
+			"low-precision flat shard of ", ", the all-gather's input (FSDP1 mixed precision; freed by post_unshard)")
+		if offload {
+			r.release(d.allocUnit(r, StreamPreUnshard, un, n, Alloc{Tensor: " flat shard from host", DType: full, Bytes: full.Bytes(n), Why: un.name},
+				"full-precision GPU copy of this rank's pinned flat shard of ", ", cast into _mp_shard and freed (FSDP1 CPUOffload: _use_low_precision_shard)"))
+		}
+	}
+	r.recordStream(id, StreamAllGather)
+	return id
 }
 
 // fsdp1GradToHost is the sharded gradient of unit u after its

@@ -94,14 +94,11 @@ func (d *distState) gather(r *Replay, u int32) {
 	n, b := d.gatheredSize(u), d.gatheredBytes(u)
 	dt := d.gatherDT
 	if d.fsdp1 {
-		d.rateLimit(r) // limit_all_gathers (streams.go)
-		fromHost := int32(none)
-		if d.FsdpOffload(r) {
-			fromHost = d.fsdp1ShardToGPU(r, u)
-		}
+		d.rateLimit(r)                // limit_all_gathers (streams.go)
+		in := d.fsdp1PreUnshard(r, u) // _mp_shard, the shard from the host (fsdp1_offload.go)
 		un.tensor = d.allocOn(r, StreamAllGather, un.name+" unsharded flat parameter", []int64{n}, dt, b, core.CatComm, "unsharded FlatParameter of "+un.name+" (FSDP1 all-gathers into it on the unshard stream; freed at reshard)")
-		if fromHost != none {
-			r.release(fromHost)
+		if in != none {
+			r.release(in)
 		}
 		return
 	}

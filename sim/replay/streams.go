@@ -30,8 +30,8 @@ import (
 //     wait as the point where every stream has done the work issued
 //     before that reshard (side streams are taken to keep up with the
 //     compute stream) and, at the end of the backward, as all work done.
-//     With CPUOffload, pre_unshard allocates the GPU copy of the shard
-//     (and, under mixed precision, _mp_shard) on a stream of its own, the
+//     pre_unshard allocates _mp_shard under parameter mixed precision and,
+//     with CPUOffload, the GPU copy of the shard on a stream of its own, the
 //     pre-unshard stream ("allocations and writes for CPU offloading (H2D
 //     copy) and mixed precision (low precision cast)", _init_streams),
 //     and the all-gather records it on the unshard stream
@@ -73,7 +73,7 @@ const (
 	StreamOffload       = alloc.Stream(3) // torchtune's activation-offload stream
 	StreamGraphPool     = alloc.Stream(4) // the private pool of torch.compile's CUDA graph trees (cudagraphs.go)
 	StreamSharedExpert  = alloc.Stream(5) // Megatron's overlapped shared expert (OpInfo.SideStream)
-	StreamPreUnshard    = alloc.Stream(6) // FSDP1's pre-unshard stream: CPUOffload's copies of the shards to the GPU (fsdp1_offload.go)
+	StreamPreUnshard    = alloc.Stream(6) // FSDP1's pre-unshard stream: _mp_shard, CPUOffload's copies of the shards to the GPU (fsdp1_offload.go)
 	numStreams          = 7
 )
 
