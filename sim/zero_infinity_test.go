@@ -116,6 +116,15 @@ func TestZeROInfinityParamsOnNVMe(t *testing.T) {
 	if r.Traffic.NVMe != want {
 		t.Errorf("NVMe traffic %d B per step, want %d", r.Traffic.NVMe, want)
 	}
+	// Every micro-batch gathers again: 3 micro-batches read 3 x 2 x 4 GiB;
+	// the step's writes and the optimizer's bytes stay once per step.
+	plan.GradAccum = 3
+	if r, err = Evaluate(plan, core.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if want := 3*2*params + params + 32*2*q; r.Traffic.NVMe != want {
+		t.Errorf("grad_accum=3: NVMe traffic %d B per step, want %d", r.Traffic.NVMe, want)
+	}
 }
 
 // The step's nvme term is the replay's NVMe bytes at the node's rates,

@@ -205,7 +205,9 @@ func (d *distState) nvmeFrozenParam(r *Replay, pi int32, n int64) bool {
 }
 
 // nvmeGatherRead counts the NVMe read of unit u's partitions before its
-// all-gather.
+// all-gather, once per micro-batch: the replay replays one, and every
+// micro-batch gathers again (as FSDP offload's offloadRepeats counts its
+// copies).
 func (d *distState) nvmeGatherRead(r *Replay, u int32) {
 	if r.off == nil || r.off.nvme == nil || r.off.nvme.paramOnNVMe == nil {
 		return
@@ -214,7 +216,7 @@ func (d *distState) nvmeGatherRead(r *Replay, u int32) {
 	dt := r.Plan.Precision.Params
 	for _, pi := range d.units[u].params {
 		if nv.paramOnNVMe[pi] {
-			nv.io.ParamRead += dt.Bytes(ceilDiv(d.p.Params[pi].Numel, d.Degree(pi)))
+			nv.io.ParamRead += max(d.plan.GradAccum, 1) * dt.Bytes(ceilDiv(d.p.Params[pi].Numel, d.Degree(pi)))
 		}
 	}
 }
