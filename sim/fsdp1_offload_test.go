@@ -186,3 +186,22 @@ func TestFSDPOffloadPinnedShards(t *testing.T) {
 		t.Errorf("gradient state %d B, want the unrounded %d", r.States.Grads, want)
 	}
 }
+
+// In evaluation FSDP1's lazy init still pins each flat shard and its
+// _cpu_grad (init_flat_param_attributes runs at the first forward), so
+// the host holds both, but no gradient is a model state and nothing goes
+// back up: the 1000 -> 4096 -> 1000 pair on 8 ranks (TestFSDP1Offload)
+// pins 2 x 4 MiB and copies the 4 s B fp32 shard down once.
+func TestFSDP1OffloadEval(t *testing.T) {
+	const s = 1_024_000
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 4096}, &nn.Linear{In: 4096, Out: 1000}}, Loss: "mse"}
+	p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1})
+	p.Phase, p.Offload = core.Eval, &core.Offload{Params: "cpu"}
+	r, err := Evaluate(p, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HostMemory != 2*4_194_304 || r.States.Grads != 0 || r.Traffic.PCIe != 4*s {
+		t.Errorf("eval: host %d B, gradient state %d B, PCIe %d B; want %d, 0, %d", r.HostMemory, r.States.Grads, r.Traffic.PCIe, 2*4_194_304, 4*s)
+	}
+}

@@ -61,14 +61,17 @@ func (d *distState) syncGradsToHost(r *Replay) {
 
 // hostFlatShard puts a unit's flat shard of b bytes on the host: the
 // pinned _local_shard and its pinned _cpu_grad, both rounded up by the
-// CachingHostAllocator. The gradient is counted with the model states as
-// FSDP2's host gradient shards are.
+// CachingHostAllocator. The lazy init makes _cpu_grad in evaluation too
+// (host memory); in training the gradient is counted with the model
+// states as FSDP2's host gradient shards are.
 func (d *distState) hostFlatShard(r *Replay, b int64) {
 	fo := r.fo()
 	fo.hostParams += PinnedBlock(b)
 	fo.addHostGrads(r.Plan.Precision.Params, PinnedBlock(b))
 	fo.hostGradsPinned = true
-	r.Rep.States.Grads += b
+	if r.Plan.Phase != core.Eval {
+		r.Rep.States.Grads += b
+	}
 }
 
 // fsdp1PreUnshard is pre_unshard for unit u, run on the pre-unshard
