@@ -74,6 +74,28 @@ func TestDeepSpeed(t *testing.T) {
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 1, seq = 512, precision = "bf16-mixed", optimizer = adamw(),
              gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(optimizer = "nvme", params = "nvme"))`,
 	}, {
+		// OpenRLHF's get_train_ds_config(offload=True, adam_offload=False,
+		// stage=3) (OpenRLHF/OpenRLHF openrlhf/utils/deepspeed/deepspeed_utils.py
+		// at ac2f0a28; importers/testdata/README.md says what was kept; its
+		// "auto" sizes and ZeRO++ switches, off at its default zpg=1, left
+		// out; the batch keys its strategy adds set):
+		// offload_param on the CPU, offload_optimizer none. DeepSpeed then
+		// keeps the fp32 partitions and the optimizer on the GPU (stage3.py
+		// _create_fp32_partitions at edaa722), which offload(params="cpu")
+		// alone means at zero=3 (sim's TestZeROParamOffloadOnly).
+		name:  "OpenRLHF's ZeRO-3 with offload_param only: offload(params=\"cpu\") without optimizer=",
+		file:  "deepspeed/openrlhf_param_offload.json",
+		opts:  Options{Model: "llama-2-7b.json", Seq: 2048, GPUs: 8},
+		files: llama2,
+		notModelled: []string{
+			"optimizer: absent: the training script builds its own (memsh assumes AdamW; optimizer.type=SGD says otherwise)",
+			"zero_optimization.reduce_scatter: ZeRO's buffer and prefetch sizes (memsh's ZeRO buffers follow the layers, not these sizes)",
+			"zero_optimization.overlap_comm: the overlapped reduction's extra buffers (on by default at stage 3)",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 4, seq = 2048, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 3), offload = offload(params = "cpu"))`,
+	}, {
 		name: "the same at stage 2 without offload_param: nvme is the host there; a buffer_count other than DeepSpeed's is not modelled",
 		file: "deepspeed/zero_infinity_config_json.json",
 		opts: Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 8, Overrides: []string{"zero_optimization.stage=2",

@@ -59,7 +59,12 @@ func TestZeROInfinity(t *testing.T) {
 			map[string]int64{"optimizer swap buffers (pinned)": 16 * part, "bf16 gradient buffers (pinned)": 2 * part, "optimizer state and master weights": 0, "fp32 gradients": 0}},
 		{core.Offload{Optimizer: "nvme", Params: "nvme"}, 20*part + paramSwap, 32 * part,
 			map[string]int64{"optimizer swap buffers (pinned)": 16 * part, "parameters (pinned)": 2 * part, "parameter swap buffers (pinned)": paramSwap}},
-		{core.Offload{Params: "nvme"}, 20*part + paramSwap, 32 * part, nil}, // the optimizer follows the parameters' tier
+		// offload_param alone: master, moments and gradients stay on the
+		// GPU (stage3.py _create_fp32_partitions at edaa722); the host adds
+		// the fp32 temporary of copy_ at the step (one sub-group, 4 p).
+		{core.Offload{Params: "nvme"}, 6*part + paramSwap, 0,
+			map[string]int64{"parameters (pinned)": 2 * part, "parameter swap buffers (pinned)": paramSwap, "optimizer state and master weights": 0,
+				"fp32 staging of the updated partition (pageable, at the step)": 4 * part}},
 	} {
 		r, err := Evaluate(withPlan(plan, func(q *core.Plan) { q.Offload = &c.off }), core.Options{})
 		if err != nil {

@@ -72,7 +72,9 @@ func FinetuneBuiltins() []host.Builtin {
 			"master, moments and fp32 grads in files on NVMe, swapped through pinned host buffers at each step); params \"cpu\" (ZeRO-3's offload_param with parallel(zero=3), on one GPU " +
 			"parallel(dp=1, zero=3), FSDP2's CPUOffloadPolicy with parallel(fsdp=True), or FSDP1's CPUOffload(offload_params=True) " +
 			"with parallel(fsdp=1): DeepSpeed offloads parameters " +
-			"with ZeRO stage 3 only, so memsh refuses params= without zero=3 or fsdp=; implies the optimizer on the host; " +
+			"with ZeRO stage 3 only, so memsh refuses params= without zero=3 or fsdp=; " +
+			"with zero=3 it moves the 16-bit partitions only, as DeepSpeed's offload_param alone does: master, moments and gradient partition stay on the GPU, " +
+			"the step runs there and copies the updated partition to the host (optimizer=\"cpu\" moves the optimizer too); with FSDP the optimizer goes with the params; " +
 			"\"nvme\" with zero=3 keeps the sub-groups that fit in DeepSpeed's max_in_cpu (1e9 elements) pinned on the host, the rest on NVMe, " +
 			"read before each all-gather); activations \"cpu\" (save_on_cpu: saved tensors go " +
 			"to pinned host memory after their forward use and come back for backward; torchtune's OffloadActivations, which " +

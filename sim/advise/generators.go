@@ -302,7 +302,10 @@ func offloadChanges(p *core.Plan, ask Ask) []Change {
 		with(func(o *core.Offload) {
 			o.Params = "cpu"
 			if !par.FSDP {
-				o.Optimizer = "cpu" // the step runs where the params are (core/offload.go)
+				// DeepSpeed's offload_param alone keeps the fp32 master and
+				// the optimizer on the GPU (core/offload.go): the pair,
+				// ZeRO-Infinity on the CPU, takes the most off the GPU.
+				o.Optimizer = "cpu"
 			}
 		})
 		if !par.FSDP && par.Zero != 3 {

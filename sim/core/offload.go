@@ -21,13 +21,18 @@ import (
 //     CPUOffloadPolicy: replay/fsdp_offload.go; FSDP1's
 //     CPUOffload(offload_params=True): replay/fsdp1_offload.go): the parameter
 //     partitions live in pinned host memory and are copied to the GPU
-//     before each gather; the optimizer step runs on the host (the params
-//     it updates are there). DeepSpeed offloads parameters with ZeRO
-//     stage 3 only, so params= without zero=3 or fsdp= is refused; "nvme"
-//     keeps up to max_in_cpu elements of the partition in pinned host
-//     memory and the rest on NVMe (replay/offload_nvme.go). DeepSpeed takes
-//     any optimizer tier with it; without optimizer= the optimizer follows
-//     the parameters' tier (replay's optimizerTier).
+//     before each gather. FSDP (1 and 2) moves the gradients and the
+//     optimizer with them: its step runs on the host. DeepSpeed picks the
+//     parameters' and the optimizer's devices independently (stage3.py
+//     _configure_offloading at edaa722): with params= alone the fp32
+//     master, optimizer state and gradient partition stay on the GPU
+//     (_create_fp32_partitions), the step runs there and the updated
+//     partition is copied back to the host (shard_offload.go
+//     paramOnlyStepCopy); optimizer="cpu" or "nvme" moves the optimizer
+//     too. DeepSpeed offloads parameters with ZeRO stage 3 only, so
+//     params= without zero=3 or fsdp= is refused; "nvme" keeps up to
+//     max_in_cpu elements of the partition in pinned host memory and the
+//     rest on NVMe (replay/offload_nvme.go).
 //   - Activations "cpu" (torch.autograd.graph.save_on_cpu(pin_memory=True),
 //     torchtune's OffloadActivations): a tensor saved for backward is
 //     copied to pinned host memory once the forward has no more use for it

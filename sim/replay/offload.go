@@ -14,7 +14,13 @@ import (
 const minOffload = 1024 // torchtune OffloadActivations min_offload_size
 
 // optimizerTier is where master weights and optimizer state live: "" on
-// the GPU, "cpu" or "nvme".
+// the GPU, "cpu" or "nvme". FSDP's CPU offload moves the optimizer with
+// the parameters (FSDP2's CPUOffloadPolicy, FSDP1's CPUOffload: the
+// optimizer steps on the host shards). DeepSpeed's ZeRO-3 picks the two
+// devices independently: with offload_param alone stage3.py
+// (_configure_offloading, _create_fp32_partitions at edaa722) makes the
+// fp32 partitions on self.device, the GPU unless offload_optimizer is
+// set, and the optimizer steps there.
 func (r *Replay) optimizerTier() string {
 	o := r.Plan.Offload
 	if o == nil {
@@ -23,7 +29,7 @@ func (r *Replay) optimizerTier() string {
 	if o.Optimizer != "" {
 		return o.Optimizer
 	}
-	if o.Params != "" {
+	if o.Params != "" && r.Plan.Parallel.FSDP {
 		return o.Params
 	}
 	return ""
@@ -45,8 +51,13 @@ type offloadRecord struct {
 	// ZeRO-3's grad_partitions_flat_buffer, stages 1-2's
 	// accumulated_grads_in_cpu and temp_grad_buffer_for_cpu_offload, in
 	// gradBufDT.
-	gradBufs       int64
-	gradBufDT      units.DType
+	gradBufs  int64
+	gradBufDT units.DType
+	// stepStaging is the pageable fp32 host tensor torch's copy_ makes
+	// for the largest sub-group when ZeRO-3 copies the GPU-updated fp32
+	// partition into the 16-bit host partition (shard_offload.go
+	// paramOnlyStepCopy).
+	stepStaging    int64
 	acts, actsPeak int64 // activation bytes on the host now, at most
 	fetched        map[core.Value]bool
 	pinned         map[core.Value]int64 // value -> the pinned host blocks holding its copies
@@ -303,6 +314,7 @@ func (r *Replay) finishOffload(rep *Report) error {
 		{Name: grads, Bytes: fo.hostGrads},
 		{Name: fo.gradBufDT.String() + " gradient buffers (pinned)", Bytes: fo.gradBufs},
 		{Name: "parameters (pinned)", Bytes: fo.hostParams},
+		{Name: "fp32 staging of the updated partition (pageable, at the step)", Bytes: fo.stepStaging},
 		{Name: "activations (pinned)", Bytes: fo.actsPeak},
 	}, r.nvmeHost(rep)...) {
 		if s.Bytes > 0 {

@@ -65,6 +65,33 @@ func (d *distState) zeroParamOffload(r *Replay) bool {
 	return d != nil && d.Mode == DistZeRO && r.Plan.Offload != nil && r.Plan.Offload.Params != ""
 }
 
+// paramOnlyStepCopy counts, for ZeRO-3 with offload_param and the
+// optimizer on the GPU (no offload_optimizer), the copy of a trainable
+// sub-group of n elements to the host after the GPU step: stage3.py
+// _reassign_or_swap_out_partitioned_parameters (2585-2595 at edaa722)
+// copy_s the updated fp32 partition into the 16-bit host partition
+// (fp16_partitioned_groups_flat, pinned), and on NVMe
+// _partitioned_params_swap_out (1221-1239) puts it in the pinned swap
+// buffers the same way (partitioned_param_swapper.py
+// swap_out_partitioned_params). torch's blocking copy_ (DeepSpeed passes
+// no non_blocking) from a CUDA tensor into a CPU tensor of another dtype
+// converts on the CPU (pytorch/pytorch aten/src/ATen/native/cuda/Copy.cu
+// at 007aa8ae, copy_kernel_cuda: "For blocking transfers conversions are
+// performed on CPU to avoid allocating extra GPU memory"): the fp32 bytes
+// cross PCIe into a pageable fp32 temporary of the sub-group's size
+// (at::empty_like(dst, iter.dtype(1))), then are cast into the partition.
+// memsh prices that copy at the pinned PCIe rate.
+func (d *distState) paramOnlyStepCopy(r *Replay, n int64) {
+	if !d.zeroParamOffload(r) || d.ZeroOffload(r) || r.Plan.Phase == core.Eval {
+		return
+	}
+	r.Rep.Traffic.PCIe += units.FP32.Bytes(n)
+	if r.Plan.Precision.Params != units.FP32 {
+		fo := r.fo()
+		fo.stepStaging = max(fo.stepStaging, units.FP32.Bytes(n)) // freed after each sub-group's copy
+	}
+}
+
 // zeroOffload reports whether the ZeRO optimizer runs on the host.
 func (d *distState) ZeroOffload(r *Replay) bool {
 	return d != nil && d.Mode == DistZeRO && r.optimizerTier() != ""

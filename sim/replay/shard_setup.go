@@ -278,6 +278,7 @@ func (d *distState) setupZeRO3(r *Replay) {
 			st.Params += b
 			if trainable {
 				d.optimizerShard(r, fmt.Sprintf("sub-group %d", k), sub, "ZeRO-3 partition")
+				d.paramOnlyStepCopy(r, sub) // offload_param alone: the GPU-updated partition goes back to the host
 			}
 			k++
 			sub = 0

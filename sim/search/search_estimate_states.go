@@ -52,7 +52,10 @@ func offloadSeconds(p *core.Plan, par core.Parallelism, params paramAgg) (second
 	if part == 0 {
 		return 0, 0
 	}
-	bytes := units.FP32.Bytes(part) + prec.Params.Bytes(part)
+	bytes := units.FP32.Bytes(part)
+	if par.Zero < 3 || p.Offload.Params == "" { // with offload_param the updated partition stays on the host
+		bytes += prec.Params.Bytes(part)
+	}
 	if par.Zero == 3 {
 		bytes += 2 * prec.Grads.Bytes(part)
 	} else {

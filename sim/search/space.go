@@ -52,10 +52,13 @@ type Space struct {
 	// Offload: "none", and "optimizer", ZeRO-Offload
 	// (offload(optimizer="cpu")) for the zero1, zero2 and zero3 layouts:
 	// DeepSpeed's offload_optimizer runs with ZeRO stages 1-3 only; and
-	// "params" (offload(params="cpu")) for the zero3 and fsdp layouts:
-	// DeepSpeed's offload_param needs stage 3, and FSDP2's
-	// CPUOffloadPolicy moves the shards, gradients and optimizer state
-	// together (core.Plan's validateShardedOffload). Default
+	// "params", everything off the GPU that can go to the CPU, for the
+	// zero3 and fsdp layouts: offload(optimizer="cpu", params="cpu") at
+	// zero3 (DeepSpeed's offload_param needs stage 3 and moves the 16-bit
+	// partitions only; its optimizer stays on the GPU without
+	// offload_optimizer, so both are set), offload(params="cpu") with fsdp
+	// (FSDP2's CPUOffloadPolicy moves the shards, gradients and optimizer
+	// state together: core.Plan's validateShardedOffload). Default
 	// none alone: an offloaded layout is not faster in practice (its PCIe
 	// copies and the CPU's Adam step, timing/cpu_optimizer.go, replace the
 	// GPU's optimizer step), so it adds layouts the user asks for when
@@ -78,10 +81,11 @@ type Space struct {
 	// walk without lower bounds of the step time), for tests.
 	eager bool
 	// offloadNone, offloadOptimizer and offloadParams are the Offload
-	// list read by defaults; optimizerCPU and paramsCPU are the offloads
-	// the offloaded layouts' plans point to (never written).
+	// list read by defaults; optimizerCPU, paramsCPU (fsdp) and
+	// zeroParamsCPU (zero3) are the offloads the offloaded layouts' plans
+	// point to (never written).
 	offloadNone, offloadOptimizer, offloadParams bool
-	optimizerCPU, paramsCPU                      *core.Offload
+	optimizerCPU, paramsCPU, zeroParamsCPU       *core.Offload
 	// carried is the base plan's layout less the axes, which every
 	// layout keeps; fsdpOptions its FSDP options, which the fsdp and
 	// hsdp layouts keep (space_base.go). Set by defaults.
@@ -116,7 +120,7 @@ type offloadKind uint8
 const (
 	onGPU           offloadKind = iota
 	optimizerOnHost             // ZeRO-Offload: offload(optimizer="cpu")
-	paramsOnHost                // offload(params="cpu"): ZeRO-3's offload_param, FSDP2's CPUOffloadPolicy
+	paramsOnHost                // ZeRO-3's offload_param with offload_optimizer, FSDP's CPU offload
 )
 
 // cpMode is how a layout runs context parallelism (core.Parallelism's
@@ -260,7 +264,7 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			sp.offloadParams = true
 		default:
 			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown offload %q (known: none, optimizer, params)", o),
-				Hint: "offload=[\"none\", \"optimizer\"] adds ZeRO-Offload (offload(optimizer=\"cpu\")) to the zero1-3 layouts, \"params\" offload(params=\"cpu\") to the zero3 and fsdp ones"}
+				Hint: "offload=[\"none\", \"optimizer\"] adds ZeRO-Offload (offload(optimizer=\"cpu\")) to the zero1-3 layouts, \"params\" offload(optimizer=\"cpu\", params=\"cpu\") to the zero3 layouts and offload(params=\"cpu\") to the fsdp ones"}
 		}
 		if o == "none" {
 			sp.offloadNone = true
@@ -271,6 +275,7 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			Hint: "offload=[\"none\"] (the default) searches the plan's layouts with its activations on the host"}
 	}
 	sp.optimizerCPU, sp.paramsCPU = &core.Offload{Optimizer: "cpu"}, &core.Offload{Params: "cpu"}
+	sp.zeroParamsCPU = &core.Offload{Optimizer: "cpu", Params: "cpu"}
 	for _, m := range sp.CPModes {
 		if _, ok := parseCPMode(m); !ok {
 			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", m)}
@@ -515,11 +520,13 @@ func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 	c, _ := core.ParseCheckpoint(sp.Checkpoint[l.ckpt]) // checked by defaults
 	p := *base
 	p.Parallel, p.Batch, p.GradAccum, p.Checkpoint = par, l.mbs, l.m, c
-	switch l.offload {
-	case optimizerOnHost:
+	switch {
+	case l.offload == optimizerOnHost:
 		p.Offload = sp.optimizerCPU
-	case paramsOnHost:
+	case l.offload == paramsOnHost && par.FSDP:
 		p.Offload = sp.paramsCPU
+	case l.offload == paramsOnHost:
+		p.Offload = sp.zeroParamsCPU // ZeRO-3 keeps the optimizer on the GPU unless asked
 	}
 	gpn := min(sp.GPUsPerNode, sp.GPUs)
 	p.Cluster = base.Cluster // its links and host carried

@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// DeepSpeed's offload_param without offload_optimizer (offload(params=
+// "cpu") alone at zero=3), hand-counted against the same plan without
+// offload and with offload(optimizer="cpu", params="cpu"), on the model
+// of TestZeROOffload: two bias-free linears 1024 -> 4096 -> 1024 on 8
+// ranks, bf16-mixed AdamW, one micro-batch; this rank's partition is
+// part = 1,048,576 elements, one sub-group (sub_group_size 1e9). Read
+// from deepspeed/runtime/zero/stage3.py at edaa722: _configure_offloading
+// sets offload_param and offload_optimizer from their own devices,
+// self.device is the GPU unless offload_optimizer is set, and
+// _create_fp32_partitions makes the fp32 partitions there
+// (fp16_partitioned_groups_flat[i].to(self.device, ...).clone()); the
+// optimizer steps on them; _reassign_or_swap_out_partitioned_parameters
+// copy_s the updated fp32 partition into the 16-bit host partition.
+//
+//   - GPU: only the bf16 partition (2 B per element) leaves it at setup;
+//     master, moments and the bf16 gradient partition stay (12 + 2 B), so
+//     the end of the backward is 2 B lower than without offload as well.
+//   - Host: the bf16 partition, pinned (2 B), and the fp32 temporary
+//     torch's blocking copy_ converts in on the CPU (Copy.cu
+//     copy_kernel_cuda at pytorch 007aa8ae), one sub-group's: 4 B; no optimizer state or
+//     fp32 gradients: 6 B per element.
+//   - PCIe per step: each module's partition before each of its two
+//     gathers, 2 x 2 B, and the updated partition back in fp32, 4 B:
+//     8 B, no gradient copies.
+//   - Time: the GPU's optimizer step as without offload, no CPU step.
+//
+// With optimizer="cpu" as well: TestZeROOffload's zero=3 params="cpu" row,
+// 16 B off the GPU, 20 B on the host, 12 B over PCIe.
+func TestZeROParamOffloadOnly(t *testing.T) {
+	const part = 1_048_576
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: 3})
+	base, err := Evaluate(plan, core.Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastIn := func(r *replay.Report, phase replay.Phase) int64 {
+		var last int64
+		for _, pt := range r.Timeline {
+			if pt.Phase == phase {
+				last = pt.Allocated
+			}
+		}
+		return last
+	}
+	term := func(r *replay.Report, name string) float64 {
+		for _, sh := range r.Time.Breakdown {
+			if sh.Name == name {
+				return sh.Seconds
+			}
+		}
+		return 0
+	}
+	for _, c := range []struct {
+		off                               core.Offload
+		gpuSaved, host, pcie              int64
+		hostParams, hostStates, hostGrads int64
+		staging                           int64
+		gpuStep                           bool
+	}{
+		{core.Offload{Params: "cpu"}, 2 * part, 6 * part, 8 * part, 2 * part, 0, 0, 4 * part, true},
+		{core.Offload{Params: "cpu", Optimizer: "cpu"}, 16 * part, 20 * part, 12 * part, 2 * part, 12 * part, 4 * part, 0, false},
+	} {
+		r, err := Evaluate(withPlan(plan, func(q *core.Plan) { q.Offload = &c.off }), core.Options{Timeline: true})
+		if err != nil {
+			t.Fatalf("%+v: %v", c.off, err)
+		}
+		if got := lastIn(base, replay.PhaseSetup) - lastIn(r, replay.PhaseSetup); got != c.gpuSaved {
+			t.Errorf("%+v: %d B off the GPU at setup, want %d", c.off, got, c.gpuSaved)
+		}
+		if got := lastIn(base, replay.PhaseBackward) - lastIn(r, replay.PhaseBackward); got != c.gpuSaved {
+			t.Errorf("%+v: %d B off the GPU at the end of the backward, want %d", c.off, got, c.gpuSaved)
+		}
+		if r.HostMemory != c.host {
+			t.Errorf("%+v: host memory %d B, want %d (%v)", c.off, r.HostMemory, c.host, r.HostBreakdown)
+		}
+		for name, want := range map[string]int64{
+			"parameters (pinned)":                c.hostParams,
+			"optimizer state and master weights": c.hostStates,
+			"fp32 gradients":                     c.hostGrads,
+			"fp32 staging of the updated partition (pageable, at the step)": c.staging,
+		} {
+			if got := hostShare(r, name); got != want {
+				t.Errorf("%+v: host row %q %d B, want %d", c.off, name, got, want)
+			}
+		}
+		if got := r.Traffic.PCIe - base.Traffic.PCIe; got != c.pcie {
+			t.Errorf("%+v: PCIe %d B per step, want %d", c.off, got, c.pcie)
+		}
+		if r.States.Master != 4*part || r.States.Optimizer != 8*part {
+			t.Errorf("%+v: states master %d optimizer %d, want %d and %d", c.off, r.States.Master, r.States.Optimizer, 4*part, 8*part)
+		}
+		gpuStep, cpuStep := term(r, "optimizer"), term(r, "cpu_optimizer")
+		switch {
+		case c.gpuStep && (gpuStep != term(base, "optimizer") || gpuStep == 0 || cpuStep != 0):
+			t.Errorf("%+v: optimizer %.6g s on the GPU (without offload %.6g s), cpu_optimizer %.6g s: want the GPU's step only", c.off, gpuStep, term(base, "optimizer"), cpuStep)
+		case !c.gpuStep && (gpuStep != 0 || cpuStep == 0):
+			t.Errorf("%+v: optimizer %.6g s on the GPU, cpu_optimizer %.6g s: want the host's step only", c.off, gpuStep, cpuStep)
+		}
+	}
+}
