@@ -109,3 +109,31 @@ func TestZeROParamOffloadOnly(t *testing.T) {
 		}
 	}
 }
+
+// Every micro-batch gathers each module again, so with offload_param its
+// partitions cross PCIe once per micro-batch (partition_parameters.py
+// copies the host partition to the GPU before each all-gather): at
+// grad_accum=4, the model of TestZeROParamOffloadOnly sends 4 x (2 x 2 B)
+// per partition element up, and the step's fp32 copy back (4 B) once:
+// 20 B, against 8 B at one micro-batch.
+func TestZeROParamOffloadGradAccum(t *testing.T) {
+	const part = 1_048_576
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
+	plan := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, Zero: 3})
+	for _, c := range []struct {
+		accum, pcie int64
+	}{{1, 8 * part}, {4, 20 * part}} {
+		q := withPlan(plan, func(q *core.Plan) { q.GradAccum = c.accum })
+		base, err := Evaluate(q, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Evaluate(withPlan(q, func(q *core.Plan) { q.Offload = &core.Offload{Params: "cpu"} }), core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Traffic.PCIe - base.Traffic.PCIe; got != c.pcie {
+			t.Errorf("grad_accum=%d: PCIe %d B per step, want %d", c.accum, got, c.pcie)
+		}
+	}
+}
