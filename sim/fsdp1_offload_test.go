@@ -43,16 +43,7 @@ func TestFSDP1Offload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setupEnd := func(r *replay.Report) int64 {
-		var last int64
-		for _, pt := range r.Timeline {
-			if pt.Phase == replay.PhaseSetup {
-				last = pt.Allocated
-			}
-		}
-		return last
-	}
-	if got := setupEnd(base) - setupEnd(r); got != 12*s {
+	if got := allocatedAfterSetup(base) - allocatedAfterSetup(r); got != 12*s {
 		t.Errorf("offload takes %d B off the GPU at setup, want %d", got, 12*s)
 	}
 	if want := int64(2*4_194_304 + 8*s); r.HostMemory != want {
@@ -66,8 +57,8 @@ func TestFSDP1Offload(t *testing.T) {
 	}
 	// Every block the step allocates is freed by its end: the gradient
 	// shard kept through the backward goes in its final callback.
-	if end := r.Timeline[len(r.Timeline)-1].Allocated; end != setupEnd(r) {
-		t.Errorf("%d B allocated when the step ends, want the %d B of the setup", end, setupEnd(r))
+	if end := r.Timeline[len(r.Timeline)-1].Allocated; end != allocatedAfterSetup(r) {
+		t.Errorf("%d B allocated when the step ends, want the %d B of the setup", end, allocatedAfterSetup(r))
 	}
 	if got := r.Traffic.PCIe - base.Traffic.PCIe; got != 8*s {
 		t.Errorf("PCIe %d B per step, want %d", got, 8*s)

@@ -217,16 +217,7 @@ func TestFSDPOffload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setupEnd := func(r *replay.Report) int64 {
-		var last int64
-		for _, pt := range r.Timeline {
-			if pt.Phase == replay.PhaseSetup {
-				last = pt.Allocated
-			}
-		}
-		return last
-	}
-	if got := setupEnd(base) - setupEnd(r); got != 12*s {
+	if got := allocatedAfterSetup(base) - allocatedAfterSetup(r); got != 12*s {
 		t.Errorf("offload takes %d B off the GPU at setup, want %d", got, 12*s)
 	}
 	if r.HostMemory != 16*s {
@@ -322,4 +313,16 @@ func TestZeROOffloadGradAccum(t *testing.T) {
 			t.Errorf("zero=%d: offload %.6f s at 4 micro-steps, want %.6f", c.zero, got, want)
 		}
 	}
+}
+
+// allocatedAfterSetup is what the GPU holds when the step's setup ends
+// (the last timeline point of the setup phase); r needs a timeline.
+func allocatedAfterSetup(r *replay.Report) int64 {
+	var last int64
+	for _, pt := range r.Timeline {
+		if pt.Phase == replay.PhaseSetup {
+			last = pt.Allocated
+		}
+	}
+	return last
 }
