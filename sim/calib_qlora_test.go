@@ -25,7 +25,10 @@ import (
 //
 // The runs used reentrant checkpointing with enable_input_require_grads;
 // memsh replays non-reentrant checkpointing (both keep each layer's
-// input). The 2,048-token rows land 5-10 % under. The 512-token row (4.98
+// input). train.py builds no MixedPrecision policy for precision "bf16"
+// (mp_policy = None), so FSDP1 casts no gradient shard
+// (replay/fsdp1.go castGradToParamDType does nothing here). The
+// 2,048-token rows land 5-10 % under. The 512-token row (4.98
 // GiB measured) lands 30 % under and is left out: the blog notes the
 // reserved memory barely moves between 512 and 2,048 tokens, and 3.72 GiB
 // was already reserved after loading (reserved_after_model_wrap), where

@@ -35,8 +35,11 @@ func streamPeak(rep *replay.Report, name string) int64 {
 //     records it on the compute stream at reshard: it is reused only after
 //     the rate limiter waited for its free event, two reshards later, so
 //     the unshard stream holds three: 3 x 16 MiB. Its post-backward stream
-//     holds the sharded gradients of the FlatParameters, in the gather
-//     dtype (fsdp1.go): 8 x 1 Mi x 2 B, one 20 MiB segment. Under mixed
+//     holds the sharded gradients of the FlatParameters: each unit's
+//     reduce-scatter writes 1 Mi x 2 B in the gather dtype, cast to the
+//     fp32 parameters' dtype there and freed (fsdp1.go
+//     castGradToParamDType), so 8 x 4 MiB of fp32 shards stay, in two
+//     20 MiB segments as FSDP2's. Under mixed
 //     precision each unit's pre_unshard allocates its bf16 _mp_shard,
 //     1 Mi x 2 B, on the pre-unshard stream (replay/fsdp1_offload.go),
 //     freed after its all-gather: one 20 MiB segment.
@@ -52,7 +55,7 @@ func TestFSDPStreams(t *testing.T) {
 		allGather, red, preUn int64
 	}{
 		{"FSDP2", core.Parallelism{DP: 8, FSDP: true}, 32 * mib, 40 * mib, 0},
-		{"FSDP1", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, 48 * mib, 20 * mib, 20 * mib},
+		{"FSDP1", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, 48 * mib, 40 * mib, 20 * mib},
 	} {
 		rep := evalPlan(t, distPlan(t, m, "bf16-mixed", tc.par))
 		ag, rs := streamPeak(rep, "all_gather"), streamPeak(rep, "reduce_scatter")

@@ -126,16 +126,39 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	r.recordStream(un.flatGrad, StreamReduceScatter) // read by the reduce-scatter (streams.go)
 	r.release(un.flatGrad)
 	un.flatGrad = none
+	out = d.castGradToParamDType(r, u, out)
 	if d.FsdpOffload(r) {
 		d.fsdp1GradToHost(r, u, out)
 		return
 	}
 	if un.grad == none {
 		un.grad = out
-		r.Rep.States.Grads += dt.Bytes(s)
+		r.Rep.States.Grads += r.Plan.Precision.Params.Bytes(s)
 	} else {
-		r.release(out)
+		r.release(out) // _saved_grad_shard += sharded_grad
 	}
+}
+
+// castGradToParamDType is _accumulate_sharded_grad's
+// _cast_grad_to_param_dtype (pytorch/pytorch fe03cf693c,
+// torch/distributed/fsdp/_runtime_utils.py): under parameter mixed
+// precision the reduce-scatter's output (out, in the gather dtype) is
+// cast to the parameters' own dtype on the post-backward stream and the
+// low-precision output freed, with or without CPU offload; the cast is
+// what becomes _saved_grad_shard and, at the backward's end, the
+// FlatParameter's .grad (prepare_gradient_for_optim). It returns the
+// tensor that holds the sharded gradient.
+func (d *distState) castGradToParamDType(r *Replay, u int32, out int32) int32 {
+	full := r.Plan.Precision.Params
+	if full == d.gatherDT {
+		return out
+	}
+	un := &d.units[u]
+	s := d.gatheredSize(u) / d.dp
+	cast := d.allocOn(r, StreamReduceScatter, un.name+" sharded gradient", []int64{s}, full, full.Bytes(s), core.CatGrads,
+		"sharded gradient of "+un.name+" cast to the parameters' dtype (FSDP1 _cast_grad_to_param_dtype), kept as _saved_grad_shard until the backward ends")
+	r.release(out)
+	return cast
 }
 
 // inputsNeedGrad reports whether an op reading unit u's parameters has an

@@ -118,20 +118,14 @@ func (d *distState) fsdp1PreUnshard(r *Replay, u int32) int32 {
 }
 
 // fsdp1GradToHost is the sharded gradient of unit u after its
-// reduce-scatter (out, in the gather dtype) under CPU offload: cast to
-// the parameters' dtype, copied to the pinned _cpu_grad and kept as
-// _saved_grad_shard until the backward ends (releaseSavedGradShards).
+// reduce-scatter, cast to the parameters' dtype (out,
+// castGradToParamDType), under CPU offload: copied to the pinned
+// _cpu_grad and kept as _saved_grad_shard until the backward ends
+// (releaseSavedGradShards).
 func (d *distState) fsdp1GradToHost(r *Replay, u int32, out int32) {
 	un := &d.units[u]
 	s := d.gatheredSize(u) / d.dp
-	full := r.Plan.Precision.Params
-	if full != d.gatherDT {
-		cast := d.allocOn(r, StreamReduceScatter, un.name+" sharded gradient", []int64{s}, full, full.Bytes(s), core.CatGrads,
-			"sharded gradient of "+un.name+" cast to the parameters' dtype (FSDP1 _cast_grad_to_param_dtype), kept as _saved_grad_shard until the backward ends")
-		r.release(out)
-		out = cast
-	}
-	d.copyUp(r, full.Bytes(s))
+	d.copyUp(r, r.Plan.Precision.Params.Bytes(s))
 	if un.grad == none {
 		un.grad = out
 	} else {
