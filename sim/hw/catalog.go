@@ -190,7 +190,7 @@ func Catalog() []Device {
 			Name: "RTX-3090", Memory: 25_327_697_920, SMIMemory: 24_576 * catalogMiB,
 			BF16TFLOPS: 71, FP32TFLOPS: 35.6, HBMGBps: 936.2,
 			LinkGBps: 56.25, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: gaRates, Host: desktopDDR4Host,
+			Kernels: gaRates.withSMs(82, "RTX 3090 (GA102): 82 SMs (10,496 CUDA cores at 128 an SM, NVIDIA Ampere GA102 GPU Architecture whitepaper); otherwise as the A6000: no MAMF row, defaults"), Host: desktopDDR4Host,
 			Source: "cal D1: 71 TFLOPS with fp32 accumulate, 936.2 GB/s, NVLink bridge 112.5 GB/s " +
 				"(RECALLED); PyTorch total 25,327,697,920 B = 23.59 GiB (thamada RTX3090 deviceQuery, driver 560); " +
 				"nvidia-smi total 24,576 MiB on recent drivers (thamada RTX3090 smi; noonghunna/club-3090 issues; " +
@@ -200,7 +200,7 @@ func Catalog() []Device {
 			Name: "RTX-4090", Memory: 25_386_352_640, SMIMemory: 24_564 * catalogMiB,
 			BF16TFLOPS: 165.2, FP32TFLOPS: 82.6, FP8TFLOPS: 660.6, HBMGBps: 1_008,
 			LinkGBps: 0, PCIeGBps: 32, Context: catalogLazyContext,
-			Kernels: adaRates, Host: desktopDDR5Host,
+			Kernels: adaRates.withSMs(128, "RTX 4090 (AD102): 128 SMs (16,384 CUDA cores at 128 an SM, NVIDIA Ada GPU Architecture whitepaper); otherwise as the L40S: no MAMF row, defaults"), Host: desktopDDR5Host,
 			Source: "cal D1: 165.2 TFLOPS with fp32 accumulate, fp8 660.6, 1,008 GB/s, PCIe Gen4 only; " +
 				"PyTorch total 25,386,352,640 B = 23.64 GiB (thamada RTX4090 deviceQuery, driver 550; the same " +
 				"23.64 GiB in the OOM messages of RLinf/RLinf issue 255); nvidia-smi total 24,564 MiB (thamada " +

@@ -211,10 +211,18 @@ var (
 		Source: "MI300X: 304 CUs; GEMM MAMF 781.9/1,300 (ml-engineering MAMF table, ROCm 6.2); fp8 GEMM, HBM and " +
 			"attention: defaults (no published figure)"}
 	adaRates = KernelRates{SMs: 142, GEMM: 0.80, GEMMFP8: 0.72, Sustain: otherSustain, HBM: 0.80, PCIe: pcieDefault, Flash: fa2Ampere, Fused: fa2Ampere,
-		Source: "L40S/RTX 4090 (Ada): 142/128 SMs; no MAMF row: defaults"}
+		Source: "L40S (AD102): 142 SMs; no MAMF row: defaults"}
 	gaRates = KernelRates{SMs: 84, GEMM: 0.80, Sustain: otherSustain, HBM: 0.80, PCIe: pcieDefault, Flash: fa2Ampere, Fused: fa2Ampere,
-		Source: "RTX A6000/3090 (GA102): 84/82 SMs; no MAMF row: defaults"}
+		Source: "RTX A6000 (GA102): 84 SMs; no MAMF row: defaults"}
 )
+
+// withSMs is k on a chip of the same generation with another SM count (a
+// cut-down die: the consumer cards enable fewer SMs than the workstation
+// part of the same chip).
+func (k KernelRates) withSMs(sms int, source string) KernelRates {
+	k.SMs, k.Source = sms, source
+	return k
+}
 
 // Rates is the device's kernel rates, DefaultKernelRates when it has none.
 func (d Device) Rates() KernelRates {

@@ -74,3 +74,20 @@ func TestSustainBelowPowerLimitedClock(t *testing.T) {
 		}
 	}
 }
+
+// The SM count is the chip's as sold: cards cut from the same die differ
+// (CUDA cores / 128 a SM, from the GA102 and Ada whitepapers), and the
+// attention kernels' wave quantization follows it.
+func TestCatalogSMCounts(t *testing.T) {
+	for name, want := range map[string]int{
+		"A100-80GB": 108, "H100-80GB": 132, "L40S": 142, "RTX-4090": 128, "A6000": 84, "RTX-3090": 82,
+	} {
+		d, err := LookupDevice(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Kernels.SMs != want {
+			t.Errorf("%s: %d SMs, want %d", name, d.Kernels.SMs, want)
+		}
+	}
+}
