@@ -173,9 +173,13 @@ func (d *distState) stepComm() []core.CommRecord {
 			if d.pipeHold { // once per step: gathered through all micro-batches
 				gathers, perMB = 1, 1
 			}
-			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: reduced * perMB, Backward: true})
+			reductions := perMB
+			if d.noSync { // FSDP1's no_sync(): the synchronising micro-batch reduces, once per step
+				reductions = 1
+			}
+			out = append(out, core.CommRecord{Kind: "all_gather", Group: group, Bytes: gathers * gathered * perMB, Backward: false}, core.CommRecord{Kind: "reduce_scatter", Group: group, Bytes: reduced * reductions, Backward: true})
 			if r := d.Par.DPReplicate; r > 1 { // HSDP: the sharded gradient all-reduced over the replicas
-				out = append(out, core.CommRecord{Kind: "all_reduce", Group: "dp_replicate", Bytes: reduced / g.n * perMB, Backward: true})
+				out = append(out, core.CommRecord{Kind: "all_reduce", Group: "dp_replicate", Bytes: reduced / g.n * reductions, Backward: true})
 			}
 		}
 	}

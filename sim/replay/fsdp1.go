@@ -28,6 +28,17 @@ import "github.com/memsh/memsh/sim/core"
 // With CPUOffload(offload_params=True) the shards live on the host:
 // fsdp1_offload.go.
 
+// FSDP1NoSync reports whether plan's replayed micro-batch runs under
+// FSDP1's no_sync(): FullyShardedDataParallel with gradient accumulation,
+// as Lightning (no_backward_sync) and Hugging Face accelerate (accumulate()
+// without sync_each_batch) drive it. The unsharded gradients then
+// accumulate and only the synchronising micro-batch reduce-scatters them
+// (and, under CPU offload, copies the gradient shards to the host).
+func FSDP1NoSync(plan *core.Plan) bool {
+	par := plan.Parallel.Norm()
+	return par.FSDP && par.FSDPVersion == 1 && plan.GradAccum > 1
+}
+
 // setupFSDP1 allocates the flat shards, the optimizer state of the
 // trainable parameters' shards and, under no_sync, the accumulated
 // unsharded gradients.

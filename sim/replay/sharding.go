@@ -148,7 +148,7 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	d.Mode = ModeOf(plan)
 	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1
-		d.noSync = d.fsdp1 && plan.GradAccum > 1
+		d.noSync = FSDP1NoSync(plan)
 		d.pipeHold = !d.fsdp1 && prog.Stage != nil
 		// MixedPrecisionPolicy: the all-gather casts to param_dtype.
 		d.gatherDT, d.reduceDT = par.FSDPParams(plan.Precision), par.FSDPReduce(plan.Precision)

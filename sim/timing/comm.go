@@ -266,7 +266,9 @@ type commExposure struct {
 //   - ZeRO-3 / FSDP parameter gathers and gradient reduce-scatters run per
 //     micro-batch on a side stream, prefetched ahead of the compute that
 //     needs them: exposed where they outlast the forward (gathers) or the
-//     backward (re-gathers and reduce-scatters).
+//     backward (re-gathers and reduce-scatters). FSDP1 under no_sync()
+//     reduce-scatters at the synchronising micro-batch only, behind its
+//     backward alone.
 //   - DDP and Megatron gradient reduction is bucketed and overlaps the
 //     backward of the last micro-batch (gradient accumulation reduces once
 //     per step); the last bucket cannot overlap. Megatron's distributed
@@ -331,7 +333,12 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		replay.TimeShare{Name: "pp_comm", Seconds: pp})
 
 	bwdWindow := mb.Backward + mb.Recompute
-	var gatherMB, rsMB, grad, params float64
+	// FSDP1 under no_sync() reduce-scatters at the synchronising
+	// micro-batch only (replay.FSDP1NoSync): its reduce-scatters (rsSync,
+	// seconds per step) and offloaded gradient copies sit behind that
+	// micro-batch's backward alone.
+	syncOnce := w.Mode == replay.DistFSDP && replay.FSDP1NoSync(plan)
+	var gatherMB, rsMB, rsSync, grad, params float64
 	var gradBytes, paramBytes int64
 	var gradKind, gradGroup, paramKind, paramGroup string
 	for _, c := range w.DpComm {
@@ -339,9 +346,12 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		perStep := float64(max(plan.GradAccum, 1))
 		switch {
 		case w.Mode == replay.DistFSDP || (w.Mode == replay.DistZeRO && w.Zero == 3):
-			if c.Kind == "all_gather" {
+			switch {
+			case c.Kind == "all_gather":
 				gatherMB += t / perStep
-			} else {
+			case syncOnce:
+				rsSync += t
+			default:
 				rsMB += t / perStep
 			}
 		case c.Backward:
@@ -362,21 +372,28 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	// overlap the compute as the collectives do, and are exposed where
 	// the chain outlasts it. Their exposed part is the offload's. The
 	// copies down split between the forward's gathers and the
-	// backward's (eval: the forward's only); FSDP1's copies up, made at
-	// the synchronising micro-batch only, are spread over the
-	// micro-batches.
+	// backward's (eval: the forward's only); FSDP1's copies up under
+	// no_sync, made at the synchronising micro-batch only, sit beside
+	// its backward with its reduce-scatters. fsdp_comm is the average
+	// micro-batch's exposure (paid m times).
 	m := float64(max(w.M, 1))
-	down, up := w.fsdpDown/m, w.fsdpUp/m
-	exposedFSDP := func(down, up float64) float64 {
+	down := w.fsdpDown / m
+	exposedFSDP := func(rs, down, up float64) float64 {
 		if w.Eval {
 			return max(0, gatherMB/2+down-mb.Forward)
 		}
-		return max(0, (gatherMB+down)/2-mb.Forward) + max(0, (gatherMB+down)/2+rsMB+up-bwdWindow)
+		return max(0, (gatherMB+down)/2-mb.Forward) + max(0, (gatherMB+down)/2+rs+up-bwdWindow)
+	}
+	average := func(down, up float64) float64 { // the m micro-batches' mean exposure
+		if !syncOnce {
+			return exposedFSDP(rsMB, down, up/m)
+		}
+		return ((m-1)*exposedFSDP(rsMB, down, 0) + exposedFSDP(rsMB+rsSync, down, up)) / m
 	}
 	var fsdp float64
-	if gatherMB > 0 || rsMB > 0 || down > 0 || up > 0 {
-		fsdp = exposedFSDP(0, 0)
-		out.fsdpCopies = m * (exposedFSDP(down, up) - fsdp)
+	if gatherMB > 0 || rsMB > 0 || rsSync > 0 || down > 0 || w.fsdpUp > 0 {
+		fsdp = average(0, 0)
+		out.fsdpCopies = m * (average(down, w.fsdpUp) - fsdp)
 	}
 	out.perMB = append(out.perMB, replay.TimeShare{Name: "fsdp_comm", Seconds: fsdp})
 	var dp float64

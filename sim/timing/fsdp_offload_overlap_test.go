@@ -63,3 +63,63 @@ func shareOf(list []replay.TimeShare, name string) float64 {
 	}
 	return 0
 }
+
+// TestFSDP1NoSyncReducesOnce counts by hand where FSDP1 under no_sync()
+// (grad_accum > 1) puts its reduce-scatters and offloaded gradient
+// copies: behind the synchronising micro-batch's backward alone, where
+// FSDP2 reduces every micro-batch (the overlap's exposure is convex, so
+// spreading the one reduction over the micro-batches hides what it does
+// not). A 1 s forward and a 2 s backward per micro-batch, no gathers, 4
+// micro-batches; rs is the step's reduce-scatter record priced whole (a
+// message sized to take rs seconds on the dp group):
+//
+//   - FSDP1, rs = 3 s, 2 s up: the synchronising backward carries 3 + 2 s
+//     beside its 2 s: 1 s of fsdp_comm (3 - 2), 2 s of offload;
+//     fsdp_comm per micro-batch 1/4 s;
+//   - FSDP1, rs = 1 s, 0.5 s up: 1.5 s beside 2 s: hidden;
+//   - FSDP2, rs = 3 s over 4 micro-batches, 2 s up: 0.75 + 0.5 s beside
+//     each 2 s backward: hidden.
+func TestFSDP1NoSyncReducesOnce(t *testing.T) {
+	dev, err := hw.LookupDevice("A100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prec, _ := core.LookupPrecision("bf16")
+	for _, row := range []struct {
+		name           string
+		version        int
+		rs, up         float64
+		wantMB, wantUp float64 // fsdp_comm per micro-batch, offload per step
+	}{
+		{"FSDP1, the sync backward outlasted", 1, 3, 2, 0.25, 2},
+		{"FSDP1, hidden", 1, 1, 0.5, 0, 0},
+		{"FSDP2, spread", 2, 3, 2, 0, 0},
+	} {
+		plan := &core.Plan{Device: dev, Precision: prec, GradAccum: 4, Cluster: hw.Cluster{Nodes: 1, GPUsPerNode: 8},
+			Parallel: core.Parallelism{DP: 2, FSDP: true, FSDPVersion: row.version}}
+		// the reduce-scatter's bytes for rs seconds at the group's rate
+		bytes := int64(0)
+		for lo, hi := int64(1), int64(1)<<50; lo <= hi; {
+			mid := (lo + hi) / 2
+			if collectiveSeconds(plan, "reduce_scatter", "dp", mid) < row.rs {
+				lo, bytes = mid+1, mid+1
+			} else {
+				hi = mid - 1
+			}
+		}
+		rs := collectiveSeconds(plan, "reduce_scatter", "dp", bytes)
+		w := &GpuWork{M: 4, Mb: ComputeTime{Forward: 1, Backward: 2}, Mode: replay.DistFSDP, fsdpUp: row.up,
+			DpComm: []core.CommRecord{{Kind: "reduce_scatter", Group: "dp", Bytes: bytes, Backward: true}}}
+		c := w.exposedComm(plan)
+		wantMB := row.wantMB
+		if wantMB > 0 {
+			wantMB = (rs - 2) / 4 // rs is within a byte's time of row.rs
+		}
+		if got := shareOf(c.perMB, "fsdp_comm"); math.Abs(got-wantMB) > 1e-9 {
+			t.Errorf("%s: fsdp_comm %.6f s per micro-batch, hand count %.6f s", row.name, got, wantMB)
+		}
+		if math.Abs(c.fsdpCopies-row.wantUp) > 1e-9 {
+			t.Errorf("%s: offload copies exposed %.6f s, hand count %.6f s", row.name, c.fsdpCopies, row.wantUp)
+		}
+	}
+}
