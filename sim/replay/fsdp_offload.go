@@ -94,9 +94,20 @@ func (d *distState) copyUp(r *Replay, b int64) {
 }
 
 // FsdpOffloadPCIe is the bytes per step FSDP's CPU offload copies to the
-// GPU (down) and to the host (up), part of Report.Traffic.PCIe: the time
-// model overlaps them with the compute as it does FSDP's collectives
-// (timing/comm.go exposedComm).
+// GPU (down) and to the host (up), and ZeRO-3 offload_param's partitions
+// to the GPU before their all-gathers (down), part of
+// Report.Traffic.PCIe: the time model overlaps them with the compute as
+// it does the collectives whose chain they sit in (timing/comm.go
+// exposedComm). DeepSpeed copies each partition to the GPU inside the
+// all-gather it issues on its all-gather stream (partition_parameters.py
+// _all_gather_dtype, p.ds_tensor.to(device), 1331-1333 and 1368 at
+// edaa722; partitioned_param_coordinator.py __all_gather_params_ under
+// get_accelerator().stream(self.__allgather_stream), 606), and the
+// coordinator prefetches the next modules' gathers
+// (stage3_prefetch_bucket_size, 452-484) once the trace is complete.
+// That .to() is blocking: it synchronises the all-gather stream, holding
+// the CPU thread until the copy is done, which stalls the issue of
+// further kernels; memsh does not model the CPU's lead here, as for FSDP.
 func (d *distState) FsdpOffloadPCIe() (down, up int64) {
 	if d == nil {
 		return 0, 0

@@ -128,8 +128,10 @@ func (d *distState) gather(r *Replay, u int32) {
 		host = d.alloc(r, un.name+" partition from host", []int64{part}, dt, dt.Bytes(part), core.CatComm, "GPU copy of this rank's host partition of "+un.name+", the all-gather's input (ZeRO-3 offload_param)")
 		// Every micro-batch gathers again (the replay replays one), so the
 		// copy runs once per micro-batch, as nvmeGatherRead counts its reads
-		// and FSDP's offload its copies (offloadRepeats).
-		r.Rep.Traffic.PCIe += dt.Bytes(part) * d.offloadRepeats()
+		// and FSDP's offload its copies (offloadRepeats). It runs on the
+		// all-gather stream in the chain of the prefetched gathers, as
+		// FSDP's copies do (copyDown; fsdp_offload.go FsdpOffloadPCIe).
+		d.copyDown(r, dt.Bytes(part)*d.offloadRepeats())
 		d.nvmeGatherRead(r, u) // ZeRO-Infinity: read from NVMe first (offload_nvme.go)
 	}
 	un.tensor = d.alloc(r, un.name+" gathered", []int64{n}, dt, b, core.CatComm, "all-gathered parameters of "+un.name+" (ZeRO-3; released after use)")

@@ -80,7 +80,9 @@ func (d *distState) zeroParamOffload(r *Replay) bool {
 // performed on CPU to avoid allocating extra GPU memory"): the fp32 bytes
 // cross PCIe into a pageable fp32 temporary of the sub-group's size
 // (at::empty_like(dst, iter.dtype(1))), then are cast into the partition.
-// memsh prices that copy at the pinned PCIe rate.
+// That copy lands in pageable memory: the time model prices it at the
+// pageable rate (PageableD2H; timing/offload.go). fp32 parameters need no
+// conversion: the copy goes straight into the pinned partition.
 func (d *distState) paramOnlyStepCopy(r *Replay, n int64) {
 	if !d.zeroParamOffload(r) || d.ZeroOffload(r) || r.Plan.Phase == core.Eval {
 		return
@@ -89,7 +91,18 @@ func (d *distState) paramOnlyStepCopy(r *Replay, n int64) {
 	if r.Plan.Precision.Params != units.FP32 {
 		fo := r.fo()
 		fo.stepStaging = max(fo.stepStaging, units.FP32.Bytes(n)) // freed after each sub-group's copy
+		d.pageableUp += units.FP32.Bytes(n)
 	}
+}
+
+// PageableD2H is the bytes per step copied from the GPU into pageable
+// host memory, part of Report.Traffic.PCIe: ZeRO-3 offload_param's fp32
+// copy back of the updated partition (paramOnlyStepCopy). 0 on one GPU.
+func (d *distState) PageableD2H() int64 {
+	if d == nil {
+		return 0
+	}
+	return d.pageableUp
 }
 
 // zeroOffload reports whether the ZeRO optimizer runs on the host.

@@ -112,9 +112,11 @@ type distState struct {
 	ipg2     int32 // its double buffer with overlap_comm
 	gradPart int32 // ZeRO-1/2 grads_in_partition
 
-	// FSDP's CPU offload: the bytes per step of the shards' copies to the
-	// GPU and of the gradient shards' to the host (fsdp_offload.go).
+	// FSDP's CPU offload (and ZeRO-3 offload_param's partitions to the
+	// GPU): the bytes per step of the shards' copies to the GPU and of the
+	// gradient shards' to the host (fsdp_offload.go).
 	fsdpDown, fsdpUp int64
+	pageableUp       int64 // copies into pageable host memory (shard_offload.go PageableD2H)
 
 	fsdp1  bool // FullyShardedDataParallel semantics
 	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded

@@ -1,6 +1,7 @@
 package timing
 
 import (
+	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 )
 
@@ -136,4 +137,22 @@ func simulateOffload(costs []OpCost, outs []replay.CopyOut, events []replay.Offl
 		}
 	}
 	return s0
+}
+
+// Copies from the GPU into pageable host memory run below the pinned
+// rate: the driver stages them through a pinned buffer of its own and
+// the CPU copies them on from there (NVIDIA's "How to Optimize Data
+// Transfers in CUDA C/C++", developer.nvidia.com/blog). CUDA's
+// bandwidthTest on a DGX A100 (A100-SXM4-80GB, 32 MB transfers) measured
+// device-to-host 25.8 GB/s pinned and 10.8 GB/s pageable (gengwg/gpu
+// nvda_gpu_benchmark.md at f1ce2499); memsh takes that ratio on every GPU
+// (on a Dell A100 PCIe server the same test read 24.6 and 8.5, 0.35: the
+// host decides, and this one is NVIDIA's own).
+const pageableD2HFraction = 10.8 / 25.8
+
+// PageableD2HSeconds is the time of bytes copied from the GPU into
+// pageable host memory: the pinned rate (PCIeSeconds) times the measured
+// pageable fraction.
+func PageableD2HSeconds(d hw.Device, bytes int64) float64 {
+	return PCIeSeconds(d, bytes) / pageableD2HFraction
 }

@@ -108,9 +108,10 @@ type GpuWork struct {
 	gradCopy, gradCopyLast float64
 	accCopy, accCopyLast   float64
 	// fsdpDown and fsdpUp are FSDP's CPU offload copies per step, seconds:
-	// the shards to the GPU before their gathers and the gradient shards
-	// to the host after their reduce-scatters, on side streams beside the
-	// collectives (comm.go), not in host.
+	// the shards to the GPU before their gathers (and ZeRO-3
+	// offload_param's partitions) and the gradient shards to the host
+	// after their reduce-scatters, on side streams beside the collectives
+	// (comm.go), not in host.
 	fsdpDown, fsdpUp float64
 
 	costs  []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
@@ -250,6 +251,9 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 	if down, up := r.Dist.FsdpOffloadPCIe(); down+up > 0 { // nil-safe
 		w.fsdpDown, w.fsdpUp = PCIeSeconds(plan.Device, down), PCIeSeconds(plan.Device, up)
 		w.host = max(0, w.host-w.fsdpDown-w.fsdpUp) // hostSeconds counted them: linear in the bytes, so only rounding is clamped
+	}
+	if b := r.Dist.PageableD2H(); b > 0 { // nil-safe; hostSeconds priced them pinned
+		w.host += PageableD2HSeconds(plan.Device, b) - PCIeSeconds(plan.Device, b)
 	}
 	if r.Dist != nil && r.Dist.ZeroOffload(r) {
 		w.SetZeROOffloadCopies(plan, int64(hostStepElements(r)))
