@@ -34,7 +34,8 @@ type Allocator struct {
 	// message (PyTorch reports memory before the failed allocation).
 	FailAllocated, FailReserved int64
 	over                        bool     // a request has failed
-	whole                       []*Block // free blocks releaseCached gives back (releasable): whole free segments, free pages
+	whole                       []*Block // whole[:nwhole]: free blocks releaseCached gives back (releasable): whole free segments, free pages
+	nwhole                      int      // (a count, not a shorter slice: freeList's note on write barriers)
 	releasing                   []*Block // releaseCached's list, kept for its next call
 	released                    int      // released segments still listed in segments (dropped in bulk)
 	segSeq                      int64    // the next segment's creation number
@@ -73,8 +74,17 @@ type Allocator struct {
 // halves the reads of an allocation or a free: each was a slice header
 // and an element (the replay of a 65,536-layer step makes 2.5 million).
 type freeList struct {
-	blocks []*Block  // free blocks
-	sizes  []int64   // the free blocks' sizes, in list order (a scan reads them without visiting the blocks)
+	// The free blocks are blocks[:n], their sizes sizes[:n], in list
+	// order (a scan reads the sizes without visiting the blocks). The
+	// slices keep their length, and n says how much of them is listed:
+	// storing a slice header into the list is a pointer write, which
+	// the garbage collector's write barrier records while it marks, and
+	// a length stored at every add and remove was two of them each
+	// (the barrier was 15 % of BenchmarkEvaluateLlama70B3D's CPU
+	// profile, half of it in addFree and removeFree).
+	blocks []*Block
+	sizes  []int64
+	n      int
 	index  freeIndex // the free blocks by size
 	bytes  int64     // in free blocks
 	// largest is the size of the largest free block while largestKnown;
@@ -82,6 +92,36 @@ type freeList struct {
 	largest      int64
 	largestKnown bool
 	unmapped     addrList // unmapped blocks of expandable segments, by address
+}
+
+// free returns the listed blocks and their sizes.
+//
+//go:norace
+func (l *freeList) free() ([]*Block, []int64) { return l.blocks[:l.n], l.sizes[:l.n] }
+
+// push lists b, of size bytes, last and returns its position.
+//
+//go:norace
+func (l *freeList) push(b *Block, size int64) int {
+	pos := l.n
+	put(&l.blocks, pos, b)
+	put(&l.sizes, pos, size)
+	l.n = pos + 1
+	return pos
+}
+
+// put stores x at (*s)[i], i <= len(*s). Only when s must grow does it
+// store a new header, of the whole capacity, so that the next puts store
+// none.
+//
+//go:norace
+func put[T any](s *[]T, i int, x T) {
+	if i < len(*s) {
+		(*s)[i] = x
+		return
+	}
+	t := append((*s)[:i], x)
+	*s = t[:cap(t)]
 }
 
 // Growth is a request no cached block could serve: the reserve grows
@@ -120,14 +160,14 @@ func (a *Allocator) cached(list int) Cache {
 		return Cache{}
 	}
 	l := &a.lists[list]
-	c := Cache{Blocks: len(l.blocks), Bytes: l.bytes}
+	c := Cache{Blocks: l.n, Bytes: l.bytes}
 	switch {
 	case l.largestKnown:
 	case l.index.active:
 		l.largest, l.largestKnown = l.index.largest(), true
 	default:
 		var m int64
-		for _, n := range l.sizes {
+		for _, n := range l.sizes[:l.n] {
 			m = max(m, n)
 		}
 		l.largest, l.largestKnown = m, true
@@ -278,7 +318,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 		a.grew(listOf(s, pool), size)
 		segSize := segmentSize(size)
 		if a.Limit > 0 && a.Reserved+segSize > a.Limit {
-			if len(a.whole) > 0 || len(a.pending) > 0 {
+			if a.nwhole > 0 || len(a.pending) > 0 {
 				a.releaseCached(s)
 			}
 			if a.Reserved+segSize > a.Limit {
@@ -402,7 +442,8 @@ func (a *Allocator) bestFit(list int, size int64) *Block {
 		return nil
 	}
 	l := &a.lists[list]
-	return l.index.best(size, l.blocks, l.sizes) // the first block in free-list order of the smallest size >= size
+	fl, sizes := l.free()
+	return l.index.best(size, fl, sizes) // the first block in free-list order of the smallest size >= size
 }
 
 // addFree puts b on its pool's free list. (It and removeFree read each
@@ -418,15 +459,14 @@ func (a *Allocator) addFree(b *Block) {
 	if size > l.largest { // still the largest when it was known
 		l.largest = size
 	}
-	pos := len(l.blocks)
+	pos := l.push(b, size)
 	b.pos = pos
-	blocks, sizes := append(l.blocks, b), append(l.sizes, size)
-	l.blocks, l.sizes = blocks, sizes
+	blocks, sizes := l.free()
 	l.index.added(size, pos, blocks, sizes)
 	if releasable(b) {
-		whole := a.whole
-		b.wpos = len(whole)
-		a.whole = append(whole, b)
+		b.wpos = a.nwhole
+		put(&a.whole, a.nwhole, b)
+		a.nwhole++
 	}
 }
 
@@ -448,7 +488,7 @@ func releasable(b *Block) bool {
 //go:norace
 func (a *Allocator) listed(b *Block) bool {
 	list := b.list()
-	return list < len(a.lists) && b.pos < len(a.lists[list].blocks) && a.lists[list].blocks[b.pos] == b
+	return list < len(a.lists) && b.pos < a.lists[list].n && a.lists[list].blocks[b.pos] == b
 }
 
 //go:norace
@@ -458,16 +498,16 @@ func (a *Allocator) removeFree(b *Block) {
 		return
 	}
 	l := &a.lists[pool]
-	fl := l.blocks
+	fl, sz := l.free()
 	i := b.pos
 	if i >= len(fl) || fl[i] != b {
 		return // not listed
 	}
-	if w, whole := b.wpos, a.whole; w < len(whole) && whole[w] == b {
+	if w, whole := b.wpos, a.whole[:a.nwhole]; w < len(whole) && whole[w] == b {
 		n := len(whole) - 1
 		last := whole[n]
 		whole[w], last.wpos = last, w
-		a.whole = whole[:n]
+		a.nwhole = n
 	}
 	size := b.Size
 	l.bytes -= size
@@ -476,13 +516,12 @@ func (a *Allocator) removeFree(b *Block) {
 	}
 	movedTo, movedSize := -1, int64(0)
 	from := len(fl) - 1
-	sz := l.sizes
 	if last := fl[from]; last != b { // the last block moves into the hole
 		movedTo, movedSize = i, sz[from]
 		fl[i], last.pos = last, i
 		sz[i] = movedSize
 	}
-	l.blocks, l.sizes = fl[:from], sz[:from]
+	l.n = from
 	l.index.removed(size, movedTo, movedSize, sz[:from])
 }
 
@@ -510,7 +549,7 @@ func (a *Allocator) removeFree(b *Block) {
 func (a *Allocator) releaseCached(s Stream) {
 	a.freePending()
 	whole := a.releasing[:0] // the previous call's list, done with
-	for _, b := range a.whole {
+	for _, b := range a.whole[:a.nwhole] {
 		if a.Private != DefaultStream && b.seg.stream == a.Private {
 			continue // a private pool in use keeps its segments
 		}

@@ -131,7 +131,7 @@ func scanBestFit(a *Allocator, list int, n int64) *Block {
 		return nil
 	}
 	var best *Block
-	for _, b := range a.lists[list].blocks {
+	for _, b := range a.lists[list].blocks[:a.lists[list].n] {
 		if b.Size >= size && (best == nil || b.Size < best.Size) {
 			best = b
 		}
@@ -234,7 +234,7 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	}
 	n := 0
 	for pool := range a.lists {
-		fl, sizes := a.lists[pool].blocks, a.lists[pool].sizes
+		fl, sizes := a.lists[pool].free()
 		for i, b := range fl {
 			if b.pos != i {
 				t.Fatalf("free list %d: block at %d records position %d", pool, i, b.pos)
@@ -255,13 +255,13 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	var cachedBytes int64
 	for list := range a.lists {
 		var bytes, largest int64
-		for _, b := range a.lists[list].blocks {
+		for _, b := range a.lists[list].blocks[:a.lists[list].n] {
 			bytes, largest = bytes+b.Size, max(largest, b.Size)
 		}
 		c := a.CachedOn(Stream(list/2), list%2)
-		if c.Bytes != bytes || c.Largest != largest || c.Blocks != len(a.lists[list].blocks) {
+		if c.Bytes != bytes || c.Largest != largest || c.Blocks != a.lists[list].n {
 			t.Fatalf("list %d: Cached says %+v, the free list holds %d blocks of %d bytes, the largest %d",
-				list, c, len(a.lists[list].blocks), bytes, largest)
+				list, c, a.lists[list].n, bytes, largest)
 		}
 		cachedBytes += c.Bytes
 	}
@@ -300,19 +300,19 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 		t.Fatalf("unmapped lists hold %d blocks, segments have %d unmapped blocks", n, len(unmapped))
 	}
 	for list := range a.lists {
-		checkIndex(t, &a.lists[list].index, a.lists[list].sizes)
+		checkIndex(t, &a.lists[list].index, a.lists[list].sizes[:a.lists[list].n])
 	}
 	whole := 0
 	for b := range freeBlocks {
 		if releasable(b) {
-			if b.wpos >= len(a.whole) || a.whole[b.wpos] != b {
+			if b.wpos >= a.nwhole || a.whole[b.wpos] != b {
 				t.Fatalf("a releasable free block of %d bytes at %d is missing from the whole list", b.Size, b.off)
 			}
 			whole++
 		}
 	}
-	if whole != len(a.whole) {
-		t.Fatalf("the whole list holds %d blocks, %d free blocks are releasable", len(a.whole), whole)
+	if whole != a.nwhole {
+		t.Fatalf("the whole list holds %d blocks, %d free blocks are releasable", a.nwhole, whole)
 	}
 }
 
@@ -373,7 +373,7 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 	for b := range bucketCount {
 		var es []bucketEntry
 		if b < len(s.buckets) {
-			es = s.buckets[b]
+			es = s.entries(b)
 		}
 		entries += len(es)
 		if bit := s.full[b/64]&(1<<(b%64)) != 0; (len(es) > 0) != bit {
@@ -395,7 +395,7 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 	next := make([]int, len(s.buckets)) // each bucket's next entry
 	for p, n := range sizes {
 		b := bucketOf(n)
-		if b >= len(s.buckets) || next[b] >= len(s.buckets[b]) || s.buckets[b][next[b]] != (bucketEntry{n, p}) {
+		if b >= len(s.buckets) || next[b] >= len(s.entries(b)) || s.entries(b)[next[b]] != (bucketEntry{n, p}) {
 			t.Fatalf("sizeBuckets: the block of %d bytes at position %d is not next in bucket %d (in list order)", n, p, b)
 		}
 		next[b]++

@@ -39,14 +39,14 @@ func TestFreeIndexManyOfASize(t *testing.T) {
 		}
 		b, _ := a.Alloc(n)
 		live = append(live, b)
-		if l := len(a.lists[1].blocks); l > maxList {
+		if l := a.lists[1].n; l > maxList {
 			maxList, classes = l, len(a.lists[1].index.classes)
 		}
 		if i%1000 == 0 {
-			checkIndex(t, &a.lists[1].index, a.lists[1].sizes)
+			checkIndex(t, &a.lists[1].index, a.lists[1].sizes[:a.lists[1].n])
 		}
 	}
-	checkIndex(t, &a.lists[1].index, a.lists[1].sizes)
+	checkIndex(t, &a.lists[1].index, a.lists[1].sizes[:a.lists[1].n])
 	// The case the classes are for: blocks past twice the index's
 	// threshold (1,024), of a few sizes.
 	if maxList <= 2*indexAbove || classes == 0 || classes > 8 {

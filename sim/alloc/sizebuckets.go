@@ -26,8 +26,23 @@ import "math/bits"
 // scan's work in lists past 64 blocks). Below 64 blocks the scan stays:
 // keeping buckets costs more than it saves there.
 type sizeBuckets struct {
-	buckets [][]bucketEntry          // by bucketOf, as far as a listed size needs; each in list order
+	buckets []bucket                 // by bucketOf, as far as a listed size needs
 	full    [bucketCount / 64]uint64 // bit b%64 of word b/64: buckets[b] holds a block
+}
+
+// bucket is one bucket's entries, es[:n], in list order (a count, not a
+// shorter slice: freeList's note on write barriers).
+type bucket struct {
+	es []bucketEntry
+	n  int
+}
+
+// entries returns bucket b's entries.
+//
+//go:norace
+func (s *sizeBuckets) entries(b int) []bucketEntry {
+	k := &s.buckets[b]
+	return k.es[:k.n]
 }
 
 // bucketEntry is a listed block: its size and position in the list.
@@ -60,7 +75,7 @@ const bucketCount = 512
 func (s *sizeBuckets) best(n int64) int {
 	b := bucketOf(n)
 	if b < len(s.buckets) {
-		if p := firstSmallest(s.buckets[b], n); p >= 0 {
+		if p := firstSmallest(s.entries(b), n); p >= 0 {
 			return p
 		}
 	}
@@ -71,7 +86,7 @@ func (s *sizeBuckets) best(n int64) int {
 			word &^= 1<<((b+1)%64) - 1
 		}
 		if word != 0 {
-			return firstSmallest(s.buckets[w*64+bits.TrailingZeros64(word)], n)
+			return firstSmallest(s.entries(w*64+bits.TrailingZeros64(word)), n)
 		}
 	}
 	return -1
@@ -102,9 +117,11 @@ func firstSmallest(es []bucketEntry, n int64) int {
 func (s *sizeBuckets) add(size int64, pos int) {
 	b := bucketOf(size)
 	for len(s.buckets) <= b {
-		s.buckets = append(s.buckets, nil)
+		s.buckets = append(s.buckets, bucket{})
 	}
-	s.buckets[b] = append(s.buckets[b], bucketEntry{size, pos})
+	k := &s.buckets[b]
+	put(&k.es, k.n, bucketEntry{size, pos})
+	k.n++
 	s.full[b/64] |= 1 << (b % 64)
 }
 
@@ -132,10 +149,10 @@ func at(es []bucketEntry, pos int) int {
 //go:norace
 func (s *sizeBuckets) remove(size int64, pos int, movedSize int64, from int) {
 	b := bucketOf(size)
-	es := s.buckets[b]
+	es := s.entries(b)
+	s.buckets[b].n--
 	switch {
 	case from == pos: // the list's last, so its bucket's last
-		s.buckets[b] = es[:len(es)-1]
 		if len(es) == 1 {
 			s.full[b/64] &^= 1 << (b % 64)
 		}
@@ -143,11 +160,9 @@ func (s *sizeBuckets) remove(size int64, pos int, movedSize int64, from int) {
 		// The moved block takes the entry at pos, in order; its own
 		// entry, at the list's last position, was the bucket's last.
 		es[at(es, pos)] = bucketEntry{movedSize, pos}
-		s.buckets[b] = es[:len(es)-1]
 	default:
 		i := at(es, pos)
 		copy(es[i:], es[i+1:])
-		s.buckets[b] = es[:len(es)-1]
 		if len(es) == 1 {
 			s.full[b/64] &^= 1 << (b % 64)
 		}
@@ -160,7 +175,7 @@ func (s *sizeBuckets) remove(size int64, pos int, movedSize int64, from int) {
 //
 //go:norace
 func (s *sizeBuckets) move(size int64, from, to int) {
-	es := s.buckets[bucketOf(size)]
+	es := s.entries(bucketOf(size))
 	last := len(es) - 1
 	i := at(es[:last], to)
 	copy(es[i+1:], es[i:last])
@@ -172,7 +187,7 @@ func (s *sizeBuckets) move(size int64, from, to int) {
 //go:norace
 func (s *sizeBuckets) reset() {
 	for b := range s.buckets {
-		s.buckets[b] = s.buckets[b][:0]
+		s.buckets[b].n = 0
 	}
 	s.full = [bucketCount / 64]uint64{}
 }

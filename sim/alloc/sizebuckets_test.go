@@ -48,8 +48,8 @@ func TestSizeBucketsAgainstScan(t *testing.T) {
 			live = append(live, b)
 		}
 		for l := range a.lists {
-			longest = max(longest, len(a.lists[l].blocks))
-			checkIndex(t, &a.lists[l].index, a.lists[l].sizes)
+			longest = max(longest, a.lists[l].n)
+			checkIndex(t, &a.lists[l].index, a.lists[l].sizes[:a.lists[l].n])
 		}
 		if mid := len(a.lists) > 1 && a.lists[1].index.midOn; mid != on {
 			if mid {

@@ -20,10 +20,15 @@ const slabMin, slabMax = 16, 1024
 
 // slabs are the allocator's unused blocks and segments.
 type slabs struct {
-	blocks   []Block
-	segs     []segment
-	nb, nseg int    // the size of the latest slab of each
-	dead     *Block // blocks done with, linked by next
+	// The current slabs, used up to usedB and usedSeg (counts, not
+	// shorter slices: a slice header stored at every new block was a
+	// pointer write, which the garbage collector's write barrier records
+	// while it marks).
+	blocks         []Block
+	segs           []segment
+	usedB, usedSeg int
+	nb, nseg       int    // the size of the latest slab of each
+	dead           *Block // blocks done with, linked by next
 }
 
 // newBlock returns a block holding b: a dead one, or one from the
@@ -36,13 +41,13 @@ func (s *slabs) newBlock(b Block) *Block {
 		*p = b
 		return p
 	}
-	if len(s.blocks) == 0 {
+	if s.usedB == len(s.blocks) {
 		s.nb = min(max(2*s.nb, slabMin), slabMax)
-		s.blocks = make([]Block, s.nb)
+		s.blocks, s.usedB = make([]Block, s.nb), 0
 	}
-	p := &s.blocks[0]
+	p := &s.blocks[s.usedB]
 	*p = b
-	s.blocks = s.blocks[1:]
+	s.usedB++
 	return p
 }
 
@@ -58,12 +63,12 @@ func (s *slabs) dropBlock(b *Block) {
 //
 //go:norace
 func (s *slabs) newSeg(g segment) *segment {
-	if len(s.segs) == 0 {
+	if s.usedSeg == len(s.segs) {
 		s.nseg = min(max(2*s.nseg, slabMin), slabMax)
-		s.segs = make([]segment, s.nseg)
+		s.segs, s.usedSeg = make([]segment, s.nseg), 0
 	}
-	p := &s.segs[0]
+	p := &s.segs[s.usedSeg]
 	*p = g
-	s.segs = s.segs[1:]
+	s.usedSeg++
 	return p
 }
