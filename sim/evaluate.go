@@ -22,7 +22,12 @@ func Evaluate(plan *core.Plan, opts core.Options) (*replay.Report, error) {
 // evaluate is Evaluate that also returns a pipeline stage's time, which
 // evaluatePipeline composes into the pipeline's step.
 func evaluate(plan *core.Plan, opts core.Options) (*replay.Report, *timing.StageTime, error) {
-	return evaluateUnder(plan, opts, math.MaxInt64, nil)
+	if opts.Buffers == nil {
+		return evaluateUnder(plan, opts, math.MaxInt64, nil)
+	}
+	bufs := opts.Buffers.Get(opts.Names) // the program goes back to them after its replay
+	defer opts.Buffers.Put(bufs)
+	return evaluateUnder(plan, opts, math.MaxInt64, bufs)
 }
 
 // evaluateUnder is evaluate for a caller that needs the report only when
@@ -84,6 +89,9 @@ func evaluateInto(plan *core.Plan, prog *core.Program, opts core.Options, limit 
 		return rep, nil, nil, err
 	}
 	if prog == nil {
+		if bufs == nil && opts.Names != nil { // lists of its own, names kept in the caller's table
+			bufs = &core.ProgramBuffers{Names: opts.Names}
+		}
 		var err error
 		if prog, err = plan.LowerProgramInto(core.ProgramSize{}, bufs); err != nil {
 			return nil, nil, nil, err

@@ -136,7 +136,8 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 		}
 	}
 	if workers <= 1 {
-		bufs := &core.ProgramBuffers{}
+		bufs := opts.Buffers.Get(opts.Names)
+		defer opts.Buffers.Put(bufs)
 		for _, s := range append([]int64{first}, rest...) {
 			if stage(s, bufs); errs[s] != nil || over.Load() {
 				break
@@ -150,7 +151,7 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 			// flight first.
 			rest = append([]int64{last}, rest[:len(rest)-1]...)
 		}
-		runStages(first, rest, workers, &over, stage)
+		runStages(first, rest, workers, &over, opts, stage)
 	}
 	if err := errs[first]; err != nil { // the stage first's error first, as a walk of one stage at a time returns it
 		return nil, err
@@ -186,15 +187,16 @@ func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, work
 // otherwise wait (the search's front replays a pipelined layout alone,
 // walk.go); what it replays in vain when first reaches the limit is at
 // most the time first took. Each worker hands stage a ProgramBuffers of
-// its own.
-func runStages(first int64, rest []int64, workers int, over *atomic.Bool, stage func(s int64, bufs *core.ProgramBuffers)) {
+// its own (from opts.Buffers, names kept in opts.Names).
+func runStages(first int64, rest []int64, workers int, over *atomic.Bool, opts core.Options, stage func(s int64, bufs *core.ProgramBuffers)) {
 	next := make(chan int64)
 	var wg sync.WaitGroup
 	for range min(workers, len(rest)+1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bufs := &core.ProgramBuffers{}
+			bufs := opts.Buffers.Get(opts.Names)
+			defer opts.Buffers.Put(bufs)
 			for s := range next {
 				stage(s, bufs)
 			}

@@ -3,6 +3,7 @@ package sim
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
@@ -57,6 +58,63 @@ func TestLowerProgramIntoEqualsLowerProgram(t *testing.T) {
 				if len(got.Ops) != 0 || len(got.Values) != 0 || len(got.Params) != 0 {
 					t.Fatalf("plan %d: a recycled program still lists %d ops", i, len(got.Ops))
 				}
+			}
+		}
+	}
+}
+
+// Programs lowered with a name table (core.NameTable, as a search's
+// lowerings share one) are the programs lowered without, whether the
+// table already holds their copied blocks' names, is full, or is shared
+// by programs of other layouts; and a second lowering takes its copies'
+// names from the table instead of writing them again (the point of it).
+func TestLowerProgramWithNameTable(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	var plans []*core.Plan
+	for _, par := range []core.Parallelism{{PP: 3}, {PP: 2, Schedule: "interleaved", VirtualStages: 3}, {PP: 2, TP: 2, SequenceParallel: true, DP: 2}} {
+		p := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 4
+		stages, err := stagePlans(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, stages...)
+	}
+	plans = append(plans, testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB"))
+	for _, tc := range []struct {
+		name  string
+		table *core.NameTable
+	}{{"room for all", &core.NameTable{}}, {"full", core.NewNameTable(1)}} {
+		bufs := &core.ProgramBuffers{Names: tc.table}
+		for round := range 2 {
+			for i, p := range plans {
+				want, err := p.LowerProgram()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := p.LowerProgramInto(core.ProgramSize{}, bufs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s, round %d, plan %d: the program lowered with a name table differs", tc.name, round, i)
+				}
+				if round == 1 {
+					again, err := p.LowerProgramInto(core.ProgramSize{}, &core.ProgramBuffers{Names: tc.table})
+					if err != nil {
+						t.Fatal(err)
+					}
+					shared := 0
+					for k := range got.Ops {
+						if got.Ops[k].Block > 1 && unsafe.StringData(got.Ops[k].Name) == unsafe.StringData(again.Ops[k].Name) {
+							shared++
+						}
+					}
+					if room := tc.name == "room for all"; room != (shared > 0) {
+						t.Fatalf("%s, plan %d: %d copied ops' names shared by two lowerings", tc.name, i, shared)
+					}
+				}
+				bufs.Recycle(got)
 			}
 		}
 	}

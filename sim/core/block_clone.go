@@ -462,6 +462,11 @@ func (b *Builder) cloneNames(src *blockCopy, room *cloneRoom) string {
 		why(room.bufferWhys[i-f.buffers])
 	}
 	b.clones.scratch = text[:0]
+	if t := b.clones.shared; t != nil {
+		if s, ok := t.text(text); ok {
+			return s
+		}
+	}
 	names := b.clones.room(len(text)) // no reallocation: the Builder's bytes stay put
 	at := names.Len()
 	names.Write(text)
@@ -480,9 +485,13 @@ type cloneArena struct {
 	// scratch is where cloneNames writes a copy's names before they go
 	// into names (kept for the next copy).
 	scratch []byte
-	shapes  slab[int64]
-	vals    slab[Value]
-	params  slab[int32]
+	// shared, when set, keeps the copies' names for other lowerings too
+	// (ProgramBuffers.Names): a copy takes its names from it, not from
+	// names.
+	shared *NameTable
+	shapes slab[int64]
+	vals   slab[Value]
+	params slab[int32]
 }
 
 // cloneSlabMax caps a slab's doubling (elements, or bytes of names).

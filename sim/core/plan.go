@@ -126,6 +126,14 @@ type Options struct {
 	// script's context, so that Ctrl-C, --timeout and --max-memory stop a
 	// long simulate().
 	Context context.Context
+	// Names, when set, keeps copied blocks' names for every program the
+	// evaluation lowers and for other evaluations sharing the table (a
+	// search's replays): the same program, fewer bytes (NameTable).
+	Names *NameTable
+	// Buffers, when set, lends the evaluation lists that earlier ones
+	// lowered their programs into, and takes them back after its
+	// replays (a search's replays: BufferPool).
+	Buffers *BufferPool
 }
 
 // StopEvery is how many ops the replay runs between looks at
@@ -280,6 +288,12 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers) (*Program, e
 
 		tiedHead:   -1,
 		everyBlock: p.EveryBlock,
+	}
+	if bufs != nil {
+		// The scratch is this lowering's alone until it hands it back,
+		// for the next lowering, also after an error.
+		b.clones.shared, b.clones.scratch, bufs.scratch = bufs.Names, bufs.scratch, nil
+		defer func() { bufs.scratch = b.clones.scratch }()
 	}
 	b.compile = p.Compile
 	b.f8 = p.Float8.forDevice(p.Device)

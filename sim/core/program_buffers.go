@@ -1,5 +1,7 @@
 package core
 
+import "sync"
+
 // ProgramBuffers keeps the lists (ops, values, parameters, collectives) of
 // programs their owner no longer reads, for its next lowering to fill
 // instead of allocating lists of its own (LowerProgramInto). A pipeline's
@@ -8,10 +10,19 @@ package core
 // a fraction of the bytes. A ProgramBuffers belongs to one goroutine (the
 // caller makes one per worker; there is no shared pool).
 type ProgramBuffers struct {
+	// Names, when set, keeps copied blocks' names for every lowering
+	// into these buffers (and any other sharing the table): NameTable.
+	Names *NameTable
+
 	ops    []OpInfo
 	values []ValueInfo
 	params []ParamInfo
 	comm   []CommRecord
+	// scratch is where a block copy's names are written before they are
+	// kept (cloneNames): a lowering's scratch grew from nothing to its
+	// largest block's names at each lowering (a tenth of the search's
+	// bytes), the next lowering starts on it.
+	scratch []byte
 }
 
 // Recycle takes p's lists for the next lowering and empties p: p must not
@@ -44,7 +55,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{}
+	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch}
 }
 
 // untaken hands back to b the lists of prog, just lowered, that nothing
@@ -75,4 +86,42 @@ func (b *ProgramBuffers) untaken(prog *Program, room ProgramSize) {
 // allocates as LowerProgramSized does.
 func (p *Plan) LowerProgramInto(room ProgramSize, b *ProgramBuffers) (*Program, error) {
 	return p.lowerProgram(room, b)
+}
+
+// BufferPool keeps the ProgramBuffers of finished evaluations for the
+// next ones (a search's replays, each lowering programs as large as the
+// last): Get takes one, Put gives it back. It is safe for concurrent
+// use; its owner (a search run) drops it when done, there is no
+// package-level pool. It holds as many buffers as were in use at once.
+type BufferPool struct {
+	mu   sync.Mutex
+	free []*ProgramBuffers
+}
+
+// Get returns buffers for one goroutine's lowerings, names kept in
+// names: the pool's, or new ones (always new from a nil pool).
+func (p *BufferPool) Get(names *NameTable) *ProgramBuffers {
+	if p != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if n := len(p.free); n > 0 {
+			b := p.free[n-1]
+			p.free[n-1] = nil
+			p.free = p.free[:n-1]
+			b.Names = names
+			return b
+		}
+	}
+	return &ProgramBuffers{Names: names}
+}
+
+// Put hands b back to the pool (after its last program was recycled or
+// dropped); a nil pool or b keeps nothing.
+func (p *BufferPool) Put(b *ProgramBuffers) {
+	if p == nil || b == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, b)
 }

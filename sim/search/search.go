@@ -186,7 +186,13 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	}
 	prs := make([]*profile, len(keys))
 	errs := make([]error, len(keys))
+	// Every lowering of the run keeps its copied blocks' names in one
+	// table (core.NameTable): profiles and replays name the same blocks.
+	names, pool := &core.NameTable{}, &core.BufferPool{}    // and its replays, the lists they lowered into
 	bufs := make([]core.ProgramBuffers, max(sp.Workers, 1)) // each worker's lowering lists
+	for w := range bufs {
+		bufs[w].Names = names
+	}
 	parallelForOn(ctx, sp.Workers, len(keys), nil, func(w, i int) {
 		prs[i], errs[i] = newProfileIn(firstOf[i], partsOf[keys[i]], &bufs[w])
 	})
@@ -280,7 +286,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		l := layouts[valid[j]]
 		p := sp.planOf(base, l)
 		if timedByItsReplay(&p, l) {
-			r, err := sim.Evaluate(&p, core.Options{Context: ctx})
+			r, err := sim.Evaluate(&p, core.Options{Context: ctx, Names: names, Buffers: pool})
 			if err != nil {
 				replayErrOnce.Do(func() { replayErr = err })
 				return math.Inf(1)
@@ -306,7 +312,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		return nil, err
 	}
 	heap.Init(&queue)
-	w := &walk{ctx: ctx, sp: sp, base: base, layouts: layouts, valid: valid, queue: &queue, total: len(kept),
+	w := &walk{ctx: ctx, names: names, pool: pool, sp: sp, base: base, layouts: layouts, valid: valid, queue: &queue, total: len(kept),
 		exact: exact, ests: ests, reports: map[int]*replay.Report{}, stats: &res.Stats,
 		timedReport: func(j int) *replay.Report {
 			if r, ok := timedReplays.Load(j); ok {

@@ -15,6 +15,8 @@ import (
 // so that the top rows and the front share replays.
 type walk struct {
 	ctx     context.Context
+	names   *core.NameTable  // the run's copied blocks' names (core.NameTable)
+	pool    *core.BufferPool // the lists its replays lower into (core.BufferPool)
 	sp      Space
 	base    *core.Plan
 	layouts []layout
@@ -159,7 +161,7 @@ func (w *walk) evaluate(idx []int, limit int64) ([]*replay.Report, error) {
 			reps[i] = r
 			return
 		}
-		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx}, limit, w.ests[w.kept[k]].fullest, w.sp.Workers)
+		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx, Names: w.names, Buffers: w.pool}, limit, w.ests[w.kept[k]].fullest, w.sp.Workers)
 	})
 	if err := w.ctx.Err(); err != nil {
 		return nil, err
