@@ -67,7 +67,7 @@ func FinetuneBuiltins() []host.Builtin {
 		Name: "offload",
 		Sig:  "offload(optimizer=None, params=None, activations=None, streams=True)",
 		Doc: "Where model states and activations live off the GPU, for train(..., offload=offload(...)). " +
-			"optimizer \"cpu\" (ZeRO-Offload, with parallel(zero=1, 2 or 3); on one GPU parallel(zero=2): DeepSpeed offloads through its ZeRO optimizer only, " +
+			"optimizer \"cpu\" (ZeRO-Offload, with parallel(zero=1, 2 or 3) and adamw(), adam() or lion(): DeepSpeed steps its CPU Adam or Lion and refuses another client optimizer; on one GPU parallel(zero=2): DeepSpeed offloads through its ZeRO optimizer only, " +
 			"so memsh refuses it without zero=) or \"nvme\" (ZeRO-Infinity's NVMe tier, which DeepSpeed runs with parallel(zero=3) only: " +
 			"master, moments and fp32 grads in files on NVMe, swapped through pinned host buffers at each step); params \"cpu\" (ZeRO-3's offload_param with parallel(zero=3), on one GPU " +
 			"parallel(dp=1, zero=3), FSDP2's CPUOffloadPolicy with parallel(fsdp=True), or FSDP1's CPUOffload(offload_params=True) " +

@@ -43,7 +43,10 @@ func AdviseBuiltins() []host.Builtin {
 			"may use: bytes (70 * GB) or a fraction of the GPU's (0.9); the default is all of it. top limits the rows " +
 			"(None: all). The notes say when the plan fits already, which changes get past the failing allocation without " +
 			"fitting (a later failure), and, when nothing fits, the smallest GPU of the catalog and the fewest GPUs (FSDP) " +
-			"that would hold the plan as it is. A progress bar shows on a terminal; Ctrl-C stops it.",
+			"that would hold the plan as it is. A plan that fails train(host_memory=)'s check is advised from its replay " +
+			"without the check (the title says what the host lacks): every candidate is checked against host_memory, and at " +
+			"zero=3 the offload knob also offers ZeRO-Infinity's NVMe tier for the optimizer state, the parameters or both " +
+			"(offload(optimizer=\"nvme\")), at the cluster's NVMe rates. A progress bar shows on a terminal; Ctrl-C stops it.",
 		Fn: adviseFn,
 	}}
 }
@@ -160,7 +163,11 @@ func adviceTable(res *advise.Result, plan *plans.Plan, decl syntax.Position, top
 	}
 	base := reports.NewReport(res.Base.Report, plan, color)
 	verdict, _ := base.Attr("summary")
-	title := fmt.Sprintf("advise: %s on %s: %s; %s", plan.SimPlan().Model.Name, plan.SimPlan().Device.Name, plan.Summary(), strings.TrimSuffix(string(verdict.(starlark.String)), "."))
+	v := strings.TrimSuffix(string(verdict.(starlark.String)), ".")
+	if res.Host != "" { // the GPU may hold it; the node's RAM does not
+		v = "does not fit in host memory: " + res.Host
+	}
+	title := fmt.Sprintf("advise: %s on %s: %s; %s", plan.SimPlan().Model.Name, plan.SimPlan().Device.Name, plan.Summary(), v)
 	if res.Goal == advise.Speed {
 		title = "advise (goal=\"speed\"): " + strings.TrimPrefix(title, "advise: ")
 	}

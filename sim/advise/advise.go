@@ -48,6 +48,10 @@ type Result struct {
 	// Fits says the plan fits as given: with goal Fit there is nothing to
 	// change (Rows is empty), goal Speed looks for faster plans.
 	Fits bool
+	// Host is the failure of train(host_memory=)'s check of the plan as
+	// given ("" when it passes): Base is then its replay without the
+	// check, and it does not fit.
+	Host string
 	// Rows: the fitting candidates, best first (goal Fit: by step time;
 	// goal Speed: those faster than the plan, fastest first). When none
 	// fits, the candidates that came closest, by memory used.
@@ -85,17 +89,23 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 		return nil, err
 	}
 	rs := &replayer{ctx: ctx, workers: max(opts.Workers, 1), progress: opts.Progress, total: 1}
-	base, err := rs.base(p)
+	base, host, err := rs.baseOrHostShort(p)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Goal: opts.Goal, Budget: budget, MaxChanges: opts.MaxChanges}
+	res := &Result{Goal: opts.Goal, Budget: budget, MaxChanges: opts.MaxChanges, Host: host}
 	res.Base = row(nil, p, base, base, budget, opts.Goal)
+	if host != "" {
+		res.Base.Fits = false
+	}
 	res.Fits = res.Base.Fits
 	switch {
 	case opts.Goal == Fit && res.Fits:
 		res.Stats.Replays = rs.replays
 		return res, nil
+	case opts.Goal == Speed && host != "":
+		return nil, &units.Error{Path: "advise", Msg: "goal=\"speed\" looks for faster plans that still fit, but this one fails the host memory check: " + host,
+			Hint: "advise(plan) first: the changes that make it fit"}
 	case opts.Goal == Speed && !res.Fits:
 		return nil, &units.Error{Path: "advise", Msg: fmt.Sprintf("goal=\"speed\" looks for faster plans that still fit, but this one does not fit (%s used of %s)",
 			units.FormatBytes(base.DeviceUsed), units.FormatBytes(budget)), Hint: "advise(plan) first: the cheapest changes that make it fit"}
@@ -103,7 +113,7 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 
 	var singles []Change
 	for _, g := range generators {
-		singles = append(singles, g.Gen(p, Ask{Goal: opts.Goal, Budget: budget})...)
+		singles = append(singles, g.Gen(p, Ask{Goal: opts.Goal, Budget: budget, HostShort: host != ""})...)
 	}
 	singleRows, err := rs.run(p, wrap(singles), &res.Stats)
 	if err != nil {
@@ -129,7 +139,7 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 	if opts.Goal == Fit {
 		res.Past = past(cands, res.Base)
 	}
-	if opts.Goal == Fit && !res.AnyFits() {
+	if opts.Goal == Fit && !res.AnyFits() && host == "" { // the rescue's GPUs do not change the host's need
 		if res.Rescue, err = rescue(rs, p, base, budget); err != nil {
 			return nil, err
 		}

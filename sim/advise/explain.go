@@ -62,7 +62,7 @@ func memoryTerms(base, rep *replay.Report) string {
 	if b, r := base.Largest, rep.Largest; r.Bytes*10 < b.Bytes*9 {
 		clauses = append(clauses, fmt.Sprintf("largest allocation %s -> %s", units.FormatBytes(b.Bytes), units.FormatBytes(r.Bytes)))
 	}
-	if d := rep.HostMemory - base.HostMemory; d >= small {
+	if d := rep.HostMemory - base.HostMemory; d >= small || d <= -small { // per GPU; less of it is what a plan short of host memory needs
 		clauses = append(clauses, "host memory "+signedBytes(d))
 	}
 	if len(clauses) > maxClauses {

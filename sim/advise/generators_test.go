@@ -2,6 +2,7 @@ package advise
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -291,6 +292,48 @@ func TestOffloadChangesValidate(t *testing.T) {
 		}
 		if params != c.params {
 			t.Errorf("%s: parameter offload offered %v, want %v", c.par, params, c.params)
+		}
+	}
+}
+
+// Short of host memory, the offload knob offers ZeRO-Infinity's NVMe tier
+// for what the plan keeps on the host, at ZeRO-3 only (DeepSpeed's NVMe
+// offload takes stage 3): optimizer and parameters on the CPU give three
+// changes (either or both to NVMe), each valid; the optimizer alone on the
+// CPU one; FSDP and ZeRO-2 none; nor when the host is not short.
+func TestOffloadChangesNVMe(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		par   core.Parallelism
+		off   core.Offload
+		short bool
+		want  []core.Offload
+	}{
+		{"zero3, both on the host", core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "cpu", Params: "cpu"}, true,
+			[]core.Offload{{Optimizer: "nvme", Params: "cpu"}, {Optimizer: "cpu", Params: "nvme"}, {Optimizer: "nvme", Params: "nvme"}}},
+		{"zero3, the optimizer on the host", core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "cpu"}, true,
+			[]core.Offload{{Optimizer: "nvme"}}},
+		{"zero3, the host not short", core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "cpu", Params: "cpu"}, false, nil},
+		{"zero2", core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "cpu"}, true, nil},
+		{"fsdp", core.Parallelism{DP: 8, FSDP: true}, core.Offload{Params: "cpu"}, true, nil},
+	} {
+		p := quickstart()
+		p.Parallel, p.Offload = c.par, &c.off
+		var got []core.Offload
+		for _, ch := range offloadChanges(p, Ask{Goal: Fit, Budget: p.Device.Memory, HostShort: c.short}) {
+			q, err := ch.Apply(p)
+			if err != nil {
+				t.Fatalf("%s, %s: %v", c.name, ch, err)
+			}
+			if o := q.Offload; o != nil && (o.Optimizer == "nvme" || o.Params == "nvme") {
+				if err := q.Validate(); err != nil {
+					t.Errorf("%s: %s is refused: %v", c.name, ch, err)
+				}
+				got = append(got, *o)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: NVMe changes %+v, want %+v", c.name, got, c.want)
 		}
 	}
 }

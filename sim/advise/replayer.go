@@ -46,6 +46,33 @@ func (rs *replayer) base(p *core.Plan) (*replay.Report, error) {
 	return rep, err
 }
 
+// baseOrHostShort replays the plan as given. When it fails only
+// train(host_memory=)'s check (the replay without the check needs more
+// host memory per node than host_memory), it returns that replay and the
+// check's message instead of the error, so that advice can look for the
+// changes that pass it.
+func (rs *replayer) baseOrHostShort(p *core.Plan) (*replay.Report, string, error) {
+	rep, err := rs.base(p)
+	if err == nil || p.HostMemory <= 0 {
+		return rep, "", err
+	}
+	q := *p
+	q.HostMemory = 0
+	unchecked, uerr := rs.eval(&q)
+	if uerr != nil {
+		return nil, "", err
+	}
+	if need, _ := replay.HostNeed(p, unchecked.HostMemory); need <= p.HostMemory {
+		return nil, "", err
+	}
+	msg := err.Error()
+	var ue *units.Error
+	if errors.As(err, &ue) {
+		msg = ue.Msg
+	}
+	return unchecked, msg, nil
+}
+
 // step counts a finished replay for the progress callback.
 func (rs *replayer) step() {
 	rs.done++

@@ -126,6 +126,16 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 			Hint: "add parallel(zero=2) (on one GPU, parallel(dp=1, zero=2)): each reduce bucket's gradients go to the host during the backward; zero=1 keeps the full 16-bit gradients on the GPU until the backward ends"}
 	case par.Zero == 0:
 		return nil
+	case o.Optimizer != "" && p.Optimizer.Kind != Adam && p.Optimizer.Kind != AdamW && p.Optimizer.Kind != Lion:
+		// With offload_optimizer the engine takes DeepSpeedCPUAdam or
+		// DeepSpeedCPULion only: a client optimizer of another type
+		// raises ZeRORuntimeException ("You are using ZeRO-Offload with a
+		// client provided optimizer", runtime/engine.py
+		// _configure_basic_optimizer, 2040-2044 at edaa722) unless the
+		// config sets zero_force_ds_cpu_optimizer false, and a ds-config
+		// optimizer of those types is built as them.
+		return &units.Error{Path: "offload", Msg: fmt.Sprintf("offload(optimizer=%q) steps DeepSpeed's CPU Adam or Lion only (got %s): DeepSpeed refuses a client optimizer of another type with offload_optimizer", o.Optimizer, p.Optimizer.Kind),
+			Hint: "use adamw() (DeepSpeedCPUAdam) or lion(), or keep the optimizer on the GPU (DeepSpeed's zero_force_ds_cpu_optimizer: false runs a client optimizer on the host, which memsh does not price)"}
 	case o.Params != "" && par.Zero < 3:
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("offload(params=...) needs zero=3 (got zero=%d)", par.Zero),
 			Hint: "DeepSpeed offloads parameters with ZeRO stage 3 only (offload_param)"}

@@ -347,10 +347,7 @@ func (r *Replay) checkHost(rep *Report) error {
 	if rep.HostMemory == 0 {
 		return nil
 	}
-	// The GPUs of one node: the cluster's gpus_per_node, unset an 8-GPU
-	// node or fewer when the layout has fewer GPUs (hw.Cluster.Norm).
-	gpus := max(r.Plan.Cluster.Norm(r.Plan.Parallel.Norm().GPUs()).GPUsPerNode, 1)
-	need := rep.HostMemory * gpus
+	need, gpus := HostNeed(r.Plan, rep.HostMemory)
 	per := fmt.Sprintf("%d GPUs x %s", gpus, units.FormatBytes(rep.HostMemory))
 	if gpus == 1 {
 		per = "1 GPU"
@@ -368,6 +365,15 @@ func (r *Replay) checkHost(rep *Report) error {
 		Msg: fmt.Sprintf("offload needs %s of host memory per node (%s) but host_memory is %s",
 			units.FormatBytes(need), per, units.FormatBytes(limit)),
 		Hint: r.hostHint(rep) + ", use more nodes, or give the real host RAM with host_memory="}
+}
+
+// HostNeed is the host memory a node needs for plan when each GPU needs
+// perGPU bytes, and the GPUs of that node: the cluster's gpus_per_node,
+// unset an 8-GPU node or fewer when the layout has fewer GPUs
+// (hw.Cluster.Norm). train(host_memory=) is checked against it.
+func HostNeed(plan *core.Plan, perGPU int64) (need, gpus int64) {
+	gpus = max(plan.Cluster.Norm(plan.Parallel.Norm().GPUs()).GPUsPerNode, 1)
+	return perGPU * gpus, gpus
 }
 
 // hostHint names the settings that put the largest host shares there.
