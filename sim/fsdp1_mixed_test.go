@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -36,5 +37,49 @@ func TestFSDP1MixedPrecisionGradCast(t *testing.T) {
 		if r.States.Grads != c.grads {
 			t.Errorf("%s: gradient state %d B, want %d", c.precision, r.States.Grads, c.grads)
 		}
+	}
+}
+
+// FSDP1 with gradient accumulation, with and without no_sync(), hand
+// counted on the pair of TestFSDP1MixedPrecisionGradCast (8 ranks, one
+// FlatParameter of n = 8,192,000 elements, shard s = n / 8), bf16-mixed,
+// 4 micro-batches:
+//
+//   - no_sync() (the default: Lightning, accelerate): the replayed
+//     micro-batch holds the unsharded bf16 flat gradient, 2 n B of
+//     gradient state, and reduce-scatters once per step: one message to
+//     the reduce-scatter's message (in the reduce dtype);
+//   - fsdp_sync_each_batch=True (accelerate's sync_each_batch, fsdp_qlora
+//     without --no_sync): _saved_grad_shard, the fp32 shard accumulated
+//     over the micro-batches, 4 s B, and a reduce-scatter every
+//     micro-batch: 4 times the bytes.
+func TestFSDP1SyncEachBatch(t *testing.T) {
+	const n = 8_192_000
+	const s = n / 8
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 4096}, &nn.Linear{In: 4096, Out: 1000}}, Loss: "mse"}
+	reduced := func(each bool) (grads, rs int64) {
+		p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, SyncEachBatch: each})
+		p.GradAccum = 4
+		r := evalPlan(t, p)
+		for _, cb := range r.CommBytes {
+			if cb.Name == "reduce_scatter" {
+				rs += cb.Bytes
+			}
+		}
+		return r.States.Grads, rs
+	}
+	syncGrads, syncRS := reduced(false)
+	eachGrads, eachRS := reduced(true)
+	if syncGrads != 2*n || eachGrads != 4*s {
+		t.Errorf("gradient state %d B under no_sync(), %d B with sync_each_batch; want %d and %d", syncGrads, eachGrads, 2*n, 4*s)
+	}
+	if syncRS <= 0 || eachRS != 4*syncRS {
+		t.Errorf("reduce-scattered per step: %d B with sync_each_batch, %d B under no_sync(); want 4 times", eachRS, syncRS)
+	}
+	// FSDP1 cannot accumulate outside no_sync() with CPU offload.
+	p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, SyncEachBatch: true})
+	p.GradAccum, p.Offload = 4, &core.Offload{Params: "cpu"}
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "inside no_sync() only") {
+		t.Errorf("sync_each_batch with CPU offload: %v, want the no_sync error", err)
 	}
 }

@@ -142,6 +142,23 @@ var layoutKeywords = []layoutKeyword{
 			p.AdapterUnits = bool(b)
 			return nil
 		}},
+	{Name: "fsdp_sync_each_batch", Sig: "False",
+		Doc: "FSDP1 (fsdp=1) with grad_accum > 1: False accumulates inside no_sync(), the unsharded gradients held and reduce-scattered " +
+			"at the last micro-batch only (Lightning, Hugging Face accelerate and Trainer by default); True reduce-scatters every " +
+			"micro-batch and accumulates the sharded gradients (accelerate's GradientAccumulationPlugin(sync_each_batch=True), " +
+			"Answer.AI's fsdp_qlora without --no_sync). FSDP1 cannot accumulate outside no_sync() with offload(params=\"cpu\")",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SyncEachBatch) },
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			if v == nil || v == starlark.None {
+				return nil
+			}
+			b, ok := v.(starlark.Bool)
+			if !ok {
+				return fmt.Errorf("fsdp_sync_each_batch must be True or False (got %s)", v.Type())
+			}
+			p.SyncEachBatch = bool(b)
+			return nil
+		}},
 	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters')",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
 	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: the precision's gradient dtype)",

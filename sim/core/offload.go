@@ -97,6 +97,13 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		// neither moves the optimizer state alone.
 		return &units.Error{Path: "parallel", Msg: "FSDP offloads parameters, gradients and optimizer state together: use offload(params=\"cpu\")",
 			Hint: "fully_shard(offload_policy=CPUOffloadPolicy()) and FullyShardedDataParallel(cpu_offload=CPUOffload(offload_params=True)) have no optimizer-only offload"}
+	case par.FSDP && par.SyncEachBatch && p.GradAccum > 1:
+		// _flat_param.py prepare_gradient_for_backward (pytorch/pytorch
+		// fe03cf693c): "Gradient accumulation outside `no_sync()` does not
+		// work with CPU offloading" (the host gradient shard cannot be
+		// added to the GPU one).
+		return &units.Error{Path: "parallel", Msg: "FSDP1 with offload(params=\"cpu\") accumulates gradients inside no_sync() only (fsdp_sync_each_batch=True with grad_accum > 1)",
+			Hint: "drop fsdp_sync_each_batch (fsdp_qlora sets --no_sync with --use_cpu_offload and gradient accumulation)"}
 	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
 		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)",
 			Hint: `NVMe is DeepSpeed's ZeRO-Infinity: parallel(dp=..., zero=3) with offload(params="nvme", optimizer="nvme"); FSDP's CPU offload is offload(params="cpu")`}

@@ -120,6 +120,7 @@ type Parallelism struct {
 	ReshardTo       int64       // reshard_after_forward=N: keep 1/N of each unit between forward and backward
 	FSDPUnits       []string    // modules wrapped as FSDP units of their own
 	AdapterUnits    bool        // FSDP1: every LoRA adapter a unit of its own (peft's fsdp_auto_wrap_policy); implied by quant
+	SyncEachBatch   bool        // FSDP1: reduce-scatter every micro-batch, no no_sync() while accumulating
 	FSDPParamDType  units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
 	FSDPReduceDType units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
 }
@@ -205,6 +206,9 @@ func (p Parallelism) String() string {
 	}
 	if n.AdapterUnits {
 		parts = append(parts, "fsdp_adapter_units=True")
+	}
+	if n.SyncEachBatch {
+		parts = append(parts, "fsdp_sync_each_batch=True")
 	}
 	if n.FSDPParamDType != units.InvalidDType {
 		parts = append(parts, fmt.Sprintf("param_dtype=%q", n.FSDPParamDType.Name()))

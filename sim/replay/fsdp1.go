@@ -34,9 +34,12 @@ import "github.com/memsh/memsh/sim/core"
 // without sync_each_batch) drive it. The unsharded gradients then
 // accumulate and only the synchronising micro-batch reduce-scatters them
 // (and, under CPU offload, copies the gradient shards to the host).
+// parallel(fsdp_sync_each_batch=True) is the trainer that does not use
+// it: each micro-batch reduce-scatters, and the sharded gradient,
+// _saved_grad_shard, accumulates across them.
 func FSDP1NoSync(plan *core.Plan) bool {
 	par := plan.Parallel.Norm()
-	return par.FSDP && par.FSDPVersion == 1 && plan.GradAccum > 1
+	return par.FSDP && par.FSDPVersion == 1 && plan.GradAccum > 1 && !par.SyncEachBatch
 }
 
 // setupFSDP1 allocates the flat shards, the optimizer state of the
@@ -75,6 +78,12 @@ func (d *distState) setupFSDP1(r *Replay) {
 		d.optimizerShard(r, p.Name, ceilDiv(p.Numel, d.Degree(int32(pi))), "FSDP1 shard")
 	}
 	d.syncGradsToHost(r)
+	if r.Plan.GradAccum > 1 && !d.noSync && !d.FsdpOffload(r) { // fsdp_sync_each_batch: the shards accumulated so far
+		r.op = "accumulated gradients"
+		for u := range d.units {
+			d.savedGradShard(r, int32(u))
+		}
+	}
 	if d.noSync {
 		r.op = "accumulated gradients"
 		for u := range d.units {
@@ -83,6 +92,23 @@ func (d *distState) setupFSDP1(r *Replay) {
 			}
 		}
 	}
+}
+
+// savedGradShard allocates unit u's _saved_grad_shard accumulated by the
+// micro-batches before the replayed one (fsdp_sync_each_batch): the
+// reduce-scattered gradient shard in the parameters' dtype
+// (castGradToParamDType), on the post-backward stream that made it. The
+// replayed micro-batch's shard is added into it (postBackwardFSDP1).
+func (d *distState) savedGradShard(r *Replay, u int32) {
+	un := &d.units[u]
+	if !un.trainable || un.grad != none {
+		return
+	}
+	full := r.Plan.Precision.Params
+	s := d.gatheredSize(u) / d.dp
+	un.grad = d.allocOn(r, StreamReduceScatter, un.name+" sharded gradient", []int64{s}, full, full.Bytes(s), core.CatGrads,
+		"_saved_grad_shard of "+un.name+": the sharded gradients of the micro-batches so far (FSDP1 without no_sync())")
+	r.Rep.States.Grads += full.Bytes(s)
 }
 
 // allocFlatGrad allocates unit u's unsharded flat gradient.
