@@ -244,6 +244,7 @@ type commExposure struct {
 	perMB, tail []replay.TimeShare
 	gradCopy    float64 // ZeRO-Offload's gradient copies to the host left exposed (overlap_comm), seconds
 	fsdpCopies  float64 // FSDP's CPU offload copies left exposed, seconds per step
+	nvmeReads   float64 // ZeRO-Infinity's parameter reads from NVMe left exposed, seconds per step
 }
 
 // exposedComm applies the overlap rules:
@@ -390,10 +391,15 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		}
 		return ((m-1)*exposedFSDP(rsMB, down, 0) + exposedFSDP(rsMB+rsSync, down, up)) / m
 	}
+	// ZeRO-Infinity's parameter reads from NVMe come first in that chain
+	// (nvme.go): their exposed part, beyond the copies', is nvme.
+	reads := w.nvmeParamRead / m
 	var fsdp float64
-	if gatherMB > 0 || rsMB > 0 || rsSync > 0 || down > 0 || w.fsdpUp > 0 {
+	if gatherMB > 0 || rsMB > 0 || rsSync > 0 || down > 0 || w.fsdpUp > 0 || reads > 0 {
 		fsdp = average(0, 0)
-		out.fsdpCopies = m * (average(down, w.fsdpUp) - fsdp)
+		copies := average(down, w.fsdpUp)
+		out.fsdpCopies = m * (copies - fsdp)
+		out.nvmeReads = m * (average(down+reads, w.fsdpUp) - copies)
 	}
 	out.perMB = append(out.perMB, replay.TimeShare{Name: "fsdp_comm", Seconds: fsdp})
 	var dp float64

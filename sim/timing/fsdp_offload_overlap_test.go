@@ -123,3 +123,46 @@ func TestFSDP1NoSyncReducesOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestNVMeParamReadsInChain counts by hand where ZeRO-Infinity's
+// parameter reads from NVMe go: prefetched before their gathers, they
+// head the chain of the gathers and their PCIe copies (half beside the
+// forward, half beside the backward), and what the reads add to that
+// chain's exposure is nvme; the serial NVMe time (w.NVMe) adds whole. No
+// collective, a 1 s forward and a 2 s backward, one micro-batch, 0.5 s of
+// serial NVMe:
+//
+//   - reads 1 s, copies 1 s: 1 s beside the forward, 1 s beside the
+//     backward: hidden, nvme 0.5 s;
+//   - reads 4 s, no copies: 2 s beside a 1 s forward: 1 s exposed, nvme
+//     1.5 s;
+//   - reads 2 s, copies 2 s: the copies alone hide (1 s beside each), with
+//     the reads the forward's 2 s outlast it by 1 s: nvme 1.5 s, offload 0.
+func TestNVMeParamReadsInChain(t *testing.T) {
+	dev, err := hw.LookupDevice("A100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prec, _ := core.LookupPrecision("bf16")
+	plan := &core.Plan{Device: dev, Precision: prec, GradAccum: 1, Cluster: hw.Cluster{Nodes: 1, GPUsPerNode: 8},
+		Parallel: core.Parallelism{DP: 8, Zero: 3}}
+	for _, row := range []struct {
+		name          string
+		reads, copies float64
+		nvme, offload float64
+	}{
+		{"hidden", 1, 1, 0.5, 0},
+		{"the forward's half outlasts it", 4, 0, 1.5, 0},
+		{"the reads tip it", 2, 2, 1.5, 0},
+	} {
+		w := &GpuWork{M: 1, Mb: ComputeTime{Forward: 1, Backward: 2}, Mode: replay.DistZeRO, Zero: 3, NVMe: 0.5,
+			nvmeParamRead: row.reads, fsdpDown: row.copies}
+		g := w.Times(plan)
+		if got := shareOf(g.Tail, "nvme"); math.Abs(got-row.nvme) > 1e-12 {
+			t.Errorf("%s: nvme %.4f s, hand count %.4f s", row.name, got, row.nvme)
+		}
+		if got := shareOf(g.Tail, "offload"); math.Abs(got-row.offload) > 1e-12 {
+			t.Errorf("%s: offload %.4f s, hand count %.4f s", row.name, got, row.offload)
+		}
+	}
+}

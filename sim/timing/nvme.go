@@ -28,9 +28,16 @@ import (
 //   - the parameters: a partition on NVMe is read into the parameter
 //     swapper's buffers before its all-gather (partition_parameters.py
 //     1684-1692: swap_in(async_op=False) unless already in flight) and
-//     its PCIe copy; memsh prices those copies exposed (hostSeconds), and
-//     the reads with them; the updated partitions are written after the
-//     step.
+//     its PCIe copy; the updated partitions are written after the step.
+//     Those reads do overlap: once the trace is complete the coordinator
+//     swaps in, asynchronously, the partitions of the parameters it will
+//     gather after those already in flight
+//     (partitioned_param_coordinator.py __prefetch_nvme_param_partitions,
+//     667-690; prefetch_nvme is on when offload_param's device is nvme,
+//     parameter_offload.py 212), and the gather waits for them
+//     (synchronize_reads). They join the chain of the prefetched gathers
+//     and their PCIe copies (comm.go exposedComm), and only what that
+//     chain outlasts the compute by is nvme (NVMeParamReadSeconds).
 // Reads and writes go to the same drives one after the other, so their
 // times add.
 
@@ -44,4 +51,11 @@ func NVMeSeconds(plan *core.Plan, io replay.NVMeIO, ranks int64) float64 {
 	reads := float64(io.StepRead + io.ParamRead)
 	writes := float64(io.GradWrite + io.StepWrite + io.ParamWrite)
 	return float64(max(ranks, 1)) * (reads/read + writes/write)
+}
+
+// NVMeParamReadSeconds is the part of NVMeSeconds that reads parameter
+// partitions before their gathers, prefetched in the chain of the
+// gathers (exposedComm), where the rest is serial.
+func NVMeParamReadSeconds(plan *core.Plan, io replay.NVMeIO, ranks int64) float64 {
+	return NVMeSeconds(plan, replay.NVMeIO{ParamRead: io.ParamRead}, ranks)
 }

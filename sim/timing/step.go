@@ -113,6 +113,10 @@ type GpuWork struct {
 	// after their reduce-scatters, on side streams beside the collectives
 	// (comm.go), not in host.
 	fsdpDown, fsdpUp float64
+	// nvmeParamRead is ZeRO-Infinity's parameter partitions read from NVMe
+	// before their gathers, seconds per step, prefetched in the same chain
+	// (nvme.go); the serial rest of the NVMe time is NVMe.
+	nvmeParamRead float64
 
 	costs  []OpCost      // the priced ops of one micro-batch (workOf; nil on the search's path)
 	prog   *core.Program // their program
@@ -263,6 +267,8 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 			TorchCPUOptimizerSeconds(plan, float64(r.Dist.FsdpHostStepElements(r)), RanksPerHost(plan))
 	}
 	w.NVMe = NVMeSeconds(plan, r.NVMe(), RanksPerHost(plan))
+	w.nvmeParamRead = NVMeParamReadSeconds(plan, r.NVMe(), RanksPerHost(plan))
+	w.NVMe -= w.nvmeParamRead  // in the gathers' chain (exposedComm)
 	if plan.PipeStage == nil { // mbProg is the replayed program
 		if exp, ok := offloadExposed(r, costs, plan.Offload == nil || !plan.Offload.SyncCopies); ok { // torchtune's copies overlap (offload.go)
 			d := r.Plan.Device
@@ -389,7 +395,7 @@ func (w *GpuWork) Times(plan *core.Plan) gpuTime {
 	}
 	add(&g.Tail, "optimizer", max(w.Optimizer, w.OptimizerCPU))
 	add(&g.Tail, "cpu_optimizer", w.CPUOptimizer)
-	add(&g.Tail, "nvme", w.NVMe)
+	add(&g.Tail, "nvme", w.NVMe+c.nvmeReads)
 	add(&g.Tail, "offload", w.host+c.gradCopy+c.fsdpCopies)
 	add(&g.Tail, "step_overhead", w.StepOverhead)
 	for _, s := range g.PerMB {
