@@ -67,6 +67,9 @@ type cloneRoom struct {
 	// the block's path (nil: no mention), so that a copy joins the
 	// pieces with its own path instead of searching each why again.
 	valueWhys, bufferWhys [][]string
+	// template is the name table's entry for the block's names (nil: no
+	// table, or a full one), found at the first copy (cloneNames).
+	template *nameTemplate
 }
 
 // roomOf counts src's cloneRoom.
@@ -350,7 +353,13 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		}
 		return vals[i:len(vals):len(vals)]
 	}
-	for _, op := range p.Ops[f.ops:l.ops] {
+	// The ops and values are written in place, each copied once (a range
+	// copy and an append copied each op twice: 200-byte structs).
+	p.Ops = slices.Grow(p.Ops, l.ops-f.ops)
+	p.Ops = p.Ops[:len(p.Ops)+l.ops-f.ops]
+	for i := f.ops; i < l.ops; i++ {
+		op := &p.Ops[i+dOps]
+		*op = p.Ops[i]
 		same := op.Module == op.Name // an op named as its module (a linear's matmul): one string for both
 		op.Name = rename(op.Name)
 		if same {
@@ -373,15 +382,17 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		if op.Block == int32(src.index)+1 {
 			op.Block += dBlock
 		}
-		p.Ops = append(p.Ops, op)
 	}
-	for i, v := range p.Values[f.values:l.values] {
+	p.Values = slices.Grow(p.Values, l.values-f.values)
+	p.Values = p.Values[:len(p.Values)+l.values-f.values]
+	for i := f.values; i < l.values; i++ {
+		v := &p.Values[i+dVals]
+		*v = p.Values[i]
 		v.Name, v.Shape = rename(v.Name), shape(v.Shape)
-		v.Why = renameWhy(v.Why, room.valueWhys[i])
+		v.Why = renameWhy(v.Why, room.valueWhys[i-f.values])
 		if int(v.Producer) >= f.ops && int(v.Producer) < l.ops {
 			v.Producer += int32(dOps)
 		}
-		p.Values = append(p.Values, v)
 	}
 	for _, pi := range p.Params[f.params:l.params] {
 		pi.Name, pi.Shape = rename(pi.Name), shape(pi.Shape)
@@ -423,47 +434,26 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 // where writing into the strings.Builder read and wrote the builder's
 // fields at every piece, a checked access each under the race detector
 // (a fifth of the lowering's checks on the FuzzSizes inputs of 65,536
-// blocks).
+// blocks). With a name table (ProgramBuffers.Names) the text is the
+// table's: looked up by the block's template and the copy's path, and
+// written only when the table has none.
 func (b *Builder) cloneNames(src *blockCopy, room *cloneRoom) string {
-	p, f, l := b.P, src.first, src.last
-	prefix, from := b.prefix, len(src.prefix)
-	text := b.clones.scratch[:0]
-	for i := f.ops; i < l.ops; i++ {
-		op := &p.Ops[i]
-		name, module := op.Name, op.Module
-		text = append(append(text, prefix...), name[from:]...)
-		if module != name {
-			text = append(append(text, prefix...), module[from:]...)
+	t := b.clones.shared
+	if t != nil && room.template == nil {
+		cuts := b.clones.cuts[:0]
+		text := b.appendNames(b.clones.scratch[:0], src, room, "", &cuts)
+		room.template = t.template(text, cuts)
+		b.clones.scratch, b.clones.cuts = text[:0], cuts[:0]
+	}
+	if t != nil && room.template != nil {
+		if s, ok := t.textOf(room.template, b.prefix); ok {
+			return s
 		}
 	}
-	why := func(parts []string) {
-		for k, part := range parts {
-			if k > 0 {
-				text = append(text, prefix...)
-			}
-			text = append(text, part...)
-		}
-	}
-	for i := f.values; i < l.values; i++ {
-		text = append(append(text, prefix...), p.Values[i].Name[from:]...)
-		why(room.valueWhys[i-f.values])
-	}
-	for i := f.params; i < l.params; i++ {
-		text = append(append(text, prefix...), p.Params[i].Name[from:]...)
-	}
-	for i := f.regions; i < l.regions; i++ {
-		text = append(append(text, prefix...), p.Regions[i].name[from:]...)
-	}
-	for i := f.graphs; i < l.graphs; i++ {
-		text = append(append(text, prefix...), p.Graphs[i].Name[from:]...)
-	}
-	for i := f.buffers; i < l.buffers; i++ {
-		text = append(append(text, prefix...), p.Buffers[i].Name[from:]...)
-		why(room.bufferWhys[i-f.buffers])
-	}
+	text := b.appendNames(b.clones.scratch[:0], src, room, b.prefix, nil)
 	b.clones.scratch = text[:0]
-	if t := b.clones.shared; t != nil {
-		if s, ok := t.text(text); ok {
+	if t != nil && room.template != nil {
+		if s, ok := t.keep(room.template, b.prefix, text); ok {
 			return s
 		}
 	}
@@ -471,6 +461,62 @@ func (b *Builder) cloneNames(src *blockCopy, room *cloneRoom) string {
 	at := names.Len()
 	names.Write(text)
 	return names.String()[at:]
+}
+
+// appendNames appends cloneNames' text for a copy of src under module
+// path prefix to text; with cuts, it records where in text each prefix
+// begins (the text and cuts of prefix "" are the block's template: the
+// text of any prefix follows from them).
+func (b *Builder) appendNames(text []byte, src *blockCopy, room *cloneRoom, prefix string, cuts *[]int32) []byte {
+	p, f, l := b.P, src.first, src.last
+	from := len(src.prefix)
+	pre := func() {
+		if cuts != nil {
+			*cuts = append(*cuts, int32(len(text)))
+		}
+		text = append(text, prefix...)
+	}
+	for i := f.ops; i < l.ops; i++ {
+		op := &p.Ops[i]
+		name, module := op.Name, op.Module
+		pre()
+		text = append(text, name[from:]...)
+		if module != name {
+			pre()
+			text = append(text, module[from:]...)
+		}
+	}
+	why := func(parts []string) {
+		for k, part := range parts {
+			if k > 0 {
+				pre()
+			}
+			text = append(text, part...)
+		}
+	}
+	for i := f.values; i < l.values; i++ {
+		pre()
+		text = append(text, p.Values[i].Name[from:]...)
+		why(room.valueWhys[i-f.values])
+	}
+	for i := f.params; i < l.params; i++ {
+		pre()
+		text = append(text, p.Params[i].Name[from:]...)
+	}
+	for i := f.regions; i < l.regions; i++ {
+		pre()
+		text = append(text, p.Regions[i].name[from:]...)
+	}
+	for i := f.graphs; i < l.graphs; i++ {
+		pre()
+		text = append(text, p.Graphs[i].Name[from:]...)
+	}
+	for i := f.buffers; i < l.buffers; i++ {
+		pre()
+		text = append(text, p.Buffers[i].Name[from:]...)
+		why(room.bufferWhys[i-f.buffers])
+	}
+	return text
 }
 
 // cloneArena holds slabs that cloneBlock carves its copies' names,
@@ -485,6 +531,7 @@ type cloneArena struct {
 	// scratch is where cloneNames writes a copy's names before they go
 	// into names (kept for the next copy).
 	scratch []byte
+	cuts    []int32 // where a template's module paths go (cloneNames), kept likewise
 	// shared, when set, keeps the copies' names for other lowerings too
 	// (ProgramBuffers.Names): a copy takes its names from it, not from
 	// names.

@@ -292,8 +292,9 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers) (*Program, e
 	if bufs != nil {
 		// The scratch is this lowering's alone until it hands it back,
 		// for the next lowering, also after an error.
-		b.clones.shared, b.clones.scratch, bufs.scratch = bufs.Names, bufs.scratch, nil
-		defer func() { bufs.scratch = b.clones.scratch }()
+		b.clones.shared, b.clones.scratch, b.clones.cuts = bufs.Names, bufs.scratch, bufs.cuts
+		bufs.scratch, bufs.cuts = nil, nil
+		defer func() { bufs.scratch, bufs.cuts = b.clones.scratch, b.clones.cuts }()
 	}
 	b.compile = p.Compile
 	b.f8 = p.Float8.forDevice(p.Device)

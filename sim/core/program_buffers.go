@@ -23,6 +23,7 @@ type ProgramBuffers struct {
 	// largest block's names at each lowering (a tenth of the search's
 	// bytes), the next lowering starts on it.
 	scratch []byte
+	cuts    []int32 // the same for a block's name template
 }
 
 // Recycle takes p's lists for the next lowering and empties p: p must not
@@ -55,7 +56,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch}
+	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch, cuts: b.cuts}
 }
 
 // untaken hands back to b the lists of prog, just lowered, that nothing
