@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // FSDP1 under parameter mixed precision, without offload, hand-counted:
@@ -81,5 +82,49 @@ func TestFSDP1SyncEachBatch(t *testing.T) {
 	p.GradAccum, p.Offload = 4, &core.Offload{Params: "cpu"}
 	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "inside no_sync() only") {
 		t.Errorf("sync_each_batch with CPU offload: %v, want the no_sync error", err)
+	}
+}
+
+// FSDP1's reduce dtype, hand-counted on the same pair (n = 8,192,000
+// elements, s = n / 8), bf16-mixed:
+//
+//   - without reduce_dtype, MixedPrecision reduces in param_dtype (bf16):
+//     the reduce-scatter's message is the 2 n B bf16 unsharded gradient;
+//     the post-backward stream holds it (recorded there, 16 MiB rounded
+//     to a 2 MiB multiple) with the 2 s B output and its 4 s B fp32 cast;
+//   - reduce_dtype="fp32": _post_backward_hook first casts the unsharded
+//     gradient to fp32 on the post-backward stream (4 n B, 32,768,000 B:
+//     that stream's pool holds at least it), the reduce-scatter's message
+//     is 4 n B and its fp32 output needs no cast.
+//
+// The gradient state is the fp32 shard, 4 s B, either way.
+func TestFSDP1ReduceDType(t *testing.T) {
+	const n = 8_192_000
+	const s = n / 8
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 4096}, &nn.Linear{In: 4096, Out: 1000}}, Loss: "mse"}
+	for _, c := range []struct {
+		reduce  units.DType
+		rs      int64
+		poolMin int64
+	}{
+		{units.InvalidDType, 2 * n, 2 * n},
+		{units.FP32, 4 * n, 4 * n},
+	} {
+		r := evalPlan(t, distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, FSDPReduceDType: c.reduce}))
+		var rs int64
+		for _, cb := range r.CommBytes {
+			if cb.Name == "reduce_scatter" {
+				rs += cb.Bytes
+			}
+		}
+		if rs != c.rs {
+			t.Errorf("reduce_dtype %v: %d B reduce-scattered, want %d", c.reduce, rs, c.rs)
+		}
+		if r.States.Grads != 4*s {
+			t.Errorf("reduce_dtype %v: gradient state %d B, want %d", c.reduce, r.States.Grads, 4*s)
+		}
+		if got := streamPeak(r, "reduce_scatter"); got < c.poolMin {
+			t.Errorf("reduce_dtype %v: post-backward stream %d B, want at least %d", c.reduce, got, c.poolMin)
+		}
 	}
 }

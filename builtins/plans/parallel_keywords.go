@@ -161,7 +161,7 @@ var layoutKeywords = []layoutKeyword{
 		}},
 	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters')",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
-	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: the precision's gradient dtype)",
+	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: FSDP2 the precision's gradient dtype, torchtitan's float32; FSDP1 param_dtype, as MixedPrecision and accelerate's policy do)",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPReduceDType }),
 	{Name: "cp_mode", Sig: `"ring"`,
 		Doc: `how context parallelism runs attention: "ring" (Megatron/TransformerEngine ring attention: K/V chunks passed around the cp ranks, ` +

@@ -74,10 +74,19 @@ func (p Parallelism) FSDPParams(prec Precision) units.DType {
 }
 
 // FSDPReduce is the dtype FSDP reduce-scatters gradients in: the policy's
-// reduce_dtype, else the plan's gradient dtype.
+// reduce_dtype; else, for FSDP1, param_dtype: MixedPrecision's reduce_dtype
+// "If this is None but param_dtype is not None, then this takes on the
+// param_dtype value, still running gradient reduction in low precision"
+// (pytorch/pytorch fe03cf693c, torch/distributed/fsdp/api.py), as Hugging
+// Face accelerate's policy sets it (MixedPrecision(param_dtype=dtype,
+// reduce_dtype=dtype, buffer_dtype=dtype)); else (FSDP2) the plan's
+// gradient dtype, torchtitan's mixed_precision_reduce default (float32).
 func (p Parallelism) FSDPReduce(prec Precision) units.DType {
-	if p.FSDPReduceDType != units.InvalidDType {
+	switch {
+	case p.FSDPReduceDType != units.InvalidDType:
 		return p.FSDPReduceDType
+	case p.FSDPVersion == 1:
+		return p.FSDPParams(prec)
 	}
 	return prec.Grads
 }

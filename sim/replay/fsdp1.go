@@ -157,8 +157,20 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 	if d.noSync || un.flatGrad == none {
 		return
 	}
-	dt := d.gatherDT
+	dt := d.reduceDT
 	s := d.gatheredSize(u) / d.dp
+	if dt != d.gatherDT {
+		// _post_backward_hook casts the unsharded gradient to reduce_dtype
+		// on the post-backward stream before the reduce-scatter
+		// (flat_param.grad.to(handle._reduce_dtype), _runtime_utils.py at
+		// fe03cf693c); the gather-dtype gradient is recorded there and freed.
+		n := d.gatheredSize(u)
+		cast := d.allocOn(r, StreamReduceScatter, un.name+" unsharded flat gradient in reduce_dtype", []int64{n}, dt, dt.Bytes(n), core.CatGrads,
+			"gradient of the whole FlatParameter of "+un.name+" cast to reduce_dtype for its reduce-scatter (FSDP1)")
+		r.recordStream(un.flatGrad, StreamReduceScatter)
+		r.release(un.flatGrad)
+		un.flatGrad = cast
+	}
 	out := d.allocOn(r, StreamReduceScatter, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatGrads, "sharded gradient of "+un.name+" (FSDP1 reduce-scatter, on the post-backward stream)")
 	r.recordStream(un.flatGrad, StreamReduceScatter) // read by the reduce-scatter (streams.go)
 	r.release(un.flatGrad)
@@ -179,7 +191,7 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 // castGradToParamDType is _accumulate_sharded_grad's
 // _cast_grad_to_param_dtype (pytorch/pytorch fe03cf693c,
 // torch/distributed/fsdp/_runtime_utils.py): under parameter mixed
-// precision the reduce-scatter's output (out, in the gather dtype) is
+// precision the reduce-scatter's output (out, in reduce_dtype) is
 // cast to the parameters' own dtype on the post-backward stream and the
 // low-precision output freed, with or without CPU offload; the cast is
 // what becomes _saved_grad_shard and, at the backward's end, the
@@ -187,7 +199,7 @@ func (d *distState) postBackwardFSDP1(r *Replay, u int32) {
 // tensor that holds the sharded gradient.
 func (d *distState) castGradToParamDType(r *Replay, u int32, out int32) int32 {
 	full := r.Plan.Precision.Params
-	if full == d.gatherDT {
+	if full == d.reduceDT {
 		return out
 	}
 	un := &d.units[u]
