@@ -1,8 +1,10 @@
 package timing
 
 import (
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Activation offload's time: torchtune's OffloadActivations
@@ -155,4 +157,23 @@ const pageableD2HFraction = 10.8 / 25.8
 // pageable fraction.
 func PageableD2HSeconds(d hw.Device, bytes int64) float64 {
 	return PCIeSeconds(d, bytes) / pageableD2HFraction
+}
+
+// StagedCastSeconds is the CPU's cast of fp32 bytes, staged on the host
+// by a blocking copy from the GPU, into a partition of the plan's
+// parameter dtype: torch's blocking copy_ of a CUDA tensor into a CPU
+// tensor of another dtype "performs conversions on CPU" (aten/src/ATen/
+// native/cuda/Copy.cu copy_kernel_cuda at pytorch 007aa8ae), after the
+// transfer into its fp32 temporary (ZeRO-3 offload_param's copy back of
+// the updated partition, replay's PageableD2H). The cast reads the fp32
+// values and writes the parameter dtype's, at the node's host bandwidth
+// shared by its ranks, as DeepSpeedCPUAdam's own cast of the updated
+// partition is priced (cpu_optimizer.go CPUOptimizerBytes).
+func StagedCastSeconds(plan *core.Plan, fp32Bytes int64, ranks int64) float64 {
+	if fp32Bytes <= 0 {
+		return 0
+	}
+	n := float64(fp32Bytes) / float64(units.FP32.Bytes(1))
+	bytes := float64(fp32Bytes) + n*float64(plan.Precision.Params.Bytes(1<<20))/(1<<20)
+	return float64(max(ranks, 1)) * bytes / plan.Cluster.HostRate(plan.Device)
 }

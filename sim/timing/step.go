@@ -257,7 +257,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, er
 		w.host = max(0, w.host-w.fsdpDown-w.fsdpUp) // hostSeconds counted them: linear in the bytes, so only rounding is clamped
 	}
 	if b := r.Dist.PageableD2H(); b > 0 { // nil-safe; hostSeconds priced them pinned
-		w.host += PageableD2HSeconds(plan.Device, b) - PCIeSeconds(plan.Device, b)
+		w.host += PageableD2HSeconds(plan.Device, b) - PCIeSeconds(plan.Device, b) + StagedCastSeconds(plan, b, RanksPerHost(plan))
 	}
 	if r.Dist != nil && r.Dist.ZeroOffload(r) {
 		w.SetZeROOffloadCopies(plan, int64(hostStepElements(r)))
