@@ -446,6 +446,21 @@ func hfLayout(t *tree, o Options, p *plan) error {
 	if fsdp && version == 1 && peft && !p.quantized() {
 		args = append(args, kw("fsdp_adapter_units", "True"))
 	}
+	// The Trainer accumulates inside accelerator.no_sync() unless
+	// accelerator_config's gradient_accumulation_kwargs sets
+	// sync_each_batch (accelerate's GradientAccumulationPlugin): then
+	// FSDP1 reduce-scatters every micro-batch.
+	each, err := t.boolean("accelerator_config.gradient_accumulation_kwargs.sync_each_batch", false)
+	if err != nil {
+		return err
+	}
+	accum, err := t.integer("gradient_accumulation_steps", 1, 1, 1<<24)
+	if err != nil {
+		return err
+	}
+	if fsdp && version == 1 && each && accum > 1 {
+		args = append(args, kw("fsdp_sync_each_batch", "True"))
+	}
 	p.set("parallel", call("parallel", args...))
 	if offload {
 		p.offload(kw("params", str("cpu")))

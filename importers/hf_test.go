@@ -61,6 +61,15 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True))`,
 	}, {
+		name: "the same with accelerator_config's sync_each_batch: FSDP1 reduce-scatters every micro-batch",
+		file: "hf/zephyr_sft_qlora.yaml",
+		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "accelerator_config.gradient_accumulation_kwargs.sync_each_batch=true"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", input_requires_grad = True),
+             lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_each_batch = True))`,
+	}, {
 		name: "the plain Trainer's gradient checkpointing: reentrant (transformers 4.x)",
 		file: "hf/trainer_gc.json",
 		opts: Options{Seq: 1024},
