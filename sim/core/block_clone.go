@@ -57,12 +57,12 @@ type blockCopy struct {
 
 // cloneRoom is what each copy of a block takes of the clone arena: bytes
 // of names and renamed whys (less the renames' growth), and how often the
-// block's path appears in its whys; dimensions of shapes; entries of
+// block's path appears in its whys; entries of
 // value and parameter lists. The same for every copy, so counted once (a
 // count at every copy read each op of the block again: a fifth of a
 // 65,536-block lowering's memory reads).
 type cloneRoom struct {
-	names, whyPaths, renames, dims, vals, params int
+	names, whyPaths, renames, vals, params int
 	// The whys of the block's values and buffers cut at each mention of
 	// the block's path (nil: no mention), so that a copy joins the
 	// pieces with its own path instead of searching each why again.
@@ -95,11 +95,11 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 	}
 	for i := f.values; i < l.values; i++ {
 		v := &p.Values[i]
-		c.names, c.dims = c.names+len(v.Name), c.dims+len(v.Shape)
+		c.names += len(v.Name)
 		c.valueWhys[i-f.values] = why(v.Why)
 	}
 	for i := f.params; i < l.params; i++ {
-		c.names, c.dims = c.names+len(p.Params[i].Name), c.dims+len(p.Params[i].Shape)
+		c.names += len(p.Params[i].Name)
 	}
 	for _, r := range p.Regions[f.regions:l.regions] {
 		c.names += len(r.name)
@@ -108,7 +108,7 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 		c.names += len(g.Name)
 	}
 	for i, bu := range p.Buffers[f.buffers:l.buffers] {
-		c.names, c.dims = c.names+len(bu.Name), c.dims+len(bu.Shape)
+		c.names += len(bu.Name)
 		c.bufferWhys[i] = why(bu.Why)
 	}
 	c.renames = (l.ops-f.ops)*2 + l.values - f.values + l.params - f.params + l.regions - f.regions + l.graphs - f.graphs + l.buffers - f.buffers
@@ -297,7 +297,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 	f, l := src.first, src.last
 	dOps, dVals, dParams := len(p.Ops)-f.ops, len(p.Values)-f.values, len(p.Params)-f.params
 	dRegions, dBlock := int32(len(p.Regions)-f.regions), int32(b.block-src.index)
-	// The copies' names share a string, their shapes an array (cloneArena).
+	// The copies' names share a string (cloneArena).
 	room := b.roomOf(src)
 	d := len(b.prefix) - len(src.prefix)
 	all, used := b.cloneNames(src, room), 0 // every renamed name and why, in the order taken below
@@ -316,14 +316,17 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		used += n
 		return why
 	}
-	shapes := b.clones.shapes.take(room.dims)
+	// A copy's shapes are its source's: nothing writes a shape once made
+	// (a lowering passes its inputs' shapes on as its outputs', and makes
+	// a new slice to change one), and each is capped at its length, so
+	// that an append makes a new array rather than write past the
+	// source's (copying them into an arena was 45 MB per
+	// BenchmarkSearchLlama70B1024 op).
 	shape := func(s []int64) []int64 {
 		if s == nil {
 			return nil
 		}
-		at := len(shapes)
-		shapes = append(shapes, s...)
-		return shapes[at:len(shapes):len(shapes)]
+		return s[:len(s):len(s)]
 	}
 	val := func(v Value) Value {
 		switch {
@@ -519,9 +522,9 @@ func (b *Builder) appendNames(text []byte, src *blockCopy, room *cloneRoom, pref
 	return text
 }
 
-// cloneArena holds slabs that cloneBlock carves its copies' names,
-// shapes and value and parameter lists from: a heap allocation per slab
-// rather than four per copy (a 65,536-block repeat made a quarter of
+// cloneArena holds slabs that cloneBlock carves its copies' names and
+// value and parameter lists from: a heap allocation per slab rather than
+// three per copy (a 65,536-block repeat made a quarter of
 // a million). Each slab is twice the last, from the first copy's need,
 // so that a model of two blocks pays no more than before. A slab's bytes
 // are never written twice.
@@ -536,7 +539,6 @@ type cloneArena struct {
 	// (ProgramBuffers.Names): a copy takes its names from it, not from
 	// names.
 	shared *NameTable
-	shapes slab[int64]
 	vals   slab[Value]
 	params slab[int32]
 }
