@@ -16,7 +16,8 @@ func reasonOf(err error) string {
 	} else {
 		msg = err.Error()
 	}
-	b := make([]byte, 0, len(msg))
+	var room [256]byte // the class is written here (on the stack) when it fits: one allocation, the string, per refused layout
+	b := room[:0]
 	for i := 0; i < len(msg); i++ {
 		if isDigit(msg[i]) {
 			if i == 0 || !isDigit(msg[i-1]) {
