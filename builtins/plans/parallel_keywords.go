@@ -527,7 +527,7 @@ func ParallelLayoutFn(b *starlark.Builtin, kwargs []starlark.Tuple) (starlark.Va
 			}
 		}
 		if k.set == nil {
-			return nil, fmt.Errorf("%s: unexpected keyword argument %q (known: %s)", b.Name(), name, strings.Join(LayoutKeywordNames(), ", "))
+			return nil, unknownLayoutKeyword(b.Name(), name)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("%s: got multiple values for keyword argument %q", b.Name(), name)
@@ -567,6 +567,43 @@ func LayoutKeywordNames() []string {
 		names[i] = k.Name
 	}
 	return names
+}
+
+// unknownLayoutKeyword is the error for a keyword parallel() does not
+// take: the nearest one when a typo or a dropped prefix explains it
+// (fsdp_sync_each_batchs, sync_each_batch), as Starlark says for train(),
+// else every keyword.
+func unknownLayoutKeyword(fn, name string) error {
+	known := LayoutKeywordNames()
+	if near := nearestLayoutKeyword(name, known); near != "" {
+		return fmt.Errorf("%s: unexpected keyword argument %q (did you mean %s?)", fn, name, near)
+	}
+	return fmt.Errorf("%s: unexpected keyword argument %q (known: %s)", fn, name, strings.Join(known, ", "))
+}
+
+// nearestLayoutKeyword is the known keyword at most two edits from name,
+// or the only one name is the tail of after a prefix ("sync_each_batch"
+// of "fsdp_sync_each_batch"), or "".
+func nearestLayoutKeyword(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := units.EditDistance(name, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best != "" || len(name) < 4 {
+		return best
+	}
+	tail := ""
+	for _, k := range known {
+		if strings.HasSuffix(k, "_"+name) {
+			if tail != "" {
+				return "" // dtype: param_dtype, reduce_dtype or router_dtype
+			}
+			tail = k
+		}
+	}
+	return tail
 }
 
 // layoutSig is the keyword part of parallel()'s signature.

@@ -123,9 +123,13 @@ func (par Parallelism) validateFSDP() error {
 		return &units.Error{Path: "parallel", Msg: "fsdp_adapter_units= is peft's FSDP1 wrap policy",
 			Hint: "add fsdp=1 (accelerate's FullyShardedDataParallel, which peft's fsdp_auto_wrap_policy wraps)"}
 	}
-	if par.SyncEachBatch && (!par.FSDP || par.FSDPVersion != 1) {
+	if par.SyncEachBatch && par.FSDP && par.FSDPVersion != 1 {
 		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's: FSDP2 (fully_shard) reduce-scatters every micro-batch already",
 			Hint: "add fsdp=1 (FullyShardedDataParallel, whose no_sync() the trainers use while accumulating)"}
+	}
+	if par.SyncEachBatch && !par.FSDP {
+		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's (FullyShardedDataParallel's no_sync()), and this layout has no fsdp=",
+			Hint: "add fsdp=1 (FullyShardedDataParallel), or drop fsdp_sync_each_batch: it chooses how FSDP1 accumulates gradients, nothing else"}
 	}
 	if par.NoReshard && par.ReshardTo > 0 {
 		return parallelErr("reshard_after_forward is either False or a group size, not both")
