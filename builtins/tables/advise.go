@@ -242,8 +242,12 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 			used(res.Base), units.FormatBytes(res.Base.Headroom)))
 	case res.Goal == advise.Speed && len(res.Rows) == 0:
 		notes = append(notes, "no change makes the plan faster and still fit")
-	case !res.AnyFits():
+	case !res.AnyFits() && len(res.Rows) > 0:
 		notes = append(notes, fmt.Sprintf("no change fits (max_changes=%d); the closest come first", res.MaxChanges))
+	case !res.AnyFits() && res.Host != "":
+		notes = append(notes, fmt.Sprintf("no change fits (max_changes=%d): each one the plan takes falls short of host_memory too", res.MaxChanges))
+	case !res.AnyFits():
+		notes = append(notes, fmt.Sprintf("no change fits (max_changes=%d): the plan rejects each one", res.MaxChanges))
 	}
 	for _, r := range res.Past {
 		text, err := rowText(r, plan, decl)
@@ -274,8 +278,12 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 		}
 		notes = append(notes, more+": advise(plan, top=None) lists them all")
 	}
-	if s := res.Stats; s.Singles+s.Pairs > 0 {
-		notes = append(notes, fmt.Sprintf("%d single changes and %d pairs replayed (%d rejected by the plan), %d replays in all", s.Singles, s.Pairs, s.Rejected, s.Replays))
+	if s := res.Stats; s.Singles+s.Pairs+s.Rejected > 0 {
+		by := "by the plan"
+		if res.Host != "" { // a candidate short of host memory fails the plan's check
+			by = "by the plan or its host_memory"
+		}
+		notes = append(notes, fmt.Sprintf("%d single changes and %d pairs replayed (%d rejected %s), %d replays in all", s.Singles, s.Pairs, s.Rejected, by, s.Replays))
 	}
 	return notes, nil
 }
