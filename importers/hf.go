@@ -459,6 +459,14 @@ func hfLayout(t *tree, o Options, p *plan) error {
 		return err
 	}
 	if fsdp && version == 1 && each && accum > 1 {
+		if offload {
+			// _flat_param.py prepare_gradient_for_backward (pytorch/pytorch
+			// fe03cf693c): "Gradient accumulation outside `no_sync()` does
+			// not work with CPU offloading" (sim/core/offload.go).
+			return t.errorf("accelerator_config.gradient_accumulation_kwargs.sync_each_batch",
+				"set it false (the Trainer's no_sync() accumulation), or drop offload from fsdp",
+				"FSDP1 with offload (fsdp: ... offload) accumulates gradients inside no_sync() only; PyTorch refuses accumulation outside it with CPU offloading")
+		}
 		args = append(args, kw("fsdp_sync_each_batch", "True"))
 	}
 	p.set("parallel", call("parallel", args...))
