@@ -42,7 +42,11 @@ func SearchBuiltins() []host.Builtin {
 			"megatron and distopt with precision=\"megatron\"). offload=[\"none\", \"optimizer\"] adds ZeRO-Offload " +
 			"(offload(optimizer=\"cpu\"), DeepSpeed's offload_optimizer) to the zero1, zero2 and zero3 layouts, and \"params\" " +
 			"offload(params=\"cpu\") to the zero3 layouts (DeepSpeed's offload_param) and the fsdp ones (FSDP2's CPUOffloadPolicy, or FSDP1's " +
-			"CPUOffload when the plan carries fsdp_version=1: shards, gradients and optimizer state on the host); a params-offloaded layout is timed by its replay (the profiles do " +
+			"CPUOffload when the plan carries fsdp_version=1: shards, gradients and optimizer state on the host), and \"nvme\" ZeRO-Infinity, " +
+			"offload(optimizer=\"nvme\", params=\"cpu\"), to the zero3 layouts (DeepSpeed's offload_optimizer on NVMe, at the cluster's nvme_read= and nvme_write= rates; " +
+			"the parameters stay on the host: on NVMe they would keep max_in_cpu elements pinned there anyway and add the swapper's buffers). " +
+			"Each layout is checked against the plan's train(host_memory=) as its replay checks it: one short of host memory does not fit (t.notes count them). " +
+			"A params-offloaded or NVMe layout is timed by its replay (the profiles do " +
 			"not sum its per-gather PCIe copies), so asking for it costs a replay per layout the memory bound keeps; the default is " +
 			"[\"none\"]: an offloaded layout is never faster (its PCIe copies and the CPU's Adam step replace the GPU's step), " +
 			"so it is asked for when memory is the question (it joins the front). " +
@@ -297,7 +301,10 @@ func searchFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 			}
 			ra.Set("offload", ov)
 			offloaded = "optimizer"
-			if p.Offload.Params != "" {
+			switch {
+			case p.Offload.Optimizer == "nvme":
+				offloaded = "nvme"
+			case p.Offload.Params != "":
 				offloaded = "params"
 			}
 		}
@@ -384,7 +391,10 @@ func searchNotes(res *search.Result) []string {
 			s.Layouts+s.Invalid, s.Invalid, s.PrunedStates, s.PrunedMemory, s.Dominated, s.StageDominated, s.Replayed, s.Fit),
 	}
 	if s.TimedByReplay > 0 {
-		notes = append(notes, fmt.Sprintf("  %d layouts with their parameters or activations on the host were timed by a full replay (the block profiles do not sum their copies)", s.TimedByReplay))
+		notes = append(notes, fmt.Sprintf("  %d layouts with their parameters or activations on the host or their optimizer on NVMe were timed by a full replay (the block profiles do not sum their copies)", s.TimedByReplay))
+	}
+	if s.HostShort > 0 {
+		notes = append(notes, fmt.Sprintf("  %d replayed layouts need more host memory per node than host_memory (train(host_memory=)'s check): they do not fit", s.HostShort))
 	}
 	for i, r := range s.InvalidBy {
 		if i == 3 {
@@ -396,7 +406,13 @@ func searchNotes(res *search.Result) []string {
 	if len(res.Front) > 0 {
 		notes = append(notes, fmt.Sprintf("the Pareto front of step time and device memory: %d layouts (front=True; emit(t) or t.plot(\"front.svg\") draws it)", len(res.Front)))
 	}
-	if len(res.Rows) == 0 {
+	switch {
+	case len(res.Rows) == 0 && s.HostShort > 0:
+		// The node's host memory, not the GPU's, turned some away:
+		// ZeRO-Infinity moves the optimizer state from the host to NVMe.
+		notes = append(notes, "no layout fits: some fail host_memory; offload=[..., \"nvme\"] (ZeRO-Infinity: the optimizer state on NVMe, zero3), "+
+			"more nodes, more GPUs, a smaller micro-batch or global batch, or checkpoint=\"full\" may help")
+	case len(res.Rows) == 0:
 		notes = append(notes, "no layout fits: more GPUs, a smaller micro-batch or global batch, or checkpoint=\"full\" may help")
 	}
 	return notes

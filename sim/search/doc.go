@@ -2,7 +2,7 @@
 // story 3: "finding the best combination ... is an optimisation problem
 // of its own"). It enumerates every valid layout of the space (data x
 // tensor x pipeline x context x expert parallelism, the experts' tensor
-// parallelism, sharding and, when asked, ZeRO-Offload, micro-batch,
+// parallelism, sharding and, when asked, ZeRO-Offload and ZeRO-Infinity, micro-batch,
 // schedule, checkpointing), prunes by memory first, ranks by step time and
 // replays the fastest in full until it has the layouts asked for.
 //
@@ -26,9 +26,13 @@
 // every other setting of the base plan (Megatron's flags, LoRA, compile,
 // the cluster's host, ...) is carried into it (space_base.go), and one
 // the space cannot hold is refused. A layout with its parameters on the
-// host (offload "params") or its activations (a base plan's
+// host (offload "params"), its optimizer on NVMe (offload "nvme",
+// ZeRO-Infinity) or its activations on the host (a base plan's
 // offload(activations=)) is ordered by its replay's step time: the
-// profiles do not sum their PCIe copies.
+// profiles do not sum their PCIe copies and NVMe swaps. With the base
+// plan's train(host_memory=), every replay is checked against it as
+// replay's checkHost checks it, and a layout short of host memory does
+// not fit (host_check.go).
 //
 // search sits above the engine: it builds plans, estimates them with the
 // time model and replays them with sim.Evaluate; nothing below imports it.

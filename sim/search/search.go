@@ -32,7 +32,11 @@ type Stats struct {
 	// it never reaches is not in Replayed).
 	TimedByReplay int
 	Fit           int // replayed layouts that fit
-	Profiles      int // block profiles lowered
+	// HostShort are the replayed layouts that fail train(host_memory=)'s
+	// check (the node's host memory is short of what their offloads pin
+	// there): they do not fit.
+	HostShort int
+	Profiles  int // block profiles lowered
 }
 
 // Row is one layout of the result, replayed in full.
@@ -161,7 +165,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			pi = int32(len(keys))
 			profiles[k] = pi
 			first := sp.plan(base, l)
-			if l.offload == paramsOnHost { // the profile sums the lowering, which the offload does not change; its time is the replay's (exact)
+			if l.offload.timedByReplay() { // the profile sums the lowering, which the offload does not change; its time is the replay's (exact)
 				first.Offload = base.Offload
 			}
 			keys, firstOf = append(keys, k), append(firstOf, first)
@@ -282,11 +286,13 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	var replayErrOnce sync.Once
 	var timedReplays sync.Map
 	var timedByReplay atomic.Int64
+	hosts := &hostChecks{}
 	exact := func(j int) float64 {
 		l := layouts[valid[j]]
 		p := sp.planOf(base, l)
 		if timedByItsReplay(&p, l) {
-			r, err := sim.Evaluate(&p, core.Options{Context: ctx, Names: names, Buffers: pool})
+			opts := core.Options{Context: ctx, Names: names, Buffers: pool}
+			r, err := hosts.evaluate(&p, opts, func(q *core.Plan) (*replay.Report, error) { return sim.Evaluate(q, opts) })
 			if err != nil {
 				replayErrOnce.Do(func() { replayErr = err })
 				return math.Inf(1)
@@ -313,7 +319,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	}
 	heap.Init(&queue)
 	w := &walk{ctx: ctx, names: names, pool: pool, sp: sp, base: base, layouts: layouts, valid: valid, queue: &queue, total: len(kept),
-		exact: exact, ests: ests, reports: map[int]*replay.Report{}, stats: &res.Stats,
+		exact: exact, ests: ests, reports: map[int]*replay.Report{}, stats: &res.Stats, hosts: hosts,
 		timedReport: func(j int) *replay.Report {
 			if r, ok := timedReplays.Load(j); ok {
 				return r.(*replay.Report)
@@ -334,13 +340,14 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 }
 
 // timedByItsReplay says whether layout l (plan p) is timed by a full
-// replay rather than its profile: with its parameters on the host (the
-// profiles do not sum the PCIe copies of every gather of its shards,
-// replay/fsdp_offload.go, shard_offload.go) or its activations (their
-// copies to and from the host, replay/offload_timeline.go). The walk
-// still reaches it by the lower bound of its compute.
+// replay rather than its profile: with its parameters on the host or its
+// optimizer on NVMe (offloadKind.timedByReplay) or its activations on
+// the host (their copies to and from the host,
+// replay/offload_timeline.go). The walk still reaches it by the lower
+// bound of its compute (stepBound): an offload adds copies, swaps and
+// waits to the step, never compute, so the bound stays below the replay.
 func timedByItsReplay(p *core.Plan, l layout) bool {
-	return l.offload == paramsOnHost || (p.Offload != nil && p.Offload.Activations != "")
+	return l.offload.timedByReplay() || (p.Offload != nil && p.Offload.Activations != "")
 }
 
 // fastPathSupported refuses plans whose features the block profiles do not

@@ -40,7 +40,7 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 			continue
 		}
 		q := p // the profile's plan: Run lowers a params-offloaded layout's profile without its offload
-		if l.offload == paramsOnHost {
+		if l.offload.timedByReplay() {
 			c := *p
 			c.Offload = base.Offload
 			q = &c
@@ -53,7 +53,7 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := sim.Evaluate(p, core.Options{})
+		r, err := (&hostChecks{}).evaluate(p, core.Options{}, func(q *core.Plan) (*replay.Report, error) { return sim.Evaluate(q, core.Options{}) })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,8 @@ package search
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
@@ -62,7 +64,18 @@ type Space struct {
 	// none alone: an offloaded layout is not faster in practice (its PCIe
 	// copies and the CPU's Adam step, timing/cpu_optimizer.go, replace the
 	// GPU's optimizer step), so it adds layouts the user asks for when
-	// memory, not time, is the question.
+	// memory, not time, is the question. "nvme" adds ZeRO-Infinity to the
+	// zero3 layouts: offload(optimizer="nvme", params="cpu"), DeepSpeed's
+	// offload_optimizer on NVMe (stage 3 only: core.Plan's
+	// validateShardedOffload) with offload_param on the host. The
+	// optimizer state is the host's largest share (fp32 master, moments
+	// and gradient partition against the 16-bit partition); parameters on
+	// NVMe keep max_in_cpu (1e9) elements per group pinned on the host
+	// anyway and add the parameter swapper's pinned buffers
+	// (replay/offload_nvme.go), so for most partitions they need more host
+	// memory, not less (testdata/scripts/run_advise_host_nvme.txtar: 21.01
+	// GiB per GPU with the parameters on the host, 35.71 GiB with both on
+	// NVMe), and every gather would wait for their reads.
 	Offload []string
 	// Virtual: model chunks per GPU for pp > 1 (1 is 1F1B, more the
 	// interleaved schedule); default every count whose chunks split the
@@ -80,12 +93,12 @@ type Space struct {
 	// eager times every layout the bounds keep before the walk (the
 	// walk without lower bounds of the step time), for tests.
 	eager bool
-	// offloadNone, offloadOptimizer and offloadParams are the Offload
-	// list read by defaults; optimizerCPU, paramsCPU (fsdp) and
-	// zeroParamsCPU (zero3) are the offloads the offloaded layouts' plans
-	// point to (never written).
-	offloadNone, offloadOptimizer, offloadParams bool
-	optimizerCPU, paramsCPU, zeroParamsCPU       *core.Offload
+	// offloadNone, offloadOptimizer, offloadParams and offloadNVMe are
+	// the Offload list read by defaults; optimizerCPU, paramsCPU (fsdp),
+	// zeroParamsCPU (zero3) and zeroInfinity (zero3) are the offloads the
+	// offloaded layouts' plans point to (never written).
+	offloadNone, offloadOptimizer, offloadParams, offloadNVMe bool
+	optimizerCPU, paramsCPU, zeroParamsCPU, zeroInfinity      *core.Offload
 	// carried is the base plan's layout less the axes, which every
 	// layout keeps; fsdpOptions its FSDP options, which the fsdp and
 	// hsdp layouts keep (space_base.go). Set by defaults.
@@ -121,7 +134,17 @@ const (
 	onGPU           offloadKind = iota
 	optimizerOnHost             // ZeRO-Offload: offload(optimizer="cpu")
 	paramsOnHost                // ZeRO-3's offload_param with offload_optimizer, FSDP's CPU offload
+	optimizerOnNVMe             // ZeRO-Infinity: offload(optimizer="nvme", params="cpu") at zero3
 )
+
+// timedByReplay says whether a layout keeping k off the GPU is timed by
+// its full replay: the block profiles do not sum the PCIe copies of every
+// gather of its host-held shards (replay/fsdp_offload.go,
+// shard_offload.go) nor its NVMe swaps (replay/offload_nvme.go,
+// timing/nvme.go).
+func (k offloadKind) timedByReplay() bool {
+	return k == paramsOnHost || k == optimizerOnNVMe
+}
 
 // cpMode is how a layout runs context parallelism (core.Parallelism's
 // CPMode), compact.
@@ -262,20 +285,27 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 			sp.offloadOptimizer = true
 		case "params":
 			sp.offloadParams = true
+		case "nvme":
+			sp.offloadNVMe = true
 		default:
-			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown offload %q (known: none, optimizer, params)", o),
-				Hint: "offload=[\"none\", \"optimizer\"] adds ZeRO-Offload (offload(optimizer=\"cpu\")) to the zero1-3 layouts, \"params\" offload(optimizer=\"cpu\", params=\"cpu\") to the zero3 layouts and offload(params=\"cpu\") to the fsdp ones"}
+			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown offload %q (known: none, optimizer, params, nvme)", o),
+				Hint: "offload=[\"none\", \"optimizer\"] adds ZeRO-Offload (offload(optimizer=\"cpu\")) to the zero1-3 layouts, \"params\" offload(optimizer=\"cpu\", params=\"cpu\") to the zero3 layouts and offload(params=\"cpu\") to the fsdp ones, \"nvme\" ZeRO-Infinity (offload(optimizer=\"nvme\", params=\"cpu\")) to the zero3 layouts"}
 		}
 		if o == "none" {
 			sp.offloadNone = true
 		}
 	}
-	if base.Offload != nil && (sp.offloadOptimizer || sp.offloadParams) { // activations: checkBase refuses the rest
+	if base.Offload != nil && (sp.offloadOptimizer || sp.offloadParams || sp.offloadNVMe) { // activations: checkBase refuses the rest
 		return sp, &units.Error{Path: "search", Msg: "the plan offloads its activations: the search's offload= cannot add the optimizer or parameters to it",
 			Hint: "offload=[\"none\"] (the default) searches the plan's layouts with its activations on the host"}
 	}
+	if !sp.anyShardingVariant() {
+		return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("offload=%s adds layouts to no sharding of sharding=%s", starList(sp.Offload), starList(sp.Sharding)),
+			Hint: "\"optimizer\" offloads the zero1, zero2 and zero3 layouts, \"params\" the zero3 and fsdp ones, \"nvme\" (ZeRO-Infinity, DeepSpeed's stage 3 only) the zero3 ones; \"none\" keeps every sharding on the GPU"}
+	}
 	sp.optimizerCPU, sp.paramsCPU = &core.Offload{Optimizer: "cpu"}, &core.Offload{Params: "cpu"}
 	sp.zeroParamsCPU = &core.Offload{Optimizer: "cpu", Params: "cpu"}
+	sp.zeroInfinity = &core.Offload{Optimizer: "nvme", Params: "cpu"}
 	for _, m := range sp.CPModes {
 		if _, ok := parseCPMode(m); !ok {
 			return sp, &units.Error{Path: "search", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", m)}
@@ -446,8 +476,9 @@ type shardingVariant struct {
 
 // shardingVariants lists sharding sh's variants on dp x cp ranks: HSDP's
 // every split into replicas x shards, for zero1-3 the optimizer on the
-// GPU and (ZeRO-Offload) on the host, and for zero3 and fsdp the
-// parameters on the host, as the Offload list asks.
+// GPU and (ZeRO-Offload) on the host, for zero3 and fsdp the
+// parameters on the host, and for zero3 the optimizer on NVMe, as the
+// Offload list asks.
 func (sp Space) shardingVariants(sh string, dp, cp int64) []shardingVariant {
 	if sh == "hsdp" {
 		var out []shardingVariant
@@ -468,7 +499,35 @@ func (sp Space) shardingVariants(sh string, dp, cp int64) []shardingVariant {
 	if sp.offloadParams && (sh == "zero3" || sh == "fsdp") {
 		out = append(out, shardingVariant{rep: 1, offload: paramsOnHost})
 	}
+	if sp.offloadNVMe && sh == "zero3" { // FSDP offloads to CPU memory only
+		out = append(out, shardingVariant{rep: 1, offload: optimizerOnNVMe})
+	}
 	return out
+}
+
+// anyShardingVariant says whether some sharding of the Sharding list
+// runs with some offload of the Offload list (shardingVariants): else
+// the space is empty whatever the degrees.
+func (sp Space) anyShardingVariant() bool {
+	for _, sh := range sp.Sharding {
+		switch {
+		case sp.offloadNone,
+			sp.offloadOptimizer && (sh == "zero1" || sh == "zero2" || sh == "zero3"),
+			sp.offloadParams && (sh == "zero3" || sh == "fsdp"),
+			sp.offloadNVMe && sh == "zero3":
+			return true
+		}
+	}
+	return false
+}
+
+// starList writes names as a Starlark list of strings.
+func starList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
 }
 
 // cpModes is the context-parallel modes to try at degree cp (the names
@@ -527,6 +586,8 @@ func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
 		p.Offload = sp.paramsCPU
 	case l.offload == paramsOnHost:
 		p.Offload = sp.zeroParamsCPU // ZeRO-3 keeps the optimizer on the GPU unless asked
+	case l.offload == optimizerOnNVMe:
+		p.Offload = sp.zeroInfinity
 	}
 	gpn := min(sp.GPUsPerNode, sp.GPUs)
 	p.Cluster = base.Cluster // its links and host carried

@@ -107,7 +107,7 @@ func checkBase(p *core.Plan) error {
 	}
 	if o := p.Offload; o != nil && (o.Optimizer != "" || o.Params != "") {
 		return &units.Error{Path: "search", Msg: "the plan offloads its optimizer or parameters: offload is an axis of the search",
-			Hint: "drop offload() from the plan and pass search(..., offload=[\"none\", \"optimizer\", \"params\"]): the optimizer on the host for the zero1-3 layouts, the parameters for the zero3 and fsdp ones"}
+			Hint: "drop offload() from the plan and pass search(..., offload=[\"none\", \"optimizer\", \"params\", \"nvme\"]): the optimizer on the host for the zero1-3 layouts, the parameters for the zero3 and fsdp ones, the optimizer on NVMe for the zero3 ones"}
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ type walk struct {
 	ests    []estimate
 	reports map[int]*replay.Report // by index into kept
 	stats   *Stats
+	hosts   *hostChecks // train(host_memory=)'s check of each replay
 }
 
 // stepEntry is a layout waiting in the walk's order: valid[j], by its
@@ -161,7 +162,10 @@ func (w *walk) evaluate(idx []int, limit int64) ([]*replay.Report, error) {
 			reps[i] = r
 			return
 		}
-		reps[i], errs[i] = sim.EvaluateBelow(w.plan(k), core.Options{Context: w.ctx, Names: w.names, Buffers: w.pool}, limit, w.ests[w.kept[k]].fullest, w.sp.Workers)
+		opts := core.Options{Context: w.ctx, Names: w.names, Buffers: w.pool}
+		reps[i], errs[i] = w.hosts.evaluate(w.plan(k), opts, func(p *core.Plan) (*replay.Report, error) {
+			return sim.EvaluateBelow(p, opts, limit, w.ests[w.kept[k]].fullest, w.sp.Workers)
+		})
 	})
 	if err := w.ctx.Err(); err != nil {
 		return nil, err
@@ -180,6 +184,9 @@ func (w *walk) replayed(k int, r *replay.Report) {
 	w.stats.Replayed++
 	if r.Fits {
 		w.stats.Fit++
+	}
+	if w.hosts.failed(r) {
+		w.stats.HostShort++
 	}
 	if w.sp.Progress != nil {
 		w.sp.Progress(len(w.reports), len(w.reports)+1)
