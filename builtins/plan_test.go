@@ -34,6 +34,13 @@ func TestPlan(t *testing.T) {
 			want: `train(model="tiny", batch=1, seq=16, precision="bf16-mixed", optimizer=adamw8bit(), checkpoint="full", gpu="A100-80GB")`},
 		{expr: `p.replace(checkpoint = checkpoint(every = 2), lora = lora(), grad_accum = 4)`,
 			want: `train(model="tiny", batch=1, seq=16, grad_accum=4, checkpoint=checkpoint(every=2), lora=lora(rank=8, alpha=16, targets=["q", "v"]), gpu="H100-80GB")`},
+		// A policy with options is written as its call, which train() takes back (not a quoted call).
+		{expr: `p.replace(checkpoint = checkpoint("full", reentrant = True))`,
+			want: `train(model="tiny", batch=1, seq=16, checkpoint=checkpoint("full", reentrant=True), gpu="H100-80GB")`},
+		{expr: `p.replace(checkpoint = checkpoint(policy = "op", save = ["mm"]))`,
+			want: `train(model="tiny", batch=1, seq=16, checkpoint=checkpoint(policy="op", save=["mm"]), gpu="H100-80GB")`},
+		{expr: `p.replace(checkpoint = checkpoint("selective"))`,
+			want: `train(model="tiny", batch=1, seq=16, checkpoint="selective", gpu="H100-80GB")`},
 		{expr: `p.replace(precision = precision(params = bf16, grads = fp32, master = fp32)).precision.name`, want: `"custom"`},
 		{expr: `p.replace(gpu = gpu(name = "x", memory = 8 * GiB)).gpu.memory`, want: "8589934592"},
 		{expr: `train(model("mlp", linear(8, 8))).seq`, want: "None"},

@@ -169,8 +169,10 @@ func argRepr(v starlark.Value) string {
 			return fmt.Sprintf("%q", x.p.Name)
 		}
 	case Checkpoint:
-		if x.c.Mode != "every" && x.c.Mode != "modules" && x.c.Mode != "budget" {
-			return fmt.Sprintf("%q", x.c.String())
+		// A named mode is its string; a policy with options
+		// (checkpoint("full", reentrant=True)) is its call, not quoted.
+		if s := x.c.String(); x.c.Mode != "every" && x.c.Mode != "modules" && x.c.Mode != "budget" && !strings.HasPrefix(s, "checkpoint(") {
+			return fmt.Sprintf("%q", s)
 		}
 	case GPU:
 		if s := x.String(); strings.HasPrefix(s, "gpu(\"") {
