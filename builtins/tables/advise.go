@@ -271,6 +271,9 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 		}
 		notes = append(notes, rs.Notes...)
 	}
+	if note := nvmeRatesNote(res.Rows[:min(shown, len(res.Rows))]); note != "" {
+		notes = append(notes, note)
+	}
 	if n := len(res.Rows); n > shown {
 		more := fmt.Sprintf("%d more rows", n-shown)
 		if n-shown == 1 {
@@ -286,6 +289,22 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 		notes = append(notes, fmt.Sprintf("%d single changes and %d pairs replayed (%d rejected %s), %d replays in all", s.Singles, s.Pairs, s.Rejected, by, s.Replays))
 	}
 	return notes, nil
+}
+
+// nvmeRatesNote says at what rates the shown rows that put state on
+// NVMe (ZeRO-Infinity) priced it when the cluster does not give both of
+// its node's rates: memsh's default then stands for the user's drives.
+func nvmeRatesNote(rows []advise.Row) string {
+	for _, r := range rows {
+		o, c := r.Plan.Offload, r.Plan.Cluster
+		if o == nil || (o.Optimizer != "nvme" && o.Params != "nvme") || (c.NVMeReadGBps > 0 && c.NVMeWriteGBps > 0) {
+			continue
+		}
+		read, write := c.NVMeRates()
+		return fmt.Sprintf("the NVMe rows price the node's NVMe at %.3g GB/s reads and %.3g GB/s writes, shared by its GPUs "+
+			"(cluster() gives no rate: DeepSpeed's four-drive RAID-0); cluster(nvme_read=, nvme_write=) gives your node's", read/1e9, write/1e9)
+	}
+	return ""
 }
 
 // rowText is a row's change as keywords.
