@@ -43,6 +43,7 @@ Usage:
                                   the report and advise()'s changes; exit 0
                                   fits, 1 not
   memsh doc [NAME]                list builtins and stdlib names, or document one
+                                  (a builtin, a stdlib name or a keyword)
   memsh version                   print the version
   memsh help                      print this help
 

@@ -47,6 +47,9 @@ func (e *env) cmdDoc(operands []string) error {
 			return nil
 		}
 	}
+	if keywordDoc(e.stdout, name, builtins.All()) {
+		return nil
+	}
 	var names []string
 	for _, b := range builtins.All() {
 		names = append(names, b.Name)
