@@ -291,6 +291,14 @@ func deepspeedZero(t *tree, o Options, p *plan) error {
 	case paramDev != "" && stage < 3:
 		return t.errorf("zero_optimization.stage", "DeepSpeed offloads parameters with ZeRO stage 3 only", "stage %d cannot offload parameters", stage)
 	}
+	// A config's SGD is torch.optim.SGD (runtime/engine.py
+	// _configure_basic_optimizer at edaa722: CPU kernels for Adam, AdamW,
+	// Adagrad and Lion only), which DeepSpeed then steps over the host
+	// partitions; its refusal of another optimizer is for a client's.
+	if kind, _ := t.str("optimizer.type", ""); optDev != "" && strings.EqualFold(kind, "sgd") {
+		return t.errorf("optimizer.type", "use Adam or AdamW (DeepSpeedCPUAdam), or offload_optimizer.device none",
+			"SGD with offload_optimizer is torch.optim.SGD stepping the host partitions, which memsh does not price")
+	}
 	if optDev == "nvme" && stage < 3 {
 		// stage_1_and_2.py sets cpu_offload for any offload_optimizer
 		// device but none: the state stays in host memory (edaa722).
