@@ -102,7 +102,7 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 		// fe03cf693c): "Gradient accumulation outside `no_sync()` does not
 		// work with CPU offloading" (the host gradient shard cannot be
 		// added to the GPU one).
-		return &units.Error{Path: "parallel", Msg: "FSDP1 with offload(params=\"cpu\") accumulates gradients inside no_sync() only (fsdp_sync_each_batch=True with grad_accum > 1)",
+		return &units.Error{Path: "parallel", Msg: "FSDP1 with offload(params=\"cpu\") accumulates gradients inside no_sync() only, and fsdp_sync_each_batch=True with grad_accum > 1 accumulates outside it",
 			Hint: "drop fsdp_sync_each_batch (fsdp_qlora sets --no_sync with --use_cpu_offload and gradient accumulation)"}
 	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
 		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)",
