@@ -43,8 +43,11 @@ var deepspeedTrainer = &trainer{
 
 // deepspeedOptimizers maps optimizer.type (lower-cased, as DeepSpeed
 // compares it) to memsh's: DeepSpeed's Adam is FusedAdam with
-// adam_w_mode=True by default, so AdamW.
-var deepspeedOptimizers = map[string]string{"adam": "adamw", "adamw": "adamw", "sgd": "sgd"}
+// adam_w_mode=True by default, so AdamW; its Lion is FusedLion on the GPU
+// and DeepSpeedCPULion offloaded (runtime/engine.py
+// _configure_basic_optimizer at edaa722), one momentum buffer a
+// parameter as lion() keeps.
+var deepspeedOptimizers = map[string]string{"adam": "adamw", "adamw": "adamw", "lion": "lion", "sgd": "sgd"}
 
 // deepspeedBuckets are ZeRO's buffer sizes: they size communication and
 // prefetch buffers memsh does not replay at those sizes.
@@ -179,7 +182,7 @@ func deepspeedOptimizer(t *tree, p *plan) error {
 	}
 	name, ok := deepspeedOptimizers[strings.ToLower(kind)]
 	if !ok {
-		return t.errorf("optimizer.type", "memsh knows DeepSpeed's Adam, AdamW and SGD", "optimizer %s is not modelled", quoteKey(kind))
+		return t.errorf("optimizer.type", "memsh knows DeepSpeed's Adam, AdamW, Lion and SGD", "optimizer %s is not modelled", quoteKey(kind))
 	}
 	if name == "adamw" {
 		p.set("optimizer", call("adamw", kw("fused", "True"))) // DeepSpeed's FusedAdam (DeepSpeedCPUAdam when offloaded)

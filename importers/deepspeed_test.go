@@ -39,6 +39,17 @@ func TestDeepSpeed(t *testing.T) {
 		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 2, seq = 1024, precision = "fp16-mixed", optimizer = adamw(fused = True),
              gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
 	}, {
+		name:  "the same with optimizer.type Lion: DeepSpeedCPULion on the host, lion()",
+		file:  "deepspeed/megatron_zero2_cpu_offload.json",
+		opts:  Options{Model: "llama-2-7b.json", Seq: 1024, GPUs: 8, Overrides: []string{"optimizer.type=Lion"}},
+		files: llama2,
+		notModelled: []string{
+			"activation_checkpointing.partition_activations: DeepSpeed's activation partitioning across model-parallel ranks",
+			"zero_optimization.contiguous_gradients: the contiguous gradient buffer (on by default)",
+		},
+		hand: `plan = train(hf_config("llama-2-7b.json"), batch = 2, seq = 1024, precision = "fp16-mixed", optimizer = lion(),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, zero = 2), offload = offload(optimizer = "cpu"))`,
+	}, {
 		name:  "the autotuning ZeRO-3 config with its auto filled in, two nodes, the model checkpointed",
 		file:  "deepspeed/autotuning_z3.json",
 		opts:  Options{Model: "llama-2-7b.json", Seq: 4096, GPUs: 8, Nodes: 2, Overrides: []string{"train_micro_batch_size_per_gpu=1", "bf16.enabled=true", "memsh.checkpoint=full"}},
