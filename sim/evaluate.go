@@ -93,7 +93,7 @@ func evaluateInto(plan *core.Plan, prog *core.Program, opts core.Options, limit 
 			bufs = &core.ProgramBuffers{Names: opts.Names}
 		}
 		var err error
-		if prog, err = plan.LowerProgramInto(core.ProgramSize{}, bufs); err != nil {
+		if prog, err = plan.LowerProgramUnder(core.ProgramSize{}, bufs, opts.Stopped); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -163,6 +163,7 @@ const maxBlockCopies = 4
 // exactly as it did. It returns the block's output and the blocks to copy
 // from next.
 func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies) (Value, blockCopies) {
+	b.checkStop()
 	for _, src := range srcs {
 		if b.sameLowering(src, l, x) {
 			return b.cloneBlock(src, x), srcs

@@ -38,9 +38,10 @@ type Builder struct {
 	// it trains, and so what its matmul saves, is the embedding's.
 	tiedHead int32
 
-	everyBlock bool       // lower every repeated block, copy none (Plan.EveryBlock)
-	inName     nameWatch  // the input of the block being lowered, and whether its name was read (block_clone.go)
-	clones     cloneArena // where block copies are written (block_clone.go)
+	everyBlock bool         // lower every repeated block, copy none (Plan.EveryBlock)
+	stop       func() error // the caller's context (Plan.LowerProgramUnder); nil: never stops
+	inName     nameWatch    // the input of the block being lowered, and whether its name was read (block_clone.go)
+	clones     cloneArena   // where block copies are written (block_clone.go)
 
 	Par parLowering // tensor, context and expert parallelism
 	// fusedInputs are the column-parallel inputs whose backward collective
@@ -457,6 +458,23 @@ func (b *Builder) OffloadRegion() {
 
 // shapeMismatch is raised (as a panic caught by Lower) when layers do not chain.
 type LowerError struct{ Err *units.Error }
+
+// lowerStopped unwinds a lowering whose caller stopped it (checkStop);
+// lowerProgram returns its error.
+type lowerStopped struct{ err error }
+
+// checkStop ends the lowering once the caller's context is done. It is
+// looked at before each member and each repeated block, so that a
+// script's timeout holds while a large model lowers, as the replay looks
+// every StopEvery ops.
+func (b *Builder) checkStop() {
+	if b.stop == nil {
+		return
+	}
+	if err := b.stop(); err != nil {
+		panic(lowerStopped{err})
+	}
+}
 
 func ShapeMismatch(b *Builder, kind string, want, got int64) LowerError {
 	return LowerError{units.Errorf(b.Name(""), "%s expects inputs with %d features but the previous layer gives %d", kind, want, got)}

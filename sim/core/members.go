@@ -70,6 +70,7 @@ func (b *Builder) lowerMembers(m *Model, x Value) Value {
 	var first lowering
 	var outs []Value
 	for i := int64(0); i < b.members; i++ {
+		b.checkStop()
 		done := b.Scope(fmt.Sprintf("member%d", i))
 		b.block = block // checkpoint(every=k) counts blocks within one member
 		xi := b.memberSlice(x, i, per)

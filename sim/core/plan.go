@@ -264,12 +264,21 @@ func (p *Plan) LowerProgram() (*Program, error) { return p.LowerProgramSized(Pro
 // regrowing its lists when the caller knows about how large it will be
 // (the search lowers thousands of small programs of known sizes).
 func (p *Plan) LowerProgramSized(room ProgramSize) (*Program, error) {
-	return p.lowerProgram(room, nil)
+	return p.lowerProgram(room, nil, nil)
 }
 
 // lowerProgram is LowerProgramSized, its lists started on bufs' (nil:
-// none).
-func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers) (*Program, error) {
+// none), stopped with stop's error once stop returns one (nil: never).
+func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() error) (_ *Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, ok := r.(lowerStopped)
+			if !ok {
+				panic(r)
+			}
+			err = s.err
+		}
+	}()
 	prog := &Program{Loss: NoValue, Input: NoValue, Labels: NoValue}
 	bufs.take(prog)
 	prog.Ops = grow(prog.Ops, room.Ops) // still nil without room
@@ -288,6 +297,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers) (*Program, e
 
 		tiedHead:   -1,
 		everyBlock: p.EveryBlock,
+		stop:       stop,
 	}
 	if bufs != nil {
 		// The scratch is this lowering's alone until it hands it back,

@@ -86,7 +86,14 @@ func (b *ProgramBuffers) untaken(prog *Program, room ProgramSize) {
 // without allocating lists a recycled program had room for. A nil b
 // allocates as LowerProgramSized does.
 func (p *Plan) LowerProgramInto(room ProgramSize, b *ProgramBuffers) (*Program, error) {
-	return p.lowerProgram(room, b)
+	return p.lowerProgram(room, b, nil)
+}
+
+// LowerProgramUnder is LowerProgramInto that stops, with stop's error,
+// once stop returns one (Options.Stopped: the caller's context), looked
+// at before each member and repeated block.
+func (p *Plan) LowerProgramUnder(room ProgramSize, b *ProgramBuffers, stop func() error) (*Program, error) {
+	return p.lowerProgram(room, b, stop)
 }
 
 // BufferPool keeps the ProgramBuffers of finished evaluations for the
