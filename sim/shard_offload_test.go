@@ -41,15 +41,6 @@ import (
 func TestZeROOffload(t *testing.T) {
 	const psi, largest, part = 8_388_608, 4_194_304, 1_048_576
 	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1024, Out: 4096}, &nn.Linear{In: 4096, Out: 1024}}, Loss: "mse"}
-	lastIn := func(r *replay.Report, phase replay.Phase) int64 {
-		var last int64
-		for _, pt := range r.Timeline {
-			if pt.Phase == phase {
-				last = pt.Allocated
-			}
-		}
-		return last
-	}
 	for _, c := range []struct {
 		zero                 int
 		params               string
@@ -75,10 +66,10 @@ func TestZeROOffload(t *testing.T) {
 		if err != nil {
 			t.Fatalf("zero=%d: %v", c.zero, err)
 		}
-		if got := lastIn(base, replay.PhaseSetup) - lastIn(r, replay.PhaseSetup); got != c.gpuSaved {
+		if got := allocatedLastIn(base, replay.PhaseSetup) - allocatedLastIn(r, replay.PhaseSetup); got != c.gpuSaved {
 			t.Errorf("zero=%d params=%q: offload takes %d B off the GPU at setup, want %d", c.zero, c.params, got, c.gpuSaved)
 		}
-		if got := lastIn(base, replay.PhaseBackward) - lastIn(r, replay.PhaseBackward); got != c.gpuSaved+c.partAfterBackward {
+		if got := allocatedLastIn(base, replay.PhaseBackward) - allocatedLastIn(r, replay.PhaseBackward); got != c.gpuSaved+c.partAfterBackward {
 			t.Errorf("zero=%d params=%q: offload takes %d B off the GPU at the end of the backward, want %d", c.zero, c.params, got, c.gpuSaved+c.partAfterBackward)
 		}
 		if r.HostMemory != c.host {
@@ -315,14 +306,17 @@ func TestZeROOffloadGradAccum(t *testing.T) {
 	}
 }
 
-// allocatedAfterSetup is what the GPU holds when the step's setup ends
-// (the last timeline point of the setup phase); r needs a timeline.
-func allocatedAfterSetup(r *replay.Report) int64 {
+// allocatedLastIn is what the GPU holds at the last timeline point of
+// phase; r needs a timeline.
+func allocatedLastIn(r *replay.Report, phase replay.Phase) int64 {
 	var last int64
 	for _, pt := range r.Timeline {
-		if pt.Phase == replay.PhaseSetup {
+		if pt.Phase == phase {
 			last = pt.Allocated
 		}
 	}
 	return last
 }
+
+// allocatedAfterSetup is what the GPU holds when the step's setup ends.
+func allocatedAfterSetup(r *replay.Report) int64 { return allocatedLastIn(r, replay.PhaseSetup) }

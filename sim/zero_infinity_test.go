@@ -9,18 +9,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
-	"github.com/memsh/memsh/sim/replay"
 )
-
-// timeShare is the step's seconds of one cause (0 when absent).
-func timeShare(r *replay.Report, name string) float64 {
-	for _, s := range r.Time.Breakdown {
-		if s.Name == name {
-			return s.Seconds
-		}
-	}
-	return 0
-}
 
 // ZeRO-Infinity (replay/offload_nvme.go), hand-counted on the two
 // bias-free linears of TestZeROOffload (1024 -> 4096 -> 1024) at zero=3
@@ -158,10 +147,10 @@ func TestZeROInfinityTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := 8 * (16*part/(c.read*1e9) + 16*part/(c.write*1e9))
-		if got := timeShare(r, "nvme"); math.Abs(got-want) > 1e-12 {
+		if got := stepShare(r, "nvme"); math.Abs(got-want) > 1e-12 {
 			t.Errorf("%+v: nvme %.9f s, want %.9f", c.cluster, got, want)
 		}
-		if got, w := timeShare(r, "cpu_optimizer"), timeShare(cpu, "cpu_optimizer"); got != w {
+		if got, w := stepShare(r, "cpu_optimizer"), stepShare(cpu, "cpu_optimizer"); got != w {
 			t.Errorf("%+v: cpu_optimizer %.9f s, want optimizer=\"cpu\"'s %.9f", c.cluster, got, w)
 		}
 	}

@@ -45,23 +45,6 @@ func TestZeROParamOffloadOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lastIn := func(r *replay.Report, phase replay.Phase) int64 {
-		var last int64
-		for _, pt := range r.Timeline {
-			if pt.Phase == phase {
-				last = pt.Allocated
-			}
-		}
-		return last
-	}
-	term := func(r *replay.Report, name string) float64 {
-		for _, sh := range r.Time.Breakdown {
-			if sh.Name == name {
-				return sh.Seconds
-			}
-		}
-		return 0
-	}
 	for _, c := range []struct {
 		off                               core.Offload
 		gpuSaved, host, pcie              int64
@@ -76,10 +59,10 @@ func TestZeROParamOffloadOnly(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", c.off, err)
 		}
-		if got := lastIn(base, replay.PhaseSetup) - lastIn(r, replay.PhaseSetup); got != c.gpuSaved {
+		if got := allocatedLastIn(base, replay.PhaseSetup) - allocatedLastIn(r, replay.PhaseSetup); got != c.gpuSaved {
 			t.Errorf("%+v: %d B off the GPU at setup, want %d", c.off, got, c.gpuSaved)
 		}
-		if got := lastIn(base, replay.PhaseBackward) - lastIn(r, replay.PhaseBackward); got != c.gpuSaved {
+		if got := allocatedLastIn(base, replay.PhaseBackward) - allocatedLastIn(r, replay.PhaseBackward); got != c.gpuSaved {
 			t.Errorf("%+v: %d B off the GPU at the end of the backward, want %d", c.off, got, c.gpuSaved)
 		}
 		if r.HostMemory != c.host {
@@ -101,10 +84,10 @@ func TestZeROParamOffloadOnly(t *testing.T) {
 		if r.States.Master != 4*part || r.States.Optimizer != 8*part {
 			t.Errorf("%+v: states master %d optimizer %d, want %d and %d", c.off, r.States.Master, r.States.Optimizer, 4*part, 8*part)
 		}
-		gpuStep, cpuStep := term(r, "optimizer"), term(r, "cpu_optimizer")
+		gpuStep, cpuStep := stepShare(r, "optimizer"), stepShare(r, "cpu_optimizer")
 		switch {
-		case c.gpuStep && (gpuStep != term(base, "optimizer") || gpuStep == 0 || cpuStep != 0):
-			t.Errorf("%+v: optimizer %.6g s on the GPU (without offload %.6g s), cpu_optimizer %.6g s: want the GPU's step only", c.off, gpuStep, term(base, "optimizer"), cpuStep)
+		case c.gpuStep && (gpuStep != stepShare(base, "optimizer") || gpuStep == 0 || cpuStep != 0):
+			t.Errorf("%+v: optimizer %.6g s on the GPU (without offload %.6g s), cpu_optimizer %.6g s: want the GPU's step only", c.off, gpuStep, stepShare(base, "optimizer"), cpuStep)
 		case !c.gpuStep && (gpuStep != 0 || cpuStep == 0):
 			t.Errorf("%+v: optimizer %.6g s on the GPU, cpu_optimizer %.6g s: want the host's step only", c.off, gpuStep, cpuStep)
 		}
