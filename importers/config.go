@@ -26,11 +26,12 @@ type tree struct {
 	file        string
 	leaves      map[string]leaf
 	used        map[string]bool
-	notModelled []string // "key: why"
+	asked       map[string]bool // every key the importer looked for, in the file or not (for did-you-mean)
+	notModelled []string        // "key: why"
 }
 
 func newTree(file string) *tree {
-	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}}
+	return &tree{file: file, leaves: map[string]leaf{}, used: map[string]bool{}, asked: map[string]bool{}}
 }
 
 // add flattens v (a decoded map) into the tree under prefix.
@@ -90,6 +91,7 @@ var interpolation = regexp.MustCompile(`^\$\{([A-Za-z0-9_.]+)\}$`)
 // get returns key's value (nil for an absent key or null) and marks it
 // read; a value that is exactly an ${other.key} reference is that key's.
 func (t *tree) get(key string) (any, bool) {
+	t.asked[key] = true
 	l, ok := t.leaves[key]
 	if !ok {
 		return nil, false

@@ -1,6 +1,7 @@
 package importers
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -46,6 +47,9 @@ type Result struct {
 	// Unknown lists the keys the importer did not understand; they are
 	// left out of the plan.
 	Unknown []string
+	// DidYouMean maps an unknown key to the key the importer reads that
+	// it is likely a typo of (a key absent from the config).
+	DidYouMean map[string]string
 	// NotModelled lists settings understood but not modelled ("key: why").
 	NotModelled []string
 }
@@ -127,9 +131,22 @@ func Import(file string, data []byte, o Options) (*Result, error) {
 	}
 	p, err := tr.plan(t, o)
 	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Key != "" {
+			if k := t.typoOf(e.Key); k != "" {
+				c := *e
+				if c.Hint == "" {
+					c.Hint = fmt.Sprintf("the config has %s: a typo of %s?", quoteKey(k), quoteKey(e.Key))
+				} else {
+					c.Hint += fmt.Sprintf(" (the config has %s: a typo?)", quoteKey(k))
+				}
+				return nil, &c
+			}
+		}
 		return nil, err
 	}
-	res := &Result{Trainer: tr.name, Unknown: t.notUnderstood(tr.noEffect), NotModelled: t.notModelled}
+	unknown := t.notUnderstood(tr.noEffect)
+	res := &Result{Trainer: tr.name, Unknown: unknown, DidYouMean: t.suggestions(unknown, tr.noEffect), NotModelled: t.notModelled}
 	p.title = fmt.Sprintf("%s config %s", tr.name, path.Base(file))
 	res.Script = p.render(res, o)
 	return res, nil

@@ -79,7 +79,7 @@ func (p *plan) render(res *Result, o Options) string {
 	if len(res.Unknown) > 0 {
 		b.WriteString("#\n# Not understood, left out of the plan:\n")
 		for _, k := range res.Unknown {
-			b.WriteString("#   " + comment(k) + "\n")
+			b.WriteString("#   " + comment(res.WithDidYouMean(k)) + "\n")
 		}
 	}
 	if len(res.NotModelled) > 0 {

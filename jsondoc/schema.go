@@ -30,14 +30,15 @@ type Doc struct {
 // Check is memsh check's verdict, its last line: the config, what its
 // importer left out, and whether the step passed the gate.
 type Check struct {
-	Config        string   `json:"config"`
-	Trainer       string   `json:"trainer"`
-	NotUnderstood []string `json:"not_understood"` // keys left out of the plan
-	NotModelled   []string `json:"not_modelled"`   // "key: why"
-	Pass          bool     `json:"pass"`           // fits with headroom_asked free
-	HeadroomAsked float64  `json:"headroom_asked"` // --headroom, a fraction
-	Free          float64  `json:"free"`           // the card's share left free at the peak
-	Exit          int      `json:"exit"`           // the exit code: 0 pass, 1 not
+	Config        string            `json:"config"`
+	Trainer       string            `json:"trainer"`
+	NotUnderstood []string          `json:"not_understood"`         // keys left out of the plan
+	DidYouMean    map[string]string `json:"did_you_mean,omitempty"` // a key of not_understood -> the key read that it is likely a typo of
+	NotModelled   []string          `json:"not_modelled"`           // "key: why"
+	Pass          bool              `json:"pass"`                   // fits with headroom_asked free
+	HeadroomAsked float64           `json:"headroom_asked"`         // --headroom, a fraction
+	Free          float64           `json:"free"`                   // the card's share left free at the peak
+	Exit          int               `json:"exit"`                   // the exit code: 0 pass, 1 not
 }
 
 // Table is a table of results from sweep() or search(): its columns of

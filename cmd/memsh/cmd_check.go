@@ -291,7 +291,11 @@ var errCheckNoFit = errors.New("does not fit")
 func printImportNotes(w io.Writer, config string, res *importers.Result) {
 	fmt.Fprintf(w, "memsh check: %s (%s)\n", config, res.Trainer)
 	if len(res.Unknown) > 0 {
-		fmt.Fprintf(w, "  not understood, left out of the plan: %s\n", strings.Join(res.Unknown, ", "))
+		keys := make([]string, len(res.Unknown))
+		for i, k := range res.Unknown {
+			keys[i] = res.WithDidYouMean(k)
+		}
+		fmt.Fprintf(w, "  not understood, left out of the plan: %s\n", strings.Join(keys, ", "))
 	}
 	for _, n := range res.NotModelled {
 		fmt.Fprintf(w, "  understood, not modelled: %s\n", n)
@@ -303,7 +307,7 @@ func printImportNotes(w io.Writer, config string, res *importers.Result) {
 // writeCheckDoc writes the verdict as the last JSON line.
 func writeCheckDoc(w io.Writer, config string, res *importers.Result, pass bool, asked, free float64, code int) error {
 	doc := jsondoc.Doc{Version: jsondoc.Version, Kind: jsondoc.KindCheck, At: config, Check: &jsondoc.Check{
-		Config: config, Trainer: res.Trainer, NotUnderstood: nonNil(res.Unknown), NotModelled: nonNil(res.NotModelled),
+		Config: config, Trainer: res.Trainer, NotUnderstood: nonNil(res.Unknown), DidYouMean: res.DidYouMean, NotModelled: nonNil(res.NotModelled),
 		Pass: pass, HeadroomAsked: asked, Free: free, Exit: code,
 	}}
 	line, err := json.Marshal(doc)
