@@ -12,6 +12,7 @@ import (
 	"github.com/memsh/memsh/builtins/plans"
 	"github.com/memsh/memsh/builtins/reports"
 	"github.com/memsh/memsh/sim/advise"
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -44,9 +45,12 @@ func AdviseBuiltins() []host.Builtin {
 			"(None: all). The notes say when the plan fits already, which changes get past the failing allocation without " +
 			"fitting (a later failure), and, when nothing fits, the smallest GPU of the catalog and the fewest GPUs (FSDP) " +
 			"that would hold the plan as it is. A plan that fails train(host_memory=)'s check is advised from its replay " +
-			"without the check (the title says what the host lacks): every candidate is checked against host_memory, and at " +
-			"zero=3 the offload knob also offers ZeRO-Infinity's NVMe tier for the optimizer state, the parameters or both " +
-			"(offload(optimizer=\"nvme\")), at the cluster's NVMe rates. A progress bar shows on a terminal; Ctrl-C stops it.",
+			"without the check (the title says what the host lacks): every candidate is checked against host_memory (one that " +
+			"falls short does not fit, and the notes count them), the offload knob takes the offload back to the GPU (offload=None, " +
+			"or one tier of it), and at zero=3 it also offers ZeRO-Infinity's NVMe tier for the optimizer state, the parameters " +
+			"or both (offload(optimizer=\"nvme\")), at the cluster's NVMe rates. A plan that offloads and fits gets its offload " +
+			"taken back as rows when that still fits and runs faster (goal=\"speed\" ranks it with the other faster plans). " +
+			"A progress bar shows on a terminal; Ctrl-C stops it.",
 		Fn: adviseFn,
 	}}
 }
@@ -211,6 +215,9 @@ func changedPlan(r advise.Row, base *plans.Plan, decl syntax.Position) (*plans.P
 				continue
 			}
 			v, err := plans.EngineValue(s.Value)
+			if o, ok := s.Value.(core.Offload); ok && o == (core.Offload{}) {
+				v, err = starlark.None, nil // every tier taken back (advise.Setting)
+			}
 			if err != nil {
 				return nil, "", err
 			}
@@ -237,6 +244,9 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 		return fmt.Sprintf("%s of %s used", units.FormatBytes(r.Used), units.FormatBytes(r.Report.Capacity))
 	}
 	switch {
+	case res.Goal == advise.Fit && res.Fits && len(res.Rows) > 0:
+		notes = append(notes, fmt.Sprintf("the plan fits as it is: %s, %s headroom; the rows take its offload back to the GPU, still fit and run faster; "+
+			"advise(plan, goal=\"speed\") looks for other faster plans that still fit", used(res.Base), units.FormatBytes(res.Base.Headroom)))
 	case res.Goal == advise.Fit && res.Fits:
 		notes = append(notes, fmt.Sprintf("the plan fits as it is: %s, %s headroom; advise(plan, goal=\"speed\") looks for faster plans that still fit",
 			used(res.Base), units.FormatBytes(res.Base.Headroom)))
@@ -282,11 +292,11 @@ func adviceNotes(res *advise.Result, plan *plans.Plan, decl syntax.Position, sho
 		notes = append(notes, more+": advise(plan, top=None) lists them all")
 	}
 	if s := res.Stats; s.Singles+s.Pairs+s.Rejected > 0 {
-		by := "by the plan"
-		if res.Host != "" { // a candidate short of host memory fails the plan's check
-			by = "by the plan or its host_memory"
+		short := ""
+		if s.HostShort > 0 { // replayed, and again without the check: what the GPU would use
+			short = fmt.Sprintf("%d of them short of host_memory; ", s.HostShort)
 		}
-		notes = append(notes, fmt.Sprintf("%d single changes and %d pairs replayed (%d rejected %s), %d replays in all", s.Singles, s.Pairs, s.Rejected, by, s.Replays))
+		notes = append(notes, fmt.Sprintf("%d single changes and %d pairs replayed (%s%d rejected by the plan), %d replays in all", s.Singles, s.Pairs, short, s.Rejected, s.Replays))
 	}
 	return notes, nil
 }

@@ -34,6 +34,10 @@ type Row struct {
 	TimeChange float64 // step time against the plan as given, a fraction (+0.33: a third slower)
 	Why        string  // which terms and tensors shrink (explain.go)
 	Cost       string  // which time terms grow or shrink
+	// HostShort is the failure of train(host_memory=)'s check ("" when it
+	// passes): Report is then the replay without the check, and the row
+	// does not fit.
+	HostShort string
 }
 
 // StepSeconds is the row's step time.
@@ -46,7 +50,9 @@ type Result struct {
 	Goal       Goal
 	MaxChanges int
 	// Fits says the plan fits as given: with goal Fit there is nothing to
-	// change (Rows is empty), goal Speed looks for faster plans.
+	// change, and Rows holds only its offload taken back (offloadDrops)
+	// where that still fits and runs faster; goal Speed looks for faster
+	// plans.
 	Fits bool
 	// Host is the failure of train(host_memory=)'s check of the plan as
 	// given ("" when it passes): Base is then its replay without the
@@ -66,10 +72,11 @@ type Result struct {
 
 // Stats counts what advice did.
 type Stats struct {
-	Singles  int // single changes replayed
-	Pairs    int // pairs replayed
-	Rejected int // candidates the plan rejects (a layout that does not divide, an offload FSDP lacks)
-	Replays  int // replays in all, the plan's and the rescue's included
+	Singles   int // single changes replayed
+	Pairs     int // pairs replayed
+	HostShort int // of those replayed, the candidates that fail train(host_memory=)'s check
+	Rejected  int // candidates the plan rejects (a layout that does not divide, an offload FSDP lacks)
+	Replays   int // replays in all, the plan's and the rescue's included (a candidate short of host memory takes two: hostShort)
 }
 
 // AnyFits says whether some row fits.
@@ -96,13 +103,14 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 	res := &Result{Goal: opts.Goal, Budget: budget, MaxChanges: opts.MaxChanges, Host: host}
 	res.Base = row(nil, p, base, base, budget, opts.Goal)
 	if host != "" {
-		res.Base.Fits = false
+		res.Base.Fits, res.Base.HostShort = false, host
 	}
 	res.Fits = res.Base.Fits
 	switch {
 	case opts.Goal == Fit && res.Fits:
+		err := dropsThatFit(rs, p, res)
 		res.Stats.Replays = rs.replays
-		return res, nil
+		return res, err
 	case opts.Goal == Speed && host != "":
 		return nil, &units.Error{Path: "advise", Msg: "goal=\"speed\" looks for faster plans that still fit, but this one fails the host memory check: " + host,
 			Hint: "advise(plan) first: the changes that make it fit"}
@@ -122,7 +130,7 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 	res.Stats.Singles = len(singleRows)
 	cands := make([]Row, 0, len(singleRows))
 	for _, c := range singleRows {
-		cands = append(cands, row(c.changes, c.plan, c.rep, base, budget, opts.Goal))
+		cands = append(cands, candidate(c, base, budget, opts.Goal))
 	}
 	if opts.MaxChanges >= 2 {
 		pairs := pairsOf(cands, res.Base, opts.Goal)
@@ -132,7 +140,7 @@ func Run(ctx context.Context, p *core.Plan, opts Options) (*Result, error) {
 		}
 		res.Stats.Pairs = len(two)
 		for _, c := range two {
-			cands = append(cands, row(c.changes, c.plan, c.rep, base, budget, opts.Goal))
+			cands = append(cands, candidate(c, base, budget, opts.Goal))
 		}
 	}
 	res.Rows = rank(cands, res.Base, opts.Goal)
@@ -159,6 +167,38 @@ func checkBudget(p *core.Plan, budget int64) (int64, error) {
 			Hint: "budget is the device memory the step may use: bytes (70 * GB) or a fraction of the GPU's (0.9)"}
 	}
 	return budget, nil
+}
+
+// dropsThatFit replays, for a plan that fits with goal Fit, its offload
+// taken back to the GPU (offloadDrops) and keeps in res.Rows those that
+// still fit and run faster, ranked and explained as goal Speed ranks and
+// explains: an offload the GPU can hold costs step time for nothing.
+func dropsThatFit(rs *replayer, p *core.Plan, res *Result) error {
+	drops := offloadDrops(p)
+	if len(drops) == 0 {
+		return nil
+	}
+	done, err := rs.run(p, wrap(drops), &res.Stats)
+	if err != nil {
+		return err
+	}
+	res.Stats.Singles = len(done)
+	cands := make([]Row, 0, len(done))
+	for _, c := range done {
+		cands = append(cands, candidate(c, res.Base.Report, res.Budget, Speed))
+	}
+	res.Rows = rank(cands, res.Base, Speed)
+	return nil
+}
+
+// candidate is a replayed candidate as a row; one short of host memory
+// does not fit.
+func candidate(c replayed, base *replay.Report, budget int64, goal Goal) Row {
+	r := row(c.changes, c.plan, c.rep, base, budget, goal)
+	if c.host != "" {
+		r.Fits, r.HostShort = false, c.host
+	}
+	return r
 }
 
 // row is a replayed candidate measured against the plan as given.
@@ -190,16 +230,22 @@ func wrap(cs []Change) [][]Change {
 // a change that fits alone may still leave little headroom, which a
 // second one can buy back. Goal Speed pairs a faster change with another
 // faster one or with one that saves memory, so that a speed-up that does
-// not fit alone can.
+// not fit alone can. A single short of host memory pairs only when the
+// plan is too, with a change that passes the check (an offload taken back
+// that needs the device memory another change saves); two short of it
+// do not pair.
 func pairsOf(rows []Row, base Row, goal Goal) [][]Change {
 	var pool []Row
 	for _, r := range rows {
-		switch goal {
-		case Fit:
+		switch {
+		case r.HostShort != "" && (base.HostShort == "" || goal != Fit || !helps(r, base)):
+		case goal == Fit && base.HostShort != "" && r.HostShort == "":
+			pool = append(pool, r) // it passes the check the plan fails
+		case goal == Fit:
 			if helps(r, base) {
 				pool = append(pool, r)
 			}
-		case Speed:
+		case goal == Speed:
 			if faster(r, base) || r.Used < base.Used {
 				pool = append(pool, r)
 			}
@@ -209,7 +255,7 @@ func pairsOf(rows []Row, base Row, goal Goal) [][]Change {
 	for i := range pool {
 		for j := i + 1; j < len(pool); j++ {
 			a, b := pool[i], pool[j]
-			if !compatible(a.Changes[0], b.Changes[0]) {
+			if !compatible(a.Changes[0], b.Changes[0]) || (a.HostShort != "" && b.HostShort != "") {
 				continue
 			}
 			if goal == Speed && !faster(a, base) && !faster(b, base) {
@@ -260,7 +306,12 @@ func rank(cands []Row, base Row, goal Goal) []Row {
 		if goal == Speed {
 			return nil
 		}
-		close := append([]Row(nil), cands...)
+		var close []Row // the closest on the GPU among those the host can hold
+		for _, r := range cands {
+			if r.HostShort == "" {
+				close = append(close, r)
+			}
+		}
 		sort.SliceStable(close, func(i, j int) bool { return close[i].Used < close[j].Used })
 		return close
 	}
@@ -330,7 +381,7 @@ func past(cands []Row, base Row) []Row {
 	seen := map[string]bool{}
 	for _, r := range cands {
 		o := r.Report.OOM
-		if r.Fits || len(r.Changes) != 1 || o == nil || o.Alloc.Phase <= bo.Alloc.Phase || seen[r.Changes[0].Knob] {
+		if r.Fits || len(r.Changes) != 1 || o == nil || o.Alloc.Phase <= bo.Alloc.Phase || seen[r.Changes[0].Knob] || r.HostShort != "" {
 			continue
 		}
 		seen[r.Changes[0].Knob] = true

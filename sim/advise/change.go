@@ -20,7 +20,7 @@ type Change struct {
 // writes it. Values are the engine's: int64 (batch, grad_accum, seq,
 // loss_chunks), bool (expandable_segments), string (precision,
 // members_mode), core.Checkpoint, core.Optimizer, core.Parallelism,
-// core.Offload, core.Compile, hw.Device (gpu), hw.Cluster, or a ModelChange (keyword "model": a
+// core.Offload (its zero value: offload=None), core.Compile, hw.Device (gpu), hw.Cluster, or a ModelChange (keyword "model": a
 // setting of the model's layers, such as a graph model's chunks).
 type Setting struct {
 	Keyword string
@@ -64,6 +64,9 @@ func (s Setting) String() string {
 	case core.Optimizer:
 		return s.Keyword + "=" + optimizerText(v)
 	case core.Offload:
+		if v == (core.Offload{}) {
+			return s.Keyword + "=None"
+		}
 		return s.Keyword + "=" + offloadText(v)
 	case hw.Device:
 		return fmt.Sprintf("%s=%q", s.Keyword, v.Name)
@@ -194,6 +197,9 @@ func (s Setting) apply(q *core.Plan) error {
 			return bad()
 		}
 		q.Offload = &o
+		if o == (core.Offload{}) { // every tier taken back: offload=None
+			q.Offload = nil
+		}
 	case "cluster":
 		c, ok := s.Value.(hw.Cluster)
 		if !ok {

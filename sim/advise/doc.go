@@ -11,7 +11,12 @@
 // the engine (sim.Evaluate), never estimated: single changes first, then
 // pairs of changes to different knobs. The fitting ones are ranked by step
 // time; each row says what to write (train() and parallel() keywords),
-// what it uses and costs, and why it helps, read off the two reports.
+// what it uses and costs, and why it helps, read off the two reports. A
+// plan short of host memory (train(host_memory=)) is advised from its
+// replay without the check: a candidate short of it too is replayed
+// again without the check, counted, and pairs only with one that passes
+// (the offload taken back, offloadDrops); a plan that fits with an
+// offload the GPU can hold gets that offload taken back as its rows.
 //
 // MaxBatch and MaxSeq find the largest micro-batch or sequence that fits
 // by doubling and bisection on the replay.

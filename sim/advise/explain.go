@@ -64,6 +64,9 @@ func memoryTerms(base, rep *replay.Report) string {
 	}
 	if d := rep.HostMemory - base.HostMemory; d >= small || d <= -small { // per GPU; less of it is what a plan short of host memory needs
 		clauses = append(clauses, "host memory "+signedBytes(d))
+		if g := rep.DeviceUsed - base.DeviceUsed; d < 0 && g >= small { // an offload taken back: the GPU holds what the host held
+			clauses = append(clauses, "device used "+signedBytes(g))
+		}
 	}
 	if len(clauses) > maxClauses {
 		clauses = clauses[:maxClauses]

@@ -55,7 +55,7 @@ var generators = []generator{
 	{"optimizer", "AdamW's fused step, 8-bit or paged 8-bit state, the step in the backward", optimizerChanges},
 	{"loss_chunks", "the output layer and cross-entropy in 8 chunks (torchtune's num_output_chunks)", lossChunkChanges},
 	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs; FSDP's resharding and HSDP replicas", shardingChanges},
-	{"offload", "optimizer state, parameters or activations in host memory", offloadChanges},
+	{"offload", "optimizer state, parameters or activations in host memory; for speed, or when the host falls short, an offload taken back to the GPU (or from NVMe to the host)", offloadChanges},
 	{"expandable_segments", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", expandableChanges},
 	{"members_mode", "an ensemble's members one at a time", memberChanges},
 	{"graph", "a graph model's edge chunks, eval chunks and processor segments", graphChanges},
@@ -274,8 +274,19 @@ func shardingChanges(p *core.Plan, ask Ask) []Change {
 }
 
 // offloadChanges move optimizer state, parameters or saved activations to
-// host memory.
+// host memory; and take an offload back (offloadDrops) where that can
+// help: for speed, or when the plan falls short of host memory.
 func offloadChanges(p *core.Plan, ask Ask) []Change {
+	out := offloadAdds(p, ask)
+	if ask.Goal == Speed || ask.HostShort {
+		out = append(out, offloadDrops(p)...)
+	}
+	return out
+}
+
+// offloadAdds move optimizer state, parameters or saved activations to
+// host memory (and, short of host memory at ZeRO-3, from there to NVMe).
+func offloadAdds(p *core.Plan, ask Ask) []Change {
 	var cur core.Offload
 	if p.Offload != nil {
 		cur = *p.Offload
@@ -337,6 +348,64 @@ func offloadChanges(p *core.Plan, ask Ask) []Change {
 		}
 		if opt && params {
 			with(func(o *core.Offload) { o.Optimizer, o.Params = "nvme", "nvme" })
+		}
+	}
+	return out
+}
+
+// offloadDrops take a plan's offload back: each tier on the host or on
+// NVMe back to the GPU, both tiers together, a tier on NVMe back to the
+// host only (the smaller step: ZeRO-Infinity's swap buffers and NVMe
+// reads go, the host holds the state), and offloaded activations back,
+// alone and with the rest. The GPU then holds what the host held: a drop
+// saves host memory (a plan short of host_memory) and step time (no PCIe
+// copies, no CPU optimizer step), never device memory. FSDP moves
+// parameters, gradients and optimizer state together (core/offload.go),
+// so FSDP takes them back together. A drop of every tier writes
+// offload=None (Setting.apply: no offload at all).
+func offloadDrops(p *core.Plan) []Change {
+	if p.Offload == nil {
+		return nil
+	}
+	cur := *p.Offload
+	var out []Change
+	with := func(f func(*core.Offload)) {
+		o := cur
+		f(&o)
+		if o.Activations == "" {
+			o.SyncCopies = false // streams=False is for offloaded activations only
+		}
+		out = append(out, one("offload", "offload", o))
+	}
+	opt, params := cur.Optimizer != "", cur.Params != ""
+	if p.Parallel.Norm().FSDP {
+		if params || opt {
+			with(func(o *core.Offload) { o.Optimizer, o.Params = "", "" })
+		}
+	} else {
+		if opt {
+			with(func(o *core.Offload) { o.Optimizer = "" })
+		}
+		if params {
+			with(func(o *core.Offload) { o.Params = "" })
+		}
+		if opt && params {
+			with(func(o *core.Offload) { o.Optimizer, o.Params = "", "" })
+		}
+		if cur.Optimizer == "nvme" {
+			with(func(o *core.Offload) { o.Optimizer = "cpu" })
+		}
+		if cur.Params == "nvme" {
+			with(func(o *core.Offload) { o.Params = "cpu" })
+		}
+		if cur.Optimizer == "nvme" && cur.Params == "nvme" {
+			with(func(o *core.Offload) { o.Optimizer, o.Params = "cpu", "cpu" })
+		}
+	}
+	if cur.Activations != "" {
+		with(func(o *core.Offload) { o.Activations = "" })
+		if params || opt {
+			with(func(o *core.Offload) { *o = core.Offload{} })
 		}
 	}
 	return out

@@ -337,3 +337,86 @@ func TestOffloadChangesNVMe(t *testing.T) {
 		}
 	}
 }
+
+// An offload is taken back for speed, or when the plan falls short of
+// host memory, never to make a plan fit the GPU (the GPU then holds
+// more): DeepSpeed each tier alone, both, and NVMe back to the host;
+// FSDP (1 and 2) its parameters, gradients and optimizer together, the
+// only offload it has (core/offload.go); offloaded activations alone and
+// with the rest. Each change is one train() takes (Validate).
+func TestOffloadDrops(t *testing.T) {
+	none := core.Offload{}
+	for _, c := range []struct {
+		name string
+		par  core.Parallelism
+		off  core.Offload
+		want []core.Offload
+	}{
+		{"zero3, the optimizer on the host", core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "cpu"}, []core.Offload{none}},
+		{"zero3, both on the host", core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "cpu", Params: "cpu"},
+			[]core.Offload{{Params: "cpu"}, {Optimizer: "cpu"}, none}},
+		{"zero3, the optimizer on NVMe", core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme"},
+			[]core.Offload{none, {Optimizer: "cpu"}}},
+		{"zero3, both on NVMe", core.Parallelism{DP: 8, Zero: 3}, core.Offload{Optimizer: "nvme", Params: "nvme"},
+			[]core.Offload{{Params: "nvme"}, {Optimizer: "nvme"}, none, {Optimizer: "cpu", Params: "nvme"}, {Optimizer: "nvme", Params: "cpu"}, {Optimizer: "cpu", Params: "cpu"}}},
+		{"zero2, the optimizer and activations on the host", core.Parallelism{DP: 8, Zero: 2}, core.Offload{Optimizer: "cpu", Activations: "cpu", SyncCopies: true},
+			[]core.Offload{{Activations: "cpu", SyncCopies: true}, {Optimizer: "cpu"}, none}},
+		{"fsdp2 CPUOffloadPolicy", core.Parallelism{DP: 8, FSDP: true}, core.Offload{Params: "cpu"}, []core.Offload{none}},
+		{"fsdp1 CPUOffload", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1}, core.Offload{Params: "cpu", Optimizer: "cpu"}, []core.Offload{none}},
+		{"activations only", core.Parallelism{}, core.Offload{Activations: "cpu"}, []core.Offload{none}},
+	} {
+		p := quickstart()
+		p.Parallel, p.Offload = c.par, &c.off
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s: the plan is refused: %v", c.name, err)
+		}
+		drops := func(ask Ask) []core.Offload {
+			var got []core.Offload
+			for _, ch := range offloadChanges(p, ask) {
+				q, err := ch.Apply(p)
+				if err != nil {
+					t.Fatalf("%s, %s: %v", c.name, ch, err)
+				}
+				o := core.Offload{}
+				if q.Offload != nil {
+					o = *q.Offload
+				}
+				if !tierTakenBack(c.off, o) {
+					continue
+				}
+				if err := q.Validate(); err != nil {
+					t.Errorf("%s: %s is refused: %v", c.name, ch, err)
+				}
+				if o == none && (q.Offload != nil || ch.String() != "offload=None") {
+					t.Errorf("%s: %s leaves offload %+v, want None", c.name, ch, q.Offload)
+				}
+				got = append(got, o)
+			}
+			return got
+		}
+		for _, ask := range []Ask{{Goal: Speed}, {Goal: Fit, HostShort: true}} {
+			if got := drops(ask); !slices.Equal(got, c.want) {
+				t.Errorf("%s, goal %s: offloads taken back %+v, want %+v", c.name, ask.Goal, got, c.want)
+			}
+		}
+		if got := drops(Ask{Goal: Fit}); got != nil {
+			t.Errorf("%s: to fit the GPU, offloads taken back %+v, want none", c.name, got)
+		}
+	}
+}
+
+// tierTakenBack says whether offload o holds some tier nearer the GPU than
+// cur does (none < cpu < nvme) and none further.
+func tierTakenBack(cur, o core.Offload) bool {
+	rank := map[string]int{"": 0, "cpu": 1, "nvme": 2}
+	nearer := false
+	for _, f := range [][2]string{{cur.Optimizer, o.Optimizer}, {cur.Params, o.Params}, {cur.Activations, o.Activations}} {
+		switch a, b := rank[f[0]], rank[f[1]]; {
+		case b > a:
+			return false
+		case b < a:
+			nearer = true
+		}
+	}
+	return nearer
+}

@@ -27,6 +27,9 @@ type replayed struct {
 	changes []Change
 	plan    *core.Plan
 	rep     *replay.Report
+	// host is the failure of train(host_memory=)'s check ("" when it
+	// passes): rep is then the replay without the check.
+	host string
 }
 
 // eval replays one plan. A plan the engine rejects (a units.Error) is
@@ -47,30 +50,47 @@ func (rs *replayer) base(p *core.Plan) (*replay.Report, error) {
 }
 
 // baseOrHostShort replays the plan as given. When it fails only
-// train(host_memory=)'s check (the replay without the check needs more
-// host memory per node than host_memory), it returns that replay and the
-// check's message instead of the error, so that advice can look for the
-// changes that pass it.
+// train(host_memory=)'s check, it returns the replay without the check
+// and the check's message instead of the error (hostShort), so that
+// advice can look for the changes that pass it.
 func (rs *replayer) baseOrHostShort(p *core.Plan) (*replay.Report, string, error) {
 	rep, err := rs.base(p)
-	if err == nil || p.HostMemory <= 0 {
-		return rep, "", err
+	if err == nil {
+		return rep, "", nil
+	}
+	unchecked, msg, n := hostShort(p, err)
+	rs.replays += n
+	if unchecked == nil {
+		return nil, "", err
+	}
+	return unchecked, msg, nil
+}
+
+// hostShort says whether p, whose replay failed with err, fails only
+// train(host_memory=)'s check: its replay without the check needs more
+// host memory per node than host_memory (replay.HostNeed, the rule of
+// the replay's own check and of the search's). It returns that replay
+// and the check's message, or nil when err is something else; n counts
+// the replays it made.
+func hostShort(p *core.Plan, err error) (unchecked *replay.Report, msg string, n int) {
+	if p.HostMemory <= 0 || !rejected(err) {
+		return nil, "", 0
 	}
 	q := *p
 	q.HostMemory = 0
-	unchecked, uerr := rs.eval(&q)
+	rep, uerr := sim.Evaluate(&q, core.Options{})
 	if uerr != nil {
-		return nil, "", err
+		return nil, "", 1
 	}
-	if need, _ := replay.HostNeed(p, unchecked.HostMemory); need <= p.HostMemory {
-		return nil, "", err
+	if need, _ := replay.HostNeed(p, rep.HostMemory); need <= p.HostMemory {
+		return nil, "", 1
 	}
-	msg := err.Error()
+	msg = err.Error()
 	var ue *units.Error
 	if errors.As(err, &ue) {
 		msg = ue.Msg
 	}
-	return unchecked, msg, nil
+	return rep, msg, 1
 }
 
 // step counts a finished replay for the progress callback.
@@ -83,7 +103,9 @@ func (rs *replayer) step() {
 
 // run applies each list of changes to p and replays the results in
 // parallel, in order; candidates the plan rejects are counted in
-// st.Rejected and left out.
+// st.Rejected and left out. A candidate that fails train(host_memory=)'s
+// check only is kept with its replay without the check (replayed.host)
+// and counted in st.HostShort.
 func (rs *replayer) run(p *core.Plan, cands [][]Change, st *Stats) ([]replayed, error) {
 	plans := make([]*core.Plan, len(cands))
 	for i, cs := range cands {
@@ -106,6 +128,7 @@ func (rs *replayer) run(p *core.Plan, cands [][]Change, st *Stats) ([]replayed, 
 	rs.total += len(plans)
 	reps := make([]*replay.Report, len(plans))
 	errs := make([]error, len(plans))
+	hosts := make([]string, len(plans))
 	var mu sync.Mutex
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -115,8 +138,15 @@ func (rs *replayer) run(p *core.Plan, cands [][]Change, st *Stats) ([]replayed, 
 			defer wg.Done()
 			for i := range next {
 				reps[i], errs[i] = sim.Evaluate(plans[i], core.Options{})
+				n := 1
+				if errs[i] != nil {
+					unchecked, msg, extra := hostShort(plans[i], errs[i])
+					if n += extra; unchecked != nil {
+						reps[i], hosts[i], errs[i] = unchecked, msg, nil
+					}
+				}
 				mu.Lock()
-				rs.replays++
+				rs.replays += n
 				rs.step()
 				mu.Unlock()
 			}
@@ -150,7 +180,10 @@ feed:
 		case errs[i] != nil:
 			return nil, errs[i]
 		default:
-			out = append(out, replayed{changes: cands[i], plan: q, rep: reps[i]})
+			if hosts[i] != "" {
+				st.HostShort++
+			}
+			out = append(out, replayed{changes: cands[i], plan: q, rep: reps[i], host: hosts[i]})
 		}
 	}
 	return out, nil
