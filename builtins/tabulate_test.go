@@ -15,6 +15,19 @@ mine = tabulate([{"model": "7b", "peak": 3 * GiB, "diff": 1.25}, {"model": "13b"
 lists = tabulate([("a", 1), ("b", 22)], columns = ["name", "n"])
 `
 
+// r.modules is a list of structs, which tabulate reads as docs/time.md
+// says: every field by name, or the fields columns picks.
+func TestTabulateStructs(t *testing.T) {
+	runPreludeCases(t, sweepPrelude+"mods = simulate(p).modules\n", []evalCase{
+		{expr: "tabulate(mods).columns", want: `["backward", "bound", "bytes", "count", "flops", "forward", "launch", "name", "recompute", "seconds"]`},
+		{expr: "len(tabulate(mods)) == len(mods)", want: "True"},
+		{expr: "tabulate(mods, columns = [\"name\", \"seconds\"])[0][\"name\"] == mods[0].name", want: "True"},
+		{expr: "tabulate(mods, columns = [\"name\", \"seconds\"], units = {\"seconds\": \"seconds\"}).render().splitlines()[0].split()", want: `["name", "seconds"]`},
+		{expr: "tabulate(mods, columns = [\"name\", \"secs\"])", err: `tabulate: no row has a field "secs"`},
+		{expr: "tabulate([mods[0], {\"a\": 1}])", err: "rows must be all dicts, all structs or all lists (row 0 is a struct, row 1 a dict)"},
+	})
+}
+
 // Every swept axis is a column, shown by its repr; t.rows keep the values.
 func TestSweepAxesByRepr(t *testing.T) {
 	runPreludeCases(t, reprPrelude, []evalCase{
@@ -57,12 +70,13 @@ func TestTabulate(t *testing.T) {
 		{expr: "tabulate([{\"x\": simulate(p)}]).render().splitlines()[1]", want: `"tiny on A100-80GB: batch 1 x seq 64, bf16-mixed, adamw(), no checkpointing"`},
 		{expr: "tabulate([(1, 2)])", err: "rows of lists need columns=[...]"},
 		{expr: "tabulate([(1, 2)], columns = [\"a\"])", err: "row 0 has 2 cells for 1 columns"},
-		{expr: "tabulate([{\"a\": 1}, (1,)])", err: "rows must be all dicts or all lists"},
+		{expr: "tabulate([{\"a\": 1}, (1,)])", err: "rows must be all dicts, all structs or all lists (row 0 is a dict, row 1 a tuple)"},
+		{expr: "tabulate([1])", err: "row 0 must be a dict, struct, list or tuple (got int)"},
 		{expr: "tabulate([{\"mdoel\": 1}], columns = [\"model\"])", err: `row 0 has key "mdoel", which columns does not list`},
 		{expr: "tabulate([{\"a\": \"x\"}], formats = {\"a\": \".2f\"})", err: `formats["a"] on row 0: format: type 'f'`},
 		{expr: "tabulate([{\"a\": 1}], units = {\"a\": \"GiB\"})", err: `units["a"] is "GiB"; a unit is "bytes", "seconds" or "fraction"`},
 		{expr: "tabulate([{\"a\": 1}], formats = {\"b\": \"5\"})", err: `table has no column "b"`},
-		{expr: "tabulate(\"ab\")", err: "rows must be a list of dicts or of lists (got string)"},
+		{expr: "tabulate(\"ab\")", err: "rows must be a list of dicts, structs or lists (got string)"},
 		{expr: "tabulate([(1,)], columns = [\"a\", \"a\"])", err: `columns names "a" twice`},
 		{expr: "format(3.14159, \".2f\") + \"|\" + format(\"gpu\", \"<6\") + \"|\" + format(1234567, \",\")", want: `"3.14|gpu   |1,234,567"`},
 		{expr: "format(\"x\", \".2f\")", err: "needs a number (got a string)"},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/builtins/host"
 	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
 )
 
 // tabulate(rows, ...): a table of the script's own results, the same
@@ -36,7 +37,9 @@ func TabulateBuiltins() []host.Builtin {
 		Sig:  "tabulate(rows, columns=None, title=None, formats=None, units=None)",
 		Doc: "Makes a table of your own rows, printed with aligned columns: " +
 			"print(tabulate([{\"model\": \"7b\", \"peak\": r.peak_allocated}], units={\"peak\": \"bytes\"})). rows is a list of " +
-			"dicts (column -> value; columns defaults to their keys in order of appearance, a missing key is None) or of " +
+			"dicts (column -> value; columns defaults to their keys in order of appearance, a missing key is None), of " +
+			"structs such as r.modules' rows (columns picks their fields, all of them by name by default: " +
+			"tabulate(r.modules, columns=[\"name\", \"count\", \"seconds\", \"bound\"], units={\"seconds\": \"seconds\"})) or of " +
 			"lists or tuples (then columns names them, one per cell). formats maps a column to a format() spec for " +
 			"printing (formats={\"diff\": \"+.1f\"}); units maps a column to \"bytes\" (printed as fmt_bytes does), " +
 			"\"seconds\" or \"fraction\" (a percentage), which also label chart axes. Numbers are right-aligned; without " +
@@ -63,7 +66,7 @@ func tabulateFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	}
 	iter, ok := rowsV.(starlark.Iterable)
 	if !ok || rowsV.Type() == "string" {
-		return nil, fmt.Errorf("tabulate: rows must be a list of dicts or of lists (got %s)", rowsV.Type())
+		return nil, fmt.Errorf("tabulate: rows must be a list of dicts, structs or lists (got %s)", rowsV.Type())
 	}
 	var raw []starlark.Value
 	it := iter.Iterate()
@@ -112,41 +115,61 @@ func tabulateFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	return t, nil
 }
 
-// tabulateRows reads rows of dicts or of sequences into cells, in the
-// order of columns (from the dicts' keys when columns is nil).
+// tabulateRows reads rows of dicts, of structs or of sequences into
+// cells, in the order of columns (from the dicts' keys or the structs'
+// fields when columns is nil).
 func tabulateRows(raw []starlark.Value, columns []string) ([][]starlark.Value, []string, error) {
-	dicts := false
-	if len(raw) > 0 {
-		_, dicts = raw[0].(*starlark.Dict)
-	}
-	for _, r := range raw {
-		_, isDict := r.(*starlark.Dict)
-		if isDict != dicts {
-			return nil, nil, fmt.Errorf("tabulate: rows must be all dicts or all lists (row 0 is a %s, another a %s)", raw[0].Type(), r.Type())
+	kind := ""
+	for i, r := range raw {
+		k := rowKind(r)
+		if k == "" {
+			return nil, nil, fmt.Errorf("tabulate: row %d must be a dict, struct, list or tuple (got %s)", i, r.Type())
+		}
+		if kind == "" {
+			kind = k
+		} else if k != kind {
+			return nil, nil, fmt.Errorf("tabulate: rows must be all dicts, all structs or all lists (row 0 is a %s, row %d a %s)", raw[0].Type(), i, r.Type())
 		}
 	}
-	if !dicts {
-		if columns == nil {
-			if len(raw) > 0 {
-				return nil, nil, fmt.Errorf("tabulate: rows of lists need columns=[...] to name their cells")
-			}
-			columns = []string{}
-		}
-		rows := make([][]starlark.Value, len(raw))
-		for i, r := range raw {
-			switch r.(type) {
-			case *starlark.List, starlark.Tuple:
-			default:
-				return nil, nil, fmt.Errorf("tabulate: row %d must be a dict, list or tuple (got %s)", i, r.Type())
-			}
-			cells := listOf(r)
-			if len(cells) != len(columns) {
-				return nil, nil, fmt.Errorf("tabulate: row %d has %d cells for %d columns", i, len(cells), len(columns))
-			}
-			rows[i] = cells
-		}
-		return rows, columns, nil
+	switch kind {
+	case "dict":
+		return dictRows(raw, columns)
+	case "struct":
+		return structRows(raw, columns)
 	}
+	if columns == nil {
+		if len(raw) > 0 {
+			return nil, nil, fmt.Errorf("tabulate: rows of lists need columns=[...] to name their cells")
+		}
+		columns = []string{}
+	}
+	rows := make([][]starlark.Value, len(raw))
+	for i, r := range raw {
+		cells := listOf(r)
+		if len(cells) != len(columns) {
+			return nil, nil, fmt.Errorf("tabulate: row %d has %d cells for %d columns", i, len(cells), len(columns))
+		}
+		rows[i] = cells
+	}
+	return rows, columns, nil
+}
+
+// rowKind is "dict", "struct" or "list" for the rows tabulate reads, ""
+// for any other value.
+func rowKind(v starlark.Value) string {
+	switch v.(type) {
+	case *starlark.Dict:
+		return "dict"
+	case *starlarkstruct.Struct:
+		return "struct"
+	case *starlark.List, starlark.Tuple:
+		return "list"
+	}
+	return ""
+}
+
+// dictRows reads rows of dicts: a key columns does not list is an error.
+func dictRows(raw []starlark.Value, columns []string) ([][]starlark.Value, []string, error) {
 	given := columns != nil
 	index := map[string]int{}
 	for j, c := range columns {
@@ -168,6 +191,9 @@ func tabulateRows(raw []starlark.Value, columns []string) ([][]starlark.Value, [
 			}
 		}
 	}
+	if columns == nil {
+		columns = []string{}
+	}
 	rows := make([][]starlark.Value, len(raw))
 	for i, r := range raw {
 		cells := make([]starlark.Value, len(columns))
@@ -178,6 +204,46 @@ func tabulateRows(raw []starlark.Value, columns []string) ([][]starlark.Value, [
 			cells[index[string(kv[0].(starlark.String))]] = kv[1]
 		}
 		rows[i] = cells
+	}
+	return rows, columns, nil
+}
+
+// structRows reads rows of structs (r.modules' rows): columns picks
+// fields (a field no row has is an error), every field by default, by
+// name; a row without a field has None there.
+func structRows(raw []starlark.Value, columns []string) ([][]starlark.Value, []string, error) {
+	if columns == nil {
+		seen := map[string]bool{}
+		columns = []string{}
+		for _, r := range raw {
+			for _, name := range r.(*starlarkstruct.Struct).AttrNames() {
+				if !seen[name] {
+					seen[name] = true
+					columns = append(columns, name)
+				}
+			}
+		}
+	}
+	rows := make([][]starlark.Value, len(raw))
+	found := make([]bool, len(columns))
+	for i, r := range raw {
+		st := r.(*starlarkstruct.Struct)
+		cells := make([]starlark.Value, len(columns))
+		for j, c := range columns {
+			v, err := st.Attr(c)
+			if err != nil || v == nil {
+				cells[j] = starlark.None
+				continue
+			}
+			cells[j], found[j] = v, true
+		}
+		rows[i] = cells
+	}
+	for j, c := range columns {
+		if !found[j] && len(raw) > 0 {
+			return nil, nil, host.WithHint(fmt.Errorf("tabulate: no row has a field %q", c),
+				host.DidYouMean(c, raw[0].(*starlarkstruct.Struct).AttrNames()))
+		}
 	}
 	return rows, columns, nil
 }
