@@ -22,6 +22,10 @@ type hfConfig struct {
 }
 
 func parseHFConfig(data []byte) (*hfConfig, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &units.Error{Msg: "config.json is empty",
+			Hint: "a model's config.json is the JSON object next to its weights on the Hugging Face hub"}
+	}
 	text, at := pythonJSON(data)
 	d := json.NewDecoder(bytes.NewReader(text))
 	d.UseNumber()
@@ -56,7 +60,8 @@ func jsonError(data []byte, err error, at func(int64) int64) error {
 		off = te.Offset
 	}
 	if err.Error() == "EOF" || err.Error() == "unexpected EOF" {
-		return &units.Error{Msg: "malformed config.json: unexpected end of file"}
+		return &units.Error{Msg: "malformed config.json: unexpected end of file",
+			Hint: "the file ends before its JSON object does: was it cut short (a download or a copy that stopped)?"}
 	}
 	if off < 0 {
 		return &units.Error{Msg: "malformed config.json: " + err.Error()}
@@ -85,10 +90,19 @@ func describeJSON(v any) string {
 	case nil:
 		return "null"
 	case string:
+		if x == "NaN" {
+			return "NaN" // Python's json writes float('nan') so, unquoted; pythonJSON reads it as this string
+		}
 		return fmt.Sprintf("the string %q", x)
 	case bool:
 		return fmt.Sprintf("%t", x)
 	case json.Number:
+		if f, err := x.Float64(); math.IsInf(f, 0) && err != nil {
+			if f > 0 {
+				return "Infinity" // Python's json writes float('inf') so; pythonJSON reads it as 1e999
+			}
+			return "-Infinity"
+		}
 		return x.String()
 	case []any:
 		return "a list"
@@ -158,7 +172,7 @@ func (c *hfConfig) intValue(key string, min int64) int64 {
 	if err != nil {
 		f, ferr := n.Float64()
 		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > maxHFDim {
-			c.fail(key, "must be an integer (got %s)", n)
+			c.fail(key, "must be an integer (got %s)", describeJSON(n))
 			return 0
 		}
 		i = int64(f)

@@ -47,3 +47,24 @@ func TestModelTypes2026(t *testing.T) {
 		}
 	}
 }
+
+// A value Python's json writes for a float JSON has no literal for is
+// named as the file has it, not as memsh reads it (a NaN was "the string
+// \"NaN\"", an Infinity "1e999").
+func TestPythonJSONMessages(t *testing.T) {
+	const qwen = `{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+		"num_key_value_heads": 2, "vocab_size": 100, %s}`
+	for _, tc := range []struct{ fields, want string }{
+		{`"num_hidden_layers": NaN`, `"num_hidden_layers" must be an integer (got NaN)`},
+		{`"num_hidden_layers": Infinity`, `"num_hidden_layers" must be an integer (got Infinity)`},
+		{`"num_hidden_layers": -Infinity`, `"num_hidden_layers" must be an integer (got -Infinity)`},
+		{`"num_hidden_layers": "2"`, `"num_hidden_layers" must be an integer (got the string "2")`},
+		{`"num_hidden_layers": 2, "rope_theta": NaN`, `"rope_theta" must be a number (got NaN)`},
+		{`"num_hidden_layers": 2, "rope_theta": Infinity`, `"rope_theta" must be a number (got Infinity)`},
+	} {
+		_, err := FromConfig([]byte(strings.Replace(qwen, "%s", tc.fields, 1)), "sdpa")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %s", tc.fields, err, tc.want)
+		}
+	}
+}
