@@ -43,7 +43,8 @@ Usage:
                                   the report and advise()'s changes; exit 0
                                   fits, 1 not
   memsh doc [NAME]                list builtins and stdlib names, or document one
-                                  (a builtin, a stdlib name or a keyword)
+                                  (a builtin, a stdlib name, a keyword or a
+                                  report field: memsh doc device_used)
   memsh version                   print the version
   memsh help                      print this help
 

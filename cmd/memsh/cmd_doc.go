@@ -57,6 +57,7 @@ func (e *env) cmdDoc(operands []string) error {
 	for _, x := range exports {
 		names = append(names, x.Name)
 	}
+	names = append(names, fieldNames(builtins.All())...)
 	if near := nearNames(name, names); len(near) > 0 {
 		return usagef("no builtin or stdlib name %q (did you mean %s?)", name, strings.Join(near, ", "))
 	}

@@ -7,7 +7,7 @@
 //	memsh test [DIR|FILE.star...]   compare each script's output with its x.golden
 //	memsh plot FILE.star [ARGS...]  draw the memory timelines of its reports (SVG)
 //	memsh doc [NAME]                list builtins and stdlib names, or document one
-//	                                (a builtin, a stdlib name or a keyword)
+//	                                (a builtin, a stdlib name, a keyword or a report field)
 //	memsh version                   print the version
 //	memsh help                      print help
 //

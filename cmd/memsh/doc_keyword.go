@@ -9,9 +9,11 @@ import (
 )
 
 // keywordDoc documents name when it is no builtin but a keyword of some
-// (memsh doc fsdp_sync_each_batch): each builtin that takes it, and the
-// keyword's own line of that builtin's doc where it has one. It reports
-// whether name is a keyword of any.
+// (memsh doc fsdp_sync_each_batch) or a field of the value one returns
+// (memsh doc device_used, a field of simulate()'s report): each builtin
+// that takes it, and the keyword's own line of that builtin's doc where it
+// has one, then each builtin whose value has it, with the field's line. It
+// reports whether name is either.
 func keywordDoc(w io.Writer, name string, bs []host.Builtin) bool {
 	found := false
 	for _, b := range bs {
@@ -29,5 +31,56 @@ func keywordDoc(w io.Writer, name string, bs []host.Builtin) bool {
 			}
 		}
 	}
+	for _, b := range bs {
+		line, ok := fieldLine(b.Doc, name)
+		if !ok {
+			continue
+		}
+		if found {
+			fmt.Fprintln(w)
+		}
+		found = true
+		fmt.Fprintf(w, "%s is a field of what %s() returns (memsh doc %s has all of them)\n", name, b.Name, b.Name)
+		fmt.Fprintf(w, "\n%s", strings.TrimSuffix(host.WrapDoc(line, 78), "\n")+"\n")
+	}
 	return found
+}
+
+// fieldNames lists the fields of the builtins' Fields: lists, for the
+// did-you-mean of memsh doc.
+func fieldNames(bs []host.Builtin) []string {
+	var out []string
+	for _, b := range bs {
+		_, fields, ok := strings.Cut(b.Doc, "\nFields:\n")
+		if !ok {
+			continue
+		}
+		for _, line := range strings.Split(fields, "\n") {
+			if line != "" && !strings.HasPrefix(line, "- ") {
+				break
+			}
+			if name, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ":"); ok && name != "" {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// fieldLine is name's line ("name: what it is") in the Fields: list of a
+// builtin's doc (simulate()'s report fields).
+func fieldLine(doc, name string) (string, bool) {
+	_, fields, ok := strings.Cut(doc, "\nFields:\n")
+	if !ok {
+		return "", false
+	}
+	for _, line := range strings.Split(fields, "\n") {
+		if rest, ok := strings.CutPrefix(line, "- "+name+":"); ok {
+			return name + ":" + rest, true
+		}
+		if line != "" && !strings.HasPrefix(line, "- ") {
+			break // the list has ended
+		}
+	}
+	return "", false
 }
