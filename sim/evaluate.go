@@ -121,7 +121,12 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 		return nil, nil, nil
 	}
 	var stage *timing.StageTime
-	rep.Time, stage = timing.StepTime(prog, plan, r)
+	var mbBufs *core.ProgramBuffers // a stage's micro-batch program's lists (timing.StepTimeIn)
+	if plan.PipeStage != nil && opts.Buffers != nil {
+		mbBufs = opts.Buffers.Get(opts.Names)
+		defer opts.Buffers.Put(mbBufs)
+	}
+	rep.Time, stage = timing.StepTimeIn(prog, plan, r, mbBufs)
 	graph.Advise(plan, rep) // notes on a graph model's failure
 	if len(prog.Float8Skipped) > 0 {
 		rep.Notes = append(rep.Notes, "float8: linears with a dimension not divisible by 16 stay in high precision, as torchtitan's filter leaves them (torch._scaled_mm needs multiples of 16): "+

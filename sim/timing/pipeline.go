@@ -61,7 +61,9 @@ func (st *StageTime) summarise(par core.Parallelism) {
 // micro-batch's backward right after its forward), the plan is the same
 // and so is its lowering: prog, the stage's program, lowered from it and
 // left as lowered by the replay (sim's TestLowersAlike), is returned.
-func stageMicroBatch(p *core.Plan, prog *core.Program) (*core.Program, error) {
+// Otherwise the program is lowered into bufs' lists (nil: lists of its
+// own; core.Plan.LowerProgramInto makes the same program either way).
+func stageMicroBatch(p *core.Plan, prog *core.Program, bufs *core.ProgramBuffers) (*core.Program, error) {
 	st := p.PipeStage
 	chunks := core.RankChunks(p.Parallel, st.Stage)
 	if st.Inflight == int64(len(chunks)) && slices.Equal(st.Chunks, chunks) {
@@ -69,7 +71,7 @@ func stageMicroBatch(p *core.Plan, prog *core.Program) (*core.Program, error) {
 	}
 	q := *p
 	q.PipeStage = &core.StageSpec{Stage: st.Stage, Inflight: int64(len(chunks)), Chunks: chunks, Split: st.Split}
-	return q.LowerProgram()
+	return q.LowerProgramInto(core.ProgramSize{}, bufs)
 }
 
 // stageTransfers counts the activations stage s receives and sends per

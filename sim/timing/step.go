@@ -144,10 +144,21 @@ type gpuTime struct {
 // weight's gradient not counted: core/model_flops.go) against the
 // device's dense peak in the compute dtype; HFU counts recompute too.
 func StepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.TimeEstimate, *StageTime) {
-	w, err := workOf(prog, plan, r)
+	return StepTimeIn(prog, plan, r, nil)
+}
+
+// StepTimeIn is StepTime lowering a pipeline stage's micro-batch program
+// (stageMicroBatch) into bufs' lists, and handing them back once its
+// figures are taken (nil: lists of its own, as StepTime): the same
+// program (core.Plan.LowerProgramInto), names kept in bufs' table. A
+// search replays hundreds of stages, each lowering one (5 % of
+// BenchmarkSearchLlama70B1024's bytes in lists and names made afresh).
+func StepTimeIn(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.ProgramBuffers) (replay.TimeEstimate, *StageTime) {
+	w, err := workOf(prog, plan, r, bufs)
 	if err != nil {
 		return replay.TimeEstimate{Notes: []string{"time model: " + err.Error()}}, nil
 	}
+	mb := w.prog // a stage's micro-batch program, or prog
 	gt := w.Times(plan)
 	step := float64(w.M)*gt.MbSec + gt.TlSec
 	te := replay.TimeEstimate{StepSeconds: step}
@@ -162,6 +173,9 @@ func StepTime(prog *core.Program, plan *core.Plan, r *replay.Replay) (replay.Tim
 		stage.summarise(plan.Parallel.Norm())
 	}
 	w.Utilisation(plan, &te, 1)
+	if mb != prog && stage != nil { // summarise dropped it: nothing returned reads it
+		bufs.Recycle(mb)
+	}
 	return te, stage
 }
 
@@ -217,14 +231,16 @@ func (w *GpuWork) SetZeROOffloadCopies(plan *core.Plan, n int64) {
 }
 
 // workOf gathers the time model's inputs from a replayed program.
-func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay) (*GpuWork, error) {
+// A pipeline stage's micro-batch program is lowered into bufs' lists
+// (nil: lists of its own).
+func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.ProgramBuffers) (*GpuWork, error) {
 	par := plan.Parallel.Norm()
 	w := &GpuWork{M: max(plan.GradAccum, 1), Eval: plan.Phase == core.Eval}
 	mbProg, redone := prog, r.Redone
 	w.Flops, w.HwFlops = r.Rep.FLOPs.Model, r.Rep.FLOPs.Hardware
 	if st := plan.PipeStage; st != nil {
 		w.M = plan.MicroBatches()
-		p, err := stageMicroBatch(plan, prog) // one copy of each chunk
+		p, err := stageMicroBatch(plan, prog, bufs) // one copy of each chunk
 		if err != nil {
 			return nil, err
 		}
