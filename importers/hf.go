@@ -469,6 +469,25 @@ func hfLayout(t *tree, o Options, p *plan) error {
 		}
 		args = append(args, kw("fsdp_sync_each_batch", "True"))
 	}
+	// Where the Trainer accumulates otherwise than memsh replays
+	// (accelerate's accumulate() and no_sync(), accelerator.py at v1.14.0,
+	// beb0672aa8): DDP all-reduces every micro-batch with sync_each_batch
+	// (memsh: once a step, as under no_sync()); FSDP2 without it calls
+	// set_requires_gradient_sync(False) on the micro-batches that do not
+	// step (accelerate 1.11.0 and later, ec92b1af7a), keeping unsharded
+	// gradients and reduce-scattering once a step, while memsh's FSDP2
+	// reduce-scatters every micro-batch as torchtitan's trainer does (it
+	// never turns the sync off: torchtitan/trainer.py at b5bcd76c66).
+	switch {
+	case accum <= 1:
+	case !fsdp && each:
+		t.notModelled = append(t.notModelled, "accelerator_config.gradient_accumulation_kwargs.sync_each_batch: DDP's all-reduce of every micro-batch "+
+			"(memsh all-reduces once a step, as under accelerate's no_sync(): the communication time is under-counted)")
+	case fsdp && version == 2 && !each:
+		t.notModelled = append(t.notModelled, "fsdp_config.fsdp_version: accelerate 1.11.0 and later accumulate FSDP2 gradients unsharded "+
+			"(set_requires_gradient_sync(False)) and reduce-scatter once a step; memsh reduce-scatters every micro-batch, as torchtitan does, "+
+			"so it leaves out the unsharded gradients kept between micro-batches (sync_each_batch=true is what memsh replays)")
+	}
 	p.set("parallel", call("parallel", args...))
 	if offload {
 		p.offload(kw("params", str("cpu")))

@@ -158,7 +158,7 @@ var layoutKeywords = []layoutKeyword{
 			p.SyncEachBatch = bool(b)
 			return nil
 		}},
-	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters')",
+	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters'; Lightning 2.1-2.5's FSDPStrategy under bf16-mixed is param_dtype=\"fp32\", reduce_dtype=\"bf16\", its 2.0 and 2.6+ the default)",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
 	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: FSDP2 the precision's gradient dtype, torchtitan's float32; FSDP1 param_dtype, as MixedPrecision and accelerate's policy do)",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPReduceDType }),

@@ -124,7 +124,11 @@ func (par Parallelism) validateFSDP() error {
 			Hint: "add fsdp=1 (accelerate's FullyShardedDataParallel, which peft's fsdp_auto_wrap_policy wraps)"}
 	}
 	if par.SyncEachBatch && par.FSDP && par.FSDPVersion != 1 {
-		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's: FSDP2 (fully_shard) reduce-scatters every micro-batch already",
+		// accelerate 1.11.0 and later accumulate FSDP2 gradients unsharded
+		// (set_requires_gradient_sync(False), accelerator.py no_sync at
+		// v1.14.0 beb0672aa8), torchtitan's trainer never does
+		// (torchtitan/trainer.py at b5bcd76c66): memsh replays torchtitan's.
+		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's: memsh's FSDP2 (fully_shard) reduce-scatters every micro-batch already, as torchtitan does (accelerate 1.11's unsharded accumulation, set_requires_gradient_sync(False), is not modelled)",
 			Hint: "add fsdp=1 (FullyShardedDataParallel, whose no_sync() the trainers use while accumulating)"}
 	}
 	if par.SyncEachBatch && !par.FSDP {
