@@ -152,3 +152,39 @@ func TestStageTimeWithBuffersEqualsWithout(t *testing.T) {
 		}
 	}
 }
+
+// Lowerings into one ProgramBuffers write their names and lists on the
+// slabs the last one left (its arena): an earlier program, still read
+// (a report keeps its names), is unchanged by the lowerings after it.
+func TestLoweringsIntoOneBuffersKeepEarlierPrograms(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	var plans []*core.Plan
+	for _, par := range []core.Parallelism{{PP: 3}, {PP: 2, Schedule: "interleaved", VirtualStages: 3}} {
+		p := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 4
+		stages, err := stagePlans(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, stages...)
+	}
+	plans = append(plans, testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB"))
+	bufs := &core.ProgramBuffers{}
+	var wants, gots []*core.Program
+	for _, p := range plans {
+		want, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.LowerProgramInto(core.ProgramSize{}, bufs) // not recycled: kept, as a report keeps names
+		if err != nil {
+			t.Fatal(err)
+		}
+		wants, gots = append(wants, want), append(gots, got)
+	}
+	for i := range plans {
+		if !reflect.DeepEqual(gots[i], wants[i]) {
+			t.Fatalf("plan %d: a program lowered into shared slabs changed after the lowerings that followed it", i)
+		}
+	}
+}

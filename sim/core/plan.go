@@ -302,9 +302,13 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	if bufs != nil {
 		// The scratch is this lowering's alone until it hands it back,
 		// for the next lowering, also after an error.
+		b.clones = bufs.arena
 		b.clones.shared, b.clones.scratch, b.clones.cuts = bufs.Names, bufs.scratch, bufs.cuts
-		bufs.scratch, bufs.cuts = nil, nil
-		defer func() { bufs.scratch, bufs.cuts = b.clones.scratch, b.clones.cuts }()
+		bufs.scratch, bufs.cuts, bufs.arena = nil, nil, cloneArena{}
+		defer func() {
+			bufs.scratch, bufs.cuts, bufs.arena = b.clones.scratch, b.clones.cuts, b.clones
+			bufs.arena.shared, bufs.arena.scratch, bufs.arena.cuts = nil, nil, nil // kept in bufs' own fields
+		}()
 	}
 	b.compile = p.Compile
 	b.f8 = p.Float8.forDevice(p.Device)

@@ -24,6 +24,13 @@ type ProgramBuffers struct {
 	// bytes), the next lowering starts on it.
 	scratch []byte
 	cuts    []int32 // the same for a block's name template
+	// arena is the last lowering's name and list slabs (cloneArena), the
+	// next lowering writes on past what it wrote: a slab's bytes are
+	// never written twice, so the strings and lists carved before stay
+	// as they are. Each lowering began slabs of its own from the
+	// smallest, and left their tails unwritten (the search's profiles
+	// lower tens of thousands of small programs).
+	arena cloneArena
 }
 
 // Recycle takes p's lists for the next lowering and empties p: p must not
@@ -56,7 +63,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch, cuts: b.cuts}
+	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch, cuts: b.cuts, arena: b.arena}
 }
 
 // untaken hands back to b the lists of prog, just lowered, that nothing
