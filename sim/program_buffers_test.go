@@ -7,6 +7,7 @@ import (
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/timing"
 )
 
 // A program lowered into the lists of programs recycled before it
@@ -185,6 +186,46 @@ func TestLoweringsIntoOneBuffersKeepEarlierPrograms(t *testing.T) {
 	for i := range plans {
 		if !reflect.DeepEqual(gots[i], wants[i]) {
 			t.Fatalf("plan %d: a program lowered into shared slabs changed after the lowerings that followed it", i)
+		}
+	}
+}
+
+// Ops priced in one timing.Prices, program after program (larger, then
+// smaller: its lists are reused, never cleared by a new allocation),
+// cost what timing.PriceOps prices them at on lists of its own.
+func TestPricesReusedEqualPriceOps(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	var plans []*core.Plan
+	for _, par := range []core.Parallelism{{PP: 3}, {PP: 2, TP: 2, SequenceParallel: true, DistributedOptimizer: true, DP: 2}} {
+		p := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 4
+		stages, err := stagePlans(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, stages...)
+	}
+	compiled := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
+	compiled.Compile = core.Compile{Blocks: true} // Inductor's kernels, with megatron's the pricer's fused dispatch
+	plans = append(plans, testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB"), compiled)
+	progs := make([]*core.Program, len(plans))
+	for i, p := range plans {
+		var err error
+		if progs[i], err = p.LowerProgram(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var prices timing.Prices
+	for _, backwards := range []bool{false, true} {
+		for k := range plans {
+			i := k
+			if backwards {
+				i = len(plans) - 1 - k
+			}
+			want := timing.PriceOps(progs[i], plans[i])
+			if got := prices.Of(progs[i], plans[i]); !reflect.DeepEqual(got, want) {
+				t.Fatalf("plan %d: prices in reused lists differ from PriceOps'", i)
+			}
 		}
 	}
 }

@@ -192,15 +192,15 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	errs := make([]error, len(keys))
 	// Every lowering of the run keeps its copied blocks' names in one
 	// table (core.NameTable): profiles and replays name the same blocks.
-	names, pool := &core.NameTable{}, &core.BufferPool{}    // and its replays, the lists they lowered into
-	bufs := make([]core.ProgramBuffers, max(sp.Workers, 1)) // each worker's lowering lists
-	for w := range bufs {
-		bufs[w].Names = names
+	names, pool := &core.NameTable{}, &core.BufferPool{} // and its replays, the lists they lowered into
+	lows := make([]lowering, max(sp.Workers, 1))         // each worker's lowering lists
+	for w := range lows {
+		lows[w].bufs.Names = names
 	}
 	parallelForOn(ctx, sp.Workers, len(keys), nil, func(w, i int) {
-		prs[i], errs[i] = newProfileIn(firstOf[i], partsOf[keys[i]], &bufs[w])
+		prs[i], errs[i] = newProfileIn(firstOf[i], partsOf[keys[i]], &lows[w])
 	})
-	bufs = nil
+	lows = nil
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -322,7 +322,7 @@ func (pr *profile) lowerChunks(par core.Parallelism, sh *stageShape) (*stageShap
 		if err != nil {
 			return nil, err
 		}
-		chunks[g] = unitOf(prog, pr.plan)
+		chunks[g] = unitOf(prog, pr.plan, nil)
 		sh.saved = append(sh.saved, chunks[g].saved)
 	}
 	for s := int64(0); s < par.PP; s++ {

@@ -203,11 +203,15 @@ func (u *unitSums) zero() bool {
 
 // unitOf sums a lowered program the way the time model reads it (every
 // checkpoint region recomputed in training, allRedone) and the memory
-// bound reads it (activations held for backward, as the replay marks them).
-func unitOf(prog *core.Program, plan *core.Plan) unitSums {
+// bound reads it (activations held for backward, as the replay marks
+// them). Its ops are priced in prices' lists (nil: lists of its own).
+func unitOf(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSums {
 	var u unitSums
 	train := plan.Phase != core.Eval
-	costs := timing.PriceOps(prog, plan)
+	if prices == nil {
+		prices = &timing.Prices{}
+	}
+	costs := prices.Of(prog, plan)
 	for i := range prog.Ops {
 		op, c := &prog.Ops[i], &costs[i]
 		u.ct.Forward += c.Fwd
@@ -368,13 +372,21 @@ func partsFor(par core.Parallelism) profileParts {
 // layout gives the tensor, context and expert degrees; data and pipeline
 // parallelism do not change a unit.
 func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
-	return newProfileIn(p, parts, nil)
+	return newProfileIn(p, parts, &lowering{})
 }
 
-// newProfileIn is newProfile lowering into bufs' lists (one goroutine's:
+// lowering is one goroutine's lists for the profiles it lowers: its
+// programs' (core.ProgramBuffers) and their prices' (timing.Prices).
+type lowering struct {
+	bufs   core.ProgramBuffers
+	prices timing.Prices
+}
+
+// newProfileIn is newProfile lowering into lw's lists (one goroutine's:
 // Run's workers each have their own); each program's lists go back to
-// bufs once its units are summed (unitOf and untied copy what they keep).
-func newProfileIn(p *core.Plan, parts profileParts, bufs *core.ProgramBuffers) (*profile, error) {
+// lw once its units are summed (unitOf and untied copy what they keep).
+func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, error) {
+	bufs, prices := &lw.bufs, &lw.prices
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
@@ -393,7 +405,7 @@ func newProfileIn(p *core.Plan, parts profileParts, bufs *core.ProgramBuffers) (
 		if err != nil {
 			return nil, err
 		}
-		u1 := unitOf(p1, p)
+		u1 := unitOf(p1, p, prices)
 		if n == 0 {
 			pr.base = u1
 			bufs.Recycle(p1)
@@ -407,7 +419,7 @@ func newProfileIn(p *core.Plan, parts profileParts, bufs *core.ProgramBuffers) (
 		if err != nil {
 			return nil, err
 		}
-		u2 := unitOf(p2, p)
+		u2 := unitOf(p2, p, prices)
 		pr.block = u2.add(u1, -1)
 		pr.base = u1.add(pr.block, -1)
 		bp, basep, err := blockParams(p1.Params, p2.Params)
@@ -445,7 +457,7 @@ func newProfileIn(p *core.Plan, parts profileParts, bufs *core.ProgramBuffers) (
 				// the last's layers after the blocks.
 				room = prog.Size().Times(3)
 			}
-			st[b-1][s] = unitOf(prog, p)
+			st[b-1][s] = unitOf(prog, p, prices)
 			if b == 1 {
 				sp[s] = untied(prog.Params)
 			}

@@ -65,11 +65,12 @@ type pricer struct {
 	scalarIndexSelect bool
 }
 
-func newPricer(prog *core.Program, plan *core.Plan) *pricer {
+func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
 	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect}
 	if pr.dispatch.fuses() {
-		pr.users = make([]int32, len(prog.Values))
-		pr.saved = make([]bool, len(prog.Values))
+		s.users, s.saved = resize(s.users, len(prog.Values)), resize(s.saved, len(prog.Values))
+		pr.users, pr.saved = s.users, s.saved
+		clear(pr.saved)
 		for v := range pr.users {
 			pr.users[v] = -1
 		}
@@ -92,8 +93,28 @@ func newPricer(prog *core.Program, plan *core.Plan) *pricer {
 
 // PriceOps prices every op of prog for plan.
 func PriceOps(prog *core.Program, plan *core.Plan) []OpCost {
-	pr := newPricer(prog, plan)
-	out := make([]OpCost, len(prog.Ops))
+	var s Prices
+	return s.Of(prog, plan)
+}
+
+// Prices keeps PriceOps' lists from one program to the next: the costs
+// and the pricer's two lists per value. The search prices thousands of
+// small programs (its block profiles, search.unitOf), each of which made
+// them anew (8 % of BenchmarkSearchLlama70B1024's bytes). A Prices
+// belongs to one goroutine.
+type Prices struct {
+	costs []OpCost
+	users []int32
+	saved []bool
+}
+
+// Of is PriceOps(prog, plan), written into s's lists: the costs it
+// returns are valid until s prices the next program.
+func (s *Prices) Of(prog *core.Program, plan *core.Plan) []OpCost {
+	pr := newPricer(prog, plan, s)
+	s.costs = resize(s.costs, len(prog.Ops))
+	out := s.costs
+	clear(out)
 	for i := 0; i < len(prog.Ops); {
 		if pr.dispatch.fuses() && pointwise(&prog.Ops[i]) {
 			j := i + 1
@@ -404,3 +425,12 @@ func bwdFactor(ops []core.OpInfo) float64 {
 // elemBytes is the size of an element of dt in bytes (half a byte for
 // 4-bit types).
 func elemBytes(dt units.DType) float64 { return float64(dt.Bits()) / 8 }
+
+// resize is xs with length n, its array reused when it has room (the
+// elements are the caller's to set).
+func resize[T any](xs []T, n int) []T {
+	if cap(xs) < n {
+		return make([]T, n)
+	}
+	return xs[:n]
+}
