@@ -117,8 +117,11 @@ func (p *Plan) checkCounts() error {
 // count (repeat(repeat(block, 10000), 10000)) gives an error instead of
 // lowering for minutes. The largest programs of the tests and examples
 // (Llama 3 70B, a pipeline stage with its in-flight micro-batch copies, the
-// Bris graph model) lower to under 10^4 ops; MoE experts lower stacked, not
-// one op per expert.
+// Bris graph model) lower to under 10^4 ops; grouped MoE experts lower
+// stacked, but transformers' per-expert loop (moe(impl="loop"), what
+// hf_config builds) lowers every expert's ops: DeepSeek-V3 (58 MoE layers
+// of 256 experts) under bf16 autocast on one GPU passes the bound
+// (testdata/scripts/error_moe_loop_ops.txtar).
 const maxOps = 200_000
 
 // opsError is the error when a program exceeds maxOps.
@@ -147,7 +150,9 @@ func (b *Builder) ReserveParams(n int64) {
 // lowering errors.
 const (
 	hintParams = "check the layer sizes and repeat counts: memsh counts up to 4 EiB (2^62 bytes)"
-	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks), the experts or heads, and the sequential members and rollout steps (each lowers the model again)"
+	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks), the experts or heads, and the sequential members and rollout steps (each lowers the model again); " +
+		"a MoE looped over as transformers runs it (moe(impl=\"loop\"), hf_config's MoE models) lowers every expert's ops, more with autocast's weight copies or float8's casts: " +
+		"expert parallelism (parallel(ep=...)) runs the experts grouped"
 
 	hintMicroBatches = "check grad_accum= and micro_batches=: memsh counts up to 4 EiB (2^62 bytes) a step"
 )
