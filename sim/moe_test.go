@@ -152,6 +152,60 @@ func TestMLASaves(t *testing.T) {
 	}
 }
 
+// MLA under context parallelism, cp=2 over the 8 tokens of TestMLASaves
+// (4 a rank), counted by hand: outside the kernel every saved tensor is a
+// rank's 4 tokens, half of 4,672 bytes: 2,336. The kernel saves, under the
+// ring, the local q, k and v (4 tokens x 4 heads x 12 x 2 bytes = 384
+// each), its output (384) and lse (4 x 4 x 4 = 64); under Ulysses the
+// exchanged q, k and v and its output for all 8 tokens and 2 heads (the
+// same 384 each) and lse (8 x 2 x 4 = 64): 1,600 either way, 3,936 in all.
+// Ulysses exchanges q, k, v (384 bytes each) and the output (384) by
+// all-to-all, forward and backward: 3,072 bytes. Both kernels see every
+// key: the same FLOPs, twice those of a rank attending to its own tokens
+// (Ulysses' MLA once skipped the exchange, searching DeepSeek-V3 with
+// half the attention FLOPs; DeepSpeed's DistributedAttention, arXiv:2309.14509).
+func TestMLAContextParallel(t *testing.T) {
+	a := &nn.MLA{Dim: 64, Heads: 4, QLoraRank: 32, KVLora: 16, Nope: 8, RopeDim: 4, VDim: 8, Impl: "flash", Causal: true}
+	flops := map[string]float64{}
+	for _, mode := range []string{"ring", "ulysses"} {
+		p := layerPlan(t, a, 64, 8, "bf16")
+		p.Parallel = core.Parallelism{CP: 2, CPMode: mode}
+		r := evalPlan(t, p)
+		if r.SavedActivations != 3936 {
+			t.Errorf("%s: saved %d bytes, want 3,936", mode, r.SavedActivations)
+		}
+		var a2a int64
+		for _, c := range r.CommBytes {
+			if c.Name == "all_to_all" {
+				a2a += c.Bytes
+			}
+		}
+		if want := map[string]int64{"ring": 0, "ulysses": 3072}[mode]; a2a != want {
+			t.Errorf("%s: all-to-all %d bytes, want %d (%v)", mode, a2a, want, r.CommBytes)
+		}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range prog.Ops {
+			if op.Kind == "attention" {
+				flops[mode] += op.Flops
+			}
+		}
+	}
+	// Ulysses: 2 x 8 queries x 4 keys (causal: half of 8) x 2 heads x
+	// (12 + 12) = 3,072 a rank; the ring: 4 queries of all 4 heads over
+	// the same keys, as many.
+	if want := 2.0 * 4 * 4 * 4 * 24; flops["ring"] != want || flops["ulysses"] != want {
+		t.Errorf("attention FLOPs a rank: ring %v, Ulysses %v; want %v each", flops["ring"], flops["ulysses"], want)
+	}
+	p := layerPlan(t, a, 64, 8, "bf16")
+	p.Parallel = core.Parallelism{CP: 8, CPMode: "ulysses"}
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "cp=8 does not divide the 4 attention heads") {
+		t.Errorf("cp=8 over 4 heads: %v", err)
+	}
+}
+
 // A Mamba-2 mixer saves, with the mamba_ssm combined kernel, the input of
 // in_proj, its output zxbcdt, the scan output before the gated norm and
 // the norm's rstd: per token, in bf16 (dim 64, 8 heads of 16, 2 groups,

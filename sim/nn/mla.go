@@ -100,6 +100,10 @@ func (a *MLA) CheckLayout(path string, par core.Parallelism) error {
 	if tp := max(par.TP, 1); a.Heads%tp != 0 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads)}
 	}
+	if n := par.Norm(); n.CPMode == "ulysses" && n.CP > 1 && (a.Heads/n.TP)%n.CP != 0 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, a.Heads/n.TP),
+			Hint: "Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit"}
+	}
 	return nil
 }
 
@@ -120,7 +124,6 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	h, qk := a.Heads/tp, a.qkDim()
 	xg := b.TpGather(x)
 	s := b.Shape(xg)
-	tokens := core.Rows(s)
 	var q core.Value
 	if a.QLoraRank > 0 {
 		qa := b.Linear("q_a_proj", core.RoleQ, xg, a.Dim, a.QLoraRank, a.Bias)
@@ -151,19 +154,42 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.Impl == "flash" {
 		od = qk
 	}
+	// Under Ulysses the kernel runs on the whole sequence and a cp-th of
+	// the heads: q, k and v are exchanged by all-to-alls before it and
+	// its output after it, as for attention() (ulysses.go; DeepSpeed's
+	// DistributedAttention wraps any local attention).
+	sa, ha := s, h
+	if b.Par.Ulysses() {
+		cp := b.Par.Cpn()
+		sa = append([]int64(nil), s...)
+		sa[len(sa)-2] *= cp
+		ha = h / cp
+		vw := a.VDim // SDPA's v is the v_head_dim view of kv_b_proj's output; the all-to-all makes it a tensor
+		if a.Impl == "flash" {
+			vw = qk
+		}
+		exchange := func(name string, x core.Value, width int64) core.Value {
+			return ulyssesAllToAll(b, name, x, core.WithLast(sa, ha*width), name+" for the whole sequence and a cp-th of the heads (Ulysses all-to-all)")
+		}
+		query, key, value = exchange("q", query, qk), exchange("k", key, qk), exchange("v", value, vw)
+	}
+	rows := core.Rows(sa)
 	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{query, key, value})
-	o := b.Out(i, "attn_out", core.WithLast(s, h*od), dt, "attention output")
-	lse := b.Out(i, "logsumexp", []int64{tokens, h}, units.FP32, "attention logsumexp (fp32, saved)")
+	o := b.Out(i, "attn_out", core.WithLast(sa, ha*od), dt, "attention output")
+	lse := b.Out(i, "logsumexp", []int64{rows, ha}, units.FP32, "attention logsumexp (fp32, saved)")
 	b.Val(lse).Grad = false
 	b.Save(i, query, key, value, o, lse)
-	b.Op(i).WorkB = units.FP32.Bytes(tokens*h*qk) + units.FP32.Bytes(tokens*h) // fp32 dq accumulator, softmax_d
-	seq := float64(s[len(s)-2])
+	b.Op(i).WorkB = units.FP32.Bytes(rows*ha*qk) + units.FP32.Bytes(rows*ha) // fp32 dq accumulator, softmax_d
+	seq := float64(sa[len(sa)-2])
 	keys := seq
 	if a.Causal {
 		keys /= 2
 	}
-	b.Op(i).Flops = 2 * float64(tokens) * keys * float64(h) * float64(qk+vd)
+	b.Op(i).Flops = 2 * float64(rows) * keys * float64(ha) * float64(qk+vd)
 	ringAttention(b, i, query, key, value, b.Val(key).Bytes+b.Val(value).Bytes)
+	if b.Par.Ulysses() {
+		o = ulyssesBack(b, o, s)
+	}
 	merged := b.Ew("contiguous", "merge_heads", []core.Value{o}, core.WithLast(s, h*a.VDim), dt, "heads merged (and flash's padding dropped): the o_proj input")
 	return b.RowLinear("o_proj", core.RoleO, merged, a.Heads*a.VDim, h*a.VDim, a.Dim, a.Bias)
 }
