@@ -495,3 +495,28 @@ func TestMegatronRouterDType(t *testing.T) {
 		}
 	}
 }
+
+// MLA's attention FLOPs count the width each product reads: q x k over
+// the qk head dim (nope + rope, 12 here) and p x v over v's: SDPA reads
+// the v_head_dim view of kv_b_proj's output (8), flash-attn the copy
+// padded to 12 (transformers' DeepseekV3Attention). 8 tokens, causal (4
+// keys on average), 4 heads: 2 x 8 x 4 x 4 x (12 + 8) = 5,120 with SDPA
+// (was counted with nope + v = 16 wide, 7,168), 6,144 with flash.
+func TestMLAFlops(t *testing.T) {
+	for impl, want := range map[string]float64{"sdpa": 5120, "flash": 6144} {
+		a := &nn.MLA{Dim: 64, Heads: 4, QLoraRank: 32, KVLora: 16, Nope: 8, RopeDim: 4, VDim: 8, Impl: impl, Causal: true}
+		prog, err := layerPlan(t, a, 64, 8, "bf16").LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0.0
+		for _, op := range prog.Ops {
+			if op.Kind == "attention" {
+				got += op.Flops
+			}
+		}
+		if got != want {
+			t.Errorf("%s: attention FLOPs %v, want %v", impl, got, want)
+		}
+	}
+}

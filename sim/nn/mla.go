@@ -145,7 +145,11 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	query := b.Ew("cat", "query_states", []core.Value{q, qr}, core.WithLast(s, h*qk), dt, "q: nope and roped parts concatenated")
 	key := b.Ew("cat", "key_states", []core.Value{kvb, kr}, core.WithLast(s, h*qk), dt, "k: nope part and the shared rope key expanded to the heads")
-	value, vd := kvb, a.Nope+a.VDim // SDPA reads v as a view of kv_b_proj's output, which it keeps
+	// SDPA reads v as the v_head_dim view of kv_b_proj's output, which it
+	// keeps: its P x V product is v_head_dim wide (transformers 4.57.1
+	// modeling_deepseek_v3.py: k_pass, value_states = torch.split(k_pass,
+	// [qk_nope_head_dim, v_head_dim], dim=-1)).
+	value, vd := kvb, a.VDim
 	if a.Impl == "flash" {
 		// flash-attn needs one head dim: transformers pads v to q/k's.
 		value, vd = b.Ew("pad", "value_states", []core.Value{kvb}, core.WithLast(s, h*qk), dt, "v padded to the q/k head dim for flash-attn"), qk
