@@ -347,8 +347,12 @@ func blocksEvery(every starlark.Value) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if k <= 0 || k > 1<<30 {
-		return 0, fmt.Errorf("every must be a positive number of blocks (got %d)", k)
+	if k <= 0 {
+		return 0, host.WithHint(fmt.Errorf("checkpoint: every must be a positive number of blocks (got %d)", k),
+			"every=k checkpoints one block in every k (every=1 all of them, as \"full\"); checkpoint(mode=\"none\") none")
+	}
+	if k > 1<<30 {
+		return 0, fmt.Errorf("checkpoint: every=%d is more blocks than memsh counts (up to 2^30)", k)
 	}
 	return int(k), nil
 }
