@@ -469,24 +469,23 @@ func hfLayout(t *tree, o Options, p *plan) error {
 		}
 		args = append(args, kw("fsdp_sync_each_batch", "True"))
 	}
-	// Where the Trainer accumulates otherwise than memsh replays
-	// (accelerate's accumulate() and no_sync(), accelerator.py at v1.14.0,
-	// beb0672aa8): DDP all-reduces every micro-batch with sync_each_batch
-	// (memsh: once a step, as under no_sync()); FSDP2 without it calls
+	// FSDP2 under accelerate 1.11.0 and later accumulates without
+	// gradient sync unless sync_each_batch: accumulate() calls
 	// set_requires_gradient_sync(False) on the micro-batches that do not
-	// step (accelerate 1.11.0 and later, ec92b1af7a), keeping unsharded
-	// gradients and reduce-scattering once a step, while memsh's FSDP2
-	// reduce-scatters every micro-batch as torchtitan's trainer does (it
-	// never turns the sync off: torchtitan/trainer.py at b5bcd76c66).
+	// step (accelerator.py no_sync at v1.14.0, beb0672aa8; ec92b1af7a),
+	// parallel(fsdp_no_sync=True). DDP there all-reduces every
+	// micro-batch with sync_each_batch; memsh all-reduces once a step, as
+	// under no_sync().
 	switch {
 	case accum <= 1:
 	case !fsdp && each:
 		t.notModelled = append(t.notModelled, "accelerator_config.gradient_accumulation_kwargs.sync_each_batch: DDP's all-reduce of every micro-batch "+
 			"(memsh all-reduces once a step, as under accelerate's no_sync(): the communication time is under-counted)")
-	case fsdp && version == 2 && !each:
+	case fsdp && version == 2 && !each && offload:
 		t.notModelled = append(t.notModelled, "fsdp_config.fsdp_version: accelerate 1.11.0 and later accumulate FSDP2 gradients unsharded "+
-			"(set_requires_gradient_sync(False)) and reduce-scatter once a step; memsh reduce-scatters every micro-batch, as torchtitan does, "+
-			"so it leaves out the unsharded gradients kept between micro-batches (sync_each_batch=true is what memsh replays)")
+			"(set_requires_gradient_sync(False)); with offload memsh reduce-scatters every micro-batch instead (fsdp_no_sync is not modelled with CPU offload)")
+	case fsdp && version == 2 && !each:
+		args = append(args, kw("fsdp_no_sync", "True"))
 	}
 	p.set("parallel", call("parallel", args...))
 	if offload {

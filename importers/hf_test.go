@@ -70,19 +70,27 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_each_batch = True))`,
 	}, {
-		name: "LoRA under FSDP2: accelerate accumulates unsharded, memsh reduce-scatters every micro-batch (said)",
+		name: "LoRA under FSDP2: accelerate 1.11+ accumulates without gradient sync",
 		file: "hf/zephyr_sft_qlora.yaml",
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=2"}},
-		notModelled: []string{"fsdp_config.fsdp_version: accelerate 1.11.0 and later accumulate FSDP2 gradients unsharded (set_requires_gradient_sync(False)) " +
-			"and reduce-scatter once a step; memsh reduce-scatters every micro-batch, as torchtitan does, so it leaves out the unsharded gradients " +
-			"kept between micro-batches (sync_each_batch=true is what memsh replays)"},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2, fsdp_no_sync = True))`,
 	}, {
-		name: "the same with sync_each_batch: what memsh replays, nothing said",
+		name: "the same with CPU offload: not modelled, said",
+		file: "hf/zephyr_sft_qlora.yaml",
+		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap offload", "fsdp_config.fsdp_version=2"}},
+		notModelled: []string{"fsdp_config.fsdp_version: accelerate 1.11.0 and later accumulate FSDP2 gradients unsharded (set_requires_gradient_sync(False)); " +
+			"with offload memsh reduce-scatters every micro-batch instead (fsdp_no_sync is not modelled with CPU offload)"},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", input_requires_grad = True),
+             lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 2), offload = offload(params = "cpu"))`,
+	}, {
+		name: "FSDP2 with sync_each_batch: every micro-batch reduce-scatters, memsh's FSDP2 default",
 		file: "hf/zephyr_sft_qlora.yaml",
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=2", "accelerator_config.gradient_accumulation_kwargs.sync_each_batch=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")

@@ -158,6 +158,23 @@ var layoutKeywords = []layoutKeyword{
 			p.SyncEachBatch = bool(b)
 			return nil
 		}},
+	{Name: "fsdp_no_sync", Sig: "False",
+		Doc: "FSDP2 (fsdp=True) with grad_accum > 1: True accumulates without gradient sync, set_requires_gradient_sync(False) on the " +
+			"micro-batches that do not step (Hugging Face accelerate 1.11 and later, accumulate() without sync_each_batch): each parameter's " +
+			"unsharded gradient kept in reduce_dtype between micro-batches, one reduce-scatter a step; False reduce-scatters every micro-batch " +
+			"and accumulates the sharded gradients (torchtitan)",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.FSDPNoSync) },
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			if v == nil || v == starlark.None {
+				return nil
+			}
+			b, ok := v.(starlark.Bool)
+			if !ok {
+				return fmt.Errorf("fsdp_no_sync must be True or False (got %s)", v.Type())
+			}
+			p.FSDPNoSync = bool(b)
+			return nil
+		}},
 	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters'; Lightning 2.1-2.5's FSDPStrategy under bf16-mixed is param_dtype=\"fp32\", reduce_dtype=\"bf16\", its 2.0 and 2.6+ the default)",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
 	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: FSDP2 the precision's gradient dtype, torchtitan's float32; FSDP1 param_dtype, as MixedPrecision and accelerate's policy do)",

@@ -124,12 +124,16 @@ func (par Parallelism) validateFSDP() error {
 			Hint: "add fsdp=1 (accelerate's FullyShardedDataParallel, which peft's fsdp_auto_wrap_policy wraps)"}
 	}
 	if par.SyncEachBatch && par.FSDP && par.FSDPVersion != 1 {
-		// accelerate 1.11.0 and later accumulate FSDP2 gradients unsharded
-		// (set_requires_gradient_sync(False), accelerator.py no_sync at
-		// v1.14.0 beb0672aa8), torchtitan's trainer never does
-		// (torchtitan/trainer.py at b5bcd76c66): memsh replays torchtitan's.
-		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's: memsh's FSDP2 (fully_shard) reduce-scatters every micro-batch already, as torchtitan does (accelerate 1.11's unsharded accumulation, set_requires_gradient_sync(False), is not modelled)",
-			Hint: "add fsdp=1 (FullyShardedDataParallel, whose no_sync() the trainers use while accumulating)"}
+		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's: FSDP2 (fully_shard) reduce-scatters every micro-batch unless fsdp_no_sync=True",
+			Hint: "add fsdp=1 (FullyShardedDataParallel, whose no_sync() the trainers use while accumulating); FSDP2 without gradient sync is fsdp_no_sync=True"}
+	}
+	if par.FSDPNoSync && (!par.FSDP || par.FSDPVersion == 1) {
+		return &units.Error{Path: "parallel", Msg: "fsdp_no_sync= is FSDP2's (fully_shard's set_requires_gradient_sync(False) while accumulating)",
+			Hint: "FSDP1 (fsdp=1) accumulates under no_sync() already unless fsdp_sync_each_batch=True; add fsdp=True for FSDP2"}
+	}
+	if par.FSDPNoSync && par.PP > 1 {
+		return &units.Error{Path: "parallel", Msg: "fsdp_no_sync= with pp > 1: a pipeline stage's FSDP2 keeps its gradients unsharded until the last micro-batch already (torch.distributed.pipelining)",
+			Hint: "drop fsdp_no_sync"}
 	}
 	if par.SyncEachBatch && !par.FSDP {
 		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's (FullyShardedDataParallel's no_sync()), and this layout has no fsdp=",

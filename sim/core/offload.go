@@ -107,6 +107,11 @@ func (p *Plan) validateShardedOffload(par Parallelism) error {
 	case par.FSDP && (o.Params == "nvme" || o.Optimizer == "nvme"):
 		return &units.Error{Path: "parallel", Msg: "FSDP offloads to CPU memory only (got an nvme tier)",
 			Hint: `NVMe is DeepSpeed's ZeRO-Infinity: parallel(dp=..., zero=3) with offload(params="nvme", optimizer="nvme"); FSDP's CPU offload is offload(params="cpu")`}
+	case par.FSDP && par.FSDPNoSync:
+		// The synchronising micro-batch's copies of the gradient shards to
+		// the host (once a step) are not replayed for FSDP2.
+		return &units.Error{Path: "parallel", Msg: "fsdp_no_sync= with offload(params=\"cpu\") is not modelled: memsh replays FSDP2's CPU offload reduce-scattering every micro-batch",
+			Hint: "drop fsdp_no_sync (the sharded gradients on the host accumulate every micro-batch), or the offload"}
 	case par.FSDP:
 		return nil
 	case par.DistributedOptimizer:

@@ -349,6 +349,10 @@ func (d *distState) gradient(r *Replay, pi int32) bool {
 
 // reduceScatter is FSDP's post-backward for unit u.
 func (d *distState) reduceScatter(r *Replay, u int32) {
+	if d.noSync { // FSDP2 without gradient sync (fsdp2_no_sync.go)
+		d.postBackwardNoSync(r, u)
+		return
+	}
 	un := &d.units[u]
 	var n int64
 	for _, pi := range un.params {

@@ -394,6 +394,15 @@ func (d *distState) setupFSDP(r *Replay) {
 		d.hostGradShards(r)
 		return
 	}
+	if d.noSync { // fsdp_no_sync: unsharded, no sharded gradient until the step's last micro-batch (fsdp2_no_sync.go)
+		if r.Plan.KeepGrads { // zero_grad(set_to_none=False): the sharded gradients stay from the last step
+			for u := range d.units {
+				d.shardGrad(r, u)
+			}
+		}
+		d.accumulators(r)
+		return
+	}
 	if r.Plan.GradsPersist() {
 		for u := range d.units {
 			d.shardGrad(r, u)

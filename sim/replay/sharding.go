@@ -119,7 +119,7 @@ type distState struct {
 	pageableUp       int64 // copies into pageable host memory (shard_offload.go PageableD2H)
 
 	fsdp1  bool // FullyShardedDataParallel semantics
-	noSync bool // FSDP1 micro-batch under no_sync(): gradients stay unsharded
+	noSync bool // a micro-batch that reduces no gradient (FSDPNoSync): gradients stay unsharded
 	// FSDP1 under reentrant checkpointing (fsdp1_reentrant.go): recompute
 	// inputs held until the backward ends, their gradients, and those
 	// gradients' allocations.
@@ -150,7 +150,7 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	d.Mode = ModeOf(plan)
 	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1
-		d.noSync = FSDP1NoSync(plan)
+		d.noSync = FSDPNoSync(plan)
 		d.pipeHold = !d.fsdp1 && prog.Stage != nil
 		// MixedPrecisionPolicy: the all-gather casts to param_dtype.
 		d.gatherDT, d.reduceDT = par.FSDPParams(plan.Precision), par.FSDPReduce(plan.Precision)

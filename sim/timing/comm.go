@@ -334,11 +334,11 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		replay.TimeShare{Name: "pp_comm", Seconds: pp})
 
 	bwdWindow := mb.Backward + mb.Recompute
-	// FSDP1 under no_sync() reduce-scatters at the synchronising
-	// micro-batch only (replay.FSDP1NoSync): its reduce-scatters (rsSync,
-	// seconds per step) and offloaded gradient copies sit behind that
-	// micro-batch's backward alone.
-	syncOnce := w.Mode == replay.DistFSDP && replay.FSDP1NoSync(plan)
+	// FSDP1 under no_sync() and FSDP2 with fsdp_no_sync reduce-scatter at
+	// the synchronising micro-batch only (replay.FSDPNoSync): its
+	// reduce-scatters (rsSync, seconds per step) and offloaded gradient
+	// copies sit behind that micro-batch's backward alone.
+	syncOnce := w.Mode == replay.DistFSDP && replay.FSDPNoSync(plan)
 	var gatherMB, rsMB, rsSync, grad, params float64
 	var gradBytes, paramBytes int64
 	var gradKind, gradGroup, paramKind, paramGroup string
