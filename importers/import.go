@@ -48,7 +48,7 @@ type Result struct {
 	// left out of the plan.
 	Unknown []string
 	// DidYouMean maps an unknown key to the key the importer reads that
-	// it is likely a typo of (a key absent from the config).
+	// it is likely a typo of.
 	DidYouMean map[string]string
 	// NotModelled lists settings understood but not modelled ("key: why").
 	NotModelled []string

@@ -12,18 +12,18 @@ import (
 // runs with the default of the real key, and so does the plan. These
 // helpers name the key meant.
 
-// suggestions maps each unknown key to the key the importer looked for
-// and did not find that is nearest to it, where one is near enough to be
-// a typo (nearKey).
+// suggestions maps each unknown key to the key the importer looks for
+// that is nearest to it, where one is near enough to be a typo (nearKey):
+// one the config lacks (the trainer then runs with its default), or one
+// it has (a misspelt override on the command line, batch_sise=4, leaves
+// the file's value).
 func (t *tree) suggestions(unknown, noEffect []string) map[string]string {
 	var known []string
 	for k := range t.asked {
-		if _, present := t.leaves[k]; !present {
-			known = append(known, k)
-		}
+		known = append(known, k)
 	}
 	for _, k := range noEffect {
-		if _, present := t.leaves[k]; !present && !strings.HasSuffix(k, ".*") {
+		if !strings.HasSuffix(k, ".*") {
 			known = append(known, k)
 		}
 	}

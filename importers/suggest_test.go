@@ -35,6 +35,11 @@ func TestDidYouMean(t *testing.T) {
 		{name: "deepspeed stage", file: "deepspeed/zero_offload_tutorial.json", from: `"stage"`, to: `"stgae"`,
 			opts:    Options{Model: "config.json", Seq: 2048, Overrides: []string{"train_micro_batch_size_per_gpu=2"}},
 			errHint: "DeepSpeed offloads the optimizer from ZeRO stage 1 (the config has zero_optimization.stgae: a typo?)"},
+		// A misspelt override on the command line: the file's key is read,
+		// with the file's value.
+		{name: "override", file: "torchtitan/llama3_8b.toml", from: "[training]", to: "[training]",
+			opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_sise=4"}},
+			want: map[string]string{"training.local_batch_sise": "training.local_batch_size"}},
 		// A key near none the trainer reads gets no suggestion.
 		{name: "far from every key", file: "hf/trainer_gc.json", from: `"gradient_checkpointing"`, to: `"fancy_feature"`,
 			opts: Options{Seq: 2048}, want: map[string]string{}},
