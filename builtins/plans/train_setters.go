@@ -34,7 +34,12 @@ func setImages(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 	}
 	t, ok := (*v).(starlark.Tuple)
 	if !ok || len(t) != 3 {
-		return fmt.Errorf("%s must be (count, height, width) (got %s)", name, (*v).Type())
+		got := (*v).Type()
+		if s, isSeq := (*v).(starlark.Sequence); isSeq && got != "string" {
+			got = fmt.Sprintf("a %s of %d", got, s.Len())
+		}
+		return host.WithHint(fmt.Errorf("train: %s must be a tuple (count, height, width) (got %s)", name, got),
+			name+"=(2, 448, 448): two images of 448 x 448 pixels in each sample")
 	}
 	var n [3]int64
 	for i, what := range []string{"count", "height", "width"} {
