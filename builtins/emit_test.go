@@ -191,6 +191,12 @@ func wantDocument(x *reports.Report) jsondoc.Report {
 	if r.OOM != nil {
 		w.OOM = &jsondoc.OOM{Alloc: alloc(r.OOM.Alloc), Message: r.OOM.Message}
 	}
+	if x.HasTime() {
+		w.TimeBreakdown = map[string]float64{}
+		for _, s := range r.Time.Breakdown {
+			w.TimeBreakdown[s.Name] = s.Seconds
+		}
+	}
 	for _, m := range r.Time.Modules {
 		if !x.HasTime() {
 			break

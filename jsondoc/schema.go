@@ -110,6 +110,10 @@ type Report struct {
 	TokensPerS  *float64 `json:"tokens_per_s"`  // tokens per second over all data-parallel replicas; null for a weather model
 	SamplesPerS *float64 `json:"samples_per_s"` // samples (sequences, or a weather model's input states) per second
 	CommBytes   *int64   `json:"comm_bytes"`    // bytes over the network per step
+	// TimeBreakdown is the step's seconds by cause (r.time_breakdown):
+	// forward, backward, recompute, launch, exposed communication, the
+	// bubble, the optimizer, host terms; null without a time model.
+	TimeBreakdown map[string]float64 `json:"time_breakdown"`
 	// Modules is the step by module, then its terms outside the modules
 	// (r.modules); null without a time model.
 	Modules []Module `json:"modules"`

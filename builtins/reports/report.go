@@ -159,8 +159,8 @@ func overheadsField(x *Report) starlark.Value {
 	return host.FrozenList(out)
 }
 
-// timeBreakdownField is r.time_breakdown: seconds of the step by cause;
-// not in as_dict, whose form is the JSON schema's.
+// timeBreakdownField is r.time_breakdown: seconds of the step by cause,
+// the time line of print(r); as_dict and --json have it too.
 func timeBreakdownField(x *Report) starlark.Value {
 	if !x.HasTime() {
 		return starlark.None
