@@ -97,20 +97,37 @@ func evaluateInto(plan *core.Plan, prog *core.Program, opts core.Options, limit 
 			return nil, nil, nil, err
 		}
 	}
-	rep, stage, err := replayProgram(plan, prog, opts, limit)
+	rep, stage, err := replayProgram(plan, prog, opts, limit, scratchOf(bufs))
 	return rep, stage, prog, err
+}
+
+// scratchOf is the replay's lists kept with bufs (core.ProgramBuffers.Replay),
+// made at the first replay; nil without bufs (lists of the replay's own).
+func scratchOf(bufs *core.ProgramBuffers) *replay.Scratch {
+	if bufs == nil {
+		return nil
+	}
+	s, ok := bufs.Replay.(*replay.Scratch)
+	if !ok {
+		s = &replay.Scratch{}
+		bufs.Replay = s
+	}
+	return s
 }
 
 // replayProgram is evaluateUnder past the lowering: it replays the plan's
 // program through the allocator model, then the time model and notes.
-func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit int64) (*replay.Report, *timing.StageTime, error) {
+// The replay's step state is made in s's lists and handed back to s
+// once the report is complete (nil: lists of its own).
+func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit int64, s *replay.Scratch) (*replay.Report, *timing.StageTime, error) {
 	if err := plan.CheckFirstStep(prog); err != nil {
 		return nil, nil, err
 	}
-	r, err := replay.RunBelow(prog, plan, opts, limit)
+	r, err := replay.RunBelowIn(prog, plan, opts, limit, s)
 	if err != nil || r == nil { // nil: the step reaches limit
 		return nil, nil, err
 	}
+	defer r.Recycle() // the report, the time and the stage's summary keep none of its lists
 	rep := r.Report()
 	if rep.DeviceUsed >= limit && !plan.Optimizer.Paged() {
 		// Settle still runs for its error (the node's host memory); it

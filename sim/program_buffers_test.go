@@ -229,3 +229,66 @@ func TestPricesReusedEqualPriceOps(t *testing.T) {
 		}
 	}
 }
+
+// Replays made in a search's pooled lists (replay.Scratch, kept with each
+// worker's core.ProgramBuffers: the Megatron first step's and the steady
+// step's tensors and per-value state, handed back after each replay)
+// report what replays in lists of their own report: whole plans, with and
+// without a pipeline or a first step, larger and smaller one after
+// another, and replays stopped at a limit (EvaluateBelow) before the
+// next, in both orders and twice over.
+func TestReplaysInPooledListsEqualReplaysWithout(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	wide := testmodels.Llama(512, 8, 8, 4, 1408, 1000, "flash")
+	var plans []*core.Plan
+	for _, tc := range []struct {
+		m    *core.Model
+		prec string
+		par  core.Parallelism
+	}{
+		{llama, "megatron", core.Parallelism{PP: 3}},
+		{wide, "megatron", core.Parallelism{PP: 2, TP: 2, SequenceParallel: true, DistributedOptimizer: true, DP: 2}},
+		{llama, "megatron", core.Parallelism{TP: 2, SequenceParallel: true, DistributedOptimizer: true, DP: 4}},
+		{wide, "bf16-mixed", core.Parallelism{DP: 4, Zero: 1}},
+		{llama, "bf16-mixed", core.Parallelism{}},
+	} {
+		p := testmodels.LlamaPlan(tc.m, 2, 64, tc.prec, "full", "H100-80GB")
+		p.Parallel, p.GradAccum = tc.par, 4
+		plans = append(plans, p)
+	}
+	opts := core.Options{Buffers: &core.BufferPool{}, Names: &core.NameTable{}}
+	for round := range 4 {
+		for k := range plans {
+			i := k
+			if round%2 == 1 {
+				i = len(plans) - 1 - k
+			}
+			p := plans[i]
+			want, err := Evaluate(p, core.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Evaluate(p, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round %d, plan %d (%s, %s): the report replayed in pooled lists differs", round, i, p.Precision.Name, p.Parallel)
+			}
+			// A limit halfway to the plan's memory stops its replay (its
+			// lists go back to the pool before the next replay takes them).
+			limit := want.DeviceUsed / 2
+			stopped, err := EvaluateBelow(p, opts, limit, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, err := EvaluateBelow(p, core.Options{}, limit, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(stopped, alone) {
+				t.Fatalf("round %d, plan %d: EvaluateBelow under %d bytes differs with pooled lists", round, i, limit)
+			}
+		}
+	}
+}

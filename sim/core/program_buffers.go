@@ -31,6 +31,10 @@ type ProgramBuffers struct {
 	// smallest, and left their tails unwritten (the search's profiles
 	// lower tens of thousands of small programs).
 	arena cloneArena
+	// Replay is the replay's own lists (sim/replay.Scratch), kept with
+	// the lists of the programs it replays for the next replay by the
+	// same goroutine; core reads nothing of it.
+	Replay any
 }
 
 // Recycle takes p's lists for the next lowering and empties p: p must not
@@ -63,7 +67,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch, cuts: b.cuts, arena: b.arena}
+	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch, cuts: b.cuts, arena: b.arena, Replay: b.Replay}
 }
 
 // untaken hands back to b the lists of prog, just lowered, that nothing

@@ -59,6 +59,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	first.optimizerStep()
 	first.finish()
 	if first.Rep.OOM != nil { // the steady step alone says where it fails
+		first.Recycle()
 		return false, nil
 	}
 	// zero_grad and the end of the step: everything made after the batch
@@ -86,7 +87,9 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	}
 	// first ends here: its chunks become r's. Its moments' ids are past
 	// persist, in increasing order: still first's tensors (takeFirst).
+	spare := r.live // r has made no tensor: its chunks (a Scratch's) go back with first's lists
 	r.live.takeFirst(&first.live, persist)
+	first.live = spare
 	for _, id := range first.lazyIDs {
 		r.live.add(*r.live.at(id))
 	}
@@ -105,6 +108,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	r.Dist.seedHolds(r)
 	r.sample()
 	r.setupStep()
+	first.Recycle() // its tensors' chunks are r's (takeFirst), its allocator too
 	return true, nil
 }
 

@@ -147,12 +147,22 @@ type Replay struct {
 	// stopped says it did.
 	stopAt  int64
 	stopped bool
+	// lists holds the lists this replay's state was made in, from
+	// scratch, for Recycle to hand back (nil: lists of its own).
+	lists   *stateLists
+	scratch *Scratch
 }
 
 const none = -1
 
 func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64) *Replay {
-	r := newReplayState(p, plan, opts, limit)
+	return newReplayIn(p, plan, opts, limit, nil)
+}
+
+// newReplayIn is NewReplay with its step state made in lists s keeps
+// (nil: lists of its own).
+func newReplayIn(p *core.Program, plan *core.Plan, opts core.Options, limit int64, s *Scratch) *Replay {
+	r := newReplayState(p, plan, opts, limit, s)
 	r.last = fill(make([]int32, len(p.Values)), none)
 	r.Saved = make([]bool, len(p.Values))
 	r.regionIn = make([][]core.Value, len(p.Regions))
@@ -168,16 +178,17 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 // gradlessParams: written only by NewReplay, read only after it) and
 // has a step state of its own: a first step replayed before r's
 // (warmFirstStep) reads the program as r does, and need not read it again.
-func (r *Replay) sibling(limit int64) *Replay {
-	s := newReplayState(r.P, r.Plan, r.opts, limit)
+func (r *Replay) sibling(limit int64, scratch *Scratch) *Replay {
+	s := newReplayState(r.P, r.Plan, r.opts, limit, scratch)
 	s.last, s.Saved, s.regionIn, s.paramLast, s.gradless, s.hostHolds = r.last, r.Saved, r.regionIn, r.paramLast, r.gradless, r.hostHolds
 	s.initHolds()
 	return s
 }
 
 // newReplayState is a replay of p with its step state made (every value
-// and parameter without a tensor), before its reading of the program.
-func newReplayState(p *core.Program, plan *core.Plan, opts core.Options, limit int64) *Replay {
+// and parameter without a tensor), before its reading of the program,
+// in lists s keeps (nil: lists of its own).
+func newReplayState(p *core.Program, plan *core.Plan, opts core.Options, limit int64, s *Scratch) *Replay {
 	nv := len(p.Values)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
 		fwdPhase: PhaseForward, keptAllGather: none}
@@ -194,16 +205,27 @@ func newReplayState(p *core.Program, plan *core.Plan, opts core.Options, limit i
 		r.alloc.Observe = r.traceSegment
 	}
 	r.live.size = int32(min(max(2*(nv+len(p.Params)), 64), 1<<20))
-	r.valT = fill(make([]int32, nv), none)
-	r.gradT = fill(make([]int32, nv), none)
-	r.holds = make([]int32, nv)
-	r.done = make([]bool, nv)
-	r.rLast = fill(make([]int32, nv), none)
-	r.paramGrad = fill(make([]int32, len(p.Params)), none)
-	r.gradFresh = make([]bool, len(p.Params))
-	r.kept = make([]bool, nv)
-	r.Redone = make([]bool, len(p.Regions))
+	l := s.take()
+	if s != nil {
+		r.lists, r.scratch = l, s
+	}
+	r.live.reuse(l.chunks)
+	r.valT = fill(sized(l.valT, nv), none)
+	r.gradT = fill(sized(l.gradT, nv), none)
+	r.holds = zeroed(sized(l.holds, nv))
+	r.done = zeroed(sized(l.done, nv))
+	r.rLast = fill(sized(l.rLast, nv), none)
+	r.paramGrad = fill(sized(l.paramGrad, len(p.Params)), none)
+	r.gradFresh = zeroed(sized(l.gradFresh, len(p.Params)))
+	r.kept = zeroed(sized(l.kept, nv))
+	r.Redone = zeroed(sized(l.redone, len(p.Regions)))
 	return r
+}
+
+// zeroed sets every element of xs to its zero value.
+func zeroed[T any](xs []T) []T {
+	clear(xs)
+	return xs
 }
 
 // initHolds sets, before a step's forward, how many holders keep each

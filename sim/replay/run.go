@@ -26,13 +26,27 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 // offload or host tables (warmFirstStep's conditions), so Settle would
 // find no host memory to refuse either.
 func RunBelow(prog *core.Program, plan *core.Plan, opts core.Options, limit int64) (*Replay, error) {
+	return RunBelowIn(prog, plan, opts, limit, nil)
+}
+
+// RunBelowIn is RunBelow with the replays' step state made in lists s
+// keeps (nil: lists of their own): a first step's go back to s when it
+// ends, the steady step's when RunBelowIn returns no replay, or when its
+// caller is done with the one it returns (Replay.Recycle).
+func RunBelowIn(prog *core.Program, plan *core.Plan, opts core.Options, limit int64, s *Scratch) (*Replay, error) {
 	dev := plan.Device
 	overheads := Overheads(plan) // the CUDA context, NCCL's buffers (device.go)
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes
 	}
-	r := NewReplay(prog, plan, opts, dev.Memory-nonTorch)
+	r := newReplayIn(prog, plan, opts, dev.Memory-nonTorch, s)
+	returned := false
+	defer func() {
+		if !returned { // stopped, or failed: nothing reads r
+			r.Recycle()
+		}
+	}()
 	r.nonTorch = nonTorch
 	var err error
 	if r.Dist, err = NewDist(plan, prog); err != nil { // nil on one GPU
@@ -44,7 +58,7 @@ func RunBelow(prog *core.Program, plan *core.Plan, opts core.Options, limit int6
 		}
 	}
 	warm, err := warmFirstStep(r, func() (*Replay, error) {
-		first := r.sibling(dev.Memory - nonTorch)
+		first := r.sibling(dev.Memory-nonTorch, s)
 		first.nonTorch = nonTorch
 		var err error
 		first.Dist, err = NewDist(plan, prog)
@@ -98,6 +112,7 @@ func RunBelow(prog *core.Program, plan *core.Plan, opts core.Options, limit int6
 		}
 	}
 	rep.Breakdown = r.deviceBreakdown()
+	returned = true
 	return r, nil
 }
 

@@ -76,6 +76,28 @@ func (ts *tensors) takeFirst(prev *tensors, n int32) {
 	}
 }
 
+// empty clears the tensors made and returns the chunks, for another
+// replay's tensors (reuse: their blocks were a finished allocator's).
+func (ts *tensors) empty() [][]liveTensor {
+	chunks := ts.chunks
+	for _, c := range chunks { // all of each: a first step's tensors may lie past the steady step's (takeFirst)
+		clear(c)
+	}
+	*ts = tensors{}
+	return chunks
+}
+
+// reuse starts ts, empty, on chunks another replay emptied when they
+// hold at least an eighth of ts.size tensors each (the chunk size is the
+// chunks', then: ids are counted, so any size holds the same tensors,
+// and more chunks are made as needed; a pipeline's stages hold up to pp
+// times the micro-batches of another, one worker replaying them in turn).
+func (ts *tensors) reuse(chunks [][]liveTensor) {
+	if len(chunks) > 0 && 8*len(chunks[0]) >= int(ts.size) {
+		ts.chunks, ts.size = chunks, int32(len(chunks[0]))
+	}
+}
+
 // carry makes ts the first n tensors of prev (a copy: prev's chunks stay
 // prev's).
 func (ts *tensors) carry(prev *tensors, n int32) {
