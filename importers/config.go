@@ -228,6 +228,22 @@ func (t *tree) notModelledIf(key, why string) {
 	t.notModelled = append(t.notModelled, key+": "+why)
 }
 
+// notModelledUnder records key, or the keys under it (a component's
+// arguments), as one setting understood but not modelled, when any is in
+// the config.
+func (t *tree) notModelledUnder(key, why string) {
+	t.asked[key] = true
+	found := false
+	for k := range t.leaves {
+		if k == key || strings.HasPrefix(k, key+".") {
+			t.used[k], found = true, true
+		}
+	}
+	if found {
+		t.notModelled = append(t.notModelled, key+": "+why)
+	}
+}
+
 // notUnderstood lists the keys neither read nor matched by noEffect
 // (patterns: "key", "prefix.*").
 func (t *tree) notUnderstood(noEffect []string) []string {

@@ -97,6 +97,7 @@ func torchtunePlan(t *tree, o Options) (*plan, error) {
 	if err := torchtuneFloat8(t, o, p); err != nil {
 		return nil, err
 	}
+	torchtuneNotModelled(t)
 	p.set("gpu", str(o.GPU))
 	return p, torchtuneLayout(t, o, p)
 }
@@ -279,7 +280,7 @@ func torchtuneMemory(t *tree, p *plan) error {
 		}
 		p.offload(kw("activations", str("cpu")))
 	}
-	compiled, err := t.boolean("compile", false)
+	compiled, err := torchtuneCompile(t)
 	if err != nil {
 		return err
 	}
@@ -287,6 +288,52 @@ func torchtuneMemory(t *tree, p *plan) error {
 		p.set("compile", "True")
 	}
 	return nil
+}
+
+// torchtuneCompile reads compile as a bool or as the mapping
+// full_finetune_distributed.py and qat_distributed.py take (pytorch/torchtune
+// bd2a0fc, recipes/full_finetune_distributed.py:343-356: compile.model and
+// compile.loss default True, compile.optimizer_step False, compile.scale_grads
+// True). The layers are compiled when compile.model is; the other three
+// compile steps that hold no activations.
+func torchtuneCompile(t *tree) (bool, error) {
+	if l, ok := t.leaves["compile"]; ok && l.value != nil {
+		return t.boolean("compile", false)
+	}
+	t.get("compile") // asked (for did-you-mean), and read when null
+	under := false
+	for _, k := range t.keys() {
+		under = under || strings.HasPrefix(k, "compile.")
+	}
+	if !under {
+		return false, nil
+	}
+	for _, k := range []string{"compile.loss", "compile.optimizer_step", "compile.scale_grads"} {
+		if _, err := t.boolean(k, false); err != nil {
+			return false, err
+		}
+	}
+	return t.boolean("compile.model", true)
+}
+
+// torchtuneNotModelled lists the recipes' settings memsh does not replay.
+func torchtuneNotModelled(t *tree) {
+	// qat_distributed.py, qat_single_device.py (bd2a0fc): the quantizer swaps
+	// the linears for torchao's fake-quantized ones, whose forward keeps the
+	// fake-quantized weight and activation copies.
+	t.notModelledUnder("quantizer", "QAT's fake-quantized linears (torchao's FakeQuantizer: the quantized weight and activation copies each forward)")
+	t.notModelledIf("fake_quant_after_n_steps", "QAT's fake quantization switched on after n steps")
+	// knowledge_distillation_distributed.py, _single_device.py (bd2a0fc): a
+	// frozen teacher model in memory and its logits for kd_loss.
+	t.notModelledUnder("teacher_model", "knowledge distillation's frozen teacher model, its forward and its logits")
+	t.notModelledUnder("teacher_checkpointer", "the teacher model's checkpoint (with teacher_model)")
+	t.notModelledUnder("kd_loss", "knowledge distillation's loss over the student's and teacher's logits")
+	t.notModelledIf("kd_ratio", "knowledge distillation's loss weight (with teacher_model)")
+	// the vision builders (torchtune/models/llama3_2_vision/_model_builders.py:68-70, and llama4's):
+	// which of the encoder, decoder and fusion layers train.
+	for _, k := range []string{"model.encoder_trainable", "model.decoder_trainable", "model.fusion_trainable"} {
+		t.notModelledUnder(k, "the vision model's frozen or trained parts")
+	}
 }
 
 // torchtuneFloat8 sets torchao's float8 linears as torchtune's

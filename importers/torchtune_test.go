@@ -74,6 +74,63 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 8192, grad_accum = 4, precision = "bf16", optimizer = paged_adamw8bit(),
              checkpoint = "full", compile = True, offload = offload(activations = "cpu"), loss_chunks = 8, gpu = "H100-80GB")`,
+	}, {
+		// full_finetune_distributed.py (pytorch/torchtune bd2a0fc, lines 1019-1027)
+		// calls backward on every micro-batch and steps every
+		// gradient_accumulation_steps; no recipe turns FSDP2's gradient sync
+		// off (no set_requires_gradient_sync or no_sync anywhere in the repo),
+		// so each micro-batch reduce-scatters its gradients: no fsdp_no_sync.
+		name: "8B_full on 8 GPUs accumulating 4 micro-batches, gradients reduced each one",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"gradient_accumulation_steps=4"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 4, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		// full_finetune_distributed.py:343-356 (bd2a0fc): compile as a mapping
+		// compiles the layers when compile.model is (its default True).
+		name: "8B_full with compile as the distributed recipe's mapping",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"compile=null", "compile.loss=False", "compile.optimizer_step=True"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", compile = True, loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		name: "8B_full with compile.model off",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"compile=null", "compile.model=False"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		// qat_distributed.py (bd2a0fc) swaps the linears for torchao's
+		// fake-quantized ones: said, not replayed.
+		name:        "3B_qat_full: the QAT quantizer is not modelled",
+		file:        "torchtune/llama3_2_3B_qat_full.yaml",
+		opts:        Options{Seq: 2048, GPUs: 8, Model: "llama-3-8b.json"},
+		files:       map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
+		notModelled: []string{"quantizer: QAT's fake-quantized linears (torchao's FakeQuantizer: the quantized weight and activation copies each forward)"},
+		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		// knowledge_distillation_distributed.py (bd2a0fc) holds a frozen
+		// teacher next to the student: said, not replayed.
+		name:  "8B_to_1B_KD_lora_distributed: the teacher is not modelled",
+		file:  "torchtune/llama3_2_8B_to_1B_KD_lora_distributed.yaml",
+		opts:  Options{Seq: 2048, GPUs: 8, Model: "llama-3-8b.json"},
+		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
+		notModelled: []string{
+			"teacher_model: knowledge distillation's frozen teacher model, its forward and its logits",
+			"teacher_checkpointer: the teacher model's checkpoint (with teacher_model)",
+			"kd_loss: knowledge distillation's loss over the student's and teacher's logits",
+			"kd_ratio: knowledge distillation's loss weight (with teacher_model)",
+		},
+		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+             lora = lora(rank = 64, alpha = 128, targets = ["q", "v", "o", "gate", "up", "down"]),
+             loss_chunks = 8, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}})
 }
 
