@@ -47,7 +47,7 @@ func (e *env) cmdDoc(operands []string) error {
 			return nil
 		}
 	}
-	if keywordDoc(e.stdout, name, builtins.All()) {
+	if host.KeywordDoc(e.stdout, name, builtins.All(), "memsh doc ") {
 		return nil
 	}
 	var names []string
@@ -57,7 +57,7 @@ func (e *env) cmdDoc(operands []string) error {
 	for _, x := range exports {
 		names = append(names, x.Name)
 	}
-	names = append(names, fieldNames(builtins.All())...)
+	names = append(names, host.FieldNames(builtins.All())...)
 	if near := nearNames(name, names); len(near) > 0 {
 		return usagef("no builtin or stdlib name %q (did you mean %s?)", name, strings.Join(near, ", "))
 	}

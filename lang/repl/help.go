@@ -91,7 +91,8 @@ load(). Ctrl-C stops a running statement; Ctrl-D leaves.
 }
 
 // helpName documents name: a command, builtin, builtin module, stdlib
-// name, or a global of the session. It reports whether it found one.
+// name, a global of the session, or a builtin's keyword or report field.
+// It reports whether it found one.
 func (s *Session) helpName(w io.Writer, name string) bool {
 	if cname, ok := strings.CutPrefix(name, ":"); ok {
 		for _, c := range commands() {
@@ -144,7 +145,9 @@ func (s *Session) helpName(w io.Writer, name string) bool {
 			return true
 		}
 	}
-	return false
+	// A keyword of a builtin (fsdp_sync_each_batch) or a field of what one
+	// returns (device_used), as memsh doc finds them.
+	return host.KeywordDoc(w, name, builtins.All(), ":help ")
 }
 
 // helpValue describes a global: a function's signature and docstring, or
@@ -219,6 +222,7 @@ func (s *Session) helpTopics() []string {
 	for _, x := range s.stdlibExports() {
 		t = append(t, x.Name)
 	}
+	t = append(t, host.FieldNames(builtins.All())...)
 	for k := range s.globals {
 		t = append(t, k)
 	}

@@ -1,20 +1,19 @@
-package main
+package host
 
 import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/memsh/memsh/builtins/host"
 )
 
-// keywordDoc documents name when it is no builtin but a keyword of some
+// KeywordDoc documents name when it is no builtin but a keyword of some
 // (memsh doc fsdp_sync_each_batch) or a field of the value one returns
 // (memsh doc device_used, a field of simulate()'s report): each builtin
 // that takes it, and the keyword's own line of that builtin's doc where it
 // has one, then each builtin whose value has it, with the field's line. It
-// reports whether name is either.
-func keywordDoc(w io.Writer, name string, bs []host.Builtin) bool {
+// reports whether name is either. docCmd is how the reader documents a
+// builtin ("memsh doc ", the REPL's ":help ").
+func KeywordDoc(w io.Writer, name string, bs []Builtin, docCmd string) bool {
 	found := false
 	for _, b := range bs {
 		if !strings.Contains(b.Sig, "("+name+"=") && !strings.Contains(b.Sig, ", "+name+"=") {
@@ -24,10 +23,10 @@ func keywordDoc(w io.Writer, name string, bs []host.Builtin) bool {
 			fmt.Fprintln(w)
 		}
 		found = true
-		fmt.Fprintf(w, "%s is a keyword of %s() (memsh doc %s has all of it)\n", name, b.Name, b.Name)
+		fmt.Fprintf(w, "%s is a keyword of %s() (%s%s has all of it)\n", name, b.Name, docCmd, b.Name)
 		for _, line := range strings.Split(b.Doc, "\n") {
 			if strings.HasPrefix(line, "- "+name+":") {
-				fmt.Fprintf(w, "\n%s", host.WrapDoc(strings.TrimPrefix(line, "- "), 78))
+				fmt.Fprintf(w, "\n%s", WrapDoc(strings.TrimPrefix(line, "- "), 78))
 			}
 		}
 	}
@@ -40,15 +39,15 @@ func keywordDoc(w io.Writer, name string, bs []host.Builtin) bool {
 			fmt.Fprintln(w)
 		}
 		found = true
-		fmt.Fprintf(w, "%s is a field of what %s() returns (memsh doc %s has all of them)\n", name, b.Name, b.Name)
-		fmt.Fprintf(w, "\n%s", strings.TrimSuffix(host.WrapDoc(line, 78), "\n")+"\n")
+		fmt.Fprintf(w, "%s is a field of what %s() returns (%s%s has all of them)\n", name, b.Name, docCmd, b.Name)
+		fmt.Fprintf(w, "\n%s", strings.TrimSuffix(WrapDoc(line, 78), "\n")+"\n")
 	}
 	return found
 }
 
-// fieldNames lists the fields of the builtins' Fields: lists, for the
+// FieldNames lists the fields of the builtins' Fields: lists, for the
 // did-you-mean of memsh doc.
-func fieldNames(bs []host.Builtin) []string {
+func FieldNames(bs []Builtin) []string {
 	var out []string
 	for _, b := range bs {
 		_, fields, ok := strings.Cut(b.Doc, "\nFields:\n")
