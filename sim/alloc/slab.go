@@ -29,6 +29,63 @@ type slabs struct {
 	usedB, usedSeg int
 	nb, nseg       int    // the size of the latest slab of each
 	dead           *Block // blocks done with, linked by next
+	// held are every slab the allocator carved from (the current ones
+	// too), and spare those a finished allocator left it (Reuse), taken
+	// before a new slab is made: Slabs hands both on.
+	held, spare Slabs
+}
+
+// Slabs are the blocks and segments of allocators done with, for another
+// to carve its own from (Allocator.Reuse): the replays of a search make
+// and drop hundreds of allocators of similar sizes. Every block and
+// segment carved from a slab is written whole first (newBlock, newSeg),
+// so nothing a finished allocator left in them is read.
+type Slabs struct {
+	blocks [][]Block
+	segs   [][]segment
+}
+
+// Slabs hands over a's slabs, those it carved from and those it was
+// given and did not use; a must not be used after.
+func (a *Allocator) Slabs() Slabs {
+	s := Slabs{append(a.held.blocks, a.spare.blocks...), append(a.held.segs, a.spare.segs...)}
+	a.slabs = slabs{}
+	return s
+}
+
+// Reuse gives a, before its first request, slabs to carve its blocks
+// and segments from before it makes new ones.
+func (a *Allocator) Reuse(s Slabs) { a.spare = s }
+
+// nextBlocks is the next slab of blocks: a spare one, or a new one
+// twice the size of the last.
+func (s *slabs) nextBlocks() []Block {
+	var b []Block
+	if n := len(s.spare.blocks); n > 0 {
+		b = s.spare.blocks[n-1]
+		s.spare.blocks[n-1] = nil
+		s.spare.blocks = s.spare.blocks[:n-1]
+	} else {
+		s.nb = min(max(2*s.nb, slabMin), slabMax)
+		b = make([]Block, s.nb)
+	}
+	s.held.blocks = append(s.held.blocks, b)
+	return b
+}
+
+// nextSegs is nextBlocks for segments.
+func (s *slabs) nextSegs() []segment {
+	var g []segment
+	if n := len(s.spare.segs); n > 0 {
+		g = s.spare.segs[n-1]
+		s.spare.segs[n-1] = nil
+		s.spare.segs = s.spare.segs[:n-1]
+	} else {
+		s.nseg = min(max(2*s.nseg, slabMin), slabMax)
+		g = make([]segment, s.nseg)
+	}
+	s.held.segs = append(s.held.segs, g)
+	return g
 }
 
 // newBlock returns a block holding b: a dead one, or one from the
@@ -42,8 +99,7 @@ func (s *slabs) newBlock(b Block) *Block {
 		return p
 	}
 	if s.usedB == len(s.blocks) {
-		s.nb = min(max(2*s.nb, slabMin), slabMax)
-		s.blocks, s.usedB = make([]Block, s.nb), 0
+		s.blocks, s.usedB = s.nextBlocks(), 0
 	}
 	p := &s.blocks[s.usedB]
 	*p = b
@@ -64,8 +120,7 @@ func (s *slabs) dropBlock(b *Block) {
 //go:norace
 func (s *slabs) newSeg(g segment) *segment {
 	if s.usedSeg == len(s.segs) {
-		s.nseg = min(max(2*s.nseg, slabMin), slabMax)
-		s.segs, s.usedSeg = make([]segment, s.nseg), 0
+		s.segs, s.usedSeg = s.nextSegs(), 0
 	}
 	p := &s.segs[s.usedSeg]
 	*p = g

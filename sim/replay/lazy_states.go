@@ -79,7 +79,10 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		}
 		first.release(id)
 	}
+	unused := r.alloc.Slabs() // r has made no request: the slabs it was given go back with first's lists
 	r.alloc = first.alloc
+	first.alloc = alloc.Allocator{} // r's now: first's must not hand its slabs on
+	first.alloc.Reuse(unused)
 	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }
 	if r.traced != nil {
 		r.traced, r.Rep.Trace = first.traced, first.Rep.Trace

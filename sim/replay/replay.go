@@ -210,6 +210,10 @@ func newReplayState(p *core.Program, plan *core.Plan, opts core.Options, limit i
 		r.lists, r.scratch = l, s
 	}
 	r.live.reuse(l.chunks)
+	if r.traced == nil {
+		r.alloc.Reuse(l.slabs)
+	}
+	l.slabs = alloc.Slabs{} // r's now (or dropped, with a trace)
 	r.valT = fill(sized(l.valT, nv), none)
 	r.gradT = fill(sized(l.gradT, nv), none)
 	r.holds = zeroed(sized(l.holds, nv))

@@ -1,5 +1,7 @@
 package replay
 
+import "github.com/memsh/memsh/sim/alloc"
+
 // Scratch keeps the lists of finished replays for the next ones to fill:
 // the chunks of their tensors and their per-value and per-parameter
 // state. A search replays hundreds of pipeline stages of similar sizes,
@@ -19,6 +21,7 @@ type stateLists struct {
 	valT, gradT, holds, rLast, paramGrad []int32
 	done, gradFresh, kept, redone        []bool
 	chunks                               [][]liveTensor // emptied: no block of a finished allocator is kept alive
+	slabs                                alloc.Slabs    // the allocator's blocks and segments
 }
 
 // take returns lists for a replay: a finished replay's, or new ones.
@@ -61,6 +64,9 @@ func (r *Replay) Recycle() {
 	l.valT, l.gradT, l.holds, l.rLast, l.paramGrad = r.valT, r.gradT, r.holds, r.rLast, r.paramGrad
 	l.done, l.gradFresh, l.kept, l.redone = r.done, r.gradFresh, r.kept, r.Redone
 	l.chunks = r.live.empty()
+	if r.traced == nil { // a trace's map holds the blocks: its allocator keeps them
+		l.slabs = r.alloc.Slabs()
+	}
 	*r = Replay{}
 	s.put(l)
 }
