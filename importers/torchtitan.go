@@ -10,8 +10,12 @@ import (
 // torchtitanTrainer reads a torchtitan job config (TOML, the
 // train_configs/*.toml of each model) as torchtitan's JobConfig reads it:
 // pytorch/torchtitan torchtitan/config/job_config.py at 6404b93, whose
-// dataclass defaults fill the keys a file leaves out, and the [compile]
-// section of the later versions (train_configs at 038d5fd).
+// dataclass defaults fill the keys a file leaves out, and the keys of the
+// later releases (v0.2.0 at 2025-10-17, v0.2.2 at 2026-02-20): the [compile]
+// section, [quantize.linear.float8] for [float8], validation.enable for
+// validation.enabled, training.dtype, the memory_budget checkpoint mode and
+// expert_tensor_parallel_degree. torchtitan after v0.2.2 has no TOML job
+// files (its configs are Python).
 var torchtitanTrainer = &trainer{
 	name:  "torchtitan",
 	about: "a torchtitan job config (TOML): model flavor, local and global batch, seq_len, mixed precision, optimizer, activation checkpoint mode and per-op option, compile, parallelism degrees (FSDP2/HSDP, TP, PP, CP, EP), CPU offload",
@@ -36,7 +40,16 @@ var torchtitanTrainer = &trainer{
 		"validation.dataset", "validation.dataset_path", "validation.local_batch_size", "validation.seq_len", "validation.freq",
 		"validation.steps", "parallelism.pipeline_parallel_schedule_csv",
 		"activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns", "mx.*",
-		"float8.*", // without the float8 converter; with it, torchtitanFloat8 reads them
+		"float8.*", "quantize.*", // without their converters; with float8's, torchtitanFloat8 reads them, the others are listed not modelled
+		// v0.2.x (torchtitan/config/job_config.py at v0.2.2): data loading, seeds and
+		// determinism, checkpointing's RNG state (a few bytes) and its checks
+		"training.dataloader.*", "validation.dataloader.*", "debug.seed", "debug.deterministic", "debug.deterministic_warn_only",
+		"activation_checkpoint.preserve_rng_state", "activation_checkpoint.determinism_check", "activation_checkpoint.debug",
+		"activation_checkpoint.visualize_memory_budget_pareto",
+		// forcing the router to balance is memsh's replay: expert_load 1.0 (v0.2.0's name, then v0.2.2's)
+		"training.debug_moe_force_load_balance", "debug.moe_force_load_balance",
+		// TorchFT's settings, with fault_tolerance.enable read (not modelled) and off by default
+		"fault_tolerance.*",
 	},
 }
 
@@ -111,29 +124,42 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	t.get("training.mixed_precision_reduce") // float32, the only choice: FSDP's reduce_dtype, memsh's bf16-mixed
-	switch param {
-	case "bfloat16":
-		p.set("precision", str("bf16-mixed")) // fully_shard's param_dtype, or torch.autocast on one GPU or under DDP
-	case "float32":
-		p.set("precision", str("fp32"))
-	default:
+	// v0.2.0's training.dtype (job_config.py at v0.2.2, lines 275-280; train.py:149
+	// builds the model under it): bfloat16 is every parameter, gradient and
+	// optimizer state in bf16, no fp32 copy; float32 leaves it to mixed precision.
+	dtype, err := t.str("training.dtype", "float32")
+	if err != nil {
+		return nil, err
+	}
+	if dtype != "float32" && dtype != "bfloat16" {
+		return nil, t.errorf("training.dtype", "torchtitan takes bfloat16 or float32", "unknown dtype %s", quoteKey(dtype))
+	}
+	switch {
+	case param != "bfloat16" && param != "float32":
 		return nil, t.errorf("training.mixed_precision_param", "torchtitan takes bfloat16 or float32", "unknown dtype %s", quoteKey(param))
+	case dtype == "bfloat16":
+		p.set("precision", str("bf16"))
+	case param == "bfloat16":
+		p.set("precision", str("bf16-mixed")) // fully_shard's param_dtype, or torch.autocast on one GPU or under DDP
+	default:
+		p.set("precision", str("fp32"))
 	}
 	if err := torchtitanOptimizer(t, p); err != nil {
 		return nil, err
 	}
-	if err := torchtitanCheckpoint(t, p); err != nil {
+	compiledModel, err := torchtitanCompile(t, p)
+	if err != nil {
 		return nil, err
 	}
-	if err := torchtitanCompile(t, p); err != nil {
+	if err := torchtitanCheckpoint(t, p, compiledModel); err != nil {
 		return nil, err
 	}
 	float8, err := torchtitanNotModelled(t)
 	if err != nil {
 		return nil, err
 	}
-	if float8 {
-		if err := torchtitanFloat8(t, p, o.GPUs*o.Nodes > 1 && layout.shard*layout.cp > 1, o.GPUs*o.Nodes > 1 && layout.tp > 1); err != nil {
+	if float8 != "" {
+		if err := torchtitanFloat8(t, p, float8, o.GPUs*o.Nodes > 1 && layout.shard*layout.cp > 1, o.GPUs*o.Nodes > 1 && layout.tp > 1); err != nil {
 			return nil, err
 		}
 	}
@@ -145,6 +171,7 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 // resolved against the job's GPUs.
 type torchtitanLayout struct {
 	replicate, shard, tp, pp, cp, ep int64
+	etp                              int64 // v0.2.0's expert_tensor_parallel_degree
 	layers                           int64 // the model's transformer layers, 0 from --model
 }
 
@@ -158,7 +185,7 @@ func torchtitanDegrees(t *tree, o Options) (torchtitanLayout, error) {
 	}{
 		{"parallelism.data_parallel_replicate_degree", &l.replicate}, {"parallelism.tensor_parallel_degree", &l.tp},
 		{"parallelism.pipeline_parallel_degree", &l.pp}, {"parallelism.context_parallel_degree", &l.cp},
-		{"parallelism.expert_parallel_degree", &l.ep},
+		{"parallelism.expert_parallel_degree", &l.ep}, {"parallelism.expert_tensor_parallel_degree", &l.etp},
 	} {
 		n, err := t.integer(d.key, 1, 1, 1<<20)
 		if err != nil {
@@ -244,14 +271,36 @@ func torchtitanOptimizer(t *tree, p *plan) error {
 }
 
 // torchtitanCheckpoint is activation checkpointing: none, full, or
-// selective per layer (every k-th) or per op.
-func torchtitanCheckpoint(t *tree, p *plan) error {
+// selective per layer (every k-th) or per op, or (v0.2.0) the compiled
+// model's memory budget.
+func torchtitanCheckpoint(t *tree, p *plan, compiledModel bool) error {
 	mode, err := t.str("activation_checkpoint.mode", "selective")
 	if err != nil {
 		return err
 	}
 	option, _ := t.get("activation_checkpoint.selective_ac_option")
+	// torch.utils.checkpoint's early_stop: the recompute stops once it has
+	// what backward needs (a time, not a memory change)
+	t.notModelledIf("activation_checkpoint.early_stop", "the recompute stopped early (torch.utils.checkpoint's early_stop)")
+	budget, _ := t.get("activation_checkpoint.memory_budget")
 	switch mode {
+	case "memory_budget":
+		// distributed/activation_checkpoint.py at v0.2.2, lines 226-235: asserts
+		// the model compiled and sets torch._functorch.config.activation_memory_budget
+		// (0.5 by default): memsh's checkpoint(budget = fraction)
+		if !compiledModel {
+			return t.errorf("activation_checkpoint.mode", "torchtitan asserts the same: set compile.enable = true with \"model\" in compile.components",
+				"memory_budget needs the model compiled")
+		}
+		f := 0.5
+		if budget != nil {
+			x, ok := toFloat(budget)
+			if !ok || x < 0 || x > 1 {
+				return t.errorf("activation_checkpoint.memory_budget", "a fraction in [0, 1]: 0 recomputes all, 1 saves all", "want a fraction, got %s", describe(budget))
+			}
+			f = x
+		}
+		p.set("checkpoint", call("checkpoint", kw("budget", formatFloat(f))))
 	case "none":
 	case "full":
 		p.set("checkpoint", str("full"))
@@ -276,14 +325,16 @@ func torchtitanCheckpoint(t *tree, p *plan) error {
 		}
 		p.set("checkpoint", call("checkpoint", kw("every", num(every))))
 	default:
-		return t.errorf("activation_checkpoint.mode", "torchtitan's modes are none, selective and full", "unknown mode %s", quoteKey(mode))
+		return t.errorf("activation_checkpoint.mode", "torchtitan's modes are none, selective, full and memory_budget", "unknown mode %s", quoteKey(mode))
 	}
 	return nil
 }
 
 // torchtitanNotModelled lists the settings memsh does not replay and
-// reports whether model.converters names float8.
-func torchtitanNotModelled(t *tree) (float8 bool, err error) {
+// returns the section of float8's options when model.converters names it:
+// float8 (to v0.1.x), quantize.linear.float8 (v0.2.0 on:
+// components/quantization/float8.py at v0.2.2, line 238).
+func torchtitanNotModelled(t *tree) (float8 string, err error) {
 	if v, _ := t.get("model.converters"); v != nil {
 		var names []string
 		switch x := v.(type) {
@@ -296,8 +347,8 @@ func torchtitanNotModelled(t *tree) (float8 bool, err error) {
 		}
 		for _, n := range names {
 			switch n = strings.TrimSpace(n); n {
-			case "float8":
-				float8 = true
+			case "float8", "quantize.linear.float8":
+				float8 = n
 			case "":
 			default:
 				t.notModelled = append(t.notModelled, "model.converters: "+comment(n))
@@ -308,7 +359,11 @@ func torchtitanNotModelled(t *tree) (float8 bool, err error) {
 	t.notModelledIf("parallelism.enable_async_tensor_parallel", "async tensor parallelism (the matmuls' collectives overlapped; a time, not a memory change)")
 	t.notModelledIf("liger_kernel.enable_fused_linear_cross_entropy", "Liger's fused linear cross entropy (the logits chunked)")
 	t.notModelledIf("validation.enabled", "the validation loop's forward passes")
+	t.notModelledIf("validation.enable", "the validation loop's forward passes") // v0.2.0's name for validation.enabled
 	t.notModelledIf("fault_tolerance.enable", "TorchFT's fault-tolerant replicas")
+	if v, _ := t.get("compile.backend"); v != nil && v != "inductor" {
+		t.notModelled = append(t.notModelled, "compile.backend: "+comment(fmt.Sprint(v))+" (memsh replays inductor's fused kernels)")
+	}
 	return float8, nil
 }
 
@@ -319,21 +374,23 @@ func torchtitanNotModelled(t *tree) (float8 bool, err error) {
 // sharded; a recipe name with the fp8 all-gather is refused, as torchtitan
 // asserts. filter_fqns names the linears left in bf16: memsh leaves the
 // output head alone (torchtitan's configs list "output").
-func torchtitanFloat8(t *tree, p *plan, sharded, tp bool) error {
+func torchtitanFloat8(t *tree, p *plan, section string, sharded, tp bool) error {
+	key := func(k string) string { return section + "." + k }
 	if tp {
-		t.notModelled = append(t.notModelled, "model.converters: float8 with tensor parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel)")
+		t.notModelled = append(t.notModelled, "model.converters: "+section+" with tensor parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel)")
 		return nil
 	}
-	recipe, err := t.str("float8.recipe_name", "")
+	recipe, err := t.str(key("recipe_name"), "")
 	if err != nil {
 		return err
 	}
-	gather, err := t.boolean("float8.enable_fsdp_float8_all_gather", false)
+	gather, err := t.boolean(key("enable_fsdp_float8_all_gather"), false)
 	if err != nil {
 		return err
 	}
+	t.get(key("precompute_float8_dynamic_scale_for_fsdp")) // one all-reduce of the scales: no memory
 	if recipe != "" && gather {
-		return t.errorf("float8.enable_fsdp_float8_all_gather", "torchtitan asserts the same: drop one of them",
+		return t.errorf(key("enable_fsdp_float8_all_gather"), "torchtitan asserts the same: drop one of them",
 			"enable_fsdp_float8_all_gather with recipe_name %s", quoteKey(recipe))
 	}
 	switch recipe {
@@ -345,24 +402,24 @@ func torchtitanFloat8(t *tree, p *plan, sharded, tp bool) error {
 	case "rowwise":
 		p.set("float8", str("rowwise"))
 	case "rowwise_with_gw_hp":
-		t.notModelled = append(t.notModelled, "float8.recipe_name: rowwise_with_gw_hp (its weight gradient GEMM in bf16)")
+		t.notModelled = append(t.notModelled, key("recipe_name")+": rowwise_with_gw_hp (its weight gradient GEMM in bf16)")
 		return nil
 	default:
-		return t.errorf("float8.recipe_name", "tensorwise, rowwise or rowwise_with_gw_hp", "unknown recipe %s", quoteKey(recipe))
+		return t.errorf(key("recipe_name"), "tensorwise, rowwise or rowwise_with_gw_hp", "unknown recipe %s", quoteKey(recipe))
 	}
-	fqns, err := t.strs("float8.filter_fqns")
+	fqns, err := t.strs(key("filter_fqns"))
 	if err != nil {
 		return err
 	}
 	if !slices.Contains(fqns, "output") {
-		t.notModelled = append(t.notModelled, "float8.filter_fqns without output: the output head converted too (memsh keeps it in bf16)")
+		t.notModelled = append(t.notModelled, key("filter_fqns")+" without output: the output head converted too (memsh keeps it in bf16)")
 	}
 	if slices.Contains(fqns, "auto_filter_small_kn") { // torchao's _auto_filter_for_recipe
 		p.set("float8_auto_filter", "True")
 	}
 	for _, f := range fqns {
 		if f != "output" && f != "auto_filter_small_kn" {
-			t.notModelled = append(t.notModelled, "float8.filter_fqns: "+comment(f)+" (memsh converts every linear but the output head)")
+			t.notModelled = append(t.notModelled, key("filter_fqns")+": "+comment(f)+" (memsh converts every linear but the output head)")
 		}
 	}
 	// The per-op policy's save list at 6404b93 has aten.max but no longer
@@ -373,8 +430,8 @@ func torchtitanFloat8(t *tree, p *plan, sharded, tp bool) error {
 			p.train[i].expr = call("checkpoint", kw("policy", str("op")), kw("save", strList([]string{"mm", "attention", "reduce_scatter", "max"})))
 		}
 	}
-	t.notModelledIf("float8.emulate", "float8 emulated in high precision (matmuls upcast)")
-	t.notModelledIf("float8.moe_fqns_prototype", "float8 rowwise MoE experts")
+	t.notModelledIf(key("emulate"), "float8 emulated in high precision (matmuls upcast)")
+	t.notModelledIf("float8.moe_fqns_prototype", "float8 rowwise MoE experts") // v0.2.0: the quantize.grouped_mm.float8 converter
 	return nil
 }
 
@@ -441,6 +498,17 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 			args = append(args, kw("loss_parallel", str("torch")))
 		}
 	}
+	// v0.2.2's context_parallel_load_balancer (job_config.py:431-437):
+	// headtail, the default, gives each rank a head and a tail chunk of
+	// the sequence, the even causal work memsh replays
+	balancer, hasBalancer := t.get("parallelism.context_parallel_load_balancer")
+	if l.cp > 1 && hasBalancer && balancer != "headtail" {
+		what := "no load balancing: causal attention's work uneven over the ranks"
+		if balancer != nil {
+			what = comment(fmt.Sprint(balancer)) + " (FlexAttention's balancer)"
+		}
+		t.notModelled = append(t.notModelled, "parallelism.context_parallel_load_balancer: "+what)
+	}
 	if l.cp > 1 {
 		args = append(args, kw("cp", num(l.cp)))
 		if rotate == "allgather" { // torch's _AllGatherRotater: every rank's keys and values at once
@@ -451,6 +519,23 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 	}
 	if l.ep > 1 {
 		args = append(args, kw("ep", num(l.ep)))
+		// distributed/parallel_dims.py at v0.2.2, line 59: etp is 1 or tp. Its
+		// default 1 keeps each expert whole over the tensor-parallel ranks
+		// ([partial dp + all tp -> ep], job_config.py:464-470): memsh's
+		// expert_tp = 1; etp = tp splits the experts like the dense MLP,
+		// memsh's default.
+		switch {
+		case l.etp != 1 && l.etp != l.tp:
+			return t.errorf("parallelism.expert_tensor_parallel_degree", "torchtitan asserts the same: 1 or tensor_parallel_degree",
+				"%d is neither 1 nor tensor_parallel_degree %d", l.etp, l.tp)
+		case l.tp > 1 && l.etp == 1:
+			args = append(args, kw("expert_tp", "1"))
+		}
+		if backend, _ := t.get("parallelism.expert_parallel_comm_backend"); backend != nil && backend != "standard" {
+			t.notModelled = append(t.notModelled, "parallelism.expert_parallel_comm_backend: "+comment(fmt.Sprint(backend))+" (DeepEP's kernels and buffers; memsh replays torch's all-to-all)")
+		}
+	} else {
+		t.get("parallelism.expert_parallel_comm_backend") // no effect with ep 1 (job_config.py:474-476)
 	}
 	if l.pp > 1 {
 		pipe, err := l.pipeline(t, batch, l.layers)
@@ -458,7 +543,13 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 			return err
 		}
 		args = append(args, pipe...)
+	} else {
+		for _, k := range torchtitanPipelineKeys { // read only when pipelining: understood, of no effect at pp 1
+			t.get(k)
+		}
 	}
+	// only with DualPipeV and ep > 1 (job_config.py:420-423), a schedule pipeline() refuses
+	t.get("parallelism.pipeline_parallel_expert_parallel_overlap")
 	p.set("parallel", call("parallel", args...))
 	if offload && (l.shard > 1 || l.cp > 1) { // fully_shard's CPUOffloadPolicy: parameters, gradients and the step on the host
 		p.offload(kw("params", str("cpu")))
@@ -488,25 +579,25 @@ func torchtitanBatch(t *tree) (int64, error) {
 // torchtitanCompile is torch.compile: training.compile compiles each
 // transformer block (apply_compile); the later [compile] section names
 // its components, the model's blocks and the loss.
-func torchtitanCompile(t *tree, p *plan) error {
+func torchtitanCompile(t *tree, p *plan) (model bool, err error) {
 	blocks, err := t.boolean("training.compile", false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	enable, err := t.boolean("compile.enable", false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	components, err := t.strs("compile.components")
 	if err != nil {
-		return err
+		return false, err
 	}
 	if components == nil {
 		components = []string{"model", "loss"}
 	}
 	for _, c := range components {
 		if c != "model" && c != "loss" {
-			return t.errorf("compile.components", "torchtitan's are model and loss", "unknown component %s", quoteKey(c))
+			return false, t.errorf("compile.components", "torchtitan's are model and loss", "unknown component %s", quoteKey(c))
 		}
 	}
 	model, loss := blocks || (enable && slices.Contains(components, "model")), enable && slices.Contains(components, "loss")
@@ -518,5 +609,5 @@ func torchtitanCompile(t *tree, p *plan) error {
 	case loss:
 		p.set("compile", str("loss"))
 	}
-	return nil
+	return model, nil
 }

@@ -13,6 +13,14 @@ import "strings"
 // layers (1 each by default), the first stages take one more while the
 // remainder lasts.
 
+// torchtitanPipelineKeys are the pipeline's keys, which torchtitan reads
+// only when pipeline_parallel_degree > 1.
+var torchtitanPipelineKeys = []string{
+	"parallelism.pipeline_parallel_schedule", "parallelism.pipeline_parallel_microbatch_size",
+	"parallelism.pipeline_parallel_first_stage_less_layers", "parallelism.pipeline_parallel_last_stage_less_layers",
+	"parallelism.pipeline_parallel_layers_per_stage",
+}
+
 // torchtitanSchedule is a pipeline_parallel_schedule memsh replays.
 type torchtitanSchedule struct {
 	name  string

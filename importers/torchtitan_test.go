@@ -123,6 +123,108 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 	}})
 }
 
+// TestTorchtitanReleases imports the keys of torchtitan's later releases
+// (v0.2.0, v0.2.2: torchtitan/config/job_config.py at 73a0e69, tag v0.2.2)
+// next to the 6404b93 names the files above use, each as torchtitan reads it.
+func TestTorchtitanReleases(t *testing.T) {
+	const v022 = "torchtitan/llama3_8b_v0.2.2.toml"
+	const llama8b = `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
+	runImportCases(t, []importCase{{
+		// its [quantize.linear.float8] without the converter, validation.enable
+		// false and [compile] enable false: nothing left over
+		name: "v0.2.2's llama3_8b on its 64 A100s",
+		file: v022,
+		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+	}, {
+		// components/quantization/float8.py at v0.2.2, line 238: the converter
+		// quantize.linear.float8 reads [quantize.linear.float8] as 6404b93's float8 read [float8]
+		name: "v0.2.2's float8 converter and section: tensorwise, weights gathered in fp8",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "compile.enable=true", "model.converters=quantize.linear.float8",
+			"quantize.linear.float8.enable_fsdp_float8_all_gather=true"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]),
+             compile = True, float8 = "tensorwise", fsdp_float8_all_gather = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name:        "v0.2.2's validation.enable",
+		file:        v022,
+		opts:        Options{GPUs: 8, Overrides: []string{"validation.enable=true"}},
+		notModelled: []string{"validation.enable: the validation loop's forward passes"},
+		hand:        llama8b,
+	}, {
+		name:        "6404b93's validation.enabled",
+		file:        "torchtitan/llama3_8b.toml",
+		opts:        Options{GPUs: 8, Overrides: []string{"validation.enabled=true"}},
+		notModelled: []string{"validation.enabled: the validation loop's forward passes"},
+		hand:        llama8b,
+	}, {
+		// job_config.py:275-280 at v0.2.2: parameters, gradients and states in bf16
+		name: "v0.2.2's training.dtype bfloat16: pure bf16",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"training.dtype=bfloat16"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		// distributed/activation_checkpoint.py:226-235 at v0.2.2: the partitioner's
+		// activation_memory_budget, 0.5 by default
+		name: "v0.2.2's memory_budget mode: the compiled model's budget",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(budget = 0.5), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name: "v0.2.2's memory_budget mode at 0.2",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget", "activation_checkpoint.memory_budget=0.2"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(budget = 0.2), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name: "early_stop, another compile backend, the ptrr balancer: said, not replayed",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"activation_checkpoint.early_stop=true", "compile.backend=aot_eager", "parallelism.context_parallel_degree=2", "parallelism.context_parallel_load_balancer=ptrr"}},
+		notModelled: []string{
+			"activation_checkpoint.early_stop: the recompute stopped early (torch.utils.checkpoint's early_stop)",
+			"compile.backend: aot_eager (memsh replays inductor's fused kernels)",
+			"parallelism.context_parallel_load_balancer: ptrr (FlexAttention's balancer)",
+		},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"))`,
+	}, {
+		// torchtitan reads the pipeline's keys only when pipeline_parallel_degree > 1
+		name: "a pipeline schedule at pp 1: understood, no effect",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"parallelism.pipeline_parallel_schedule=Interleaved1F1B", "parallelism.pipeline_parallel_microbatch_size=1"}},
+		hand: llama8b,
+	}, {
+		// parallel_dims.py at v0.2.2: efsdp = dp_shard x cp x tp / (etp x ep),
+		// etp 1 by default: the experts whole over the tensor-parallel ranks
+		name:  "a MoE at ep 2, tp 2: torchtitan's expert_tensor_parallel_degree 1",
+		file:  v022,
+		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2"}},
+		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
+		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch",
+             ep = 2, expert_tp = 1))`,
+	}, {
+		name:  "a MoE at ep 2, tp 2, expert_tensor_parallel_degree 2: the experts split like the MLP",
+		file:  v022,
+		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2", "parallelism.expert_tensor_parallel_degree=2"}},
+		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
+		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", ep = 2))`,
+	}})
+}
+
 func TestTorchtitanErrors(t *testing.T) {
 	const model = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
 	runErrorCases(t, []errorCase{
@@ -150,6 +252,15 @@ func TestTorchtitanErrors(t *testing.T) {
 			want: "j.toml: key parallelism.context_parallel_rotate_method: unknown rotate method ring", wantHint: "allgather and alltoall"},
 		{name: "an unknown compile component", file: "j.toml", config: model + "[compile]\nenable = true\ncomponents = [\"optimizer\"]\n",
 			want: "j.toml: key compile.components: unknown component optimizer", wantHint: "model and loss"},
+		{name: "memory_budget without the model compiled", file: "j.toml", config: model + "[activation_checkpoint]\nmode = \"memory_budget\"\n",
+			want: "j.toml: key activation_checkpoint.mode: memory_budget needs the model compiled", wantHint: "compile.enable = true"},
+		{name: "a memory budget out of [0, 1]", file: "j.toml", config: model + "[compile]\nenable = true\n[activation_checkpoint]\nmode = \"memory_budget\"\nmemory_budget = 2\n",
+			want: "j.toml: key activation_checkpoint.memory_budget: want a fraction, got 2", wantHint: "[0, 1]"},
+		{name: "an unknown training dtype", file: "j.toml", config: model + "dtype = \"float16\"\n",
+			want: "j.toml: key training.dtype: unknown dtype float16", wantHint: "bfloat16 or float32"},
+		{name: "an expert tensor-parallel degree neither 1 nor tp", file: "j.toml", opts: Options{GPUs: 8},
+			config: model + "[parallelism]\ntensor_parallel_degree = 4\nexpert_parallel_degree = 2\nexpert_tensor_parallel_degree = 2\n",
+			want:   "j.toml: key parallelism.expert_tensor_parallel_degree: 2 is neither 1 nor tensor_parallel_degree 4", wantHint: "1 or tensor_parallel_degree"},
 		{name: "malformed TOML", file: "j.toml", config: "[model\n", want: "j.toml: not valid TOML: toml: line 2: expected '.' or ']' to end table name, but got '\\n' instead"},
 	})
 }
