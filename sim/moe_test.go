@@ -520,3 +520,31 @@ func TestMLAFlops(t *testing.T) {
 		}
 	}
 }
+
+// Mamba and Mamba-2 mixers refuse the layouts whose exchanges memsh does
+// not model, tensor and context parallelism, rather than replay each
+// rank's tokens scanned alone (no state passing, no all-to-all: Megatron's
+// MambaContextParallel exchanges the heads), and keep data parallelism.
+func TestMambaLayouts(t *testing.T) {
+	mixers := []core.Layer{
+		&nn.Mamba{Dim: 64, Inner: 128, State: 8, DTRank: 16, ConvK: 4, ConvBias: true},
+		&nn.Mamba2{Dim: 64, Inner: 128, Heads: 8, HeadDim: 16, Groups: 2, State: 8, ConvK: 4, Chunk: 16, ConvBias: true, GatedNorm: true},
+	}
+	for _, mixer := range mixers {
+		for _, tc := range []struct {
+			par  core.Parallelism
+			want string
+		}{
+			{core.Parallelism{CP: 2}, "cp=2: context parallelism of Mamba"},
+			{core.Parallelism{TP: 2}, "tp=2: tensor parallelism of Mamba"},
+			{core.Parallelism{DP: 2}, ""},
+		} {
+			p := layerPlan(t, mixer, 64, 64, "bf16")
+			p.Parallel = tc.par
+			_, err := Evaluate(p, core.Options{})
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("%s %s: %v, want %q", mixer.Kind(), tc.par, err, tc.want)
+			}
+		}
+	}
+}

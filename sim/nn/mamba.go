@@ -96,11 +96,17 @@ func (m *Mamba) Validate(path string) error {
 	return nil
 }
 
-// CheckLayout: tensor parallelism of Mamba layers is not modelled.
+// CheckLayout: tensor and context parallelism of Mamba layers are not
+// modelled (under cp the scan would run on each rank's tokens alone: no
+// state passing, no all-to-all).
 func (m *Mamba) CheckLayout(path string, par core.Parallelism) error {
 	if par.TP > 1 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of Mamba layers is not modelled", par.TP),
-			Hint: "use data, pipeline or context parallelism for hybrid models"}
+			Hint: hintHybridLayout}
+	}
+	if par.CP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism of Mamba layers is not modelled (the scan would run on each rank's tokens alone, with no exchange)", par.CP),
+			Hint: hintHybridLayout}
 	}
 	return nil
 }

@@ -92,10 +92,17 @@ func (m *Mamba2) Validate(path string) error {
 func (m *Mamba2) CheckLayout(path string, par core.Parallelism) error {
 	if par.TP > 1 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of Mamba-2 layers is not modelled", par.TP),
-			Hint: "use data, pipeline or context parallelism for hybrid models"}
+			Hint: hintHybridLayout}
+	}
+	if par.CP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism of Mamba-2 layers is not modelled (the scan would run on each rank's tokens alone, with no exchange)", par.CP),
+			Hint: hintHybridLayout}
 	}
 	return nil
 }
+
+// hintHybridLayout is the layouts memsh models for Mamba layers.
+const hintHybridLayout = "use data parallelism (with FSDP or ZeRO) or pipeline parallelism for hybrid models"
 
 func (m *Mamba2) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != m.Dim {
