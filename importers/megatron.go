@@ -30,7 +30,7 @@ var megatronTrainer = &trainer{
 		"profile-step-end", "ckpt-format", "distributed-timeout-minutes", "exit-duration-in-mins", "manual-gc",
 		"calculate-per-token-loss", "use-mcore-models", "attention-dropout", "hidden-dropout", "rotary-base", "rotary-percent",
 		"apply-layernorm-1p", "make-vocab-size-divisible-by", "max-position-embeddings",
-		"fp8-amax-compute-algo", "launcher.*",
+		"fp8-amax-compute-algo", "launcher.*", "logging-level", "no-check-for-nan-in-loss-and-grad", "init-model-with-meta-device",
 	},
 }
 
@@ -42,6 +42,9 @@ var megatronSwitches = map[string]bool{
 	"grad-reduce-in-bf16": true, "cross-entropy-loss-fusion": true, "calculate-per-token-loss": true, "manual-gc": true,
 	"use-mcore-models": true, "mock-data": true, "no-mmap-bin-files": true, "no-create-attention-mask-in-dataloader": true,
 	"log-throughput": true, "profile": true, "fp8-param-gather": true, "reuse-grad-buf-for-mxfp8-param-ag": true, "accumulate-allreduce-grads-in-fp32": true,
+	"account-for-embedding-in-pipeline-split": true, "account-for-loss-in-pipeline-split": true, "tp-comm-overlap": true,
+	"use-megatron-fsdp": true, "use-torch-fsdp2": true, "fsdp-double-buffer": true, "fsdp-manual-registration": true, "use-nccl-ub": true,
+	"init-model-with-meta-device": true, "no-check-for-nan-in-loss-and-grad": true, "no-gradient-accumulation-fusion": true,
 }
 
 // parseMegatron reads the script's pretrain_gpt.py command line into a
@@ -365,6 +368,26 @@ func megatronRecompute(t *tree, p *plan) error {
 	if err != nil {
 		return err
 	}
+	// TransformerConfig's recompute_modules (transformer_config.py at d98e8a6,
+	// lines 560-575, 1940-1941): ["core_attn"] by default, the selective
+	// recompute memsh replays; the others (mlp, layernorm, moe_act, ...) not
+	mods, _ := t.get("recompute-modules")
+	var others []string
+	switch x := mods.(type) {
+	case string:
+		if x != "core_attn" {
+			others = append(others, x)
+		}
+	case []any:
+		for _, m := range x {
+			if s := fmt.Sprint(m); s != "core_attn" {
+				others = append(others, s)
+			}
+		}
+	}
+	if gran == "selective" && len(others) > 0 {
+		t.notModelled = append(t.notModelled, "recompute-modules: "+comment(strings.Join(others, ", "))+" recomputed too (memsh's selective recompute is core_attn's)")
+	}
 	switch {
 	case gran == "":
 	case gran == "selective":
@@ -433,6 +456,20 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 		t.notModelled = append(t.notModelled, "no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)")
 	}
 	t.notModelledIf("cross-entropy-loss-fusion", "the fused cross-entropy kernel")
+	// arguments.py at d98e8a6 (lines 1031-1047, 1118-1190, 1441): other
+	// data-parallel runtimes than the DDP and distributed optimizer memsh
+	// replays, and Transformer Engine's userbuffers
+	if on, _ := t.boolean("use-megatron-fsdp", false); on {
+		t.notModelled = append(t.notModelled, "use-megatron-fsdp: Megatron-FSDP's sharded parameters, gradients and optimizer states (data-parallel-sharding-strategy)")
+		for _, k := range []string{"data-parallel-sharding-strategy", "fsdp-double-buffer", "fsdp-manual-registration", "use-nccl-ub"} {
+			t.get(k) // Megatron-FSDP's own settings, part of it
+		}
+	}
+	// gradient_accumulation_fusion (on by default) writes each linear's weight
+	// gradient straight into main_grad; without it a temporary comes first
+	t.notModelledIf("no-gradient-accumulation-fusion", "each linear's weight gradient in a temporary before it is added to main_grad")
+	t.notModelledIf("use-torch-fsdp2", "torch FSDP2 under Megatron (fully_shard of each layer)")
+	t.notModelledIf("tp-comm-overlap", "Transformer Engine's userbuffers overlapping the tensor-parallel collectives with the GEMMs")
 	if lvl, err := t.integer("empty-unused-memory-level", 0, 0, 2); err != nil {
 		return err
 	} else if lvl > 0 {
@@ -452,7 +489,19 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 		}
 	}
 	if pp > 1 {
-		args = append(args, kw("pp", num(pp)), kw("micro_batches", num(n)))
+		layers, err := t.integer("num-layers", 0, 1, 1<<20)
+		if err != nil {
+			return err
+		}
+		pipe, err := megatronPipeline(t, pp, layers, n)
+		if err != nil {
+			return err
+		}
+		args = append(args, pipe...)
+	} else {
+		for _, k := range megatronPipelineFlags { // read only with pipeline stages: understood, of no effect at pp 1
+			t.get(k)
+		}
 	}
 	if cp > 1 {
 		args = append(args, kw("cp", num(cp)))
