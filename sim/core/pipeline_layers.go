@@ -155,7 +155,8 @@ func (p Parallelism) ChunkLayers(n int64, model string) ([]int64, error) {
 		sum += k
 	}
 	if sum != n {
-		return nil, errf("", "the stages hold %d layers but the model has %d", sum, n)
+		return nil, errf(fmt.Sprintf("stage_layers must add up to the model's %d repeated blocks (one count per model chunk)", n),
+			"the stages hold %d layers but the model has %d", sum, n)
 	}
 	return out, nil
 }
