@@ -75,7 +75,9 @@ func torchtunePlan(t *tree, o Options) (*plan, error) {
 	if accum > 1 {
 		p.set("grad_accum", num(accum))
 	}
-	dtype, err := t.str("dtype", "bf16")
+	// training.get_dtype (torchtune/training/precision.py at bd2a0fc, lines
+	// 77-101): None, a null dtype, is float32
+	dtype, err := t.str("dtype", "fp32")
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +428,10 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	if err != nil {
 		return err
 	}
-	t.get("tensor_parallel_plan._component_")
+	tpPlan, err := t.str("tensor_parallel_plan._component_", "")
+	if err != nil {
+		return err
+	}
 	if gpus == 1 {
 		return nil // the single-device recipes: the keys above are the distributed recipes'
 	}
@@ -436,7 +441,20 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	}
 	args := []string{kw("dp", num(gpus/(tp*cp))), kw("fsdp", "True")}
 	if tp > 1 {
-		args = append(args, kw("tp", num(tp)))
+		tpArgs, err := torchtuneTensorParallel(t, tp, tpPlan)
+		if err != nil {
+			return err
+		}
+		args = append(args, tpArgs...)
+		// memsh's train() refuses loss_chunks with tensor parallelism: the
+		// logits are replayed whole (sharded over the vocabulary), not chunked
+		for i, a := range p.train {
+			if a.key == "loss_chunks" {
+				p.train = append(p.train[:i], p.train[i+1:]...)
+				t.notModelled = append(t.notModelled, "loss.num_output_chunks: "+a.expr+" output chunks with tensor parallelism (memsh replays the logits unchunked)")
+				break
+			}
+		}
 	}
 	if cp > 1 {
 		args = append(args, kw("cp", num(cp)))
@@ -466,4 +484,37 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
 	}
 	return nil
+}
+
+// torchtuneTensorParallel is parallel()'s tensor-parallel keywords for
+// the distributed recipes' plan (pytorch/torchtune bd2a0fc:
+// recipes/full_finetune_distributed.py:156-161 requires a plan, 637-651
+// applies it, patched by the loss): base_llama_tp_plan's training plan
+// (torchtune/models/llama3/_parallelism.py) runs the norms sequence
+// parallel between DTensor's ColwiseParallel and RowwiseParallel
+// linears; its output gathers the logits whole (Replicate) unless the
+// loss is LinearCrossEntropyLoss, whose patch_tp_plan keeps them sharded
+// over the vocabulary (Shard(-1)) under torch's loss_parallel()
+// (torchtune/modules/loss/cross_entropy_loss.py:75-85).
+func torchtuneTensorParallel(t *tree, tp int64, tpPlan string) ([]string, error) {
+	args := []string{kw("tp", num(tp))}
+	switch tpPlan {
+	case "":
+		return nil, t.errorf("tensor_parallel_dim", "torchtune raises the same: tensor_parallel_plan: {_component_: torchtune.models.llama3.base_llama_tp_plan}",
+			"tensor parallelism without a tensor_parallel_plan")
+	case "torchtune.models.llama3.base_llama_tp_plan":
+		args = append(args, kw("sequence_parallel", "True"), kw("tp_runtime", str("torch")))
+	default:
+		t.notModelled = append(t.notModelled, "tensor_parallel_plan._component_: "+comment(tpPlan)+" (memsh replays megatron-style tensor parallelism without sequence parallelism for it)")
+		return args, nil
+	}
+	loss, err := t.str("loss._component_", "torchtune.modules.loss.LinearCrossEntropyLoss")
+	if err != nil {
+		return nil, err
+	}
+	if loss == "torchtune.modules.loss.LinearCrossEntropyLoss" {
+		return append(args, kw("loss_parallel", str("torch"))), nil
+	}
+	t.notModelled = append(t.notModelled, "loss._component_: "+comment(loss)+" with tensor parallelism: the output's logits gathered whole on every rank (memsh keeps them sharded over the vocabulary)")
+	return args, nil
 }

@@ -131,6 +131,42 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              lora = lora(rank = 64, alpha = 128, targets = ["q", "v", "o", "gate", "up", "down"]),
              loss_chunks = 8, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		// base_llama_tp_plan (torchtune/models/llama3/_parallelism.py at bd2a0fc):
+		// sequence-parallel norms between DTensor's colwise and rowwise linears;
+		// LinearCrossEntropyLoss's patch_tp_plan keeps the logits sharded
+		// (modules/loss/cross_entropy_loss.py:75-85) under loss_parallel()
+		name:        "8B_full on 8 GPUs with tensor_parallel_dim 2 and base_llama_tp_plan",
+		file:        "torchtune/llama3_1_8B_full.yaml",
+		opts:        Options{Seq: 4096, GPUs: 8, Overrides: []string{"tensor_parallel_dim=2", "tensor_parallel_plan._component_=torchtune.models.llama3.base_llama_tp_plan"}},
+		notModelled: []string{"loss.num_output_chunks: 8 output chunks with tensor parallelism (memsh replays the logits unchunked)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch",
+                                 fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		name: "tensor parallelism with CEWithChunkedOutputLoss: the logits gathered, said",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"tensor_parallel_dim=2", "tensor_parallel_plan._component_=torchtune.models.llama3.base_llama_tp_plan",
+			"loss._component_=torchtune.modules.loss.CEWithChunkedOutputLoss"}},
+		notModelled: []string{
+			"loss._component_: torchtune.modules.loss.CEWithChunkedOutputLoss with tensor parallelism: the output's logits gathered whole on every rank (memsh keeps them sharded over the vocabulary)",
+			"loss.num_output_chunks: 8 output chunks with tensor parallelism (memsh replays the logits unchunked)",
+		},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		// training.get_dtype (torchtune/training/precision.py:77-101): None is float32
+		name: "8B_full with dtype null: fp32",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"dtype=null"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}})
 }
 
@@ -158,6 +194,8 @@ func TestTorchtuneErrors(t *testing.T) {
 			want:   "r.yaml:3: key model.lora_attn_modules: unknown module w1", wantHint: "output_proj"},
 		{name: "GPUs that tensor parallelism does not divide", file: "r.yaml", config: model + "batch_size: 1\ntensor_parallel_dim: 3\n", opts: Options{Seq: 8, GPUs: 8},
 			want: "r.yaml:4: key tensor_parallel_dim: 8 GPUs do not divide into tp 3 x cp 1 x replicate 1", wantHint: "divide the GPUs"},
+		{name: "tensor parallelism without a plan", file: "r.yaml", config: model + "batch_size: 1\ntensor_parallel_dim: 2\n", opts: Options{Seq: 8, GPUs: 8},
+			want: "r.yaml:4: key tensor_parallel_dim: tensor parallelism without a tensor_parallel_plan", wantHint: "base_llama_tp_plan"},
 		{name: "malformed YAML", file: "r.yaml", config: "model: [\n", want: "r.yaml:1: not valid YAML: did not find expected node content"},
 		{name: "not a mapping", file: "r.yaml", config: "- 1\n- 2\n", want: "r.yaml:1: want a mapping of keys at the top of the file"},
 		{name: "not a trainer's config", file: "r.yaml", config: "a: 1\n", want: "r.yaml: not a config memsh check knows", wantHint: "--trainer"},
