@@ -87,6 +87,8 @@ Flags (before or after the command):
                                   (default 1 and 1)
   fit --precision P, --top N      precision (default bf16-mixed) and the
                                   changes to list (default 5)
+  fit --images COUNTxHxW          a vision-language model's images per
+                                  sample, in pixels (2x448x448)
   check --model CONFIG.json       the model's Hugging Face config.json (when
                                   the config names no model memsh knows)
   check --seq N, --gpu NAME       as fit's; --seq replaces the config's

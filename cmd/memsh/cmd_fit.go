@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/memsh/memsh/builtins"
 	"github.com/memsh/memsh/builtins/host"
@@ -25,11 +26,12 @@ type fitFlags struct {
 	batch     int64
 	gpus      int64
 	precision string
+	images    string // COUNTxHEIGHTxWIDTH, a vision-language model's images per sample; "" for none
 	top       int64
 }
 
 // cmdFit is memsh fit CONFIG.json --gpu GPU --seq N [--batch N] [--gpus N]
-// [--precision P] [--top N] [--json]: the one-line answer for people who
+// [--precision P] [--images COUNTxHxW] [--top N] [--json]: the one-line answer for people who
 // do not want a script. It runs fit.star as if it lay beside the config
 // (so the config's folder is the only one it reads), printing the report
 // and the advice, or writing both as JSON lines with --json.
@@ -53,11 +55,15 @@ func (e *env) cmdFit(operands []string) error {
 	case e.out.csv:
 		return usagef("fit takes --json, not --csv")
 	}
+	images, err := fitImages(f.images)
+	if err != nil {
+		return err
+	}
 	config := filepath.ToSlash(operands[0])
 	dir, base := path.Split(config)
 	script := path.Join(dir, "memsh-fit.star") // a name under the config's folder: what it may read
 	args := []string{base, f.gpu, strconv.FormatInt(f.seq, 10), strconv.FormatInt(f.batch, 10),
-		strconv.FormatInt(f.gpus, 10), f.precision, strconv.FormatInt(f.top, 10)}
+		strconv.FormatInt(f.gpus, 10), f.precision, strconv.FormatInt(f.top, 10), images}
 	sr := scriptRun{
 		file: script, src: fitScript, args: args,
 		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),
@@ -77,4 +83,27 @@ func (e *env) cmdFit(operands []string) error {
 	}
 	_, err = e.execScript(e.ctx, sr)
 	return err
+}
+
+// fitImages reads --images COUNTxHEIGHTxWIDTH (2x448x448: two images of
+// 448 x 448 pixels in each sample) into fit.star's argument, "count,
+// height, width"; "" when not given.
+func fitImages(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	parts := strings.Split(strings.ToLower(s), "x")
+	if len(parts) == 3 {
+		var n [3]int64
+		ok := true
+		for i, p := range parts {
+			v, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
+			ok = ok && err == nil && v > 0
+			n[i] = v
+		}
+		if ok {
+			return fmt.Sprintf("%d,%d,%d", n[0], n[1], n[2]), nil
+		}
+	}
+	return "", usagef("fit: --images is COUNTxHEIGHTxWIDTH, positive whole numbers: 2x448x448 is two images of 448 x 448 pixels in each sample (got %q)", s)
 }
