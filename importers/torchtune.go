@@ -129,6 +129,16 @@ func torchtuneModel(t *tree, o Options, p *plan) error {
 		if err := torchtuneAdapters(t, p); err != nil {
 			return err
 		}
+		// qlora_llama3_1_8b = partial(lora_llama3_1_8b, quantize_base=True)
+		// (torchtune/models/llama3_1/_model_builders.py:250 at bd2a0fc): a
+		// LoRA builder with quantize_base is QLoRA's NF4 base
+		qb, err := t.boolean("model.quantize_base", quant != "")
+		if err != nil {
+			return err
+		}
+		if qb {
+			quant = "torchao-nf4"
+		}
 	}
 	if quant != "" {
 		p.set("quant", str(quant))

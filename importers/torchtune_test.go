@@ -167,6 +167,16 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 8, fsdp = True, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		// qlora_llama3_1_8b = partial(lora_llama3_1_8b, quantize_base=True)
+		// (torchtune/models/llama3_1/_model_builders.py:250 at bd2a0fc)
+		name: "8B_lora_single_device with quantize_base: QLoRA's NF4 base",
+		file: "torchtune/llama3_1_8B_lora_single_device.yaml",
+		opts: Options{Seq: 2048, GPU: "RTX-4090", Overrides: []string{"model.quantize_base=True"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"]), quant = "torchao-nf4",
+             checkpoint = "full", loss_chunks = 8, gpu = "RTX-4090")`,
 	}})
 }
 
