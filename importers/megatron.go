@@ -364,9 +364,18 @@ func megatronRecompute(t *tree, p *plan) error {
 	if err != nil {
 		return err
 	}
-	layers, err := t.integer("recompute-num-layers", 1, 1, 1<<16)
+	layers, err := t.integer("recompute-num-layers", 0, 1, 1<<16)
 	if err != nil {
 		return err
+	}
+	// TransformerConfig.__post_init__ (megatron/core/transformer/transformer_config.py
+	// at d98e8a6, lines 1919-1931): full recompute needs recompute_num_layers,
+	// selective refuses it
+	switch {
+	case gran == "full" && layers == 0 && (method == "uniform" || method == "block"):
+		return t.errorf("recompute-num-layers", "Megatron raises the same: --recompute-num-layers 1", "full recompute needs it")
+	case gran == "selective" && layers > 0:
+		return t.errorf("recompute-num-layers", "Megatron raises the same: drop it with selective recompute", "selective recompute takes no layer count")
 	}
 	// TransformerConfig's recompute_modules (transformer_config.py at d98e8a6,
 	// lines 560-575, 1940-1941): ["core_attn"] by default, the selective

@@ -94,6 +94,11 @@ func TestMegatronPipelineErrors(t *testing.T) {
 			want: "run.sh: key decoder-first-pipeline-num-layers: 7 layers left over 3 middle stages", wantHint: "middle stages"},
 		{name: "uneven stages with the embedding accounted", file: "run.sh", config: launch + " --decoder-last-pipeline-num-layers 2 --account-for-embedding-in-pipeline-split\n", opts: Options{GPUs: 8},
 			want: "run.sh: key account-for-embedding-in-pipeline-split: a standalone embedding or loss stage with uneven stages", wantHint: "Megatron asserts the same"},
+		// transformer_config.py at d98e8a6, lines 1919-1931
+		{name: "full recompute without a layer count", file: "run.sh", config: launch + " --recompute-granularity full --recompute-method uniform\n", opts: Options{GPUs: 8},
+			want: "run.sh: key recompute-num-layers: full recompute needs it", wantHint: "--recompute-num-layers 1"},
+		{name: "selective recompute with a layer count", file: "run.sh", config: launch + " --recompute-activations --recompute-num-layers 1\n", opts: Options{GPUs: 8},
+			want: "run.sh: key recompute-num-layers: selective recompute takes no layer count", wantHint: "drop it"},
 		{name: "layers per virtual stage with uneven stages", file: "run.sh", config: launch + " --num-layers-per-virtual-pipeline-stage 1 --decoder-first-pipeline-num-layers 2\n", opts: Options{GPUs: 8},
 			want: "run.sh: key num-layers-per-virtual-pipeline-stage: with --decoder-first-pipeline-num-layers", wantHint: "--num-virtual-stages-per-pipeline-rank"},
 	})
