@@ -26,7 +26,7 @@ var torchtuneTrainer = &trainer{
 		"log_every_n_steps", "log_peak_memory_stats", "log_level", "profiler.*", "lr_scheduler.*", "optimizer.lr",
 		"optimizer.weight_decay", "optimizer.betas", "optimizer.eps", "optimizer.foreach", "low_cpu_ram",
 		"cudnn_deterministic_mode", "collate_fn", "loss.ignore_index", "data_parallel_shard_dim",
-		"activation_offloading_use_streams", "context_parallel_rotate_method",
+		"activation_offloading_use_streams",
 	},
 }
 
@@ -442,6 +442,16 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	if err != nil {
 		return err
 	}
+	// recipes/full_finetune_distributed.py:166-168 (bd2a0fc): allgather by
+	// default, handed to torch's set_rotate_method (training/_distributed.py:872),
+	// as torchtitan does
+	rotate, err := t.str("context_parallel_rotate_method", "allgather")
+	if err != nil {
+		return err
+	}
+	if rotate != "allgather" && rotate != "alltoall" {
+		return t.errorf("context_parallel_rotate_method", "torch's are allgather and alltoall", "unknown rotate method %s", quoteKey(rotate))
+	}
 	if gpus == 1 {
 		return nil // the single-device recipes: the keys above are the distributed recipes'
 	}
@@ -468,6 +478,11 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	}
 	if cp > 1 {
 		args = append(args, kw("cp", num(cp)))
+		if rotate == "allgather" { // torch's _AllGatherRotater: every rank's keys and values at once
+			args = append(args, kw("cp_mode", str("allgather")))
+		} else {
+			t.notModelled = append(t.notModelled, "context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)")
+		}
 	}
 	if replicate > 1 {
 		args = append(args, kw("dp_replicate", num(replicate)))

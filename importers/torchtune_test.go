@@ -177,6 +177,26 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", opti
 plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"]), quant = "torchao-nf4",
              checkpoint = "full", loss_chunks = 8, gpu = "RTX-4090")`,
+	}, {
+		// recipes/full_finetune_distributed.py:166-168 (bd2a0fc):
+		// context_parallel_rotate_method allgather by default, torch's
+		// set_rotate_method as under torchtitan
+		name: "8B_full on 8 GPUs with context_parallel_dim 2: the KV shards all-gathered",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"context_parallel_dim=2"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather", fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		name:        "context_parallel_dim 2 with the alltoall rotate method: torch's ring",
+		file:        "torchtune/llama3_1_8B_full.yaml",
+		opts:        Options{Seq: 4096, GPUs: 8, Overrides: []string{"context_parallel_dim=2", "context_parallel_rotate_method=alltoall"}},
+		notModelled: []string{"context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 4, fsdp = True, cp = 2, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}})
 }
 
@@ -206,6 +226,8 @@ func TestTorchtuneErrors(t *testing.T) {
 			want: "r.yaml:4: key tensor_parallel_dim: 8 GPUs do not divide into tp 3 x cp 1 x replicate 1", wantHint: "divide the GPUs"},
 		{name: "tensor parallelism without a plan", file: "r.yaml", config: model + "batch_size: 1\ntensor_parallel_dim: 2\n", opts: Options{Seq: 8, GPUs: 8},
 			want: "r.yaml:4: key tensor_parallel_dim: tensor parallelism without a tensor_parallel_plan", wantHint: "base_llama_tp_plan"},
+		{name: "an unknown rotate method", file: "r.yaml", config: model + "batch_size: 1\ncontext_parallel_rotate_method: ring\n", opts: Options{Seq: 8},
+			want: "r.yaml:4: key context_parallel_rotate_method: unknown rotate method ring", wantHint: "allgather and alltoall"},
 		{name: "malformed YAML", file: "r.yaml", config: "model: [\n", want: "r.yaml:1: not valid YAML: did not find expected node content"},
 		{name: "not a mapping", file: "r.yaml", config: "- 1\n- 2\n", want: "r.yaml:1: want a mapping of keys at the top of the file"},
 		{name: "not a trainer's config", file: "r.yaml", config: "a: 1\n", want: "r.yaml: not a config memsh check knows", wantHint: "--trainer"},
