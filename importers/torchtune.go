@@ -25,7 +25,7 @@ var torchtuneTrainer = &trainer{
 		"enable_async_checkpointing", "epochs", "max_steps_per_epoch", "clip_grad_norm", "device", "metric_logger.*",
 		"log_every_n_steps", "log_peak_memory_stats", "log_level", "profiler.*", "lr_scheduler.*", "optimizer.lr",
 		"optimizer.weight_decay", "optimizer.betas", "optimizer.eps", "optimizer.foreach", "low_cpu_ram",
-		"cudnn_deterministic_mode", "collate_fn", "loss.ignore_index", "data_parallel_shard_dim",
+		"cudnn_deterministic_mode", "collate_fn", "loss.ignore_index",
 		"activation_offloading_use_streams",
 	},
 }
@@ -426,6 +426,10 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	if err != nil {
 		return err
 	}
+	shard, err := t.integer("data_parallel_shard_dim", -1, -1, 1<<20)
+	if err != nil {
+		return err
+	}
 	units, err := t.strs("custom_sharded_layers")
 	if err != nil {
 		return err
@@ -458,6 +462,12 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	if gpus%(tp*cp*replicate) != 0 {
 		return t.errorf("tensor_parallel_dim", "tensor x context x replicate degrees must divide the GPUs",
 			"%d GPUs do not divide into tp %d x cp %d x replicate %d", gpus, tp, cp, replicate)
+	}
+	// ParallelDims._validate (torchtune/training/_distributed.py:72-90 at
+	// bd2a0fc): -1 takes the GPUs left over, else the product is the world size
+	if shard == 0 || (shard > 0 && shard*replicate*tp*cp != gpus) {
+		return t.errorf("data_parallel_shard_dim", "torchtune asserts the same: -1 (the GPUs left over), or replicate x shard x tp x cp = the job's GPUs (--gpus x --nodes)",
+			"replicate %d x shard %d x tp %d x cp %d is not the job's %d GPUs", replicate, shard, tp, cp, gpus)
 	}
 	args := []string{kw("dp", num(gpus/(tp*cp))), kw("fsdp", "True")}
 	if tp > 1 {

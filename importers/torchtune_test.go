@@ -197,6 +197,15 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
              parallel = parallel(dp = 4, fsdp = True, cp = 2, fsdp_units = ["embed_tokens", "lm_head"]))`,
+	}, {
+		// ParallelDims (torchtune/training/_distributed.py:72-90): 2 x 4 = 8 GPUs, HSDP
+		name: "8B_full on 8 GPUs as 2 replicas of 4 shards, both degrees given",
+		file: "torchtune/llama3_1_8B_full.yaml",
+		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"data_parallel_replicate_dim=2", "data_parallel_shard_dim=4"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", loss_chunks = 8, gpu = "H100-80GB",
+             parallel = parallel(dp = 8, fsdp = True, dp_replicate = 2, fsdp_units = ["embed_tokens", "lm_head"]))`,
 	}})
 }
 
@@ -228,6 +237,8 @@ func TestTorchtuneErrors(t *testing.T) {
 			want: "r.yaml:4: key tensor_parallel_dim: tensor parallelism without a tensor_parallel_plan", wantHint: "base_llama_tp_plan"},
 		{name: "an unknown rotate method", file: "r.yaml", config: model + "batch_size: 1\ncontext_parallel_rotate_method: ring\n", opts: Options{Seq: 8},
 			want: "r.yaml:4: key context_parallel_rotate_method: unknown rotate method ring", wantHint: "allgather and alltoall"},
+		{name: "a shard degree that is not the GPUs left", file: "r.yaml", config: model + "batch_size: 1\ndata_parallel_shard_dim: 2\n", opts: Options{Seq: 8, GPUs: 8},
+			want: "r.yaml:4: key data_parallel_shard_dim: replicate 1 x shard 2 x tp 1 x cp 1 is not the job's 8 GPUs", wantHint: "-1"},
 		{name: "malformed YAML", file: "r.yaml", config: "model: [\n", want: "r.yaml:1: not valid YAML: did not find expected node content"},
 		{name: "not a mapping", file: "r.yaml", config: "- 1\n- 2\n", want: "r.yaml:1: want a mapping of keys at the top of the file"},
 		{name: "not a trainer's config", file: "r.yaml", config: "a: 1\n", want: "r.yaml: not a config memsh check knows", wantHint: "--trainer"},
