@@ -514,6 +514,15 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 	}
 	if cp > 1 {
 		args = append(args, kw("cp", num(cp)))
+		mode, err := megatronCPComm(t)
+		if err != nil {
+			return err
+		}
+		if mode != "" {
+			args = append(args, kw("cp_mode", str(mode)))
+		}
+	} else {
+		t.get("cp-comm-type") // no effect without context parallelism
 	}
 	if distOpt {
 		args = append(args, kw("distributed_optimizer", "True"))
@@ -529,4 +538,47 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 		p.set("cluster", call("cluster", kw("nodes", num(o.Nodes)), kw("gpus_per_node", num(o.GPUs))))
 	}
 	return nil
+}
+
+// megatronCPComm is --cp-comm-type (arguments.py at d98e8a6, line 3221:
+// p2p by default, one type or one per layer): p2p is Transformer Engine's
+// ring attention, memsh's default "ring"; a2a is Ulysses' all-to-alls,
+// "ulysses". TE's all-gather (its own kernels, not torch's
+// context_parallel() that memsh's "allgather" replays), the hierarchical
+// a2a+p2p and a type per layer are listed as not modelled.
+func megatronCPComm(t *tree) (string, error) {
+	v, _ := t.get("cp-comm-type")
+	var types []string
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		types = []string{x}
+	case []any:
+		for _, e := range x {
+			types = append(types, fmt.Sprint(e))
+		}
+	default:
+		return "", t.errorf("cp-comm-type", "p2p, a2a, allgather or a2a+p2p", "want a type, got %s", describe(v))
+	}
+	for _, c := range types {
+		if c != "p2p" && c != "a2a" && c != "allgather" && c != "a2a+p2p" {
+			return "", t.errorf("cp-comm-type", "Megatron's are p2p, a2a, allgather and a2a+p2p", "unknown type %s", quoteKey(c))
+		}
+	}
+	same := true
+	for _, c := range types {
+		same = same && c == types[0]
+	}
+	switch {
+	case !same:
+		t.notModelled = append(t.notModelled, "cp-comm-type: a type per layer ("+comment(strings.Join(types, " "))+"; memsh runs one for every layer, the ring)")
+	case types[0] == "a2a":
+		return "ulysses", nil
+	case types[0] == "allgather":
+		t.notModelled = append(t.notModelled, "cp-comm-type: allgather (Transformer Engine's all-gather attention; memsh replays the ring)")
+	case types[0] == "a2a+p2p":
+		t.notModelled = append(t.notModelled, "cp-comm-type: a2a+p2p (the hierarchical all-to-all and ring; memsh replays the ring)")
+	}
+	return "", nil
 }

@@ -80,6 +80,28 @@ func TestMegatronPipeline(t *testing.T) {
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 8, distributed_optimizer = True))`,
+	}, {
+		// arguments.py at d98e8a6, line 3221: --cp-comm-type p2p by default
+		// (TE's ring); a2a is Ulysses
+		name:        "cp 2 with --cp-comm-type a2a: Ulysses",
+		file:        script,
+		opts:        Options{GPUs: 8, Overrides: []string{"context-parallel-size=2", "cp-comm-type=a2a"}},
+		notModelled: llama3NotModelled,
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, cp = 2, cp_mode = "ulysses", distributed_optimizer = True))`,
+	}, {
+		name: "cp 2 with --cp-comm-type allgather: said, the ring replayed",
+		file: script,
+		opts: Options{GPUs: 8, Overrides: []string{"context-parallel-size=2", "cp-comm-type=allgather"}},
+		notModelled: []string{
+			"cross-entropy-loss-fusion: the fused cross-entropy kernel",
+			"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
+			"cp-comm-type: allgather (Transformer Engine's all-gather attention; memsh replays the ring)",
+		},
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, cp = 2, distributed_optimizer = True))`,
 	}})
 }
 
