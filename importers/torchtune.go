@@ -459,6 +459,15 @@ func torchtuneLayout(t *tree, o Options, p *plan) error {
 	if gpus == 1 {
 		return nil // the single-device recipes: the keys above are the distributed recipes'
 	}
+	// full_finetune_distributed.py:221-227 (bd2a0fc; qat_distributed.py the
+	// same) raises on clipping with the optimizer stepped in backward; the
+	// single-device recipes do not
+	if inBwd, _ := t.boolean("optimizer_in_bwd", false); inBwd {
+		if clip, _ := t.get("clip_grad_norm"); clip != nil {
+			return t.errorf("clip_grad_norm", "torchtune raises the same: set clip_grad_norm: null, or optimizer_in_bwd: False",
+				"gradient clipping with optimizer_in_bwd in the distributed recipe")
+		}
+	}
 	if gpus%(tp*cp*replicate) != 0 {
 		return t.errorf("tensor_parallel_dim", "tensor x context x replicate degrees must divide the GPUs",
 			"%d GPUs do not divide into tp %d x cp %d x replicate %d", gpus, tp, cp, replicate)

@@ -239,6 +239,8 @@ func TestTorchtuneErrors(t *testing.T) {
 			want: "r.yaml:4: key context_parallel_rotate_method: unknown rotate method ring", wantHint: "allgather and alltoall"},
 		{name: "a shard degree that is not the GPUs left", file: "r.yaml", config: model + "batch_size: 1\ndata_parallel_shard_dim: 2\n", opts: Options{Seq: 8, GPUs: 8},
 			want: "r.yaml:4: key data_parallel_shard_dim: replicate 1 x shard 2 x tp 1 x cp 1 is not the job's 8 GPUs", wantHint: "-1"},
+		{name: "clipping with the optimizer in backward on several GPUs", file: "r.yaml", config: model + "batch_size: 1\noptimizer_in_bwd: True\nclip_grad_norm: 1.0\n", opts: Options{Seq: 8, GPUs: 8},
+			want: "r.yaml:5: key clip_grad_norm: gradient clipping with optimizer_in_bwd in the distributed recipe", wantHint: "clip_grad_norm: null"},
 		{name: "malformed YAML", file: "r.yaml", config: "model: [\n", want: "r.yaml:1: not valid YAML: did not find expected node content"},
 		{name: "not a mapping", file: "r.yaml", config: "- 1\n- 2\n", want: "r.yaml:1: want a mapping of keys at the top of the file"},
 		{name: "not a trainer's config", file: "r.yaml", config: "a: 1\n", want: "r.yaml: not a config memsh check knows", wantHint: "--trainer"},
