@@ -40,7 +40,8 @@ func TestAdvise(t *testing.T) {
 		{expr: "a[0][\"plan\"].optimizer", want: `adamw(impl="fused")`},
 		{expr: "a[2][\"time_change\"] == a[2][\"step_time\"] / simulate(plan).step_time - 1", want: "True"},
 		{expr: "a[2][\"headroom\"] == cap - a[2][\"device_used\"]", want: "True"},
-		{expr: "a[2][\"why\"]", want: `"optimizer -25.10 GiB; temporaries -12.55 GiB; saved for backward -2.52 GiB"`},
+		// params and the foreach temporaries both fall 12.55 GiB (fp32 -> bf16); the temporaries' per-tensor blocks round a little more
+		{expr: "a[2][\"why\"]", want: `"optimizer -25.10 GiB; params -12.55 GiB; saved for backward -2.52 GiB"`},
 		{expr: "a.title == \"advise: llama-2-7b on A100-80GB: batch 1 x seq 2048, bf16-mixed, adamw(), no checkpointing; \" + simulate(plan).summary.rstrip(\".\")", want: "True"},
 		{expr: "simulate(plan).summary.startswith(\"does not fit: needs 128.04 GiB of \")", want: "True"},
 		{expr: "a.notes[-1].startswith(\"16 single changes and 97 pairs replayed (4 rejected by the plan)\")", want: "True"},
@@ -49,7 +50,7 @@ func TestAdvise(t *testing.T) {
 		{expr: "all([r[\"device_used\"] <= 0.8 * 80 * GiB for r in advise(plan, budget = 0.8, max_changes = 1)])", want: "True"},
 		// A plan that fits: nothing to change; goal="speed" finds faster ones.
 		{expr: "len(advise(fitting))", want: "0"},
-		{expr: "advise(fitting).notes[0] == \"the plan fits as it is: 65.12 GiB of %s used, %s headroom; advise(plan, goal=\\\"speed\\\") looks for faster plans that still fit\" % (fmt_bytes(cap), fmt_bytes(cap - simulate(fitting).device_used))", want: "True"},
+		{expr: "advise(fitting).notes[0] == \"the plan fits as it is: 64.90 GiB of %s used, %s headroom; advise(plan, goal=\\\"speed\\\") looks for faster plans that still fit\" % (fmt_bytes(cap), fmt_bytes(cap - simulate(fitting).device_used))", want: "True"},
 		{expr: "fast[0][\"change\"].startswith(\"checkpoint=\\\"none\\\"\")", want: "True"},
 		{expr: "all([r[\"fits\"] and r[\"step_time\"] < simulate(fitting).step_time for r in fast])", want: "True"},
 		// max_batch and max_seq: the value fits, one more does not.

@@ -191,16 +191,16 @@ type replayReport struct {
 	notes       []string
 }
 
-// TestBudgetBytes: a budget of 70 GiB on a plan that needs 75 without
-// checkpointing: the choice fits, the next point of the front does not,
+// TestBudgetBytes: a budget of 64 GiB on a plan that needs 67.7 without
+// checkpointing (62.8 allocated at the peak): the choice fits, the next point of the front does not,
 // and it recomputes less than full checkpointing.
 func TestBudgetBytes(t *testing.T) {
-	p := budgetPlan(core.Budget{Bytes: 70 << 30})
+	p := budgetPlan(core.Budget{Bytes: 64 << 30})
 	rep, err := Evaluate(p, core.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Fits || rep.DeviceUsed > 70<<30 {
+	if !rep.Fits || rep.DeviceUsed > 64<<30 {
 		t.Fatalf("used %d, fits %v", rep.DeviceUsed, rep.Fits)
 	}
 	full := budgetPlan(core.Budget{})
@@ -232,7 +232,7 @@ func TestBudgetBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.Fits && next.DeviceUsed <= 70<<30 {
+	if next.Fits && next.DeviceUsed <= 64<<30 {
 		t.Errorf("the next point fits too: %d bytes", next.DeviceUsed)
 	}
 	t.Logf("%s: %s", q.Checkpoint, rep.Notes[0])

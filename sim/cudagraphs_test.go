@@ -62,15 +62,19 @@ func TestCUDAGraphPool(t *testing.T) {
 	}
 
 	// Limit the allocator to 500 MiB (the 500 MiB context besides): the
-	// step's 64 MiB of foreach temporaries fail with 482 MiB reserved, 470
-	// once the compute stream's free segments (mse's gradient, the loss's
-	// small segment) went back; the graph pool keeps its 204 MiB, 140 of
-	// them free blocks, which PyTorch's message counts as allocated "in
-	// private pools": 330 + 140 allocated, 470 - 330 - 140 unallocated.
+	// step's foreach temporaries are one 16 MiB tensor per weight
+	// (core.Optimizer.StepTemporary). With 482 MiB reserved, no free block
+	// of 16 MiB cached (the compute stream's free segments, mse's gradient
+	// and the loss's small segment, hold 12 MiB), the first takes a new
+	// segment (498 MiB); the second, layers.0.down.weight's, finds none
+	// either, the free segments go back (486 MiB) and 14 MiB is free on the
+	// card. The graph pool keeps its 204 MiB, 140 of them free blocks,
+	// which PyTorch's message counts as allocated "in private pools":
+	// 330 + 16 + 140 allocated, 486 - 346 - 140 unallocated.
 	p.Device.Memory = 1000 * mib
 	o := evalPlan(t, p).OOM
-	want := "Tried to allocate 64.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 30.00 MiB is free. " +
-		"Including non-PyTorch memory, this process has 970.00 MiB memory in use. Of the allocated memory 470.00 MiB is allocated by PyTorch, " +
+	want := "Tried to allocate 16.00 MiB. GPU 0 has a total capacity of 1000.00 MiB of which 14.00 MiB is free. " +
+		"Including non-PyTorch memory, this process has 986.00 MiB memory in use. Of the allocated memory 486.00 MiB is allocated by PyTorch, " +
 		"with 140.00 MiB allocated in private pools (e.g., CUDA Graphs), and 0 bytes is reserved by PyTorch but unallocated."
 	if o == nil || !strings.Contains(o.Message, want) {
 		t.Errorf("OOM %+v, want %q", o, want)

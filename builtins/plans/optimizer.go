@@ -115,13 +115,13 @@ var optimizerDocs = []struct {
 		"Stochastic gradient descent (torch.optim.SGD): a momentum buffer per parameter when momentum > 0, no state otherwise."},
 	{core.Adam, "adam(impl=\"foreach\", fused=None, in_backward=False)",
 		"Adam (torch.optim.Adam): exp_avg and exp_avg_sq per parameter in the optimizer-state dtype. " +
-			"impl is the step's implementation: \"foreach\" (the CUDA default: one temporary the size of all " +
-			"parameters), \"fused\" (in place; a 4-byte step counter per tensor on the device) or \"for-loop\" " +
+			"impl is the step's implementation: \"foreach\" (the CUDA default: a temporary per parameter, all " +
+			"alive at once: the size of all parameters), \"fused\" (in place; a 4-byte step counter per tensor on the device) or \"for-loop\" " +
 			"(one tensor at a time: two temporaries the size of the largest). fused=True is impl=\"fused\"."},
 	{core.AdamW, "adamw(impl=\"foreach\", fused=None, in_backward=False)",
 		"AdamW (torch.optim.AdamW), the default optimizer: exp_avg and exp_avg_sq per parameter in the " +
-			"optimizer-state dtype (8 bytes/param in fp32). impl is \"foreach\" (the CUDA default: one " +
-			"temporary the size of all parameters), \"fused\" (in place) or \"for-loop\" (two temporaries the " +
+			"optimizer-state dtype (8 bytes/param in fp32). impl is \"foreach\" (the CUDA default: a " +
+			"temporary per parameter, all alive at once: the size of all parameters), \"fused\" (in place) or \"for-loop\" (two temporaries the " +
 			"size of the largest tensor). fused=True is impl=\"fused\". in_backward steps each parameter as soon " +
 			"as its gradient is complete and frees that gradient (optimizer-in-backward; each tensor then has its " +
 			"own step, so its temporaries are one tensor's; it needs grad_accum=1, as torchtune's recipes require)."},

@@ -218,18 +218,25 @@ func (o Optimizer) States(shape []int64, n int64, dt units.DType) []StateTensor 
 // at once for foreach (torch.optim.adamw _multi_tensor_adamw). With the
 // step in backward each parameter has an optimizer of its own
 // (torchtune's optimizer_in_bwd), so largest and total are one tensor's.
-func (o Optimizer) StepTemporary(largest, total int64) int64 {
+//
+// perTensor is true where those bytes are one tensor per parameter, all
+// alive at once: a foreach op makes each output with its own empty_like
+// (foreach_unary_op and foreach_binary_op in ATen's
+// native/cuda/ForeachUnaryOp.cu and ForeachBinaryOpScalar.cu), so the
+// caching allocator places as many blocks as the step has tensors, not
+// one of total bytes.
+func (o Optimizer) StepTemporary(largest, total int64) (bytes int64, perTensor bool) {
 	switch o.Kind {
 	case AdamW8bit, PagedAdamW8bit, PagedAdamW, SGD, Lion:
-		return 0 // one fused kernel per tensor (bitsandbytes), or in-place updates
+		return 0, false // one fused kernel per tensor (bitsandbytes), or in-place updates
 	case Adafactor:
-		return 2 * largest // grad**2 + eps and the update, per tensor
+		return 2 * largest, false // grad**2 + eps and the update, per tensor
 	}
 	switch o.ImplName() {
 	case "fused":
-		return 0
+		return 0, false
 	case "for-loop":
-		return 2 * largest
+		return 2 * largest, false
 	}
-	return total
+	return total, true
 }

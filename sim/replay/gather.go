@@ -506,19 +506,10 @@ func (d *distState) optimizerStep(r *Replay) bool {
 		if r.Plan.Optimizer.InBackward || d.FsdpOffload(r) { // offloaded: the step runs on the host
 			return true
 		}
-		var largest, total int64
-		for pi := range d.p.Params {
+		r.stepTemporaries(func(pi int) int64 {
 			p := &d.p.Params[pi]
-			if p.TiedTo >= 0 || !p.Trainable {
-				continue
-			}
-			b := prec.States.Bytes(fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))))
-			total += b
-			largest = max(largest, b)
-		}
-		if tmp := r.Plan.Optimizer.StepTemporary(largest, total); tmp > 0 {
-			r.release(d.alloc(r, "optimizer step temporaries", []int64{tmp}, prec.States, tmp, core.CatTemporaries, "temporaries of the "+r.Plan.Optimizer.Kind.String()+" step over the sharded parameters"))
-		}
+			return prec.States.Bytes(fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))))
+		}, "temporaries of the "+r.Plan.Optimizer.Kind.String()+" step over the sharded parameters")
 		return true
 	}
 	return false

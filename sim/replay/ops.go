@@ -360,7 +360,7 @@ func (r *Replay) readsWeightCopy(op *core.OpInfo) bool {
 func (r *Replay) stepInBackward(pi int32) {
 	p := &r.P.Params[pi]
 	st := r.Plan.Precision.States
-	if tmp := r.Plan.Optimizer.StepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 {
+	if tmp, _ := r.Plan.Optimizer.StepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 { // one tensor
 		r.release(r.allocate(Alloc{Tensor: p.Name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: core.CatTemporaries}))
 	}
 	r.release(r.paramGrad[pi])

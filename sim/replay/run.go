@@ -332,23 +332,52 @@ func (r *Replay) optimizerStep() {
 	}
 	r.firstStepStates() // Adam's moments appear in the first step()
 	st := r.Plan.Precision.States
+	for pi := range r.P.Params {
+		p := &r.P.Params[pi]
+		if p.Trainable && p.TiedTo < 0 && r.paramGrad[pi] != none {
+			r.Rep.States.Grads += r.Plan.Precision.Grads.Bytes(p.Numel)
+		}
+	}
+	r.stepTemporaries(func(pi int) int64 { return st.Bytes(r.P.Params[pi].Numel) },
+		"temporaries of the "+r.Plan.Optimizer.Kind.String()+" step ("+r.Plan.Optimizer.ImplName()+")")
+}
+
+// stepTemporaries allocates the optimizer step's transient memory over the
+// trainable parameters, size(pi) bytes of states each, and frees it when
+// the step ends: one block of what Optimizer.StepTemporary says, or, where
+// it says one tensor per parameter (foreach), a block per parameter, all
+// alive at once and freed in order.
+func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
 	var largest, total int64
+	for pi := range r.P.Params {
+		if p := &r.P.Params[pi]; p.Trainable && p.TiedTo < 0 {
+			b := size(pi)
+			total += b
+			largest = max(largest, b)
+		}
+	}
+	tmp, perTensor := r.Plan.Optimizer.StepTemporary(largest, total)
+	if tmp <= 0 {
+		return
+	}
+	st := r.Plan.Precision.States
+	if !perTensor {
+		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: why, Cat: core.CatTemporaries}))
+		return
+	}
+	ids := make([]int32, 0, len(r.P.Params))
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
 		if !p.Trainable || p.TiedTo >= 0 {
 			continue
 		}
-		b := st.Bytes(p.Numel)
-		total += b
-		if b > largest {
-			largest = b
-		}
-		if r.paramGrad[pi] != none {
-			r.Rep.States.Grads += r.Plan.Precision.Grads.Bytes(p.Numel)
+		if b := size(pi); b > 0 {
+			ids = append(ids, r.allocateParts(Alloc{Tensor: "step temporary", DType: st, Bytes: b, Why: why, Cat: core.CatTemporaries},
+				allocParts{tensor: p.Name, sep: " ", whyTail: ", one tensor per parameter", dim: b * 8 / int64(st.Bits())}))
 		}
 	}
-	if tmp := r.Plan.Optimizer.StepTemporary(largest, total); tmp > 0 {
-		r.release(r.allocate(Alloc{Tensor: "optimizer step temporaries", Shape: []int64{tmp * 8 / int64(st.Bits())}, DType: st, Bytes: tmp, Why: "temporaries of the " + r.Plan.Optimizer.Kind.String() + " step (" + r.Plan.Optimizer.ImplName() + ")", Cat: core.CatTemporaries}))
+	for _, id := range ids {
+		r.release(id)
 	}
 }
 
