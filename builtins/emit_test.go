@@ -153,7 +153,7 @@ func wantDocument(x *reports.Report) jsondoc.Report {
 	w := jsondoc.Report{
 		Model: x.Plan().SimPlan().Model.Name, GPU: x.Plan().SimPlan().Device.Name, Plan: x.Plan().String(),
 		Fits: r.Fits, PeakAllocated: r.PeakAllocated, PeakReserved: r.PeakReserved, DeviceUsed: r.DeviceUsed,
-		Capacity: r.Capacity, SMITotal: x.Plan().SimPlan().Device.SMITotal(), Headroom: r.Headroom, Breakdown: map[string]int64{},
+		Capacity: r.Capacity, SMITotal: x.Plan().SimPlan().Device.SMITotal(), Headroom: r.Headroom, AllocRetries: r.AllocRetries, Breakdown: map[string]int64{},
 		PeakAt:           jsondoc.PeakAt{Phase: r.PeakAt.Phase.String(), Op: r.PeakAt.Op},
 		Largest:          alloc(r.Largest),
 		States:           jsondoc.States{Params: r.States.Params, Grads: r.States.Grads, Master: r.States.Master, Optimizer: r.States.Optimizer},

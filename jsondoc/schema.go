@@ -80,6 +80,10 @@ type Report struct {
 	Capacity      int64 `json:"capacity"`       // device memory as PyTorch sees it (total_memory)
 	SMITotal      int64 `json:"smi_total"`      // memory.total as nvidia-smi shows it: capacity + the driver's reserve
 	Headroom      int64 `json:"headroom"`       // capacity - device_used; negative when it does not fit
+	// AllocRetries is torch.cuda.memory_stats()["num_alloc_retries"]: the
+	// requests retried after the allocator released its cache at the
+	// card's limit (up to the OOM).
+	AllocRetries int `json:"alloc_retries"`
 
 	// Breakdown is device_used by cause, summing to it: params, grads,
 	// optimizer, activations, temporaries, comm (at the peak of allocated

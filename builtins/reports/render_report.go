@@ -104,6 +104,7 @@ func (x *Report) render(b *strings.Builder, color bool) {
 	d.Add("peak allocated", fmt.Sprintf("%s in %s, %s", units.FormatBytes(r.PeakAllocated), r.PeakAt.Phase, r.PeakAt.Op))
 	d.Add("peak reserved", units.FormatBytes(r.PeakReserved))
 	x.describeFragmentation(d)
+	x.describeRetries(d)
 	d.Add("saved", fmt.Sprintf("%s of activations and %s of weight copies held for backward",
 		units.FormatBytes(r.SavedActivations), units.FormatBytes(r.SavedWeightCopies)))
 	d.Add("params", fmt.Sprintf("%s (%s trainable)", host.Thousands(r.Params), host.Thousands(r.TrainableParams)))

@@ -92,8 +92,53 @@ func (x *Report) describeFragmentation(d *host.TextGrid) {
 	if c.Bytes >= g.Growth.Request {
 		why = fmt.Sprintf("%s was cached then, in %s of at most %s: none large enough", units.FormatBytes(c.Bytes), blocks(c.Blocks), units.FormatBytes(c.Largest))
 	}
-	d.Add("reserve grew", fmt.Sprintf("last, to %s, for %s (%s, %s): %s",
-		units.FormatBytes(g.Reserved), g.Alloc.Tensor, units.FormatBytes(g.Growth.Request), g.Alloc.Phase, why))
+	line := fmt.Sprintf("last, to %s, for %s (%s, %s): %s",
+		units.FormatBytes(g.Reserved), g.Alloc.Tensor, units.FormatBytes(g.Growth.Request), g.Alloc.Phase, why)
+	if r := x.r; r.PeakReserved > g.Reserved {
+		// The replay's own peak is g.Reserved: only a new segment raises
+		// the reserve. The report's is the steady step's
+		// (replay.steadyReserved), each side stream's segments cached
+		// beside the compute stream's, at most the allocator's limit.
+		line += fmt.Sprintf("; peak reserved is more, %s: from the second step on each side stream keeps its cached segments beside the compute stream's", units.FormatBytes(r.PeakReserved))
+		if r.PeakReserved >= r.Capacity-nonTorch(r) {
+			line += ", up to the card's limit"
+		}
+	}
+	d.Add("reserve grew", line)
+}
+
+// nonTorch is the device memory outside PyTorch's allocator: the
+// allocator's limit is the capacity less it.
+func nonTorch(r *replay.Report) int64 {
+	var n int64
+	for _, o := range r.Overheads {
+		n += o.Bytes
+	}
+	return n
+}
+
+// describeRetries is print(r)'s line for the requests the allocator
+// retried after releasing its cache at the card's limit (r.alloc_retries,
+// PyTorch's num_alloc_retries). Each release frees every cached segment
+// with cudaFree, which waits for the device: DeepSpeed's ZeRO-3 step warns
+// of them as "pytorch allocator cache flushes since last step ... detrimental
+// to performance" (deepspeed/runtime/zero/stage3.py, step). A step that
+// does not fit has its OOM message instead: its last retry is the OOM.
+func (x *Report) describeRetries(d *host.TextGrid) {
+	n := x.r.AllocRetries
+	if n == 0 || x.r.OOM != nil {
+		return
+	}
+	times := "1 time"
+	if n > 1 {
+		times = host.Thousands(int64(n)) + " times"
+	}
+	fix := "expandable_segments=True, a smaller batch or more headroom can avoid it"
+	if x.plan.P.ExpandableSegments {
+		fix = "a smaller batch or more headroom can avoid it"
+	}
+	d.Add("cache released", fmt.Sprintf("%s at the card's limit: a request found no room, so the allocator freed its cached segments (cudaFree, which waits for the device) and retried "+
+		"(num_alloc_retries in torch.cuda.memory_stats(); DeepSpeed warns of these cache flushes). Each stalls the step, which step_time does not count; %s", times, fix))
 }
 
 func blocks(n int) string {

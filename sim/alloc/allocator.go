@@ -19,8 +19,9 @@ import (
 //     remainder is >= 512 B (small) or > 1 MiB (large);
 //   - freed blocks merge with free neighbours and stay cached;
 //   - when a new segment does not fit under the limit, cached segments
-//     that are wholly free are released and the request is retried; if it
-//     still does not fit, that allocation is the OOM;
+//     that are wholly free are released and the request is retried
+//     (Retries counts it); if it still does not fit, that allocation is
+//     the OOM;
 //   - every segment belongs to the stream that allocated it, and its
 //     blocks serve only that stream's requests (streams.go).
 type Allocator struct {
@@ -29,6 +30,19 @@ type Allocator struct {
 	Allocated int64
 	lists     []freeList // per list (a stream's small or large pool, listOf)
 	segments  []*segment
+
+	// Retries counts the requests that did not fit under the limit at
+	// first and were retried after the cache was released, up to and
+	// including the OOM: torch.cuda.memory_stats()["num_alloc_retries"].
+	// PyTorch's malloc calls alloc_block again with isRetry once
+	// release_cached_blocks has run, and alloc_block counts each such call
+	// whether or not the cache held anything, and whether or not the retry
+	// fits (c10/cuda/CUDACachingAllocator.cpp at v2.0.0,
+	// DeviceCachingAllocator::malloc and alloc_block; the step between,
+	// release_available_cached_blocks, retries uncounted and only with
+	// max_split_size_mb set, which memsh does not model). Requests after
+	// the OOM, where PyTorch would have raised, are not counted.
+	Retries int
 
 	// State just before the first request that did not fit, for the OOM
 	// message (PyTorch reports memory before the failed allocation).
@@ -318,6 +332,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 		a.grew(listOf(s, pool), size)
 		segSize := segmentSize(size)
 		if a.Limit > 0 && a.Reserved+segSize > a.Limit {
+			a.retried()
 			if a.nwhole > 0 || len(a.pending) > 0 {
 				a.releaseCached(s)
 			}
@@ -353,6 +368,16 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	a.Allocated += b.Size
 	a.allocatedOn(b.seg.stream, b.Size)
 	return b, ok
+}
+
+// retried counts a request retried after releasing the cache (Retries),
+// until the OOM.
+//
+//go:norace
+func (a *Allocator) retried() {
+	if !a.over {
+		a.Retries++
+	}
 }
 
 // failed records the figures of the first request that did not fit.

@@ -49,6 +49,7 @@ func (a *Allocator) allocExpandable(n int64, s Stream) (blk *Block, ok bool) {
 		b = a.expand(pool, size, true)
 	}
 	if b == nil {
+		a.retried()
 		a.releaseCached(s)
 		b = a.expand(pool, size, true)
 	}

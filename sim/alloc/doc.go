@@ -1,7 +1,8 @@
 // Package alloc models PyTorch's CUDA caching allocator
 // (c10/cuda/CUDACachingAllocator.cpp): requests rounded to 512 B, a small
 // and a large pool, 2 MiB and 20 MiB segments, best-fit blocks that split
-// and merge, cached segments released and retried before an out-of-memory,
+// and merge, cached segments released and retried before an out-of-memory
+// (each retry counted, as torch.cuda.memory_stats()'s num_alloc_retries),
 // and, with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, one growing
 // segment per pool mapped page by page. Pools are per stream: a block
 // serves only the stream that allocated it, and a block another stream

@@ -42,6 +42,14 @@ type Report struct {
 	Notes    []string
 	Tables   []TableStep // per table layer: memory, traffic and transfer terms
 	Frag     Fragmentation
+	// AllocRetries is how many requests found no room under the card's
+	// limit, had the allocator release its cached segments and retried
+	// (torch.cuda.memory_stats()["num_alloc_retries"] after the step,
+	// alloc.Allocator.Retries; with Megatron's lazy optimizer state, over
+	// the first step and the steady one, as the process counts them). Each
+	// release is a cudaFree of every cached segment, which synchronises the
+	// device. Counted up to and including the OOM.
+	AllocRetries int
 
 	peakCat    [core.NumCategories]int64
 	peakStream [numStreams]streamUse // each stream's bytes at the peak of allocated memory

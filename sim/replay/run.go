@@ -101,6 +101,7 @@ func RunBelowIn(prog *core.Program, plan *core.Plan, opts core.Options, limit in
 	rep.Capacity = dev.Memory
 	rep.Overheads = overheads
 	rep.PeakReserved = r.steadyReserved()
+	rep.AllocRetries = r.alloc.Retries
 	rep.Streams = r.streamPeaks()
 	rep.DeviceUsed = rep.PeakReserved + nonTorch + rep.States.pagedBytes(plan)
 	rep.Headroom = dev.Memory - rep.DeviceUsed
