@@ -45,15 +45,7 @@ func TestFSDP1LightningMixedPrecision(t *testing.T) {
 		p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, FSDPParamDType: c.param, FSDPReduceDType: c.reduce})
 		p.GradAccum = 4
 		r := evalPlan(t, p)
-		var ag, rs int64
-		for _, cb := range r.CommBytes {
-			switch cb.Name {
-			case "all_gather":
-				ag += cb.Bytes
-			case "reduce_scatter":
-				rs += cb.Bytes
-			}
-		}
+		ag, rs := commBytes(r, "all_gather"), commBytes(r, "reduce_scatter")
 		if r.States.Grads != c.grads || ag != c.ag || rs != c.rs {
 			t.Errorf("%s: gradient state %d B, all-gathered %d B, reduce-scattered %d B a step; want %d, %d, %d",
 				c.name, r.States.Grads, ag, rs, c.grads, c.ag, c.rs)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -62,12 +63,7 @@ func TestFSDP1SyncEachBatch(t *testing.T) {
 		p := distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, SyncEachBatch: each})
 		p.GradAccum = 4
 		r := evalPlan(t, p)
-		for _, cb := range r.CommBytes {
-			if cb.Name == "reduce_scatter" {
-				rs += cb.Bytes
-			}
-		}
-		return r.States.Grads, rs
+		return r.States.Grads, commBytes(r, "reduce_scatter")
 	}
 	syncGrads, syncRS := reduced(false)
 	eachGrads, eachRS := reduced(true)
@@ -111,13 +107,7 @@ func TestFSDP1ReduceDType(t *testing.T) {
 		{units.FP32, 4 * n, 4 * n},
 	} {
 		r := evalPlan(t, distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 8, FSDP: true, FSDPVersion: 1, FSDPReduceDType: c.reduce}))
-		var rs int64
-		for _, cb := range r.CommBytes {
-			if cb.Name == "reduce_scatter" {
-				rs += cb.Bytes
-			}
-		}
-		if rs != c.rs {
+		if rs := commBytes(r, "reduce_scatter"); rs != c.rs {
 			t.Errorf("reduce_dtype %v: %d B reduce-scattered, want %d", c.reduce, rs, c.rs)
 		}
 		if r.States.Grads != 4*s {
@@ -127,4 +117,15 @@ func TestFSDP1ReduceDType(t *testing.T) {
 			t.Errorf("reduce_dtype %v: post-backward stream %d B, want at least %d", c.reduce, got, c.poolMin)
 		}
 	}
+}
+
+// commBytes is the bytes a step's collectives of that name move a rank.
+func commBytes(r *replay.Report, name string) int64 {
+	var b int64
+	for _, cb := range r.CommBytes {
+		if cb.Name == name {
+			b += cb.Bytes
+		}
+	}
+	return b
 }

@@ -48,15 +48,7 @@ func TestFSDP2NoSync(t *testing.T) {
 		p := distPlan(t, m, c.precision, core.Parallelism{DP: 8, FSDP: true, FSDPNoSync: c.noSync})
 		p.GradAccum = 4
 		r := evalPlan(t, p)
-		var ag, rs int64
-		for _, cb := range r.CommBytes {
-			switch cb.Name {
-			case "all_gather":
-				ag += cb.Bytes
-			case "reduce_scatter":
-				rs += cb.Bytes
-			}
-		}
+		ag, rs := commBytes(r, "all_gather"), commBytes(r, "reduce_scatter")
 		if r.States.Grads != c.grads || rs != c.rs || ag != c.ag {
 			t.Errorf("%s, no_sync %v: gradient state %d B, reduce-scattered %d B, all-gathered %d B a step; want %d, %d, %d",
 				c.precision, c.noSync, r.States.Grads, rs, ag, c.grads, c.rs, c.ag)
