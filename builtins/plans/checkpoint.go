@@ -295,7 +295,7 @@ func checkpointByPolicy(policy, every, save starlark.Value, other bool) (Checkpo
 			}
 		}
 		if err := core.CheckSaveOps(names); err != nil {
-			return Checkpoint{}, err
+			return Checkpoint{}, saveOpsError(names, err)
 		}
 		return Checkpoint{core.Checkpoint{Mode: "op", Save: names}}, nil
 	case "layer":
