@@ -108,9 +108,15 @@ func FuzzAllocator(f *testing.F) {
 				if got, want := a.bestFit(list, RoundSize(size)), scanBestFit(&a, list, size); got != want {
 					t.Fatalf("alloc(%d): the free index picks %v, the free-list scan %v", size, got, want)
 				}
-				b, _ := a.AllocOn(size, stream)
+				retries, over := a.Retries, a.over
+				b, ok := a.AllocOn(size, stream)
 				if b == nil {
 					t.Fatalf("alloc(%d) returned no block", size)
+				}
+				// num_alloc_retries: at most one a request, none without a
+				// limit or past the OOM, and one at the OOM itself.
+				if d := a.Retries - retries; d < 0 || d > 1 || (d == 1 && (a.Limit == 0 || over)) || (!ok && !over && d != 1) {
+					t.Fatalf("alloc(%d): retries %d -> %d (limit %d, past the OOM before %v, ok %v)", size, retries, a.Retries, a.Limit, over, ok)
 				}
 				if b.free || b.pending || b.Size < size || b.Stream() != stream {
 					t.Fatalf("alloc(%d) on stream %d returned block of %d bytes, free=%v, pending=%v, stream %d", size, stream, b.Size, b.free, b.pending, b.Stream())
