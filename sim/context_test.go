@@ -48,9 +48,12 @@ func TestContextParallel(t *testing.T) {
 // channels x 2 x (4 + 2) MiB x 8 ranks = 2,304 MiB.
 func TestNCCLOverheads(t *testing.T) {
 	const mib = 1 << 20
-	moe := &nn.MoE{Dim: 512, Hidden: 1024, Experts: 8, TopK: 2, Act: "swiglu"}
+	moe := &nn.MoE{Dim: 512, Hidden: 1024, Experts: 64, TopK: 2, Act: "swiglu"}
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: moe}}, Loss: "mse", InputDim: 512}
 	ring8 := int64(32 * 12 * mib)
+	// A send or receive pool for peers on other nodes (replay/nccl_p2p.go):
+	// 16 p2p channels x NCCL_SHARED_STEPS 16 x NCCL_P2P_NET_CHUNKSIZE 128 KiB.
+	netPool := int64(16 * 16 * 128 << 10)
 	nvls8 := int64(24 * 2 * 6 * 8 * mib)
 	for _, tc := range []struct {
 		name string
@@ -70,16 +73,37 @@ func TestNCCLOverheads(t *testing.T) {
 		{"ddp nvls off", core.Parallelism{DP: 8}, core.RuntimeMemory{NCCLNVLS: "off"}, "", map[string]int64{"nccl_dp": ring8}},
 		// NCCL_BUFFSIZE=8 MiB: 8 + 4.69 MiB in 14 MiB, + 2 MiB.
 		{"buffsize 8 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 8 * mib}, "", map[string]int64{"nccl_dp": 32 * 16 * mib}},
-		// Expert parallelism all-to-alls to every peer on every channel.
+		// Expert parallelism all-to-alls inside a node: every peer on every channel
+		// (p2pnChannelsPerPeer is the 32 channels on NVLink4; NVIDIA/nccl#1685).
 		{"ep", core.Parallelism{DP: 8, EP: 8}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + nvls8, "nccl_ep": 7 * 32 * 12 * mib}},
-		// Two tensor-parallel ranks all-reduce (no NVLS with two); the pipeline sends and receives.
-		{"tp pp", core.Parallelism{PP: 4, TP: 2}, core.RuntimeMemory{}, "", map[string]int64{"nccl_tp": ring8, "nccl_pp": 2 * 8 * 4 * mib}},
+		// ep 16 over two nodes: 16 p2p channels, NCCL_NCHANNELS_PER_NET_PEER's 2 (2 x 16 ranks
+		// is not above 4 x 16) for every peer, the 7 in the node too (P2P transport, full
+		// FIFOs); the 8 on the other node share a send and a receive pool. dp 16: rings and trees.
+		{"ep 2 nodes", core.Parallelism{DP: 16, EP: 16}, core.RuntimeMemory{}, "",
+			map[string]int64{"nccl_dp": 16 * 3 * 12 * mib, "nccl_ep": 7*2*12*mib + 2*netPool}},
+		// ep 64 over eight nodes (DeepSeek-V3's degree): 2 x 64 ranks > 4 x 16 halves the
+		// network's channels to one per peer: 7 x 1 x 12 MiB + the two pools, not 63 x 16 x 12 MiB.
+		{"ep 8 nodes", core.Parallelism{DP: 64, EP: 64}, core.RuntimeMemory{}, "",
+			map[string]int64{"nccl_dp": 16 * 3 * 12 * mib, "nccl_ep": 7*1*12*mib + 2*netPool}},
+		// NCCL_BUFFSIZE=512 KiB caps the p2p chunk at 512 KiB / NCCL_STEPS = 64 KiB (pools of
+		// 16 MiB) and the connection at 0.5 + 4.69 MiB in 6 MiB + 2 MiB.
+		{"ep 8 nodes buffsize 512 KiB", core.Parallelism{DP: 64, EP: 64}, core.RuntimeMemory{NCCLBuffSize: 512 << 10}, "",
+			map[string]int64{"nccl_dp": 16 * 3 * 8 * mib, "nccl_ep": 7*1*8*mib + 2*16*mib}},
+		// Over PCIe (L40S: 4 channels) a peer in the node gets 2 p2p channels (NVIDIA/nccl#1706:
+		// "4 p2p channels, 2 p2p channels per peer").
+		{"ep pcie", core.Parallelism{DP: 4, EP: 4}, core.RuntimeMemory{}, "L40S", map[string]int64{"nccl_dp": 4 * 12 * mib, "nccl_ep": 3 * 2 * 12 * mib}},
+		// Two tensor-parallel ranks all-reduce (no NVLS with two); the pipeline sends to and
+		// receives from its two neighbours in the node over P2P: 2 x 32 channels x 12 MiB.
+		{"tp pp", core.Parallelism{PP: 4, TP: 2}, core.RuntimeMemory{}, "", map[string]int64{"nccl_tp": ring8, "nccl_pp": 2 * 32 * 12 * mib}},
+		// Stages a node apart (tp 8): both neighbours on other nodes, the two shared pools only.
+		{"pp 2 nodes", core.Parallelism{PP: 2, TP: 8, SequenceParallel: true}, core.RuntimeMemory{}, "",
+			map[string]int64{"nccl_tp": ring8, "nccl_pp": 2 * netPool}},
 		// NVIDIA/nccl#964: 4 x A100, eager NCCL, an all-reduce per group: measured 688 MB (more than
 		// two ranks) and 544 MB (two); rings and trees on 16 channels give 604 MB (-12 % and +11 %).
 		{"nccl#964", core.Parallelism{DP: 4}, core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB", map[string]int64{"nccl_dp": 16 * 3 * 12 * mib}},
 		// Eager NCCL connects the ring and the tree on a pipeline's communicator too,
-		// beside its peer's p2p buffers: 1 peer x 8 x 4 MiB + 32 x 3 x 12 MiB.
-		{"pp eager", core.Parallelism{PP: 2}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_pp": 8*4*mib + 3*ring8}},
+		// beside its peer's p2p buffers: 1 peer x 32 x 12 MiB + 32 x 3 x 12 MiB.
+		{"pp eager", core.Parallelism{PP: 2}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_pp": ring8 + 3*ring8}},
 		// Megatron's distributed optimizer with ep 4 on 8 H100s (replay/nccl_megatron.go): dp's ring
 		// (reduce-scatter and all-gather: no NVLS), ep's 3 peers, and Megatron's own groups: world
 		// (the gradient norm), edp (8 / 4 = 2 ranks: the experts' gradients), tp_ep (the dispatcher's
@@ -96,10 +120,10 @@ func TestNCCLOverheads(t *testing.T) {
 				"nccl_tp_ep": 576 * mib, "nccl_etp": 576 * mib, "nccl_tp_cp": 576 * mib}},
 		// The loss's DATA_PARALLEL_GROUP (loss_dp_group: Megatron-Core before 0.13) beside the
 		// gradients' group: dp 2 x cp 2 x tp 2 on 8 A100s, eager; dp_loss is the 2 dp ranks (cp
-		// ring attention's p2p: 1 peer x 8 x 4 MiB + 576 MiB); mp the tp pair.
+		// ring attention's p2p: 1 peer x 16 x 12 MiB + 576 MiB); mp the tp pair.
 		{"megatron loss dp group", core.Parallelism{DP: 2, CP: 2, TP: 2, DistributedOptimizer: true, LossDPGroup: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
-			map[string]int64{"nccl_tp": 576 * mib, "nccl_cp": (8*4 + 576) * mib, "nccl_dp": 576 * mib, "nccl_world": 576 * mib, "nccl_mp": 576 * mib, "nccl_dp_loss": 576 * mib}},
+			map[string]int64{"nccl_tp": 576 * mib, "nccl_cp": (16*12 + 576) * mib, "nccl_dp": 576 * mib, "nccl_world": 576 * mib, "nccl_mp": 576 * mib, "nccl_dp_loss": 576 * mib}},
 	} {
 		p := distPlan(t, m, "bf16", tc.par)
 		p.RuntimeMemory = tc.rt
@@ -137,7 +161,8 @@ func TestNCCLOverheads(t *testing.T) {
 // step (update_successful and the gradient norm; without the distributed
 // optimizer the norm itself too, replay/nccl_megatron.go): tp 2 x pp 2 = 4
 // ranks in an H100 node, one more ring of 32 channels x 12 MiB = 384 MiB
-// beside tp's ring and pp's send/recv buffers (1 peer x 8 x 4 MiB); with
+// beside tp's ring and pp's send/recv buffers (1 peer x 32 channels x
+// 12 MiB); with
 // the distributed optimizer the gradient norm adds the world group (4
 // ranks, its own communicator over the same ranks).
 func TestMegatronModelParallelComm(t *testing.T) {
@@ -147,8 +172,8 @@ func TestMegatronModelParallelComm(t *testing.T) {
 		distopt bool
 		want    map[string]int64
 	}{
-		{false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 32 * mib, "nccl_mp": 384 * mib}},
-		{true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 32 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
+		{false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_mp": 384 * mib}},
+		{true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
 	} {
 		p := distPlan(t, m, "megatron", core.Parallelism{TP: 2, PP: 2, DistributedOptimizer: tc.distopt})
 		got := map[string]int64{}

@@ -19,6 +19,7 @@ type commGroup struct {
 	name    string
 	size    int64
 	intra   bool   // within one node
+	local   int64  // the group's ranks in this GPU's node (size when intra)
 	pattern string // ring | p2p | alltoall
 }
 
@@ -32,7 +33,7 @@ func commGroups(p *core.Plan) []commGroup {
 	var gs []commGroup
 	add := func(name string, size, stride int64, pattern string) {
 		if size > 1 {
-			gs = append(gs, commGroup{name: name, size: size, intra: size*stride <= gpn, pattern: pattern})
+			gs = append(gs, commGroup{name: name, size: size, intra: size*stride <= gpn, local: ranksInNode(size, stride, gpn), pattern: pattern})
 		}
 	}
 	add("tp", par.TP, 1, "ring")
@@ -49,6 +50,16 @@ func commGroups(p *core.Plan) []commGroup {
 	add("pp", par.PP, par.TP*par.CP*par.DP, "p2p")
 	megatronGroups(p, add) // nccl_megatron.go
 	return gs
+}
+
+// ranksInNode is how many of a group's ranks, stride apart, share a node
+// of gpn GPUs: all of them when they fit, one when the stride is a node or
+// more.
+func ranksInNode(size, stride, gpn int64) int64 {
+	if stride <= 0 || gpn <= 0 || stride >= gpn {
+		return 1
+	}
+	return max(1, min(size, gpn/stride))
 }
 
 // commOverheads are the NCCL buffers per communicator, outside PyTorch's

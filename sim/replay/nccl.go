@@ -18,9 +18,10 @@ import (
 //   - Ring: each rank receives from one peer and sends to another on
 //     every channel: one connection's buffers per channel (the P2P
 //     transport splits them between sender and receiver). Tree: a parent
-//     and a child, up and down: two per channel. All-to-all: every peer on
-//     every channel (#1685). Send/recv: the shared p2p buffers, the Simple
-//     FIFO on a few channels per peer.
+//     and a child, up and down: two per channel. All-to-all and send/recv:
+//     p2p connections per peer (nccl_p2p.go): inside a node every peer on
+//     every channel (#1685), across nodes few channels per peer and shared
+//     pools for the remote peers.
 //   - NVLink SHARP (NVLS, Hopper and later on NVSwitch, more than two
 //     ranks in a node): every rank binds nvlsChannels x 2 x (NCCL_BUFFSIZE
 //     + 2 MiB) per rank of the node to the multicast object; NCCL's INIT
@@ -54,9 +55,6 @@ const (
 	ncclGranularity = 2 << 20   // cuMem's allocation granularity
 	ncclNVLSMem     = 2 << 20   // NVLS credit memory per channel and direction (memSize in NCCL's INIT log)
 	ncclNVLSChans   = 24        // NVLS channels in vllm-project/vllm#9699's log (nvlsPerRankSize / 2 / 6 MiB)
-	// Send/recv (pipeline) uses the shared p2p buffers: the Simple FIFO on
-	// a few channels per peer (NCCL_NCHANNELS_PER_NET_PEER, p2p channels).
-	ncclP2PChannels = 8
 )
 
 // ncclBuffSize is the plan's NCCL_BUFFSIZE.
@@ -137,12 +135,9 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 		initRT = ch * 3 * conn
 		initHow = fmt.Sprintf("; ring and tree connected at init: %d channels x 3 x %s", ch, mib(conn))
 	}
-	switch g.pattern {
-	case "alltoall":
-		return (g.size-1)*ch*conn + initRT, fmt.Sprintf("%d peers x %d channels x %s per connection%s", g.size-1, ch, mib(conn), initHow)
-	case "p2p":
-		peers := min(g.size-1, 2)
-		return peers*ncclP2PChannels*buf + initRT, fmt.Sprintf("%d peer(s) x %d p2p channels x %s%s", peers, ncclP2PChannels, mib(buf), initHow)
+	if g.pattern == "alltoall" || g.pattern == "p2p" {
+		b, how := p2pMemory(g, ch, buf, p.Device.LinkGBps > 0) // nccl_p2p.go
+		return b + initRT, how + initHow
 	}
 	ar := allReduces(p, g.name)
 	conns := int64(1) // the ring
