@@ -201,7 +201,7 @@ func TestSearchQLoRAEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 256, "bf16-mixed", "none", "H100-80GB")
 	base.Quant, base.QuantStorage = "nf4", units.BF16
 	base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
-	base.Device.Memory = 5 << 29 // small enough that the bounds prune (2.5 GiB)
+	base.Device.Memory = 11 << 28 // small enough that the bounds prune (2.75 GiB: a pipeline's NCCL send/recv buffers, 384 MiB, are above 2.5 GiB's margin)
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
