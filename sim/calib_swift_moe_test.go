@@ -288,6 +288,19 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // without the shared expert's blocks, fragment less, 2.6 -> 1.7 GiB),
 // tp 2 ep 4 60.3 -> 60.2 (-7.2 -> -7.5 %).
 //
+// NCCL's send/recv buffers from NCCL's source (replay/nccl_p2p.go, issue
+// 28): the pipeline's and ring attention's peers in an A100 node hold a
+// full 12 MiB connection on each of 16 channels, not 8 x NCCL_BUFFSIZE;
+// an all-to-all spanning nodes gives every peer NCCL_NCHANNELS_PER_NET_PEER's
+// 2 channels and its remote peers two shared 32 MiB pools; NCCL 2.21's
+// eager init makes the p2p send pool on every communicator (init.cc
+// ncclProxyMsgSharedInit, 16 x 16 x 512 KiB = 128 MiB here). Before ->
+// after the pool: dense 62.7 -> 63.3 GiB (-3.6 -> -2.6 %), pp 2 full
+// recompute 43.9 -> 44.6 (-23.1 -> -21.7 %), pp 2 no recompute 68.2 ->
+// 69.1 (-6.5 -> -5.3 %), tp 2 ep 4 61.1 -> 62.3 (-5.9 -> -4.2 %),
+// Qwen3-30B-A3B (two nodes) 48.3 -> 48.9 (-19.6 -> -18.5 %); the channel
+// counts had moved pp 2 +0.2 GiB and Qwen3-30B-A3B -1.1 GiB.
+//
 // --moe_router_dtype fp32 (parallel(router_dtype="fp32")): moe.sh sets it
 // at ea23c5e9d and c3f3ca4a4, and it is ms-swift's default there
 // (MegatronArguments moe_router_dtype = 'fp32', swift/megatron/argument/

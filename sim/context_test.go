@@ -54,6 +54,9 @@ func TestNCCLOverheads(t *testing.T) {
 	// A send or receive pool for peers on other nodes (replay/nccl_p2p.go):
 	// 16 p2p channels x NCCL_SHARED_STEPS 16 x NCCL_P2P_NET_CHUNKSIZE 128 KiB.
 	netPool := int64(16 * 16 * 128 << 10)
+	// Eager NCCL makes the send pool at every communicator's init, with the node's
+	// NCCL_P2P_NVL_CHUNKSIZE (512 KiB): 32 channels x 16 x 512 KiB on H100, 16 x 16 x 512 KiB on A100.
+	eagerPool, eagerPoolA100 := int64(32*16*512<<10), int64(16*16*512<<10)
 	nvls8 := int64(24 * 2 * 6 * 8 * mib)
 	for _, tc := range []struct {
 		name string
@@ -69,7 +72,7 @@ func TestNCCLOverheads(t *testing.T) {
 		// FSDP all-gathers and reduce-scatters: a ring alone when connected lazily ...
 		{"fsdp", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8}},
 		// ... rings, trees and NVLS when connected eagerly (NCCL < 2.22).
-		{"fsdp eager", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_dp": 3*ring8 + nvls8}},
+		{"fsdp eager", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_dp": 3*ring8 + nvls8 + eagerPool}},
 		{"ddp nvls off", core.Parallelism{DP: 8}, core.RuntimeMemory{NCCLNVLS: "off"}, "", map[string]int64{"nccl_dp": ring8}},
 		// NCCL_BUFFSIZE=8 MiB: 8 + 4.69 MiB in 14 MiB, + 2 MiB.
 		{"buffsize 8 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 8 * mib}, "", map[string]int64{"nccl_dp": 32 * 16 * mib}},
@@ -99,11 +102,12 @@ func TestNCCLOverheads(t *testing.T) {
 		{"pp 2 nodes", core.Parallelism{PP: 2, TP: 8, SequenceParallel: true}, core.RuntimeMemory{}, "",
 			map[string]int64{"nccl_tp": ring8, "nccl_pp": 2 * netPool}},
 		// NVIDIA/nccl#964: 4 x A100, eager NCCL, an all-reduce per group: measured 688 MB (more than
-		// two ranks) and 544 MB (two); rings and trees on 16 channels give 604 MB (-12 % and +11 %).
-		{"nccl#964", core.Parallelism{DP: 4}, core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB", map[string]int64{"nccl_dp": 16 * 3 * 12 * mib}},
+		// two ranks) and 544 MB (two); rings and trees on 16 channels and the p2p send pool give
+		// 704 MiB = 738 MB (+7 % and +36 %; NCCL of mid-2023 predates cuMem's 2 MiB rounding).
+		{"nccl#964", core.Parallelism{DP: 4}, core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB", map[string]int64{"nccl_dp": 16*3*12*mib + eagerPoolA100}},
 		// Eager NCCL connects the ring and the tree on a pipeline's communicator too,
-		// beside its peer's p2p buffers: 1 peer x 32 x 12 MiB + 32 x 3 x 12 MiB.
-		{"pp eager", core.Parallelism{PP: 2}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_pp": ring8 + 3*ring8}},
+		// beside its peer's p2p buffers: 1 peer x 32 x 12 MiB + 32 x 3 x 12 MiB + the send pool.
+		{"pp eager", core.Parallelism{PP: 2}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_pp": ring8 + 3*ring8 + eagerPool}},
 		// Megatron's distributed optimizer with ep 4 on 8 H100s (replay/nccl_megatron.go): dp's ring
 		// (reduce-scatter and all-gather: no NVLS), ep's 3 peers, and Megatron's own groups: world
 		// (the gradient norm), edp (8 / 4 = 2 ranks: the experts' gradients), tp_ep (the dispatcher's
@@ -111,19 +115,19 @@ func TestNCCLOverheads(t *testing.T) {
 		{"megatron ep", core.Parallelism{DP: 8, EP: 4, ETP: 1, DistributedOptimizer: true}, core.RuntimeMemory{}, "",
 			map[string]int64{"nccl_dp": ring8, "nccl_ep": 3 * ring8, "nccl_world": ring8, "nccl_edp": ring8, "nccl_tp_ep": ring8}},
 		// ms-swift's tp 2 ep 4 row on A100s with NCCL 2.21 (eager: ring and tree, 16 x 3 x 12 MiB =
-		// 576 MiB on every communicator): tp, dp, ep (+ 3 peers x 16 x 12 MiB), world, mp (tp 2 x
+		// 576 MiB, and the 128 MiB send pool on every communicator): tp, dp, ep (+ 3 peers x 16 x 12 MiB), world, mp (tp 2 x
 		// pp 1: train_step's all-reduces), tp_ep (8 ranks), etp (2: expert tp = tp), tp_cp (2: the
 		// aux loss); edp is 8 / (4 x 2) = 1 rank.
 		{"megatron tp ep eager", core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
-			map[string]int64{"nccl_tp": 576 * mib, "nccl_dp": 576 * mib, "nccl_ep": (3*16*12 + 576) * mib, "nccl_world": 576 * mib, "nccl_mp": 576 * mib,
-				"nccl_tp_ep": 576 * mib, "nccl_etp": 576 * mib, "nccl_tp_cp": 576 * mib}},
+			map[string]int64{"nccl_tp": 704 * mib, "nccl_dp": 704 * mib, "nccl_ep": (3*16*12 + 704) * mib, "nccl_world": 704 * mib, "nccl_mp": 704 * mib,
+				"nccl_tp_ep": 704 * mib, "nccl_etp": 704 * mib, "nccl_tp_cp": 704 * mib}},
 		// The loss's DATA_PARALLEL_GROUP (loss_dp_group: Megatron-Core before 0.13) beside the
 		// gradients' group: dp 2 x cp 2 x tp 2 on 8 A100s, eager; dp_loss is the 2 dp ranks (cp
-		// ring attention's p2p: 1 peer x 16 x 12 MiB + 576 MiB); mp the tp pair.
+		// ring attention's p2p: 1 peer x 16 x 12 MiB + 704 MiB); mp the tp pair.
 		{"megatron loss dp group", core.Parallelism{DP: 2, CP: 2, TP: 2, DistributedOptimizer: true, LossDPGroup: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
-			map[string]int64{"nccl_tp": 576 * mib, "nccl_cp": (16*12 + 576) * mib, "nccl_dp": 576 * mib, "nccl_world": 576 * mib, "nccl_mp": 576 * mib, "nccl_dp_loss": 576 * mib}},
+			map[string]int64{"nccl_tp": 704 * mib, "nccl_cp": (16*12 + 704) * mib, "nccl_dp": 704 * mib, "nccl_world": 704 * mib, "nccl_mp": 704 * mib, "nccl_dp_loss": 704 * mib}},
 	} {
 		p := distPlan(t, m, "bf16", tc.par)
 		p.RuntimeMemory = tc.rt

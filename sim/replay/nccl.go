@@ -37,7 +37,8 @@ import (
 //     nodes, NVLS for large all-reduce where it is supported; eager
 //     connection (earlier NCCL) sets up rings, trees and NVLS when the
 //     communicator is made, on every communicator, an all-to-all's or a
-//     pipeline's too (their peers' buffers come on top at first use).
+//     pipeline's too (their peers' buffers come on top at first use),
+//     and the p2p send pool for network peers (nccl_p2p.go).
 //     The memory is linear in the channels (sjeaugey in NVIDIA/nccl#864
 //     and #986). torch 2.5 and 2.6 wheels bundle NCCL 2.21.5
 //     (nvidia-nccl-cu12==2.21.5 in their install requirements): eager.
@@ -134,6 +135,10 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 	if eager {
 		initRT = ch * 3 * conn
 		initHow = fmt.Sprintf("; ring and tree connected at init: %d channels x 3 x %s", ch, mib(conn))
+		if pool := eagerSendPool(g, ch, buf, p.Device.LinkGBps > 0); pool > 0 { // nccl_p2p.go
+			initRT += pool
+			initHow += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
+		}
 	}
 	if g.pattern == "alltoall" || g.pattern == "p2p" {
 		b, how := p2pMemory(g, ch, buf, p.Device.LinkGBps > 0) // nccl_p2p.go
@@ -152,6 +157,11 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 		nvls := ncclNVLSChans * 2 * (buf + ncclNVLSMem) * g.size
 		b += nvls
 		how += fmt.Sprintf("; NVLS: %d channels x 2 x (%s + 2 MiB) x %d ranks = %s", ncclNVLSChans, mib(buf), g.size, mib(nvls))
+	}
+	if eager {
+		pool := eagerSendPool(g, ch, buf, p.Device.LinkGBps > 0)
+		b += pool
+		how += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
 	}
 	return b, how
 }

@@ -105,12 +105,7 @@ func (c p2pComm) sharedPool() int64 {
 // all-to-all, the two neighbours for a pipeline or ring attention) holds.
 func p2pMemory(g commGroup, ch, buf int64, nvlink bool) (int64, string) {
 	c := p2pLayout(g, ch, buf, nvlink)
-	local, remote := g.local-1, g.size-g.local
-	if g.pattern != "alltoall" { // the previous and the next rank
-		peers := min(g.size-1, 2)
-		local = min(peers, local)
-		remote = peers - local
-	}
+	local, remote := p2pPeers(g)
 	conn := ncclConn(buf)
 	b := local * c.perPeer * conn
 	how := fmt.Sprintf("%d peer(s) in the node x %d channel(s) x %s", local, c.perPeer, mib(conn))
@@ -120,6 +115,29 @@ func p2pMemory(g commGroup, ch, buf int64, nvlink bool) (int64, string) {
 			remote, c.channels, ncclSharedSteps, mib(c.chunk), mib(c.sharedPool()))
 	}
 	return b, how
+}
+
+// p2pPeers counts the peers communicator g sends to and receives from in
+// the node and on other nodes: every peer for an all-to-all, the previous
+// and the next rank otherwise.
+func p2pPeers(g commGroup) (local, remote int64) {
+	local, remote = g.local-1, g.size-g.local
+	if g.pattern != "alltoall" {
+		peers := min(g.size-1, 2)
+		local = min(peers, local)
+		remote = peers - local
+	}
+	return local, remote
+}
+
+// eagerSendPool is the send pool eager NCCL makes at communicator g's
+// init (above), unless p2pMemory counts it already: a send/recv
+// communicator with peers on other nodes uses that pool.
+func eagerSendPool(g commGroup, ch, buf int64, nvlink bool) int64 {
+	if _, remote := p2pPeers(g); remote > 0 && (g.pattern == "alltoall" || g.pattern == "p2p") {
+		return 0
+	}
+	return p2pLayout(g, ch, buf, nvlink).sharedPool()
 }
 
 func pow2Up(n int64) int64 {
