@@ -15,6 +15,10 @@ type RuntimeMemory struct {
 	// NCCLBuffSize is NCCL_BUFFSIZE, the Simple protocol's buffer per
 	// connection; 0 is NCCL's default, 4 MiB (src/init.cc DEFAULT_BUFFSIZE).
 	NCCLBuffSize int64
+	// NCCLNChannelsPerNetPeer is NCCL_NCHANNELS_PER_NET_PEER, the send/recv
+	// channels for each peer on another node (replay/nccl_p2p.go); 0 is
+	// NCCL's automatic choice (2, or 1 for many ranks).
+	NCCLNChannelsPerNetPeer int64
 	// NCCLNVLS is NCCL_NVLS_ENABLE: "auto" (the default: NVLink SHARP on
 	// NVSwitch systems of Hopper and later), "on" or "off".
 	NCCLNVLS string
@@ -51,6 +55,10 @@ func (m RuntimeMemory) Validate() error {
 	if m.NCCLBuffSize < 0 || m.NCCLBuffSize > 1<<34 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("nccl_buffsize must be between 0 and 16 GiB (got %d)", m.NCCLBuffSize),
 			Hint: "NCCL_BUFFSIZE is bytes per connection; NCCL's default is 4194304 (4 MiB)"}
+	}
+	if m.NCCLNChannelsPerNetPeer < 0 || m.NCCLNChannelsPerNetPeer > 32 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("nccl_nchannels_per_net_peer must be between 1 and 32 (got %d)", m.NCCLNChannelsPerNetPeer),
+			Hint: "NCCL_NCHANNELS_PER_NET_PEER is channels per network peer, at most NCCL's 32 p2p channels; None is NCCL's automatic 2 (1 for many ranks)"}
 	}
 	return nil
 }

@@ -141,7 +141,7 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 		}
 	}
 	if g.pattern == "alltoall" || g.pattern == "p2p" {
-		b, how := p2pMemory(g, ch, buf, p.Device.LinkGBps > 0) // nccl_p2p.go
+		b, how := p2pMemory(g, ch, buf, p.Device.LinkGBps > 0, p.RuntimeMemory.NCCLNChannelsPerNetPeer) // nccl_p2p.go
 		return b + initRT, how + initHow
 	}
 	ar := allReduces(p, g.name)

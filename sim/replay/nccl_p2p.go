@@ -75,7 +75,7 @@ type p2pComm struct {
 
 // p2pLayout follows ncclTopoComputeP2pChannels and computeBuffSizes for
 // communicator g (its collective channels ch).
-func p2pLayout(g commGroup, ch, buf int64, nvlink bool) p2pComm {
+func p2pLayout(g commGroup, ch, buf int64, nvlink bool, netPeerChans int64) p2pComm {
 	channels := min(ch, ncclMaxChannels) // rounded up to a power of two below, after the peers' counts
 	perPeer := channels
 	if g.local > 1 && !nvlink {
@@ -85,9 +85,12 @@ func p2pLayout(g commGroup, ch, buf int64, nvlink bool) p2pComm {
 	switch {
 	case !g.intra:
 		chunk = ncclP2PNetChunk
-		net := int64(ncclNetPeerChans)
-		for net*g.size > channels*4 && net > 1 {
-			net /= 2
+		net := netPeerChans // NCCL_NCHANNELS_PER_NET_PEER, when set
+		if net <= 0 {
+			net = ncclNetPeerChans
+			for net*g.size > channels*4 && net > 1 {
+				net /= 2
+			}
 		}
 		perPeer = min(perPeer, net)
 	case nvlink:
@@ -103,8 +106,8 @@ func (c p2pComm) sharedPool() int64 {
 
 // p2pMemory is what communicator g's send/recv to peers (every peer for an
 // all-to-all, the two neighbours for a pipeline or ring attention) holds.
-func p2pMemory(g commGroup, ch, buf int64, nvlink bool) (int64, string) {
-	c := p2pLayout(g, ch, buf, nvlink)
+func p2pMemory(g commGroup, ch, buf int64, nvlink bool, netPeerChans int64) (int64, string) {
+	c := p2pLayout(g, ch, buf, nvlink, netPeerChans)
 	local, remote := p2pPeers(g)
 	conn := ncclConn(buf)
 	b := local * c.perPeer * conn
@@ -137,7 +140,7 @@ func eagerSendPool(g commGroup, ch, buf int64, nvlink bool) int64 {
 	if _, remote := p2pPeers(g); remote > 0 && (g.pattern == "alltoall" || g.pattern == "p2p") {
 		return 0
 	}
-	return p2pLayout(g, ch, buf, nvlink).sharedPool()
+	return p2pLayout(g, ch, buf, nvlink, 0).sharedPool() // the pool does not depend on the channels per peer
 }
 
 func pow2Up(n int64) int64 {
