@@ -42,8 +42,9 @@ func TestContextParallel(t *testing.T) {
 
 // TestNCCLOverheads: one named overhead per communicator, outside the
 // allocator (replay/nccl.go), counted by hand. A connection's FIFOs are
-// 12 MiB with the default NCCL_BUFFSIZE (Simple 4 MiB and LL128 4.69 MiB
-// in 10 MiB, LL 0.5 MiB in 2 MiB of cuMem granularity); 32 channels on
+// 12 MiB with the default NCCL_BUFFSIZE (the receiver's 4 KiB header,
+// Simple 4 MiB, LL128 4.69 MiB and LL 0.5 MiB in 10 MiB, the sender's
+// header in 2 MiB, CUDA_IPC_MIN); 32 channels on
 // NVLink4 (H100), 16 across nodes or on A100. NVLS on 8 H100s: 24
 // channels x 2 x (4 + 2) MiB x 8 ranks = 2,304 MiB.
 func TestNCCLOverheads(t *testing.T) {
@@ -74,7 +75,9 @@ func TestNCCLOverheads(t *testing.T) {
 		// ... rings, trees and NVLS when connected eagerly (NCCL < 2.22).
 		{"fsdp eager", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_dp": 3*ring8 + nvls8 + eagerPool}},
 		{"ddp nvls off", core.Parallelism{DP: 8}, core.RuntimeMemory{NCCLNVLS: "off"}, "", map[string]int64{"nccl_dp": ring8}},
-		// NCCL_BUFFSIZE=8 MiB: 8 + 4.69 MiB in 14 MiB, + 2 MiB.
+		// NCCL_BUFFSIZE=8 MiB: 8 + 4.69 + 0.5 MiB + 4 KiB in 14 MiB, + 2 MiB.
+		// NCCL_BUFFSIZE=1 MiB: 1 + 4.69 + 0.5 MiB + 4 KiB = 6.19 MiB in 8 MiB, + 2 MiB.
+		{"buffsize 1 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 1 * mib}, "", map[string]int64{"nccl_dp": 32 * 10 * mib}},
 		{"buffsize 8 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 8 * mib}, "", map[string]int64{"nccl_dp": 32 * 16 * mib}},
 		// Expert parallelism all-to-alls inside a node: every peer on every channel
 		// (p2pnChannelsPerPeer is the 32 channels on NVLink4; NVIDIA/nccl#1685).
@@ -89,7 +92,7 @@ func TestNCCLOverheads(t *testing.T) {
 		{"ep 8 nodes", core.Parallelism{DP: 64, EP: 64}, core.RuntimeMemory{}, "",
 			map[string]int64{"nccl_dp": 16 * 3 * 12 * mib, "nccl_ep": 7*1*12*mib + 2*netPool}},
 		// NCCL_BUFFSIZE=512 KiB caps the p2p chunk at 512 KiB / NCCL_STEPS = 64 KiB (pools of
-		// 16 MiB) and the connection at 0.5 + 4.69 MiB in 6 MiB + 2 MiB.
+		// 16 MiB) and the connection at 0.5 + 4.69 + 0.5 MiB + 4 KiB in 6 MiB + 2 MiB.
 		{"ep 8 nodes buffsize 512 KiB", core.Parallelism{DP: 64, EP: 64}, core.RuntimeMemory{NCCLBuffSize: 512 << 10}, "",
 			map[string]int64{"nccl_dp": 16 * 3 * 8 * mib, "nccl_ep": 7*1*8*mib + 2*16*mib}},
 		// Over PCIe (L40S: 4 channels) a peer in the node gets 2 p2p channels (NVIDIA/nccl#1706:

@@ -13,8 +13,9 @@ import (
 //     NCCL_BUFFSIZE (4 MiB), LL128 120*640*8*8 = 4,915,200 B, LL
 //     8*512*8*16 = 512 KiB. Since NCCL 2.19 buffers are cuMem
 //     allocations, rounded up to the 2 MiB granularity: NCCL's ALLOC log
-//     on 8 x H100 shows 10 MiB (Simple and LL128) and 2 MiB (LL) per
-//     channel and peer (NVIDIA/nccl#1685), 12 MiB per connection.
+//     on 8 x H100 shows 10 MiB (the receiver's FIFOs) and 2 MiB (the
+//     sender's ncclSendMem) per channel and peer (NVIDIA/nccl#1685), 12
+//     MiB per connection (ncclConn).
 //   - Ring: each rank receives from one peer and sends to another on
 //     every channel: one connection's buffers per channel (the P2P
 //     transport splits them between sender and receiver). Tree: a parent
@@ -53,7 +54,8 @@ const (
 	ncclSimple      = 4 << 20   // NCCL_BUFFSIZE's default (DEFAULT_BUFFSIZE)
 	ncclLL128       = 4_915_200 // DEFAULT_LL128_BUFFSIZE
 	ncclLL          = 512 << 10 // DEFAULT_LL_BUFFSIZE
-	ncclGranularity = 2 << 20   // cuMem's allocation granularity
+	ncclGranularity = 2 << 20   // cuMem's allocation granularity, and CUDA_IPC_MIN
+	ncclMemAlign    = 4096      // MEM_ALIGN: sizeof(ncclRecvMem), sizeof(ncclSendMem) (src/include/comm.h)
 	ncclNVLSMem     = 2 << 20   // NVLS credit memory per channel and direction (memSize in NCCL's INIT log)
 	ncclNVLSChans   = 24        // NVLS channels in vllm-project/vllm#9699's log (nvlsPerRankSize / 2 / 6 MiB)
 )
@@ -66,10 +68,15 @@ func ncclBuffSize(p *core.Plan) int64 {
 	return ncclSimple
 }
 
-// ncclConn is one connection's FIFOs: Simple and LL128 in one cuMem
-// allocation, LL in another, each rounded up to the granularity.
+// ncclConn is one connection's buffers over NVLink or PCIe (src/transport/
+// p2p.cc p2pRecvSetup and p2pSendSetup at v2.21.5-1): the receiver's
+// ncclRecvMem (MEM_ALIGN, 4 KiB) and the LL, LL128 and Simple FIFOs in one
+// allocation, the sender's ncclSendMem in another, each rounded up to
+// CUDA_IPC_MIN (2 MiB): the 10 MiB and 2 MiB of NCCL's ALLOC log in #1685
+// (H100). With P2P read (Ampere over NVLink) the Simple FIFO moves to the
+// sender's allocation: 6 + 6 MiB, the same 12 MiB at the default sizes.
 func ncclConn(buffSize int64) int64 {
-	return roundUp(buffSize+ncclLL128, ncclGranularity) + roundUp(ncclLL, ncclGranularity)
+	return roundUp(ncclMemAlign+ncclLL+ncclLL128+buffSize, ncclGranularity) + roundUp(ncclMemAlign, ncclGranularity)
 }
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
