@@ -434,7 +434,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
 			par:   core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 11, SharedExpertOverlap: true, RouterDType: units.FP32},
 			nodes: 1, recompute: "full", gib: 57, secs: 2.95, expandable: true,
-			memGap: "memsh 23 % below, cause unknown"},
+			memGap: "memsh 22 % below, cause unknown"},
 		// Held back: the same model's runs with no recompute (selective
 		// recompute of core_attn under flash attention), moe.sh at
 		// ea23c5e9d: "pp2ep4: 7 * 73GiB, 2.5s/it" (an even 12/12 split)
@@ -456,7 +456,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 			par: core.Parallelism{DP: 8, TP: 2, SequenceParallel: true, EP: 8, ETP: 2, DistributedOptimizer: true,
 				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
 			nodes: 2, recompute: "full", gib: 60, secs: 9.6,
-			memGap:  "memsh 18 % below, cause unknown",
+			memGap:  "memsh 19 % below, cause unknown",
 			timeGap: "memsh 53 % below: the expert all-to-all crosses a network the source does not describe (see above)"},
 	} {
 		m, err := hf.FromConfig(row.config, "flash")
