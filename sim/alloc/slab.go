@@ -57,35 +57,20 @@ func (a *Allocator) Slabs() Slabs {
 // and segments from before it makes new ones.
 func (a *Allocator) Reuse(s Slabs) { a.spare = s }
 
-// nextBlocks is the next slab of blocks: a spare one, or a new one
-// twice the size of the last.
-func (s *slabs) nextBlocks() []Block {
-	var b []Block
-	if n := len(s.spare.blocks); n > 0 {
-		b = s.spare.blocks[n-1]
-		s.spare.blocks[n-1] = nil
-		s.spare.blocks = s.spare.blocks[:n-1]
+// nextSlab is the next slab of blocks or segments: a spare one, or a new
+// one twice the size of the last (*size), held from then on.
+func nextSlab[T any](spare, held *[][]T, size *int) []T {
+	var x []T
+	if n := len(*spare); n > 0 {
+		x = (*spare)[n-1]
+		(*spare)[n-1] = nil
+		*spare = (*spare)[:n-1]
 	} else {
-		s.nb = min(max(2*s.nb, slabMin), slabMax)
-		b = make([]Block, s.nb)
+		*size = min(max(2*(*size), slabMin), slabMax)
+		x = make([]T, *size)
 	}
-	s.held.blocks = append(s.held.blocks, b)
-	return b
-}
-
-// nextSegs is nextBlocks for segments.
-func (s *slabs) nextSegs() []segment {
-	var g []segment
-	if n := len(s.spare.segs); n > 0 {
-		g = s.spare.segs[n-1]
-		s.spare.segs[n-1] = nil
-		s.spare.segs = s.spare.segs[:n-1]
-	} else {
-		s.nseg = min(max(2*s.nseg, slabMin), slabMax)
-		g = make([]segment, s.nseg)
-	}
-	s.held.segs = append(s.held.segs, g)
-	return g
+	*held = append(*held, x)
+	return x
 }
 
 // newBlock returns a block holding b: a dead one, or one from the
@@ -99,7 +84,7 @@ func (s *slabs) newBlock(b Block) *Block {
 		return p
 	}
 	if s.usedB == len(s.blocks) {
-		s.blocks, s.usedB = s.nextBlocks(), 0
+		s.blocks, s.usedB = nextSlab(&s.spare.blocks, &s.held.blocks, &s.nb), 0
 	}
 	p := &s.blocks[s.usedB]
 	*p = b
@@ -120,7 +105,7 @@ func (s *slabs) dropBlock(b *Block) {
 //go:norace
 func (s *slabs) newSeg(g segment) *segment {
 	if s.usedSeg == len(s.segs) {
-		s.segs, s.usedSeg = s.nextSegs(), 0
+		s.segs, s.usedSeg = nextSlab(&s.spare.segs, &s.held.segs, &s.nseg), 0
 	}
 	p := &s.segs[s.usedSeg]
 	*p = g
