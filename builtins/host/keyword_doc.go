@@ -50,15 +50,8 @@ func KeywordDoc(w io.Writer, name string, bs []Builtin, docCmd string) bool {
 func FieldNames(bs []Builtin) []string {
 	var out []string
 	for _, b := range bs {
-		_, fields, ok := strings.Cut(b.Doc, "\nFields:\n")
-		if !ok {
-			continue
-		}
-		for _, line := range strings.Split(fields, "\n") {
-			if line != "" && !strings.HasPrefix(line, "- ") {
-				break
-			}
-			if name, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ":"); ok && name != "" {
+		for _, e := range fieldEntries(b.Doc) {
+			if name, _, ok := strings.Cut(e, ":"); ok && name != "" {
 				out = append(out, name)
 			}
 		}
@@ -69,17 +62,31 @@ func FieldNames(bs []Builtin) []string {
 // fieldLine is name's line ("name: what it is") in the Fields: list of a
 // builtin's doc (simulate()'s report fields).
 func fieldLine(doc, name string) (string, bool) {
-	_, fields, ok := strings.Cut(doc, "\nFields:\n")
-	if !ok {
-		return "", false
-	}
-	for _, line := range strings.Split(fields, "\n") {
-		if rest, ok := strings.CutPrefix(line, "- "+name+":"); ok {
+	for _, e := range fieldEntries(doc) {
+		if rest, ok := strings.CutPrefix(e, name+":"); ok {
 			return name + ":" + rest, true
-		}
-		if line != "" && !strings.HasPrefix(line, "- ") {
-			break // the list has ended
 		}
 	}
 	return "", false
+}
+
+// fieldEntries are the lines of a builtin doc's Fields: list, each
+// without its "- ", up to the first line that is not one.
+func fieldEntries(doc string) []string {
+	_, fields, ok := strings.Cut(doc, "\nFields:\n")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(fields, "\n") {
+		if line == "" {
+			continue
+		}
+		rest, ok := strings.CutPrefix(line, "- ")
+		if !ok {
+			break // the list has ended
+		}
+		out = append(out, rest)
+	}
+	return out
 }
