@@ -31,6 +31,13 @@ def llama1b():
                        rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True)
 
 
+def llama8b():
+    from transformers import LlamaConfig
+    return LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072,
+                       rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=False)
+
+
 def qwen3_06b():
     from transformers import Qwen3Config
     return Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
@@ -57,13 +64,18 @@ def mixtral_small():
 #   variant: bf16 = bf16 weights, AdamW on bf16; amp = fp32 weights + autocast(bf16) (HF Trainer bf16=True);
 #   ckpt = bf16 + gradient_checkpointing_enable(use_reentrant=False); lora = bf16 frozen base + PEFT LoRA r=16
 #   on all linear layers + gradient checkpointing (use_reentrant=False); loop = bf16 with the experts run as
-#   transformers' per-expert loop (experts_implementation="eager"; its default here is "grouped_mm")
+#   transformers' per-expert loop (experts_implementation="eager"; its default here is "grouped_mm");
+#   compile = bf16 with the whole model under torch.compile (Inductor, default mode; step 1 compiles, and
+#   the loss is inside the compiled graph)
 CASES = {
     "llama1b_bf16": (llama1b, 4, 2048, "bf16"),
     "llama1b_amp": (llama1b, 4, 2048, "amp"),
     "llama1b_ckpt": (llama1b, 4, 2048, "ckpt"),
     "llama1b_lora": (llama1b, 4, 2048, "lora"),
+    "llama1b_compile": (llama1b, 4, 2048, "compile"),
     "qwen3_06b_bf16": (qwen3_06b, 8, 2048, "bf16"),
+    "llama8b_ckpt": (llama8b, 2, 4096, "ckpt"),
+    "llama8b_lora": (llama8b, 4, 4096, "lora"),
     "qwen3_moe_bf16": (qwen3_moe_small, 4, 2048, "bf16"),
     "qwen3_moe_loop": (qwen3_moe_small, 4, 2048, "loop"),
     "mixtral_bf16": (mixtral_small, 4, 2048, "bf16"),
@@ -115,6 +127,8 @@ def run_case(name, steps, dev, shrink=False):
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
                                                  task_type="CAUSAL_LM"))
     model.train()
+    if variant == "compile":
+        model = torch.compile(model)
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(trainable, lr=1e-5)
     g = torch.Generator().manual_seed(0)
