@@ -59,12 +59,21 @@ type Runtime struct {
 	// bf16 [4096, 5120], 4096 rows on dim 0, 135.6 µs against 36.3 µs
 	// (timing/graph.go prices it).
 	ScalarIndexSelect bool
+	// SDPACuDNN: scaled_dot_product_attention prefers cuDNN's fused
+	// attention on Hopper and Blackwell (check_prefer_cudnn_attention in
+	// aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, pytorch#162073
+	// for 2.9, gated on cuDNN 9.15.1 or later after pytorch#169849; torch
+	// 2.11's wheels bundle cuDNN 9.19, and an H200 ran
+	// ScaledDotProductCudnnAttentionBackward0 by default,
+	// sim/testdata/cuda_h200). The time model prices it with the GPU's
+	// hw.KernelRates.SDPA; earlier runtimes run flash-attn 2's kernel.
+	SDPACuDNN bool
 }
 
 // Runtimes lists the known runtimes.
 func Runtimes() []Runtime {
 	return []Runtime{
-		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true},
+		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, SDPACuDNN: true},
 		// torch 2.6 on CUDA (met-no/bris-forecaster's uv.lock: torch
 		// 2.6.0+cu124, extreme-bris scripts/setup_env.sh at 2a5a986): as
 		// "cuda", and index_select's rows copied an element at a time.

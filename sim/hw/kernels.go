@@ -13,6 +13,9 @@ type KernelRates struct {
 	GEMM float64
 	// GEMMFP8 likewise for float8_e4m3fn inputs, over FP8TFLOPS.
 	GEMMFP8 float64
+	// GEMMFP32 likewise for fp32 GEMMs without TF32 (PyTorch's default,
+	// allow_tf32 off), over FP32TFLOPS; 0 where unmeasured: GEMM's fraction.
+	GEMMFP32 float64
 	// HBM is the fraction of HBMGBps a streaming copy kernel reaches.
 	HBM float64
 	// L2 is the chip's L2 cache, bytes; 0 where memsh has no figure (no
@@ -35,7 +38,13 @@ type KernelRates struct {
 	// (Transformer Engine's cuDNN kernel, FlashAttention-3 on Hopper),
 	// which dispatch="fused" plans run.
 	Flash, Fused AttnKernel
-	Source       string
+	// SDPA is the kernel torch's scaled_dot_product_attention runs on this
+	// GPU where the runtime prefers cuDNN's attention (core.Runtime.SDPACuDNN:
+	// check_prefer_cudnn_attention in aten/src/ATen/native/transformers/
+	// cuda/sdp_utils.cpp, sm90 and sm100 with cuDNN 9.15.1 or later,
+	// which torch 2.11's wheels bundle); unset (Name ""), Flash.
+	SDPA   AttnKernel
+	Source string
 }
 
 // AttnKernel is an attention kernel's throughput as a fraction of the
@@ -102,6 +111,25 @@ var (
 	fa3Hopper = AttnKernel{Name: "FlashAttention-3",
 		Fwd: Saturation{0.679, 210}, FwdCausal: Saturation{0.664, 610},
 		Bwd: Saturation{0.596, 420}, BwdCausal: Saturation{0.583, 1220}}
+	// cuDNN's fused attention as torch 2.11's SDPA runs it by default on
+	// Hopper (backward node ScaledDotProductCudnnAttentionBackward0),
+	// measured on one H200 (sim/testdata/cuda_h200, extra.jsonl part
+	// "sdpa", tools/oracle/cuda_run.sh): causal, head dim 128, 32 heads,
+	// b x s = 16,384 tokens (4,096 blocks of 128 rows: the published
+	// curves' wave fill), TFLOP/s at 1k, 2k, 4k, 8k, 16k, each call less
+	// the harness's 21.1 µs (timing's h200CallOverhead) and the backward
+	// less the three gradient accumulations into q, k and v (an add_ each,
+	// at the measured add rate):
+	//
+	//	forward, causal   448 543 598 615 643  (fit 1.3 %)
+	//	backward, causal  321 412 485 488 510  (fit 3.9 %)
+	//
+	// (FlashAttention-3's causal curves above: 423 521 579 602 616
+	// forward.) The causal curves are these fits; the plain ones, not
+	// measured, are FlashAttention-3's.
+	cudnnHopper = AttnKernel{Name: "cuDNN attention",
+		Fwd: Saturation{0.679, 210}, FwdCausal: Saturation{0.666, 462},
+		Bwd: Saturation{0.596, 420}, BwdCausal: Saturation{0.561, 783}}
 	// flash-attn 2 on Ampere: the FlashAttention-2 paper (Dao 2023,
 	// arXiv:2307.08691, abstract and section 4.1) reaches up to 73 % of
 	// the A100's peak forward and 63 % backward; the shape in s (S0, the
@@ -152,6 +180,36 @@ const (
 	otherSustain  = (ampereSustain + hopperSustain) / 2
 )
 
+// Measured on one H200 (sim/testdata/cuda_h200, extra.jsonl section
+// "kernels", tools/oracle/cuda_extra.py run by tools/oracle/cuda_run.sh;
+// timing/h200_measured_test.go compares every row with memsh). Each call
+// was timed alone between two CUDA events, which also hold the CPU's
+// dispatch of the call: 21.1 µs, the smallest GEMMs' time beyond their
+// kernels; the fractions below are of the calls less that.
+//
+//   - fp8 (torch._scaled_mm, e4m3, bf16 out): 8192^3, 16384 x 14336 x
+//     4096 and 16384 x 4096 x 14336 at 1,434, 1,423 and 1,427 TFLOP/s of
+//     1,979, the median 0.721 (the MAMF table's H200 row, 1,453.4, was
+//     0.734; its H100 row, 0.709, is kept: within 2 % of this).
+//   - fp32 without TF32: 4096^3 and 8192^3 at 50.2 and 50.9 TFLOP/s of
+//     66.9, the median 0.756 (memsh took bf16's 0.803 before).
+//   - streaming kernels: memsh prices every elementwise, norm and
+//     optimizer kernel as its bytes at one rate. PyTorch's kernels reach
+//     different rates on 2^28 bf16 elements: copy 4,236 GB/s, add 4,502,
+//     silu(x) * y 4,275 (two kernels), rms_norm 3,651, gelu 3,258,
+//     layer_norm 2,832 (the last three do arithmetic or reductions per
+//     element beyond their bytes), and AdamW's steps on 0.87 and 0.97 B
+//     fp32 parameters for-loop, foreach and fused 3,029-4,075 (their
+//     bytes as timing/optimizer.go counts them). h200HBM is the median of
+//     the twelve over the 4,800 GB/s peak: the rate at which memsh's
+//     price of the median kernel is right. A copy kernel alone, what the
+//     other GPUs' figures are, reaches 0.88 here.
+const (
+	h200FP8  = 0.721
+	h200FP32 = 0.756
+	h200HBM  = 0.741
+)
+
 // Pinned host copies over the GPU's PCIe link, measured:
 //
 //   - PCIe Gen5 x16 (H100/H200): "approximately 49 GB/s per GPU", NVIDIA's
@@ -195,15 +253,20 @@ var (
 			"(FastIceFlo memcopy); FlashAttention-2 paper: 73 % forward, 63 % backward; L2 40 MB in two partitions " +
 			"(NVIDIA A100 Tensor Core GPU Architecture whitepaper, \"A100 L2 Cache\"); pinned host copies 26.2/32 GB/s " +
 			"(bandwidthTest, A100-PCIE-40GB)"}
-	hopperRates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper,
+	hopperRates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.709, GEMMFP32: h200FP32, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper, SDPA: cudnnHopper,
 		Source: "H100/H200 SXM: 132 SMs; GEMM MAMF 794.5/989 bf16 and 1,402.6/1,979 fp8 (ml-engineering MAMF " +
 			"table, \"H200 is the same\"); HBM 2,587/3,350 GB/s (Triton copy); attention: FlashAttention-3 paper " +
 			"figures (FlashAttention-2 and -3, H100 SXM5, head dim 128); L2 50 MB in two partitions (NVIDIA H100 " +
-			"Tensor Core GPU Architecture whitepaper); pinned host copies ~49/64 GB/s (NVIDIA, DGX-H100)"}
-	h200Rates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: 0.734, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper,
-		Source: "H200: as H100 SXM (MAMF table: \"H200 is the same\" for bf16; fp8 1,453.4/1,979); HBM fraction as H100; L2 as H100 (the same GH100 chip)"}
-	hopperPCIeRates = KernelRates{SMs: 114, L2: 50 << 20, GEMM: 0.80, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper,
-		Source: "H100 PCIe/NVL: 114/132 SMs; no MAMF row: default 0.80; otherwise as H100 SXM"}
+			"Tensor Core GPU Architecture whitepaper); pinned host copies ~49/64 GB/s (NVIDIA, DGX-H100); fp32 GEMM " +
+			"and torch SDPA's cuDNN attention as measured on an H200 (the same GH100 compute at the same clocks, " +
+			"datasheet: 132 SMs, 66.9 TFLOPS fp32; sim/testdata/cuda_h200, tools/oracle/cuda_run.sh)"}
+	h200Rates = KernelRates{SMs: 132, L2: 50 << 20, GEMM: 0.803, GEMMFP8: h200FP8, GEMMFP32: h200FP32, Sustain: hopperSustain, HBM: h200HBM, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper, SDPA: cudnnHopper,
+		Source: "H200: measured on one H200 (sim/testdata/cuda_h200, tools/oracle/cuda_run.sh; torch 2.11, CUDA 13.0, " +
+			"cuDNN 9.19): bf16 GEMM 795/989 at its best shape, as the MAMF table's 794.5 (\"H200 is the same\"); fp8 " +
+			"1,427/1,979 (torch._scaled_mm); fp32 50.9/66.9; SDPA's cuDNN attention (causal curves fitted to it); " +
+			"streaming kernels: the median of PyTorch's elementwise, norm and AdamW kernels; L2 as H100 (the same GH100 chip)"}
+	hopperPCIeRates = KernelRates{SMs: 114, L2: 50 << 20, GEMM: 0.80, GEMMFP8: 0.709, Sustain: hopperSustain, HBM: 0.772, PCIe: pcieHopper, Flash: fa2Hopper, Fused: fa3Hopper, SDPA: cudnnHopper,
+		Source: "H100 PCIe/NVL: 114/132 SMs; no MAMF row: default 0.80; otherwise as H100 SXM (fp32 GEMMs at the bf16 fraction: its clocks and power are not the SXM's)"}
 	blackwellRates = KernelRates{SMs: 148, GEMM: 0.776, GEMMFP8: 0.763, Sustain: otherSustain, HBM: 0.90, PCIe: pcieDefault, Flash: fa2Hopper, Fused: fa3Hopper,
 		Source: "B200: 148 SMs; GEMM MAMF 1,745/2,250 bf16 and 3,432.5/4,500 fp8 (ml-engineering MAMF table); " +
 			"HBM > 7.0 of 7.8 TB/s (HBM3e peak kernel); attention: Hopper's curves (no published B200 curve)"}
@@ -231,3 +294,7 @@ func (d Device) Rates() KernelRates {
 	}
 	return d.Kernels
 }
+
+// H200Sustain is the H200's fitted Sustain (Hopper's), for the tests that
+// hold it against the H200's measured kernels.
+func H200Sustain() float64 { return h200Rates.Sustain }

@@ -69,13 +69,18 @@ func peakFLOPS(d hw.Device, dt units.DType) float64 {
 }
 
 // gemmRate is the matmul throughput a large GEMM reaches in dtype dt,
-// FLOP/s: the peak times the measured MAMF fraction (fp8's own where
-// measured; fp32 and tf32 take the bf16 fraction, an assumption).
+// FLOP/s: the peak times the measured MAMF fraction (fp8's and fp32's own
+// where measured; otherwise, and for tf32, the bf16 fraction: on an H200
+// TF32 reaches 0.790 of its peak against bf16's 0.803,
+// timing/h200_measured_test.go).
 func gemmRate(d hw.Device, dt units.DType) float64 {
 	r := d.Rates()
 	f := r.GEMM
-	if dt == units.FP8 && d.FP8TFLOPS > 0 && r.GEMMFP8 > 0 {
+	switch {
+	case dt == units.FP8 && d.FP8TFLOPS > 0 && r.GEMMFP8 > 0:
 		f = r.GEMMFP8
+	case dt == units.FP32 && d.FP32TFLOPS > 0 && r.GEMMFP32 > 0:
+		f = r.GEMMFP32
 	}
 	return peakFLOPS(d, dt) * f * r.Sustain
 }

@@ -2,6 +2,7 @@ package timing
 
 import (
 	"math"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
@@ -63,10 +64,14 @@ type pricer struct {
 	// scalarIndexSelect: the runtime's index_select copies fp16 and bf16
 	// an element at a time (core.Runtime.ScalarIndexSelect).
 	scalarIndexSelect bool
+	// sdpaCuDNN: the runtime's SDPA runs cuDNN's attention
+	// (core.Runtime.SDPACuDNN) where the GPU has its rates.
+	sdpaCuDNN bool
 }
 
 func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
-	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect}
+	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect,
+		sdpaCuDNN: plan.Runtime.SDPACuDNN}
 	if pr.dispatch.fuses() {
 		s.users, s.saved = resize(s.users, len(prog.Values)), resize(s.saved, len(prog.Values))
 		pr.users, pr.saved = s.users, s.saved
@@ -319,8 +324,11 @@ func (pr *pricer) attention(op *core.OpInfo) OpCost {
 	a := attnShape{flops: op.Flops, seq: seq, causal: op.Flops < 0.75*full,
 		blocks: rows / seq * heads * ceilDiv(seq, attnBlockRows)}
 	k := pr.d.Rates().Flash
-	if pr.dispatch == DispatchFused {
+	switch {
+	case pr.dispatch == DispatchFused:
 		k = pr.d.Rates().Fused
+	case pr.sdpaCuDNN && strings.HasSuffix(op.Name, "sdpa_attention") && pr.d.Rates().SDPA.Name != "":
+		k = pr.d.Rates().SDPA // torch's SDPA on a runtime that prefers cuDNN
 	}
 	dt := q.Dtype
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: op.Bytes, Attention: true}

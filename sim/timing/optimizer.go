@@ -9,13 +9,20 @@ import (
 // The optimizer step: its HBM traffic at the copy bandwidth, and the
 // kernels its implementation launches (core.Optimizer.Impl).
 //
-// PyTorch's Adam and AdamW (torch/optim/adamw.py, _multi_tensor_adamw and
-// _single_tensor_adamw) run eight elementwise ops per step: the weight
+// PyTorch's Adam and AdamW (torch/optim/adam.py, _multi_tensor_adam and
+// _single_tensor_adam) run eight elementwise ops per step: the weight
 // decay (mul_), exp_avg (lerp_), exp_avg_sq (mul_, addcmul_), the
-// denominator (sqrt, div_, add_) and the update (addcdiv_). Each reads and
-// writes whole tensors: 4 weight, 2 gradient and 12 state passes against
-// the fused kernel's 2, 1 and 4 (replay.OptimizerTraffic), 2.6 times the
-// traffic with fp32 states and weights. "for-loop" launches the eight ops
+// denominator (sqrt into a new tensor, div_, add_) and the update
+// (addcdiv_). Each reads and writes whole tensors, in tensor passes:
+// mul_ 2 (weight), lerp_ 3 (exp_avg twice, the gradient), mul_ 2,
+// addcmul_ 3 (exp_avg_sq twice, the gradient), sqrt 2, div_ 2, add_ 2
+// (the denominator), addcdiv_ 4 (the weight twice, exp_avg, the
+// denominator): 20 against the fused kernel's 7 (weight, gradient and
+// both moments read, weight and moments written; replay.OptimizerTraffic),
+// 20/7 the traffic with states and weights of one dtype. (memsh counted
+// 18 before December 2026, missing the denominator's read by addcdiv_
+// and one of its three passes; the H200's measured AdamW steps,
+// timing/h200_measured_test.go, are what showed it.) "for-loop" launches the eight ops
 // per parameter tensor; "foreach" launches each op once per chunk of
 // tensors (ATen's multi_tensor_apply: at most 36 tensors of four lists
 // and 320 blocks of 65,536 elements per launch, MultiTensorApply.cuh);
@@ -24,7 +31,7 @@ import (
 
 const (
 	adamOps            = 8
-	unfusedAdamTraffic = 2.6
+	unfusedAdamTraffic = 20.0 / 7
 	foreachTensors     = 36
 	foreachElems       = 320 * 65536
 )
