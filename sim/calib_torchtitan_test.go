@@ -261,7 +261,11 @@ func titanPlan(row titanRow) *core.Plan {
 	m := testmodels.Llama(4096, 32, 32, 8, 14336, 128256, "sdpa")
 	dev := grandTeton()
 	prec, _ := core.LookupPrecision("bf16-mixed")
-	rt, _ := core.LookupRuntime("cuda")
+	// torch's nightly of December 2024 (torchao's rows: 2.7.0a0): SDPA
+	// ran flash-attn 2's kernel, cuDNN's deprioritized (pytorch#138522)
+	// until 2.9 preferred it on Hopper (pytorch#162073, then only with
+	// cuDNN 9.15.1 or later); "cuda-2.6" is that runtime.
+	rt, _ := core.LookupRuntime("cuda-2.6")
 	ck, _ := core.ParseCheckpoint("op")
 	return &core.Plan{Model: m, Batch: 2, Seq: 8192, GradAccum: 1, Members: 1, Precision: prec,
 		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Runtime: rt, Phase: core.Train,
