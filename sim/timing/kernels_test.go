@@ -108,12 +108,13 @@ func TestFP8GEMMRate(t *testing.T) {
 	}
 }
 
-// PyTorch's eager elementwise kernels on an H200 reach memsh's copy
-// bandwidth (4,800 GB/s at 0.772: 3,706 GB/s) on contiguous operands:
+// PyTorch's eager elementwise kernels on an H200 reach memsh's stream
+// rate (4,800 GB/s at 0.741, the median of the kernels measured on an
+// H200: 3,557 GB/s, sim/hw kernels.go) on contiguous operands:
 // tile-ai/TileOPs PR #537 (benchmarks on an H200) measured torch.where
 // over 16M fp16 elements at 3.53 TB/s, counting a 1-byte condition, two
 // 2-byte inputs and a 2-byte output per element (7 B: 117.4 MB). memsh
-// prices that stream 4.8 % faster. The same PR's broadcast patterns
+// prices that stream 0.8 % faster. The same PR's broadcast patterns
 // (PyTorch's add of [1000, 1000] + [1, 1000] at 0.62 TB/s, of [8, 1, 1024]
 // + [1, 128, 1] at 0.34 TB/s, against 1.39 for same-shape operands) are
 // 1M-element kernels of 4-6 µs, launch-bound: no rate for the graph
