@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="4.57.1")`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="4.57.1", experts=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -43,7 +43,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"attn=\"eager\". transformers is the version the model trains with: from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
 			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
-			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves).",
+			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves). " +
+			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe and gpt_oss store their experts as 3-D " +
+			"parameters (gate_up_proj, down_proj; the router a parameter module named gate, Mixtral's block named mlp, its " +
+			"top-k weights kept in fp32) and run them as experts= says, transformers' experts_implementation: \"grouped_mm\" " +
+			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
+			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); bitsandbytes and PEFT's " +
+			"target_modules do not reach them. deepseek_v3, jamba and phimoe keep their 4.x blocks whatever the version.",
 		Fn: hfConfigFn,
 	}}
 }
@@ -59,8 +65,17 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var arch starlark.Value = starlark.None
 	mtp := false
 	transformers := hf.DefaultTransformers
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers); err != nil {
+	var expertsV starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers, "experts?", &expertsV); err != nil {
 		return nil, err
+	}
+	experts := ""
+	if expertsV != starlark.None {
+		s, ok := starlark.AsString(expertsV)
+		if !ok {
+			return nil, fmt.Errorf("experts must be \"grouped_mm\" or \"eager\" (got %s)", expertsV.Type())
+		}
+		experts = s
 	}
 	archName := ""
 	if arch != starlark.None {
@@ -78,7 +93,7 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		}
 		return nil, err
 	}
-	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers})
+	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers, Experts: experts})
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {

@@ -162,6 +162,10 @@ type Options struct {
 	// ("4.57.1"; "" = DefaultTransformers): from 4.54 SDPA gets GQA's kv
 	// heads without repeat_kv's copies when no mask is passed.
 	Transformers string
+	// Experts is transformers 5's experts_implementation for the MoE
+	// blocks: "grouped_mm" (its default) or "eager" (the per-expert
+	// loop); "" = the version's default. Before 5.0 it must be "".
+	Experts string
 }
 
 // FromConfigOptions builds the model a config.json describes, with opts.
@@ -209,7 +213,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	if err := useTransformers(m, opts.Transformers); err != nil {
+	if err := useTransformers(m, s, opts.Transformers, opts.Experts); err != nil {
 		return nil, err
 	}
 	if head != headBase && fam.modelType != "bert" { // bert.go names its own base

@@ -291,7 +291,14 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		// Qwen2MoeSparseMoeBlock: gate (nn.Linear), experts, and a
 		// shared_expert times sigmoid(shared_expert_gate(x));
 		// Qwen3MoeSparseMoeBlock has no shared expert.
+		// transformers 5 maps Qwen3MoeConfig.num_experts to
+		// num_local_experts (attribute_map in configuration_qwen3_moe.py
+		// at 5.17.0), so config.to_dict() writes the latter; the hub's
+		// configs and transformers 4.x write num_experts.
 		experts := c.sizeOr("num_experts", 0)
+		if f.moe == "qwen3_moe" && c.has("num_local_experts") {
+			experts = c.sizeOr("num_local_experts", 0)
+		}
 		step := c.sizeOr("decoder_sparse_step", 1)
 		only := c.intList("mlp_only_layers", layers)
 		for i := range sparse {

@@ -20,6 +20,19 @@ const DefaultTransformers = "4.57.1"
 // in 4.54.0; huggingface/transformers#39412).
 var gqaSince = [2]int{4, 54}
 
+// expertsSince is the first transformers release that stores the experts
+// of its MoE blocks as 3-D parameters (gate_up_proj [experts, 2 *
+// intermediate, hidden], down_proj [experts, hidden, intermediate]) with
+// a TopKRouter parameter module named gate, and runs them through the
+// experts_implementation interface: "grouped_mm" by default, "eager" the
+// per-expert loop over the 3-D weights (@use_experts_implementation,
+// integrations/moe.py and PreTrainedModel.get_correct_experts_implementation
+// in the 5.0.0 and 5.17.0 wheels).
+var expertsSince = [2]int{5, 0}
+
+// ExpertsImpls are the experts_implementation values hf_config models.
+func ExpertsImpls() []string { return []string{"grouped_mm", "eager"} }
+
 // parseTransformers reads "major.minor[.patch...]".
 func parseTransformers(v string) ([2]int, error) {
 	parts := strings.Split(v, ".")
@@ -39,10 +52,15 @@ func parseTransformers(v string) ([2]int, error) {
 	return out, nil
 }
 
-// useTransformers sets what depends on the transformers version on the
-// model's attention layers: whether SDPA gets the kv heads as they are
-// (nn.Attention.EnableGQA).
-func useTransformers(m *core.Model, version string) error {
+func atLeast(v, since [2]int) bool {
+	return v[0] > since[0] || (v[0] == since[0] && v[1] >= since[1])
+}
+
+// useTransformers sets what depends on the transformers version: whether
+// SDPA gets the kv heads as they are (nn.Attention.EnableGQA), and from
+// 5.0 how the MoE blocks of modelType store and run their experts
+// (experts: "grouped_mm", "eager", or "" for the default, grouped_mm).
+func useTransformers(m *core.Model, modelType, version, experts string) error {
 	if version == "" {
 		version = DefaultTransformers
 	}
@@ -50,9 +68,32 @@ func useTransformers(m *core.Model, version string) error {
 	if err != nil {
 		return err
 	}
-	gqa := v[0] > gqaSince[0] || (v[0] == gqaSince[0] && v[1] >= gqaSince[1])
+	v5 := atLeast(v, expertsSince)
+	if experts != "" {
+		ok := false
+		for _, e := range ExpertsImpls() {
+			ok = ok || e == experts
+		}
+		switch {
+		case !ok:
+			return &units.Error{Msg: fmt.Sprintf("experts must be \"grouped_mm\" or \"eager\" (got %q)", experts),
+				Hint: "transformers' experts_implementation; \"batched_mm\", \"deepgemm\" and \"sonicmoe\" are not modelled"}
+		case !v5:
+			return &units.Error{Msg: fmt.Sprintf("experts=%q needs transformers 5.0 or later (got transformers=%q)", experts, version),
+				Hint: "transformers 4.x runs its MoE experts as nn.Linear modules in a loop; pass transformers=\"5.17.0\" (pip show transformers)"}
+		}
+	}
+	gqa := atLeast(v, gqaSince)
 	for _, l := range m.Layers {
 		setEnableGQA(l, gqa)
+	}
+	if v5 {
+		if experts == "" {
+			experts = "grouped_mm"
+		}
+		for i, l := range m.Layers {
+			m.Layers[i] = setExperts(l, modelType, experts)
+		}
 	}
 	return nil
 }
@@ -64,4 +105,58 @@ func setEnableGQA(l core.Layer, on bool) {
 	for _, c := range l.Children() {
 		setEnableGQA(c, on)
 	}
+}
+
+// setExperts rebuilds the MoE blocks of the families whose transformers 5
+// modelling memsh follows (modeling_mixtral.py, modeling_qwen2_moe.py,
+// modeling_qwen3_moe.py, modeling_gpt_oss.py at 5.17.0): the experts as
+// 3-D parameters run by experts ("grouped_mm": nn.MoEGroupedMM; "eager":
+// the loop over the 3-D weights, nn.MoEFusedLoop), the softmax router a
+// parameter module named gate (MixtralTopKRouter, Qwen2MoeTopKRouter,
+// Qwen3MoeTopKRouter), Mixtral's block named mlp with its top-k weights
+// left in fp32. Blocks are shared by the layers that hold them, so each
+// is copied once.
+func setExperts(l core.Layer, modelType, experts string) core.Layer {
+	done := map[*nn.MoE]*nn.MoE{}
+	var walk func(l core.Layer) core.Layer
+	walk = func(l core.Layer) core.Layer {
+		switch x := l.(type) {
+		case *nn.MoE:
+			if c, ok := done[x]; ok {
+				return c
+			}
+			c := *x
+			switch modelType {
+			case "mixtral":
+				c.Name, c.RouterName, c.WeightsFP32, c.WNames = "mlp", "gate", true, false
+			case "qwen2_moe", "qwen3_moe":
+				c.RouterName = "gate"
+			case "gpt_oss":
+			default:
+				done[x] = x
+				return x
+			}
+			c.Impl = nn.MoEFusedLoop
+			if experts == "grouped_mm" {
+				c.Impl = nn.MoEGroupedMM
+			}
+			done[x], done[&c] = &c, &c
+			return &c
+		case *core.Sequential:
+			for i, y := range x.Layers {
+				x.Layers[i] = walk(y)
+			}
+		case *core.Residual:
+			x.Layer = walk(x.Layer)
+		case *core.Repeat:
+			if x.Layer != nil {
+				x.Layer = walk(x.Layer)
+			}
+			for i, y := range x.Blocks {
+				x.Blocks[i] = walk(y)
+			}
+		}
+		return l
+	}
+	return walk(l)
 }

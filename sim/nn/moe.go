@@ -31,6 +31,11 @@ import (
 //     one grouped GEMM per projection over 3-D weights (Megatron's
 //     GroupedMLP/TEGroupedMLP, torchtitan, transformers 5 grouped_mm);
 //     like fused_loop, quantization and adapters do not reach them.
+//   - "grouped_mm": transformers 5's grouped_mm experts (its default
+//     experts_implementation from 5.0; moe_hf.go): the routed copies
+//     sorted by expert, one torch grouped_mm per projection over the 3-D
+//     weights, each GEMM's output copied once more with the sentinel rows
+//     zeroed, weighted, put back in token order and summed per token.
 //
 // Router is how the routing weights are made:
 //
@@ -71,15 +76,22 @@ type MoE struct {
 	// shared_experts, added without a gate.
 	SharedGate bool
 	Capacity   float64 // capacity factor; 0 = dropless
-	Impl       string  // "loop" (default), "fused_loop" or "grouped"
+	Impl       string  // "loop" (default), "fused_loop", "grouped" or "grouped_mm"
 	Router     string  // "softmax" (default), "topk_softmax" or "sigmoid"
 	NormTopK   bool    // renormalise the top-k weights to sum to 1
 	RouterBias bool    // the router has a bias (gpt-oss)
 	ScoreBias  bool    // a per-expert selection bias, a buffer (DeepSeek-V3's e_score_correction_bias)
 	ExpertBias bool    // the expert projections have biases (gpt-oss)
-	// RouterName is the nn.Linear router's module name under impl "loop":
-	// "gate" (Mixtral, Qwen-MoE) when empty, "router" in Jamba.
+	// RouterName is the softmax router's module name: under impl "loop"
+	// the nn.Linear's, "gate" (Mixtral, Qwen-MoE) when empty, "router" in
+	// Jamba; otherwise the parameter router's, "router" when empty
+	// (transformers 5's TopKRouter modules are "gate").
 	RouterName string
+	// WeightsFP32: the softmax router's top-k weights stay fp32 instead of
+	// being cast to the hidden states' dtype (transformers 5's
+	// MixtralTopKRouter returns them uncast, so each expert output is
+	// weighted in fp32).
+	WeightsFP32 bool
 	// WNames names the expert projections w1 (gate), w3 (up) and w2
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
 	WNames bool
@@ -90,6 +102,7 @@ const (
 	MoELoop      = "loop"
 	MoEFusedLoop = "fused_loop"
 	MoEGrouped   = "grouped"
+	MoEGroupedMM = "grouped_mm"
 
 	RouterSoftmax     = "softmax"
 	RouterTopKSoftmax = "topk_softmax"
@@ -97,7 +110,7 @@ const (
 )
 
 // MoEImpls and MoERouters list the accepted values, for error messages.
-func MoEImpls() []string   { return []string{MoELoop, MoEFusedLoop, MoEGrouped} }
+func MoEImpls() []string   { return []string{MoELoop, MoEFusedLoop, MoEGrouped, MoEGroupedMM} }
 func MoERouters() []string { return []string{RouterSoftmax, RouterTopKSoftmax, RouterSigmoid} }
 
 func (m *MoE) impl() string {
@@ -220,9 +233,12 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	r := m.route(b, x)
 	var out core.Value
-	if m.impl() == MoEGrouped || b.Par.Epn() > 1 {
+	switch {
+	case m.impl() == MoEGrouped || b.Par.Epn() > 1:
 		out = m.lowerDispatched(b, x, r)
-	} else {
+	case m.impl() == MoEGroupedMM:
+		out = m.lowerGroupedMM(b, x, r)
+	default:
 		out = m.lowerLoop(b, x, r)
 	}
 	if b.Par.Tpn() > 1 && !wholeExperts {

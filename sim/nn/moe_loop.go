@@ -42,6 +42,9 @@ func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
 	mask := b.Out(oh, "expert_mask", []int64{E, k, T}, units.INT64, "one_hot expert mask (int64), alive through the expert loop")
 	b.Op(oh).NoGradB = true
 	accDT := core.Promote(b.Dtype(x), b.Dtype(r.weights))
+	if m.WeightsFP32 { // transformers 5's loop: zeros_like(hidden_states), each output cast to it
+		accDT = b.Dtype(x)
+	}
 	z := b.AddOp("zeros", "final_hidden_states", nil)
 	acc := b.Out(z, "final_hidden_states", b.Shape(x), accDT, "the block's output, index_add_-ed expert by expert")
 	done = b.Scope("experts")

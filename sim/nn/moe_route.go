@@ -69,10 +69,17 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			logits = b.Linear(name, core.RoleRouter, x, m.Dim, E, false)
 		} else {
 			dt := routerDType(b, b.Prec.Compute)
-			logits = routerParamLinear(b, "router", x, m.Dim, E, false, dt)
+			name := m.RouterName
+			if name == "" {
+				name = "router"
+			}
+			logits = routerParamLinear(b, name, x, m.Dim, E, false, dt)
 			if dt != b.Prec.Compute {
 				probsDt = dt // softmax(..., dtype=fp32).type_as(logits)
 			}
+		}
+		if m.WeightsFP32 {
+			probsDt = units.FP32
 		}
 		sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
 		probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
