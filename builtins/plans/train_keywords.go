@@ -103,6 +103,13 @@ var TrainKeywords = []keyword{
 		Doc: "Liger-Kernel's RMSNorm and SwiGLU kernels in place of the eager layers (what use_liger_kernel=True and apply_liger_kernel_to_llama patch in besides the loss, which is loss_chunks=\"liger\"): " +
 			"an RMSNorm saves its input and one fp32 per row and writes its input's gradient into its output's; a SwiGLU MLP's SiLU-and-multiply saves the gate and up outputs and writes their gradients into them (docs/liger.md)",
 		set: setBool(func(p *core.Plan) *bool { return &p.LigerKernels })},
+	{Name: "keep_logits", Def: starlark.False,
+		Doc: "the training loop holds the model's output, and so its logits, until the step ends: out = model(**batch); out.loss.backward() " +
+			"keeps out.logits (batch x seq x vocab in the compute dtype) through the backward and the optimizer step (a loop that deletes out " +
+			"after the backward frees them before the optimizer step; one that never does keeps them into the next forward, which is not replayed). " +
+			"The Hugging Face Trainer does not keep them (compute_loss returns the loss alone, the output is dropped before the backward): False. " +
+			"Not with loss_chunks",
+		set: setBool(func(p *core.Plan) *bool { return &p.KeepLogits })},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",

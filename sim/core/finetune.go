@@ -20,6 +20,7 @@ type Finetune struct {
 	liger       *LigerCE // Liger's fused linear cross-entropy (liger.go)
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
+	keepLogits  bool // the loop holds the logits until the step ends (Plan.KeepLogits)
 	Unfreeze    int // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
@@ -33,6 +34,7 @@ func (p *Plan) finetuneOptions() *Finetune {
 		lossChunks:  p.LossChunks,
 		packed:      p.TokensPerBatch > 0,
 		ligerLayers: p.LigerKernels,
+		keepLogits:  p.KeepLogits,
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv
@@ -76,6 +78,14 @@ func (p *Plan) validateFinetune() error {
 	}
 	if p.LossChunks > 1 && (p.Parallel.Norm().TP > 1 || (p.Members > 1 && p.MembersMode == "sequential")) {
 		return &units.Error{Path: "train", Msg: "loss_chunks does not combine with tensor parallelism or sequential members yet"}
+	}
+	if p.KeepLogits && (p.LossChunks > 1 || p.FusedLoss != "") {
+		return &units.Error{Path: "train", Msg: "keep_logits holds the logits tensor of the model's output, and loss_chunks makes none whole",
+			Hint: "drop keep_logits: a chunked or fused loss's logits are the recipe's to keep"}
+	}
+	if p.KeepLogits && (p.Model == nil || p.Model.Vocab == 0) {
+		return &units.Error{Path: "train", Msg: "keep_logits holds the logits of the model's output head, and this model has none",
+			Hint: "drop keep_logits"}
 	}
 	if p.FusedLoss != "" && p.LossChunks > 1 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks is either a number of chunks or %q, not both", p.FusedLoss)}

@@ -231,6 +231,10 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		if m.LogitSoftcap > 0 {
 			x = b.Softcap("logit_softcap", x)
 		}
+		if b.Ft != nil && b.Ft.keepLogits {
+			b.P.Held = append(b.P.Held, x) // the loop's out.logits
+			b.Val(x).Why = "logits, held by the training loop's output until the step ends (keep_logits)"
+		}
 	}
 	return x
 }

@@ -78,6 +78,14 @@ type Plan struct {
 	// PyTorch 2.0, which the Hugging Face Trainer of 2022-23 called.
 	KeepGrads bool
 
+	// KeepLogits: the training loop holds the model's output, and its
+	// logits, until the step ends (out = model(**batch);
+	// out.loss.backward(): the Python variable keeps out.logits alive
+	// through the backward). The Hugging Face Trainer does not: its
+	// compute_loss returns the loss alone and the output is dropped before
+	// the backward.
+	KeepLogits bool
+
 	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
 	// the caching allocator maps pages into one growing segment per pool
 	// (alloc/allocator_expandable.go).
