@@ -84,7 +84,11 @@ func LayerBuiltins() []host.Builtin {
 				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
 				"over the experts: transformers 4.x Mixtral, Qwen-MoE, DeepSeek-V3; quant= and lora= reach every expert and " +
 				"the nn.Linear router), \"fused_loop\" (the same loop over 3-D expert parameters: gpt-oss, transformers 5) " +
-				"or \"grouped\" (tokens permuted by expert, one grouped GEMM per projection: Megatron, torchtitan; with precision=\"megatron\" as Megatron-Core 0.13 runs them, a fused SwiGLU weighting the rows by their routing weights and an unpermute that keeps no copy of the outputs); " +
+				"or \"grouped\" (tokens permuted by expert, one grouped GEMM per projection: Megatron, torchtitan; with precision=\"megatron\" as Megatron-Core 0.13 runs them, a fused SwiGLU weighting the rows by their routing weights and an unpermute that keeps no copy of the outputs) " +
+				"or \"grouped_mm\" (transformers 5's default experts_implementation: the routed copies sorted by expert, one torch grouped_mm " +
+				"per projection over 3-D weights in the weights' dtype, each GEMM's output copied with its sentinel rows zeroed, weighted, " +
+				"put back in token order and summed per token; it keeps one index per routed copy more than the loop and not the loop's " +
+				"per-expert index_add_ sources); " +
 				"bitsandbytes and PEFT do not reach fused or grouped experts, which stay in the params dtype. " +
 				"router: \"softmax\" (fp32 softmax then top-k, Mixtral), \"topk_softmax\" (softmax over the top-k logits, " +
 				"gpt-oss) or \"sigmoid\" (DeepSeek-V3: fp32 sigmoid scores, selection with an aux-loss-free correction bias, " +

@@ -21,7 +21,7 @@ type Finetune struct {
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
 	keepLogits  bool // the loop holds the logits until the step ends (Plan.KeepLogits)
-	Unfreeze    int // > 0 while lowering modules a recipe trains (adapter v2 norms)
+	Unfreeze    int  // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
 // finetuneOptions collects what the lowering needs from the plan.
