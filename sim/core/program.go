@@ -121,6 +121,10 @@ type OpInfo struct {
 	// output's gradient (Liger's RMSNorm, in_place=True): the input's
 	// gradient takes that storage, nothing new is allocated for it.
 	GradInPlace bool
+	// SortedIndex: a gather's index is sorted, so consecutive rows read
+	// the same source row from L2 (PyG's x_i at the destination index of
+	// an edge list grouped by destination; timing/graph.go).
+	SortedIndex bool
 }
 
 // WorkTensors are an op's workspaces as the tensors PyTorch allocates

@@ -124,6 +124,7 @@ func (g edgeAttention) conv(b *core.Builder, name string, q, key, val, attr, idx
 	}
 	c, h := g.channels, g.heads
 	qi := gatherRows(b, "query_i", q, idx, ne)
+	b.Op(b.Val(qi).Producer).SortedIndex = true // edges grouped by destination (anemoi's edge builders)
 	kj := gatherRows(b, "key_j", key, idx, ne)
 	vj := gatherRows(b, "value_j", val, idx, ne)
 	// message: key_j = key_j + edge_attr; alpha = (query_i * key_j).sum(-1) / sqrt(d)

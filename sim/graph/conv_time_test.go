@@ -103,33 +103,45 @@ func attentionTime(t *testing.T, a *attentionAlone, gpu, runtime string) float64
 // memsh (go test ./sim/graph -run PR631 -v):
 //
 //	         PyG ms (measured)       Triton ms (measured)  PyG on torch 2.6
-//	H200 era_to_h  12.69 (23.97) -47 %   2.90 (2.77)   +5 %   14.57 -39 %
-//	H200 h_to_h     4.48  (9.64) -53 %   0.89 (0.83)   +7 %    5.05 -48 %
-//	H200 h_to_era  23.91 (46.99) -49 %   5.35 (4.87)  +10 %   27.10 -42 %
+//	H200 era_to_h  30.76 (23.97) +28 %   2.90 (2.77)   +5 %   33.11 +38 %
+//	H200 h_to_h    11.74  (9.64) +22 %   0.89 (0.83)   +7 %   12.64 +31 %
+//	H200 h_to_era  58.36 (46.99) +24 %   5.35 (4.87)  +10 %   62.85 +34 %
 //	A100 era_to_h  31.22 (53.09) -41 %   7.11 (6.81)   +4 %   35.89 -32 %
 //	A100 h_to_h    11.19 (20.32) -45 %   2.24 (1.82)  +23 %   12.68 -38 %
 //	A100 h_to_era  58.83 (100.4) -41 %  13.24 (11.19) +18 %   66.97 -33 %
 //
 // The PR does not say which PyTorch it ran; its date (October 2025)
 // makes it 2.8 or later, where fp16 index_select copies 8 bytes at a
-// time (pytorch#152380): memsh holds it to runtime "cuda". On torch 2.7
-// and earlier ("cuda-2.6": an element at a time, 2.5x slower, the
-// last column) PyG's rows would come out 32-48 % fast.
+// time (pytorch#152380): memsh holds it to runtime "cuda" ("cuda-2.6":
+// an element at a time, 2.5x slower, the last column).
 //
 // The fused kernel, priced from the rows gt.py reads and writes (the
 // mesh's keys and values partly served from L2: timing/graph.go), lands
 // within +4 to +23 %. The PR does not say which A100: memsh's "A100" is
 // the 80 GB part (2,039 GB/s); on the 40 GB part (1,555 GB/s) every A100
-// time grows by 31 % (PyG -23/-28/-23 %, Triton +37/+61/+55 %). PyG's
-// message passing comes out 41-53 % fast on every row: its per-edge chain
-// (three index_selects, their index_add_ backwards, five elementwise ops
-// over [edges, 512], the fp16 scatter_add_) costs more than its bytes at
-// the copy bandwidth, about as much more with 3 edges per destination as
-// with 21 (not contention between atomics), which is why memsh's Bris
-// step (PyG, anemoi-models 0.8.1) is under the story's. The test holds
-// both: Triton within 30 %, PyG under the measurement (memsh's documented
-// lower bound for PyG's gathers and scatters: docs/anemoi.md), and on
-// torch 2.6 between that and the measurement.
+// time grows by 31 %.
+//
+// PyG's message passing on the H200 is priced from PyTorch's eager
+// kernels measured on one H200 at these shapes (hw.GraphKernels; each
+// kernel within 3-13 % of its measurement, timing/graph_rates_test.go):
+// three index_selects and their index_add_ backwards (1.42 ms each on
+// h_to_h, 8.5 times their bytes at the copy rate), the head sums, the
+// broadcast multiplies, the scatter_add_. The kernels PyG runs, as
+// measured (sim/testdata/cuda_h200/graph_kernels.jsonl, fp16; the softmax
+// over [edges, 16] left out), sum to 11.20 ms on h_to_h and 53.07 ms on
+// h_to_era: forward 3 index_select, 2 add and a same-shape multiply (at
+// the add's time), a head sum, a broadcast multiply, a scatter_add;
+// backward the scatter's gather, the message's broadcast multiply,
+// multiply and head sum, the scores' two broadcast multiplies (the
+// expanded gradient), an add (edge_attr's two gradients) and 3
+// index_add. memsh lands 5 and 10 % over those sums; the PR's own
+// times are 14 and 11 % under them, which its unpublished harness,
+// channels and heads leave unexplained. The test holds memsh within 12 %
+// of the kernels' sum and within 30 % of the PR on the H200 (11-14 % for
+// the PR under the kernels, 10 % for a kernel's price); on the A100,
+// which has no measured graph kernels (timing prices their bytes at the
+// copy rate: docs/time.md says why the H200's are not carried over),
+// under the PR's times, as before, and on torch 2.6 above torch 2.8.
 func TestGraphAttentionAgainstPR631(t *testing.T) {
 	const c, h = 512, 16
 	graphs := map[string]attentionAlone{
@@ -139,10 +151,11 @@ func TestGraphAttentionAgainstPR631(t *testing.T) {
 	}
 	for _, r := range []struct {
 		gpu, graph  string
-		pyg, triton float64 // ms
+		pyg, triton float64 // ms, PR #631
+		kernels     float64 // ms, the measured kernels' sum (0: not measured)
 	}{
-		{"H200", "era_to_h", 23.97, 2.77}, {"H200", "h_to_h", 9.64, 0.83}, {"H200", "h_to_era", 46.99, 4.87},
-		{"A100", "era_to_h", 53.09, 6.81}, {"A100", "h_to_h", 20.32, 1.82}, {"A100", "h_to_era", 100.44, 11.19},
+		{"H200", "era_to_h", 23.97, 2.77, 0}, {"H200", "h_to_h", 9.64, 0.83, 11.20}, {"H200", "h_to_era", 46.99, 4.87, 53.07},
+		{"A100", "era_to_h", 53.09, 6.81, 0}, {"A100", "h_to_h", 20.32, 1.82, 0}, {"A100", "h_to_era", 100.44, 11.19, 0},
 	} {
 		a := graphs[r.graph]
 		a.g = edgeAttention{channels: c, heads: h, backend: BackendPyG}
@@ -156,11 +169,22 @@ func TestGraphAttentionAgainstPR631(t *testing.T) {
 		if math.Abs(tri/r.triton-1) > 0.30 {
 			t.Errorf("%s %s: triton %.2f ms, measured %.2f: more than 30 %% off", r.gpu, r.graph, tri, r.triton)
 		}
-		if old <= pyg || old >= r.pyg {
-			t.Errorf("%s %s: pyg on torch 2.6 %.2f ms, want over 2.8's %.2f and under the measured %.2f", r.gpu, r.graph, old, pyg, r.pyg)
+		if old <= pyg {
+			t.Errorf("%s %s: pyg on torch 2.6 %.2f ms, want over 2.8's %.2f", r.gpu, r.graph, old, pyg)
 		}
-		if pyg >= r.pyg {
-			t.Errorf("%s %s: pyg %.2f ms, measured %.2f: memsh prices PyG's gathers and scatters at their bytes, a lower bound", r.gpu, r.graph, pyg, r.pyg)
+		if r.kernels > 0 {
+			t.Logf("%s %-8s pyg %6.2f ms against the measured kernels' %6.2f (%+4.0f %%)", r.gpu, r.graph, pyg, r.kernels, 100*(pyg/r.kernels-1))
+			if math.Abs(pyg/r.kernels-1) > 0.12 {
+				t.Errorf("%s %s: pyg %.2f ms, the measured kernels sum to %.2f: more than 12 %% off", r.gpu, r.graph, pyg, r.kernels)
+			}
+		}
+		if dev, _ := hw.LookupDevice(r.gpu); dev.Rates().Graph.Measured() {
+			if math.Abs(pyg/r.pyg-1) > 0.30 {
+				t.Errorf("%s %s: pyg %.2f ms, measured %.2f: more than 30 %% off", r.gpu, r.graph, pyg, r.pyg)
+			}
+		} else if pyg >= r.pyg || old >= r.pyg {
+			t.Errorf("%s %s: pyg %.2f ms (torch 2.6 %.2f), measured %.2f: without measured kernels memsh prices PyG's gathers and scatters at their bytes, a lower bound",
+				r.gpu, r.graph, pyg, old, r.pyg)
 		}
 	}
 }

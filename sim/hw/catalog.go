@@ -101,7 +101,7 @@ func Catalog() []Device {
 			Name: "H100-80GB", Memory: 85_045_477_376, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 989.4, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 3_350,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: hopperRates, Host: dgxH100Host,
+			Kernels: hopperRates.withGraph(hopperGraph), Host: dgxH100Host,
 			Source: "cal D1 (H100 SXM5 datasheet): 989.4 TFLOPS bf16, 1,979 fp8, 3.35 TB/s, " +
 				"NVLink4 450 GB/s per direction; PyTorch total 85,045,477,376 B = 79.20 GiB (thamada H100SXMx8 " +
 				"deviceQuery, driver 565; OOM messages show 79.11 GiB on other drivers, vllm-project/vllm issue " +
@@ -135,7 +135,7 @@ func Catalog() []Device {
 			Name: "H200", Memory: 143_156 * catalogMiB, SMIMemory: 143_771 * catalogMiB,
 			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
-			Kernels: h200Rates, Host: dgxH200Host,
+			Kernels: h200Rates.withGraph(hopperGraph), Host: dgxH200Host,
 			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
 				"NVLink4 900 GB/s; PyTorch total 143,156 MiB = 139.80 GiB (torch's printed device, " +
 				"total_memory=143156MB, in ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py; " +

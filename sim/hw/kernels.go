@@ -21,6 +21,10 @@ type KernelRates struct {
 	// L2 is the chip's L2 cache, bytes; 0 where memsh has no figure (no
 	// reuse of gathered rows is priced then).
 	L2 int64
+	// Graph is what PyTorch's eager gather, scatter and broadcast kernels
+	// of PyG's message passing reach (graph_rates.go); zero where
+	// unmeasured.
+	Graph GraphKernels
 	// PCIe is the fraction of the Device's PCIeGBps a copy between device
 	// memory and pinned (page-locked) host memory reaches through the copy
 	// engines (cudaMemcpyAsync, what PyTorch's copy_ and .to() run):

@@ -87,6 +87,10 @@ func (pr *pricer) graphOp(op *core.OpInfo) (OpCost, bool) {
 		return pr.scatter(op), true
 	case "graph_attention":
 		return pr.gtAttention(op), true
+	case "mul":
+		return pr.broadcastMul(op)
+	case "sum":
+		return pr.headSum(op)
 	}
 	return OpCost{}, false
 }
@@ -121,8 +125,13 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 	fwd := rows*indexBytes + pr.dramReads(rows*rowRead(row), table) + float64(out.Bytes)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: fwd}
 	c.Fwd, c.Bound = streamTime(pr.d, fwd)
+	g, measured := pr.graphRates()
+	measured = measured && op.Kind == "index_select"
+	if measured {
+		c.Fwd, c.Bound = kernelTime(0, pr.gatherTime(g, rows, row, table, op.SortedIndex))
+	}
 	if op.Kind == "index_select" && pr.scalarIndexSelect && pr.dispatch == DispatchEager && elemBytes(out.Dtype) == 2 {
-		c.Fwd, c.Bound = streamTime(pr.d, fwd*scalarIndexSelectSlowdown)
+		c.Fwd *= scalarIndexSelectSlowdown
 	}
 	if in, w := pr.needsGrad(op); in || w {
 		// index_add of the gradient rows into a zeroed source-sized tensor
@@ -133,9 +142,13 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 		for _, q := range op.Params {
 			src += float64(p.Params[q].Numel) * elemBytes(out.Dtype)
 		}
-		bwd := src + rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), table)
-		c.Bwd, _ = streamTime(pr.d, bwd)
+		adds := rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), table)
+		c.Bwd, _ = streamTime(pr.d, src+adds)
 		c.BwdK = 2 // zero fill, index_add
+		n := rows * row / elemBytes(out.Dtype)
+		if t, ok := pr.atomicAddTime(indexAddRates(g, max(n, table/elemBytes(out.Dtype))), n, out.Dtype, src, adds); measured && ok {
+			c.Bwd, _ = kernelTime(0, t)
+		}
 	}
 	return c
 }
@@ -153,13 +166,26 @@ func (pr *pricer) scatter(op *core.OpInfo) OpCost {
 	}
 	rows := float64(core.Rows(src.Shape))
 	row := float64(src.Bytes) / rows
-	fwd := float64(out.Bytes) + rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), float64(out.Bytes))
+	adds := rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), float64(out.Bytes))
+	fwd := float64(out.Bytes) + adds
 	c := OpCost{FwdK: 2, Flops: op.Flops, Bytes: fwd} // zero fill, scatter
 	c.Fwd, c.Bound = streamTime(pr.d, fwd)
+	g, measured := pr.graphRates()
+	measured = measured && op.Kind == "scatter_add"
+	// PyG's index (the destination's) is sorted: the read-modify-writes of
+	// a row follow one another in L2, which writes the row back once.
+	sorted := rows*(indexBytes+row) + float64(out.Bytes)
+	if t, ok := pr.atomicAddTime(g.ScatterAdd, rows*row/elemBytes(src.Dtype), src.Dtype, float64(out.Bytes), sorted); measured && ok {
+		c.Fwd, c.Bound = kernelTime(0, t)
+	}
 	if in, _ := pr.needsGrad(op); in {
 		bwd := rows*(indexBytes+row) + pr.dramReads(rows*rowRead(row), float64(out.Bytes))
 		c.Bwd, _ = streamTime(pr.d, bwd)
 		c.BwdK = 1
+		if measured {
+			// a gather at the destination index: sorted
+			c.Bwd, _ = kernelTime(0, pr.gatherTime(g, rows, row, float64(out.Bytes), true))
+		}
 	}
 	return c
 }
