@@ -125,19 +125,25 @@ func TestGroupedMMSaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saved := map[string]int64{}
-	for _, experts := range []string{"grouped_mm", "eager"} {
-		m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0", Experts: experts})
-		if err != nil {
-			t.Fatal(err)
+	// Under tensor parallelism (tp 2, no sequence parallelism: every rank
+	// routes all tokens) each rank holds half of every expert's hidden
+	// size, in both: the difference stays.
+	for _, tp := range []int64{1, 2} {
+		saved := map[string]int64{}
+		for _, experts := range []string{"grouped_mm", "eager"} {
+			m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0", Experts: experts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := &core.Plan{Model: m, Batch: 4, Seq: 2048, GradAccum: 1, Members: 1, Precision: mustPrecision(t, "bf16"),
+				Optimizer: core.Optimizer{Kind: core.AdamW}, Device: mustDevice(t, "H200"), Runtime: mustRuntime(t, "cuda"),
+				Parallel: core.Parallelism{TP: tp}}
+			saved[experts] = evalPlan(t, p).SavedActivations
 		}
-		p := &core.Plan{Model: m, Batch: 4, Seq: 2048, GradAccum: 1, Members: 1, Precision: mustPrecision(t, "bf16"),
-			Optimizer: core.Optimizer{Kind: core.AdamW}, Device: mustDevice(t, "H200"), Runtime: mustRuntime(t, "cuda")}
-		saved[experts] = evalPlan(t, p).SavedActivations
-	}
-	const S, d, layers = 4 * 2048 * 8, 1024, 8
-	if got, want := saved["eager"]-saved["grouped_mm"], int64(layers*S*(2*d-9)); got != want {
-		t.Errorf("the loop saves %d B more than grouped_mm, want %d (8 layers x S x (2d - 9))", got, want)
+		const S, d, layers = 4 * 2048 * 8, 1024, 8
+		if got, want := saved["eager"]-saved["grouped_mm"], int64(layers*S*(2*d-9)); got != want {
+			t.Errorf("tp %d: the loop saves %d B more than grouped_mm, want %d (8 layers x S x (2d - 9))", tp, got, want)
+		}
 	}
 }
 
@@ -166,4 +172,37 @@ func mustRuntime(t *testing.T, name string) core.Runtime {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestGroupedMMLayouts: transformers 5's experts lower under the layouts
+// and settings a plan may add (expert tensor parallelism splits each
+// expert's hidden size: the grouped GEMMs' widths follow the 3-D weights).
+func TestGroupedMMLayouts(t *testing.T) {
+	data, err := os.ReadFile("testdata/cuda_h200/configs/qwen3-moe-small.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, experts := range []string{"grouped_mm", "eager"} {
+		m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0", Experts: experts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name string
+			edit func(p *core.Plan)
+		}{
+			{"tp 2", func(p *core.Plan) { p.Parallel = core.Parallelism{TP: 2} }},
+			{"dp 2 ep 2", func(p *core.Plan) { p.Parallel = core.Parallelism{DP: 2, EP: 2} }},
+			{"checkpoint", func(p *core.Plan) { p.Checkpoint = core.Checkpoint{Mode: "full"} }},
+			{"autocast", func(p *core.Plan) { p.Precision = mustPrecision(t, "bf16-mixed") }},
+			{"eval", func(p *core.Plan) { p.Phase = core.Eval }},
+		} {
+			p := &core.Plan{Model: m, Batch: 2, Seq: 256, GradAccum: 1, Members: 1, Precision: mustPrecision(t, "bf16"),
+				Optimizer: core.Optimizer{Kind: core.AdamW}, Device: mustDevice(t, "H200"), Runtime: mustRuntime(t, "cuda")}
+			tc.edit(p)
+			if _, err := Evaluate(p, core.Options{}); err != nil {
+				t.Errorf("%s, %s: %v", experts, tc.name, err)
+			}
+		}
+	}
 }

@@ -62,7 +62,7 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	// x_g.masked_fill_(sentinel_mask, 0) is in place: its backward keeps
 	// the mask, which the copies below keep too.
 
-	hidden := m.Hidden
+	hidden := m.Hidden / b.Par.Etpn() // expert tensor parallelism splits each expert (registerFused)
 	dt := b.Prec.Params // grouped_mm runs in the weight's dtype
 	// proj is one grouped GEMM over the rows xin, the rows outDim wide
 	// from row offset off of the 3-D weight p: gate and up are the two
