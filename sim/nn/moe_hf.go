@@ -63,7 +63,7 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	// the mask, which the copies below keep too.
 
 	hidden := m.Hidden / b.Par.Etpn() // expert tensor parallelism splits each expert (registerFused)
-	dt := b.Prec.Params // grouped_mm runs in the weight's dtype
+	dt := b.Prec.Params               // grouped_mm runs in the weight's dtype
 	// proj is one grouped GEMM over the rows xin, the rows outDim wide
 	// from row offset off of the 3-D weight p: gate and up are the two
 	// halves of gate_up_proj's output, [S, 2h] as two [S, h] (the same
