@@ -46,7 +46,9 @@ var TrainKeywords = []keyword{
 	{Name: "compile", Def: starlark.False,
 		Doc: `torch.compile: True compiles each repeated block and the loss (torchtune's compile=True), "blocks" the blocks only (torchtitan's training.compile), "loss" the loss only. ` +
 			`AOTAutograd's min-cut partitioner picks what each compiled graph saves (matmul and attention outputs kept, cheap pointwise ops recomputed in the backward) ` +
-			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once`,
+			`and Inductor fuses pointwise chains, which then hold no intermediates and read and write memory once; ` +
+			`the compiled backward makes each linear's weight gradient before its input gradient (its saved input freed in between) ` +
+			`and writes an activation's input gradient over its output's (docs/device-memory.md)`,
 		set: setCompile},
 	{Name: "compile_mode", Def: starlark.String("default"),
 		Doc: `torch.compile's mode: "default", "reduce-overhead" or "max-autotune" (which replay the compiled graphs as CUDA graphs), "max-autotune-no-cudagraphs". ` +

@@ -125,6 +125,10 @@ type OpInfo struct {
 	// the same source row from L2 (PyG's x_i at the destination index of
 	// an edge list grouped by destination; timing/graph.go).
 	SortedIndex bool
+	// WeightGradFirst: the op is a linear's matmul in a compiled graph,
+	// whose backward computes the weight's gradient before the input's
+	// and frees the saved input in between (partition.go, weightGradFirst).
+	WeightGradFirst bool
 }
 
 // WorkTensors are an op's workspaces as the tensors PyTorch allocates

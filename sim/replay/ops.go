@@ -181,6 +181,13 @@ func (r *Replay) backwardOp(i int) {
 	}
 	if recorded {
 		work := r.backwardWorkspace(op)
+		if op.WeightGradFirst { // a compiled linear: the weight's gradient, then its saved input goes
+			leaf := !r.readsWeightCopy(op)
+			for _, pi := range op.Params {
+				r.paramGradient(r.resolve(pi), leaf)
+			}
+			saved = r.unholdActivations(saved)
+		}
 		if !op.NoGradB {
 			inPlace := op.GradInPlace && len(op.Out) > 0
 			for _, v := range op.In {
@@ -200,9 +207,11 @@ func (r *Replay) backwardOp(i int) {
 					allocParts{tensor: "grad of ", why: "gradient of "})
 			}
 		}
-		leaf := !r.readsWeightCopy(op)
-		for _, pi := range op.Params {
-			r.paramGradient(r.resolve(pi), leaf)
+		if !op.WeightGradFirst {
+			leaf := !r.readsWeightCopy(op)
+			for _, pi := range op.Params {
+				r.paramGradient(r.resolve(pi), leaf)
+			}
 		}
 		for _, id := range work {
 			r.release(id)
@@ -243,6 +252,22 @@ func (r *Replay) backwardOp(i int) {
 			}
 		}
 	}
+}
+
+// unholdActivations releases the saved activations of a linear whose
+// weight gradient is made (WeightGradFirst) and returns the rest (weight
+// copies, which its input's gradient reads), in a list of its own.
+func (r *Replay) unholdActivations(saved []core.Value) []core.Value {
+	var rest []core.Value
+	values := r.P.Values
+	for _, v := range saved {
+		if values[v].Cat == core.CatParams {
+			rest = append(rest, v)
+			continue
+		}
+		r.unhold(v)
+	}
+	return rest
 }
 
 // backwardWorkspace allocates op's backward workspace: the tensors of
