@@ -34,14 +34,16 @@ import (
 //     backward (an expand feeding the next kernel) stays priced as
 //     stream's: the expanded gradient written once.
 //
-// torch.compile (DispatchCompiled) generates its own gathers and
-// scatters: those keep the access-pattern bytes at the copy rate.
+// torch.compile (DispatchCompiled, and DispatchCUDAGraphs, which compiles
+// too) generates its own gathers and scatters: those keep the
+// access-pattern bytes at the copy rate.
 
 // graphRates is the GPU's measured graph kernels, ok false where there
 // are none or the plan is compiled.
 func (pr *pricer) graphRates() (hw.GraphKernels, bool) {
 	g := pr.d.Rates().Graph
-	return g, g.Measured() && pr.dispatch != DispatchCompiled && pr.d.HBMGBps > 0
+	compiled := pr.dispatch == DispatchCompiled || pr.dispatch == DispatchCUDAGraphs
+	return g, g.Measured() && !compiled && pr.d.HBMGBps > 0
 }
 
 // peakBytes is the HBM peak, bytes/s.

@@ -219,3 +219,44 @@ func TestGraphKernelsAgainstH200(t *testing.T) {
 		t.Logf("%-15s worst %+.1f %%", op, 100*w)
 	}
 }
+
+// The measured rates price PyTorch's eager kernels: eager plans and
+// "fused" ones (vendor kernels for the transformer layers, PyG eager) take
+// them; compiled plans, and CUDA graphs of compiled code, run Inductor's
+// own gathers and scatters and keep the access pattern at the copy rate,
+// as does a GPU without measured graph kernels (the A100).
+func TestGraphKernelsEagerOnly(t *testing.T) {
+	for _, tc := range []struct {
+		gpu      string
+		dispatch Dispatch
+		measured bool
+	}{
+		{"H200", DispatchEager, true},
+		{"H200", DispatchFused, true},
+		{"H100", DispatchEager, true},
+		{"H200", DispatchCompiled, false},
+		{"H200", DispatchCUDAGraphs, false},
+		{"A100", DispatchEager, false},
+	} {
+		d, err := hw.LookupDevice(tc.gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := graphKernelShapes["proc"]
+		val := func(dt units.DType, grad bool, shape ...int64) core.ValueInfo {
+			return core.ValueInfo{Shape: shape, Dtype: dt, Grad: grad, Bytes: int64(elemBytes(dt) * float64(core.Numel(shape)))}
+		}
+		pr := &pricer{d: d, dispatch: tc.dispatch, prog: &core.Program{Values: []core.ValueInfo{
+			val(units.FP16, true, s.src, s.c), val(units.INT64, false, s.edges), val(units.FP16, true, s.edges, s.c)}}}
+		c := pr.gather(&core.OpInfo{Kind: "index_select", In: []core.Value{0, 1}, Out: []core.Value{2}})
+		// the access pattern at the copy rate: the zero fill, then the index,
+		// the gradient rows and two passes over the rows they add into
+		rows, row, table := float64(s.edges), float64(2*s.c), float64(2*s.src*s.c)
+		bytes := table + rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), table)
+		copyRate := bytes / streamRate(d)
+		if got := c.Bwd > 2*copyRate; got != tc.measured {
+			t.Errorf("%s %s: index_add_ %.2f ms against %.2f ms at the copy rate: measured rates %v, want %v",
+				tc.gpu, tc.dispatch, 1e3*c.Bwd, 1e3*copyRate, got, tc.measured)
+		}
+	}
+}
