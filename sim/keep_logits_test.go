@@ -10,7 +10,7 @@ import (
 )
 
 // TestKeepLogits: a loop that holds the model's output through the
-// backward (out = model(...); out.loss.backward()) keeps the logits,
+// backward (out = model(...); out.loss.backward(); del out) keeps the logits,
 // batch x seq x vocab in the compute dtype, on top of what the loss's
 // backward holds at its peak (the fp32 log-probabilities and the two fp32
 // gradients); a loop that drops them (the HF Trainer) does not.

@@ -106,9 +106,9 @@ var TrainKeywords = []keyword{
 			"an RMSNorm saves its input and one fp32 per row and writes its input's gradient into its output's; a SwiGLU MLP's SiLU-and-multiply saves the gate and up outputs and writes their gradients into them (docs/liger.md)",
 		set: setBool(func(p *core.Plan) *bool { return &p.LigerKernels })},
 	{Name: "keep_logits", Def: starlark.False,
-		Doc: "the training loop holds the model's output, and so its logits, until the step ends: out = model(**batch); out.loss.backward() " +
-			"keeps out.logits (batch x seq x vocab in the compute dtype) through the backward and the optimizer step (a loop that deletes out " +
-			"after the backward frees them before the optimizer step; one that never does keeps them into the next forward, which is not replayed). " +
+		Doc: "the training loop holds the model's output, and so its logits, through the backward: out = model(**batch); out.loss.backward(); " +
+			"del out keeps out.logits (batch x seq x vocab in the compute dtype) until the backward ends, and they are freed before the optimizer step " +
+			"(a loop that keeps out through optimizer.step() holds them there too, which is not replayed). " +
 			"The Hugging Face Trainer does not keep them (compute_loss returns the loss alone, the output is dropped before the backward): False. " +
 			"Not with loss_chunks",
 		set: setBool(func(p *core.Plan) *bool { return &p.KeepLogits })},

@@ -20,7 +20,7 @@ type Finetune struct {
 	liger       *LigerCE // Liger's fused linear cross-entropy (liger.go)
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
-	keepLogits  bool // the loop holds the logits until the step ends (Plan.KeepLogits)
+	keepLogits  bool // the loop holds the logits through the backward (Plan.KeepLogits)
 	Unfreeze    int  // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 

@@ -232,8 +232,8 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 			x = b.Softcap("logit_softcap", x)
 		}
 		if b.Ft != nil && b.Ft.keepLogits {
-			b.P.Held = append(b.P.Held, x) // the loop's out.logits
-			b.Val(x).Why = "logits, held by the training loop's output until the step ends (keep_logits)"
+			b.P.HeldBackward = append(b.P.HeldBackward, x) // the loop's out.logits
+			b.Val(x).Why = "logits, held by the training loop's output through the backward (keep_logits)"
 		}
 	}
 	return x

@@ -107,7 +107,7 @@ func (p *Program) view(g Graph, usedAfter []int32) *graphView {
 		}
 	}
 	for k, v := range gv.vals {
-		gv.outside[k] = usedAfter[v] >= g.End || v == p.Loss || slices.Contains(p.Held, v)
+		gv.outside[k] = usedAfter[v] >= g.End || v == p.Loss || slices.Contains(p.Held, v) || slices.Contains(p.HeldBackward, v)
 	}
 	return gv
 }

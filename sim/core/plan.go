@@ -79,11 +79,11 @@ type Plan struct {
 	KeepGrads bool
 
 	// KeepLogits: the training loop holds the model's output, and its
-	// logits, until the step ends (out = model(**batch);
-	// out.loss.backward(): the Python variable keeps out.logits alive
-	// through the backward). The Hugging Face Trainer does not: its
-	// compute_loss returns the loss alone and the output is dropped before
-	// the backward.
+	// logits, through the backward (out = model(**batch);
+	// out.loss.backward(); del out: the Python variable keeps out.logits
+	// alive until the backward ends), dropping it before the optimizer
+	// step. The Hugging Face Trainer does not hold it: its compute_loss
+	// returns the loss alone and the output is dropped before the backward.
 	KeepLogits bool
 
 	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,

@@ -173,6 +173,9 @@ type Program struct {
 	Graphs  []Graph        // compiled graphs (compile.go)
 	Tables  []TableProgram // table layers (package replay: replay/table.go), set up and stepped by the replay
 	Held    []Value        // kept alive by the caller until the step ends (a training loop's logits list; chunked_loss.go)
+	// HeldBackward: kept alive by the caller through the backward and
+	// dropped before the optimizer step (keep_logits: the loop's out.logits).
+	HeldBackward []Value
 	// Float8Skipped: the linears float8 left in high precision for a
 	// dimension not divisible by 16, as "name (in -> out)", once per
 	// name and shape (float8.go).

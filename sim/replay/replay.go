@@ -72,6 +72,8 @@ type Replay struct {
 	alloc    alloc.Allocator
 	traced   map[*alloc.Block]tracedTensor // with Options.Trace: the blocks in use and their tensors (trace.go)
 
+	heldDropped bool // the caller's values held through the backward (Program.HeldBackward) are dropped
+
 	stream        alloc.Stream // the stream allocations go to (streams.go)
 	freeEvents    []int64      // FSDP1's rate limiter: the marks of queued reshard free events
 	keptAllGather int32        // FSDP2: the all-gather output the forward keeps until the next copy-out, none
@@ -278,6 +280,9 @@ func (r *Replay) initHolds() {
 		r.holds[p.Loss]++
 	}
 	for _, v := range p.Held { // values the caller keeps until the step ends
+		r.holds[v]++
+	}
+	for _, v := range p.HeldBackward { // and those it keeps through the backward
 		r.holds[v]++
 	}
 }
@@ -530,6 +535,21 @@ func (r *Replay) finished(v core.Value) {
 	r.done[v] = true
 	if r.holds[v] <= 0 {
 		r.freeValue(v)
+	}
+}
+
+// dropHeldBackward drops what the caller held through the backward
+// (keep_logits: the loop deletes its output before the optimizer step),
+// once.
+//
+//go:norace
+func (r *Replay) dropHeldBackward() {
+	if r.heldDropped {
+		return
+	}
+	r.heldDropped = true
+	for _, v := range r.P.HeldBackward {
+		r.unhold(v)
 	}
 }
 

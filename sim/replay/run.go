@@ -91,6 +91,7 @@ func RunBelowIn(prog *core.Program, plan *core.Plan, opts core.Options, limit in
 		if r.stopped {
 			return nil, nil
 		}
+		r.dropHeldBackward()
 		r.optimizerStep()
 	}
 	r.finish()
@@ -391,6 +392,7 @@ func (r *Replay) finish() {
 	for _, v := range r.P.Held { // the loop's logits list
 		r.unhold(v)
 	}
+	r.dropHeldBackward() // an evaluation: no backward dropped them
 	if r.Plan.Optimizer.InBackward {
 		for pi := range r.P.Params {
 			p := &r.P.Params[pi]

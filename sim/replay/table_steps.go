@@ -132,6 +132,7 @@ func RunSteps(prog *core.Program, plan *core.Plan, opts core.Options, first *Rep
 		if err := opts.Stopped(); err != nil {
 			return nil, err
 		}
+		r.dropHeldBackward()
 		r.optimizerStep()
 		r.finish()
 		res := StepResult{Step: k + 1, LeafRows: sparse[0].leafRows, PeakAllocated: r.Rep.PeakAllocated, OOM: r.Rep.OOM}

@@ -87,7 +87,7 @@ func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
 				pr.saved[v] = true
 			}
 		}
-		for _, v := range append([]core.Value{prog.Loss}, prog.Held...) {
+		for _, v := range append(append([]core.Value{prog.Loss}, prog.Held...), prog.HeldBackward...) {
 			if v >= 0 {
 				pr.saved[v] = true
 			}
