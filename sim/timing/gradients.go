@@ -49,7 +49,7 @@ func gradientWork(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	forLoop := plan.Optimizer.ImplName() == "for-loop"
 	chunks := math.Max(math.Ceil(w.Tensors/foreachListTensors), math.Ceil(w.Elements/foreachElems))
 	add := func(passes, launches float64) {
-		t, _ := streamTime(plan.Device, passes*gb)
+		t, _ := streamTime(&plan.Device, passes*gb)
 		gpu += max(t, launches*kernelFloor)
 		cpu += launches * eagerFwdCPU
 	}

@@ -67,7 +67,7 @@ func rowRead(b float64) float64 {
 // a table of table bytes: every row once at least, and the reads that miss
 // half the L2 (one partition's share) with the rest.
 func (pr *pricer) dramReads(reads, table float64) float64 {
-	l2 := float64(pr.d.Rates().L2) / 2
+	l2 := float64(ratesOf(&pr.d).L2) / 2
 	if l2 <= 0 || table <= 0 {
 		return reads
 	}
@@ -124,7 +124,7 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 	table := pr.table(op, out)
 	fwd := rows*indexBytes + pr.dramReads(rows*rowRead(row), table) + float64(out.Bytes)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: fwd}
-	c.Fwd, c.Bound = streamTime(pr.d, fwd)
+	c.Fwd, c.Bound = streamTime(&pr.d, fwd)
 	g, measured := pr.graphRates()
 	measured = measured && op.Kind == "index_select"
 	if measured {
@@ -143,7 +143,7 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 			src += float64(p.Params[q].Numel) * elemBytes(out.Dtype)
 		}
 		adds := rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), table)
-		c.Bwd, _ = streamTime(pr.d, src+adds)
+		c.Bwd, _ = streamTime(&pr.d, src+adds)
 		c.BwdK = 2 // zero fill, index_add
 		n := rows * row / elemBytes(out.Dtype)
 		if t, ok := pr.atomicAddTime(indexAddRates(g, max(n, table/elemBytes(out.Dtype))), n, out.Dtype, src, adds); measured && ok {
@@ -169,7 +169,7 @@ func (pr *pricer) scatter(op *core.OpInfo) OpCost {
 	adds := rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), float64(out.Bytes))
 	fwd := float64(out.Bytes) + adds
 	c := OpCost{FwdK: 2, Flops: op.Flops, Bytes: fwd} // zero fill, scatter
-	c.Fwd, c.Bound = streamTime(pr.d, fwd)
+	c.Fwd, c.Bound = streamTime(&pr.d, fwd)
 	g, measured := pr.graphRates()
 	measured = measured && op.Kind == "scatter_add"
 	// PyG's index (the destination's) is sorted: the read-modify-writes of
@@ -180,7 +180,7 @@ func (pr *pricer) scatter(op *core.OpInfo) OpCost {
 	}
 	if in, _ := pr.needsGrad(op); in {
 		bwd := rows*(indexBytes+row) + pr.dramReads(rows*rowRead(row), float64(out.Bytes))
-		c.Bwd, _ = streamTime(pr.d, bwd)
+		c.Bwd, _ = streamTime(&pr.d, bwd)
 		c.BwdK = 1
 		if measured {
 			// a gather at the destination index: sorted
@@ -211,9 +211,9 @@ func (pr *pricer) gtAttention(op *core.OpInfo) OpCost {
 		return pr.stream(op, op.Bytes)
 	}
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: fwd}
-	c.Fwd, c.Bound = streamTime(pr.d, fwd)
+	c.Fwd, c.Bound = streamTime(&pr.d, fwd)
 	if in, _ := pr.needsGrad(op); in {
-		c.Bwd, _ = streamTime(pr.d, bwd)
+		c.Bwd, _ = streamTime(&pr.d, bwd)
 		c.BwdK = 2
 	}
 	return c

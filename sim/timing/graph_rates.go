@@ -41,7 +41,7 @@ import (
 // graphRates is the GPU's measured graph kernels, ok false where there
 // are none or the plan is compiled.
 func (pr *pricer) graphRates() (hw.GraphKernels, bool) {
-	g := pr.d.Rates().Graph
+	g := ratesOf(&pr.d).Graph
 	compiled := pr.dispatch == DispatchCompiled || pr.dispatch == DispatchCUDAGraphs
 	return g, g.Measured() && !compiled && pr.d.HBMGBps > 0
 }
@@ -84,7 +84,7 @@ func (pr *pricer) atomicAddTime(rates [2]float64, n float64, dt units.DType, zer
 	if w < 0 || rates[w] <= 0 {
 		return 0, false
 	}
-	s := streamRate(pr.d)
+	s := streamRate(&pr.d)
 	return zero/s + max(n/rates[w], bytes/s), true
 }
 
@@ -122,7 +122,7 @@ func (pr *pricer) headSumTime(g hw.GraphKernels, rows, d float64, dt units.DType
 	if width(dt) == 0 && g.HeadSumElems > 0 {
 		t = max(t, rows*d/g.HeadSumElems)
 	}
-	return max(t, rows*d*elemBytes(dt)/streamRate(pr.d))
+	return max(t, rows*d*elemBytes(dt)/streamRate(&pr.d))
 }
 
 // headSum prices a per-head sum; ok is false for other sums.
@@ -171,7 +171,7 @@ func (pr *pricer) broadcastMul(op *core.OpInfo) (OpCost, bool) {
 	if in, _ := pr.needsGrad(op); !in {
 		return c, true
 	}
-	s := streamRate(pr.d)
+	s := streamRate(&pr.d)
 	var bwd float64
 	if wide.Grad {
 		// grad * narrow, in the output's dtype, cast to the wide input's

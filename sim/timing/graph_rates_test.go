@@ -253,7 +253,7 @@ func TestGraphKernelsEagerOnly(t *testing.T) {
 		// the gradient rows and two passes over the rows they add into
 		rows, row, table := float64(s.edges), float64(2*s.c), float64(2*s.src*s.c)
 		bytes := table + rows*(indexBytes+row) + 2*pr.dramReads(rows*rowRead(row), table)
-		copyRate := bytes / streamRate(d)
+		copyRate := bytes / streamRate(&d)
 		if got := c.Bwd > 2*copyRate; got != tc.measured {
 			t.Errorf("%s %s: index_add_ %.2f ms against %.2f ms at the copy rate: measured rates %v, want %v",
 				tc.gpu, tc.dispatch, 1e3*c.Bwd, 1e3*copyRate, got, tc.measured)

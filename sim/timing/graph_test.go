@@ -52,7 +52,7 @@ func TestScalarIndexSelectBeforeTorch28(t *testing.T) {
 			{Shape: []int64{r, c}, Bytes: r * 1024, Dtype: tc.dt, Grad: true},
 		}}
 		g := pr.gather(&core.OpInfo{Kind: "index_select", In: []core.Value{2, 1}, Out: []core.Value{0}})
-		want := tc.ratio * bytes / streamRate(d)
+		want := tc.ratio * bytes / streamRate(&d)
 		if g.Bytes != bytes || math.Abs(g.Fwd/want-1) > 1e-12 {
 			t.Errorf("%s %s %s: forward %.0f B in %.4g ms, want %d B in %.4g ms", tc.runtime, tc.dt, tc.dispatch, g.Bytes, 1e3*g.Fwd, bytes, 1e3*want)
 		}

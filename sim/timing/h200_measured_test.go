@@ -54,7 +54,7 @@ func h200CallOverhead(d hw.Device) float64 {
 	var sum, n float64
 	for _, g := range h200GEMMs {
 		if g.sec < 30e-6 {
-			k, _ := gemmTime(d, units.BF16, 1, g.m, g.n, g.k, 2, 2)
+			k, _ := gemmTime(&d, units.BF16, 1, g.m, g.n, g.k, 2, 2)
 			sum += g.sec - k
 			n++
 		}
@@ -102,7 +102,7 @@ func TestH200GEMMsMeasured(t *testing.T) {
 	sustain := hw.H200Sustain()
 	var early, late []float64
 	for _, g := range h200GEMMs {
-		k, _ := gemmTime(d, units.BF16, 1, g.m, g.n, g.k, 2, 2)
+		k, _ := gemmTime(&d, units.BF16, 1, g.m, g.n, g.k, 2, 2)
 		e := (k+ovh)/g.sec - 1
 		if g.sec < 30e-6 {
 			continue // the two that give the call overhead
@@ -136,7 +136,7 @@ func h200PowerLimitedRatio(t *testing.T) float64 {
 	var r []float64
 	for _, g := range h200GEMMs {
 		if g.late && g.sec >= 30e-6 {
-			k, _ := gemmTime(d, units.BF16, 1, g.m, g.n, g.k, 2, 2)
+			k, _ := gemmTime(&d, units.BF16, 1, g.m, g.n, g.k, 2, 2)
 			r = append(r, k/(g.sec-ovh))
 		}
 	}
@@ -175,7 +175,7 @@ func TestH200OtherGEMMsMeasured(t *testing.T) {
 		if g.dt == units.FP8 {
 			in, out = 1, 2
 		}
-		k, _ := gemmTime(d, g.dt, 1, g.m, g.n, g.k, in, out)
+		k, _ := gemmTime(&d, g.dt, 1, g.m, g.n, g.k, in, out)
 		e := (k+ovh)/g.sec - 1
 		t.Logf("%v %5.0f x %5.0f x %5.0f: measured %8.1f µs (%4.0f TFLOP/s), memsh %8.1f µs %+6.1f %%", g.dt, g.m, g.n, g.k,
 			1e6*g.sec, 2*g.m*g.n*g.k/g.sec/1e12, 1e6*(k+ovh), 100*e)
@@ -221,8 +221,8 @@ func TestH200SDPAMeasured(t *testing.T) {
 			k = d.Rates().SDPA
 		}
 		a := attnShape{flops: 4 * r.b * r.h * r.s * r.s * r.dh / 2, seq: r.s, causal: true, blocks: r.b * r.h * math.Ceil(r.s/attnBlockRows)}
-		f, _ := attentionTime(d, units.BF16, k, a, false)
-		bw, _ := attentionTime(d, units.BF16, k, a, true)
+		f, _ := attentionTime(&d, units.BF16, k, a, false)
+		bw, _ := attentionTime(&d, units.BF16, k, a, true)
 		acc := 3 * 3 * (r.b * r.h * r.s * r.dh * 2) / h200AddRate(d)
 		ef := (ovh+f)/r.fwd - 1
 		eb := (ovh+f+bw+acc)/r.fwdBwd - 1
@@ -262,7 +262,7 @@ func TestH200StreamingKernelsMeasured(t *testing.T) {
 		{"copy", 4 * n, 274.592e-6}, {"add", 6 * n, 378.816e-6}, {"gelu", 4 * n, 350.688e-6},
 		{"silu(x) * y", 10 * n, 649.024e-6}, {"rms_norm", 4 * n, 315.200e-6}, {"layer_norm", 4 * n, 400.288e-6},
 	} {
-		k, _ := streamTime(d, r.bytes)
+		k, _ := streamTime(&d, r.bytes)
 		rows = append(rows, row{r.op, r.bytes, r.sec - ovh, k})
 	}
 	for _, r := range []struct {

@@ -51,7 +51,7 @@ const attnBlockRows = 128
 const publishedWaveFill = 2048.0 / (16 * 132)
 
 // peakFLOPS is the dense peak for matmuls in dtype dt, FLOP/s.
-func peakFLOPS(d hw.Device, dt units.DType) float64 {
+func peakFLOPS(d *hw.Device, dt units.DType) float64 {
 	switch dt {
 	case units.FP32:
 		if d.FP32TFLOPS > 0 {
@@ -73,8 +73,8 @@ func peakFLOPS(d hw.Device, dt units.DType) float64 {
 // where measured; otherwise, and for tf32, the bf16 fraction: on an H200
 // TF32 reaches 0.790 of its peak against bf16's 0.803,
 // timing/h200_measured_test.go).
-func gemmRate(d hw.Device, dt units.DType) float64 {
-	r := d.Rates()
+func gemmRate(d *hw.Device, dt units.DType) float64 {
+	r := ratesOf(d)
 	f := r.GEMM
 	switch {
 	case dt == units.FP8 && d.FP8TFLOPS > 0 && r.GEMMFP8 > 0:
@@ -87,8 +87,23 @@ func gemmRate(d hw.Device, dt units.DType) float64 {
 
 // streamRate is the bandwidth a streaming kernel reaches, bytes/s (0 when
 // the device has no HBM figure).
-func streamRate(d hw.Device) float64 {
-	return d.HBMGBps * 1e9 * d.Rates().HBM
+func streamRate(d *hw.Device) float64 {
+	return d.HBMGBps * 1e9 * ratesOf(d).HBM
+}
+
+// ratesOf is d's kernel rates, as hw.Device.Rates gives them, by
+// reference. The functions here price every GEMM, attention and streaming
+// kernel of every program a search lowers and replays; with the device
+// and its rates passed by value (a value parameter, and Rates' value
+// result, hundreds of bytes each) copying them was most of their
+// instructions: gemmTime, gemmRate and the pricer's matmul fell from 590
+// M to 110 M of BenchmarkSearchLlama70B1024's (cachegrind, collector
+// off). The figures read are the same.
+func ratesOf(d *hw.Device) *hw.KernelRates {
+	if d.Kernels.GEMM <= 0 {
+		return &hw.DefaultKernelRates
+	}
+	return &d.Kernels
 }
 
 // kernelTime is one kernel's GPU time: the larger of its compute time c
@@ -106,7 +121,7 @@ func kernelTime(c, m float64) (sec float64, bound Bound) {
 
 // gemmTime is the GPU time of b GEMMs of (m x k) by (k x n) with inputs
 // of in bytes per element and outputs of out bytes per element.
-func gemmTime(d hw.Device, dt units.DType, b, m, n, k, in, out float64) (float64, Bound) {
+func gemmTime(d *hw.Device, dt units.DType, b, m, n, k, in, out float64) (float64, Bound) {
 	c := 2 * b * m * n * k / gemmRate(d, dt)
 	var mem float64
 	if s := streamRate(d); s > 0 {
@@ -116,7 +131,7 @@ func gemmTime(d hw.Device, dt units.DType, b, m, n, k, in, out float64) (float64
 }
 
 // streamTime is the GPU time of a kernel streaming bytes.
-func streamTime(d hw.Device, bytes float64) (float64, Bound) {
+func streamTime(d *hw.Device, bytes float64) (float64, Bound) {
 	s := streamRate(d)
 	if s <= 0 {
 		return kernelFloor, BoundLaunch
@@ -136,12 +151,12 @@ type attnShape struct {
 // attentionTime is the GPU time of a flash-attention forward (or its
 // backward, 2.5 times the forward's FLOPs: five matmuls against two) with
 // kernel k.
-func attentionTime(d hw.Device, dt units.DType, k hw.AttnKernel, a attnShape, backward bool) (float64, Bound) {
+func attentionTime(d *hw.Device, dt units.DType, k hw.AttnKernel, a attnShape, backward bool) (float64, Bound) {
 	f := a.flops
 	if backward {
 		f *= attnBackwardFLOPs
 	}
-	r := d.Rates()
+	r := ratesOf(d)
 	frac := k.Pass(backward, a.causal).At(a.seq) * r.Sustain * waveFill(a.blocks, r.SMs) / publishedWaveFill
 	if frac <= 0 {
 		return kernelFloor, BoundLaunch

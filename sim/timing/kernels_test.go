@@ -43,9 +43,9 @@ func TestGEMMAgainstXLATable(t *testing.T) {
 		measured := 2 * b * m * n * k / (tflops * 1e12)
 		// gemmTime's own max(compute, memory), before its 2 µs floor, which
 		// XLA's per-call floor already holds
-		c := 2 * b * m * n * k / gemmRate(d, units.BF16)
-		mem := b * (m*k + k*n + m*n) * 2 / streamRate(d)
-		if got, _ := gemmTime(d, units.BF16, b, m, n, k, 2, 2); got != max(c, mem, kernelFloor) {
+		c := 2 * b * m * n * k / gemmRate(&d, units.BF16)
+		mem := b * (m*k + k*n + m*n) * 2 / streamRate(&d)
+		if got, _ := gemmTime(&d, units.BF16, b, m, n, k, 2, 2); got != max(c, mem, kernelFloor) {
 			t.Fatalf("gemmTime %g, want max(%g, %g, floor)", got, c, mem)
 		}
 		errs = append(errs, math.Abs((max(c, mem)+xlaCallFloor)/measured-1))
@@ -64,29 +64,29 @@ func TestKernelPrices(t *testing.T) {
 	d, _ := hw.LookupDevice("H100")
 	rate := 989.4e12 * 0.803 * 0.74
 	bw := 3350e9 * 0.772
-	sec, b := gemmTime(d, units.BF16, 1, 8192, 8192, 8192, 2, 2)
+	sec, b := gemmTime(&d, units.BF16, 1, 8192, 8192, 8192, 2, 2)
 	if want := 2 * 8192.0 * 8192 * 8192 / rate; math.Abs(sec/want-1) > 1e-9 || b != BoundCompute {
 		t.Errorf("8192^3 GEMM: %g s %v, want %g s compute-bound", sec, b, want)
 	}
 	// A GEMV-like shape: 16 rows against a 8192 x 8192 weight reads the
 	// weight: memory-bound.
-	sec, b = gemmTime(d, units.BF16, 1, 16, 8192, 8192, 2, 2)
+	sec, b = gemmTime(&d, units.BF16, 1, 16, 8192, 8192, 2, 2)
 	if want := (16*8192*2 + 8192*8192*2 + 16*8192*2) / bw; math.Abs(sec/want-1) > 1e-9 || b != BoundMemory {
 		t.Errorf("16 x 8192 x 8192 GEMM: %g s %v, want %g s memory-bound", sec, b, want)
 	}
-	sec, b = streamTime(d, 1e3)
+	sec, b = streamTime(&d, 1e3)
 	if sec != kernelFloor || b != BoundLaunch {
 		t.Errorf("a 1 kB kernel: %g s %v, want the %g s floor", sec, b, kernelFloor)
 	}
 	// Causal FlashAttention-3 forward at 4k on 32 heads x 32 blocks = 1024
 	// blocks: 8 waves on 132 SMs (fill 0.97, the published curves' own).
 	a := attnShape{flops: 1e12, seq: 4096, causal: true, blocks: 32 * 32}
-	sec, _ = attentionTime(d, units.BF16, d.Kernels.Fused, a, false)
+	sec, _ = attentionTime(&d, units.BF16, d.Kernels.Fused, a, false)
 	frac := 0.664 * 4096 / (4096 + 610) * 0.74 * (1024.0 / (8 * 132)) / publishedWaveFill
 	if want := 1e12 / (989.4e12 * frac); math.Abs(sec/want-1) > 1e-9 {
 		t.Errorf("FA3 causal forward: %g s, want %g s", sec, want)
 	}
-	if bwd, _ := attentionTime(d, units.BF16, d.Kernels.Fused, a, true); bwd <= 2.5*sec {
+	if bwd, _ := attentionTime(&d, units.BF16, d.Kernels.Fused, a, true); bwd <= 2.5*sec {
 		t.Errorf("the backward (2.5x the FLOPs, a lower rate) must take more than 2.5x the forward: %g vs %g", bwd, sec)
 	}
 }
@@ -96,14 +96,14 @@ func TestKernelPrices(t *testing.T) {
 func TestFP8GEMMRate(t *testing.T) {
 	d, _ := hw.LookupDevice("H100")
 	s := d.Kernels.Sustain
-	if got, want := gemmRate(d, units.FP8), 1979e12*0.709*s; math.Abs(got/want-1) > 1e-9 {
+	if got, want := gemmRate(&d, units.FP8), 1979e12*0.709*s; math.Abs(got/want-1) > 1e-9 {
 		t.Errorf("fp8 rate %g, want %g", got, want)
 	}
-	if got, want := gemmRate(d, units.BF16), 989.4e12*0.803*s; math.Abs(got/want-1) > 1e-9 {
+	if got, want := gemmRate(&d, units.BF16), 989.4e12*0.803*s; math.Abs(got/want-1) > 1e-9 {
 		t.Errorf("bf16 rate %g, want %g", got, want)
 	}
 	a100, _ := hw.LookupDevice("A100")
-	if gemmRate(a100, units.FP8) != gemmRate(a100, units.BF16) {
+	if gemmRate(&a100, units.FP8) != gemmRate(&a100, units.BF16) {
 		t.Error("a GPU without fp8 runs an fp8 GEMM at its bf16 rate")
 	}
 }
@@ -125,7 +125,7 @@ func TestEagerElementwiseAgainstH200(t *testing.T) {
 	const n = 16 << 20
 	bytes := float64(n * 7)
 	measured := bytes / 3.53e12
-	got, b := streamTime(d, bytes)
+	got, b := streamTime(&d, bytes)
 	if e := got/measured - 1; math.Abs(e) > 0.06 || b != BoundMemory {
 		t.Errorf("torch.where over 16M fp16 on an H200: memsh %.1f µs (%v), measured %.1f µs (%+.1f %%)", 1e6*got, b, 1e6*measured, 100*e)
 	}

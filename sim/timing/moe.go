@@ -11,9 +11,9 @@ import "github.com/memsh/memsh/sim/core"
 // op.Bytes is the bytes read and written.
 func (pr *pricer) chunkCopy(op *core.OpInfo) OpCost {
 	c := OpCost{FwdK: 1, Bytes: op.Bytes}
-	c.Fwd, c.Bound = streamTime(pr.d, op.Bytes)
+	c.Fwd, c.Bound = streamTime(&pr.d, op.Bytes)
 	if in, _ := pr.needsGrad(op); in {
-		c.Bwd, _ = streamTime(pr.d, op.Bytes)
+		c.Bwd, _ = streamTime(&pr.d, op.Bytes)
 		c.BwdK = 1
 	}
 	return c

@@ -31,7 +31,7 @@ func TestChunkCopy(t *testing.T) {
 		t.Fatal("chunk_copy fuses with its neighbours; it is a kernel of its own")
 	}
 	c := PriceOps(prog, &core.Plan{Device: h100, Overheads: core.Overheads{Dispatch: "fused"}})[0]
-	want := 268435456 / streamRate(h100)
+	want := 268435456 / streamRate(&h100)
 	if math.Abs(c.Fwd/want-1) > 1e-9 || math.Abs(c.Bwd/want-1) > 1e-9 || c.FwdK != 1 || c.BwdK != 1 {
 		t.Errorf("forward %.1f µs (%g kernels), backward %.1f µs (%g), want %.1f µs each, one kernel", 1e6*c.Fwd, c.FwdK, 1e6*c.Bwd, c.BwdK, 1e6*want)
 	}

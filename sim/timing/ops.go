@@ -171,9 +171,9 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 		return OpCost{} // a view, or bookkeeping: no kernel
 	}
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: bytes}
-	c.Fwd, c.Bound = streamTime(pr.d, bytes)
+	c.Fwd, c.Bound = streamTime(&pr.d, bytes)
 	if in, w := pr.needsGrad(op); in || w {
-		c.Bwd, _ = streamTime(pr.d, 2*bytes)
+		c.Bwd, _ = streamTime(&pr.d, 2*bytes)
 		c.BwdK = 1
 	}
 	return c
@@ -208,7 +208,7 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 	in := elemBytes(pr.prog.Values[op.In[0]].Dtype)
 	out := elemBytes(o.Dtype)
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: b * ((m*k+k*n)*in + m*n*out)}
-	c.Fwd, c.Bound = gemmTime(pr.d, dt, b, m, n, k, in, out)
+	c.Fwd, c.Bound = gemmTime(&pr.d, dt, b, m, n, k, in, out)
 	// Copies the op writes besides its result (eager attention's
 	// contiguous q and k^T): read and written once each.
 	var extra float64
@@ -216,7 +216,7 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 		extra += 2 * float64(pr.prog.Values[v].Bytes)
 	}
 	if extra > 0 {
-		t, _ := streamTime(pr.d, extra)
+		t, _ := streamTime(&pr.d, extra)
 		c.Fwd += t
 		c.Bytes += extra
 		c.FwdK++
@@ -227,26 +227,26 @@ func (pr *pricer) matmul(op *core.OpInfo) OpCost {
 		input, weight = false, false
 		for j, v := range op.In {
 			if j < 2 && pr.prog.Values[v].Grad && !op.NoGradB {
-				t, _ := gemmTime(pr.d, dt, b, m, k, n, in, out)
+				t, _ := gemmTime(&pr.d, dt, b, m, k, n, in, out)
 				c.Bwd += t
 				c.BwdK++
 			}
 		}
 	}
 	if input { // dX = dY W: (m x n) by (n x k)
-		t, _ := gemmTime(pr.d, dt, b, m, k, n, in, out)
+		t, _ := gemmTime(&pr.d, dt, b, m, k, n, in, out)
 		c.Bwd += t
 		c.Dgrad = t
 		c.BwdK++
 	}
 	if weight { // dW = X^T dY: (k x m) by (m x n)
-		t, _ := gemmTime(pr.d, dt, b, k, n, m, in, out)
+		t, _ := gemmTime(&pr.d, dt, b, k, n, m, in, out)
 		c.Bwd += t
 		c.Wgrad = t
 		c.BwdK++
 	}
 	if op.BwdStream > 0 && (input || weight) { // a float8 linear's casts and layout copies
-		t, _ := streamTime(pr.d, op.BwdStream)
+		t, _ := streamTime(&pr.d, op.BwdStream)
 		c.Bwd += max(t, float64(op.BwdStreamK)*kernelFloor)
 		c.BwdK += float64(op.BwdStreamK)
 	}
@@ -282,21 +282,21 @@ func (pr *pricer) groupedMatmul(op *core.OpInfo) OpCost {
 		launches = g
 	}
 	c := OpCost{FwdK: launches, Flops: op.Flops, Bytes: g * ((m*k+k*n)*in + m*n*out)}
-	c.Fwd, c.Bound = gemmTime(pr.d, dt, g, m, n, k, in, out)
+	c.Fwd, c.Bound = gemmTime(&pr.d, dt, g, m, n, k, in, out)
 	c.Fwd = max(c.Fwd, launches*kernelFloor)
 	input, weight := pr.needsGrad(op)
 	if input {
-		t, _ := gemmTime(pr.d, dt, g, m, k, n, in, out)
+		t, _ := gemmTime(&pr.d, dt, g, m, k, n, in, out)
 		c.Bwd += max(t, launches*kernelFloor)
 		c.BwdK += launches
 	}
 	if weight {
-		t, _ := gemmTime(pr.d, dt, g, k, n, m, in, out)
+		t, _ := gemmTime(&pr.d, dt, g, k, n, m, in, out)
 		c.Bwd += max(t, launches*kernelFloor)
 		c.BwdK += launches
 	}
 	if op.BwdStream > 0 && (input || weight) { // TE's grad_output quantization
-		t, _ := streamTime(pr.d, op.BwdStream)
+		t, _ := streamTime(&pr.d, op.BwdStream)
 		c.Bwd += max(t, float64(op.BwdStreamK)*kernelFloor)
 		c.BwdK += float64(op.BwdStreamK)
 	}
@@ -323,18 +323,18 @@ func (pr *pricer) attention(op *core.OpInfo) OpCost {
 	full := 4 * rows * seq * width // no mask
 	a := attnShape{flops: op.Flops, seq: seq, causal: op.Flops < 0.75*full,
 		blocks: rows / seq * heads * ceilDiv(seq, attnBlockRows)}
-	k := pr.d.Rates().Flash
+	k := ratesOf(&pr.d).Flash
 	switch {
 	case pr.dispatch == DispatchFused:
-		k = pr.d.Rates().Fused
-	case pr.sdpaCuDNN && strings.HasSuffix(op.Name, "sdpa_attention") && pr.d.Rates().SDPA.Name != "":
-		k = pr.d.Rates().SDPA // torch's SDPA on a runtime that prefers cuDNN
+		k = ratesOf(&pr.d).Fused
+	case pr.sdpaCuDNN && strings.HasSuffix(op.Name, "sdpa_attention") && ratesOf(&pr.d).SDPA.Name != "":
+		k = ratesOf(&pr.d).SDPA // torch's SDPA on a runtime that prefers cuDNN
 	}
 	dt := q.Dtype
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: op.Bytes, Attention: true}
-	c.Fwd, c.Bound = attentionTime(pr.d, dt, k, a, false)
+	c.Fwd, c.Bound = attentionTime(&pr.d, dt, k, a, false)
 	if in, _ := pr.needsGrad(op); in {
-		c.Bwd, _ = attentionTime(pr.d, dt, k, a, true)
+		c.Bwd, _ = attentionTime(&pr.d, dt, k, a, true)
 		c.BwdK = 3
 	}
 	return c
@@ -394,10 +394,10 @@ func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
 	if bytes <= 0 && flops <= 0 {
 		return
 	}
-	fwd, bound := streamTime(pr.d, bytes)
+	fwd, bound := streamTime(&pr.d, bytes)
 	var bwd float64
 	if grad {
-		bwd, _ = streamTime(pr.d, bwdFactor(p.Ops[a:b])*bytes)
+		bwd, _ = streamTime(&pr.d, bwdFactor(p.Ops[a:b])*bytes)
 	}
 	for i := a; i < b; i++ {
 		share := 1 / float64(b-a)

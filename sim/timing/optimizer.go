@@ -65,7 +65,7 @@ func OptimizerTime(plan *core.Plan, w OptimizerWork) (gpu, cpu float64) {
 	default:
 		launches = ops * chunks
 	}
-	gpu, _ = streamTime(plan.Device, traffic)
+	gpu, _ = streamTime(&plan.Device, traffic)
 	gpu = max(gpu, launches*kernelFloor)
 	// The step runs eagerly whatever the model's dispatch: torch.compile
 	// and CUDA graphs capture the model's forward and backward, not the

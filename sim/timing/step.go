@@ -187,7 +187,7 @@ func (w *GpuWork) Utilisation(plan *core.Plan, te *replay.TimeEstimate, stages i
 	if step <= 0 {
 		return
 	}
-	peak := peakFLOPS(plan.Device, plan.Precision.Compute)
+	peak := peakFLOPS(&plan.Device, plan.Precision.Compute)
 	te.MFU = float64(w.M) * w.Flops / (float64(stages) * step * peak)
 	te.HFU = float64(w.M) * w.HwFlops / (float64(stages) * step * peak)
 	te.TokensPerS = w.Tokens / step
