@@ -427,12 +427,22 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		c := b.AddOp("cat", "sinks", []core.Value{scaled}, sink)
 		scaled = b.Out(c, "combined_logits", probShape, dt, "scores with the sink column, minus the row max")
 	}
-	in := b.SoftmaxInput(scaled, b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32)
+	in := b.SoftmaxInput(scaled, smDT, b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32)
 	sm := b.AddOp("softmax", "softmax", []core.Value{in})
 	p := b.Out(sm, "probs", probShape, smDT, "attention probabilities (softmax output, saved)")
 	b.Save(sm, p)
 	b.SaveSoftmaxInput(sm, in)
-	b.Op(sm).Bytes += float64(b.Val(scaled).Bytes)
+	b.Op(sm).Bytes += float64(b.Val(in).Bytes)
+	if !b.Rt.CPU {
+		// CUDA's softmax backward multiplies first, into a temporary of
+		// the gradient's size and dtype (aten/src/ATen/native/cuda/
+		// SoftMax.cu, softmax_backward_cuda_out: "Tensor tmp = grad *
+		// output;"), alive beside the gradient it writes. Measured on one
+		// H200 (sim/testdata/cuda_h200, tools/oracle/cuda_run.sh): Llama
+		// blocks with bf16 eager attention peak one fp32 scores tensor
+		// (2 GiB) above a replay without it.
+		b.Op(sm).WorkB = b.Val(p).Bytes
+	}
 	if a.CastAtMatmul {
 		p = b.Dropout("attn_dropout", p, a.Dropout)
 		p = b.Cast(p, dt, "attention probabilities cast by the P.V matmul's autocast")

@@ -38,8 +38,14 @@ func (r *Replay) cublasWorkspaces() {
 // cublasLtWorkspaces allocates cuBLASLt's workspaces (core/cublas.go):
 // the forward's thread's when an op of the step runs on cuBLASLt (a
 // Linear with a bias, a float8 linear), the backward thread's when one
-// runs on it in the backward (_scaled_mm). Each is made at the first such
-// call of the run and kept; the replay makes them with the cuBLAS ones.
+// runs on it in the backward: _scaled_mm, or a biased Linear that a
+// checkpoint recomputes (the recompute runs on the autograd engine's
+// thread, whose handle takes a cuBLASLt workspace of its own: measured on
+// one H200, sim/testdata/cuda_h200, tools/oracle/cuda_run.sh: the
+// process holds a second 1 MiB workspace from the first case that
+// recomputes GPT-2's biased Linears, gpt2 ckpt=full, on). Each is made at
+// the first such call of the run and kept; the replay makes them with the
+// cuBLAS ones.
 func (r *Replay) cublasLtWorkspaces() {
 	b := r.Plan.RuntimeMemory.CublasLtWorkspace(r.Plan.Device)
 	if b <= 0 {
@@ -50,7 +56,8 @@ func (r *Replay) cublasLtWorkspaces() {
 		op := &r.P.Ops[i]
 		if r.P.CublasLt(op) {
 			fwd = true
-			bwd = bwd || (op.ScaledMM && r.Plan.Phase != core.Eval)
+			recomputed := op.Region != 0 && !r.keeps(op) && !r.P.Regions[op.Region-1].Offload
+			bwd = bwd || ((op.ScaledMM || recomputed) && r.Plan.Phase != core.Eval)
 		}
 	}
 	for _, t := range []struct {
