@@ -10,8 +10,8 @@ import (
 func TestGPU(t *testing.T) {
 	runEvalCases(t, []evalCase{
 		// memory is PyTorch's total (sim/hw TestCatalogCapacities), smi_memory nvidia-smi's.
-		{expr: `gpu("H200").memory`, want: "150109945856"},
-		{expr: `gpu("H200").memory // MiB`, want: "143156"},
+		{expr: `gpu("H200").memory`, want: "150109880320"},
+		{expr: `gpu("H200").memory // MiB`, want: "143155"}, // 150,109,880,320 B, measured (sim/testdata/cuda_h200)
 		{expr: `gpu("H200").smi_memory // MiB`, want: "143771"},
 		{expr: `gpu("A100").name`, want: `"A100-80GB"`},
 		{expr: `gpu("a100").memory`, want: "85100068864"},

@@ -178,6 +178,14 @@ func anemoiTraining(t *tree, o Options, p *plan) error {
 		p.set("grad_accum", num(accum))
 	}
 	p.set("gpu", str(o.GPU))
+	// The job's PyTorch is not in its config: memsh.runtime names it
+	// (train()'s runtime; absent, the newest memsh knows). It changes
+	// the CUDA context a card holds (hw.Device.CurrentContext).
+	if rt, err := t.str("memsh.runtime", ""); err != nil {
+		return err
+	} else if rt != "" {
+		p.set("runtime", str(rt))
+	}
 	if err := anemoiLayout(t, o, p, members); err != nil {
 		return err
 	}

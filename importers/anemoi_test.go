@@ -16,7 +16,8 @@ import (
 // checkpoint (extreme-bris docs/INPUTS.md, scripts/extract_graph.py; the
 // same figures as examples/lib/bris_plan.star): 1,359,281 grid points,
 // 261,634 hidden nodes, 98 dataset variables.
-var brisSizes = []string{"memsh.grid_points=1359281", "memsh.hidden_nodes=261634", "memsh.variables=98"}
+var brisSizes = []string{"memsh.grid_points=1359281", "memsh.hidden_nodes=261634", "memsh.variables=98",
+	"memsh.runtime=cuda-2.6"} // extreme-bris scripts/setup_env.sh installs torch 2.6, as examples/lib/bris_plan.star says
 
 // brisEnv is the environment finetune.sbatch (extreme-bris, the commit
 // testdata/README.md names) gives the run.
@@ -65,13 +66,13 @@ model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, p
 		opts:        Options{GPU: "H200", Overrides: brisSizes, Getenv: getenv(brisEnv)},
 		notModelled: brisNotModelled,
 		hand: model(32, 16) + `plan = train(model, batch = 1, members = 4, members_mode = "sequential", precision = "fp16-mixed", optimizer = "adamw",
-             gpu = "H200", validation = True, expandable_segments = True)`,
+             gpu = "H200", runtime = "cuda-2.6", validation = True, expandable_segments = True)`,
 	}, {
 		name:        "finetune.yaml in a bare environment, 2 members",
 		file:        "anemoi/finetune.yaml",
 		opts:        Options{GPU: "H200", Overrides: append([]string{"training.ensemble_size_per_device=2"}, brisSizes...)},
 		notModelled: brisNotModelled,
-		hand:        model(1, 1) + `plan = train(model, batch = 1, members = 2, precision = "fp16-mixed", optimizer = "adamw", gpu = "H200", validation = True)`,
+		hand:        model(1, 1) + `plan = train(model, batch = 1, members = 2, precision = "fp16-mixed", optimizer = "adamw", gpu = "H200", runtime = "cuda-2.6", validation = True)`,
 	}, {
 		name: "graph_attention_backend: pyg is what 0.8.1 runs, triton is noted",
 		file: "anemoi/finetune.yaml",
@@ -79,7 +80,7 @@ model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, p
 			"+model.encoder.graph_attention_backend=pyg", "+model.processor.graph_attention_backend=triton"}, brisSizes...)},
 		notModelled: append([]string{"model.processor.graph_attention_backend: the Triton graph attention of anemoi-models 0.11.0 and later " +
 			"(the import replays 0.8.1's PyG message passing; write the model with anemoi=\"0.11.0\" or later for it)"}, brisNotModelled...),
-		hand: model(1, 1) + `plan = train(model, batch = 1, members = 2, precision = "fp16-mixed", optimizer = "adamw", gpu = "H200", validation = True)`,
+		hand: model(1, 1) + `plan = train(model, batch = 1, members = 2, precision = "fp16-mixed", optimizer = "adamw", gpu = "H200", runtime = "cuda-2.6", validation = True)`,
 	}, {
 		name: "finetune.yaml with MET's eight GPUs per member, one member per group",
 		file: "anemoi/finetune.yaml",
@@ -88,7 +89,7 @@ model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, p
 		notModelled: append(brisNotModelled[:len(brisNotModelled):len(brisNotModelled)],
 			"training.num_sanity_val_steps: Lightning's sanity check before the first step (memsh replays validation on one GPU only)"),
 		hand: model(32, 16) + `plan = train(model, batch = 1, members = 4, members_mode = "spread", precision = "fp16-mixed", optimizer = "adamw",
-             gpu = "H200", expandable_segments = True,
+             gpu = "H200", runtime = "cuda-2.6", expandable_segments = True,
              parallel = parallel(dp = 4, cp = 8, cp_mode = "ulysses"), cluster = cluster(nodes = 4, gpus_per_node = 8))`,
 	}})
 }
@@ -121,7 +122,7 @@ func TestAnemoiBrisStory(t *testing.T) {
 			[]string{"training.ensemble_size_per_device=2", "model.encoder.num_chunks=16", "model.decoder.num_chunks=16"},
 			"bris(members = 2, chunks = 16, eval_chunks = 32, processor_eval_chunks = 16)", "OOM 10.37 GiB decoder.proc.conv.chunk4.scatter_out in recompute"},
 		{"6. 3 members one at a time fit", brisEnv, []string{"training.ensemble_size_per_device=3"},
-			`bris(members = 3, members_mode = "sequential", eval_chunks = 32, processor_eval_chunks = 16)`, "fits 142752 MiB used"},
+			`bris(members = 3, members_mode = "sequential", eval_chunks = 32, processor_eval_chunks = 16)`, "fits 142754 MiB used"},
 		{"6. 4 members one at a time do not", brisEnv, nil,
 			`bris(members = 4, members_mode = "sequential", eval_chunks = 32, processor_eval_chunks = 16)`, "OOM 7.98 GiB member3.processor.proc.3.blocks.3.conv.query_key.fp32 in recompute"},
 	}

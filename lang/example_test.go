@@ -19,7 +19,7 @@ func ExampleInterpreter_RunFile() {
 		in.FormatError(os.Stdout, err, false)
 	}
 	// Output:
-	// 139.80078125
+	// 139.80072021484375
 	// plan.star:3:8: error: unknown gpu "H300" (close matches: H200, B200)
 	//     3 | g = gpu('H300')
 	//       |        ^

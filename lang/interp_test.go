@@ -69,7 +69,7 @@ func TestRun(t *testing.T) {
 		{
 			name:   "load stdlib",
 			files:  tree("main.star", "load('@stdlib//units.star', 'to_gib')\nprint(to_gib(gpu('H200').memory))\n"),
-			stdout: "139.80078125\n", // the H200's 143,156 MiB as PyTorch sees it
+			stdout: "139.80072021484375\n", // the H200's 150,109,880,320 B as PyTorch sees it (measured, sim/testdata/cuda_h200)
 		},
 		{
 			name: "load relative, nested folders, cached once",

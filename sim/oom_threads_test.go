@@ -331,7 +331,7 @@ func TestOOMLlama2_70BModelParallelOnV100(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	context := v100.ContextBytes(false)
+	context := v100.ContextBytes(false, false)
 	steps := llama2_70BInit(6, 512)
 	failed, a := replayLlamaInit(steps, v100.Memory-context)
 	if failed == nil {

@@ -255,7 +255,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		if n < 0 {
 			return nil, fmt.Errorf("context must not be negative (got %d bytes)", n)
 		}
-		d.Context = n
+		d.Context, d.CurrentContext = n, 0
 	}
 	if d.Context >= d.Memory {
 		return nil, fmt.Errorf("context (%s) must be smaller than memory (%s)", units.FormatBytes(d.Context), units.FormatBytes(d.Memory))

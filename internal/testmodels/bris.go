@@ -47,7 +47,7 @@ func Bris(members int64, mode string, chunks, evalChunks int64, phase core.Phase
 		return nil, err
 	}
 	prec, _ := core.LookupPrecision("fp16-mixed")
-	rt, _ := core.LookupRuntime("cuda")
+	rt, _ := core.LookupRuntime("cuda-2.6")
 	dev, _ := hw.LookupDevice("H200")
 	return &core.Plan{Model: graph.NewGraphModel(epd, "crps"), Batch: 1, Seq: 1, GradAccum: 1, Members: members, MembersMode: mode,
 		Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: phase,

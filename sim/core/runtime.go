@@ -68,12 +68,17 @@ type Runtime struct {
 	// sim/testdata/cuda_h200). The time model prices it with the GPU's
 	// hw.KernelRates.SDPA; earlier runtimes run flash-attn 2's kernel.
 	SDPACuDNN bool
+	// CurrentStack: the newest stack memsh has measured (torch 2.11,
+	// CUDA 13.0, driver 580): a card's context is its CurrentContext
+	// where it has one (hw/context.go; the H200's, measured on one H200,
+	// sim/testdata/cuda_h200, tools/oracle/cuda_run.sh).
+	CurrentStack bool
 }
 
 // Runtimes lists the known runtimes.
 func Runtimes() []Runtime {
 	return []Runtime{
-		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, SDPACuDNN: true},
+		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, SDPACuDNN: true, CurrentStack: true},
 		// torch 2.6 on CUDA (met-no/bris-forecaster's uv.lock: torch
 		// 2.6.0+cu124, extreme-bris scripts/setup_env.sh at 2a5a986): as
 		// "cuda", and index_select's rows copied an element at a time.

@@ -42,9 +42,11 @@ func TestCatalogCapacities(t *testing.T) {
 		{"H100-NVL", 99_861_594_112, `"NVIDIA H100 NVL" Total amount of global memory: 95235 MBytes (99861594112 bytes)`,
 			thamada + "H100NVLx2_deviceQuery.py",
 			95_830 << 20, "0MiB /  95830MiB", thamada + "H100NVLx2_smi.py"},
-		{"H200", 143_156 << 20, "_CudaDeviceProperties(name='NVIDIA H200', major=9, minor=0, total_memory=143156MB, ...)",
-			achatbot,
-			143_771 << 20, "one H200 (143,771 MiB)", "shared/SEEDS.md story 1"},
+		// Measured with driver 580.159.04; torch printed total_memory=143156MB
+		// (at least 150,110,011,392 B) on achatbot's machine, another driver.
+		{"H200", 150_109_880_320, "device0 NVIDIA H200 cc 9.0 total_memory 150109880320",
+			"sim/testdata/cuda_h200/env.txt (measured on one H200, tools/oracle/cuda_run.sh)",
+			143_771 << 20, "0MiB / 143771MiB", "sim/testdata/cuda_h200/env.txt; shared/SEEDS.md story 1"},
 		{"B200", 182_642 << 20, "_CudaDeviceProperties(name='NVIDIA B200', major=10, minor=0, total_memory=182642MB, ...)",
 			achatbot,
 			183_359 << 20, "183359MiB", "https://github.com/NVIDIA/TensorRT-LLM/issues/10278"},

@@ -38,6 +38,8 @@ const catalogMiB int64 = 1 << 20
 //     and Ada 500 MiB, their rows' median 504 MiB within the messages'
 //     rounding). Hopper, Blackwell and AMD cards have no such row yet:
 //     the Ampere/Ada figure stands in, and the source says so.
+//     CurrentContext is the context measured with torch 2.11 and CUDA
+//     13.0 (runtime "cuda"): the H200's (h200LazyContext).
 //     EagerContext is a card's context measured with eager loading: the
 //     V100's 1,343 MiB of calibration.md B1 row 0 (torch 1.x, CUDA 10/11).
 //
@@ -47,6 +49,16 @@ const catalogMiB int64 = 1 << 20
 // "cal D1" below means shared/research/calibration.md section D1.
 // catalogLazyContext is the Ampere and Ada figure (context_oom_test.go).
 const catalogLazyContext = 500 * catalogMiB
+
+// h200LazyContext is what a training process held on one H200 outside
+// PyTorch's allocator after a step of GPT-2 blocks with SDPA (cuBLAS and
+// cuDNN attention loaded): torch.cuda.mem_get_info()'s used less
+// memory_reserved(), 766.81 MiB. Measured on one H200,
+// sim/testdata/cuda_h200, tools/oracle/cuda_run.sh (torch 2.11.0+cu130,
+// CUDA 13.0, cuDNN 9.19, driver 580.159.04, lazy loading): suite case 2
+// (context_h200_test.go has every case, 750.8 to 770.8 MiB, and the
+// stages of cuda_extra.py's context section).
+const h200LazyContext = 804_061_184
 
 // voltaLazyContext is the V100's context with lazy module loading: the
 // median of its two rows in context_oom_test.go (360.6 and 366.2 MiB).
@@ -132,15 +144,19 @@ func Catalog() []Device {
 		},
 		{
 			// The H200 of SEEDS.md story 1: 143,771 MiB exactly.
-			Name: "H200", Memory: 143_156 * catalogMiB, SMIMemory: 143_771 * catalogMiB,
+			Name: "H200", Memory: 150_109_880_320, SMIMemory: 143_771 * catalogMiB,
 			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
-			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
+			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext, CurrentContext: h200LazyContext,
 			Kernels: h200Rates.withGraph(hopperGraph), Host: dgxH200Host,
 			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
-				"NVLink4 900 GB/s; PyTorch total 143,156 MiB = 139.80 GiB (torch's printed device, " +
-				"total_memory=143156MB, in ai-bot-pro/achatbot deploy/modal/src/llm/vllm/vlm/skywork_r1v.py; " +
-				"OOM messages on 8 x H200 show 139.81 GiB, sungwon-chae/arxiv_confi etu_logging.md); nvidia-smi " +
-				"total 143,771 MiB, the card of SEEDS.md story 1; context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
+				"NVLink4 900 GB/s; PyTorch total 150,109,880,320 B = 139.80 GiB (measured on one H200, " +
+				"sim/testdata/cuda_h200, tools/oracle/cuda_run.sh: torch.cuda.get_device_properties().total_memory, " +
+				"driver 580.159.04; torch prints it total_memory=143156MB, ai-bot-pro/achatbot " +
+				"deploy/modal/src/llm/vllm/vlm/skywork_r1v.py; OOM messages on 8 x H200 show 139.81 GiB, " +
+				"sungwon-chae/arxiv_confi etu_logging.md); nvidia-smi total 143,771 MiB (the same run; the card of " +
+				"SEEDS.md story 1); context: 766.8 MiB measured after a training step with torch 2.11 and CUDA 13.0 " +
+				"(lazy loading; the same run, context_h200_test.go; runtime \"cuda\"), the Ampere/Ada figure of " +
+				"context_oom_test.go for the older runtimes (not measured on this generation)",
 		},
 		{
 			Name: "B200", Memory: 182_642 * catalogMiB, SMIMemory: 183_359 * catalogMiB,

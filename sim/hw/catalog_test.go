@@ -50,8 +50,8 @@ func TestLookupDevice(t *testing.T) {
 		in, name string
 		memory   int64
 	}{
-		{"H200", "H200", 150_109_945_856}, // 143,156 MiB as torch prints it (TestCatalogCapacities)
-		{"h200", "H200", 143_156 << 20},
+		{"H200", "H200", 150_109_880_320}, // measured (TestCatalogCapacities)
+		{"h200", "H200", 150_109_880_320},
 		{"A100", "A100-80GB", 85_100_068_864},
 		{"a100-40gb", "A100-40GB", 42_298_834_944},
 		{"H100", "H100-80GB", 85_045_477_376},

@@ -233,15 +233,15 @@ func TestCatalogContextIsRowsMedian(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := float64(d.ContextBytes(false)); math.Abs(got-median) > rounding {
+			if got := float64(d.ContextBytes(false, false)); math.Abs(got-median) > rounding {
 				t.Errorf("%s (%s): context %.1f MiB, the rows' median %.1f MiB ± %.1f", name, gen, got/mib, median/mib, rounding/mib)
 			}
 			t.Logf("%s (%s): context %.1f MiB, median of %d rows %.1f MiB", name, gen, float64(d.Context)/mib, len(rows), median/mib)
 		}
 	}
 	v100, _ := LookupDevice("V100-16GB")
-	if v100.ContextBytes(true) != 1343*mib {
-		t.Errorf("V100 eager context %d, want the measured 1,343 MiB", v100.ContextBytes(true))
+	if v100.ContextBytes(true, false) != 1343*mib {
+		t.Errorf("V100 eager context %d, want the measured 1,343 MiB", v100.ContextBytes(true, false))
 	}
 }
 

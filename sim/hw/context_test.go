@@ -19,13 +19,18 @@ func TestContextBytes(t *testing.T) {
 		{"V100-32GB", false, 363 * mib},
 		{"H100-80GB", false, 500 * mib},
 		{"H100-80GB", true, 500*mib + 379_584_512},
+		{"H200", false, 500 * mib},
+		{"H200", true, 500*mib + 379_584_512}, // eager: the current stack's lazy figure is not used
 	} {
 		d, err := LookupDevice(c.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := d.ContextBytes(c.eager); got != c.want {
+		if got := d.ContextBytes(c.eager, false); got != c.want {
 			t.Errorf("%s eager=%v: context %d, want %d", c.name, c.eager, got, c.want)
+		}
+		if got := d.ContextBytes(c.eager, true); c.eager && got != c.want {
+			t.Errorf("%s eager, current stack: context %d, want %d", c.name, got, c.want)
 		}
 	}
 }

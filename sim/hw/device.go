@@ -22,7 +22,12 @@ type Device struct {
 	// (CUDA_MODULE_LOADING=EAGER, or CUDA before 11.7) where the card has
 	// such a measurement; 0: Context plus EagerModuleBytes (context.go).
 	EagerContext int64
-	Source       string // where these figures come from
+	// CurrentContext is the lazy-loading context measured on this card
+	// with the newest stack memsh knows (torch 2.11, CUDA 13.0), which
+	// runtime "cuda" takes (core.Runtime.CurrentStack); 0 where not
+	// measured, and for the older runtimes Context holds (context.go).
+	CurrentContext int64
+	Source         string // where these figures come from
 
 	// Host is the host memory of the node the card is usually installed
 	// in (host.go); zero for a custom device, whose node then takes

@@ -111,6 +111,10 @@ func Overheads(p *core.Plan) []Overhead {
 	case eager:
 		src += fmt.Sprintf("; %s of eager module loading added, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
 	}
-	out := []Overhead{{Name: "cuda_context", Bytes: dev.ContextBytes(eager), Source: src + ")"}}
+	current := p.Runtime.CurrentStack && !eager && dev.CurrentContext > 0
+	if current {
+		src += "; measured with torch 2.11 and CUDA 13.0"
+	}
+	out := []Overhead{{Name: "cuda_context", Bytes: dev.ContextBytes(eager, current), Source: src + ")"}}
 	return append(out, CommOverheads(p)...)
 }
