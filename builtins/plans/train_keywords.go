@@ -89,7 +89,7 @@ var TrainKeywords = []keyword{
 	{Name: "phase", Def: starlark.String("train"), Doc: `"train", or "eval" (a forward without gradients)`,
 		set: setPhase},
 	{Name: "runtime", Def: starlark.String("cuda"),
-		Doc: `"cuda" (PyTorch 2.8 and later on CUDA), "cuda-2.6" (torch 2.6: index_select copies fp16 and bf16 rows an element at a time, pytorch#152380), "cuda-2.1" (torch 2.1: mean keeps its input), "cuda-2.0" (torch 2.0: as 2.1, the OOM message in its pre-2.1 words), "cuda-1.10" (torch 1.10: softmax and log_softmax keep their input too, pytorch#64000; the pre-2.1 OOM message), "cpu-1.13" (what shared/oracle measured) ` +
+		Doc: `"cuda" (PyTorch 2.11 and later on CUDA: SDPA runs cuDNN's attention on Hopper), "cuda-2.10" (torch 2.8 to 2.10: SDPA runs flash-attn 2's kernel), "cuda-2.6" (torch 2.6: index_select copies fp16 and bf16 rows an element at a time, pytorch#152380), "cuda-2.1" (torch 2.1: mean keeps its input), "cuda-2.0" (torch 2.0: as 2.1, the OOM message in its pre-2.1 words), "cuda-1.10" (torch 1.10: softmax and log_softmax keep their input too, pytorch#64000; the pre-2.1 OOM message), "cpu-1.13" (what shared/oracle measured) ` +
 			`or "cpu" (PyTorch 2.x on the CPU, where tools/oracle's differential-test vectors are measured)`, set: setRuntime},
 	{Name: "parallel", Def: starlark.None, Doc: "parallel(...): the distributed layout (data, tensor, pipeline, context and expert parallelism, ZeRO, FSDP)",
 		set: setParallel},

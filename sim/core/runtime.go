@@ -3,7 +3,8 @@ package core
 import "fmt"
 
 // Runtime captures where PyTorch versions and devices differ in what
-// autograd saves. The default is "cuda": PyTorch 2.x on a CUDA device.
+// autograd saves and which kernels they run. The default is "cuda": the
+// latest PyTorch 2.x (2.11 and later) on a CUDA device.
 // "cpu-1.13" reproduces what shared/oracle measured (Debian's torch 1.13 on
 // CPU), so the oracle's figures can be checked to the byte; "cpu" is
 // PyTorch 2.x on the CPU, where tools/oracle's differential-test vectors
@@ -79,6 +80,11 @@ type Runtime struct {
 func Runtimes() []Runtime {
 	return []Runtime{
 		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, SDPACuDNN: true, CurrentStack: true},
+		// torch 2.8 to 2.10 on CUDA: as "cuda" (but not its measured
+		// context), and SDPA runs flash-attn 2's kernel on Hopper
+		// (check_prefer_cudnn_attention asks for a newer cuDNN than these
+		// wheels bundle; transformers#48163 read it).
+		{Name: "cuda-2.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true},
 		// torch 2.6 on CUDA (met-no/bris-forecaster's uv.lock: torch
 		// 2.6.0+cu124, extreme-bris scripts/setup_env.sh at 2a5a986): as
 		// "cuda", and index_select's rows copied an element at a time.
@@ -105,5 +111,5 @@ func LookupRuntime(name string) (Runtime, error) {
 			return r, nil
 		}
 	}
-	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.6, cuda-2.1, cuda-2.0, cuda-1.10, cpu-1.13, cpu)", name)
+	return Runtime{}, fmt.Errorf("unknown runtime %q (known: cuda, cuda-2.10, cuda-2.6, cuda-2.1, cuda-2.0, cuda-1.10, cpu-1.13, cpu)", name)
 }
