@@ -66,7 +66,8 @@ def mixtral_small():
 #   on all linear layers + gradient checkpointing (use_reentrant=False); loop = bf16 with the experts run as
 #   transformers' per-expert loop (experts_implementation="eager"; its default here is "grouped_mm");
 #   compile = bf16 with the whole model under torch.compile (Inductor, default mode; step 1 compiles, and
-#   the loss is inside the compiled graph)
+#   the loss is inside the compiled graph); lora_bf16ad = lora with get_peft_model(...,
+#   autocast_adapter_dtype=False): the adapters stay in bf16 instead of PEFT's default fp32
 CASES = {
     "llama1b_bf16": (llama1b, 4, 2048, "bf16"),
     "llama1b_amp": (llama1b, 4, 2048, "amp"),
@@ -79,6 +80,7 @@ CASES = {
     "qwen3_moe_bf16": (qwen3_moe_small, 4, 2048, "bf16"),
     "qwen3_moe_loop": (qwen3_moe_small, 4, 2048, "loop"),
     "mixtral_bf16": (mixtral_small, 4, 2048, "bf16"),
+    "llama1b_lora_bf16ad": (llama1b, 4, 2048, "lora_bf16ad"),
 }
 
 
@@ -104,7 +106,7 @@ class Mem:
         return {"memory_stats": dict, "mem_get_info": lambda: (0, 0)}.get(k, lambda *a, **kw: 0)
 
 
-def run_case(name, steps, dev, shrink=False):
+def run_case(name, steps, dev, shrink=False, empty_cache_steps=False):
     from transformers import AutoModelForCausalLM
     build, b, s, variant = CASES[name]
     cfg = build()
@@ -119,13 +121,14 @@ def run_case(name, steps, dev, shrink=False):
         model = AutoModelForCausalLM.from_config(cfg)
     model = model.to(torch.float32 if variant == "amp" else torch.bfloat16)
     model.config.use_cache = False
-    if variant in ("ckpt", "lora"):
+    if variant in ("ckpt", "lora", "lora_bf16ad"):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if variant == "lora":
+    if variant in ("lora", "lora_bf16ad"):
         from peft import LoraConfig, get_peft_model
         model.enable_input_require_grads()
         model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, target_modules="all-linear",
-                                                 task_type="CAUSAL_LM"))
+                                                 task_type="CAUSAL_LM"),
+                               autocast_adapter_dtype=variant == "lora")
     model.train()
     if variant == "compile":
         model = torch.compile(model)
@@ -146,6 +149,8 @@ def run_case(name, steps, dev, shrink=False):
         opt.zero_grad(set_to_none=True)
         gc.collect()
         cuda.synchronize()
+        if empty_cache_steps:  # the step starts from a cache of what persists: no segments of the steps before
+            cuda.empty_cache()
         cuda.reset_peak_memory_stats()
         a0 = cuda.memory_allocated()
         t0 = time.time()
@@ -188,6 +193,8 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--deadline-s", type=float, default=None)
     ap.add_argument("--device", default="cuda", help="cpu: a smoke test on tiny models (no figures)")
+    ap.add_argument("--empty-cache-steps", action="store_true",
+                    help="torch.cuda.empty_cache() at each step's start: the reserve without the earlier steps' segments")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -200,7 +207,8 @@ def main():
             else:
                 t = time.time()
                 try:
-                    rec = run_case(name, a.steps, dev, shrink=dev.type == "cpu")
+                    rec = run_case(name, a.steps, dev, shrink=dev.type == "cpu", empty_cache_steps=a.empty_cache_steps)
+                    rec["empty_cache_steps"] = a.empty_cache_steps
                 except BaseException as e:  # an OOM or an API difference: record and go on
                     rec = dict(case=name, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-3000:])
                     gc.collect()
