@@ -32,13 +32,11 @@ import (
 //     the GPU. The fp32 rows (gpt2, llama, lmhead), whose steps are fp32
 //     GEMMs at the measured fp32 rate, land within 4 %; the embedding's
 //     (its gradient's index_add_ and AdamW over a 2 GiB table) -4.8 %.
-//   - The bf16 and mixed-precision rows are 9-35 % faster in memsh than
-//     measured, most where the step is many mid-sized kernels: eager
-//     attention's [b, h, s, s] elementwise chain (masked_fill over a
-//     broadcast mask, fp32 softmax, dropout: llama 2048 x 4 with selective
-//     recompute -35 %) and GPT-2's 12 layers of width 1024 (-34 % with
-//     SDPA). The H200's mid-sized GEMMs ran 15-18 % below memsh's isolated
-//     rate in the kernel sweep (8192 x 3072 x 1024 and 8192 x 1024 x 4096,
+//   - The bf16 and mixed-precision rows are 5-34 % faster in memsh than
+//     measured (isolated), most where the step is many mid-sized kernels:
+//     GPT-2's 12 layers of width 1024 (-24 to -34 %, with SDPA -34 %).
+//     The H200's mid-sized GEMMs ran 15-18 % below memsh's isolated rate
+//     in the kernel sweep (8192 x 3072 x 1024 and 8192 x 1024 x 4096,
 //     GPT-2's shapes), and layer_norm and GELU 20 and 8 % below memsh's
 //     stream rate; what the rest is needs a per-kernel profile of these
 //     steps (tools/oracle/cuda_profile.py, prepared, not yet run).
