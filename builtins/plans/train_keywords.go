@@ -175,7 +175,7 @@ var TrainKeywords = []keyword{
 		Doc: `when NCCL connects a communicator's algorithms: "lazy" (NCCL_RUNTIME_CONNECT=1, the default since NCCL 2.22: rings always, trees and NVLS only for the all-reduces that use them) or "eager" (earlier NCCL: rings, trees, NVLS and the send/recv pool for network peers when the communicator is made)`,
 		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.NCCLConnect })},
 	{Name: "cuda_module_loading", Def: starlark.String("lazy"),
-		Doc: `CUDA_MODULE_LOADING: "lazy" (the default since CUDA 11.7 and PyTorch 1.13: kernels load when first launched) or "eager" (every kernel at start: the card's measured eager context where the catalog has one, the V100's 1,343 MiB, else about 362 MiB more)`,
+		Doc: `CUDA_MODULE_LOADING: "lazy" (the default since CUDA 11.7 and PyTorch 1.13: kernels load when first launched) or "eager" (every kernel at start: the card's measured eager context where the catalog has one, the V100's 1,343 MiB or with runtime "cuda" the H200's 1,796.8 MiB, else about 362 MiB more)`,
 		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.ModuleLoading })},
 	{Name: "cublas_workspace_config", Def: starlark.None,
 		Doc: `CUBLAS_WORKSPACE_CONFIG, ":SIZE:COUNT" pairs with SIZE in KiB (":4096:8" is 32 MiB): the size of each cuBLAS workspace PyTorch allocates through its caching allocator, one per thread that runs matmuls (a training step has two: the forward's and the autograd engine's backward thread). None: PyTorch's default, 8 MiB + 128 KiB, 32 MiB on Hopper and Blackwell, 128 MiB on the MI300 series`,

@@ -41,7 +41,9 @@ const catalogMiB int64 = 1 << 20
 //     CurrentContext is the context measured with torch 2.11 and CUDA
 //     13.0 (runtime "cuda"): the H200's (h200LazyContext).
 //     EagerContext is a card's context measured with eager loading: the
-//     V100's 1,343 MiB of calibration.md B1 row 0 (torch 1.x, CUDA 10/11).
+//     V100's 1,343 MiB of calibration.md B1 row 0 (torch 1.x, CUDA 10/11);
+//     CurrentEagerContext the same with torch 2.11 and CUDA 13.0 (the
+//     H200's h200EagerContext).
 //
 // "thamada" below is github.com/thamada/nvidia-smi at c4c8a46, files
 // gls/<card>_deviceQuery.py and gls/<card>_smi.py: deviceQuery and
@@ -59,6 +61,17 @@ const catalogLazyContext = 500 * catalogMiB
 // (context_h200_test.go has every case, 750.8 to 770.8 MiB, and the
 // stages of cuda_extra.py's context section).
 const h200LazyContext = 804_061_184
+
+// h200EagerContext is h200LazyContext's stage with eager module loading
+// (CUDA_MODULE_LOADING=EAGER, every kernel of each library loaded with the
+// library): the same H200 stack, cuda_extra.py's context section run
+// again with that variable (run 5, sim/testdata/cuda_h200/
+// context_eager.jsonl), outside the allocator after the first SDPA forward
+// and backward (cuBLAS and cuDNN attention loaded): 1,961,689,088 B used
+// less 77,594,624 reserved. A training step launches no library the
+// stage has not loaded, so the figure holds through it (a convolution's
+// cuDNN libraries would add 196 MiB more: context_h200_test.go).
+const h200EagerContext = 1_884_094_464
 
 // voltaLazyContext is the V100's context with lazy module loading: the
 // median of its two rows in context_oom_test.go (360.6 and 366.2 MiB).
@@ -146,7 +159,7 @@ func Catalog() []Device {
 			// The H200 of SEEDS.md story 1: 143,771 MiB exactly.
 			Name: "H200", Memory: 150_109_880_320, SMIMemory: 143_771 * catalogMiB,
 			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
-			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext, CurrentContext: h200LazyContext,
+			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext, CurrentContext: h200LazyContext, CurrentEagerContext: h200EagerContext,
 			Kernels: h200Rates.withGraph(hopperGraph), Host: dgxH200Host,
 			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
 				"NVLink4 900 GB/s; PyTorch total 150,109,880,320 B = 139.80 GiB (measured on one H200, " +

@@ -30,13 +30,16 @@ const EagerModuleBytes int64 = 666_632_192 - 287_047_680
 // or with eager loading when eager is set: the card's measured eager
 // context (EagerContext) where it has one, else the lazy context plus
 // EagerModuleBytes. current asks for the newest stack's (torch 2.11,
-// CUDA 13.0), the card's CurrentContext where it has one: the context
+// CUDA 13.0), the card's CurrentContext (CurrentEagerContext with eager
+// loading) where it has one: the context
 // grows with the CUDA and driver release (issue 28), and the OOM messages
 // Context is read from are torch 2.1 to 2.9 on CUDA 11.8 to 12.8.
 func (d Device) ContextBytes(eager, current bool) int64 {
 	switch {
 	case !eager && current && d.CurrentContext > 0:
 		return d.CurrentContext
+	case eager && current && d.CurrentEagerContext > 0:
+		return d.CurrentEagerContext
 	case !eager:
 		return d.Context
 	case d.EagerContext > 0:

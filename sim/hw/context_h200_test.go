@@ -75,3 +75,41 @@ func TestH200ContextMeasured(t *testing.T) {
 		t.Errorf("catalog context less the bare context, cuBLAS and cuDNN: %d B, want the case's own kernels (0 to 70 MiB)", got)
 	}
 }
+
+// The same context section with CUDA_MODULE_LOADING=EAGER (run 5,
+// context_eager.jsonl; same stack, a fresh process):
+//
+//	stage                           device used     reserved   outside
+//	init and one tensor             1,322,057,728   2,097,152  1,258.8 MiB
+//	first bf16 matmul               1,894,580,224  56,623,104  1,752.8 MiB  (+494 MiB: cuBLAS loaded whole)
+//	first fp32 matmul               1,919,746,048  56,623,104  1,776.8 MiB
+//	first addmm (cuBLASLt)          1,919,746,048  56,623,104  1,776.8 MiB
+//	first SDPA forward and backward 1,961,689,088  77,594,624  1,796.8 MiB  (cuDNN attention)
+//	first cuDNN convolution         2,190,278,656 100,663,296  1,992.8 MiB  (+196 MiB: cuDNN's convolution libraries)
+//
+// Eager loading costs 1,149 MiB more than lazy at the SDPA stage (700.8
+// MiB there, run 1): the figure a user who sets the variable sees.
+func TestH200EagerContextMeasured(t *testing.T) {
+	const mib = 1 << 20
+	lazySDPA := int64(812_449_792 - 77_594_624)
+	eagerSDPA := int64(1_961_689_088 - 77_594_624)
+	eagerConv := int64(2_190_278_656 - 100_663_296)
+	if got := (eagerSDPA - lazySDPA) / mib; got != 1_096 {
+		t.Errorf("eager loading adds %d MiB at the SDPA stage, measured 1,096 MiB", got)
+	}
+	if got := (eagerConv - eagerSDPA) / mib; got != 196 {
+		t.Errorf("cuDNN's convolutions add %d MiB under eager loading, measured 196", got)
+	}
+	d, err := LookupDevice("H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.ContextBytes(true, true); got != eagerSDPA {
+		t.Errorf("H200 eager context (torch 2.11) %d B, measured %d B", got, eagerSDPA)
+	}
+	// Older runtimes keep the catalog's rule: the lazy context plus what
+	// eager loading added in pytorch/pytorch#86509.
+	if got, want := d.ContextBytes(true, false), d.Context+EagerModuleBytes; got != want {
+		t.Errorf("H200 eager context (older runtimes) %d B, want %d B", got, want)
+	}
+}

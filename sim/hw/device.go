@@ -27,7 +27,11 @@ type Device struct {
 	// runtime "cuda" takes (core.Runtime.CurrentStack); 0 where not
 	// measured, and for the older runtimes Context holds (context.go).
 	CurrentContext int64
-	Source         string // where these figures come from
+	// CurrentEagerContext is CurrentContext's eager-loading counterpart
+	// (CUDA_MODULE_LOADING=EAGER with the newest stack); 0 where not
+	// measured.
+	CurrentEagerContext int64
+	Source              string // where these figures come from
 
 	// Host is the host memory of the node the card is usually installed
 	// in (host.go); zero for a custom device, whose node then takes

@@ -105,13 +105,13 @@ func Overheads(p *core.Plan) []Overhead {
 		loading = "eager module loading"
 	}
 	src := "CUDA context and loaded kernels for " + dev.Name + " with " + loading + " (" + dev.Source
+	current := p.Runtime.CurrentStack && (!eager && dev.CurrentContext > 0 || eager && dev.CurrentEagerContext > 0)
 	switch {
-	case eager && dev.EagerContext > 0:
+	case eager && (current || dev.EagerContext > 0):
 		src += "; measured with eager module loading"
 	case eager:
 		src += fmt.Sprintf("; %s of eager module loading added, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
 	}
-	current := p.Runtime.CurrentStack && !eager && dev.CurrentContext > 0
 	if current {
 		src += "; measured with torch 2.11 and CUDA 13.0"
 	}
