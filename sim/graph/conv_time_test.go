@@ -16,7 +16,9 @@ import (
 // GraphTransformerConv and GraphTransformerFunction on given query [dst,
 // H, d], key and value [src, H, d] and edge features [edges, H, d]): the
 // four inputs are made from the model input by copies outside the conv's
-// scope, in the input's dtype, and need gradients.
+// scope, in the plan's compute dtype (fp16 for "fp16", bf16 for
+// "bf16-mixed": tools/oracle/graph_conv.py's bf16 leaves under autocast),
+// and need gradients.
 type attentionAlone struct {
 	g               edgeAttention
 	src, dst, edges int64
@@ -30,7 +32,7 @@ func (a *attentionAlone) Summary() string        { return "" }
 func (a *attentionAlone) Validate(string) error  { return nil }
 
 func (a *attentionAlone) Lower(b *core.Builder, x core.Value) core.Value {
-	c, dt := a.g.channels, b.Dtype(x)
+	c, dt := a.g.channels, b.Prec.Compute
 	in := func(name string, rows int64) core.Value {
 		return b.Ew("copy", name, []core.Value{x}, []int64{rows, c}, dt, "benchmark input")
 	}
@@ -41,10 +43,27 @@ func (a *attentionAlone) Lower(b *core.Builder, x core.Value) core.Value {
 }
 
 // attentionTime is the forward + backward GPU time of the ops in the
-// conv's scope (the benchmark inputs' copies excluded).
+// conv's scope (the benchmark inputs' copies excluded), fp16.
 func attentionTime(t *testing.T, a *attentionAlone, gpu, runtime string) float64 {
 	t.Helper()
-	prec, _ := core.LookupPrecision("fp16")
+	return attentionTimeIn(t, a, gpu, runtime, "fp16")
+}
+
+// attentionTimeIn is attentionTime under the named precision.
+func attentionTimeIn(t *testing.T, a *attentionAlone, gpu, runtime, precision string) float64 {
+	t.Helper()
+	fwd, bwd := attentionPhases(t, a, gpu, runtime, precision)
+	return fwd + bwd
+}
+
+// attentionPhases is the forward and the backward GPU time, in seconds, of
+// the ops in the conv's scope under the named precision.
+func attentionPhases(t *testing.T, a *attentionAlone, gpu, runtime, precision string) (fwd, bwd float64) {
+	t.Helper()
+	prec, err := core.LookupPrecision(precision)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rt, err := core.LookupRuntime(runtime)
 	if err != nil {
 		t.Fatal(err)
@@ -60,18 +79,17 @@ func attentionTime(t *testing.T, a *attentionAlone, gpu, runtime string) float64
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s float64
 	for i, c := range timing.PriceOps(prog, p) {
 		op := prog.Ops[i]
 		if strings.HasPrefix(op.Module, "conv") {
-			s += c.Fwd + c.Bwd
+			fwd, bwd = fwd+c.Fwd, bwd+c.Bwd
 			if testing.Verbose() && len(op.Out) > 0 {
 				o := prog.Values[op.Out[len(op.Out)-1]]
 				t.Logf("  %-12s %-20s %v %s fwd %.3f bwd %.3f ms", op.Kind, op.Name, o.Shape, o.Dtype, 1e3*c.Fwd, 1e3*c.Bwd)
 			}
 		}
 	}
-	return s
+	return fwd, bwd
 }
 
 // PR #631's table: ms per forward + backward of the graph attention alone,
