@@ -160,7 +160,7 @@ func Catalog() []Device {
 			Name: "H200", Memory: 150_109_880_320, SMIMemory: 143_771 * catalogMiB,
 			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext, CurrentContext: h200LazyContext, CurrentEagerContext: h200EagerContext,
-			Kernels: h200Rates.withGraph(hopperGraph), Host: dgxH200Host,
+			Kernels: h200Rates.withGraph(hopperGraph).withEager(h200Eager), Host: dgxH200Host,
 			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
 				"NVLink4 900 GB/s; PyTorch total 150,109,880,320 B = 139.80 GiB (measured on one H200, " +
 				"sim/testdata/cuda_h200, tools/oracle/cuda_run.sh: torch.cuda.get_device_properties().total_memory, " +

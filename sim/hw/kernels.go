@@ -25,6 +25,10 @@ type KernelRates struct {
 	// of PyG's message passing reach (graph_rates.go); zero where
 	// unmeasured.
 	Graph GraphKernels
+	// Eager is what eager attention's masked_fill and softmax reach, as
+	// fractions of the streaming rate (eager_rates.go); zero where
+	// unmeasured.
+	Eager EagerKernels
 	// PCIe is the fraction of the Device's PCIeGBps a copy between device
 	// memory and pinned (page-locked) host memory reaches through the copy
 	// engines (cudaMemcpyAsync, what PyTorch's copy_ and .to() run):

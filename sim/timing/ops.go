@@ -172,6 +172,9 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 	}
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: bytes}
 	c.Fwd, c.Bound = streamTime(&pr.d, bytes)
+	if f := eagerFraction(&pr.d, pr.prog, op); f > 0 {
+		c.Fwd, c.Bound = streamTime(&pr.d, bytes/f) // a slower kernel: its bytes at f of the rate
+	}
 	if in, w := pr.needsGrad(op); in || w {
 		c.Bwd, _ = streamTime(&pr.d, 2*bytes)
 		c.BwdK = 1
