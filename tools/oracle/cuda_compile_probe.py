@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch.compile's peaks on CUDA without graph breaks: the second compile run (prepared, not yet run).
+"""torch.compile's peaks on CUDA without graph breaks: the second compile run (prepared, then run as run 4 of sim/testdata/cuda_h200).
 
 Run 1 (sim/testdata/cuda_h200/extra.jsonl part "compile") compiled ../shared/oracle/measure.py's stacks, whose
 sdpa() reads y.grad_fn: a Dynamo graph break ("Tensor with grad_fn()"), so every block ran as four graphs around

@@ -1,4 +1,4 @@
-"""Second H200 run for memsh's time model (prepared 2026-12-04, not yet run): what run 1
+"""Second H200 run for memsh's time model (prepared 2026-12-04; run as runs 4 and 6 of sim/testdata/cuda_h200): what run 1
 (sim/testdata/cuda_h200) left open. One process, about 3 minutes, ~40 GB of device memory.
 
     cp -r ../shared/oracle .oracle && cp tools/oracle/cuda_profile.py .oracle/
