@@ -175,7 +175,9 @@ func GpuBuiltins() []host.Builtin {
 			"several GPUs or with host transfers notes the assumption; across nodes the network is the time model's " +
 			"100 Gb/s per GPU for a card it does not know unless cluster(inter=) gives it, and the report notes that " +
 			"too); context the CUDA context bytes with lazy module loading (default " +
-			"500 MiB; the catalog's by GPU generation, from PyTorch's OOM messages: docs/device-memory.md). Without bf16_tflops or hbm_gbps the step time is unknown (the report says which is missing). " +
+			"500 MiB; the catalog's by GPU generation, from PyTorch's OOM messages: docs/device-memory.md; with runtime \"cuda\" " +
+			"a card measured on torch 2.11 and CUDA 13.0 takes its measured context instead, the H200's 766.8 MiB lazy and " +
+			"1,796.8 MiB eager; a context given here stands for every runtime). Without bf16_tflops or hbm_gbps the step time is unknown (the report says which is missing). " +
 			"Attributes: name, memory, smi_memory, context, bf16_tflops, fp32_tflops, fp8_tflops, hbm_gbps, " +
 			"link_gbps, pcie_gbps, source.\n\n" +
 			"Catalog (PyTorch's total, nvidia-smi's): " + strings.Join(names, ", ") + ".",
@@ -255,7 +257,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		if n < 0 {
 			return nil, fmt.Errorf("context must not be negative (got %d bytes)", n)
 		}
-		d.Context, d.CurrentContext = n, 0
+		d.Context, d.CurrentContext, d.CurrentEagerContext = n, 0, 0 // the given context stands for every runtime
 	}
 	if d.Context >= d.Memory {
 		return nil, fmt.Errorf("context (%s) must be smaller than memory (%s)", units.FormatBytes(d.Context), units.FormatBytes(d.Memory))
