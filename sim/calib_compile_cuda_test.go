@@ -73,6 +73,33 @@ var cudaCompileRows = []cudaCompileRow{
 // cudaStack is measure.py's stack in memsh: its blocks as oracleBlock
 // builds them, SDPA for the attention, and the module buffers the oracle's
 // blocks register (harnessBuffers).
+// cudaStackPlan is the plan of one of cudaStack's stacks as cuda_extra.py
+// trains it: bf16 parameters, torch.optim.AdamW's default (foreach on
+// CUDA), runtime "cuda" on the H200, each block compiled when compile is
+// set.
+func cudaStackPlan(t *testing.T, kind string, compile bool) (plan *core.Plan, b, s, h int64) {
+	t.Helper()
+	m, b, s, h := cudaStack(kind)
+	prec, err := core.LookupPrecision("bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := core.LookupRuntime("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := hw.LookupDevice("H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan = &core.Plan{Model: m, Batch: b, Seq: s, GradAccum: 1, Members: 1, Precision: prec,
+		Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, Runtime: rt, Device: dev}
+	if compile {
+		plan.Compile = core.Compile{Blocks: true}
+	}
+	return plan, b, s, h
+}
+
 func cudaStack(kind string) (m *core.Model, b, s, h int64) {
 	c := oracleCase{kind: kind, h: 2048, a: 32, kv: 4, f: 5632, s: 2048, b: 4}
 	if kind == "gpt2" {
@@ -207,24 +234,7 @@ func oracleStep(r *replay.Report, gout int64) (atStart, afterFwd, peakFwd, peak 
 func TestCudaCompileCalibration(t *testing.T) {
 	const seeds = 4 * 2 * 512 // cuDNN's philox seed and offset, per layer
 	for _, row := range cudaCompileRows {
-		m, b, s, h := cudaStack(row.kind)
-		prec, err := core.LookupPrecision("bf16")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rt, err := core.LookupRuntime("cuda")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dev, err := hw.LookupDevice("H200")
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan := &core.Plan{Model: m, Batch: b, Seq: s, GradAccum: 1, Members: 1, Precision: prec,
-			Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, Runtime: rt, Device: dev}
-		if row.compile {
-			plan.Compile = core.Compile{Blocks: true}
-		}
+		plan, b, s, h := cudaStackPlan(t, row.kind, row.compile)
 		r, err := Evaluate(plan, core.Options{Trace: true})
 		if err != nil {
 			t.Fatal(err)
@@ -278,21 +288,7 @@ func TestCudaCompileProbe(t *testing.T) {
 	const mib, seeds = 1 << 20, 4 * 2 * 512
 	for _, pr := range cudaCompileProbeRows {
 		row := pr.row
-		m, b, s, h := cudaStack(row.kind)
-		prec, err := core.LookupPrecision("bf16")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rt, err := core.LookupRuntime("cuda")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dev, err := hw.LookupDevice("H200")
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan := &core.Plan{Model: m, Batch: b, Seq: s, GradAccum: 1, Members: 1, Precision: prec,
-			Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, Runtime: rt, Device: dev, Compile: core.Compile{Blocks: true}}
+		plan, b, s, h := cudaStackPlan(t, row.kind, true)
 		r, err := Evaluate(plan, core.Options{Trace: true})
 		if err != nil {
 			t.Fatal(err)
