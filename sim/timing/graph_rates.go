@@ -40,8 +40,8 @@ import (
 
 // graphRates is the GPU's measured graph kernels, ok false where there
 // are none or the plan is compiled.
-func (pr *pricer) graphRates() (hw.GraphKernels, bool) {
-	g := ratesOf(&pr.d).Graph
+func (pr *pricer) graphRates() (*hw.GraphKernels, bool) {
+	g := &ratesOf(&pr.d).Graph
 	compiled := pr.dispatch == DispatchCompiled || pr.dispatch == DispatchCUDAGraphs
 	return g, g.Measured() && !compiled && pr.d.HBMGBps > 0
 }
@@ -62,7 +62,7 @@ func width(dt units.DType) int {
 
 // gatherTime is a row gather of rows rows of row bytes from a table of
 // table bytes, its index sorted or not.
-func (pr *pricer) gatherTime(g hw.GraphKernels, rows, row, table float64, sorted bool) float64 {
+func (pr *pricer) gatherTime(g *hw.GraphKernels, rows, row, table float64, sorted bool) float64 {
 	reads := rows * rowRead(row)
 	if sorted {
 		reads = min(reads, table)
@@ -91,7 +91,7 @@ func (pr *pricer) atomicAddTime(rates [2]float64, n float64, dt units.DType, zer
 // indexAddRates is the index_add_ rates for an op over tensors of at
 // most n elements: 64-bit index arithmetic past 2^31 (ATen's
 // canUse32BitIndexMath).
-func indexAddRates(g hw.GraphKernels, n float64) [2]float64 {
+func indexAddRates(g *hw.GraphKernels, n float64) [2]float64 {
 	if n > math.MaxInt32 {
 		return g.IndexAdd64
 	}
@@ -117,7 +117,7 @@ func headGroups(in, out []int64, most int64) (h, d int64, ok bool) {
 }
 
 // headSumTime is a sum over groups of d elements of dt, rows groups.
-func (pr *pricer) headSumTime(g hw.GraphKernels, rows, d float64, dt units.DType) float64 {
+func (pr *pricer) headSumTime(g *hw.GraphKernels, rows, d float64, dt units.DType) float64 {
 	t := rows / g.HeadSumRows
 	if width(dt) == 0 && g.HeadSumElems > 0 {
 		t = max(t, rows*d/g.HeadSumElems)
@@ -193,7 +193,7 @@ func (pr *pricer) broadcastMul(op *core.OpInfo) (OpCost, bool) {
 
 // broadcastFrac is the measured fraction of the peak for a broadcast
 // multiply with wide operand in and output out; 0 where unmeasured.
-func broadcastFrac(g hw.GraphKernels, in, out units.DType) float64 {
+func broadcastFrac(g *hw.GraphKernels, in, out units.DType) float64 {
 	switch wi, wo := width(in), width(out); {
 	case wi == 0 && wo == 0:
 		return g.Broadcast[0]
