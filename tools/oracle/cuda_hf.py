@@ -10,6 +10,12 @@ so memsh's hf_config can read the very model that ran.
     python3 tools/oracle/cuda_hf.py --out hf.jsonl [--cases llama1b_bf16,...] [--deadline-s 150]
     python3 tools/oracle/cuda_hf.py --out /tmp/smoke.jsonl --device cpu     # a smoke test, tiny models
 
+--segments adds, after each step, the caching allocator's segments (torch.cuda.memory_snapshot(): each
+segment's size, allocated bytes, stream and pool kind), to see which of step 1's segments the steady step
+reuses. --profile runs the last step under torch.profiler and adds what the GPU did in it: the kernels'
+summed device time, their count, the CUDA runtime calls (launches, synchronisations, copies) and the top
+kernels by time, against the unprofiled step before it.
+
 One JSON line per case; a case that raises is written with "error" and the run goes on.
 """
 import argparse
@@ -106,7 +112,39 @@ class Mem:
         return {"memory_stats": dict, "mem_get_info": lambda: (0, 0)}.get(k, lambda *a, **kw: 0)
 
 
-def run_case(name, steps, dev, shrink=False, empty_cache_steps=False):
+def segments(dev):
+    """The caching allocator's segments now: [size, allocated, stream, pool] each, largest first."""
+    if dev.type != "cuda":
+        return []
+    segs = [[sg["total_size"], sg["allocated_size"], sg["stream"], sg.get("segment_type", "")]
+            for sg in torch.cuda.memory_snapshot()]
+    return sorted(segs, reverse=True)
+
+
+def profile_summary(prof):
+    """What the GPU ran in a profiled step: kernel time and count, runtime calls, the top kernels."""
+    kern, runtime, aten = {}, {}, 0
+    for e in prof.events():
+        dt = getattr(e, "device_type", None)
+        name = e.name
+        if dt is not None and str(dt).endswith("CUDA"):
+            k = kern.setdefault(name, [0, 0.0])
+            k[0] += 1
+            k[1] += e.time_range.elapsed_us()
+        elif name.startswith("aten::"):
+            aten += 1
+        elif name.startswith("cuda") or name.startswith("cu"):
+            r = runtime.setdefault(name, [0, 0.0])
+            r[0] += 1
+            r[1] += e.cpu_time_total
+    total_us = sum(v[1] for v in kern.values())
+    top = sorted(kern.items(), key=lambda kv: -kv[1][1])[:25]
+    return dict(kernel_time_s=total_us / 1e6, kernels=sum(v[0] for v in kern.values()), aten_ops=aten,
+                runtime_calls={k: dict(count=v[0], cpu_s=v[1] / 1e6) for k, v in runtime.items()},
+                top_kernels=[dict(name=k[:160], count=v[0], time_s=v[1] / 1e6) for k, v in top])
+
+
+def run_case(name, steps, dev, shrink=False, empty_cache_steps=False, want_segments=False, want_profile=False):
     from transformers import AutoModelForCausalLM
     build, b, s, variant = CASES[name]
     cfg = build()
@@ -153,6 +191,12 @@ def run_case(name, steps, dev, shrink=False, empty_cache_steps=False):
             cuda.empty_cache()
         cuda.reset_peak_memory_stats()
         a0 = cuda.memory_allocated()
+        prof = None
+        if want_profile and step == steps:
+            from torch.profiler import profile, ProfilerActivity
+            acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+            prof = profile(activities=acts)
+            prof.__enter__()
         t0 = time.time()
         if variant == "amp":
             with torch.autocast(dev.type, dtype=torch.bfloat16):
@@ -172,12 +216,19 @@ def run_case(name, steps, dev, shrink=False, empty_cache_steps=False):
         cuda.synchronize()
         t3 = time.time()
         st = cuda.memory_stats()
-        rec["steps"].append(dict(step=step, at_start=a0, after_forward=af, peak_forward=pf,
-                                 peak_through_backward=pb, max_memory_allocated=cuda.max_memory_allocated(),
-                                 max_memory_reserved=cuda.max_memory_reserved(),
-                                 after_step=cuda.memory_allocated(),
-                                 num_alloc_retries=st.get("num_alloc_retries"),
-                                 wall_s=dict(forward=t1 - t0, backward=t2 - t1, opt_step=t3 - t2, step=t3 - t0)))
+        srec = dict(step=step, at_start=a0, after_forward=af, peak_forward=pf,
+                    peak_through_backward=pb, max_memory_allocated=cuda.max_memory_allocated(),
+                    max_memory_reserved=cuda.max_memory_reserved(),
+                    reserved_after_step=cuda.memory_reserved(),
+                    after_step=cuda.memory_allocated(),
+                    num_alloc_retries=st.get("num_alloc_retries"),
+                    wall_s=dict(forward=t1 - t0, backward=t2 - t1, opt_step=t3 - t2, step=t3 - t0))
+        if prof is not None:
+            prof.__exit__(None, None, None)
+            srec["profile"] = profile_summary(prof)
+        if want_segments:
+            srec["segments"] = segments(dev)
+        rec["steps"].append(srec)
     free, total = cuda.mem_get_info()
     rec["device_used_after"] = total - free
     del model, opt, trainable, ids
@@ -195,6 +246,8 @@ def main():
     ap.add_argument("--device", default="cuda", help="cpu: a smoke test on tiny models (no figures)")
     ap.add_argument("--empty-cache-steps", action="store_true",
                     help="torch.cuda.empty_cache() at each step's start: the reserve without the earlier steps' segments")
+    ap.add_argument("--segments", action="store_true", help="the allocator's segments after each step")
+    ap.add_argument("--profile", action="store_true", help="the last step under torch.profiler")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -207,7 +260,8 @@ def main():
             else:
                 t = time.time()
                 try:
-                    rec = run_case(name, a.steps, dev, shrink=dev.type == "cpu", empty_cache_steps=a.empty_cache_steps)
+                    rec = run_case(name, a.steps, dev, shrink=dev.type == "cpu", empty_cache_steps=a.empty_cache_steps,
+                                   want_segments=a.segments, want_profile=a.profile)
                     rec["empty_cache_steps"] = a.empty_cache_steps
                 except BaseException as e:  # an OOM or an API difference: record and go on
                     rec = dict(case=name, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-3000:])

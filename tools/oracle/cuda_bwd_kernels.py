@@ -1,0 +1,146 @@
+"""What one op's backward really launches on a CUDA GPU, and how long it takes.
+
+For each case an op runs on fresh inputs; torch.autograd.grad then takes the gradients of its inputs
+(no .grad accumulation: the op's own backward only). Recorded per case: the kernels the forward and the
+backward launch (torch.profiler: name, count, device time) and their times by CUDA events, the median of
+--reps repetitions. This is the measurement behind memsh's backward pricing of adds (autograd's
+AddBackward0 passes the gradient through), casts (ToCopyBackward0: one cast back), broadcasts (a
+reduction), a tensor used twice (its gradients summed), masked_fill and softmax.
+
+    python3 tools/oracle/cuda_bwd_kernels.py --out bwd.jsonl [--reps 20] [--deadline-s 60]
+    python3 tools/oracle/cuda_bwd_kernels.py --out /tmp/smoke.jsonl --device cpu --small   # smoke test
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+T0 = time.time()
+
+
+def cases(dev, small):
+    n, c = (64, 32) if small else (16384, 4096)
+    b, h, s = (1, 2, 16) if small else (4, 32, 2048)
+    bf, f32 = torch.bfloat16, torch.float32
+
+    def t(shape, dt):
+        return torch.randn(shape, device=dev, dtype=dt, requires_grad=True)
+
+    mask = torch.ones(s, s, device=dev, dtype=torch.bool).triu(1)
+    return [
+        # name, inputs, op
+        ("add_same_bf16", lambda: [t((n, c), bf), t((n, c), bf)], lambda a, b_: a + b_),
+        ("add_broadcast_bf16", lambda: [t((n, c), bf), t((c,), bf)], lambda a, b_: a + b_),
+        ("add_twice_bf16", lambda: [t((n, c), bf)], lambda a: a + a),
+        ("mul_same_bf16", lambda: [t((n, c), bf), t((n, c), bf)], lambda a, b_: a * b_),
+        ("cast_bf16_to_fp32", lambda: [t((n, c), bf)], lambda a: a.float()),
+        ("cast_fp32_to_bf16", lambda: [t((n, c), f32)], lambda a: a.to(bf)),
+        ("add_same_fp32", lambda: [t((n, c), f32), t((n, c), f32)], lambda a, b_: a + b_),
+        ("masked_fill_bf16", lambda: [t((b, h, s, s), bf)], lambda a: a.masked_fill(mask, float("-inf"))),
+        ("softmax_bf16", lambda: [t((b, h, s, s), bf)], lambda a: torch.softmax(a, -1)),
+        ("softmax_bf16_to_fp32", lambda: [t((b, h, s, s), bf)], lambda a: torch.softmax(a, -1, dtype=f32)),
+        ("softmax_fp32", lambda: [t((b, h, s, s), f32)], lambda a: torch.softmax(a, -1)),
+        ("silu_bf16", lambda: [t((n, c), bf)], lambda a: torch.nn.functional.silu(a)),
+    ]
+
+
+def kernels(prof):
+    out = {}
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):
+            k = out.setdefault(e.name[:160], [0, 0.0])
+            k[0] += 1
+            k[1] += e.time_range.elapsed_us() / 1e6
+    return [dict(name=k, count=v[0], time_s=v[1]) for k, v in sorted(out.items(), key=lambda kv: -kv[1][1])]
+
+
+def run(name, mk, op, dev, reps):
+    from torch.profiler import profile, ProfilerActivity
+    cuda = dev.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    fwd, bwd = [], []
+    for i in range(reps + 2):
+        xs = mk()
+        sync()
+        if cuda:
+            e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            e0.record()
+        t0 = time.perf_counter()
+        y = op(*xs)
+        if cuda:
+            e1.record()
+        t1 = time.perf_counter()
+        g = torch.ones_like(y)
+        sync()
+        if cuda:
+            e1b = torch.cuda.Event(enable_timing=True)
+            e1b.record()
+        t1b = time.perf_counter()
+        torch.autograd.grad(y, xs, g)
+        if cuda:
+            e2.record()
+        sync()
+        t2 = time.perf_counter()
+        if i >= 2:  # two warm-ups
+            if cuda:
+                fwd.append(e0.elapsed_time(e1) / 1e3)
+                bwd.append(e1b.elapsed_time(e2) / 1e3)
+            else:
+                fwd.append(t1 - t0)
+                bwd.append(t2 - t1b)
+        del xs, y, g
+    xs = mk()
+    with profile(activities=acts) as pf:
+        y = op(*xs)
+        sync()
+    g = torch.ones_like(y)
+    sync()
+    with profile(activities=acts) as pb:
+        torch.autograd.grad(y, xs, g)
+        sync()
+    return dict(case=name, shapes=[list(x.shape) for x in xs], dtypes=[str(x.dtype) for x in xs],
+                out_dtype=str(y.dtype), out_bytes=y.numel() * y.element_size(),
+                in_bytes=[x.numel() * x.element_size() for x in xs],
+                forward_s=statistics.median(fwd), backward_s=statistics.median(bwd),
+                forward_all_s=fwd, backward_all_s=bwd,
+                forward_kernels=kernels(pf), backward_kernels=kernels(pb))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--deadline-s", type=float, default=None)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke test of the script)")
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        print("cuda_bwd_kernels.py: no CUDA device", file=sys.stderr)
+        return 2
+    with open(a.out, "a") as f:
+        for name, mk, op in cases(dev, a.small):
+            if a.deadline_s is not None and time.time() - T0 > a.deadline_s:
+                rec = dict(case=name, skipped="deadline")
+            else:
+                try:
+                    rec = run(name, mk, op, dev, a.reps)
+                except Exception as e:  # record and go on
+                    rec = dict(case=name, error=f"{type(e).__name__}: {e}")
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            print(name, rec.get("error") or rec.get("skipped") or
+                  f"fwd {rec['forward_s'] * 1e3:.3f} ms bwd {rec['backward_s'] * 1e3:.3f} ms "
+                  f"bwd kernels {[(k['name'][:40], k['count']) for k in rec['backward_kernels']]}",
+                  file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
