@@ -3,7 +3,9 @@ package search
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +39,9 @@ type Stats struct {
 	// there): they do not fit.
 	HostShort int
 	Profiles  int // block profiles lowered
+	// Priced are the profiles priced (their times summed): those with a
+	// layout the memory bound keeps (search.go).
+	Priced int
 }
 
 // Row is one layout of the result, replayed in full.
@@ -62,6 +67,31 @@ type estimate struct {
 	step                 float64
 	minDevice, minStates int64
 	fullest              int64 // the pipeline stage of the memory bound
+}
+
+// fits says whether the memory bound keeps the layout: neither its
+// model states nor its states and activations exceed capacity bytes.
+func (e *estimate) fits(capacity int64) bool {
+	return e.minStates <= capacity && e.minDevice <= capacity
+}
+
+// groupBy lists 0..len(of)-1 by the group of each (of[i] in 0..n-1), in
+// order within a group: group g's are list[start[g]:start[g+1]].
+func groupBy(n int, of []int32) (start, list []int32) {
+	start = make([]int32, n+1)
+	for _, g := range of {
+		start[g+1]++
+	}
+	for g := range n {
+		start[g+1] += start[g]
+	}
+	list = make([]int32, len(of))
+	next := slices.Clone(start[:n])
+	for i, g := range of {
+		list[next[g]] = int32(i)
+		next[g]++
+	}
+	return start, list
 }
 
 // Run runs the search of sp over base's model, precision, optimizer,
@@ -188,17 +218,66 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		}
 		outsideAt[j] = oi
 	}
+	// Profiles, one per lowering configuration; the units of each
+	// pipeline split (shapes); and the memory bounds of every layout,
+	// from the shapes' activations and parameters. Each profile is lowered,
+	// shaped and bounded on one worker, then priced (its times, FLOPs and
+	// collectives summed from its programs) only if the bound keeps one
+	// of its layouts; the programs are dropped then.
+	//
+	// Exact: the walk and the step times read a profile only through the
+	// layouts the bound keeps (kept below: fill, stepBound, exact), and a
+	// profile is priced when the bound keeps one of its layouts, by the
+	// same bound and the same test (estimate.fits), so every profile they
+	// read is priced. Pricing reads the profile's own programs and plan
+	// alone and leaves the figures the bound read as they are (price), so
+	// a profile priced after its bound holds what one priced at once
+	// would. A layout of a profile left unpriced is pruned: its bound
+	// exceeds the GPU, and the bound is a lower bound of what its replay
+	// reports (TestSearchFastPathEqualsReplay), so it cannot fit, nor be
+	// a row or on the front, which hold replayed layouts that fit. The
+	// result is the same with every profile priced
+	// (TestSearchPricesKeptProfilesOnly).
+	shapeStart, shapeList := groupBy(len(keys), shapeProfile)
+	layoutStart, layoutList := groupBy(len(keys), profileAt)
 	prs := make([]*profile, len(keys))
 	errs := make([]error, len(keys))
+	shs := make([]*stageShape, len(skeys))
+	serrs := make([]error, len(skeys))
+	ests := make([]estimate, len(valid))
+	capacity := base.Device.Memory
 	// Every lowering of the run keeps its copied blocks' names in one
 	// table (core.NameTable): profiles and replays name the same blocks.
 	names, pool := &core.NameTable{}, &core.BufferPool{} // and its replays, the lists they lowered into
-	lows := make([]lowering, max(sp.Workers, 1))         // each worker's lowering lists
+	lows := make([]*lowering, max(sp.Workers, 1))        // each worker's lowering lists
 	for w := range lows {
-		lows[w].bufs.Names = names
+		lows[w] = newLowering(names)
 	}
-	parallelForOn(ctx, sp.Workers, len(keys), nil, func(w, i int) {
-		prs[i], errs[i] = newProfileIn(firstOf[i], partsOf[keys[i]], &lows[w])
+	parallelForOn(ctx, sp.Workers, len(keys), func(done int) { progress(len(layouts) + int(layoutStart[done])) }, func(w, i int) {
+		lw := lows[w]
+		defer lw.release()
+		pr, err := newProfileIn(firstOf[i], partsOf[keys[i]], lw)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		prs[i] = pr
+		for _, si := range shapeList[shapeStart[i]:shapeStart[i+1]] {
+			p := sp.planOf(base, layouts[shapeFirst[si]])
+			if shs[si], serrs[si] = pr.shape(p.Parallel); serrs[si] != nil {
+				return
+			}
+		}
+		price := sp.priceAll
+		for _, j := range layoutList[layoutStart[i]:layoutStart[i+1]] {
+			p := sp.planOf(base, layouts[valid[j]])
+			fe := pr.bound(&p, shs[shapeAt[j]], nonTorch[outsideAt[j]])
+			ests[j] = estimate{minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
+			price = price || ests[j].fits(capacity)
+		}
+		if price {
+			pr.price(lw)
+		}
 	})
 	lows = nil
 	if err := ctx.Err(); err != nil {
@@ -209,36 +288,20 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			return nil, errs[i]
 		}
 	}
-	profiles = nil
-	res.Stats.Profiles = len(keys)
-	shs := make([]*stageShape, len(skeys))
-	serrs := make([]error, len(skeys))
-	parallelFor(ctx, sp.Workers, len(skeys), nil, func(i int) {
-		p := sp.planOf(base, layouts[shapeFirst[i]])
-		shs[i], serrs[i] = prs[shapeProfile[i]].shape(p.Parallel)
-	})
 	for i := range skeys {
 		if serrs[i] != nil {
 			return nil, serrs[i]
 		}
 	}
-	shapes = nil
-
-	// The memory bounds of every layout, from the shapes' activations and
-	// parameters.
-	ests := make([]estimate, len(valid))
+	profiles, shapes = nil, nil
+	res.Stats.Profiles = len(keys)
+	for _, pr := range prs {
+		if pr.priced {
+			res.Stats.Priced++
+		}
+	}
 	shapeOf := func(j int) *stageShape { return shs[shapeAt[j]] }
 	profileOf := func(j int) *profile { return prs[profileAt[j]] }
-	parallelFor(ctx, sp.Workers, len(valid), func(done int) { progress(len(layouts) + done) }, func(j int) {
-		l := layouts[valid[j]]
-		p := sp.planOf(base, l)
-		fe := profileOf(j).bound(&p, shapeOf(j), nonTorch[outsideAt[j]])
-		ests[j] = estimate{minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
-	})
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	capacity := base.Device.Memory
 	var kept []int // indexes into valid
 	for j, e := range ests {
 		switch {
@@ -246,7 +309,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			res.Stats.PrunedStates++
 		case e.minDevice > capacity:
 			res.Stats.PrunedMemory++
-		default:
+		default: // e.fits(capacity)
 			kept = append(kept, j)
 		}
 	}
@@ -261,6 +324,9 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		if sh := shapeOf(j); !filled[sh] {
 			filled[sh] = true
 			pr := profileOf(j)
+			if !pr.priced { // never: the bound that kept j priced its profile
+				return nil, fmt.Errorf("internal error: a layout the memory bound keeps has its profile unpriced")
+			}
 			if fills[pr] == nil {
 				fillers = append(fillers, pr)
 			}

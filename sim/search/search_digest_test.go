@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"reflect"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -59,5 +60,57 @@ func TestSearchDigest(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// Run prices a profile only when the memory bound keeps one of its
+// layouts (search.go): with every profile priced the whole result is the
+// same, the rows, the front, their replays and every count, on a small
+// cluster whose memory prunes and on the 70B search (narrowed as
+// TestSearchLlama70B1024 narrows it), and the bound prunes every layout
+// of some profiles there (the lever has work to do).
+func TestSearchPricesKeptProfilesOnly(t *testing.T) {
+	small := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	small.Device.Memory = 3 << 30
+	cases := []struct {
+		name  string
+		base  *core.Plan
+		space Space
+	}{
+		{"small", small, Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
+			MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"}, CPModes: []string{"ring"}, Top: 8, Workers: 2}},
+		{"small, one worker", small, Space{GPUs: 8, GlobalBatch: 16, Top: 10, Workers: 1, Checkpoint: []string{"none", "full"}}},
+	}
+	if !testing.Short() {
+		cases = append(cases, struct {
+			name  string
+			base  *core.Plan
+			space Space
+		}{"70B", testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB"),
+			Space{GPUs: 1024, GlobalBatch: 1024, Top: 10, Workers: 2, Checkpoint: []string{"none", "full"}, CPModes: []string{"ring"}}})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lazy, err := Run(context.Background(), c.base, c.space)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.space.priceAll = true
+			all, err := Run(context.Background(), c.base, c.space)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lazy.Stats.PrunedStates+lazy.Stats.PrunedMemory == 0 || len(lazy.Front) < 2 {
+				t.Fatalf("the space no longer prunes by memory: %+v, front %d", lazy.Stats, len(lazy.Front))
+			}
+			if lazy.Stats.Priced >= lazy.Stats.Profiles || all.Stats.Priced != all.Stats.Profiles {
+				t.Errorf("priced %d of %d profiles, every one %d of %d: the bound prunes no profile whole", lazy.Stats.Priced, lazy.Stats.Profiles, all.Stats.Priced, all.Stats.Profiles)
+			}
+			t.Logf("priced %d of %d profiles", lazy.Stats.Priced, lazy.Stats.Profiles)
+			all.Stats.Priced = lazy.Stats.Priced
+			if !reflect.DeepEqual(lazy, all) {
+				t.Errorf("pricing kept profiles only:\n%s\nevery profile priced:\n%s", resultDigest(lazy), resultDigest(all))
+			}
+		})
 	}
 }

@@ -34,9 +34,10 @@ type fastEstimate struct {
 // stageShape is the units of a profile's layouts with one pipeline
 // split: the whole model without a pipeline, else each distinct stage
 // (stages running chunks of the same block counts, neither the first nor
-// the last, are alike). The memory bound reads saved and params only;
-// the step time reads stages, which fill sums for the layouts that pass
-// the bound.
+// the last, are alike). The memory bound reads saved and params only
+// (and the profile's memory figures, newProfileIn's); the step time
+// reads stages, which fill sums, from the priced profile, for the
+// layouts that pass the bound.
 type stageShape struct {
 	pp, v  int64
 	saved  []int64 // activations each model chunk holds for backward, in chunk order (without a pipeline: the model's)
@@ -56,10 +57,9 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 	if pr.parts&partsFor(par) == 0 {
 		return nil, fmt.Errorf("internal error: a profile without the units of %v", par)
 	}
-	if par.PP <= 1 {
-		u := pr.base.add(pr.block, float64(pr.n))
-		u.params = pr.base.params.add(pr.block.params, pr.n)
-		sh.stages, sh.params, sh.saved, sh.kindOf = []unitSums{u}, []paramAgg{u.params}, []int64{u.saved}, []int{0}
+	if par.PP <= 1 { // the model, its rest and n blocks (fill sums its units, base.add(block, n))
+		sh.params = []paramAgg{pr.base.params.add(pr.block.params, pr.n)}
+		sh.saved, sh.kindOf = []int64{pr.base.saved + pr.n*pr.block.saved}, []int{0}
 		return sh, nil
 	}
 	if pr.mixed {
@@ -109,6 +109,12 @@ func (sh *stageShape) fill(pr *profile) { sh.fillIn(pr, &stageRoom{}) }
 // goroutine.
 func (sh *stageShape) fillIn(pr *profile, room *stageRoom) {
 	if sh.stages != nil {
+		return
+	}
+	if sh.pp <= 1 {
+		u := pr.base.add(pr.block, float64(pr.n))
+		u.params = sh.params[0]
+		sh.stages = []unitSums{u}
 		return
 	}
 	sh.stages = make([]unitSums, len(sh.chunks))

@@ -205,7 +205,19 @@ func (u *unitSums) zero() bool {
 // checkpoint region recomputed in training, allRedone) and the memory
 // bound reads it (activations held for backward, as the replay marks
 // them). Its ops are priced in prices' lists (nil: lists of its own).
+// It is unitTime's figures with unitSaved's activations and the
+// program's parameters.
 func unitOf(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSums {
+	u := unitTime(prog, plan, prices)
+	u.params = aggParams(prog.Params, plan)
+	u.saved = unitSaved(prog, plan)
+	return u
+}
+
+// unitTime is unitOf without the parameters and the activations held
+// for backward (the memory bound's figures, which do not need the
+// program priced): the ops' times, FLOPs and collectives.
+func unitTime(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSums {
 	var u unitSums
 	train := plan.Phase != core.Eval
 	if prices == nil {
@@ -252,15 +264,23 @@ func unitOf(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSums
 		}
 		u.comm = kept
 	}
-	u.params = aggParams(prog.Params, plan)
-	if train {
-		for v, s := range replay.SavedAtForwardEnd(prog, plan) {
-			if s && prog.Values[v].Cat == core.CatActivations {
-				u.saved += prog.Values[v].Bytes
-			}
+	return u
+}
+
+// unitSaved is the activation bytes a lowered program holds for
+// backward at the end of the forward, as the replay marks them (0 out
+// of training).
+func unitSaved(prog *core.Program, plan *core.Plan) int64 {
+	if plan.Phase == core.Eval {
+		return 0
+	}
+	var saved int64
+	for v, s := range replay.SavedAtForwardEnd(prog, plan) {
+		if s && prog.Values[v].Cat == core.CatActivations {
+			saved += prog.Values[v].Bytes
 		}
 	}
-	return u
+	return saved
 }
 
 // profile is the units of one lowering configuration (tensor, context and
@@ -278,6 +298,11 @@ type profile struct {
 	// output layer and loss) and one of its blocks, which on a stage may
 	// differ from block (the dtype of the activation a stage receives).
 	chunks [3]chunkUnits
+	// priced says whether the units hold their times, FLOPs and
+	// collectives (price); until then they hold the memory bound's
+	// figures alone, the parameters and the activations held for
+	// backward.
+	priced bool
 }
 
 // chunkUnits is a pipeline chunk kind's units.
@@ -366,123 +391,6 @@ func partsFor(par core.Parallelism) profileParts {
 		return stageUnits
 	}
 	return flatUnits
-}
-
-// newProfile lowers the units parts of plan p's configuration. p's
-// layout gives the tensor, context and expert degrees; data and pipeline
-// parallelism do not change a unit.
-func newProfile(p *core.Plan, parts profileParts) (*profile, error) {
-	return newProfileIn(p, parts, &lowering{})
-}
-
-// lowering is one goroutine's lists for the profiles it lowers: its
-// programs' (core.ProgramBuffers) and their prices' (timing.Prices).
-type lowering struct {
-	bufs   core.ProgramBuffers
-	prices timing.Prices
-}
-
-// newProfileIn is newProfile lowering into lw's lists (one goroutine's:
-// Run's workers each have their own); each program's lists go back to
-// lw once its units are summed (unitOf and untied copy what they keep).
-func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, error) {
-	bufs, prices := &lw.bufs, &lw.prices
-	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
-		p = q
-	}
-	// The plan's own layout without its pipeline: what the lowering reads
-	// (tensor, context and expert degrees, sequence parallelism, FSDP's
-	// casts, whether the plan is distributed at all) stays.
-	one := p.Parallel.Norm()
-	one.DP *= one.PP
-	one.PP, one.VirtualStages, one.Schedule, one.MicroBatches = 1, 1, "1f1b", 0
-	one.EmbeddingSlot, one.LossSlot = false, false // the stages' split is the shape's (search_estimate.go)
-	m1, n := withBlocks(p.Model, 1)
-	pr := &profile{plan: p, parts: parts, n: n, mixed: n == 0 && blockCount(p.Model) > 0}
-	var room core.ProgramSize
-	if parts&flatUnits != 0 {
-		p1, err := lowerWith(p, m1, one, nil, core.ProgramSize{}, bufs)
-		if err != nil {
-			return nil, err
-		}
-		u1 := unitOf(p1, p, prices)
-		if n == 0 {
-			pr.base = u1
-			bufs.Recycle(p1)
-			return pr, nil
-		}
-		m2, _ := withBlocks(p.Model, 2)
-		// The other models hold at most twice the one-block model's lists
-		// (two blocks, or a stage of up to two blocks with the layers around).
-		room = p1.Size().Times(2)
-		p2, err := lowerWith(p, m2, one, nil, room, bufs)
-		if err != nil {
-			return nil, err
-		}
-		u2 := unitOf(p2, p, prices)
-		pr.block = u2.add(u1, -1)
-		pr.base = u1.add(pr.block, -1)
-		bp, basep, err := blockParams(p1.Params, p2.Params)
-		if err != nil {
-			return nil, err
-		}
-		bufs.Recycle(p1)
-		bufs.Recycle(p2)
-		pr.block.params, pr.base.params = aggParams(bp, p), aggParams(basep, p)
-	}
-	if n == 0 || parts&stageUnits == 0 {
-		return pr, nil // a mixed model's pipeline lowers its chunks whole (lowerChunks)
-	}
-
-	// Three stages of one block each, and of two: the first chunk, a
-	// middle one and the last, and what one block adds to each.
-	var st [2][3]unitSums
-	var sp [3][]core.ParamInfo
-	for b := int64(1); b <= 2; b++ {
-		m3, _ := withBlocks(p.Model, 3*b)
-		three := one
-		three.DP = p.Parallel.Norm().DP
-		three.PP = 3
-		split, err := core.SplitStages(m3, three)
-		if err != nil {
-			return nil, err
-		}
-		for s := int64(0); s < 3; s++ {
-			prog, err := lowerWith(p, m3, three, &core.StageSpec{Stage: s, Inflight: 1, Chunks: []int64{s}, Split: split}, room, bufs)
-			if err != nil {
-				return nil, err
-			}
-			if room == (core.ProgramSize{}) {
-				// The others hold at most twice the first's lists and
-				// the last's layers after the blocks.
-				room = prog.Size().Times(3)
-			}
-			st[b-1][s] = unitOf(prog, p, prices)
-			if b == 1 {
-				sp[s] = untied(prog.Params)
-			}
-			bufs.Recycle(prog)
-		}
-	}
-	// A block's parameters: the middle stage of one block holds just
-	// them.
-	k := len(sp[1])
-	if parts&flatUnits == 0 {
-		pr.block.params = aggParams(sp[1], p)
-	}
-	if pr.block.params.count() != int64(k) || len(sp[0]) < k || len(sp[2]) < k {
-		return nil, fmt.Errorf("internal error: pipeline stage profile holds %d, %d, %d parameters for blocks of %d", len(sp[0]), len(sp[1]), len(sp[2]), pr.block.params.count())
-	}
-	for c := range pr.chunks {
-		blk := st[1][c].add(st[0][c], -1)
-		blk.params = pr.block.params
-		base := st[0][c].add(blk, -1)
-		base.params = nil
-		pr.chunks[c] = chunkUnits{base: base, block: blk}
-	}
-	pr.chunks[firstChunk].base.params = aggParams(sp[0][:len(sp[0])-k], p)
-	pr.chunks[lastChunk].base.params = aggParams(sp[2][k:], p)
-	return pr, nil
 }
 
 // blockParams splits the parameters of the one-block model (p1) and the

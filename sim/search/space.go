@@ -93,6 +93,9 @@ type Space struct {
 	// eager times every layout the bounds keep before the walk (the
 	// walk without lower bounds of the step time), for tests.
 	eager bool
+	// priceAll prices every profile, those whose layouts the memory
+	// bound prunes all of too (Run prices the others alone), for tests.
+	priceAll bool
 	// offloadNone, offloadOptimizer, offloadParams and offloadNVMe are
 	// the Offload list read by defaults; optimizerCPU, paramsCPU (fsdp),
 	// zeroParamsCPU (zero3) and zeroInfinity (zero3) are the offloads the
