@@ -11,7 +11,9 @@
 // (fastEstimate.minDevice is a lower bound of what the replay reports), so
 // it is dropped before any replay, and before its step time is
 // estimated. The step time of the rest comes from block profiles
-// (search_profile.go) through the same time model as a replay. The
+// (search_profile.go) through the same time model as a replay; a
+// profile is lowered for the bound and priced (its ops' times and
+// collectives summed) only when the bound keeps one of its layouts. The
 // layouts are then replayed in order of that time, in parallel, and kept
 // when they fit; every row of the result is a full replay. The walk
 // times a layout only when it comes up by a lower bound of its step time
