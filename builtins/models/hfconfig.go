@@ -44,12 +44,14 @@ func HfConfigBuiltins() []host.Builtin {
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
 			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
 			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves). " +
-			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe and gpt_oss store their experts as 3-D " +
-			"parameters (gate_up_proj, down_proj; the router a parameter module named gate, Mixtral's block named mlp, its " +
-			"top-k weights kept in fp32) and run them as experts= says, transformers' experts_implementation: \"grouped_mm\" " +
+			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, jamba and phimoe " +
+			"store their experts as 3-D parameters (gate_up_proj, down_proj; the router a parameter module named gate, " +
+			"Mixtral's block named mlp, its top-k weights kept in fp32; Jamba's and PhiMoE's routers stay nn.Linear modules " +
+			"named router, PhiMoE's block named mlp; DeepSeek-V3's experts weight in fp32 and sum in the hidden states' dtype) " +
+			"and run them as experts= says, transformers' experts_implementation: \"grouped_mm\" " +
 			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
 			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); bitsandbytes and PEFT's " +
-			"target_modules do not reach them. deepseek_v3, jamba and phimoe keep their 4.x blocks whatever the version.",
+			"target_modules do not reach them. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike.",
 		Fn: hfConfigFn,
 	}}
 }

@@ -109,13 +109,22 @@ func setEnableGQA(l core.Layer, on bool) {
 
 // setExperts rebuilds the MoE blocks of the families whose transformers 5
 // modelling memsh follows (modeling_mixtral.py, modeling_qwen2_moe.py,
-// modeling_qwen3_moe.py, modeling_gpt_oss.py at 5.17.0): the experts as
-// 3-D parameters run by experts ("grouped_mm": nn.MoEGroupedMM; "eager":
-// the loop over the 3-D weights, nn.MoEFusedLoop), the softmax router a
+// modeling_qwen3_moe.py, modeling_gpt_oss.py, modeling_deepseek_v3.py,
+// modeling_jamba.py, modeling_phimoe.py at 5.17.0): the experts as 3-D
+// parameters run by experts ("grouped_mm": nn.MoEGroupedMM; "eager": the
+// loop over the 3-D weights, nn.MoEFusedLoop), the softmax router a
 // parameter module named gate (MixtralTopKRouter, Qwen2MoeTopKRouter,
 // Qwen3MoeTopKRouter), Mixtral's block named mlp with its top-k weights
-// left in fp32. Blocks are shared by the layers that hold them, so each
-// is copied once.
+// left in fp32. DeepseekV3Experts start from zeros_like(hidden_states)
+// and cast each fp32-weighted output to it (4.x's DeepseekV3MoE.moe summed
+// in fp32); DeepseekV3TopkRouter keeps its name (gate) and its fp32
+// sigmoid scores, its selection now outside no_grad but on branches no
+// gradient reaches, whose saved tensors die with the forward. Jamba's
+// router stays an nn.Linear named router (JambaSparseMoeBlock), and so
+// does PhiMoE's (PhimoeTopKRouter subclasses nn.Linear), its block now
+// named mlp (PhimoeDecoderLayer.mlp, block_sparse_moe in 4.x) and its
+// experts no longer w1, w2, w3. Blocks are shared by the layers that hold
+// them, so each is copied once.
 func setExperts(l core.Layer, modelType, experts string) core.Layer {
 	done := map[*nn.MoE]*nn.MoE{}
 	var walk func(l core.Layer) core.Layer
@@ -131,6 +140,12 @@ func setExperts(l core.Layer, modelType, experts string) core.Layer {
 				c.Name, c.RouterName, c.WeightsFP32, c.WNames = "mlp", "gate", true, false
 			case "qwen2_moe", "qwen3_moe":
 				c.RouterName = "gate"
+			case "deepseek_v3":
+				c.WeightsFP32 = true
+			case "jamba":
+				c.LinearRouter = true
+			case "phimoe":
+				c.Name, c.RouterName, c.LinearRouter, c.WNames = "mlp", "router", true, false
 			case "gpt_oss":
 			default:
 				done[x] = x

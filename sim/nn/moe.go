@@ -83,14 +83,23 @@ type MoE struct {
 	ScoreBias  bool    // a per-expert selection bias, a buffer (DeepSeek-V3's e_score_correction_bias)
 	ExpertBias bool    // the expert projections have biases (gpt-oss)
 	// RouterName is the softmax router's module name: under impl "loop"
-	// the nn.Linear's, "gate" (Mixtral, Qwen-MoE) when empty, "router" in
-	// Jamba; otherwise the parameter router's, "router" when empty
-	// (transformers 5's TopKRouter modules are "gate").
+	// (or with LinearRouter) the nn.Linear's, "gate" (Mixtral, Qwen-MoE)
+	// when empty, "router" in Jamba; otherwise the parameter router's,
+	// "router" when empty (transformers 5's TopKRouter modules are "gate").
 	RouterName string
+	// LinearRouter: the softmax router stays an nn.Linear module whatever
+	// impl runs the experts (transformers 5's JambaSparseMoeBlock.router
+	// and PhimoeTopKRouter, an nn.Linear subclass): quantization, LoRA and
+	// freeze= reach it as they reach the 4.x loop's router.
+	LinearRouter bool
 	// WeightsFP32: the softmax router's top-k weights stay fp32 instead of
 	// being cast to the hidden states' dtype (transformers 5's
 	// MixtralTopKRouter returns them uncast, so each expert output is
-	// weighted in fp32).
+	// weighted in fp32); and the loop accumulates in the hidden states'
+	// dtype, each fp32-weighted output cast to it (transformers 5's
+	// experts start from zeros_like(hidden_states); DeepSeek-V3's sigmoid
+	// weights are fp32 either way, and 4.x's DeepseekV3MoE.moe summed
+	// them in fp32).
 	WeightsFP32 bool
 	// WNames names the expert projections w1 (gate), w3 (up) and w2
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
@@ -325,7 +334,7 @@ func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the expert hidden size %d", etp, m.Hidden)}
 	case m.SharedExperts > 0 && m.shared().Hidden%tp != 0:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the shared experts' hidden size %d", tp, m.shared().Hidden)}
-	case par.RouterDType != units.InvalidDType && m.impl() == MoELoop && m.router() == RouterSoftmax:
+	case par.RouterDType != units.InvalidDType && (m.impl() == MoELoop || m.LinearRouter) && m.router() == RouterSoftmax:
 		// Mixtral's router under the loop is HF's nn.Linear gate under
 		// autocast (route): Megatron's TopKRouter, whose gating GEMM
 		// router_dtype casts, is not there, and a setting that changed

@@ -61,7 +61,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// then cast to the hidden states' dtype.
 		var logits core.Value
 		probsDt := b.Dtype(x)
-		if m.impl() == MoELoop {
+		if m.impl() == MoELoop || m.LinearRouter {
 			name := m.RouterName
 			if name == "" {
 				name = "gate"
