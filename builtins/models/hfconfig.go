@@ -24,7 +24,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"(BLOOM runs eager whatever is asked, as transformers does). arch picks the model class instead of " +
 			"the config's architectures[0]: for BERT \"BertForMaskedLM\" (the default), \"BertModel\", " +
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\"; for decoders the causal LM " +
-			"(the default) or the base model (\"LlamaModel\": no head). " +
+			"(the default) or the base model (\"LlamaModel\": no head); a decoder's base model keeps the token " +
+			"embedding's output (inputs_embeds) until its layers and final norm are done, as its forward does. " +
 			"Layers that differ (DeepSeek's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
 			"sliding and full ones, Jamba's Mamba and attention layers) stack as layers.0, layers.1, ...; " +
 			"Jamba's Mamba layers run the mamba_ssm kernels (use_mamba_kernels, as transformers trains them); MoE blocks run as transformers 4.x runs them " +

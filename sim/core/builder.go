@@ -31,6 +31,7 @@ type Builder struct {
 	spread     bool  // one member here, the others on other GPUs (members.go)
 	rollout    int64 // autoregressive steps of a model built from a data batch
 	inputGrad  bool  // the first embedding's output requires grad (EmbeddingOutput)
+	embedOut   Value // the first token lookup's output in the body being lowered (Model.HoldsEmbedding), or NoValue
 
 	headCast map[int32]Value // autocast's cached cast of a trainable lm_head weight, shared by its chunks
 	// tiedHead is the embedding weight the lm_head being lowered shares

@@ -16,13 +16,19 @@ type Model struct {
 	Vocab         int64  // adds lm_head (dim -> vocab) when > 0
 	TieEmbeddings bool   // lm_head shares the first embedding's weight
 	HeadBias      bool
-	LogitsFP32    bool       // logits upcast to fp32 before the loss (Hugging Face causal LMs)
-	LogitSoftcap  float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap); 0 = none
-	InputDim      int64      // features per position for models that start without an embedding; 0 = inferred
-	InputGrad     bool       // the input requires grad (a block measured on its own, as the oracle does)
-	Points        int64      // graph models: grid points per sample; the input is [batch, Points, InputDim]
-	ShardedPoints bool       // graph models: each GPU of cp reads its ceil(Points/cp) rows of the grid (anemoi's keep_batch_sharded)
-	Data          *DataBatch // the data loader's batch the input is built from; nil: the input is the batch
+	LogitsFP32    bool // logits upcast to fp32 before the loss (Hugging Face causal LMs)
+	// HoldsEmbedding: the model's forward keeps its token embedding's
+	// output in a local until the layers and the final norm are done
+	// (transformers' decoders: inputs_embeds, with hidden_states =
+	// inputs_embeds before the layer loop), so it is freed there, not
+	// after the first layer's last use of it.
+	HoldsEmbedding bool
+	LogitSoftcap   float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap); 0 = none
+	InputDim       int64      // features per position for models that start without an embedding; 0 = inferred
+	InputGrad      bool       // the input requires grad (a block measured on its own, as the oracle does)
+	Points         int64      // graph models: grid points per sample; the input is [batch, Points, InputDim]
+	ShardedPoints  bool       // graph models: each GPU of cp reads its ceil(Points/cp) rows of the grid (anemoi's keep_batch_sharded)
+	Data           *DataBatch // the data loader's batch the input is built from; nil: the input is the batch
 }
 
 // Params is the exact parameter count: tied weights once, buffers never.
@@ -209,8 +215,12 @@ func (m *Model) lower(b *Builder) (err error) {
 // lowerBody emits the layers and the output head for input x.
 func (m *Model) lowerBody(b *Builder, x Value) Value {
 	first := len(b.P.Params)
+	b.embedOut = NoValue
 	for _, l := range m.Layers {
 		x = b.LowerChild(l, x)
+	}
+	if m.HoldsEmbedding && b.embedOut != NoValue {
+		b.KeepAlive("inputs_embeds", b.embedOut)
 	}
 	if m.Vocab > 0 {
 		if b.Ft.chunkHead(m) { // loss_chunks, returns the loss
@@ -241,8 +251,12 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 
 // EmbeddingOutput is called by a token lookup on its output y: with
 // Checkpoint.InputGrad the first one's output requires grad
-// (enable_input_require_grads).
+// (enable_input_require_grads); the first one's output is what
+// Model.HoldsEmbedding keeps.
 func (b *Builder) EmbeddingOutput(y Value) {
+	if b.embedOut == NoValue { // the first lookup's: Model.HoldsEmbedding
+		b.embedOut = y
+	}
 	if b.inputGrad {
 		b.Val(y).Grad = true
 		b.inputGrad = false

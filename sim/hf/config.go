@@ -389,6 +389,14 @@ func (c *hfConfig) mlpAct(key, def string, gated bool) string {
 // finish makes the Model with the head.
 func (c *hfConfig) finish(head hfHead, layers []core.Layer, vocab int64, tie bool) *core.Model {
 	m := &core.Model{Name: c.name, Layers: layers, Loss: "cross_entropy"}
+	// The decoders' base model keeps inputs_embeds in a local through its
+	// layer loop and final norm (hidden_states = inputs_embeds, e.g.
+	// LlamaModel.forward in models/llama/modeling_llama.py, transformers
+	// 4.x and 5.x; GPT-2 and OPT add the position embeddings to it, BLOOM
+	// norms it, GPT-NeoX drops out of it: a new tensor each, the lookup's
+	// output still held). BERT's lookup runs inside BertEmbeddings, whose
+	// locals are gone when it returns.
+	m.HoldsEmbedding = c.modelType != "bert"
 	switch head {
 	case headCausalLM:
 		// transformers' ForCausalLMLoss upcasts the logits: logits.float()
