@@ -102,8 +102,10 @@ class Layer(torch.nn.Module):
             sel = mine[order]
             counts = torch.bincount(flat[sel], minlength=LOCAL).tolist()  # the dispatcher's host sync
             rows, wts = sel // K, topw.reshape(-1)[sel]
+        # Each expert's rows from the ep ranks, kept together per expert.
+        rows = torch.cat([r.repeat(a.ep) for r in rows.split(counts)])
+        wts = torch.cat([w.repeat(a.ep) for w in wts.split(counts)])
         counts = [c * a.ep for c in counts]
-        rows, wts = rows.repeat(a.ep), wts.repeat(a.ep)
         recv = h.index_select(0, rows)  # the permuted, received rows
         outs = []
         for e, part in enumerate(recv.split(counts)):
