@@ -314,31 +314,21 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		}
 	}
 
-	// The step times of the layouts the bounds keep: their shapes' stages
-	// summed, each once (a profile's shapes on one goroutine, in one
-	// room), then each layout's time.
-	var fillers []*profile
-	fills := map[*profile][]*stageShape{}
-	filled := map[*stageShape]bool{}
+	// The lower bounds of the step times of the layouts the bounds keep:
+	// their shapes' stages' compute, summed once a shape. The stages'
+	// other figures and lists, which the step time reads, are summed only
+	// for a shape a layout of which the walk times (exact, fillShared): in
+	// the 70B search, 3,165 of the 6,986 shapes of kept layouts.
 	for _, j := range kept {
-		if sh := shapeOf(j); !filled[sh] {
-			filled[sh] = true
+		if sh := shapeOf(j); sh.compute == nil {
 			pr := profileOf(j)
 			if !pr.priced { // never: the bound that kept j priced its profile
 				return nil, fmt.Errorf("internal error: a layout the memory bound keeps has its profile unpriced")
 			}
-			if fills[pr] == nil {
-				fillers = append(fillers, pr)
-			}
-			fills[pr] = append(fills[pr], sh)
+			sh.fillCompute(pr)
 		}
 	}
-	parallelFor(ctx, sp.Workers, len(fillers), nil, func(i int) {
-		room := &stageRoom{}
-		for _, sh := range fills[fillers[i]] {
-			sh.fillIn(fillers[i], room)
-		}
-	})
+	rooms := &sync.Pool{New: func() any { return &stageRoom{} }} // where fillShared sums the stages
 	// The walk takes the layouts fastest first. It knows a lower bound of
 	// each step time (the slowest stage's compute) and times a layout in
 	// full only when it comes up by its bound and its memory bound does
@@ -367,7 +357,9 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			timedByReplay.Add(1)
 			return r.Time.StepSeconds
 		}
-		return profileOf(j).stepSeconds(&p, shapeOf(j))
+		pr, sh := profileOf(j), shapeOf(j)
+		sh.fillShared(pr, rooms)
+		return pr.stepSeconds(&p, sh)
 	}
 	queue := make(stepQueue, len(kept))
 	parallelFor(ctx, sp.Workers, len(kept), nil, func(i int) {

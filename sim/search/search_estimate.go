@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
@@ -47,6 +48,10 @@ type stageShape struct {
 	chunks [][]chunkKey
 	params []paramAgg
 	stages []unitSums // the distinct stages' units; nil until fill
+	// compute is each distinct stage's compute, its stages' ct, which
+	// stepBound reads; nil until fillCompute (or fill).
+	compute []timing.ComputeTime
+	once    sync.Once // fillShared's
 }
 
 // shape is the memory-bound part of the units of the layouts of par's
@@ -105,9 +110,58 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 // sh's layouts reads them.
 func (sh *stageShape) fill(pr *profile) { sh.fillIn(pr, &stageRoom{}) }
 
+// fillShared is fill, once, for layouts of sh timed on any goroutine,
+// summing in a room of rooms.
+func (sh *stageShape) fillShared(pr *profile, rooms *sync.Pool) {
+	sh.once.Do(func() {
+		room := rooms.Get().(*stageRoom)
+		sh.fillIn(pr, room)
+		rooms.Put(room)
+	})
+}
+
+// fillCompute sets sh.compute: each distinct stage's compute as fill
+// sums it (the same operations on the same figures, so the same bits:
+// TestStageUnitsEqualChainedSums), without the stages' other figures
+// and lists.
+func (sh *stageShape) fillCompute(pr *profile) {
+	if sh.compute != nil {
+		return
+	}
+	switch {
+	case sh.stages != nil: // summed already (lowerChunks, fill)
+		sh.compute = make([]timing.ComputeTime, len(sh.stages))
+		for k := range sh.stages {
+			sh.compute[k] = sh.stages[k].ct
+		}
+	case sh.pp <= 1: // base.add(block, n), as fill sums it
+		ct := pr.base.ct.Plus(pr.block.ct, float64(pr.n))
+		if pr.n == 1 && pr.base.zero() {
+			ct = pr.block.ct
+		}
+		sh.compute = []timing.ComputeTime{ct}
+	default: // stageUnits' figures
+		sh.compute = make([]timing.ComputeTime, len(sh.chunks))
+		for k, cks := range sh.chunks {
+			var ct timing.ComputeTime
+			for _, ck := range cks {
+				c := &pr.chunks[ck.kind]
+				b := float64(ck.blocks)
+				cu := c.base.ct.Plus(c.block.ct, b)
+				if b == 1 && c.base.zero() {
+					cu = c.block.ct
+				}
+				ct = ct.Plus(cu, 1)
+			}
+			sh.compute[k] = ct
+		}
+	}
+}
+
 // fillIn is fill, summing in room, which pr's shapes share on one
 // goroutine.
 func (sh *stageShape) fillIn(pr *profile, room *stageRoom) {
+	defer sh.fillCompute(pr)
 	if sh.stages != nil {
 		return
 	}

@@ -57,8 +57,8 @@ func (pr *profile) stepBound(p *core.Plan, sh *stageShape) float64 {
 		m = p.MicroBatches()
 	}
 	var slow float64
-	for k := range sh.stages {
-		c := &sh.stages[k].ct
+	for k := range sh.compute {
+		c := &sh.compute[k]
 		slow = max(slow, c.Forward+c.Backward+c.Recompute)
 	}
 	return float64(m) * slow

@@ -179,6 +179,21 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			if b := pr.stepBound(p, sh); b > fe.time.StepSeconds || b <= 0 {
 				t.Errorf("step time bound %.17g of %.17g", b, fe.time.StepSeconds)
 			}
+			// Run bounds the step time from the stages' compute alone
+			// (fillCompute), the stages' ct as fill sums them.
+			bare, err := pr.shape(p.Parallel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare.fillCompute(pr)
+			if len(bare.compute) != len(sh.stages) || bare.stages != nil && !pr.mixed {
+				t.Fatalf("%d stages' compute of %d stages", len(bare.compute), len(sh.stages))
+			}
+			for k := range sh.stages {
+				if bare.compute[k] != sh.stages[k].ct {
+					t.Errorf("stage kind %d: compute alone %+v, summed with the stage %+v", k, bare.compute[k], sh.stages[k].ct)
+				}
+			}
 			// The bound sums model states chunk by chunk; the states of
 			// each stage's summed parameters are the same bytes.
 			q := p

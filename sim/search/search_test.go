@@ -322,6 +322,12 @@ func TestStageUnitsEqualChainedSums(t *testing.T) {
 		for k, cks := range sh.chunks {
 			got[k] = pr.stageUnits(cks, room)
 		}
+		sh.fillCompute(pr) // the stages' compute alone, what Run bounds the step time by
+		for k := range got {
+			if sh.compute[k] != got[k].ct {
+				t.Errorf("%d:%s stage kind %d: compute alone %+v, in the stage's units %+v", i, p.Parallel, k, sh.compute[k], got[k].ct)
+			}
+		}
 		if room.sums == nil {
 			t.Errorf("%d:%s: the collectives were not numbered", i, p.Parallel)
 		}
