@@ -35,11 +35,10 @@ import (
 
 // ETPn is the experts' tensor-parallel degree (expert_tp; tp when unset).
 func (p Parallelism) ETPn() int64 {
-	n := p.Norm()
-	if n.ETP > 0 {
-		return n.ETP
+	if p.ETP > 0 {
+		return p.ETP
 	}
-	return n.TP
+	return OrOne(p.TP)
 }
 
 // ExpertWorstLoad is dropless routing's worst-case load of one rank, in

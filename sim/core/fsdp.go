@@ -48,16 +48,16 @@ import (
 // (ZeRO, FSDP, Megatron's distributed optimizer) splits the dense states
 // over: dp x cp, divided by the HSDP replicas.
 func (p Parallelism) ShardDegree() int64 {
-	n := p.Norm()
-	return n.DP * n.CP / max(n.DPReplicate, 1)
+	// Norm's degrees, read one by one (Norm copies the whole layout in
+	// and out: the search reads this degree at every layout's bound).
+	return OrOne(p.DP) * OrOne(p.CP) / max(OrOne(p.DPReplicate), 1)
 }
 
 // ExpertShardDegree is the sharding degree of expert parameters: the
 // expert-data-parallel group, dp x cp x tp / (ep x expert_tp), divided by
 // the HSDP replicas (every ep ranks hold different experts; expert.go).
 func (p Parallelism) ExpertShardDegree() int64 {
-	n := p.Norm()
-	return max(n.ShardDegree()*n.TP/(n.EP*n.ETPn()), 1)
+	return max(p.ShardDegree()*OrOne(p.TP)/(OrOne(p.EP)*p.ETPn()), 1)
 }
 
 // FSDPParams is the dtype FSDP all-gathers parameters in: the policy's

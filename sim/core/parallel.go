@@ -160,15 +160,13 @@ func OrOne(d int64) int64 {
 // GPUs is the number of GPUs the layout uses: dp*tp*pp*cp (expert
 // parallelism reuses data-parallel ranks).
 func (p Parallelism) GPUs() int64 {
-	n := p.Norm()
-	return n.DP * n.TP * n.PP * n.CP
+	return OrOne(p.DP) * OrOne(p.TP) * OrOne(p.PP) * OrOne(p.CP) // Norm's degrees, without its copies
 }
 
 // Active reports whether the plan is spread over more than one GPU or
 // shards anything.
 func (p Parallelism) Active() bool {
-	n := p.Norm()
-	return n.GPUs() > 1 || n.EP > 1 || n.Zero > 0 || n.FSDP || n.DistributedOptimizer
+	return p.GPUs() > 1 || OrOne(p.EP) > 1 || p.Zero > 0 || p.FSDP || p.DistributedOptimizer
 }
 
 // String is the parallel() call that builds p, defaults omitted.

@@ -32,7 +32,7 @@ func paramsOffloaded(p *core.Plan, mode replay.DistMode) bool {
 // goes down and up in 16 bits at the first micro-step. Every dtype the
 // search's precisions copy has a whole byte size, so the sub-groups' sums
 // are the sum over the partition.
-func offloadSeconds(p *core.Plan, par core.Parallelism, params paramAgg) (seconds float64, part int64) {
+func offloadSeconds(p *core.Plan, par *core.Parallelism, params paramAgg) (seconds float64, part int64) {
 	prec := p.Precision
 	if par.Zero == 3 {
 		for _, e := range params {
@@ -75,7 +75,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
 // shardDegree is the data-parallel sharding degree of a parameter: dp x cp,
 // or dp x cp / ep for experts (distState.Degree).
-func shardDegree(par core.Parallelism, expert bool) int64 {
+func shardDegree(par *core.Parallelism, expert bool) int64 {
 	if expert {
 		return par.ExpertShardDegree()
 	}
@@ -96,7 +96,7 @@ func minStates(p *core.Plan, mode replay.DistMode, params paramAgg) int64 {
 		// only while they are used: no state is kept.
 		return 0
 	}
-	par := p.Parallel.Norm()
+	par := &p.Parallel // its degrees as Norm reads them (ShardDegree), without Norm's copies
 	prec := p.Precision
 	train := p.Phase != core.Eval
 	offloaded := zeroOffload(p, mode)

@@ -11,7 +11,7 @@ func (pr *profile) stepTime(p *core.Plan, sh *stageShape) replay.TimeEstimate {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
-	if p.Parallel.Norm().PP > 1 {
+	if core.OrOne(p.Parallel.PP) > 1 {
 		return timing.PipelineEstimate(p, pr.stageTimes(p, sh))
 	}
 	w := pr.work(p, &sh.stages[0])
@@ -30,7 +30,7 @@ func (pr *profile) stepSeconds(p *core.Plan, sh *stageShape) float64 {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
-	if p.Parallel.Norm().PP > 1 {
+	if core.OrOne(p.Parallel.PP) > 1 {
 		return timing.PipelineStep(p, pr.stageTimes(p, sh))
 	}
 	w := pr.work(p, &sh.stages[0])
@@ -53,7 +53,7 @@ func (pr *profile) stepBound(p *core.Plan, sh *stageShape) float64 {
 		return 0
 	}
 	m := int64(max(p.GradAccum, 1))
-	if p.Parallel.Norm().PP > 1 {
+	if core.OrOne(p.Parallel.PP) > 1 {
 		m = p.MicroBatches()
 	}
 	var slow float64
@@ -137,7 +137,7 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 	if zeroOffload(p, w.Mode) {
 		// The optimizer steps on the host: no GPU step (timing's
 		// OptimizerWorkOf), the partition's copies over PCIe instead.
-		pcie, part := offloadSeconds(p, par, u.params)
+		pcie, part := offloadSeconds(p, &par, u.params)
 		w.SetHost(pcie)
 		// With overlap_comm, on the reduction stream (as workOf).
 		w.SetZeROOffloadCopies(p, part)
@@ -152,8 +152,8 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 		}
 		t, n := e.traffic, e.numel
 		if sharded {
-			t /= shardDegree(par, e.expert)
-			n /= shardDegree(par, e.expert)
+			t /= shardDegree(&par, e.expert)
+			n /= shardDegree(&par, e.expert)
 		}
 		ow.Traffic += float64(e.n * t)
 		ow.Elements += float64(e.n * n)

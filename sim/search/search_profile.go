@@ -387,7 +387,7 @@ const (
 
 // partsFor is the units a layout of par reads.
 func partsFor(par core.Parallelism) profileParts {
-	if par.Norm().PP > 1 {
+	if core.OrOne(par.PP) > 1 { // Norm's pp, without its copies
 		return stageUnits
 	}
 	return flatUnits
