@@ -25,7 +25,9 @@ import (
 // softmax forwards at a measured fraction of the rate where the GPU has
 // one: eager.go); their backward streams twice the bytes
 // (the output gradient and saved inputs in, the input gradient out) when
-// an input needs a gradient.
+// an input needs a gradient, except where autograd's rule for the op
+// says otherwise (backward.go: adds, casts, and the sums of gradients of
+// a tensor used twice).
 
 // Bound is what limits an op's time (or a module's, or a step term).
 type Bound uint8
@@ -69,6 +71,9 @@ type pricer struct {
 	// sdpaCuDNN: the runtime's SDPA runs cuDNN's attention
 	// (core.Runtime.SDPACuDNN) where the GPU has its rates.
 	sdpaCuDNN bool
+	// accum, accumK: the bytes and kernels of the gradient sums each
+	// op's backward runs (eager dispatch; backward.go, gradUses).
+	accum, accumK []float64
 }
 
 func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
@@ -94,6 +99,8 @@ func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
 				pr.saved[v] = true
 			}
 		}
+	} else {
+		pr.gradUses(s)
 	}
 	return pr
 }
@@ -110,9 +117,12 @@ func PriceOps(prog *core.Program, plan *core.Plan) []OpCost {
 // them anew (8 % of BenchmarkSearchLlama70B1024's bytes). A Prices
 // belongs to one goroutine.
 type Prices struct {
-	costs []OpCost
-	users []int32
-	saved []bool
+	costs         []OpCost
+	users         []int32
+	saved         []bool
+	accum, accumK []float64 // gradUses' lists
+	last          []int32
+	sliced        []bool
 }
 
 // Of is PriceOps(prog, plan), written into s's lists: the costs it
@@ -133,6 +143,7 @@ func (s *Prices) Of(prog *core.Program, plan *core.Plan) []OpCost {
 			continue
 		}
 		out[i] = pr.op(i)
+		pr.gradAccumulation(i, &out[i])
 		pr.addDispatch(&out[i])
 		i++
 	}
@@ -178,8 +189,18 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 		c.Fwd, c.Bound = streamTime(&pr.d, bytes/f) // a slower kernel: its bytes at f of the rate
 	}
 	if in, w := pr.needsGrad(op); in || w {
-		c.Bwd, _ = streamTime(&pr.d, 2*bytes)
-		c.BwdK = 1
+		bwd, k := 2*bytes, 1.0 // the output's gradient and saved inputs in, the inputs' gradients out
+		switch {
+		case op.Kind == "add": // the gradient passed through (backward.go)
+			bwd, k = pr.addBackward(op)
+		case castBackward(pr.prog, op): // one cast back
+			bwd = bytes
+		}
+		if k > 0 {
+			c.Bwd, _ = streamTime(&pr.d, bwd)
+			c.Bwd = max(c.Bwd, k*kernelFloor)
+			c.BwdK = k
+		}
 	}
 	return c
 }
