@@ -183,8 +183,8 @@ var (
 // communication overlaps compute, host stalls. Sustain stays fitted until
 // an MSMF figure per GPU is published to replace its first part.
 const (
-	ampereSustain = 0.83
-	hopperSustain = 0.74
+	ampereSustain = 0.80
+	hopperSustain = 0.73
 	otherSustain  = (ampereSustain + hopperSustain) / 2
 )
 
