@@ -22,7 +22,7 @@ import (
 //
 // What the figures say (go test ./sim -run TestOracleCUDAStepTime -v):
 //
-//   - memsh prices a training run's kernels at Sustain (0.74 on Hopper: the
+//   - memsh prices a training run's kernels at Sustain (0.73 on Hopper: the
 //     power limit and what else a long run loses). One plain step of
 //     13-340 ms after the harness's idle waits runs closer to the isolated
 //     kernels (the H200's GEMMs kept their full rate for ~50 ms of load,

@@ -92,7 +92,7 @@ func isolatedH200(t *testing.T) hw.Device {
 // bound; no shape term is needed from 2048^3 up). The later rows ran
 // 10-18 % slower than memsh's isolated price, shapes alike (4096 x 8192 x
 // 8192 at 666 TFLOP/s after 8192^3 at 779): the likely cause is the
-// board's power limit, which a training run's Sustain (0.74 on Hopper)
+// board's power limit, which a training run's Sustain (0.73 on Hopper)
 // holds with the rest it lumps. The check: each late row lies between
 // memsh's isolated price and its price at Sustain, and Sustain is below
 // their median ratio (TestSustainBelowPowerLimitedClock has it).
