@@ -21,12 +21,21 @@ package hw
 //     (measured at 2,048). Both reduce each row (its max, then its sum of
 //     exponentials) before they write it; the longer rows run slower,
 //     a cause the measurement does not isolate.
+//   - Upcast: a dtype copy from a 2-byte float (bf16, fp16) to fp32
+//     (autocast's fp32 copies, .float(), .to(torch.float32)). On CUDA
+//     builds direct_copy_kernel_cuda (aten/src/ATen/native/cuda/Copy.cu)
+//     has vectorized no-cast kernels for fp32 to bf16 and fp16 only
+//     (bfloat16_copy_kernel_cuda, float16_copy_kernel_cuda); the other
+//     direction falls to gpu_kernel with dynamic casting, which loads
+//     and converts an element at a time (its vectorized
+//     bfloat16tofloat32_copy_kernel_cuda is under #ifdef USE_ROCM).
+//     fp16 takes the same path as the bf16 measured.
 //
 // Fractions are not fitted to step times: each is the median of the
 // kernel's back-to-back times over the measured shapes and runs
 // (sim/timing TestH200EagerAttentionKernels has the rows).
 type EagerKernels struct {
-	MaskedFill, SoftmaxShort, SoftmaxLong float64
+	MaskedFill, SoftmaxShort, SoftmaxLong, Upcast float64
 }
 
 // h200Eager: measured on one H200 (sim/testdata/cuda_h200, profile.jsonl
@@ -39,8 +48,12 @@ type EagerKernels struct {
 //   - softmax bf16, rows of 1,024 ([8,16,1024,1024]): 2,527 and 2,588
 //     GB/s, median 2,557: 0.719;
 //   - softmax bf16, rows of 2,048 ([4,32,2048,2048]): 1,888 and 1,859
-//     GB/s, median 1,874: 0.527.
-var h200Eager = EagerKernels{MaskedFill: 0.311, SoftmaxShort: 0.719, SoftmaxLong: 0.527}
+//     GB/s, median 1,874: 0.527;
+//   - to(fp32) of bf16 scores ([8,16,1024,1024] and [4,32,2048,2048],
+//     6 bytes an element): 2,128, 2,158, 2,081 and 2,107 GB/s, median
+//     2,117.7: 0.595 (fp32 to bf16 was not timed: its kernel is the
+//     vectorized one, left at the stream rate).
+var h200Eager = EagerKernels{MaskedFill: 0.311, SoftmaxShort: 0.719, SoftmaxLong: 0.527, Upcast: 0.595}
 
 // SoftmaxShortRow is the longest row SoftmaxShort prices: the rows of
 // 1,024 measured (the torch.profiler kernel softmax_warp_forward<...,

@@ -5,18 +5,25 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // eagerFraction is the fraction of the stream rate the forward kernel of
 // op reaches where the device measured it (hw.EagerKernels), 0 for the
 // stream rate: eager attention's causal masked_fill (a broadcast bool
 // mask) and softmax, by its row length, both with 2-byte input and
-// output (the dtypes measured).
-// Backwards keep the stream rate: their kernels were not measured alone.
+// output (the dtypes measured), and a cast from a 2-byte float to fp32.
+// Backwards keep the stream rate (their kernels were not measured
+// alone), except a cast's, which is the cast the other way (upcastBack).
 func eagerFraction(d *hw.Device, prog *core.Program, op *core.OpInfo) float64 {
 	e := &ratesOf(d).Eager
 	switch op.Kind {
 	case "mask", "softmax":
+	case "cast":
+		if len(op.In) > 0 && len(op.Out) > 0 && upcast(prog.Values[op.In[0]].Dtype, prog.Values[op.Out[0]].Dtype) {
+			return e.Upcast
+		}
+		return 0
 	default:
 		return 0
 	}
@@ -36,4 +43,29 @@ func eagerFraction(d *hw.Device, prog *core.Program, op *core.OpInfo) float64 {
 		return e.SoftmaxShort
 	}
 	return e.SoftmaxLong
+}
+
+// upcast reports whether a copy from dtype from to dtype to is ATen's
+// unvectorized one on CUDA: a 2-byte float to fp32 (hw.EagerKernels.Upcast).
+func upcast(from, to units.DType) bool {
+	return (from == units.BF16 || from == units.FP16) && to == units.FP32
+}
+
+// upcastBack is the fraction of the stream rate at which the backward of
+// a cast, the cast back (ToCopyBackward0), runs where it is an upcast
+// (the forward casts fp32 to a 2-byte float: an activation, or autocast's
+// copy of an fp32 weight) on a GPU that measured it; 0 for the stream
+// rate. Eager kernels only: a compiled graph's casts are Inductor's.
+func (pr *pricer) upcastBack(op *core.OpInfo) float64 {
+	if pr.dispatch.fuses() || len(op.Out) == 0 {
+		return 0
+	}
+	from := pr.paramsDT // a weight's cast reads the parameter
+	if len(op.In) > 0 {
+		from = pr.prog.Values[op.In[0]].Dtype
+	}
+	if !upcast(pr.prog.Values[op.Out[0]].Dtype, from) {
+		return 0
+	}
+	return ratesOf(&pr.d).Eager.Upcast
 }

@@ -91,13 +91,13 @@ func TestH200EagerAttentionKernels(t *testing.T) {
 		{"native_dropout 2k", []eagerOp{bf16Op("dropout", "attn_dropout", scores2k, 5)}, [2]float64{878.032e-6, 887.507e-6},
 			nil, 0.20, "as above"},
 		{"to(fp32) 1k", []eagerOp{cast(scores1k)}, [2]float64{378.422e-6, 386.986e-6},
-			nil, 0.45, "bf16 -> fp32 copy at 2.1 TB/s, memsh 41 % fast: not changed here (casts run everywhere; unexplained)"},
+			&d.Kernels.Eager.Upcast, 0.03, "bf16 -> fp32: Copy.cu's unvectorized dynamic-cast copy (hw.EagerKernels.Upcast)"},
 		{"to(fp32) 2k", []eagerOp{cast(scores2k)}, [2]float64{1492.656e-6, 1528.634e-6},
-			nil, 0.45, "as above"},
+			&d.Kernels.Eager.Upcast, 0.03, "as above"},
 		{"softmax(dtype=fp32) 1k", []eagerOp{cast(scores1k), fp32Softmax(scores1k)}, [2]float64{641.702e-6, 653.213e-6},
-			nil, 0.20, "memsh lowers it as to(fp32) then an fp32 softmax (core.SoftmaxInput): two kernels, 14 bytes an element against the call's 6"},
+			nil, 0.08, "memsh lowers it as to(fp32) then an fp32 softmax (core.SoftmaxInput): two kernels, 14 bytes an element against the call's 6 (memsh slow)"},
 		{"softmax(dtype=fp32) 2k", []eagerOp{cast(scores2k), fp32Softmax(scores2k)}, [2]float64{2578.531e-6, 2625.158e-6},
-			nil, 0.30, "as above"},
+			nil, 0.08, "as above"},
 	}
 	rates := map[*float64][]float64{}
 	for _, r := range rows {
@@ -122,7 +122,8 @@ func TestH200EagerAttentionKernels(t *testing.T) {
 	for _, f := range []struct {
 		name string
 		frac *float64
-	}{{"MaskedFill", &d.Kernels.Eager.MaskedFill}, {"SoftmaxShort", &d.Kernels.Eager.SoftmaxShort}, {"SoftmaxLong", &d.Kernels.Eager.SoftmaxLong}} {
+	}{{"MaskedFill", &d.Kernels.Eager.MaskedFill}, {"SoftmaxShort", &d.Kernels.Eager.SoftmaxShort}, {"SoftmaxLong", &d.Kernels.Eager.SoftmaxLong},
+		{"Upcast", &d.Kernels.Eager.Upcast}} {
 		got := median(rates[f.frac]) / stream
 		t.Logf("%s: rows' median %.3f of the stream rate (%.1f GB/s), hw %.3f", f.name, got, stream/1e9, *f.frac)
 		if math.Abs(got-*f.frac) > 0.0015 {
@@ -167,7 +168,8 @@ func TestH200EagerAttentionInStep(t *testing.T) {
 }
 
 // eagerFraction applies only where it was measured: eager attention's
-// causal mask and softmax on 2-byte scores, on a GPU with the figures.
+// causal mask and softmax on 2-byte scores, and a 2-byte float's copy to
+// fp32, on a GPU with the figures.
 func TestEagerFractionSelects(t *testing.T) {
 	h200 := isolatedH200(t)
 	h100, err := hw.LookupDevice("H100")
@@ -190,6 +192,10 @@ func TestEagerFractionSelects(t *testing.T) {
 		{"softmax bf16 -> fp32", h200, eagerOp{"softmax", "softmax", units.BF16, units.FP32, scores1k, 0}, 0},
 		{"scale", h200, bf16Op("div", "scale", scores1k, 4), 0},
 		{"H100: unmeasured", h100, bf16Op("mask", "h.0.attn.causal_mask", scores1k, 4), 0},
+		{"cast bf16 -> fp32", h200, eagerOp{"cast", "to_fp32", units.BF16, units.FP32, scores1k, 0}, e.Upcast},
+		{"cast fp16 -> fp32 (the same Copy.cu path)", h200, eagerOp{"cast", "to_fp32", units.FP16, units.FP32, scores1k, 0}, e.Upcast},
+		{"cast fp32 -> bf16 (vectorized)", h200, eagerOp{"cast", "to_bf16", units.FP32, units.BF16, scores1k, 0}, 0},
+		{"cast bf16 -> fp32 on the H100", h100, eagerOp{"cast", "to_fp32", units.BF16, units.FP32, scores1k, 0}, 0},
 	} {
 		prog := &core.Program{Values: []core.ValueInfo{{Shape: c.op.shape, Dtype: c.op.in}, {Shape: c.op.shape, Dtype: c.op.out}}}
 		op := core.OpInfo{Name: c.op.name, Kind: c.op.kind, In: []core.Value{0}, Out: []core.Value{1}}
@@ -197,7 +203,55 @@ func TestEagerFractionSelects(t *testing.T) {
 			t.Errorf("%s: fraction %g, want %g", c.name, got, c.want)
 		}
 	}
-	if e.MaskedFill <= 0 || e.SoftmaxShort <= 0 || e.SoftmaxLong <= 0 {
+	if e.MaskedFill <= 0 || e.SoftmaxShort <= 0 || e.SoftmaxLong <= 0 || e.Upcast <= 0 {
 		t.Errorf("the H200 has no eager kernel fractions: %+v", e)
+	}
+}
+
+// A cast's backward is the cast back (ToCopyBackward0): the forward's
+// bytes, at the upcast's rate where the cast back is an upcast (an fp32
+// activation or weight cast to bf16) on the H200 in eager dispatch, at
+// the stream rate otherwise (the H100; compiled graphs).
+func TestCastBackwardIsTheCastBack(t *testing.T) {
+	h200 := isolatedH200(t)
+	h100, err := hw.LookupDevice("H100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1 << 27
+	bytes := 6.0 * n
+	for _, c := range []struct {
+		name     string
+		d        hw.Device
+		from, to units.DType
+		dispatch Dispatch
+		bwd      float64 // bytes at the stream rate
+	}{
+		{"bf16 -> fp32, H200: back is a vectorized downcast", h200, units.BF16, units.FP32, DispatchEager, bytes},
+		{"fp32 -> bf16, H200: back is the upcast", h200, units.FP32, units.BF16, DispatchEager, bytes / h200.Kernels.Eager.Upcast},
+		{"fp32 -> bf16, H100: stream rate", h100, units.FP32, units.BF16, DispatchEager, bytes},
+		{"fp32 -> bf16, H200 compiled: Inductor's cast, stream rate", h200, units.FP32, units.BF16, DispatchCompiled, bytes},
+	} {
+		prog := &core.Program{Values: []core.ValueInfo{
+			{Shape: []int64{n}, Dtype: c.from, Bytes: c.from.Bytes(n), Grad: true, Producer: -1},
+			{Shape: []int64{n}, Dtype: c.to, Bytes: c.to.Bytes(n), Grad: true, Producer: 0},
+		}}
+		op := core.OpInfo{Kind: "cast", In: []core.Value{0}, Out: []core.Value{1}, Bytes: bytes}
+		pr := &pricer{prog: prog, d: c.d, dispatch: c.dispatch}
+		got := pr.stream(&op, op.Bytes)
+		want, _ := streamTime(&c.d, c.bwd)
+		if math.Abs(got.Bwd/want-1) > 1e-9 || got.BwdK != 1 {
+			t.Errorf("%s: backward %.1f µs in %g kernels, want %.1f µs in 1", c.name, 1e6*got.Bwd, got.BwdK, 1e6*want)
+		}
+	}
+	// autocast's bf16 copy of an fp32 weight: the gradient's cast back
+	// to fp32 is an upcast too.
+	prog := &core.Program{Params: []core.ParamInfo{{Numel: n, Trainable: true, TiedTo: -1}},
+		Values: []core.ValueInfo{{Shape: []int64{n}, Dtype: units.BF16, Bytes: units.BF16.Bytes(n), Grad: true, Producer: 0}}}
+	op := core.OpInfo{Kind: "cast", Params: []int32{0}, Out: []core.Value{0}, Bytes: bytes}
+	pr := &pricer{prog: prog, d: h200, paramsDT: units.FP32}
+	want, _ := streamTime(&h200, bytes/h200.Kernels.Eager.Upcast)
+	if got := pr.stream(&op, op.Bytes); math.Abs(got.Bwd/want-1) > 1e-9 {
+		t.Errorf("weight cast fp32 -> bf16, H200: backward %.1f µs, want %.1f µs (the upcast)", 1e6*got.Bwd, 1e6*want)
 	}
 }

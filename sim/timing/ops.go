@@ -74,11 +74,12 @@ type pricer struct {
 	// accum, accumK: the bytes and kernels of the gradient sums each
 	// op's backward runs (eager dispatch; backward.go, gradUses).
 	accum, accumK []float64
+	paramsDT      units.DType // the parameters' dtype (a weight cast's source)
 }
 
 func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
 	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect,
-		sdpaCuDNN: plan.Runtime.SDPACuDNN}
+		sdpaCuDNN: plan.Runtime.SDPACuDNN, paramsDT: plan.Precision.Params}
 	if pr.dispatch.fuses() {
 		s.users, s.saved = resize(s.users, len(prog.Values)), resize(s.saved, len(prog.Values))
 		pr.users, pr.saved = s.users, s.saved
@@ -195,6 +196,9 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 			bwd, k = pr.addBackward(op)
 		case castBackward(pr.prog, op): // one cast back
 			bwd = bytes
+			if f := pr.upcastBack(op); f > 0 {
+				bwd = bytes / f // the cast back is an upcast: a slower kernel
+			}
 		}
 		if k > 0 {
 			c.Bwd, _ = streamTime(&pr.d, bwd)
