@@ -170,3 +170,57 @@ func TestResidualAddPassesGradient(t *testing.T) {
 		}
 	}
 }
+
+// TestBackwardKernelsAgainstH200 prices one op's backward as the
+// hand-built programs above and compares it with the kernels its
+// backward launched on one H200 (sim/testdata/cuda_h200/bwd_kernels.jsonl,
+// tools/oracle/cuda_bwd_kernels.py, run 19: torch.autograd.grad of the
+// op alone, torch.profiler's device time of its backward kernels, memsets
+// left out; torch 2.11.0+cu130) at [16384, 4096]. The kernel counts are
+// autograd's rules and must match where memsh prices each kernel apart;
+// the times are held to the bound each row names.
+func TestBackwardKernelsAgainstH200(t *testing.T) {
+	d := isolatedH200(t)
+	const r, c = 16384, 4096
+	rc := []int64{r, c}
+	bf := tensor{rc, units.BF16, true}
+	f32 := tensor{rc, units.FP32, true}
+	for _, x := range []struct {
+		name     string
+		ts       []tensor
+		ops      []handOp
+		kernels  float64 // measured backward kernels (-1: memsh lumps them, not compared)
+		measured float64 // their device time, s
+		within   float64 // |memsh / measured - 1| at most (0: not asserted)
+		why      string
+	}{
+		{"add_same_bf16", []tensor{bf, bf, bf}, []handOp{{"add", []int{0, 1}, 2, nil, 0}}, 0, 0, 0,
+			"AddBackward0 passes the gradient through: no kernel"},
+		{"add_same_fp32", []tensor{f32, f32, f32}, []handOp{{"add", []int{0, 1}, 2, nil, 0}}, 0, 0, 0, "as above"},
+		{"add_broadcast_bf16", []tensor{bf, {[]int64{c}, units.BF16, true}, bf}, []handOp{{"add", []int{0, 1}, 2, nil, 0}}, 1, 49.407e-6, 0.30,
+			"the row's sum_to: one reduce_kernel, at 2.7 TB/s against the stream rate's 3.56 (memsh fast)"},
+		{"add_twice_bf16 (a + a)", []tensor{bf, bf}, []handOp{{"add", []int{0, 0}, 1, nil, 0}}, 1, 67.391e-6, 0,
+			"the two gradients summed: one add; both are the same tensor here (the gradient passed through twice), read once, so memsh's three passes are not the traffic: time not compared"},
+		{"cast_bf16_to_fp32", []tensor{bf, f32}, []handOp{{"cast", []int{0}, 1, nil, 0}}, 1, 94.272e-6, 0.25,
+			"the cast back, fp32 -> bf16: the vectorized bfloat16_copy_kernel_cuda, above the median streaming kernel (memsh slow)"},
+		{"cast_fp32_to_bf16", []tensor{f32, bf}, []handOp{{"cast", []int{0}, 1, nil, 0}}, 1, 192.668e-6, 0.03,
+			"the cast back is the upcast: unrolled_elementwise_kernel<direct_copy_kernel_cuda> (hw.EagerKernels.Upcast)"},
+		{"mul_same_bf16", []tensor{bf, bf, bf}, []handOp{{"mul", []int{0, 1}, 2, nil, 0}}, -1, 184.767e-6, 0.25,
+			"two multiplies (grad * b, grad * a), memsh one kernel of their bytes at the stream rate (memsh slow)"},
+	} {
+		prog := handProgram(x.ts, x.ops)
+		var s Prices
+		got := s.Of(prog, &core.Plan{Device: d})[0]
+		e := 0.0
+		if x.measured > 0 {
+			e = got.Bwd/x.measured - 1
+		}
+		t.Logf("%-24s memsh %g kernels %7.1f µs, measured %7.1f µs (%+5.1f %%): %s", x.name, got.BwdK, 1e6*got.Bwd, 1e6*x.measured, 100*e, x.why)
+		if x.kernels >= 0 && got.BwdK != x.kernels {
+			t.Errorf("%s: memsh %g backward kernels, measured %g", x.name, got.BwdK, x.kernels)
+		}
+		if x.within > 0 && math.Abs(e) > x.within {
+			t.Errorf("%s: memsh %+.1f %% off the measured backward (want within %.0f %%)", x.name, 100*e, 100*x.within)
+		}
+	}
+}
