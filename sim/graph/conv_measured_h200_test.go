@@ -20,25 +20,24 @@ import (
 // memsh (go test ./sim/graph -run MeasuredH200 -v):
 //
 //	graph          mode           fwd+bwd ms (measured)   fwd ms (measured)
-//	h_to_h         fp16            11.86  (11.88)  -0 %    3.64  (4.16) -12 %
-//	h_to_era       fp16            58.98  (57.16)  +3 %   18.18 (20.00)  -9 %
-//	era_to_h       fp16            31.09  (30.56)  +2 %    9.47 (10.52) -10 %
-//	h_to_h 8 heads fp16            11.58  (10.71)  +8 %    3.51  (3.56)  -1 %
-//	h_to_h 1024    fp16            22.73  (19.83) +15 %    6.72  (6.22)  +8 %
-//	Bris processor bf16-autocast  158.86 (138.08) +15 %   43.58 (40.90)  +7 %
-//	Bris processor fp16           145.84 (136.74)  +7 %   43.55 (44.64)  -2 %
+//	h_to_h         fp16            11.02  (11.88)  -7 %    3.65  (4.16) -12 %
+//	h_to_era       fp16            54.79  (57.16)  -4 %   18.20 (20.00)  -9 %
+//	era_to_h       fp16            28.89  (30.56)  -5 %    9.47 (10.52) -10 %
+//	h_to_h 8 heads fp16            10.73  (10.71)  +0 %    3.51  (3.56)  -1 %
+//	h_to_h 1024    fp16            21.03  (19.83)  +6 %    6.72  (6.22)  +8 %
+//	Bris processor bf16-autocast  146.86 (138.08)  +6 %   46.04 (40.90) +13 %
+//	Bris processor fp16           135.01 (136.74)  -1 %   43.57 (44.64)  -2 %
 //
-// What memsh overprices in the backward, by name: the two adds (key_j +
-// edge_attr, value_j + edge_attr) keep the general rule, a backward of
-// twice their bytes each, where autograd passes their gradient through
-// and runs one add, edge_attr's two gradients summed: three add-forward
-// times too many (1.70 ms of h_to_h_1024's 2.90 ms over, 10.8 ms of the
-// Bris bf16 row's 20.8). The eager cast of the product to fp32 (autocast)
-// is priced at twice its bytes backward (timing's stream), where its
-// backward is one cast back, the forward's bytes (docs/time.md; the fused
-// path's bwdFactor does this): 3.6 ms more on the Bris bf16 row. Without
-// the adds' excess, the 512-channel, 16-head rows would land 4-7 % under:
-// their forward is 9-12 % under. The measured kernels' forward
+// The backward takes autograd's rules (sim/timing/backward.go) for the
+// two adds (key_j + edge_attr, value_j + edge_attr: the gradient passed
+// through, edge_attr's two gradients summed by one add) and for the
+// autocast fp32 cast of the product (one cast back), where the general
+// rule priced twice their bytes: before, +0, +3, +2, +8, +15, +15 and
+// +7 %. The Bris bf16 forward is 13 % over, 2.5 ms of it the fp32 cast at
+// the upcast's measured rate (hw.EagerKernels.Upcast); the 1024-channel
+// fp16 forward, without a cast, is 8 % over too (not isolated). The
+// 512-channel, 16-head rows are 4-7 % under: their forward is 9-12 %
+// under. The measured kernels' forward
 // (graph_kernels.jsonl: three index_select, two adds, a same-shape
 // multiply, the head sum, the broadcast multiply, scatter_add_) sums to
 // 3.67 ms on h_to_h, itself 0.49 ms under the whole forward; what it

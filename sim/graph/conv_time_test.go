@@ -121,12 +121,12 @@ func attentionPhases(t *testing.T, a *attentionAlone, gpu, runtime, precision st
 // memsh (go test ./sim/graph -run PR631 -v):
 //
 //	         PyG ms (measured)       Triton ms (measured)  PyG on torch 2.6
-//	H200 era_to_h  31.09 (23.97) +30 %   3.02 (2.77)   +9 %   33.45 +40 %
-//	H200 h_to_h    11.86  (9.64) +23 %   0.93 (0.83)  +12 %   12.77 +32 %
-//	H200 h_to_era  58.98 (46.99) +26 %   5.57 (4.87)  +14 %   63.47 +35 %
-//	A100 era_to_h  31.22 (53.09) -41 %   7.11 (6.81)   +4 %   35.89 -32 %
-//	A100 h_to_h    11.19 (20.32) -45 %   2.24 (1.82)  +23 %   12.68 -38 %
-//	A100 h_to_era  58.83 (100.4) -41 %  13.24 (11.19) +18 %   66.97 -33 %
+//	H200 era_to_h  28.89 (23.97) +21 %   3.02 (2.77)   +9 %   31.25 +30 %
+//	H200 h_to_h    11.02  (9.64) +14 %   0.93 (0.83)  +12 %   11.92 +24 %
+//	H200 h_to_era  54.79 (46.99) +17 %   5.57 (4.87)  +14 %   59.28 +26 %
+//	A100 era_to_h  26.08 (53.09) -51 %   7.11 (6.81)   +4 %   30.75 -42 %
+//	A100 h_to_h     9.22 (20.32) -55 %   2.24 (1.82)  +23 %   10.71 -47 %
+//	A100 h_to_era  49.03 (100.4) -51 %  13.24 (11.19) +18 %   57.17 -43 %
 //
 // The PR does not say which PyTorch it ran; its date (October 2025)
 // makes it 2.8 or later, where fp16 index_select copies 8 bytes at a
@@ -152,12 +152,12 @@ func attentionPhases(t *testing.T, a *attentionAlone, gpu, runtime, precision st
 // backward the scatter's gather, the message's broadcast multiply,
 // multiply and head sum, the scores' two broadcast multiplies (the
 // expanded gradient), an add (edge_attr's two gradients) and 3
-// index_add. memsh lands 6 and 11 % over those sums: the same-shape adds
-// and multiplies around those kernels keep memsh's general rules (an
-// add's backward streams twice its bytes where autograd passes the
-// gradient through, accumulating edge_attr's two gradients once; the
-// scores' backward is priced as contiguous multiplies where PyTorch runs
-// two broadcast ones). The PR's own times are 14 and 11 % under the sums,
+// index_add. memsh lands 2 % under and 3 % over those sums (6 and 11 %
+// over before the adds' backward took autograd's rule, timing/backward.go:
+// the gradient passed through, edge_attr's two gradients summed once);
+// the same-shape multiplies keep the general rule, and the scores'
+// backward is priced as contiguous multiplies where PyTorch runs two
+// broadcast ones. The PR's own times are 14 and 11 % under the sums,
 // which its unpublished harness, channels and heads leave unexplained.
 // The test holds memsh within 15 % of the kernels' sum and within 35 % of
 // the PR on the H200 (the sums up to 16 % over the PR, memsh up to 15 %

@@ -182,6 +182,11 @@ var (
 // rate beyond their memory bound, NCCL kernels holding SMs while
 // communication overlaps compute, host stalls. Sustain stays fitted until
 // an MSMF figure per GPU is published to replace its first part.
+//
+// Refit December 2026 (0.83 -> 0.80, 0.74 -> 0.73; the rows' own values
+// 0.795 and 0.725): the lump had held the elementwise backward the
+// general rule overpriced until adds, casts and gradient sums took
+// autograd's rules (sim/timing/backward.go).
 const (
 	ampereSustain = 0.80
 	hopperSustain = 0.73
