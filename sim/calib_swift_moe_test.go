@@ -405,20 +405,20 @@ const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2
 // issue 19, not modelled): they are the rows whose allocated memory is far
 // under the card (memsh 38.7 and 40.1 GiB allocated of 79.25), and both
 // read nvidia-smi, which counts what the caching allocator keeps cached.
-// Their shapes change every layer and micro-batch: each rank's received
-// rows follow the router, and packing fills each row up to, not exactly,
-// 8192 tokens; under full recompute every layer's forward is replayed in
-// the backward among the gradients' allocations, so a block freed by one
-// layer is often too small for the next, and the cache grows until
-// the card presses it. The no-recompute rows (65 and 73 GiB) land, the
-// tp 2 one with room left on the card: that the recompute's interleaving
-// is what grows the cache is a hypothesis, not shown. No published log
-// of these runs gives max allocated beside reserved. memsh's replay runs
-// one fixed shape, as tools/oracle/moe_frag.py's "fixed" mode; that
-// script (prepared, not yet run: cuda_run_moefrag.sh) measures one rank of moe.sh's first stage
-// with fixed, routed and packed shapes under an 80 GB card's cap: what
-// reserved runs past allocated when the shapes change, the term these
-// two rows would need (rows asserted once it is measured and modelled).
+// Their shapes change every layer and micro-batch (routed rows, packing).
+// Measured and ruled out as the cause: tools/oracle/moe_frag.py ran one
+// rank of moe.sh's first stage (13 layers, 15 of 60 experts, full
+// recompute, 4 micro-batches, a 74 GiB cap) on one H200, 15 steps a mode
+// (sim/testdata/cuda_h200/moe_frag.jsonl, cuda_run_moefrag.sh): reserved
+// past allocated at the most is 0.83 GiB with fixed shapes (memsh's
+// replay), 2.21 GiB with the router's counts, 3.33 GiB with packed rows of
+// 6144-8192 tokens, and 0.71 GiB for packed rows under
+// expandable_segments, which moe.sh sets. The shape churn grows the cache
+// by 2.5 GiB at the most, not 11-12, and not at all with the script's
+// allocator setting: the gap is elsewhere (the ms-swift version of the
+// runs is the remaining lead: ms-swift#5120 reports 3.7.0.dev0, the pp2
+// row's, nearly doubling memory after the first step). No published log
+// of these runs gives max allocated beside reserved.
 func TestMegatronSwiftCalibration(t *testing.T) {
 	a800, err := hw.LookupDevice("A100-80GB")
 	if err != nil {
