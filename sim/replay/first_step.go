@@ -1,7 +1,9 @@
 package replay
 
 // firstStepStates allocates the optimizer state the first
-// optimizer.step() creates, before its update.
+// optimizer.step() creates, before its update. A first step replayed
+// before the steady one (lazy_states.go) keeps their tensors' ids in
+// lazyIDs, in the order it makes them.
 func (r *Replay) firstStepStates() {
 	if !r.Plan.FirstStep {
 		return
@@ -13,7 +15,10 @@ func (r *Replay) firstStepStates() {
 			continue
 		}
 		for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, dt) {
-			r.allocState(p, s, ", created by the first optimizer.step()")
+			id := r.allocState(p, s, ", created by the first optimizer.step()")
+			if r.lazy {
+				r.lazyIDs = append(r.lazyIDs, id)
+			}
 		}
 	}
 }

@@ -5,36 +5,44 @@ import (
 	"github.com/memsh/memsh/sim/core"
 )
 
-// Megatron's first step, before the steady one (what nvidia-smi holds).
+// The first step, before the steady one (what nvidia-smi holds).
 //
-// Megatron-LM's optimizers make Adam's moments lazily: Transformer
-// Engine's FusedAdam (Megatron-Core's Adam when TE is installed,
-// megatron/core/optimizer/__init__.py at core_v0.12.0) and apex's both
-// initialize a parameter's state inside step() when it has none
-// (transformer_engine/pytorch/optimizers/fused_adam.py step:
-// "if len(state) == 0: self.initialize_state(p, ...)", torch.zeros_like
-// per moment and parameter). A fine-tuning run (--finetune, or no
-// optimizer checkpoint) loads none, so the first step's forward and
-// backward run without them, and the moments, one fp32 tensor per
-// parameter shard and moment, are made at its end from the cache the
-// step's activations left. From the second step on those cached blocks
-// are taken: what the activations need again comes from new segments.
-// The caching allocator returns cached segments only when a request
-// fails (or on empty_cache), so nvidia-smi keeps the first step's
-// reserve plus whatever the second step adds (the replay reports the
-// most reserved over both; the allocated figures are the steady step's).
+// PyTorch's optimizers make their state lazily: torch.optim's AdamW
+// (torch/optim/adam.py _init_group: torch.zeros_like per moment, inside
+// step()), Transformer Engine's FusedAdam (Megatron-Core's Adam when TE is
+// installed, megatron/core/optimizer/__init__.py at core_v0.12.0) and
+// apex's (transformer_engine/pytorch/optimizers/fused_adam.py step:
+// "if len(state) == 0: self.initialize_state(p, ...)") all initialize a
+// parameter's state inside step() when it has none. A run that loads no
+// optimizer checkpoint (Megatron's --finetune, a transformers script)
+// loads none, so the first step's forward and backward run without them,
+// and the state is made at its end from the cache the step's activations
+// left. From the second step on those cached blocks are taken: what the
+// activations need again comes from new segments. The caching allocator
+// returns cached segments only when a request fails (or on empty_cache),
+// so max_memory_reserved and nvidia-smi keep the first step's reserve
+// plus whatever the second step adds (the replay reports the most
+// reserved over both; the allocated figures are the steady step's).
+// Measured on one H200 (sim/testdata/cuda_h200/hf.jsonl,
+// tools/oracle/cuda_hf.py): the steady step of a transformers model
+// reserves 3-13 % more than its first step's cache layout alone gives.
 //
-// warmFirstStep replays that first step for a Megatron layout (the
-// distributed optimizer or precision "megatron") and carries its
-// allocator into r, the steady step's replay, which then skips setup()'s
-// allocations. It reports whether it did; plans it does not apply to
-// (evaluation, offload, paged or in-backward optimizers, table models, a
-// validation pass, CUDA graphs, a torch.distributed.pipelining stage,
-// whose receive buffers setup() keeps apart) replay as before. A trace (Options.Trace)
-// holds both steps.
+// warmFirstStep replays that first step and carries its allocator into
+// r, the steady step's replay, which then skips setup()'s allocations.
+// It applies to a Megatron layout (the distributed optimizer or
+// precision "megatron"), whose setup leaves the moments pending
+// (Replay.lazy), and to one GPU, whose first step is the one
+// first_step=True replays (its state made by firstStepStates, the
+// backward thread's cuBLAS workspace at its first matmul). It reports
+// whether it did; plans it does not apply to (evaluation, other
+// data-parallel layouts, offload, paged or in-backward optimizers, table
+// models, a validation pass, CUDA graphs, a torch.distributed.pipelining
+// stage, whose receive buffers setup() keeps apart) replay as before. A
+// trace (Options.Trace) holds both steps.
 func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	plan := r.Plan
-	if r.Dist == nil || r.Dist.Mode != DistMegatron || plan.Phase == core.Eval || plan.FirstStep ||
+	single := r.Dist == nil
+	if (!single && r.Dist.Mode != DistMegatron) || plan.Phase == core.Eval || plan.FirstStep ||
 		plan.Offload != nil || plan.Optimizer.Paged() || plan.Optimizer.InBackward ||
 		len(r.P.Tables) > 0 || r.valProg != nil || r.graphs != nil || torchStage(r.P) {
 		return false, nil
@@ -43,9 +51,15 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if single { // the step first_step=True replays
+		fp := *plan
+		fp.FirstStep = true
+		first.Plan = &fp
+	}
 	first.lazy = true
 	first.setup()
 	persist := first.batchAt // everything before the batch persists
+	traffic := first.Rep.Traffic // the update's HBM traffic, counted by setup()
 	// Of the step itself r takes only the most reserved and whether it
 	// ran out of memory (and a trace whole): its other peaks go unkept.
 	if first.quiet = first.traced == nil; first.quiet {
@@ -63,8 +77,9 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		return false, nil
 	}
 	// zero_grad and the end of the step: everything made after the batch
-	// is dropped but the moments the step made (lazyIDs: made one after
-	// another by optimizerStep, so in increasing order).
+	// is dropped but what the step made to keep (lazyIDs: the moments,
+	// made one after another by optimizerStep, and the workspaces made
+	// before them, so in increasing order).
 	for pi, id := range first.paramGrad {
 		if id != none {
 			first.release(id)
@@ -88,7 +103,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		r.traced, r.Rep.Trace = first.traced, first.Rep.Trace
 		r.alloc.Observe = r.traceSegment
 	}
-	// first ends here: its chunks become r's. Its moments' ids are past
+	// first ends here: its chunks become r's. What it kept has ids past
 	// persist, in increasing order: still first's tensors (takeFirst).
 	spare := r.live // r has made no tensor: its chunks (a Scratch's) go back with first's lists
 	r.live.takeFirst(&first.live, persist)
@@ -102,13 +117,16 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		}
 	}
 	// What setup() reports, and its timeline.
-	r.Rep.States = first.Rep.States
+	r.Rep.States, r.Rep.Traffic = first.Rep.States, traffic
 	r.Rep.PeakReserved = first.Rep.PeakReserved
 	r.Rep.Largest = first.setupLargest
 	if r.opts.Timeline {
 		r.Rep.Timeline = append(r.Rep.Timeline, first.Rep.Timeline[:first.setupPoints]...)
 	}
-	r.Dist.seedHolds(r)
+	r.backwardBlas, r.sideBlas = first.backwardBlas, first.sideBlas // made and kept
+	if r.Dist != nil {
+		r.Dist.seedHolds(r)
+	}
 	r.sample()
 	r.setupStep()
 	first.Recycle() // its tensors' chunks are r's (takeFirst), its allocator too

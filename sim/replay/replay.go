@@ -117,9 +117,10 @@ type Replay struct {
 
 	tpool *tablePool // exact-size pool for table buffers, nil = none
 
-	// lazy: the first step of a Megatron layout (lazy_states.go): the
+	// lazy: a first step replayed before the steady one (lazy_states.go): the
 	// optimizer's moments are made by its step, not before it; pending
-	// holds them until then, lazyIDs their tensors once made.
+	// holds them until then; lazyIDs holds the tensors the step makes and
+	// keeps (the moments, cuBLAS workspaces), in the order it makes them.
 	lazy bool
 	// quiet: a first step past its setup, whose report r reads only for
 	// its peak reserved memory and its OOM (lazy_states.go): allocations

@@ -208,8 +208,8 @@ workspace:
 // allocState allocates one optimizer state tensor of parameter p,
 // explained as "optimizer state NAME" and whyTail (names joined only when
 // the report keeps the allocation: allocParts).
-func (r *Replay) allocState(p *core.ParamInfo, s core.StateTensor, whyTail string) {
-	r.allocateParts(Alloc{Tensor: s.Name, Shape: p.Shape, DType: r.Plan.Precision.States, Bytes: s.Bytes, Why: s.Name, Cat: core.CatOptimizer},
+func (r *Replay) allocState(p *core.ParamInfo, s core.StateTensor, whyTail string) int32 {
+	return r.allocateParts(Alloc{Tensor: s.Name, Shape: p.Shape, DType: r.Plan.Precision.States, Bytes: s.Bytes, Why: s.Name, Cat: core.CatOptimizer},
 		allocParts{tensor: p.Name, sep: " ", why: "optimizer state ", whyTail: whyTail})
 }
 
