@@ -58,7 +58,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	}
 	first.lazy = true
 	first.setup()
-	persist := first.batchAt // everything before the batch persists
+	persist := first.batchAt     // everything before the batch persists
 	traffic := first.Rep.Traffic // the update's HBM traffic, counted by setup()
 	// Of the step itself r takes only the most reserved and whether it
 	// ran out of memory (and a trace whole): its other peaks go unkept.
