@@ -42,7 +42,7 @@ func allocatedAfter(t *testing.T, r *replay.Report, op string) int64 {
 // runs counts the allocations of a tensor over the step.
 func runs(r *replay.Report, tensor string) int {
 	n := 0
-	for _, e := range r.Trace.Events {
+	for _, e := range r.Trace.SteadyEvents() {
 		if e.Action == "alloc" && e.Tensor == tensor {
 			n++
 		}

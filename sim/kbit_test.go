@@ -78,7 +78,7 @@ func TestKbitPreparationCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []int64
-	for _, e := range r.Trace.Events {
+	for _, e := range r.Trace.SteadyEvents() {
 		if e.Action == "alloc" && e.Phase == replay.PhaseBackward && e.Tensor == "grad of embed_tokens.out" {
 			got = append(got, e.Size)
 		}

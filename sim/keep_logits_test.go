@@ -41,8 +41,13 @@ func TestKeepLogits(t *testing.T) {
 		if base.PeakAt.Op != "loss.cross_entropy" || r.PeakAt.Op != "loss.cross_entropy" {
 			t.Fatalf("%s %dx%d: peaks at %s and %s, want the loss's backward", tc.precision, tc.batch, tc.seq, base.PeakAt.Op, r.PeakAt.Op)
 		}
-		if got := r.PeakAllocated - base.PeakAllocated; got != tc.logitsBytes {
-			t.Errorf("%s %dx%d: keep_logits adds %d B to the peak, want the logits' %d", tc.precision, tc.batch, tc.seq, got, tc.logitsBytes)
+		// Both steady steps run in the cache their first step left
+		// (replay/lazy_states.go), where a request takes a cached block
+		// whole when less than 1 MiB of it would remain (kSmallSize in
+		// c10/cuda/CUDACachingAllocator.cpp): the peaks may differ by a
+		// block's remainder beside the logits.
+		if got := r.PeakAllocated - base.PeakAllocated; got < tc.logitsBytes-2<<20 || got > tc.logitsBytes+2<<20 {
+			t.Errorf("%s %dx%d: keep_logits adds %d B to the peak, want the logits' %d (within 2 MiB)", tc.precision, tc.batch, tc.seq, got, tc.logitsBytes)
 		}
 	}
 	for _, tc := range []struct {

@@ -31,7 +31,7 @@ func TestLigerChunkRows(t *testing.T) {
 // size for a free.
 func opEvents(tr *replay.Trace, op string, phase replay.Phase) []int64 {
 	var out []int64
-	for _, e := range tr.Events {
+	for _, e := range tr.SteadyEvents() {
 		if e.Op != op || e.Phase != phase {
 			continue
 		}

@@ -58,8 +58,10 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	}
 	first.lazy = true
 	first.setup()
-	persist := first.batchAt     // everything before the batch persists
-	traffic := first.Rep.Traffic // the update's HBM traffic, counted by setup()
+	persist := first.batchAt // everything before the batch persists
+	// What setup() reports: the states and the update's HBM traffic
+	// (the step adds its gradients to the states).
+	states, traffic := first.Rep.States, first.Rep.Traffic
 	// Of the step itself r takes only the most reserved and whether it
 	// ran out of memory (and a trace whole): its other peaks go unkept.
 	if first.quiet = first.traced == nil; first.quiet {
@@ -101,6 +103,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }
 	if r.traced != nil {
 		r.traced, r.Rep.Trace = first.traced, first.Rep.Trace
+		r.Rep.Trace.Steady = len(r.Rep.Trace.Events)
 		r.alloc.Observe = r.traceSegment
 	}
 	// first ends here: its chunks become r's. What it kept has ids past
@@ -117,7 +120,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		}
 	}
 	// What setup() reports, and its timeline.
-	r.Rep.States, r.Rep.Traffic = first.Rep.States, traffic
+	r.Rep.States, r.Rep.Traffic = states, traffic
 	r.Rep.PeakReserved = first.Rep.PeakReserved
 	r.Rep.Largest = first.setupLargest
 	if r.opts.Timeline {

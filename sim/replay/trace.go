@@ -47,7 +47,15 @@ type Trace struct {
 	// at the end (blocks are rounded up).
 	Requested map[int64]int64
 	modules   map[string]string // op name -> module path
+	// Steady is the index in Events of the steady step's first event: a
+	// replay that runs the first step before it (lazy_states.go) traces
+	// both, the first step's events before Steady; 0 when the trace holds
+	// one step.
+	Steady int
 }
+
+// SteadyEvents is the steady step's events (the last step's).
+func (t *Trace) SteadyEvents() []TraceEvent { return t.Events[t.Steady:] }
 
 // module is the module path of the op named op.
 func (t *Trace) module(op string) string {
