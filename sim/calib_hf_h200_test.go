@@ -48,8 +48,11 @@ import (
 // Compared: the steady step's max_memory_allocated and
 // max_memory_reserved, the memory allocated at its start (parameters,
 // optimizer state, the two cuBLAS workspaces, the batch), and the first
-// step's max_memory_allocated (first_step=True). The peaks are in the
-// backward of the loss in every case.
+// step's max_memory_allocated and max_memory_reserved (first_step=True).
+// The peaks are in the backward of the loss in every case. The steady
+// step's reserve is the cache its first step left (AdamW's state made in
+// it, replay/lazy_states.go): replaying the steady step alone on an empty
+// cache it was 3.3-13.4 % short (-13.4 % llama1b_ckpt and llama8b_ckpt).
 func TestHFH200Calibration(t *testing.T) {
 	dev, err := hw.LookupDevice("H200")
 	if err != nil {
@@ -66,22 +69,18 @@ func TestHFH200Calibration(t *testing.T) {
 		// measured, steady step (2-4): max_memory_allocated, max_memory_reserved,
 		// memory_allocated at the step's start; step 1's max_memory_allocated
 		peak, reserved, atStart, firstPeak, firstReserved int64
-		// the reserve's tolerance: memsh replays a steady step from a cache
-		// that holds the persistent tensors alone, not the run's first
-		// step's segments (which the measured reserve keeps)
-		resTol float64
 	}{
-		{"llama1b_bf16", "llama-3.2-1b", 4, 2048, "bf16", 36_572_232_192, 40_200_306_688, 7_482_062_336, 31_594_371_584, 31_792_824_320, 0.10},
-		{"llama1b_amp", "llama-3.2-1b", 4, 2048, "amp", 49_178_094_080, 51_990_495_232, 14_899_045_888, 39_292_627_456, 39_382_417_408, 0.10},
-		{"llama1b_ckpt", "llama-3.2-1b", 4, 2048, "ckpt", 22_863_149_568, 26_826_768_384, 7_482_062_336, 17_919_891_968, 18_421_383_168, 0.15},
-		{"llama1b_lora", "llama-3.2-1b", 4, 2048, "lora", 17_988_049_408, 19_314_769_920, 2_674_071_040, 17_897_871_872, 19_314_769_920, 0.10},
-		{"qwen3_06b_bf16", "qwen3-0.6b", 8, 2048, "bf16", 71_589_831_168, 79_419_146_240, 3_643_584_000, 69_205_602_816, 69_461_868_544, 0.10},
-		{"qwen3_moe_bf16", "qwen3-moe-small", 4, 2048, "bf16", 29_183_422_976, 31_495_028_736, 4_604_493_312, 26_159_243_776, 26_514_292_736, 0.10},
-		{"qwen3_moe_loop", "qwen3-moe-small", 4, 2048, "loop", 30_342_384_128, 32_463_912_960, 4_603_827_712, 27_308_398_592, 27_458_011_136, 0.10},
-		{"mixtral_bf16", "mixtral-small", 4, 2048, "bf16", 14_362_300_928, 15_093_202_944, 4_840_791_552, 11_181_638_144, 11_423_186_944, 0.10},
+		{"llama1b_bf16", "llama-3.2-1b", 4, 2048, "bf16", 36_572_232_192, 40_200_306_688, 7_482_062_336, 31_594_371_584, 31_792_824_320},
+		{"llama1b_amp", "llama-3.2-1b", 4, 2048, "amp", 49_178_094_080, 51_990_495_232, 14_899_045_888, 39_292_627_456, 39_382_417_408},
+		{"llama1b_ckpt", "llama-3.2-1b", 4, 2048, "ckpt", 22_863_149_568, 26_826_768_384, 7_482_062_336, 17_919_891_968, 18_421_383_168},
+		{"llama1b_lora", "llama-3.2-1b", 4, 2048, "lora", 17_988_049_408, 19_314_769_920, 2_674_071_040, 17_897_871_872, 19_314_769_920},
+		{"qwen3_06b_bf16", "qwen3-0.6b", 8, 2048, "bf16", 71_589_831_168, 79_419_146_240, 3_643_584_000, 69_205_602_816, 69_461_868_544},
+		{"qwen3_moe_bf16", "qwen3-moe-small", 4, 2048, "bf16", 29_183_422_976, 31_495_028_736, 4_604_493_312, 26_159_243_776, 26_514_292_736},
+		{"qwen3_moe_loop", "qwen3-moe-small", 4, 2048, "loop", 30_342_384_128, 32_463_912_960, 4_603_827_712, 27_308_398_592, 27_458_011_136},
+		{"mixtral_bf16", "mixtral-small", 4, 2048, "bf16", 14_362_300_928, 15_093_202_944, 4_840_791_552, 11_181_638_144, 11_423_186_944},
 		// Run 3 (hf3.jsonl), held out: Llama-3-8B's shape, measured after the rows above were modelled.
-		{"llama8b_ckpt", "llama-3-8b", 2, 4096, "ckpt", 80_369_788_416, 93_354_721_280, 48_248_743_424, 80_369_788_416, 80_746_643_456, 0.15},
-		{"llama8b_lora", "llama-3-8b", 4, 4096, "lora", 50_615_527_936, 54_936_993_792, 16_631_080_448, 50_279_983_616, 54_936_993_792, 0.10},
+		{"llama8b_ckpt", "llama-3-8b", 2, 4096, "ckpt", 80_369_788_416, 93_354_721_280, 48_248_743_424, 80_369_788_416, 80_746_643_456},
+		{"llama8b_lora", "llama-3-8b", 4, 4096, "lora", 50_615_527_936, 54_936_993_792, 16_631_080_448, 50_279_983_616, 54_936_993_792},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			data, err := os.ReadFile("testdata/cuda_h200/configs/" + tc.config + ".json")
@@ -136,7 +135,7 @@ func TestHFH200Calibration(t *testing.T) {
 				{"peak allocated", r.PeakAllocated, steadyFP32, tc.peak, 0.005},
 				{"allocated at start", start, steadyFP32, tc.atStart, 0.001},
 				{"first step's peak", r1.PeakAllocated, firstFP32, tc.firstPeak, 0.005},
-				{"peak reserved", r.PeakReserved, 0, tc.reserved, tc.resTol},
+				{"peak reserved", r.PeakReserved, 0, tc.reserved, 0.05},
 				{"first step's peak reserved", r1.PeakReserved, 0, tc.firstReserved, 0.05},
 			} {
 				d := float64(c.memsh+c.unmodelled)/float64(c.measured) - 1

@@ -38,30 +38,35 @@ import (
 // 4 B per parameter tensor, AdamW's step on the CPU).
 //
 // Per row (peak: max_memory_allocated; reserved: max_memory_reserved;
-// memsh with the harness terms; -v prints the same table):
+// memsh with the harness terms; -v prints the same table). memsh replays
+// step 1 before step 2 through the same allocator (AdamW makes its
+// moments in step 1's step(), in the cache its activations left:
+// replay/lazy_states.go); replaying step 2 alone on an empty cache the
+// reserve was -11.3 % to +13.2 % (rows 21 and 5; row 3 +8.9 %, row 19
+// -8.9 %), now -4.8 % to +4.0 %:
 //
 //	#   case                                           peak          memsh       %       reserved          memsh       %
-//	1   gpt2 bf16 eager                         12735340544    12768895488   +0.3%    13044285440    13262389248   +1.7%
-//	2   gpt2 bf16 sdpa                           4602649088     4552305152   -1.1%     4854906880     4678746112   -3.6%
-//	3   llama bf16 eager                        27004297216    27004297728   +0.0%    28032630784    30516707328   +8.9%
-//	4   llama bf16 sdpa                          9323220992     9356771840   +0.4%     9764339712    10084155392   +3.3%
-//	5   lmhead bf16                             15895430144    15895430656   +0.0%    15896412160    17998807040  +13.2%
+//	1   gpt2 bf16 eager                         12735340544    12768895488   +0.3%    13044285440    13237223424   +1.5%
+//	2   gpt2 bf16 sdpa                           4602649088     4552305152   -1.1%     4854906880     4661968896   -4.0%
+//	3   llama bf16 eager                        27004297216    27004297728   +0.0%    28032630784    29140975616   +4.0%
+//	4   llama bf16 sdpa                          9323220992     9356771840   +0.4%     9764339712     9614393344   -1.5%
+//	5   lmhead bf16                             15895430144    15895430656   +0.0%    15896412160    15897460736   +0.0%
 //	6   gnn fp32                                20794347008              -       -    30851203072              -       -
 //	7   embedding fp32                          10872946688    10872946688   +0.0%    11018436608    10941890560   -0.7%
-//	8   gpt2 bf16 eager drop=functional         12735340544    12768895488   +0.3%    13044285440    13262389248   +1.7%
-//	9   gpt2 bf16 eager ckpt=full                2526304256     2526304768   +0.0%     3070230528     2898264064   -5.6%
-//	10  gpt2 bf16 eager ckpt=selective           5438300160     5455077888   +0.3%     5676990464     5764022272   +1.5%
-//	11  gpt2 fp32 eager                         23728537600    23795646976   +0.3%    24450695168    24476909568   +0.1%
-//	12  gpt2 amp_bf16 eager                     18408062976    18441617920   +0.2%    18897436672    19443744768   +2.9%
+//	8   gpt2 bf16 eager drop=functional         12735340544    12768895488   +0.3%    13044285440    13237223424   +1.5%
+//	9   gpt2 bf16 eager ckpt=full                2526304256     2526304768   +0.0%     3070230528     2923429888   -4.8%
+//	10  gpt2 bf16 eager ckpt=selective           5438300160     5455077888   +0.3%     5676990464     5722079232   +0.8%
+//	11  gpt2 fp32 eager                         23728537600    23795646976   +0.3%    24450695168    24413995008   -0.2%
+//	12  gpt2 amp_bf16 eager                     18408062976    18441617920   +0.2%    18897436672    19280166912   +2.0%
 //	13  gpt2 amp_bf16 sdpa                       6248823296     6232035840   -0.3%     6425673728     6279921664   -2.3%
 //	14  gpt2 bf16 eager                         13375111168    13442220544   +0.5%    14153678848    14081327104   -0.5%
-//	15  llama bf16 sdpa ckpt=full                8969846784     8969846784   +0.0%     9240051712     9021947904   -2.4%
+//	15  llama bf16 sdpa ckpt=full                8969846784     8969846784   +0.0%     9240051712     9139388416   -1.1%
 //	16  llama bf16 sdpa ckpt=full nonreentrant     8969846784     8969846784   +0.0%     9122611200     9021947904   -1.1%
-//	17  llama fp32 eager                        17811578880    17811579392   +0.0%    20606615552    19444793344   -5.6%
-//	18  llama amp_bf16 sdpa                     17803378688    17803378688   +0.0%    21644705792    22793945088   +5.3%
-//	19  llama bf16 sdpa                         12879704064    12913246720   +0.3%    14428405760    13147045888   -8.9%
-//	20  llama bf16 eager ckpt=selective         20957892608    20890784256   -0.3%    23198695424    23196598272   -0.0%
-//	21  lmhead fp32                              8202093568     8202094080   +0.0%     9252634624     8204058624  -11.3%
+//	17  llama fp32 eager                        17811578880    17811579392   +0.0%    20606615552    20854079488   +1.2%
+//	18  llama amp_bf16 sdpa                     17803378688    17803378688   +0.0%    21644705792    21686648832   +0.2%
+//	19  llama bf16 sdpa                         12879704064    12913246720   +0.3%    14428405760    13985906688   -3.1%
+//	20  llama bf16 eager ckpt=selective         20957892608    20890784256   -0.3%    23198695424    23179821056   -0.1%
+//	21  lmhead fp32                              8202093568     8202094080   +0.0%     9252634624     9252634624   +0.0%
 //	22  gnn bf16                                10744004096              -       -    15493758976              -       -
 //
 // Before this test's fixes (the same harness, memsh at 2737b36) peak
@@ -96,7 +101,7 @@ type cudaRow struct {
 	start, fwd, bwd, saved, peak, res int64 // measured, step 2
 
 	bwdGap          int64   // memsh after the backward less the measurement, where a cause is named (why)
-	tolPeak, tolRes float64 // percent; 0: 1 and 10
+	tolPeak, tolRes float64 // percent; 0: 1 and 5
 	why             string  // the named cause of a gap beyond the defaults
 }
 
@@ -111,8 +116,7 @@ var cudaRows = []cudaRow{
 	{n: 4, oracleCase: oracleCase{kind: "llama", dtype: "bf16", s: 4096, b: 1, h: 4096, a: 32, kv: 8, layers: 4, f: 14336}, attn: "sdpa", lt: 1,
 		start: 5445451776, fwd: 8970899456, bwd: 7257456640, saved: 3491889216, peak: 9323220992, res: 9764339712},
 	{n: 5, oracleCase: oracleCase{kind: "lmhead", dtype: "bf16", s: 4096, b: 2, h: 4096}, vocab: 128256, upcast: true, lt: 1,
-		start: 3287351296, fwd: 7490044928, bwd: 4405133824, saved: 4269867012, peak: 15895430144, res: 15896412160,
-		tolRes: 15, why: "reserved: the allocator's history, not replayed: step 2 reuses the segments step 1 cut, and step 1 ran without AdamW's moments (torch.optim.AdamW makes them in its first step(); the measured step 2 reserves up to 3.2 GB more than step 1, row 14), while memsh replays one steady step on an empty cache (replay.warmFirstStep replays the two steps for Megatron's lazy moments only); here memsh finds 2.1 GB of cached blocks too small for the fp32 logits' gradient (4.2 GB) where PyTorch's step 2 reserves no more than it allocates"},
+		start: 3287351296, fwd: 7490044928, bwd: 4405133824, saved: 4269867012, peak: 15895430144, res: 15896412160},
 	{n: 6, oracleCase: oracleCase{kind: "gnn", dtype: "fp32"}, lt: 1,
 		start: 2167309312, fwd: 14457209856, bwd: 4216687616, saved: 12336000000, peak: 20794347008, res: 30851203072},
 	{n: 7, oracleCase: oracleCase{kind: "embedding", dtype: "fp32", s: 4096, b: 8, h: 512}, vocab: 1048576, lt: 1,
@@ -145,8 +149,7 @@ var cudaRows = []cudaRow{
 	{n: 20, oracleCase: oracleCase{kind: "llama", dtype: "bf16", s: 2048, b: 4, h: 2048, a: 32, kv: 4, layers: 12, f: 5632, ckpt: "selective"}, attn: "eager", lt: 2,
 		start: 3364126720, fwd: 12659490816, bwd: 4488298496, saved: 9261809664, peak: 20957892608, res: 23198695424},
 	{n: 21, oracleCase: oracleCase{kind: "lmhead", dtype: "fp32", s: 4096, b: 4, h: 4096}, vocab: 32000, lt: 2,
-		start: 1910636544, fwd: 4007789568, bwd: 2703360512, saved: 2365718532, peak: 8202093568, res: 9252634624,
-		tolRes: 15, why: "reserved: the allocator's history, not replayed: step 2 reuses the segments step 1 cut, and step 1 ran without AdamW's moments (torch.optim.AdamW makes them in its first step(); the measured step 2 reserves up to 3.2 GB more than step 1, row 14), while memsh replays one steady step on an empty cache (replay.warmFirstStep replays the two steps for Megatron's lazy moments only); PyTorch's step 2 grows the reserve 1.05 GB past step 1's in the backward"},
+		start: 1910636544, fwd: 4007789568, bwd: 2703360512, saved: 2365718532, peak: 8202093568, res: 9252634624},
 	{n: 22, oracleCase: oracleCase{kind: "gnn", dtype: "bf16"}, lt: 2,
 		start: 1142781952, fwd: 7287109632, bwd: 2167307264, saved: 6192000000, peak: 10744004096, res: 15493758976},
 }
@@ -285,7 +288,7 @@ func cudaLabel(c cudaRow) string {
 // 8-byte GPU tensors of a 512 B block each, per call, which memsh does
 // not replay); after the backward to the 512 B of the loss, or the row's
 // named gap; max_memory_allocated within tolPeak (1 % unless the row says
-// why) and max_memory_reserved within tolRes (10 % unless the row says
+// why) and max_memory_reserved within tolRes (5 % unless the row says
 // why).
 func TestOracleCUDA(t *testing.T) {
 	var tab strings.Builder
@@ -319,7 +322,7 @@ func TestOracleCUDA(t *testing.T) {
 			tolPeak = 1
 		}
 		if tolRes == 0 {
-			tolRes = 10
+			tolRes = 5
 		}
 		if e := cudaPct(f.peak, c.peak); e > tolPeak || e < -tolPeak {
 			t.Errorf("row %d %s: peak allocated %d, measured %d (%+.2f%%, beyond %.1f%%)", c.n, cudaLabel(c), f.peak, c.peak, e, tolPeak)
