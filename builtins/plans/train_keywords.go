@@ -156,7 +156,7 @@ var TrainKeywords = []keyword{
 			"for the time model: a norm per gradient and a multiply of every gradient, launched per parameter by the \"for-loop\" optimizer (PyTorch before 2.0) and per chunk of tensors otherwise; None clips nothing",
 		set: setClipGradNorm},
 	{Name: "first_step", Def: starlark.False,
-		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments); the default is the steady state (step 2 onwards)",
+		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments), and reports its figures; the default is the steady state (step 2 onwards), whose peak_reserved and device_used on one GPU and under Megatron's layouts are the most reserved over that first step and the steady one (the steady step runs in the cache the first left)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
 	{Name: "zero_grad", Def: starlark.String("none"),
 		Doc: `how optimizer.zero_grad() clears the gradients between steps: "none" (set_to_none=True, PyTorch's default since 2.0: freed after the step, made again by the next backward) ` +
