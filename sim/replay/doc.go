@@ -23,11 +23,12 @@
 // tables whose rows, sparse gradients and row-wise optimizer state change
 // from step to step (table*.go, RunSteps). Which allocations go to which
 // CUDA stream, and so to which of the allocator's pools, is streams.go;
-// what nvidia-smi then shows, row by row, device.go. Under a Megatron
-// layout the steady step follows the job's start (the model's parameter
-// tensors moved into DDP's buffer, one fp32 main shard per parameter) and
-// a first step whose optimizer makes Adam's moments at its end, through
-// the same allocator (lazy_states.go, shard_megatron.go).
+// what nvidia-smi then shows, row by row, device.go. Training on one GPU
+// or under a Megatron layout, the steady step follows a first step whose
+// optimizer makes its state at its end, through the same allocator
+// (lazy_states.go); under Megatron that first step follows the job's
+// start too (the model's parameter tensors moved into DDP's buffer, one
+// fp32 main shard per parameter: shard_megatron.go).
 //
 // The replay's bookkeeping of its own state carries //go:norace, as
 // sim/alloc does (its doc.go): allocating and releasing a tensor
