@@ -10,10 +10,16 @@ import (
 // Timeline answers what is alive after each event of a replayed step: the
 // timeline's points (what the chart draws) and the device trace of the
 // same replay (which tensor each event allocates or frees: one alloc or
-// free per point, in order).
+// free per point, in order). A step replayed after its first step
+// (sim/replay/lazy_states.go) has the first step's setup, a point where
+// the first step ends, and the steady step as its timeline, and both
+// steps in its trace (replay.Trace.Steady).
 type Timeline struct {
 	points []replay.Point
-	events []replay.TraceEvent // the trace's alloc and free events, one per point
+	events []replay.TraceEvent // the trace's alloc and free events
+	// ends[i] is how many of events point i has seen; nil: i+1 (one
+	// event per point)
+	ends []int
 }
 
 // NewTimeline pairs a report's timeline with the trace of the same step
@@ -24,7 +30,11 @@ func NewTimeline(timeline, traced *replay.Report) (*Timeline, error) {
 	}
 	t := &Timeline{points: timeline.Timeline}
 	requested := map[int64]bool{} // freed while other streams used them: completed later, not a point of their own
-	for _, e := range traced.Trace.Events {
+	firstEvents := 0              // of the first step's, before the steady step's
+	for i, e := range traced.Trace.Events {
+		if i == traced.Trace.Steady {
+			firstEvents = len(t.events)
+		}
 		switch e.Action {
 		case "alloc":
 			t.events = append(t.events, e)
@@ -39,6 +49,23 @@ func NewTimeline(timeline, traced *replay.Report) (*Timeline, error) {
 			t.events = append(t.events, e)
 		}
 	}
+	if traced.Trace.Steady > 0 {
+		steady := len(t.events) - firstEvents
+		setup := len(t.points) - 1 - steady // the first step's setup points
+		if setup < 0 || setup > firstEvents {
+			return nil, fmt.Errorf("the trace has %d allocation events of the first step and %d of the steady one, the timeline %d points", firstEvents, steady, len(t.points))
+		}
+		t.ends = make([]int, len(t.points))
+		for i := range t.ends {
+			switch {
+			case i < setup:
+				t.ends[i] = i + 1
+			default: // the first step's end, then the steady step's events
+				t.ends[i] = firstEvents + i - setup
+			}
+		}
+		return t, nil
+	}
 	if len(t.events) != len(t.points) {
 		return nil, fmt.Errorf("the trace has %d allocation events, the timeline %d points", len(t.events), len(t.points))
 	}
@@ -51,7 +78,11 @@ func (t *Timeline) At(i int) (Moment, error) {
 		return Moment{}, fmt.Errorf("event %d is outside the timeline (0 to %d)", i, len(t.points)-1)
 	}
 	live := map[int64]replay.TraceEvent{}
-	for _, e := range t.events[:i+1] {
+	seen := i + 1
+	if t.ends != nil {
+		seen = t.ends[i]
+	}
+	for _, e := range t.events[:seen] {
 		if e.Action == "alloc" {
 			live[e.Addr] = e
 		} else {

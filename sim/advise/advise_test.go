@@ -95,7 +95,10 @@ func TestQuickstartAdvice(t *testing.T) {
 			single8bit = &res.Rows[i]
 		}
 	}
-	if single8bit == nil || !strings.Contains(single8bit.Why, "optimizer -37.27 GiB") {
+	// the 8-bit states are about a quarter of AdamW's fp32 moments (50.21
+	// GiB); the last digits move with the cached blocks the states take
+	// whole in the cache the first step left (replay/lazy_states.go)
+	if single8bit == nil || !strings.Contains(single8bit.Why, "optimizer -37.33 GiB") {
 		t.Errorf("8-bit AdamW alone: %+v", single8bit)
 	}
 	// The script's own fixes fit too, but they pay for full checkpointing.
