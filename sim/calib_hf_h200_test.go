@@ -3,12 +3,9 @@ package sim
 import (
 	"fmt"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hf"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -54,14 +51,6 @@ import (
 // it, replay/lazy_states.go): replaying the steady step alone on an empty
 // cache it was 3.3-13.4 % short (-13.4 % llama1b_ckpt and llama8b_ckpt).
 func TestHFH200Calibration(t *testing.T) {
-	dev, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, _ := core.LookupRuntime("cuda")
-	bf16, _ := core.LookupPrecision("bf16")
-	amp, _ := core.LookupPrecision("bf16-mixed")
-	ckpt := core.Checkpoint{Mode: "full", InputGrad: true}
 	for _, tc := range []struct {
 		name, config string
 		batch, seq   int64
@@ -83,29 +72,7 @@ func TestHFH200Calibration(t *testing.T) {
 		{"llama8b_lora", "llama-3-8b", 4, 4096, "lora", 50_615_527_936, 54_936_993_792, 16_631_080_448, 50_279_983_616, 54_936_993_792},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, err := os.ReadFile("testdata/cuda_h200/configs/" + tc.config + ".json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := hf.Options{Attn: "sdpa", Transformers: "5.17.0"}
-			if tc.variant == "loop" {
-				opts.Experts = "eager"
-			}
-			m, err := hf.FromConfigOptions(data, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := &core.Plan{Model: m, Batch: tc.batch, Seq: tc.seq, GradAccum: 1, Members: 1, Precision: bf16,
-				Optimizer: core.Optimizer{Kind: core.AdamW}, Device: dev, Phase: core.Train, Runtime: rt, KeepLogits: true}
-			switch tc.variant {
-			case "amp":
-				p.Precision = amp
-			case "ckpt":
-				p.Checkpoint = ckpt
-			case "lora":
-				p.Checkpoint = ckpt
-				p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
-			}
+			p := hfH200Plan(t, tc.config, tc.batch, tc.seq, tc.variant)
 			r, err := Evaluate(p, core.Options{Timeline: true})
 			if err != nil {
 				t.Fatal(err)
