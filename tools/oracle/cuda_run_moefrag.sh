@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared, not run (issue 19): moe_frag.py's three shape modes on one GPU, each in its own process, and
+# Run in session 19 (sim/testdata/cuda_h200/README.md; issue 19): moe_frag.py's three shape modes on one GPU, each in its own process, and
 # the packed mode again under expandable_segments (moe.sh sets it). About 1 s a step on an H200.
 #   mkdir -p .oracle && cp tools/oracle/moe_frag.py tools/oracle/cuda_run_moefrag.sh .oracle/
 #   device run, carry [".oracle"]:  OUT=$OUT bash .oracle/cuda_run_moefrag.sh

@@ -1,0 +1,89 @@
+package sim
+
+import (
+	"math"
+	"os"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// TestFSDP2OneGPUMeasuredH200 replays FSDP2 on one H200, measured
+// (sim/testdata/cuda_h200/fsdp1.jsonl, tools/oracle/cuda_fsdp1.py; torch
+// 2.11, NCCL 2.28.9): Llama-3.2-1B from its config, torchtitan's wrapping
+// (fully_shard on each decoder layer, then the root) with
+// MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) over fp32
+// parameters, AdamW foreach, a one-rank NCCL group, 4 steps at batch 2, 4
+// and 8 x 2048 (one process, the batches one after another). The loop
+// holds `out` through the backward (keep_logits). FSDP2 has no one-rank
+// shortcut: its all-gather copies and reduce-scatter run as on many ranks,
+// and the sharded gradients (fp32, 4.60 GiB: the whole model at one rank)
+// live in the reduce-scatter stream's pool (17 segments).
+//
+// Compared: the steady step's max_memory_allocated (exact to 0.01 %) and
+// max_memory_reserved. Batches 4 and 8 ran after the one before in the
+// same process, whose reduce-scatter stream kept its 17 segments
+// (4,978,638,848 B reserved, nothing allocated: freed with stream uses
+// pending when empty_cache ran): that stale pool is taken out of their
+// measured reserve. Outside the allocator the one-rank communicator's first
+// collective added 583,008,256 B (used_after_first_collective -
+// used_after_context), which memsh does not model for a one-GPU group (it
+// counts NCCL's buffers per peer): named, not compared.
+//
+// Where memsh stands (December 2026): allocated exact; the reduce-scatter
+// stream's pool to the byte (4,978,638,848 B both); the compute stream's
+// at batch 2 within 0.1 %. The reserve is +1.8 %, -4.7 %, -7.5 % at batch
+// 2, 4, 8 (issue 28 asks 5 %; asserted within 10 % until then): memsh
+// keeps a 0.61 GiB all-gather stream pool the measured run does not show
+// (its snapshot has the default and the reduce-scatter streams only; not
+// identified), and at batch 4 and 8 the measured compute stream keeps
+// 2.9 and 6.6 GiB more cached than memsh's steady step, which starts from
+// a cache without step 1's segments (step 1 reserves 32.9 and 59.9 GiB
+// there, the steady step 44.6 and 75.6 GiB).
+func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
+	dev, err := hw.LookupDevice("H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := core.LookupRuntime("cuda")
+	data, err := os.ReadFile("testdata/cuda_h200/configs/llama-3.2-1b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const stale = 4_978_638_848 // the batch before's reduce-scatter pool
+	for _, tc := range []struct {
+		batch            int64
+		allocated, resvd int64 // measured, steady step
+		staleRS          int64
+		resTol           float64
+	}{
+		{2, 29_967_087_616, 35_112_615_936, 0, 0.10},
+		{4, 44_511_410_176, 57_841_549_312, stale, 0.10},
+		{8, 73_601_103_872, 91_081_408_512, stale, 0.10},
+	} {
+		prec, _ := core.LookupPrecision("bf16-mixed")
+		p := &core.Plan{Model: m, Batch: tc.batch, Seq: 2048, GradAccum: 1, Members: 1, Precision: prec,
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Device: dev, Phase: core.Train, Runtime: rt, KeepLogits: true,
+			Parallel: core.Parallelism{FSDP: true, FSDPParamDType: units.BF16, FSDPReduceDType: units.FP32}}
+		r := evalPlan(t, p)
+		measuredRes := tc.resvd - tc.staleRS
+		da := float64(r.PeakAllocated)/float64(tc.allocated) - 1
+		dr := float64(r.PeakReserved)/float64(measuredRes) - 1
+		t.Logf("batch %d: allocated memsh %s measured %s (%+.3f %%); reserved memsh %s measured %s (%+.1f %%); streams %v",
+			tc.batch, units.FormatBytes(r.PeakAllocated), units.FormatBytes(tc.allocated), 100*da,
+			units.FormatBytes(r.PeakReserved), units.FormatBytes(measuredRes), 100*dr, r.Streams)
+		if math.Abs(da) > 0.0001 {
+			t.Errorf("batch %d: peak allocated %+.3f %% off", tc.batch, 100*da)
+		}
+		if math.Abs(dr) > tc.resTol {
+			t.Errorf("batch %d: peak reserved %+.1f %% off, beyond %.0f %%", tc.batch, 100*dr, 100*tc.resTol)
+		}
+	}
+}
