@@ -9,6 +9,7 @@ reduction), a tensor used twice (its gradients summed), masked_fill and softmax.
 
     python3 tools/oracle/cuda_bwd_kernels.py --out bwd.jsonl [--reps 20] [--deadline-s 60]
     python3 tools/oracle/cuda_bwd_kernels.py --out /tmp/smoke.jsonl --device cpu --small   # smoke test
+    python3 tools/oracle/cuda_bwd_kernels.py --set broadcast --out bwd_broadcast.jsonl --deadline-s 60
 """
 import argparse
 import json
@@ -44,6 +45,39 @@ def cases(dev, small):
         ("softmax_bf16_to_fp32", lambda: [t((b, h, s, s), bf)], lambda a: torch.softmax(a, -1, dtype=f32)),
         ("softmax_fp32", lambda: [t((b, h, s, s), f32)], lambda a: torch.softmax(a, -1)),
         ("silu_bf16", lambda: [t((n, c), bf)], lambda a: torch.nn.functional.silu(a)),
+    ]
+
+
+def broadcast_cases(dev, small):
+    """--set broadcast: binary ops on broadcast operands at Qwen3-0.6B's shapes (8 x 2,048 tokens, hidden
+    1,024, 16 heads of 128), each alone and inside Hugging Face's RMSNorm and rotary embedding, whose
+    forward and backward the profiled Qwen3-0.6B step runs on TensorIterator's generic elementwise_kernel."""
+    b, s, h, d = (1, 16, 2, 8) if small else (8, 2048, 16, 128)
+    n, c = b * s, h * d // 2
+    bf, f32 = torch.bfloat16, torch.float32
+
+    def t(shape, dt, grad=True):
+        return torch.randn(shape, device=dev, dtype=dt, requires_grad=grad)
+
+    def rmsnorm(x, w):  # LlamaRMSNorm / Qwen3RMSNorm.forward at transformers 5.17.0
+        x32 = x.to(f32)
+        var = x32.pow(2).mean(-1, keepdim=True)
+        return w * (x32 * torch.rsqrt(var + 1e-6)).to(x.dtype)
+
+    def rotate_half(x):
+        x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    cos = torch.randn((b, 1, s, d), device=dev, dtype=bf)
+    sin = torch.randn((b, 1, s, d), device=dev, dtype=bf)
+    return [
+        ("mul_rows_fp32", lambda: [t((n, c), f32), t((n, 1), f32)], lambda a, r: a * r),
+        ("mul_weight_bf16", lambda: [t((c,), bf), t((n, c), bf)], lambda w, a: w * a),
+        ("mul_heads_rows_fp32", lambda: [t((b, s, h, d), f32), t((b, s, h, 1), f32)], lambda a, r: a * r),
+        ("mul_cos_bf16", lambda: [t((b, h, s, d), bf)], lambda q: q * cos),
+        ("rmsnorm_bf16", lambda: [t((n, c), bf), t((c,), bf)], rmsnorm),
+        ("rmsnorm_heads_bf16", lambda: [t((b, s, h, d), bf), t((d,), bf)], rmsnorm),
+        ("rope_bf16", lambda: [t((b, h, s, d), bf)], lambda q: q * cos + rotate_half(q) * sin),
     ]
 
 
@@ -117,13 +151,15 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=None)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke test of the script)")
+    ap.add_argument("--set", default="ops", choices=["ops", "broadcast"],
+                    help="ops: the backward rules' cases (run 19); broadcast: broadcast binary ops, RMSNorm, rope")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("cuda_bwd_kernels.py: no CUDA device", file=sys.stderr)
         return 2
     with open(a.out, "a") as f:
-        for name, mk, op in cases(dev, a.small):
+        for name, mk, op in (broadcast_cases if a.set == "broadcast" else cases)(dev, a.small):
             if a.deadline_s is not None and time.time() - T0 > a.deadline_s:
                 rec = dict(case=name, skipped="deadline")
             else:
