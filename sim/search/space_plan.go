@@ -5,14 +5,14 @@ import (
 )
 
 // plan builds layout l's plan from base.
-func (sp Space) plan(base *core.Plan, l layout) *core.Plan {
+func (sp *Space) plan(base *core.Plan, l layout) *core.Plan {
 	p := sp.planOf(base, l)
 	return &p
 }
 
 // planOf is plan's plan as a value (the checks of every layout keep it
 // off the heap).
-func (sp Space) planOf(base *core.Plan, l layout) core.Plan {
+func (sp *Space) planOf(base *core.Plan, l layout) core.Plan {
 	par := sp.carried
 	par.DP, par.TP, par.PP, par.CP, par.EP, par.SequenceParallel = l.dp, l.tp, l.pp, l.cp, l.ep, l.tp > 1
 	par.TPCommOverlap = par.TPCommOverlap && l.tp > 1 // Megatron's needs tp (core.Parallelism.Norm)
@@ -80,7 +80,7 @@ func fsdpRecasts(p *core.Plan) bool {
 }
 
 // keyOf is plan p's profile key (p is layout l's plan).
-func (sp Space) keyOf(p *core.Plan, l layout) profileKey {
+func (sp *Space) keyOf(p *core.Plan, l layout) profileKey {
 	par := p.Parallel
 	casts := ""
 	switch {
