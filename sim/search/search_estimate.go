@@ -461,7 +461,11 @@ func (pr *profile) bound(p *core.Plan, sh *stageShape, nonTorch int64) fastEstim
 		return fe
 	}
 	m := p.MicroBatches()
-	statesOf := make([]int64, max(len(sh.chunks), len(sh.params)))
+	var room [8]int64 // a split's distinct stages (a few), kept off the heap at every layout's bound
+	statesOf := room[:]
+	if n := max(len(sh.chunks), len(sh.params)); n > len(room) {
+		statesOf = make([]int64, n)
+	}
 	if sh.chunks == nil {
 		for k := range sh.params {
 			statesOf[k] = minStates(p, mode, sh.params[k]) + nonTorch
