@@ -275,8 +275,16 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			ests[j] = estimate{minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
 			price = price || ests[j].fits(capacity)
 		}
-		if price {
-			pr.price(lw)
+		if !price {
+			return
+		}
+		pr.price(lw)
+		// The compute of the stages of each shape a kept layout has: the
+		// walk's lower bounds of the step times (stepBound).
+		for _, j := range layoutList[layoutStart[i]:layoutStart[i+1]] {
+			if ests[j].fits(capacity) {
+				shs[shapeAt[j]].fillCompute(pr)
+			}
 		}
 	})
 	lows = nil
@@ -314,18 +322,15 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		}
 	}
 
-	// The lower bounds of the step times of the layouts the bounds keep:
-	// their shapes' stages' compute, summed once a shape. The stages'
-	// other figures and lists, which the step time reads, are summed only
-	// for a shape a layout of which the walk times (exact, fillShared): in
-	// the 70B search, 3,165 of the 6,986 shapes of kept layouts.
+	// The lower bounds of the step times of the layouts the bounds keep
+	// read their shapes' stages' compute, summed once a shape above. The
+	// stages' other figures and lists, which the step time reads, are
+	// summed only for a shape a layout of which the walk times (exact,
+	// fillShared): in the 70B search, 3,165 of the 6,986 shapes of kept
+	// layouts.
 	for _, j := range kept {
-		if sh := shapeOf(j); sh.compute == nil {
-			pr := profileOf(j)
-			if !pr.priced { // never: the bound that kept j priced its profile
-				return nil, fmt.Errorf("internal error: a layout the memory bound keeps has its profile unpriced")
-			}
-			sh.fillCompute(pr)
+		if !profileOf(j).priced || shapeOf(j).compute == nil { // never: the bound that kept j priced its profile and summed its shape's compute
+			return nil, fmt.Errorf("internal error: a layout the memory bound keeps has its profile unpriced")
 		}
 	}
 	rooms := &sync.Pool{New: func() any { return &stageRoom{} }} // where fillShared sums the stages

@@ -2,7 +2,9 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -96,5 +98,32 @@ func TestSearchLazyTimesAsEager(t *testing.T) {
 			}
 		}
 		t.Logf("space %d: %d dominated, front %d, rows %d", si, lazy.Stats.Dominated, len(lazy.Front), len(lazy.Rows))
+	}
+}
+
+// enumerate lists a space of exactly MaxLayouts layouts and refuses one
+// more, naming the limit.
+func TestEnumerateMaxLayouts(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	sp, err := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}}.defaults(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := sp.enumerate(base)
+	if err != nil || len(all) < 100 || cap(all) != len(all) {
+		t.Fatalf("%d layouts (room for %d), %v", len(all), cap(all), err)
+	}
+	for _, c := range []struct {
+		max    int
+		refuse bool
+	}{{len(all), false}, {len(all) + 1, false}, {len(all) - 1, true}, {1, true}} {
+		sp.MaxLayouts = c.max
+		got, err := sp.enumerate(base)
+		switch {
+		case c.refuse && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d layouts", c.max))):
+			t.Errorf("max %d of %d: %v", c.max, len(all), err)
+		case !c.refuse && (err != nil || !reflect.DeepEqual(got, all)):
+			t.Errorf("max %d of %d: %d layouts, %v", c.max, len(all), len(got), err)
+		}
 	}
 }
