@@ -158,6 +158,9 @@ var TrainKeywords = []keyword{
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments), and reports its figures; the default is the steady state (step 2 onwards), whose peak_reserved and device_used on one GPU and under Megatron's layouts are the most reserved over that first step and the steady one (the steady step runs in the cache the first left)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
+	{Name: "empty_cache", Def: starlark.False,
+		Doc: "torch.cuda.empty_cache() at the start of every step (after zero_grad), the peaks reset there: the steady step starts from the segments that hold what persists (parameters, optimizer state), not the cache the first step left; on one GPU and under Megatron's layouts, where the first step is replayed (elsewhere the steady step is replayed alone from an empty cache either way)",
+		set: setBool(func(p *core.Plan) *bool { return &p.EmptyCache })},
 	{Name: "zero_grad", Def: starlark.String("none"),
 		Doc: `how optimizer.zero_grad() clears the gradients between steps: "none" (set_to_none=True, PyTorch's default since 2.0: freed after the step, made again by the next backward) ` +
 			`or "zeros" (set_to_none=False, the default before PyTorch 2.0, which the Hugging Face Trainer of 2022-23 called: zeroed in place, allocated through the next forward)`,

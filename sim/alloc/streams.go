@@ -224,3 +224,17 @@ func (a *Allocator) freePending() {
 	clear(a.pending)
 	a.pending = a.pending[:0]
 }
+
+// EmptyCache is torch.cuda.empty_cache() and then
+// torch.cuda.reset_peak_memory_stats(): every segment that holds no
+// allocation goes back to the device (release_cached_blocks, every
+// stream's; with expandable segments, the free pages), and each stream's
+// peak starts again from what it reserves now.
+//
+//go:norace
+func (a *Allocator) EmptyCache() {
+	a.releaseCached(DefaultStream)
+	for s := range a.peak {
+		a.peak[s] = a.reserved[s]
+	}
+}

@@ -103,6 +103,11 @@ type Plan struct {
 	// FirstStep: the first training step, before the optimizer has made
 	// its state (first_step.go); false replays the steady state.
 	FirstStep bool
+	// EmptyCache: torch.cuda.empty_cache() (and reset_peak_memory_stats)
+	// at the start of each step: the steady step starts from the
+	// segments that hold the persistent tensors, not the cache of the
+	// steps before it.
+	EmptyCache bool
 
 	// Overheads: how kernels are launched and the step's time outside the
 	// GPU (dispatch.go); the time model's only.

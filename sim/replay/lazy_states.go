@@ -106,6 +106,14 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 		r.Rep.Trace.Steady = len(r.Rep.Trace.Events)
 		r.alloc.Observe = r.traceSegment
 	}
+	// torch.cuda.empty_cache() and reset_peak_memory_stats() at the
+	// steady step's start: the first step's reserve counts no more.
+	peakReserved := first.Rep.PeakReserved
+	if plan.EmptyCache {
+		r.phase, r.op = PhaseSetup, "torch.cuda.empty_cache"
+		r.alloc.EmptyCache()
+		peakReserved = r.alloc.Reserved
+	}
 	// first ends here: its chunks become r's. What it kept has ids past
 	// persist, in increasing order: still first's tensors (takeFirst).
 	spare := r.live // r has made no tensor: its chunks (a Scratch's) go back with first's lists
@@ -121,7 +129,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	}
 	// What setup() reports, and its timeline.
 	r.Rep.States, r.Rep.Traffic = states, traffic
-	r.Rep.PeakReserved = first.Rep.PeakReserved
+	r.Rep.PeakReserved = peakReserved
 	r.Rep.Largest = first.setupLargest
 	if r.opts.Timeline {
 		r.Rep.Timeline = append(r.Rep.Timeline, first.Rep.Timeline[:first.setupPoints]...)
