@@ -150,36 +150,17 @@ func setupAllocated(r *replay.Report) int64 {
 // hf_profile.jsonl's step-1 segments have 10.0 GB that hold an
 // allocation), so its steady step starts higher.
 func TestHFH200EmptyCache(t *testing.T) {
-	dev, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, _ := core.LookupRuntime("cuda")
-	bf16, _ := core.LookupPrecision("bf16")
 	for _, tc := range []struct {
-		name, config string
-		ckpt         bool
-		measured     int64 // steady max_memory_reserved with empty_cache
-		tol          float64
+		name, config, variant string
+		measured              int64 // steady max_memory_reserved with empty_cache
+		tol                   float64
 	}{
-		{"llama1b_bf16", "llama-3.2-1b", false, 36_790_337_536, 0.01},
-		{"llama1b_ckpt", "llama-3.2-1b", true, 24_725_422_080, 0.07},
-		{"qwen3_moe_bf16", "qwen3-moe-small", false, 29_515_317_248, 0.01},
+		{"llama1b_bf16", "llama-3.2-1b", "bf16", 36_790_337_536, 0.01},
+		{"llama1b_ckpt", "llama-3.2-1b", "ckpt", 24_725_422_080, 0.07},
+		{"qwen3_moe_bf16", "qwen3-moe-small", "bf16", 29_515_317_248, 0.01},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, err := os.ReadFile("testdata/cuda_h200/configs/" + tc.config + ".json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := &core.Plan{Model: m, Batch: 4, Seq: 2048, GradAccum: 1, Members: 1, Precision: bf16,
-				Optimizer: core.Optimizer{Kind: core.AdamW}, Device: dev, Phase: core.Train, Runtime: rt, KeepLogits: true}
-			if tc.ckpt {
-				p.Checkpoint = core.Checkpoint{Mode: "full", InputGrad: true}
-			}
+			p := hfH200Plan(t, tc.config, 4, 2048, tc.variant)
 			warm := evalPlan(t, p)
 			p.EmptyCache = true
 			r := evalPlan(t, p)
