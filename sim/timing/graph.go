@@ -88,7 +88,10 @@ func (pr *pricer) graphOp(op *core.OpInfo) (OpCost, bool) {
 	case "graph_attention":
 		return pr.gtAttention(op), true
 	case "mul":
-		return pr.broadcastMul(op)
+		if c, ok := pr.broadcastMul(op); ok {
+			return c, true
+		}
+		return pr.rowBroadcastMul(op) // row_broadcast.go
 	case "sum":
 		return pr.headSum(op)
 	}

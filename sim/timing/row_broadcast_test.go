@@ -1,0 +1,77 @@
+package timing
+
+import (
+	"math"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// TestRowBroadcastMulHandCounted prices eager RMSNorm's two multiplies
+// (x * rsqrt(variance), weight * x) on an H200 against their bytes
+// counted by hand at the rates of hw.GraphKernels.Broadcast (0.346 of
+// the HBM peak for 2-byte operands, 0.569 for fp32) and the stream rate;
+// a same-shape multiply, a compiled plan and a GPU without the
+// measurement keep the stream rate. R x C = 4,096 x 1,024 (the hand
+// program's parameter has 1,024 elements).
+func TestRowBroadcastMulHandCounted(t *testing.T) {
+	const r, c = 4096, 1024
+	n := float64(r * c)
+	rc := []int64{r, c}
+	f32 := tensor{rc, units.FP32, true}
+	stat := tensor{[]int64{r, 1}, units.FP32, true}
+	bf := tensor{rc, units.BF16, true}
+	bf16, _ := core.LookupPrecision("bf16")
+	h200, err := hw.LookupDevice("H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a100, err := hw.LookupDevice("A100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := h200.HBMGBps * 1e9
+	s := streamRate(&h200)
+	for _, x := range []struct {
+		name     string
+		dev      hw.Device
+		compile  bool
+		ts       []tensor
+		op       handOp
+		fwd, bwd float64 // seconds
+		bwdK     float64
+	}{
+		{"fp32 x * rsqrt(variance): 8n + 4r bytes at 0.569 of the peak; x's gradient likewise, the statistic's a multiply and a row sum",
+			h200, false, []tensor{f32, stat, f32}, handOp{"mul", []int{0, 1}, 2, nil, 0},
+			(8*n + 4*r) / (0.569 * peak), (8*n+4*r)/(0.569*peak) + (16*n+4*r)/s, 3},
+		{"bf16 weight * x: 4n + 2c bytes at 0.346 of the peak; x's gradient likewise, the weight's a multiply and a column sum",
+			h200, false, []tensor{bf, bf}, handOp{"mul", []int{0}, 1, []int32{0}, 0},
+			(4*n + 2*c) / (0.346 * peak), (4*n+2*c)/(0.346*peak) + (8*n+2*c)/s, 3},
+		{"same-shape multiply: the stream rate", h200, false, []tensor{bf, bf, bf}, handOp{"mul", []int{0, 1}, 2, nil, 0},
+			6 * n / s, 12 * n / s, 1},
+		{"compiled: Inductor's kernel at the stream rate", h200, true, []tensor{f32, stat, f32}, handOp{"mul", []int{0, 1}, 2, nil, 0},
+			-1, -1, -1},
+		{"A100: not measured, the stream rate", a100, false, []tensor{f32, stat, f32}, handOp{"mul", []int{0, 1}, 2, nil, 0},
+			(8*n + 4*r) / streamRate(&a100), 2 * (8*n + 4*r) / streamRate(&a100), 1},
+	} {
+		prog := handProgram(x.ts, []handOp{x.op})
+		plan := &core.Plan{Device: x.dev, Precision: bf16}
+		if x.compile {
+			plan.Compile = core.Compile{Blocks: true}
+		}
+		var ps Prices
+		got := ps.Of(prog, plan)[0]
+		if x.fwd < 0 {
+			if _, ok := newPricer(prog, plan, &ps).rowBroadcastMul(&prog.Ops[0]); ok {
+				t.Errorf("%s: priced by the broadcast rule", x.name)
+			}
+			continue
+		}
+		if math.Abs(got.Fwd-x.fwd) > 1e-9 || math.Abs(got.Bwd-x.bwd) > 1e-9 || got.BwdK != x.bwdK {
+			t.Errorf("%s: forward %.2f µs, backward %.2f µs in %g kernels; want %.2f, %.2f in %g",
+				x.name, 1e6*got.Fwd, 1e6*got.Bwd, got.BwdK, 1e6*x.fwd, 1e6*x.bwd, x.bwdK)
+		}
+	}
+}
