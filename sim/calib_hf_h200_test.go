@@ -148,7 +148,15 @@ func setupAllocated(r *replay.Report) int64 {
 // Not established: with checkpointing memsh's first step leaves 1.6 GB
 // more in segments that hold state (11.6 GB reserved after the release;
 // hf_profile.jsonl's step-1 segments have 10.0 GB that hold an
-// allocation), so its steady step starts higher.
+// allocation), so its steady step starts higher. A candidate: the script
+// builds the model in fp32 on the GPU and then casts it to bf16
+// (cuda_hf.py: from_config under `with dev`, then model.to(bfloat16)), so
+// the bf16 parameters sit in the fp32 build's segments (step 1's segments
+// have a 1,002 MiB one, the fp32 embedding's size, holding 1,002 MiB with
+// checkpointing and 866 MiB without; memsh gives the bf16 embedding a 502
+// MiB segment of its own), and the state fills those segments' rest
+// where memsh's fills a 4,008 MiB segment of the logits (2,072 MiB of it
+// in use after step 1, none in PyTorch's).
 func TestHFH200EmptyCache(t *testing.T) {
 	for _, tc := range []struct {
 		name, config, variant string
