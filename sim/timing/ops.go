@@ -165,6 +165,10 @@ func (pr *pricer) op(i int) OpCost {
 		return OpCost{} // collectives: timed by comm.go
 	case "chunk_copy":
 		return pr.chunkCopy(op) // moe.go
+	case "rope":
+		if c, ok := pr.hfRope(op); ok { // rope.go
+			return c
+		}
 	}
 	if c, ok := pr.graphOp(op); ok {
 		return c
