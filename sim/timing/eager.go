@@ -12,13 +12,22 @@ import (
 // op reaches where the device measured it (hw.EagerKernels), 0 for the
 // stream rate: eager attention's causal masked_fill (a broadcast bool
 // mask) and softmax, by its row length, both with 2-byte input and
-// output (the dtypes measured), and a cast from a 2-byte float to fp32.
+// output (the dtypes measured), a masked_fill of 2-byte rows by a
+// broadcast mask (transformers 5's grouped_mm experts zero their
+// sentinel rows so: the causal mask's generic kernel), and a cast from a
+// 2-byte float to fp32.
 // Backwards keep the stream rate (their kernels were not measured
 // alone), except a cast's, which is the cast the other way (upcastBack).
 func eagerFraction(d *hw.Device, prog *core.Program, op *core.OpInfo) float64 {
 	e := &ratesOf(d).Eager
 	switch op.Kind {
 	case "mask", "softmax":
+	case "masked_fill": // transformers 5's grouped_mm experts: y.masked_fill(sentinel_mask, 0), an [S, 1] mask
+		if len(op.In) == 2 && len(op.Out) == 1 && broadcastOver(&prog.Values[op.In[1]], &prog.Values[op.Out[0]]) &&
+			elemBytes(prog.Values[op.Out[0]].Dtype) == 2 {
+			return e.MaskedFill
+		}
+		return 0
 	case "cast":
 		if len(op.In) > 0 && len(op.Out) > 0 && upcast(prog.Values[op.In[0]].Dtype, prog.Values[op.Out[0]].Dtype) {
 			return e.Upcast
@@ -43,6 +52,14 @@ func eagerFraction(d *hw.Device, prog *core.Program, op *core.OpInfo) float64 {
 		return e.SoftmaxShort
 	}
 	return e.SoftmaxLong
+}
+
+// broadcastOver reports whether operand a is broadcast over out: fewer
+// elements, more than one (a one-element operand is a scalar to
+// TensorIterator, which keeps its vectorized path).
+func broadcastOver(a, out *core.ValueInfo) bool {
+	n := core.Numel(a.Shape)
+	return n > 1 && n < core.Numel(out.Shape)
 }
 
 // upcast reports whether a copy from dtype from to dtype to is ATen's

@@ -75,3 +75,35 @@ func TestRowBroadcastMulHandCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedMMMaskedFill prices transformers 5's grouped_mm sentinel
+// masked_fill (an [S, n] bf16 output by an [S, 1] bool mask) on an H200
+// at the causal mask's measured fraction of the stream rate
+// (hw.EagerKernels.MaskedFill, 0.311): the same generic kernel, a
+// broadcast operand. A mask of the output's shape keeps the stream rate.
+func TestGroupedMMMaskedFill(t *testing.T) {
+	const r, c = 65536, 1024
+	h200, err := hw.LookupDevice("H200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf16, _ := core.LookupPrecision("bf16")
+	s := streamRate(&h200)
+	y := tensor{[]int64{r, c}, units.BF16, true}
+	for _, x := range []struct {
+		name string
+		mask []int64
+		frac float64
+	}{
+		{"[S, 1] mask", []int64{r, 1}, 0.311},
+		{"a mask of the output's shape", []int64{r, c}, 1},
+	} {
+		prog := handProgram([]tensor{y, {x.mask, units.BOOL, false}, y}, []handOp{{"masked_fill", []int{0, 1}, 2, nil, 0}})
+		var ps Prices
+		got := ps.Of(prog, &core.Plan{Device: h200, Precision: bf16})[0]
+		want := prog.Ops[0].Bytes / (x.frac * s)
+		if math.Abs(got.Fwd-want) > 1e-9 {
+			t.Errorf("%s: forward %.2f µs, want %.2f", x.name, 1e6*got.Fwd, 1e6*want)
+		}
+	}
+}
