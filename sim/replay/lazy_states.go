@@ -42,7 +42,7 @@ import (
 func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	plan := r.Plan
 	single := r.Dist == nil
-	if (!single && r.Dist.Mode != DistMegatron) || plan.Phase == core.Eval || plan.FirstStep ||
+	if (!single && !r.Dist.warms()) || plan.Phase == core.Eval || plan.FirstStep ||
 		plan.Offload != nil || plan.Optimizer.Paged() || plan.Optimizer.InBackward ||
 		len(r.P.Tables) > 0 || r.valProg != nil || r.graphs != nil || torchStage(r.P) {
 		return false, nil
@@ -159,4 +159,16 @@ func (r *Replay) makePending() {
 func torchStage(p *core.Program) bool {
 	st := p.Stage
 	return st != nil && (len(st.Buffers) > 0 || len(st.HeldGrads) > 0)
+}
+
+// warms reports whether a data-parallel layout replays its first step
+// before the steady one (warmFirstStep).
+func (d *distState) warms() bool {
+	switch d.Mode {
+	case DistMegatron:
+		return true
+	case DistFSDP:
+		return !d.fsdp1 && !d.noSync && !d.pipeHold && !d.plan.GradsPersist()
+	}
+	return false
 }
