@@ -45,8 +45,8 @@ type Report struct {
 	// AllocRetries is how many requests found no room under the card's
 	// limit, had the allocator release its cached segments and retried
 	// (torch.cuda.memory_stats()["num_alloc_retries"] after the step,
-	// alloc.Allocator.Retries; with Megatron's lazy optimizer state, over
-	// the first step and the steady one, as the process counts them). Each
+	// alloc.Allocator.Retries; where the first step is replayed before the
+	// steady one (lazy_states.go), over both, as the process counts them). Each
 	// release is a cudaFree of every cached segment, which synchronises the
 	// device. Counted up to and including the OOM.
 	AllocRetries int
