@@ -72,7 +72,8 @@ func float8RowPlan(row float8Row, f8 core.Float8) *core.Plan {
 // Memory: float8 changes little at these rows' peak (the loss's
 // backward, where the fp32 logits are live): the compiled blocks keep
 // the same bf16 matmul outputs; the fp8 casts live inside one block.
-// torchtitan's rows: +0.6 and +0.8 %. The 8-GPU rows replay with
+// torchtitan's rows: -3.2 and +0.2 % (+0.6 and +0.8 % with the steady
+// step replayed alone, before FSDP2's first step was replayed ahead of it). The 8-GPU rows replay with
 // expandable segments, as their launcher sets them (titanRow.expandable:
 // torchtitan's run_llama_train.sh, later run_train.sh, which torchao's
 // benchmarks/float8/training/llama3.sh runs): the torchao rows land at

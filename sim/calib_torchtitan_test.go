@@ -72,7 +72,9 @@ func grandTeton() hw.Device {
 // that the loss's 15.7 GiB logits cannot reuse, so the loss's backward
 // caches new ones (fragmentation at the peak 15.2 GiB at cp 8).
 // With expandable segments the free ranges of one segment serve the
-// logits: +3.1, -0.1, +0.1 and -0.4 % (84.1-86.5 GiB). FSDP2's all-gather
+// logits: +0.3, -0.1, +0.1 and -0.4 % (84.1 GiB each; cp 1 was +3.1 %,
+// 86.5 GiB, with the steady step replayed alone, before the first step
+// was replayed ahead of it: replay/lazy_states.go). FSDP2's all-gather
 // and reduce-scatter streams have pools of their own (6.2 GiB cached at
 // every cp). context_parallel()'s buffers are separate tensors
 // (sim/nn/ring_attention.go). Until this test replayed the rows on the
@@ -122,7 +124,10 @@ func TestTorchtitanFSDPOverCP(t *testing.T) {
 // and Float8 linears, which change only the recomputed block, not live at
 // the loss's backward, where memsh's peak is. The table's second row (2D +
 // AsyncTP, 67.6 GiB) is not modelled: async TP's symmetric-memory buffers
-// are outside the caching allocator.
+// are outside the caching allocator. The row is -7.2 % with the first step
+// replayed before the steady one (replay/lazy_states.go), -4.5 % with the
+// steady step alone: not established which of its pools the measured run
+// kept that memsh's second step does not.
 func TestTorchtitan2D(t *testing.T) {
 	m := testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash")
 	const measured = 71.9
@@ -282,8 +287,9 @@ func titanPlan(row titanRow) *core.Plan {
 //
 // Errors now: 8 GPUs -4.7 % eager, -3.1 % compiled (with expandable
 // segments, as run_llama_train.sh launches a host of 8 GPUs; without them
-// -1.3 and -0.7 %); 128 GPUs +0.4 % and +0.6 %. compile's saving is 5.4
-// and 5.0 GiB measured, 3.9 and 4.8 GiB here. Before the caching allocator
+// -1.3 and -0.7 %); 128 GPUs -0.4 % and +0.0 % (+0.4 and +0.7 % with the
+// steady step replayed alone, before the first step was replayed ahead of
+// it). compile's saving is 5.4 and 5.0 GiB measured, 3.9 and 4.7 GiB here. Before the caching allocator
 // had a pool per stream the rows without expandable segments were
 // -8.5, -8.3, -3.2 and -3.1 %: the gap that scaled with 1/GPUs (7.0 GiB at
 // 8 GPUs, 2.1 GiB at 128) was FSDP2's side streams. Their segments never

@@ -34,15 +34,17 @@ import (
 // counts NCCL's buffers per peer): named, not compared.
 //
 // Where memsh stands (December 2026): allocated exact; the reduce-scatter
-// stream's pool to the byte (4,978,638,848 B both); the compute stream's
-// at batch 2 within 0.1 %. The reserve is +1.8 %, -4.7 %, -7.5 % at batch
-// 2, 4, 8 (issue 28 asks 5 %; asserted within 10 % until then): memsh
-// keeps a 0.61 GiB all-gather stream pool the measured run does not show
-// (its snapshot has the default and the reduce-scatter streams only; not
-// identified), and at batch 4 and 8 the measured compute stream keeps
-// 2.9 and 6.6 GiB more cached than memsh's steady step, which starts from
-// a cache without step 1's segments (step 1 reserves 32.9 and 59.9 GiB
-// there, the steady step 44.6 and 75.6 GiB).
+// stream's pool to the byte (4,978,638,848 B both). The reserve is +1.9 %,
+// +0.4 %, +0.5 % at batch 2, 4, 8 (issue 28 asks 5 %; asserted within
+// 2.5 %), with the steady step replayed after the first one through the
+// same allocator, each stream's segments kept in its pool
+// (replay/lazy_states.go): AdamW's moments are made in the first step()
+// from the compute stream's cache, so the second step's activations need
+// segments beside them. Replaying the steady step alone on an empty cache
+// it was +1.8 %, -4.7 %, -7.5 %: the measured compute stream kept 2.9 and
+// 6.6 GiB more at batch 4 and 8, step 1's segments. memsh keeps a 0.61 GiB
+// all-gather stream pool the measured run does not show (its snapshot has
+// the default and the reduce-scatter streams only; not identified).
 func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
 	dev, err := hw.LookupDevice("H200")
 	if err != nil {
@@ -64,9 +66,9 @@ func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
 		staleRS          int64
 		resTol           float64
 	}{
-		{2, 29_967_087_616, 35_112_615_936, 0, 0.10},
-		{4, 44_511_410_176, 57_841_549_312, stale, 0.10},
-		{8, 73_601_103_872, 91_081_408_512, stale, 0.10},
+		{2, 29_967_087_616, 35_112_615_936, 0, 0.025},
+		{4, 44_511_410_176, 57_841_549_312, stale, 0.025},
+		{8, 73_601_103_872, 91_081_408_512, stale, 0.025},
 	} {
 		prec, _ := core.LookupPrecision("bf16-mixed")
 		p := &core.Plan{Model: m, Batch: tc.batch, Seq: 2048, GradAccum: 1, Members: 1, Precision: prec,
@@ -83,7 +85,7 @@ func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
 			t.Errorf("batch %d: peak allocated %+.3f %% off", tc.batch, 100*da)
 		}
 		if math.Abs(dr) > tc.resTol {
-			t.Errorf("batch %d: peak reserved %+.1f %% off, beyond %.0f %%", tc.batch, 100*dr, 100*tc.resTol)
+			t.Errorf("batch %d: peak reserved %+.1f %% off, beyond %.1f %%", tc.batch, 100*dr, 100*tc.resTol)
 		}
 	}
 }

@@ -156,7 +156,7 @@ var TrainKeywords = []keyword{
 			"for the time model: a norm per gradient and a multiply of every gradient, launched per parameter by the \"for-loop\" optimizer (PyTorch before 2.0) and per chunk of tensors otherwise; None clips nothing",
 		set: setClipGradNorm},
 	{Name: "first_step", Def: starlark.False,
-		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments), and reports its figures; the default is the steady state (step 2 onwards), whose peak_reserved and device_used on one GPU and under Megatron's layouts are the most reserved over that first step and the steady one (the steady step runs in the cache the first left)",
+		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments), and reports its figures; the default is the steady state (step 2 onwards), whose peak_reserved and device_used on one GPU, under Megatron's layouts and under FSDP2 are the most reserved over that first step and the steady one (the steady step runs in the cache the first left)",
 		set: setBool(func(p *core.Plan) *bool { return &p.FirstStep })},
 	{Name: "empty_cache", Def: starlark.False,
 		Doc: "torch.cuda.empty_cache() at the start of every step (after zero_grad), the peaks reset there: the steady step starts from the segments that hold what persists (parameters, optimizer state), not the cache the first step left; on one GPU and under Megatron's layouts, where the first step is replayed (elsewhere the steady step is replayed alone from an empty cache either way)",

@@ -98,7 +98,7 @@ func declaredReportFields() []reportField {
 		figure(4, "peak_allocated", host.UnitBytes, "what torch.cuda.max_memory_allocated would report",
 			func(x *Report, _ bool) starlark.Value { return starlark.MakeInt64(x.r.PeakAllocated) }),
 		data("peak_at", "", "where the peak of allocated memory happens: .phase and .op", peakAtField),
-		bytesField("peak_reserved", "what torch.cuda.max_memory_reserved would report (the caching allocator's model); for a steady step on one GPU or under Megatron's layouts, the most over the first step and the steady one, which runs in the cache the first left", func(x *Report) int64 { return x.r.PeakReserved }),
+		bytesField("peak_reserved", "what torch.cuda.max_memory_reserved would report (the caching allocator's model); for a steady step on one GPU, under Megatron's layouts or under FSDP2, the most over the first step and the steady one, which runs in the cache the first left", func(x *Report) int64 { return x.r.PeakReserved }),
 		{Name: "ranks", Doc: "a report per pipeline stage, when there are several",
 			Attr: func(x *Report) starlark.Value { return x.ranks(false) },
 			Dict: func(x *Report) starlark.Value { return x.ranks(true) }},

@@ -23,8 +23,8 @@
 // tables whose rows, sparse gradients and row-wise optimizer state change
 // from step to step (table*.go, RunSteps). Which allocations go to which
 // CUDA stream, and so to which of the allocator's pools, is streams.go;
-// what nvidia-smi then shows, row by row, device.go. Training on one GPU
-// or under a Megatron layout, the steady step follows a first step whose
+// what nvidia-smi then shows, row by row, device.go. Training on one GPU,
+// under a Megatron layout or FSDP2, the steady step follows a first step whose
 // optimizer makes its state at its end, through the same allocator
 // (lazy_states.go); under Megatron that first step follows the job's
 // start too (the model's parameter tensors moved into DDP's buffer, one

@@ -30,10 +30,13 @@ import (
 // warmFirstStep replays that first step and carries its allocator into
 // r, the steady step's replay, which then skips setup()'s allocations.
 // It applies to a Megatron layout (the distributed optimizer or
-// precision "megatron"), whose setup leaves the moments pending
-// (Replay.lazy), and to one GPU, whose first step is the one
-// first_step=True replays (its state made by firstStepStates, the
-// backward thread's cuBLAS workspace at its first matmul). It reports
+// precision "megatron") and to FSDP2 (distState.warms), whose setups
+// leave the moments pending (Replay.lazy), and to one GPU, whose first
+// step is the one first_step=True replays (its state made by
+// firstStepStates, the backward thread's cuBLAS workspace at its first
+// matmul). The allocator is carried whole, so each stream's segments stay
+// in its pool: FSDP2's reduce-scatter stream's sharded gradients, freed at
+// zero_grad, leave their segments to the second step's. It reports
 // whether it did; plans it does not apply to (evaluation, other
 // data-parallel layouts, offload, paged or in-backward optimizers, table
 // models, a validation pass, CUDA graphs, a torch.distributed.pipelining
@@ -162,13 +165,22 @@ func torchStage(p *core.Program) bool {
 }
 
 // warms reports whether a data-parallel layout replays its first step
-// before the steady one (warmFirstStep).
+// before the steady one (warmFirstStep): Megatron's, and FSDP2's where
+// nothing of the step lives before it but the shards and their state.
+// Left out: FSDP1 (its flat parameters' record_stream frees and rate
+// limiter not checked across two steps), and FSDP2 whose sharded or
+// unsharded gradients exist before the step (gradient accumulation,
+// no_sync, keep_grads, a pipeline stage's held units), which r's fresh
+// distState would not know of; and FSDP2 with empty_cache, whose
+// reduce-scatter blocks, freed with stream uses pending, the measured
+// empty_cache left cached (sim/fsdp_h200_test.go: the 17 segments one
+// batch's run left to the next), which EmptyCache here would release.
 func (d *distState) warms() bool {
 	switch d.Mode {
 	case DistMegatron:
 		return true
 	case DistFSDP:
-		return !d.fsdp1 && !d.noSync && !d.pipeHold && !d.plan.GradsPersist()
+		return !d.fsdp1 && !d.noSync && !d.pipeHold && !d.plan.GradsPersist() && !d.plan.EmptyCache
 	}
 	return false
 }

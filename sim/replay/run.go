@@ -17,7 +17,7 @@ func Run(prog *core.Program, plan *core.Plan, opts core.Options) (*Replay, error
 // RunBelow is Run for a caller that wants no report of a step whose
 // device memory (Report.DeviceUsed) reaches limit bytes: it returns a nil
 // Replay as soon as that is certain, for a plan that replays a first
-// step (training on one GPU, a Megatron layout): DeviceUsed is the step's most reserved memory or more
+// step (training on one GPU, a Megatron layout, FSDP2): DeviceUsed is the step's most reserved memory or more
 // (steadyReserved) plus the memory outside the allocator, the steady
 // step starts with the first step's most reserved as its own
 // (warmFirstStep), and that peak only grows. So the steady step is not
