@@ -4,7 +4,10 @@
 // matmul rate and copy bandwidth, flash attention on its kernel's
 // published curve, gathers and scatters from their access pattern, the
 // rest as streams of bytes (kernels.go, graph.go, with the rates of
-// sim/hw/kernels.go). Kernels' CPU dispatch bounds each phase from below
+// sim/hw/kernels.go; on GPUs where PyTorch's eager kernels were
+// measured, binary ops with a broadcast or strided operand, Hugging
+// Face's RMSNorm multiplies and rotary embedding, at TensorIterator's
+// generic kernel's rate: row_broadcast.go, rope.go). Kernels' CPU dispatch bounds each phase from below
 // (dispatch.go); the optimizer step streams its traffic and launches its
 // implementation's kernels (optimizer.go). Collectives take their bytes
 // over the NVLink or network bandwidth of their process group, overlapped
