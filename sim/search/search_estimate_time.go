@@ -12,7 +12,7 @@ func (pr *profile) stepTime(p *core.Plan, sh *stageShape) replay.TimeEstimate {
 		p = q
 	}
 	if core.OrOne(p.Parallel.PP) > 1 {
-		return timing.PipelineEstimate(p, pr.stageTimes(p, sh))
+		return timing.PipelineEstimate(p, pr.stageTimes(p, sh, true))
 	}
 	w := pr.work(p, &sh.stages[0])
 	g := w.Times(p)
@@ -31,10 +31,10 @@ func (pr *profile) stepSeconds(p *core.Plan, sh *stageShape) float64 {
 		p = q
 	}
 	if core.OrOne(p.Parallel.PP) > 1 {
-		return timing.PipelineStep(p, pr.stageTimes(p, sh))
+		return timing.PipelineStep(p, pr.stageTimes(p, sh, false))
 	}
 	w := pr.work(p, &sh.stages[0])
-	g := w.Times(p)
+	g := w.Sums(p) // Times' sums without its rows
 	return float64(w.M)*g.MbSec + g.TlSec
 }
 
@@ -65,8 +65,10 @@ func (pr *profile) stepBound(p *core.Plan, sh *stageShape) float64 {
 }
 
 // stageTimes is the time model of each pipeline stage of plan p (after
-// its DeepSpeed rewrite) from sh's filled stages.
-func (pr *profile) stageTimes(p *core.Plan, sh *stageShape) []*timing.StageTime {
+// its DeepSpeed rewrite) from sh's filled stages, with the rows of each
+// stage's time (timing.GpuWork.Times) or their sums alone (Sums: what
+// PipelineStep reads).
+func (pr *profile) stageTimes(p *core.Plan, sh *stageShape, rows bool) []*timing.StageTime {
 	par := p.Parallel.Norm()
 	m := p.MicroBatches()
 	byKind := make([]*timing.StageTime, len(sh.stages))
@@ -84,7 +86,13 @@ func (pr *profile) stageTimes(p *core.Plan, sh *stageShape) []*timing.StageTime 
 			w := pr.work(&q, &sh.stages[k])
 			w.M = m
 			w.PpRecv, w.PpSend = timing.StageTransfers(par, s)
-			byKind[k] = &timing.StageTime{Work: w, Time: w.Times(&q)}
+			st := &timing.StageTime{Work: w}
+			if rows {
+				st.Time = w.Times(&q)
+			} else {
+				st.Time = w.Sums(&q)
+			}
+			byKind[k] = st
 		}
 		all[s] = *byKind[k] // a stage of its own: the bubble sums every stage but the slowest one
 		stages[s] = &all[s]

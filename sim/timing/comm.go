@@ -241,10 +241,11 @@ const (
 // commExposure is the communication the step waits for: per micro-batch
 // and once per step.
 type commExposure struct {
-	perMB, tail []replay.TimeShare
-	gradCopy    float64 // ZeRO-Offload's gradient copies to the host left exposed (overlap_comm), seconds
-	fsdpCopies  float64 // FSDP's CPU offload copies left exposed, seconds per step
-	nvmeReads   float64 // ZeRO-Infinity's parameter reads from NVMe left exposed, seconds per step
+	perMB      [5]replay.TimeShare // tp, cp, ep, pp and fsdp (arrays: a step prices without allocating)
+	tail       [1]replay.TimeShare // dp
+	gradCopy   float64             // ZeRO-Offload's gradient copies to the host left exposed (overlap_comm), seconds
+	fsdpCopies float64             // FSDP's CPU offload copies left exposed, seconds per step
+	nvmeReads  float64             // ZeRO-Infinity's parameter reads from NVMe left exposed, seconds per step
 }
 
 // exposedComm applies the overlap rules:
@@ -327,11 +328,10 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	if !w.Eval {
 		pp *= 2
 	}
-	out.perMB = append(out.perMB,
-		replay.TimeShare{Name: "tp_comm", Seconds: tp},
-		replay.TimeShare{Name: "cp_comm", Seconds: max(0, cp-w.Attn) + cpA2A},
-		replay.TimeShare{Name: "ep_comm", Seconds: ep},
-		replay.TimeShare{Name: "pp_comm", Seconds: pp})
+	out.perMB[0] = replay.TimeShare{Name: "tp_comm", Seconds: tp}
+	out.perMB[1] = replay.TimeShare{Name: "cp_comm", Seconds: max(0, cp-w.Attn) + cpA2A}
+	out.perMB[2] = replay.TimeShare{Name: "ep_comm", Seconds: ep}
+	out.perMB[3] = replay.TimeShare{Name: "pp_comm", Seconds: pp}
 
 	bwdWindow := mb.Backward + mb.Recompute
 	// FSDP1 under no_sync() and FSDP2 with fsdp_no_sync reduce-scatter at
@@ -401,7 +401,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		out.fsdpCopies = m * (copies - fsdp)
 		out.nvmeReads = m * (average(down+reads, w.fsdpUp) - copies)
 	}
-	out.perMB = append(out.perMB, replay.TimeShare{Name: "fsdp_comm", Seconds: fsdp})
+	out.perMB[4] = replay.TimeShare{Name: "fsdp_comm", Seconds: fsdp}
 	var dp float64
 	switch w.Mode {
 	case replay.DistDDP, replay.DistMegatron:
@@ -436,7 +436,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 	default:
 		dp = grad + params
 	}
-	out.tail = append(out.tail, replay.TimeShare{Name: "dp_comm", Seconds: dp})
+	out.tail[0] = replay.TimeShare{Name: "dp_comm", Seconds: dp}
 	return out
 }
 

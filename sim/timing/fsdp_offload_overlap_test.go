@@ -115,7 +115,7 @@ func TestFSDP1NoSyncReducesOnce(t *testing.T) {
 		if wantMB > 0 {
 			wantMB = (rs - 2) / 4 // rs is within a byte's time of row.rs
 		}
-		if got := shareOf(c.perMB, "fsdp_comm"); math.Abs(got-wantMB) > 1e-9 {
+		if got := shareOf(c.perMB[:], "fsdp_comm"); math.Abs(got-wantMB) > 1e-9 {
 			t.Errorf("%s: fsdp_comm %.6f s per micro-batch, hand count %.6f s", row.name, got, wantMB)
 		}
 		if math.Abs(c.fsdpCopies-row.wantUp) > 1e-9 {

@@ -131,19 +131,6 @@ func weightGrad(w *GpuWork) float64 {
 	return t
 }
 
-// share is the named part of a stage's micro-batch time.
-func (t gpuTime) share(names ...string) float64 {
-	var x float64
-	for _, s := range t.PerMB {
-		for _, n := range names {
-			if s.Name == n {
-				x += s.Seconds
-			}
-		}
-	}
-	return x
-}
-
 // passes is the number of times a stage runs its micro-batch program per
 // step: m, or m/2 under DualPipe (its program holds both of its stages).
 func passes(par core.Parallelism, w *GpuWork) int64 {
@@ -170,7 +157,7 @@ func pipelineStep(par core.Parallelism, stages []*StageTime) (step, bubble float
 	}
 	p := float64(par.PP)
 	for _, st := range stages {
-		t, b, w := st.Time.MbSec, st.Time.share("backward", "recompute"), st.wgrad
+		t, b, w := st.Time.MbSec, st.Time.BwdRec, st.wgrad
 		switch par.Schedule {
 		case "zb-h1":
 			if st != slow {

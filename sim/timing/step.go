@@ -133,6 +133,9 @@ type gpuTime struct {
 	Tail  []replay.TimeShare // exposed data-parallel communication, optimizer, cpu_optimizer, offload
 	MbSec float64
 	TlSec float64
+	// BwdRec is the backward and recompute of the micro-batch (the
+	// pipeline's dualpipe bubble reads it): 0 + backward + recompute.
+	BwdRec float64
 }
 
 // stepTime turns the replay's figures into a step-time estimate for one
@@ -391,34 +394,54 @@ func hostStepElements(r *replay.Replay) float64 {
 	return float64(r.Rep.States.Master) / float64(units.FP32.Bytes(1))
 }
 
-// times splits the work into exposed time by cause.
-func (w *GpuWork) Times(plan *core.Plan) gpuTime {
-	g := gpuTime{PerMB: make([]replay.TimeShare, 0, 9), Tail: make([]replay.TimeShare, 0, 5)}
-	add := func(list *[]replay.TimeShare, name string, s float64) {
-		*list = append(*list, replay.TimeShare{Name: name, Seconds: s})
+// Times splits the work into exposed time by cause: its rows (PerMB,
+// Tail) and their sums.
+func (w *GpuWork) Times(plan *core.Plan) gpuTime { return w.times(plan, true) }
+
+// Sums is Times without the rows: MbSec, TlSec and BwdRec only, summed
+// in Times' order (the same bits), for a caller that ranks by the step
+// time alone (the search prices thousands of layouts and shows none of
+// their rows).
+func (w *GpuWork) Sums(plan *core.Plan) gpuTime { return w.times(plan, false) }
+
+// times prices the work by cause (one source for Times and Sums), each
+// term added to its sum in the order of the rows, which are built only
+// when asked for.
+func (w *GpuWork) times(plan *core.Plan, rows bool) gpuTime {
+	var g gpuTime
+	if rows {
+		g.PerMB, g.Tail = make([]replay.TimeShare, 0, 9), make([]replay.TimeShare, 0, 5)
+	}
+	perMB := func(name string, s float64) {
+		g.MbSec += s
+		if rows {
+			g.PerMB = append(g.PerMB, replay.TimeShare{Name: name, Seconds: s})
+		}
+	}
+	tail := func(name string, s float64) {
+		g.TlSec += s
+		if rows {
+			g.Tail = append(g.Tail, replay.TimeShare{Name: name, Seconds: s})
+		}
 	}
 	mb := w.Mb
-	add(&g.PerMB, "forward", mb.Forward)
-	add(&g.PerMB, "backward", mb.Backward)
-	add(&g.PerMB, "recompute", mb.Recompute)
-	add(&g.PerMB, "launch", mb.Launch())
+	perMB("forward", mb.Forward)
+	perMB("backward", mb.Backward)
+	perMB("recompute", mb.Recompute)
+	g.BwdRec += mb.Backward // as share("backward", "recompute") summed the rows
+	g.BwdRec += mb.Recompute
+	perMB("launch", mb.Launch())
 	c := w.exposedComm(plan)
 	for _, s := range c.perMB {
-		add(&g.PerMB, s.Name, s.Seconds)
+		perMB(s.Name, s.Seconds)
 	}
 	for _, s := range c.tail {
-		add(&g.Tail, s.Name, s.Seconds)
+		tail(s.Name, s.Seconds)
 	}
-	add(&g.Tail, "optimizer", max(w.Optimizer, w.OptimizerCPU))
-	add(&g.Tail, "cpu_optimizer", w.CPUOptimizer)
-	add(&g.Tail, "nvme", w.NVMe+c.nvmeReads)
-	add(&g.Tail, "offload", w.host+c.gradCopy+c.fsdpCopies)
-	add(&g.Tail, "step_overhead", w.StepOverhead)
-	for _, s := range g.PerMB {
-		g.MbSec += s.Seconds
-	}
-	for _, s := range g.Tail {
-		g.TlSec += s.Seconds
-	}
+	tail("optimizer", max(w.Optimizer, w.OptimizerCPU))
+	tail("cpu_optimizer", w.CPUOptimizer)
+	tail("nvme", w.NVMe+c.nvmeReads)
+	tail("offload", w.host+c.gradCopy+c.fsdpCopies)
+	tail("step_overhead", w.StepOverhead)
 	return g
 }
