@@ -119,7 +119,7 @@ func (p *Plan) validateParallel() error {
 	}
 	if par.Schedule == "interleaved" {
 		if m := p.MicroBatches(); m%par.PP != 0 {
-			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
+			return &units.Error{Path: "parallel", Msg: units.IntMsg("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
 		}
 	}
 	if m := p.MicroBatches(); par.Schedule == "dualpipe" && m%2 != 0 {
@@ -167,7 +167,7 @@ func (p *Plan) validateParallel() error {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("cp=%d does not divide seq %d", par.CP, seq), Hint: "context parallelism splits each sequence into cp equal chunks"}
 	}
 	if par.SequenceParallel && (seq/par.CP)%par.TP != 0 {
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", par.TP, seq/par.CP)}
+		return &units.Error{Path: "parallel", Msg: units.IntMsg("sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", par.TP, seq/par.CP)}
 	}
 	if p.Model == nil {
 		return nil

@@ -101,7 +101,7 @@ func (a *MLA) CheckLayout(path string, par core.Parallelism) error {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads)}
 	}
 	if n := par.Norm(); n.CPMode == "ulysses" && n.CP > 1 && (a.Heads/n.TP)%n.CP != 0 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, a.Heads/n.TP),
+		return &units.Error{Path: path, Msg: units.IntMsg("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, a.Heads/n.TP),
 			Hint: "Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit"}
 	}
 	return nil

@@ -1,8 +1,6 @@
 package nn
 
 import (
-	"fmt"
-
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -69,11 +67,11 @@ func (a *Attention) checkUlysses(path string, par core.Parallelism) error {
 	}
 	heads, kv := a.Heads/n.TP, max(a.Kv()/n.TP, 1)
 	if heads%n.CP != 0 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, heads),
+		return &units.Error{Path: path, Msg: units.IntMsg("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, heads),
 			Hint: "Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit"}
 	}
 	if kv%n.CP != 0 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d does not divide the %d key-value heads of each tensor-parallel rank (Ulysses splits them too)", n.CP, kv),
+		return &units.Error{Path: path, Msg: units.IntMsg("cp=%d does not divide the %d key-value heads of each tensor-parallel rank (Ulysses splits them too)", n.CP, kv),
 			Hint: "implementations that replicate key-value heads for a larger Ulysses degree are not simulated; use cp_mode=\"ring\" or a smaller cp"}
 	}
 	return nil

@@ -18,14 +18,20 @@ func reasonOf(err error) string {
 	}
 	var room [256]byte // the class is written here (on the stack) when it fits: one allocation, the string, per refused layout
 	b := room[:0]
-	for i := 0; i < len(msg); i++ {
-		if isDigit(msg[i]) {
-			if i == 0 || !isDigit(msg[i-1]) {
-				b = append(b, 'N')
-			}
-			continue
+	for i := 0; i < len(msg); {
+		j := i // the text up to the next number, copied whole
+		for j < len(msg) && !isDigit(msg[j]) {
+			j++
 		}
-		b = append(b, msg[i])
+		b = append(b, msg[i:j]...)
+		if j == len(msg) {
+			break
+		}
+		b = append(b, 'N')
+		for j < len(msg) && isDigit(msg[j]) {
+			j++
+		}
+		i = j
 	}
 	return string(b)
 }
