@@ -16,7 +16,6 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -25,20 +24,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cuda_hf import llama1b, versions  # noqa: E402
+from cuda_hf import llama1b, smi_used_mib, versions  # noqa: E402
 
-
-def smi_mib():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            pid, used = [x.strip() for x in line.split(",")]
-            if int(pid) == os.getpid():
-                return int(used)
-    except Exception as e:  # no nvidia-smi
-        return f"unavailable: {e}"
-    return None
 
 
 def used(cuda):
@@ -104,7 +91,7 @@ def run_batch(b, s, steps, dev, small):
                                  reserved_after=torch.cuda.memory_reserved() if cuda else 0,
                                  num_alloc_retries=st.get("num_alloc_retries"),
                                  per_stream=per_stream(cuda), device_used=used(cuda)))
-    rec["smi_used_mib"] = smi_mib() if cuda else None
+    rec["smi_used_mib"] = smi_used_mib() if cuda else None
     del model, opt, ids
     gc.collect()
     if cuda:

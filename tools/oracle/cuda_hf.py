@@ -100,6 +100,22 @@ def versions():
     return v
 
 
+def smi_used_mib():
+    """This process's used GPU memory as nvidia-smi shows it (MiB), or why it cannot be read."""
+    import os
+    import subprocess
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            pid, used = [x.strip() for x in line.split(",")]
+            if int(pid) == os.getpid():
+                return int(used)
+    except Exception as e:  # no nvidia-smi, or another format
+        return f"unavailable: {e}"
+    return None
+
+
 class Mem:
     """The torch.cuda counters, or zeros on the CPU (--device cpu is a smoke test of the script itself)."""
 

@@ -14,7 +14,6 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -22,7 +21,7 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cuda_hf import llama1b, llama8b, versions  # noqa: E402
+from cuda_hf import llama1b, llama8b, smi_used_mib, versions  # noqa: E402
 
 # name: (config builder, batch, seq, weights dtype, autocast, steps)
 #   llama1b_b64: Llama-3.2-1B bf16 weights at 64 x 2048: the forward's activations do not fit
@@ -33,18 +32,6 @@ CASES = {
     "llama8b_amp_adamw": (llama8b, 1, 1024, torch.float32, True, 2),
 }
 
-
-def smi_used():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout
-        for line in out.splitlines():
-            pid, used = [x.strip() for x in line.split(",")]
-            if int(pid) == os.getpid():
-                return int(used)  # MiB
-    except Exception as e:  # no nvidia-smi, or another format
-        return f"unavailable: {e}"
-    return None
 
 
 def run_case(name, dev, small):
@@ -93,7 +80,7 @@ def run_case(name, dev, small):
         free, total = torch.cuda.mem_get_info()
         rec.update(allocated_after=torch.cuda.memory_allocated(), reserved_after=torch.cuda.memory_reserved(),
                    max_allocated=torch.cuda.max_memory_allocated(), max_reserved=torch.cuda.max_memory_reserved(),
-                   device_used_after=total - free, smi_used_mib=smi_used(),
+                   device_used_after=total - free, smi_used_mib=smi_used_mib(),
                    num_alloc_retries=st.get("num_alloc_retries"), num_ooms=st.get("num_ooms"))
     del model, opt, ids
     gc.collect()
