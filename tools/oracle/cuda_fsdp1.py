@@ -11,6 +11,10 @@ init_process_group and the first collective add outside the caching allocator (N
 
     python3 tools/oracle/cuda_fsdp1.py --out fsdp1.jsonl [--batches 2,4,8] [--steps 4]
     python3 tools/oracle/cuda_fsdp1.py --out /tmp/smoke.jsonl --device cpu     # smoke test (gloo, tiny model)
+
+--grad-accum N runs N micro-batches a step (FSDP2 reduce-scatters each, torchtitan's way); --empty-cache
+calls torch.cuda.empty_cache() at each step's start (memsh's train(empty_cache=True)); --fresh-process is
+for the runner: one batch size per process, so no pool of an earlier model's streams stays cached.
 """
 import argparse
 import gc
@@ -48,7 +52,7 @@ def per_stream(cuda):
     return {k: dict(reserved=v[0], allocated=v[1], segments=v[2]) for k, v in out.items()}
 
 
-def run_batch(b, s, steps, dev, small):
+def run_batch(b, s, steps, dev, small, accum=1, empty_cache=False):
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from transformers import AutoModelForCausalLM
     cuda = dev.type == "cuda"
@@ -69,18 +73,22 @@ def run_batch(b, s, steps, dev, small):
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     ids = torch.randint(0, cfg.vocab_size, (b, s), generator=torch.Generator().manual_seed(0)).to(dev)
-    rec = dict(batch=b, seq=s, params=sum(p.numel() for p in model.parameters()), steps=[])
+    rec = dict(batch=b, seq=s, grad_accum=accum, empty_cache=empty_cache,
+               params=sum(p.numel() for p in model.parameters()), steps=[])
     for step in range(1, steps + 1):
         opt.zero_grad(set_to_none=True)
         gc.collect()
         if cuda:
             torch.cuda.synchronize()
+            if empty_cache:
+                torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         a0 = torch.cuda.memory_allocated() if cuda else 0
         t0 = time.time()
-        out = model(input_ids=ids, labels=ids)
-        out.loss.backward()
-        del out
+        for _ in range(accum):
+            out = model(input_ids=ids, labels=ids)
+            (out.loss / accum).backward()
+            del out
         opt.step()
         if cuda:
             torch.cuda.synchronize()
@@ -106,11 +114,14 @@ def main():
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--grad-accum", type=int, default=1)
+    ap.add_argument("--empty-cache", action="store_true")
+    ap.add_argument("--port", default="29517")
     a = ap.parse_args()
     dev = torch.device(a.device)
     cuda = dev.type == "cuda"
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29517")
+    os.environ.setdefault("MASTER_PORT", a.port)
     head = dict(versions=versions(), nccl_env={k: v for k, v in os.environ.items() if k.startswith("NCCL")})
     if cuda:
         torch.cuda.set_device(0)
@@ -132,7 +143,7 @@ def main():
         for b in [int(x) for x in a.batches.split(",")]:
             t = time.time()
             try:
-                rec = run_batch(b, a.seq, a.steps, dev, small=not cuda)
+                rec = run_batch(b, a.seq, a.steps, dev, small=not cuda, accum=a.grad_accum, empty_cache=a.empty_cache)
             except BaseException as e:  # an OOM: record and go on
                 rec = dict(batch=b, error=f"{type(e).__name__}: {e}"[:2000], traceback=traceback.format_exc()[-2000:])
                 gc.collect()

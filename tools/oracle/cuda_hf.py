@@ -160,7 +160,8 @@ def profile_summary(prof):
                 top_kernels=[dict(name=k[:160], count=v[0], time_s=v[1] / 1e6) for k, v in top])
 
 
-def run_case(name, steps, dev, shrink=False, empty_cache_steps=False, want_segments=False, want_profile=False):
+def run_case(name, steps, dev, shrink=False, empty_cache_steps=False, want_segments=False, want_profile=False,
+             bf16_build=False):
     from transformers import AutoModelForCausalLM
     build, b, s, variant = CASES[name]
     cfg = build()
@@ -172,7 +173,10 @@ def run_case(name, steps, dev, shrink=False, empty_cache_steps=False, want_segme
     cuda = Mem(dev)
     torch.manual_seed(0)
     with dev:
-        model = AutoModelForCausalLM.from_config(cfg)
+        if bf16_build and variant != "amp":  # built in bf16: no fp32 copy's segments left behind
+            model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+        else:
+            model = AutoModelForCausalLM.from_config(cfg)
     model = model.to(torch.float32 if variant == "amp" else torch.bfloat16)
     model.config.use_cache = False
     if variant in ("ckpt", "lora", "lora_bf16ad"):
@@ -264,6 +268,8 @@ def main():
                     help="torch.cuda.empty_cache() at each step's start: the reserve without the earlier steps' segments")
     ap.add_argument("--segments", action="store_true", help="the allocator's segments after each step")
     ap.add_argument("--profile", action="store_true", help="the last step under torch.profiler")
+    ap.add_argument("--bf16-build", action="store_true",
+                    help="build the model in bf16 (from_config(torch_dtype=bfloat16)) instead of fp32 cast to bf16")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -277,7 +283,8 @@ def main():
                 t = time.time()
                 try:
                     rec = run_case(name, a.steps, dev, shrink=dev.type == "cpu", empty_cache_steps=a.empty_cache_steps,
-                                   want_segments=a.segments, want_profile=a.profile)
+                                   want_segments=a.segments, want_profile=a.profile, bf16_build=a.bf16_build)
+                    rec["bf16_build"] = a.bf16_build
                     rec["empty_cache_steps"] = a.empty_cache_steps
                 except BaseException as e:  # an OOM or an API difference: record and go on
                     rec = dict(case=name, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc()[-3000:])
