@@ -87,5 +87,16 @@ func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
 		if math.Abs(dr) > tc.resTol {
 			t.Errorf("batch %d: peak reserved %+.1f %% off, beyond %.1f %%", tc.batch, 100*dr, 100*tc.resTol)
 		}
+		// The reduce-scatter stream's pool, measured at every batch
+		// (fsdp1.jsonl per_stream, the side stream: 17 segments).
+		var rs int64 = -1
+		for _, s := range r.Streams {
+			if s.Name == "reduce_scatter" {
+				rs = s.Bytes
+			}
+		}
+		if rs != stale {
+			t.Errorf("batch %d: reduce-scatter stream reserves %d B, measured %d B", tc.batch, rs, int64(stale))
+		}
 	}
 }
