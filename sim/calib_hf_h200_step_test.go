@@ -22,7 +22,9 @@ import (
 // named per row from the profile's top kernels. The per-expert loop is
 // host-bound (its kernels take 20 %). Each row is
 // held within its band so a change that moves it is seen; the bands are
-// the gaps as they stand, not targets. The dense rows' bands are the
+// the gaps as they stand, not targets; a row whose gap is work memsh does
+// not price (under) also fails when memsh comes out over the step, so a
+// band wide enough to hold that gap cannot hide an overshoot. The dense rows' bands are the
 // spread of the run's own steady steps (steps 2-4 of llama1b_bf16:
 // 173.2-181.6 ms, +-2.4 % of their median; of llama1b_ckpt 210.8-215.3
 // ms), rounded up: memsh prices their GEMMs, attention, norms, rope and
@@ -38,19 +40,20 @@ func TestHFH200StepTime(t *testing.T) {
 		launches      int     // kernels launched in step 4
 		syncs         int     // cudaStreamSynchronize calls in step 4
 		within        float64 // |memsh / step - 1| at most
+		under         bool    // the gap is work memsh does not price (why): memsh stays under the step
 		why           string
 	}{
-		{"llama1b_bf16", "llama-3.2-1b", 4, "bf16", 0.1746, 0.1681, 2756, 1, 0.03,
+		{"llama1b_bf16", "llama-3.2-1b", 4, "bf16", 0.1746, 0.1681, 2756, 1, 0.03, false,
 			"GPU-bound; memsh's GEMMs, cuDNN attention and AdamW at their measured rates"},
-		{"llama1b_ckpt", "llama-3.2-1b", 4, "ckpt", 0.2128, 0.2013, 3412, 1, 0.04, "as above, with the recompute"},
-		{"qwen3_06b_bf16", "qwen3-0.6b", 8, "bf16", 0.3384, 0.3270, 5586, 1, 0.20,
+		{"llama1b_ckpt", "llama-3.2-1b", 4, "ckpt", 0.2128, 0.2013, 3412, 1, 0.04, false, "as above, with the recompute"},
+		{"qwen3_06b_bf16", "qwen3-0.6b", 8, "bf16", 0.3384, 0.3270, 5586, 1, 0.20, true,
 			"GPU-bound; binary ops TensorIterator cannot vectorize (a broadcast or strided operand, as RMSNorm's x * rsqrt(var) and weight * x, q_norm and k_norm over heads, rope's cos and sin have) run its generic elementwise_kernel (34.0 ms over 506 bf16 calls, 20.6 ms over 282 fp32 calls), which memsh prices at the generic kernel's measured rate for the norms' multiplies and rope's products (-26.6 % before), and at the stream rate for the rest"},
-		{"llama1b_lora", "llama-3.2-1b", 4, "lora", 0.3111, 0.3005, 5549, 1, 0.38,
+		{"llama1b_lora", "llama-3.2-1b", 4, "lora", 0.3111, 0.3005, 5549, 1, 0.38, true,
 			"GPU-bound; PEFT's fp32 adapters (autocast_adapter_dtype=True): every adapted input cast to fp32 (direct_copy, 32.3 ms over 438 calls), the adapters' GEMMs on fp32 SIMT kernels (sm80_xmma_gemm_f32f32 ffma, 34.8 ms), fp32 adds (23.2 ms); memsh runs the adapters in bf16"},
-		{"qwen3_moe_bf16", "qwen3-moe-small", 4, "bf16", 0.1113, 0.1019, 2768, 1, 0.33,
+		{"qwen3_moe_bf16", "qwen3-moe-small", 4, "bf16", 0.1113, 0.1019, 2768, 1, 0.33, true,
 			"GPU-bound; grouped_mm's masked_fill of the padded rows on the generic kernel (8.8 ms over 48 calls; memsh: its forward at the causal mask's measured rate, -32.8 % before), broadcast binaries (8.4 ms), device copies (3.2 ms), at memsh's stream rate"},
-		{"mixtral_bf16", "mixtral-small", 4, "bf16", 0.0755, 0.0664, 2367, 1, 0.31, "as the Qwen3-MoE row (masked_fill 6.4 ms over 48 calls)"},
-		{"qwen3_moe_loop", "qwen3-moe-small", 4, "loop", 0.7242, 0.1475, 17672, 1279, 0.92,
+		{"mixtral_bf16", "mixtral-small", 4, "bf16", 0.0755, 0.0664, 2367, 1, 0.31, true, "as the Qwen3-MoE row (masked_fill 6.4 ms over 48 calls)"},
+		{"qwen3_moe_loop", "qwen3-moe-small", 4, "loop", 0.7242, 0.1475, 17672, 1279, 0.92, true,
 			"host-bound: 0.15 s of kernels in a 0.72 s step; about five host syncs per expert pass (1,279 in a step of 256 passes: torch.where's nonzero, Python tests of tensors), 17,672 kernels (memsh counts 8,257) and 54,308 aten ops a step; memsh's 10 and 6 µs a kernel give 62 ms of dispatch"},
 	} {
 		p := hfH200Plan(t, r.config, r.batch, 2048, r.variant)
@@ -62,7 +65,7 @@ func TestHFH200StepTime(t *testing.T) {
 		e := got/r.step - 1
 		t.Logf("%-15s memsh %6.1f ms, measured %6.1f ms (%+5.1f %%), kernels %6.1f ms in %5d launches, %4d host syncs: %s",
 			r.name, 1e3*got, 1e3*r.step, 100*e, 1e3*r.kernels, r.launches, r.syncs, r.why)
-		if math.Abs(e) > r.within {
+		if math.Abs(e) > r.within || (r.under && e > 0) {
 			t.Errorf("%s: memsh %.1f ms, %+.1f %% off the measured %.1f ms (band %.0f %%): the gap moved; update the row and its cause",
 				r.name, 1e3*got, 100*e, 1e3*r.step, 100*r.within)
 		}
