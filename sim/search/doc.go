@@ -12,7 +12,7 @@
 // it is dropped before any replay, and before its step time is
 // estimated. The step time of the rest comes from block profiles
 // (search_profile.go) through the same time model as a replay; a
-// profile is lowered for the bound and priced (its ops' times and
+// profile is lowered for the bound and priced (search_profile_lower.go) (its ops' times and
 // collectives summed) only when the bound keeps one of its layouts. The
 // layouts are then replayed in order of that time, in parallel, and kept
 // when they fit; every row of the result is a full replay. The walk

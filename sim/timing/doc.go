@@ -7,7 +7,9 @@
 // sim/hw/kernels.go; on GPUs where PyTorch's eager kernels were
 // measured, binary ops with a broadcast or strided operand, Hugging
 // Face's RMSNorm multiplies and rotary embedding, at TensorIterator's
-// generic kernel's rate: row_broadcast.go, rope.go). Kernels' CPU dispatch bounds each phase from below
+// generic kernel's rate: row_broadcast.go, rope.go; in eager dispatch an
+// add's, a cast's and a reused tensor's backward follow autograd's own
+// rules: backward.go). Kernels' CPU dispatch bounds each phase from below
 // (dispatch.go); the optimizer step streams its traffic and launches its
 // implementation's kernels (optimizer.go). Collectives take their bytes
 // over the NVLink or network bandwidth of their process group, overlapped

@@ -1,6 +1,8 @@
 // Package units is the vocabulary every engine package shares: tensor
 // element types (DType) and their sizes, overflow-checked shape and size
-// arithmetic, byte formatting, and the engine's Error.
+// arithmetic, byte formatting, and the engine's Error (with IntMsg,
+// intmsg.go: a message of integers for refusals counted by the ten
+// thousand).
 //
 // Sizes are checked where they enter the engine. Every figure in a report is
 // an int64 of bytes, a sum of products of shapes; a wrapped product would be
