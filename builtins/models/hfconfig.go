@@ -75,8 +75,13 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	experts := ""
 	if expertsV != starlark.None {
 		s, ok := starlark.AsString(expertsV)
-		if !ok {
-			return nil, fmt.Errorf("experts must be \"grouped_mm\" or \"eager\" (got %s)", expertsV.Type())
+		if !ok || s == "" {
+			got := expertsV.Type()
+			if ok {
+				got = `""`
+			}
+			return nil, &units.Error{Msg: fmt.Sprintf("experts must be \"grouped_mm\" or \"eager\" (got %s)", got),
+				Hint: "transformers' experts_implementation; None (the default) is \"grouped_mm\" from transformers 5.0"}
 		}
 		experts = s
 	}
