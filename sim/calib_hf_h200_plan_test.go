@@ -24,18 +24,11 @@ func hfH200Plan(t *testing.T, config string, batch, seq int64, variant string) *
 	bf16, _ := core.LookupPrecision("bf16")
 	amp, _ := core.LookupPrecision("bf16-mixed")
 	ckpt := core.Checkpoint{Mode: "full", InputGrad: true}
-	data, err := os.ReadFile("testdata/cuda_h200/configs/" + config + ".json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := hf.Options{Attn: "sdpa", Transformers: "5.17.0"}
+	experts := ""
 	if variant == "loop" {
-		opts.Experts = "eager"
+		experts = "eager"
 	}
-	m, err := hf.FromConfigOptions(data, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := hfH200Model(t, config, experts)
 	p := &core.Plan{Model: m, Batch: batch, Seq: seq, GradAccum: 1, Members: 1, Precision: bf16,
 		Optimizer: core.Optimizer{Kind: core.AdamW}, Device: dev, Phase: core.Train, Runtime: rt, KeepLogits: true}
 	switch variant {
@@ -48,4 +41,20 @@ func hfH200Plan(t *testing.T, config string, batch, seq int64, variant string) *
 		p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
 	}
 	return p
+}
+
+// hfH200Model is the model of config (sim/testdata/cuda_h200/configs,
+// its config.to_dict()) as hf_config builds it under transformers 5.17.0
+// with sdpa attention and the experts experts ("": the default).
+func hfH200Model(t testing.TB, config, experts string) *core.Model {
+	t.Helper()
+	data, err := os.ReadFile("testdata/cuda_h200/configs/" + config + ".json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0", Experts: experts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

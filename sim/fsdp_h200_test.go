@@ -2,12 +2,9 @@ package sim
 
 import (
 	"math"
-	"os"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hf"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -46,19 +43,6 @@ import (
 // all-gather stream pool the measured run does not show (its snapshot has
 // the default and the reduce-scatter streams only; not identified).
 func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
-	dev, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, _ := core.LookupRuntime("cuda")
-	data, err := os.ReadFile("testdata/cuda_h200/configs/llama-3.2-1b.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const stale = 4_978_638_848 // the batch before's reduce-scatter pool
 	for _, tc := range []struct {
 		batch            int64
@@ -70,10 +54,8 @@ func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
 		{4, 44_511_410_176, 57_841_549_312, stale, 0.025},
 		{8, 73_601_103_872, 91_081_408_512, stale, 0.025},
 	} {
-		prec, _ := core.LookupPrecision("bf16-mixed")
-		p := &core.Plan{Model: m, Batch: tc.batch, Seq: 2048, GradAccum: 1, Members: 1, Precision: prec,
-			Optimizer: core.Optimizer{Kind: core.AdamW}, Device: dev, Phase: core.Train, Runtime: rt, KeepLogits: true,
-			Parallel: core.Parallelism{FSDP: true, FSDPParamDType: units.BF16, FSDPReduceDType: units.FP32}}
+		p := hfH200Plan(t, "llama-3.2-1b", tc.batch, 2048, "amp") // bf16-mixed, keep_logits
+		p.Parallel = core.Parallelism{FSDP: true, FSDPParamDType: units.BF16, FSDPReduceDType: units.FP32}
 		r := evalPlan(t, p)
 		measuredRes := tc.resvd - tc.staleRS
 		da := float64(r.PeakAllocated)/float64(tc.allocated) - 1
@@ -89,13 +71,7 @@ func TestFSDP2OneGPUMeasuredH200(t *testing.T) {
 		}
 		// The reduce-scatter stream's pool, measured at every batch
 		// (fsdp1.jsonl per_stream, the side stream: 17 segments).
-		var rs int64 = -1
-		for _, s := range r.Streams {
-			if s.Name == "reduce_scatter" {
-				rs = s.Bytes
-			}
-		}
-		if rs != stale {
+		if rs := streamPeak(r, "reduce_scatter"); rs != stale {
 			t.Errorf("batch %d: reduce-scatter stream reserves %d B, measured %d B", tc.batch, rs, int64(stale))
 		}
 	}

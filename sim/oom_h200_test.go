@@ -3,12 +3,10 @@ package sim
 import (
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -67,19 +65,7 @@ func TestOOMMeasuredH200(t *testing.T) {
 			0.2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, err := os.ReadFile("testdata/cuda_h200/configs/" + tc.config + ".json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			pr, err := core.LookupPrecision(tc.precision)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := &core.Plan{Model: m, Batch: tc.batch, Seq: tc.seq, GradAccum: 1, Members: 1, Precision: pr,
+			p := &core.Plan{Model: hfH200Model(t, tc.config, ""), Batch: tc.batch, Seq: tc.seq, GradAccum: 1, Members: 1, Precision: mustPrecision(t, tc.precision),
 				Optimizer: core.Optimizer{Kind: core.AdamW}, Device: dev, Phase: core.Train, Runtime: rt, FirstStep: true}
 			o := evalPlan(t, p).OOM
 			if o == nil {

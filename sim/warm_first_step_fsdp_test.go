@@ -68,13 +68,7 @@ func TestWarmFirstStepFSDP2ByHand(t *testing.T) {
 		stream string
 		want   int64
 	}{{"compute", 106 * MiB}, {"all_gather", 16 * MiB}, {"reduce_scatter", 20 * MiB}} {
-		var got int64
-		for _, s := range rep.Streams {
-			if s.Name == tc.stream {
-				got = s.Bytes
-			}
-		}
-		if got != tc.want {
+		if got := streamPeak(rep, tc.stream); got != tc.want {
 			t.Errorf("%s stream reserved %d, want %d", tc.stream, got, tc.want)
 		}
 	}
