@@ -121,20 +121,13 @@ func TestHFTransformers5Experts(t *testing.T) {
 // row (perm // top_k, perm, inv_perm: 24 B) and the sentinel mask (bool
 // [S, 1]: 1 B). The loop keeps S x (2d - 9) bytes more a layer.
 func TestGroupedMMSaves(t *testing.T) {
-	data, err := os.ReadFile("testdata/cuda_h200/configs/qwen3-moe-small.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Under tensor parallelism (tp 2, no sequence parallelism: every rank
 	// routes all tokens) each rank holds half of every expert's hidden
 	// size, in both: the difference stays.
 	for _, tp := range []int64{1, 2} {
 		saved := map[string]int64{}
 		for _, experts := range []string{"grouped_mm", "eager"} {
-			m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0", Experts: experts})
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := hfH200Model(t, "qwen3-moe-small", experts)
 			p := &core.Plan{Model: m, Batch: 4, Seq: 2048, GradAccum: 1, Members: 1, Precision: mustPrecision(t, "bf16"),
 				Optimizer: core.Optimizer{Kind: core.AdamW}, Device: mustDevice(t, "H200"), Runtime: mustRuntime(t, "cuda"),
 				Parallel: core.Parallelism{TP: tp}}
@@ -178,15 +171,8 @@ func mustRuntime(t *testing.T, name string) core.Runtime {
 // and settings a plan may add (expert tensor parallelism splits each
 // expert's hidden size: the grouped GEMMs' widths follow the 3-D weights).
 func TestGroupedMMLayouts(t *testing.T) {
-	data, err := os.ReadFile("testdata/cuda_h200/configs/qwen3-moe-small.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, experts := range []string{"grouped_mm", "eager"} {
-		m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.17.0", Experts: experts})
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := hfH200Model(t, "qwen3-moe-small", experts)
 		for _, tc := range []struct {
 			name string
 			edit func(p *core.Plan)
