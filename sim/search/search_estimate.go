@@ -135,23 +135,14 @@ func (sh *stageShape) fillCompute(pr *profile) {
 			sh.compute[k] = sh.stages[k].ct
 		}
 	case sh.pp <= 1: // base.add(block, n), as fill sums it
-		ct := pr.base.ct.Plus(pr.block.ct, float64(pr.n))
-		if pr.n == 1 && pr.base.zero() {
-			ct = pr.block.ct
-		}
-		sh.compute = []timing.ComputeTime{ct}
+		sh.compute = []timing.ComputeTime{pr.base.addFigures(pr.block, float64(pr.n)).ct}
 	default: // stageUnits' figures
 		sh.compute = make([]timing.ComputeTime, len(sh.chunks))
 		for k, cks := range sh.chunks {
 			var ct timing.ComputeTime
 			for _, ck := range cks {
 				c := &pr.chunks[ck.kind]
-				b := float64(ck.blocks)
-				cu := c.base.ct.Plus(c.block.ct, b)
-				if b == 1 && c.base.zero() {
-					cu = c.block.ct
-				}
-				ct = ct.Plus(cu, 1)
+				ct = ct.Plus(c.base.addFigures(c.block, float64(ck.blocks)).ct, 1)
 			}
 			sh.compute[k] = ct
 		}
@@ -260,11 +251,7 @@ func (pr *profile) stageUnits(cks []chunkKey, room *stageRoom) unitSums {
 		b := float64(ck.blocks)
 		// The chunk, c.base.add(c.block, b): its figures, then its
 		// collectives with no zero count.
-		cu := c.base.addScalars(c.block, b)
-		if b == 1 && c.base.zero() {
-			cu = c.block
-		}
-		u = u.addScalars(cu, 1)
+		u = u.addScalars(c.base.addFigures(c.block, b), 1)
 		if room.sums == nil {
 			chunk := append(room.list[:0], c.base.comm...)
 			if b != 0 {

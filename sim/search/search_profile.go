@@ -195,6 +195,15 @@ func (u unitSums) addScalars(v unitSums, k float64) unitSums {
 	return u
 }
 
+// addFigures is u.add(v, k)'s figures (addScalars', or v's when u is a
+// sum not begun and k is 1), its lists left as they come.
+func (u unitSums) addFigures(v unitSums, k float64) unitSums {
+	if k == 1 && u.zero() {
+		return v
+	}
+	return u.addScalars(v, k)
+}
+
 // zero says whether u is the zero value (a sum not begun).
 func (u *unitSums) zero() bool {
 	return u.ct == timing.ComputeTime{} && u.attn == 0 && u.fwdFlops == 0 && u.mdlFlops == 0 && u.recFlops == 0 &&
