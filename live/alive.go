@@ -17,9 +17,11 @@ import (
 type Timeline struct {
 	points []replay.Point
 	events []replay.TraceEvent // the trace's alloc and free events
-	// ends[i] is how many of events point i has seen; nil: i+1 (one
-	// event per point)
-	ends []int
+	// Point i has seen i+1 of events (one per point) before point
+	// setup, the first step's end, and i+1+skip from there (the first
+	// step's events after its setup fold into its end); without a first
+	// step setup is past the last point.
+	setup, skip int
 }
 
 // NewTimeline pairs a report's timeline with the trace of the same step
@@ -28,7 +30,7 @@ func NewTimeline(timeline, traced *replay.Report) (*Timeline, error) {
 	if traced.Trace == nil {
 		return nil, fmt.Errorf("the report has no device trace")
 	}
-	t := &Timeline{points: timeline.Timeline}
+	t := &Timeline{points: timeline.Timeline, setup: len(timeline.Timeline)}
 	requested := map[int64]bool{} // freed while other streams used them: completed later, not a point of their own
 	firstEvents := 0              // of the first step's, before the steady step's
 	for i, e := range traced.Trace.Events {
@@ -55,15 +57,7 @@ func NewTimeline(timeline, traced *replay.Report) (*Timeline, error) {
 		if setup < 0 || setup > firstEvents {
 			return nil, fmt.Errorf("the trace has %d allocation events of the first step and %d of the steady one, the timeline %d points", firstEvents, steady, len(t.points))
 		}
-		t.ends = make([]int, len(t.points))
-		for i := range t.ends {
-			switch {
-			case i < setup:
-				t.ends[i] = i + 1
-			default: // the first step's end, then the steady step's events
-				t.ends[i] = firstEvents + i - setup
-			}
-		}
+		t.setup, t.skip = setup, firstEvents-setup-1 // the first step's end sees all its events
 		return t, nil
 	}
 	if len(t.events) != len(t.points) {
@@ -79,8 +73,8 @@ func (t *Timeline) At(i int) (Moment, error) {
 	}
 	live := map[int64]replay.TraceEvent{}
 	seen := i + 1
-	if t.ends != nil {
-		seen = t.ends[i]
+	if i >= t.setup {
+		seen += t.skip
 	}
 	for _, e := range t.events[:seen] {
 		if e.Action == "alloc" {
