@@ -46,13 +46,7 @@ func (a *attentionAlone) Lower(b *core.Builder, x core.Value) core.Value {
 // conv's scope (the benchmark inputs' copies excluded), fp16.
 func attentionTime(t *testing.T, a *attentionAlone, gpu, runtime string) float64 {
 	t.Helper()
-	return attentionTimeIn(t, a, gpu, runtime, "fp16")
-}
-
-// attentionTimeIn is attentionTime under the named precision.
-func attentionTimeIn(t *testing.T, a *attentionAlone, gpu, runtime, precision string) float64 {
-	t.Helper()
-	fwd, bwd := attentionPhases(t, a, gpu, runtime, precision)
+	fwd, bwd := attentionPhases(t, a, gpu, runtime, "fp16")
 	return fwd + bwd
 }
 
