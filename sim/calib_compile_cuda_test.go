@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
@@ -80,20 +79,8 @@ var cudaCompileRows = []cudaCompileRow{
 func cudaStackPlan(t *testing.T, kind string, compile bool) (plan *core.Plan, b, s, h int64) {
 	t.Helper()
 	m, b, s, h := cudaStack(kind)
-	prec, err := core.LookupPrecision("bf16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := core.LookupRuntime("cuda")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan = &core.Plan{Model: m, Batch: b, Seq: s, GradAccum: 1, Members: 1, Precision: prec,
-		Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, Runtime: rt, Device: dev}
+	plan = &core.Plan{Model: m, Batch: b, Seq: s, GradAccum: 1, Members: 1, Precision: mustPrecision(t, "bf16"),
+		Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, Runtime: mustRuntime(t, "cuda"), Device: mustDevice(t, "H200")}
 	if compile {
 		plan.Compile = core.Compile{Blocks: true}
 	}

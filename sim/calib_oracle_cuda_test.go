@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
 )
@@ -176,10 +175,6 @@ func cudaModel(c cudaRow) *core.Model {
 
 func cudaPlan(t testing.TB, c cudaRow, m *core.Model) *core.Plan {
 	prec := map[string]string{"fp32": "fp32", "bf16": "bf16", "amp_bf16": "bf16-mixed"}[c.dtype]
-	p, err := core.LookupPrecision(prec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ck, err := core.ParseCheckpoint(c.ckpt)
 	if err != nil {
 		t.Fatal(err)
@@ -187,17 +182,9 @@ func cudaPlan(t testing.TB, c cudaRow, m *core.Model) *core.Plan {
 	if c.ckpt != "" {
 		ck.Reentrant = !c.nonReentrant
 	}
-	rt, err := core.LookupRuntime("cuda")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
 	return &core.Plan{
-		Model: m, Batch: c.b, Seq: c.s, GradAccum: 1, Members: 1, Precision: p,
-		Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, Checkpoint: ck, Runtime: rt, Device: dev,
+		Model: m, Batch: c.b, Seq: c.s, GradAccum: 1, Members: 1, Precision: mustPrecision(t, prec),
+		Optimizer: core.Optimizer{Kind: core.AdamW, Impl: "foreach"}, Checkpoint: ck, Runtime: mustRuntime(t, "cuda"), Device: mustDevice(t, "H200"),
 	}
 }
 

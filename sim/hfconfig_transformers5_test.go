@@ -140,7 +140,7 @@ func TestGroupedMMSaves(t *testing.T) {
 	}
 }
 
-func mustPrecision(t *testing.T, name string) core.Precision {
+func mustPrecision(t testing.TB, name string) core.Precision {
 	t.Helper()
 	p, err := core.LookupPrecision(name)
 	if err != nil {
@@ -149,7 +149,7 @@ func mustPrecision(t *testing.T, name string) core.Precision {
 	return p
 }
 
-func mustDevice(t *testing.T, name string) hw.Device {
+func mustDevice(t testing.TB, name string) hw.Device {
 	t.Helper()
 	d, err := hw.LookupDevice(name)
 	if err != nil {
@@ -158,7 +158,7 @@ func mustDevice(t *testing.T, name string) hw.Device {
 	return d
 }
 
-func mustRuntime(t *testing.T, name string) core.Runtime {
+func mustRuntime(t testing.TB, name string) core.Runtime {
 	t.Helper()
 	r, err := core.LookupRuntime(name)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/replay"
 )
 
@@ -42,11 +41,7 @@ import (
 //     reserved-but-unallocated 4.60 GiB against 4.78 GiB, the context
 //     0.75 GiB both.
 func TestOOMMeasuredH200(t *testing.T) {
-	dev, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, _ := core.LookupRuntime("cuda")
+	dev, rt := mustDevice(t, "H200"), mustRuntime(t, "cuda")
 	for _, tc := range []struct {
 		name, config, precision string
 		batch, seq              int64
