@@ -301,11 +301,19 @@ func (k KernelRates) withSMs(sms int, source string) KernelRates {
 }
 
 // Rates is the device's kernel rates, DefaultKernelRates when it has none.
-func (d Device) Rates() KernelRates {
+func (d Device) Rates() KernelRates { return *d.RatesRef() }
+
+// RatesRef is Rates by reference, for the pricing that reads the rates of
+// every kernel of every program a search lowers: the device and its rates
+// copied by value (hundreds of bytes each) were most of gemmTime's,
+// gemmRate's and the pricer's matmul's instructions (590 M of
+// BenchmarkSearchLlama70B1024's, 110 M by reference; cachegrind,
+// collector off). The caller reads it and does not write it.
+func (d *Device) RatesRef() *KernelRates {
 	if d.Kernels.GEMM <= 0 {
-		return DefaultKernelRates
+		return &DefaultKernelRates
 	}
-	return d.Kernels
+	return &d.Kernels
 }
 
 // H200Sustain is the H200's fitted Sustain (Hopper's), for the tests that

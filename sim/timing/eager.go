@@ -19,7 +19,7 @@ import (
 // Backwards keep the stream rate (their kernels were not measured
 // alone), except a cast's, which is the cast the other way (upcastBack).
 func eagerFraction(d *hw.Device, prog *core.Program, op *core.OpInfo) float64 {
-	e := &ratesOf(d).Eager
+	e := &d.RatesRef().Eager
 	switch op.Kind {
 	case "mask", "softmax":
 	case "masked_fill": // transformers 5's grouped_mm experts: y.masked_fill(sentinel_mask, 0), an [S, 1] mask
@@ -84,5 +84,5 @@ func (pr *pricer) upcastBack(op *core.OpInfo) float64 {
 	if !upcast(pr.prog.Values[op.Out[0]].Dtype, from) {
 		return 0
 	}
-	return ratesOf(&pr.d).Eager.Upcast
+	return pr.d.RatesRef().Eager.Upcast
 }

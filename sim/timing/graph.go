@@ -67,7 +67,7 @@ func rowRead(b float64) float64 {
 // a table of table bytes: every row once at least, and the reads that miss
 // half the L2 (one partition's share) with the rest.
 func (pr *pricer) dramReads(reads, table float64) float64 {
-	l2 := float64(ratesOf(&pr.d).L2) / 2
+	l2 := float64(pr.d.RatesRef().L2) / 2
 	if l2 <= 0 || table <= 0 {
 		return reads
 	}

@@ -41,7 +41,7 @@ import (
 // graphRates is the GPU's measured graph kernels, ok false where there
 // are none or the plan is compiled.
 func (pr *pricer) graphRates() (*hw.GraphKernels, bool) {
-	g := &ratesOf(&pr.d).Graph
+	g := &pr.d.RatesRef().Graph
 	compiled := pr.dispatch == DispatchCompiled || pr.dispatch == DispatchCUDAGraphs
 	return g, g.Measured() && !compiled && pr.d.HBMGBps > 0
 }

@@ -74,7 +74,7 @@ func peakFLOPS(d *hw.Device, dt units.DType) float64 {
 // TF32 reaches 0.790 of its peak against bf16's 0.803,
 // timing/h200_measured_test.go).
 func gemmRate(d *hw.Device, dt units.DType) float64 {
-	r := ratesOf(d)
+	r := d.RatesRef()
 	f := r.GEMM
 	switch {
 	case dt == units.FP8 && d.FP8TFLOPS > 0 && r.GEMMFP8 > 0:
@@ -88,22 +88,7 @@ func gemmRate(d *hw.Device, dt units.DType) float64 {
 // streamRate is the bandwidth a streaming kernel reaches, bytes/s (0 when
 // the device has no HBM figure).
 func streamRate(d *hw.Device) float64 {
-	return d.HBMGBps * 1e9 * ratesOf(d).HBM
-}
-
-// ratesOf is d's kernel rates, as hw.Device.Rates gives them, by
-// reference. The functions here price every GEMM, attention and streaming
-// kernel of every program a search lowers and replays; with the device
-// and its rates passed by value (a value parameter, and Rates' value
-// result, hundreds of bytes each) copying them was most of their
-// instructions: gemmTime, gemmRate and the pricer's matmul fell from 590
-// M to 110 M of BenchmarkSearchLlama70B1024's (cachegrind, collector
-// off). The figures read are the same.
-func ratesOf(d *hw.Device) *hw.KernelRates {
-	if d.Kernels.GEMM <= 0 {
-		return &hw.DefaultKernelRates
-	}
-	return &d.Kernels
+	return d.HBMGBps * 1e9 * d.RatesRef().HBM
 }
 
 // kernelTime is one kernel's GPU time: the larger of its compute time c
@@ -156,7 +141,7 @@ func attentionTime(d *hw.Device, dt units.DType, k hw.AttnKernel, a attnShape, b
 	if backward {
 		f *= attnBackwardFLOPs
 	}
-	r := ratesOf(d)
+	r := d.RatesRef()
 	frac := k.Pass(backward, a.causal).At(a.seq) * r.Sustain * waveFill(a.blocks, r.SMs) / publishedWaveFill
 	if frac <= 0 {
 		return kernelFloor, BoundLaunch

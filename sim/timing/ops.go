@@ -357,12 +357,13 @@ func (pr *pricer) attention(op *core.OpInfo) OpCost {
 	full := 4 * rows * seq * width // no mask
 	a := attnShape{flops: op.Flops, seq: seq, causal: op.Flops < 0.75*full,
 		blocks: rows / seq * heads * ceilDiv(seq, attnBlockRows)}
-	k := ratesOf(&pr.d).Flash
+	r := pr.d.RatesRef()
+	k := r.Flash
 	switch {
 	case pr.dispatch == DispatchFused:
-		k = ratesOf(&pr.d).Fused
-	case pr.sdpaCuDNN && strings.HasSuffix(op.Name, "sdpa_attention") && ratesOf(&pr.d).SDPA.Name != "":
-		k = ratesOf(&pr.d).SDPA // torch's SDPA on a runtime that prefers cuDNN
+		k = r.Fused
+	case pr.sdpaCuDNN && strings.HasSuffix(op.Name, "sdpa_attention") && r.SDPA.Name != "":
+		k = r.SDPA // torch's SDPA on a runtime that prefers cuDNN
 	}
 	dt := q.Dtype
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: op.Bytes, Attention: true}
