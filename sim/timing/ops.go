@@ -95,9 +95,11 @@ func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
 				pr.saved[v] = true
 			}
 		}
-		for _, v := range append(append([]core.Value{prog.Loss}, prog.Held...), prog.HeldBackward...) {
-			if v >= 0 {
-				pr.saved[v] = true
+		for _, vs := range [...][]core.Value{{prog.Loss}, prog.Held, prog.HeldBackward} { // no list built per layout
+			for _, v := range vs {
+				if v >= 0 {
+					pr.saved[v] = true
+				}
 			}
 		}
 	} else {
