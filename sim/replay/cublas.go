@@ -63,7 +63,7 @@ func (r *Replay) cublasLtWorkspaces() {
 		op := &r.P.Ops[i]
 		if r.P.CublasLt(op) {
 			fwd = true
-			recomputed := op.Region != 0 && !r.keeps(op) && !r.P.Regions[op.Region-1].Offload
+			recomputed := !r.savesOnItsOwn(op) && !r.keeps(op)
 			bwd = bwd || ((op.ScaledMM || recomputed) && r.Plan.Phase != core.Eval)
 		}
 	}
