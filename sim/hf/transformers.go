@@ -2,6 +2,7 @@ package hf
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,12 +71,8 @@ func useTransformers(m *core.Model, modelType, version, experts string) error {
 	}
 	v5 := atLeast(v, expertsSince)
 	if experts != "" {
-		ok := false
-		for _, e := range ExpertsImpls() {
-			ok = ok || e == experts
-		}
 		switch {
-		case !ok:
+		case !slices.Contains(ExpertsImpls(), experts):
 			return &units.Error{Msg: fmt.Sprintf("experts must be \"grouped_mm\" or \"eager\" (got %q)", experts),
 				Hint: "transformers' experts_implementation; \"batched_mm\", \"deepgemm\" and \"sonicmoe\" are not modelled"}
 		case !v5:
