@@ -182,10 +182,7 @@ func (r *Replay) backwardOp(i int) {
 	if recorded {
 		work := r.backwardWorkspace(op)
 		if op.WeightGradFirst { // a compiled linear: the weight's gradient, then its saved input goes
-			leaf := !r.readsWeightCopy(op)
-			for _, pi := range op.Params {
-				r.paramGradient(r.resolve(pi), leaf)
-			}
+			r.paramGradients(op)
 			saved = r.unholdActivations(saved)
 		}
 		if !op.NoGradB {
@@ -208,10 +205,7 @@ func (r *Replay) backwardOp(i int) {
 			}
 		}
 		if !op.WeightGradFirst {
-			leaf := !r.readsWeightCopy(op)
-			for _, pi := range op.Params {
-				r.paramGradient(r.resolve(pi), leaf)
-			}
+			r.paramGradients(op)
 		}
 		for _, id := range work {
 			r.release(id)
@@ -251,6 +245,14 @@ func (r *Replay) backwardOp(i int) {
 				r.stepInBackward(pi)
 			}
 		}
+	}
+}
+
+// paramGradients makes or accumulates the gradients of op's parameters.
+func (r *Replay) paramGradients(op *core.OpInfo) {
+	leaf := !r.readsWeightCopy(op)
+	for _, pi := range op.Params {
+		r.paramGradient(r.resolve(pi), leaf)
 	}
 }
 
