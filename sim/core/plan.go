@@ -297,7 +297,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	prog.Ops = grow(prog.Ops, room.Ops) // still nil without room
 	prog.Values = grow(prog.Values, room.Values)
 	prog.Params = grow(prog.Params, room.Params)
-	b := &Builder{embedOut: NoValue,
+	b := &Builder{
 		P:      prog,
 		Batch:  p.Batch,
 		Seq:    p.Seq,
