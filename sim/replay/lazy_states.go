@@ -75,6 +75,7 @@ func warmFirstStep(r *Replay, mk func() (*Replay, error)) (bool, error) {
 	if err := r.opts.Stopped(); err != nil { // the caller's context
 		return false, err
 	}
+	first.dropHeldBackward() // the loop's out.logits go before step(), as in the steady step (run.go)
 	first.optimizerStep()
 	first.finish()
 	if first.Rep.OOM != nil { // the steady step alone says where it fails
