@@ -35,15 +35,48 @@ const EagerModuleBytes int64 = 666_632_192 - 287_047_680
 // grows with the CUDA and driver release (issue 28), and the OOM messages
 // Context is read from are torch 2.1 to 2.9 on CUDA 11.8 to 12.8.
 func (d Device) ContextBytes(eager, current bool) int64 {
+	b, _ := d.ContextFigure(eager, current)
+	return b
+}
+
+// A ContextBasis says which of the catalog's figures ContextFigure took.
+type ContextBasis int
+
+const (
+	// ContextLazy is Context: lazy loading, read from the OOM messages.
+	ContextLazy ContextBasis = iota
+	// ContextCurrentLazy is CurrentContext: lazy loading, newest stack.
+	ContextCurrentLazy
+	// ContextCurrentEager is CurrentEagerContext: eager loading, newest stack.
+	ContextCurrentEager
+	// ContextMeasuredEager is EagerContext: eager loading, measured.
+	ContextMeasuredEager
+	// ContextAddedEager is Context plus EagerModuleBytes.
+	ContextAddedEager
+)
+
+// MeasuredEager reports whether an eager figure was measured rather than
+// added to the lazy one.
+func (b ContextBasis) MeasuredEager() bool {
+	return b == ContextCurrentEager || b == ContextMeasuredEager
+}
+
+// Current reports whether the figure is the newest stack's.
+func (b ContextBasis) Current() bool {
+	return b == ContextCurrentLazy || b == ContextCurrentEager
+}
+
+// ContextFigure is ContextBytes with the figure it took.
+func (d Device) ContextFigure(eager, current bool) (int64, ContextBasis) {
 	switch {
 	case !eager && current && d.CurrentContext > 0:
-		return d.CurrentContext
+		return d.CurrentContext, ContextCurrentLazy
 	case eager && current && d.CurrentEagerContext > 0:
-		return d.CurrentEagerContext
+		return d.CurrentEagerContext, ContextCurrentEager
 	case !eager:
-		return d.Context
+		return d.Context, ContextLazy
 	case d.EagerContext > 0:
-		return d.EagerContext
+		return d.EagerContext, ContextMeasuredEager
 	}
-	return d.Context + EagerModuleBytes
+	return d.Context + EagerModuleBytes, ContextAddedEager
 }

@@ -42,3 +42,33 @@ func TestContextBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestContextFigureBasis: the figure ContextFigure names is the one it
+// took (the report's source text is written from it, replay/device.go).
+func TestContextFigureBasis(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		eager, current bool
+		want           ContextBasis
+	}{
+		{"V100-16GB", true, false, ContextMeasuredEager},
+		{"V100-16GB", false, false, ContextLazy},
+		{"H100-80GB", true, false, ContextAddedEager},
+		{"H100-80GB", true, true, ContextAddedEager}, // no current eager figure
+		{"H200", true, true, ContextCurrentEager},
+		{"H200", false, true, ContextCurrentLazy},
+		{"H200", false, false, ContextLazy},
+	} {
+		d, err := LookupDevice(c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, basis := d.ContextFigure(c.eager, c.current)
+		if basis != c.want {
+			t.Errorf("%s eager=%v current=%v: basis %d, want %d", c.name, c.eager, c.current, basis, c.want)
+		}
+		if b != d.ContextBytes(c.eager, c.current) {
+			t.Errorf("%s: ContextFigure %d differs from ContextBytes", c.name, b)
+		}
+	}
+}

@@ -105,16 +105,16 @@ func Overheads(p *core.Plan) []Overhead {
 		loading = "eager module loading"
 	}
 	src := "CUDA context and loaded kernels for " + dev.Name + " with " + loading + " (" + dev.Source
-	current := p.Runtime.CurrentStack && (!eager && dev.CurrentContext > 0 || eager && dev.CurrentEagerContext > 0)
+	bytes, basis := dev.ContextFigure(eager, p.Runtime.CurrentStack)
 	switch {
-	case eager && (current || dev.EagerContext > 0):
+	case basis.MeasuredEager():
 		src += "; measured with eager module loading"
 	case eager:
 		src += fmt.Sprintf("; %s of eager module loading added, pytorch/pytorch#86509", units.FormatBytes(hw.EagerModuleBytes))
 	}
-	if current {
+	if basis.Current() {
 		src += "; measured with torch 2.11 and CUDA 13.0"
 	}
-	out := []Overhead{{Name: "cuda_context", Bytes: dev.ContextBytes(eager, current), Source: src + ")"}}
+	out := []Overhead{{Name: "cuda_context", Bytes: bytes, Source: src + ")"}}
 	return append(out, CommOverheads(p)...)
 }
