@@ -29,6 +29,10 @@ func TestHFTransformers5Experts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dense, err := os.ReadFile("testdata/cuda_h200/configs/llama-3.2-1b.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name          string
 		config        []byte
@@ -56,6 +60,7 @@ func TestHFTransformers5Experts(t *testing.T) {
 			params:        []string{"model.layers.0.block_sparse_moe.experts.0.w1.weight", "model.layers.0.block_sparse_moe.gate.weight"},
 			wantParamsNum: 795_427_840},
 		{name: "experts= before 5.0", config: mixtral, version: "4.57.1", experts: "eager", err: "needs transformers 5.0"},
+		{name: "experts= on a dense model", config: dense, version: "5.17.0", experts: "eager", err: `model_type "llama" has no MoE blocks`},
 		{name: "unknown experts=", config: mixtral, version: "5.17.0", experts: "batched_mm", err: `experts must be "grouped_mm" or "eager"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

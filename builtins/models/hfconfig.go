@@ -52,7 +52,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"and run them as experts= says, transformers' experts_implementation: \"grouped_mm\" " +
 			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
 			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); bitsandbytes and PEFT's " +
-			"target_modules do not reach them. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike.",
+			"target_modules do not reach them; experts= on a model without these blocks is an error. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike.",
 		Fn: hfConfigFn,
 	}}
 }

@@ -84,15 +84,23 @@ func useTransformers(m *core.Model, modelType, version, experts string) error {
 	for _, l := range m.Layers {
 		setEnableGQA(l, gqa)
 	}
-	if v5 {
-		if experts == "" {
-			experts = "grouped_mm"
-		}
-		for i, l := range m.Layers {
-			m.Layers[i] = setExperts(l, modelType, experts)
-		}
+	if !v5 {
+		return nil
+	}
+	impl := experts
+	if impl == "" {
+		impl = "grouped_mm"
+	}
+	if setExperts(m.Layers, modelType, impl) == 0 && experts != "" {
+		return &units.Error{Msg: fmt.Sprintf("experts=%q: model_type %q has no MoE blocks run by experts_implementation", experts, modelType),
+			Hint: "experts= applies to " + strings.Join(expertsModelTypes(), ", ") + "; leave it out for this model"}
 	}
 	return nil
+}
+
+// expertsModelTypes are the families whose MoE blocks setExperts rebuilds.
+func expertsModelTypes() []string {
+	return []string{"deepseek_v3", "gpt_oss", "jamba", "mixtral", "phimoe", "qwen2_moe", "qwen3_moe"}
 }
 
 func setEnableGQA(l core.Layer, on bool) {
@@ -121,8 +129,12 @@ func setEnableGQA(l core.Layer, on bool) {
 // does PhiMoE's (PhimoeTopKRouter subclasses nn.Linear), its block now
 // named mlp (PhimoeDecoderLayer.mlp, block_sparse_moe in 4.x) and its
 // experts no longer w1, w2, w3. Blocks are shared by the layers that hold
-// them, so each is copied once.
-func setExperts(l core.Layer, modelType, experts string) core.Layer {
+// them, so each is copied once, across all of layers. It returns how
+// many blocks it rebuilt.
+func setExperts(layers []core.Layer, modelType, experts string) int {
+	if !slices.Contains(expertsModelTypes(), modelType) {
+		return 0
+	}
 	done := map[*nn.MoE]*nn.MoE{}
 	var walk func(l core.Layer) core.Layer
 	walk = func(l core.Layer) core.Layer {
@@ -143,10 +155,6 @@ func setExperts(l core.Layer, modelType, experts string) core.Layer {
 				c.LinearRouter = true
 			case "phimoe":
 				c.Name, c.RouterName, c.LinearRouter, c.WNames = "mlp", "router", true, false
-			case "gpt_oss":
-			default:
-				done[x] = x
-				return x
 			}
 			c.Impl = nn.MoEFusedLoop
 			if experts == "grouped_mm" {
@@ -170,5 +178,8 @@ func setExperts(l core.Layer, modelType, experts string) core.Layer {
 		}
 		return l
 	}
-	return walk(l)
+	for i, l := range layers {
+		layers[i] = walk(l)
+	}
+	return len(done) / 2
 }
