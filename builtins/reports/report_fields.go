@@ -113,7 +113,7 @@ func declaredReportFields() []reportField {
 		{Name: "summary", Doc: "the verdict in one line",
 			Attr: func(x *Report) starlark.Value { return starlark.String(x.summary()) }},
 		data("tables", "", "one entry per embedding table of the model (table()): memory, traffic and transfer terms", func(x *Report, plain bool) starlark.Value { return tableReports(x.r, plain) }),
-		{Name: "time_breakdown", unit: host.UnitSeconds, Doc: "seconds of the step by cause (docs/time.md): forward, backward, recompute, launch (CPU dispatch beyond the GPU's work), exposed communication (tp_comm, cp_comm, ep_comm, pp_comm, fsdp_comm, dp_comm), pipeline bubble, optimizer, cpu_optimizer (the optimizer step on the host: ZeRO-Offload's DeepSpeedCPUAdam, FSDP2 CPU offload's torch optimizer), nvme (ZeRO-Infinity's NVMe reads and writes), offload, step_overhead (None without a time model)",
+		{Name: "time_breakdown", unit: host.UnitSeconds, Doc: "seconds of the step by cause (docs/time.md): forward, backward, recompute, launch (CPU dispatch beyond the GPU's work), host_sync (what host syncs add, where the program makes them: the per-expert MoE loops), exposed communication (tp_comm, cp_comm, ep_comm, pp_comm, fsdp_comm, dp_comm), pipeline bubble, optimizer, cpu_optimizer (the optimizer step on the host: ZeRO-Offload's DeepSpeedCPUAdam, FSDP2 CPU offload's torch optimizer), nvme (ZeRO-Infinity's NVMe reads and writes), offload, step_overhead (None without a time model)",
 			Attr: timeBreakdownField, Dict: timeBreakdownField},
 		{Name: "timeline", Doc: "the allocation events, for plots: phase, op, allocated, reserved and bytes by category; recorded only with simulate(plan, timeline=True)",
 			Attr: func(x *Report) starlark.Value { return x.timeline() },

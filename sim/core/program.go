@@ -125,6 +125,12 @@ type OpInfo struct {
 	// the same source row from L2 (PyG's x_i at the destination index of
 	// an edge list grouped by destination; timing/graph.go).
 	SortedIndex bool
+	// Syncs: host syncs the op's forward makes, the host reading a device
+	// value (a tensor's truth value or .item(), nonzero's count in
+	// torch.where and boolean indexing, a 0-dim CUDA tensor used as an
+	// index): each waits until the device has run everything launched
+	// before it (timing/host_sync.go prices the wait).
+	Syncs int32
 	// WeightGradFirst: the op is a linear's matmul in a compiled graph,
 	// whose backward computes the weight's gradient before the input's
 	// and frees the saved input in between (partition.go, weightGradFirst).

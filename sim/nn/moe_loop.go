@@ -41,6 +41,7 @@ func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
 	oh := b.AddOp("one_hot", "expert_mask", []core.Value{r.idx})
 	mask := b.Out(oh, "expert_mask", []int64{E, k, T}, units.INT64, "one_hot expert mask (int64), alive through the expert loop")
 	b.Op(oh).NoGradB = true
+	b.Op(oh).Syncs = 1 // expert_hit = torch.greater(expert_mask.sum(...), 0).nonzero(): nonzero's count
 	accDT := core.Promote(b.Dtype(x), b.Dtype(r.weights))
 	if m.WeightsFP32 { // transformers 5's loop: zeros_like(hidden_states), each output cast to it
 		accDT = b.Dtype(x)
@@ -74,6 +75,7 @@ func (m *MoE) loopExpert(b *core.Builder, e, n int64, x core.Value, r routing, m
 	topx := b.Out(w, "top_x", []int64{n}, units.INT64, "token indices routed to this expert")
 	slot := b.Out(w, "idx", []int64{n}, units.INT64, "top-k slot of each of those tokens")
 	b.Op(w).NoGradB = true
+	b.Op(w).Syncs = m.passSyncs()
 	sel := b.AddOp("index", "current_state", []core.Value{x, topx})
 	cur := b.Out(sel, "current_state", []int64{n, m.Dim}, b.Dtype(x), "this expert's tokens (hidden_states[top_x], a copy)")
 	b.Save(sel, topx)
@@ -96,6 +98,44 @@ func (m *MoE) loopExpert(b *core.Builder, e, n int64, x core.Value, r routing, m
 	return b.Grad(wy)
 }
 
+// passSyncs is the host syncs of one pass of the loop before its
+// expert's MLP, where a device value is read on the host (a 0-dim CUDA
+// tensor used as an index is applied as select(index.item()): PyTorch's
+// python_variable_indexing.cpp, applySlicing; torch.where(x) with one
+// argument is nonzero(x), which copies its count to the host):
+//
+//   - transformers 5.17's eager experts (MoEFusedLoop:
+//     Qwen3MoeExperts.forward, MixtralExperts.forward and the families'
+//     copies of it, experts_implementation="eager"): for expert_idx in
+//     expert_hit: expert_idx = expert_idx[0] (0-dim);
+//     "if expert_idx == self.num_experts:" (its truth value, .item()),
+//     "torch.where(expert_mask[expert_idx])" (the index, then nonzero),
+//     and later the expert's weights, "self.gate_up_proj[expert_idx]"
+//     and "self.down_proj[expert_idx]" (fusedSyncs, on those GEMMs):
+//     3 here, 5 a pass;
+//   - transformers 4.x's nn.Linear experts (MoELoop:
+//     MixtralSparseMoeBlock.forward / Qwen3MoeSparseMoeBlock.forward as
+//     read at huggingface/transformers 16b6c53): "expert_layer =
+//     self.experts[expert_idx]" (nn.ModuleList's index: operator.index of
+//     the one-element tensor, .item()) and "torch.where(expert_mask[
+//     expert_idx].squeeze(0))" (nonzero): 2 a pass.
+//
+// Each layer's "expert_hit = ....nonzero()" is one more, on the one_hot
+// op. Measured on one H200 (sim/testdata/cuda_h200/hf_profile.jsonl,
+// qwen3_moe_loop, 8 layers of 32 experts, all hit): 1,279
+// cudaStreamSynchronize in the step, all of them in the forward; these
+// rules count 5 x 256 + 8 = 1,288.
+func (m *MoE) passSyncs() int32 {
+	if m.impl() == MoEFusedLoop {
+		return 3
+	}
+	return 2
+}
+
+// fusedSyncs is the host sync of indexing a 3-D expert weight with the
+// 0-dim CUDA tensor expert_idx (passSyncs).
+const fusedSyncs = 1
+
 // expertFfn is expert e's MLP over its rows x: nn.Linear projections for
 // the "loop" impl (quantized and adapted like any linear), slices of the
 // 3-D expert parameters otherwise. With tensor parallelism each rank
@@ -105,12 +145,21 @@ func (m *MoE) expertFfn(b *core.Builder, e int64, x core.Value, fw *fusedWeights
 	tp := b.Par.Etpn()
 	hidden := m.Hidden / tp
 	bias := m.ExpertBias
+	gateUpRead := false // gate_up_proj[expert_idx] is read once for gate and up (one GEMM, chunked)
 	lin := func(name string, role core.Role, x core.Value, in, out int64, split bool) core.Value {
 		if fw != nil {
+			var y core.Value
 			if split {
-				return m.fusedSlice(b, e, name, x, in, out, fw.gateUp, fw.gateUpBias)
+				y = m.fusedSlice(b, e, name, x, in, out, fw.gateUp, fw.gateUpBias)
+				if gateUpRead {
+					return y
+				}
+				gateUpRead = true
+			} else {
+				y = m.fusedSlice(b, e, name, x, in, out, fw.down, fw.downBias)
 			}
-			return m.fusedSlice(b, e, name, x, in, out, fw.down, fw.downBias)
+			b.Op(b.Val(y).Producer).Syncs = fusedSyncs
+			return y
 		}
 		first := int32(len(b.P.Params))
 		y := b.Linear(name, role, x, in, out, bias)

@@ -224,7 +224,7 @@ func termKind(name string) string {
 	switch {
 	case strings.HasSuffix(name, "_comm"):
 		return "comm"
-	case name == "offload", name == "cpu_optimizer", name == "nvme":
+	case name == "offload", name == "cpu_optimizer", name == "nvme", name == "host_sync":
 		return "host"
 	case name == "step_overhead":
 		return "overhead"
