@@ -263,6 +263,9 @@ func unitTime(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSu
 			u.recFlops += op.Flops
 		}
 	}
+	timing.SyncsOf(&u.ct, prog, costs, func(i int) bool { // as the recompute above
+		return train && prog.Ops[i].Region != 0 && !prog.Ops[i].Keep
+	})
 	u.comm = timing.SumCommOf(prog, plan, costs)
 	if !train {
 		kept := u.comm[:0]

@@ -36,59 +36,67 @@ import "github.com/memsh/memsh/sim/core"
 // counts stay on the host unless capturable).
 const syncLatency = 8.36e-6 + 6.56e-6
 
-// syncClock is the two-clock replay of one phase's ops: the open
-// segment's device and host time, and the closed segments' time.
+// syncClock is the two-clock replay of one phase's ops, streamed: the
+// open segment's device and host time, the closed segments' time and the
+// syncs. Segments also end where the ops' repeated block changes
+// (core.OpInfo.Block): each block is replayed apart, so the phase's
+// figures are sums over blocks, as the search's block profiles add them
+// up (sim/search, search_profile.go); only a program with syncs reads
+// them.
 type syncClock struct {
 	dev, host float64 // the open segment
 	done      float64 // closed segments, with their syncs' latency
 	syncs     int64
+	block     int32 // the open segment's block
 }
 
-// add runs an op's device work and host dispatch in the open segment.
-func (s *syncClock) add(dev, host float64) {
+// op runs an op of block block, its device work and host dispatch, then
+// its n syncs, which close the segment: the host waits for the device,
+// then each sync takes its latency.
+func (s *syncClock) op(block int32, dev, host float64, n int32) {
+	if block != s.block {
+		s.flush()
+		s.block = block
+	}
 	s.dev += dev
 	s.host += host
-}
-
-// sync closes the open segment with n syncs: the host waits for the
-// device, then each sync takes its latency.
-func (s *syncClock) sync(n int32) {
-	if n <= 0 {
-		return
+	if n > 0 {
+		s.done += max(s.dev, s.host) + float64(n)*syncLatency
+		s.dev, s.host = 0, 0
+		s.syncs += int64(n)
 	}
-	s.done += max(s.dev, s.host) + float64(n)*syncLatency
-	s.dev, s.host = 0, 0
-	s.syncs += int64(n)
 }
 
-// excess is what the syncs add to a phase whose device and host times
-// sum to dev and host: 0 without syncs.
-func (s *syncClock) excess(dev, host float64) float64 {
-	if s.syncs == 0 {
+// flush closes the open segment without a sync.
+func (s *syncClock) flush() {
+	s.done += max(s.dev, s.host)
+	s.dev, s.host = 0, 0
+}
+
+// HostSync is what the syncs of t's forward add beyond its max(GPU,
+// CPU), with the latency of those recomputed: 0 without syncs.
+func (t ComputeTime) HostSync() float64 {
+	if t.Syncs == 0 {
 		return 0
 	}
-	return max(0, s.done+max(s.dev, s.host)-max(dev, host))
+	return max(0, t.Synced-max(t.Forward, t.ForwardCPU)) + t.SyncRec
 }
 
-// HostSyncOf is the time the host syncs of prog's forward add beyond the
-// forward's max(GPU, CPU) (the two-clock replay above), plus the latency
-// of those its recomputed ops make again (recomputed[i]: op i runs again
-// in the backward; nil: none); syncs is their number. costs are prog's
-// priced ops.
-func HostSyncOf(prog *core.Program, costs []OpCost, recomputed func(i int) bool) (seconds float64, syncs int64) {
+// SyncsOf adds to t the two-clock replay of prog's forward (Synced,
+// Syncs) and the latency of the syncs its recomputed ops make again
+// (SyncRec; recomputed(i): op i runs again in the backward, nil: none);
+// costs are prog's priced ops. t's other figures are left as they are.
+func SyncsOf(t *ComputeTime, prog *core.Program, costs []OpCost, recomputed func(i int) bool) {
 	var clk syncClock
-	var dev, host, rec float64
 	for i := range prog.Ops {
-		c := &costs[i]
-		clk.add(c.Fwd, c.FwdCPU)
-		dev += c.Fwd
-		host += c.FwdCPU
-		n := prog.Ops[i].Syncs
-		clk.sync(n)
-		if n > 0 && recomputed != nil && recomputed(i) {
-			rec += float64(n) * syncLatency
-			syncs += int64(n)
+		op := &prog.Ops[i]
+		clk.op(op.Block, costs[i].Fwd, costs[i].FwdCPU, op.Syncs)
+		if op.Syncs > 0 && recomputed != nil && recomputed(i) {
+			t.SyncRec += float64(op.Syncs) * syncLatency
+			t.Syncs += float64(op.Syncs)
 		}
 	}
-	return clk.excess(dev, host) + rec, syncs + clk.syncs
+	clk.flush()
+	t.Synced += clk.done
+	t.Syncs += float64(clk.syncs)
 }

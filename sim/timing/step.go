@@ -17,9 +17,10 @@ import (
 type ComputeTime struct {
 	Forward, Backward, Recompute, Optimizer float64 // GPU seconds
 	ForwardCPU, BackwardCPU, RecomputeCPU   float64 // CPU dispatch seconds
-	// HostSync is what the forward's host syncs add beyond its max(GPU,
-	// CPU), and the latency of those recomputed (host_sync.go).
-	HostSync float64
+	// Synced is the forward replayed on two clocks, split at its host
+	// syncs (host_sync.go), Syncs their number with those recomputed, and
+	// SyncRec the recomputed ones' latency: HostSync() is what they add.
+	Synced, Syncs, SyncRec float64
 }
 
 // Plus is t + k*u.
@@ -31,7 +32,9 @@ func (t ComputeTime) Plus(u ComputeTime, k float64) ComputeTime {
 	t.ForwardCPU += k * u.ForwardCPU
 	t.BackwardCPU += k * u.BackwardCPU
 	t.RecomputeCPU += k * u.RecomputeCPU
-	t.HostSync += k * u.HostSync
+	t.Synced += k * u.Synced
+	t.Syncs += k * u.Syncs
+	t.SyncRec += k * u.SyncRec
 	return t
 }
 
@@ -48,10 +51,8 @@ func (t ComputeTime) Launch() float64 {
 // hides its ring exchange behind them).
 func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool) (t ComputeTime, attn float64, costs []OpCost) {
 	costs = PriceOps(prog, plan)
-	syncs := false
 	for i := range costs {
 		c := &costs[i]
-		syncs = syncs || prog.Ops[i].Syncs > 0
 		t.Forward += c.Fwd
 		t.ForwardCPU += c.FwdCPU
 		t.Backward += c.Bwd
@@ -76,12 +77,10 @@ func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool) (t Comp
 			}
 		}
 	}
-	if syncs {
-		t.HostSync, _ = HostSyncOf(prog, costs, func(i int) bool {
-			op := &prog.Ops[i]
-			return op.Region != 0 && int(op.Region) <= len(recomputed) && recomputed[op.Region-1] && !op.Keep
-		})
-	}
+	SyncsOf(&t, prog, costs, func(i int) bool {
+		op := &prog.Ops[i]
+		return op.Region != 0 && int(op.Region) <= len(recomputed) && recomputed[op.Region-1] && !op.Keep
+	})
 	return t, attn, costs
 }
 
@@ -443,8 +442,8 @@ func (w *GpuWork) times(plan *core.Plan, rows bool) gpuTime {
 	g.BwdRec += mb.Backward // as share("backward", "recompute") summed the rows
 	g.BwdRec += mb.Recompute
 	perMB("launch", mb.Launch())
-	if mb.HostSync > 0 { // a row only where the program syncs (host_sync.go)
-		perMB("host_sync", mb.HostSync)
+	if hs := mb.HostSync(); hs > 0 { // a row only where the program syncs (host_sync.go)
+		perMB("host_sync", hs)
 	}
 	c := w.exposedComm(plan)
 	for _, s := range c.perMB {
