@@ -28,12 +28,18 @@ import (
 // torch's code (fsdp1_offload.go). While comparing them the pre-unshard
 // stream was found missing (its pool holds the shards' GPU copies apart:
 // the 70B row went from -11.1 to -9.6 %); its rule is torch's
-// _init_streams, not a fit. The offloaded rows land 4-10 % under, as the
-// same runs without offload do (TestAnswerAIFSDPQLoRA: 5-10 % under;
-// Yi 34B batch 2 without offload here: -3.4 %). The bf16 LoRA rows
-// (train_type lora) land 14 % (no offload, batch 6) and 17 % (offload,
-// batch 10) under: that gap is there without offload too and is left
-// out.
+// _init_streams, not a fit. The loss is transformers 4.x's, the model's
+// output kept through the backward (answerAIQLoRA, TestAnswerAIFSDPQLoRA):
+// -4.5, -5.2, -9.6, -4.8 and -4.8 % without it, -4.4, -5.2, -6.3, -4.7
+// and -4.7 % with it (the 70B peaks in its last layer's backward, where
+// the kept fp32 logits now sit; in the others the cache already had room
+// for the loss's larger tensors). The bf16 LoRA rows (train_type lora)
+// land 14 % (no offload, batch 6) and 17 % (offload, batch 10) under: that
+// gap is there without offload too and is left out. Not replayed: the
+// loading (train.py quantizes each layer on the GPU before FSDP offloads
+// it; the blog gives the reserve after it, reserved_after_model_wrap,
+// only for the 7B without offload) and the first step (not replayed with
+// offload, replay/lazy_states.go). The bounds are the gaps rounded up.
 func TestAnswerAIFSDP1Offload(t *testing.T) {
 	llama7 := testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "sdpa")
 	yi34 := testmodels.Llama(7168, 60, 56, 8, 20480, 64000, "sdpa")
@@ -44,18 +50,18 @@ func TestAnswerAIFSDP1Offload(t *testing.T) {
 		m          *core.Model
 		gpu        string
 		batch, seq int64
-		gib        float64
+		gib, tol   float64
 	}{
-		{"Llama-2 7B", llama7, "RTX-4090", 12, 2048, 22.38},
-		{"Yi 34B", yi34, "RTX-3090", 4, 2048, 22.98},
-		{"Llama-2 70B", llama70, "RTX-3090", 2, 2048, 14.92},
-		{"Mistral 7B", mistral7, "RTX-4090", 12, 2048, 22.54},
-		{"Mistral 7B", mistral7, "RTX-4090", 1, 24576, 22.54},
+		{"Llama-2 7B", llama7, "RTX-4090", 12, 2048, 22.38, 0.05},
+		{"Yi 34B", yi34, "RTX-3090", 4, 2048, 22.98, 0.06},
+		{"Llama-2 70B", llama70, "RTX-3090", 2, 2048, 14.92, 0.07},
+		{"Mistral 7B", mistral7, "RTX-4090", 12, 2048, 22.54, 0.05},
+		{"Mistral 7B", mistral7, "RTX-4090", 1, 24576, 22.54, 0.05},
 	} {
 		r := evalPlan(t, answerAIQLoRA(row.m, row.gpu, row.batch, row.seq, true))
 		got := float64(r.PeakReserved) / (1 << 30)
 		d := (got - row.gib) / row.gib
-		if math.Abs(d) > 0.10 {
+		if math.Abs(d) > row.tol {
 			t.Errorf("%s QLoRA with CPU offload, batch %d x %d, 2 x %s: %.2f GiB reserved, measured %.2f GiB (%+.1f %%)", row.name, row.batch, row.seq, row.gpu, got, row.gib, 100*d)
 		}
 		// The 70B ran on 128 GB of RAM (and a 10 GB swap file for the
@@ -110,7 +116,10 @@ func TestAnswerAIFSDP1OffloadTime(t *testing.T) {
 
 // answerAIQLoRA is train.py's QLoRA plan on 2 GPUs (TestAnswerAIFSDPQLoRA).
 func answerAIQLoRA(m *core.Model, gpu string, batch, seq int64, offload bool) *core.Plan {
-	p := testmodels.LlamaPlan(m, batch, seq, "bf16", "full", gpu)
+	hf := *m
+	hf.ShiftLogits = true // transformers 4.37-4.40 (TestAnswerAIFSDPQLoRA)
+	p := testmodels.LlamaPlan(&hf, batch, seq, "bf16", "full", gpu)
+	p.KeepLogits = true // train.py: output = model(...); loss.backward(); ... output = None
 	p.Quant, p.QuantStorage = "nf4-dq", units.BF16
 	p.LoRA = &core.LoRA{Rank: 64, Alpha: 16, Dropout: 0.1, Targets: []string{"q", "k", "v", "gate", "up", "down"}}
 	p.Parallel = core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // QLoRA under sharding against published runs.
@@ -23,35 +22,52 @@ import (
 // activation checkpointing per decoder layer, sdpa attention, dummy
 // samples of exactly context_length tokens.
 //
-// The runs used reentrant checkpointing with enable_input_require_grads;
-// memsh replays non-reentrant checkpointing (both keep each layer's
-// input). train.py builds no MixedPrecision policy for precision "bf16"
-// (mp_policy = None), so FSDP1 casts no gradient shard
-// (replay/fsdp1.go castGradToParamDType does nothing here). The
-// 2,048-token rows land 5-10 % under. The 512-token row (4.98
-// GiB measured) lands 30 % under and is left out: the blog notes the
-// reserved memory barely moves between 512 and 2,048 tokens, and 3.72 GiB
-// was already reserved after loading (reserved_after_model_wrap), where
-// train.py quantizes the weights layer by layer on the GPU, which memsh
-// does not replay.
+// The runs used reentrant checkpointing with enable_input_require_grads
+// (the blog's command: --reentrant_checkpointing True), applied by
+// torch's apply_activation_checkpointing after the FSDP wrapping (train.py
+// at 23fafdf, ll. 742-762), so each CheckpointWrapper sits inside its
+// decoder layer's FSDP unit and the recompute does not enter FSDP's
+// forward again: the reshard-only hook that keeps the recompute's inputs
+// when the checkpoint wraps the unit (transformers' way,
+// replay/fsdp1_reentrant.go) never holds a leaf here. memsh replays
+// non-reentrant checkpointing, which keeps the same (each layer's input);
+// replayed as transformers' reentrant checkpoint the rows were +1.8 to
+// +27 % over. train.py builds no MixedPrecision policy for precision
+// "bf16" (mp_policy = None), so FSDP1 casts no gradient shard
+// (replay/fsdp1.go castGradToParamDType does nothing here).
+//
+// The loss is transformers 4.x's (the README pins transformers!=4.38.*,
+// !=4.39.*: 4.37 or 4.40 in March 2024): LlamaForCausalLM upcasts the
+// logits in its forward and the loss reads a contiguous fp32 copy of all
+// but the last position (core.Model.ShiftLogits), and train.py keeps the
+// model's output, with those fp32 logits, until after the optimizer step
+// (output = None at the end of the iteration; keep_logits drops it before
+// the step, which over the LoRA adapters makes nothing of their size).
+// Without these (transformers' later loss, the logits not kept) the
+// 2,048-token rows were -3.5, -7.6 and -4.2 %; with them +1.2, +1.1 and
+// +7.5 %. The 512-token row (4.98 GiB measured) lands 30 % under and is
+// left out: the blog notes the reserved memory barely moves between 512
+// and 2,048 tokens, and 3.72 GiB was already reserved after loading
+// (reserved_after_model_wrap), where train.py quantizes the weights layer
+// by layer on the GPU, which memsh does not replay. The first step is not
+// replayed before the steady one under FSDP1 (replay/lazy_states.go);
+// replaying it changes none of these rows (the adapters' AdamW state, the
+// only state the first step makes, is 0.27 GiB a GPU). The bounds are the gaps
+// rounded up, so that a change that widens one fails.
 func TestAnswerAIFSDPQLoRA(t *testing.T) {
 	m := testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "sdpa")
 	for _, row := range []struct {
-		batch int64
-		gib   float64
+		batch    int64
+		gib, tol float64
 	}{
-		{1, 5.21},
-		{4, 11.22},
-		{10, 20.97},
+		{1, 5.21, 0.02},
+		{4, 11.22, 0.02},
+		{10, 20.97, 0.08},
 	} {
-		p := testmodels.LlamaPlan(m, row.batch, 2048, "bf16", "full", "RTX-3090")
-		p.Quant, p.QuantStorage = "nf4-dq", units.BF16
-		p.LoRA = &core.LoRA{Rank: 64, Alpha: 16, Dropout: 0.1, Targets: []string{"q", "k", "v", "gate", "up", "down"}}
-		p.Parallel = core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1}
-		r := evalPlan(t, p)
+		r := evalPlan(t, answerAIQLoRA(m, "RTX-3090", row.batch, 2048, false))
 		got := float64(r.PeakReserved) / (1 << 30)
 		d := (got - row.gib) / row.gib
-		if math.Abs(d) > 0.10 {
+		if math.Abs(d) > row.tol {
 			t.Errorf("Llama-2 7B QLoRA, batch %d x 2048, 2 x 3090: %.2f GiB reserved, measured %.2f GiB (%+.1f %%)", row.batch, got, row.gib, 100*d)
 		}
 		t.Logf("batch %d: %.2f GiB reserved, measured %.2f GiB (%+.1f %%)", row.batch, got, row.gib, 100*d)

@@ -17,6 +17,14 @@ type Model struct {
 	TieEmbeddings bool   // lm_head shares the first embedding's weight
 	HeadBias      bool
 	LogitsFP32    bool // logits upcast to fp32 before the loss (Hugging Face causal LMs)
+	// ShiftLogits: the causal-LM loss of transformers 4.x before its
+	// loss_function (LlamaForCausalLM.forward at v4.40.0: logits =
+	// logits.float() in the model's forward, then shift_logits =
+	// logits[..., :-1, :].contiguous() for CrossEntropyLoss). The model's
+	// output holds the fp32 logits (what keep_logits keeps), and the loss
+	// reads an fp32 copy of all but the last position, whose backward
+	// (SliceBackward0) makes a gradient of the whole logits' size.
+	ShiftLogits bool
 	// HoldsEmbedding: the model's forward keeps its token embedding's
 	// output in a local until the layers and the final norm are done
 	// (transformers' decoders: inputs_embeds, with hidden_states =
@@ -241,6 +249,9 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		if m.LogitSoftcap > 0 {
 			x = b.Softcap("logit_softcap", x)
 		}
+		if b.shiftsLogits(m) && m.LogitsFP32 { // the model's output holds them in fp32
+			x = b.Cast(x, units.FP32, "logits upcast to fp32 in the model's forward (transformers 4.x: logits = logits.float())")
+		}
 		if b.Ft != nil && b.Ft.keepLogits {
 			b.P.HeldBackward = append(b.P.HeldBackward, x) // the loop's out.logits
 			b.Val(x).Why = "logits, held by the training loop's output through the backward (keep_logits)"
@@ -283,6 +294,9 @@ func (b *Builder) loss(m *Model, x Value) Value {
 	defer b.Scope("loss")()
 	switch m.Loss {
 	case "", "cross_entropy":
+		if b.shiftsLogits(m) {
+			x = b.shiftLogits(x)
+		}
 		return b.CrossEntropy(x, m.LogitsFP32)
 	case "crps":
 		return b.crpsLoss(x)
@@ -295,6 +309,29 @@ func (b *Builder) loss(m *Model, x Value) Value {
 		i := b.AddOp("sum", "sum", []Value{x})
 		return b.Out(i, "loss", nil, units.FP32, "loss")
 	}
+}
+
+// shiftsLogits reports whether the loss of m shifts its logits with a
+// copy (Model.ShiftLogits): a plain cross-entropy over whole logits, not
+// a vocabulary-parallel one.
+func (b *Builder) shiftsLogits(m *Model) bool {
+	return m.ShiftLogits && (m.Loss == "" || m.Loss == "cross_entropy") && !b.Par.megatronCE && !b.Par.torchCE
+}
+
+// shiftLogits is logits[..., :-1, :].contiguous(): a copy of all but the
+// last position (Model.ShiftLogits). Nothing is saved; its backward
+// (CloneBackward0, then SliceBackward0: zeros of the input's size with
+// the gradient copied in) returns a gradient of the whole logits' size.
+func (b *Builder) shiftLogits(x Value) Value {
+	shape := append([]int64(nil), b.Shape(x)...)
+	if len(shape) < 2 || shape[len(shape)-2] < 2 {
+		return x
+	}
+	shape[len(shape)-2]--
+	i := b.AddOp("copy", "shift_logits", []Value{x})
+	y := b.Out(i, "shift_logits", shape, b.Dtype(x), "logits[..., :-1, :].contiguous() for the loss (transformers 4.x)")
+	b.Op(i).Bytes += float64(2 * b.Val(y).Bytes)
+	return y
 }
 
 // CrossEntropy lowers the cross-entropy of logits x, upcast to fp32 first
