@@ -74,6 +74,48 @@ func TestAnswerAIFSDPQLoRA(t *testing.T) {
 	}
 }
 
+// TestAnswerAIFSDPLoRA is the same tables' bf16 LoRA rows (train_type
+// lora: the base weights bf16 and frozen, each adapter an FSDP unit of its
+// own, fsdp_adapter_units=True; otherwise TestAnswerAIFSDPQLoRA's run),
+// whose blog also gives peak allocated memory at batch 1 ("8.28 GiB vs
+// 9.16 GiB" at 512 and 2,048 tokens). With transformers 4.x's loss and
+// the output kept (answerAIQLoRA) the reserved rows moved from -2.4, -6.5
+// and -13.4 % to -0.0, -0.5 and -6.5 %, the allocated ones from -5.2 and
+// -6.1 % to -4.4 and -3.4 %. The 512-token row's reserve (10.24 GiB, as
+// much as at 2,048 tokens) is left out, as for QLoRA: memsh is 15 % under,
+// and the loading, which it does not replay, is the candidate (the QLoRA
+// run had 3.72 GiB reserved after it). Batch 6's gap grows with the batch
+// and is not established. The bounds are the gaps rounded up.
+func TestAnswerAIFSDPLoRA(t *testing.T) {
+	m := testmodels.Llama(4096, 32, 32, 32, 11008, 32000, "sdpa")
+	for _, row := range []struct {
+		batch, seq int64
+		reserved   bool // the figure is peak reserved memory, else peak allocated
+		gib, tol   float64
+	}{
+		{1, 2048, true, 10.22, 0.01},
+		{4, 2048, true, 16.14, 0.01},
+		{6, 2048, true, 21.35, 0.07},
+		{1, 512, false, 8.28, 0.05},
+		{1, 2048, false, 9.16, 0.04},
+	} {
+		p := answerAIQLoRA(m, "RTX-3090", row.batch, row.seq, false)
+		p.Quant, p.QuantStorage = "", 0
+		p.Parallel.AdapterUnits = true
+		r := evalPlan(t, p)
+		what, b := "allocated", r.PeakAllocated
+		if row.reserved {
+			what, b = "reserved", r.PeakReserved
+		}
+		got := float64(b) / (1 << 30)
+		d := (got - row.gib) / row.gib
+		if math.Abs(d) > row.tol {
+			t.Errorf("Llama-2 7B LoRA, batch %d x %d, 2 x 3090: %.2f GiB %s, measured %.2f GiB (%+.1f %%)", row.batch, row.seq, got, what, row.gib, 100*d)
+		}
+		t.Logf("batch %d x %d: %.2f GiB %s, measured %.2f GiB (%+.1f %%)", row.batch, row.seq, got, what, row.gib, 100*d)
+	}
+}
+
 // TestTorchtune405BQLoRA is torchtune's README table (pytorch/torchtune
 // 30b8519e8, September 2024): Llama 3.1 405B QLoRA on 8 x A100, "Peak
 // Memory per GPU 44.8 GB". The recipe is lora_finetune_distributed with

@@ -120,25 +120,40 @@ func TestTorchtitanFSDPOverCP(t *testing.T) {
 // the row came out at 43.4 GiB (-40 %). The tensor parallelism is
 // DTensor's (tp_runtime="torch"): the output layer saves its all-gathered
 // input (2 GiB, not 0.25): peak allocated +1.75 GiB, reserved unmoved (the
-// allocator's cache held it). The run also used torch.compile
-// and Float8 linears, which change only the recomputed block, not live at
-// the loss's backward, where memsh's peak is. The table's second row (2D +
-// AsyncTP, 67.6 GiB) is not modelled: async TP's symmetric-memory buffers
-// are outside the caching allocator. The row is -7.2 % with the first step
-// replayed before the steady one (replay/lazy_states.go), -4.5 % with the
-// steady step alone: not established which of its pools the measured run
-// kept that memsh's second step does not.
+// allocator's cache held it). The table's second row (2D + AsyncTP, 67.6
+// GiB) is not modelled: async TP's symmetric-memory buffers are outside
+// the caching allocator.
+//
+// The run also used torch.compile and Float8 linears ("2D parallelism
+// (FSDP + TP) + torch.compile + Float8"). Each TransformerBlock compiled
+// (compile=True here) leaves the peak where it was, the loss's backward
+// (57.7 GiB allocated either way), and changes what the recomputed blocks
+// cut from the cache: -7.2 % eager, -6.3 % compiled. Float8 with tensor
+// parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel,
+// fp8 all-gathers of the blocks' inputs) is not modelled, so the
+// recomputed blocks' temporaries are bf16's. Read against the sources
+// and replayed as they run, so not the rest of the gap (4.5 GiB): the
+// loss at the peak (torch/distributed/tensor/parallel/loss.py: three fp32
+// temporaries of the logits shard beside the saved log-probabilities in
+// the fused backward, (grad_input + exp(x)) * grad_output; train.py at
+// 9dec370 deletes the bf16 logits, del pred, before the backward), and
+// FSDP2's side streams (0.7 and 1.1 GiB cached). With the steady step replayed alone (before the first step was
+// replayed ahead of it, replay/lazy_states.go) the eager row was -4.5 %:
+// there the optimizer state, made before the activations, split the
+// segments differently; which of the two layouts the measured run had is
+// not established.
 func TestTorchtitan2D(t *testing.T) {
 	m := testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash")
 	const measured = 71.9
 	p := testmodels.LlamaPlan(m, 16, 8192, "bf16-mixed", "full", "H100-80GB")
 	p.Device = grandTeton()
 	p.Parallel = core.Parallelism{DP: 32, TP: 8, SequenceParallel: true, FSDP: true, LossParallel: "torch", TPRuntime: "torch"}
+	p.Compile = core.Compile{Blocks: true}
 	r := evalPlan(t, p)
 	got := float64(r.PeakReserved) / (1 << 30)
 	d := (got - measured) / measured
 	t.Logf("Table 4, 2D: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", got, measured, 100*d)
-	if math.Abs(d) > 0.10 {
+	if math.Abs(d) > 0.07 { // the gap rounded up
 		t.Errorf("Table 4, 2D: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", got, measured, 100*d)
 	}
 }
@@ -308,7 +323,7 @@ func TestTorchtitanOpCheckpointRows(t *testing.T) {
 		got := float64(rep.PeakReserved) / (1 << 30)
 		d := (got - row.gib) / row.gib
 		t.Logf("%s (%d GPUs): memsh %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.source, row.gpus, got, row.gib, 100*d)
-		if math.Abs(d) > 0.10 {
+		if math.Abs(d) > 0.05 { // issue 28's bar
 			t.Errorf("%s (%d GPUs): %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", row.source, row.gpus, got, row.gib, 100*d)
 		}
 	}
