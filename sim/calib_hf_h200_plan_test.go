@@ -13,7 +13,7 @@ import (
 // (TestHFH200Calibration says how each variant is trained): the model
 // from its config.to_dict() (sim/testdata/cuda_h200/configs) as
 // hf_config builds it under transformers 5.17.0 with sdpa attention.
-// variant is bf16, amp, ckpt, lora or loop.
+// variant is bf16, amp, ckpt, lora, lora_bf16ad or loop.
 func hfH200Plan(t *testing.T, config string, batch, seq int64, variant string) *core.Plan {
 	t.Helper()
 	dev, err := hw.LookupDevice("H200")
@@ -36,9 +36,9 @@ func hfH200Plan(t *testing.T, config string, batch, seq int64, variant string) *
 		p.Precision = amp
 	case "ckpt":
 		p.Checkpoint = ckpt
-	case "lora":
+	case "lora", "lora_bf16ad":
 		p.Checkpoint = ckpt
-		p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+		p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}, BaseDType: variant == "lora_bf16ad"}
 	}
 	return p
 }

@@ -194,11 +194,24 @@ func (b *Builder) Param(name string, shape []int64, role Role) int32 {
 	return int32(len(b.P.Params) - 1)
 }
 
-// adapterParam registers a trainable parameter that stays trainable under LoRA.
+// adapterParam registers a trainable parameter that stays trainable under
+// LoRA; LoRA's A and B take the adapters' dtype (Plan.AdapterDType).
 func (b *Builder) AdapterParam(name string, shape []int64, role Role) int32 {
 	i := b.Param(name, shape, role)
 	b.P.Params[i].Trainable = !b.Eval
+	if role == RoleLoRA {
+		b.P.Params[i].DType = b.AdapterDType()
+	}
 	return i
+}
+
+// AdapterDType is LoRA's adapters' own dtype (Plan.AdapterDType),
+// InvalidDType when they take the params dtype.
+func (b *Builder) AdapterDType() units.DType {
+	if b.Ft == nil {
+		return units.InvalidDType
+	}
+	return b.Ft.adapterDT
 }
 
 func (b *Builder) Trainable(pi int32) bool {

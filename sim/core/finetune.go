@@ -20,8 +20,9 @@ type Finetune struct {
 	liger       *LigerCE // Liger's fused linear cross-entropy (liger.go)
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
-	keepLogits  bool // the loop holds the logits through the backward (Plan.KeepLogits)
-	Unfreeze    int  // > 0 while lowering modules a recipe trains (adapter v2 norms)
+	keepLogits  bool        // the loop holds the logits through the backward (Plan.KeepLogits)
+	adapterDT   units.DType // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
+	Unfreeze    int         // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
 // finetuneOptions collects what the lowering needs from the plan.
@@ -35,6 +36,7 @@ func (p *Plan) finetuneOptions() *Finetune {
 		packed:      p.TokensPerBatch > 0,
 		ligerLayers: p.LigerKernels,
 		keepLogits:  p.KeepLogits,
+		adapterDT:   p.AdapterDType(),
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv

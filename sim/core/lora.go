@@ -20,11 +20,21 @@ import (
 // gate). Experts and routers stored as parameters (impls "fused_loop" and
 // "grouped", DeepSeek's and gpt-oss's routers) are not nn.Linear modules
 // and get no adapters.
+//
+// The adapters' dtype is PEFT's (get_peft_model's autocast_adapter_dtype,
+// True by default since peft 0.12: cast_adapter_dtype in
+// peft/tuners/tuners_utils.py casts bf16 and fp16 adapter weights to
+// fp32): over a bf16 or fp16 base they are fp32, and so are their
+// gradients and optimizer states; BaseDType (autocast_adapter_dtype=False,
+// or a trainer that keeps them in the model's dtype: torchtune, LitGPT,
+// TRL's peft_module_casting_to_bf16) keeps them in the params dtype.
+// Plan.AdapterDType says which applies.
 type LoRA struct {
-	Rank    int64
-	Alpha   float64
-	Targets []string // roles: q k v o qkv gate up down lm_head, or all-linear
-	Dropout float64
+	Rank      int64
+	Alpha     float64
+	Targets   []string // roles: q k v o qkv gate up down lm_head, or all-linear
+	Dropout   float64
+	BaseDType bool // adapters in the base's dtype (autocast_adapter_dtype=False); false: PEFT's fp32 over a 16-bit base
 }
 
 var linearRoles = []string{"q", "k", "v", "o", "qkv", "gate", "up", "down", "lm_head", "router", "linear", "expert_gate", "expert_up", "expert_down"}
@@ -52,6 +62,29 @@ func (l *LoRA) Validate() error {
 	return nil
 }
 
+// AdapterDType is the dtype PEFT stores the adapters in, when it is not
+// the params dtype (InvalidDType: the params dtype, the adapters a plain
+// parameter like any other). get_peft_model(autocast_adapter_dtype=True)
+// casts adapters over a bf16 or fp16 base to fp32. Under autocast the
+// params are fp32 already; a layout that shards parameters or optimizer
+// state (ZeRO, FSDP, Megatron's distributed optimizer) flattens one
+// dtype per buffer, and memsh keeps the adapters in the params dtype
+// there (docs/peft.md).
+func (p *Plan) AdapterDType() units.DType {
+	l := p.LoRA
+	if l == nil || l.BaseDType || p.Precision.Autocast {
+		return units.InvalidDType
+	}
+	if par := p.Parallel; par.Zero > 0 || par.FSDP || par.DistributedOptimizer || p.Precision.Master != units.InvalidDType {
+		return units.InvalidDType
+	}
+	switch p.Precision.Params {
+	case units.BF16, units.FP16:
+		return units.FP32
+	}
+	return units.InvalidDType
+}
+
 func (l *LoRA) targets(role Role) bool {
 	for _, t := range l.Targets {
 		if Role(t) == role || (t == "all-linear" && role != RoleLMHead) {
@@ -67,17 +100,29 @@ func (l *LoRA) targets(role Role) bool {
 	return false
 }
 
-// loraAdapter adds B(A(dropout(x))) * scale to the base output y.
+// loraAdapter adds B(A(dropout(x))) * scale to the base output y, as
+// PEFT's lora.Linear.forward does: the input cast to the adapters' dtype
+// (_cast_input_dtype: x.to(lora_A.weight.dtype), a new tensor when they
+// differ, which lora_A saves), the adapters' GEMMs in their dtype, the
+// update added to the base output with type promotion (an fp32 sum of a
+// bf16 output) and the sum cast back to the base output's dtype
+// (result.to(torch_result_dtype)). Under autocast the matmuls take the
+// autocast dtype whatever the adapters' (AdapterLinear).
 func (b *Builder) loraAdapter(x, y Value, in, out int64) Value {
 	defer b.Scope("lora")()
 	r := b.Lora.Rank
+	if dt := b.AdapterDType(); dt != units.InvalidDType && !b.Prec.Autocast {
+		x = b.Cast(x, dt, "PEFT's cast of the LoRA input to the adapters' dtype")
+	}
 	h := b.Dropout("dropout", x, b.Lora.Dropout)
 	a := b.AdapterLinear("lora_A", h, in, r)
 	u := b.AdapterLinear("lora_B", a, r, out)
 	// * scaling: Tensor * Scalar saves nothing.
 	i := b.AddOp("mul", "scale", []Value{u})
 	s := b.Out(i, "scaled", b.Shape(u), b.Dtype(u), "scaled LoRA update")
-	return b.Add("lora_sum", y, s)
+	b.Op(i).Bytes += float64(b.Val(u).Bytes)
+	sum := b.Add("lora_sum", y, s)
+	return b.Cast(sum, b.Dtype(y), "the LoRA sum cast back to the base output's dtype")
 }
 
 func (b *Builder) AdapterLinear(name string, x Value, in, out int64) Value {

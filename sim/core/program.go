@@ -61,6 +61,10 @@ type ParamInfo struct {
 	Role      Role   // what the parameter is in its module (LoRA targets, quantization, freezing)
 	TiedTo    int32  // index of the parameter this one shares storage with, or -1
 	Quant     string // bitsandbytes scheme of a quantized frozen weight, "" when stored in the params dtype
+	// DType: the dtype the parameter, its gradient and its optimizer
+	// state are stored in when not the plan's (InvalidDType): PEFT's fp32
+	// LoRA adapters over a bf16 model (Plan.AdapterDType).
+	DType units.DType
 	// StageCopy: a pipeline stage's copy of a weight another stage owns
 	// (the tied output head on the last stage, a copy of the first stage's
 	// embedding kept equal by an all-reduce of their gradients: Megatron's

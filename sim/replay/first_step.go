@@ -8,13 +8,12 @@ func (r *Replay) firstStepStates() {
 	if !r.Plan.FirstStep {
 		return
 	}
-	dt := r.Plan.Precision.States
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
 		if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] {
 			continue
 		}
-		for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, dt) {
+		for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, p.StateDType(r.Plan.Precision)) {
 			id := r.allocState(p, s, ", created by the first optimizer.step()")
 			if r.lazy {
 				r.lazyIDs = append(r.lazyIDs, id)

@@ -351,7 +351,7 @@ func (r *Replay) paramGradient(pi int32, leaf bool) {
 	if r.Dist.gradient(r, pi) {
 		return
 	}
-	dt := r.Plan.Precision.Grads
+	dt := p.GradDType(r.Plan.Precision)
 	r.paramGrad[pi] = r.allocateParts(Alloc{Tensor: ".grad", Shape: p.Shape, DType: dt, Bytes: dt.Bytes(p.Numel), Why: p.Name, Cat: core.CatGrads},
 		allocParts{tensor: p.Name, why: "gradient of parameter "})
 	r.gradFresh[pi] = leaf
@@ -361,7 +361,7 @@ func (r *Replay) paramGradient(pi int32, leaf bool) {
 // out of place (paramGradient).
 func (r *Replay) sumGradient(pi int32) {
 	p := &r.P.Params[pi]
-	dt := r.Plan.Precision.Grads
+	dt := p.GradDType(r.Plan.Precision)
 	b := dt.Bytes(p.Numel)
 	use := r.allocate(Alloc{Tensor: p.Name + " gradient of one use", Shape: p.Shape, DType: dt, Bytes: b, Why: "gradient of one use of " + p.Name + ", added to the others' sum out of place", Cat: core.CatTemporaries})
 	sum := r.allocate(Alloc{Tensor: p.Name + ".grad", Shape: p.Shape, DType: dt, Bytes: b, Why: "gradient of parameter " + p.Name + " (the sum over its uses)", Cat: core.CatGrads})
@@ -386,7 +386,7 @@ func (r *Replay) readsWeightCopy(op *core.OpInfo) bool {
 // and frees the gradient (optimizer_in_backward / fused backward step).
 func (r *Replay) stepInBackward(pi int32) {
 	p := &r.P.Params[pi]
-	st := r.Plan.Precision.States
+	st := p.StateDType(r.Plan.Precision)
 	if tmp, _ := r.Plan.Optimizer.StepTemporary(st.Bytes(p.Numel), st.Bytes(p.Numel)); tmp > 0 { // one tensor
 		r.release(r.allocate(Alloc{Tensor: p.Name + " step temporaries", Shape: []int64{tmp}, DType: units.INT8, Bytes: tmp, Why: "optimizer step temporaries", Cat: core.CatTemporaries}))
 	}

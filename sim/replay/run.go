@@ -156,7 +156,7 @@ func (r *Replay) setup() {
 			continue
 		}
 		b := r.paramBytes(p)
-		r.allocate(Alloc{Tensor: p.Name, Shape: p.Shape, DType: prec.Params, Bytes: b, Why: "parameter", Cat: core.CatParams})
+		r.allocate(Alloc{Tensor: p.Name, Shape: p.Shape, DType: p.Stored(prec), Bytes: b, Why: "parameter", Cat: core.CatParams})
 		st.Params += b
 	}
 	if train {
@@ -166,12 +166,12 @@ func (r *Replay) setup() {
 			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] {
 				continue
 			}
-			if prec.Master != units.InvalidDType && prec.Master != prec.Params {
-				b := prec.Master.Bytes(p.Numel)
-				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.Shape, DType: prec.Master, Bytes: b, Why: "fp32 master weight", Cat: core.CatOptimizer})
+			if m := p.MasterDType(prec); m != units.InvalidDType {
+				b := m.Bytes(p.Numel)
+				r.allocate(Alloc{Tensor: p.Name + " master", Shape: p.Shape, DType: m, Bytes: b, Why: "fp32 master weight", Cat: core.CatOptimizer})
 				st.Master += b
 			}
-			states := plan.Optimizer.States(p.Shape, p.Numel, prec.States)
+			states := plan.Optimizer.States(p.Shape, p.Numel, p.StateDType(prec))
 			for _, s := range states {
 				st.Optimizer += s.Bytes
 				if plan.Optimizer.Paged() || plan.FirstStep {
@@ -209,34 +209,34 @@ workspace:
 // explained as "optimizer state NAME" and whyTail (names joined only when
 // the report keeps the allocation: allocParts).
 func (r *Replay) allocState(p *core.ParamInfo, s core.StateTensor, whyTail string) int32 {
-	return r.allocateParts(Alloc{Tensor: s.Name, Shape: p.Shape, DType: r.Plan.Precision.States, Bytes: s.Bytes, Why: s.Name, Cat: core.CatOptimizer},
+	return r.allocateParts(Alloc{Tensor: s.Name, Shape: p.Shape, DType: p.StateDType(r.Plan.Precision), Bytes: s.Bytes, Why: s.Name, Cat: core.CatOptimizer},
 		allocParts{tensor: p.Name, sep: " ", why: "optimizer state ", whyTail: whyTail})
 }
 
 // paramBytes is a parameter's storage on this GPU.
 func (r *Replay) paramBytes(p *core.ParamInfo) int64 {
-	return r.Plan.Precision.Params.Bytes(p.Numel)
+	return p.Stored(r.Plan.Precision).Bytes(p.Numel)
 }
 
 // optimizerTraffic is the HBM traffic of one parameter's update: AdamW
 // reads the weight, its gradient and both moments and writes the weight
 // and both moments.
 func (r *Replay) OptimizerTraffic(p *core.ParamInfo) int64 {
-	return r.optimizerTraffic(p, r.Plan.Optimizer.States(p.Shape, p.Numel, r.Plan.Precision.States))
+	return r.optimizerTraffic(p, r.Plan.Optimizer.States(p.Shape, p.Numel, p.StateDType(r.Plan.Precision)))
 }
 
 // optimizerTraffic is OptimizerTraffic with p's optimizer states given
 // (setup has them already: each States call makes its list anew).
 func (r *Replay) optimizerTraffic(p *core.ParamInfo, states []core.StateTensor) int64 {
 	prec := r.Plan.Precision
-	w := prec.Params.Bytes(p.Numel)
-	g := prec.Grads.Bytes(p.Numel)
+	w := p.Stored(prec).Bytes(p.Numel)
+	g := p.GradDType(prec).Bytes(p.Numel)
 	var s int64
 	for _, x := range states {
 		s += x.Bytes
 	}
 	m := int64(0)
-	if prec.Master != units.InvalidDType {
+	if prec.Master != units.InvalidDType && p.DType == units.InvalidDType {
 		m = prec.Master.Bytes(p.Numel)
 	}
 	return 2*w + g + 2*s + 2*m
@@ -333,14 +333,17 @@ func (r *Replay) optimizerStep() {
 		return
 	}
 	r.firstStepStates() // Adam's moments appear in the first step()
-	st := r.Plan.Precision.States
+	prec := r.Plan.Precision
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
 		if p.Trainable && p.TiedTo < 0 && r.paramGrad[pi] != none {
-			r.Rep.States.Grads += r.Plan.Precision.Grads.Bytes(p.Numel)
+			r.Rep.States.Grads += p.GradDType(prec).Bytes(p.Numel)
 		}
 	}
-	r.stepTemporaries(func(pi int) int64 { return st.Bytes(r.P.Params[pi].Numel) },
+	r.stepTemporaries(func(pi int) int64 {
+		p := &r.P.Params[pi]
+		return p.StateDType(prec).Bytes(p.Numel)
+	},
 		"temporaries of the "+r.Plan.Optimizer.Kind.String()+" step ("+r.Plan.Optimizer.ImplName()+")")
 }
 
@@ -374,8 +377,9 @@ func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
 			continue
 		}
 		if b := size(pi); b > 0 {
-			ids = append(ids, r.allocateParts(Alloc{Tensor: "step temporary", DType: st, Bytes: b, Why: why, Cat: core.CatTemporaries},
-				allocParts{tensor: p.Name, sep: " ", whyTail: ", one tensor per parameter", dim: b * 8 / int64(st.Bits())}))
+			dt := p.StateDType(r.Plan.Precision)
+			ids = append(ids, r.allocateParts(Alloc{Tensor: "step temporary", DType: dt, Bytes: b, Why: why, Cat: core.CatTemporaries},
+				allocParts{tensor: p.Name, sep: " ", whyTail: ", one tensor per parameter", dim: b * 8 / int64(dt.Bits())}))
 		}
 	}
 	for _, id := range ids {
@@ -397,7 +401,7 @@ func (r *Replay) finish() {
 		for pi := range r.P.Params {
 			p := &r.P.Params[pi]
 			if p.Trainable && p.TiedTo < 0 {
-				r.Rep.States.Grads = max(r.Rep.States.Grads, r.Plan.Precision.Grads.Bytes(p.Numel))
+				r.Rep.States.Grads = max(r.Rep.States.Grads, p.GradDType(r.Plan.Precision).Bytes(p.Numel))
 			}
 		}
 	}
