@@ -199,7 +199,11 @@ func torchtuneAdapters(t *tree, p *plan) error {
 		dropout = formatFloat(f)
 	}
 	t.notModelledIf("model.use_dora", "DoRA's magnitude vectors and the weight norm it computes")
-	p.set("lora", call("lora", kw("rank", num(rank)), kw("alpha", alphaExpr), kw("targets", strList(targets)), kw("dropout", dropout)))
+	// torchtune builds the model, adapters included, under
+	// set_default_dtype(dtype): its adapters are in the model's dtype, not
+	// PEFT's fp32 (lora()'s autocast_adapter_dtype).
+	p.set("lora", call("lora", kw("rank", num(rank)), kw("alpha", alphaExpr), kw("targets", strList(targets)), kw("dropout", dropout),
+		kw("autocast_adapter_dtype", boolean(false))))
 	return nil
 }
 

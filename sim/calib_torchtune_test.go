@@ -87,7 +87,9 @@ func torchtuneLadder() []tuneRow {
 	add("+ Activation Offloading", 21.8, func(p *core.Plan) { p.Offload = &core.Offload{Activations: "cpu"} })
 	lora := *ac
 	lora.Offload = &core.Offload{Activations: "cpu"}
-	lora.LoRA = &core.LoRA{Rank: 64, Alpha: 128, Targets: []string{"q", "v", "o", "gate", "up", "down"}}
+	// torchtune instantiates the model under set_default_dtype(bf16): its
+	// adapters are bf16, not PEFT's fp32.
+	lora.LoRA = &core.LoRA{Rank: 64, Alpha: 128, Targets: []string{"q", "v", "o", "gate", "up", "down"}, BaseDType: true}
 	qlora := lora
 	qlora.Quant = "torchao-nf4"
 	rows = append(rows, tuneRow{"LoRA", 8.5, &lora}, tuneRow{"QLoRA", 4.6, &qlora})

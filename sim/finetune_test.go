@@ -78,7 +78,7 @@ func TestQuantLinear(t *testing.T) {
 	}
 	// up and down quantized (131,072 weights each: 65,536 B codes, 2,048
 	// fp32 absmax, the code table); embed and lm_head stay bf16.
-	want := int64(2*1000*256*2+2*(65_536+8_192+64)) + (4*256+512*4)*2 // + the LoRA adapter (bf16)
+	want := int64(2*1000*256*2+2*(65_536+8_192+64)) + (4*256+512*4)*4 // + the LoRA adapter (fp32: PEFT's autocast_adapter_dtype)
 	if nf4.States.Params != want {
 		t.Errorf("nf4 params %d B, want %d", nf4.States.Params, want)
 	}
@@ -342,7 +342,7 @@ func TestQuantInt8(t *testing.T) {
 		t.Fatal(err)
 	}
 	// up 512x256 and down 256x512: int8 col_ampere (multiples of 32) + fp32 SCB per row
-	want := int64(2*1000*256*2) + (512*256 + 512*4) + (256*512 + 256*4) + (4*256+512*4)*2
+	want := int64(2*1000*256*2) + (512*256 + 512*4) + (256*512 + 256*4) + (4*256+512*4)*4 // fp32 adapters over fp16
 	if r.States.Params != want {
 		t.Errorf("int8 params %d, want %d", r.States.Params, want)
 	}

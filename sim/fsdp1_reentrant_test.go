@@ -36,7 +36,8 @@ func reentrantLoRAPlan(t *testing.T, batch, gpus int64, quant string, reentrant 
 	ck := core.Checkpoint{Mode: "full", Reentrant: reentrant, InputGrad: true}
 	p := &core.Plan{Model: m, Batch: batch, Seq: 512, GradAccum: 1, Members: 1, Precision: prec,
 		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: dev, Phase: core.Train, Runtime: rt,
-		LoRA: &core.LoRA{Rank: 16, Alpha: 16, Targets: []string{"q", "k", "v", "o"}, Dropout: 0.1}, Quant: quant}
+		// BaseDType: fsdp1_reentrant.py casts every parameter to bf16 after get_peft_model
+		LoRA: &core.LoRA{Rank: 16, Alpha: 16, Targets: []string{"q", "k", "v", "o"}, Dropout: 0.1, BaseDType: true}, Quant: quant}
 	if gpus > 1 {
 		if quant != "" {
 			p.QuantStorage = units.BF16

@@ -23,27 +23,37 @@ func kbitPlan(kbit bool, ckpt string) *core.Plan {
 
 // TestKbitPreparationCasts counts prepare_model_for_kbit_training's casts
 // by hand (sim/core/kbit.go). The parameters left unquantized are the
-// embedding and the head (32,000 x 512 each: 32,768,000), the norms (two
-// per layer and the final one, 512 each: 2,560) and the adapters PEFT
-// adds (per layer: q's A 16 x 512 and B 512 x 16, 16,384; v's A 16 x 512
-// and B 128 x 16, 10,240; 53,248 in all). Each goes from 2 bytes to 4:
-// 32,823,808 x 2 = 65,647,616 bytes more parameters. The adapters'
-// gradients are fp32: 53,248 x 4 = 212,992 bytes (bf16 without the
-// preparation: 106,496). tools/oracle/peft_kbit.py measured the same
-// model (peft 0.21.2, transformers 5.24.0, torch 2.15, CPU, the base
-// left unquantized): every parameter fp32 after the preparation, 53,248
-// of them trainable, their gradients fp32.
+// embedding and the head (32,000 x 512 each: 32,768,000) and the norms
+// (two per layer and the final one, 512 each: 2,560); each goes from 2
+// bytes to 4: 32,770,560 x 2 = 65,541,120 bytes more parameters. The
+// adapters PEFT adds (per layer: q's A 16 x 512 and B 512 x 16, 16,384;
+// v's A 16 x 512 and B 128 x 16, 10,240; 53,248 in all) are fp32 with or
+// without the preparation (get_peft_model's autocast_adapter_dtype=True),
+// and so are their gradients: 53,248 x 4 = 212,992 bytes; with
+// autocast_adapter_dtype=False and no preparation they stay bf16
+// (106,496 bytes of gradients, 106,496 fewer of parameters).
+// tools/oracle/peft_kbit.py measured the prepared model (peft 0.21.2,
+// transformers 5.24.0, torch 2.15, CPU, the base left unquantized):
+// every parameter fp32, 53,248 of them trainable, their gradients fp32;
+// tools/oracle/peft_adapter_dtype.py the adapters' dtype both ways.
 func TestKbitPreparationCasts(t *testing.T) {
 	plain := evalPlan(t, kbitPlan(false, "full"))
 	prep := evalPlan(t, kbitPlan(true, "full"))
-	if d := prep.States.Params - plain.States.Params; d != 65_647_616 {
-		t.Errorf("the casts add %d bytes of parameters, want 65,647,616", d)
+	base := kbitPlan(false, "full")
+	base.LoRA.BaseDType = true
+	bf16 := evalPlan(t, base)
+	if d := prep.States.Params - plain.States.Params; d != 65_541_120 {
+		t.Errorf("the casts add %d bytes of parameters, want 65,541,120", d)
+	}
+	if d := plain.States.Params - bf16.States.Params; d != 106_496 {
+		t.Errorf("fp32 adapters add %d bytes of parameters, want 106,496", d)
 	}
 	if prep.TrainableParams != 53_248 {
 		t.Errorf("%d trainable parameters, peft_kbit.py measured 53,248", prep.TrainableParams)
 	}
-	if plain.States.Grads != 106_496 || prep.States.Grads != 212_992 {
-		t.Errorf("adapter gradients %d (bf16) and %d (prepared), want 106,496 and 212,992", plain.States.Grads, prep.States.Grads)
+	if bf16.States.Grads != 106_496 || plain.States.Grads != 212_992 || prep.States.Grads != 212_992 {
+		t.Errorf("adapter gradients %d (bf16 adapters), %d (PEFT's default) and %d (prepared), want 106,496, 212,992 and 212,992",
+			bf16.States.Grads, plain.States.Grads, prep.States.Grads)
 	}
 }
 

@@ -34,10 +34,13 @@ func (x LoRA) String() string {
 	if x.l.Dropout != 0 {
 		s += ", dropout=" + strconv.FormatFloat(x.l.Dropout, 'g', -1, 64)
 	}
+	if x.l.BaseDType {
+		s += ", autocast_adapter_dtype=False"
+	}
 	return s + ")"
 }
 
-var loraAttrNames = []string{"alpha", "dropout", "rank", "targets"}
+var loraAttrNames = []string{"alpha", "autocast_adapter_dtype", "dropout", "rank", "targets"}
 
 func (x LoRA) AttrNames() []string { return loraAttrNames }
 
@@ -49,6 +52,8 @@ func (x LoRA) Attr(name string) (starlark.Value, error) {
 		return starlark.Float(x.l.Alpha), nil
 	case "dropout":
 		return starlark.Float(x.l.Dropout), nil
+	case "autocast_adapter_dtype":
+		return starlark.Bool(!x.l.BaseDType), nil
 	case "targets":
 		out := make(starlark.Tuple, len(x.l.Targets))
 		for i, t := range x.l.Targets {
@@ -62,7 +67,7 @@ func (x LoRA) Attr(name string) (starlark.Value, error) {
 func LoraBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "lora",
-		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0)",
+		Sig:  "lora(rank=8, alpha=16, targets=[\"q\", \"v\"], dropout=0.0, autocast_adapter_dtype=True)",
 		Doc: "Low-rank adapters for train(lora=...): the base weights are frozen (no gradients, no optimizer " +
 			"state) and each targeted linear layer gets trainable A (rank x in) and B (out x rank), as PEFT's " +
 			"LoraLayer. targets are module roles: q, k, v, o, qkv, gate, up, down, lm_head, router, linear (plain " +
@@ -70,17 +75,27 @@ func LoraBuiltins() []host.Builtin {
 			"As PEFT's target_modules match module names, gate, up and down reach the experts' projections too " +
 			"when the experts are nn.Linear modules (moe(impl=\"loop\"), transformers 4.x), and all-linear reaches " +
 			"every nn.Linear but lm_head, an nn.Linear router included; fused or grouped experts and parameter " +
-			"routers get no adapters. dropout applies to the adapter input.",
+			"routers get no adapters. dropout applies to the adapter input. autocast_adapter_dtype is PEFT's " +
+			"get_peft_model keyword (True by default since peft 0.12): over a bf16 or fp16 model (precision=\"bf16\" " +
+			"or \"fp16\", quantized or not) the adapters, their gradients and their optimizer state are fp32, and " +
+			"each adapted linear casts its input to fp32 (a copy lora_A saves), runs both adapter GEMMs in fp32 " +
+			"(no TF32: PyTorch's default), adds the update to the 16-bit base output in fp32 and casts the sum " +
+			"back. False keeps the adapters in the model's dtype, as torchtune and LitGPT build them and as " +
+			"autocast_adapter_dtype=False or casting the model after get_peft_model leaves them. Under autocast " +
+			"(bf16-mixed) the parameters are fp32 already; with ZeRO, FSDP or Megatron's distributed optimizer " +
+			"memsh keeps the adapters in the plan's dtypes (docs/peft.md).",
 		Fn: loraFn,
 	}}
 }
 
 func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var rank, alpha, dropout, targets starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout); err != nil {
+	autocastAdapter := true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout,
+		"autocast_adapter_dtype?", &autocastAdapter); err != nil {
 		return nil, err
 	}
-	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
+	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}, BaseDType: !autocastAdapter}
 	var err error
 	if l.Rank, err = models.OptInt(rank, "rank", 8); err != nil {
 		return nil, err

@@ -120,7 +120,6 @@ func (b *Builder) loraAdapter(x, y Value, in, out int64) Value {
 	// * scaling: Tensor * Scalar saves nothing.
 	i := b.AddOp("mul", "scale", []Value{u})
 	s := b.Out(i, "scaled", b.Shape(u), b.Dtype(u), "scaled LoRA update")
-	b.Op(i).Bytes += float64(b.Val(u).Bytes)
 	sum := b.Add("lora_sum", y, s)
 	return b.Cast(sum, b.Dtype(y), "the LoRA sum cast back to the base output's dtype")
 }

@@ -143,7 +143,9 @@ func Script(c Config, layers int64) (string, error) {
 		layersArgs, c.Vocab, pyBool(c.Tie), pyBool(c.LogitsFP32))
 	extra := ""
 	if c.LoRA != nil {
-		extra += fmt.Sprintf(", lora = lora(rank = %d, alpha = %g, targets = %s)", c.LoRA.Rank, c.LoRA.Alpha, strList(c.LoRA.Targets))
+		// blocks.py's LoRALinear builds its adapters in the model's dtype
+		// (PEFT's layer without get_peft_model's fp32 cast)
+		extra += fmt.Sprintf(", lora = lora(rank = %d, alpha = %g, targets = %s, autocast_adapter_dtype = False)", c.LoRA.Rank, c.LoRA.Alpha, strList(c.LoRA.Targets))
 	}
 	if len(c.Freeze) > 0 {
 		extra += ", freeze = " + strList(c.Freeze)
