@@ -24,7 +24,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 2048, precision = "bf16", opti
 		opts: Options{Seq: 4096, GPU: "A100-40GB"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
-             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"]), checkpoint = "full",
+             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False), checkpoint = "full",
              loss_chunks = 8, gpu = "A100-40GB")`,
 	}, {
 		name: "8B_qlora_single_device",
@@ -32,7 +32,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 8, precisio
 		opts: Options{Seq: 2048, GPU: "RTX-4090"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
-             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"]), quant = "torchao-nf4",
+             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False), quant = "torchao-nf4",
              checkpoint = "full", loss_chunks = 8, gpu = "RTX-4090")`,
 	}, {
 		name: "8B_full on 8 GPUs",
@@ -129,7 +129,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 			"kd_ratio: knowledge distillation's loss weight (with teacher_model)",
 		},
 		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 4, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
-             lora = lora(rank = 64, alpha = 128, targets = ["q", "v", "o", "gate", "up", "down"]),
+             lora = lora(rank = 64, alpha = 128, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False),
              loss_chunks = 8, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		// base_llama_tp_plan (torchtune/models/llama3/_parallelism.py at bd2a0fc):
@@ -175,7 +175,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", opti
 		opts: Options{Seq: 2048, GPU: "RTX-4090", Overrides: []string{"model.quantize_base=True"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
-             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"]), quant = "torchao-nf4",
+             lora = lora(rank = 8, alpha = 16, targets = ["q", "v", "o", "gate", "up", "down"], autocast_adapter_dtype = False), quant = "torchao-nf4",
              checkpoint = "full", loss_chunks = 8, gpu = "RTX-4090")`,
 	}, {
 		// recipes/full_finetune_distributed.py:166-168 (bd2a0fc):
