@@ -65,14 +65,15 @@ func (l *LoRA) Validate() error {
 // AdapterDType is the dtype PEFT stores the adapters in, when it is not
 // the params dtype (InvalidDType: the params dtype, the adapters a plain
 // parameter like any other). get_peft_model(autocast_adapter_dtype=True)
-// casts adapters over a bf16 or fp16 base to fp32. Under autocast the
+// casts adapters over a bf16 or fp16 base to fp32. LitGPT's own LoRA
+// (Model.NativeLoRA) builds them with the model, in its dtype. Under autocast the
 // params are fp32 already; a layout that shards parameters or optimizer
 // state (ZeRO, FSDP, Megatron's distributed optimizer) flattens one
 // dtype per buffer, and memsh keeps the adapters in the params dtype
 // there (docs/peft.md).
 func (p *Plan) AdapterDType() units.DType {
 	l := p.LoRA
-	if l == nil || l.BaseDType || p.Precision.Autocast {
+	if l == nil || l.BaseDType || p.Precision.Autocast || (p.Model != nil && p.Model.NativeLoRA) {
 		return units.InvalidDType
 	}
 	if par := p.Parallel; par.Zero > 0 || par.FSDP || par.DistributedOptimizer || p.Precision.Master != units.InvalidDType {

@@ -37,6 +37,10 @@ type Model struct {
 	Points         int64      // graph models: grid points per sample; the input is [batch, Points, InputDim]
 	ShardedPoints  bool       // graph models: each GPU of cp reads its ceil(Points/cp) rows of the grid (anemoi's keep_batch_sharded)
 	Data           *DataBatch // the data loader's batch the input is built from; nil: the input is the batch
+	// NativeLoRA: the model's own LoRA layers (LitGPT's), built with the
+	// model and in its dtype: PEFT's fp32 adapters (Plan.AdapterDType) do
+	// not apply.
+	NativeLoRA bool
 }
 
 // Params is the exact parameter count: tied weights once, buffers never.

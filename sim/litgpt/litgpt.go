@@ -148,7 +148,7 @@ func New(c Config) (*core.Model, error) {
 		layers = append(layers, &core.Sequential{Name: "h", Layers: blocks})
 	}
 	layers = append(layers, &LitNorm{Name: "ln_f", Config: c}, &LitHead{Config: c})
-	return &core.Model{Name: c.Name, Layers: layers, Loss: "none"}, nil
+	return &core.Model{Name: c.Name, Layers: layers, Loss: "none", NativeLoRA: true}, nil
 }
 
 // LitBlock is lit_gpt.model.Block (with the LoRA or adapter attention
