@@ -111,6 +111,14 @@ func (l *LoRA) targets(role Role) bool {
 // autocast dtype whatever the adapters' (AdapterLinear).
 func (b *Builder) loraAdapter(x, y Value, in, out int64) Value {
 	defer b.Scope("lora")()
+	sum := b.Add("lora_sum", y, b.loraUpdate(x, in, out))
+	return b.Cast(sum, b.Dtype(y), "the LoRA sum cast back to the base output's dtype")
+}
+
+// loraUpdate is B(A(dropout(x))) * scale, x cast to the adapters' own
+// dtype first (none under autocast, where PEFT's bitsandbytes layers skip
+// the cast and the matmuls take the autocast dtype).
+func (b *Builder) loraUpdate(x Value, in, out int64) Value {
 	r := b.Lora.Rank
 	if dt := b.AdapterDType(); dt != units.InvalidDType && !b.Prec.Autocast {
 		x = b.Cast(x, dt, "PEFT's cast of the LoRA input to the adapters' dtype")
@@ -120,9 +128,7 @@ func (b *Builder) loraAdapter(x, y Value, in, out int64) Value {
 	u := b.AdapterLinear("lora_B", a, r, out)
 	// * scaling: Tensor * Scalar saves nothing.
 	i := b.AddOp("mul", "scale", []Value{u})
-	s := b.Out(i, "scaled", b.Shape(u), b.Dtype(u), "scaled LoRA update")
-	sum := b.Add("lora_sum", y, s)
-	return b.Cast(sum, b.Dtype(y), "the LoRA sum cast back to the base output's dtype")
+	return b.Out(i, "scaled", b.Shape(u), b.Dtype(u), "scaled LoRA update")
 }
 
 func (b *Builder) AdapterLinear(name string, x Value, in, out int64) Value {
@@ -188,11 +194,17 @@ func (ad *chunkAdapter) apply(b *Builder, x, y Value, n int64) Value {
 	} else {
 		h = b.ChunkOperand(x, n, true, "LoRA input")
 	}
+	if dt := b.AdapterDType(); dt != units.InvalidDType && !b.Prec.Autocast {
+		// PEFT's cast of the input to the adapters' dtype (before its
+		// dropout, here after: the same fp32 tensor reaches lora_A)
+		h = b.Cast(h, dt, "PEFT's cast of the LoRA input to the adapters' dtype")
+	}
 	a := ad.matmul(b, "lora_A", ad.a, h, chunk, ad.in, b.Lora.Rank)
 	u := ad.matmul(b, "lora_B", ad.b, a, b.Shape(a), b.Lora.Rank, ad.out)
 	i := b.AddOp("mul", "scale", []Value{u}) // * scaling: Tensor * Scalar saves nothing
 	sc := b.Out(i, "scaled", b.Shape(u), b.Dtype(u), "scaled LoRA update of a chunk")
-	return b.Add("lora_sum", y, sc)
+	sum := b.Add("lora_sum", y, sc)
+	return b.Cast(sum, b.Dtype(y), "the LoRA sum cast back to the logits' dtype")
 }
 
 // matmul is one adapter linear on a chunk (shape, k features in, n out).

@@ -204,12 +204,18 @@ func (b *Builder) quantMatmul(w int32, params []int32, xin Value, in, out int64)
 
 // quantAdapter adds the LoRA branch when the role is targeted; PEFT's
 // bnb LoRA layer feeds the adapter the layer's input as it came
-// (lora_A(dropout(x)), x before the compute-dtype cast).
+// (lora_A(dropout(x)), x before the compute-dtype cast). Unlike
+// lora.Linear it casts the update, not the sum, back to the base output's
+// dtype (peft/tuners/lora/bnb.py, Linear4bit and Linear8bitLt.forward:
+// output = output.to(expected_dtype) without autocast), so the add is in
+// the base's dtype.
 func (b *Builder) quantAdapter(role Role, x, y Value, in, out int64) Value {
-	if b.Lora != nil && b.Lora.targets(role) {
-		return b.loraAdapter(x, y, in, out)
+	if b.Lora == nil || !b.Lora.targets(role) {
+		return y
 	}
-	return y
+	defer b.Scope("lora")()
+	u := b.Cast(b.loraUpdate(x, in, out), b.Dtype(y), "the LoRA update cast to the base output's dtype")
+	return b.Add("lora_sum", y, u)
 }
 
 func QuantDType(scheme string) units.DType {
