@@ -53,8 +53,8 @@ func TestHFH200StepTime(t *testing.T) {
 		{"qwen3_moe_bf16", "qwen3-moe-small", 4, "bf16", 0.1113, 0.1019, 2768, 1, 0.33, true,
 			"GPU-bound; grouped_mm's masked_fill of the padded rows on the generic kernel (8.8 ms over 48 calls; memsh: its forward at the causal mask's measured rate, -32.8 % before), broadcast binaries (8.4 ms), device copies (3.2 ms), at memsh's stream rate"},
 		{"mixtral_bf16", "mixtral-small", 4, "bf16", 0.0755, 0.0664, 2367, 1, 0.31, true, "as the Qwen3-MoE row (masked_fill 6.4 ms over 48 calls)"},
-		{"qwen3_moe_loop", "qwen3-moe-small", 4, "loop", 0.7242, 0.1475, 17672, 1279, 0.85, true,
-			"host-bound: 0.15 s of kernels in a 0.72 s step; five host syncs per expert pass (memsh 1,288, TestHFH200LoopSyncs; host_sync 32 ms: their latency and the overlap they take away; -87.1 % before), 17,672 kernels (memsh counts 8,257) and 54,308 aten ops a step: the host's time per aten op (12-13 µs over the step) is unpriced; memsh's 10 and 6 µs a kernel give 62 ms of dispatch"},
+		{"qwen3_moe_loop", "qwen3-moe-small", 4, "loop", 0.7242, 0.1475, 17672, 1279, 0.16, true,
+			"host-bound: 0.15 s of kernels in a 0.72 s step; each expert pass's 180 aten ops at 12.4 µs (timing/host_ops.go; TestHFH200LoopAtenOps) and five host syncs (memsh 1,288, TestHFH200LoopSyncs; host_sync 37 ms: their latency and the overlap they take away); -87.1 % before both, -82.6 % with the syncs alone; what is left is the rest of the step's host work (the 6,904 aten ops of the grouped_mm run's step, 86 ms at 12.4 µs), which memsh prices at 10 and 6 µs a kernel"},
 	} {
 		p := hfH200Plan(t, r.config, r.batch, 2048, r.variant)
 		rep, err := Evaluate(p, core.Options{})
@@ -122,5 +122,31 @@ func TestHFH200LoopSyncs(t *testing.T) {
 		if (r.least == 0) != (hs == 0) || hs < r.least {
 			t.Errorf("%s %s: host_sync %.2f ms, want at least %.2f ms (0 without syncs)", r.config, r.variant, 1e3*hs, 1e3*r.least)
 		}
+	}
+}
+
+// TestHFH200LoopAtenOps counts the aten ops memsh gives the expert
+// passes of the per-expert loop's step (nn/moe_loop.go, passAten: 80 in
+// the forward and 100 in the backward of each pass, from a CPU run of
+// the same transformers code) against the difference of two steps
+// profiled on one H200 (sim/testdata/cuda_h200/hf_profile.jsonl): the
+// loop's 54,308 aten ops less the 6,904 of the same model with
+// grouped_mm experts, 47,404 over 256 passes (that difference also holds
+// the grouped_mm blocks' own ops, taken out: so it is a bound from above).
+func TestHFH200LoopAtenOps(t *testing.T) {
+	const measured = 54308 - 6904
+	p := hfH200Plan(t, "qwen3-moe-small", 4, 2048, "loop")
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aten int64
+	for i := range prog.Ops {
+		aten += int64(prog.Ops[i].AtenF) + int64(prog.Ops[i].AtenB)
+	}
+	e := float64(aten)/measured - 1
+	t.Logf("memsh's expert passes: %d aten ops, the profiles' difference %d (%+.1f %%)", aten, measured, 100*e)
+	if aten != 256*180 || e > 0 || e < -0.05 {
+		t.Errorf("memsh counts %d aten ops in the expert passes (want 256 x 180 = 46,080), %+.1f %% off the %d measured (want within 5 %% under)", aten, 100*e, measured)
 	}
 }

@@ -135,6 +135,15 @@ type OpInfo struct {
 	// index): each waits until the device has run everything launched
 	// before it (timing/host_sync.go prices the wait).
 	Syncs int32
+	// AtenF and AtenB: the aten ops the forward and the backward of a
+	// group of ops dispatch on the host, where that count is known as a
+	// whole (one pass of transformers 5's per-expert MoE loop,
+	// nn/moe_loop.go), set on the group's first op and priced at the
+	// host's measured time per aten op instead of the group's kernel
+	// launches (timing/host_ops.go); HostGrouped marks the group's other
+	// ops, whose host time is in that count.
+	AtenF, AtenB int32
+	HostGrouped  bool
 	// WeightGradFirst: the op is a linear's matmul in a compiled graph,
 	// whose backward computes the weight's gradient before the input's
 	// and frees the saved input in between (partition.go, weightGradFirst).

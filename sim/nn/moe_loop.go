@@ -60,7 +60,9 @@ func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
 			m.idleExpert(b, int64(e), fw) // no tokens: no compute, the weights are there
 			continue
 		}
+		first := len(b.P.Ops)
 		grad = m.loopExpert(b, int64(e), n, x, r, mask, acc, fw) || grad
+		m.passAten(b, first)
 	}
 	done()
 	b.Val(acc).Grad = grad && !b.Eval
@@ -97,6 +99,34 @@ func (m *MoE) loopExpert(b *core.Builder, e, n int64, x core.Value, r routing, m
 	b.Op(ia).Bytes = 2 * float64(b.Val(wy).Bytes)
 	return b.Grad(wy)
 }
+
+// passAten sets the aten ops one pass of transformers 5.17's eager
+// experts loop (MoEFusedLoop) dispatches on the host, on the pass's
+// first op (its ops from first on; core.OpInfo.AtenF): 80 in the forward
+// and 100 in the backward, counted by torch.profiler on a CPU run of the
+// same transformers code (tools/oracle/cuda_loop_host.py --device cpu,
+// docs/time.md). Measured on one H200 (sim/testdata/cuda_h200/
+// hf_profile.jsonl), the loop's step has 54,308 aten ops and the same
+// model with grouped_mm experts 6,904: 185 a pass more over 256 passes,
+// against these 180 (TestHFH200LoopAtenOps). transformers 4.x's loop is
+// not counted: its ops keep the per-kernel dispatch rule.
+func (m *MoE) passAten(b *core.Builder, first int) {
+	if m.impl() != MoEFusedLoop || first >= len(b.P.Ops) {
+		return
+	}
+	ops := b.P.Ops[first:]
+	ops[0].AtenF, ops[0].AtenB = loopPassAtenF, loopPassAtenB
+	for i := 1; i < len(ops); i++ {
+		ops[i].HostGrouped = true
+	}
+}
+
+// The aten ops of one pass of transformers 5.17's eager experts loop
+// (passAten).
+const (
+	loopPassAtenF = 80
+	loopPassAtenB = 100
+)
 
 // passSyncs is the host syncs of one pass of the loop before its
 // expert's MLP, where a device value is read on the host (a 0-dim CUDA

@@ -10,7 +10,10 @@
 // generic kernel's rate: row_broadcast.go, rope.go; in eager dispatch an
 // add's, a cast's and a reused tensor's backward follow autograd's own
 // rules: backward.go). Kernels' CPU dispatch bounds each phase from below
-// (dispatch.go); the optimizer step streams its traffic and launches its
+// (dispatch.go; a group of ops whose aten ops are counted, at the host's
+// measured time per aten op: host_ops.go), and a phase with host syncs
+// is replayed on two clocks, split at the syncs (host_sync.go); the
+// optimizer step streams its traffic and launches its
 // implementation's kernels (optimizer.go). Collectives take their bytes
 // over the NVLink or network bandwidth of their process group, overlapped
 // with compute where the framework overlaps them (comm.go); pipelines add

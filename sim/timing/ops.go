@@ -148,6 +148,7 @@ func (s *Prices) Of(prog *core.Program, plan *core.Plan) []OpCost {
 		out[i] = pr.op(i)
 		pr.gradAccumulation(i, &out[i])
 		pr.addDispatch(&out[i])
+		pr.hostOps(&prog.Ops[i], &out[i])
 		i++
 	}
 	return out
@@ -446,6 +447,7 @@ func (pr *pricer) fusedGroup(a, b int, out []OpCost) {
 			c.BwdK = share
 		}
 		pr.addDispatch(&c)
+		pr.hostOps(&p.Ops[i], &c)
 		out[i] = c
 	}
 }
