@@ -10,6 +10,7 @@ reduction), a tensor used twice (its gradients summed), masked_fill and softmax.
     python3 tools/oracle/cuda_bwd_kernels.py --out bwd.jsonl [--reps 20] [--deadline-s 60]
     python3 tools/oracle/cuda_bwd_kernels.py --out /tmp/smoke.jsonl --device cpu --small   # smoke test
     python3 tools/oracle/cuda_bwd_kernels.py --set broadcast --out bwd_broadcast.jsonl --deadline-s 60
+    python3 tools/oracle/cuda_bwd_kernels.py --set lora --out bwd_lora.jsonl --deadline-s 90
 """
 import argparse
 import json
@@ -79,6 +80,39 @@ def broadcast_cases(dev, small):
         ("rmsnorm_heads_bf16", lambda: [t((b, s, h, d), bf), t((d,), bf)], rmsnorm),
         ("rope_bf16", lambda: [t((b, h, s, d), bf)], lambda q: q * cos + rotate_half(q) * sin),
     ]
+
+
+def lora_cases(dev, small):
+    """--set lora: PEFT's LoRA branch at the profiled Llama-3.2-1B LoRA step's shapes (4 x 2,048 tokens,
+    hidden 2,048, k/v 512, MLP 8,192, rank 16; sim/testdata/cuda_h200/hf_profile.jsonl), whole and
+    GEMM by GEMM: lora.Linear.forward with fp32 adapters (peft 0.21: x.to(fp32), lora_B(lora_A(x)) *
+    scaling in fp32, added to the bf16 base output with type promotion, the sum cast back) and with
+    bf16 adapters (autocast_adapter_dtype=False); each adapter GEMM alone in fp32 (rank-16 shapes on
+    cuBLAS's SIMT kernels, TF32 off) and bf16; the bf16 + fp32 add alone. What memsh prices the rank-16
+    fp32 GEMMs and the promoted adds from (TestHFH200StepTime's LoRA row)."""
+    n, r = (64, 4) if small else (8192, 16)
+    dims = [(32, 32), (32, 8), (32, 64), (64, 32)] if small else [(2048, 2048), (2048, 512), (2048, 8192), (8192, 2048)]
+    bf, f32 = torch.bfloat16, torch.float32
+    F = torch.nn.functional
+
+    def t(shape, dt):
+        return torch.randn(shape, device=dev, dtype=dt, requires_grad=True)
+
+    def branch(x, y, a, b_):  # peft/tuners/lora/layer.py Linear.forward, the adapter part
+        xin = x.to(a.dtype)
+        return (y + F.linear(F.linear(xin, a), b_) * 2.0).to(y.dtype)
+
+    out = []
+    for i, o in dims:
+        for dt, tag in ((f32, "fp32"), (bf, "bf16")):
+            out.append((f"lora_branch_{tag}_{i}x{o}",
+                        lambda i=i, o=o, dt=dt: [t((n, i), bf), t((n, o), bf), t((r, i), dt), t((o, r), dt)], branch))
+        for dt, tag in ((f32, "fp32"), (bf, "bf16")):
+            out.append((f"lora_A_{tag}_{i}x{o}", lambda i=i, dt=dt: [t((n, i), dt), t((r, i), dt)], F.linear))
+            out.append((f"lora_B_{tag}_{i}x{o}", lambda o=o, dt=dt: [t((n, r), dt), t((o, r), dt)], F.linear))
+    for o in sorted({o for _, o in dims}):
+        out.append((f"add_bf16_fp32_{o}", lambda o=o: [t((n, o), bf), t((n, o), f32)], lambda a, b_: a + b_))
+    return out
 
 
 def kernels(prof):
@@ -151,15 +185,17 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=None)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke test of the script)")
-    ap.add_argument("--set", default="ops", choices=["ops", "broadcast"],
-                    help="ops: the backward rules' cases (run 19); broadcast: broadcast binary ops, RMSNorm, rope")
+    ap.add_argument("--set", default="ops", choices=["ops", "broadcast", "lora"],
+                    help="ops: the backward rules' cases (run 19); broadcast: broadcast binary ops, RMSNorm, rope; "
+                    "lora: PEFT's LoRA branch with fp32 and bf16 adapters, its GEMMs one by one")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("cuda_bwd_kernels.py: no CUDA device", file=sys.stderr)
         return 2
     with open(a.out, "a") as f:
-        for name, mk, op in (broadcast_cases if a.set == "broadcast" else cases)(dev, a.small):
+        sets = {"ops": cases, "broadcast": broadcast_cases, "lora": lora_cases}
+        for name, mk, op in sets[a.set](dev, a.small):
             if a.deadline_s is not None and time.time() - T0 > a.deadline_s:
                 rec = dict(case=name, skipped="deadline")
             else:
