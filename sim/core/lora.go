@@ -66,8 +66,10 @@ func (l *LoRA) Validate() error {
 // the params dtype (InvalidDType: the params dtype, the adapters a plain
 // parameter like any other). get_peft_model(autocast_adapter_dtype=True)
 // casts adapters over a bf16 or fp16 base to fp32. LitGPT's own LoRA
-// (Model.NativeLoRA) builds them with the model, in its dtype. Under autocast the
-// params are fp32 already; a layout that shards parameters or optimizer
+// (Model.NativeLoRA) builds them with the model, in its dtype. Under
+// autocast they take the params dtype (fp32 with bf16-mixed; bf16 params
+// under autocast are TRL's QLoRA, whose peft_module_casting_to_bf16 casts
+// the adapters back to bf16); a layout that shards parameters or optimizer
 // state (ZeRO, FSDP, Megatron's distributed optimizer) flattens one
 // dtype per buffer, and memsh keeps the adapters in the params dtype
 // there (docs/peft.md).
