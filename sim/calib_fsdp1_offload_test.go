@@ -117,7 +117,7 @@ func TestAnswerAIFSDP1OffloadTime(t *testing.T) {
 // answerAIQLoRA is train.py's QLoRA plan on 2 GPUs (TestAnswerAIFSDPQLoRA).
 func answerAIQLoRA(m *core.Model, gpu string, batch, seq int64, offload bool) *core.Plan {
 	hf := *m
-	hf.ShiftLogits = true // transformers 4.37-4.40 (TestAnswerAIFSDPQLoRA)
+	hf.ShiftLogits, hf.ForwardUpcast = true, true // transformers 4.37-4.40 (TestAnswerAIFSDPQLoRA)
 	p := testmodels.LlamaPlan(&hf, batch, seq, "bf16", "full", gpu)
 	p.KeepLogits = true // train.py: output = model(...); loss.backward(); ... output = None
 	p.Quant, p.QuantStorage = "nf4-dq", units.BF16

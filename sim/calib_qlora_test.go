@@ -39,10 +39,12 @@ import (
 // The loss is transformers 4.x's (the README pins transformers!=4.38.*,
 // !=4.39.*: 4.37 or 4.40 in March 2024): LlamaForCausalLM upcasts the
 // logits in its forward and the loss reads a contiguous fp32 copy of all
-// but the last position (core.Model.ShiftLogits), and train.py keeps the
-// model's output, with those fp32 logits, until after the optimizer step
-// (output = None at the end of the iteration; keep_logits drops it before
-// the step, which over the LoRA adapters makes nothing of their size).
+// but the last position (core.Model.ForwardUpcast and ShiftLogits, what
+// hf_config(transformers="4.40.0") sets: TestShiftLogits), and train.py
+// keeps the model's output, with those fp32 logits, until after the
+// optimizer step (output = None at the end of the iteration; keep_logits
+// drops it before the step, which over the LoRA adapters makes nothing of
+// their size).
 // Without these (transformers' later loss, the logits not kept) the
 // 2,048-token rows were -3.5, -7.6 and -4.2 %; with them +1.2, +1.1 and
 // +7.5 % (Yi 34B at batch 2: -3.4 %, then -0.6 %). The 512-token row (4.98 GiB measured) lands 30 % under and is

@@ -45,6 +45,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
 			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
 			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves). " +
+			"A causal LM's loss before 4.49 copies all but the last position of the logits, upcast to fp32 " +
+			"(shift_logits = logits[..., :-1, :].contiguous(); 4.49 pads the labels instead), and before 4.46 the " +
+			"model's forward upcasts them (logits.float()), so a loop that keeps the output (train(keep_logits=True)) " +
+			"keeps them in fp32. " +
 			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, jamba and phimoe " +
 			"store their experts as 3-D parameters (gate_up_proj, down_proj; the router a parameter module named gate, " +
 			"Mixtral's block named mlp, its top-k weights kept in fp32; Jamba's and PhiMoE's routers stay nn.Linear modules " +

@@ -17,14 +17,19 @@ type Model struct {
 	TieEmbeddings bool   // lm_head shares the first embedding's weight
 	HeadBias      bool
 	LogitsFP32    bool // logits upcast to fp32 before the loss (Hugging Face causal LMs)
-	// ShiftLogits: the causal-LM loss of transformers 4.x before its
-	// loss_function (LlamaForCausalLM.forward at v4.40.0: logits =
-	// logits.float() in the model's forward, then shift_logits =
-	// logits[..., :-1, :].contiguous() for CrossEntropyLoss). The model's
-	// output holds the fp32 logits (what keep_logits keeps), and the loss
-	// reads an fp32 copy of all but the last position, whose backward
-	// (SliceBackward0) makes a gradient of the whole logits' size.
+	// ShiftLogits: the causal-LM loss of transformers before 4.49 shifts
+	// the logits, not the labels: shift_logits = logits[..., :-1,
+	// :].contiguous() (LlamaForCausalLM.forward in the 4.40.0 and 4.45.2
+	// wheels, ForCausalLMLoss in loss/loss_utils.py of 4.46.0 and 4.48.0;
+	// 4.49.0 pads the labels instead). The loss reads an fp32 copy of all
+	// but the last position, whose backward (SliceBackward0) makes a
+	// gradient of the whole logits' size.
 	ShiftLogits bool
+	// ForwardUpcast: the model's forward upcasts the logits (logits =
+	// logits.float(), transformers before 4.46, which moved the upcast
+	// into loss_function), so its output holds them in fp32: what a loop
+	// that keeps the output (keep_logits) keeps.
+	ForwardUpcast bool
 	// HoldsEmbedding: the model's forward keeps its token embedding's
 	// output in a local until the layers and the final norm are done
 	// (transformers' decoders: inputs_embeds, with hidden_states =
@@ -253,8 +258,8 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		if m.LogitSoftcap > 0 {
 			x = b.Softcap("logit_softcap", x)
 		}
-		if b.shiftsLogits(m) && m.LogitsFP32 { // the model's output holds them in fp32
-			x = b.Cast(x, units.FP32, "logits upcast to fp32 in the model's forward (transformers 4.x: logits = logits.float())")
+		if m.ForwardUpcast && m.LogitsFP32 && !b.Par.megatronCE && !b.Par.torchCE { // the model's output holds them in fp32
+			x = b.Cast(x, units.FP32, "logits upcast to fp32 in the model's forward (transformers before 4.46)")
 		}
 		if b.Ft != nil && b.Ft.keepLogits {
 			b.P.HeldBackward = append(b.P.HeldBackward, x) // the loop's out.logits
@@ -299,6 +304,9 @@ func (b *Builder) loss(m *Model, x Value) Value {
 	switch m.Loss {
 	case "", "cross_entropy":
 		if b.shiftsLogits(m) {
+			if m.LogitsFP32 { // logits.float() before the shift (a no-op after ForwardUpcast's)
+				x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+			}
 			x = b.shiftLogits(x)
 		}
 		return b.CrossEntropy(x, m.LogitsFP32)
@@ -333,7 +341,7 @@ func (b *Builder) shiftLogits(x Value) Value {
 	}
 	shape[len(shape)-2]--
 	i := b.AddOp("copy", "shift_logits", []Value{x})
-	y := b.Out(i, "shift_logits", shape, b.Dtype(x), "logits[..., :-1, :].contiguous() for the loss (transformers 4.x)")
+	y := b.Out(i, "shift_logits", shape, b.Dtype(x), "logits[..., :-1, :].contiguous() for the loss (transformers before 4.49)")
 	b.Op(i).Bytes += float64(2 * b.Val(y).Bytes)
 	return y
 }

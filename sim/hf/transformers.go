@@ -31,6 +31,32 @@ var gqaSince = [2]int{4, 54}
 // in the 5.0.0 and 5.17.0 wheels).
 var expertsSince = [2]int{5, 0}
 
+// upcastInLossSince is the first transformers release whose causal LMs
+// leave the logits in the model's dtype and upcast them in the loss
+// (ForCausalLMLoss in loss/loss_utils.py, the 4.46.0 wheel; in 4.45.2
+// LlamaForCausalLM.forward runs logits = logits.float() itself, "TODO:
+// remove the float() operation in v4.46"): core.Model.ForwardUpcast
+// before it.
+var upcastInLossSince = [2]int{4, 46}
+
+// padLabelsSince is the first transformers release whose causal-LM loss
+// shifts the labels (nn.functional.pad(labels, (0, 1)) in ForCausalLMLoss,
+// the 4.49.0 wheel) rather than copying all but the last position of the
+// logits (shift_logits = logits[..., :-1, :].contiguous() in the 4.40.0,
+// 4.45.2, 4.46.0 and 4.48.0 wheels): core.Model.ShiftLogits before it.
+var padLabelsSince = [2]int{4, 49}
+
+// useLoss sets how a causal LM's loss treats its logits under
+// transformers v: a model whose logits the loss upcasts (LogitsFP32, the
+// causal-LM head; BertForMaskedLM's are not) with a cross-entropy.
+func useLoss(m *core.Model, v [2]int) {
+	if m.Vocab == 0 || !m.LogitsFP32 || (m.Loss != "" && m.Loss != "cross_entropy") {
+		return
+	}
+	m.ShiftLogits = !atLeast(v, padLabelsSince)
+	m.ForwardUpcast = !atLeast(v, upcastInLossSince)
+}
+
 // ExpertsImpls are the experts_implementation values hf_config models.
 func ExpertsImpls() []string { return []string{"grouped_mm", "eager"} }
 
@@ -57,7 +83,8 @@ func atLeast(v, since [2]int) bool {
 	return v[0] > since[0] || (v[0] == since[0] && v[1] >= since[1])
 }
 
-// useTransformers sets what depends on the transformers version: whether
+// useTransformers sets what depends on the transformers version: how a
+// causal LM's loss copies and upcasts its logits (useLoss), whether
 // SDPA gets the kv heads as they are (nn.Attention.EnableGQA), and from
 // 5.0 how the MoE blocks of modelType store and run their experts
 // (experts: "grouped_mm", "eager", or "" for the default, grouped_mm).
@@ -80,6 +107,7 @@ func useTransformers(m *core.Model, modelType, version, experts string) error {
 				Hint: "transformers 4.x runs its MoE experts as nn.Linear modules in a loop; pass transformers=\"5.17.0\" (pip show transformers)"}
 		}
 	}
+	useLoss(m, v)
 	gqa := atLeast(v, gqaSince)
 	for _, l := range m.Layers {
 		setEnableGQA(l, gqa)
