@@ -374,8 +374,9 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			queue[i] = stepEntry{step: ests[j].step, exact: true, minDevice: ests[j].minDevice, j: j}
 			return
 		}
-		p := sp.planOf(base, layouts[valid[j]])
-		queue[i] = stepEntry{step: profileOf(j).stepBound(&p, shapeOf(j)), minDevice: ests[j].minDevice, j: j}
+		l := layouts[valid[j]]
+		p := sp.planOf(base, l)
+		queue[i] = stepEntry{step: profileOf(j).stepBound(&p, shapeOf(j), !timedByItsReplay(&p, l)), minDevice: ests[j].minDevice, j: j}
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, err

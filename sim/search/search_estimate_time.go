@@ -39,13 +39,23 @@ func (pr *profile) stepSeconds(p *core.Plan, sh *stageShape) float64 {
 }
 
 // stepBound is a lower bound of stepSeconds: the micro-batches times the
-// compute of the slowest stage's micro-batch (forward, backward and
-// recompute). The step adds to that product only terms that are never
-// negative (kernel launches, exposed communication, the bubble, the
-// optimizer and the step's tail: timing.GpuWork.Times, PipelineEstimate),
-// and float sums and products of non-negative terms are monotone, so the
-// bound never exceeds the time (TestSearchFastPathEqualsReplay).
-func (pr *profile) stepBound(p *core.Plan, sh *stageShape) float64 {
+// slowest stage's micro-batch, of which it counts the compute (forward,
+// backward and recompute) and, with tp, what the stage's
+// tensor-parallel collectives leave exposed (stageTP, the time model's
+// tp_comm row). The step adds to that product only terms that are never
+// negative (kernel launches, the other exposed communication, the
+// bubble, the optimizer and the step's tail: timing.GpuWork.Times,
+// PipelineEstimate), so in exact arithmetic the bound never exceeds the
+// time. In floats the compute is summed as the time model sums it, and
+// float sums and products of non-negative terms are monotone; the tp
+// row is summed in another order (by unit, not by collective), which
+// moves it by at most n rounding errors of 2^-53 each over n terms (a
+// few hundred), so the bound is taken boundSlack below that
+// (TestSearchFastPathEqualsReplay, TestSearchBruteForce).
+//
+// A layout timed by its replay (timedByItsReplay) is bounded by its
+// compute alone (tp false).
+func (pr *profile) stepBound(p *core.Plan, sh *stageShape, tp bool) float64 {
 	if q, ok := p.DeepspeedPrecision(); ok { // as evaluatePipeline runs it
 		p = q
 	}
@@ -57,12 +67,27 @@ func (pr *profile) stepBound(p *core.Plan, sh *stageShape) float64 {
 		m = p.MicroBatches()
 	}
 	var slow float64
+	var withTP bool
 	for k := range sh.compute {
 		c := &sh.compute[k]
-		slow = max(slow, c.Forward+c.Backward+c.Recompute)
+		mb := c.Forward + c.Backward + c.Recompute
+		if tp {
+			if x := pr.stageTP(p, sh, k, c); x > 0 {
+				mb, withTP = mb+x, true
+			}
+		}
+		slow = max(slow, mb)
+	}
+	if withTP {
+		return float64(m) * slow * boundSlack
 	}
 	return float64(m) * slow
 }
+
+// boundSlack takes stepBound below the rounding of its tensor-parallel
+// sums: 1e-9, where n terms of a few hundred move a sum by at most
+// n * 2^-53 (below 1e-13).
+const boundSlack = 1 - 1e-9
 
 // stageTimes is the time model of each pipeline stage of plan p (after
 // its DeepSpeed rewrite) from sh's filled stages, with the rows of each

@@ -176,8 +176,10 @@ func TestSearchFastPathEqualsReplay(t *testing.T) {
 			if s := pr.stepSeconds(p, sh); s != fe.time.StepSeconds { // what Run ranks by
 				t.Errorf("stepSeconds %.17g, stepTime %.17g", s, fe.time.StepSeconds)
 			}
-			if b := pr.stepBound(p, sh); b > fe.time.StepSeconds || b <= 0 {
-				t.Errorf("step time bound %.17g of %.17g", b, fe.time.StepSeconds)
+			for _, tp := range []bool{false, true} {
+				if b := pr.stepBound(p, sh, tp); b > fe.time.StepSeconds || b <= 0 {
+					t.Errorf("step time bound (tensor-parallel collectives %v) %.17g of %.17g", tp, b, fe.time.StepSeconds)
+				}
 			}
 			// Run bounds the step time from the stages' compute alone
 			// (fillCompute), the stages' ct as fill sums them.

@@ -315,6 +315,10 @@ type profile struct {
 	// figures alone, the parameters and the activations held for
 	// backward.
 	priced bool
+	// tp is what each unit's tensor-parallel collectives leave exposed
+	// (tpExposure), set by price: the walk's lower bounds of the step
+	// times add it to the compute (stepBound).
+	tp profileTP
 }
 
 // chunkUnits is a pipeline chunk kind's units.

@@ -233,4 +233,5 @@ func (pr *profile) price(lw *lowering) {
 		x.saved, x.params = kept[i].saved, kept[i].params
 	}
 	pr.priced = true
+	pr.tp = pr.tpExposure()
 }

@@ -189,6 +189,33 @@ func (c *commCtx) seconds(kind, group string, bytes int64) float64 {
 	return collectiveTime(c.l, c.layout(group), kind, bytes)
 }
 
+// exposed is the time c's collectives leave exposed, before the
+// recompute's factor: each one's time beyond the GEMM it runs beside
+// (Hide, tp_overlap.go), times their count.
+func (c *commCtx) exposed(s CommSum) float64 {
+	return max(0, c.seconds(s.Kind, s.Group, s.Bytes)-s.Hide) * s.N
+}
+
+// TPExposed is what the tensor-parallel collectives of comm leave
+// exposed in plan p's group (GpuWork.Times' tp_comm row before its
+// recompute factor), the forward's and the backward's apart: Times
+// counts the forward's 1 + recompute/forward times, and the backward's
+// not at all in evaluation. Search bounds a step time from below with it.
+func TPExposed(p *core.Plan, comm []CommSum) (fwd, bwd float64) {
+	cc := newCommCtx(p)
+	for _, c := range comm {
+		if c.Group != "tp" {
+			continue
+		}
+		if c.Backward {
+			bwd += cc.exposed(c)
+		} else {
+			fwd += cc.exposed(c)
+		}
+	}
+	return fwd, bwd
+}
+
 // collectiveSeconds is the time of one collective of bytes (the message
 // as comm.go records it: the full tensor reduced, gathered or scattered)
 // in the named group: NCCL's latency and protocol model (nccl.go) over
@@ -305,7 +332,7 @@ func (w *GpuWork) exposedComm(plan *core.Plan) commExposure {
 		if w.Eval && c.Backward {
 			continue
 		}
-		t := max(0, cc.seconds(c.Kind, c.Group, c.Bytes)-c.Hide) * c.N // tp_overlap.go
+		t := cc.exposed(c) // tp_overlap.go
 		if !c.Backward {
 			t *= 1 + rf
 		}
