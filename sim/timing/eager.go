@@ -16,8 +16,17 @@ import (
 // broadcast mask (transformers 5's grouped_mm experts zero their
 // sentinel rows so: the causal mask's generic kernel), and a cast from a
 // 2-byte float to fp32.
-// Backwards keep the stream rate (their kernels were not measured
-// alone), except a cast's, which is the cast the other way (upcastBack).
+// Backwards keep the stream rate, except a cast's, which is the cast the
+// other way (upcastBack), and a masked_fill's by a broadcast mask: its
+// backward is grad.masked_fill(mask, 0) (derivatives.yaml), the same
+// kernels over the same bytes, measured on one H200 at 2.05 ms against
+// the forward's 1.91 (sim/testdata/cuda_h200/bwd_kernels.jsonl,
+// masked_fill_bf16 at [4, 32, 2048, 2048]: a device-to-device copy and
+// the masked_fill kernel each way; tools/oracle/cuda_bwd_kernels.py), so
+// it takes the forward's price (ops.go, stream). Eager attention's
+// causal mask ("mask") keeps the stream rate backward: its backward
+// kernels are the rule's to change with the CUDA oracle rows it moves
+// (TestOracleCUDAStepTime).
 func eagerFraction(d *hw.Device, prog *core.Program, op *core.OpInfo) float64 {
 	e := &d.RatesRef().Eager
 	switch op.Kind {

@@ -193,7 +193,8 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 	}
 	c := OpCost{FwdK: 1, Flops: op.Flops, Bytes: bytes}
 	c.Fwd, c.Bound = streamTime(&pr.d, bytes)
-	if f := eagerFraction(&pr.d, pr.prog, op); f > 0 {
+	f := eagerFraction(&pr.d, pr.prog, op)
+	if f > 0 {
 		c.Fwd, c.Bound = streamTime(&pr.d, bytes/f) // a slower kernel: its bytes at f of the rate
 	}
 	if in, w := pr.needsGrad(op); in || w {
@@ -201,6 +202,8 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 		switch {
 		case op.Kind == "add": // the gradient passed through (backward.go)
 			bwd, k = pr.addBackward(op)
+		case op.Kind == "masked_fill" && f > 0: // grad.masked_fill(mask, 0): the forward's kernel again (eager.go)
+			bwd = bytes / f
 		case castBackward(pr.prog, op): // one cast back
 			bwd = bytes
 			if f := pr.upcastBack(op); f > 0 {

@@ -80,7 +80,10 @@ func TestRowBroadcastMulHandCounted(t *testing.T) {
 // masked_fill (an [S, n] bf16 output by an [S, 1] bool mask) on an H200
 // at the causal mask's measured fraction of the stream rate
 // (hw.EagerKernels.MaskedFill, 0.311): the same generic kernel, a
-// broadcast operand. A mask of the output's shape keeps the stream rate.
+// broadcast operand; its backward, grad.masked_fill(mask, 0), the same
+// kernels over the same bytes (bwd_kernels.jsonl: 2.05 ms against the
+// forward's 1.91), at the forward's price. A mask of the output's shape
+// keeps the stream rate, and the general backward (twice the bytes).
 func TestGroupedMMMaskedFill(t *testing.T) {
 	const r, c = 65536, 1024
 	h200, err := hw.LookupDevice("H200")
@@ -94,9 +97,10 @@ func TestGroupedMMMaskedFill(t *testing.T) {
 		name string
 		mask []int64
 		frac float64
+		bwd  float64 // backward bytes over the forward's, at frac of the rate
 	}{
-		{"[S, 1] mask", []int64{r, 1}, 0.311},
-		{"a mask of the output's shape", []int64{r, c}, 1},
+		{"[S, 1] mask", []int64{r, 1}, 0.311, 1},
+		{"a mask of the output's shape", []int64{r, c}, 1, 2},
 	} {
 		prog := handProgram([]tensor{y, {x.mask, units.BOOL, false}, y}, []handOp{{"masked_fill", []int{0, 1}, 2, nil, 0}})
 		var ps Prices
@@ -104,6 +108,9 @@ func TestGroupedMMMaskedFill(t *testing.T) {
 		want := prog.Ops[0].Bytes / (x.frac * s)
 		if math.Abs(got.Fwd-want) > 1e-9 {
 			t.Errorf("%s: forward %.2f µs, want %.2f", x.name, 1e6*got.Fwd, 1e6*want)
+		}
+		if wb := x.bwd * want; math.Abs(got.Bwd-wb) > 1e-9 {
+			t.Errorf("%s: backward %.2f µs, want %.2f", x.name, 1e6*got.Bwd, 1e6*wb)
 		}
 	}
 }
