@@ -136,3 +136,22 @@ chunked = [r for r in a if "eval_chunks" in r["change"]]
 		{expr: "[n for n in a.notes if \"gets past the failure in validation\" in n] != []", want: "True"},
 	})
 }
+
+// TestAdviseAdapterDType: a PEFT LoRA plan on a bf16 model is offered its
+// adapters in bf16 (lora(autocast_adapter_dtype=False)); the row's plan is
+// train()'s with that lora() and replays as the row says.
+func TestAdviseAdapterDType(t *testing.T) {
+	runPreludeCases(t, `
+blk = sequential(residual(sequential(rmsnorm(256), attention(256, 4))), residual(sequential(rmsnorm(256), mlp(256, 1024, act = "swiglu"))))
+tl = train(model("tiny", embedding(1000, 256), repeat(blk, 4), rmsnorm(256), vocab = 1000), batch = 8, seq = 512, precision = "bf16",
+           gpu = "A100-80GB", lora = lora(rank = 16, targets = ["all-linear"]))
+bf = tl.replace(lora = lora(rank = 16, targets = ["all-linear"], autocast_adapter_dtype = False))
+a = advise(tl, budget = simulate(bf).device_used, max_changes = 1, top = None)
+rows = [r for r in a if r["change"].startswith("lora=")]
+`, []evalCase{
+		{expr: "simulate(bf).peak_allocated < simulate(tl).peak_allocated", want: "True"},
+		{expr: "[r[\"change\"] for r in rows]", want: `["lora=lora(rank=16, alpha=16, targets=[\"all-linear\"], autocast_adapter_dtype=False)"]`},
+		{expr: "rows[0][\"plan\"].lora.autocast_adapter_dtype", want: "False"},
+		{expr: "simulate(rows[0][\"plan\"]).device_used == rows[0][\"device_used\"]", want: "True"},
+	})
+}

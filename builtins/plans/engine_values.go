@@ -11,7 +11,7 @@ import (
 // EngineValue is the Starlark value train() takes for an engine value:
 // what the advice engine (sim/advise) proposes for a keyword. Ints, bools
 // and strings, a checkpoint policy, an optimizer, a layout, a cluster, an
-// offload or a GPU.
+// offload, a GPU or a LoRA configuration.
 func EngineValue(v any) (starlark.Value, error) {
 	switch x := v.(type) {
 	case int64:
@@ -32,6 +32,8 @@ func EngineValue(v any) (starlark.Value, error) {
 		return Offload{&x}, nil
 	case hw.Device:
 		return NewGPU(x), nil
+	case core.LoRA:
+		return LoRA{&x}, nil
 	case core.Compile:
 		switch {
 		case x.Blocks && x.Loss:

@@ -1,10 +1,6 @@
 package plans
 
 import (
-	"fmt"
-	"strconv"
-	"strings"
-
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/builtins/models"
 	"github.com/memsh/memsh/sim/core"
@@ -25,20 +21,7 @@ func (x LoRA) Freeze()               {}
 func (x LoRA) Truth() starlark.Bool  { return starlark.True }
 func (x LoRA) Hash() (uint32, error) { return starlark.String(x.String()).Hash() }
 
-func (x LoRA) String() string {
-	q := make([]string, len(x.l.Targets))
-	for i, t := range x.l.Targets {
-		q[i] = strconv.Quote(t)
-	}
-	s := fmt.Sprintf("lora(rank=%d, alpha=%s, targets=[%s]", x.l.Rank, strconv.FormatFloat(x.l.Alpha, 'g', -1, 64), strings.Join(q, ", "))
-	if x.l.Dropout != 0 {
-		s += ", dropout=" + strconv.FormatFloat(x.l.Dropout, 'g', -1, 64)
-	}
-	if x.l.BaseDType {
-		s += ", autocast_adapter_dtype=False"
-	}
-	return s + ")"
-}
+func (x LoRA) String() string { return x.l.String() }
 
 var loraAttrNames = []string{"alpha", "autocast_adapter_dtype", "dropout", "rank", "targets"}
 

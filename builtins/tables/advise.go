@@ -30,7 +30,7 @@ func AdviseBuiltins() []host.Builtin {
 		Sig:  "advise(plan, goal=\"fit\", budget=None, max_changes=2, top=10)",
 		Doc: "What to change so that plan fits, and what it costs: advise(plan). It replays every change a user can make " +
 			"without changing the model (micro-batch with gradient accumulation, checkpointing (torchtitan's per-op policy " +
-			"included), torch.compile, precision, the optimizer, loss " +
+			"included), torch.compile, precision, PEFT's adapters in the model's dtype (lora(autocast_adapter_dtype=False)), the optimizer, loss " +
 			"chunks, ZeRO/FSDP sharding with several GPUs, offload, expandable segments, an ensemble's members one at a time, a " +
 			"graph model's chunks, a sparse table's placement, tensor or pipeline layouts of the same GPUs (the global batch kept), " +
 			"a pipeline's schedule, context parallelism by ring or Ulysses, a MoE's expert_tp, and checkpoint(budget=...): the " +

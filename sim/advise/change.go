@@ -212,6 +212,12 @@ func (s Setting) apply(q *core.Plan) error {
 			return bad()
 		}
 		q.Compile = c
+	case "lora":
+		l, ok := s.Value.(core.LoRA)
+		if !ok {
+			return bad()
+		}
+		q.LoRA = &l
 	case "gpu":
 		d, ok := s.Value.(hw.Device)
 		if !ok {

@@ -2,6 +2,7 @@ package advise
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Goal is what advice looks for.
@@ -52,6 +53,7 @@ var generators = []generator{
 	{"checkpoint", "activation checkpointing: selective, every other block, torchtitan's per-op policy, full, non-reentrant, or the least recompute that fits (checkpoint(budget=...)); for speed, less of it", checkpointChanges},
 	{"compile", "torch.compile of each block and the loss: the min-cut partitioner saves less, fused kernels run faster", compileChanges},
 	{"precision", "bf16 autocast over fp32 weights, or pure bf16 weights and states", precisionChanges},
+	{"adapter_dtype", "PEFT's LoRA adapters in the model's dtype (get_peft_model(autocast_adapter_dtype=False)), not fp32: half their state, no fp32 copies of the adapted inputs", adapterDTypeChanges},
 	{"optimizer", "AdamW's fused step, 8-bit or paged 8-bit state, the step in the backward", optimizerChanges},
 	{"loss_chunks", "the output layer and cross-entropy in 8 chunks (torchtune's num_output_chunks)", lossChunkChanges},
 	{"sharding", "ZeRO stage 1-3, FSDP or Megatron's distributed optimizer over the data-parallel GPUs; FSDP's resharding and HSDP replicas", shardingChanges},
@@ -193,6 +195,17 @@ func precisionChanges(p *core.Plan, ask Ask) []Change {
 		return []Change{one("precision", "precision", "bf16")}
 	}
 	return nil
+}
+
+// adapterDTypeChanges keep PEFT's adapters over a bf16 or fp16 model in
+// its dtype (lora(autocast_adapter_dtype=False)) where they would be fp32.
+func adapterDTypeChanges(p *core.Plan, ask Ask) []Change {
+	if p.AdapterDType() == units.InvalidDType {
+		return nil
+	}
+	l := *p.LoRA
+	l.BaseDType = true
+	return []Change{one("adapter_dtype", "lora", l)}
 }
 
 // optimizerChanges change how Adam runs: its fused step (in place, no

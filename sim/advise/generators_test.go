@@ -183,6 +183,18 @@ func TestGenerators(t *testing.T) {
 			"segments of processor": {"processor: segments=8", "processor: segments=16"},
 			"offload":               {`offload=offload(optimizer="cpu"), parallel=parallel(zero=2)`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(zero=3)`, `offload=offload(activations="cpu")`},
 		}},
+		{"PEFT LoRA on a bf16 model", with(func(p *core.Plan) {
+			p.Precision, _ = core.LookupPrecision("bf16")
+			p.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
+		}), Fit, map[string][]string{
+			"compile":             {"compile=True"},
+			"checkpoint":          {`checkpoint="selective"`, `checkpoint=checkpoint(every=2)`, `checkpoint="op"`, `checkpoint="full"`, `checkpoint=checkpoint(budget=81157 * MiB)`},
+			"adapter_dtype":       {`lora=lora(rank=16, alpha=32, targets=["all-linear"], autocast_adapter_dtype=False)`},
+			"optimizer":           {`optimizer=adamw(impl="fused")`, `optimizer=adamw8bit()`, `optimizer=paged_adamw8bit()`, `optimizer=adamw(in_backward=True)`},
+			"loss_chunks":         {`loss_chunks=8`},
+			"offload":             {`offload=offload(optimizer="cpu"), parallel=parallel(zero=2)`, `offload=offload(optimizer="cpu", params="cpu"), parallel=parallel(zero=3)`, `offload=offload(activations="cpu")`},
+			"expandable_segments": {`expandable_segments=True`},
+		}},
 		{"a sparse table on the card", table, Fit, map[string][]string{
 			"checkpoint":          {`checkpoint="selective"`},
 			"precision":           {`precision="bf16"`},

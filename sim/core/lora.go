@@ -2,6 +2,8 @@ package core
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/memsh/memsh/sim/units"
 )
@@ -38,6 +40,22 @@ type LoRA struct {
 }
 
 var linearRoles = []string{"q", "k", "v", "o", "qkv", "gate", "up", "down", "lm_head", "router", "linear", "expert_gate", "expert_up", "expert_down"}
+
+// String is the lora() call that makes l, its defaults left out.
+func (l LoRA) String() string {
+	q := make([]string, len(l.Targets))
+	for i, t := range l.Targets {
+		q[i] = strconv.Quote(t)
+	}
+	s := fmt.Sprintf("lora(rank=%d, alpha=%s, targets=[%s]", l.Rank, strconv.FormatFloat(l.Alpha, 'g', -1, 64), strings.Join(q, ", "))
+	if l.Dropout != 0 {
+		s += ", dropout=" + strconv.FormatFloat(l.Dropout, 'g', -1, 64)
+	}
+	if l.BaseDType {
+		s += ", autocast_adapter_dtype=False"
+	}
+	return s + ")"
+}
 
 // Validate checks rank, dropout and target names.
 func (l *LoRA) Validate() error {
