@@ -220,8 +220,12 @@ func TestTorchtitan2D(t *testing.T) {
 // all-gathers the Float8 linears' weights in fp8
 // (enable_fsdp_float8_all_gather), so a pipeline stage holds them
 // unsharded at one byte a weight, not two; memsh does not model Float8
-// with tensor parallelism. Bounds below are the gaps rounded up, so a
-// change that widens them fails.
+// with tensor parallelism. The stages replay compiled, as the tables ran
+// them (each TransformerBlock, compile=True; the fullest stage's peak, the
+// last stage's loss, allocates 64.3 GiB either way): -6.7, +3.2, +2.2,
+// +1.3, -0.2 and -7.0 %, where eager they were -7.0, +2.9, +1.9, +1.0,
+// +0.3 and -6.9 %. Bounds below are the gaps rounded up, so a change that
+// widens them fails.
 func TestTorchtitan405BPipeline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 8 pipeline stages of a 405B model")
@@ -236,7 +240,7 @@ func TestTorchtitan405BPipeline(t *testing.T) {
 		gib, tolerance float64
 	}{
 		{"Table 5, 1F1B", 8, 1, 4, 8192, "1f1b", 1, 82.5, 0.07},
-		{"Table 5, interleaved 1F1B", 8, 1, 4, 8192, "interleaved", 2, 72.7, 0.03},
+		{"Table 5, interleaved 1F1B", 8, 1, 4, 8192, "interleaved", 2, 72.7, 0.04},
 		{"Table 6, FSDP 8 CP 1", 8, 1, 1, 32768, "1f1b", 1, 75.3, 0.03},
 		{"Table 6, FSDP 4 CP 2", 4, 2, 1, 65536, "1f1b", 1, 75.9, 0.03},
 		{"Table 6, FSDP 2 CP 4", 2, 4, 1, 131072, "1f1b", 1, 77.1, 0.02},
@@ -247,6 +251,7 @@ func TestTorchtitan405BPipeline(t *testing.T) {
 		p.GradAccum = 8
 		p.Parallel = core.Parallelism{DP: row.dp, CP: row.cp, TP: 8, PP: 8, SequenceParallel: true, FSDP: true,
 			Schedule: row.schedule, VirtualStages: row.v, StageSplit: "torchtitan", LossParallel: "torch", CPMode: "allgather", PPRuntime: "torch", TPRuntime: "torch"}
+		p.Compile = core.Compile{Blocks: true}
 		r := evalPlan(t, p)
 		got := float64(r.PeakReserved) / (1 << 30)
 		d := (got - row.gib) / row.gib
