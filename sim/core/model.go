@@ -303,13 +303,7 @@ func (b *Builder) loss(m *Model, x Value) Value {
 	defer b.Scope("loss")()
 	switch m.Loss {
 	case "", "cross_entropy":
-		if b.shiftsLogits(m) {
-			if m.LogitsFP32 { // logits.float() before the shift (a no-op after ForwardUpcast's)
-				x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
-			}
-			x = b.shiftLogits(x)
-		}
-		return b.CrossEntropy(x, m.LogitsFP32)
+		return b.crossEntropy(x, m.LogitsFP32, b.shiftsLogits(m))
 	case "crps":
 		return b.crpsLoss(x)
 	case "mse":
@@ -340,7 +334,7 @@ func (b *Builder) shiftLogits(x Value) Value {
 		return x
 	}
 	shape[len(shape)-2]--
-	i := b.AddOp("copy", "shift_logits", []Value{x})
+	i := b.AddOp("contiguous", "shift_logits", []Value{x})
 	y := b.Out(i, "shift_logits", shape, b.Dtype(x), "logits[..., :-1, :].contiguous() for the loss (transformers before 4.49)")
 	b.Op(i).Bytes += float64(2 * b.Val(y).Bytes)
 	return y
@@ -352,7 +346,12 @@ func (b *Builder) shiftLogits(x Value) Value {
 // (Megatron's, or torch's loss_parallel() with parallel(loss_parallel=
 // "torch"), always eager); with compile=True the loss function is a graph
 // of its own.
-func (b *Builder) CrossEntropy(x Value, fp32 bool) Value {
+func (b *Builder) CrossEntropy(x Value, fp32 bool) Value { return b.crossEntropy(x, fp32, false) }
+
+// crossEntropy is CrossEntropy, on all but the last position of x when
+// shift (shiftsLogits: the plain path only), copied in the loss's graph
+// after the upcast, as transformers' loss does.
+func (b *Builder) crossEntropy(x Value, fp32, shift bool) Value {
 	if b.Par.megatronCE {
 		return b.vocabParallelCE(x)
 	}
@@ -368,6 +367,9 @@ func (b *Builder) CrossEntropy(x Value, fp32 bool) Value {
 	defer b.LossGraph("cross_entropy")()
 	if b.Prec.Autocast && b.Dtype(x) != units.FP32 {
 		x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+	}
+	if shift {
+		x = b.shiftLogits(x)
 	}
 	lab := b.Labels(x)
 	i := b.AddOp("cross_entropy", "cross_entropy", []Value{x, lab})
