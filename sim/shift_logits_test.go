@@ -91,3 +91,66 @@ func TestShiftLogits(t *testing.T) {
 		}
 	}
 }
+
+// TestShiftLogitsFamilies: the families whose causal-LM loss differs from
+// Llama's (sim/hf/transformers.go useLoss, each read in the transformers
+// wheels named there): GPT-2, OPT, BLOOM, Falcon and GPT-NeoX shift their
+// logits in the model's dtype and never upcast them before 4.49; Mamba and
+// Mamba-2 upcast in the forward in every release and shift until 5.17 and
+// 4.52; Mllama upcasts in the forward in every release.
+func TestShiftLogitsFamilies(t *testing.T) {
+	for _, tc := range []struct {
+		config, transformers    string
+		shift, upcast, logits32 bool
+		shiftDType              units.DType // of loss.shift_logits under bf16
+	}{
+		{"gpt2.json", "4.45.2", true, false, false, units.BF16},
+		{"gpt2.json", "4.48.0", true, false, false, units.BF16},
+		{"gpt2.json", "4.49.0", false, false, true, 0},
+		{"opt-125m.json", "4.40.0", true, false, false, units.BF16},
+		{"pythia-160m.json", "4.46.0", true, false, false, units.BF16},
+		{"bloom-560m.json", "4.57.1", false, false, true, 0},
+		{"falcon-7b.json", "4.44.0", true, false, false, units.BF16},
+		{"llama-2-7b.json", "4.45.2", true, true, true, units.FP32},
+		{"mamba-130m-hf.json", "4.57.1", true, true, true, units.FP32},
+		{"mamba-130m-hf.json", "5.16.0", true, true, true, units.FP32},
+		{"mamba-130m-hf.json", "5.17.0", false, true, true, 0},
+		{"mamba-codestral-7b.json", "4.51.0", true, true, true, units.FP32},
+		{"mamba-codestral-7b.json", "4.52.1", false, true, true, 0},
+		{"mllama-tiny.json", "4.57.1", false, true, true, 0},
+		{"mllama-tiny.json", "4.46.0", true, true, true, units.FP32},
+	} {
+		name := tc.config + " " + tc.transformers
+		data, err := os.ReadFile("testdata/hf/" + tc.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: tc.transformers})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m.ShiftLogits != tc.shift || m.ForwardUpcast != tc.upcast || m.LogitsFP32 != tc.logits32 {
+			t.Errorf("%s: shift %v, forward upcast %v, logits fp32 %v; want %v %v %v", name,
+				m.ShiftLogits, m.ForwardUpcast, m.LogitsFP32, tc.shift, tc.upcast, tc.logits32)
+		}
+		p := &core.Plan{Model: m, Batch: 1, Seq: 64, GradAccum: 1, Members: 1, Precision: mustPrecision(t, "bf16"),
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Device: mustDevice(t, "H200"), Runtime: mustRuntime(t, "cuda")}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var found bool
+		for _, v := range prog.Values {
+			if v.Name != "loss.shift_logits" {
+				continue
+			}
+			found = true
+			if want := tc.shiftDType.Bytes(63 * m.Vocab); v.Dtype != tc.shiftDType || v.Bytes != want {
+				t.Errorf("%s: shift_logits %s of %d B, want %s of %d", name, v.Dtype.Name(), v.Bytes, tc.shiftDType.Name(), want)
+			}
+		}
+		if found != tc.shift {
+			t.Errorf("%s: a shift_logits copy %v, want %v", name, found, tc.shift)
+		}
+	}
+}

@@ -48,7 +48,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"A causal LM's loss before 4.49 copies all but the last position of the logits, upcast to fp32 " +
 			"(shift_logits = logits[..., :-1, :].contiguous(); 4.49 pads the labels instead), and before 4.46 the " +
 			"model's forward upcasts them (logits.float()), so a loop that keeps the output (train(keep_logits=True)) " +
-			"keeps them in fp32. " +
+			"keeps them in fp32. bloom, falcon, gpt2, gpt_neox and opt before 4.49 shift in the model's dtype and never " +
+			"upcast; mamba and mamba2 upcast in the forward in every release and shift before 5.17 and 4.52; mllama " +
+			"upcasts in the forward in every release (docs/models.md). " +
 			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, jamba and phimoe " +
 			"store their experts as 3-D parameters (gate_up_proj, down_proj; the router a parameter module named gate, " +
 			"Mixtral's block named mlp, its top-k weights kept in fp32; Jamba's and PhiMoE's routers stay nn.Linear modules " +

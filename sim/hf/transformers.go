@@ -46,15 +46,53 @@ var upcastInLossSince = [2]int{4, 46}
 // 4.45.2, 4.46.0 and 4.48.0 wheels): core.Model.ShiftLogits before it.
 var padLabelsSince = [2]int{4, 49}
 
+// mambaLossSince and mamba2LossSince are the first releases whose Mamba
+// and Mamba-2 causal LMs call loss_function (which pads the labels)
+// rather than copying shift_logits themselves: the 5.17.0 wheel for
+// modeling_mamba.py (5.0.0 to 5.16.0 still shift), 4.52.1 for
+// modeling_mamba2.py (4.51.0 still shifts).
+var (
+	mambaLossSince  = [2]int{5, 17}
+	mamba2LossSince = [2]int{4, 52}
+)
+
 // useLoss sets how a causal LM's loss treats its logits under
 // transformers v: a model whose logits the loss upcasts (LogitsFP32, the
-// causal-LM head; BertForMaskedLM's are not) with a cross-entropy.
-func useLoss(m *core.Model, v [2]int) {
+// causal-LM head; BertForMaskedLM's are not) with a cross-entropy. The
+// families differ (each checked in the wheels named here and at the
+// constants):
+//   - those that call loss_function from 4.46 (Llama and the models built
+//     like it): the forward's logits.float() before 4.46, the shift copy
+//     before 4.49;
+//   - bloom, falcon, gpt2, gpt_neox and opt: until 4.49 their own
+//     CrossEntropyLoss on a shift copy in the model's dtype, never
+//     upcast (no logits.float() in their 4.40.0 to 4.48.0 modelling
+//     files); loss_function from 4.49.0;
+//   - mamba and mamba2: lm_head(...).float() in the forward in every
+//     release (4.45.0 to 5.17.0), the shift copy before mambaLossSince
+//     and mamba2LossSince;
+//   - mllama: lm_head(...).float() in the forward in every release
+//     (4.45.0 to 5.17.0), the loss as Llama's.
+func useLoss(m *core.Model, modelType string, v [2]int) {
 	if m.Vocab == 0 || !m.LogitsFP32 || (m.Loss != "" && m.Loss != "cross_entropy") {
 		return
 	}
-	m.ShiftLogits = !atLeast(v, padLabelsSince)
-	m.ForwardUpcast = !atLeast(v, upcastInLossSince)
+	shiftUntil, upcastAlways := padLabelsSince, false
+	switch modelType {
+	case "bloom", "falcon", "gpt2", "gpt_neox", "opt":
+		if !atLeast(v, padLabelsSince) {
+			m.ShiftLogits, m.LogitsFP32 = true, false
+		}
+		return
+	case "mamba":
+		shiftUntil, upcastAlways = mambaLossSince, true
+	case "mamba2":
+		shiftUntil, upcastAlways = mamba2LossSince, true
+	case "mllama":
+		upcastAlways = true
+	}
+	m.ShiftLogits = !atLeast(v, shiftUntil)
+	m.ForwardUpcast = upcastAlways || !atLeast(v, upcastInLossSince)
 }
 
 // ExpertsImpls are the experts_implementation values hf_config models.
@@ -107,7 +145,7 @@ func useTransformers(m *core.Model, modelType, version, experts string) error {
 				Hint: "transformers 4.x runs its MoE experts as nn.Linear modules in a loop; pass transformers=\"5.17.0\" (pip show transformers)"}
 		}
 	}
-	useLoss(m, v)
+	useLoss(m, modelType, v)
 	gqa := atLeast(v, gqaSince)
 	for _, l := range m.Layers {
 		setEnableGQA(l, gqa)
