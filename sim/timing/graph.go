@@ -113,15 +113,20 @@ func (pr *pricer) table(op *core.OpInfo, out *core.ValueInfo) float64 {
 }
 
 // gather prices a row gather: out rows, each read from a random place.
-// The rows are the op's last output: an op that also makes its index
-// lists it first (grouped_mm's restore_order: inv_perm, then the rows,
+// The rows are the op's largest output: an op may also make its index
+// (grouped_mm's restore_order makes inv_perm, then the rows,
 // nn/moe_hf.go).
 func (pr *pricer) gather(op *core.OpInfo) OpCost {
 	if len(op.Out) == 0 {
 		return OpCost{}
 	}
 	p := pr.prog
-	out := &p.Values[mainOut(op)]
+	out := &p.Values[op.Out[0]]
+	for _, v := range op.Out[1:] {
+		if p.Values[v].Bytes > out.Bytes {
+			out = &p.Values[v]
+		}
+	}
 	if len(out.Shape) == 0 || out.Bytes == 0 {
 		return OpCost{}
 	}
