@@ -152,9 +152,9 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// Profiles, one per lowering configuration, and the units of each
 	// pipeline split, in parallel.
 	type shapeKey struct {
-		key   profileKey
-		pp, v int64
-		split splitKind
+		profile int32 // by index into keys
+		pp, v   int64
+		split   splitKind
 	}
 	// The memory outside the allocator (NCCL's buffers, the context)
 	// depends on the degrees and the sharding only.
@@ -173,11 +173,10 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// the passes over the layouts below hash no key.
 	profileAt, shapeAt, outsideAt := make([]int32, len(valid)), make([]int32, len(valid)), make([]int32, len(valid))
 	profiles := map[profileKey]int32{}
-	partsOf := map[profileKey]profileParts{} // the units the key's layouts read
 	shapes := map[shapeKey]int32{}
 	outsides := map[outside]int32{}
-	var nonTorch []int64
 	var keys []profileKey
+	var partsOf []profileParts // the units each profile's layouts read
 	var skeys []shapeKey
 	var firstOf []*core.Plan
 	// A layout of each shape, by index into layouts: its layout is made
@@ -185,11 +184,22 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// shape, for the hundreds of thousands of shapes of a large space.
 	var shapeFirst []int32
 	var shapeProfile []int32 // the profile of each shape
+	var outsideFirst []int32 // a layout of each memory outside the allocator, by index into layouts
+	// Each layout's profile key and the units it reads are worked out on
+	// the workers; the loop below numbers them in order (the maps), as
+	// one loop over the layouts did.
+	keyAt, partsAt := make([]profileKey, len(valid)), make([]profileParts, len(valid))
+	parallelFor(ctx, sp.Workers, len(valid), nil, func(j int) {
+		l := layouts[valid[j]]
+		p := sp.planOf(base, l)
+		keyAt[j], partsAt[j] = sp.keyOf(&p, l), partsFor(p.Parallel)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	for j, i := range valid {
 		l := layouts[i]
-		p := sp.planOf(base, l)
-		k := sp.keyOf(&p, l)
-		partsOf[k] |= partsFor(p.Parallel)
+		k := keyAt[j]
 		pi, ok := profiles[k]
 		if !ok {
 			pi = int32(len(keys))
@@ -198,10 +208,11 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			if l.offload.timedByReplay() { // the profile sums the lowering, which the offload does not change; its time is the replay's (exact)
 				first.Offload = base.Offload
 			}
-			keys, firstOf = append(keys, k), append(firstOf, first)
+			keys, firstOf, partsOf = append(keys, k), append(firstOf, first), append(partsOf, 0)
 		}
+		partsOf[pi] |= partsAt[j]
 		profileAt[j] = pi
-		sk := shapeKey{k, l.pp, l.v, l.split}
+		sk := shapeKey{pi, l.pp, l.v, l.split}
 		si, ok := shapes[sk]
 		if !ok {
 			si = int32(len(skeys))
@@ -212,11 +223,20 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		o := outsideOf(l)
 		oi, ok := outsides[o]
 		if !ok {
-			oi = int32(len(nonTorch))
+			oi = int32(len(outsideFirst))
 			outsides[o] = oi
-			nonTorch = append(nonTorch, nonTorchBytes(&p))
+			outsideFirst = append(outsideFirst, int32(i))
 		}
 		outsideAt[j] = oi
+	}
+	keyAt, partsAt = nil, nil
+	nonTorch := make([]int64, len(outsideFirst))
+	parallelFor(ctx, sp.Workers, len(outsideFirst), nil, func(oi int) {
+		p := sp.planOf(base, layouts[outsideFirst[oi]])
+		nonTorch[oi] = nonTorchBytes(&p)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	// Profiles, one per lowering configuration; the units of each
 	// pipeline split (shapes); and the memory bounds of every layout,
@@ -256,7 +276,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	parallelForOn(ctx, sp.Workers, len(keys), func(done int) { progress(len(layouts) + int(layoutStart[done])) }, func(w, i int) {
 		lw := lows[w]
 		defer lw.release()
-		pr, err := newProfileIn(firstOf[i], partsOf[keys[i]], lw)
+		pr, err := newProfileIn(firstOf[i], partsOf[i], lw)
 		if err != nil {
 			errs[i] = err
 			return
