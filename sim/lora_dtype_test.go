@@ -56,6 +56,20 @@ func TestLoRAAdapterDType(t *testing.T) {
 			if got := r.SavedActivations - bf.SavedActivations; got != tc.saved {
 				t.Errorf("saved %d B more than bf16 adapters, want %d", got, tc.saved)
 			}
+			// DDP over 2 GPUs: the reducer's one bucket holds the adapters'
+			// gradients, in their dtype (3,072 x 4 B fp32, under its 1 MiB
+			// first-bucket cap)
+			ddp := plan(tc.baseDType)
+			ddp.Parallel = core.Parallelism{DP: 2}
+			var comm int64
+			for _, b := range evalPlan(t, ddp).Breakdown {
+				if b.Name == "comm" {
+					comm = b.Bytes
+				}
+			}
+			if want := tc.adapterB * weights; comm != want {
+				t.Errorf("DDP buckets %d B, want %d", comm, want)
+			}
 			prog, err := p.LowerProgram()
 			if err != nil {
 				t.Fatal(err)

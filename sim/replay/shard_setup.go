@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -56,35 +57,47 @@ func (d *distState) seedHolds(r *Replay) {
 
 // setupDDP allocates the reducer's bucket tensors: trainable parameters in
 // reverse order, a new bucket when the cap would be passed (the first
-// bucket capped at 1 MiB), each bucket as large as its gradients.
+// bucket capped at 1 MiB), each bucket as large as its gradients. The
+// reducer keeps gradients of different dtypes in different buckets, each
+// dtype with its own caps (compute_bucket_assignment_by_size keys its
+// buckets by dtype): PEFT's fp32 adapters beside bf16 trainable weights.
 func (d *distState) setupDDP(r *Replay) {
 	r.op = "DistributedDataParallel buckets"
-	dt := r.Plan.Precision.Grads
-	var cur int64
-	capB := int64(ddpFirstBucket)
-	n := 0
-	flush := func() {
-		if cur == 0 {
-			return
-		}
-		d.alloc(r, fmt.Sprintf("ddp bucket %d", n), []int64{cur / dt.Bytes(1)}, dt, cur, core.CatComm,
-			"DDP gradient bucket (reducer.cpp initialize_buckets; gradients are copied in for the all-reduce)")
-		n++
-		cur = 0
-		capB = DdpBucketCap
-	}
+	prec := r.Plan.Precision
+	var dts []units.DType
 	for pi := len(d.p.Params) - 1; pi >= 0; pi-- {
 		p := &d.p.Params[pi]
-		if p.TiedTo >= 0 || !p.Trainable {
-			continue
+		if dt := p.GradDType(prec); p.TiedTo < 0 && p.Trainable && !slices.Contains(dts, dt) {
+			dts = append(dts, dt)
 		}
-		b := dt.Bytes(p.Numel)
-		if cur > 0 && cur+b > capB {
-			flush()
-		}
-		cur += b
 	}
-	flush()
+	n := 0
+	for _, dt := range dts {
+		var cur int64
+		capB := int64(ddpFirstBucket)
+		flush := func() {
+			if cur == 0 {
+				return
+			}
+			d.alloc(r, fmt.Sprintf("ddp bucket %d", n), []int64{cur / dt.Bytes(1)}, dt, cur, core.CatComm,
+				"DDP gradient bucket (reducer.cpp initialize_buckets; gradients are copied in for the all-reduce)")
+			n++
+			cur = 0
+			capB = DdpBucketCap
+		}
+		for pi := len(d.p.Params) - 1; pi >= 0; pi-- {
+			p := &d.p.Params[pi]
+			if p.TiedTo >= 0 || !p.Trainable || p.GradDType(prec) != dt {
+				continue
+			}
+			b := dt.Bytes(p.Numel)
+			if cur > 0 && cur+b > capB {
+				flush()
+			}
+			cur += b
+		}
+		flush()
+	}
 }
 
 // setupMegatron: one parameter buffer, one main-gradient buffer (both
