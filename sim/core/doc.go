@@ -10,8 +10,9 @@
 // its transient workspaces, FLOPs and bytes, and the checkpoint region it
 // runs in. Lowering follows what PyTorch really allocates: autocast's
 // weight copies and op dtypes, saved tensors per op, checkpoint regions
-// that keep only their inputs, LoRA adapters and quantized frozen weights,
-// and the shapes tensor, context, sequence and expert parallelism give one
+// that keep only their inputs, LoRA adapters (in PEFT's dtype: a
+// parameter may have a dtype of its own, ParamInfo.DType, param_dtype.go)
+// and quantized frozen weights, and the shapes tensor, context, sequence and expert parallelism give one
 // rank (tp.go). A pipelined plan lowers one stage at a time (pipeline.go).
 //
 // The Builder is the lowering API: layers call its primitives (Linear,
