@@ -66,8 +66,8 @@ func LoraBuiltins() []host.Builtin {
 			"back. False keeps the adapters in the model's dtype, as torchtune and LitGPT build them and as " +
 			"autocast_adapter_dtype=False or casting the model after get_peft_model leaves them. Under autocast " +
 			"the adapters take the params dtype: fp32 with bf16-mixed; bf16 params under autocast are TRL's QLoRA, " +
-			"which casts its adapters back to bf16 (peft_module_casting_to_bf16). With ZeRO, FSDP or Megatron's distributed optimizer " +
-			"memsh keeps the adapters in the plan's dtypes (docs/peft.md).",
+			"which casts its adapters back to bf16 (peft_module_casting_to_bf16). With ZeRO, FSDP, Megatron's distributed optimizer " +
+			"or a precision with an fp32 master copy (\"megatron\", \"fp16-master\") memsh keeps the adapters in the plan's dtypes (docs/peft.md).",
 		Fn: loraFn,
 	}}
 }

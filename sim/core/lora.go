@@ -90,7 +90,8 @@ func (l *LoRA) Validate() error {
 // the adapters back to bf16); a layout that shards parameters or optimizer
 // state (ZeRO, FSDP, Megatron's distributed optimizer) flattens one
 // dtype per buffer, and memsh keeps the adapters in the params dtype
-// there (docs/peft.md).
+// there, as it does under a precision with a master copy
+// (Precision.Master; docs/peft.md).
 func (p *Plan) AdapterDType() units.DType {
 	l := p.LoRA
 	if l == nil || l.BaseDType || p.Precision.Autocast || (p.Model != nil && p.Model.NativeLoRA) {
