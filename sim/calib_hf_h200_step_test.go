@@ -46,14 +46,14 @@ func TestHFH200StepTime(t *testing.T) {
 		{"llama1b_bf16", "llama-3.2-1b", 4, "bf16", 0.1746, 0.1681, 2756, 1, 0.03, false,
 			"GPU-bound; memsh's GEMMs, cuDNN attention and AdamW at their measured rates"},
 		{"llama1b_ckpt", "llama-3.2-1b", 4, "ckpt", 0.2128, 0.2013, 3412, 1, 0.04, false, "as above, with the recompute"},
-		{"qwen3_06b_bf16", "qwen3-0.6b", 8, "bf16", 0.3384, 0.3270, 5586, 1, 0.20, true,
+		{"qwen3_06b_bf16", "qwen3-0.6b", 8, "bf16", 0.3384, 0.3270, 5586, 1, 0.17, true,
 			"GPU-bound; binary ops TensorIterator cannot vectorize (a broadcast or strided operand, as RMSNorm's x * rsqrt(var) and weight * x, q_norm and k_norm over heads, rope's cos and sin have) run its generic elementwise_kernel (34.0 ms over 506 bf16 calls, 20.6 ms over 282 fp32 calls), which memsh prices at the generic kernel's measured rate for the norms' multiplies and rope's products (-26.6 % before), and at the stream rate for the rest"},
 		{"llama1b_lora", "llama-3.2-1b", 4, "lora", 0.3111, 0.3005, 5549, 1, 0.12, true,
 			"GPU-bound; PEFT's fp32 adapters (autocast_adapter_dtype=True), which memsh lowers as PEFT runs them (the input cast to fp32, fp32 GEMMs, the promoted sum cast back; -34.1 % when it ran them in bf16): the rank-16 fp32 GEMMs run on SIMT kernels (sm80_xmma_gemm_f32f32 ffma, 128x32 tiles: 47.1 ms over the 800 launches among the 25 longest kernels) where memsh prices 26.1 ms at the fp32 rate of large GEMMs (50.9 of 66.9 TFLOP/s; skinny fp32 shapes unmeasured); the bf16 + fp32 adds run TensorIterator's unrolled casting kernel (23.2 ms over 208 calls), memsh 17.4 ms at the stream rate"},
 		{"qwen3_moe_bf16", "qwen3-moe-small", 4, "bf16", 0.1113, 0.1019, 2768, 1, 0.29, true,
 			"GPU-bound; grouped_mm's masked_fill of the padded rows on the generic kernel (8.8 ms over 48 calls; memsh: its forward at the causal mask's measured rate, -32.8 % before, and its backward at the forward's price, -29.9 % before; y[inv_perm] priced as a gather of its rows, not of inv_perm, -28.5 % before), broadcast binaries (8.4 ms), device copies (3.2 ms), at memsh's stream rate"},
 		{"mixtral_bf16", "mixtral-small", 4, "bf16", 0.0755, 0.0664, 2367, 1, 0.26, true, "as the Qwen3-MoE row (masked_fill 6.4 ms over 48 calls)"},
-		{"qwen3_moe_loop", "qwen3-moe-small", 4, "loop", 0.7242, 0.1475, 17672, 1279, 0.16, true,
+		{"qwen3_moe_loop", "qwen3-moe-small", 4, "loop", 0.7242, 0.1475, 17672, 1279, 0.15, true,
 			"host-bound: 0.15 s of kernels in a 0.72 s step; each expert pass's 180 aten ops at 12.4 µs (timing/host_ops.go; TestHFH200LoopAtenOps) and five host syncs (memsh 1,288, TestHFH200LoopSyncs; host_sync 37 ms: their latency and the overlap they take away); -87.1 % before both, -82.6 % with the syncs alone; what is left is the rest of the step's host work (the 6,904 aten ops of the grouped_mm run's step, 86 ms at 12.4 µs), which memsh prices at 10 and 6 µs a kernel"},
 	} {
 		p := hfH200Plan(t, r.config, r.batch, 2048, r.variant)
