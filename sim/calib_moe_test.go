@@ -58,7 +58,7 @@ func TestMixtralQLoRACalibration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := hf.FromConfig(data, "flash")
+	m, err := hf.FromConfigOptions(data, hf.Options{Attn: "flash", Transformers: "4.45.2"})
 	if err != nil {
 		t.Fatal(err)
 	}
