@@ -1,9 +1,12 @@
 package plans
 
 import (
+	"fmt"
+
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/builtins/models"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -73,13 +76,20 @@ func LoraBuiltins() []host.Builtin {
 }
 
 func loraFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var rank, alpha, dropout, targets starlark.Value
-	autocastAdapter := true
+	var rank, alpha, dropout, targets, autocastAdapter starlark.Value
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "rank?", &rank, "alpha?", &alpha, "targets?", &targets, "dropout?", &dropout,
 		"autocast_adapter_dtype?", &autocastAdapter); err != nil {
 		return nil, err
 	}
-	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}, BaseDType: !autocastAdapter}
+	l := &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
+	if autocastAdapter != nil {
+		on, ok := autocastAdapter.(starlark.Bool)
+		if !ok {
+			return nil, &units.Error{Msg: fmt.Sprintf("autocast_adapter_dtype must be True or False (got %s)", autocastAdapter.Type()),
+				Hint: "PEFT's get_peft_model keyword: True (its default) keeps the adapters of a bf16 or fp16 model in fp32, False in the model's dtype"}
+		}
+		l.BaseDType = !bool(on)
+	}
 	var err error
 	if l.Rank, err = models.OptInt(rank, "rank", 8); err != nil {
 		return nil, err
