@@ -28,8 +28,10 @@ import (
 // The models are built as transformers 4.45.2 (the pinned release) builds
 // them: its causal-LM loss upcasts the logits in the forward and copies
 // all but the last position (TestShiftLogits); no row's peak is at the
-// loss, so the peaks are those of the 4.57.1 default to the byte, and the
-// step times 0.02 s longer (TestMixtralQLoRACalibration).
+// loss, so the peaks are those of the 4.57.1 default to the byte.
+// TestMixtralQLoRACalibration's rows are a later commit's (24bdadb,
+// transformers 4.48.1: the shift copy without the forward's upcast);
+// there too the peaks are unchanged and the steps 0.02 s longer.
 //
 // The checkpointing is Hugging Face's: transformers 4.45.2's
 // gradient_checkpointing_enable() asks for use_reentrant=True when no
