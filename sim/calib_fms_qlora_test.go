@@ -121,9 +121,11 @@ func TestLlama70BQLoRAFSDP1(t *testing.T) {
 // the QLoRA rows. Adapters in their layers' units (Lightning's wrapping:
 // each layer's flat gradient covers its frozen weights) put the two-GPU
 // rows at +16.6 and -8.4 % (Mistral), +73.3 and +56.5 % (Mixtral). Now
-// -2.4, -3.0, -1.6 and -1.8 %, one GPU -0.8 and -1.0 %. Not modelled: peft
-// 0.13 keeps a bf16 model's adapters in fp32 (autocast_adapter_dtype) and
-// casts their input to it; Mixtral on one GPU ran out of memory.
+// -2.4, -3.0, -1.6 and -1.8 %, one GPU -0.5 and -0.7 %: there peft 0.13
+// keeps the bf16 model's adapters in fp32 (autocast_adapter_dtype) and
+// casts their input to it, as memsh replays it (-0.8 and -1.0 % with bf16
+// adapters); under FSDP1 memsh keeps them in bf16 (core.Plan.AdapterDType,
+// docs/peft.md). Mixtral on one GPU ran out of memory.
 func TestFmsLoRAFSDP1(t *testing.T) {
 	dev, _ := hw.LookupDevice("A100-80GB")
 	rt, _ := core.LookupRuntime("cuda")
