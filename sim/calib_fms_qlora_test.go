@@ -69,17 +69,17 @@ func TestLlama70BQLoRAFSDP1(t *testing.T) {
 	for _, tc := range []struct {
 		config      string
 		gpus, batch int64
-		peak        int64 // bytes measured
-		tolerance   float64
+		peak        int64   // bytes measured
+		tolerance   float64 // the gap rounded up
 	}{
-		{"llama-2-70b", 1, 4, 68_126_422_016, 0.10},
-		{"llama-2-70b", 2, 2, 46_685_328_896, 0.10},
-		{"mistral-7b-v0.1", 1, 4, 15_323_147_776, 0.10},
-		{"mistral-7b-v0.1", 1, 8, 26_312_879_616, 0.10},
-		{"mistral-7b-v0.1", 2, 2, 9_525_273_600, 0.10},
-		{"mistral-7b-v0.1", 2, 4, 16_171_410_432, 0.10},
-		{"mixtral-8x7b-v0.1", 2, 2, 21_766_241_792, 0.10},
-		{"mixtral-8x7b-v0.1", 2, 4, 28_882_755_584, 0.10},
+		{"llama-2-70b", 1, 4, 68_126_422_016, 0.01},
+		{"llama-2-70b", 2, 2, 46_685_328_896, 0.01},
+		{"mistral-7b-v0.1", 1, 4, 15_323_147_776, 0.02},
+		{"mistral-7b-v0.1", 1, 8, 26_312_879_616, 0.02},
+		{"mistral-7b-v0.1", 2, 2, 9_525_273_600, 0.01},
+		{"mistral-7b-v0.1", 2, 4, 16_171_410_432, 0.015},
+		{"mixtral-8x7b-v0.1", 2, 2, 21_766_241_792, 0.01},
+		{"mixtral-8x7b-v0.1", 2, 4, 28_882_755_584, 0.03},
 	} {
 		m, ok := models[tc.config]
 		if !ok {
@@ -135,14 +135,15 @@ func TestFmsLoRAFSDP1(t *testing.T) {
 	for _, tc := range []struct {
 		config      string
 		gpus, batch int64
-		peak        int64 // mem_peak_torch_mem_alloc_in_bytes
+		peak        int64   // mem_peak_torch_mem_alloc_in_bytes
+		tolerance   float64 // the gap rounded up
 	}{
-		{"mistral-7b-v0.1", 1, 4, 25_653_881_344},
-		{"mistral-7b-v0.1", 1, 8, 36_643_613_184},
-		{"mistral-7b-v0.1", 2, 2, 15_245_549_568},
-		{"mistral-7b-v0.1", 2, 4, 22_161_170_432},
-		{"mixtral-8x7b-v0.1", 2, 2, 58_196_957_184},
-		{"mixtral-8x7b-v0.1", 2, 4, 65_592_615_936},
+		{"mistral-7b-v0.1", 1, 4, 25_653_881_344, 0.01},
+		{"mistral-7b-v0.1", 1, 8, 36_643_613_184, 0.01},
+		{"mistral-7b-v0.1", 2, 2, 15_245_549_568, 0.03},
+		{"mistral-7b-v0.1", 2, 4, 22_161_170_432, 0.035},
+		{"mixtral-8x7b-v0.1", 2, 2, 58_196_957_184, 0.02},
+		{"mixtral-8x7b-v0.1", 2, 4, 65_592_615_936, 0.02},
 	} {
 		m, ok := models[tc.config]
 		if !ok {
@@ -166,7 +167,7 @@ func TestFmsLoRAFSDP1(t *testing.T) {
 		msg := fmt.Sprintf("%s LoRA, %d GPUs, batch %d: peak %.2f GB, measured %.2f GB (%+.1f %%)", tc.config, tc.gpus, tc.batch,
 			float64(r.PeakAllocated)/1e9, float64(tc.peak)/1e9, 100*d)
 		t.Log(msg)
-		if math.Abs(d) > 0.10 {
+		if math.Abs(d) > tc.tolerance {
 			t.Error(msg)
 		}
 	}

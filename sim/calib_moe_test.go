@@ -95,11 +95,11 @@ func TestMixtralQLoRACalibration(t *testing.T) {
 		timeErr := r.Time.StepSeconds/tc.stepSecs - 1
 		t.Logf("%s bs=%d: peak %.2f GB (measured %.2f, %+.1f %%), step %.2f s (measured %.2f, %+.1f %%)",
 			tc.config, tc.batch, float64(r.PeakAllocated)/1e9, float64(tc.peak)/1e9, 100*memErr, r.Time.StepSeconds, tc.stepSecs, 100*timeErr)
-		if math.Abs(memErr) > 0.10 {
-			t.Errorf("%s bs=%d: peak %.2f GB, measured %.2f GB (%+.1f %%, goal 10 %%)", tc.config, tc.batch, float64(r.PeakAllocated)/1e9, float64(tc.peak)/1e9, 100*memErr)
+		if math.Abs(memErr) > 0.06 { // the gaps rounded up
+			t.Errorf("%s bs=%d: peak %.2f GB, measured %.2f GB (%+.1f %%, band 6 %%)", tc.config, tc.batch, float64(r.PeakAllocated)/1e9, float64(tc.peak)/1e9, 100*memErr)
 		}
-		if math.Abs(timeErr) > 0.20 {
-			t.Errorf("%s bs=%d: step %.2f s, measured %.2f s (%+.1f %%, goal 20 %%)", tc.config, tc.batch, r.Time.StepSeconds, tc.stepSecs, 100*timeErr)
+		if math.Abs(timeErr) > 0.08 {
+			t.Errorf("%s bs=%d: step %.2f s, measured %.2f s (%+.1f %%, band 8 %%)", tc.config, tc.batch, r.Time.StepSeconds, tc.stepSecs, 100*timeErr)
 		}
 	}
 }
