@@ -129,7 +129,13 @@ func (l *LoRA) targets(role Role) bool {
 // update added to the base output with type promotion (an fp32 sum of a
 // bf16 output) and the sum cast back to the base output's dtype
 // (result.to(torch_result_dtype)). Under autocast the matmuls take the
-// autocast dtype whatever the adapters' (AdapterLinear).
+// autocast dtype whatever the adapters' (AdapterLinear). x is the layer's
+// input as it came, not the base linear's autocast copy: autocast caches
+// only casts of leaf tensors that require grad (cached_cast in
+// aten/src/ATen/autocast_mode.h), so lora_A casts the input (or dropout's
+// fp32 output) again and saves that copy, and the base linear's copy,
+// unsaved under a frozen weight, is freed after its matmul
+// (tools/oracle/peft_autocast_saved.py).
 func (b *Builder) loraAdapter(x, y Value, in, out int64) Value {
 	defer b.Scope("lora")()
 	sum := b.Add("lora_sum", y, b.loraUpdate(x, in, out))

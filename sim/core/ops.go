@@ -77,7 +77,7 @@ func (b *Builder) Linear(name string, role Role, x Value, in, out int64, bias bo
 	b.Op(i).Flops = 2 * float64(t) * float64(in) * float64(out)
 	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(in*out))
 	if b.Lora != nil && b.Lora.targets(role) {
-		y = b.loraAdapter(xin, y, in, out)
+		y = b.loraAdapter(x, y, in, out) // x, not xin: lora_A casts its own copy (loraAdapter)
 	}
 	return y
 }

@@ -296,7 +296,7 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 	b.Op(i).Flops = 2 * float64(t) * float64(in) * float64(outLocal)
 	b.Op(i).Bytes += float64(b.Val(xm).Bytes) + float64(dt.Bytes(in*outLocal))
 	if b.Lora != nil && b.Lora.targets(role) {
-		y = b.loraAdapter(xm, y, in, outLocal)
+		y = b.loraAdapter(xg, y, in, outLocal) // xg, not xm: lora_A casts its own copy
 	}
 	return y
 }
@@ -340,7 +340,7 @@ func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, ou
 	b.Op(i).Flops = 2 * float64(t) * float64(inLocal) * float64(out)
 	b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(inLocal*out))
 	if b.Lora != nil && b.Lora.targets(role) {
-		y = b.loraAdapter(xin, y, inLocal, out)
+		y = b.loraAdapter(x, y, inLocal, out) // x, not xin: lora_A casts its own copy
 	}
 	done()
 	return b.TpReduce(name, y)
