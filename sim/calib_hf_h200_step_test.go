@@ -81,7 +81,7 @@ func TestHFH200StepTime(t *testing.T) {
 // between them are not established), and the step's host_sync term:
 // at least their latency (timing/host_sync.go). The GPU-bound runs
 // measure one sync a step, which memsh does not place (not established
-// either): they have no host_sync term.
+// either): their host_sync term is 0.
 func TestHFH200LoopSyncs(t *testing.T) {
 	const measured = 1279
 	p := hfH200Plan(t, "qwen3-moe-small", 4, 2048, "loop")

@@ -108,8 +108,16 @@ func (m *MoE) loopExpert(b *core.Builder, e, n int64, x core.Value, r routing, m
 // docs/time.md). Measured on one H200 (sim/testdata/cuda_h200/
 // hf_profile.jsonl), the loop's step has 54,308 aten ops and the same
 // model with grouped_mm experts 6,904: 185 a pass more over 256 passes,
-// against these 180 (TestHFH200LoopAtenOps). transformers 4.x's loop is
-// not counted: its ops keep the per-kernel dispatch rule.
+// against these 180 (TestHFH200LoopAtenOps). Two CPU runs that differ only
+// in the expert count (2 layers, batch 2 x 64, every expert hit;
+// `cuda_loop_host.py --device cpu --parts loop --experts 16` and `32`,
+// torch 2.15, transformers 5.17) difference out the rest of the step:
+// (5,527 - 3,169) / 32 = 73.7 forward and (7,101 - 4,137) / 32 = 92.6
+// backward aten ops a pass, 166 in all, 8 % under these 180: on the CPU a
+// 0-dim index and .item() need no device-to-host copy, so it is a lower
+// bound; the H200 run of the same differencing (tools/oracle/cuda_run20.sh)
+// will settle it. transformers 4.x's loop is not counted: its ops keep the
+// per-kernel dispatch rule.
 func (m *MoE) passAten(b *core.Builder, first int) {
 	if m.impl() != MoEFusedLoop || first >= len(b.P.Ops) {
 		return

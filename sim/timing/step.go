@@ -442,9 +442,7 @@ func (w *GpuWork) times(plan *core.Plan, rows bool) gpuTime {
 	g.BwdRec += mb.Backward // as share("backward", "recompute") summed the rows
 	g.BwdRec += mb.Recompute
 	perMB("launch", mb.Launch())
-	if hs := mb.HostSync(); hs > 0 { // a row only where the program syncs (host_sync.go)
-		perMB("host_sync", hs)
-	}
+	perMB("host_sync", mb.HostSync()) // 0 where the program makes no syncs (host_sync.go)
 	c := w.exposedComm(plan)
 	for _, s := range c.perMB {
 		perMB(s.Name, s.Seconds)

@@ -134,12 +134,12 @@ def phase_counts(prof, windows):
     return out
 
 
-def part_loop(dev, small, steps=4):
+def part_loop(dev, small, steps=4, experts=32):
     from transformers import AutoModelForCausalLM, Qwen3MoeConfig
     from torch.profiler import profile, ProfilerActivity, record_function
     cfg = Qwen3MoeConfig(vocab_size=151936, hidden_size=1024, intermediate_size=3072, moe_intermediate_size=512,
                          num_hidden_layers=8, num_attention_heads=16, num_key_value_heads=4, head_dim=128,
-                         num_experts=32, num_experts_per_tok=8, decoder_sparse_step=1, norm_topk_prob=True,
+                         num_experts=experts, num_experts_per_tok=8, decoder_sparse_step=1, norm_topk_prob=True,
                          max_position_embeddings=40960, tie_word_embeddings=False)
     b, s = 4, 2048
     if small:
@@ -198,6 +198,8 @@ def main():
     ap.add_argument("--parts", default="host,loop")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--deadline-s", type=float, default=120)
+    ap.add_argument("--experts", type=int, default=32,
+                    help="routed experts of the loop part (two runs differ by the ops of the passes between them)")
     a = ap.parse_args()
     dev = torch.device(a.device)
     small = dev.type != "cuda"
@@ -207,7 +209,7 @@ def main():
                 print(f"deadline: {part} not run", file=sys.stderr)
                 break
             try:
-                rec = part_host(dev, small) if part == "host" else part_loop(dev, small)
+                rec = part_host(dev, small) if part == "host" else part_loop(dev, small, experts=a.experts)
             except Exception as e:  # noqa: BLE001 - record and go on
                 rec = dict(part=part, error=repr(e), trace=traceback.format_exc()[-2000:])
             rec["torch"] = torch.__version__

@@ -4,7 +4,8 @@
 #  1. issue 28 (reserve2): the checkpointed Llama-1B's empty-cache reserve +6.3 %: is it the script's fp32
 #     build cast to bf16 (a 1,002 MiB segment holding bf16 parameters)? Built directly in bf16 here.
 #  2. issue 20 (bwdprice, hfstep): broadcast multiplies, HF RMSNorm and rope at Qwen3-0.6B's shapes.
-#  3. issue 20 (hfstep): host time per small op, per sync and per backward node; the per-expert loop split.
+#  3. issue 20 (hfstep): host time per small op, per sync and per backward node; the per-expert loop split;
+#     the loop again with 16 experts, whose difference from 32 is the aten ops of a pass (sim/nn/moe_loop.go).
 #  4. issue 28 (fsdpwarm): FSDP2 on one GPU with gradient accumulation 2 and with empty_cache each step,
 #     one batch size per process (no earlier model's stream pools cached).
 #  5. issue 20 (peft28, session 20): PEFT's LoRA branch with fp32 and bf16 adapters kernel by kernel at the
@@ -25,6 +26,7 @@ timeout 90 python3 "$HERE/cuda_hf.py" --out "$OUT/hf_bf16build.jsonl" --deadline
     --segments --cases llama1b_ckpt,llama1b_bf16 2>&1 | grep -v -i warn >> "$log"
 timeout 90 python3 "$HERE/cuda_bwd_kernels.py" --set broadcast --out "$OUT/bwd_broadcast.jsonl" --deadline-s 60 >> "$log" 2>&1
 timeout 150 python3 "$HERE/cuda_loop_host.py" --out "$OUT/loop_host.jsonl" --deadline-s 120 2>&1 | grep -v -i warn >> "$log"
+timeout 120 python3 "$HERE/cuda_loop_host.py" --parts loop --experts 16 --out "$OUT/loop_host16.jsonl" 2>&1 | grep -v -i warn >> "$log"
 for b in 2 4; do
   timeout 60 python3 "$HERE/cuda_fsdp1.py" --out "$OUT/fsdp1_accum.jsonl" --batches $b --grad-accum 2 --port 2952$b 2>&1 \
       | grep -v -i warn >> "$log"
