@@ -59,8 +59,17 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	mk := b.AddOp("ge", "sentinel_mask", []core.Value{ids})
 	mask := b.Out(mk, "sentinel_mask", []int64{S, 1}, units.BOOL, "rows past the last expert (expert parallelism's sentinels)")
 	b.Op(mk).NoGradB = true
-	// x_g.masked_fill_(sentinel_mask, 0) is in place: its backward keeps
-	// the mask, which the copies below keep too.
+	// x_g.masked_fill_(sentinel_mask, 0) (moe.py:437 at 5.17.0) is in
+	// place: one pass of ATen's masked_fill kernel over x_g (reading and
+	// writing its rows; an [S, 1] mask broadcast over them, so the generic
+	// elementwise kernel, as the copies below), and MaskedFillBackward0's
+	// grad.masked_fill(mask, 0) in the backward. Its backward keeps the
+	// mask, which the copies below keep too. The output stands for x_g
+	// after the fill: x_g itself is read by nothing else and dies here.
+	fm := b.AddOp("masked_fill", "selected_hidden_states_g_masked", []core.Value{xg, mask})
+	xg = b.Out(fm, "selected_hidden_states_g_masked", []int64{S, d}, b.Dtype(xg), "routed copies with the sentinel rows zeroed (x_g.masked_fill_, in place)")
+	b.Save(fm, mask)
+	b.Op(fm).Bytes += float64(b.Val(xg).Bytes) // read and written in place
 
 	hidden := m.Hidden / b.Par.Etpn() // expert tensor parallelism splits each expert (registerFused)
 	dt := b.Prec.Params               // grouped_mm runs in the weight's dtype
