@@ -270,6 +270,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// table (core.NameTable): profiles and replays name the same blocks.
 	names, pool := &core.NameTable{}, &core.BufferPool{} // and its replays, the lists they lowered into
 	lows := make([]*lowering, max(sp.Workers, 1))        // each worker's lowering lists
+	splits := &splitTable{}                              // the pipeline splits the shapes share
 	for w := range lows {
 		lows[w] = newLowering(names)
 	}
@@ -284,7 +285,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		prs[i] = pr
 		for _, si := range shapeList[shapeStart[i]:shapeStart[i+1]] {
 			p := sp.planOf(base, layouts[shapeFirst[si]])
-			if shs[si], serrs[si] = pr.shape(p.Parallel); serrs[si] != nil {
+			if shs[si], serrs[si] = pr.shapeIn(p.Parallel, splits); serrs[si] != nil {
 				return
 			}
 		}

@@ -2,7 +2,6 @@ package search
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/memsh/memsh/sim/core"
@@ -57,6 +56,12 @@ type stageShape struct {
 // shape is the memory-bound part of the units of the layouts of par's
 // pipeline split (its pp, virtual stages and split of the blocks).
 func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
+	return pr.shapeIn(par, nil)
+}
+
+// shapeIn is shape, its split of the blocks and distinct stages taken
+// from splits (shared with the other shapes of the run; nil: its own).
+func (pr *profile) shapeIn(par core.Parallelism, splits *splitTable) (*stageShape, error) {
 	par = par.Norm()
 	sh := &stageShape{pp: par.PP, v: par.VirtualStages}
 	if pr.parts&partsFor(par) == 0 {
@@ -70,39 +75,16 @@ func (pr *profile) shape(par core.Parallelism) (*stageShape, error) {
 	if pr.mixed {
 		return pr.lowerChunks(par, sh)
 	}
-	layers, err := par.ChunkLayers(pr.n, "search")
-	if err != nil {
-		return nil, err
+	split := splits.of(par, pr.n)
+	if split.err != nil {
+		return nil, split.err
 	}
 	last := par.PP*par.VirtualStages - 1
-	sh.saved = make([]int64, len(layers))
-	for g := range layers {
-		sh.saved[g] = pr.chunkSaved(int64(g), last, layers[g])
+	sh.saved = make([]int64, len(split.layers))
+	for g, blocks := range split.layers {
+		sh.saved[g] = pr.chunkSaved(int64(g), last, blocks)
 	}
-	// Stages alike are one distinct stage, numbered in the order they
-	// first appear. A stage's chunk keys say all that made them alike
-	// (whether it is the first stage: its first chunk's kind; the last:
-	// its last chunk's; each chunk's blocks), and a split has few
-	// distinct stages (blocks per chunk take two values), so a stage is
-	// compared with each distinct one (a map keyed on a formatted key
-	// made three allocations per shape and distinct stage: a fifth of
-	// BenchmarkSearchLlama70B1024's).
-	var room [8]chunkKey
-	cks := room[:0]
-	sh.kindOf = make([]int, 0, par.PP)
-	for s := int64(0); s < par.PP; s++ {
-		cks = cks[:0]
-		for c := int64(0); c < par.VirtualStages; c++ {
-			g := c*par.PP + s
-			cks = append(cks, chunkKey{chunkKind(g, last), layers[g]})
-		}
-		k := slices.IndexFunc(sh.chunks, func(d []chunkKey) bool { return slices.Equal(d, cks) })
-		if k < 0 {
-			k = len(sh.chunks)
-			sh.chunks = append(sh.chunks, slices.Clone(cks))
-		}
-		sh.kindOf = append(sh.kindOf, k)
-	}
+	sh.kindOf, sh.chunks = split.kindOf, split.chunks // read-only, shared (splitTable)
 	return sh, nil
 }
 
