@@ -11,6 +11,7 @@ reduction), a tensor used twice (its gradients summed), masked_fill and softmax.
     python3 tools/oracle/cuda_bwd_kernels.py --out /tmp/smoke.jsonl --device cpu --small   # smoke test
     python3 tools/oracle/cuda_bwd_kernels.py --set broadcast --out bwd_broadcast.jsonl --deadline-s 60
     python3 tools/oracle/cuda_bwd_kernels.py --set lora --out bwd_lora.jsonl --deadline-s 90
+    python3 tools/oracle/cuda_bwd_kernels.py --set moe --out bwd_moe.jsonl --deadline-s 60
 """
 import argparse
 import json
@@ -115,6 +116,35 @@ def lora_cases(dev, small):
     return out
 
 
+def moe_cases(dev, small):
+    """--set moe: transformers 5.17's grouped_mm experts (integrations/moe.py grouped_mm_experts_forward)
+    at the small Qwen3-MoE's shapes (4 x 2,048 tokens, top-8: S = 65,536 routed rows; hidden 1,024, expert
+    hidden 512): the sentinel masked_fill of [S, d] rows by an [S, 1] mask (out of place: ATen's clone, a
+    Memcpy DtoD, then the masked_fill_ kernel; the kernels list times the two apart, the in-place fill
+    being the second alone), and the gate's activation times up on gate_up's two chunks (strided views of
+    one [S, 2h] output) against the same on contiguous tensors."""
+    S, d, h = (64, 16, 8) if small else (65536, 1024, 512)
+    bf = torch.bfloat16
+
+    def t(shape, dt=bf):
+        return torch.randn(shape, device=dev, dtype=dt, requires_grad=True)
+
+    sentinel = torch.zeros(S, 1, device=dev, dtype=torch.bool)
+    sentinel[-S // 64:] = True
+
+    def gated(gu):  # _default_apply_gate
+        gate, up = gu.chunk(2, dim=-1)
+        return torch.nn.functional.silu(gate) * up
+
+    return [
+        ("masked_fill_rows_bf16", lambda: [t((S, d))], lambda a: a.masked_fill(sentinel, 0.0)),
+        ("masked_fill_rows_wide_bf16", lambda: [t((S, 2 * h))], lambda a: a.masked_fill(sentinel, 0.0)),
+        ("silu_mul_chunks_bf16", lambda: [t((S, 2 * h))], gated),
+        ("silu_mul_contiguous_bf16", lambda: [t((S, h)), t((S, h))],
+         lambda g, u: torch.nn.functional.silu(g) * u),
+    ]
+
+
 def kernels(prof):
     out = {}
     for e in prof.events():
@@ -185,16 +215,17 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=None)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--small", action="store_true", help="tiny shapes (a smoke test of the script)")
-    ap.add_argument("--set", default="ops", choices=["ops", "broadcast", "lora"],
+    ap.add_argument("--set", default="ops", choices=["ops", "broadcast", "lora", "moe"],
                     help="ops: the backward rules' cases (run 19); broadcast: broadcast binary ops, RMSNorm, rope; "
-                    "lora: PEFT's LoRA branch with fp32 and bf16 adapters, its GEMMs one by one")
+                    "lora: PEFT's LoRA branch with fp32 and bf16 adapters, its GEMMs one by one; "
+                    "moe: grouped_mm experts' sentinel masked_fill and gated activation on chunks")
     a = ap.parse_args()
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         print("cuda_bwd_kernels.py: no CUDA device", file=sys.stderr)
         return 2
     with open(a.out, "a") as f:
-        sets = {"ops": cases, "broadcast": broadcast_cases, "lora": lora_cases}
+        sets = {"ops": cases, "broadcast": broadcast_cases, "lora": lora_cases, "moe": moe_cases}
         for name, mk, op in sets[a.set](dev, a.small):
             if a.deadline_s is not None and time.time() - T0 > a.deadline_s:
                 rec = dict(case=name, skipped="deadline")
