@@ -18,7 +18,8 @@
 // when they fit; every row of the result is a full replay. The walk
 // times a layout only when it comes up by a lower bound of its step time
 // (its slowest stage's compute and what that stage's tensor-parallel
-// collectives leave exposed, search_bound_tp.go) and its memory bound
+// collectives leave exposed, search_bound_tp.go; each pipeline split of
+// the blocks worked out once per run, search_split.go) and its memory bound
 // does not show it dominated there (walk.has). The Pareto front's walk replays a
 // pipelined layout alone, its stages on every worker, its fullest by the
 // bound first, and stops at a stage that already needs as much memory
