@@ -24,10 +24,7 @@ import (
 //     2 s and 0.5 s: hidden;
 //   - evaluation, 1.5 s down: all beside the 1 s forward: 0.5 s.
 func TestFSDPOffloadCopiesOverlap(t *testing.T) {
-	dev, err := hw.LookupDevice("A100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := mustDevice(t, "A100-80GB")
 	prec, _ := core.LookupPrecision("bf16")
 	for _, row := range []struct {
 		name     string
@@ -80,10 +77,7 @@ func shareOf(list []replay.TimeShare, name string) float64 {
 //   - FSDP2, rs = 3 s over 4 micro-batches, 2 s up: 0.75 + 0.5 s beside
 //     each 2 s backward: hidden.
 func TestFSDP1NoSyncReducesOnce(t *testing.T) {
-	dev, err := hw.LookupDevice("A100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := mustDevice(t, "A100-80GB")
 	prec, _ := core.LookupPrecision("bf16")
 	for _, row := range []struct {
 		name           string
@@ -139,10 +133,7 @@ func TestFSDP1NoSyncReducesOnce(t *testing.T) {
 //   - reads 2 s, copies 2 s: the copies alone hide (1 s beside each), with
 //     the reads the forward's 2 s outlast it by 1 s: nvme 1.5 s, offload 0.
 func TestNVMeParamReadsInChain(t *testing.T) {
-	dev, err := hw.LookupDevice("A100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := mustDevice(t, "A100-80GB")
 	prec, _ := core.LookupPrecision("bf16")
 	plan := &core.Plan{Device: dev, Precision: prec, GradAccum: 1, Cluster: hw.Cluster{Nodes: 1, GPUsPerNode: 8},
 		Parallel: core.Parallelism{DP: 8, Zero: 3}}

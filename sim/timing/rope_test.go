@@ -25,14 +25,8 @@ func TestHFRopeHandCounted(t *testing.T) {
 	x := float64(2 * r * c) // X: bf16 bytes
 	rc := []int64{r, c}
 	bf16, _ := core.LookupPrecision("bf16")
-	h200, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a100, err := hw.LookupDevice("A100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h200 := mustDevice(t, "H200")
+	a100 := mustDevice(t, "A100-80GB")
 	peak, s := h200.HBMGBps*1e9, streamRate(&h200)
 	for _, tc := range []struct {
 		name     string

@@ -24,14 +24,8 @@ func TestRowBroadcastMulHandCounted(t *testing.T) {
 	stat := tensor{[]int64{r, 1}, units.FP32, true}
 	bf := tensor{rc, units.BF16, true}
 	bf16, _ := core.LookupPrecision("bf16")
-	h200, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a100, err := hw.LookupDevice("A100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h200 := mustDevice(t, "H200")
+	a100 := mustDevice(t, "A100-80GB")
 	peak := h200.HBMGBps * 1e9
 	s := streamRate(&h200)
 	for _, x := range []struct {
@@ -86,10 +80,7 @@ func TestRowBroadcastMulHandCounted(t *testing.T) {
 // keeps the stream rate, and the general backward (twice the bytes).
 func TestGroupedMMMaskedFill(t *testing.T) {
 	const r, c = 65536, 1024
-	h200, err := hw.LookupDevice("H200")
-	if err != nil {
-		t.Fatal(err)
-	}
+	h200 := mustDevice(t, "H200")
 	bf16, _ := core.LookupPrecision("bf16")
 	s := streamRate(&h200)
 	y := tensor{[]int64{r, c}, units.BF16, true}

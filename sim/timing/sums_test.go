@@ -16,10 +16,7 @@ import (
 // NVMe reads and offload copies, DDP's reduction, an optimizer step and
 // the step's overhead), and Sums builds no row.
 func TestSumsAreTimesSums(t *testing.T) {
-	dev, err := hw.LookupDevice("A100-80GB")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := mustDevice(t, "A100-80GB")
 	prec, _ := core.LookupPrecision("bf16")
 	for _, row := range []struct {
 		name string
