@@ -37,6 +37,22 @@ import (
 // A chunk may hold no block only where it holds the embedding (the first)
 // or the output layer and the loss (the last).
 
+// ChunkSplit is what of a layout ChunkLayers reads besides an explicit
+// StageLayers list: two layouts without one and with equal ChunkSplits
+// split the same number of blocks alike (the search shares their splits).
+type ChunkSplit struct {
+	PP, VirtualStages, FirstStageLayers, LastStageLayers int64
+	StageSplit                                           string
+	EmbeddingSlot, LossSlot                              bool
+}
+
+// Split is p's ChunkSplit, normalized as ChunkLayers normalizes it.
+func (p Parallelism) Split() ChunkSplit {
+	par := p.Norm()
+	return ChunkSplit{PP: par.PP, VirtualStages: par.VirtualStages, FirstStageLayers: par.FirstStageLayers,
+		LastStageLayers: par.LastStageLayers, StageSplit: par.StageSplit, EmbeddingSlot: par.EmbeddingSlot, LossSlot: par.LossSlot}
+}
+
 // ChunkLayers is the number of blocks of each model chunk, in chunk
 // order, for a model of n repeated blocks.
 func (p Parallelism) ChunkLayers(n int64, model string) ([]int64, error) {

@@ -14,13 +14,11 @@ import (
 // working them out again (in BenchmarkSearchLlama70B1024, thousands of
 // shapes over a few dozen splits).
 
-// splitKey is everything of a normalized layout that ChunkLayers reads,
-// with the block count: two shapes with the same key have the same
-// split.
+// splitKey is what ChunkLayers reads (core.ChunkSplit) with the block
+// count: two shapes with the same key have the same split.
 type splitKey struct {
-	n, pp, v, first, last int64
-	stageSplit            string
-	embedding, loss       bool
+	n     int64
+	split core.ChunkSplit
 }
 
 // chunkSplit is a pipeline split's blocks per chunk and its distinct
@@ -45,8 +43,7 @@ func (t *splitTable) of(par core.Parallelism, n int64) *chunkSplit {
 	if t == nil || len(par.StageLayers) > 0 { // a list of counts is no key; the search's layouts never set one (planOf)
 		return newChunkSplit(par, n)
 	}
-	k := splitKey{n: n, pp: par.PP, v: par.VirtualStages, first: par.FirstStageLayers, last: par.LastStageLayers,
-		stageSplit: par.StageSplit, embedding: par.EmbeddingSlot, loss: par.LossSlot}
+	k := splitKey{n: n, split: par.Split()}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cs, ok := t.m[k]
