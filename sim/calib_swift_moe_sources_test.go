@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// Where TestMegatronSwiftCalibration's figures come from (December 2026,
+// issue 19; `git log -S` on each figure in ms-swift's history):
+//   - Qwen3-30B-A3B's "Megatron-LM: 9.6s/it; 16 * 60GiB" first appears at
+//     ad907793e (2025-04-29, "Support Qwen3 series") on
+//     examples/train/megatron/qwen3_moe.sh, the same script; 0f31a5a9e
+//     (2025-06-19) copied both into the best practice. The run is ms-swift
+//     3.4.0.dev0, whose init_megatron_env clones Megatron-LM core_r0.11.0,
+//     on the torch 2.6 image its docs name (NCCL 2.21.5). The row's
+//     settings hold at core_v0.11.0 as at 0.12: expert tp defaults to tp
+//     (megatron/training/arguments.py l.266-267), the expert grid is
+//     RankGenerator(tp=etp, ep, dp) (parallel_state.py l.697), the router
+//     runs in the input's dtype (moe/router.py l.62; neither Megatron 0.11
+//     nor ms-swift 3.4 has a router dtype argument), the dispatcher gathers
+//     the received rows over expert tp after the all-to-all and
+//     reduce-scatters before the return one (token_dispatcher.py
+//     l.521-532, l.607-618), its unpermute weights the outputs by the probs
+//     (unpermute_probs; moe_utils.py l.322), ms-swift 3.4 runs
+//     pretrain_gpt's loss_func (swift/megatron/train/utils.py l.151), which
+//     all-reduces over DATA_PARALLEL_GROUP (pretrain_gpt.py l.198:
+//     loss_dp_group), train_step reduces update_successful over the
+//     model-parallel group (training.py l.821) and load_checkpoint ends
+//     with empty_cache (checkpointing.py l.1371). Nothing moves.
+//   - The tp 2 ep 4 row's "8 * 65GiB" first appears at 8d95f8c9c
+//     (2025-04-28, ms-swift 3.4.0.dev0, core_r0.11.0) on moe.sh at tp 2,
+//     with no permute fusion or router dtype (3.4 had neither argument);
+//     that commit's benchmark table gives Megatron-LM 2.93 s/it, 8*66GB.
+//     ea23c5e9d (2025-06-25, 3.6.0.dev0, core_r0.12.0) moved the script to
+//     pp 2 with --moe_permute_fusion and --moe_router_dtype fp32 and wrote
+//     "tp2ep4: 8 * 65GiB, 3s/it" beside the new pp 2 line; whether tp 2
+//     was run again with the new flags or the line restates April's run
+//     is not stated. The row keeps June's reading (router in fp32); the
+//     test prints April's too (router in bf16; 0.11's loss group and
+//     unpermute as 0.12's): 61.3 GiB (-5.7 %), 2.19 s (-26.9 %).
+//   - Which Megatron-LM ran any of these is less sure than the branch
+//     names: git_clone_github (swift/llm/model/utils.py l.288-309 at
+//     c3f3ca4a4) clones into _github/Megatron-LM only when that directory
+//     is missing, so a machine keeps the first branch it cloned (unless
+//     MEGATRON_LM_PATH points elsewhere). ms-swift#5120, on 3.7.0.dev0 (the
+//     full-recompute pp 2 row's release: memory much higher after the
+//     first step than under 3.6.0.dev0, full recompute, A800s), says the
+//     OOM stayed after reinstalling 3.6.0.dev0, which is what a kept
+//     core_r0.13.0 clone would do; the thread names no cause. For the pp 2
+//     row the version moves 0.6 GiB at most (0.12's loss group; the
+//     unpermute's weighted outputs live one layer at a time under full
+//     recompute), and the Qwen3 row, 11 GiB short, ran 0.11: the gap is
+//     not 0.13's.
+//   - ms-swift's defaults at c3f3ca4a4 (megatron_args.py): main_grads_dtype
+//     and main_params_dtype fp32, exp_avg(_sq)_dtype fp32,
+//     use_precision_aware_optimizer and optimizer_cpu_offload False,
+//     use_distributed_optimizer True: the states the replay holds. Megatron
+//     forces fp32 gradient accumulation under bf16 for 3.4's runs. The
+//     sequence is max_length's 8192 (train_args.py: seq_length or
+//     max_length; megatron_args' fallback to max_position_embeddings, 40960
+//     for Qwen3, applies only when both are unset).
+//   - ms-swift's _patch__batched_p2p_ops (swift/megatron/init.py at
+//     c3f3ca4a4) sends the pipeline's batched p2p over the default group;
+//     torch 2.6's ProcessGroupNCCL runs a batched p2p on the group's own
+//     communicator, so the pp 2 rows' p2p connections sit on the world
+//     communicator, not the pp one: the same peers and channels, no bytes
+//     move.
+
+// groupedExperts makes every MoE block under l run as Megatron's grouped
+// GEMM (--moe_grouped_gemm true: TEGroupedMLP).
+func groupedExperts(l core.Layer) {
+	if m, ok := l.(*nn.MoE); ok {
+		m.Impl = nn.MoEGrouped
+	}
+	for _, c := range l.Children() {
+		groupedExperts(c)
+	}
+}
+
+// qwen25_14B is Qwen/Qwen2.5-14B's config.json, the fields memsh reads.
+const qwen25_14B = `{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 5120,
+ "intermediate_size": 13824, "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
+ "vocab_size": 152064, "tie_word_embeddings": false, "rms_norm_eps": 1e-05, "hidden_act": "silu",
+ "max_position_embeddings": 131072, "rope_theta": 1000000.0}`
+
+// fullestGiB is nvidia-smi's figure of the fullest rank, in GiB.
+func fullestGiB(r *replay.Report) float64 {
+	used := r.DeviceUsed
+	for _, s := range r.Ranks {
+		used = max(used, s.DeviceUsed)
+	}
+	return float64(used) / (1 << 30)
+}
