@@ -62,10 +62,11 @@ import (
 //     for Qwen3, applies only when both are unset).
 //   - ms-swift's _patch__batched_p2p_ops (swift/megatron/init.py at
 //     c3f3ca4a4) sends the pipeline's batched p2p over the default group;
-//     torch 2.6's ProcessGroupNCCL runs a batched p2p on the group's own
-//     communicator, so the pp 2 rows' p2p connections sit on the world
-//     communicator, not the pp one: the same peers and channels, no bytes
-//     move.
+//     ProcessGroupNCCL::pointToPoint runs a batched p2p on the group's own
+//     communicator ("For batch P2P, we need to treat it like a collective
+//     when selecting communicator"), so the pp 2 rows' p2p connections sit
+//     on the world communicator, not the pp one: the same peers and
+//     channels, no bytes move.
 
 // groupedExperts makes every MoE block under l run as Megatron's grouped
 // GEMM (--moe_grouped_gemm true: TEGroupedMLP).
