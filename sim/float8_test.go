@@ -256,7 +256,7 @@ func TestFloat8Errors(t *testing.T) {
 		}, "needs tensorwise scaling"},
 		{"gather alone", func(p *core.Plan) { p.Float8 = core.Float8{AllGather: true} }, "needs float8 linears"},
 		{"auto filter alone", func(p *core.Plan) { p.Float8 = core.Float8{AutoFilter: true} }, "float8_auto_filter=True needs float8 linears"},
-		{"tp", func(p *core.Plan) { p.Parallel = core.Parallelism{TP: 2} }, "tensor parallelism is not modelled"},
+		{"tp", func(p *core.Plan) { p.Parallel = core.Parallelism{TP: 2} }, "Megatron's tensor parallelism is not modelled"},
 	} {
 		p := float8Plan("tensorwise", false)
 		c.edit(p)

@@ -13,6 +13,7 @@ type Builder struct {
 	Lora    *LoRA
 	f8      Float8                 // torchao's float8 linears (float8.go)
 	teInput map[Value][2]Value     // a TE linear input's fp8 copies, shared by the linears reading it (te_fp8.go)
+	aoInput aoInputs               // torchao's fp8 inputs under tensor parallelism (float8_tp.go)
 	quant   units.DType            // quantized frozen base weights (NF4, INT8), InvalidDType when none
 	Eval    bool                   // eval mode: no autograd, no saves, dropout off
 	prefix  string                 // the module path ops and tensors are named under

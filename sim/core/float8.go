@@ -121,7 +121,7 @@ func (p *Plan) validateFloat8() error {
 		return fail("float8 linears with quant= or lora= are not modelled", "drop float8= for adapter fine-tuning")
 	}
 	if p.Parallel.Norm().TP > 1 {
-		return fail("float8 with tensor parallelism is not modelled (torchao's Float8ColwiseParallel and Float8RowwiseParallel)", "tp=1, or drop float8=")
+		return p.validateFloat8TP() // float8_tp.go
 	}
 	return nil
 }

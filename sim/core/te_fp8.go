@@ -251,8 +251,13 @@ func (b *Builder) teQuantize(what string, x Value, columnwise bool) (row, col Va
 
 // TpGatherFP8 is the sequence-parallel all-gather of a TE column-parallel
 // linear's input: the local input quantized rowwise to fp8, gathered in
-// fp8 (half the bytes of a bf16 gather). Without TE fp8, TpGather.
+// fp8 (half the bytes of a bf16 gather); torchao's float8 linears under
+// DTensor tensor parallelism cast and gather theirs likewise
+// (aoGatherFP8). Without fp8 linears, TpGather.
 func (b *Builder) TpGatherFP8(x Value) Value {
+	if b.aoTP() {
+		return b.aoGatherFP8(x) // torchao's PrepareFloat8ModuleInput (float8_tp.go)
+	}
 	if !b.f8.TE() || !b.Par.sp {
 		return b.TpGather(x)
 	}

@@ -246,6 +246,9 @@ func (b *Builder) ColLinear(name string, role Role, x, xg Value, in, outFull, ou
 	if b.teConverts(role) { // Transformer Engine's fp8 linear (te_fp8.go)
 		return b.teColLinear(name, role, xg, in, outFull, outLocal, bias)
 	}
+	if b.aoTP() && b.float8Converts(role) { // torchao's Float8ColwiseParallel (float8_tp.go)
+		return b.aoLinear(name, role, xg, in, outLocal, outFull*in, outFull, bias, true)
+	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{outLocal, in}, role)
 	b.ShardParam(w, outFull*in)
@@ -310,6 +313,9 @@ func (b *Builder) RowLinear(name string, role Role, x Value, inFull, inLocal, ou
 	}
 	if b.teConverts(role) { // Transformer Engine's fp8 linear (te_fp8.go)
 		return b.TpReduce(name, b.teLinear(name, role, x, inLocal, out, out*inFull, 0, bias))
+	}
+	if b.aoTP() && b.float8Converts(role) { // torchao's Float8RowwiseParallel (float8_tp.go)
+		return b.TpReduce(name, b.aoLinear(name, role, x, inLocal, out, out*inFull, 0, bias, false))
 	}
 	done := b.Scope(name)
 	w := b.Param("weight", []int64{out, inLocal}, role)
