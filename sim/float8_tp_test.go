@@ -21,7 +21,8 @@ func float8TPPlan(compile bool) *core.Plan {
 // TestFloat8TPLinears hand-counts the attention's float8 linears under
 // tp=2 (core/float8_tp.go). PrepareFloat8ModuleInput casts the
 // sequence-sharded input [2, 32, 256] to fp8 (16,384 B) and all-gathers
-// it in fp8: [2, 64, 256], 32,768 B, no gradient of its own. q_proj
+// it in fp8: [2, 64, 256], 32,768 B, whose gradient is bf16 (65,536 B,
+// the sum of q, k and v's input gradients). q_proj
 // (256 -> 128 on this rank) saves that gathered fp8 input and its fp8
 // weight copy [128, 256], 32,768 B (manual_float8_matmul_with_args_in_
 // float8 at torchao eab345c). o_proj (128 -> 256, row-parallel) casts its
@@ -30,8 +31,7 @@ func float8TPPlan(compile bool) *core.Plan {
 // Backward workspace (float8TPBackwardWork), q_proj: g = 128 x 128 =
 // 16,384 elements of grad_output, all cast here, x = 128 x 256 = 32,768,
 // w = 32,768: g + w = 49,152, 2g + x = 65,536, the eager cast 9g =
-// 147,456; plus the gathered input's bf16 gradient, 128 x 256 x 2 =
-// 65,536: 212,992 B eager, 131,072 compiled. o_proj: g = 128 x 256 =
+// 147,456: 147,456 B eager, 65,536 compiled. o_proj: g = 128 x 256 =
 // 32,768, its sequence half cast (c = 16,384), x = 128 x 128 = 16,384,
 // w = 32,768: g + w = 65,536, 2g + x = 81,920, 9c = 147,456, c + g =
 // 49,152: 147,456 B eager, 81,920 compiled.
@@ -39,19 +39,22 @@ func TestFloat8TPLinears(t *testing.T) {
 	for _, c := range []struct {
 		compile    bool
 		qWork, oWk int64
-	}{{false, 212992, 147456}, {true, 131072, 81920}} {
+	}{{false, 147456, 147456}, {true, 65536, 81920}} {
 		prog := lower(t, float8TPPlan(c.compile))
 		const a = "layers.0.self_attn."
 		for _, v := range []struct {
-			name  string
-			bytes int64
+			name   string
+			bytes  int64
+			grad   units.DType
+			gbytes int64
 		}{
-			{a + "input_fp8", 16384}, {a + "gathered_fp8", 32768},
-			{a + "q_proj.weight_fp8", 32768}, {a + "o_proj.input_fp8", 16384},
+			{a + "input_fp8", 16384, units.InvalidDType, 0}, {a + "gathered_fp8", 32768, units.BF16, 65536},
+			{a + "q_proj.weight_fp8", 32768, units.InvalidDType, 0}, {a + "o_proj.input_fp8", 16384, units.InvalidDType, 0},
 		} {
 			got := valueNamed(t, prog, v.name)
-			if got.Dtype != units.FP8 || got.Bytes != v.bytes || got.Grad {
-				t.Errorf("compile %v, %s: %s, %d B, grad %v; want fp8, %d B, no grad", c.compile, v.name, got.Dtype, got.Bytes, got.Grad, v.bytes)
+			gdt, gb := got.GradBytes()
+			if got.Dtype != units.FP8 || got.Bytes != v.bytes || got.Grad != (v.gbytes > 0) || got.Grad && (gdt != v.grad || gb != v.gbytes) {
+				t.Errorf("compile %v, %s: %s, %d B, grad %v (%s, %d B); want fp8, %d B, grad %s, %d B", c.compile, v.name, got.Dtype, got.Bytes, got.Grad, gdt, gb, v.bytes, v.grad, v.gbytes)
 			}
 		}
 		gathers := 0
@@ -64,13 +67,17 @@ func TestFloat8TPLinears(t *testing.T) {
 			t.Errorf("compile %v: %d fp8 all-gathers, want 2 (shared by the linears reading them; lm_head gathers in bf16)", c.compile, gathers)
 		}
 		q := matmulOf(t, prog, a+"q_proj")
-		if n := names(prog, q.In); len(n) != 3 || n[0] != a+"gathered_fp8" || n[2] != a+"q_proj.weight_fp8" {
-			t.Errorf("compile %v: q_proj reads %v, want the gathered fp8 input, the bf16 input and the fp8 weight", c.compile, n)
+		if n := names(prog, q.In); len(n) != 2 || n[0] != a+"gathered_fp8" || n[1] != a+"q_proj.weight_fp8" {
+			t.Errorf("compile %v: q_proj reads %v, want the gathered fp8 input and the fp8 weight", c.compile, n)
+		}
+		o := matmulOf(t, prog, a+"o_proj")
+		if n := names(prog, o.In); len(n) != 3 || n[0] != a+"o_proj.input_fp8" || n[2] != a+"o_proj.weight_fp8" {
+			t.Errorf("compile %v: o_proj reads %v, want its fp8 input, its bf16 input (for the gradient) and the fp8 weight", c.compile, n)
 		}
 		if q.WorkB != c.qWork {
 			t.Errorf("compile %v: q_proj backward workspace %d B, want %d", c.compile, q.WorkB, c.qWork)
 		}
-		if o := matmulOf(t, prog, a+"o_proj"); o.WorkB != c.oWk {
+		if o.WorkB != c.oWk {
 			t.Errorf("compile %v: o_proj backward workspace %d B, want %d", c.compile, o.WorkB, c.oWk)
 		}
 		if !c.compile {

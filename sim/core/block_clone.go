@@ -273,22 +273,23 @@ func (b *Builder) looksAs(x Value, w *ValueInfo, anyName bool) bool {
 	v := b.look(x)
 	return (anyName || v.Name == w.Name) && (v.Shape == nil) == (w.Shape == nil) && slices.Equal(v.Shape, w.Shape) &&
 		v.Dtype == w.Dtype && v.Bytes == w.Bytes && v.Grad == w.Grad && v.Cat == w.Cat &&
-		v.Producer == w.Producer && v.Why == w.Why && v.Cached == w.Cached && v.Fused == w.Fused
+		v.Producer == w.Producer && v.Why == w.Why && v.Cached == w.Cached && v.Fused == w.Fused && v.GradDType == w.GradDType
 }
 
 // looksAs compares these fields: a field added to ValueInfo stops this
 // conversion compiling until it joins the comparison.
 var _ = ValueInfo(struct {
-	Name     string
-	Shape    []int64
-	Dtype    units.DType
-	Bytes    int64
-	Grad     bool
-	Cat      Category
-	Producer int32
-	Why      string
-	Cached   bool
-	Fused    bool
+	Name      string
+	Shape     []int64
+	Dtype     units.DType
+	Bytes     int64
+	Grad      bool
+	Cat       Category
+	Producer  int32
+	Why       string
+	Cached    bool
+	Fused     bool
+	GradDType units.DType
 }{})
 
 // cloneBlock appends a copy of src as block b.block on input x, under the

@@ -39,7 +39,8 @@ import (
 //     the weight (b.t().contiguous().t()); grad_weight = mm(grad_fp8.t(),
 //     input_fp8) copies grad_output^T and the input (float8TPBackwardWork).
 //     grad_input is the compute dtype; a column-parallel linear's is the
-//     whole gathered sequence's until the reduce-scatter.
+//     whole gathered sequence's, summed over the linears reading the
+//     gathered input, until the reduce-scatter (aoGatherFP8).
 //
 // Rowwise scaling under tensor parallelism (torchao's later
 // float8_tensor_parallel_rowwise_scales) and Megatron's tensor
@@ -77,8 +78,12 @@ func (p *Plan) validateFloat8TP() error {
 type aoInputs struct{ grad, fp8 map[Value]Value }
 
 // aoGatherFP8 is PrepareFloat8ModuleInput: x (sequence-sharded with SP)
-// cast to fp8 and all-gathered in fp8. The gathered value records no
-// graph; the linears reading it send their input gradient to x.
+// cast to fp8 and all-gathered in fp8. The gathered fp8 value's gradient
+// is the compute dtype's (ValueInfo.GradDType): the linears reading it sum
+// their bf16 input gradients into one tensor of the whole sequence, which
+// the all-gather's backward reduce-scatters into x's, as DTensor's
+// redistribute does for a bf16 gather. Without a gather, the linears send
+// their input gradient to x (aoInputs.grad).
 func (b *Builder) aoGatherFP8(x Value) Value { return b.aoFP8Input(x, b.Par.sp) }
 
 // aoFP8Input casts x to fp8 and, with gather, all-gathers the fp8 copy
@@ -90,11 +95,12 @@ func (b *Builder) aoFP8Input(x Value, gather bool) Value {
 	if gather {
 		s := append([]int64(nil), b.Shape(x8)...)
 		s[len(s)-2] *= b.Par.Tp
-		i := b.AddOp("all_gather", "sp_all_gather_fp8", []Value{x8})
+		// xl is read for the gradient: the all-gather's backward
+		// reduce-scatters the gathered input's gradient into xl's.
+		i := b.AddOp("all_gather", "sp_all_gather_fp8", []Value{x8, xl})
 		y = b.Out(i, "gathered_fp8", s, units.FP8, "sequence-parallel all-gather of the fp8 input (PrepareFloat8ModuleInput; saved by the float8 linears reading it)")
-		b.Val(y).Grad = false
-		b.Op(i).NoGradB = true
-		b.Op(i).Bytes += float64(b.Val(x8).Bytes)
+		b.Val(y).GradDType = b.Prec.Compute // grad_input of _scaled_mm, summed over the linears reading it
+		b.Op(i).Bytes = float64(b.Val(x8).Bytes + b.Val(y).Bytes)
 		n := b.Val(y).Bytes
 		b.RecordCommUB("all_gather", n, i, false)
 		b.RecordCommBeside("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), i, false) // the input gradient
@@ -126,7 +132,6 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 	b.ShardParam(w, wFull)
 	hp := b.Prec.Compute
 	var x8, xgrad Value
-	gathered := col && b.Par.sp && b.Dtype(x) == units.FP8 // by PrepareFloat8ModuleInput: the input gradient is the whole sequence's
 	if col {
 		x8 = x
 		if b.Dtype(x) != units.FP8 { // an input gathered outside PrepareFloat8ModuleInput: Float8ColwiseParallel casts it
@@ -141,7 +146,10 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 		xgrad = b.Cast(x, hp, "autocast copy of the float8 linear's input")
 		x8 = b.fp8Cast("input", xgrad, -1, b.Shape(xgrad), false) // Float8RowwiseParallel._prepare_input_fn
 	}
-	ins := []Value{x8, xgrad}
+	ins := []Value{x8}
+	if !b.Grad(x8) {
+		ins = append(ins, xgrad) // the fp8 cast records no graph: the gradient goes to xgrad
+	}
 	w8 := NoValue
 	if b.f8.AllGather {
 		b.P.Params[w].GatherFP8 = true
@@ -152,7 +160,7 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 	i := b.AddOp("matmul", "", ins, w)
 	y := b.Out(i, "out", WithLast(b.Shape(x8), out), hp, "output of float8 linear "+b.Name("")+" (torch._scaled_mm, tensor-parallel)")
 	trains := b.Trainable(w)
-	if trains || b.Grad(xgrad) {
+	if trains || b.Grad(x8) || b.Grad(xgrad) {
 		b.Save(i, x8, w8) // manual_float8_matmul_with_args_in_float8: input_fp8, weight_fp8_t
 	}
 	rows := Rows(b.Shape(x8))
@@ -160,16 +168,12 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 	op.ScaledMM = true
 	op.Flops = 2 * float64(rows) * float64(in) * float64(out)
 	op.Bytes += float64(rows*in+in*out) + float64(hp.Bytes(rows*out))
-	if trains || b.Grad(xgrad) {
-		gi := int64(0) // the gathered input's gradient, before its reduce-scatter
-		if gathered {
-			gi = hp.Bytes(rows * in)
-		}
+	if trains || b.Grad(x8) || b.Grad(xgrad) {
 		gradCast := rows * out // the gradient NoopFwToFloat8BwDynamic casts
 		if !col && b.Par.sp {
 			gradCast /= b.Par.Tp
 		}
-		op.WorkB = gi + float8TPBackwardWork(rows*out, gradCast, rows*in, out*in, b.graph)
+		op.WorkB = float8TPBackwardWork(rows*out, gradCast, rows*in, out*in, b.graph)
 		op.BwdStream, op.BwdStreamK = float8TPBackwardCasts(rows*out, gradCast, rows*in, out*in, hp, b.graph)
 	}
 	if bias {

@@ -42,6 +42,19 @@ type ValueInfo struct {
 	Why      string   // why it exists, for r.largest
 	Cached   bool     // held until the end of the forward (autocast weight cache)
 	Fused    bool     // computed inside a fused kernel of a compiled graph: never in memory (partition.go)
+	// GradDType: the gradient's dtype when not Dtype (InvalidDType: the
+	// same): torchao's fp8 input gathered under tensor parallelism, whose
+	// gradient is the compute dtype's (float8_tp.go).
+	GradDType units.DType
+}
+
+// GradBytes is the size of v's gradient: its bytes, or its elements in
+// GradDType.
+func (v *ValueInfo) GradBytes() (units.DType, int64) {
+	if v.GradDType == units.InvalidDType || v.GradDType == v.Dtype {
+		return v.Dtype, v.Bytes
+	}
+	return v.GradDType, v.GradDType.Bytes(Numel(v.Shape))
 }
 
 // Role is what a parameter is in its module: the projection of an

@@ -200,7 +200,8 @@ func (r *Replay) backwardOp(i int) {
 						}
 					}
 				}
-				gradT[v] = r.allocateParts(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Name, Cat: core.CatTemporaries},
+				gdt, gb := vi.GradBytes() // torchao's gathered fp8 input has a bf16 gradient (core/float8_tp.go)
+				gradT[v] = r.allocateParts(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: gdt, Bytes: gb, Why: vi.Name, Cat: core.CatTemporaries},
 					allocParts{tensor: "grad of ", why: "gradient of "})
 			}
 		}
