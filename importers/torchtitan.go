@@ -325,13 +325,12 @@ func torchtitanNotModelled(t *tree) (float8 string, err error) {
 // enable_fsdp_float8_all_gather and the data-parallel dimension is
 // sharded; a recipe name with the fp8 all-gather is refused, as torchtitan
 // asserts. filter_fqns names the linears left in bf16: memsh leaves the
-// output head alone (torchtitan's configs list "output").
+// output head alone (torchtitan's configs list "output"). With tensor
+// parallelism (tp) tensorwise runs torchao's Float8ColwiseParallel and
+// Float8RowwiseParallel (core/float8_tp.go); the rowwise recipes are not
+// modelled there.
 func torchtitanFloat8(t *tree, p *plan, section string, sharded, tp bool) error {
 	key := func(k string) string { return section + "." + k }
-	if tp {
-		t.notModelled = append(t.notModelled, "model.converters: "+section+" with tensor parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel)")
-		return nil
-	}
 	recipe, err := t.str(key("recipe_name"), "")
 	if err != nil {
 		return err
@@ -344,6 +343,13 @@ func torchtitanFloat8(t *tree, p *plan, section string, sharded, tp bool) error 
 	if recipe != "" && gather {
 		return t.errorf(key("enable_fsdp_float8_all_gather"), "torchtitan asserts the same: drop one of them",
 			"enable_fsdp_float8_all_gather with recipe_name %s", quoteKey(recipe))
+	}
+	if tp && recipe != "" && recipe != "tensorwise" {
+		// torchtitan's apply_tp takes Float8ColwiseParallel and
+		// Float8RowwiseParallel for tensorwise only; a rowwise recipe
+		// gathers in bf16 and casts in the Float8Linear.
+		t.notModelled = append(t.notModelled, key("recipe_name")+": "+recipe+" with tensor parallelism (the input gathered in bf16, then cast rowwise)")
+		return nil
 	}
 	switch recipe {
 	case "", "tensorwise":
@@ -367,7 +373,11 @@ func torchtitanFloat8(t *tree, p *plan, section string, sharded, tp bool) error 
 		t.notModelled = append(t.notModelled, key("filter_fqns")+" without output: the output head converted too (memsh keeps it in bf16)")
 	}
 	if slices.Contains(fqns, "auto_filter_small_kn") { // torchao's _auto_filter_for_recipe
-		p.set("float8_auto_filter", "True")
+		if tp {
+			t.notModelled = append(t.notModelled, key("filter_fqns")+": auto_filter_small_kn with tensor parallelism (memsh converts every linear)")
+		} else {
+			p.set("float8_auto_filter", "True")
+		}
 	}
 	for _, f := range fqns {
 		if f != "output" && f != "auto_filter_small_kn" {
