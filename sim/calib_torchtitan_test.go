@@ -128,20 +128,30 @@ func TestTorchtitanFSDPOverCP(t *testing.T) {
 // (FSDP + TP) + torch.compile + Float8"). Each TransformerBlock compiled
 // (compile=True here) leaves the peak where it was, the loss's backward
 // (57.7 GiB allocated either way), and changes what the recomputed blocks
-// cut from the cache: -7.2 % eager, -6.3 % compiled. Float8 with tensor
-// parallelism (torchao's Float8ColwiseParallel and Float8RowwiseParallel,
-// fp8 all-gathers of the blocks' inputs) is not modelled, so the
-// recomputed blocks' temporaries are bf16's. Read against the sources
-// and replayed as they run, so not the rest of the gap (4.5 GiB): the
-// loss at the peak (torch/distributed/tensor/parallel/loss.py: three fp32
+// cut from the cache. Float8 under tensor parallelism is torchao's
+// Float8ColwiseParallel, Float8RowwiseParallel and PrepareFloat8ModuleInput
+// (core/float8_tp.go, torchao eab345c as the benchmark ran it): each
+// block's input cast to fp8 before its sequence-parallel all-gather, so
+// the gathered input the recomputed attention and MLP save is 1 GiB
+// rather than 2, and the fp8 weight copies beside it. The 70B preset
+// (train_configs/llama3_70b.toml at 9dec370) sets no
+// enable_fsdp_float8_all_gather, so the weights gather in bf16 (with it
+// the row is -8.9 %).
+//
+// Against 71.9 GiB: bf16 linears -6.3 % compiled (-7.2 % eager); with
+// Float8 -8.6 % compiled (-6.5 % eager). Float8 is not the gap: modelled
+// as torchao runs it, the recomputed blocks hold less and the reserve
+// falls by 1.6 GiB. Ruled out besides, read against the sources and
+// replayed as they run (the rest, 6.2 GiB, is not explained): the loss at
+// the peak (torch/distributed/tensor/parallel/loss.py: three fp32
 // temporaries of the logits shard beside the saved log-probabilities in
 // the fused backward, (grad_input + exp(x)) * grad_output; train.py at
-// 9dec370 deletes the bf16 logits, del pred, before the backward), and
-// FSDP2's side streams (0.7 and 1.1 GiB cached). With the steady step replayed alone (before the first step was
-// replayed ahead of it, replay/lazy_states.go) the eager row was -4.5 %:
-// there the optimizer state, made before the activations, split the
-// segments differently; which of the two layouts the measured run had is
-// not established.
+// 9dec370 deletes the bf16 logits, del pred, before the backward);
+// FSDP2's side streams (0.7 and 1.1 GiB cached); the first step replayed
+// before the steady one or not (the eager bf16 row was -4.5 % with the
+// steady step alone, replay/lazy_states.go; which layout the measured run
+// had is not established). The bound is the gap rounded up, so a change
+// that widens it fails.
 func TestTorchtitan2D(t *testing.T) {
 	m := testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash")
 	const measured = 71.9
@@ -149,11 +159,12 @@ func TestTorchtitan2D(t *testing.T) {
 	p.Device = grandTeton()
 	p.Parallel = core.Parallelism{DP: 32, TP: 8, SequenceParallel: true, FSDP: true, LossParallel: "torch", TPRuntime: "torch"}
 	p.Compile = core.Compile{Blocks: true}
+	p.Float8 = core.Float8{Scaling: "tensorwise"} // Float8ColwiseParallel, Float8RowwiseParallel
 	r := evalPlan(t, p)
 	got := float64(r.PeakReserved) / (1 << 30)
 	d := (got - measured) / measured
 	t.Logf("Table 4, 2D: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", got, measured, 100*d)
-	if math.Abs(d) > 0.07 { // the gap rounded up
+	if math.Abs(d) > 0.09 { // the gap rounded up
 		t.Errorf("Table 4, 2D: %.1f GiB reserved, measured %.1f GiB (%+.1f %%)", got, measured, 100*d)
 	}
 }
@@ -210,21 +221,38 @@ func TestTorchtitan2D(t *testing.T) {
 // (pp_runtime="torch") and, at the end of the step, asks for their 7.8 GiB
 // concatenation.
 //
-// Table 6 grows with cp (75.3 to 84.9 GiB); context_parallel()'s buffers
-// live within one layer's attention, not at the last stage's loss, so
-// memsh grows by 1.9 GiB only. Table 5's 1F1B row and Table 6's cp=1 row
+// Table 6 grows with cp (75.3 to 84.9 GiB), most of it at cp 8 (+7.8
+// GiB over cp 4). context_parallel()'s buffers live within one layer's
+// attention, not at the last stage's loss: with bf16 weights throughout
+// memsh grew by 1.9 GiB only. The jump is the fp8 all-gather's: at cp 8
+// dp_shard is 1 and torchtitan turns it off (below), so the stage holds
+// its weights unsharded in bf16, 5.6 GiB more; memsh now grows by 7.9
+// GiB, 7.5 of them at cp 8. Table 5's 1F1B row and Table 6's cp=1 row
 // push the same 32,768 tokens per micro-batch through the same layout
 // (4 x 8,192 and 1 x 32,768) and measured 82.5 and 75.3 GiB; memsh gives
-// both one figure. Not modelled, and it would lower every row:
+// both one figure.
+//
+// Float8 as the runs had it: torchao's tensor-parallel float8 linears
+// (core/float8_tp.go: the blocks' inputs cast to fp8 before the
+// sequence-parallel all-gather, the fp8 input and weight saved), and
 // torchtitan's 405B preset (train_configs/llama3_405b.toml at 9dec370)
-// all-gathers the Float8 linears' weights in fp8
-// (enable_fsdp_float8_all_gather), so a pipeline stage holds them
-// unsharded at one byte a weight, not two; memsh does not model Float8
-// with tensor parallelism. The stages replay compiled, as the tables ran
-// them (each TransformerBlock, compile=True; the fullest stage's peak, the
-// last stage's loss, allocates 64.3 GiB either way): -6.7, +3.2, +2.2,
-// +1.3, -0.2 and -7.0 %, where eager they were -7.0, +2.9, +1.9, +1.0,
-// +0.3 and -6.9 %. Bounds below are the gaps rounded up, so a change that
+// turns on enable_fsdp_float8_all_gather, which torchtitan's float8.py
+// applies only when dp_shard > 1 (enable_fsdp_float8_all_gather =
+// parallel_dims.dp_shard_enabled and ...): every row but Table 6's cp 8
+// (dp_shard 1, FSDP over cp alone) all-gathers the linears' weights in
+// fp8, and with reshard_after_forward=False a stage holds them unsharded
+// at one byte a weight through the micro-batches, not two (5.6 GiB less
+// on a 16-layer stage). Modelled so, every row falls: -13.9, -6.2, -5.6,
+// -6.1, -7.2 and -6.9 %, where with bf16 linears (compiled, as above) it
+// was -6.7, +3.2, +2.2, +1.3, -0.2 and -7.0 %. The bf16 rows' agreement
+// was in part the fp8 weights memsh did not model; the runs hold memory
+// memsh does not see, most in Table 5's 1F1B row (11.4 GiB), which pushes
+// the same tokens through the same layout as Table 6's cp 1 and measured
+// 7.2 GiB more. Not modelled, and candidates for it: async TP (Tables 5
+// and 6 ran it: the fused all-gather matmuls of torch's micro-pipeline TP
+// run their chunks on a side stream, whose allocations the caching
+// allocator pools apart; its symmetric-memory buffers are outside the
+// allocator). Bounds below are the gaps rounded up, so a change that
 // widens them fails.
 func TestTorchtitan405BPipeline(t *testing.T) {
 	if testing.Short() {
@@ -239,11 +267,11 @@ func TestTorchtitan405BPipeline(t *testing.T) {
 		v              int64
 		gib, tolerance float64
 	}{
-		{"Table 5, 1F1B", 8, 1, 4, 8192, "1f1b", 1, 82.5, 0.07},
-		{"Table 5, interleaved 1F1B", 8, 1, 4, 8192, "interleaved", 2, 72.7, 0.04},
-		{"Table 6, FSDP 8 CP 1", 8, 1, 1, 32768, "1f1b", 1, 75.3, 0.03},
-		{"Table 6, FSDP 4 CP 2", 4, 2, 1, 65536, "1f1b", 1, 75.9, 0.03},
-		{"Table 6, FSDP 2 CP 4", 2, 4, 1, 131072, "1f1b", 1, 77.1, 0.02},
+		{"Table 5, 1F1B", 8, 1, 4, 8192, "1f1b", 1, 82.5, 0.14},
+		{"Table 5, interleaved 1F1B", 8, 1, 4, 8192, "interleaved", 2, 72.7, 0.07},
+		{"Table 6, FSDP 8 CP 1", 8, 1, 1, 32768, "1f1b", 1, 75.3, 0.06},
+		{"Table 6, FSDP 4 CP 2", 4, 2, 1, 65536, "1f1b", 1, 75.9, 0.07},
+		{"Table 6, FSDP 2 CP 4", 2, 4, 1, 131072, "1f1b", 1, 77.1, 0.08},
 		{"Table 6, FSDP 1 CP 8", 1, 8, 1, 262144, "1f1b", 1, 84.9, 0.07},
 	} {
 		p := testmodels.LlamaPlan(m, row.mb, row.seq, "bf16-mixed", "full", "H100-80GB")
@@ -252,6 +280,9 @@ func TestTorchtitan405BPipeline(t *testing.T) {
 		p.Parallel = core.Parallelism{DP: row.dp, CP: row.cp, TP: 8, PP: 8, SequenceParallel: true, FSDP: true,
 			Schedule: row.schedule, VirtualStages: row.v, StageSplit: "torchtitan", LossParallel: "torch", CPMode: "allgather", PPRuntime: "torch", TPRuntime: "torch"}
 		p.Compile = core.Compile{Blocks: true}
+		// torchao's float8 linears under tp; the 405B preset's fp8
+		// all-gather where dp_shard > 1 (torchtitan's float8.py)
+		p.Float8 = core.Float8{Scaling: "tensorwise", AllGather: row.dp > 1}
 		r := evalPlan(t, p)
 		got := float64(r.PeakReserved) / (1 << 30)
 		d := (got - row.gib) / row.gib
