@@ -243,16 +243,18 @@ func TestTorchtitan2D(t *testing.T) {
 // fp8, and with reshard_after_forward=False a stage holds them unsharded
 // at one byte a weight through the micro-batches, not two (5.6 GiB less
 // on a 16-layer stage). Modelled so, every row falls: -13.9, -6.2, -5.6,
-// -6.1, -7.2 and -6.9 %, where with bf16 linears (compiled, as above) it
-// was -6.7, +3.2, +2.2, +1.3, -0.2 and -7.0 %. The bf16 rows' agreement
+// -6.1, -7.2 and -6.9 %, where with bf16 linears it was -6.7, +3.2,
+// +2.2, +1.3, -0.2 and -7.0 % (each TransformerBlock compiled, as the
+// tables ran; -7.0, +2.9, +1.9, +1.0, +0.3 and -6.9 % eager). The bf16 rows' agreement
 // was in part the fp8 weights memsh did not model; the runs hold memory
 // memsh does not see, most in Table 5's 1F1B row (11.4 GiB), which pushes
 // the same tokens through the same layout as Table 6's cp 1 and measured
-// 7.2 GiB more. Not modelled, and candidates for it: async TP (Tables 5
-// and 6 ran it: the fused all-gather matmuls of torch's micro-pipeline TP
-// run their chunks on a side stream, whose allocations the caching
-// allocator pools apart; its symmetric-memory buffers are outside the
-// allocator). Bounds below are the gaps rounded up, so a change that
+// 7.2 GiB more. Not modelled, and a candidate: async TP, which Tables 5
+// and 6 ran (torch's micro-pipeline TP issues half of its chunks' copies
+// and GEMMs on a backend stream, _pipelined_all_gather_and_consume in
+// torch/distributed/_symmetric_memory, and what they allocate there the
+// caching allocator pools apart; its symmetric-memory workspace is outside
+// the allocator). Bounds below are the gaps rounded up, so a change that
 // widens them fails.
 func TestTorchtitan405BPipeline(t *testing.T) {
 	if testing.Short() {
