@@ -215,11 +215,11 @@ func TestTorchtitan2D(t *testing.T) {
 // its all-gathered input, 1 GiB a micro-batch where Megatron's linear
 // saves 0.125 GiB and gathers it again in the backward: -6.5, +2.8, +2.5,
 // +2.7, +0.3 and -6.9 % (inside the recomputed blocks the attention's and
-// the MLP's gathered inputs are saved too: stage 1, seven micro-batches in
-// flight, is now the fullest of the 1F1B, cp 1 and cp 2 rows by 0.4-1.3
-// GiB). In the others the last stage is: it holds the eight logits
-// (pp_runtime="torch") and, at the end of the step, asks for their 7.8 GiB
-// concatenation.
+// the MLP's gathered inputs are saved too). The last stage is the fullest
+// of every row: it holds the eight logits (pp_runtime="torch") and, at the
+// end of the step, asks for their 7.8 GiB concatenation. The next, 4.7-10.1
+// GiB under it with Float8 (below), is stage 2, seven micro-batches in
+// flight (at cp 8 stage 1).
 //
 // Table 6 grows with cp (75.3 to 84.9 GiB), most of it at cp 8 (+7.8
 // GiB over cp 4). context_parallel()'s buffers live within one layer's

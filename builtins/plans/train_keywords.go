@@ -59,7 +59,8 @@ var TrainKeywords = []keyword{
 		Doc: `torchao's float8 training (convert_to_float8_training): "tensorwise" or "rowwise" dynamic scaling. Every linear but the output head and those with a dimension not a multiple of 16 (torchtitan's filter; r.notes names the latter) becomes a Float8Linear: ` +
 			`its forward casts the input and the weight to fp8 (abs, amax, an fp32 scaled copy, clamp, the fp8 copy: transients in eager mode, one fused kernel each under compile) and multiplies with torch._scaled_mm at the GPU's fp8 rate; ` +
 			`it saves the high-precision input and the weight as autograd would (nothing in fp8), and its backward casts grad_output twice, the weight and the input again and copies operands into the layouts _scaled_mm takes. ` +
-			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or tensor parallelism. ` +
+			`With tensor parallelism (tp_runtime="torch", "tensorwise") they are torchtitan's Float8ColwiseParallel and Float8RowwiseParallel (torchao eab345c): each block's input cast to fp8 before the sequence-parallel all-gather, the fp8 input and fp8 weight saved. ` +
+			`Needs a GPU with fp8 tensor cores; not with quant=, lora= or Megatron's tensor parallelism. ` +
 			`"te-delayed" or "te-tensorwise" (Megatron's --fp8-recipe delayed or tensorwise) are Transformer Engine's fp8 linears as Megatron-Core runs them instead (q/k/v, the attention projection, fc1, fc2; not the output layer): ` +
 			`each keeps an fp8 copy of its weight (and on Hopper its transpose) across micro-batches and steps, quantizes its input once (rowwise for the GEMM, a transposed copy saved for the weight gradient; with sequence parallelism the fp8 shard, gathered in fp8), ` +
 			`saves nothing in bf16, and quantizes grad_output with both usages; GEMMs at the fp8 rate. ` +
