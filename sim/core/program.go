@@ -142,6 +142,12 @@ type OpInfo struct {
 	// the same source row from L2 (PyG's x_i at the destination index of
 	// an edge list grouped by destination; timing/graph.go).
 	SortedIndex bool
+	// Strided: the op's last input is a strided view (transformers 5's
+	// gate and up, the two halves of gate_up's chunk(2, dim=-1) in the
+	// grouped_mm experts, nn/moe_hf.go): TensorIterator cannot vectorize
+	// it, so the kernels that read it run its generic elementwise kernel
+	// (timing/strided.go).
+	Strided bool
 	// Syncs: host syncs the op's forward makes, the host reading a device
 	// value (a tensor's truth value or .item(), nonzero's count in
 	// torch.where and boolean indexing, a 0-dim CUDA tensor used as an

@@ -108,7 +108,16 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 		}
 		gate := proj("gate_up_proj.gate", xg, fw.gateUp, fw.gateUpBias, d, hidden)
 		up := proj("gate_up_proj.up", xg, fw.gateUp, fw.gateUpBias, d, hidden)
-		h = b.Mul("act_mul", Activation(b, fn, gate), up)
+		// gate, up = gate_up_out.chunk(2, dim=-1) (_default_apply_gate,
+		// moe.py:522): views of one [S, 2h] tensor, their rows 2h apart;
+		// act_fn(gate) and the product with up read them strided
+		// (core.OpInfo.Strided; timing/strided.go).
+		act := Activation(b, fn, gate)
+		if a := b.Op(b.Val(act).Producer); len(a.In) == 1 && a.In[0] == gate {
+			a.Strided = true
+		}
+		h = b.Mul("act_mul", act, up)
+		b.Op(b.Val(h).Producer).Strided = true
 	} else {
 		h = Activation(b, m.Act, proj("up_proj", xg, fw.gateUp, fw.gateUpBias, d, hidden))
 	}

@@ -157,6 +157,9 @@ func (s *Prices) Of(prog *core.Program, plan *core.Plan) []OpCost {
 // op prices op i on its own.
 func (pr *pricer) op(i int) OpCost {
 	op := &pr.prog.Ops[i]
+	if c, ok := pr.stridedOp(op); ok { // strided.go
+		return c
+	}
 	switch op.Kind {
 	case "matmul", "int8_matmul":
 		return pr.matmul(op)
