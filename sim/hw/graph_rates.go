@@ -28,6 +28,12 @@ type GraphKernels struct {
 	// second, 2-byte and 4-byte elements, with 32-bit index arithmetic;
 	// IndexAdd64 with 64-bit (tensors of more than 2^31 elements).
 	IndexAdd, IndexAdd64 [2]float64
+	// IndexPut is the elements per second of index_put_ with accumulate
+	// over 2-byte elements (advanced indexing's backward, IndexBackward0:
+	// ATen's index_put_with_sort_kernel, whose indexing_backward_kernel
+	// adds each sorted index's gradient rows into its destination row);
+	// 0 unmeasured (fp32).
+	IndexPut float64
 	// ScatterAdd is scatter_add_'s elements per second (PyG's sum
 	// aggregation), 2-byte and 4-byte elements.
 	ScatterAdd [2]float64
@@ -78,6 +84,17 @@ func (g GraphKernels) Measured() bool { return g.GatherDRAM > 0 }
 //   - scatter_add_ over an expanded index: 270 G elements/s for 2-byte
 //     elements (260-278), 360 G for 4-byte (325-372), the zero fill of
 //     its output at the copy rate apart.
+//   - index_put_ with accumulate (IndexPut, 2-byte elements): 414.7 G
+//     elements/s, from the torch.profiler step of the small Qwen3-MoE
+//     with grouped_mm experts (hf_profile.jsonl, qwen3_moe_bf16, run
+//     19; tools/oracle/cuda_hf.py --profile): indexing_backward_kernel<
+//     c10::BFloat16, 4> 16 calls in 2.589 ms, the backward of
+//     hidden_states[perm // top_k] and weighted_out[inv_perm] in each of
+//     8 layers, each over 65,536 x 1,024 gradient elements (2 x 8 x
+//     67,108,864 in 2.589 ms). The other measurement of the kernel, 254
+//     calls in 1.740 ms in the per-expert loop (current_state's backward,
+//     about 258 rows of 1,024 a call), is 6.9 µs a call: its small calls
+//     are launch-bound, no check of the rate.
 //   - v.view(E, H, d) * alpha.view(E, H, 1): a broadcast operand takes
 //     TensorIterator off its vectorised path, 0.346 of the peak in fp16
 //     and bf16 (0.323-0.348), 0.569 in fp32 (0.542-0.570), 0.300 for a
@@ -91,11 +108,12 @@ func (g GraphKernels) Measured() bool { return g.GatherDRAM > 0 }
 var hopperGraph = GraphKernels{
 	GatherDRAM: 0.734, GatherWrite: 0.53, GatherRows: 1.63e9,
 	IndexAdd: [2]float64{118.7e9, 137e9}, IndexAdd64: [2]float64{83.5e9, 92.6e9},
+	IndexPut:    414.7e9,
 	ScatterAdd:  [2]float64{270e9, 360e9},
 	Broadcast:   [3]float64{0.346, 0.569, 0.300},
 	HeadSumRows: 4.6e9, HeadSumElems: 166e9, HeadSumMax: 64,
 	Source: "PyG's eager kernels measured on one H200 (torch 2.11.0+cu130; sim/testdata/cuda_h200/graph_kernels.jsonl, " +
-		"tools/oracle/graph_kernels.py, tools/oracle/cuda_run2.sh)",
+		"tools/oracle/graph_kernels.py, tools/oracle/cuda_run2.sh; index_put_ from hf_profile.jsonl, tools/oracle/cuda_hf.py --profile)",
 }
 
 // withGraph is k with the graph kernels g.

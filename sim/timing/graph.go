@@ -2,6 +2,8 @@ package timing
 
 import (
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Gathers and scatters, priced from their access pattern rather than as
@@ -160,6 +162,9 @@ func (pr *pricer) gather(op *core.OpInfo) OpCost {
 		if t, ok := pr.atomicAddTime(indexAddRates(g, max(n, table/elemBytes(out.Dtype))), n, out.Dtype, src, adds); measured && ok {
 			c.Bwd, _ = kernelTime(0, t)
 		}
+		if t, ok := pr.indexPutTime(g, op, n, out.Dtype, src); ok {
+			c.Bwd, _ = kernelTime(0, t)
+		}
 	}
 	return c
 }
@@ -256,4 +261,26 @@ func (pr *pricer) gtBytes(op *core.OpInfo) (fwd, bwd float64, ok bool) {
 	qd := pr.dramReads(2*edges*rowRead(row), 2*v(q))   // the destination's q and d_out per edge
 	src := 2*(v(k)+v(val)) + qd + 2*v(e) + 2*idx + lse // k, v, dK, dV; e and dE; m and D per edge
 	return fwd, dst + src, true
+}
+
+// indexPutTime is the backward of advanced indexing (x[index], op kind
+// "index") in eager dispatch on a GPU whose index_put_ was measured
+// (hw.GraphKernels.IndexPut), n gradient elements of dt into a zeroed
+// source of src bytes: IndexBackward0 is
+// index_put_(zeros, indices, grad, accumulate=True)
+// (tools/autograd/derivatives.yaml, index_backward), which CUDA runs as
+// index_put_with_sort_kernel (aten/src/ATen/native/cuda/Indexing.cu): the
+// indices sorted (a cub radix sort, not priced: a few small kernels), then
+// indexing_backward_kernel adding each index's gradient rows into its
+// row, at IndexPut elements a second; the zero fill at the copy rate.
+// index_select's backward is index_add_ instead (atomicAddTime). ok is
+// false elsewhere, and for elements other than 2-byte (unmeasured).
+func (pr *pricer) indexPutTime(g *hw.GraphKernels, op *core.OpInfo, n float64, dt units.DType, src float64) (float64, bool) {
+	if op.Kind != "index" || pr.dispatch != DispatchEager || g.IndexPut <= 0 || width(dt) != 0 {
+		return 0, false
+	}
+	if _, ok := pr.graphRates(); !ok {
+		return 0, false
+	}
+	return src/streamRate(&pr.d) + n/g.IndexPut, true
 }
