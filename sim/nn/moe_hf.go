@@ -132,5 +132,11 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	sm := b.AddOp("sum", "final_hidden_states", []core.Value{ro})
 	out := b.Out(sm, "final_hidden_states", []int64{T, d}, b.Dtype(ro), "per-token sum over the top-k copies")
 	b.Op(sm).Flops = float64(S * d)
+	// The sum reads every routed row (moe.py:479,
+	// weighted_out.view(num_tokens, num_top_k, hidden_dim).sum(dim=1)); its
+	// backward expands the [T, d] gradient over top_k, which view's
+	// backward (grad.reshape) copies into [S, d]: about twice these bytes,
+	// stream's backward.
+	b.Op(sm).Bytes += float64(b.Val(ro).Bytes)
 	return b.Cast(out, b.Dtype(x), "the block's output in the hidden states' dtype")
 }
