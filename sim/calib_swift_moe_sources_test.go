@@ -52,6 +52,32 @@ import (
 //     unpermute's weighted outputs live one layer at a time under full
 //     recompute), and the Qwen3 row, 11 GiB short, ran 0.11: the gap is
 //     not 0.13's.
+//   - The two Moonlight-16B-A3B-Instruct rows, moe/deepseek_v3.sh:
+//     "8 * 56GiB" at 9052fc057 (2025-06-25, ms-swift 3.6.0.dev0,
+//     core_r0.12.0; tp 2 with sequence parallelism, ep 4, the router in
+//     bf16, ms-swift's default then) and "8 * 60GiB; 9s/it" at cecf735f1
+//     (2025-07-10, "[megatron] update to mcore 0.13", 3.7.0.dev0,
+//     core_r0.13.0; pp 2, the last stage 13 of 27 layers, ep 4, the
+//     router in fp32, the default from ea23c5e9d). Both full recompute,
+//     expandable_segments, permute fusion, no overlap flags. They are two
+//     more full-recompute MoE runs of the same harness: memsh 14 and 17 %
+//     below (7.4 and 10.0 GiB), beside Qwen1.5-MoE's 12.4 GiB (core 0.13)
+//     and Qwen3-30B-A3B's 11.1 GiB (core 0.11). So the gap is not one
+//     Megatron-Core release's, not the network's or the second node's
+//     (three of the four ran on one node), not the shared expert's
+//     (Qwen3-30B-A3B has none), nor tp's or pp's. The fullest ranks hold
+//     2.3 to 2.7 B parameters in all four, but the gap per parameter
+//     spreads (3 to 6 bytes); against what memsh keeps for backward on
+//     the fullest rank without recompute (go test ./sim -run
+//     TestMegatronSwiftCalibration with the row's recompute "none":
+//     Moonlight 24.4 and 31.5 GiB, Qwen3-30B-A3B 35.3 GiB) it is a third
+//     (30, 32, 31 %), and 48 % of Qwen1.5-MoE pp 2's 25.7 GiB, as if part
+//     of every layer's activations outlived the checkpoint. No
+//     such path is found in CheckpointFunction, the dispatchers or the
+//     shared expert (above); deciding it takes Megatron-Core and
+//     Transformer Engine on a GPU (moe.sh's first stage, full recompute
+//     against none, max allocated beside reserved), which the oracle
+//     tools here do not have.
 //   - ms-swift's defaults at c3f3ca4a4 (megatron_args.py): main_grads_dtype
 //     and main_params_dtype fp32, exp_avg(_sq)_dtype fp32,
 //     use_precision_aware_optimizer and optimizer_cpu_offload False,
@@ -60,6 +86,11 @@ import (
 //     sequence is max_length's 8192 (train_args.py: seq_length or
 //     max_length; megatron_args' fallback to max_position_embeddings, 40960
 //     for Qwen3, applies only when both are unset).
+//   - ms-swift makes the process group itself before Megatron does
+//     (swift/utils/torch_utils.py init_process_group at ad907793e,
+//     ea23c5e9d and c3f3ca4a4, called from train_args.py): no device_id,
+//     so PyTorch still makes each group's communicator at its first
+//     collective, as replay/nccl_megatron.go assumes.
 //   - ms-swift's _patch__batched_p2p_ops (swift/megatron/init.py at
 //     c3f3ca4a4) sends the pipeline's batched p2p over the default group;
 //     ProcessGroupNCCL::pointToPoint runs a batched p2p on the group's own

@@ -418,7 +418,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		par        core.Parallelism
 		nodes      int64
 		recompute  string
-		gib, secs  float64 // measured: nvidia-smi GiB per GPU, s/it
+		gib, secs  float64 // measured: nvidia-smi GiB per GPU, s/it (0: not stated)
 		expandable bool    // the script sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 		bf16Router bool    // also print the row with the router in bf16 (April's reading, above)
 		memGap     string  // why the memory is not asserted ("" = asserted within 10 %)
@@ -466,6 +466,21 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 			nodes: 2, recompute: "full", gib: 60, secs: 9.6,
 			memGap:  "memsh 19 % below, cause unknown",
 			timeGap: "memsh 53 % below: the expert all-to-all crosses a network the source does not describe (see above)"},
+		// Held back: moe/deepseek_v3.sh on Moonlight-16B-A3B-Instruct
+		// (DeepSeek-V3's layers: MLA, 64 routed experts top-6 and two
+		// shared), full recompute, expandable_segments, permute fusion, no
+		// overlap flags; calib_swift_moe_sources_test.go dates them.
+		{name: "Moonlight-16B-A3B, tp 2, ep 4, dp 4", config: readHF(t, "moonlight-16b-a3b-instruct.json"),
+			par: core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
+			nodes: 1, recompute: "full", gib: 56, expandable: true,
+			memGap: "memsh 14 % below, cause unknown (the full-recompute rows' gap)"},
+		{name: "Moonlight-16B-A3B, pp 2, ep 4, dp 4", config: readHF(t, "moonlight-16b-a3b-instruct.json"),
+			par: core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 13,
+				NoOverlapGradReduce: true, NoOverlapParamGather: true, SharedExpertOverlap: true, RouterDType: units.FP32},
+			nodes: 1, recompute: "full", gib: 60, secs: 9, expandable: true,
+			memGap:  "memsh 17 % below, cause unknown (the full-recompute rows' gap)",
+			timeGap: "memsh 57 % below, not checked (MLA's attention under Transformer Engine, q/k head dim 192 and v 128, is the first place to look)"},
 	} {
 		m, err := hf.FromConfig(row.config, "flash")
 		if err != nil {
@@ -485,12 +500,18 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		p.RuntimeMemory.NCCLConnect = "eager"
 		r := evalPlan(t, p)
 		got := fullestGiB(r)
-		memErr, timeErr := got/row.gib-1, r.Time.StepSeconds/row.secs-1
-		t.Logf("%s: %.1f GiB (measured %.0f, %+.1f %%), %.2f s (measured %.2f, %+.1f %%)", row.name, got, row.gib, 100*memErr, r.Time.StepSeconds, row.secs, 100*timeErr)
+		memErr := got/row.gib - 1
+		if row.secs == 0 {
+			t.Logf("%s: %.1f GiB (measured %.0f, %+.1f %%), %.2f s (no step time stated)", row.name, got, row.gib, 100*memErr, r.Time.StepSeconds)
+		}
+		timeErr := r.Time.StepSeconds/row.secs - 1
+		if row.secs > 0 {
+			t.Logf("%s: %.1f GiB (measured %.0f, %+.1f %%), %.2f s (measured %.2f, %+.1f %%)", row.name, got, row.gib, 100*memErr, r.Time.StepSeconds, row.secs, 100*timeErr)
+		}
 		if row.memGap == "" && math.Abs(memErr) > 0.10 {
 			t.Errorf("%s: %.1f GiB, measured %.0f GiB (%+.1f %%, goal 10 %%)", row.name, got, row.gib, 100*memErr)
 		}
-		if row.timeGap == "" && math.Abs(timeErr) > 0.20 {
+		if row.timeGap == "" && row.secs > 0 && math.Abs(timeErr) > 0.20 {
 			t.Errorf("%s: %.2f s, measured %.2f s (%+.1f %%, goal 20 %%)", row.name, r.Time.StepSeconds, row.secs, 100*timeErr)
 		}
 		if row.nodes > 1 {

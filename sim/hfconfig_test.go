@@ -141,6 +141,17 @@ var hfParamCases = []struct {
 	{"bert-large-uncased.json", "BertModel", 335_141_888},
 	{"bert-large-uncased.json", "BertForSequenceClassification", 335_143_938},
 	{"qwen3-30b-a3b.json", "", 30_532_122_624},
+	// Moonlight-16B-A3B-Instruct (deepseek_v3; moonshotai's config.json,
+	// the model card's "16B" total): embed and lm_head 163840*2048 =
+	// 335,544,320 each, final norm 2,048; 27 layers of MLA without a query
+	// LoRA (q_proj 2048*16*192, kv_a_proj_with_mqa 2048*(512+64), its norm
+	// 512, kv_b_proj 512*16*256, o_proj 2048*2048) and two norms:
+	// 13,767,168; layer 0's MLP 3*2048*11264 = 69,206,016; 26 MoE layers
+	// of 64 experts 3*2048*1408, two shared 3*2048*2816 and the router
+	// 64*2048: 571,080,704 (the correction bias, 64 a layer, is a buffer
+	// in transformers' DeepseekV3TopkRouter, not a parameter). Total
+	// 15,960,108,544.
+	{"moonlight-16b-a3b-instruct.json", "", 15_960_108_544},
 	{"gpt-oss-20b.json", "", 20_914_757_184},
 	{"gemma-3-1b-it.json", "", 999_885_952},
 	{"phi-3.5-moe-instruct.json", "", 41_873_153_344},
