@@ -99,6 +99,9 @@ func TestHFH200KernelFamilies(t *testing.T) {
 			{"lm_head's backward GEMMs (nvjet 320x128 TNT, 256x128 NTT: one call each)", 6.537 + 6.042, 2, hfLMHead, 0,
 				"as Qwen3-MoE's"},
 			{"casting copies bf16 -> fp32 (unrolled direct_copy)", 20.973, 236, hfCasts(true), 0.10, "as Qwen3-MoE's"},
+			{"mean_backward (generic BUnaryFunctor<float> Mul: the expanded gradient times 1/n)", 5.757, 113,
+				func(op *core.OpInfo, _ *core.Program) (bool, bool) { return false, op.Kind == "mean" }, 0,
+				"RMSNorm's pow(2).mean(-1): memsh at the Broadcast multiply's 0.569 of the peak for fp32, the kernel ran at 0.34 (timing/row_mean.go)"},
 		}},
 		{"mixtral-small", []kernelFamily{
 			{"grouped GEMMs (cutlass GroupProblemShape, 3 names)", 4.582 + 4.500 + 4.321, 48, hfOpKind("grouped_matmul"), 0.15,

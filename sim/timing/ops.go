@@ -160,6 +160,9 @@ func (pr *pricer) op(i int) OpCost {
 	if c, ok := pr.stridedOp(op); ok { // strided.go
 		return c
 	}
+	if c, ok := pr.rowMean(op); ok { // row_mean.go
+		return c
+	}
 	switch op.Kind {
 	case "matmul", "int8_matmul":
 		return pr.matmul(op)
