@@ -27,7 +27,8 @@ import (
 // band wide enough to hold that gap cannot hide an overshoot. The dense rows' bands are the
 // spread of the run's own steady steps (steps 2-4 of llama1b_bf16:
 // 173.2-181.6 ms, +-2.4 % of their median; of llama1b_ckpt 210.8-215.3
-// ms), rounded up: memsh prices their GEMMs, attention, norms, rope and
+// ms), rounded up (llama1b_ckpt's 5 % past it: memsh's GEMMs and
+// attention at 0.73 of their isolated rates, TestHFH200KernelFamilies): memsh prices their GEMMs, attention, norms, rope and
 // AdamW at measured rates (RMSNorm's and rope's broadcast products on
 // the generic kernel: timing/row_broadcast.go, timing/rope.go; before
 // those, -5.0 and -3.7 %).
