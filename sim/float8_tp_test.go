@@ -107,3 +107,36 @@ func TestFloat8TPErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat8TPWithoutSP: without sequence parallelism
+// PrepareFloat8ModuleInput only casts (the input is replicated already):
+// no all-gather, the fp8 input [2, 64, 256] (32,768 B) read by q, k and v,
+// their input gradient sent to the bf16 input and all-reduced (65,536 B,
+// as lm_head's, a bf16 column-parallel linear).
+func TestFloat8TPWithoutSP(t *testing.T) {
+	p := float8TPPlan(false)
+	p.Parallel.SequenceParallel = false
+	prog := lower(t, p)
+	const a = "layers.0.self_attn."
+	for i := range prog.Ops {
+		if op := &prog.Ops[i]; op.Kind == "all_gather" {
+			t.Errorf("an all-gather (%s) without sequence parallelism", op.Name)
+		}
+	}
+	if v := valueNamed(t, prog, a+"input_fp8"); v.Bytes != 32768 || v.Grad {
+		t.Errorf("the attention's fp8 input: %d B, grad %v; want 32,768 B, no grad", v.Bytes, v.Grad)
+	}
+	q := matmulOf(t, prog, a+"q_proj")
+	if n := names(prog, q.In); len(n) != 3 || n[0] != a+"input_fp8" || n[2] != a+"q_proj.weight_fp8" {
+		t.Errorf("q_proj reads %v, want the fp8 input, the bf16 input and the fp8 weight", n)
+	}
+	reduces := 0
+	for _, c := range prog.Comm {
+		if c.Kind == "all_reduce" && c.Backward && c.Bytes == 65536 {
+			reduces++
+		}
+	}
+	if reduces != 6 { // q, k, v, gate and up, and lm_head's (a bf16 linear)
+		t.Errorf("%d backward all-reduces of a 65,536 B input gradient, want one per column-parallel linear (6)", reduces)
+	}
+}

@@ -173,6 +173,11 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 		if !col && b.Par.sp {
 			gradCast /= b.Par.Tp
 		}
+		if col && !b.Par.sp && b.Grad(xgrad) {
+			// ColwiseParallel without sequence parallelism: the input
+			// gradient's all-reduce (Replicate from Partial)
+			b.recordInputComm("all_reduce", xgrad, hp.Bytes(rows*in), i, false)
+		}
 		op.WorkB = float8TPBackwardWork(rows*out, gradCast, rows*in, out*in, b.graph)
 		op.BwdStream, op.BwdStreamK = float8TPBackwardCasts(rows*out, gradCast, rows*in, out*in, hp, b.graph)
 	}
