@@ -74,10 +74,21 @@ import (
 //     (30, 32, 31 %), and 48 % of Qwen1.5-MoE pp 2's 25.7 GiB, as if part
 //     of every layer's activations outlived the checkpoint. No
 //     such path is found in CheckpointFunction, the dispatchers or the
-//     shared expert (above); deciding it takes Megatron-Core and
+//     shared expert (above), and plain PyTorch does not show one:
+//     tools/oracle/moe_frag.py's replica of moe.sh's first stage under
+//     full recompute peaked at 39.05 GiB allocated on one H200 (its
+//     "fixed" mode, sim/testdata/cuda_h200/moe_frag.jsonl) where memsh's
+//     stage 0 allocates 38.54. Deciding it takes Megatron-Core and
 //     Transformer Engine on a GPU (moe.sh's first stage, full recompute
 //     against none, max allocated beside reserved), which the oracle
-//     tools here do not have.
+//     tools here do not have. One part is checkable without them: every
+//     script sets --cross_entropy_loss_fusion, whose steps run under
+//     torch.compile (megatron/core/fusions/fused_cross_entropy.py,
+//     megatron/core/jit.py), and the full-recompute rows peak at the loss;
+//     tools/oracle/cuda_fused_ce.py (prepared, not run) measures whether
+//     the compiled in-place steps hold more than memsh's 6 bytes a logit
+//     (at most 4 more: 4.6 GiB on the Qwen1.5-MoE pp 2 row's last stage,
+//     2.3 GiB on Qwen3-30B-A3B's).
 //   - ms-swift's defaults at c3f3ca4a4 (megatron_args.py): main_grads_dtype
 //     and main_params_dtype fp32, exp_avg(_sq)_dtype fp32,
 //     use_precision_aware_optimizer and optimizer_cpu_offload False,
