@@ -137,7 +137,27 @@ def segments(dev):
     return sorted(segs, reverse=True)
 
 
-def profile_summary(prof):
+def op_summary(prof, top):
+    """The profiled step's aten ops by name and input shapes (record_shapes): calls, self device time (the
+    kernels each launched itself) and device time with its children's, the top ones by self device time."""
+    rows = []
+    for e in prof.key_averages(group_by_input_shape=True):
+        self_us = getattr(e, "self_device_time_total", None)
+        if self_us is None:  # torch before 2.4
+            self_us = getattr(e, "self_cuda_time_total", 0)
+        total_us = getattr(e, "device_time_total", None)
+        if total_us is None:
+            total_us = getattr(e, "cuda_time_total", 0)
+        cpu_us = e.self_cpu_time_total
+        if self_us <= 0 and total_us <= 0 and cpu_us <= 0:
+            continue
+        rows.append(dict(name=e.key, shapes=str(e.input_shapes)[:300], count=e.count,
+                         self_device_s=self_us / 1e6, device_s=total_us / 1e6, self_cpu_s=cpu_us / 1e6))
+    rows.sort(key=lambda r: (-r["self_device_s"], -r["self_cpu_s"]))
+    return rows[:top]
+
+
+def profile_summary(prof, top=25):
     """What the GPU ran in a profiled step: kernel time and count, runtime calls, the top kernels."""
     kern, runtime, aten = {}, {}, 0
     for e in prof.events():
@@ -154,14 +174,14 @@ def profile_summary(prof):
             r[0] += 1
             r[1] += e.cpu_time_total
     total_us = sum(v[1] for v in kern.values())
-    top = sorted(kern.items(), key=lambda kv: -kv[1][1])[:25]
+    top = sorted(kern.items(), key=lambda kv: -kv[1][1])[:top]
     return dict(kernel_time_s=total_us / 1e6, kernels=sum(v[0] for v in kern.values()), aten_ops=aten,
                 runtime_calls={k: dict(count=v[0], cpu_s=v[1] / 1e6) for k, v in runtime.items()},
                 top_kernels=[dict(name=k[:160], count=v[0], time_s=v[1] / 1e6) for k, v in top])
 
 
 def run_case(name, steps, dev, shrink=False, empty_cache_steps=False, want_segments=False, want_profile=False,
-             bf16_build=False):
+             bf16_build=False, profile_top=25, profile_ops=0):
     from transformers import AutoModelForCausalLM
     build, b, s, variant = CASES[name]
     cfg = build()
@@ -215,7 +235,7 @@ def run_case(name, steps, dev, shrink=False, empty_cache_steps=False, want_segme
         if want_profile and step == steps:
             from torch.profiler import profile, ProfilerActivity
             acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
-            prof = profile(activities=acts)
+            prof = profile(activities=acts, record_shapes=profile_ops > 0)
             prof.__enter__()
         t0 = time.time()
         if variant == "amp":
@@ -245,7 +265,9 @@ def run_case(name, steps, dev, shrink=False, empty_cache_steps=False, want_segme
                     wall_s=dict(forward=t1 - t0, backward=t2 - t1, opt_step=t3 - t2, step=t3 - t0))
         if prof is not None:
             prof.__exit__(None, None, None)
-            srec["profile"] = profile_summary(prof)
+            srec["profile"] = profile_summary(prof, profile_top)
+            if profile_ops > 0:
+                srec["profile"]["ops"] = op_summary(prof, profile_ops)
         if want_segments:
             srec["segments"] = segments(dev)
         rec["steps"].append(srec)
@@ -268,6 +290,9 @@ def main():
                     help="torch.cuda.empty_cache() at each step's start: the reserve without the earlier steps' segments")
     ap.add_argument("--segments", action="store_true", help="the allocator's segments after each step")
     ap.add_argument("--profile", action="store_true", help="the last step under torch.profiler")
+    ap.add_argument("--profile-top", type=int, default=25, help="how many of the profiled step's kernels to list")
+    ap.add_argument("--profile-ops", type=int, default=0,
+                    help="list this many of the profiled step's aten ops by input shapes (record_shapes), by self device time")
     ap.add_argument("--bf16-build", action="store_true",
                     help="build the model in bf16 (from_config(torch_dtype=bfloat16)) instead of fp32 cast to bf16")
     a = ap.parse_args()
@@ -283,7 +308,8 @@ def main():
                 t = time.time()
                 try:
                     rec = run_case(name, a.steps, dev, shrink=dev.type == "cpu", empty_cache_steps=a.empty_cache_steps,
-                                   want_segments=a.segments, want_profile=a.profile, bf16_build=a.bf16_build)
+                                   want_segments=a.segments, want_profile=a.profile, bf16_build=a.bf16_build,
+                                   profile_top=a.profile_top, profile_ops=a.profile_ops)
                     rec["bf16_build"] = a.bf16_build
                     rec["empty_cache_steps"] = a.empty_cache_steps
                 except BaseException as e:  # an OOM or an API difference: record and go on
