@@ -122,7 +122,8 @@ func (pr *pricer) gradUses(s *Prices) {
 				s.sliced[v] = true
 			}
 			if s.last[v] >= 0 { // the gradient's bytes: a view's too
-				pr.accum[i] += 3 * float64(core.Numel(val.Shape)) * elemBytes(val.Dtype)
+				gdt, _ := val.GradBytes() // torchao's gathered fp8 input has a bf16 gradient (core/float8_tp.go)
+				pr.accum[i] += 3 * float64(core.Numel(val.Shape)) * elemBytes(gdt)
 				pr.accumK[i]++
 			}
 			s.last[v] = int32(i)
