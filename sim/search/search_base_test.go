@@ -268,10 +268,9 @@ func TestSearchLossChunksEqualsBruteForce(t *testing.T) {
 	}
 }
 
-// The same with torchao's float8 linears (tensorwise, FSDP2 gathering the
-// weights in fp8): the tensor-parallel layouts, which torchao's float8
-// does not run here, count among the rejected, as do the fsdp-less ones
-// for the fp8 all-gather.
+// The same with torchao's float8 linears (tensorwise): the
+// tensor-parallel layouts, which torchao's float8 does not run with
+// Megatron's tensor parallelism, count among the rejected.
 func TestSearchFloat8EqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Float8 = core.Float8{Scaling: "tensorwise"}
@@ -282,6 +281,26 @@ func TestSearchFloat8EqualsBruteForce(t *testing.T) {
 	for _, r := range res.Rows {
 		if r.Plan.Float8.Scaling != "tensorwise" {
 			t.Errorf("%s: float8 not carried", r.Plan.Parallel)
+		}
+	}
+	t.Logf("%+v", res.Stats)
+}
+
+// With DTensor's tensor parallelism (tp_runtime="torch", carried into
+// every layout) torchao's float8 runs tensor-parallel (core/float8_tp.go):
+// no layout is rejected for float8, and the search still agrees with the
+// brute force.
+func TestSearchFloat8TPEqualsBruteForce(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Float8 = core.Float8{Scaling: "tensorwise"}
+	base.Parallel.TPRuntime = "torch"
+	base.Device.Memory = 5 << 30 // small enough that memory prunes
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
+		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3", "fsdp"}, Checkpoint: []string{"none", "selective", "full"}, Top: 4, Workers: 2}
+	res := checkBruteForce(t, base, space, false)
+	for _, r := range res.Stats.InvalidBy {
+		if strings.Contains(r.Why, "float") { // InvalidBy writes digits as N: "floatN"
+			t.Errorf("a layout rejected for float8 under DTensor's tensor parallelism: %s", r.Why)
 		}
 	}
 	t.Logf("%+v", res.Stats)
