@@ -97,6 +97,10 @@ import (
 //     sequence is max_length's 8192 (train_args.py: seq_length or
 //     max_length; megatron_args' fallback to max_position_embeddings, 40960
 //     for Qwen3, applies only when both are unset).
+//   - Which rank the scripts' figure is (one figure for 8 GPUs) does not
+//     close the pp 2 rows: memsh's stages are 44.3 and 44.6 GiB
+//     (Qwen1.5-MoE; stage 0 holds the embedding, stage 1 the logits and
+//     the loss) and 45.0 and 50.0 GiB (Moonlight), all short of 57 and 60.
 //   - ms-swift makes the process group itself before Megatron does
 //     (swift/utils/torch_utils.py init_process_group at ad907793e,
 //     ea23c5e9d and c3f3ca4a4, called from train_args.py): no device_id,
