@@ -28,7 +28,14 @@ import (
 // measured reserve. Outside the allocator the one-rank communicator's first
 // collective added 583,008,256 B (used_after_first_collective -
 // used_after_context), which memsh does not model for a one-GPU group (it
-// counts NCCL's buffers per peer): named, not compared.
+// counts NCCL's buffers per peer): named, not compared. A one-rank
+// all-reduce is a copy (NCCL 2.28.9 enqueue.cc: nRanks == 1), so no buffer
+// is connected; what init makes regardless is the candidate: every NCCL
+// kernel loaded (ncclInitKernelsForDevice's cudaFuncGetAttributes, under
+// lazy module loading; once a process) and three device callocs a channel
+// (channel.cc initChannel), each rounded up to the 2 MiB cuMem granularity
+// (alloc.h; a communicator's, whatever its size). One figure does not
+// split them; tools/oracle/cuda_nccl_comm.py (prepared) does.
 //
 // Where memsh stands (December 2026): allocated exact; the reduce-scatter
 // stream's pool to the byte (4,978,638,848 B both). The reserve is +1.9 %,
