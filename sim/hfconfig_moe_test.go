@@ -216,3 +216,46 @@ func TestDeepSeekMTPLowers(t *testing.T) {
 		t.Errorf("mtp saves %d bytes, no more than without (%d)", reps[1].saved, reps[0].saved)
 	}
 }
+
+// On a pipeline the MTP module sits on the last stage (Megatron's
+// mtp_process): that stage holds its own copy of the embedding (the
+// first stage holds the model's), but the MTP head is the output layer
+// (MultiTokenPredictionBlock computes its logits with the model's
+// output_layer), not a second one. memsh had registered the head twice
+// on a pipelined last stage: 0.93 B parameters (5.8 GiB of Megatron's
+// states) too many on DeepSeek-V3 (calib_mlm_dsv3_test.go).
+func TestDeepSeekMTPPipelineSharesHead(t *testing.T) {
+	const hidden, vocab = 64, 100
+	cfg := []byte(`{"model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32,
+		"num_hidden_layers": 3, "num_attention_heads": 4, "vocab_size": 100, "q_lora_rank": 32, "kv_lora_rank": 16,
+		"qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "n_routed_experts": 8, "n_shared_experts": 1,
+		"num_experts_per_tok": 2, "first_k_dense_replace": 1, "num_nextn_predict_layers": 1}`)
+	for _, tc := range []struct {
+		name string
+		par  core.Parallelism
+	}{
+		{"pp 3", core.Parallelism{PP: 3}},
+		{"pp 2, 2 virtual stages, the MTP module alone on the last chunk", core.Parallelism{PP: 2, VirtualStages: 2, StageLayers: []int64{1, 1, 1, 0}}},
+	} {
+		var stored, params [2]int64
+		for i, mtp := range []bool{false, true} {
+			m, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "flash", MTP: mtp})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := tinyPlan(t, m)
+			p.Parallel = tc.par
+			p.Parallel.MicroBatches = 6
+			p.GradAccum = 6
+			r := evalPlan(t, p)
+			last := r.Ranks[len(r.Ranks)-1]
+			stored[i], params[i] = last.States.Params, r.Params
+		}
+		// bf16 weights: the module's own parameters and the embedding copy.
+		want := 2 * (params[1] - params[0] + vocab*hidden)
+		if got := stored[1] - stored[0]; got != want {
+			t.Errorf("%s: mtp adds %d bytes of weights to the last stage, want %d (its own %d parameters and the embedding's copy, the head shared)",
+				tc.name, got, want, params[1]-params[0])
+		}
+	}
+}

@@ -265,6 +265,14 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 				if m.Tied() && b.embedWeight(m) < 0 { // the embedding is on the first stage
 					b.P.Params[head].StageCopy = true
 				}
+				// An MTP module's head is the output layer (nn.MTP; Megatron's
+				// MultiTokenPredictionBlock computes its logits with the
+				// model's output_layer), as lowerBody ties it.
+				for pi := p0; pi < head; pi++ {
+					if b.P.Params[pi].Role == RoleLMHead && b.P.Params[pi].TiedTo < 0 {
+						b.P.Params[pi].TiedTo = int32(head)
+					}
+				}
 			}
 			c.out = x
 			out = StageOut{V: b.loss(m, x), Loss: true}
