@@ -344,7 +344,7 @@ func torchtitanFloat8(t *tree, p *plan, section string, sharded, tp bool) error 
 		return t.errorf(key("enable_fsdp_float8_all_gather"), "torchtitan asserts the same: drop one of them",
 			"enable_fsdp_float8_all_gather with recipe_name %s", quoteKey(recipe))
 	}
-	if tp && recipe != "" && recipe != "tensorwise" {
+	if tp && (recipe == "rowwise" || recipe == "rowwise_with_gw_hp") {
 		// torchtitan's apply_tp takes Float8ColwiseParallel and
 		// Float8RowwiseParallel for tensorwise only; a rowwise recipe
 		// gathers in bf16 and casts in the Float8Linear.
