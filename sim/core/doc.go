@@ -13,7 +13,8 @@
 // that keep only their inputs, LoRA adapters (in PEFT's dtype: a
 // parameter may have a dtype of its own, ParamInfo.DType, param_dtype.go)
 // and quantized frozen weights, and the shapes tensor, context, sequence and expert parallelism give one
-// rank (tp.go). A pipelined plan lowers one stage at a time (pipeline.go).
+// rank (tp.go; torchao's float8 linears under DTensor tensor parallelism:
+// float8_tp.go). A pipelined plan lowers one stage at a time (pipeline.go).
 //
 // The Builder is the lowering API: layers call its primitives (Linear,
 // LayerNorm, Cast, AddOp, Out, Save, ...) to add ops. Layer kinds live in

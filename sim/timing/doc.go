@@ -7,12 +7,11 @@
 // sim/hw/kernels.go; on GPUs where PyTorch's eager kernels were
 // measured, binary ops with a broadcast or strided operand, Hugging
 // Face's RMSNorm multiplies and rotary embedding, the grouped_mm experts'
-// activation on gate_up's strided halves, at TensorIterator's generic
-// kernel's rate: row_broadcast.go, rope.go, strided.go; advanced
-// indexing's backward at index_put_'s measured rate: graph.go; in eager
-// dispatch an
-// add's, a cast's and a reused tensor's backward follow autograd's own
-// rules: backward.go). Kernels' CPU dispatch bounds each phase from below
+// activation on gate_up's strided halves and RMSNorm's mean backward, at
+// TensorIterator's generic kernel's rate: row_broadcast.go, rope.go,
+// strided.go, row_mean.go; advanced indexing's backward at index_put_'s
+// measured rate: graph.go; in eager dispatch an add's, a cast's and a
+// reused tensor's backward follow autograd's own rules: backward.go). Kernels' CPU dispatch bounds each phase from below
 // (dispatch.go; a group of ops whose aten ops are counted, at the host's
 // measured time per aten op: host_ops.go), and a phase with host syncs
 // is replayed on two clocks, split at the syncs (host_sync.go); the
