@@ -5,13 +5,14 @@
 #  1. issue 28 (res29): the one-rank NCCL communicator's 583,008,256 B split by cause (cuda_nccl_comm.py).
 #  2. issues 19/20 (gmm29): every kernel and aten op by shape of the profiled HF steps (cuda_run29.sh's call).
 #  3. issue 19 (swift29): Megatron-Core's fused cross entropy compiled vs eager, bytes per logit (cuda_fused_ce.py).
-#  4-. session 20's cuda_run20.sh parts, in the order their issues need them: the three transformers loss eras
+#  4. issue 19 (moon29): FlashAttention at head dim 128 vs 192 and Megatron's packed RoPE host time (cuda_mla_attn.py).
+#  5-. session 20's cuda_run20.sh parts, in the order their issues need them: the three transformers loss eras
 #     (cuda_shift_loss.py), grouped_mm's kernels (--set moe), PEFT's LoRA branch (--set lora), the loop at 16
 #     experts and its host split, the bf16-built checkpointed reserve, FSDP2 accumulation and empty_cache, the
 #     broadcast/rope/RMSNorm kernels.
 #   mkdir -p .oracle && cp tools/oracle/cuda_hf.py tools/oracle/cuda_bwd_kernels.py tools/oracle/cuda_loop_host.py \
 #       tools/oracle/cuda_fsdp1.py tools/oracle/cuda_shift_loss.py tools/oracle/cuda_nccl_comm.py \
-#       tools/oracle/cuda_fused_ce.py tools/oracle/cuda_run21.sh .oracle/
+#       tools/oracle/cuda_fused_ce.py tools/oracle/cuda_mla_attn.py tools/oracle/cuda_run21.sh .oracle/
 #   device run, carry [".oracle"], timeout_s 590:  OUT=$OUT bash .oracle/cuda_run21.sh
 # Then: record every figure in sim/testdata/cuda_h200 (README.md there) and as tests, with this command.
 set -u
@@ -41,6 +42,7 @@ part nccl_comm 90 python3 "$HERE/cuda_nccl_comm.py" --out "$OUT/nccl_comm.jsonl"
 part hf_profile_ops 150 python3 "$HERE/cuda_hf.py" --out "$OUT/hf_profile_ops.jsonl" --deadline-s 120 --profile \
     --profile-top 400 --profile-ops 300 --cases qwen3_moe_bf16,qwen3_06b_bf16,mixtral_bf16,llama1b_bf16
 part fused_ce 150 python3 "$HERE/cuda_fused_ce.py" --out "$OUT/fused_ce.jsonl"
+part mla_attn 90 python3 "$HERE/cuda_mla_attn.py" --out "$OUT/mla_attn.jsonl"
 part shift_loss 60 python3 "$HERE/cuda_shift_loss.py" --out "$OUT/shift_loss.jsonl"
 part bwd_moe 90 python3 "$HERE/cuda_bwd_kernels.py" --set moe --out "$OUT/bwd_moe.jsonl" --deadline-s 60
 part bwd_lora 90 python3 "$HERE/cuda_bwd_kernels.py" --set lora --out "$OUT/bwd_lora.jsonl" --deadline-s 60
