@@ -63,6 +63,13 @@ func setStepOverhead(name string, v *starlark.Value, _ *trainArgs, p *core.Plan)
 	return p.Overheads.Validate()
 }
 
+func setTrainMetrics(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	if err := setInt(func(p *core.Plan) *int64 { return &p.Overheads.TrainMetrics })(name, v, a, p); err != nil {
+		return err
+	}
+	return p.Overheads.Validate()
+}
+
 func setClipGradNorm(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	if *v == starlark.None {
 		p.Overheads.ClipGradNorm = 0

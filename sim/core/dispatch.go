@@ -30,6 +30,16 @@ type Overheads struct {
 	// Trainer's max_grad_norm, 1.0 unless set; torchtitan's max_norm); 0
 	// clips nothing. The norm's value does not change the time.
 	ClipGradNorm float64
+	// TrainMetrics is the cross-entropy metrics the training loop
+	// computes on each micro-batch's logits after its backward, under
+	// no_grad in the precision's autocast: Composer's trainer
+	// (composer/trainer/trainer.py @v0.16.4, _train_microbatch ->
+	// _eval_train_metrics) updates every train metric of the model, and
+	// llm-foundry's MPT has two (LanguageCrossEntropy and
+	// LanguagePerplexity, each a torch.nn.CrossEntropyLoss over the
+	// logits: composer/metrics/nlp.py; use_train_metrics defaults to
+	// True, llmfoundry/models/mpt/modeling_mpt.py @061f2c7). 0: none.
+	TrainMetrics int64
 }
 
 // DispatchModes lists the dispatch modes.
@@ -47,6 +57,10 @@ func (o Overheads) Validate() error {
 	}
 	if !(o.StepSeconds >= 0) || math.IsInf(o.StepSeconds, 0) {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("step_overhead must be a number of seconds >= 0 (got %g)", o.StepSeconds)}
+	}
+	if o.TrainMetrics < 0 {
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("train_metrics must be a count >= 0 (got %d)", o.TrainMetrics),
+			Hint: "train_metrics=2 is Composer's two language-model metrics (LanguageCrossEntropy, LanguagePerplexity); 0 computes none"}
 	}
 	if !(o.ClipGradNorm >= 0) || math.IsInf(o.ClipGradNorm, 0) {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("clip_grad_norm must be a norm > 0, or None (got %g)", o.ClipGradNorm)}

@@ -273,6 +273,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 	}
 	ct, attn, costs := computeTime(mbProg, plan, redone)
 	w.Mb, w.Attn, w.costs, w.prog, w.redone = ct, attn, costs, mbProg, redone
+	w.Mb.Forward += trainMetricsTime(mbProg, plan) // after each micro-batch's backward, forward-only kernels
 	w.Optimizer, w.OptimizerCPU = OptimizerTime(plan, ow)
 	w.StepOverhead = plan.Overheads.StepSeconds
 	w.MbComm = SumCommOf(mbProg, plan, costs)

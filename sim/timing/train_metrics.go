@@ -1,0 +1,68 @@
+package timing
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// trainMetricsTime is the GPU time of the training loop's cross-entropy
+// metrics on one micro-batch (core.Overheads.TrainMetrics): each is
+// torch.nn.CrossEntropyLoss(reduction="sum") over the logits the loss
+// read, forward only (torch.no_grad), in the precision's context. Under
+// autocast cross-entropy runs in fp32, so 16-bit logits are first cast
+// (read once, written twice as wide); then log_softmax's forward over
+// rows wider than a block's shared memory (softmaxSmemBytes: every
+// language model's vocabulary) is cunn_SoftMaxForward
+// (aten/src/ATen/native/cuda/SoftMax.cu, host_softmax): one block a row
+// reads it three times (ilpReduce for the max, again for the sum of
+// exponentials, WriteFpropResults for the output) and writes it once; a
+// narrower row is read once. nll_loss reads a log-probability a row. The
+// metric's own sums (the loss and the count of labels not ignored) are
+// small kernels, at the kernel floor. The logits are those of the
+// program's cross-entropy op (the fused or the eager loss); a program
+// without one, or with a vocabulary-parallel or chunked loss, has none
+// to measure: 0.
+func trainMetricsTime(prog *core.Program, plan *core.Plan) float64 {
+	n := plan.Overheads.TrainMetrics
+	if n <= 0 || plan.Phase == core.Eval {
+		return 0
+	}
+	var x, lab *core.ValueInfo
+	for i := range prog.Ops {
+		op := &prog.Ops[i]
+		if op.Kind == "cross_entropy" && len(op.In) == 2 {
+			x, lab = &prog.Values[op.In[0]], &prog.Values[op.In[1]]
+		}
+	}
+	if x == nil || len(x.Shape) == 0 {
+		return 0
+	}
+	d := &plan.Device
+	elems := float64(core.Numel(x.Shape))
+	dt := x.Dtype
+	var t float64
+	if plan.Precision.Autocast && dt != units.FP32 {
+		c, _ := streamTime(d, elems*float64(dt.Bytes(1)+units.FP32.Bytes(1)))
+		t += c
+		dt = units.FP32
+	}
+	xb := elems * float64(dt.Bytes(1))
+	reads := 3.0
+	if row := xb / float64(max(core.Rows(x.Shape), 1)); row < softmaxSmemBytes {
+		reads = 1
+	}
+	ls, _ := streamTime(d, (reads+1)*xb)
+	nll, _ := streamTime(d, 2*float64(lab.Bytes))
+	t += max(ls, kernelFloor) + max(nll, kernelFloor) + trainMetricSmallKernels*kernelFloor
+	return float64(n) * t
+}
+
+// softmaxSmemBytes is the shared memory a CUDA block gets without opting
+// in (cudaDeviceProp.sharedMemPerBlock, 48 KiB on every GPU since
+// Kepler), which PyTorch's softmax kernels size their cached row by.
+const softmaxSmemBytes = 48 << 10
+
+// trainMetricSmallKernels is a metric's kernels besides the cast,
+// log_softmax and nll_loss: the loss added to sum_loss, target !=
+// ignore_index, its sum, and that added to total_items.
+const trainMetricSmallKernels = 4
