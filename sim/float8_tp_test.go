@@ -4,16 +4,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
 // float8TPPlan is float8Plan's one-block Llama (dim 256, 8 heads of 32,
-// 2 KV heads, FFN 688, 2 x 64 tokens) over tp=2 with sequence
-// parallelism and DTensor's tensor parallelism, as torchtitan applies
-// torchao's Float8ColwiseParallel and Float8RowwiseParallel.
+// 2 KV heads, 2 x 64 tokens) with FFN 704 rather than 688 (688 / 2 = 344
+// is no multiple of 16, a shard torch._scaled_mm refuses) over tp=2 with
+// sequence parallelism and DTensor's tensor parallelism, as torchtitan
+// applies torchao's Float8ColwiseParallel and Float8RowwiseParallel.
 func float8TPPlan(compile bool) *core.Plan {
 	p := float8Plan("tensorwise", compile)
+	p.Model = testmodels.Llama(256, 1, 8, 2, 704, 64, "sdpa")
 	p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, TPRuntime: "torch"}
 	return p
 }
@@ -138,5 +141,31 @@ func TestFloat8TPWithoutSP(t *testing.T) {
 	}
 	if reduces != 6 { // q, k, v, gate and up, and lm_head's (a bf16 linear)
 		t.Errorf("%d backward all-reduces of a 65,536 B input gradient, want one per column-parallel linear (6)", reduces)
+	}
+}
+
+// TestFloat8TPShapeErrors: a linear torchtitan leaves in high precision
+// (a full dimension not a multiple of 16) cannot take
+// Float8ColwiseParallel, and a shard that is not a multiple of 16 is one
+// torch._scaled_mm refuses (mat2's dimensions must divide by 16): both
+// are errors naming the linear, not figures.
+func TestFloat8TPShapeErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ffn  int64
+		want string
+	}{
+		{"FFN 520: left in bf16 by torchtitan's filter", 520, "torchtitan leaves gate_proj (256 -> 520) in high precision"},
+		{"FFN 688: 344 a rank", 688, "gate_proj's shard on a tensor-parallel rank (256 -> 344 of 256 -> 688) is not a multiple of 16"},
+	} {
+		p := float8TPPlan(false)
+		p.Model = testmodels.Llama(256, 1, 8, 2, c.ffn, 64, "sdpa")
+		if err := p.Validate(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		_, err := p.LowerProgram()
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "layers.0.mlp.gate_proj") {
+			t.Errorf("%s: %v, want an error at layers.0.mlp.gate_proj saying %q", c.name, err, c.want)
+		}
 	}
 }

@@ -127,6 +127,10 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 		panic(LowerError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("torchtitan's Float8ColwiseParallel and Float8RowwiseParallel need a Float8Linear, and torchtitan leaves %s (%d -> %d) in high precision (dimensions not multiples of 16)", name, fullIn, fullOut),
 			Hint: "drop float8=, or tp=1"}})
 	}
+	if in%16 != 0 || out%16 != 0 { // torch._scaled_mm on this rank's shard
+		panic(LowerError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("%s's shard on a tensor-parallel rank (%d -> %d of %d -> %d) is not a multiple of 16, which torch._scaled_mm refuses", name, in, out, fullIn, fullOut),
+			Hint: "a tp that leaves every linear's shard a multiple of 16, or drop float8="}})
+	}
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{out, in}, role)
 	b.ShardParam(w, wFull)
