@@ -31,6 +31,9 @@ func trainMetricsTime(prog *core.Program, plan *core.Plan) float64 {
 	for i := range prog.Ops {
 		op := &prog.Ops[i]
 		if op.Kind == "cross_entropy" && len(op.In) == 2 {
+			if x != nil { // a chunked loss: no whole logits (one chunk's would price a fraction of them)
+				return 0
+			}
 			x, lab = &prog.Values[op.In[0]], &prog.Values[op.In[1]]
 		}
 	}

@@ -55,4 +55,12 @@ func TestTrainMetricsByHand(t *testing.T) {
 			t.Errorf("%s: %.3f ms, want %.3f ms", c.name, 1e3*got, 1e3*c.want)
 		}
 	}
+	// A chunked loss (loss_chunks=2: a cross_entropy op a chunk) has no
+	// whole logits to measure: 0, not one chunk's share.
+	chunked := &core.Program{Values: prog.Values, Ops: []core.OpInfo{prog.Ops[0], prog.Ops[0]}}
+	prec, _ := core.LookupPrecision("bf16-mixed")
+	p := &core.Plan{Device: a100, Precision: prec, Phase: core.Train, Overheads: core.Overheads{TrainMetrics: 2}}
+	if got := trainMetricsTime(chunked, p); got != 0 {
+		t.Errorf("chunked loss: %.3f ms, want 0", 1e3*got)
+	}
 }
