@@ -73,6 +73,18 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
              parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 4, gpus_per_node = 8))`,
 	}, {
+		name: "llama3_70b float8 auto_filter_small_kn with tensor parallelism: every linear converted, listed",
+		file: "torchtitan/llama3_70b.toml",
+		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",
+			"activation_checkpoint.mode=selective", "training.global_batch_size=64", "training.local_batch_size=2", "model.converters=float8",
+			`float8.filter_fqns=["output", "auto_filter_small_kn"]`}},
+		notModelled: []string{"float8.filter_fqns: auto_filter_small_kn with tensor parallelism (memsh converts every linear)"},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(every = 2), compile = True, float8 = "tensorwise", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, fsdp = True, dp_replicate = 2, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
+             cluster = cluster(nodes = 4, gpus_per_node = 8))`,
+	}, {
 		name:        "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
 		file:        "torchtitan/llama3_70b.toml",
 		opts:        Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.disable_loss_parallel=true"}},
