@@ -24,7 +24,8 @@ import (
 // input's dtype. The autograd.Function saves the high-precision input and
 // the weight as it came (the parameter, or the fp8 weight FSDP2 gathered),
 // nothing in fp8. torchao 0.7 (eab345c, December 2024) saved the fp8 input
-// and fp8 weight instead in tensorwise mode; that release is not modelled.
+// and fp8 weight instead in tensorwise mode; that release is modelled only
+// under tensor parallelism (float8_tp.go).
 //
 // Backward: grad_output is cast to fp8 twice (once per GEMM; e4m3 or
 // e5m2, one byte either way), the weight once more unless it is already fp8, the
