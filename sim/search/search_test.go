@@ -164,6 +164,27 @@ func BenchmarkSearchLlama405B16384(b *testing.B) {
 	b.ReportMetric(float64(res.Stats.Replayed), "replays")
 }
 
+// BenchmarkSearchLlama405B49152 is the issue's space of a million
+// layouts and more: Llama 3.1 405B on 49,152 H100s (2^14 x 3, so every
+// degree has more divisors to take), 6,144 sequences of 8,192 tokens a
+// step: 1,351,376 layouts, 1,159,760 of them rejected by the plan (the
+// issue asks for under a minute on 2 cores).
+func BenchmarkSearchLlama405B49152(b *testing.B) {
+	workers := runtime.GOMAXPROCS(0)
+	base := testmodels.LlamaPlan(llama3_405B(), 1, 8192, "megatron", "none", "H100-80GB")
+	var res *Result
+	for i := 0; i < b.N; i++ {
+		var err error
+		if res, err = Run(context.Background(), base, Space{GPUs: 49152, GlobalBatch: 6144, Top: 10, Workers: workers}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perOp := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(res.Stats.Layouts+res.Stats.Invalid), "layouts")
+	b.ReportMetric(float64(res.Stats.Layouts+res.Stats.Invalid)/perOp/float64(workers), "plans/s/core")
+	b.ReportMetric(float64(res.Stats.Replayed), "replays")
+}
+
 // BenchmarkEvaluateLlama70B3D replays one layout as search replays its
 // rows: Llama-3-70B, TP 8 x PP 4 x DP 32 with the distributed optimizer,
 // 8 micro-batches of one 8,192-token sequence (four stage replays).
