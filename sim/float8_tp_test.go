@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -166,6 +167,17 @@ func TestFloat8TPShapeErrors(t *testing.T) {
 		_, err := p.LowerProgram()
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "layers.0.mlp.gate_proj") {
 			t.Errorf("%s: %v, want an error at layers.0.mlp.gate_proj saying %q", c.name, err, c.want)
+		}
+		// The layout's refusal, not the model's: search() rejects the
+		// layout with it (core.LayoutError), and the model lowers at tp=1.
+		var le *core.LayoutError
+		var se *units.Error
+		if !errors.As(err, &le) || !errors.As(err, &se) || se.Hint == "" {
+			t.Errorf("%s: %#v is not a core.LayoutError wrapping an engine error with a hint", c.name, err)
+		}
+		p.Parallel = core.Parallelism{TP: 1}
+		if _, err := p.LowerProgram(); err != nil {
+			t.Errorf("%s at tp=1: %v", c.name, err)
 		}
 	}
 }

@@ -123,12 +123,14 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 	} else {
 		fullIn = wFull / out
 	}
+	// Both refusals are the layout's (LayoutError): the model lowers at
+	// tp=1, and the second at a tp that leaves every shard aligned.
 	if fullIn%16 != 0 || fullOut%16 != 0 {
-		panic(LowerError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("torchtitan's Float8ColwiseParallel and Float8RowwiseParallel need a Float8Linear, and torchtitan leaves %s (%d -> %d) in high precision (dimensions not multiples of 16)", name, fullIn, fullOut),
+		panic(&LayoutError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("torchtitan's Float8ColwiseParallel and Float8RowwiseParallel need a Float8Linear, and torchtitan leaves %s (%d -> %d) in high precision (dimensions not multiples of 16)", name, fullIn, fullOut),
 			Hint: "drop float8=, or tp=1"}})
 	}
 	if in%16 != 0 || out%16 != 0 { // torch._scaled_mm on this rank's shard
-		panic(LowerError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("%s's shard on a tensor-parallel rank (%d -> %d of %d -> %d) is not a multiple of 16, which torch._scaled_mm refuses", name, in, out, fullIn, fullOut),
+		panic(&LayoutError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("%s's shard on a tensor-parallel rank (%d -> %d of %d -> %d) is not a multiple of 16, which torch._scaled_mm refuses", name, in, out, fullIn, fullOut),
 			Hint: "a tp that leaves every linear's shard a multiple of 16, or drop float8="}})
 	}
 	defer b.Scope(name)()

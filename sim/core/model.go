@@ -194,11 +194,7 @@ func (m *Model) inputDim() int64 {
 func (m *Model) lower(b *Builder) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			le, ok := r.(LowerError)
-			if !ok {
-				panic(r)
-			}
-			err = le.Err
+			err = loweringError(r)
 		}
 	}()
 	var x Value

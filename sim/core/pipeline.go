@@ -211,11 +211,7 @@ func ContainsLayer(s *Sequential, target Layer) bool {
 func (p *Plan) lowerStage(b *Builder) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			le, ok := r.(LowerError)
-			if !ok {
-				panic(r)
-			}
-			err = le.Err
+			err = loweringError(r)
 		}
 	}()
 	st := p.PipeStage

@@ -19,7 +19,7 @@ import (
 // from an artefact of pruning.
 type Stats struct {
 	Layouts      int      // layouts of the space the plan accepts
-	Invalid      int      // layouts the plan rejects
+	Invalid      int      // layouts the plan rejects, or their lowering (core.LayoutError: layoutRefusals)
 	InvalidBy    []Reason // the rejections by rule, most first
 	PrunedStates int      // model states alone exceed the GPU (a lower bound)
 	PrunedMemory int      // model states and activations held for backward exceed the GPU (a lower bound)
@@ -38,7 +38,7 @@ type Stats struct {
 	// check (the node's host memory is short of what their offloads pin
 	// there): they do not fit.
 	HostShort int
-	Profiles  int // block profiles lowered
+	Profiles  int // block profiles lowered (not those whose lowering refused their layouts)
 	// Priced are the profiles priced (their times summed): those with a
 	// layout the memory bound keeps (search.go).
 	Priced int
@@ -285,12 +285,15 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		prs[i] = pr
 		for _, si := range shapeList[shapeStart[i]:shapeStart[i+1]] {
 			p := sp.planOf(base, layouts[shapeFirst[si]])
-			if shs[si], serrs[si] = pr.shapeIn(p.Parallel, splits); serrs[si] != nil {
+			if shs[si], serrs[si] = pr.shapeIn(p.Parallel, splits); serrs[si] != nil && layoutRefusal(serrs[si]) == nil {
 				return
 			}
 		}
 		price := sp.priceAll
 		for _, j := range layoutList[layoutStart[i]:layoutStart[i+1]] {
+			if serrs[shapeAt[j]] != nil { // its shape's lowering refused the layout (layoutRefusals)
+				continue
+			}
 			p := sp.planOf(base, layouts[valid[j]])
 			fe := pr.bound(&p, shs[shapeAt[j]], nonTorch[outsideAt[j]])
 			ests[j] = estimate{minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
@@ -303,7 +306,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		// The compute of the stages of each shape a kept layout has: the
 		// walk's lower bounds of the step times (stepBound).
 		for _, j := range layoutList[layoutStart[i]:layoutStart[i+1]] {
-			if ests[j].fits(capacity) {
+			if serrs[shapeAt[j]] == nil && ests[j].fits(capacity) {
 				shs[shapeAt[j]].fillCompute(pr)
 			}
 		}
@@ -312,21 +315,22 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	for i := range keys {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
+	// A lowering's refusal of a layout rejects the layouts it lowered
+	// for, as the plan's refusals do; any other error fails the search.
+	refused, n, err := layoutRefusals(errs, serrs, profileAt, shapeAt, counts)
+	if err != nil {
+		return nil, err
 	}
-	for i := range skeys {
-		if serrs[i] != nil {
-			return nil, serrs[i]
-		}
+	if n > 0 {
+		res.Stats.Layouts, res.Stats.Invalid, res.Stats.InvalidBy = res.Stats.Layouts-n, res.Stats.Invalid+n, sortedReasons(counts)
 	}
 	profiles, shapes = nil, nil
-	res.Stats.Profiles = len(keys)
 	for _, pr := range prs {
-		if pr.priced {
-			res.Stats.Priced++
+		if pr != nil {
+			res.Stats.Profiles++
+			if pr.priced {
+				res.Stats.Priced++
+			}
 		}
 	}
 	shapeOf := func(j int) *stageShape { return shs[shapeAt[j]] }
@@ -334,6 +338,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	var kept []int // indexes into valid
 	for j, e := range ests {
 		switch {
+		case refused != nil && refused[j]:
 		case e.minStates > capacity:
 			res.Stats.PrunedStates++
 		case e.minDevice > capacity:

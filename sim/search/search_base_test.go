@@ -305,3 +305,52 @@ func TestSearchFloat8TPEqualsBruteForce(t *testing.T) {
 	}
 	t.Logf("%+v", res.Stats)
 }
+
+// A layout whose lowering refuses it is rejected with its reason, not
+// the search (issue 26): FFN 2,848 is 1,424 a rank at tp=2 and 712 at
+// tp=4, which torch._scaled_mm refuses (float8_tp.go). Every tp=4 layout
+// the plan accepts is counted under that reason, the search agrees with
+// the brute force over the others (whose replays lower), and the rows
+// are theirs.
+func TestSearchFloat8TPShardRejected(t *testing.T) {
+	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2848, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
+	base.Float8 = core.Float8{Scaling: "tensorwise"}
+	base.Parallel.TPRuntime = "torch"
+	base.Device.Memory = 5 << 30 // small enough that memory prunes
+	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2, 4}, PP: []int64{1, 2}, CP: []int64{1},
+		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
+	full, err := space.defaults(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layouts, err := full.enumerate(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp4 := 0 // the tp=4 layouts the plan accepts
+	for _, l := range layouts {
+		if p := full.plan(base, l); l.tp == 4 && p.Validate() == nil {
+			tp4++
+		}
+	}
+	res := checkBruteForce(t, base, space, false)
+	const why = "gate_proj's shard on a tensor-parallel rank (N -> N of N -> N) is not a multiple of N, which torch._scaled_mm refuses"
+	got := 0
+	for _, r := range res.Stats.InvalidBy {
+		if r.Why == why {
+			got = r.Count
+		}
+	}
+	if tp4 == 0 || got != tp4 {
+		t.Errorf("%d layouts rejected as %q, want the %d tp=4 layouts the plan accepts: %+v", got, why, tp4, res.Stats.InvalidBy)
+	}
+	if res.Stats.Layouts+res.Stats.Invalid != len(layouts) {
+		t.Errorf("%d layouts and %d rejected, of %d", res.Stats.Layouts, res.Stats.Invalid, len(layouts))
+	}
+	for _, r := range append(res.Rows, res.Front...) {
+		if r.Plan.Parallel.TP == 4 {
+			t.Errorf("%s: a refused layout among the results", rowName(r.Plan, r.Sharding))
+		}
+	}
+	t.Logf("%+v", res.Stats)
+}

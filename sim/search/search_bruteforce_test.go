@@ -22,7 +22,8 @@ type replayed struct {
 }
 
 // replayAll checks, estimates and replays every layout of space (small
-// enough to replay whole).
+// enough to replay whole); a layout whose replay refuses it
+// (core.LayoutError) is left out, as the plan's refusals are.
 func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 	t.Helper()
 	full, err := space.defaults(base)
@@ -39,6 +40,13 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 		if p.Validate() != nil {
 			continue
 		}
+		r, err := (&hostChecks{}).evaluate(p, core.Options{}, func(q *core.Plan) (*replay.Report, error) { return sim.Evaluate(q, core.Options{}) })
+		if layoutRefusal(err) != nil {
+			continue // its replay refuses the layout (core.LayoutError): Run rejects it
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		q := p // the profile's plan: Run lowers a params-offloaded layout's profile without its offload
 		if l.offload.timedByReplay() {
 			c := *p
@@ -50,10 +58,6 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 			t.Fatal(err)
 		}
 		sh, err := pr.shape(p.Parallel)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := (&hostChecks{}).evaluate(p, core.Options{}, func(q *core.Plan) (*replay.Report, error) { return sim.Evaluate(q, core.Options{}) })
 		if err != nil {
 			t.Fatal(err)
 		}

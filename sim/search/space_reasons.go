@@ -1,8 +1,10 @@
 package search
 
 import (
+	"errors"
 	"sort"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -57,4 +59,65 @@ func sortedReasons(counts map[string]int) []Reason {
 		return out[i].Why < out[j].Why
 	})
 	return out
+}
+
+// layoutRefusal is err's refusal of the layout its lowering was given
+// (core.LayoutError: another layout of the model may lower), nil when err
+// is another error.
+func layoutRefusal(err error) *units.Error {
+	var le *core.LayoutError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return nil
+}
+
+// layoutRefusals counts the layouts (by index into the plan's valid
+// layouts; profileAt and shapeAt give each one's profile and shape)
+// whose profile's lowering (errs) or shape's (serrs) refused their
+// layout into counts by reason, and marks them in refused (nil when none
+// is). Any other lowering error is returned, the profiles' first: the
+// search fails on it, as on a model that does not lower at all.
+func layoutRefusals(errs, serrs []error, profileAt, shapeAt []int32, counts map[string]int) (refused []bool, n int, err error) {
+	reasons := func(list []error) ([]string, error) {
+		var why []string
+		for i, err := range list {
+			if err == nil {
+				continue
+			}
+			r := layoutRefusal(err)
+			if r == nil {
+				return nil, err
+			}
+			if why == nil {
+				why = make([]string, len(list))
+			}
+			why[i] = reasonOf(r)
+		}
+		return why, nil
+	}
+	byProfile, err := reasons(errs)
+	if err != nil {
+		return nil, 0, err
+	}
+	byShape, err := reasons(serrs)
+	if err != nil || byProfile == nil && byShape == nil {
+		return nil, 0, err
+	}
+	refused = make([]bool, len(profileAt))
+	for j := range profileAt {
+		var why string
+		if byProfile != nil {
+			why = byProfile[profileAt[j]]
+		}
+		if why == "" && byShape != nil {
+			why = byShape[shapeAt[j]]
+		}
+		if why != "" {
+			refused[j] = true
+			counts[why]++
+			n++
+		}
+	}
+	return refused, n, nil
 }
