@@ -57,7 +57,8 @@ func SearchBuiltins() []host.Builtin {
 			"they replaced; every other setting is carried into every layout: parallel()'s Megatron flags (router_dtype, " +
 			"unpermute_probs, shared_expert_overlap, tp_comm_overlap, loss_dp_group, overlap_grad_reduce, tp_runtime, ...), its FSDP " +
 			"options (on the fsdp and hsdp layouts), compile, lora, quant (QLoRA), freeze, loss_chunks, fused_loss, liger_kernels, float8, the overheads and the cluster's links and host; layouts " +
-			"a carried setting makes invalid count among the rejected. A plan with its activations on the host (offload(activations=\"cpu\")) " +
+			"a carried setting makes invalid count among the rejected, and so do layouts whose lowering refuses them (torchao's float8 at a tp that " +
+			"leaves a linear's shard on a rank off torch._scaled_mm's multiple of 16), by reason; a model that does not lower is an error. A plan with its activations on the host (offload(activations=\"cpu\")) " +
 			"keeps them there in every layout, each timed by its replay as it comes up (t.notes count them), with offload=[\"none\"] only. A plan whose schedule is not 1f1b or interleaved, or that " +
 			"offloads its optimizer or parameters (an axis: offload=), is refused with a hint, as are settings whose memory the " +
 			"search cannot bound (fp8_param_gather, tokens_per_batch, members, " +
