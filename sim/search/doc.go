@@ -10,7 +10,10 @@
 // activations its GPU holds for backward, exceed the GPU cannot fit
 // (fastEstimate.minDevice is a lower bound of what the replay reports), so
 // it is dropped before any replay, and before its step time is
-// estimated. The step time of the rest comes from block profiles
+// estimated. A layout the plan refuses (ValidateFor), or whose profile's
+// lowering refuses its layout (core.LayoutError: torchao's float8 at a tp
+// whose shards torch._scaled_mm refuses), is rejected and counted by
+// reason (space_reasons.go); any other lowering error fails the search. The step time of the rest comes from block profiles
 // (search_profile.go) through the same time model as a replay; a
 // profile is lowered for the bound and priced (search_profile_lower.go) (its ops' times and
 // collectives summed) only when the bound keeps one of its layouts. The
