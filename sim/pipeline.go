@@ -2,14 +2,12 @@ package sim
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
-	"github.com/memsh/memsh/sim/timing"
 )
 
 // evaluatePipeline replays every stage of a pipelined plan; the report is
@@ -63,121 +61,23 @@ func Staged(plan *core.Plan) bool {
 // composes the pipeline's report; nil when a stage uses at least limit bytes of device
 // memory.
 func evaluateStages(plan *core.Plan, opts core.Options, limit, first int64, workers int) (*replay.Report, error) {
-	par := plan.Parallel.Norm()
-	stages, err := stagePlans(plan)
+	r, err := newStagedRun(plan, opts, first, workers, workers > 1 && limit < math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}
-	split := stages[0].PipeStage.Split
-	m := plan.MicroBatches()
-	ranks := make([]*replay.Report, par.PP)
-	times := make([]*timing.StageTime, par.PP)
-	errs := make([]error, par.PP)
-	var over atomic.Bool // a stage reached the limit: the others need not run
-	// A stage running beside the one that reaches the limit is stopped:
-	// its context ends (stopOthers), and the error that makes it return
-	// is not the caller's.
-	sopts, stopOthers := opts, func() {}
-	if workers > 1 && limit < math.MaxInt64 {
-		ctx, cancel := context.WithCancel(orBackground(opts.Context))
-		defer cancel()
-		sopts.Context, stopOthers = ctx, cancel
-	}
-	// Each worker lowers its stages' programs into one set of lists
-	// (bufs, its own), the next stage's into the last one's.
-	stage := func(s int64, bufs *core.ProgramBuffers) {
-		if over.Load() {
-			return
-		}
-		n := stages[s].PipeStage.Inflight
-		rep, st, err := evaluateUnder(stages[s], sopts, limit, bufs)
-		if err != nil {
-			if over.Load() && opts.Stopped() == nil { // stopped by stopOthers
-				return
-			}
-			errs[s] = err
-			return
-		}
-		if rep == nil || rep.DeviceUsed >= limit {
-			over.Store(true)
-			stopOthers()
-			return
-		}
-		times[s] = st
-		var layers []string
-		for _, g := range core.RankChunks(par, s) {
-			lo, hi := split.ChunkBlocks(g)
-			switch {
-			case hi == lo:
-				layers = append(layers, "none")
-			case hi == lo+1:
-				layers = append(layers, fmt.Sprintf("%d", lo))
-			default:
-				layers = append(layers, fmt.Sprintf("%d-%d", lo, hi-1))
-			}
-		}
-		what := "blocks " + joinList(layers)
-		for _, g := range core.RankChunks(par, s) {
-			switch g {
-			case 0:
-				what += " and the layers before them"
-			case split.Chunks - 1:
-				what += ", the layers after them, the output layer and the loss"
-			}
-		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("pipeline stage %d of %d (%s schedule): %s; %d of %d micro-batch forwards in flight at the peak",
-			s, par.PP, par.Schedule, what, n, m*par.VirtualStages))
-		ranks[s] = rep
-	}
-	var rest []int64
-	for s := range par.PP {
-		if s != first {
-			rest = append(rest, s)
-		}
-	}
+	defer r.stop()
 	if workers <= 1 {
 		bufs := opts.Buffers.Get(opts.Names)
 		defer opts.Buffers.Put(bufs)
-		for _, s := range append([]int64{first}, rest...) {
-			if stage(s, bufs); errs[s] != nil || over.Load() {
+		for _, s := range r.order {
+			if r.stage(s, limit, bufs); r.errs[s] != nil || r.over.Load() {
 				break
 			}
 		}
 	} else {
-		if last := par.PP - 1; first != last {
-			// The last stage beside first: it holds the fewest micro-batches
-			// in flight, so it is the shortest replay, and the least lost
-			// when first reaches the limit; the others follow, the most in
-			// flight first.
-			rest = append([]int64{last}, rest[:len(rest)-1]...)
-		}
-		runStages(first, rest, workers, &over, opts, stage)
+		runStages(r.order[0], r.order[1:], workers, &r.over, opts, func(s int64, bufs *core.ProgramBuffers) { r.stage(s, limit, bufs) })
 	}
-	if err := errs[first]; err != nil { // the stage first's error first, as a walk of one stage at a time returns it
-		return nil, err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	if over.Load() {
-		return nil, nil
-	}
-	worst := 0
-	for s, rep := range ranks {
-		if rep.DeviceUsed > ranks[worst].DeviceUsed {
-			worst = s
-		}
-	}
-	top := *ranks[worst]
-	top.Ranks = ranks
-	top.TrainableParams = 0
-	for _, r := range ranks {
-		top.TrainableParams += r.TrainableParams // each stage counts its own layers
-	}
-	timing.PipelineTime(plan, &top, ranks, times) // the step over all stages
-	return &top, nil
+	return r.report()
 }
 
 // runStages runs stage(s) for the stages first and rest on workers
