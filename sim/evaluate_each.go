@@ -1,0 +1,110 @@
+package sim
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// EvaluateBelowEach evaluates each of plans as EvaluateBelow(plans[i],
+// opts, limit(i), firsts[i], workers) does, on one pool of workers
+// goroutines: its replays (a staged plan's stages, in EvaluateBelow's
+// order, or another plan whole) start in the plans' order, so that a
+// worker starts plan i+1's while another finishes plan i's, where
+// EvaluateBelow one plan at a time would leave it idle (search's Pareto
+// front, walk.go). limit(i) is read as each of plan i's replays starts,
+// so it may fall as earlier plans finish; a staged plan's report is nil
+// when one of its stages reaches the limit read as that stage started,
+// and Evaluate's report otherwise, field for field. A limit of 0 or less
+// starts no more of plan i's replays, and its report is nil. done(i, rep,
+// err) is called once for each plan, when the last of its replays ends,
+// from the goroutine that ran it; limit and done are called from several
+// goroutines at once. Once opts' context is done, no replay starts and
+// each plan not finished ends with its error.
+func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, workers int, limit func(i int) int64, done func(i int, rep *replay.Report, err error)) {
+	type job struct {
+		i int
+		s int64 // the stage to replay; -1: the plan whole
+	}
+	var jobs []job
+	runs := make([]*stagedRun, len(plans))
+	left := make([]atomic.Int32, len(plans))
+	whole := make([]*replay.Report, len(plans))
+	wholeErr := make([]error, len(plans))
+	for i, p := range plans {
+		if err := p.Validate(); err != nil {
+			done(i, nil, err)
+			continue
+		}
+		if !Staged(p) || firsts[i] < 0 || firsts[i] >= p.Parallel.Norm().PP {
+			jobs = append(jobs, job{i, -1})
+			left[i].Store(1)
+			continue
+		}
+		r, err := newStagedRun(p, opts, firsts[i], workers, true)
+		if err != nil {
+			done(i, nil, err)
+			continue
+		}
+		runs[i] = r
+		for _, s := range r.order {
+			jobs = append(jobs, job{i, s})
+		}
+		left[i].Store(int32(len(r.order)))
+	}
+	run := func(j job, bufs *core.ProgramBuffers) {
+		r := runs[j.i]
+		if err := opts.Stopped(); err != nil {
+			if r == nil {
+				wholeErr[j.i] = err
+			} else {
+				r.errs[j.s] = err
+			}
+			return
+		}
+		l := limit(j.i)
+		switch {
+		case r == nil && l > 0:
+			whole[j.i], wholeErr[j.i] = Evaluate(plans[j.i], opts)
+		case r == nil: // nil, not replayed
+		case l <= 0:
+			r.over.Store(true)
+		default:
+			r.stage(j.s, l, bufs)
+		}
+	}
+	finish := func(i int) {
+		r := runs[i]
+		if r == nil {
+			done(i, whole[i], wholeErr[i])
+			return
+		}
+		r.stop()
+		rep, err := r.report()
+		done(i, rep, err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(max(workers, 1), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bufs := opts.Buffers.Get(opts.Names)
+			defer opts.Buffers.Put(bufs)
+			for {
+				n := int(next.Add(1) - 1)
+				if n >= len(jobs) {
+					return
+				}
+				j := jobs[n]
+				run(j, bufs)
+				if left[j.i].Add(-1) == 0 { // the plan's last replay: its stages' reports are all written
+					finish(j.i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
