@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"math"
+	"sync"
 
 	"github.com/memsh/memsh/sim"
 	"github.com/memsh/memsh/sim/core"
@@ -145,27 +146,88 @@ func (w *walk) timeAhead(e stepEntry, best int64) float64 {
 	return steps[0]
 }
 
+// hasFree is has without best: it takes from the queue only what has
+// would take at any best, a layout's time or a time worked out ahead
+// (timed), and stops at a layout has would time or drop.
+func (w *walk) hasFree(i int) bool {
+	for len(w.kept) <= i && w.queue.Len() > 0 {
+		e := (*w.queue)[0]
+		if e.exact {
+			heap.Pop(w.queue)
+			w.kept = append(w.kept, e.j)
+			continue
+		}
+		step, ok := w.timed[e.j]
+		if !ok {
+			return false
+		}
+		heap.Pop(w.queue)
+		delete(w.timed, e.j)
+		w.ests[e.j].step = step
+		e.step, e.exact = step, true
+		heap.Push(w.queue, e)
+	}
+	return i < len(w.kept)
+}
+
+// aheadPerWorker is how many layouts to replay per worker a wave of the
+// front's walk holds at most.
+const aheadPerWorker = 4
+
 // timeAheadPerWorker is how many step times timeAhead works out per
 // worker at a time.
 const timeAheadPerWorker = 4
 
-// evaluate replays the kept layouts idx (indexes into kept) in
-// parallel. A pipelined layout's stages are replayed its fullest by the
-// bound first, and one that reaches limit bytes of device memory ends its
-// replay with a nil report: the layout needs at least that much.
-func (w *walk) evaluate(idx []int, limit int64) ([]*replay.Report, error) {
+// evaluate replays the kept layouts idx (indexes into kept) on the
+// workers, one pool of their replays (sim.EvaluateBelowEach): a
+// pipelined layout's stages, its fullest by the bound first, or a layout
+// whole. A stage that reaches the layout's limit ends its replay with a
+// nil report: the layout needs at least that much. The limit is limit;
+// with lower, as each replay starts, it is also the least device memory
+// of the layouts before it in idx whose replays have ended and fit, and a
+// layout whose memory bound is at least its limit is not replayed (a nil
+// report). A walk of one layout at a time has a best no larger at the
+// layout (front): a nil report is one it finds dominated.
+func (w *walk) evaluate(idx []int, limit int64, lower bool) ([]*replay.Report, error) {
 	reps := make([]*replay.Report, len(idx))
 	errs := make([]error, len(idx))
-	parallelFor(w.ctx, w.sp.Workers, len(idx), nil, func(i int) {
-		k := idx[i]
+	ended := make([]bool, len(idx))
+	var mu sync.Mutex // reps, errs and ended, as replays end
+	var plans []*core.Plan
+	var firsts []int64
+	var at []int // plans[n] is kept layout idx[at[n]]
+	for i, k := range idx {
 		if r := w.timedReport(w.kept[k]); r != nil { // replayed in full to time it: what EvaluateBelow would find, or more
-			reps[i] = r
-			return
+			reps[i], ended[i] = r, true
+			continue
 		}
-		opts := core.Options{Context: w.ctx, Names: w.names, Buffers: w.pool}
-		reps[i], errs[i] = w.hosts.evaluate(w.plan(k), opts, func(p *core.Plan) (*replay.Report, error) {
-			return sim.EvaluateBelow(p, opts, limit, w.ests[w.kept[k]].fullest, w.sp.Workers)
-		})
+		plans, firsts, at = append(plans, w.plan(k)), append(firsts, w.ests[w.kept[k]].fullest), append(at, i)
+	}
+	limitOf := func(n int) int64 {
+		if !lower {
+			return limit
+		}
+		i := at[n]
+		mu.Lock()
+		defer mu.Unlock()
+		l := limit
+		for j := range i {
+			if ended[j] && reps[j] != nil && reps[j].Fits {
+				l = min(l, DeviceMemory(reps[j]))
+			}
+		}
+		if w.ests[w.kept[idx[i]]].minDevice >= l {
+			return 0 // dominated: not replayed
+		}
+		return l
+	}
+	opts := core.Options{Context: w.ctx, Names: w.names, Buffers: w.pool}
+	sim.EvaluateBelowEach(plans, firsts, opts, w.sp.Workers, limitOf, func(n int, r *replay.Report, err error) {
+		r, err = w.hosts.evaluate(plans[n], opts, func(*core.Plan) (*replay.Report, error) { return r, err })
+		mu.Lock()
+		defer mu.Unlock()
+		i := at[n]
+		reps[i], errs[i], ended[i] = r, err, true
 	})
 	if err := w.ctx.Err(); err != nil {
 		return nil, err
@@ -202,7 +264,7 @@ func (w *walk) replay(idx []int) error {
 			todo = append(todo, k)
 		}
 	}
-	reps, err := w.evaluate(todo, math.MaxInt64)
+	reps, err := w.evaluate(todo, math.MaxInt64, false)
 	if err != nil {
 		return err
 	}
@@ -306,7 +368,24 @@ func (w *walk) front(res *Result) error {
 				break
 			}
 		}
-		reps, err := w.evaluate(todo, best)
+		// The layouts after them that the walk has whatever best is
+		// (hasFree), replayed beside them: a worker that one of them
+		// leaves idle starts the next one's replays, with a limit that
+		// falls as the wave's layouts before it end (evaluate).
+		for ; len(todo) < max(w.sp.Workers, 1)*aheadPerWorker && w.hasFree(i); i++ {
+			_, done := w.reports[i]
+			if w.ests[w.kept[i]].minDevice >= best {
+				if !done {
+					w.stats.Dominated++
+				}
+				continue
+			}
+			wave = append(wave, i)
+			if !done {
+				todo = append(todo, i)
+			}
+		}
+		reps, err := w.evaluate(todo, best, true)
 		if err != nil {
 			return err
 		}
