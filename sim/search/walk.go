@@ -146,26 +146,21 @@ func (w *walk) timeAhead(e stepEntry, best int64) float64 {
 	return steps[0]
 }
 
-// hasFree is has without best: it takes from the queue only what has
-// would take at any best, a layout's time or a time worked out ahead
-// (timed), and stops at a layout has would time or drop.
-func (w *walk) hasFree(i int) bool {
+// hasFree is has for a caller that does not yet know the best it will
+// walk the layout at, only that it is no more than best: it takes from
+// the queue only what has would take at any such best (a layout's time,
+// a time worked out ahead, timed, or a layout dominated at best already),
+// and stops at a layout has might time.
+func (w *walk) hasFree(i int, best int64) bool {
 	for len(w.kept) <= i && w.queue.Len() > 0 {
 		e := (*w.queue)[0]
-		if e.exact {
-			heap.Pop(w.queue)
-			w.kept = append(w.kept, e.j)
-			continue
-		}
-		step, ok := w.timed[e.j]
-		if !ok {
+		switch _, timed := w.timed[e.j]; {
+		case e.exact:
+		case e.minDevice >= best: // has drops it at best or less
+		case !timed:
 			return false
 		}
-		heap.Pop(w.queue)
-		delete(w.timed, e.j)
-		w.ests[e.j].step = step
-		e.step, e.exact = step, true
-		heap.Push(w.queue, e)
+		w.has(len(w.kept), best)
 	}
 	return i < len(w.kept)
 }
@@ -372,7 +367,7 @@ func (w *walk) front(res *Result) error {
 		// (hasFree), replayed beside them: a worker that one of them
 		// leaves idle starts the next one's replays, with a limit that
 		// falls as the wave's layouts before it end (evaluate).
-		for ; len(todo) < max(w.sp.Workers, 1)*aheadPerWorker && w.hasFree(i); i++ {
+		for ; len(todo) < max(w.sp.Workers, 1)*aheadPerWorker && w.hasFree(i, best); i++ {
 			_, done := w.reports[i]
 			if w.ests[w.kept[i]].minDevice >= best {
 				if !done {
