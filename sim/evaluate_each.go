@@ -21,7 +21,12 @@ import (
 // starts no more of plan i's replays, and its report is nil. done(i, rep,
 // err) is called once for each plan, when the last of its replays ends,
 // from the goroutine that ran it; limit and done are called from several
-// goroutines at once. Once opts' context is done, no replay starts and
+// goroutines at once. A worker starts plan i's replays only once every
+// plan before i-a has ended, a the larger of workers-1 and 1: on 2
+// workers, while plan i-1's last replays run, it starts plan i's,
+// against a limit that plan i-1 may yet lower, but not plan i+1's (each
+// against a limit older still: in search's front, a replay in full where
+// a walk of one plan at a time would stop at the first stage). Once opts' context is done, no replay starts and
 // each plan not finished ends with its error.
 func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, workers int, limit func(i int) int64, done func(i int, rep *replay.Report, err error)) {
 	type job struct {
@@ -85,6 +90,19 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 		rep, err := r.report()
 		done(i, rep, err)
 	}
+	// ended[i] is set as plan i's last replay ends; prefix is how many
+	// plans from the first have all ended.
+	var mu sync.Mutex
+	cond := sync.NewCond(&mu)
+	ended := make([]bool, len(plans))
+	prefix := 0
+	for i := range plans {
+		ended[i] = left[i].Load() == 0 // refused before any replay
+	}
+	for prefix < len(plans) && ended[prefix] {
+		prefix++
+	}
+	ahead := max(workers-1, 1)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(max(workers, 1), len(jobs)) {
@@ -99,9 +117,19 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 					return
 				}
 				j := jobs[n]
+				mu.Lock()
+				for prefix < j.i-ahead { // see above
+					cond.Wait()
+				}
+				mu.Unlock()
 				run(j, bufs)
 				if left[j.i].Add(-1) == 0 { // the plan's last replay: its stages' reports are all written
 					finish(j.i)
+					mu.Lock()
+					for ended[j.i] = true; prefix < len(plans) && ended[prefix]; prefix++ {
+					}
+					cond.Broadcast()
+					mu.Unlock()
 				}
 			}
 		}()
