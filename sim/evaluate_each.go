@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -21,7 +22,8 @@ import (
 // starts no more of plan i's replays, and its report is nil. done(i, rep,
 // err) is called once for each plan, when the last of its replays ends,
 // from the goroutine that ran it; limit and done are called from several
-// goroutines at once. A worker starts plan i's replays only once every
+// goroutines at once. As plan i-1 ends, the replays of plan i running
+// read plan i's limit again (Options.Below). A worker starts plan i's replays only once every
 // plan before i-a has ended, a the larger of workers-1 and 1: on 2
 // workers, while plan i-1's last replays run, it starts plan i's,
 // against a limit that plan i-1 may yet lower, but not plan i+1's (each
@@ -36,6 +38,7 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 	var jobs []job
 	runs := make([]*stagedRun, len(plans))
 	left := make([]atomic.Int32, len(plans))
+	below := make([]atomic.Int64, len(plans)) // plan i's limit as it falls (Options.Below)
 	whole := make([]*replay.Report, len(plans))
 	wholeErr := make([]error, len(plans))
 	for i, p := range plans {
@@ -53,6 +56,8 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 			done(i, nil, err)
 			continue
 		}
+		below[i].Store(math.MaxInt64)
+		r.sopts.Below = &below[i]
 		runs[i] = r
 		for _, s := range r.order {
 			jobs = append(jobs, job{i, s})
@@ -70,6 +75,7 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 			return
 		}
 		l := limit(j.i)
+		lowerLimit(&below[j.i], l)
 		switch {
 		case r == nil && l > 0:
 			whole[j.i], wholeErr[j.i] = Evaluate(plans[j.i], opts)
@@ -128,6 +134,13 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 					mu.Lock()
 					for ended[j.i] = true; prefix < len(plans) && ended[prefix]; prefix++ {
 					}
+					// The limits of the staged plans that may be running
+					// (Options.Below: their replays stop sooner).
+					for k := j.i + 1; k < len(plans) && k <= prefix+ahead; k++ {
+						if runs[k] != nil && !ended[k] {
+							lowerLimit(&below[k], limit(k))
+						}
+					}
 					cond.Broadcast()
 					mu.Unlock()
 				}
@@ -135,4 +148,14 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 		}()
 	}
 	wg.Wait()
+}
+
+// lowerLimit sets c to v if v is less.
+func lowerLimit(c *atomic.Int64, v int64) {
+	for {
+		old := c.Load()
+		if v >= old || c.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/units"
@@ -147,6 +148,12 @@ type Options struct {
 	// lowered their programs into, and takes them back after its
 	// replays (a search's replays: BufferPool).
 	Buffers *BufferPool
+	// Below, when set, lowers the limit of a replay that stops at one
+	// (replay.RunBelow) while it runs: the replay reads it every
+	// StopEvery ops and stops once its device memory reaches the smaller
+	// of the two (sim.EvaluateBelowEach: a plan's limit falls as the
+	// plans before it end).
+	Below *atomic.Int64
 }
 
 // StopEvery is how many ops the replay runs between looks at

@@ -67,11 +67,14 @@ func RunBelowIn(prog *core.Program, plan *core.Plan, opts core.Options, limit in
 	if err != nil {
 		return nil, err
 	}
+	if b := opts.Below; b != nil {
+		limit = min(limit, b.Load())
+	}
 	if warm && r.off == nil && r.hostHolds == nil && limit < math.MaxInt64 {
 		if r.Rep.PeakReserved+nonTorch >= limit {
 			return nil, nil
 		}
-		r.stopAt = limit - nonTorch // forward and backward stop there
+		r.stopAt = max(limit-nonTorch, 1) // forward and backward stop there
 	}
 	if !warm {
 		r.setup()
@@ -242,10 +245,23 @@ func (r *Replay) optimizerTraffic(p *core.ParamInfo, states []core.StateTensor) 
 	return 2*w + g + 2*s + 2*m
 }
 
+// stopLook is the look every StopEvery ops: whether the caller's
+// context is done; and a limit lowered since (Options.Below) lowers
+// stopAt.
+func (r *Replay) stopLook() bool {
+	if r.opts.Stopped() != nil {
+		return true
+	}
+	if b := r.opts.Below; b != nil && r.stopAt > 0 {
+		r.stopAt = min(r.stopAt, max(b.Load()-r.nonTorch, 1))
+	}
+	return false
+}
+
 func (r *Replay) forward() {
 	r.phase = r.fwdPhase
 	for i := range r.P.Ops {
-		if i%core.StopEvery == 0 && r.opts.Stopped() != nil { // Run returns the error
+		if i%core.StopEvery == 0 && r.stopLook() { // Run returns the error
 			return
 		}
 		op := &r.P.Ops[i]
@@ -290,7 +306,7 @@ func (r *Replay) backward() {
 		r.gradT[r.P.Loss] = r.allocate(Alloc{Tensor: "grad of loss", DType: units.FP32, Bytes: 4, Why: "seed gradient", Cat: core.CatTemporaries})
 	}
 	for i := len(r.P.Ops) - 1; i >= 0; i-- {
-		if i%core.StopEvery == 0 && r.opts.Stopped() != nil { // Run returns the error
+		if i%core.StopEvery == 0 && r.stopLook() { // Run returns the error
 			return
 		}
 		r.Dist.beforeBackward(r, i) // pipeline seeds, gathers
