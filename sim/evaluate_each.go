@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ import (
 // err) is called once for each plan, when the last of its replays ends,
 // from the goroutine that ran it; limit and done are called from several
 // goroutines at once. As plan i-1 ends, the replays of plan i running
-// read plan i's limit again (Options.Below). A worker starts plan i's replays only once every
+// read plan i's limit again (Options.Below), and a plan whose limit is
+// then 0 or less is stopped, its report nil. A worker starts plan i's replays only once every
 // plan before i-a has ended, a the larger of workers-1 and 1: on 2
 // workers, while plan i-1's last replays run, it starts plan i's,
 // against a limit that plan i-1 may yet lower, but not plan i+1's (each
@@ -39,6 +41,11 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 	runs := make([]*stagedRun, len(plans))
 	left := make([]atomic.Int32, len(plans))
 	below := make([]atomic.Int64, len(plans)) // plan i's limit as it falls (Options.Below)
+	// A plan whose limit falls to 0 while its replays run is dropped:
+	// its replays are stopped (stop[i]) and its report is nil.
+	dropped := make([]atomic.Bool, len(plans))
+	stop := make([]func(), len(plans))
+	wopts := make([]core.Options, len(plans)) // a plan whole's, with a context of its own
 	whole := make([]*replay.Report, len(plans))
 	wholeErr := make([]error, len(plans))
 	for i, p := range plans {
@@ -47,6 +54,10 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 			continue
 		}
 		if !Staged(p) || firsts[i] < 0 || firsts[i] >= p.Parallel.Norm().PP {
+			ctx, cancel := context.WithCancel(orBackground(opts.Context))
+			defer cancel()
+			wopts[i], stop[i] = opts, cancel
+			wopts[i].Context = ctx
 			jobs = append(jobs, job{i, -1})
 			left[i].Store(1)
 			continue
@@ -58,7 +69,8 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 		}
 		below[i].Store(math.MaxInt64)
 		r.sopts.Below = &below[i]
-		runs[i] = r
+		runs[i], stop[i] = r, func() { r.over.Store(true); r.stop() } // over first: the stages' errors are not the caller's
+		defer r.stop()
 		for _, s := range r.order {
 			jobs = append(jobs, job{i, s})
 		}
@@ -78,7 +90,10 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 		lowerLimit(&below[j.i], l)
 		switch {
 		case r == nil && l > 0:
-			whole[j.i], wholeErr[j.i] = Evaluate(plans[j.i], opts)
+			whole[j.i], wholeErr[j.i] = Evaluate(plans[j.i], wopts[j.i])
+			if dropped[j.i].Load() {
+				whole[j.i], wholeErr[j.i] = nil, nil
+			}
 		case r == nil: // nil, not replayed
 		case l <= 0:
 			r.over.Store(true)
@@ -92,7 +107,6 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 			done(i, whole[i], wholeErr[i])
 			return
 		}
-		r.stop()
 		rep, err := r.report()
 		done(i, rep, err)
 	}
@@ -134,11 +148,17 @@ func EvaluateBelowEach(plans []*core.Plan, firsts []int64, opts core.Options, wo
 					mu.Lock()
 					for ended[j.i] = true; prefix < len(plans) && ended[prefix]; prefix++ {
 					}
-					// The limits of the staged plans that may be running
-					// (Options.Below: their replays stop sooner).
+					// The limits of the plans that may be running
+					// (Options.Below: their replays stop sooner), and
+					// those dropped.
 					for k := j.i + 1; k < len(plans) && k <= prefix+ahead; k++ {
-						if runs[k] != nil && !ended[k] {
-							lowerLimit(&below[k], limit(k))
+						if ended[k] {
+							continue
+						}
+						l := limit(k)
+						lowerLimit(&below[k], l)
+						if l <= 0 && !dropped[k].Swap(true) {
+							stop[k]()
 						}
 					}
 					cond.Broadcast()
