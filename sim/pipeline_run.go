@@ -63,7 +63,8 @@ func newStagedRun(plan *core.Plan, opts core.Options, first int64, workers int, 
 
 // stage replays stage s, lowering its program into bufs, unless a stage
 // already reached its limit; one that uses at least limit bytes of
-// device memory sets over and stops the others.
+// device memory, or Options.Below's as it ends, sets over and stops the
+// others.
 func (r *stagedRun) stage(s, limit int64, bufs *core.ProgramBuffers) {
 	if r.over.Load() {
 		return
@@ -77,6 +78,9 @@ func (r *stagedRun) stage(s, limit int64, bufs *core.ProgramBuffers) {
 		}
 		r.errs[s] = err
 		return
+	}
+	if b := r.sopts.Below; b != nil { // lowered while the stage ran
+		limit = min(limit, b.Load())
 	}
 	if rep == nil || rep.DeviceUsed >= limit {
 		r.over.Store(true)
