@@ -173,13 +173,14 @@ const aheadPerWorker = 4
 // worker at a time.
 const timeAheadPerWorker = 4
 
-// evaluate replays the kept layouts idx (indexes into kept) on the
-// workers, one pool of their replays (sim.EvaluateBelowEach): a
+// evaluate replays the kept layouts idx (indexes into kept) not
+// replayed yet on the workers, one pool of their replays (sim.EvaluateBelowEach): a
 // pipelined layout's stages, its fullest by the bound first, or a layout
 // whole. A stage that reaches the layout's limit ends its replay with a
 // nil report: the layout needs at least that much. The limit is limit;
 // with lower, as each replay starts, it is also the least device memory
-// of the layouts before it in idx whose replays have ended and fit, and a
+// of the layouts before it in idx whose replays have ended (or were
+// replayed before) and fit, and a
 // layout whose memory bound is at least its limit is not replayed (a nil
 // report). A walk of one layout at a time has a best no larger at the
 // layout (front): a nil report is one it finds dominated.
@@ -192,6 +193,10 @@ func (w *walk) evaluate(idx []int, limit int64, lower bool) ([]*replay.Report, e
 	var firsts []int64
 	var at []int // plans[n] is kept layout idx[at[n]]
 	for i, k := range idx {
+		if r, ok := w.reports[k]; ok { // replayed already (by top)
+			reps[i], ended[i] = r, true
+			continue
+		}
 		if r := w.timedReport(w.kept[k]); r != nil { // replayed in full to time it: what EvaluateBelow would find, or more
 			reps[i], ended[i] = r, true
 			continue
@@ -380,13 +385,15 @@ func (w *walk) front(res *Result) error {
 				todo = append(todo, i)
 			}
 		}
-		reps, err := w.evaluate(todo, best, true)
+		reps, err := w.evaluate(wave, best, true)
 		if err != nil {
 			return err
 		}
 		fresh := map[int]*replay.Report{}
-		for j, k := range todo {
-			fresh[k] = reps[j]
+		for j, k := range wave {
+			if _, done := w.reports[k]; !done {
+				fresh[k] = reps[j]
+			}
 		}
 		for _, k := range wave {
 			r, isNew := fresh[k]
