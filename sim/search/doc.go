@@ -24,10 +24,14 @@
 // collectives leave exposed, search_bound_tp.go; each pipeline split of
 // the blocks worked out once per run, search_split.go) and its memory bound
 // does not show it dominated there (walk.has). The Pareto front's walk replays a
-// pipelined layout alone, its stages on every worker, its fullest by the
-// bound first, and stops at a stage that already needs as much memory
-// as a faster layout that fits: the layout cannot be on the front
-// (sim.EvaluateBelow).
+// pipelined layout's stages on every worker, its fullest by the bound
+// first, and stops at a stage that already needs as much memory as a
+// faster layout that fits: the layout cannot be on the front
+// (sim.EvaluateBelow). The layouts after it that the walk already has
+// share the workers' pool of replays (sim.EvaluateBelowEach): one worker
+// starts the next layout's stages while another finishes this one's,
+// and the next layout's limit falls, while its stages run, as this one
+// ends.
 //
 // A layout is the base plan with the space's axes in place of its own;
 // every other setting of the base plan (Megatron's flags, LoRA, compile,

@@ -340,7 +340,14 @@ func DeviceMemory(r *replay.Report) int64 {
 // before it they stop soonest, where in a wave it was often replayed in
 // full and then found dominated by the wave's earlier layout (the 70B
 // search of BenchmarkSearchLlama70B1024: 7 of the front's 45 full
-// pipelined replays, 109 of its 894 stage replays).
+// pipelined replays, 109 of its 894 stage replays). The layouts after
+// the wave that the walk has whatever best is (hasFree) join it on one
+// pool of replays (evaluate): as each ends, the limit of the ones after
+// it falls to what a walk of one at a time would give them, or lower
+// (its memory when it fits), so that a worker the pipelined layout's
+// last stages leave idle replays the next layout's stages (on 2 cores,
+// BenchmarkSearchLlama70B1024's front replays as many stages in full,
+// 642, and wastes about 10 starts).
 func (w *walk) front(res *Result) error {
 	best := int64(math.MaxInt64) // least memory of a fitting layout so far
 	var front []int
