@@ -55,18 +55,7 @@ func TestRowBroadcastMulHandCounted(t *testing.T) {
 		if x.compile {
 			plan.Compile = core.Compile{Blocks: true}
 		}
-		var ps Prices
-		got := ps.Of(prog, plan)[0]
-		if x.fwd < 0 {
-			if _, ok := newPricer(prog, plan, &ps).rowBroadcastMul(&prog.Ops[0]); ok {
-				t.Errorf("%s: priced by the broadcast rule", x.name)
-			}
-			continue
-		}
-		if math.Abs(got.Fwd-x.fwd) > 1e-9 || math.Abs(got.Bwd-x.bwd) > 1e-9 || got.BwdK != x.bwdK {
-			t.Errorf("%s: forward %.2f µs, backward %.2f µs in %g kernels; want %.2f, %.2f in %g",
-				x.name, 1e6*got.Fwd, 1e6*got.Bwd, got.BwdK, 1e6*x.fwd, 1e6*x.bwd, x.bwdK)
-		}
+		checkRulePrice(t, x.name, prog, plan, (*pricer).rowBroadcastMul, x.fwd, x.bwd, x.bwdK)
 	}
 }
 
@@ -103,5 +92,25 @@ func TestGroupedMMMaskedFill(t *testing.T) {
 		if wb := x.bwd * want; math.Abs(got.Bwd-wb) > 1e-9 {
 			t.Errorf("%s: backward %.2f µs, want %.2f", x.name, 1e6*got.Bwd, 1e6*wb)
 		}
+	}
+}
+
+// checkRulePrice prices the single op of prog and compares it with the
+// hand-counted forward and backward seconds and backward kernels; a
+// negative fwd means the rule must leave the op to another (rule reports
+// it did not price it).
+func checkRulePrice(t *testing.T, name string, prog *core.Program, plan *core.Plan, rule func(*pricer, *core.OpInfo) (OpCost, bool), fwd, bwd, bwdK float64) {
+	t.Helper()
+	var ps Prices
+	got := ps.Of(prog, plan)[0]
+	if fwd < 0 {
+		if _, ok := rule(newPricer(prog, plan, &ps), &prog.Ops[0]); ok {
+			t.Errorf("%s: priced by the rule under test", name)
+		}
+		return
+	}
+	if math.Abs(got.Fwd-fwd) > 1e-9 || math.Abs(got.Bwd-bwd) > 1e-9 || got.BwdK != bwdK {
+		t.Errorf("%s: forward %.2f µs, backward %.2f µs in %g kernels; want %.2f, %.2f in %g",
+			name, 1e6*got.Fwd, 1e6*got.Bwd, got.BwdK, 1e6*fwd, 1e6*bwd, bwdK)
 	}
 }

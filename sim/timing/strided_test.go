@@ -1,7 +1,6 @@
 package timing
 
 import (
-	"math"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -55,17 +54,6 @@ func TestStridedOpHandCounted(t *testing.T) {
 		if x.compile {
 			plan.Compile = core.Compile{Blocks: true}
 		}
-		var ps Prices
-		got := ps.Of(prog, plan)[0]
-		if x.fwd < 0 {
-			if _, ok := newPricer(prog, plan, &ps).stridedOp(&prog.Ops[0]); ok {
-				t.Errorf("%s: priced by the strided rule", x.name)
-			}
-			continue
-		}
-		if math.Abs(got.Fwd-x.fwd) > 1e-9 || math.Abs(got.Bwd-x.bwd) > 1e-9 || got.BwdK != x.bwdK {
-			t.Errorf("%s: forward %.2f µs, backward %.2f µs in %g kernels; want %.2f, %.2f in %g",
-				x.name, 1e6*got.Fwd, 1e6*got.Bwd, got.BwdK, 1e6*x.fwd, 1e6*x.bwd, x.bwdK)
-		}
+		checkRulePrice(t, x.name, prog, plan, (*pricer).stridedOp, x.fwd, x.bwd, x.bwdK)
 	}
 }
