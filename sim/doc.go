@@ -7,7 +7,10 @@
 // the allocator model (sim/replay over sim/alloc), runs the time model
 // (sim/timing) and adds a graph model's notes (sim/graph). A pipelined
 // plan is replayed stage by stage and the step composed over the stages
-// (pipeline.go). The layout search (sim/search) sits above it.
+// (pipeline.go, over pipeline_run.go's stage replays); EvaluateBelow and
+// EvaluateBelowEach (evaluate_each.go: several plans on one pool of
+// workers) stop a replay that reaches a limit. The layout search
+// (sim/search) sits above it.
 //
 // The engine is pure Go. No sim package imports go.starlark.net, prints,
 // reads the environment or the clock. Errors are *units.Error values that
