@@ -319,14 +319,7 @@ func TestSearchFloat8TPShardRejected(t *testing.T) {
 	base.Device.Memory = 5 << 30 // small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2, 4}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
-	full, err := space.defaults(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	layouts, err := full.enumerate(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	full, layouts := enumerated(t, base, space)
 	tp4 := 0 // the tp=4 layouts the plan accepts
 	for _, l := range layouts {
 		if p := full.plan(base, l); l.tp == 4 && p.Validate() == nil {

@@ -21,10 +21,9 @@ type replayed struct {
 	report *replay.Report
 }
 
-// replayAll checks, estimates and replays every layout of space (small
-// enough to replay whole); a layout whose replay refuses it
-// (core.LayoutError) is left out, as the plan's refusals are.
-func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
+// enumerated is space with its defaults filled in from base, and every
+// layout of it.
+func enumerated(t *testing.T, base *core.Plan, space Space) (Space, []layout) {
 	t.Helper()
 	full, err := space.defaults(base)
 	if err != nil {
@@ -34,6 +33,15 @@ func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return full, layouts
+}
+
+// replayAll checks, estimates and replays every layout of space (small
+// enough to replay whole); a layout whose replay refuses it
+// (core.LayoutError) is left out, as the plan's refusals are.
+func replayAll(t *testing.T, base *core.Plan, space Space) []replayed {
+	t.Helper()
+	full, layouts := enumerated(t, base, space)
 	var out []replayed
 	for _, l := range layouts {
 		p := full.plan(base, l)
