@@ -160,7 +160,7 @@ var TrainKeywords = []keyword{
 		Doc: "the cross-entropy metrics the training loop computes on each micro-batch's logits after its backward, for the time model: " +
 			"each a torch cross_entropy over the logits under no_grad (under autocast in fp32: a cast, then log_softmax's three reads and a write), " +
 			"as Composer's trainer updates a model's train metrics on every micro-batch (llm-foundry's MPT: LanguageCrossEntropy and LanguagePerplexity, 2); " +
-			"0 computes none. Their transient fp32 copies are not replayed",
+			"0 computes none. Their transient fp32 copies are not replayed; a loss that leaves no rank whole logits (vocabulary-parallel, chunked, linear-fused) prices none and r.notes says so",
 		set: setTrainMetrics},
 	{Name: "first_step", Def: starlark.False,
 		Doc: "replays the first training step, before the first optimizer.step() makes the optimizer's state (Adam's moments), and reports its figures; the default is the steady state (step 2 onwards), whose peak_reserved and device_used on one GPU, under Megatron's layouts and under FSDP2 are the most reserved over that first step and the steady one (the steady step runs in the cache the first left)",

@@ -9,12 +9,14 @@ import (
 	"go.starlark.net/starlark"
 )
 
-// notes are the report's remarks: the engine's, then the assumptions a
-// custom gpu() brought in where they shaped the result.
+// notes are the report's remarks: the engine's, the time model's (what
+// it leaves out of the step, a pipeline's bubble), then the assumptions
+// a custom gpu() brought in where they shaped the result.
 func (x *Report) notes() []string {
 	p := x.plan.P
 	gpus := p.Parallel.GPUs()
-	out := append(append([]string(nil), x.r.Notes...), deviceNotes(p.Device, gpus, x.r.Traffic.PCIe)...)
+	out := append(append([]string(nil), x.r.Notes...), x.r.Time.Notes...)
+	out = append(out, deviceNotes(p.Device, gpus, x.r.Traffic.PCIe)...)
 	if _, err := hw.LookupDevice(p.Device.Name); err != nil && p.Cluster.InterGBps == 0 && p.Cluster.Norm(gpus).Nodes > 1 {
 		out = append(out, fmt.Sprintf("%s is not a catalog card: the network between nodes is the time model's default for "+
 			"an unknown card, %g GB/s per GPU and direction; pass cluster(inter=...) for yours", p.Device.Name, timing.InterNodeGBps(p.Device)))

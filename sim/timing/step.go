@@ -134,6 +134,7 @@ type GpuWork struct {
 	redone []bool        // its recomputed checkpoint regions
 	Tokens float64       // tokens per step over all data-parallel replicas
 	Eval   bool
+	notes  []string // what the time model leaves out of this work, for the estimate's notes
 }
 
 // gpuTime is one GPU's step split by cause: the per-micro-batch part
@@ -175,7 +176,7 @@ func StepTimeIn(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *cor
 	mb := w.prog // a stage's micro-batch program, or prog
 	gt := w.Times(plan)
 	step := float64(w.M)*gt.MbSec + gt.TlSec
-	te := replay.TimeEstimate{StepSeconds: step}
+	te := replay.TimeEstimate{StepSeconds: step, Notes: w.notes}
 	for _, s := range gt.PerMB {
 		te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
 	}
@@ -273,7 +274,11 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 	}
 	ct, attn, costs := computeTime(mbProg, plan, redone)
 	w.Mb, w.Attn, w.costs, w.prog, w.redone = ct, attn, costs, mbProg, redone
-	w.Mb.Forward += trainMetricsTime(mbProg, plan) // after each micro-batch's backward, forward-only kernels
+	metrics, note := trainMetricsTime(mbProg, plan) // after each micro-batch's backward, forward-only kernels
+	w.Mb.Forward += metrics
+	if note != "" {
+		w.notes = append(w.notes, note)
+	}
 	w.Optimizer, w.OptimizerCPU = OptimizerTime(plan, ow)
 	w.StepOverhead = plan.Overheads.StepSeconds
 	w.MbComm = SumCommOf(mbProg, plan, costs)

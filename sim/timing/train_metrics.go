@@ -19,26 +19,38 @@ import (
 // narrower row is read once. nll_loss reads a log-probability a row. The
 // metric's own sums (the loss and the count of labels not ignored) are
 // small kernels, at the kernel floor. The logits are those of the
-// program's cross-entropy op (the fused or the eager loss); a program
-// without one, or with a vocabulary-parallel or chunked loss, has none
-// to measure: 0.
-func trainMetricsTime(prog *core.Program, plan *core.Plan) float64 {
+// program's cross-entropy op (the fused or the eager loss). A
+// vocabulary-parallel, chunked or linear-fused cross-entropy, or another
+// loss, leaves no whole logits to measure: 0, and the note says why (a
+// metric asked for and not priced is not a silent 0); a pipeline stage
+// without the loss has none, and no note.
+func trainMetricsTime(prog *core.Program, plan *core.Plan) (float64, string) {
 	n := plan.Overheads.TrainMetrics
 	if n <= 0 || plan.Phase == core.Eval {
-		return 0
+		return 0, ""
 	}
 	var x, lab *core.ValueInfo
 	for i := range prog.Ops {
 		op := &prog.Ops[i]
-		if op.Kind == "cross_entropy" && len(op.In) == 2 {
-			if x != nil { // a chunked loss: no whole logits (one chunk's would price a fraction of them)
-				return 0
-			}
-			x, lab = &prog.Values[op.In[0]], &prog.Values[op.In[1]]
+		switch op.Kind {
+		case "fused_linear_cross_entropy":
+			return 0, trainMetricsNote("the loss is fused with the output projection (no logits)")
+		case "mse_loss":
+			return 0, trainMetricsNote("the loss is not a cross-entropy over logits")
+		case "cross_entropy":
+		default:
+			continue
 		}
+		switch {
+		case len(op.In) != 2: // loss_parallel.go: each rank holds a vocabulary shard of the logits
+			return 0, trainMetricsNote("the loss is vocabulary-parallel (no rank holds whole logits)")
+		case x != nil: // a chunked loss: one chunk's logits would price a fraction of them
+			return 0, trainMetricsNote("the loss is chunked (no whole logits)")
+		}
+		x, lab = &prog.Values[op.In[0]], &prog.Values[op.In[1]]
 	}
-	if x == nil || len(x.Shape) == 0 {
-		return 0
+	if x == nil || len(x.Shape) == 0 { // a pipeline stage before the loss's
+		return 0, ""
 	}
 	d := &plan.Device
 	elems := float64(core.Numel(x.Shape))
@@ -57,7 +69,13 @@ func trainMetricsTime(prog *core.Program, plan *core.Plan) float64 {
 	ls, _ := streamTime(d, (reads+1)*xb)
 	nll, _ := streamTime(d, 2*float64(lab.Bytes))
 	t += max(ls, kernelFloor) + max(nll, kernelFloor) + trainMetricSmallKernels*kernelFloor
-	return float64(n) * t
+	return float64(n) * t, ""
+}
+
+// trainMetricsNote is the time note of train metrics asked for and not
+// priced, and why.
+func trainMetricsNote(why string) string {
+	return "train_metrics not priced: " + why + "; their time is not in the step"
 }
 
 // softmaxSmemBytes is the shared memory a CUDA block gets without opting

@@ -2,6 +2,7 @@ package timing
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -51,16 +52,37 @@ func TestTrainMetricsByHand(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := &core.Plan{Device: a100, Precision: prec, Phase: c.phase, Overheads: core.Overheads{TrainMetrics: c.metrics}}
-		if got := trainMetricsTime(prog, p); math.Abs(got-c.want) > 1e-6*c.want+1e-12 {
-			t.Errorf("%s: %.3f ms, want %.3f ms", c.name, 1e3*got, 1e3*c.want)
+		got, note := trainMetricsTime(prog, p)
+		if math.Abs(got-c.want) > 1e-6*c.want+1e-12 || note != "" {
+			t.Errorf("%s: %.3f ms (note %q), want %.3f ms and no note", c.name, 1e3*got, note, 1e3*c.want)
 		}
 	}
-	// A chunked loss (loss_chunks=2: a cross_entropy op a chunk) has no
-	// whole logits to measure: 0, not one chunk's share.
-	chunked := &core.Program{Values: prog.Values, Ops: []core.OpInfo{prog.Ops[0], prog.Ops[0]}}
+	// Metrics asked for where no rank holds whole logits cost 0 and say
+	// why in a note: a chunked loss (loss_chunks=2: a cross_entropy op a
+	// chunk; one chunk's would price a fraction of them), loss
+	// parallelism (the op reads the local vocabulary shard only), a
+	// cross-entropy fused with the output projection, another loss. A
+	// pipeline stage before the loss has none to price and says nothing.
 	prec, _ := core.LookupPrecision("bf16-mixed")
 	p := &core.Plan{Device: a100, Precision: prec, Phase: core.Train, Overheads: core.Overheads{TrainMetrics: 2}}
-	if got := trainMetricsTime(chunked, p); got != 0 {
-		t.Errorf("chunked loss: %.3f ms, want 0", 1e3*got)
+	ce, logits := prog.Ops[0], core.Value(0)
+	for _, c := range []struct {
+		name string
+		ops  []core.OpInfo
+		note string
+	}{
+		{"chunked", []core.OpInfo{ce, ce}, "the loss is chunked"},
+		{"loss parallel", []core.OpInfo{{Kind: "cross_entropy", Name: "loss_parallel_cross_entropy", In: []core.Value{logits}}}, "vocabulary-parallel"},
+		{"fused linear", []core.OpInfo{{Kind: "fused_linear_cross_entropy", Name: "fused_linear_cross_entropy", In: []core.Value{logits}}}, "fused with the output projection"},
+		{"mse", []core.OpInfo{{Kind: "mse_loss", Name: "mse_loss", In: []core.Value{logits, logits}}}, "not a cross-entropy"},
+		{"stage without the loss", []core.OpInfo{{Kind: "add", Name: "add", In: []core.Value{logits, logits}}}, ""},
+	} {
+		got, note := trainMetricsTime(&core.Program{Values: prog.Values, Ops: c.ops}, p)
+		if got != 0 {
+			t.Errorf("%s: %.3f ms, want 0", c.name, 1e3*got)
+		}
+		if c.note == "" && note != "" || !strings.Contains(note, c.note) || c.note != "" && !strings.HasPrefix(note, "train_metrics not priced: ") {
+			t.Errorf("%s: note %q, want one containing %q", c.name, note, c.note)
+		}
 	}
 }
