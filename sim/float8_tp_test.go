@@ -181,3 +181,38 @@ func TestFloat8TPShapeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat8TokensAligned: a training Float8Linear's tokens are the inner
+// dimension of its grad_weight GEMM, which torch._scaled_mm needs a
+// multiple of 16 (torchao pads it only with pad_inner_dim=True). Batch 2
+// x seq 60 = 120 tokens is refused as the layout's error at the first
+// converted linear, with and without tensor parallelism (under sequence
+// parallelism the gathered tokens); 2 x 64 = 128 lowers, and so does an
+// evaluation of 120 (no grad_weight).
+func TestFloat8TokensAligned(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		plan func() *core.Plan
+	}{
+		{"tp 1", func() *core.Plan { return float8Plan("tensorwise", false) }},
+		{"tp 2 sequence parallel", func() *core.Plan { return float8TPPlan(false) }},
+	} {
+		p := c.plan()
+		p.Seq = 60
+		_, err := p.LowerProgram()
+		var le *core.LayoutError
+		var se *units.Error
+		if err == nil || !strings.Contains(err.Error(), "holds 120 tokens on a rank, not a multiple of 16") ||
+			!strings.Contains(err.Error(), "layers.0.self_attn.q_proj") || !errors.As(err, &le) || !errors.As(err, &se) || se.Hint == "" {
+			t.Errorf("%s, seq 60: %v, want the layout's error at layers.0.self_attn.q_proj naming 120 tokens, with a hint", c.name, err)
+		}
+		p.Phase = core.Eval
+		if _, err := p.LowerProgram(); err != nil {
+			t.Errorf("%s, seq 60 evaluated: %v", c.name, err)
+		}
+		p = c.plan()
+		if _, err := p.LowerProgram(); err != nil {
+			t.Errorf("%s, seq 64: %v", c.name, err)
+		}
+	}
+}

@@ -153,6 +153,7 @@ func (b *Builder) float8Linear(name string, role Role, x Value, in, out int64, b
 	if b.f8.AutoFilter && float8AutoSkips(b.f8.Scaling, in, out) {
 		return NoValue, false // the plan asked for the size filter: no note
 	}
+	b.float8TokensAligned(name, x)
 	defer b.Scope(name)()
 	w, _ := b.LinearParams(role, in, out, false)
 	hp := b.Dtype(x)
@@ -282,27 +283,12 @@ func float8BackwardWork(g, x, w int64, wc, compiled bool) int64 {
 }
 
 // float8BackwardCasts is the HBM traffic and kernels of a Float8Linear
-// backward's casts and copies (its GEMMs are priced from the op's shape):
-// per cast of n elements in dtype hp, compiled one amax pass and one
-// cast pass (2·hp·n read, n written; two kernels); eager, abs (hp·n in
-// and out), max (hp·n in), the fp32 upcast (hp·n in, 4n out; none from
-// fp32), the scale multiply and the clamp (4n in, 4n out each), the fp8
-// copy (4n in, n out): six kernels. Each layout copy reads and writes n.
+// backward's casts (float8CastTraffic) and copies (its GEMMs are priced
+// from the op's shape). Each layout copy reads and writes n.
 func float8BackwardCasts(g, x, w int64, hp, whp units.DType, wc, compiled bool) (bytes float64, kernels int32) {
 	cast := func(n int64, dt units.DType) {
-		h := float64(dt.Bytes(1))
-		f := float64(n)
-		if compiled {
-			bytes += (2*h + 1) * f
-			kernels += 2
-			return
-		}
-		bytes += 3*h*f + 8*f + 8*f + 5*f
-		kernels += 5
-		if dt != units.FP32 {
-			bytes += (h + 4) * f
-			kernels++
-		}
+		b, k := float8CastTraffic(n, dt, compiled)
+		bytes, kernels = bytes+b, kernels+k
 	}
 	cast(g, hp)
 	if wc {
@@ -316,4 +302,37 @@ func float8BackwardCasts(g, x, w int64, hp, whp units.DType, wc, compiled bool) 
 	}
 	bytes += 2 * float64(copies)
 	return bytes, kernels + 3
+}
+
+// float8CastTraffic is the HBM traffic and kernels of torchao's dynamic
+// cast of n elements in dtype dt to fp8: compiled, one amax pass and one
+// cast pass (2·dt·n read, n written; two kernels); eager, abs (dt·n in
+// and out), max (dt·n in), the fp32 upcast (dt·n in, 4n out; none from
+// fp32), the scale multiply and the clamp (4n in, 4n out each), the fp8
+// copy (4n in, n out): six kernels, five from fp32.
+func float8CastTraffic(n int64, dt units.DType, compiled bool) (bytes float64, kernels int32) {
+	h, f := float64(dt.Bytes(1)), float64(n)
+	if compiled {
+		return (2*h + 1) * f, 2
+	}
+	bytes, kernels = 3*h*f+8*f+8*f+5*f, 5
+	if dt != units.FP32 {
+		bytes, kernels = bytes+(h+4)*f, kernels+1
+	}
+	return bytes, kernels
+}
+
+// float8TokensAligned refuses, as the layout's (LayoutError), a training
+// Float8Linear whose input holds a count of tokens (rows) that is not a
+// multiple of 16: the tokens are the inner dimension K of the
+// grad_weight GEMM (grad_output^T @ input), and torch._scaled_mm needs
+// K and N multiples of 16; torchao pads them only with
+// Float8LinearConfig(pad_inner_dim=True), off by default
+// (torchao/float8/config.py). The forward's K and N are the linear's own
+// dimensions, checked where it converts.
+func (b *Builder) float8TokensAligned(name string, x Value) {
+	if rows := Rows(b.Shape(x)); !b.Eval && rows%16 != 0 {
+		panic(&LayoutError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("%s's input holds %d tokens on a rank, not a multiple of 16: its float8 grad_weight GEMM (tokens are its inner dimension) is one torch._scaled_mm refuses (torchao pads it only with pad_inner_dim=True, off by default)", name, rows),
+			Hint: "a micro-batch x sequence (over cp) that is a multiple of 16, or drop float8="}})
+	}
 }

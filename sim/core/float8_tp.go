@@ -133,6 +133,7 @@ func (b *Builder) aoLinear(name string, role Role, x Value, in, out, wFull, bias
 		panic(&LayoutError{&units.Error{Path: b.Name(name), Msg: fmt.Sprintf("%s's shard on a tensor-parallel rank (%d -> %d of %d -> %d) is not a multiple of 16, which torch._scaled_mm refuses", name, in, out, fullIn, fullOut),
 			Hint: "a tp that leaves every linear's shard a multiple of 16, or drop float8="}})
 	}
+	b.float8TokensAligned(name, x)
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{out, in}, role)
 	b.ShardParam(w, wFull)
@@ -228,15 +229,9 @@ func float8TPBackwardWork(g, c, x, w int64, compiled bool) int64 {
 
 // float8TPBackwardCasts is the HBM traffic and kernels of that backward's
 // cast and copies (the GEMMs are priced from the op's shape): the
-// gradient's cast of c elements in dtype hp (as float8BackwardCasts
-// counts a cast), and the three layout copies (w, g and x, read and
-// written).
+// gradient's cast of c elements in dtype hp (float8CastTraffic), and the
+// three layout copies (w, g and x, read and written).
 func float8TPBackwardCasts(g, c, x, w int64, hp units.DType, compiled bool) (bytes float64, kernels int32) {
-	h, f := float64(hp.Bytes(1)), float64(c)
-	if compiled {
-		bytes, kernels = (2*h+1)*f, 2
-	} else {
-		bytes, kernels = 3*h*f+8*f+8*f+5*f+(h+4)*f, 6
-	}
+	bytes, kernels = float8CastTraffic(c, hp, compiled)
 	return bytes + 2*float64(w+g+x), kernels + 3
 }
