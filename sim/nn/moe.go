@@ -158,6 +158,12 @@ func (m *MoE) Kind() string           { return "moe" }
 func (m *MoE) Label() string          { return m.Name }
 func (m *MoE) Children() []core.Layer { return nil }
 
+// UpdatesExpertBias reports whether the router's per-expert selection bias
+// is updated from the experts' loads between steps (ScoreBias; Megatron's
+// --moe-router-enable-expert-bias, whose all-reduce has a communicator of
+// its own: replay/nccl_megatron.go).
+func (m *MoE) UpdatesExpertBias() bool { return m.ScoreBias }
+
 // Params counts the router (weight, bias), the routed experts and the
 // shared experts with their gate; DeepSeek's correction bias is a buffer.
 func (m *MoE) Params() int64 {

@@ -125,6 +125,8 @@ func allReduces(p *core.Plan, name string) bool {
 		return true
 	case "dp":
 		return !par.FSDP && par.Zero == 0 && !par.DistributedOptimizer
+	case "embd": // Megatron's embedding gradient (nccl_megatron.go)
+		return true
 	}
 	return false
 }

@@ -62,9 +62,33 @@ import "github.com/memsh/memsh/sim/core"
 //     core_v0.13.0 reduces both over the group with context parallelism
 //     (finalize_model_grads.py l.356).
 //
+//   - embd: with pipeline parallelism, a model whose last stage keeps its
+//     own copy of the token embedding (tied embeddings: the output head;
+//     multi-token prediction: the MTP module's lookup) all-reduces that
+//     weight's gradient over EMBEDDING_GROUP, the first and the last
+//     stage (finalize_model_grads.py _allreduce_word_embedding_grads,
+//     l.164-258 at 6f0b9751, the Megatron-LM of PR #6429;
+//     _get_shared_word_embedding_weight l.146: "share_embeddings_and_
+//     output_weights or mtp_num_layers"; the group's own create_group at
+//     parallel_state.py l.1270-1277). Only the first and the last stage
+//     are in it; the all-reduce carries the whole embedding (fp32 main
+//     gradients), so it connects as an all-reduce (allReduces);
+//   - tp_dp_cp: a router with an expert bias (DeepSeek-V3's auxiliary-loss-
+//     free balancing, --moe-router-enable-expert-bias; ms-swift sets it
+//     for DeepSeek-V3-type models with a sigmoid router: swift/megatron/
+//     model/gpt/config.py l.31 at ea23c5e9d) all-reduces the tokens per
+//     expert over TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP once a step
+//     (finalize_model_grads.py _update_router_expert_bias l.334-372 and
+//     moe_utils.py get_updated_expert_bias at 6f0b9751; l.300 and
+//     moe_utils.py l.697-699 at core_v0.12.0, l.328 and l.791-794 at
+//     core_v0.13.0), a group of its own (parallel_state.py l.1301-1308 at
+//     6f0b9751, l.1103 at core_v0.12.0) even where it holds the data-
+//     parallel group's ranks (tp = cp = 1).
+//
 // The MoE groups are listed where the layout says experts are dispatched:
 // expert parallelism above one (the plan's layout does not say whether a
-// model without it has experts).
+// model without it has experts); tp_dp_cp where the model has a biased
+// router (biasedRouter).
 
 // megatronLayout reports whether plan p runs Megatron's data-parallel
 // layer (its distributed optimizer or precision "megatron"), not FSDP or
@@ -93,10 +117,67 @@ func megatronGroups(p *core.Plan, add func(name string, size, stride int64, patt
 	if par.LossDPGroup {
 		add("dp_loss", par.DP, par.TP*par.CP, "ring")
 	}
+	if pp := par.PP; pp > 1 && stageEmbedding(p.Model) {
+		if st := p.PipeStage; st == nil || st.Stage == 0 || st.Stage == pp-1 {
+			add("embd", 2, (pp-1)*par.TP*par.CP*par.DP, "ring")
+		}
+	}
+	if biasedRouter(p.Model) {
+		add("tp_dp_cp", par.TP*par.DP*par.CP, 1, "ring")
+	}
 	if etp := par.ETPn(); par.EP > 1 {
 		add("edp", par.ExpertShardDegree(), etp*par.EP, "ring")
 		add("tp_ep", etp*par.EP, 1, "ring")
 		add("etp", etp, 1, "ring")
 		add("tp_cp", par.TP*par.CP, 1, "ring")
 	}
+}
+
+// stageEmbedding reports whether a pipelined model's last stage keeps a
+// copy of the token embedding: tied embeddings (the output head) or a
+// multi-token prediction module (its lookup, nn.MTP).
+func stageEmbedding(m *core.Model) bool {
+	if m == nil {
+		return false
+	}
+	if m.Tied() {
+		return true
+	}
+	return anyLayer(m, func(l core.Layer) bool { return l.Kind() == "mtp" })
+}
+
+// biasedRouter reports whether model m has a router whose per-expert
+// selection bias Megatron updates from the step's expert loads
+// (nn.MoE.ScoreBias: DeepSeek-V3's e_score_correction_bias).
+func biasedRouter(m *core.Model) bool {
+	if m == nil {
+		return false
+	}
+	return anyLayer(m, func(l core.Layer) bool {
+		r, ok := l.(interface{ UpdatesExpertBias() bool })
+		return ok && r.UpdatesExpertBias()
+	})
+}
+
+// anyLayer reports whether fn holds for a layer of model m (no paths
+// built: CommOverheads runs once per evaluation).
+func anyLayer(m *core.Model, fn func(core.Layer) bool) bool {
+	var walk func(l core.Layer) bool
+	walk = func(l core.Layer) bool {
+		if fn(l) {
+			return true
+		}
+		for _, c := range l.Children() {
+			if walk(c) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, l := range m.Layers {
+		if walk(l) {
+			return true
+		}
+	}
+	return false
 }
