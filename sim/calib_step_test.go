@@ -492,6 +492,7 @@ func TestSustainIsFitted(t *testing.T) {
 		}
 		p := row.plan()
 		s0 := p.Device.Rates().Sustain
+		var bd []string
 		step := func(s float64) (float64, float64) {
 			q := row.plan()
 			q.Device.Kernels.Sustain = s
@@ -503,6 +504,13 @@ func TestSustainIsFitted(t *testing.T) {
 			if m < 0 {
 				m = r.Time.StepSeconds * r.Time.MFU / -row.measured
 			}
+			if bd == nil {
+				for _, sh := range r.Time.Breakdown {
+					if sh.Seconds > 0 {
+						bd = append(bd, fmt.Sprintf("%s %.1f%%", sh.Name, 100*sh.Seconds/r.Time.StepSeconds))
+					}
+				}
+			}
 			return r.Time.StepSeconds, m
 		}
 		t1, m := step(s0)
@@ -510,6 +518,9 @@ func TestSustainIsFitted(t *testing.T) {
 		b := (t1 - t2) / (1/s0 - 1/(0.9*s0))
 		a := t1 - b/s0
 		fits[s0] = append(fits[s0], b/(m-a))
+		// The row's own value, the share of its step that does not scale
+		// with Sustain (a / t1) and its breakdown: what separates the rows.
+		t.Logf("%-58s own %.3f  fixed %4.1f %%  [%s]", row.name, b/(m-a), 100*a/t1, strings.Join(bd, ", "))
 	}
 	for s0, xs := range fits {
 		got := median(xs)
