@@ -70,10 +70,13 @@ func (b *Builder) mxfp8Weight(in, out int64, dgrad bool) {
 
 // checkMXFP8Dims stops lowering a linear whose quantized tensors MXFP8
 // cannot block: every dimension a multiple of 32 (make_empty's assert).
+//
+// The refusal is the layout's (LayoutError: a rank's rows and shard
+// follow the micro-batch, cp and tp), so search() rejects the layout.
 func (b *Builder) checkMXFP8Dims(rows, local, in, out int64) {
 	if !b.f8.mxfp8() || (rows%mxfp8Block == 0 && local%mxfp8Block == 0 && in%mxfp8Block == 0 && out%mxfp8Block == 0) {
 		return
 	}
-	panic(LowerError{&units.Error{Path: b.Name(""), Msg: fmt.Sprintf("Transformer Engine's MXFP8 quantizes blocks of 32: rows (%d, %d on this rank) and both dimensions (%d -> %d) must be multiples of 32", rows, local, in, out),
+	panic(&LayoutError{&units.Error{Path: b.Name(""), Msg: fmt.Sprintf("Transformer Engine's MXFP8 quantizes blocks of 32: rows (%d, %d on this rank) and both dimensions (%d -> %d) must be multiples of 32", rows, local, in, out),
 		Hint: `float8="te-tensorwise", or a batch x sequence and layer widths that are multiples of 32`}})
 }
