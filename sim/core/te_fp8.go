@@ -193,7 +193,7 @@ func (b *Builder) teLinear(name string, role Role, x Value, in, out, wFull, bias
 	b.teWorkspaces(w, in, out, b.Grad(xgrad))
 	rows := Rows(b.Shape(ins[0]))
 	b.checkMXFP8Dims(rows, Rows(b.Shape(xgrad)), in, out) // te_mxfp8.go
-	if rows%8 != 0 || in%16 != 0 || out%16 != 0 { // the layout's (a rank's rows and shard): search() rejects it
+	if rows%8 != 0 || in%16 != 0 || out%16 != 0 {         // the layout's (a rank's rows and shard): search() rejects it
 		panic(&LayoutError{&units.Error{Path: b.Name(""), Msg: fmt.Sprintf("a Transformer Engine fp8 GEMM needs rows divisible by 8 and both dimensions divisible by 16 (assert_dim_for_fp8_exec), got %d rows, %d -> %d", rows, in, out),
 			Hint: "drop float8=, or pick a batch, sequence, tp and layer widths that leave multiples of 8 and 16 on a rank"}})
 	}
