@@ -169,20 +169,23 @@ func TestNCCLOverheads(t *testing.T) {
 // optimizer the norm itself too, replay/nccl_megatron.go): tp 2 x pp 2 = 4
 // ranks in an H100 node, one more ring of 32 channels x 12 MiB = 384 MiB
 // beside tp's ring and pp's send/recv buffers (1 peer x 32 channels x
-// 12 MiB); with
-// the distributed optimizer the gradient norm adds the world group (4
-// ranks, its own communicator over the same ranks).
+// 12 MiB). Every Megatron-LM run uses the default group (pretrain's
+// start-time all-reduce, the timers' all-gather): world, 4 ranks, with or
+// without the distributed optimizer, whose gradient norm goes over it
+// before Megatron-Core 0.14; from 0.14 (grad_norm_group=True) over a
+// world-sized group of its own, dist_opt, another 384 MiB ring.
 func TestMegatronModelParallelComm(t *testing.T) {
 	const mib = 1 << 20
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: &nn.MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}, Loss: "mse", InputDim: 512}
 	for _, tc := range []struct {
-		distopt bool
-		want    map[string]int64
+		distopt, gradNorm bool
+		want              map[string]int64
 	}{
-		{false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_mp": 384 * mib}},
-		{true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
+		{false, false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
+		{true, false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
+		{true, true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib, "nccl_dist_opt": 384 * mib}},
 	} {
-		p := distPlan(t, m, "megatron", core.Parallelism{TP: 2, PP: 2, DistributedOptimizer: tc.distopt})
+		p := distPlan(t, m, "megatron", core.Parallelism{TP: 2, PP: 2, DistributedOptimizer: tc.distopt, GradNormGroup: tc.gradNorm})
 		got := map[string]int64{}
 		for _, o := range evalPlan(t, p).Overheads {
 			if o.Name != "cuda_context" {
@@ -190,7 +193,7 @@ func TestMegatronModelParallelComm(t *testing.T) {
 			}
 		}
 		if !maps.Equal(got, tc.want) {
-			t.Errorf("distributed optimizer %v: overheads %v, want %v", tc.distopt, got, tc.want)
+			t.Errorf("distributed optimizer %v, grad_norm_group %v: overheads %v, want %v", tc.distopt, tc.gradNorm, got, tc.want)
 		}
 	}
 }

@@ -80,6 +80,13 @@ type Parallelism struct {
 	// and calculate_per_token_loss before Megatron-Core 0.13, ms-swift's
 	// loss_func with those releases.
 	LossDPGroup bool
+	// GradNormGroup: Megatron-Core 0.14 and later all-reduce the
+	// distributed optimizer's gradient norm over a world-sized group of
+	// their own (INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP), an NCCL
+	// communicator beside the default group's (replay/nccl_megatron.go);
+	// before 0.14 over the default group. Megatron's layer without the
+	// distributed optimizer holds no such group.
+	GradNormGroup bool
 	// UnpermuteProbs: Megatron-Core before 0.13 applies the routing
 	// weights of its grouped experts in the unpermute, which keeps the
 	// experts' outputs for their gradient (nn/moe_megatron.go); 0.13
@@ -291,6 +298,9 @@ func (p Parallelism) String() string {
 	}
 	if n.LossDPGroup {
 		parts = append(parts, "loss_dp_group=True")
+	}
+	if n.GradNormGroup {
+		parts = append(parts, "grad_norm_group=True")
 	}
 	if n.UnpermuteProbs {
 		parts = append(parts, "unpermute_probs=True")

@@ -114,6 +114,9 @@ func (p *Plan) validateParallel() error {
 	if par.LossDPGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "loss_dp_group=True is Megatron's DATA_PARALLEL_GROUP, over which its loss is all-reduced", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}
 	}
+	if par.GradNormGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
+		return &units.Error{Path: "parallel", Msg: "grad_norm_group=True is the group Megatron's distributed optimizer all-reduces its gradient norm over (Megatron-Core 0.14 and later)", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}
+	}
 	if (par.NoOverlapGradReduce || par.NoOverlapParamGather) && !par.DistributedOptimizer && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "overlap_grad_reduce= and overlap_param_gather= are Megatron's DDP flags", Hint: `use distributed_optimizer=True or precision="megatron" (PyTorch DDP always overlaps its reduction)`}
 	}

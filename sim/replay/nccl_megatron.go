@@ -14,11 +14,22 @@ import "github.com/memsh/memsh/sim/core"
 // so only the groups a step uses hold buffers. Those of a Megatron step
 // beyond tp, cp, dp, ep and pp (commGroups):
 //
-//   - world: with the distributed optimizer the gradient norm (clip_grad,
-//     1.0 by default in Megatron-LM and ms-swift) is all-reduced over
-//     every rank (optimizer/distrib_optimizer.py get_grad_stats_parallel_
-//     group returns None, the default group; optimizer/clip_grads.py
-//     get_grad_norm_fp32 l.131);
+//   - world: the default group, used by every Megatron-LM run: pretrain()
+//     all-reduces the start time over it (megatron/training/training.py
+//     l.698 at core_v0.12.0, l.753 at core_v0.13.0, l.1729 at 6f0b9751)
+//     and the timers all-gather over it at every log (core/timers.py
+//     _get_elapsed_time_all_ranks); before Megatron-Core 0.14 the
+//     distributed optimizer's gradient norm (clip_grad, 1.0 by default in
+//     Megatron-LM and ms-swift) is all-reduced over it too (optimizer/
+//     distrib_optimizer.py get_grad_stats_parallel_group returns None, the
+//     default group; optimizer/clip_grads.py get_grad_norm_fp32 l.131);
+//   - dist_opt: with Parallelism.GradNormGroup (Megatron-Core 0.14 and
+//     later), the gradient norm over INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_
+//     GROUP (optimizer/__init__.py l.447 at core_v0.14.0, l.672 at
+//     6f0b9751: grad_stats_parallel_group), made with its own create_group
+//     over every rank when there is one optimizer instance
+//     (parallel_state.py l.1221-1232 at core_v0.14.0, l.1554-1578 at
+//     6f0b9751);
 //   - mp: the model-parallel group, tp x pp ranks (generator 'tp-pp',
 //     MODEL_PARALLEL_GROUP, its own create_group at parallel_state.py
 //     l.941-953 at core_v0.12.0), when it has more than one rank. Every step's train_step
@@ -105,8 +116,9 @@ func megatronGroups(p *core.Plan, add func(name string, size, stride int64, patt
 		return
 	}
 	par := p.Parallel.Norm()
-	if par.DistributedOptimizer {
-		add("world", par.GPUs(), 1, "ring")
+	add("world", par.GPUs(), 1, "ring")
+	if par.DistributedOptimizer && par.GradNormGroup {
+		add("dist_opt", par.GPUs(), 1, "ring")
 	}
 	if stride := int64(1); par.TP*par.PP > 1 {
 		if par.PP > 1 { // the stages sit dp x cp x tp ranks apart
