@@ -43,7 +43,7 @@ func TestParallel(t *testing.T) {
 		{expr: `sorted(simulate(p.replace(parallel = parallel(tp = 2, dp = 2, distributed_optimizer = True))).collectives.keys())`,
 			want: `["all_gather", "all_reduce", "reduce_scatter"]`},
 		{expr: `[o.name for o in simulate(p.replace(parallel = parallel(tp = 2, dp = 4))).overheads]`,
-			want: `["cuda_context", "nccl_tp", "nccl_dp", "nccl_mp"]`}, // Megatron's gradient norm over tp x pp (replay/nccl_megatron.go)
+			want: `["cuda_context", "nccl_tp", "nccl_dp", "nccl_world", "nccl_mp"]`}, // the default group; the gradient norm over tp x pp (replay/nccl_megatron.go)
 		{expr: "simulate(p).collectives", want: "{}"},
 	})
 }
