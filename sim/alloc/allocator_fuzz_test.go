@@ -2,8 +2,10 @@ package alloc
 
 import (
 	"encoding/binary"
-	"github.com/memsh/memsh/sim/units"
+	"math/bits"
 	"testing"
+
+	"github.com/memsh/memsh/sim/units"
 )
 
 // FuzzAllocator drives the caching-allocator model with arbitrary alloc
@@ -369,21 +371,27 @@ func checkIndex(t *testing.T, x *freeIndex, sizes []int64) {
 }
 
 // checkMid checks a free list's sizeBuckets against the list's sizes:
-// empty unless midOn (never with the classes); else each block's entry
-// in the bucket of its size, each bucket in list order, and nothing
-// more, the mask naming the buckets that hold blocks.
+// empty unless midOn (never with the classes); else each block's
+// position in the bucket of its size, and nothing more, each bucket's
+// count its positions', the mask naming the buckets that hold blocks.
 func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 	t.Helper()
 	s := &x.mid
 	entries := 0
 	for b := range bucketCount {
-		var es []bucketEntry
+		held := 0
 		if b < len(s.buckets) {
-			es = s.entries(b)
+			k := &s.buckets[b]
+			for _, w := range k.set {
+				held += bits.OnesCount64(w)
+			}
+			if held != k.n {
+				t.Fatalf("sizeBuckets: bucket %d holds %d positions, counts %d", b, held, k.n)
+			}
 		}
-		entries += len(es)
-		if bit := s.full[b/64]&(1<<(b%64)) != 0; (len(es) > 0) != bit {
-			t.Fatalf("sizeBuckets: bucket %d holds %d blocks, its bit in the mask is %v", b, len(es), bit)
+		entries += held
+		if bit := s.full[b/64]&(1<<(b%64)) != 0; (held > 0) != bit {
+			t.Fatalf("sizeBuckets: bucket %d holds %d blocks, its bit in the mask is %v", b, held, bit)
 		}
 	}
 	if !x.midOn {
@@ -398,12 +406,10 @@ func checkMid(t *testing.T, x *freeIndex, sizes []int64) {
 	if entries != len(sizes) {
 		t.Fatalf("sizeBuckets holds %d entries, the list %d blocks", entries, len(sizes))
 	}
-	next := make([]int, len(s.buckets)) // each bucket's next entry
 	for p, n := range sizes {
 		b := bucketOf(n)
-		if b >= len(s.buckets) || next[b] >= len(s.entries(b)) || s.entries(b)[next[b]] != (bucketEntry{n, p}) {
-			t.Fatalf("sizeBuckets: the block of %d bytes at position %d is not next in bucket %d (in list order)", n, p, b)
+		if b >= len(s.buckets) || p>>6 >= len(s.buckets[b].set) || s.buckets[b].set[p>>6]&(1<<(p&63)) == 0 {
+			t.Fatalf("sizeBuckets: the block of %d bytes at position %d is not in bucket %d", n, p, b)
 		}
-		next[b]++
 	}
 }

@@ -404,7 +404,7 @@ func (x *freeIndex) best(n int64, fl []*Block, sizes []int64) *Block {
 	case x.active:
 		return x.bestFit(n, fl, sizes)
 	case x.midOn:
-		if i := x.mid.best(n); i >= 0 {
+		if i := x.mid.best(n, sizes); i >= 0 {
 			return fl[i]
 		}
 		return nil
