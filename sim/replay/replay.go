@@ -124,7 +124,8 @@ type Replay struct {
 	lazy bool
 	// quiet: a first step past its setup, whose report r reads only for
 	// its peak reserved memory and its OOM (lazy_states.go): allocations
-	// keep no other peak, largest allocation, reserve growth or timeline.
+	// keep no other peak, largest allocation, reserve growth or timeline,
+	// and the step counts no FLOPs or saved bytes.
 	quiet bool
 	// Setup's persistent state, as the batch comes: its tensors, its
 	// timeline's points, its largest allocation.

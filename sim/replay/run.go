@@ -284,6 +284,9 @@ func (r *Replay) forward() {
 		}
 	}
 	r.dropCopiedAfterForward()
+	if r.quiet { // a first step's saved bytes go unread (lazy_states.go)
+		return
+	}
 	saved := r.Saved
 	for v, t := range r.valT {
 		if t == none || !saved[v] {
@@ -317,6 +320,19 @@ func (r *Replay) backward() {
 			return
 		}
 	}
+	r.Dist.mergeOutputs(r) // a torch pipeline's last stage
+	if !r.quiet {          // a first step's FLOPs go unread (lazy_states.go)
+		r.countFLOPs()
+	}
+	if r.P.Loss != core.NoValue {
+		r.unhold(r.P.Loss)
+	}
+}
+
+// countFLOPs sets the step's FLOPs once its backward has run: the model's
+// forward and backward, and the forwards of the checkpointed regions it
+// recomputed.
+func (r *Replay) countFLOPs() {
 	for id, done := range r.Redone {
 		if done {
 			reg := r.P.Regions[id]
@@ -327,12 +343,8 @@ func (r *Replay) backward() {
 			}
 		}
 	}
-	r.Dist.mergeOutputs(r)               // a torch pipeline's last stage
 	r.Rep.FLOPs.Model = r.P.ModelFlops() // the forward and the backward the step needs (core/model_flops.go)
 	r.Rep.FLOPs.Hardware = r.Rep.FLOPs.Model + r.Rep.FLOPs.Recompute
-	if r.P.Loss != core.NoValue {
-		r.unhold(r.P.Loss)
-	}
 }
 
 // optimizerStep runs the step's temporaries (gradients stay until the next
