@@ -46,6 +46,9 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	xs := b.Out(g, "permuted", []int64{send, m.Dim}, b.Dtype(x), "routed copies of the tokens, sorted by expert")
 	b.Save(g, r.idx)
 	b.Op(g).WorkB = b.Val(x).Bytes // the scatter-add of the gradient into zeros of the input's shape
+	if m.megatronGrouped(b) && m.Capacity == 0 {
+		b.Op(g).Syncs = megatronDispatchSyncs
+	}
 	xs = expertAllToAll(b, "dispatch", xs, recv)
 	if m.megatronGrouped(b) {
 		return m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))

@@ -21,6 +21,26 @@ import "github.com/memsh/memsh/sim/core"
 // outputs, [routed rows, hidden], stay until the backward; the experts'
 // SwiGLU is bias_swiglu_impl, which keeps its input alone.
 
+// megatronDispatchSyncs is the host sync of Megatron-Core's dropless
+// alltoall dispatcher in each MoE layer's forward: the all-to-all's split
+// sizes and the grouped GEMM's tokens per expert are read on the host.
+// core_v0.12.0 and core_v0.13.0 (megatron/core/transformer/moe/
+// token_dispatcher.py at c550cf6c4: preprocess ll. 466-539 sets the sync
+// point, "before_ep_alltoall" with ep or tp > 1, "before_finish"
+// without; _maybe_dtoh_and_synchronize ll. 817-854) copy the counts to the
+// host on a side stream once the router has run and wait for that copy's
+// event at the sync point, after the first permutation; core_r0.11.0
+// calls torch.cuda.current_stream().synchronize() there (ll. 505-520).
+// The backward reuses the host's split sizes and makes none. With a
+// capacity factor and padding the sizes are known on the host: no sync.
+// The sync closes the forward's segment on the permute (timing/
+// host_sync.go: the CPU waits for the GPU, then the GPU waits for the
+// CPU's next launches); a full recompute's rerun is charged its latency.
+// Not modelled: core_r0.11.0 without --moe-permute-fusion syncs twice
+// more (preprocess's blocking copy of num_global_tokens_per_local_expert,
+// l.466, and the unfused permute's masked_select, moe_utils.py l.274).
+const megatronDispatchSyncs = 1
+
 // megatronGrouped reports whether the layer is Megatron's grouped experts
 // (impl "grouped" under precision "megatron") with its alltoall
 // dispatcher's steps, whatever the release.
