@@ -51,7 +51,11 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	}
 	xs = expertAllToAll(b, "dispatch", xs, recv)
 	if m.megatronGrouped(b) {
-		return m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))
+		out := m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))
+		if m.Capacity == 0 {
+			m.markMegatronHost(b, r.first, g, int32(len(b.P.Ops)-1)) // moe_megatron_host.go
+		}
+		return out
 	}
 	y := m.groupedFfn(b, xs, int64(len(rows)), core.NoValue)
 	y = expertAllToAll(b, "combine", y, send)

@@ -14,13 +14,14 @@ type routing struct {
 	weights core.Value // [T, k]: the dtype the experts' outputs are weighted in
 	idx     core.Value // [T, k] int64
 	tokens  int64      // T, this rank's tokens
+	first   int32      // the router's first op
 }
 
 // route lowers the router (MoE's doc: Router).
 func (m *MoE) route(b *core.Builder, x core.Value) routing {
 	T := core.Rows(b.Shape(x))
 	E, k := m.Experts, m.TopK
-	r := routing{tokens: T}
+	r := routing{tokens: T, first: int32(len(b.P.Ops))}
 	switch m.router() {
 	case RouterSigmoid:
 		// DeepseekV3TopkRouter: F.linear(x.float(), weight.float()),

@@ -1,0 +1,80 @@
+package nn
+
+import "github.com/memsh/memsh/sim/core"
+
+// The host side of Megatron-Core's router and alltoall token dispatcher.
+//
+// A Megatron-Core MoE layer's router (TopKRouter.forward: the gating GEMM,
+// the score function, top-k, the aux loss and its tracker) and dispatcher
+// (dispatch_preprocess with its device-to-host copies of the split sizes,
+// token_dispatch, dispatch_postprocess, combine_preprocess, token_combine,
+// combine_postprocess) are many small ops: their kernels take
+// microseconds on the GPU, their dispatch on the host far longer. memsh
+// prices such a group at the host's measured time per aten op
+// (timing/host_ops.go, 12.4 µs on the H200's host), in place of its
+// kernels' launches, from the number of aten ops it dispatches, as it does
+// for transformers' per-expert loop (moe_loop.go).
+//
+// The counts: torch.profiler on a CPU run of Megatron-Core's own code
+// (tools/oracle/megatron_moe_host.py, torch 2.6; two expert-parallel ranks
+// over gloo; sim/testdata/megatron_moe_host.jsonl), the experts and the
+// test's loss left out. The runs here set --moe-permute-fusion except
+// ms-swift's Qwen3-30B-A3B (core_r0.11.0), so the counts are those of the
+// fused path with Transformer Engine's fused permute, unpermute and chunk
+// sort left out (they are Triton kernels launched from Python: a few aten
+// ops and launches each, not counted): a lower bound. The unfused path
+// splits the received rows into tp x ep x local-expert chunks and
+// concatenates them back, a few view ops a chunk (core_r0.11.0 at 64
+// experts: 1,321 forward and 1,665 backward aten ops, against 190 and 100
+// fused); memsh has no permute-fusion setting and prices the fused count.
+// The router's gating GEMM runs Transformer Engine's general_gemm on CUDA
+// where the CPU run takes torch.mm over fp32 copies (a few aten ops more
+// here).
+//
+// Forward, the sync (megatronDispatchSyncs) splits the layer: the router
+// and dispatch_preprocess run before the host waits, the rest after it.
+// The counts by router (moe_route.go) and release, aten ops before the
+// sync, after it, and in the backward:
+//
+//	                                        core_v0.13.0    core_v0.12.0
+//	softmax, then top-k (Qwen1.5-MoE)       197 / 19 / 92   186 / 13 / 89
+//	top-k renormalised (Qwen3-MoE)          206 / 19 / 100  194 / 13 / 100
+//	sigmoid, expert bias, seq aux loss      252 / 19 / 127  247 / 13 / 123
+//	(DeepSeek-V3, Moonlight)
+//
+// core_v0.12.0's token_permutation syncs inside one call; its counts put
+// the whole permutation before the sync. parallel(unpermute_probs=True)
+// (the releases before 0.13) takes the core_v0.12.0 column; core_r0.11.0
+// counts within 8 % of it (190 / 100 forward and backward for Qwen3-MoE).
+type megatronHostOps struct{ pre, post, bwd int32 }
+
+func (m *MoE) megatronHost(b *core.Builder) megatronHostOps {
+	old := b.Par.UnpermuteProbs
+	switch {
+	case m.router() == RouterSigmoid && old:
+		return megatronHostOps{247, 13, 123}
+	case m.router() == RouterSigmoid:
+		return megatronHostOps{252, 19, 127}
+	case m.NormTopK && old:
+		return megatronHostOps{194, 13, 100}
+	case m.NormTopK:
+		return megatronHostOps{206, 19, 100}
+	case old:
+		return megatronHostOps{186, 13, 89}
+	}
+	return megatronHostOps{197, 19, 92}
+}
+
+// markMegatronHost sets the host counts on the layer's router and
+// dispatcher ops: ops [first, sync] (the router through the permute that
+// syncs) dispatch pre aten ops forward and the backward's bwd, on their
+// first op; last (the unpermute) the post ones. The group's other ops
+// launch nothing of their own (core.OpInfo.HostGrouped).
+func (m *MoE) markMegatronHost(b *core.Builder, first, sync, last int32) {
+	h := m.megatronHost(b)
+	b.Op(first).AtenF, b.Op(first).AtenB = h.pre, h.bwd
+	for i := first + 1; i <= sync; i++ {
+		b.Op(i).HostGrouped = true
+	}
+	b.Op(last).AtenF = h.post
+}
