@@ -184,14 +184,16 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 // as TE linears, current scaling. Held back, nothing tuned: the band only
 // records where memsh lands, so a change that moves it is seen.
 //
-// memsh is 2.32 times the measured rate (12,220 tokens/s/GPU; bf16 11,517,
-// peak 76.1 GiB; 2.46 times, 12,998, before the dispatcher's
+// memsh is 2.05 times the measured rate (10,837 tokens/s/GPU; bf16 10,307,
+// peak 76.1 GiB; 2.32 times, 12,220, before Megatron-Core's router and
+// dispatcher were priced on the host by their aten ops,
+// nn/moe_megatron_host.go; 2.46 times, 12,998, before the dispatcher's
 // sort_chunks_by_idxs copies with 128 / 8 = 16 local experts,
 // nn/moe_megatron.go). The row itself is odd: the 25.09 table's
 // Qwen3_30B_a3B (tokendrop) row on the same 16 H100s and layout (GBS 512,
 // MBS 2, PP 2, VP 24, EP 8) measured 10,494 tokens/s/GPU, 241 model
-// TFLOP/s, twice the 25.11 FP8-CS row's 5,275 and 121; memsh is +16.4 %
-// against that one. Not modelled either way: moe_a2a_overlap (the expert
+// TFLOP/s, twice the 25.11 FP8-CS row's 5,275 and 121; memsh is +3.3 %
+// against that one (+16.4 % before the host's aten ops). Not modelled either way: moe_a2a_overlap (the expert
 // all-to-all hidden behind another micro-batch's compute), which memsh
 // leaves exposed.
 //
@@ -225,8 +227,8 @@ func TestCalibTEGroupedQwen3Throughput(t *testing.T) {
 	d := fp8/measured - 1
 	t.Logf("Qwen3-30B-A3B, 16 H100, FP8-CS: memsh %.0f tokens/s/GPU, measured %.0f (%+.1f %%); memsh bf16 %.0f; peak %.1f GiB",
 		fp8, measured, 100*d, bf16, float64(r.PeakAllocated)/(1<<30))
-	if d < 1.20 || d > 1.45 {
-		t.Errorf("%.0f tokens/s/GPU, measured %.0f (%+.1f %%, band +120..+145 %%)", fp8, measured, 100*d)
+	if d < 0.95 || d > 1.15 {
+		t.Errorf("%.0f tokens/s/GPU, measured %.0f (%+.1f %%, band +95..+115 %%)", fp8, measured, 100*d)
 	}
 	if fp8 <= bf16 {
 		t.Errorf("fp8 %.0f tokens/s/GPU is no faster than bf16 %.0f", fp8, bf16)

@@ -49,15 +49,20 @@ import "github.com/memsh/memsh/sim/core"
 type megatronHostOps struct{ pre, post, bwd int32 }
 
 func (m *MoE) megatronHost(b *core.Builder) megatronHostOps {
-	old := b.Par.UnpermuteProbs
+	return megatronHostCounts(m.router(), m.NormTopK, b.Par.UnpermuteProbs)
+}
+
+// megatronHostCounts is the table above: by router, whether the top-k
+// weights are renormalised, and whether the release is 0.12 or older.
+func megatronHostCounts(router string, norm, old bool) megatronHostOps {
 	switch {
-	case m.router() == RouterSigmoid && old:
+	case router == RouterSigmoid && old:
 		return megatronHostOps{247, 13, 123}
-	case m.router() == RouterSigmoid:
+	case router == RouterSigmoid:
 		return megatronHostOps{252, 19, 127}
-	case m.NormTopK && old:
+	case norm && old:
 		return megatronHostOps{194, 13, 100}
-	case m.NormTopK:
+	case norm:
 		return megatronHostOps{206, 19, 100}
 	case old:
 		return megatronHostOps{186, 13, 89}
