@@ -101,6 +101,21 @@ import (
 // overlap (calib_bridge_moe_layers_test.go) point at a cost per layer on
 // the CPU side larger than memsh's dispatch figures give.
 //
+// That cost, priced (December 2026, issue 19): the sync is now a named
+// event of the replay (nn/moe_megatron.go megatronDispatchSyncs: 33.76 ->
+// 33.80 s), and Megatron-Core's router and dispatcher are priced on the
+// host by the aten ops they dispatch, counted on a CPU run of
+// Megatron-Core's own code (nn/moe_megatron_host.go, tools/oracle/
+// megatron_moe_host.py; core_v0.13.0, the top-k renormalised router: 206
+// aten ops before the sync, 19 after it, 100 in the backward) at memsh's
+// 12.4 µs an aten op (timing/host_ops.go). Before the sync that is 2.6 ms
+// of host time against 1.7 ms of GPU work a layer forward: the forward is
+// host-bound, 33.80 -> 39.62 s (-6.1 %), asserted within 20 % now. The
+// run is Megatron-Bridge's Megatron-LM of May 2026, not core_v0.13.0,
+// and forces balanced routing (its router makes random logits: 229
+// aten ops counted at core_v0.13.0 with moe_router_force_load_balancing,
+// against 225); the host's 12.4 µs is the H200 host's, not the cluster's.
+//
 // bridgeQwen3 is Megatron-Bridge's Qwen3-30B-A3B setup on H100s: the
 // model from its config.json with Megatron's grouped experts, and the
 // recipe's precision with grad_reduce_in_fp32=False (bf16 parameters and
@@ -142,5 +157,7 @@ func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
 	if memErr < -0.10 || memErr > 0.10 {
 		t.Errorf("%.1f GB max allocated, measured %.2f GB (%+.1f %%, goal 10 %%)", got, gb, 100*memErr)
 	}
-	t.Logf("  step not asserted: memsh %.0f %% below; the gap follows the layer micro-batches, not the all-to-all (TestMegatronBridgeQwen3EPDegrees)", -100*timeErr)
+	if timeErr < -0.20 || timeErr > 0.20 {
+		t.Errorf("%.2f s, measured %.2f s (%+.1f %%, goal 20 %%)", r.Time.StepSeconds, secs, 100*timeErr)
+	}
 }

@@ -60,8 +60,14 @@ package sim
 //     experts on the stage, so even twice the mean load on the busiest of
 //     the 4 expert ranks adds about 0.9 s, not 5; no figure of this run's
 //     load is published;
-//   - the host. Unpriced, all named: the dispatcher's split-size sync
-//     (every Megatron MoE row, "before_ep_alltoall"); ms-swift's
+//   - the host. Priced since (issue 19, moe30): the dispatcher's
+//     split-size sync ("before_ep_alltoall") and the router's and
+//     dispatcher's 252 aten ops before it, 19 after it and 127 in the
+//     backward (core_v0.13.0, sigmoid scores with the expert bias and the
+//     sequence aux loss: nn/moe_megatron_host.go, counted on a CPU run of
+//     Megatron-Core) at 12.4 µs an aten op: 3.1 ms of host time before
+//     the sync against about 11 ms of GPU work a layer forward, so the
+//     step moves 3.91 -> 3.92 s. Unpriced, named: ms-swift's
 //     PackedSeqParams carry max_seqlen as a CUDA tensor
 //     (swift/megatron/trainers/utils.py l.136, position_ids.max() + 1),
 //     read on the host by the attention (both rows); and, Moonlight's
