@@ -17,6 +17,12 @@ empty_strided, copy_ each), record_stream (one op each on CUDA, none here), and 
 permute (--moe-permute-fusion: Triton kernels launched from Python; this run takes the unfused permute).
 
     python3 tools/oracle/megatron_moe_host.py --mcore /tmp/mc013 --case moonlight --ep 2 --out moe_host.jsonl
+    python3 tools/oracle/megatron_moe_host.py --mcore mc013 --case qwen3_swift --ep 1 --device cuda --out h.jsonl
+
+--device cuda (one GPU a rank; not yet run) also times the forward and backward of the same calls, synchronized
+at both ends, at a few hundred tokens where the GPU's work is microseconds: the host's time per aten op of
+Megatron's own router and dispatcher, to hold against memsh's 12.4 us (an average over Hugging Face steps).
+There the unfused permute is Megatron's own (--fused's stand-ins sync the host: leave it off).
 
 One JSON line per case; a few seconds each on a CPU.
 """
@@ -172,9 +178,14 @@ def windows(prof, tag):
 def run(rank, world, args, q):
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+        cuda = args.device == "cuda"
+        if cuda:
+            torch.cuda.set_device(rank)
+            torch.set_default_device("cuda")
+        dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=world)
         sys.path.insert(0, args.mcore)
-        patch_cuda()
+        if not cuda:
+            patch_cuda()
         from megatron.core import parallel_state
         from megatron.core.transformer.moe import moe_utils
         from megatron.core.transformer.transformer_config import TransformerConfig
@@ -186,11 +197,13 @@ def run(rank, world, args, q):
                     tensor = tensor.numpy()
             return tensor
 
-        moe_utils.maybe_move_tensor_to_cpu = to_host
+        if not cuda:  # on CUDA the copies are real
+            moe_utils.maybe_move_tensor_to_cpu = to_host
         if not hasattr(moe_utils, "te_general_gemm"):  # core_v0.13.0 names it only when TE imports
             moe_utils.te_general_gemm = None
         from megatron.core.transformer.moe import token_dispatcher as td
-        td.maybe_move_tensor_to_cpu = to_host
+        if not cuda:
+            td.maybe_move_tensor_to_cpu = to_host
         if args.fused:
             install_fused_standins(td)
         from megatron.core.transformer.moe.router import TopKRouter
@@ -284,7 +297,33 @@ def run(rank, world, args, q):
 
         for _ in range(3):
             step()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        timing = None
+        if cuda:  # the host's time per call, the GPU nearly idle at these shapes
+            import time
+            fw, bw = [], []
+            for _ in range(args.iters):
+                torch.cuda.synchronize()
+                h = torch.randn(args.tokens, 1, args.hidden, dtype=torch.bfloat16, requires_grad=True)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                probs, routing_map = router(h)
+                x, p = disp.dispatch_preprocess(h, routing_map, probs)
+                x, p = disp.token_dispatch(x, p)
+                x, _, p = disp.dispatch_postprocess(x, p)
+                y = disp.combine_postprocess(disp.token_combine(disp.combine_preprocess(Standin.apply(x, p))))
+                loss = Loss.apply(y)
+                torch.cuda.synchronize()
+                t1 = time.perf_counter()
+                loss.backward()
+                torch.cuda.synchronize()
+                t2 = time.perf_counter()
+                fw.append(t1 - t0)
+                bw.append(t2 - t1)
+            fw.sort()
+            bw.sort()
+            timing = dict(iters=args.iters, fwd_s_median=fw[len(fw) // 2], bwd_s_median=bw[len(bw) // 2])
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts) as prof:
             step()
         rec = dict(case=args.case, mcore=args.mcore, ep=world, rank=rank, tokens=args.tokens, hidden=args.hidden,
                    experts=E, local_experts=local, torch=torch.__version__, force_balance=args.force_balance)
@@ -299,7 +338,11 @@ def run(rank, world, args, q):
                        for lo, hi in windows(prof, k))
 
         part = {k: net(k) for k in ("router", "preprocess", "dispatch", "combine")}
-        rec.update(fused=args.fused, fused_standin_calls=len(fs), dropped_settings=dropped)
+        rec.update(fused=args.fused, fused_standin_calls=len(fs), dropped_settings=dropped, device=args.device)
+        if timing:  # includes the experts' and loss's stand-ins (a few small ops each)
+            timing["fwd_us_per_aten"] = 1e6 * timing["fwd_s_median"] / max(1, rec["fwd_aten"] + sf)
+            timing["bwd_us_per_aten"] = 1e6 * timing["bwd_s_median"] / max(1, rec["bwd_aten"] + sb)
+            rec["timing"] = timing
         rec.update(fwd_aten=counts(prof, flo, fhi) - sf, bwd_aten=counts(prof, blo, bhi) - sb,
                    standin_fwd=sf, standin_bwd=sb, parts=part,
                    fwd_d2h_copies=counts(prof, flo, fhi, {"aten::_to_copy"}),
@@ -327,6 +370,8 @@ def main():
     ap.add_argument("--force-balance", action="store_true")
     ap.add_argument("--fused", action="store_true", help="--moe-permute-fusion: TE's fused permutes left out")
     ap.add_argument("--names", action="store_true", help="also the most frequent aten ops of each pass")
+    ap.add_argument("--device", default="cpu", help="cpu (counts) or cuda (counts and host time per call)")
+    ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--port", type=int, default=29511)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
