@@ -59,6 +59,11 @@ func TestNCCLOverheads(t *testing.T) {
 	// NCCL_P2P_NVL_CHUNKSIZE (512 KiB): 32 channels x 16 x 512 KiB on H100, 16 x 16 x 512 KiB on A100.
 	eagerPool, eagerPoolA100 := int64(32*16*512<<10), int64(16*16*512<<10)
 	nvls8 := int64(24 * 2 * 6 * 8 * mib)
+	// What every communicator holds from its init (replay/nccl.go
+	// ncclInitMem): 3 allocations per channel and 2 more, 2 MiB each with
+	// cuMem: 32 channels on H100 in a node, 16 across nodes or on A100, 4
+	// over PCIe.
+	init32, init16, init4 := int64((3*32+2)*2*mib), int64((3*16+2)*2*mib), int64((3*4+2)*2*mib)
 	for _, tc := range []struct {
 		name string
 		par  core.Parallelism
@@ -67,70 +72,71 @@ func TestNCCLOverheads(t *testing.T) {
 		want map[string]int64
 	}{
 		// DDP all-reduces its buckets: a ring, and NVLS on Hopper.
-		{"ddp", core.Parallelism{DP: 8}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + nvls8}},
+		{"ddp", core.Parallelism{DP: 8}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + nvls8 + init32}},
 		// Across two nodes: rings and trees on 16 channels, no NVLS.
-		{"ddp 2 nodes", core.Parallelism{DP: 16}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": 16 * 3 * 12 * mib}},
+		{"ddp 2 nodes", core.Parallelism{DP: 16}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": 16*3*12*mib + init16}},
 		// FSDP all-gathers and reduce-scatters: a ring alone when connected lazily ...
-		{"fsdp", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8}},
+		{"fsdp", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + init32}},
 		// ... rings, trees and NVLS when connected eagerly (NCCL < 2.22).
-		{"fsdp eager", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_dp": 3*ring8 + nvls8 + eagerPool}},
-		{"ddp nvls off", core.Parallelism{DP: 8}, core.RuntimeMemory{NCCLNVLS: "off"}, "", map[string]int64{"nccl_dp": ring8}},
+		{"fsdp eager", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_dp": 3*ring8 + nvls8 + eagerPool + init32}},
+		{"ddp nvls off", core.Parallelism{DP: 8}, core.RuntimeMemory{NCCLNVLS: "off"}, "", map[string]int64{"nccl_dp": ring8 + init32}},
 		// NCCL_BUFFSIZE=8 MiB: 8 + 4.69 + 0.5 MiB + 4 KiB in 14 MiB, + 2 MiB.
 		// NCCL_BUFFSIZE=1 MiB: 1 + 4.69 + 0.5 MiB + 4 KiB = 6.19 MiB in 8 MiB, + 2 MiB.
-		{"buffsize 1 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 1 * mib}, "", map[string]int64{"nccl_dp": 32 * 10 * mib}},
-		{"buffsize 8 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 8 * mib}, "", map[string]int64{"nccl_dp": 32 * 16 * mib}},
+		{"buffsize 1 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 1 * mib}, "", map[string]int64{"nccl_dp": 32*10*mib + init32}},
+		{"buffsize 8 MiB", core.Parallelism{DP: 8, FSDP: true}, core.RuntimeMemory{NCCLBuffSize: 8 * mib}, "", map[string]int64{"nccl_dp": 32*16*mib + init32}},
 		// Expert parallelism all-to-alls inside a node: every peer on every channel
 		// (p2pnChannelsPerPeer is the 32 channels on NVLink4; NVIDIA/nccl#1685).
-		{"ep", core.Parallelism{DP: 8, EP: 8}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + nvls8, "nccl_ep": 7 * 32 * 12 * mib}},
+		{"ep", core.Parallelism{DP: 8, EP: 8}, core.RuntimeMemory{}, "", map[string]int64{"nccl_dp": ring8 + nvls8 + init32, "nccl_ep": 7*32*12*mib + init32}},
 		// ep 16 over two nodes: 16 p2p channels, NCCL_NCHANNELS_PER_NET_PEER's 2 (2 x 16 ranks
 		// is not above 4 x 16) for every peer, the 7 in the node too (P2P transport, full
 		// FIFOs); the 8 on the other node share a send and a receive pool. dp 16: rings and trees.
 		{"ep 2 nodes", core.Parallelism{DP: 16, EP: 16}, core.RuntimeMemory{}, "",
-			map[string]int64{"nccl_dp": 16 * 3 * 12 * mib, "nccl_ep": 7*2*12*mib + 2*netPool}},
+			map[string]int64{"nccl_dp": 16*3*12*mib + init16, "nccl_ep": 7*2*12*mib + 2*netPool + init16}},
 		// ep 64 over eight nodes (DeepSeek-V3's degree): 2 x 64 ranks > 4 x 16 halves the
 		// network's channels to one per peer: 7 x 1 x 12 MiB + the two pools, not 63 x 16 x 12 MiB.
 		{"ep 8 nodes", core.Parallelism{DP: 64, EP: 64}, core.RuntimeMemory{}, "",
-			map[string]int64{"nccl_dp": 16 * 3 * 12 * mib, "nccl_ep": 7*1*12*mib + 2*netPool}},
+			map[string]int64{"nccl_dp": 16*3*12*mib + init16, "nccl_ep": 7*1*12*mib + 2*netPool + init16}},
 		// NCCL_BUFFSIZE=512 KiB caps the p2p chunk at 512 KiB / NCCL_STEPS = 64 KiB (pools of
 		// 16 MiB) and the connection at 0.5 + 4.69 + 0.5 MiB + 4 KiB in 6 MiB + 2 MiB.
 		{"ep 8 nodes buffsize 512 KiB", core.Parallelism{DP: 64, EP: 64}, core.RuntimeMemory{NCCLBuffSize: 512 << 10}, "",
-			map[string]int64{"nccl_dp": 16 * 3 * 8 * mib, "nccl_ep": 7*1*8*mib + 2*16*mib}},
+			map[string]int64{"nccl_dp": 16*3*8*mib + init16, "nccl_ep": 7*1*8*mib + 2*16*mib + init16}},
 		// Over PCIe (L40S: 4 channels) a peer in the node gets 2 p2p channels (NVIDIA/nccl#1706:
 		// "4 p2p channels, 2 p2p channels per peer").
-		{"ep pcie", core.Parallelism{DP: 4, EP: 4}, core.RuntimeMemory{}, "L40S", map[string]int64{"nccl_dp": 4 * 12 * mib, "nccl_ep": 3 * 2 * 12 * mib}},
+		{"ep pcie", core.Parallelism{DP: 4, EP: 4}, core.RuntimeMemory{}, "L40S", map[string]int64{"nccl_dp": 4*12*mib + init4, "nccl_ep": 3*2*12*mib + init4}},
 		// Two tensor-parallel ranks all-reduce (no NVLS with two); the pipeline sends to and
 		// receives from its two neighbours in the node over P2P: 2 x 32 channels x 12 MiB.
-		{"tp pp", core.Parallelism{PP: 4, TP: 2}, core.RuntimeMemory{}, "", map[string]int64{"nccl_tp": ring8, "nccl_pp": 2 * 32 * 12 * mib}},
+		{"tp pp", core.Parallelism{PP: 4, TP: 2}, core.RuntimeMemory{}, "", map[string]int64{"nccl_tp": ring8 + init32, "nccl_pp": 2*32*12*mib + init32}},
 		// Stages a node apart (tp 8): both neighbours on other nodes, the two shared pools only.
 		{"pp 2 nodes", core.Parallelism{PP: 2, TP: 8, SequenceParallel: true}, core.RuntimeMemory{}, "",
-			map[string]int64{"nccl_tp": ring8, "nccl_pp": 2 * netPool}},
+			map[string]int64{"nccl_tp": ring8 + init32, "nccl_pp": 2*netPool + init16}},
 		// NVIDIA/nccl#964: 4 x A100, eager NCCL, an all-reduce per group: measured 688 MB (more than
 		// two ranks) and 544 MB (two); rings and trees on 16 channels and the p2p send pool give
-		// 704 MiB = 738 MB (+7 % and +36 %; NCCL of mid-2023 predates cuMem's 2 MiB rounding).
-		{"nccl#964", core.Parallelism{DP: 4}, core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB", map[string]int64{"nccl_dp": 16*3*12*mib + eagerPoolA100}},
+		// 704 MiB = 738 MB (+7 % and +36 %; NCCL of mid-2023 predates cuMem's 2 MiB rounding, which
+		// also makes the init's 50 small allocations 100 MiB: 843 MB with them, +23 and +55 %).
+		{"nccl#964", core.Parallelism{DP: 4}, core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB", map[string]int64{"nccl_dp": 16*3*12*mib + eagerPoolA100 + init16}},
 		// Eager NCCL connects the ring and the tree on a pipeline's communicator too,
 		// beside its peer's p2p buffers: 1 peer x 32 x 12 MiB + 32 x 3 x 12 MiB + the send pool.
-		{"pp eager", core.Parallelism{PP: 2}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_pp": ring8 + 3*ring8 + eagerPool}},
+		{"pp eager", core.Parallelism{PP: 2}, core.RuntimeMemory{NCCLConnect: "eager"}, "", map[string]int64{"nccl_pp": ring8 + 3*ring8 + eagerPool + init32}},
 		// Megatron's distributed optimizer with ep 4 on 8 H100s (replay/nccl_megatron.go): dp's ring
 		// (reduce-scatter and all-gather: no NVLS), ep's 3 peers, and Megatron's own groups: world
 		// (the gradient norm), edp (8 / 4 = 2 ranks: the experts' gradients), tp_ep (the dispatcher's
 		// token counts, 4 ranks); expert tp and tp x cp are 1: no etp, no tp_cp.
 		{"megatron ep", core.Parallelism{DP: 8, EP: 4, ETP: 1, DistributedOptimizer: true}, core.RuntimeMemory{}, "",
-			map[string]int64{"nccl_dp": ring8, "nccl_ep": 3 * ring8, "nccl_world": ring8, "nccl_edp": ring8, "nccl_tp_ep": ring8}},
+			map[string]int64{"nccl_dp": ring8 + init32, "nccl_ep": 3*ring8 + init32, "nccl_world": ring8 + init32, "nccl_edp": ring8 + init32, "nccl_tp_ep": ring8 + init32}},
 		// ms-swift's tp 2 ep 4 row on A100s with NCCL 2.21 (eager: ring and tree, 16 x 3 x 12 MiB =
 		// 576 MiB, and the 128 MiB send pool on every communicator): tp, dp, ep (+ 3 peers x 16 x 12 MiB), world, mp (tp 2 x
 		// pp 1: train_step's all-reduces), tp_ep (8 ranks), etp (2: expert tp = tp), tp_cp (2: the
 		// aux loss); edp is 8 / (4 x 2) = 1 rank.
 		{"megatron tp ep eager", core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
-			map[string]int64{"nccl_tp": 704 * mib, "nccl_dp": 704 * mib, "nccl_ep": (3*16*12 + 704) * mib, "nccl_world": 704 * mib, "nccl_mp": 704 * mib,
-				"nccl_tp_ep": 704 * mib, "nccl_etp": 704 * mib, "nccl_tp_cp": 704 * mib}},
+			map[string]int64{"nccl_tp": 704*mib + init16, "nccl_dp": 704*mib + init16, "nccl_ep": (3*16*12+704)*mib + init16, "nccl_world": 704*mib + init16, "nccl_mp": 704*mib + init16,
+				"nccl_tp_ep": 704*mib + init16, "nccl_etp": 704*mib + init16, "nccl_tp_cp": 704*mib + init16}},
 		// The loss's DATA_PARALLEL_GROUP (loss_dp_group: Megatron-Core before 0.13) beside the
 		// gradients' group: dp 2 x cp 2 x tp 2 on 8 A100s, eager; dp_loss is the 2 dp ranks (cp
 		// ring attention's p2p: 1 peer x 16 x 12 MiB + 704 MiB); mp the tp pair.
 		{"megatron loss dp group", core.Parallelism{DP: 2, CP: 2, TP: 2, DistributedOptimizer: true, LossDPGroup: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
-			map[string]int64{"nccl_tp": 704 * mib, "nccl_cp": (16*12 + 704) * mib, "nccl_dp": 704 * mib, "nccl_world": 704 * mib, "nccl_mp": 704 * mib, "nccl_dp_loss": 704 * mib}},
+			map[string]int64{"nccl_tp": 704*mib + init16, "nccl_cp": (16*12+704)*mib + init16, "nccl_dp": 704*mib + init16, "nccl_world": 704*mib + init16, "nccl_mp": 704*mib + init16, "nccl_dp_loss": 704*mib + init16}},
 	} {
 		p := distPlan(t, m, "bf16", tc.par)
 		p.RuntimeMemory = tc.rt
@@ -169,21 +175,23 @@ func TestNCCLOverheads(t *testing.T) {
 // optimizer the norm itself too, replay/nccl_megatron.go): tp 2 x pp 2 = 4
 // ranks in an H100 node, one more ring of 32 channels x 12 MiB = 384 MiB
 // beside tp's ring and pp's send/recv buffers (1 peer x 32 channels x
-// 12 MiB). Every Megatron-LM run uses the default group (pretrain's
+// 12 MiB), each communicator with its init's 196 MiB (replay/nccl.go
+// ncclInitMem: 32 channels). Every Megatron-LM run uses the default group (pretrain's
 // start-time all-reduce, the timers' all-gather): world, 4 ranks, with or
 // without the distributed optimizer, whose gradient norm goes over it
 // before Megatron-Core 0.14; from 0.14 (grad_norm_group=True) over a
 // world-sized group of its own, dist_opt, another 384 MiB ring.
 func TestMegatronModelParallelComm(t *testing.T) {
 	const mib = 1 << 20
+	const c = (384 + 196) * mib // a ring of 32 channels and the init
 	m := &core.Model{Name: "m", Layers: []core.Layer{&core.Repeat{N: 4, Layer: &nn.MLP{Dim: 512, Hidden: 1024, Act: "swiglu"}}}, Loss: "mse", InputDim: 512}
 	for _, tc := range []struct {
 		distopt, gradNorm bool
 		want              map[string]int64
 	}{
-		{false, false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
-		{true, false, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib}},
-		{true, true, map[string]int64{"nccl_tp": 384 * mib, "nccl_pp": 384 * mib, "nccl_world": 384 * mib, "nccl_mp": 384 * mib, "nccl_dist_opt": 384 * mib}},
+		{false, false, map[string]int64{"nccl_tp": c, "nccl_pp": c, "nccl_world": c, "nccl_mp": c}},
+		{true, false, map[string]int64{"nccl_tp": c, "nccl_pp": c, "nccl_world": c, "nccl_mp": c}},
+		{true, true, map[string]int64{"nccl_tp": c, "nccl_pp": c, "nccl_world": c, "nccl_mp": c, "nccl_dist_opt": c}},
 	} {
 		p := distPlan(t, m, "megatron", core.Parallelism{TP: 2, PP: 2, DistributedOptimizer: tc.distopt, GradNormGroup: tc.gradNorm})
 		got := map[string]int64{}

@@ -13,23 +13,25 @@ import (
 // TestMegatronStageComms: the communicators Megatron-LM makes for a
 // shared embedding and a biased router (replay/nccl_megatron.go), per
 // pipeline stage, hand-counted on H100s (32 channels in a node, 16
-// across; 12 MiB a connection, lazy NCCL):
+// across; 12 MiB a connection, lazy NCCL; with each communicator's init,
+// (3 x channels + 2) x 2 MiB, replay/nccl.go ncclInitMem):
 //
 //   - a tied embedding under pp 2 x dp 4 (8 GPUs, one node): the first and
 //     the last stage all-reduce the embedding's gradient over their own
 //     two-rank EMBEDDING_GROUP, a ring in the node, 32 x 12 MiB = 384 MiB
-//     (no NVLS with two ranks); untied, no such group;
+//     (no NVLS with two ranks) and 196 MiB of init; untied, no such group;
 //   - pp 4 x dp 4 on two nodes of 8: stages 0 and 3 are 12 ranks apart,
 //     across nodes, where an all-reduce connects the ring and the tree,
-//     16 x 3 x 12 MiB = 576 MiB; stages 1 and 2 are not in the group;
+//     16 x 3 x 12 MiB = 576 MiB, and 100 MiB of init; stages 1 and 2 are
+//     not in the group;
 //   - DeepSeek-V3's multi-token prediction module on the last stage (its
 //     own copy of the embedding) makes the embedding group too, and its
 //     router's expert bias (e_score_correction_bias) the tensor-and-data-
 //     parallel group, each stage's 4 dp ranks in the node: a ring, 384
-//     MiB, with or without the MTP module.
+//     MiB and its init, with or without the MTP module.
 func TestMegatronStageComms(t *testing.T) {
 	const mib = 1 << 20
-	ring8, ringTree16 := int64(32*12*mib), int64(16*3*12*mib)
+	ring8, ringTree16 := int64((32*12+196)*mib), int64((16*3*12+100)*mib)
 	dense := func(tied bool) *core.Model {
 		return &core.Model{Name: "m", Layers: []core.Layer{&nn.Embedding{Name: "embed", Rows: 256, Dim: 64},
 			&core.Repeat{N: 4, Layer: &nn.MLP{Dim: 64, Hidden: 128, Act: "swiglu"}}},

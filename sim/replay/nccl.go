@@ -44,6 +44,21 @@ import (
 //     and #986). torch 2.5 and 2.6 wheels bundle NCCL 2.21.5
 //     (nvidia-nccl-cu12==2.21.5 in their install requirements): eager.
 //
+//   - What every communicator holds from its init, connected or not
+//     (src/channel.cc initChannel l.42-56 and src/init.cc devCommSetup
+//     l.447-449 at v2.27.7-1; the same calls at v2.21.5-1): per channel
+//     the peers' device structures (sharedRes->devPeers), the channel's
+//     pointers to them (devPeers) and its ring's ranks (devRingUserRanks),
+//     three small allocations, and once the device communicator and its
+//     rank-to-local-rank map; initChannel runs for every collective
+//     channel and every p2p channel beyond them (src/graph/paths.cc
+//     l.870), pow2Up of the collective channels. With cuMem (NCCL_CUMEM_
+//     ENABLE's default -2: on where the driver supports it, from 2.19,
+//     src/misc/cudawrap.cc) each is rounded up to the 2 MiB allocation
+//     granularity (src/include/alloc.h ncclCuMemAlloc, ALIGN_SIZE): (3 x
+//     channels + 2) x 2 MiB, 100 MiB at 16 channels, 196 MiB at 32
+//     (ncclInitMem). Not counted: NVLS channels' peers (initNvlsChannel).
+//
 // Check against a measurement not used to build it: 4 x A100 on NVLink,
 // NCCL of mid-2023 (eager), one all-reduce per process group: 544 MB for
 // two-rank groups, 688 MB for larger ones (NVIDIA/nccl#964); this model
@@ -58,7 +73,16 @@ const (
 	ncclMemAlign    = 4096      // MEM_ALIGN: sizeof(ncclRecvMem), sizeof(ncclSendMem) (src/include/comm.h)
 	ncclNVLSMem     = 2 << 20   // NVLS credit memory per channel and direction (memSize in NCCL's INIT log)
 	ncclNVLSChans   = 24        // NVLS channels in vllm-project/vllm#9699's log (nvlsPerRankSize / 2 / 6 MiB)
+	ncclChannelMems = 3         // initChannel's device allocations per channel: sharedRes->devPeers, devPeers, devRingUserRanks
+	ncclCommMems    = 2         // devCommSetup's: devCommAndChans, rankToLocalRank
 )
+
+// ncclInitMem is what a communicator of ch collective channels holds
+// from its init (above): initChannel's allocations on pow2Up(ch)
+// channels and devCommSetup's, each a 2 MiB cuMem allocation.
+func ncclInitMem(ch int64) int64 {
+	return (ncclChannelMems*pow2Up(ch) + ncclCommMems) * ncclGranularity
+}
 
 // ncclBuffSize is the plan's NCCL_BUFFSIZE.
 func ncclBuffSize(p *core.Plan) int64 {
@@ -137,21 +161,23 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 	conn := ncclConn(buf)
 	ch := ncclChannels(p.Device, g.intra)
 	eager := p.RuntimeMemory.NCCLConnect == "eager"
+	init := ncclInitMem(ch)
+	initHow := fmt.Sprintf("; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, pow2Up(ch), ncclCommMems, mib(init))
 	// Eager connection sets up the ring and the tree at the
 	// communicator's creation whatever it is used for: an all-to-all's or
 	// a pipeline's communicator holds them beside its peers' buffers.
-	initRT, initHow := int64(0), ""
+	initRT, rtHow := int64(0), ""
 	if eager {
 		initRT = ch * 3 * conn
-		initHow = fmt.Sprintf("; ring and tree connected at init: %d channels x 3 x %s", ch, mib(conn))
+		rtHow = fmt.Sprintf("; ring and tree connected at init: %d channels x 3 x %s", ch, mib(conn))
 		if pool := eagerSendPool(g, ch, buf, p.Device.LinkGBps > 0); pool > 0 { // nccl_p2p.go
 			initRT += pool
-			initHow += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
+			rtHow += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
 		}
 	}
 	if g.pattern == "alltoall" || g.pattern == "p2p" {
 		b, how := p2pMemory(g, ch, buf, p.Device.LinkGBps > 0, p.RuntimeMemory.NCCLNChannelsPerNetPeer) // nccl_p2p.go
-		return b + initRT, how + initHow
+		return b + initRT + init, how + rtHow + initHow
 	}
 	ar := allReduces(p, g.name)
 	conns := int64(1) // the ring
@@ -172,7 +198,7 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 		b += pool
 		how += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
 	}
-	return b, how
+	return b + init, how + initHow
 }
 
 // mib formats whole or fractional MiB.

@@ -23,7 +23,7 @@ func routerBase() *core.Plan {
 		RouterDType: units.FP64, UnpermuteProbs: true, TPCommOverlap: true}
 	p.GradAccum = 4
 	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 8, HostGBps: 100}
-	p.Device.Memory = 7 << 29 // 3.5 GiB: small enough that memory prunes, and that a stage's replay dominates a pipelined layout
+	p.Device.Memory = 6 << 30 // 6 GiB: small enough that memory prunes, and that a stage's replay dominates a pipelined layout
 	return p
 }
 
@@ -83,7 +83,7 @@ func TestSearchLoRAEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
 	base.Compile = core.Compile{Blocks: true, Loss: true}
-	base.Device.Memory = 2 << 30 // small enough that memory prunes
+	base.Device.Memory = 5 << 29 // 2.5 GiB: small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, MicroBatch: []int64{1, 2, 4},
 		Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 6, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
