@@ -111,10 +111,13 @@ import (
 // 12.4 µs an aten op (timing/host_ops.go). Before the sync that is 2.6 ms
 // of host time against 1.7 ms of GPU work a layer forward: the forward is
 // host-bound, 33.80 -> 39.62 s (-6.1 %), asserted within 20 % now. The
-// run is Megatron-Bridge's Megatron-LM of May 2026, not core_v0.13.0,
-// and forces balanced routing (its router makes random logits: 229
-// aten ops counted at core_v0.13.0 with moe_router_force_load_balancing,
-// against 225); the host's 12.4 µs is the H200 host's, not the cluster's.
+// run is Megatron-Bridge's pin of Megatron-LM (e41b37002, 2026-05-18), not
+// core_v0.13.0: counted there, 201 aten ops before the sync, 19 after it,
+// 100 in the backward (sim/testdata/megatron_moe_host.jsonl), within 3 %
+// of core_v0.13.0's. It forces balanced routing (random logits, which
+// the CPU run cannot make at that pin: it forks the CUDA RNG tracker; at
+// core_v0.13.0 they add 4 aten ops a forward). The host's 12.4 µs is the
+// H200 host's, not the cluster's.
 //
 // bridgeQwen3 is Megatron-Bridge's Qwen3-30B-A3B setup on H100s: the
 // model from its config.json with Megatron's grouped experts, and the

@@ -114,16 +114,19 @@ def install_fused_standins(td):
 
     import inspect
     with_probs = "probs" in inspect.signature(td.sort_chunks_by_idxs).parameters  # core_v0.13.0
+    five = "align_size" in inspect.signature(td.permute).parameters  # 2026: two more (padding) outputs
 
-    def permute(tokens, routing_map, probs=None, num_out_tokens=None, fused=False, drop_and_pad=False):
+    def permute(tokens, routing_map, probs=None, num_out_tokens=None, fused=False, drop_and_pad=False, **kw):
         n = num_out_tokens if num_out_tokens is not None else int(routing_map.sum())
         x, p, idx = Perm.apply(tokens, probs if probs is not None else routing_map.float(), routing_map, n)
         if not with_probs:  # before 0.13: (permuted, sorted_indices)
             return x, idx
+        if five:
+            return x, (p if probs is not None else None), idx, None, None
         return x, (p if probs is not None else None), idx
 
     def unpermute(permuted_tokens, sorted_indices, restore_shape, probs=None, routing_map=None, fused=False,
-                  drop_and_pad=False):
+                  drop_and_pad=False, **kw):
         return Unperm.apply(permuted_tokens, sorted_indices, restore_shape, probs)
 
     def sort_chunks_by_idxs(input, split_sizes, sorted_idxs, probs=None, fused=False):
@@ -232,7 +235,11 @@ def run(rank, world, args, q):
             from megatron.core.transformer.moe.moe_layer import get_default_model_comm_pgs
             kw = dict(model_comm_pgs=get_default_model_comm_pgs())
         except ImportError:
-            pass
+            try:  # 2026's Megatron-LM (Megatron-Bridge's pin) names them pg_collection
+                from megatron.core.transformer.moe.moe_utils import get_default_pg_collection
+                kw = dict(pg_collection=get_default_pg_collection())
+            except ImportError:
+                pass
         router = TopKRouter(config=cfg, **kw)
         router.set_layer_number(1)
         disp = MoEAlltoAllTokenDispatcher(local, [rank * local + i for i in range(local)], config=cfg, **kw)
