@@ -49,7 +49,7 @@ func TestModelErrors(t *testing.T) {
 		{expr: `model("m", 3)`, err: "layers[0] must be a layer (got int)"},
 		{expr: `model("m", embedding(100, 8), linear(16, 8))`, err: "linear expects inputs with 16 features but the previous layer gives 8"},
 		{expr: `model("m", act("relu"))`, err: "cannot tell the input width of the first layer"},
-		{expr: `model("m", linear(8, 8), loss="l1")`, err: `unknown loss "l1" (known: cross_entropy, mse, none)`},
+		{expr: `model("m", linear(8, 8), loss="l1")`, err: `unknown loss "l1" (known: cross_entropy, flash_cross_entropy, mse, none)`},
 		{expr: `model("m", linear(8, 8), vocab=0)`, err: "vocab must be positive (got 0)"},
 		{expr: `model("m", linear(8, 8), input_dim=-8)`, err: "input_dim must be positive (got -8)"},
 		{expr: `model("m", linear(8, 8), tie_embeddings=True)`, err: "tie_embeddings needs vocab="},

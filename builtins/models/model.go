@@ -99,11 +99,15 @@ func ModelBuiltins() []host.Builtin {
 		Name: "model",
 		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None)",
 		Doc: "A whole network: layers run in order, then (with vocab=, at most 2^24) an output head to the " +
-			"vocabulary, then the loss (\"cross_entropy\", \"mse\" or \"none\"). " +
+			"vocabulary, then the loss (\"cross_entropy\", \"flash_cross_entropy\", \"mse\" or \"none\"). " +
+			"\"cross_entropy\" is torch's (log_softmax, then nll_loss: the log-probabilities saved); " +
+			"\"flash_cross_entropy\" is flash-attn's fused CrossEntropyLoss (the xentropy kernel llm-foundry's MPT " +
+			"trains with, loss_fn=\"fused_crossentropy\"): it reads the logits in their dtype, saves them and a " +
+			"log-sum-exp per row, and writes no log-probabilities. " +
 			"tie_embeddings shares the head's weight with the first embedding (counted once). " +
 			"head_bias gives the head a vocab-sized bias (BERT's masked-LM decoder). " +
 			"logits_fp32 upcasts the logits to fp32 before the loss, as Hugging Face causal LMs do; " +
-			"by default it is on when vocab is set. input_dim is the feature count of the input " +
+			"by default it is on when vocab is set (off for flash_cross_entropy). input_dim is the feature count of the input " +
 			"for a model that does not start with an embedding (inferred from the first layer when it can be). " +
 			"logit_softcap=c soft-caps the logits, c * tanh(logits / c) (Gemma 2's final_logit_softcapping: " +
 			"tanh keeps one more logits-sized tensor for backward).\n\n" +
@@ -139,7 +143,7 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if vocab != nil && vocab != starlark.None && m.Vocab <= 0 {
 		return nil, fmt.Errorf("vocab must be positive (got %d)", m.Vocab)
 	}
-	if m.LogitsFP32, err = optBool(logitsFP32, "logits_fp32", m.Vocab > 0); err != nil {
+	if m.LogitsFP32, err = optBool(logitsFP32, "logits_fp32", m.Vocab > 0 && loss != core.FlashCE); err != nil {
 		return nil, err
 	}
 	if softcap != nil && softcap != starlark.None {

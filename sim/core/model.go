@@ -161,9 +161,9 @@ func (m *Model) Validate() error {
 		}
 	}
 	switch m.Loss {
-	case "cross_entropy", "mse", "none", "", "crps":
+	case "cross_entropy", FlashCE, "mse", "none", "", "crps":
 	default:
-		return units.Errorf(m.Name, "unknown loss %q (known: cross_entropy, mse, none)", m.Loss)
+		return units.Errorf(m.Name, "unknown loss %q (known: cross_entropy, flash_cross_entropy, mse, none)", m.Loss)
 	}
 	if m.Vocab < 0 {
 		return units.Errorf(m.Name, "vocab must be positive (got %d)", m.Vocab)
@@ -300,6 +300,11 @@ func (b *Builder) loss(m *Model, x Value) Value {
 	switch m.Loss {
 	case "", "cross_entropy":
 		return b.crossEntropy(x, m.LogitsFP32, b.shiftsLogits(m))
+	case FlashCE:
+		if m.LogitsFP32 {
+			x = b.Cast(x, units.FP32, "logits upcast to fp32 for the loss")
+		}
+		return b.flashCrossEntropy(x)
 	case "crps":
 		return b.crpsLoss(x)
 	case "mse":

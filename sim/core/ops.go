@@ -203,9 +203,10 @@ func (b *Builder) rmsNorm(name string, x Value, dim int64, slice bool) Value {
 		x32 = b.Cast(x, units.FP32, "fp32 copy of rms_norm input")
 	}
 	r := Rows(b.Shape(x32))
-	// pow(2): saves self.
+	// pow(2): saves self; its kernel reads x32 and writes x².
 	ip := b.AddOp("pow", "pow", []Value{x32})
 	sq := b.Out(ip, "x2", b.Shape(x32), units.FP32, "x² in rms_norm")
+	b.Op(ip).Bytes += float64(b.Val(x32).Bytes)
 	b.Save(ip, x32)
 	// mean(-1): torch 1.13 keeps its input.
 	im := b.AddOp("mean", "mean", []Value{sq})

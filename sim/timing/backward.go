@@ -36,6 +36,14 @@ import (
 //     or casts of tensor_split chunks) are one use: split's backward
 //     gathers the chunks' gradients into one (SplitBackward), it does not
 //     sum full-size ones.
+//   - x.pow(2) (derivatives.yaml, pow.Tensor_Scalar: "self:
+//     pow_backward(grad, self, exponent)"; FunctionsManual.cpp,
+//     pow_backward: grad * (exp * self.pow(exp - 1))) runs three
+//     kernels over the input's size: self.pow(1), a copy (Pow.cpp,
+//     pow_Tensor_Scalar_out: an exponent of 1 is out.copy_(base)), its
+//     product with the exponent, and the product with the gradient:
+//     seven passes over the input, where the general rule took two over
+//     the output. Hugging Face's RMSNorm squares its fp32 input so.
 
 // addBackward is the backward of an add op: its kernels and the HBM
 // bytes they move.
@@ -75,6 +83,17 @@ func (pr *pricer) addBackward(op *core.OpInfo) (bytes, kernels float64) {
 		}
 	}
 	return bytes, kernels
+}
+
+// powBackward is the backward of x.pow(2) (core's RMSNorm): the bytes
+// of pow_backward's copy (two passes), scalar product (two) and product
+// with the gradient (three reads and writes of the input's size), and
+// its three kernels.
+func (pr *pricer) powBackward(op *core.OpInfo) (bytes, kernels float64) {
+	if len(op.In) == 0 {
+		return 0, 0
+	}
+	return 7 * float64(pr.prog.Values[op.In[0]].Bytes), 3
 }
 
 // castBackward reports whether op is a dtype cast whose backward is one

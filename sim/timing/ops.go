@@ -163,6 +163,9 @@ func (pr *pricer) op(i int) OpCost {
 	if c, ok := pr.rowMean(op); ok { // row_mean.go
 		return c
 	}
+	if c, ok := pr.crossEntropy(op); ok { // log_softmax.go
+		return c
+	}
 	switch op.Kind {
 	case "matmul", "int8_matmul":
 		return pr.matmul(op)
@@ -208,6 +211,8 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 		switch {
 		case op.Kind == "add": // the gradient passed through (backward.go)
 			bwd, k = pr.addBackward(op)
+		case op.Kind == "pow": // pow_backward's three kernels (backward.go)
+			bwd, k = pr.powBackward(op)
 		case op.Kind == "masked_fill" && f > 0: // grad.masked_fill(mask, 0): the forward's kernel again (eager.go)
 			bwd = bytes / f
 		case castBackward(pr.prog, op): // one cast back

@@ -78,11 +78,6 @@ func trainMetricsNote(why string) string {
 	return "train_metrics not priced: " + why + "; their time is not in the step"
 }
 
-// softmaxSmemBytes is the shared memory a CUDA block gets without opting
-// in (cudaDeviceProp.sharedMemPerBlock, 48 KiB on every GPU since
-// Kepler), which PyTorch's softmax kernels size their cached row by.
-const softmaxSmemBytes = 48 << 10
-
 // trainMetricSmallKernels is a metric's kernels besides the cast,
 // log_softmax and nll_loss: the loss added to sum_loss, target !=
 // ignore_index, its sum, and that added to total_items.

@@ -1,0 +1,85 @@
+package timing
+
+import (
+	"math"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hw"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// TestCrossEntropyBytesByHand counts the loss's passes by hand on an
+// A100-80GB, in units of the logits' bytes X (rows of fp32 or bf16
+// logits) at the stream rate, plus the labels' bytes L:
+//
+//   - eager cross_entropy over rows wider than 48 KiB (32,000 fp32
+//     logits, 128 KB): log_softmax reads X three times and writes the
+//     log-probabilities once, nll_loss reads L (4X + L); backward,
+//     nll_loss_backward's zero fill and target write, log_softmax_backward's
+//     two reads of the gradient, one of the output and the logits'
+//     gradient written (5X + L);
+//   - a chunked loss's chunk (core.ChunkCE: [batch, tokens, vocab] logits,
+//     [rows, vocab] log-probabilities) counts the same;
+//   - rows of 1,000 fp32 logits (4 KB) fit the persistent kernels: one
+//     read forward (2X + L) and one of the gradient backward (4X + L);
+//   - flash-attn's fused loss reads bf16 logits twice and writes a loss
+//     and a log-sum-exp a row, and its backward reads them once and
+//     writes their gradient (2X each way, and a row's bytes twice);
+//   - compiled dispatch keeps the stream price (not priced here).
+func TestCrossEntropyBytesByHand(t *testing.T) {
+	a100, err := hw.LookupDevice("A100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := streamRate(&a100)
+	const rows = 65536
+	for _, c := range []struct {
+		name           string
+		logits, lsm    []int64
+		dtype          units.DType
+		loss           string
+		dispatch       Dispatch
+		ok             bool
+		fwdX, bwdX     float64 // passes over the logits' bytes
+		fwdRow, bwdRow float64 // passes over a row's labels (and losses)
+	}{
+		{"eager, wide rows", []int64{rows, 32000}, []int64{rows, 32000}, units.FP32, "cross_entropy", DispatchEager, true, 4, 5, 1, 1},
+		{"chunked loss's chunk", []int64{8, rows / 8, 32000}, []int64{rows, 32000}, units.FP32, "cross_entropy", DispatchEager, true, 4, 5, 1, 1},
+		{"eager, persistent rows", []int64{rows * 32, 1000}, []int64{rows * 32, 1000}, units.FP32, "cross_entropy", DispatchEager, true, 2, 4, 1, 1},
+		{"compiled", []int64{rows, 32000}, []int64{rows, 32000}, units.FP32, "cross_entropy", DispatchCompiled, false, 0, 0, 0, 0},
+		{"flash-attn's fused loss", []int64{rows, 32000}, nil, units.BF16, core.FlashCE, DispatchCompiled, true, 2, 2, 2, 2},
+	} {
+		n := core.Numel(c.logits)
+		r := n / c.logits[len(c.logits)-1]
+		x := float64(n) * float64(c.dtype.Bytes(1))
+		lab := 8 * float64(r)
+		vals := []core.ValueInfo{
+			{Name: "logits", Shape: c.logits, Dtype: c.dtype, Bytes: int64(x), Grad: true, Producer: -1},
+			{Name: "labels", Shape: []int64{r}, Dtype: units.INT64, Bytes: int64(lab), Producer: -1},
+		}
+		op := core.OpInfo{Kind: "cross_entropy", Name: c.loss, In: []core.Value{0, 1}, Out: []core.Value{2}}
+		row := lab
+		if c.lsm != nil {
+			vals = append(vals, core.ValueInfo{Name: "log_probs", Shape: c.lsm, Dtype: c.dtype, Bytes: int64(x), Producer: 0})
+			op.Bytes = x
+		} else {
+			vals = append(vals, core.ValueInfo{Name: "losses", Shape: []int64{r}, Dtype: units.FP32, Bytes: 4 * r, Producer: 0})
+			op.Bytes = float64(4 * r)
+			row = lab + float64(4*r) // labels == ignore_index and masked_fill_ on the row losses
+		}
+		pr := &pricer{prog: &core.Program{Values: vals}, d: a100, dispatch: c.dispatch}
+		got, ok := pr.crossEntropy(&op)
+		if ok != c.ok {
+			t.Fatalf("%s: priced %v, want %v", c.name, ok, c.ok)
+		}
+		if !ok {
+			continue
+		}
+		fwd, bwd := (c.fwdX*x+c.fwdRow*row)/s, (c.bwdX*x+c.bwdRow*row)/s
+		if math.Abs(got.Fwd-fwd) > 1e-9*fwd || math.Abs(got.Bwd-bwd) > 1e-9*bwd {
+			t.Errorf("%s: forward %.3f ms, backward %.3f ms; want %.3f and %.3f (%g and %g passes over the logits)",
+				c.name, 1e3*got.Fwd, 1e3*got.Bwd, 1e3*fwd, 1e3*bwd, c.fwdX, c.bwdX)
+		}
+	}
+}
