@@ -78,16 +78,38 @@ var mptSizes = map[string][3]int64{
 // (FlashAttention-2 paper, figure 4) the A100 MPT-13B 8k row could not
 // reach its published throughput (docs/time.md, "Why the Ampere rows
 // split"), so which kernel the runs used is not established.
+// The loss is flash-attn's fused cross-entropy, MPT's default
+// (loss_fn "fused_crossentropy", llmfoundry/models/mpt/modeling_mpt.py
+// at 061f2c7; setup.py pins xentropy-cuda-lib from flash-attention
+// v1.0.9), over the bf16 logits as the tied head writes them.
 func mosaicPlan(size string, seq, gpus, mb, ga int64, precision string, ckpt bool, dev string) *core.Plan {
 	s := mptSizes[size]
 	m := gptModel(s[0], s[2], s[1], 50368, seq, "flash")
+	m.Loss = core.FlashCE
 	ck := "none"
 	if ckpt {
 		ck = "full"
 	}
 	p := testmodels.LlamaPlan(m, mb, seq, precision, ck, dev)
 	p.GradAccum = ga
-	p.Parallel = core.Parallelism{DP: gpus, FSDP: true, FSDPVersion: 1}
+	p.Parallel = core.Parallelism{DP: gpus, FSDP: true, FSDPVersion: 1,
+		// Composer wraps no FSDP model in no_sync: every micro-batch
+		// reduce-scatters (composer/trainer/dist_strategy.py @v0.16.4,
+		// ddp_sync_context returns at once for a model that is not DDP).
+		SyncEachBatch: true}
+	if precision == "bf16-mixed" {
+		// fsdp_config mixed_precision DEFAULT: param_dtype the autocast
+		// dtype, reduce_dtype float32 (composer/trainer/
+		// mosaic_fsdp_utils.py @v0.16.4, get_mixed_precision); PURE
+		// reduces in bf16, FSDP1's default.
+		p.Parallel.FSDPReduceDType = units.FP32
+	}
+	// Composer's trainer updates the model's two train metrics on every
+	// micro-batch's logits after its backward (core.Overheads.TrainMetrics),
+	// and the pretraining yamls clip gradients (algorithms:
+	// gradient_clipping, clipping_type norm, clipping_threshold 1.0).
+	p.Overheads.TrainMetrics = 2
+	p.Overheads.ClipGradNorm = 1
 	return p
 }
 
@@ -165,69 +187,66 @@ func megatronFLOPs(batch, seq, layers, hidden, vocab float64) float64 {
 }
 
 // megatronRows are Narayanan et al. 2021, Table 1 (weak scaling of GPT on
-// Selene's A100-80GB, sequence 2048, vocabulary 51,200; the achieved
-// TFLOP/s per GPU as the Megatron-LM README prints them, images/
-// cases_april2021.png at 6985e58938): full activation recomputation, the
-// interleaved schedule where pipelined (two model chunks per stage),
-// micro-batch 1, 16-bit weights with fp32 master weights and Adam state
-// (memsh's "megatron" precision), no sequence parallelism (2021), the
-// fused softmax (eager attention), no dropout.
-//
-// The paper's own run scripts (examples/sc21/run_table_1.sh and CONFIG.sh
-// at Megatron-LM 6985e58938, 2021-08-18) say otherwise in part: micro-
-// batches of 16, 8, 2 and 1 (1.7B, 18B, 145B, 1T), --DDP-impl torch
-// (PyTorch DDP, its all-reduce overlapped) for 1.7B and 18B, no virtual
-// pipeline stages for 1T (1F1B), --clip-grad 1.0, --fp16 with a static
-// loss scale, and arguments.py's dropout defaults (0.1 on the attention
-// probabilities and the hidden states). Written that way, the three
-// rows' own Sustain values (TestSustainIsFitted) draw together in the gap
-// between the two Ampere groups, but the refit that follows does not yet
-// land the published rows closer (docs/time.md, "Why the Ampere rows
-// split"), so the rows stay as they were fitted until it does.
+// Selene's A100-80GB, sequence 2048, vocabulary 51,200): achieved TFLOP/s
+// per GPU as the Megatron-LM README prints them (images/
+// cases_april2021.png at 6985e58938), written down as the paper's own run
+// scripts run them (examples/sc21/run_table_1.sh and CONFIG.sh at
+// Megatron-LM 6985e58938, 2021-08-18): the micro-batch (MBS) and the
+// data-parallel implementation (--DDP-impl) of each size, every layer
+// recomputed (--activations-checkpoint-method uniform), the interleaved
+// schedule only where --num-layers-per-virtual-pipeline-stage is set,
+// gradient clipping at 1.0 (--clip-grad), and arguments.py's defaults for
+// what the scripts leave out: attention and hidden dropout 0.1
+// (--attention-dropout, --hidden-dropout). 16-bit weights with fp32
+// master weights and Adam state (memsh's "megatron" precision; the scripts
+// run --fp16 with a static loss scale), no sequence parallelism (2021),
+// the fused softmax (eager attention).
 func megatronRows() []stepRow {
 	type cfg struct {
-		name                  string
-		heads, hidden, layers int64
-		tp, pp, gpus, batch   int64
-		tflops                float64
-		heldOut, heavy        bool
+		name                     string
+		heads, hidden, layers    int64
+		tp, pp, gpus, batch, mbs int64
+		ddpTorch                 bool  // --DDP-impl torch: PyTorch DDP, its all-reduce overlapped with the backward
+		chunks                   int64 // model chunks per stage (layers / (pp x layers per virtual stage)); 1: 1F1B
+		tflops                   float64
+		heldOut, heavy           bool
 	}
 	var rows []stepRow
 	for _, c := range []cfg{
-		{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, false, false},
-		{"18B", 48, 6144, 40, 8, 1, 256, 1024, 135, false, false},
-		{"145B", 96, 12288, 80, 8, 8, 1536, 2304, 148, false, true},
-		{"1T", 160, 25600, 128, 8, 64, 3072, 3072, 163, true, true},
+		{"1.7B", 24, 2304, 24, 1, 1, 32, 512, 16, true, 1, 137, false, false},
+		{"18B", 48, 6144, 40, 8, 1, 256, 1024, 8, true, 1, 135, false, false},
+		{"145B", 96, 12288, 80, 8, 8, 1536, 2304, 2, false, 2, 148, false, true},
+		{"1T", 160, 25600, 128, 8, 64, 3072, 3072, 1, false, 1, 163, true, true},
 	} {
 		c := c
 		dp := c.gpus / (c.tp * c.pp)
 		rows = append(rows, stepRow{
 			name:    fmt.Sprintf("Megatron GPT %s, TP %d PP %d DP %d x A100", c.name, c.tp, c.pp, dp),
-			source:  fmt.Sprintf("Narayanan et al. 2021 (arXiv:2104.04473) Table 1, %s row: %.0f TFLOP/s per GPU (eq. 3 FLOPs)", c.name, c.tflops),
+			source:  fmt.Sprintf("Narayanan et al. 2021 (arXiv:2104.04473) Table 1, %s row: %.0f TFLOP/s per GPU (eq. 3 FLOPs); examples/sc21/run_table_1.sh", c.name, c.tflops),
 			heldOut: c.heldOut, heavy: c.heavy,
 			plan: func() *core.Plan {
-				m := gptModel(c.hidden, c.layers, c.heads, 51200, 2048, "eager")
-				p := testmodels.LlamaPlan(m, 1, 2048, "megatron", "full", "A100-80GB")
-				p.GradAccum = c.batch / dp
+				m := withDropout(gptModel(c.hidden, c.layers, c.heads, 51200, 2048, "eager"), 0.1)
+				p := testmodels.LlamaPlan(m, c.mbs, 2048, "megatron", "full", "A100-80GB")
+				p.GradAccum = c.batch / (dp * c.mbs)
+				p.Overheads.ClipGradNorm = 1
 				// The runs predate Megatron-LM's asynchronous all-reduce of the
 				// input gradient beside the wgrad GEMM (commit cf7efd4f5a,
 				// 2021-08-30; arXiv:2104.04473 is of April 2021): every
-				// tensor-parallel collective exposed. Their data-parallel
-				// gradient all-reduce is exposed too: train_step runs
-				// forward_backward_func, then, with the default
-				// --DDP-impl local, allreduce_gradients() on each model
-				// chunk (megatron/training.py ll. 372-380 at a8d172b31e,
-				// 2021-04-28; arguments.py l. 574); overlap_grad_reduce
-				// came with Megatron-Core's DDP in 2023. Its grad buffers
+				// tensor-parallel collective exposed. With --DDP-impl local
+				// (the pipelined sizes) the data-parallel gradient all-reduce
+				// is exposed too: train_step runs forward_backward_func,
+				// then allreduce_gradients() on each model chunk
+				// (megatron/training.py ll. 372-380 at a8d172b31e,
+				// 2021-04-28); with --DDP-impl torch PyTorch's DDP overlaps
+				// it with the last micro-batch's backward. The grad buffers
 				// are in the parameters' dtype (fp16, 2 bytes) unless
 				// --accumulate-allreduce-grads-in-fp32 is set
-				// (model/distributed.py l. 130), which no example script of
-				// that commit sets.
+				// (model/distributed.py l. 130), which the scripts do not.
 				p.Parallel = core.Parallelism{DP: dp, TP: c.tp, PP: c.pp, DistributedOptimizer: false, SyncTPComm: true,
-					NoOverlapGradReduce: true}
+					NoOverlapGradReduce: !c.ddpTorch}
 				p.Precision.Grads = units.BF16
-				if c.pp > 1 {
-					p.Parallel.Schedule, p.Parallel.VirtualStages = "interleaved", 2
+				if c.chunks > 1 {
+					p.Parallel.Schedule, p.Parallel.VirtualStages = "interleaved", c.chunks
 				}
 				return p
 			},
@@ -235,6 +254,28 @@ func megatronRows() []stepRow {
 		})
 	}
 	return rows
+}
+
+// withDropout sets dropout p on m's attention (the probabilities and the
+// output) and MLP (its output): Megatron's --attention-dropout and
+// --hidden-dropout.
+func withDropout(m *core.Model, p float64) *core.Model {
+	var walk func(l core.Layer)
+	walk = func(l core.Layer) {
+		switch v := l.(type) {
+		case *nn.Attention:
+			v.Dropout = p
+		case *nn.MLP:
+			v.Dropout = p
+		}
+		for _, ch := range l.Children() {
+			walk(ch)
+		}
+	}
+	for _, l := range m.Layers {
+		walk(l)
+	}
+	return m
 }
 
 // llama3Rows are the Llama 3 paper (Dubey et al. 2024, "The Llama 3 Herd
