@@ -147,13 +147,16 @@ func TestOracleCUDAStepTime(t *testing.T) {
 		return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
 	}
 	t.Logf("%d cases: median |error| %.1f %% as priced (Sustain %.2f), %.1f %% isolated", len(cudaTimeRows), 100*med(priced), hw.H200Sustain(), 100*med(isolated))
-	// The medians docs/time.md states ("Median |error| 10.6 % as priced,
-	// 8.9 % isolated"), held within a point and a half so that a change
-	// that moves the suite is seen and the doc's figures follow it.
+	// The medians docs/time.md states ("Median |error| 11.6 % as priced,
+	// 6.8 % isolated"; 10.6 and 8.9 % before cross_entropy took its
+	// kernels' bytes and RMSNorm's pow(2) pow_backward's three kernels:
+	// the llama rows' log_softmax and norms came closer isolated and
+	// further over as priced), held within a point and a half so that a
+	// change that moves the suite is seen and the doc's figures follow it.
 	for _, m := range []struct {
 		what      string
 		got, docs float64
-	}{{"as priced", med(priced), 0.106}, {"isolated", med(isolated), 0.089}} {
+	}{{"as priced", med(priced), 0.116}, {"isolated", med(isolated), 0.068}} {
 		if math.Abs(m.got-m.docs) > 0.015 {
 			t.Errorf("median |error| %s %.1f %%, docs/time.md says %.1f %%: the suite moved; update the doc and this row", m.what, 100*m.got, 100*m.docs)
 		}
