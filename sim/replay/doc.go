@@ -35,14 +35,16 @@
 // a block's end is not the state at its start moved by what the block
 // keeps. In BenchmarkEvaluateLlama70B3D's first stage (20 layers, 4
 // micro-batches in flight) the free blocks at each layer's end differ
-// from the layer before's in number as well as place: the first step's
-// forward leaves one more cached block a layer (3 new segments each),
-// the steady forward takes about nine of the first step's a layer, and
-// the backward frees two to four more a layer. A best fit reads the
-// whole free list of its pool, and of blocks of one size takes the
-// first in list order, which the removals' swaps of the list's last
-// block into the hole make depend on every free block, so no layer's
-// choices follow from the one before's without replaying them.
+// from the layer before's in number as well as place: in the first
+// step's forward their count falls by up to nine a layer while the
+// cache its setup left lasts, then rises by up to two a layer as each
+// layer makes three or four segments; in the steady forward it falls by
+// two to ten a layer, in the backward it rises by two to four. A best
+// fit reads the whole free list of its pool, and of blocks of one size
+// takes the first in list order, which the removals' swaps of the
+// list's last block into the hole make depend on every free block, so
+// no layer's choices follow from the one before's without replaying
+// them.
 //
 // The replay's bookkeeping of its own state carries //go:norace, as
 // sim/alloc does (its doc.go): allocating and releasing a tensor
