@@ -16,7 +16,7 @@ What a CPU run cannot show, named in the output: the device-to-host copies of th
 empty_strided, copy_ each), record_stream (one op each on CUDA, none here), and Transformer Engine's fused
 permute (--moe-permute-fusion: Triton kernels launched from Python; this run takes the unfused permute).
 
-    python3 tools/oracle/megatron_moe_host.py --mcore /tmp/mc013 --case moonlight --ep 2 --out moe_host.jsonl
+    python3 tools/oracle/megatron_moe_host.py --mcore core_v0.13.0 --case moonlight --ep 2 --fused --out moe_host.jsonl
     python3 tools/oracle/megatron_moe_host.py --mcore mc013 --case qwen3_swift --ep 1 --device cuda --out h.jsonl
 
 --device cuda (one GPU a rank; not yet run) also times the forward and backward of the same calls, synchronized
@@ -24,7 +24,9 @@ at both ends, at a few hundred tokens where the GPU's work is microseconds: the 
 Megatron's own router and dispatcher, to hold against memsh's 12.4 us (an average over Hugging Face steps).
 There the unfused permute is Megatron's own (--fused's stand-ins sync the host: leave it off).
 
-One JSON line per case; a few seconds each on a CPU.
+One JSON line per rank and case; a few seconds each on a CPU. The record's "mcore" is --mcore as given, so name
+the source tree after its tag (sim/testdata/megatron_moe_host.jsonl keeps rank 0 of core_v0.13.0 and core_v0.12.0
+with --fused, and of core_r0.11.0 without).
 """
 import argparse
 import contextlib
@@ -353,7 +355,8 @@ def run(rank, world, args, q):
         rec.update(fwd_aten=counts(prof, flo, fhi) - sf, bwd_aten=counts(prof, blo, bhi) - sb,
                    standin_fwd=sf, standin_bwd=sb, parts=part,
                    fwd_d2h_copies=counts(prof, flo, fhi, {"aten::_to_copy"}),
-                   not_counted="record_stream per copy on CUDA; TE's fused permute (this run: unfused)")
+                   not_counted="record_stream per copy on CUDA; TE's fused permute (this run: "
+                               + ("stood in for, left out)" if args.fused else "unfused)"))
         if args.names:
             from collections import Counter
             for tag, lo, hi in (("fwd", flo, fhi), ("bwd", blo, bhi)):
