@@ -24,13 +24,14 @@ import (
 // 2), against "about 7 GB". Asserted within 1 GB (the figure is given
 // to the gigabyte).
 //
-// Time, not asserted, a diagnosis of the EP=16 row's gap
-// (calib_bridge_moe_test.go: 33.58 s against 42.21 with EP overlap off).
+// Time, not asserted, a diagnosis of the EP=16 row's gap as it stood
+// before the host was priced (calib_bridge_moe_test.go: 33.76 s at
+// a83e405 against 42.21 with EP overlap off; 39.62 s now, below).
 // memsh has no EP overlap (--overlap-moe-expert-parallel-comm), so its
 // step without it bounds its own step with it from above. At EP=8 the
 // all-to-all stays inside the node (4.1 s of exposed ep_comm over NVLink,
-// against 17.5 s over the network at EP=16), and memsh's step is 20.19 s
-// against a measured 31: 35 % fast before any overlap is granted, so most
+// against 17.5 s over the network at EP=16), and memsh's step was 20.37
+// s against a measured 31: 34 % fast before any overlap is granted, so most
 // of the EP=16 row's gap is not the network all-to-all. The measured
 // steps follow the count of layer micro-batches, not the work: 31 s over
 // 64 micro-batches x 48 layers is 10.1 ms a layer micro-batch at EP=16

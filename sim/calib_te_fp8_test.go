@@ -185,17 +185,18 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 // records where memsh lands, so a change that moves it is seen.
 //
 // memsh is 2.05 times the measured rate (10,837 tokens/s/GPU; bf16 10,307,
-// peak 76.1 GiB; 2.32 times, 12,220, before Megatron-Core's router and
-// dispatcher were priced on the host by their aten ops,
-// nn/moe_megatron_host.go; 2.46 times, 12,998, before the dispatcher's
-// sort_chunks_by_idxs copies with 128 / 8 = 16 local experts,
-// nn/moe_megatron.go). The row itself is odd: the 25.09 table's
-// Qwen3_30B_a3B (tokendrop) row on the same 16 H100s and layout (GBS 512,
-// MBS 2, PP 2, VP 24, EP 8) measured 10,494 tokens/s/GPU, 241 model
+// peak 76.1 GiB; 2.24 times, 11,842, bf16 11,084, before Megatron-Core's
+// router and dispatcher were priced on the host by their aten ops,
+// nn/moe_megatron_host.go, as the test printed at 1d3b968 (a83e405:
+// 11,855); earlier 2.32 times, 12,220, with the dispatcher's
+// sort_chunks_by_idxs copies with 128 / 8 = 16 local experts
+// (nn/moe_megatron.go), 2.46 times, 12,998, before them). The row itself
+// is odd: the 25.09 table's Qwen3_30B_a3B (tokendrop) row on the same 16
+// H100s and layout (GBS 512, MBS 2, PP 2, VP 24, EP 8) measured 10,494 tokens/s/GPU, 241 model
 // TFLOP/s, twice the 25.11 FP8-CS row's 5,275 and 121; memsh is +3.3 %
-// against that one (+16.4 % before the host's aten ops). Not modelled either way: moe_a2a_overlap (the expert
-// all-to-all hidden behind another micro-batch's compute), which memsh
-// leaves exposed.
+// against that one (+12.8 % before the host's aten ops). Not modelled
+// either way: moe_a2a_overlap (the expert all-to-all hidden behind
+// another micro-batch's compute), which memsh leaves exposed.
 //
 // The table's other H100 MoE row in FP8-CS, Qwen3_235B_a22B on 256 GPUs
 // (TP 2, PP 8, VP 4, EP 32), puts its 32 expert ranks across TP x DP

@@ -24,8 +24,8 @@ import "github.com/memsh/memsh/sim/core"
 // sort left out (they are Triton kernels launched from Python: a few aten
 // ops and launches each, not counted): a lower bound. The unfused path
 // splits the received rows into tp x ep x local-expert chunks and
-// concatenates them back, a few view ops a chunk (core_r0.11.0 at 64
-// experts: 1,321 forward and 1,665 backward aten ops, against 190 and 100
+// concatenates them back, a few view ops a chunk (core_r0.11.0 at 128
+// experts, 64 a rank: 1,321 forward and 1,665 backward aten ops, against 190 and 100
 // fused); memsh has no permute-fusion setting and prices the fused count.
 // The router's gating GEMM runs Transformer Engine's general_gemm on CUDA
 // where the CPU run takes torch.mm over fp32 copies (a few aten ops more
