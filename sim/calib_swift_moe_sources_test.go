@@ -62,7 +62,8 @@ import (
 //     router in fp32, the default from ea23c5e9d). Both full recompute,
 //     expandable_segments, permute fusion, no overlap flags. They are two
 //     more full-recompute MoE runs of the same harness: memsh 14 and 17 %
-//     below (7.4 and 10.0 GiB), beside Qwen1.5-MoE's 12.4 GiB (core 0.13)
+//     below (7.4 and 10.0 GiB; 10.3 and 14.4 % now, with the expert
+//     bias's communicator and NCCL's init memory), beside Qwen1.5-MoE's 12.4 GiB (core 0.13)
 //     and Qwen3-30B-A3B's 11.1 GiB (core 0.11). So the gap is not one
 //     Megatron-Core release's, not the network's or the second node's
 //     (three of the four ran on one node), not the shared expert's
@@ -101,7 +102,8 @@ import (
 //   - Which rank the scripts' figure is (one figure for 8 GPUs) does not
 //     close the pp 2 rows: memsh's stages are 44.3 and 44.6 GiB
 //     (Qwen1.5-MoE; stage 0 holds the embedding, stage 1 the logits and
-//     the loss) and 45.0 and 50.0 GiB (Moonlight), all short of 57 and 60.
+//     the loss) and 45.0 and 50.0 GiB (Moonlight; the fullest 51.4 GiB
+//     now, as above), all short of 57 and 60.
 //   - ms-swift makes the process group itself before Megatron does
 //     (swift/utils/torch_utils.py init_process_group at ad907793e,
 //     ea23c5e9d and c3f3ca4a4, called from train_args.py): no device_id,

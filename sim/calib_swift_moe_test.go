@@ -417,7 +417,7 @@ import (
 // full recompute and 4.0 % under without, and the memory recompute saves
 // lands within 1 %: the gap of these rows is not in what Megatron-Core's
 // full recompute keeps. That run's used memory is 8.6 GiB over its
-// allocated peak (memsh 2.7 GiB): outside allocated memory, where these
+// allocated peak (memsh 3.6 GiB): outside allocated memory, where these
 // rows' nvidia-smi figures are.
 //
 // The router's expert bias (replay/nccl_megatron.go, tp_dp_cp): ms-swift
