@@ -48,8 +48,12 @@ func topKSoftmaxMoE() *core.Model {
 // The rows, the front and every bound are brute force's.
 func TestSearchBasePlanEqualsBruteForce(t *testing.T) {
 	base := routerBase()
+	// Checkpointing "none" replaces the base's "full"; with "full" in the
+	// space too no pipelined layout's stage replay dominates it any more
+	// (once Megatron's vocabulary-parallel loss took its kernels' passes),
+	// and with "none" alone two do from 5.5 to 8 GiB.
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, MicroBatch: []int64{1, 2},
-		Checkpoint: []string{"none", "full"}, Top: 6, Workers: 2}
+		Checkpoint: []string{"none"}, Top: 6, Workers: 2}
 	res := checkBruteForce(t, base, space, true)
 	replaced := false
 	for _, r := range append(append([]Row(nil), res.Rows...), res.Front...) {

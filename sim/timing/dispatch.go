@@ -75,6 +75,10 @@ func DispatchOf(p *core.Plan) Dispatch {
 	return DispatchEager
 }
 
+// compiles reports whether a compiler writes the kernels (Inductor, and
+// the CUDA graphs of its reduce-overhead mode).
+func (d Dispatch) compiles() bool { return d == DispatchCompiled || d == DispatchCUDAGraphs }
+
 // fuses reports whether elementwise chains run as one kernel.
 func (d Dispatch) fuses() bool { return d != DispatchEager }
 

@@ -1,7 +1,10 @@
 package timing
 
 import (
+	"strings"
+
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // softmaxSmemBytes is the shared memory a CUDA block gets without opting
@@ -34,13 +37,16 @@ const softmaxSmemBytes = 48 << 10
 // 19: 16,384 rows of 151,936 fp32 logits, 9.96 GB) shows the two
 // softmax kernels at 9.60 ms and 9.73 ms: four passes over the logits
 // each at 4.15 and 4.10 TB/s, 0.86 of the 4,800 GB/s peak (a copy
-// reaches 0.88; memsh's stream rate, 0.741, puts them 16 % over). ok is
-// false for other ops: the vocabulary-parallel
-// losses (one input: Megatron's, DTensor's loss_parallel) and compiled
-// dispatch (Inductor's own kernels) keep stream's price.
+// reaches 0.88; memsh's stream rate, 0.741, puts them 16 % over). The
+// vocabulary-parallel losses (one input: Megatron's, DTensor's
+// loss_parallel) are vocabParallelCE's. ok is false for other ops:
+// compiled dispatch (Inductor's own kernels) keeps stream's price.
 func (pr *pricer) crossEntropy(op *core.OpInfo) (OpCost, bool) {
-	if op.Kind == "cross_entropy" && op.Name == core.FlashCE && len(op.In) == 2 {
+	if op.Kind == "cross_entropy" && localName(op) == core.FlashCE && len(op.In) == 2 {
 		return pr.flashCE(op), true
+	}
+	if c, ok := pr.vocabParallelCE(op); ok {
+		return c, true
 	}
 	if op.Kind != "cross_entropy" || pr.dispatch != DispatchEager || len(op.In) != 2 || len(op.Out) == 0 {
 		return OpCost{}, false
@@ -101,4 +107,88 @@ func (pr *pricer) flashCE(op *core.OpInfo) OpCost {
 		c.BwdK = 3
 	}
 	return c
+}
+
+// vocabParallelCE prices, in eager or fused dispatch (Megatron's loss is
+// plain PyTorch beside Transformer Engine's kernels; its
+// --cross-entropy-loss-fusion is not modelled), the cross-entropy of a rank's
+// vocabulary shard of the logits (one input: core's vocabParallelCE and
+// torchLossParallel) by the passes its kernels make over the shard's E
+// elements, d bytes each:
+//
+//   - Megatron's _VocabParallelCrossEntropy (megatron/core/tensor_parallel/
+//     cross_entropy.py): forward, .float() ((d+4)·E, none from fp32), max
+//     (4E), the max subtracted in place (8E), exp in place (8E), the sum
+//     (4E), the division in place (8E); backward, grad_input.mul_ by
+//     grad_output in place (8E) and autograd's cast of the gradient back
+//     to the logits' dtype ((4+d)·E). Beside them, row-sized kernels:
+//     the target mask and shifted target, the predicted logit's gather,
+//     its masking and the log (megatronCESmallKernels forward), and the
+//     target's update (megatronCESmallKernelsBwd).
+//   - torch's loss_parallel() (_log_softmax as torch._decomp writes it, in
+//     fp32, then cast back; its backward fused with nll_loss's): forward,
+//     the fp32 copy ((d+4)·E), amax (4E), x - max (8E), exp (8E) and its
+//     sum (4E), the shifted values minus the log-sum-exp (8E), the cast
+//     back ((4+d)·E); backward in the logits' dtype, zeros_like (d·E),
+//     exp(result) (2d·E), their sum (3d·E), times grad_output (2d·E).
+//
+// Both ran at the stream price (their outputs' bytes) until the eager
+// cross-entropy took its kernels' bytes, which made a vocabulary-parallel
+// loss look several times cheaper than the same loss on one GPU.
+func (pr *pricer) vocabParallelCE(op *core.OpInfo) (OpCost, bool) {
+	name := localName(op)
+	megatron := name == "vocab_parallel_cross_entropy"
+	if op.Kind != "cross_entropy" || len(op.In) != 1 || pr.dispatch.compiles() ||
+		!megatron && name != "loss_parallel_cross_entropy" {
+		return OpCost{}, false
+	}
+	x := &pr.prog.Values[op.In[0]]
+	e, d := float64(core.Numel(x.Shape)), float64(x.Dtype.Bytes(1))
+	upcast := 0.0 // bytes of one cast between the logits' dtype and fp32, none from fp32
+	var casts float64
+	if x.Dtype != units.FP32 {
+		upcast, casts = (d+4)*e, 1
+	}
+	var fwd, bwd, fwdK, bwdK, smallF, smallB float64
+	if megatron {
+		fwd, fwdK = upcast+32*e, 5+casts
+		bwd, bwdK = 8*e+upcast, 1+casts
+		smallF, smallB = megatronCESmallKernels, megatronCESmallKernelsBwd
+	} else {
+		fwd, fwdK = 2*upcast+32*e, 5+2*casts
+		bwd, bwdK = 8*d*e, 4
+		smallF, smallB = torchLossParallelSmallKernels, 1
+	}
+	c := OpCost{FwdK: fwdK + smallF, Flops: op.Flops, Bytes: fwd}
+	c.Fwd, c.Bound = streamTime(&pr.d, fwd)
+	c.Fwd = max(c.Fwd, fwdK*kernelFloor) + smallF*kernelFloor
+	if in, _ := pr.needsGrad(op); in && !op.NoGradB {
+		c.Bwd, _ = streamTime(&pr.d, bwd)
+		c.Bwd = max(c.Bwd, bwdK*kernelFloor) + smallB*kernelFloor
+		c.BwdK = bwdK + smallB
+	}
+	return c, true
+}
+
+// megatronCESmallKernels are the row-sized kernels of Megatron's
+// vocabulary-parallel cross-entropy forward (cross_entropy.py):
+// target < start, target >= end and their or (the mask), target.clone()
+// - start and masked_target[mask] = 0, arange, the predicted logits'
+// gather and clone, predicted_logits[mask] = 0, log(sum) - predicted
+// (two): eleven. megatronCESmallKernelsBwd are its backward's: arange,
+// 1 - mask.float() (two) and the indexed subtraction: four.
+const (
+	megatronCESmallKernels    = 11
+	megatronCESmallKernelsBwd = 4
+)
+
+// torchLossParallelSmallKernels are loss_parallel's row-sized forward
+// kernels beside its passes over the logits: the log of the sum, the
+// target's mask and gather, the masked fill and the loss's reduction.
+const torchLossParallelSmallKernels = 5
+
+// localName is op's name within its module: the lowering scopes it
+// ("loss.flash_cross_entropy"), the rules above name the op itself.
+func localName(op *core.OpInfo) string {
+	return op.Name[strings.LastIndexByte(op.Name, '.')+1:]
 }

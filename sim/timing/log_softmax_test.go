@@ -58,7 +58,7 @@ func TestCrossEntropyBytesByHand(t *testing.T) {
 			{Name: "logits", Shape: c.logits, Dtype: c.dtype, Bytes: int64(x), Grad: true, Producer: -1},
 			{Name: "labels", Shape: []int64{r}, Dtype: units.INT64, Bytes: int64(lab), Producer: -1},
 		}
-		op := core.OpInfo{Kind: "cross_entropy", Name: c.loss, In: []core.Value{0, 1}, Out: []core.Value{2}}
+		op := core.OpInfo{Kind: "cross_entropy", Name: "loss." + c.loss, In: []core.Value{0, 1}, Out: []core.Value{2}} // scoped as lowered
 		row := lab
 		if c.lsm != nil {
 			vals = append(vals, core.ValueInfo{Name: "log_probs", Shape: c.lsm, Dtype: c.dtype, Bytes: int64(x), Producer: 0})
@@ -80,6 +80,58 @@ func TestCrossEntropyBytesByHand(t *testing.T) {
 		if math.Abs(got.Fwd-fwd) > 1e-9*fwd || math.Abs(got.Bwd-bwd) > 1e-9*bwd {
 			t.Errorf("%s: forward %.3f ms, backward %.3f ms; want %.3f and %.3f (%g and %g passes over the logits)",
 				c.name, 1e3*got.Fwd, 1e3*got.Bwd, 1e3*fwd, 1e3*bwd, c.fwdX, c.bwdX)
+		}
+	}
+}
+
+// TestVocabParallelCEBytesByHand counts the vocabulary-parallel losses'
+// passes over a rank's shard of E = 65,536 x 16,000 logits by hand (the
+// per-element bytes in vocabParallelCE's comment), on an A100-80GB at the
+// stream rate, plus their row-sized kernels at the 2 µs floor:
+//
+//   - Megatron's from bf16: forward 6 (.float()) + 4 + 8 + 8 + 4 + 8 = 38
+//     B an element and eleven small kernels; backward 8 (mul_) + 6 (the
+//     cast back) = 14 and four small kernels. From fp32 no casts: 32 and 8.
+//   - torch's loss_parallel from bf16: forward 6 + 4 + 8 + 8 + 4 + 8 + 6 =
+//     44 and five small kernels; backward 2 + 4 + 6 + 4 = 16 and one.
+//   - compiled dispatch is not priced here.
+func TestVocabParallelCEBytesByHand(t *testing.T) {
+	a100, err := hw.LookupDevice("A100-80GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := streamRate(&a100)
+	const e = 65536 * 16000
+	for _, c := range []struct {
+		name               string
+		op                 string
+		dtype              units.DType
+		dispatch           Dispatch
+		fwdB, bwdB         float64 // bytes an element
+		fwdSmall, bwdSmall float64 // row-sized kernels
+	}{
+		{"Megatron, bf16", "vocab_parallel_cross_entropy", units.BF16, DispatchFused, 38, 14, 11, 4},
+		{"Megatron, fp32", "vocab_parallel_cross_entropy", units.FP32, DispatchEager, 32, 8, 11, 4},
+		{"loss_parallel, bf16", "loss_parallel_cross_entropy", units.BF16, DispatchEager, 44, 16, 5, 1},
+		{"compiled", "loss_parallel_cross_entropy", units.BF16, DispatchCompiled, 0, 0, 0, 0},
+	} {
+		vals := []core.ValueInfo{
+			{Name: "logits", Shape: []int64{65536, 16000}, Dtype: c.dtype, Bytes: c.dtype.Bytes(e), Grad: true, Producer: -1},
+			{Name: "loss", Dtype: units.FP32, Bytes: 4, Producer: 0},
+		}
+		op := core.OpInfo{Kind: "cross_entropy", Name: "loss." + c.op, In: []core.Value{0}, Out: []core.Value{1}} // scoped as lowered
+		pr := &pricer{prog: &core.Program{Values: vals}, d: a100, dispatch: c.dispatch}
+		got, ok := pr.vocabParallelCE(&op)
+		if ok != (c.fwdB > 0) {
+			t.Fatalf("%s: priced %v", c.name, ok)
+		}
+		if !ok {
+			continue
+		}
+		fwd, bwd := c.fwdB*e/s+c.fwdSmall*kernelFloor, c.bwdB*e/s+c.bwdSmall*kernelFloor
+		if math.Abs(got.Fwd-fwd) > 1e-9*fwd || math.Abs(got.Bwd-bwd) > 1e-9*bwd {
+			t.Errorf("%s: forward %.3f ms, backward %.3f ms; want %.3f and %.3f (%g and %g B an element)",
+				c.name, 1e3*got.Fwd, 1e3*got.Bwd, 1e3*fwd, 1e3*bwd, c.fwdB, c.bwdB)
 		}
 	}
 }
