@@ -185,8 +185,9 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 // as TE linears, current scaling. Held back, nothing tuned: the band only
 // records where memsh lands, so a change that moves it is seen.
 //
-// memsh is 2.05 times the measured rate (10,837 tokens/s/GPU; bf16 10,307,
-// peak 76.1 GiB; 2.24 times, 11,842, bf16 11,084, before Megatron-Core's
+// memsh is 1.95 times the measured rate (10,311 tokens/s/GPU; bf16 9,830,
+// peak 76.1 GiB; 2.05 times, 10,837, bf16 10,307, before the
+// vocabulary-parallel loss took its kernels' passes, a766c2a; 2.24 times, 11,842, bf16 11,084, before Megatron-Core's
 // router and dispatcher were priced on the host by their aten ops,
 // nn/moe_megatron_host.go, as the test printed at 1d3b968 (a83e405:
 // 11,855); earlier 2.32 times, 12,220, with the dispatcher's
@@ -194,8 +195,9 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 // (nn/moe_megatron.go), 2.46 times, 12,998, before them). The row itself
 // is odd: the 25.09 table's Qwen3_30B_a3B (tokendrop) row on the same 16
 // H100s and layout (GBS 512, MBS 2, PP 2, VP 24, EP 8) measured 10,494 tokens/s/GPU, 241 model
-// TFLOP/s, twice the 25.11 FP8-CS row's 5,275 and 121; memsh is +3.3 %
-// against that one (+12.8 % before the host's aten ops). Not modelled
+// TFLOP/s, twice the 25.11 FP8-CS row's 5,275 and 121; memsh is -1.7 %
+// against that one (+3.3 % before a766c2a, +12.8 % before the host's
+// aten ops). Not modelled
 // either way: moe_a2a_overlap (the expert all-to-all hidden behind
 // another micro-batch's compute), which memsh leaves exposed.
 //
