@@ -149,6 +149,9 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 		rep.Notes = append(rep.Notes, "float8: linears with a dimension not divisible by 16 stay in high precision, as torchtitan's filter leaves them (torch._scaled_mm needs multiples of 16): "+
 			strings.Join(prog.Float8Skipped, ", "))
 	}
+	if par := plan.Parallel; par.GradNormGroup && !par.DistributedOptimizer {
+		rep.Notes = append(rep.Notes, "grad_norm_group=True adds nothing here: the group is the distributed optimizer's (Megatron-Core 0.14's INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP), and this layout has none (distributed_optimizer=True adds it)")
+	}
 	if plan.LigerKernels && !prog.LigerKernels {
 		rep.Notes = append(rep.Notes, "liger_kernels=True: nothing here for Liger's layer kernels to replace (they replace RMSNorm and the SwiGLU MLP's silu(gate) * up; LayerNorm, other MLPs and attention run as before), so the step is the eager one")
 	}

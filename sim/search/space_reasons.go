@@ -10,7 +10,8 @@ import (
 
 // reasonOf is the reason class of a plan's refusal: its message with
 // every number written N, so that the refusals of one rule count
-// together.
+// together; the digits of a dtype's name (fp8, bf16, float8, int4:
+// dtypeName) stay.
 func reasonOf(err error) string {
 	var msg string
 	if e, ok := err.(*units.Error); ok {
@@ -29,11 +30,16 @@ func reasonOf(err error) string {
 		if j == len(msg) {
 			break
 		}
-		b = append(b, 'N')
-		for j < len(msg) && isDigit(msg[j]) {
-			j++
+		k := j
+		for k < len(msg) && isDigit(msg[k]) {
+			k++
 		}
-		i = j
+		if dtypeName(msg[:j]) {
+			b = append(b, msg[j:k]...) // fp8, bf16, int4: a name, not a figure
+		} else {
+			b = append(b, 'N')
+		}
+		i = k
 	}
 	return string(b)
 }
@@ -120,4 +126,16 @@ func layoutRefusals(errs, serrs []error, profileAt, shapeAt []int32, counts map[
 		}
 	}
 	return refused, n, nil
+}
+
+// dtypeName reports whether text ends in the letters of a dtype's name
+// whose digits follow: fp, bf, float, int (fp8, mxfp8, bf16, float8,
+// int4), as the refusals name dtypes and kernels (assert_dim_for_fp8_exec).
+func dtypeName(text string) bool {
+	for _, p := range [...]string{"fp", "bf", "float", "int", "FP", "BF"} {
+		if n := len(text) - len(p); n >= 0 && text[n:] == p {
+			return true
+		}
+	}
+	return false
 }

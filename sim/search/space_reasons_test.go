@@ -10,7 +10,8 @@ import (
 )
 
 // TestReasonOf: a refusal's class is its message (without the path)
-// with every run of digits written N, wherever the run stands.
+// with every run of digits written N, wherever the run stands, but for
+// a dtype's name (fp8, bf16, MXFP8, float8, int4).
 func TestReasonOf(t *testing.T) {
 	for _, row := range []struct {
 		err  error
@@ -19,7 +20,10 @@ func TestReasonOf(t *testing.T) {
 		{&units.Error{Path: "parallel", Msg: "the interleaved schedule needs micro_batches divisible by pp (micro_batches=30, pp=4)"},
 			"the interleaved schedule needs micro_batches divisible by pp (micro_batches=N, pp=N)"},
 		{&units.Error{Msg: "12 heads"}, "N heads"},
-		{&units.Error{Msg: "fp8 layer 2048"}, "fpN layer N"},
+		{&units.Error{Msg: "fp8 layer 2048"}, "fp8 layer N"},
+		{&units.Error{Msg: "a Transformer Engine fp8 GEMM (assert_dim_for_fp8_exec), got 126 rows"}, "a Transformer Engine fp8 GEMM (assert_dim_for_fp8_exec), got N rows"},
+		{&units.Error{Msg: "MXFP8 blocks of 32, bf16 and int4 in stage0.mb3"}, "MXFP8 blocks of N, bf16 and int4 in stageN.mbN"},
+		{&units.Error{Msg: "float8 under tp=8"}, "float8 under tp=N"},
 		{&units.Error{Msg: "-1 and 1.5"}, "-N and N.N"},
 		{&units.Error{Msg: ""}, ""},
 		{errors.New("tp=3 of 64"), "tp=N of N"},
