@@ -1,7 +1,7 @@
 # mamba1.py: what autograd saves in transformers' MambaForCausalLM trained
 # without the mamba_ssm kernels (MambaMixer.slow_forward, the path
 # transformers takes on the CPU or when mamba_ssm and causal_conv1d are not
-# installed), for sim/mamba1_oracle_test.go.
+# installed), for sim/mamba1_test.go.
 #
 #   pip install --target /tmp/tf457 transformers==4.57.1 requests
 #   python mamba1.py ../../sim/testdata/hf/mamba-tiny.json LAYERS BATCH SEQ DTYPE [v]
