@@ -10,8 +10,9 @@
 // activation on gate_up's strided halves and RMSNorm's mean backward, at
 // TensorIterator's generic kernel's rate: row_broadcast.go, rope.go,
 // strided.go, row_mean.go; advanced indexing's backward at index_put_'s
-// measured rate: graph.go; a training loop's cross-entropy metrics:
-// train_metrics.go; in eager dispatch an add's, a cast's and a
+// measured rate: graph.go; the loss at its kernels' passes, eager,
+// flash-attn's and vocabulary-parallel cross-entropy: log_softmax.go; a
+// training loop's cross-entropy metrics: train_metrics.go; in eager dispatch an add's, a cast's and a
 // reused tensor's backward follow autograd's own rules: backward.go). Kernels' CPU dispatch bounds each phase from below
 // (dispatch.go; a group of ops whose aten ops are counted, at the host's
 // measured time per aten op: host_ops.go), and a phase with host syncs
