@@ -25,8 +25,9 @@ import "github.com/memsh/memsh/sim/core"
 // ops and launches each, not counted): a lower bound. The unfused path
 // splits the received rows into tp x ep x local-expert chunks and
 // concatenates them back, a few view ops a chunk (core_r0.11.0 at 128
-// experts, 64 a rank: 1,321 forward and 1,665 backward aten ops, against 190 and 100
-// fused); memsh has no permute-fusion setting and prices the fused count.
+// experts, 64 a rank: 1,321 forward and 1,665 backward aten ops, the one
+// unfused run recorded); memsh has no permute-fusion setting and prices the
+// fused count.
 // The router's gating GEMM runs Transformer Engine's general_gemm on CUDA
 // where the CPU run takes torch.mm over fp32 copies (a few aten ops more
 // here).
@@ -44,8 +45,9 @@ import "github.com/memsh/memsh/sim/core"
 //
 // core_v0.12.0's token_permutation syncs inside one call; its counts put
 // the whole permutation before the sync. parallel(unpermute_probs=True)
-// (the releases before 0.13) takes the core_v0.12.0 column; core_r0.11.0
-// counts within 8 % of it (190 / 100 forward and backward for Qwen3-MoE).
+// (the releases before 0.13) takes the core_v0.12.0 column, core_r0.11.0's
+// too: its fused path is not recorded (sim/testdata/megatron_moe_host.jsonl
+// holds its unfused run only), so for it the column is a stand-in.
 type megatronHostOps struct{ pre, post, bwd int32 }
 
 func (m *MoE) megatronHost(b *core.Builder) megatronHostOps {
