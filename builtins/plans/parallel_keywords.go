@@ -460,7 +460,7 @@ func setLayoutBool(name string, f func(p *core.Parallelism) *bool) func(v starla
 		case starlark.Bool:
 			*f(p) = bool(b)
 		default:
-			return fmt.Errorf("%s must be True or False (got %s)", name, v.Type())
+			return boolError(name, v, true)
 		}
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -348,9 +349,19 @@ func setBool(dst func(*core.Plan) *bool) func(string, *starlark.Value, *trainArg
 	return func(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
 		b, ok := (*v).(starlark.Bool)
 		if !ok {
-			return fmt.Errorf("%s must be True or False (got %s)", name, (*v).Type())
+			return boolError(name, *v, false)
 		}
 		*dst(p) = bool(b)
 		return nil
 	}
+}
+
+// boolError is a bool keyword given another type, with the values it
+// takes as the hint (none: the keyword's default, where it takes None).
+func boolError(name string, v starlark.Value, none bool) error {
+	hint := name + "=True or " + name + "=False"
+	if none {
+		hint += " (None: the default)"
+	}
+	return &units.Error{Msg: fmt.Sprintf("%s must be True or False (got %s)", name, v.Type()), Hint: hint}
 }
