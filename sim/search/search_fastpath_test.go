@@ -114,6 +114,13 @@ func fastPathPlans() []*core.Plan {
 	offload()
 	add(wide, core.Parallelism{DP: 2, Zero: 2, OverlapComm: true}, 2, 1, "bf16-mixed", "full", 2, 8)
 	offload()
+	// Composer's train metrics on each micro-batch's logits (a setting the
+	// search carries): on one GPU, and on the last stage of a pipeline.
+	metrics := func() { out[len(out)-1].Overheads.TrainMetrics = 2 }
+	add(llama, core.Parallelism{DP: 8}, 1, 2, "bf16-mixed", "none", 8, 8)
+	metrics()
+	add(llama, core.Parallelism{DP: 2, PP: 2, Zero: 1}, 1, 4, "bf16-mixed", "full", 4, 8)
+	metrics()
 	return append(out, carriedPlans()...)
 }
 

@@ -151,6 +151,11 @@ func (s *Prices) Of(prog *core.Program, plan *core.Plan) []OpCost {
 		pr.hostOps(&prog.Ops[i], &out[i])
 		i++
 	}
+	if plan.Overheads.TrainMetrics > 0 { // the loop's metrics after each backward, forward-only kernels (train_metrics.go)
+		if at, t, _ := trainMetricsTime(prog, plan); at >= 0 {
+			out[at].Fwd += t
+		}
+	}
 	return out
 }
 

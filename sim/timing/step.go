@@ -274,9 +274,7 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 	}
 	ct, attn, costs := computeTime(mbProg, plan, redone)
 	w.Mb, w.Attn, w.costs, w.prog, w.redone = ct, attn, costs, mbProg, redone
-	metrics, note := trainMetricsTime(mbProg, plan) // after each micro-batch's backward, forward-only kernels
-	w.Mb.Forward += metrics
-	if note != "" {
+	if _, _, note := trainMetricsTime(mbProg, plan); note != "" { // their time is in the loss's forward (Prices.Of)
 		w.notes = append(w.notes, note)
 	}
 	w.Optimizer, w.OptimizerCPU = OptimizerTime(plan, ow)

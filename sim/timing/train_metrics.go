@@ -6,7 +6,10 @@ import (
 )
 
 // trainMetricsTime is the GPU time of the training loop's cross-entropy
-// metrics on one micro-batch (core.Overheads.TrainMetrics): each is
+// metrics on one micro-batch (core.Overheads.TrainMetrics), and at the
+// loss op whose logits they read (-1: none): Prices.Of adds it to that
+// op's forward, so every path that prices ops (the replay's step, the
+// search's profiles, r.modules) has it. Each metric is
 // torch.nn.CrossEntropyLoss(reduction="sum") over the logits the loss
 // read, forward only (torch.no_grad), in the precision's context. Under
 // autocast cross-entropy runs in fp32, so 16-bit logits are first cast
@@ -24,38 +27,38 @@ import (
 // loss, leaves no whole logits to measure: 0, and the note says why (a
 // metric asked for and not priced is not a silent 0); a pipeline stage
 // without the loss has none, and no note.
-func trainMetricsTime(prog *core.Program, plan *core.Plan) (float64, string) {
+func trainMetricsTime(prog *core.Program, plan *core.Plan) (at int, t float64, note string) {
 	n := plan.Overheads.TrainMetrics
+	at = -1
 	if n <= 0 || plan.Phase == core.Eval {
-		return 0, ""
+		return at, 0, ""
 	}
 	var x, lab *core.ValueInfo
 	for i := range prog.Ops {
 		op := &prog.Ops[i]
 		switch op.Kind {
 		case "fused_linear_cross_entropy":
-			return 0, trainMetricsNote("the loss is fused with the output projection (no logits)")
+			return -1, 0, trainMetricsNote("the loss is fused with the output projection (no logits)")
 		case "mse_loss":
-			return 0, trainMetricsNote("the loss is not a cross-entropy over logits")
+			return -1, 0, trainMetricsNote("the loss is not a cross-entropy over logits")
 		case "cross_entropy":
 		default:
 			continue
 		}
 		switch {
 		case len(op.In) != 2: // loss_parallel.go: each rank holds a vocabulary shard of the logits
-			return 0, trainMetricsNote("the loss is vocabulary-parallel (no rank holds whole logits)")
+			return -1, 0, trainMetricsNote("the loss is vocabulary-parallel (no rank holds whole logits)")
 		case x != nil: // a chunked loss: one chunk's logits would price a fraction of them
-			return 0, trainMetricsNote("the loss is chunked (no whole logits)")
+			return -1, 0, trainMetricsNote("the loss is chunked (no whole logits)")
 		}
-		x, lab = &prog.Values[op.In[0]], &prog.Values[op.In[1]]
+		x, lab, at = &prog.Values[op.In[0]], &prog.Values[op.In[1]], i
 	}
 	if x == nil || len(x.Shape) == 0 { // a pipeline stage before the loss's
-		return 0, ""
+		return -1, 0, ""
 	}
 	d := &plan.Device
 	elems := float64(core.Numel(x.Shape))
 	dt := x.Dtype
-	var t float64
 	if plan.Precision.Autocast && dt != units.FP32 {
 		c, _ := streamTime(d, elems*float64(dt.Bytes(1)+units.FP32.Bytes(1)))
 		t += c
@@ -69,7 +72,7 @@ func trainMetricsTime(prog *core.Program, plan *core.Plan) (float64, string) {
 	ls, _ := streamTime(d, (reads+1)*xb)
 	nll, _ := streamTime(d, 2*float64(lab.Bytes))
 	t += max(ls, kernelFloor) + max(nll, kernelFloor) + trainMetricSmallKernels*kernelFloor
-	return float64(n) * t, ""
+	return at, float64(n) * t, ""
 }
 
 // trainMetricsNote is the time note of train metrics asked for and not

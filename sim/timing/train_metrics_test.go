@@ -52,7 +52,7 @@ func TestTrainMetricsByHand(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := &core.Plan{Device: a100, Precision: prec, Phase: c.phase, Overheads: core.Overheads{TrainMetrics: c.metrics}}
-		got, note := trainMetricsTime(prog, p)
+		_, got, note := trainMetricsTime(prog, p)
 		if math.Abs(got-c.want) > 1e-6*c.want+1e-12 || note != "" {
 			t.Errorf("%s: %.3f ms (note %q), want %.3f ms and no note", c.name, 1e3*got, note, 1e3*c.want)
 		}
@@ -77,7 +77,7 @@ func TestTrainMetricsByHand(t *testing.T) {
 		{"mse", []core.OpInfo{{Kind: "mse_loss", Name: "mse_loss", In: []core.Value{logits, logits}}}, "not a cross-entropy"},
 		{"stage without the loss", []core.OpInfo{{Kind: "add", Name: "add", In: []core.Value{logits, logits}}}, ""},
 	} {
-		got, note := trainMetricsTime(&core.Program{Values: prog.Values, Ops: c.ops}, p)
+		_, got, note := trainMetricsTime(&core.Program{Values: prog.Values, Ops: c.ops}, p)
 		if got != 0 {
 			t.Errorf("%s: %.3f ms, want 0", c.name, 1e3*got)
 		}
