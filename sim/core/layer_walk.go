@@ -33,3 +33,18 @@ func eachLayer(l Layer, fn func(Layer) bool) bool {
 	}
 	return true
 }
+
+// AnyLayer reports whether fn holds for a layer of model m, any depth,
+// without building paths (eachLayer): a check a replay makes once per
+// evaluation. A nil model has none.
+func AnyLayer(m *Model, fn func(Layer) bool) bool {
+	if m == nil {
+		return false
+	}
+	for _, l := range m.Layers {
+		if !eachLayer(l, func(x Layer) bool { return !fn(x) }) {
+			return true
+		}
+	}
+	return false
+}

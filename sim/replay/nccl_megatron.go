@@ -152,44 +152,15 @@ func stageEmbedding(m *core.Model) bool {
 	if m == nil {
 		return false
 	}
-	if m.Tied() {
-		return true
-	}
-	return anyLayer(m, func(l core.Layer) bool { return l.Kind() == "mtp" })
+	return m.Tied() || core.AnyLayer(m, func(l core.Layer) bool { return l.Kind() == "mtp" })
 }
 
 // biasedRouter reports whether model m has a router whose per-expert
 // selection bias Megatron updates from the step's expert loads
 // (nn.MoE.ScoreBias: DeepSeek-V3's e_score_correction_bias).
 func biasedRouter(m *core.Model) bool {
-	if m == nil {
-		return false
-	}
-	return anyLayer(m, func(l core.Layer) bool {
+	return core.AnyLayer(m, func(l core.Layer) bool {
 		r, ok := l.(interface{ UpdatesExpertBias() bool })
 		return ok && r.UpdatesExpertBias()
 	})
-}
-
-// anyLayer reports whether fn holds for a layer of model m (no paths
-// built: CommOverheads runs once per evaluation).
-func anyLayer(m *core.Model, fn func(core.Layer) bool) bool {
-	var walk func(l core.Layer) bool
-	walk = func(l core.Layer) bool {
-		if fn(l) {
-			return true
-		}
-		for _, c := range l.Children() {
-			if walk(c) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, l := range m.Layers {
-		if walk(l) {
-			return true
-		}
-	}
-	return false
 }

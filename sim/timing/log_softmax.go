@@ -136,10 +136,12 @@ func (pr *pricer) flashCE(op *core.OpInfo) OpCost {
 // cross-entropy took its kernels' bytes, which made a vocabulary-parallel
 // loss look several times cheaper than the same loss on one GPU.
 func (pr *pricer) vocabParallelCE(op *core.OpInfo) (OpCost, bool) {
+	if op.Kind != "cross_entropy" || len(op.In) != 1 || pr.dispatch.compiles() { // every op comes here: the name last
+		return OpCost{}, false
+	}
 	name := localName(op)
 	megatron := name == "vocab_parallel_cross_entropy"
-	if op.Kind != "cross_entropy" || len(op.In) != 1 || pr.dispatch.compiles() ||
-		!megatron && name != "loss_parallel_cross_entropy" {
+	if !megatron && name != "loss_parallel_cross_entropy" {
 		return OpCost{}, false
 	}
 	x := &pr.prog.Values[op.In[0]]
