@@ -37,8 +37,9 @@ import (
 // 64 micro-batches x 48 layers is 10.1 ms a layer micro-batch at EP=16
 // and at EP=8; TP=2 runs 128 micro-batches of half the tokens per rank
 // (sequence parallel) and "roughly doubled" (about 60 s: 9.8 ms). memsh's
-// GPU work per layer micro-batch is 5.2 ms at TP=1 (forward 1.72,
-// backward 3.49) and scales with the tokens. A cost per layer and
+// GPU work per layer micro-batch was 5.2 ms at TP=1 (forward 1.72,
+// backward 3.49; 5.47 ms since a766c2a priced the vocabulary-parallel
+// loss at its kernels' passes) and scales with the tokens. A cost per layer and
 // micro-batch that does not shrink with the tokens is what the CPU side
 // pays: Megatron-Core's eager dispatch of each MoE layer (the router, the
 // dispatcher's preprocess with its host sync before the all-to-all,
@@ -55,10 +56,18 @@ import (
 // they dispatch (nn/moe_megatron_host.go: counted on a CPU run of
 // Megatron-Core, at memsh's 12.4 µs an aten op), which makes the forward
 // host-bound: EP=16 33.80 -> 39.62 s and EP=8 20.42 -> 26.24 s without
-// EP overlap, against near 31 s measured with it (the EP=16 row's 17.5 s
-// of exposed all-to-all is what the overlap hides). Nothing is fitted to
-// these rows; TP=2, EP=16 is not replayed (memsh asks ep to divide dp;
-// Megatron's expert grid, tp x dp = 16 ranks split as ep 16, does not).
+// EP overlap (40.24 and 26.86 s with the vocabulary-parallel loss at its
+// kernels' passes, a766c2a), against near 31 s measured with it (the
+// EP=16 row's 17.5 s of exposed all-to-all is what the overlap hides).
+// Nothing is fitted to these rows; TP=2, EP=16 is not replayed (memsh
+// asks ep to divide dp; Megatron's expert grid, tp x dp = 16 ranks split
+// as ep 16, does not).
+//
+// The EP=8 step, held back: memsh's step without EP overlap bounds its
+// own step with it from above, so it should not be below the measured 31
+// s; it is 13.4 % below (26.86 s). That gap is kept from widening (14 %,
+// the gap rounded up, as the held-back rows of TestMegatronSwiftCalibration);
+// a step above 31 s is not a miss, as the overlap is not modelled.
 func TestMegatronBridgeQwen3EPDegrees(t *testing.T) {
 	const gbs, measuredStep, measuredExtraGB = 1024, 31.0, 7.0
 	run := func(ep int64) *replay.Report {
@@ -96,5 +105,10 @@ func TestMegatronBridgeQwen3EPDegrees(t *testing.T) {
 	if math.Abs(extra-measuredExtraGB) > 1 {
 		t.Errorf("EP=8 over EP=16: %.2f GB more max allocated, measured about %.0f GB (goal within 1 GB)", extra, measuredExtraGB)
 	}
-	t.Logf("  step not asserted: memsh has no EP overlap (see above)")
+	const ep8Gap = 0.14 // the EP=8 step's held-back gap below the measured step with overlap (above)
+	if d := r8.Time.StepSeconds/measuredStep - 1; d < -ep8Gap {
+		t.Errorf("EP=8: %.2f s without EP overlap, measured near %.0f s with it (%+.1f %%): the held-back gap widened past -%.0f %%",
+			r8.Time.StepSeconds, measuredStep, 100*d, 100*ep8Gap)
+	}
+	t.Logf("  step held back: memsh has no EP overlap, so only EP=8's gap below the measured step (-%.0f %%) is asserted (see above)", 100*ep8Gap)
 }
