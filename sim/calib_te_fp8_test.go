@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
@@ -182,8 +183,12 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 // TestMegatronBridgeQwen3MoECalibration; the preset file says VP 12 where
 // the table says 24: the table's row is replayed. The experts run as TE's
 // fp8 GroupedLinear (core/te_grouped.go), the attention and shared layers
-// as TE linears, current scaling. Held back, nothing tuned: the band only
-// records where memsh lands, so a change that moves it is seen.
+// as TE linears, current scaling. Held back, nothing tuned, because the
+// measured row is half the 25.09 table's for the same layout (below): its
+// gap (+95.5 %) is only kept from widening past +96 %, the gap rounded up
+// to the next whole percent, as the held-back rows of
+// TestMegatronSwiftCalibration (the band was +95..+115 % until December
+// 2026, centred on +105 % before a766c2a, which left it 0.5 % from its edge).
 //
 // memsh is 1.95 times the measured rate (10,311 tokens/s/GPU; bf16 9,830,
 // peak 76.1 GiB; 2.05 times, 10,837, bf16 10,307, before the
@@ -231,8 +236,9 @@ func TestCalibTEGroupedQwen3Throughput(t *testing.T) {
 	d := fp8/measured - 1
 	t.Logf("Qwen3-30B-A3B, 16 H100, FP8-CS: memsh %.0f tokens/s/GPU, measured %.0f (%+.1f %%); memsh bf16 %.0f; peak %.1f GiB",
 		fp8, measured, 100*d, bf16, float64(r.PeakAllocated)/(1<<30))
-	if d < 0.95 || d > 1.15 {
-		t.Errorf("%.0f tokens/s/GPU, measured %.0f (%+.1f %%, band +95..+115 %%)", fp8, measured, 100*d)
+	const heldBack = 0.96 // the gap rounded up (above)
+	if math.Abs(d) > heldBack {
+		t.Errorf("%.0f tokens/s/GPU, measured %.0f (%+.1f %%): the held-back gap widened past %.0f %%", fp8, measured, 100*d, 100*heldBack)
 	}
 	if fp8 <= bf16 {
 		t.Errorf("fp8 %.0f tokens/s/GPU is no faster than bf16 %.0f", fp8, bf16)
