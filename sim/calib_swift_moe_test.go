@@ -362,63 +362,8 @@ import (
 //     -18.4 %), asserted now; the pp 2 rows, twice the GPU work a layer,
 //     stay GPU-bound (3.02 -> 3.03 s, 2.48 s either way).
 //
-// Checked for the full-recompute rows (the brief of issue 19; Megatron-LM
-// core_v0.12.0 and core_v0.13.0, ms-swift c3f3ca4a4 and 0f31a5a9e), none
-// holding more than memsh has: CheckpointFunction (tensor_parallel/
-// random.py) saves only its args, per chunk of recompute_num_layers = 1:
-// the layer input, attention_mask and context None, the rotary table
-// (one [8192, 1, 1, 128] fp32 tensor shared by every layer, 4 MiB); the
-// pipeline's received tensors are the first layer's checkpointed input
-// and its outputs are freed once sent (deallocate_pipeline_outputs, set by
-// megatron/training/arguments.py); the dispatcher keeps between forward
-// and backward only its [tokens, experts] attributes (probs fp32 and
-// routing_map, 2.4 MiB a Qwen1.5-MoE layer, overwritten by the next
-// micro-batch); the shared expert's cached_* tensors are dropped as they
-// are used; the loss keeps a per-token fp32 vector (32 KiB); evaluation
-// (eval_interval 200) runs under no_grad with model.eval() (no recompute,
-// nothing saved); the checkpoint save writes no optimizer state
-// (no_save_optim). Megatron's per-step collectives add the model-parallel
-// communicator (above) and, for the MoE metrics, all-reduces over the pp
-// and tp x cp groups memsh has already (moe_utils.py
-// reduce_aux_losses_tracker_across_ranks).
-//
-// Not modelled, named: packing's rows of varying total length (each
-// step's tensors of other sizes in the allocator's cache), which the
-// replay runs at a fixed 8192.
-//
-// The checkpoint load leaves nothing reserved: load_checkpoint ends with
-// torch.cuda.empty_cache() (megatron/training/checkpointing.py l.1569 at
-// core_v0.13.0), after the model's own tensors have moved into DDP's
-// buffer. Not checked: for Qwen3-30B-A3B the two nodes' network.
-//
-// Where the two full-recompute rows' 11-12 GiB may sit (December 2026,
-// issue 19, not modelled): they are the rows whose allocated memory is far
-// under the card (memsh 38.7 and 40.1 GiB allocated of 79.25), and both
-// read nvidia-smi, which counts what the caching allocator keeps cached.
-// Their shapes change every layer and micro-batch (routed rows, packing).
-// Measured and ruled out as the cause: tools/oracle/moe_frag.py ran one
-// rank of moe.sh's first stage (13 layers, 15 of 60 experts, full
-// recompute, 4 micro-batches, a 74 GiB cap) on one H200, 15 steps a mode
-// (sim/testdata/cuda_h200/moe_frag.jsonl, cuda_run_moefrag.sh): reserved
-// past allocated at the most is 0.83 GiB with fixed shapes (memsh's
-// replay), 2.21 GiB with the router's counts, 3.33 GiB with packed rows of
-// 6144-8192 tokens, and 0.71 GiB for packed rows under
-// expandable_segments, which moe.sh sets. The shape churn grows the cache
-// by 2.5 GiB at the most, not 11-12, and not at all with the script's
-// allocator setting: the gap is elsewhere (the ms-swift version of the
-// runs is the remaining lead: ms-swift#5120 reports 3.7.0.dev0, the pp2
-// row's, nearly doubling memory after the first step). No published log
-// of these runs gives max allocated beside reserved.
-//
-// The control (December 2026, calib_mlm_dsv3_test.go): Megatron-LM PR
-// #6429's DeepSeek-V3 run at 14 layers measured Megatron-Core's own full
-// recompute of MLA and MoE layers with max allocated, max reserved and
-// the device's used memory. memsh's allocated peak is 4.5 % under with
-// full recompute and 4.0 % under without, and the memory recompute saves
-// lands within 1 %: the gap of these rows is not in what Megatron-Core's
-// full recompute keeps. That run's used memory is 8.6 GiB over its
-// allocated peak (memsh 3.6 GiB): outside allocated memory, where these
-// rows' nvidia-smi figures are.
+// What was checked and measured for the two full-recompute rows' missing
+// memory (issue 19): calib_swift_moe_recompute_test.go.
 //
 // The router's expert bias (replay/nccl_megatron.go, tp_dp_cp): ms-swift
 // sets --moe_router_enable_expert_bias for DeepSeek-V3-type models with a
