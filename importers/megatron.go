@@ -464,7 +464,10 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 	if !distOpt && !overlapGrads && gpus > 1 {
 		t.notModelled = append(t.notModelled, "no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)")
 	}
-	t.notModelledIf("cross-entropy-loss-fusion", "the fused cross-entropy kernel")
+	fusedCE, err := megatronFusedCE(t, tp)
+	if err != nil {
+		return err
+	}
 	// arguments.py at d98e8a6 (lines 1031-1047, 1118-1190, 1441): other
 	// data-parallel runtimes than the DDP and distributed optimizer memsh
 	// replays, and Transformer Engine's userbuffers
@@ -495,6 +498,9 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 		args = append(args, kw("tp", num(tp)))
 		if sp {
 			args = append(args, kw("sequence_parallel", "True"))
+		}
+		if fusedCE {
+			args = append(args, kw("loss_parallel", str("megatron_fused")))
 		}
 	}
 	if pp > 1 {
@@ -581,4 +587,33 @@ func megatronCPComm(t *tree) (string, error) {
 		t.notModelled = append(t.notModelled, "cp-comm-type: a2a+p2p (the hierarchical all-to-all and ring; memsh replays the ring)")
 	}
 	return "", nil
+}
+
+// megatronFusedCE reads --cross-entropy-loss-fusion and
+// --cross-entropy-fusion-impl (arguments.py at core_r0.13.0: "native" by
+// default): Megatron's own fused loss, parallel(loss_parallel=
+// "megatron_fused"), with tensor parallelism, where memsh lowers
+// Megatron's vocabulary-parallel loss. Transformer Engine's kernel
+// ("te"), and the fusion at tp 1 (memsh's plain cross-entropy there), are
+// listed as not modelled.
+func megatronFusedCE(t *tree, tp int64) (bool, error) {
+	on, err := t.boolean("cross-entropy-loss-fusion", false)
+	if err != nil || !on {
+		t.get("cross-entropy-fusion-impl")
+		return false, err
+	}
+	impl, _ := t.get("cross-entropy-fusion-impl")
+	switch impl {
+	case nil, "native":
+	case "te":
+		t.notModelled = append(t.notModelled, "cross-entropy-fusion-impl te: Transformer Engine's fused cross-entropy kernel")
+		return false, nil
+	default:
+		return false, t.errorf("cross-entropy-fusion-impl", "native (Megatron's own, the default) or te (Transformer Engine's)", "want native or te, got %s", describe(impl))
+	}
+	if tp < 2 {
+		t.notModelled = append(t.notModelled, "cross-entropy-loss-fusion: Megatron's fused vocabulary-parallel loss at tp 1 (memsh lowers the plain cross-entropy without tensor parallelism)")
+		return false, nil
+	}
+	return true, nil
 }

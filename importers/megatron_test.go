@@ -13,7 +13,7 @@ import "testing"
 // accumulation.
 // llama3NotModelled is what the Llama 3 script sets that memsh lists.
 var llama3NotModelled = []string{
-	"cross-entropy-loss-fusion: the fused cross-entropy kernel",
+	"cross-entropy-loss-fusion: Megatron's fused vocabulary-parallel loss at tp 1 (memsh lowers the plain cross-entropy without tensor parallelism)",
 	"empty-unused-memory-level: torch.cuda.empty_cache() between steps (memsh keeps the allocator's cache)",
 }
 
@@ -87,10 +87,10 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},
-		notModelled: llama3NotModelled,
+		notModelled: llama3NotModelled[1:], // at tp 2 the fused loss is Megatron's vocabulary-parallel one
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
-             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, distributed_optimizer = True))`,
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
 	}})
 }
 
@@ -106,6 +106,8 @@ func TestMegatronErrors(t *testing.T) {
 			want: "run.sh: the script stopped before it launched pretrain_gpt.py: more than 100000 commands", wantHint: "running no command"},
 		{name: "a flag given twice", file: "run.sh", config: launch + " --num-layers 4\n",
 			want: "run.sh: key num-layers: given twice: 2 and 4", wantHint: "once"},
+		{name: "an unknown fused cross-entropy", file: "run.sh", config: launch + " --tensor-model-parallel-size 2 --cross-entropy-loss-fusion --cross-entropy-fusion-impl fast\n", opts: Options{GPUs: 8},
+			want: "run.sh: key cross-entropy-fusion-impl: want native or te, got fast", wantHint: "native"},
 		{name: "a mixture of experts", file: "run.sh", config: launch + " --num-experts 8\n", opts: Options{GPUs: 8},
 			want: "run.sh: key num-experts: mixture-of-experts runs are not read", wantHint: "moe("},
 		{name: "block recompute", file: "run.sh", config: launch + " --recompute-granularity full --recompute-method block --recompute-num-layers 2\n",

@@ -85,14 +85,22 @@ import (
 //     stage 0 allocates 38.54. Deciding it takes Megatron-Core and
 //     Transformer Engine on a GPU (moe.sh's first stage, full recompute
 //     against none, max allocated beside reserved), which the oracle
-//     tools here do not have. One part is checkable without them: every
+//     tools here do not have. One part was checkable without them: every
 //     script sets --cross_entropy_loss_fusion, whose steps run under
 //     torch.compile (megatron/core/fusions/fused_cross_entropy.py,
-//     megatron/core/jit.py), and the full-recompute rows peak at the loss;
-//     tools/oracle/cuda_fused_ce.py (prepared, not run) measures whether
-//     the compiled in-place steps hold more than memsh's 6 bytes a logit
-//     (at most 4 more: 4.6 GiB on the Qwen1.5-MoE pp 2 row's last stage,
-//     2.3 GiB on Qwen3-30B-A3B's).
+//     megatron/core/jit.py), and the full-recompute rows peak at the loss.
+//     Inductor's output code for its four functions (on the CPU, torch
+//     2.6.0 and 2.15, December 2026, session 23) writes the forward's
+//     in-place steps into the fp32 copy but clones the saved softmax in
+//     the backward (index_put's lowering): 4 bytes a logit more at the
+//     loss's backward, now lowered (parallel(loss_parallel=
+//     "megatron_fused"), core/fused_ce.go). Every row sets it: Qwen1.5-MoE
+//     pp 2 45.2 -> 49.8 GiB (-20.7 -> -12.6 %), Qwen3-30B-A3B 49.8 -> 51.8
+//     (-17.1 -> -13.6 %), Moonlight tp 2 50.2 -> 52.7 (-10.3 -> -5.8 %)
+//     and pp 2 51.4 -> 56.4 (-14.4 -> -6.0 %, both asserted since),
+//     Qwen2.5-14B 63.8 -> 64.9 (-1.9 -> -0.1 %), Qwen1.5-MoE tp 2 63.1 ->
+//     65.4 (-2.9 -> +0.6 %); the no-recompute pp 2 row, which peaks
+//     elsewhere, is unchanged.
 //   - ms-swift's defaults at c3f3ca4a4 (megatron_args.py): main_grads_dtype
 //     and main_params_dtype fp32, exp_avg(_sq)_dtype fp32,
 //     use_precision_aware_optimizer and optimizer_cpu_offload False,

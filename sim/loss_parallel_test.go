@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"bufio"
+	"encoding/json"
+	"os"
 	"slices"
 	"testing"
 
@@ -87,5 +90,133 @@ func TestLossParallelModes(t *testing.T) {
 	bad := core.Parallelism{TP: 2, LossParallel: "dtensor"}
 	if err := bad.Validate(); err == nil {
 		t.Error(`loss_parallel="dtensor" validated`)
+	}
+}
+
+// TestMegatronFusedCEByHand counts Megatron's loss under
+// --cross-entropy-loss-fusion (core/fused_ce.go) against the eager one on
+// the small Llama over tp = 2 above: the logits shard is 2,048 x 16,000,
+// E32 = 131,072,000 bytes in fp32, E16 = 65,536,000 in bf16. Both
+// forwards allocate the fp32 softmax (E32) and the row-sized mask (2,048
+// B), shifted targets (8 B a row) and loss (4 B); the eager backward
+// allocates the bf16 gradient (E16), the fused one first the clone of the
+// softmax (E32, Inductor's index_put), then the gradient: the loss's
+// backward peaks E32 higher.
+func TestMegatronFusedCEByHand(t *testing.T) {
+	const e32, e16 = 131_072_000, 65_536_000
+	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
+	run := func(mode string) *replay.Report {
+		p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "H100-80GB")
+		p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, LossParallel: mode}
+		r, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	fwd := []int64{e32, 2048, 8 * 2048, 4}
+	for _, c := range []struct {
+		mode, op string
+		back     []int64
+	}{
+		{"megatron", "loss.vocab_parallel_cross_entropy", []int64{e16}},
+		{core.MegatronFusedCE, "loss.fused_vocab_parallel_cross_entropy", []int64{e32, e16}},
+	} {
+		r := run(c.mode)
+		if got := lossAllocs(r.Trace, c.op, replay.PhaseForward); !slices.Equal(got, fwd) {
+			t.Errorf("%s: forward allocates %v, want %v", c.mode, got, fwd)
+		}
+		if got := lossAllocs(r.Trace, c.op, replay.PhaseBackward); !slices.Equal(got, c.back) {
+			t.Errorf("%s: backward allocates %v, want %v", c.mode, got, c.back)
+		}
+	}
+}
+
+// TestMegatronFusedCERefused: the fused loss is Megatron's: refused where
+// memsh does not lower Megatron's vocabulary-parallel loss.
+func TestMegatronFusedCERefused(t *testing.T) {
+	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
+	for _, c := range []struct {
+		name string
+		prec string
+		par  core.Parallelism
+		ok   bool
+	}{
+		{"tp 2", "bf16-mixed", core.Parallelism{TP: 2}, true},
+		{"dp 2, megatron precision", "megatron", core.Parallelism{DP: 2}, true},
+		{"dp 2", "bf16-mixed", core.Parallelism{DP: 2}, false},
+		{"one GPU, megatron precision", "megatron", core.Parallelism{}, false},
+	} {
+		p := testmodels.LlamaPlan(m, 2, 1024, c.prec, "none", "H100-80GB")
+		c.par.LossParallel = core.MegatronFusedCE
+		p.Parallel = c.par
+		_, err := Evaluate(p, core.Options{})
+		if (err == nil) != c.ok {
+			t.Errorf("%s: error %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+}
+
+// TestMegatronFusedCEMatchesInductor holds the fused loss's lowering to
+// what Inductor generated for Megatron-Core's four functions
+// (tools/oracle/fused_ce_inductor.py on the CPU, torch 2.6.0 and 2.15;
+// sim/testdata/fused_ce_inductor.jsonl): the tensors of the logits' size
+// each allocates. The three forward functions allocate the fp32 copy
+// only (the in-place steps write into it); the backward, a clone of the
+// softmax in fp32 and the bf16 gradient. The replay's allocations of the
+// logits' size at the loss must be those, in that order.
+func TestMegatronFusedCEMatchesInductor(t *testing.T) {
+	f, err := os.Open("testdata/fused_ce_inductor.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := map[string][2][]string{} // torch version: forward, backward buffers' dtypes
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l struct {
+			Function string   `json:"function"`
+			Torch    string   `json:"torch"`
+			Buffers  []string `json:"logit_sized_buffers"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		w := want[l.Torch]
+		if l.Function == "calculate_gradients" {
+			w[1] = append(w[1], l.Buffers...)
+		} else {
+			w[0] = append(w[0], l.Buffers...)
+		}
+		want[l.Torch] = w
+	}
+	if len(want) < 2 {
+		t.Fatalf("%d torch versions in the fixture, want 2", len(want))
+	}
+	const e32, e16 = 131_072_000, 65_536_000 // the shard of TestMegatronFusedCEByHand
+	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
+	p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "H100-80GB")
+	p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, LossParallel: core.MegatronFusedCE}
+	r, err := Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dtypes := func(phase replay.Phase) []string {
+		var out []string
+		for _, b := range lossAllocs(r.Trace, "loss.fused_vocab_parallel_cross_entropy", phase) {
+			switch b {
+			case e32:
+				out = append(out, "float32")
+			case e16:
+				out = append(out, "bfloat16")
+			}
+		}
+		return out
+	}
+	fwd, bwd := dtypes(replay.PhaseForward), dtypes(replay.PhaseBackward)
+	for v, w := range want {
+		if !slices.Equal(fwd, w[0]) || !slices.Equal(bwd, w[1]) {
+			t.Errorf("torch %s: Inductor allocates %v forward, %v backward; the replay %v and %v", v, w[0], w[1], fwd, bwd)
+		}
 	}
 }

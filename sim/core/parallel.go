@@ -44,7 +44,7 @@ type Parallelism struct {
 	MicroBatches         int64
 	DistributedOptimizer bool
 	CPMode               string // context parallelism: ring (default) | ulysses | allgather (tp.go)
-	LossParallel         string // with tp: the vocabulary-parallel cross-entropy, megatron (default) | torch (loss_parallel.go)
+	LossParallel         string // the vocabulary-parallel cross-entropy: megatron (default) | megatron_fused (--cross-entropy-loss-fusion, tp.go) | torch (with tp: loss_parallel.go)
 	PPRuntime            string // with pp: what the pipeline keeps, megatron (default) | torch (pipeline_torch.go)
 	TPRuntime            string // with tp: what a column-parallel linear saves, megatron (default) | torch (tp.go)
 	// Megatron's DDP without --overlap-grad-reduce / --overlap-param-gather

@@ -38,6 +38,7 @@ type parLowering struct {
 	Tp, cp, ep int64
 	sp         bool // sequence parallelism (tp > 1)
 	megatronCE bool // Megatron's vocabulary-parallel cross-entropy
+	fusedCE    bool // under --cross-entropy-loss-fusion (MegatronFusedCE)
 	torchCE    bool // torch's loss_parallel() over vocabulary-sharded logits (loss_parallel.go)
 	torchTP    bool // DTensor's ColwiseParallel: a column-parallel linear saves its gathered input
 	ulysses    bool // context parallelism by all-to-all over heads (DeepSpeed Ulysses)
@@ -101,6 +102,7 @@ func (p *Plan) configureLowering(b *Builder) {
 		torchCE:    par.TP > 1 && par.LossParallel == "torch",
 		torchTP:    par.TP > 1 && par.TPRuntime == "torch"}
 	b.Par.megatronCE = b.Par.megatronCE && !b.Par.torchCE
+	b.Par.fusedCE = b.Par.megatronCE && par.LossParallel == MegatronFusedCE
 	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
 		b.Seq /= par.CP
 	} else if p.Model.ShardedPoints { // tensor_split's first (largest) share (sim/graph/shard_edges.go)
@@ -394,7 +396,11 @@ func (b *Builder) headLinear(x Value, vocab int64, bias bool) Value {
 // in place, which autograd casts back to the logits' dtype. Three small
 // all-reduces (max, sum of exponentials, predicted logit) per micro-batch.
 func (b *Builder) vocabParallelCE(x Value) Value {
-	i := b.AddOp("cross_entropy", "vocab_parallel_cross_entropy", []Value{x})
+	name := "vocab_parallel_cross_entropy"
+	if b.Par.fusedCE {
+		name = FusedVocabParallelCE
+	}
+	i := b.AddOp("cross_entropy", name, []Value{x})
 	sm := b.Out(i, "softmax", b.Shape(x), units.FP32, "fp32 softmax of the logits shard (saved; becomes the gradient in place)")
 	b.Val(sm).Grad = false
 	t := Rows(b.Shape(x))
@@ -404,6 +410,9 @@ func (b *Builder) vocabParallelCE(x Value) Value {
 	loss := b.Out(i, "loss", nil, units.FP32, "loss")
 	b.Save(i, sm, mask, tgt)
 	b.Op(i).Flops = 5 * float64(Numel(b.Shape(x)))
+	if b.Par.fusedCE {
+		b.fuseVocabParallelCE(i, sm)
+	}
 	if b.Par.Tpn() > 1 {
 		for range 3 {
 			b.RecordComm("all_reduce", "tp", units.FP32.Bytes(t), false)

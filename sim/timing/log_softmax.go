@@ -125,6 +125,8 @@ func (pr *pricer) flashCE(op *core.OpInfo) OpCost {
 //     the target mask and shifted target, the predicted logit's gather,
 //     its masking and the log (megatronCESmallKernels forward), and the
 //     target's update (megatronCESmallKernelsBwd).
+//   - the same under --cross-entropy-loss-fusion (core/fused_ce.go): its
+//     four compiled functions' passes (fusedCEPasses).
 //   - torch's loss_parallel() (_log_softmax as torch._decomp writes it, in
 //     fp32, then cast back; its backward fused with nll_loss's): forward,
 //     the fp32 copy ((d+4)·E), amax (4E), x - max (8E), exp (8E) and its
@@ -140,7 +142,8 @@ func (pr *pricer) vocabParallelCE(op *core.OpInfo) (OpCost, bool) {
 		return OpCost{}, false
 	}
 	name := localName(op)
-	megatron := name == "vocab_parallel_cross_entropy"
+	fused := name == core.FusedVocabParallelCE
+	megatron := fused || name == "vocab_parallel_cross_entropy"
 	if !megatron && name != "loss_parallel_cross_entropy" {
 		return OpCost{}, false
 	}
@@ -152,11 +155,15 @@ func (pr *pricer) vocabParallelCE(op *core.OpInfo) (OpCost, bool) {
 		upcast, casts = (d+4)*e, 1
 	}
 	var fwd, bwd, fwdK, bwdK, smallF, smallB float64
-	if megatron {
+	switch {
+	case fused:
+		fwd, fwdK, bwd, bwdK = fusedCEPasses(e, x.Dtype)
+		smallF, smallB = fusedCESmallKernels, fusedCESmallKernelsBwd
+	case megatron:
 		fwd, fwdK = upcast+32*e, 5+casts
 		bwd, bwdK = 8*e+upcast, 1+casts
 		smallF, smallB = megatronCESmallKernels, megatronCESmallKernelsBwd
-	} else {
+	default:
 		fwd, fwdK = 2*upcast+32*e, 5+2*casts
 		bwd, bwdK = 8*d*e, 4
 		smallF, smallB = torchLossParallelSmallKernels, 1
@@ -194,3 +201,37 @@ const torchLossParallelSmallKernels = 5
 func localName(op *core.OpInfo) string {
 	return op.Name[strings.LastIndexByte(op.Name, '.')+1:]
 }
+
+// fusedCEPasses are the bytes and kernels of the passes over the shard's
+// e elements of dtype dt that Megatron's fused vocabulary-parallel cross-entropy makes,
+// its four functions compiled by Inductor (core/fused_ce.go; read from
+// Inductor's output code on the CPU, torch 2.6.0 and 2.15):
+//   - forward: the fp32 copy and the row max in one pass ((d+4)·e for d
+//     bytes an element; a max alone, 4e, from fp32: .float() is then the
+//     logits themselves), the
+//     max subtracted and exp written in place with their row sums (8e),
+//     the division in place (8e);
+//   - backward: the saved softmax cloned (8e: index_put's lowering), then
+//     the clone times grad_output, written back into the softmax (the
+//     function mutates its input) and as the bf16 gradient it returns
+//     (4e + 4e + 2e); an fp16 gradient is cast again by autograd (4e).
+func fusedCEPasses(e float64, dt units.DType) (fwd, fwdK, bwd, bwdK float64) {
+	fwd, fwdK = 4*e+16*e, 3
+	if dt != units.FP32 {
+		fwd = (float64(dt.Bytes(1))+4)*e + 16*e
+	}
+	bwd, bwdK = 8*e+10*e, 2
+	if dt == units.FP16 {
+		bwd, bwdK = bwd+4*e, 3
+	}
+	return fwd, fwdK, bwd, bwdK
+}
+
+// fusedCESmallKernels are the fused loss's row-sized kernels beside its
+// passes: the target's mask and shift, the predicted logit's gather and
+// masking, and the log of the sums less it; fusedCESmallKernelsBwd the
+// backward's indexed subtraction.
+const (
+	fusedCESmallKernels    = 3
+	fusedCESmallKernelsBwd = 1
+)

@@ -92,6 +92,12 @@ func TestCrossEntropyBytesByHand(t *testing.T) {
 //   - Megatron's from bf16: forward 6 (.float()) + 4 + 8 + 8 + 4 + 8 = 38
 //     B an element and eleven small kernels; backward 8 (mul_) + 6 (the
 //     cast back) = 14 and four small kernels. From fp32 no casts: 32 and 8.
+//   - Megatron's under --cross-entropy-loss-fusion from bf16: forward 6
+//     (the fp32 copy and the max in one pass) + 8 (sub, exp and the sums)
+//   - 8 (the division) = 22 B an element and three small kernels;
+//     backward 8 (the clone) + 4 + 4 + 2 (times grad_output, written back
+//     and as bf16) = 18 and one; from fp32 the forward reads 4 for the max
+//     (20); from fp16 autograd casts the bf16 gradient again (+4: 22).
 //   - torch's loss_parallel from bf16: forward 6 + 4 + 8 + 8 + 4 + 8 + 6 =
 //     44 and five small kernels; backward 2 + 4 + 6 + 4 = 16 and one.
 //   - compiled dispatch is not priced here.
@@ -112,6 +118,9 @@ func TestVocabParallelCEBytesByHand(t *testing.T) {
 	}{
 		{"Megatron, bf16", "vocab_parallel_cross_entropy", units.BF16, DispatchFused, 38, 14, 11, 4},
 		{"Megatron, fp32", "vocab_parallel_cross_entropy", units.FP32, DispatchEager, 32, 8, 11, 4},
+		{"Megatron fused, bf16", "fused_vocab_parallel_cross_entropy", units.BF16, DispatchFused, 22, 18, 3, 1},
+		{"Megatron fused, fp32", "fused_vocab_parallel_cross_entropy", units.FP32, DispatchEager, 20, 18, 3, 1},
+		{"Megatron fused, fp16", "fused_vocab_parallel_cross_entropy", units.FP16, DispatchEager, 22, 22, 3, 1},
 		{"loss_parallel, bf16", "loss_parallel_cross_entropy", units.BF16, DispatchEager, 44, 16, 5, 1},
 		{"compiled", "loss_parallel_cross_entropy", units.BF16, DispatchCompiled, 0, 0, 0, 0},
 	} {
