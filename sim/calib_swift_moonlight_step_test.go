@@ -4,8 +4,8 @@ package sim
 // (TestMegatronSwiftCalibration; examples/train/megatron/moe/deepseek_v3.sh
 // at cecf735f1, "8 * 60GiB; 9s/it", ms-swift 3.7.0.dev0, Megatron-LM
 // core_r0.13.0, TransformerEngine release_v2.3 per the docs of that week)
-// is priced at 3.91 s (December 2026, issue 19, moon29; 4.01 s since a766c2a
-// priced the vocabulary-parallel loss at its kernels' passes: the stage
+// is priced at 3.91 s (December 2026, issue 19, moon29; 4.01 s after a766c2a
+// priced the vocabulary-parallel loss at its kernels' passes, 3.97 s since the fused loss: the stage
 // figures below are from that check, aa1c894, and no test asserts them).
 // Checked against the script and the sources it ran; not closed.
 //
