@@ -77,7 +77,12 @@ func (g edgeAttention) chunkedAttention(b *core.Builder, q, key, val, edges, ei 
 	b.Val(acc).Grad = !b.Eval
 	for i := range counts {
 		s := g.conv(b, "conv."+chunkScope(int64(i), k), q, key, val, attrs[i], idx[i], r, counts[i])
-		b.AddOp("add_", "accumulate."+chunkScope(int64(i), k), []core.Value{acc, s}) // in place
+		// out += conv(...): in place over all destination rows, whatever the
+		// chunk's edges: one TensorIterator add reading out and the chunk's
+		// scatter output and writing out (block.py@models-0.8.1 l.573-582).
+		// Its backward hands the gradient through: no kernel.
+		add := b.AddOp("add_", "accumulate."+chunkScope(int64(i), k), []core.Value{acc, s})
+		b.Op(add).Bytes = float64(2*b.Val(acc).Bytes + b.Val(s).Bytes)
 	}
 	b.KeepAlive("edge_chunks", append(attrs, idx...)...) // the lists live until attention_block returns
 	return acc

@@ -214,7 +214,7 @@ func (pr *pricer) stream(op *core.OpInfo, bytes float64) OpCost {
 	if in, w := pr.needsGrad(op); in || w {
 		bwd, k := 2*bytes, 1.0 // the output's gradient and saved inputs in, the inputs' gradients out
 		switch {
-		case op.Kind == "add": // the gradient passed through (backward.go)
+		case op.Kind == "add" || op.Kind == "add_": // the gradient passed through (backward.go)
 			bwd, k = pr.addBackward(op)
 		case op.Kind == "pow": // pow_backward's three kernels (backward.go)
 			bwd, k = pr.powBackward(op)
