@@ -352,6 +352,14 @@ var layoutKeywords = []layoutKeyword{
 		Doc: "with precision=\"megatron\" and sequence_parallel=True: Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): the forward's all-gathers and reduce-scatters and the backward's all-gathers of the row-parallel linears' output gradient run in chunks beside their GEMMs, exposed only where they outlast them (Megatron's default: False)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.TPCommOverlap) },
 		set: setLayoutBool("tp_comm_overlap", func(p *core.Parallelism) *bool { return &p.TPCommOverlap })},
+	{Name: "async_tp", Sig: "False",
+		Doc: `with tp_runtime="torch", sequence_parallel=True and compile=True: torch's micro-pipeline tensor parallelism (async TP; torchtitan's enable_async_tensor_parallel), ` +
+			`an Inductor pass that fuses each sequence-parallel all-gather with the matmuls reading it and each matmul with the reduce-scatter of its output, ` +
+			`passing the chunks through a symmetric-memory workspace (r.overheads' symm_mem_tp: outside the caching allocator, so in device_used, not in reserved memory) ` +
+			`and running half of their GEMMs on a backend stream, whose cuBLAS workspaces the caching allocator keeps apart (r.breakdown's async_tp_stream). ` +
+			`The step time prices the collectives as without it`,
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.AsyncTP) },
+		set: setLayoutBool("async_tp", func(p *core.Parallelism) *bool { return &p.AsyncTP })},
 	{Name: "loss_dp_group", Sig: "False",
 		Doc: "with Megatron's layer: the loss is all-reduced over the data-parallel group without context parallelism (Megatron's DATA_PARALLEL_GROUP), a communicator of its own beside the gradients', its NCCL buffers in device_used: Megatron-LM's pretrain_gpt.py loss_func and --calculate-per-token-loss before Megatron-Core 0.13, and ms-swift's Megatron trainer with those releases; False: Megatron-Core 0.13 and later, which reduce over the gradients' group",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.LossDPGroup) },

@@ -102,6 +102,7 @@ func (b *Builder) aoFP8Input(x Value, gather bool) Value {
 		b.Val(y).GradDType = b.Prec.Compute // grad_input of _scaled_mm, summed over the linears reading it
 		b.Op(i).Bytes = float64(b.Val(x8).Bytes + b.Val(y).Bytes)
 		n := b.Val(y).Bytes
+		b.noteSymmMem(b.Val(x8).Bytes) // async TP: the fp8 shard passes through the workspace
 		b.RecordCommUB("all_gather", n, i, false)
 		b.RecordCommBeside("reduce_scatter", "tp", b.Prec.Compute.Bytes(Numel(s)), i, false) // the input gradient
 	}

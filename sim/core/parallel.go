@@ -73,6 +73,9 @@ type Parallelism struct {
 	// them (sim/timing/tp_overlap.go). Megatron requires sequence
 	// parallelism for it.
 	TPCommOverlap bool
+	// AsyncTP: torch's micro-pipeline tensor parallelism (async TP, async_tp.go),
+	// torchtitan's enable_async_tensor_parallel.
+	AsyncTP bool
 	// LossDPGroup: the loss is all-reduced over Megatron's data-parallel
 	// group without context parallelism (DATA_PARALLEL_GROUP), a process
 	// group, and so an NCCL communicator, apart from the gradients'
@@ -295,6 +298,9 @@ func (p Parallelism) String() string {
 	}
 	if n.TPCommOverlap {
 		parts = append(parts, "tp_comm_overlap=True")
+	}
+	if n.AsyncTP {
+		parts = append(parts, "async_tp=True")
 	}
 	if n.LossDPGroup {
 		parts = append(parts, "loss_dp_group=True")

@@ -95,6 +95,9 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	par := p.Parallel.Norm()
+	if err := p.validateAsyncTP(); err != nil { // async_tp.go
+		return err
+	}
 	if par.TPCommOverlap && p.Precision.Name != "megatron" {
 		return &units.Error{Path: "parallel", Msg: "tp_comm_overlap=True is Transformer Engine's userbuffers under Megatron-Core",
 			Hint: `use precision="megatron"`}

@@ -223,7 +223,11 @@ type Program struct {
 	// program has no RMSNorm or SwiGLU MLP for them to replace.
 	LigerKernels bool
 	Comm         []CommRecord // collectives of one micro-batch
-	Stage        *stageProg   // pipeline stage: micro-batch copies and their outputs
+	// SymmMemWorkspace: async TP's symmetric-memory workspace, the largest
+	// request of its fused collectives (async_tp.go), outside the caching
+	// allocator; 0 without async TP.
+	SymmMemWorkspace int64
+	Stage            *stageProg // pipeline stage: micro-batch copies and their outputs
 }
 
 // TableProgram is what a table layer adds to a program: the rows it reads,

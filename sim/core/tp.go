@@ -41,6 +41,7 @@ type parLowering struct {
 	fusedCE    bool // under --cross-entropy-loss-fusion (MegatronFusedCE)
 	torchCE    bool // torch's loss_parallel() over vocabulary-sharded logits (loss_parallel.go)
 	torchTP    bool // DTensor's ColwiseParallel: a column-parallel linear saves its gathered input
+	asyncTP    bool // torch's micro-pipeline TP (async_tp.go)
 	ulysses    bool // context parallelism by all-to-all over heads (DeepSpeed Ulysses)
 	allGather  bool // torch's context_parallel(), its keys and values all-gathered (ring_attention.go)
 
@@ -100,7 +101,8 @@ func (p *Plan) configureLowering(b *Builder) {
 		// "megatron" precision stands for Megatron-LM's recipe.
 		megatronCE: par.TP > 1 || p.Precision.Name == "megatron",
 		torchCE:    par.TP > 1 && par.LossParallel == "torch",
-		torchTP:    par.TP > 1 && par.TPRuntime == "torch"}
+		torchTP:    par.TP > 1 && par.TPRuntime == "torch",
+		asyncTP:    par.AsyncTP && par.TP > 1}
 	b.Par.megatronCE = b.Par.megatronCE && !b.Par.torchCE
 	b.Par.fusedCE = b.Par.megatronCE && par.LossParallel == MegatronFusedCE
 	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
@@ -232,6 +234,7 @@ func (b *Builder) TpGather(x Value) Value {
 	i := b.AddOp("all_gather", "sp_all_gather", []Value{x})
 	y := b.Out(i, "gathered", s, b.Dtype(x), "sequence-parallel all-gather of the layer input (freed after the column-parallel matmuls)")
 	n := b.Val(y).Bytes
+	b.noteSymmMem(b.Val(x).Bytes)                           // async TP: the shard passes through the workspace
 	b.RecordCommUB("all_gather", n, i, false)               // beside the readers' forward GEMMs with userbuffers
 	b.RecordCommBeside("reduce_scatter", "tp", n, i, false) // the input gradient, beside the readers' wgrad GEMMs
 	return y
@@ -369,6 +372,9 @@ func (b *Builder) TpReduce(name string, y Value) Value {
 	i := b.AddOp("reduce_scatter", b.Concat(name, ".reduce_scatter"), []Value{y})
 	z := b.Out(i, b.Concat(name, ".out"), s, b.Dtype(y), b.Concat("sequence-parallel reduce-scatter of ", name, "'s partial sums"))
 	if src >= 0 && b.Op(src).Kind == "matmul" {
+		// async TP: two output chunks in the workspace; the gradient's
+		// all-gather in the backward, a chunk's size, fits in them
+		b.noteSymmMem(2 * b.Val(z).Bytes)
 		// with userbuffers, the reduce-scatter beside the row-parallel
 		// GEMM, the gradient's all-gather beside its dgrad GEMM
 		b.RecordCommUB("reduce_scatter", n, src, false)

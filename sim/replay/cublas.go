@@ -40,6 +40,7 @@ func (r *Replay) cublasWorkspaces() {
 		r.backwardBlas = true
 	}
 	r.cublasLtWorkspaces()
+	r.asyncTPWorkspaces() // async_tp.go
 }
 
 // cublasLtWorkspaces allocates cuBLASLt's workspaces (core/cublas.go):

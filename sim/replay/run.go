@@ -36,6 +36,7 @@ func RunBelow(prog *core.Program, plan *core.Plan, opts core.Options, limit int6
 func RunBelowIn(prog *core.Program, plan *core.Plan, opts core.Options, limit int64, s *Scratch) (*Replay, error) {
 	dev := plan.Device
 	overheads := Overheads(plan) // the CUDA context, NCCL's buffers (device.go)
+	overheads = append(overheads, SymmMemOverheads(prog)...)
 	var nonTorch int64
 	for _, o := range overheads {
 		nonTorch += o.Bytes

@@ -60,6 +60,11 @@ import (
 //     that stream's pools (OpInfo.SideStream). Nothing is recorded on
 //     another stream, so a freed block goes back to the side stream's
 //     pool at once.
+//   - torch's micro-pipeline TP (parallel(async_tp=True), core/async_tp.go)
+//     runs half of its chunks' copies and GEMMs on a backend stream of
+//     its own, into outputs allocated on the compute stream: that stream
+//     allocates only its GEMMs' cuBLAS (and, under float8, cuBLASLt)
+//     workspaces, one per thread (async_tp.go).
 //   - DDP's buckets are allocated on the compute stream when the reducer
 //     is built and reduced in place by ProcessGroupNCCL's own stream,
 //     which allocates nothing; Megatron's tensor-parallel collectives run
@@ -74,13 +79,15 @@ const (
 	StreamGraphPool     = alloc.Stream(4) // the private pool of torch.compile's CUDA graph trees (cudagraphs.go)
 	StreamSharedExpert  = alloc.Stream(5) // Megatron's overlapped shared expert (OpInfo.SideStream)
 	StreamPreUnshard    = alloc.Stream(6) // FSDP1's pre-unshard stream: _mp_shard, CPUOffload's copies of the shards to the GPU (fsdp1_offload.go)
-	numStreams          = 7
+	StreamAsyncTP       = alloc.Stream(7) // async TP's backend stream: its GEMMs' cuBLAS workspaces (async_tp.go)
+	numStreams          = 8
 )
 
-var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool", "shared_expert", "pre_unshard"}
+var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool", "shared_expert", "pre_unshard", "async_tp"}
 
 // StreamName is the stream's name in reports: compute, all_gather,
-// reduce_scatter, offload, cuda_graph_pool, shared_expert or pre_unshard.
+// reduce_scatter, offload, cuda_graph_pool, shared_expert, pre_unshard or
+// async_tp.
 func StreamName(s alloc.Stream) string {
 	if int(s) < len(streamNames) {
 		return streamNames[s]

@@ -16,6 +16,7 @@ func (sp *Space) planOf(base *core.Plan, l layout) core.Plan {
 	par := sp.carried
 	par.DP, par.TP, par.PP, par.CP, par.EP, par.SequenceParallel = l.dp, l.tp, l.pp, l.cp, l.ep, l.tp > 1
 	par.TPCommOverlap = par.TPCommOverlap && l.tp > 1 // Megatron's needs tp (core.Parallelism.Norm)
+	par.AsyncTP = par.AsyncTP && l.tp > 1             // torch's micro-pipeline TP needs tp (core/async_tp.go)
 	if l.wholeExperts {
 		par.ETP = 1 // sequence parallelism is on: tp > 1
 	}
