@@ -154,6 +154,9 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 	if err := torchtitanCheckpoint(t, p, compiledModel); err != nil {
 		return nil, err
 	}
+	if layout.asyncTP, err = torchtitanAsyncTP(t, compiledModel, layout.tp); err != nil {
+		return nil, err
+	}
 	float8, err := torchtitanNotModelled(t)
 	if err != nil {
 		return nil, err
@@ -308,7 +311,6 @@ func torchtitanNotModelled(t *tree) (float8 string, err error) {
 		}
 	}
 	t.notModelledIf("parallelism.enable_compiled_autograd", "compiled autograd (the backward compiled)")
-	t.notModelledIf("parallelism.enable_async_tensor_parallel", "async tensor parallelism (the matmuls' collectives overlapped; a time, not a memory change)")
 	t.notModelledIf("liger_kernel.enable_fused_linear_cross_entropy", "Liger's fused linear cross entropy (the logits chunked)")
 	t.notModelledIf("validation.enabled", "the validation loop's forward passes")
 	t.notModelledIf("validation.enable", "the validation loop's forward passes") // v0.2.0's name for validation.enabled
@@ -445,4 +447,23 @@ func torchtitanCompile(t *tree, p *plan) (model bool, err error) {
 		p.set("compile", str("loss"))
 	}
 	return model, nil
+}
+
+// torchtitanAsyncTP reads parallelism.enable_async_tensor_parallel: with
+// tp > 1 torchtitan's maybe_enable_async_tp (distributed/tensor_parallel.py
+// at v0.2.2) turns on Inductor's micro-pipeline TP, and raises without the
+// model compiled; with tp 1 it is not called. The memory is replayed
+// (parallel(async_tp=True)); the overlap of the collectives is not.
+func torchtitanAsyncTP(t *tree, compiledModel bool, tp int64) (bool, error) {
+	const key = "parallelism.enable_async_tensor_parallel"
+	on, err := t.boolean(key, false)
+	if err != nil || !on || tp <= 1 {
+		return false, err
+	}
+	if !compiledModel {
+		return false, t.errorf(key, "torchtitan raises the same: \"Async TP requires 'model' in --compile.components and --compile.enable\"",
+			"async TP is an Inductor pass: it needs the model compiled")
+	}
+	t.notModelled = append(t.notModelled, key+": the collectives' overlap with the matmuls (the step time prices them as without it; the memory is replayed, async_tp=True)")
+	return true, nil
 }

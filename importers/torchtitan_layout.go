@@ -11,6 +11,7 @@ type torchtitanLayout struct {
 	replicate, shard, tp, pp, cp, ep int64
 	etp                              int64 // v0.2.0's expert_tensor_parallel_degree
 	layers                           int64 // the model's transformer layers, 0 from --model
+	asyncTP                          bool  // parallelism.enable_async_tensor_parallel with tp > 1 (torchtitanAsyncTP)
 }
 
 func (l torchtitanLayout) dp() int64 { return l.replicate * l.shard }
@@ -107,6 +108,9 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 		// DTensor's ColwiseParallel: the all-gathered input is what the
 		// column-parallel linear saves (torchtitan's apply_tp)
 		args = append(args, kw("tp_runtime", str("torch")))
+		if l.asyncTP {
+			args = append(args, kw("async_tp", "True"))
+		}
 		// torchtitan's loss_parallel_enabled: tp > 1 and not disabled; the
 		// output's logits stay sharded over the vocabulary (Shard(-1)) and
 		// the loss runs under torch's loss_parallel()

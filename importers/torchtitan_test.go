@@ -239,6 +239,24 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch",
              ep = 2, expert_tp = 1))`,
 	}, {
+		// distributed/tensor_parallel.py at v0.2.2: maybe_enable_async_tp turns on
+		// Inductor's micro-pipeline TP when tp > 1, the model compiled
+		name: "async TP at tp 2, the model compiled",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "parallelism.tensor_parallel_degree=2", "parallelism.enable_async_tensor_parallel=true"}},
+		notModelled: []string{
+			"parallelism.enable_async_tensor_parallel: the collectives' overlap with the matmuls (the step time prices them as without it; the memory is replayed, async_tp=True)",
+		},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", compile = True,
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", async_tp = True, loss_parallel = "torch"))`,
+	}, {
+		// maybe_enable_async_tp is called only with tp > 1
+		name: "async TP at tp 1: understood, no effect",
+		file: v022,
+		opts: Options{GPUs: 8, Overrides: []string{"parallelism.enable_async_tensor_parallel=true"}},
+		hand: llama8b,
+	}, {
 		name:  "a MoE at ep 2, tp 2, expert_tensor_parallel_degree 2: the experts split like the MLP",
 		file:  v022,
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2", "parallelism.expert_tensor_parallel_degree=2"}},
@@ -251,6 +269,8 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 func TestTorchtitanErrors(t *testing.T) {
 	const model = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n[training]\nlocal_batch_size = 2\n"
 	runErrorCases(t, []errorCase{
+		{name: "async TP without the model compiled", file: "j.toml", config: model + "[parallelism]\ntensor_parallel_degree = 8\nenable_async_tensor_parallel = true\n",
+			opts: Options{GPUs: 8}, want: "j.toml: key parallelism.enable_async_tensor_parallel: async TP is an Inductor pass: it needs the model compiled", wantHint: "Async TP requires"},
 		{name: "a key of torchtitan's earlier layout", file: "j.toml", config: model + "data_parallel_shard_degree = 8\n",
 			want: "j.toml: key training.data_parallel_shard_degree: a key of an earlier torchtitan version", wantHint: "parallelism.data_parallel_shard_degree"},
 		{name: "both batch names", file: "j.toml", config: model + "batch_size = 4\n",
