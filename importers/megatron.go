@@ -464,7 +464,7 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 	if !distOpt && !overlapGrads && gpus > 1 {
 		t.notModelled = append(t.notModelled, "no --overlap-grad-reduce: Megatron's DDP reduces the gradients after the backward; memsh overlaps them (parallel(overlap_grad_reduce=False) needs the distributed optimizer)")
 	}
-	fusedCE, err := megatronFusedCE(t, tp)
+	lossParallel, err := megatronLossParallel(t, tp)
 	if err != nil {
 		return err
 	}
@@ -499,8 +499,8 @@ func megatronLayout(t *tree, o Options, p *plan, tp, micro int64) error {
 		if sp {
 			args = append(args, kw("sequence_parallel", "True"))
 		}
-		if fusedCE {
-			args = append(args, kw("loss_parallel", str("megatron_fused")))
+		if lossParallel != "" {
+			args = append(args, kw("loss_parallel", str(lossParallel)))
 		}
 	}
 	if pp > 1 {
@@ -589,31 +589,30 @@ func megatronCPComm(t *tree) (string, error) {
 	return "", nil
 }
 
-// megatronFusedCE reads --cross-entropy-loss-fusion and
+// megatronLossParallel reads --cross-entropy-loss-fusion and
 // --cross-entropy-fusion-impl (arguments.py at core_r0.13.0: "native" by
-// default): Megatron's own fused loss, parallel(loss_parallel=
-// "megatron_fused"), with tensor parallelism, where memsh lowers
-// Megatron's vocabulary-parallel loss. Transformer Engine's kernel
-// ("te"), and the fusion at tp 1 (memsh's plain cross-entropy there), are
-// listed as not modelled.
-func megatronFusedCE(t *tree, tp int64) (bool, error) {
+// default) into the loss_parallel value of Megatron's fused loss with
+// tensor parallelism, where memsh lowers Megatron's vocabulary-parallel
+// loss: "megatron_fused" (Megatron's own) or "te" (Transformer Engine's
+// parallel_cross_entropy); "" without the fusion. The fusion at tp 1
+// (memsh's plain cross-entropy there) is listed as not modelled.
+func megatronLossParallel(t *tree, tp int64) (string, error) {
 	on, err := t.boolean("cross-entropy-loss-fusion", false)
 	if err != nil || !on {
 		t.get("cross-entropy-fusion-impl")
-		return false, err
+		return "", err
 	}
-	impl, _ := t.get("cross-entropy-fusion-impl")
-	switch impl {
+	mode := "megatron_fused"
+	switch impl, _ := t.get("cross-entropy-fusion-impl"); impl {
 	case nil, "native":
 	case "te":
-		t.notModelled = append(t.notModelled, "cross-entropy-fusion-impl te: Transformer Engine's fused cross-entropy kernel")
-		return false, nil
+		mode = "te"
 	default:
-		return false, t.errorf("cross-entropy-fusion-impl", "native (Megatron's own, the default) or te (Transformer Engine's)", "want native or te, got %s", describe(impl))
+		return "", t.errorf("cross-entropy-fusion-impl", "native (Megatron's own, the default) or te (Transformer Engine's)", "want native or te, got %s", describe(impl))
 	}
 	if tp < 2 {
 		t.notModelled = append(t.notModelled, "cross-entropy-loss-fusion: Megatron's fused vocabulary-parallel loss at tp 1 (memsh lowers the plain cross-entropy without tensor parallelism)")
-		return false, nil
+		return "", nil
 	}
-	return true, nil
+	return mode, nil
 }

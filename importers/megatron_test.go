@@ -91,6 +91,14 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
              float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
              parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "megatron_fused", distributed_optimizer = True))`,
+	}, {
+		name:        "the same with Transformer Engine's fused cross-entropy",
+		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64", "cross-entropy-fusion-impl=te"}},
+		notModelled: llama3NotModelled[1:],
+		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
+             float8 = "te-delayed", fp8_amax_history = 1024, fp8_param_gather = True, optimizer = "adamw", checkpoint = "selective", gpu = "H100-80GB",
+             parallel = parallel(dp = 4, tp = 2, sequence_parallel = True, loss_parallel = "te", distributed_optimizer = True))`,
 	}})
 }
 

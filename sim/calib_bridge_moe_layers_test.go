@@ -65,9 +65,19 @@ import (
 //
 // The EP=8 step, held back: memsh's step without EP overlap bounds its
 // own step with it from above, so it should not be below the measured 31
-// s; it is 13.4 % below (26.86 s). That gap is kept from widening (14 %,
+// s; it is 15.5 % below (26.21 s). That gap is kept from widening (16 %,
 // the gap rounded up, as the held-back rows of TestMegatronSwiftCalibration);
-// a step above 31 s is not a miss, as the overlap is not modelled.
+// a step above 31 s is not a miss, as the overlap is not modelled. It was
+// 13.4 % (26.86 s, band 14 %) until the loss ran as the recipe runs it:
+// scripts/performance/utils/overrides.py _set_common_perf_overrides sets
+// cross_entropy_fusion_impl = "te" (l.69 at 0dae7282; the fusion is on by
+// GPTModelProvider's default), Transformer Engine's parallel_cross_entropy
+// (loss_parallel="te", core/fused_ce.go): two passes over the bf16 logits
+// and one in the backward, no fp32 copy, where Megatron's eager loss made
+// 52 bytes of passes a logit (0.65 s of the step at 64 micro-batches;
+// EP=16 40.24 -> 39.59 s; max allocated 62.7 -> 60.2 GB). The rest of the
+// gap is the layers' (GPU work 5.26 ms a layer micro-batch against 10.1
+// measured, above).
 func TestMegatronBridgeQwen3EPDegrees(t *testing.T) {
 	const gbs, measuredStep, measuredExtraGB = 1024, 31.0, 7.0
 	run := func(ep int64) *replay.Report {
@@ -76,7 +86,7 @@ func TestMegatronBridgeQwen3EPDegrees(t *testing.T) {
 		const dp = 16
 		p := &core.Plan{Model: m, Batch: 1, Seq: 4096, GradAccum: gbs / dp, Members: 1, Precision: prec, Runtime: rt,
 			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: h100, Phase: core.Train,
-			Parallel: core.Parallelism{DP: dp, EP: ep, ETP: 1, DistributedOptimizer: true, MicroBatches: gbs / dp},
+			Parallel: core.Parallelism{DP: dp, EP: ep, ETP: 1, DistributedOptimizer: true, MicroBatches: gbs / dp, LossParallel: core.TEParallelCE},
 			Cluster:  hw.Cluster{Nodes: 2, GPUsPerNode: 8}}
 		p.Overheads.Dispatch = "fused"
 		return evalPlan(t, p)
@@ -105,7 +115,7 @@ func TestMegatronBridgeQwen3EPDegrees(t *testing.T) {
 	if math.Abs(extra-measuredExtraGB) > 1 {
 		t.Errorf("EP=8 over EP=16: %.2f GB more max allocated, measured about %.0f GB (goal within 1 GB)", extra, measuredExtraGB)
 	}
-	const ep8Gap = 0.14 // the EP=8 step's held-back gap below the measured step with overlap (above)
+	const ep8Gap = 0.16 // the EP=8 step's held-back gap below the measured step with overlap (above)
 	if d := r8.Time.StepSeconds/measuredStep - 1; d < -ep8Gap {
 		t.Errorf("EP=8: %.2f s without EP overlap, measured near %.0f s with it (%+.1f %%): the held-back gap widened past -%.0f %%",
 			r8.Time.StepSeconds, measuredStep, 100*d, 100*ep8Gap)

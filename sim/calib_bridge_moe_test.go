@@ -148,7 +148,7 @@ func TestMegatronBridgeQwen3MoECalibration(t *testing.T) {
 	ck, _ := core.ParseCheckpoint("none")
 	p := &core.Plan{Model: m, Batch: 1, Seq: 4096, GradAccum: gbs / dp, Members: 1, Precision: prec, Runtime: rt,
 		Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: h100, Phase: core.Train,
-		Parallel: core.Parallelism{DP: dp, EP: 16, ETP: 1, DistributedOptimizer: true, MicroBatches: gbs / dp},
+		Parallel: core.Parallelism{DP: dp, EP: 16, ETP: 1, DistributedOptimizer: true, MicroBatches: gbs / dp, LossParallel: core.TEParallelCE},
 		Cluster:  hw.Cluster{Nodes: 2, GPUsPerNode: 8}}
 	p.Overheads.Dispatch = "fused"
 	r := evalPlan(t, p)

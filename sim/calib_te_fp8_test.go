@@ -111,7 +111,11 @@ func (r teRow) plan(recipe string) *core.Plan {
 	// llama31_405b b200 fp8 userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192;
 	// src/megatron/bridge/training/comm_overlap.py).
 	p.Parallel = core.Parallelism{DP: dp, TP: r.tp, PP: r.pp, CP: r.cp, SequenceParallel: r.tp > 1, DistributedOptimizer: true,
-		EmbeddingSlot: r.slots, LossSlot: r.slots, TPCommOverlap: r.tp > 1}
+		EmbeddingSlot: r.slots, LossSlot: r.slots, TPCommOverlap: r.tp > 1,
+		// scripts/performance/utils/overrides.py _set_common_perf_overrides
+		// (l.56 at 5776a6d90): cross_entropy_fusion_impl = "te", the fusion
+		// on by GPTModelProvider's default
+		LossParallel: core.TEParallelCE}
 	if r.vp > 1 {
 		p.Parallel.Schedule, p.Parallel.VirtualStages = "interleaved", r.vp
 	}
@@ -185,10 +189,14 @@ func TestTEFloat8PipelineBuffers(t *testing.T) {
 // fp8 GroupedLinear (core/te_grouped.go), the attention and shared layers
 // as TE linears, current scaling. Held back, nothing tuned, because the
 // measured row is half the 25.09 table's for the same layout (below): its
-// gap (+95.5 %) is only kept from widening past +96 %, the gap rounded up
+// gap (+106.0 %) is only kept from widening past +107 %, the gap rounded up
 // to the next whole percent, as the held-back rows of
 // TestMegatronSwiftCalibration (the band was +95..+115 % until December
-// 2026, centred on +105 % before a766c2a, which left it 0.5 % from its edge).
+// 2026, centred on +105 % before a766c2a, which left it 0.5 % from its edge;
+// +95.5 %, band +96 %, until the loss ran as the recipe runs it:
+// Transformer Engine's parallel_cross_entropy, loss_parallel="te",
+// core/fused_ce.go, which scripts/performance's _set_common_perf_overrides
+// sets, 10,311 -> 10,865 tokens/s/GPU).
 //
 // memsh is 1.95 times the measured rate (10,311 tokens/s/GPU; bf16 9,830,
 // peak 76.1 GiB; 2.05 times, 10,837, bf16 10,307, before the
@@ -221,7 +229,7 @@ func TestCalibTEGroupedQwen3Throughput(t *testing.T) {
 	plan := func(recipe string) *core.Plan {
 		p := &core.Plan{Model: m, Batch: mbs, Seq: seq, GradAccum: gbs / (mbs * 8), Members: 1, Precision: prec, Runtime: rt,
 			Optimizer: core.Optimizer{Kind: core.AdamW}, Checkpoint: ck, Device: h100, Phase: core.Train,
-			Parallel: core.Parallelism{DP: 8, PP: 2, EP: 8, ETP: 1, DistributedOptimizer: true, Schedule: "interleaved", VirtualStages: 24},
+			Parallel: core.Parallelism{DP: 8, PP: 2, EP: 8, ETP: 1, DistributedOptimizer: true, Schedule: "interleaved", VirtualStages: 24, LossParallel: core.TEParallelCE},
 			Cluster:  hw.Cluster{Nodes: 2, GPUsPerNode: 8}}
 		p.Overheads.Dispatch = "fused"
 		p.Float8 = core.Float8{Scaling: recipe}
@@ -236,7 +244,7 @@ func TestCalibTEGroupedQwen3Throughput(t *testing.T) {
 	d := fp8/measured - 1
 	t.Logf("Qwen3-30B-A3B, 16 H100, FP8-CS: memsh %.0f tokens/s/GPU, measured %.0f (%+.1f %%); memsh bf16 %.0f; peak %.1f GiB",
 		fp8, measured, 100*d, bf16, float64(r.PeakAllocated)/(1<<30))
-	const heldBack = 0.96 // the gap rounded up (above)
+	const heldBack = 1.07 // the gap rounded up (above)
 	if math.Abs(d) > heldBack {
 		t.Errorf("%.0f tokens/s/GPU, measured %.0f (%+.1f %%): the held-back gap widened past %.0f %%", fp8, measured, 100*d, 100*heldBack)
 	}

@@ -132,6 +132,36 @@ func TestMegatronFusedCEByHand(t *testing.T) {
 	}
 }
 
+// TestTEParallelCEByHand counts Transformer Engine's parallel_cross_entropy
+// (loss_parallel="te", core/fused_ce.go) on the same shard: its forward
+// allocates m_d_X_y (3 fp32 a row: 24,576 B), its all-gather over tp 2
+// (49,152 B) and the loss (4 B a row: 8,192 B), never a copy of the
+// logits; the backward's gradient is the saved logits themselves (E16,
+// released and taken again). The loss's peak is E32 + E16 under eager
+// Megatron's (the fp32 softmax, then the gradient beside it), E16 here,
+// so the step's peak falls by up to E32.
+func TestTEParallelCEByHand(t *testing.T) {
+	const e16 = 65_536_000
+	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
+	p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "H100-80GB")
+	p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, LossParallel: core.TEParallelCE}
+	r, err := Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const op = "loss.te_parallel_cross_entropy"
+	if got, want := lossAllocs(r.Trace, op, replay.PhaseForward), []int64{24576, 49152, 8192}; !slices.Equal(got, want) {
+		t.Errorf("forward allocates %v, want %v", got, want)
+	}
+	if got, want := lossAllocs(r.Trace, op, replay.PhaseBackward), []int64{e16}; !slices.Equal(got, want) {
+		t.Errorf("backward allocates %v, want %v", got, want)
+	}
+	p.Parallel.LossParallel = "megatron"
+	if eager := evalPlan(t, p); r.PeakAllocated >= eager.PeakAllocated {
+		t.Errorf("peak %d under Transformer Engine's loss, %d under Megatron's eager one: want lower", r.PeakAllocated, eager.PeakAllocated)
+	}
+}
+
 // TestMegatronFusedCERefused: the fused loss is Megatron's: refused where
 // memsh does not lower Megatron's vocabulary-parallel loss.
 func TestMegatronFusedCERefused(t *testing.T) {
@@ -147,12 +177,14 @@ func TestMegatronFusedCERefused(t *testing.T) {
 		{"dp 2", "bf16-mixed", core.Parallelism{DP: 2}, false},
 		{"one GPU, megatron precision", "megatron", core.Parallelism{}, false},
 	} {
-		p := testmodels.LlamaPlan(m, 2, 1024, c.prec, "none", "H100-80GB")
-		c.par.LossParallel = core.MegatronFusedCE
-		p.Parallel = c.par
-		_, err := Evaluate(p, core.Options{})
-		if (err == nil) != c.ok {
-			t.Errorf("%s: error %v, want ok=%v", c.name, err, c.ok)
+		for _, mode := range []string{core.MegatronFusedCE, core.TEParallelCE} {
+			p := testmodels.LlamaPlan(m, 2, 1024, c.prec, "none", "H100-80GB")
+			c.par.LossParallel = mode
+			p.Parallel = c.par
+			_, err := Evaluate(p, core.Options{})
+			if (err == nil) != c.ok {
+				t.Errorf("%s, %s: error %v, want ok=%v", c.name, mode, err, c.ok)
+			}
 		}
 	}
 }

@@ -204,7 +204,9 @@ var layoutKeywords = []layoutKeyword{
 	{Name: "loss_parallel", Sig: `"megatron"`,
 		Doc: `with tp: how the cross-entropy runs over the vocabulary-sharded logits: "megatron" (Megatron's vocab-parallel cross-entropy, in place: ` +
 			`one fp32 copy of the logits shard, saved, becomes the gradient), "megatron_fused" (the same under Megatron's --cross-entropy-loss-fusion, ` +
-			`its steps compiled: the backward clones the fp32 softmax, 4 bytes a logit more; also at tp 1 under precision="megatron") ` +
+			`its steps compiled: the backward clones the fp32 softmax, 4 bytes a logit more), "te" (Transformer Engine's parallel_cross_entropy, ` +
+			`Megatron's --cross-entropy-fusion-impl te: the gradient written over the logits in the forward, no fp32 copy; ` +
+			`both also at tp 1 under precision="megatron") ` +
 			`or "torch" (torch.distributed.tensor.parallel.loss_parallel(), ` +
 			`as torchtitan runs it with tp: eager DTensor code whose forward holds the shifted logits and their exponentials beside the fp32 input, ` +
 			`and whose backward holds the saved log-probabilities, zeros_like of them, their exponentials and the gradient at once)`,

@@ -50,9 +50,9 @@ func (raw Parallelism) Validate() error {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown cp_mode %q (known: ring, ulysses, allgather)", par.CPMode)}
 	}
 	switch par.LossParallel {
-	case "", "megatron", MegatronFusedCE, "torch":
+	case "", "megatron", MegatronFusedCE, TEParallelCE, "torch":
 	default:
-		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown loss_parallel %q (known: megatron, megatron_fused, torch)", par.LossParallel)}
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("unknown loss_parallel %q (known: megatron, megatron_fused, te, torch)", par.LossParallel)}
 	}
 	switch par.PPRuntime {
 	case "", "megatron", "torch":
@@ -117,8 +117,8 @@ func (p *Plan) validateParallel() error {
 	if par.LossDPGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "loss_dp_group=True is Megatron's DATA_PARALLEL_GROUP, over which its loss is all-reduced", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}
 	}
-	if par.LossParallel == MegatronFusedCE && (par.TP < 2 && p.Precision.Name != "megatron" || !par.Active()) {
-		return &units.Error{Path: "parallel", Msg: `loss_parallel="megatron_fused" is Megatron's vocabulary-parallel cross-entropy under --cross-entropy-loss-fusion`, Hint: `use it in a Megatron layout: tp > 1, or precision="megatron" with dp, pp, ep or distributed_optimizer=True`}
+	if (par.LossParallel == MegatronFusedCE || par.LossParallel == TEParallelCE) && (par.TP < 2 && p.Precision.Name != "megatron" || !par.Active()) {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("loss_parallel=%q is Megatron's vocabulary-parallel cross-entropy under --cross-entropy-loss-fusion", par.LossParallel), Hint: `use it in a Megatron layout: tp > 1, or precision="megatron" with dp, pp, ep or distributed_optimizer=True`}
 	}
 	if par.GradNormGroup && (!par.DistributedOptimizer && p.Precision.Name != "megatron" || par.FSDP || par.Zero > 0) {
 		return &units.Error{Path: "parallel", Msg: "grad_norm_group=True is the group Megatron's distributed optimizer all-reduces its gradient norm over (Megatron-Core 0.14 and later)", Hint: `use distributed_optimizer=True or precision="megatron", without zero= or fsdp=`}

@@ -39,6 +39,7 @@ type parLowering struct {
 	sp         bool // sequence parallelism (tp > 1)
 	megatronCE bool // Megatron's vocabulary-parallel cross-entropy
 	fusedCE    bool // under --cross-entropy-loss-fusion (MegatronFusedCE)
+	teCE       bool // under --cross-entropy-fusion-impl te (TEParallelCE)
 	torchCE    bool // torch's loss_parallel() over vocabulary-sharded logits (loss_parallel.go)
 	torchTP    bool // DTensor's ColwiseParallel: a column-parallel linear saves its gathered input
 	asyncTP    bool // torch's micro-pipeline TP (async_tp.go)
@@ -105,6 +106,7 @@ func (p *Plan) configureLowering(b *Builder) {
 		asyncTP:    par.AsyncTP && par.TP > 1}
 	b.Par.megatronCE = b.Par.megatronCE && !b.Par.torchCE
 	b.Par.fusedCE = b.Par.megatronCE && par.LossParallel == MegatronFusedCE
+	b.Par.teCE = b.Par.megatronCE && par.LossParallel == TEParallelCE
 	if p.Model.Points == 0 { // a graph model shards inside its layers (sim/graph/shard.go)
 		b.Seq /= par.CP
 	} else if p.Model.ShardedPoints { // tensor_split's first (largest) share (sim/graph/shard_edges.go)
@@ -402,6 +404,9 @@ func (b *Builder) headLinear(x Value, vocab int64, bias bool) Value {
 // in place, which autograd casts back to the logits' dtype. Three small
 // all-reduces (max, sum of exponentials, predicted logit) per micro-batch.
 func (b *Builder) vocabParallelCE(x Value) Value {
+	if b.Par.teCE {
+		return b.teParallelCE(x)
+	}
 	name := "vocab_parallel_cross_entropy"
 	if b.Par.fusedCE {
 		name = FusedVocabParallelCE

@@ -127,6 +127,11 @@ func (pr *pricer) flashCE(op *core.OpInfo) OpCost {
 //     target's update (megatronCESmallKernelsBwd).
 //   - the same under --cross-entropy-loss-fusion (core/fused_ce.go): its
 //     four compiled functions' passes (fusedCEPasses).
+//   - Transformer Engine's parallel_cross_entropy (core/fused_ce.go):
+//     forward, the online softmax reads the logits (d·E), the loss kernel
+//     reads them again and writes the gradient over them (2d·E); backward,
+//     element_mul_kernel scales them in place (2d·E). Beside them the two
+//     row-sized zeros (m_d_X_y and loss_1d: teCESmallKernels).
 //   - torch's loss_parallel() (_log_softmax as torch._decomp writes it, in
 //     fp32, then cast back; its backward fused with nll_loss's): forward,
 //     the fp32 copy ((d+4)·E), amax (4E), x - max (8E), exp (8E) and its
@@ -142,8 +147,8 @@ func (pr *pricer) vocabParallelCE(op *core.OpInfo) (OpCost, bool) {
 		return OpCost{}, false
 	}
 	name := localName(op)
-	fused := name == core.FusedVocabParallelCE
-	megatron := fused || name == "vocab_parallel_cross_entropy"
+	fused, te := name == core.FusedVocabParallelCE, name == core.TEParallelCEOp
+	megatron := fused || te || name == "vocab_parallel_cross_entropy"
 	if !megatron && name != "loss_parallel_cross_entropy" {
 		return OpCost{}, false
 	}
@@ -156,6 +161,9 @@ func (pr *pricer) vocabParallelCE(op *core.OpInfo) (OpCost, bool) {
 	}
 	var fwd, bwd, fwdK, bwdK, smallF, smallB float64
 	switch {
+	case te: // two Triton kernels over the logits in their dtype, none in fp32
+		fwd, fwdK, bwd, bwdK = 3*d*e, 2, 2*d*e, 1
+		smallF, smallB = teCESmallKernels, 0
 	case fused:
 		fwd, fwdK, bwd, bwdK = fusedCEPasses(e, x.Dtype)
 		smallF, smallB = fusedCESmallKernels, fusedCESmallKernelsBwd
@@ -235,3 +243,8 @@ const (
 	fusedCESmallKernels    = 3
 	fusedCESmallKernelsBwd = 1
 )
+
+// teCESmallKernels are parallel_cross_entropy's row-sized forward kernels:
+// torch.zeros of loss_1d and of m_d_X_y (triton/cross_entropy.py at
+// TransformerEngine release_v2.3).
+const teCESmallKernels = 2

@@ -98,6 +98,9 @@ func TestCrossEntropyBytesByHand(t *testing.T) {
 //     backward 8 (the clone) + 4 + 4 + 2 (times grad_output, written back
 //     and as bf16) = 18 and one; from fp32 the forward reads 4 for the max
 //     (20); from fp16 autograd casts the bf16 gradient again (+4: 22).
+//   - Transformer Engine's parallel_cross_entropy from bf16: forward 2 +
+//     2 + 2 = 6 and two small kernels, backward 2 + 2 = 4; from fp32 12
+//     and 8.
 //   - torch's loss_parallel from bf16: forward 6 + 4 + 8 + 8 + 4 + 8 + 6 =
 //     44 and five small kernels; backward 2 + 4 + 6 + 4 = 16 and one.
 //   - compiled dispatch is not priced here.
@@ -118,6 +121,8 @@ func TestVocabParallelCEBytesByHand(t *testing.T) {
 	}{
 		{"Megatron, bf16", "vocab_parallel_cross_entropy", units.BF16, DispatchFused, 38, 14, 11, 4},
 		{"Megatron, fp32", "vocab_parallel_cross_entropy", units.FP32, DispatchEager, 32, 8, 11, 4},
+		{"Transformer Engine, bf16", "te_parallel_cross_entropy", units.BF16, DispatchFused, 6, 4, 2, 0},
+		{"Transformer Engine, fp32", "te_parallel_cross_entropy", units.FP32, DispatchEager, 12, 8, 2, 0},
 		{"Megatron fused, bf16", "fused_vocab_parallel_cross_entropy", units.BF16, DispatchFused, 22, 18, 3, 1},
 		{"Megatron fused, fp32", "fused_vocab_parallel_cross_entropy", units.FP32, DispatchEager, 20, 18, 3, 1},
 		{"Megatron fused, fp16", "fused_vocab_parallel_cross_entropy", units.FP16, DispatchEager, 22, 22, 3, 1},
