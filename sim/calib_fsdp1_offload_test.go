@@ -85,7 +85,7 @@ func TestAnswerAIFSDP1Offload(t *testing.T) {
 // what the larger batch saves, apart from how well memsh prices the
 // GPUs' compute (the 70B's absolute step: 44.5 s on 2 x 3090 against the
 // measured 11,795 s / 256 steps = 46.1 s; 21.3 s on 2 x 4090 against
-// 4,399 s / 256 = 17.2 s). memsh's ratios are 0.998-1.003, the measured 0.958-0.996:
+// 4,399 s / 256 = 17.2 s). memsh's ratios are 0.998-1.004, the measured 0.958-0.996:
 // the copies hide in the chain of FSDP's collectives behind the compute
 // (timing/comm.go exposedComm). While memsh priced them exposed its
 // ratios were 1.014-1.032.

@@ -47,7 +47,7 @@ import (
 // their size).
 // Without these (transformers' later loss, the logits not kept) the
 // 2,048-token rows were -3.5, -7.6 and -4.2 %; with them +1.2, +1.1 and
-// +7.5 % (Yi 34B at batch 2: -3.4 %, then -0.6 %). The 512-token row (4.98 GiB measured) lands 30 % under and is
+// +7.5 % (Yi 34B at batch 2: -3.4 %, then -0.6 %, then -1.0 % with NCCL's init memory, 4fef12f). The 512-token row (4.98 GiB measured) lands 30 % under and is
 // left out: the blog notes the reserved memory barely moves between 512
 // and 2,048 tokens, and 3.72 GiB was already reserved after loading
 // (reserved_after_model_wrap), where train.py quantizes the weights layer
