@@ -99,6 +99,7 @@ func TestSnapshotPeaks(t *testing.T) {
 				t.Errorf("the recorded peak is %d, the test says %d: re-record or fix the figure", c.Measured.PeakAllocated, tc.measured)
 			}
 			rel := float64(c.Predicted.PeakAllocated-c.Measured.PeakAllocated) / float64(c.Measured.PeakAllocated)
+			t.Logf("memsh's peak %d, PyTorch's %d (%+.1f %%, tolerance %.0f %%)", c.Predicted.PeakAllocated, c.Measured.PeakAllocated, 100*rel, 100*tc.tol)
 			if rel < -tc.tol || rel > tc.tol {
 				t.Errorf("memsh's peak %d is %+.1f%% off PyTorch's %d (tolerance %.0f%%)", c.Predicted.PeakAllocated, 100*rel, c.Measured.PeakAllocated, 100*tc.tol)
 			}
