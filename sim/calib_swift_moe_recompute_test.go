@@ -2,8 +2,9 @@ package sim
 
 // The Megatron-SWIFT full-recompute rows of TestMegatronSwiftCalibration
 // (calib_swift_moe_test.go: Qwen1.5-MoE-A2.7B pp 2 and Qwen3-30B-A3B two
-// nodes, 11-12 GiB short of nvidia-smi's figure; the Moonlight rows miss
-// the same way): what was checked and measured, none of it asserted.
+// nodes, 11-12 GiB short of nvidia-smi's figure when this was checked, 7-8
+// GiB since Megatron's fused cross-entropy, e968379; the Moonlight rows
+// missed the same way): what was checked and measured, none of it asserted.
 //
 // Checked for the full-recompute rows (the brief of issue 19; Megatron-LM
 // core_v0.12.0 and core_v0.13.0, ms-swift c3f3ca4a4 and 0f31a5a9e), none
