@@ -110,6 +110,14 @@ type OpInfo struct {
 	// overlapped shared expert, nn/moe.go): what it and its backward
 	// allocate comes from that stream's pools in the caching allocator.
 	SideStream bool
+	// NCCLStream: the op is a torch.distributed collective that
+	// ProcessGroupNCCL runs on its own stream and, on a runtime that records
+	// streams (Runtime.NCCLRecordStreams), record_stream's its input and
+	// output there, forward and backward: Megatron-Core's all-to-all
+	// (tensor_parallel/mappings.py _AllToAll, all_to_all_single with
+	// async_op=False). Their blocks, once freed, wait for the NCCL stream
+	// (replay/nccl_record.go).
+	NCCLStream bool
 	// WorkBParts: WorkB is this many tensors of equal size, allocated one
 	// after another (0 or 1: one tensor).
 	WorkBParts int32

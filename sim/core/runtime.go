@@ -74,6 +74,18 @@ type Runtime struct {
 	// where it has one (hw/context.go; the H200's, measured on one H200,
 	// sim/testdata/cuda_h200, tools/oracle/cuda_run.sh).
 	CurrentStack bool
+	// NCCLRecordStreams: ProcessGroupNCCL calls record_stream on a
+	// collective's input and output for its NCCL stream (TORCH_NCCL_AVOID_
+	// RECORD_STREAMS unset, its default until the stashing of pytorch
+	// 8ab5868a made avoiding them the default: "TORCH_NCCL_AVOID_RECORD_
+	// STREAMS is the default now", cited by Lightning-AI/lightning-thunder
+	// #2405 of 2025-08-07, after the 2.7 release; torch 2.2 to 2.7 already
+	// skipped it for synchronous all_gather_into_tensor and
+	// reduce_scatter_tensor, pytorch#111431, not for all_to_all_single:
+	// alltoall_base records its output, collective() its input). The
+	// replay holds such a tensor's block after its free until the host has
+	// waited for the device (replay/nccl_record.go).
+	NCCLRecordStreams bool
 }
 
 // Runtimes lists the known runtimes.
@@ -88,14 +100,14 @@ func Runtimes() []Runtime {
 		// torch 2.6 on CUDA (met-no/bris-forecaster's uv.lock: torch
 		// 2.6.0+cu124, extreme-bris scripts/setup_env.sh at 2a5a986): as
 		// "cuda", and index_select's rows copied an element at a time.
-		{Name: "cuda-2.6", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, ScalarIndexSelect: true},
+		{Name: "cuda-2.6", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
 		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
 		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
-		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarIndexSelect: true},
+		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
 		// torch 2.0 on CUDA: as 2.1, and the out-of-memory error in its older words.
-		{Name: "cuda-2.0", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, LegacyOOMMessage: true, ScalarIndexSelect: true},
+		{Name: "cuda-2.0", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, LegacyOOMMessage: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
 		// torch 1.10 on CUDA: softmax and log_softmax keep their input too.
-		{Name: "cuda-1.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarOperandSaved: true, SoftmaxSavesInput: true, LegacyOOMMessage: true, ScalarIndexSelect: true},
+		{Name: "cuda-1.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarOperandSaved: true, SoftmaxSavesInput: true, LegacyOOMMessage: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
 		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true, CPU: true},
 		{Name: "cpu", CPU: true, SDPAEnableGQA: true},
 	}

@@ -51,6 +51,7 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	}
 	xs = expertAllToAll(b, "dispatch", xs, recv)
 	if m.megatronGrouped(b) {
+		m.onNCCLStream(b, xs)
 		out := m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))
 		if m.Capacity == 0 {
 			m.markMegatronHost(b, r.first, g, int32(len(b.P.Ops)-1)) // moe_megatron_host.go

@@ -48,6 +48,17 @@ func (m *MoE) megatronGrouped(b *core.Builder) bool {
 	return m.impl() == MoEGrouped && b.MegatronKernels()
 }
 
+// onNCCLStream marks the all-to-all that made v as ProcessGroupNCCL's
+// (core.OpInfo.NCCLStream): Megatron-Core's _AllToAll calls
+// torch.distributed.all_to_all_single (tensor_parallel/mappings.py at
+// core_v0.12.0 and core_v0.13.0), forward and backward. Nothing without
+// expert parallelism (no all-to-all).
+func (m *MoE) onNCCLStream(b *core.Builder, v core.Value) {
+	if b.Par.Epn() > 1 {
+		b.Op(b.Val(v).Producer).NCCLStream = true
+	}
+}
+
 // probsInExperts reports whether the routing weights go to the experts:
 // Megatron-Core 0.13's grouped experts.
 func (m *MoE) probsInExperts(b *core.Builder) bool {
@@ -86,6 +97,7 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 		ps = b.Out(pg, "permuted_probs", []int64{send, 1}, b.Dtype(r.weights), "routing weights of the routed copies, sorted by expert")
 		b.Save(pg, r.idx)
 		ps = expertAllToAll(b, "dispatch_probs", ps, recv)
+		m.onNCCLStream(b, ps)
 	}
 	etp := m.gathersAfterDispatch(b)
 	if etp {
@@ -108,6 +120,7 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 		y = reduceScatterInRouterDType(b, y)
 	}
 	y = expertAllToAll(b, "combine", y, send)
+	m.onNCCLStream(b, y)
 	if !inExperts {
 		// core_r0.12.0: Transformer Engine's moe_unpermute (the
 		// --moe-permute-fusion path every run here sets) reads the probs

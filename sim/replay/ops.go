@@ -23,6 +23,9 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 	}
 	defer r.onSideStream(op, thread)() // Megatron's overlapped shared expert (streams.go)
 	reuse := recompute && r.keeps(op)  // the policy kept the outputs: the op does not run again
+	if op.Syncs > 0 && !reuse {
+		r.hostWaited() // what the NCCL stream held is free again (nccl_record.go)
+	}
 	for _, v := range op.Out {
 		switch {
 		case reuse:
@@ -33,6 +36,14 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 			// makes a second copy, counted here as the one already live.
 		default:
 			r.produce(v)
+		}
+	}
+	if op.NCCLStream && !reuse {
+		for _, v := range op.In {
+			r.recordOnNCCL(op, r.valT[v])
+		}
+		for _, v := range op.Out {
+			r.recordOnNCCL(op, r.valT[v])
 		}
 	}
 	if op.WorkF > 0 && !reuse {
@@ -207,6 +218,14 @@ func (r *Replay) backwardOp(i int) {
 		}
 		if !op.WeightGradFirst {
 			r.paramGradients(op)
+		}
+		if op.NCCLStream { // the backward's collective: the output's gradient in, the input's out
+			for _, v := range op.Out {
+				r.recordOnNCCL(op, gradT[v])
+			}
+			for _, v := range op.In {
+				r.recordOnNCCL(op, gradT[v])
+			}
 		}
 		for _, id := range work {
 			r.release(id)

@@ -50,6 +50,11 @@ type Report struct {
 	// release is a cudaFree of every cached segment, which synchronises the
 	// device. Counted up to and including the OOM.
 	AllocRetries int
+	// NCCLHeld is the most bytes of freed blocks that waited at once for
+	// ProcessGroupNCCL's stream (record_stream on a collective's tensors,
+	// core.Runtime.NCCLRecordStreams), taken at each of the host's waits
+	// for the device (nccl_record.go); 0 where nothing was recorded.
+	NCCLHeld int64
 
 	peakCat    [core.NumCategories]int64
 	peakStream [numStreams]streamUse // each stream's bytes at the peak of allocated memory

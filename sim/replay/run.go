@@ -352,6 +352,7 @@ func (r *Replay) countFLOPs() {
 // zero_grad(set_to_none=True)).
 func (r *Replay) optimizerStep() {
 	r.phase, r.op = PhaseOptimizer, "optimizer.step"
+	r.hostWaited() // the gradient norm and found_inf read on the host (nccl_record.go)
 	r.stepTables() // sparse tables step row-wise, whatever the optimizer
 	r.op = "optimizer.step"
 	r.makePending()              // a Megatron first step's moments (lazy_states.go)

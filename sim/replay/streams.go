@@ -80,14 +80,15 @@ const (
 	StreamSharedExpert  = alloc.Stream(5) // Megatron's overlapped shared expert (OpInfo.SideStream)
 	StreamPreUnshard    = alloc.Stream(6) // FSDP1's pre-unshard stream: _mp_shard, CPUOffload's copies of the shards to the GPU (fsdp1_offload.go)
 	StreamAsyncTP       = alloc.Stream(7) // async TP's backend stream: its GEMMs' cuBLAS workspaces (async_tp.go)
-	numStreams          = 8
+	StreamNCCL          = alloc.Stream(8) // ProcessGroupNCCL's stream: allocates nothing, holds what it was recorded on (nccl_record.go)
+	numStreams          = 9
 )
 
-var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool", "shared_expert", "pre_unshard", "async_tp"}
+var streamNames = [numStreams]string{"compute", "all_gather", "reduce_scatter", "offload", "cuda_graph_pool", "shared_expert", "pre_unshard", "async_tp", "nccl"}
 
 // StreamName is the stream's name in reports: compute, all_gather,
-// reduce_scatter, offload, cuda_graph_pool, shared_expert, pre_unshard or
-// async_tp.
+// reduce_scatter, offload, cuda_graph_pool, shared_expert, pre_unshard,
+// async_tp or nccl.
 func StreamName(s alloc.Stream) string {
 	if int(s) < len(streamNames) {
 		return streamNames[s]

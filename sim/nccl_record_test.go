@@ -1,0 +1,47 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// ProcessGroupNCCL's record_stream on Megatron's all-to-alls (replay/
+// nccl_record.go, core.Runtime.NCCLRecordStreams): one MoE block of
+// Megatron's grouped experts, 1,024 tokens of dim 1,024, 4 experts, top-2,
+// bf16, ep 2 (dp 2), Megatron-Core 0.12's path (unpermute_probs: no probs
+// all-to-all), no recompute, one micro-batch. Each all-to-all, dispatch
+// and combine, moves this rank's 1,024 x 2 = 2,048 routed rows: 2,048 x
+// 1,024 x 2 bytes = 4 MiB in and 4 MiB out, and its backward the two
+// gradients of those: 8 tensors of 4 MiB recorded on the NCCL stream.
+// The only host waits are the dispatcher's sync, before the first
+// all-to-all, and the optimizer step, by which every one of them has been
+// freed: 32 MiB held at once under torch 2.6 ("cuda-2.6"), none on a
+// runtime that stashes instead ("cuda"), and none without expert
+// parallelism (no all-to-all) or under recompute-free torchtitan-style
+// grouped experts (precision "bf16": not Megatron's all_to_all_single).
+func TestNCCLRecordStreamHold(t *testing.T) {
+	for _, tc := range []struct {
+		name, runtime, prec string
+		ep                  int64
+		want                int64
+	}{
+		{"Megatron, torch 2.6", "cuda-2.6", "megatron", 2, 32 << 20},
+		{"Megatron, torch 2.11 (stashing)", "cuda", "megatron", 2, 0},
+		{"Megatron, torch 2.6, no ep", "cuda-2.6", "megatron", 1, 0},
+		{"grouped experts, not Megatron's", "cuda-2.6", "bf16", 2, 0},
+	} {
+		m := &nn.MoE{Dim: 1024, Hidden: 512, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped}
+		p := moeBlockPlan(t, m, 1024, tc.prec)
+		p.Runtime, _ = core.LookupRuntime(tc.runtime)
+		p.Parallel = core.Parallelism{DP: 2, EP: tc.ep, ETP: 1, UnpermuteProbs: tc.prec == "megatron"}
+		if tc.ep == 1 {
+			p.Parallel = core.Parallelism{DP: 2}
+		}
+		r := evalPlan(t, p)
+		if r.NCCLHeld != tc.want {
+			t.Errorf("%s: %d bytes held for the NCCL stream at once, want %d", tc.name, r.NCCLHeld, tc.want)
+		}
+	}
+}
