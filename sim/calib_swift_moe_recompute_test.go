@@ -64,3 +64,24 @@ package sim
 // full recompute keeps. That run's used memory is 8.6 GiB over its
 // allocated peak (memsh 3.6 GiB): outside allocated memory, where these
 // rows' nvidia-smi figures are.
+//
+// ProcessGroupNCCL's record_stream (December 2026, issues 19 and 28,
+// replay/nccl_record.go, TestNCCLRecordStreamHold): torch 2.6, which these
+// runs used, records every collective's tensors on the NCCL stream
+// (TORCH_NCCL_AVOID_RECORD_STREAMS became the default after 2.7), so the
+// blocks of Megatron's dispatch and combine all-to-alls, forward and
+// backward, are lent again only once the host has waited for the device:
+// at each MoE layer's dispatcher sync and at the optimizer step (the most
+// they can be held; Megatron's pipeline p2p syncs too, batch_p2p_sync and
+// variable_seq_lengths' _communicate_shapes, but only between
+// micro-batches). go test ./sim -run TestMegatronSwiftCalibration -v,
+// before -> after: pp 2 full recompute 49.8 -> 50.4 GiB (-12.6 -> -11.6
+// %), pp 2 no recompute 69.8 -> 74.1 (-4.4 -> +1.5 %: its backward makes
+// no sync, so a micro-batch's all-to-all blocks, 15.4 GiB on stage 0 by
+// the optimizer step, wait through it; without expandable_segments they
+// split the cache too), tp 2 ep 4 65.4 -> 65.7 (+0.6 -> +1.1 %; April's
+// bf16 router -0.8 -> -0.5 %), Qwen3-30B-A3B 51.8 -> 52.3 (-13.6 ->
+// -12.9 %), Moonlight tp 2 52.7 -> 53.1 (-5.8 -> -5.2 %), pp 2 56.4 ->
+// 57.1 (-6.0 -> -4.8 %); the dense row has no all-to-all. The DeepSeek-V3
+// control (calib_mlm_dsv3_test.go) runs a current PyTorch, which stashes
+// the tensors instead: unchanged.

@@ -38,7 +38,7 @@ import (
 //     was run again with the new flags or the line restates April's run
 //     is not stated. The row keeps June's reading (router in fp32); the
 //     test prints April's too (router in bf16; 0.11's loss group and
-//     unpermute as 0.12's): 62.3 GiB (-4.2 %), 2.31 s (-22.9 %; 2.19 s,
+//     unpermute as 0.12's): 64.7 GiB (-0.5 %), 2.29 s (-23.6 %; 2.19 s,
 //     -26.9 %, before the router and dispatcher were priced on the host,
 //     nn/moe_megatron_host.go, and the vocabulary-parallel loss at its
 //     kernels' passes).

@@ -363,7 +363,8 @@ import (
 //     stay GPU-bound (3.02 -> 3.03 s, 2.48 s either way).
 //
 // What was checked and measured for the two full-recompute rows' missing
-// memory (issue 19): calib_swift_moe_recompute_test.go.
+// memory (issue 19): calib_swift_moe_recompute_test.go, with what
+// ProcessGroupNCCL's record_stream holds (replay/nccl_record.go).
 //
 // The router's expert bias (replay/nccl_megatron.go, tp_dp_cp): ms-swift
 // sets --moe_router_enable_expert_bias for DeepSeek-V3-type models with a
@@ -395,8 +396,8 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 	// to the next whole percent (memory, step; 0: asserted to the goal or
 	// not stated), so that a change that widens one fails.
 	heldBack := map[string][2]float64{
-		"Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4":        {0.13, 0},
-		"Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes": {0.14, 0.54},
+		"Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4":        {0.12, 0},
+		"Qwen3-30B-A3B, tp 2, ep 8, dp 8, two nodes": {0.13, 0.54},
 		"Moonlight-16B-A3B, pp 2, ep 4, dp 4":        {0, 0.56},
 	}
 	for _, row := range []struct {
@@ -428,7 +429,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 		{name: "Qwen1.5-MoE-A2.7B, pp 2, ep 4, dp 4", config: readHF(t, "qwen1.5-moe-a2.7b.json"),
 			par:   core.Parallelism{DP: 4, PP: 2, EP: 4, ETP: 1, DistributedOptimizer: true, LastStageLayers: 11, SharedExpertOverlap: true, RouterDType: units.FP32},
 			nodes: 1, recompute: "full", gib: 57, secs: 2.95, expandable: true,
-			memGap: "memsh 13 % below, cause unknown (4.6 GiB of it was the fused loss's backward)"},
+			memGap: "memsh 12 % below, cause unknown (4.6 GiB of it was the fused loss's backward, 0.6 GiB NCCL's record_stream)"},
 		// Held back: the same model's runs with no recompute (selective
 		// recompute of core_attn under flash attention), moe.sh at
 		// ea23c5e9d: "pp2ep4: 7 * 73GiB, 2.5s/it" (an even 12/12 split)
@@ -450,7 +451,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 			par: core.Parallelism{DP: 8, TP: 2, SequenceParallel: true, EP: 8, ETP: 2, DistributedOptimizer: true,
 				NoOverlapGradReduce: true, NoOverlapParamGather: true, LossDPGroup: true, UnpermuteProbs: true, SharedExpertOverlap: true},
 			nodes: 2, recompute: "full", gib: 60, secs: 9.6,
-			memGap:  "memsh 14 % below, cause unknown",
+			memGap:  "memsh 13 % below, cause unknown",
 			timeGap: "memsh 53 % below: the expert all-to-all crosses a network the source does not describe (see above)"},
 		// Held back: moe/deepseek_v3.sh on Moonlight-16B-A3B-Instruct
 		// (DeepSeek-V3's layers: MLA, 64 routed experts top-6 and two
