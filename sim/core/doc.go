@@ -14,7 +14,9 @@
 // parameter may have a dtype of its own, ParamInfo.DType, param_dtype.go)
 // and quantized frozen weights, and the shapes tensor, context, sequence and expert parallelism give one
 // rank (tp.go; torchao's float8 linears under DTensor tensor parallelism:
-// float8_tp.go). A pipelined plan lowers one stage at a time (pipeline.go).
+// float8_tp.go; torch's micro-pipeline TP, async_tp.go; the fused and
+// vocabulary-parallel cross-entropies of Megatron and Transformer Engine,
+// fused_ce.go). A pipelined plan lowers one stage at a time (pipeline.go).
 //
 // The Builder is the lowering API: layers call its primitives (Linear,
 // LayerNorm, Cast, AddOp, Out, Save, ...) to add ops. Layer kinds live in

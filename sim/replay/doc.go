@@ -22,7 +22,8 @@
 // state, parameters and activations, paged optimizers, and embedding
 // tables whose rows, sparse gradients and row-wise optimizer state change
 // from step to step (table*.go, RunSteps). Which allocations go to which
-// CUDA stream, and so to which of the allocator's pools, is streams.go;
+// CUDA stream, and so to which of the allocator's pools, is streams.go
+// (async TP's backend stream and its symmetric memory: async_tp.go);
 // what nvidia-smi then shows, row by row, device.go. Training on one GPU,
 // under a Megatron layout or FSDP2, the steady step follows a first step whose
 // optimizer makes its state at its end, through the same allocator
