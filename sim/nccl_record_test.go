@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -18,9 +19,10 @@ import (
 // The only host waits are the dispatcher's sync, before the first
 // all-to-all, and the optimizer step, by which every one of them has been
 // freed: 32 MiB held at once under torch 2.6 ("cuda-2.6"), none on a
-// runtime that stashes instead ("cuda"), and none without expert
-// parallelism (no all-to-all) or under recompute-free torchtitan-style
-// grouped experts (precision "bf16": not Megatron's all_to_all_single).
+// runtime that stashes instead ("cuda") or with TORCH_NCCL_AVOID_RECORD_
+// STREAMS=1 (train(nccl_avoid_record_streams=True)), none without expert
+// parallelism (no all-to-all), and none for grouped experts that are not
+// Megatron's (precision "bf16": not its all_to_all_single).
 func TestNCCLRecordStreamHold(t *testing.T) {
 	for _, tc := range []struct {
 		name, runtime, prec string
@@ -29,12 +31,15 @@ func TestNCCLRecordStreamHold(t *testing.T) {
 	}{
 		{"Megatron, torch 2.6", "cuda-2.6", "megatron", 2, 32 << 20},
 		{"Megatron, torch 2.11 (stashing)", "cuda", "megatron", 2, 0},
+		{"Megatron, torch 2.6, TORCH_NCCL_AVOID_RECORD_STREAMS=1", "cuda-2.6+avoid", "megatron", 2, 0},
 		{"Megatron, torch 2.6, no ep", "cuda-2.6", "megatron", 1, 0},
 		{"grouped experts, not Megatron's", "cuda-2.6", "bf16", 2, 0},
 	} {
 		m := &nn.MoE{Dim: 1024, Hidden: 512, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped}
 		p := moeBlockPlan(t, m, 1024, tc.prec)
-		p.Runtime, _ = core.LookupRuntime(tc.runtime)
+		rt, avoid := strings.CutSuffix(tc.runtime, "+avoid")
+		p.Runtime, _ = core.LookupRuntime(rt)
+		p.RuntimeMemory.NCCLAvoidRecordStreams = avoid
 		p.Parallel = core.Parallelism{DP: 2, EP: tc.ep, ETP: 1, UnpermuteProbs: tc.prec == "megatron"}
 		if tc.ep == 1 {
 			p.Parallel = core.Parallelism{DP: 2}

@@ -36,6 +36,12 @@ type RuntimeMemory struct {
 	// size of each cuBLAS workspace (cublas.go); "" is PyTorch's default
 	// for the GPU.
 	CublasWorkspaceConfig string
+	// NCCLAvoidRecordStreams is TORCH_NCCL_AVOID_RECORD_STREAMS=1: on a
+	// runtime whose ProcessGroupNCCL records a collective's tensors on its
+	// stream (Runtime.NCCLRecordStreams: torch 2.7 and earlier) it stashes
+	// them instead, and a freed block returns to its pool at once
+	// (replay/nccl_record.go). Later runtimes stash whatever it says.
+	NCCLAvoidRecordStreams bool
 }
 
 // Validate checks the settings' names and sizes.

@@ -43,7 +43,7 @@ import "github.com/memsh/memsh/sim/core"
 // recordOnNCCL records tensor ids on ProcessGroupNCCL's stream when op is
 // such a collective on a runtime that records streams.
 func (r *Replay) recordOnNCCL(op *core.OpInfo, ids ...int32) {
-	if !op.NCCLStream || !r.Plan.Runtime.NCCLRecordStreams {
+	if !op.NCCLStream || !r.recordsNCCL() {
 		return
 	}
 	for _, id := range ids {
@@ -56,8 +56,15 @@ func (r *Replay) recordOnNCCL(op *core.OpInfo, ids ...int32) {
 // hostWaited says the host has waited for the device: every block
 // recorded on the NCCL stream and freed before now is free for reuse.
 func (r *Replay) hostWaited() {
-	if r.Plan.Runtime.NCCLRecordStreams {
+	if r.recordsNCCL() {
 		r.Rep.NCCLHeld = max(r.Rep.NCCLHeld, r.alloc.Pending())
 		r.alloc.Synchronize(StreamNCCL, r.alloc.Mark())
 	}
+}
+
+// recordsNCCL reports whether ProcessGroupNCCL records its collectives'
+// tensors on its stream: a runtime before the stashing default, without
+// TORCH_NCCL_AVOID_RECORD_STREAMS=1 (train(nccl_avoid_record_streams=True)).
+func (r *Replay) recordsNCCL() bool {
+	return r.Plan.Runtime.NCCLRecordStreams && !r.Plan.RuntimeMemory.NCCLAvoidRecordStreams
 }
