@@ -189,6 +189,20 @@ func (a *Allocator) Pending() int64 {
 	return n
 }
 
+// PendingOn is the bytes of released blocks that wait, among others, for
+// stream s.
+//
+//go:norace
+func (a *Allocator) PendingOn(s Stream) int64 {
+	var n int64
+	for _, p := range a.pending {
+		if slices.Contains(p.uses, s) {
+			n += p.b.Size
+		}
+	}
+	return n
+}
+
 // complete reports whether every stream that used the released block
 // has done the work issued until its release.
 //

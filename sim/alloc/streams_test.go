@@ -49,6 +49,9 @@ func TestRecordStream(t *testing.T) {
 	if a.Allocated != 0 || a.Pending() != 12*mib {
 		t.Fatalf("after release: allocated %d, pending %d MiB; want 0 and 12", a.Allocated, a.Pending()/mib)
 	}
+	if on2, on1 := a.PendingOn(2), a.PendingOn(1); on2 != 12*mib || on1 != 0 {
+		t.Fatalf("pending on stream 2 %d MiB, on stream 1 %d MiB; want 12 and 0", on2/mib, on1/mib)
+	}
 	// The next gradient cannot take the pending block: a second segment.
 	h, _ := a.AllocOn(12*mib, DefaultStream)
 	if h == g || a.Reserved != 24*mib {

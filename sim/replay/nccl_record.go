@@ -57,7 +57,7 @@ func (r *Replay) recordOnNCCL(op *core.OpInfo, ids ...int32) {
 // recorded on the NCCL stream and freed before now is free for reuse.
 func (r *Replay) hostWaited() {
 	if r.recordsNCCL() {
-		r.Rep.NCCLHeld = max(r.Rep.NCCLHeld, r.alloc.Pending())
+		r.Rep.NCCLHeld = max(r.Rep.NCCLHeld, r.alloc.PendingOn(StreamNCCL))
 		r.alloc.Synchronize(StreamNCCL, r.alloc.Mark())
 	}
 }
