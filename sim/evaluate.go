@@ -8,6 +8,7 @@ import (
 	"github.com/memsh/memsh/sim/graph"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/timing"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Evaluate replays one steady-state step of the plan on one GPU: it
@@ -154,6 +155,10 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 	}
 	if plan.LigerKernels && !prog.LigerKernels {
 		rep.Notes = append(rep.Notes, "liger_kernels=True: nothing here for Liger's layer kernels to replace (they replace RMSNorm and the SwiGLU MLP's silu(gate) * up; LayerNorm, other MLPs and attention run as before), so the step is the eager one")
+	}
+	if rep.NCCLHeld > 0 {
+		rep.Notes = append(rep.Notes, "NCCL record_stream (runtime "+plan.Runtime.Name+", PyTorch 2.7 and earlier): blocks of Megatron's all-to-alls, once freed, wait until the host next waits for the device, up to "+
+			units.FormatBytes(rep.NCCLHeld)+" at once, so the cache grows; a job with TORCH_NCCL_AVOID_RECORD_STREAMS=1 is train(nccl_avoid_record_streams=True)")
 	}
 	if err := r.Settle(); err != nil {
 		return nil, nil, err
