@@ -158,6 +158,22 @@ var layoutKeywords = []layoutKeyword{
 			p.SyncEachBatch = bool(b)
 			return nil
 		}},
+	{Name: "fsdp_sync_module_states", Sig: "False",
+		Doc: "FSDP1 (fsdp=1): FullyShardedDataParallel(sync_module_states=True), the model loaded on rank 0 only (Hugging Face accelerate's " +
+			"cpu_ram_efficient_loading, Answer.AI's fsdp_qlora --low_memory, its default): while wrapping, each unit's parameters are " +
+			"broadcast from rank 0 in 250 MiB buckets, and the buckets' flattened copies join what the wrap leaves in the allocator's cache",
+		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SyncStates) },
+		set: func(v starlark.Value, p *core.Parallelism) error {
+			if v == nil || v == starlark.None {
+				return nil
+			}
+			b, ok := v.(starlark.Bool)
+			if !ok {
+				return fmt.Errorf("fsdp_sync_module_states must be True or False (got %s)", v.Type())
+			}
+			p.SyncStates = bool(b)
+			return nil
+		}},
 	{Name: "fsdp_no_sync", Sig: "False",
 		Doc: "FSDP2 (fsdp=True) with grad_accum > 1: True accumulates without gradient sync, set_requires_gradient_sync(False) on the " +
 			"micro-batches that do not step (Hugging Face accelerate 1.11 and later, accumulate() without sync_each_batch): each parameter's " +

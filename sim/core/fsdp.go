@@ -127,6 +127,10 @@ func (par Parallelism) validateFSDP() error {
 		return &units.Error{Path: "parallel", Msg: "fsdp_sync_each_batch= is FSDP1's: FSDP2 (fully_shard) reduce-scatters every micro-batch unless fsdp_no_sync=True",
 			Hint: "add fsdp=1 (FullyShardedDataParallel, whose no_sync() the trainers use while accumulating); FSDP2 without gradient sync is fsdp_no_sync=True"}
 	}
+	if par.SyncStates && (!par.FSDP || par.FSDPVersion != 1) {
+		return &units.Error{Path: "parallel", Msg: "fsdp_sync_module_states= is FSDP1's (FullyShardedDataParallel(sync_module_states=True))",
+			Hint: "add fsdp=1, or drop fsdp_sync_module_states: it only adds the wrap's broadcast buckets to what FSDP1's construction leaves cached"}
+	}
 	if par.FSDPNoSync && (!par.FSDP || par.FSDPVersion == 1) {
 		return &units.Error{Path: "parallel", Msg: "fsdp_no_sync= is FSDP2's (fully_shard's set_requires_gradient_sync(False) while accumulating)",
 			Hint: "FSDP1 (fsdp=1) accumulates under no_sync() already unless fsdp_sync_each_batch=True; add fsdp=True for FSDP2"}

@@ -131,6 +131,7 @@ type Parallelism struct {
 	FSDPUnits       []string    // modules wrapped as FSDP units of their own
 	AdapterUnits    bool        // FSDP1: every LoRA adapter a unit of its own (peft's fsdp_auto_wrap_policy); implied by quant
 	SyncEachBatch   bool        // FSDP1: reduce-scatter every micro-batch, no no_sync() while accumulating
+	SyncStates      bool        // FSDP1: sync_module_states=True, the wrap broadcasts each unit from rank 0 (replay/fsdp1_wrap.go)
 	FSDPNoSync      bool        // FSDP2: set_requires_gradient_sync(False) on the micro-batches that do not step (accelerate's accumulate())
 	FSDPParamDType  units.DType // MixedPrecisionPolicy.param_dtype; invalid: from the precision
 	FSDPReduceDType units.DType // MixedPrecisionPolicy.reduce_dtype; invalid: the gradient dtype
@@ -218,6 +219,9 @@ func (p Parallelism) String() string {
 	}
 	if n.SyncEachBatch {
 		parts = append(parts, "fsdp_sync_each_batch=True")
+	}
+	if n.SyncStates {
+		parts = append(parts, "fsdp_sync_module_states=True")
 	}
 	if n.FSDPNoSync {
 		parts = append(parts, "fsdp_no_sync=True")

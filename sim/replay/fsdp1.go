@@ -49,16 +49,14 @@ func (d *distState) setupFSDP1(r *Replay) {
 	prec := r.Plan.Precision
 	st := &r.Rep.States
 	r.op = "model"
-	for u := range d.units {
-		un := &d.units[u]
-		n := d.gatheredSize(int32(u)) / d.dp
+	for _, u := range d.fsdp1WrapOrder() {
+		n := d.gatheredSize(u) / d.dp
 		b := prec.Params.Bytes(n)
 		st.Params += b
+		d.fsdp1Wrap(r, u)
 		if d.FsdpOffload(r) { // pinned on the host with its _cpu_grad (fsdp1_offload.go)
 			d.hostFlatShard(r, b)
-			continue
 		}
-		d.alloc(r, un.name+" flat shard", []int64{n}, prec.Params, b, core.CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
 	}
 	for pi := range d.p.Params { // bitsandbytes' quant_state, outside the flat parameters
 		if d.p.Params[pi].Quant != "" && d.p.Params[pi].TiedTo < 0 {

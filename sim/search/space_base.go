@@ -31,8 +31,8 @@ func carriedLayout(base core.Parallelism) (carried, fsdp core.Parallelism) {
 	par.StageLayers, par.StageSplit, par.FirstStageLayers, par.LastStageLayers = nil, "", 0, 0
 	par.EmbeddingSlot, par.LossSlot = false, false
 	fsdp = core.Parallelism{FSDPVersion: par.FSDPVersion, NoReshard: par.NoReshard, ReshardTo: par.ReshardTo,
-		AdapterUnits: par.AdapterUnits, SyncEachBatch: par.SyncEachBatch, FSDPNoSync: par.FSDPNoSync, FSDPParamDType: par.FSDPParamDType, FSDPReduceDType: par.FSDPReduceDType}
-	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.FSDPNoSync = 0, false, 0, false, false, false
+		AdapterUnits: par.AdapterUnits, SyncEachBatch: par.SyncEachBatch, SyncStates: par.SyncStates, FSDPNoSync: par.FSDPNoSync, FSDPParamDType: par.FSDPParamDType, FSDPReduceDType: par.FSDPReduceDType}
+	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.SyncStates, par.FSDPNoSync = 0, false, 0, false, false, false, false
 	par.FSDPParamDType, par.FSDPReduceDType = units.InvalidDType, units.InvalidDType
 	return par, fsdp
 }
@@ -40,7 +40,7 @@ func carriedLayout(base core.Parallelism) (carried, fsdp core.Parallelism) {
 // withFSDPOptions sets the base plan's FSDP options on par, an fsdp or
 // hsdp layout.
 func withFSDPOptions(par *core.Parallelism, o *core.Parallelism) {
-	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.FSDPNoSync = o.FSDPVersion, o.NoReshard, o.ReshardTo, o.AdapterUnits, o.SyncEachBatch, o.FSDPNoSync
+	par.FSDPVersion, par.NoReshard, par.ReshardTo, par.AdapterUnits, par.SyncEachBatch, par.SyncStates, par.FSDPNoSync = o.FSDPVersion, o.NoReshard, o.ReshardTo, o.AdapterUnits, o.SyncEachBatch, o.SyncStates, o.FSDPNoSync
 	par.FSDPParamDType, par.FSDPReduceDType = o.FSDPParamDType, o.FSDPReduceDType
 }
 

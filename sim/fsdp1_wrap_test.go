@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/replay"
+)
+
+// FSDP1's construction, hand-counted (replay/fsdp1_wrap.go): two
+// bias-free linears 1000 -> 4096 -> 1000 in bf16 on 2 ranks, one
+// FlatParameter (the root unit) of 8,192,000 elements. Each weight is
+// 4,096,000 elements, 8,192,000 B; the flat parameter 16,384,000 B; this
+// rank's shard 8,192,000 B.
+//
+// The wrap allocates, in order: both weights moved to the GPU
+// (_move_module_to_device); with sync_module_states one broadcast bucket
+// of both (16,384,000 B, under 250 MiB, so one flattened copy), freed
+// when the broadcast finishes; the FlatParameter (torch.cat); the shard
+// (_get_shard's clone); then set_() frees the FlatParameter, CPUOffload
+// frees the shard (moved to the host), and the weights go when
+// _init_param_handle_from_module returns.
+//
+// The segments it leaves (sim/alloc: a request of 1-10 MiB from a
+// 20 MiB segment, a larger one rounded up to 2 MiB): both weights share
+// one 20 MiB segment (2 x 8,192,000 B <= 20,971,520 B); the bucket gets a
+// 16 MiB segment (16,384,000 B rounded up to 16,777,216 B) that the
+// FlatParameter then reuses; the shard a second 20 MiB segment:
+// 58,720,256 B reserved, with or without the bucket and the offload. The
+// 393,216 B the 16 MiB segment has over 16,384,000 B is under 1 MiB, too
+// little to split off, so the bucket's and the FlatParameter's blocks
+// are the whole segment, as memory_allocated counts them.
+func TestFSDP1Wrap(t *testing.T) {
+	const w, flat, shard = 8_192_000, 16_777_216, 8_192_000
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 4096}, &nn.Linear{In: 4096, Out: 1000}}, Loss: "mse"}
+	for _, c := range []struct {
+		name    string
+		sync    bool
+		offload bool
+		steps   []int64 // the allocated bytes' changes, in order
+		kept    int64   // allocated after the wrap
+	}{
+		{"wrap", false, false, []int64{w, w, flat, shard, -flat, -w, -w}, shard},
+		{"sync_module_states", true, false, []int64{w, w, flat, -flat, flat, shard, -flat, -w, -w}, shard},
+		{"CPU offload", false, true, []int64{w, w, flat, shard, -flat, -shard, -w, -w}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := distPlan(t, m, "bf16", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1, SyncStates: c.sync})
+			if c.offload {
+				plan.Offload = &core.Offload{Params: "cpu"}
+			}
+			r, err := Evaluate(plan, core.Options{Timeline: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var steps []int64
+			var prev, reserved int64
+			for _, pt := range r.Timeline {
+				if pt.Phase != replay.PhaseSetup || len(steps) == len(c.steps) {
+					break
+				}
+				if d := pt.Allocated - prev; d != 0 {
+					steps = append(steps, d)
+				}
+				prev, reserved = pt.Allocated, pt.Reserved
+			}
+			if !slices.Equal(steps, c.steps) {
+				t.Errorf("the wrap allocates %v, want %v", steps, c.steps)
+			}
+			if prev != c.kept {
+				t.Errorf("%d B allocated after the wrap, want %d", prev, c.kept)
+			}
+			if reserved != 58_720_256 {
+				t.Errorf("%d B reserved after the wrap, want 58,720,256 (two 20 MiB segments and one of 16 MiB)", reserved)
+			}
+		})
+	}
+}
