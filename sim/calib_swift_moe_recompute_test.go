@@ -2,8 +2,9 @@ package sim
 
 // The Megatron-SWIFT full-recompute rows of TestMegatronSwiftCalibration
 // (calib_swift_moe_test.go: Qwen1.5-MoE-A2.7B pp 2 and Qwen3-30B-A3B two
-// nodes, 11-12 GiB short of nvidia-smi's figure when this was checked, 7-8
-// GiB since Megatron's fused cross-entropy, e968379; the Moonlight rows
+// nodes, 11-12 GiB short of nvidia-smi's figure when this was checked,
+// 6.6 and 7.7 GiB since Megatron's fused cross-entropy, e968379, and
+// NCCL's record_stream, 1c19b8d; the Moonlight rows
 // missed the same way): what was checked and measured, none of it asserted.
 //
 // Checked for the full-recompute rows (the brief of issue 19; Megatron-LM
