@@ -50,3 +50,36 @@ func TestNCCLRecordStreamHold(t *testing.T) {
 		}
 	}
 }
+
+// How long the hold lasts (replay/nccl_record.go): two such MoE blocks,
+// one micro-batch. With 2 local experts sort_chunks copies the received
+// rows into local-expert order, so a layer's forward frees the permuted
+// rows, the received rows and the experts' outputs after their
+// all-to-alls (3 x 4 MiB), and its backward the combined rows the
+// unpermute kept and the four gradients (5 x 4 MiB). Under full recompute
+// every layer's backward starts with its recompute's dispatcher sync, so
+// what one layer's recompute and backward free waits at most one layer:
+// 12 + 20 = 32 MiB, as for one block. Without recompute the backward
+// makes no sync: the second layer's forward frees 12 MiB after the last
+// sync and both layers' backwards 20 MiB each before the optimizer step:
+// 52 MiB.
+func TestNCCLRecordStreamHoldSpan(t *testing.T) {
+	for _, tc := range []struct {
+		recompute string
+		want      int64
+	}{{"full", 32 << 20}, {"none", 52 << 20}} {
+		m := &nn.MoE{Dim: 1024, Hidden: 512, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoEGrouped}
+		p := moeBlockPlan(t, m, 1024, "megatron")
+		p.Model.Layers = []core.Layer{&core.Repeat{Name: "layers", Layer: &core.Residual{Layer: m}, N: 2}}
+		p.Runtime, _ = core.LookupRuntime("cuda-2.6")
+		p.Parallel = core.Parallelism{DP: 2, EP: 2, ETP: 1, UnpermuteProbs: true}
+		ck, err := core.ParseCheckpoint(tc.recompute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Checkpoint = ck
+		if r := evalPlan(t, p); r.NCCLHeld != tc.want {
+			t.Errorf("recompute %s: %d bytes held for the NCCL stream at once, want %d", tc.recompute, r.NCCLHeld, tc.want)
+		}
+	}
+}
