@@ -41,17 +41,18 @@ import (
 // FullyShardedDataParallel(sync_module_states=True, device_id=...) moves
 // each unit to the GPU, broadcasts it, flattens it, clones this rank's
 // shard and, under CPUOffload, moves the shard to the host
-// (replay/fsdp1_wrap.go). All of it is freed, none of it emptied: the
+// (replay/fsdp1_wrap.go; bitsandbytes' quant_state, made while loading,
+// stays on the GPU before it). All of it is freed, none of it emptied: the
 // step starts in the cache it leaves, and the peak reserved memory
 // (max_memory_reserved after the epoch; reset_peak_memory_stats before
 // it resets only the peaks) counts it. Replaying it moved the rows from
-// -4.4, -5.2, -6.3, -4.7 and -4.7 % to -2.1, -2.0, -8.3, -2.8 and
-// -2.8 %. The 70B moved away: the wrap leaves 3.7 GiB of segments (its
-// root unit's embedding and head, 1 GiB, moved, flattened and sharded),
-// its step's blocks fit in them more tightly than in the segments an
-// empty cache grows (free blocks at the peak 1.48 -> 1.19 GiB, the whole
-// 0.29 GiB it lost), and nothing memsh replays reserves more. Not
-// replayed: the first step (not replayed with offload,
+// -4.4, -5.2, -6.3, -4.7 and -4.7 % to -2.1, -0.7, -6.4, -2.8 and
+// -2.8 %. The 70B stays where it was: the wrap leaves 3.7 GiB of
+// segments (its root unit's embedding and head, 1 GiB, moved, flattened
+// and sharded), and its step's blocks fit in them about as tightly as in
+// the segments an empty cache grows (with the quant_state made after the
+// wrap, not before it, the row was -8.3 %: this row's reserve is
+// sensitive to where the first blocks sit). Not replayed: the first step (not replayed with offload,
 // replay/lazy_states.go; the peak is the epoch's, its steps after the
 // first start in the cache the one before left). The bounds are the gaps
 // rounded up.
@@ -68,8 +69,8 @@ func TestAnswerAIFSDP1Offload(t *testing.T) {
 		gib, tol   float64
 	}{
 		{"Llama-2 7B", llama7, "RTX-4090", 12, 2048, 22.38, 0.03},
-		{"Yi 34B", yi34, "RTX-3090", 4, 2048, 22.98, 0.03},
-		{"Llama-2 70B", llama70, "RTX-3090", 2, 2048, 14.92, 0.09},
+		{"Yi 34B", yi34, "RTX-3090", 4, 2048, 22.98, 0.01},
+		{"Llama-2 70B", llama70, "RTX-3090", 2, 2048, 14.92, 0.07},
 		{"Mistral 7B", mistral7, "RTX-4090", 12, 2048, 22.54, 0.03},
 		{"Mistral 7B", mistral7, "RTX-4090", 1, 24576, 22.54, 0.03},
 	} {

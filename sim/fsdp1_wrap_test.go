@@ -78,3 +78,46 @@ func TestFSDP1Wrap(t *testing.T) {
 		})
 	}
 }
+
+// sync_module_states' buckets, hand-counted: nine bias-free linears
+// alternating 5120 -> 10240 and 10240 -> 5120 in bf16 on 2 ranks, each
+// weight 52,428,800 elements, w = 104,857,600 B (100 MiB), one root unit.
+// broadcast_coalesced closes a bucket once it reaches 250 MiB: three
+// buckets of three weights, each flattened into a 300 MiB copy
+// (314,572,800 B). At most two are in flight, so the first is freed
+// before the third is made; the other two go when the broadcast ends.
+// Then the FlatParameter (9 w = 943,718,400 B), its shard (half of it),
+// and the frees. Every size is a multiple of 2 MiB: each block is its
+// request.
+func TestFSDP1WrapBroadcastBuckets(t *testing.T) {
+	const w, bucket, flat = 104_857_600, 314_572_800, 943_718_400
+	var layers []core.Layer
+	for i := range 9 {
+		in, out := int64(5120), int64(10240)
+		if i%2 == 1 {
+			in, out = out, in
+		}
+		layers = append(layers, &nn.Linear{In: in, Out: out})
+	}
+	m := &core.Model{Name: "nine", Layers: layers, Loss: "mse"}
+	plan := distPlan(t, m, "bf16", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1, SyncStates: true})
+	r, err := Evaluate(plan, core.Options{Timeline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{w, w, w, w, w, w, w, w, w, bucket, bucket, -bucket, bucket, -bucket, -bucket, flat, flat / 2, -flat, -w, -w, -w, -w, -w, -w, -w, -w, -w}
+	var steps []int64
+	var prev int64
+	for _, pt := range r.Timeline {
+		if pt.Phase != replay.PhaseSetup || len(steps) == len(want) {
+			break
+		}
+		if d := pt.Allocated - prev; d != 0 {
+			steps = append(steps, d)
+		}
+		prev = pt.Allocated
+	}
+	if !slices.Equal(steps, want) {
+		t.Errorf("the wrap allocates %v, want %v", steps, want)
+	}
+}

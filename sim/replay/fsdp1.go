@@ -49,6 +49,11 @@ func (d *distState) setupFSDP1(r *Replay) {
 	prec := r.Plan.Precision
 	st := &r.Rep.States
 	r.op = "model"
+	for pi := range d.p.Params { // bitsandbytes' quant_state, outside the flat parameters, made when the model was quantized
+		if d.p.Params[pi].Quant != "" && d.p.Params[pi].TiedTo < 0 {
+			d.quantWhole(r, int32(pi))
+		}
+	}
 	for _, u := range d.fsdp1WrapOrder() {
 		n := d.gatheredSize(u) / d.dp
 		b := prec.Params.Bytes(n)
@@ -58,11 +63,7 @@ func (d *distState) setupFSDP1(r *Replay) {
 			d.hostFlatShard(r, b)
 		}
 	}
-	for pi := range d.p.Params { // bitsandbytes' quant_state, outside the flat parameters
-		if d.p.Params[pi].Quant != "" && d.p.Params[pi].TiedTo < 0 {
-			d.quantWhole(r, int32(pi))
-		}
-	}
+	d.fsdp1WrapDone(r)
 	// Parameters no op reads (none in practice) are not in a unit.
 	if r.Plan.Phase == core.Eval {
 		return

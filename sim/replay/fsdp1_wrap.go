@@ -134,3 +134,12 @@ func (d *distState) fsdp1Broadcast(r *Replay, un *gatherUnit) {
 		}
 	}
 }
+
+// fsdp1WrapDone starts the peak of allocated memory again from what the
+// wrap kept: its transient tensors are construction's, not the step's
+// (train.py calls reset_peak_memory_stats before its loop). The reserve
+// it grew stays, as the caching allocator keeps it.
+func (d *distState) fsdp1WrapDone(r *Replay) {
+	r.Rep.PeakAllocated = -1
+	r.sample()
+}
