@@ -120,4 +120,16 @@ func TestFSDP1WrapBroadcastBuckets(t *testing.T) {
 	if !slices.Equal(steps, want) {
 		t.Errorf("the wrap allocates %v, want %v", steps, want)
 	}
+	// The wrap's own peak, 9 w + the FlatParameter + its shard, is not
+	// the step's (train.py resets the peaks after it): an evaluation step,
+	// the shard and the all-gathered FlatParameter, stays below it.
+	eval := *plan
+	eval.Phase = core.Eval
+	e, err := Evaluate(&eval, core.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrapPeak := int64(9*w + flat + flat/2); e.PeakAllocated >= wrapPeak || e.PeakAt.Phase == replay.PhaseSetup {
+		t.Errorf("evaluation: peak allocated %d B in %s, the wrap's own %d B: the step's peak starts after the wrap", e.PeakAllocated, e.PeakAt.Phase, wrapPeak)
+	}
 }

@@ -140,6 +140,5 @@ func (d *distState) fsdp1Broadcast(r *Replay, un *gatherUnit) {
 // (train.py calls reset_peak_memory_stats before its loop). The reserve
 // it grew stays, as the caching allocator keeps it.
 func (d *distState) fsdp1WrapDone(r *Replay) {
-	r.Rep.PeakAllocated = -1
-	r.sample()
+	r.allocatedPeak(r.alloc.Allocated)
 }

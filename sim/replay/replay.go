@@ -466,15 +466,7 @@ func (r *Replay) sample() {
 	rep := r.Rep
 	allocated, reserved := r.alloc.Allocated, r.alloc.Reserved
 	if allocated > rep.PeakAllocated {
-		rep.PeakAllocated = allocated
-		rep.peakCat = r.cur
-		// Streams the allocator has not seen hold nothing, at this peak as
-		// at every earlier one: their entries stay zero.
-		for s := range min(r.alloc.Streams(), numStreams) {
-			rep.peakStream[s] = streamUse{r.alloc.AllocatedOn(alloc.Stream(s)), r.alloc.ReservedOn(alloc.Stream(s))}
-		}
-		rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
-		r.peakCache = true
+		r.allocatedPeak(allocated)
 	}
 	if reserved > rep.PeakReserved {
 		rep.PeakReserved = reserved
@@ -482,6 +474,23 @@ func (r *Replay) sample() {
 	if r.opts.Timeline {
 		rep.Timeline = append(rep.Timeline, Point{Phase: r.phase, Op: r.op, Allocated: allocated, Reserved: reserved, ByCat: r.cur})
 	}
+}
+
+// allocatedPeak makes now, with allocated bytes allocated, the peak of
+// allocated memory.
+//
+//go:norace
+func (r *Replay) allocatedPeak(allocated int64) {
+	rep := r.Rep
+	rep.PeakAllocated = allocated
+	rep.peakCat = r.cur
+	// Streams the allocator has not seen hold nothing, at this peak as
+	// at every earlier one: their entries stay zero.
+	for s := range min(r.alloc.Streams(), numStreams) {
+		rep.peakStream[s] = streamUse{r.alloc.AllocatedOn(alloc.Stream(s)), r.alloc.ReservedOn(alloc.Stream(s))}
+	}
+	rep.PeakAt = PeakAt{Phase: r.phase, Op: r.op}
+	r.peakCache = true
 }
 
 // recordPeakCache records the free blocks of the peak of allocated memory,
