@@ -130,67 +130,27 @@ var layoutKeywords = []layoutKeyword{
 			"parameters: no flat gradient for them, and FSDP's reshard-only hook (see checkpoint()'s reentrant); always so with " +
 			"quant= (the FSDP-QLoRA recipes). False keeps the adapters in their block's unit (Lightning's FSDPStrategy)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.AdapterUnits) },
-		set: func(v starlark.Value, p *core.Parallelism) error {
-			if v == nil || v == starlark.None {
-				return nil
-			}
-			b, ok := v.(starlark.Bool)
-			if !ok {
-				return fmt.Errorf("fsdp_adapter_units must be True or False (got %s)", v.Type())
-			}
-			p.AdapterUnits = bool(b)
-			return nil
-		}},
+		set: setLayoutBool("fsdp_adapter_units", func(p *core.Parallelism) *bool { return &p.AdapterUnits })},
 	{Name: "fsdp_sync_each_batch", Sig: "False",
 		Doc: "FSDP1 (fsdp=1) with grad_accum > 1: False accumulates inside no_sync(), the unsharded gradients held and reduce-scattered " +
 			"at the last micro-batch only (Lightning, Hugging Face accelerate and Trainer by default); True reduce-scatters every " +
 			"micro-batch and accumulates the sharded gradients (accelerate's GradientAccumulationPlugin(sync_each_batch=True), " +
 			"Answer.AI's fsdp_qlora without --no_sync). FSDP1 cannot accumulate outside no_sync() with offload(params=\"cpu\")",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SyncEachBatch) },
-		set: func(v starlark.Value, p *core.Parallelism) error {
-			if v == nil || v == starlark.None {
-				return nil
-			}
-			b, ok := v.(starlark.Bool)
-			if !ok {
-				return fmt.Errorf("fsdp_sync_each_batch must be True or False (got %s)", v.Type())
-			}
-			p.SyncEachBatch = bool(b)
-			return nil
-		}},
+		set: setLayoutBool("fsdp_sync_each_batch", func(p *core.Parallelism) *bool { return &p.SyncEachBatch })},
 	{Name: "fsdp_sync_module_states", Sig: "False",
 		Doc: "FSDP1 (fsdp=1): FullyShardedDataParallel(sync_module_states=True), the model loaded on rank 0 only (Hugging Face accelerate's " +
 			"cpu_ram_efficient_loading, Answer.AI's fsdp_qlora --low_memory, its default): while wrapping, each unit's parameters are " +
 			"broadcast from rank 0 in 250 MiB buckets, and the buckets' flattened copies join what the wrap leaves in the allocator's cache",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.SyncStates) },
-		set: func(v starlark.Value, p *core.Parallelism) error {
-			if v == nil || v == starlark.None {
-				return nil
-			}
-			b, ok := v.(starlark.Bool)
-			if !ok {
-				return fmt.Errorf("fsdp_sync_module_states must be True or False (got %s)", v.Type())
-			}
-			p.SyncStates = bool(b)
-			return nil
-		}},
+		set: setLayoutBool("fsdp_sync_module_states", func(p *core.Parallelism) *bool { return &p.SyncStates })},
 	{Name: "fsdp_no_sync", Sig: "False",
 		Doc: "FSDP2 (fsdp=True) with grad_accum > 1: True accumulates without gradient sync, set_requires_gradient_sync(False) on the " +
 			"micro-batches that do not step (Hugging Face accelerate 1.11 and later, accumulate() without sync_each_batch): each parameter's " +
 			"unsharded gradient kept in reduce_dtype between micro-batches, one reduce-scatter a step; False reduce-scatters every micro-batch " +
 			"and accumulates the sharded gradients (torchtitan)",
 		get: func(p core.Parallelism) starlark.Value { return starlark.Bool(p.FSDPNoSync) },
-		set: func(v starlark.Value, p *core.Parallelism) error {
-			if v == nil || v == starlark.None {
-				return nil
-			}
-			b, ok := v.(starlark.Bool)
-			if !ok {
-				return fmt.Errorf("fsdp_no_sync must be True or False (got %s)", v.Type())
-			}
-			p.FSDPNoSync = bool(b)
-			return nil
-		}},
+		set: setLayoutBool("fsdp_no_sync", func(p *core.Parallelism) *bool { return &p.FSDPNoSync })},
 	fsdpDType("param_dtype", "FSDP's MixedPrecisionPolicy: the dtype parameters are all-gathered and computed in (None: the autocast dtype of a mixed precision, else the parameters'; Lightning 2.1-2.5's FSDPStrategy under bf16-mixed is param_dtype=\"fp32\", reduce_dtype=\"bf16\", its 2.0 and 2.6+ the default)",
 		func(p *core.Parallelism) *units.DType { return &p.FSDPParamDType }),
 	fsdpDType("reduce_dtype", "FSDP's MixedPrecisionPolicy: the dtype gradients are reduce-scattered in (None: FSDP2 the precision's gradient dtype, torchtitan's float32; FSDP1 param_dtype, as MixedPrecision and accelerate's policy do)",
