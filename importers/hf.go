@@ -446,6 +446,15 @@ func hfLayout(t *tree, o Options, p *plan) error {
 	if fsdp && version == 1 && peft && !p.quantized() {
 		args = append(args, kw("fsdp_adapter_units", "True"))
 	}
+	if fsdp && version == 1 {
+		sync, err := hfSyncModuleStates(t)
+		if err != nil {
+			return err
+		}
+		if sync {
+			args = append(args, kw("fsdp_sync_module_states", "True"))
+		}
+	}
 	// The Trainer accumulates inside accelerator.no_sync() unless
 	// accelerator_config's gradient_accumulation_kwargs sets
 	// sync_each_batch (accelerate's GradientAccumulationPlugin): then
@@ -506,4 +515,26 @@ func (p *plan) quantized() bool {
 		lora = lora || a.key == "lora"
 	}
 	return quant && lora
+}
+
+// hfSyncModuleStates is FSDP1's sync_module_states as the Trainer passes
+// it to accelerate: fsdp_config's sync_module_states, true unless set
+// (transformers 5.17 training_args.py l.2837-2839, the "fsdp_" prefix of
+// a key dropped first, l.2744), forced on by cpu_ram_efficient_loading
+// (accelerate 1.16 utils/dataclasses.py l.1858-1863). FSDP then
+// broadcasts rank 0's parameters while it wraps the model
+// (parallel(fsdp_sync_module_states=True), replay/fsdp1_wrap.go).
+func hfSyncModuleStates(t *tree) (bool, error) {
+	read := func(key string, def bool) (bool, error) {
+		if _, ok := t.get("fsdp_config." + key); ok {
+			return t.boolean("fsdp_config."+key, def)
+		}
+		return t.boolean("fsdp_config.fsdp_"+key, def)
+	}
+	sync, err := read("sync_module_states", true)
+	if err != nil {
+		return false, err
+	}
+	ram, err := read("cpu_ram_efficient_loading", false)
+	return sync || ram, err
 }

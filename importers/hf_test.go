@@ -59,7 +59,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True))`,
 	}, {
 		name: "the same with accelerator_config's sync_each_batch: FSDP1 reduce-scatters every micro-batch",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -68,7 +68,25 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", input_requires_grad = True),
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
-             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_each_batch = True))`,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True, fsdp_sync_each_batch = True))`,
+	}, {
+		name: "fsdp_config.sync_module_states=false: no broadcast while FSDP1 wraps the model",
+		file: "hf/zephyr_sft_qlora.yaml",
+		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.sync_module_states=false"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", input_requires_grad = True),
+             lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True))`,
+	}, {
+		name: "cpu_ram_efficient_loading forces sync_module_states on (accelerate), the fsdp_ prefix dropped as the Trainer does",
+		file: "hf/zephyr_sft_qlora.yaml",
+		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_sync_module_states=false", "fsdp_config.cpu_ram_efficient_loading=true"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", input_requires_grad = True),
+             lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_adapter_units = True, fsdp_sync_module_states = True))`,
 	}, {
 		name: "LoRA under FSDP2: accelerate 1.11+ accumulates without gradient sync",
 		file: "hf/zephyr_sft_qlora.yaml",
@@ -130,7 +148,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
-             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1))`,
+             checkpoint = "full", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = 1, fsdp_sync_module_states = True))`,
 	}, {
 		name: "zephyr-7b-beta SFT, full, handed to DeepSpeed ZeRO-3 on 8 GPUs (the autotuning config's auto filled; no bf16 section: fp32)",
 		file: "hf/zephyr_sft_full.yaml",
