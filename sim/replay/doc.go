@@ -24,7 +24,9 @@
 // tables whose rows, sparse gradients and row-wise optimizer state change
 // from step to step (table*.go, RunSteps). Which allocations go to which
 // CUDA stream, and so to which of the allocator's pools, is streams.go
-// (async TP's backend stream and its symmetric memory: async_tp.go);
+// (async TP's backend stream and its symmetric memory: async_tp.go;
+// blocks ProcessGroupNCCL's record_stream holds before torch 2.8:
+// nccl_record.go);
 // what nvidia-smi then shows, row by row, device.go. Training on one GPU,
 // under a Megatron layout or FSDP2, the steady step follows a first step whose
 // optimizer makes its state at its end, through the same allocator
