@@ -12,7 +12,7 @@
 #     broadcast/rope/RMSNorm kernels.
 #   mkdir -p .oracle && cp tools/oracle/cuda_hf.py tools/oracle/cuda_bwd_kernels.py tools/oracle/cuda_loop_host.py \
 #       tools/oracle/cuda_fsdp1.py tools/oracle/cuda_shift_loss.py tools/oracle/cuda_nccl_comm.py \
-#       tools/oracle/cuda_fused_ce.py tools/oracle/cuda_mla_attn.py tools/oracle/cuda_run21.sh .oracle/
+#       tools/oracle/cuda_fused_ce.py tools/oracle/megatron_ce_steps.py tools/oracle/cuda_mla_attn.py tools/oracle/cuda_run21.sh .oracle/
 #   device run, carry [".oracle"], timeout_s 590:  OUT=$OUT bash .oracle/cuda_run21.sh
 # Then: record every figure in sim/testdata/cuda_h200 (README.md there) and as tests, with this command.
 set -u

@@ -8,7 +8,7 @@
 # scheduler's buffer reuse), so the same buffers appear for CUDA; the
 # kernels' fusion may differ.
 #
-# The steps are those of cuda_fused_ce.py (same directory), at tensor-
+# The steps are megatron_ce_steps.py's (same directory), at tensor-
 # parallel size 1. For each function the script lists the tensors of the
 # logits' size the generated code allocates (empty_strided calls) and
 # whether it writes into its input instead. Output: one JSON line per
@@ -23,48 +23,13 @@ import re
 import torch
 from torch._inductor.utils import run_and_get_code
 
+from megatron_ce_steps import ce_loss, gradients, logits_max, predicted
+
 p = argparse.ArgumentParser()
 p.add_argument("--seq", type=int, default=64)
 p.add_argument("--vocab", type=int, default=1024)
 p.add_argument("--out", default="fused_ce_inductor.jsonl")
 a = p.parse_args()
-
-
-def logits_max(x):
-    x = x.float()
-    return x, torch.max(x, dim=-1)[0]
-
-
-def predicted(x, target, m):
-    x -= m.unsqueeze(-1)
-    v = x.size(-1)
-    mask = (target < 0) | (target >= v)
-    t = target.clone()
-    t[mask] = 0
-    x2 = x.view(-1, v)
-    t1 = t.view(-1)
-    rows = torch.arange(0, x2.size(0), device=x2.device)
-    pred = x2[rows, t1].clone().contiguous().view_as(target)
-    pred[mask] = 0.0
-    torch.exp(x, out=x)
-    return mask, t1, torch.cat((pred, x.sum(dim=-1))), x
-
-
-def ce_loss(e, pred_sum):
-    n = pred_sum.size(0) // 2
-    pred, s = torch.split(pred_sum, n)
-    loss = torch.log(s) - pred
-    e.div_(s.unsqueeze(-1))
-    return e, loss
-
-
-def gradients(softmax, grad_out, mask, t1):
-    v = softmax.size(-1)
-    g2 = softmax.view(-1, v)
-    rows = torch.arange(0, g2.size(0), device=g2.device)
-    g2[rows, t1] -= 1.0 - mask.view(-1).float()
-    softmax.mul_(grad_out.unsqueeze(-1))
-    return softmax.to(torch.bfloat16)
 
 
 alloc = re.compile(r"empty_strided_cpu\(\(([0-9, ]*)\), \([0-9, ]*\), torch\.(\w+)\)")
@@ -100,4 +65,4 @@ with open(a.out, "w") as f:
     xf, m = record("calculate_logits_max", logits_max, x)
     mask, t1, pred_sum, e = record("calculate_predicted_logits", predicted, xf, target, m)
     e, loss = record("calculate_cross_entropy_loss", ce_loss, e, pred_sum)
-    record("calculate_gradients", gradients, e, torch.ones(s, 1), mask, t1)
+    record("calculate_gradients", gradients, e, torch.ones(s, 1), mask, t1, True)
