@@ -8,35 +8,7 @@ import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/timing"
-	"github.com/memsh/memsh/sim/units"
 )
-
-// chunkedAlone is anemoi-models 0.8.1's attention_block with num_chunks
-// edge chunks on its own (block.py@models-0.8.1 l.556-584): the edges
-// copied per chunk, an fp32 accumulator over all destination rows, and
-// out += self.conv(...) per chunk.
-type chunkedAlone struct {
-	g                       edgeAttention
-	src, dst, edges, chunks int64
-}
-
-func (a *chunkedAlone) Kind() string           { return "chunked_alone" }
-func (a *chunkedAlone) Label() string          { return "" }
-func (a *chunkedAlone) Params() int64          { return 0 }
-func (a *chunkedAlone) Children() []core.Layer { return nil }
-func (a *chunkedAlone) Summary() string        { return "" }
-func (a *chunkedAlone) Validate(string) error  { return nil }
-
-func (a *chunkedAlone) Lower(b *core.Builder, x core.Value) core.Value {
-	c, dt := a.g.channels, b.Prec.Compute
-	in := func(name string, rows int64) core.Value {
-		return b.Ew("copy", name, []core.Value{x}, []int64{rows, c}, dt, "test input")
-	}
-	q, k, v, e := in("query", a.dst), in("key", a.src), in("value", a.src), in("edge_attr", a.edges)
-	idx := b.Ew("copy", "edge_index", []core.Value{x}, []int64{2, a.edges}, units.INT64, "test edge index")
-	b.Val(idx).Grad = false
-	return a.g.block(b, q, k, v, e, idx, a.dst, a.edges, a.chunks)
-}
 
 // TestChunkedAccumulateTime: each chunk's out += conv(...) is one add over
 // all destination rows in fp32 (reading out and the chunk's scatter output,
@@ -68,7 +40,7 @@ func TestChunkedAccumulateTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := &chunkedAlone{g: edgeAttention{channels: 1024, heads: 16, backend: BackendPyG}, src: c.src, dst: c.dst, edges: c.edges, chunks: c.chunks}
+			a := &attentionAlone{g: edgeAttention{channels: 1024, heads: 16, backend: BackendPyG}, src: c.src, dst: c.dst, edges: c.edges, chunks: c.chunks}
 			m := &core.Model{Name: "chunked", Layers: []core.Layer{a}, Loss: "mse", InputDim: 1024, InputGrad: true}
 			p := &core.Plan{Model: m, Batch: 1, Seq: c.dst, GradAccum: 1, Precision: prec, Optimizer: core.Optimizer{Kind: core.AdamW},
 				Checkpoint: core.Checkpoint{Mode: "none"}, Device: dev, Phase: core.Train, Runtime: rt}

@@ -19,9 +19,14 @@ import (
 // scope, in the plan's compute dtype (fp16 for "fp16", bf16 for
 // "bf16-mixed": tools/oracle/graph_conv.py's bf16 leaves under autocast),
 // and need gradients.
+//
+// With chunks > 0 it is anemoi-models 0.8.1's attention_block over that
+// many edge chunks (block.py@models-0.8.1 l.556-584): the edges copied
+// per chunk, an fp32 accumulator over all destination rows, and
+// out += self.conv(...) per chunk.
 type attentionAlone struct {
-	g               edgeAttention
-	src, dst, edges int64
+	g                       edgeAttention
+	src, dst, edges, chunks int64
 }
 
 func (a *attentionAlone) Kind() string           { return "attention_alone" }
@@ -39,6 +44,9 @@ func (a *attentionAlone) Lower(b *core.Builder, x core.Value) core.Value {
 	q, k, v, e := in("query", a.dst), in("key", a.src), in("value", a.src), in("edge_attr", a.edges)
 	idx := b.Ew("copy", "edge_index", []core.Value{x}, []int64{2, a.edges}, units.INT64, "benchmark edge index")
 	b.Val(idx).Grad = false
+	if a.chunks > 0 {
+		return a.g.block(b, q, k, v, e, idx, a.dst, a.edges, a.chunks)
+	}
 	return a.g.conv(b, "conv", q, k, v, e, idx, a.dst, a.edges)
 }
 
