@@ -215,7 +215,8 @@ func precisionFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	if given(autocast) {
 		a, ok := autocast.(starlark.Bool)
 		if !ok {
-			return nil, fmt.Errorf("autocast must be True or False (got %s)", autocast.Type())
+			return nil, &units.Error{Msg: fmt.Sprintf("autocast must be True or False (got %s)", autocast.Type()),
+				Hint: `autocast=True runs torch.autocast over the stored weights, as "bf16-mixed" does; False is the default`}
 		}
 		p.Autocast, custom = bool(a), true
 	}
