@@ -93,6 +93,21 @@ func TestLossParallelModes(t *testing.T) {
 	}
 }
 
+// tp2LossRun replays, traced, the small Llama of the tests below over
+// tp = 2 with sequence parallelism and loss_parallel=mode: each rank's
+// logits shard is 2,048 x 16,000.
+func tp2LossRun(t *testing.T, mode string) *replay.Report {
+	t.Helper()
+	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
+	p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "H100-80GB")
+	p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, LossParallel: mode}
+	r, err := Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestMegatronFusedCEByHand counts Megatron's loss under
 // --cross-entropy-loss-fusion (core/fused_ce.go) against the eager one on
 // the small Llama over tp = 2 above: the logits shard is 2,048 x 16,000,
@@ -104,16 +119,6 @@ func TestLossParallelModes(t *testing.T) {
 // backward peaks E32 higher.
 func TestMegatronFusedCEByHand(t *testing.T) {
 	const e32, e16 = 131_072_000, 65_536_000
-	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
-	run := func(mode string) *replay.Report {
-		p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "H100-80GB")
-		p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, LossParallel: mode}
-		r, err := Evaluate(p, core.Options{Trace: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
 	fwd := []int64{e32, 2048, 8 * 2048, 4}
 	for _, c := range []struct {
 		mode, op string
@@ -122,7 +127,7 @@ func TestMegatronFusedCEByHand(t *testing.T) {
 		{"megatron", "loss.vocab_parallel_cross_entropy", []int64{e16}},
 		{core.MegatronFusedCE, "loss.fused_vocab_parallel_cross_entropy", []int64{e32, e16}},
 	} {
-		r := run(c.mode)
+		r := tp2LossRun(t, c.mode)
 		if got := lossAllocs(r.Trace, c.op, replay.PhaseForward); !slices.Equal(got, fwd) {
 			t.Errorf("%s: forward allocates %v, want %v", c.mode, got, fwd)
 		}
@@ -142,13 +147,7 @@ func TestMegatronFusedCEByHand(t *testing.T) {
 // so the step's peak falls by up to E32.
 func TestTEParallelCEByHand(t *testing.T) {
 	const e16 = 65_536_000
-	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
-	p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "H100-80GB")
-	p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, LossParallel: core.TEParallelCE}
-	r, err := Evaluate(p, core.Options{Trace: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := tp2LossRun(t, core.TEParallelCE)
 	const op = "loss.te_parallel_cross_entropy"
 	if got, want := lossAllocs(r.Trace, op, replay.PhaseForward), []int64{24576, 49152, 8192}; !slices.Equal(got, want) {
 		t.Errorf("forward allocates %v, want %v", got, want)
@@ -156,8 +155,7 @@ func TestTEParallelCEByHand(t *testing.T) {
 	if got, want := lossAllocs(r.Trace, op, replay.PhaseBackward), []int64{e16}; !slices.Equal(got, want) {
 		t.Errorf("backward allocates %v, want %v", got, want)
 	}
-	p.Parallel.LossParallel = "megatron"
-	if eager := evalPlan(t, p); r.PeakAllocated >= eager.PeakAllocated {
+	if eager := tp2LossRun(t, "megatron"); r.PeakAllocated >= eager.PeakAllocated {
 		t.Errorf("peak %d under Transformer Engine's loss, %d under Megatron's eager one: want lower", r.PeakAllocated, eager.PeakAllocated)
 	}
 }
@@ -226,13 +224,7 @@ func TestMegatronFusedCEMatchesInductor(t *testing.T) {
 		t.Fatalf("%d torch versions in the fixture, want 2", len(want))
 	}
 	const e32, e16 = 131_072_000, 65_536_000 // the shard of TestMegatronFusedCEByHand
-	m := testmodels.Llama(512, 2, 8, 2, 1376, 32000, "flash")
-	p := testmodels.LlamaPlan(m, 2, 1024, "bf16-mixed", "none", "H100-80GB")
-	p.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, LossParallel: core.MegatronFusedCE}
-	r, err := Evaluate(p, core.Options{Trace: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := tp2LossRun(t, core.MegatronFusedCE)
 	dtypes := func(phase replay.Phase) []string {
 		var out []string
 		for _, b := range lossAllocs(r.Trace, "loss.fused_vocab_parallel_cross_entropy", phase) {

@@ -61,9 +61,9 @@ func (d *distState) fsdp1WrapOrder() []int32 {
 // fsdp1Wrap replays unit u's construction and returns its GPU shard,
 // none under CPU offload.
 func (d *distState) fsdp1Wrap(r *Replay, u int32) int32 {
-	prec := r.Plan.Precision
 	un := &d.units[u]
-	dt := prec.Params
+	dt := r.Plan.Precision.Params
+	offload := d.FsdpOffload(r)
 	orig := make([]int32, 0, len(un.params))
 	for _, pi := range un.params {
 		n := d.elems(pi)
@@ -76,16 +76,14 @@ func (d *distState) fsdp1Wrap(r *Replay, u int32) int32 {
 	n := d.gatheredSize(u)
 	flat := d.alloc(r, un.name+" FlatParameter (wrap)", []int64{n}, dt, dt.Bytes(n), core.CatParams,
 		"the unsharded FlatParameter of "+un.name+" (FlatParamHandle: torch.cat of its parameters)")
-	var shard int32 = none
-	s := n / d.dp
-	if !d.FsdpOffload(r) {
-		shard = d.alloc(r, un.name+" flat shard", []int64{s}, dt, dt.Bytes(s), core.CatParams, "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)")
-	} else {
-		shard = d.alloc(r, un.name+" flat shard (wrap)", []int64{s}, dt, dt.Bytes(s), core.CatParams,
-			"this rank's shard of the FlatParameter of "+un.name+", cloned by shard() and moved to the host (CPUOffload)")
+	name, why := un.name+" flat shard", "this rank's shard of the FlatParameter of "+un.name+" (FSDP1)"
+	if offload {
+		name, why = name+" (wrap)", "this rank's shard of the FlatParameter of "+un.name+", cloned by shard() and moved to the host (CPUOffload)"
 	}
+	s := n / d.dp
+	shard := d.alloc(r, name, []int64{s}, dt, dt.Bytes(s), core.CatParams, why)
 	r.release(flat)
-	if d.FsdpOffload(r) {
+	if offload {
 		r.release(shard)
 		shard = none
 	}

@@ -161,8 +161,8 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 	conn := ncclConn(buf)
 	ch := ncclChannels(p.Device, g.intra)
 	eager := p.RuntimeMemory.NCCLConnect == "eager"
-	init := ncclInitMem(ch)
-	initHow := fmt.Sprintf("; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, pow2Up(ch), ncclCommMems, mib(init))
+	initMem := ncclInitMem(ch)
+	initHow := fmt.Sprintf("; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, pow2Up(ch), ncclCommMems, mib(initMem))
 	// Eager connection sets up the ring and the tree at the
 	// communicator's creation whatever it is used for: an all-to-all's or
 	// a pipeline's communicator holds them beside its peers' buffers.
@@ -177,7 +177,7 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 	}
 	if g.pattern == "alltoall" || g.pattern == "p2p" {
 		b, how := p2pMemory(g, ch, buf, p.Device.LinkGBps > 0, p.RuntimeMemory.NCCLNChannelsPerNetPeer) // nccl_p2p.go
-		return b + initRT + init, how + rtHow + initHow
+		return b + initRT + initMem, how + rtHow + initHow
 	}
 	ar := allReduces(p, g.name)
 	conns := int64(1) // the ring
@@ -198,7 +198,7 @@ func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
 		b += pool
 		how += fmt.Sprintf("; the p2p send pool made at init: %s", mib(pool))
 	}
-	return b + init, how + initHow
+	return b + initMem, how + initHow
 }
 
 // mib formats whole or fractional MiB.
