@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -125,4 +126,57 @@ func foreignOf(dir string) []string {
 		}
 	}
 	return foreign[dir]
+}
+
+// TestArchitectureTable checks that docs/architecture.md's table of
+// packages ranks every package as layers does: each row's rank (a number,
+// or a range "25-29" for a row of several) holds the rank of every package
+// it names, and every ranked package has a row.
+func TestArchitectureTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		lo, hi, ok := rankRange(strings.TrimSpace(cells[1]))
+		if !ok {
+			continue
+		}
+		names := strings.Split(cells[2], "`")
+		for i := 1; i < len(names); i += 2 {
+			pkg := names[i]
+			r, ranked := layers[pkg]
+			switch {
+			case !ranked:
+				t.Errorf("docs/architecture.md ranks %s, which layering_test.go does not", pkg)
+			case r < lo || r > hi:
+				t.Errorf("docs/architecture.md ranks %s %s, layering_test.go %d", pkg, strings.TrimSpace(cells[1]), r)
+			}
+			seen[pkg] = true
+		}
+	}
+	for pkg := range layers {
+		if !seen[pkg] {
+			t.Errorf("%s has no row in docs/architecture.md's table of packages", pkg)
+		}
+	}
+}
+
+// rankRange reads a rank cell: "12" or "25-29".
+func rankRange(cell string) (lo, hi int, ok bool) {
+	a, b, isRange := strings.Cut(cell, "-")
+	lo, err := strconv.Atoi(a)
+	if err != nil {
+		return 0, 0, false
+	}
+	if !isRange {
+		return lo, lo, true
+	}
+	hi, err = strconv.Atoi(b)
+	return lo, hi, err == nil && hi >= lo
 }
