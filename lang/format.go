@@ -115,7 +115,7 @@ func (p *printer) format(err error) {
 		msg := cleanMessage(inner.Msg)
 		stack := starlarkFrames(inner.CallStack)
 		if len(stack) > 0 {
-			p.located(stack[len(stack)-1].Pos, msg)
+			p.located(stack[userFrame(stack)].Pos, msg)
 		} else {
 			p.plain(msg)
 		}
@@ -210,6 +210,21 @@ func starlarkFrames(stack starlark.CallStack) starlark.CallStack {
 		}
 	}
 	return out
+}
+
+// userFrame is the frame an evaluation error is shown at: the innermost
+// in the user's own files. An error raised inside the standard library (a
+// stdlib function's fail() on an argument it refuses) is the caller's to
+// fix, so its header and excerpt are the call in the user's script; the
+// traceback below still reaches the stdlib line that raised it. A stack
+// wholly inside the standard library is shown at its innermost frame.
+func userFrame(stack starlark.CallStack) int {
+	for i := len(stack) - 1; i >= 0; i-- {
+		if !strings.HasPrefix(stack[i].Pos.Filename(), stdlibPrefix) {
+			return i
+		}
+	}
+	return len(stack) - 1
 }
 
 func posString(pos syntax.Position) string {

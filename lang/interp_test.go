@@ -218,6 +218,13 @@ main.star:3:7: error: undefined: to_gib
 			stderr: "main.star:2:6: error: bad plan\n    2 | \tfail('bad plan')\n      | \t    ^\n  traceback (most recent call last):\n    main.star:4:2 in <toplevel>\n    main.star:2:6 in f\n",
 		},
 		{
+			// a fail() in the user's own library is shown where it fails; one
+			// in @stdlib at the user's call (run_stdlib_llm.txtar)
+			name:   "fail() in a user library",
+			files:  tree("main.star", "load('lib.star', 'g')\ng(1)\n", "lib.star", "def g(n):\n    fail('bad size %d' % n)\n"),
+			stderr: "lib.star:2:9: error: bad size 1\n    2 |     fail('bad size %d' % n)\n      |         ^\n  traceback (most recent call last):\n    main.star:2:2 in <toplevel>\n    lib.star:2:9 in g\n",
+		},
+		{
 			name:  "frozen module globals",
 			files: tree("main.star", "load('lib.star', 'xs')\nxs.append(1)\n", "lib.star", "xs = []\n"),
 			stderr: `main.star:2:10: error: append: cannot append to frozen list
