@@ -62,7 +62,8 @@ import (
 //     (2025-07-10, "[megatron] update to mcore 0.13", 3.7.0.dev0,
 //     core_r0.13.0; pp 2, the last stage 13 of 27 layers, ep 4, the
 //     router in fp32, the default from ea23c5e9d). Both full recompute,
-//     expandable_segments, permute fusion, no overlap flags. They are two
+//     permute fusion, no overlap flags; expandable_segments only at pp 2
+//     (the script set it from 5df8180fd, after the tp 2 figure). They are two
 //     more full-recompute MoE runs of the same harness: memsh 14 and 17 %
 //     below (7.4 and 10.0 GiB; 10.3 and 14.4 % now, with the expert
 //     bias's communicator and NCCL's init memory), beside Qwen1.5-MoE's 12.4 GiB (core 0.13)
