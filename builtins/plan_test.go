@@ -98,6 +98,8 @@ func TestPlanErrors(t *testing.T) {
 		{expr: `p.replace(4)`, err: "replace takes keywords only"},
 		{expr: `p.replace(batch = -4)`, err: "batch must be positive (got -4)"},
 		{expr: `p.replace(nope = 1)`, err: `unexpected keyword argument "nope"`},
+		{expr: `train(m, seq = 8, zero = 3)`, err: `train: unexpected keyword argument "zero"`},
+		{expr: `p.replace(fsdp = True)`, err: `replace: unexpected keyword argument "fsdp"`},
 	})
 }
 

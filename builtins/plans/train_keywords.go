@@ -2,6 +2,7 @@ package plans
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
@@ -267,6 +268,9 @@ func (a *trainArgs) Set(name string, v starlark.Value) { a.vals[keywordIndex[nam
 // unpack overwrites the arguments given in args and kwargs; the model is
 // required unless optional is set (replace).
 func (a *trainArgs) unpack(fn string, args starlark.Tuple, kwargs []starlark.Tuple, optional bool) error {
+	if err := misplacedKeyword(fn, kwargs); err != nil {
+		return err
+	}
 	pairs := make([]any, 0, 2*len(TrainKeywords))
 	for i, k := range TrainKeywords {
 		name := k.Name
@@ -276,6 +280,22 @@ func (a *trainArgs) unpack(fn string, args starlark.Tuple, kwargs []starlark.Tup
 		pairs = append(pairs, name, &a.vals[i])
 	}
 	return starlark.UnpackArgs(fn, args, kwargs, pairs...)
+}
+
+// misplacedKeyword is the error for a keyword train() (or replace()) does
+// not take that parallel() does (train(zero=3)): the layout is one value,
+// parallel=parallel(...), and the hint says so. Other unknown keywords are
+// left to UnpackArgs, whose error has its own did-you-mean.
+func misplacedKeyword(fn string, kwargs []starlark.Tuple) error {
+	for _, kv := range kwargs {
+		name, _ := starlark.AsString(kv[0])
+		if _, ok := keywordIndex[name]; ok || !slices.Contains(LayoutKeywordNames(), name) {
+			continue
+		}
+		return &units.Error{Msg: fmt.Sprintf("%s: unexpected keyword argument %q", fn, name),
+			Hint: fmt.Sprintf("%s is a parallel() keyword: pass parallel=parallel(%s=%s, ...)", name, name, kv[1].String())}
+	}
+	return nil
 }
 
 // resolve sets every keyword into a new plan, in table order.
