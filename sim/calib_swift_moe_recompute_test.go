@@ -86,3 +86,59 @@ package sim
 // 57.1 (-6.0 -> -4.8 %); the dense row has no all-to-all. The DeepSeek-V3
 // control (calib_mlm_dsv3_test.go) runs a current PyTorch, which stashes
 // the tensors instead: unchanged.
+//
+// Checked in session 24 (issue 19), none priced; before it the
+// full-recompute rows were -11.6 % (Qwen1.5-MoE pp 2, stage 0 45.6 GiB,
+// stage 1 50.4) and -12.9 % (Qwen3-30B-A3B), and they still are:
+//   - ms-swift before training: every script loads an mcore checkpoint
+//     (--load <model>-mcore, written by `swift export --to_mcore` in a
+//     process of its own) and the trainer builds only the processor
+//     (get_model_processor(load_model=False), swift/megatron/train/sft.py
+//     l.26 at ad907793e and c3f3ca4a4): no HF weights and no hf2mcore on
+//     the GPU; packing runs in the dataset workers, on the host.
+//   - The checkpoint load: torch_dist reads into the model's own tensors,
+//     views of DDP's buffer (dist_checkpointing/strategies/torch.py
+//     l.322-333 at core_r0.13.0: only a missing tensor gets a new one, on
+//     the CPU). The gated fc1 factories' merge (transformer/mlp.py
+//     l.312-314, torch.cat) copies each fc1 weight (Qwen1.5-MoE stage 0:
+//     13 x (15 x 11 + 44) MiB = 2.65 GiB; Qwen3: 48 x 16 x 3 MiB = 2.25
+//     GiB), alive until load_checkpoint returns, after its empty_cache
+//     (checkpointing.py l.1569), so cached. But the load is the rank's low
+//     point (bf16 parameters, fp32 gradients and main shards, no moments
+//     yet: 22.1 and 21.6 GiB, against 38.5 and 42.4 allocated at the
+//     step's peak), and the copies have the shapes of the per-expert
+//     tensors DDP freed into the cache (param_and_grad_buffer.py l.698,
+//     del old_param_data): they take those blocks and leave them.
+//   - The checkpoint save (save_interval 200) copies GPU tensors to the
+//     host as they are (strategies/filesystem_async.py l.135-150, l.225);
+//     evaluation (eval_interval 200) runs forward only under no_grad with
+//     model.eval() (ms-swift's evaluate, swift/megatron/trainers/base.py
+//     l.236-251 at c3f3ca4a4; schedules.py keeps no tensors when
+//     forward_only): neither holds more than a training step.
+//   - DDP's buffer padding: each parameter starts at a multiple of 64
+//     elements, each bucket ends at one of lcm(dp, 128) (2^16 only with
+//     pad_buckets_for_high_nccl_busbw, off; param_and_grad_buffer.py
+//     l.512-542 at core_r0.13.0): under 1 MiB a rank.
+//   - Transformer Engine's cuBLAS workspaces on an A100: 4 MiB, and 4 x 4
+//     MiB for the grouped GEMM's streams (pytorch/module/base.py l.61-85
+//     at release_v2.3): 20 MiB.
+//   - NCCL's network transport (Qwen3's two nodes): a connection over the
+//     network keeps the Simple and LL128 FIFOs on the sender's GPU (GPU
+//     Direct RDMA) and all three on the receiver's (src/transport/net.cc
+//     l.709 and l.861 at v2.21.5-1), about 10 MiB a side after cuMem's
+//     rounding, where a p2p connection holds 10 + 2: 8 MiB more on the
+//     rank that sends to the other node on a channel: 16 to 32 MiB a
+//     rank per communicator spanning the nodes (16 channels, each
+//     crossing twice, over 16 or 8 ranks), 0.1 GiB over Qwen3's four
+//     (dp, dp_loss, world, tp_ep). The A800's 8 NVLinks (A100: 12, whose
+//     8-GPU nodes log 24 ring channels, NVIDIA/nccl-tests#100) fit the
+//     16 channels memsh opens.
+//   - One-rank groups: DDP reduce-scatters and all-gathers the experts'
+//     buffers over the expert-data-parallel group of one rank on both rows,
+//     and the aux-loss tracker all-reduces over the pipeline group of one
+//     at Qwen3 (moe_utils.py reduce_aux_losses_tracker_across_ranks), so
+//     PyTorch makes those communicators; NCCL 2.21.5 connects no ring or
+//     tree for one rank (init.cc l.1260 and l.1269) and runs its
+//     collectives as local copies (enqueue.cc l.1961): only the channels'
+//     structures, at most ncclInitMem's 100 MiB each; not priced (how many
+//     channels a one-rank communicator opens is not known here).
