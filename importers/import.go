@@ -14,6 +14,13 @@ import (
 type Options struct {
 	// Trainer forces an importer by name ("" detects it from the file).
 	Trainer string
+	// Function is the function of a Python config module that returns
+	// the job's config (torchtitan's --config); "" for a config file.
+	Function string
+	// Path is where the config file lies (absolute), when the file's
+	// name does not say: a Python module's package (its folder) is where
+	// its relative imports come from. "" uses the file's name.
+	Path string
 	// Model is a Hugging Face config.json for the model, as the script
 	// reads it (relative to the script's folder); "" for none.
 	Model string
@@ -84,6 +91,9 @@ type trainer struct {
 	about  string   // what the importer reads
 	exts   []string // file extensions it reads
 	parse  func(file string, data []byte) (*tree, error)
+	// parseOpts, when set, parses with the command line's options (a
+	// Python module's function, Options.Function) in place of parse.
+	parseOpts func(file string, data []byte, o Options) (*tree, error)
 	detect func(t *tree) bool
 	plan   func(t *tree, o Options) (*plan, error)
 	// noEffect are the keys that change nothing a memory replay sees
@@ -92,7 +102,7 @@ type trainer struct {
 }
 
 // trainers is every importer, in the order detection tries them.
-var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
+var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
 
 // Trainers lists the importers' names and what each reads.
 func Trainers() [][2]string {
@@ -114,7 +124,7 @@ func trainerNames() string {
 // Import reads a trainer's config (file is its name, for messages and to
 // tell its format) and returns the plan script for it.
 func Import(file string, data []byte, o Options) (*Result, error) {
-	tr, t, err := pick(file, data, o.Trainer)
+	tr, t, err := pick(file, data, o)
 	if err != nil {
 		return nil, err
 	}
@@ -154,12 +164,12 @@ func Import(file string, data []byte, o Options) (*Result, error) {
 
 // pick finds the importer for a file: the one named, else the first whose
 // extension and keys match.
-func pick(file string, data []byte, name string) (*trainer, *tree, error) {
-	ext := strings.ToLower(path.Ext(file))
+func pick(file string, data []byte, o Options) (*trainer, *tree, error) {
+	ext, name := strings.ToLower(path.Ext(file)), o.Trainer
 	if name != "" {
 		for _, tr := range trainers {
 			if tr.name == name {
-				t, err := tr.parse(file, data)
+				t, err := tr.read(file, data, o)
 				return tr, t, err
 			}
 		}
@@ -171,7 +181,7 @@ func pick(file string, data []byte, name string) (*trainer, *tree, error) {
 		if !slices.Contains(tr.exts, ext) {
 			continue
 		}
-		t, err := tr.parse(file, data)
+		t, err := tr.read(file, data, o)
 		if err != nil {
 			lastErr = err
 			continue
@@ -185,4 +195,12 @@ func pick(file string, data []byte, name string) (*trainer, *tree, error) {
 	}
 	return nil, nil, &Error{File: file, Msg: "not a config memsh check knows",
 		Hint: "memsh check reads the configs of " + trainerNames() + "; --trainer NAME says which one a file is"}
+}
+
+// read parses a config with the importer's parser.
+func (tr *trainer) read(file string, data []byte, o Options) (*tree, error) {
+	if tr.parseOpts != nil {
+		return tr.parseOpts(file, data, o)
+	}
+	return tr.parse(file, data)
 }

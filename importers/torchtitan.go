@@ -154,7 +154,7 @@ func torchtitanPlan(t *tree, o Options) (*plan, error) {
 	if err := torchtitanCheckpoint(t, p, compiledModel); err != nil {
 		return nil, err
 	}
-	if layout.asyncTP, err = torchtitanAsyncTP(t, compiledModel, layout.tp); err != nil {
+	if layout.asyncTP, err = torchtitanAsyncTP(t, "parallelism.enable_async_tensor_parallel", compiledModel, layout.tp); err != nil {
 		return nil, err
 	}
 	float8, err := torchtitanNotModelled(t)
@@ -454,8 +454,8 @@ func torchtitanCompile(t *tree, p *plan) (model bool, err error) {
 // at v0.2.2) turns on Inductor's micro-pipeline TP, and raises without the
 // model compiled; with tp 1 it is not called. The memory is replayed
 // (parallel(async_tp=True)); the overlap of the collectives is not.
-func torchtitanAsyncTP(t *tree, compiledModel bool, tp int64) (bool, error) {
-	const key = "parallelism.enable_async_tensor_parallel"
+// The Python configs' key is compile.enable_async_tensor_parallel.
+func torchtitanAsyncTP(t *tree, key string, compiledModel bool, tp int64) (bool, error) {
 	on, err := t.boolean(key, false)
 	if err != nil || !on || tp <= 1 {
 		return false, err

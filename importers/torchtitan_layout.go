@@ -12,6 +12,11 @@ type torchtitanLayout struct {
 	etp                              int64 // v0.2.0's expert_tensor_parallel_degree
 	layers                           int64 // the model's transformer layers, 0 from --model
 	asyncTP                          bool  // parallelism.enable_async_tensor_parallel with tp > 1 (torchtitanAsyncTP)
+	// microBatches is the pipeline's micro-batches per step when the config
+	// counts them (the Python configs' num_pp_microbatches); 0 reads
+	// pipeline_parallel_microbatch_size, their size in sequences.
+	microBatches int64
+	noSP         bool // tensor parallelism without sequence parallelism (enable_sequence_parallel = False)
 }
 
 func (l torchtitanLayout) dp() int64 { return l.replicate * l.shard }
@@ -104,7 +109,7 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 		}
 	}
 	if l.tp > 1 {
-		args = append(args, kw("tp", num(l.tp)), kw("sequence_parallel", "True"))
+		args = append(args, kw("tp", num(l.tp)), kw("sequence_parallel", map[bool]string{false: "True", true: "False"}[l.noSP]))
 		// DTensor's ColwiseParallel: the all-gathered input is what the
 		// column-parallel linear saves (torchtitan's apply_tp)
 		args = append(args, kw("tp_runtime", str("torch")))

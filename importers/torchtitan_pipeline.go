@@ -50,6 +50,9 @@ func (l torchtitanLayout) pipeline(t *tree, batch, layers int64) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
+	if l.microBatches > 0 {
+		micro = batch / l.microBatches
+	}
 	if batch%micro != 0 {
 		return nil, t.errorf("parallelism.pipeline_parallel_microbatch_size", "torchtitan asserts the same: it must divide local_batch_size",
 			"%d does not divide local_batch_size %d", micro, batch)

@@ -37,6 +37,7 @@ type checkFlags struct {
 	headroom headroomFlag
 	emitStar bool
 	trainer  string
+	function string // --config: the function of a Python config module (torchtitan's)
 }
 
 // headroomFlag is --headroom: "10%" or 0.1, the fraction of the card the
@@ -101,11 +102,14 @@ func (e *env) cmdCheck(operands []string) error {
 	}
 	dir, _ := path.Split(config)
 	opts := importers.Options{
-		Trainer: c.trainer, Seq: f.seq, GPU: f.gpu, GPUs: f.gpus, Nodes: c.nodes, Top: f.top,
+		Trainer: c.trainer, Function: c.function, Seq: f.seq, GPU: f.gpu, GPUs: f.gpus, Nodes: c.nodes, Top: f.top,
 		Headroom: c.headroom.frac, Getenv: e.getenv, Overrides: operands[1:],
 		ReadFile: func(name string) ([]byte, error) { // a file the config names (the Trainer's deepspeed config), inside its folder
 			return readNamedConfig(filepath.Dir(operands[0]), name)
 		},
+	}
+	if abs, err := filepath.Abs(operands[0]); err == nil {
+		opts.Path = filepath.ToSlash(abs)
 	}
 	if c.model != "" {
 		if opts.Model, err = e.modelPath(dir, c.model); err != nil {

@@ -35,7 +35,7 @@ type outputFlags struct {
 var outputFlagCommands = map[string]string{
 	"json": "run fit compare check", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "report": "plot", "update": "test", "markdown": "doc",
 	"gpu": "fit check", "seq": "fit check", "batch": "fit", "gpus": "fit check", "precision": "fit", "images": "fit", "top": "fit check",
-	"model": "check", "nodes": "check", "headroom": "check", "emit-star": "check", "trainer": "check",
+	"model": "check", "nodes": "check", "headroom": "check", "emit-star": "check", "trainer": "check", "config": "check",
 }
 
 // register adds the output flags to fs.
@@ -96,6 +96,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	str("model", &o.gate.model)
 	integer("nodes", &o.gate.nodes)
 	str("trainer", &o.gate.trainer)
+	str("config", &o.gate.function)
 	boolean("emit-star", &o.gate.emitStar)
 	fs.Func("headroom", "", func(s string) error {
 		if err := o.gate.headroom.Set(s); err != nil {
