@@ -282,6 +282,8 @@ func describe(v any) string {
 		return "a list"
 	case map[string]any:
 		return "a mapping"
+	case *pyObj: // a Python config's object: its class
+		return x.class
 	}
 	return fmt.Sprintf("%v", v)
 }

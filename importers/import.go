@@ -87,15 +87,15 @@ func (e *Error) Error() string {
 // trainer is one importer: how it reads a file, how it recognises one of
 // its configs, and how it turns one into a plan.
 type trainer struct {
-	name   string
-	about  string   // what the importer reads
-	exts   []string // file extensions it reads
-	parse  func(file string, data []byte) (*tree, error)
+	name  string
+	about string   // what the importer reads
+	exts  []string // file extensions it reads
+	parse func(file string, data []byte) (*tree, error)
 	// parseOpts, when set, parses with the command line's options (a
 	// Python module's function, Options.Function) in place of parse.
 	parseOpts func(file string, data []byte, o Options) (*tree, error)
-	detect func(t *tree) bool
-	plan   func(t *tree, o Options) (*plan, error)
+	detect    func(t *tree) bool
+	plan      func(t *tree, o Options) (*plan, error)
 	// noEffect are the keys that change nothing a memory replay sees
 	// (paths, logging, learning rates, seeds): "key" or "prefix.*".
 	noEffect []string

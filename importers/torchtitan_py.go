@@ -36,7 +36,7 @@ var torchtitanPyTrainer = &trainer{
 		// the SPMD backend: DTensor on the model-parallel axes or spmd_types'
 		// local tensors, the same shards and collectives (configs.py)
 		"parallelism.spmd_backend",
-		"model_spec.name", "model_spec.model", "loss.loss_fn.global_vocab_size",
+		"model_spec.name", "model_spec.model", "loss.global_vocab_size", "loss.loss_fn.global_vocab_size", // the vocabulary the model has
 	},
 }
 

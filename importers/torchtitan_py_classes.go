@@ -90,7 +90,7 @@ func pyNew(class string) *pyObj {
 	return o
 }
 
-func fd(name string, def any) pyFieldDef       { return pyFieldDef{name: name, def: def} }
+func fd(name string, def any) pyFieldDef        { return pyFieldDef{name: name, def: def} }
 func fobj(name string, class string) pyFieldDef { return pyFieldDef{name: name, obj: class} }
 
 // acFields are ActivationCheckpointing.Config's fields, every policy's.

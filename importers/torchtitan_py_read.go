@@ -42,6 +42,7 @@ var (
 	pyDefLine    = regexp.MustCompile(`^\s*def\s+\w+\s*\(`)
 	pyReturnAnn  = regexp.MustCompile(`\)\s*->\s*[^:#]+:\s*(#.*)?$`)
 	pyIsNone     = regexp.MustCompile(`\bis(\s+not)?\s+None\b`)
+	pyFString    = regexp.MustCompile(`(?:^|[^\w])((?:[fF][rR]?|[rR][fF])["'])`)
 )
 
 // pyRewrite rewrites a Python config's source into Starlark's grammar
@@ -201,13 +202,12 @@ func pyParse(file, src, rewritten string) (*syntax.File, error) {
 	}
 	line := int(se.Pos.Line)
 	what := "Python memsh does not read (" + se.Msg + ")"
+	col := int(se.Pos.Col)
 	if src := strings.Split(src, "\n"); line >= 1 && line <= len(src) {
 		text := strings.TrimSpace(src[line-1])
-		col := int(se.Pos.Col) - 1
-		l := src[line-1]
-		switch {
-		case col >= 1 && col <= len(l) && strings.ContainsAny(l[col-1:col], "fF") && col < len(l) && strings.ContainsAny(l[col:col+1], `"'`):
-			what = "an f-string"
+		switch m := pyFString.FindStringSubmatchIndex(src[line-1]); {
+		case m != nil:
+			what, col = "an f-string", m[2]+1
 		case strings.HasPrefix(text, "class "):
 			what = "a class definition"
 		case strings.HasPrefix(text, "@"):
@@ -218,7 +218,7 @@ func pyParse(file, src, rewritten string) (*syntax.File, error) {
 			what = "an is comparison"
 		}
 	}
-	return nil, &Error{File: file, Line: line, Msg: what + " at column " + fmt.Sprint(se.Pos.Col), Hint: pySubsetHint}
+	return nil, &Error{File: file, Line: line, Msg: what + " at column " + fmt.Sprint(col), Hint: pySubsetHint}
 }
 
 // pySubsetHint is what every error about the Python memsh reads says.

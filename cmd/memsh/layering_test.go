@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,9 +60,18 @@ var foreign = map[string][]string{
 	"snapshot":  {"go.starlark.net"},
 	"perfetto":  {"go.starlark.net"},
 	"live":      {"go.starlark.net"},
-	"importers": {"go.starlark.net"}, // but its parser, go.starlark.net/syntax (allowed)
+	"importers": {"go.starlark.net"}, // but its parser: allowed below
 	"builtins":  {"github.com/chzyer/readline"},
 	"lang":      {"github.com/chzyer/readline"},
+}
+
+// allowed lists what a package may import of what foreign forbids it:
+// importers reads Python configs with Starlark's parser (reading a file
+// is not running one) and evaluates their config tree itself; the
+// interpreter (go.starlark.net/starlark, starlarkstruct, resolve) stays
+// out, so an importer's result is still a script.
+var allowed = map[string][]string{
+	"importers": {"go.starlark.net/syntax"},
 }
 
 // TestLayering checks the import rules of docs/architecture.md: imports flow
@@ -109,7 +119,7 @@ func TestLayering(t *testing.T) {
 					continue
 				}
 				for _, bad := range foreignOf(dir) {
-					if strings.HasPrefix(p, bad) {
+					if strings.HasPrefix(p, bad) && !slices.Contains(allowed[dir], p) {
 						t.Errorf("%s imports %s, which %s must not", f, p, dir)
 					}
 				}

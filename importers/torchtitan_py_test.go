@@ -1,0 +1,150 @@
+package importers
+
+import "testing"
+
+// Notes every config of torchtitan's own config_registry.py gets: the
+// attention backend model_registry defaults to, the chunked loss and
+// the CUDA graphs, on by default (b5bcd76c6).
+const (
+	pyFlex      = "model_spec.attn_backend: flex, model_registry's default (memsh replays the model's attention as SDPA's)"
+	pyChunked8  = "loss: ChunkedLossWrapper, 8 chunks of CrossEntropyLoss.Config (each chunk's lm_head, loss and backward run inside the forward; memsh replays the whole logits at once)"
+	pyGraphs    = "training.disable_cuda_graphs: False, the default: forward and backward captured as a CUDA graph (distributed/cudagraph.py), its memory pool kept between steps (memsh replays the eager step, with the gradients zeroed, not freed)"
+	pyRegistry  = "torchtitan/models/llama3/config_registry.py"
+	pyRecipes   = "torchtitan/recipes/llama3_recipes.py"
+	pyLlama8B   = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b"), `
+	pyLlama70B  = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-70b"), `
+	pyLlama405B = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-405b"), `
+)
+
+// TestTorchtitanPy imports torchtitan's own Llama 3 config functions
+// (testdata/torchtitan/models/llama3/config_registry.py, pytorch/torchtitan
+// at b5bcd76c6) and the recipes of testdata/torchtitan/recipes, each plan
+// checked against the one written by hand from the function and the
+// defaults of torchtitan's config classes: tokens per micro-batch over
+// max_context_length sequences, FSDP over the GPUs TP leaves, SelectiveAC
+// as the per-op policy, FullAC as full, CUDA graphs' zero_grad.
+func TestTorchtitanPy(t *testing.T) {
+	runImportCases(t, []importCase{{
+		name:        "llama3_8b on 8 H100s: 1 x 8192 tokens, FSDP over 8, per-op SAC",
+		file:        pyRegistry,
+		opts:        Options{Function: "llama3_8b", GPUs: 8},
+		notModelled: []string{pyFlex, pyChunked8, pyGraphs},
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name:        "llama3_70b on 64 GPUs: 8 x 8192 tokens, TP 8, FSDP 8, full AC",
+		file:        pyRegistry,
+		opts:        Options{Function: "llama3_70b", GPUs: 8, Nodes: 8},
+		notModelled: []string{pyFlex, pyChunked8, pyGraphs},
+		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
+             cluster = cluster(nodes = 8, gpus_per_node = 8))`,
+	}, {
+		name: "llama3_405b on 128 GPUs: compiled, async TP, Float8 rowwise under TP not modelled",
+		file: pyRegistry,
+		opts: Options{Function: "llama3_405b", GPUs: 8, Nodes: 16},
+		notModelled: []string{pyFlex,
+			"compile.enable_async_tensor_parallel: the collectives' overlap with the matmuls (the step time prices them as without it; the memory is replayed, async_tp=True)",
+			"model_spec.converters[0].recipe_name: rowwise with tensor parallelism (the input gathered in bf16, then cast rowwise)",
+			pyChunked8, pyGraphs},
+		hand: pyLlama405B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = "full",
+             zero_grad = "zeros", gpu = "H100-80GB",
+             parallel = parallel(dp = 16, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", async_tp = True, loss_parallel = "torch"),
+             cluster = cluster(nodes = 16, gpus_per_node = 8))`,
+	}, {
+		name:        "llama3_8b_mxfp8: llama3_8b with the model compiled and MXFP8 linears (not modelled)",
+		file:        pyRegistry,
+		opts:        Options{Function: "llama3_8b_mxfp8", GPUs: 8},
+		notModelled: []string{pyFlex, "model_spec.converters[0]: MXFP8 linears (torchao's MX formats)", pyChunked8, pyGraphs},
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks", checkpoint = "op",
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name: "a recipe: 2 x 8192 tokens per rank, 4 iterations per step, full AC, CUDA graphs off",
+		file: pyRecipes,
+		opts: Options{Function: "llama3_8b_fsdp_accum", GPUs: 8, Nodes: 2},
+		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB", parallel = parallel(dp = 16, fsdp = True), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
+		name: "a recipe: Float8 rowwise without TP, lm_head filtered, torchao's size filter, blocks compiled",
+		file: pyRecipes,
+		opts: Options{Function: "llama3_8b_float8_compiled", GPUs: 8},
+		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks",
+             checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]), float8 = "rowwise", float8_auto_filter = True,
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name: "a recipe: TP 8 x interleaved PP 2, 8 micro-batches of one sequence, torchtitan's uneven split",
+		file: pyRecipes,
+		opts: Options{Function: "llama3_70b_tp_pp", GPUs: 8, Nodes: 2},
+		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB",
+             parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
+                                 virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
+             cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
+		name: "a recipe: the memory budget policy on the compiled model, a 4-chunk loss, an if on the TP degree",
+		file: pyRecipes,
+		opts: Options{Function: "llama3_8b_budget", GPUs: 8},
+		notModelled: []string{"loss: ChunkedLossWrapper, 4 chunks of CrossEntropyLoss.Config (each chunk's lm_head, loss and backward run inside the forward; memsh replays the whole logits at once)",
+			pyGraphs},
+		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = checkpoint(budget = 0.3),
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name: "a recipe calling another: activation_checkpoint = None, training.dtype bfloat16",
+		file: pyRecipes,
+		opts: Options{Function: "llama3_8b_no_ac", GPUs: 8},
+		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}})
+}
+
+// TestTorchtitanPyErrors checks what memsh does not read, and configs it
+// cannot plan, name the file's line and give a hint.
+func TestTorchtitanPyErrors(t *testing.T) {
+	const head = "from torchtitan.config import TrainingConfig, ParallelismConfig\nfrom torchtitan.models.llama3 import model_registry\nfrom torchtitan.trainer import Trainer\n"
+	const hint = "memsh reads config functions of constructor calls"
+	runErrorCases(t, []errorCase{{
+		name: "an f-string", file: "x.py", opts: Options{Function: "f"},
+		config: head + "def f() -> Trainer.Config:\n    name = f\"llama{3}\"\n    return name\n",
+		want:   "x.py:5: an f-string at column 12", wantHint: hint,
+	}, {
+		name: "a loop", file: "x.py", opts: Options{Function: "f"},
+		config: head + "def f():\n    c = Trainer.Config()\n    for d in [1, 2]:\n        c.parallelism.tensor_parallel_degree = d\n    return c\n",
+		want:   "x.py:6: a for loop", wantHint: hint,
+	}, {
+		name: "a class", file: "x.py", opts: Options{Function: "f"},
+		config: head + "class C:\n    pass\n",
+		want:   "x.py:4: a class definition at column 1", wantHint: "save_config_file",
+	}, {
+		name: "a function of another module", file: "x.py", opts: Options{Function: "f"},
+		config: head + "from torchtitan_recipes.llama3 import llama3_8b\n\ndef f():\n    return llama3_8b()\n",
+		want:   "x.py:7: llama3_8b comes from torchtitan_recipes.llama3, another module, which memsh does not read (it reads one file): check the module that defines it", wantHint: hint,
+	}, {
+		name: "an unknown function", file: "x.py", opts: Options{Function: "llama3_9b"},
+		config: head + "def llama3_8b():\n    pass\n\ndef _helper():\n    pass\n",
+		want:   "command line: --config llama3_9b: x.py defines no such function", wantHint: "its functions: llama3_8b",
+	}, {
+		name: "no --config", file: "x.py",
+		config: head + "def llama3_8b():\n    pass\n",
+		want:   "command line: x.py is a Python module: say which function returns the config with --config NAME", wantHint: "its functions: llama3_8b",
+	}, {
+		name: "a field the class lacks", file: "x.py", opts: Options{Function: "f"},
+		config: head + "def f():\n    c = Trainer.Config()\n    c.training.seq_len = 4096\n    return c\n",
+		want:   "x.py:6: TrainingConfig has no field seq_len (torchtitan raises the same); its fields: num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length, max_norm, steps, enable_cpu_offload, disable_cuda_graphs, dtype, mixed_precision_param, mixed_precision_reduce, gc_freq, gc_debug",
+		wantHint: hint,
+	}, {
+		name: "a flavor outside the zoo", file: "x.py", opts: Options{Function: "f"},
+		config: head + "def f():\n    return Trainer.Config(\n        model_spec=model_registry(\"debugmodel\"),\n    )\n",
+		want:   "x.py:6: key model_spec.flavor: memsh's zoo has no model for llama3 flavor debugmodel", wantHint: "llama3 8B, 70B and 405B",
+	}, {
+		name: "not a Trainer.Config", file: "x.py", opts: Options{Function: "f"},
+		config: head + "def f():\n    return TrainingConfig()\n",
+		want:   "x.py:4: f() returns TrainingConfig, not a Trainer.Config", wantHint: hint,
+	}, {
+		name: "pipelining under CUDA graphs", file: "x.py", opts: Options{Function: "f", GPUs: 8},
+		config: head + "from torchtitan.components.loss import CrossEntropyLoss\ndef f():\n    c = Trainer.Config(model_spec=model_registry(\"8B\"), loss=CrossEntropyLoss.Config())\n    c.parallelism.pipeline_parallel_degree = 2\n    return c\n",
+		want:   "x.py: key training.disable_cuda_graphs: CUDA graphs (on by default) do not support pipeline parallelism", wantHint: "disable_cuda_graphs = True",
+	}, {
+		name: "tokens per micro-batch not whole sequences", file: "x.py", opts: Options{Function: "f", GPUs: 8},
+		config: head + "def f():\n    return Trainer.Config(\n        model_spec=model_registry(\"8B\"),\n        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=5000, max_context_length=4096),\n    )\n",
+		want:   "x.py:7: key training.num_tokens_per_microbatch_per_dp_rank: 5000 tokens per micro-batch are not a whole number of 4096-token sequences", wantHint: "whole sequences",
+	}})
+}
