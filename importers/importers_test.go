@@ -191,6 +191,10 @@ func TestCommentsCannotBreakOut(t *testing.T) {
 // script that parses, or an *Error; it never panics.
 func FuzzImport(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "*", "*"))
+	more, _ := filepath.Glob(filepath.Join("testdata", "torchtitan", "*", "*", "*.py"))
+	paths = append(paths, more...)
+	more, _ = filepath.Glob(filepath.Join("testdata", "torchtitan", "*", "*.py"))
+	paths = append(paths, more...)
 	for _, p := range paths {
 		if data, err := os.ReadFile(p); err == nil {
 			f.Add(filepath.Base(p), data)
@@ -199,7 +203,7 @@ func FuzzImport(f *testing.F) {
 	f.Add("x.yaml", []byte("model: {_component_: torchtune.models.llama3_1.lora_llama3_1_8b, lora_rank: 8}\nbatch_size: 1\n"))
 	f.Add("x.yaml", []byte("a: &a [*a]\n"))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		res, err := Import(name, data, defaults(Options{Seq: 64, Top: 3}))
+		res, err := Import(name, data, defaults(Options{Seq: 64, Top: 3, Function: "llama3_8b"}))
 		if err != nil {
 			var ie *Error
 			if !errors.As(err, &ie) {
