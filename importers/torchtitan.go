@@ -15,7 +15,7 @@ import (
 // section, [quantize.linear.float8] for [float8], validation.enable for
 // validation.enabled, training.dtype, the memory_budget checkpoint mode and
 // expert_tensor_parallel_degree. torchtitan after v0.2.2 has no TOML job
-// files (its configs are Python).
+// files (its configs are Python: torchtitan_py.go reads them).
 var torchtitanTrainer = &trainer{
 	name:  "torchtitan",
 	about: "a torchtitan job config (TOML): model flavor, local and global batch, seq_len, mixed precision, optimizer, activation checkpoint mode and per-op option, compile, parallelism degrees (FSDP2/HSDP, TP, PP, CP, EP), CPU offload",

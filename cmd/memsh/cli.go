@@ -97,6 +97,8 @@ Flags (before or after the command):
                                   free to pass (default 0)
   check --top N                   advise()'s changes to list (default 5, 0 none)
   check --trainer NAME            the trainer, when the file does not say
+  check --config FUNCTION         the function of a Python config module
+                                  (torchtitan's config_registry.py) to read
   check --emit-star               print the plan script instead of running it
 
 Exit status: 0 ok, 1 script error, 2 usage error, 130 interrupted;
