@@ -227,6 +227,9 @@ func (e *pyEval) modelRegistry(model string, c *pyCall) (any, error) {
 // ("None"); a list of objects is the list of their classes, each
 // object's fields under key[i].
 func pyFlatten(t *tree, prefix string, o *pyObj) {
+	if strings.Count(prefix, ".") > 16 { // an object that holds itself (config.profiler.x = config)
+		return
+	}
 	names := make([]string, 0, len(o.fields))
 	for n := range o.fields {
 		names = append(names, n)

@@ -118,6 +118,10 @@ func pyEqual(a, b any) (bool, bool) {
 	return false, false
 }
 
+// pyMaxLen bounds the strings and lists + builds (a config's are short;
+// a function doubling one on each call is not a config).
+const pyMaxLen = 1 << 16
+
 // arith is + - * / // % on numbers (and + on strings and lists).
 func (e *pyEval) arith(pos syntax.Position, op syntax.Token, l, r any) (any, error) {
 	if _, ok := l.(pyOpaque); ok {
@@ -129,11 +133,17 @@ func (e *pyEval) arith(pos syntax.Position, op syntax.Token, l, r any) (any, err
 	if op == syntax.PLUS {
 		if a, ok := l.(string); ok {
 			if b, ok := r.(string); ok {
+				if len(a)+len(b) > pyMaxLen {
+					return nil, e.errAt(pos, "a string longer than %d bytes", pyMaxLen)
+				}
 				return a + b, nil
 			}
 		}
 		if a, ok := l.([]any); ok {
 			if b, ok := r.([]any); ok {
+				if len(a)+len(b) > pyMaxLen {
+					return nil, e.errAt(pos, "a list longer than %d items", pyMaxLen)
+				}
 				return append(append([]any{}, a...), b...), nil
 			}
 		}

@@ -1,6 +1,9 @@
 package importers
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Notes every config of torchtitan's own config_registry.py gets: the
 // attention backend model_registry defaults to, the chunked loss and
@@ -147,4 +150,29 @@ func TestTorchtitanPyErrors(t *testing.T) {
 		config: head + "def f():\n    return Trainer.Config(\n        model_spec=model_registry(\"8B\"),\n        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=5000, max_context_length=4096),\n    )\n",
 		want:   "x.py:7: key training.num_tokens_per_microbatch_per_dp_rank: 5000 tokens per micro-batch are not a whole number of 4096-token sequences", wantHint: "whole sequences",
 	}})
+}
+
+// TestTorchtitanPyBounds checks configs that are not configs end in an
+// error, not a hang or a crash: an object that holds itself, a list
+// doubled on every call.
+func TestTorchtitanPyBounds(t *testing.T) {
+	const head = "from torchtitan.models.llama3 import model_registry\nfrom torchtitan.components.loss import CrossEntropyLoss\nfrom torchtitan.trainer import Trainer\n"
+	for _, tc := range []struct{ name, src, want string }{{
+		name: "a cycle",
+		src:  head + "def f():\n    c = Trainer.Config(model_spec=model_registry(\"8B\"), loss=CrossEntropyLoss.Config())\n    c.profiler.again = c\n    return c\n",
+	}, {
+		name: "a doubling recursion",
+		src:  head + "def g(x):\n    return g(x + x)\ndef f():\n    return g([1])\n",
+		want: "x.py:5: ",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Import("x.py", []byte(tc.src), defaults(Options{Function: "f", GPUs: 8}))
+			if tc.want == "" && err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
+				t.Fatalf("error %v, want %s...", err, tc.want)
+			}
+		})
+	}
 }
