@@ -116,7 +116,9 @@ func Trainers() [][2]string {
 func trainerNames() string {
 	var names []string
 	for _, tr := range trainers {
-		names = append(names, tr.name)
+		if !slices.Contains(names, tr.name) {
+			names = append(names, tr.name)
+		}
 	}
 	return strings.Join(names, ", ")
 }
@@ -167,11 +169,15 @@ func Import(file string, data []byte, o Options) (*Result, error) {
 func pick(file string, data []byte, o Options) (*trainer, *tree, error) {
 	ext, name := strings.ToLower(path.Ext(file)), o.Trainer
 	if name != "" {
+		var named *trainer // of a trainer with two config formats (torchtitan), the file's
 		for _, tr := range trainers {
-			if tr.name == name {
-				t, err := tr.read(file, data, o)
-				return tr, t, err
+			if tr.name == name && (named == nil || slices.Contains(tr.exts, ext)) {
+				named = tr
 			}
+		}
+		if named != nil {
+			t, err := named.read(file, data, o)
+			return named, t, err
 		}
 		return nil, nil, &Error{File: "command line", Msg: fmt.Sprintf("unknown trainer %s", quoteKey(name)),
 			Hint: "known: " + trainerNames()}

@@ -129,6 +129,10 @@ func TestTorchtitanPyErrors(t *testing.T) {
 		config: head + "def llama3_8b():\n    pass\n",
 		want:   "command line: x.py is a Python module: say which function returns the config with --config NAME", wantHint: "its functions: llama3_8b",
 	}, {
+		name: "--trainer torchtitan on a .py file: the Python reader", file: "x.py", opts: Options{Trainer: "torchtitan"},
+		config: head + "def llama3_8b():\n    pass\n",
+		want:   "command line: x.py is a Python module: say which function returns the config with --config NAME", wantHint: "its functions: llama3_8b",
+	}, {
 		name: "a field the class lacks", file: "x.py", opts: Options{Function: "f"},
 		config:   head + "def f():\n    c = Trainer.Config()\n    c.training.seq_len = 4096\n    return c\n",
 		want:     "x.py:6: TrainingConfig has no field seq_len (torchtitan raises the same); its fields: num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length, max_norm, steps, enable_cpu_offload, disable_cuda_graphs, dtype, mixed_precision_param, mixed_precision_reduce, gc_freq, gc_debug",
