@@ -39,7 +39,8 @@ const catalogMiB int64 = 1 << 20
 //     rounding). Hopper, Blackwell and AMD cards have no such row yet:
 //     the Ampere/Ada figure stands in, and the source says so.
 //     CurrentContext is the context measured with torch 2.11 and CUDA
-//     13.0 (runtime "cuda"): the H200's (h200LazyContext).
+//     13.0 (runtime "cuda"): the H200's (h200LazyContext), which the
+//     other GH100 cards take by the argument of gh100Context below.
 //     EagerContext is a card's context measured with eager loading: the
 //     V100's 1,343 MiB of calibration.md B1 row 0 (torch 1.x, CUDA 10/11);
 //     CurrentEagerContext the same with torch 2.11 and CUDA 13.0 (the
@@ -72,6 +73,63 @@ const h200LazyContext = 804_061_184
 // stage has not loaded, so the figure holds through it (a convolution's
 // cuDNN libraries would add 196 MiB more: context_h200_test.go).
 const h200EagerContext = 1_884_094_464
+
+// The GH100 cards (H100 SXM, H100 PCIe, H100 NVL, H200) on the current
+// stack take the H200's measured context, less what depends on the SM
+// count. What a process holds outside the allocator is:
+//
+//   - the driver's per-context state and its local-memory reservation. The
+//     reservation is context-wide, "calculated as MAX_THREADS_PER_SM x SMs
+//     x LOCAL_MEM_PER_THREAD" (NVIDIA, forums.developer.nvidia.com/t/
+//     local-memory-management/289339/9), and the driver "automatically
+//     increases the per-thread stack size for each kernel launch as
+//     needed. This size isn't reset" (cuCtxSetLimit, CU_LIMIT_STACK_SIZE,
+//     CUDA driver API). Per SM it is 2,048 threads (sm_90: "Maximum number
+//     of threads per multiprocessor: 2048", thamada gls/H100NVLx2_
+//     deviceQuery.py) times the stack: 2 MiB at CUDA's default 1 KiB
+//     (gh100StackPerSM). It scales with the SM count, not the memory;
+//   - the module images loaded so far (lazy loading: the kernels launched),
+//     sm_90 cubins of the same libraries on every GH100 card: they depend
+//     on the job, the torch/CUDA release and the architecture, not on the
+//     SM count or the memory size;
+//   - cuBLAS's and cuDNN's handles and kernels, outside the allocator
+//     (+66 and +16 MiB on the H200, context_h200_test.go); their
+//     workspaces are inside it, where the replay allocates them
+//     (core/cublas.go), so the context does not count them again.
+//
+// Nothing of it grows with the memory size: the driver's own reserve,
+// which does (615 MiB on the H200, 454 on the H100 SXM), lies outside
+// PyTorch's total_memory and is SMIMemory less Memory, counted apart. So
+// a card with the H200's 132 SMs (H100 SXM: NVIDIA's Hopper whitepaper;
+// H100 NVL: thamada gls/H100NVLx2_deviceQuery.py) takes the H200's
+// figures as they are, and the H100 PCIe (114 SMs: docs.nvidia.com/
+// launchpad/ai/h100-mig, "114 SMs per GPU") 18 SMs' reservation less
+// (gh100Context). The stack the step left is taken at its 1 KiB default:
+// a kernel needing more raises it on every SM, so the PCIe card's figure
+// may be a few MiB high (tools/oracle/cuda_context_sm.py, prepared, reads
+// the stack after each stage on the H200). On the older stacks every
+// GH100 card keeps the Ampere/Ada figure (no row of that generation there
+// yet; two H100 PCIe rows on torch 2.9, context_oom_test.go, show 600 MiB).
+
+// gh100StackPerSM is the driver's local-memory reservation per SM of a
+// GH100 card at CUDA's default stack of 1 KiB a thread: 2,048 resident
+// threads x 1,024 B.
+const gh100StackPerSM int64 = 2048 * 1024
+
+// h200SMs is the H200's SM count, the card the GH100 figures were
+// measured on (the H100 SXM's 132: H200 is GH100 with HBM3e).
+const h200SMs = 132
+
+// gh100Context is the H200's measured context (lazy, or eager when
+// eager) for a GH100 card of sms SMs: the local-memory reservation of the
+// SMs it lacks, at the default stack, taken off.
+func gh100Context(sms int64, eager bool) int64 {
+	c := int64(h200LazyContext)
+	if eager {
+		c = h200EagerContext
+	}
+	return c - (h200SMs-sms)*gh100StackPerSM
+}
 
 // voltaLazyContext is the V100's context with lazy module loading: the
 // median of its two rows in context_oom_test.go (360.6 and 366.2 MiB).
@@ -126,40 +184,50 @@ func Catalog() []Device {
 			Name: "H100-80GB", Memory: 85_045_477_376, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 989.4, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 3_350,
 			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext,
+			CurrentContext: gh100Context(132, false), CurrentEagerContext: gh100Context(132, true),
 			Kernels: hopperRates.withGraph(hopperGraph), Host: dgxH100Host,
 			Source: "cal D1 (H100 SXM5 datasheet): 989.4 TFLOPS bf16, 1,979 fp8, 3.35 TB/s, " +
 				"NVLink4 450 GB/s per direction; PyTorch total 85,045,477,376 B = 79.20 GiB (thamada H100SXMx8 " +
 				"deviceQuery, driver 565; OOM messages show 79.11 GiB on other drivers, vllm-project/vllm issue " +
 				"27508); nvidia-smi total 81,559 MiB (thamada H100SXMx8 smi); PCIe Gen5; " +
-				"context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
+				"context with torch 2.11 and CUDA 13.0 (runtime \"cuda\"): the H200's 766.8 MiB measured " +
+				"(the same GH100 chip and 132 SMs, catalog.go gh100Context), the Ampere/Ada figure of " +
+				"context_oom_test.go for the older runtimes (no row on this generation)",
 		},
 		{
 			Name: "H100-PCIe", Memory: 81_559 * catalogMiB, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 756, FP32TFLOPS: 51, FP8TFLOPS: 1_513, HBMGBps: 2_000,
 			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
+			CurrentContext: gh100Context(114, false), CurrentEagerContext: gh100Context(114, true),
 			Kernels: hopperPCIeRates, Host: pcieServerHost,
 			Source: "cal D1 (H100 PCIe datasheet): 756 TFLOPS bf16, 1,513 fp8, 2.0 TB/s, " +
 				"NVLink bridge 600 GB/s (300 per direction), PCIe Gen5; nvidia-smi total 81,559 MiB assumed " +
 				"equal to H100 SXM (RECALLED); PyTorch's total_memory not found in a public source: the " +
 				"nvidia-smi total stands in (optimistic by the driver's reserve, 453 MiB on the H100 SXM); " +
-				"context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
+				"context with torch 2.11 and CUDA 13.0 (runtime \"cuda\"): the H200's 766.8 MiB measured less " +
+				"the driver's local-memory reservation of the 18 SMs it lacks (114 SMs, 2 MiB an SM at the " +
+				"default stack: 730.8 MiB, catalog.go gh100Context), the Ampere/Ada figure of context_oom_test.go " +
+				"for the older runtimes",
 		},
 		{
 			Name: "H100-NVL", Memory: 99_861_594_112, SMIMemory: 95_830 * catalogMiB,
 			BF16TFLOPS: 835, FP32TFLOPS: 60, FP8TFLOPS: 1_670, HBMGBps: 3_900,
 			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
+			CurrentContext: gh100Context(132, false), CurrentEagerContext: gh100Context(132, true),
 			Kernels: hopperPCIeRates, Host: pcieServerHost,
 			Source: "cal D1 (SECONDARY): 94 GB HBM3, 3.9 TB/s, NVLink 600 GB/s; bf16 835 and fp8 " +
 				"1,670 dense are half the datasheet's sparse 1,671/3,341 (RECALLED); PyTorch total " +
 				"99,861,594,112 B = 93.00 GiB (thamada H100NVLx2 deviceQuery, driver 550; the same 93.00 GiB in " +
 				"the OOM message of ali-vilab/VACE issue 56); nvidia-smi total 95,830 MiB (thamada H100NVLx2 smi, " +
-				"NVIDIA/gpu-admin-tools issue 4); context: the Ampere/Ada figure of context_oom_test.go stands in (no row on this generation)",
+				"NVIDIA/gpu-admin-tools issue 4); context with torch 2.11 and CUDA 13.0 (runtime \"cuda\"): the " +
+				"H200's 766.8 MiB measured (the same GH100 chip and 132 SMs, thamada H100NVLx2 deviceQuery; " +
+				"catalog.go gh100Context), the Ampere/Ada figure of context_oom_test.go for the older runtimes",
 		},
 		{
 			// The H200 of SEEDS.md story 1: 143,771 MiB exactly.
 			Name: "H200", Memory: 150_109_880_320, SMIMemory: 143_771 * catalogMiB,
 			BF16TFLOPS: 989, FP32TFLOPS: 66.9, FP8TFLOPS: 1_979, HBMGBps: 4_800,
-			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext, CurrentContext: h200LazyContext, CurrentEagerContext: h200EagerContext,
+			LinkGBps: 450, PCIeGBps: 64, Context: catalogLazyContext, CurrentContext: gh100Context(h200SMs, false), CurrentEagerContext: gh100Context(h200SMs, true),
 			Kernels: h200Rates.withGraph(hopperGraph).withEager(h200Eager), Host: dgxH200Host,
 			Source: "cal D1 (H200 SXM datasheet copies): 989 TFLOPS bf16, 1,979 fp8, 4.8 TB/s, " +
 				"NVLink4 900 GB/s; PyTorch total 150,109,880,320 B = 139.80 GiB (measured on one H200, " +

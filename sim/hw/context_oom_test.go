@@ -48,9 +48,14 @@ import (
 // Ampere has a single row, and the rows of both lie together (501 MiB on
 // an A100, 504-507 MiB on an L40 and an RTX 4090). Lower rows are an RTX
 // 4090 still loading its model (380 MiB: fewer kernels loaded) and an RTX
-// 6000 Ada (429 MiB). Cards of other generations (T4, RTX 5090) are
-// recorded, not in the catalog: the context grows with the card (T4
-// 100-141 MiB, V100 361-366 MiB, A100 and Ada ~500 MiB, RTX 5090 595 MiB).
+// 6000 Ada (429 MiB). Cards of other generations (T4, H100 PCIe, RTX
+// 5090) are recorded, not in the catalog: the context grows with the card
+// (T4 100-141 MiB, V100 361-366 MiB, A100 and Ada ~500 MiB, H100 PCIe 599
+// and 601 MiB on torch 2.9, RTX 5090 595 MiB). The H100 PCIe rows are one
+// card kind on one recent torch, so they do not replace the Ampere/Ada
+// figure that the older runtimes give every GH100 card (a change that would
+// move every H100 row replayed on them); the current stack's GH100 figure
+// is the H200's measurement (catalog.go, gh100Context).
 
 // contextRow is one public OOM message.
 type contextRow struct {
@@ -100,6 +105,14 @@ func contextRows() []contextRow {
 			"Open-Sora 1.2 inference on Colab's T4 (one process listed, by its host PID)",
 			"GPU 0 has a total capacity of 14.75 GiB of which 73.06 MiB is free. Process 82243 has 14.67 GiB memory in use. Of the allocated memory 14.55 GiB is allocated by PyTorch, and 23.38 MiB is reserved by PyTorch but unallocated.",
 			0.12*1024 - 23.38},
+		{"https://github.com/ai-decentralized/Difflet/blob/106b0e6766332a1f70f00323103c0881dc16ed74/benchmark/h100/hunyuan_video_15.md", "H100 PCIe", "Hopper (H100 PCIe)",
+			"HunyuanVideo-1.5 inference with stock diffusers on one H100 PCIe (benchmark/h100/RESULTS.md: single GPU, eager, expandable segments); torch 2.9.1, CUDA 12.8",
+			"GPU 0 has a total capacity of 79.19 GiB of which 39.43 GiB is free. Including non-PyTorch memory, this process has 39.75 GiB memory in use. Of the allocated memory 39.13 GiB is allocated by PyTorch, and 35.42 MiB is reserved by PyTorch but unallocated.",
+			0.62*1024 - 35.42},
+		{"https://github.com/sms1097/FoundationTS/blob/0ccdb6a6a1033b13d1570bfb530dd96d0229df24/docs/proflie_training.md (the --no-amp run)", "H100 PCIe", "Hopper (H100 PCIe)",
+			"FoundationTS's time-series MoE trained in fp32 (no autocast, eager) on one H100 PCIe; the traceback's torch 2.8 or later",
+			"GPU 0 has a total capacity of 79.19 GiB of which 46.50 MiB is free. Including non-PyTorch memory, this process has 79.13 GiB memory in use. Of the allocated memory 77.91 GiB is allocated by PyTorch, and 648.28 MiB is reserved by PyTorch but unallocated.",
+			1.22*1024 - 648.28},
 		{"https://github.com/Wan-Video/Wan2.1/issues/465", "RTX 5090", "Blackwell (consumer)",
 			"Wan2.1 video generation on one RTX 5090",
 			"GPU 0 has a total capacity of 31.37 GiB of which 15.88 MiB is free. Including non-PyTorch memory, this process has 31.34 GiB memory in use. Of the allocated memory 30.74 GiB is allocated by PyTorch, and 19.41 MiB is reserved by PyTorch but unallocated.",

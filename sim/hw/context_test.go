@@ -5,11 +5,12 @@ import "testing"
 // TestContextBytes: a card with a measured eager context (V100,
 // calibration.md B1 row 0: 1,343 MiB) takes it under eager loading and
 // its lazy figure (363 MiB, context_oom_test.go) under lazy loading; a
-// card without one (H100's 500 MiB) gains what eager loading adds,
-// 666,632,192 - 287,047,680 = 379,584,512 B (pytorch/pytorch#86509).
-// With the current stack (torch 2.11, CUDA 13.0) eager loading takes the
-// card's CurrentEagerContext where measured (the H200's, run 5 of
-// sim/testdata/cuda_h200), else the same as the older stacks.
+// card without one (the H100's 500 MiB on the older stacks) gains what
+// eager loading adds, 666,632,192 - 287,047,680 = 379,584,512 B
+// (pytorch/pytorch#86509). With the current stack (torch 2.11, CUDA 13.0)
+// eager loading takes the card's CurrentEagerContext where it has one
+// (the H200's, run 5 of sim/testdata/cuda_h200, and the GH100 cards' from
+// it: TestGH100CurrentContext), else the same as the older stacks (A100).
 func TestContextBytes(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
@@ -22,7 +23,8 @@ func TestContextBytes(t *testing.T) {
 		{"V100-16GB", false, 363 * mib, 0},
 		{"V100-32GB", false, 363 * mib, 0},
 		{"H100-80GB", false, 500 * mib, 0},
-		{"H100-80GB", true, 500*mib + 379_584_512, 0},
+		{"H100-80GB", true, 500*mib + 379_584_512, 1_884_094_464},
+		{"A100-80GB", true, 500*mib + 379_584_512, 0},
 		{"H200", false, 500 * mib, 0},
 		{"H200", true, 500*mib + 379_584_512, 1_884_094_464},
 	} {
@@ -54,7 +56,9 @@ func TestContextFigureBasis(t *testing.T) {
 		{"V100-16GB", true, false, ContextMeasuredEager},
 		{"V100-16GB", false, false, ContextLazy},
 		{"H100-80GB", true, false, ContextAddedEager},
-		{"H100-80GB", true, true, ContextAddedEager}, // no current eager figure
+		{"H100-80GB", true, true, ContextCurrentEager},
+		{"A100-80GB", true, true, ContextAddedEager}, // no current eager figure
+		{"A100-80GB", false, true, ContextLazy},
 		{"H200", true, true, ContextCurrentEager},
 		{"H200", false, true, ContextCurrentLazy},
 		{"H200", false, false, ContextLazy},
