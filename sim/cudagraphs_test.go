@@ -74,7 +74,9 @@ func TestCUDAGraphPool(t *testing.T) {
 		t.Errorf("breakdown row cuda_graph_pool %d, want 0 (the pool holds no free block at the peak)", row)
 	}
 
-	// Limit the allocator to 490 MiB (the 500 MiB context besides): the
+	// Limit the allocator to 490 MiB (a toy card of 990 MiB with a 500 MiB
+	// context, given for every runtime as gpu(context=) gives it: the H100's
+	// current-stack context is the H200's measured 766.8 MiB): the
 	// step's foreach temporaries are one 16 MiB tensor per weight
 	// (core.Optimizer.StepTemporary). With 442 MiB reserved, no free block
 	// of 16 MiB cached (the compute stream's free segments, mse's gradient
@@ -84,6 +86,7 @@ func TestCUDAGraphPool(t *testing.T) {
 	// card. The graph pool keeps its 164 MiB, 100 of them free blocks,
 	// which PyTorch's message counts as allocated "in private pools":
 	// 330 + 48 + 100 allocated, 478 - 378 - 100 unallocated.
+	p.Device = p.Device.WithContext(500 * mib)
 	p.Device.Memory = 990 * mib
 	o := evalPlan(t, p).OOM
 	want := "Tried to allocate 16.00 MiB. GPU 0 has a total capacity of 990.00 MiB of which 12.00 MiB is free. " +

@@ -257,7 +257,7 @@ func gpuFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		if n < 0 {
 			return nil, fmt.Errorf("context must not be negative (got %d bytes)", n)
 		}
-		d.Context, d.CurrentContext, d.CurrentEagerContext = n, 0, 0 // the given context stands for every runtime
+		d = d.WithContext(n) // the given context stands for every runtime
 	}
 	if d.Context >= d.Memory {
 		return nil, fmt.Errorf("context (%s) must be smaller than memory (%s)", units.FormatBytes(d.Context), units.FormatBytes(d.Memory))

@@ -80,3 +80,12 @@ func (d Device) ContextFigure(eager, current bool) (int64, ContextBasis) {
 	}
 	return d.Context + EagerModuleBytes, ContextAddedEager
 }
+
+// WithContext is d with a context of b bytes for every runtime and module
+// loading: gpu(context=N), and a test's toy card sized against a given
+// context. The measured eager context of the older stacks (the V100's)
+// stays, as gpu(context=) leaves it.
+func (d Device) WithContext(b int64) Device {
+	d.Context, d.CurrentContext, d.CurrentEagerContext = b, 0, 0
+	return d
+}

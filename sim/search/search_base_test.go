@@ -23,7 +23,7 @@ func routerBase() *core.Plan {
 		RouterDType: units.FP64, UnpermuteProbs: true, TPCommOverlap: true}
 	p.GradAccum = 4
 	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 8, HostGBps: 100}
-	p.Device.Memory = 6 << 30 // 6 GiB: small enough that memory prunes, and that a stage's replay dominates a pipelined layout
+	toyMemory(p, 6<<30) // 6 GiB: small enough that memory prunes, and that a stage's replay dominates a pipelined layout
 	return p
 }
 
@@ -87,7 +87,7 @@ func TestSearchLoRAEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
 	base.Compile = core.Compile{Blocks: true, Loss: true}
-	base.Device.Memory = 5 << 29 // 2.5 GiB: small enough that memory prunes
+	toyMemory(base, 5<<29) // 2.5 GiB: small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, MicroBatch: []int64{1, 2, 4},
 		Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 6, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
@@ -205,7 +205,7 @@ func TestSearchQLoRAEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 256, "bf16-mixed", "none", "H100-80GB")
 	base.Quant, base.QuantStorage = "nf4", units.BF16
 	base.LoRA = &core.LoRA{Rank: 16, Alpha: 32, Targets: []string{"all-linear"}}
-	base.Device.Memory = 11 << 28 // small enough that the bounds prune (2.75 GiB: a pipeline's NCCL send/recv buffers, 384 MiB, are above 2.5 GiB's margin)
+	toyMemory(base, 11<<28) // small enough that the bounds prune (2.75 GiB: a pipeline's NCCL send/recv buffers, 384 MiB, are above 2.5 GiB's margin)
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
@@ -228,7 +228,7 @@ func TestSearchQLoRAEqualsBruteForce(t *testing.T) {
 func TestSearchActivationOffloadEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Offload = &core.Offload{Activations: "cpu"}
-	base.Device.Memory = 4 << 30 // small enough that the bounds prune, large enough that DDP's states fit and are dominated
+	toyMemory(base, 4<<30) // small enough that the bounds prune, large enough that DDP's states fit and are dominated
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
@@ -254,7 +254,7 @@ func TestSearchActivationOffloadEqualsBruteForce(t *testing.T) {
 func TestSearchLossChunksEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.LossChunks = 8
-	base.Device.Memory = 4 << 30 // small enough that memory prunes
+	toyMemory(base, 4<<30) // small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3"}, Checkpoint: []string{"none", "selective", "full"}, Top: 4, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
@@ -278,7 +278,7 @@ func TestSearchLossChunksEqualsBruteForce(t *testing.T) {
 func TestSearchFloat8EqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Float8 = core.Float8{Scaling: "tensorwise"}
-	base.Device.Memory = 5 << 30 // small enough that memory prunes
+	toyMemory(base, 5<<30) // small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3", "fsdp"}, Checkpoint: []string{"none", "selective", "full"}, Top: 4, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
@@ -298,7 +298,7 @@ func TestSearchFloat8TPEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Float8 = core.Float8{Scaling: "tensorwise"}
 	base.Parallel.TPRuntime = "torch"
-	base.Device.Memory = 5 << 30 // small enough that memory prunes
+	toyMemory(base, 5<<30) // small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "zero2", "zero3", "fsdp"}, Checkpoint: []string{"none", "selective", "full"}, Top: 4, Workers: 2}
 	res := checkBruteForce(t, base, space, false)
@@ -320,7 +320,7 @@ func TestSearchFloat8TPShardRejected(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2848, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
 	base.Float8 = core.Float8{Scaling: "tensorwise"}
 	base.Parallel.TPRuntime = "torch"
-	base.Device.Memory = 5 << 30 // small enough that memory prunes
+	toyMemory(base, 5<<30) // small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2, 4}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2, 4}, Sharding: []string{"ddp", "zero1", "fsdp"}, Checkpoint: []string{"none", "full"}, Top: 4, Workers: 2}
 	full, layouts := enumerated(t, base, space)

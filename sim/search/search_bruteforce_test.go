@@ -91,7 +91,7 @@ func rowName(p *core.Plan, sharding string) string {
 // replay whole).
 func TestSearchEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30 // small enough that memory prunes
+	toyMemory(base, 3<<30) // small enough that memory prunes
 	space := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
 		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"},
 		CPModes: []string{"ring"}, Top: 8, Workers: 2}
@@ -105,7 +105,7 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 // their experts whole, so the dimension is not idle.
 func TestSearchMoEEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(smallMoE(), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30 // small enough that memory prunes
+	toyMemory(base, 3<<30) // small enough that memory prunes
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2, 4}, PP: []int64{1, 2}, CP: []int64{1},
 		MicroBatch: []int64{1, 2}, Virtual: []int64{1}, Sharding: []string{"ddp", "zero1", "zero3"},
 		Checkpoint: []string{"none", "full"}, Top: 8, Workers: 2}
@@ -129,7 +129,7 @@ func TestSearchMoEEqualsBruteForce(t *testing.T) {
 // smaller, join the front brute force finds.
 func TestSearchOffloadEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 9 << 29 // 4.5 GiB: small enough that both bounds prune
+	toyMemory(base, 9<<29) // 4.5 GiB: small enough that both bounds prune
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
 		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero2", "zero3"}, Offload: []string{"none", "optimizer"},
 		Top: 6, Workers: 2}
@@ -154,7 +154,7 @@ func TestSearchOffloadEqualsBruteForce(t *testing.T) {
 // before: 0.608 s against the replay's 0.579 s at zero1, dp=8).
 func TestSearchOffloadOverlapCommEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(4096, 8, 32, 8, 14336, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 16 << 30
+	toyMemory(base, 16<<30)
 	base.Parallel = core.Parallelism{DP: 8, Zero: 2, OverlapComm: true}
 	base.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 8}
 	space := Space{GPUs: 8, GlobalBatch: 64, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
@@ -181,7 +181,7 @@ func TestSearchOffloadOverlapCommEqualsBruteForce(t *testing.T) {
 // finds.
 func TestSearchParamsOffloadEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30 // small enough that both bounds prune
+	toyMemory(base, 3<<30) // small enough that both bounds prune
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
 		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3", "fsdp"}, Offload: []string{"none", "params"},
 		Top: 6, Workers: 2}

@@ -36,7 +36,7 @@ func TestSearchDigest(t *testing.T) {
 		t.Skip("MEMSH_SEARCH_DIGEST=1 prints the digests")
 	}
 	small := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	small.Device.Memory = 3 << 30
+	toyMemory(small, 3<<30)
 	p70 := testmodels.LlamaPlan(llama3_70B(), 1, 8192, "megatron", "none", "H100-80GB")
 	p405 := testmodels.LlamaPlan(llama3_405B(), 1, 8192, "megatron", "none", "H100-80GB")
 	for _, c := range []struct {
@@ -71,7 +71,7 @@ func TestSearchDigest(t *testing.T) {
 // of some profiles there (the lever has work to do).
 func TestSearchPricesKeptProfilesOnly(t *testing.T) {
 	small := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	small.Device.Memory = 3 << 30
+	toyMemory(small, 3<<30)
 	cases := []struct {
 		name  string
 		base  *core.Plan

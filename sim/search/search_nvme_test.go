@@ -19,7 +19,7 @@ import (
 // hold the whole partition), and some others, as their replays say.
 func TestSearchNVMeOffloadEqualsBruteForce(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 9 << 29 // 4.5 GiB: small enough that both bounds prune, large enough that faster layouts dominate some
+	toyMemory(base, 9<<29) // 4.5 GiB: small enough that both bounds prune, large enough that faster layouts dominate some
 	space := Space{GPUs: 8, GlobalBatch: 16, TP: []int64{1, 2}, PP: []int64{1}, CP: []int64{1},
 		MicroBatch: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"}, Offload: []string{"none", "nvme"},
 		Top: 6, Workers: 2}

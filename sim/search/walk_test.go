@@ -15,7 +15,7 @@ import (
 // and every count are the same on one core as on several.
 func TestSearchSameOnAnyCores(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30
+	toyMemory(base, 3<<30)
 	space := Space{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
 		MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"},
 		CPModes: []string{"ring"}, Top: 8}
@@ -57,7 +57,7 @@ func TestSearchSameOnAnyCores(t *testing.T) {
 // rows, front and counts.
 func TestSearchLazyTimesAsEager(t *testing.T) {
 	base := testmodels.LlamaPlan(testmodels.Llama(1024, 8, 16, 4, 2816, 32000, "flash"), 1, 2048, "bf16-mixed", "none", "H100-80GB")
-	base.Device.Memory = 3 << 30
+	toyMemory(base, 3<<30)
 	spaces := []Space{
 		{GPUs: 16, GlobalBatch: 64, TP: []int64{1, 4}, PP: []int64{1, 2, 4}, CP: []int64{1, 2},
 			MicroBatch: []int64{1, 2}, Virtual: []int64{1, 2}, Sharding: []string{"ddp", "zero1", "zero3"},
@@ -66,7 +66,7 @@ func TestSearchLazyTimesAsEager(t *testing.T) {
 		{GPUs: 8, GlobalBatch: 16, Workers: 2, TP: []int64{1, 2}, PP: []int64{1, 2}, MicroBatch: []int64{2}, Checkpoint: []string{"none", "op"}}, // every layout that fits
 	}
 	for si, space := range spaces {
-		base.Device.Memory = []int64{3 << 30, 12 << 30, 12 << 30}[si]
+		toyMemory(base, []int64{3 << 30, 12 << 30, 12 << 30}[si])
 		lazy, err := Run(context.Background(), base, space)
 		if err != nil {
 			t.Fatal(err)
