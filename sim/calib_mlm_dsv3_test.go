@@ -92,9 +92,11 @@ import (
 // recompute of MLA and MoE layers (CheckpointFunction's inputs, the
 // dispatcher's routing maps, the last stage's loss) is missing from the
 // replay. The miss that grows is outside allocated memory: the device's
-// used memory is 8,819 MiB over the allocated peak measured, 3,661 in
+// used memory is 8,819 MiB over the allocated peak measured, 3,928 in
 // memsh (the reserve over allocated 2,416 against 237, the memory outside
-// the allocator 6,403 against 3,424: the CUDA context's 500, NCCL's
+// the allocator 6,403 against 3,691: the CUDA context's 766.8, the H200's
+// measured figure the H100 takes on the current stack (-9.9 % on used
+// with the 500 MiB before, -9.5 % with it), NCCL's
 // buffers connected lazily, NCCL 2.22's default, and 900 MiB its nine
 // communicators hold from their init, replay/nccl.go ncclInitMem). Named, not fitted:
 // NCCL connected eagerly (NCCL_RUNTIME_CONNECT=0 or an older NCCL) would

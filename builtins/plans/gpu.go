@@ -176,8 +176,9 @@ func GpuBuiltins() []host.Builtin {
 			"100 Gb/s per GPU for a card it does not know unless cluster(inter=) gives it, and the report notes that " +
 			"too); context the CUDA context bytes with lazy module loading (default " +
 			"500 MiB; the catalog's by GPU generation, from PyTorch's OOM messages: docs/device-memory.md; with runtime \"cuda\" " +
-			"a card measured on torch 2.11 and CUDA 13.0 takes its measured context instead, the H200's 766.8 MiB lazy and " +
-			"1,796.8 MiB eager; a context given here stands for every runtime). Without bf16_tflops or hbm_gbps the step time is unknown (the report says which is missing). " +
+			"the GH100 cards take the context measured on an H200 with torch 2.11 and CUDA 13.0 instead, 766.8 MiB lazy and " +
+			"1,796.8 MiB eager (H200, H100-80GB, H100-NVL; H100-PCIe 36 MiB less for its 18 fewer SMs); a context given here " +
+			"stands for every runtime). Without bf16_tflops or hbm_gbps the step time is unknown (the report says which is missing). " +
 			"Attributes: name, memory, smi_memory, context, bf16_tflops, fp32_tflops, fp8_tflops, hbm_gbps, " +
 			"link_gbps, pcie_gbps, source.\n\n" +
 			"Catalog (PyTorch's total, nvidia-smi's): " + strings.Join(names, ", ") + ".",

@@ -187,7 +187,7 @@ var TrainKeywords = []keyword{
 		Doc: `when NCCL connects a communicator's algorithms: "lazy" (NCCL_RUNTIME_CONNECT=1, the default since NCCL 2.22: rings always, trees and NVLS only for the all-reduces that use them) or "eager" (earlier NCCL: rings, trees, NVLS and the send/recv pool for network peers when the communicator is made)`,
 		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.NCCLConnect })},
 	{Name: "cuda_module_loading", Def: starlark.String("lazy"),
-		Doc: `CUDA_MODULE_LOADING: "lazy" (the default since CUDA 11.7 and PyTorch 1.13: kernels load when first launched) or "eager" (every kernel at start: the card's measured eager context where the catalog has one, the V100's 1,343 MiB or with runtime "cuda" the H200's 1,796.8 MiB, else about 362 MiB more)`,
+		Doc: `CUDA_MODULE_LOADING: "lazy" (the default since CUDA 11.7 and PyTorch 1.13: kernels load when first launched) or "eager" (every kernel at start: the card's measured eager context where the catalog has one, the V100's 1,343 MiB or with runtime "cuda" the H200's 1,796.8 MiB, which the H100s take too, else about 362 MiB more)`,
 		set: setString(func(p *core.Plan) *string { return &p.RuntimeMemory.ModuleLoading })},
 	{Name: "nccl_avoid_record_streams", Def: starlark.False,
 		Doc: `TORCH_NCCL_AVOID_RECORD_STREAMS=1: ProcessGroupNCCL stashes a collective's tensors instead of calling record_stream on them. With runtime "cuda-2.6" or older (which record by default) Megatron's MoE all-to-all blocks are otherwise held after their free until the host next waits for the device (the dispatcher's sync in each MoE layer, the optimizer step), so the cache grows (docs/device-memory.md, "Streams"); newer runtimes stash either way`,
