@@ -98,26 +98,28 @@ const h200EagerContext = 1_884_094_464
 //     (core/cublas.go), so the context does not count them again.
 //
 // Nothing of it grows with the memory size: the driver's own reserve,
-// which does (615 MiB on the H200, 454 on the H100 SXM), lies outside
+// which does (615 MiB on the H200, 453 on the H100 SXM), lies outside
 // PyTorch's total_memory and is SMIMemory less Memory, counted apart. So
 // a card with the H200's 132 SMs (H100 SXM: NVIDIA's Hopper whitepaper;
 // H100 NVL: thamada gls/H100NVLx2_deviceQuery.py) takes the H200's
 // figures as they are, and the H100 PCIe (114 SMs: docs.nvidia.com/
 // launchpad/ai/h100-mig, "114 SMs per GPU") 18 SMs' reservation less
 // (gh100Context). The stack the step left is taken at its 1 KiB default:
-// a kernel needing more raises it on every SM, so the PCIe card's figure
-// may be a few MiB high (tools/oracle/cuda_context_sm.py, prepared, reads
-// the stack after each stage on the H200). On the older stacks every
-// GH100 card keeps the Ampere/Ada figure (no row of that generation there
-// yet; two H100 PCIe rows on torch 2.9, context_oom_test.go, show 600 MiB).
+// a kernel needing more raises it on every SM, and the PCIe card's figure
+// is then 36 MiB high for each KiB above it (tools/oracle/
+// cuda_context_sm.py, prepared, reads the stack after each stage on the
+// H200). On the older stacks every GH100 card keeps the Ampere/Ada figure
+// (two H100 PCIe rows on torch 2.9 show 600 MiB: context_oom_test.go
+// records them, one card kind on one release, and does not use them).
 
 // gh100StackPerSM is the driver's local-memory reservation per SM of a
 // GH100 card at CUDA's default stack of 1 KiB a thread: 2,048 resident
 // threads x 1,024 B.
 const gh100StackPerSM int64 = 2048 * 1024
 
-// h200SMs is the H200's SM count, the card the GH100 figures were
-// measured on (the H100 SXM's 132: H200 is GH100 with HBM3e).
+// h200SMs is the SM count of the H200, the card the GH100 figures were
+// measured on: the H100 SXM's 132 (the H200 is the same GH100 part with
+// HBM3e; cuda_context_sm.py prints the count).
 const h200SMs = 132
 
 // gh100Context is the H200's measured context (lazy, or eager when
