@@ -2,11 +2,14 @@ package sim
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // FSDP1's construction, hand-counted (replay/fsdp1_wrap.go): two
@@ -131,5 +134,94 @@ func TestFSDP1WrapBroadcastBuckets(t *testing.T) {
 	}
 	if wrapPeak := int64(9*w + flat + flat/2); e.PeakAllocated >= wrapPeak || e.PeakAt.Phase == replay.PhaseSetup {
 		t.Errorf("evaluation: peak allocated %d B in %s, the wrap's own %d B: the step's peak starts after the wrap", e.PeakAllocated, e.PeakAt.Phase, wrapPeak)
+	}
+}
+
+// What ProcessGroupNCCL's record_stream holds in the wrap, hand-counted on
+// TestFSDP1Wrap's two linears with sync_module_states: on a runtime that
+// records a collective's input on the NCCL stream (torch 2.2 to 2.7:
+// cuda-2.6) the broadcast bucket's block, freed when broadcast_coalesced
+// returns, waits for the broadcast until the host next waits for the
+// device, so the FlatParameter's torch.cat cannot take its 16 MiB segment
+// and gets one of its own: 20 + 16 + 16 + 20 MiB = 75,497,472 B reserved
+// after the wrap, against 58,720,256 B when the cat reuses it (runtime
+// "cuda", which stashes instead) or when nothing is broadcast. Allocated
+// memory is the same in all three: the bucket's bytes leave it at the free.
+func TestFSDP1WrapNCCLHold(t *testing.T) {
+	const shard = 8_192_000
+	m := &core.Model{Name: "two", Layers: []core.Layer{&nn.Linear{In: 1000, Out: 4096}, &nn.Linear{In: 4096, Out: 1000}}, Loss: "mse"}
+	for _, c := range []struct {
+		runtime  string
+		sync     bool
+		reserved int64
+	}{
+		{"cuda-2.6", true, 75_497_472},
+		{"cuda", true, 58_720_256},
+		{"cuda-2.6", false, 58_720_256},
+	} {
+		plan := distPlan(t, m, "bf16", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1, SyncStates: c.sync})
+		plan.Runtime, _ = core.LookupRuntime(c.runtime)
+		r, err := Evaluate(plan, core.Options{Timeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prev, reserved int64
+		for _, pt := range r.Timeline {
+			if pt.Phase != replay.PhaseSetup || pt.Op != "model" {
+				break
+			}
+			prev, reserved = pt.Allocated, pt.Reserved
+		}
+		if prev != shard || reserved != c.reserved {
+			t.Errorf("%s, sync_module_states %v: %d B allocated and %d B reserved after the wrap, want %d and %d", c.runtime, c.sync, prev, reserved, shard, c.reserved)
+		}
+	}
+}
+
+// Module buffers in the wrap, hand-counted: a one-layer Llama (hidden 64,
+// 4 heads of 16, MLP 128, vocabulary 100) in bf16 on 2 ranks whose rotary
+// tables (nn/rope_cache.go) cover 256 positions in fp32, 16,384 B each.
+// FSDP1 wraps layers.0 first: _move_module_to_device moves its parameters
+// (two norms of 128 B, q, k, v and o of 8,192 B, gate, up and down of
+// 16,384 B: 82,176 B) and then its buffers, the two tables; with
+// sync_module_states, _sync_module_params_and_buffers lists the buffers
+// before the parameters and broadcast_coalesced buckets them by dtype
+// (compute_bucket_assignment_by_size): an fp32 bucket of both tables
+// (32,768 B, flattened as it holds two tensors) and a bf16 bucket of the
+// nine parameters (82,176 B), taken in the order of their first tensor,
+// both in flight, freed when the broadcast ends. The tables stay: 32,768 B
+// of buffers, moved once (not also before the wrap).
+func TestFSDP1WrapBuffers(t *testing.T) {
+	m := ropeCached(testmodels.Llama(64, 1, 4, 4, 128, 100, "sdpa"), 256, units.FP32)
+	plan := distPlan(t, m, "bf16", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1, SyncStates: true})
+	r, err := Evaluate(plan, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64 // from the first table to the FlatParameter
+	for _, e := range r.Trace.Events {
+		if e.Phase != replay.PhaseSetup || !strings.HasPrefix(e.Tensor, "layers.0") {
+			continue
+		}
+		on := len(got) > 0 || strings.Contains(e.Tensor, "rotary_emb")
+		if !on || strings.Contains(e.Tensor, "FlatParameter") {
+			if len(got) > 0 {
+				break
+			}
+			continue
+		}
+		switch e.Action {
+		case "alloc":
+			got = append(got, e.Size)
+		case "free_requested", "free_completed":
+			got = append(got, -e.Size)
+		}
+	}
+	want := []int64{16_384, 16_384, 32_768, 82_176, -32_768, -82_176}
+	if !slices.Equal(got, want) {
+		t.Errorf("layers.0's tables and broadcast: %v, want %v", got, want)
+	}
+	if r.States.Buffers != 32_768 {
+		t.Errorf("%d B of buffers, want 32,768", r.States.Buffers)
 	}
 }

@@ -67,6 +67,12 @@ type Attention struct {
 	// EnableGQA: the library passes enable_gqa=True to SDPA when it can
 	// instead of expanding k and v (transformers >= 4.54; sdpaGQA).
 	EnableGQA bool
+	// RopeCache is the positions of the cos and sin tables the rotary
+	// embedding registers as buffers, each [RopeCache, head_dim]
+	// (rope_cache.go); 0 for none.
+	RopeCache int64
+	// RopeCacheDType is their dtype; unset, the parameters'.
+	RopeCacheDType units.DType
 }
 
 func (a *Attention) Kv() int64 {
@@ -143,6 +149,9 @@ func (a *Attention) Validate(path string) error {
 	if a.QKNorm && a.FusedQKV {
 		return units.Errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
 	}
+	if a.RopeCache < 0 {
+		return units.Errorf(path, "rope_cache must be positions, or 0 for none (got %d)", a.RopeCache)
+	}
 	switch a.Impl {
 	case "flash", "sdpa", "eager":
 	default:
@@ -182,6 +191,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.QKNorm {
 		q = qkHeadNorm(b, "q_norm", q, s, h, d)
 		k = qkHeadNorm(b, "k_norm", k, s, kv, d)
+	}
+	if a.Rope && a.RopeCache > 0 {
+		a.ropeCacheBuffers(b, d)
 	}
 	if a.Rope {
 		q = rope(b, "q", q, core.WithLast(s, h*d))

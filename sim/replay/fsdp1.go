@@ -54,11 +54,15 @@ func (d *distState) setupFSDP1(r *Replay) {
 			d.quantWhole(r, int32(pi))
 		}
 	}
+	bufs, loose := d.fsdp1Buffers()
+	for _, bi := range loose {
+		r.setupBuffer(bi)
+	}
 	for _, u := range d.fsdp1WrapOrder() {
 		n := d.gatheredSize(u) / d.dp
 		b := prec.Params.Bytes(n)
 		st.Params += b
-		d.fsdp1Wrap(r, u)
+		d.fsdp1Wrap(r, u, bufs[u])
 		if d.FsdpOffload(r) { // pinned on the host with its _cpu_grad (fsdp1_offload.go)
 			d.hostFlatShard(r, b)
 		}

@@ -1,7 +1,10 @@
 package replay
 
 import (
+	"slices"
+
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // FSDP1's construction from a model on the host (or the meta device):
@@ -58,20 +61,37 @@ func (d *distState) fsdp1WrapOrder() []int32 {
 	return append(out, roots...)
 }
 
-// fsdp1Wrap replays unit u's construction and returns its GPU shard,
+// fsdp1Wrap replays unit u's construction with the module buffers bufs
+// (indices in the program's Buffers) it moves, and returns its GPU shard,
 // none under CPU offload.
-func (d *distState) fsdp1Wrap(r *Replay, u int32) int32 {
+//
+// Rank 0, whose figures a run's logs report, moves the unit from the host:
+// param.to(device) copies from pageable memory, and a copy that is not
+// non_blocking ends with cudaStreamSynchronize (memcpy_and_sync in
+// aten/src/ATen/native/cuda/Copy.cu), so the host waits there for the
+// device, the earlier units' broadcasts included (fsdp1Broadcast).
+func (d *distState) fsdp1Wrap(r *Replay, u int32, bufs []int) int32 {
 	un := &d.units[u]
 	dt := r.Plan.Precision.Params
 	offload := d.FsdpOffload(r)
+	states := make([]wrapState, len(bufs), len(bufs)+len(un.params)) // module_states: the buffers, then the parameters
 	orig := make([]int32, 0, len(un.params))
-	for _, pi := range un.params {
+	for i, pi := range un.params {
 		n := d.elems(pi)
-		orig = append(orig, d.alloc(r, d.p.Params[pi].Name+" (wrap)", []int64{n}, dt, dt.Bytes(n), core.CatParams,
-			"moved to the GPU by FSDP's _move_module_to_device while "+un.name+" is wrapped"))
+		id := d.alloc(r, d.p.Params[pi].Name+" (wrap)", []int64{n}, dt, dt.Bytes(n), core.CatParams,
+			"moved to the GPU by FSDP's _move_module_to_device while "+un.name+" is wrapped")
+		orig = append(orig, id)
+		states = append(states, wrapState{id: id, bytes: dt.Bytes(n), dt: dt})
+		if i == 0 {
+			d.wrapHostWaited(r)
+		}
+	}
+	for j, bi := range bufs { // _move_states_to_device moves the buffers after the parameters
+		id, n := r.setupBuffer(bi)
+		states[j] = wrapState{id: id, bytes: n, dt: d.p.Buffers[bi].Dtype}
 	}
 	if r.Plan.Parallel.SyncStates {
-		d.fsdp1Broadcast(r, un)
+		d.fsdp1Broadcast(r, un, states)
 	}
 	n := d.gatheredSize(u)
 	flat := d.alloc(r, un.name+" FlatParameter (wrap)", []int64{n}, dt, dt.Bytes(n), core.CatParams,
@@ -93,17 +113,33 @@ func (d *distState) fsdp1Wrap(r *Replay, u int32) int32 {
 	return shard
 }
 
+// wrapState is one tensor of a unit's module_states.
+type wrapState struct {
+	id    int32
+	bytes int64
+	dt    units.DType
+}
+
 // fsdp1Broadcast is sync_module_states' broadcast_coalesced of unit un's
-// parameters: buckets of fsdp1BroadcastBucket bytes, each of several
-// tensors flattened into a copy, two in flight.
-func (d *distState) fsdp1Broadcast(r *Replay, un *gatherUnit) {
-	dt := r.Plan.Precision.Params
+// states (broadcastBuckets), at most two buckets in flight: a bucket of
+// several tensors is flattened into a copy that lives until its broadcast
+// finishes, a single tensor is broadcast as a view of itself.
+//
+// Before TORCH_NCCL_AVOID_RECORD_STREAMS became PyTorch's default
+// (core.Runtime.NCCLRecordStreams), ProcessGroupNCCL's collective()
+// records the broadcast's input on its NCCL stream (nccl_record.go), and
+// BroadcastWork.finish()'s work.wait() only makes the current stream wait:
+// the host goes on. The copy, freed at the end of broadcast_coalesced, and
+// a parameter broadcast as itself, freed when the unit is wrapped, wait
+// in the cache until the host next waits for the device, at the next
+// unit's first copy from the host (fsdp1Wrap) or after the wrap
+// (fsdp1WrapDone): FlatParamHandle's torch.cat and shard()'s clone cannot
+// reuse them. Over PCIe (Answer.AI's 3090s have no NVLink) a 250 MiB
+// broadcast takes tens of milliseconds, the Python between it and the cat
+// far less.
+func (d *distState) fsdp1Broadcast(r *Replay, un *gatherUnit, states []wrapState) {
 	var inFlight []int32
-	var cur, count int64
-	flush := func() {
-		if count == 0 {
-			return
-		}
+	for _, bk := range broadcastBuckets(states) {
 		if len(inFlight) == 2 { // the oldest finishes first
 			if inFlight[0] != none {
 				r.release(inFlight[0])
@@ -111,21 +147,23 @@ func (d *distState) fsdp1Broadcast(r *Replay, un *gatherUnit) {
 			inFlight = inFlight[1:]
 		}
 		var id int32 = none // a single tensor is broadcast as a view
-		if count > 1 {
-			id = d.alloc(r, un.name+" broadcast bucket (wrap)", []int64{cur / dt.Bytes(1)}, dt, cur, core.CatComm,
-				"sync_module_states: a bucket of "+un.name+"'s parameters flattened for the broadcast from rank 0 (broadcast_coalesced)")
+		if len(bk) > 1 {
+			var b int64
+			for _, i := range bk {
+				b += states[i].bytes
+			}
+			dt := states[bk[0]].dt
+			id = d.alloc(r, un.name+" broadcast bucket (wrap)", []int64{b / dt.Bytes(1)}, dt, b, core.CatComm,
+				"sync_module_states: a bucket of "+un.name+"'s states flattened for the broadcast from rank 0 (broadcast_coalesced)")
+		}
+		if rec := id; r.recordsNCCL() {
+			if rec == none {
+				rec = states[bk[0]].id
+			}
+			r.recordStream(rec, StreamNCCL)
 		}
 		inFlight = append(inFlight, id)
-		cur, count = 0, 0
 	}
-	for _, pi := range un.params {
-		cur += dt.Bytes(d.elems(pi))
-		count++
-		if cur >= fsdp1BroadcastBucket {
-			flush()
-		}
-	}
-	flush()
 	for _, id := range inFlight {
 		if id != none {
 			r.release(id)
@@ -133,10 +171,86 @@ func (d *distState) fsdp1Broadcast(r *Replay, un *gatherUnit) {
 	}
 }
 
+// broadcastBuckets groups states as broadcast_coalesced's
+// compute_bucket_assignment_by_size does (torch/csrc/distributed/c10d/
+// reducer.cpp, a single size limit): one bucket open per dtype, closed
+// once it holds fsdp1BroadcastBucket bytes, the open ones closed at the
+// end, the buckets taken in the order of their first tensor. It returns
+// indices into states.
+func broadcastBuckets(states []wrapState) [][]int {
+	type open struct {
+		dt    units.DType
+		idx   []int
+		bytes int64
+	}
+	var out [][]int
+	var opens []open
+	for i, st := range states {
+		j := slices.IndexFunc(opens, func(o open) bool { return o.dt == st.dt })
+		if j < 0 {
+			opens = append(opens, open{dt: st.dt})
+			j = len(opens) - 1
+		}
+		opens[j].idx = append(opens[j].idx, i)
+		opens[j].bytes += st.bytes
+		if opens[j].bytes >= fsdp1BroadcastBucket {
+			out = append(out, opens[j].idx)
+			opens[j] = open{dt: st.dt}
+		}
+	}
+	for _, o := range opens {
+		if len(o.idx) > 0 {
+			out = append(out, o.idx)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b []int) int { return a[0] - b[0] })
+	return out
+}
+
+// wrapHostWaited says rank 0's host has waited for the device: the
+// blocks the wrap's broadcasts held on the NCCL stream are free again.
+func (d *distState) wrapHostWaited(r *Replay) {
+	if r.recordsNCCL() {
+		r.alloc.Synchronize(StreamNCCL, r.alloc.Mark())
+	}
+}
+
+// fsdp1Buffers assigns each module buffer to the unit whose module moves
+// it: the innermost unit around it (_move_module_to_device walks the
+// unit's modules, stopping at nested FSDP instances), else the root. It
+// returns the buffers of each unit and those of no unit (a layout with
+// no root unit), which move before the wrap.
+func (d *distState) fsdp1Buffers() (byUnit [][]int, loose []int) {
+	pos := make(map[string]int, len(d.units))
+	root := int32(none)
+	for u := range d.units {
+		if d.units[u].root {
+			root = int32(u)
+			continue
+		}
+		pos[d.units[u].name] = u
+	}
+	byUnit = make([][]int, len(d.units))
+	for bi := range d.p.Buffers {
+		name, isRoot := fsdpUnit(d.p.Buffers[bi].Name, pos)
+		switch {
+		case !isRoot:
+			u := pos[name]
+			byUnit[u] = append(byUnit[u], bi)
+		case root != none:
+			byUnit[root] = append(byUnit[root], bi)
+		default:
+			loose = append(loose, bi)
+		}
+	}
+	return byUnit, loose
+}
+
 // fsdp1WrapDone starts the peak of allocated memory again from what the
 // wrap kept: its transient tensors are construction's, not the step's
 // (train.py calls reset_peak_memory_stats before its loop). The reserve
 // it grew stays, as the caching allocator keeps it.
 func (d *distState) fsdp1WrapDone(r *Replay) {
+	d.wrapHostWaited(r) // before the step (train.py's dist.barrier(), the batch's copy to the GPU)
 	r.allocatedPeak(r.alloc.Allocated)
 }
