@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"os"
 	"testing"
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/units"
 )
 
@@ -41,5 +43,37 @@ func TestRopeCacheBuffers(t *testing.T) {
 				t.Errorf("%d B of buffers, want %d", r.States.Buffers, c.want)
 			}
 		})
+	}
+}
+
+// hf_config's rotary tables by transformers version (hf/transformers.go
+// ropeCache), hand-counted in bf16: Llama-2 7B (max_position_embeddings
+// 4,096, head_dim 128, 32 layers) holds 32 x 2 x 4,096 x 128 x 2 B =
+// 67,108,864 B up to 4.40 and none from 4.41; Mistral 7B v0.1 (32,768
+// positions) 32 x 2 x 32,768 x 128 x 2 B = 536,870,912 B up to 4.41 and
+// none from 4.42.
+func TestRopeCacheTransformers(t *testing.T) {
+	for _, c := range []struct {
+		config, transformers string
+		want                 int64
+	}{
+		{"llama-2-7b.json", "4.40.0", 67_108_864},
+		{"llama-2-7b.json", "4.41.0", 0},
+		{"mistral-7b-v0.1.json", "4.41.0", 536_870_912},
+		{"mistral-7b-v0.1.json", "4.42.0", 0},
+	} {
+		data, err := os.ReadFile("testdata/hf/" + c.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: c.transformers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := testmodels.LlamaPlan(m, 1, 8, "bf16", "none", "H100-80GB")
+		p.Phase = core.Eval
+		if r := evalPlan(t, p); r.States.Buffers != c.want {
+			t.Errorf("%s, transformers %s: %d B of buffers, want %d", c.config, c.transformers, r.States.Buffers, c.want)
+		}
 	}
 }

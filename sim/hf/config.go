@@ -213,7 +213,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	if err := useTransformers(m, s, opts.Transformers, opts.Experts); err != nil {
+	if err := useTransformers(m, c, s, opts.Transformers, opts.Experts); err != nil {
 		return nil, err
 	}
 	if head != headBase && fam.modelType != "bert" { // bert.go names its own base

@@ -117,16 +117,47 @@ func parseTransformers(v string) ([2]int, error) {
 	return out, nil
 }
 
+// ropeCache is, for model_type modelType under transformers v, the
+// positions of the cos and sin tables each attention layer's rotary
+// embedding registers as buffers (nn.Attention.RopeCache), 0 for none:
+// LlamaRotaryEmbedding builds them for max_position_embeddings until the
+// 4.41.0 wheel (modeling_llama.py of 4.36.0 and 4.40.0; absent from
+// 4.41.0), MistralRotaryEmbedding until 4.42.0 (present in 4.41.0,
+// absent from 4.42.0). The defaults are LlamaConfig's 2,048 and
+// MistralConfig's 4,096 x 32. Other families are not read.
+func ropeCache(c *hfConfig, modelType string, v [2]int) int64 {
+	switch {
+	case modelType == "llama" && !atLeast(v, [2]int{4, 41}):
+		return c.sizeOr("max_position_embeddings", 2048)
+	case modelType == "mistral" && !atLeast(v, [2]int{4, 42}):
+		return c.sizeOr("max_position_embeddings", 4096*32)
+	}
+	return 0
+}
+
+// setRopeCache sets the rotary tables' positions of every rotary attention
+// layer of l. Their dtype is the parameters': from_pretrained builds the
+// model under its torch_dtype, and module.to(dtype) casts buffers.
+func setRopeCache(l core.Layer, positions int64) {
+	if a, ok := l.(*nn.Attention); ok && a.Rope {
+		a.RopeCache = positions
+	}
+	for _, c := range l.Children() {
+		setRopeCache(c, positions)
+	}
+}
+
 func atLeast(v, since [2]int) bool {
 	return v[0] > since[0] || (v[0] == since[0] && v[1] >= since[1])
 }
 
 // useTransformers sets what depends on the transformers version: how a
 // causal LM's loss copies and upcasts its logits (useLoss), whether
-// SDPA gets the kv heads as they are (nn.Attention.EnableGQA), and from
+// SDPA gets the kv heads as they are (nn.Attention.EnableGQA), the rotary
+// tables Llama and Mistral keep as buffers (ropeCache), and from
 // 5.0 how the MoE blocks of modelType store and run their experts
 // (experts: "grouped_mm", "eager", or "" for the default, grouped_mm).
-func useTransformers(m *core.Model, modelType, version, experts string) error {
+func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts string) error {
 	if version == "" {
 		version = DefaultTransformers
 	}
@@ -147,8 +178,15 @@ func useTransformers(m *core.Model, modelType, version, experts string) error {
 	}
 	useLoss(m, modelType, v)
 	gqa := atLeast(v, gqaSince)
+	rc := ropeCache(c, modelType, v)
 	for _, l := range m.Layers {
 		setEnableGQA(l, gqa)
+		if rc > 0 {
+			setRopeCache(l, rc)
+		}
+	}
+	if c.err != nil {
+		return c.err
 	}
 	if !v5 {
 		return nil
