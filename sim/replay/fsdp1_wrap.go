@@ -20,15 +20,18 @@ import (
 // modules first and the root last; for each unit, in that order:
 //
 //   - _move_module_to_device moves the unit's parameters that are on the
-//     host to the GPU, one tensor each (param.data = param.to(device));
-//     a rank that made them on the meta device materialises them there
-//     (param_init_fn's to_empty), the same bytes;
-//   - with sync_module_states, _sync_params_and_buffers broadcasts them
-//     from rank 0 in buckets of 250 MiB (PARAM_BROADCAST_BUCKET_SIZE,
-//     a bucket closes once it reaches the size), at most two in flight;
-//     a bucket of several tensors is flattened into a copy
-//     (flatten_dense_tensors, a view for a single tensor) that lives
-//     until its broadcast finishes;
+//     host to the GPU, one tensor each (param.data = param.to(device)),
+//     then its module buffers (fsdp1Buffers); a rank that made them on
+//     the meta device materialises them there (param_init_fn's
+//     to_empty), the same bytes;
+//   - with sync_module_states, _sync_params_and_buffers broadcasts the
+//     buffers and then the parameters from rank 0 in buckets of 250 MiB
+//     per dtype (PARAM_BROADCAST_BUCKET_SIZE, a bucket closes once it
+//     reaches the size), at most two in flight; a bucket of several
+//     tensors is flattened into a copy (flatten_dense_tensors, a view
+//     for a single tensor) that lives until its broadcast finishes, and
+//     on a runtime that records streams until the host next waits for
+//     the device (fsdp1Broadcast);
 //   - FlatParamHandle flattens them into one padded FlatParameter
 //     (torch.cat), shard() clones this rank's chunk and set_() drops the
 //     unsharded storage; under CPUOffload the shard is then moved to the
