@@ -106,7 +106,8 @@ func (d *distState) fsdp1Wrap(r *Replay, u int32, bufs []int) int32 {
 	s := n / d.dp
 	shard := d.alloc(r, name, []int64{s}, dt, dt.Bytes(s), core.CatParams, why)
 	r.release(flat)
-	if offload {
+	if offload { // flat_param_to(cpu): the copy to pageable memory waits for the device
+		d.wrapHostWaited(r)
 		r.release(shard)
 		shard = none
 	}
