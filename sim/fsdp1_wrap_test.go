@@ -225,3 +225,40 @@ func TestFSDP1WrapBuffers(t *testing.T) {
 		t.Errorf("%d B of buffers, want 32,768", r.States.Buffers)
 	}
 }
+
+// The order of the wrap: FSDP's auto-wrap (_recursive_wrap) wraps a
+// module's children before the module, so on a one-layer Llama with LoRA
+// on q and each adapter its own unit (Answer.AI's policy) the units are
+// built as lora_A, lora_B, then layers.0, then the root: the first tensor
+// each moves to the GPU is, in order, lora_A's weight, lora_B's, the
+// layer's first parameter, the embedding.
+func TestFSDP1WrapOrder(t *testing.T) {
+	m := testmodels.Llama(64, 1, 4, 4, 128, 100, "sdpa")
+	plan := distPlan(t, m, "bf16", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1, AdapterUnits: true})
+	plan.LoRA = &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q"}}
+	r, err := Evaluate(plan, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string // the unit of each tensor the wrap moves, once a unit
+	for _, e := range r.Trace.Events {
+		if e.Phase != replay.PhaseSetup || e.Action != "alloc" || !strings.HasSuffix(e.Tensor, ".weight (wrap)") {
+			continue
+		}
+		u := "root"
+		switch {
+		case strings.Contains(e.Tensor, "lora_A"):
+			u = "lora_A"
+		case strings.Contains(e.Tensor, "lora_B"):
+			u = "lora_B"
+		case strings.HasPrefix(e.Tensor, "layers.0."):
+			u = "layers.0"
+		}
+		if len(got) == 0 || got[len(got)-1] != u {
+			got = append(got, u)
+		}
+	}
+	if want := []string{"lora_A", "lora_B", "layers.0", "root"}; !slices.Equal(got, want) {
+		t.Errorf("the wrap builds %v, want %v", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -50,16 +51,29 @@ import (
 const fsdp1BroadcastBucket = 250 << 20
 
 // fsdp1WrapOrder is the order FSDP's auto-wrap constructs the units in:
-// every unit before the root, in module order, the root last.
+// _recursive_wrap (torch/distributed/fsdp/wrap.py) wraps a module's
+// children before the module, so a unit nested in another (an adapter in
+// its decoder layer) comes before it; otherwise module order, the root
+// last.
 func (d *distState) fsdp1WrapOrder() []int32 {
 	out := make([]int32, 0, len(d.units))
 	var roots []int32
+	var open []int32 // units whose nested units may still follow, outermost first
 	for u := range d.units {
-		if d.units[u].root {
+		un := &d.units[u]
+		if un.root {
 			roots = append(roots, int32(u))
 			continue
 		}
-		out = append(out, int32(u))
+		for len(open) > 0 && !strings.HasPrefix(un.name, d.units[open[len(open)-1]].name+".") {
+			out = append(out, open[len(open)-1])
+			open = open[:len(open)-1]
+		}
+		open = append(open, int32(u))
+	}
+	for len(open) > 0 {
+		out = append(out, open[len(open)-1])
+		open = open[:len(open)-1]
 	}
 	return append(out, roots...)
 }
