@@ -152,6 +152,16 @@ var hfParamCases = []struct {
 	// in transformers' DeepseekV3TopkRouter, not a parameter). Total
 	// 15,960,108,544.
 	{"moonlight-16b-a3b-instruct.json", "", 15_960_108_544},
+	// GLM-4.5-Air and GLM-4.7 (glm4_moe): GLM-4.5-Air's config.json as
+	// ms-swift printed it from the hub (Glm4MoeConfig, transformers 4.54.1),
+	// GLM-4.7's as transcribed in public test code from nvidia/GLM-4.7-NVFP4
+	// (its quantization_config left out); each count is transformers
+	// 5.17.0's Glm4MoeForCausalLM(config) on the meta device,
+	// sum(p.numel()) (the model cards' 106 B; 355 B for GLM-4.5, whose
+	// shapes GLM-4.7 keeps, with the MTP layer). Without the MTP layer
+	// (model.layers.46 and .92), which transformers does not build.
+	{"glm-4.5-air.json", "", 106_852_245_504},
+	{"glm-4.7.json", "", 352_797_814_784},
 	{"gpt-oss-20b.json", "", 20_914_757_184},
 	{"gemma-3-1b-it.json", "", 999_885_952},
 	{"phi-3.5-moe-instruct.json", "", 41_873_153_344},
@@ -315,6 +325,7 @@ func TestFromHFConfigEvaluates(t *testing.T) {
 		"gemma3":    `{"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 7, "num_attention_heads": 4, "num_key_value_heads": 1, "vocab_size": 100, "head_dim": 32, "sliding_window": 8}`,
 		"phimoe":    `{"model_type": "phimoe", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2, "attention_bias": true, "lm_head_bias": true}`,
 		"gpt_oss":   `{"model_type": "gpt_oss", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"]}`,
+		"glm4_moe":  `{"model_type": "glm4_moe", "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "attention_bias": true, "use_qk_norm": true, "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1}`,
 		"deepseek":  `{"model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "vocab_size": 100, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1}`,
 		"mamba2":    `{"model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 2, "num_heads": 8, "head_dim": 16, "n_groups": 2, "state_size": 8, "vocab_size": 100, "chunk_size": 8, "time_step_limit": [0.0, Infinity]}`,
 		"nemotronh": `{"model_type": "nemotron_h", "hidden_size": 64, "num_hidden_layers": 4, "hybrid_override_pattern": "M-*-", "num_attention_heads": 4, "num_key_value_heads": 2, "attention_head_dim": 16, "intermediate_size": 96, "mamba_num_heads": 8, "mamba_head_dim": 16, "n_groups": 2, "ssm_state_size": 8, "chunk_size": 8, "vocab_size": 100}`,

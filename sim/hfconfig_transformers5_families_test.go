@@ -58,7 +58,7 @@ func firstMoE(m *core.Model) *nn.MoE {
 	return moe
 }
 
-// TestHFTransformers5DeepSeekJambaPhimoe: DeepSeek-V3, Jamba and PhiMoE as
+// TestHFTransformers5DeepSeekJambaPhimoe: DeepSeek-V3, GLM-4.5, Jamba and PhiMoE as
 // transformers 5.17.0 builds them (models/deepseek_v3/modeling_deepseek_v3.py
 // DeepseekV3Experts and DeepseekV3TopkRouter, models/jamba/modeling_jamba.py
 // JambaExperts and JambaSparseMoeBlock, models/phimoe/modeling_phimoe.py
@@ -74,16 +74,26 @@ func TestHFTransformers5DeepSeekJambaPhimoe(t *testing.T) {
 		block        string // the MoE's module name under 5.x
 		router       string // RouterName under 5.x
 		linearRouter bool
+		paramRouter  bool // the router a parameter module under 4.x too (DeepseekV3TopkRouter, Glm4MoeTopkRouter)
 		weightsFP32  bool
 		params       []string // names in the small model under 5.17, grouped_mm
 	}{
-		{name: "deepseek_v3", file: "deepseek-v3.json", block: "mlp", weightsFP32: true,
+		{name: "deepseek_v3", file: "deepseek-v3.json", block: "mlp", weightsFP32: true, paramRouter: true,
 			small: map[string]any{"hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64, "num_hidden_layers": 3,
 				"first_k_dense_replace": 1, "n_routed_experts": 16, "n_group": 4, "topk_group": 2, "num_experts_per_tok": 4,
 				"num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 32,
 				"qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 1024},
 			params: []string{"model.layers.1.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj",
 				"model.layers.2.mlp.gate.weight", "model.layers.1.mlp.shared_experts.gate_proj.weight"}},
+		// GLM-4.5-Air (models/glm4_moe/modeling_glm4_moe.py at 5.17.0:
+		// Glm4MoeExperts and Glm4MoeTopkRouter are DeepSeek-V3's)
+		{name: "glm4_moe", file: "glm-4.5-air.json", block: "mlp", weightsFP32: true, paramRouter: true,
+			small: map[string]any{"hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64, "num_hidden_layers": 3,
+				"first_k_dense_replace": 1, "n_routed_experts": 16, "num_experts_per_tok": 4, "num_attention_heads": 4,
+				"num_key_value_heads": 2, "head_dim": 64, "use_qk_norm": true, "vocab_size": 1024},
+			params: []string{"model.layers.1.mlp.experts.gate_up_proj", "model.layers.1.mlp.experts.down_proj",
+				"model.layers.2.mlp.gate.weight", "model.layers.1.mlp.shared_experts.gate_proj.weight",
+				"model.layers.1.self_attn.k_proj.bias", "model.layers.1.self_attn.q_norm.weight"}},
 		{name: "jamba", file: "ai21-jamba-1.5-mini.json", block: "feed_forward", router: "router", linearRouter: true,
 			small: map[string]any{"hidden_size": 256, "intermediate_size": 128, "num_hidden_layers": 8, "num_attention_heads": 4,
 				"num_key_value_heads": 2, "mamba_dt_rank": 16, "vocab_size": 1024},
@@ -167,7 +177,7 @@ func TestHFTransformers5DeepSeekJambaPhimoe(t *testing.T) {
 				for _, pi := range qprog.Params {
 					adapted = adapted || strings.Contains(pi.Name, "."+moe.Name+"."+routerOr(moe)+".lora.lora_A")
 				}
-				if want := tc.linearRouter && v5 || !v5 && tc.name != "deepseek_v3"; adapted != want {
+				if want := tc.linearRouter && v5 || !v5 && !tc.paramRouter; adapted != want {
 					t.Errorf("%s %s: LoRA on the router %v, want %v", c.version, c.experts, adapted, want)
 				}
 			}

@@ -26,11 +26,11 @@ func HfConfigBuiltins() []host.Builtin {
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\"; for decoders the causal LM " +
 			"(the default) or the base model (\"LlamaModel\": no head); a decoder's base model keeps the token " +
 			"embedding's output (inputs_embeds) until its layers and final norm are done, as its forward does. " +
-			"Layers that differ (DeepSeek's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
+			"Layers that differ (DeepSeek's and GLM-4.5's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
 			"sliding and full ones, Jamba's Mamba and attention layers) stack as layers.0, layers.1, ...; " +
 			"Jamba's Mamba layers run the mamba_ssm kernels (use_mamba_kernels, as transformers trains them); MoE blocks run as transformers 4.x runs them " +
 			"(moe(impl=\"loop\"); gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
-			"modules the checkpoint holds (DeepSeek-V3's num_nextn_predict_layers), which transformers does not build, " +
+			"modules the checkpoint holds (num_nextn_predict_layers of DeepSeek-V3 and GLM-4.5), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
 			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
 			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=); its " +
@@ -51,10 +51,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"keeps them in fp32. bloom, falcon, gpt2, gpt_neox and opt before 4.49 shift in the model's dtype and never " +
 			"upcast; mamba and mamba2 upcast in the forward in every release and shift before 5.17 and 4.52; mllama " +
 			"upcasts in the forward in every release (docs/models.md). " +
-			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, jamba and phimoe " +
+			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, glm4_moe, jamba and phimoe " +
 			"store their experts as 3-D parameters (gate_up_proj, down_proj; the router a parameter module named gate, " +
 			"Mixtral's block named mlp, its top-k weights kept in fp32; Jamba's and PhiMoE's routers stay nn.Linear modules " +
-			"named router, PhiMoE's block named mlp; DeepSeek-V3's experts weight in fp32 and sum in the hidden states' dtype) " +
+			"named router, PhiMoE's block named mlp; DeepSeek-V3's and GLM-4.5's experts weight in fp32 and sum in the hidden states' dtype) " +
 			"and run them as experts= says, transformers' experts_implementation: \"grouped_mm\" " +
 			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
 			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); bitsandbytes and PEFT's " +

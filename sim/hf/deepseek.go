@@ -20,15 +20,34 @@ import (
 // train them (nn.MTP: embedding and head shared with the main model).
 func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
 	heads := c.size("num_attention_heads")
-	vocab := c.size("vocab_size")
 	qLora := c.sizeOr("q_lora_rank", 0)
 	kvLora := c.size("kv_lora_rank")
 	nope := c.size("qk_nope_head_dim")
 	ropeDim := c.size("qk_rope_head_dim")
 	vDim := c.size("v_head_dim")
 	bias := c.flag("attention_bias", false)
+	if c.err != nil {
+		return nil
+	}
+	at := &nn.MLA{Name: "self_attn", Dim: hidden, Heads: heads, QLoraRank: qLora, KVLora: kvLora,
+		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true}
+	return buildRouted(c, at, 2*float64(hidden)*float64(heads*(nope+ropeDim+vDim)), head)
+}
+
+// buildRouted builds the decoder DeepSeek-V3's layout shares (DeepSeek-V3
+// and GLM-4.5 alike, each with its own attention at): first_k_dense_replace
+// dense layers, then MoE layers (every moe_layer_freq-th) of
+// n_routed_experts fine-grained experts with sigmoid routing and the
+// auxiliary-loss-free correction bias (topk_method "noaux_tc", a buffer)
+// beside n_shared_experts always-on experts, looped over as transformers
+// 4.x does (DeepseekV3MoE.moe, which Glm4MoeMoE subclasses), and the
+// multi-token prediction modules mtp adds. attnParams estimates the
+// attention's parameters for the size check.
+func buildRouted(c *hfConfig, at core.Layer, attnParams float64, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	vocab := c.size("vocab_size")
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
 	c.object("rope_scaling")
@@ -40,8 +59,6 @@ func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	at := &nn.MLA{Name: "self_attn", Dim: hidden, Heads: heads, QLoraRank: qLora, KVLora: kvLora,
-		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true}
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
 	block := func(ff core.Layer) core.Layer {
 		return seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), ff))
@@ -56,7 +73,7 @@ func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
 	if experts > 0 {
 		moeInter := c.size("moe_intermediate_size")
 		if f := c.str("scoring_func", "sigmoid"); f != "sigmoid" {
-			c.fail("scoring_func", "must be \"sigmoid\" for model_type deepseek_v3 (got %q)", f)
+			c.fail("scoring_func", "must be \"sigmoid\" for model_type %s (got %q)", c.modelType, f)
 		}
 		moe := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: moeInter, Experts: experts,
 			TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
@@ -65,7 +82,7 @@ func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
 		moeBlock = block(moe)
 		estimate = float64(experts+moe.SharedExperts) * 3 * float64(hidden) * float64(moeInter)
 	}
-	c.checkTotal(float64(layers+nextn)*(2*float64(hidden)*float64(heads*(nope+ropeDim+vDim))+estimate) + 2*float64(vocab)*float64(hidden))
+	c.checkTotal(float64(layers+nextn)*(attnParams+estimate) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}
