@@ -182,7 +182,7 @@ type Block struct {
 	pending    bool // released, waiting for the streams that used it (not free yet: streams.go)
 	prev, next *Block
 	pos        int // index in its pool's free list while free
-	wpos       int // index in whole while releasable
+	wpos       int // 1 + its index in whole while listed there (releasable), else 0
 }
 
 // Stream is the stream the block belongs to: its segment's.
@@ -225,7 +225,8 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 	size := RoundSize(n)
 	pool := poolOf(size)
 	ok = true
-	b := a.bestFit(listOf(s, pool), size)
+	list := listOf(s, pool)
+	b := a.bestFit(list, size)
 	if b == nil {
 		a.grew(listOf(s, pool), size)
 		segSize := segmentSize(size)
@@ -256,7 +257,7 @@ func (a *Allocator) AllocOn(n int64, s Stream) (blk *Block, ok bool) {
 		// nearly every request makes a segment, it was a third of the
 		// free-list work of a 65,536-layer step).
 	} else {
-		a.removeFree(b)
+		a.unlist(&a.lists[list], b) // bestFit's pick: listed at b.pos of its list
 	}
 	rest := b.Size - size
 	if (pool == 0 && rest >= minBlock) || (pool == 1 && rest > smallSize) {
@@ -387,9 +388,9 @@ func (a *Allocator) addFree(b *Block) {
 	blocks, sizes := l.free()
 	l.index.added(size, pos, blocks, sizes)
 	if releasable(b) {
-		b.wpos = a.nwhole
 		put(&a.whole, a.nwhole, b)
 		a.nwhole++
+		b.wpos = a.nwhole
 	}
 }
 
@@ -421,17 +422,27 @@ func (a *Allocator) removeFree(b *Block) {
 		return
 	}
 	l := &a.lists[pool]
-	fl, sz := l.free()
-	i := b.pos
-	if i >= len(fl) || fl[i] != b {
+	if i := b.pos; i >= l.n || l.blocks[i] != b {
 		return // not listed
 	}
-	if w, whole := b.wpos, a.whole[:a.nwhole]; w < len(whole) && whole[w] == b {
-		n := len(whole) - 1
-		last := whole[n]
-		whole[w], last.wpos = last, w
-		a.nwhole = n
+	a.unlist(l, b)
+}
+
+// unlist takes the free block b off l, the free list that holds it at
+// b.pos (removeFree's checks passed, or bestFit's pick), and off the
+// releasable blocks when it is there. (AllocOn takes its pick here:
+// removeFree's checks read the block's segment and the list again.)
+//
+//go:norace
+func (a *Allocator) unlist(l *freeList, b *Block) {
+	if w := b.wpos; w > 0 { // releasable: the last of whole moves into its place
+		n := a.nwhole - 1
+		last := a.whole[n]
+		a.whole[w-1], last.wpos = last, w
+		a.nwhole, b.wpos = n, 0
 	}
+	fl, sz := l.free()
+	i := b.pos
 	size := b.Size
 	l.bytes -= size
 	if size >= l.largest {

@@ -313,10 +313,12 @@ func checkAllocator(t *testing.T, a *Allocator, live []*Block) {
 	whole := 0
 	for b := range freeBlocks {
 		if releasable(b) {
-			if b.wpos >= a.nwhole || a.whole[b.wpos] != b {
+			if b.wpos < 1 || b.wpos > a.nwhole || a.whole[b.wpos-1] != b {
 				t.Fatalf("a releasable free block of %d bytes at %d is missing from the whole list", b.Size, b.off)
 			}
 			whole++
+		} else if b.wpos != 0 {
+			t.Fatalf("a free block of %d bytes at %d that is not releasable says it is in the whole list (at %d)", b.Size, b.off, b.wpos-1)
 		}
 	}
 	if whole != a.nwhole {
