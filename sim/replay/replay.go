@@ -208,7 +208,7 @@ func newReplayState(p *core.Program, plan *core.Plan, opts core.Options, limit i
 		r.traced = map[*alloc.Block]tracedTensor{}
 		r.alloc.Observe = r.traceSegment
 	}
-	r.live.size = int32(min(max(2*(nv+len(p.Params)), 64), 1<<20))
+	r.live.shift = chunkShift(min(max(2*(nv+len(p.Params)), 64), 1<<20))
 	l := s.take()
 	if s != nil {
 		r.lists, r.scratch = l, s

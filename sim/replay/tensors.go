@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"math/bits"
+
 	"github.com/memsh/memsh/sim/alloc"
 	"github.com/memsh/memsh/sim/core"
 )
@@ -18,13 +20,20 @@ type liveTensor struct {
 // copied it again and again (a third of the replay's heap bytes). A
 // chunk holds size tensors: a step allocates about 1.8 tensors per value
 // and parameter (Llama 70B's pipeline stages), so NewReplay sizes one
-// chunk for two, and most steps need no second.
+// chunk for two, and most steps need no second. A chunk holds a power of
+// two tensors, so that an id's chunk and place in it are a shift and a
+// mask: a division by a size read at run time is one instruction but
+// tens of cycles, at every allocation and release of the step.
 type tensors struct {
 	chunks [][]liveTensor
 	last   []liveTensor // the latest chunk, where add writes
-	size   int32        // tensors per chunk
+	shift  uint8        // a chunk holds 1<<shift tensors (0: not set yet, add sets 6)
 	n      int32
 }
+
+// chunkShift is the shift of the least power of two chunk that holds n
+// tensors (n >= 1).
+func chunkShift(n int) uint8 { return uint8(bits.Len(uint(n - 1))) }
 
 // add appends t and returns its id. It reads each field once (under the
 // race detector every read is a checked call, at every allocation).
@@ -32,22 +41,24 @@ type tensors struct {
 //
 //go:norace
 func (ts *tensors) add(t liveTensor) int32 {
-	n, size := ts.n, ts.size
-	if size == 0 { // a Replay not made by NewReplay
-		size = 64
-		ts.size = size
+	n, shift := ts.n, ts.shift
+	if shift == 0 { // a Replay not made by NewReplay
+		shift = 6
+		ts.shift = shift
 	}
+	shift &= 31 // (below 32: the compiler checks no larger shift)
+	mask := int32(1)<<shift - 1
 	last := ts.last
-	if k := n % size; k == 0 {
-		if c := int(n / size); c < len(ts.chunks) {
+	if n&mask == 0 {
+		if c := int(n >> shift); c < len(ts.chunks) {
 			last = ts.chunks[c]
 		} else {
-			last = make([]liveTensor, size)
+			last = make([]liveTensor, 1<<shift)
 			ts.chunks = append(ts.chunks, last)
 		}
 		ts.last = last
 	}
-	last[n%size] = t
+	last[n&mask] = t
 	ts.n = n + 1
 	return n
 }
@@ -55,7 +66,10 @@ func (ts *tensors) add(t liveTensor) int32 {
 // at is tensor id.
 //
 //go:norace
-func (ts *tensors) at(id int32) *liveTensor { return &ts.chunks[id/ts.size][id%ts.size] }
+func (ts *tensors) at(id int32) *liveTensor {
+	shift := ts.shift & 31 // (below 32: the compiler checks no larger shift)
+	return &ts.chunks[id>>shift][id&(int32(1)<<shift-1)]
+}
 
 // len is the number of tensors made.
 //
@@ -69,9 +83,9 @@ func (ts *tensors) len() int32 { return ts.n }
 // most the id of every tensor of prev not added yet when those are added
 // in increasing order, as warmFirstStep adds the first step's moments).
 func (ts *tensors) takeFirst(prev *tensors, n int32) {
-	*ts = tensors{chunks: prev.chunks, size: prev.size, n: n}
+	*ts = tensors{chunks: prev.chunks, shift: prev.shift, n: n}
 	*prev = tensors{}
-	if c := int(n / ts.size); c < len(ts.chunks) {
+	if c := int(n >> ts.shift); c < len(ts.chunks) {
 		ts.last = ts.chunks[c]
 	}
 }
@@ -88,20 +102,20 @@ func (ts *tensors) empty() [][]liveTensor {
 }
 
 // reuse starts ts, empty, on chunks another replay emptied when they
-// hold at least an eighth of ts.size tensors each (the chunk size is the
+// hold at least an eighth of a chunk of ts's tensors each (the chunk size is the
 // chunks', then: ids are counted, so any size holds the same tensors,
 // and more chunks are made as needed; a pipeline's stages hold up to pp
 // times the micro-batches of another, one worker replaying them in turn).
 func (ts *tensors) reuse(chunks [][]liveTensor) {
-	if len(chunks) > 0 && 8*len(chunks[0]) >= int(ts.size) {
-		ts.chunks, ts.size = chunks, int32(len(chunks[0]))
+	if len(chunks) > 0 && 8*len(chunks[0]) >= 1<<ts.shift { // chunks made by add: a power of two each
+		ts.chunks, ts.shift = chunks, chunkShift(len(chunks[0]))
 	}
 }
 
 // carry makes ts the first n tensors of prev (a copy: prev's chunks stay
 // prev's).
 func (ts *tensors) carry(prev *tensors, n int32) {
-	*ts = tensors{size: ts.size}
+	*ts = tensors{shift: ts.shift}
 	for id := range n {
 		ts.add(*prev.at(id))
 	}
