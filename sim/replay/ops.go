@@ -212,8 +212,13 @@ func (r *Replay) backwardOp(i int) {
 					}
 				}
 				gdt, gb := vi.GradBytes() // torchao's gathered fp8 input has a bf16 gradient (core/float8_tp.go)
-				gradT[v] = r.allocateParts(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: gdt, Bytes: gb, Why: vi.Name, Cat: core.CatTemporaries},
-					allocParts{tensor: "grad of ", why: "gradient of "})
+				gb = max(gb, 1)           // as allocateParts asks
+				if blk, ok := r.allocBlock(gb); r.plain(gb, ok) {
+					gradT[v] = r.keepPlain(blk, core.CatTemporaries)
+				} else {
+					gradT[v] = r.allocated(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: gdt, Bytes: gb, Why: vi.Name, Cat: core.CatTemporaries},
+						allocParts{tensor: "grad of ", why: "gradient of "}, blk, ok)
+				}
 			}
 		}
 		if !op.WeightGradFirst {
@@ -309,8 +314,13 @@ func (r *Replay) backwardWorkspace(op *core.OpInfo) []int32 {
 // it is released: ops.go lends every call the one room, r.workIDs.
 func (r *Replay) workspace(ids []int32, op *core.OpInfo, name, why string, total, n int64, sizes []int64) []int32 {
 	add := func(b int64) {
-		ids = append(ids, r.allocateParts(Alloc{Tensor: name, DType: units.INT8, Bytes: b, Why: op.Kind, Cat: core.CatTemporaries},
-			allocParts{tensor: op.Name, why: why, dim: b}))
+		n := max(b, 1) // as allocateParts asks; the shape is [b] (allocParts.dim)
+		if blk, ok := r.allocBlock(n); r.plain(n, ok) {
+			ids = append(ids, r.keepPlain(blk, core.CatTemporaries))
+		} else {
+			ids = append(ids, r.allocated(Alloc{Tensor: name, DType: units.INT8, Bytes: n, Why: op.Kind, Cat: core.CatTemporaries},
+				allocParts{tensor: op.Name, why: why, dim: b}, blk, ok))
+		}
 	}
 	if len(sizes) == 0 {
 		for k := range n {

@@ -375,8 +375,62 @@ func (r *Replay) allocateParts(a Alloc, parts allocParts) int32 {
 	if a.Bytes <= 0 {
 		a.Bytes = 1
 	}
+	blk, ok := r.allocBlock(a.Bytes)
+	return r.allocated(a, parts, blk, ok)
+}
+
+// allocBlock asks the allocator for a block of n bytes (n > 0) on the
+// current stream: the first half of allocateParts. With what it returns,
+// plain says whether the report keeps nothing of the allocation's
+// description, keepPlain then records it without one, else allocated
+// does with it: the callers that make most of a step's tensors (produce,
+// the backward's gradients, workspaces) make the Alloc only when it is
+// kept (writing and copying it at each allocation was a fifth of the
+// bookkeeping's instructions).
+//
+//go:norace
+func (r *Replay) allocBlock(n int64) (*alloc.Block, bool) {
 	r.grew = false
-	blk, ok := r.alloc.AllocOn(a.Bytes, r.stream)
+	return r.alloc.AllocOn(n, r.stream)
+}
+
+// plain says whether allocated would record the allocation of n bytes
+// that allocBlock just made (ok: it fit) without reading its
+// description: no OOM to report, and, outside a quiet replay, no trace,
+// no new largest allocation and no growth of the reserve past its peak.
+//
+//go:norace
+func (r *Replay) plain(n int64, ok bool) bool {
+	rep := r.Rep
+	if !ok && rep.OOM == nil {
+		return false
+	}
+	if r.quiet {
+		return true
+	}
+	return r.traced == nil && n <= rep.Largest.Bytes && !(r.grew && r.alloc.Reserved > rep.PeakReserved)
+}
+
+// keepPlain is allocated for an allocation plain says needs no
+// description.
+//
+//go:norace
+func (r *Replay) keepPlain(blk *alloc.Block, cat core.Category) int32 {
+	id := r.live.add(liveTensor{blk: blk, cat: cat})
+	r.cur[cat] += blk.Size
+	if r.quiet {
+		r.Rep.PeakReserved = max(r.Rep.PeakReserved, r.alloc.Reserved)
+		return id
+	}
+	r.sample()
+	return id
+}
+
+// allocated records the allocation a (described as parts joins it)
+// that allocBlock made: blk, ok. It returns its tensor id.
+//
+//go:norace
+func (r *Replay) allocated(a Alloc, parts allocParts, blk *alloc.Block, ok bool) int32 {
 	a.Phase, a.Op = r.phase, r.op
 	rep := r.Rep
 	if r.quiet {
@@ -511,7 +565,12 @@ func (r *Replay) produce(v core.Value) {
 		r.done[v] = false
 		return
 	}
-	r.valT[v] = r.allocate(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why, Cat: vi.Cat})
+	n := max(vi.Bytes, 1) // as allocateParts asks
+	if blk, ok := r.allocBlock(n); r.plain(n, ok) {
+		r.valT[v] = r.keepPlain(blk, vi.Cat)
+	} else {
+		r.valT[v] = r.allocated(Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: n, Why: vi.Why, Cat: vi.Cat}, allocParts{}, blk, ok)
+	}
 	r.done[v] = false
 }
 
