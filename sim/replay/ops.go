@@ -15,6 +15,13 @@ import (
 func (r *Replay) forwardOp(i int, recompute bool) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
+	if r.graphs == nil && !op.SideStream && r.stream != StreamSharedExpert && r.hostHolds == nil && !r.actsOffloaded() {
+		// No graph pool, side stream or host copy: the hooks below would
+		// do nothing (most ops of most steps; their defers were a tenth
+		// of the forward's own instructions).
+		r.runForward(i, op, recompute)
+		return
+	}
 	defer r.onGraphPool(i, false, recompute)() // CUDA graphs' private pool (cudagraphs.go)
 	defer r.afterForwardOp(i)                  // saved activations to host
 	thread := 0                                // the forward's thread; the backward's runs the recompute
@@ -22,7 +29,12 @@ func (r *Replay) forwardOp(i int, recompute bool) {
 		thread = 1
 	}
 	defer r.onSideStream(op, thread)() // Megatron's overlapped shared expert (streams.go)
-	reuse := recompute && r.keeps(op)  // the policy kept the outputs: the op does not run again
+	r.runForward(i, op, recompute)
+}
+
+// runForward is forwardOp's op i (op) itself, within its hooks.
+func (r *Replay) runForward(i int, op *core.OpInfo, recompute bool) {
+	reuse := recompute && r.keeps(op) // the policy kept the outputs: the op does not run again
 	if op.Syncs > 0 && !reuse {
 		r.hostWaited() // what the NCCL stream held is free again (nccl_record.go)
 	}
@@ -160,11 +172,23 @@ func (r *Replay) regionOutputs(reg core.Region) []core.Value {
 func (r *Replay) backwardOp(i int) {
 	op := &r.P.Ops[i]
 	r.op = op.Name
+	if r.graphs == nil && !op.SideStream && r.stream != StreamSharedExpert && r.off == nil {
+		// No graph pool, side stream or offload: the hooks below but
+		// cuBLAS's would do nothing (forwardOp's note).
+		r.backwardCublas(op)
+		r.runBackward(i, op)
+		return
+	}
 	r.beforeBackwardOp(i)                 // activations back from host
 	defer r.onGraphPool(i, true, false)() // CUDA graphs' private pool (cudagraphs.go)
 	defer r.afterBackwardOp(i)            // the offload timeline
 	r.backwardCublas(op)                  // the first step's first backward matmul (cublas.go)
 	defer r.onSideStream(op, 1)()         // Megatron's overlapped shared expert (streams.go)
+	r.runBackward(i, op)
+}
+
+// runBackward is backwardOp's op i (op) itself, within its hooks.
+func (r *Replay) runBackward(i int, op *core.OpInfo) {
 	if op.Region != 0 {
 		var room [8]int32
 		chain := r.P.AppendAncestors(room[:0], op.Region)
