@@ -365,9 +365,23 @@ func (a *Allocator) bestFit(list int, size int64) *Block {
 	if list >= len(a.lists) {
 		return nil
 	}
+	// The first block in free-list order of the smallest size >= size:
+	// freeIndex.best's cases, without its call.
 	l := &a.lists[list]
-	fl, sizes := l.free()
-	return l.index.best(size, fl, sizes) // the first block in free-list order of the smallest size >= size
+	x, fl, sizes := &l.index, l.blocks[:l.n], l.sizes[:l.n]
+	i := -1
+	switch {
+	case x.active:
+		return x.bestFit(size, fl, sizes)
+	case x.midOn:
+		i = x.mid.best(size, sizes)
+	default: // a short list: scanned
+		i = scanSizes(size, sizes)
+	}
+	if i < 0 {
+		return nil
+	}
+	return fl[i]
 }
 
 // addFree puts b on its pool's free list. (It and removeFree read each
@@ -385,8 +399,10 @@ func (a *Allocator) addFree(b *Block) {
 	}
 	pos := l.push(b, size)
 	b.pos = pos
-	blocks, sizes := l.free()
-	l.index.added(size, pos, blocks, sizes)
+	if x := &l.index; x.active || x.midOn || l.n > x.limit()/16 { // else added has nothing to do (a short list, scanned)
+		blocks, sizes := l.free()
+		x.added(size, pos, blocks, sizes)
+	}
 	if releasable(b) {
 		put(&a.whole, a.nwhole, b)
 		a.nwhole++
@@ -441,7 +457,7 @@ func (a *Allocator) unlist(l *freeList, b *Block) {
 		a.whole[w-1], last.wpos = last, w
 		a.nwhole, b.wpos = n, 0
 	}
-	fl, sz := l.free()
+	fl, sz := l.blocks[:l.n], l.sizes[:l.n]
 	i := b.pos
 	size := b.Size
 	l.bytes -= size
@@ -456,7 +472,9 @@ func (a *Allocator) unlist(l *freeList, b *Block) {
 		sz[i] = movedSize
 	}
 	l.n = from
-	l.index.removed(size, movedTo, movedSize, sz[:from])
+	if x := &l.index; x.active || x.midOn { // else removed has nothing to do (a short list, scanned)
+		x.removed(size, movedTo, movedSize, sz[:from])
+	}
 }
 
 // releaseCached frees every segment that holds no allocation
