@@ -129,7 +129,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// fastPathSupported).
 	why := make([]string, len(layouts))
 	parallelForCheap(ctx, sp.Workers, len(layouts), progress, func(i int) {
-		p := sp.planOf(base, layouts[i])
+		var p core.Plan
+		sp.planInto(&p, base, layouts[i])
 		if err := p.ValidateFor(base.Model); err != nil {
 			why[i] = reasonOf(err)
 		}
@@ -191,7 +192,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	keyAt, partsAt := make([]profileKey, len(valid)), make([]profileParts, len(valid))
 	parallelForCheap(ctx, sp.Workers, len(valid), nil, func(j int) {
 		l := layouts[valid[j]]
-		p := sp.planOf(base, l)
+		var p core.Plan
+		sp.planInto(&p, base, l)
 		keyAt[j], partsAt[j] = sp.keyOf(&p, l), partsFor(p.Parallel)
 	})
 	if err := ctx.Err(); err != nil {
@@ -232,7 +234,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	keyAt, partsAt = nil, nil
 	nonTorch := make([]int64, len(outsideFirst))
 	parallelFor(ctx, sp.Workers, len(outsideFirst), nil, func(oi int) {
-		p := sp.planOf(base, layouts[outsideFirst[oi]])
+		var p core.Plan
+		sp.planInto(&p, base, layouts[outsideFirst[oi]])
 		nonTorch[oi] = nonTorchBytes(&p)
 	})
 	if err := ctx.Err(); err != nil {
@@ -284,7 +287,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		}
 		prs[i] = pr
 		for _, si := range shapeList[shapeStart[i]:shapeStart[i+1]] {
-			p := sp.planOf(base, layouts[shapeFirst[si]])
+			var p core.Plan
+			sp.planInto(&p, base, layouts[shapeFirst[si]])
 			if shs[si], serrs[si] = pr.shapeIn(p.Parallel, splits); serrs[si] != nil && layoutRefusal(serrs[si]) == nil {
 				return
 			}
@@ -294,7 +298,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			if serrs[shapeAt[j]] != nil { // its shape's lowering refused the layout (layoutRefusals)
 				continue
 			}
-			p := sp.planOf(base, layouts[valid[j]])
+			var p core.Plan
+			sp.planInto(&p, base, layouts[valid[j]])
 			fe := pr.bound(&p, shs[shapeAt[j]], nonTorch[outsideAt[j]])
 			ests[j] = estimate{minDevice: fe.minDevice, minStates: fe.minStates, fullest: fe.fullest}
 			price = price || ests[j].fits(capacity)
@@ -376,7 +381,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	hosts := &hostChecks{}
 	exact := func(j int) float64 {
 		l := layouts[valid[j]]
-		p := sp.planOf(base, l)
+		var p core.Plan
+		sp.planInto(&p, base, l)
 		if timedByItsReplay(&p, l) {
 			opts := core.Options{Context: ctx, Names: names, Buffers: pool}
 			r, err := hosts.evaluate(&p, opts, func(q *core.Plan) (*replay.Report, error) { return sim.Evaluate(q, opts) })
@@ -405,7 +411,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 			return
 		}
 		l := layouts[valid[j]]
-		p := sp.planOf(base, l)
+		var p core.Plan
+		sp.planInto(&p, base, l)
 		queue[i] = stepEntry{step: profileOf(j).stepBound(&p, shapeOf(j), !timedByItsReplay(&p, l)), minDevice: ests[j].minDevice, j: j}
 	})
 	if err := ctx.Err(); err != nil {
