@@ -102,7 +102,7 @@ type trainer struct {
 }
 
 // trainers is every importer, in the order detection tries them.
-var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
+var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
 
 // Trainers lists the importers' names and what each reads.
 func Trainers() [][2]string {

@@ -209,6 +209,9 @@ func torchtitanPyRuntime(t *tree, p *plan, l torchtitanLayout) error {
 		t.notModelled = append(t.notModelled, "training.disable_cuda_graphs: False, the default: forward and backward captured as a CUDA graph "+
 			"(distributed/cudagraph.py), its memory pool kept between steps (memsh replays the eager step, with the gradients zeroed, not freed)")
 	}
+	if v, _ := t.get("compile.backend"); v != nil && v != "inductor" {
+		t.notModelled = append(t.notModelled, "compile.backend: "+comment(fmt.Sprint(v))+" (memsh replays inductor's fused kernels)")
+	}
 	t.notModelledIf("parallelism.enable_fsdp_symm_mem", "FSDP2's collectives in symmetric memory")
 	t.notModelledIf("validator.enable", "the validation loop's forward passes")
 	if l.cp > 1 {

@@ -180,3 +180,38 @@ func TestTorchtitanPyBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestTorchtitanDict imports a resolved config as debug.save_config_file
+// writes it (testdata/torchtitan/llama3_8b_to_dict.json: llama3_8b's
+// Trainer.Config.to_dict() written here from trainer.py and the classes'
+// fields at b5bcd76c6): the same plan as the Python function's, the
+// policy and the loss told by their fields, the converters and the
+// attention backend listed as lost.
+func TestTorchtitanDict(t *testing.T) {
+	lost := []string{
+		"model_spec.converters: not in Trainer.Config.to_dict() (a Float8 or MXFP8 model reads as bf16)",
+		"model_spec.attn_backend: not in Trainer.Config.to_dict() (memsh replays the model's attention as SDPA's)",
+		pyChunked8, pyGraphs,
+	}
+	runImportCases(t, []importCase{{
+		name:        "llama3_8b's dump on 8 H100s: as llama3_8b",
+		file:        "torchtitan/llama3_8b_to_dict.json",
+		opts:        Options{GPUs: 8},
+		notModelled: lost,
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		name:        "the dump with a field overridden: 2 sequences per micro-batch",
+		file:        "torchtitan/llama3_8b_to_dict.json",
+		opts:        Options{GPUs: 8, Overrides: []string{"training.num_tokens_per_microbatch_per_dp_rank=16384"}},
+		notModelled: lost,
+		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}})
+	const dump = `{"model_spec": {"name": "llama3", "flavor": "8B"}, "training": {"num_tokens_per_microbatch_per_dp_rank": 8192, "max_context_length": 8192},
+ "activation_checkpoint": {"preserve_rng_state": true, "memory_budget": 0.5}, "loss": {"global_vocab_size": 128256}}`
+	runErrorCases(t, []errorCase{{
+		name: "MemoryBudgetAC told by its field, the model not compiled", file: "config.json", config: dump, opts: Options{GPUs: 8},
+		want: "config.json: key activation_checkpoint: memory budget activation checkpointing needs the model compiled", wantHint: "compile.enable = True",
+	}})
+}
