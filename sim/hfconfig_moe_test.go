@@ -259,3 +259,51 @@ func TestDeepSeekMTPPipelineSharesHead(t *testing.T) {
 		}
 	}
 }
+
+// TestGLMFamilies: GLM-4.7-Flash (glm4_moe_lite: DeepSeek-V3's MLA with
+// GLM-4.5's experts and router, transformers' Glm4MoeLiteForCausalLM)
+// from its config.json as transcribed in public vLLM and mlx test code
+// (zai-org/GLM-4.7-Flash: 47 layers of 2048, 20 heads, q latent 768, kv
+// latent 512, qk 192 + 64, v 256, one dense layer of 10240, then 64
+// experts of 1536 and one shared, 4 per token), counted by transformers
+// 5.17.0 on the meta device: 29,943,390,976 (Ollama's 29.9 B), the same
+// under experts= "grouped_mm" and "eager". A family newer than the
+// transformers= release is refused: glm4_moe_lite before 5.0
+// (Megatron-Bridge's GLM-4.7 page: "transformers >= 5.0.0rc0 is
+// required"), glm4_moe before 4.54.
+func TestGLMFamilies(t *testing.T) {
+	flash := readHF(t, "glm-4.7-flash.json")
+	for _, experts := range []string{"", "grouped_mm", "eager"} {
+		m, err := hf.FromConfigOptions(flash, hf.Options{Attn: "flash", Transformers: "5.17.0", Experts: experts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Params(); got != 29_943_390_976 {
+			t.Errorf("experts=%q: %d parameters, want 29,943,390,976", experts, got)
+		}
+	}
+	for _, tc := range []struct{ file, version, want string }{
+		{"glm-4.7-flash.json", "", `model_type "glm4_moe_lite" needs transformers 5.0 or later (got transformers="4.57.1")`},
+		{"glm-4.7-flash.json", "4.57.1", `needs transformers 5.0 or later`},
+		{"glm-4.5-air.json", "4.53.3", `model_type "glm4_moe" needs transformers 4.54 or later`},
+	} {
+		_, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "flash", Transformers: tc.version})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s under transformers %q: error %v, want %q", tc.file, tc.version, err, tc.want)
+		}
+	}
+	if _, err := hf.FromConfigOptions(readHF(t, "glm-4.5-air.json"), hf.Options{Attn: "flash", Transformers: "4.54.0"}); err != nil {
+		t.Errorf("glm4_moe under 4.54.0: %v", err)
+	}
+	small := shrinkConfig(t, "glm-4.7-flash.json", map[string]any{"hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64,
+		"num_hidden_layers": 3, "n_routed_experts": 8, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64,
+		"kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 1024})
+	m, err := hf.FromConfigOptions(small, hf.Options{Attn: "flash", Transformers: "5.17.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moe := firstMoE(m); moe == nil || moe.Impl != nn.MoEGroupedMM || !moe.WeightsFP32 {
+		t.Errorf("GLM-4.7-Flash's MoE under 5.17: %+v, want grouped_mm experts weighted in fp32 (Glm4MoeLiteExperts is DeepseekV3Experts)", moe)
+	}
+	evalPlan(t, tinyPlan(t, m))
+}

@@ -40,6 +40,10 @@ type hfFamily struct {
 	noFlash bool // no flash-attention 2 path (BERT)
 	noEager bool // eager attention is not modelled (multi-head latent attention)
 	vl      bool // a vision-language model: XxxForConditionalGeneration
+	// since is the first transformers release whose modelling builds the
+	// family ({0, 0}: not checked): a config of a newer family under an
+	// older transformers= is refused, as that release cannot load it.
+	since [2]int
 }
 
 // hfHead is the model class on top of the base model.
@@ -100,7 +104,12 @@ var hfFamilies = []hfFamily{
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
-	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE},
+	// glm4_moe: transformers 4.54 (its model page: "added to Hugging Face
+	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
+	// transformers>=4.54); glm4_moe_lite: 5.0 (Megatron-Bridge's GLM-4.7
+	// page: "transformers >= 5.0.0rc0 is required")
+	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}},
+	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
@@ -198,6 +207,9 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 			Hint: `describe the model with the building blocks (attention, mlp, repeat, model) or load("@stdlib//llm.star", ...)`,
 		}
 	}
+	if err := fam.checkSince(opts.Transformers); err != nil {
+		return nil, err
+	}
 	impl, err := fam.attnImpl(attn)
 	if err != nil {
 		return nil, err
@@ -226,6 +238,26 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// checkSince refuses a family the transformers release cannot build.
+func (f *hfFamily) checkSince(version string) error {
+	if f.since == [2]int{} {
+		return nil
+	}
+	if version == "" {
+		version = DefaultTransformers
+	}
+	v, err := parseTransformers(version)
+	if err != nil {
+		return err
+	}
+	if atLeast(v, f.since) {
+		return nil
+	}
+	want := fmt.Sprintf("%d.%d", f.since[0], f.since[1])
+	return &units.Error{Msg: fmt.Sprintf("model_type %q needs transformers %s or later (got transformers=%q)", f.modelType, want, version),
+		Hint: fmt.Sprintf("transformers %s first ships %sForCausalLM: pass transformers=%q (or the release the model trains with)", want, f.prefix, want+".0")}
 }
 
 func (f *hfFamily) attnImpl(attn string) (string, error) {

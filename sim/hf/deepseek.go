@@ -6,7 +6,10 @@ import (
 )
 
 // buildDeepSeek builds transformers' DeepseekV3ForCausalLM (model_type
-// deepseek_v3; DeepSeek-V3, R1, Moonlight, Kimi K2 share it): multi-head
+// deepseek_v3; DeepSeek-V3, R1, Moonlight, Kimi K2 share it) and
+// Glm4MoeLiteForCausalLM (glm4_moe_lite, GLM-4.7-Flash: modular_glm4_moe_lite.py
+// at 5.17.0 takes DeepseekV3Attention and GLM-4.5's experts and router,
+// which are DeepSeek-V3's): multi-head
 // latent attention (nn.MLA), first_k_dense_replace dense layers, then MoE
 // layers (every moe_layer_freq-th) of n_routed_experts fine-grained
 // experts with sigmoid routing and the auxiliary-loss-free correction
