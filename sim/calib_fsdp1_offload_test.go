@@ -65,7 +65,9 @@ import (
 // and Yi 34B, 1 GiB for Mistral 7B v0.2's 32,768 positions) and the
 // wrap's broadcasts held by ProcessGroupNCCL's record_stream
 // (TestAnswerAIFSDPQLoRA; replay/fsdp1_wrap.go) moved the rows from -2.1,
-// -0.7, -6.4, -2.8 and -2.8 % to +0.1, -0.7, -4.1, -2.9 and -2.9 %. The
+// -0.7, -6.4, -2.8 and -2.8 % to +0.1, -0.7, -4.1, -2.9 and -2.9 %, the
+// quant_state's round trip through the host (quantRoundTrip) the 70B to
+// -3.6 %. The
 // Mistral rows peak at the card's limit (the allocator releases its cache
 // once): their figure is that limit less what memsh puts outside the
 // allocator, not their tensors. The bounds are the gaps rounded up.
@@ -83,7 +85,7 @@ func TestAnswerAIFSDP1Offload(t *testing.T) {
 	}{
 		{"Llama-2 7B", llama7, "RTX-4090", 12, 2048, 22.38, 0.01},
 		{"Yi 34B", yi34, "RTX-3090", 4, 2048, 22.98, 0.01},
-		{"Llama-2 70B", llama70, "RTX-3090", 2, 2048, 14.92, 0.05},
+		{"Llama-2 70B", llama70, "RTX-3090", 2, 2048, 14.92, 0.04},
 		{"Mistral 7B", mistral7, "RTX-4090", 12, 2048, 22.54, 0.03},
 		{"Mistral 7B", mistral7, "RTX-4090", 1, 24576, 22.54, 0.03},
 	} {

@@ -89,15 +89,11 @@ import (
 //
 // With both the reserve after the wrap is 3.71 GiB (-0.2 %), the rows
 // -0.2, -0.0, -0.6, -0.5 and -3.5 % (Yi 34B); no constant was fitted.
-// Noticed, not replayed: peft 0.10's LoraLayer.update_layer moves the
-// base layer to its weight's device (self.to(weight.device, ...),
-// tuners/lora/layer.py ll. 114-123), on rank 0 the host, so bitsandbytes
-// 0.43's Params4bit.to sends the quant_state of every adapted projection
-// there (QuantState.to, functional.py ll. 701-707; o_proj keeps its own
-// on the GPU) and the wrap's Params4bit.to brings it back unit by unit;
-// memsh allocates it before the wrap as the loading left it (the small
-// pool's segments the loading pinned stay cached either way, and the
-// threaded loading's interleaving is not knowable).
+// Then the quant_state's round trip on rank 0 (replay/fsdp1_wrap.go
+// quantRoundTrip: peft 0.10's LoraLayer.update_layer moves each adapted
+// layer to its weight's device, the host there, with bitsandbytes 0.43's
+// quant_state, and the wrap's Params4bit.to brings it back unit by unit)
+// moved them to -0.1, -0.0, -0.6, -0.4 and -3.5 %.
 // The first step is not
 // replayed before the steady one under FSDP1 (replay/lazy_states.go);
 // replaying it changes none of these rows (the adapters' AdamW state,

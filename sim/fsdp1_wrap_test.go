@@ -262,3 +262,51 @@ func TestFSDP1WrapOrder(t *testing.T) {
 		t.Errorf("the wrap builds %v, want %v", got, want)
 	}
 }
+
+// The quant_state's round trip on rank 0 (replay/fsdp1_wrap.go
+// quantRoundTrip), hand-counted on a one-layer Llama (hidden 64) in
+// bitsandbytes nf4 with double quantization, stored in bf16, LoRA on q,
+// sync_module_states: q_proj's 4,096 weights have 64 blocks of 64, so a
+// 64 B quantized absmax, a 4 B absmax of absmax (one block of 256) and a
+// 4 B offset, and a 64 B code table. The loading makes all four; peft
+// moves the first three to the host (freed on the GPU, their segment
+// cached), and the wrap's Params4bit.to brings them back just before
+// q_proj's codes move; the code table never leaves. o_proj, which has no
+// adapter, keeps its quant_state: made once, never freed.
+func TestFSDP1WrapQuantRoundTrip(t *testing.T) {
+	m := testmodels.Llama(64, 1, 4, 4, 128, 100, "sdpa")
+	plan := distPlan(t, m, "bf16", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1, SyncStates: true})
+	plan.Quant, plan.QuantStorage = "nf4-dq", units.BF16
+	plan.LoRA = &core.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q"}}
+	r, err := Evaluate(plan, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		proj string
+		want []int64 // its quant_state's allocations and frees, and its codes' move (0)
+	}{
+		{"q_proj", []int64{64, 4, 4, 64, -64, -4, -4, 64, 4, 4, 0}},
+		{"o_proj", []int64{64, 4, 4, 64, 0}},
+	} {
+		var got []int64
+		for _, e := range r.Trace.Events {
+			if e.Phase != replay.PhaseSetup || !strings.HasPrefix(e.Tensor, "layers.0.self_attn."+c.proj+".weight") {
+				continue
+			}
+			switch {
+			case strings.HasSuffix(e.Tensor, "(wrap)"):
+				if e.Action == "alloc" {
+					got = append(got, 0)
+				}
+			case e.Action == "alloc":
+				got = append(got, e.Size)
+			default:
+				got = append(got, -e.Size)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.proj, got, c.want)
+		}
+	}
+}

@@ -107,6 +107,9 @@ func (p *Plan) AdapterDType() units.DType {
 	return units.InvalidDType
 }
 
+// Adapts reports whether a linear of role gets an adapter.
+func (l *LoRA) Adapts(role Role) bool { return l.targets(role) }
+
 func (l *LoRA) targets(role Role) bool {
 	for _, t := range l.Targets {
 		if Role(t) == role || (t == "all-linear" && role != RoleLMHead) {

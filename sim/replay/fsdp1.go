@@ -49,10 +49,18 @@ func (d *distState) setupFSDP1(r *Replay) {
 	prec := r.Plan.Precision
 	st := &r.Rep.States
 	r.op = "model"
+	var moved []int32
 	for pi := range d.p.Params { // bitsandbytes' quant_state, outside the flat parameters, made when the model was quantized
 		if d.p.Params[pi].Quant != "" && d.p.Params[pi].TiedTo < 0 {
-			d.quantWhole(r, int32(pi))
+			var m *[]int32
+			if d.quantRoundTrip(r, int32(pi)) {
+				m = &moved
+			}
+			d.quantWholeIf(r, int32(pi), func(string) bool { return true }, true, m)
 		}
+	}
+	for _, id := range moved { // peft moves them to the host (quantRoundTrip)
+		r.release(id)
 	}
 	bufs, loose := d.fsdp1Buffers()
 	for _, bi := range loose {

@@ -95,6 +95,9 @@ func (d *distState) fsdp1Wrap(r *Replay, u int32, bufs []int) int32 {
 	orig := make([]int32, 0, len(un.params))
 	for i, pi := range un.params {
 		n := d.elems(pi)
+		if d.quantRoundTrip(r, pi) { // Params4bit.to: the quant_state, then the codes
+			d.quantWholeIf(r, pi, quantMoved, false, nil)
+		}
 		id := d.alloc(r, d.p.Params[pi].Name+" (wrap)", []int64{n}, dt, dt.Bytes(n), core.CatParams,
 			"moved to the GPU by FSDP's _move_module_to_device while "+un.name+" is wrapped")
 		orig = append(orig, id)
@@ -271,4 +274,28 @@ func (d *distState) fsdp1Buffers() (byUnit [][]int, loose []int) {
 func (d *distState) fsdp1WrapDone(r *Replay) {
 	d.wrapHostWaited(r) // before the step (train.py's dist.barrier(), the batch's copy to the GPU)
 	r.allocatedPeak(r.alloc.Allocated)
+}
+
+// quantMoved reports whether Params4bit.to moves the quant_state tensor
+// named name (bitsandbytes 0.43.0's QuantState.to, functional.py ll.
+// 701-707: absmax, and under double quantization the offset and the
+// nested absmax; the code table stays where it was made).
+func quantMoved(name string) bool { return name != "nf4 code table" }
+
+// quantRoundTrip reports whether quantized parameter pi's quant_state
+// leaves the GPU after the loading and comes back with the wrap: on a
+// rank that holds the model on the host (sync_module_states: rank 0 of
+// Answer.AI's --low_memory), peft's LoraLayer.update_layer moves each
+// adapted layer, its base layer included, to the base weight's device
+// (self.to(weight.device, dtype=weight.dtype), tuners/lora/layer.py ll.
+// 114-123 in peft 0.10.0, the same in 0.9.0 and 0.11.0), so
+// Params4bit.to sends the quant_state to the host (modules.py ll.
+// 314-316 in bitsandbytes 0.43.0); FSDP's _move_module_to_device then
+// calls Params4bit.to(device), which moves it back just before the codes.
+// The loading's segments it sat in stay cached (nothing empties the cache
+// after the loading's empty_cache). A layer without an adapter (o_proj
+// under Answer.AI's targets) keeps its quant_state on the GPU.
+func (d *distState) quantRoundTrip(r *Replay, pi int32) bool {
+	p := &d.p.Params[pi]
+	return p.Quant != "" && r.Plan.LoRA != nil && r.Plan.Parallel.SyncStates && r.Plan.LoRA.Adapts(p.Role)
 }

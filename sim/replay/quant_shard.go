@@ -45,12 +45,24 @@ func (d *distState) elems(pi int32) int64 {
 // quantWhole allocates the tensors of quantized parameter pi that every
 // rank keeps whole (the quant_state; torchao's mean and code table).
 func (d *distState) quantWhole(r *Replay, pi int32) {
+	d.quantWholeIf(r, pi, func(string) bool { return true }, true, nil)
+}
+
+// quantWholeIf is quantWhole for the tensors whose name keep accepts,
+// counted in the states when count; it appends to moved the tensors
+// quantMoved names.
+func (d *distState) quantWholeIf(r *Replay, pi int32, keep func(string) bool, count bool, moved *[]int32) {
 	p := &d.p.Params[pi]
 	for _, t := range d.quantTensors(pi) {
-		if !t.Sharded {
-			d.alloc(r, p.Name+" "+t.Name, []int64{t.Elems}, core.QuantDType(p.Quant), t.Bytes(), core.CatParams,
+		if !t.Sharded && keep(t.Name) {
+			id := d.alloc(r, p.Name+" "+t.Name, []int64{t.Elems}, core.QuantDType(p.Quant), t.Bytes(), core.CatParams,
 				p.Quant+" statistics of "+p.Name+", kept whole on every rank")
-			r.Rep.States.Params += t.Bytes()
+			if count {
+				r.Rep.States.Params += t.Bytes()
+			}
+			if moved != nil && quantMoved(t.Name) {
+				*moved = append(*moved, id)
+			}
 		}
 	}
 }
