@@ -130,9 +130,17 @@ package sim
 //     rank that sends to the other node on a channel: 16 to 32 MiB a
 //     rank per communicator spanning the nodes (16 channels, each
 //     crossing twice, over 16 or 8 ranks), 0.1 GiB over Qwen3's four
-//     (dp, dp_loss, world, tp_ep). The A800's 8 NVLinks (A100: 12, whose
-//     8-GPU nodes log 24 ring channels, NVIDIA/nccl-tests#100) fit the
-//     16 channels memsh opens.
+//     (dp, dp_loss, world, tp_ep).
+//   - NCCL's channels on an A800 node (every communicator's buffers scale
+//     with them): 8 NVLinks at SM80_NVLINK_BW 20 GB/s give each GPU 160
+//     GB/s to the NVSwitches; ncclTopoCompute's ring search starts at 40
+//     GB/s (speedArrayIntra) and stops at 4 channels, which fill it;
+//     ncclTopoDupChannels doubles them (bwIntra 40 >= 25), pass 2 cannot
+//     raise 8 channels to 30 GB/s (240 > 160), and ncclTopoPostset doubles
+//     again (src/graph/search.cc l.835-850 and l.861-1040, connect.cc
+//     l.443, topo.h l.16 at v2.21.5-1): 16, as memsh opens. The same steps
+//     give an A100's 12 links 24, which NVIDIA/nccl-tests#100 logs
+//     (memsh opens 16 on an A100: not these rows).
 //   - One-rank groups: DDP reduce-scatters and all-gathers the experts'
 //     buffers over the expert-data-parallel group of one rank on both rows,
 //     and the aux-loss tracker all-reduces over the pipeline group of one
