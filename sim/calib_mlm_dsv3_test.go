@@ -71,9 +71,14 @@ import (
 //	                        measured   memsh last stage   fullest stage
 //	full recompute  alloc     60,154   58,485  -2.8 %     the same
 //	                reserved  62,570   58,722  -6.1 %
-//	                used      68,973   62,146  -9.9 %
+//	                used      68,973   62,538  -9.3 %
 //	no recompute    alloc     68,704   66,952  -2.6 %     70,108 +2.0 % (stage 2)
 //	recompute's saving         8,550    8,466  -1.0 %
+//
+// The groups of one rank Megatron still runs collectives on (tp 1's
+// get_batch broadcast and vocab-parallel loss, the expert-data-parallel
+// group of one: replay/nccl_megatron.go), each NCCL's init on 32 channels,
+// 196 MiB: used 62,146 -> 62,538 MiB (-9.9 -> -9.3 %).
 //
 // The recipe sets --cross-entropy-loss-fusion (native): its backward
 // clones the loss's fp32 softmax (core/fused_ce.go), 1,010 MiB more on the

@@ -87,9 +87,10 @@ package sim
 // control (calib_mlm_dsv3_test.go) runs a current PyTorch, which stashes
 // the tensors instead: unchanged.
 //
-// Checked in session 24 (issue 19), none priced; before it the
-// full-recompute rows were -11.6 % (Qwen1.5-MoE pp 2, stage 0 45.6 GiB,
-// stage 1 50.4) and -12.9 % (Qwen3-30B-A3B), and they still are:
+// Checked in session 24 (issue 19) for the full-recompute rows, -11.6 %
+// (Qwen1.5-MoE pp 2, stage 0 45.6 GiB, stage 1 50.4) and -12.9 %
+// (Qwen3-30B-A3B) before it, -10.7 and -12.0 % after; only the one-rank
+// groups priced:
 //   - ms-swift before training: every script loads an mcore checkpoint
 //     (--load <model>-mcore, written by `swift export --to_mcore` in a
 //     process of its own) and the trainer builds only the processor
@@ -141,12 +142,5 @@ package sim
 //     l.443, topo.h l.16 at v2.21.5-1): 16, as memsh opens. The same steps
 //     give an A100's 12 links 24, which NVIDIA/nccl-tests#100 logs
 //     (memsh opens 16 on an A100: not these rows).
-//   - One-rank groups: DDP reduce-scatters and all-gathers the experts'
-//     buffers over the expert-data-parallel group of one rank on both rows,
-//     and the aux-loss tracker all-reduces over the pipeline group of one
-//     at Qwen3 (moe_utils.py reduce_aux_losses_tracker_across_ranks), so
-//     PyTorch makes those communicators; NCCL 2.21.5 connects no ring or
-//     tree for one rank (init.cc l.1260 and l.1269) and runs its
-//     collectives as local copies (enqueue.cc l.1961): only the channels'
-//     structures, at most ncclInitMem's 100 MiB each; not priced (how many
-//     channels a one-rank communicator opens is not known here).
+//   - One-rank groups, priced since (replay/nccl.go ncclOneRank,
+//     calib_swift_moe_test.go): 0.5 GiB on each MoE row.

@@ -64,6 +64,11 @@ func TestNCCLOverheads(t *testing.T) {
 	// cuMem: 32 channels on H100 in a node, 16 across nodes or on A100, 4
 	// over PCIe.
 	init32, init16, init4 := int64((3*32+2)*2*mib), int64((3*16+2)*2*mib), int64((3*4+2)*2*mib)
+	// A communicator of one rank (replay/nccl.go ncclOneRank): nothing
+	// connected, the init's structures on NCCL's 32 channels for a lone
+	// GPU, and under eager NCCL the send pool at the PCI chunk (no GPU
+	// pair, so not all NVLink): 32 x 16 x 128 KiB = 64 MiB.
+	oneRank, oneRankEager := init32, init32+int64(32*16*128<<10)
 	for _, tc := range []struct {
 		name string
 		par  core.Parallelism
@@ -120,17 +125,22 @@ func TestNCCLOverheads(t *testing.T) {
 		// Megatron's distributed optimizer with ep 4 on 8 H100s (replay/nccl_megatron.go): dp's ring
 		// (reduce-scatter and all-gather: no NVLS), ep's 3 peers, and Megatron's own groups: world
 		// (the gradient norm), edp (8 / 4 = 2 ranks: the experts' gradients), tp_ep (the dispatcher's
-		// token counts, 4 ranks); expert tp and tp x cp are 1: no etp, no tp_cp.
+		// token counts, 4 ranks); expert tp and tp x cp are 1: no etp, no tp_cp. Groups of one
+		// rank that still run collectives: tp (get_batch's broadcast, the vocab-parallel loss)
+		// and pp (the MoE aux-loss tracker's all-reduce).
 		{"megatron ep", core.Parallelism{DP: 8, EP: 4, ETP: 1, DistributedOptimizer: true}, core.RuntimeMemory{}, "",
-			map[string]int64{"nccl_dp": ring8 + init32, "nccl_ep": 3*ring8 + init32, "nccl_world": ring8 + init32, "nccl_edp": ring8 + init32, "nccl_tp_ep": ring8 + init32}},
+			map[string]int64{"nccl_dp": ring8 + init32, "nccl_ep": 3*ring8 + init32, "nccl_world": ring8 + init32, "nccl_edp": ring8 + init32, "nccl_tp_ep": ring8 + init32,
+				"nccl_tp": oneRank, "nccl_pp": oneRank}},
 		// ms-swift's tp 2 ep 4 row on A100s with NCCL 2.21 (eager: ring and tree, 16 x 3 x 12 MiB =
 		// 576 MiB, and the 128 MiB send pool on every communicator): tp, dp, ep (+ 3 peers x 16 x 12 MiB), world, mp (tp 2 x
 		// pp 1: train_step's all-reduces), tp_ep (8 ranks), etp (2: expert tp = tp), tp_cp (2: the
-		// aux loss); edp is 8 / (4 x 2) = 1 rank.
+		// aux loss); edp is 8 / (4 x 2) = 1 rank and pp 1, each a communicator of one rank
+		// (DDP's expert buffers, the aux-loss tracker), eager: 196 + 64 MiB.
 		{"megatron tp ep eager", core.Parallelism{DP: 4, TP: 2, SequenceParallel: true, EP: 4, ETP: 2, DistributedOptimizer: true},
 			core.RuntimeMemory{NCCLConnect: "eager"}, "A100-80GB",
 			map[string]int64{"nccl_tp": 704*mib + init16, "nccl_dp": 704*mib + init16, "nccl_ep": (3*16*12+704)*mib + init16, "nccl_world": 704*mib + init16, "nccl_mp": 704*mib + init16,
-				"nccl_tp_ep": 704*mib + init16, "nccl_etp": 704*mib + init16, "nccl_tp_cp": 704*mib + init16}},
+				"nccl_tp_ep": 704*mib + init16, "nccl_etp": 704*mib + init16, "nccl_tp_cp": 704*mib + init16,
+				"nccl_edp": oneRankEager, "nccl_pp": oneRankEager}},
 		// The loss's DATA_PARALLEL_GROUP (loss_dp_group: Megatron-Core before 0.13) beside the
 		// gradients' group: dp 2 x cp 2 x tp 2 on 8 A100s, eager; dp_loss is the 2 dp ranks (cp
 		// ring attention's p2p: 1 peer x 16 x 12 MiB + 704 MiB); mp the tp pair.

@@ -48,7 +48,10 @@ func commGroups(p *core.Plan) []commGroup {
 	add("dp_replicate", par.DPReplicate, par.TP*par.ShardDegree(), "ring")
 	add("ep", par.EP, par.TP*par.CP, "alltoall")
 	add("pp", par.PP, par.TP*par.CP*par.DP, "p2p")
-	megatronGroups(p, add) // nccl_megatron.go
+	addOne := func(name string) { // a group of one rank that a step still runs collectives on
+		gs = append(gs, commGroup{name: name, size: 1, intra: true, local: 1, pattern: "ring"})
+	}
+	megatronGroups(p, add, addOne) // nccl_megatron.go
 	return gs
 }
 

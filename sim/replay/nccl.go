@@ -84,6 +84,34 @@ func ncclInitMem(ch int64) int64 {
 	return (ncclChannelMems*pow2Up(ch) + ncclCommMems) * ncclGranularity
 }
 
+// ncclOneRankChannels is the channels NCCL opens on a communicator of one
+// rank: ncclTopoSearchInit gives a lone GPU LOC_BW (src/graph/search.cc
+// l.37-44 at v2.21.5-1), the ring search at its first
+// speed fills maxChannels (MAXCHANNELS/2, init.cc l.1051) through the
+// GPU's path to itself, ncclTopoDupChannels keeps 16 (capped by
+// maxChannels) and ncclTopoPostset doubles them (connect.cc l.443).
+const ncclOneRankChannels = 32
+
+// ncclOneRank is what a communicator of one rank holds: no ring or tree is
+// connected (init.cc l.1260 and l.1269 at v2.21.5-1) and its collectives
+// are local copies (enqueue.cc l.1961), but initChannel runs on every
+// channel (setupChannel before the check, l.1258) and eager NCCL still
+// makes the p2p send pool (init.cc l.1370, transport/net.cc
+// sharedNetBuffersInit l.483-511: channels x NCCL_SHARED_STEPS x the p2p
+// chunk, PCI's 128 KiB since ncclTopoPathAllNVLink finds no GPU pair,
+// paths.cc l.795-805 and init.cc l.564-566).
+func ncclOneRank(p *core.Plan) (int64, string) {
+	ch := int64(ncclOneRankChannels)
+	b := ncclInitMem(ch)
+	how := fmt.Sprintf("one rank: nothing connected; init: (%d x %d channels + %d) x 2 MiB = %s", ncclChannelMems, ch, ncclCommMems, mib(b))
+	if p.RuntimeMemory.NCCLConnect == "eager" {
+		pool := roundUp(ch*ncclSharedSteps*ncclP2PPCIChunk, ncclGranularity)
+		b += pool
+		how += fmt.Sprintf("; the p2p send pool made at init: %d channels x %d steps x %s = %s", ch, ncclSharedSteps, mib(ncclP2PPCIChunk), mib(pool))
+	}
+	return b, how
+}
+
 // ncclBuffSize is the plan's NCCL_BUFFSIZE.
 func ncclBuffSize(p *core.Plan) int64 {
 	if b := p.RuntimeMemory.NCCLBuffSize; b > 0 {
@@ -157,6 +185,9 @@ func allReduces(p *core.Plan, name string) bool {
 
 // ncclMemory is communicator g's device memory and how it is made up.
 func ncclMemory(p *core.Plan, g commGroup) (int64, string) {
+	if g.size == 1 {
+		return ncclOneRank(p)
+	}
 	buf := ncclBuffSize(p)
 	conn := ncclConn(buf)
 	ch := ncclChannels(p.Device, g.intra)

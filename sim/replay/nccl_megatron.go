@@ -96,6 +96,24 @@ import "github.com/memsh/memsh/sim/core"
 //     6f0b9751, l.1103 at core_v0.12.0) even where it holds the data-
 //     parallel group's ranks (tp = cp = 1).
 //
+//   - one-rank groups: Megatron calls some collectives without asking the
+//     group's size, and PyTorch makes a communicator for a group of one
+//     as for any other (nccl.go ncclOneRank): the tensor-parallel group at
+//     tp 1, whose get_batch_on_this_tp_rank broadcasts every micro-batch's
+//     tokens (megatron/training/utils.py l.459-467 at core_r0.13.0, called
+//     by pretrain_gpt.py l.211; ms-swift's copy, swift/megatron/trainers/
+//     utils.py at c3f3ca4a4) and whose fused vocab-parallel
+//     cross-entropy all-reduces the logits' max and sums (core/fusions/
+//     fused_cross_entropy.py l.94 and l.112 at core_r0.13.0); the
+//     expert-data-parallel group of one, over which DDP reduce-scatters
+//     (all-reduces) the experts' gradient buffers and the distributed
+//     optimizer all-gathers them (distributed/param_and_grad_buffer.py
+//     start_grad_sync and start_param_sync, no size check); and, with
+//     experts, the pipeline group at pp 1, over which the MoE metrics
+//     tracker all-reduces the aux losses at every log
+//     (transformer/moe/moe_utils.py reduce_aux_losses_tracker_across_ranks,
+//     l.693 at core_r0.13.0, l.603 at core_v0.12.0, l.585 at core_r0.11.0).
+//
 // The MoE groups are listed where the layout says experts are dispatched:
 // expert parallelism above one (the plan's layout does not say whether a
 // model without it has experts); tp_dp_cp where the model has a biased
@@ -110,8 +128,8 @@ func megatronLayout(p *core.Plan) bool {
 }
 
 // megatronGroups adds Megatron's communicators (above) through add(name,
-// size, stride, pattern).
-func megatronGroups(p *core.Plan, add func(name string, size, stride int64, pattern string)) {
+// size, stride, pattern), and its one-rank ones through addOne(name).
+func megatronGroups(p *core.Plan, add func(name string, size, stride int64, pattern string), addOne func(name string)) {
 	if !megatronLayout(p) {
 		return
 	}
@@ -142,6 +160,17 @@ func megatronGroups(p *core.Plan, add func(name string, size, stride int64, patt
 		add("tp_ep", etp*par.EP, 1, "ring")
 		add("etp", etp, 1, "ring")
 		add("tp_cp", par.TP*par.CP, 1, "ring")
+	}
+	if par.TP == 1 {
+		addOne("tp")
+	}
+	if par.EP > 1 {
+		if par.ExpertShardDegree() == 1 {
+			addOne("edp")
+		}
+		if par.PP == 1 {
+			addOne("pp")
+		}
 	}
 }
 
