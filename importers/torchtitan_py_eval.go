@@ -377,7 +377,10 @@ func (e *pyEval) lookup(env *pyEnv, id *syntax.Ident) (any, error) {
 		mod := im.module
 		if strings.HasPrefix(mod, ".") { // relative: the file's package
 			if e.pkg == "" {
-				return nil, e.errAt(id.NamePos, "%s comes from %s, a module beside this file, which memsh does not read (it reads one file)", id.Name, mod)
+				err := e.errAt(id.NamePos, "%s comes from %s, a module beside this file, which memsh does not read (it reads one file)", id.Name, mod)
+				err.Hint = "a model's own config_registry.py resolves `from . import model_registry` when read where torchtitan keeps it: " +
+					"pass it as .../models/<model>/config_registry.py (e.g. torchtitan/models/llama3/config_registry.py in the checkout); " + pySubsetHint
+				return nil, err
 			}
 			mod = e.pkg + strings.TrimRight(mod, ".")
 			if rest := strings.TrimLeft(im.module, "."); rest != "" {

@@ -121,6 +121,11 @@ func TestTorchtitanPyErrors(t *testing.T) {
 		config: head + "from torchtitan_recipes.llama3 import llama3_8b\n\ndef f():\n    return llama3_8b()\n",
 		want:   "x.py:7: llama3_8b comes from torchtitan_recipes.llama3, another module, which memsh does not read (it reads one file): check the module that defines it", wantHint: hint,
 	}, {
+		name: "a relative import outside torchtitan/models/<model>/", file: "config_registry.py", opts: Options{Function: "f"},
+		config:   "from . import model_registry\nfrom torchtitan.trainer import Trainer\n\ndef f():\n    return Trainer.Config(model_spec=model_registry(\"8B\"))\n",
+		want:     "config_registry.py:5: model_registry comes from ., a module beside this file, which memsh does not read (it reads one file)",
+		wantHint: "pass it as .../models/<model>/config_registry.py",
+	}, {
 		name: "an unknown function", file: "x.py", opts: Options{Function: "llama3_9b"},
 		config: head + "def llama3_8b():\n    pass\n\ndef _helper():\n    pass\n",
 		want:   "command line: --config llama3_9b: x.py defines no such function", wantHint: "its functions: llama3_8b",
