@@ -85,7 +85,7 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 			return nil
 		}
 		c.names, c.whyPaths = c.names+len(s), c.whyPaths+n
-		return strings.Split(s, src.prefix) // the mentions writeRenamed replaces (copyable checked each is a whole path)
+		return strings.Split(s, src.prefix) // the mentions a copy renames (copyable checked each is a whole path: renames)
 	}
 	for i := f.ops; i < l.ops; i++ {
 		op := &p.Ops[i]
@@ -207,7 +207,7 @@ func (b *Builder) copyable(c *blockCopy) bool {
 		}
 	}
 	for _, v := range p.Values[f.values:l.values] {
-		if _, ok := renamePaths(v.Why, c.prefix, c.prefix); !ok || !under(v.Name) {
+		if !renames(v.Why, c.prefix) || !under(v.Name) {
 			return false
 		}
 	}
@@ -227,7 +227,7 @@ func (b *Builder) copyable(c *blockCopy) bool {
 		}
 	}
 	for _, bu := range p.Buffers[f.buffers:l.buffers] {
-		if _, ok := renamePaths(bu.Why, c.prefix, c.prefix); !ok || !under(bu.Name) {
+		if !renames(bu.Why, c.prefix) || !under(bu.Name) {
 			return false
 		}
 	}
@@ -309,7 +309,7 @@ func (b *Builder) cloneBlock(src *blockCopy, x Value) Value {
 		used += n
 		return name
 	}
-	renameWhy := func(s string, parts []string) string { // renamePaths (copyable checked that it renames)
+	renameWhy := func(s string, parts []string) string { // s with the block's path renamed (copyable checked that it renames)
 		if parts == nil {
 			return s
 		}

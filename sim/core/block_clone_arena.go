@@ -60,41 +60,35 @@ func (s *slab[T]) take(n int) []T {
 	return out
 }
 
-// renamePaths replaces module path from, where a text names it or a path
-// under it ("autocast bf16 copy of weight layers.3.mlp.up_proj.weight"),
-// by to. It says false when from appears inside a longer name, which a
-// copy could not rename.
-func renamePaths(text, from, to string) (string, bool) {
-	if !strings.Contains(text, from) {
-		return text, true
-	}
-	var out strings.Builder
-	out.Grow(len(text) + strings.Count(text, from)*max(len(to)-len(from), 0))
-	if !writeRenamed(&out, text, from, to) {
-		return "", false
-	}
-	return out.String(), true
-}
-
-// writeRenamed writes text to out with from renamed to, as renamePaths
-// does; false (and some of text written) when from appears inside a
-// longer name.
-func writeRenamed(out *strings.Builder, text, from, to string) bool {
-	nameByte := func(c byte) bool {
-		return c == '_' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-	}
+// renames says whether a copy of a block can rename module path from
+// wherever text (a value's or buffer's why: "autocast bf16 copy of weight
+// layers.3.mlp.up_proj.weight") names it or a path under it: false when
+// from appears inside a longer name. It writes nothing: copyable asks it
+// of every value of a block, and building the renamed text to drop it
+// was a heap allocation and a copy each (cloneBlock writes the copies'
+// whys from the pieces roomOf cuts).
+func renames(text, from string) bool {
 	for {
 		i := strings.Index(text, from)
 		if i < 0 {
-			out.WriteString(text)
 			return true
 		}
 		j := i + len(from)
-		if (i > 0 && nameByte(text[i-1])) || (j < len(text) && text[j] != '.' && nameByte(text[j])) {
+		if !wholePath(text, i, j) {
 			return false
 		}
-		out.WriteString(text[:i])
-		out.WriteString(to)
 		text = text[j:]
 	}
+}
+
+// wholePath says whether text[i:j] is a whole module path or its head:
+// no name character before it, and after it the end, a '.' or no name
+// character.
+func wholePath(text string, i, j int) bool {
+	return !(i > 0 && nameByte(text[i-1])) && !(j < len(text) && text[j] != '.' && nameByte(text[j]))
+}
+
+// nameByte says whether c may appear in a module path.
+func nameByte(c byte) bool {
+	return c == '_' || c == '.' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
