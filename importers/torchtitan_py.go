@@ -100,7 +100,9 @@ func parsePyConfig(file string, data []byte, o Options) (*tree, error) {
 		return nil, &Error{File: file, Line: int(def.Def.Line), Msg: fmt.Sprintf("%s() returns %s, not a Trainer.Config", o.Function, describe(v)), Hint: pySubsetHint}
 	}
 	t := newTree(file)
-	pyFlatten(t, "", cfg)
+	if err := pyFlatten(t, cfg); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 

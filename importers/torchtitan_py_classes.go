@@ -225,11 +225,37 @@ func (e *pyEval) modelRegistry(model string, c *pyCall) (any, error) {
 // another class than its default's is also a leaf, the class's name
 // (activation_checkpoint = "FullAC.Config"), and so is one set to None
 // ("None"); a list of objects is the list of their classes, each
-// object's fields under key[i].
-func pyFlatten(t *tree, prefix string, o *pyObj) {
-	if strings.Count(prefix, ".") > 16 { // an object that holds itself (config.profiler.x = config)
-		return
+// object's fields under key[i]. An object that holds one around it
+// (config.profiler.x = config) is a leaf of its class there; objects
+// shared by several fields are written under each, at most pyMaxLen
+// objects in all (a few fields each holding the next object, level after
+// level, would otherwise write exponentially many keys).
+func pyFlatten(t *tree, o *pyObj) error {
+	w := pyFlattener{t: t, around: map[*pyObj]bool{}}
+	return w.object("", o, 0)
+}
+
+// pyFlattener is one pyFlatten: the objects on the path to the one being
+// written, and how many objects it has written.
+type pyFlattener struct {
+	t       *tree
+	around  map[*pyObj]bool
+	objects int
+}
+
+// object writes o under prefix; line is the line that set the field
+// holding it.
+func (w *pyFlattener) object(prefix string, o *pyObj, line int) error {
+	t := w.t
+	if w.objects++; w.objects > pyMaxLen {
+		return &Error{File: t.file, Line: line, Key: prefix, Msg: fmt.Sprintf("the config's objects, written out field by field, hold more than %d objects", pyMaxLen),
+			Hint: "an object shared by several fields, level after level, multiplies them: a config holds each object once"}
 	}
+	if strings.Count(prefix, ".") > 16 {
+		return nil
+	}
+	w.around[o] = true
+	defer delete(w.around, o)
 	names := make([]string, 0, len(o.fields))
 	for n := range o.fields {
 		names = append(names, n)
@@ -244,10 +270,15 @@ func pyFlatten(t *tree, prefix string, o *pyObj) {
 		}
 		switch v := f.v.(type) {
 		case *pyObj:
-			if v.class != def.obj {
+			if v.class != def.obj || w.around[v] {
 				t.leaves[key] = leaf{value: v.class, line: f.line}
 			}
-			pyFlatten(t, key, v)
+			if w.around[v] {
+				continue
+			}
+			if err := w.object(key, v, f.line); err != nil {
+				return err
+			}
 			continue
 		case nil:
 			if def.obj != "" {
@@ -259,7 +290,12 @@ func pyFlatten(t *tree, prefix string, o *pyObj) {
 			for i, x := range v {
 				if xo, ok := x.(*pyObj); ok {
 					classes = append(classes, xo.class)
-					pyFlatten(t, fmt.Sprintf("%s[%d]", key, i), xo)
+					if w.around[xo] {
+						continue
+					}
+					if err := w.object(fmt.Sprintf("%s[%d]", key, i), xo, f.line); err != nil {
+						return err
+					}
 				}
 			}
 			if classes != nil {
@@ -271,6 +307,7 @@ func pyFlatten(t *tree, prefix string, o *pyObj) {
 			t.leaves[key] = leaf{value: pyLeafValue(f.v), line: f.line}
 		}
 	}
+	return nil
 }
 
 // pyLeafValue is a value as a tree leaf holds it.

@@ -1,6 +1,7 @@
 package importers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -166,21 +167,28 @@ func TestTorchtitanPyErrors(t *testing.T) {
 // doubled on every call.
 func TestTorchtitanPyBounds(t *testing.T) {
 	const head = "from torchtitan.models.llama3 import model_registry\nfrom torchtitan.components.loss import CrossEntropyLoss\nfrom torchtitan.trainer import Trainer\n"
-	for _, tc := range []struct{ name, src, want string }{{
+	for _, tc := range []struct{ name, src, want, msg string }{{
 		name: "a cycle",
 		src:  head + "def f():\n    c = Trainer.Config(model_spec=model_registry(\"8B\"), loss=CrossEntropyLoss.Config())\n    c.profiler.again = c\n    return c\n",
 	}, {
 		name: "a doubling recursion",
 		src:  head + "def g(x):\n    return g(x + x)\ndef f():\n    return g([1])\n",
 		want: "x.py:5: ",
+	}, {
+		// 11 open objects, each of the first ten held 6 times by the one
+		// before: 6^10 paths, which pyFlatten stops at pyMaxLen objects
+		name: "objects shared level after level",
+		src:  head + "from torchtitan.components.metrics import Metrics\ndef f():\n    c = Trainer.Config(model_spec=model_registry(\"8B\"), loss=CrossEntropyLoss.Config())\n" + sharedLevels(10, 6) + "    c.metrics = o0\n    return c\n",
+		want: "x.py:",
+		msg:  "more than 65536 objects",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Import("x.py", []byte(tc.src), defaults(Options{Function: "f", GPUs: 8}))
 			if tc.want == "" && err != nil {
 				t.Fatal(err)
 			}
-			if tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)) {
-				t.Fatalf("error %v, want %s...", err, tc.want)
+			if tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.msg)) {
+				t.Fatalf("error %v, want %s...%s", err, tc.want, tc.msg)
 			}
 		})
 	}
@@ -219,4 +227,19 @@ func TestTorchtitanDict(t *testing.T) {
 		name: "MemoryBudgetAC told by its field, the model not compiled", file: "config.json", config: dump, opts: Options{GPUs: 8},
 		want: "config.json: key activation_checkpoint: memory budget activation checkpointing needs the model compiled", wantHint: "compile.enable = True",
 	}})
+}
+
+// sharedLevels is Python lines making open objects o0..o<levels>, each
+// o<l> holding o<l+1> in fields x1..x<fields>.
+func sharedLevels(levels, fields int) string {
+	var b strings.Builder
+	for l := 0; l <= levels; l++ {
+		fmt.Fprintf(&b, "    o%d = Metrics.Config()\n", l)
+	}
+	for l := 0; l < levels; l++ {
+		for i := 1; i <= fields; i++ {
+			fmt.Fprintf(&b, "    o%d.x%d = o%d\n", l, i, l+1)
+		}
+	}
+	return b.String()
 }
