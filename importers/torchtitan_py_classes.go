@@ -228,28 +228,28 @@ func (e *pyEval) modelRegistry(model string, c *pyCall) (any, error) {
 // object's fields under key[i]. An object that holds one around it
 // (config.profiler.x = config) is a leaf of its class there; objects
 // shared by several fields are written under each, at most pyMaxLen
-// objects in all (a few fields each holding the next object, level after
-// level, would otherwise write exponentially many keys).
+// objects and list items in all (a few fields each holding the next
+// object, level after level, would otherwise write exponentially many
+// keys).
 func pyFlatten(t *tree, o *pyObj) error {
 	w := pyFlattener{t: t, around: map[*pyObj]bool{}}
 	return w.object("", o, 0)
 }
 
 // pyFlattener is one pyFlatten: the objects on the path to the one being
-// written, and how many objects it has written.
+// written, and how many objects and list items it has written.
 type pyFlattener struct {
 	t       *tree
 	around  map[*pyObj]bool
-	objects int
+	written int
 }
 
 // object writes o under prefix; line is the line that set the field
 // holding it.
 func (w *pyFlattener) object(prefix string, o *pyObj, line int) error {
 	t := w.t
-	if w.objects++; w.objects > pyMaxLen {
-		return &Error{File: t.file, Line: line, Key: prefix, Msg: fmt.Sprintf("the config's objects, written out field by field, hold more than %d objects", pyMaxLen),
-			Hint: "an object shared by several fields, level after level, multiplies them: a config holds each object once"}
+	if w.written++; w.written > pyMaxLen {
+		return w.tooMany(prefix, line)
 	}
 	if strings.Count(prefix, ".") > 16 {
 		return nil
@@ -304,25 +304,44 @@ func (w *pyFlattener) object(prefix string, o *pyObj, line int) error {
 			}
 		}
 		if f.line > 0 {
-			t.leaves[key] = leaf{value: pyLeafValue(f.v), line: f.line}
+			v, err := w.leafValue(f.v, key, f.line)
+			if err != nil {
+				return err
+			}
+			t.leaves[key] = leaf{value: v, line: f.line}
 		}
 	}
 	return nil
 }
 
-// pyLeafValue is a value as a tree leaf holds it.
-func pyLeafValue(v any) any {
+// leafValue is a value as a tree leaf holds it, for the field key set
+// at line. Its list items count against the same budget as the objects
+// (a list holding one list ten times, twelve deep, is 10^12 items).
+func (w *pyFlattener) leafValue(v any, key string, line int) (any, error) {
 	switch x := v.(type) {
 	case nil, bool, int64, float64, string, pyOpaque, map[string]any:
-		return x
+		return x, nil
 	case []any:
+		if w.written += len(x); w.written > pyMaxLen {
+			return nil, w.tooMany(key, line)
+		}
 		out := make([]any, len(x))
 		for i, y := range x {
-			out[i] = pyLeafValue(y)
+			var err error
+			if out[i], err = w.leafValue(y, key, line); err != nil {
+				return nil, err
+			}
 		}
-		return out
+		return out, nil
 	case *pyObj:
-		return x.class
+		return x.class, nil
 	}
-	return pyOpaque{describe(v)}
+	return pyOpaque{describe(v)}, nil
+}
+
+// tooMany is the error of a config whose objects and lists, written
+// out, pass pyMaxLen.
+func (w *pyFlattener) tooMany(key string, line int) error {
+	return &Error{File: w.t.file, Line: line, Key: key, Msg: fmt.Sprintf("the config's objects and lists, written out field by field, hold more than %d values", pyMaxLen),
+		Hint: "an object or list held several times over, level after level, multiplies them: a config holds each once"}
 }

@@ -180,7 +180,14 @@ func TestTorchtitanPyBounds(t *testing.T) {
 		name: "objects shared level after level",
 		src:  head + "from torchtitan.components.metrics import Metrics\ndef f():\n    c = Trainer.Config(model_spec=model_registry(\"8B\"), loss=CrossEntropyLoss.Config())\n" + sharedLevels(10, 6) + "    c.metrics = o0\n    return c\n",
 		want: "x.py:",
-		msg:  "more than 65536 objects",
+		msg:  "more than 65536 values",
+	}, {
+		// a list of ten of the list before, twelve deep: 10^12 items
+		name: "lists shared level after level",
+		src: head + "def f():\n    c = Trainer.Config(model_spec=model_registry(\"8B\"), loss=CrossEntropyLoss.Config())\n    l = [1, 2]\n" +
+			strings.Repeat("    l = [l, l, l, l, l, l, l, l, l, l]\n", 12) + "    c.profiler.x = l\n    return c\n",
+		want: "x.py:19: key profiler.x:",
+		msg:  "more than 65536 values",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Import("x.py", []byte(tc.src), defaults(Options{Function: "f", GPUs: 8}))
