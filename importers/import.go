@@ -104,15 +104,6 @@ type trainer struct {
 // trainers is every importer, in the order detection tries them.
 var trainers = []*trainer{torchtuneTrainer, torchtitanTrainer, torchtitanPyTrainer, torchtitanDictTrainer, hfTrainer, deepspeedTrainer, megatronTrainer, anemoiTrainer}
 
-// Trainers lists the importers' names and what each reads.
-func Trainers() [][2]string {
-	var out [][2]string
-	for _, tr := range trainers {
-		out = append(out, [2]string{tr.name, tr.about})
-	}
-	return out
-}
-
 func trainerNames() string {
 	var names []string
 	for _, tr := range trainers {
