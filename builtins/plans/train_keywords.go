@@ -102,7 +102,8 @@ var TrainKeywords = []keyword{
 	{Name: "freeze", Def: starlark.None, Doc: `modules to freeze, by path prefix, role or "all"`, set: setFreeze},
 	{Name: "loss_chunks", Def: starlark.MakeInt(1), Doc: "runs lm_head and cross-entropy in n chunks (torchtune's num_output_chunks) along the sequence, as torch.chunk cuts it: ceil(seq/n) tokens each, the last shorter, fewer than n chunks when they run out (seq=3 in 4 chunks: 3 of one token); " +
 		`or "liger": Liger-Kernel's fused linear cross-entropy (use_liger_kernel=True, apply_liger_kernel_to_llama), which never makes the logits: the kernel runs the head over chunks of next_power_of_2(ceil(tokens / ceil(vocab/hidden))) tokens and computes the head input's and weight's gradients in the forward, saved until the backward hands them on ` +
-		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md)`,
+		`(two chunks of logits live at once; from Liger 0.6.2 a 16-bit weight's gradient is added through a vocab x hidden product and its fp32 copy per chunk). "liger" is release 0.8.1 and later; "liger-0.6.2", "liger-0.5.3" and "liger-0.4.0" the releases from that one up to the next (docs/liger.md); ` +
+		`or ("torchtitan", n): torchtitan's ChunkedLossWrapper with num_chunks n (batch x seq must divide by n), which runs each chunk's head, cross-entropy and backward inside the forward: one chunk's logits and fp32 loss tensors at a time, an fp32 [tokens, hidden] gradient buffer through the loop, its bf16 copy held to the decoder's backward, lm_head's gradient made in the forward (docs/liger.md)`,
 		set: setLossChunks},
 	{Name: "liger_kernels", Def: starlark.False,
 		Doc: "Liger-Kernel's RMSNorm and SwiGLU kernels in place of the eager layers (what use_liger_kernel=True and apply_liger_kernel_to_llama patch in besides the loss, which is loss_chunks=\"liger\"): " +
@@ -336,6 +337,9 @@ func setOptionalInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *
 // setLossChunks takes a number of chunks (torchtune) or the name of a
 // Liger-Kernel fused linear cross-entropy (core.LigerVersions).
 func setLossChunks(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	if t, ok := (*v).(starlark.Tuple); ok {
+		return setTitanLoss(name, t, p)
+	}
 	if s, ok := (*v).(starlark.String); ok {
 		if _, ok := core.LookupLiger(string(s)); !ok {
 			return fmt.Errorf("%s: unknown %q (a number of chunks, or Liger's fused linear cross-entropy: %s)", name, string(s), core.LigerNames())
@@ -344,6 +348,28 @@ func setLossChunks(name string, v *starlark.Value, a *trainArgs, p *core.Plan) e
 		return nil
 	}
 	return setOptionalInt(func(p *core.Plan) *int64 { return &p.LossChunks })(name, v, a, p)
+}
+
+// setTitanLoss takes ("torchtitan", n): torchtitan's ChunkedLossWrapper
+// with num_chunks n. A recipe and its count, where the int form is a count
+// alone (torchtune's) and the string form a kernel choosing its own chunks.
+func setTitanLoss(name string, t starlark.Tuple, p *core.Plan) error {
+	hint := fmt.Sprintf(`(%q, n): torchtitan's ChunkedLossWrapper with num_chunks n (its default 8)`, core.TitanLoss)
+	if len(t) != 2 {
+		return fmt.Errorf("%s: a tuple is %s (got %d items)", name, hint, len(t))
+	}
+	if s, ok := t[0].(starlark.String); !ok || string(s) != core.TitanLoss {
+		return fmt.Errorf("%s: a tuple is %s (got %s first)", name, hint, t[0].String())
+	}
+	k := int64(0)
+	if n, ok := t[1].(starlark.Int); ok {
+		k, _ = n.Int64()
+	}
+	if k < 1 {
+		return fmt.Errorf("%s: a tuple is %s, n a positive number (got %s)", name, hint, t[1].String())
+	}
+	p.FusedLoss, p.LossChunks = core.TitanLoss, k
+	return nil
 }
 
 // setOptionalString is setString for keywords that may be None (left unset).

@@ -18,6 +18,7 @@ type Finetune struct {
 	freeze      []string
 	lossChunks  int64
 	liger       *LigerCE // Liger's fused linear cross-entropy (liger.go)
+	titan       int64    // torchtitan's ChunkedLossWrapper's num_chunks, 0 when not (titan_loss.go)
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
 	keepLogits  bool        // the loop holds the logits through the backward (Plan.KeepLogits)
@@ -40,6 +41,9 @@ func (p *Plan) finetuneOptions() *Finetune {
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv
+	}
+	if p.FusedLoss == TitanLoss {
+		ft.titan, ft.lossChunks = max(p.LossChunks, 1), 1
 	}
 	if ft.quantFrom == units.InvalidDType {
 		ft.quantFrom = p.Precision.Compute
@@ -89,7 +93,7 @@ func (p *Plan) validateFinetune() error {
 		return &units.Error{Path: "train", Msg: "keep_logits holds the logits of the model's output head, and this model has none",
 			Hint: "drop keep_logits"}
 	}
-	if p.FusedLoss != "" && p.LossChunks > 1 {
+	if p.FusedLoss != "" && p.FusedLoss != TitanLoss && p.LossChunks > 1 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks is either a number of chunks or %q, not both", p.FusedLoss)}
 	}
 	if err := p.validateLiger(); err != nil {
