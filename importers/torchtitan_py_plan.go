@@ -187,10 +187,20 @@ func torchtitanPyRuntime(t *tree, p *plan, l torchtitanLayout) error {
 		// split in num_chunks; per chunk lm_head, the loss and its
 		// backward run inside the forward, the chunk's gradient copied
 		// into an fp32 buffer of the head's input, which the decoder's
-		// backward then takes. memsh's loss_chunks is torchtune's (every
-		// chunk's logits kept for the backward): not this.
-		t.notModelled = append(t.notModelled, fmt.Sprintf("loss: ChunkedLossWrapper, %d chunks of %s (each chunk's lm_head, loss and backward run inside the forward; memsh replays the whole logits at once)",
-			chunks, inner))
+		// backward then takes: memsh's loss_chunks=("torchtitan", n)
+		// (sim/core/titan_loss.go), with CrossEntropyLoss inside and
+		// neither tensor nor pipeline parallelism (memsh replays no
+		// vocabulary-parallel chunk nor a last stage's chunked loss).
+		switch {
+		case inner != "CrossEntropyLoss.Config":
+			t.notModelled = append(t.notModelled, fmt.Sprintf("loss: ChunkedLossWrapper, %d chunks of %s (memsh models it around CrossEntropyLoss only; the plan replays the whole logits at once)",
+				chunks, inner))
+		case l.tp > 1 || l.pp > 1:
+			t.notModelled = append(t.notModelled, fmt.Sprintf("loss: ChunkedLossWrapper, %d chunks, with tensor or pipeline parallelism (memsh models the chunked loss on a whole vocabulary in one stage; the plan replays the whole logits at once)",
+				chunks))
+		default:
+			p.set("loss_chunks", "("+str("torchtitan")+", "+num(chunks)+")")
+		}
 	default:
 		t.notModelled = append(t.notModelled, "loss: "+comment(loss)+" (memsh replays a language model's cross-entropy)")
 	}

@@ -177,3 +177,34 @@ func TestTitanRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestTitanChunkedLossMixed: under bf16-mixed the final norm's output is
+// fp32 (TestLigerFusedLinearCE), so autocast casts each chunk to bf16 for
+// its matmul (n x D, 262,144), which the matmul saves for the chunk's
+// backward; h_chunk.grad is fp32 (524,288) and needs no .to(fp32); the
+// fp32 weight's gradient is V x D x 4 = 65,536,000; the accumulated
+// gradient .to(fp32) is a copy still (4,194,304).
+func TestTitanChunkedLossMixed(t *testing.T) {
+	const l16 = 16_384_000
+	p := chunkedLossPlan(core.TitanLoss, 8)
+	p.Precision = testmodels.LlamaPlan(p.Model, 2, 1024, "bf16-mixed", "none", "H100-80GB").Precision
+	r, err := Evaluate(p, core.Options{Trace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		op   string
+		want []int64
+	}{
+		{"loss.grad_accumulator", []int64{4_194_304}},
+		{"loss.logits_0", []int64{l16, 262_144}},
+		{"loss.lm_head_backward_0", []int64{524_288, 65_536_000, -l16, -262_144}},
+		{"loss.lm_head_backward_1", []int64{524_288, 65_536_000, -65_536_000, -l16, -262_144}},
+		{"loss.grad_accumulate_0", []int64{-524_288}},
+		{"loss.accumulated_grad", []int64{4_194_304, -4_194_304, -l16}},
+	} {
+		if got := opEvents(r.Trace, tc.op, replay.PhaseForward); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.op, got, tc.want)
+		}
+	}
+}

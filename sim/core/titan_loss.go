@@ -127,6 +127,11 @@ func (b *Builder) titanModelLoss(m *Model, x Value) Value {
 		b.Op(il).NoGradB = true
 		b.Op(il).Flops = 2 * float64(n*d) * float64(vocab)
 		b.Op(il).Bytes += float64(compute.Bytes(n*d)) + float64(compute.Bytes(vocab*d))
+		xin := x
+		if b.Dtype(x) != compute { // autocast casts the chunk for the matmul, which saves the cast for the chunk's backward
+			xin = noGrad(b.Out(il, "h_chunk."+compute.Name()+"."+k, []int64{n, d}, compute, "autocast copy of the chunk of hidden states, saved by the chunk's matmul"))
+			b.Op(il).Bytes += float64(b.Dtype(x).Bytes(n * d))
+		}
 		prev = lg
 		ic := b.AddOp("cast", "to_fp32_"+k, []Value{lg})
 		up := noGrad(b.Out(ic, "logits_fp32."+k, []int64{n, vocab}, units.FP32, "pred.float() in cross_entropy_loss, dropped once log_softmax has run"))
@@ -140,7 +145,7 @@ func (b *Builder) titanModelLoss(m *Model, x Value) Value {
 		if !inGrad {
 			continue
 		}
-		b.titanChunkBackward(k, lsm, lg, x, wv, buf, &gw, c > 0, wGrad, w, n, d, vocab, compute)
+		b.titanChunkBackward(k, lsm, lg, x, xin, wv, buf, &gw, c > 0, wGrad, w, n, d, vocab, compute)
 	}
 	if !inGrad {
 		il := b.AddOp("sum", "loss", append(append(held, losses...), prev), params...)
@@ -164,7 +169,7 @@ func (b *Builder) titanModelLoss(m *Model, x Value) Value {
 // titanChunkBackward is chunk k's chunk_loss.backward() and
 // grad_accumulator.add, run inside the forward. gw is lm_head's gradient,
 // made by the first chunk; later chunks add theirs through a temporary.
-func (b *Builder) titanChunkBackward(k string, lsm, lg, x, wv, buf Value, gw *Value, later, wGrad bool, w int32, n, d, vocab int64, compute units.DType) {
+func (b *Builder) titanChunkBackward(k string, lsm, lg, x, xin, wv, buf Value, gw *Value, later, wGrad bool, w int32, n, d, vocab int64, compute units.DType) {
 	noGrad := func(v Value) Value { b.Val(v).Grad = false; return v }
 	nv := units.FP32.Bytes(n * vocab)
 	// NllLossBackward's dense gradient (the workspace) and
@@ -180,7 +185,7 @@ func (b *Builder) titanChunkBackward(k string, lsm, lg, x, wv, buf Value, gw *Va
 	g16 := noGrad(b.Out(i2, "grad_logits."+k, []int64{n, vocab}, compute, "ToCopyBackward: the logits' gradient in their dtype"))
 	b.Op(i2).NoGradB = true
 	b.Op(i2).Bytes += float64(nv)
-	ins := []Value{g16, x, buf}
+	ins := []Value{g16, xin, buf}
 	if wv != NoValue {
 		ins = append(ins, wv)
 	}
