@@ -7,11 +7,12 @@ import (
 )
 
 // Notes every config of torchtitan's own config_registry.py gets: the
-// attention backend model_registry defaults to, the chunked loss and
-// the CUDA graphs, on by default (b5bcd76c6).
+// attention backend model_registry defaults to, the chunked loss under
+// tensor or pipeline parallelism and the CUDA graphs, on by default
+// (b5bcd76c6).
 const (
 	pyFlex      = "model_spec.attn_backend: flex, model_registry's default (memsh replays the model's attention as SDPA's)"
-	pyChunked8  = "loss: ChunkedLossWrapper, 8 chunks of CrossEntropyLoss.Config (each chunk's lm_head, loss and backward run inside the forward; memsh replays the whole logits at once)"
+	pyChunked8  = "loss: ChunkedLossWrapper, 8 chunks, with tensor or pipeline parallelism (memsh models the chunked loss on a whole vocabulary in one stage; the plan replays the whole logits at once)"
 	pyGraphs    = "training.disable_cuda_graphs: False, the default: forward and backward captured as a CUDA graph (distributed/cudagraph.py), its memory pool kept between steps (memsh replays the eager step, with the gradients zeroed, not freed)"
 	pyRegistry  = "torchtitan/models/llama3/config_registry.py"
 	pyRecipes   = "torchtitan/recipes/llama3_recipes.py"
@@ -32,8 +33,8 @@ func TestTorchtitanPy(t *testing.T) {
 		name:        "llama3_8b on 8 H100s: 1 x 8192 tokens, FSDP over 8, per-op SAC",
 		file:        pyRegistry,
 		opts:        Options{Function: "llama3_8b", GPUs: 8},
-		notModelled: []string{pyFlex, pyChunked8, pyGraphs},
-		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+		notModelled: []string{pyFlex, pyGraphs},
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name:        "llama3_70b on 64 GPUs: 8 x 8192 tokens, TP 8, FSDP 8, full AC",
@@ -59,8 +60,8 @@ func TestTorchtitanPy(t *testing.T) {
 		name:        "llama3_8b_mxfp8: llama3_8b with the model compiled and MXFP8 linears (not modelled)",
 		file:        pyRegistry,
 		opts:        Options{Function: "llama3_8b_mxfp8", GPUs: 8},
-		notModelled: []string{pyFlex, "model_spec.converters[0]: MXFP8 linears (torchao's MX formats)", pyChunked8, pyGraphs},
-		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks", checkpoint = "op",
+		notModelled: []string{pyFlex, "model_spec.converters[0]: MXFP8 linears (torchao's MX formats)", pyGraphs},
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks", checkpoint = "op", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name: "a recipe: 2 x 8192 tokens per rank, 4 iterations per step, full AC, CUDA graphs off",
@@ -87,9 +88,8 @@ func TestTorchtitanPy(t *testing.T) {
 		name: "a recipe: the memory budget policy on the compiled model, a 4-chunk loss, an if on the TP degree",
 		file: pyRecipes,
 		opts: Options{Function: "llama3_8b_budget", GPUs: 8},
-		notModelled: []string{"loss: ChunkedLossWrapper, 4 chunks of CrossEntropyLoss.Config (each chunk's lm_head, loss and backward run inside the forward; memsh replays the whole logits at once)",
-			pyGraphs},
-		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = checkpoint(budget = 0.3),
+		notModelled: []string{pyGraphs},
+		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = checkpoint(budget = 0.3), loss_chunks = ("torchtitan", 4),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name: "a recipe calling another: activation_checkpoint = None, training.dtype bfloat16",
@@ -211,21 +211,21 @@ func TestTorchtitanDict(t *testing.T) {
 	lost := []string{
 		"model_spec.converters: not in Trainer.Config.to_dict() (a Float8 or MXFP8 model reads as bf16)",
 		"model_spec.attn_backend: not in Trainer.Config.to_dict() (memsh replays the model's attention as SDPA's)",
-		pyChunked8, pyGraphs,
+		pyGraphs,
 	}
 	runImportCases(t, []importCase{{
 		name:        "llama3_8b's dump on 8 H100s: as llama3_8b",
 		file:        "torchtitan/llama3_8b_to_dict.json",
 		opts:        Options{GPUs: 8},
 		notModelled: lost,
-		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name:        "the dump with a field overridden: 2 sequences per micro-batch",
 		file:        "torchtitan/llama3_8b_to_dict.json",
 		opts:        Options{GPUs: 8, Overrides: []string{"training.num_tokens_per_microbatch_per_dp_rank=16384"}},
 		notModelled: lost,
-		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}})
 	const dump = `{"model_spec": {"name": "llama3", "flavor": "8B"}, "training": {"num_tokens_per_microbatch_per_dp_rank": 8192, "max_context_length": 8192},
