@@ -85,9 +85,9 @@ func TestTorchtitanPy(t *testing.T) {
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
-		name: "a recipe: the memory budget policy on the compiled model, a 4-chunk loss, an if on the TP degree",
-		file: pyRecipes,
-		opts: Options{Function: "llama3_8b_budget", GPUs: 8},
+		name:        "a recipe: the memory budget policy on the compiled model, a 4-chunk loss, an if on the TP degree",
+		file:        pyRecipes,
+		opts:        Options{Function: "llama3_8b_budget", GPUs: 8},
 		notModelled: []string{pyGraphs},
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = checkpoint(budget = 0.3), loss_chunks = ("torchtitan", 4),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
