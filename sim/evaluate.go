@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -150,6 +151,14 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 		rep.Notes = append(rep.Notes, "float8: linears with a dimension not divisible by 16 stay in high precision, as torchtitan's filter leaves them (torch._scaled_mm needs multiples of 16): "+
 			strings.Join(prog.Float8Skipped, ", "))
 	}
+	if n := len(prog.QuantSkipped); n > 0 {
+		blocks := "MoE blocks"
+		if n == 1 {
+			blocks = "MoE block"
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("quant=%q replaces nn.Linear modules only: the experts of %d %s (%s) are 3-D parameters (transformers 5's experts; moe(impl=\"fused_loop\", \"grouped_mm\" or \"grouped\")) and stay in %s; transformers 4.x's per-expert nn.Linear loop is quantized",
+			plan.Quant, n, blocks, quantSkippedNames(prog.QuantSkipped), plan.Precision.Params))
+	}
 	if par := plan.Parallel; par.GradNormGroup && !par.DistributedOptimizer {
 		rep.Notes = append(rep.Notes, "grad_norm_group=True adds nothing here: the group is the distributed optimizer's (Megatron-Core 0.14's INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP), and this layout has none (distributed_optimizer=True adds it)")
 	}
@@ -164,4 +173,13 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 		return nil, nil, err
 	}
 	return rep, stage, nil
+}
+
+// quantSkippedNames is the first two MoE blocks quant= did not reach and
+// how many more.
+func quantSkippedNames(paths []string) string {
+	if len(paths) <= 2 {
+		return strings.Join(paths, ", ")
+	}
+	return fmt.Sprintf("%s, %s and %d more", paths[0], paths[1], len(paths)-2)
 }

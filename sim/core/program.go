@@ -226,6 +226,11 @@ type Program struct {
 	// dimension not divisible by 16, as "name (in -> out)", once per
 	// name and shape (float8.go).
 	Float8Skipped []string
+	// QuantSkipped: the MoE blocks whose experts quant= did not reach, by
+	// module path, once each: 3-D (fused or grouped) expert weights, which
+	// bitsandbytes' Linear4bit/Linear8bitLt replacement of nn.Linear
+	// modules never sees (nn/moe.go), so they stay in the params dtype.
+	QuantSkipped []string
 	// LigerKernels: some op runs one of Liger's layer kernels
 	// (liger_layers.go); false under train(liger_kernels=True) means the
 	// program has no RMSNorm or SwiGLU MLP for them to replace.

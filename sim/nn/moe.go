@@ -2,6 +2,7 @@ package nn
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
@@ -247,6 +248,9 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		x = b.TpGather(x) // tokens gathered along the sequence with SP
 	}
 	r := m.route(b, x)
+	if m.impl() != MoELoop && b.Quantizes(RoleExpertUp) && !slices.Contains(b.P.QuantSkipped, b.Name("")) {
+		b.P.QuantSkipped = append(b.P.QuantSkipped, b.Name("")) // 3-D experts: no nn.Linear for bitsandbytes to replace
+	}
 	var out core.Value
 	switch {
 	case m.impl() == MoEGrouped || b.Par.Epn() > 1:
