@@ -27,7 +27,7 @@ o = offload(optimizer = "cpu", activations = "cpu")
 		{expr: `p.replace(loss_chunks = ("torchtitan", 4)).loss_chunks`, want: `("torchtitan", 4)`},
 		{expr: `p.replace(loss_chunks = ("torchtitan", 0))`, err: `loss_chunks: a tuple is ("torchtitan", n): torchtitan's ChunkedLossWrapper with num_chunks n (its default 8), n a positive number (got 0)`},
 		{expr: `p.replace(loss_chunks = ("liger", 4))`, err: `(got "liger" first)`},
-		{expr: `p.replace(loss_chunks = ("torchtitan",))`, err: "(got 1 items)"},
+		{expr: `p.replace(loss_chunks = ("torchtitan",))`, err: `(got ("torchtitan",), a tuple of 1)`},
 		{expr: `simulate(p.replace(loss_chunks = ("torchtitan", 3)))`, err: "128 tokens a micro-batch do not split in 3 equal chunks"},
 		{expr: `simulate(p.replace(loss_chunks = ("torchtitan", 4))).peak_allocated < simulate(p).peak_allocated`, want: "True"},
 		{expr: `p.replace(quant = "nf4")`, err: "needs a frozen base"},

@@ -356,7 +356,7 @@ func setLossChunks(name string, v *starlark.Value, a *trainArgs, p *core.Plan) e
 func setTitanLoss(name string, t starlark.Tuple, p *core.Plan) error {
 	hint := fmt.Sprintf(`(%q, n): torchtitan's ChunkedLossWrapper with num_chunks n (its default 8)`, core.TitanLoss)
 	if len(t) != 2 {
-		return fmt.Errorf("%s: a tuple is %s (got %d items)", name, hint, len(t))
+		return fmt.Errorf("%s: a tuple is %s (got %s, a tuple of %d)", name, hint, t.String(), len(t))
 	}
 	if s, ok := t[0].(starlark.String); !ok || string(s) != core.TitanLoss {
 		return fmt.Errorf("%s: a tuple is %s (got %s first)", name, hint, t[0].String())
