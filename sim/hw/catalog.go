@@ -197,15 +197,17 @@ func Catalog() []Device {
 				"context_oom_test.go for the older runtimes (no row on this generation)",
 		},
 		{
-			Name: "H100-PCIe", Memory: 81_559 * catalogMiB, SMIMemory: 81_559 * catalogMiB,
+			Name: "H100-PCIe", Memory: 81_090 * catalogMiB, SMIMemory: 81_559 * catalogMiB,
 			BF16TFLOPS: 756, FP32TFLOPS: 51, FP8TFLOPS: 1_513, HBMGBps: 2_000,
 			LinkGBps: 300, PCIeGBps: 64, Context: catalogLazyContext,
 			CurrentContext: gh100Context(114, false), CurrentEagerContext: gh100Context(114, true),
 			Kernels: hopperPCIeRates, Host: pcieServerHost,
 			Source: "cal D1 (H100 PCIe datasheet): 756 TFLOPS bf16, 1,513 fp8, 2.0 TB/s, " +
 				"NVLink bridge 600 GB/s (300 per direction), PCIe Gen5; nvidia-smi total 81,559 MiB assumed " +
-				"equal to H100 SXM (RECALLED); PyTorch's total_memory not found in a public source: the " +
-				"nvidia-smi total stands in (optimistic by the driver's reserve, 453 MiB on the H100 SXM); " +
+				"equal to H100 SXM (RECALLED); PyTorch's total from two public OOM messages on one H100 PCIe " +
+				"(torch 2.8-2.9: \"a total capacity of 79.19 GiB\", sim/hw/context_oom_test.go): 81,085-81,095 MiB " +
+				"to two decimals, 81,090 MiB taken (469 MiB under the nvidia-smi total, where the H100 SXM's " +
+				"driver keeps 453 MiB); " +
 				"context with torch 2.11 and CUDA 13.0 (runtime \"cuda\"): the H200's 766.8 MiB measured less " +
 				"the driver's local-memory reservation of the 18 SMs it lacks (114 SMs, 2 MiB an SM at the " +
 				"default stack: 730.8 MiB, catalog.go gh100Context), the Ampere/Ada figure of context_oom_test.go " +
