@@ -3,7 +3,8 @@
 # run, most valuable first; a part starts only if its timeout still fits the budget (BUDGET_S, default
 # 540 s), so what is cut is the tail. Each part writes its own file under $OUT; run21.log says what ran.
 #  1. issue 28 (res29): the one-rank NCCL communicator's 583,008,256 B split by cause (cuda_nccl_comm.py);
-#     then (ctx24, session 24) the context's local-memory reservation per SM (cuda_context_sm.py, seconds).
+#     then (ctx24, session 24) the context's local-memory reservation per SM (cuda_context_sm.py, seconds)
+#     and (ttloss24) torchtitan's ChunkedLossWrapper against its hand count (cuda_titan_loss.py, seconds).
 #  2. issues 19/20 (gmm29): every kernel and aten op by shape of the profiled HF steps (cuda_run29.sh's call).
 #  3. issue 19 (swift29): Megatron-Core's fused cross entropy compiled vs eager, bytes per logit (cuda_fused_ce.py).
 #  4. issue 19 (moon29): FlashAttention at head dim 128 vs 192 and Megatron's packed RoPE host time (cuda_mla_attn.py).
@@ -14,7 +15,7 @@
 #   mkdir -p .oracle && cp tools/oracle/cuda_hf.py tools/oracle/cuda_bwd_kernels.py tools/oracle/cuda_loop_host.py \
 #       tools/oracle/cuda_fsdp1.py tools/oracle/cuda_shift_loss.py tools/oracle/cuda_nccl_comm.py \
 #       tools/oracle/cuda_fused_ce.py tools/oracle/megatron_ce_steps.py tools/oracle/cuda_mla_attn.py \
-#       tools/oracle/cuda_context_sm.py tools/oracle/cuda_run21.sh .oracle/
+#       tools/oracle/cuda_context_sm.py tools/oracle/cuda_titan_loss.py tools/oracle/cuda_run21.sh .oracle/
 #   device run, carry [".oracle"], timeout_s 590:  OUT=$OUT bash .oracle/cuda_run21.sh
 # Then: record every figure in sim/testdata/cuda_h200 (README.md there) and as tests, with this command.
 set -u
@@ -42,6 +43,7 @@ part() {
 
 part nccl_comm 90 python3 "$HERE/cuda_nccl_comm.py" --out "$OUT/nccl_comm.jsonl" --logs "$OUT/nccl_logs"
 part context_sm 45 python3 "$HERE/cuda_context_sm.py" --out "$OUT/context_sm.jsonl"
+part titan_loss 60 python3 "$HERE/cuda_titan_loss.py" --out "$OUT/titan_loss.jsonl"
 part hf_profile_ops 150 python3 "$HERE/cuda_hf.py" --out "$OUT/hf_profile_ops.jsonl" --deadline-s 120 --profile \
     --profile-top 400 --profile-ops 300 --cases qwen3_moe_bf16,qwen3_06b_bf16,mixtral_bf16,llama1b_bf16
 part fused_ce 150 python3 "$HERE/cuda_fused_ce.py" --out "$OUT/fused_ce.jsonl"
