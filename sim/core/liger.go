@@ -138,25 +138,12 @@ func (b *Builder) ligerModelLoss(m *Model, x Value) Value {
 	h := b.Last(x)
 	bt := Rows(b.Shape(x))
 	vocab := m.Vocab
-	done := b.Scope("lm_head")
-	w, params := b.LinearParams(RoleLMHead, h, vocab, m.HeadBias)
-	if t := b.embedWeight(m); t >= 0 {
-		b.P.Params[w].TiedTo = t
-	}
-	done()
-	defer b.Scope("loss")()
-	labels := b.Labels(x)
-	compute := b.Dtype(x)
-	if b.Prec.Autocast {
-		compute = b.Prec.Compute
-	}
 	// Under autocast the kernel's matmuls cast the weight inside the
 	// Function's forward (no autograd node): autocast's cache keeps one
 	// copy until the forward ends, and no gradient flows through it.
-	wv := b.Weight(w, compute)
-	if wv != NoValue {
-		b.Val(wv).Grad = false
-	}
+	head, closeLoss := b.openFusedHead(m, x, h)
+	defer closeLoss()
+	w, params, labels, compute, wv := head.w, head.params, head.labels, head.compute, head.wv
 	wdt := b.Prec.Params
 	inGrad := b.Grad(x) && !b.Eval
 	wGrad := inGrad && b.Trainable(w)

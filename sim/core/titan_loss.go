@@ -83,22 +83,9 @@ func (b *Builder) titanModelLoss(m *Model, x Value) Value {
 			Hint: "ChunkedLossWrapper raises the same (sequence length must be divisible by num_chunks): pick num_chunks dividing batch x seq"}})
 	}
 	n := tokens / chunks
-	done := b.Scope("lm_head")
-	w, params := b.LinearParams(RoleLMHead, d, vocab, m.HeadBias)
-	if t := b.embedWeight(m); t >= 0 {
-		b.P.Params[w].TiedTo = t
-	}
-	done()
-	defer b.Scope("loss")()
-	labels := b.Labels(x)
-	compute := b.Dtype(x)
-	if b.Prec.Autocast {
-		compute = b.Prec.Compute
-	}
-	wv := b.Weight(w, compute)
-	if wv != NoValue {
-		b.Val(wv).Grad = false
-	}
+	head, closeLoss := b.openFusedHead(m, x, d)
+	defer closeLoss()
+	w, params, labels, compute, wv := head.w, head.params, head.labels, head.compute, head.wv
 	inGrad := b.Grad(x) && !b.Eval
 	wGrad := inGrad && b.Trainable(w)
 	noGrad := func(v Value) Value { b.Val(v).Grad = false; return v }
