@@ -49,6 +49,9 @@ func parsePyConfig(file string, data []byte, o Options) (*tree, error) {
 		if se, ok := err.(*syntax.Error); ok {
 			return nil, &Error{File: file, Line: int(se.Pos.Line), Msg: se.Msg, Hint: pySubsetHint}
 		}
+		if e, ok := err.(*Error); ok && e.File == "" {
+			e.File = file
+		}
 		return nil, err
 	}
 	f, err := pyParse(file, src, rewritten)

@@ -86,7 +86,11 @@ func pyRewrite(src string) (string, []pyImport, error) {
 			return "== None"
 		})
 		if pyDefLine.MatchString(lines[i]) {
-			i = pyStripSignature(lines, i)
+			end, ok := pyStripSignature(lines, i)
+			if !ok {
+				return "", nil, &Error{Line: i + 1, Msg: "a def whose parameters never close (no matching ')')", Hint: pySubsetHint}
+			}
+			i = end
 		}
 	}
 	return strings.Join(lines, "\n"), imports, nil
@@ -142,8 +146,10 @@ func pyImportNames(from string, plain bool, text string, line int) ([]pyImport, 
 }
 
 // pyStripSignature removes the annotations of the def starting at line i
-// (its parameters' and its return's) and returns the signature's last line.
-func pyStripSignature(lines []string, i int) int {
+// (its parameters' and its return's) and returns the signature's last
+// line; ok is false when the parameters' bracket never closes (malformed
+// Python, reported at the def rather than at the end of the file).
+func pyStripSignature(lines []string, i int) (end int, ok bool) {
 	depth, inAnn := 0, false
 	for j := i; j < len(lines); j++ {
 		var b strings.Builder
@@ -168,7 +174,7 @@ func pyStripSignature(lines []string, i int) int {
 				}
 				b.WriteString(rest)
 				lines[j] = b.String()
-				return j
+				return j, true
 			}
 			switch {
 			case inAnn && depth == 1 && (c == ',' || c == '='):
@@ -185,7 +191,7 @@ func pyStripSignature(lines []string, i int) int {
 		}
 		lines[j] = b.String()
 	}
-	return len(lines) - 1
+	return len(lines) - 1, false
 }
 
 // pyParse parses a rewritten config; a parse error names the construct

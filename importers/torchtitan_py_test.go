@@ -127,6 +127,10 @@ func TestTorchtitanPyErrors(t *testing.T) {
 		want:     "config_registry.py:5: model_registry comes from ., a module beside this file, which memsh does not read (it reads one file)",
 		wantHint: "pass it as .../models/<model>/config_registry.py",
 	}, {
+		name: "a def whose parameters never close", file: "x.py", opts: Options{Function: "f"},
+		config: head + "def f(:\n    return Trainer.Config()\n",
+		want:   "x.py:4: a def whose parameters never close (no matching ')')", wantHint: hint,
+	}, {
 		name: "an unknown function", file: "x.py", opts: Options{Function: "llama3_9b"},
 		config: head + "def llama3_8b():\n    pass\n\ndef _helper():\n    pass\n",
 		want:   "command line: --config llama3_9b: x.py defines no such function", wantHint: "its functions: llama3_8b",
