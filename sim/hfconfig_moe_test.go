@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Layers that differ stack as transformers names them (layers.0,
@@ -292,6 +294,13 @@ func TestGLMFamilies(t *testing.T) {
 			t.Errorf("%s under transformers %q: error %v, want %q", tc.file, tc.version, err, tc.want)
 		}
 	}
+	// the hint names the release that wrote the config, where it says one
+	saved := shrinkConfig(t, "glm-4.7-flash.json", map[string]any{"transformers_version": "5.0.0.dev0"})
+	_, err := hf.FromConfigOptions(saved, hf.Options{Attn: "flash"})
+	var ue *units.Error
+	if !errors.As(err, &ue) || !strings.Contains(ue.Hint, "this config.json was written by transformers 5.0.0.dev0") {
+		t.Errorf("GLM-4.7-Flash saved by 5.0.0.dev0 under the default transformers: %v (hint %q)", err, hintOf(ue))
+	}
 	if _, err := hf.FromConfigOptions(readHF(t, "glm-4.5-air.json"), hf.Options{Attn: "flash", Transformers: "4.54.0"}); err != nil {
 		t.Errorf("glm4_moe under 4.54.0: %v", err)
 	}
@@ -306,4 +315,11 @@ func TestGLMFamilies(t *testing.T) {
 		t.Errorf("GLM-4.7-Flash's MoE under 5.17: %+v, want grouped_mm experts weighted in fp32 (Glm4MoeLiteExperts is DeepseekV3Experts)", moe)
 	}
 	evalPlan(t, tinyPlan(t, m))
+}
+
+func hintOf(e *units.Error) string {
+	if e == nil {
+		return ""
+	}
+	return e.Hint
 }

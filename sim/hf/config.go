@@ -207,7 +207,8 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 			Hint: `describe the model with the building blocks (attention, mlp, repeat, model) or load("@stdlib//llm.star", ...)`,
 		}
 	}
-	if err := fam.checkSince(opts.Transformers); err != nil {
+	saved, _ := c.raw["transformers_version"].(string)
+	if err := fam.checkSince(opts.Transformers, saved); err != nil {
 		return nil, err
 	}
 	impl, err := fam.attnImpl(attn)
@@ -240,8 +241,10 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	return m, nil
 }
 
-// checkSince refuses a family the transformers release cannot build.
-func (f *hfFamily) checkSince(version string) error {
+// checkSince refuses a family the transformers release cannot build;
+// saved is the release that wrote the config.json ("" when it says none),
+// named in the hint.
+func (f *hfFamily) checkSince(version, saved string) error {
 	if f.since == [2]int{} {
 		return nil
 	}
@@ -256,8 +259,11 @@ func (f *hfFamily) checkSince(version string) error {
 		return nil
 	}
 	want := fmt.Sprintf("%d.%d", f.since[0], f.since[1])
-	return &units.Error{Msg: fmt.Sprintf("model_type %q needs transformers %s or later (got transformers=%q)", f.modelType, want, version),
-		Hint: fmt.Sprintf("transformers %s first ships %sForCausalLM: pass transformers=%q (or the release the model trains with)", want, f.prefix, want+".0")}
+	hint := fmt.Sprintf("transformers %s first ships %sForCausalLM: pass transformers=%q (or the release the model trains with)", want, f.prefix, want+".0")
+	if saved != "" {
+		hint += fmt.Sprintf("; this config.json was written by transformers %s", saved)
+	}
+	return &units.Error{Msg: fmt.Sprintf("model_type %q needs transformers %s or later (got transformers=%q)", f.modelType, want, version), Hint: hint}
 }
 
 func (f *hfFamily) attnImpl(attn string) (string, error) {
