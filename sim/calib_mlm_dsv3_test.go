@@ -71,14 +71,17 @@ import (
 //	                        measured   memsh last stage   fullest stage
 //	full recompute  alloc     60,154   58,485  -2.8 %     the same
 //	                reserved  62,570   58,722  -6.1 %
-//	                used      68,973   62,538  -9.3 %
+//	                used      68,973   62,805  -8.9 %
 //	no recompute    alloc     68,704   66,952  -2.6 %     70,108 +2.0 % (stage 2)
 //	recompute's saving         8,550    8,466  -1.0 %
 //
 // The groups of one rank Megatron still runs collectives on (tp 1's
 // get_batch broadcast and vocab-parallel loss, the expert-data-parallel
 // group of one: replay/nccl_megatron.go), each NCCL's init on 32 channels,
-// 196 MiB: used 62,146 -> 62,538 MiB (-9.9 -> -9.3 %).
+// 196 MiB: used 62,413 -> 62,805 MiB (-9.5 -> -8.9 %); before them the
+// H100's context on the current stack (runtime "cuda": the H200's measured
+// 766.8 MiB for 500, sim/hw/catalog.go gh100Context) had moved it 62,146 ->
+// 62,413 (-9.9 -> -9.5 %).
 //
 // The recipe sets --cross-entropy-loss-fusion (native): its backward
 // clones the loss's fp32 softmax (core/fused_ce.go), 1,010 MiB more on the
@@ -149,7 +152,7 @@ func TestMegatronDeepSeekV3RecomputeCalibration(t *testing.T) {
 	}{
 		{name: "full recompute (arm C)", recompute: "full", src: "NVIDIA/Megatron-LM#6429",
 			step:     "3.044 s an iteration, 185.2 TFLOP/s a GPU",
-			measured: figures{60154, 62570, 68973}, band: figures{0.03, 0.07, 0.10}},
+			measured: figures{60154, 62570, 68973}, band: figures{0.03, 0.07, 0.09}},
 		{name: "no recompute", recompute: "none", src: "NVIDIA/Megatron-LM#6311",
 			step:     "225.1 TFLOP/s a GPU against 184.2 with full recompute",
 			measured: figures{alloc: 68704}, band: figures{alloc: 0.03}},
