@@ -15,6 +15,7 @@ import (
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/importers"
 	"github.com/memsh/memsh/jsondoc"
+	"github.com/memsh/memsh/lang"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
@@ -129,6 +130,13 @@ func (e *env) cmdCheck(operands []string) error {
 
 // readConfig reads a regular file of at most maxConfigBytes.
 func readConfig(name string) ([]byte, error) {
+	fi, err := os.Stat(name) // before opening: opening a FIFO waits for a writer
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, unwrapPath(err))
+	}
+	if err := checkConfigMode(name, fi); err != nil {
+		return nil, err
+	}
 	fh, err := os.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, unwrapPath(err))
@@ -148,6 +156,13 @@ func readNamedConfig(dir, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %v", dir, unwrapPath(err))
 	}
 	defer root.Close()
+	fi, err := root.Stat(name) // before opening, as readConfig
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", name, unwrapPath(err))
+	}
+	if err := checkConfigMode(name, fi); err != nil {
+		return nil, err
+	}
 	fh, err := root.Open(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", name, unwrapPath(err))
@@ -157,14 +172,23 @@ func readNamedConfig(dir, name string) ([]byte, error) {
 
 // readOpened reads fh, a regular file of at most maxConfigBytes, and
 // closes it.
+// checkConfigMode refuses what is not a regular file (a device, a FIFO, a
+// folder), before the file is opened and again after.
+func checkConfigMode(name string, fi os.FileInfo) error {
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s)", name, lang.FileKind(fi.Mode()))
+	}
+	return nil
+}
+
 func readOpened(name string, fh *os.File) ([]byte, error) {
 	defer fh.Close()
 	fi, err := fh.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
+	if err := checkConfigMode(name, fi); err != nil {
+		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(fh, maxConfigBytes+1))
 	if err != nil {
