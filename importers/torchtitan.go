@@ -202,17 +202,9 @@ func torchtitanOptimizer(t *tree, p *plan) error {
 	if !ok {
 		return t.errorf("optimizer.name", "torchtitan's are AdamW and Adam", "unknown optimizer %s", quoteKey(name))
 	}
-	impl, err := t.str("optimizer.implementation", "fused")
+	args, err := torchtitanImpl(t, false)
 	if err != nil {
 		return err
-	}
-	var args []string
-	switch impl {
-	case "fused":
-		args = append(args, kw("fused", "True"))
-	case "foreach", "for-loop":
-	default:
-		return t.errorf("optimizer.implementation", "fused, foreach or for-loop", "unknown implementation %s", quoteKey(impl))
 	}
 	inBwd, err := t.boolean("optimizer.early_step_in_backward", false)
 	if err != nil {
@@ -223,6 +215,29 @@ func torchtitanOptimizer(t *tree, p *plan) error {
 	}
 	p.set("optimizer", call(fn, args...))
 	return nil
+}
+
+// torchtitanImpl reads optimizer.implementation into the optimizer's
+// arguments: fused, foreach or for-loop, and where bf16States (the Python
+// configs' OptimizersContainer) fused_opt_states_bf16, fused with its
+// moments in bf16, which memsh keeps in fp32 (listed as not modelled).
+func torchtitanImpl(t *tree, bf16States bool) ([]string, error) {
+	impl, err := t.str("optimizer.implementation", "fused")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case impl == "fused":
+		return []string{kw("fused", "True")}, nil
+	case impl == "foreach" || impl == "for-loop":
+		return nil, nil
+	case impl == "fused_opt_states_bf16" && bf16States:
+		t.notModelled = append(t.notModelled, "optimizer.implementation: fused_opt_states_bf16 (Adam's moments in bf16; memsh keeps them in fp32)")
+		return []string{kw("fused", "True")}, nil
+	case bf16States:
+		return nil, t.errorf("optimizer.implementation", "fused, foreach, for-loop or fused_opt_states_bf16", "unknown implementation %s", quoteKey(impl))
+	}
+	return nil, t.errorf("optimizer.implementation", "fused, foreach or for-loop", "unknown implementation %s", quoteKey(impl))
 }
 
 // torchtitanCheckpoint is activation checkpointing: none, full, or

@@ -294,20 +294,9 @@ func torchtitanPyOptimizer(t *tree, p *plan) error {
 	if !ok {
 		return t.errorf("optimizer.param_groups", "torchtitan's are AdamW and Adam", "unknown optimizer %s", quoteKey(name))
 	}
-	impl, err := t.str("optimizer.implementation", "fused")
+	args, err := torchtitanImpl(t, true)
 	if err != nil {
 		return err
-	}
-	var args []string
-	switch impl {
-	case "fused":
-		args = append(args, kw("fused", "True"))
-	case "foreach", "for-loop":
-	case "fused_opt_states_bf16":
-		args = append(args, kw("fused", "True"))
-		t.notModelled = append(t.notModelled, "optimizer.implementation: fused_opt_states_bf16 (Adam's moments in bf16; memsh keeps them in fp32)")
-	default:
-		return t.errorf("optimizer.implementation", "fused, foreach, for-loop or fused_opt_states_bf16", "unknown implementation %s", quoteKey(impl))
 	}
 	p.set("optimizer", call(fn, args...))
 	return nil
