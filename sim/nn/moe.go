@@ -248,8 +248,10 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		x = b.TpGather(x) // tokens gathered along the sequence with SP
 	}
 	r := m.route(b, x)
-	if m.impl() != MoELoop && b.Quantizes(RoleExpertUp) && !slices.Contains(b.P.QuantSkipped, b.Name("")) {
-		b.P.QuantSkipped = append(b.P.QuantSkipped, b.Name("")) // 3-D experts: no nn.Linear for bitsandbytes to replace
+	if m.impl() != MoELoop && b.Quantizes(RoleExpertUp) {
+		if at := b.Name(""); !slices.Contains(b.P.QuantSkipped, at) {
+			b.P.QuantSkipped = append(b.P.QuantSkipped, at) // 3-D experts: no nn.Linear for bitsandbytes to replace
+		}
 	}
 	var out core.Value
 	switch {
