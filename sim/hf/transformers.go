@@ -31,6 +31,14 @@ var gqaSince = [2]int{4, 54}
 // in the 5.0.0 and 5.17.0 wheels).
 var expertsSince = [2]int{5, 0}
 
+// sentinelsEPSince is the first transformers release whose MoE experts
+// handle expert parallelism's sentinel rows only when the experts are
+// sharded (grouped_mm_experts_forward's "if self._is_expert_parallel" in
+// integrations/moe.py) and whose eager loops one_hot the routing into
+// num_experts + 1 classes: the 5.18.0 wheel (5.17.0 masks on every rank,
+// num_classes=self.num_experts), nn.MoE.SentinelsEP.
+var sentinelsEPSince = [2]int{5, 18}
+
 // upcastInLossSince is the first transformers release whose causal LMs
 // leave the logits in the model's dtype and upcast them in the loss
 // (ForCausalLMLoss in loss/loss_utils.py, the 4.46.0 wheel; in 4.45.2
@@ -195,7 +203,7 @@ func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts str
 	if impl == "" {
 		impl = "grouped_mm"
 	}
-	if setExperts(m.Layers, modelType, impl) == 0 && experts != "" {
+	if setExperts(m.Layers, modelType, impl, atLeast(v, sentinelsEPSince)) == 0 && experts != "" {
 		return &units.Error{Msg: fmt.Sprintf("experts=%q: model_type %q has no MoE blocks run by experts_implementation", experts, modelType),
 			Hint: "experts= applies to " + strings.Join(expertsModelTypes(), ", ") + "; leave it out for this model"}
 	}
@@ -233,9 +241,10 @@ func setEnableGQA(l core.Layer, on bool) {
 // does PhiMoE's (PhimoeTopKRouter subclasses nn.Linear), its block now
 // named mlp (PhimoeDecoderLayer.mlp, block_sparse_moe in 4.x) and its
 // experts no longer w1, w2, w3. Blocks are shared by the layers that hold
-// them, so each is copied once, across all of layers. It returns how
-// many blocks it rebuilt.
-func setExperts(layers []core.Layer, modelType, experts string) int {
+// them, so each is copied once, across all of layers. sentinels is
+// transformers 5.18's sentinel handling (nn.MoE.SentinelsEP). It returns
+// how many blocks it rebuilt.
+func setExperts(layers []core.Layer, modelType, experts string, sentinels bool) int {
 	if !slices.Contains(expertsModelTypes(), modelType) {
 		return 0
 	}
@@ -260,7 +269,7 @@ func setExperts(layers []core.Layer, modelType, experts string) int {
 			case "phimoe":
 				c.Name, c.RouterName, c.LinearRouter, c.WNames = "mlp", "router", true, false
 			}
-			c.Impl = nn.MoEFusedLoop
+			c.Impl, c.SentinelsEP = nn.MoEFusedLoop, sentinels
 			if experts == "grouped_mm" {
 				c.Impl = nn.MoEGroupedMM
 			}

@@ -102,6 +102,14 @@ type MoE struct {
 	// weights are fp32 either way, and 4.x's DeepseekV3MoE.moe summed
 	// them in fp32).
 	WeightsFP32 bool
+	// SentinelsEP: expert parallelism's sentinel rows handled as
+	// transformers 5.18 and later handle them (integrations/moe.py and the
+	// families' Experts.forward at 5.18.0): grouped_mm makes the sentinel
+	// mask and zeroes those rows only when the experts are sharded
+	// (5.0-5.17 did on every rank; under ep memsh lowers the experts as
+	// dispatched grouped GEMMs whatever impl says), and the eager loop's one_hot has a
+	// class for them (num_experts + 1, int64 [experts + 1, top_k, tokens]).
+	SentinelsEP bool
 	// WNames names the expert projections w1 (gate), w3 (up) and w2
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
 	WNames bool

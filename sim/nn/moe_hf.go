@@ -15,16 +15,24 @@ import (
 //	x_g = hidden_states[perm // top_k]                           # [S, d], saves the index
 //	w_g = sample_weights[perm]                                   # [S], saves perm
 //	offsets = cumsum(histc(expert_ids_g.int(), E))               # int32 [E]
-//	sentinel_mask = (expert_ids_g >= E).unsqueeze(-1)            # bool [S, 1]
-//	x_g.masked_fill_(sentinel_mask, 0)                           # in place, saves the mask
+//	sentinel_mask = (expert_ids_g >= E).unsqueeze(-1)            # bool [S, 1]  (*)
+//	x_g.masked_fill_(sentinel_mask, 0)                           # in place, saves the mask  (*)
 //	y = grouped_mm(x_g, gate_up_proj^T, offs)                    # [S, 2h], saves x_g
-//	y = y.masked_fill(sentinel_mask, 0)                          # a copy: the GEMM's output is dropped
+//	y = y.masked_fill(sentinel_mask, 0)                          # a copy: the GEMM's output is dropped  (*)
 //	gate, up = y.chunk(2); h = act(gate) * up                    # act saves gate, the product act(gate) and up
 //	y = grouped_mm(h, down_proj^T, offs)                         # [S, d], saves h
-//	y = y.masked_fill(sentinel_mask, 0)                          # a copy again
+//	y = y.masked_fill(sentinel_mask, 0)                          # a copy again  (*)
 //	y = y * w_g.unsqueeze(-1)                                    # saves both; promoted to w's dtype
 //	y = y[inv_perm]                                              # saves inv_perm
 //	out = y.view(T, k, d).sum(1).to(hidden_states.dtype)
+//
+// (*) From 5.18.0 the lines marked run only when the experts are sharded
+// (if self._is_expert_parallel), so memsh leaves them out under
+// MoE.SentinelsEP (with ep > 1 memsh lowers every impl as dispatched
+// grouped GEMMs, lowerDispatched, never here): one training step of a tiny Qwen3-MoE on
+// the CPU dispatched 5 masked_fill and 1 masked_fill_ under 5.17.0, none
+// under 5.25.0, and saved S bytes fewer (the mask;
+// tools/oracle/moe_sentinel.py, TestHFTransformers518Sentinels).
 //
 // grouped_mm is not autocast-enabled: transformers casts the input to the
 // weight's dtype (_grouped_mm's input.to(weight.dtype)). Expert biases
@@ -56,20 +64,24 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	wg := b.Out(gw, "sample_weights_g", []int64{S, 1}, b.Dtype(r.weights), "routing weights of the sorted copies")
 	b.Save(gw, perm)
 	b.Op(gw).WorkB = b.Val(r.weights).Bytes
-	mk := b.AddOp("ge", "sentinel_mask", []core.Value{ids})
-	mask := b.Out(mk, "sentinel_mask", []int64{S, 1}, units.BOOL, "rows past the last expert (expert parallelism's sentinels)")
-	b.Op(mk).NoGradB = true
-	// x_g.masked_fill_(sentinel_mask, 0) (moe.py:437 at 5.17.0) is in
-	// place: one pass of ATen's masked_fill kernel over x_g (reading and
-	// writing its rows; an [S, 1] mask broadcast over them, so the generic
-	// elementwise kernel, as the copies below), and MaskedFillBackward0's
-	// grad.masked_fill(mask, 0) in the backward. Its backward keeps the
-	// mask, which the copies below keep too. The output stands for x_g
-	// after the fill: x_g itself is read by nothing else and dies here.
-	fm := b.AddOp("masked_fill", "selected_hidden_states_g_masked", []core.Value{xg, mask})
-	xg = b.Out(fm, "selected_hidden_states_g_masked", []int64{S, d}, b.Dtype(xg), "routed copies with the sentinel rows zeroed (x_g.masked_fill_, in place)")
-	b.Save(fm, mask)
-	b.Op(fm).Bytes += float64(b.Val(xg).Bytes) // read and written in place
+	masked := !m.SentinelsEP // lowerGroupedMM runs without ep: lowerDispatched lowers any impl under it
+	var mask core.Value
+	if masked {
+		mk := b.AddOp("ge", "sentinel_mask", []core.Value{ids})
+		mask = b.Out(mk, "sentinel_mask", []int64{S, 1}, units.BOOL, "rows past the last expert (expert parallelism's sentinels)")
+		b.Op(mk).NoGradB = true
+		// x_g.masked_fill_(sentinel_mask, 0) (moe.py:437 at 5.17.0) is in
+		// place: one pass of ATen's masked_fill kernel over x_g (reading and
+		// writing its rows; an [S, 1] mask broadcast over them, so the generic
+		// elementwise kernel, as the copies below), and MaskedFillBackward0's
+		// grad.masked_fill(mask, 0) in the backward. Its backward keeps the
+		// mask, which the copies below keep too. The output stands for x_g
+		// after the fill: x_g itself is read by nothing else and dies here.
+		fm := b.AddOp("masked_fill", "selected_hidden_states_g_masked", []core.Value{xg, mask})
+		xg = b.Out(fm, "selected_hidden_states_g_masked", []int64{S, d}, b.Dtype(xg), "routed copies with the sentinel rows zeroed (x_g.masked_fill_, in place)")
+		b.Save(fm, mask)
+		b.Op(fm).Bytes += float64(b.Val(xg).Bytes) // read and written in place
+	}
 
 	hidden := m.Hidden / b.Par.Etpn() // expert tensor parallelism splits each expert (registerFused)
 	dt := b.Prec.Params               // grouped_mm runs in the weight's dtype
@@ -91,6 +103,9 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 			bv := b.Out(bg, name+"_bias_g", []int64{S, outDim}, b.Prec.Params, "expert biases gathered per row (bias[expert_ids_g])")
 			b.Save(bg, ids)
 			y = b.Add(name+"_bias", y, bv) // out.add_(bias)
+		}
+		if !masked {
+			return y
 		}
 		// proj_out.masked_fill(sentinel_mask, 0): a new tensor; the GEMM's
 		// output is dropped.

@@ -38,8 +38,12 @@ func (m *MoE) lowerLoop(b *core.Builder, x core.Value, r routing) core.Value {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: err.Error(), Hint: units.HintTensor}})
 	}
 	T, E, k := r.tokens, m.Experts, m.TopK
+	classes := E
+	if m.SentinelsEP { // one_hot(top_k_index, num_classes=self.num_experts + 1), transformers 5.18 and later
+		classes++
+	}
 	oh := b.AddOp("one_hot", "expert_mask", []core.Value{r.idx})
-	mask := b.Out(oh, "expert_mask", []int64{E, k, T}, units.INT64, "one_hot expert mask (int64), alive through the expert loop")
+	mask := b.Out(oh, "expert_mask", []int64{classes, k, T}, units.INT64, "one_hot expert mask (int64), alive through the expert loop")
 	b.Op(oh).NoGradB = true
 	b.Op(oh).Syncs = 1 // expert_hit = torch.greater(expert_mask.sum(...), 0).nonzero(): nonzero's count
 	accDT := core.Promote(b.Dtype(x), b.Dtype(r.weights))
