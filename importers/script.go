@@ -36,6 +36,18 @@ func (p *plan) load(module string, names ...string) {
 
 func (p *plan) set(key, expr string) { p.train = append(p.train, arg{key, expr}) }
 
+// reset gives key, set before, its value: where a later key (a pipeline's
+// micro-batch size) says what an earlier one holds.
+func (p *plan) reset(key, expr string) {
+	for i, a := range p.train {
+		if a.key == key {
+			p.train[i].expr = expr
+			return
+		}
+	}
+	p.set(key, expr)
+}
+
 // offload adds a keyword to the plan's offload(...), made on first use.
 func (p *plan) offload(a string) {
 	for i, x := range p.train {

@@ -165,11 +165,12 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 		t.get("parallelism.expert_parallel_comm_backend") // no effect with ep 1 (job_config.py:474-476)
 	}
 	if l.pp > 1 {
-		pipe, err := l.pipeline(t, batch, l.layers)
+		pipe, micro, err := l.pipeline(t, batch, l.layers)
 		if err != nil {
 			return err
 		}
 		args = append(args, pipe...)
+		p.reset("batch", num(micro))
 	} else {
 		for _, k := range torchtitanPipelineKeys { // read only when pipelining: understood, of no effect at pp 1
 			t.get(k)

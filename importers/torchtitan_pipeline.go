@@ -35,35 +35,39 @@ var torchtitanSchedules = map[string]torchtitanSchedule{
 // flavors in the zoo (torchtitan/models/llama3/__init__.py).
 var torchtitanLayers = map[string]int64{"llama3/8B": 32, "llama3/70B": 80, "llama3/405B": 126}
 
-// pipeline is parallel()'s pipeline keywords for a layout with pp > 1 and
-// layers transformer layers (0 when the model came from --model).
-func (l torchtitanLayout) pipeline(t *tree, batch, layers int64) ([]string, error) {
+// pipeline is parallel()'s pipeline keywords for a layout with pp > 1,
+// local batch batch and layers transformer layers (0 when the model came
+// from --model), and the micro-batch size: the schedule splits the local
+// batch (torchtitan's local_batch_size, or num_tokens_per_microbatch_per_dp_rank
+// x num_pp_microbatches) into micro-batches, and memsh's train(batch=) is
+// one micro-batch's sequences.
+func (l torchtitanLayout) pipeline(t *tree, batch, layers int64) ([]string, int64, error) {
 	name, err := t.str("parallelism.pipeline_parallel_schedule", "1F1B")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	s, ok := torchtitanSchedules[name]
 	if !ok {
-		return nil, t.errorf("parallelism.pipeline_parallel_schedule", "memsh replays 1F1B, Interleaved1F1B and ZBVZeroBubble", "schedule %s is not modelled", quoteKey(name))
+		return nil, 0, t.errorf("parallelism.pipeline_parallel_schedule", "memsh replays 1F1B, Interleaved1F1B and ZBVZeroBubble", "schedule %s is not modelled", quoteKey(name))
 	}
 	micro, err := t.integer("parallelism.pipeline_parallel_microbatch_size", 1, 1, 1<<20)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if l.microBatches > 0 {
 		micro = batch / l.microBatches
 	}
 	if batch%micro != 0 {
-		return nil, t.errorf("parallelism.pipeline_parallel_microbatch_size", "torchtitan asserts the same: it must divide local_batch_size",
+		return nil, 0, t.errorf("parallelism.pipeline_parallel_microbatch_size", "torchtitan asserts the same: it must divide local_batch_size",
 			"%d does not divide local_batch_size %d", micro, batch)
 	}
 	in, err := t.integer("parallelism.pipeline_parallel_first_stage_less_layers", 1, 0, 1<<20)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out, err := t.integer("parallelism.pipeline_parallel_last_stage_less_layers", 1, 0, 1<<20)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	perRank := int64(1)
 	if s.multi {
@@ -72,7 +76,7 @@ func (l torchtitanLayout) pipeline(t *tree, batch, layers int64) ([]string, erro
 	const lpsKey = "parallelism.pipeline_parallel_layers_per_stage"
 	lps, err := t.integer(lpsKey, 0, 1, 1<<20)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if lps > 0 && layers == 0 {
 		t.notModelled = append(t.notModelled, lpsKey+": the stage count from the model's layers (pass a zoo flavor; memsh runs "+
@@ -82,13 +86,13 @@ func (l torchtitanLayout) pipeline(t *tree, batch, layers int64) ([]string, erro
 		stages := (layers + in + out + lps - 1) / lps
 		switch {
 		case stages%l.pp != 0:
-			return nil, t.errorf(lpsKey, "torchtitan asserts the same: pick a value whose stage count divides by the pipeline degree",
+			return nil, 0, t.errorf(lpsKey, "torchtitan asserts the same: pick a value whose stage count divides by the pipeline degree",
 				"%d stages (%d layers, %d for the input and %d for the output) do not divide over pipeline_parallel_degree %d", stages, layers, in, out, l.pp)
 		case !s.multi && stages != l.pp:
-			return nil, t.errorf(lpsKey, "torchtitan asserts the same: a single-stage schedule runs one stage per rank",
+			return nil, 0, t.errorf(lpsKey, "torchtitan asserts the same: a single-stage schedule runs one stage per rank",
 				"%d stages over pipeline_parallel_degree %d is not one per rank", stages, l.pp)
 		case s.multi && stages < 2*l.pp:
-			return nil, t.errorf(lpsKey, "torchtitan asserts the same: a looped schedule runs at least two stages per rank",
+			return nil, 0, t.errorf(lpsKey, "torchtitan asserts the same: a looped schedule runs at least two stages per rank",
 				"%d stages over pipeline_parallel_degree %d is fewer than two per rank", stages, l.pp)
 		}
 		perRank = stages / l.pp
@@ -101,7 +105,7 @@ func (l torchtitanLayout) pipeline(t *tree, batch, layers int64) ([]string, erro
 	if layers > 0 && s.name != "zb-v" { // a V's chunks run on other ranks than chunk mod pp
 		split, err := torchtitanSplit(t, l.pp*perRank, layers, in, out)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if !even(split, layers) {
 			nums := make([]string, len(split))
@@ -113,7 +117,7 @@ func (l torchtitanLayout) pipeline(t *tree, batch, layers int64) ([]string, erro
 	}
 	// torch.distributed.pipelining's stages: receive buffers per
 	// micro-batch, outputs kept until the step ends
-	return append(args, kw("pp_runtime", str("torch"))), nil
+	return append(args, kw("pp_runtime", str("torch"))), micro, nil
 }
 
 // torchtitanSplit is generate_llm_fqn_per_model_part's layers per stage,

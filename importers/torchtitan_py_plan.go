@@ -188,17 +188,15 @@ func torchtitanPyRuntime(t *tree, p *plan, l torchtitanLayout) error {
 		// backward run inside the forward, the chunk's gradient copied
 		// into an fp32 buffer of the head's input, which the decoder's
 		// backward then takes: memsh's loss_chunks=("torchtitan", n)
-		// (sim/core/titan_loss.go), with CrossEntropyLoss inside and
-		// neither tensor nor pipeline parallelism (memsh replays no
-		// vocabulary-parallel chunk nor a last stage's chunked loss).
-		switch {
-		case inner != "CrossEntropyLoss.Config":
+		// (sim/core/titan_loss.go), with CrossEntropyLoss inside; under
+		// tp on the replicated hidden states and a vocabulary shard with
+		// the vocabulary-parallel loss, on the last pipeline stage under
+		// pp (trainer.py l.498-523). The Python configs have no switch
+		// to turn the vocabulary-parallel loss off: tp > 1 runs it.
+		if inner != "CrossEntropyLoss.Config" {
 			t.notModelled = append(t.notModelled, fmt.Sprintf("loss: ChunkedLossWrapper, %d chunks of %s (memsh models it around CrossEntropyLoss only; the plan replays the whole logits at once)",
 				chunks, inner))
-		case l.tp > 1 || l.pp > 1:
-			t.notModelled = append(t.notModelled, fmt.Sprintf("loss: ChunkedLossWrapper, %d chunks, with tensor or pipeline parallelism (memsh models the chunked loss on a whole vocabulary in one stage; the plan replays the whole logits at once)",
-				chunks))
-		default:
+		} else {
 			p.set("loss_chunks", "("+str("torchtitan")+", "+num(chunks)+")")
 		}
 	default:

@@ -12,7 +12,6 @@ import (
 // (b5bcd76c6).
 const (
 	pyFlex      = "model_spec.attn_backend: flex, model_registry's default (memsh replays the model's attention as SDPA's)"
-	pyChunked8  = "loss: ChunkedLossWrapper, 8 chunks, with tensor or pipeline parallelism (memsh models the chunked loss on a whole vocabulary in one stage; the plan replays the whole logits at once)"
 	pyGraphs    = "training.disable_cuda_graphs: False, the default: forward and backward captured as a CUDA graph (distributed/cudagraph.py), its memory pool kept between steps (memsh replays the eager step, with the gradients zeroed, not freed)"
 	pyRegistry  = "torchtitan/models/llama3/config_registry.py"
 	pyRecipes   = "torchtitan/recipes/llama3_recipes.py"
@@ -40,8 +39,8 @@ func TestTorchtitanPy(t *testing.T) {
 		name:        "llama3_70b on 64 GPUs: 8 x 8192 tokens, TP 8, FSDP 8, full AC",
 		file:        pyRegistry,
 		opts:        Options{Function: "llama3_70b", GPUs: 8, Nodes: 8},
-		notModelled: []string{pyFlex, pyChunked8, pyGraphs},
-		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+		notModelled: []string{pyFlex, pyGraphs},
+		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
@@ -51,8 +50,8 @@ func TestTorchtitanPy(t *testing.T) {
 		notModelled: []string{pyFlex,
 			"compile.enable_async_tensor_parallel: the collectives' overlap with the matmuls (the step time prices them as without it; the memory is replayed, async_tp=True)",
 			"model_spec.converters[0].recipe_name: rowwise with tensor parallelism (the input gathered in bf16, then cast rowwise)",
-			pyChunked8, pyGraphs},
-		hand: pyLlama405B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = "full",
+			pyGraphs},
+		hand: pyLlama405B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = "full", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB",
              parallel = parallel(dp = 16, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", async_tp = True, loss_parallel = "torch"),
              cluster = cluster(nodes = 16, gpus_per_node = 8))`,
@@ -80,7 +79,15 @@ func TestTorchtitanPy(t *testing.T) {
 		name: "a recipe: TP 8 x interleaved PP 2, 8 micro-batches of one sequence, torchtitan's uneven split",
 		file: pyRecipes,
 		opts: Options{Function: "llama3_70b_tp_pp", GPUs: 8, Nodes: 2},
-		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB",
+		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB",
+             parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
+                                 virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
+             cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
+		name: "a recipe: TP 8 x interleaved PP 2 with a 16-chunk loss on the last stage",
+		file: pyRecipes,
+		opts: Options{Function: "llama3_70b_tp_pp_chunked", GPUs: 8, Nodes: 2},
+		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = ("torchtitan", 16), gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 2, gpus_per_node = 8))`,

@@ -108,15 +108,24 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixe
 		file: "torchtitan/llama3_8b.toml",
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
              micro_batches = 8, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
+	}, {
+		name: "llama3_8b, 2 pipeline stages, micro-batches of 2: batch is the micro-batch, the local batch of 8 split in 4",
+		file: "torchtitan/llama3_8b.toml",
+		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
+			"parallelism.pipeline_parallel_microbatch_size=2"}},
+		hand: `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+             gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "1f1b",
+             micro_batches = 4, pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
 		name: "llama3_70b with 4 pipeline stages: torchtitan's split, the embedding and the output counted as a layer each",
 		file: "torchtitan/llama3_70b.toml",
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.pipeline_parallel_degree=4"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+plan = train(llama("llama3-70b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "A100-80GB", parallel = parallel(dp = 2, fsdp = True, reshard_after_forward = False, tp = 8, sequence_parallel = True,
              tp_runtime = "torch", loss_parallel = "torch", pp = 4, schedule = "1f1b", micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
@@ -126,7 +135,7 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
 			"parallelism.pipeline_parallel_schedule=Interleaved1F1B"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, reshard_after_forward = False, pp = 2, schedule = "interleaved",
              virtual_stages = 2, micro_batches = 8, stage_layers = [8, 9, 8, 7], pp_runtime = "torch"), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {

@@ -82,7 +82,7 @@ func (p *Plan) validateFinetune() error {
 	if p.LossChunks < 0 {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks must be positive (got %d)", p.LossChunks)}
 	}
-	if p.LossChunks > 1 && (p.Parallel.Norm().TP > 1 || (p.Members > 1 && p.MembersMode == "sequential")) {
+	if p.LossChunks > 1 && ((p.Parallel.Norm().TP > 1 && p.FusedLoss != TitanLoss) || (p.Members > 1 && p.MembersMode == "sequential")) {
 		return &units.Error{Path: "train", Msg: "loss_chunks does not combine with tensor parallelism or sequential members yet"}
 	}
 	if p.KeepLogits && (p.LossChunks > 1 || p.FusedLoss != "") {

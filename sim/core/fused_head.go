@@ -22,7 +22,14 @@ type fusedHead struct {
 func (b *Builder) openFusedHead(m *Model, x Value, d int64) (fusedHead, func()) {
 	var h fusedHead
 	done := b.Scope("lm_head")
-	h.w, h.params = b.LinearParams(RoleLMHead, d, m.Vocab, m.HeadBias)
+	tp := b.Par.Tpn() // column-parallel over the vocabulary (ChunkedLossWrapper alone runs under tp)
+	h.w, h.params = b.LinearParams(RoleLMHead, d, m.Vocab/tp, m.HeadBias)
+	if tp > 1 {
+		b.ShardParam(h.w, m.Vocab*d)
+		if len(h.params) > 1 {
+			b.ShardParam(h.params[1], m.Vocab)
+		}
+	}
 	if t := b.embedWeight(m); t >= 0 {
 		b.P.Params[h.w].TiedTo = t
 	}

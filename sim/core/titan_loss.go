@@ -60,6 +60,9 @@ func (p *Plan) validateTitan() error {
 		return &units.Error{Path: "train", Msg: what + " does not combine with quant_lm_head", Hint: "drop quant_lm_head"}
 	case p.LoRA != nil && p.LoRA.targets(RoleLMHead):
 		return &units.Error{Path: "train", Msg: what + " is not modelled with a LoRA adapter on lm_head", Hint: "leave lm_head out of lora(targets=...)"}
+	case p.Parallel.Norm().TP > 1 && p.Parallel.Norm().LossParallel != "torch":
+		return &units.Error{Path: "train", Msg: what + " with tensor parallelism is modelled with the vocabulary-parallel loss torchtitan runs (torch's loss_parallel() until 2026, its own _LossParallelCrossEntropy since, which allocates the same)",
+			Hint: `parallel(tp=..., loss_parallel="torch", tp_runtime="torch")`}
 	}
 	return nil
 }
@@ -70,34 +73,63 @@ func (ft *Finetune) titanHead(m *Model) bool {
 	return ft != nil && ft.titan > 0 && m.Vocab > 0 && (m.Loss == "" || m.Loss == "cross_entropy")
 }
 
+// titanLoop is one ChunkedLossWrapper call's state across its chunks.
+type titanLoop struct {
+	x, xin, buf, wv Value // the head input (gathered under TP), the chunk as the matmul reads it, the fp32 gradient buffer, the weight in the compute dtype
+	gw              Value // lm_head's gradient once the first chunk made it
+	n, d, vocab     int64 // rows a chunk, the hidden size, this rank's share of the vocabulary
+	compute         units.DType
+	wGrad           bool
+	parallelCE      bool // each chunk's loss vocabulary-parallel on this rank's shard (tp > 1)
+}
+
 // titanModelLoss lowers lm_head and the cross-entropy on x ([.., T, D])
 // as ChunkedLossWrapper runs them with num_chunks = b.Ft.titan, and
 // returns the loss.
+//
+// Under tensor parallelism (torchtitan at b5bcd76c6: loss.py's
+// docstring, "TP / SP composability", l.528-535): the root norm
+// all-gathers its output back to replicated hidden states
+// (models/common/decoder_sharding.py pre_lm_head_norm_config, b.TpGather),
+// so every rank chunks all T rows; lm_head is column-parallel, each
+// chunk's logits this rank's V/tp columns, and the chunk's loss is
+// torchtitan's _LossParallelCrossEntropy (loss.py l.63-216), which
+// replaced torch's loss_parallel() and allocates as it does
+// (torchLossParallel): on the chunk's fp32 copy, shifted logits and their
+// exponentials beside the saved log-probabilities, three all-reduces of
+// the chunk's rows; its backward holds grad_input and exp(log_probs)
+// (then their sum) beside the returned gradient. The chunks' input
+// gradients are partial sums, reduced once where the accumulated gradient
+// reaches the decoder ("autograd performs the implied reduction once when
+// this gradient lands on the decoder-side leaf", l.478-481): the gather's
+// reduce-scatter with sequence parallelism, an all-reduce without.
 func (b *Builder) titanModelLoss(m *Model, x Value) Value {
 	chunks := b.Ft.titan
+	tp := b.Par.Tpn()
+	if tp > 1 { // validateTitan: under torch's loss_parallel
+		x = b.TpGather(x)
+	}
 	d := b.Last(x)
 	tokens := Rows(b.Shape(x))
-	vocab := m.Vocab
 	if tokens%chunks != 0 {
 		panic(LowerError{&units.Error{Path: "train", Msg: fmt.Sprintf("loss_chunks=(%q, %d): %d tokens a micro-batch do not split in %d equal chunks", TitanLoss, chunks, tokens, chunks),
 			Hint: "ChunkedLossWrapper raises the same (sequence length must be divisible by num_chunks): pick num_chunks dividing batch x seq"}})
 	}
-	n := tokens / chunks
 	head, closeLoss := b.openFusedHead(m, x, d)
 	defer closeLoss()
-	w, params, labels, compute, wv := head.w, head.params, head.labels, head.compute, head.wv
+	params, labels := head.params, head.labels
 	inGrad := b.Grad(x) && !b.Eval
-	wGrad := inGrad && b.Trainable(w)
+	t := &titanLoop{x: x, buf: NoValue, wv: head.wv, gw: NoValue, n: tokens / chunks, d: d, vocab: m.Vocab / tp,
+		compute: head.compute, wGrad: inGrad && b.Trainable(head.w), parallelCE: tp > 1}
+	n, vocab, compute := t.n, t.vocab, t.compute
 	noGrad := func(v Value) Value { b.Val(v).Grad = false; return v }
 
-	var buf Value = NoValue
 	held := []Value{x, labels}
 	if inGrad {
 		is := b.AddOp("zeros", "grad_accumulator", []Value{x}, params...)
 		b.Op(is).NoGradB = true
-		buf = noGrad(b.Out(is, "grad_buffer", []int64{tokens, d}, units.FP32, "GradAccumulator's buffer (zeros_like(hidden_states, dtype=fp32)): the head input's gradient, filled chunk by chunk"))
+		t.buf = noGrad(b.Out(is, "grad_buffer", []int64{tokens, d}, units.FP32, "GradAccumulator's buffer (zeros_like(hidden_states, dtype=fp32)): the head input's gradient, filled chunk by chunk"))
 	}
-	gw := NoValue
 	var losses []Value
 	prev := NoValue
 	for c := int64(0); c < chunks; c++ {
@@ -106,17 +138,17 @@ func (b *Builder) titanModelLoss(m *Model, x Value) Value {
 		if prev != NoValue {
 			in = append(in, prev) // the previous chunk's logits, until this one's are assigned
 		}
-		if wv != NoValue {
-			in = append(in, wv)
+		if t.wv != NoValue {
+			in = append(in, t.wv)
 		}
 		il := b.AddOp("matmul", "logits_"+k, in)
 		lg := noGrad(b.Out(il, "logits."+k, []int64{n, vocab}, compute, "a chunk's logits (lm_head(h_chunk)), held by the loop until the next chunk's"))
 		b.Op(il).NoGradB = true
 		b.Op(il).Flops = 2 * float64(n*d) * float64(vocab)
 		b.Op(il).Bytes += float64(compute.Bytes(n*d)) + float64(compute.Bytes(vocab*d))
-		xin := x
+		t.xin = x
 		if b.Dtype(x) != compute { // autocast casts the chunk for the matmul, which saves the cast for the chunk's backward
-			xin = noGrad(b.Out(il, "h_chunk."+compute.Name()+"."+k, []int64{n, d}, compute, "autocast copy of the chunk of hidden states, saved by the chunk's matmul"))
+			t.xin = noGrad(b.Out(il, "h_chunk."+compute.Name()+"."+k, []int64{n, d}, compute, "autocast copy of the chunk of hidden states, saved by the chunk's matmul"))
 			b.Op(il).Bytes += float64(b.Dtype(x).Bytes(n * d))
 		}
 		prev = lg
@@ -129,63 +161,87 @@ func (b *Builder) titanModelLoss(m *Model, x Value) Value {
 		losses = append(losses, noGrad(b.Out(ice, "loss."+k, nil, units.FP32, "a chunk's loss (sum over its tokens)")))
 		b.Op(ice).NoGradB = true
 		b.Op(ice).Flops = 5 * float64(n*vocab)
+		if t.parallelCE {
+			// _LossParallelCrossEntropy on the fp32 shard: shifted, then
+			// exp(shifted) or the log-probabilities beside it, and three
+			// all-reduces of the chunk's rows (max, sum of exponentials,
+			// the target's log-probability).
+			b.Op(ice).WorkF = units.FP32.Bytes(n * vocab)
+			for range 3 {
+				b.RecordComm("all_reduce", "tp", units.FP32.Bytes(n), false)
+			}
+		}
 		if !inGrad {
 			continue
 		}
-		b.titanChunkBackward(k, lsm, lg, x, xin, wv, buf, &gw, c > 0, wGrad, w, n, d, vocab, compute)
+		b.titanChunkBackward(t, k, lsm, lg, c > 0)
 	}
 	if !inGrad {
 		il := b.AddOp("sum", "loss", append(append(held, losses...), prev), params...)
 		return b.Out(il, "loss", nil, units.FP32, "loss (sum of the chunks' losses)")
 	}
-	ia := b.AddOp("cast", "accumulated_grad", []Value{buf, prev})
+	ia := b.AddOp("cast", "accumulated_grad", []Value{t.buf, prev})
 	acc := noGrad(b.Out(ia, "accumulated_grad", []int64{tokens, d}, b.Dtype(x), "grad_accumulator.result().to(hidden_states.dtype), saved by _DecoderOutputGradientBackProp: the hidden states' gradient"))
 	b.Op(ia).NoGradB = true
-	b.Op(ia).Bytes += float64(b.Val(buf).Bytes)
+	b.Op(ia).Bytes += float64(b.Val(t.buf).Bytes)
 	in := append(append(held, acc), losses...)
-	if gw != NoValue {
-		in = append(in, gw)
+	if t.gw != NoValue {
+		in = append(in, t.gw)
 	}
 	il := b.AddOp("chunked_loss", "chunked_loss", in, params...)
 	loss := b.Out(il, "loss", nil, units.FP32, "loss (_DecoderOutputGradientBackProp: total_loss detached)")
-	b.Save(il, acc, gw)
+	b.Save(il, acc, t.gw)
 	b.Op(il).GradsInForward = true
+	if t.parallelCE && !b.Par.sp { // the partial input gradient made whole for the replicated norm output
+		b.RecordComm("all_reduce", "tp", b.Val(acc).Bytes, true)
+	}
 	return loss
 }
 
 // titanChunkBackward is chunk k's chunk_loss.backward() and
-// grad_accumulator.add, run inside the forward. gw is lm_head's gradient,
-// made by the first chunk; later chunks add theirs through a temporary.
-func (b *Builder) titanChunkBackward(k string, lsm, lg, x, xin, wv, buf Value, gw *Value, later, wGrad bool, w int32, n, d, vocab int64, compute units.DType) {
+// grad_accumulator.add, run inside the forward, from the chunk's saved
+// log-probabilities lsm and logits lg. The first chunk makes lm_head's
+// gradient t.gw; later ones add theirs through a temporary.
+func (b *Builder) titanChunkBackward(t *titanLoop, k string, lsm, lg Value, later bool) {
 	noGrad := func(v Value) Value { b.Val(v).Grad = false; return v }
+	n, d, vocab, compute, x := t.n, t.d, t.vocab, t.compute, t.x
 	nv := units.FP32.Bytes(n * vocab)
 	// NllLossBackward's dense gradient (the workspace) and
-	// LogSoftmaxBackward's output, beside the saved log_softmax.
+	// LogSoftmaxBackward's output, beside the saved log_softmax; under tp
+	// _LossParallelCrossEntropy's fused backward holds grad_input and
+	// exp(log_probs) (then their sum) beside the returned gradient.
 	i1 := b.AddOp("cross_entropy_backward", "cross_entropy_backward_"+k, []Value{lsm, lg})
 	g32 := noGrad(b.Out(i1, "grad_logits_fp32."+k, []int64{n, vocab}, units.FP32, "log_softmax's backward: the fp32 copy's gradient"))
 	op := b.Op(i1)
 	op.NoGradB = true
 	op.WorkF = nv
+	if t.parallelCE {
+		op.WorkF = 2 * nv
+	}
 	op.Flops = 5 * float64(n*vocab)
 	op.Bytes = 4 * float64(nv) // the nll gradient written and read, log_softmax read, its gradient written
 	i2 := b.AddOp("cast", "to_copy_backward_"+k, []Value{g32})
 	g16 := noGrad(b.Out(i2, "grad_logits."+k, []int64{n, vocab}, compute, "ToCopyBackward: the logits' gradient in their dtype"))
 	b.Op(i2).NoGradB = true
 	b.Op(i2).Bytes += float64(nv)
-	ins := []Value{g16, xin, buf}
-	if wv != NoValue {
-		ins = append(ins, wv)
+	ins := []Value{g16, t.xin, t.buf}
+	if t.wv != NoValue {
+		ins = append(ins, t.wv)
 	}
 	i3 := b.AddOp("matmul", "lm_head_backward_"+k, ins)
-	hg := noGrad(b.Out(i3, "h_chunk_grad."+k, []int64{n, d}, b.Dtype(x), "h_chunk.grad: the chunk's input gradient"))
+	why := "h_chunk.grad: the chunk's input gradient"
+	if t.parallelCE {
+		why = "h_chunk.grad: the chunk's input gradient (a partial sum over the vocabulary shards, reduced once at the decoder)"
+	}
+	hg := noGrad(b.Out(i3, "h_chunk_grad."+k, []int64{n, d}, b.Dtype(x), why))
 	op = b.Op(i3)
 	op.NoGradB = true
 	gemms := 1.0
-	if wGrad {
+	if t.wGrad {
 		gemms = 2
 		wdt := b.Prec.Params
 		if !later {
-			*gw = noGrad(b.Out(i3, "lm_head_grad", []int64{vocab, d}, wdt, "lm_head's gradient, stored by the first chunk's backward (AccumulateGrad), added to by the others, in the forward"))
+			t.gw = noGrad(b.Out(i3, "lm_head_grad", []int64{vocab, d}, wdt, "lm_head's gradient, stored by the first chunk's backward (AccumulateGrad), added to by the others, in the forward"))
 		} else {
 			op.WorkF = wdt.Bytes(vocab * d) // the chunk's weight gradient, added in place
 			op.Bytes += 2 * float64(wdt.Bytes(vocab*d))
@@ -193,10 +249,10 @@ func (b *Builder) titanChunkBackward(k string, lsm, lg, x, xin, wv, buf Value, g
 	}
 	op.Flops = gemms * 2 * float64(n*d) * float64(vocab)
 	op.Bytes += float64(compute.Bytes(vocab*d)) + float64(b.Dtype(x).Bytes(n*d))
-	if *gw != NoValue && later {
-		op.In = append(op.In, *gw)
+	if t.gw != NoValue && later {
+		op.In = append(op.In, t.gw)
 	}
-	i4 := b.AddOp("copy", "grad_accumulate_"+k, []Value{hg, buf})
+	i4 := b.AddOp("copy", "grad_accumulate_"+k, []Value{hg, t.buf})
 	op = b.Op(i4)
 	op.NoGradB = true
 	if b.Dtype(x) != units.FP32 {

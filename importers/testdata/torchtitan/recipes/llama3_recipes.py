@@ -92,3 +92,9 @@ def llama3_8b_no_ac() -> Trainer.Config:
     config.activation_checkpoint = None
     config.training.dtype = "bfloat16"
     return config
+
+
+def llama3_70b_tp_pp_chunked() -> Trainer.Config:
+    config = llama3_70b_tp_pp()
+    config.loss = ChunkedLossWrapper.Config(num_chunks=16)
+    return config
