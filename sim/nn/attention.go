@@ -73,6 +73,10 @@ type Attention struct {
 	RopeCache int64
 	// RopeCacheDType is their dtype; unset, the parameters'.
 	RopeCacheDType units.DType
+	// OutputGate: q_proj also yields a per-channel gate and the attention
+	// output is multiplied by its sigmoid before o_proj (Qwen3-Next's and
+	// Qwen3.5's gated attention; attention_gate.go).
+	OutputGate bool
 }
 
 func (a *Attention) Kv() int64 {
@@ -111,6 +115,12 @@ func (a *Attention) Params() int64 {
 	if a.Sinks {
 		n += h
 	}
+	if a.OutputGate { // q_proj's second half
+		n += a.Dim * h * d
+		if a.QKVBias {
+			n += h * d
+		}
+	}
 	return n
 }
 func (a *Attention) Summary() string {
@@ -130,6 +140,9 @@ func (a *Attention) Summary() string {
 	if a.Sinks {
 		s += ", sinks"
 	}
+	if a.OutputGate {
+		s += ", output gate"
+	}
 	return s + ", " + a.Impl
 }
 
@@ -148,6 +161,10 @@ func (a *Attention) Validate(path string) error {
 	}
 	if a.QKNorm && a.FusedQKV {
 		return units.Errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
+	}
+	if a.OutputGate && (a.FusedQKV || !a.QKNorm) {
+		return &units.Error{Path: path, Msg: "output_gate is modelled with separate q, k and v projections and qk-norm (Qwen3-Next's gated attention)",
+			Hint: "set qk_norm=True and fused_qkv=False, or leave output_gate out"}
 	}
 	if a.RopeCache < 0 {
 		return units.Errorf(path, "rope_cache must be positions, or 0 for none (got %d)", a.RopeCache)
@@ -179,17 +196,24 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	d, h, kv := la.Hd(), la.Heads, la.Kv()
 	xg := b.TpGatherFP8(x) // all-gathered along the sequence with SP (in fp8 for TE fp8 linears)
 	s := b.Shape(xg)
-	var q, k, v core.Value
-	if a.FusedQKV {
+	var q, k, v, qGate core.Value
+	switch {
+	case a.OutputGate:
+		q, qGate = a.gatedQ(b, x, xg, s, h, d)
+		k = b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
+	case a.FusedQKV:
 		qkv := b.ColLinear("qkv", core.RoleQKV, x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
 		q, k, v = qkv, qkv, qkv // views of one storage
-	} else {
+	default:
 		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)
 		k = b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	}
-	if a.QKNorm {
+	if a.QKNorm && !a.OutputGate { // gatedQ norms its half of q_proj's output
 		q = qkHeadNorm(b, "q_norm", q, s, h, d)
+	}
+	if a.QKNorm {
 		k = qkHeadNorm(b, "k_norm", k, s, kv, d)
 	}
 	if a.Rope && a.RopeCache > 0 {
@@ -237,6 +261,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		o = b.Ew("cat", "cat_chunks", []core.Value{o}, b.Shape(o), b.Dtype(o), "the chunks' attention outputs concatenated (o_proj's input)")
 	}
 	closeRegion()
+	if a.OutputGate {
+		o = outputGate(b, o, qGate)
+	}
 	y := b.RowLinear("o_proj", core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)
 	return b.Dropout("resid_dropout", y, a.Dropout)
 }

@@ -1,7 +1,9 @@
 // Package nn holds the layer kinds transformers are built from: linear,
 // embedding, layer and RMS norms, dropout and activations, attention
 // (eager, SDPA, flash; GQA/MQA, rotary embeddings, q/k norms, softcapping,
-// ring attention under context parallelism), MLPs (GELU, SwiGLU, GeGLU),
+// ring attention under context parallelism, Qwen3-Next's output gate),
+// state-space and linear-attention mixers (Mamba, Mamba-2, Gated
+// DeltaNet), MLPs (GELU, SwiGLU, GeGLU),
 // mixtures of experts (with the all-to-all of expert parallelism), added
 // position embeddings, poolers, scales and parallel or gated branches.
 //

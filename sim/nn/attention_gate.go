@@ -1,0 +1,42 @@
+package nn
+
+import (
+	"github.com/memsh/memsh/sim/core"
+)
+
+// Attention.OutputGate is the gated attention of Qwen3-Next and Qwen3.5
+// (transformers' Qwen3NextAttention.forward, modeling_qwen3_next.py at
+// 5.17.0; Qwen3_5Attention is the same): q_proj yields 2 x head_dim per
+// head,
+//
+//	query, gate = chunk(q_proj(x).view(..., heads, 2 * head_dim), 2, -1)
+//	gate = gate.reshape(..., heads * head_dim)   # a copy: gate is a strided view
+//	out = attention(q_norm(query), ...) * sigmoid(gate)
+//	o_proj(out)
+//
+// sigmoid saves its output and the product saves both operands, so a
+// gated layer keeps two more [tokens, heads x head_dim] tensors than
+// Qwen3's (the gate's sigmoid and the product, which o_proj saves in
+// place of the attention output; the attention output itself the kernel
+// already keeps). q_norm reads its half of q_proj's output through the
+// view (RmsNormSlice: the fp32 copy reads the slice).
+
+// gatedQ lowers q_proj with its gate: the normed query [..., h*d] and
+// the gate's contiguous copy [..., h*d] (reshape of the strided half).
+func (a *Attention) gatedQ(b *core.Builder, x, xg core.Value, s []int64, h, d int64) (q, gate core.Value) {
+	full := b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, 2*a.Heads*d, 2*h*d, a.QKVBias)
+	gate = b.Ew("copy", "gate", []core.Value{full}, core.WithLast(s, h*d), b.Dtype(full),
+		"the output gate, reshape's copy of q_proj's second half")
+	rows := append(append([]int64(nil), s[:len(s)-1]...), h, 2*d)
+	b.Val(full).Shape = rows
+	q = b.RmsNormSlice("q_norm", full, d)
+	b.Val(full).Shape = core.WithLast(s, 2*h*d)
+	b.Val(q).Shape = core.WithLast(s, h*d)
+	return q, gate
+}
+
+// outputGate is attn_output * sigmoid(gate), o_proj's input.
+func outputGate(b *core.Builder, o, gate core.Value) core.Value {
+	sg := b.Unary("sigmoid", gate, false, true)
+	return b.Mul("gated", o, sg)
+}

@@ -1,0 +1,277 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// GatedDeltaNet is the Gated DeltaNet linear-attention layer (Yang, Kautz
+// and Hatamizadeh 2024, arXiv:2412.06464) as transformers builds it for
+// Qwen3-Next (Qwen3NextGatedDeltaNet, the module linear_attn of
+// modeling_qwen3_next.py at 5.17.0) and Qwen3.5 (Qwen3_5GatedDeltaNet):
+//
+//	q, k, v, z, b, a = in_proj_qkvz(x), in_proj_ba(x)   # Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
+//	q, k, v = silu(conv1d(cat(q, k, v)))                # depthwise, causal, linear_conv_kernel_dim taps
+//	beta, g = sigmoid(b), -exp(A_log) * softplus(a + dt_bias)
+//	o = chunk_gated_delta_rule(q, k, v, g, beta)        # q and k l2-normed inside, repeated to the v heads
+//	out_proj(norm(o, gate=z))                           # RMSNormGated: rms_norm(o) * silu(z)
+//
+// The state is heads x key_dim x value_dim a sequence, whatever its
+// length: like a Mamba layer it keeps no [seq, seq] term and no kv cache,
+// which is why Qwen3-Next's activations (three linear layers to each
+// attention layer) grow more slowly with the sequence than a
+// transformer's.
+//
+// Kernel is what runs the delta rule (gated_deltanet_kernels.go):
+// GDNFla, flash-linear-attention's chunk_gated_delta_rule with
+// causal_conv1d's kernel (what transformers picks when both are
+// installed, as Qwen3-Next's model card and training guides install
+// them), or GDNTorch, transformers' own torch_chunk_gated_delta_rule and
+// F.conv1d, which keep every chunk's state for backward.
+type GatedDeltaNet struct {
+	Name      string
+	Dim       int64 // hidden_size
+	KHeads    int64 // linear_num_key_heads
+	VHeads    int64 // linear_num_value_heads (a multiple of KHeads)
+	KHeadDim  int64 // linear_key_head_dim
+	VHeadDim  int64 // linear_value_head_dim
+	ConvK     int64 // linear_conv_kernel_dim
+	Chunk     int64 // the delta rule's chunk: 64 in fla and in transformers
+	SplitProj bool  // Qwen3.5's four input projections instead of Qwen3-Next's two
+	Kernel    string
+	// FusedNorm: the gated norm is fla's FusedRMSNormGated (transformers
+	// 4.57 builds it when fla is installed); else transformers 5's
+	// Qwen3NextRMSNormGated in torch ops.
+	FusedNorm bool
+}
+
+// The delta-rule kernels GatedDeltaNet models.
+const (
+	GDNFla   = "fla"
+	GDNTorch = "torch"
+)
+
+// GDNKernels lists them, the default first.
+func GDNKernels() []string { return []string{GDNFla, GDNTorch} }
+
+func (g *GatedDeltaNet) keyDim() int64   { return g.KHeads * g.KHeadDim }
+func (g *GatedDeltaNet) valueDim() int64 { return g.VHeads * g.VHeadDim }
+func (g *GatedDeltaNet) convDim() int64  { return 2*g.keyDim() + g.valueDim() }
+
+func (g *GatedDeltaNet) Kind() string           { return "gated_deltanet" }
+func (g *GatedDeltaNet) Label() string          { return g.Name }
+func (g *GatedDeltaNet) DefaultName() string    { return "linear_attn" }
+func (g *GatedDeltaNet) Children() []core.Layer { return nil }
+func (g *GatedDeltaNet) InDim() int64           { return g.Dim }
+func (g *GatedDeltaNet) OutDim() int64          { return g.Dim }
+
+// Params: the input projections (q, k, v, z, and b, a per value head),
+// conv1d (no bias), dt_bias, A_log, the norm (value_head_dim) and out_proj.
+func (g *GatedDeltaNet) Params() int64 {
+	return g.Dim*(g.convDim()+g.valueDim()+2*g.VHeads) + g.convDim()*g.ConvK + 2*g.VHeads + g.VHeadDim + g.valueDim()*g.Dim
+}
+
+func (g *GatedDeltaNet) kernel() string {
+	if g.Kernel == "" {
+		return GDNFla
+	}
+	return g.Kernel
+}
+
+func (g *GatedDeltaNet) Summary() string {
+	return fmt.Sprintf("dim %d, %d key heads of %d, %d value heads of %d, conv %d, %s", g.Dim, g.KHeads, g.KHeadDim, g.VHeads, g.VHeadDim, g.ConvK, g.kernel())
+}
+
+func (g *GatedDeltaNet) Validate(path string) error {
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"dim", g.Dim}, {"linear_num_key_heads", g.KHeads}, {"linear_num_value_heads", g.VHeads},
+		{"linear_key_head_dim", g.KHeadDim}, {"linear_value_head_dim", g.VHeadDim},
+		{"linear_conv_kernel_dim", g.ConvK}, {"chunk", g.Chunk}} {
+		if err := core.Positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if g.VHeads%g.KHeads != 0 {
+		return units.Errorf(path, "linear_num_key_heads (%d) must divide linear_num_value_heads (%d)", g.KHeads, g.VHeads)
+	}
+	switch g.kernel() {
+	case GDNFla, GDNTorch:
+	default:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("unknown gated delta rule kernel %q", g.Kernel),
+			Hint: `kernel is "fla" (flash-linear-attention with causal-conv1d) or "torch" (transformers' fallback)`}
+	}
+	return nil
+}
+
+// CheckLayout: tensor and context parallelism of the linear-attention
+// layers are not modelled (transformers' tp_plan gathers their outputs;
+// fla's context parallelism passes states between ranks).
+func (g *GatedDeltaNet) CheckLayout(path string, par core.Parallelism) error {
+	if par.TP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of Gated DeltaNet layers is not modelled", par.TP),
+			Hint: hintHybridLayout}
+	}
+	if par.CP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism of Gated DeltaNet layers is not modelled (the recurrent state would have to pass between ranks)", par.CP),
+			Hint: hintHybridLayout}
+	}
+	return nil
+}
+
+func (g *GatedDeltaNet) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != g.Dim {
+		panic(core.ShapeMismatch(b, "gated_deltanet", g.Dim, b.Last(x)))
+	}
+	defer b.Scope(b.ModuleName(g))()
+	s := b.Shape(x)
+	kd, vd, hv := g.keyDim(), g.valueDim(), g.VHeads
+	var mixed, zSrc, bSrc, aSrc core.Value
+	var locals []core.Value // the forward's locals, alive until it returns
+	if g.SplitProj {
+		mixed = b.Linear("in_proj_qkv", core.RoleLinear, x, g.Dim, g.convDim(), false)
+		zSrc = b.Linear("in_proj_z", core.RoleLinear, x, g.Dim, vd, false)
+		bSrc = b.Linear("in_proj_b", core.RoleLinear, x, g.Dim, hv, false)
+		aSrc = b.Linear("in_proj_a", core.RoleLinear, x, g.Dim, hv, false)
+		locals = append(locals, zSrc, bSrc, aSrc)
+	} else {
+		qkvz := b.Linear("in_proj_qkvz", core.RoleLinear, x, g.Dim, 2*kd+2*vd, false)
+		ba := b.Linear("in_proj_ba", core.RoleLinear, x, g.Dim, 2*hv, false)
+		dt := b.Dtype(qkvz)
+		// fix_query_key_value_ordering splits per key head; reshaping q,
+		// k and v to [b, s, -1] merges strided dims: three copies, then
+		// torch.cat.
+		var parts []core.Value
+		for _, p := range []struct {
+			name string
+			n    int64
+		}{{"query", kd}, {"key", kd}, {"value", vd}} {
+			parts = append(parts, b.Ew("copy", p.name, []core.Value{qkvz}, core.WithLast(s, p.n), dt, p.name+" reshaped to [batch, seq, heads x dim] (a copy of a strided view)"))
+		}
+		mixed = b.Ew("cat", "mixed_qkv", parts, core.WithLast(s, g.convDim()), dt, "torch.cat of query, key and value: conv1d's input")
+		zSrc, bSrc, aSrc = qkvz, ba, ba
+		locals = append(locals, qkvz, ba) // projected_states_qkvz and _ba
+	}
+	conv := g.conv(b, mixed, s)
+	beta, gate := g.gates(b, bSrc, aSrc, s)
+	// q and k repeated to the value heads (repeat_interleave: copies,
+	// held by the locals query and key).
+	q, k := conv, conv
+	if hv != g.KHeads {
+		q = b.Ew("repeat_interleave", "query_heads", []core.Value{conv}, core.WithLast(s, hv*g.KHeadDim), b.Dtype(conv), "q repeated to the value heads")
+		k = b.Ew("repeat_interleave", "key_heads", []core.Value{conv}, core.WithLast(s, hv*g.KHeadDim), b.Dtype(conv), "k repeated to the value heads")
+	}
+	var o core.Value
+	if g.kernel() == GDNTorch {
+		o = g.torchChunk(b, q, k, conv, beta, gate, s)
+	} else {
+		o = g.flaChunk(b, q, k, conv, beta, gate, s)
+	}
+	z := zSrc
+	if !g.SplitProj { // z.reshape(-1, head_v_dim) of a strided view: a copy
+		z = b.Ew("copy", "z", []core.Value{zSrc}, core.WithLast(s, vd), b.Dtype(zSrc), "the norm's gate z, reshape's copy of in_proj_qkvz's z part")
+	}
+	y := g.norm(b, o, z, s)
+	out := b.Linear("out_proj", core.RoleLinear, y, vd, g.Dim, false)
+	locals = append(locals, conv, q, k, gate)
+	b.KeepAlive("forward_locals", locals...)
+	return out
+}
+
+// conv lowers causal_conv1d_fn with silu: causal_conv1d's kernel saves
+// its input (CausalConv1dFn.forward: save_for_backward(x, weight, ...));
+// transformers' torch fallback runs F.conv1d with padding kernel - 1, so
+// silu saves the padded output, seq + kernel - 1 positions a sequence.
+func (g *GatedDeltaNet) conv(b *core.Builder, mixed core.Value, s []int64) core.Value {
+	w := b.Param("conv1d.weight", []int64{g.convDim(), 1, g.ConvK}, core.RoleLinear)
+	i := b.AddOp("conv1d", "causal_conv1d", []core.Value{mixed}, w)
+	dt := b.Dtype(mixed)
+	y := b.Out(i, "mixed_qkv_conv", core.WithLast(s, g.convDim()), dt, "q, k, v after the causal conv1d and silu")
+	b.Save(i, mixed)
+	if g.kernel() == GDNTorch {
+		seq := s[len(s)-2]
+		batch := core.Rows(s) / max(seq, 1)
+		p := b.Out(i, "conv_padded", []int64{batch, g.convDim(), seq + g.ConvK - 1}, dt, "F.conv1d's padded output, silu's input (saved)")
+		b.Val(p).Grad = false
+		b.Save(i, p)
+	}
+	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(g.convDim()*g.ConvK)
+	b.Op(i).Bytes += float64(b.Val(mixed).Bytes)
+	return y
+}
+
+// gates lowers beta = b.sigmoid() (sigmoid saves its output) and
+// g = -A_log.float().exp() * F.softplus(a.float() + dt_bias): softplus
+// saves its fp32 input, the product its fp32 output and -exp(A_log), and
+// exp its output (two [value heads] fp32 tensors).
+func (g *GatedDeltaNet) gates(b *core.Builder, bSrc, aSrc core.Value, s []int64) (beta, gate core.Value) {
+	ps := []int32{b.Param("dt_bias", []int64{g.VHeads}, core.RoleLinear), b.Param("A_log", []int64{g.VHeads}, core.RoleLinear)}
+	i := b.AddOp("gdn_gates", "beta_g", []core.Value{bSrc, aSrc}, ps...)
+	per := core.WithLast(s, g.VHeads)
+	beta = b.Out(i, "beta", per, b.Dtype(bSrc), "beta = sigmoid(b), saved")
+	gate = b.Out(i, "g", per, units.FP32, "the log decay g (fp32)")
+	saved := []core.Value{beta}
+	for _, v := range []struct{ name, why string }{
+		{"softplus_in", "a.float() + dt_bias, saved by softplus"},
+		{"softplus_out", "softplus(a + dt_bias), saved by the product"},
+	} {
+		saved = append(saved, b.Out(i, v.name, per, units.FP32, v.why))
+	}
+	saved = append(saved, b.Out(i, "exp_A", []int64{g.VHeads}, units.FP32, "exp(A_log), saved by exp"),
+		b.Out(i, "neg_exp_A", []int64{g.VHeads}, units.FP32, "-exp(A_log), saved by the product"))
+	for _, v := range saved[1:] {
+		b.Val(v).Grad = false
+	}
+	b.Save(i, saved...)
+	b.Op(i).Flops = 10 * float64(core.Numel(per))
+	return beta, gate
+}
+
+// norm lowers the gated RMS norm over each value head, weight
+// [value_head_dim]: fla's FusedRMSNormGated saves its input, the gate and
+// the fp32 rstd (LayerNormFn: save_for_backward(residual_out, g, weight,
+// bias, mean, rstd)); Qwen3NextRMSNormGated in torch ops saves the fp32
+// input (pow, and its product with rsqrt), the rsqrt, the normed value
+// cast back (for the weight), the fp32 gate (silu's input), the weighted
+// value and silu's fp32 output (the final product promotes to fp32).
+func (g *GatedDeltaNet) norm(b *core.Builder, o, z core.Value, s []int64) core.Value {
+	defer b.Scope("norm")()
+	w := b.Param("weight", []int64{g.VHeadDim}, core.RoleNorm)
+	i := b.AddOp("rms_norm_gated", "norm", []core.Value{o, z}, w)
+	vd := g.valueDim()
+	dt := b.Dtype(o)
+	y := b.Out(i, "out", core.WithLast(s, vd), dt, "rms_norm(o) * silu(z), out_proj's input")
+	rows := core.Rows(s) * g.VHeads
+	rstd := b.Out(i, "rstd", []int64{rows, 1}, units.FP32, "the norm's rsqrt per token and value head (saved)")
+	saved := []core.Value{rstd}
+	if g.FusedNorm {
+		b.Save(i, o, z)
+	} else {
+		for _, v := range []struct {
+			name string
+			dt   units.DType
+			why  string
+		}{
+			{"x_fp32", units.FP32, "o.to(float32), saved by pow and by its product with rsqrt"},
+			{"normed", dt, "the normed value cast back, saved by the weight's product"},
+			{"z_fp32", units.FP32, "gate.to(float32), silu's input (saved)"},
+			{"weighted", dt, "weight * normed, saved by the gate's product"},
+			{"silu_z", units.FP32, "silu of the gate (fp32), saved by the product"},
+		} {
+			saved = append(saved, b.Out(i, v.name, core.WithLast(s, vd), v.dt, v.why))
+		}
+		// The fp32 normed value and the fp32 product before .to() live
+		// beside them in the forward.
+		b.Op(i).WorkF = 2 * units.FP32.Bytes(core.Rows(s)*vd)
+	}
+	for _, v := range saved {
+		b.Val(v).Grad = false
+	}
+	b.Save(i, saved...)
+	b.Op(i).Flops = 8 * float64(core.Rows(s)*vd)
+	b.Op(i).Bytes += float64(b.Val(o).Bytes + b.Val(z).Bytes)
+	return y
+}
