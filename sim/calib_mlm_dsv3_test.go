@@ -256,3 +256,59 @@ func fullestStage(r *replay.Report) *replay.Report {
 	}
 	return best
 }
+
+// TestMegatronDeepSeekV3ExpertSpread replays PR #6429's full-recompute
+// run (above) with the routed rows of every MoE layer drawn anew for each
+// micro-batch copy and step (parallel(expert_spread=s), replay/
+// routing.go): the hypothesis that the reserve over allocated, 2,416 MiB
+// measured and 237 in memsh, is the caching allocator meeting routed
+// buffers of changing sizes. Under the run's expandable_segments the
+// reserve over allocated stays within 155-502 MiB on every stage at
+// s = 0.1, 0.2 and 0.4 (the last stage's 237 falls to 155-173): the one
+// growing range tiles the changing sizes, as the H200 measurement of
+// tools/oracle/moe_frag.py found for packed rows of changing length
+// (0.71 GiB over allocated under expandable_segments, 0.83 with fixed
+// shapes without: sim/testdata/cuda_h200/moe_frag.jsonl). Without
+// expandable_segments (not the run's setting) the same draws add 0.3-1.1
+// GiB a stage (the last 2,232 -> 2,497-2,828 MiB). So the variation does
+// not make #6429's reserve; it is asserted to stay under half the
+// measured gap on every stage. Not replayed: more than the first and the
+// steady step (the H200's routed run without expandable_segments grew
+// its reserve at steps 1, 2, 3 and 13 of 15; with them, packed, it grew
+// 0.35 GiB over 15 steps). The step time is the lowered rows': unchanged.
+func TestMegatronDeepSeekV3ExpertSpread(t *testing.T) {
+	const mib = 1 << 20
+	const measured = 62570 - 60154 // max reserved less max allocated, arm C
+	over := func(r *replay.Report) []float64 {
+		var o []float64
+		for _, s := range r.Ranks {
+			o = append(o, float64(s.PeakReserved-s.PeakAllocated)/mib)
+		}
+		return o
+	}
+	for _, expandable := range []bool{true, false} {
+		base := evalPlan(t, dsv3ProxyPlan(t, "full", expandable, "lazy"))
+		o0 := over(base)
+		t.Logf("expandable_segments=%v, expert_spread=0: reserved over allocated %.0f MiB by stage (measured %d on the run's)", expandable, o0, measured)
+		for _, s := range []float64{0.1, 0.2, 0.4} {
+			p := dsv3ProxyPlan(t, "full", expandable, "lazy")
+			p.Parallel.ExpertSpread = s
+			r := evalPlan(t, p)
+			o := over(r)
+			t.Logf("expandable_segments=%v, expert_spread=%g: %.0f MiB by stage", expandable, s, o)
+			if r.Time.StepSeconds != base.Time.StepSeconds {
+				t.Errorf("expert_spread=%g: step %.4f s, %.4f s without: the time model prices the lowered rows", s, r.Time.StepSeconds, base.Time.StepSeconds)
+			}
+			grew := 0.0
+			for i := range o {
+				grew += o[i] - o0[i]
+				if expandable && o[i] > measured/2 {
+					t.Errorf("expert_spread=%g, stage %d: %.0f MiB reserved over allocated, past half the measured %d: the variation may explain the gap after all", s, i, o[i], measured)
+				}
+			}
+			if !expandable && grew <= 0 {
+				t.Errorf("expert_spread=%g without expandable_segments: the stages' reserve over allocated moved %+.0f MiB, want more (a freed routed block too small for the next)", s, grew)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -86,6 +87,10 @@ func TestExpertErrors(t *testing.T) {
 		{core.Parallelism{DP: 2, EP: 2, ExpertLoad: 0.5}, "expert_load must be at least 1"},
 		{core.Parallelism{DP: 2, ExpertLoad: 2}, "expert_load needs ep > 1"},
 		{core.Parallelism{DP: 2, EP: 2, ExpertLoad: 3}, "expert_load=3 exceeds the worst case of 2 balanced shares"},
+		{core.Parallelism{DP: 2, EP: 2, ExpertSpread: 1}, "expert_spread must be in [0, 1) (got 1)"},
+		{core.Parallelism{DP: 2, EP: 2, ExpertSpread: -0.1}, "expert_spread must be in [0, 1) (got -0.1)"},
+		{core.Parallelism{DP: 2, EP: 2, ExpertSpread: math.NaN()}, "expert_spread must be in [0, 1) (got NaN)"},
+		{core.Parallelism{DP: 2, ExpertSpread: 0.1}, "expert_spread needs ep > 1"},
 	} {
 		if err := distPlan(t, moeStack(), "bf16", tc.par).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.par, err, tc.want)

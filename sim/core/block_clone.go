@@ -273,7 +273,7 @@ func (b *Builder) looksAs(x Value, w *ValueInfo, anyName bool) bool {
 	v := b.look(x)
 	return (anyName || v.Name == w.Name) && (v.Shape == nil) == (w.Shape == nil) && slices.Equal(v.Shape, w.Shape) &&
 		v.Dtype == w.Dtype && v.Bytes == w.Bytes && v.Grad == w.Grad && v.Cat == w.Cat &&
-		v.Producer == w.Producer && v.Why == w.Why && v.Cached == w.Cached && v.Fused == w.Fused && v.GradDType == w.GradDType
+		v.Producer == w.Producer && v.Why == w.Why && v.Cached == w.Cached && v.Fused == w.Fused && v.GradDType == w.GradDType && v.Routed == w.Routed
 }
 
 // looksAs compares these fields: a field added to ValueInfo stops this
@@ -290,6 +290,7 @@ var _ = ValueInfo(struct {
 	Cached    bool
 	Fused     bool
 	GradDType units.DType
+	Routed    int32
 }{})
 
 // cloneBlock appends a copy of src as block b.block on input x, under the

@@ -96,5 +96,13 @@ func (par Parallelism) validateExperts() error {
 	if (par.ExpertLoad > 1 || par.ExpertWorst) && par.EP <= 1 {
 		return &units.Error{Path: "parallel", Msg: "expert_load needs ep > 1", Hint: "it sizes the buffers of the expert-parallel all-to-all"}
 	}
+	if !(par.ExpertSpread >= 0 && par.ExpertSpread < 1) {
+		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("expert_spread must be in [0, 1) (got %g)", par.ExpertSpread),
+			Hint: "it is how far a rank's routed rows stray from their share, as a fraction: 0.1 draws each layer's rows from 0.9 to 1.1 shares"}
+	}
+	if par.ExpertSpread > 0 && par.EP <= 1 {
+		return &units.Error{Path: "parallel", Msg: "expert_spread needs ep > 1",
+			Hint: "without expert parallelism a rank's experts run on the rows it holds, tokens x top_k whatever the routing"}
+	}
 	return nil
 }

@@ -115,6 +115,12 @@ type Parallelism struct {
 	ETP         int64   // the experts' tensor-parallel degree: 0 (= tp) or 1
 	ExpertLoad  float64 // routed rows the busiest rank receives, in balanced shares (0 = 1)
 	ExpertWorst bool    // dropless routing's worst case
+	// ExpertSpread: how far the rows a rank's experts receive stray from
+	// expert_load's share from one micro-batch and layer to the next, a
+	// fraction s: the replay draws each layer instance's rows from
+	// [1-s, 1+s] times the share (replay/routing.go). 0: every micro-batch
+	// routes the same rows.
+	ExpertSpread float64
 
 	// Uneven pipeline stages (pipeline_layers.go): blocks per model chunk.
 	StageLayers      []int64 // one count per chunk, in chunk order
@@ -243,6 +249,9 @@ func (p Parallelism) String() string {
 		parts = append(parts, `expert_load="worst"`)
 	case n.ExpertLoad > 1:
 		parts = append(parts, fmt.Sprintf("expert_load=%g", n.ExpertLoad))
+	}
+	if n.ExpertSpread > 0 {
+		parts = append(parts, fmt.Sprintf("expert_spread=%g", n.ExpertSpread))
 	}
 	if n.CPMode != "" && n.CPMode != "ring" {
 		parts = append(parts, fmt.Sprintf("cp_mode=%q", n.CPMode))

@@ -46,6 +46,13 @@ type ValueInfo struct {
 	// same): torchao's fp8 input gathered under tensor parallelism, whose
 	// gradient is the compute dtype's (float8_tp.go).
 	GradDType units.DType
+	// Routed: the value's leading dimension is the routed rows one MoE
+	// layer's experts receive in one micro-batch (the dispatch
+	// all-to-all's output and what the experts make of it), whose count
+	// real routing changes every micro-batch and layer (routing.go). 0:
+	// not routed; k > 0: the layer's first routed value is k-1 values
+	// before this one (relative, so a copied block keeps it).
+	Routed int32
 }
 
 // GradBytes is the size of v's gradient: its bytes, or its elements in

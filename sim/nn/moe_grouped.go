@@ -50,6 +50,7 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 		b.Op(g).Syncs = megatronDispatchSyncs
 	}
 	xs = expertAllToAll(b, "dispatch", xs, recv)
+	received := xs
 	if m.megatronGrouped(b) {
 		m.onNCCLStream(b, xs)
 		out := m.lowerWeightedExperts(b, x, xs, r, send, recv, int64(len(rows)))
@@ -60,6 +61,7 @@ func (m *MoE) lowerDispatched(b *core.Builder, x core.Value, r routing) core.Val
 	}
 	y := m.groupedFfn(b, xs, int64(len(rows)), core.NoValue)
 	y = expertAllToAll(b, "combine", y, send)
+	m.markRouted(b, received, y, recv)
 	w := b.Cast(r.weights, b.Dtype(y), "routing weights in the expert output dtype")
 	return weightedUnpermute(b, x, y, w, r.idx, send, m.Dim)
 }

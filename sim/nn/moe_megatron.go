@@ -91,10 +91,12 @@ func (m *MoE) gathersAfterDispatch(b *core.Builder) bool {
 // unweighted and the unpermute weights their outputs, keeping them.
 func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing, send, recv, local int64) core.Value {
 	inExperts := m.probsInExperts(b)
-	ps := core.NoValue
+	ps, sentProbs := core.NoValue, core.NoValue
+	received := xs
 	if inExperts {
 		pg := b.AddOp("gather", "permute_probs", []core.Value{r.weights, r.idx})
 		ps = b.Out(pg, "permuted_probs", []int64{send, 1}, b.Dtype(r.weights), "routing weights of the routed copies, sorted by expert")
+		sentProbs = ps
 		b.Save(pg, r.idx)
 		ps = expertAllToAll(b, "dispatch_probs", ps, recv)
 		m.onNCCLStream(b, ps)
@@ -120,6 +122,7 @@ func (m *MoE) lowerWeightedExperts(b *core.Builder, x, xs core.Value, r routing,
 		y = reduceScatterInRouterDType(b, y)
 	}
 	y = expertAllToAll(b, "combine", y, send)
+	m.markRouted(b, received, y, recv, sentProbs)
 	m.onNCCLStream(b, y)
 	if !inExperts {
 		// core_r0.12.0: Transformer Engine's moe_unpermute (the

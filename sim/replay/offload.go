@@ -266,7 +266,7 @@ func (r *Replay) beforeBackwardOp(i int) {
 			return
 		}
 		vi := &r.P.Values[v]
-		r.valT[v] = r.allocateOn(StreamOffload, Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: vi.Bytes, Why: vi.Why + " (copied back from host memory on the offload stream)", Cat: core.CatActivations})
+		r.valT[v] = r.allocateOn(StreamOffload, Alloc{Tensor: vi.Name, Shape: vi.Shape, DType: vi.Dtype, Bytes: r.routedBytes(v, vi.Bytes), Why: vi.Why + " (copied back from host memory on the offload stream)", Cat: core.CatActivations})
 		r.off.fetched[v] = true
 		r.off.acts -= r.off.pinned[v] // the host copy's block goes back to the cache once the copy is done
 		delete(r.off.pinned, v)

@@ -237,6 +237,9 @@ func (r *Replay) runBackward(i int, op *core.OpInfo) {
 				}
 				gdt, gb := vi.GradBytes() // torchao's gathered fp8 input has a bf16 gradient (core/float8_tp.go)
 				gb = max(gb, 1)           // as allocateParts asks
+				if vi.Routed != 0 {
+					gb = r.routedBytes(v, gb) // routing.go
+				}
 				if blk, ok := r.allocBlock(gb); r.plain(gb, ok) {
 					gradT[v] = r.keepPlain(blk, core.CatTemporaries)
 				} else {

@@ -463,6 +463,9 @@ func (r *Replay) produce(v core.Value) {
 		return
 	}
 	n := max(vi.Bytes, 1) // as allocateParts asks
+	if vi.Routed != 0 {
+		n = r.routedBytes(v, n) // routing.go
+	}
 	if blk, ok := r.allocBlock(n); r.plain(n, ok) {
 		r.valT[v] = r.keepPlain(blk, vi.Cat)
 	} else {
