@@ -55,6 +55,24 @@ package sim
 // row's, nearly doubling memory after the first step). No published log
 // of these runs gives max allocated beside reserved.
 //
+// Routed rows drawn anew for each layer, micro-batch copy and step
+// (December 2026, session 25, issues 19 and 28: parallel(expert_spread=s),
+// replay/routing.go; not set on these rows, whose spread no source
+// states). go test ./sim -run TestMegatronSwiftCalibration -v with each
+// MoE row's spread set to 0.1 / 0.2 / 0.4, nvidia-smi's figure of the
+// fullest rank: Qwen1.5-MoE pp 2 full recompute (expandable_segments)
+// 50.9 -> 51.3 / 51.4 / 51.6 GiB (-10.7 -> -10.0 / -9.8 / -9.5 %; its last
+// stage's reserve over allocated 1.10 -> 1.53 / 1.63 / 1.80 GiB),
+// Qwen3-30B-A3B 52.8 -> 53.9 / 53.7 / 54.0 (-12.0 -> -10.2 / -10.5 /
+// -9.9 %; 2.69 -> 3.77 / 3.60 / 3.94 GiB over allocated), Moonlight pp 2
+// 57.6 -> 57.8 / 58.1 / 58.3 (-3.9 -> -2.9 % at 0.4); the rows that
+// already land move away: pp 2 no recompute 74.6 -> 75.5 / 75.9 / 76.1
+// (+2.2 -> +4.2 %), tp 2 ep 4 66.2 -> 66.6 (+1.9 -> +2.5 %), Moonlight tp 2
+// 56.1 -> 56.8 (+0.1 -> +1.5 %); the dense row has no experts. At most
+// 1.3 GiB of the 6.1 and 7.2 GiB the full-recompute rows miss, as the
+// H200 measurement above bounds it (2.5 GiB at the most): the churn of
+// routed shapes is a part of these gaps, not their cause.
+//
 // The control (December 2026, calib_mlm_dsv3_test.go): Megatron-LM PR
 // #6429's DeepSeek-V3 run at 14 layers measured Megatron-Core's own full
 // recompute of MLA and MoE layers with max allocated, max reserved and

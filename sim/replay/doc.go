@@ -22,7 +22,9 @@
 // leaves in the cache before the step, fsdp1_wrap.go), offload of optimizer
 // state, parameters and activations, paged optimizers, and embedding
 // tables whose rows, sparse gradients and row-wise optimizer state change
-// from step to step (table*.go, RunSteps). Which allocations go to which
+// from step to step (table*.go, RunSteps), and a dropless MoE layer's
+// routed rows, which parallel(expert_spread=) sizes anew for each
+// micro-batch copy, layer and step (routing.go). Which allocations go to which
 // CUDA stream, and so to which of the allocator's pools, is streams.go
 // (async TP's backend stream and its symmetric memory: async_tp.go;
 // blocks ProcessGroupNCCL's record_stream holds before torch 2.8:
