@@ -103,6 +103,10 @@ var hfFamilies = []hfFamily{
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, noFlash: true},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true},
+	// deepseek_v32: the 5.11.0 wheel is the first with
+	// models/deepseek_v32 (absent from 5.10.0); no flash path
+	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
+	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// glm4_moe: transformers 4.54 (its model page: "added to Hugging Face
 	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
@@ -281,8 +285,11 @@ func (f *hfFamily) attnImpl(attn string) (string, error) {
 	}
 	if attn == "flash" && (f.noFused || f.noFlash) {
 		alt := `"sdpa" or "eager"`
-		if f.noFused {
+		switch {
+		case f.noFused:
 			alt = `"eager"`
+		case f.noEager:
+			alt = `"sdpa"`
 		}
 		return "", &units.Error{Msg: fmt.Sprintf("transformers has no flash-attention path for model_type %q", f.modelType),
 			Hint: "use attn=" + alt}

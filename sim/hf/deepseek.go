@@ -22,6 +22,16 @@ import (
 // transformers does not build; mtp adds them as DeepSeek and Megatron
 // train them (nn.MTP: embedding and head shared with the main model).
 func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
+	at, estimate := deepSeekMLA(c, attn)
+	if c.err != nil {
+		return nil
+	}
+	return buildRouted(c, at, estimate, head)
+}
+
+// deepSeekMLA is DeepseekV3Attention's nn.MLA, with the estimate of its
+// parameters the size check reads.
+func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 	hidden := c.size("hidden_size")
 	heads := c.size("num_attention_heads")
 	qLora := c.sizeOr("q_lora_rank", 0)
@@ -30,12 +40,9 @@ func buildDeepSeek(c *hfConfig, attn string, head hfHead) *core.Model {
 	ropeDim := c.size("qk_rope_head_dim")
 	vDim := c.size("v_head_dim")
 	bias := c.flag("attention_bias", false)
-	if c.err != nil {
-		return nil
-	}
 	at := &nn.MLA{Name: "self_attn", Dim: hidden, Heads: heads, QLoraRank: qLora, KVLora: kvLora,
 		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true}
-	return buildRouted(c, at, 2*float64(hidden)*float64(heads*(nope+ropeDim+vDim)), head)
+	return at, 2 * float64(hidden) * float64(heads*(nope+ropeDim+vDim))
 }
 
 // buildRouted builds the decoder DeepSeek-V3's layout shares (DeepSeek-V3

@@ -35,6 +35,9 @@ type MLA struct {
 	Bias      bool  // attention_bias: q_a_proj, kv_a_proj_with_mqa, o_proj (q_proj)
 	Impl      string
 	Causal    bool
+	// Indexer is DeepSeek Sparse Attention's lightning indexer
+	// (DeepSeek-V3.2, GLM-5; mla_indexer.go), nil for none.
+	Indexer *DSAIndexer
 }
 
 func (a *MLA) qkDim() int64 { return a.Nope + a.RopeDim }
@@ -63,12 +66,19 @@ func (a *MLA) Params() int64 {
 	n += a.Dim*(a.KVLora+a.RopeDim) + b(a.KVLora+a.RopeDim) + a.KVLora
 	n += a.KVLora * h * (a.Nope + a.VDim)
 	n += h*a.VDim*a.Dim + b(a.Dim)
+	if a.Indexer != nil {
+		n += a.Indexer.params(a.Dim, a.QLoraRank)
+	}
 	return n
 }
 
 func (a *MLA) Summary() string {
-	return fmt.Sprintf("dim %d, %d heads, q latent %d, kv latent %d, qk %d+%d, v %d, %s",
+	s := fmt.Sprintf("dim %d, %d heads, q latent %d, kv latent %d, qk %d+%d, v %d, %s",
 		a.Dim, a.Heads, a.QLoraRank, a.KVLora, a.Nope, a.RopeDim, a.VDim, a.Impl)
+	if ix := a.Indexer; ix != nil {
+		s += fmt.Sprintf(", indexer %d heads x %d, top %d", ix.Heads, ix.HeadDim, ix.TopK)
+	}
+	return s
 }
 
 func (a *MLA) Validate(path string) error {
@@ -82,6 +92,11 @@ func (a *MLA) Validate(path string) error {
 	}
 	if a.QLoraRank < 0 {
 		return units.Errorf(path, "q_lora_rank must be positive, or 0 for a plain q_proj (got %d)", a.QLoraRank)
+	}
+	if a.Indexer != nil {
+		if err := a.Indexer.validate(path, a); err != nil {
+			return err
+		}
 	}
 	switch a.Impl {
 	case "flash", "sdpa":
@@ -99,6 +114,10 @@ func (a *MLA) Validate(path string) error {
 func (a *MLA) CheckLayout(path string, par core.Parallelism) error {
 	if tp := max(par.TP, 1); a.Heads%tp != 0 {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide %d attention heads", tp, a.Heads)}
+	}
+	if n := par.Norm(); a.Indexer != nil && n.CP > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism is not modelled for DeepSeek Sparse Attention (the indexer scores every query against every key)", n.CP),
+			Hint: "use cp=1; transformers' DeepseekV32Attention has no context-parallel path"}
 	}
 	if n := par.Norm(); n.CPMode == "ulysses" && n.CP > 1 && (a.Heads/n.TP)%n.CP != 0 {
 		return &units.Error{Path: path, Msg: units.IntMsg("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, a.Heads/n.TP),
@@ -124,9 +143,9 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	h, qk := a.Heads/tp, a.qkDim()
 	xg := b.TpGather(x)
 	s := b.Shape(xg)
-	var q core.Value
+	var q, qa core.Value
 	if a.QLoraRank > 0 {
-		qa := b.Linear("q_a_proj", core.RoleQ, xg, a.Dim, a.QLoraRank, a.Bias)
+		qa = b.Linear("q_a_proj", core.RoleQ, xg, a.Dim, a.QLoraRank, a.Bias)
 		qa = b.RmsNorm("q_a_layernorm", qa, a.QLoraRank)
 		q = b.ColLinear("q_b_proj", core.RoleQ, qa, qa, a.QLoraRank, a.Heads*qk, h*qk, false)
 	} else {
@@ -158,6 +177,12 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.Impl == "flash" {
 		od = qk
 	}
+	// DeepSeek Sparse Attention: the indexer's top-k keys become a mask
+	// SDPA takes as an additive bias (mla_indexer.go).
+	bias := core.NoValue
+	if a.Indexer != nil {
+		bias = a.sparseBias(b, xg, qa, s, dt)
+	}
 	// Under Ulysses the kernel runs on the whole sequence and a cp-th of
 	// the heads: q, k and v are exchanged by all-to-alls before it and
 	// its output after it, as for attention() (ulysses.go; DeepSpeed's
@@ -178,15 +203,19 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 		query, key, value = exchange("q", query, qk), exchange("k", key, qk), exchange("v", value, vw)
 	}
 	rows := core.Rows(sa)
-	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{query, key, value})
+	ins := []core.Value{query, key, value}
+	if bias != core.NoValue {
+		ins = append(ins, bias)
+	}
+	i := b.AddOp("attention", a.Impl+"_attention", ins)
 	o := b.Out(i, "attn_out", core.WithLast(sa, ha*od), dt, "attention output")
 	lse := b.Out(i, "logsumexp", []int64{rows, ha}, units.FP32, "attention logsumexp (fp32, saved)")
 	b.Val(lse).Grad = false
-	b.Save(i, query, key, value, o, lse)
+	b.Save(i, query, key, value, o, lse, bias)                               // the bias as SDPA's efficient kernel keeps it for backward
 	b.Op(i).WorkB = units.FP32.Bytes(rows*ha*qk) + units.FP32.Bytes(rows*ha) // fp32 dq accumulator, softmax_d
 	seq := float64(sa[len(sa)-2])
 	keys := seq
-	if a.Causal {
+	if a.Causal && bias == core.NoValue { // a kernel given a mask computes every block
 		keys /= 2
 	}
 	b.Op(i).Flops = 2 * float64(rows) * keys * float64(ha) * float64(qk+vd)

@@ -23,6 +23,7 @@ const (
 	INT64 // token ids and edge indices
 	BOOL  // dropout and attention masks (one byte each, as PyTorch stores them)
 	FP64
+	INT32 // DeepSeek Sparse Attention's top-k token indices (DeepseekV32Indexer)
 )
 
 var dtypeInfo = [...]struct {
@@ -40,6 +41,7 @@ var dtypeInfo = [...]struct {
 	INT64:        {"int64", 64},
 	BOOL:         {"bool", 8},
 	FP64:         {"fp64", 64},
+	INT32:        {"int32", 32},
 }
 
 // Name is the short lower-case name users type ("bf16").
