@@ -34,13 +34,18 @@ func ExtraLayerBuiltins() []host.Builtin {
 		{
 			Name: "mla",
 			Sig: "mla(dim, heads, kv_lora_rank, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, " +
-				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, name=None)",
+				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, index_heads=None, index_head_dim=128, index_topk=2048, name=None)",
 			Doc: "Multi-head latent attention (DeepSeek-V2/V3): q through a q_lora_rank latent (q_a_proj, RMS norm, " +
 				"q_b_proj; None: a plain q_proj), keys and values through one kv_lora_rank latent plus a shared " +
 				"rope key (kv_a_proj_with_mqa, RMS norm, kv_b_proj), heads of qk_nope_head_dim + qk_rope_head_dim for " +
 				"q and k and v_head_dim for v, then o_proj. The latent is what an inference cache keeps; training saves " +
 				"the full per-head keys and values the kernel reads (flash pads v to the q/k head dim, as transformers " +
-				"does), its output and the merged heads. impl is \"flash\" or \"sdpa\".",
+				"does), its output and the merged heads. impl is \"flash\" or \"sdpa\". index_heads adds DeepSeek Sparse " +
+				"Attention's lightning indexer (DeepSeek-V3.2, GLM-5) as transformers 5.17 runs it: wq_b, wk, k_norm and " +
+				"weights_proj under no_grad (counted, never trained), fp32 scores of index_heads x index_head_dim per " +
+				"query and key whose top index_topk keys mask the dense attention; a transient of 8 x index_heads bytes " +
+				"per query and key (with a batch over 1, torch.matmul's copy of the keys per query adds 4 x index_head_dim), " +
+				"the mask saved as SDPA's bias, every block computed. Needs q_lora_rank and impl=\"sdpa\".",
 			Fn: mlaFn,
 		},
 		{
@@ -97,13 +102,15 @@ func ExtraLayerBuiltins() []host.Builtin {
 }
 
 func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvLora, qLora, name starlark.Value
+	var dim, heads, kvLora, qLora, name, indexHeads starlark.Value
 	nope, ropeDim, vDim := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(64)), starlark.Value(starlark.MakeInt(128))
+	indexDim, indexTopK := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(2048))
 	var bias bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "kv_lora_rank", &kvLora,
 		"q_lora_rank?", &qLora, "qk_nope_head_dim?", &nope, "qk_rope_head_dim?", &ropeDim, "v_head_dim?", &vDim,
-		"bias?", &bias, "impl?", &impl, "causal?", &causal, "name?", &name); err != nil {
+		"bias?", &bias, "impl?", &impl, "causal?", &causal, "index_heads?", &indexHeads, "index_head_dim?", &indexDim,
+		"index_topk?", &indexTopK, "name?", &name); err != nil {
 		return nil, err
 	}
 	a := &nn.MLA{Bias: bias, Impl: impl, Causal: causal}
@@ -117,6 +124,14 @@ func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	}
 	if qLora != nil && qLora != starlark.None && a.QLoraRank <= 0 {
 		return nil, fmt.Errorf("mla: q_lora_rank must be positive (got %d; None for a plain q_proj)", a.QLoraRank)
+	}
+	if indexHeads != nil && indexHeads != starlark.None {
+		ix := &nn.DSAIndexer{}
+		if err := ints(intArg{indexHeads, "index_heads", &ix.Heads}, intArg{indexDim, "index_head_dim", &ix.HeadDim},
+			intArg{indexTopK, "index_topk", &ix.TopK}); err != nil {
+			return nil, err
+		}
+		a.Indexer = ix
 	}
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
