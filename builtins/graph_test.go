@@ -84,10 +84,16 @@ func TestGraphThroughputInSamples(t *testing.T) {
 wx = encoder_processor_decoder("wx", g, m, enc, proc, dec, inputs = 10, outputs = 5, data_variables = 12)
 r = simulate(train(wx, batch = 2, members = 3, gpu = "H100"))
 d = simulate(train(wx, batch = 2, members = 3, gpu = "H100", parallel = parallel(dp = 4)))
+s = simulate(train(wx, batch = 2, members = 3, members_mode = "spread", gpu = "H100", parallel = parallel(dp = 6)))
 `, []evalCase{
 		{expr: "r.tokens_per_s", want: "None"},
 		{expr: "abs(r.samples_per_s * r.step_time - 2) < 1e-9", want: "True"},
 		{expr: "abs(d.samples_per_s * d.step_time - 8) < 1e-9", want: "True"},
+		// spread: 6 GPU groups, one member each, are 2 ensembles of 3 members
+		// reading 2 input states each (anemoi's DDPEnsGroupStrategy shards the
+		// data over the ensembles); counting every member on every group
+		// reported 3 times as many
+		{expr: "abs(s.samples_per_s * s.step_time - 4) < 1e-9", want: "True"},
 		{expr: "[l.split(\"%, \")[-1] for l in str(r).splitlines() if l.startswith(\"  time\")][0].endswith(\" samples/s\")", want: "True"},
 		{expr: "\"tokens/s\" in str(r)", want: "False"},
 	})

@@ -309,8 +309,21 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 			w.host += float64(w.M)*exp - float64(r.OffloadedPCIe())/(d.PCIeGBps*d.Rates().PCIe*1e9)
 		}
 	}
-	w.Tokens = float64(plan.Batch*plan.Seq*max(plan.Members, 1)) * float64(w.M) * float64(par.DP)
+	w.Tokens = float64(plan.Batch*plan.Seq*membersPerGPU(plan)) * float64(w.M) * float64(par.DP)
 	return w, nil
+}
+
+// membersPerGPU is the ensemble members one GPU's batch runs: all of them
+// stacked or one at a time, one under "spread", where each of the members'
+// GPU groups runs one and dp counts the groups (core/members.go). Counting
+// every member on every group counted each input state's members members
+// times over (anemoi's DDPEnsGroupStrategy: an ensemble of 4 members on 4
+// groups reads one input state, not 4).
+func membersPerGPU(plan *core.Plan) int64 {
+	if plan.MembersMode == "spread" {
+		return 1
+	}
+	return max(plan.Members, 1)
 }
 
 // allRedone marks every checkpoint region as recomputed: a training
