@@ -63,6 +63,7 @@ model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, p
 	runImportCases(t, []importCase{{
 		name:        "finetune.yaml as finetune.sbatch runs it",
 		file:        "anemoi/finetune.yaml",
+		step:        anemoiStep(1, 1, 1, 1),
 		opts:        Options{GPU: "H200", Overrides: brisSizes, Getenv: getenv(brisEnv)},
 		notModelled: brisNotModelled,
 		hand: model(32, 16) + `plan = train(model, batch = 1, members = 4, members_mode = "sequential", precision = "fp16-mixed", optimizer = "adamw",
@@ -70,12 +71,14 @@ model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, p
 	}, {
 		name:        "finetune.yaml in a bare environment, 2 members",
 		file:        "anemoi/finetune.yaml",
+		step:        anemoiStep(1, 1, 1, 1),
 		opts:        Options{GPU: "H200", Overrides: append([]string{"training.ensemble_size_per_device=2"}, brisSizes...)},
 		notModelled: brisNotModelled,
 		hand:        model(1, 1) + `plan = train(model, batch = 1, members = 2, precision = "fp16-mixed", optimizer = "adamw", gpu = "H200", runtime = "cuda-2.6", validation = True)`,
 	}, {
 		name: "graph_attention_backend: pyg is what 0.8.1 runs, triton is noted",
 		file: "anemoi/finetune.yaml",
+		step: anemoiStep(1, 1, 1, 1),
 		opts: Options{GPU: "H200", Overrides: append([]string{"training.ensemble_size_per_device=2",
 			"+model.encoder.graph_attention_backend=pyg", "+model.processor.graph_attention_backend=triton"}, brisSizes...)},
 		notModelled: append([]string{"model.processor.graph_attention_backend: the Triton graph attention of anemoi-models 0.11.0 and later " +
@@ -84,6 +87,7 @@ model = encoder_processor_decoder("finetune", data_grid, hidden_mesh, encoder, p
 	}, {
 		name: "finetune.yaml with MET's eight GPUs per member, one member per group",
 		file: "anemoi/finetune.yaml",
+		step: anemoiStep(1, 4*8, 32, 1),
 		opts: Options{GPU: "H200", GPUs: 8, Nodes: 4, Getenv: getenv(brisEnv), Overrides: append([]string{"training.ensemble_size_per_device=1",
 			"hardware.num_gpus_per_model=8", "hardware.num_gpus_per_ensemble=32"}, brisSizes...)},
 		notModelled: append(brisNotModelled[:len(brisNotModelled):len(brisNotModelled)],

@@ -14,6 +14,7 @@ func TestDeepSpeed(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name:  "alpaca-lora-zero3: ZeRO-3, optimizer and parameters on the CPU, on 8 GPUs",
 		file:  "deepspeed/alpaca_lora_zero3.json",
+		step:  deepspeedStep(8*1*8, 512),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 8, GPU: "A100-40GB"},
 		files: llama2,
 		notModelled: []string{
@@ -30,6 +31,7 @@ func TestDeepSpeed(t *testing.T) {
 	}, {
 		name:  "Megatron-LM's ZeRO-2 CPU offload config: train_batch_size 16 on 8 GPUs is micro batch 2",
 		file:  "deepspeed/megatron_zero2_cpu_offload.json",
+		step:  deepspeedStep(16, 1024),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 1024, GPUs: 8},
 		files: llama2,
 		notModelled: []string{
@@ -41,6 +43,7 @@ func TestDeepSpeed(t *testing.T) {
 	}, {
 		name:  "the same with optimizer.type Lion: DeepSpeedCPULion on the host, lion()",
 		file:  "deepspeed/megatron_zero2_cpu_offload.json",
+		step:  deepspeedStep(16, 1024),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 1024, GPUs: 8, Overrides: []string{"optimizer.type=Lion"}},
 		files: llama2,
 		notModelled: []string{
@@ -52,6 +55,7 @@ func TestDeepSpeed(t *testing.T) {
 	}, {
 		name:  "the autotuning ZeRO-3 config with its auto filled in, two nodes, the model checkpointed",
 		file:  "deepspeed/autotuning_z3.json",
+		step:  deepspeedStep(1*1*16, 4096),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 4096, GPUs: 8, Nodes: 2, Overrides: []string{"train_micro_batch_size_per_gpu=1", "bf16.enabled=true", "memsh.checkpoint=full"}},
 		files: llama2,
 		notModelled: []string{
@@ -64,6 +68,7 @@ func TestDeepSpeed(t *testing.T) {
 	}, {
 		name:  "the ZeRO-Offload tutorial's one-GPU config: stage 2 with overlap_comm, read as parallel(overlap_comm=True)",
 		file:  "deepspeed/zero_offload_tutorial.json",
+		step:  deepspeedStep(10*1*1, 1024),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 1024, GPUs: 1, Overrides: []string{"train_micro_batch_size_per_gpu=10", "fp16.enabled=true"}},
 		files: llama2,
 		notModelled: []string{
@@ -75,6 +80,7 @@ func TestDeepSpeed(t *testing.T) {
 	}, {
 		name:  "ZeRO-Infinity: config-json.md's offload_param and offload_optimizer on nvme, with DeepSpeed's default swap sizes",
 		file:  "deepspeed/zero_infinity_config_json.json",
+		step:  deepspeedStep(1*1*8, 512),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 8},
 		files: llama2,
 		notModelled: []string{
@@ -96,6 +102,7 @@ func TestDeepSpeed(t *testing.T) {
 		// alone means at zero=3 (sim's TestZeROParamOffloadOnly).
 		name:  "OpenRLHF's ZeRO-3 with offload_param only: offload(params=\"cpu\") without optimizer=",
 		file:  "deepspeed/openrlhf_param_offload.json",
+		step:  deepspeedStep(128, 2048),
 		opts:  Options{Model: "llama-2-7b.json", Seq: 2048, GPUs: 8},
 		files: llama2,
 		notModelled: []string{
@@ -109,6 +116,7 @@ func TestDeepSpeed(t *testing.T) {
 	}, {
 		name: "the same at stage 2 without offload_param: nvme is the host there; a buffer_count other than DeepSpeed's is not modelled",
 		file: "deepspeed/zero_infinity_config_json.json",
+		step: deepspeedStep(1*1*8, 512),
 		opts: Options{Model: "llama-2-7b.json", Seq: 512, GPUs: 8, Overrides: []string{"zero_optimization.stage=2",
 			"zero_optimization.offload_param.device=none", "zero_optimization.offload_optimizer.buffer_count=8"}},
 		files: llama2,

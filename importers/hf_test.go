@@ -17,12 +17,14 @@ func TestHF(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name: "zephyr-7b-beta SFT, full",
 		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 1, 2048),
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB")`,
 	}, {
 		name: "zephyr-7b-beta SFT, QLoRA on a 24 GB card",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 1, 2048),
 		opts: Options{GPU: "RTX-4090"},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2,
@@ -32,6 +34,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "zephyr-7b-beta SFT, full, asking for reentrant checkpointing",
 		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 1, 2048),
 		opts: Options{Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True),
@@ -39,6 +42,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 	}, {
 		name: "zephyr-7b-beta SFT, LoRA under DeepSpeed ZeRO-3: TRL forces reentrant checkpointing",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 1, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "gradient_accumulation_steps=1", "deepspeed=autotuning_z3.json"}, ReadFile: func(name string) ([]byte, error) {
 			return os.ReadFile(filepath.Join("testdata", "deepspeed", name))
 		}},
@@ -54,6 +58,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, precision = "
 	}, {
 		name: "zephyr-7b-beta SFT, LoRA under FSDP1 on 8 GPUs: peft's wrap policy puts every adapter in a unit of its own",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
@@ -63,6 +68,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "the same with accelerator_config's sync_each_batch: FSDP1 reduce-scatters every micro-batch",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "accelerator_config.gradient_accumulation_kwargs.sync_each_batch=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
@@ -72,6 +78,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "fsdp_config.sync_module_states=false: no broadcast while FSDP1 wraps the model",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.sync_module_states=false"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
@@ -81,6 +88,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "cpu_ram_efficient_loading forces sync_module_states on (accelerate), the fsdp_ prefix dropped as the Trainer does",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_sync_module_states=false", "fsdp_config.cpu_ram_efficient_loading=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
@@ -90,6 +98,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "LoRA under FSDP2: accelerate 1.11+ accumulates without gradient sync",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=2"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
@@ -99,6 +108,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "the same with CPU offload: not modelled, said",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap offload", "fsdp_config.fsdp_version=2"}},
 		notModelled: []string{"fsdp_config.fsdp_version: accelerate 1.11.0 and later accumulate FSDP2 gradients unsharded (set_requires_gradient_sync(False)); " +
 			"with offload memsh reduce-scatters every micro-batch instead (fsdp_no_sync is not modelled with CPU offload)"},
@@ -110,6 +120,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "FSDP2 with sync_each_batch: every micro-batch reduce-scatters, memsh's FSDP2 default",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "fsdp=full_shard auto_wrap", "fsdp_config.fsdp_version=2", "accelerator_config.gradient_accumulation_kwargs.sync_each_batch=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 2, precision = "bf16", optimizer = adamw(fused = True),
@@ -119,6 +130,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "LoRA under DDP with sync_each_batch: the all-reduce of every micro-batch is said",
 		file: "hf/zephyr_sft_qlora.yaml",
+		step: hfStep(4, 2, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"load_in_4bit=false", "accelerator_config.gradient_accumulation_kwargs.sync_each_batch=true"}},
 		notModelled: []string{"accelerator_config.gradient_accumulation_kwargs.sync_each_batch: DDP's all-reduce of every micro-batch " +
 			"(memsh all-reduces once a step, as under accelerate's no_sync(): the communication time is under-counted)"},
@@ -130,6 +142,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
 	}, {
 		name: "the plain Trainer's gradient checkpointing: reentrant (transformers 4.x)",
 		file: "hf/trainer_gc.json",
+		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
@@ -137,6 +150,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 	}, {
 		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
 		file:        "hf/zephyr_sft_full.yaml",
+		step:        hfStep(16, 1, 1, 2048),
 		opts:        Options{Overrides: []string{"use_liger_kernel=true"}},
 		notModelled: []string{"use_liger_kernel: Liger's RoPE kernel (in place on copies of q and k: transients only)"},
 		hand: `load("@stdlib//llm.star", "mistral")
@@ -145,6 +159,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 	}, {
 		name:  "zephyr-7b-beta SFT, full, FSDP over 8 GPUs, the model from its config.json, 8-bit paged AdamW",
 		file:  "hf/zephyr_sft_full.yaml",
+		step:  hfStep(2, 1, 8, 4096),
 		opts:  Options{GPUs: 8, Seq: 4096, Model: "mistral.json", Overrides: []string{"fsdp=full_shard auto_wrap", "optim=paged_adamw_8bit", "per_device_train_batch_size=2"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "flash"), batch = 2, seq = 4096, precision = "bf16", optimizer = paged_adamw8bit(),
@@ -152,6 +167,7 @@ plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = 
 	}, {
 		name: "zephyr-7b-beta SFT, full, handed to DeepSpeed ZeRO-3 on 8 GPUs (the autotuning config's auto filled; no bf16 section: fp32)",
 		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 8, 2048),
 		opts: Options{GPUs: 8, Overrides: []string{"deepspeed=autotuning_z3.json"}, ReadFile: func(name string) ([]byte, error) {
 			return os.ReadFile(filepath.Join("testdata", "deepspeed", name))
 		}},

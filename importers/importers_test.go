@@ -26,6 +26,10 @@ type importCase struct {
 	notModelled []string
 	hand        string            // the plan written by hand: a script defining plan
 	files       map[string]string // more files the scripts read, by name: testdata path
+	// step is what one optimizer step of the whole job processes, from
+	// the config's keys by its framework's definition of the global batch
+	// (step_test.go), which the imported plan's replay must report.
+	step step
 }
 
 // defaults fills the options memsh check's flags default to.
@@ -68,20 +72,22 @@ func runImportCases(t *testing.T, cases []importCase) {
 					t.Errorf("the script's header does not list %s", k)
 				}
 			}
-			got := replayPlan(t, "imported.star", res.Script, tc.files)
-			want := replayPlan(t, "hand.star", tc.hand, tc.files)
+			got, replayed := replayPlan(t, "imported.star", res.Script, tc.files)
+			want, _ := replayPlan(t, "hand.star", tc.hand, tc.files)
 			if got != want {
 				t.Errorf("imported plan\n  %s\nwant the hand-written\n  %s\nscript:\n%s", got, want, res.Script)
 			}
+			tc.step.check(t, replayed)
 		})
 	}
 }
 
 // replayPlan runs a script and describes its plan by the train() call,
-// the model's parameters and the replayed step's device memory and peak.
-func replayPlan(t *testing.T, name, src string, more map[string]string) string {
+// the model's parameters and the replayed step's device memory and peak;
+// it returns too what the replayed step processes (replayedStep).
+func replayPlan(t *testing.T, name, src string, more map[string]string) (string, replayedStep) {
 	t.Helper()
-	src += "\n_r = simulate(plan)\n_d = \"%s; params %d; device_used %d, peak_allocated %d\" % (str(plan), plan.model.params, _r.device_used, _r.peak_allocated)\n"
+	src += "\n_r = simulate(plan)\n_d = \"%s; params %d; device_used %d, peak_allocated %d\" % (str(plan), plan.model.params, _r.device_used, _r.peak_allocated)\n" + replayedStepScript
 	files := fstest.MapFS{name: {Data: []byte(src)}}
 	for n, p := range more {
 		data, err := os.ReadFile(filepath.Join("testdata", p))
@@ -97,7 +103,7 @@ func replayPlan(t *testing.T, name, src string, more map[string]string) string {
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, src)
 	}
-	return globals["_d"].(starlark.String).GoString()
+	return globals["_d"].(starlark.String).GoString(), replayedStepOf(t, globals)
 }
 
 // errorCase is a config that cannot become a plan: the error must name

@@ -20,6 +20,7 @@ func TestMegatronPipeline(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name:        "pp 4: 8 layers a stage",
 		file:        script,
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"pipeline-model-parallel-size=4"}},
 		notModelled: llama3NotModelled,
 		hand:        head + `pp = 4, micro_batches = 64` + tail,
@@ -27,12 +28,14 @@ func TestMegatronPipeline(t *testing.T) {
 		// 32 layers / pp 4 / 4 a virtual stage: 2 model chunks a rank
 		name:        "pp 4, 4 layers a virtual stage: the interleaved schedule, 2 chunks a rank",
 		file:        script,
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"pipeline-model-parallel-size=4", "num-layers-per-virtual-pipeline-stage=4"}},
 		notModelled: llama3NotModelled,
 		hand:        head + `pp = 4, schedule = "interleaved", virtual_stages = 2, micro_batches = 64` + tail,
 	}, {
 		name:        "pp 4, 2 virtual stages a rank",
 		file:        script,
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"pipeline-model-parallel-size=4", "num-virtual-stages-per-pipeline-rank=2"}},
 		notModelled: llama3NotModelled,
 		hand:        head + `pp = 4, schedule = "interleaved", virtual_stages = 2, micro_batches = 64` + tail,
@@ -41,6 +44,7 @@ func TestMegatronPipeline(t *testing.T) {
 		// and last build one layer fewer
 		name: "30 layers with the embedding and the loss accounted in the split",
 		file: script,
+		step: megatronStep(128, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"num-layers=30", "pipeline-model-parallel-size=4",
 			"account-for-embedding-in-pipeline-split=true", "account-for-loss-in-pipeline-split=true"}},
 		notModelled: llama3NotModelled,
@@ -50,6 +54,7 @@ func TestMegatronPipeline(t *testing.T) {
 		// embedding's chunk 0 and the loss's chunk 7 one layer fewer
 		name: "30 layers accounted, 2 virtual stages a rank",
 		file: script,
+		step: megatronStep(128, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"num-layers=30", "pipeline-model-parallel-size=4", "num-virtual-stages-per-pipeline-rank=2",
 			"account-for-embedding-in-pipeline-split=true", "account-for-loss-in-pipeline-split=true"}},
 		notModelled: llama3NotModelled,
@@ -58,6 +63,7 @@ func TestMegatronPipeline(t *testing.T) {
 		// (32 - 6 - 6) / 2 middle stages
 		name:        "uneven first and last stages: 6 layers each, 10 in the middle ones",
 		file:        script,
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"pipeline-model-parallel-size=4", "decoder-first-pipeline-num-layers=6", "decoder-last-pipeline-num-layers=6"}},
 		notModelled: llama3NotModelled,
 		hand:        head + `pp = 4, micro_batches = 64, stage_layers = [6, 10, 10, 6]` + tail,
@@ -67,6 +73,7 @@ func TestMegatronPipeline(t *testing.T) {
 		// beyond core_attn: each said, none replayed
 		name: "the split flags at pp 1: understood, no effect; Megatron-FSDP, userbuffers and recompute modules said",
 		file: script,
+		step: megatronStep(128, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"num-layers-per-virtual-pipeline-stage=4", "account-for-loss-in-pipeline-split=true",
 			"use-megatron-fsdp=true", "data-parallel-sharding-strategy=optim_grads_params", "no-gradient-accumulation-fusion=true", "tp-comm-overlap=true", "recompute-activations=true", "recompute-modules=[core_attn, mlp]"}},
 		notModelled: []string{
@@ -85,6 +92,7 @@ func TestMegatronPipeline(t *testing.T) {
 		// (TE's ring); a2a is Ulysses
 		name:        "cp 2 with --cp-comm-type a2a: Ulysses",
 		file:        script,
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"context-parallel-size=2", "cp-comm-type=a2a"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 32, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
@@ -93,6 +101,7 @@ func TestMegatronPipeline(t *testing.T) {
 	}, {
 		name: "cp 2 with --cp-comm-type allgather: said, the ring replayed",
 		file: script,
+		step: megatronStep(128, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"context-parallel-size=2", "cp-comm-type=allgather"}},
 		notModelled: []string{
 			"cross-entropy-loss-fusion: Megatron's fused vocabulary-parallel loss at tp 1 (memsh lowers the plain cross-entropy without tensor parallelism)",

@@ -31,6 +31,7 @@ func TestMegatron(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name: "GPT-3 175B: tp 8 x pp 16 on 128 GPUs, fp16",
 		file: "megatron/train_gpt3_175b_distributed.sh",
+		step: megatronStep(1536, 2048),
 		opts: Options{GPUs: 8, Nodes: 16},
 		// No --overlap-grad-reduce, no distributed optimizer: Megatron's
 		// DDP reduces after the backward, which memsh cannot write here.
@@ -47,6 +48,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 	}, {
 		name:        "Llama 3 8B on 8 H100s: bf16 with bf16 gradient reduction, distributed optimizer, Transformer Engine fp8",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
@@ -56,6 +58,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		// backward and gathers the parameters after the step.
 		name:        "Llama 3 8B without the overlap flags",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"overlap-grad-reduce=false", "overlap-param-gather=false"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
@@ -65,6 +68,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 		// parameters with the gradient buffer reused for their all-gather.
 		name:        "Llama 3 8B on B200s with MXFP8 parameters",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8", "reuse-grad-buf-for-mxfp8-param-ag=true"}},
 		notModelled: llama3NotModelled,
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
@@ -72,6 +76,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 	}, {
 		name:        "Llama 3 8B with MXFP8 parameters without the shared buffer",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, GPU: "B200", Overrides: []string{"fp8-recipe=mxfp8"}},
 		notModelled: append([]string{"fp8-param-gather: MXFP8 parameters without --reuse-grad-buf-for-mxfp8-param-ag (a bf16 param buffer of their own)"}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
@@ -79,6 +84,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 	}, {
 		name:        "Llama 3 8B with blockwise scaling: its fp8 parameters are listed",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(128, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"fp8-recipe=blockwise"}},
 		notModelled: append([]string{"fp8-param-gather: fp8 parameters with the blockwise recipe (docs/float8.md)"}, llama3NotModelled...),
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
@@ -86,6 +92,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 	}, {
 		name:        "Llama 3 8B with the overrides of a tp 2 run with selective recompute",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(64, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64"}},
 		notModelled: llama3NotModelled[1:], // at tp 2 the fused loss is Megatron's vocabulary-parallel one
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),
@@ -94,6 +101,7 @@ plan = train(gpt, batch = 1, seq = 2048, precision = precision(params = "fp16", 
 	}, {
 		name:        "the same with Transformer Engine's fused cross-entropy",
 		file:        "megatron/train_llama3_8b_h100_fp8.sh",
+		step:        megatronStep(64, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"tensor-model-parallel-size=2", "recompute-activations=true", "global-batch-size=64", "cross-entropy-fusion-impl=te"}},
 		notModelled: llama3NotModelled[1:],
 		hand: llama3Model + `plan = train(gpt, batch = 1, seq = 8192, grad_accum = 16, precision = precision(params = "bf16", grads = "bf16", master = "fp32"),

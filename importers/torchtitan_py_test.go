@@ -31,6 +31,7 @@ func TestTorchtitanPy(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name:        "llama3_8b on 8 H100s: 1 x 8192 tokens, FSDP over 8, per-op SAC",
 		file:        pyRegistry,
+		step:        torchtitanPyStep(-1, 1*8192, 1, 8),
 		opts:        Options{Function: "llama3_8b", GPUs: 8},
 		notModelled: []string{pyFlex, pyGraphs},
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
@@ -38,6 +39,7 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name:        "llama3_70b on 64 GPUs: 8 x 8192 tokens, TP 8, FSDP 8, full AC",
 		file:        pyRegistry,
+		step:        torchtitanPyStep(-1, 8*8192, 1, 64/8),
 		opts:        Options{Function: "llama3_70b", GPUs: 8, Nodes: 8},
 		notModelled: []string{pyFlex, pyGraphs},
 		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = ("torchtitan", 8),
@@ -46,6 +48,7 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name: "llama3_405b on 128 GPUs: compiled, async TP, Float8 rowwise under TP not modelled",
 		file: pyRegistry,
+		step: torchtitanPyStep(-1, 2*8192, 1, 128/8),
 		opts: Options{Function: "llama3_405b", GPUs: 8, Nodes: 16},
 		notModelled: []string{pyFlex,
 			"compile.enable_async_tensor_parallel: the collectives' overlap with the matmuls (the step time prices them as without it; the memory is replayed, async_tp=True)",
@@ -58,6 +61,7 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name:        "llama3_8b_mxfp8: llama3_8b with the model compiled and MXFP8 linears (not modelled)",
 		file:        pyRegistry,
+		step:        torchtitanPyStep(-1, 1*8192, 1, 8),
 		opts:        Options{Function: "llama3_8b_mxfp8", GPUs: 8},
 		notModelled: []string{pyFlex, "model_spec.converters[0]: MXFP8 linears (torchao's MX formats)", pyGraphs},
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks", checkpoint = "op", loss_chunks = ("torchtitan", 8),
@@ -65,12 +69,14 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name: "a recipe: 2 x 8192 tokens per rank, 4 iterations per step, full AC, CUDA graphs off",
 		file: pyRecipes,
+		step: torchtitanPyStep(4*2*8192*16, 2*8192, 1, 16),
 		opts: Options{Function: "llama3_8b_fsdp_accum", GPUs: 8, Nodes: 2},
 		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 16, fsdp = True), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
 		name: "a recipe: Float8 rowwise without TP, lm_head filtered, torchao's size filter, blocks compiled",
 		file: pyRecipes,
+		step: torchtitanPyStep(-1, 2*8192, 1, 8),
 		opts: Options{Function: "llama3_8b_float8_compiled", GPUs: 8},
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks",
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]), float8 = "rowwise", float8_auto_filter = True,
@@ -78,6 +84,7 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name: "a recipe: TP 8 x interleaved PP 2, 8 micro-batches of one sequence, torchtitan's uneven split",
 		file: pyRecipes,
+		step: torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
 		opts: Options{Function: "llama3_70b_tp_pp", GPUs: 8, Nodes: 2},
 		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
@@ -86,6 +93,7 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name: "a recipe: TP 8 x interleaved PP 2 with a 16-chunk loss on the last stage",
 		file: pyRecipes,
+		step: torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
 		opts: Options{Function: "llama3_70b_tp_pp_chunked", GPUs: 8, Nodes: 2},
 		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = ("torchtitan", 16), gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
@@ -94,6 +102,7 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name:        "a recipe: the memory budget policy on the compiled model, a 4-chunk loss, an if on the TP degree",
 		file:        pyRecipes,
+		step:        torchtitanPyStep(-1, 2*8192, 1, 8),
 		opts:        Options{Function: "llama3_8b_budget", GPUs: 8},
 		notModelled: []string{pyGraphs},
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = checkpoint(budget = 0.3), loss_chunks = ("torchtitan", 4),
@@ -101,6 +110,7 @@ func TestTorchtitanPy(t *testing.T) {
 	}, {
 		name: "a recipe calling another: activation_checkpoint = None, training.dtype bfloat16",
 		file: pyRecipes,
+		step: torchtitanPyStep(4*2*8192*16, 2*8192, 1, 8),
 		opts: Options{Function: "llama3_8b_no_ac", GPUs: 8},
 		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
@@ -227,6 +237,7 @@ func TestTorchtitanDict(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name:        "llama3_8b's dump on 8 H100s: as llama3_8b",
 		file:        "torchtitan/llama3_8b_to_dict.json",
+		step:        torchtitanPyStep(-1, 8192, 1, 8),
 		opts:        Options{GPUs: 8},
 		notModelled: lost,
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
@@ -234,6 +245,7 @@ func TestTorchtitanDict(t *testing.T) {
 	}, {
 		name:        "the dump with a field overridden: 2 sequences per micro-batch",
 		file:        "torchtitan/llama3_8b_to_dict.json",
+		step:        torchtitanPyStep(-1, 16384, 1, 8),
 		opts:        Options{GPUs: 8, Overrides: []string{"training.num_tokens_per_microbatch_per_dp_rank=16384"}},
 		notModelled: lost,
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),

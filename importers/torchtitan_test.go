@@ -14,6 +14,7 @@ func TestTorchtitan(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name: "llama3_8b on its 64 A100s",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(1, 1, 64, 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
@@ -21,6 +22,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "llama3_70b on its 64 A100s: 8-way TP, FSDP over the rest",
 		file: "torchtitan/llama3_70b.toml",
+		step: torchtitanLocalStep(8, 1, 64/8, 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
@@ -29,6 +31,7 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 	}, {
 		name: "llama3_8b as torchtitan's benchmark ran it: 8 H100s, batch 2, blocks compiled",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(2, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "training.compile=true"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
@@ -36,6 +39,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "llama3_8b as torchtitan's Float8 rows ran it: tensorwise, weights gathered in fp8",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(2, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "compile.enable=true", "model.converters=float8",
 			"float8.enable_fsdp_float8_all_gather=true", "float8.precompute_float8_dynamic_scale_for_fsdp=true"}},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -45,6 +49,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "llama3_8b Float8 with torchao's size filter (filter_fqns auto_filter_small_kn)",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(2, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "model.converters=float8", `float8.filter_fqns=["output", "auto_filter_small_kn"]`}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
@@ -53,6 +58,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "llama3_70b compiled, HSDP, every second layer checkpointed, accumulation, float8",
 		file: "torchtitan/llama3_70b.toml",
+		step: torchtitanStep(64, 8192),
 		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",
 			"activation_checkpoint.mode=selective", "training.global_batch_size=64", "training.local_batch_size=2", "model.converters=float8"}},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -63,6 +69,7 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
 	}, {
 		name: "llama3_70b float8 rowwise with tensor parallelism: not modelled",
 		file: "torchtitan/llama3_70b.toml",
+		step: torchtitanStep(64, 8192),
 		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",
 			"activation_checkpoint.mode=selective", "training.global_batch_size=64", "training.local_batch_size=2", "model.converters=float8",
 			"float8.recipe_name=rowwise"}},
@@ -75,6 +82,7 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
 	}, {
 		name: "llama3_70b float8 auto_filter_small_kn with tensor parallelism: every linear converted, listed",
 		file: "torchtitan/llama3_70b.toml",
+		step: torchtitanStep(64, 8192),
 		opts: Options{GPUs: 8, Nodes: 4, Overrides: []string{"compile.enable=true", "parallelism.data_parallel_replicate_degree=2",
 			"activation_checkpoint.mode=selective", "training.global_batch_size=64", "training.local_batch_size=2", "model.converters=float8",
 			`float8.filter_fqns=["output", "auto_filter_small_kn"]`}},
@@ -87,6 +95,7 @@ plan = train(llama("llama3-70b"), batch = 2, seq = 8192, grad_accum = 8, precisi
 	}, {
 		name:        "llama3_70b with loss parallelism disabled: the logits gathered, not modelled",
 		file:        "torchtitan/llama3_70b.toml",
+		step:        torchtitanLocalStep(8, 1, 64/8, 8192),
 		opts:        Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.disable_loss_parallel=true"}},
 		notModelled: []string{"parallelism.disable_loss_parallel: the output's logits gathered whole on every tensor-parallel rank (memsh keeps them sharded over the vocabulary)"},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -98,6 +107,7 @@ plan = train(llama("llama3-70b"), batch = 8, seq = 8192, precision = "bf16-mixed
 		// dp_shard x cp, cp 8 at 262,144 tokens, full checkpointing.
 		name: "llama3_8b as torchtitan's CP benchmark ran it: cp 8, the KV shards all-gathered (the default rotate method)",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(1, 1, 8/8, 262144),
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=1", "training.seq_len=262144",
 			"activation_checkpoint.mode=full", "parallelism.context_parallel_degree=8"}},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -106,6 +116,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 262144, precision = "bf16-mixe
 	}, {
 		name: "llama3_8b on 16 GPUs with 2 pipeline stages: torch's pipelining, FSDP kept unsharded between micro-batches",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(8, 1, 16/2, 8192),
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
@@ -114,6 +125,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "llama3_8b, 2 pipeline stages, micro-batches of 2: batch is the micro-batch, the local batch of 8 split in 4",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(8, 1, 16/2, 8192),
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
 			"parallelism.pipeline_parallel_microbatch_size=2"}},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -123,6 +135,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "llama3_70b with 4 pipeline stages: torchtitan's split, the embedding and the output counted as a layer each",
 		file: "torchtitan/llama3_70b.toml",
+		step: torchtitanLocalStep(8, 1, 64/(8*4), 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8, Overrides: []string{"parallelism.pipeline_parallel_degree=4"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-70b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
@@ -132,6 +145,7 @@ plan = train(llama("llama3-70b"), batch = 1, seq = 8192, precision = "bf16-mixed
 	}, {
 		name: "llama3_8b, Interleaved1F1B on 2 ranks: two stages each",
 		file: "torchtitan/llama3_8b.toml",
+		step: torchtitanLocalStep(8, 1, 16/2, 8192),
 		opts: Options{GPUs: 8, Nodes: 2, Overrides: []string{"training.local_batch_size=8", "parallelism.pipeline_parallel_degree=2",
 			"parallelism.pipeline_parallel_schedule=Interleaved1F1B"}},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -141,6 +155,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name:        "cp 2 with the alltoall rotate method: torch's ring",
 		file:        "torchtitan/llama3_8b.toml",
+		step:        torchtitanLocalStep(1, 1, 8/2, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2", "parallelism.context_parallel_rotate_method=alltoall"}},
 		notModelled: []string{"parallelism.context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -149,6 +164,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name:  "llama3_8b on one GPU, the model from its config.json",
 		file:  "torchtitan/llama3_8b.toml",
+		step:  torchtitanLocalStep(1, 1, 1, 2048),
 		opts:  Options{Seq: 2048, Model: "llama-3-8b.json", Overrides: []string{"activation_checkpoint.mode=none", "optimizer.implementation=foreach"}},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		hand:  `plan = train(hf_config("llama-3-8b.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(), gpu = "H100-80GB")`,
@@ -168,6 +184,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		// false and [compile] enable false: nothing left over
 		name: "v0.2.2's llama3_8b on its 64 A100s",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 64, 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
@@ -177,6 +194,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		// quantize.linear.float8 reads [quantize.linear.float8] as 6404b93's float8 read [float8]
 		name: "v0.2.2's float8 converter and section: tensorwise, weights gathered in fp8",
 		file: v022,
+		step: torchtitanLocalStep(2, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.local_batch_size=2", "compile.enable=true", "model.converters=quantize.linear.float8",
 			"quantize.linear.float8.enable_fsdp_float8_all_gather=true"}},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -186,12 +204,14 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name:        "v0.2.2's validation.enable",
 		file:        v022,
+		step:        torchtitanLocalStep(1, 1, 8, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"validation.enable=true"}},
 		notModelled: []string{"validation.enable: the validation loop's forward passes"},
 		hand:        llama8b,
 	}, {
 		name:        "6404b93's validation.enabled",
 		file:        "torchtitan/llama3_8b.toml",
+		step:        torchtitanLocalStep(1, 1, 8, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"validation.enabled=true"}},
 		notModelled: []string{"validation.enabled: the validation loop's forward passes"},
 		hand:        llama8b,
@@ -199,6 +219,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		// job_config.py:275-280 at v0.2.2: parameters, gradients and states in bf16
 		name: "v0.2.2's training.dtype bfloat16: pure bf16",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.dtype=bfloat16"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "op",
@@ -208,6 +229,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16", opti
 		// activation_memory_budget, 0.5 by default
 		name: "v0.2.2's memory_budget mode: the compiled model's budget",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
@@ -215,6 +237,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "v0.2.2's memory_budget mode at 0.2",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "activation_checkpoint.mode=memory_budget", "activation_checkpoint.memory_budget=0.2"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
@@ -222,6 +245,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 	}, {
 		name: "early_stop, another compile backend, the ptrr balancer: said, not replayed",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 8/2, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"activation_checkpoint.early_stop=true", "compile.backend=aot_eager", "parallelism.context_parallel_degree=2", "parallelism.context_parallel_load_balancer=ptrr"}},
 		notModelled: []string{
 			"activation_checkpoint.early_stop: the recompute stopped early (torch.utils.checkpoint's early_stop)",
@@ -235,6 +259,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		// torchtitan reads the pipeline's keys only when pipeline_parallel_degree > 1
 		name: "a pipeline schedule at pp 1: understood, no effect",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"parallelism.pipeline_parallel_schedule=Interleaved1F1B", "parallelism.pipeline_parallel_microbatch_size=1"}},
 		hand: llama8b,
 	}, {
@@ -242,6 +267,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		// etp 1 by default: the experts whole over the tensor-parallel ranks
 		name:  "a MoE at ep 2, tp 2: torchtitan's expert_tensor_parallel_degree 1",
 		file:  v022,
+		step:  torchtitanLocalStep(1, 1, 8/2, 2048),
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2"}},
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
 		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
@@ -252,6 +278,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		// Inductor's micro-pipeline TP when tp > 1, the model compiled
 		name: "async TP at tp 2, the model compiled",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 8/2, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"compile.enable=true", "parallelism.tensor_parallel_degree=2", "parallelism.enable_async_tensor_parallel=true"}},
 		notModelled: []string{
 			"parallelism.enable_async_tensor_parallel: the collectives' overlap with the matmuls (the step time prices them as without it; the memory is replayed, async_tp=True)",
@@ -263,11 +290,13 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		// maybe_enable_async_tp is called only with tp > 1
 		name: "async TP at tp 1: understood, no effect",
 		file: v022,
+		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"parallelism.enable_async_tensor_parallel=true"}},
 		hand: llama8b,
 	}, {
 		name:  "a MoE at ep 2, tp 2, expert_tensor_parallel_degree 2: the experts split like the MLP",
 		file:  v022,
+		step:  torchtitanLocalStep(1, 1, 8/2, 2048),
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2", "parallelism.expert_tensor_parallel_degree=2"}},
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
 		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",

@@ -14,6 +14,7 @@ func TestTorchtune(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name: "8B_full_single_device",
 		file: "torchtune/llama3_1_8B_full_single_device.yaml",
+		step: torchtuneStep(2, 1, 1, 1, 1, 2048),
 		opts: Options{Seq: 2048},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 2048, precision = "bf16", optimizer = paged_adamw8bit(in_backward = True),
@@ -21,6 +22,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 2048, precision = "bf16", opti
 	}, {
 		name: "8B_lora_single_device",
 		file: "torchtune/llama3_1_8B_lora_single_device.yaml",
+		step: torchtuneStep(2, 8, 1, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPU: "A100-40GB"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
@@ -29,6 +31,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 8, precisio
 	}, {
 		name: "8B_qlora_single_device",
 		file: "torchtune/llama3_1_8B_qlora_single_device.yaml",
+		step: torchtuneStep(2, 8, 1, 1, 1, 2048),
 		opts: Options{Seq: 2048, GPU: "RTX-4090"},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
@@ -37,6 +40,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precisio
 	}, {
 		name: "8B_full on 8 GPUs",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
@@ -45,6 +49,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 	}, {
 		name: "8B_full on 8 GPUs in float8 (torchtune's default recipe: tensorwise, gathered in fp8)",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"enable_fp8_training=True"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
@@ -53,6 +58,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 	}, {
 		name: "8B_full on 8 GPUs in float8, rowwise",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"enable_fp8_training=True", "fp8_recipe_name=rowwise"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
@@ -61,6 +67,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 	}, {
 		name:  "8B_full on 2 nodes, the model from its config.json",
 		file:  "torchtune/llama3_1_8B_full.yaml",
+		step:  torchtuneStep(2, 1, 16, 1, 1, 1024),
 		opts:  Options{Seq: 1024, GPUs: 8, Nodes: 2, Model: "llama-3-8b.json"},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		hand: `plan = train(hf_config("llama-3-8b.json"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
@@ -69,6 +76,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 	}, {
 		name: "1B_full_single_device with compile, packing and offload overridden",
 		file: "torchtune/llama3_2_1B_full_single_device.yaml",
+		step: torchtuneStep(4, 4, 1, 1, 1, 8192),
 		opts: Options{Model: "llama-3-8b.json", Overrides: []string{"compile=True", "dataset.packed=True", "tokenizer.max_seq_len=8192",
 			"enable_activation_checkpointing=True", "enable_activation_offloading=True", "optimizer_in_bwd=False", "gradient_accumulation_steps=4"}},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
@@ -82,6 +90,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		// so each micro-batch reduce-scatters its gradients: no fsdp_no_sync.
 		name: "8B_full on 8 GPUs accumulating 4 micro-batches, gradients reduced each one",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 4, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"gradient_accumulation_steps=4"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 4, precision = "bf16", optimizer = adamw(fused = True),
@@ -92,6 +101,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, grad_accum = 4, precisio
 		// compiles the layers when compile.model is (its default True).
 		name: "8B_full with compile as the distributed recipe's mapping",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"compile=null", "compile.loss=False", "compile.optimizer_step=True"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
@@ -100,6 +110,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 	}, {
 		name: "8B_full with compile.model off",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"compile=null", "compile.model=False"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
@@ -110,6 +121,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		// fake-quantized ones: said, not replayed.
 		name:        "3B_qat_full: the QAT quantizer is not modelled",
 		file:        "torchtune/llama3_2_3B_qat_full.yaml",
+		step:        torchtuneStep(4, 8, 8, 1, 1, 2048),
 		opts:        Options{Seq: 2048, GPUs: 8, Model: "llama-3-8b.json"},
 		files:       map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		notModelled: []string{"quantizer: QAT's fake-quantized linears (torchao's FakeQuantizer: the quantized weight and activation copies each forward)"},
@@ -120,6 +132,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		// teacher next to the student: said, not replayed.
 		name:  "8B_to_1B_KD_lora_distributed: the teacher is not modelled",
 		file:  "torchtune/llama3_2_8B_to_1B_KD_lora_distributed.yaml",
+		step:  torchtuneStep(4, 8, 8, 1, 1, 2048),
 		opts:  Options{Seq: 2048, GPUs: 8, Model: "llama-3-8b.json"},
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		notModelled: []string{
@@ -138,6 +151,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		// (modules/loss/cross_entropy_loss.py:75-85) under loss_parallel()
 		name:        "8B_full on 8 GPUs with tensor_parallel_dim 2 and base_llama_tp_plan",
 		file:        "torchtune/llama3_1_8B_full.yaml",
+		step:        torchtuneStep(2, 1, 8, 2, 1, 4096),
 		opts:        Options{Seq: 4096, GPUs: 8, Overrides: []string{"tensor_parallel_dim=2", "tensor_parallel_plan._component_=torchtune.models.llama3.base_llama_tp_plan"}},
 		notModelled: []string{"loss.num_output_chunks: 8 output chunks with tensor parallelism (memsh replays the logits unchunked)"},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -148,6 +162,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 	}, {
 		name: "tensor parallelism with CEWithChunkedOutputLoss: the logits gathered, said",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 2, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"tensor_parallel_dim=2", "tensor_parallel_plan._component_=torchtune.models.llama3.base_llama_tp_plan",
 			"loss._component_=torchtune.modules.loss.CEWithChunkedOutputLoss"}},
 		notModelled: []string{
@@ -162,6 +177,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		// training.get_dtype (torchtune/training/precision.py:77-101): None is float32
 		name: "8B_full with dtype null: fp32",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"dtype=null"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", optimizer = adamw(fused = True),
@@ -172,6 +188,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "fp32", opti
 		// (torchtune/models/llama3_1/_model_builders.py:250 at bd2a0fc)
 		name: "8B_lora_single_device with quantize_base: QLoRA's NF4 base",
 		file: "torchtune/llama3_1_8B_lora_single_device.yaml",
+		step: torchtuneStep(2, 8, 1, 1, 1, 2048),
 		opts: Options{Seq: 2048, GPU: "RTX-4090", Overrides: []string{"model.quantize_base=True"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
@@ -183,6 +200,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 2048, grad_accum = 8, precisio
 		// set_rotate_method as under torchtitan
 		name: "8B_full on 8 GPUs with context_parallel_dim 2: the KV shards all-gathered",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 2, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"context_parallel_dim=2"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
@@ -191,6 +209,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 	}, {
 		name:        "context_parallel_dim 2 with the alltoall rotate method: torch's ring",
 		file:        "torchtune/llama3_1_8B_full.yaml",
+		step:        torchtuneStep(2, 1, 8, 1, 2, 4096),
 		opts:        Options{Seq: 4096, GPUs: 8, Overrides: []string{"context_parallel_dim=2", "context_parallel_rotate_method=alltoall"}},
 		notModelled: []string{"context_parallel_rotate_method: alltoall (torch's ring: memsh's ring attention, without torch's fp32 merges of the steps' outputs)"},
 		hand: `load("@stdlib//llm.star", "llama")
@@ -201,6 +220,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", opti
 		// ParallelDims (torchtune/training/_distributed.py:72-90): 2 x 4 = 8 GPUs, HSDP
 		name: "8B_full on 8 GPUs as 2 replicas of 4 shards, both degrees given",
 		file: "torchtune/llama3_1_8B_full.yaml",
+		step: torchtuneStep(2, 1, 8, 1, 1, 4096),
 		opts: Options{Seq: 4096, GPUs: 8, Overrides: []string{"data_parallel_replicate_dim=2", "data_parallel_shard_dim=4"}},
 		hand: `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 2, seq = 4096, precision = "bf16", optimizer = adamw(fused = True),
