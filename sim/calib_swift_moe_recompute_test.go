@@ -71,7 +71,10 @@ package sim
 // 56.1 -> 56.8 (+0.1 -> +1.5 %); the dense row has no experts. At most
 // 1.3 GiB of the 6.1 and 7.2 GiB the full-recompute rows miss, as the
 // H200 measurement above bounds it (2.5 GiB at the most): the churn of
-// routed shapes is a part of these gaps, not their cause.
+// routed shapes is a part of these gaps, not their cause. Prepared, not
+// run: tools/oracle/cuda_run_moefrag_exp.sh measures moe_frag.py's fixed
+// and routed shapes under expandable_segments (the cells session 19 left
+// empty) and its routed shapes over 40 steps without.
 //
 // The control (December 2026, calib_mlm_dsv3_test.go): Megatron-LM PR
 // #6429's DeepSeek-V3 run at 14 layers measured Megatron-Core's own full
