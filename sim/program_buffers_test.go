@@ -14,7 +14,8 @@ import (
 // (core.ProgramBuffers, as a pipeline's worker lowers its stages one
 // after another) is the program a fresh lowering makes, element for
 // element and nil list for nil list, with room asked for or not,
-// whichever programs, larger or smaller, went before; and a recycled
+// whichever programs, larger or smaller, went before, its names recalled
+// from the program before or not (Recall); and a recycled
 // program is emptied, so a caller that still read it would fail rather
 // than read the next program's ops.
 func TestLowerProgramIntoEqualsLowerProgram(t *testing.T) {
@@ -32,8 +33,11 @@ func TestLowerProgramIntoEqualsLowerProgram(t *testing.T) {
 	}
 	one := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
 	plans = append(plans, one)
-	for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}} { // the lists grow, or shrink
-		bufs := &core.ProgramBuffers{}
+	for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {0, 1, 2, 3, -1}, {3, 2, 1, 0, -1}} { // the lists grow, or shrink; -1: recall names
+		bufs := &core.ProgramBuffers{Recall: order[len(order)-1] < 0}
+		if bufs.Recall {
+			order = order[:len(order)-1]
+		}
 		for _, o := range order {
 			for i := o; i < len(plans); i += len(order) {
 				p := plans[i]
@@ -117,6 +121,59 @@ func TestLowerProgramWithNameTable(t *testing.T) {
 				}
 				bufs.Recycle(got)
 			}
+		}
+	}
+}
+
+// A lowering into buffers that recall (ProgramBuffers.Recall, as the
+// search's profiles lower) takes the last lowering's names of its
+// uncopied layers where they read the same, also past the ops one
+// layout has and the other not: lowered after a plan at tp 2 with
+// sequence parallelism (its gathers and reduce-scatters), and after
+// itself, a plan is the fresh program and every uncopied op whose name
+// the last lowering had shares its string, bytes and all (all but the
+// loss's two, which tp 2 names otherwise). Without Recall only the two
+// names that are the model's own strings ("embed_tokens", "lm_head")
+// are shared.
+func TestLoweringsIntoOneBuffersShareNames(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	p := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+	other := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+	other.Parallel = core.Parallelism{TP: 2, SequenceParallel: true, DP: 2}
+	want, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		before *core.Plan // lowered into the buffers first
+		recall bool
+		shared int // uncopied ops whose names are the last lowering's
+	}{{"after itself", p, true, 20}, {"after tp 2", other, true, 18}, {"after itself, no recall", p, false, 2}} {
+		bufs := &core.ProgramBuffers{Recall: tc.recall}
+		last, err := tc.before.LowerProgramInto(core.ProgramSize{}, bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastNames := map[*byte]bool{}
+		for _, op := range last.Ops {
+			lastNames[unsafe.StringData(op.Name)] = true
+		}
+		got, err := p.LowerProgramInto(core.ProgramSize{}, bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the program differs from a fresh lowering", tc.name)
+		}
+		shared := 0
+		for _, op := range got.Ops {
+			if op.Block <= 1 && lastNames[unsafe.StringData(op.Name)] {
+				shared++
+			}
+		}
+		if shared != tc.shared {
+			t.Errorf("%s: %d uncopied ops' names shared with the last lowering, want %d", tc.name, shared, tc.shared)
 		}
 	}
 }

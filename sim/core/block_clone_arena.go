@@ -23,6 +23,16 @@ type cloneArena struct {
 	shared *NameTable
 	vals   slab[Value]
 	params slab[int32]
+	// recall is the strings join and Concat returned, in call order, in
+	// the last lowering into the same buffers (ProgramBuffers): a call
+	// whose text is that of the last lowering's call at the same place
+	// takes that string instead of writing its bytes again. The search
+	// lowers the same small programs, named alike, by the thousand (a
+	// profile's slot is the same model at other degrees): written
+	// afresh, their names were a tenth of BenchmarkSearchLlama70B1024's
+	// bytes. Only where the bytes live differs; a lowering without
+	// buffers keeps no list (on is false).
+	recall recall
 }
 
 // cloneSlabMax caps a slab's doubling (elements, or bytes of names).
@@ -40,6 +50,77 @@ func (a *cloneArena) room(n int) *strings.Builder {
 		a.names.Grow(a.nameSz)
 	}
 	return a.names
+}
+
+// recall is the last lowering's strings (last, read from at) and this
+// lowering's (next, which the next lowering reads).
+type recall struct {
+	last, next []string
+	at         int
+	on         bool
+}
+
+// recallAhead is how many of the last lowering's strings a call looks
+// at from the place it expects: one layout's program has calls another's
+// has not (tp 2 with sequence parallelism gathers and reduce-scatters,
+// and names its whys), and the calls after them still find theirs. A
+// string of another length is passed over without reading its bytes.
+const recallAhead = 32
+
+// start begins a lowering's list on the last one's.
+func (r *recall) start() {
+	r.last, r.next = r.next, r.last[:0]
+	r.at, r.on = 0, true
+}
+
+// recalled returns the string of the last lowering's call near this
+// place whose text is parts joined with sep between them (sep 0: none),
+// and records it as this call's; false when there is none (the caller
+// writes the text and hands it to remember).
+func (r *recall) recalled(sep byte, parts ...string) (string, bool) {
+	if !r.on {
+		return "", false
+	}
+	n := 0
+	for k, part := range parts {
+		if k > 0 && sep != 0 {
+			n++
+		}
+		n += len(part)
+	}
+	for k := r.at; k < min(r.at+recallAhead, len(r.last)); k++ {
+		if s := r.last[k]; len(s) == n && spells(s, sep, parts) {
+			r.at = k + 1
+			r.next = append(r.next, s)
+			return s, true
+		}
+	}
+	return "", false
+}
+
+// remember records s as this lowering's string at the current call.
+func (r *recall) remember(s string) {
+	if r.on {
+		r.next = append(r.next, s)
+	}
+}
+
+// spells says whether s is parts joined with sep between them (sep 0:
+// none).
+func spells(s string, sep byte, parts []string) bool {
+	for k, part := range parts {
+		if k > 0 && sep != 0 {
+			if len(s) == 0 || s[0] != sep {
+				return false
+			}
+			s = s[1:]
+		}
+		if len(s) < len(part) || s[:len(part)] != part {
+			return false
+		}
+		s = s[len(part):]
+	}
+	return s == ""
 }
 
 // slab is the unused end of the latest slab of Ts, and that slab's size.

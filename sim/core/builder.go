@@ -110,12 +110,17 @@ func (b *Builder) Concat(parts ...string) string {
 	if n == 0 {
 		return ""
 	}
+	if s, ok := b.clones.recall.recalled(0, parts...); ok {
+		return s
+	}
 	names := b.clones.room(n)
 	at := names.Len()
 	for _, s := range parts {
 		names.WriteString(s)
 	}
-	return names.String()[at:]
+	s := names.String()[at:]
+	b.clones.recall.remember(s)
+	return s
 }
 
 // Name is n under the module path: "layers.3.mlp" and "up_proj" give
@@ -134,12 +139,17 @@ func (b *Builder) join(a, c string) string {
 	case c == "":
 		return a
 	}
+	if s, ok := b.clones.recall.recalled('.', a, c); ok {
+		return s
+	}
 	names := b.clones.room(len(a) + 1 + len(c))
 	at := names.Len()
 	names.WriteString(a)
 	names.WriteByte('.')
 	names.WriteString(c)
-	return names.String()[at:]
+	s := names.String()[at:]
+	b.clones.recall.remember(s)
+	return s
 }
 
 func (b *Builder) Val(v Value) *ValueInfo { return &b.P.Values[v] }

@@ -324,6 +324,10 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 		// for the next lowering, also after an error.
 		b.clones = bufs.arena
 		b.clones.shared, b.clones.scratch, b.clones.cuts = bufs.Names, bufs.scratch, bufs.cuts
+		b.clones.recall.on = false
+		if bufs.Recall {
+			b.clones.recall.start() // the last lowering's names, in call order
+		}
 		bufs.scratch, bufs.cuts, bufs.arena = nil, nil, cloneArena{}
 		defer func() {
 			bufs.scratch, bufs.cuts, bufs.arena = b.clones.scratch, b.clones.cuts, b.clones

@@ -13,6 +13,13 @@ type ProgramBuffers struct {
 	// Names, when set, keeps copied blocks' names for every lowering
 	// into these buffers (and any other sharing the table): NameTable.
 	Names *NameTable
+	// Recall, when set, has a lowering into these buffers take the last
+	// one's names where they read the same (cloneArena's recall): for
+	// an owner that lowers programs named alike one after another (the
+	// search's profiles), not one whose programs share few names (a
+	// pipeline's stages, each under its own "stageN" path), where the
+	// list of names would cost more than it saves.
+	Recall bool
 
 	ops    []OpInfo
 	values []ValueInfo
@@ -67,7 +74,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{Names: b.Names, scratch: b.scratch, cuts: b.cuts, arena: b.arena, Replay: b.Replay}
+	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, Replay: b.Replay}
 }
 
 // untaken hands back to b the lists of prog, just lowered, that nothing

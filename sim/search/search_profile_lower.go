@@ -38,7 +38,7 @@ type lowering struct {
 func newLowering(names *core.NameTable) *lowering {
 	lw := &lowering{}
 	for i := range lw.bufs {
-		lw.bufs[i].Names = names
+		lw.bufs[i].Names, lw.bufs[i].Recall = names, true // a slot lowers the same model profile after profile
 	}
 	return lw
 }
