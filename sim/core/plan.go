@@ -304,7 +304,10 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	prog.Ops = grow(prog.Ops, room.Ops) // still nil without room
 	prog.Values = grow(prog.Values, room.Values)
 	prog.Params = grow(prog.Params, room.Params)
-	b := &Builder{
+	b := bufs.builder() // the last lowering's Builder, or a new one
+	*b = Builder{
+		names: b.names, taken: b.taken, // emptied, kept for ModuleName
+
 		P:      prog,
 		Batch:  p.Batch,
 		Seq:    p.Seq,
@@ -332,6 +335,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 		defer func() {
 			bufs.scratch, bufs.cuts, bufs.arena = b.clones.scratch, b.clones.cuts, b.clones
 			bufs.arena.shared, bufs.arena.scratch, bufs.arena.cuts = nil, nil, nil // kept in bufs' own fields
+			bufs.keepBuilder(b)
 		}()
 	}
 	b.compile = p.Compile

@@ -38,6 +38,12 @@ type ProgramBuffers struct {
 	// smallest, and left their tails unwritten (the search's profiles
 	// lower tens of thousands of small programs).
 	arena cloneArena
+	// built is the last lowering's Builder, emptied but for its
+	// ModuleName maps (emptied too): the next lowering's, which would
+	// otherwise allocate a Builder of 736 bytes and those maps afresh
+	// (a tenth of the bytes of the search's lowerings of small
+	// programs). Nothing keeps a Builder past its lowering.
+	built *Builder
 	// Replay is the replay's own lists (sim/replay.Scratch), kept with
 	// the lists of the programs it replays for the next replay by the
 	// same goroutine; core reads nothing of it.
@@ -74,7 +80,29 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, Replay: b.Replay}
+	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, built: b.built, Replay: b.Replay}
+}
+
+// builder returns the Builder of b's last lowering, which b gives up
+// (keepBuilder hands it back), or a new one (always from a nil b).
+func (b *ProgramBuffers) builder() *Builder {
+	if b == nil || b.built == nil {
+		return new(Builder)
+	}
+	built := b.built
+	b.built = nil
+	return built
+}
+
+// keepBuilder empties bd, a finished lowering's Builder, for b's next
+// lowering: it keeps no program, layer or name, only its ModuleName
+// maps' room.
+func (b *ProgramBuffers) keepBuilder(bd *Builder) {
+	names, taken := bd.names, bd.taken
+	clear(names)
+	clear(taken)
+	*bd = Builder{names: names, taken: taken}
+	b.built = bd
 }
 
 // untaken hands back to b the lists of prog, just lowered, that nothing
