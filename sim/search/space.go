@@ -106,6 +106,11 @@ type Space struct {
 	// layout keeps; fsdpOptions its FSDP options, which the fsdp and
 	// hsdp layouts keep (space_base.go). Set by defaults.
 	carried, fsdpOptions core.Parallelism
+	// ckpts is Checkpoint parsed, by defaults: every layout's plan
+	// shares its entry (the op policy's save list is read, never
+	// written) rather than parsing it, and allocating that list, at
+	// each of the several plans a layout's checks and bounds make.
+	ckpts []core.Checkpoint
 }
 
 // DefaultMaxLayouts caps a search: larger spaces are refused with a hint.
@@ -317,10 +322,13 @@ func (sp Space) defaults(base *core.Plan) (Space, error) {
 	if sp.Checkpoint == nil {
 		sp.Checkpoint = []string{"none", "selective", "op", "full"}
 	}
-	for _, ck := range sp.Checkpoint {
-		if _, err := core.ParseCheckpoint(ck); err != nil {
+	sp.ckpts = make([]core.Checkpoint, len(sp.Checkpoint))
+	for i, ck := range sp.Checkpoint {
+		c, err := core.ParseCheckpoint(ck)
+		if err != nil {
 			return sp, &units.Error{Path: "search", Msg: err.Error()}
 		}
+		sp.ckpts[i] = c
 	}
 	if sp.MaxLayouts <= 0 {
 		sp.MaxLayouts = DefaultMaxLayouts

@@ -50,7 +50,11 @@ func (sp *Space) planInto(p *core.Plan, base *core.Plan, l layout) {
 	if par.FSDP {
 		withFSDPOptions(par, &sp.fsdpOptions)
 	}
-	p.Checkpoint, _ = core.ParseCheckpoint(sp.Checkpoint[l.ckpt]) // checked by defaults
+	if l.ckpt < len(sp.ckpts) {
+		p.Checkpoint = sp.ckpts[l.ckpt] // parsed by defaults
+	} else {
+		p.Checkpoint, _ = core.ParseCheckpoint(sp.Checkpoint[l.ckpt]) // a space defaults did not set
+	}
 	p.Batch, p.GradAccum = l.mbs, l.m
 	switch {
 	case l.offload == optimizerOnHost:
