@@ -266,7 +266,7 @@ func unitTime(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSu
 	timing.SyncsOf(&u.ct, prog, costs, func(i int) bool { // as the recompute above
 		return train && prog.Ops[i].Region != 0 && !prog.Ops[i].Keep
 	})
-	u.comm = timing.SumCommOf(prog, plan, costs)
+	u.comm = prices.SumCommOf(prog, plan, costs)
 	if !train {
 		kept := u.comm[:0]
 		for _, c := range u.comm {

@@ -126,6 +126,7 @@ type Prices struct {
 	accum, accumK []float64 // gradUses' lists
 	last          []int32
 	sliced        []bool
+	comm          commScratch // SumCommOf's (tp_overlap.go)
 }
 
 // Of is PriceOps(prog, plan), written into s's lists: the costs it

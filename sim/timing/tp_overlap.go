@@ -77,44 +77,79 @@ func ubTP(p *core.Plan) bool {
 // backward (asyncTP), the userbuffers ones (CommRecord.UB) under
 // tp_comm_overlap (ubTP). costs are PriceOps(prog, plan).
 func SumCommOf(prog *core.Program, plan *core.Plan, costs []OpCost) []CommSum {
+	var s commScratch
+	return s.sumCommOf(prog, plan, costs)
+}
+
+// SumCommOf is SumCommOf (the function) worked out in s's lists, which
+// the next program's sums reuse: the same sums, in a list of their own
+// exactly as long (the search prices tens of thousands of small
+// programs, and the lists regrown for each were a fifth of its
+// profiles' pricing bytes).
+func (s *Prices) SumCommOf(prog *core.Program, plan *core.Plan, costs []OpCost) []CommSum {
+	return s.comm.sumCommOf(prog, plan, costs)
+}
+
+// commScratch is SumCommOf's lists: the sums as they are merged, and
+// besideGEMMs' times by op.
+type commScratch struct {
+	sums                []CommSum
+	fprop, dgrad, wgrad []float64
+	marked              []bool
+}
+
+// sumCommOf is SumCommOf in s's lists; the result is a list of its own
+// (nil when there is no collective).
+func (s *commScratch) sumCommOf(prog *core.Program, plan *core.Plan, costs []OpCost) []CommSum {
+	sums := s.sums[:0]
 	async, ub := asyncTP(plan), ubTP(plan)
 	if !(async || ub) || len(costs) != len(prog.Ops) {
-		return SumComm(prog.Comm, nil, 1)
-	}
-	fprop, dgrad, wgrad := besideGEMMs(prog, costs)
-	var sums []CommSum
-	for _, c := range prog.Comm {
-		var hide float64
-		if op := c.Beside - 1; op >= 0 && int(op) < len(prog.Ops) {
-			switch {
-			case c.UB && !ub:
-			case c.UB && c.Fprop:
-				hide = fprop[op]
-			case c.UB:
-				hide = dgrad[op]
-			case !async || !c.Backward:
-			case c.Dgrad:
-				hide = dgrad[op]
-			default:
-				hide = wgrad[op]
+		sums = SumComm(prog.Comm, sums, 1)
+	} else {
+		fprop, dgrad, wgrad := s.besideGEMMs(prog, costs)
+		for _, c := range prog.Comm {
+			var hide float64
+			if op := c.Beside - 1; op >= 0 && int(op) < len(prog.Ops) {
+				switch {
+				case c.UB && !ub:
+				case c.UB && c.Fprop:
+					hide = fprop[op]
+				case c.UB:
+					hide = dgrad[op]
+				case !async || !c.Backward:
+				case c.Dgrad:
+					hide = dgrad[op]
+				default:
+					hide = wgrad[op]
+				}
 			}
+			sums = addComm(sums, CommSum{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes, Backward: c.Backward, Hide: hide}, 1)
 		}
-		sums = addComm(sums, CommSum{Kind: c.Kind, Group: c.Group, Bytes: c.Bytes, Backward: c.Backward, Hide: hide}, 1)
+		SortComm(sums)
 	}
-	SortComm(sums)
-	return sums
+	s.sums = sums[:0]
+	if len(sums) == 0 {
+		return nil
+	}
+	return append([]CommSum(nil), sums...)
 }
 
 // besideGEMMs is, for each op a collective can run beside, the forward,
 // dgrad and wgrad GEMM time it runs beside: a matmul's own; for a
 // sequence-parallel all-gather (or the op producing a fused linear's
 // input), the sum over the matmuls reading its output (directly, or
-// through the one cast or fp8 quantization between them).
-func besideGEMMs(prog *core.Program, costs []OpCost) (fprop, dgrad, wgrad map[int32]float64) {
-	fprop, dgrad, wgrad = map[int32]float64{}, map[int32]float64{}, map[int32]float64{}
-	marked := map[int32]bool{}
+// through the one cast or fp8 quantization between them). The lists,
+// by op, are s's (0 for any other op).
+func (s *commScratch) besideGEMMs(prog *core.Program, costs []OpCost) (fprop, dgrad, wgrad []float64) {
+	n := len(prog.Ops)
+	s.fprop, s.dgrad, s.wgrad, s.marked = resize(s.fprop, n), resize(s.dgrad, n), resize(s.wgrad, n), resize(s.marked, n)
+	fprop, dgrad, wgrad, marked := s.fprop, s.dgrad, s.wgrad, s.marked
+	clear(fprop)
+	clear(dgrad)
+	clear(wgrad)
+	clear(marked)
 	for _, c := range prog.Comm {
-		if c.Beside > 0 {
+		if c.Beside > 0 && int(c.Beside) <= n {
 			marked[c.Beside-1] = true
 		}
 	}
