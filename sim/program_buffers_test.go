@@ -2,6 +2,7 @@ package sim
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -249,7 +250,9 @@ func TestLoweringsIntoOneBuffersKeepEarlierPrograms(t *testing.T) {
 
 // Ops priced in one timing.Prices, program after program (larger, then
 // smaller: its lists are reused, never cleared by a new allocation),
-// cost what timing.PriceOps prices them at on lists of its own.
+// cost what timing.PriceOps prices them at on lists of its own, and
+// their collectives sum as timing.SumCommOf sums them (Prices.SumCommOf;
+// at tp 2 some hide behind GEMMs).
 func TestPricesReusedEqualPriceOps(t *testing.T) {
 	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
 	var plans []*core.Plan
@@ -262,6 +265,10 @@ func TestPricesReusedEqualPriceOps(t *testing.T) {
 		}
 		plans = append(plans, stages...)
 	}
+	tp2 := len(plans) - 1 // the last stage at tp 2: Megatron's asynchronous backward (SumCommOf's Hide)
+	ub := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+	ub.Parallel, ub.GradAccum = core.Parallelism{TP: 2, SequenceParallel: true, TPCommOverlap: true, DP: 2}, 4 // userbuffers: the forward's too
+	plans = append(plans, ub)
 	compiled := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
 	compiled.Compile = core.Compile{Blocks: true} // Inductor's kernels, with megatron's the pricer's fused dispatch
 	plans = append(plans, testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB"), compiled)
@@ -280,8 +287,16 @@ func TestPricesReusedEqualPriceOps(t *testing.T) {
 				i = len(plans) - 1 - k
 			}
 			want := timing.PriceOps(progs[i], plans[i])
-			if got := prices.Of(progs[i], plans[i]); !reflect.DeepEqual(got, want) {
+			got := prices.Of(progs[i], plans[i])
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("plan %d: prices in reused lists differ from PriceOps'", i)
+			}
+			sums := prices.SumCommOf(progs[i], plans[i], got)
+			if want := timing.SumCommOf(progs[i], plans[i], want); !reflect.DeepEqual(sums, want) {
+				t.Fatalf("plan %d: collectives summed in reused lists differ from SumCommOf's:\n%+v\n%+v", i, sums, want)
+			}
+			if i == tp2 && !slices.ContainsFunc(sums, func(c timing.CommSum) bool { return c.Hide > 0 }) {
+				t.Fatalf("plan %d: no collective of tp 2 runs beside a GEMM", i)
 			}
 		}
 	}
