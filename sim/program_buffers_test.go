@@ -248,6 +248,117 @@ func TestLoweringsIntoOneBuffersKeepEarlierPrograms(t *testing.T) {
 	}
 }
 
+// Lowerings into one ProgramBuffers, some programs recycled and some
+// kept (a report's), carve their block copies' value lists from the
+// arena's slabs: once no program lowered into them is out, the next
+// lowering writes them from the start again (the recycled program's
+// lists, as its op list, are reused), and a program still out is never
+// written over, however many were lowered and recycled after it.
+func TestRecycledProgramsListsReused(t *testing.T) {
+	llama := testmodels.Llama(256, 6, 8, 4, 704, 1000, "flash")
+	var plans []*core.Plan
+	for _, par := range []core.Parallelism{{PP: 3}, {PP: 2, TP: 2, SequenceParallel: true, DP: 2}} {
+		p := testmodels.LlamaPlan(llama, 2, 64, "megatron", "full", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 4
+		stages, err := stagePlans(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plans = append(plans, stages...)
+	}
+	plans = append(plans, testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB"))
+	copied := func(prog *core.Program) *core.Value { // the last block's first input list: a copy's (each program holds two blocks or more)
+		var last int32
+		for _, op := range prog.Ops {
+			last = max(last, op.Block)
+		}
+		for _, op := range prog.Ops {
+			if op.Block == last && len(op.In) > 0 {
+				return unsafe.SliceData(op.In)
+			}
+		}
+		t.Fatal("no block")
+		return nil
+	}
+	for _, keep := range [][]bool{{false, false}, {true, false}, {true, true, true, true, true, false}} {
+		bufs := &core.ProgramBuffers{}
+		var kept, wants []*core.Program
+		for round := range 2 {
+			for i, p := range plans {
+				want, err := p.LowerProgram()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := p.LowerProgramInto(core.ProgramSize{}, bufs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("keep %v, plan %d: the program differs from a fresh lowering", keep, i)
+				}
+				if k := round*len(plans) + i; k < len(keep) && keep[k] {
+					kept, wants = append(kept, got), append(wants, want)
+					continue
+				}
+				bufs.Recycle(got)
+				// Lowered again and recycled, a few times: once a lowering's
+				// lists fit in the latest slab (each new slab doubles), the next
+				// lowering's are written on them.
+				reused := false
+				var last *core.Value
+				for range 6 {
+					again, err := p.LowerProgramInto(core.ProgramSize{}, bufs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					at := copied(again)
+					reused = reused || at == last
+					last = at
+					bufs.Recycle(again)
+				}
+				// Four programs out at most are followed (ProgramBuffers.out);
+				// past that none of the lists is written again either.
+				if reused != (len(kept) == 0) {
+					t.Fatalf("keep %v, plan %d: lists reused %v with %d programs kept", keep, i, reused, len(kept))
+				}
+			}
+		}
+		for i := range kept {
+			if !reflect.DeepEqual(kept[i], wants[i]) {
+				t.Fatalf("keep %v: kept program %d changed after the lowerings that followed it", keep, i)
+			}
+		}
+	}
+	// Five programs out, the four followed recycled: the fifth is still
+	// out, and the lowerings after it write on other lists.
+	bufs := &core.ProgramBuffers{}
+	var out []*core.Program
+	for _, p := range plans[:5] {
+		prog, err := p.LowerProgramInto(core.ProgramSize{}, bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, prog)
+	}
+	for _, prog := range out[:4] {
+		bufs.Recycle(prog)
+	}
+	want, err := plans[4].LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plans {
+		again, err := p.LowerProgramInto(core.ProgramSize{}, bufs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs.Recycle(again)
+	}
+	if !reflect.DeepEqual(out[4], want) {
+		t.Fatal("the fifth program out changed after the lowerings that followed it")
+	}
+}
+
 // Ops priced in one timing.Prices, program after program (larger, then
 // smaller: its lists are reused, never cleared by a new allocation),
 // cost what timing.PriceOps prices them at on lists of its own, and

@@ -123,11 +123,16 @@ func spells(s string, sep byte, parts []string) bool {
 	return s == ""
 }
 
-// slab is the unused end of the latest slab of Ts, and that slab's size.
+// slab is the unused end of the latest slab of Ts, that slab whole, and
+// its size.
 type slab[T any] struct {
-	free []T
-	size int
+	free, whole []T
+	size        int
 }
+
+// rewind makes the latest slab's elements free again: only when no list
+// carved from it is read any more (ProgramBuffers.Recycle).
+func (s *slab[T]) rewind() { s.free = s.whole }
 
 // take returns an empty slice with room for n elements, carved from the
 // slab (a new one when it has less left).
@@ -135,6 +140,7 @@ func (s *slab[T]) take(n int) []T {
 	if len(s.free) < n {
 		s.size = max(n, min(2*s.size, cloneSlabMax))
 		s.free = make([]T, s.size)
+		s.whole = s.free
 	}
 	out := s.free[:0:n]
 	s.free = s.free[n:]

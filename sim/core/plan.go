@@ -360,5 +360,6 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 		return nil, err
 	}
 	bufs.untaken(b.P, room)
+	bufs.lowered(b.P)
 	return b.P, nil
 }

@@ -44,6 +44,15 @@ type ProgramBuffers struct {
 	// (a tenth of the bytes of the search's lowerings of small
 	// programs). Nothing keeps a Builder past its lowering.
 	built *Builder
+	// out is the programs lowered into these buffers and not recycled
+	// yet, as far as it holds them (lost: one did not fit). Once none
+	// is out, the arena's lists of values and parameters (a block
+	// copy's ins, outs and saves) are carved from the start of its
+	// latest slabs again (rewind), as a recycled program's lists are
+	// reused: nothing reads them any more. The programs' names are
+	// never written again: a report keeps them.
+	out  [4]*Program
+	lost bool
 	// Replay is the replay's own lists (sim/replay.Scratch), kept with
 	// the lists of the programs it replays for the next replay by the
 	// same goroutine; core reads nothing of it.
@@ -72,6 +81,37 @@ func (b *ProgramBuffers) Recycle(p *Program) {
 		b.comm = p.Comm[:0]
 	}
 	*p = Program{}
+	b.recycled(p)
+}
+
+// lowered records p, just lowered into b's lists and arena, as out.
+func (b *ProgramBuffers) lowered(p *Program) {
+	if b == nil {
+		return
+	}
+	for i, q := range b.out {
+		if q == nil {
+			b.out[i] = p
+			return
+		}
+	}
+	b.lost = true // its lists stay unwritten for as long as b lives
+}
+
+// recycled records p as no longer out, and rewinds the arena's lists
+// once no program is.
+func (b *ProgramBuffers) recycled(p *Program) {
+	none := true
+	for i, q := range b.out {
+		if q == p {
+			b.out[i] = nil
+		}
+		none = none && b.out[i] == nil
+	}
+	if none && !b.lost {
+		b.arena.vals.rewind()
+		b.arena.params.rewind()
+	}
 }
 
 // take starts prog's lists on b's, which prog then owns (b keeps none).
@@ -80,7 +120,8 @@ func (b *ProgramBuffers) take(prog *Program) {
 		return
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
-	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, built: b.built, Replay: b.Replay}
+	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, built: b.built,
+		out: b.out, lost: b.lost, Replay: b.Replay}
 }
 
 // builder returns the Builder of b's last lowering, which b gives up
