@@ -57,6 +57,9 @@ type ProgramBuffers struct {
 	// the lists of the programs it replays for the next replay by the
 	// same goroutine; core reads nothing of it.
 	Replay any
+	// Timing is the time model's own lists (sim/timing's moduleRows),
+	// kept likewise; core reads nothing of it.
+	Timing any
 }
 
 // Recycle takes p's lists for the next lowering and empties p: p must not
@@ -121,7 +124,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
 	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, built: b.built,
-		out: b.out, lost: b.lost, Replay: b.Replay}
+		out: b.out, lost: b.lost, Replay: b.Replay, Timing: b.Timing}
 }
 
 // builder returns the Builder of b's last lowering, which b gives up

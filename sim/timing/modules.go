@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 )
 
@@ -95,6 +96,32 @@ type moduleAgg struct {
 	cpuExcessB float64    // backward and recompute CPU beyond GPU
 }
 
+// moduleScratch is moduleRows' lists and maps, kept for the next call
+// on the same goroutine (core.ProgramBuffers.Timing, scratchOf): a
+// search times hundreds of stages, and the maps of module paths made
+// afresh for each were a twentieth of BenchmarkSearchLlama70B1024's
+// bytes.
+type moduleScratch struct {
+	aggs     []moduleAgg      // the rows, in the order first seen
+	byName   map[string]int32 // each row's index by its folded path
+	folded   map[string]int32 // the row of each module path seen (its foldPath's)
+	inRegion []bool
+	buf      []byte // a folded path
+}
+
+// scratchOf is the moduleScratch bufs keeps (a new one for nil bufs).
+func scratchOf(bufs *core.ProgramBuffers) *moduleScratch {
+	if bufs == nil {
+		return &moduleScratch{}
+	}
+	s, ok := bufs.Timing.(*moduleScratch)
+	if !ok {
+		s = &moduleScratch{}
+		bufs.Timing = s
+	}
+	return s
+}
+
 // moduleRows builds r.modules for one GPU doing w with times gt: the
 // per-micro-batch parts paid m times, the tail once.
 func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
@@ -102,7 +129,13 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		return nil
 	}
 	prog := w.prog
-	inRegion := make([]bool, len(prog.Ops))
+	s := w.scratch
+	if s == nil {
+		s = &moduleScratch{}
+	}
+	s.inRegion = resize(s.inRegion, len(prog.Ops))
+	inRegion := s.inRegion
+	clear(inRegion)
 	for id, done := range w.redone {
 		if done && !w.Eval {
 			reg := prog.Regions[id]
@@ -111,39 +144,41 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 			}
 		}
 	}
-	aggs := map[string]*moduleAgg{}
-	folded := map[string]*moduleAgg{} // the row of each module path seen (its foldPath's)
-	var order []string
+	if s.byName == nil {
+		s.byName, s.folded = map[string]int32{}, map[string]int32{}
+	}
+	clear(s.byName)
+	clear(s.folded)
+	aggs, byName, folded := s.aggs[:0], s.byName, s.folded
 	var prevPath string
-	var a *moduleAgg
-	// cur is *a while a run of ops of one module lasts, summed here and
-	// stored back when the run ends: a local's fields are not checked
-	// under the race detector, a's were at every op (the same sums in the
-	// same order).
+	a := int32(-1) // the row of the run of ops below
+	// cur is aggs[a] while a run of ops of one module lasts, summed here
+	// and stored back when the run ends: a local's fields are not checked
+	// under the race detector, a row's were at every op (the same sums in
+	// the same order).
 	var cur moduleAgg
-	var buf []byte // a folded path
+	buf := s.buf
 	for i := range prog.Ops {
 		op, c := &prog.Ops[i], &w.costs[i]
 		if c.Fwd == 0 && c.Bwd == 0 && c.FwdCPU == 0 && c.BwdCPU == 0 && op.Flops == 0 {
 			continue
 		}
-		if a == nil || op.Module != prevPath { // ops of a module run together: look up once per run
-			if a != nil {
-				*a = cur
+		if a < 0 || op.Module != prevPath { // ops of a module run together: look up once per run
+			if a >= 0 {
+				aggs[a] = cur
 			}
 			var ok bool
 			if a, ok = folded[op.Module]; !ok {
 				buf = appendFoldPath(buf[:0], op.Module)
-				if a = aggs[string(buf)]; a == nil { // no string made for the lookup
+				if a, ok = byName[string(buf)]; !ok { // no string made for the lookup
 					name := string(buf)
-					a = &moduleAgg{}
-					a.row.Name = name
-					aggs[name] = a
-					order = append(order, name)
+					a = int32(len(aggs))
+					aggs = append(aggs, moduleAgg{row: replay.ModuleTime{Name: name}})
+					byName[name] = a
 				}
 				folded[op.Module] = a
 			}
-			prevPath, cur = op.Module, *a
+			prevPath, cur = op.Module, aggs[a]
 		}
 		fwd, bwd, rec := c.Fwd, c.Bwd, 0.0
 		cpuB, cpuR := c.BwdCPU, 0.0
@@ -162,24 +197,28 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		cur.cpuExcessF += max(0, c.FwdCPU-fwd)
 		cur.cpuExcessB += max(0, cpuB+cpuR-bwd-rec)
 	}
-	if a != nil {
-		*a = cur
+	if a >= 0 {
+		aggs[a] = cur
 	}
+	s.aggs, s.buf = aggs[:0], buf
 	// Charge each phase's launch time to the modules by their own excess.
 	mb := w.Mb
 	launchF := max(0, mb.ForwardCPU-mb.Forward)
 	launchB := max(0, mb.BackwardCPU+mb.RecomputeCPU-mb.Backward-mb.Recompute)
 	var exF, exB float64
-	for _, name := range order { // in order: a sum over the map's order differed in the last bit from run to run
-		exF += aggs[name].cpuExcessF
-		exB += aggs[name].cpuExcessB
+	for i := range aggs { // in order: a sum over the map's order differed in the last bit from run to run
+		exF += aggs[i].cpuExcessF
+		exB += aggs[i].cpuExcessB
 	}
 	for _, a := range folded { // module instances: the paths folded into each row
-		a.row.Count++
+		aggs[a].row.Count++
 	}
 	var rows []replay.ModuleTime
-	for _, name := range order {
-		a := aggs[name]
+	if len(aggs) > 0 {
+		rows = make([]replay.ModuleTime, 0, len(aggs)+len(gt.PerMB)+len(gt.Tail))
+	}
+	for i := range aggs {
+		a := &aggs[i]
 		if exF > 0 {
 			a.row.Launch += m * launchF * a.cpuExcessF / exF
 		}

@@ -51,7 +51,7 @@ func (st *StageTime) summarise(par core.Parallelism) {
 	st.ops = true
 	st.wgrad = weightGrad(w)
 	st.modules = moduleRows(w, gpuTime{PerMB: st.Time.PerMB, Tail: nil}, float64(passes(par, w)))
-	w.prog, w.costs, w.redone = nil, nil, nil
+	w.prog, w.costs, w.redone, w.scratch = nil, nil, nil, nil
 }
 
 // stageMicroBatch lowers one micro-batch through each of the stage's model

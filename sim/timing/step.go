@@ -99,6 +99,7 @@ type GpuWork struct {
 	// recompute) and hardware FLOPs (with recompute) of one micro-batch.
 	Flops, HwFlops float64
 	MbComm         []CommSum         // collectives of one micro-batch (tp, cp, ep, pp), aggregated
+	scratch        *moduleScratch    // moduleRows' lists (the ProgramBuffers' workOf was given; nil: its own)
 	PpSend, PpRecv int64             // activations sent and received per micro-batch and direction
 	DpComm         []core.CommRecord // data-parallel collectives of the step (comm.go's inventory)
 	Mode           replay.DistMode
@@ -251,6 +252,9 @@ func (w *GpuWork) SetZeROOffloadCopies(plan *core.Plan, n int64) {
 func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.ProgramBuffers) (*GpuWork, error) {
 	par := plan.Parallel.Norm()
 	w := &GpuWork{M: max(plan.GradAccum, 1), Eval: plan.Phase == core.Eval}
+	if bufs != nil {
+		w.scratch = scratchOf(bufs)
+	}
 	mbProg, redone := prog, r.Redone
 	w.Flops, w.HwFlops = r.Rep.FLOPs.Model, r.Rep.FLOPs.Hardware
 	if st := plan.PipeStage; st != nil {
