@@ -44,6 +44,8 @@ type Builder struct {
 	stop       func() error // the caller's context (Plan.LowerProgramUnder); nil: never stops
 	inName     nameWatch    // the input of the block being lowered, and whether its name was read (block_clone.go)
 	clones     cloneArena   // where block copies are written (block_clone.go)
+	scopes     []string     // the module paths the open scopes replaced (Scope)
+	unscope    func()       // b.popScope, made once
 
 	Par parLowering // tensor, context and expert parallelism
 	// fusedInputs are the column-parallel inputs whose backward collective
@@ -60,12 +62,29 @@ type Builder struct {
 // scope pushes a name onto the module path; the returned func pops it.
 func (b *Builder) Scope(name string) func() {
 	if name == "" {
-		return func() {}
+		return noScope
 	}
-	saved := b.prefix
-	b.prefix = b.join(saved, name)
-	return func() { b.prefix = saved }
+	b.scopes = append(b.scopes, b.prefix)
+	b.prefix = b.join(b.prefix, name)
+	if b.unscope == nil {
+		b.unscope = b.popScope
+	}
+	return b.unscope
 }
+
+// popScope is what Scope returns: the module path before the latest
+// scope back. Scopes close in the order they opened (each a deferred or
+// closing call of its opener's), so one func, made once per Builder,
+// serves them all: a closure of its own per scope was a tenth of the
+// bytes of the search's lowerings.
+func (b *Builder) popScope() {
+	n := len(b.scopes) - 1
+	b.prefix = b.scopes[n]
+	b.scopes = b.scopes[:n]
+}
+
+// noScope closes the scope of no name.
+func noScope() {}
 
 // ModuleName is the name layer l takes in the current scope (ModuleName),
 // an unnamed layer numbered when an earlier sibling took the same default

@@ -307,6 +307,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	b := bufs.builder() // the last lowering's Builder, or a new one
 	*b = Builder{
 		names: b.names, taken: b.taken, // emptied, kept for ModuleName
+		scopes: b.scopes, unscope: b.unscope, // likewise, for Scope
 
 		P:      prog,
 		Batch:  p.Batch,

@@ -140,12 +140,12 @@ func (b *ProgramBuffers) builder() *Builder {
 
 // keepBuilder empties bd, a finished lowering's Builder, for b's next
 // lowering: it keeps no program, layer or name, only its ModuleName
-// maps' room.
+// maps' and scope list's room and its Scope func (bound to bd).
 func (b *ProgramBuffers) keepBuilder(bd *Builder) {
 	names, taken := bd.names, bd.taken
 	clear(names)
 	clear(taken)
-	*bd = Builder{names: names, taken: taken}
+	*bd = Builder{names: names, taken: taken, scopes: bd.scopes[:0], unscope: bd.unscope}
 	b.built = bd
 }
 
