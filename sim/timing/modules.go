@@ -97,7 +97,7 @@ type moduleAgg struct {
 }
 
 // moduleScratch is moduleRows' lists and maps, kept for the next call
-// on the same goroutine (core.ProgramBuffers.Timing, scratchOf): a
+// on the same goroutine (timingScratch): a
 // search times hundreds of stages, and the maps of module paths made
 // afresh for each were a twentieth of BenchmarkSearchLlama70B1024's
 // bytes.
@@ -109,14 +109,22 @@ type moduleScratch struct {
 	buf      []byte // a folded path
 }
 
-// scratchOf is the moduleScratch bufs keeps (a new one for nil bufs).
-func scratchOf(bufs *core.ProgramBuffers) *moduleScratch {
+// timingScratch is the time model's lists that a ProgramBuffers keeps
+// (core.ProgramBuffers.Timing) for the next stage timed on the same
+// goroutine: the ops' prices (computeTime) and moduleRows'.
+type timingScratch struct {
+	prices  Prices
+	modules moduleScratch
+}
+
+// scratchOf is the timingScratch bufs keeps (a new one for nil bufs).
+func scratchOf(bufs *core.ProgramBuffers) *timingScratch {
 	if bufs == nil {
-		return &moduleScratch{}
+		return &timingScratch{}
 	}
-	s, ok := bufs.Timing.(*moduleScratch)
+	s, ok := bufs.Timing.(*timingScratch)
 	if !ok {
-		s = &moduleScratch{}
+		s = &timingScratch{}
 		bufs.Timing = s
 	}
 	return s
@@ -129,8 +137,10 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		return nil
 	}
 	prog := w.prog
-	s := w.scratch
-	if s == nil {
+	var s *moduleScratch
+	if w.scratch != nil {
+		s = &w.scratch.modules
+	} else {
 		s = &moduleScratch{}
 	}
 	s.inRegion = resize(s.inRegion, len(prog.Ops))

@@ -78,7 +78,8 @@ type pricer struct {
 }
 
 func newPricer(prog *core.Program, plan *core.Plan, s *Prices) *pricer {
-	pr := &pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect,
+	pr := &s.pr // s's, not one of its own: s prices one program at a time
+	*pr = pricer{prog: prog, d: plan.Device, dispatch: DispatchOf(plan), scalarIndexSelect: plan.Runtime.ScalarIndexSelect,
 		sdpaCuDNN: plan.Runtime.SDPACuDNN, paramsDT: plan.Precision.Params}
 	if pr.dispatch.fuses() {
 		s.users, s.saved = resize(s.users, len(prog.Values)), resize(s.saved, len(prog.Values))
@@ -127,6 +128,7 @@ type Prices struct {
 	last          []int32
 	sliced        []bool
 	comm          commScratch // SumCommOf's (tp_overlap.go)
+	pr            pricer      // the program's pricer (newPricer)
 }
 
 // Of is PriceOps(prog, plan), written into s's lists: the costs it

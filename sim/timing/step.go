@@ -45,12 +45,16 @@ func (t ComputeTime) Launch() float64 {
 	return max(0, t.ForwardCPU-t.Forward) + max(0, t.BackwardCPU+t.RecomputeCPU-t.Backward-t.Recompute)
 }
 
-// computeTime prices the program: forward, backward, the recompute of
-// checkpointed regions, and the per-op costs. attn is the attention
+// computeTime prices the program in prices' lists (nil: lists of its
+// own): forward, backward, the recompute of checkpointed regions, and
+// the per-op costs. attn is the attention
 // kernels' share of forward, backward and recompute (context parallelism
 // hides its ring exchange behind them).
-func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool) (t ComputeTime, attn float64, costs []OpCost) {
-	costs = PriceOps(prog, plan)
+func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool, prices *Prices) (t ComputeTime, attn float64, costs []OpCost) {
+	if prices == nil {
+		prices = &Prices{}
+	}
+	costs = prices.Of(prog, plan)
 	for i := range costs {
 		c := &costs[i]
 		t.Forward += c.Fwd
@@ -99,7 +103,7 @@ type GpuWork struct {
 	// recompute) and hardware FLOPs (with recompute) of one micro-batch.
 	Flops, HwFlops float64
 	MbComm         []CommSum         // collectives of one micro-batch (tp, cp, ep, pp), aggregated
-	scratch        *moduleScratch    // moduleRows' lists (the ProgramBuffers' workOf was given; nil: its own)
+	scratch        *timingScratch    // the prices' and moduleRows' lists (the ProgramBuffers' workOf was given; nil: their own)
 	PpSend, PpRecv int64             // activations sent and received per micro-batch and direction
 	DpComm         []core.CommRecord // data-parallel collectives of the step (comm.go's inventory)
 	Mode           replay.DistMode
@@ -276,7 +280,11 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 			}
 		}
 	}
-	ct, attn, costs := computeTime(mbProg, plan, redone)
+	var prices *Prices
+	if w.scratch != nil {
+		prices = &w.scratch.prices // read until StepTimeIn returns (summarise drops them)
+	}
+	ct, attn, costs := computeTime(mbProg, plan, redone, prices)
 	w.Mb, w.Attn, w.costs, w.prog, w.redone = ct, attn, costs, mbProg, redone
 	if _, _, note := trainMetricsTime(mbProg, plan); note != "" { // their time is in the loss's forward (Prices.Of)
 		w.notes = append(w.notes, note)
