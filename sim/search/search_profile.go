@@ -427,6 +427,7 @@ func blockParams(p1, p2 []core.ParamInfo) (block, base []core.ParamInfo, err err
 	return block, base, nil
 }
 
+// untied is ps without its tied parameters, in a list of its own.
 func untied(ps []core.ParamInfo) []core.ParamInfo {
 	out := make([]core.ParamInfo, 0, len(ps))
 	for _, p := range ps {
@@ -435,4 +436,15 @@ func untied(ps []core.ParamInfo) []core.ParamInfo {
 		}
 	}
 	return out
+}
+
+// untiedView is untied(ps), or ps itself when none of it is tied (a
+// stage's parameters but a tied head's): the caller only reads it.
+func untiedView(ps []core.ParamInfo) []core.ParamInfo {
+	for i := range ps {
+		if ps[i].TiedTo >= 0 {
+			return untied(ps)
+		}
+	}
+	return ps
 }

@@ -155,7 +155,7 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 			}
 			mem[slot].saved = unitSaved(prog, p)
 			if b == 1 {
-				sp[s] = untied(prog.Params)
+				sp[s] = untiedView(prog.Params) // read below, while lw holds prog
 			}
 		}
 	}
