@@ -128,13 +128,15 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	// The plan checks every layout (the model's own checks passed in
 	// fastPathSupported).
 	why := make([]string, len(layouts))
-	parallelForCheap(ctx, sp.Workers, len(layouts), progress, func(i int) {
+	known := make([]reasons, max(sp.Workers, 1)) // each worker's reason classes
+	parallelChunks(ctx, sp.Workers, len(layouts), cheapChunk, progress, func(w, i int) {
 		var p core.Plan
 		sp.planInto(&p, base, layouts[i])
 		if err := p.ValidateFor(base.Model); err != nil {
-			why[i] = reasonOf(err)
+			why[i] = known[w].of(err)
 		}
 	})
+	known = nil
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -13,14 +13,40 @@ import (
 // together; the digits of a dtype's name (fp8, bf16, float8, int4:
 // dtypeName) stay.
 func reasonOf(err error) string {
+	var room [256]byte // the class is written here (on the stack) when it fits: one allocation, the string, per refused layout
+	return string(appendReason(room[:0], err))
+}
+
+// reasons keeps the reason classes one goroutine has made, so that the
+// refusals of one rule share one string (reasonOf made one per refused
+// layout: a twentieth of BenchmarkSearchLlama70B1024's bytes).
+type reasons struct {
+	known map[string]string
+	room  [256]byte
+}
+
+// of is reasonOf(err), the string the first refusal of its class made.
+func (rs *reasons) of(err error) string {
+	b := appendReason(rs.room[:0], err)
+	if s, ok := rs.known[string(b)]; ok { // no string made for the lookup
+		return s
+	}
+	if rs.known == nil {
+		rs.known = map[string]string{}
+	}
+	s := string(b)
+	rs.known[s] = s
+	return s
+}
+
+// appendReason appends reasonOf(err) to b.
+func appendReason(b []byte, err error) []byte {
 	var msg string
 	if e, ok := err.(*units.Error); ok {
 		msg = e.Msg // its message alone: Error() would format path and hint too, for nothing
 	} else {
 		msg = err.Error()
 	}
-	var room [256]byte // the class is written here (on the stack) when it fits: one allocation, the string, per refused layout
-	b := room[:0]
 	for i := 0; i < len(msg); {
 		j := i // the text up to the next number, copied whole
 		for j < len(msg) && !isDigit(msg[j]) {
@@ -41,7 +67,7 @@ func reasonOf(err error) string {
 		}
 		i = k
 	}
-	return string(b)
+	return b
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -11,8 +12,11 @@ import (
 
 // TestReasonOf: a refusal's class is its message (without the path)
 // with every run of digits written N, wherever the run stands, but for
-// a dtype's name (fp8, bf16, MXFP8, float8, int4).
+// a dtype's name (fp8, bf16, MXFP8, float8, int4). A goroutine's
+// reasons give the same class, and the refusals of one class share the
+// string the first made.
 func TestReasonOf(t *testing.T) {
+	var rs reasons
 	for _, row := range []struct {
 		err  error
 		want string
@@ -30,6 +34,10 @@ func TestReasonOf(t *testing.T) {
 	} {
 		if got := reasonOf(row.err); got != row.want {
 			t.Errorf("reasonOf(%q) = %q, want %q", row.err, got, row.want)
+		}
+		first := rs.of(row.err)
+		if again := rs.of(row.err); first != row.want || unsafe.StringData(again) != unsafe.StringData(first) {
+			t.Errorf("reasons.of(%q) = %q, want %q, one string", row.err, first, row.want)
 		}
 	}
 }
