@@ -185,7 +185,8 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	if par.PP > 1 {
-		if _, _, err := stageLayers(p.Model, par); err != nil {
+		var room [64]int64 // the chunks' blocks, read by nothing here
+		if _, _, err := stageLayersIn(room[:0], p.Model, par); err != nil {
 			return err
 		}
 	}

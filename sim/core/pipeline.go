@@ -174,6 +174,12 @@ func SplitRepeat(m *Model) (*Repeat, error) {
 // (ChunkLayers): what SplitStages checks, without flattening the model
 // (Plan.Validate runs it for every layout a search enumerates).
 func stageLayers(m *Model, par Parallelism) (*Repeat, []int64, error) {
+	return stageLayersIn(nil, m, par)
+}
+
+// stageLayersIn is stageLayers writing the chunks' blocks into dst's
+// room when it has enough (chunkLayersIn).
+func stageLayersIn(dst []int64, m *Model, par Parallelism) (*Repeat, []int64, error) {
 	var best *Repeat
 	var walk func(ls []Layer)
 	walk = func(ls []Layer) {
@@ -193,7 +199,7 @@ func stageLayers(m *Model, par Parallelism) (*Repeat, []int64, error) {
 		return nil, nil, &units.Error{Path: m.Name, Msg: fmt.Sprintf("pp=%d needs a repeat() of blocks to split into stages", par.PP),
 			Hint: "pipeline stages split the repeated transformer blocks: model(..., repeat(block, n), ...)"}
 	}
-	layers, err := par.ChunkLayers(best.Count(), m.Name)
+	layers, err := par.chunkLayersIn(dst, best.Count(), m.Name)
 	return best, layers, err
 }
 

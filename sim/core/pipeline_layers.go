@@ -56,6 +56,13 @@ func (p Parallelism) Split() ChunkSplit {
 // ChunkLayers is the number of blocks of each model chunk, in chunk
 // order, for a model of n repeated blocks.
 func (p Parallelism) ChunkLayers(n int64, model string) ([]int64, error) {
+	return p.chunkLayersIn(nil, n, model)
+}
+
+// chunkLayersIn is ChunkLayers written into dst's room when it has
+// enough (a plan's check, which reads only the error, passes a local
+// array: the search checks its layouts by the hundred thousand).
+func (p Parallelism) chunkLayersIn(dst []int64, n int64, model string) ([]int64, error) {
 	par := p.Norm()
 	pp, v := par.PP, par.VirtualStages
 	chunks := pp * v
@@ -69,13 +76,13 @@ func (p Parallelism) ChunkLayers(n int64, model string) ([]int64, error) {
 			return nil, errf("one count per model chunk, in chunk order (chunk g runs on stage g mod pp)",
 				"stage_layers has %d counts for %d model chunks (pp=%d x virtual_stages=%d)", len(par.StageLayers), chunks, pp, v)
 		}
-		out = append([]int64(nil), par.StageLayers...)
+		out = append(dst[:0], par.StageLayers...)
 	case par.StageSplit == "torchtitan":
 		if chunks > n {
 			return nil, errf("", "%d model chunks for %d layers: torchtitan needs at least one layer per chunk", chunks, n)
 		}
 		base, extra := n/chunks, n%chunks
-		out = make([]int64, chunks)
+		out = sized(dst, chunks)
 		used := int64(0)
 		for g := range chunks - 1 {
 			out[g] = base
@@ -117,7 +124,7 @@ func (p Parallelism) ChunkLayers(n int64, model string) ([]int64, error) {
 			}
 			return middle
 		}
-		out = make([]int64, chunks)
+		out = sized(dst, chunks)
 		for s := range pp {
 			k := perStage(s)
 			if k%v != 0 {
@@ -147,7 +154,7 @@ func (p Parallelism) ChunkLayers(n int64, model string) ([]int64, error) {
 			return nil, errf("uneven stages: first_stage_layers=/last_stage_layers= (Megatron), account_for_embedding=/account_for_loss=, stage_layers=[...] or stage_layers=\"torchtitan\"",
 				"%s does not divide %d layers%s", what, n, slots)
 		}
-		out = make([]int64, chunks)
+		out = sized(dst, chunks)
 		for g := range out {
 			out[g] = total / chunks
 		}
@@ -219,4 +226,15 @@ func (par Parallelism) validateStageLayers() error {
 		return &units.Error{Path: "parallel", Msg: "stage_layers and the Megatron split options (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss) are alternatives", Hint: "pick one way to split the layers"}
 	}
 	return nil
+}
+
+// sized is dst's first n elements, zeroed, when it has room for them, or
+// a new list.
+func sized(dst []int64, n int64) []int64 {
+	if int64(cap(dst)) < n {
+		return make([]int64, n)
+	}
+	dst = dst[:n]
+	clear(dst)
+	return dst
 }
