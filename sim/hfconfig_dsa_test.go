@@ -74,17 +74,18 @@ func TestDeepSeekV32Refusals(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(ue.Hint, `"sdpa"`) || strings.Contains(ue.Hint, "eager") {
 		t.Errorf("flash's hint: %v (%q), want sdpa alone", err, hintOf(ue))
 	}
-	p := tinyPlan(t, smallDSA(t, 1))
+	p := tinyPlan(t, smallDSA(t, "deepseek-v3.2.json", 1))
 	p.Parallel = core.Parallelism{CP: 2}
 	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "not modelled for DeepSeek Sparse Attention") {
 		t.Errorf("cp=2: %v, want the indexer's refusal", err)
 	}
 }
 
-// smallDSA is a DeepSeek-V3.2 of tools/oracle/dsa_indexer.py's SMALL sizes.
-func smallDSA(t *testing.T, layers int64) *core.Model {
+// smallDSA is a DeepSeek-V3.2 (or GLM-5: file) of
+// tools/oracle/dsa_indexer.py's SMALL sizes.
+func smallDSA(t *testing.T, file string, layers int64) *core.Model {
 	t.Helper()
-	cfg := shrinkConfig(t, "deepseek-v3.2.json", map[string]any{"hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64,
+	cfg := shrinkConfig(t, file, map[string]any{"hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64,
 		"num_hidden_layers": layers, "first_k_dense_replace": 1, "n_routed_experts": 8, "n_group": 1, "topk_group": 1, "num_experts_per_tok": 2,
 		"num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
 		"v_head_dim": 32, "vocab_size": 1024, "index_n_heads": 8, "index_head_dim": 32, "index_topk": 16})
@@ -109,17 +110,21 @@ func smallDSA(t *testing.T, layers int64) *core.Model {
 // match each to the byte.
 func TestDSAIndexerMatchesTransformers(t *testing.T) {
 	for _, tc := range []struct {
+		file               string
 		layers, batch, seq int64
 		prec               string
 		peak               int64 // indexer_peak
 	}{
-		{1, 1, 256, "bf16", 4_562_944},
-		{1, 1, 512, "bf16", 17_514_496},
-		{1, 2, 192, "bf16", 12_791_808},
-		{2, 2, 128, "fp32", 5_980_160},
-		{1, 1, 384, "fp32", 10_543_104},
+		{"deepseek-v3.2.json", 1, 1, 256, "bf16", 4_562_944},
+		{"deepseek-v3.2.json", 1, 1, 512, "bf16", 17_514_496},
+		{"deepseek-v3.2.json", 1, 2, 192, "bf16", 12_791_808},
+		{"deepseek-v3.2.json", 2, 2, 128, "fp32", 5_980_160},
+		{"deepseek-v3.2.json", 1, 1, 384, "fp32", 10_543_104},
+		// GLM-5's indexer (interleaved rotation) at the same sizes
+		{"glm-5.json", 1, 1, 256, "bf16", 4_562_944},
+		{"glm-5.json", 2, 2, 128, "fp32", 5_980_160},
 	} {
-		m := smallDSA(t, tc.layers)
+		m := smallDSA(t, tc.file, tc.layers)
 		p := tinyPlan(t, m)
 		p.Batch, p.Seq = tc.batch, tc.seq
 		var err error
@@ -170,4 +175,107 @@ func indexerParams(prog *core.Program) int64 {
 		}
 	}
 	return n
+}
+
+// GLM-5 (testdata/hf/glm-5.json: GlmMoeDsaConfig's defaults, which are
+// GLM-5's sizes): DeepSeek-V3.2's layout at hidden 6144, 78 layers, 64
+// heads (qk 192 + 64, v 256), indexers of 32 heads. transformers 5.17.0
+// on the meta device (tools/oracle/dsa_indexer.py's "params" line):
+// 743,911,199,232, the model card's 744 B; mtp=True adds the MTP layer
+// with its own indexer, 753,864,119,552. With GLM-5.2's index sharing
+// (index_topk_freq 4, index_skip_topk_offset 3: 21 layers keep an
+// indexer) transformers counts 743,377,000,704; indexer_types and
+// index_topk_pattern saying the same give the same.
+func TestGlmMoeDsaParams(t *testing.T) {
+	sharedTypes, pattern := make([]string, 78), ""
+	for i := range sharedTypes {
+		sharedTypes[i], pattern = "full", pattern+"F"
+		if max(i-3+1, 0)%4 != 0 {
+			sharedTypes[i], pattern = "shared", pattern[:i]+"S"
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		set  map[string]any
+		mtp  bool
+		want int64
+	}{
+		{"glm-5", nil, false, 743_911_199_232},
+		{"glm-5 mtp", nil, true, 753_864_119_552},
+		{"freq 4 offset 3", map[string]any{"index_topk_freq": 4, "index_skip_topk_offset": 3}, false, 743_377_000_704},
+		{"indexer_types", map[string]any{"indexer_types": sharedTypes}, false, 743_377_000_704},
+		{"index_topk_pattern", map[string]any{"index_topk_pattern": pattern}, false, 743_377_000_704},
+	} {
+		m, err := hf.FromConfigOptions(shrinkConfig(t, "glm-5.json", tc.set), hf.Options{Attn: "sdpa", MTP: tc.mtp, Transformers: "5.17.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Params(); got != tc.want {
+			t.Errorf("%s: %d parameters, want %d (%+d)", tc.name, got, tc.want, got-tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		set  map[string]any
+		opts hf.Options
+		want string
+	}{
+		{"5.1", nil, hf.Options{Attn: "sdpa", Transformers: "5.1.0"}, `model_type "glm_moe_dsa" needs transformers 5.2 or later`},
+		{"flash", nil, hf.Options{Attn: "flash", Transformers: "5.17.0"}, "no flash-attention path"},
+		{"layer 0 shared", map[string]any{"index_topk_pattern": "S" + pattern[1:]}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, "layer 0 is shared"},
+		{"offset 0", map[string]any{"index_topk_freq": 2, "index_skip_topk_offset": 0}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, "layer 0 would reuse"},
+		{"short", map[string]any{"indexer_types": []string{"full", "shared"}}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, "names 2 layers, the model has 78"},
+		{"bad name", map[string]any{"index_topk_pattern": "F" + strings.Repeat("X", 77)}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, `layer 1 is "": each must be`},
+	} {
+		_, err := hf.FromConfigOptions(shrinkConfig(t, "glm-5.json", tc.set), tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A GLM-5 layer that shares the previous full layer's top-k runs no
+// indexer (no indexer ops, no weights) but builds its own mask and
+// bias: SDPA saves one in every layer.
+func TestGlmMoeDsaSharedLayers(t *testing.T) {
+	cfg := shrinkConfig(t, "glm-5.json", map[string]any{"hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64,
+		"num_hidden_layers": 3, "first_k_dense_replace": 1, "n_routed_experts": 8, "num_experts_per_tok": 2,
+		"num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 64, "kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+		"v_head_dim": 32, "vocab_size": 1024, "index_n_heads": 8, "index_head_dim": 32, "index_topk": 16, "indexer_types": []string{"full", "shared", "full"}})
+	m, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	p.Seq = 128
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexerOps, biasSaved := map[string]int{}, map[string]bool{}
+	for _, op := range prog.Ops {
+		layer := strings.Join(strings.SplitN(op.Name, ".", 4)[:3], ".")
+		if strings.Contains(op.Name, ".indexer.") {
+			indexerOps[layer]++
+		}
+		for _, v := range op.Saved {
+			if strings.HasSuffix(prog.Values[v].Name, "attn_bias") {
+				biasSaved[layer] = true
+			}
+		}
+	}
+	for _, layer := range []string{"model.layers.0", "model.layers.1", "model.layers.2"} {
+		if got, want := indexerOps[layer] > 0, layer != "model.layers.1"; got != want {
+			t.Errorf("%s runs indexer ops: %t, want %t", layer, got, want)
+		}
+		if !biasSaved[layer] {
+			t.Errorf("%s: SDPA saves no sparse-mask bias", layer)
+		}
+	}
+	for _, pa := range prog.Params {
+		if strings.HasPrefix(pa.Name, "model.layers.1.self_attn.indexer") {
+			t.Errorf("the shared layer has indexer weight %s", pa.Name)
+		}
+	}
+	evalPlan(t, p)
 }

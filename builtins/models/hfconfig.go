@@ -41,7 +41,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"states; without images those layers are skipped, as transformers skips them; its attention is \"sdpa\"; " +
 			"checkpoint= reaches the text layers only (transformers' vision encoder layers are not checkpointed). mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
-			"attn=\"eager\". transformers is the version the model trains with (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, \"sdpa\" only): from 4.54, with attn=\"sdpa\", grouped-query " +
+			"attn=\"eager\". transformers is the version the model trains with (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
 			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
 			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves). " +

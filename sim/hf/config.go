@@ -112,6 +112,9 @@ var hfFamilies = []hfFamily{
 	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
 	// transformers>=4.54); glm4_moe_lite: 5.0 (Megatron-Bridge's GLM-4.7
 	// page: "transformers >= 5.0.0rc0 is required")
+	// glm_moe_dsa: the 5.2.0 wheel is the first with models/glm_moe_dsa
+	// (absent from 5.1.0); no flash path.
+	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}},
 	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}},
 	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},

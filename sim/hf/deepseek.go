@@ -55,6 +55,13 @@ func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 // multi-token prediction modules mtp adds. attnParams estimates the
 // attention's parameters for the size check.
 func buildRouted(c *hfConfig, at core.Layer, attnParams float64, head hfHead) *core.Model {
+	return buildRoutedAt(c, func(int64) core.Layer { return at }, attnParams, head)
+}
+
+// buildRoutedAt is buildRouted with layer i's attention atFor(i) (GLM-5's
+// layers with and without an indexer); atFor(num_hidden_layers) is the
+// MTP layer's. Equal attentions make one block.
+func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float64, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
 	vocab := c.size("vocab_size")
@@ -70,14 +77,21 @@ func buildRouted(c *hfConfig, at core.Layer, attnParams float64, head hfHead) *c
 		return nil
 	}
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	block := func(ff core.Layer) core.Layer {
-		return seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), ff))
+	var denseFF, moeFF core.Layer
+	type blockKey struct{ at, ff core.Layer }
+	made := map[blockKey]core.Layer{}
+	block := func(at, ff core.Layer) core.Layer {
+		k := blockKey{at, ff}
+		if b, ok := made[k]; ok {
+			return b
+		}
+		made[k] = seq(res(norm("input_layernorm"), at), res(norm("post_attention_layernorm"), ff))
+		return made[k]
 	}
-	var denseBlock, moeBlock core.Layer
 	estimate := 0.0
 	if firstDense > 0 || experts == 0 {
 		inter := c.size("intermediate_size")
-		denseBlock = block(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act})
+		denseFF = &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
 		estimate = 3 * float64(hidden) * float64(inter)
 	}
 	if experts > 0 {
@@ -89,7 +103,7 @@ func buildRouted(c *hfConfig, at core.Layer, attnParams float64, head hfHead) *c
 			TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
 			NormTopK: c.flag("norm_topk_prob", true), ScoreBias: c.str("topk_method", "noaux_tc") == "noaux_tc",
 			SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: moeInter}
-		moeBlock = block(moe)
+		moeFF = moe
 		estimate = float64(experts+moe.SharedExperts) * 3 * float64(hidden) * float64(moeInter)
 	}
 	c.checkTotal(float64(layers+nextn)*(attnParams+estimate) + 2*float64(vocab)*float64(hidden))
@@ -97,16 +111,17 @@ func buildRouted(c *hfConfig, at core.Layer, attnParams float64, head hfHead) *c
 		return nil
 	}
 	blocks := make([]core.Layer, layers)
+	ff := denseFF
 	for i := range blocks {
-		if moeBlock != nil && int64(i) >= firstDense && int64(i)%freq == 0 {
-			blocks[i] = moeBlock
-		} else {
-			blocks[i] = denseBlock
+		ff = denseFF
+		if moeFF != nil && int64(i) >= firstDense && int64(i)%freq == 0 {
+			ff = moeFF
 		}
+		blocks[i] = block(atFor(int64(i)), ff)
 	}
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks)}
 	if c.mtp && head == headCausalLM {
-		last := blocks[len(blocks)-1]
+		last := block(atFor(layers), ff) // the last layer's feed-forward
 		for k := int64(0); k < nextn; k++ {
 			ls = append(ls, &nn.MTP{Name: "mtp_" + core.Itoa(k), Dim: hidden, Vocab: vocab, Block: last})
 		}

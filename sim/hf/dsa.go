@@ -64,3 +64,93 @@ func (c *hfConfig) mlpLayerTypes() {
 		}
 	}
 }
+
+// buildGlmMoeDsa builds transformers' GlmMoeDsaForCausalLM (model_type
+// glm_moe_dsa: GLM-5; modular_glm_moe_dsa.py, first in the 5.2.0 wheel):
+// DeepSeek-V3.2 with GlmMoeDsaConfig's defaults (index_n_heads 32) and an
+// interleaved rotation in the indexer (the same bytes), whose layers may
+// share top-k selections: indexer_types ("full" or "shared" per layer), or
+// index_topk_pattern ("F"/"S"), or index_topk_freq and
+// index_skip_topk_offset (layer i has its own indexer when max(i - offset
+// + 1, 0) % freq == 0; the defaults, 1 and 2, give every layer one). A
+// shared layer has no indexer weights and builds its mask from the
+// previous full layer's top-k. mtp=True's MTP layer has an indexer of its
+// own (SGLang's GLM-5 resolver: the nextn layer always owns one).
+func buildGlmMoeDsa(c *hfConfig, attn string, head hfHead) *core.Model {
+	at, estimate := deepSeekMLA(c, attn)
+	layers := c.size("num_hidden_layers")
+	ix := nn.DSAIndexer{Heads: c.sizeOr("index_n_heads", 32), HeadDim: c.sizeOr("index_head_dim", 128),
+		TopK: c.sizeOr("index_topk", 2048)}
+	shared := c.indexerTypes(layers)
+	c.mlpLayerTypes()
+	if c.err != nil {
+		return nil
+	}
+	full, reuse := *at, *at
+	fullIx, sharedIx := ix, ix
+	sharedIx.Shared = true
+	full.Indexer, reuse.Indexer = &fullIx, &sharedIx
+	return buildRoutedAt(c, func(i int64) core.Layer {
+		if i < layers && shared[i] {
+			return &reuse
+		}
+		return &full
+	}, estimate, head)
+}
+
+// indexerTypes reads which of GLM-5's layers reuse an earlier layer's
+// top-k (GlmMoeDsaConfig.__post_init__).
+func (c *hfConfig) indexerTypes(layers int64) []bool {
+	shared := make([]bool, layers)
+	if c.err != nil {
+		return shared
+	}
+	var names []string
+	key := "indexer_types"
+	switch {
+	case c.raw["indexer_types"] != nil:
+		list, ok := c.raw["indexer_types"].([]any)
+		if !ok {
+			c.fail(key, "must be a list of \"full\" or \"shared\", one per layer")
+			return shared
+		}
+		for _, v := range list {
+			s, _ := v.(string)
+			names = append(names, s)
+		}
+	case c.raw["index_topk_pattern"] != nil:
+		key = "index_topk_pattern"
+		p, ok := c.raw[key].(string)
+		if !ok {
+			c.fail(key, "must be a string of F (full) and S (shared), one per layer")
+			return shared
+		}
+		for _, r := range p {
+			names = append(names, map[rune]string{'F': "full", 'S': "shared"}[r])
+		}
+	default:
+		freq := max(c.intOr("index_topk_freq", 1), 1)
+		offset := c.intOr("index_skip_topk_offset", 2)
+		for i := range shared {
+			shared[i] = max(int64(i)-offset+1, 0)%freq != 0
+		}
+		if layers > 0 && shared[0] {
+			c.fail("index_skip_topk_offset", "layer 0 would reuse the top-k of no earlier layer")
+		}
+		return shared
+	}
+	if int64(len(names)) != layers {
+		c.fail(key, "names %d layers, the model has %d", len(names), layers)
+		return shared
+	}
+	for i, n := range names {
+		switch {
+		case n != "full" && n != "shared":
+			c.fail(key, "layer %d is %q: each must be \"full\" or \"shared\" (F or S)", i, n)
+		case i == 0 && n == "shared":
+			c.fail(key, "layer 0 is shared: it has no earlier layer's top-k to reuse")
+		}
+		shared[i] = n == "shared"
+	}
+	return shared
+}

@@ -77,6 +77,9 @@ func (a *MLA) Summary() string {
 		a.Dim, a.Heads, a.QLoraRank, a.KVLora, a.Nope, a.RopeDim, a.VDim, a.Impl)
 	if ix := a.Indexer; ix != nil {
 		s += fmt.Sprintf(", indexer %d heads x %d, top %d", ix.Heads, ix.HeadDim, ix.TopK)
+		if ix.Shared {
+			s += " (shared: the previous full layer's)"
+		}
 	}
 	return s
 }

@@ -34,14 +34,23 @@ import (
 // an additive bias of the query's dtype, which its kernel saves for
 // backward, and computes every block of the scores: the attention is
 // dense, masked, and costs what full (not causal) attention costs.
+//
+// GLM-5's layers may share (GlmMoeDsaAttention, indexer_types "shared"):
+// such a layer has no indexer and reuses the previous full layer's top-k,
+// and still builds its own mask and bias from them.
 type DSAIndexer struct {
 	Heads   int64 // index_n_heads
 	HeadDim int64 // index_head_dim
 	TopK    int64 // index_topk
+	Shared  bool  // no indexer here: the previous full layer's top-k
 }
 
-// params counts wq_b, wk, k_norm (weight and bias) and weights_proj.
+// params counts wq_b, wk, k_norm (weight and bias) and weights_proj, none
+// in a shared layer.
 func (ix *DSAIndexer) params(dim, qLora int64) int64 {
+	if ix.Shared {
+		return 0
+	}
 	return qLora*ix.Heads*ix.HeadDim + dim*ix.HeadDim + 2*ix.HeadDim + dim*ix.Heads
 }
 
@@ -77,13 +86,16 @@ func (a *MLA) sparseBias(b *core.Builder, x, qa core.Value, s []int64, dt units.
 	seq := s[len(s)-2]
 	batch := core.Rows(s) / seq
 	topk := min(ix.TopK, seq)
-	idx := a.indexerTopK(b, x, qa, s, batch, seq, topk)
+	var ins []core.Value // a shared layer's top-k come from an earlier layer
+	if !ix.Shared {
+		ins = append(ins, a.indexerTopK(b, x, qa, s, batch, seq, topk))
+	}
 	// index_mask = ones(bool).scatter(-1, topk, False): the ones and the
 	// scattered copy; attention_mask & ~index_mask: the negation and
 	// the combined mask.
 	plane := []int64{batch, 1, seq, seq}
 	mb := units.BOOL.Bytes(batch * seq * seq)
-	sc := b.AddOp("scatter", "index_mask", []core.Value{idx})
+	sc := b.AddOp("scatter", "index_mask", ins)
 	mask := b.Out(sc, "index_mask", plane, units.BOOL, "keys the indexer did not select (True: masked)")
 	b.Op(sc).WorkF = mb // new_ones before the out-of-place scatter
 	b.Op(sc).Bytes += float64(2 * mb)
