@@ -145,6 +145,14 @@ func (l torchtitanLayout) apply(t *tree, o Options, p *plan, batch int64) error 
 		}
 	}
 	if l.ep > 1 {
+		// torchtitan borrows the expert-parallel ranks from dp_shard x cp
+		// (and tp, with etp 1: parallel_dims.py at v0.2.2, efsdp); memsh's
+		// ep ranks are data-parallel ranks, which tokens per step count once
+		if l.dp()%l.ep != 0 {
+			return t.errorf("parallelism.expert_parallel_degree", "memsh takes the expert-parallel ranks from the data-parallel ones; torchtitan also borrows them from "+
+				"context_parallel_degree and tensor_parallel_degree, which memsh does not replay: a degree dividing data_parallel_replicate_degree x data_parallel_shard_degree",
+				"%d does not divide the data-parallel degree %d (replicate %d x shard %d)", l.ep, l.dp(), l.replicate, l.shard)
+		}
 		args = append(args, kw("ep", num(l.ep)))
 		// distributed/parallel_dims.py at v0.2.2, line 59: etp is 1 or tp. Its
 		// default 1 keeps each expert whole over the tensor-parallel ranks

@@ -114,6 +114,28 @@ func TestTorchtitanPy(t *testing.T) {
 		opts: Options{Function: "llama3_8b_no_ac", GPUs: 8},
 		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
+	}, {
+		// the two context-parallel ranks share each sequence: the step is
+		// the 4 data-parallel ranks' sequences, not 8
+		name: "llama3_8b with context_parallel_degree 2: 4 data-parallel ranks of one 8192-token sequence",
+		file: pyRegistry,
+		step: torchtitanPyStep(-1, 1*8192, 1, 8/2),
+		opts: Options{Function: "llama3_8b", GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2"}},
+		notModelled: []string{pyFlex, pyGraphs,
+			"parallelism.context_parallel_degree: the attention of distributed/context_parallel/api.py (memsh replays torch's all-gather context parallelism, the TOML generation's default)"},
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
+             zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"))`,
+	}, {
+		// the expert-parallel ranks are data-parallel ranks: 4 of them, each
+		// running 4 pipeline micro-batches of one sequence
+		name:        "a MoE from its config.json at ep 2 and pp 2, 4 micro-batches",
+		file:        pyRegistry,
+		step:        torchtitanPyStep(-1, 1*8192, 4, 8/2),
+		opts:        Options{Function: "llama3_8b", GPUs: 8, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.pipeline_parallel_degree=2", "parallelism.num_pp_microbatches=4", "training.disable_cuda_graphs=true"}},
+		files:       map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
+		notModelled: []string{pyFlex},
+		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
+             gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, reshard_after_forward = False, ep = 2, pp = 2, schedule = "1f1b", micro_batches = 4, pp_runtime = "torch"))`,
 	}})
 }
 

@@ -345,6 +345,9 @@ func TestTorchtitanErrors(t *testing.T) {
 		{name: "an unknown float8 recipe with tensor parallelism", file: "j.toml", opts: Options{GPUs: 8},
 			config: "[model]\nname = \"llama3\"\nflavor = \"8B\"\nconverters = [\"float8\"]\n[training]\nlocal_batch_size = 2\n[parallelism]\ntensor_parallel_degree = 2\n[float8]\nrecipe_name = \"rowwsie\"\n",
 			want:   "j.toml: key float8.recipe_name: unknown recipe rowwsie", wantHint: "tensorwise, rowwise or rowwise_with_gw_hp"},
+		{name: "experts over the context-parallel ranks", file: "j.toml", opts: Options{GPUs: 8},
+			config: model + "[parallelism]\ncontext_parallel_degree = 2\nexpert_parallel_degree = 8\n",
+			want:   "j.toml: key parallelism.expert_parallel_degree: 8 does not divide the data-parallel degree 4 (replicate 1 x shard 4)", wantHint: "borrows them from context_parallel_degree"},
 		{name: "malformed TOML", file: "j.toml", config: "[model\n", want: "j.toml: not valid TOML: toml: line 2: expected '.' or ']' to end table name, but got '\\n' instead"},
 	})
 }
