@@ -33,7 +33,12 @@ func TestLowerProgramIntoEqualsLowerProgram(t *testing.T) {
 		plans = append(plans, stages...)
 	}
 	one := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
-	plans = append(plans, one)
+	chunked := testmodels.LlamaPlan(llama, 2, 64, "bf16-mixed", "none", "H100-80GB")
+	chunked.LossChunks = 4 // autocast's one cast of the head's weight for its chunks (Builder.headCast)
+	te := testmodels.LlamaPlan(llama, 2, 64, "megatron", "none", "H100-80GB")
+	te.Float8 = core.Float8{Scaling: "delayed"} // TE's fp8 inputs, one per fused linear (Builder.teInput)
+	// chunked and te are each lowered twice into one buffers (orders of 4)
+	plans = append(plans, one, chunked, te, one, chunked, te)
 	for _, order := range [][]int{{0, 1, 2, 3}, {3, 2, 1, 0}, {0, 1, 2, 3, -1}, {3, 2, 1, 0, -1}} { // the lists grow, or shrink; -1: recall names
 		bufs := &core.ProgramBuffers{Recall: order[len(order)-1] < 0}
 		if bufs.Recall {

@@ -306,7 +306,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 	prog.Params = grow(prog.Params, room.Params)
 	b := bufs.builder() // the last lowering's Builder, or a new one
 	*b = Builder{
-		names: b.names, taken: b.taken, // emptied, kept for ModuleName
+		names: b.names, taken: b.taken, teInput: b.teInput, headCast: b.headCast, fusedInputs: b.fusedInputs, // emptied (keepBuilder)
 		scopes: b.scopes, unscope: b.unscope, // likewise, for Scope
 
 		P:      prog,

@@ -38,9 +38,9 @@ type ProgramBuffers struct {
 	// smallest, and left their tails unwritten (the search's profiles
 	// lower tens of thousands of small programs).
 	arena cloneArena
-	// built is the last lowering's Builder, emptied but for its
-	// ModuleName maps (emptied too): the next lowering's, which would
-	// otherwise allocate a Builder of 736 bytes and those maps afresh
+	// built is the last lowering's Builder, emptied but for its maps
+	// (emptied too): the next lowering's, which would otherwise
+	// allocate a Builder of 736 bytes and those maps afresh
 	// (a tenth of the bytes of the search's lowerings of small
 	// programs). Nothing keeps a Builder past its lowering.
 	built *Builder
@@ -139,13 +139,19 @@ func (b *ProgramBuffers) builder() *Builder {
 }
 
 // keepBuilder empties bd, a finished lowering's Builder, for b's next
-// lowering: it keeps no program, layer or name, only its ModuleName
-// maps' and scope list's room and its Scope func (bound to bd).
+// lowering: it keeps no program, layer or name, only its maps' room
+// (ModuleName's, TE's fp8 inputs, autocast's head casts, Megatron's fused
+// inputs: each made when first needed, and read only for what this
+// lowering put in), its scope list's room and its Scope func (bound to
+// bd).
 func (b *ProgramBuffers) keepBuilder(bd *Builder) {
-	names, taken := bd.names, bd.taken
-	clear(names)
-	clear(taken)
-	*bd = Builder{names: names, taken: taken, scopes: bd.scopes[:0], unscope: bd.unscope}
+	clear(bd.names)
+	clear(bd.taken)
+	clear(bd.teInput)
+	clear(bd.headCast)
+	clear(bd.fusedInputs)
+	*bd = Builder{names: bd.names, taken: bd.taken, teInput: bd.teInput, headCast: bd.headCast, fusedInputs: bd.fusedInputs,
+		scopes: bd.scopes[:0], unscope: bd.unscope}
 	b.built = bd
 }
 
