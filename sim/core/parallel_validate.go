@@ -185,7 +185,7 @@ func (p *Plan) validateParallel() error {
 		return err
 	}
 	if par.PP > 1 {
-		var room [64]int64 // the chunks' blocks, read by nothing here
+		var room [128]int64 // the chunks' blocks (pp x virtual stages: up to 80 for a 70B, 126 for Llama 3 405B), read by nothing here
 		if _, _, err := stageLayersIn(room[:0], p.Model, par); err != nil {
 			return err
 		}
