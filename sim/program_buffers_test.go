@@ -8,6 +8,7 @@ import (
 
 	"github.com/memsh/memsh/internal/testmodels"
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/timing"
 )
 
@@ -477,6 +478,31 @@ func TestReplaysInPooledListsEqualReplaysWithout(t *testing.T) {
 			if !reflect.DeepEqual(stopped, alone) {
 				t.Fatalf("round %d, plan %d: EvaluateBelow under %d bytes differs with pooled lists", round, i, limit)
 			}
+		}
+	}
+}
+
+// The activations held for backward, marked program after program in one
+// replay.SavedScratch (larger, then smaller; checkpointing with regions
+// and without), are SavedAtForwardEnd's marks with lists of its own.
+func TestSavedAtForwardEndInScratch(t *testing.T) {
+	var progs []*core.Program
+	var plans []*core.Plan
+	for _, ckpt := range []string{"full", "none", "selective", "op", "full"} {
+		for _, layers := range []int64{6, 2} {
+			p := testmodels.LlamaPlan(testmodels.Llama(256, layers, 8, 4, 704, 1000, "flash"), 2, 64, "bf16-mixed", ckpt, "H100-80GB")
+			prog, err := p.LowerProgram()
+			if err != nil {
+				t.Fatal(err)
+			}
+			progs, plans = append(progs, prog), append(plans, p)
+		}
+	}
+	var s replay.SavedScratch
+	for i, prog := range progs {
+		want := replay.SavedAtForwardEnd(prog, plans[i])
+		if got := replay.SavedAtForwardEndIn(prog, plans[i], &s); !reflect.DeepEqual(got, want) {
+			t.Fatalf("program %d (%s): marks in reused lists differ", i, plans[i].Checkpoint.Mode)
 		}
 	}
 }

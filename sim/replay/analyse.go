@@ -67,11 +67,30 @@ func (r *Replay) analyse() {
 // for backward at the end of its forward (Replay.Saved), without the
 // rest of a replay's state.
 func SavedAtForwardEnd(prog *core.Program, plan *core.Plan) []bool {
+	return SavedAtForwardEndIn(prog, plan, &SavedScratch{})
+}
+
+// SavedScratch keeps SavedAtForwardEndIn's lists for the next program
+// (the search marks those of its block profiles' programs, tens of
+// thousands of small ones, on each worker). It belongs to one goroutine.
+type SavedScratch struct {
+	last, paramLast []int32
+	saved           []bool
+	regionIn        [][]core.Value
+}
+
+// SavedAtForwardEndIn is SavedAtForwardEnd in s's lists: the marks it
+// returns are s's, valid until s marks the next program.
+func SavedAtForwardEndIn(prog *core.Program, plan *core.Plan, s *SavedScratch) []bool {
 	r := &Replay{P: prog, Plan: plan}
-	r.last = make([]int32, len(prog.Values)) // written, not read
-	r.Saved = make([]bool, len(prog.Values))
-	r.regionIn = make([][]core.Value, len(prog.Regions))
-	r.paramLast = fill(make([]int32, len(prog.Params)), none)
+	s.last = zeroed(sized(s.last, len(prog.Values))) // written, not read
+	s.saved = zeroed(sized(s.saved, len(prog.Values)))
+	s.regionIn = sized(s.regionIn, len(prog.Regions))
+	for i := range s.regionIn {
+		s.regionIn[i] = s.regionIn[i][:0]
+	}
+	s.paramLast = fill(sized(s.paramLast, len(prog.Params)), none)
+	r.last, r.Saved, r.regionIn, r.paramLast = s.last, s.saved, s.regionIn, s.paramLast
 	r.analyse()
 	return r.Saved
 }

@@ -219,7 +219,7 @@ func (u *unitSums) zero() bool {
 func unitOf(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSums {
 	u := unitTime(prog, plan, prices)
 	u.params = aggParams(prog.Params, plan)
-	u.saved = unitSaved(prog, plan)
+	u.saved = unitSaved(prog, plan, &replay.SavedScratch{})
 	return u
 }
 
@@ -281,13 +281,13 @@ func unitTime(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSu
 
 // unitSaved is the activation bytes a lowered program holds for
 // backward at the end of the forward, as the replay marks them (0 out
-// of training).
-func unitSaved(prog *core.Program, plan *core.Plan) int64 {
+// of training), marked in scratch's lists.
+func unitSaved(prog *core.Program, plan *core.Plan, scratch *replay.SavedScratch) int64 {
 	if plan.Phase == core.Eval {
 		return 0
 	}
 	var saved int64
-	for v, s := range replay.SavedAtForwardEnd(prog, plan) {
+	for v, s := range replay.SavedAtForwardEndIn(prog, plan, scratch) {
 		if s && prog.Values[v].Cat == core.CatActivations {
 			saved += prog.Values[v].Bytes
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/timing"
 )
 
@@ -31,6 +32,7 @@ type lowering struct {
 	bufs   [profilePrograms]core.ProgramBuffers
 	progs  [profilePrograms]*core.Program
 	prices timing.Prices
+	saved  replay.SavedScratch // the activations each program holds for backward (unitSaved)
 }
 
 // newLowering is a goroutine's lowering lists, its copied blocks' names
@@ -101,7 +103,7 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 		if err != nil {
 			return nil, err
 		}
-		mem[oneBlockSlot].saved = unitSaved(p1, p)
+		mem[oneBlockSlot].saved = unitSaved(p1, p, &lw.saved)
 		if n == 0 {
 			mem[oneBlockSlot].params = aggParams(p1.Params, p)
 			pr.sum(&mem)
@@ -115,7 +117,7 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 		if err != nil {
 			return nil, err
 		}
-		mem[twoBlockSlot].saved = unitSaved(p2, p)
+		mem[twoBlockSlot].saved = unitSaved(p2, p, &lw.saved)
 		bp, basep, err := blockParams(p1.Params, p2.Params)
 		if err != nil {
 			return nil, err
@@ -153,7 +155,7 @@ func newProfileIn(p *core.Plan, parts profileParts, lw *lowering) (*profile, err
 				// the last's layers after the blocks.
 				room = prog.Size().Times(3)
 			}
-			mem[slot].saved = unitSaved(prog, p)
+			mem[slot].saved = unitSaved(prog, p, &lw.saved)
 			if b == 1 {
 				sp[s] = untiedView(prog.Params) // read below, while lw holds prog
 			}
