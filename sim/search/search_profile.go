@@ -170,16 +170,20 @@ func (u unitSums) add(v unitSums, k float64) unitSums {
 		u.params = u.params.add(v.params, int64(k))
 	}
 	if len(v.comm) > 0 && k != 0 {
-		sums := make([]timing.CommSum, len(u.comm), len(u.comm)+len(v.comm))
-		copy(sums, u.comm)
+		// Merged in a local list, then kept at the length the merge
+		// leaves: a block's sum (two blocks less one) merges nearly every
+		// collective, and the list made for both was twice as long as kept.
+		var room [64]timing.CommSum
+		sums := append(room[:0], u.comm...)
 		sums = mergeComm(sums, v.comm, k)
-		u.comm = sums[:0]
+		kept := sums[:0]
 		for _, c := range sums {
 			if c.N != 0 {
-				u.comm = append(u.comm, c)
+				kept = append(kept, c)
 			}
 		}
-		timing.SortComm(u.comm)
+		timing.SortComm(kept)
+		u.comm = append(make([]timing.CommSum, 0, len(kept)), kept...) // empty, not nil, when all cancel
 	}
 	return u
 }
