@@ -111,8 +111,16 @@ func firstSmallest(set []uint64, sizes []int64, n int64) int {
 //go:norace
 func (s *sizeBuckets) add(size int64, pos int) {
 	b := bucketOf(size)
-	for len(s.buckets) <= b {
-		s.buckets = append(s.buckets, bucket{})
+	if len(s.buckets) <= b {
+		if cap(s.buckets) <= b {
+			// Room for every bucket at once (16 KiB), not a list regrown
+			// bucket by bucket up to a large block's: the search's
+			// replays made twice as many bytes growing them.
+			grown := make([]bucket, len(s.buckets), bucketCount)
+			copy(grown, s.buckets)
+			s.buckets = grown
+		}
+		s.buckets = s.buckets[:b+1] // past the old length: zero, never written
 	}
 	k := &s.buckets[b]
 	for len(k.set) <= pos>>6 {
