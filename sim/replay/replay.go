@@ -153,8 +153,12 @@ type Replay struct {
 	stopped bool
 	// lists holds the lists this replay's state was made in, from
 	// scratch, for Recycle to hand back (nil: lists of its own).
-	lists   *stateLists
-	scratch *Scratch
+	lists *stateLists
+	// readsOwn: last, Saved, regionIn and paramLast are lists' (this
+	// replay read its program into them), handed back by Recycle; a
+	// sibling's are its replay's.
+	readsOwn bool
+	scratch  *Scratch
 }
 
 const none = -1
@@ -167,10 +171,21 @@ func NewReplay(p *core.Program, plan *core.Plan, opts core.Options, limit int64)
 // (nil: lists of its own).
 func newReplayIn(p *core.Program, plan *core.Plan, opts core.Options, limit int64, s *Scratch) *Replay {
 	r := newReplayState(p, plan, opts, limit, s)
-	r.last = fill(make([]int32, len(p.Values)), none)
-	r.Saved = make([]bool, len(p.Values))
-	r.regionIn = make([][]core.Value, len(p.Regions))
-	r.paramLast = fill(make([]int32, len(p.Params)), none)
+	if l := r.lists; l != nil { // the lists of a finished replay's reading (its Scratch's)
+		r.last = fill(sized(l.last, len(p.Values)), none)
+		r.Saved = zeroed(sized(l.saved, len(p.Values)))
+		r.regionIn = sized(l.regionIn, len(p.Regions))
+		for i := range r.regionIn {
+			r.regionIn[i] = r.regionIn[i][:0]
+		}
+		r.paramLast = fill(sized(l.paramLast, len(p.Params)), none)
+		r.readsOwn = true
+	} else {
+		r.last = fill(make([]int32, len(p.Values)), none)
+		r.Saved = make([]bool, len(p.Values))
+		r.regionIn = make([][]core.Value, len(p.Regions))
+		r.paramLast = fill(make([]int32, len(p.Params)), none)
+	}
 	r.analyse()
 	r.gradless = gradlessParams(p)
 	r.initHolds()

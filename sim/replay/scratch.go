@@ -1,6 +1,9 @@
 package replay
 
-import "github.com/memsh/memsh/sim/alloc"
+import (
+	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/core"
+)
 
 // Scratch keeps the lists of finished replays for the next ones to fill:
 // the chunks of their tensors and their per-value and per-parameter
@@ -22,6 +25,12 @@ type stateLists struct {
 	done, gradFresh, kept, redone        []bool
 	chunks                               [][]liveTensor // emptied: no block of a finished allocator is kept alive
 	slabs                                alloc.Slabs    // the allocator's blocks and segments
+	// The replay's reading of its program (newReplayIn: analyse), kept
+	// by the replay that read it, not by the siblings that share it
+	// (a first step's, recycled before it).
+	last, paramLast []int32
+	saved           []bool
+	regionIn        [][]core.Value
 }
 
 // take returns lists for a replay: a finished replay's, or new ones.
@@ -64,6 +73,9 @@ func (r *Replay) Recycle() {
 	l.valT, l.gradT, l.holds, l.rLast, l.paramGrad = r.valT, r.gradT, r.holds, r.rLast, r.paramGrad
 	l.done, l.gradFresh, l.kept, l.redone = r.done, r.gradFresh, r.kept, r.Redone
 	l.chunks = r.live.empty()
+	if r.readsOwn {
+		l.last, l.paramLast, l.saved, l.regionIn = r.last, r.paramLast, r.Saved, r.regionIn
+	}
 	if r.traced == nil { // a trace's map holds the blocks: its allocator keeps them
 		l.slabs = r.alloc.Slabs()
 	}
