@@ -41,7 +41,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"states; without images those layers are skipped, as transformers skips them; its attention is \"sdpa\"; " +
 			"checkpoint= reaches the text layers only (transformers' vision encoder layers are not checkpointed). mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
-			"attn=\"eager\". transformers is the version the model trains with (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only): from 4.54, with attn=\"sdpa\", grouped-query " +
+			"attn=\"eager\". transformers is the version the model trains with (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; kimi_k25, Kimi K2.5, 5.13: its text model, Kimi K2's DeepSeek-V3 layout, without the vision tower and projector, whose weights are not counted and whose images= is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
 			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
 			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves). " +
@@ -51,7 +51,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"keeps them in fp32. bloom, falcon, gpt2, gpt_neox and opt before 4.49 shift in the model's dtype and never " +
 			"upcast; mamba and mamba2 upcast in the forward in every release and shift before 5.17 and 4.52; mllama " +
 			"upcasts in the forward in every release (docs/models.md). " +
-			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, glm4_moe, glm4_moe_lite, jamba and phimoe " +
+			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, deepseek_v32, glm4_moe, glm4_moe_lite, glm_moe_dsa, jamba, kimi_k25 and phimoe " +
 			"store their experts as 3-D parameters (gate_up_proj, down_proj; the router a parameter module named gate, " +
 			"Mixtral's block named mlp, its top-k weights kept in fp32; Jamba's and PhiMoE's routers stay nn.Linear modules " +
 			"named router, PhiMoE's block named mlp; DeepSeek-V3's and GLM-4.5's experts weight in fp32 and sum in the hidden states' dtype) " +

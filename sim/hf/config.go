@@ -124,6 +124,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba},
+	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
+	// from 5.12.0); its text model only (kimi.go).
+	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},

@@ -1,0 +1,101 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// Kimi K2.5 (testdata/hf/kimi-k2.5.json: the hub file's structure as
+// TensorRT-LLM's Kimi K2.5 test writes it, with Kimi K2's text sizes: 61
+// layers of 7168, one dense, 384 experts of 2048, 64 heads, vocabulary
+// 163,840; transformers reads the hub's vision keys (vt_hidden_size, ...)
+// as unknown and builds MoonViT at its config class's defaults, 27 layers
+// of 1152). Kimi_K25ForConditionalGeneration on the meta device
+// (transformers 5.17.0): 1,026,879,353,328 in all, of which the vision
+// tower 416,866,032 and the projector 54,277,888, which hf_config does
+// not build: the text model and lm_head, 1,026,408,209,408. Without the
+// top-level tie_word_embeddings (Kimi_K25Config's default is True) the
+// head is the embedding: 1,025,233,804,288.
+func TestKimiK25Params(t *testing.T) {
+	const vision = 416_866_032 + 54_277_888
+	for _, tc := range []struct {
+		name string
+		set  map[string]any
+		want int64
+	}{
+		{"kimi-k2.5", nil, 1_026_879_353_328 - vision},
+		{"tied by default", map[string]any{"tie_word_embeddings": nil}, 1_025_704_948_208 - vision},
+	} {
+		cfg := shrinkConfig(t, "kimi-k2.5.json", tc.set)
+		if tc.set != nil {
+			cfg = []byte(strings.Replace(string(cfg), `"tie_word_embeddings":null,`, "", 1))
+		}
+		m, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "flash", Transformers: "5.17.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Params(); got != tc.want {
+			t.Errorf("%s: %d parameters, want %d (%+d)", tc.name, got, tc.want, got-tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  []byte
+		opts hf.Options
+		want string
+	}{
+		{"5.12", readHF(t, "kimi-k2.5.json"), hf.Options{Attn: "flash", Transformers: "5.12.0"}, `model_type "kimi_k25" needs transformers 5.13 or later`},
+		{"eager", readHF(t, "kimi-k2.5.json"), hf.Options{Attn: "eager", Transformers: "5.17.0"}, "eager attention is not modelled"},
+		{"text model", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"text_config": map[string]any{"model_type": "qwen2"}}),
+			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `text_config must be Kimi K2's`},
+		{"no text_config", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"text_config": nil}),
+			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `no "text_config" object`},
+	} {
+		_, err := hf.FromConfigOptions(tc.cfg, tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// A small Kimi K2.5 lowers as transformers 5.17 names and runs it: the
+// text model under model.language_model, its experts as DeepseekV3Experts
+// (grouped_mm, fp32-weighted), and images are refused: the vision tower
+// is not built.
+func TestKimiK25TextModel(t *testing.T) {
+	cfg := shrinkConfig(t, "kimi-k2.5.json", map[string]any{"text_config": map[string]any{"model_type": "kimi_k2",
+		"hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 64, "num_hidden_layers": 2, "first_k_dense_replace": 1,
+		"n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "num_attention_heads": 4, "q_lora_rank": 64,
+		"kv_lora_rank": 32, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 1024}})
+	m, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "flash", Transformers: "5.17.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moe := firstMoE(m); moe == nil || moe.Impl != nn.MoEGroupedMM || !moe.WeightsFP32 {
+		t.Errorf("Kimi K2.5's MoE under 5.17: %+v, want grouped_mm experts weighted in fp32", moe)
+	}
+	p := tinyPlan(t, m)
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, pa := range prog.Params {
+		names[pa.Name] = true
+	}
+	for _, n := range []string{"model.language_model.embed_tokens.weight", "model.language_model.layers.1.mlp.experts.gate_up_proj",
+		"model.language_model.norm.weight", "lm_head.weight"} {
+		if !names[n] {
+			t.Errorf("no parameter %s", n)
+		}
+	}
+	evalPlan(t, p)
+	p.Images = core.Images{Count: 1, Height: 448, Width: 448}
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "has no vision tower") {
+		t.Errorf("images= on Kimi K2.5's text model: %v, want a refusal", err)
+	}
+}
