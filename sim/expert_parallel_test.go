@@ -91,6 +91,8 @@ func TestExpertErrors(t *testing.T) {
 		{core.Parallelism{DP: 2, EP: 2, ExpertSpread: -0.1}, "expert_spread must be in [0, 1) (got -0.1)"},
 		{core.Parallelism{DP: 2, EP: 2, ExpertSpread: math.NaN()}, "expert_spread must be in [0, 1) (got NaN)"},
 		{core.Parallelism{DP: 2, ExpertSpread: 0.1}, "expert_spread needs ep > 1"},
+		{core.Parallelism{DP: 2, EP: 2, ExpertWorst: true, ExpertSpread: 0.1}, "expert_spread=0.1 draws up to 2.2 balanced shares, past the worst case of 2"},
+		{core.Parallelism{DP: 2, EP: 2, ExpertLoad: 1.5, ExpertSpread: 0.5}, "expert_spread=0.5 draws up to 2.25 balanced shares, past the worst case of 2"},
 	} {
 		if err := distPlan(t, moeStack(), "bf16", tc.par).Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.par, err, tc.want)

@@ -344,10 +344,12 @@ func (m *MoE) ExpertCount() int64 { return m.Experts }
 
 // CheckLayout checks that expert parallelism divides the experts, the
 // experts' tensor parallelism their hidden size (tensor parallelism the
-// shared experts'), and that expert_load stays within dropless routing's
-// worst case.
+// shared experts'), and that expert_load, and expert_spread's largest
+// draw, stay within dropless routing's worst case.
 func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
-	switch tp, etp, ep := max(par.TP, 1), par.ETPn(), max(par.EP, 1); {
+	tp, etp, ep := max(par.TP, 1), par.ETPn(), max(par.EP, 1)
+	worst := core.ExpertWorstLoad(ep, m.Experts, m.TopK)
+	switch {
 	case m.Experts%ep != 0:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("ep=%d does not divide %d experts", ep, m.Experts)}
 	case m.Hidden%etp != 0:
@@ -361,9 +363,25 @@ func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
 		// nothing would be a silent wrong figure.
 		return &units.Error{Path: path, Msg: `router_dtype= is Megatron-Core's TopKRouter dtype, and this moe() runs HF's per-expert loop (impl="loop") with Mixtral's router, an nn.Linear gate under autocast`,
 			Hint: `use moe(impl="grouped"), Megatron's grouped experts, or drop router_dtype=`}
-	case par.ExpertLoad > core.ExpertWorstLoad(ep, m.Experts, m.TopK):
-		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_load=%g exceeds the worst case of %g balanced shares (ep=%d, %d experts, top-%d)", par.ExpertLoad, core.ExpertWorstLoad(ep, m.Experts, m.TopK), ep, m.Experts, m.TopK),
+	case par.ExpertLoad > worst:
+		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_load=%g exceeds the worst case of %g balanced shares (ep=%d, %d experts, top-%d)", par.ExpertLoad, worst, ep, m.Experts, m.TopK),
 			Hint: "the worst case is every token of the ep ranks choosing min(top_k, experts/ep) of one rank's experts: expert_load=\"worst\""}
+	case par.ExpertSpread > 0 && spreadTop(par, worst) > worst:
+		// The replay draws up to (1 + spread) times the load's rows
+		// (replay/routing.go); no routing sends a rank more than the
+		// worst case, so a draw past it would be a buffer no run makes.
+		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_spread=%g draws up to %.4g balanced shares, past the worst case of %g (ep=%d, %d experts, top-%d)", par.ExpertSpread, spreadTop(par, worst), worst, ep, m.Experts, m.TopK),
+			Hint: "no routing sends a rank more rows than the worst case: keep expert_load x (1 + expert_spread) within it (expert_load=\"worst\" leaves no room to spread)"}
 	}
 	return nil
+}
+
+// spreadTop is the most balanced shares expert_spread's draws reach: the
+// plan's load (expert_load, or the worst case) times 1 + spread.
+func spreadTop(par core.Parallelism, worst float64) float64 {
+	load := max(par.ExpertLoad, 1)
+	if par.ExpertWorst {
+		load = worst
+	}
+	return load * (1 + par.ExpertSpread)
 }
