@@ -225,7 +225,8 @@ func TestGlmMoeDsaParams(t *testing.T) {
 		{"layer 0 shared", map[string]any{"index_topk_pattern": "S" + pattern[1:]}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, "layer 0 is shared"},
 		{"offset 0", map[string]any{"index_topk_freq": 2, "index_skip_topk_offset": 0}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, "layer 0 would reuse"},
 		{"short", map[string]any{"indexer_types": []string{"full", "shared"}}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, "names 2 layers, the model has 78"},
-		{"bad name", map[string]any{"index_topk_pattern": "F" + strings.Repeat("X", 77)}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, `layer 1 is "": each must be`},
+		{"bad name", map[string]any{"index_topk_pattern": "F" + strings.Repeat("X", 77)}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, `layer 1 is "X": each must be`},
+		{"bad type", map[string]any{"indexer_types": append([]any{"full", 3}, make([]any, 76)...)}, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, `layer 1 is "3": each must be`},
 	} {
 		_, err := hf.FromConfigOptions(shrinkConfig(t, "glm-5.json", tc.set), tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

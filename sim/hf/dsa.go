@@ -115,7 +115,10 @@ func (c *hfConfig) indexerTypes(layers int64) []bool {
 			return shared
 		}
 		for _, v := range list {
-			s, _ := v.(string)
+			s, ok := v.(string)
+			if !ok {
+				s = fmt.Sprint(v) // named as it is in the error below
+			}
 			names = append(names, s)
 		}
 	case c.raw["index_topk_pattern"] != nil:
@@ -126,7 +129,11 @@ func (c *hfConfig) indexerTypes(layers int64) []bool {
 			return shared
 		}
 		for _, r := range p {
-			names = append(names, map[rune]string{'F': "full", 'S': "shared"}[r])
+			n, ok := map[rune]string{'F': "full", 'S': "shared"}[r]
+			if !ok {
+				n = string(r) // named as it is in the error below
+			}
+			names = append(names, n)
 		}
 	default:
 		freq := max(c.intOr("index_topk_freq", 1), 1)
