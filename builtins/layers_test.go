@@ -71,7 +71,7 @@ func TestLayerValues(t *testing.T) {
 func TestLayerErrors(t *testing.T) {
 	runEvalCases(t, []evalCase{
 		{expr: "attention(4096, 24)", err: "attention: heads must divide dim (dim=4096, heads=24)"},
-		{expr: "attention(64, 4, impl=\"flash2\")", err: `unknown attention impl "flash2" (known: flash, sdpa, eager)`},
+		{expr: "attention(64, 4, impl=\"flash2\")", err: `unknown attention impl "flash2" (known: flash, sdpa, flex, eager)`},
 		{expr: "attention(64, 4, kv_heads=3)", err: "kv_heads must divide heads (heads=4, kv_heads=3)"},
 		{expr: "attention(64, 4, kv_heads=0)", err: "kv_heads must be positive (got 0)"},
 		{expr: "attention(64, 4, head_dim=-1)", err: "head_dim must be positive (got -1)"},

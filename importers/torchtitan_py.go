@@ -147,7 +147,10 @@ func torchtitanPyPlan(t *tree, o Options) (*plan, error) {
 		return nil, t.errorf("model_spec.flavor", "memsh's zoo has torchtitan's llama3 8B, 70B and 405B; pass the model's Hugging Face config.json: --model config.json",
 			"memsh's zoo has no model for %s flavor %s", quoteKey(name), quoteKey(flavor))
 	}
-	if err := torchtitanPyModelOptions(t); err != nil {
+	if p.model, err = torchtitanPyModelOptions(t, p.model, o.Model != ""); err != nil {
+		return nil, err
+	}
+	if err := torchtitanPyTPGemm(t); err != nil {
 		return nil, err
 	}
 	seq, err := t.integer("training.max_context_length", 2048, 1, 1<<24)

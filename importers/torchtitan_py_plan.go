@@ -10,18 +10,51 @@ import (
 // activation checkpointing policy classes, the loss classes and the
 // runtime's CUDA graphs (pytorch/torchtitan at b5bcd76c6).
 
-// torchtitanPyModelOptions reads model_registry's options: the attention
-// backend (flex by default: models/llama3/__init__.py) and the TP GEMM
-// backend.
-func torchtitanPyModelOptions(t *tree) error {
-	attn, err := t.str("model_spec.attn_backend", "flex")
+// torchtitanPyModelOptions reads model_registry's attention backend; it
+// returns the model with the attention torchtitan runs (model is the zoo model's expression, hf
+// whether it is hf_config's).
+//
+// get_attention_config (models/common/config_utils.py at b5bcd76c6):
+// language models always mask block_causal (causal within each packed
+// document); "flex" (model_registry's default: models/llama3/__init__.py)
+// is compiled FlexAttention (memsh's attention impl "flex",
+// sim/nn/flex_attention.go), "flex_flash" the same with
+// kernel_options={"BACKEND": "FLASH"} (flash-attn's CuTe kernel, Hopper
+// and Blackwell only), "varlen" torch.nn.attention.varlen's varlen_attn,
+// flash-attn's varlen kernel (memsh's "flash"); "sdpa" raises.
+func torchtitanPyModelOptions(t *tree, model string, hf bool) (string, error) {
+	const key = "model_spec.attn_backend"
+	attn, err := t.str(key, "flex")
 	if err != nil {
-		return err
+		return "", err
 	}
-	if attn != "sdpa" {
-		t.notModelled = append(t.notModelled, "model_spec.attn_backend: "+comment(attn)+
-			map[bool]string{true: ", model_registry's default", false: ""}[attn == "flex"]+" (memsh replays the model's attention as SDPA's)")
+	impl, why := "flex", "memsh prices its kernel as flash-attn's and leaves out its BlockMask's int32 tensors"
+	if hf { // hf_config's attn takes transformers' kernels
+		why = "memsh replays it as flash-attn's kernel: the same saved set (sim/flex_attention_test.go), flash-attn's backward workspaces"
 	}
+	switch attn {
+	case "flex":
+		t.notModelled = append(t.notModelled, key+": flex, model_registry's default ("+why+")")
+	case "flex_flash":
+		t.notModelled = append(t.notModelled, key+": flex_flash, FlexAttention's FLASH backend (flash-attn's CuTe kernel, replayed with the Triton backend's workspaces; "+why+")")
+	case "varlen":
+		impl = "flash"
+	case "sdpa":
+		return "", t.errorf(key, `torchtitan raises the same ValueError (get_attention_config): set attn_backend="flex" (model_registry's default), "flex_flash" or "varlen"`,
+			"sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.")
+	case pyDictLost:
+		t.notModelled = append(t.notModelled, key+": "+pyDictLost+" (memsh replays model_registry's default, flex: "+why+")")
+	default:
+		return "", t.errorf(key, `torchtitan's backends are "flex", "flex_flash" and "varlen"`, "Unknown backend: %s", quoteKey(attn))
+	}
+	if hf {
+		impl = "flash"
+	}
+	return model[:len(model)-1] + ", " + kw("attn", str(impl)) + ")", nil
+}
+
+// torchtitanPyTPGemm reads model_registry's TP GEMM backend.
+func torchtitanPyTPGemm(t *tree) error {
 	gemm, err := t.str("model_spec.tp_gemm_backend", "default")
 	if err != nil {
 		return err

@@ -11,13 +11,13 @@ import (
 // tensor or pipeline parallelism and the CUDA graphs, on by default
 // (b5bcd76c6).
 const (
-	pyFlex      = "model_spec.attn_backend: flex, model_registry's default (memsh replays the model's attention as SDPA's)"
+	pyFlex      = "model_spec.attn_backend: flex, model_registry's default (memsh prices its kernel as flash-attn's and leaves out its BlockMask's int32 tensors)"
 	pyGraphs    = "training.disable_cuda_graphs: False, the default: forward and backward captured as a CUDA graph (distributed/cudagraph.py), its memory pool kept between steps (memsh replays the eager step, with the gradients zeroed, not freed)"
 	pyRegistry  = "torchtitan/models/llama3/config_registry.py"
 	pyRecipes   = "torchtitan/recipes/llama3_recipes.py"
-	pyLlama8B   = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b"), `
-	pyLlama70B  = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-70b"), `
-	pyLlama405B = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-405b"), `
+	pyLlama8B   = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b", attn = "flex"), `
+	pyLlama70B  = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-70b", attn = "flex"), `
+	pyLlama405B = `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-405b", attn = "flex"), `
 )
 
 // TestTorchtitanPy imports torchtitan's own Llama 3 config functions
@@ -67,34 +67,38 @@ func TestTorchtitanPy(t *testing.T) {
 		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks", checkpoint = "op", loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
-		name: "a recipe: 2 x 8192 tokens per rank, 4 iterations per step, full AC, CUDA graphs off",
-		file: pyRecipes,
-		step: torchtitanPyStep(4*2*8192*16, 2*8192, 1, 16),
-		opts: Options{Function: "llama3_8b_fsdp_accum", GPUs: 8, Nodes: 2},
+		name:        "a recipe: 2 x 8192 tokens per rank, 4 iterations per step, full AC, CUDA graphs off",
+		file:        pyRecipes,
+		step:        torchtitanPyStep(4*2*8192*16, 2*8192, 1, 16),
+		opts:        Options{Function: "llama3_8b_fsdp_accum", GPUs: 8, Nodes: 2},
+		notModelled: []string{pyFlex},
 		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
              gpu = "H100-80GB", parallel = parallel(dp = 16, fsdp = True), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
-		name: "a recipe: Float8 rowwise without TP, lm_head filtered, torchao's size filter, blocks compiled",
-		file: pyRecipes,
-		step: torchtitanPyStep(-1, 2*8192, 1, 8),
-		opts: Options{Function: "llama3_8b_float8_compiled", GPUs: 8},
+		name:        "a recipe: Float8 rowwise without TP, lm_head filtered, torchao's size filter, blocks compiled",
+		file:        pyRecipes,
+		step:        torchtitanPyStep(-1, 2*8192, 1, 8),
+		opts:        Options{Function: "llama3_8b_float8_compiled", GPUs: 8},
+		notModelled: []string{pyFlex},
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = "blocks",
              checkpoint = checkpoint(policy = "op", save = ["mm", "attention", "reduce_scatter", "max"]), float8 = "rowwise", float8_auto_filter = True,
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
-		name: "a recipe: TP 8 x interleaved PP 2, 8 micro-batches of one sequence, torchtitan's uneven split",
-		file: pyRecipes,
-		step: torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
-		opts: Options{Function: "llama3_70b_tp_pp", GPUs: 8, Nodes: 2},
+		name:        "a recipe: TP 8 x interleaved PP 2, 8 micro-batches of one sequence, torchtitan's uneven split",
+		file:        pyRecipes,
+		step:        torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
+		opts:        Options{Function: "llama3_70b_tp_pp", GPUs: 8, Nodes: 2},
+		notModelled: []string{pyFlex},
 		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
-		name: "a recipe: TP 8 x interleaved PP 2 with a 16-chunk loss on the last stage",
-		file: pyRecipes,
-		step: torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
-		opts: Options{Function: "llama3_70b_tp_pp_chunked", GPUs: 8, Nodes: 2},
+		name:        "a recipe: TP 8 x interleaved PP 2 with a 16-chunk loss on the last stage",
+		file:        pyRecipes,
+		step:        torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
+		opts:        Options{Function: "llama3_70b_tp_pp_chunked", GPUs: 8, Nodes: 2},
+		notModelled: []string{pyFlex},
 		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = ("torchtitan", 16), gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
@@ -104,14 +108,15 @@ func TestTorchtitanPy(t *testing.T) {
 		file:        pyRecipes,
 		step:        torchtitanPyStep(-1, 2*8192, 1, 8),
 		opts:        Options{Function: "llama3_8b_budget", GPUs: 8},
-		notModelled: []string{pyGraphs},
+		notModelled: []string{pyFlex, pyGraphs},
 		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), compile = True, checkpoint = checkpoint(budget = 0.3), loss_chunks = ("torchtitan", 4),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
-		name: "a recipe calling another: activation_checkpoint = None, training.dtype bfloat16",
-		file: pyRecipes,
-		step: torchtitanPyStep(4*2*8192*16, 2*8192, 1, 8),
-		opts: Options{Function: "llama3_8b_no_ac", GPUs: 8},
+		name:        "a recipe calling another: activation_checkpoint = None, training.dtype bfloat16",
+		file:        pyRecipes,
+		step:        torchtitanPyStep(4*2*8192*16, 2*8192, 1, 8),
+		opts:        Options{Function: "llama3_8b_no_ac", GPUs: 8},
+		notModelled: []string{pyFlex},
 		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 8, precision = "bf16", optimizer = adamw(fused = True),
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
@@ -253,7 +258,7 @@ func TestTorchtitanPyBounds(t *testing.T) {
 func TestTorchtitanDict(t *testing.T) {
 	lost := []string{
 		"model_spec.converters: not in Trainer.Config.to_dict() (a Float8 or MXFP8 model reads as bf16)",
-		"model_spec.attn_backend: not in Trainer.Config.to_dict() (memsh replays the model's attention as SDPA's)",
+		"model_spec.attn_backend: not in Trainer.Config.to_dict() (memsh replays model_registry's default, flex: memsh prices its kernel as flash-attn's and leaves out its BlockMask's int32 tensors)",
 		pyGraphs,
 	}
 	runImportCases(t, []importCase{{

@@ -50,7 +50,9 @@ func LayerBuiltins() []host.Builtin {
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
-				"\"sdpa\" (torch SDPA as Hugging Face calls it: k and v expanded to all heads first) or " +
+				"\"sdpa\" (torch SDPA as Hugging Face calls it: k and v expanded to all heads first), " +
+				"\"flex\" (torch's FlexAttention compiled, as torchtitan runs it: flash's saved set, kv heads as they are, " +
+				"fp32 max_scores and delta as its only workspaces; priced as flash) or " +
 				"\"eager\" (saves the scores' softmax and dropout mask: memory grows with seq²). " +
 				"dropout applies to the attention probabilities and the output projection (GPT-2 placement). " +
 				"rope adds rotary embeddings to q and k. fused_qkv uses one qkv projection (GPT-2's c_attn); " +

@@ -18,6 +18,9 @@ import (
 //     GQA keys and values are expanded to all heads first (repeat_kv), then
 //     the same saves as flash; with EnableGQA, when the kernel can take
 //     them as they are (sdpaGQA), not expanded.
+//   - "flex": torch's FlexAttention, compiled, as torchtitan runs it
+//     (flex_attention.go): flash's saved set, GQA native, no fp32 dq
+//     accumulator in its backward.
 //   - "eager": matmul, scale, mask, softmax, dropout, matmul; saves Q,
 //     K^T and V as bmm reads them (contiguous copies, or the operands
 //     themselves when folding the heads is a view: headLayout), the
@@ -31,7 +34,7 @@ type Attention struct {
 	HeadDim     int64 // 0 = Dim / Heads
 	QKVBias     bool
 	OutBias     bool
-	Impl        string // flash | sdpa | eager
+	Impl        string // flash | sdpa | flex | eager
 	Causal      bool
 	Dropout     float64
 	Rope        bool    // rotary position embeddings on q and k
@@ -170,9 +173,9 @@ func (a *Attention) Validate(path string) error {
 		return units.Errorf(path, "rope_cache must be positions, or 0 for none (got %d)", a.RopeCache)
 	}
 	switch a.Impl {
-	case "flash", "sdpa", "eager":
+	case "flash", "sdpa", "flex", "eager":
 	default:
-		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa, eager)", a.Impl)
+		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa, flex, eager)", a.Impl)
 	}
 	if a.Dropout < 0 || a.Dropout >= 1 {
 		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", a.Dropout)
@@ -224,7 +227,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		k = rope(b, "k", k, core.WithLast(s, kv*d))
 	}
 	kl, vl := seqMajor, seqMajor // how k and v lie in memory (eager's folds)
-	if a.Impl != "flash" && kv != h && !a.FusedQKV && !la.sdpaGQA(b) {
+	if !a.kvNative() && kv != h && !a.FusedQKV && !la.sdpaGQA(b) {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
 		v = expandKV(b, "v", v, core.WithLast(s, h*d), kv)
@@ -257,7 +260,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Par.Ulysses() {
 		o = ulyssesBack(b, o, s)
 	}
-	if a.ChunkCat && a.Impl != "flash" {
+	if a.ChunkCat && !a.kvNative() {
 		o = b.Ew("cat", "cat_chunks", []core.Value{o}, b.Shape(o), b.Dtype(o), "the chunks' attention outputs concatenated (o_proj's input)")
 	}
 	closeRegion()
@@ -307,12 +310,15 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 		work += 2 * dt.Bytes(tokens*h*d)
 	}
 	b.Op(i).WorkB = work
+	if a.Impl == "flex" {
+		b.Op(i).WorkF, b.Op(i).WorkB = flexWork(tokens, h)
+	}
 	b.Op(i).Flops = a.coreFLOPs(s)
 	kvSeen := b.Val(k).Bytes + b.Val(v).Bytes
 	switch {
 	case a.FusedQKV: // views of one qkv storage
 		kvSeen = 2 * dt.Bytes(tokens*kv*d)
-	case kv != h && a.Impl != "flash" && !native: // SDPA reads repeat_kv's copies, made contiguous
+	case kv != h && !a.kvNative() && !native: // SDPA reads repeat_kv's copies, made contiguous
 		kvSeen = 2 * dt.Bytes(tokens*h*d)
 	}
 	ringAttention(b, i, q, k, v, kvSeen) // ring buffers with context parallelism
@@ -543,9 +549,10 @@ func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 }
 
 // CheckPacking: packed documents need flash attention's varlen kernel
-// (core/packing.go); eager and SDPA attention would need a block-diagonal mask.
+// (core/packing.go) or FlexAttention's document BlockMask (flex_attention.go);
+// eager and SDPA attention would need a block-diagonal mask.
 func (a *Attention) CheckPacking(path string) error {
-	if a.Impl != "flash" {
+	if !a.kvNative() {
 		return fmt.Errorf("%s runs %s attention", path, a.Impl)
 	}
 	return nil

@@ -25,7 +25,7 @@ _SEQ = 8192
 
 
 def _base(flavor: str, tp: int = 1) -> Trainer.Config:
-    model_spec = model_registry(flavor, attn_backend="sdpa")
+    model_spec = model_registry(flavor, attn_backend="flex")
     return Trainer.Config(
         loss=CrossEntropyLoss.Config(global_vocab_size=decoder_vocab_size(model_spec)),
         model_spec=model_spec,
@@ -53,7 +53,7 @@ def llama3_8b_float8_compiled() -> Trainer.Config:
     model_compile_enabled = config.compile.enable and "model" in config.compile.components
     config.model_spec = model_registry(
         "8B",
-        attn_backend="sdpa",
+        attn_backend="flex",
         converters=[
             Float8LinearConverter.Config(
                 filter_fqns=["lm_head", "auto_filter_small_kn"],
