@@ -17,22 +17,26 @@ func TestTorchtitanPyAttention(t *testing.T) {
 	override := func(backend string) Options {
 		return Options{Function: "llama3_8b_no_ac", GPUs: 8, Overrides: []string{"model_spec.attn_backend=" + backend}}
 	}
+	noAC := torchtitanPyStep(4*2*8192*16, 2*8192, 1, 8) // llama3_8b_no_ac's, as TestTorchtitanPy's
 	withModel := override("flex")
 	withModel.Model = "llama-3-8b.json"
 	runImportCases(t, []importCase{{
 		name: "varlen: flash-attn's varlen kernel",
 		file: pyRecipes,
+		step: noAC,
 		opts: override("varlen"),
 		hand: `load("@stdlib//llm.star", "llama")` + "\n" + `plan = train(llama("llama3-8b", attn = "flash"), ` + tail,
 	}, {
 		name:        "flex_flash: FlexAttention's FLASH backend",
 		file:        pyRecipes,
+		step:        noAC,
 		opts:        override("flex_flash"),
 		notModelled: []string{flexFlash},
 		hand:        pyLlama8B + tail,
 	}, {
 		name:  "flex with the model's config.json: hf_config's flash",
 		file:  pyRecipes,
+		step:  noAC,
 		opts:  withModel,
 		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
 		notModelled: []string{"model_spec.attn_backend: flex, model_registry's default (memsh replays it as flash-attn's kernel: " +
