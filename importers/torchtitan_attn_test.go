@@ -2,6 +2,10 @@ package importers
 
 import "testing"
 
+// pyFlexHF is the note of flex with the model's config.json.
+const pyFlexHF = "model_spec.attn_backend: flex, model_registry's default (memsh replays it as flash-attn's kernel: " +
+	"the same saved set (sim/flex_attention_test.go), flash-attn's backward workspaces)"
+
 // TestTorchtitanPyAttention maps model_registry's attn_backend as
 // get_attention_config does (models/common/config_utils.py at
 // b5bcd76c6): flex (the default) and flex_flash to memsh's compiled
@@ -34,14 +38,13 @@ func TestTorchtitanPyAttention(t *testing.T) {
 		notModelled: []string{flexFlash},
 		hand:        pyLlama8B + tail,
 	}, {
-		name:  "flex with the model's config.json: hf_config's flash",
-		file:  pyRecipes,
-		step:  noAC,
-		opts:  withModel,
-		files: map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
-		notModelled: []string{"model_spec.attn_backend: flex, model_registry's default (memsh replays it as flash-attn's kernel: " +
-			"the same saved set (sim/flex_attention_test.go), flash-attn's backward workspaces)"},
-		hand: `plan = train(hf_config("llama-3-8b.json", attn = "flash"), ` + tail,
+		name:        "flex with the model's config.json: hf_config's flash",
+		file:        pyRecipes,
+		step:        noAC,
+		opts:        withModel,
+		files:       map[string]string{"llama-3-8b.json": "../../sim/testdata/hf/llama-3-8b.json"},
+		notModelled: []string{pyFlexHF},
+		hand:        `plan = train(hf_config("llama-3-8b.json", attn = "flash"), ` + tail,
 	}})
 	const head = "from torchtitan.models.llama3 import model_registry\nfrom torchtitan.components.loss import CrossEntropyLoss\nfrom torchtitan.trainer import Trainer\n"
 	config := func(backend string) string {
