@@ -196,6 +196,6 @@ func (pr *profile) work(p *core.Plan, u *unitSums) *timing.GpuWork {
 		w.Optimizer, w.OptimizerCPU = timing.OptimizerTime(p, ow)
 	}
 	w.StepOverhead = p.Overheads.StepSeconds
-	w.Tokens = float64(p.Batch*p.Seq*max(p.Members, 1)) * float64(w.M) * float64(par.DP)
+	w.Tokens = timing.StepTokens(p, w.M, par.DP)
 	return w
 }

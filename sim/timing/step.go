@@ -321,8 +321,15 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 			w.host += float64(w.M)*exp - float64(r.OffloadedPCIe())/(d.PCIeGBps*d.Rates().PCIe*1e9)
 		}
 	}
-	w.Tokens = float64(plan.Batch*plan.Seq*membersPerGPU(plan)) * float64(w.M) * float64(par.DP)
+	w.Tokens = StepTokens(plan, w.M, par.DP)
 	return w, nil
+}
+
+// StepTokens is the tokens one optimizer step processes on the whole job:
+// a GPU's micro-batch (its members' copies) passes times over dp
+// data-parallel ranks; the search's estimate counts it the same way.
+func StepTokens(plan *core.Plan, passes, dp int64) float64 {
+	return float64(plan.Batch*plan.Seq*membersPerGPU(plan)) * float64(passes) * float64(dp)
 }
 
 // membersPerGPU is the ensemble members one GPU's batch runs: all of them
