@@ -132,7 +132,7 @@ func bridgeQwen3(t *testing.T) (*core.Model, core.Precision, hw.Device, core.Run
 	rt, _ := core.LookupRuntime("cuda")
 	prec := core.Precision{Name: "megatron", Params: units.BF16, Compute: units.BF16, Grads: units.BF16,
 		Master: units.FP32, States: units.FP32}
-	m, err := hf.FromConfig(readHF(t, "qwen3-30b-a3b.json"), "flash")
+	m, err := hf.FromConfigOptions(readHF(t, "qwen3-30b-a3b.json"), hf.Options{Attn: "flash", Transformers: megatronTransformers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func TestMegatronDeepSeekV3RecomputeCalibration(t *testing.T) {
 func dsv3ProxyPlan(t *testing.T, recompute string, expandable bool, connect string) *core.Plan {
 	t.Helper()
 	cfg := bytes.Replace(readHF(t, "deepseek-v3.json"), []byte(`"num_hidden_layers": 61`), []byte(`"num_hidden_layers": 14`), 1)
-	m, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "flash", MTP: true})
+	m, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "flash", MTP: true, Transformers: megatronTransformers})
 	if err != nil {
 		t.Fatal(err)
 	}

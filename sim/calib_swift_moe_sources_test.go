@@ -130,6 +130,15 @@ import (
 
 // groupedExperts makes every MoE block under l run as Megatron's grouped
 // GEMM (--moe_grouped_gemm true: TEGroupedMLP).
+// megatronTransformers is the transformers release memsh reads a Megatron
+// run's config.json under: 4.57.1, whose MoE blocks (nn.Linear modules in
+// a loop, which groupedExperts then runs as Megatron's GroupedMLP) carry
+// none of transformers 5's own choices (3-D experts named gate_up_proj,
+// Mixtral's and DeepSeek's fp32 top-k weights, 5.18's sentinel handling).
+// Megatron builds its own modules from the config; the Megatron rows were
+// calibrated so, under hf_config's default until December 2026.
+const megatronTransformers = "4.57.1"
+
 func groupedExperts(l core.Layer) {
 	if m, ok := l.(*nn.MoE); ok {
 		m.Impl = nn.MoEGrouped

@@ -487,7 +487,7 @@ func TestMegatronSwiftCalibration(t *testing.T) {
 			nodes: 1, recompute: "full", gib: 60, secs: 9, expandable: true,
 			timeGap: "memsh 56 % below: about 80 ms of each layer micro-batch missing, in Moonlight's layers (the Qwen1.5-MoE pp 2 row of the same harness lands); batch, recompute, bubble, optimizer and the padded attention's FLOPs checked (calib_swift_moonlight_step_test.go)"},
 	} {
-		m, err := hf.FromConfig(row.config, "flash")
+		m, err := hf.FromConfigOptions(row.config, hf.Options{Attn: "flash", Transformers: megatronTransformers})
 		if err != nil {
 			t.Fatal(err)
 		}

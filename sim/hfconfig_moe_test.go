@@ -268,25 +268,27 @@ func TestDeepSeekMTPPipelineSharesHead(t *testing.T) {
 // (zai-org/GLM-4.7-Flash: 47 layers of 2048, 20 heads, q latent 768, kv
 // latent 512, qk 192 + 64, v 256, one dense layer of 10240, then 64
 // experts of 1536 and one shared, 4 per token), counted by transformers
-// 5.17.0 on the meta device: 29,943,390,976 (Ollama's 29.9 B), the same
-// under experts= "grouped_mm" and "eager". A family newer than the
+// 5.17.0 and 5.25.0 on the meta device: 29,943,390,976 (Ollama's
+// 29.9 B), the same under experts= "grouped_mm" and "eager". A family newer than the
 // transformers= release is refused: glm4_moe_lite before 5.0
 // (Megatron-Bridge's GLM-4.7 page: "transformers >= 5.0.0rc0 is
 // required"), glm4_moe before 4.54.
 func TestGLMFamilies(t *testing.T) {
 	flash := readHF(t, "glm-4.7-flash.json")
-	for _, experts := range []string{"", "grouped_mm", "eager"} {
-		m, err := hf.FromConfigOptions(flash, hf.Options{Attn: "flash", Transformers: "5.17.0", Experts: experts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := m.Params(); got != 29_943_390_976 {
-			t.Errorf("experts=%q: %d parameters, want 29,943,390,976", experts, got)
+	// 5.25.0 counts the same on the meta device; "" is the default, 5.25.0.
+	for _, version := range []string{"5.17.0", "5.25.0", ""} {
+		for _, experts := range []string{"", "grouped_mm", "eager"} {
+			m, err := hf.FromConfigOptions(flash, hf.Options{Attn: "flash", Transformers: version, Experts: experts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.Params(); got != 29_943_390_976 {
+				t.Errorf("transformers %q, experts=%q: %d parameters, want 29,943,390,976", version, experts, got)
+			}
 		}
 	}
 	for _, tc := range []struct{ file, version, want string }{
-		{"glm-4.7-flash.json", "", `model_type "glm4_moe_lite" needs transformers 5.0 or later (got transformers="4.57.1")`},
-		{"glm-4.7-flash.json", "4.57.1", `needs transformers 5.0 or later`},
+		{"glm-4.7-flash.json", "4.57.1", `model_type "glm4_moe_lite" needs transformers 5.0 or later (got transformers="4.57.1")`},
 		{"glm-4.5-air.json", "4.53.3", `model_type "glm4_moe" needs transformers 4.54 or later`},
 	} {
 		_, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "flash", Transformers: tc.version})
@@ -296,10 +298,10 @@ func TestGLMFamilies(t *testing.T) {
 	}
 	// the hint names the release that wrote the config, where it says one
 	saved := shrinkConfig(t, "glm-4.7-flash.json", map[string]any{"transformers_version": "5.0.0.dev0"})
-	_, err := hf.FromConfigOptions(saved, hf.Options{Attn: "flash"})
+	_, err := hf.FromConfigOptions(saved, hf.Options{Attn: "flash", Transformers: "4.57.1"})
 	var ue *units.Error
 	if !errors.As(err, &ue) || !strings.Contains(ue.Hint, "this config.json was written by transformers 5.0.0.dev0") {
-		t.Errorf("GLM-4.7-Flash saved by 5.0.0.dev0 under the default transformers: %v (hint %q)", err, hintOf(ue))
+		t.Errorf("GLM-4.7-Flash saved by 5.0.0.dev0 under transformers 4.57.1: %v (hint %q)", err, hintOf(ue))
 	}
 	if _, err := hf.FromConfigOptions(readHF(t, "glm-4.5-air.json"), hf.Options{Attn: "flash", Transformers: "4.54.0"}); err != nil {
 		t.Errorf("glm4_moe under 4.54.0: %v", err)

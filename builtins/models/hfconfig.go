@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="4.57.1", experts=None)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -28,8 +28,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"embedding's output (inputs_embeds) until its layers and final norm are done, as its forward does. " +
 			"Layers that differ (DeepSeek's and GLM-4.5's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
 			"sliding and full ones, Jamba's Mamba and attention layers) stack as layers.0, layers.1, ...; " +
-			"Jamba's Mamba layers run the mamba_ssm kernels (use_mamba_kernels, as transformers trains them); MoE blocks run as transformers 4.x runs them " +
-			"(moe(impl=\"loop\"); gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
+			"Jamba's Mamba layers run the mamba_ssm kernels (use_mamba_kernels, as transformers trains them); MoE blocks run as transformers 5 runs them " +
+			"(below; before transformers=\"5.0\" as transformers 4.x's loop, moe(impl=\"loop\"), gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
 			"modules the checkpoint holds (num_nextn_predict_layers of DeepSeek-V3 and GLM-4.5), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
 			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
@@ -41,7 +41,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"states; without images those layers are skipped, as transformers skips them; its attention is \"sdpa\"; " +
 			"checkpoint= reaches the text layers only (transformers' vision encoder layers are not checkpointed). mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
-			"attn=\"eager\". transformers is the version the model trains with (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; kimi_k25, Kimi K2.5, 5.13: its text model, Kimi K2's DeepSeek-V3 layout, without the vision tower and projector, whose weights are not counted and whose images= is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
+			"attn=\"eager\". transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
+			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; kimi_k25, Kimi K2.5, 5.13: its text model, Kimi K2's DeepSeek-V3 layout, without the vision tower and projector, whose weights are not counted and whose images= is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
 			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
 			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves). " +
@@ -57,7 +58,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"named router, PhiMoE's block named mlp; DeepSeek-V3's and GLM-4.5's experts weight in fp32 and sum in the hidden states' dtype) " +
 			"and run them as experts= says, transformers' experts_implementation: \"grouped_mm\" " +
 			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
-			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); bitsandbytes and PEFT's " +
+			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); from 5.18 grouped_mm zeroes expert parallelism's " +
+			"sentinel rows only when the experts are sharded (no masked_fill on one rank) and the loop's one_hot has experts + 1 classes; bitsandbytes and PEFT's " +
 			"target_modules do not reach them; experts= on a model without these blocks is an error. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike.",
 		Fn: hfConfigFn,
 	}}

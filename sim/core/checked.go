@@ -151,7 +151,7 @@ func (b *Builder) ReserveParams(n int64) {
 const (
 	hintParams = "check the layer sizes and repeat counts: memsh counts up to 4 EiB (2^62 bytes)"
 	hintOps    = "check the repeat counts (a transformer has tens to a few hundred blocks), the experts or heads, and the sequential members and rollout steps (each lowers the model again); " +
-		"a MoE looped over as transformers runs it (moe(impl=\"loop\"), hf_config's MoE models) lowers every expert's ops, more with autocast's weight copies or float8's casts: " +
+		"a MoE looped over as transformers runs it (moe(impl=\"loop\"), hf_config's MoE models under transformers 4.x) lowers every expert's ops, more with autocast's weight copies or float8's casts: " +
 		"expert parallelism (parallel(ep=...)) runs the experts grouped"
 
 	hintMicroBatches = "check grad_accum= and micro_batches=: memsh counts up to 4 EiB (2^62 bytes) a step"

@@ -179,7 +179,7 @@ type Options struct {
 	// not build, as DeepSeek and Megatron train them.
 	MTP bool
 	// Transformers is the transformers version the model trains with
-	// ("4.57.1"; "" = DefaultTransformers): from 4.54 SDPA gets GQA's kv
+	// ("4.57.1", "5.25.0"; "" = DefaultTransformers): from 4.54 SDPA gets GQA's kv
 	// heads without repeat_kv's copies when no mask is passed.
 	Transformers string
 	// Experts is transformers 5's experts_implementation for the MoE

@@ -12,8 +12,12 @@ import (
 )
 
 // DefaultTransformers is the transformers version the models are built
-// for when none is given: the one tools/oracle measures against.
-const DefaultTransformers = "4.57.1"
+// for when none is given: the latest stable release PyPI serves, 5.25.0
+// (uploaded 2026-12-01; `pip index versions transformers`), what a new
+// user installs. Runs made with an older release pass transformers=: the
+// calibration rows of published runs pin theirs. It was 4.57.1 (October
+// 2025) until December 2026.
+const DefaultTransformers = "5.25.0"
 
 // gqaSince is the first transformers release whose SDPA path passes
 // enable_gqa=True instead of expanding k and v (use_gqa_in_sdpa in
@@ -181,7 +185,7 @@ func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts str
 				Hint: "transformers' experts_implementation; \"batched_mm\", \"deepgemm\" and \"sonicmoe\" are not modelled"}
 		case !v5:
 			return &units.Error{Msg: fmt.Sprintf("experts=%q needs transformers 5.0 or later (got transformers=%q)", experts, version),
-				Hint: "transformers 4.x runs its MoE experts as nn.Linear modules in a loop; pass transformers=\"5.17.0\" (pip show transformers)"}
+				Hint: "transformers 4.x runs its MoE experts as nn.Linear modules in a loop; pass transformers=\"" + DefaultTransformers + "\" or leave it out (pip show transformers)"}
 		}
 	}
 	useLoss(m, modelType, v)
