@@ -1,6 +1,7 @@
 package importers
 
 import (
+	"fmt"
 	"strings"
 )
 
@@ -29,7 +30,8 @@ var hfTrainer = &trainer{
 		"save_only_model", "seed", "data_seed", "report_to", "run_name", "push_to_hub", "hub_model_id", "hub_strategy", "hub_private_repo",
 		"remove_unused_columns", "dataloader_num_workers", "dataloader_pin_memory", "dataloader_drop_last", "disable_tqdm",
 		"load_best_model_at_end", "metric_for_best_model", "label_names", "ddp_timeout", "ddp_find_unused_parameters",
-		"gradient_checkpointing_kwargs.preserve_rng_state", "gradient_checkpointing_kwargs.determinism_check", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
+		"gradient_checkpointing_kwargs.preserve_rng_state", "gradient_checkpointing_kwargs.determinism_check",
+		"activation_checkpointing_kwargs.preserve_rng_state", "activation_checkpointing_kwargs.determinism_check", "model_revision", "trust_remote_code", "chat_template", "dataset_name", "dataset_config",
 		"dataset_train_split", "dataset_test_split", "dataset_mixture.*", "dataset_num_proc", "dataset_text_field", "dataset_kwargs.*",
 		"eos_token", "pad_token", "completion_only_loss", "assistant_only_loss", "lora_task_type", "bnb_4bit_quant_storage",
 	},
@@ -325,22 +327,49 @@ func hfPrecision(t *tree, p *plan, qlora bool) error {
 	return nil
 }
 
-// hfCheckpoint is gradient_checkpointing as the trainer runs it, with
-// the torch.utils.checkpoint variant it asks for:
-//   - gradient_checkpointing_kwargs.use_reentrant when the config says it;
-//   - TRL's SFTTrainer (a config with SFTConfig's or ModelConfig's keys):
-//     non-reentrant, set by default under transformers < 5
-//     (trl/trainer/sft_trainer.py at v1.16.0, l.1075-1081), but reentrant
+// hfCheckpoint is activation checkpointing as the trainer runs it under
+// transformers 5 (hf_config's default release), with the
+// torch.utils.checkpoint variant it asks for:
+//   - activation_checkpointing and activation_checkpointing_kwargs
+//     (transformers 5.23.0 and later), or their deprecated aliases
+//     gradient_checkpointing and gradient_checkpointing_kwargs, which
+//     TrainingArguments reads when the new names are unset
+//     (training_args.py at 5.25.0);
+//   - use_reentrant when the kwargs say it;
+//   - otherwise non-reentrant: the plain Trainer's
+//     activation_checkpointing_enable() asks for {"use_reentrant": False}
+//     when no kwargs are given (modeling_utils.py from 5.0.0; 4.x's
+//     gradient_checkpointing_enable() asked for True, 4.57.1 l.3691-3692:
+//     a 4.x run says gradient_checkpointing_kwargs.use_reentrant=true),
+//     and TRL's SFTTrainer, which set it so itself under transformers < 5
+//     (trl/trainer/sft_trainer.py at v1.16.0, l.1075-1081); but reentrant
 //     for a PEFT model under DeepSpeed ZeRO-3, whatever the config says
 //     (l.872-895, trl#2514);
-//   - the plain Trainer: reentrant, gradient_checkpointing_enable()'s
-//     {"use_reentrant": True} when no kwargs are given (transformers
-//     4.57.1 modeling_utils.py l.3691-3692; 5.x asks for non-reentrant).
+//   - every_n_layers in the kwargs (5.17.0 and later): one layer in n
+//     checkpointed, checkpoint(every=n); offload (save_on_cpu around each
+//     checkpoint) is not modelled.
 //
 // A PEFT model's embedding output requires grad (TRL calls
-// enable_input_require_grads() with gradient checkpointing, l.898-900).
+// enable_input_require_grads() with gradient checkpointing, l.898-900;
+// transformers 5 does so for every model taking input_ids, which changes
+// nothing for a trainable embedding).
 func hfCheckpoint(t *tree, p *plan, ds *tree) error {
-	_, set := t.leaves["gradient_checkpointing"]
+	name, kwargs := "gradient_checkpointing", "gradient_checkpointing_kwargs"
+	if v, ok := t.leaves["activation_checkpointing"]; ok && v.value != nil {
+		name = "activation_checkpointing"
+	}
+	for k := range t.leaves {
+		if strings.HasPrefix(k, "activation_checkpointing_kwargs.") {
+			kwargs = "activation_checkpointing_kwargs"
+		}
+	}
+	for k := range t.leaves { // the aliases transformers ignores once the new names are set
+		if (name != "gradient_checkpointing" && k == "gradient_checkpointing") ||
+			(kwargs != "gradient_checkpointing_kwargs" && strings.HasPrefix(k, "gradient_checkpointing_kwargs.")) {
+			t.get(k)
+		}
+	}
+	_, set := t.leaves[name]
 	sft := false
 	for _, k := range []string{"max_length", "max_seq_length", "packing", "dataset_text_field", "use_peft"} {
 		if _, ok := t.leaves[k]; ok {
@@ -348,10 +377,10 @@ func hfCheckpoint(t *tree, p *plan, ds *tree) error {
 		}
 	}
 	if sft && !set {
-		return &Error{File: t.file, Key: "gradient_checkpointing", Msg: "missing: TRL's SFTConfig and TrainingArguments default it differently",
-			Hint: "say it: gradient_checkpointing=true (or false)"}
+		return &Error{File: t.file, Key: name, Msg: "missing: TRL's SFTConfig and TrainingArguments default it differently",
+			Hint: "say it: " + name + "=true (or false)"}
 	}
-	on, err := t.boolean("gradient_checkpointing", false)
+	on, err := t.boolean(name, false)
 	if err != nil || !on {
 		return err
 	}
@@ -359,10 +388,20 @@ func hfCheckpoint(t *tree, p *plan, ds *tree) error {
 	if err != nil {
 		return err
 	}
-	reentrant, err := t.boolean("gradient_checkpointing_kwargs.use_reentrant", !sft)
+	reentrant, err := t.boolean(kwargs+".use_reentrant", false)
 	if err != nil {
 		return err
 	}
+	every, err := t.integer(kwargs+".every_n_layers", 1, 1, 1<<20)
+	if err != nil {
+		return err
+	}
+	if every > 1 {
+		t.notModelled = append(t.notModelled, fmt.Sprintf("%s.every_n_layers: transformers checkpoints layers 0, %d, %d, ...; "+
+			"checkpoint(every=%d) the same number of layers, from layer %d (the count is the same, which layers may differ by one at the ends)",
+			kwargs, every, 2*every, every, every-1))
+	}
+	t.notModelledIf(kwargs+".offload", "the checkpointed layers' inputs held in pinned host memory (save_on_cpu): memsh keeps them on the device")
 	if ds != nil && peft {
 		stage, err := ds.integer("zero_optimization.stage", 0, 0, 3)
 		if err != nil {
@@ -370,11 +409,14 @@ func hfCheckpoint(t *tree, p *plan, ds *tree) error {
 		}
 		reentrant = reentrant || stage == 3
 	}
-	if !reentrant && !peft {
+	if !reentrant && !peft && every == 1 {
 		p.set("checkpoint", str("full"))
 		return nil
 	}
 	args := []string{str("full")}
+	if every > 1 {
+		args = []string{kw("every", num(every))}
+	}
 	if reentrant {
 		args = append(args, kw("reentrant", "True"))
 	}

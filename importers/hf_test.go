@@ -140,13 +140,38 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
              gpu = "H100-80GB", parallel = parallel(dp = 8))`,
 	}, {
-		name: "the plain Trainer's gradient checkpointing: reentrant (transformers 4.x)",
+		name: "the plain Trainer's gradient checkpointing: non-reentrant (transformers 5)",
 		file: "hf/trainer_gc.json",
 		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = "full", gpu = "H100-80GB")`,
+	}, {
+		name: "the plain Trainer under transformers 4.x: the run says use_reentrant=true (4.x's default)",
+		file: "hf/trainer_gc.json",
+		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+	}, {
+		name: "transformers 5.23's names: activation_checkpointing wins over its deprecated alias, its kwargs too",
+		file: "hf/trainer_gc.json",
+		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing=false", "activation_checkpointing=true",
+			"gradient_checkpointing_kwargs.use_reentrant=false", "activation_checkpointing_kwargs.use_reentrant=true"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+	}, {
+		name: "every_n_layers and offload in the kwargs",
+		file: "hf/trainer_gc.json",
+		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.every_n_layers=2", "gradient_checkpointing_kwargs.offload=true"}},
+		notModelled: []string{"gradient_checkpointing_kwargs.every_n_layers: transformers checkpoints layers 0, 2, 4, ...; checkpoint(every=2) " +
+			"the same number of layers, from layer 1 (the count is the same, which layers may differ by one at the ends)",
+			"gradient_checkpointing_kwargs.offload: the checkpointed layers' inputs held in pinned host memory (save_on_cpu): memsh keeps them on the device"},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(every = 2), gpu = "H100-80GB")`,
 	}, {
 		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
 		file:        "hf/zephyr_sft_full.yaml",
