@@ -48,8 +48,10 @@ func TestDeepSeekV32Params(t *testing.T) {
 // parallelism, an mlp_layer_types other than first_k_dense_replace's.
 func TestDeepSeekV32Refusals(t *testing.T) {
 	cfg := readHF(t, "deepseek-v3.2.json")
-	if _, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "sdpa", Transformers: "5.11.0"}); err != nil {
-		t.Errorf("deepseek_v32 under 5.11.0: %v", err)
+	for _, v := range []string{"5.11.0", ""} { // "": the default, 5.25.0
+		if _, err := hf.FromConfigOptions(cfg, hf.Options{Attn: "sdpa", Transformers: v}); err != nil {
+			t.Errorf("deepseek_v32 under transformers %q: %v", v, err)
+		}
 	}
 	for _, tc := range []struct {
 		name string
@@ -57,7 +59,7 @@ func TestDeepSeekV32Refusals(t *testing.T) {
 		opts hf.Options
 		want string
 	}{
-		{"default transformers", cfg, hf.Options{Attn: "sdpa"}, `model_type "deepseek_v32" needs transformers 5.11 or later`},
+		{"4.57.1", cfg, hf.Options{Attn: "sdpa", Transformers: "4.57.1"}, `model_type "deepseek_v32" needs transformers 5.11 or later`},
 		{"5.10", cfg, hf.Options{Attn: "sdpa", Transformers: "5.10.0"}, "needs transformers 5.11 or later"},
 		{"flash", cfg, hf.Options{Attn: "flash", Transformers: "5.17.0"}, `no flash-attention path for model_type "deepseek_v32"`},
 		{"eager", cfg, hf.Options{Attn: "eager", Transformers: "5.17.0"}, "eager attention is not modelled"},
