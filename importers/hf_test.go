@@ -150,6 +150,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 	}, {
 		name: "the plain Trainer under transformers 4.x: the run says use_reentrant=true (4.x's default)",
 		file: "hf/trainer_gc.json",
+		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
@@ -157,6 +158,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 	}, {
 		name: "transformers 5.23's names: activation_checkpointing wins over its deprecated alias, its kwargs too",
 		file: "hf/trainer_gc.json",
+		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing=false", "activation_checkpointing=true",
 			"gradient_checkpointing_kwargs.use_reentrant=false", "activation_checkpointing_kwargs.use_reentrant=true"}},
 		hand: `load("@stdlib//llm.star", "mistral")
@@ -165,6 +167,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 	}, {
 		name: "every_n_layers and offload in the kwargs",
 		file: "hf/trainer_gc.json",
+		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.every_n_layers=2", "gradient_checkpointing_kwargs.offload=true"}},
 		notModelled: []string{"gradient_checkpointing_kwargs.every_n_layers: transformers checkpoints layers 0, 2, 4, ...; checkpoint(every=2) " +
 			"the same number of layers, from layer 1 (the count is the same, which layers may differ by one at the ends)",
