@@ -15,7 +15,7 @@ import (
 // are not built: their weights are not counted and train(images=) is
 // refused (the model has no vision tower), so the count is the text
 // model's, 471,143,920 below transformers' at Kimi K2.5's vision sizes
-// (sim/hfconfig_dsa_test.go).
+// (sim/hfconfig_kimi_test.go).
 func buildKimiK25(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c.sub("text_config")
 	if c.err != nil {
