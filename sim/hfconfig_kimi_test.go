@@ -51,7 +51,7 @@ func TestKimiK25Params(t *testing.T) {
 		{"5.12", readHF(t, "kimi-k2.5.json"), hf.Options{Attn: "flash", Transformers: "5.12.0"}, `model_type "kimi_k25" needs transformers 5.13 or later`},
 		{"eager", readHF(t, "kimi-k2.5.json"), hf.Options{Attn: "eager", Transformers: "5.17.0"}, "eager attention is not modelled"},
 		{"text model", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"text_config": map[string]any{"model_type": "qwen2"}}),
-			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `text_config must be Kimi K2's`},
+			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `"text_config.model_type" must be Kimi K2's, "kimi_k2" or "deepseek_v3" (got "qwen2")`},
 		{"no text_config", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"text_config": nil}),
 			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `no "text_config" object`},
 	} {
