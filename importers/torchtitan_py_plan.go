@@ -28,7 +28,7 @@ func torchtitanPyModelOptions(t *tree, model string, hf bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	impl, why := "flex", "memsh prices its kernel as flash-attn's and leaves out its BlockMask's int32 tensors"
+	impl, why := "flex", "memsh prices its kernel as flash-attn's over one causal row a sequence, train(doc_tokens=) per document, and leaves out its BlockMask's int32 tensors"
 	if hf { // hf_config's attn takes transformers' kernels
 		why = "memsh replays it as flash-attn's kernel: the same saved set (sim/flex_attention_test.go), flash-attn's backward workspaces"
 	}

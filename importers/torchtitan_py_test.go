@@ -11,7 +11,7 @@ import (
 // tensor or pipeline parallelism and the CUDA graphs, on by default
 // (b5bcd76c6).
 const (
-	pyFlex      = "model_spec.attn_backend: flex, model_registry's default (memsh prices its kernel as flash-attn's and leaves out its BlockMask's int32 tensors)"
+	pyFlex      = "model_spec.attn_backend: flex, model_registry's default (memsh prices its kernel as flash-attn's over one causal row a sequence, train(doc_tokens=) per document, and leaves out its BlockMask's int32 tensors)"
 	pyGraphs    = "training.disable_cuda_graphs: False, the default: forward and backward captured as a CUDA graph (distributed/cudagraph.py), its memory pool kept between steps (memsh replays the eager step, with the gradients zeroed, not freed)"
 	pyRegistry  = "torchtitan/models/llama3/config_registry.py"
 	pyRecipes   = "torchtitan/recipes/llama3_recipes.py"
@@ -258,7 +258,7 @@ func TestTorchtitanPyBounds(t *testing.T) {
 func TestTorchtitanDict(t *testing.T) {
 	lost := []string{
 		"model_spec.converters: not in Trainer.Config.to_dict() (a Float8 or MXFP8 model reads as bf16)",
-		"model_spec.attn_backend: not in Trainer.Config.to_dict() (memsh replays model_registry's default, flex: memsh prices its kernel as flash-attn's and leaves out its BlockMask's int32 tensors)",
+		"model_spec.attn_backend: not in Trainer.Config.to_dict() (memsh replays model_registry's default, flex: memsh prices its kernel as flash-attn's over one causal row a sequence, train(doc_tokens=) per document, and leaves out its BlockMask's int32 tensors)",
 		pyGraphs,
 	}
 	runImportCases(t, []importCase{{

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -68,5 +70,62 @@ func TestFlexAttentionSaved(t *testing.T) {
 				t.Errorf("%s, %d tokens: workspaces %d B forward, %d B backward, want %d and %d", impl, tc.tokens, op.WorkF, op.WorkB, wantF, wantB)
 			}
 		}
+	}
+}
+
+// train(doc_tokens=L) prices the attention core per document: the flex
+// op's FLOPs are the causal row's times the blocks its BlockMask runs
+// (nn/flex_blocks.go; 512 tokens in documents of 128: 4 + 3 x 127/128 of
+// 10 blocks), flash's the keys each query sees in its document (at
+// offsets 0 and 1 alike, 1.5 a query but the row's first); SDPA
+// attends across the row and is refused.
+func TestDocTokensPricing(t *testing.T) {
+	flops := func(impl string, doc int64) (float64, error) {
+		m := &core.Model{Name: "doc", Vocab: 1000, Layers: []core.Layer{
+			&nn.Embedding{Name: "embed", Rows: 1000, Dim: 512},
+			&nn.Attention{Dim: 512, Heads: 8, KVHeads: 2, Impl: impl, Causal: true},
+		}}
+		p := tinyPlan(t, m)
+		p.Seq, p.DocTokens = 512, doc
+		if err := p.Validate(); err != nil {
+			return 0, err
+		}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			return 0, err
+		}
+		for _, op := range prog.Ops {
+			if op.Kind == "attention" {
+				return op.Flops, nil
+			}
+		}
+		return 0, nil
+	}
+	row, err := flops("flex", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 4 * 512 * 256 * 512.0; row != want { // 4 x tokens x seq/2 keys x heads*head_dim
+		t.Errorf("one causal row: %g FLOPs, want %g", row, want)
+	}
+	for _, tc := range []struct {
+		impl string
+		doc  int64
+		want float64
+	}{
+		{"flex", 128, (4 + 3*127.0/128) / 10},
+		{"flex", 1 << 40, 1},
+		{"flash", 2, (1 + 511*1.5) / 512 / 256}, // the row's first query sees 1 key, the others 1 or 2
+	} {
+		got, err := flops(tc.impl, tc.doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := got / row; math.Abs(r/tc.want-1) > 1e-9 {
+			t.Errorf("%s, documents of %d: %.6f of the causal row, want %.6f", tc.impl, tc.doc, r, tc.want)
+		}
+	}
+	if _, err := flops("sdpa", 128); err == nil || !strings.Contains(err.Error(), "doc_tokens masks attention per document") {
+		t.Errorf("sdpa with doc_tokens: %v, want the refusal", err)
 	}
 }

@@ -118,6 +118,11 @@ var TrainKeywords = []keyword{
 		set: setBool(func(p *core.Plan) *bool { return &p.KeepLogits })},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
+	{Name: "doc_tokens", Def: starlark.None,
+		Doc: "the packed documents' mean length in tokens, attention masked per document (torchtitan's block_causal under attn=\"flex\", flash-attn's varlen kernel under \"flash\"): " +
+			"the attention core is priced per document, flex at its 128 x 128 blocks (a block touching a document boundary runs whole), flash per token, for documents of that length at a random offset; " +
+			"None prices one causal row of seq (or tokens_per_batch) tokens, the upper bound. No dataset's figure is built in: torchtitan's default C4 has no published mean in Llama 3 tokens",
+		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.DocTokens })},
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.HostMemory })},
 	{Name: "quant_lm_head", Def: starlark.False, Doc: "quantizes lm_head too (Lightning's BitsandbytesPrecision)",

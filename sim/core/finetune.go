@@ -21,6 +21,7 @@ type Finetune struct {
 	titan       int64    // torchtitan's ChunkedLossWrapper's num_chunks, 0 when not (titan_loss.go)
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
+	docTokens   int64       // Plan.DocTokens
 	keepLogits  bool        // the loop holds the logits through the backward (Plan.KeepLogits)
 	adapterDT   units.DType // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
 	Unfreeze    int         // > 0 while lowering modules a recipe trains (adapter v2 norms)
@@ -35,6 +36,7 @@ func (p *Plan) finetuneOptions() *Finetune {
 		freeze:      p.Freeze,
 		lossChunks:  p.LossChunks,
 		packed:      p.TokensPerBatch > 0,
+		docTokens:   p.DocTokens,
 		ligerLayers: p.LigerKernels,
 		keepLogits:  p.KeepLogits,
 		adapterDT:   p.AdapterDType(),

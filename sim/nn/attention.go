@@ -313,7 +313,7 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	if a.Impl == "flex" {
 		b.Op(i).WorkF, b.Op(i).WorkB = flexWork(tokens, h)
 	}
-	b.Op(i).Flops = a.coreFLOPs(s)
+	b.Op(i).Flops = a.coreFLOPs(s) * a.docFraction(b, s) // documents: flex_blocks.go
 	kvSeen := b.Val(k).Bytes + b.Val(v).Bytes
 	switch {
 	case a.FusedQKV: // views of one qkv storage

@@ -1,0 +1,41 @@
+package nn
+
+import (
+	"math"
+	"testing"
+)
+
+// The share of a causal row's attention a document mask leaves, counted
+// by hand. flex, 512 tokens in 4 blocks of 128 (a causal row runs 10):
+// documents of 128 tokens run the 4 diagonal blocks and each of the 3
+// blocks one below with probability 127/128 (a document starts in the 1
+// token between them otherwise), none further (129 tokens, more than a
+// document); of 256, 3 x 255/256 one below and 2 x 127/256 two below.
+// flash, 4 tokens in documents of 2 at offsets 0 and 1: 6 and 5 keys
+// over the 4 queries, 1.375 a query against the causal row's 2.
+func TestDocFraction(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		seq, l int64
+		flex   bool
+		want   float64
+	}{
+		{"flex, one block-long document", 512, 128, true, (4 + 3*127.0/128) / 10},
+		{"flex, two blocks long", 512, 256, true, (4 + 3*255.0/256 + 2*127.0/256) / 10},
+		{"flex, one document a row", 512, 512, true, (4 + 3*511.0/512 + 2*383.0/512 + 255.0/512) / 10},
+		{"flex, no boundary in sight", 512, 1 << 40, true, 1},
+		{"flex, a partial last block", 300, 1 << 40, true, 1},
+		{"flash, documents of 2", 4, 2, false, 1.375 / 2},
+		{"flash, no boundary in sight", 1000, 1 << 40, false, 500.5 / 500},
+	} {
+		var got float64
+		if tc.flex {
+			got = flexBlockFraction(tc.seq, tc.l, flexBlock)
+		} else {
+			got = docKeys(tc.seq, tc.l) / (float64(tc.seq) / 2)
+		}
+		if math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: %.9f, want %.9f", tc.name, got, tc.want)
+		}
+	}
+}
