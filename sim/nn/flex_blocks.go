@@ -16,7 +16,9 @@ import "github.com/memsh/memsh/sim/core"
 //     tokens from the key block's last token to the query block's first,
 //     which happens with probability min(1, (128(d-1)+1)/L); the diagonal
 //     blocks always run. The fraction is the expected blocks run over a
-//     causal row's n(n+1)/2.
+//     causal row's n(n+1)/2. The rule gives the blocks torch 2.15's
+//     create_block_mask lists, offset by offset (tools/oracle/
+//     flex_blocks.py: 49 rows, none differing; TestFlexBlocksAsTorch).
 //   - flash: flash-attn's varlen kernel costs each document's own causal
 //     triangle: the mean keys a query sees within its document over the
 //     causal row's S/2.

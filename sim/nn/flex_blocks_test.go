@@ -39,3 +39,52 @@ func TestDocFraction(t *testing.T) {
 		}
 	}
 }
+
+// flexBlocksAt is the rule flexBlockFraction averages, for one offset:
+// the blocks of blk tokens a row of seq tokens runs when documents of l
+// tokens start at the row's first token and wherever (t + ph) % l == 0.
+func flexBlocksAt(seq, l, ph, blk int64) int64 {
+	n := seq / blk
+	run := n
+	for i := int64(0); i < n; i++ {
+		for d := int64(1); d <= i; d++ {
+			shared := true
+			for t := blk * (i - d + 1); t <= blk*i; t++ {
+				if (t+ph)%l == 0 {
+					shared = false
+					break
+				}
+			}
+			if shared {
+				run++
+			}
+		}
+	}
+	return run
+}
+
+// The blocks torch 2.15's create_block_mask lists for causal AND document
+// masks over 4,096 tokens (kv_num_blocks + full_kv_num_blocks, on the CPU:
+// tools/oracle/flex_blocks.py, 49 rows of which these, none differing from
+// the rule), and flexBlockFraction as the rule's mean over every offset.
+func TestFlexBlocksAsTorch(t *testing.T) {
+	for _, tc := range []struct{ l, ph, blocks int64 }{
+		{512, 0, 80}, {512, 1, 108}, {512, 256, 76}, {512, 511, 108},
+		{1000, 0, 168}, {1000, 37, 161}, {1000, 127, 162}, {1000, 500, 156},
+		{10000, 37, 528},
+	} {
+		if got := flexBlocksAt(4096, tc.l, tc.ph, flexBlock); got != tc.blocks {
+			t.Errorf("documents of %d at offset %d: %d blocks, torch's create_block_mask %d", tc.l, tc.ph, got, tc.blocks)
+		}
+	}
+	for _, l := range []int64{300, 1000} {
+		var sum int64
+		for ph := int64(0); ph < l; ph++ {
+			sum += flexBlocksAt(2048, l, ph, flexBlock)
+		}
+		mean := float64(sum) / float64(l) / (16 * 17 / 2)
+		if got := flexBlockFraction(2048, l, flexBlock); math.Abs(got-mean) > 1e-12 {
+			t.Errorf("documents of %d: flexBlockFraction %.12f, the rule's mean over offsets %.12f", l, got, mean)
+		}
+	}
+}
