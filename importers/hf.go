@@ -321,8 +321,14 @@ func hfPrecision(t *tree, p *plan, qlora bool) error {
 	default:
 		p.set("precision", str("fp32"))
 	}
-	if dtype == "auto" {
+	switch dtype {
+	case "auto":
 		t.notModelled = append(t.notModelled, "torch_dtype: auto loads the checkpoint's own dtype, which memsh reads as float32")
+	case "":
+		// transformers 5 (hf_config's default release) loads a model in the
+		// checkpoint's own dtype unless told otherwise (from_pretrained's
+		// dtype="auto" from 5.0); 4.x loaded float32
+		t.notModelled = append(t.notModelled, "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x: float32), which memsh reads as float32: set torch_dtype (or dtype) to say which")
 	}
 	return nil
 }

@@ -13,6 +13,9 @@ import (
 // accumulation, max_seq_length / max_length, gradient checkpointing, the
 // Trainer's default optimizer (adamw_torch_fused), and for QLoRA the 4-bit
 // base under PEFT's adapters with the norms peft keeps in fp32.
+// hfDtypeUnset is the note for a run that does not say the model's dtype.
+const hfDtypeUnset = "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x: float32), which memsh reads as float32: set torch_dtype (or dtype) to say which"
+
 func TestHF(t *testing.T) {
 	runImportCases(t, []importCase{{
 		name: "zephyr-7b-beta SFT, full",
@@ -140,18 +143,20 @@ plan = train(mistral("7b", attn = "flash"), batch = 4, seq = 2048, grad_accum = 
              lora = lora(rank = 16, alpha = 16, targets = ["q", "k", "v", "o", "gate", "up", "down"], dropout = 0.05),
              gpu = "H100-80GB", parallel = parallel(dp = 8))`,
 	}, {
-		name: "the plain Trainer's gradient checkpointing: non-reentrant (transformers 5)",
-		file: "hf/trainer_gc.json",
-		step: hfStep(2, 1, 1, 1024),
-		opts: Options{Seq: 1024},
+		name:        "the plain Trainer's gradient checkpointing: non-reentrant (transformers 5)",
+		file:        "hf/trainer_gc.json",
+		step:        hfStep(2, 1, 1, 1024),
+		opts:        Options{Seq: 1024},
+		notModelled: []string{hfDtypeUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = "full", gpu = "H100-80GB")`,
 	}, {
-		name: "the plain Trainer under transformers 4.x: the run says use_reentrant=true (4.x's default)",
-		file: "hf/trainer_gc.json",
-		step: hfStep(2, 1, 1, 1024),
-		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
+		name:        "the plain Trainer under transformers 4.x: the run says use_reentrant=true (4.x's default)",
+		file:        "hf/trainer_gc.json",
+		step:        hfStep(2, 1, 1, 1024),
+		opts:        Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.use_reentrant=true"}},
+		notModelled: []string{hfDtypeUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
@@ -161,6 +166,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing=false", "activation_checkpointing=true",
 			"gradient_checkpointing_kwargs.use_reentrant=false", "activation_checkpointing_kwargs.use_reentrant=true"}},
+		notModelled: []string{hfDtypeUnset},
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
@@ -169,7 +175,7 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		file: "hf/trainer_gc.json",
 		step: hfStep(2, 1, 1, 1024),
 		opts: Options{Seq: 1024, Overrides: []string{"gradient_checkpointing_kwargs.every_n_layers=2", "gradient_checkpointing_kwargs.offload=true"}},
-		notModelled: []string{"gradient_checkpointing_kwargs.every_n_layers: transformers checkpoints layers 0, 2, 4, ...; checkpoint(every=2) " +
+		notModelled: []string{hfDtypeUnset, "gradient_checkpointing_kwargs.every_n_layers: transformers checkpoints layers 0, 2, 4, ...; checkpoint(every=2) " +
 			"the same number of layers, from layer 1 (the count is the same, which layers may differ by one at the ends)",
 			"gradient_checkpointing_kwargs.offload: the checkpointed layers' inputs held in pinned host memory (save_on_cpu): memsh keeps them on the device"},
 		hand: `load("@stdlib//llm.star", "mistral")
