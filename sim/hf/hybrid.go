@@ -1,6 +1,8 @@
 package hf
 
 import (
+	"strings"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 )
@@ -78,10 +80,10 @@ func (c *hfConfig) mixerStack(head hfHead, mixer core.Layer, hidden, layers, voc
 
 func buildNemotronH(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
+	pattern := c.nemotronPattern()
+	layers := c.sizeOr("num_hidden_layers", int64(len(pattern)))
 	vocab := c.size("vocab_size")
 	tie := c.flag("tie_word_embeddings", false)
-	pattern := c.str("hybrid_override_pattern", "")
 	if c.err == nil && int64(len(pattern)) != layers {
 		c.fail("hybrid_override_pattern", "must give one of M, *, - per layer (%d layers, got %d characters)", layers, len(pattern))
 	}
@@ -196,4 +198,35 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks),
 		&nn.Norm{Name: "final_layernorm", Dim: hidden, RMS: true}}
 	return c.finish(head, ls, vocab, tie)
+}
+
+// nemotronBlockTypes maps transformers 5's layers_block_type entries to
+// hybrid_override_pattern's characters (NemotronHConfig at 5.17.0:
+// "linear_attention" M, "moe" E, "full_attention" *, "mlp" -).
+var nemotronBlockTypes = map[string]string{"linear_attention": "M", "moe": "E", "full_attention": "*", "mlp": "-"}
+
+// nemotronPattern reads hybrid_override_pattern, or, when absent, the
+// layers_block_type list transformers 5 saves in its place (NemotronHConfig
+// at 5.17.0 pops hybrid_override_pattern and derives num_hidden_layers
+// from the list, so a config it saves has neither).
+func (c *hfConfig) nemotronPattern() string {
+	if c.has("hybrid_override_pattern") || !c.has("layers_block_type") {
+		return c.str("hybrid_override_pattern", "")
+	}
+	list, ok := c.raw["layers_block_type"].([]any)
+	if !ok {
+		c.fail("layers_block_type", "must be a list of \"linear_attention\", \"moe\", \"full_attention\", \"mlp\" (got %s)", describeJSON(c.raw["layers_block_type"]))
+		return ""
+	}
+	var b strings.Builder
+	for i, v := range list {
+		s, _ := v.(string)
+		k, ok := nemotronBlockTypes[s]
+		if !ok {
+			c.fail("layers_block_type", "entry %d must be \"linear_attention\", \"moe\", \"full_attention\" or \"mlp\" (got %s)", i, describeJSON(v))
+			return ""
+		}
+		b.WriteString(k)
+	}
+	return b.String()
 }

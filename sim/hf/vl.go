@@ -30,12 +30,15 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	mt := c.modelType
-	c.modelType = "qwen2" // the language model
-	m := buildDecoder(c, attn, head)
+	lm := c.textConfig()
+	lm.modelType = "qwen2" // the language model
+	m := buildDecoder(lm, attn, head)
+	c.err = lm.err
 	c.modelType = mt
 	if m == nil {
 		return nil
 	}
+	c = lm
 	if hidden := c.size("hidden_size"); c.err == nil && tower.TextDim != hidden {
 		c.fail("vision_config", "out_hidden_size (%d) must be the language model's hidden_size (%d)", tower.TextDim, hidden)
 		return nil
@@ -48,4 +51,26 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 		&core.Sequential{Name: "language_model", Layers: rest},
 	}
 	return m
+}
+
+// textConfig is the language model's config: the top-level fields, as the
+// hub's configs carry them, with text_config's over them when present
+// (transformers 5 saves Qwen2_5_VLConfig's text fields in text_config
+// only: 5.17.0's save_pretrained of qwen2.5-vl-3b-instruct.json has no
+// top-level hidden_size).
+func (c *hfConfig) textConfig() *hfConfig {
+	tc, ok := c.raw["text_config"].(map[string]any)
+	if !ok {
+		return &hfConfig{raw: c.raw, modelType: c.modelType, name: c.name, mtp: c.mtp, err: c.err}
+	}
+	raw := make(map[string]any, len(c.raw)+len(tc))
+	for k, v := range c.raw {
+		raw[k] = v
+	}
+	for k, v := range tc {
+		if k != "model_type" {
+			raw[k] = v
+		}
+	}
+	return &hfConfig{raw: raw, modelType: c.modelType, name: c.name, mtp: c.mtp, err: c.err}
 }
