@@ -70,7 +70,7 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	c.object("rope_scaling")
 	c.prob("attention_dropout", 0)
 	experts := c.sizeOr("n_routed_experts", 0)
-	firstDense := c.intOr("first_k_dense_replace", 0)
+	firstDense := c.intOr("first_k_dense_replace", c.firstDenseDefault())
 	freq := c.sizeOr("moe_layer_freq", 1)
 	nextn := c.intOr("num_nextn_predict_layers", 0)
 	if c.err != nil {
@@ -128,4 +128,20 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	}
 	ls = append(ls, norm("norm"))
 	return c.finish(head, ls, vocab, tie)
+}
+
+// firstDenseDefault is first_k_dense_replace's default, the config class's
+// (transformers 5.17.0): DeepseekV3Config, DeepseekV32Config and
+// GlmMoeDsaConfig 3 (Kimi K2.5's text_config is a DeepseekV3Config),
+// Glm4MoeConfig 1, Glm4MoeLiteConfig 1 (it has no first_k_dense_replace:
+// its mlp_layer_types defaults to ["dense"] + ["sparse"] * (layers - 1)).
+// A config.json that omits the key builds the class's model.
+func (c *hfConfig) firstDenseDefault() int64 {
+	switch c.modelType {
+	case "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k25":
+		return 3
+	case "glm4_moe", "glm4_moe_lite":
+		return 1
+	}
+	return 0
 }

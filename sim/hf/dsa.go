@@ -48,7 +48,7 @@ func (c *hfConfig) mlpLayerTypes() {
 	}
 	list, ok := raw.([]any)
 	layers := c.size("num_hidden_layers")
-	dense := c.intOr("first_k_dense_replace", 0) // as buildRouted reads it
+	dense := c.intOr("first_k_dense_replace", c.firstDenseDefault()) // as buildRouted reads it
 	if !ok || int64(len(list)) != layers {
 		c.fail("mlp_layer_types", "must list \"dense\" or \"sparse\" for each of the %d layers", layers)
 		return
