@@ -99,3 +99,18 @@ func TestExpertErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExpertSpreadNeedsDropless: a capacity factor pads every expert to
+// its capacity, so the rows the replay would vary do not change size;
+// expert_spread there would change nothing and is refused.
+func TestExpertSpreadNeedsDropless(t *testing.T) {
+	m := moeStack()
+	m.Layers[0].(*core.Repeat).Layer.(*nn.MoE).Capacity = 1.25
+	err := distPlan(t, m, "bf16", core.Parallelism{DP: 2, EP: 2, ExpertSpread: 0.1}).Validate()
+	if err == nil || !strings.Contains(err.Error(), "pads every expert to capacity=1.25") {
+		t.Errorf("error %v, want the capacity refusal", err)
+	}
+	if err := distPlan(t, moeStack(), "bf16", core.Parallelism{DP: 2, EP: 2, ExpertSpread: 0.1}).Validate(); err != nil {
+		t.Errorf("dropless with expert_spread: %v", err)
+	}
+}

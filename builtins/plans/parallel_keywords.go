@@ -69,7 +69,7 @@ var layoutKeywords = []layoutKeyword{
 	{Name: "expert_spread", Sig: "0.0",
 		Doc: `with ep and dropless routing: how far the rows a rank's experts receive stray from expert_load's share from one micro-batch and layer to the next, a fraction s; ` +
 			`the replay draws each MoE layer's rows in each micro-batch and step from [1-s, 1+s] shares (deterministic), so the caching allocator meets routed buffers of changing sizes, as real routing makes them; ` +
-			`memory only: the step is timed at the share. 0 replays every micro-batch at the same rows; expert_load x (1 + s) must stay within the worst case`,
+			`memory only: the step is timed at the share. 0 replays every micro-batch at the same rows; expert_load x (1 + s) must stay within the worst case; refused with moe(capacity=...), whose padded rows do not vary`,
 		get: func(p core.Parallelism) starlark.Value { return starlark.Float(p.ExpertSpread) },
 		set: func(v starlark.Value, p *core.Parallelism) error {
 			if v == nil || v == starlark.None {

@@ -366,6 +366,12 @@ func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
 	case par.ExpertLoad > worst:
 		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_load=%g exceeds the worst case of %g balanced shares (ep=%d, %d experts, top-%d)", par.ExpertLoad, worst, ep, m.Experts, m.TopK),
 			Hint: "the worst case is every token of the ep ranks choosing min(top_k, experts/ep) of one rank's experts: expert_load=\"worst\""}
+	case par.ExpertSpread > 0 && m.Capacity > 0:
+		// A capacity factor pads every expert's rows to its capacity
+		// (route): the buffers do not change size with the routing, and
+		// the replay varies only dropless layers' rows (markRouted).
+		return &units.Error{Path: path, Msg: fmt.Sprintf("expert_spread=%g varies the routed rows of dropless routing, and this moe() pads every expert to capacity=%g: the spread would change nothing", par.ExpertSpread, m.Capacity),
+			Hint: "drop expert_spread, or capacity for dropless routing"}
 	case par.ExpertSpread > 0 && spreadTop(par, worst) > worst:
 		// The replay draws up to (1 + spread) times the load's rows
 		// (replay/routing.go); no routing sends a rank more than the
