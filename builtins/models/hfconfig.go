@@ -15,7 +15,7 @@ import (
 func HfConfigBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "hf_config",
-		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None)`,
+		Sig:  `hf_config(path, attn="sdpa", arch=None, mtp=False, transformers="` + hf.DefaultTransformers + `", experts=None, linear_attn=None)`,
 		Doc: "A model from a Hugging Face config.json (path relative to the script, inside its folder tree or a folder " +
 			"allowed with --allow-read; a regular file of at most 4 MiB), " +
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
@@ -60,7 +60,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"(the default: the routed copies sorted by expert, one grouped GEMM per projection, moe(impl=\"grouped_mm\")) or " +
 			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); from 5.18 grouped_mm zeroes expert parallelism's " +
 			"sentinel rows only when the experts are sharded (no masked_fill on one rank) and the loop's one_hot has experts + 1 classes; bitsandbytes and PEFT's " +
-			"target_modules do not reach them; experts= on a model without these blocks is an error. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike.",
+			"target_modules do not reach them; experts= on a model without these blocks is an error. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike. " +
+			"qwen3_next (Qwen3-Next, transformers 4.57) and Qwen3.5 (qwen3_5, qwen3_5_moe and their _text model types, transformers 5.2; " +
+			"the text model: arch=\"Qwen3_5ForCausalLM\" or \"Qwen3_5MoeForCausalLM\", the vision tower is not modelled) stack Gated DeltaNet " +
+			"layers (linear_attn) with gated attention every full_attention_interval-th layer (layer_types); linear_attn is their kernel: " +
+			"\"fla\" (the default: flash-linear-attention's chunk_gated_delta_rule and causal-conv1d, with fla's fused gated norm before " +
+			"transformers 5.15) or \"torch\" (transformers' fallback, which keeps every 64-token chunk's state for backward); mtp=True adds " +
+			"their checkpoints' MTP layer.",
 		Fn: hfConfigFn,
 	}}
 }
@@ -76,9 +82,19 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	var arch starlark.Value = starlark.None
 	mtp := false
 	transformers := hf.DefaultTransformers
-	var expertsV starlark.Value = starlark.None
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers, "experts?", &expertsV); err != nil {
+	var expertsV, linearV starlark.Value = starlark.None, starlark.None
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "path", &path, "attn?", &attn, "arch?", &arch, "mtp?", &mtp, "transformers?", &transformers,
+		"experts?", &expertsV, "linear_attn?", &linearV); err != nil {
 		return nil, err
+	}
+	linearAttn := ""
+	if linearV != starlark.None {
+		s, ok := starlark.AsString(linearV)
+		if !ok || s == "" {
+			return nil, &units.Error{Msg: fmt.Sprintf("linear_attn must be \"fla\" or \"torch\" (got %s)", linearV.Type()),
+				Hint: "the Gated DeltaNet kernel of qwen3_next and Qwen3.5; None (the default) is \"fla\""}
+		}
+		linearAttn = s
 	}
 	experts := ""
 	if expertsV != starlark.None {
@@ -109,7 +125,8 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		}
 		return nil, err
 	}
-	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers, Experts: experts})
+	m, err := hf.FromConfigOptions(data, hf.Options{Attn: attn, Arch: archName, MTP: mtp, Transformers: transformers, Experts: experts,
+		LinearAttn: linearAttn})
 	if err != nil {
 		var se *units.Error
 		if errors.As(err, &se) {

@@ -142,6 +142,15 @@ var hfFamilies = []hfFamily{
 	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder},
+	// qwen3_next: transformers 4.57 (absent from the 4.56.2 wheel; its
+	// model page: "added to Hugging Face Transformers on 2025-09-10");
+	// qwen3_5, qwen3_5_moe and their text models: 5.2 (absent from the
+	// 5.1.0 wheel, present in 5.2.0). qwen3next.go.
+	{modelType: "qwen3_next", prefix: "Qwen3Next", base: "model", heads: decoderHeads, build: buildQwen3Next, since: [2]int{4, 57}},
+	{modelType: "qwen3_5", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
+	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
+	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
+	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
 }
 
 // ModelTypes lists the model_type values FromConfig supports, sorted.
@@ -186,6 +195,10 @@ type Options struct {
 	// blocks: "grouped_mm" (its default) or "eager" (the per-expert
 	// loop); "" = the version's default. Before 5.0 it must be "".
 	Experts string
+	// LinearAttn is the kernel of the Gated DeltaNet layers (Qwen3-Next,
+	// Qwen3.5): "fla" (flash-linear-attention and causal-conv1d, the
+	// default) or "torch" (transformers' fallback); "" = "fla".
+	LinearAttn string
 }
 
 // FromConfigOptions builds the model a config.json describes, with opts.
@@ -238,6 +251,9 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 		return nil, c.err
 	}
 	if err := useTransformers(m, c, s, opts.Transformers, opts.Experts); err != nil {
+		return nil, err
+	}
+	if err := useLinearAttn(m, s, opts.LinearAttn); err != nil {
 		return nil, err
 	}
 	if head != headBase && fam.modelType != "bert" { // bert.go names its own base
@@ -313,6 +329,7 @@ func (c *hfConfig) head(f *hfFamily, arch string) (hfHead, error) {
 			arch, _ = list[0].(string)
 		}
 	}
+	c.arch = arch
 	if arch == "" {
 		return f.heads[0], nil
 	}

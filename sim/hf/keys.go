@@ -17,7 +17,8 @@ type hfConfig struct {
 	raw       map[string]any
 	modelType string
 	name      string
-	mtp       bool // build the multi-token prediction modules the checkpoint holds
+	mtp       bool   // build the multi-token prediction modules the checkpoint holds
+	arch      string // the model class built (Options.Arch or architectures[0]; "" for the default)
 	err       *units.Error
 }
 

@@ -189,6 +189,7 @@ func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts str
 		}
 	}
 	useLoss(m, modelType, v)
+	setGDN(m.Layers, v)
 	gqa := atLeast(v, gqaSince)
 	rc := ropeCache(c, modelType, v)
 	for _, l := range m.Layers {
@@ -216,7 +217,7 @@ func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts str
 
 // expertsModelTypes are the families whose MoE blocks setExperts rebuilds.
 func expertsModelTypes() []string {
-	return []string{"deepseek_v3", "deepseek_v32", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "jamba", "kimi_k25", "mixtral", "phimoe", "qwen2_moe", "qwen3_moe"}
+	return []string{"deepseek_v3", "deepseek_v32", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "jamba", "kimi_k25", "mixtral", "phimoe", "qwen2_moe", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_moe", "qwen3_next"}
 }
 
 func setEnableGQA(l core.Layer, on bool) {
@@ -264,7 +265,7 @@ func setExperts(layers []core.Layer, modelType, experts string, sentinels bool) 
 			switch modelType {
 			case "mixtral":
 				c.Name, c.RouterName, c.WeightsFP32, c.WNames = "mlp", "gate", true, false
-			case "qwen2_moe", "qwen3_moe":
+			case "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text": // Qwen3NextTopKRouter, Qwen3_5MoeTopKRouter
 				c.RouterName = "gate"
 			case "deepseek_v3", "deepseek_v32", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25": // Glm4MoeExperts (and Glm4MoeLiteExperts, DeepseekV32Experts, GlmMoeDsaExperts, Kimi K2.5's DeepseekV3 text model) is DeepseekV3Experts
 				c.WeightsFP32 = true
