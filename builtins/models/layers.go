@@ -46,7 +46,7 @@ func LayerBuiltins() []host.Builtin {
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
-				"window=None, sinks=False, enable_gqa=False, name=None)",
+				"window=None, sinks=False, enable_gqa=False, output_gate=False, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -65,7 +65,10 @@ func LayerBuiltins() []host.Builtin {
 				"flash computes only the window, eager still builds the whole score matrix. sinks adds gpt-oss's " +
 				"attention sinks, a learned logit per head in each row's softmax (heads more weights). " +
 				"enable_gqa=True hands impl=\"sdpa\" the kv heads as they are when no mask is needed, as transformers 4.54 and later do " +
-				"(causal, no window or sinks, head_dim up to 256, runtime cuda or cpu): no repeat_kv copies (hf_config sets it by its transformers= version).",
+				"(causal, no window or sinks, head_dim up to 256, runtime cuda or cpu): no repeat_kv copies (hf_config sets it by its transformers= version). " +
+				"output_gate=True is Qwen3-Next's and Qwen3.5's gated attention: q_proj also yields a gate per channel " +
+				"(heads x head_dim more weights) and the attention output is multiplied by its sigmoid before o_proj, which keeps " +
+				"two more [tokens, heads x head_dim] tensors (the sigmoid and the product); it needs qk_norm=True.",
 			Fn: attentionFn,
 		},
 		{
@@ -80,7 +83,7 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "moe",
 			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, " +
-				"router_bias=False, expert_bias=False, score_bias=False, name=None)",
+				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, name=None)",
 			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
 				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
 				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
@@ -98,6 +101,7 @@ func LayerBuiltins() []host.Builtin {
 				"Routing is balanced; with expert parallelism parallel(expert_load=) gives the busiest rank's share, " +
 				"and memory and time follow that rank. " +
 				"shared_experts adds always-on experts (DeepSeek style) of shared_hidden (default hidden) units each; " +
+				"shared_gate=True makes them Qwen2-MoE's and Qwen3-Next's shared_expert, scaled by the sigmoid of shared_expert_gate (dim weights); " +
 				"capacity is a capacity factor (>= 1): every expert gets exactly ceil(capacity * tokens * top_k / experts) rows " +
 				"(dropped beyond, padded below); None is dropless. router_bias and expert_bias add biases to the router " +
 				"and the expert projections (gpt-oss); score_bias is DeepSeek-V3's correction bias, a buffer.",
@@ -279,16 +283,16 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, name starlark.Value
-	var qkvBias, outBias, rope, qkNorm, sinks, gqa bool
+	var qkvBias, outBias, rope, qkNorm, sinks, gqa, gate bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa}
+	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate}
 	if gqa && impl != "sdpa" {
 		return nil, fmt.Errorf("attention: enable_gqa=True is scaled_dot_product_attention's argument, and impl is %q (use impl=\"sdpa\", or leave enable_gqa out)", impl)
 	}
@@ -372,15 +376,15 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, name starlark.Value
 	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
-	var routerBias, expertBias, scoreBias bool
+	var routerBias, expertBias, scoreBias, sharedGate bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
 		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
-		"score_bias?", &scoreBias, "name?", &name); err != nil {
+		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias}
+	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias, SharedGate: sharedGate}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}, intArg{experts, "experts", &m.Experts}, intArg{topK, "top_k", &m.TopK}); err != nil {
 		return nil, err
 	}
@@ -390,6 +394,9 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	}
 	if m.SharedExperts < 0 {
 		return nil, fmt.Errorf("shared_experts must not be negative (got %d)", m.SharedExperts)
+	}
+	if sharedGate && m.SharedExperts != 1 {
+		return nil, fmt.Errorf("moe: shared_gate=True gates Qwen2-MoE's one shared expert (shared_experts=1; got %d)", m.SharedExperts)
 	}
 	if m.SharedHidden, err = OptInt(sharedHidden, "shared_hidden", 0); err != nil {
 		return nil, err

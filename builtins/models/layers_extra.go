@@ -61,6 +61,23 @@ func ExtraLayerBuiltins() []host.Builtin {
 			Fn: mamba2Fn,
 		},
 		{
+			Name: "gated_deltanet",
+			Sig: "gated_deltanet(dim, key_heads=16, value_heads=32, key_head_dim=128, value_head_dim=128, conv_kernel=4, " +
+				"split_proj=False, kernel=\"fla\", fused_norm=False, name=None)",
+			Doc: "A Gated DeltaNet linear-attention mixer (Qwen3-Next's and Qwen3.5's linear_attn) as transformers trains it: " +
+				"in_proj_qkvz and in_proj_ba (split_proj: Qwen3.5's in_proj_qkv, in_proj_z, in_proj_b and in_proj_a), a depthwise " +
+				"causal conv1d over q, k and v with silu, beta and the log decay g per value head (dt_bias, A_log), the chunked " +
+				"gated delta rule (64-token chunks; q and k l2-normed and repeated to the value heads), a gated RMS norm per value " +
+				"head and out_proj. kernel \"fla\" is flash-linear-attention's chunk_gated_delta_rule with causal-conv1d's kernel, " +
+				"what transformers runs when both are installed: a fixed amount kept per token, the chunk states recomputed in " +
+				"backward. \"torch\" is transformers' fallback without them (torch_chunk_gated_delta_rule, F.conv1d): in fp32 on the " +
+				"sequence padded to whole chunks, keeping five 64 x 64 matrices per chunk and value head and every chunk's " +
+				"key_head_dim x value_head_dim state. fused_norm is fla's FusedRMSNormGated (transformers before 5.15 with fla) " +
+				"instead of the torch ops of Qwen3NextRMSNormGated. Use it in residual(sequential(rmsnorm(dim), gated_deltanet(...))) " +
+				"blocks beside gated attention (attention(..., qk_norm=True, output_gate=True)).",
+			Fn: gatedDeltaNetFn,
+		},
+		{
 			Name: "mamba",
 			Sig:  "mamba(dim, state=16, conv_kernel=4, expand=2, dt_rank=None, bias=False, conv_bias=True, impl=\"jamba\", name=None)",
 			Doc: "A Mamba (Mamba-1) mixer as Jamba's layers run it (transformers' JambaMambaMixer with the mamba_ssm " +
@@ -303,4 +320,42 @@ func poolerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return nil, err
 	}
 	return newLayer(thread, p)
+}
+
+// maxGDNSize bounds each size of gated_deltanet(): the products of two
+// (in_proj's weight) stay far from int64 overflow.
+const maxGDNSize = 1 << 24
+
+func gatedDeltaNetFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, name starlark.Value
+	kh, vh, kd, vd, conv := starlark.Value(starlark.MakeInt(16)), starlark.Value(starlark.MakeInt(32)), starlark.Value(starlark.MakeInt(128)),
+		starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(4))
+	split, fused := false, false
+	kernel := nn.GDNFla
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "key_heads?", &kh, "value_heads?", &vh, "key_head_dim?", &kd,
+		"value_head_dim?", &vd, "conv_kernel?", &conv, "split_proj?", &split, "kernel?", &kernel, "fused_norm?", &fused, "name?", &name); err != nil {
+		return nil, err
+	}
+	g := &nn.GatedDeltaNet{Chunk: 64, SplitProj: split, Kernel: kernel, FusedNorm: fused}
+	sizes := []intArg{{dim, "dim", &g.Dim}, {kh, "key_heads", &g.KHeads}, {vh, "value_heads", &g.VHeads}, {kd, "key_head_dim", &g.KHeadDim},
+		{vd, "value_head_dim", &g.VHeadDim}, {conv, "conv_kernel", &g.ConvK}}
+	if err := ints(sizes...); err != nil {
+		return nil, err
+	}
+	for _, s := range sizes {
+		if *s.dst > maxGDNSize {
+			return nil, fmt.Errorf("gated_deltanet: %s=%d is larger than memsh simulates (at most %d)", s.what, *s.dst, maxGDNSize)
+		}
+	}
+	if g.KHeads*g.KHeadDim > maxGDNSize || g.VHeads*g.VHeadDim > maxGDNSize {
+		return nil, fmt.Errorf("gated_deltanet: heads x head_dim is too large (keys %d x %d, values %d x %d)", g.KHeads, g.KHeadDim, g.VHeads, g.VHeadDim)
+	}
+	if fused && kernel == nn.GDNTorch {
+		return nil, fmt.Errorf("gated_deltanet: fused_norm=True is fla's FusedRMSNormGated, and kernel=\"torch\" runs without fla (leave fused_norm out)")
+	}
+	var err error
+	if g.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, g)
 }
