@@ -165,7 +165,7 @@ func TestQwen3NextRefusals(t *testing.T) {
 		hint string
 	}{
 		{"qwen3-next-tiny.json", hf.Options{Transformers: "4.56.2"}, `model_type "qwen3_next" needs transformers 4.57 or later`, "4.57.0.dev0"},
-		{"qwen3.5-4b.json", hf.Options{}, `model_type "qwen3_5" needs transformers 5.2 or later (got transformers="4.57.1")`, ""},
+		{"qwen3.5-4b.json", hf.Options{Transformers: "4.57.1"}, `model_type "qwen3_5" needs transformers 5.2 or later (got transformers="4.57.1")`, ""},
 		{"qwen3.5-35b-a3b.json", hf.Options{Transformers: "5.17.0"}, "Qwen3_5MoeForConditionalGeneration adds Qwen3.5's vision tower", `arch="Qwen3_5MoeForCausalLM"`},
 		{"qwen3-next-tiny.json", hf.Options{LinearAttn: "triton"}, `linear_attn must be "fla" or "torch"`, "flash-linear-attention"},
 		{"qwen3-8b.json", hf.Options{LinearAttn: "torch"}, `model_type "qwen3" has no Gated DeltaNet layers`, "leave it out"},
