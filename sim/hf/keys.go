@@ -19,8 +19,13 @@ type hfConfig struct {
 	name      string
 	mtp       bool   // build the multi-token prediction modules the checkpoint holds
 	arch      string // the model class built (Options.Arch or architectures[0]; "" for the default)
+	prefix    string // the path of a nested object's keys in config.json ("text_config."; "" at the top)
 	err       *units.Error
 }
+
+// at is key as config.json spells its path: a nested object's keys with
+// the object's name before them, so an error names the key the file holds.
+func (c *hfConfig) at(key string) string { return c.prefix + key }
 
 func parseHFConfig(data []byte) (*hfConfig, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -120,7 +125,7 @@ const maxHFDim = core.MaxVocab
 
 func (c *hfConfig) fail(key, format string, args ...any) {
 	if c.err == nil {
-		c.err = &units.Error{Msg: fmt.Sprintf("%q ", key) + fmt.Sprintf(format, args...)}
+		c.err = &units.Error{Msg: fmt.Sprintf("%q ", c.at(key)) + fmt.Sprintf(format, args...)}
 	}
 }
 
@@ -134,7 +139,7 @@ func (c *hfConfig) size(key string) int64 {
 	if !c.has(key) {
 		if c.err == nil {
 			c.err = &units.Error{
-				Msg:  fmt.Sprintf("config.json has no %q (model_type %q needs it, a positive integer)", key, c.modelType),
+				Msg:  fmt.Sprintf("config.json has no %q (model_type %q needs it, a positive integer)", c.at(key), c.modelType),
 				Hint: "is this the model's config.json (the one next to its weights on the hub)?",
 			}
 		}
@@ -310,9 +315,9 @@ func (c *hfConfig) sub(key string) *hfConfig {
 	v, ok := c.raw[key].(map[string]any)
 	if !ok {
 		if c.err == nil {
-			c.err = &units.Error{Msg: fmt.Sprintf("config.json has no %q object (model_type %q needs it)", key, c.modelType)}
+			c.err = &units.Error{Msg: fmt.Sprintf("config.json has no %q object (model_type %q needs it)", c.at(key), c.modelType)}
 		}
-		return &hfConfig{raw: map[string]any{}, modelType: c.modelType, err: c.err}
+		return &hfConfig{raw: map[string]any{}, modelType: c.modelType, prefix: c.at(key) + ".", err: c.err}
 	}
-	return &hfConfig{raw: v, modelType: c.modelType, name: c.name}
+	return &hfConfig{raw: v, modelType: c.modelType, name: c.name, prefix: c.at(key) + "."}
 }

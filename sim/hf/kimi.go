@@ -22,7 +22,7 @@ func buildKimiK25(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	if mt := tc.str("model_type", "deepseek_v3"); mt != "kimi_k2" && mt != "deepseek_v3" {
-		tc.fail("text_config.model_type", "must be Kimi K2's, \"kimi_k2\" or \"deepseek_v3\" (got %q)", mt)
+		tc.fail("model_type", "must be Kimi K2's, \"kimi_k2\" or \"deepseek_v3\" (got %q)", mt)
 	}
 	tc.modelType, tc.mtp = "deepseek_v3", c.mtp
 	if tc.err != nil {

@@ -98,7 +98,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
 	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
-		sub := &hfConfig{raw: rp, modelType: c.modelType}
+		sub := &hfConfig{raw: rp, modelType: c.modelType, prefix: c.at("rope_parameters.")}
 		c.partialRotary(sub)
 	} else {
 		c.partialRotary(c)
