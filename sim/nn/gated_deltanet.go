@@ -111,15 +111,7 @@ func (g *GatedDeltaNet) Validate(path string) error {
 // layers are not modelled (transformers' tp_plan gathers their outputs;
 // fla's context parallelism passes states between ranks).
 func (g *GatedDeltaNet) CheckLayout(path string, par core.Parallelism) error {
-	if par.TP > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of Gated DeltaNet layers is not modelled", par.TP),
-			Hint: hintHybridLayout}
-	}
-	if par.CP > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism of Gated DeltaNet layers is not modelled (the recurrent state would have to pass between ranks)", par.CP),
-			Hint: hintHybridLayout}
-	}
-	return nil
+	return recurrentLayout(path, par, "Gated DeltaNet", "the recurrent state would have to pass between ranks")
 }
 
 func (g *GatedDeltaNet) Lower(b *core.Builder, x core.Value) core.Value {

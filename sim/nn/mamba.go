@@ -100,15 +100,7 @@ func (m *Mamba) Validate(path string) error {
 // modelled (under cp the scan would run on each rank's tokens alone: no
 // state passing, no all-to-all).
 func (m *Mamba) CheckLayout(path string, par core.Parallelism) error {
-	if par.TP > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of Mamba layers is not modelled", par.TP),
-			Hint: hintHybridLayout}
-	}
-	if par.CP > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism of Mamba layers is not modelled (the scan would run on each rank's tokens alone, with no exchange)", par.CP),
-			Hint: hintHybridLayout}
-	}
-	return nil
+	return recurrentLayout(path, par, "Mamba", "the scan would run on each rank's tokens alone, with no exchange")
 }
 
 func (m *Mamba) Lower(b *core.Builder, x core.Value) core.Value {

@@ -90,19 +90,22 @@ func (m *Mamba2) Validate(path string) error {
 
 // CheckLayout: tensor parallelism of Mamba layers is not modelled.
 func (m *Mamba2) CheckLayout(path string, par core.Parallelism) error {
+	return recurrentLayout(path, par, "Mamba-2", "the scan would run on each rank's tokens alone, with no exchange")
+}
+
+// recurrentLayout refuses tensor and context parallelism for a recurrent
+// layer kind (Mamba, Mamba-2, Gated DeltaNet), cpWhy saying what context
+// parallelism would need.
+func recurrentLayout(path string, par core.Parallelism, kind, cpWhy string) error {
+	const hint = "use data parallelism (with FSDP or ZeRO) or pipeline parallelism for hybrid models"
 	if par.TP > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of Mamba-2 layers is not modelled", par.TP),
-			Hint: hintHybridLayout}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: tensor parallelism of %s layers is not modelled", par.TP, kind), Hint: hint}
 	}
 	if par.CP > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism of Mamba-2 layers is not modelled (the scan would run on each rank's tokens alone, with no exchange)", par.CP),
-			Hint: hintHybridLayout}
+		return &units.Error{Path: path, Msg: fmt.Sprintf("cp=%d: context parallelism of %s layers is not modelled (%s)", par.CP, kind, cpWhy), Hint: hint}
 	}
 	return nil
 }
-
-// hintHybridLayout is the layouts memsh models for Mamba layers.
-const hintHybridLayout = "use data parallelism (with FSDP or ZeRO) or pipeline parallelism for hybrid models"
 
 func (m *Mamba2) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != m.Dim {
