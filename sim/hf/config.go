@@ -44,6 +44,10 @@ type hfFamily struct {
 	// family ({0, 0}: not checked): a config of a newer family under an
 	// older transformers= is refused, as that release cannot load it.
 	since [2]int
+	// experts: from transformers 5.0 the family's MoE blocks hold 3-D
+	// expert weights run by experts_implementation, renamed as it says
+	// (setExperts); nil: no such blocks (experts= is refused).
+	experts *hfExperts
 }
 
 // hfHead is the model class on top of the base model.
@@ -102,11 +106,11 @@ var vlHeads = []hfHead{headCausalLM, headBase}
 var hfFamilies = []hfFamily{
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, noFlash: true},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
-	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true},
+	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true}},
 	// deepseek_v32: the 5.11.0 wheel is the first with
 	// models/deepseek_v32 (absent from 5.10.0); no flash path
 	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
-	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}},
+	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// glm4_moe: transformers 4.54 (its model page: "added to Hugging Face
 	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
@@ -114,42 +118,42 @@ var hfFamilies = []hfFamily{
 	// page: "transformers >= 5.0.0rc0 is required")
 	// glm_moe_dsa: the 5.2.0 wheel is the first with models/glm_moe_dsa
 	// (absent from 5.1.0); no flash path.
-	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}},
-	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}},
-	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}},
+	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
-	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba},
+	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true}},
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
 	// from 5.12.0); its text model only (kimi.go).
-	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}},
+	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
 	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", heads: decoderHeads, build: buildNemotronH},
 	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
 	// qwen3_next: transformers 4.57 (absent from the 4.56.2 wheel; its
 	// model page: "added to Hugging Face Transformers on 2025-09-10");
 	// qwen3_5, qwen3_5_moe and their text models: 5.2 (absent from the
 	// 5.1.0 wheel, present in 5.2.0). qwen3next.go.
-	{modelType: "qwen3_next", prefix: "Qwen3Next", base: "model", heads: decoderHeads, build: buildQwen3Next, since: [2]int{4, 57}},
+	{modelType: "qwen3_next", prefix: "Qwen3Next", base: "model", heads: decoderHeads, build: buildQwen3Next, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen3_5", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
-	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
-	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
+	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
+	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
 }
 
@@ -250,7 +254,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
-	if err := useTransformers(m, c, s, opts.Transformers, opts.Experts); err != nil {
+	if err := useTransformers(m, c, fam, opts.Transformers, opts.Experts); err != nil {
 		return nil, err
 	}
 	if err := useLinearAttn(m, s, opts.LinearAttn); err != nil {

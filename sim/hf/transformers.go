@@ -167,9 +167,9 @@ func atLeast(v, since [2]int) bool {
 // causal LM's loss copies and upcasts its logits (useLoss), whether
 // SDPA gets the kv heads as they are (nn.Attention.EnableGQA), the rotary
 // tables Llama and Mistral keep as buffers (ropeCache), and from
-// 5.0 how the MoE blocks of modelType store and run their experts
+// 5.0 how the MoE blocks of family fam store and run their experts
 // (experts: "grouped_mm", "eager", or "" for the default, grouped_mm).
-func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts string) error {
+func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts string) error {
 	if version == "" {
 		version = DefaultTransformers
 	}
@@ -188,10 +188,10 @@ func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts str
 				Hint: "transformers 4.x runs its MoE experts as nn.Linear modules in a loop; pass transformers=\"" + DefaultTransformers + "\" or leave it out (pip show transformers)"}
 		}
 	}
-	useLoss(m, modelType, v)
+	useLoss(m, fam.modelType, v)
 	setGDN(m.Layers, v)
 	gqa := atLeast(v, gqaSince)
-	rc := ropeCache(c, modelType, v)
+	rc := ropeCache(c, fam.modelType, v)
 	for _, l := range m.Layers {
 		setEnableGQA(l, gqa)
 		if rc > 0 {
@@ -208,16 +208,24 @@ func useTransformers(m *core.Model, c *hfConfig, modelType, version, experts str
 	if impl == "" {
 		impl = "grouped_mm"
 	}
-	if setExperts(m.Layers, modelType, impl, atLeast(v, sentinelsEPSince)) == 0 && experts != "" {
-		return &units.Error{Msg: fmt.Sprintf("experts=%q: model_type %q has no MoE blocks run by experts_implementation", experts, modelType),
+	if setExperts(m.Layers, fam.experts, impl, atLeast(v, sentinelsEPSince)) == 0 && experts != "" {
+		return &units.Error{Msg: fmt.Sprintf("experts=%q: model_type %q has no MoE blocks run by experts_implementation", experts, fam.modelType),
 			Hint: "experts= applies to " + strings.Join(expertsModelTypes(), ", ") + "; leave it out for this model"}
 	}
 	return nil
 }
 
-// expertsModelTypes are the families whose MoE blocks setExperts rebuilds.
+// expertsModelTypes are the families whose MoE blocks setExperts
+// rebuilds (those with an experts entry in hfFamilies), sorted.
 func expertsModelTypes() []string {
-	return []string{"deepseek_v3", "deepseek_v32", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "gpt_oss", "jamba", "kimi_k25", "mixtral", "phimoe", "qwen2_moe", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_moe", "qwen3_next"}
+	var out []string
+	for _, f := range hfFamilies {
+		if f.experts != nil {
+			out = append(out, f.modelType)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func setEnableGQA(l core.Layer, on bool) {
@@ -229,28 +237,48 @@ func setEnableGQA(l core.Layer, on bool) {
 	}
 }
 
-// setExperts rebuilds the MoE blocks of the families whose transformers 5
+// hfExperts is how transformers 5 rebuilds a family's MoE blocks (the
+// family's modeling_*.py at 5.17.0): the experts become 3-D parameters
+// run by experts_implementation, and the block and its router take the
+// names and dtypes set here. The zero value renames nothing (gpt-oss).
+type hfExperts struct {
+	// block is the block's name when 5.x renames it ("mlp": Mixtral's
+	// MixtralDecoderLayer.mlp and PhiMoE's, block_sparse_moe in 4.x);
+	// "" keeps the name.
+	block string
+	// router is the router's name when 5.x renames it ("gate": the
+	// TopKRouter parameter modules of Mixtral, Qwen2-MoE, Qwen3-MoE,
+	// Qwen3-Next, Qwen3.5-MoE; "router": PhiMoE's); "" keeps it.
+	router string
+	// weightsFP32 leaves the top-k weights in fp32 (Mixtral's router;
+	// DeepseekV3Experts, which start from zeros_like(hidden_states) and
+	// cast each fp32-weighted output to it).
+	weightsFP32 bool
+	// linearRouter keeps the router an nn.Linear (JambaSparseMoeBlock's
+	// router; PhimoeTopKRouter subclasses nn.Linear).
+	linearRouter bool
+	// noWNames: the experts are no longer named w1, w2, w3 (Mixtral's
+	// and PhiMoE's 4.x experts were).
+	noWNames bool
+}
+
+// setExperts rebuilds the MoE blocks of a family whose transformers 5
 // modelling memsh follows (modeling_mixtral.py, modeling_qwen2_moe.py,
 // modeling_qwen3_moe.py, modeling_gpt_oss.py, modeling_deepseek_v3.py,
-// modeling_jamba.py, modeling_phimoe.py at 5.17.0): the experts as 3-D
-// parameters run by experts ("grouped_mm": nn.MoEGroupedMM; "eager": the
-// loop over the 3-D weights, nn.MoEFusedLoop), the softmax router a
-// parameter module named gate (MixtralTopKRouter, Qwen2MoeTopKRouter,
-// Qwen3MoeTopKRouter), Mixtral's block named mlp with its top-k weights
-// left in fp32. DeepseekV3Experts start from zeros_like(hidden_states)
-// and cast each fp32-weighted output to it (4.x's DeepseekV3MoE.moe summed
-// in fp32); DeepseekV3TopkRouter keeps its name (gate) and its fp32
-// sigmoid scores, its selection now outside no_grad but on branches no
-// gradient reaches, whose saved tensors die with the forward. Jamba's
-// router stays an nn.Linear named router (JambaSparseMoeBlock), and so
-// does PhiMoE's (PhimoeTopKRouter subclasses nn.Linear), its block now
-// named mlp (PhimoeDecoderLayer.mlp, block_sparse_moe in 4.x) and its
-// experts no longer w1, w2, w3. Blocks are shared by the layers that hold
+// modeling_jamba.py, modeling_phimoe.py at 5.17.0; ex is the family's
+// hfExperts, nil for none): the experts as 3-D parameters run by experts
+// ("grouped_mm": nn.MoEGroupedMM; "eager": the loop over the 3-D weights,
+// nn.MoEFusedLoop), renamed as ex says. DeepseekV3TopkRouter keeps its
+// name (gate) and its fp32 sigmoid scores, its selection now outside
+// no_grad but on branches no gradient reaches, whose saved tensors die
+// with the forward (Glm4MoeExperts, Glm4MoeLiteExperts,
+// DeepseekV32Experts, GlmMoeDsaExperts and Kimi K2.5's DeepseekV3 text
+// model are DeepseekV3Experts). Blocks are shared by the layers that hold
 // them, so each is copied once, across all of layers. sentinels is
 // transformers 5.18's sentinel handling (nn.MoE.SentinelsEP). It returns
 // how many blocks it rebuilt.
-func setExperts(layers []core.Layer, modelType, experts string, sentinels bool) int {
-	if !slices.Contains(expertsModelTypes(), modelType) {
+func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bool) int {
+	if ex == nil {
 		return 0
 	}
 	done := map[*nn.MoE]*nn.MoE{}
@@ -262,17 +290,20 @@ func setExperts(layers []core.Layer, modelType, experts string, sentinels bool) 
 				return c
 			}
 			c := *x
-			switch modelType {
-			case "mixtral":
-				c.Name, c.RouterName, c.WeightsFP32, c.WNames = "mlp", "gate", true, false
-			case "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text": // Qwen3NextTopKRouter, Qwen3_5MoeTopKRouter
-				c.RouterName = "gate"
-			case "deepseek_v3", "deepseek_v32", "glm4_moe", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25": // Glm4MoeExperts (and Glm4MoeLiteExperts, DeepseekV32Experts, GlmMoeDsaExperts, Kimi K2.5's DeepseekV3 text model) is DeepseekV3Experts
+			if ex.block != "" {
+				c.Name = ex.block
+			}
+			if ex.router != "" {
+				c.RouterName = ex.router
+			}
+			if ex.weightsFP32 {
 				c.WeightsFP32 = true
-			case "jamba":
+			}
+			if ex.linearRouter {
 				c.LinearRouter = true
-			case "phimoe":
-				c.Name, c.RouterName, c.LinearRouter, c.WNames = "mlp", "router", true, false
+			}
+			if ex.noWNames {
+				c.WNames = false
 			}
 			c.Impl, c.SentinelsEP = nn.MoEFusedLoop, sentinels
 			if experts == "grouped_mm" {
