@@ -153,7 +153,7 @@ func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
 	}
-	return newLayer(thread, a)
+	return newNamedLayer(thread, a, mlaKeywords)
 }
 
 func mamba2Fn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -180,7 +180,7 @@ func mamba2Fn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	if m.Name, err = optName(name); err != nil {
 		return nil, err
 	}
-	return newLayer(thread, m)
+	return newNamedLayer(thread, m, mamba2Keywords)
 }
 
 func mambaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -209,7 +209,7 @@ func mambaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if m.Name, err = optName(name); err != nil {
 		return nil, err
 	}
-	return newLayer(thread, m)
+	return newNamedLayer(thread, m, mambaKeywords)
 }
 
 func visionTowerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -247,7 +247,7 @@ func visionTowerFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if v.Name, err = optName(name); err != nil {
 		return nil, err
 	}
-	return newLayer(thread, v)
+	return newNamedLayer(thread, v, visionTowerKeywords)
 }
 
 func addEmbeddingFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -357,5 +357,5 @@ func gatedDeltaNetFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 	if g.Name, err = optName(name); err != nil {
 		return nil, err
 	}
-	return newLayer(thread, g)
+	return newNamedLayer(thread, g, gatedDeltaNetKeywords)
 }

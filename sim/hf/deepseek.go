@@ -42,6 +42,7 @@ func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 	bias := c.flag("attention_bias", false)
 	at := &nn.MLA{Name: "self_attn", Dim: hidden, Heads: heads, QLoraRank: qLora, KVLora: kvLora,
 		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true}
+	c.checkLayer(at, mlaKeys)
 	return at, 2 * float64(hidden) * float64(heads*(nope+ropeDim+vDim))
 }
 

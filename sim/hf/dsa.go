@@ -24,6 +24,7 @@ import (
 func buildDeepSeekV32(c *hfConfig, attn string, head hfHead) *core.Model {
 	at, estimate := deepSeekMLA(c, attn)
 	at.Indexer = dsaIndexer(c)
+	c.checkLayer(at, mlaKeys)
 	c.mlpLayerTypes()
 	if c.err != nil {
 		return nil
@@ -90,6 +91,10 @@ func buildGlmMoeDsa(c *hfConfig, attn string, head hfHead) *core.Model {
 	fullIx, sharedIx := ix, ix
 	sharedIx.Shared = true
 	full.Indexer, reuse.Indexer = &fullIx, &sharedIx
+	c.checkLayer(&full, mlaKeys)
+	if c.err != nil {
+		return nil
+	}
 	return buildRoutedAt(c, func(i int64) core.Layer {
 		if i < layers && shared[i] {
 			return &reuse

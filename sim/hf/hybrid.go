@@ -39,6 +39,11 @@ func (c *hfConfig) mamba2Mixer(hidden int64, nemotron bool) *nn.Mamba2 {
 	if exp := c.number("expand", 2); c.err == nil && float64(m.Inner) != exp*float64(hidden) {
 		c.fail("expand", "(%g) times hidden_size (%d) must be the Mamba heads x head_dim (%d x %d)", exp, hidden, m.Heads, m.HeadDim)
 	}
+	if nemotron {
+		c.checkLayer(m, nemotronMamba2Keys)
+	} else {
+		c.checkLayer(m, mamba2Keys)
+	}
 	return m
 }
 
@@ -170,6 +175,7 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	expand := c.sizeOr("mamba_expand", 2)
 	mamba := &nn.Mamba{Name: "mamba", Dim: hidden, Inner: expand * hidden, State: state, ConvK: c.sizeOr("mamba_d_conv", 4),
 		DTRank: c.sizeOr("mamba_dt_rank", (hidden+15)/16), Bias: c.flag("mamba_proj_bias", false), ConvBias: c.flag("mamba_conv_bias", true)}
+	c.checkLayer(mamba, jambaMambaKeys)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hidden / max(heads, 1),
 		Impl: attn, Causal: true, SoftmaxFP32: true}
 	mlp := &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: inter, Act: act}

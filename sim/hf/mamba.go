@@ -47,5 +47,6 @@ func buildMamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	mixer := &nn.Mamba{Name: "mixer", Dim: hidden, Inner: c.sizeOr("intermediate_size", int64(math.Floor(expand*float64(hidden)))),
 		State: c.sizeOr("state_size", 16), ConvK: c.sizeOr("conv_kernel", 4), DTRank: rank,
 		Bias: c.flag("use_bias", false), ConvBias: c.flag("use_conv_bias", true), Impl: impl}
+	c.checkLayer(mixer, mambaKeys)
 	return c.mixerStack(head, mixer, hidden, layers, vocab, tie)
 }

@@ -115,9 +115,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 		VHeads: c.sizeOr("linear_num_value_heads", 32), KHeadDim: c.sizeOr("linear_key_head_dim", 128),
 		VHeadDim: c.sizeOr("linear_value_head_dim", 128), ConvK: c.sizeOr("linear_conv_kernel_dim", 4), Chunk: gdnChunk,
 		SplitProj: f.split}
-	if c.err == nil && gdn.VHeads%gdn.KHeads != 0 {
-		c.fail("linear_num_value_heads", "(%d) must be a multiple of linear_num_key_heads (%d)", gdn.VHeads, gdn.KHeads)
-	}
+	c.checkLayer(gdn, gatedDeltaNetKeys)
 	sparse := make([]bool, layers)
 	var moe *nn.MoE
 	estimateFF := 0.0

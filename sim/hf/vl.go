@@ -25,6 +25,7 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 			tower.FullBlocks = append(tower.FullBlocks, i)
 		}
 	}
+	vc.checkLayer(tower, visionTowerKeys)
 	if vc.err != nil {
 		c.err = vc.err
 		return nil

@@ -13,4 +13,7 @@
 // transient). Under tensor parallelism a layer lowers this rank's shard
 // (Megatron's column- and row-parallel linears, vocabulary-parallel
 // embedding) and checks that the layout divides it (CheckLayout).
+// A kind that two front ends build (a layer builtin and hf_config) names
+// the inputs its checks refuse as Fields (fields.go): each front end names
+// them as its user wrote them, a keyword or a config.json key.
 package nn

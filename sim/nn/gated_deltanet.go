@@ -85,24 +85,19 @@ func (g *GatedDeltaNet) Summary() string {
 }
 
 func (g *GatedDeltaNet) Validate(path string) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"dim", g.Dim}, {"linear_num_key_heads", g.KHeads}, {"linear_num_value_heads", g.VHeads},
-		{"linear_key_head_dim", g.KHeadDim}, {"linear_value_head_dim", g.VHeadDim},
-		{"linear_conv_kernel_dim", g.ConvK}, {"chunk", g.Chunk}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldDim, g.Dim}, sized{FieldKeyHeads, g.KHeads}, sized{FieldValueHeads, g.VHeads},
+		sized{FieldKeyHeadDim, g.KHeadDim}, sized{FieldValueHeadDim, g.VHeadDim}, sized{FieldConvKernel, g.ConvK}, sized{FieldChunk, g.Chunk}); err != nil {
+		return err
 	}
 	if g.VHeads%g.KHeads != 0 {
-		return units.Errorf(path, "linear_num_key_heads (%d) must divide linear_num_value_heads (%d)", g.KHeads, g.VHeads)
+		return fieldErr(path, FieldKeyHeads, fmt.Sprintf(" (%d) must divide ", g.KHeads), FieldValueHeads, fmt.Sprintf(" (%d)", g.VHeads)).
+			withHint("q and k are repeated to the value heads (Qwen3-Next: 16 key heads, 32 value heads)")
 	}
 	switch g.kernel() {
 	case GDNFla, GDNTorch:
 	default:
-		return &units.Error{Path: path, Msg: fmt.Sprintf("unknown gated delta rule kernel %q", g.Kernel),
-			Hint: `kernel is "fla" (flash-linear-attention with causal-conv1d) or "torch" (transformers' fallback)`}
+		return fieldErr(path, fmt.Sprintf("unknown gated delta rule kernel %q", g.Kernel)).
+			withHint(FieldKernel, ` is "fla" (flash-linear-attention with causal-conv1d) or "torch" (transformers' fallback)`)
 	}
 	return nil
 }

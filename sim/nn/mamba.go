@@ -80,18 +80,14 @@ func (m *Mamba) Summary() string {
 }
 
 func (m *Mamba) Validate(path string) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"dim", m.Dim}, {"inner", m.Inner}, {"d_state", m.State}, {"d_conv", m.ConvK}, {"dt_rank", m.DTRank}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldDim, m.Dim}, sized{FieldInner, m.Inner}, sized{FieldState, m.State},
+		sized{FieldConvKernel, m.ConvK}, sized{FieldDTRank, m.DTRank}); err != nil {
+		return err
 	}
 	switch m.Impl {
 	case "", MambaJamba, MambaFused, MambaSlow:
 	default:
-		return units.Errorf(path, "unknown mamba impl %q (known: jamba, fused, slow)", m.Impl)
+		return fieldErr(path, "unknown ", FieldMambaImpl, fmt.Sprintf(" %q (known: jamba, fused, slow)", m.Impl))
 	}
 	return nil
 }

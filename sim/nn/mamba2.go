@@ -70,20 +70,15 @@ func (m *Mamba2) Summary() string {
 }
 
 func (m *Mamba2) Validate(path string) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"dim", m.Dim}, {"heads", m.Heads}, {"head_dim", m.HeadDim}, {"n_groups", m.Groups}, {"state_size", m.State},
-		{"conv_kernel", m.ConvK}, {"chunk_size", m.Chunk}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldDim, m.Dim}, sized{FieldHeads, m.Heads}, sized{FieldHeadDim, m.HeadDim},
+		sized{FieldGroups, m.Groups}, sized{FieldState, m.State}, sized{FieldConvKernel, m.ConvK}, sized{FieldChunk, m.Chunk}); err != nil {
+		return err
 	}
 	if m.Inner != m.Heads*m.HeadDim {
-		return units.Errorf(path, "the inner size %d must be heads x head_dim (%d x %d)", m.Inner, m.Heads, m.HeadDim)
+		return fieldErr(path, FieldInner, fmt.Sprintf(" %d must be ", m.Inner), FieldHeads, " x ", FieldHeadDim, fmt.Sprintf(" (%d x %d)", m.Heads, m.HeadDim))
 	}
 	if m.Heads%m.Groups != 0 {
-		return units.Errorf(path, "n_groups (%d) must divide the heads (%d)", m.Groups, m.Heads)
+		return fieldErr(path, FieldGroups, fmt.Sprintf(" (%d) must divide ", m.Groups), FieldHeads, fmt.Sprintf(" (%d)", m.Heads))
 	}
 	return nil
 }

@@ -85,16 +85,12 @@ func (a *MLA) Summary() string {
 }
 
 func (a *MLA) Validate(path string) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"dim", a.Dim}, {"heads", a.Heads}, {"kv_lora_rank", a.KVLora}, {"qk_nope_head_dim", a.Nope}, {"qk_rope_head_dim", a.RopeDim}, {"v_head_dim", a.VDim}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldDim, a.Dim}, sized{FieldHeads, a.Heads}, sized{FieldKVLora, a.KVLora},
+		sized{FieldNope, a.Nope}, sized{FieldRopeDim, a.RopeDim}, sized{FieldVDim, a.VDim}); err != nil {
+		return err
 	}
 	if a.QLoraRank < 0 {
-		return units.Errorf(path, "q_lora_rank must be positive, or 0 for a plain q_proj (got %d)", a.QLoraRank)
+		return fieldErr(path, FieldQLora, fmt.Sprintf(" must be positive, or 0 for a plain q_proj (got %d)", a.QLoraRank))
 	}
 	if a.Indexer != nil {
 		if err := a.Indexer.validate(path, a); err != nil {
@@ -104,9 +100,9 @@ func (a *MLA) Validate(path string) error {
 	switch a.Impl {
 	case "flash", "sdpa":
 	case "eager":
-		return &units.Error{Path: path, Msg: "eager attention is not modelled for multi-head latent attention", Hint: `use attn="sdpa" or "flash"`}
+		return fieldErr(path, "eager attention is not modelled for multi-head latent attention").withHint("use ", FieldImpl, `="sdpa" or "flash"`)
 	default:
-		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa)", a.Impl)
+		return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa)", a.Impl))
 	}
 	return nil
 }

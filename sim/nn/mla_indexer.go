@@ -39,9 +39,9 @@ import (
 // such a layer has no indexer and reuses the previous full layer's top-k,
 // and still builds its own mask and bias from them.
 type DSAIndexer struct {
-	Heads   int64 // index_n_heads
-	HeadDim int64 // index_head_dim
-	TopK    int64 // index_topk
+	Heads   int64 // index_n_heads (FieldIndexHeads)
+	HeadDim int64 // index_head_dim (FieldIndexHeadDim)
+	TopK    int64 // index_topk (FieldIndexTopK)
 	Shared  bool  // no indexer here: the previous full layer's top-k
 }
 
@@ -55,24 +55,20 @@ func (ix *DSAIndexer) params(dim, qLora int64) int64 {
 }
 
 func (ix *DSAIndexer) validate(path string, a *MLA) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"index_n_heads", ix.Heads}, {"index_head_dim", ix.HeadDim}, {"index_topk", ix.TopK}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldIndexHeads, ix.Heads}, sized{FieldIndexHeadDim, ix.HeadDim}, sized{FieldIndexTopK, ix.TopK}); err != nil {
+		return err
 	}
 	if a.QLoraRank <= 0 {
-		return &units.Error{Path: path, Msg: "the sparse-attention indexer needs q_lora_rank (its wq_b reads the q latent)",
-			Hint: "set q_lora_rank, as DeepSeek-V3.2 and GLM-5 do"}
+		return fieldErr(path, "the sparse-attention indexer needs ", FieldQLora, " (its wq_b reads the q latent)").
+			withHint("set ", FieldQLora, ", as DeepSeek-V3.2 and GLM-5 do")
 	}
 	if ix.HeadDim < a.RopeDim {
-		return units.Errorf(path, "index_head_dim %d is less than qk_rope_head_dim %d (the indexer rotates the first qk_rope_head_dim of each head)", ix.HeadDim, a.RopeDim)
+		return fieldErr(path, FieldIndexHeadDim, fmt.Sprintf(" %d is less than ", ix.HeadDim), FieldRopeDim,
+			fmt.Sprintf(" %d (the indexer rotates the first ", a.RopeDim), FieldRopeDim, " of each head)")
 	}
 	if a.Impl != "sdpa" {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("%s attention is not modelled for DeepSeek Sparse Attention", a.Impl),
-			Hint: `use attn="sdpa": transformers has no flash path for these models (_supports_flash_attn = False)`}
+		return fieldErr(path, fmt.Sprintf("%s attention is not modelled for DeepSeek Sparse Attention", a.Impl)).
+			withHint("use ", FieldImpl, `="sdpa": transformers has no flash path for these models (_supports_flash_attn = False)`)
 	}
 	return nil
 }

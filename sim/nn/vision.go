@@ -87,36 +87,32 @@ func (v *VisionTower) Summary() string {
 }
 
 func (v *VisionTower) Validate(path string) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"hidden_size", v.Dim}, {"depth", v.Depth}, {"num_heads", v.Heads}, {"intermediate_size", v.Inter}, {"patch_size", v.Patch},
-		{"temporal_patch_size", v.Temporal}, {"in_channels", v.InChans}, {"spatial_merge_size", v.Merge}, {"out_hidden_size", v.TextDim}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Depth}, sized{FieldHeads, v.Heads}, sized{FieldHidden, v.Inter},
+		sized{FieldPatch, v.Patch}, sized{FieldTemporal, v.Temporal}, sized{FieldInChans, v.InChans}, sized{FieldMerge, v.Merge},
+		sized{FieldTextDim, v.TextDim}); err != nil {
+		return err
 	}
 	if v.Window > 0 && v.Window < v.Patch*v.Merge {
-		return units.Errorf(path, "window_size (%d pixels) must be at least patch_size x spatial_merge_size (%d)", v.Window, v.Patch*v.Merge)
+		return fieldErr(path, FieldWindow, fmt.Sprintf(" (%d pixels) must be at least ", v.Window), FieldPatch, " x ", FieldMerge, fmt.Sprintf(" (%d)", v.Patch*v.Merge))
 	}
 	if v.Dim%v.Heads != 0 {
-		return units.Errorf(path, "num_heads (%d) must divide hidden_size (%d)", v.Heads, v.Dim)
+		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d)", v.Dim))
 	}
 	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Patch > 1<<10 || v.Merge > 1<<6 || v.Temporal > 1<<6 || v.InChans > 1<<6 {
 		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
 	}
 	for _, i := range v.FullBlocks {
 		if i < 0 || i >= v.Depth {
-			return units.Errorf(path, "full-attention block %d is not in 0..%d", i, v.Depth-1)
+			return fieldErr(path, FieldFullBlocks, fmt.Sprintf(" names block %d, not in 0..%d", i, v.Depth-1))
 		}
 	}
 	switch v.Impl {
 	case "flash", "sdpa":
 	case "eager":
-		return &units.Error{Path: path, Msg: "the vision tower's eager attention is not modelled",
-			Hint: "transformers runs it once per window with its own score matrix; use attn=\"sdpa\" or \"flash\""}
+		return fieldErr(path, "the vision tower's eager attention is not modelled").
+			withHint("transformers runs it once per window with its own score matrix; use ", FieldImpl, `="sdpa" or "flash"`)
 	default:
-		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa)", v.Impl)
+		return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa)", v.Impl))
 	}
 	return nil
 }

@@ -1,0 +1,72 @@
+package hf
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// The config.json keys each family names the inputs of its layers'
+// checks by (nn.Field): the checks are sim/nn's, shared with the layer
+// builtins, which name the same inputs by their keywords
+// (builtins/models/field_names.go). hfKeywords are hf_config's own
+// keywords that set a layer input.
+var (
+	hfKeywords = map[nn.Field]string{nn.FieldImpl: "attn", nn.FieldMambaImpl: "attn", nn.FieldKernel: "linear_attn"}
+
+	mlaKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldKVLora: "kv_lora_rank", nn.FieldQLora: "q_lora_rank",
+		nn.FieldNope: "qk_nope_head_dim", nn.FieldRopeDim: "qk_rope_head_dim", nn.FieldVDim: "v_head_dim",
+		nn.FieldIndexHeads: "index_n_heads", nn.FieldIndexHeadDim: "index_head_dim", nn.FieldIndexTopK: "index_topk",
+	}
+	gatedDeltaNetKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldKeyHeads: "linear_num_key_heads", nn.FieldValueHeads: "linear_num_value_heads",
+		nn.FieldKeyHeadDim: "linear_key_head_dim", nn.FieldValueHeadDim: "linear_value_head_dim", nn.FieldConvKernel: "linear_conv_kernel_dim",
+	}
+	jambaMambaKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldInner: "mamba_expand", nn.FieldState: "mamba_d_state", nn.FieldConvKernel: "mamba_d_conv",
+		nn.FieldDTRank: "mamba_dt_rank",
+	}
+	mambaKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldInner: "intermediate_size", nn.FieldState: "state_size", nn.FieldConvKernel: "conv_kernel",
+		nn.FieldDTRank: "time_step_rank",
+	}
+	mamba2Keys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_heads", nn.FieldHeadDim: "head_dim", nn.FieldGroups: "n_groups",
+		nn.FieldState: "state_size", nn.FieldConvKernel: "conv_kernel", nn.FieldChunk: "chunk_size", nn.FieldInner: "expand",
+	}
+	nemotronMamba2Keys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "mamba_num_heads", nn.FieldHeadDim: "mamba_head_dim", nn.FieldGroups: "n_groups",
+		nn.FieldState: "ssm_state_size", nn.FieldConvKernel: "conv_kernel", nn.FieldChunk: "chunk_size", nn.FieldInner: "expand",
+	}
+	visionTowerKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldDepth: "depth", nn.FieldHeads: "num_heads", nn.FieldHidden: "intermediate_size",
+		nn.FieldPatch: "patch_size", nn.FieldTemporal: "temporal_patch_size", nn.FieldInChans: "in_channels", nn.FieldMerge: "spatial_merge_size",
+		nn.FieldTextDim: "out_hidden_size", nn.FieldWindow: "window_size", nn.FieldFullBlocks: "fullatt_block_indexes",
+	}
+)
+
+// checkLayer runs l's checks as it is built, so that a failed one names
+// its inputs as config.json does: each key by its path in the file
+// (text_config.linear_num_key_heads), hf_config's keywords (attn=) as
+// such. The model's Validate runs the same checks again.
+func (c *hfConfig) checkLayer(l core.Layer, keys map[nn.Field]string) {
+	if c.err != nil {
+		return
+	}
+	err := l.Validate("")
+	var fe *nn.FieldError
+	if !errors.As(err, &fe) {
+		return // another error: the model's Validate reports it, at its path
+	}
+	named := fe.Named(func(f nn.Field) string {
+		if k, ok := keys[f]; ok {
+			return fmt.Sprintf("%q", c.at(k))
+		}
+		return hfKeywords[f]
+	})
+	c.err = &units.Error{Msg: named.Msg, Hint: named.Hint}
+}
