@@ -83,3 +83,15 @@ func (p *Program) ModelFlops() float64 {
 	}
 	return f
 }
+
+// OpRecomputeFlops is op i's forward FLOPs run again in a training step by
+// the recompute of the checkpoint regions around it: once per level of
+// nesting (Depth), none for an op whose outputs a checkpoint policy keeps
+// where its region records a graph.
+func (p *Program) OpRecomputeFlops(i int) float64 {
+	op := &p.Ops[i]
+	if op.Flops == 0 || (op.Region != 0 && op.Keep && !p.Regions[op.Region-1].NoGrad) {
+		return 0
+	}
+	return float64(p.Depth(i)) * op.Flops
+}

@@ -364,11 +364,8 @@ func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	var fwd, rec float64
 	for i := range p.Ops {
 		fwd += p.Ops[i].Flops
-		// A checkpoint policy's kept outputs are not computed again where
-		// the region records a graph (as the replay counts them); nested
-		// regions recompute once per level.
-		if op := &p.Ops[i]; !eval && !(op.Region != 0 && op.Keep && !p.Regions[op.Region-1].NoGrad) {
-			rec += float64(p.Depth(i)) * op.Flops
+		if !eval {
+			rec += p.OpRecomputeFlops(i) // as the replay counts them (core/model_flops.go)
 		}
 	}
 	if eval {

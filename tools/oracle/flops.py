@@ -1,0 +1,266 @@
+"""PyTorch's own FLOP count of one training step, per module, forward, backward and recompute: the figures
+sim/flops_torch_test.go holds memsh's per-module FLOPs against (issue 20).
+
+    /work/venv-t/bin/python tools/oracle/flops.py --out sim/testdata/flops_torch.jsonl   # torch 2.15.0, transformers 5.17.0, peft 0.21.2
+
+Each case builds a transformers model from a tiny config (sim/testdata/hf/flops/*.json, or one of
+sim/testdata/hf) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
+and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
+addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
+counts no elementwise op, norm, softmax or loss.
+
+What this harness adds to FlopCounterMode, and why:
+- Attribution. FlopCounterMode's ModuleTracker gives every backward op to whichever modules' grad hooks
+  have fired so far, which over-counts inputs shared by siblings (q/k/v_proj: k_proj's backward came out
+  at 6 x its forward, layer 1's attention at the whole layer). Here each forward op is given to the
+  innermost module running it (global forward hooks), each autograd node made in the forward is tagged with
+  that module (a TorchFunctionMode sets grad_fn.metadata; nodes made inside a composite op inherit their
+  consumer's tag), and each backward op goes to the module of the node autograd is running
+  (torch._C._current_autograd_node()). An op that runs while a module's forward is active during
+  loss.backward() is a checkpoint's recompute.
+- aten._grouped_mm (transformers 5's grouped_mm experts) has no formula in torch 2.15's FlopCounterMode
+  (it counts 0); it is counted here as 2 x rows x K x N (a 2-D by 3-D product, or a 2-D by 2-D one whose
+  inner dimension is split by offs), under the key "aten._grouped_mm (harness formula)".
+- aten.convolution_backward's weight gradient is divided by groups (conv_backward_flop below: torch 2.15
+  counts a depthwise conv's weight gradient as a dense one), under "aten.convolution_backward (harness
+  formula: grad_weight / groups)".
+- Ops without a formula that do matmul-like work are listed in "uncounted" (name: calls).
+
+One JSON line per case: name, config file, attn, options, batch, seq, and forward / backward / recompute as
+{module path: {aten op: FLOPs}}, module paths as the model's named_modules() spells them ("" = the root)."""
+import argparse
+import collections
+import json
+import os
+import sys
+
+import torch
+import torch.utils.checkpoint
+from torch.overrides import TorchFunctionMode
+import torch.utils.flop_counter
+from torch.utils.flop_counter import FlopCounterMode
+import transformers
+
+HF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "sim", "testdata", "hf")
+
+# name, config file (under sim/testdata/hf), attention, options
+CASES = [
+    ("llama_sdpa", "llama-gqa-tiny.json", "sdpa", {}),
+    ("llama_eager", "llama-gqa-tiny.json", "eager", {}),
+    ("llama_ckpt", "llama-gqa-tiny.json", "sdpa", {"checkpoint": True}),
+    ("llama_lora", "llama-gqa-tiny.json", "sdpa", {"lora": ["q_proj", "v_proj"]}),
+    ("gpt2", "flops/gpt2-tiny.json", "sdpa", {}),
+    ("bert", "flops/bert-tiny.json", "sdpa", {}),
+    ("mixtral_eager", "flops/mixtral-tiny.json", "sdpa", {"experts": "eager"}),
+    ("qwen3_moe_grouped", "flops/qwen3-moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("deepseek_v3", "flops/deepseek-v3-tiny.json", "sdpa", {"experts": "eager"}),
+    ("mamba2", "flops/mamba2-tiny.json", "eager", {}),
+    ("qwen3_next", "qwen3-next-tiny.json", "eager", {"experts": "eager"}),
+]
+
+MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
+
+
+def grouped_mm_flop(a, b, *args, out_shape=None, **kwargs):
+    """aten._grouped_mm(mat_a, mat_b, offs): shapes only (FlopCounterMode's shape_wrapper)."""
+    if len(a) == 2 and len(b) == 3:  # rows by expert: [M, K] x [G, K, N]
+        return 2 * a[0] * a[1] * b[2]
+    if len(a) == 2 and len(b) == 2:  # the weight gradient: [K, M] x [M, N] -> [G, K, N], M split by offs
+        return 2 * a[0] * a[1] * b[1]
+    if len(a) == 3 and len(b) == 3:  # batched
+        return 2 * a[0] * a[1] * a[2] * b[2]
+    if len(a) == 3 and len(b) == 2:  # [G, M, K] x [K, N*G]... not met here
+        return 2 * a[0] * a[1] * a[2] * b[-1]
+    raise ValueError(f"_grouped_mm shapes {a} {b}")
+
+
+def conv_backward_flop(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups,
+                       output_mask, out_shape=None, **kwargs):
+    """aten.convolution_backward with the weight gradient divided by groups: torch 2.15's formula counts it as
+    a dense convolution of the transposed input with the transposed output gradient, c_out x c_in channels
+    with no groups, so a depthwise conv (Mamba's and Gated DeltaNet's causal conv1d, groups = channels)
+    comes out channels times too large; its input gradient (the weight's c_in already per group) is right."""
+    args = (grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups)
+    gi = torch.utils.flop_counter.conv_backward_flop(*args, [output_mask[0], False, False], out_val=out_shape)
+    gw = torch.utils.flop_counter.conv_backward_flop(*args, [False, output_mask[1], False], out_val=out_shape)
+    return gi + gw // groups
+
+
+class Where:
+    """Which module runs now: a stack kept by global forward hooks."""
+
+    def __init__(self, model):
+        self.names = {id(m): n for n, m in model.named_modules()}
+        self.stack = []
+        self.phase = "forward"
+        self.recomputing = []  # the stack's depth when each recomputation began
+        self.track_recompute()
+        self.handles = [
+            torch.nn.modules.module.register_module_forward_pre_hook(self.pre),
+            torch.nn.modules.module.register_module_forward_hook(self.post),
+        ]
+
+    def pre(self, mod, inp):
+        self.stack.append(self.names.get(id(mod), "?" + type(mod).__name__))
+
+    def post(self, mod, inp, out):
+        self.stack.pop()
+
+    def top(self):
+        return self.stack[-1] if self.stack else "<outside>"
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+        torch.utils.checkpoint._recomputation_hook = self.orig
+
+    def track_recompute(self):
+        """Marks checkpoint's recomputation: its forward runs under torch.utils.checkpoint's
+        _recomputation_hook, and stops early (_StopRecomputationError from a pack hook, the default
+        early_stop=True) once the last saved tensor is made again, so the modules it was in never see their
+        forward hooks' end: the stack is cut back when the hook's context exits."""
+        where, self.orig = self, torch.utils.checkpoint._recomputation_hook
+
+        class Hook(self.orig):
+            def __enter__(self):
+                where.recomputing.append(len(where.stack))
+                return super().__enter__()
+
+            def __exit__(self, *exc):
+                del where.stack[where.recomputing.pop():]
+                return super().__exit__(*exc)
+
+        torch.utils.checkpoint._recomputation_hook = Hook
+
+
+class Tag(TorchFunctionMode):
+    """Tags each autograd node a torch function makes with the module running it."""
+
+    def __init__(self, where):
+        super().__init__()
+        self.where = where
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.where.phase == "forward":
+            mod = self.where.top()
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                    t.grad_fn.metadata.setdefault("module", mod)
+        return out
+
+
+def propagate(root):
+    """Nodes made inside a composite op (no tag) take the tag of their first consumer."""
+    seen, queue = {root}, collections.deque([root])
+    while queue:
+        n = queue.popleft()
+        tag = n.metadata.get("module", "<untagged>")
+        for nxt, _ in n.next_functions:
+            if nxt is None or nxt in seen:
+                continue
+            seen.add(nxt)
+            nxt.metadata.setdefault("module", tag)
+            queue.append(nxt)
+
+
+class Counter(FlopCounterMode):
+    def __init__(self, where):
+        super().__init__(display=False, custom_mapping={
+            torch.ops.aten._grouped_mm: grouped_mm_flop, torch.ops.aten.convolution_backward: conv_backward_flop})
+        self.where = where
+        self.rows = {p: collections.defaultdict(collections.Counter) for p in ("forward", "backward", "recompute")}
+        self.uncounted = collections.Counter()
+
+    def _count_flops(self, func_packet, out, args, kwargs):
+        if func_packet not in self.flop_registry:
+            name = str(func_packet)
+            if any(k in name for k in MATMUL_LIKE):
+                self.uncounted[name] += 1
+            return out
+        n = self.flop_registry[func_packet](*args, **kwargs, out_val=out)
+        key = str(func_packet)
+        if func_packet is torch.ops.aten._grouped_mm:
+            key += " (harness formula)"
+        if func_packet is torch.ops.aten.convolution_backward:
+            key += " (harness formula: grad_weight / groups)"
+        w = self.where
+        if w.phase == "forward":
+            self.rows["forward"][w.top()][key] += n
+        elif w.recomputing:
+            self.rows["recompute"][w.top()][key] += n
+        else:
+            node = torch._C._current_autograd_node()
+            mod = node.metadata.get("module", "<untagged>") if node is not None else "<no node>"
+            self.rows["backward"][mod][key] += n
+        return super()._count_flops(func_packet, out, args, kwargs)  # FlopCounterMode's own Global total
+
+
+def build(case):
+    name, file, attn, opts = case
+    with open(os.path.join(HF, file)) as f:
+        raw = json.load(f)
+    cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "transformers_version"})
+    cfg._attn_implementation = attn
+    if "experts" in opts:
+        cfg._experts_implementation = opts["experts"]
+    torch.manual_seed(0)
+    arch = raw["architectures"][0]
+    model = getattr(transformers, arch)(cfg).float()
+    if opts.get("checkpoint"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if "lora" in opts:
+        import peft
+        lc = peft.LoraConfig(r=4, lora_alpha=8, target_modules=opts["lora"], lora_dropout=0.0)
+        model = peft.get_peft_model(model, lc)
+    model.train()
+    return raw, model
+
+
+def measure(case, batch, seq):
+    raw, model = build(case)
+    ids = torch.randint(0, raw["vocab_size"] - 8, (batch, seq))
+    where = Where(model)
+    counter = Counter(where)
+    try:
+        with counter, Tag(where):
+            loss = model(input_ids=ids, labels=ids).loss
+            propagate(loss.grad_fn)
+            where.phase = "backward"
+            loss.backward()
+    finally:
+        where.close()
+    name, file, attn, opts = case
+    return {
+        "name": name, "config": file, "attn": attn, "options": opts, "batch": batch, "seq": seq,
+        "total": counter.get_total_flops(),
+        **{p: {m: dict(ops) for m, ops in sorted(rows.items())} for p, rows in counter.rows.items()},
+        "uncounted": dict(counter.uncounted),
+        "torch": torch.__version__, "transformers": transformers.__version__,
+        "command": "python tools/oracle/flops.py --out sim/testdata/flops_torch.jsonl",
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cases", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=64)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    want = set(a.cases.split(",")) if a.cases else None
+    with open(a.out, "w") as f:
+        for case in CASES:
+            if want and case[0] not in want:
+                continue
+            rec = measure(case, a.batch, a.seq)
+            ours = sum(sum(ops.values()) for p in ("forward", "backward", "recompute") for ops in rec[p].values())
+            if ours != rec["total"]:  # every FLOP FlopCounterMode counted is given to one module and phase
+                sys.exit(f"{case[0]}: attributed {ours} FLOPs, FlopCounterMode's Global {rec['total']}")
+            f.write(json.dumps(rec, sort_keys=True) + "\n")
+            print(case[0], rec["total"], "uncounted:", rec["uncounted"], file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
