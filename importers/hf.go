@@ -119,7 +119,7 @@ func hfPlan(t *tree, o Options) (*plan, error) {
 		return nil, err
 	}
 	if ds == nil {
-		if err := hfPrecision(t, p, p.quantized()); err != nil {
+		if err := hfPrecision(t, o, p, p.quantized()); err != nil {
 			return nil, err
 		}
 		p.set("optimizer", expr)
@@ -164,7 +164,13 @@ func hfModel(t *tree, o Options, p *plan) error {
 	if !ok {
 		return t.errorf("attn_implementation", "flash_attention_2, sdpa or eager", "unknown attention %s", quoteKey(attnName))
 	}
-	if o.Model != "" {
+	release, _, err := hfTransformers(t)
+	if err != nil {
+		return err
+	}
+	if o.Model != "" && release != "" {
+		p.model = call("hf_config", str(o.Model), kw("attn", str(attn)), kw("transformers", str(release)))
+	} else if o.Model != "" {
 		p.model = call("hf_config", str(o.Model), kw("attn", str(attn)))
 	} else if m, ok := hfModels[name]; ok {
 		p.load("@stdlib//llm.star", m.fn)
@@ -276,61 +282,6 @@ func hfSeq(t *tree, o Options) (int64, error) {
 	}
 	return 0, &Error{File: t.file, Key: "max_length", Msg: "missing: TrainingArguments say nothing of the sequence",
 		Hint: "the tokens per row: --seq N"}
-}
-
-// hfPrecision is the Trainer's autocast (bf16, fp16) over the weights
-// the model was loaded in (torch_dtype, or dtype, its later name).
-func hfPrecision(t *tree, p *plan, qlora bool) error {
-	bf16, err := t.boolean("bf16", false)
-	if err != nil {
-		return err
-	}
-	fp16, err := t.boolean("fp16", false)
-	if err != nil {
-		return err
-	}
-	dtype, err := t.str("torch_dtype", "")
-	if err != nil {
-		return err
-	}
-	if d, err := t.str("dtype", ""); err != nil {
-		return err
-	} else if d != "" {
-		dtype = d
-	}
-	switch {
-	case bf16 && fp16:
-		return t.errorf("bf16", "the Trainer refuses both: keep one", "and fp16 are both true")
-	case dtype == "bfloat16" && fp16:
-		return t.errorf("fp16", "fp16 autocast over bf16 weights: use bf16: true", "with torch_dtype bfloat16")
-	case (dtype == "bfloat16" || bf16) && qlora:
-		// peft's prepare_model_for_kbit_training upcasts the weights it does
-		// not quantize, peft_module_casting_to_bf16 casts embeddings and
-		// lm_head back: the norms stay fp32 (memsh doc precision)
-		p.set("precision", call("precision", kw("params", str("bf16")), kw("autocast", "True"), kw("norms", str("fp32"))))
-	case dtype == "bfloat16":
-		p.set("precision", str("bf16")) // the weights, grads and AdamW state in bf16; autocast changes nothing
-	case dtype == "float16":
-		p.set("precision", str("fp16"))
-	case dtype != "" && dtype != "float32" && dtype != "auto":
-		return t.errorf("torch_dtype", "bfloat16, float16, float32 or auto", "unknown dtype %s", quoteKey(dtype))
-	case bf16:
-		p.set("precision", str("bf16-mixed"))
-	case fp16:
-		p.set("precision", str("fp16-mixed"))
-	default:
-		p.set("precision", str("fp32"))
-	}
-	switch dtype {
-	case "auto":
-		t.notModelled = append(t.notModelled, "torch_dtype: auto loads the checkpoint's own dtype, which memsh reads as float32")
-	case "":
-		// transformers 5 (hf_config's default release) loads a model in the
-		// checkpoint's own dtype unless told otherwise (from_pretrained's
-		// dtype="auto" from 5.0); 4.x loaded float32
-		t.notModelled = append(t.notModelled, "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x: float32), which memsh reads as float32: set torch_dtype (or dtype) to say which")
-	}
-	return nil
 }
 
 // hfCheckpoint is activation checkpointing as the trainer runs it under

@@ -14,7 +14,7 @@ import (
 // Trainer's default optimizer (adamw_torch_fused), and for QLoRA the 4-bit
 // base under PEFT's adapters with the norms peft keeps in fp32.
 // hfDtypeUnset is the note for a run that does not say the model's dtype.
-const hfDtypeUnset = "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x: float32), which memsh reads as float32: set torch_dtype (or dtype) to say which"
+const hfDtypeUnset = "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x float32: memsh.transformers=4.57.1 says a 4.x run), which memsh reads as float32 without the model's config.json: pass --model config.json, or set torch_dtype (or dtype)"
 
 func TestHF(t *testing.T) {
 	runImportCases(t, []importCase{{
@@ -181,6 +181,22 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		hand: `load("@stdlib//llm.star", "mistral")
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(every = 2), gpu = "H100-80GB")`,
+	}, {
+		name:  "the plain Trainer with the model's config.json under transformers 5: the checkpoint's dtype (torch_dtype bfloat16)",
+		file:  "hf/trainer_gc.json",
+		step:  hfStep(2, 1, 1, 1024),
+		opts:  Options{Seq: 1024, Model: "mistral.json"},
+		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
+		hand: `plan = train(hf_config("mistral.json", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
+             checkpoint = "full", gpu = "H100-80GB")`,
+	}, {
+		name:  "the plain Trainer with the model's config.json under transformers 4.x: float32 weights",
+		file:  "hf/trainer_gc.json",
+		step:  hfStep(2, 1, 1, 1024),
+		opts:  Options{Seq: 1024, Model: "mistral.json", Overrides: []string{"memsh.transformers=4.57.1"}},
+		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
+		hand: `plan = train(hf_config("mistral.json", attn = "sdpa", transformers = "4.57.1"), batch = 2, seq = 1024, precision = "bf16-mixed",
+             optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB")`,
 	}, {
 		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
 		file:        "hf/zephyr_sft_full.yaml",

@@ -24,6 +24,10 @@ type Options struct {
 	// Model is a Hugging Face config.json for the model, as the script
 	// reads it (relative to the script's folder); "" for none.
 	Model string
+	// ModelData is that file's contents, which the caller reads (nil:
+	// not read, the importer knows only its name). The Hugging Face
+	// Trainer's importer reads the model's dtype from it.
+	ModelData []byte
 	// Seq is the tokens per sequence; 0 when not given.
 	Seq int64
 	// GPU is the catalog name of the card.

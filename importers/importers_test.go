@@ -57,7 +57,13 @@ func runImportCases(t *testing.T, cases []importCase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Import(tc.file, data, defaults(tc.opts))
+			o := defaults(tc.opts)
+			if p, ok := tc.files[o.Model]; ok && o.ModelData == nil { // memsh check reads --model
+				if o.ModelData, err = os.ReadFile(filepath.Join("testdata", p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := Import(tc.file, data, o)
 			if err != nil {
 				t.Fatal(err)
 			}

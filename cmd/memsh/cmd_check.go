@@ -116,6 +116,9 @@ func (e *env) cmdCheck(operands []string) error {
 		if opts.Model, err = e.modelPath(dir, c.model); err != nil {
 			return err
 		}
+		if opts.ModelData, err = readConfig(c.model); err != nil {
+			return usagef("check: --model: %v", err)
+		}
 	}
 	res, err := importers.Import(config, data, opts)
 	if err != nil {

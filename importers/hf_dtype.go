@@ -1,0 +1,174 @@
+package importers
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// hfTransformers is the job's transformers release, memsh.transformers
+// ("4.57.1"), and its major; "" and 5 when absent: hf_config's default
+// release, a 5.x.
+func hfTransformers(t *tree) (string, int, error) {
+	const key, hint = "memsh.transformers", "the job's whole release, as pip show transformers prints it: memsh.transformers=4.57.1"
+	raw, _ := t.get(key)
+	if raw == nil {
+		return "", 5, nil
+	}
+	v, ok := raw.(string)
+	if !ok { // 4.50 read as a number would be 4.5
+		return "", 0, t.errorf(key, hint, "want a transformers release such as 4.57.1, got %s", describe(raw))
+	}
+	parts := strings.Split(v, ".")
+	major, err := strconv.Atoi(parts[0])
+	ok = len(parts) >= 2 && len(parts) <= 3 && err == nil && (major == 4 || major == 5)
+	for _, part := range parts[1:] {
+		n, err := strconv.Atoi(part)
+		ok = ok && err == nil && n >= 0 && n <= 1000
+	}
+	if !ok {
+		return "", 0, t.errorf(key, hint, "want a transformers 4.x or 5.x release, got %s", quoteKey(v))
+	}
+	return v, major, nil
+}
+
+// hfPrecision is the Trainer's autocast (bf16, fp16) over the weights
+// the model was loaded in: torch_dtype (or dtype, its later name; TRL's
+// ModelConfig), else what from_pretrained loads (hfLoadedDtype).
+func hfPrecision(t *tree, o Options, p *plan, qlora bool) error {
+	bf16, err := t.boolean("bf16", false)
+	if err != nil {
+		return err
+	}
+	fp16, err := t.boolean("fp16", false)
+	if err != nil {
+		return err
+	}
+	key := "torch_dtype"
+	dtype, err := t.str(key, "")
+	if err != nil {
+		return err
+	}
+	if d, err := t.str("dtype", ""); err != nil {
+		return err
+	} else if d != "" {
+		dtype, key = d, "dtype"
+	}
+	switch dtype {
+	case "", "auto", "bfloat16", "float16", "float32":
+	default:
+		return t.errorf(key, "bfloat16, float16, float32 or auto", "unknown dtype %s", quoteKey(dtype))
+	}
+	from := key + " " + dtype // where the dtype comes from, for the errors below
+	if dtype == "" || dtype == "auto" {
+		if dtype, from, err = hfLoadedDtype(t, o, dtype); err != nil {
+			return err
+		}
+	}
+	switch {
+	case bf16 && fp16:
+		return t.errorf("bf16", "the Trainer refuses both: keep one", "and fp16 are both true")
+	case dtype == "bfloat16" && fp16:
+		return t.errorf("fp16", "fp16 autocast over bf16 weights: use bf16: true", "with %s", from)
+	case (dtype == "bfloat16" || bf16) && qlora:
+		// peft's prepare_model_for_kbit_training upcasts the weights it does
+		// not quantize, peft_module_casting_to_bf16 casts embeddings and
+		// lm_head back: the norms stay fp32 (memsh doc precision)
+		p.set("precision", call("precision", kw("params", str("bf16")), kw("autocast", "True"), kw("norms", str("fp32"))))
+	case dtype == "bfloat16":
+		p.set("precision", str("bf16")) // the weights, grads and AdamW state in bf16; autocast changes nothing
+	case dtype == "float16":
+		p.set("precision", str("fp16"))
+	case bf16:
+		p.set("precision", str("bf16-mixed"))
+	case fp16:
+		p.set("precision", str("fp16-mixed"))
+	default:
+		p.set("precision", str("fp32"))
+	}
+	return nil
+}
+
+// hfLoadedDtype is the dtype from_pretrained loads the model in when the
+// run does not say one (set, "auto"): transformers 4.x loads float32
+// (torch's default dtype), transformers 5 and "auto" under either the
+// checkpoint's own, the "dtype" key of the model's config.json (or
+// "torch_dtype", its name before 4.56) when it has one (modeling_utils.py
+// _get_dtype: "Will use dtype=... as defined in model's config object"),
+// else the weights' (which memsh cannot read). Without the config.json
+// at hand (a zoo model) the weights are float32 and the guess listed as
+// not modelled. from names where the dtype comes from.
+func hfLoadedDtype(t *tree, o Options, set string) (dtype, from string, err error) {
+	_, major, err := hfTransformers(t)
+	if err != nil {
+		return "", "", err
+	}
+	if set == "" && major == 4 {
+		return "float32", "transformers 4.x's float32", nil
+	}
+	what := "torch_dtype: auto loads the checkpoint's own dtype"
+	if set == "" {
+		what = "torch_dtype: unset, so transformers 5 loads the checkpoint's own dtype (4.x float32: memsh.transformers=4.57.1 says a 4.x run)"
+	}
+	if o.ModelData == nil {
+		t.notModelled = append(t.notModelled, what+", which memsh reads as float32 without the model's config.json: pass --model config.json, or set torch_dtype (or dtype)")
+		return "", "", nil
+	}
+	mt, err := parseJSON(o.Model, pythonJSONValues(o.ModelData))
+	if err != nil {
+		return "", "", err
+	}
+	for _, key := range []string{"dtype", "torch_dtype"} {
+		d, err := mt.str(key, "")
+		if err != nil {
+			return "", "", err
+		}
+		switch d {
+		case "":
+			continue
+		case "bfloat16", "float16", "float32":
+			return d, o.Model + "'s " + key + " " + d, nil
+		}
+		return "", "", mt.errorf(key, "memsh models bfloat16, float16 and float32 weights: set torch_dtype (or dtype) in the training config",
+			"the model's dtype %s is not modelled", quoteKey(d))
+	}
+	t.notModelled = append(t.notModelled, what+": "+o.Model+" has no dtype (or torch_dtype), so transformers reads the weights' own, which memsh reads as float32: set torch_dtype (or dtype) to say which")
+	return "", "", nil
+}
+
+// pythonJSONValues is data with the values Python's json module writes
+// and JSON has not (NaN, Infinity, -Infinity: a Mamba-2 config.json's
+// time_step_limit) written null, the rest of each line as it was.
+func pythonJSONValues(data []byte) []byte {
+	out := make([]byte, 0, len(data))
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString:
+			if c == '\\' && i+1 < len(data) {
+				out = append(out, c, data[i+1])
+				i++
+				continue
+			}
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		default:
+			matched := false
+			for _, w := range []string{"-Infinity", "Infinity", "NaN"} {
+				if bytes.HasPrefix(data[i:], []byte(w)) {
+					out = append(out, "null"...)
+					i += len(w) - 1
+					matched = true
+					break
+				}
+			}
+			if matched {
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
