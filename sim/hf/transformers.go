@@ -282,6 +282,7 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bo
 		return 0
 	}
 	done := map[*nn.MoE]*nn.MoE{}
+	done2 := map[*nn.Gemma4MoE]bool{}
 	var walk func(l core.Layer) core.Layer
 	walk = func(l core.Layer) core.Layer {
 		switch x := l.(type) {
@@ -311,6 +312,18 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bo
 			}
 			done[x], done[&c] = &c, &c
 			return &c
+		case *nn.Gemma4MoE: // Gemma4TextExperts (gemma4.go), its own router
+			if _, ok := done2[x]; !ok {
+				done2[x] = true
+				x.Impl = nn.MoEFusedLoop
+				if experts == "grouped_mm" {
+					x.Impl = nn.MoEGroupedMM
+				}
+			}
+		case *nn.Parallel:
+			for i, y := range x.Branches {
+				x.Branches[i] = walk(y)
+			}
 		case *core.Sequential:
 			for i, y := range x.Layers {
 				x.Layers[i] = walk(y)
@@ -330,5 +343,5 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bo
 	for i, l := range layers {
 		layers[i] = walk(l)
 	}
-	return len(done) / 2
+	return len(done)/2 + len(done2)
 }

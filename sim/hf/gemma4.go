@@ -1,0 +1,189 @@
+package hf
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// buildGemma4 builds Gemma 4's text model as transformers builds it
+// (models/gemma4/modeling_gemma4.py, 5.17.0): Gemma4ForCausalLM for
+// model_type gemma4_text, and for gemma4 the language model of
+// Gemma4ForConditionalGeneration (text_config; model.language_model)
+// or, with arch="Gemma4ForCausalLM", the text model alone (model).
+//
+// Each decoder layer (Gemma4TextDecoderLayer) is
+//
+//	h = x + post_attention_layernorm(self_attn(input_layernorm(x)))
+//	y = h + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(h)))
+//	y = y * layer_scalar                       (a buffer, in place)
+//
+// with, under enable_moe_block (the 26B A4B), the dense MLP's output
+// normed by post_feedforward_layernorm_1 and summed with the experts'
+// (nn.Gemma4MoE, which reads h) before post_feedforward_layernorm. The
+// norms are Gemma4RMSNorm (nn.Gemma4Norm), the attention nn.Gemma4Attention:
+// sliding layers with head_dim and num_key_value_heads, full-attention
+// layers (layer_types; by default every sixth, and the last always) with
+// global_head_dim and, when attention_k_eq_v, num_global_key_value_heads
+// and the key projection reused as the values. The embedding is scaled
+// by sqrt(hidden_size); the logits are soft-capped by
+// final_logit_softcapping (default none; the released checkpoints set 30).
+//
+// Not modelled, and refused naming the key: the per-layer embeddings of
+// E2B and E4B (hidden_size_per_layer_input > 0, whose default is 256),
+// the layers that share an earlier layer's keys and values
+// (num_kv_shared_layers > 0), attention_bias, use_bidirectional_attention
+// "all", and the vision and audio towers of Gemma4ForConditionalGeneration
+// (vision_config, audio_config).
+func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
+	tc := c
+	if c.modelType == "gemma4" {
+		for _, k := range []string{"vision_config", "audio_config"} {
+			if c.has(k) && !strings.HasSuffix(c.arch, "ForCausalLM") {
+				c.err = &units.Error{Msg: fmt.Sprintf("Gemma4ForConditionalGeneration builds the tower %q describes, which memsh does not model", k),
+					Hint: `pass arch="Gemma4ForCausalLM" to train the text model alone (the checkpoint's vision and audio weights unused)`}
+				return nil
+			}
+		}
+		tc = c.sub("text_config")
+		if c.err != nil {
+			return nil
+		}
+		tc.modelType = "gemma4_text"
+	}
+	m := tc.gemma4Text(attn, head)
+	if tc.err != nil {
+		c.err = tc.err
+		return nil
+	}
+	if c.modelType == "gemma4" {
+		m.Name = c.name
+		m.TieEmbeddings = c.flag("tie_word_embeddings", true)
+		if !strings.HasSuffix(c.arch, "ForCausalLM") {
+			m.Layers = []core.Layer{&core.Sequential{Name: "language_model", Layers: m.Layers}}
+		}
+	}
+	return m
+}
+
+// gemma4Text is Gemma4TextModel with its head, from a Gemma4TextConfig.
+func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	heads := c.size("num_attention_heads")
+	kv := c.kvHeads("num_key_value_heads", heads)
+	vocab := c.size("vocab_size")
+	inter := c.size("intermediate_size")
+	hd := c.sizeOr("head_dim", 256)
+	ghd := c.sizeOr("global_head_dim", 512)
+	kEqV := c.flag("attention_k_eq_v", false)
+	gkv := kv
+	if kEqV && c.has("num_global_key_value_heads") {
+		gkv = c.kvHeads("num_global_key_value_heads", heads)
+	}
+	window := c.sizeOr("sliding_window", 512)
+	act := c.mlpAct("hidden_activation", "gelu_pytorch_tanh", true)
+	drop := c.prob("attention_dropout", 0)
+	logitCap := c.softcap("final_logit_softcapping", 0)
+	tie := c.flag("tie_word_embeddings", true)
+	c.object("rope_parameters")
+	if n := c.intOr("hidden_size_per_layer_input", 256); n > 0 && c.err == nil {
+		c.err = &units.Error{Msg: fmt.Sprintf("%q = %d: Gemma 4's per-layer embeddings (E2B, E4B) are not modelled yet", c.at("hidden_size_per_layer_input"), n),
+			Hint: "memsh builds Gemma 4's 26B A4B and 31B text models (hidden_size_per_layer_input 0; Gemma4TextConfig's default is 256)"}
+	}
+	if n := c.intOr("num_kv_shared_layers", 0); n > 0 && c.err == nil {
+		c.err = &units.Error{Msg: fmt.Sprintf("%q = %d: layers reusing an earlier layer's keys and values are not modelled yet", c.at("num_kv_shared_layers"), n),
+			Hint: "memsh builds Gemma 4's 26B A4B and 31B text models (num_kv_shared_layers 0)"}
+	}
+	if c.flag("attention_bias", false) {
+		c.fail("attention_bias", "is not modelled for Gemma 4 (got true; the released models have none)")
+	}
+	if mode := c.str("use_bidirectional_attention", ""); mode == "all" {
+		c.fail("use_bidirectional_attention", `"all" (bidirectional text attention) is not modelled; null and "vision" are`)
+	}
+	types := c.gemma4LayerTypes(layers)
+	var ff func() core.Layer
+	moe := c.flag("enable_moe_block", false)
+	estimateFF := 3 * float64(hidden) * float64(inter)
+	var experts *nn.Gemma4MoE
+	if moe {
+		experts = &nn.Gemma4MoE{Dim: hidden, Hidden: c.size("moe_intermediate_size"), Experts: c.size("num_experts"),
+			TopK: c.size("top_k_experts"), Act: act}
+		estimateFF += 3 * float64(hidden) * float64(experts.Hidden) * float64(experts.Experts)
+	}
+	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*ghd)+estimateFF) + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	norm := func(name string) core.Layer { return &nn.Gemma4Norm{Name: name, Dim: hidden} }
+	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
+	ff = func() core.Layer {
+		return res(norm("pre_feedforward_layernorm"), mlp, norm("post_feedforward_layernorm"))
+	}
+	if moe {
+		ff = func() core.Layer {
+			return res(&nn.Parallel{Branches: []core.Layer{seq(norm("pre_feedforward_layernorm"), mlp, norm("post_feedforward_layernorm_1")), experts}},
+				norm("post_feedforward_layernorm"))
+		}
+	}
+	block := func(full bool) core.Layer {
+		a := &nn.Gemma4Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HD: hd, Impl: attn, Window: window, Dropout: drop, EnableGQA: true}
+		if full {
+			a.HD, a.KVHeads, a.KEqV, a.Window = ghd, gkv, kEqV, 0
+		}
+		return seq(res(norm("input_layernorm"), a, norm("post_attention_layernorm")), ff())
+	}
+	sliding, full := block(false), block(true)
+	blocks := make([]core.Layer, layers)
+	for i, t := range types {
+		blocks[i] = sliding
+		if t {
+			blocks[i] = full
+		}
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+		&nn.Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))},
+		stackBlocks("layers", blocks), norm("norm")}
+	m := c.finish(head, ls, vocab, tie)
+	if head == headCausalLM {
+		m.LogitSoftcap = logitCap
+	}
+	return m
+}
+
+// gemma4LayerTypes is which layers attend fully: layer_types
+// ("sliding_attention" / "full_attention"), else every sixth layer; the
+// last layer always (Gemma4TextConfig.__post_init__ forces it, with a
+// warning).
+func (c *hfConfig) gemma4LayerTypes(layers int64) []bool {
+	full := make([]bool, layers)
+	if c.has("layer_types") {
+		list, ok := c.raw["layer_types"].([]any)
+		if !ok || int64(len(list)) != layers {
+			c.fail("layer_types", "must list one attention type per layer (%d)", layers)
+			return full
+		}
+		for i, v := range list {
+			switch v {
+			case "full_attention":
+				full[i] = true
+			case "sliding_attention":
+			default:
+				c.fail("layer_types", "names an attention type Gemma 4 does not have (got %s; known: sliding_attention, full_attention)", describeJSON(v))
+				return full
+			}
+		}
+	} else {
+		for i := range full {
+			full[i] = (i+1)%6 == 0
+		}
+	}
+	if layers > 0 {
+		full[layers-1] = true
+	}
+	return full
+}

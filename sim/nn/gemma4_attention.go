@@ -1,0 +1,168 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Gemma4Attention is Gemma 4's self-attention (Gemma4TextAttention in
+// transformers' models/gemma4/modeling_gemma4.py, 5.17.0):
+//
+//	q = rope(q_norm(q_proj(x)))
+//	k = rope(k_norm(k_proj(x)))
+//	v = v_norm(v_proj(x))      (KEqV: v_norm(k_proj(x)), no v_proj)
+//	o_proj(attention(q, k, v))
+//
+// q_norm and k_norm are Gemma 4 RMSNorms with a weight over each head,
+// v_norm one without (Gemma4Norm); the scores are not scaled (scaling
+// 1.0, which changes no tensor's size). The full-attention layers of the
+// larger models have their own head_dim (global_head_dim) and kv heads
+// (num_global_key_value_heads), and with attention_k_eq_v reuse the key
+// projection as the values: the hf reader builds one Gemma4Attention per
+// layer type. The rotary embedding runs over the whole head, as
+// transformers applies it (the proportional rope of the full layers
+// rotates a quarter of each head: the rest of its cos and sin tables are 1
+// and 0, the same tensors).
+//
+// Sliding layers attend to the last Window keys. flash-attn 2 has no
+// kernel for heads wider than 256 (its mha_fwd checks "FlashAttention
+// forward only supports head dimension at most 256"), so Validate refuses
+// Impl "flash" for them.
+type Gemma4Attention struct {
+	Name                    string
+	Dim, Heads, KVHeads, HD int64
+	Impl                    string // flash | sdpa | eager
+	Window                  int64
+	KEqV                    bool
+	Dropout                 float64
+	EnableGQA               bool // SDPA gets the kv heads as they are (transformers >= 4.54 without a mask)
+	NoCausal                bool // use_bidirectional_attention="all"
+}
+
+func (a *Gemma4Attention) Kind() string           { return "gemma4_attention" }
+func (a *Gemma4Attention) Label() string          { return a.Name }
+func (a *Gemma4Attention) DefaultName() string    { return "self_attn" }
+func (a *Gemma4Attention) Children() []core.Layer { return nil }
+func (a *Gemma4Attention) InDim() int64           { return a.Dim }
+func (a *Gemma4Attention) OutDim() int64          { return a.Dim }
+
+func (a *Gemma4Attention) Params() int64 {
+	n := 2*a.Dim*a.Heads*a.HD + a.Dim*a.KVHeads*a.HD + 2*a.HD
+	if !a.KEqV {
+		n += a.Dim * a.KVHeads * a.HD
+	}
+	return n
+}
+
+func (a *Gemma4Attention) Summary() string {
+	s := fmt.Sprintf("dim %d, %d heads, %d kv heads, head_dim %d", a.Dim, a.Heads, a.KVHeads, a.HD)
+	if a.KEqV {
+		s += ", k = v"
+	}
+	if a.Window > 0 {
+		s += fmt.Sprintf(", window %d", a.Window)
+	}
+	return s + ", " + a.Impl
+}
+
+func (a *Gemma4Attention) Validate(path string) error {
+	for _, f := range []struct {
+		what string
+		n    int64
+	}{{"dim", a.Dim}, {"heads", a.Heads}, {"kv_heads", a.KVHeads}, {"head_dim", a.HD}} {
+		if err := core.Positive(path, f.what, f.n); err != nil {
+			return err
+		}
+	}
+	if a.Heads%a.KVHeads != 0 {
+		return units.Errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
+	}
+	switch a.Impl {
+	case "sdpa", "eager":
+	case "flash":
+		if a.HD > 256 {
+			return &units.Error{Path: path, Msg: fmt.Sprintf("flash-attn 2 has no kernel for head_dim %d (at most 256)", a.HD),
+				Hint: `Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`}
+		}
+	default:
+		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa, eager)", a.Impl)
+	}
+	if a.Window < 0 {
+		return units.Errorf(path, "window must be positive, or 0 for none (got %d)", a.Window)
+	}
+	if a.Dropout < 0 || a.Dropout >= 1 {
+		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", a.Dropout)
+	}
+	return nil
+}
+
+// kernel is the attention kernel as nn.Attention lowers it.
+func (a *Gemma4Attention) kernel() *Attention {
+	return &Attention{Name: a.Name, Dim: a.Dim, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HD, Impl: a.Impl,
+		Causal: !a.NoCausal, Window: a.Window, Dropout: a.Dropout, Rope: true, SoftmaxFP32: true, EnableGQA: a.EnableGQA}
+}
+
+// CheckLayout: tensor parallelism splits the heads as for nn.Attention;
+// context parallelism is not modelled for this layer.
+func (a *Gemma4Attention) CheckLayout(path string, par core.Parallelism) error {
+	if par.CP > 1 {
+		return &units.Error{Path: path, Msg: "context parallelism is not modelled for Gemma 4's attention", Hint: "use cp=1"}
+	}
+	return a.kernel().checkTP(path, max(par.TP, 1))
+}
+
+func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != a.Dim {
+		panic(core.ShapeMismatch(b, "gemma4_attention", a.Dim, b.Last(x)))
+	}
+	name := b.ModuleName(a)
+	defer b.Scope(name)()
+	att := a.kernel()
+	if att.Window >= b.Seq { // the window holds every key: transformers passes no mask
+		att.Window = 0
+	}
+	la := att.perRank(b.Par.Tpn())
+	d, h, kv := la.Hd(), la.Heads, la.Kv()
+	xg := b.TpGatherFP8(x)
+	s := b.Shape(xg)
+	q := b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, false)
+	q = gemma4HeadNorm(b, "q_norm", q, s, h, d, true)
+	q = rope(b, "q", q, core.WithLast(s, h*d))
+	k := b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.KVHeads*d, kv*d, false)
+	v := k
+	if !a.KEqV {
+		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.KVHeads*d, kv*d, false)
+	}
+	k = gemma4HeadNorm(b, "k_norm", k, s, kv, d, true)
+	k = rope(b, "k", k, core.WithLast(s, kv*d))
+	v = gemma4HeadNorm(b, "v_norm", v, s, kv, d, false)
+	kl, vl := seqMajor, seqMajor
+	if kv != h && !la.sdpaGQA(b) && a.Impl != "flash" {
+		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
+		v = expandKV(b, "v", v, core.WithLast(s, h*d), kv)
+		kl, vl = headMajor, headMajor
+		if kv == 1 {
+			kl, vl = expandedHeads, expandedHeads
+		}
+	}
+	closeRegion := func() {}
+	if b.Ckpt.Selective {
+		closeRegion = b.PolicyRegion("core")
+	}
+	if b.Prec.Autocast {
+		q = b.Cast(q, b.Prec.Compute, "autocast copy of q for the attention kernel")
+		k, kl = castHeads(b, "k", k, kl, core.WithLast(s, h*d))
+		v, vl = castHeads(b, "v", v, vl, core.WithLast(s, h*d))
+	}
+	var o core.Value
+	if a.Impl == "eager" {
+		o = la.eager(b, q, k, v, s, kl, vl)
+	} else {
+		o = la.Fused(b, q, k, v, s)
+	}
+	closeRegion()
+	y := b.RowLinear("o_proj", core.RoleO, o, a.Heads*d, h*d, a.Dim, false)
+	return b.Dropout("resid_dropout", y, a.Dropout)
+}
