@@ -125,8 +125,8 @@ var hfFamilies = []hfFamily{
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
 	// gemma4, gemma4_text: the 5.5.0 wheel is the first with models/gemma4
-	// (absent from 5.4.0; llama.cpp's "update transformers to 5.5.0",
-	// ggml-org/llama.cpp#21617: "5.5.0 includes support for Gemma4").
+	// (absent from the 5.4.0 wheel; llama.cpp's "update transformers to
+	// 5.5.0", ggml-org/llama.cpp#21617: "5.5.0 includes support for Gemma4").
 	// gemma4.go: the text model; its flash path stops at the full layers'
 	// 512-wide heads (nn.Gemma4Attention).
 	{modelType: "gemma4", prefix: "Gemma4", base: "model", heads: vlHeads, build: buildGemma4, vl: true, since: [2]int{5, 5}, experts: &hfExperts{}},

@@ -117,11 +117,15 @@ func (g *Gemma4MoE) route(b *core.Builder, x core.Value, T int64) routing {
 	r.idx = b.Out(tk, "top_k_index", []int64{T, k}, units.INT64, "top-k expert indices")
 	b.Val(r.idx).Grad = false
 	b.Save(tk, r.idx)
-	// top_k_weights /= sum: in place, saves the sum and its own result.
+	// top_k_weights /= sum: in place; div_'s backward reads the divisor
+	// and the dividend as it was, which autograd clones before the
+	// division overwrites it (original_self).
 	sum := b.Ew("sum", "topk_sum", []core.Value{w}, []int64{T, 1}, units.FP32, "sum of the top-k weights")
 	dv := b.AddOp("div", "renormalise", []core.Value{w, sum})
-	wn := b.Out(dv, "top_k_weights_normed", []int64{T, k}, units.FP32, "top-k weights renormalised")
-	b.Save(dv, wn, sum)
+	orig := b.Out(dv, "top_k_weights_original", []int64{T, k}, units.FP32, "top-k weights before the in-place division (autograd's clone)")
+	wn := b.Out(dv, "top_k_weights_normed", []int64{T, k}, units.FP32, "top-k weights renormalised (in place)")
+	b.Val(orig).Grad = false
+	b.Save(dv, orig, sum)
 	// per_expert_scale[idx]: a gather of the parameter, saved by the product.
 	pe := b.Param("per_expert_scale", []int64{E}, core.RoleRouter)
 	gi := b.AddOp("index", "per_expert_scale", []core.Value{r.idx}, pe)
