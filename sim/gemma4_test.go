@@ -1,15 +1,35 @@
 package sim
 
 import (
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Gemma 4's text model, parameter counts as transformers 5.17.0 counts
 // them: AutoModelForCausalLM.from_config(config) on the meta device,
 // sum(p.numel()) (tools/oracle/gemma4_saved.py --count CONFIG).
+//
+//   - gemma-4-31b-text.json: Gemma 4 31B's text_config (hidden 5376, 60
+//     layers, 32 heads, 16 kv heads of 256 on the sliding layers, 4 of 512
+//     on the full ones with k = v, intermediate 21504, window 1024) as
+//     public loaders' tests quote the hub's google/gemma-4-31B-it config
+//     (the hub is not reachable from here): 30,697,345,280, the model
+//     card's "31B: 30.7B params" (its vision encoder, ~550M, apart).
+//   - gemma-4-26b-a4b-text.json: the 26B A4B's (hidden 2816, 30 layers,
+//     16 heads, 8 kv heads of 256, 2 of 512 with k = v, a dense MLP of
+//     2112 beside 128 experts of 704, 8 a token): 25,233,141,760, the
+//     model card's "25.2B total parameters, 3.8B active" (quoted by
+//     vast.ai/model/gemma-4-26b-a4b-it): the experts are 22.84B, an
+//     eighth-sixteenth of them and the rest 3.82B.
+//   - the tiny configs, and the tiny one as text_config of a gemma4
+//     config.json without towers (Gemma4ForConditionalGeneration: the same
+//     count under model.language_model).
 func TestGemma4Params(t *testing.T) {
 	for _, tc := range []struct {
 		file, arch string
@@ -17,6 +37,8 @@ func TestGemma4Params(t *testing.T) {
 	}{
 		{"gemma4-tiny.json", "", 707_072},
 		{"gemma4-moe-tiny.json", "", 858_640},
+		{"gemma-4-31b-text.json", "", 30_697_345_280},
+		{"gemma-4-26b-a4b-text.json", "", 25_233_141_760},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Arch: tc.arch, Transformers: "5.17.0"})
 		if err != nil {
@@ -85,5 +107,131 @@ func TestGemma4Saves(t *testing.T) {
 		if got := saved[1] - saved[0]; got != want {
 			t.Errorf("%s %s: two layers save %d bytes, want %d (%+d, %+.2f %%)", tc.file, tc.attn, got, want, got-want, 100*float64(got-want)/float64(want))
 		}
+	}
+}
+
+// gemma4Wrap is a text config.json as the text_config of a gemma4
+// config.json (Gemma4Config), with extra top-level keys.
+func gemma4Wrap(t *testing.T, file string, extra map[string]any) []byte {
+	t.Helper()
+	var tc map[string]any
+	if err := json.Unmarshal(readHF(t, file), &tc); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc, "architectures")
+	c := map[string]any{"model_type": "gemma4", "architectures": []any{"Gemma4ForConditionalGeneration"}, "text_config": tc}
+	for k, v := range extra {
+		c[k] = v
+	}
+	data, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// Names and shapes as transformers names them (named_parameters() of the
+// tiny configs under 5.17.0): a full layer with k = v has no v_proj, the
+// MoE layer's router and experts sit in the decoder layer.
+func TestGemma4Names(t *testing.T) {
+	for _, tc := range []struct {
+		data []byte
+		arch string
+		want map[string][]int64
+	}{
+		{readHF(t, "gemma4-moe-tiny.json"), "", map[string][]int64{
+			"model.layers.0.self_attn.v_proj.weight":             {64, 128},
+			"model.layers.1.self_attn.q_proj.weight":             {256, 128},
+			"model.layers.1.self_attn.k_proj.weight":             {64, 128},
+			"model.layers.1.self_attn.k_norm.weight":             {64},
+			"model.layers.1.router.proj.weight":                  {4, 128},
+			"model.layers.1.router.scale":                        {128},
+			"model.layers.1.router.per_expert_scale":             {4},
+			"model.layers.1.experts.gate_up_proj":                {4, 128, 128},
+			"model.layers.1.experts.down_proj":                   {4, 128, 64},
+			"model.layers.1.post_feedforward_layernorm_1.weight": {128},
+			"model.layers.1.pre_feedforward_layernorm_2.weight":  {128},
+			"model.layers.1.post_feedforward_layernorm_2.weight": {128},
+			"model.layers.1.mlp.gate_proj.weight":                {96, 128},
+			"model.norm.weight":                                  {128},
+		}},
+		{gemma4Wrap(t, "gemma4-tiny.json", nil), "", map[string][]int64{
+			"model.language_model.embed_tokens.weight":              {512, 128},
+			"model.language_model.layers.3.self_attn.o_proj.weight": {128, 256},
+		}},
+		{gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"vision_config": map[string]any{"hidden_size": 1152}}), "Gemma4ForCausalLM", map[string][]int64{
+			"model.layers.3.self_attn.o_proj.weight": {128, 256},
+		}},
+	} {
+		m, err := hf.FromConfigOptions(tc.data, hf.Options{Attn: "sdpa", Arch: tc.arch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Params(); got != 707_072 && got != 858_640 {
+			t.Errorf("%d parameters", got)
+		}
+		prog, err := tinyPlan(t, m).LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		for _, p := range prog.Params {
+			if p.Name == "model.layers.1.self_attn.v_proj.weight" || p.Name == "model.language_model.layers.1.self_attn.v_proj.weight" {
+				t.Errorf("%s: a k = v layer has no v_proj", p.Name)
+			}
+			if shape, ok := tc.want[p.Name]; ok {
+				seen++
+				if !equalShape(p.Shape, shape) {
+					t.Errorf("%s: shape %v, want %v", p.Name, p.Shape, shape)
+				}
+			}
+		}
+		if seen != len(tc.want) {
+			t.Errorf("found %d of the %d named parameters", seen, len(tc.want))
+		}
+	}
+}
+
+// What hf_config refuses for Gemma 4, each naming the key and the way on.
+func TestGemma4Refusals(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		opts hf.Options
+		want string
+		hint string
+	}{
+		{"per-layer embeddings", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"hidden_size_per_layer_input": 256}), hf.Options{},
+			`"hidden_size_per_layer_input" = 256`, "26B A4B and 31B"},
+		{"per-layer embeddings by default", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"hidden_size_per_layer_input": nil}), hf.Options{},
+			`"hidden_size_per_layer_input" = 256`, "default is 256"},
+		{"shared kv", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"num_kv_shared_layers": 2}), hf.Options{},
+			`"num_kv_shared_layers" = 2`, ""},
+		{"vision tower", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"vision_config": map[string]any{"hidden_size": 1152}}), hf.Options{},
+			`the tower "vision_config" describes`, `arch="Gemma4ForCausalLM"`},
+		{"audio tower", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"audio_config": map[string]any{}}), hf.Options{},
+			`"audio_config"`, `arch="Gemma4ForCausalLM"`},
+		{"nested key", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"text_config": map[string]any{"hidden_size": 128}}), hf.Options{},
+			`"text_config.num_hidden_layers"`, ""},
+		{"transformers 5.4", readHF(t, "gemma4-tiny.json"), hf.Options{Transformers: "5.4.0"},
+			`model_type "gemma4_text" needs transformers 5.5 or later`, `transformers="5.5.0"`},
+	} {
+		if tc.opts.Attn == "" {
+			tc.opts.Attn = "sdpa"
+		}
+		_, err := hf.FromConfigOptions(tc.data, tc.opts)
+		var ue *units.Error
+		if !errors.As(err, &ue) || !strings.Contains(ue.Msg, tc.want) || !strings.Contains(ue.Hint, tc.hint) {
+			t.Errorf("%s: %v (hint %q), want %q (hint with %q)", tc.name, err, hintOf(ue), tc.want, tc.hint)
+		}
+	}
+	// The released models' full layers are 512 wide: flash-attn 2 refuses
+	// them; the tiny model's are 64 wide and run.
+	if _, err := hf.FromConfigOptions(readHF(t, "gemma4-tiny.json"), hf.Options{Attn: "flash"}); err != nil {
+		t.Errorf("tiny under flash: %v", err)
+	}
+	_, err := hf.FromConfigOptions(readHF(t, "gemma-4-31b-text.json"), hf.Options{Attn: "flash"})
+	if err == nil || !strings.Contains(err.Error(), "flash-attn 2 has no kernel for head_dim 512") {
+		t.Errorf("31B under flash: %v", err)
 	}
 }
