@@ -12,6 +12,10 @@ import (
 // beyond DESIGN.md 2.1 (learned positions, parallel blocks, Gemma's
 // embedding scale, BERT's pooler). hf_config builds the same sim layers.
 func ExtraLayerBuiltins() []host.Builtin {
+	return append(extraLayerBuiltins(), gemma4LayerBuiltins()...)
+}
+
+func extraLayerBuiltins() []host.Builtin {
 	return []host.Builtin{
 		{
 			Name: "add_embedding",
