@@ -143,20 +143,6 @@ func Walk(l Layer, path string, fn func(path string, l Layer)) {
 	}
 }
 
-// walkWhile is Walk that stops once fn returns false (and returns
-// false then): the layers after are not visited, nor their paths made.
-func walkWhile(l Layer, path string, fn func(path string, l Layer) bool) bool {
-	if !fn(path, l) {
-		return false
-	}
-	for _, c := range l.Children() {
-		if !walkWhile(c, ChildPath(path, l, c), fn) {
-			return false
-		}
-	}
-	return true
-}
-
 func Itoa(n int64) string {
 	if n == 0 {
 		return "0"

@@ -200,11 +200,13 @@ func (p *Plan) validateParallel() error {
 func (m *Model) validateParallel(par Parallelism) error {
 	tp := par.TP
 	moe := false
+	passed, checker := 0, false // the visits that passed; whether a LayoutChecker failed at the next
 	check := func(l Layer) bool {
 		if _, ok := l.(ExpertLayer); ok {
 			moe = true
 		}
 		if c, ok := l.(LayoutChecker); ok && c.CheckLayout("", par) != nil {
+			checker = true
 			return false
 		}
 		if e, ok := l.(TokenLookup); ok {
@@ -212,64 +214,59 @@ func (m *Model) validateParallel(par Parallelism) error {
 				return false
 			}
 		}
+		passed++
 		return true
 	}
 	for _, l := range m.Layers {
 		if !eachLayer(l, check) {
-			return m.validateParallelPaths(par)
+			return m.validateParallelPaths(par, passed, checker)
 		}
 	}
 	if (m.Vocab > 0 && m.Vocab%tp != 0) || ((par.EP > 1 || par.RouterDType != units.InvalidDType) && !moe) {
-		return m.validateParallelPaths(par)
+		return m.validateParallelPaths(par, passed, false)
 	}
 	return nil
 }
 
 // validateParallelPaths is validateParallel with each layer's path, the
-// first failure's error.
-func (m *Model) validateParallelPaths(par Parallelism) error {
+// first failure's error. The first passed layers (in eachLayer's order)
+// passed validateParallel's checks; checker says that the next one's
+// LayoutChecker refused the layout (layoutPaths).
+func (m *Model) validateParallelPaths(par Parallelism, passed int, checker bool) error {
 	tp, ep := par.TP, par.EP
-	var err, vocabErr error // vocabulary errors after the layers' own
-	moe := false
 	// The first layer's error is returned whatever follows it: the walk
 	// stops there (a search checks thousands of layouts that fail, each
 	// at the first block of a model of a hundred).
-	check := func(path string, l Layer) bool {
-		if _, ok := l.(ExpertLayer); ok {
-			moe = true
-		}
-		if c, ok := l.(LayoutChecker); ok {
-			err = c.CheckLayout(path, par)
-		}
-		if e, ok := l.(TokenLookup); ok && vocabErr == nil {
-			if rows, _ := e.LookupShape(); rows%tp != 0 {
-				vocabErr = &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, rows),
-					Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", PadVocab(rows, tp))}
-			}
-		}
-		return err == nil
-	}
+	w := layoutPaths{par: par, passed: passed, checker: checker}
+	var room [128]byte // the paths, on the stack while they fit
 	for _, l := range m.Layers {
-		if !walkWhile(l, ChildPath("", nil, l), check) {
+		if !w.walk(l, append(room[:0], ModuleName(l)...)) { // ChildPath("", nil, l)
 			break
 		}
 	}
-	if err != nil {
-		return err
+	if w.err != nil {
+		return w.err
 	}
-	if vocabErr != nil {
-		return vocabErr
+	if w.vocabErr != nil {
+		return w.vocabErr
 	}
 	if m.Vocab > 0 && m.Vocab%tp != 0 {
 		return &units.Error{Path: m.Name, Msg: fmt.Sprintf("tp=%d does not divide vocab %d (the output layer)", tp, m.Vocab),
 			Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", PadVocab(m.Vocab, tp))}
 	}
-	if ep > 1 && !moe {
+	if ep > 1 && !w.moe {
 		return &units.Error{Path: m.Name, Msg: fmt.Sprintf("ep=%d but the model has no moe() layer", ep)}
 	}
-	if par.RouterDType != units.InvalidDType && !moe {
+	if par.RouterDType != units.InvalidDType && !w.moe {
 		return &units.Error{Path: m.Name, Msg: "router_dtype= sets the dtype of an MoE router, and the model has no moe() layer",
 			Hint: "drop router_dtype="}
 	}
 	return nil
+}
+
+// vocabRowsError is the refusal of an embedding at path whose rows tp does
+// not divide.
+func vocabRowsError(path string, tp, rows int64) error {
+	return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the %d embedding rows (vocabulary)", tp, rows),
+		Hint: fmt.Sprintf("Megatron pads the vocabulary to a multiple of 128*tp (here %d)", PadVocab(rows, tp))}
 }
