@@ -89,7 +89,8 @@ func (raw Parallelism) Validate() error {
 }
 
 // validateParallel checks the layout against itself, the cluster and the
-// model; errors name the numbers.
+// model; errors name the numbers. The refusals a search meets by the ten
+// thousand are worded when read (units.IntError, RefusalFor).
 func (p *Plan) validateParallel() error {
 	if err := p.Parallel.Validate(); err != nil {
 		return err
@@ -128,7 +129,8 @@ func (p *Plan) validateParallel() error {
 	}
 	if par.Schedule == "interleaved" {
 		if m := p.MicroBatches(); m%par.PP != 0 {
-			return &units.Error{Path: "parallel", Msg: units.IntMsg("the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)", m, par.PP), Hint: "Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving"}
+			return units.NewIntError("parallel", "the interleaved schedule needs micro_batches divisible by pp (micro_batches=%d, pp=%d)",
+				"Megatron requires num_microbatches % pipeline_parallel_size == 0 for interleaving", m, par.PP)
 		}
 	}
 	if m := p.MicroBatches(); par.Schedule == "dualpipe" && m%2 != 0 {
@@ -176,7 +178,7 @@ func (p *Plan) validateParallel() error {
 		return &units.Error{Path: "parallel", Msg: fmt.Sprintf("cp=%d does not divide seq %d", par.CP, seq), Hint: "context parallelism splits each sequence into cp equal chunks"}
 	}
 	if par.SequenceParallel && (seq/par.CP)%par.TP != 0 {
-		return &units.Error{Path: "parallel", Msg: units.IntMsg("sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", par.TP, seq/par.CP)}
+		return units.NewIntError("parallel", "sequence_parallel: tp=%d does not divide the %d tokens per sequence on each rank", "", par.TP, seq/par.CP)
 	}
 	if p.Model == nil {
 		return nil

@@ -178,7 +178,15 @@ func (p *Plan) Validate() error { return p.ValidateFor(nil) }
 // those checks read the model alone, and a search checks every layout it
 // enumerates of one model (231,968 for Llama 3 405B on 16,384 GPUs), each
 // walk building a path for every layer.
-func (p *Plan) ValidateFor(checked *Model) error {
+func (p *Plan) ValidateFor(checked *Model) error { return units.Worded(p.RefusalFor(checked)) }
+
+// RefusalFor is ValidateFor's error, or nil, not yet worded where it is
+// a *units.IntError (a layout's parallelism refused by a rule whose
+// message is numbers: Ulysses' heads, interleaved micro-batches): for a
+// caller that counts refusals by class (search), which reads a refusal's
+// message once per class, not once per layout. Its text, and what
+// errors.As finds in it, are ValidateFor's.
+func (p *Plan) RefusalFor(checked *Model) error {
 	if p.Model == nil {
 		return &units.Error{Msg: "plan has no model"}
 	}

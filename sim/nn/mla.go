@@ -119,8 +119,8 @@ func (a *MLA) CheckLayout(path string, par core.Parallelism) error {
 			Hint: "use cp=1; transformers' DeepseekV32Attention has no context-parallel path"}
 	}
 	if n := par.Norm(); n.CPMode == "ulysses" && n.CP > 1 && (a.Heads/n.TP)%n.CP != 0 {
-		return &units.Error{Path: path, Msg: units.IntMsg("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, a.Heads/n.TP),
-			Hint: "Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit"}
+		return units.NewIntError(path, "cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)",
+			"Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit", n.CP, a.Heads/n.TP) // worded when read, as checkUlysses
 	}
 	return nil
 }

@@ -59,7 +59,8 @@ func ulyssesAllToAll(b *core.Builder, name string, x core.Value, shape []int64, 
 }
 
 // checkUlysses: each tensor-parallel rank's heads, and key-value heads,
-// split over the cp ranks.
+// split over the cp ranks. Its refusals are worded when read
+// (units.IntError): a search counts them by the ten thousand.
 func (a *Attention) checkUlysses(path string, par core.Parallelism) error {
 	n := par.Norm()
 	if n.CPMode != "ulysses" || n.CP == 1 {
@@ -67,12 +68,12 @@ func (a *Attention) checkUlysses(path string, par core.Parallelism) error {
 	}
 	heads, kv := a.Heads/n.TP, max(a.Kv()/n.TP, 1)
 	if heads%n.CP != 0 {
-		return &units.Error{Path: path, Msg: units.IntMsg("cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)", n.CP, heads),
-			Hint: "Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit"}
+		return units.NewIntError(path, "cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)",
+			"Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit", n.CP, heads)
 	}
 	if kv%n.CP != 0 {
-		return &units.Error{Path: path, Msg: units.IntMsg("cp=%d does not divide the %d key-value heads of each tensor-parallel rank (Ulysses splits them too)", n.CP, kv),
-			Hint: "implementations that replicate key-value heads for a larger Ulysses degree are not simulated; use cp_mode=\"ring\" or a smaller cp"}
+		return units.NewIntError(path, "cp=%d does not divide the %d key-value heads of each tensor-parallel rank (Ulysses splits them too)",
+			"implementations that replicate key-value heads for a larger Ulysses degree are not simulated; use cp_mode=\"ring\" or a smaller cp", n.CP, kv)
 	}
 	return nil
 }

@@ -132,7 +132,7 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	parallelChunks(ctx, sp.Workers, len(layouts), cheapChunk, progress, func(w, i int) {
 		var p core.Plan
 		sp.planInto(&p, base, layouts[i])
-		if err := p.ValidateFor(base.Model); err != nil {
+		if err := p.RefusalFor(base.Model); err != nil { // its class alone is read: worded once per class
 			why[i] = known[w].of(err)
 		}
 	})

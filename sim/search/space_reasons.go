@@ -41,12 +41,18 @@ func (rs *reasons) of(err error) string {
 
 // appendReason appends reasonOf(err) to b.
 func appendReason(b []byte, err error) []byte {
-	var msg string
-	if e, ok := err.(*units.Error); ok {
-		msg = e.Msg // its message alone: Error() would format path and hint too, for nothing
-	} else {
-		msg = err.Error()
+	switch e := err.(type) {
+	case *units.Error:
+		return appendClass(b, e.Msg) // its message alone: Error() would format path and hint too, for nothing
+	case *units.IntError: // its message written on the stack, not worded (Plan.RefusalFor)
+		var room [256]byte
+		return appendClass(b, e.AppendMsg(room[:0]))
 	}
+	return appendClass(b, err.Error())
+}
+
+// appendClass appends msg with every number written N (reasonOf).
+func appendClass[T string | []byte](b []byte, msg T) []byte {
 	for i := 0; i < len(msg); {
 		j := i // the text up to the next number, copied whole
 		for j < len(msg) && !isDigit(msg[j]) {
@@ -157,9 +163,9 @@ func layoutRefusals(errs, serrs []error, profileAt, shapeAt []int32, counts map[
 // dtypeName reports whether text ends in the letters of a dtype's name
 // whose digits follow: fp, bf, float, int (fp8, mxfp8, bf16, float8,
 // int4), as the refusals name dtypes and kernels (assert_dim_for_fp8_exec).
-func dtypeName(text string) bool {
+func dtypeName[T string | []byte](text T) bool {
 	for _, p := range [...]string{"fp", "bf", "float", "int", "FP", "BF"} {
-		if n := len(text) - len(p); n >= 0 && text[n:] == p {
+		if n := len(text) - len(p); n >= 0 && string(text[n:]) == p {
 			return true
 		}
 	}

@@ -15,7 +15,12 @@ import (
 // and all).
 func IntMsg(format string, args ...int64) string {
 	var room [256]byte // written on the stack when it fits: one allocation, the string
-	b, next := room[:0], 0
+	return string(AppendIntMsg(room[:0], format, args...))
+}
+
+// AppendIntMsg appends IntMsg(format, args...) to b.
+func AppendIntMsg(b []byte, format string, args ...int64) []byte {
+	start, next := len(b), 0
 	for rest := format; rest != ""; {
 		k := strings.IndexByte(rest, '%') // the text up to the next verb, copied whole
 		if k < 0 {
@@ -24,26 +29,26 @@ func IntMsg(format string, args ...int64) string {
 		}
 		b = append(b, rest[:k]...)
 		if k+1 == len(rest) {
-			return sprintf(format, args)
+			return append(b[:start], sprintf(format, args)...)
 		}
 		switch rest[k+1] {
 		case '%':
 			b = append(b, '%')
 		case 'd':
 			if next == len(args) {
-				return sprintf(format, args)
+				return append(b[:start], sprintf(format, args)...)
 			}
 			b = strconv.AppendInt(b, args[next], 10)
 			next++
 		default:
-			return sprintf(format, args)
+			return append(b[:start], sprintf(format, args)...)
 		}
 		rest = rest[k+2:]
 	}
 	if next != len(args) {
-		return sprintf(format, args)
+		return append(b[:start], sprintf(format, args)...)
 	}
-	return string(b)
+	return b
 }
 
 // sprintf is fmt.Sprintf over int64 arguments.

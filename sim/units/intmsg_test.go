@@ -31,8 +31,12 @@ func TestIntMsgIsSprintf(t *testing.T) {
 		for i, a := range row.args {
 			as[i] = a
 		}
-		if got, want := IntMsg(row.format, row.args...), fmt.Sprintf(row.format, as...); got != want {
+		want := fmt.Sprintf(row.format, as...)
+		if got := IntMsg(row.format, row.args...); got != want {
 			t.Errorf("IntMsg(%q, %v) = %q, fmt.Sprintf: %q", row.format, row.args, got, want)
+		}
+		if got := string(AppendIntMsg([]byte("before: "), row.format, row.args...)); got != "before: "+want {
+			t.Errorf("AppendIntMsg(%q, %v) = %q, want %q", row.format, row.args, got, "before: "+want)
 		}
 	}
 }
