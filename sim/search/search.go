@@ -125,115 +125,21 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 		}
 	}
 
-	// The plan checks every layout (the model's own checks passed in
-	// fastPathSupported).
-	why := make([]string, len(layouts))
-	known := make([]reasons, max(sp.Workers, 1)) // each worker's reason classes
-	parallelChunks(ctx, sp.Workers, len(layouts), cheapChunk, progress, func(w, i int) {
-		var p core.Plan
-		sp.planInto(&p, base, layouts[i])
-		if err := p.RefusalFor(base.Model); err != nil { // its class alone is read: worded once per class
-			why[i] = known[w].of(err)
-		}
-	})
-	known = nil
-	if err := ctx.Err(); err != nil {
+	valid, counts, err := sp.checkAll(ctx, base, layouts, progress)
+	if err != nil {
 		return nil, err
 	}
-	counts := map[string]int{}
-	var valid []int
-	for i, w := range why {
-		if w != "" {
-			counts[w]++
-			continue
-		}
-		valid = append(valid, i)
-	}
-	why = nil
 	res.Stats.Layouts, res.Stats.Invalid, res.Stats.InvalidBy = len(valid), len(layouts)-len(valid), sortedReasons(counts)
 
 	// Profiles, one per lowering configuration, and the units of each
 	// pipeline split, in parallel.
-	type shapeKey struct {
-		profile int32 // by index into keys
-		pp, v   int64
-		split   splitKind
-	}
-	// The memory outside the allocator (NCCL's buffers, the context)
-	// depends on the degrees and the sharding only.
-	type outside struct {
-		dp, tp, pp, cp, ep, rep int64
-		sharding                int
-		cpMode                  cpMode
-		wholeExperts            bool // the expert groups' sizes (replay's nccl_megatron.go)
-		offload                 offloadKind
-	}
-	outsideOf := func(l layout) outside {
-		return outside{l.dp, l.tp, l.pp, l.cp, l.ep, l.rep, l.sharding, l.cpMode, l.wholeExperts, l.offload}
-	}
-	// Each valid layout's profile, shape and memory outside the allocator,
-	// by index into keys, skeys and nonTorch: the maps find them once, and
-	// the passes over the layouts below hash no key.
-	profileAt, shapeAt, outsideAt := make([]int32, len(valid)), make([]int32, len(valid)), make([]int32, len(valid))
-	profiles := map[profileKey]int32{}
-	shapes := map[shapeKey]int32{}
-	outsides := map[outside]int32{}
-	var keys []profileKey
-	var partsOf []profileParts // the units each profile's layouts read
-	var skeys []shapeKey
-	var firstOf []*core.Plan
-	// A layout of each shape, by index into layouts: its layout is made
-	// again when the shape is (planOf), rather than kept, 336 bytes a
-	// shape, for the hundreds of thousands of shapes of a large space.
-	var shapeFirst []int32
-	var shapeProfile []int32 // the profile of each shape
-	var outsideFirst []int32 // a layout of each memory outside the allocator, by index into layouts
-	// Each layout's profile key and the units it reads are worked out on
-	// the workers; the loop below numbers them in order (the maps), as
-	// one loop over the layouts did.
-	keyAt, partsAt := make([]profileKey, len(valid)), make([]profileParts, len(valid))
-	parallelForCheap(ctx, sp.Workers, len(valid), nil, func(j int) {
-		l := layouts[valid[j]]
-		var p core.Plan
-		sp.planInto(&p, base, l)
-		keyAt[j], partsAt[j] = sp.keyOf(&p, l), partsFor(p.Parallel)
-	})
-	if err := ctx.Err(); err != nil {
+	nb, err := sp.number(ctx, base, layouts, valid)
+	if err != nil {
 		return nil, err
 	}
-	for j, i := range valid {
-		l := layouts[i]
-		k := keyAt[j]
-		pi, ok := profiles[k]
-		if !ok {
-			pi = int32(len(keys))
-			profiles[k] = pi
-			first := sp.plan(base, l)
-			if l.offload.timedByReplay() { // the profile sums the lowering, which the offload does not change; its time is the replay's (exact)
-				first.Offload = base.Offload
-			}
-			keys, firstOf, partsOf = append(keys, k), append(firstOf, first), append(partsOf, 0)
-		}
-		partsOf[pi] |= partsAt[j]
-		profileAt[j] = pi
-		sk := shapeKey{pi, l.pp, l.v, l.split}
-		si, ok := shapes[sk]
-		if !ok {
-			si = int32(len(skeys))
-			shapes[sk] = si
-			skeys, shapeFirst, shapeProfile = append(skeys, sk), append(shapeFirst, int32(i)), append(shapeProfile, pi)
-		}
-		shapeAt[j] = si
-		o := outsideOf(l)
-		oi, ok := outsides[o]
-		if !ok {
-			oi = int32(len(outsideFirst))
-			outsides[o] = oi
-			outsideFirst = append(outsideFirst, int32(i))
-		}
-		outsideAt[j] = oi
-	}
-	keyAt, partsAt = nil, nil
+	profileAt, shapeAt, outsideAt := nb.profileAt, nb.shapeAt, nb.outsideAt
+	keys, partsOf, firstOf := nb.keys, nb.partsOf, nb.firstOf
+	shapeFirst, shapeProfile, outsideFirst := nb.shapeFirst, nb.shapeProfile, nb.outsideFirst
 	nonTorch := make([]int64, len(outsideFirst))
 	parallelFor(ctx, sp.Workers, len(outsideFirst), nil, func(oi int) {
 		var p core.Plan
@@ -267,8 +173,8 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	layoutStart, layoutList := groupBy(len(keys), profileAt)
 	prs := make([]*profile, len(keys))
 	errs := make([]error, len(keys))
-	shs := make([]*stageShape, len(skeys))
-	serrs := make([]error, len(skeys))
+	shs := make([]*stageShape, nb.shapes)
+	serrs := make([]error, nb.shapes)
 	ests := make([]estimate, len(valid))
 	capacity := base.Device.Memory
 	// Every lowering of the run keeps its copied blocks' names in one
@@ -331,7 +237,6 @@ func Run(ctx context.Context, base *core.Plan, sp Space) (*Result, error) {
 	if n > 0 {
 		res.Stats.Layouts, res.Stats.Invalid, res.Stats.InvalidBy = res.Stats.Layouts-n, res.Stats.Invalid+n, sortedReasons(counts)
 	}
-	profiles, shapes = nil, nil
 	for _, pr := range prs {
 		if pr != nil {
 			res.Stats.Profiles++
