@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -271,7 +272,12 @@ func (d *distState) seedsOf(i int) []core.StageOut {
 	if d.seeded == nil || !d.seeded[i] {
 		return nil
 	}
-	return d.seeds[int32(i)]
+	lo, _ := slices.BinarySearch(d.seedOps, int32(i))
+	hi := lo + 1
+	for hi < len(d.seedOps) && d.seedOps[hi] == int32(i) {
+		hi++
+	}
+	return d.seeds[lo:hi:hi]
 }
 
 func (d *distState) afterBackward(r *Replay, i int) {

@@ -46,11 +46,9 @@ func (d *distState) setupStates(r *Replay) bool {
 
 // seedHolds holds the pipeline outputs that carry the loss.
 func (d *distState) seedHolds(r *Replay) {
-	for _, outs := range d.seeds {
-		for _, o := range outs {
-			if o.Loss {
-				r.holds[o.V]++
-			}
+	for _, o := range d.seeds {
+		if o.Loss {
+			r.holds[o.V]++
 		}
 	}
 }
