@@ -99,7 +99,7 @@ func evaluateInto(plan *core.Plan, prog *core.Program, opts core.Options, limit 
 			return nil, nil, nil, err
 		}
 	}
-	rep, stage, err := replayProgram(plan, prog, opts, limit, scratchOf(bufs))
+	rep, stage, err := replayProgram(plan, prog, opts, limit, bufs)
 	return rep, stage, prog, err
 }
 
@@ -119,13 +119,15 @@ func scratchOf(bufs *core.ProgramBuffers) *replay.Scratch {
 
 // replayProgram is evaluateUnder past the lowering: it replays the plan's
 // program through the allocator model, then the time model and notes.
-// The replay's step state is made in s's lists and handed back to s
-// once the report is complete (nil: lists of its own).
-func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit int64, s *replay.Scratch) (*replay.Report, *timing.StageTime, error) {
+// The replay's step state is made in the lists kept with bufs
+// (scratchOf) and handed back to them once the report is complete (nil:
+// lists of its own); a stage's micro-batch program is lowered into
+// bufs.Aside.
+func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit int64, bufs *core.ProgramBuffers) (*replay.Report, *timing.StageTime, error) {
 	if err := plan.CheckFirstStep(prog); err != nil {
 		return nil, nil, err
 	}
-	r, err := replay.RunBelowIn(prog, plan, opts, limit, s)
+	r, err := replay.RunBelowIn(prog, plan, opts, limit, scratchOf(bufs))
 	if err != nil || r == nil { // nil: the step reaches limit
 		return nil, nil, err
 	}
@@ -141,7 +143,14 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 	}
 	var stage *timing.StageTime
 	var mbBufs *core.ProgramBuffers // a stage's micro-batch program's lists (timing.StepTimeIn)
-	if plan.PipeStage != nil && opts.Buffers != nil {
+	switch {
+	case plan.PipeStage == nil || opts.Buffers == nil:
+	case bufs != nil:
+		if bufs.Aside == nil {
+			bufs.Aside = &core.ProgramBuffers{}
+		}
+		mbBufs, bufs.Aside.Names = bufs.Aside, opts.Names
+	default:
 		mbBufs = opts.Buffers.Get(opts.Names)
 		defer opts.Buffers.Put(mbBufs)
 	}

@@ -60,6 +60,13 @@ type ProgramBuffers struct {
 	// Timing is the time model's own lists (sim/timing's moduleRows),
 	// kept likewise; core reads nothing of it.
 	Timing any
+	// Aside is a second set of lists, kept likewise, for a program its
+	// owner lowers while the one in these lists is still read (sim: a
+	// pipeline stage's micro-batch program, which the time model lowers
+	// beside the stage's). Taken from the owner's pool instead, a
+	// micro-batch program's small lists went back to it and a stage
+	// lowered into them next regrew them.
+	Aside *ProgramBuffers
 }
 
 // Recycle takes p's lists for the next lowering and empties p: p must not
@@ -124,7 +131,7 @@ func (b *ProgramBuffers) take(prog *Program) {
 	}
 	prog.Ops, prog.Values, prog.Params, prog.Comm = b.ops, b.values, b.params, b.comm
 	*b = ProgramBuffers{Names: b.Names, Recall: b.Recall, scratch: b.scratch, cuts: b.cuts, arena: b.arena, built: b.built,
-		out: b.out, lost: b.lost, Replay: b.Replay, Timing: b.Timing}
+		out: b.out, lost: b.lost, Replay: b.Replay, Timing: b.Timing, Aside: b.Aside}
 }
 
 // builder returns the Builder of b's last lowering, which b gives up
