@@ -21,16 +21,16 @@ import (
 // must name its keywords, hf_config the config.json keys by their path.
 // Where hf_config refuses the input first with a check of its own, hfWant
 // is that error (what its user reads); notKeys are config keys the
-// builtin's error must not name.
+// builtin's error must not name. A layer only hf_config builds has no
+// expr.
 type fieldCase struct {
-	name           string
-	expr, want     string // the builtin call and its error (message and hint)
-	file           string // a config.json in sim/testdata/hf
-	edit           map[string]any
-	opts           hf.Options
-	hfWant         string
-	notKeys        []string
-	builtinNoCheck bool
+	name       string
+	expr, want string // the builtin call and its error (message and hint)
+	file       string // a config.json in sim/testdata/hf
+	edit       map[string]any
+	opts       hf.Options
+	hfWant     string
+	notKeys    []string
 }
 
 func TestFieldNames(t *testing.T) {
@@ -100,8 +100,22 @@ func TestFieldNames(t *testing.T) {
 		{name: "vision eager", expr: `vision_tower(64, 2, 4, 128, 64, impl = "eager")`,
 			want:    `vision_tower: the vision tower's eager attention is not modelled; hint: transformers runs it once per window with its own score matrix; use impl="sdpa" or "flash"`,
 			notKeys: visionKeys},
+		// Llama 3.2 Vision's vision model: hf_config's alone.
+		{name: "mllama vision heads", file: "mllama-tiny.json", edit: map[string]any{"vision_config.attention_heads": 3},
+			hfWant: `"vision_config.attention_heads" (3) must divide "vision_config.hidden_size" (32)`},
+		{name: "mllama patch", file: "mllama-tiny.json", edit: map[string]any{"vision_config.patch_size": 64},
+			hfWant: `"vision_config.patch_size" (64) is larger than "vision_config.image_size" (56)`},
+		{name: "mllama global layers", file: "mllama-tiny.json", edit: map[string]any{"vision_config.num_global_layers": -1},
+			hfWant: `"vision_config.num_global_layers" must be at least 0 (got -1)`},
+		{name: "mllama output width", file: "mllama-tiny.json", edit: map[string]any{"vision_config.vision_output_dim": 64},
+			hfWant: `"vision_config.vision_output_dim" is 64, but the last hidden state and 2 intermediate layers of 32 concatenate to 96; ` +
+				`hint: "vision_config.vision_output_dim" must be "vision_config.hidden_size" x (1 + the number of "vision_config.intermediate_layers_indices")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.expr == "" {
+				tc.checkHF(t)
+				return
+			}
 			got := fieldErrorText(t, builtinError(tc.expr))
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("%s:\n got %s\nwant %s", tc.expr, got, tc.want)
@@ -111,17 +125,22 @@ func TestFieldNames(t *testing.T) {
 					t.Errorf("%s names %q, which the call does not: %s", tc.expr, k, got)
 				}
 			}
-			if tc.file == "" {
-				return
-			}
-			if tc.opts.Attn == "" {
-				tc.opts.Attn = "sdpa"
-			}
-			_, err := hf.FromConfigOptions(editConfig(t, tc.file, tc.edit), tc.opts)
-			if got := fieldErrorText(t, err); !strings.Contains(got, tc.hfWant) {
-				t.Errorf("%s %v:\n got %s\nwant %s", tc.file, tc.edit, got, tc.hfWant)
+			if tc.file != "" {
+				tc.checkHF(t)
 			}
 		})
+	}
+}
+
+// checkHF builds the edited config.json and checks hf_config's error.
+func (tc fieldCase) checkHF(t *testing.T) {
+	t.Helper()
+	if tc.opts.Attn == "" {
+		tc.opts.Attn = "sdpa"
+	}
+	_, err := hf.FromConfigOptions(editConfig(t, tc.file, tc.edit), tc.opts)
+	if got := fieldErrorText(t, err); !strings.Contains(got, tc.hfWant) {
+		t.Errorf("%s %v:\n got %s\nwant %s", tc.file, tc.edit, got, tc.hfWant)
 	}
 }
 

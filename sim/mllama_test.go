@@ -19,7 +19,7 @@ func TestMllamaRefusals(t *testing.T) {
 		{"flash", tiny, "flash", 1, "flash attention is not modelled"},
 		{"eager", tiny, "eager", 1, "eager attention is not modelled"},
 		{"tp", tiny, "sdpa", 2, "data parallelism only"},
-		{"output dim", strings.Replace(tiny, `"vision_output_dim": 96`, `"vision_output_dim": 64`, 1), "sdpa", 1, "vision_output_dim is 64"},
+		{"output dim", strings.Replace(tiny, `"vision_output_dim": 96`, `"vision_output_dim": 64`, 1), "sdpa", 1, `"vision_config.vision_output_dim" is 64`},
 		{"cross layer", strings.Replace(tiny, `"cross_attention_layers": [`, `"cross_attention_layers": [7, `, 1), "sdpa", 1, "cross_attention_layers"},
 		{"no text", strings.Replace(tiny, `"text_config"`, `"text"`, 1), "sdpa", 1, `no "text_config"`},
 	} {

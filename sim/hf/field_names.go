@@ -42,6 +42,12 @@ var (
 		nn.FieldDim: "hidden_size", nn.FieldHeads: "mamba_num_heads", nn.FieldHeadDim: "mamba_head_dim", nn.FieldGroups: "n_groups",
 		nn.FieldState: "ssm_state_size", nn.FieldConvKernel: "conv_kernel", nn.FieldChunk: "chunk_size", nn.FieldInner: "expand",
 	}
+	mllamaVisionKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "attention_heads", nn.FieldHidden: "intermediate_size",
+		nn.FieldImage: "image_size", nn.FieldPatch: "patch_size", nn.FieldTiles: "max_num_tiles", nn.FieldInChans: "num_channels",
+		nn.FieldOutputDim: "vision_output_dim", nn.FieldAspects: "supported_aspect_ratios", nn.FieldGlobalLayers: "num_global_layers",
+		nn.FieldIntermediate: "intermediate_layers_indices",
+	}
 	visionTowerKeys = map[nn.Field]string{
 		nn.FieldDim: "hidden_size", nn.FieldDepth: "depth", nn.FieldHeads: "num_heads", nn.FieldHidden: "intermediate_size",
 		nn.FieldPatch: "patch_size", nn.FieldTemporal: "temporal_patch_size", nn.FieldInChans: "in_channels", nn.FieldMerge: "spatial_merge_size",
@@ -69,4 +75,14 @@ func (c *hfConfig) checkLayer(l core.Layer, keys map[nn.Field]string) {
 		return hfKeywords[f]
 	})
 	c.err = &units.Error{Msg: named.Msg, Hint: named.Hint}
+}
+
+// withKey is keys with f named key (a copy).
+func withKey(keys map[nn.Field]string, f nn.Field, key string) map[nn.Field]string {
+	out := make(map[nn.Field]string, len(keys))
+	for k, v := range keys {
+		out[k] = v
+	}
+	out[f] = key
+	return out
 }

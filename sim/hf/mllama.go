@@ -46,6 +46,11 @@ func buildMllama(c *hfConfig, attn string, head hfHead) *core.Model {
 	} else {
 		v.Intermediate = []int64{3, 7, 15, 23, 30}
 	}
+	keys := mllamaVisionKeys
+	if !vc.has("attention_heads") {
+		keys = withKey(keys, nn.FieldHeads, "num_attention_heads")
+	}
+	vc.checkLayer(v, keys)
 	for _, e := range []*hfConfig{vc, tc} {
 		if e.err != nil && c.err == nil {
 			c.err = e.err

@@ -18,7 +18,7 @@ import (
 type Field string
 
 // The Fields the checks of MLA (and its DSAIndexer), GatedDeltaNet,
-// Mamba, Mamba2 and VisionTower name.
+// Mamba, Mamba2, VisionTower and MllamaVision name.
 const (
 	FieldDim          Field = "model width"
 	FieldHeads        Field = "attention heads"
@@ -53,6 +53,12 @@ const (
 	FieldTextDim      Field = "text width"
 	FieldWindow       Field = "window"
 	FieldFullBlocks   Field = "full-attention blocks"
+	FieldGlobalLayers Field = "global layers"
+	FieldImage        Field = "image size"
+	FieldTiles        Field = "tiles"
+	FieldOutputDim    Field = "vision output width"
+	FieldAspects      Field = "aspect ratios"
+	FieldIntermediate Field = "intermediate layers"
 )
 
 // FieldError is a check's failure over named inputs: Msg and Hint are

@@ -130,37 +130,32 @@ func (v *MllamaVision) Summary() string {
 }
 
 func (v *MllamaVision) Validate(path string) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"hidden_size", v.Dim}, {"num_hidden_layers", v.Layers}, {"attention_heads", v.Heads}, {"intermediate_size", v.Inter},
-		{"image_size", v.Image}, {"patch_size", v.Patch}, {"max_num_tiles", v.Tiles}, {"num_channels", v.Channels},
-		{"vision_output_dim", v.OutputDim}, {"supported_aspect_ratios", v.AspectRatios}, {"the text hidden_size", v.TextDim}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Layers}, sized{FieldHeads, v.Heads}, sized{FieldHidden, v.Inter},
+		sized{FieldImage, v.Image}, sized{FieldPatch, v.Patch}, sized{FieldTiles, v.Tiles}, sized{FieldInChans, v.Channels},
+		sized{FieldOutputDim, v.OutputDim}, sized{FieldAspects, v.AspectRatios}, sized{FieldTextDim, v.TextDim}); err != nil {
+		return err
 	}
 	if v.GlobalLayers < 0 {
-		return units.Errorf(path, "num_global_layers must not be negative (got %d)", v.GlobalLayers)
+		return fieldErr(path, FieldGlobalLayers, fmt.Sprintf(" must not be negative (got %d)", v.GlobalLayers))
 	}
 	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Layers > 1<<12 || v.GlobalLayers > 1<<12 || v.Tiles > 1<<8 || v.Channels > 1<<6 ||
 		v.Image > 1<<14 || v.AspectRatios > 1<<12 || v.OutputDim > 1<<24 {
 		return units.Errorf(path, "the vision model's sizes are more than memsh simulates")
 	}
 	if v.Patch > v.Image {
-		return units.Errorf(path, "patch_size (%d) is larger than image_size (%d)", v.Patch, v.Image)
+		return fieldErr(path, FieldPatch, fmt.Sprintf(" (%d) is larger than ", v.Patch), FieldImage, fmt.Sprintf(" (%d)", v.Image))
 	}
 	if v.Dim%v.Heads != 0 {
-		return units.Errorf(path, "attention_heads (%d) must divide hidden_size (%d)", v.Heads, v.Dim)
+		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d)", v.Dim))
 	}
 	for _, i := range v.Intermediate {
 		if i < 0 || i >= v.Layers {
-			return units.Errorf(path, "intermediate layer %d is not in 0..%d", i, v.Layers-1)
+			return fieldErr(path, FieldIntermediate, fmt.Sprintf(" names layer %d, not in 0..%d", i, v.Layers-1))
 		}
 	}
 	if want := v.Dim * int64(len(v.Intermediate)+1); v.OutputDim != want {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("vision_output_dim is %d, but the last hidden state and %d intermediate layers of %d concatenate to %d", v.OutputDim, len(v.Intermediate), v.Dim, want),
-			Hint: "vision_output_dim = hidden_size x (len(intermediate_layers_indices) + 1)"}
+		return fieldErr(path, FieldOutputDim, fmt.Sprintf(" is %d, but the last hidden state and %d intermediate layers of %d concatenate to %d", v.OutputDim, len(v.Intermediate), v.Dim, want)).
+			withHint(FieldOutputDim, " must be ", FieldDim, " x (1 + the number of ", FieldIntermediate, ")")
 	}
 	return checkMllamaImpl(path, v.Impl)
 }
