@@ -91,6 +91,11 @@ func mosaicPlan(size string, seq, gpus, mb, ga int64, precision string, ckpt boo
 		ck = "full"
 	}
 	p := testmodels.LlamaPlan(m, mb, seq, precision, ck, dev)
+	// The tables are of 2023 (flash-attn 1.0.9's xentropy, below): a torch
+	// before 2.1, whose checkpoint recomputes the whole block (the early
+	// stop, set_checkpoint_early_stop, came with 2.1's non-reentrant
+	// checkpoint; core.Program.RecomputeEnd).
+	p.Checkpoint.NoEarlyStop = true
 	p.GradAccum = ga
 	p.Parallel = core.Parallelism{DP: gpus, FSDP: true, FSDPVersion: 1,
 		// Composer wraps no FSDP model in no_sync: every micro-batch

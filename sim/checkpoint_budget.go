@@ -127,7 +127,8 @@ func withChoice(plan *core.Plan, choice []int) *core.Plan {
 	for i, o := range choice {
 		blocks[i] = blockOptions[o]
 	}
-	q.Checkpoint = core.Checkpoint{Mode: "blocks", Blocks: blocks, Reentrant: plan.Checkpoint.Reentrant, Budget: plan.Checkpoint.Budget}
+	q.Checkpoint = core.Checkpoint{Mode: "blocks", Blocks: blocks, Reentrant: plan.Checkpoint.Reentrant,
+		NoEarlyStop: plan.Checkpoint.NoEarlyStop, Budget: plan.Checkpoint.Budget}
 	return &q
 }
 
@@ -138,7 +139,7 @@ func measureBlocks(plan *core.Plan) (*blockCosts, error) {
 	for o, opt := range blockOptions {
 		q := *plan
 		q.Checkpoint = opt
-		q.Checkpoint.Reentrant = plan.Checkpoint.Reentrant
+		q.Checkpoint.Reentrant, q.Checkpoint.NoEarlyStop = plan.Checkpoint.Reentrant, plan.Checkpoint.NoEarlyStop
 		prog, err := q.LowerProgram()
 		if err != nil {
 			return nil, err
@@ -169,12 +170,12 @@ func measureBlocks(plan *core.Plan) (*blockCosts, error) {
 		}
 		costs := timing.PriceOps(prog, &q)
 		per := float64(q.MicroBatches())
-		for _, reg := range prog.Regions {
+		for k, reg := range prog.Regions {
 			blk := prog.Ops[reg.First].Block
 			if blk == 0 || reg.NoGrad {
 				continue
 			}
-			for j := reg.First; j < reg.End; j++ {
+			for j, end := reg.First, prog.RecomputeEnd(int32(k+1)); j < end; j++ { // its early stop (core/model_flops.go)
 				c.secs[blk-1][o] += per * costs[j].Fwd
 			}
 		}

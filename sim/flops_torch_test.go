@@ -219,12 +219,6 @@ var flopCauses = []flopCause{
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^mamba2$", module: `\.mixer$`, phase: -1, why: mamba2Why, want: mamba2Mixer},
 	{cases: "^qwen3_next$", module: `\.linear_attn$`, phase: -1, why: gdnWhy, want: gdnTorchChunk},
-	{cases: "^llama_ckpt$", module: `\.down_proj$`, phase: 2,
-		why: "OPEN: torch.utils.checkpoint(use_reentrant=False) stops its recomputation (early_stop, its default) at the pack of " +
-			"the region's last saved tensor, down_proj's input, before down_proj's GEMM runs; memsh recomputes the whole region",
-		want: func(c *torchFlops, _ map[string]float64) float64 {
-			return 2 * float64(c.Batch*c.Seq) * hfInt(c, "hidden_size") * hfInt(c, "intermediate_size")
-		}},
 	{cases: ".", module: `\.rotary_emb$`, phase: 0,
 		why:  "the rotary table's inv_freq x positions outer product (a bmm); memsh counts no FLOPs for making cos and sin",
 		want: func(*torchFlops, map[string]float64) float64 { return 0 }},
@@ -366,4 +360,47 @@ func gdnTorchChunk(c *torchFlops, ops map[string]float64) float64 {
 	}
 	edges := heads * 4 * 2 * chunk * dk * dv // one gradient missing from each first-chunk read, two from the last update
 	return convPadded(c, ops["aten.convolution_backward (harness formula: grad_weight / groups)"]) + ops["aten.bmm"] + solves + edges
+}
+
+// TestRecomputeEarlyStop checks where a checkpointed Llama layer's
+// recompute stops running kernels (core.Program.RecomputeEnd): before
+// down_proj's GEMM under torch.utils.checkpoint's early stop (its input is
+// the region's last saved tensor, packed before the kernel runs, as
+// TestFLOPsAgainstTorch's llama_ckpt case measured), at the region's end
+// when it is reentrant, when early_stop=False, and under Megatron's own
+// recompute.
+func TestRecomputeEarlyStop(t *testing.T) {
+	for _, tc := range []struct {
+		name, prec        string
+		reentrant, noStop bool
+		stop              string // the first op not run again; "" = the region's end
+	}{
+		{"non-reentrant", "fp32", false, false, "model.layers.0.mlp.down_proj"},
+		{"reentrant", "fp32", true, false, ""},
+		{"early_stop=False", "fp32", false, true, ""},
+		{"megatron", "megatron", false, false, ""},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, "llama-gqa-tiny.json"), hf.Options{Attn: "sdpa"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		if p.Precision, err = core.LookupPrecision(tc.prec); err != nil {
+			t.Fatal(err)
+		}
+		p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1, Reentrant: tc.reentrant, NoEarlyStop: tc.noStop}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prog.Regions[0]
+		end := prog.RecomputeEnd(1)
+		got := ""
+		if end < reg.End {
+			got = prog.Ops[end].Name
+		}
+		if got != tc.stop {
+			t.Errorf("%s: the recompute stops at op %d %q of [%d, %d), want %q", tc.name, end, got, reg.First, reg.End, tc.stop)
+		}
+	}
 }

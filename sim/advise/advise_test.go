@@ -131,7 +131,10 @@ func TestBrisAdvice(t *testing.T) {
 	checkRows(t, res)
 	// The top row runs the members one at a time; 8-bit AdamW with it is
 	// 2 ms faster (of 9.6 s), so the two can rank either way by the
-	// 0.1 % buckets of rank.
+	// 0.1 % buckets of rank. The processor in 16 checkpointed segments
+	// with it is 0.8 % faster: each segment's recompute stops after its
+	// last saving op (torch.utils.checkpoint's early stop,
+	// core.Program.RecomputeEnd), so more segments skip more tails.
 	if !res.AnyFits() || !strings.Contains(changes(res.Rows[0]), `members_mode="sequential"`) {
 		t.Fatalf("top row %s", changes(res.Rows[0]))
 	}
@@ -142,8 +145,8 @@ func TestBrisAdvice(t *testing.T) {
 			break
 		}
 	}
-	if seq == nil || seq.StepSeconds() > res.Rows[0].StepSeconds()*1.001 {
-		t.Fatalf("members_mode=\"sequential\" alone: %+v, want within 0.1 %% of the top row", seq)
+	if seq == nil || seq.StepSeconds() > res.Rows[0].StepSeconds()*1.01 {
+		t.Fatalf("members_mode=\"sequential\" alone: %+v, want within 1 %% of the top row", seq)
 	}
 	if why := seq.Why; !strings.Contains(why, "largest allocation 31.11 GiB -> 15.56 GiB") {
 		t.Errorf("sequential: why %q", why)

@@ -394,6 +394,10 @@ func (b *Builder) PolicyRegion(name string) func() {
 	if len(b.P.Regions) == opened {
 		return end // a region was open already
 	}
+	// Megatron's recompute (tensor_parallel.checkpoint, CheckpointFunction)
+	// runs the whole forward again in its backward: no early stop
+	// (model_flops.go RecomputeEnd).
+	b.P.Regions[len(b.P.Regions)-1].WholeRecompute = b.MegatronKernels() || b.Ckpt.NoEarlyStop
 	if b.Ckpt.Mode == "op" {
 		id := b.region
 		return func() {

@@ -49,6 +49,14 @@ type Checkpoint struct {
 	Save      []string // op policy: the ops whose outputs are kept (SaveOps)
 	Selective bool
 	Reentrant bool
+	// NoEarlyStop: a non-reentrant region's recompute runs its whole
+	// forward (torch.utils.checkpoint(early_stop=False), torchtitan's
+	// default since its early_stop option; Megatron-LM's and DeepSpeed's
+	// own checkpoint functions, which call the forward again whole), not
+	// stopping after the last op that saves anything (torch's default).
+	// It changes the recompute's FLOPs and time (core/model_flops.go
+	// RecomputeEnd); the replay keeps what the region saves either way.
+	NoEarlyStop bool
 	// InputGrad: the first embedding's output requires grad, as
 	// transformers' enable_input_require_grads() makes it (a forward hook
 	// calling requires_grad_() on the input embeddings' output; PEFT's

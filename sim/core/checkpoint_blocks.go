@@ -63,7 +63,7 @@ func (c Checkpoint) BlockPolicy(i int) Checkpoint {
 		return Checkpoint{Mode: "none"}
 	}
 	p := c.Blocks[i]
-	p.Reentrant = c.Reentrant
+	p.Reentrant, p.NoEarlyStop = c.Reentrant, c.NoEarlyStop
 	return p
 }
 

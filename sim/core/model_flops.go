@@ -84,14 +84,96 @@ func (p *Program) ModelFlops() float64 {
 	return f
 }
 
+// RecomputeEnd is the end (exclusive) of the ops whose kernels region
+// id's (1-based) recomputation runs. A reentrant region re-runs its whole
+// forward, and so does Megatron's recompute (WholeRecompute: its
+// CheckpointFunction calls the layer's forward again, whole). A non-reentrant one stops early (torch.utils.checkpoint's
+// early_stop, its default: _StopRecomputationError from the pack hook of
+// the last tensor the forward saved), so nothing after the last op that
+// saves anything runs, and that op's kernel runs only if it saves one of
+// its own outputs: autograd packs an op's saved inputs before its kernel
+// and its saved outputs after. A Llama layer stops at down_proj, whose
+// GEMM is not run again (tools/oracle/flops.py: FlopCounterMode counts no
+// recompute for it; sim/flops_torch_test.go). A nested checkpoint saves
+// its inputs before its first op runs (_NoopSaveInputs); the replay stops
+// its memory at the same op (replay/ops.go recompute).
+func (p *Program) RecomputeEnd(id int32) int32 {
+	reg := &p.Regions[id-1]
+	if reg.Reentrant || reg.WholeRecompute {
+		return reg.End
+	}
+	end := reg.First
+	for j := reg.First; j < reg.End; j++ {
+		op := &p.Ops[j]
+		switch {
+		case op.Region == id && len(op.Saved) > 0:
+			end = j
+			if savesOwnOutput(op) {
+				end = j + 1
+			}
+		case p.childStarts(id, j):
+			end = j
+		}
+	}
+	return end
+}
+
+// RecomputeEnds is RecomputeEnd of every region, by region id - 1, in
+// dst's room.
+func (p *Program) RecomputeEnds(dst []int32) []int32 {
+	dst = dst[:0]
+	for k := range p.Regions {
+		dst = append(dst, p.RecomputeEnd(int32(k+1)))
+	}
+	return dst
+}
+
+func savesOwnOutput(op *OpInfo) bool {
+	for _, s := range op.Saved {
+		for _, o := range op.Out {
+			if s == o {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// childStarts reports whether a region nested directly in region id
+// starts at op j.
+func (p *Program) childStarts(id, j int32) bool {
+	for c := p.Ops[j].Region; c != 0 && c != id; c = p.Regions[c-1].Parent {
+		if r := &p.Regions[c-1]; r.Parent == id && r.First == j {
+			return true
+		}
+	}
+	return false
+}
+
+// RecomputeKernel reports whether region id's recomputation runs op j's
+// kernel: j is before RecomputeEnd (end, computed once per region) and a
+// checkpoint policy does not keep its outputs where the region records a
+// graph.
+func (p *Program) RecomputeKernel(id, j, end int32) bool {
+	if j >= end {
+		return false
+	}
+	op := &p.Ops[j]
+	return !(op.Keep && op.Region != 0 && !p.Regions[op.Region-1].NoGrad)
+}
+
 // OpRecomputeFlops is op i's forward FLOPs run again in a training step by
-// the recompute of the checkpoint regions around it: once per level of
-// nesting (Depth), none for an op whose outputs a checkpoint policy keeps
-// where its region records a graph.
+// the recomputation of the checkpoint regions around it (each that is not
+// offloaded, once per level of nesting) that reach its kernel
+// (RecomputeEnd, RecomputeKernel). It walks the regions' ops: for a whole
+// program, loop over the regions as ProgramFLOPs does.
 func (p *Program) OpRecomputeFlops(i int) float64 {
 	op := &p.Ops[i]
-	if op.Flops == 0 || (op.Region != 0 && op.Keep && !p.Regions[op.Region-1].NoGrad) {
-		return 0
+	var n float64
+	for id := op.Region; id != 0; id = p.Regions[id-1].Parent {
+		if !p.Regions[id-1].Offload && p.RecomputeKernel(id, int32(i), p.RecomputeEnd(id)) {
+			n++
+		}
 	}
-	return float64(p.Depth(i)) * op.Flops
+	return n * op.Flops
 }

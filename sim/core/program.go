@@ -320,7 +320,12 @@ type Region struct {
 	name       string
 	First, End int32 // ops [first, end)
 	Reentrant  bool  // torch.utils.checkpoint(use_reentrant=True)
-	NoGrad     bool  // no graph is recorded: reentrant with no input requiring grad, or non-reentrant with no output requiring it
+	// WholeRecompute: the recompute runs the whole region's forward, as a
+	// reentrant one does, though the replay keeps what it saves as a
+	// non-reentrant one (Megatron's CheckpointFunction, Checkpoint.
+	// NoEarlyStop; RecomputeEnd).
+	WholeRecompute bool
+	NoGrad         bool // no graph is recorded: reentrant with no input requiring grad, or non-reentrant with no output requiring it
 	// Offload: the region's module runs under save_on_cpu inside its
 	// checkpoint (anemoi's cpu_offload, offload_wrapper): the innermost
 	// saved-tensor hooks win, so every tensor its ops save is copied to

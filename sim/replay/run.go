@@ -337,7 +337,7 @@ func (r *Replay) countFLOPs() {
 	for id, done := range r.Redone {
 		if done {
 			reg := r.P.Regions[id]
-			for j := reg.First; j < reg.End; j++ {
+			for j, end := reg.First, r.P.RecomputeEnd(int32(id+1)); j < end; j++ { // its early stop (core/model_flops.go)
 				if !r.keeps(&r.P.Ops[j]) { // kept outputs are not computed again
 					r.Rep.FLOPs.Recompute += r.P.Ops[j].Flops
 				}

@@ -237,8 +237,10 @@ func unitTime(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSu
 		prices = &timing.Prices{}
 	}
 	costs := prices.Of(prog, plan)
+	ends := prog.RecomputeEnds(nil) // each region's early stop (core/model_flops.go)
 	for i := range prog.Ops {
 		op, c := &prog.Ops[i], &costs[i]
+		redone := op.Region != 0 && int32(i) < ends[op.Region-1]
 		u.ct.Forward += c.Fwd
 		u.ct.ForwardCPU += c.FwdCPU
 		u.fwdFlops += op.Flops
@@ -256,19 +258,19 @@ func unitTime(prog *core.Program, plan *core.Plan, prices *timing.Prices) unitSu
 		// A checkpoint policy's kept outputs are not run again: the time
 		// model skips them (timing.computeTime), the replay's FLOPs too
 		// where the region records a graph (replay.keeps).
-		if op.Region != 0 && train && !op.Keep {
+		if redone && train && !op.Keep {
 			u.ct.Recompute += c.Fwd
 			u.ct.RecomputeCPU += c.FwdCPU
 			if c.Attention {
 				u.attn += c.Fwd
 			}
 		}
-		if op.Region != 0 && train && !(op.Keep && !prog.Regions[op.Region-1].NoGrad) {
+		if redone && train && !(op.Keep && !prog.Regions[op.Region-1].NoGrad) {
 			u.recFlops += op.Flops
 		}
 	}
 	timing.SyncsOf(&u.ct, prog, costs, func(i int) bool { // as the recompute above
-		return train && prog.Ops[i].Region != 0 && !prog.Ops[i].Keep
+		return train && prog.Ops[i].Region != 0 && int32(i) < ends[prog.Ops[i].Region-1] && !prog.Ops[i].Keep
 	})
 	u.comm = prices.SumCommOf(prog, plan, costs)
 	if !train {

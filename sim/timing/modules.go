@@ -149,7 +149,7 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 	for id, done := range w.redone {
 		if done && !w.Eval {
 			reg := prog.Regions[id]
-			for j := reg.First; j < reg.End; j++ {
+			for j, end := reg.First, prog.RecomputeEnd(int32(id+1)); j < end; j++ { // its early stop
 				inRegion[j] = true
 			}
 		}

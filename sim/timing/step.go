@@ -69,8 +69,8 @@ func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool, prices 
 		if !done {
 			continue
 		}
-		reg := prog.Regions[id]
-		for j := reg.First; j < reg.End; j++ {
+		reg, end := prog.Regions[id], prog.RecomputeEnd(int32(id+1)) // its early stop
+		for j := reg.First; j < end; j++ {
 			if prog.Ops[j].Keep { // a checkpoint policy kept its outputs: not run again
 				continue
 			}
@@ -83,7 +83,8 @@ func computeTime(prog *core.Program, plan *core.Plan, recomputed []bool, prices 
 	}
 	SyncsOf(&t, prog, costs, func(i int) bool {
 		op := &prog.Ops[i]
-		return op.Region != 0 && int(op.Region) <= len(recomputed) && recomputed[op.Region-1] && !op.Keep
+		return op.Region != 0 && int(op.Region) <= len(recomputed) && recomputed[op.Region-1] && !op.Keep &&
+			int32(i) < prog.RecomputeEnd(op.Region) // only ops with syncs ask
 	})
 	return t, attn, costs
 }
@@ -364,8 +365,17 @@ func ProgramFLOPs(p *core.Program, eval bool) (model, hardware float64) {
 	var fwd, rec float64
 	for i := range p.Ops {
 		fwd += p.Ops[i].Flops
-		if !eval {
-			rec += p.OpRecomputeFlops(i) // as the replay counts them (core/model_flops.go)
+	}
+	if !eval {
+		for k := range p.Regions { // as the replay counts them (core/model_flops.go)
+			id := int32(k + 1)
+			if reg := &p.Regions[k]; !reg.Offload {
+				for j, end := reg.First, p.RecomputeEnd(id); j < end; j++ {
+					if p.RecomputeKernel(id, j, end) {
+						rec += p.Ops[j].Flops
+					}
+				}
+			}
 		}
 	}
 	if eval {
