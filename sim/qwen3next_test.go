@@ -29,8 +29,8 @@ import (
 //     layers, 256 experts of 512 and one shared, 8 a token, vocab 248,320,
 //     as TensorRT-LLM's and public loaders' tests quote it) under
 //     Qwen3_5MoeForCausalLM: 34,660,610,688; 35.1 B with the vision
-//     tower transformers adds (Qwen3_5MoeForConditionalGeneration), the
-//     name's 35B.
+//     tower transformers adds (Qwen3_5MoeForConditionalGeneration, the
+//     name's 35B: TestQwen3VLParams).
 //   - qwen3.5-4b.json: a Qwen3.5-4B-shaped text_config (hidden 2560, 32
 //     layers, intermediate 9216, tied embeddings) under
 //     Qwen3_5ForCausalLM: 4,205,751,296.
@@ -166,7 +166,6 @@ func TestQwen3NextRefusals(t *testing.T) {
 	}{
 		{"qwen3-next-tiny.json", hf.Options{Transformers: "4.56.2"}, `model_type "qwen3_next" needs transformers 4.57 or later`, "4.57.0.dev0"},
 		{"qwen3.5-4b.json", hf.Options{Transformers: "4.57.1"}, `model_type "qwen3_5" needs transformers 5.2 or later (got transformers="4.57.1")`, ""},
-		{"qwen3.5-35b-a3b.json", hf.Options{Transformers: "5.17.0"}, "Qwen3_5MoeForConditionalGeneration adds Qwen3.5's vision tower", `arch="Qwen3_5MoeForCausalLM"`},
 		{"qwen3-next-tiny.json", hf.Options{LinearAttn: "triton"}, `linear_attn must be "fla" or "torch"`, "flash-linear-attention"},
 		{"qwen3-8b.json", hf.Options{LinearAttn: "torch"}, `model_type "qwen3" has no Gated DeltaNet layers`, "leave it out"},
 	} {

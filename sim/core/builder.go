@@ -57,6 +57,9 @@ type Builder struct {
 	// Cross is what a vision model gives the cross-attention layers that
 	// follow it (Llama 3.2 Vision; images.go), nil when none ran.
 	Cross *CrossStates
+	// Deepstack is what a Qwen3-VL vision tower leaves for the first
+	// decoder layers (images.go), nil when none ran.
+	Deepstack *DeepstackStates
 }
 
 // scope pushes a name onto the module path; the returned func pops it.

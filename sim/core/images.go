@@ -43,6 +43,16 @@ type CrossStates struct {
 	States, Mask, RowMask Value
 }
 
+// DeepstackStates are the features a Qwen3-VL vision tower
+// (nn.Qwen3VisionTower) leaves for the text model: Feats[i], [image tokens,
+// hidden], is added to the hidden states at the image positions after
+// decoder layer i (nn.DeepstackAdd); Mask is the placeholder mask
+// [batch, seq] the adds index with.
+type DeepstackStates struct {
+	Feats []Value
+	Mask  Value
+}
+
 // VisionLayer is a layer that reads the plan's images (a vision tower).
 type VisionLayer interface {
 	ReadsImages() bool

@@ -153,6 +153,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
+	// qwen3_vl, qwen3_vl_moe: transformers 4.57 (qwen3vl.go).
+	{modelType: "qwen3_vl", prefix: "Qwen3VL", base: "model", heads: vlHeads, build: buildQwen3VL, vl: true, since: [2]int{4, 57}},
+	{modelType: "qwen3_vl_moe", prefix: "Qwen3VLMoe", base: "model", heads: vlHeads, build: buildQwen3VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
 	// qwen3_next: transformers 4.57 (absent from the 4.56.2 wheel; its
 	// model page: "added to Hugging Face Transformers on 2025-09-10");
 	// qwen3_5, qwen3_5_moe and their text models: 5.2 (absent from the
@@ -296,7 +299,7 @@ func (f *hfFamily) checkSince(version, saved string) error {
 		return nil
 	}
 	want := fmt.Sprintf("%d.%d", f.since[0], f.since[1])
-	hint := fmt.Sprintf("transformers %s first ships %sForCausalLM: pass transformers=%q (or the release the model trains with)", want, f.prefix, want+".0")
+	hint := fmt.Sprintf("transformers %s first ships %s: pass transformers=%q (or the release the model trains with)", want, f.className(headCausalLM), want+".0")
 	if saved != "" {
 		hint += fmt.Sprintf("; this config.json was written by transformers %s", saved)
 	}

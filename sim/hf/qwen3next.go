@@ -48,18 +48,16 @@ func buildQwen3Next(c *hfConfig, attn string, head hfHead) *core.Model {
 }
 
 // buildQwen35 is Qwen3.5's text model: model_type qwen3_5_text and
-// qwen3_5_moe_text, or the text_config of qwen3_5 and qwen3_5_moe, whose
-// ForConditionalGeneration (with the vision tower) is refused: arch
+// qwen3_5_moe_text, or the text_config of qwen3_5 and qwen3_5_moe: arch
 // Qwen3_5ForCausalLM builds the text model from the same config.json, as
-// AutoModelForCausalLM does.
+// AutoModelForCausalLM does; their ForConditionalGeneration adds the
+// vision tower (buildQwen35VL).
 func buildQwen35(c *hfConfig, attn string, head hfHead) *core.Model {
 	moe := strings.HasPrefix(c.modelType, "qwen3_5_moe")
 	tc := c
 	if c.modelType == "qwen3_5" || c.modelType == "qwen3_5_moe" {
 		if strings.HasSuffix(c.arch, "ForConditionalGeneration") {
-			c.err = &units.Error{Msg: "model class " + c.arch + " adds Qwen3.5's vision tower (vision_config), which memsh does not model",
-				Hint: `pass arch="` + strings.TrimSuffix(c.arch, "ForConditionalGeneration") + `ForCausalLM" to train the text model alone (the checkpoint's model.visual weights unused)`}
-			return nil
+			return buildQwen35VL(c, attn, head) // with the vision tower (qwen3vl.go)
 		}
 		tc = c.sub("text_config")
 		if c.err != nil {

@@ -248,7 +248,7 @@ type hfExperts struct {
 	block string
 	// router is the router's name when 5.x renames it ("gate": the
 	// TopKRouter parameter modules of Mixtral, Qwen2-MoE, Qwen3-MoE,
-	// Qwen3-Next, Qwen3.5-MoE; "router": PhiMoE's); "" keeps it.
+	// Qwen3-Next, Qwen3.5-MoE, Qwen3-VL-MoE; "router": PhiMoE's); "" keeps it.
 	router string
 	// weightsFP32 leaves the top-k weights in fp32 (Mixtral's router;
 	// DeepseekV3Experts, which start from zeros_like(hidden_states) and

@@ -80,6 +80,9 @@ type Attention struct {
 	// output is multiplied by its sigmoid before o_proj (Qwen3-Next's and
 	// Qwen3.5's gated attention; attention_gate.go).
 	OutputGate bool
+	// OutName is the output projection's module name; "" = "o_proj"
+	// (Qwen3-VL's vision blocks call it proj).
+	OutName string
 }
 
 func (a *Attention) Kv() int64 {
@@ -267,7 +270,11 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.OutputGate {
 		o = outputGate(b, o, qGate)
 	}
-	y := b.RowLinear("o_proj", core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)
+	out := a.OutName
+	if out == "" {
+		out = "o_proj"
+	}
+	y := b.RowLinear(out, core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)
 	return b.Dropout("resid_dropout", y, a.Dropout)
 }
 

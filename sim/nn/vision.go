@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -117,15 +116,8 @@ func (v *VisionTower) Validate(path string) error {
 	return nil
 }
 
-// grid is the patches of one image a side: its size rounded to the
-// nearest multiple of patch*merge pixels (at least one), as the
-// processor's smart_resize does (Python's round: halves to even), over the
-// patch size.
-func (v *VisionTower) grid(pixels int64) int64 {
-	f := float64(v.Patch * v.Merge)
-	n := max(int64(math.RoundToEven(float64(pixels)/f)), 1)
-	return n * v.Merge
-}
+// grid is the patches of one image a side (visionGrid).
+func (v *VisionTower) grid(pixels int64) int64 { return visionGrid(pixels, v.Patch, v.Merge) }
 
 // windowSquares is the sum of the squared sides, in patches, of the
 // attention windows along one side of an image of g patches: transformers'

@@ -1,0 +1,256 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Lower runs the tower as Qwen3VLVisionModel.forward does, joins its
+// tokens to the text embeddings x and leaves the deepstack features in
+// b.Deepstack for the decoder layers (DeepstackAdd).
+func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != v.TextDim {
+		panic(core.ShapeMismatch(b, "vision_tower", v.TextDim, b.Last(x)))
+	}
+	defer b.Scope(b.ModuleName(v))()
+	im := b.Images
+	if im.Count == 0 {
+		v.registerIdle(b)
+		return x
+	}
+	gh, gw := v.grid(im.Height), v.grid(im.Width)
+	perImage := gh * gw
+	merge2 := v.Merge * v.Merge
+	tokens := im.Count * perImage / merge2 // per sample
+	if tokens > b.Seq {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+			Msg:  fmt.Sprintf("%d images of %dx%d pixels give %d image tokens a sample, more than seq=%d", im.Count, im.Height, im.Width, tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
+	}
+	patches := b.Batch * im.Count * perImage
+	if !core.ProductFits(patches, v.patchIn(), 4) || !core.ProductFits(patches, 4*v.mergedDim(), 4) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
+	}
+	// The processor's pixel patches, fp32, on the device for the step.
+	d := b.AddOp("data", "pixel_values", nil)
+	pix := b.Out(d, "pixel_values", []int64{patches, v.patchIn()}, units.FP32, "image patches from the processor (fp32)")
+	b.Val(pix).Grad = false
+	b.P.Held = append(b.P.Held, pix)
+	h := b.Linear("patch_embed.proj", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
+	h, interp := v.posEmbed(b, h, patches)
+	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
+	r := b.AddOp("rotary", "rotary_pos_emb", nil)
+	hd := v.Dim / v.Heads
+	cos := b.Out(r, "rotary_cos", []int64{patches, hd}, units.FP32, "2-D rotary cos table (fp32), saved by every block's rope")
+	sin := b.Out(r, "rotary_sin", []int64{patches, hd}, units.FP32, "2-D rotary sin table (fp32), saved by every block's rope")
+	b.Val(cos).Grad, b.Val(sin).Grad = false, false
+	b.Deepstack = &core.DeepstackStates{}
+	h = b.LowerChild(v.blocks(perImage), h)
+	// The ropes' tables live until the first block's backward, which runs
+	// just before the position embedding's: saved with it.
+	b.Save(interp, cos, sin)
+	feats := b.Deepstack.Feats
+	for j, f := range feats {
+		feats[j] = v.merger(b, "deepstack_merger_list."+core.Itoa(int64(j)), f, patches, true)
+	}
+	h = v.merger(b, "merger", h, patches, false)
+	// The image tokens replace the placeholders: masked_scatter.
+	ids := b.P.Input
+	var ins []core.Value
+	if ids != core.NoValue {
+		ins = append(ins, ids)
+	}
+	mk := b.AddOp("eq", "image_mask", ins)
+	mask := b.Out(mk, "image_mask", b.Shape(x)[:len(b.Shape(x))-1], units.BOOL, "image placeholder positions (input_ids == image_token_id)")
+	b.Val(mask).Grad = false
+	b.Op(mk).NoGradB = true
+	j := b.AddOp("masked_scatter", "join_image_tokens", []core.Value{x, h, mask})
+	y := b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), "text embeddings with the image tokens in place")
+	b.Save(j, mask)
+	b.Deepstack.Mask = mask
+	if len(feats) == 0 {
+		b.Deepstack = nil
+	}
+	return y
+}
+
+// posEmbed adds pos_embed resampled to the image grid:
+// (pos_embed(indices) * weights[:, :, None]).sum(1), four bilinear taps a
+// patch; the lookup keeps the int64 indices, the product the fp32 weights.
+// It returns the op whose backward runs last in the tower.
+func (v *Qwen3VisionTower) posEmbed(b *core.Builder, h core.Value, patches int64) (core.Value, int32) {
+	const taps = 4
+	g := b.AddOp("interp", "interpolation_indices", nil)
+	idx := b.Out(g, "interp_indices", []int64{patches, taps}, units.INT64, "pos_embed's bilinear taps (int64), saved by the lookup")
+	wts := b.Out(g, "interp_weights", []int64{patches, taps, 1}, units.FP32, "the taps' bilinear weights (fp32), saved by the product")
+	b.Val(idx).Grad, b.Val(wts).Grad = false, false
+	done := b.Scope("pos_embed")
+	w := b.Param("weight", []int64{v.Positions, v.Dim}, core.RoleEmbed)
+	e := b.AddOp("embedding", "", []core.Value{idx}, w)
+	rows := b.Out(e, "out", []int64{patches, taps, v.Dim}, b.Prec.Params, "pos_embed rows of each patch's taps")
+	b.Save(e, idx)
+	b.Op(e).NoGradB = true
+	done()
+	p := b.Mul("pos_embeds_weighted", rows, wts)
+	s := b.Ew("sum", "pos_embeds", []core.Value{p}, []int64{patches, v.Dim}, b.Dtype(p), "the taps summed")
+	return b.Add("add_pos_embeds", h, b.Cast(s, b.Dtype(h), "pos_embeds in the hidden states' dtype")), b.Val(p).Producer
+}
+
+// blocks are the tower's blocks over images of perImage patches; those
+// in Deepstack leave their output in b.Deepstack.
+func (v *Qwen3VisionTower) blocks(perImage int64) *core.Repeat {
+	plain := v.block(perImage, -1)
+	bs := make([]core.Layer, v.Depth)
+	for i := range bs {
+		bs[i] = plain
+	}
+	for j, i := range v.Deepstack {
+		bs[i] = v.block(perImage, j)
+	}
+	return &core.Repeat{Name: "blocks", Blocks: bs}
+}
+
+func (v *Qwen3VisionTower) block(perImage int64, tap int) *qwen3VisionBlock {
+	return &qwen3VisionBlock{dim: v.Dim, inter: v.Inter, act: v.Act, tap: tap,
+		attn: &Attention{Name: "attn", Dim: v.Dim, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "proj",
+			Rope: true, FusedQKV: true, SoftmaxFP32: true, Window: perImage, ChunkCat: true}}
+}
+
+// merger is Qwen3VLVisionPatchMerger over the tower's hidden states h
+// ([patches, hidden]): its LayerNorm before the merge x merge view, or
+// after it (post: the deepstack mergers' use_postshuffle_norm), then
+// linear_fc1, GELU, linear_fc2.
+func (v *Qwen3VisionTower) merger(b *core.Builder, name string, h core.Value, patches int64, post bool) core.Value {
+	defer b.Scope(name)()
+	m, n := v.mergedDim(), patches/(v.Merge*v.Merge)
+	if post {
+		h = mergedLayerNorm(b, "norm", h, n, m)
+	} else {
+		h = b.LayerNorm("norm", h, v.Dim, true)
+		b.Val(h).Shape = []int64{n, m}
+	}
+	h = b.Linear("linear_fc1", core.RoleLinear, h, m, m, true)
+	h = Activation(b, "gelu", h)
+	return b.Linear("linear_fc2", core.RoleLinear, h, m, v.TextDim, true)
+}
+
+// mergedLayerNorm is a LayerNorm with bias over x viewed as [rows, dim]
+// (core.LayerNorm over a view that regroups the rows): it saves x, and
+// mean and rstd per row of the view.
+func mergedLayerNorm(b *core.Builder, name string, x core.Value, rows, dim int64) core.Value {
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{dim}, core.RoleNorm)
+	bias := b.Param("bias", []int64{dim}, core.RoleNorm)
+	xin := x
+	if b.Prec.Autocast {
+		xin = b.Cast(x, units.FP32, "autocast fp32 copy of layer_norm input")
+	}
+	i := b.AddOp("layer_norm", "", []core.Value{xin}, w, bias)
+	y := b.Out(i, "out", []int64{rows, dim}, b.Dtype(xin), "layer_norm output")
+	statsDT := b.Dtype(xin)
+	if b.Rt.NormStatsFP32 {
+		statsDT = units.FP32
+	}
+	mean := b.Out(i, "mean", []int64{rows, 1}, statsDT, "layer_norm mean (saved)")
+	rstd := b.Out(i, "rstd", []int64{rows, 1}, statsDT, "layer_norm rstd (saved)")
+	b.Val(mean).Grad, b.Val(rstd).Grad = false, false
+	b.Save(i, xin, mean, rstd)
+	b.Op(i).Flops = 8 * float64(rows*dim)
+	b.Op(i).Bytes += float64(b.Val(xin).Bytes)
+	return y
+}
+
+// qwen3VisionBlock is Qwen3VLVisionBlock: x + attn(norm1(x)), then
+// + mlp(norm2(.)); tap >= 0 leaves its output as deepstack feature tap.
+type qwen3VisionBlock struct {
+	dim, inter int64
+	act        string
+	tap        int
+	attn       *Attention
+}
+
+func (k *qwen3VisionBlock) Kind() string           { return "vision_block" }
+func (k *qwen3VisionBlock) Label() string          { return "" }
+func (k *qwen3VisionBlock) Children() []core.Layer { return []core.Layer{k.attn} }
+func (k *qwen3VisionBlock) Params() int64 {
+	return 4*k.dim + k.attn.Params() + 2*k.dim*k.inter + k.inter + k.dim
+}
+func (k *qwen3VisionBlock) Summary() string            { return fmt.Sprintf("%d, mlp %d", k.dim, k.inter) }
+func (k *qwen3VisionBlock) Validate(path string) error { return k.attn.Validate(path) }
+
+func (k *qwen3VisionBlock) Lower(b *core.Builder, x core.Value) core.Value {
+	h := b.LayerNorm("norm1", x, k.dim, true)
+	x = b.Add("residual", x, b.LowerChild(k.attn, h))
+	h = b.LayerNorm("norm2", x, k.dim, true)
+	done := b.Scope("mlp")
+	h = b.Linear("linear_fc1", core.RoleUp, h, k.dim, k.inter, true)
+	h = Activation(b, k.act, h)
+	h = b.Linear("linear_fc2", core.RoleDown, h, k.inter, k.dim, true)
+	done()
+	y := b.Add("residual", x, h)
+	if k.tap >= 0 && b.Deepstack != nil {
+		b.Deepstack.Feats = append(b.Deepstack.Feats, y)
+	}
+	return y
+}
+
+// DeepstackAdd is Qwen3VLTextModel._deepstack_process after decoder layer
+// Index: hidden_states.clone(), the rows at the image positions plus
+// deepstack feature Index written back (index, add, index_put_). Both
+// indexings keep the placeholder mask masked_scatter already keeps; the
+// gathered rows and their sum are transient. Without images (or past the
+// features) it passes x through, as transformers skips it.
+type DeepstackAdd struct {
+	Index int
+}
+
+func (d *DeepstackAdd) Kind() string           { return "deepstack_add" }
+func (d *DeepstackAdd) Label() string          { return "" }
+func (d *DeepstackAdd) Children() []core.Layer { return nil }
+func (d *DeepstackAdd) Params() int64          { return 0 }
+func (d *DeepstackAdd) Summary() string        { return fmt.Sprintf("deepstack feature %d", d.Index) }
+func (d *DeepstackAdd) Validate(path string) error {
+	if d.Index < 0 {
+		return units.Errorf(path, "deepstack feature index must be at least 0 (got %d)", d.Index)
+	}
+	return nil
+}
+
+func (d *DeepstackAdd) Lower(b *core.Builder, x core.Value) core.Value {
+	ds := b.Deepstack
+	if ds == nil || d.Index >= len(ds.Feats) {
+		return x
+	}
+	f := ds.Feats[d.Index]
+	if b.Last(f) != b.Last(x) {
+		panic(core.ShapeMismatch(b, "deepstack_add", b.Last(x), b.Last(f)))
+	}
+	i := b.AddOp("deepstack", "deepstack_add", []core.Value{x, f, ds.Mask})
+	y := b.Out(i, "hidden_states", b.Shape(x), b.Dtype(x), "the hidden states (a clone) with the deepstack features added at the image positions")
+	b.Save(i, ds.Mask)
+	rows := b.Dtype(x).Bytes(core.Numel(b.Shape(f)))
+	b.Op(i).WorkF = 2 * rows // hidden_states[mask] and its sum with the features
+	b.Op(i).WorkB = rows     // the gradient gathered at the image positions
+	b.Op(i).Flops = float64(core.Numel(b.Shape(f)))
+	b.Op(i).Bytes += float64(b.Val(x).Bytes + b.Val(f).Bytes)
+	return y
+}
+
+// DeepstackEnd marks the end of Qwen3VLModel.forward: the list of
+// deepstack features stays referenced until the language model returns.
+type DeepstackEnd struct{}
+
+func (d *DeepstackEnd) Kind() string               { return "deepstack_end" }
+func (d *DeepstackEnd) Label() string              { return "" }
+func (d *DeepstackEnd) Children() []core.Layer     { return nil }
+func (d *DeepstackEnd) Params() int64              { return 0 }
+func (d *DeepstackEnd) Summary() string            { return "deepstack features released" }
+func (d *DeepstackEnd) Validate(path string) error { return nil }
+func (d *DeepstackEnd) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Deepstack != nil {
+		b.KeepAlive("deepstack_visual_embeds", b.Deepstack.Feats...)
+	}
+	return x
+}

@@ -1,0 +1,95 @@
+# qwen3vl.py: what autograd saves for the images of a tiny Qwen3-VL or
+# Qwen3.5 VL (transformers 5.17.0, Qwen3VLForConditionalGeneration /
+# Qwen3VLMoeForConditionalGeneration / Qwen3_5ForConditionalGeneration,
+# sdpa, fp32, torch 2.15.0, on the CPU), for sim/vision_qwen3_oracle_test.go.
+#
+#   /work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json COUNT HEIGHT WIDTH SEQ [list]
+#   /work/venv-t/bin/python qwen3vl.py CONFIG.json --params
+#
+# It builds the model from the config, counts its parameters on the meta
+# device (--params: only that, for the hub's configs), then runs one
+# training forward (labels = input_ids) twice on the same SEQ tokens: with
+# COUNT images of HEIGHT x WIDTH pixels (their image tokens among the text,
+# each between vision_start and vision_end, mm_token_type_ids 1 on them)
+# and without (text tokens in their place). It prints the bytes of the
+# distinct storages saved for backward (parameters excluded) in both, and
+# their difference: what the images add. Each image is resized as the
+# processor's smart_resize does (round to a multiple of patch * merge
+# pixels); the pixel patches are random, in the processor's layout, fp32.
+import collections
+import json
+import sys
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForImageTextToText
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+raw = json.load(open(sys.argv[1]))
+cfg = AutoConfig.for_model(**raw)
+for c in (cfg, cfg.vision_config, cfg.text_config):
+    c._attn_implementation = "sdpa"
+with torch.device("meta"):
+    meta = AutoModelForImageTextToText.from_config(cfg)
+print("transformers", transformers.__version__, "torch", torch.__version__, type(meta).__name__)
+print("params", sum(p.numel() for p in meta.parameters()))
+print("visual", sum(p.numel() for p in meta.model.visual.parameters()))
+if sys.argv[2] == "--params":
+    sys.exit(0)
+
+count, height, width, seq = (int(a) for a in sys.argv[2:6])
+model = AutoModelForImageTextToText.from_config(cfg).train()
+vc = raw["vision_config"]
+patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
+factor = patch * merge
+gh, gw = max(round(height / factor), 1) * merge, max(round(width / factor), 1) * merge
+per_image = gh * gw
+tokens = per_image // (merge * merge)
+ids = [10 + i % 200 for i in range(seq)]
+types = [0] * seq
+pos = 1
+for _ in range(count):
+    ids[pos] = raw["vision_start_token_id"]
+    for j in range(tokens):
+        ids[pos + 1 + j] = raw["image_token_id"]
+        types[pos + 1 + j] = 1
+    ids[pos + 1 + tokens] = raw["vision_end_token_id"]
+    pos += tokens + 3
+assert pos <= seq, "seq too short for the images"
+input_ids = torch.tensor([ids])
+mm_types = torch.tensor([types], dtype=torch.int32)
+pixels = torch.randn(count * per_image, vc.get("in_channels", 3) * temporal * patch * patch)
+grid = torch.tensor([[1, gh, gw]] * count)
+params = {p.data_ptr() for p in model.parameters()}
+
+
+def saved_bytes(**kw):
+    saved = collections.OrderedDict()
+
+    def pack(t):
+        if t.data_ptr() not in params:
+            key = t.untyped_storage().data_ptr()
+            if key not in saved:
+                saved[key] = (tuple(t.shape), str(t.dtype), t.untyped_storage().nbytes(), t.grad_fn.name() if t.grad_fn else None)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(**kw)
+    out.loss.backward()
+    return sum(v[2] for v in saved.values()), saved
+
+
+with_images, s1 = saved_bytes(input_ids=input_ids, labels=input_ids, pixel_values=pixels, image_grid_thw=grid, mm_token_type_ids=mm_types)
+text_ids = input_ids.clone()
+text_ids[text_ids == raw["image_token_id"]] = 20
+model.zero_grad()
+without, s0 = saved_bytes(input_ids=text_ids, labels=text_ids)
+print("grid", gh, gw, "patches", count * per_image, "image tokens", count * tokens)
+print("saved with images", with_images, "without", without, "images add", with_images - without)
+if len(sys.argv) > 6:
+    for v in s1.values():
+        print(v)
+    print("--- without")
+    for v in s0.values():
+        print(v)
