@@ -34,7 +34,12 @@ func HfConfigBuiltins() []host.Builtin {
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
 			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
 			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=); its " +
-			"attention is \"flash\" or \"sdpa\". mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
+			"attention is \"flash\" or \"sdpa\". qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
+			"and Qwen3VLMoeForConditionalGeneration: Qwen3's or Qwen3-MoE's text model after Qwen3-VL's vision tower (model.visual: patch_embed, " +
+			"pos_embed resampled to each image, LayerNorm blocks, merger), reading train(images=), whose deepstack_merger_list features are " +
+			"added to the hidden states at the image positions after the first decoder layers; Qwen3.5's ForConditionalGeneration " +
+			"(qwen3_5, qwen3_5_moe; its config's architectures[0]) adds the same tower without deepstack; their attention is \"flash\" or \"sdpa\"; " +
+			"videos are not modelled. mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
 			"its tiled vision model and projector (model.vision_model, model.multi_modal_projector) after the text " +
 			"embedding, reading train(images=) (every image is max_num_tiles tiles of image_size pixels whatever its size), " +
 			"and the text model's gated cross-attention layers (cross_attention_layers) attending to the projected image " +
@@ -62,7 +67,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"sentinel rows only when the experts are sharded (no masked_fill on one rank) and the loop's one_hot has experts + 1 classes; bitsandbytes and PEFT's " +
 			"target_modules do not reach them; experts= on a model without these blocks is an error. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike. " +
 			"qwen3_next (Qwen3-Next, transformers 4.57) and Qwen3.5 (qwen3_5, qwen3_5_moe and their _text model types, transformers 5.2; " +
-			"the text model: arch=\"Qwen3_5ForCausalLM\" or \"Qwen3_5MoeForCausalLM\", the vision tower is not modelled) stack Gated DeltaNet " +
+			"the text model alone: arch=\"Qwen3_5ForCausalLM\" or \"Qwen3_5MoeForCausalLM\") stack Gated DeltaNet " +
 			"layers (linear_attn) with gated attention every full_attention_interval-th layer (layer_types); linear_attn is their kernel: " +
 			"\"fla\" (the default: flash-linear-attention's chunk_gated_delta_rule and causal-conv1d, with fla's fused gated norm before " +
 			"transformers 5.15) or \"torch\" (transformers' fallback, which keeps every 64-token chunk's state for backward); mtp=True adds " +
