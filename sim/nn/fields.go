@@ -68,26 +68,6 @@ type FieldError struct {
 	Msg, Hint []any
 }
 
-// Fields lists the inputs the error names, each once, in order.
-func (e *FieldError) Fields() []Field {
-	var out []Field
-	for _, part := range append(append([]any(nil), e.Msg...), e.Hint...) {
-		if f, ok := part.(Field); ok && !containsField(out, f) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func containsField(fs []Field, f Field) bool {
-	for _, g := range fs {
-		if g == f {
-			return true
-		}
-	}
-	return false
-}
-
 // Named is the error with each Field named name(f); a Field name does
 // not know (nil name, or "") keeps its own text.
 func (e *FieldError) Named(name func(Field) string) *units.Error {
