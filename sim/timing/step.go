@@ -292,7 +292,11 @@ func workOf(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *core.Pr
 	}
 	w.Optimizer, w.OptimizerCPU = OptimizerTime(plan, ow)
 	w.StepOverhead = plan.Overheads.StepSeconds
-	w.MbComm = SumCommOf(mbProg, plan, costs)
+	if prices != nil {
+		w.MbComm = prices.SumCommOf(mbProg, plan, costs) // in the scratch's lists, the sums a list of their own
+	} else {
+		w.MbComm = SumCommOf(mbProg, plan, costs)
+	}
 	if w.Eval {
 		w.Mb.Backward, w.Mb.Recompute, w.Optimizer, w.OptimizerCPU = 0, 0, 0, 0
 		w.Mb.BackwardCPU, w.Mb.RecomputeCPU = 0, 0
