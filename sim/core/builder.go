@@ -52,6 +52,11 @@ type Builder struct {
 	// Megatron's fused linear_qkv / linear_fc1 runs once (recordInputComm).
 	fusedInputs map[fusedInput]bool
 	Ft          *Finetune // quant, freeze, chunked loss, packing
+	// ft is where configureFinetune writes Ft: a Builder a lowering
+	// reuses (ProgramBuffers) carries it, and nothing keeps Ft past the
+	// lowering (a Finetune a lowering was 2.6 of
+	// BenchmarkSearchLlama70B1024's 296 MB/op).
+	ft Finetune
 
 	Images Images // images per sample for a vision tower (images.go)
 	// Cross is what a vision model gives the cross-attention layers that

@@ -27,9 +27,9 @@ type Finetune struct {
 	Unfreeze    int         // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
 
-// finetuneOptions collects what the lowering needs from the plan.
-func (p *Plan) finetuneOptions() *Finetune {
-	ft := &Finetune{
+// finetuneInto writes into ft what the lowering needs from the plan.
+func (p *Plan) finetuneInto(ft *Finetune) {
+	*ft = Finetune{
 		quant:       p.Quant,
 		quantHead:   p.QuantLMHead,
 		quantFrom:   p.QuantFrom,
@@ -50,7 +50,6 @@ func (p *Plan) finetuneOptions() *Finetune {
 	if ft.quantFrom == units.InvalidDType {
 		ft.quantFrom = p.Precision.Compute
 	}
-	return ft
 }
 
 // validateFinetune checks the fine-tuning fields of a plan.
@@ -127,7 +126,8 @@ func (p *Plan) validateFinetune() error {
 // configureFinetune hands the lowering its fine-tuning options; packed
 // plans lower one row of TokensPerBatch tokens (packing.go).
 func (p *Plan) configureFinetune(b *Builder) {
-	b.Ft = p.finetuneOptions()
+	p.finetuneInto(&b.ft)
+	b.Ft = &b.ft
 	if p.TokensPerBatch > 0 {
 		b.Batch, b.Seq = 1, p.TokensPerBatch
 	}
