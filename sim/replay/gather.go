@@ -272,6 +272,12 @@ func (d *distState) seedsOf(i int) []core.StageOut {
 	if d.seeded == nil || !d.seeded[i] {
 		return nil
 	}
+	return d.seedsAt(i)
+}
+
+// seedsAt is seedsOf for an op that has seeds, apart so that seedsOf,
+// asked at every op of the backward, stays inlined.
+func (d *distState) seedsAt(i int) []core.StageOut {
 	lo, _ := slices.BinarySearch(d.seedOps, int32(i))
 	hi := lo + 1
 	for hi < len(d.seedOps) && d.seedOps[hi] == int32(i) {
