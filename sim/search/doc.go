@@ -10,7 +10,9 @@
 // activations its GPU holds for backward, exceed the GPU cannot fit
 // (fastEstimate.minDevice is a lower bound of what the replay reports), so
 // it is dropped before any replay, and before its step time is
-// estimated. A layout the plan refuses (ValidateFor), or whose profile's
+// estimated. A layout the plan refuses (RefusalFor: ValidateFor's error,
+// a units.IntError's message written once per class, not per layout;
+// search_number.go), or whose profile's
 // lowering refuses its layout (core.LayoutError: torchao's float8 at a tp
 // whose shards torch._scaled_mm refuses), is rejected and counted by
 // reason (space_reasons.go); any other lowering error fails the search. The step time of the rest comes from block profiles
