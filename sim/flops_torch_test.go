@@ -24,6 +24,7 @@ type torchFlops struct {
 		Experts    string
 		Checkpoint bool
 		Lora       []string
+		Images     []int64 // count, height, width
 	}
 	Batch, Seq                   int64
 	Forward, Backward, Recompute map[string]map[string]float64
@@ -97,6 +98,9 @@ func memshPlan(t *testing.T, c *torchFlops) *core.Plan {
 	if c.Options.Checkpoint {
 		p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1} // transformers 5: use_reentrant=False
 	}
+	if im := c.Options.Images; len(im) == 3 {
+		p.Images = core.Images{Count: im[0], Height: im[1], Width: im[2]}
+	}
 	if len(c.Options.Lora) > 0 {
 		var roles []string
 		for _, r := range c.Options.Lora {
@@ -144,7 +148,8 @@ var phaseNames = [3]string{"forward", "backward", "recompute"}
 // flopRenames turn the model's own module paths into memsh's where memsh's
 // reader names a module otherwise: a difference of names, not of FLOPs.
 // Mamba-2's out_proj runs inside mamba_ssm's mamba_split_conv1d_scan_combined,
-// one op of the mixer in memsh (nn/mamba2.go). GPT-2's and BERT's modules keep memsh's generic names (qkv, fc1, ...),
+// one op of the mixer in memsh (nn/mamba2.go); Qwen2.5-VL's vision blocks
+// name their attention's output projection proj, memsh o_proj. GPT-2's and BERT's modules keep memsh's generic names (qkv, fc1, ...),
 // not transformers' (c_attn, c_fc, ...); PEFT wraps the model in
 // base_model.model and each adapted linear's base in base_layer.
 var flopRenames = map[string][][2]string{
@@ -155,6 +160,7 @@ var flopRenames = map[string][][2]string{
 		{".intermediate.dense", ".intermediate.fc1"}, {".output.dense", ".intermediate.fc2"},
 		{"cls.predictions.decoder", "lm_head"}, {"cls.predictions.transform.dense", "transform_dense"}},
 	"mamba2":     {{".mixer.out_proj", ".mixer"}},
+	"qwen25_vl":  {{".attn.proj", ".attn.o_proj"}},
 	"llama_lora": {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
 }
 
@@ -198,14 +204,14 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 }
 
 var flopCauses = []flopCause{
-	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped)$", module: `\.(self_attn|attn)$`, phase: 0,
+	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl)$", module: `^(model\.(language_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
 		why: "causal SDPA: FlopCounterMode counts the full s x s scores whatever is_causal (flop_counter.py: \"We aren't accounting for " +
 			"causal attention here\"); memsh counts half, the FlashAttention papers' convention, which the kernel rates memsh prices " +
 			"with are measured in (FLOPs / time at the same count); the GPU kernel skips the key blocks above the diagonal and " +
 			"computes (n+1)/(2n) of the full with n key blocks of 128",
 		want: causalSDPA(0)},
 	{cases: "^llama_ckpt$", module: `\.self_attn$`, phase: 2, why: "causal SDPA, recomputed (as its forward)", want: causalSDPA(2)},
-	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped)$", module: `\.(self_attn|attn)$`, phase: 1,
+	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl)$", module: `^(model\.(language_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 1,
 		why: "causal SDPA's backward: half, as the forward, and 2 x its forward where FlopCounterMode counts FlashAttention's five " +
 			"backward matmuls (S recomputed: 2.5 x); memsh's model FLOPs (MFU, r.modules) take the usual 2 x (model_flops.go), " +
 			"its time prices the kernel's 2.5 x (timing.attnBackwardFLOPs)",
@@ -214,7 +220,7 @@ var flopCauses = []flopCause{
 		why: "MLA's q and v head dims differ (24, 16): the CPU's SDPA takes its math path, two bmm over all s x s scores and 2 x " +
 			"backward; memsh prices the GPU's fused kernel, causal half",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
-	{cases: "^bert$", module: `\.attention$`, phase: 1,
+	{cases: "^(bert|qwen25_vl)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn)$`, phase: 1,
 		why:  "SDPA's backward (not causal): 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's (S recomputed)",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^mamba2$", module: `\.mixer$`, phase: -1, why: mamba2Why, want: mamba2Mixer},

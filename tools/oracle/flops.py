@@ -4,7 +4,7 @@ sim/flops_torch_test.go holds memsh's per-module FLOPs against (issue 20).
     /work/venv-t/bin/python tools/oracle/flops.py --out sim/testdata/flops_torch.jsonl   # torch 2.15.0, transformers 5.17.0, peft 0.21.2
 
 Each case builds a transformers model from a tiny config (sim/testdata/hf/flops/*.json, or one of
-sim/testdata/hf) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
+sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py does) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
 counts no elementwise op, norm, softmax or loss.
@@ -56,6 +56,7 @@ CASES = [
     ("deepseek_v3", "flops/deepseek-v3-tiny.json", "sdpa", {"experts": "eager"}),
     ("mamba2", "flops/mamba2-tiny.json", "eager", {}),
     ("qwen3_next", "qwen3-next-tiny.json", "eager", {"experts": "eager"}),
+    ("qwen25_vl", "qwen2.5-vl-tiny.json", "sdpa", {"images": [1, 112, 112], "batch": 1}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
@@ -204,6 +205,9 @@ def build(case):
     cfg._attn_implementation = attn
     if "experts" in opts:
         cfg._experts_implementation = opts["experts"]
+    for sub in ("vision_config", "text_config"):
+        if hasattr(cfg, sub):
+            getattr(cfg, sub)._attn_implementation = attn
     torch.manual_seed(0)
     arch = raw["architectures"][0]
     model = getattr(transformers, arch)(cfg).float()
@@ -217,14 +221,39 @@ def build(case):
     return raw, model
 
 
+def vision_inputs(raw, count, height, width, seq):
+    """input_ids with count images of height x width (each its vision_start, image tokens, vision_end, as
+    tools/oracle/qwen25vl.py lays them out), the pixel patches and image_grid_thw."""
+    vc = raw["vision_config"]
+    patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
+    factor = patch * merge
+    gh, gw = max(round(height / factor), 1) * merge, max(round(width / factor), 1) * merge
+    tokens = gh * gw // (merge * merge)
+    ids = [10 + i % 200 for i in range(seq)]
+    pos = 1
+    for _ in range(count):
+        ids[pos] = raw["vision_start_token_id"]
+        for j in range(tokens):
+            ids[pos + 1 + j] = raw["image_token_id"]
+        ids[pos + 1 + tokens] = raw["vision_end_token_id"]
+        pos += tokens + 3
+    assert pos <= seq, "seq too short for the images"
+    pixels = torch.randn(count * gh * gw, 3 * temporal * patch * patch)
+    return torch.tensor([ids]), {"pixel_values": pixels, "image_grid_thw": torch.tensor([[1, gh, gw]] * count)}
+
+
 def measure(case, batch, seq):
     raw, model = build(case)
+    batch = case[3].get("batch", batch)
     ids = torch.randint(0, raw["vocab_size"] - 8, (batch, seq))
+    extra = {}
+    if "images" in case[3]:
+        ids, extra = vision_inputs(raw, *case[3]["images"], seq)
     where = Where(model)
     counter = Counter(where)
     try:
         with counter, Tag(where):
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(input_ids=ids, labels=ids, **extra).loss
             propagate(loss.grad_fn)
             where.phase = "backward"
             loss.backward()
