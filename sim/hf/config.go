@@ -139,6 +139,10 @@ var hfFamilies = []hfFamily{
 	// from 5.12.0); its text model only (kimi.go).
 	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
+	// llama4, llama4_text: the 4.51.0 wheel is the first with
+	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).
+	{modelType: "llama4", prefix: "Llama4", base: "model", heads: vlHeads, build: buildLlama4, noFlash: true, vl: true, since: [2]int{4, 51}},
+	{modelType: "llama4_text", prefix: "Llama4", base: "model", heads: decoderHeads, build: buildLlama4, noFlash: true, since: [2]int{4, 51}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},

@@ -83,6 +83,15 @@ type Attention struct {
 	// OutName is the output projection's module name; "" = "o_proj"
 	// (Qwen3-VL's vision blocks call it proj).
 	OutName string
+	// RopeComplex, QKL2Norm, TempTuning and Chunk are Llama 4's
+	// (attention_llama4.go): the complex rotation, the weightless L2 norm
+	// of q and k after it, the NoPE layers' temperature tuning of q, and
+	// chunked local attention of Chunk tokens (0 = none).
+	RopeComplex bool
+	QKL2Norm    bool
+	TempTuning  bool
+	Chunk       int64
+	chunkMask   bool // this lowering's sequence reaches Chunk (Lower sets it on its copy)
 }
 
 func (a *Attention) Kv() int64 {
@@ -226,8 +235,19 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		a.ropeCacheBuffers(b, d)
 	}
 	if a.Rope {
-		q = rope(b, "q", q, core.WithLast(s, h*d))
-		k = rope(b, "k", k, core.WithLast(s, kv*d))
+		q = a.rotate(b, "q", q, core.WithLast(s, h*d))
+		k = a.rotate(b, "k", k, core.WithLast(s, kv*d))
+	}
+	if a.QKL2Norm {
+		q, k = a.qkL2(b, q, k, s, h, kv, d)
+	}
+	if a.TempTuning {
+		q = tempTune(b, q)
+	}
+	if a.chunkMasked(s[len(s)-2]) {
+		c := *la
+		c.chunkMask = true
+		la = &c
 	}
 	kl, vl := seqMajor, seqMajor // how k and v lie in memory (eager's folds)
 	if !a.kvNative() && kv != h && !a.FusedQKV && !la.sdpaGQA(b) {
@@ -303,11 +323,18 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 		sinks = append(sinks, b.Param("sinks", []int64{h}, core.RoleO))
 		b.ShardParam(sinks[0], h*b.Par.Tpn())
 	}
-	i := b.AddOp("attention", a.Impl+"_attention", []core.Value{q, k, v}, sinks...)
+	ins := []core.Value{q, k, v}
+	if a.chunkMask && a.Impl == "sdpa" {
+		ins = append(ins, chunkBias(b, s, dt))
+	}
+	i := b.AddOp("attention", a.Impl+"_attention", ins, sinks...)
 	o := b.Out(i, "attn_out", core.WithLast(s, h*d), dt, "attention output")
 	lse := b.Out(i, "logsumexp", []int64{core.Rows(s), h}, units.FP32, "attention logsumexp (fp32, saved)")
 	b.Val(lse).Grad = false
 	b.Save(i, q, k, v, o, lse)
+	if len(ins) > 3 {
+		b.Save(i, ins[3])
+	}
 	tokens := core.Rows(s)
 	// Backward: fp32 dq accumulator and softmax_d (flash-attn mha_bwd); with
 	// GQA, dk and dv are computed expanded to all heads, then summed.
@@ -397,6 +424,12 @@ func (a *Attention) coreFLOPs(s []int64) float64 {
 	keys := seq // keys per query, on average
 	if a.Causal {
 		keys = seq / 2
+	}
+	if a.chunkMask {
+		keys = seq // SDPA's efficient kernel given a mask computes every block
+		if a.Impl == "flex" {
+			keys = chunkKeys(seq, float64(a.Chunk))
+		}
 	}
 	if w := float64(a.Window); w > 0 && w < seq && a.Impl != "eager" {
 		keys = w // query i attends to min(i+1, w) keys: w - w(w-1)/2seq on average when causal

@@ -113,6 +113,10 @@ type MoE struct {
 	// WNames names the expert projections w1 (gate), w3 (up) and w2
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
 	WNames bool
+	// SharedName is the shared experts' module name: "" is DeepSeek's
+	// shared_experts, or Qwen2-MoE's shared_expert with SharedGate
+	// (Llama 4's ungated one is "shared_expert").
+	SharedName string
 }
 
 // MoE implementations and routers.
@@ -128,8 +132,12 @@ const (
 )
 
 // MoEImpls and MoERouters list the accepted values, for error messages.
-func MoEImpls() []string   { return []string{MoELoop, MoEFusedLoop, MoEGrouped, MoEGroupedMM} }
-func MoERouters() []string { return []string{RouterSoftmax, RouterTopKSoftmax, RouterSigmoid} }
+func MoEImpls() []string {
+	return []string{MoELoop, MoEFusedLoop, MoEGrouped, MoEGroupedMM, MoEDenseBMM}
+}
+func MoERouters() []string {
+	return []string{RouterSoftmax, RouterTopKSoftmax, RouterSigmoid, RouterTopKSigmoid}
+}
 
 func (m *MoE) impl() string {
 	if m.Impl == "" {
@@ -225,7 +233,7 @@ func (m *MoE) Validate(path string) error {
 	if !oneOf(m.router(), MoERouters()) {
 		return units.Errorf(path, "unknown moe router %q (known: %s)", m.Router, strings.Join(MoERouters(), ", "))
 	}
-	return nil
+	return m.checkDense(path)
 }
 
 func oneOf(s string, set []string) bool {
@@ -267,6 +275,8 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		out = m.lowerDispatched(b, x, r)
 	case m.impl() == MoEGroupedMM:
 		out = m.lowerGroupedMM(b, x, r)
+	case m.impl() == MoEDenseBMM:
+		out = m.lowerDenseBMM(b, x, r)
 	default:
 		out = m.lowerLoop(b, x, r)
 	}
@@ -311,10 +321,10 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 		defer b.OnSideStream()()
 	}
 	if !m.SharedGate {
-		defer b.Scope("shared_experts")()
+		defer b.Scope(m.sharedName("shared_experts"))()
 		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
 	}
-	done := b.Scope("shared_expert")
+	done := b.Scope(m.sharedName("shared_expert"))
 	y := Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
 	done()
 	xg := x
@@ -336,6 +346,13 @@ func (m *MoE) projNames() (gate, up, down string) {
 	return "gate_proj", "up_proj", "down_proj"
 }
 
+func (m *MoE) sharedName(dflt string) string {
+	if m.SharedName != "" {
+		return m.SharedName
+	}
+	return dflt
+}
+
 func (m *MoE) InDim() int64  { return m.Dim }
 func (m *MoE) OutDim() int64 { return m.Dim }
 
@@ -347,6 +364,9 @@ func (m *MoE) ExpertCount() int64 { return m.Experts }
 // shared experts'), and that expert_load, and expert_spread's largest
 // draw, stay within dropless routing's worst case.
 func (m *MoE) CheckLayout(path string, par core.Parallelism) error {
+	if err := m.checkDenseLayout(path, par); err != nil {
+		return err
+	}
 	tp, etp, ep := max(par.TP, 1), par.ETPn(), max(par.EP, 1)
 	worst := core.ExpertWorstLoad(ep, m.Experts, m.TopK)
 	switch {

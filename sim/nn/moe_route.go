@@ -23,6 +23,8 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 	E, k := m.Experts, m.TopK
 	r := routing{tokens: T, first: int32(len(b.P.Ops))}
 	switch m.router() {
+	case RouterTopKSigmoid:
+		return m.routeTopKSigmoid(b, x, r)
 	case RouterSigmoid:
 		// DeepseekV3TopkRouter: F.linear(x.float(), weight.float()),
 		// sigmoid, selection under no_grad on scores + correction bias
