@@ -57,7 +57,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"keeps them in fp32. bloom, falcon, gpt2, gpt_neox and opt before 4.49 shift in the model's dtype and never " +
 			"upcast; mamba and mamba2 upcast in the forward in every release and shift before 5.17 and 4.52; mllama " +
 			"upcasts in the forward in every release (docs/models.md). " +
-			"From transformers 5.0 the MoE blocks of mixtral, qwen2_moe, qwen3_moe, gpt_oss, deepseek_v3, deepseek_v32, glm4_moe, glm4_moe_lite, glm_moe_dsa, jamba, kimi_k25 and phimoe " +
+			"From transformers 5.0 the MoE blocks of " + joinAnd(hf.ExpertsModelTypes()) + " " +
 			"store their experts as 3-D parameters (gate_up_proj, down_proj; the router a parameter module named gate, " +
 			"Mixtral's block named mlp, its top-k weights kept in fp32; Jamba's and PhiMoE's routers stay nn.Linear modules " +
 			"named router, PhiMoE's block named mlp; DeepSeek-V3's and GLM-4.5's experts weight in fp32 and sum in the hidden states' dtype) " +
@@ -77,7 +77,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"q, k and v normed per head, full-attention layers with global_head_dim and, with attention_k_eq_v, num_global_key_value_heads and the " +
 			"keys as values; the 26B A4B's experts (router on the residual stream, experts= as above) beside a dense MLP. attn=\"flash\" is refused " +
 			"for heads wider than 256 (flash-attn 2's limit; the full layers' are 512); the per-layer embeddings (hidden_size_per_layer_input) " +
-			"and shared key-value layers (num_kv_shared_layers) of E2B and E4B are not modelled and refused.",
+			"and shared key-value layers (num_kv_shared_layers) of E2B and E4B are not modelled and refused. " +
+			"llama4_text and llama4 (Llama 4 Scout and Maverick, transformers 4.51; llama4's " +
+			"Llama4ForConditionalGeneration adds a vision tower memsh does not model: arch=\"Llama4ForCausalLM\" builds its text model) " +
+			"run their MoE blocks as transformers does in every release, every expert on every token (moe(impl=\"dense_bmm\")), " +
+			"NoPE every no_rope_layer_interval-th layer and chunked attention on the others: from attention_chunk_size tokens " +
+			"SDPA gets a mask, runs its memory-efficient kernel over every block and keeps the mask as a [batch, 1, seq, seq] bias " +
+			"a layer; there is no flash path.",
 		Fn: hfConfigFn,
 	}}
 }
@@ -152,4 +158,12 @@ func hfConfigFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return NewModel(m, nil, decl), nil
+}
+
+// joinAnd lists names as prose: "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

@@ -93,11 +93,12 @@ func LayerBuiltins() []host.Builtin {
 				"or \"grouped_mm\" (transformers 5's default experts_implementation: the routed copies sorted by expert, one torch grouped_mm " +
 				"per projection over 3-D weights in the weights' dtype, each GEMM's output copied with its sentinel rows zeroed, weighted, " +
 				"put back in token order and summed per token; it keeps one index per routed copy more than the loop and not the loop's " +
-				"per-expert index_add_ sources); " +
+				"per-expert index_add_ sources) or \"dense_bmm\" (Llama 4's Llama4TextExperts as transformers runs it: every token repeated for every expert, " +
+				"weighted by its router score, zero off its top_k, and two bmm over the 3-D weights: experts times the routed FLOPs and saved activations; with router=\"topk_sigmoid\" only, no ep or tp); " +
 				"bitsandbytes and PEFT do not reach fused or grouped experts, which stay in the params dtype. " +
 				"router: \"softmax\" (fp32 softmax then top-k, Mixtral), \"topk_softmax\" (softmax over the top-k logits, " +
-				"gpt-oss) or \"sigmoid\" (DeepSeek-V3: fp32 sigmoid scores, selection with an aux-loss-free correction bias, " +
-				"no optimizer state); norm_topk renormalises the top-k weights. " +
+				"gpt-oss), \"sigmoid\" (DeepSeek-V3: fp32 sigmoid scores, selection with an aux-loss-free correction bias, " +
+				"no optimizer state) or \"topk_sigmoid\" (Llama 4: an nn.Linear router, top-k of the logits, an fp32 sigmoid of the scattered top-k); norm_topk renormalises the top-k weights. " +
 				"Routing is balanced; with expert parallelism parallel(expert_load=) gives the busiest rank's share, " +
 				"and memory and time follow that rank. " +
 				"shared_experts adds always-on experts (DeepSeek style) of shared_hidden (default hidden) units each; " +

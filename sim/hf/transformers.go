@@ -215,6 +215,10 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	return nil
 }
 
+// ExpertsModelTypes are the model types whose MoE blocks transformers 5
+// runs through experts_implementation (experts=), sorted.
+func ExpertsModelTypes() []string { return expertsModelTypes() }
+
 // expertsModelTypes are the families whose MoE blocks setExperts
 // rebuilds (those with an experts entry in hfFamilies), sorted.
 func expertsModelTypes() []string {

@@ -97,7 +97,7 @@ func (m *MoE) lowerDenseBMM(b *core.Builder, x core.Value, r routing) core.Value
 		if wv != core.NoValue {
 			ins = append(ins, wv)
 		}
-		i := b.AddOp("bmm", name, ins, p)
+		i := b.AddOp("matmul", name, ins, p) // torch.bmm: E GEMMs of T rows, priced as one of E x T
 		y := b.Out(i, name, []int64{E * T, outDim}, dt, "every expert's "+name+" of every token")
 		if b.Trainable(p) {
 			b.Save(i, xin)
