@@ -297,7 +297,8 @@ func hfSeq(t *tree, o Options) (int64, error) {
 //     activation_checkpointing_enable() asks for {"use_reentrant": False}
 //     when no kwargs are given (modeling_utils.py from 5.0.0; 4.x's
 //     gradient_checkpointing_enable() asked for True, 4.57.1 l.3691-3692:
-//     a 4.x run says gradient_checkpointing_kwargs.use_reentrant=true),
+//     memsh.transformers=4.x says so, as does
+//     gradient_checkpointing_kwargs.use_reentrant=true),
 //     and TRL's SFTTrainer, which set it so itself under transformers < 5
 //     (trl/trainer/sft_trainer.py at v1.16.0, l.1075-1081); but reentrant
 //     for a PEFT model under DeepSpeed ZeRO-3, whatever the config says
@@ -345,7 +346,13 @@ func hfCheckpoint(t *tree, p *plan, ds *tree) error {
 	if err != nil {
 		return err
 	}
-	reentrant, err := t.boolean(kwargs+".use_reentrant", false)
+	_, major, err := hfTransformers(t)
+	if err != nil {
+		return err
+	}
+	// 4.x's gradient_checkpointing_enable() asks for reentrant; TRL's
+	// SFTTrainer asks for non-reentrant itself under 4.x
+	reentrant, err := t.boolean(kwargs+".use_reentrant", major == 4 && !sft)
 	if err != nil {
 		return err
 	}

@@ -161,6 +161,22 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
 	}, {
+		name: "the plain Trainer under transformers 4.x, said by memsh.transformers: reentrant checkpointing, float32 weights",
+		file: "hf/trainer_gc.json",
+		step: hfStep(2, 1, 1, 1024),
+		opts: Options{Seq: 1024, Overrides: []string{"memsh.transformers=4.57.1"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
+	}, {
+		name: "TRL's SFTTrainer under transformers 4.x: non-reentrant, as it asks itself",
+		file: "hf/zephyr_sft_full.yaml",
+		step: hfStep(16, 1, 1, 2048),
+		opts: Options{Overrides: []string{"memsh.transformers=4.57.1"}},
+		hand: `load("@stdlib//llm.star", "mistral")
+plan = train(mistral("7b", attn = "flash"), batch = 16, seq = 2048, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "full",
+             gpu = "H100-80GB")`,
+	}, {
 		name: "transformers 5.23's names: activation_checkpointing wins over its deprecated alias, its kwargs too",
 		file: "hf/trainer_gc.json",
 		step: hfStep(2, 1, 1, 1024),
@@ -190,13 +206,13 @@ plan = train(mistral("7b", attn = "sdpa"), batch = 2, seq = 1024, precision = "b
 		hand: `plan = train(hf_config("mistral.json", attn = "sdpa"), batch = 2, seq = 1024, precision = "bf16", optimizer = adamw(fused = True),
              checkpoint = "full", gpu = "H100-80GB")`,
 	}, {
-		name:  "the plain Trainer with the model's config.json under transformers 4.x: float32 weights",
+		name:  "the plain Trainer with the model's config.json under transformers 4.x: float32 weights, reentrant checkpointing",
 		file:  "hf/trainer_gc.json",
 		step:  hfStep(2, 1, 1, 1024),
 		opts:  Options{Seq: 1024, Model: "mistral.json", Overrides: []string{"memsh.transformers=4.57.1"}},
 		files: map[string]string{"mistral.json": "../../sim/testdata/hf/mistral-7b-v0.1.json"},
 		hand: `plan = train(hf_config("mistral.json", attn = "sdpa", transformers = "4.57.1"), batch = 2, seq = 1024, precision = "bf16-mixed",
-             optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB")`,
+             optimizer = adamw(fused = True), checkpoint = checkpoint("full", reentrant = True), gpu = "H100-80GB")`,
 	}, {
 		name:        "zephyr-7b-beta SFT, full, with use_liger_kernel",
 		file:        "hf/zephyr_sft_full.yaml",
