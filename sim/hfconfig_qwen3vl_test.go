@@ -55,7 +55,7 @@ func TestQwen3VLParams(t *testing.T) {
 		var visual int64
 		for _, l := range m.Layers {
 			core.Walk(l, "", func(_ string, x core.Layer) {
-				if x.Kind() == "vision_tower" {
+				if x.Kind() == "vision_tower" || x.Kind() == "qwen3_vision_tower" {
 					visual += x.Params()
 				}
 			})
@@ -102,9 +102,9 @@ func TestQwen3VLRefusals(t *testing.T) {
 		{"before 4.57", readHF(t, "qwen3-vl-30b-a3b-instruct.json"), hf.Options{Attn: "sdpa", Transformers: "4.56.2"},
 			`model_type "qwen3_vl_moe" needs transformers 4.57 or later`, "Qwen3VLMoeForConditionalGeneration"},
 		{"eager", tiny, hf.Options{Attn: "eager"}, "eager attention is not modelled", `attn="sdpa"`},
-		{"deepstack index", vision(map[string]any{"deepstack_visual_indexes": []any{0, 4}}), hf.Options{Attn: "sdpa"}, "deepstack_visual_indexes: block 4 is not in 0..3", ""},
+		{"deepstack index", vision(map[string]any{"deepstack_visual_indexes": []any{0, 4}}), hf.Options{Attn: "sdpa"}, `"vision_config.deepstack_visual_indexes" names block 4, not in 0..3`, ""},
 		{"deepstack list", vision(map[string]any{"deepstack_visual_indexes": 8}), hf.Options{Attn: "sdpa"}, `"vision_config.deepstack_visual_indexes" must be a list`, ""},
-		{"positions", vision(map[string]any{"num_position_embeddings": 60}), hf.Options{Attn: "sdpa"}, "num_position_embeddings (60) is not a square", "48 x 48"},
+		{"positions", vision(map[string]any{"num_position_embeddings": 60}), hf.Options{Attn: "sdpa"}, `"vision_config.num_position_embeddings" (60) is not a square`, "48 x 48"},
 		{"width", vision(map[string]any{"out_hidden_size": 32}), hf.Options{Attn: "sdpa"}, "out_hidden_size (32) must be the language model's hidden_size (64)", ""},
 		{"experts", tiny, hf.Options{Attn: "sdpa", Experts: "eager"}, `model_type "qwen3_vl" has no MoE blocks`, "qwen3_vl_moe"},
 	} {

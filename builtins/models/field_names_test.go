@@ -20,7 +20,7 @@ func TestFieldKeywords(t *testing.T) {
 		names   map[nn.Field]string
 	}{
 		{"mla", mlaKeywords}, {"gated_deltanet", gatedDeltaNetKeywords}, {"mamba", mambaKeywords},
-		{"mamba2", mamba2Keywords}, {"vision_tower", visionTowerKeywords},
+		{"mamba2", mamba2Keywords}, {"vision_tower", visionTowerKeywords}, {"qwen3_vision_tower", qwen3VisionTowerKeywords},
 	} {
 		sig, ok := sigs[tc.builtin]
 		if !ok {

@@ -32,7 +32,7 @@ func TestComplete(t *testing.T) {
 		{"x = fmt_b", []string{"fmt_bytes"}, "fmt_b"},
 		{"wo", []string{"word"}, "wo"},
 		{"_h", []string{"_hidden"}, "_h"},
-		{"de", []string{"def"}, "de"},
+		{"de", []string{"deepstack_add", "deepstack_end", "def"}, "de"},
 		{"", nil, ""},
 		// Keyword names inside a call, from the builtin's Sig...
 		{"fmt_bytes(", []string{"n=", "decimal="}, ""},

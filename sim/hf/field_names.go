@@ -53,6 +53,11 @@ var (
 		nn.FieldPatch: "patch_size", nn.FieldTemporal: "temporal_patch_size", nn.FieldInChans: "in_channels", nn.FieldMerge: "spatial_merge_size",
 		nn.FieldTextDim: "out_hidden_size", nn.FieldWindow: "window_size", nn.FieldFullBlocks: "fullatt_block_indexes",
 	}
+	qwen3VisionTowerKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldDepth: "depth", nn.FieldHeads: "num_heads", nn.FieldHidden: "intermediate_size",
+		nn.FieldPatch: "patch_size", nn.FieldTemporal: "temporal_patch_size", nn.FieldInChans: "in_channels", nn.FieldMerge: "spatial_merge_size",
+		nn.FieldTextDim: "out_hidden_size", nn.FieldPositions: "num_position_embeddings", nn.FieldDeepstack: "deepstack_visual_indexes",
+	}
 )
 
 // checkLayer runs l's checks as it is built, so that a failed one names

@@ -73,6 +73,7 @@ func qwen3VisionTower(c *hfConfig, attn string, deepstack bool) *nn.Qwen3VisionT
 	if deepstack {
 		t.Deepstack = vc.orderedInts("deepstack_visual_indexes", []int64{8, 16, 24})
 	}
+	vc.checkLayer(t, qwen3VisionTowerKeys)
 	if vc.err != nil {
 		c.err = vc.err
 		return nil

@@ -53,6 +53,8 @@ const (
 	FieldTextDim      Field = "text width"
 	FieldWindow       Field = "window"
 	FieldFullBlocks   Field = "full-attention blocks"
+	FieldPositions    Field = "position grid"
+	FieldDeepstack    Field = "deepstack blocks"
 	FieldGlobalLayers Field = "global layers"
 	FieldImage        Field = "image size"
 	FieldTiles        Field = "tiles"

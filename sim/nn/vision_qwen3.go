@@ -57,7 +57,7 @@ type Qwen3VisionTower struct {
 	Impl      string
 }
 
-func (v *Qwen3VisionTower) Kind() string           { return "vision_tower" }
+func (v *Qwen3VisionTower) Kind() string           { return "qwen3_vision_tower" }
 func (v *Qwen3VisionTower) Label() string          { return v.Name }
 func (v *Qwen3VisionTower) DefaultName() string    { return "visual" }
 func (v *Qwen3VisionTower) Children() []core.Layer { return nil }
@@ -98,43 +98,38 @@ func (v *Qwen3VisionTower) Summary() string {
 }
 
 func (v *Qwen3VisionTower) Validate(path string) error {
-	for _, f := range []struct {
-		what string
-		n    int64
-	}{{"hidden_size", v.Dim}, {"depth", v.Depth}, {"num_heads", v.Heads}, {"intermediate_size", v.Inter}, {"patch_size", v.Patch},
-		{"temporal_patch_size", v.Temporal}, {"in_channels", v.InChans}, {"spatial_merge_size", v.Merge}, {"out_hidden_size", v.TextDim},
-		{"num_position_embeddings", v.Positions}} {
-		if err := core.Positive(path, f.what, f.n); err != nil {
-			return err
-		}
+	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Depth}, sized{FieldHeads, v.Heads}, sized{FieldHidden, v.Inter},
+		sized{FieldPatch, v.Patch}, sized{FieldTemporal, v.Temporal}, sized{FieldInChans, v.InChans}, sized{FieldMerge, v.Merge},
+		sized{FieldTextDim, v.TextDim}, sized{FieldPositions, v.Positions}); err != nil {
+		return err
 	}
 	if v.Dim%v.Heads != 0 {
-		return units.Errorf(path, "num_heads (%d) must divide hidden_size (%d)", v.Heads, v.Dim)
+		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d)", v.Dim))
 	}
 	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Patch > 1<<10 || v.Merge > 1<<6 || v.Temporal > 1<<6 || v.InChans > 1<<6 || v.Positions > 1<<24 {
 		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
 	}
 	if s := int64(math.Sqrt(float64(v.Positions))); s*s != v.Positions {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("num_position_embeddings (%d) is not a square", v.Positions),
-			Hint: "pos_embed is a square grid of positions (Qwen3-VL's 2304 = 48 x 48)"}
+		return fieldErr(path, FieldPositions, fmt.Sprintf(" (%d) is not a square", v.Positions)).
+			withHint("pos_embed is a square grid of positions (Qwen3-VL's 2304 = 48 x 48)")
 	}
 	seen := map[int64]bool{}
 	for _, i := range v.Deepstack {
 		if i < 0 || i >= v.Depth {
-			return units.Errorf(path, "deepstack_visual_indexes: block %d is not in 0..%d", i, v.Depth-1)
+			return fieldErr(path, FieldDeepstack, fmt.Sprintf(" names block %d, not in 0..%d", i, v.Depth-1))
 		}
 		if seen[i] {
-			return units.Errorf(path, "deepstack_visual_indexes names block %d twice", i)
+			return fieldErr(path, FieldDeepstack, fmt.Sprintf(" names block %d twice", i))
 		}
 		seen[i] = true
 	}
 	switch v.Impl {
 	case "flash", "sdpa":
 	case "eager":
-		return &units.Error{Path: path, Msg: "the vision tower's eager attention is not modelled",
-			Hint: "transformers runs it once per image with its own score matrix; use attn=\"sdpa\" or \"flash\""}
+		return fieldErr(path, "the vision tower's eager attention is not modelled").
+			withHint("transformers runs it once per image with its own score matrix; use ", FieldImpl, `="sdpa" or "flash"`)
 	default:
-		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa)", v.Impl)
+		return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa)", v.Impl))
 	}
 	return nil
 }
