@@ -299,7 +299,8 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		if f.moe == "qwen3_moe" && c.has("num_local_experts") {
 			experts = c.sizeOr("num_local_experts", 0)
 		}
-		step := c.sizeOr("decoder_sparse_step", 1)
+		// max: a step below 1 is c.err's already, read back as 0
+		step := max(c.sizeOr("decoder_sparse_step", 1), 1)
 		only := c.intList("mlp_only_layers", layers)
 		for i := range sparse {
 			sparse[i] = experts > 0 && !only[int64(i)] && (int64(i)+1)%step == 0

@@ -126,7 +126,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 		estimateFF = 3 * float64(hidden) * (float64(experts)*float64(inter) + float64(shared))
 		step, only := int64(1), map[int64]bool{}
 		if f.sparseSteps {
-			step = c.sizeOr("decoder_sparse_step", 1)
+			step = max(c.sizeOr("decoder_sparse_step", 1), 1) // below 1: c.err's already, read back as 0
 			only = c.intList("mlp_only_layers", layers)
 		}
 		for i := range sparse {
