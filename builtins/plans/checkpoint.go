@@ -53,7 +53,7 @@ func (x Checkpoint) CompareSameType(op syntax.Token, y starlark.Value, _ int) (b
 	return false, fmt.Errorf("%s not supported for checkpoint policies", op)
 }
 
-var checkpointAttrNames = []string{"budget", "every", "input_requires_grad", "mode", "modules", "policy", "reentrant", "save"}
+var checkpointAttrNames = []string{"budget", "early_stop", "every", "input_requires_grad", "mode", "modules", "policy", "reentrant", "save"}
 
 func (x Checkpoint) AttrNames() []string { return checkpointAttrNames }
 
@@ -66,6 +66,8 @@ func (x Checkpoint) Attr(name string) (starlark.Value, error) {
 		return starlark.String(x.c.Mode), nil
 	case "reentrant":
 		return starlark.Bool(x.c.Reentrant), nil
+	case "early_stop":
+		return starlark.Bool(!x.c.NoEarlyStop), nil
 	case "input_requires_grad":
 		return starlark.Bool(x.c.InputGrad), nil
 	case "budget":
@@ -138,7 +140,7 @@ func (x *Checkpoint) Unpack(v starlark.Value) error {
 func CheckpointBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "checkpoint",
-		Sig:  "checkpoint(mode=None, every=None, modules=None, budget=None, reentrant=False, policy=None, save=None, input_requires_grad=False)",
+		Sig:  "checkpoint(mode=None, every=None, modules=None, budget=None, reentrant=False, policy=None, save=None, input_requires_grad=False, early_stop=True)",
 		Doc: "An activation-checkpointing policy for train(checkpoint=...). A checkpointed region keeps only its " +
 			"inputs in forward and re-runs its forward in backward, so its whole saved set comes back at once. " +
 			"mode is \"none\", \"full\" (every block of every repeat()) or \"selective\" (the attention core only, " +
@@ -172,7 +174,11 @@ func CheckpointBuiltins() []host.Builtin {
 			"False (use_reentrant=False, what PyTorch recommends; note that PyTorch itself still runs the reentrant " +
 			"variant when use_reentrant is not passed, and Hugging Face's gradient_checkpointing_enable() asks for " +
 			"it). Both keep the region's inputs in forward. Non-reentrant stops recomputing after the last op that " +
-			"saves a tensor; reentrant recomputes the whole region, keeps its outputs until the region's backward " +
+			"saves a tensor (torch.utils.checkpoint's early_stop, its default since torch 2.1: the last such op's kernel " +
+			"runs again only if it saves one of its own outputs, so a Llama block's down_proj GEMM is not recomputed); " +
+			"early_stop=False recomputes the whole region's forward, as torch before 2.1, torchtitan's " +
+			"activation_checkpoint.early_stop (False by default) and Megatron-LM's and DeepSpeed's own checkpoint " +
+			"functions do (the recompute's time and FLOPs; what the region keeps is the same). Reentrant recomputes the whole region, keeps its outputs until the region's backward " +
 			"ends, and a region none of whose inputs requires grad (the first block after a frozen embedding, as " +
 			"with LoRA) records no graph: its parameters get no gradient. A non-reentrant region records no graph " +
 			"when nothing inside requires grad (no input does and no parameter inside trains: the first block's " +
@@ -199,10 +205,10 @@ func saveOpsDoc() string {
 
 func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var mode, every, modules, policy, save, budget starlark.Value
-	reentrant, inputGrad := false, false
+	reentrant, inputGrad, earlyStop := false, false, true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "mode?", &mode, "every?", &every, "modules?", &modules,
 		"budget?", &budget, "reentrant?", &reentrant, "policy?", &policy, "save?", &save,
-		"input_requires_grad?", &inputGrad); err != nil {
+		"input_requires_grad?", &inputGrad, "early_stop?", &earlyStop); err != nil {
 		return nil, err
 	}
 	var c Checkpoint
@@ -221,8 +227,12 @@ func checkpointFn(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if inputGrad && c.c.Mode == "none" {
 		return nil, fmt.Errorf("input_requires_grad=True is for a checkpointed step: pass a checkpointing mode")
 	}
+	if !earlyStop && (reentrant || c.c.Mode == "none") {
+		return nil, fmt.Errorf("early_stop=False is for non-reentrant checkpointing: a reentrant region recomputes whole already, and mode \"none\" recomputes nothing (got reentrant=%t, mode %q)", reentrant, c.c.String())
+	}
 	c.c.Reentrant = reentrant
 	c.c.InputGrad = inputGrad
+	c.c.NoEarlyStop = !earlyStop
 	if err := c.c.Validate(); err != nil {
 		return nil, err
 	}

@@ -116,6 +116,9 @@ func (c Checkpoint) String() string {
 	if c.InputGrad {
 		re += ", input_requires_grad=True"
 	}
+	if c.NoEarlyStop {
+		re += ", early_stop=False"
+	}
 	switch c.Mode {
 	case "every":
 		return fmt.Sprintf("checkpoint(every=%d%s)", c.Every, re)
