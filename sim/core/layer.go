@@ -46,6 +46,24 @@ type LayoutChecker interface {
 	CheckLayout(path string, par Parallelism) error
 }
 
+// LayoutFitter is a LayoutChecker that says whether it refuses a layout
+// without making the refusal: FitsLayout(par) is CheckLayout(path, par)
+// == nil. The layout check's path-free pass asks it (layoutFits), where
+// a search meets tens of thousands of refusals it would drop.
+type LayoutFitter interface {
+	LayoutChecker
+	FitsLayout(par Parallelism) bool
+}
+
+// layoutFits says whether c accepts par's layout: FitsLayout where c has
+// it, else CheckLayout without a path.
+func layoutFits(c LayoutChecker, par Parallelism) bool {
+	if f, ok := c.(LayoutFitter); ok {
+		return f.FitsLayout(par)
+	}
+	return c.CheckLayout("", par) == nil
+}
+
 // ExpertLayer is a layer of experts that expert parallelism spreads.
 type ExpertLayer interface {
 	ExpertCount() int64

@@ -90,13 +90,12 @@ func (w *layoutPaths) visit(l Layer, path []byte) bool {
 	if w.visits <= w.passed {
 		return true
 	}
-	if w.checker && w.visits == w.passed+1 {
-		w.err = l.(LayoutChecker).CheckLayout(string(path), w.par)
-		return false
-	}
-	if c, ok := l.(LayoutChecker); ok && c.CheckLayout("", w.par) != nil {
+	c, checks := l.(LayoutChecker)
+	if checks && (w.checker && w.visits == w.passed+1 || !layoutFits(c, w.par)) {
 		w.err = c.CheckLayout(string(path), w.par)
-		return false
+		if w.err != nil {
+			return false
+		} // a FitsLayout that refused what CheckLayout accepts: the layer passes, as CheckLayout says
 	}
 	if e, ok := l.(TokenLookup); ok && w.vocabErr == nil {
 		if rows, _ := e.LookupShape(); rows%w.par.TP != 0 {

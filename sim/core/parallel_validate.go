@@ -207,7 +207,7 @@ func (m *Model) validateParallel(par Parallelism) error {
 		if _, ok := l.(ExpertLayer); ok {
 			moe = true
 		}
-		if c, ok := l.(LayoutChecker); ok && c.CheckLayout("", par) != nil {
+		if c, ok := l.(LayoutChecker); ok && !layoutFits(c, par) {
 			checker = true
 			return false
 		}

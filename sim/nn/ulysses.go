@@ -62,18 +62,45 @@ func ulyssesAllToAll(b *core.Builder, name string, x core.Value, shape []int64, 
 // split over the cp ranks. Its refusals are worded when read
 // (units.IntError): a search counts them by the ten thousand.
 func (a *Attention) checkUlysses(path string, par core.Parallelism) error {
-	n := par.Norm()
-	if n.CPMode != "ulysses" || n.CP == 1 {
+	cp, n, kv, ok := a.ulyssesSplit(par)
+	switch {
+	case ok:
 		return nil
-	}
-	heads, kv := a.Heads/n.TP, max(a.Kv()/n.TP, 1)
-	if heads%n.CP != 0 {
-		return units.NewIntError(path, "cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)",
-			"Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit", n.CP, heads)
-	}
-	if kv%n.CP != 0 {
+	case kv:
 		return units.NewIntError(path, "cp=%d does not divide the %d key-value heads of each tensor-parallel rank (Ulysses splits them too)",
-			"implementations that replicate key-value heads for a larger Ulysses degree are not simulated; use cp_mode=\"ring\" or a smaller cp", n.CP, kv)
+			"implementations that replicate key-value heads for a larger Ulysses degree are not simulated; use cp_mode=\"ring\" or a smaller cp", cp, n)
 	}
-	return nil
+	return units.NewIntError(path, "cp=%d does not divide the %d attention heads of each tensor-parallel rank (Ulysses splits heads)",
+		"Ulysses needs heads/tp divisible by cp; ring attention (cp_mode=\"ring\") has no such limit", cp, n)
+}
+
+// ulyssesSplit is checkUlysses' check: ok when Ulysses' cp ranks split
+// each tensor-parallel rank's heads and key-value heads (or there is no
+// Ulysses), else cp and the heads (kv: the key-value heads) it does not
+// divide.
+func (a *Attention) ulyssesSplit(par core.Parallelism) (cp, n int64, kv, ok bool) {
+	p := par.Norm()
+	if p.CPMode != "ulysses" || p.CP == 1 {
+		return 0, 0, false, true
+	}
+	heads, kvHeads := a.Heads/p.TP, max(a.Kv()/p.TP, 1)
+	if heads%p.CP != 0 {
+		return p.CP, heads, false, false
+	}
+	if kvHeads%p.CP != 0 {
+		return p.CP, kvHeads, true, false
+	}
+	return 0, 0, false, true
+}
+
+// FitsLayout is CheckLayout(path, par) == nil without the refusal
+// (core.LayoutFitter): the layout check's path-free pass asks it at
+// every layout a search enumerates, and refused tens of thousands of
+// them, at their first attention, with an error each it dropped.
+func (a *Attention) FitsLayout(par core.Parallelism) bool {
+	if a.checkTP("", max(par.TP, 1)) != nil {
+		return false
+	}
+	_, _, _, ok := a.ulyssesSplit(par)
+	return ok
 }
