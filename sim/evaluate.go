@@ -165,8 +165,12 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 		if n == 1 {
 			blocks = "MoE block"
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("quant=%q replaces nn.Linear modules only: the experts of %d %s (%s) are 3-D parameters (transformers 5's experts; moe(impl=\"fused_loop\", \"grouped_mm\" or \"grouped\")) and stay in %s; transformers 4.x's per-expert nn.Linear loop is quantized",
-			plan.Quant, n, blocks, quantSkippedNames(prog.QuantSkipped), plan.Precision.Params))
+		tail := "transformers 4.x's per-expert nn.Linear loop is quantized"
+		if prog.QuantSkippedAlways {
+			tail = "Llama 4's are 3-D in every transformers release (moe(impl=\"dense_bmm\"))"
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("quant=%q replaces nn.Linear modules only: the experts of %d %s (%s) are 3-D parameters (transformers 5's experts; moe(impl=\"fused_loop\", \"grouped_mm\" or \"grouped\")) and stay in %s; %s",
+			plan.Quant, n, blocks, quantSkippedNames(prog.QuantSkipped), plan.Precision.Params, tail))
 	}
 	if par := plan.Parallel; par.GradNormGroup && !par.DistributedOptimizer {
 		rep.Notes = append(rep.Notes, "grad_norm_group=True adds nothing here: the group is the distributed optimizer's (Megatron-Core 0.14's INTRA_DISTRIBUTED_OPTIMIZER_INSTANCE_GROUP), and this layout has none (distributed_optimizer=True adds it)")

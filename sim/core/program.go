@@ -238,6 +238,9 @@ type Program struct {
 	// bitsandbytes' Linear4bit/Linear8bitLt replacement of nn.Linear
 	// modules never sees (nn/moe.go), so they stay in the params dtype.
 	QuantSkipped []string
+	// QuantSkippedAlways: some of them are 3-D in every transformers
+	// release (Llama 4's, nn.MoEDenseBMM), not only from 5.0.
+	QuantSkippedAlways bool
 	// LigerKernels: some op runs one of Liger's layer kernels
 	// (liger_layers.go); false under train(liger_kernels=True) means the
 	// program has no RMSNorm or SwiGLU MLP for them to replace.

@@ -268,6 +268,7 @@ func (m *MoE) Lower(b *core.Builder, x core.Value) core.Value {
 		if at := b.Name(""); !slices.Contains(b.P.QuantSkipped, at) {
 			b.P.QuantSkipped = append(b.P.QuantSkipped, at) // 3-D experts: no nn.Linear for bitsandbytes to replace
 		}
+		b.P.QuantSkippedAlways = b.P.QuantSkippedAlways || m.impl() == MoEDenseBMM
 	}
 	var out core.Value
 	switch {
