@@ -27,7 +27,21 @@ import (
 //     model card's "25.2B total parameters, 3.8B active" (quoted by
 //     vast.ai/model/gemma-4-26b-a4b-it): the experts are 22.84B, an
 //     eighth-sixteenth of them and the rest 3.82B.
-//   - the tiny configs, and the tiny one as text_config of a gemma4
+//   - gemma-4-e2b-text.json: E2B's (hidden 1536, 35 layers, four sliding
+//     to one full, 8 heads, one kv head, per-layer embeddings of 256, the
+//     last 20 layers reusing the keys and values of layers 13 and 14 with
+//     MLPs twice as wide) as public loaders' tests quote it:
+//     4,628,569,344; less the per-layer table (262,144 x 35 x 256) 2.28 B,
+//     the card's "2.3B effective"; with the vision and audio encoders
+//     (~0.15 B and ~0.3 B) about the card's "5.1B total".
+//   - gemma-4-e4b-text.json: E4B's (hidden 2560, 42 layers, five sliding
+//     to one full, 2 kv heads, the last 18 layers sharing, intermediate
+//     10240, no double-wide MLPs): 7,463,013,376; less its table 4.65 B (the
+//     card says 4.5B effective), with the encoders about the card's 8B.
+//     The card's figures are rounded and its "effective" not defined to
+//     the parameter: the count is transformers'.
+//   - the tiny configs (gemma4-e-tiny.json: per-layer embeddings, the
+//     last 3 of 6 layers sharing, double-wide), and the tiny one as text_config of a gemma4
 //     config.json without towers (Gemma4ForConditionalGeneration: the same
 //     count under model.language_model).
 func TestGemma4Params(t *testing.T) {
@@ -39,6 +53,9 @@ func TestGemma4Params(t *testing.T) {
 		{"gemma4-moe-tiny.json", "", 858_640},
 		{"gemma-4-31b-text.json", "", 30_697_345_280},
 		{"gemma-4-26b-a4b-text.json", "", 25_233_141_760},
+		{"gemma4-e-tiny.json", "", 1_335_568},
+		{"gemma-4-e2b-text.json", "", 4_628_569_344},
+		{"gemma-4-e4b-text.json", "", 7_463_013_376},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Arch: tc.arch, Transformers: "5.17.0"})
 		if err != nil {
@@ -201,12 +218,10 @@ func TestGemma4Refusals(t *testing.T) {
 		want string
 		hint string
 	}{
-		{"per-layer embeddings", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"hidden_size_per_layer_input": 256}), hf.Options{},
-			`"hidden_size_per_layer_input" = 256`, "26B A4B and 31B"},
-		{"per-layer embeddings by default", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"hidden_size_per_layer_input": nil}), hf.Options{},
-			`"hidden_size_per_layer_input" = 256`, "default is 256"},
-		{"shared kv", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"num_kv_shared_layers": 2}), hf.Options{},
-			`"num_kv_shared_layers" = 2`, ""},
+		{"all layers shared", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"num_kv_shared_layers": 4}), hf.Options{},
+			`"num_kv_shared_layers" (4) must leave a layer before the shared ones`, ""},
+		{"no layer of a type before the shared ones", shrinkConfig(t, "gemma4-tiny.json", map[string]any{"num_kv_shared_layers": 3}), hf.Options{},
+			`"num_kv_shared_layers" (3) leaves no earlier layer of the type of layer 1`, ""},
 		{"vision tower", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"vision_config": map[string]any{"hidden_size": 1152}}), hf.Options{},
 			`the tower "vision_config" describes`, `arch="Gemma4ForCausalLM"`},
 		{"audio tower", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"audio_config": map[string]any{}}), hf.Options{},
@@ -233,5 +248,112 @@ func TestGemma4Refusals(t *testing.T) {
 	_, err := hf.FromConfigOptions(readHF(t, "gemma-4-31b-text.json"), hf.Options{Attn: "flash"})
 	if err == nil || !strings.Contains(err.Error(), "flash-attn 2 has no kernel for head_dim 512") {
 		t.Errorf("31B under flash: %v", err)
+	}
+}
+
+// Gemma 4's per-layer embeddings and shared keys and values (E2B, E4B),
+// the whole tiny model (gemma4-e-tiny.json: 6 layers S, S, F, S, S, F,
+// per-layer inputs of 16, layers 3 to 5 reusing the keys and values of
+// layers 1 and 2, their MLPs twice as wide), one sequence of 64 tokens in
+// bf16, measured as TestGemma4Saves measures (transformers 5.17.0, torch
+// 2.15.0, CPU):
+//
+//	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-e-tiny.json sdpa 64 6
+//
+// less the same named gaps: the rotary tables (2 x 64 x (32 + 64) x 2 B),
+// the labels' 8-byte tail, and the buffers the products keep (the six
+// layer_scalars and the two embed_scales, 2 B each). The per-layer inputs
+// are one storage all layers' products keep; the shared layers keep no
+// keys or values of their own.
+func TestGemma4PerLayerSaves(t *testing.T) {
+	cpu, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		attn     string
+		measured int64
+	}{
+		{"sdpa", 4_834_908},
+		{"eager", 5_418_588},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, "gemma4-e-tiny.json"), hf.Options{Attn: tc.attn, Transformers: "5.17.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime = cpu
+		want := tc.measured - 2*64*(32+64)*2 - 8 - (6+2)*2
+		if got := evalPlan(t, p).SavedActivations; got != want {
+			t.Errorf("%s: %d bytes saved, want %d (%+d)", tc.attn, got, want, got-want)
+		}
+	}
+	// Under transformers' gradient checkpointing (use_reentrant=False,
+	// --ckpt) against checkpoint="full": the hook sees the layers' inputs
+	// and what the embeddings, the final norm and the loss keep, less the
+	// labels' tail and the embed_scale buffers (one a table). The keys and
+	// values the shared layers reuse are no layer's saved tensor there, but
+	// the dict that holds them is an argument the checkpointed layers keep
+	// for their recompute: they stay alive from the forward into the
+	// backward (a weakref to them lives after the forward;
+	// tools/oracle/gemma4_saved.py --ckpt), as memsh keeps them: k and v of
+	// a sliding and a full layer, 64 x (32 + 64) x 2 x 2 B.
+	for _, tc := range []struct {
+		file             string
+		measured, tables int64
+		kept             int64
+	}{
+		{"gemma4-e-tiny.json", 443_472, 2, 64 * (32 + 64) * 2 * 2},
+		{"gemma4-tiny.json", 346_126, 1, 0},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime = cpu
+		if p.Checkpoint, err = core.ParseCheckpoint("full"); err != nil {
+			t.Fatal(err)
+		}
+		want := tc.measured - 8 - 2*tc.tables + tc.kept
+		if got := evalPlan(t, p).SavedActivations; got != want {
+			t.Errorf("%s checkpointed: %d bytes saved, want %d (%+d)", tc.file, got, want, got-want)
+		}
+	}
+	// Names: the shared layers have no k_proj; the per-layer modules.
+	m, err := hf.FromConfigOptions(readHF(t, "gemma4-e-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := tinyPlan(t, m).LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]int64{
+		"model.embed_tokens_per_layer.weight":             {512, 96},
+		"model.per_layer_model_projection.weight":         {96, 128},
+		"model.per_layer_projection_norm.weight":          {16},
+		"model.layers.2.self_attn.k_proj.weight":          {64, 128},
+		"model.layers.3.self_attn.q_proj.weight":          {128, 128},
+		"model.layers.3.mlp.up_proj.weight":               {512, 128},
+		"model.layers.0.mlp.up_proj.weight":               {256, 128},
+		"model.layers.5.per_layer_input_gate.weight":      {16, 128},
+		"model.layers.5.per_layer_projection.weight":      {128, 16},
+		"model.layers.5.post_per_layer_input_norm.weight": {128},
+	}
+	seen := 0
+	for _, p := range prog.Params {
+		if p.Name == "model.layers.3.self_attn.k_proj.weight" || p.Name == "model.layers.5.self_attn.k_norm.weight" {
+			t.Errorf("%s: a shared layer has no keys of its own", p.Name)
+		}
+		if shape, ok := want[p.Name]; ok {
+			seen++
+			if !equalShape(p.Shape, shape) {
+				t.Errorf("%s: shape %v, want %v", p.Name, p.Shape, shape)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("found %d of the %d named parameters", seen, len(want))
 	}
 }

@@ -73,11 +73,12 @@ func HfConfigBuiltins() []host.Builtin {
 			"transformers 5.15) or \"torch\" (transformers' fallback, which keeps every 64-token chunk's state for backward); mtp=True adds " +
 			"their checkpoints' MTP layer. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration's language model, " +
 			"model.language_model, and arch=\"Gemma4ForCausalLM\" the text model alone; a vision_config or audio_config is refused unless " +
-			"arch=\"Gemma4ForCausalLM\") build the 26B A4B and 31B text models: Gemma 4's RMSNorm in fp32 (the weight applied before the cast back), " +
+			"arch=\"Gemma4ForCausalLM\") build the text models of E2B, E4B, the 26B A4B and 31B: Gemma 4's RMSNorm in fp32 (the weight applied before the cast back), " +
 			"q, k and v normed per head, full-attention layers with global_head_dim and, with attention_k_eq_v, num_global_key_value_heads and the " +
-			"keys as values; the 26B A4B's experts (router on the residual stream, experts= as above) beside a dense MLP. attn=\"flash\" is refused " +
-			"for heads wider than 256 (flash-attn 2's limit; the full layers' are 512); the per-layer embeddings (hidden_size_per_layer_input) " +
-			"and shared key-value layers (num_kv_shared_layers) of E2B and E4B are not modelled and refused. " +
+			"keys as values; the 26B A4B's experts (router on the residual stream, experts= as above) beside a dense MLP; E2B's and E4B's " +
+			"per-layer embeddings (hidden_size_per_layer_input: a table of layers x 256 per token, projected and added at the end of each layer) " +
+			"and last layers reusing an earlier layer's keys and values (num_kv_shared_layers). attn=\"flash\" is refused " +
+			"for heads wider than 256 (flash-attn 2's limit; the full layers' are 512). " +
 			"llama4_text and llama4 (Llama 4 Scout and Maverick, transformers 4.51; llama4's " +
 			"Llama4ForConditionalGeneration adds a vision tower memsh does not model: arch=\"Llama4ForCausalLM\" builds its text model) " +
 			"run their MoE blocks as transformers does in every release, every expert on every token (moe(impl=\"dense_bmm\")), " +

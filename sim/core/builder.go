@@ -65,6 +65,25 @@ type Builder struct {
 	// Deepstack is what a Qwen3-VL vision tower leaves for the first
 	// decoder layers (images.go), nil when none ran.
 	Deepstack *DeepstackStates
+	// shared are values a layer leaves for later layers of the same
+	// lowering by name (Share, SharedValue): Gemma 4's per-layer inputs
+	// and the keys and values its last layers reuse. Nil until one is set.
+	shared map[string]Value
+}
+
+// Share leaves v for later layers under key (a value every reader reads
+// whole: a copied block reads the same one).
+func (b *Builder) Share(key string, v Value) {
+	if b.shared == nil {
+		b.shared = map[string]Value{}
+	}
+	b.shared[key] = v
+}
+
+// SharedValue is the value Share left under key, if any.
+func (b *Builder) SharedValue(key string) (Value, bool) {
+	v, ok := b.shared[key]
+	return v, ok
 }
 
 // scope pushes a name onto the module path; the returned func pops it.

@@ -33,12 +33,16 @@ import (
 // by sqrt(hidden_size); the logits are soft-capped by
 // final_logit_softcapping (default none; the released checkpoints set 30).
 //
-// Not modelled, and refused naming the key: the per-layer embeddings of
-// E2B and E4B (hidden_size_per_layer_input > 0, whose default is 256),
-// the layers that share an earlier layer's keys and values
-// (num_kv_shared_layers > 0), attention_bias, use_bidirectional_attention
-// "all", and the vision and audio towers of Gemma4ForConditionalGeneration
-// (vision_config, audio_config).
+// E2B and E4B add per-layer embeddings (hidden_size_per_layer_input, whose
+// default is 256: nn.Gemma4Embed makes the per-layer inputs, each layer
+// ends with nn.Gemma4PerLayer) and reuse, in their last
+// num_kv_shared_layers layers, the keys and values of the last earlier
+// layer of each type (nn.Gemma4Attention's StoreKV and SharedKV; with
+// use_double_wide_mlp those layers' MLPs are twice as wide).
+//
+// Not modelled, and refused naming the key: attention_bias,
+// use_bidirectional_attention "all", and the vision and audio towers of
+// Gemma4ForConditionalGeneration (vision_config, audio_config).
 func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c
 	if c.modelType == "gemma4" {
@@ -91,14 +95,14 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 	logitCap := c.softcap("final_logit_softcapping", 0)
 	tie := c.flag("tie_word_embeddings", true)
 	c.object("rope_parameters")
-	if n := c.intOr("hidden_size_per_layer_input", 256); n > 0 && c.err == nil {
-		c.err = &units.Error{Msg: fmt.Sprintf("%q = %d: Gemma 4's per-layer embeddings (E2B, E4B) are not modelled yet", c.at("hidden_size_per_layer_input"), n),
-			Hint: "memsh builds Gemma 4's 26B A4B and 31B text models (hidden_size_per_layer_input 0; Gemma4TextConfig's default is 256)"}
+	ple := c.intOr("hidden_size_per_layer_input", 256)
+	pleVocab := int64(0)
+	if ple > 0 {
+		pleVocab = c.sizeOr("vocab_size_per_layer_input", 262144)
 	}
-	if n := c.intOr("num_kv_shared_layers", 0); n > 0 && c.err == nil {
-		c.err = &units.Error{Msg: fmt.Sprintf("%q = %d: layers reusing an earlier layer's keys and values are not modelled yet", c.at("num_kv_shared_layers"), n),
-			Hint: "memsh builds Gemma 4's 26B A4B and 31B text models (num_kv_shared_layers 0)"}
-	}
+	nShared := c.intOr("num_kv_shared_layers", 0)
+	doubleWide := c.flag("use_double_wide_mlp", false)
+	gateAct := map[string]string{"geglu": "gelu", "swiglu": "silu"}[act] // per_layer_input_gate's act_fn, hidden_activation
 	if c.flag("attention_bias", false) {
 		c.fail("attention_bias", "is not modelled for Gemma 4 (got true; the released models have none)")
 	}
@@ -106,7 +110,7 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 		c.fail("use_bidirectional_attention", `"all" (bidirectional text attention) is not modelled; null and "vision" are`)
 	}
 	types := c.gemma4LayerTypes(layers)
-	var ff func() core.Layer
+	store, shared := c.gemma4SharedKV(types, nShared)
 	moe := c.flag("enable_moe_block", false)
 	estimateFF := 3 * float64(hidden) * float64(inter)
 	var experts *nn.Gemma4MoE
@@ -115,39 +119,53 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 			TopK: c.size("top_k_experts"), Act: act}
 		estimateFF += 3 * float64(hidden) * float64(experts.Hidden) * float64(experts.Experts)
 	}
-	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*ghd)+estimateFF) + 2*float64(vocab)*float64(hidden))
+	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*ghd)+2*estimateFF+float64(pleVocab+hidden)*float64(ple)) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}
 	norm := func(name string) core.Layer { return &nn.Gemma4Norm{Name: name, Dim: hidden} }
-	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
-	ff = func() core.Layer {
-		return res(norm("pre_feedforward_layernorm"), mlp, norm("post_feedforward_layernorm"))
-	}
-	if moe {
-		ff = func() core.Layer {
-			return res(&nn.Parallel{Branches: []core.Layer{seq(norm("pre_feedforward_layernorm"), mlp, norm("post_feedforward_layernorm_1")), experts}},
-				norm("post_feedforward_layernorm"))
+	ff := func(inter int64) core.Layer {
+		mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
+		if !moe {
+			return res(norm("pre_feedforward_layernorm"), mlp, norm("post_feedforward_layernorm"))
 		}
+		return res(&nn.Parallel{Branches: []core.Layer{seq(norm("pre_feedforward_layernorm"), mlp, norm("post_feedforward_layernorm_1")), experts}},
+			norm("post_feedforward_layernorm"))
 	}
-	block := func(full bool) core.Layer {
-		a := &nn.Gemma4Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HD: hd, Impl: attn, Window: window, Dropout: drop, EnableGQA: true}
-		if full {
-			a.HD, a.KVHeads, a.KEqV, a.Window = ghd, gkv, kEqV, 0
+	type kind struct{ full, store, shared bool }
+	built := map[kind]core.Layer{}
+	block := func(k kind) core.Layer {
+		if b, ok := built[k]; ok {
+			return b
 		}
-		return seq(res(norm("input_layernorm"), a, norm("post_attention_layernorm")), ff())
+		a := &nn.Gemma4Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HD: hd, Impl: attn, Window: window, Dropout: drop,
+			EnableGQA: true, KV: "sliding_attention", StoreKV: k.store, SharedKV: k.shared}
+		if k.full {
+			a.HD, a.KVHeads, a.KEqV, a.Window, a.KV = ghd, gkv, kEqV, 0, "full_attention"
+		}
+		width := inter
+		if k.shared && doubleWide {
+			width *= 2 // Gemma4TextMLP: use_double_wide_mlp on the kv-shared layers
+		}
+		parts := []core.Layer{res(norm("input_layernorm"), a, norm("post_attention_layernorm")), ff(width)}
+		if ple > 0 {
+			parts = append(parts, res(&nn.Gemma4PerLayer{Dim: hidden, PLE: ple, Act: gateAct}))
+		}
+		built[k] = seq(parts...)
+		return built[k]
 	}
-	sliding, full := block(false), block(true)
 	blocks := make([]core.Layer, layers)
 	for i, t := range types {
-		blocks[i] = sliding
-		if t {
-			blocks[i] = full
-		}
+		blocks[i] = block(kind{t, store[i], shared[i]})
 	}
-	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
-		&nn.Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))},
-		stackBlocks("layers", blocks), norm("norm")}
+	var front []core.Layer
+	if ple > 0 {
+		front = []core.Layer{&nn.Gemma4Embed{Vocab: vocab, Dim: hidden, PLEVocab: pleVocab, PLE: ple, Layers: layers}}
+	} else {
+		front = []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+			&nn.Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))}}
+	}
+	ls := append(front, stackBlocks("layers", blocks), norm("norm"))
 	m := c.finish(head, ls, vocab, tie)
 	if head == headCausalLM {
 		m.LogitSoftcap = logitCap
@@ -186,4 +204,42 @@ func (c *hfConfig) gemma4LayerTypes(layers int64) []bool {
 		full[layers-1] = true
 	}
 	return full
+}
+
+// gemma4SharedKV is which layers leave their keys and values (store) and
+// which reuse them (shared): the last n layers reuse those of the last
+// earlier layer of their type (Gemma4TextAttention's is_kv_shared_layer
+// and store_full_length_kv).
+func (c *hfConfig) gemma4SharedKV(full []bool, n int64) (store, shared []bool) {
+	layers := int64(len(full))
+	store, shared = make([]bool, layers), make([]bool, layers)
+	if n == 0 || c.err != nil {
+		return store, shared
+	}
+	if n >= layers {
+		c.fail("num_kv_shared_layers", "(%d) must leave a layer before the shared ones (%d layers)", n, layers)
+		return store, shared
+	}
+	first := layers - n
+	for i := first; i < layers; i++ {
+		shared[i] = true
+	}
+	for _, t := range []bool{false, true} {
+		last := int64(-1)
+		for i := int64(0); i < first; i++ {
+			if full[i] == t {
+				last = i
+			}
+		}
+		for i := first; i < layers; i++ {
+			if full[i] == t && last < 0 {
+				c.fail("num_kv_shared_layers", "(%d) leaves no earlier layer of the type of layer %d to share keys and values with", n, i)
+				return store, shared
+			}
+		}
+		if last >= 0 {
+			store[last] = true
+		}
+	}
+	return store, shared
 }

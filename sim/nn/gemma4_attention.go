@@ -39,6 +39,15 @@ type Gemma4Attention struct {
 	Dropout                 float64
 	EnableGQA               bool // SDPA gets the kv heads as they are (transformers >= 4.54 without a mask)
 	NoCausal                bool // use_bidirectional_attention="all"
+	// KV names the layer type whose keys and values StoreKV leaves and
+	// SharedKV reads (num_kv_shared_layers: the last layers of E2B and
+	// E4B reuse the keys and values of the last earlier layer of their
+	// type, shared_kv_states in transformers): StoreKV keeps k after the
+	// rotary embedding and v after v_norm; SharedKV has no k_proj, v_proj,
+	// k_norm or v_norm and reads them (the same storages: nothing more
+	// kept for them).
+	KV                string
+	StoreKV, SharedKV bool
 }
 
 func (a *Gemma4Attention) Kind() string           { return "gemma4_attention" }
@@ -49,6 +58,9 @@ func (a *Gemma4Attention) InDim() int64           { return a.Dim }
 func (a *Gemma4Attention) OutDim() int64          { return a.Dim }
 
 func (a *Gemma4Attention) Params() int64 {
+	if a.SharedKV {
+		return 2*a.Dim*a.Heads*a.HD + a.HD
+	}
 	n := 2*a.Dim*a.Heads*a.HD + a.Dim*a.KVHeads*a.HD + 2*a.HD
 	if !a.KEqV {
 		n += a.Dim * a.KVHeads * a.HD
@@ -89,6 +101,9 @@ func (a *Gemma4Attention) Validate(path string) error {
 	default:
 		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa, eager)", a.Impl)
 	}
+	if (a.StoreKV || a.SharedKV) && (a.KV == "" || a.StoreKV && a.SharedKV) {
+		return units.Errorf(path, "a layer stores or reads (not both) the keys and values of a named layer type")
+	}
 	if a.Window < 0 {
 		return units.Errorf(path, "window must be positive, or 0 for none (got %d)", a.Window)
 	}
@@ -107,6 +122,10 @@ func (a *Gemma4Attention) kernel() *Attention {
 // CheckLayout: tensor parallelism splits the heads as for nn.Attention;
 // context parallelism is not modelled for this layer.
 func (a *Gemma4Attention) CheckLayout(path string, par core.Parallelism) error {
+	if par.PP > 1 && (a.StoreKV || a.SharedKV) {
+		return &units.Error{Path: path, Msg: "pipeline parallelism is not modelled for Gemma 4's layers that share keys and values",
+			Hint: "use pp=1"}
+	}
 	if par.CP > 1 {
 		return &units.Error{Path: path, Msg: "context parallelism is not modelled for Gemma 4's attention", Hint: "use cp=1"}
 	}
@@ -130,14 +149,7 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	q := b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, false)
 	q = gemma4HeadNorm(b, "q_norm", q, s, h, d, true)
 	q = rope(b, "q", q, core.WithLast(s, h*d))
-	k := b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.KVHeads*d, kv*d, false)
-	v := k
-	if !a.KEqV {
-		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.KVHeads*d, kv*d, false)
-	}
-	k = gemma4HeadNorm(b, "k_norm", k, s, kv, d, true)
-	k = rope(b, "k", k, core.WithLast(s, kv*d))
-	v = gemma4HeadNorm(b, "v_norm", v, s, kv, d, false)
+	k, v := a.keysValues(b, x, xg, s, kv, d)
 	kl, vl := seqMajor, seqMajor
 	if kv != h && !la.sdpaGQA(b) && a.Impl != "flash" {
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
@@ -165,4 +177,32 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	closeRegion()
 	y := b.RowLinear("o_proj", core.RoleO, o, a.Heads*d, h*d, a.Dim, false)
 	return b.Dropout("resid_dropout", y, a.Dropout)
+}
+
+// keysValues lowers k_proj, v_proj and their norms (and the rotary
+// embedding of k), or reads the keys and values a SharedKV layer reuses.
+func (a *Gemma4Attention) keysValues(b *core.Builder, x, xg core.Value, s []int64, kv, d int64) (core.Value, core.Value) {
+	kKey, vKey := "gemma4.kv."+a.KV+".k", "gemma4.kv."+a.KV+".v"
+	if a.SharedKV {
+		k, ok1 := b.SharedValue(kKey)
+		v, ok2 := b.SharedValue(vKey)
+		if !ok1 || !ok2 {
+			panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: "no earlier " + a.KV + " layer left the keys and values this layer reuses",
+				Hint: "num_kv_shared_layers must leave a layer of each type before the shared ones"}})
+		}
+		return k, v
+	}
+	k := b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.KVHeads*d, kv*d, false)
+	v := k
+	if !a.KEqV {
+		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.KVHeads*d, kv*d, false)
+	}
+	k = gemma4HeadNorm(b, "k_norm", k, s, kv, d, true)
+	k = rope(b, "k", k, core.WithLast(s, kv*d))
+	v = gemma4HeadNorm(b, "v_norm", v, s, kv, d, false)
+	if a.StoreKV {
+		b.Share(kKey, k)
+		b.Share(vKey, v)
+	}
+	return k, v
 }

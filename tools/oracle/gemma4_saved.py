@@ -5,7 +5,8 @@ random labels, saved_tensors_hooks counting each storage once (parameters exclud
     /work/venv-t/bin/python tools/oracle/gemma4_saved.py CONFIG ATTN SEQ [LAYERS...]
 
 ATTN is sdpa or eager; each LAYERS value rebuilds the model with the first n layer types of the
-config (the layer's own saves are the difference of two counts). One JSON line per count; the figures
+config (the layer's own saves are the difference of two counts). --ckpt turns on transformers'
+gradient checkpointing (use_reentrant=False) of every decoder layer. One JSON line per count; the figures
 are in sim/gemma4_test.go. --count prints the parameter count on the meta device only."""
 import json
 import sys
@@ -39,6 +40,8 @@ def measure(path, attn, seq, layers):
     cfg._attn_implementation = attn
     m = AutoModelForCausalLM.from_config(cfg, attn_implementation=attn).to(torch.bfloat16)
     m.train()
+    if "--ckpt" in sys.argv:
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     params = {p.untyped_storage().data_ptr() for p in m.parameters()}
     ids = torch.randint(0, cfg.vocab_size, (1, seq))
     seen = {}
@@ -63,7 +66,7 @@ if __name__ == "__main__":
             print(json.dumps({"config": p, "params": count(p)}))
         sys.exit(0)
     path, attn, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    for n in [int(a) for a in sys.argv[4:] if a != "-v"]:
+    for n in [int(a) for a in sys.argv[4:] if not a.startswith("-")]:
         row, seen = measure(path, attn, seq, n)
         print(json.dumps(row))
         if "-v" in sys.argv:
