@@ -23,6 +23,7 @@ import (
 //	/work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json 3 64 96 64
 //	/work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-moe-tiny.json 2 96 128 64
 //	/work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3.5-vl-tiny.json 2 96 128 64
+//	/work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json 2 96 128 64 bf16
 //
 // 96 x 128 pixels are 6 x 8 patches (12 image tokens), 160 x 160 are
 // 10 x 10, 64 x 96 are 4 x 6. The figures are, in fp32: the pixel patches
@@ -36,19 +37,23 @@ import (
 // block's output, which no block saves); the placeholder mask. Deepstack's
 // adds in the text model save only that mask, already counted: the
 // Qwen3.5 figure is the Qwen3-VL one less two deepstack mergers (2 x
-// 37,056 bytes).
+// 37,056 bytes). In bf16 (the model cast to bf16 as a whole, memsh's
+// precision="bf16") the pixel patches stay fp32 and patch_embed saves its
+// bf16 copy; the rotary tables and pos_embed's weights stay fp32.
 func TestQwen3VLImagesSaveAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
-		config string
-		params int64 // the same script, on the meta device
-		im     core.Images
-		want   int64
+		config    string
+		params    int64 // the same script, on the meta device
+		im        core.Images
+		want      int64
+		precision string
 	}{
-		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 2, Height: 96, Width: 128}, 1_477_312},
-		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 1, Height: 160, Width: 160}, 1_538_864},
-		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 3, Height: 64, Width: 96}, 1_108_000},
-		{"qwen3-vl-moe-tiny.json", 291_136, core.Images{Count: 2, Height: 96, Width: 128}, 1_477_312},
-		{"qwen3.5-vl-tiny.json", 297_032, core.Images{Count: 2, Height: 96, Width: 128}, 1_403_200},
+		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 2, Height: 96, Width: 128}, 1_477_312, ""},
+		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 1, Height: 160, Width: 160}, 1_538_864, ""},
+		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 3, Height: 64, Width: 96}, 1_108_000, ""},
+		{"qwen3-vl-moe-tiny.json", 291_136, core.Images{Count: 2, Height: 96, Width: 128}, 1_477_312, ""},
+		{"qwen3.5-vl-tiny.json", 297_032, core.Images{Count: 2, Height: 96, Width: 128}, 1_403_200, ""},
+		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 2, Height: 96, Width: 128}, 748_672, "bf16"},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
 		if err != nil {
@@ -58,7 +63,10 @@ func TestQwen3VLImagesSaveAsTransformers(t *testing.T) {
 			t.Errorf("%s: params %d, want %d", tc.config, got, tc.params)
 		}
 		p := tinyPlan(t, m)
-		p.Precision, err = core.LookupPrecision("fp32")
+		if tc.precision == "" {
+			tc.precision = "fp32"
+		}
+		p.Precision, err = core.LookupPrecision(tc.precision)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +75,7 @@ func TestQwen3VLImagesSaveAsTransformers(t *testing.T) {
 		p.Images = core.Images{}
 		without := evalPlan(t, p).SavedActivations
 		if got := with - without; got != tc.want {
-			t.Errorf("%s %v: the images add %d saved bytes, transformers %d (%+.2f %%)", tc.config, tc.im, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
+			t.Errorf("%s %v %s: the images add %d saved bytes, transformers %d (%+.2f %%)", tc.config, tc.im, tc.precision, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
 		}
 	}
 }

@@ -3,7 +3,7 @@
 # Qwen3VLMoeForConditionalGeneration / Qwen3_5ForConditionalGeneration,
 # sdpa, fp32, torch 2.15.0, on the CPU), for sim/vision_qwen3_oracle_test.go.
 #
-#   /work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json COUNT HEIGHT WIDTH SEQ [list]
+#   /work/venv-t/bin/python qwen3vl.py ../../sim/testdata/hf/qwen3-vl-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [list]
 #   /work/venv-t/bin/python qwen3vl.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta
@@ -16,6 +16,8 @@
 # their difference: what the images add. Each image is resized as the
 # processor's smart_resize does (round to a multiple of patch * merge
 # pixels); the pixel patches are random, in the processor's layout, fp32.
+# bf16 builds the model in bf16 (model.to(torch.bfloat16), as a pure-bf16
+# run loads it); list prints every saved storage.
 import collections
 import json
 import sys
@@ -39,7 +41,11 @@ if sys.argv[2] == "--params":
     sys.exit(0)
 
 count, height, width, seq = (int(a) for a in sys.argv[2:6])
-model = AutoModelForImageTextToText.from_config(cfg).train()
+extra = sys.argv[6:]
+model = AutoModelForImageTextToText.from_config(cfg)
+if "bf16" in extra:
+    model = model.to(torch.bfloat16)
+model = model.train()
 vc = raw["vision_config"]
 patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
 factor = patch * merge
@@ -87,7 +93,7 @@ model.zero_grad()
 without, s0 = saved_bytes(input_ids=text_ids, labels=text_ids)
 print("grid", gh, gw, "patches", count * per_image, "image tokens", count * tokens)
 print("saved with images", with_images, "without", without, "images add", with_images - without)
-if len(sys.argv) > 6:
+if "list" in extra:
     for v in s1.values():
         print(v)
     print("--- without")
