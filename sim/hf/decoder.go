@@ -259,7 +259,7 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 			out[i] = true
 		}
 	case 3:
-		p := c.sizeOr("sliding_window_pattern", 6)
+		p := max(c.sizeOr("sliding_window_pattern", 6), 1) // below 1: c.err's already, read back as 0
 		for i := int64(0); i < layers; i++ {
 			if (i+1)%p != 0 {
 				out[i] = true

@@ -144,7 +144,7 @@ func (c *hfConfig) llama4Rope(layers int64) map[int64]bool {
 		return out
 	}
 	if len(list) == 0 {
-		every := c.sizeOr("no_rope_layer_interval", 4)
+		every := max(c.sizeOr("no_rope_layer_interval", 4), 1) // below 1: c.err's already, read back as 0
 		for i := int64(0); i < layers; i++ {
 			out[i] = (i+1)%every != 0
 		}
@@ -196,7 +196,7 @@ func (c *hfConfig) llama4MoELayers(layers int64) map[int64]bool {
 	if c.has("moe_layers") {
 		return c.intList("moe_layers", layers)
 	}
-	step := c.sizeOr("interleave_moe_layer_step", 1)
+	step := max(c.sizeOr("interleave_moe_layer_step", 1), 1) // below 1: c.err's already, read back as 0 (a loop that never ended)
 	out := map[int64]bool{}
 	for i := step - 1; i < layers; i += step {
 		out[i] = true

@@ -39,9 +39,11 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 	if m == nil {
 		return nil
 	}
+	top := c
 	c = lm
 	if hidden := c.size("hidden_size"); c.err == nil && tower.TextDim != hidden {
 		c.fail("vision_config", "out_hidden_size (%d) must be the language model's hidden_size (%d)", tower.TextDim, hidden)
+		top.err = c.err // c is the language model's config here: a nil model needs its error
 		return nil
 	}
 	// embed_tokens, the decoder stack, the norm
