@@ -249,9 +249,10 @@ func torchtitanCheckpoint(t *tree, p *plan, compiledModel bool) error {
 		return err
 	}
 	option, _ := t.get("activation_checkpoint.selective_ac_option")
-	// torch.utils.checkpoint's early_stop: the recompute stops once it has
-	// what backward needs (a time, not a memory change)
-	t.notModelledIf("activation_checkpoint.early_stop", "the recompute stopped early (torch.utils.checkpoint's early_stop)")
+	whole, err := torchtitanWholeRecompute(t, compiledModel, mode)
+	if err != nil {
+		return err
+	}
 	budget, _ := t.get("activation_checkpoint.memory_budget")
 	switch mode {
 	case "memory_budget":
@@ -273,7 +274,7 @@ func torchtitanCheckpoint(t *tree, p *plan, compiledModel bool) error {
 		p.set("checkpoint", call("checkpoint", kw("budget", formatFloat(f))))
 	case "none":
 	case "full":
-		p.set("checkpoint", str("full"))
+		p.set("checkpoint", checkpointNamed(whole, "mode", "full"))
 	case "selective":
 		s := "2"
 		switch x := option.(type) {
@@ -286,18 +287,63 @@ func torchtitanCheckpoint(t *tree, p *plan, compiledModel bool) error {
 			return t.errorf("activation_checkpoint.selective_ac_option", "'op' or a layer interval, e.g. '2'", "want a string, got %s", describe(option))
 		}
 		if s == "op" {
-			p.set("checkpoint", str("op"))
+			p.set("checkpoint", checkpointNamed(whole, "policy", "op"))
 			return nil
 		}
 		every, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || every < 1 || every > 1<<20 {
 			return t.errorf("activation_checkpoint.selective_ac_option", "'op' or a layer interval, e.g. '2'", "want op or a positive whole number, got %s", quoteKey(s))
 		}
-		p.set("checkpoint", call("checkpoint", kw("every", num(every))))
+		p.set("checkpoint", call("checkpoint", earlyStopArgs(whole, kw("every", num(every)))...))
 	default:
 		return t.errorf("activation_checkpoint.mode", "torchtitan's modes are none, selective, full and memory_budget", "unknown mode %s", quoteKey(mode))
 	}
 	return nil
+}
+
+// torchtitanWholeRecompute reports whether the checkpointed blocks'
+// recompute runs their whole forward (memsh's checkpoint(early_stop =
+// False)): torchtitan passes activation_checkpoint.early_stop, False by
+// default, to every checkpoint wrapper since 25413d224 (2025-08-29, in
+// v0.2.0: job_config.py and distributed/activation_checkpoint.py at
+// v0.2.2); before, torch.utils.checkpoint's own default, the early stop,
+// ran. A file that leaves the key out and names a key of 2025-09-30 or
+// later (the quantize sections, 8a2686c4a) is of those releases; any
+// other is of memsh's base (6404b93) and keeps the early stop. A compiled model's
+// partitioner picks what it recomputes, so the flag does not apply there.
+func torchtitanWholeRecompute(t *tree, compiledModel bool, mode string) (bool, error) {
+	const key = "activation_checkpoint.early_stop"
+	if _, set := t.get(key); !set && !compiledModel && (mode == "full" || mode == "selective") {
+		for _, k := range t.keys() {
+			if strings.HasPrefix(k, "quantize.") {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	early, err := t.boolean(key, true)
+	if err != nil {
+		return false, err
+	}
+	return !early && !compiledModel, nil
+}
+
+// checkpointNamed is train(checkpoint=)'s value for the named mode or
+// policy ("full", "op"): the name itself, or checkpoint(key = name,
+// early_stop = False) where whole.
+func checkpointNamed(whole bool, key, name string) string {
+	if !whole {
+		return str(name)
+	}
+	return call("checkpoint", earlyStopArgs(whole, kw(key, str(name)))...)
+}
+
+// earlyStopArgs appends early_stop = False to args where whole.
+func earlyStopArgs(whole bool, args ...string) []string {
+	if whole {
+		args = append(args, kw("early_stop", "False"))
+	}
+	return args
 }
 
 // torchtitanNotModelled lists the settings memsh does not replay and

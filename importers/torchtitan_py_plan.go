@@ -78,12 +78,16 @@ func torchtitanPyCheckpoint(t *tree, p *plan, compiledModel bool) error {
 	if err != nil {
 		return err
 	}
+	// FullAC and SelectiveAC wrap each block with early_stop=False
+	// (distributed/activation_checkpoint.py at b5bcd76c6): the recompute
+	// runs the block's whole forward, where the model is not compiled.
+	whole := !compiledModel
 	switch class {
 	case "None":
 	case "FullAC.Config":
-		p.set("checkpoint", str("full"))
+		p.set("checkpoint", checkpointNamed(whole, "mode", "full"))
 	case "SelectiveAC.Config":
-		p.set("checkpoint", str("op"))
+		p.set("checkpoint", checkpointNamed(whole, "policy", "op"))
 		if v, set := t.get(key + ".force_recompute_mm_shapes_by_fqns"); set {
 			if l, _ := v.([]any); len(l) > 0 && !(len(l) == 1 && l[0] == "moe.router.gate") {
 				t.notModelled = append(t.notModelled, key+".force_recompute_mm_shapes_by_fqns: the matmuls of those shapes recomputed (memsh's per-op policy recomputes every second one)")

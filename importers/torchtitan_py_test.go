@@ -34,7 +34,7 @@ func TestTorchtitanPy(t *testing.T) {
 		step:        torchtitanPyStep(-1, 1*8192, 1, 8),
 		opts:        Options{Function: "llama3_8b", GPUs: 8},
 		notModelled: []string{pyFlex, pyGraphs},
-		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name:        "llama3_70b on 64 GPUs: 8 x 8192 tokens, TP 8, FSDP 8, full AC",
@@ -42,7 +42,7 @@ func TestTorchtitanPy(t *testing.T) {
 		step:        torchtitanPyStep(-1, 8*8192, 1, 64/8),
 		opts:        Options{Function: "llama3_70b", GPUs: 8, Nodes: 8},
 		notModelled: []string{pyFlex, pyGraphs},
-		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = ("torchtitan", 8),
+		hand: pyLlama70B + `batch = 8, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False), loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch"),
              cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
@@ -72,7 +72,7 @@ func TestTorchtitanPy(t *testing.T) {
 		step:        torchtitanPyStep(4*2*8192*16, 2*8192, 1, 16),
 		opts:        Options{Function: "llama3_8b_fsdp_accum", GPUs: 8, Nodes: 2},
 		notModelled: []string{pyFlex},
-		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full",
+		hand: pyLlama8B + `batch = 2, seq = 8192, grad_accum = 4, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 16, fsdp = True), cluster = cluster(nodes = 2, gpus_per_node = 8))`,
 	}, {
 		name:        "a recipe: Float8 rowwise without TP, lm_head filtered, torchao's size filter, blocks compiled",
@@ -89,7 +89,7 @@ func TestTorchtitanPy(t *testing.T) {
 		step:        torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
 		opts:        Options{Function: "llama3_70b_tp_pp", GPUs: 8, Nodes: 2},
 		notModelled: []string{pyFlex},
-		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", gpu = "H100-80GB",
+		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False), gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 2, gpus_per_node = 8))`,
@@ -99,7 +99,7 @@ func TestTorchtitanPy(t *testing.T) {
 		step:        torchtitanPyStep(-1, 8192, 8, 16/(8*2)),
 		opts:        Options{Function: "llama3_70b_tp_pp_chunked", GPUs: 8, Nodes: 2},
 		notModelled: []string{pyFlex},
-		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "full", loss_chunks = ("torchtitan", 16), gpu = "H100-80GB",
+		hand: pyLlama70B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(mode = "full", early_stop = False), loss_chunks = ("torchtitan", 16), gpu = "H100-80GB",
              parallel = parallel(dp = 1, tp = 8, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", pp = 2, schedule = "interleaved",
                                  virtual_stages = 2, micro_batches = 8, stage_layers = [20, 21, 20, 19], pp_runtime = "torch"),
              cluster = cluster(nodes = 2, gpus_per_node = 8))`,
@@ -128,7 +128,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts: Options{Function: "llama3_8b", GPUs: 8, Overrides: []string{"parallelism.context_parallel_degree=2"}},
 		notModelled: []string{pyFlex, pyGraphs,
 			"parallelism.context_parallel_degree: the attention of distributed/context_parallel/api.py (memsh replays torch's all-gather context parallelism, the TOML generation's default)"},
-		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, cp = 2, cp_mode = "allgather"))`,
 	}, {
 		// the expert-parallel ranks are data-parallel ranks: 4 of them, each
@@ -139,7 +139,7 @@ func TestTorchtitanPy(t *testing.T) {
 		opts:        Options{Function: "llama3_8b", GPUs: 8, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.pipeline_parallel_degree=2", "parallelism.num_pp_microbatches=4", "training.disable_cuda_graphs=true"}},
 		files:       map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
 		notModelled: []string{pyFlexHF},
-		hand: `plan = train(hf_config("mixtral.json", attn = "flash"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
+		hand: `plan = train(hf_config("mixtral.json", attn = "flash"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, reshard_after_forward = False, ep = 2, pp = 2, schedule = "1f1b", micro_batches = 4, pp_runtime = "torch"))`,
 	}})
 }
@@ -267,7 +267,7 @@ func TestTorchtitanDict(t *testing.T) {
 		step:        torchtitanPyStep(-1, 8192, 1, 8),
 		opts:        Options{GPUs: 8},
 		notModelled: lost,
-		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
+		hand: pyLlama8B + `batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		name:        "the dump with a field overridden: 2 sequences per micro-batch",
@@ -275,7 +275,7 @@ func TestTorchtitanDict(t *testing.T) {
 		step:        torchtitanPyStep(-1, 16384, 1, 8),
 		opts:        Options{GPUs: 8, Overrides: []string{"training.num_tokens_per_microbatch_per_dp_rank=16384"}},
 		notModelled: lost,
-		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op", loss_chunks = ("torchtitan", 8),
+		hand: pyLlama8B + `batch = 2, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False), loss_chunks = ("torchtitan", 8),
              zero_grad = "zeros", gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}})
 	const dump = `{"model_spec": {"name": "llama3", "flavor": "8B"}, "training": {"num_tokens_per_microbatch_per_dp_rank": 8192, "max_context_length": 8192},

@@ -179,6 +179,11 @@ func TestTorchtitanReleases(t *testing.T) {
 	const llama8b = `load("@stdlib//llm.star", "llama")
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
+	// v0.2.x passes activation_checkpoint.early_stop, False by default, to
+	// each block's checkpoint: the recompute runs the whole block
+	const llama8bV022 = `load("@stdlib//llm.star", "llama")
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
+             checkpoint = checkpoint(policy = "op", early_stop = False), gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`
 	runImportCases(t, []importCase{{
 		// its [quantize.linear.float8] without the converter, validation.enable
 		// false and [compile] enable false: nothing left over
@@ -187,7 +192,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(1, 1, 64, 8192),
 		opts: Options{GPU: "A100-80GB", GPUs: 8, Nodes: 8},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "A100-80GB", parallel = parallel(dp = 64, fsdp = True), cluster = cluster(nodes = 8, gpus_per_node = 8))`,
 	}, {
 		// components/quantization/float8.py at v0.2.2, line 238: the converter
@@ -207,7 +212,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		step:        torchtitanLocalStep(1, 1, 8, 8192),
 		opts:        Options{GPUs: 8, Overrides: []string{"validation.enable=true"}},
 		notModelled: []string{"validation.enable: the validation loop's forward passes"},
-		hand:        llama8b,
+		hand:        llama8bV022,
 	}, {
 		name:        "6404b93's validation.enabled",
 		file:        "torchtitan/llama3_8b.toml",
@@ -222,7 +227,7 @@ plan = train(llama("llama3-8b"), batch = 2, seq = 8192, precision = "bf16-mixed"
 		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"training.dtype=bfloat16"}},
 		hand: `load("@stdlib//llm.star", "llama")
-plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16", optimizer = adamw(fused = True), checkpoint = "op",
+plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
 		// distributed/activation_checkpoint.py:226-235 at v0.2.2: the partitioner's
@@ -243,12 +248,11 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed", optimizer = adamw(fused = True),
              checkpoint = checkpoint(budget = 0.2), compile = True, gpu = "H100-80GB", parallel = parallel(dp = 8, fsdp = True))`,
 	}, {
-		name: "early_stop, another compile backend, the ptrr balancer: said, not replayed",
+		name: "early_stop true (the recompute stops early, as before v0.2.0), another compile backend, the ptrr balancer: said, not replayed",
 		file: v022,
 		step: torchtitanLocalStep(1, 1, 8/2, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"activation_checkpoint.early_stop=true", "compile.backend=aot_eager", "parallelism.context_parallel_degree=2", "parallelism.context_parallel_load_balancer=ptrr"}},
 		notModelled: []string{
-			"activation_checkpoint.early_stop: the recompute stopped early (torch.utils.checkpoint's early_stop)",
 			"compile.backend: aot_eager (memsh replays inductor's fused kernels)",
 			"parallelism.context_parallel_load_balancer: ptrr (FlexAttention's balancer)",
 		},
@@ -261,7 +265,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		file: v022,
 		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"parallelism.pipeline_parallel_schedule=Interleaved1F1B", "parallelism.pipeline_parallel_microbatch_size=1"}},
-		hand: llama8b,
+		hand: llama8bV022,
 	}, {
 		// parallel_dims.py at v0.2.2: efsdp = dp_shard x cp x tp / (etp x ep),
 		// etp 1 by default: the experts whole over the tensor-parallel ranks
@@ -270,7 +274,7 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		step:  torchtitanLocalStep(1, 1, 8/2, 2048),
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2"}},
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
-		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch",
              ep = 2, expert_tp = 1))`,
 	}, {
@@ -292,14 +296,14 @@ plan = train(llama("llama3-8b"), batch = 1, seq = 8192, precision = "bf16-mixed"
 		file: v022,
 		step: torchtitanLocalStep(1, 1, 8, 8192),
 		opts: Options{GPUs: 8, Overrides: []string{"parallelism.enable_async_tensor_parallel=true"}},
-		hand: llama8b,
+		hand: llama8bV022,
 	}, {
 		name:  "a MoE at ep 2, tp 2, expert_tensor_parallel_degree 2: the experts split like the MLP",
 		file:  v022,
 		step:  torchtitanLocalStep(1, 1, 8/2, 2048),
 		opts:  Options{GPUs: 8, Seq: 2048, Model: "mixtral.json", Overrides: []string{"parallelism.expert_parallel_degree=2", "parallelism.tensor_parallel_degree=2", "parallelism.expert_tensor_parallel_degree=2"}},
 		files: map[string]string{"mixtral.json": "../../sim/testdata/hf/mixtral-8x7b-v0.1.json"},
-		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = "op",
+		hand: `plan = train(hf_config("mixtral.json"), batch = 1, seq = 2048, precision = "bf16-mixed", optimizer = adamw(fused = True), checkpoint = checkpoint(policy = "op", early_stop = False),
              gpu = "H100-80GB", parallel = parallel(dp = 4, fsdp = True, tp = 2, sequence_parallel = True, tp_runtime = "torch", loss_parallel = "torch", ep = 2))`,
 	}})
 }
