@@ -9,8 +9,9 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 )
 
-// mambaTiny is sim/testdata/hf/mamba-tiny.json with num_hidden_layers set.
-func mambaTiny(t *testing.T, layers int, attn string) *core.Model {
+// mambaTiny is sim/testdata/hf/mamba-tiny.json with num_hidden_layers set,
+// built for transformers version ("" = the default).
+func mambaTiny(t *testing.T, layers int, attn, version string) *core.Model {
 	t.Helper()
 	var raw map[string]any
 	if err := json.Unmarshal(readHF(t, "mamba-tiny.json"), &raw); err != nil {
@@ -21,47 +22,65 @@ func mambaTiny(t *testing.T, layers int, attn string) *core.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := hf.FromConfig(js, attn)
+	m, err := hf.FromConfigOptions(js, hf.Options{Attn: attn, Transformers: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
 }
 
-// What one MambaBlock (the norm and a MambaMixer) saves when
+// What one MambaBlock (the norm and a MambaMixer) keeps for backward when
 // transformers trains MambaForCausalLM without the mamba_ssm kernels
-// (slow_forward), as tools/oracle/mamba1.py measures it on the CPU
-// (transformers 4.57.1, torch 2.15.0): the storages saved by a 2-layer
-// model minus those of a 1-layer one (sim/testdata/hf/mamba-tiny.json:
-// hidden 32, inner 64, state 4, dt rank 2, conv 4), 16 tokens a sample:
+// (the PyTorch path), as tools/oracle/mamba1.py measures it on the CPU
+// (torch 2.15.0): the storages autograd still holds when backward starts
+// ("kept"), a 2-layer model minus a 1-layer one
+// (sim/testdata/hf/mamba-tiny.json: hidden 32, inner 64, state 4, dt
+// rank 2, conv 4), 16 tokens a sample:
 //
 //	python mamba1.py ../../sim/testdata/hf/mamba-tiny.json {1,2} BATCH 16 {float32,bfloat16}
 //
-// The bf16 block of one sample, counted by hand from slow_forward: the
-// norm (its fp32 input copy 2,048, rsqrt 64, normalized 1,024), in_proj's
-// input 1,024 and output 4,096 (kept by conv1d through its view), the
-// conv output 64 x 19 x 2 = 2,432 (silu keeps it), u 2,048 (x_proj reads
-// it transposed: a view for one sample), x_proj's output 320, dt_proj's
-// output 2,048 (softplus) and softplus's 2,048, exp(A_log) and A 1,024
-// each, discrete_A and discrete_B 16,384 each (fp32 [1, 64, 16, 4]), B
-// and u in fp32 256 and 4,096, the zero state 512, 15 fp32 states 15,360,
-// 16 bf16 state copies 8,192, the skip sum, silu(z) and the gated output
-// 2,048 each: 86,528. Two samples add the copies the linears make of
-// their transposed inputs.
+// under transformers 4.57.1 and 5.14.0 (slow_forward), 5.15.0, 5.17.0 and
+// 5.25.0 (mamba_selective_scan). The bf16 block of one sample before
+// 5.15, counted by hand from slow_forward: the norm (its fp32 input copy
+// 2,048, rsqrt 64, normalized 1,024), in_proj's input 1,024 and output
+// 4,096 (kept by conv1d through its view), the conv output 64 x 19 x 2 =
+// 2,432 (silu keeps it), u 2,048 (x_proj reads it transposed: a view for
+// one sample), x_proj's output 320, dt_proj's output 2,048 (softplus) and
+// softplus's 2,048, exp(A_log) and A 1,024 each, discrete_A and
+// discrete_B 16,384 each (fp32 [1, 64, 16, 4]), B and u in fp32 256 and
+// 4,096, the zero state 512, 15 fp32 states 15,360, 16 bf16 state copies
+// 8,192, the skip sum, silu(z) and the gated output 2,048 each: 86,528.
+// Two samples add the copies the linears make of their transposed inputs.
+// From 5.15 the scan takes D.float(): the skip's product keeps that copy
+// (64 x 4 = 256 bytes) and the skip sum the gated product keeps is fp32
+// (+2,048 a sample); in fp32 nothing changes. 5.25.0 computes
+// -exp(A_log.float()) twice (MambaMixer.forward for mamba_inner_fn, which
+// returns None without the kernels, and mamba_scan_forward): the first
+// exp's saved output (1,024 bytes) dies with the mixer's forward, so
+// autograd packs 1,024 bytes more a block but keeps the same.
 func TestMambaSlowSavesAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
-		prec  string
-		batch int64
-		want  int64
+		version string
+		prec    string
+		batch   int64
+		want    int64
 	}{
-		{"fp32", 1, 96_704},
-		{"fp32", 2, 199_552},
-		{"bf16", 1, 86_528},
-		{"bf16", 2, 175_104},
+		{"4.57.1", "fp32", 1, 96_704},
+		{"4.57.1", "fp32", 2, 199_552},
+		{"4.57.1", "bf16", 1, 86_528},
+		{"4.57.1", "bf16", 2, 175_104},
+		{"5.14.0", "bf16", 1, 86_528},
+		{"5.14.0", "bf16", 2, 175_104},
+		{"5.15.0", "bf16", 1, 88_832},
+		{"5.15.0", "bf16", 2, 179_456},
+		{"5.25.0", "fp32", 1, 96_704},
+		{"5.25.0", "fp32", 2, 199_552},
+		{"5.25.0", "bf16", 1, 88_832},
+		{"5.25.0", "bf16", 2, 179_456},
 	} {
 		var saved [2]int64
 		for l := range saved {
-			p := tinyPlan(t, mambaTiny(t, l+1, "eager"))
+			p := tinyPlan(t, mambaTiny(t, l+1, "eager", tc.version))
 			var err error
 			if p.Precision, err = core.LookupPrecision(tc.prec); err != nil {
 				t.Fatal(err)
@@ -70,7 +89,7 @@ func TestMambaSlowSavesAsTransformers(t *testing.T) {
 			saved[l] = evalPlan(t, p).SavedActivations
 		}
 		if got := saved[1] - saved[0]; got != tc.want {
-			t.Errorf("%s, batch %d: a block saves %d bytes, transformers %d (%+.2f %%)", tc.prec, tc.batch, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
+			t.Errorf("transformers %s, %s, batch %d: a block saves %d bytes, transformers %d (%+.2f %%)", tc.version, tc.prec, tc.batch, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
 		}
 	}
 }
@@ -89,7 +108,7 @@ func TestMambaSlowSavesAsTransformers(t *testing.T) {
 func TestMambaFusedSavesAsMambaInnerFn(t *testing.T) {
 	var saved [2]int64
 	for l := range saved {
-		p := tinyPlan(t, mambaTiny(t, l+1, "sdpa"))
+		p := tinyPlan(t, mambaTiny(t, l+1, "sdpa", ""))
 		p.Batch, p.Seq = 2, 16
 		saved[l] = evalPlan(t, p).SavedActivations
 	}

@@ -50,3 +50,20 @@ func buildMamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	c.checkLayer(mixer, mambaKeys)
 	return c.mixerStack(head, mixer, hidden, layers, vocab, tie)
 }
+
+// setMambaSkipFP32 sets nn.Mamba.SkipFP32 on the PyTorch-path mixers of
+// layers (transformers 5.15's fp32 skip: mambaSkipFP32Since).
+func setMambaSkipFP32(layers []core.Layer, on bool) {
+	var walk func(l core.Layer)
+	walk = func(l core.Layer) {
+		if m, ok := l.(*nn.Mamba); ok && m.Impl == nn.MambaSlow {
+			m.SkipFP32 = on
+		}
+		for _, c := range l.Children() {
+			walk(c)
+		}
+	}
+	for _, l := range layers {
+		walk(l)
+	}
+}

@@ -68,6 +68,15 @@ var (
 	mamba2LossSince = [2]int{4, 52}
 )
 
+// mambaSkipFP32Since is the first transformers release whose Mamba-1
+// PyTorch path (MambaMixer without the mamba_ssm kernels) hands the scan
+// D.float(): the skip u x D, its sum with the scan output and the gated
+// product run in fp32 (mamba_selective_scan in models/mamba/modeling_mamba.py
+// of the 5.15.0 wheel; 5.14.0's slow_forward multiplies by self.D in the
+// activations' dtype), nn.Mamba.SkipFP32. Measured on the CPU:
+// tools/oracle/mamba1.py, TestMambaSlowSavesAsTransformers.
+var mambaSkipFP32Since = [2]int{5, 15}
+
 // useLoss sets how a causal LM's loss treats its logits under
 // transformers v: a model whose logits the loss upcasts (LogitsFP32, the
 // causal-LM head; BertForMaskedLM's are not) with a cross-entropy. The
@@ -190,6 +199,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	}
 	useLoss(m, fam.modelType, v)
 	setGDN(m.Layers, v)
+	if fam.modelType == "mamba" {
+		setMambaSkipFP32(m.Layers, atLeast(v, mambaSkipFP32Since))
+	}
 	gqa := atLeast(v, gqaSince)
 	rc := ropeCache(c, fam.modelType, v)
 	for _, l := range m.Layers {

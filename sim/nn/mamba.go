@@ -39,6 +39,11 @@ type Mamba struct {
 	// the dt, B and C norms), "fused" (MambaMixer through mamba_inner_fn)
 	// or "slow" (MambaMixer's PyTorch path).
 	Impl string
+	// SkipFP32 is the slow path from transformers 5.15: the scan takes
+	// D.float(), so the skip u x D, its sum with the scan output and the
+	// gated product run in fp32 (cast back before out_proj); before it
+	// the skip ran in the activations' dtype (mamba1.go, lowerSlow).
+	SkipFP32 bool
 }
 
 // mambaScanChunk is the tokens per chunk of selective_scan_fwd's saved

@@ -152,8 +152,26 @@ func (m *Mamba) lowerSlow(b *core.Builder, x core.Value, batch, L int64) core.Va
 	b.Save(li, kept...)
 	b.Op(li).Flops = 4 * float64(T) * float64(I*N)
 	// scan_output + u * D, then times silu(gate) (gate: a view of xz).
-	di := b.AddOp("mul", "u_D", []core.Value{u}, d)
-	ud := b.Out(di, "u_D", b.Shape(u), core.Promote(dt, b.Prec.Params), "u x D")
+	// From transformers 5.15 D is D.float(): a copy the product keeps
+	// when the parameters are not fp32, and an fp32 skip, sum and gated
+	// product, cast back to the activations' dtype for out_proj
+	// (mamba_selective_scan in modeling_mamba.py of the 5.15.0 wheel;
+	// slow_forward of 5.14.0 multiplies by self.D).
+	skipDT := core.Promote(dt, b.Prec.Params)
+	if m.SkipFP32 {
+		skipDT = units.FP32
+	}
+	dF := core.NoValue // D.float(), a copy unless the parameters are fp32
+	var di int32
+	if m.SkipFP32 && b.Prec.Params != units.FP32 {
+		ci := b.AddOp("cast", "D.float", nil, d)
+		dF = b.Out(ci, "D.float", []int64{I}, units.FP32, "D.float(), fp32 copy of D (saved by the skip's product)")
+		di = b.AddOp("mul", "u_D", []core.Value{u, dF})
+	} else {
+		di = b.AddOp("mul", "u_D", []core.Value{u}, d)
+	}
+	ud := b.Out(di, "u_D", b.Shape(u), skipDT, "u x D")
+	b.Save(di, dF)
 	if b.Trainable(d) {
 		b.Save(di, u)
 	}
@@ -162,6 +180,9 @@ func (m *Mamba) lowerSlow(b *core.Builder, x core.Value, batch, L int64) core.Va
 	g := b.Out(gi, "silu_gate", core.WithLast(s, I), dt, "silu of the gate z")
 	b.Save(gi, xz)
 	out := b.Mul("gated", y1, g)
+	if m.SkipFP32 {
+		out = b.Cast(out, dt, "the gated output cast back (.to(dtype) before out_proj)")
+	}
 	return b.Linear("out_proj", core.RoleLinear, transposedInput(b, "out_proj_input", out, batch), I, m.Dim, m.Bias)
 }
 
