@@ -276,7 +276,6 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"unsupported", `{"model_type": "t5"}`, "sdpa", "", `unsupported model_type "t5" (supported: ` + strings.Join(hf.ModelTypes(), ", ") + ")"},
 		{"bad attn", llama, "xformers", "", `attn must be "eager", "sdpa" or "flash" (got "xformers")`},
 		{"bloom flash", string(readHF(t, "bloom-560m.json")), "flash", "", `transformers has no flash-attention path for model_type "bloom"`},
-		{"bert flash", string(readHF(t, "bert-base-uncased.json")), "flash", "", `transformers has no flash-attention path for model_type "bert"`},
 		{"missing size", edit(`"hidden_size": 4096,`, ""), "sdpa", "", `config.json has no "hidden_size" (model_type "llama" needs it, a positive integer)`},
 		{"null size", edit(`"hidden_size": 4096,`, `"hidden_size": null,`), "sdpa", "", `config.json has no "hidden_size"`},
 		{"string size", edit(`"hidden_size": 4096,`, `"hidden_size": "4096",`), "sdpa", "", `"hidden_size" must be an integer (got the string "4096")`},

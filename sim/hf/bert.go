@@ -29,8 +29,9 @@ import (
 // derives it), else num_labels, else 2. The eager attention adds the
 // extended attention mask to the scores (fp32 under autocast: the sum is
 // promoted), runs softmax and dropout in that dtype and lets the P.V
-// matmul cast (nn.Attention's MaskAdd and CastAtMatmul); transformers has
-// no flash-attention path for BERT.
+// matmul cast (nn.Attention's MaskAdd and CastAtMatmul). transformers 5.0
+// moved BERT onto the shared attention interface and gave it a
+// flash-attention 2 path (hfFamily.flashSince); 4.x has none.
 func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")

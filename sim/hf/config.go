@@ -37,9 +37,15 @@ type hfFamily struct {
 	// family (BLOOM): attn="sdpa", the default, runs eager as transformers
 	// does when no attn_implementation is requested; "flash" is an error.
 	noFused bool
-	noFlash bool // no flash-attention 2 path (BERT)
-	noEager bool // eager attention is not modelled (multi-head latent attention)
-	vl      bool // a vision-language model: XxxForConditionalGeneration
+	noFlash bool // no flash-attention 2 path
+	// flashSince is the first release with a flash-attention 2 path
+	// ({0, 0}: every release modelled has one, or noFlash): BERT from 5.0,
+	// whose BertPreTrainedModel sets _supports_flash_attn (the 5.0.0
+	// wheel; 4.57.1's BertSelfAttention and BertSdpaSelfAttention have
+	// none, and from_pretrained refuses flash_attention_2).
+	flashSince [2]int
+	noEager    bool // eager attention is not modelled (multi-head latent attention)
+	vl         bool // a vision-language model: XxxForConditionalGeneration
 	// since is the first transformers release whose modelling builds the
 	// family ({0, 0}: not checked): a config of a newer family under an
 	// older transformers= is refused, as that release cannot load it.
@@ -104,7 +110,7 @@ var vlHeads = []hfHead{headCausalLM, headBase}
 
 // hfFamilies is the read-only table of supported model types.
 var hfFamilies = []hfFamily{
-	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, noFlash: true},
+	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true}},
 	// deepseek_v32: the 5.11.0 wheel is the first with
@@ -252,7 +258,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if err := fam.checkSince(opts.Transformers, saved); err != nil {
 		return nil, err
 	}
-	impl, err := fam.attnImpl(attn)
+	impl, err := fam.attnImpl(attn, opts.Transformers)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +316,7 @@ func (f *hfFamily) checkSince(version, saved string) error {
 	return &units.Error{Msg: fmt.Sprintf("model_type %q needs transformers %s or later (got transformers=%q)", f.modelType, want, version), Hint: hint}
 }
 
-func (f *hfFamily) attnImpl(attn string) (string, error) {
+func (f *hfFamily) attnImpl(attn, version string) (string, error) {
 	switch attn {
 	case "eager", "sdpa", "flash":
 	case "flash_attention_2":
@@ -333,6 +339,20 @@ func (f *hfFamily) attnImpl(attn string) (string, error) {
 		}
 		return "", &units.Error{Msg: fmt.Sprintf("transformers has no flash-attention path for model_type %q", f.modelType),
 			Hint: "use attn=" + alt}
+	}
+	if attn == "flash" && f.flashSince != [2]int{} {
+		if version == "" {
+			version = DefaultTransformers
+		}
+		v, err := parseTransformers(version)
+		if err != nil {
+			return "", err
+		}
+		if !atLeast(v, f.flashSince) {
+			since := fmt.Sprintf("%d.%d", f.flashSince[0], f.flashSince[1])
+			return "", &units.Error{Msg: fmt.Sprintf("transformers %s has no flash-attention path for model_type %q (from %s)", version, f.modelType, since),
+				Hint: fmt.Sprintf(`use attn="sdpa" or "eager", or transformers=%q or later`, since+".0")}
+		}
 	}
 	if attn == "sdpa" && f.noFused {
 		attn = "eager" // transformers' default load falls back to eager
