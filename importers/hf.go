@@ -512,6 +512,16 @@ func hfLayout(t *tree, o Options, p *plan) error {
 	return nil
 }
 
+// has says whether the plan sets train(key=).
+func (p *plan) has(key string) bool {
+	for _, a := range p.train {
+		if a.key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // quantized says whether the plan has quantized base weights under LoRA
 // adapters (QLoRA).
 func (p *plan) quantized() bool {

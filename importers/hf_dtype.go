@@ -70,6 +70,13 @@ func hfPrecision(t *tree, o Options, p *plan, qlora bool) error {
 		return t.errorf("bf16", "the Trainer refuses both: keep one", "and fp16 are both true")
 	case dtype == "bfloat16" && fp16:
 		return t.errorf("fp16", "fp16 autocast over bf16 weights: use bf16: true", "with %s", from)
+	case dtype == "float16" && fp16 && !p.has("lora"):
+		// the Trainer's GradScaler refuses fp16 gradients at its first
+		// unscale_ (torch/amp/grad_scaler.py: "Attempting to unscale FP16
+		// gradients."); LoRA's adapters are fp32 (PEFT's
+		// autocast_adapter_dtype), so their gradients are not
+		return t.errorf("fp16", "load the weights in float32 (torch_dtype: float32), train LoRA adapters, or use bf16: true with bfloat16 weights",
+			"with %s: the GradScaler refuses to unscale fp16 gradients (torch: \"Attempting to unscale FP16 gradients.\")", from)
 	case (dtype == "bfloat16" || bf16) && qlora:
 		// peft's prepare_model_for_kbit_training upcasts the weights it does
 		// not quantize, peft_module_casting_to_bf16 casts embeddings and

@@ -76,6 +76,8 @@ func TestHFLoadedDtypeErrors(t *testing.T) {
 			want: "m.json: not a valid JSON object: unexpected EOF"},
 		{name: "fp16 autocast over the checkpoint's bf16", file: "args.json", config: strings.Replace(args, `"bf16"`, `"fp16"`, 1), opts: model(`{"dtype": "bfloat16"}`),
 			want: "args.json: key fp16: with m.json's dtype bfloat16", wantHint: "use bf16: true"},
+		{name: "fp16 autocast over the checkpoint's fp16, every weight trained", file: "args.json", config: strings.Replace(args, `"bf16"`, `"fp16"`, 1), opts: model(`{"dtype": "float16"}`),
+			want: "args.json: key fp16: with m.json's dtype float16: the GradScaler refuses to unscale fp16 gradients (torch: \"Attempting to unscale FP16 gradients.\")", wantHint: "train LoRA adapters"},
 		{name: "a release memsh does not read", file: "args.json", config: args, opts: model(`{"dtype": "bfloat16"}`), overrides: []string{"memsh.transformers=3.36.2"},
 			want: "command line: key memsh.transformers: want a transformers 4.x or 5.x release, got 3.36.2", wantHint: "memsh.transformers=4.57.1"},
 		{name: "a release that is no version", file: "args.json", config: args, overrides: []string{"memsh.transformers=latest"}, opts: Options{Seq: 512},
@@ -85,4 +87,20 @@ func TestHFLoadedDtypeErrors(t *testing.T) {
 		{name: "the run's unknown dtype", file: "args.json", config: args, overrides: []string{"dtype=half"}, opts: Options{Seq: 512},
 			want: "command line: key dtype: unknown dtype half", wantHint: "bfloat16"},
 	})
+}
+
+// TestHFFP16OverFP16LoRA: fp16 autocast over a float16 checkpoint is the
+// Trainer's usual LoRA run (the adapters fp32, their gradients
+// unscaled), not refused as it is when every weight trains.
+func TestHFFP16OverFP16LoRA(t *testing.T) {
+	const args = `{"per_device_train_batch_size": 2, "fp16": true, "gradient_checkpointing": true, "model_name_or_path": "mistralai/Mistral-7B-v0.1",
+		"use_peft": true, "lora_r": 16, "lora_alpha": 32, "lora_target_modules": ["q_proj", "v_proj"]}`
+	o := defaults(Options{Seq: 512, Model: "m.json", ModelData: []byte(`{"dtype": "float16"}`)})
+	res, err := Import("args.json", []byte(args), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `precision = "fp16",`; !strings.Contains(res.Script, want) {
+		t.Errorf("want %s in\n%s", want, res.Script)
+	}
 }
