@@ -233,6 +233,9 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 	if hd*heads != hidden && c.err == nil {
 		c.fail("head_dim", "must be hidden_size / num_attention_heads for model_type \"falcon\" (got %d)", hd)
 	}
+	if alibi && attn == "flash" && c.err == nil { // FalconFlashAttention2.forward; FalconModel.forward from 5.25
+		c.fail("alibi", "is true: transformers' Falcon has no flash-attention path with ALiBi (the bias rides on the attention mask, which flash attention does not take; use attn=\"sdpa\" or \"eager\")")
+	}
 	kv := heads
 	switch {
 	case newArch:
@@ -299,4 +302,21 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 		ln("ln_f"),
 	}
 	return c.finish(head, ls, vocab, tie)
+}
+
+// setFalconShared sets Falcon's attention layers to transformers 5.25's
+// shared attention path (falconSharedSince) or 4.x's.
+func setFalconShared(layers []core.Layer, on bool) {
+	var walk func(l core.Layer)
+	walk = func(l core.Layer) {
+		if a, ok := l.(*nn.Attention); ok {
+			a.RepeatKV, a.SoftmaxFP32, a.MaskAdd = on, on, on
+		}
+		for _, c := range l.Children() {
+			walk(c)
+		}
+	}
+	for _, l := range layers {
+		walk(l)
+	}
 }

@@ -77,6 +77,18 @@ var (
 // tools/oracle/mamba1.py, TestMambaSlowSavesAsTransformers.
 var mambaSkipFP32Since = [2]int{5, 15}
 
+// falconSharedSince is the first transformers release whose Falcon runs
+// its attention through the shared interface (modeling_falcon.py of the
+// 5.25.0 wheel; 5.24.0 keeps 4.x's FalconAttention, _split_heads and
+// FalconFlashAttention2): q, k and v are views of the fused projection,
+// eager_attention_forward copies k and v to every head (repeat_kv) and
+// takes the softmax in fp32, and FalconModel always materializes the
+// causal mask (create_causal_mask(..., allow_is_causal_skip=False)), so
+// SDPA gets a mask and repeat_kv's copies too: nn.Attention.RepeatKV,
+// SoftmaxFP32 and MaskAdd (setFalconShared). Measured on the CPU under
+// 5.24.0 and 5.25.0: tools/oracle/hf_block_saved.py, TestFalconSharedPath.
+var falconSharedSince = [2]int{5, 25}
+
 // useLoss sets how a causal LM's loss treats its logits under
 // transformers v: a model whose logits the loss upcasts (LogitsFP32, the
 // causal-LM head; BertForMaskedLM's are not) with a cross-entropy. The
@@ -201,6 +213,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	setGDN(m.Layers, v)
 	if fam.modelType == "mamba" {
 		setMambaSkipFP32(m.Layers, atLeast(v, mambaSkipFP32Since))
+	}
+	if fam.modelType == "falcon" {
+		setFalconShared(m.Layers, atLeast(v, falconSharedSince))
 	}
 	gqa := atLeast(v, gqaSince)
 	rc := ropeCache(c, fam.modelType, v)

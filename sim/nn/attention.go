@@ -27,18 +27,25 @@ import (
 //     softmax output (fp32 when SoftmaxFP32, then a cast copy), the
 //     dropout mask and output (oracle REPORT.md sections 3 and 4).
 type Attention struct {
-	Name        string
-	Dim         int64
-	Heads       int64
-	KVHeads     int64 // 0 = Heads
-	HeadDim     int64 // 0 = Dim / Heads
-	QKVBias     bool
-	OutBias     bool
-	Impl        string // flash | sdpa | flex | eager
-	Causal      bool
-	Dropout     float64
-	Rope        bool    // rotary position embeddings on q and k
-	FusedQKV    bool    // one qkv projection (GPT-2 c_attn) instead of q, k, v
+	Name     string
+	Dim      int64
+	Heads    int64
+	KVHeads  int64 // 0 = Heads
+	HeadDim  int64 // 0 = Dim / Heads
+	QKVBias  bool
+	OutBias  bool
+	Impl     string // flash | sdpa | flex | eager
+	Causal   bool
+	Dropout  float64
+	Rope     bool // rotary position embeddings on q and k
+	FusedQKV bool // one qkv projection (GPT-2 c_attn) instead of q, k, v
+	// RepeatKV: a fused qkv projection's k and v reach the kernel as
+	// separate projections' do: repeat_kv's copies for eager attention and
+	// for SDPA given a mask, enable_gqa without one (transformers 5.25's
+	// Falcon, on the shared attention interface). Without it a fused
+	// projection's k and v reach the kernel as views of its output with
+	// their own heads (GPT-2, GPT-NeoX, BLOOM, 4.x's Falcon).
+	RepeatKV    bool
 	SoftmaxFP32 bool    // eager softmax computed in fp32 then cast back (HF Llama)
 	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap); 0 = none
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
@@ -250,7 +257,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		la = &c
 	}
 	kl, vl := seqMajor, seqMajor // how k and v lie in memory (eager's folds)
-	if !a.kvNative() && kv != h && !a.FusedQKV && !la.sdpaGQA(b) {
+	if !a.kvNative() && kv != h && (!a.FusedQKV || a.RepeatKV) && !la.sdpaGQA(b) {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
 		v = expandKV(b, "v", v, core.WithLast(s, h*d), kv)
@@ -350,7 +357,7 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	b.Op(i).Flops = a.coreFLOPs(s) * a.docFraction(b, s) // documents: flex_blocks.go
 	kvSeen := b.Val(k).Bytes + b.Val(v).Bytes
 	switch {
-	case a.FusedQKV: // views of one qkv storage
+	case a.FusedQKV && (!a.RepeatKV || native): // views of one qkv storage
 		kvSeen = 2 * dt.Bytes(tokens*kv*d)
 	case kv != h && !a.kvNative() && !native: // SDPA reads repeat_kv's copies, made contiguous
 		kvSeen = 2 * dt.Bytes(tokens*h*d)

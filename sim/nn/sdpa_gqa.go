@@ -14,6 +14,6 @@ import "github.com/memsh/memsh/sim/core"
 // flash-attn's, computes dk and dv for every head in its backward before
 // summing them.
 func (a *Attention) sdpaGQA(b *core.Builder) bool {
-	return a.EnableGQA && a.Impl == "sdpa" && a.Kv() != a.Heads && !a.FusedQKV && b.Rt.SDPAEnableGQA &&
+	return a.EnableGQA && a.Impl == "sdpa" && a.Kv() != a.Heads && (!a.FusedQKV || a.RepeatKV) && b.Rt.SDPAEnableGQA &&
 		a.Causal && !a.MaskAdd && a.Window == 0 && !a.Sinks && !a.chunkMask && a.Hd() <= 256
 }

@@ -1,0 +1,70 @@
+# hf_block_saved.py: what autograd keeps for backward in one training step
+# of a transformers model built from a config.json (fp32 or bf16 weights,
+# no autocast, on the CPU), for the Go tests that check memsh's lowering
+# of a family against the release it names (sim/hfconfig_tf5b_test.go).
+#
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v]
+#   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
+#
+# The class is the config's architectures[0], built with
+# num_hidden_layers = LAYERS and attn_implementation = ATTN ("eager",
+# "sdpa"); one forward (labels = input_ids) of BATCH samples of SEQ tokens,
+# no padding. It prints the bytes of the distinct storages autograd packed
+# (parameters excluded), "saved", and of those some autograd node still
+# holds when backward starts, "kept" (what the step keeps; a tensor saved
+# on a branch the loss does not reach dies with the forward). A block's
+# bytes are the difference of two runs, LAYERS 2 and 1. With v, each
+# storage: shape, dtype, bytes, grad_fn, kept.
+import gc
+import json
+import sys
+import weakref
+
+import torch
+
+import transformers
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+raw = json.load(open(sys.argv[1]))
+layers, batch, seq = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+dtype, attn = getattr(torch, sys.argv[5]), sys.argv[6]
+cls = getattr(transformers, raw["architectures"][0])
+cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
+cfg.num_hidden_layers = layers
+cfg._attn_implementation = attn
+model = cls(cfg).to(dtype).train()
+ids = torch.randint(1, raw["vocab_size"], (batch, seq))
+params = {p.data_ptr() for p in model.parameters()}
+saved, alive, hold = {}, {}, []
+
+
+class Box:
+    def __init__(self, t):
+        self.t = t
+
+
+def pack(t):
+    key = t.untyped_storage().data_ptr()
+    if t.data_ptr() not in params and key not in saved:
+        saved[key] = (tuple(t.shape), str(t.dtype), t.untyped_storage().nbytes(), t.grad_fn.name() if t.grad_fn else None)
+    # A detached alias in the box: packing t itself would tie a saved
+    # output to its own grad_fn in a cycle no collector frees. hold keeps
+    # each storage allocated, so that no later one takes its address.
+    box = Box(t.detach())
+    hold.append(t.untyped_storage())
+    alive.setdefault(key, []).append(weakref.ref(box))
+    return box
+
+
+with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
+    out = model(input_ids=ids, labels=ids)
+gc.collect()
+live = {k for k in saved if any(r() is not None for r in alive[k])}
+out.loss.backward()
+print("transformers", transformers.__version__, "torch", torch.__version__, "class", cls.__name__, "attn", model.config._attn_implementation)
+print("layers", layers, "batch", batch, "seq", seq, "dtype", sys.argv[5], "saved", sum(v[2] for v in saved.values()),
+      "kept", sum(v[2] for k, v in saved.items() if k in live))
+if len(sys.argv) > 7:
+    for k, v in saved.items():
+        print(v, k in live)
