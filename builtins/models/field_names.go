@@ -36,6 +36,7 @@ var (
 		nn.FieldTemporal: "temporal_patch", nn.FieldInChans: "the input channels (3)", nn.FieldMerge: "merge", nn.FieldTextDim: "text_dim",
 		nn.FieldWindow: "window", nn.FieldFullBlocks: "full_blocks", nn.FieldImpl: "impl",
 	}
+	gemma4AttentionKeywords = map[nn.Field]string{nn.FieldImpl: "impl"}
 )
 
 // newNamedLayer is newLayer for a layer whose checks name nn.Fields: a

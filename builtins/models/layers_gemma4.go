@@ -97,7 +97,7 @@ func gemma4AttentionFn(thread *starlark.Thread, b *starlark.Builtin, args starla
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
 	}
-	return newLayer(thread, a)
+	return newNamedLayer(thread, a, gemma4AttentionKeywords)
 }
 
 func gemma4MoEFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

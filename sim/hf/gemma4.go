@@ -143,6 +143,7 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 		if k.full {
 			a.HD, a.KVHeads, a.KEqV, a.Window, a.KV = ghd, gkv, kEqV, 0, "full_attention"
 		}
+		c.checkLayer(a, nil) // the kernel's check names attn=
 		width := inter
 		if k.shared && doubleWide {
 			width *= 2 // Gemma4TextMLP: use_double_wide_mlp on the kv-shared layers

@@ -95,8 +95,8 @@ func (a *Gemma4Attention) Validate(path string) error {
 	case "sdpa", "eager":
 	case "flash":
 		if a.HD > 256 {
-			return &units.Error{Path: path, Msg: fmt.Sprintf("flash-attn 2 has no kernel for head_dim %d (at most 256)", a.HD),
-				Hint: `Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`}
+			return &FieldError{Path: path, Msg: []any{fmt.Sprintf("flash-attn 2 has no kernel for head_dim %d (at most 256)", a.HD)},
+				Hint: []any{"Gemma 4's full-attention layers have global_head_dim 512: use ", FieldImpl, `="sdpa"`}}
 		}
 	default:
 		return units.Errorf(path, "unknown attention impl %q (known: flash, sdpa, eager)", a.Impl)
