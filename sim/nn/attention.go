@@ -305,22 +305,6 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	return b.Dropout("resid_dropout", y, a.Dropout)
 }
 
-// rope applies rotary embeddings: q*cos + rotate_half(q)*sin. The products
-// and the rotated copy are transient; cos and sin are buffers in the
-// parameters' dtype (module.to() casts float buffers), so under autocast
-// the bf16 projection times the fp32 buffers promotes: q and k leave RoPE
-// in fp32 (Hugging Face Llama; tools/oracle vectors).
-func rope(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
-	i := b.AddOp("rope", b.Concat("rope_", name), []core.Value{x})
-	dt := core.Promote(b.Dtype(x), b.Prec.Params)
-	y := b.Out(i, b.Concat(name, "_rot"), shape, dt, b.Concat("rotary-embedded ", name))
-	per := dt.Bytes(core.Numel(shape))
-	b.Op(i).WorkF = 2 * per // rotate_half cat and one product live at once
-	b.Op(i).WorkB = 2 * per
-	b.Op(i).Flops = 6 * float64(core.Numel(shape))
-	return y
-}
-
 // fused lowers flash-attn and SDPA.
 func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
 	d, h, kv := a.Hd(), a.Heads, a.Kv()

@@ -5,7 +5,8 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// The rotary embedding's cached tables (Attention.RopeCache).
+// The rotary embedding: its op (rope, at the end) and its cached tables
+// (Attention.RopeCache).
 //
 // transformers' LlamaRotaryEmbedding up to 4.40 and MistralRotaryEmbedding
 // up to 4.41 build cos and sin for max_position_embeddings positions in
@@ -33,4 +34,20 @@ func (a *Attention) ropeCacheBuffers(b *core.Builder, d int64) {
 	shape := []int64{a.RopeCache, d}
 	b.Buffer("rotary_emb.cos_cached", shape, dt, "the rotary embedding's cached cos table (transformers before 4.41, register_buffer)")
 	b.Buffer("rotary_emb.sin_cached", shape, dt, "the rotary embedding's cached sin table (transformers before 4.41, register_buffer)")
+}
+
+// rope applies rotary embeddings: q*cos + rotate_half(q)*sin. The products
+// and the rotated copy are transient; cos and sin are buffers in the
+// parameters' dtype (module.to() casts float buffers), so under autocast
+// the bf16 projection times the fp32 buffers promotes: q and k leave RoPE
+// in fp32 (Hugging Face Llama; tools/oracle vectors).
+func rope(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
+	i := b.AddOp("rope", b.Concat("rope_", name), []core.Value{x})
+	dt := core.Promote(b.Dtype(x), b.Prec.Params)
+	y := b.Out(i, b.Concat(name, "_rot"), shape, dt, b.Concat("rotary-embedded ", name))
+	per := dt.Bytes(core.Numel(shape))
+	b.Op(i).WorkF = 2 * per // rotate_half cat and one product live at once
+	b.Op(i).WorkB = 2 * per
+	b.Op(i).Flops = 6 * float64(core.Numel(shape))
+	return y
 }
