@@ -236,19 +236,9 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 		return out
 	}
 	if c.has("layer_types") {
-		list, ok := c.raw["layer_types"].([]any)
-		if !ok || int64(len(list)) != layers {
-			c.fail("layer_types", "must list one attention type per layer (%d)", layers)
-			return out
-		}
-		for i, v := range list {
-			switch v {
-			case "sliding_attention":
+		for i, on := range c.layerTypes(layers, "sliding_attention", "full_attention") {
+			if on {
 				out[int64(i)] = true
-			case "full_attention":
-			default:
-				c.fail("layer_types", "names an attention type memsh does not know (got %s; known: sliding_attention, full_attention)", describeJSON(v))
-				return out
 			}
 		}
 		return out
@@ -331,4 +321,27 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 			RouterBias: true, ExpertBias: true}, float64(experts) * 3 * float64(hidden) * float64(inter)
 	}
 	return nil, 0
+}
+
+// layerTypes reads layer_types, one attention type per layer, each of
+// them marked or other: which layers are marked. A list of another
+// length or naming another type is c.err's (the layers then unmarked).
+func (c *hfConfig) layerTypes(layers int64, marked, other string) []bool {
+	out := make([]bool, max(layers, 0))
+	list, ok := c.raw["layer_types"].([]any)
+	if !ok || int64(len(list)) != layers {
+		c.fail("layer_types", "must list one attention type per layer (%d)", layers)
+		return out
+	}
+	for i, v := range list {
+		switch v {
+		case marked:
+			out[i] = true
+		case other:
+		default:
+			c.fail("layer_types", "names an attention type memsh does not know (got %s; known: %s, %s)", describeJSON(v), marked, other)
+			return make([]bool, len(out))
+		}
+	}
+	return out
 }

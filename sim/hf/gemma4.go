@@ -179,24 +179,11 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 // last layer always (Gemma4TextConfig.__post_init__ forces it, with a
 // warning).
 func (c *hfConfig) gemma4LayerTypes(layers int64) []bool {
-	full := make([]bool, layers)
+	var full []bool
 	if c.has("layer_types") {
-		list, ok := c.raw["layer_types"].([]any)
-		if !ok || int64(len(list)) != layers {
-			c.fail("layer_types", "must list one attention type per layer (%d)", layers)
-			return full
-		}
-		for i, v := range list {
-			switch v {
-			case "full_attention":
-				full[i] = true
-			case "sliding_attention":
-			default:
-				c.fail("layer_types", "names an attention type Gemma 4 does not have (got %s; known: sliding_attention, full_attention)", describeJSON(v))
-				return full
-			}
-		}
+		full = c.layerTypes(layers, "full_attention", "sliding_attention")
 	} else {
+		full = make([]bool, max(layers, 0))
 		for i := range full {
 			full[i] = (i+1)%6 == 0
 		}

@@ -172,19 +172,9 @@ func (c *hfConfig) llama4Chunked(layers int64, rope map[int64]bool) map[int64]bo
 		return rope
 	}
 	out := map[int64]bool{}
-	list, ok := c.raw["layer_types"].([]any)
-	if !ok || int64(len(list)) != layers {
-		c.fail("layer_types", "must list one attention type per layer (%d)", layers)
-		return out
-	}
-	for i, v := range list {
-		switch v {
-		case "chunked_attention":
+	for i, on := range c.layerTypes(layers, "chunked_attention", "full_attention") {
+		if on {
 			out[int64(i)] = true
-		case "full_attention":
-		default:
-			c.fail("layer_types", "names an attention type memsh does not know (got %s; known: chunked_attention, full_attention)", describeJSON(v))
-			return out
 		}
 	}
 	return out
