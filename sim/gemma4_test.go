@@ -25,7 +25,7 @@ import (
 //     16 heads, 8 kv heads of 256, 2 of 512 with k = v, a dense MLP of
 //     2112 beside 128 experts of 704, 8 a token): 25,233,141,760, the
 //     model card's "25.2B total parameters, 3.8B active" (quoted by
-//     vast.ai/model/gemma-4-26b-a4b-it): the experts are 22.84B, an
+//     vast.ai/model/gemma-4-26b-a4b-it): the experts are 22.84B, a
 //     sixteenth of them (8 of 128) and the rest 3.82B.
 //   - gemma-4-e2b-text.json: E2B's (hidden 1536, 35 layers, four sliding
 //     to one full, 8 heads, one kv head, per-layer embeddings of 256, the

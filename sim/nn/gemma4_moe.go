@@ -58,6 +58,10 @@ func (g *Gemma4MoE) Validate(path string) error {
 	if err := g.moe().Validate(path); err != nil {
 		return err
 	}
+	if !(&MLP{Act: g.Act}).gated() {
+		// Gemma4TextExperts always splits gate_up_proj in two halves
+		return units.Errorf(path, "Gemma 4's experts are gated (gate_up_proj): act must be geglu or swiglu (got %q)", g.Act)
+	}
 	if g.Impl != "" && g.Impl != MoEGroupedMM && g.Impl != MoEFusedLoop {
 		return units.Errorf(path, "Gemma 4's experts run as %q or %q (got %q)", MoEGroupedMM, MoEFusedLoop, g.Impl)
 	}

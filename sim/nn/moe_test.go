@@ -36,3 +36,18 @@ func TestMoELoads(t *testing.T) {
 		}
 	}
 }
+
+// TestGemma4MoEGated: Gemma 4's experts are always gated
+// (Gemma4TextExperts splits gate_up_proj), so a plain activation is
+// refused (review_s26: gemma4_moe(act="relu") built ungated experts).
+func TestGemma4MoEGated(t *testing.T) {
+	for _, tc := range []struct {
+		act string
+		ok  bool
+	}{{"geglu", true}, {"swiglu", true}, {"relu", false}, {"gelu", false}} {
+		err := (&Gemma4MoE{Dim: 64, Hidden: 32, Experts: 4, TopK: 2, Act: tc.act}).Validate("experts")
+		if (err == nil) != tc.ok {
+			t.Errorf("act %q: %v", tc.act, err)
+		}
+	}
+}
