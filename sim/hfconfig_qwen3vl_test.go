@@ -73,7 +73,9 @@ func TestQwen3VLParams(t *testing.T) {
 // tower's blocks, a pos_embed grid that is not square, a tower whose
 // width is not the language model's, experts= on the dense model.
 func TestQwen3VLRefusals(t *testing.T) {
-	vision := func(set map[string]any) []byte {
+	// nested is the tiny config with obj's keys set (obj dropped when set
+	// is nil)
+	nested := func(obj string, set map[string]any) []byte {
 		data, err := os.ReadFile("testdata/hf/qwen3-vl-tiny.json")
 		if err != nil {
 			t.Fatal(err)
@@ -82,9 +84,11 @@ func TestQwen3VLRefusals(t *testing.T) {
 		if err := json.Unmarshal(data, &c); err != nil {
 			t.Fatal(err)
 		}
-		vc := c["vision_config"].(map[string]any)
+		if set == nil {
+			delete(c, obj)
+		}
 		for k, v := range set {
-			vc[k] = v
+			c[obj].(map[string]any)[k] = v
 		}
 		out, err := json.Marshal(c)
 		if err != nil {
@@ -92,6 +96,7 @@ func TestQwen3VLRefusals(t *testing.T) {
 		}
 		return out
 	}
+	vision := func(set map[string]any) []byte { return nested("vision_config", set) }
 	tiny := readHF(t, "qwen3-vl-tiny.json")
 	for _, tc := range []struct {
 		name       string
@@ -107,6 +112,9 @@ func TestQwen3VLRefusals(t *testing.T) {
 		{"positions", vision(map[string]any{"num_position_embeddings": 60}), hf.Options{Attn: "sdpa"}, `"vision_config.num_position_embeddings" (60) is not a square`, "48 x 48"},
 		{"width", vision(map[string]any{"out_hidden_size": 32}), hf.Options{Attn: "sdpa"}, "out_hidden_size (32) must be the language model's hidden_size (64)", ""},
 		{"experts", tiny, hf.Options{Attn: "sdpa", Experts: "eager"}, `model_type "qwen3_vl" has no MoE blocks`, "qwen3_vl_moe"},
+		// the language model's keys are text_config's, named by their path (review_s26)
+		{"text key", nested("text_config", map[string]any{"num_attention_heads": 0}), hf.Options{Attn: "sdpa"}, `"text_config.num_attention_heads" must be positive`, ""},
+		{"no text_config", nested("text_config", nil), hf.Options{Attn: "sdpa"}, `config.json has no "text_config" object (model_type "qwen3_vl" needs it)`, ""},
 	} {
 		_, err := hf.FromConfigOptions(tc.data, tc.opts)
 		var ue *units.Error

@@ -22,8 +22,14 @@ func buildQwen3VL(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	lm := c.textConfig()
-	lm.modelType = "qwen3"
+	lm := c.sub("text_config") // its keys named by their path: "text_config.hidden_size"
+	if c.err != nil {
+		return nil
+	}
+	lm.modelType, lm.mtp = "qwen3", c.mtp
+	// the model's own config ties the head (PreTrainedModel.tie_weights
+	// reads self.config: Qwen3VLConfig.tie_word_embeddings, default False)
+	lm.raw["tie_word_embeddings"] = c.flag("tie_word_embeddings", false)
 	if moe {
 		lm.modelType = "qwen3_moe"
 		// Qwen3VLMoeTextTopKRouter always renormalises its top-k weights
