@@ -78,6 +78,9 @@ func qwen3VisionTower(c *hfConfig, attn string, deepstack bool) *nn.Qwen3VisionT
 		Positions: vc.sizeOr("num_position_embeddings", 2304), Impl: attn}
 	if deepstack {
 		t.Deepstack = vc.orderedInts("deepstack_visual_indexes", []int64{8, 16, 24})
+		if !vc.has("deepstack_visual_indexes") && vc.err == nil && t.Depth <= 24 {
+			vc.fail("deepstack_visual_indexes", "is missing, and Qwen3VLVisionConfig's default (8, 16, 24) names blocks past the tower's depth (%d)", t.Depth)
+		}
 	}
 	vc.checkLayer(t, qwen3VisionTowerKeys)
 	if vc.err != nil {
@@ -103,7 +106,8 @@ func (c *hfConfig) joinVision(lm *hfConfig, tower *nn.Qwen3VisionTower, m *core.
 	if k := len(tower.Deepstack); k > 0 {
 		r, ok := rest[0].(*core.Repeat)
 		if !ok || int64(k) > r.Count() {
-			c.fail("vision_config", "deepstack_visual_indexes lists %d features, more than the language model's layers", k)
+			layers := lm.sizeOr("num_hidden_layers", 0)
+			c.fail("vision_config.deepstack_visual_indexes", "lists %d features, more than the language model's layers (%q: %d)", k, lm.at("num_hidden_layers"), layers)
 			return nil
 		}
 		blocks := make([]core.Layer, r.Count())
