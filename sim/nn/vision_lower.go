@@ -1,8 +1,6 @@
 package nn
 
 import (
-	"fmt"
-
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -55,28 +53,11 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	gh, gw := v.grid(im.Height), v.grid(im.Width)
 	perImage := gh * gw
-	tokens := im.Count * perImage / (v.Merge * v.Merge) // per sample
-	if tokens > b.Seq {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
-			Msg:  fmt.Sprintf("%d images of %dx%d pixels give %d image tokens a sample, more than seq=%d", im.Count, im.Height, im.Width, tokens, b.Seq),
-			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
-	}
-	patches := b.Batch * im.Count * perImage
-	if !core.ProductFits(patches, v.patchIn(), 4) || !core.ProductFits(patches, v.mergedDim(), 4) {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
-	}
 	// The processor's pixel patches, fp32, on the device for the step.
-	d := b.AddOp("data", "pixel_values", nil)
-	pix := b.Out(d, "pixel_values", []int64{patches, v.patchIn()}, units.FP32, "image patches from the processor (fp32)")
-	b.Val(pix).Grad = false
-	b.P.Held = append(b.P.Held, pix)
+	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), v.mergedDim())
 	h := b.Linear("patch_embed.proj", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
 	// rot_pos_emb: cos and sin of the 2-D rotary angles, fp32.
-	r := b.AddOp("rotary", "rot_pos_emb", nil)
-	hd := v.Dim / v.Heads
-	cos := b.Out(r, "rotary_cos", []int64{patches, hd}, units.FP32, "2-D rotary cos table (fp32), saved by every block's rope")
-	sin := b.Out(r, "rotary_sin", []int64{patches, hd}, units.FP32, "2-D rotary sin table (fp32), saved by every block's rope")
-	b.Val(cos).Grad, b.Val(sin).Grad = false, false
+	cos, sin := rotaryTables(b, "rot_pos_emb", patches, v.Dim/v.Heads)
 	// hidden_states[window_index]: the patches in window order.
 	reorder, h := v.reindex(b, "window_index", h, patches/(v.Merge*v.Merge))
 	h = b.LowerChild(v.blocks(gh, gw), h)
@@ -94,18 +75,7 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	// hidden_states[reverse_indices]: the tokens back in image order.
 	_, h = v.reindex(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
 	// The image tokens replace the placeholders: masked_scatter.
-	ids := b.P.Input
-	var ins []core.Value
-	if ids != core.NoValue {
-		ins = append(ins, ids)
-	}
-	mk := b.AddOp("eq", "image_mask", ins)
-	mask := b.Out(mk, "image_mask", b.Shape(x)[:len(b.Shape(x))-1], units.BOOL, "image placeholder positions (input_ids == image_token_id)")
-	b.Val(mask).Grad = false
-	b.Op(mk).NoGradB = true
-	j := b.AddOp("masked_scatter", "join_image_tokens", []core.Value{x, h, mask})
-	y := b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), "text embeddings with the image tokens in place")
-	b.Save(j, mask)
+	y, _ := joinImageTokens(b, x, h)
 	return y
 }
 

@@ -22,30 +22,12 @@ func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	gh, gw := v.grid(im.Height), v.grid(im.Width)
 	perImage := gh * gw
-	merge2 := v.Merge * v.Merge
-	tokens := im.Count * perImage / merge2 // per sample
-	if tokens > b.Seq {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
-			Msg:  fmt.Sprintf("%d images of %dx%d pixels give %d image tokens a sample, more than seq=%d", im.Count, im.Height, im.Width, tokens, b.Seq),
-			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
-	}
-	patches := b.Batch * im.Count * perImage
-	if !core.ProductFits(patches, v.patchIn(), 4) || !core.ProductFits(patches, 4*v.mergedDim(), 4) {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
-	}
 	// The processor's pixel patches, fp32, on the device for the step.
-	d := b.AddOp("data", "pixel_values", nil)
-	pix := b.Out(d, "pixel_values", []int64{patches, v.patchIn()}, units.FP32, "image patches from the processor (fp32)")
-	b.Val(pix).Grad = false
-	b.P.Held = append(b.P.Held, pix)
+	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), 4*v.mergedDim())
 	h := b.Linear("patch_embed.proj", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
 	h, interp := v.posEmbed(b, h, patches)
 	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
-	r := b.AddOp("rotary", "rotary_pos_emb", nil)
-	hd := v.Dim / v.Heads
-	cos := b.Out(r, "rotary_cos", []int64{patches, hd}, units.FP32, "2-D rotary cos table (fp32), saved by every block's rope")
-	sin := b.Out(r, "rotary_sin", []int64{patches, hd}, units.FP32, "2-D rotary sin table (fp32), saved by every block's rope")
-	b.Val(cos).Grad, b.Val(sin).Grad = false, false
+	cos, sin := rotaryTables(b, "rotary_pos_emb", patches, v.Dim/v.Heads)
 	b.Deepstack = &core.DeepstackStates{}
 	h = b.LowerChild(v.blocks(perImage), h)
 	// The ropes' tables live until the first block's backward, which runs
@@ -57,18 +39,7 @@ func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	h = v.merger(b, "merger", h, patches, false)
 	// The image tokens replace the placeholders: masked_scatter.
-	ids := b.P.Input
-	var ins []core.Value
-	if ids != core.NoValue {
-		ins = append(ins, ids)
-	}
-	mk := b.AddOp("eq", "image_mask", ins)
-	mask := b.Out(mk, "image_mask", b.Shape(x)[:len(b.Shape(x))-1], units.BOOL, "image placeholder positions (input_ids == image_token_id)")
-	b.Val(mask).Grad = false
-	b.Op(mk).NoGradB = true
-	j := b.AddOp("masked_scatter", "join_image_tokens", []core.Value{x, h, mask})
-	y := b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), "text embeddings with the image tokens in place")
-	b.Save(j, mask)
+	y, mask := joinImageTokens(b, x, h)
 	b.Deepstack.Mask = mask
 	if len(feats) == 0 {
 		b.Deepstack = nil

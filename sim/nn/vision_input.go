@@ -1,0 +1,64 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// What the Qwen2.5-VL and Qwen3-VL towers share around their blocks: the
+// processor's pixel patches, the 2-D rotary tables and the image tokens
+// joined to the text.
+
+// imagePatches checks that b.Images' tokens (perImage patches an image,
+// merge x merge patches a token) fit the sequence and that the tower's
+// widest tensor (patches x widest) fits, then makes the processor's
+// pixel patches, fp32, held on the device for the step.
+func imagePatches(b *core.Builder, perImage, merge, patchIn, widest int64) (patches int64, pix core.Value) {
+	im := b.Images
+	tokens := im.Count * perImage / (merge * merge) // per sample
+	if tokens > b.Seq {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+			Msg:  fmt.Sprintf("%d images of %dx%d pixels give %d image tokens a sample, more than seq=%d", im.Count, im.Height, im.Width, tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
+	}
+	patches = b.Batch * im.Count * perImage
+	if !core.ProductFits(patches, patchIn, 4) || !core.ProductFits(patches, widest, 4) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
+	}
+	d := b.AddOp("data", "pixel_values", nil)
+	pix = b.Out(d, "pixel_values", []int64{patches, patchIn}, units.FP32, "image patches from the processor (fp32)")
+	b.Val(pix).Grad = false
+	b.P.Held = append(b.P.Held, pix)
+	return patches, pix
+}
+
+// rotaryTables is the op (named name) making cos and sin of the 2-D
+// rotary angles, fp32, one row of hd a patch.
+func rotaryTables(b *core.Builder, name string, patches, hd int64) (cos, sin core.Value) {
+	r := b.AddOp("rotary", name, nil)
+	cos = b.Out(r, "rotary_cos", []int64{patches, hd}, units.FP32, "2-D rotary cos table (fp32), saved by every block's rope")
+	sin = b.Out(r, "rotary_sin", []int64{patches, hd}, units.FP32, "2-D rotary sin table (fp32), saved by every block's rope")
+	b.Val(cos).Grad, b.Val(sin).Grad = false, false
+	return cos, sin
+}
+
+// joinImageTokens puts the image tokens h in place of the placeholders of
+// the text embeddings x (masked_scatter), and returns the joined
+// embeddings and the placeholder mask the scatter saves.
+func joinImageTokens(b *core.Builder, x, h core.Value) (y, mask core.Value) {
+	ids := b.P.Input
+	var ins []core.Value
+	if ids != core.NoValue {
+		ins = append(ins, ids)
+	}
+	mk := b.AddOp("eq", "image_mask", ins)
+	mask = b.Out(mk, "image_mask", b.Shape(x)[:len(b.Shape(x))-1], units.BOOL, "image placeholder positions (input_ids == image_token_id)")
+	b.Val(mask).Grad = false
+	b.Op(mk).NoGradB = true
+	j := b.AddOp("masked_scatter", "join_image_tokens", []core.Value{x, h, mask})
+	y = b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), "text embeddings with the image tokens in place")
+	b.Save(j, mask)
+	return y, mask
+}
