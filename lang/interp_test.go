@@ -390,6 +390,46 @@ func TestStdlibExports(t *testing.T) {
 	}
 }
 
+// TestStdlibExportsParts: a module's names bound again from its parts
+// (a folder's files) take the parts' signatures and docstrings; the parts
+// are no modules of their own; a name bound from a part that lacks it,
+// or a part that does not parse, is an error naming the module.
+func TestStdlibExportsParts(t *testing.T) {
+	part := "def g(x):\n    \"\"\"Does g.\"\"\"\n    return x\n\ndef helper():\n    \"\"\"Helps.\"\"\"\n"
+	for _, tc := range []struct {
+		name, main, part string
+		want             []Export
+		err              string
+	}{
+		{"reexport", "load(\"p/a.star\", _g = \"g\")\ng = _g\nh = _g\n", part, []Export{
+			{Name: "g", Module: "@stdlib//m.star", Sig: "g(x)", Doc: "Does g."},
+			{Name: "h", Module: "@stdlib//m.star", Sig: "h(x)", Doc: "Does g."},
+		}, ""},
+		{"absolute load", "load(\"@stdlib//p/a.star\", _g = \"g\")\ng = _g\n", part, []Export{
+			{Name: "g", Module: "@stdlib//m.star", Sig: "g(x)", Doc: "Does g."},
+		}, ""},
+		{"missing", "load(\"p/a.star\", _k = \"k\")\nk = _k\n", part, nil, "@stdlib//m.star: k = _k: @stdlib//p/a.star defines no function k"},
+		{"no part", "load(\"p/b.star\", _g = \"g\")\ng = _g\n", part, nil, "p/b.star"},
+		{"bad part", "load(\"p/a.star\", _g = \"g\")\ng = _g\n", "def g(:\n", nil, "p/a.star:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex, err := StdlibExports(tree("m.star", tc.main, "p/a.star", tc.part))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, ex); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestDialect(t *testing.T) {
 	o := FileOptions()
 	if !o.TopLevelControl || !o.GlobalReassign || !o.Set || o.While || o.Recursion || o.LoadBindsGlobally {

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io/fs"
+	"path"
+	"strings"
 	"testing"
+
+	"go.starlark.net/syntax"
 
 	"github.com/memsh/memsh/stdlib"
 )
@@ -16,6 +20,11 @@ func TestStdlibModulesLoadPure(t *testing.T) {
 	if err != nil || len(names) == 0 {
 		t.Fatalf("stdlib modules: %v %v", names, err)
 	}
+	parts, err := fs.Glob(stdlib.FS, "*/*.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = append(names, parts...)
 	for _, n := range names {
 		t.Run(n, func(t *testing.T) {
 			var out bytes.Buffer
@@ -44,6 +53,38 @@ func TestStdlibModulesLoadPure(t *testing.T) {
 	for _, e := range ex {
 		if e.Sig != e.Name && e.Doc == "" {
 			t.Errorf("%s in %s has no docstring", e.Name, e.Module)
+		}
+	}
+}
+
+// TestStdlibPartsExported: every public function of a module's part
+// (llm/*.star) but the shared helpers' file (common.star) is a name of a
+// module, so a model added to a part cannot be left out of llm.star.
+func TestStdlibPartsExported(t *testing.T) {
+	ex, err := StdlibExports(stdlib.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, e := range ex {
+		exported[e.Name] = true
+	}
+	parts, err := fs.Glob(stdlib.FS, "*/*.star")
+	if err != nil || len(parts) == 0 {
+		t.Fatalf("stdlib parts: %v %v", parts, err)
+	}
+	for _, p := range parts {
+		if path.Base(p) == "common.star" {
+			continue
+		}
+		src, f, err := parseStdlib(stdlib.FS, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range f.Stmts {
+			if s, ok := stmt.(*syntax.DefStmt); ok && !strings.HasPrefix(s.Name.Name, "_") && !exported[s.Name.Name] {
+				t.Errorf("%s defines %s, which no stdlib module binds (%s)", p, s.Name.Name, defExport(p, src, s).Sig)
+			}
 		}
 	}
 }

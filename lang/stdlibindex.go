@@ -1,6 +1,7 @@
 package lang
 
 import (
+	"fmt"
 	"io/fs"
 	"path"
 	"sort"
@@ -19,58 +20,124 @@ type Export struct {
 
 // StdlibExports lists the public names (no leading "_") that the stdlib
 // modules define at top level, sorted by module and name. It parses the
-// modules without running them.
+// modules without running them. A module is a file at the stdlib's root;
+// a folder holds the parts a module loads (llm/*.star, llm.star's), whose
+// names count as the module's where it binds them again (gpt2 = _gpt2 of
+// load("llm/dense.star", _gpt2 = "gpt2")): such a name takes the part's
+// signature and docstring. A name bound again from a part that does not
+// define it is an error.
 func StdlibExports(stdlib fs.FS) ([]Export, error) {
 	var out []Export
-	err := fs.WalkDir(stdlib, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || path.Ext(p) != ".star" {
-			return err
+	entries, err := fs.ReadDir(stdlib, ".")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.IsDir() || path.Ext(e.Name()) != ".star" {
+			continue
 		}
-		src, err := fs.ReadFile(stdlib, p)
+		ex, err := moduleExports(stdlib, e.Name())
 		if err != nil {
-			return err
+			return nil, err
 		}
-		f, err := FileOptions().Parse(p, src, 0)
-		if err != nil {
-			return err
-		}
-		out = append(out, fileExports(stdlibPrefix+p, src, f)...)
-		return nil
-	})
+		out = append(out, ex...)
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Module != out[j].Module {
 			return out[i].Module < out[j].Module
 		}
 		return out[i].Name < out[j].Name
 	})
-	return out, err
+	return out, nil
 }
 
-func fileExports(module string, src []byte, f *syntax.File) []Export {
+// parseStdlib parses the stdlib file p.
+func parseStdlib(stdlib fs.FS, p string) ([]byte, *syntax.File, error) {
+	src, err := fs.ReadFile(stdlib, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := FileOptions().Parse(p, src, 0)
+	return src, f, err
+}
+
+// moduleExports lists the public names of the stdlib module p, those it
+// binds again from its parts resolved to the parts' definitions.
+func moduleExports(stdlib fs.FS, p string) ([]Export, error) {
+	src, f, err := parseStdlib(stdlib, p)
+	if err != nil {
+		return nil, err
+	}
+	module := stdlibPrefix + p
+	loaded := map[string]loadedName{} // file-local name -> the part and its name there
 	var out []Export
 	for _, stmt := range f.Stmts {
 		switch s := stmt.(type) {
+		case *syntax.LoadStmt:
+			for i, to := range s.To {
+				part := s.ModuleName()
+				if rest, ok := strings.CutPrefix(part, stdlibPrefix); ok {
+					part = rest
+				} else {
+					part = path.Join(path.Dir(p), part)
+				}
+				loaded[to.Name] = loadedName{part, s.From[i].Name}
+			}
 		case *syntax.DefStmt:
-			if strings.HasPrefix(s.Name.Name, "_") {
+			if !strings.HasPrefix(s.Name.Name, "_") {
+				out = append(out, defExport(module, src, s))
+			}
+		case *syntax.AssignStmt:
+			id, ok := s.LHS.(*syntax.Ident)
+			if !ok || strings.HasPrefix(id.Name, "_") {
 				continue
 			}
-			var params []string
-			for _, p := range s.Params {
-				params = append(params, exprText(src, p))
+			x := Export{Name: id.Name, Module: module, Sig: id.Name}
+			if rhs, ok := s.RHS.(*syntax.Ident); ok {
+				if l, ok := loaded[rhs.Name]; ok {
+					def, err := partDef(stdlib, l)
+					if err != nil {
+						return nil, fmt.Errorf("%s: %s = %s: %w", module, id.Name, rhs.Name, err)
+					}
+					x.Sig = id.Name + strings.TrimPrefix(def.Sig, def.Name)
+					x.Doc = def.Doc
+				}
 			}
-			out = append(out, Export{
-				Name:   s.Name.Name,
-				Module: module,
-				Sig:    s.Name.Name + "(" + strings.Join(params, ", ") + ")",
-				Doc:    docstring(s.Body),
-			})
-		case *syntax.AssignStmt:
-			if id, ok := s.LHS.(*syntax.Ident); ok && !strings.HasPrefix(id.Name, "_") {
-				out = append(out, Export{Name: id.Name, Module: module, Sig: id.Name})
-			}
+			out = append(out, x)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// loadedName is a name a module loads: the part's path and its name there.
+type loadedName struct{ part, name string }
+
+// partDef returns the definition of l.name in the part l.part.
+func partDef(stdlib fs.FS, l loadedName) (Export, error) {
+	src, f, err := parseStdlib(stdlib, l.part)
+	if err != nil {
+		return Export{}, err
+	}
+	for _, stmt := range f.Stmts {
+		if s, ok := stmt.(*syntax.DefStmt); ok && s.Name.Name == l.name {
+			return defExport(stdlibPrefix+l.part, src, s), nil
+		}
+	}
+	return Export{}, fmt.Errorf("%s defines no function %s", stdlibPrefix+l.part, l.name)
+}
+
+// defExport describes the function s of module.
+func defExport(module string, src []byte, s *syntax.DefStmt) Export {
+	var params []string
+	for _, p := range s.Params {
+		params = append(params, exprText(src, p))
+	}
+	return Export{
+		Name:   s.Name.Name,
+		Module: module,
+		Sig:    s.Name.Name + "(" + strings.Join(params, ", ") + ")",
+		Doc:    docstring(s.Body),
+	}
 }
 
 // exprText returns the source text of e.

@@ -302,14 +302,16 @@ func (s *Session) completeString(text string, lx lexState) ([]string, string) {
 	var cands []string
 	switch {
 	case loadModuleRE.MatchString(before):
-		fs.WalkDir(s.opts.Stdlib, ".", func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && path.Ext(p) == ".star" {
-				if m := "@stdlib//" + p; strings.HasPrefix(m, partial) {
+		// The modules, at the stdlib's root; a folder holds a module's
+		// parts (llm/*.star), which users load through the module.
+		entries, _ := fs.ReadDir(s.opts.Stdlib, ".")
+		for _, e := range entries {
+			if !e.IsDir() && path.Ext(e.Name()) == ".star" {
+				if m := "@stdlib//" + e.Name(); strings.HasPrefix(m, partial) {
 					cands = append(cands, m)
 				}
 			}
-			return nil
-		})
+		}
 	case loadNameRE.MatchString(before):
 		m := loadNameRE.FindStringSubmatch(before)
 		module, err := strconv.Unquote(`"` + m[2][1:len(m[2])-1] + `"`)
