@@ -40,6 +40,7 @@ func TestFieldNames(t *testing.T) {
 	mambaKeys := []string{"hidden_size", "mamba_d_state", "state_size", "d_state", "mamba_d_conv", "intermediate_size", "attn="}
 	mamba2Keys := []string{"hidden_size", "num_heads", "n_groups", "state_size", "chunk_size", "mamba_num_heads"}
 	visionKeys := []string{"hidden_size", "num_heads", "intermediate_size", "patch_size", "spatial_merge_size", "window_size", "fullatt_block_indexes", "out_hidden_size", "attn="}
+	moeKeys := []string{"num_experts_per_tok", "num_local_experts", "num_experts", "n_routed_experts", "top_k_experts"}
 	qwen35 := hf.Options{Attn: "sdpa", Arch: "Qwen3_5ForCausalLM"}
 	for _, tc := range []fieldCase{
 		{name: "indexer heads", expr: mla + `index_heads = 0)`, want: "mla: index_heads must be positive (got 0)",
@@ -104,6 +105,47 @@ func TestFieldNames(t *testing.T) {
 		{name: "vision eager", expr: `vision_tower(64, 2, 4, 128, 64, impl = "eager")`,
 			want:    `vision_tower: the vision tower's eager attention is not modelled; hint: transformers runs it once per window with its own score matrix; use impl="sdpa" or "flash"`,
 			notKeys: visionKeys},
+		// MoE's top-k: each family names its experts and top-k by keys of
+		// its own (top_k_experts: Gemma 4; n_routed_experts: DeepSeek).
+		{name: "moe top-k", expr: `moe(64, 128, experts = 4, top_k = 8)`,
+			want: "moe: top_k (8) must be at most experts (4); hint: top_k is how many of the experts each token is routed to",
+			file: "mixtral-8x7b-v0.1.json", edit: map[string]any{"num_experts_per_tok": 9},
+			hfWant:  `"num_experts_per_tok" (9) must be at most "num_local_experts" (8); hint: "num_experts_per_tok" is how many of the "num_local_experts" each token is routed to`,
+			notKeys: moeKeys},
+		{name: "moe top-k, gemma4", expr: `gemma4_moe(64, 128, 4, 8)`, want: "gemma4_moe: top_k (8) must be at most experts (4)",
+			file: "gemma4-moe-tiny.json", edit: map[string]any{"top_k_experts": 5},
+			hfWant: `"top_k_experts" (5) must be at most "num_experts" (4)`, notKeys: moeKeys},
+		{name: "moe top-k, deepseek", file: "deepseek-v3.json", edit: map[string]any{"num_experts_per_tok": 300},
+			hfWant: `"num_experts_per_tok" (300) must be at most "n_routed_experts" (256)`},
+		{name: "moe top-k, kimi", file: "kimi-k2.5.json", edit: map[string]any{"text_config.num_experts_per_tok": 385},
+			hfWant: `"text_config.num_experts_per_tok" (385) must be at most "text_config.n_routed_experts" (384)`},
+		{name: "moe top-k, qwen3-moe", file: "qwen3-30b-a3b.json", edit: map[string]any{"num_experts_per_tok": 129},
+			hfWant: `"num_experts_per_tok" (129) must be at most "num_experts" (128)`},
+		{name: "moe top-k, qwen2-moe", file: "qwen1.5-moe-a2.7b.json", edit: map[string]any{"num_experts_per_tok": 61},
+			hfWant: `"num_experts_per_tok" (61) must be at most "num_experts" (60)`},
+		{name: "moe top-k, gpt-oss", file: "gpt-oss-20b.json", edit: map[string]any{"num_experts_per_tok": 33},
+			hfWant: `"num_experts_per_tok" (33) must be at most "num_local_experts" (32)`},
+		{name: "moe top-k, phimoe", file: "phi-3.5-moe-instruct.json", edit: map[string]any{"num_experts_per_tok": 17},
+			hfWant: `"num_experts_per_tok" (17) must be at most "num_local_experts" (16)`},
+		{name: "moe top-k, jamba", file: "ai21-jamba-1.5-mini.json", edit: map[string]any{"num_experts_per_tok": 17},
+			hfWant: `"num_experts_per_tok" (17) must be at most "num_experts" (16)`},
+		{name: "moe top-k, llama4", file: "llama4-tiny.json", edit: map[string]any{"num_experts_per_tok": 5},
+			hfWant: `"num_experts_per_tok" (5) must be at most "num_local_experts" (4)`},
+		{name: "moe top-k, qwen3-next", file: "qwen3-next-tiny.json", edit: map[string]any{"num_experts_per_tok": 5},
+			hfWant: `"num_experts_per_tok" (5) must be at most "num_experts" (4)`},
+		{name: "moe top-k, qwen3-vl-moe", file: "qwen3-vl-moe-tiny.json", edit: map[string]any{"text_config.num_experts_per_tok": 5},
+			hfWant: `"text_config.num_experts_per_tok" (5) must be at most "text_config.num_experts" (4)`},
+		{name: "moe top-k, glm-4.5", file: "glm-4.5-air.json", edit: map[string]any{"num_experts_per_tok": 129},
+			hfWant: `"num_experts_per_tok" (129) must be at most "n_routed_experts" (128)`},
+		// nn checks hf_config reached unnamed (a module path and the
+		// layer's own words): JambaAttention's head_dim is hidden_size //
+		// num_attention_heads, 0 when the heads outnumber the width;
+		// Mllama's projector width is the text model's hidden_size, read
+		// (and refused) first.
+		{name: "jamba heads", file: "ai21-jamba-1.5-mini.json", edit: map[string]any{"hidden_size": 16},
+			hfWant: `"num_attention_heads" (32) is more than "hidden_size" (16)`},
+		{name: "mllama text width", file: "mllama-tiny.json", edit: map[string]any{"text_config.hidden_size": 0},
+			hfWant: `"text_config.hidden_size" must be positive (got 0)`},
 		// Llama 3.2 Vision's vision model: hf_config's alone.
 		{name: "mllama vision heads", file: "mllama-tiny.json", edit: map[string]any{"vision_config.attention_heads": 3},
 			hfWant: `"vision_config.attention_heads" (3) must divide "vision_config.hidden_size" (32)`},

@@ -86,7 +86,7 @@ func TestLayerErrors(t *testing.T) {
 		{expr: "embedding(-1, 8)", err: "rows must be positive (got -1)"},
 		{expr: "rmsnorm(0)", err: "dim must be positive (got 0)"},
 		{expr: "mlp(64, 256, act=\"gelu2\")", err: `unknown mlp activation "gelu2"`},
-		{expr: "moe(64, 256, 8, 9)", err: "top_k must be in 1..experts (experts=8, top_k=9)"},
+		{expr: "moe(64, 256, 8, 9)", err: "top_k (9) must be at most experts (8)"},
 		{expr: "moe(64, 256, 8, 2, shared_experts=-1)", err: "shared_experts must not be negative"},
 		{expr: "moe(64, 256, 8, 2, capacity=0.5)", err: "capacity must be at least 1.0 (got 0.5)"},
 		{expr: "moe(64, 256, 8, 2, impl=\"scatter\")", err: `unknown moe impl "scatter" (known: loop, fused_loop, grouped, grouped_mm, dense_bmm)`},

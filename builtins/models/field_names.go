@@ -37,6 +37,7 @@ var (
 		nn.FieldWindow: "window", nn.FieldFullBlocks: "full_blocks", nn.FieldImpl: "impl",
 	}
 	gemma4AttentionKeywords = map[nn.Field]string{nn.FieldImpl: "impl"}
+	moeKeywords             = map[nn.Field]string{nn.FieldExperts: "experts", nn.FieldTopK: "top_k"} // moe(), gemma4_moe()
 )
 
 // newNamedLayer is newLayer for a layer whose checks name nn.Fields: a

@@ -419,7 +419,7 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if m.Name, err = optName(name); err != nil {
 		return nil, err
 	}
-	return newLayer(thread, m)
+	return newNamedLayer(thread, m, moeKeywords)
 }
 
 func dropoutFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -115,5 +115,5 @@ func gemma4MoEFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if g.Experts > 1<<14 {
 		return nil, fmt.Errorf("%s: experts=%d is more than memsh simulates (at most %d)", b.Name(), g.Experts, 1<<14)
 	}
-	return newLayer(thread, g)
+	return newNamedLayer(thread, g, moeKeywords)
 }

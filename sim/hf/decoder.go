@@ -275,8 +275,10 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		inter := c.size("intermediate_size")
 		experts := c.size("num_local_experts")
 		all()
-		return &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
-			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: true, WNames: true}, float64(experts) * 3 * float64(hidden) * float64(inter)
+		m := &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
+			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: true, WNames: true}
+		c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
+		return m, float64(experts) * 3 * float64(hidden) * float64(inter)
 	case "qwen2_moe", "qwen3_moe":
 		// Qwen2MoeSparseMoeBlock: gate (nn.Linear), experts, and a
 		// shared_expert times sigmoid(shared_expert_gate(x));
@@ -285,10 +287,11 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		// num_local_experts (attribute_map in configuration_qwen3_moe.py
 		// at 5.17.0), so config.to_dict() writes the latter; the hub's
 		// configs and transformers 4.x write num_experts.
-		experts := c.sizeOr("num_experts", 0)
+		expertsKey := "num_experts"
 		if f.moe == "qwen3_moe" && c.has("num_local_experts") {
-			experts = c.sizeOr("num_local_experts", 0)
+			expertsKey = "num_local_experts"
 		}
+		experts := c.sizeOr(expertsKey, 0)
 		// max: a step below 1 is c.err's already, read back as 0
 		step := max(c.sizeOr("decoder_sparse_step", 1), 1)
 		only := c.intList("mlp_only_layers", layers)
@@ -301,6 +304,7 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		moeInter := c.size("moe_intermediate_size")
 		m := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: moeInter, Experts: experts,
 			TopK: c.size("num_experts_per_tok"), Act: act, NormTopK: c.flag("norm_topk_prob", false)}
+		c.checkLayer(m, moeKeys(expertsKey, "num_experts_per_tok"))
 		estimate := float64(experts) * 3 * float64(hidden) * float64(moeInter)
 		if f.moe == "qwen2_moe" {
 			shared := c.size("shared_expert_intermediate_size")
@@ -316,9 +320,11 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		inter := c.size("intermediate_size")
 		experts := c.size("num_local_experts")
 		all()
-		return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
+		m := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 			TopK: c.size("num_experts_per_tok"), Act: act, Impl: nn.MoEFusedLoop, Router: nn.RouterTopKSoftmax,
-			RouterBias: true, ExpertBias: true}, float64(experts) * 3 * float64(hidden) * float64(inter)
+			RouterBias: true, ExpertBias: true}
+		c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
+		return m, float64(experts) * 3 * float64(hidden) * float64(inter)
 	}
 	return nil, 0
 }

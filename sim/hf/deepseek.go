@@ -104,6 +104,7 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 			TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
 			NormTopK: c.flag("norm_topk_prob", true), ScoreBias: c.str("topk_method", "noaux_tc") == "noaux_tc",
 			SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: moeInter}
+		c.checkLayer(moe, moeKeys("n_routed_experts", "num_experts_per_tok"))
 		moeFF = moe
 		estimate = float64(experts+moe.SharedExperts) * 3 * float64(hidden) * float64(moeInter)
 	}

@@ -60,6 +60,15 @@ var (
 	}
 )
 
+// moeKeys names an MoE block's routed experts and its experts per token
+// by the family's keys: num_local_experts (Mixtral, PhiMoE, gpt-oss,
+// Llama 4), num_experts (Qwen2-MoE, Qwen3-MoE, Qwen3-Next, Jamba, Gemma 4),
+// n_routed_experts (DeepSeek-V3 and its kin); num_experts_per_tok, or
+// Gemma 4's top_k_experts.
+func moeKeys(experts, topK string) map[nn.Field]string {
+	return map[nn.Field]string{nn.FieldExperts: experts, nn.FieldTopK: topK}
+}
+
 // checkLayer runs l's checks as it is built, so that a failed one names
 // its inputs as config.json does: each key by its path in the file
 // (text_config.linear_num_key_heads), hf_config's keywords (attn=) as

@@ -117,6 +117,7 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 	if moe {
 		experts = &nn.Gemma4MoE{Dim: hidden, Hidden: c.size("moe_intermediate_size"), Experts: c.size("num_experts"),
 			TopK: c.size("top_k_experts"), Act: act}
+		c.checkLayer(experts, moeKeys("num_experts", "top_k_experts"))
 		estimateFF += 3 * float64(hidden) * float64(experts.Hidden) * float64(experts.Experts)
 	}
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*ghd)+2*estimateFF+float64(pleVocab+hidden)*float64(ple)) + 2*float64(vocab)*float64(hidden))

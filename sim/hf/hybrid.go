@@ -166,6 +166,9 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err == nil && !c.flag("use_mamba_kernels", true) {
 		c.fail("use_mamba_kernels", "is false: memsh models the mamba_ssm kernels, not the naive scan (which materialises [batch, inner, seq, state] fp32 tensors)")
 	}
+	if c.err == nil && heads > hidden { // JambaAttention: head_dim = hidden_size // num_heads
+		c.fail("num_attention_heads", "(%d) is more than %q (%d): a head would be 0 wide (head_dim is hidden_size // num_attention_heads)", heads, c.at("hidden_size"), hidden)
+	}
 	if c.err == nil && (attnOffset >= attnPeriod || expOffset >= expPeriod) {
 		c.fail("attn_layer_offset", "and expert_layer_offset must be below their periods (attention %d of %d, experts %d of %d)", attnOffset, attnPeriod, expOffset, expPeriod)
 	}
@@ -180,6 +183,7 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 		Impl: attn, Causal: true, SoftmaxFP32: true}
 	mlp := &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: inter, Act: act}
 	moe := &nn.MoE{Name: "feed_forward", Dim: hidden, Hidden: inter, Experts: experts, TopK: topK, Act: act, RouterName: "router"}
+	c.checkLayer(moe, moeKeys("num_experts", "num_experts_per_tok"))
 	c.checkTotal(float64(layers)*(float64(mamba.Params())+float64(at.Params())+float64(moe.Params())) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil

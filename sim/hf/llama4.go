@@ -103,6 +103,7 @@ func (c *hfConfig) llama4Text(attn string, head hfHead) *core.Model {
 	moeFF := &nn.MoE{Name: "feed_forward", Dim: hidden, Hidden: inter, Experts: experts, TopK: topK, Act: act,
 		SharedExperts: 1, SharedHidden: inter, SharedName: "shared_expert",
 		Impl: nn.MoEDenseBMM, Router: nn.RouterTopKSigmoid, RouterName: "router"}
+	c.checkLayer(moeFF, moeKeys("num_local_experts", "num_experts_per_tok"))
 	var denseFF core.Layer
 	if interMLP > 0 {
 		denseFF = &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: interMLP, Act: act}

@@ -51,7 +51,7 @@ func buildMllama(c *hfConfig, attn string, head hfHead) *core.Model {
 		keys = withKey(keys, nn.FieldHeads, "num_attention_heads")
 	}
 	vc.checkLayer(v, keys)
-	for _, e := range []*hfConfig{vc, tc} {
+	for _, e := range []*hfConfig{tc, vc} { // tc's hidden_size, read first, is the projector's width
 		if e.err != nil && c.err == nil {
 			c.err = e.err
 		}

@@ -123,6 +123,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 		shared := c.size("shared_expert_intermediate_size")
 		moe = &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts, TopK: c.size("num_experts_per_tok"), Act: act,
 			NormTopK: c.flag("norm_topk_prob", f.normTopKDef), SharedExperts: 1, SharedHidden: shared, SharedGate: true}
+		c.checkLayer(moe, moeKeys("num_experts", "num_experts_per_tok"))
 		estimateFF = 3 * float64(hidden) * (float64(experts)*float64(inter) + float64(shared))
 		step, only := int64(1), map[int64]bool{}
 		if f.sparseSteps {

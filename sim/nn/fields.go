@@ -18,7 +18,7 @@ import (
 type Field string
 
 // The Fields the checks of MLA (and its DSAIndexer), GatedDeltaNet,
-// Mamba, Mamba2, VisionTower and MllamaVision name.
+// Mamba, Mamba2, VisionTower, MllamaVision and MoE (with Gemma4MoE) name.
 const (
 	FieldDim          Field = "model width"
 	FieldHeads        Field = "attention heads"
@@ -61,6 +61,8 @@ const (
 	FieldOutputDim    Field = "vision output width"
 	FieldAspects      Field = "aspect ratios"
 	FieldIntermediate Field = "intermediate layers"
+	FieldExperts      Field = "routed experts"
+	FieldTopK         Field = "experts per token"
 )
 
 // FieldError is a check's failure over named inputs: Msg and Hint are

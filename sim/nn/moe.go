@@ -212,11 +212,12 @@ func (m *MoE) Validate(path string) error {
 	if err := m.expertMLP().Validate(path); err != nil {
 		return err
 	}
-	if err := core.Positive(path, "experts", m.Experts); err != nil {
+	if err := checkPositive(path, sized{FieldExperts, m.Experts}, sized{FieldTopK, m.TopK}); err != nil {
 		return err
 	}
-	if m.TopK <= 0 || m.TopK > m.Experts {
-		return units.Errorf(path, "top_k must be in 1..experts (experts=%d, top_k=%d)", m.Experts, m.TopK)
+	if m.TopK > m.Experts {
+		return fieldErr(path, FieldTopK, fmt.Sprintf(" (%d) must be at most ", m.TopK), FieldExperts, fmt.Sprintf(" (%d)", m.Experts)).
+			withHint(FieldTopK, " is how many of the ", FieldExperts, " each token is routed to")
 	}
 	if m.SharedExperts < 0 {
 		return units.Errorf(path, "shared_experts must not be negative (got %d)", m.SharedExperts)
