@@ -101,7 +101,7 @@ func LayerBuiltins() []host.Builtin {
 				"no optimizer state) or \"topk_sigmoid\" (Llama 4: an nn.Linear router, top-k of the logits, an fp32 sigmoid of the scattered top-k); norm_topk renormalises the top-k weights. " +
 				"Routing is balanced; with expert parallelism parallel(expert_load=) gives the busiest rank's share, " +
 				"and memory and time follow that rank. " +
-				"shared_experts adds always-on experts (DeepSeek style) of shared_hidden (default hidden) units each; " +
+				"shared_experts adds always-on experts (DeepSeek style: shared_experts; beside router=\"topk_sigmoid\" Llama 4's one, named shared_expert) of shared_hidden (default hidden) units each; " +
 				"shared_gate=True makes them Qwen2-MoE's and Qwen3-Next's shared_expert, scaled by the sigmoid of shared_expert_gate (dim weights); " +
 				"capacity is a capacity factor (>= 1): every expert gets exactly ceil(capacity * tokens * top_k / experts) rows " +
 				"(dropped beyond, padded below); None is dropless. router_bias and expert_bias add biases to the router " +

@@ -114,8 +114,8 @@ type MoE struct {
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
 	WNames bool
 	// SharedName is the shared experts' module name: "" is DeepSeek's
-	// shared_experts, or Qwen2-MoE's shared_expert with SharedGate
-	// (Llama 4's ungated one is "shared_expert").
+	// shared_experts, Qwen2-MoE's shared_expert with SharedGate, and
+	// Llama 4's ungated shared_expert with RouterTopKSigmoid.
 	SharedName string
 }
 
@@ -323,7 +323,11 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 		defer b.OnSideStream()()
 	}
 	if !m.SharedGate {
-		defer b.Scope(m.sharedName("shared_experts"))()
+		ungated := "shared_experts" // DeepSeek's
+		if m.router() == RouterTopKSigmoid {
+			ungated = "shared_expert" // Llama4TextMoe's
+		}
+		defer b.Scope(m.sharedName(ungated))()
 		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
 	}
 	done := b.Scope(m.sharedName("shared_expert"))
