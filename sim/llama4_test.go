@@ -97,7 +97,7 @@ func TestLlama4Refusals(t *testing.T) {
 	for _, tc := range []struct {
 		file, arch, attn, version, want string
 	}{
-		{"llama-4-scout-17b-16e.json", "", "sdpa", "", `Llama4ForConditionalGeneration adds Llama 4's vision tower and projector (vision_config)`},
+		{"llama-4-scout-17b-16e.json", "", "flash", "", `no flash-attention path for model_type "llama4"`},
 		{"llama4-tiny.json", "", "flash", "", `no flash-attention path for model_type "llama4_text"`},
 		{"llama4-tiny.json", "", "sdpa", "4.50.3", `model_type "llama4_text" needs transformers 4.51 or later`},
 	} {

@@ -280,7 +280,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if err := useLinearAttn(m, s, opts.LinearAttn); err != nil {
 		return nil, err
 	}
-	if head != headBase && fam.modelType != "bert" { // bert.go names its own base
+	if head != headBase && fam.modelType != "bert" && !c.ownBase { // bert.go names its own base
 		// The head model holds the base model as an attribute, which
 		// prefixes its parameters: model.layers.0.self_attn.q_proj.weight.
 		m.Layers = []core.Layer{&core.Sequential{Name: fam.base, Layers: m.Layers}}

@@ -20,6 +20,7 @@ type hfConfig struct {
 	mtp       bool   // build the multi-token prediction modules the checkpoint holds
 	arch      string // the model class built (Options.Arch or architectures[0]; "" for the default)
 	prefix    string // the path of a nested object's keys in config.json ("text_config."; "" at the top)
+	ownBase   bool   // the model names its base itself (Llama4ForConditionalGeneration's language_model.model), not the family's base
 	err       *units.Error
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // buildLlama4 builds transformers' Llama4ForCausalLM (model_type
@@ -31,22 +30,15 @@ import (
 //     eager_attention_forward, unlike Llama's); there is no flash path
 //     (Llama4PreTrainedModel._supports_flash_attn = False).
 //
-// Llama4ForConditionalGeneration (the llama4 checkpoints' class) adds the
-// vision tower and projector, which memsh does not build: it is refused,
-// and arch="Llama4ForCausalLM" builds the text model from the same
-// config.json.
+// Llama4ForConditionalGeneration (the llama4 checkpoints' class, the
+// default for model_type llama4) adds the vision model and projector
+// (llama4_vision.go); arch="Llama4ForCausalLM" builds the text model alone
+// from the same config.json.
 func buildLlama4(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c
+	vision := false
 	if c.modelType == "llama4" {
-		if c.arch == "" || strings.HasSuffix(c.arch, "ForConditionalGeneration") {
-			arch := c.arch
-			if arch == "" {
-				arch = "Llama4ForConditionalGeneration"
-			}
-			c.err = &units.Error{Msg: "model class " + arch + " adds Llama 4's vision tower and projector (vision_config), which memsh does not model",
-				Hint: `pass arch="Llama4ForCausalLM" to train the text model alone (the checkpoint's vision_model and multi_modal_projector weights unused)`}
-			return nil
-		}
+		vision = c.arch == "" || strings.HasSuffix(c.arch, "ForConditionalGeneration")
 		tc = c.sub("text_config")
 		if c.err != nil {
 			return nil
@@ -60,6 +52,9 @@ func buildLlama4(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	if m != nil && tc != c {
 		m.Name = c.name
+	}
+	if m != nil && vision {
+		return buildLlama4Vision(c, tc, m, attn)
 	}
 	return m
 }
