@@ -159,9 +159,10 @@ var flopRenames = map[string][][2]string{
 		{".attention.self", ".attention"}, {".attention.output.dense", ".attention.o_proj"},
 		{".intermediate.dense", ".intermediate.fc1"}, {".output.dense", ".intermediate.fc2"},
 		{"cls.predictions.decoder", "lm_head"}, {"cls.predictions.transform.dense", "transform_dense"}},
-	"mamba2":     {{".mixer.out_proj", ".mixer"}},
-	"qwen25_vl":  {{".attn.proj", ".attn.o_proj"}},
-	"llama_lora": {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
+	"mamba2":        {{".mixer.out_proj", ".mixer"}},
+	"qwen25_vl":     {{".attn.proj", ".attn.o_proj"}},
+	"llama4_vision": {{"language_model.lm_head", "lm_head"}},
+	"llama_lora":    {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
 }
 
 // memshModule folds what memsh names below a module FlopCounterMode sees
@@ -222,6 +223,17 @@ var flopCauses = []flopCause{
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
 	{cases: "^(bert|qwen25_vl)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn)$`, phase: 1,
 		why:  "SDPA's backward (not causal): 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's (S recomputed)",
+		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
+	{cases: "^llama4_vision$", module: `^language_model\.model\.layers\.3\.self_attn$`, phase: 0,
+		why:  "Llama 4's NoPE layer (every no_rope_layer_interval-th, 4: layer 3) attends causally: half, as causal SDPA above",
+		want: causalSDPA(0)},
+	{cases: "^llama4_vision$", module: `^language_model\.model\.layers\.3\.self_attn$`, phase: 1,
+		why:  "Llama 4's NoPE layer's backward: causal SDPA's backward above",
+		want: causalSDPA(1)},
+	{cases: "^llama4_vision$", module: `^(vision_model\.model|language_model\.model)\.layers\.\d+\.self_attn$`, phase: 1,
+		why: "SDPA's backward over every key (the vision layers attend to the whole tile; the text model's chunked layers, at a " +
+			"sequence past attention_chunk_size, give SDPA a mask and memsh counts every block as FlopCounterMode does): " +
+			"2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^mamba2$", module: `\.mixer$`, phase: -1, why: mamba2Why, want: mamba2Mixer},
 	{cases: "^qwen3_next$", module: `\.linear_attn$`, phase: -1, why: gdnWhy, want: gdnTorchChunk},

@@ -4,7 +4,8 @@ sim/flops_torch_test.go holds memsh's per-module FLOPs against (issue 20).
     /work/venv-t/bin/python tools/oracle/flops.py --out sim/testdata/flops_torch.jsonl   # torch 2.15.0, transformers 5.17.0, peft 0.21.2
 
 Each case builds a transformers model from a tiny config (sim/testdata/hf/flops/*.json, or one of
-sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py does) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
+sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py does; Llama 4 with two 112 x 56
+images, 3 tiles each, as llama4vis.py lays them out) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
 counts no elementwise op, norm, softmax or loss.
@@ -57,6 +58,7 @@ CASES = [
     ("mamba2", "flops/mamba2-tiny.json", "eager", {}),
     ("qwen3_next", "qwen3-next-tiny.json", "eager", {"experts": "eager"}),
     ("qwen25_vl", "qwen2.5-vl-tiny.json", "sdpa", {"images": [1, 112, 112], "batch": 1}),
+    ("llama4_vision", "llama4-vision-tiny.json", "sdpa", {"images": [2, 112, 56], "batch": 1}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
@@ -221,9 +223,29 @@ def build(case):
     return raw, model
 
 
+def llama4_inputs(raw, count, height, width, seq):
+    """input_ids with count images of height x width as tools/oracle/llama4vis.py lays them out (each image's
+    tiles from Llama4ImageProcessor's get_best_fit, their <|patch|> tokens), and the tiles' pixel values."""
+    import llama4vis_tiles
+    vc = raw["vision_config"]
+    tiles = llama4vis_tiles.tiles(height, width, vc["image_size"])
+    per_tile = (vc["image_size"] // vc["patch_size"]) ** 2 // int(round(1 / vc["pixel_shuffle_ratio"] ** 2))
+    ids = [10 + i % 80 for i in range(seq)]
+    pos = 1
+    for _ in range(count):
+        for j in range(tiles * per_tile):
+            ids[pos + j] = raw["image_token_index"]
+        pos += tiles * per_tile + 2
+    assert pos <= seq, "seq too short for the images"
+    pixels = torch.randn(count * tiles, vc.get("num_channels", 3), vc["image_size"], vc["image_size"])
+    return torch.tensor([ids]), {"pixel_values": pixels}
+
+
 def vision_inputs(raw, count, height, width, seq):
     """input_ids with count images of height x width (each its vision_start, image tokens, vision_end, as
     tools/oracle/qwen25vl.py lays them out), the pixel patches and image_grid_thw."""
+    if raw["model_type"] == "llama4":
+        return llama4_inputs(raw, count, height, width, seq)
     vc = raw["vision_config"]
     patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
     factor = patch * merge
@@ -245,10 +267,11 @@ def vision_inputs(raw, count, height, width, seq):
 def measure(case, batch, seq):
     raw, model = build(case)
     batch = case[3].get("batch", batch)
-    ids = torch.randint(0, raw["vocab_size"] - 8, (batch, seq))
     extra = {}
     if "images" in case[3]:
         ids, extra = vision_inputs(raw, *case[3]["images"], seq)
+    else:
+        ids = torch.randint(0, raw["vocab_size"] - 8, (batch, seq))
     where = Where(model)
     counter = Counter(where)
     try:

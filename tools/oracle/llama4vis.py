@@ -14,32 +14,21 @@
 # (parameters and buffers excluded: the rotary buffer freqs_ci is the
 # model's, not the step's) in both, and their difference: what the images
 # add. Each image is tiled as Llama4ImageProcessor does (its
-# find_supported_resolutions and get_best_fit, read from the installed
-# transformers source since the module itself needs torchvision; tiles of
+# find_supported_resolutions and get_best_fit: llama4vis_tiles.py; tiles of
 # image_size, max_patches 16, a global tile when there are several); the
 # pixels are random, fp32, in the model's dtype for bf16 (Llama4VisionModel
 # does not cast them). bf16 builds the model in bf16 (from_config(dtype=
 # torch.bfloat16), as from_pretrained(dtype=...) loads it: the complex
 # rotary buffer stays complex64); eager uses eager attention; list prints
 # every saved storage.
-import ast
 import collections
 import json
-import math
 import sys
-import types
-from collections import defaultdict
-from functools import lru_cache
 
+import llama4vis_tiles
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForImageTextToText
-
-src = open(transformers.models.llama4.__path__[0] + "/image_processing_llama4.py").read()
-ns = {"torch": torch, "math": math, "defaultdict": defaultdict, "lru_cache": lru_cache, "SizeDict": object}
-for node in ast.parse(src).body:
-    if isinstance(node, ast.FunctionDef) and node.name in ("get_factors", "find_supported_resolutions", "get_best_fit"):
-        exec(compile(ast.Module([node], []), "image_processing_llama4.py", "exec"), ns)
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -62,9 +51,7 @@ dtype = torch.bfloat16 if "bf16" in extra else torch.float32
 model = AutoModelForImageTextToText.from_config(cfg, dtype=dtype).train()
 vc = raw["vision_config"]
 tile, patch, ratio = vc["image_size"], vc["patch_size"], vc["pixel_shuffle_ratio"]
-res = torch.tensor(ns["find_supported_resolutions"].__wrapped__(16, types.SimpleNamespace(height=tile, width=tile)))
-th, tw = (int(x) for x in ns["get_best_fit"]((height, width), res))
-rh, rw = th // tile, tw // tile
+rh, rw = llama4vis_tiles.canvas(height, width, tile)
 tiles = rh * rw + (1 if rh * rw > 1 else 0)
 per_tile = (tile // patch) ** 2 // int(round(1 / ratio**2))
 tok = raw["image_token_index"]
