@@ -79,8 +79,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"per-layer embeddings (hidden_size_per_layer_input: a table of layers x 256 per token, projected and added at the end of each layer) " +
 			"and last layers reusing an earlier layer's keys and values (num_kv_shared_layers). attn=\"flash\" is refused " +
 			"for heads wider than 256 (flash-attn 2's limit; the full layers' are 512). " +
-			"llama4_text and llama4 (Llama 4 Scout and Maverick, transformers 4.51; llama4's " +
-			"Llama4ForConditionalGeneration adds a vision tower memsh does not model: arch=\"Llama4ForCausalLM\" builds its text model) " +
+			"llama4_text and llama4 (Llama 4 Scout and Maverick, transformers 4.51; llama4 builds " +
+			"Llama4ForConditionalGeneration, its vision model and projector with it: train(images=) tiles each image as Llama4ImageProcessor does, " +
+			"144 image tokens a tile of 336 pixels; arch=\"Llama4ForCausalLM\" builds the text model alone) " +
 			"run their MoE blocks as transformers does in every release, every expert on every token (moe(impl=\"dense_bmm\")), " +
 			"NoPE every no_rope_layer_interval-th layer and chunked attention on the others: from attention_chunk_size tokens " +
 			"SDPA gets a mask, runs its memory-efficient kernel over every block and keeps the mask as a [batch, 1, seq, seq] bias " +
