@@ -33,6 +33,10 @@ func TestHFTransformers5Experts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	phimoe, err := os.ReadFile("testdata/hf/phi-3.5-moe-instruct.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name          string
 		config        []byte
@@ -41,6 +45,7 @@ func TestHFTransformers5Experts(t *testing.T) {
 		impl          string // the MoE's impl
 		experts0      int64
 		params        []string // parameter names that must be there
+		modules       []string // module paths some op runs in
 		err           string   // an error naming this
 		weightsFP32   bool
 		wantParamsNum int64 // sum(p.numel()) of the record (hf.jsonl "params"), 0 = unchecked
@@ -58,7 +63,16 @@ func TestHFTransformers5Experts(t *testing.T) {
 			params: []string{"model.layers.0.mlp.experts.gate_up_proj", "model.layers.0.mlp.gate.weight"}, wantParamsNum: 795_427_840},
 		{name: "mixtral 4.57", config: mixtral, version: "4.57.1", impl: nn.MoELoop, experts0: 8,
 			params:        []string{"model.layers.0.block_sparse_moe.experts.0.w1.weight", "model.layers.0.block_sparse_moe.gate.weight"},
+			modules:       []string{"model.layers.0.block_sparse_moe.experts.0.w2"},
 			wantParamsNum: 795_427_840},
+		// transformers 5's MixtralExperts and PhimoeExperts hold
+		// gate_up_proj and down_proj, no w1, w2, w3 (hfExperts.noWNames):
+		// the eager loop's per-expert modules are named as every other
+		// family's, the down projection by its parameter.
+		{name: "mixtral 5.17 eager", config: mixtral, version: "5.17.0", experts: "eager", impl: nn.MoEFusedLoop, experts0: 8, weightsFP32: true,
+			params: []string{"model.layers.0.mlp.experts.down_proj"}, modules: []string{"model.layers.0.mlp.experts.0.down_proj", "model.layers.0.mlp.experts.7.gate_proj"}},
+		{name: "phimoe 5.17 eager", config: phimoe, version: "5.17.0", experts: "eager", impl: nn.MoEFusedLoop, experts0: 16,
+			params: []string{"model.layers.0.mlp.experts.down_proj", "model.layers.0.mlp.router.weight"}, modules: []string{"model.layers.0.mlp.experts.0.down_proj"}},
 		{name: "experts= before 5.0", config: mixtral, version: "4.57.1", experts: "eager", err: "needs transformers 5.0"},
 		{name: "experts= on a dense model", config: dense, version: "5.17.0", experts: "eager", err: `model_type "llama" has no MoE blocks`},
 		{name: "unknown experts=", config: mixtral, version: "5.17.0", experts: "batched_mm", err: `experts must be "grouped_mm" or "eager"`},
@@ -105,6 +119,18 @@ func TestHFTransformers5Experts(t *testing.T) {
 			for _, n := range tc.params {
 				if !have[n] {
 					t.Errorf("no parameter %s", n)
+				}
+			}
+			ran := map[string]bool{}
+			for _, op := range prog.Ops {
+				ran[op.Module] = true
+				if w := op.Module[strings.LastIndexByte(op.Module, '.')+1:]; (w == "w1" || w == "w2" || w == "w3") && !strings.HasPrefix(tc.version, "4.") {
+					t.Errorf("%s: transformers %s has no module %s", op.Name, tc.version, op.Module)
+				}
+			}
+			for _, n := range tc.modules {
+				if !ran[n] {
+					t.Errorf("no op runs in %s", n)
 				}
 			}
 		})

@@ -289,7 +289,9 @@ type hfExperts struct {
 	// router; PhimoeTopKRouter subclasses nn.Linear).
 	linearRouter bool
 	// noWNames: the experts are no longer named w1, w2, w3 (Mixtral's
-	// and PhiMoE's 4.x experts were).
+	// and PhiMoE's 4.x experts were): 5.x's eager loop runs in
+	// experts.<e>.gate_proj, up_proj and down_proj as every family's
+	// does (TestHFTransformers5Experts).
 	noWNames bool
 }
 
