@@ -306,21 +306,30 @@ type hfExperts struct {
 // no_grad but on branches no gradient reaches, whose saved tensors die
 // with the forward (Glm4MoeExperts, Glm4MoeLiteExperts,
 // DeepseekV32Experts, GlmMoeDsaExperts and Kimi K2.5's DeepseekV3 text
-// model are DeepseekV3Experts). Blocks are shared by the layers that hold
-// them, so each is copied once, across all of layers. sentinels is
+// model are DeepseekV3Experts); Gemma 4's experts (nn.Gemma4MoE) take the
+// implementation alone. Each block is copied, never changed in place (its
+// parents are rewritten to hold the copy). sentinels is
 // transformers 5.18's sentinel handling (nn.MoE.SentinelsEP). It returns
 // how many blocks it rebuilt.
 func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bool) int {
 	if ex == nil {
 		return 0
 	}
-	done := map[*nn.MoE]*nn.MoE{}
-	done2 := map[*nn.Gemma4MoE]bool{}
+	// Blocks are shared by the layers (and parents) that hold them: each
+	// is copied once, and each map takes a block, and its copy, to the
+	// copy, so that a shared parent walked again keeps the copy it holds.
+	moeCopies := map[*nn.MoE]*nn.MoE{}
+	gemma4Copies := map[*nn.Gemma4MoE]*nn.Gemma4MoE{}
+	rebuilt := 0
+	impl := nn.MoEFusedLoop
+	if experts == "grouped_mm" {
+		impl = nn.MoEGroupedMM
+	}
 	var walk func(l core.Layer) core.Layer
 	walk = func(l core.Layer) core.Layer {
 		switch x := l.(type) {
 		case *nn.MoE:
-			if c, ok := done[x]; ok {
+			if c, ok := moeCopies[x]; ok {
 				return c
 			}
 			c := *x
@@ -339,20 +348,19 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bo
 			if ex.noWNames {
 				c.WNames = false
 			}
-			c.Impl, c.SentinelsEP = nn.MoEFusedLoop, sentinels
-			if experts == "grouped_mm" {
-				c.Impl = nn.MoEGroupedMM
-			}
-			done[x], done[&c] = &c, &c
+			c.Impl, c.SentinelsEP = impl, sentinels
+			moeCopies[x], moeCopies[&c] = &c, &c
+			rebuilt++
 			return &c
 		case *nn.Gemma4MoE: // Gemma4TextExperts (gemma4.go), its own router
-			if _, ok := done2[x]; !ok {
-				done2[x] = true
-				x.Impl = nn.MoEFusedLoop
-				if experts == "grouped_mm" {
-					x.Impl = nn.MoEGroupedMM
-				}
+			if c, ok := gemma4Copies[x]; ok {
+				return c
 			}
+			c := *x
+			c.Impl = impl
+			gemma4Copies[x], gemma4Copies[&c] = &c, &c
+			rebuilt++
+			return &c
 		case *nn.Parallel:
 			for i, y := range x.Branches {
 				x.Branches[i] = walk(y)
@@ -376,5 +384,5 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bo
 	for i, l := range layers {
 		layers[i] = walk(l)
 	}
-	return len(done)/2 + len(done2)
+	return rebuilt
 }
