@@ -19,7 +19,8 @@ import (
 // llama4("maverick") against hf_config on their config.json
 // (sim/testdata/hf, read with arch="Llama4ForCausalLM" at transformers'
 // default release): the same parameters, tensor for tensor (name, shape),
-// and for a bf16-mixed AdamW step the same saved bytes in every module
+// the same layers (kind and summary: describe()'s rows, the blocks of as
+// many kinds), and for a bf16-mixed AdamW step the same saved bytes in every module
 // (hf_config's names carry the model. prefix of Llama4ForCausalLM.model),
 // the same saved activations and the same peak. At 256 tokens the chunked
 // layers run unmasked; at 8,192 (one chunk) SDPA gets the chunked mask
@@ -61,6 +62,9 @@ hf_scout_eager = hf_config("hf/llama-4-scout-17b-16e.json", arch = "Llama4ForCau
 		zoo, hfm := g[tc.zoo].(*models.Model).Sim(), g[tc.hf].(*models.Model).Sim()
 		if zoo.Params() != tc.params || hfm.Params() != tc.params {
 			t.Errorf("%s: params %d, hf_config %d, want %d", tc.zoo, zoo.Params(), hfm.Params(), tc.params)
+		}
+		if a, b := layerSummaries(zoo.Layers), layerSummaries(hfm.Layers); fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("%s: layers (kind: summary -> count)\n%v\nhf_config's\n%v", tc.zoo, a, b)
 		}
 		for _, seq := range tc.seqs {
 			a, b := llama4Step(t, zoo, seq), llama4Step(t, hfm, seq)
@@ -128,5 +132,24 @@ func llama4Step(t *testing.T, m *core.Model, seq int64) llama4Run {
 		}
 		out.saved[module] += prog.Values[v].Bytes
 	}
+	return out
+}
+
+// layerSummaries counts the layers under ls by kind and summary (what
+// describe() prints: "attention: dim 5120, ..., chunks of 8192, sdpa",
+// "repeat: 48 blocks of 2 kinds"), leaving out the sequentials and
+// residuals that only group them (hf_config's model. sequential).
+func layerSummaries(ls []core.Layer) map[string]int {
+	out := map[string]int{}
+	var walk func([]core.Layer)
+	walk = func(ls []core.Layer) {
+		for _, l := range ls {
+			if k := l.Kind(); k != "sequential" && k != "residual" {
+				out[k+": "+l.Summary()]++
+			}
+			walk(l.Children())
+		}
+	}
+	walk(ls)
 	return out
 }

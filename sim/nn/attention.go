@@ -165,6 +165,15 @@ func (a *Attention) Summary() string {
 	if a.OutputGate {
 		s += ", output gate"
 	}
+	if a.QKL2Norm {
+		s += ", l2 qk-norm"
+	}
+	if a.TempTuning {
+		s += ", temperature tuning"
+	}
+	if a.Chunk > 0 {
+		s += fmt.Sprintf(", chunks of %d", a.Chunk)
+	}
 	return s + ", " + a.Impl
 }
 
