@@ -295,6 +295,8 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"bad dropout", edit(`"pretraining_tp": 1,`, `"attention_dropout": 1.5,`), "sdpa", "", `"attention_dropout" must be a probability in [0, 1) (got 1.5)`},
 		{"unsupported class", edit(`"LlamaForCausalLM"`, `"LlamaForSequenceClassification"`), "sdpa", "", `model class "LlamaForSequenceClassification" is not supported for model_type "llama" (supported: LlamaForCausalLM, LlamaModel)`},
 		{"unsupported arch override", llama, "sdpa", "LlamaForMaskedLM", `model class "LlamaForMaskedLM" is not supported`},
+		{"no ForConditionalGeneration", edit(`"LlamaForCausalLM"`, `"LlamaForConditionalGeneration"`), "sdpa", "",
+			`model_type "llama" has no ForConditionalGeneration class (got model class "LlamaForConditionalGeneration"; supported: LlamaForCausalLM, LlamaModel)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := hf.FromConfigArch([]byte(tc.json), tc.attn, tc.arch)

@@ -24,7 +24,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"(BLOOM runs eager whatever is asked, as transformers does; BERT's \"flash\" needs transformers 5.0 or later). arch picks the model class instead of " +
 			"the config's architectures[0]: for BERT \"BertForMaskedLM\" (the default), \"BertModel\", " +
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\"; for decoders the causal LM " +
-			"(the default) or the base model (\"LlamaModel\": no head); a decoder's base model keeps the token " +
+			"(the default) or the base model (\"LlamaModel\": no head), a ForConditionalGeneration class only for the model types " +
+			"transformers has one for (the vision-language ones and Qwen3.5's); a decoder's base model keeps the token " +
 			"embedding's output (inputs_embeds) until its layers and final norm are done, as its forward does. " +
 			"Layers that differ (DeepSeek's and GLM-4.5's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
 			"sliding and full ones, Jamba's Mamba and attention layers) stack as layers.0, layers.1, ...; " +

@@ -46,6 +46,10 @@ type hfFamily struct {
 	flashSince [2]int
 	noEager    bool // eager attention is not modelled (multi-head latent attention)
 	vl         bool // a vision-language model: XxxForConditionalGeneration
+	// condGen: transformers has XxxForConditionalGeneration for this
+	// model_type (every vl family's too): architectures[0] of Qwen3.5's
+	// checkpoints, natively multimodal. No other family accepts the class.
+	condGen bool
 	// since is the first transformers release whose modelling builds the
 	// family ({0, 0}: not checked): a config of a newer family under an
 	// older transformers= is refused, as that release cannot load it.
@@ -75,11 +79,27 @@ var headSuffixes = []struct {
 }{
 	{"ForSequenceClassification", headSeqCls},
 	{"ForTokenClassification", headTokenCls},
-	{"ForConditionalGeneration", headCausalLM}, // vision-language models
+	{condGenSuffix, headCausalLM}, // vision-language models (hfFamily.condGen)
 	{"ForCausalLM", headCausalLM},
 	{"LMHeadModel", headCausalLM},
 	{"ForMaskedLM", headMaskedLM},
 	{"Model", headBase},
+}
+
+// condGenSuffix is the class-name suffix of transformers' vision-language
+// models, which only their families accept (hfFamily.vl, condGen).
+const condGenSuffix = "ForConditionalGeneration"
+
+// condGenTypes lists the model types with a ForConditionalGeneration class.
+func condGenTypes() []string {
+	var out []string
+	for _, f := range hfFamilies {
+		if f.vl || f.condGen {
+			out = append(out, f.modelType)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (f *hfFamily) className(h hfHead) string {
@@ -89,7 +109,7 @@ func (f *hfFamily) className(h hfHead) string {
 			return f.prefix + "LMHeadModel"
 		}
 		if f.vl {
-			return f.prefix + "ForConditionalGeneration"
+			return f.prefix + condGenSuffix
 		}
 		return f.prefix + "ForCausalLM"
 	case headMaskedLM:
@@ -171,8 +191,8 @@ var hfFamilies = []hfFamily{
 	// qwen3_5, qwen3_5_moe and their text models: 5.2 (absent from the
 	// 5.1.0 wheel, present in 5.2.0). qwen3next.go.
 	{modelType: "qwen3_next", prefix: "Qwen3Next", base: "model", heads: decoderHeads, build: buildQwen3Next, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
-	{modelType: "qwen3_5", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
-	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
+	{modelType: "qwen3_5", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, condGen: true},
+	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}, condGen: true},
 	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
 }
@@ -378,6 +398,13 @@ func (c *hfConfig) head(f *hfFamily, arch string) (hfHead, error) {
 	for _, hs := range headSuffixes {
 		if !strings.HasSuffix(arch, hs.suffix) {
 			continue
+		}
+		if hs.suffix == condGenSuffix && !f.vl && !f.condGen {
+			return 0, &units.Error{
+				Msg: fmt.Sprintf("model_type %q has no ForConditionalGeneration class (got model class %q; supported: %s)", f.modelType, arch, strings.Join(names, ", ")),
+				Hint: fmt.Sprintf("transformers' ForConditionalGeneration classes are its vision-language models' (model_type %s), whose config.json says so; pass arch=%q to count the %s",
+					strings.Join(condGenTypes(), ", "), names[0], names[0]),
+			}
 		}
 		for _, h := range f.heads {
 			if h == hs.head {
