@@ -1,7 +1,6 @@
 package hf
 
 import (
-	"fmt"
 	"math"
 	"strings"
 
@@ -40,16 +39,26 @@ import (
 // layer of each type (nn.Gemma4Attention's StoreKV and SharedKV; with
 // use_double_wide_mlp those layers' MLPs are twice as wide).
 //
-// Not modelled, and refused naming the key: attention_bias,
-// use_bidirectional_attention "all", and the vision and audio towers of
-// Gemma4ForConditionalGeneration (vision_config, audio_config).
+// Gemma4ForConditionalGeneration's vision tower (vision_config) is
+// nn.Gemma4VisionTower, its soft tokens joined after the embeddings
+// (gemma4_vision.go). Not modelled, and refused naming the key:
+// attention_bias, use_bidirectional_attention "all", and the audio tower
+// (audio_config). With use_bidirectional_attention "vision" (26B A4B,
+// 31B) each image's tokens attend to one another in the sliding layers;
+// memsh keeps the text model's causal attention (the mask transformers
+// then builds is not modelled).
 func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c
+	var tower *nn.Gemma4VisionTower
+	causal := strings.HasSuffix(c.arch, "ForCausalLM")
 	if c.modelType == "gemma4" {
-		for _, k := range []string{"vision_config", "audio_config"} {
-			if c.has(k) && !strings.HasSuffix(c.arch, "ForCausalLM") {
-				c.err = &units.Error{Msg: fmt.Sprintf("Gemma4ForConditionalGeneration builds the tower %q describes, which memsh does not model", k),
-					Hint: `pass arch="Gemma4ForCausalLM" to train the text model alone (the checkpoint's vision and audio weights unused)`}
+		if c.has("audio_config") && !causal {
+			c.err = &units.Error{Msg: `Gemma4ForConditionalGeneration builds the audio tower "audio_config" describes, which memsh does not model`,
+				Hint: `pass arch="Gemma4ForCausalLM" to train the text model alone (the checkpoint's vision and audio weights unused), or set "audio_config": null to train with the vision tower alone`}
+			return nil
+		}
+		if c.has("vision_config") && !causal {
+			if tower = gemma4VisionTower(c, attn); c.err != nil {
 				return nil
 			}
 		}
@@ -67,7 +76,10 @@ func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.modelType == "gemma4" {
 		m.Name = c.name
 		m.TieEmbeddings = c.flag("tie_word_embeddings", true)
-		if !strings.HasSuffix(c.arch, "ForCausalLM") {
+		switch {
+		case tower != nil:
+			joinGemma4Vision(m, tower)
+		case !causal:
 			m.Layers = []core.Layer{&core.Sequential{Name: "language_model", Layers: m.Layers}}
 		}
 	}
