@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/nn"
 )
 
 // What the images add to the storages autograd saves in a tiny Gemma 4
@@ -87,6 +88,101 @@ func TestGemma4VisionSavesAsTransformers(t *testing.T) {
 		without := evalPlan(t, p).SavedActivations
 		if got := with - without; got != tc.want {
 			t.Errorf("%s %v %s %s: the images add %d saved bytes, transformers %d (%+.2f %%)", tc.config, tc.im, tc.precision, tc.attn, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
+		}
+	}
+}
+
+// Gemma4ForConditionalGeneration's parameter counts as transformers 5.17.0
+// counts them (tools/oracle/gemma4vl.py CONFIG --params: the model on the
+// meta device, with its vision and audio towers' shares), for the text
+// configs of TestGemma4Params with the towers' configs as public loaders'
+// tests quote the hub's config.json files (the hub is not reachable from
+// here): 26B A4B and 31B a 27-layer tower 1152 wide (16 heads of 72,
+// intermediate 4304, standardize), E2B and E4B a 16-layer tower 768 wide
+// (12 heads of 64, intermediate 3072, clipped linears) and a 12-layer
+// conformer 1024 wide (8 heads, output 1536); every config 280 soft tokens
+// an image, patches of 16, pooling 3 x 3, a 10,240-position table. The
+// model cards' totals: 31B "30.7B" for the text model with a vision
+// encoder of "~550M" apart (here 569.5M with embed_vision); E2B "5.1B with
+// embeddings" and E4B "8B" (here 5.10B and 7.94B, the audio tower 304.8M
+// and the vision tower 167.4M in both); 26B A4B "25.2B" for its text model
+// (here 25.81B with the towers). gemma4-av-tiny.json is the tiny one with
+// a 2-layer audio tower 32 wide (channels 8 and 4, kernel 3, output 48).
+func TestGemma4ConditionalParams(t *testing.T) {
+	for _, tc := range []struct {
+		file                 string
+		total, vision, audio int64
+	}{
+		{"gemma-4-31b.json", 31_273_086_512, 569_548_080 + 6_193_152, 0},
+		{"gemma-4-26b-a4b.json", 25_805_933_872, 569_548_080 + 3_244_032, 0},
+		{"gemma-4-e2b.json", 5_104_297_504, 167_364_608 + 1_179_648, 304_824_608 + 2_359_296},
+		{"gemma-4-e4b.json", 7_941_100_832, 167_364_608 + 1_966_080, 304_824_608 + 3_932_160},
+		{"gemma4-vl-tiny.json", 735_552, 24_384 + 4_096, 0},
+		{"gemma4-av-tiny.json", 793_844, 24_384 + 4_096, 52_148 + 6_144},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+		if err != nil {
+			t.Errorf("%s: %v", tc.file, err)
+			continue
+		}
+		var vision, audio int64
+		for _, l := range m.Layers {
+			core.Walk(l, "", func(_ string, x core.Layer) {
+				switch x := x.(type) {
+				case *nn.Gemma4VisionTower:
+					vision = x.Params()
+				case *nn.Gemma4AudioTower:
+					audio = x.Params()
+				}
+			})
+		}
+		if got := m.Params(); got != tc.total || vision != tc.vision || audio != tc.audio {
+			t.Errorf("%s: %d parameters (vision %d, audio %d), want %d (%d, %d)", tc.file, got, vision, audio, tc.total, tc.vision, tc.audio)
+		}
+	}
+}
+
+// The towers' parameters are named as transformers names them: the tiny
+// audio-and-vision model's program holds transformers' 133
+// named_parameters() (the same script's model, its names compared in
+// full by hand) and the tied lm_head; a few of them by name and shape.
+func TestGemma4TowerNames(t *testing.T) {
+	m, err := hf.FromConfigOptions(readHF(t, "gemma4-av-tiny.json"), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]int64{
+		"model.vision_tower.patch_embedder.position_embedding_table":           {2, 32, 32},
+		"model.vision_tower.encoder.layers.1.mlp.down_proj.linear.weight":      {32, 64},
+		"model.vision_tower.encoder.layers.0.self_attn.k_norm.weight":          {16},
+		"model.embed_vision.embedding_projection.weight":                       {128, 32},
+		"model.audio_tower.subsample_conv_projection.input_proj_linear.weight": {32, 8},
+		"model.audio_tower.layers.1.self_attn.per_dim_scale":                   {8},
+		"model.audio_tower.layers.0.lconv1d.depthwise_conv1d.weight":           {32, 1, 3},
+		"model.embed_audio.embedding_projection.weight":                        {128, 48},
+		"model.language_model.layers.3.self_attn.q_proj.weight":                {256, 128},
+	}
+	for _, im := range []core.Images{{}, {Count: 1, Height: 32, Width: 32}} {
+		p := tinyPlan(t, m)
+		p.Images = im
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(prog.Params) != 134 {
+			t.Errorf("images %v: %d parameter tensors, want 134", im, len(prog.Params))
+		}
+		seen := 0
+		for _, q := range prog.Params {
+			if shape, ok := want[q.Name]; ok {
+				seen++
+				if !equalShape(q.Shape, shape) {
+					t.Errorf("%s: shape %v, want %v", q.Name, q.Shape, shape)
+				}
+			}
+		}
+		if seen != len(want) {
+			t.Errorf("images %v: found %d of the %d named parameters", im, seen, len(want))
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // buildGemma4 builds Gemma 4's text model as transformers builds it
@@ -41,26 +40,31 @@ import (
 //
 // Gemma4ForConditionalGeneration's vision tower (vision_config) is
 // nn.Gemma4VisionTower, its soft tokens joined after the embeddings
-// (gemma4_vision.go). Not modelled, and refused naming the key:
-// attention_bias, use_bidirectional_attention "all", and the audio tower
-// (audio_config). With use_bidirectional_attention "vision" (26B A4B,
+// (gemma4_vision.go); its audio tower (audio_config, E2B and E4B) is
+// nn.Gemma4AudioTower, weights only (memsh models no audio input). Not
+// modelled, and refused naming the key: attention_bias and
+// use_bidirectional_attention "all". With use_bidirectional_attention "vision" (26B A4B,
 // 31B) each image's tokens attend to one another in the sliding layers;
 // memsh keeps the text model's causal attention (the mask transformers
 // then builds is not modelled).
 func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c
-	var tower *nn.Gemma4VisionTower
+	var towers []core.Layer
 	causal := strings.HasSuffix(c.arch, "ForCausalLM")
 	if c.modelType == "gemma4" {
-		if c.has("audio_config") && !causal {
-			c.err = &units.Error{Msg: `Gemma4ForConditionalGeneration builds the audio tower "audio_config" describes, which memsh does not model`,
-				Hint: `pass arch="Gemma4ForCausalLM" to train the text model alone (the checkpoint's vision and audio weights unused), or set "audio_config": null to train with the vision tower alone`}
-			return nil
-		}
 		if c.has("vision_config") && !causal {
-			if tower = gemma4VisionTower(c, attn); c.err != nil {
+			t := gemma4VisionTower(c, attn)
+			if c.err != nil {
 				return nil
 			}
+			towers = append(towers, t)
+		}
+		if c.has("audio_config") && !causal {
+			t := gemma4AudioTower(c)
+			if c.err != nil {
+				return nil
+			}
+			towers = append(towers, t)
 		}
 		tc = c.sub("text_config")
 		if c.err != nil {
@@ -77,8 +81,8 @@ func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 		m.Name = c.name
 		m.TieEmbeddings = c.flag("tie_word_embeddings", true)
 		switch {
-		case tower != nil:
-			joinGemma4Vision(m, tower)
+		case len(towers) > 0:
+			joinGemma4Towers(m, towers)
 		case !causal:
 			m.Layers = []core.Layer{&core.Sequential{Name: "language_model", Layers: m.Layers}}
 		}

@@ -50,9 +50,47 @@ func gemma4VisionTower(c *hfConfig, attn string) *nn.Gemma4VisionTower {
 	return t
 }
 
-// joinGemma4Vision puts the tower after the language model's embeddings
-// (and their scale) of m, before its layers.
-func joinGemma4Vision(m *core.Model, tower *nn.Gemma4VisionTower) {
+// gemma4AudioTower reads audio_config (Gemma4AudioConfig's defaults: 1024
+// wide, 12 layers of 8 heads, subsampling channels 128 and 32, conv kernel
+// 5, output 1536) into the audio tower's weights and embed_audio.
+func gemma4AudioTower(c *hfConfig) *nn.Gemma4AudioTower {
+	ac := c.sub("audio_config")
+	text := c.sub("text_config")
+	if c.err != nil {
+		return nil
+	}
+	t := &nn.Gemma4AudioTower{Dim: ac.sizeOr("hidden_size", 1024), Depth: ac.sizeOr("num_hidden_layers", 12), Heads: ac.sizeOr("num_attention_heads", 8),
+		ConvKernel: ac.sizeOr("conv_kernel_size", 5), ProjDim: ac.sizeOr("output_proj_dims", 1536), TextDim: text.size("hidden_size")}
+	ch := ac.orderedInts("subsampling_conv_channels", []int64{128, 32})
+	if len(ch) != 2 && ac.err == nil {
+		ac.fail("subsampling_conv_channels", "must list the two subsampling convolutions' channels (got %d values)", len(ch))
+	}
+	if len(ch) == 2 {
+		t.Channels = [2]int64{ch[0], ch[1]}
+	}
+	if text.err != nil {
+		c.err = text.err
+		return nil
+	}
+	ac.checkLayer(t, gemma4AudioKeys)
+	if ac.err != nil {
+		c.err = ac.err
+		return nil
+	}
+	return t
+}
+
+// gemma4AudioKeys name the audio tower's checked inputs as audio_config
+// does.
+var gemma4AudioKeys = map[nn.Field]string{
+	nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "num_attention_heads",
+	nn.FieldConvKernel: "conv_kernel_size", nn.FieldOutputDim: "output_proj_dims",
+}
+
+// joinGemma4Towers puts the towers after the language model's embeddings
+// (and their scale) of m, before its layers: the vision tower's soft
+// tokens replace the image placeholders there.
+func joinGemma4Towers(m *core.Model, towers []core.Layer) {
 	split := 0
 	for i, l := range m.Layers {
 		if r, ok := l.(*core.Repeat); ok && r.Name == "layers" {
@@ -60,9 +98,7 @@ func joinGemma4Vision(m *core.Model, tower *nn.Gemma4VisionTower) {
 			break
 		}
 	}
-	m.Layers = []core.Layer{
-		&core.Sequential{Name: "language_model", Layers: m.Layers[:split]},
-		tower,
-		&core.Sequential{Name: "language_model", Layers: m.Layers[split:]},
-	}
+	ls := []core.Layer{&core.Sequential{Name: "language_model", Layers: m.Layers[:split]}}
+	ls = append(ls, towers...)
+	m.Layers = append(ls, &core.Sequential{Name: "language_model", Layers: m.Layers[split:]})
 }
