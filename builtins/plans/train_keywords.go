@@ -158,7 +158,8 @@ var TrainKeywords = []keyword{
 	{Name: "images", Def: starlark.None,
 		Doc: "images=(count, height, width): the images each sample of a vision-language model carries, in pixels after the processor's resize; " +
 			"the vision tower turns each into patches and image tokens that take their place in the seq tokens (Qwen2.5-VL's dynamic resolution: " +
-			"a 448x448 image is 256 tokens; Qwen3-VL's patches are 16 pixels: a 512x512 image is 256 tokens); Llama 3.2 Vision's images are its max_num_tiles tiles whatever their size, read by cross-attention, not joining the seq tokens",
+			"a 448x448 image is 256 tokens; Qwen3-VL's patches are 16 pixels: a 512x512 image is 256 tokens; Gemma 4's processor takes the images at this size " +
+			"and resizes them itself to at most 280 soft tokens, padding every image to 2,520 patches: a 448x448 image is 256 tokens); Llama 3.2 Vision's images are its max_num_tiles tiles whatever their size, read by cross-attention, not joining the seq tokens",
 		set: setImages},
 	{Name: "clip_grad_norm", Def: starlark.None,
 		Doc: "the max norm of torch.nn.utils.clip_grad_norm_ before each optimizer step (the Hugging Face Trainer's max_grad_norm, 1.0 by default there; torchtitan's max_norm), " +
