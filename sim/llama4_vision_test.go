@@ -206,3 +206,34 @@ func TestLlama4VisionRefusals(t *testing.T) {
 		t.Errorf("tp=2: %v", err)
 	}
 }
+
+// Images at the edges of what train(images=) takes reach the tiny Llama 4
+// as a step or an error naming them, never a panic: a one-pixel image is
+// one tile, a 1 x 65,536 strip a 1 x 16 canvas and the global tile, and
+// a million images are more image tokens than any seq.
+func TestLlama4VisionImageSizes(t *testing.T) {
+	m, err := hf.FromConfigOptions(readHF(t, "llama4-vision-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		im   core.Images
+		seq  int64
+		want string // "" = the step runs
+	}{
+		{core.Images{Count: 1, Height: 1, Width: 1}, 64, ""},
+		{core.Images{Count: 1, Height: 1, Width: 65536}, 128, ""},
+		{core.Images{Count: 1, Height: 65536, Width: 65536}, 64, "17 tiles of 4 image tokens each"},
+		{core.Images{Count: 1 << 20, Height: 56, Width: 56}, 1 << 20, "4194304 image tokens a sample, more than seq=1048576"},
+	} {
+		p := tinyPlan(t, m)
+		p.Seq, p.Images = tc.seq, tc.im
+		_, err := Evaluate(p, core.Options{})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.im, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: got %v, want %s", tc.im, err, tc.want)
+		}
+	}
+}

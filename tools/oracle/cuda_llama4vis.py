@@ -11,7 +11,8 @@ Llama4Processor lays them out (tiles as Llama4ImageProcessor makes them: llama4v
 and records after the last: allocated before the forward, allocated after the forward (what the step keeps
 for backward, the pixels and the logits), max_memory_allocated over the step (reset at its start), and the
 synchronised wall time of each repeat. The case without images runs the same tokens as text; the difference
-is what the images add. The config is written whole to OUT/llama4vis_config.json so that hf_config reads the
+is what the images add. Two cases run again under gradient checkpointing (use_reentrant=False: the vision
+layers are GradientCheckpointingLayers too), "checkpoint": true in their lines. The config is written whole to OUT/llama4vis_config.json so that hf_config reads the
 very model that ran.
 
     python3 tools/oracle/cuda_llama4vis.py --out OUT/llama4vis.jsonl [--seq 8192] [--repeat 4]
@@ -43,6 +44,7 @@ TEXT = {"model_type": "llama4_text", "hidden_size": 1024, "intermediate_size": 1
         "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "vocab_size": 32000,
         "attention_chunk_size": 8192, "use_qk_norm": True, "tie_word_embeddings": False}
 CASES = [None, (1, 336, 336), (1, 672, 672), (1, 1080, 1920), (3, 1080, 1920)]
+CKPT_CASES = [None, (3, 1080, 1920)]  # again under gradient checkpointing (use_reentrant=False)
 
 
 def config(tiny):
@@ -110,6 +112,7 @@ def main():
     raw = config(a.tiny)
     seq = 64 if a.tiny else a.seq
     cases = [None, (1, 56, 56), (2, 112, 56)] if a.tiny else CASES
+    ckpt_cases = [None, (2, 112, 56)] if a.tiny else CKPT_CASES
     with open(os.path.join(os.path.dirname(os.path.abspath(a.out)), "llama4vis_config.json"), "w") as f:
         json.dump(raw, f, indent=2)
     cfg = AutoConfig.for_model(**raw)
@@ -122,14 +125,18 @@ def main():
             "device": torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
             "params": sum(p.numel() for p in model.parameters())}
     with open(a.out, "w") as f:
-        for im in cases:
-            try:
-                rec = run_case(model, raw, im, seq, a.repeat, a.device)
-            except Exception:  # noqa: BLE001 - recorded, the run goes on
-                rec = {"images": im, "error": traceback.format_exc(limit=3)}
-            f.write(json.dumps({**head, **rec}) + "\n")
-            f.flush()
-            print(json.dumps(rec), file=sys.stderr)
+        for ckpt, run in ((False, cases), (True, ckpt_cases)):
+            if ckpt:  # every Llama4TextDecoderLayer and Llama4VisionEncoderLayer (GradientCheckpointingLayer)
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            for im in run:
+                try:
+                    rec = run_case(model, raw, im, seq, a.repeat, a.device)
+                except Exception:  # noqa: BLE001 - recorded, the run goes on
+                    rec = {"images": im, "error": traceback.format_exc(limit=3)}
+                rec["checkpoint"] = ckpt
+                f.write(json.dumps({**head, **rec}) + "\n")
+                f.flush()
+                print(json.dumps(rec), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared, not run (session 27, l4vis_s27): issue 19, Llama 4's vision model on one GPU. What one to 48 tiles
 # of 336 pixels add to what a bf16 training step keeps after its forward, to its peak and to its time, with
-# Scout's vision model before a small text model (tools/oracle/cuda_llama4vis.py; 5 cases, 4 repeats each,
+# Scout's vision model before a small text model (tools/oracle/cuda_llama4vis.py; 5 cases and 2 checkpointed, 4 repeats each,
 # about a minute on one H200 after the model is built). The CPU oracle (llama4vis.py) checked the saved set
 # to the byte for a tiny config; this checks the CUDA kernels' saves (SDPA's flash or efficient kernel) and
 # the tower's time per tile at Scout's size. Needs torch and transformers >= 5.0 on the device.
