@@ -1,0 +1,231 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/internal/testmodels"
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/replay"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// fsdpLive is one line of testdata/fsdp_live.jsonl (tools/oracle/fsdp_live.py).
+type fsdpLive struct {
+	Name                string
+	DP, TP              int64
+	ReshardAfterForward bool `json:"reshard_after_forward"`
+	Checkpoint          string
+	Mixed               bool
+	Batch, Seq          int64
+	Model               struct {
+		Dim, Layers, Heads int64
+		KVHeads            int64 `json:"kv_heads"`
+		FFN, Vocab         int64
+	}
+	Setup, Peak, End int64
+	AtPeak           map[string]int64 `json:"at_peak"`
+	Torch            string
+}
+
+func readFSDPLive(t *testing.T) []fsdpLive {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "fsdp_live.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []fsdpLive
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var c fsdpLive
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func fsdpLivePlan(t *testing.T, c *fsdpLive) *core.Plan {
+	t.Helper()
+	m := testmodels.Llama(c.Model.Dim, c.Model.Layers, c.Model.Heads, c.Model.KVHeads, c.Model.FFN, c.Model.Vocab, "sdpa")
+	prec, ckpt := "fp32", "none"
+	if c.Mixed {
+		prec = "bf16-mixed"
+	}
+	if c.Checkpoint == "full" {
+		ckpt = "full"
+	}
+	p := testmodels.LlamaPlan(m, c.Batch, c.Seq, prec, ckpt, "H100-80GB")
+	rt, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Runtime = rt
+	p.Parallel = core.Parallelism{DP: c.DP, TP: c.TP, FSDP: true, NoReshard: !c.ReshardAfterForward}
+	if c.Mixed {
+		p.Parallel.FSDPParamDType, p.Parallel.FSDPReduceDType = units.BF16, units.FP32
+	}
+	if c.TP > 1 {
+		p.Parallel.SequenceParallel, p.Parallel.TPRuntime, p.Parallel.LossParallel = true, "torch", "torch"
+	}
+	return p
+}
+
+// liveKind sorts what is live at a peak into kinds both sides name:
+// states (parameter shards, AdamW's moments, the batch, buffers), FSDP2's
+// unsharded parameters (with the flat all-gather buffers they are copied
+// out of), its reduce-scatter buffers (input in reduce_dtype and the new
+// sharded gradients), and the rest: activations, gradients and
+// temporaries of the step.
+var liveKinds = []string{"states", "unsharded", "reduce-scatter", "activations"}
+
+func torchKind(k string) string {
+	switch {
+	case k == "param" || k == "optimizer" || k == "optimizer step" || k == "batch" || k == "buffer":
+		return "states"
+	case strings.HasPrefix(k, "unsharded param") || k == "fsdp all-gather output":
+		return "unsharded"
+	case k == "fsdp reduce-scatter":
+		return "reduce-scatter"
+	}
+	return "activations"
+}
+
+func memshKind(e replay.TraceEvent) string {
+	switch {
+	case e.Phase == replay.PhaseSetup || strings.HasSuffix(e.Tensor, " exp_avg") || strings.HasSuffix(e.Tensor, " exp_avg_sq"):
+		return "states"
+	case strings.HasSuffix(e.Tensor, "unsharded parameters") || strings.HasSuffix(e.Tensor, "all-gather output"):
+		return "unsharded"
+	case strings.HasSuffix(e.Tensor, "reduce-scatter input") || strings.HasSuffix(e.Tensor, "sharded grads"):
+		return "reduce-scatter"
+	}
+	return "activations"
+}
+
+// steadyPeak is the most requested bytes live at once in the trace's
+// steady step (requested, not rounded to the allocator's 512-byte
+// blocks: the CPU allocates what is asked), and what is live then by kind.
+func steadyPeak(tr *replay.Trace) (peak int64, at map[string]int64) {
+	live := map[int64]replay.TraceEvent{}
+	var now int64
+	for i, e := range tr.Events {
+		switch e.Action {
+		case "alloc":
+			live[e.Addr] = e
+			now += e.Size
+		case "free_requested", "free_completed":
+			if l, ok := live[e.Addr]; ok {
+				delete(live, e.Addr)
+				now -= l.Size
+			}
+		default:
+			continue
+		}
+		if i >= tr.Steady && now > peak {
+			peak = now
+			at = map[string]int64{}
+			for _, l := range live {
+				at[memshKind(l)] += l.Size
+			}
+		}
+	}
+	return peak, at
+}
+
+// fsdpLiveOpen pins memsh's steady peak (requested bytes) for each case of
+// testdata/fsdp_live.jsonl while it differs from torch's: an open
+// difference, not a tolerance. A change of memsh's FSDP2 or TP replay that
+// moves one fails here, and the table and TestFSDPLiveAgainstTorch's
+// comment say then what moved and why.
+var fsdpLiveOpen = map[string]int64{
+	"fsdp4":           12996356,
+	"fsdp4_noreshard": 13651720,
+	"fsdp4_full":      11811588,
+	"fsdp4_fp32":      20340484,
+	"fsdp2_tp2":       9226884,
+	"fsdp2_tp2_full":  8568964,
+}
+
+// TestFSDPLiveAgainstTorch holds memsh's replay of FSDP2 and FSDP2 x TP
+// (DTensor with sequence parallelism and loss_parallel, torchtitan's
+// parallelize_llama) against the live bytes torch 2.15 allocates for one
+// rank through the same steady step on the CPU
+// (tools/oracle/fsdp_live.py: a tiny torchtitan Llama, dim 256, 2 layers,
+// 8 heads, 4 KV heads, FFN 512, vocabulary 1,024, batch 2 x 64, on a fake
+// process group of 4 ranks; requested bytes on both sides, no 512-byte
+// rounding).
+//
+// Exact, asserted: each rank's fp32 parameter shards and AdamW's moments
+// (FSDP2's dim-0 shards, and under TP its 2-D DTensor shards); and the
+// harness's own bookkeeping (every storage the step makes is freed by its
+// end). Named, not modelled by memsh: AdamW's step counters (a 4-byte
+// tensor per parameter; host tensors on CUDA, where foreach AdamW without
+// capturable keeps them on the CPU) and torchtitan's freqs_cis buffer
+// (complex64 [seq, head_dim / 2], 8 KiB here).
+//
+// Open (December 2026), the peaks pinned in fsdpLiveOpen: -3.9 % (fsdp4),
+// +2.4 % (reshard_after_forward=False), -10.1 % (full checkpointing), +7.6 %
+// (fp32, no mixed precision), -4.8 % (FSDP 2 x TP 2), -9.5 % (TP with full
+// checkpointing). By kind at each side's peak (t.Log) they are not yet one
+// cause each:
+//   - torch peaks in the backward at a block's reduce-scatter (its input in
+//     fp32, reduce_dtype, world x the new fp32 gradient shard, both live),
+//     memsh at the start of a block's backward, where it holds the next
+//     block's flat all-gather output and its copied-out parameters beside
+//     the current block's (4.59 MB unsharded at fsdp4's peak, torch 3.41 MB
+//     at its own): memsh copies the backward prefetch out at once, which
+//     torch 2.15's FSDPParamGroup.wait_for_unshard does later (not yet
+//     pinned down which hook runs it);
+//   - with full checkpointing torch's backward keeps more than memsh's
+//     (2.82 MB against 2.10 MB of activations and gradients at the peaks);
+//   - fp32 without a mixed-precision policy: memsh 1.4 MB over; the
+//     unsharded fp32 parameters are the whole model at torch's peak.
+//
+// The CPU's kernels (SDPA's flash kernel for the CPU, RMSNorm's composite
+// in fp32) are not CUDA's: a difference in what a kernel saves is the
+// runtime's ("cpu" here), not FSDP's.
+func TestFSDPLiveAgainstTorch(t *testing.T) {
+	cases := readFSDPLive(t)
+	if len(cases) != len(fsdpLiveOpen) {
+		t.Errorf("%d cases in testdata/fsdp_live.jsonl, %d pinned", len(cases), len(fsdpLiveOpen))
+	}
+	for _, c := range cases {
+		p := fsdpLivePlan(t, &c)
+		r, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if c.End != c.Setup {
+			t.Errorf("%s: the harness ends the step with %d B live, began it with %d", c.Name, c.End, c.Setup)
+		}
+		if got := c.AtPeak["param"]; got != r.States.Params {
+			t.Errorf("%s: parameter shards %d B, torch %d", c.Name, r.States.Params, got)
+		}
+		if got := c.AtPeak["optimizer"]; got != r.States.Optimizer {
+			t.Errorf("%s: AdamW state %d B, torch %d", c.Name, r.States.Optimizer, got)
+		}
+		peak, at := steadyPeak(r.Trace)
+		torchAt := map[string]int64{}
+		for k, b := range c.AtPeak {
+			torchAt[torchKind(k)] += b
+		}
+		t.Logf("%s: peak memsh %d B, torch %d B (%+.1f %%)", c.Name, peak, c.Peak, 100*(float64(peak)/float64(c.Peak)-1))
+		for _, k := range liveKinds {
+			t.Logf("  %-15s memsh %9d  torch %9d", k, at[k], torchAt[k])
+		}
+		if want, ok := fsdpLiveOpen[c.Name]; !ok || peak != want {
+			t.Errorf("%s: memsh's peak is %d B, pinned %d (torch %d): say what moved", c.Name, peak, want, c.Peak)
+		}
+	}
+}
