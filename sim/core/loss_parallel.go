@@ -21,14 +21,19 @@ import "github.com/memsh/memsh/sim/units"
 //     returned gradient are live at once, each of the result's size.
 //
 // Three all-reduces of T values over tp (the max, the sum of
-// exponentials, the target's logit), as Megatron's.
+// exponentials, the target's logit), as Megatron's. The labels are the
+// batch's, replicated over tp (torchtitan's train step loads them with
+// the inputs and keeps them for the step; the backward reads them to set
+// the target entries): the int64 targets of every token, which
+// tools/oracle/fsdp_live.py found missing here (sim/fsdp_live_test.go).
 func (b *Builder) torchLossParallel(x Value) Value {
 	shape := b.Shape(x)
 	i := b.AddOp("cross_entropy", "loss_parallel_cross_entropy", []Value{x})
 	lsm := b.Out(i, "log_probs", shape, b.Dtype(x), "log_softmax of the logits shard (loss_parallel: saved for its fused backward)")
 	b.Val(lsm).Grad = false
+	lab := b.Labels(x)
 	loss := b.Out(i, "loss", nil, units.FP32, "loss")
-	b.Save(i, lsm)
+	b.Save(i, lsm, lab)
 	e32 := units.FP32.Bytes(Numel(shape))
 	work := 2 * e32 // shifted, then exp(shifted) or the result
 	if b.Dtype(x) != units.FP32 {
