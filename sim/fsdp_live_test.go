@@ -29,6 +29,7 @@ type fsdpLive struct {
 	}
 	Setup, Peak, End int64
 	AtPeak           map[string]int64 `json:"at_peak"`
+	PhasePeak        map[string]int64 `json:"phase_peak"`
 	Torch            string
 }
 
@@ -116,7 +117,8 @@ func memshKind(e replay.TraceEvent) string {
 // steadyPeak is the most requested bytes live at once in the trace's
 // steady step (requested, not rounded to the allocator's 512-byte
 // blocks: the CPU allocates what is asked), and what is live then by kind.
-func steadyPeak(tr *replay.Trace) (peak int64, at map[string]int64) {
+func steadyPeak(tr *replay.Trace) (peak int64, at map[string]int64, phases map[string]int64) {
+	phases = map[string]int64{}
 	live := map[int64]replay.TraceEvent{}
 	var now int64
 	for i, e := range tr.Events {
@@ -132,6 +134,13 @@ func steadyPeak(tr *replay.Trace) (peak int64, at map[string]int64) {
 		default:
 			continue
 		}
+		if i >= tr.Steady && e.Action == "alloc" {
+			ph := e.Phase
+			if ph == replay.PhaseRecompute {
+				ph = replay.PhaseBackward
+			}
+			phases[ph.String()] = max(phases[ph.String()], now)
+		}
 		if i >= tr.Steady && now > peak {
 			peak = now
 			at = map[string]int64{}
@@ -140,7 +149,7 @@ func steadyPeak(tr *replay.Trace) (peak int64, at map[string]int64) {
 			}
 		}
 	}
-	return peak, at
+	return peak, at, phases
 }
 
 // fsdpLiveOpen pins memsh's steady peak (requested bytes) for each case of
@@ -215,7 +224,7 @@ func TestFSDPLiveAgainstTorch(t *testing.T) {
 		if got := c.AtPeak["optimizer"]; got != r.States.Optimizer {
 			t.Errorf("%s: AdamW state %d B, torch %d", c.Name, r.States.Optimizer, got)
 		}
-		peak, at := steadyPeak(r.Trace)
+		peak, at, phases := steadyPeak(r.Trace)
 		torchAt := map[string]int64{}
 		for k, b := range c.AtPeak {
 			torchAt[torchKind(k)] += b
@@ -224,6 +233,9 @@ func TestFSDPLiveAgainstTorch(t *testing.T) {
 			t.Errorf("%s: states and batch at the peak %d B, torch %d less its step counters and freqs_cis", c.Name, at["states"], named)
 		}
 		t.Logf("%s: peak memsh %d B, torch %d B (%+.1f %%)", c.Name, peak, c.Peak, 100*(float64(peak)/float64(c.Peak)-1))
+		for _, ph := range []string{"forward", "backward", "optimizer"} {
+			t.Logf("  %-9s peak memsh %9d  torch %9d", ph, phases[ph], c.PhasePeak[ph])
+		}
 		for _, k := range liveKinds {
 			t.Logf("  %-15s memsh %9d  torch %9d", k, at[k], torchAt[k])
 		}

@@ -236,6 +236,7 @@ class Tracker(TorchDispatchMode):
         self.now = self.peak = 0
         self.at_peak = {}
         self.phase = "setup"
+        self.phase_peak = {}  # the most live bytes at once in each phase
 
     def add(self, t, kind, empty=False):
         """Counts t's storage from now on; empty: also one of no bytes yet (FSDP2 resizes its unsharded
@@ -250,6 +251,9 @@ class Tracker(TorchDispatchMode):
 
     def grow(self, n):
         self.now += n
+        # the loss's forward is in memsh's forward; a checkpoint's recompute in the backward
+        phase = {"loss": "forward", "recompute": "backward"}.get(self.phase, self.phase)
+        self.phase_peak[phase] = max(self.phase_peak.get(phase, 0), self.now)
         if self.now > self.peak:
             self.peak = self.now
             self.at_peak = None  # taken at the next collect: the same op may add more
@@ -361,7 +365,7 @@ def measure(case, batch, seq):
     return {
         "name": name, "dp": dp, "tp": tp_deg, "reshard_after_forward": reshard, "checkpoint": ckpt,
         "mixed": mixed, "batch": batch, "seq": seq, "model": MODEL,
-        "setup": setup, "peak": tr.peak, "at_peak": dict(sorted(tr.at_peak.items())), "end": tr.now,
+        "setup": setup, "peak": tr.peak, "phase_peak": tr.phase_peak, "at_peak": dict(sorted(tr.at_peak.items())), "end": tr.now,
         "torch": torch.__version__,
         "command": "python tools/oracle/fsdp_live.py --out sim/testdata/fsdp_live.jsonl",
     }
