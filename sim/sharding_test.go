@@ -179,8 +179,8 @@ func TestShardedTraffic(t *testing.T) {
 
 // TestFSDPStates: FSDP2 keeps fp32 shards of parameters, gradients and
 // Adam state (bf16-mixed: MixedPrecisionPolicy(param_dtype=bf16,
-// reduce_dtype=fp32)), 16Ψ/N, and at most two blocks gathered at once in
-// bf16, plus the root.
+// reduce_dtype=fp32)), 16Ψ/N, and at most four blocks' worth of
+// communication buffers at once (in bf16 block sizes), plus the root.
 func TestFSDPStates(t *testing.T) {
 	m := linearStack(8, 1024, 4096)
 	psi := m.Params()
@@ -193,16 +193,21 @@ func TestFSDPStates(t *testing.T) {
 		if rep.States != want {
 			t.Errorf("dp=%d: states %+v, want %+v", n, rep.States, want)
 		}
-		// The most communication memory at any time: one block gathered
-		// (16 MiB in bf16) while the next one's all-gather output is
-		// copied out to its unsharded parameters. The reduce-scatter input
-		// (fp32) comes after the block is resharded: one block and it.
+		// The most communication memory at any time: at a block's
+		// pre-backward, its all-gather output (prefetched while the block
+		// after it ran its backward; 16 MiB in bf16) copied out to its
+		// unsharded parameters (16 MiB), while the block after it's
+		// reduce-scatter input (fp32, 32 MiB) is kept until this block's
+		// post_backward (torch 2.15's reduce_scatter_states; measured on
+		// the CPU by tools/oracle/fsdp_live.py, fsdp_live_test.go): four
+		// blocks. Before the input was kept and the copy-out waited for
+		// the block's own pre-backward, it was two to three.
 		var most int64
 		for _, pt := range rep.Timeline {
 			most = max(most, pt.ByCat[core.CatComm])
 		}
 		block := int64(2 * 2 * 1024 * 4096)
-		if lo, hi := 2*block, 3*block; most < lo || most > hi {
+		if lo, hi := 4*block, 4*block+block/8; most < lo || most > hi {
 			t.Errorf("dp=%d: at most %d bytes gathered, want %d..%d", n, most, lo, hi)
 		}
 	}

@@ -88,7 +88,7 @@ func (d *distState) chunkPostBackward(r *Replay, i int32) {
 				continue
 			}
 			d.reshard(r, u)
-			d.reduceScatter(r, u)
+			d.reduceScatter(r, u, false) // freed at once: each chunk's root runs post_backward itself, not measured
 		}
 	}
 }

@@ -89,7 +89,7 @@ func (d *distState) gather(r *Replay, u int32) {
 	if un.tensor != none {
 		return
 	}
-	if !un.keep {
+	if !un.keep && un.pending == none { // a prefetched one is counted
 		d.live += un.numel
 	}
 	n, b := d.gatheredSize(u), d.gatheredBytes(u)
@@ -104,14 +104,12 @@ func (d *distState) gather(r *Replay, u int32) {
 		return
 	}
 	if d.Mode == DistFSDP {
-		var fromHost []int32
-		if d.FsdpOffload(r) {
-			fromHost = d.fsdpShardsToGPU(r, u)
-		}
-		flat := d.allocUnit(r, StreamAllGather, un, n, Alloc{Tensor: " all-gather output", DType: dt, Bytes: b, Why: un.name},
-			"FSDP all-gather output of ", " (on the all-gather copy-in stream; copied out to the unsharded parameters)")
-		for _, id := range fromHost {
-			r.release(id)
+		flat := un.pending
+		if flat == none {
+			flat = d.allGather(r, u, n, b)
+		} else {
+			un.pending = none
+			d.pendingN--
 		}
 		d.freeKeptAllGatherOutput(r) // the previous unit's (streams.go)
 		un.tensor = d.allocUnit(r, r.stream, un, n, Alloc{Tensor: " unsharded parameters", DType: dt, Bytes: b, Why: un.name},
@@ -139,6 +137,39 @@ func (d *distState) gather(r *Replay, u int32) {
 	if host != none {
 		r.release(host)
 	}
+}
+
+// allGather is FSDP2's foreach_all_gather for unit u: its flat output of
+// n elements, b bytes, on the all-gather copy-in stream (with CPU
+// offload, after the shards' copies to the GPU).
+func (d *distState) allGather(r *Replay, u int32, n, b int64) int32 {
+	un := &d.units[u]
+	var fromHost []int32
+	if d.FsdpOffload(r) {
+		fromHost = d.fsdpShardsToGPU(r, u)
+	}
+	flat := d.allocUnit(r, StreamAllGather, un, n, Alloc{Tensor: " all-gather output", DType: d.gatherDT, Bytes: b, Why: un.name},
+		"FSDP all-gather output of ", " (on the all-gather copy-in stream; copied out to the unsharded parameters)")
+	for _, id := range fromHost {
+		r.release(id)
+	}
+	return flat
+}
+
+// prefetchBackward is FSDP2's backward prefetch of unit u: the all-gather
+// alone (_backward_prefetch's unshard(async_op=True)); its copy-out to the
+// unsharded parameters waits for u's own pre-backward (wait_for_unshard,
+// gather), after the unit before it has resharded and reduce-scattered.
+func (d *distState) prefetchBackward(r *Replay, u int32) {
+	un := &d.units[u]
+	if un.tensor != none || un.pending != none {
+		return
+	}
+	if !un.keep {
+		d.live += un.numel
+	}
+	un.pending = d.allGather(r, u, d.gatheredSize(u), d.gatheredBytes(u))
+	d.pendingN++
 }
 
 // reshard frees unit u's gathered parameters.
@@ -183,7 +214,11 @@ func (d *distState) prefetch(r *Replay, u int32, forward bool) {
 			if n == 1 {
 				return
 			}
-			d.gather(r, v)
+			if !forward && !d.fsdp1 {
+				d.prefetchBackward(r, v)
+			} else {
+				d.gather(r, v)
+			}
 			n++
 			continue
 		}
@@ -258,10 +293,40 @@ func (d *distState) beforeBackward(r *Replay, i int) {
 	if d.opUnits == nil || r.Plan.Phase == core.Eval {
 		return
 	}
+	if d.pendingN > 0 {
+		d.copyOutBeforeRecompute(r, i)
+	}
 	for _, u := range d.opUnits[i] {
 		d.gather(r, u)
 		if d.units[u].last == int32(i) {
 			d.prefetch(r, u, false)
+		}
+	}
+}
+
+// copyOutBeforeRecompute copies out the prefetched units whose ops a
+// checkpointed region about to be recomputed at op i holds (runBackward's
+// regions): FSDP2's pre-backward hook runs on the gradient of the unit's
+// output, before autograd reaches the checkpoint inside it, so the
+// recomputed forward finds the unsharded parameters there.
+func (d *distState) copyOutBeforeRecompute(r *Replay, i int) {
+	op := &d.p.Ops[i]
+	if op.Region == 0 {
+		return
+	}
+	var room [8]int32
+	chain := r.P.AppendAncestors(room[:0], op.Region)
+	for k := len(chain) - 1; k >= 0; k-- {
+		reg := r.P.Regions[chain[k]-1]
+		if r.Redone[chain[k]-1] || reg.NoGrad || reg.Offload {
+			continue
+		}
+		for j := reg.First; j < reg.End; j++ {
+			for _, u := range d.opUnits[j] {
+				if d.units[u].pending != none {
+					d.gather(r, u)
+				}
+			}
 		}
 	}
 }
@@ -321,7 +386,7 @@ func (d *distState) afterBackward(r *Replay, i int) {
 			// FSDP2 post_backward reshards before it reduce-scatters.
 			d.reshard(r, u)
 			if d.Mode == DistFSDP {
-				d.reduceScatter(r, u)
+				d.reduceScatter(r, u, true)
 			}
 		}
 	}
@@ -359,8 +424,18 @@ func (d *distState) gradient(r *Replay, pi int32) bool {
 	return false
 }
 
-// reduceScatter is FSDP's post-backward for unit u.
-func (d *distState) reduceScatter(r *Replay, u int32) {
+// reduceScatter is FSDP's post-backward for unit u. keep: the
+// reduce-scatter input stays allocated until the next unit's
+// post_backward or the backward's end (backwardEnd), as FSDP2 keeps it:
+// torch 2.15's post_backward appends it to comm_ctx.reduce_scatter_states
+// ("keep references to collective tensors produced in one stream and used
+// in another", at most reduce_scatter_max_input_buffers = 1 of them) and
+// drops the oldest before the next unit's foreach_reduce allocates its
+// own; the root's final callback (_fsdp_state.py
+// _root_post_backward_final_callback) drops the last. Torch 2.4 to 2.10
+// kept one as comm_ctx.reduce_scatter_state, freed at the same points.
+// tools/oracle/fsdp_live.py measured it on the CPU (sim/fsdp_live_test.go).
+func (d *distState) reduceScatter(r *Replay, u int32, keep bool) {
 	if d.noSync { // FSDP2 without gradient sync (fsdp2_no_sync.go)
 		d.postBackwardNoSync(r, u)
 		return
@@ -372,6 +447,9 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 			k := d.Degree(pi)
 			n += fsdpShard(d.p.Params[pi].Shape, d.p.Params[pi].Numel, k) * k
 		}
+	}
+	if keep {
+		r.freeKeptRSInput() // the oldest state, before this unit's reduce
 	}
 	if n == 0 {
 		return
@@ -393,7 +471,19 @@ func (d *distState) reduceScatter(r *Replay, u int32) {
 		s := d.unitGradShard(int(u))
 		r.release(d.allocOn(r, StreamReduceScatter, un.name+" reduce-scatter output", []int64{s}, dt, dt.Bytes(s), core.CatComm, "FSDP reduce-scatter output (on the reduce-scatter stream), added to the sharded gradient"))
 	}
+	if keep {
+		r.keptRSInput = in
+		return
+	}
 	r.release(in)
+}
+
+// freeKeptRSInput frees the reduce-scatter input FSDP2 kept (reduceScatter).
+func (r *Replay) freeKeptRSInput() {
+	if r.keptRSInput != none {
+		r.release(r.keptRSInput)
+		r.keptRSInput = none
+	}
 }
 
 // backwardStart: DeepSpeed stage 1 and 2 allocate the reduce bucket when
@@ -426,6 +516,7 @@ func (d *distState) allocGradPart(r *Replay) {
 // full gradients through it after the backward, keeps its partition and
 // drops the rest (zero_grad(set_to_none=True)).
 func (d *distState) backwardEnd(r *Replay) {
+	r.freeKeptRSInput() // FSDP2's root final callback
 	if d.fsdp1 {
 		for u := range d.units {
 			d.reshard(r, int32(u)) // _catch_all_reshard in the final callback

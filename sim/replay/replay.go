@@ -77,6 +77,7 @@ type Replay struct {
 	stream        alloc.Stream // the stream allocations go to (streams.go)
 	freeEvents    []int64      // FSDP1's rate limiter: the marks of queued reshard free events
 	keptAllGather int32        // FSDP2: the all-gather output the forward keeps until the next copy-out, none
+	keptRSInput   int32        // FSDP2: the reduce-scatter input kept until the next post_backward or the backward's end, none
 	backwardBlas  bool         // the backward thread's cuBLAS workspace is allocated (cublas.go)
 	sideBlas      [2]bool      // the forward's and the backward's thread's cuBLAS workspaces on the shared expert's stream (cublas.go)
 	graphs        *graphPool   // compiled graphs replayed as CUDA graphs, nil = none (cudagraphs.go)
@@ -210,7 +211,7 @@ func (r *Replay) sibling(limit int64, scratch *Scratch) *Replay {
 func newReplayState(p *core.Program, plan *core.Plan, opts core.Options, limit int64, s *Scratch) *Replay {
 	nv := len(p.Values)
 	r := &Replay{P: p, Plan: plan, opts: opts, alloc: alloc.Allocator{Limit: limit, Expandable: plan.ExpandableSegments}, Rep: &Report{},
-		fwdPhase: PhaseForward, keptAllGather: none}
+		fwdPhase: PhaseForward, keptAllGather: none, keptRSInput: none}
 	r.alloc.Grew = func(g alloc.Growth) { r.growth, r.grew = g, true }
 	if r.graphs = newGraphPool(p, plan); r.graphs != nil {
 		r.alloc.Private = StreamGraphPool

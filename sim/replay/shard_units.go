@@ -55,7 +55,7 @@ func (d *distState) buildUnits() error {
 		if !ok {
 			u = int32(len(d.units))
 			key[k] = u
-			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, flatGrad: none, postFwd: none, root: root})
+			d.units = append(d.units, gatherUnit{name: k, first: none, last: none, tensor: none, grad: none, flatGrad: none, postFwd: none, pending: none, root: root})
 			d.order = append(d.order, u)
 		}
 		d.unitOf[pi] = u

@@ -79,6 +79,7 @@ type gatherUnit struct {
 	root        bool  // FSDP root: kept from forward through backward
 	postFwd     int32 // FSDP reshard_after_forward=N: the 1/N shard kept until the backward
 	tensor      int32 // the gathered parameters, none when sharded
+	pending     int32 // FSDP2: a backward prefetch's all-gather output, not yet copied out, none
 	grad        int32 // FSDP: its sharded gradient, none until reduced
 	trainable   bool  // holds a parameter that requires grad
 	flatGrad    int32 // FSDP1: the unsharded gradient of the whole unit
@@ -93,6 +94,7 @@ type distState struct {
 	dp, edp  int64       // sharding degrees of dense and expert parameters
 	gatherDT units.DType // dtype of gathered parameters and their unsharded grads
 	reduceDT units.DType // FSDP: dtype of the reduce-scatter (MixedPrecisionPolicy.reduce_dtype)
+	pendingN int         // FSDP2: units prefetched in the backward and not yet copied out (gatherUnit.pending)
 
 	units   []gatherUnit
 	unitOf  []int32 // by parameter, -1 when not gathered

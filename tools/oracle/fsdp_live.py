@@ -13,7 +13,8 @@ the loss and its backward under loss_parallel()); full activation checkpointing 
 checkpoint_wrapper (non-reentrant); then fully_shard on each block and the root over the dp mesh with
 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) and AdamW (foreach) over the fp32 shards.
 reshard_after_forward is set on every block alike (torchtitan at 9dec370 keeps its last block gathered; memsh
-has no such exception, so the harness does not make one).
+has no such exception, so the harness does not make one); the root keeps its parameters gathered after the forward
+(see build).
 
 One process stands for every rank: the fake process group (torch.testing._internal.distributed.fake_pg) runs no
 collective but returns tensors of their real shapes, and FSDP2 allocates its all-gather and reduce-scatter
@@ -190,7 +191,10 @@ def build(case, seq):
         kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for block in model.layers.values():
         fully_shard(block, reshard_after_forward=reshard, **kw)
-    fully_shard(model, reshard_after_forward=reshard, **kw)
+    # The root: torch 2.4 to 2.6 (torchtitan's, which passes reshard_after_forward=True) never resharded it
+    # after the forward (FSDPState._lazy_init: "for the root, do not reshard after forward"); torch 2.15 does so
+    # only when the argument is left to its default, None, as here. False keeps it gathered all the same.
+    fully_shard(model, reshard_after_forward=None if reshard else False, **kw)
     return model, tp > 1
 
 
