@@ -1,9 +1,10 @@
 package importers
 
 import (
-	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/memsh/memsh/sim/hf"
 )
 
 // hfTransformers is the job's transformers release, memsh.transformers
@@ -121,7 +122,8 @@ func hfLoadedDtype(t *tree, o Options, set string) (dtype, from string, err erro
 		t.notModelled = append(t.notModelled, what+", which memsh reads as float32 without the model's config.json: pass --model config.json, or set torch_dtype (or dtype)")
 		return "", "", nil
 	}
-	mt, err := parseJSON(o.Model, pythonJSONValues(o.ModelData))
+	text, _ := hf.PythonJSON(o.ModelData) // a Mamba-2 config.json's Infinity; a NaN dtype named, not read as absent
+	mt, err := parseJSON(o.Model, text)
 	if err != nil {
 		return "", "", err
 	}
@@ -141,41 +143,4 @@ func hfLoadedDtype(t *tree, o Options, set string) (dtype, from string, err erro
 	}
 	t.notModelled = append(t.notModelled, what+": "+o.Model+" has no dtype (or torch_dtype), so transformers reads the weights' own, which memsh reads as float32: set torch_dtype (or dtype) to say which")
 	return "", "", nil
-}
-
-// pythonJSONValues is data with the values Python's json module writes
-// and JSON has not (NaN, Infinity, -Infinity: a Mamba-2 config.json's
-// time_step_limit) written null, the rest of each line as it was.
-func pythonJSONValues(data []byte) []byte {
-	out := make([]byte, 0, len(data))
-	inString := false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		switch {
-		case inString:
-			if c == '\\' && i+1 < len(data) {
-				out = append(out, c, data[i+1])
-				i++
-				continue
-			}
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		default:
-			matched := false
-			for _, w := range []string{"-Infinity", "Infinity", "NaN"} {
-				if bytes.HasPrefix(data[i:], []byte(w)) {
-					out = append(out, "null"...)
-					i += len(w) - 1
-					matched = true
-					break
-				}
-			}
-			if matched {
-				continue
-			}
-		}
-		out = append(out, c)
-	}
-	return out
 }

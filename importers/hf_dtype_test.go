@@ -1,6 +1,8 @@
 package importers
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -25,6 +27,7 @@ func TestHFLoadedDtype(t *testing.T) {
 		{name: "5: dtype wins over torch_dtype", model: `{"dtype": "float32", "torch_dtype": "bfloat16"}`, precision: `"bf16-mixed"`},
 		{name: "5: a null dtype is none", model: `{"dtype": null, "torch_dtype": "bfloat16"}`, precision: `"bf16"`},
 		{name: "5: Python's Infinity elsewhere", model: "{\"time_step_limit\": [0.0, Infinity],\n \"name\": \"NaN Infinity\", \"torch_dtype\": \"bfloat16\"}", precision: `"bf16"`},
+		{name: "5: Mamba-2's config.json, time_step_limit [0.0, Infinity]", model: mambaCodestral(t), precision: `"bf16"`, hfConfig: `hf_config("m.json", attn = "sdpa")`},
 		{name: "5: auto", model: `{"torch_dtype": "float16"}`, overrides: []string{"torch_dtype=auto"}, precision: `"fp16"`},
 		{name: "5: the run's own dtype wins", model: `{"torch_dtype": "bfloat16"}`, overrides: []string{"dtype=float32"}, precision: `"bf16-mixed"`},
 		{name: "5: no dtype in config.json", model: `{"model_type": "mistral"}`, precision: `"bf16-mixed"`,
@@ -62,6 +65,20 @@ func TestHFLoadedDtype(t *testing.T) {
 	}
 }
 
+// mambaCodestral is Mamba-Codestral-7B's config.json as the hub has it
+// (sim/testdata/hf), "time_step_limit": [0.0, Infinity] among its lines.
+func mambaCodestral(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "sim", "testdata", "hf", "mamba-codestral-7b.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "Infinity") {
+		t.Fatal("mamba-codestral-7b.json has no Infinity")
+	}
+	return string(data)
+}
+
 func TestHFLoadedDtypeErrors(t *testing.T) {
 	const args = `{"per_device_train_batch_size": 2, "bf16": true, "gradient_checkpointing": true, "model_name_or_path": "mistralai/Mistral-7B-v0.1"}`
 	model := func(json string) Options { return Options{Seq: 512, Model: "m.json", ModelData: []byte(json)} }
@@ -74,6 +91,12 @@ func TestHFLoadedDtypeErrors(t *testing.T) {
 			want: "m.json: key dtype: the model's dtype auto is not modelled"},
 		{name: "config.json not JSON", file: "args.json", config: args, opts: model(`{"dtype": `),
 			want: "m.json: not a valid JSON object: unexpected EOF"},
+		// Python's json writes float('nan') and float('inf') unquoted: a
+		// dtype that is one is no dtype memsh models, not an absent one.
+		{name: "a NaN dtype", file: "args.json", config: args, opts: model("{\"torch_dtype\": NaN, \"model_type\": \"mamba2\"}"),
+			want: "m.json: key torch_dtype: the model's dtype NaN is not modelled"},
+		{name: "an Infinity dtype", file: "args.json", config: args, opts: model(`{"dtype": -Infinity, "torch_dtype": "bfloat16"}`),
+			want: "m.json: key dtype: want a string, got -Inf"},
 		{name: "fp16 autocast over the checkpoint's bf16", file: "args.json", config: strings.Replace(args, `"bf16"`, `"fp16"`, 1), opts: model(`{"dtype": "bfloat16"}`),
 			want: "args.json: key fp16: with m.json's dtype bfloat16", wantHint: "use bf16: true"},
 		{name: "fp16 autocast over the checkpoint's fp16, every weight trained", file: "args.json", config: strings.Replace(args, `"bf16"`, `"fp16"`, 1), opts: model(`{"dtype": "float16"}`),

@@ -136,10 +136,10 @@ func normalise(v any, depth int) (any, error) {
 			return n, nil
 		}
 		f, err := x.Float64()
-		if err != nil {
+		if err != nil && !math.IsInf(f, 0) {
 			return nil, fmt.Errorf("number %s is out of range", x)
 		}
-		return f, nil
+		return f, nil // beyond float64, ±Inf, as Python's json reads it (and hf.PythonJSON writes its Infinity)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {

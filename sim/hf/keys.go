@@ -33,7 +33,7 @@ func parseHFConfig(data []byte) (*hfConfig, error) {
 		return nil, &units.Error{Msg: "config.json is empty",
 			Hint: "a model's config.json is the JSON object next to its weights on the Hugging Face hub"}
 	}
-	text, at := pythonJSON(data)
+	text, at := PythonJSON(data)
 	d := json.NewDecoder(bytes.NewReader(text))
 	d.UseNumber()
 	var v any
@@ -98,7 +98,7 @@ func describeJSON(v any) string {
 		return "null"
 	case string:
 		if x == "NaN" {
-			return "NaN" // Python's json writes float('nan') so, unquoted; pythonJSON reads it as this string
+			return "NaN" // Python's json writes float('nan') so, unquoted; PythonJSON reads it as this string
 		}
 		return fmt.Sprintf("the string %q", x)
 	case bool:
@@ -106,7 +106,7 @@ func describeJSON(v any) string {
 	case json.Number:
 		if f, err := x.Float64(); math.IsInf(f, 0) && err != nil {
 			if f > 0 {
-				return "Infinity" // Python's json writes float('inf') so; pythonJSON reads it as 1e999
+				return "Infinity" // Python's json writes float('inf') so; PythonJSON reads it as 1e999
 			}
 			return "-Infinity"
 		}

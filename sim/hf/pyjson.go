@@ -2,16 +2,20 @@ package hf
 
 import "bytes"
 
-// Python's json module writes the floats JSON has no literal for as
-// Infinity, -Infinity and NaN (json.dumps(allow_nan=True), the default),
-// and real config.json files carry them: Mamba2's
-// "time_step_limit": [0.0, Infinity]. pythonJSON rewrites them outside
-// strings into JSON that encoding/json reads: ±Infinity as ±1e999 (a
-// json.Number that overflows to ±Inf if read as a float) and NaN as the
-// string "NaN" (no JSON number is NaN; a getter that wants a number then
-// names it). at maps an offset in the rewritten text back to the input,
-// for error positions.
-func pythonJSON(data []byte) (out []byte, at func(int64) int64) {
+// PythonJSON is the one rewrite of config.json as Python writes it, for
+// every reader of one (hf_config here, the importers' --model): Python's
+// json module writes the floats JSON has no literal for as Infinity,
+// -Infinity and NaN (json.dumps(allow_nan=True), the default), and real
+// config.json files carry them: Mamba2's "time_step_limit": [0.0,
+// Infinity]. PythonJSON rewrites them outside strings into JSON that
+// encoding/json reads: ±Infinity as ±1e999, a number Python's json reads
+// back as ±inf (json.loads("1e999") == float("inf")) and a json.Number
+// that overflows to ±Inf read as a float, so a reader must take an
+// overflowing number as ±Inf, not refuse it; NaN as the string "NaN" (no
+// JSON number is NaN; a getter that wants a number or a name then names
+// it). at maps an offset in the rewritten text back to the input, for
+// error positions.
+func PythonJSON(data []byte) (out []byte, at func(int64) int64) {
 	type edit struct{ pos, delta int64 } // input offset of a rewrite, and how much longer the output is after it
 	var edits []edit
 	var b bytes.Buffer
