@@ -7,15 +7,17 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// What the Qwen2.5-VL and Qwen3-VL towers share around their blocks: the
-// processor's pixel patches, the 2-D rotary tables and the image tokens
-// joined to the text.
+// What the Qwen2.5-VL, Qwen3-VL and Kimi K2.5 towers share around their
+// blocks: the processor's pixel patches, the 2-D rotary tables, the
+// index copies that reorder patches and the image tokens joined to the
+// text.
 
 // imagePatches checks that b.Images' tokens (perImage patches an image,
 // merge x merge patches a token) fit the sequence and that the tower's
 // widest tensor (patches x widest) fits, then makes the processor's
-// pixel patches, fp32, held on the device for the step.
-func imagePatches(b *core.Builder, perImage, merge, patchIn, widest int64) (patches int64, pix core.Value) {
+// pixel patches in dt (the Qwen processors' fp32; Kimi K2.5's in the
+// model's dtype), held on the device for the step.
+func imagePatches(b *core.Builder, perImage, merge, patchIn, widest int64, dt units.DType) (patches int64, pix core.Value) {
 	im := b.Images
 	tokens := im.Count * perImage / (merge * merge) // per sample
 	if tokens > b.Seq {
@@ -28,7 +30,7 @@ func imagePatches(b *core.Builder, perImage, merge, patchIn, widest int64) (patc
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
 	}
 	d := b.AddOp("data", "pixel_values", nil)
-	pix = b.Out(d, "pixel_values", []int64{patches, patchIn}, units.FP32, "image patches from the processor (fp32)")
+	pix = b.Out(d, "pixel_values", []int64{patches, patchIn}, dt, b.Concat("image patches from the processor (", dt.String(), ")"))
 	b.Val(pix).Grad = false
 	b.P.Held = append(b.P.Held, pix)
 	return patches, pix
@@ -61,4 +63,17 @@ func joinImageTokens(b *core.Builder, x, h core.Value) (y, mask core.Value) {
 	y = b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), "text embeddings with the image tokens in place")
 	b.Save(j, mask)
 	return y, mask
+}
+
+// indexCopy is x[index] over groups of rows: a copy of x whose backward
+// keeps the int64 index (one a group; Qwen2.5-VL's window order, Kimi
+// K2.5's merge index).
+func indexCopy(b *core.Builder, name string, x core.Value, groups int64) (int32, core.Value) {
+	k := b.AddOp("index", name, []core.Value{x})
+	idx := b.Out(k, name, []int64{groups}, units.INT64, "the order of the patches (int64), saved by the index")
+	b.Val(idx).Grad = false
+	y := b.Out(k, name+".out", b.Shape(x), b.Dtype(x), "the patches reordered")
+	b.Save(k, idx)
+	b.Op(k).Bytes = float64(2 * b.Val(x).Bytes)
+	return k, y
 }

@@ -54,12 +54,12 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	gh, gw := v.grid(im.Height), v.grid(im.Width)
 	perImage := gh * gw
 	// The processor's pixel patches, fp32, on the device for the step.
-	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), v.mergedDim())
+	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), v.mergedDim(), units.FP32)
 	h := b.Linear("patch_embed.proj", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
 	// rot_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rot_pos_emb", patches, v.Dim/v.Heads)
 	// hidden_states[window_index]: the patches in window order.
-	reorder, h := v.reindex(b, "window_index", h, patches/(v.Merge*v.Merge))
+	reorder, h := indexCopy(b, "window_index", h, patches/(v.Merge*v.Merge))
 	h = b.LowerChild(v.blocks(gh, gw), h)
 	// The ropes' tables live until the first block's backward, which
 	// runs just before the reorder's: saved with it.
@@ -73,22 +73,10 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	h = b.Linear("mlp.2", core.RoleLinear, h, v.mergedDim(), v.TextDim, true)
 	done()
 	// hidden_states[reverse_indices]: the tokens back in image order.
-	_, h = v.reindex(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
+	_, h = indexCopy(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
 	// The image tokens replace the placeholders: masked_scatter.
 	y, _ := joinImageTokens(b, x, h)
 	return y
-}
-
-// reindex is x[index] over groups of merge² patches: a copy of x whose
-// backward keeps the int64 index (one per group).
-func (v *VisionTower) reindex(b *core.Builder, name string, x core.Value, groups int64) (int32, core.Value) {
-	k := b.AddOp("index", name, []core.Value{x})
-	idx := b.Out(k, name, []int64{groups}, units.INT64, "the order of the merged patches (int64), saved by the index")
-	b.Val(idx).Grad = false
-	y := b.Out(k, name+".out", b.Shape(x), b.Dtype(x), "the patches reordered")
-	b.Save(k, idx)
-	b.Op(k).Bytes = float64(2 * b.Val(x).Bytes)
-	return k, y
 }
 
 // registerIdle registers the tower's weights when no image runs.

@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// What the images add to the storages autograd saves in a tiny Kimi K2.5
+// (sim/testdata/hf/kimi-k2.5-tiny.json: MoonViT of 2 layers 32 wide, 4
+// heads, patches of 14, an 8 x 8 position grid, merge [2, 2], the
+// projector 128 wide; Kimi K2's text model of 2 layers 64 wide, MLA and 4
+// experts), the step with the images minus the same step with text tokens
+// in their place, as tools/oracle/kimivis.py measures it (transformers
+// 5.17.0, torch 2.15.0, sdpa, on the CPU; parameters and buffers
+// excluded):
+//
+//	/work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json 1 56 56 64
+//	/work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json 2 84 112 96
+//	/work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json 1 100 150 96
+//	/work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json 1 56 56 64 bf16
+//	/work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json 2 84 112 96 bf16
+//
+// 56 x 56 pixels are 4 x 4 patches (4 image tokens); 84 x 112 are 6 x 8;
+// 100 x 150 are padded to 112 x 168, 8 x 12 patches (navit_resize; the
+// same 96 patches as two of 6 x 8, and the same bytes: SDPA's per-image
+// outputs sum to one output). kimivis.py holds every packed tensor until
+// backward: without that, a storage freed in the text model's routing
+// and reused by a later saved tensor hid it from the count, by 768 or
+// 1,024 bytes from run to run. One
+// fp32 image of 4 x 4 patches, 107,072 bytes, counted by hand from the
+// list (kimivis.py ... list): the pixel patches the Conv2d saves (16 x 3
+// x 14 x 14 x 4 = 37,632); embedding_bag's int64 taps, offsets, bag sizes
+// and max indices and its fp32 tap weights (3,456); the rotary cos and
+// sin (1,024); per layer (27,136): norm1's input, mean, rstd and output,
+// q and k after the rope, v, SDPA's output and logsumexp, the per-image
+// outputs' concatenation (proj's input), the residual, norm2's
+// statistics and output, fc1's and GELU's outputs; final_layernorm's
+// input and statistics (2,176); the merge index (128); the mean pre_norm
+// saves with its statistics (2,176), in_proj's input and output, GELU's
+// output (6,144); the placeholder mask (64). In bf16 (the model built in
+// bf16, bf16 pixels) all of it halves but the int64 tensors, the fp32
+// rotary tables and logsumexp and the bool mask.
+func TestKimiVisionSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		im        core.Images
+		seq       int64
+		precision string
+		want      int64
+	}{
+		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", 107_072},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", 642_144},
+		{core.Images{Count: 1, Height: 100, Width: 150}, 96, "fp32", 642_144},
+		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "bf16", 55_616},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", 333_408},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, "kimi-k2.5-tiny.json"), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Params(); got != 275_520 { // kimivis.py on the meta device: vision_tower 38,048, mm_projector 24,832
+			t.Errorf("params %d, want 275,520", got)
+		}
+		p := tinyPlan(t, m)
+		p.Seq = tc.seq
+		p.Precision, err = core.LookupPrecision(tc.precision)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Images = tc.im
+		with := evalPlan(t, p).SavedActivations
+		p.Images = core.Images{}
+		without := evalPlan(t, p).SavedActivations
+		if got := with - without; got != tc.want {
+			t.Errorf("%v %s: the images add %d saved bytes, transformers %d (%+d, %+.2f %%)", tc.im, tc.precision, got, tc.want, got-tc.want, 100*float64(got-tc.want)/float64(tc.want))
+		}
+	}
+}
