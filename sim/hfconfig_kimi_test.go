@@ -54,6 +54,14 @@ func TestKimiK25Params(t *testing.T) {
 			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `"text_config.model_type" must be Kimi K2's, "kimi_k2" or "deepseek_v3" (got "qwen2")`},
 		{"no text_config", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"text_config": nil}),
 			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `no "text_config" object`},
+		{"merge", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"vision_config": map[string]any{"merge_kernel_size": []int{2, 3}}}),
+			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `"vision_config.merge_kernel_size" is [2 3]; memsh models a square kernel`},
+		{"position grid", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"vision_config": map[string]any{"pos_emb_width": 32}}),
+			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `"vision_config.pos_emb_width" (32) must be pos_emb_height (64)`},
+		{"projector", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"projection_hidden_size": 1024}),
+			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `"projection_hidden_size" (1024) must be "vision_config.hidden_size" (1152)`},
+		{"vision heads", shrinkConfig(t, "kimi-k2.5.json", map[string]any{"vision_config": map[string]any{"num_attention_heads": 7}}),
+			hf.Options{Attn: "flash", Transformers: "5.17.0"}, `"vision_config.num_attention_heads" (7) must divide "vision_config.hidden_size" (1152)`},
 	} {
 		_, err := hf.FromConfigOptions(tc.cfg, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
