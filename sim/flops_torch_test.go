@@ -217,11 +217,11 @@ var flopCauses = []flopCause{
 			"backward matmuls (S recomputed: 2.5 x); memsh's model FLOPs (MFU, r.modules) take the usual 2 x (model_flops.go), " +
 			"its time prices the kernel's 2.5 x (timing.attnBackwardFLOPs)",
 		want: causalSDPA(1)},
-	{cases: "^deepseek_v3$", module: `\.self_attn$`, phase: -1,
+	{cases: "^(deepseek_v3|kimi_k25_vision)$", module: `^model\.(language_model\.)?layers\.\d+\.self_attn$`, phase: -1,
 		why: "MLA's q and v head dims differ (24, 16): the CPU's SDPA takes its math path, two bmm over all s x s scores and 2 x " +
 			"backward; memsh prices the GPU's fused kernel, causal half",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
-	{cases: "^(bert|qwen25_vl)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn)$`, phase: 1,
+	{cases: "^(bert|qwen25_vl|kimi_k25_vision)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn)$`, phase: 1,
 		why:  "SDPA's backward (not causal): 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's (S recomputed)",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^llama4_vision$", module: `^language_model\.model\.layers\.3\.self_attn$`, phase: 0,

@@ -5,7 +5,8 @@ sim/flops_torch_test.go holds memsh's per-module FLOPs against (issue 20).
 
 Each case builds a transformers model from a tiny config (sim/testdata/hf/flops/*.json, or one of
 sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py does; Llama 4 with two 112 x 56
-images, 3 tiles each, as llama4vis.py lays them out) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
+images, 3 tiles each, as llama4vis.py lays them out; Kimi K2.5 with two 84 x 112 images, 6 x 8 patches each,
+as kimivis.py lays them out) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
 counts no elementwise op, norm, softmax or loss.
@@ -59,6 +60,7 @@ CASES = [
     ("qwen3_next", "qwen3-next-tiny.json", "eager", {"experts": "eager"}),
     ("qwen25_vl", "qwen2.5-vl-tiny.json", "sdpa", {"images": [1, 112, 112], "batch": 1}),
     ("llama4_vision", "llama4-vision-tiny.json", "sdpa", {"images": [2, 112, 56], "batch": 1}),
+    ("kimi_k25_vision", "kimi-k2.5-tiny.json", "sdpa", {"images": [2, 84, 112], "batch": 1}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
@@ -241,11 +243,32 @@ def llama4_inputs(raw, count, height, width, seq):
     return torch.tensor([ids]), {"pixel_values": pixels}
 
 
+def kimi_inputs(raw, count, height, width, seq):
+    """input_ids with count images of height x width as tools/oracle/kimivis.py lays them out (each image's
+    grid from Kimi_K25ImageProcessor's navit_resize, its image tokens), the pixel patches and image_grid_thw."""
+    import kimivis_resize
+    vc = raw["vision_config"]
+    patch, merge = vc["patch_size"], vc["merge_kernel_size"][0]
+    gh, gw = kimivis_resize.grid(height, width, patch, merge)
+    tokens = gh * gw // (merge * merge)
+    ids = [10 + i % 200 for i in range(seq)]
+    pos = 1
+    for _ in range(count):
+        for j in range(tokens):
+            ids[pos + j] = raw["image_token_id"]
+        pos += tokens + 2
+    assert pos <= seq, "seq too short for the images"
+    pixels = torch.randn(count * gh * gw, 3, patch, patch)
+    return torch.tensor([ids]), {"pixel_values": pixels, "image_grid_thw": torch.tensor([[1, gh, gw]] * count)}
+
+
 def vision_inputs(raw, count, height, width, seq):
     """input_ids with count images of height x width (each its vision_start, image tokens, vision_end, as
     tools/oracle/qwen25vl.py lays them out), the pixel patches and image_grid_thw."""
     if raw["model_type"] == "llama4":
         return llama4_inputs(raw, count, height, width, seq)
+    if raw["model_type"] == "kimi_k25":
+        return kimi_inputs(raw, count, height, width, seq)
     vc = raw["vision_config"]
     patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
     factor = patch * merge

@@ -16,37 +16,18 @@
 # the images add. Each image is resized and padded as
 # Kimi_K25ImageProcessor does (navit_resize at its defaults: max_patches
 # 16384, 512 patches a side; padded to a multiple of patch * merge
-# pixels); the pixel patches are random, [patches, 3, patch, patch], in the
+# pixels; kimivis_resize.py); the pixel patches are random, [patches, 3, patch, patch], in the
 # model's dtype (the tower's Conv2d takes them as they come). bf16 builds
 # the model in bf16 (from_config(dtype=torch.bfloat16)); list prints every
 # saved storage.
 import collections
 import json
-import math
 import sys
 
 import torch
 import transformers
+from kimivis_resize import navit_resize
 from transformers import AutoConfig, AutoModelForImageTextToText
-
-
-def navit_resize(height, width, patch_size, merge_kernel_size, max_patches, max_size_per_side):
-    # image_processing_kimi_k25.py's navit_resize (5.17.0), copied: the
-    # module imports torchvision, which this venv lacks.
-    num_patches_h = max(1.0, height // patch_size)
-    num_patches_w = max(1.0, width // patch_size)
-    current_patch_count = num_patches_h * num_patches_w
-    scale_for_total_patches = math.sqrt(max_patches / current_patch_count)
-    scale_for_height_patches = (max_size_per_side * patch_size) / height
-    scale_for_width_patches = (max_size_per_side * patch_size) / width
-    scale = min(1.0, scale_for_total_patches, scale_for_height_patches, scale_for_width_patches)
-    new_height, new_width = max(1, int(height * scale)), max(1, int(width * scale))
-    new_height = min(new_height, max_size_per_side * patch_size)
-    new_width = min(new_width, max_size_per_side * patch_size)
-    factor = merge_kernel_size * patch_size
-    pad_height = (factor - new_height % factor) % factor + new_height
-    pad_width = (factor - new_width % factor) % factor + new_width
-    return (new_height, new_width), (pad_height, pad_width)
 
 
 torch.manual_seed(0)
