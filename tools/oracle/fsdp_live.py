@@ -172,13 +172,13 @@ def apply_tp(model, tp_mesh):
         })
 
 
-def build(case, seq):
+def build(case, seq, device):
     name, dp, tp, reshard, ckpt, mixed = case
     world = dp * tp
     if dist.is_initialized():
         dist.destroy_process_group()
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
-    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+    mesh = init_device_mesh(device, (dp, tp), mesh_dim_names=("dp", "tp"))
     torch.manual_seed(0)
     model = Transformer(MODEL, seq)
     if tp > 1:
@@ -307,11 +307,11 @@ class Tracker(TorchDispatchMode):
         return out
 
 
-def measure(case, batch, seq):
-    model, tp = build(case, seq)
+def measure(case, batch, seq, device="cpu"):
+    model, tp = build(case, seq, device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    ids = torch.randint(0, MODEL["vocab"], (batch, seq))
-    labels = torch.randint(0, MODEL["vocab"], (batch, seq))
+    ids = torch.randint(0, MODEL["vocab"], (batch, seq), device=device)
+    labels = torch.randint(0, MODEL["vocab"], (batch, seq), device=device)
 
     def phase(tr, name):
         if tr:
@@ -357,6 +357,11 @@ def measure(case, batch, seq):
     tr.add(ids, "batch")
     tr.add(labels, "batch")
     setup = tr.now
+    cuda = device.startswith("cuda")
+    if cuda:  # the caching allocator's own figures of the same step (rounded blocks, CUDA's kernels)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        allocated_before = torch.cuda.memory_allocated()
     with tr:
         loss = fwd_bwd(tr)
         tr.phase = "optimizer"
@@ -365,8 +370,13 @@ def measure(case, batch, seq):
         del loss
         gc.collect()
         tr.collect()
+    extra = {}
+    if cuda:
+        torch.cuda.synchronize()
+        extra = {"cuda": {"allocated_before": allocated_before, "max_allocated": torch.cuda.max_memory_allocated(),
+                          "allocated_after": torch.cuda.memory_allocated(), "gpu": torch.cuda.get_device_name()}}
     name, dp, tp_deg, reshard, ckpt, mixed = case
-    return {
+    return {**extra, "device": device,
         "name": name, "dp": dp, "tp": tp_deg, "reshard_after_forward": reshard, "checkpoint": ckpt,
         "mixed": mixed, "batch": batch, "seq": seq, "model": MODEL,
         "setup": setup, "peak": tr.peak, "phase_peak": tr.phase_peak, "at_peak": dict(sorted(tr.at_peak.items())), "end": tr.now,
@@ -381,6 +391,8 @@ def main():
     ap.add_argument("--cases", default="", help="comma-separated names (default: all)")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--device", default="cpu", help="cpu (sim/testdata/fsdp_live.jsonl) or cuda: the same step through "
+                    "the CUDA caching allocator on one GPU (fake process group), with its max_memory_allocated")
     a = ap.parse_args()
     torch.set_num_threads(1)
     want = set(a.cases.split(",")) if a.cases else None
@@ -388,9 +400,9 @@ def main():
         for case in CASES:
             if want and case[0] not in want:
                 continue
-            rec = measure(case, a.batch, a.seq)
+            rec = measure(case, a.batch, a.seq, a.device)
             f.write(json.dumps(rec, sort_keys=True) + "\n")
-            print(case[0], "setup", rec["setup"], "peak", rec["peak"], "end", rec["end"])
+            print(case[0], "setup", rec["setup"], "peak", rec["peak"], "end", rec["end"], rec.get("cuda", ""))
 
 
 if __name__ == "__main__":
