@@ -21,10 +21,10 @@ import (
 // bf16-mixed AdamW step, so the two paths build the same modules. The zoo
 // expands grouped-query keys and values before SDPA (repeat_kv), as
 // torchtune, torchtitan and transformers before 4.54 do, so hf_config is
-// read for transformers 4.53.3 here (its default, 4.57.1, hands SDPA the
-// kv heads as they are: sim/gqa_sdpa_test.go). Sizes
+// read for transformers 4.53.3 here (from 4.54, as in its default, SDPA is
+// handed the kv heads as they are: sim/gqa_sdpa_test.go). Sizes
 // with no config file in testdata are held to their published counts
-// (sources in llm.star's docstrings and sim/hfconfig_test.go).
+// (sources in the docstrings of stdlib/llm/*.star and sim/hfconfig_test.go).
 func TestStdlibZooMatchesHFConfig(t *testing.T) {
 	hf := filepath.Join("..", "sim", "testdata", "hf")
 	files := tree()
