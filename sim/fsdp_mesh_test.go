@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,6 +124,31 @@ func TestFSDPUnits(t *testing.T) {
 	_, err := Evaluate(p, core.Options{})
 	if e, ok := err.(*units.Error); !ok || !strings.Contains(e.Msg, `fsdp_units: "tok_embeddings" names no module`) || !strings.Contains(e.Hint, `"embed_tokens", "norm", "lm_head"`) {
 		t.Errorf("unknown unit: error %#v, want one naming the module and hinting at embed_tokens, norm and lm_head", err)
+	}
+}
+
+// TestFSDPUnitsEveryRepeat: every block of every repeat() is a unit, not
+// only the largest repeat's, as a DeepSeek-style model's dense first
+// layers are wrapped beside its MoE layers (transformers'
+// _no_split_modules names one decoder layer class for both; torchtitan
+// shards every model.layers[i]): a lone dense block before two others is
+// resharded after its forward, not left in the root.
+func TestFSDPUnitsEveryRepeat(t *testing.T) {
+	lin := func() core.Layer {
+		return &core.Sequential{Layers: []core.Layer{&nn.Linear{Name: "up", In: 256, Out: 256}, &nn.Linear{Name: "down", In: 256, Out: 256}}}
+	}
+	m := &core.Model{Name: "lm", Layers: []core.Layer{
+		&nn.Embedding{Name: "embed_tokens", Rows: 1000, Dim: 256},
+		&core.Repeat{Name: "dense", Layer: lin(), N: 1},
+		&core.Repeat{Name: "layers", Layer: lin(), N: 2},
+		&nn.Norm{Name: "norm", Dim: 256, RMS: true},
+	}, Vocab: 1000}
+	if got, want := core.RepeatBlockPaths(m), []string{"dense.0", "layers.0", "layers.1"}; !slices.Equal(got, want) {
+		t.Errorf("RepeatBlockPaths = %q, want %q", got, want)
+	}
+	embed, head, norm := int64(1000*256), int64(256*1000), int64(256)
+	if got, want := endOfForward(t, distPlan(t, m, "bf16-mixed", core.Parallelism{DP: 4, FSDP: true})), 2*(embed+head+norm); got != want {
+		t.Errorf("%d bytes gathered after the forward, want %d (the root's alone: dense.0 is a unit of its own)", got, want)
 	}
 }
 

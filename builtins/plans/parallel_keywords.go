@@ -87,7 +87,7 @@ var layoutKeywords = []layoutKeyword{
 			return err
 		}},
 	{Name: "fsdp", Sig: "False",
-		Doc: "PyTorch FSDP over dp x cp: True or 2 is FSDP2 (fully_shard per repeated block, the modules of fsdp_units and the root; " +
+		Doc: "PyTorch FSDP over dp x cp: True or 2 is FSDP2 (fully_shard per block of every repeat(), the modules of fsdp_units and the root; " +
 			"torchtitan, torchtune), 1 is FSDP1 (FullyShardedDataParallel: one flat parameter per unit, Lightning's FSDPStrategy, " +
 			"accelerate; frozen and trainable parameters of a unit share one gradient, and no_sync() keeps unsharded gradients while accumulating). " +
 			"With pp, FSDP2 as torch.distributed.pipelining drives it: each model chunk stays gathered from its first forward and holds unsharded " +

@@ -400,3 +400,31 @@ func (p *Plan) lowerModel(b *Builder) error {
 	}
 	return p.Model.lower(b)
 }
+
+// RepeatBlockPaths are the module paths of the blocks of every repeat()
+// outside another repeat's blocks ("model.layers.5",
+// "model.visual.blocks.3"), in model order: the modules FSDP's wrap makes
+// units of, as transformers' _no_split_modules lists a vision-language
+// model's vision blocks beside its decoder layers and a DeepSeek-style
+// model's dense first layers beside its MoE ones (accelerate's
+// transformer_based_wrap), and as torchtitan shards every
+// model.layers[i].
+func RepeatBlockPaths(m *Model) []string {
+	var out []string
+	var walk func(ls []Layer, scope string)
+	walk = func(ls []Layer, scope string) {
+		for _, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				p := JoinName(scope, ModuleName(x))
+				for j := int64(0); j < x.Count(); j++ {
+					out = append(out, JoinName(p, Itoa(j)))
+				}
+			case *Sequential:
+				walk(x.Layers, JoinName(scope, ModuleName(x)))
+			}
+		}
+	}
+	walk(m.Layers, "")
+	return out
+}

@@ -175,16 +175,8 @@ func fsdpUnit(name string, units map[string]int) (string, bool) {
 	return best, false
 }
 
-// blockPrefixes are the module paths of the blocks of the model's largest
-// repeat(), as the lowering names them.
+// blockPrefixes are the module paths of the blocks of the model's
+// repeat()s, as the lowering names them (core.RepeatBlockPaths).
 func blockPrefixes(m *core.Model) []string {
-	s, err := core.SplitStages(m, core.Parallelism{})
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, u := range s.Blocks {
-		out = append(out, u.BlockPath())
-	}
-	return out
+	return core.RepeatBlockPaths(m)
 }
