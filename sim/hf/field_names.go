@@ -13,50 +13,33 @@ import (
 // checks by (nn.Field): the checks are sim/nn's, shared with the layer
 // builtins, which name the same inputs by their keywords
 // (builtins/models/field_names.go). hfKeywords are hf_config's own
-// keywords that set a layer input.
+// keywords that set a layer input. A map holds the keys some check
+// names with a value hf_config's own reads let through
+// (TestFieldKeysReached); a Field only a positivity check names (a width,
+// a state size, a conv kernel, ...) has none: hf_config reads every size
+// as a positive integer first and says so itself. Mamba-1's mixer (mamba,
+// jamba) has no key at all: its checks are positivity and the kernel,
+// which attn= sets.
 var (
-	hfKeywords = map[nn.Field]string{nn.FieldImpl: "attn", nn.FieldMambaImpl: "attn", nn.FieldKernel: "linear_attn"}
+	hfKeywords = map[nn.Field]string{nn.FieldImpl: "attn"}
 
 	mlaKeys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldKVLora: "kv_lora_rank", nn.FieldQLora: "q_lora_rank",
-		nn.FieldNope: "qk_nope_head_dim", nn.FieldRopeDim: "qk_rope_head_dim", nn.FieldVDim: "v_head_dim",
-		nn.FieldIndexHeads: "index_n_heads", nn.FieldIndexHeadDim: "index_head_dim", nn.FieldIndexTopK: "index_topk",
+		nn.FieldQLora: "q_lora_rank", nn.FieldRopeDim: "qk_rope_head_dim", nn.FieldIndexHeadDim: "index_head_dim",
 	}
-	gatedDeltaNetKeys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldKeyHeads: "linear_num_key_heads", nn.FieldValueHeads: "linear_num_value_heads",
-		nn.FieldKeyHeadDim: "linear_key_head_dim", nn.FieldValueHeadDim: "linear_value_head_dim", nn.FieldConvKernel: "linear_conv_kernel_dim",
-	}
-	jambaMambaKeys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldInner: "mamba_expand", nn.FieldState: "mamba_d_state", nn.FieldConvKernel: "mamba_d_conv",
-		nn.FieldDTRank: "mamba_dt_rank",
-	}
-	mambaKeys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldInner: "intermediate_size", nn.FieldState: "state_size", nn.FieldConvKernel: "conv_kernel",
-		nn.FieldDTRank: "time_step_rank",
-	}
-	mamba2Keys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_heads", nn.FieldHeadDim: "head_dim", nn.FieldGroups: "n_groups",
-		nn.FieldState: "state_size", nn.FieldConvKernel: "conv_kernel", nn.FieldChunk: "chunk_size", nn.FieldInner: "expand",
-	}
-	nemotronMamba2Keys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldHeads: "mamba_num_heads", nn.FieldHeadDim: "mamba_head_dim", nn.FieldGroups: "n_groups",
-		nn.FieldState: "ssm_state_size", nn.FieldConvKernel: "conv_kernel", nn.FieldChunk: "chunk_size", nn.FieldInner: "expand",
-	}
-	mllamaVisionKeys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "attention_heads", nn.FieldHidden: "intermediate_size",
-		nn.FieldImage: "image_size", nn.FieldPatch: "patch_size", nn.FieldTiles: "max_num_tiles", nn.FieldInChans: "num_channels",
-		nn.FieldOutputDim: "vision_output_dim", nn.FieldAspects: "supported_aspect_ratios", nn.FieldGlobalLayers: "num_global_layers",
-		nn.FieldIntermediate: "intermediate_layers_indices",
+	gatedDeltaNetKeys  = map[nn.Field]string{nn.FieldKeyHeads: "linear_num_key_heads", nn.FieldValueHeads: "linear_num_value_heads"}
+	mamba2Keys         = map[nn.Field]string{nn.FieldHeads: "num_heads", nn.FieldGroups: "n_groups"}
+	nemotronMamba2Keys = map[nn.Field]string{nn.FieldHeads: "mamba_num_heads", nn.FieldGroups: "n_groups"}
+	mllamaVisionKeys   = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "attention_heads", nn.FieldImage: "image_size", nn.FieldPatch: "patch_size",
+		nn.FieldOutputDim: "vision_output_dim", nn.FieldIntermediate: "intermediate_layers_indices",
 	}
 	visionTowerKeys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldDepth: "depth", nn.FieldHeads: "num_heads", nn.FieldHidden: "intermediate_size",
-		nn.FieldPatch: "patch_size", nn.FieldTemporal: "temporal_patch_size", nn.FieldInChans: "in_channels", nn.FieldMerge: "spatial_merge_size",
-		nn.FieldTextDim: "out_hidden_size", nn.FieldWindow: "window_size", nn.FieldFullBlocks: "fullatt_block_indexes",
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_heads", nn.FieldPatch: "patch_size", nn.FieldMerge: "spatial_merge_size",
+		nn.FieldWindow: "window_size",
 	}
 	qwen3VisionTowerKeys = map[nn.Field]string{
-		nn.FieldDim: "hidden_size", nn.FieldDepth: "depth", nn.FieldHeads: "num_heads", nn.FieldHidden: "intermediate_size",
-		nn.FieldPatch: "patch_size", nn.FieldTemporal: "temporal_patch_size", nn.FieldInChans: "in_channels", nn.FieldMerge: "spatial_merge_size",
-		nn.FieldTextDim: "out_hidden_size", nn.FieldPositions: "num_position_embeddings", nn.FieldDeepstack: "deepstack_visual_indexes",
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_heads", nn.FieldPositions: "num_position_embeddings",
+		nn.FieldDeepstack: "deepstack_visual_indexes",
 	}
 )
 

@@ -178,7 +178,6 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	expand := c.sizeOr("mamba_expand", 2)
 	mamba := &nn.Mamba{Name: "mamba", Dim: hidden, Inner: expand * hidden, State: state, ConvK: c.sizeOr("mamba_d_conv", 4),
 		DTRank: c.sizeOr("mamba_dt_rank", (hidden+15)/16), Bias: c.flag("mamba_proj_bias", false), ConvBias: c.flag("mamba_conv_bias", true)}
-	c.checkLayer(mamba, jambaMambaKeys)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hidden / max(heads, 1),
 		Impl: attn, Causal: true, SoftmaxFP32: true}
 	mlp := &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: inter, Act: act}

@@ -34,6 +34,9 @@ func buildMamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err == nil && (expand <= 0 || expand*float64(hidden) > 1<<40) {
 		c.fail("expand", "must be positive and expand x hidden_size not too large (got %g)", expand)
 	}
+	if c.err == nil && !c.has("intermediate_size") && expand*float64(hidden) < 1 {
+		c.fail("expand", "times %q (%d) must be at least 1 (got %g): MambaConfig's intermediate_size is int(expand * hidden_size)", c.at("hidden_size"), hidden, expand)
+	}
 	if c.err == nil && c.flag("use_mambapy", false) && attn == "eager" {
 		c.fail("use_mambapy", "is true: the mamba.py parallel scan is not modelled (use attn=\"sdpa\" for the mamba_ssm kernels)")
 	}
@@ -47,7 +50,6 @@ func buildMamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	mixer := &nn.Mamba{Name: "mixer", Dim: hidden, Inner: c.sizeOr("intermediate_size", int64(math.Floor(expand*float64(hidden)))),
 		State: c.sizeOr("state_size", 16), ConvK: c.sizeOr("conv_kernel", 4), DTRank: rank,
 		Bias: c.flag("use_bias", false), ConvBias: c.flag("use_conv_bias", true), Impl: impl}
-	c.checkLayer(mixer, mambaKeys)
 	return c.mixerStack(head, mixer, hidden, layers, vocab, tie)
 }
 

@@ -1,0 +1,165 @@
+package hf
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Every config.json key (and hf_config keyword) a family names a layer
+// input by is one some sim/nn check names, with a value hf_config's own
+// reads let through: each row fails one such check and finds the key, at
+// its path, in the check's words. A size's positivity is not such a
+// check: hf_config reads every size as a positive integer first ("must
+// be positive", its own words), so a Field only positivity checks name
+// (a model width, a state size, a conv kernel...) has no key in the maps.
+// builtins' TestFieldNames fails the same checks through the layer
+// builtins, which reach them all.
+func TestFieldKeysReached(t *testing.T) {
+	maps := map[string]map[nn.Field]string{} // copies: a row deletes the entries it reaches
+	for name, keys := range map[string]map[nn.Field]string{
+		"mlaKeys": mlaKeys, "gatedDeltaNetKeys": gatedDeltaNetKeys, "mamba2Keys": mamba2Keys, "nemotronMamba2Keys": nemotronMamba2Keys,
+		"mllamaVisionKeys": mllamaVisionKeys, "visionTowerKeys": visionTowerKeys, "qwen3VisionTowerKeys": qwen3VisionTowerKeys,
+		"moeKeys": moeKeys("num_experts", "num_experts_per_tok"), "hfKeywords": hfKeywords,
+	} {
+		maps[name] = withKey(keys, "", "")
+		delete(maps[name], "")
+	}
+	for _, tc := range []struct {
+		keys   string     // the map
+		fields []nn.Field // the entries the error names
+		file   string     // a config.json in sim/testdata/hf
+		edit   map[string]any
+		opts   Options
+		want   string
+	}{
+		{"mlaKeys", []nn.Field{nn.FieldQLora}, "deepseek-v3.2.json", map[string]any{"q_lora_rank": nil}, Options{},
+			`the sparse-attention indexer needs "q_lora_rank" (its wq_b reads the q latent)`},
+		{"mlaKeys", []nn.Field{nn.FieldIndexHeadDim, nn.FieldRopeDim}, "glm-5.json", map[string]any{"index_head_dim": 32}, Options{},
+			`"index_head_dim" 32 is less than "qk_rope_head_dim" 64`},
+		{"gatedDeltaNetKeys", []nn.Field{nn.FieldKeyHeads, nn.FieldValueHeads}, "qwen3-next-tiny.json", map[string]any{"linear_num_key_heads": 3}, Options{},
+			`"linear_num_key_heads" (3) must divide "linear_num_value_heads" (4)`},
+		{"mamba2Keys", []nn.Field{nn.FieldGroups, nn.FieldHeads}, "mamba-codestral-7b.json", map[string]any{"n_groups": 3}, Options{},
+			`"n_groups" (3) must divide "num_heads" (128)`},
+		{"nemotronMamba2Keys", []nn.Field{nn.FieldGroups, nn.FieldHeads}, "nemotron-h-8b-base-8k.json", map[string]any{"n_groups": 3}, Options{},
+			`"n_groups" (3) must divide "mamba_num_heads" (128)`},
+		{"mllamaVisionKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "mllama-tiny.json", map[string]any{"vision_config.attention_heads": 3}, Options{},
+			`"vision_config.attention_heads" (3) must divide "vision_config.hidden_size" (32)`},
+		{"mllamaVisionKeys", []nn.Field{nn.FieldPatch, nn.FieldImage}, "mllama-tiny.json", map[string]any{"vision_config.patch_size": 64}, Options{},
+			`"vision_config.patch_size" (64) is larger than "vision_config.image_size" (56)`},
+		{"mllamaVisionKeys", []nn.Field{nn.FieldOutputDim, nn.FieldIntermediate}, "mllama-tiny.json", map[string]any{"vision_config.vision_output_dim": 64}, Options{},
+			`"vision_config.vision_output_dim" must be "vision_config.hidden_size" x (1 + the number of "vision_config.intermediate_layers_indices")`},
+		{"visionTowerKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "qwen2.5-vl-tiny.json", map[string]any{"vision_config.num_heads": 5}, Options{},
+			`"vision_config.num_heads" (5) must divide "vision_config.hidden_size" (32)`},
+		{"visionTowerKeys", []nn.Field{nn.FieldWindow, nn.FieldPatch, nn.FieldMerge}, "qwen2.5-vl-tiny.json", map[string]any{"vision_config.window_size": 8}, Options{},
+			`"vision_config.window_size" (8 pixels) must be at least "vision_config.patch_size" x "vision_config.spatial_merge_size" (28)`},
+		{"qwen3VisionTowerKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "qwen3-vl-tiny.json", map[string]any{"vision_config.num_heads": 3}, Options{},
+			`"vision_config.num_heads" (3) must divide "vision_config.hidden_size" (32)`},
+		{"qwen3VisionTowerKeys", []nn.Field{nn.FieldPositions}, "qwen3-vl-tiny.json", map[string]any{"vision_config.num_position_embeddings": 63}, Options{},
+			`"vision_config.num_position_embeddings" (63) is not a square`},
+		{"qwen3VisionTowerKeys", []nn.Field{nn.FieldDeepstack}, "qwen3-vl-tiny.json", map[string]any{"vision_config.deepstack_visual_indexes": []any{1, 1}}, Options{},
+			`"vision_config.deepstack_visual_indexes" names block 1 twice`},
+		{"moeKeys", []nn.Field{nn.FieldTopK, nn.FieldExperts}, "qwen3-30b-a3b.json", map[string]any{"num_experts_per_tok": 129}, Options{},
+			`"num_experts_per_tok" (129) must be at most "num_experts" (128)`},
+		{"hfKeywords", []nn.Field{nn.FieldImpl}, "gemma4-tiny.json", map[string]any{"global_head_dim": 512}, Options{Attn: "flash"},
+			`flash-attn 2 has no kernel for head_dim 512 (at most 256); hint: Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`},
+	} {
+		keys := maps[tc.keys]
+		t.Run(fmt.Sprint(tc.keys, tc.fields), func(t *testing.T) {
+			if tc.opts.Attn == "" {
+				tc.opts.Attn = "sdpa"
+			}
+			_, err := FromConfigOptions(editHFConfig(t, tc.file, tc.edit), tc.opts)
+			got := ""
+			if err != nil {
+				got = err.Error()
+				if h := hintOf(err); h != "" {
+					got += "; hint: " + h
+				}
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("%s %v:\n got %s\nwant %s", tc.file, tc.edit, got, tc.want)
+			}
+			for _, f := range tc.fields {
+				k, ok := keys[f]
+				if !ok {
+					t.Fatalf("%s has no %q", tc.keys, f)
+				}
+				if !regexp.MustCompile(`(^|[ "(])(vision_config\.|text_config\.)?` + regexp.QuoteMeta(k) + `\b`).MatchString(tc.want) {
+					t.Errorf("the row's error does not name %s[%q] = %s", tc.keys, f, k)
+				}
+				delete(keys, f) // reached
+			}
+		})
+	}
+	for name, keys := range maps {
+		for f, k := range keys {
+			t.Errorf("%s[%q] = %q: no row reaches it (a key only a positivity check names belongs in no map)", name, f, k)
+		}
+	}
+}
+
+// Mamba-1's inner size is int(expand * hidden_size) when the file has no
+// intermediate_size: an expand that makes it 0 is named as the file has
+// it (the mixer's own check would say "inner size", at a module path).
+func TestMambaExpandNamed(t *testing.T) {
+	_, err := FromConfigOptions(editHFConfig(t, "mamba-tiny.json", map[string]any{"expand": 0.01}), Options{Attn: "sdpa"})
+	const want = `"expand" times "hidden_size" (32) must be at least 1 (got 0.01)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("got %v, want %s", err, want)
+	}
+}
+
+// editHFConfig reads sim/testdata/hf/file as hf_config reads it
+// (PythonJSON) and sets each key of edit, a path through nested objects.
+func editHFConfig(t *testing.T, file string, edit map[string]any) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "hf", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := PythonJSON(data)
+	d := json.NewDecoder(bytes.NewReader(text))
+	d.UseNumber()
+	var raw map[string]any
+	if err := d.Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	for path, v := range edit {
+		obj, keys := raw, strings.Split(path, ".")
+		for _, k := range keys[:len(keys)-1] {
+			next, ok := obj[k].(map[string]any)
+			if !ok {
+				t.Fatalf("%s has no object %q", file, k)
+			}
+			obj = next
+		}
+		if _, ok := obj[keys[len(keys)-1]]; !ok {
+			t.Fatalf("%s has no %q to edit", file, path)
+		}
+		obj[keys[len(keys)-1]] = v
+	}
+	out, err := json.Marshal(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// hintOf is err's hint, "" for none.
+func hintOf(err error) string {
+	var ue *units.Error
+	if errors.As(err, &ue) {
+		return ue.Hint
+	}
+	return ""
+}
