@@ -3,7 +3,7 @@
 # projector, Kimi K2's text model; sdpa, torch 2.15.0, on the CPU), for
 # sim/kimi_vision_oracle_test.go.
 #
-#   /work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [list]
+#   /work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [list]
 #   /work/venv-t/bin/python kimivis.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta
@@ -18,8 +18,10 @@
 # 16384, 512 patches a side; padded to a multiple of patch * merge
 # pixels; kimivis_resize.py); the pixel patches are random, [patches, 3, patch, patch], in the
 # model's dtype (the tower's Conv2d takes them as they come). bf16 builds
-# the model in bf16 (from_config(dtype=torch.bfloat16)); list prints every
-# saved storage.
+# the model in bf16 (from_config(dtype=torch.bfloat16)); ckpt checkpoints
+# every GradientCheckpointingLayer (the tower's encoder layers and the
+# text decoder layers; use_reentrant=False); list prints every saved
+# storage.
 import collections
 import json
 import sys
@@ -48,6 +50,8 @@ count, height, width, seq = (int(a) for a in sys.argv[2:6])
 extra = sys.argv[6:]
 dtype = torch.bfloat16 if "bf16" in extra else torch.float32
 model = AutoModelForImageTextToText.from_config(cfg, dtype=dtype).train()
+if "ckpt" in extra:
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 vc = cfg.vision_config
 patch, (mh, mw) = vc.patch_size, vc.merge_kernel_size
 _, (ph, pw) = navit_resize(height, width, patch, mh, 16384, 512)
