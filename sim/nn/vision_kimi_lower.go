@@ -19,6 +19,13 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 		v.registerIdle(b)
 		return x
 	}
+	if b.Par.Tpn() > 1 || b.Par.Cpn() > 1 {
+		// Without images the weights are registered whole on every rank, as
+		// a tensor-parallel plan that leaves the tower out keeps them.
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+			Msg:  "Kimi K2.5's vision tower is modelled with images under data parallelism only (tp and cp are 1)",
+			Hint: "use dp, fsdp or zero, with ep for the text model's experts; or train on text alone (no images=)"}})
+	}
 	gh, gw := v.grid(im.Height, im.Width)
 	perImage, d := gh*gw, v.Dim
 	if tokens := im.Count * perImage / (v.Merge * v.Merge); tokens > b.Seq {
