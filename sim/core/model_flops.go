@@ -4,8 +4,11 @@ package core
 // the backward the step needs. A matmul with a weight (a linear, an
 // expert's grouped GEMM, a quantized base) runs one GEMM of its forward's
 // FLOPs for the input gradient, when an input needs one, and one for the
-// weight gradient, when the weight is trainable; any other op with FLOPs
-// counts twice its forward for its backward when it has one. With every
+// weight gradient, when the weight is trainable; a product of two
+// activations one GEMM for each operand that needs a gradient (Gemma 4's
+// pooler averages the patches by a one-hot matrix that needs none); any
+// other op with FLOPs counts twice its forward for its backward when it
+// has one. With every
 // weight trainable that is the usual 3 x forward: PaLM's model FLOPs
 // (Chowdhery et al. 2022, "PaLM", Appendix B: 6N per token, 2N forward and
 // 4N backward, plus attention) and Megatron-LM's. A frozen weight's
@@ -65,6 +68,18 @@ func (p *Program) OpModelFlops(i int) float64 {
 		}
 		if weight {
 			f += op.Flops
+		}
+		return f
+	}
+	if op.Kind == "matmul" && len(op.Params) == 0 && len(op.In) == 2 && !op.NoGradB {
+		// a product of two activations computes the gradient of each
+		// operand that needs one (derivatives.yaml: bmm's self and mat2
+		// gradients are each computed only when required), a matmul each
+		f := op.Flops
+		for _, v := range op.In {
+			if p.Values[v].Grad {
+				f += op.Flops
+			}
 		}
 		return f
 	}

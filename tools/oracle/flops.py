@@ -6,7 +6,8 @@ sim/flops_torch_test.go holds memsh's per-module FLOPs against (issue 20).
 Each case builds a transformers model from a tiny config (sim/testdata/hf/flops/*.json, or one of
 sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py does; Llama 4 with two 112 x 56
 images, 3 tiles each, as llama4vis.py lays them out; Kimi K2.5 with two 84 x 112 images, 6 x 8 patches each,
-as kimivis.py lays them out) on the CPU in fp32, runs model(input_ids, labels=input_ids).loss and loss.backward() once,
+as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays them out) on the CPU in fp32, runs
+model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
 counts no elementwise op, norm, softmax or loss.
@@ -61,6 +62,7 @@ CASES = [
     ("qwen25_vl", "qwen2.5-vl-tiny.json", "sdpa", {"images": [1, 112, 112], "batch": 1}),
     ("llama4_vision", "llama4-vision-tiny.json", "sdpa", {"images": [2, 112, 56], "batch": 1}),
     ("kimi_k25_vision", "kimi-k2.5-tiny.json", "sdpa", {"images": [2, 84, 112], "batch": 1}),
+    ("gemma4_vision", "gemma4-vl-tiny.json", "sdpa", {"images": [2, 64, 96], "batch": 1}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
@@ -205,7 +207,7 @@ def build(case):
     name, file, attn, opts = case
     with open(os.path.join(HF, file)) as f:
         raw = json.load(f)
-    cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "transformers_version"})
+    cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k not in ("transformers_version", "vision_soft_tokens_per_image")})
     cfg._attn_implementation = attn
     if "experts" in opts:
         cfg._experts_implementation = opts["experts"]
@@ -262,6 +264,14 @@ def kimi_inputs(raw, count, height, width, seq):
     return torch.tensor([ids]), {"pixel_values": pixels, "image_grid_thw": torch.tensor([[1, gh, gw]] * count)}
 
 
+def gemma4_inputs(raw, count, height, width, seq):
+    """input_ids with count images of height x width as tools/oracle/gemma4vl.py lays them out (Gemma4ImageProcessor's
+    resize, padded patches and positions), the pixel values and image_position_ids."""
+    import gemma4vl_inputs
+    ids, extra, _ = gemma4vl_inputs.inputs(raw, count, height, width, seq)
+    return ids, extra
+
+
 def vision_inputs(raw, count, height, width, seq):
     """input_ids with count images of height x width (each its vision_start, image tokens, vision_end, as
     tools/oracle/qwen25vl.py lays them out), the pixel patches and image_grid_thw."""
@@ -269,6 +279,8 @@ def vision_inputs(raw, count, height, width, seq):
         return llama4_inputs(raw, count, height, width, seq)
     if raw["model_type"] == "kimi_k25":
         return kimi_inputs(raw, count, height, width, seq)
+    if raw["model_type"] == "gemma4":
+        return gemma4_inputs(raw, count, height, width, seq)
     vc = raw["vision_config"]
     patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
     factor = patch * merge

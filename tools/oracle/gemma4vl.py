@@ -26,23 +26,8 @@ import sys
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForImageTextToText
-import ast
-import math
-import os
 
-
-def processor_function(name):
-    # image_processing_gemma4.py imports torchvision, absent here: run
-    # transformers' own function from its source
-    path = os.path.join(os.path.dirname(transformers.__file__), "models/gemma4/image_processing_gemma4.py")
-    tree = ast.parse(open(path).read())
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    scope = {"math": math}
-    exec(compile(ast.Module(body=[fn], type_ignores=[]), path, "exec"), scope)
-    return scope[name]
-
-
-get_aspect_ratio_preserving_size = processor_function("get_aspect_ratio_preserving_size")
+import gemma4vl_inputs
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -69,33 +54,7 @@ model = AutoModelForImageTextToText.from_config(cfg)
 if "bf16" in extra:
     model = model.to(torch.bfloat16)
 model = model.train()
-vc = raw["vision_config"]
-patch, k = vc["patch_size"], vc["pooling_kernel_size"]
-soft = raw.get("vision_soft_tokens_per_image", 280)
-max_patches = soft * k * k
-th, tw = get_aspect_ratio_preserving_size(height, width, patch, max_patches, k)
-ph, pw = th // patch, tw // patch
-real = ph * pw
-tokens = real // (k * k)
-pixels = torch.zeros(count, max_patches, 3 * patch * patch)
-pixels[:, :real] = torch.rand(count, real, 3 * patch * patch)
-gx, gy = torch.meshgrid(torch.arange(pw), torch.arange(ph), indexing="xy")
-grid = torch.stack([gx, gy], dim=-1).reshape(real, 2)
-positions = torch.full((count, max_patches, 2), -1, dtype=torch.long)
-positions[:, :real] = grid
-ids = [10 + i % 200 for i in range(seq)]
-types = [0] * seq
-pos = 1
-for _ in range(count):
-    ids[pos] = raw["boi_token_id"]
-    for j in range(tokens):
-        ids[pos + 1 + j] = raw["image_token_id"]
-        types[pos + 1 + j] = 1
-    ids[pos + 1 + tokens] = raw["eoi_token_id"]
-    pos += tokens + 3
-assert pos <= seq, "seq too short for the images"
-input_ids = torch.tensor([ids])
-mm_types = torch.tensor([types])
+input_ids, extra_inputs, (th, tw, max_patches, real, tokens) = gemma4vl_inputs.inputs(raw, count, height, width, seq)
 params = {p.untyped_storage().data_ptr() for p in model.parameters()}
 buffers = {b.untyped_storage().data_ptr() for b in model.buffers()}
 
@@ -118,8 +77,7 @@ def saved_bytes(**kw):
     return sum(v[2] for v in saved.values()), saved
 
 
-with_images, s1 = saved_bytes(input_ids=input_ids, labels=input_ids, pixel_values=pixels, image_position_ids=positions,
-                              mm_token_type_ids=mm_types)
+with_images, s1 = saved_bytes(input_ids=input_ids, labels=input_ids, **extra_inputs)
 text_ids = input_ids.clone()
 text_ids[text_ids == raw["image_token_id"]] = 20
 model.zero_grad()
