@@ -97,7 +97,7 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 func ModelBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "model",
-		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None)",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None, holds_embedding=False)",
 		Doc: "A whole network: layers run in order, then (with vocab=, at most 2^24) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"flash_cross_entropy\", \"mse\" or \"none\"). " +
 			"\"cross_entropy\" is torch's (log_softmax, then nll_loss: the log-probabilities saved); " +
@@ -110,7 +110,11 @@ func ModelBuiltins() []host.Builtin {
 			"by default it is on when vocab is set (off for flash_cross_entropy). input_dim is the feature count of the input " +
 			"for a model that does not start with an embedding (inferred from the first layer when it can be). " +
 			"logit_softcap=c soft-caps the logits, c * tanh(logits / c) (Gemma 2's final_logit_softcapping: " +
-			"tanh keeps one more logits-sized tensor for backward).\n\n" +
+			"tanh keeps one more logits-sized tensor for backward). " +
+			"holds_embedding=True keeps the first embedding's output until the layers and the last norm are done, as " +
+			"transformers' decoders do (inputs_embeds, a local of the base model's forward; hf_config's and the zoo's decoders set it): " +
+			"it is freed there, not after its last use, which moves the caching allocator's blocks where nothing saves it " +
+			"(a frozen embedding: LoRA, QLoRA).\n\n" +
 			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
 			"tie_embeddings, and describe(), a table of modules with their parameter counts.",
 		Fn: modelFn,
@@ -126,17 +130,18 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
 	}
 	var vocab, logitsFP32, inputDim, softcap starlark.Value
-	var tie, headBias bool
+	var tie, headBias, holds bool
 	loss := "cross_entropy"
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
-		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap); err != nil {
+		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap,
+		"holds_embedding?", &holds); err != nil {
 		return nil, err
 	}
 	layers, err := layerList(args[1:], "layers")
 	if err != nil {
 		return nil, err
 	}
-	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias}
+	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias, HoldsEmbedding: holds}
 	if m.Vocab, err = OptInt(vocab, "vocab", 0); err != nil {
 		return nil, err
 	}
