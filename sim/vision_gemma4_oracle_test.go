@@ -14,7 +14,9 @@ import (
 // soft tokens an image (64 patches, padded), clipped linears as E2B and
 // E4B have them; gemma4-vl-std-tiny.json: the same without clipping and
 // with standardize, as 26B A4B and 31B; both before gemma4-tiny.json's
-// 4-layer text model 128 wide), trained on 64 tokens: the step with the
+// 4-layer text model 128 wide; gemma4-vl-bidir-tiny.json: the standardized
+// one with use_bidirectional_attention "vision" as 26B A4B and 31B), trained
+// on 64 tokens with the cpu runtime: the step with the
 // images minus the same step with text tokens in their place, as
 // tools/oracle/gemma4vl.py measures it (transformers 5.17.0, torch 2.15.0,
 // on the CPU; parameters and buffers excluded: the clamps save their
@@ -26,6 +28,8 @@ import (
 //	/work/venv-t/bin/python gemma4vl.py ../../sim/testdata/hf/gemma4-vl-std-tiny.json 2 64 96 64 [bf16]
 //	/work/venv-t/bin/python gemma4vl.py ../../sim/testdata/hf/gemma4-vl-std-tiny.json 1 32 32 64
 //	/work/venv-t/bin/python gemma4vl.py ../../sim/testdata/hf/gemma4-vl-std-tiny.json 1 200 50 64
+//	/work/venv-t/bin/python gemma4vl.py ../../sim/testdata/hf/gemma4-vl-std-tiny.json 2 64 96 64 eager
+//	/work/venv-t/bin/python gemma4vl.py ../../sim/testdata/hf/gemma4-vl-bidir-tiny.json 2 64 96 64 [bf16] [eager]
 //
 // The processor resizes 64 x 96 pixels to 24 x 32 (48 patches, 12 soft
 // tokens, padded to 64 patches), 40 x 80 to 16 x 40 (40 patches, 10
@@ -43,8 +47,15 @@ import (
 // placeholder mask. In bf16 (the model cast as a whole, precision="bf16")
 // the pixel patches are fp32 and input_proj saves their bf16 copy, the
 // pooler and standardize run in fp32 (std_scale.float() a new fp32 copy,
-// saved).
+// saved). With use_bidirectional_attention "vision" the text model's two
+// sliding layers get a mask under SDPA: its additive bias, and k and v
+// expanded to the 4 heads (repeat_kv) in place of enable_gqa's 2, kept;
+// eager keeps the same either way.
 func TestGemma4VisionSavesAsTransformers(t *testing.T) {
+	cpu, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		config    string
 		params    int64
@@ -63,6 +74,10 @@ func TestGemma4VisionSavesAsTransformers(t *testing.T) {
 		{"gemma4-vl-std-tiny.json", 735_552, core.Images{Count: 1, Height: 32, Width: 32}, 483_600, "", ""},
 		{"gemma4-vl-std-tiny.json", 735_552, core.Images{Count: 2, Height: 64, Width: 96}, 747_808, "bf16", ""},
 		{"gemma4-vl-std-tiny.json", 735_552, core.Images{Count: 1, Height: 200, Width: 50}, 483_600, "", ""},
+		{"gemma4-vl-std-tiny.json", 735_552, core.Images{Count: 2, Height: 64, Width: 96}, 1_094_048, "", "eager"},
+		{"gemma4-vl-bidir-tiny.json", 735_552, core.Images{Count: 2, Height: 64, Width: 96}, 1_128_864, "", ""},
+		{"gemma4-vl-bidir-tiny.json", 735_552, core.Images{Count: 2, Height: 64, Width: 96}, 796_960, "bf16", ""},
+		{"gemma4-vl-bidir-tiny.json", 735_552, core.Images{Count: 2, Height: 64, Width: 96}, 1_094_048, "", "eager"},
 	} {
 		if tc.attn == "" {
 			tc.attn = "sdpa"
@@ -75,6 +90,7 @@ func TestGemma4VisionSavesAsTransformers(t *testing.T) {
 			t.Errorf("%s: params %d, want %d", tc.config, got, tc.params)
 		}
 		p := tinyPlan(t, m)
+		p.Runtime = cpu
 		if tc.precision == "" {
 			tc.precision = "fp32"
 		}

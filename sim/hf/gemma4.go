@@ -44,9 +44,8 @@ import (
 // nn.Gemma4AudioTower, weights only (memsh models no audio input). Not
 // modelled, and refused naming the key: attention_bias and
 // use_bidirectional_attention "all". With use_bidirectional_attention "vision" (26B A4B,
-// 31B) each image's tokens attend to one another in the sliding layers;
-// memsh keeps the text model's causal attention (the mask transformers
-// then builds is not modelled).
+// 31B) each image's tokens attend to one another in the sliding layers
+// (nn.Gemma4Attention's VisionBidir: SDPA's mask there).
 func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c
 	var towers []core.Layer
@@ -122,7 +121,8 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 	if c.flag("attention_bias", false) {
 		c.fail("attention_bias", "is not modelled for Gemma 4 (got true; the released models have none)")
 	}
-	if mode := c.str("use_bidirectional_attention", ""); mode == "all" {
+	mode := c.str("use_bidirectional_attention", "")
+	if mode == "all" {
 		c.fail("use_bidirectional_attention", `"all" (bidirectional text attention) is not modelled; null and "vision" are`)
 	}
 	types := c.gemma4LayerTypes(layers)
@@ -156,7 +156,7 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 			return b
 		}
 		a := &nn.Gemma4Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HD: hd, Impl: attn, Window: window, Dropout: drop,
-			EnableGQA: true, KV: "sliding_attention", StoreKV: k.store, SharedKV: k.shared}
+			EnableGQA: true, KV: "sliding_attention", StoreKV: k.store, SharedKV: k.shared, VisionBidir: mode == "vision"}
 		if k.full {
 			a.HD, a.KVHeads, a.KEqV, a.Window, a.KV = ghd, gkv, kEqV, 0, "full_attention"
 		}

@@ -39,6 +39,12 @@ type Gemma4Attention struct {
 	Dropout                 float64
 	EnableGQA               bool // SDPA gets the kv heads as they are (transformers >= 4.54 without a mask)
 	NoCausal                bool // use_bidirectional_attention="all"
+	// VisionBidir: use_bidirectional_attention="vision" (26B A4B, 31B):
+	// with images, transformers (create_masks_for_vision_model) lets each
+	// image's tokens see one another in the sliding layers, a mask SDPA
+	// always gets there: converted to an additive bias it keeps, and no
+	// enable_gqa (repeat_kv's copies); the full layers stay causal.
+	VisionBidir bool
 	// KV names the layer type whose keys and values StoreKV leaves and
 	// SharedKV reads (num_kv_shared_layers: the last layers of E2B and
 	// E4B reuse the keys and values of the last earlier layer of their
@@ -139,6 +145,9 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	name := b.ModuleName(a)
 	defer b.Scope(name)()
 	att := a.kernel()
+	if a.VisionBidir && a.Window > 0 && b.Images.Count > 0 && a.Impl == "sdpa" {
+		att.chunkMask = true
+	}
 	if att.Window >= b.Seq { // the window holds every key: transformers passes no mask
 		att.Window = 0
 	}
