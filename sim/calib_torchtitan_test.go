@@ -129,7 +129,7 @@ func TestTorchtitanFSDPOverCP(t *testing.T) {
 // workspace outside the allocator (512 MiB here, two [16, 1024, 8192]
 // bf16 chunks: in device_used, not in the reserved figure), and on its
 // backend stream only the GEMMs' workspaces (two cuBLAS, two cuBLASLt:
-// +66 MiB reserved). So memsh has it at 65.8 GiB, -2.7 %, while the run
+// +66 MiB reserved). So memsh has it at 63.6 GiB, -5.9 %, while the run
 // measured 4.3 GiB less than without it: whatever vanilla TP held that
 // async TP does not is among what memsh does not see in the first row.
 // Not that: ProcessGroupNCCL's record_stream on the collectives' tensors
@@ -156,7 +156,8 @@ func TestTorchtitanFSDPOverCP(t *testing.T) {
 // enable_fsdp_float8_all_gather, so the weights gather in bf16 (with it
 // the row is -8.9 %).
 //
-// Against 71.9 GiB: bf16 linears -6.3 % compiled (-7.2 % eager); with
+// Against 71.9 GiB (these variants measured while memsh still prefetched
+// in the forward, below): bf16 linears -6.3 % compiled (-7.2 % eager); with
 // Float8 -8.6 % compiled (-6.5 % eager). Float8 is not the gap: modelled
 // as torchao runs it, the recomputed blocks hold less and the reserve
 // falls by 1.6 GiB. Ruled out besides, read against the sources and
@@ -170,6 +171,16 @@ func TestTorchtitanFSDPOverCP(t *testing.T) {
 // steady step alone, replay/lazy_states.go; which layout the measured run
 // had is not established). The bounds are the gaps rounded up, so a change
 // that widens them fails.
+//
+// Both rows were 3.1 and 3.3 points closer (-8.6 and -2.7 %) while memsh
+// prefetched FSDP2's next unit in the forward. FSDP2 issues a unit's
+// all-gather in its own pre-forward (torch 2.15 _fsdp_param_group.py:
+// implicit prefetching overlaps the GPU's work, not the allocations; only
+// set_modules_to_forward_prefetch, which torchtitan does not call,
+// allocates earlier), as the differential test against torch's FSDP2
+// measures (TestFSDPLiveAgainstTorch: with the prefetch the full-checkpoint
+// forward peaks were +9.4 and +4.8 % of torch's, without it -2.5 and
+// -1.0 %). The extra gathered block had been hiding part of the gap.
 func TestTorchtitan2D(t *testing.T) {
 	m := testmodels.Llama(8192, 80, 64, 8, 28672, 128256, "flash")
 	for _, row := range []struct {
@@ -177,8 +188,8 @@ func TestTorchtitan2D(t *testing.T) {
 		async     bool
 		gib, band float64
 	}{
-		{"2D", false, 71.9, 0.09},
-		{"2D + AsyncTP", true, 67.6, 0.03},
+		{"2D", false, 71.9, 0.12},
+		{"2D + AsyncTP", true, 67.6, 0.06},
 	} {
 		p := testmodels.LlamaPlan(m, 16, 8192, "bf16-mixed", "full", "H100-80GB")
 		p.Device = grandTeton()

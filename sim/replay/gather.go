@@ -26,8 +26,12 @@ import (
 // padded shard) which is copied out to the unsharded parameters and freed
 // (foreach_all_gather_copy_out); the unsharded parameters are freed after
 // the unit's forward (reshard_after_forward=True) and gathered again for
-// its backward. The next unit is prefetched, so two blocks are gathered at
-// once. The root unit (everything outside the blocks and fsdp_units) is
+// its backward. In the forward each unit is gathered in its own
+// pre-forward, after the unit before has resharded: FSDP2's implicit
+// prefetching overlaps the GPU's work, not the allocations (torch 2.15
+// _fsdp_param_group.py; only set_modules_to_forward_prefetch gathers
+// earlier), as TestFSDPLiveAgainstTorch measures; FSDP1 and ZeRO-3 still
+// gather the next unit at a unit's first op. The root unit (everything outside the blocks and fsdp_units) is
 // not resharded after forward. reshard_after_forward=False keeps every
 // unit gathered until its backward; reshard_after_forward=N keeps a 1/N
 // shard of it in the gather dtype instead (_fsdp_param.py
@@ -239,7 +243,7 @@ func (d *distState) beforeForward(r *Replay, i int) {
 	}
 	for _, u := range d.opUnits[i] {
 		d.gather(r, u)
-		if d.units[u].first == int32(i) {
+		if d.units[u].first == int32(i) && (d.Mode != DistFSDP || d.fsdp1) {
 			d.prefetch(r, u, true)
 		}
 	}
