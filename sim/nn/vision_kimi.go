@@ -3,6 +3,7 @@ package nn
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -132,7 +133,7 @@ func (v *KimiVision) Params() int64 {
 func (v *KimiVision) TowerParams() int64 {
 	var n int64
 	v.tensors(func(name string, shape []int64, _ core.Role) {
-		if len(name) > 13 && name[:13] == "vision_tower." {
+		if strings.HasPrefix(name, "vision_tower.") {
 			n += core.Numel(shape)
 		}
 	})
