@@ -112,7 +112,7 @@ func (l *LoRA) Adapts(role Role) bool { return l.targets(role) }
 
 func (l *LoRA) targets(role Role) bool {
 	for _, t := range l.Targets {
-		if Role(t) == role || (t == "all-linear" && role != RoleLMHead) {
+		if Role(t) == role || (t == "all-linear" && role != RoleLMHead && role != RoleConv) {
 			return true
 		}
 		if role == RoleQKV && (t == "q" || t == "k" || t == "v") {

@@ -389,6 +389,12 @@ const (
 	RoleLoRA     Role = "lora"      // LoRA's A and B
 	RoleNormLoRA Role = "norm-lora" // norms LoRA trains too (LitGPT's adapter-v2)
 	RoleLinear   Role = "linear"    // a linear without a more specific role
+	// RoleConv is a convolution lowered as the matmul it is (a vision
+	// tower's patch embedding, a Conv2d with stride = kernel): PEFT's
+	// "all-linear", bitsandbytes and torchao's float8 reach nn.Linear
+	// modules only, so it gets no adapter, stays unquantized and in its
+	// dtype.
+	RoleConv Role = "conv"
 )
 
 // BatchValues are the tensors the caller loads as the step's batch: the

@@ -87,7 +87,7 @@ func (b *Builder) Quantizes(role Role) bool { return b.quantizes(role) }
 // (decided before its weight is registered: the weight must be frozen).
 func (b *Builder) quantizes(role Role) bool {
 	ft := b.Ft
-	if ft == nil || ft.quant == "" || role == RoleLoRA || role == RoleAdapter {
+	if ft == nil || ft.quant == "" || role == RoleLoRA || role == RoleAdapter || role == RoleConv {
 		return false
 	}
 	if role == RoleLMHead && !ft.quantHead {

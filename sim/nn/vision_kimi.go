@@ -89,8 +89,8 @@ func (v *KimiVision) headDim() int64   { return v.Dim / v.Heads }
 // tensors lists the parameters, as the lowering registers them.
 func (v *KimiVision) tensors(fn func(name string, shape []int64, role core.Role)) {
 	d, m := v.Dim, v.mergedDim()
-	fn("vision_tower.patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleLinear)
-	fn("vision_tower.patch_embed.proj.bias", []int64{d}, core.RoleLinear)
+	fn("vision_tower.patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
+	fn("vision_tower.patch_embed.proj.bias", []int64{d}, core.RoleConv)
 	fn("vision_tower.patch_embed.pos_emb.position_embeddings", []int64{v.PosH, v.PosW, d}, core.RoleEmbed)
 	for i := int64(0); i < v.Layers; i++ {
 		prefix := "vision_tower.layers." + core.Itoa(i) + "."

@@ -38,7 +38,7 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 	done := b.Scope("vision_tower")
 	// The processor's pixel patches, in the model's dtype.
 	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), max(v.Inter, v.mergedDim(), kimiTaps), b.Prec.Params)
-	h := b.Linear("patch_embed.proj", core.RoleLinear, pix, v.patchIn(), d, true)
+	h := b.Linear("patch_embed.proj", core.RoleConv, pix, v.patchIn(), d, true)
 	h, bag := v.posEmb(b, h, patches)
 	// rotary_emb: cos and sin of the 2-D axial angles, fp32; they live
 	// until the first layer's backward, which runs just before the
