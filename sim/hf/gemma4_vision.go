@@ -6,11 +6,11 @@ import (
 )
 
 // gemma4VisionKeys name the vision tower's checked inputs as
-// vision_config does (pooling_kernel_size plays the Qwen towers' merge).
+// vision_config does (pooling_kernel_size plays the Qwen towers' merge);
+// the sizes only a positivity check names have no entry (hf_config reads
+// them as positive integers itself).
 var gemma4VisionKeys = map[nn.Field]string{
-	nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "num_attention_heads", nn.FieldHeadDim: "head_dim",
-	nn.FieldHidden: "intermediate_size", nn.FieldPatch: "patch_size", nn.FieldMerge: "pooling_kernel_size",
-	nn.FieldPositions: "position_embedding_size",
+	nn.FieldHeads: "num_attention_heads", nn.FieldHeadDim: "head_dim", nn.FieldMerge: "pooling_kernel_size",
 }
 
 // gemma4VisionTower reads vision_config (Gemma4VisionConfig's defaults:
@@ -72,19 +72,12 @@ func gemma4AudioTower(c *hfConfig) *nn.Gemma4AudioTower {
 		c.err = text.err
 		return nil
 	}
-	ac.checkLayer(t, gemma4AudioKeys)
+	ac.checkLayer(t, nil) // every check that names a Field is a positivity check, which hf_config's reads pass first
 	if ac.err != nil {
 		c.err = ac.err
 		return nil
 	}
 	return t
-}
-
-// gemma4AudioKeys name the audio tower's checked inputs as audio_config
-// does.
-var gemma4AudioKeys = map[nn.Field]string{
-	nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "num_attention_heads",
-	nn.FieldConvKernel: "conv_kernel_size", nn.FieldOutputDim: "output_proj_dims",
 }
 
 // joinGemma4Towers puts the towers after the language model's embeddings

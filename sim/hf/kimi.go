@@ -49,11 +49,10 @@ func buildKimiK25(c *hfConfig, attn string, head hfHead) *core.Model {
 	return m
 }
 
-// kimiVisionKeys name KimiVision's inputs by vision_config's keys.
-var kimiVisionKeys = map[nn.Field]string{
-	nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size",
-	nn.FieldPatch: "patch_size", nn.FieldPosTime: "pos_emb_time", nn.FieldMerge: "merge_kernel_size",
-}
+// kimiVisionKeys name KimiVision's checked inputs by vision_config's
+// keys; the sizes only a positivity check names have no entry (hf_config
+// reads them as positive integers, and merge_kernel_size, itself).
+var kimiVisionKeys = map[nn.Field]string{nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads"}
 
 // Kimi_K25ImageProcessor's defaults (image_processing_kimi_k25.py,
 // 5.17.0): at most 16,384 patches an image and 512 patches a side

@@ -7,10 +7,12 @@ import (
 	"github.com/memsh/memsh/sim/nn"
 )
 
-// llama4VisionKeys name Llama4Vision's inputs by vision_config's keys.
+// llama4VisionKeys name Llama4Vision's checked inputs by vision_config's
+// keys (num_hidden_layers and num_channels only a positivity check names:
+// hf_config reads them as positive integers itself).
 var llama4VisionKeys = map[nn.Field]string{
-	nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size",
-	nn.FieldImage: "image_size", nn.FieldPatch: "patch_size", nn.FieldInChans: "num_channels", nn.FieldShuffle: "pixel_shuffle_ratio",
+	nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size",
+	nn.FieldImage: "image_size", nn.FieldPatch: "patch_size", nn.FieldShuffle: "pixel_shuffle_ratio",
 	nn.FieldProjIn: "projector_input_dim", nn.FieldProjOut: "projector_output_dim", nn.FieldOutputDim: "vision_output_dim",
 }
 
