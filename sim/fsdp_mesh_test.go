@@ -143,7 +143,7 @@ func TestFSDPUnitsEveryRepeat(t *testing.T) {
 		&core.Repeat{Name: "layers", Layer: lin(), N: 2},
 		&nn.Norm{Name: "norm", Dim: 256, RMS: true},
 	}, Vocab: 1000}
-	if got, want := core.RepeatBlockPaths(m), []string{"dense.0", "layers.0", "layers.1"}; !slices.Equal(got, want) {
+	if got, want := core.BlockPaths(m), []string{"dense.0", "layers.0", "layers.1"}; !slices.Equal(got, want) {
 		t.Errorf("RepeatBlockPaths = %q, want %q", got, want)
 	}
 	embed, head, norm := int64(1000*256), int64(256*1000), int64(256)

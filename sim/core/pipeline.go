@@ -401,15 +401,15 @@ func (p *Plan) lowerModel(b *Builder) error {
 	return p.Model.lower(b)
 }
 
-// RepeatBlockPaths are the module paths of the blocks of every repeat()
-// outside another repeat's blocks ("model.layers.5",
-// "model.visual.blocks.3"), in model order: the modules FSDP's wrap makes
-// units of, as transformers' _no_split_modules lists a vision-language
-// model's vision blocks beside its decoder layers and a DeepSeek-style
-// model's dense first layers beside its MoE ones (accelerate's
-// transformer_based_wrap), and as torchtitan shards every
-// model.layers[i].
-func RepeatBlockPaths(m *Model) []string {
+// BlockPaths are the module paths of the blocks FSDP wraps as units of
+// their own, in model order: every block of every repeat() outside
+// another repeat's blocks ("model.layers.5") and the blocks a layer lowers
+// itself and lists (BlockLister: "model.visual.blocks.3"), as
+// transformers' _no_split_modules lists a vision-language model's vision
+// blocks beside its decoder layers and a DeepSeek-style model's dense
+// first layers beside its MoE ones (accelerate's transformer_based_wrap),
+// and as torchtitan shards every model.layers[i].
+func BlockPaths(m *Model) []string {
 	var out []string
 	var walk func(ls []Layer, scope string)
 	walk = func(ls []Layer, scope string) {
@@ -422,9 +422,21 @@ func RepeatBlockPaths(m *Model) []string {
 				}
 			case *Sequential:
 				walk(x.Layers, JoinName(scope, ModuleName(x)))
+			case BlockLister:
+				for _, p := range x.BlockPaths() {
+					out = append(out, JoinName(scope, p))
+				}
 			}
 		}
 	}
 	walk(m.Layers, "")
 	return out
+}
+
+// BlockLister is a layer that lowers blocks of its own rather than
+// through a repeat() (a vision tower's encoder layers): BlockPaths are
+// their module paths under the scope the layer is lowered in, the
+// classes transformers' _no_split_modules names.
+type BlockLister interface {
+	BlockPaths() []string
 }

@@ -115,3 +115,9 @@ func (a *Gemma4AudioTower) Lower(b *core.Builder, x core.Value) core.Value {
 	a.weights(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
 	return x
 }
+
+// BlockPaths are the tower's Gemma4AudioLayers (FSDP units:
+// core.BlockLister).
+func (v *Gemma4AudioTower) BlockPaths() []string {
+	return numbered("audio_tower.layers", v.Depth)
+}

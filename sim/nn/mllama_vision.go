@@ -192,3 +192,9 @@ func (v *MllamaVision) registerIdle(b *core.Builder) {
 	b.ReserveParams(v.Layers*12 + v.GlobalLayers*14 + 20)
 	v.tensors(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
 }
+
+// BlockPaths are the vision model's MllamaVisionEncoderLayers, local and
+// global (FSDP units: core.BlockLister).
+func (v *MllamaVision) BlockPaths() []string {
+	return append(numbered("vision_model.transformer.layers", v.Layers), numbered("vision_model.global_transformer.layers", v.GlobalLayers)...)
+}

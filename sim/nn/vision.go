@@ -143,3 +143,18 @@ func (v *VisionTower) windowKeys(gh, gw int64) int64 {
 func (v *VisionTower) ImageTokens(h, w int64) int64 {
 	return v.grid(h) * v.grid(w) / (v.Merge * v.Merge)
 }
+
+// BlockPaths are the tower's blocks, Qwen2_5_VLVisionBlock (FSDP units:
+// core.BlockLister).
+func (v *VisionTower) BlockPaths() []string {
+	return numbered(core.ModuleName(v)+".blocks", v.Depth)
+}
+
+// numbered is path.0 ... path.(n-1).
+func numbered(path string, n int64) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = path + "." + core.Itoa(int64(i))
+	}
+	return out
+}

@@ -203,3 +203,9 @@ func (v *Gemma4VisionTower) registerIdle(b *core.Builder) {
 	defer b.Scope("embed_vision")()
 	b.Param("embedding_projection.weight", []int64{v.TextDim, d}, core.RoleLinear)
 }
+
+// BlockPaths are the tower's Gemma4VisionPatchEmbedder and
+// Gemma4VisionEncoderLayers (FSDP units: core.BlockLister).
+func (v *Gemma4VisionTower) BlockPaths() []string {
+	return append([]string{"vision_tower.patch_embedder"}, numbered("vision_tower.encoder.layers", v.Depth)...)
+}

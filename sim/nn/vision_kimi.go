@@ -214,3 +214,9 @@ func (v *KimiVision) timeBuffer(b *core.Builder, prefix string) {
 	b.Buffer(prefix+"time_position_embeddings", []int64{v.PosTime + 1, v.Dim}, units.FP32,
 		"the temporal sinusoid (a non-persistent fp32 buffer; an image adds its zero row)")
 }
+
+// BlockPaths are the tower's Kimi_K25VisionEncoderLayers (FSDP units:
+// core.BlockLister).
+func (v *KimiVision) BlockPaths() []string {
+	return numbered("vision_tower.layers", v.Layers)
+}

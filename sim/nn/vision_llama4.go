@@ -239,3 +239,9 @@ func (v *Llama4Vision) rotaryBuffer(b *core.Builder) {
 	b.Buffer("vision_model.rotary_embedding.freqs_ci", []int64{v.patches() + 1, 1, v.headDim()}, units.FP32,
 		"the vision rotary table (complex64 [patches+1, 1, head_dim/2], a non-persistent buffer), saved by every layer's rope")
 }
+
+// BlockPaths are the vision model's Llama4VisionEncoderLayers (FSDP units:
+// core.BlockLister).
+func (v *Llama4Vision) BlockPaths() []string {
+	return numbered("vision_model.model.layers", v.Layers)
+}

@@ -196,3 +196,9 @@ func (v *Qwen3VisionTower) registerMerger(b *core.Builder, name string, post boo
 	b.Param("linear_fc2.weight", []int64{v.TextDim, m}, core.RoleLinear)
 	b.Param("linear_fc2.bias", []int64{v.TextDim}, core.RoleLinear)
 }
+
+// BlockPaths are the tower's blocks, Qwen3VLVisionBlock (FSDP units:
+// core.BlockLister).
+func (v *Qwen3VisionTower) BlockPaths() []string {
+	return numbered(core.ModuleName(v)+".blocks", v.Depth)
+}

@@ -176,7 +176,7 @@ func fsdpUnit(name string, units map[string]int) (string, bool) {
 }
 
 // blockPrefixes are the module paths of the blocks of the model's
-// repeat()s, as the lowering names them (core.RepeatBlockPaths).
+// repeat()s, as the lowering names them (core.BlockPaths).
 func blockPrefixes(m *core.Model) []string {
-	return core.RepeatBlockPaths(m)
+	return core.BlockPaths(m)
 }
