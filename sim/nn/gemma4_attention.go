@@ -26,7 +26,9 @@ import (
 // rotates a quarter of each head: the rest of its cos and sin tables are 1
 // and 0, the same tensors).
 //
-// Sliding layers attend to the last Window keys. flash-attn 2 has no
+// Sliding layers attend to the last Window keys; under SDPA, when the
+// sequence is longer than the window, transformers hands the kernel the
+// sliding mask, which it keeps as an additive bias. flash-attn 2 has no
 // kernel for heads wider than 256 (its mha_fwd checks "FlashAttention
 // forward only supports head dimension at most 256"), so Validate refuses
 // Impl "flash" for them.
@@ -150,6 +152,12 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if att.Window >= b.Seq { // the window holds every key: transformers passes no mask
 		att.Window = 0
+	}
+	if att.Window > 0 && a.Impl == "sdpa" {
+		// a window shorter than the sequence: transformers hands SDPA the
+		// sliding mask, which it keeps as an additive bias (and takes k
+		// and v expanded: no enable_gqa with a mask)
+		att.chunkMask = true
 	}
 	la := att.perRank(b.Par.Tpn())
 	d, h, kv := la.Hd(), la.Heads, la.Kv()
