@@ -96,43 +96,51 @@ func TestKimiVisionSavesAsTransformers(t *testing.T) {
 }
 
 // Kimi K2.5's patch embedding is a Conv2d (Kimi_K25VisionPatchEmbed.proj),
-// lowered as its matmul: PEFT's "all-linear" adapts nn.Linear modules
-// only, and bitsandbytes quantizes only them, so with images under QLoRA
-// the conv has no adapter and stays in the model's dtype, while the
-// tower's and the projector's linears get both (core.RoleConv).
-func TestKimiPatchEmbedIsNoLinear(t *testing.T) {
-	m, err := hf.FromConfigOptions(readHF(t, "kimi-k2.5-tiny.json"), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tinyPlan(t, m)
-	p.Seq = 64
-	p.Images = core.Images{Count: 1, Height: 56, Width: 56}
-	p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}}
-	p.Quant = "nf4"
-	prog, err := p.LowerProgram()
-	if err != nil {
-		t.Fatal(err)
-	}
-	quant := map[string]string{}
-	for _, pa := range prog.Params {
-		quant[pa.Name] = pa.Quant
-	}
+// Qwen2.5-VL's and Qwen3-VL's a Conv3d, each lowered as its matmul: PEFT's
+// "all-linear" adapts nn.Linear modules only, and bitsandbytes quantizes
+// only them, so with images under QLoRA the conv has no adapter and stays
+// in the model's dtype, while the towers' linears get both
+// (core.RoleConv).
+func TestPatchConvIsNoLinear(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		held  bool
-		quant string
+		config, conv, linear string
 	}{
-		{"model.vision_tower.patch_embed.proj.weight", true, ""},
-		{"model.vision_tower.patch_embed.proj.lora.lora_A.weight", false, ""},
-		{"model.vision_tower.layers.0.attn.q_proj.weight", true, "nf4"},
-		{"model.vision_tower.layers.0.attn.q_proj.lora.lora_A.weight", true, ""},
-		{"model.mm_projector.in_proj.weight", true, "nf4"},
-		{"model.mm_projector.in_proj.lora.lora_A.weight", true, ""},
+		{"kimi-k2.5-tiny.json", "model.vision_tower.patch_embed.proj", "model.vision_tower.layers.0.attn.q_proj"},
+		{"kimi-k2.5-tiny.json", "model.vision_tower.patch_embed.proj", "model.mm_projector.in_proj"},
+		{"qwen2.5-vl-tiny.json", "model.visual.patch_embed.proj", "model.visual.blocks.0.attn.qkv"},
+		{"qwen3-vl-tiny.json", "model.visual.patch_embed.proj", "model.visual.blocks.0.mlp.linear_fc1"},
 	} {
-		q, ok := quant[tc.name]
-		if ok != tc.held || q != tc.quant {
-			t.Errorf("%s: registered %v, quantized %q; want %v, %q", tc.name, ok, q, tc.held, tc.quant)
+		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Seq = 64
+		p.Images = core.Images{Count: 1, Height: 56, Width: 56}
+		p.LoRA = &core.LoRA{Rank: 4, Alpha: 8, Targets: []string{"all-linear"}}
+		p.Quant = "nf4"
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		quant := map[string]string{}
+		for _, pa := range prog.Params {
+			quant[pa.Name] = pa.Quant
+		}
+		for _, w := range []struct {
+			name  string
+			held  bool
+			quant string
+		}{
+			{tc.conv + ".weight", true, ""},
+			{tc.conv + ".lora.lora_A.weight", false, ""},
+			{tc.linear + ".weight", true, "nf4"},
+			{tc.linear + ".lora.lora_A.weight", true, ""},
+		} {
+			q, ok := quant[w.name]
+			if ok != w.held || q != w.quant {
+				t.Errorf("%s: %s: registered %v, quantized %q; want %v, %q", tc.config, w.name, ok, q, w.held, w.quant)
+			}
 		}
 	}
 }

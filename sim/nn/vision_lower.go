@@ -55,7 +55,7 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	perImage := gh * gw
 	// The processor's pixel patches, fp32, on the device for the step.
 	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), v.mergedDim(), units.FP32)
-	h := b.Linear("patch_embed.proj", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
+	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
 	// rot_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rot_pos_emb", patches, v.Dim/v.Heads)
 	// hidden_states[window_index]: the patches in window order.
@@ -82,7 +82,7 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 // registerIdle registers the tower's weights when no image runs.
 func (v *VisionTower) registerIdle(b *core.Builder) {
 	d := v.Dim
-	b.Param("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleLinear)
+	b.Param("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
 	b.ReserveParams(v.Depth * 12)
 	for i := int64(0); i < v.Depth; i++ {
 		done := b.Scope("blocks." + core.Itoa(i))

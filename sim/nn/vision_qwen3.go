@@ -155,8 +155,8 @@ func visionGrid(pixels, patch, merge int64) int64 {
 // registerIdle registers the tower's weights when no image runs.
 func (v *Qwen3VisionTower) registerIdle(b *core.Builder) {
 	d := v.Dim
-	b.Param("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleLinear)
-	b.Param("patch_embed.proj.bias", []int64{d}, core.RoleLinear)
+	b.Param("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
+	b.Param("patch_embed.proj.bias", []int64{d}, core.RoleConv)
 	b.Param("pos_embed.weight", []int64{v.Positions, d}, core.RoleEmbed)
 	b.ReserveParams(v.Depth * 12)
 	for i := int64(0); i < v.Depth; i++ {

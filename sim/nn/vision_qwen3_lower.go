@@ -24,7 +24,7 @@ func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	perImage := gh * gw
 	// The processor's pixel patches, fp32, on the device for the step.
 	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), 4*v.mergedDim(), units.FP32)
-	h := b.Linear("patch_embed.proj", core.RoleLinear, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
+	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
 	h, interp := v.posEmbed(b, h, patches)
 	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rotary_pos_emb", patches, v.Dim/v.Heads)
