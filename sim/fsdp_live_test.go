@@ -196,7 +196,7 @@ var fsdpLiveOpen = map[string]int64{
 //
 // Open (December 2026), the peaks pinned in fsdpLiveOpen, with the
 // unsharded parameters and the reduce-scatter buffers at the peak equal
-// to torch's in every case that reshards (t.Log):
+// to torch's in every case that reshards (asserted):
 //   - fsdp4 -0.5 %, fp32 -0.0 %, TP -0.1 %: the two named state terms
 //     (8,276 B), and in activations memsh 66 KB under, 5 KB and 1 KB over;
 //   - full checkpointing -2.5 % and -1.5 % (TP): torch's peak is inside the
@@ -262,6 +262,15 @@ func TestFSDPLiveAgainstTorch(t *testing.T) {
 		}
 		for _, k := range liveKinds {
 			t.Logf("  %-15s memsh %9d  torch %9d", k, at[k], torchAt[k])
+		}
+		// Where the units reshard after forward, FSDP2's own buffers at
+		// the peak are torch's to the byte (noreshard's peak is in the
+		// loss's forward, where memsh still holds the last all-gather
+		// output: open, above).
+		for _, k := range []string{"unsharded", "reduce-scatter"} {
+			if c.ReshardAfterForward && at[k] != torchAt[k] {
+				t.Errorf("%s: %s at the peak %d B, torch %d", c.Name, k, at[k], torchAt[k])
+			}
 		}
 		if want, ok := fsdpLiveOpen[c.Name]; !ok || peak != want {
 			t.Errorf("%s: memsh's peak is %d B, pinned %d (torch %d): say what moved", c.Name, peak, want, c.Peak)
