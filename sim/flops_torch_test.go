@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bufio"
 	"encoding/json"
 	"math"
 	"os"
@@ -32,28 +31,7 @@ type torchFlops struct {
 	Torch, Transformers          string
 }
 
-func readTorchFlops(t *testing.T) []torchFlops {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "flops_torch.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []torchFlops
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<22)
-	for sc.Scan() {
-		var c torchFlops
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+func readTorchFlops(t *testing.T) []torchFlops { return readJSONL[torchFlops](t, "flops_torch.jsonl") }
 
 // flopPhases is FLOPs by phase (0 forward, 1 backward, 2 recompute) and
 // module path.

@@ -1,11 +1,7 @@
 package sim
 
 import (
-	"bufio"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -34,28 +30,7 @@ type fsdpLive struct {
 	Torch            string
 }
 
-func readFSDPLive(t *testing.T) []fsdpLive {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "fsdp_live.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []fsdpLive
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c fsdpLive
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+func readFSDPLive(t *testing.T) []fsdpLive { return readJSONL[fsdpLive](t, "fsdp_live.jsonl") }
 
 func fsdpLivePlan(t *testing.T, c *fsdpLive) *core.Plan {
 	t.Helper()

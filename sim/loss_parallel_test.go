@@ -1,9 +1,6 @@
 package sim
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"slices"
 	"testing"
 
@@ -196,22 +193,12 @@ func TestMegatronFusedCERefused(t *testing.T) {
 // softmax in fp32 and the bf16 gradient. The replay's allocations of the
 // logits' size at the loss must be those, in that order.
 func TestMegatronFusedCEMatchesInductor(t *testing.T) {
-	f, err := os.Open("testdata/fused_ce_inductor.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	want := map[string][2][]string{} // torch version: forward, backward buffers' dtypes
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var l struct {
-			Function string   `json:"function"`
-			Torch    string   `json:"torch"`
-			Buffers  []string `json:"logit_sized_buffers"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatal(err)
-		}
+	for _, l := range readJSONL[struct {
+		Function string   `json:"function"`
+		Torch    string   `json:"torch"`
+		Buffers  []string `json:"logit_sized_buffers"`
+	}](t, "fused_ce_inductor.jsonl") {
 		w := want[l.Torch]
 		if l.Function == "calculate_gradients" {
 			w[1] = append(w[1], l.Buffers...)
