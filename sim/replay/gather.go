@@ -30,8 +30,10 @@ import (
 // pre-forward, after the unit before has resharded: FSDP2's implicit
 // prefetching overlaps the GPU's work, not the allocations (torch 2.15
 // _fsdp_param_group.py; only set_modules_to_forward_prefetch gathers
-// earlier), as TestFSDPLiveAgainstTorch measures; FSDP1 and ZeRO-3 still
-// gather the next unit at a unit's first op. The root unit (everything outside the blocks and fsdp_units) is
+// earlier), as TestFSDPLiveAgainstTorch measures; FSDP1 likewise, unless
+// forward_prefetch=True (FullyShardedDataParallel's default is False;
+// _runtime_utils.py _get_handle_to_prefetch), while ZeRO-3 gathers the
+// next modules of its trace at a module's first op. The root unit (everything outside the blocks and fsdp_units) is
 // not resharded after forward. reshard_after_forward=False keeps every
 // unit gathered until its backward; reshard_after_forward=N keeps a 1/N
 // shard of it in the gather dtype instead (_fsdp_param.py
@@ -243,7 +245,7 @@ func (d *distState) beforeForward(r *Replay, i int) {
 	}
 	for _, u := range d.opUnits[i] {
 		d.gather(r, u)
-		if d.units[u].first == int32(i) && (d.Mode != DistFSDP || d.fsdp1) {
+		if d.units[u].first == int32(i) && d.Mode != DistFSDP {
 			d.prefetch(r, u, true)
 		}
 	}
