@@ -72,9 +72,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"layers (linear_attn) with gated attention every full_attention_interval-th layer (layer_types); linear_attn is their kernel: " +
 			"\"fla\" (the default: flash-linear-attention's chunk_gated_delta_rule and causal-conv1d, with fla's fused gated norm before " +
 			"transformers 5.15) or \"torch\" (transformers' fallback, which keeps every 64-token chunk's state for backward); mtp=True adds " +
-			"their checkpoints' MTP layer. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration's language model, " +
-			"model.language_model, and arch=\"Gemma4ForCausalLM\" the text model alone; a vision_config or audio_config is refused unless " +
-			"arch=\"Gemma4ForCausalLM\") build the text models of E2B, E4B, the 26B A4B and 31B: Gemma 4's RMSNorm in fp32 (the weight applied before the cast back), " +
+			"their checkpoints' MTP layer. gemma4_text and gemma4 (Gemma 4, transformers 5.5; gemma4 builds Gemma4ForConditionalGeneration: its language model " +
+			"(model.language_model), with a vision_config the vision tower and embed_vision, reading train(images=), with an audio_config " +
+			"the audio tower's weights (no audio input is modelled); arch=\"Gemma4ForCausalLM\" builds the text model alone, past both) build the text models of E2B, E4B, the 26B A4B and 31B: Gemma 4's RMSNorm in fp32 (the weight applied before the cast back), " +
 			"q, k and v normed per head, full-attention layers with global_head_dim and, with attention_k_eq_v, num_global_key_value_heads and the " +
 			"keys as values; the 26B A4B's experts (router on the residual stream, experts= as above) beside a dense MLP; E2B's and E4B's " +
 			"per-layer embeddings (hidden_size_per_layer_input: a table of layers x 256 per token, projected and added at the end of each layer) " +
