@@ -18,7 +18,7 @@
 // here too, because they are allocation timelines: DDP's buckets,
 // Megatron's gradient buffer and distributed optimizer, ZeRO 1/2/3 and
 // FSDP (1 and 2) with their gathers, prefetch and reduce-scatters
-// (sharding.go, gather.go, shard_*.go, fsdp*.go; what FSDP1's wrap
+// (sharding.go, gather.go, grad_reduce.go, shard_*.go, fsdp*.go; what FSDP1's wrap
 // leaves in the cache before the step, fsdp1_wrap.go), offload of optimizer
 // state, parameters and activations, paged optimizers, and embedding
 // tables whose rows, sparse gradients and row-wise optimizer state change
