@@ -562,3 +562,7 @@ func res(ls ...core.Layer) *core.Residual {
 	}
 	return &core.Residual{Layer: seq(ls...)}
 }
+
+// hintBug is the hint of an error that says memsh built a model wrongly,
+// not that the config is wrong.
+const hintBug = "this is memsh's own mistake, not the config's: please report it with the config.json"

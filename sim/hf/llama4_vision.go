@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // llama4VisionKeys name Llama4Vision's checked inputs by vision_config's
@@ -47,7 +48,8 @@ func buildLlama4Vision(c, tc *hfConfig, text *core.Model, attn string) *core.Mod
 		return nil
 	}
 	if len(text.Layers) != 3 { // llama4Text's embed_tokens, layers, norm
-		panic("hf: llama4's text model is not embed_tokens, layers, norm")
+		c.err = &units.Error{Msg: "llama4's text model was not built as embed_tokens, layers, norm", Hint: hintBug}
+		return nil
 	}
 	v.Shuffle = vc.llama4Shuffle()
 	if p := vc.prob("projector_dropout", 0); p > 0 {

@@ -3,6 +3,7 @@ package hf
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // buildMllama builds transformers' MllamaForConditionalGeneration (Llama
@@ -86,7 +87,8 @@ func buildMllama(c *hfConfig, attn string, head hfHead) *core.Model {
 	embed, ok1 := m.Layers[0].(*nn.Embedding)
 	stack, ok2 := m.Layers[1].(*core.Repeat)
 	if !ok1 || !ok2 { // buildDecoder's llama layout: embed_tokens, layers, norm
-		panic("hf: mllama's text model is not embed_tokens, layers, norm")
+		c.err = &units.Error{Msg: "mllama's text model was not built as embed_tokens, layers, norm", Hint: hintBug}
+		return nil
 	}
 	embed.Rows += 8 // MllamaTextModel: nn.Embedding(vocab_size + 8, ...)
 	blocks := stack.Blocks
