@@ -26,13 +26,17 @@ type decoderFamily struct {
 	// sandwich norms, soft-capping, every other layer local); 3 Gemma 3
 	// (+ q/k norms, no soft-capping, five local layers to one global)
 	gemma     int
-	fused     bool  // one qkv_proj and one gate_up_proj (Phi-3)
-	layerNorm bool  // nn.LayerNorm with bias instead of RMSNorm (Phi-3.5-MoE)
-	headBias  bool  // lm_head_bias (Phi-3.5-MoE)
-	sinks     bool  // attention sinks (gpt-oss)
-	windows   bool  // sliding-window layers (layer_types, or the Gemma pattern)
-	windowDef int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
-	actKey    string
+	fused     bool // one qkv_proj and one gate_up_proj (Phi-3)
+	layerNorm bool // nn.LayerNorm with bias instead of RMSNorm (Phi-3.5-MoE)
+	headBias  bool // lm_head_bias (Phi-3.5-MoE)
+	sinks     bool // attention sinks (gpt-oss)
+	windows   bool // sliding-window layers (layer_types, or the Gemma pattern)
+	// everyWindow: every layer slides when sliding_window is set (null:
+	// none), as MistralConfig and MixtralConfig read it (Phi3Config's too,
+	// not read yet: its fused qkv under SDPA's mask is not checked)
+	everyWindow bool
+	windowDef   int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
+	actKey      string
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -40,9 +44,9 @@ func decoderFamilyOf(mt string) decoderFamily {
 	case "llama":
 		return decoderFamily{biasFlags: true, actKey: "hidden_act"}
 	case "mistral":
-		return decoderFamily{actKey: "hidden_act"}
+		return decoderFamily{everyWindow: true, actKey: "hidden_act"}
 	case "mixtral":
-		return decoderFamily{moe: "mixtral", actKey: "hidden_act"}
+		return decoderFamily{moe: "mixtral", everyWindow: true, actKey: "hidden_act"}
 	case "qwen2":
 		return decoderFamily{qkvBias: true, actKey: "hidden_act"}
 	case "qwen2_moe":
@@ -232,6 +236,12 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 // sliding_window_pattern (default 6: layer i is local unless (i+1) % 6 == 0).
 func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 	out := map[int64]bool{}
+	if f.everyWindow && c.has("sliding_window") {
+		for i := int64(0); i < layers; i++ {
+			out[i] = true
+		}
+		return out
+	}
 	if !f.windows {
 		return out
 	}

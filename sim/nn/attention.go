@@ -98,7 +98,7 @@ type Attention struct {
 	QKL2Norm    bool
 	TempTuning  bool
 	Chunk       int64
-	chunkMask   bool // this lowering's sequence reaches Chunk (Lower sets it on its copy)
+	chunkMask   bool // the kernel gets a mask: the sequence reaches Chunk, or passes Window under SDPA (Lower sets it on its copy)
 }
 
 func (a *Attention) Kv() int64 {
@@ -260,7 +260,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.TempTuning {
 		q = tempTune(b, q)
 	}
-	if a.chunkMasked(s[len(s)-2]) {
+	if a.chunkMasked(s[len(s)-2]) || a.windowMasked(s[len(s)-2]) {
 		c := *la
 		c.chunkMask = true
 		la = &c
@@ -431,7 +431,7 @@ func (a *Attention) coreFLOPs(s []int64) float64 {
 			keys = chunkKeys(seq, float64(a.Chunk))
 		}
 	}
-	if w := float64(a.Window); w > 0 && w < seq && a.Impl != "eager" {
+	if w := float64(a.Window); w > 0 && w < seq && a.Impl != "eager" && !(a.chunkMask && a.Impl == "sdpa") {
 		keys = w // query i attends to min(i+1, w) keys: w - w(w-1)/2seq on average when causal
 		if a.Causal {
 			keys = w - w*(w-1)/(2*seq)

@@ -6,8 +6,8 @@ import "github.com/memsh/memsh/sim/core"
 // (enable_gqa=True) rather than repeat_kv's copies: transformers >= 4.54
 // (integrations/sdpa_attention.py, use_gqa_in_sdpa) passes it when torch
 // has it (2.5 and later: Runtime.SDPAEnableGQA) and no attention mask is
-// passed, true of causal attention without padding, a sliding window,
-// sinks or a chunk the sequence reaches (those build a mask). A head_dim over 256 keeps repeat_kv, as
+// passed, true of causal attention without padding, sinks, or a sliding
+// window or a chunk the sequence reaches (those build a mask: chunkMask). A head_dim over 256 keeps repeat_kv, as
 // transformers 5 does: torch has no fused kernel taking GQA there, and
 // 4.54-4.57's enable_gqa would run the math kernel, which memsh does not
 // model. The kernel then saves k and v with their kv heads and, like
@@ -15,5 +15,5 @@ import "github.com/memsh/memsh/sim/core"
 // summing them.
 func (a *Attention) sdpaGQA(b *core.Builder) bool {
 	return a.EnableGQA && a.Impl == "sdpa" && a.Kv() != a.Heads && (!a.FusedQKV || a.RepeatKV) && b.Rt.SDPAEnableGQA &&
-		a.Causal && !a.MaskAdd && a.Window == 0 && !a.Sinks && !a.chunkMask && a.Hd() <= 256
+		a.Causal && !a.MaskAdd && !a.Sinks && !a.chunkMask && a.Hd() <= 256
 }
