@@ -51,8 +51,14 @@ func (v *Llama4Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	b.Op(a).Flops = float64(core.Numel(b.Shape(h)))
 	h = b.LayerNorm("layernorm_pre", h, d, true)
 	v.rotaryBuffer(b)
-	layer := &llama4VisionLayer{dim: d, inter: v.Inter,
-		attn: &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, Rope: true, RopeComplex: true}}
+	// Llama4VisionEncoderLayer: x + self_attn(input_layernorm(x)), then
+	// + mlp(post_attention_layernorm(.)), its mlp fc1, GELU, fc2.
+	attn := &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, Rope: true, RopeComplex: true}
+	layer := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "input_layernorm", Dim: d, Bias: true}, attn}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "post_attention_layernorm", Dim: d, Bias: true},
+			&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: "gelu", Bias: true}}}},
+	}}
 	h = b.LowerChild(&core.Repeat{Name: "model.layers", Layer: layer, N: v.Layers}, h)
 	h = b.LayerNorm("layernorm_post", h, d, true)
 	// vision_adapter: the class token sliced off (a view), pixel_shuffle's
@@ -74,32 +80,4 @@ func (v *Llama4Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	y, _ := joinImageTokens(b, x, h)
 	return y
-}
-
-// llama4VisionLayer is Llama4VisionEncoderLayer: x + self_attn(
-// input_layernorm(x)), then + mlp(post_attention_layernorm(.)).
-type llama4VisionLayer struct {
-	dim, inter int64
-	attn       *Attention
-}
-
-func (k *llama4VisionLayer) Kind() string           { return "vision_block" }
-func (k *llama4VisionLayer) Label() string          { return "" }
-func (k *llama4VisionLayer) Children() []core.Layer { return []core.Layer{k.attn} }
-func (k *llama4VisionLayer) Params() int64 {
-	return 4*k.dim + k.attn.Params() + 2*k.dim*k.inter + k.inter + k.dim
-}
-func (k *llama4VisionLayer) Summary() string            { return fmt.Sprintf("%d, mlp %d", k.dim, k.inter) }
-func (k *llama4VisionLayer) Validate(path string) error { return k.attn.Validate(path) }
-
-func (k *llama4VisionLayer) Lower(b *core.Builder, x core.Value) core.Value {
-	h := b.LayerNorm("input_layernorm", x, k.dim, true)
-	x = b.Add("residual", x, b.LowerChild(k.attn, h))
-	h = b.LayerNorm("post_attention_layernorm", x, k.dim, true)
-	done := b.Scope("mlp")
-	h = b.Linear("fc1", core.RoleUp, h, k.dim, k.inter, true)
-	h = Activation(b, "gelu", h)
-	h = b.Linear("fc2", core.RoleDown, h, k.inter, k.dim, true)
-	done()
-	return b.Add("residual", x, h)
 }
