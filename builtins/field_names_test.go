@@ -1,15 +1,13 @@
 package builtins
 
 import (
-	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/internal/hftest"
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
@@ -184,7 +182,7 @@ func (tc fieldCase) checkHF(t *testing.T) {
 	if tc.opts.Attn == "" {
 		tc.opts.Attn = "sdpa"
 	}
-	_, err := hf.FromConfigOptions(editConfig(t, tc.file, tc.edit), tc.opts)
+	_, err := hf.FromConfigOptions(hftest.Edit(t, tc.file, tc.edit), tc.opts)
 	if got := fieldErrorText(t, err); !strings.Contains(got, tc.hfWant) {
 		t.Errorf("%s %v:\n got %s\nwant %s", tc.file, tc.edit, got, tc.hfWant)
 	}
@@ -213,41 +211,4 @@ func fieldErrorText(t *testing.T, err error) string {
 		s += "; hint: " + ue.Hint
 	}
 	return s
-}
-
-// editConfig reads sim/testdata/hf/file and sets each key of edit (a
-// path through nested objects, "text_config.linear_num_key_heads").
-func editConfig(t *testing.T, file string, edit map[string]any) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "sim", "testdata", "hf", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Python's json writes Infinity (Mamba-2's time_step_limit), which
-	// encoding/json does not read: carried through as a string.
-	const inf = `"memsh-test-Infinity"`
-	data = []byte(strings.ReplaceAll(string(data), "Infinity", inf))
-	var raw map[string]any
-	if err := json.Unmarshal(data, &raw); err != nil {
-		t.Fatal(err)
-	}
-	for path, v := range edit {
-		obj, keys := raw, strings.Split(path, ".")
-		for _, k := range keys[:len(keys)-1] {
-			next, ok := obj[k].(map[string]any)
-			if !ok {
-				t.Fatalf("%s has no object %q", file, k)
-			}
-			obj = next
-		}
-		if _, ok := obj[keys[len(keys)-1]]; !ok {
-			t.Fatalf("%s has no %q to edit", file, path)
-		}
-		obj[keys[len(keys)-1]] = v
-	}
-	out, err := json.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []byte(strings.ReplaceAll(string(out), inf, "Infinity"))
 }

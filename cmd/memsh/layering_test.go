@@ -29,6 +29,7 @@ var layers = map[string]int{
 	"sim/litgpt":          7,
 	"sim":                 10,
 	"internal/testmodels": 9,
+	"internal/hftest":     0,
 	"sim/search":          12,
 	"sim/advise":          12,
 	"stdlib":              0,

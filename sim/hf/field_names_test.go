@@ -1,16 +1,13 @@
 package hf
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/internal/hftest"
 	"github.com/memsh/memsh/sim/nn"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -99,7 +96,7 @@ func TestFieldKeysReached(t *testing.T) {
 			if tc.opts.Attn == "" {
 				tc.opts.Attn = "sdpa"
 			}
-			_, err := FromConfigOptions(editHFConfig(t, tc.file, tc.edit), tc.opts)
+			_, err := FromConfigOptions(hftest.Edit(t, tc.file, tc.edit), tc.opts)
 			got := ""
 			if err != nil {
 				got = err.Error()
@@ -133,47 +130,11 @@ func TestFieldKeysReached(t *testing.T) {
 // intermediate_size: an expand that makes it 0 is named as the file has
 // it (the mixer's own check would say "inner size", at a module path).
 func TestMambaExpandNamed(t *testing.T) {
-	_, err := FromConfigOptions(editHFConfig(t, "mamba-tiny.json", map[string]any{"expand": 0.01}), Options{Attn: "sdpa"})
+	_, err := FromConfigOptions(hftest.Edit(t, "mamba-tiny.json", map[string]any{"expand": 0.01}), Options{Attn: "sdpa"})
 	const want = `"expand" times "hidden_size" (32) must be at least 1 (got 0.01)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("got %v, want %s", err, want)
 	}
-}
-
-// editHFConfig reads sim/testdata/hf/file as hf_config reads it
-// (PythonJSON) and sets each key of edit, a path through nested objects.
-func editHFConfig(t *testing.T, file string, edit map[string]any) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "hf", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text, _ := PythonJSON(data)
-	d := json.NewDecoder(bytes.NewReader(text))
-	d.UseNumber()
-	var raw map[string]any
-	if err := d.Decode(&raw); err != nil {
-		t.Fatal(err)
-	}
-	for path, v := range edit {
-		obj, keys := raw, strings.Split(path, ".")
-		for _, k := range keys[:len(keys)-1] {
-			next, ok := obj[k].(map[string]any)
-			if !ok {
-				t.Fatalf("%s has no object %q", file, k)
-			}
-			obj = next
-		}
-		if _, ok := obj[keys[len(keys)-1]]; !ok {
-			t.Fatalf("%s has no %q to edit", file, path)
-		}
-		obj[keys[len(keys)-1]] = v
-	}
-	out, err := json.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // hintOf is err's hint, "" for none.
