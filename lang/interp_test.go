@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -392,8 +393,9 @@ func TestStdlibExports(t *testing.T) {
 
 // TestStdlibExportsParts: a module's names bound again from its parts
 // (a folder's files) take the parts' signatures and docstrings; the parts
-// are no modules of their own; a name bound from a part that lacks it,
-// or a part that does not parse, is an error naming the module.
+// are no modules of their own, each read and parsed once however many
+// names are bound from it; a name bound from a part that lacks it, or a
+// part that does not parse, is an error naming the module.
 func TestStdlibExportsParts(t *testing.T) {
 	part := "def g(x):\n    \"\"\"Does g.\"\"\"\n    return x\n\ndef helper():\n    \"\"\"Helps.\"\"\"\n"
 	for _, tc := range []struct {
@@ -405,6 +407,10 @@ func TestStdlibExportsParts(t *testing.T) {
 			{Name: "g", Module: "@stdlib//m.star", Sig: "g(x)", Doc: "Does g."},
 			{Name: "h", Module: "@stdlib//m.star", Sig: "h(x)", Doc: "Does g."},
 		}, ""},
+		{"two names, two loads", "load(\"p/a.star\", _g = \"g\")\nload(\"@stdlib//p/a.star\", _h = \"helper\")\ng = _g\nhelper = _h\n", part, []Export{
+			{Name: "g", Module: "@stdlib//m.star", Sig: "g(x)", Doc: "Does g."},
+			{Name: "helper", Module: "@stdlib//m.star", Sig: "helper()", Doc: "Helps."},
+		}, ""},
 		{"absolute load", "load(\"@stdlib//p/a.star\", _g = \"g\")\ng = _g\n", part, []Export{
 			{Name: "g", Module: "@stdlib//m.star", Sig: "g(x)", Doc: "Does g."},
 		}, ""},
@@ -413,7 +419,11 @@ func TestStdlibExportsParts(t *testing.T) {
 		{"bad part", "load(\"p/a.star\", _g = \"g\")\ng = _g\n", "def g(:\n", nil, "p/a.star:1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ex, err := StdlibExports(tree("m.star", tc.main, "p/a.star", tc.part))
+			files := &countingFS{FS: tree("m.star", tc.main, "p/a.star", tc.part), opens: map[string]int{}}
+			ex, err := StdlibExports(files)
+			if n := files.opens["p/a.star"]; n > 1 {
+				t.Errorf("p/a.star read %d times", n)
+			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -428,6 +438,17 @@ func TestStdlibExportsParts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingFS counts the opens of each file.
+type countingFS struct {
+	fs.FS
+	opens map[string]int
+}
+
+func (c *countingFS) Open(name string) (fs.File, error) {
+	c.opens[name]++
+	return c.FS.Open(name)
 }
 
 func TestDialect(t *testing.T) {

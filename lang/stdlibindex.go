@@ -32,11 +32,12 @@ func StdlibExports(stdlib fs.FS) ([]Export, error) {
 	if err != nil {
 		return nil, err
 	}
+	parts := stdlibParts{fs: stdlib, defs: map[string]partDefs{}}
 	for _, e := range entries {
 		if e.IsDir() || path.Ext(e.Name()) != ".star" {
 			continue
 		}
-		ex, err := moduleExports(stdlib, e.Name())
+		ex, err := parts.moduleExports(e.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -61,10 +62,23 @@ func parseStdlib(stdlib fs.FS, p string) ([]byte, *syntax.File, error) {
 	return src, f, err
 }
 
+// stdlibParts are the parts of the stdlib modules, each parsed once,
+// however many names the modules bind again from it.
+type stdlibParts struct {
+	fs   fs.FS
+	defs map[string]partDefs // by the part's path
+}
+
+// partDefs are a part's functions by name, or why it could not be read.
+type partDefs struct {
+	funcs map[string]Export
+	err   error
+}
+
 // moduleExports lists the public names of the stdlib module p, those it
 // binds again from its parts resolved to the parts' definitions.
-func moduleExports(stdlib fs.FS, p string) ([]Export, error) {
-	src, f, err := parseStdlib(stdlib, p)
+func (ps stdlibParts) moduleExports(p string) ([]Export, error) {
+	src, f, err := parseStdlib(ps.fs, p)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +109,7 @@ func moduleExports(stdlib fs.FS, p string) ([]Export, error) {
 			x := Export{Name: id.Name, Module: module, Sig: id.Name}
 			if rhs, ok := s.RHS.(*syntax.Ident); ok {
 				if l, ok := loaded[rhs.Name]; ok {
-					def, err := partDef(stdlib, l)
+					def, err := ps.def(l)
 					if err != nil {
 						return nil, fmt.Errorf("%s: %s = %s: %w", module, id.Name, rhs.Name, err)
 					}
@@ -112,16 +126,29 @@ func moduleExports(stdlib fs.FS, p string) ([]Export, error) {
 // loadedName is a name a module loads: the part's path and its name there.
 type loadedName struct{ part, name string }
 
-// partDef returns the definition of l.name in the part l.part.
-func partDef(stdlib fs.FS, l loadedName) (Export, error) {
-	src, f, err := parseStdlib(stdlib, l.part)
-	if err != nil {
-		return Export{}, err
-	}
-	for _, stmt := range f.Stmts {
-		if s, ok := stmt.(*syntax.DefStmt); ok && s.Name.Name == l.name {
-			return defExport(stdlibPrefix+l.part, src, s), nil
+// def returns the definition of l.name in the part l.part, parsing the
+// part the first time one of its names is asked for.
+func (ps stdlibParts) def(l loadedName) (Export, error) {
+	d, ok := ps.defs[l.part]
+	if !ok {
+		d.funcs = map[string]Export{}
+		src, f, err := parseStdlib(ps.fs, l.part)
+		if err != nil {
+			d.err = err
+		} else {
+			for _, stmt := range f.Stmts {
+				if s, ok := stmt.(*syntax.DefStmt); ok {
+					d.funcs[s.Name.Name] = defExport(stdlibPrefix+l.part, src, s)
+				}
+			}
 		}
+		ps.defs[l.part] = d
+	}
+	if d.err != nil {
+		return Export{}, d.err
+	}
+	if x, ok := d.funcs[l.name]; ok {
+		return x, nil
 	}
 	return Export{}, fmt.Errorf("%s defines no function %s", stdlibPrefix+l.part, l.name)
 }
