@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -66,32 +67,17 @@ func TestKimiVisionSavesAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 334_944},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 175_200},
 	} {
-		m, err := hf.FromConfigOptions(readHF(t, "kimi-k2.5-tiny.json"), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := m.Params(); got != 275_520 { // kimivis.py on the meta device: vision_tower 38,048, mm_projector 24,832
-			t.Errorf("params %d, want 275,520", got)
-		}
-		p := tinyPlan(t, m)
+		// kimivis.py on the meta device: 275,520 parameters, vision_tower
+		// 38,048 and mm_projector 24,832 of them
+		p := visionPlan(t, "kimi-k2.5-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, 275_520, tc.precision)
 		p.Seq = tc.seq
-		p.Precision, err = core.LookupPrecision(tc.precision)
-		if err != nil {
-			t.Fatal(err)
-		}
 		want := tc.want
 		if tc.ckpt {
 			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
 			patches, headDim := int64(2*6*8), int64(32/4)
 			want += 2 * patches * headDim * 4 // the rotary cos and sin the recompute's arguments hold
 		}
-		p.Images = tc.im
-		with := evalPlan(t, p).SavedActivations
-		p.Images = core.Images{}
-		without := evalPlan(t, p).SavedActivations
-		if got := with - without; got != want {
-			t.Errorf("%v %s checkpoint %v: the images add %d saved bytes, want %d (%+d, %+.2f %%)", tc.im, tc.precision, tc.ckpt, got, want, got-want, 100*float64(got-want)/float64(want))
-		}
+		checkImagesSave(t, fmt.Sprintf("%s checkpoint %v", tc.precision, tc.ckpt), p, tc.im, want)
 	}
 }
 

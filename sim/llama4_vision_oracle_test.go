@@ -52,25 +52,8 @@ func TestLlama4VisionSavesAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 112, Width: 56}, 64, "sdpa", "bf16", 355_984},
 		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "eager", "fp32", 126_864},
 	} {
-		m, err := hf.FromConfigOptions(readHF(t, "llama4-vision-tiny.json"), hf.Options{Attn: tc.attn, Transformers: "5.17.0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := m.Params(); got != 252_096 {
-			t.Errorf("params %d, want 252,096", got)
-		}
-		p := tinyPlan(t, m)
+		p := visionPlan(t, "llama4-vision-tiny.json", hf.Options{Attn: tc.attn, Transformers: "5.17.0"}, 252_096, tc.precision)
 		p.Seq = tc.seq
-		p.Precision, err = core.LookupPrecision(tc.precision)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Images = tc.im
-		with := evalPlan(t, p).SavedActivations
-		p.Images = core.Images{}
-		without := evalPlan(t, p).SavedActivations
-		if got := with - without; got != tc.want {
-			t.Errorf("%v %s %s: the images add %d saved bytes, transformers %d (%+d, %+.2f %%)", tc.im, tc.attn, tc.precision, got, tc.want, got-tc.want, 100*float64(got-tc.want)/float64(tc.want))
-		}
+		checkImagesSave(t, tc.attn+" "+tc.precision, p, tc.im, tc.want)
 	}
 }

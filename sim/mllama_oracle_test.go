@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -19,13 +20,6 @@ import (
 //
 //	python mllama.py ../../sim/testdata/hf/mllama-tiny.json COUNT 32 BATCH
 func TestMllamaImagesSaveAsTransformers(t *testing.T) {
-	m, err := hf.FromConfig(readHF(t, "mllama-tiny.json"), "sdpa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := m.Params(); got != 279_499 { // the same script, on the meta device
-		t.Errorf("params %d, want 279,499", got)
-	}
 	for _, tc := range []struct {
 		count, batch int64
 		want         int64
@@ -34,18 +28,8 @@ func TestMllamaImagesSaveAsTransformers(t *testing.T) {
 		{2, 1, 2_980_228},
 		{1, 2, 3_310_596},
 	} {
-		p := tinyPlan(t, m)
+		p := visionPlan(t, "mllama-tiny.json", hf.Options{Attn: "sdpa"}, 279_499, "fp32")
 		p.Seq, p.Batch = 32, tc.batch
-		p.Precision, err = core.LookupPrecision("fp32")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Images = core.Images{Count: tc.count, Height: 560, Width: 560}
-		with := evalPlan(t, p).SavedActivations
-		p.Images = core.Images{}
-		without := evalPlan(t, p).SavedActivations
-		if got := with - without; got != tc.want {
-			t.Errorf("%d images x batch %d: the images add %d saved bytes, transformers %d (%+.2f %%)", tc.count, tc.batch, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
-		}
+		checkImagesSave(t, fmt.Sprintf("batch %d", tc.batch), p, core.Images{Count: tc.count, Height: 560, Width: 560}, tc.want)
 	}
 }

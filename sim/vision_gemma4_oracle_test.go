@@ -82,29 +82,12 @@ func TestGemma4VisionSavesAsTransformers(t *testing.T) {
 		if tc.attn == "" {
 			tc.attn = "sdpa"
 		}
-		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: tc.attn, Transformers: "5.17.0"})
-		if err != nil {
-			t.Fatal(tc.config, err)
-		}
-		if got := m.Params(); got != tc.params {
-			t.Errorf("%s: params %d, want %d", tc.config, got, tc.params)
-		}
-		p := tinyPlan(t, m)
-		p.Runtime = cpu
 		if tc.precision == "" {
 			tc.precision = "fp32"
 		}
-		p.Precision, err = core.LookupPrecision(tc.precision)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Images = tc.im
-		with := evalPlan(t, p).SavedActivations
-		p.Images = core.Images{}
-		without := evalPlan(t, p).SavedActivations
-		if got := with - without; got != tc.want {
-			t.Errorf("%s %v %s %s: the images add %d saved bytes, transformers %d (%+.2f %%)", tc.config, tc.im, tc.precision, tc.attn, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
-		}
+		p := visionPlan(t, tc.config, hf.Options{Attn: tc.attn, Transformers: "5.17.0"}, tc.params, tc.precision)
+		p.Runtime = cpu
+		checkImagesSave(t, tc.config+" "+tc.precision+" "+tc.attn, p, tc.im, tc.want)
 	}
 }
 

@@ -27,13 +27,6 @@ import (
 // Before the tables, the indices and the concatenation were modelled, memsh
 // was 123,648 bytes (-4.0 %) and 128,800 bytes short.
 func TestQwen25VLImagesSaveAsTransformers(t *testing.T) {
-	m, err := hf.FromConfig(readHF(t, "qwen2.5-vl-tiny.json"), "sdpa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := m.Params(); got != 198_304 { // the same script, on the meta device
-		t.Errorf("params %d, want 198,304", got)
-	}
 	for _, tc := range []struct {
 		im   core.Images
 		want int64
@@ -41,17 +34,41 @@ func TestQwen25VLImagesSaveAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 112, Width: 168}, 3_128_896},
 		{core.Images{Count: 2, Height: 140, Width: 140}, 3_259_264},
 	} {
-		p := tinyPlan(t, m)
-		p.Precision, err = core.LookupPrecision("fp32")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Images = tc.im
-		with := evalPlan(t, p).SavedActivations
-		p.Images = core.Images{}
-		without := evalPlan(t, p).SavedActivations
-		if got := with - without; got != tc.want {
-			t.Errorf("%v: the images add %d saved bytes, transformers %d (%+.2f %%)", tc.im, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
-		}
+		p := visionPlan(t, "qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa"}, 198_304, "fp32")
+		checkImagesSave(t, "", p, tc.im, tc.want)
+	}
+}
+
+// visionPlan is tinyPlan of the vision-language model hf_config builds
+// from sim/testdata/hf/config with opts, in precision; its parameters
+// are the harness's count (its script, the model on the meta device).
+func visionPlan(t *testing.T, config string, opts hf.Options, params int64, precision string) *core.Plan {
+	t.Helper()
+	m, err := hf.FromConfigOptions(readHF(t, config), opts)
+	if err != nil {
+		t.Fatal(config, err)
+	}
+	if got := m.Params(); got != params {
+		t.Errorf("%s: params %d, want %d", config, got, params)
+	}
+	p := tinyPlan(t, m)
+	if p.Precision, err = core.LookupPrecision(precision); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkImagesSave holds memsh to a harness's figure for what images add
+// to the storages autograd saves: p's step with im minus the same step
+// with text tokens in their place (what, the case; p is left without
+// images).
+func checkImagesSave(t *testing.T, what string, p *core.Plan, im core.Images, want int64) {
+	t.Helper()
+	p.Images = im
+	with := evalPlan(t, p).SavedActivations
+	p.Images = core.Images{}
+	without := evalPlan(t, p).SavedActivations
+	if got := with - without; got != want {
+		t.Errorf("%s %v: the images add %d saved bytes, transformers %d (%+d, %+.2f %%)", what, im, got, want, got-want, 100*float64(got-want)/float64(want))
 	}
 }

@@ -55,27 +55,10 @@ func TestQwen3VLImagesSaveAsTransformers(t *testing.T) {
 		{"qwen3.5-vl-tiny.json", 297_032, core.Images{Count: 2, Height: 96, Width: 128}, 1_403_200, ""},
 		{"qwen3-vl-tiny.json", 290_624, core.Images{Count: 2, Height: 96, Width: 128}, 748_672, "bf16"},
 	} {
-		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
-		if err != nil {
-			t.Fatal(tc.config, err)
-		}
-		if got := m.Params(); got != tc.params {
-			t.Errorf("%s: params %d, want %d", tc.config, got, tc.params)
-		}
-		p := tinyPlan(t, m)
 		if tc.precision == "" {
 			tc.precision = "fp32"
 		}
-		p.Precision, err = core.LookupPrecision(tc.precision)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.Images = tc.im
-		with := evalPlan(t, p).SavedActivations
-		p.Images = core.Images{}
-		without := evalPlan(t, p).SavedActivations
-		if got := with - without; got != tc.want {
-			t.Errorf("%s %v %s: the images add %d saved bytes, transformers %d (%+.2f %%)", tc.config, tc.im, tc.precision, got, tc.want, 100*float64(got-tc.want)/float64(tc.want))
-		}
+		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, tc.params, tc.precision)
+		checkImagesSave(t, tc.config+" "+tc.precision, p, tc.im, tc.want)
 	}
 }
