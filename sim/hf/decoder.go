@@ -32,8 +32,8 @@ type decoderFamily struct {
 	sinks     bool // attention sinks (gpt-oss)
 	windows   bool // sliding-window layers (layer_types, or the Gemma pattern)
 	// everyWindow: every layer slides when sliding_window is set (null:
-	// none), as MistralConfig and MixtralConfig read it (Phi3Config's too,
-	// not read yet: its fused qkv under SDPA's mask is not checked)
+	// none), as MistralConfig, MixtralConfig, Phi3Config and PhimoeConfig
+	// read it
 	everyWindow bool
 	windowDef   int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
 	actKey      string
@@ -62,9 +62,9 @@ func decoderFamilyOf(mt string) decoderFamily {
 	case "gemma3_text":
 		return decoderFamily{tie: true, attnBias: true, headDimDef: 256, gemma: 3, qkNorm: true, windows: true, windowDef: 4096, actKey: "hidden_activation"}
 	case "phi3":
-		return decoderFamily{fused: true, actKey: "hidden_act"}
+		return decoderFamily{fused: true, everyWindow: true, actKey: "hidden_act"}
 	case "phimoe":
-		return decoderFamily{attnBias: true, moe: "mixtral", layerNorm: true, headBias: true, actKey: "hidden_act"}
+		return decoderFamily{attnBias: true, moe: "mixtral", layerNorm: true, headBias: true, everyWindow: true, actKey: "hidden_act"}
 	case "gpt_oss":
 		return decoderFamily{attnBias: true, biasDef: true, moe: "gpt_oss", sinks: true, windows: true, windowDef: 128, actKey: "hidden_act"}
 	}
@@ -85,10 +85,14 @@ func decoderFamilyOf(mt string) decoderFamily {
 // Gemma2Config in configuration_gemma2.py; null turns either off):
 // core/softcap.go. Gemma 3 has neither by default.
 //
-// Sliding-window layers (layer_types in the config, else Gemma 2's every
-// other layer, Gemma 3's sliding_window_pattern: five local layers to one
-// global) attend to the last sliding_window keys: flash attention computes
-// only those.
+// Sliding-window layers (every layer in Mistral, Mixtral, Phi-3 and
+// Phi-3.5-MoE when sliding_window is set; layer_types in the config, else
+// Gemma 2's every other layer, Gemma 3's sliding_window_pattern: five
+// local layers to one global) attend to the last sliding_window keys:
+// flash attention computes only those, SDPA gets a mask
+// (nn.Attention.windowMasked). Phi-3's fused qkv_proj is sliced and its k
+// and v go through repeat_kv as separate projections' do (RepeatKV:
+// Phi3Attention on the shared attention interface).
 //
 // Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Gemma's RMSNorm, x * (1 + w) computed in fp32, is
@@ -138,7 +142,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
-		Rope: true, FusedQKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
+		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	norm := func(name string) core.Layer {
 		if f.layerNorm {
 			return &nn.Norm{Name: name, Dim: hidden, Bias: true}

@@ -45,8 +45,8 @@ func (a *Attention) chunkMasked(seq int64) bool { return a.Chunk > 0 && seq >= a
 // _ignore_causal_mask_sdpa keeps the mask once kv_length >= the window),
 // which SDPA keeps as an additive bias, as the chunked mask (a vision
 // tower's non-causal windows run one SDPA call per window instead); its kernel
-// then computes every block (Gemma 4: TestGemma4SlidingMaskSDPA; Mistral:
-// TestSlidingWindowMaskSDPA).
+// then computes every block (Gemma 4: TestGemma4SlidingMaskSDPA; Mistral,
+// Phi-3: TestSlidingWindowMask).
 func (a *Attention) windowMasked(seq int64) bool {
 	return a.Causal && a.Window > 0 && a.Window <= seq && a.Impl == "sdpa"
 }

@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -14,7 +14,12 @@
 # holds when backward starts, "kept" (what the step keeps; a tensor saved
 # on a branch the loss does not reach dies with the forward). A block's
 # bytes are the difference of two runs, LAYERS 2 and 1. With v, each
-# storage: shape, dtype, bytes, grad_fn, kept.
+# storage: shape, dtype, bytes, grad_fn, kept. With nocache the forward
+# passes use_cache=False, as training scripts set it and gradient
+# checkpointing forces it (memsh models no DynamicCache): otherwise the
+# config's use_cache (true by default) makes a DynamicCache whose
+# torch.cat copies k and v in every layer, the tensors the kernel then
+# reads (a fused qkv projection's v is no longer a view of its output).
 import gc
 import json
 import sys
@@ -58,13 +63,13 @@ def pack(t):
 
 
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
-    out = model(input_ids=ids, labels=ids)
+    out = model(input_ids=ids, labels=ids, use_cache=False if "nocache" in sys.argv[7:] else None)
 gc.collect()
 live = {k for k in saved if any(r() is not None for r in alive[k])}
 out.loss.backward()
 print("transformers", transformers.__version__, "torch", torch.__version__, "class", cls.__name__, "attn", model.config._attn_implementation)
 print("layers", layers, "batch", batch, "seq", seq, "dtype", sys.argv[5], "saved", sum(v[2] for v in saved.values()),
       "kept", sum(v[2] for k, v in saved.items() if k in live))
-if len(sys.argv) > 7:
+if "v" in sys.argv[7:]:
     for k, v in saved.items():
         print(v, k in live)
