@@ -74,3 +74,53 @@ func TestFSDPTowerUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestFSDPIdleTowerUnit: fsdp_units may name a tower the step does not
+// run (a vision tower without images, Gemma 4's audio tower always).
+// FSDP2 wraps it and never gathers it (its pre-forward never fires; the
+// final backward callback's post_backward is a no-op for a group never
+// unsharded: replay's holdsIdle), so the step is the same as without the
+// unit: the tower's sharded parameters are held either way, and nothing
+// is gathered, reduced or kept for it. A name no module has is still
+// refused.
+func TestFSDPIdleTowerUnit(t *testing.T) {
+	image := core.Images{Count: 1, Height: 32, Width: 32}
+	for _, tc := range []struct {
+		file, tower string
+		images      core.Images
+	}{
+		{"qwen2.5-vl-tiny.json", "model.visual", core.Images{}},
+		{"qwen3-vl-tiny.json", "model.visual", core.Images{}},
+		{"llama4-vision-tiny.json", "vision_model", core.Images{}},
+		{"mllama-tiny.json", "model.vision_model", core.Images{}},
+		{"gemma4-vl-tiny.json", "model.vision_tower", core.Images{}},
+		{"gemma4-av-tiny.json", "model.audio_tower", core.Images{}},
+		{"gemma4-av-tiny.json", "model.audio_tower", image},
+		{"kimi-k2.5-tiny.json", "model.vision_tower", core.Images{}},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		p := tinyPlan(t, m)
+		p.Images = tc.images
+		p.Parallel = core.Parallelism{DP: 2, FSDP: true}
+		without := evalPlan(t, p)
+		p.Parallel.FSDPUnits = []string{tc.tower}
+		with, err := Evaluate(p, core.Options{})
+		if err != nil {
+			t.Errorf("%s %v: fsdp_units=[%q]: %v", tc.file, tc.images, tc.tower, err)
+			continue
+		}
+		if with.PeakAllocated != without.PeakAllocated || with.PeakReserved != without.PeakReserved || with.States != without.States ||
+			with.SavedActivations != without.SavedActivations {
+			t.Errorf("%s %v: fsdp_units=[%q] peaks %d, %d, states %+v, saved %d; without the unit %d, %d, %+v, %d", tc.file, tc.images, tc.tower,
+				with.PeakAllocated, with.PeakReserved, with.States, with.SavedActivations,
+				without.PeakAllocated, without.PeakReserved, without.States, without.SavedActivations)
+		}
+		p.Parallel.FSDPUnits = []string{tc.tower + "s"}
+		if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "names no module with parameters") {
+			t.Errorf("%s: fsdp_units=[%q]: %v, want a refusal", tc.file, tc.tower+"s", err)
+		}
+	}
+}

@@ -119,7 +119,8 @@ var layoutKeywords = []layoutKeyword{
 		set: setReshard},
 	{Name: "fsdp_units", Sig: "[]",
 		Doc: `modules wrapped as FSDP units of their own besides the repeated blocks, by name or path ("embed_tokens", "lm_head"): ` +
-			`torchtune's custom_sharded_layers, torchtitan's embedding and output units; the rest is the root unit, never resharded after forward`,
+			`torchtune's custom_sharded_layers, torchtitan's embedding and output units; the rest is the root unit, never resharded after forward. ` +
+			`A module the step does not run (a vision tower without images) is a unit never gathered: it holds its shards`,
 		get: func(p core.Parallelism) starlark.Value {
 			xs := make([]starlark.Value, len(p.FSDPUnits))
 			for i, u := range p.FSDPUnits {

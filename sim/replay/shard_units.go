@@ -13,7 +13,9 @@ import (
 // ops that read them.
 
 // buildUnits groups parameters into gather units and finds the ops that
-// read them. It fails when a module of fsdp_units holds no parameter.
+// read them. It fails when a module of fsdp_units holds no parameter (one
+// that holds only parameters no op reads is a unit never gathered:
+// holdsIdle).
 func (d *distState) buildUnits() error {
 	prog := d.p
 	d.unitOf = fill(make([]int32, len(prog.Params)), none)
@@ -84,12 +86,32 @@ func (d *distState) buildUnits() error {
 		}
 	}
 	for _, name := range d.Par.FSDPUnits {
-		if _, ok := key[name]; !ok {
+		if _, ok := key[name]; !ok && !d.holdsIdle(name, blocks) {
 			return &units.Error{Path: "parallel", Msg: fmt.Sprintf("fsdp_units: %q names no module with parameters", name),
 				Hint: "name modules by path as the model prints them: " + d.moduleNames()}
 		}
 	}
 	return nil
+}
+
+// holdsIdle reports whether the unit name holds parameters no op of the
+// step reads: a tower the step does not run (a vision tower without
+// images, Gemma 4's audio tower), an expert no token reached. FSDP2
+// wraps such a module as any other and never gathers it: its pre-forward
+// hook never fires, and the root's final backward callback runs its
+// post_backward, a no-op for a group that was never unsharded: no
+// gradient to reduce (torch/distributed/fsdp/_fully_shard/_fsdp_state.py,
+// _root_post_backward_final_callback; _fsdp_param_group.py post_backward:
+// "safe to call even when this FSDP parameter group was not used in
+// backward (should be a no-op)"). Its sharded parameters are held as
+// those of any parameter no op reads are; the unit adds nothing.
+func (d *distState) holdsIdle(name string, blocks map[string]int) bool {
+	for pi := range d.p.Params {
+		if k, _ := fsdpUnit(d.p.Params[pi].Name, blocks); k == name {
+			return true
+		}
+	}
+	return false
 }
 
 // moduleNames lists the modules of the root unit's parameters (those not
