@@ -199,8 +199,13 @@ var flopCauses = []flopCause{
 		why: "MLA's q and v head dims differ (24, 16): the CPU's SDPA takes its math path, two bmm over all s x s scores and 2 x " +
 			"backward; memsh prices the GPU's fused kernel, causal half",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
-	{cases: "^(bert|qwen25_vl|kimi_k25_vision|gemma4_vision)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_tower\.encoder\.layers\.\d+\.self_attn)$`, phase: 1,
+	{cases: "^(bert|qwen25_vl|kimi_k25_vision|gemma4_vision|gemma3_vision)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_tower\.encoder\.layers\.\d+\.self_attn)$`, phase: 1,
 		why:  "SDPA's backward (not causal): 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's (S recomputed)",
+		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
+	{cases: "^gemma3_vision$", module: `^model\.language_model\.layers\.\d+\.self_attn$`, phase: 1,
+		why: "Gemma 3's text layers with images: token_type_ids give SDPA a mask in every layer (each image's tokens see one " +
+			"another), whose forward memsh counts over every block as FlopCounterMode does; its backward 2 x the forward in " +
+			"memsh's model FLOPs, 2.5 x in FlopCounterMode's",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^llama4_vision$", module: `^language_model\.model\.layers\.3\.self_attn$`, phase: 0,
 		why:  "Llama 4's NoPE layer (every no_rope_layer_interval-th, 4: layer 3) attends causally: half, as causal SDPA above",

@@ -149,6 +149,10 @@ var hfFamilies = []hfFamily{
 	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
+	// gemma3: the 4.50.0 wheel is the first with models/gemma3; no flash
+	// path (Gemma3Model._supports_flash_attn = False: flash-attn drops the
+	// bidirectional mask over image tokens). gemma3.go.
+	{modelType: "gemma3", prefix: "Gemma3", base: "model", heads: vlHeads, build: buildGemma3, noFlash: true, vl: true, since: [2]int{4, 50}},
 	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
 	// gemma4, gemma4_text: the 5.5.0 wheel is the first with models/gemma4
 	// (absent from the 5.4.0 wheel; llama.cpp's "update transformers to

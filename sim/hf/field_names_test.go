@@ -28,6 +28,7 @@ func TestFieldKeysReached(t *testing.T) {
 		"mllamaVisionKeys": mllamaVisionKeys, "visionTowerKeys": visionTowerKeys, "qwen3VisionTowerKeys": qwen3VisionTowerKeys,
 		"moeKeys": moeKeys("num_experts", "num_experts_per_tok"), "hfKeywords": hfKeywords,
 		"gemma4VisionKeys": gemma4VisionKeys, "llama4VisionKeys": llama4VisionKeys, "kimiVisionKeys": kimiVisionKeys,
+		"gemma3VisionKeys": gemma3VisionKeys,
 	} {
 		maps[name] = withKey(keys, "", "")
 		delete(maps[name], "")
@@ -88,6 +89,12 @@ func TestFieldKeysReached(t *testing.T) {
 			`"vision_config.vision_output_dim" (32) must be "vision_config.projector_output_dim" (48)`},
 		{"kimiVisionKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "kimi-k2.5-tiny.json", map[string]any{"vision_config.num_attention_heads": 3}, Options{},
 			`"vision_config.num_attention_heads" (3) must divide "vision_config.hidden_size" (32) into heads of a multiple of 4`},
+		{"gemma3VisionKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "gemma3-vl-tiny.json", map[string]any{"vision_config.num_attention_heads": 3}, Options{},
+			`"vision_config.num_attention_heads" (3) must divide "vision_config.hidden_size" (32)`},
+		{"gemma3VisionKeys", []nn.Field{nn.FieldPatch, nn.FieldImage}, "gemma3-vl-tiny.json", map[string]any{"vision_config.patch_size": 5}, Options{},
+			`"vision_config.patch_size" (5) must divide "vision_config.image_size" (64)`},
+		{"gemma3VisionKeys", []nn.Field{nn.FieldImageTokens}, "gemma3-vl-tiny.json", map[string]any{"mm_tokens_per_image": 15}, Options{},
+			`"mm_tokens_per_image" (15) must be the square of a divisor of the 16 patches of an image's side`},
 		{"hfKeywords", []nn.Field{nn.FieldImpl}, "gemma4-tiny.json", map[string]any{"global_head_dim": 512}, Options{Attn: "flash"},
 			`flash-attn 2 has no kernel for head_dim 512 (at most 256); hint: Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`},
 	} {

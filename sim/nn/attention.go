@@ -98,7 +98,11 @@ type Attention struct {
 	QKL2Norm    bool
 	TempTuning  bool
 	Chunk       int64
-	chunkMask   bool // the kernel gets a mask: the sequence reaches Chunk, or passes Window under SDPA (Lower sets it on its copy)
+	// ImageMask: with images, the text attention gets a mask in every
+	// layer under SDPA: each image's tokens see one another (Gemma 3's
+	// token_type_ids; image_mask.go).
+	ImageMask bool
+	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or passes Window under SDPA (Lower sets it on its copy)
 }
 
 func (a *Attention) Kv() int64 {
@@ -260,7 +264,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.TempTuning {
 		q = tempTune(b, q)
 	}
-	if a.chunkMasked(s[len(s)-2]) || a.windowMasked(s[len(s)-2]) {
+	if a.chunkMasked(s[len(s)-2]) || a.windowMasked(s[len(s)-2]) || a.imageMasked(b) {
 		c := *la
 		c.chunkMask = true
 		la = &c

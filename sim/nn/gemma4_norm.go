@@ -64,12 +64,7 @@ func gemma4Norm(b *core.Builder, name string, x core.Value, dim int64, scale boo
 	x32 := b.Cast(x, units.FP32, "fp32 copy of the Gemma 4 RMSNorm input")
 	shape := b.Shape(x32)
 	rows := core.Numel(shape) / dim
-	ip := b.AddOp("pow", "pow", []core.Value{x32})
-	sq := b.Out(ip, "x2", shape, units.FP32, "x² in Gemma 4's RMSNorm")
-	b.Save(ip, x32)
-	im := b.AddOp("mean", "mean", []core.Value{sq})
-	ms := b.Out(im, "mean_squared", []int64{rows, 1}, units.FP32, "mean of x² in Gemma 4's RMSNorm")
-	ms = b.Ew("add", "eps", []core.Value{ms}, []int64{rows, 1}, units.FP32, "mean of x² plus eps")
+	ms, ip, im := meanSquareFP32(b, x32, dim, "Gemma 4's RMSNorm")
 	ir := b.AddOp("pow", "pow_rsqrt", []core.Value{ms})
 	rs := b.Out(ir, "rsqrt", []int64{rows, 1}, units.FP32, "(mean of x² + eps)^-0.5")
 	b.Save(ir, ms) // pow's backward reads its input
@@ -95,6 +90,20 @@ func gemma4Norm(b *core.Builder, name string, x core.Value, dim int64, scale boo
 		b.Op(i).Flops = float64(core.Numel(shape))
 	}
 	return b.Cast(y, inDT, "Gemma 4 RMSNorm output cast back (type_as)")
+}
+
+// meanSquareFP32 is x32.pow(2).mean(-1, keepdim=True) + eps over the
+// last dim features of the fp32 x32, as Gemma's RMSNorms compute it (of
+// norm): pow saves x32. It returns the sum and the pow and mean ops.
+func meanSquareFP32(b *core.Builder, x32 core.Value, dim int64, norm string) (core.Value, int32, int32) {
+	shape := b.Shape(x32)
+	rows := core.Numel(shape) / dim
+	ip := b.AddOp("pow", "pow", []core.Value{x32})
+	sq := b.Out(ip, "x2", shape, units.FP32, "x² in "+norm)
+	b.Save(ip, x32)
+	im := b.AddOp("mean", "mean", []core.Value{sq})
+	ms := b.Out(im, "mean_squared", []int64{rows, 1}, units.FP32, "mean of x² in "+norm)
+	return b.Ew("add", "eps", []core.Value{ms}, []int64{rows, 1}, units.FP32, "mean of x² plus eps"), ip, im
 }
 
 // gemma4WeightFP32 is weight.float(): a new fp32 tensor unless the

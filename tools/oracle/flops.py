@@ -6,7 +6,8 @@ sim/flops_torch_test.go holds memsh's per-module FLOPs against (issue 20).
 Each case builds a transformers model from a tiny config (sim/testdata/hf/flops/*.json, or one of
 sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py does; Llama 4 with two 112 x 56
 images, 3 tiles each, as llama4vis.py lays them out; Kimi K2.5 with two 84 x 112 images, 6 x 8 patches each,
-as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays them out) on the CPU in fp32, runs
+as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays them out; Gemma 3 with two
+images and their token_type_ids as gemma3vl.py lays them out) on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
@@ -63,6 +64,7 @@ CASES = [
     ("llama4_vision", "llama4-vision-tiny.json", "sdpa", {"images": [2, 112, 56], "batch": 1}),
     ("kimi_k25_vision", "kimi-k2.5-tiny.json", "sdpa", {"images": [2, 84, 112], "batch": 1}),
     ("gemma4_vision", "gemma4-vl-tiny.json", "sdpa", {"images": [2, 64, 96], "batch": 1}),
+    ("gemma3_vision", "gemma3-vl-tiny.json", "sdpa", {"images": [2, 64, 64], "batch": 1}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
@@ -272,6 +274,24 @@ def gemma4_inputs(raw, count, height, width, seq):
     return ids, extra
 
 
+def gemma3_inputs(raw, count, seq):
+    """input_ids with count images as tools/oracle/gemma3vl.py lays them out (boi, mm_tokens_per_image image
+    tokens, eoi; token_type_ids 1 on the image tokens), the images resized to image_size (Gemma3ImageProcessor)."""
+    tokens, side = raw["mm_tokens_per_image"], raw["vision_config"]["image_size"]
+    ids = [10 + i % 150 for i in range(seq)]
+    types = [0] * seq
+    pos = 1
+    for _ in range(count):
+        ids[pos] = raw["boi_token_index"]
+        for j in range(tokens):
+            ids[pos + 1 + j] = raw["image_token_index"]
+            types[pos + 1 + j] = 1
+        ids[pos + 1 + tokens] = raw["eoi_token_index"]
+        pos += tokens + 2
+    assert pos <= seq, "seq too short for the images"
+    return torch.tensor([ids]), {"pixel_values": torch.rand(count, 3, side, side), "token_type_ids": torch.tensor([types])}
+
+
 def vision_inputs(raw, count, height, width, seq):
     """input_ids with count images of height x width (each its vision_start, image tokens, vision_end, as
     tools/oracle/qwen25vl.py lays them out), the pixel patches and image_grid_thw."""
@@ -281,6 +301,8 @@ def vision_inputs(raw, count, height, width, seq):
         return kimi_inputs(raw, count, height, width, seq)
     if raw["model_type"] == "gemma4":
         return gemma4_inputs(raw, count, height, width, seq)
+    if raw["model_type"] == "gemma3":
+        return gemma3_inputs(raw, count, seq)
     vc = raw["vision_config"]
     patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
     factor = patch * merge

@@ -1,0 +1,140 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Lower runs SiglipVisionModel.forward and Gemma3MultiModalProjector on
+// the plan's images (Gemma3Model.get_image_features) and joins their soft
+// tokens to the text embeddings x.
+func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != v.TextDim {
+		panic(core.ShapeMismatch(b, "gemma3_vision", v.TextDim, b.Last(x)))
+	}
+	im := b.Images
+	if im.Count == 0 {
+		v.registerIdle(b)
+		return x
+	}
+	if tokens := im.Count * v.Tokens; tokens > b.Seq {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+			Msg: fmt.Sprintf("%d images of %d image tokens each (Gemma3ImageProcessor resizes every image to %dx%d pixels), %d image tokens a sample, more than seq=%d",
+				im.Count, v.Tokens, v.Image, v.Image, tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
+	}
+	d, p := v.Dim, v.patches()
+	n := b.Batch * im.Count
+	if !core.ProductFits(n, p, max(v.Inter, v.patchIn(), d), 8) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"), Msg: fmt.Sprintf("%d images are more than memsh simulates", n), Hint: units.HintTensor}})
+	}
+	b.ReserveParams(v.Layers*16 + gemma3VisionParams)
+	done := b.Scope("vision_tower")
+	h := v.embeddings(b, n)
+	attn := &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "out_proj", SoftmaxFP32: true}
+	layer := &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "layer_norm1", Dim: d, Bias: true}, attn}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "layer_norm2", Dim: d, Bias: true},
+			&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true}}}},
+	}}
+	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Layers}, h)
+	h = b.LayerNorm("post_layernorm", h, d, true)
+	done()
+	h = v.project(b, h, n)
+	if b.Dtype(h) != b.Dtype(x) {
+		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
+	}
+	y, _ := joinImageTokens(b, x, h)
+	return y
+}
+
+// embeddings is SiglipVisionEmbeddings on n images: the processor's fp32
+// pixels cast to the weights' dtype, the patch convolution (which saves
+// the images it reads), plus the position embedding of every patch.
+func (v *Gemma3Vision) embeddings(b *core.Builder, n int64) core.Value {
+	defer b.Scope("embeddings")()
+	d, p := v.Dim, v.patches()
+	op := b.AddOp("data", "pixel_values", nil)
+	pix := b.Out(op, "pixel_values", []int64{n * p, v.patchIn()}, units.FP32,
+		fmt.Sprintf("images from the processor (fp32 [%d, %d, %d, %d])", n, v.Channels, v.Image, v.Image))
+	b.Val(pix).Grad = false
+	b.P.Held = append(b.P.Held, pix)
+	pix = b.Cast(pix, b.Prec.Params, "the images in the weights' dtype (pixel_values.to(patch_embedding.weight.dtype))")
+	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, true)
+	b.Val(h).Shape = []int64{n, p, d}
+	v.positionIDs(b, "")
+	w := b.Param("position_embedding.weight", []int64{p, d}, core.RoleEmbed)
+	e := b.AddOp("embedding", "position_embedding", nil, w)
+	pos := b.Out(e, "position_embedding", []int64{p, d}, b.Prec.Params, "the patches' position embeddings (one row a patch)")
+	b.Op(e).NoGradB = true
+	a := b.AddOp("add", "add_position_embedding", []core.Value{h, pos})
+	y := b.Out(a, "embeddings", []int64{n, p, d}, core.Promote(b.Dtype(h), b.Dtype(pos)), "patch embeddings plus their positions")
+	b.Op(a).Flops = float64(n * p * d)
+	return y
+}
+
+// project is Gemma3MultiModalProjector on the tower's output h ([n,
+// patches, Dim]): the soft tokens, [n*Tokens, TextDim].
+func (v *Gemma3Vision) project(b *core.Builder, h core.Value, n int64) core.Value {
+	defer b.Scope("multi_modal_projector")()
+	d, side := v.Dim, v.side()
+	dt := b.Dtype(h)
+	grid := b.Ew("contiguous", "patch_grid", []core.Value{h}, []int64{n, d, side, side}, dt, "the patches as a contiguous [images, width, side, side] grid (avg_pool2d's input, saved)")
+	ap := b.AddOp("avg_pool2d", "avg_pool", []core.Value{grid})
+	pooled := b.Out(ap, "pooled", []int64{n * v.Tokens, d}, dt, "the patches averaged into soft tokens")
+	b.Save(ap, grid)
+	b.Op(ap).Flops = float64(core.Numel(b.Shape(grid)))
+	normed := gemma3Norm(b, "mm_soft_emb_norm", pooled, d)
+	// torch.matmul folds the transposed rows into a contiguous copy, which
+	// the product saves for the weight's gradient.
+	if b.Prec.Autocast {
+		normed = b.Cast(normed, b.Prec.Compute, "autocast copy of the soft tokens for the projection")
+	}
+	rows := b.Ew("contiguous", "folded", []core.Value{normed}, b.Shape(normed), b.Dtype(normed), "the normed soft tokens made contiguous (torch.matmul's fold, saved)")
+	w := b.Param("mm_input_projection_weight", []int64{d, v.TextDim}, core.RoleLinear)
+	wv := b.Weight(w, b.Dtype(rows))
+	ins := []core.Value{rows}
+	if wv != core.NoValue {
+		ins = append(ins, wv)
+	}
+	mm := b.AddOp("matmul", "mm_input_projection", ins, w)
+	y := b.Out(mm, "soft_tokens", []int64{n * v.Tokens, v.TextDim}, b.Dtype(rows), "the soft tokens in the text model's width")
+	if b.Trainable(w) {
+		b.Save(mm, rows)
+	}
+	if b.Grad(rows) {
+		b.Save(mm, wv)
+	}
+	b.Op(mm).Flops = 2 * float64(n*v.Tokens) * float64(d) * float64(v.TextDim)
+	return b.Cast(y, dt, "the soft tokens in the tower's dtype (type_as)")
+}
+
+// gemma3Norm is Gemma3RMSNorm over the last dim features of x: in fp32,
+//
+//	x32 = x.float(); r = rsqrt(x32.pow(2).mean(-1) + eps)
+//	y = (x32 * r * (1.0 + weight.float())).type_as(x)
+//
+// pow(2) saves x32, rsqrt its result, the product x32 * r both operands,
+// and the weight's product the fp32 normalised rows and 1 + weight (a new
+// fp32 vector).
+func gemma3Norm(b *core.Builder, name string, x core.Value, dim int64) core.Value {
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{dim}, core.RoleNorm)
+	x32 := b.Cast(x, units.FP32, "fp32 copy of the Gemma 3 RMSNorm input")
+	shape := b.Shape(x32)
+	rows := core.Numel(shape) / dim
+	ms, ip, im := meanSquareFP32(b, x32, dim, "Gemma 3's RMSNorm")
+	ir := b.AddOp("rsqrt", "rsqrt", []core.Value{ms})
+	rs := b.Out(ir, "rsqrt", []int64{rows, 1}, units.FP32, "rsqrt(mean of x² + eps), saved by rsqrt")
+	b.Save(ir, rs)
+	y := b.Mul("normalized", x32, rs)
+	iw := b.AddOp("add", "one_plus_weight", nil, w)
+	w1 := b.Out(iw, "one_plus_weight", []int64{dim}, units.FP32, "1 + weight.float() (fp32)")
+	out := b.Mul("scaled", y, w1)
+	for _, i := range []int32{ip, im, ir} {
+		b.Op(i).Flops = float64(core.Numel(shape))
+	}
+	return b.Cast(out, b.Dtype(x), "Gemma 3 RMSNorm output cast back (type_as)")
+}
