@@ -144,13 +144,13 @@ func replayProgram(plan *core.Plan, prog *core.Program, opts core.Options, limit
 	var stage *timing.StageTime
 	var mbBufs *core.ProgramBuffers // a stage's micro-batch program's lists (timing.StepTimeIn)
 	switch {
-	case plan.PipeStage == nil || opts.Buffers == nil:
-	case bufs != nil:
+	case plan.PipeStage == nil:
+	case bufs != nil: // a pipeline's stages share bufs, pool or none (evaluateStages)
 		if bufs.Aside == nil {
 			bufs.Aside = &core.ProgramBuffers{}
 		}
 		mbBufs, bufs.Aside.Names = bufs.Aside, opts.Names
-	default:
+	case opts.Buffers != nil:
 		mbBufs = opts.Buffers.Get(opts.Names)
 		defer opts.Buffers.Put(mbBufs)
 	}
