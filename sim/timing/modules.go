@@ -133,8 +133,20 @@ func scratchOf(bufs *core.ProgramBuffers) *timingScratch {
 // moduleRows builds r.modules for one GPU doing w with times gt: the
 // per-micro-batch parts paid m times, the tail once.
 func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
-	if w.prog == nil || len(w.costs) != len(w.prog.Ops) {
+	rows, ok := microBatchRows(w, gt.PerMB, m)
+	if !ok {
 		return nil
+	}
+	return appendTail(rows, gt.Tail)
+}
+
+// microBatchRows is moduleRows without the tail's terms: the modules'
+// rows and the per-micro-batch terms of perMB, paid m times; ok is
+// false where w keeps no ops to read (moduleRows has no rows then, not
+// even the terms).
+func microBatchRows(w *GpuWork, perMB []replay.TimeShare, m float64) (rows []replay.ModuleTime, ok bool) {
+	if w.prog == nil || len(w.costs) != len(w.prog.Ops) {
+		return nil, false
 	}
 	prog := w.prog
 	var s *moduleScratch
@@ -223,9 +235,8 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 	for _, a := range folded { // module instances: the paths folded into each row
 		aggs[a].row.Count++
 	}
-	var rows []replay.ModuleTime
 	if len(aggs) > 0 {
-		rows = make([]replay.ModuleTime, 0, len(aggs)+len(gt.PerMB)+len(gt.Tail))
+		rows = make([]replay.ModuleTime, 0, len(aggs)+len(perMB))
 	}
 	for i := range aggs {
 		a := &aggs[i]
@@ -246,14 +257,19 @@ func moduleRows(w *GpuWork, gt gpuTime, m float64) []replay.ModuleTime {
 		rows = append(rows, a.row)
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Seconds > rows[j].Seconds })
-	for _, s := range gt.PerMB {
+	for _, s := range perMB {
 		switch s.Name {
 		case "forward", "backward", "recompute", "launch":
 			continue
 		}
 		rows = appendTerm(rows, s.Name, m*s.Seconds)
 	}
-	for _, s := range gt.Tail {
+	return rows, true
+}
+
+// appendTail adds the step's terms paid once (gpuTime.Tail) to rows.
+func appendTail(rows []replay.ModuleTime, tail []replay.TimeShare) []replay.ModuleTime {
+	for _, s := range tail {
 		rows = appendTerm(rows, s.Name, s.Seconds)
 	}
 	return rows

@@ -43,14 +43,23 @@ type StageTime struct {
 
 // summarise keeps what the pipeline's composition reads of st's program
 // (W and the module rows of its micro-batches) and drops the program.
-func (st *StageTime) summarise(par core.Parallelism) {
+// mbRows are microBatchRows of w and st's time at w.M passes, which
+// StepTimeIn made for the stage's own report: the rows themselves when
+// the schedule passes w.M times, as all but DualPipe do (the same
+// function of the same figures; made again, they were a twentieth of
+// BenchmarkEvaluateLlama70B3D's time).
+func (st *StageTime) summarise(par core.Parallelism, mbRows []replay.ModuleTime) {
 	w := st.Work
 	if w.prog == nil {
 		return
 	}
 	st.ops = true
 	st.wgrad = weightGrad(w)
-	st.modules = moduleRows(w, gpuTime{PerMB: st.Time.PerMB, Tail: nil}, float64(passes(par, w)))
+	if n := passes(par, w); n == w.M {
+		st.modules = slices.Clone(mbRows) // the report keeps mbRows
+	} else {
+		st.modules = moduleRows(w, gpuTime{PerMB: st.Time.PerMB, Tail: nil}, float64(n))
+	}
 	w.prog, w.costs, w.redone, w.scratch = nil, nil, nil, nil
 }
 

@@ -1,6 +1,8 @@
 package timing
 
 import (
+	"slices"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/replay"
 	"github.com/memsh/memsh/sim/units"
@@ -187,11 +189,14 @@ func StepTimeIn(prog *core.Program, plan *core.Plan, r *replay.Replay, bufs *cor
 		te.Breakdown = append(te.Breakdown, replay.TimeShare{Name: s.Name, Seconds: float64(w.M) * s.Seconds})
 	}
 	te.Breakdown = append(te.Breakdown, gt.Tail...)
-	te.Modules = moduleRows(w, gt, float64(w.M))
+	mbRows, ok := microBatchRows(w, gt.PerMB, float64(w.M))
+	if ok { // moduleRows(w, gt, w.M), mbRows left as they are for summarise
+		te.Modules = appendTail(slices.Clip(mbRows), gt.Tail)
+	}
 	var stage *StageTime
 	if plan.PipeStage != nil {
 		stage = &StageTime{Work: w, Time: gt}
-		stage.summarise(plan.Parallel.Norm())
+		stage.summarise(plan.Parallel.Norm(), mbRows)
 	}
 	w.Utilisation(plan, &te, 1)
 	if mb != prog && stage != nil { // summarise dropped it: nothing returned reads it
