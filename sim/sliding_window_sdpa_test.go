@@ -7,9 +7,9 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 )
 
-// TestSlidingWindowMask: a sliding window every layer has (Mistral's and
-// Phi-3's sliding_window) as transformers runs it on the CPU (bf16,
-// torch 2.15.0). torch's SDPA has no window: once the sequence reaches
+// TestSlidingWindowMask: sliding windows (Mistral's and Phi-3's in every
+// layer, Gemma 2's and Gemma 3's in their local layers) as transformers
+// runs them on the CPU (bf16, torch 2.15.0). torch's SDPA has no window: once the sequence reaches
 // sliding_window (masking_utils _ignore_causal_mask_sdpa: kv_length >=
 // the window) transformers hands it the sliding mask, which it keeps as
 // an additive bias in every layer, and k and v reach it expanded to every
@@ -30,6 +30,20 @@ import (
 //	phi3    sdpa  seq 64: none 459,020; w512 459,020; w16 467,212 (+8,192)
 //	phi3    sdpa  seq 16: none 114,764; w16 113,740 (-1,024)
 //	phi3    eager seq 64: none 629,004; w16 629,004; seq 16: 120,396 both
+//
+// and gemma2-tiny.json and gemma3-tiny.json (the same shapes; layer 0
+// local, layer 1 global: Gemma 2's every other layer, Gemma 3's
+// sliding_window_pattern 2) with sliding_window 512 and 16 (-w16); Gemma
+// 2 under SDPA with 5.20.0 (the last release with Gemma 2's SDPA path;
+// PYTHONPATH: its wheel unpacked), the rest 5.25.0:
+//
+//	gemma2 sdpa  seq 64: 626,190 -> 642,574 (+16,384); 16: 158,286 -> 160,846 (+2,560); 8: 80,302 both
+//	gemma2 eager seq 64: 902,670; 16: 178,254; 8: 86,190, both windows
+//	gemma3 sdpa  seq 64: 699,150 -> 715,534 (+16,384); 16: 176,718 -> 179,278 (+2,560); 8: 89,646 both
+//	gemma3 eager seq 64: 910,094; 16: 192,590; 8: 94,510, both windows
+//
+// Their one local layer keeps the bias and k and v of 2 more heads once
+// the sequence reaches 16, as Mistral's.
 //
 // Mistral's difference is 2 layers x ([1, 1, seq, seq] bf16 bias + k and
 // v of 2 more heads). Phi-3's fused qkv_proj is sliced: without a mask
@@ -56,8 +70,11 @@ func TestSlidingWindowMask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saved := func(file, attn string, seq int64) int64 {
-		m, err := hf.FromConfigOptions(readHF(t, file), hf.Options{Attn: attn, Transformers: "5.25.0"})
+	saved := func(file, attn, version string, seq int64) int64 {
+		if version == "" {
+			version = "5.25.0"
+		}
+		m, err := hf.FromConfigOptions(readHF(t, file), hf.Options{Attn: attn, Transformers: version})
 		if err != nil {
 			t.Fatal(file, err)
 		}
@@ -66,28 +83,46 @@ func TestSlidingWindowMask(t *testing.T) {
 		return evalPlan(t, p).SavedActivations
 	}
 	for _, tc := range []struct {
-		base, file, attn string
-		seq              int64
-		more             int64 // saved bytes over no window, transformers'
+		base, file, attn, version string // version "": 5.25.0
+		seq                       int64
+		more                      int64 // saved bytes over no window, transformers'
 	}{
-		{"mistral-tiny.json", "mistral-tiny-w512.json", "sdpa", 64, 0},
-		{"mistral-tiny.json", "mistral-tiny-w16.json", "sdpa", 64, 32_768},
-		{"mistral-tiny.json", "mistral-tiny-w16.json", "sdpa", 16, 5_120},
-		{"phi3-tiny.json", "phi3-tiny-w512.json", "sdpa", 64, 0},
-		{"phi3-tiny.json", "phi3-tiny-w16.json", "sdpa", 64, 8_192},
-		{"phi3-tiny.json", "phi3-tiny-w16.json", "sdpa", 16, -1_024},
-		{"phi3-tiny.json", "phi3-tiny-w16.json", "eager", 64, 0},
-		{"phi3-tiny.json", "phi3-tiny-w16.json", "eager", 16, 0},
+		{"mistral-tiny.json", "mistral-tiny-w512.json", "sdpa", "", 64, 0},
+		{"mistral-tiny.json", "mistral-tiny-w16.json", "sdpa", "", 64, 32_768},
+		{"mistral-tiny.json", "mistral-tiny-w16.json", "sdpa", "", 16, 5_120},
+		{"phi3-tiny.json", "phi3-tiny-w512.json", "sdpa", "", 64, 0},
+		{"phi3-tiny.json", "phi3-tiny-w16.json", "sdpa", "", 64, 8_192},
+		{"phi3-tiny.json", "phi3-tiny-w16.json", "sdpa", "", 16, -1_024},
+		{"phi3-tiny.json", "phi3-tiny-w16.json", "eager", "", 64, 0},
+		{"phi3-tiny.json", "phi3-tiny-w16.json", "eager", "", 16, 0},
+		{"gemma2-tiny.json", "gemma2-tiny-w16.json", "sdpa", "5.20.0", 64, 16_384},
+		{"gemma2-tiny.json", "gemma2-tiny-w16.json", "sdpa", "5.20.0", 16, 2_560},
+		{"gemma2-tiny.json", "gemma2-tiny-w16.json", "sdpa", "5.20.0", 8, 0},
+		{"gemma2-tiny.json", "gemma2-tiny-w16.json", "eager", "", 64, 0},
+		{"gemma2-tiny.json", "gemma2-tiny-w16.json", "eager", "", 16, 0},
+		{"gemma3-tiny.json", "gemma3-tiny-w16.json", "sdpa", "", 64, 16_384},
+		{"gemma3-tiny.json", "gemma3-tiny-w16.json", "sdpa", "", 16, 2_560},
+		{"gemma3-tiny.json", "gemma3-tiny-w16.json", "sdpa", "", 8, 0},
+		{"gemma3-tiny.json", "gemma3-tiny-w16.json", "eager", "", 64, 0},
+		{"gemma3-tiny.json", "gemma3-tiny-w16.json", "eager", "", 16, 0},
 	} {
-		if got := saved(tc.file, tc.attn, tc.seq) - saved(tc.base, tc.attn, tc.seq); got != tc.more {
+		if got := saved(tc.file, tc.attn, tc.version, tc.seq) - saved(tc.base, tc.attn, tc.version, tc.seq); got != tc.more {
 			t.Errorf("%s, %s, %d tokens: keeps %d bytes more than no window, transformers %d", tc.file, tc.attn, tc.seq, got, tc.more)
 		}
 	}
 	// Phi-3's eager layers, whole: what the harness measures less its
 	// 4,104 bytes outside them.
 	for seq, want := range map[int64]int64{64: 629_004 - 4_104, 16: 120_396 - 1_032} {
-		if got := saved("phi3-tiny-w16.json", "eager", seq); got != want {
+		if got := saved("phi3-tiny-w16.json", "eager", "", seq); got != want {
 			t.Errorf("phi3-tiny-w16.json, eager, %d tokens: memsh keeps %d bytes, transformers %d", seq, got, want)
+		}
+	}
+	// From 5.21 Gemma 2 has no SDPA path (_supports_sdpa = False: a
+	// default load runs eager, an explicit "sdpa" is refused): attn="sdpa"
+	// runs eager.
+	for _, seq := range []int64{16, 64} {
+		if s, e := saved("gemma2-tiny-w16.json", "sdpa", "5.21.0", seq), saved("gemma2-tiny-w16.json", "eager", "5.21.0", seq); s != e {
+			t.Errorf("gemma2 under 5.21.0 at %d tokens: sdpa keeps %d bytes, eager %d", seq, s, e)
 		}
 	}
 }

@@ -186,33 +186,38 @@ func TestGemma4TowerNames(t *testing.T) {
 	}
 }
 
-// Gemma 4's sliding layers under SDPA at a sequence longer than their
-// window: transformers hands SDPA the sliding mask, which it keeps as an
-// additive bias, and expands k and v to every head (no enable_gqa with a
-// mask). gemma4-tiny-w16.json is gemma4-tiny.json with a window of 16:
-// at 64 tokens in bf16 its two sliding layers keep 49,152 bytes more than
-// with the window of 512 (2 x (a [1, 1, 64, 64] bias, and k and v of 4
-// heads for 2)), as tools/oracle/gemma4_saved.py measures them
-// (transformers 5.17.0, torch 2.15.0, CPU):
+// Gemma 4's sliding layers under SDPA once the sequence reaches their
+// window (masking_utils _ignore_causal_mask_sdpa: kv_length >= window):
+// transformers hands SDPA the sliding mask, which it keeps as an additive
+// bias, and expands k and v to every head (no enable_gqa with a mask).
+// gemma4-tiny-w16.json is gemma4-tiny.json with a window of 16: in bf16
+// its two sliding layers keep 49,152 bytes more than with the window of
+// 512 at 64 tokens (2 x (a [1, 1, 64, 64] bias, and k and v of 4 heads
+// for 2)), 9,216 at 16 (the window reached: the mask is there), none at
+// 15, as tools/oracle/gemma4_saved.py measures them (transformers 5.17.0
+// at 64 tokens, 5.25.0 at all three, the same; torch 2.15.0, CPU):
 //
-//	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-tiny.json sdpa 64 4      # 2,897,430 bytes
-//	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-tiny-w16.json sdpa 64 4  # 2,946,582 bytes
+//	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-tiny.json sdpa SEQ 4      # 64: 2,897,430; 16: 732,054; 15: 686,942
+//	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-tiny-w16.json sdpa SEQ 4  # 64: 2,946,582; 16: 741,270; 15: 686,942
+//
+// memsh dropped the window at 16 (window == seq) until session 28.
 func TestGemma4SlidingMaskSDPA(t *testing.T) {
 	cpu, err := core.LookupRuntime("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var saved []int64
-	for _, f := range []string{"gemma4-tiny.json", "gemma4-tiny-w16.json"} {
-		m, err := hf.FromConfigOptions(readHF(t, f), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
+	saved := func(file string, seq int64) int64 {
+		m, err := hf.FromConfigOptions(readHF(t, file), hf.Options{Attn: "sdpa", Transformers: "5.25.0"})
 		if err != nil {
-			t.Fatal(f, err)
+			t.Fatal(file, err)
 		}
 		p := tinyPlan(t, m)
-		p.Runtime = cpu
-		saved = append(saved, evalPlan(t, p).SavedActivations)
+		p.Runtime, p.Seq = cpu, seq
+		return evalPlan(t, p).SavedActivations
 	}
-	if got := saved[1] - saved[0]; got != 49_152 {
-		t.Errorf("a window of 16 at 64 tokens keeps %d bytes more than one of 512, transformers 49,152", got)
+	for seq, more := range map[int64]int64{64: 49_152, 16: 9_216, 15: 0} {
+		if got := saved("gemma4-tiny-w16.json", seq) - saved("gemma4-tiny.json", seq); got != more {
+			t.Errorf("a window of 16 at %d tokens keeps %d bytes more than one of 512, transformers %d", seq, got, more)
+		}
 	}
 }

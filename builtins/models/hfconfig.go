@@ -21,7 +21,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
 			"(tied weights once, buffers never). model_type may be " + strings.Join(hf.ModelTypes(), ", ") + ". " +
 			"attn is the attention kernel the model runs with: \"eager\", \"sdpa\" or \"flash\" " +
-			"(BLOOM runs eager whatever is asked, as transformers does; BERT's \"flash\" needs transformers 5.0 or later). arch picks the model class instead of " +
+			"(BLOOM runs eager whatever is asked, as transformers does, and Gemma 2's \"sdpa\" runs eager from transformers 5.21, which dropped its SDPA path; BERT's \"flash\" needs transformers 5.0 or later). arch picks the model class instead of " +
 			"the config's architectures[0]: for BERT \"BertForMaskedLM\" (the default), \"BertModel\", " +
 			"\"BertForSequenceClassification\" or \"BertForTokenClassification\"; for decoders the causal LM " +
 			"(the default) or the base model (\"LlamaModel\": no head), a ForConditionalGeneration class only for the model types " +

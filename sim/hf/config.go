@@ -37,7 +37,13 @@ type hfFamily struct {
 	// family (BLOOM): attn="sdpa", the default, runs eager as transformers
 	// does when no attn_implementation is requested; "flash" is an error.
 	noFused bool
-	noFlash bool // no flash-attention 2 path
+	// sdpaUntil is the first release without an SDPA path ({0, 0}: none
+	// dropped it), from which attn="sdpa" runs eager as noFused's does:
+	// Gemma 2 from 5.21 (Gemma2PreTrainedModel._supports_sdpa = False,
+	// "sdpa does not support softcapping", in the 5.21.0 to 5.25.0 wheels;
+	// True in 5.20.0).
+	sdpaUntil [2]int
+	noFlash   bool // no flash-attention 2 path
 	// flashSince is the first release with a flash-attention 2 path
 	// ({0, 0}: every release modelled has one, or noFlash): BERT from 5.0,
 	// whose BertPreTrainedModel sets _supports_flash_attn (the 5.0.0
@@ -148,7 +154,7 @@ var hfFamilies = []hfFamily{
 	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, sdpaUntil: [2]int{5, 21}},
 	// gemma3: the 4.50.0 wheel is the first with models/gemma3; no flash
 	// path (Gemma3Model._supports_flash_attn = False: flash-attn drops the
 	// bidirectional mask over image tokens). gemma3.go.
@@ -364,21 +370,19 @@ func (f *hfFamily) attnImpl(attn, version string) (string, error) {
 		return "", &units.Error{Msg: fmt.Sprintf("transformers has no flash-attention path for model_type %q", f.modelType),
 			Hint: "use attn=" + alt}
 	}
-	if attn == "flash" && f.flashSince != [2]int{} {
-		if version == "" {
-			version = DefaultTransformers
-		}
-		v, err := parseTransformers(version)
-		if err != nil {
-			return "", err
-		}
-		if !atLeast(v, f.flashSince) {
-			since := fmt.Sprintf("%d.%d", f.flashSince[0], f.flashSince[1])
-			return "", &units.Error{Msg: fmt.Sprintf("transformers %s has no flash-attention path for model_type %q (from %s)", version, f.modelType, since),
-				Hint: fmt.Sprintf(`use attn="sdpa" or "eager", or transformers=%q or later`, since+".0")}
-		}
+	if version == "" {
+		version = DefaultTransformers
 	}
-	if attn == "sdpa" && f.noFused {
+	v, err := parseTransformers(version)
+	if err != nil {
+		return "", err
+	}
+	if attn == "flash" && f.flashSince != [2]int{} && !atLeast(v, f.flashSince) {
+		since := fmt.Sprintf("%d.%d", f.flashSince[0], f.flashSince[1])
+		return "", &units.Error{Msg: fmt.Sprintf("transformers %s has no flash-attention path for model_type %q (from %s)", version, f.modelType, since),
+			Hint: fmt.Sprintf(`use attn="sdpa" or "eager", or transformers=%q or later`, since+".0")}
+	}
+	if attn == "sdpa" && (f.noFused || f.sdpaUntil != [2]int{} && atLeast(v, f.sdpaUntil)) {
 		attn = "eager" // transformers' default load falls back to eager
 	}
 	return attn, nil

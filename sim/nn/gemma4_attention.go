@@ -26,9 +26,10 @@ import (
 // rotates a quarter of each head: the rest of its cos and sin tables are 1
 // and 0, the same tensors).
 //
-// Sliding layers attend to the last Window keys; under SDPA, when the
-// sequence is longer than the window, transformers hands the kernel the
-// sliding mask, which it keeps as an additive bias. flash-attn 2 has no
+// Sliding layers attend to the last Window keys; under SDPA, once the
+// sequence reaches the window (masking_utils _ignore_causal_mask_sdpa:
+// kv_length >= window), transformers hands the kernel the sliding mask,
+// which it keeps as an additive bias. flash-attn 2 has no
 // kernel for heads wider than 256 (its mha_fwd checks "FlashAttention
 // forward only supports head dimension at most 256"), so Validate refuses
 // Impl "flash" for them.
@@ -150,11 +151,11 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.VisionBidir && a.Window > 0 && b.Images.Count > 0 && a.Impl == "sdpa" {
 		att.chunkMask = true
 	}
-	if att.Window >= b.Seq { // the window holds every key: transformers passes no mask
+	if att.Window > b.Seq { // the window holds every key: transformers passes no mask (it keeps one from kv_length >= window)
 		att.Window = 0
 	}
 	if att.Window > 0 && a.Impl == "sdpa" {
-		// a window shorter than the sequence: transformers hands SDPA the
+		// a window the sequence reaches: transformers hands SDPA the
 		// sliding mask, which it keeps as an additive bias (and takes k
 		// and v expanded: no enable_gqa with a mask)
 		att.chunkMask = true
