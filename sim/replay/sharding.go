@@ -145,6 +145,11 @@ type distState struct {
 	chunkEnd     map[int32][]int
 	chunkUnits   [][]int32
 	unitChunksTo []int
+	// grouped is groups' lists once made, groups(false)'s then
+	// groups(true)'s: the program's parameters do not change while it
+	// replays, and a Megatron stage's setup, step and collectives asked
+	// for them a dozen times a replay, each a list of every parameter.
+	grouped [2][]paramGroup
 }
 
 // newDist returns the distributed state of a replay, nil on one GPU. It
@@ -239,7 +244,21 @@ type paramGroup struct {
 	n      int64 // sharding degree
 }
 
+// groups returns the trainable or the frozen parameters' groups, made
+// at the first call (grouped); its callers only read them.
 func (d *distState) groups(trainable bool) []paramGroup {
+	k := 0
+	if trainable {
+		k = 1
+	}
+	if d.grouped[k] == nil {
+		d.grouped[k] = d.makeGroups(trainable)
+	}
+	return d.grouped[k]
+}
+
+// makeGroups is groups made afresh.
+func (d *distState) makeGroups(trainable bool) []paramGroup {
 	gs := []paramGroup{{name: "dense", n: d.dp}, {name: "expert", n: d.edp}}
 	for pi := range d.p.Params {
 		p := &d.p.Params[pi]
