@@ -49,7 +49,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"transformers 4.50) builds Gemma3ForConditionalGeneration: its SigLIP vision tower and projector (model.vision_tower, " +
 			"model.multi_modal_projector) after the text embedding, reading train(images=) (every image is resized to image_size pixels, " +
 			"mm_tokens_per_image soft tokens whatever its size), then Gemma 3's text model, whose attention gets the images' mask in every " +
-			"layer under \"sdpa\" (each image's tokens see one another); its attention is \"sdpa\" or \"eager\". mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
+			"layer under \"sdpa\" (each image's tokens see one another); its attention is \"sdpa\" or \"eager\". olmo2 (OLMo 2, " +
+			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
+			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
 			"attn=\"eager\". transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
 			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; kimi_k25, Kimi K2.5, 5.13: Kimi K2's DeepSeek-V3 text model after MoonViT and its projector (model.vision_tower, model.mm_projector), reading train(images=) (each image scaled to at most 16,384 patches of 14 pixels and padded to a multiple of 28 pixels a side, 2 x 2 patches a token); videos are not modelled): from 4.54, with attn=\"sdpa\", grouped-query " +

@@ -49,6 +49,7 @@ type Attention struct {
 	SoftmaxFP32 bool    // eager softmax computed in fp32 then cast back (HF Llama)
 	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap); 0 = none
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
+	QKNormWide  bool    // RMS norm over all of q's heads and all of k's at once before rope (OLMo 2, olmo2.go)
 	// Window is a sliding window: each query attends to the last Window
 	// keys (Gemma 2/3's local layers, gpt-oss's sliding layers); 0 = all.
 	// Flash attention computes only the window; eager attention still
@@ -137,6 +138,9 @@ func (a *Attention) Params() int64 {
 	}
 	if a.QKNorm {
 		n += 2 * d // q_norm and k_norm weights, head_dim each
+	}
+	if a.QKNormWide {
+		n += (h + kv) * d
 	}
 	if a.Sinks {
 		n += h
@@ -250,6 +254,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if a.QKNorm {
 		k = qkHeadNorm(b, "k_norm", k, s, kv, d)
+	}
+	if a.QKNormWide {
+		q, k = a.wideQKNorm(b, q, k, h, kv, d)
 	}
 	if a.Rope && a.RopeCache > 0 {
 		a.ropeCacheBuffers(b, d)
@@ -587,6 +594,9 @@ func (a *Attention) OutDim() int64 { return a.Dim }
 // and Ulysses the heads of each tensor-parallel rank (checkUlysses).
 func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 	if err := a.checkTP(path, max(par.TP, 1)); err != nil {
+		return err
+	}
+	if err := a.checkWideQKNorm(path, par.TP); err != nil {
 		return err
 	}
 	return a.checkUlysses(path, par)

@@ -112,29 +112,7 @@ func (v *Gemma3Vision) project(b *core.Builder, h core.Value, n int64) core.Valu
 }
 
 // gemma3Norm is Gemma3RMSNorm over the last dim features of x: in fp32,
-//
-//	x32 = x.float(); r = rsqrt(x32.pow(2).mean(-1) + eps)
-//	y = (x32 * r * (1.0 + weight.float())).type_as(x)
-//
-// pow(2) saves x32, rsqrt its result, the product x32 * r both operands,
-// and the weight's product the fp32 normalised rows and 1 + weight (a new
-// fp32 vector).
+// the weight's product (1.0 + weight.float()) before the cast back.
 func gemma3Norm(b *core.Builder, name string, x core.Value, dim int64) core.Value {
-	defer b.Scope(name)()
-	w := b.Param("weight", []int64{dim}, core.RoleNorm)
-	x32 := b.Cast(x, units.FP32, "fp32 copy of the Gemma 3 RMSNorm input")
-	shape := b.Shape(x32)
-	rows := core.Numel(shape) / dim
-	ms, ip, im := meanSquareFP32(b, x32, dim, "Gemma 3's RMSNorm")
-	ir := b.AddOp("rsqrt", "rsqrt", []core.Value{ms})
-	rs := b.Out(ir, "rsqrt", []int64{rows, 1}, units.FP32, "rsqrt(mean of x² + eps), saved by rsqrt")
-	b.Save(ir, rs)
-	y := b.Mul("normalized", x32, rs)
-	iw := b.AddOp("add", "one_plus_weight", nil, w)
-	w1 := b.Out(iw, "one_plus_weight", []int64{dim}, units.FP32, "1 + weight.float() (fp32)")
-	out := b.Mul("scaled", y, w1)
-	for _, i := range []int32{ip, im, ir} {
-		b.Op(i).Flops = float64(core.Numel(shape))
-	}
-	return b.Cast(out, b.Dtype(x), "Gemma 3 RMSNorm output cast back (type_as)")
+	return fp32RMSNorm(b, name, x, dim, true, "Gemma 3's RMSNorm")
 }

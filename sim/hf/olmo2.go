@@ -1,0 +1,51 @@
+package hf
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// buildOlmo2 builds transformers' Olmo2ForCausalLM (model_type olmo2:
+// OLMo 2 1B, 7B, 13B and 32B; models/olmo2/modeling_olmo2.py, first in the
+// 4.47.0 wheel). Its decoder layer norms the sublayers' outputs, not their
+// inputs:
+//
+//	h = x + post_attention_layernorm(self_attn(x))
+//	y = h + post_feedforward_layernorm(mlp(h))
+//
+// and the attention norms q_proj's and k_proj's whole outputs (q_norm of
+// num_attention_heads x head_dim, k_norm of num_key_value_heads x
+// head_dim) before splitting the heads and rotating them
+// (nn.Attention.QKNormWide). Every norm is Olmo2RMSNorm (nn.Olmo2Norm:
+// the weight applied in fp32 before the cast back). The head is untied
+// (tie_word_embeddings, default false).
+func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	heads := c.size("num_attention_heads")
+	kv := c.kvHeads("num_key_value_heads", heads)
+	vocab := c.size("vocab_size")
+	inter := c.size("intermediate_size")
+	hd := c.headDim(hidden, heads, 0)
+	c.object("rope_scaling")
+	c.number("rope_theta", 10000)
+	tie := c.flag("tie_word_embeddings", false)
+	bias := c.flag("attention_bias", false)
+	act := c.mlpAct("hidden_act", "silu", true)
+	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0)
+	if c.err != nil {
+		return nil
+	}
+	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
+		Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true, QKNormWide: true}
+	norm := func(name string) core.Layer { return &nn.Olmo2Norm{Name: name, Dim: hidden} }
+	attnPart := append(append([]core.Layer{at}, after...), norm("post_attention_layernorm"))
+	block := seq(res(attnPart...), res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))
+	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+		&core.Repeat{Name: "layers", Layer: block, N: layers}, norm("norm")}
+	return c.finish(head, ls, vocab, tie)
+}

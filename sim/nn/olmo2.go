@@ -1,0 +1,101 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Olmo2Norm is OLMo 2's RMSNorm (Olmo2RMSNorm in transformers'
+// models/olmo2/modeling_olmo2.py, 5.25.0), which differs from Llama's in
+// that the weight multiplies the fp32 normalised rows before the cast back,
+//
+//	x32 = x.to(float32); y = x32 * rsqrt(x32.pow(2).mean(-1) + eps)
+//	return (weight * y).to(x.dtype)
+//
+// so in a 16-bit model the weight's product keeps y in fp32 (Llama's keeps
+// its 16-bit copy). In fp32 the two keep the same tensors.
+type Olmo2Norm struct {
+	Name string
+	Dim  int64
+}
+
+func (n *Olmo2Norm) Kind() string               { return "olmo2_norm" }
+func (n *Olmo2Norm) Label() string              { return n.Name }
+func (n *Olmo2Norm) DefaultName() string        { return "norm" }
+func (n *Olmo2Norm) Children() []core.Layer     { return nil }
+func (n *Olmo2Norm) InDim() int64               { return n.Dim }
+func (n *Olmo2Norm) OutDim() int64              { return n.Dim }
+func (n *Olmo2Norm) Params() int64              { return n.Dim }
+func (n *Olmo2Norm) Summary() string            { return fmt.Sprintf("%d", n.Dim) }
+func (n *Olmo2Norm) Validate(path string) error { return core.Positive(path, "dim", n.Dim) }
+
+func (n *Olmo2Norm) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != n.Dim {
+		panic(core.ShapeMismatch(b, "olmo2_norm", n.Dim, b.Last(x)))
+	}
+	return olmo2Norm(b, b.ModuleName(n), x, n.Dim)
+}
+
+// olmo2Norm lowers Olmo2RMSNorm over the last dim features of x.
+func olmo2Norm(b *core.Builder, name string, x core.Value, dim int64) core.Value {
+	return fp32RMSNorm(b, name, x, dim, false, "OLMo 2's RMSNorm")
+}
+
+// fp32RMSNorm is an RMSNorm computed in fp32 whose weight multiplies the
+// normalised rows before the cast back to x's dtype:
+//
+//	x32 = x.float(); y = x32 * rsqrt(x32.pow(2).mean(-1) + eps)
+//	return (y * w).type_as(x)
+//
+// w is the weight itself (OLMo 2), or with offset 1.0 + weight.float(), a
+// new fp32 vector (Gemma 3). pow(2) saves x32, rsqrt its result, x32 *
+// rsqrt both operands, and the weight's product the fp32 rows y (and, with
+// offset, the fp32 vector).
+func fp32RMSNorm(b *core.Builder, name string, x core.Value, dim int64, offset bool, norm string) core.Value {
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{dim}, core.RoleNorm)
+	x32 := b.Cast(x, units.FP32, "fp32 copy of the input of "+norm)
+	shape := b.Shape(x32)
+	ms, ip, im := meanSquareFP32(b, x32, dim, norm)
+	ir := b.AddOp("rsqrt", "rsqrt", []core.Value{ms})
+	rs := b.Out(ir, "rsqrt", []int64{core.Numel(shape) / dim, 1}, units.FP32, "rsqrt(mean of x² + eps), saved by rsqrt")
+	b.Save(ir, rs)
+	y := b.Mul("normalized", x32, rs)
+	for _, i := range []int32{ip, im, ir} {
+		b.Op(i).Flops = float64(core.Numel(shape))
+	}
+	var out core.Value
+	if offset {
+		iw := b.AddOp("add", "one_plus_weight", nil, w)
+		w1 := b.Out(iw, "one_plus_weight", []int64{dim}, units.FP32, "1 + weight.float() (fp32)")
+		out = b.Mul("scaled", y, w1)
+	} else {
+		iw := b.AddOp("mul", "scale", []core.Value{y}, w)
+		out = b.Out(iw, "scaled", shape, units.FP32, "the weight times the normalised rows, in fp32")
+		if b.Trainable(w) {
+			b.Save(iw, y)
+		}
+		b.Op(iw).Flops = float64(core.Numel(shape))
+	}
+	return b.Cast(out, b.Dtype(x), norm+"'s output cast back (type_as)")
+}
+
+// wideQKNorm is OLMo 2's q_norm and k_norm (Attention.QKNormWide):
+// Olmo2RMSNorm over each projection's whole width (all its heads at
+// once), before the heads are split.
+func (a *Attention) wideQKNorm(b *core.Builder, q, k core.Value, h, kv, d int64) (core.Value, core.Value) {
+	return olmo2Norm(b, "q_norm", q, h*d), olmo2Norm(b, "k_norm", k, kv*d)
+}
+
+// checkWideQKNorm: a norm over the whole projection needs every head's
+// sum of squares, which tensor parallelism splits (an all-reduce memsh
+// does not model).
+func (a *Attention) checkWideQKNorm(path string, tp int64) error {
+	if a.QKNormWide && tp > 1 {
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: OLMo 2's q_norm and k_norm over all the heads are not modelled under tensor parallelism", tp),
+			Hint: "use tp=1 (dp, fsdp or zero)"}
+	}
+	return nil
+}
