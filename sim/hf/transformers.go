@@ -89,6 +89,16 @@ var mambaSkipFP32Since = [2]int{5, 15}
 // 5.24.0 and 5.25.0: tools/oracle/hf_block_saved.py, TestFalconSharedPath.
 var falconSharedSince = [2]int{5, 25}
 
+// maskingUtilsSince is the first transformers release that builds the
+// attention masks in masking_utils (the 4.53.0 wheel: a boolean mask,
+// which SDPA converts to a bias at each call). Before it, MistralModel's
+// _update_causal_mask (copied into Mixtral's, Phi-3's and Phi-3.5-MoE's)
+// built one additive mask a forward in the model's dtype and SDPA took
+// it as it was, so the layers keep one mask between them:
+// nn.Attention.SharedMask, for the families whose windows everyWindow
+// reads. Measured on the CPU under 4.52.4: TestSlidingWindowMaskOnce.
+var maskingUtilsSince = [2]int{4, 53}
+
 // useLoss sets how a causal LM's loss treats its logits under
 // transformers v: a model whose logits the loss upcasts (LogitsFP32, the
 // causal-LM head; BertForMaskedLM's are not) with a cross-entropy. The
@@ -186,7 +196,8 @@ func atLeast(v, since [2]int) bool {
 
 // useTransformers sets what depends on the transformers version: how a
 // causal LM's loss copies and upcasts its logits (useLoss), whether
-// SDPA gets the kv heads as they are (nn.Attention.EnableGQA), the rotary
+// SDPA gets the kv heads as they are (nn.Attention.EnableGQA), whether
+// the layers share one attention mask (nn.Attention.SharedMask), the rotary
 // tables Llama and Mistral keep as buffers (ropeCache), and from
 // 5.0 how the MoE blocks of family fam store and run their experts
 // (experts: "grouped_mm", "eager", or "" for the default, grouped_mm).
@@ -218,9 +229,10 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 		setFalconShared(m.Layers, atLeast(v, falconSharedSince))
 	}
 	gqa := atLeast(v, gqaSince)
+	sharedMask := decoderFamilyOf(fam.modelType).everyWindow && !atLeast(v, maskingUtilsSince)
 	rc := ropeCache(c, fam.modelType, v)
 	for _, l := range m.Layers {
-		setEnableGQA(l, gqa)
+		forAttention(l, func(a *nn.Attention) { a.EnableGQA, a.SharedMask = gqa, sharedMask })
 		if rc > 0 {
 			setRopeCache(l, rc)
 		}
@@ -259,12 +271,13 @@ func expertsModelTypes() []string {
 	return out
 }
 
-func setEnableGQA(l core.Layer, on bool) {
+// forAttention calls f on every nn.Attention in l's tree.
+func forAttention(l core.Layer, f func(*nn.Attention)) {
 	if a, ok := l.(*nn.Attention); ok {
-		a.EnableGQA = on
+		f(a)
 	}
 	for _, c := range l.Children() {
-		setEnableGQA(c, on)
+		forAttention(c, f)
 	}
 }
 

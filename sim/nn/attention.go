@@ -103,7 +103,10 @@ type Attention struct {
 	// layer under SDPA: each image's tokens see one another (Gemma 3's
 	// token_type_ids; image_mask.go).
 	ImageMask bool
-	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or passes Window under SDPA (Lower sets it on its copy)
+	// SharedMask: one additive mask a forward, handed to every layer
+	// (transformers before 4.53; sdpaBias in attention_mask.go).
+	SharedMask bool
+	chunkMask  bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 }
 
 func (a *Attention) Kv() int64 {
@@ -336,7 +339,7 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 	}
 	ins := []core.Value{q, k, v}
 	if a.chunkMask && a.Impl == "sdpa" {
-		ins = append(ins, chunkBias(b, s, dt))
+		ins = append(ins, a.sdpaBias(b, s, dt))
 	}
 	i := b.AddOp("attention", a.Impl+"_attention", ins, sinks...)
 	o := b.Out(i, "attn_out", core.WithLast(s, h*d), dt, "attention output")

@@ -39,18 +39,6 @@ import (
 // chunkMasked reports whether the chunked layers get a mask at seq tokens.
 func (a *Attention) chunkMasked(seq int64) bool { return a.Chunk > 0 && seq >= a.Chunk }
 
-// windowMasked reports whether a sliding window gets a mask at seq
-// tokens: torch's SDPA has no window, so a window the sequence reaches is
-// an explicit mask (transformers' sliding_window_causal_mask; its
-// _ignore_causal_mask_sdpa keeps the mask once kv_length >= the window),
-// which SDPA keeps as an additive bias, as the chunked mask (a vision
-// tower's non-causal windows run one SDPA call per window instead); its kernel
-// then computes every block (Gemma 4: TestGemma4SlidingMaskSDPA; Mistral,
-// Phi-3: TestSlidingWindowMask).
-func (a *Attention) windowMasked(seq int64) bool {
-	return a.Causal && a.Window > 0 && a.Window <= seq && a.Impl == "sdpa"
-}
-
 // rotate applies the layer's rotary embedding to x (q or k).
 func (a *Attention) rotate(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
 	if !a.RopeComplex {

@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -20,6 +20,8 @@
 # config's use_cache (true by default) makes a DynamicCache whose
 # torch.cat copies k and v in every layer, the tensors the kernel then
 # reads (a fused qkv projection's v is no longer a view of its output).
+# With mask the forward gets an attention_mask of ones (no padding), as a
+# data collator passes it; without, none.
 import gc
 import json
 import sys
@@ -63,7 +65,8 @@ def pack(t):
 
 
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
-    out = model(input_ids=ids, labels=ids, use_cache=False if "nocache" in sys.argv[7:] else None)
+    mask = torch.ones_like(ids) if "mask" in sys.argv[7:] else None
+    out = model(input_ids=ids, labels=ids, attention_mask=mask, use_cache=False if "nocache" in sys.argv[7:] else None)
 gc.collect()
 live = {k for k in saved if any(r() is not None for r in alive[k])}
 out.loss.backward()
