@@ -226,7 +226,7 @@ func TestGemma4Refusals(t *testing.T) {
 		{"vision pooling 1", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"vision_config": map[string]any{"pooling_kernel_size": 1}}), hf.Options{},
 			`"vision_config.pooling_kernel_size" 1 is not modelled`, "pool 3 x 3"},
 		{"vision heads", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"vision_config": map[string]any{"num_attention_heads": 16}}), hf.Options{},
-			`the key/value heads (12) must divide the "vision_config.num_attention_heads" (16)`, ""},
+			`"vision_config.num_key_value_heads" (12) must divide "vision_config.num_attention_heads" (16)`, "repeats each key/value head"},
 		{"vision under flash", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"vision_config": map[string]any{}}), hf.Options{Attn: "flash"},
 			"flash-attn is not modelled for Gemma 4's vision tower", `attn="sdpa"`},
 		{"audio channels", gemma4Wrap(t, "gemma4-tiny.json", map[string]any{"audio_config": map[string]any{"subsampling_conv_channels": []any{128}}}), hf.Options{},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,28 +20,24 @@ import (
 // check: hf_config reads every size as a positive integer first ("must
 // be positive", its own words), so a Field only positivity checks name
 // (a model width, a state size, a conv kernel...) has no key in the maps.
-// builtins' TestFieldNames fails the same checks through the layer
-// builtins, which reach them all.
+// A size larger than a tower simulates is (boundRows). builtins'
+// TestFieldNames fails the same checks through the layer builtins, which
+// reach them all.
 func TestFieldKeysReached(t *testing.T) {
-	maps := map[string]map[nn.Field]string{} // copies: a row deletes the entries it reaches
-	for name, keys := range map[string]map[nn.Field]string{
+	maps := map[string]map[nn.Field]string{
 		"mlaKeys": mlaKeys, "gatedDeltaNetKeys": gatedDeltaNetKeys, "mamba2Keys": mamba2Keys, "nemotronMamba2Keys": nemotronMamba2Keys,
 		"mllamaVisionKeys": mllamaVisionKeys, "visionTowerKeys": visionTowerKeys, "qwen3VisionTowerKeys": qwen3VisionTowerKeys,
 		"moeKeys": moeKeys("num_experts", "num_experts_per_tok"), "hfKeywords": hfKeywords,
 		"gemma4VisionKeys": gemma4VisionKeys, "llama4VisionKeys": llama4VisionKeys, "kimiVisionKeys": kimiVisionKeys,
+		"gemma4SoftTokenKeys": gemma4SoftTokenKeys, "gemma4AudioKeys": gemma4AudioKeys, "textWidthKeys": textWidthKeys,
 		"gemma3VisionKeys": gemma3VisionKeys,
-	} {
-		maps[name] = withKey(keys, "", "")
-		delete(maps[name], "")
 	}
-	for _, tc := range []struct {
-		keys   string     // the map
-		fields []nn.Field // the entries the error names
-		file   string     // a config.json in sim/testdata/hf
-		edit   map[string]any
-		opts   Options
-		want   string
-	}{
+	unreached := map[string]map[nn.Field]string{} // copies: a row deletes the entries it reaches
+	for name, keys := range maps {
+		unreached[name] = withKey(keys, "", "")
+		delete(unreached[name], "")
+	}
+	for _, tc := range append([]keyRow{
 		{"mlaKeys", []nn.Field{nn.FieldQLora}, "deepseek-v3.2.json", map[string]any{"q_lora_rank": nil}, Options{},
 			`the sparse-attention indexer needs "q_lora_rank" (its wq_b reads the q latent)`},
 		{"mlaKeys", []nn.Field{nn.FieldIndexHeadDim, nn.FieldRopeDim}, "glm-5.json", map[string]any{"index_head_dim": 32}, Options{},
@@ -69,8 +66,12 @@ func TestFieldKeysReached(t *testing.T) {
 			`"vision_config.deepstack_visual_indexes" names block 1 twice`},
 		{"moeKeys", []nn.Field{nn.FieldTopK, nn.FieldExperts}, "qwen3-30b-a3b.json", map[string]any{"num_experts_per_tok": 129}, Options{},
 			`"num_experts_per_tok" (129) must be at most "num_experts" (128)`},
-		{"gemma4VisionKeys", []nn.Field{nn.FieldHeads}, "gemma4-vl-tiny.json", map[string]any{"vision_config.num_key_value_heads": 3}, Options{},
-			`the key/value heads (3) must divide the "vision_config.num_attention_heads" (2)`},
+		{"gemma4VisionKeys", []nn.Field{nn.FieldKVHeads, nn.FieldHeads}, "gemma4-vl-tiny.json", map[string]any{"vision_config.num_key_value_heads": 3}, Options{},
+			`"vision_config.num_key_value_heads" (3) must divide "vision_config.num_attention_heads" (2); hint: Gemma4VisionAttention repeats`},
+		{"gemma4VisionKeys", []nn.Field{nn.FieldHeads, nn.FieldHeadDim}, "gemma4-vl-tiny.json", map[string]any{"vision_config.head_dim": 1 << 20}, Options{},
+			`"vision_config.num_attention_heads" x "vision_config.head_dim" (2 x 1048576) is more than memsh simulates (at most 1048576); hint: memsh bounds`},
+		{"gemma4AudioKeys", []nn.Field{nn.FieldSubsampling}, "gemma4-av-tiny.json", map[string]any{"audio_config.subsampling_conv_channels": []any{2, 4}}, Options{},
+			`"audio_config.subsampling_conv_channels" (2, 4) must be at least 4 and positive; hint: input_proj_linear reads`},
 		{"gemma4VisionKeys", []nn.Field{nn.FieldHeadDim}, "gemma4-vl-tiny.json", map[string]any{"vision_config.head_dim": 18}, Options{},
 			`"vision_config.head_dim" (18) must be a multiple of 4`},
 		{"gemma4VisionKeys", []nn.Field{nn.FieldMerge}, "gemma4-vl-tiny.json", map[string]any{"vision_config.pooling_kernel_size": 1}, Options{},
@@ -97,7 +98,7 @@ func TestFieldKeysReached(t *testing.T) {
 			`"mm_tokens_per_image" (15) must be the square of a divisor of the 16 patches of an image's side`},
 		{"hfKeywords", []nn.Field{nn.FieldImpl}, "gemma4-tiny.json", map[string]any{"global_head_dim": 512}, Options{Attn: "flash"},
 			`flash-attn 2 has no kernel for head_dim 512 (at most 256); hint: Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`},
-	} {
+	}, boundRows()...) {
 		keys := maps[tc.keys]
 		t.Run(fmt.Sprint(tc.keys, tc.fields), func(t *testing.T) {
 			if tc.opts.Attn == "" {
@@ -119,18 +120,109 @@ func TestFieldKeysReached(t *testing.T) {
 				if !ok {
 					t.Fatalf("%s has no %q", tc.keys, f)
 				}
-				if !regexp.MustCompile(`(^|[ "(])(vision_config\.|text_config\.)?` + regexp.QuoteMeta(k) + `\b`).MatchString(tc.want) {
+				if !regexp.MustCompile(`(^|[ "(])(vision_config\.|text_config\.|audio_config\.)?` + regexp.QuoteMeta(k) + `\b`).MatchString(tc.want) {
 					t.Errorf("the row's error does not name %s[%q] = %s", tc.keys, f, k)
 				}
-				delete(keys, f) // reached
+				delete(unreached[tc.keys], f)
 			}
 		})
 	}
-	for name, keys := range maps {
+	for name, keys := range unreached {
 		for f, k := range keys {
 			t.Errorf("%s[%q] = %q: no row reaches it (a key only a positivity check names belongs in no map)", name, f, k)
 		}
 	}
+}
+
+// keyRow is one of TestFieldKeysReached's: a config.json edited so that
+// one check fails, and the keys its error names.
+type keyRow struct {
+	keys   string     // the map
+	fields []nn.Field // the entries the error names
+	file   string     // a config.json in sim/testdata/hf
+	edit   map[string]any
+	opts   Options
+	want   string
+}
+
+// boundRows fail the towers' bounds (nn's checkBounds): each row sets a
+// key's size past the most memsh simulates (edit, where the value is no
+// plain size: a list, or two keys that must agree), and the error names
+// the key with the size and the bound. A bound of 2^24 or more hf_config's
+// reads reach first ("memsh takes sizes up to 16777216"): such a size
+// has no row, nor a key for it alone.
+func boundRows() []keyRow {
+	var rows []keyRow
+	for _, b := range []struct {
+		keys    string
+		field   nn.Field
+		file    string
+		key     string // its path in the file
+		n, most int64
+		edit    map[string]any
+	}{
+		{"visionTowerKeys", nn.FieldDim, "qwen2.5-vl-tiny.json", "vision_config.hidden_size", 1 << 21, 1 << 20, nil},
+		{"visionTowerKeys", nn.FieldHidden, "qwen2.5-vl-tiny.json", "vision_config.intermediate_size", 1<<20 + 1, 1 << 20, nil},
+		{"visionTowerKeys", nn.FieldPatch, "qwen2.5-vl-tiny.json", "vision_config.patch_size", 1<<10 + 1, 1 << 10, map[string]any{"vision_config.patch_size": 1<<10 + 1, "vision_config.window_size": 1 << 12}},
+		{"visionTowerKeys", nn.FieldMerge, "qwen2.5-vl-tiny.json", "vision_config.spatial_merge_size", 65, 64, map[string]any{"vision_config.spatial_merge_size": 65, "vision_config.window_size": 1 << 12}},
+		{"visionTowerKeys", nn.FieldTemporal, "qwen2.5-vl-tiny.json", "vision_config.temporal_patch_size", 65, 64, nil},
+		{"visionTowerKeys", nn.FieldInChans, "qwen2.5-vl-tiny.json", "vision_config.in_chans", 65, 64, nil},
+		{"qwen3VisionTowerKeys", nn.FieldDim, "qwen3-vl-tiny.json", "vision_config.hidden_size", 1 << 21, 1 << 20, nil},
+		{"qwen3VisionTowerKeys", nn.FieldHidden, "qwen3-vl-tiny.json", "vision_config.intermediate_size", 1<<20 + 1, 1 << 20, nil},
+		{"qwen3VisionTowerKeys", nn.FieldPatch, "qwen3-vl-tiny.json", "vision_config.patch_size", 1<<10 + 1, 1 << 10, nil},
+		{"qwen3VisionTowerKeys", nn.FieldMerge, "qwen3-vl-tiny.json", "vision_config.spatial_merge_size", 65, 64, nil},
+		{"qwen3VisionTowerKeys", nn.FieldTemporal, "qwen3-vl-tiny.json", "vision_config.temporal_patch_size", 65, 64, nil},
+		{"qwen3VisionTowerKeys", nn.FieldInChans, "qwen3-vl-tiny.json", "vision_config.in_channels", 65, 64, nil},
+		{"mllamaVisionKeys", nn.FieldDim, "mllama-tiny.json", "vision_config.hidden_size", 1 << 21, 1 << 20, nil},
+		{"mllamaVisionKeys", nn.FieldHidden, "mllama-tiny.json", "vision_config.intermediate_size", 1<<20 + 1, 1 << 20, nil},
+		{"mllamaVisionKeys", nn.FieldDepth, "mllama-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"mllamaVisionKeys", nn.FieldGlobalLayers, "mllama-tiny.json", "vision_config.num_global_layers", 1<<12 + 1, 1 << 12, nil},
+		{"mllamaVisionKeys", nn.FieldTiles, "mllama-tiny.json", "vision_config.max_num_tiles", 1<<8 + 1, 1 << 8, nil},
+		{"mllamaVisionKeys", nn.FieldInChans, "mllama-tiny.json", "vision_config.num_channels", 65, 64, nil},
+		{"mllamaVisionKeys", nn.FieldImage, "mllama-tiny.json", "vision_config.image_size", 1<<14 + 1, 1 << 14, nil},
+		{"mllamaVisionKeys", nn.FieldAspects, "mllama-tiny.json", "vision_config.supported_aspect_ratios", 1<<12 + 1, 1 << 12,
+			map[string]any{"vision_config.supported_aspect_ratios": slices.Repeat([]any{[]any{1, 1}}, 1<<12+1)}},
+		{"llama4VisionKeys", nn.FieldDim, "llama4-vision-tiny.json", "vision_config.hidden_size", 1<<20 + 1, 1 << 20, nil},
+		{"llama4VisionKeys", nn.FieldHidden, "llama4-vision-tiny.json", "vision_config.intermediate_size", 1<<22 + 1, 1 << 22, nil},
+		{"llama4VisionKeys", nn.FieldDepth, "llama4-vision-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"llama4VisionKeys", nn.FieldInChans, "llama4-vision-tiny.json", "vision_config.num_channels", 65, 64, nil},
+		{"llama4VisionKeys", nn.FieldImage, "llama4-vision-tiny.json", "vision_config.image_size", 1<<14 + 1, 1 << 14, nil},
+		{"llama4VisionKeys", nn.FieldProjIn, "llama4-vision-tiny.json", "vision_config.projector_input_dim", 1<<20 + 1, 1 << 20, nil},
+		{"llama4VisionKeys", nn.FieldProjOut, "llama4-vision-tiny.json", "vision_config.projector_output_dim", 1<<20 + 1, 1 << 20, nil},
+		{"llama4VisionKeys", nn.FieldOutputDim, "llama4-vision-tiny.json", "vision_config.vision_output_dim", 1<<20 + 1, 1 << 20, nil},
+		{"textWidthKeys", nn.FieldTextDim, "llama4-vision-tiny.json", "text_config.hidden_size", 1<<20 + 64, 1 << 20, nil},
+		{"gemma4VisionKeys", nn.FieldDim, "gemma4-vl-tiny.json", "vision_config.hidden_size", 1<<20 + 1, 1 << 20, nil},
+		{"gemma4VisionKeys", nn.FieldDepth, "gemma4-vl-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"gemma4VisionKeys", nn.FieldHidden, "gemma4-vl-tiny.json", "vision_config.intermediate_size", 1<<20 + 1, 1 << 20, nil},
+		{"gemma4VisionKeys", nn.FieldPatch, "gemma4-vl-tiny.json", "vision_config.patch_size", 1<<10 + 1, 1 << 10, nil},
+		{"gemma4VisionKeys", nn.FieldMerge, "gemma4-vl-tiny.json", "vision_config.pooling_kernel_size", 65, 64, nil},
+		{"gemma4SoftTokenKeys", nn.FieldSoftTokens, "gemma4-vl-tiny.json", "vision_soft_tokens_per_image", 1<<20 + 1, 1 << 20, nil},
+		{"gemma4AudioKeys", nn.FieldDim, "gemma4-av-tiny.json", "audio_config.hidden_size", 1<<20 + 8, 1 << 20, nil},
+		{"gemma4AudioKeys", nn.FieldDepth, "gemma4-av-tiny.json", "audio_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"gemma4AudioKeys", nn.FieldOutputDim, "gemma4-av-tiny.json", "audio_config.output_proj_dims", 1<<20 + 1, 1 << 20, nil},
+		{"gemma4AudioKeys", nn.FieldConvKernel, "gemma4-av-tiny.json", "audio_config.conv_kernel_size", 1<<10 + 1, 1 << 10, nil},
+		{"gemma4AudioKeys", nn.FieldSubsampling, "gemma4-av-tiny.json", "audio_config.subsampling_conv_channels", 1<<16 + 4, 1 << 16,
+			map[string]any{"audio_config.subsampling_conv_channels": []any{1<<16 + 4, 4}}},
+		{"kimiVisionKeys", nn.FieldDim, "kimi-k2.5-tiny.json", "vision_config.hidden_size", 1 << 21, 1 << 20,
+			map[string]any{"vision_config.hidden_size": 1 << 21, "projection_hidden_size": 1 << 21}},
+		{"kimiVisionKeys", nn.FieldHidden, "kimi-k2.5-tiny.json", "vision_config.intermediate_size", 1<<22 + 1, 1 << 22, nil},
+		{"kimiVisionKeys", nn.FieldDepth, "kimi-k2.5-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"kimiVisionKeys", nn.FieldPatch, "kimi-k2.5-tiny.json", "vision_config.patch_size", 1<<10 + 1, 1 << 10, nil},
+		{"kimiVisionKeys", nn.FieldMerge, "kimi-k2.5-tiny.json", "vision_config.merge_kernel_size", 65, 64,
+			map[string]any{"vision_config.merge_kernel_size": []any{65, 65}}},
+		{"kimiVisionKeys", nn.FieldPosHeight, "kimi-k2.5-tiny.json", "vision_config.pos_emb_height", 1<<12 + 1, 1 << 12,
+			map[string]any{"vision_config.pos_emb_height": 1<<12 + 1, "vision_config.pos_emb_width": 1<<12 + 1}},
+		{"kimiVisionKeys", nn.FieldPosTime, "kimi-k2.5-tiny.json", "vision_config.pos_emb_time", 1<<12 + 1, 1 << 12, nil},
+		{"textWidthKeys", nn.FieldTextDim, "kimi-k2.5-tiny.json", "text_config.hidden_size", 1<<20 + 64, 1 << 20, nil},
+	} {
+		edit := b.edit
+		if edit == nil {
+			edit = map[string]any{b.key: b.n}
+		}
+		rows = append(rows, keyRow{b.keys, []nn.Field{b.field}, b.file, edit, Options{},
+			fmt.Sprintf("%q (%d) is more than memsh simulates (at most %d); hint: memsh bounds each size", b.key, b.n, b.most)})
+	}
+	return rows
 }
 
 // Mamba-1's inner size is int(expand * hidden_size) when the file has no

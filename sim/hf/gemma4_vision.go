@@ -5,13 +5,22 @@ import (
 	"github.com/memsh/memsh/sim/nn"
 )
 
-// gemma4VisionKeys name the vision tower's checked inputs as
-// vision_config does (pooling_kernel_size plays the Qwen towers' merge);
-// the sizes only a positivity check names have no entry (hf_config reads
-// them as positive integers itself).
-var gemma4VisionKeys = map[nn.Field]string{
-	nn.FieldHeads: "num_attention_heads", nn.FieldHeadDim: "head_dim", nn.FieldMerge: "pooling_kernel_size",
-}
+// The keys that name the Gemma 4 towers' checked inputs (field_names.go):
+// the vision tower's as vision_config has them (pooling_kernel_size plays
+// the Qwen towers' merge) and the top-level
+// vision_soft_tokens_per_image; the audio tower's as audio_config has
+// them.
+var (
+	gemma4VisionKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldHeads: "num_attention_heads", nn.FieldKVHeads: "num_key_value_heads",
+		nn.FieldHeadDim: "head_dim", nn.FieldHidden: "intermediate_size", nn.FieldPatch: "patch_size", nn.FieldMerge: "pooling_kernel_size",
+	}
+	gemma4SoftTokenKeys = map[nn.Field]string{nn.FieldSoftTokens: "vision_soft_tokens_per_image"}
+	gemma4AudioKeys     = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldDepth: "num_hidden_layers", nn.FieldOutputDim: "output_proj_dims",
+		nn.FieldConvKernel: "conv_kernel_size", nn.FieldSubsampling: "subsampling_conv_channels",
+	}
+)
 
 // gemma4VisionTower reads vision_config (Gemma4VisionConfig's defaults:
 // 768 wide, 16 layers of 12 heads of 64, intermediate 3072, patches of 16,
@@ -38,13 +47,11 @@ func gemma4VisionTower(c *hfConfig, attn string) *nn.Gemma4VisionTower {
 	if p := vc.prob("attention_dropout", 0); p > 0 && vc.err == nil {
 		vc.fail("attention_dropout", "is not modelled for Gemma 4's vision tower (got %g; the released models have none)", p)
 	}
-	if text.err != nil {
-		c.err = text.err
+	if c.err = firstErr(c, text, vc); c.err != nil {
 		return nil
 	}
-	vc.checkLayer(t, gemma4VisionKeys)
-	if vc.err != nil {
-		c.err = vc.err
+	c.checkLayer(t, pathKeys(objectKeys{vc, gemma4VisionKeys}, objectKeys{c, gemma4SoftTokenKeys}))
+	if c.err != nil {
 		return nil
 	}
 	return t
@@ -68,11 +75,10 @@ func gemma4AudioTower(c *hfConfig) *nn.Gemma4AudioTower {
 	if len(ch) == 2 {
 		t.Channels = [2]int64{ch[0], ch[1]}
 	}
-	if text.err != nil {
-		c.err = text.err
+	if c.err = firstErr(c, text, ac); c.err != nil {
 		return nil
 	}
-	ac.checkLayer(t, nil) // every check that names a Field is a positivity check, which hf_config's reads pass first
+	ac.checkLayer(t, gemma4AudioKeys)
 	if ac.err != nil {
 		c.err = ac.err
 		return nil

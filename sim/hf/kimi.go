@@ -50,9 +50,14 @@ func buildKimiK25(c *hfConfig, attn string, head hfHead) *core.Model {
 }
 
 // kimiVisionKeys name KimiVision's checked inputs by vision_config's
-// keys; the sizes only a positivity check names have no entry (hf_config
-// reads them as positive integers, and merge_kernel_size, itself).
-var kimiVisionKeys = map[nn.Field]string{nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads"}
+// keys (the projection's width is text_config's hidden_size:
+// textWidthKeys); pos_emb_width, which hf_config requires to be
+// pos_emb_height, and projection_hidden_size, to be hidden_size, have
+// none: hf_config says so itself.
+var kimiVisionKeys = map[nn.Field]string{
+	nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size", nn.FieldDepth: "num_hidden_layers",
+	nn.FieldPatch: "patch_size", nn.FieldMerge: "merge_kernel_size", nn.FieldPosHeight: "pos_emb_height", nn.FieldPosTime: "pos_emb_time",
+}
 
 // Kimi_K25ImageProcessor's defaults (image_processing_kimi_k25.py,
 // 5.17.0): at most 16,384 patches an image and 512 patches a side
@@ -92,15 +97,11 @@ func kimiVision(c, tc *hfConfig, attn string) *nn.KimiVision {
 	if c.err == nil && vc.err == nil && v.ProjDim != v.Dim {
 		c.fail("projection_hidden_size", "(%d) must be %q (%d): mm_projector.pre_norm normalises the tower's patches", v.ProjDim, vc.at("hidden_size"), v.Dim)
 	}
-	if c.err != nil {
+	if c.err = firstErr(c, vc, tc); c.err != nil {
 		return nil
 	}
-	vc.checkLayer(v, kimiVisionKeys)
-	if vc.err == nil {
-		vc.err = tc.err
-	}
-	if vc.err != nil {
-		c.err = vc.err
+	c.checkLayer(v, pathKeys(objectKeys{vc, kimiVisionKeys}, objectKeys{tc, textWidthKeys}))
+	if c.err != nil {
 		return nil
 	}
 	return v

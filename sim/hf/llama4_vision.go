@@ -9,12 +9,13 @@ import (
 )
 
 // llama4VisionKeys name Llama4Vision's checked inputs by vision_config's
-// keys (num_hidden_layers and num_channels only a positivity check names:
-// hf_config reads them as positive integers itself).
+// keys (the projection's width is text_config's hidden_size:
+// textWidthKeys).
 var llama4VisionKeys = map[nn.Field]string{
 	nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size",
 	nn.FieldImage: "image_size", nn.FieldPatch: "patch_size", nn.FieldShuffle: "pixel_shuffle_ratio",
 	nn.FieldProjIn: "projector_input_dim", nn.FieldProjOut: "projector_output_dim", nn.FieldOutputDim: "vision_output_dim",
+	nn.FieldDepth: "num_hidden_layers", nn.FieldInChans: "num_channels",
 }
 
 // llama4MaxTiles is Llama4ImageProcessor's max_patches default, the
@@ -58,9 +59,11 @@ func buildLlama4Vision(c, tc *hfConfig, text *core.Model, attn string) *core.Mod
 	if p := vc.prob("attention_dropout", 0); p > 0 {
 		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (Scout and Maverick use 0.0)", p)
 	}
-	vc.checkLayer(v, llama4VisionKeys)
-	if vc.err != nil {
-		c.err = vc.err
+	if c.err = firstErr(c, vc); c.err != nil {
+		return nil
+	}
+	c.checkLayer(v, pathKeys(objectKeys{vc, llama4VisionKeys}, objectKeys{tc, textWidthKeys}))
+	if c.err != nil {
 		return nil
 	}
 	text.Layers = []core.Layer{

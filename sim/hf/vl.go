@@ -25,7 +25,11 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 			tower.FullBlocks = append(tower.FullBlocks, i)
 		}
 	}
-	vc.checkLayer(tower, visionTowerKeys)
+	keys := visionTowerKeys
+	if !vc.has("in_chans") {
+		keys = withKey(keys, nn.FieldInChans, "in_channels")
+	}
+	vc.checkLayer(tower, keys)
 	if vc.err != nil {
 		c.err = vc.err
 		return nil

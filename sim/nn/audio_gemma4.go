@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // Gemma4AudioTower is the weights of Gemma 4's audio tower (E2B, E4B) and
@@ -101,10 +100,12 @@ func (a *Gemma4AudioTower) Validate(path string) error {
 		return err
 	}
 	if a.Channels[0] < 4 || a.Channels[1] <= 0 {
-		return units.Errorf(path, "the subsampling convolutions' channels must be at least 4 and positive (got %d, %d)", a.Channels[0], a.Channels[1])
+		return fieldErr(path, FieldSubsampling, fmt.Sprintf(" (%d, %d) must be at least 4 and positive", a.Channels[0], a.Channels[1])).
+			withHint("input_proj_linear reads the first convolution's channels / 4 x the second's features (Gemma 4's 128 and 32)")
 	}
-	if a.Dim > 1<<20 || a.Depth > 1<<12 || a.ProjDim > 1<<20 || a.ConvKernel > 1<<10 || a.Channels[0] > 1<<16 || a.Channels[1] > 1<<16 {
-		return units.Errorf(path, "the audio tower's sizes are more than memsh simulates")
+	if err := checkBounds(path, bounded{FieldDim, a.Dim, 1 << 20}, bounded{FieldDepth, a.Depth, 1 << 12}, bounded{FieldOutputDim, a.ProjDim, 1 << 20},
+		bounded{FieldConvKernel, a.ConvKernel, 1 << 10}, bounded{FieldSubsampling, max(a.Channels[0], a.Channels[1]), 1 << 16}); err != nil {
+		return err
 	}
 	return nil
 }

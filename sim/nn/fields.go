@@ -18,7 +18,8 @@ import (
 type Field string
 
 // The Fields the checks of MLA (and its DSAIndexer), GatedDeltaNet,
-// Mamba, Mamba2, VisionTower, MllamaVision and MoE (with Gemma4MoE) name.
+// Mamba, Mamba2, the vision and audio towers and MoE (with Gemma4MoE)
+// name.
 const (
 	FieldDim          Field = "model width"
 	FieldHeads        Field = "attention heads"
@@ -63,6 +64,9 @@ const (
 	FieldIntermediate Field = "intermediate layers"
 	FieldExperts      Field = "routed experts"
 	FieldTopK         Field = "experts per token"
+	FieldKVHeads      Field = "key/value heads"
+	FieldSoftTokens   Field = "soft tokens an image"
+	FieldSubsampling  Field = "subsampling channels"
 )
 
 // FieldError is a check's failure over named inputs: Msg and Hint are
@@ -127,6 +131,26 @@ func checkPositive(path string, sizes ...sized) error {
 	for _, s := range sizes {
 		if s.n <= 0 {
 			return fieldErr(path, s.f, fmt.Sprintf(" must be positive (got %d)", s.n))
+		}
+	}
+	return nil
+}
+
+// bounded is one size and the most of it memsh simulates.
+type bounded struct {
+	f       Field
+	n, most int64
+}
+
+// hintBounds says why a size has a bound: the towers multiply their sizes
+// into tensor shapes and bytes, which must stay far below int64's range.
+const hintBounds = "memsh bounds each size so that the shapes and bytes made of them stay countable; released models are far below it: check the value"
+
+// checkBounds is the first size larger than memsh simulates.
+func checkBounds(path string, sizes ...bounded) error {
+	for _, s := range sizes {
+		if s.n > s.most {
+			return fieldErr(path, s.f, fmt.Sprintf(" (%d) is more than memsh simulates (at most %d)", s.n, s.most)).withHint(hintBounds)
 		}
 	}
 	return nil

@@ -138,9 +138,10 @@ func (v *MllamaVision) Validate(path string) error {
 	if v.GlobalLayers < 0 {
 		return fieldErr(path, FieldGlobalLayers, fmt.Sprintf(" must not be negative (got %d)", v.GlobalLayers))
 	}
-	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Layers > 1<<12 || v.GlobalLayers > 1<<12 || v.Tiles > 1<<8 || v.Channels > 1<<6 ||
-		v.Image > 1<<14 || v.AspectRatios > 1<<12 || v.OutputDim > 1<<24 {
-		return units.Errorf(path, "the vision model's sizes are more than memsh simulates")
+	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 20}, bounded{FieldDepth, v.Layers, 1 << 12},
+		bounded{FieldGlobalLayers, v.GlobalLayers, 1 << 12}, bounded{FieldTiles, v.Tiles, 1 << 8}, bounded{FieldInChans, v.Channels, 1 << 6},
+		bounded{FieldImage, v.Image, 1 << 14}, bounded{FieldAspects, v.AspectRatios, 1 << 12}, bounded{FieldOutputDim, v.OutputDim, 1 << 24}); err != nil {
+		return err
 	}
 	if v.Patch > v.Image {
 		return fieldErr(path, FieldPatch, fmt.Sprintf(" (%d) is larger than ", v.Patch), FieldImage, fmt.Sprintf(" (%d)", v.Image))

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // VisionTower is a ViT image encoder whose image tokens join the text
@@ -97,8 +96,9 @@ func (v *VisionTower) Validate(path string) error {
 	if v.Dim%v.Heads != 0 {
 		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d)", v.Dim))
 	}
-	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Patch > 1<<10 || v.Merge > 1<<6 || v.Temporal > 1<<6 || v.InChans > 1<<6 {
-		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
+	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 20}, bounded{FieldPatch, v.Patch, 1 << 10},
+		bounded{FieldMerge, v.Merge, 1 << 6}, bounded{FieldTemporal, v.Temporal, 1 << 6}, bounded{FieldInChans, v.InChans, 1 << 6}); err != nil {
+		return err
 	}
 	for _, i := range v.FullBlocks {
 		if i < 0 || i >= v.Depth {

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // Gemma4VisionTower is Gemma 4's vision tower and its multimodal embedder
@@ -99,16 +98,23 @@ func (v *Gemma4VisionTower) Summary() string {
 }
 
 func (v *Gemma4VisionTower) Validate(path string) error {
-	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Depth}, sized{FieldHeads, v.Heads}, sized{FieldHeadDim, v.HeadDim},
-		sized{FieldHidden, v.Inter}, sized{FieldPatch, v.Patch}, sized{FieldMerge, v.Pool}, sized{FieldPositions, v.Positions},
-		sized{FieldTextDim, v.TextDim}); err != nil {
+	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Depth}, sized{FieldHeads, v.Heads}, sized{FieldKVHeads, v.KVHeads},
+		sized{FieldHeadDim, v.HeadDim}, sized{FieldHidden, v.Inter}, sized{FieldPatch, v.Patch}, sized{FieldMerge, v.Pool},
+		sized{FieldPositions, v.Positions}, sized{FieldSoftTokens, v.MaxSoftTokens}, sized{FieldTextDim, v.TextDim}); err != nil {
 		return err
 	}
-	if v.KVHeads <= 0 || v.Heads%v.KVHeads != 0 {
-		return fieldErr(path, fmt.Sprintf("the key/value heads (%d) must divide the ", v.KVHeads), FieldHeads, fmt.Sprintf(" (%d)", v.Heads))
+	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldDepth, v.Depth, 1 << 12}, bounded{FieldHidden, v.Inter, 1 << 20},
+		bounded{FieldPatch, v.Patch, 1 << 10}, bounded{FieldMerge, v.Pool, 1 << 6}, bounded{FieldPositions, v.Positions, 1 << 24},
+		bounded{FieldSoftTokens, v.MaxSoftTokens, 1 << 20}); err != nil {
+		return err
 	}
-	if v.MaxSoftTokens <= 0 {
-		return units.Errorf(path, "the soft tokens an image becomes must be positive (got %d)", v.MaxSoftTokens)
+	if v.Heads > 1<<20 || v.HeadDim > 1<<20 || v.Heads*v.HeadDim > 1<<20 {
+		return fieldErr(path, FieldHeads, " x ", FieldHeadDim, fmt.Sprintf(" (%d x %d) is more than memsh simulates (at most %d)", v.Heads, v.HeadDim, 1<<20)).
+			withHint(hintBounds)
+	}
+	if v.Heads%v.KVHeads != 0 {
+		return fieldErr(path, FieldKVHeads, fmt.Sprintf(" (%d) must divide ", v.KVHeads), FieldHeads, fmt.Sprintf(" (%d)", v.Heads)).
+			withHint("Gemma4VisionAttention repeats each key/value head for a group of query heads")
 	}
 	if v.HeadDim%4 != 0 {
 		return fieldErr(path, FieldHeadDim, fmt.Sprintf(" (%d) must be a multiple of 4: the 2-D rotary embedding rotates an x half and a y half", v.HeadDim))
@@ -116,10 +122,6 @@ func (v *Gemma4VisionTower) Validate(path string) error {
 	if v.Pool < 2 {
 		return fieldErr(path, FieldMerge, fmt.Sprintf(" %d is not modelled", v.Pool)).
 			withHint("Gemma4VisionPooler averages pooling_kernel_size² patches a soft token; the released models pool 3 x 3")
-	}
-	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Patch > 1<<10 || v.Pool > 1<<6 || v.Positions > 1<<24 || v.MaxSoftTokens > 1<<20 ||
-		v.Heads*v.HeadDim > 1<<20 || v.Depth > 1<<12 {
-		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
 	}
 	switch v.Impl {
 	case "sdpa", "eager":

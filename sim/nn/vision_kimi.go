@@ -65,10 +65,12 @@ type KimiVision struct {
 
 // The Fields KimiVision's checks name beside the shared ones.
 const (
-	FieldPosGrid    Field = "position grid side"
+	FieldPosHeight  Field = "position grid height"
+	FieldPosWidth   Field = "position grid width"
 	FieldPosTime    Field = "position frames"
 	FieldProjDim    Field = "projector norm width"
 	FieldMaxPatches Field = "patches an image"
+	FieldMaxSide    Field = "patches an image's side"
 )
 
 // kimiTaps is the bicubic kernel's taps a patch (4 x 4).
@@ -146,14 +148,16 @@ func (v *KimiVision) Summary() string {
 
 func (v *KimiVision) Validate(path string) error {
 	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Layers}, sized{FieldHeads, v.Heads}, sized{FieldHidden, v.Inter},
-		sized{FieldPatch, v.Patch}, sized{FieldPosGrid, v.PosH}, sized{FieldPosGrid, v.PosW}, sized{FieldPosTime, v.PosTime},
+		sized{FieldPatch, v.Patch}, sized{FieldPosHeight, v.PosH}, sized{FieldPosWidth, v.PosW}, sized{FieldPosTime, v.PosTime},
 		sized{FieldMerge, v.Merge}, sized{FieldProjDim, v.ProjDim}, sized{FieldTextDim, v.TextDim},
-		sized{FieldMaxPatches, v.MaxPatches}, sized{FieldMaxPatches, v.MaxSide}); err != nil {
+		sized{FieldMaxPatches, v.MaxPatches}, sized{FieldMaxSide, v.MaxSide}); err != nil {
 		return err
 	}
-	if v.Dim > 1<<20 || v.Inter > 1<<22 || v.Layers > 1<<12 || v.Patch > 1<<10 || v.Merge > 1<<6 || v.PosH > 1<<12 || v.PosW > 1<<12 ||
-		v.PosTime > 1<<12 || v.TextDim > 1<<20 || v.MaxPatches > 1<<24 || v.MaxSide > 1<<16 {
-		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
+	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 22}, bounded{FieldDepth, v.Layers, 1 << 12},
+		bounded{FieldPatch, v.Patch, 1 << 10}, bounded{FieldMerge, v.Merge, 1 << 6}, bounded{FieldPosHeight, v.PosH, 1 << 12},
+		bounded{FieldPosWidth, v.PosW, 1 << 12}, bounded{FieldPosTime, v.PosTime, 1 << 12}, bounded{FieldTextDim, v.TextDim, 1 << 20},
+		bounded{FieldMaxPatches, v.MaxPatches, 1 << 24}, bounded{FieldMaxSide, v.MaxSide, 1 << 16}); err != nil {
+		return err
 	}
 	if v.Dim%v.Heads != 0 || v.headDim()%4 != 0 {
 		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d) into heads of a multiple of 4", v.Dim)).

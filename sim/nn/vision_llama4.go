@@ -135,9 +135,13 @@ func (v *Llama4Vision) Validate(path string) error {
 		sized{FieldMaxTiles, v.MaxTiles}); err != nil {
 		return err
 	}
-	if v.Dim > 1<<20 || v.Inter > 1<<22 || v.Layers > 1<<12 || v.Channels > 1<<6 || v.Image > 1<<14 || v.Shuffle > 1<<6 ||
-		v.ProjIn > 1<<20 || v.ProjOut > 1<<20 || v.OutputDim > 1<<20 || v.TextDim > 1<<20 || v.MaxTiles > 1<<8 {
-		return units.Errorf(path, "the vision model's sizes are more than memsh simulates")
+	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 22}, bounded{FieldDepth, v.Layers, 1 << 12},
+		bounded{FieldInChans, v.Channels, 1 << 6}, bounded{FieldImage, v.Image, 1 << 14}, bounded{FieldProjIn, v.ProjIn, 1 << 20}, bounded{FieldProjOut, v.ProjOut, 1 << 20}, bounded{FieldOutputDim, v.OutputDim, 1 << 20},
+		bounded{FieldTextDim, v.TextDim, 1 << 20}, bounded{FieldMaxTiles, v.MaxTiles, 1 << 8}); err != nil {
+		return err
+	}
+	if v.Shuffle > 1<<6 {
+		return fieldErr(path, FieldShuffle, fmt.Sprintf(" (1/%d) is finer than memsh simulates (1/64 at most)", v.Shuffle)).withHint(hintBounds)
 	}
 	if v.Dim%v.Heads != 0 || v.headDim()%4 != 0 {
 		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d) into heads of a multiple of 4", v.Dim)).

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/memsh/memsh/sim/core"
-	"github.com/memsh/memsh/sim/units"
 )
 
 // Qwen3VisionTower is the vision tower of Qwen3-VL and Qwen3.5, as
@@ -106,8 +105,10 @@ func (v *Qwen3VisionTower) Validate(path string) error {
 	if v.Dim%v.Heads != 0 {
 		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d)", v.Dim))
 	}
-	if v.Dim > 1<<20 || v.Inter > 1<<20 || v.Patch > 1<<10 || v.Merge > 1<<6 || v.Temporal > 1<<6 || v.InChans > 1<<6 || v.Positions > 1<<24 {
-		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
+	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 20}, bounded{FieldPatch, v.Patch, 1 << 10},
+		bounded{FieldMerge, v.Merge, 1 << 6}, bounded{FieldTemporal, v.Temporal, 1 << 6}, bounded{FieldInChans, v.InChans, 1 << 6},
+		bounded{FieldPositions, v.Positions, 1 << 24}); err != nil {
+		return err
 	}
 	if s := int64(math.Sqrt(float64(v.Positions))); s*s != v.Positions {
 		return fieldErr(path, FieldPositions, fmt.Sprintf(" (%d) is not a square", v.Positions)).
