@@ -130,6 +130,39 @@ func TestGemma3VisionSavesAsTransformers(t *testing.T) {
 	}
 }
 
+// The classes a gemma3 config.json builds: Gemma3Model holds the tower
+// too (4,300,079,472 parameters for the 4B: the head is tied), and
+// Gemma3ForCausalLM is the text model alone, named model.layers..., as
+// Gemma3ForCausalLM.from_pretrained builds it from the checkpoint's
+// text_config (3,880,263,168; transformers 5.25.0 on the meta device).
+func TestGemma3Classes(t *testing.T) {
+	for arch, want := range map[string]int64{"Gemma3ForConditionalGeneration": 4_300_079_472, "Gemma3Model": 4_300_079_472, "Gemma3ForCausalLM": 3_880_263_168} {
+		m, err := hf.FromConfigArch(readHF(t, "gemma-3-4b-it.json"), "sdpa", arch)
+		if err != nil {
+			t.Fatalf("%s: %v", arch, err)
+		}
+		if got := m.Params(); got != want {
+			t.Errorf("%s: %d parameters, transformers %d", arch, got, want)
+		}
+		tower := false
+		for _, l := range m.Layers {
+			core.Walk(l, "", func(_ string, x core.Layer) { _, ok := x.(*nn.Gemma3Vision); tower = tower || ok })
+		}
+		if tower != (arch != "Gemma3ForCausalLM") {
+			t.Errorf("%s: vision tower %v", arch, tower)
+		}
+		prog, err := tinyPlan(t, m).LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"Gemma3ForConditionalGeneration": "model.language_model.embed_tokens.weight",
+			"Gemma3Model": "language_model.embed_tokens.weight", "Gemma3ForCausalLM": "model.embed_tokens.weight"}[arch]
+		if got := prog.Params[0].Name; got != want {
+			t.Errorf("%s: the first parameter is %s, transformers' %s", arch, got, want)
+		}
+	}
+}
+
 // Gemma 3 inputs memsh refuses, each naming what to change: SigLIP's
 // pooling head (vision_use_head, SiglipVisionConfig's default true), the
 // flash-attention kernel transformers' Gemma3Model refuses, tensor

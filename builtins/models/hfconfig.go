@@ -49,7 +49,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"transformers 4.50) builds Gemma3ForConditionalGeneration: its SigLIP vision tower and projector (model.vision_tower, " +
 			"model.multi_modal_projector) after the text embedding, reading train(images=) (every image is resized to image_size pixels, " +
 			"mm_tokens_per_image soft tokens whatever its size), then Gemma 3's text model, whose attention gets the images' mask in every " +
-			"layer under \"sdpa\" (each image's tokens see one another); its attention is \"sdpa\" or \"eager\". olmo2 (OLMo 2, " +
+			"layer under \"sdpa\" (each image's tokens see one another); its attention is \"sdpa\" or \"eager\"; arch=\"Gemma3ForCausalLM\" " +
+			"builds the text model alone. olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +

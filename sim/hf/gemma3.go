@@ -41,8 +41,13 @@ var gemma3TextDefaults = map[string]json.Number{
 // ImageMask). SiglipVisionConfig's defaults where vision_config leaves a
 // key out; vision_use_head (its default true) must be false, as in every
 // Gemma 3 checkpoint: the attention-pooling head is not modelled.
+// arch="Gemma3Model" is the same without the head; arch="Gemma3ForCausalLM"
+// builds the text model alone, as Gemma3ForCausalLM.from_pretrained does
+// on a gemma3 checkpoint (PreTrainedConfig.from_pretrained reads the
+// sub-dict of its model_type, text_config: 3,880,263,168 parameters for
+// the 4B, transformers 5.25.0 on the meta device).
 func buildGemma3(c *hfConfig, attn string, head hfHead) *core.Model {
-	vision := c.arch == "" || strings.HasSuffix(c.arch, condGenSuffix)
+	vision := !strings.HasSuffix(c.arch, "ForCausalLM") // Gemma3Model holds the tower too
 	tc := c.sub("text_config")
 	if c.err != nil {
 		return nil
@@ -75,8 +80,7 @@ func buildGemma3(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	if !vision {
-		m.Layers = []core.Layer{&core.Sequential{Name: "language_model", Layers: m.Layers}}
-		return m
+		return m // Gemma3ForCausalLM: the text model alone, named as it names it (model.layers...)
 	}
 	v := gemma3Vision(c, tc, attn)
 	if c.err != nil {
