@@ -45,7 +45,7 @@ func (a *Gemma4AudioTower) OutDim() int64          { return a.TextDim }
 func (a *Gemma4AudioTower) headDim() int64 { return a.Dim / a.Heads }
 
 // weights is every parameter: its name under model, shape and role.
-func (a *Gemma4AudioTower) weights(each func(name string, shape []int64, role core.Role)) {
+func (a *Gemma4AudioTower) weights(each tensorFn) {
 	d, c0, c1 := a.Dim, a.Channels[0], a.Channels[1]
 	inner := a.Heads * a.headDim()
 	each("audio_tower.subsample_conv_projection.layer0.conv.weight", []int64{c0, 1, 3, 3}, core.RoleLinear)
@@ -84,11 +84,7 @@ func (a *Gemma4AudioTower) weights(each func(name string, shape []int64, role co
 // TowerParams is model.audio_tower alone.
 func (a *Gemma4AudioTower) TowerParams() int64 { return a.Params() - a.ProjDim*a.TextDim }
 
-func (a *Gemma4AudioTower) Params() int64 {
-	var n int64
-	a.weights(func(_ string, shape []int64, _ core.Role) { n += core.Numel(shape) })
-	return n
-}
+func (a *Gemma4AudioTower) Params() int64 { return countTensors(a.weights, "") }
 
 func (a *Gemma4AudioTower) Summary() string {
 	return fmt.Sprintf("%d conformer layers of %d, %d heads, -> %d -> %d (weights only: no audio input)", a.Depth, a.Dim, a.Heads, a.ProjDim, a.TextDim)
@@ -103,17 +99,13 @@ func (a *Gemma4AudioTower) Validate(path string) error {
 		return fieldErr(path, FieldSubsampling, fmt.Sprintf(" (%d, %d) must be at least 4 and positive", a.Channels[0], a.Channels[1])).
 			withHint("input_proj_linear reads the first convolution's channels / 4 x the second's features (Gemma 4's 128 and 32)")
 	}
-	if err := checkBounds(path, bounded{FieldDim, a.Dim, 1 << 20}, bounded{FieldDepth, a.Depth, 1 << 12}, bounded{FieldOutputDim, a.ProjDim, 1 << 20},
-		bounded{FieldConvKernel, a.ConvKernel, 1 << 10}, bounded{FieldSubsampling, max(a.Channels[0], a.Channels[1]), 1 << 16}); err != nil {
-		return err
-	}
-	return nil
+	return checkBounds(path, bounded{FieldDim, a.Dim, 1 << 20}, bounded{FieldDepth, a.Depth, 1 << 12}, bounded{FieldOutputDim, a.ProjDim, 1 << 20},
+		bounded{FieldConvKernel, a.ConvKernel, 1 << 10}, bounded{FieldSubsampling, max(a.Channels[0], a.Channels[1]), 1 << 16})
 }
 
 // Lower registers the weights: no audio runs.
 func (a *Gemma4AudioTower) Lower(b *core.Builder, x core.Value) core.Value {
-	b.ReserveParams(a.Depth*22 + 8)
-	a.weights(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	registerTensors(b, a.Depth*22+8, a.weights)
 	return x
 }
 

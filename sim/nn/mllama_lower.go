@@ -11,14 +11,10 @@ import (
 // images and leaves the image states and masks in b.Cross; the text
 // embeddings x pass through.
 func (v *MllamaVision) Lower(b *core.Builder, x core.Value) core.Value {
-	if b.Last(x) != v.TextDim {
-		panic(core.ShapeMismatch(b, "mllama_vision", v.TextDim, b.Last(x)))
-	}
-	im := b.Images
-	if im.Count == 0 {
-		v.registerIdle(b)
+	if idleWithoutImages(b, "mllama_vision", v.TextDim, x, v.registerIdle) {
 		return x
 	}
+	im := b.Images
 	d, t, p, pp := v.Dim, v.Tiles, v.tokens(), v.padded()
 	images := b.Batch * im.Count
 	keys := im.Count * t * p // image tokens a sample

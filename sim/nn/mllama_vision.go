@@ -73,7 +73,7 @@ func (v *MllamaVision) padded() int64 { return (v.tokens() + 7) / 8 * 8 }
 func (v *MllamaVision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 
 // tensors lists the parameters, as the lowering registers them.
-func (v *MllamaVision) tensors(fn func(name string, shape []int64, role core.Role)) {
+func (v *MllamaVision) tensors(fn tensorFn) {
 	d, p, t, r := v.Dim, v.tokens(), v.Tiles, v.AspectRatios+1
 	fn("vision_model.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleLinear)
 	fn("vision_model.pre_tile_positional_embedding.embedding.weight", []int64{r, t * d}, core.RoleEmbed)
@@ -85,20 +85,7 @@ func (v *MllamaVision) tensors(fn func(name string, shape []int64, role core.Rol
 	fn("vision_model.layernorm_pre.weight", []int64{d}, core.RoleNorm)
 	fn("vision_model.layernorm_pre.bias", []int64{d}, core.RoleNorm)
 	layer := func(prefix string, gated bool) {
-		for _, w := range []struct {
-			name  string
-			shape []int64
-			role  core.Role
-		}{
-			{"input_layernorm.weight", []int64{d}, core.RoleNorm}, {"input_layernorm.bias", []int64{d}, core.RoleNorm},
-			{"self_attn.q_proj.weight", []int64{d, d}, core.RoleQ}, {"self_attn.k_proj.weight", []int64{d, d}, core.RoleK},
-			{"self_attn.v_proj.weight", []int64{d, d}, core.RoleV}, {"self_attn.o_proj.weight", []int64{d, d}, core.RoleO},
-			{"post_attention_layernorm.weight", []int64{d}, core.RoleNorm}, {"post_attention_layernorm.bias", []int64{d}, core.RoleNorm},
-			{"mlp.fc1.weight", []int64{v.Inter, d}, core.RoleUp}, {"mlp.fc1.bias", []int64{v.Inter}, core.RoleUp},
-			{"mlp.fc2.weight", []int64{d, v.Inter}, core.RoleDown}, {"mlp.fc2.bias", []int64{d}, core.RoleDown},
-		} {
-			fn(prefix+w.name, w.shape, w.role)
-		}
+		encoderLayerTensors(fn, prefix, llamaEncoderLayer, d, v.Inter, false)
 		if gated {
 			fn(prefix+"gate_attn", []int64{1}, core.RoleNorm)
 			fn(prefix+"gate_ffn", []int64{1}, core.RoleNorm)
@@ -119,11 +106,7 @@ func (v *MllamaVision) tensors(fn func(name string, shape []int64, role core.Rol
 }
 
 // Params: the vision model and the projector.
-func (v *MllamaVision) Params() int64 {
-	var n int64
-	v.tensors(func(_ string, shape []int64, _ core.Role) { n += core.Numel(shape) })
-	return n
-}
+func (v *MllamaVision) Params() int64 { return countTensors(v.tensors, "") }
 
 func (v *MllamaVision) Summary() string {
 	return fmt.Sprintf("%d+%d layers of %d, %d heads, %d tiles of %d px, patch %d, -> %d", v.Layers, v.GlobalLayers, v.Dim, v.Heads, v.Tiles, v.Image, v.Patch, v.TextDim)
@@ -190,8 +173,7 @@ func checkMllamaLayout(path string, par core.Parallelism) error {
 
 // registerIdle registers the weights when no image runs.
 func (v *MllamaVision) registerIdle(b *core.Builder) {
-	b.ReserveParams(v.Layers*12 + v.GlobalLayers*14 + 20)
-	v.tensors(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	registerTensors(b, v.Layers*12+v.GlobalLayers*14+20, v.tensors)
 }
 
 // BlockPaths are the vision model's MllamaVisionEncoderLayers, local and

@@ -105,15 +105,7 @@ func (v *VisionTower) Validate(path string) error {
 			return fieldErr(path, FieldFullBlocks, fmt.Sprintf(" names block %d, not in 0..%d", i, v.Depth-1))
 		}
 	}
-	switch v.Impl {
-	case "flash", "sdpa":
-	case "eager":
-		return fieldErr(path, "the vision tower's eager attention is not modelled").
-			withHint("transformers runs it once per window with its own score matrix; use ", FieldImpl, `="sdpa" or "flash"`)
-	default:
-		return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa)", v.Impl))
-	}
-	return nil
+	return checkChunkedImpl(path, v.Impl, "window")
 }
 
 // grid is the patches of one image a side (visionGrid).

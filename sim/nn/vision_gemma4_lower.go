@@ -10,14 +10,10 @@ import (
 // Lower runs the tower as Gemma4Model.get_image_features does and joins
 // its soft tokens to the text embeddings x.
 func (v *Gemma4VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
-	if b.Last(x) != v.TextDim {
-		panic(core.ShapeMismatch(b, "gemma4_vision_tower", v.TextDim, b.Last(x)))
-	}
-	im := b.Images
-	if im.Count == 0 {
-		v.registerIdle(b)
+	if idleWithoutImages(b, "gemma4_vision_tower", v.TextDim, x, v.registerIdle) {
 		return x
 	}
+	im := b.Images
 	perImage := v.ImageTokens(im.Height, im.Width)
 	if perImage == 0 {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),

@@ -3,7 +3,6 @@ package nn
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -89,29 +88,13 @@ func (v *KimiVision) mergedDim() int64 { return v.Dim * v.Merge * v.Merge }
 func (v *KimiVision) headDim() int64   { return v.Dim / v.Heads }
 
 // tensors lists the parameters, as the lowering registers them.
-func (v *KimiVision) tensors(fn func(name string, shape []int64, role core.Role)) {
+func (v *KimiVision) tensors(fn tensorFn) {
 	d, m := v.Dim, v.mergedDim()
 	fn("vision_tower.patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
 	fn("vision_tower.patch_embed.proj.bias", []int64{d}, core.RoleConv)
 	fn("vision_tower.patch_embed.pos_emb.position_embeddings", []int64{v.PosH, v.PosW, d}, core.RoleEmbed)
 	for i := int64(0); i < v.Layers; i++ {
-		prefix := "vision_tower.layers." + core.Itoa(i) + "."
-		for _, w := range []struct {
-			name  string
-			shape []int64
-			role  core.Role
-		}{
-			{"norm1.weight", []int64{d}, core.RoleNorm}, {"norm1.bias", []int64{d}, core.RoleNorm},
-			{"attn.q_proj.weight", []int64{d, d}, core.RoleQ}, {"attn.q_proj.bias", []int64{d}, core.RoleQ},
-			{"attn.k_proj.weight", []int64{d, d}, core.RoleK}, {"attn.k_proj.bias", []int64{d}, core.RoleK},
-			{"attn.v_proj.weight", []int64{d, d}, core.RoleV}, {"attn.v_proj.bias", []int64{d}, core.RoleV},
-			{"attn.proj.weight", []int64{d, d}, core.RoleO}, {"attn.proj.bias", []int64{d}, core.RoleO},
-			{"norm2.weight", []int64{d}, core.RoleNorm}, {"norm2.bias", []int64{d}, core.RoleNorm},
-			{"mlp.fc1.weight", []int64{v.Inter, d}, core.RoleUp}, {"mlp.fc1.bias", []int64{v.Inter}, core.RoleUp},
-			{"mlp.fc2.weight", []int64{d, v.Inter}, core.RoleDown}, {"mlp.fc2.bias", []int64{d}, core.RoleDown},
-		} {
-			fn(prefix+w.name, w.shape, w.role)
-		}
+		encoderLayerTensors(fn, "vision_tower.layers."+core.Itoa(i)+".", kimiEncoderLayer, d, v.Inter, true)
 	}
 	fn("vision_tower.final_layernorm.weight", []int64{d}, core.RoleNorm)
 	fn("vision_tower.final_layernorm.bias", []int64{d}, core.RoleNorm)
@@ -124,23 +107,11 @@ func (v *KimiVision) tensors(fn func(name string, shape []int64, role core.Role)
 }
 
 // Params: the vision tower and the projector.
-func (v *KimiVision) Params() int64 {
-	var n int64
-	v.tensors(func(_ string, shape []int64, _ core.Role) { n += core.Numel(shape) })
-	return n
-}
+func (v *KimiVision) Params() int64 { return countTensors(v.tensors, "") }
 
 // TowerParams is the vision tower's share of Params (the rest is
 // mm_projector's).
-func (v *KimiVision) TowerParams() int64 {
-	var n int64
-	v.tensors(func(name string, shape []int64, _ core.Role) {
-		if strings.HasPrefix(name, "vision_tower.") {
-			n += core.Numel(shape)
-		}
-	})
-	return n
-}
+func (v *KimiVision) TowerParams() int64 { return countTensors(v.tensors, "vision_tower.") }
 
 func (v *KimiVision) Summary() string {
 	return fmt.Sprintf("%d layers of %d, %d heads, patch %d, merge %d, -> %d", v.Layers, v.Dim, v.Heads, v.Patch, v.Merge, v.TextDim)
@@ -167,15 +138,7 @@ func (v *KimiVision) Validate(path string) error {
 		return fieldErr(path, FieldProjDim, fmt.Sprintf(" (%d) must be ", v.ProjDim), FieldDim, fmt.Sprintf(" (%d)", v.Dim)).
 			withHint("mm_projector.pre_norm normalises the tower's merged patches, each of the tower's width")
 	}
-	switch v.Impl {
-	case "flash", "sdpa":
-	case "eager":
-		return fieldErr(path, "the vision tower's eager attention is not modelled").
-			withHint("transformers runs it once per image with its own score matrix; use ", FieldImpl, `="sdpa" or "flash"`)
-	default:
-		return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa)", v.Impl))
-	}
-	return nil
+	return checkChunkedImpl(path, v.Impl, "image")
 }
 
 // KimiGrid is the patches a side of an image of h x w pixels as
@@ -207,8 +170,7 @@ func (v *KimiVision) ImageTokens(h, w int64) int64 {
 
 // registerIdle registers the weights and the buffer when no image runs.
 func (v *KimiVision) registerIdle(b *core.Builder) {
-	b.ReserveParams(v.Layers*16 + 11)
-	v.tensors(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	registerTensors(b, v.Layers*16+11, v.tensors)
 	v.timeBuffer(b, "vision_tower.patch_embed.pos_emb.")
 }
 

@@ -11,14 +11,10 @@ import (
 // images (Kimi_K25Model.get_image_features) and joins their tokens to the
 // text embeddings x.
 func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
-	if b.Last(x) != v.TextDim {
-		panic(core.ShapeMismatch(b, "kimi_vision", v.TextDim, b.Last(x)))
-	}
-	im := b.Images
-	if im.Count == 0 {
-		v.registerIdle(b)
+	if idleWithoutImages(b, "kimi_vision", v.TextDim, x, v.registerIdle) {
 		return x
 	}
+	im := b.Images
 	if b.Par.Tpn() > 1 || b.Par.Cpn() > 1 {
 		// Without images the weights are registered whole on every rank, as
 		// a tensor-parallel plan that leaves the tower out keeps them.

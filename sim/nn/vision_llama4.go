@@ -84,7 +84,7 @@ func (v *Llama4Vision) headDim() int64 { return v.Dim / v.Heads }
 func (v *Llama4Vision) TileTokens() int64 { return v.patches() / (v.Shuffle * v.Shuffle) }
 
 // tensors lists the parameters, as the lowering registers them.
-func (v *Llama4Vision) tensors(fn func(name string, shape []int64, role core.Role)) {
+func (v *Llama4Vision) tensors(fn tensorFn) {
 	d := v.Dim
 	fn("vision_model.patch_embedding.linear.weight", []int64{d, v.patchIn()}, core.RoleLinear)
 	fn("vision_model.class_embedding", []int64{d}, core.RoleEmbed)
@@ -92,23 +92,7 @@ func (v *Llama4Vision) tensors(fn func(name string, shape []int64, role core.Rol
 	fn("vision_model.layernorm_pre.weight", []int64{d}, core.RoleNorm)
 	fn("vision_model.layernorm_pre.bias", []int64{d}, core.RoleNorm)
 	for i := int64(0); i < v.Layers; i++ {
-		prefix := "vision_model.model.layers." + core.Itoa(i) + "."
-		for _, w := range []struct {
-			name  string
-			shape []int64
-			role  core.Role
-		}{
-			{"input_layernorm.weight", []int64{d}, core.RoleNorm}, {"input_layernorm.bias", []int64{d}, core.RoleNorm},
-			{"self_attn.q_proj.weight", []int64{d, d}, core.RoleQ}, {"self_attn.q_proj.bias", []int64{d}, core.RoleQ},
-			{"self_attn.k_proj.weight", []int64{d, d}, core.RoleK}, {"self_attn.k_proj.bias", []int64{d}, core.RoleK},
-			{"self_attn.v_proj.weight", []int64{d, d}, core.RoleV}, {"self_attn.v_proj.bias", []int64{d}, core.RoleV},
-			{"self_attn.o_proj.weight", []int64{d, d}, core.RoleO}, {"self_attn.o_proj.bias", []int64{d}, core.RoleO},
-			{"post_attention_layernorm.weight", []int64{d}, core.RoleNorm}, {"post_attention_layernorm.bias", []int64{d}, core.RoleNorm},
-			{"mlp.fc1.weight", []int64{v.Inter, d}, core.RoleUp}, {"mlp.fc1.bias", []int64{v.Inter}, core.RoleUp},
-			{"mlp.fc2.weight", []int64{d, v.Inter}, core.RoleDown}, {"mlp.fc2.bias", []int64{d}, core.RoleDown},
-		} {
-			fn(prefix+w.name, w.shape, w.role)
-		}
+		encoderLayerTensors(fn, "vision_model.model.layers."+core.Itoa(i)+".", llamaEncoderLayer, d, v.Inter, true)
 	}
 	fn("vision_model.layernorm_post.weight", []int64{d}, core.RoleNorm)
 	fn("vision_model.layernorm_post.bias", []int64{d}, core.RoleNorm)
@@ -118,11 +102,7 @@ func (v *Llama4Vision) tensors(fn func(name string, shape []int64, role core.Rol
 }
 
 // Params: the vision model and the projector.
-func (v *Llama4Vision) Params() int64 {
-	var n int64
-	v.tensors(func(_ string, shape []int64, _ core.Role) { n += core.Numel(shape) })
-	return n
-}
+func (v *Llama4Vision) Params() int64 { return countTensors(v.tensors, "") }
 
 func (v *Llama4Vision) Summary() string {
 	return fmt.Sprintf("%d layers of %d, %d heads, tiles of %d px, patch %d, shuffle 1/%d, -> %d", v.Layers, v.Dim, v.Heads, v.Image, v.Patch, v.Shuffle, v.TextDim)
@@ -232,8 +212,7 @@ func Llama4Tiles(h, w, tile, maxTiles int64) int64 {
 // registerIdle registers the weights and the rotary buffer when no image
 // runs.
 func (v *Llama4Vision) registerIdle(b *core.Builder) {
-	b.ReserveParams(v.Layers*16 + 11)
-	v.tensors(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	registerTensors(b, v.Layers*16+11, v.tensors)
 	v.rotaryBuffer(b)
 }
 

@@ -10,14 +10,10 @@ import (
 // Lower runs Llama4VisionModel.forward and the projector on the plan's
 // images and joins their tokens to the text embeddings x.
 func (v *Llama4Vision) Lower(b *core.Builder, x core.Value) core.Value {
-	if b.Last(x) != v.TextDim {
-		panic(core.ShapeMismatch(b, "llama4_vision", v.TextDim, b.Last(x)))
-	}
-	im := b.Images
-	if im.Count == 0 {
-		v.registerIdle(b)
+	if idleWithoutImages(b, "llama4_vision", v.TextDim, x, v.registerIdle) {
 		return x
 	}
+	im := b.Images
 	d, p := v.Dim, v.patches()
 	perImage := Llama4Tiles(im.Height, im.Width, v.Image, v.MaxTiles)
 	tokens := im.Count * perImage * v.TileTokens() // a sample's

@@ -124,15 +124,7 @@ func (v *Qwen3VisionTower) Validate(path string) error {
 		}
 		seen[i] = true
 	}
-	switch v.Impl {
-	case "flash", "sdpa":
-	case "eager":
-		return fieldErr(path, "the vision tower's eager attention is not modelled").
-			withHint("transformers runs it once per image with its own score matrix; use ", FieldImpl, `="sdpa" or "flash"`)
-	default:
-		return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa)", v.Impl))
-	}
-	return nil
+	return checkChunkedImpl(path, v.Impl, "image")
 }
 
 // grid is the patches of one image a side (visionGrid).
