@@ -30,7 +30,7 @@ func TestFieldKeysReached(t *testing.T) {
 		"moeKeys": moeKeys("num_experts", "num_experts_per_tok"), "hfKeywords": hfKeywords,
 		"gemma4VisionKeys": gemma4VisionKeys, "llama4VisionKeys": llama4VisionKeys, "kimiVisionKeys": kimiVisionKeys,
 		"gemma4SoftTokenKeys": gemma4SoftTokenKeys, "gemma4AudioKeys": gemma4AudioKeys, "textWidthKeys": textWidthKeys,
-		"gemma3VisionKeys": gemma3VisionKeys,
+		"gemma3VisionKeys": gemma3VisionKeys, "gemma3TokenKeys": gemma3TokenKeys,
 	}
 	unreached := map[string]map[nn.Field]string{} // copies: a row deletes the entries it reaches
 	for name, keys := range maps {
@@ -94,7 +94,7 @@ func TestFieldKeysReached(t *testing.T) {
 			`"vision_config.num_attention_heads" (3) must divide "vision_config.hidden_size" (32)`},
 		{"gemma3VisionKeys", []nn.Field{nn.FieldPatch, nn.FieldImage}, "gemma3-vl-tiny.json", map[string]any{"vision_config.patch_size": 5}, Options{},
 			`"vision_config.patch_size" (5) must divide "vision_config.image_size" (64)`},
-		{"gemma3VisionKeys", []nn.Field{nn.FieldImageTokens}, "gemma3-vl-tiny.json", map[string]any{"mm_tokens_per_image": 15}, Options{},
+		{"gemma3TokenKeys", []nn.Field{nn.FieldImageTokens}, "gemma3-vl-tiny.json", map[string]any{"mm_tokens_per_image": 15}, Options{},
 			`"mm_tokens_per_image" (15) must be the square of a divisor of the 16 patches of an image's side`},
 		{"hfKeywords", []nn.Field{nn.FieldImpl}, "gemma4-tiny.json", map[string]any{"global_head_dim": 512}, Options{Attn: "flash"},
 			`flash-attn 2 has no kernel for head_dim 512 (at most 256); hint: Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`},
@@ -203,6 +203,13 @@ func boundRows() []keyRow {
 		{"gemma4AudioKeys", nn.FieldConvKernel, "gemma4-av-tiny.json", "audio_config.conv_kernel_size", 1<<10 + 1, 1 << 10, nil},
 		{"gemma4AudioKeys", nn.FieldSubsampling, "gemma4-av-tiny.json", "audio_config.subsampling_conv_channels", 1<<16 + 4, 1 << 16,
 			map[string]any{"audio_config.subsampling_conv_channels": []any{1<<16 + 4, 4}}},
+		{"gemma3VisionKeys", nn.FieldDim, "gemma3-vl-tiny.json", "vision_config.hidden_size", 1<<20 + 2, 1 << 20, nil},
+		{"gemma3VisionKeys", nn.FieldHidden, "gemma3-vl-tiny.json", "vision_config.intermediate_size", 1<<22 + 1, 1 << 22, nil},
+		{"gemma3VisionKeys", nn.FieldDepth, "gemma3-vl-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"gemma3VisionKeys", nn.FieldInChans, "gemma3-vl-tiny.json", "vision_config.num_channels", 65, 64, nil},
+		{"gemma3VisionKeys", nn.FieldImage, "gemma3-vl-tiny.json", "vision_config.image_size", 1<<14 + 4, 1 << 14, nil},
+		{"gemma3TokenKeys", nn.FieldImageTokens, "gemma3-vl-tiny.json", "mm_tokens_per_image", 1<<20 + 1, 1 << 20, nil},
+		{"textWidthKeys", nn.FieldTextDim, "gemma3-vl-tiny.json", "text_config.hidden_size", 1<<20 + 64, 1 << 20, nil},
 		{"kimiVisionKeys", nn.FieldDim, "kimi-k2.5-tiny.json", "vision_config.hidden_size", 1 << 21, 1 << 20,
 			map[string]any{"vision_config.hidden_size": 1 << 21, "projection_hidden_size": 1 << 21}},
 		{"kimiVisionKeys", nn.FieldHidden, "kimi-k2.5-tiny.json", "vision_config.intermediate_size", 1<<22 + 1, 1 << 22, nil},

@@ -9,13 +9,16 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// gemma3VisionKeys name Gemma3Vision's checked inputs by their paths in
-// config.json (the sizes only a positivity check names have no entry:
-// hf_config reads them as positive integers itself).
-var gemma3VisionKeys = map[nn.Field]string{
-	nn.FieldHeads: "vision_config.num_attention_heads", nn.FieldDim: "vision_config.hidden_size", nn.FieldPatch: "vision_config.patch_size",
-	nn.FieldImage: "vision_config.image_size", nn.FieldImageTokens: "mm_tokens_per_image",
-}
+// gemma3VisionKeys name Gemma3Vision's checked inputs by vision_config's
+// keys, gemma3TokenKeys by the top object's (the projection's width is
+// text_config's hidden_size: textWidthKeys).
+var (
+	gemma3VisionKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size",
+		nn.FieldDepth: "num_hidden_layers", nn.FieldInChans: "num_channels", nn.FieldPatch: "patch_size", nn.FieldImage: "image_size",
+	}
+	gemma3TokenKeys = map[nn.Field]string{nn.FieldImageTokens: "mm_tokens_per_image"}
+)
 
 // gemma3TextDefaults are Gemma3TextConfig's defaults for the sizes the
 // hub's gemma3 config.json files leave out of text_config (Gemma 3 4B
@@ -128,7 +131,7 @@ func gemma3Vision(c, tc *hfConfig, attn string) *nn.Gemma3Vision {
 		c.err = vc.err
 		return nil
 	}
-	c.checkLayer(v, gemma3VisionKeys)
+	c.checkLayer(v, pathKeys(objectKeys{vc, gemma3VisionKeys}, objectKeys{c, gemma3TokenKeys}, objectKeys{tc, textWidthKeys}))
 	if c.err != nil {
 		return nil
 	}

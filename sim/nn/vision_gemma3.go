@@ -134,8 +134,10 @@ func (v *Gemma3Vision) Validate(path string) error {
 		sized{FieldTextDim, v.TextDim}); err != nil {
 		return err
 	}
-	if v.Dim > 1<<20 || v.Inter > 1<<22 || v.Layers > 1<<12 || v.Channels > 1<<6 || v.Image > 1<<14 || v.Tokens > 1<<20 || v.TextDim > 1<<20 {
-		return units.Errorf(path, "the vision tower's sizes are more than memsh simulates")
+	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 22}, bounded{FieldDepth, v.Layers, 1 << 12},
+		bounded{FieldInChans, v.Channels, 1 << 6}, bounded{FieldImage, v.Image, 1 << 14}, bounded{FieldImageTokens, v.Tokens, 1 << 20},
+		bounded{FieldTextDim, v.TextDim, 1 << 20}); err != nil {
+		return err
 	}
 	if v.Dim%v.Heads != 0 {
 		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d)", v.Dim))
