@@ -79,30 +79,19 @@ func (v *Gemma3Vision) tokensSide() int64 { return int64(math.Sqrt(float64(v.Tok
 // size.
 func (v *Gemma3Vision) ImageTokens() int64 { return v.Tokens }
 
+// siglipEncoderLayer is SiglipEncoderLayer's module names
+// (modeling_siglip.py).
+var siglipEncoderLayer = encoderLayerNames{"layer_norm1", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj",
+	"layer_norm2", "mlp.fc1", "mlp.fc2"}
+
 // tensors lists the parameters, as the lowering registers them.
-func (v *Gemma3Vision) tensors(fn func(name string, shape []int64, role core.Role)) {
+func (v *Gemma3Vision) tensors(fn tensorFn) {
 	d := v.Dim
 	fn("vision_tower.embeddings.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleConv)
 	fn("vision_tower.embeddings.patch_embedding.bias", []int64{d}, core.RoleConv)
 	fn("vision_tower.embeddings.position_embedding.weight", []int64{v.patches(), d}, core.RoleEmbed)
 	for i := int64(0); i < v.Layers; i++ {
-		prefix := "vision_tower.encoder.layers." + core.Itoa(i) + "."
-		for _, w := range []struct {
-			name  string
-			shape []int64
-			role  core.Role
-		}{
-			{"layer_norm1.weight", []int64{d}, core.RoleNorm}, {"layer_norm1.bias", []int64{d}, core.RoleNorm},
-			{"self_attn.q_proj.weight", []int64{d, d}, core.RoleQ}, {"self_attn.q_proj.bias", []int64{d}, core.RoleQ},
-			{"self_attn.k_proj.weight", []int64{d, d}, core.RoleK}, {"self_attn.k_proj.bias", []int64{d}, core.RoleK},
-			{"self_attn.v_proj.weight", []int64{d, d}, core.RoleV}, {"self_attn.v_proj.bias", []int64{d}, core.RoleV},
-			{"self_attn.out_proj.weight", []int64{d, d}, core.RoleO}, {"self_attn.out_proj.bias", []int64{d}, core.RoleO},
-			{"layer_norm2.weight", []int64{d}, core.RoleNorm}, {"layer_norm2.bias", []int64{d}, core.RoleNorm},
-			{"mlp.fc1.weight", []int64{v.Inter, d}, core.RoleUp}, {"mlp.fc1.bias", []int64{v.Inter}, core.RoleUp},
-			{"mlp.fc2.weight", []int64{d, v.Inter}, core.RoleDown}, {"mlp.fc2.bias", []int64{d}, core.RoleDown},
-		} {
-			fn(prefix+w.name, w.shape, w.role)
-		}
+		encoderLayerTensors(fn, "vision_tower.encoder.layers."+core.Itoa(i)+".", siglipEncoderLayer, d, v.Inter, true)
 	}
 	fn("vision_tower.post_layernorm.weight", []int64{d}, core.RoleNorm)
 	fn("vision_tower.post_layernorm.bias", []int64{d}, core.RoleNorm)
@@ -115,14 +104,12 @@ func (v *Gemma3Vision) tensors(fn func(name string, shape []int64, role core.Rol
 const gemma3VisionParams = 7
 
 // Params: the vision tower and the projector.
-func (v *Gemma3Vision) Params() int64 {
-	var n int64
-	v.tensors(func(_ string, shape []int64, _ core.Role) { n += core.Numel(shape) })
-	return n
-}
+func (v *Gemma3Vision) Params() int64 { return countTensors(v.tensors, "") }
 
 // ProjectorParams is multi_modal_projector's share of Params.
-func (v *Gemma3Vision) ProjectorParams() int64 { return v.Dim + v.Dim*v.TextDim }
+func (v *Gemma3Vision) ProjectorParams() int64 {
+	return countTensors(v.tensors, "multi_modal_projector.")
+}
 
 func (v *Gemma3Vision) Summary() string {
 	return fmt.Sprintf("%d layers of %d, %d heads, images of %d px, patch %d, %d tokens an image, -> %d", v.Layers, v.Dim, v.Heads, v.Image, v.Patch, v.Tokens, v.TextDim)
@@ -173,8 +160,7 @@ func (v *Gemma3Vision) CheckLayout(path string, par core.Parallelism) error {
 // registerIdle registers the weights and the position_ids buffer when no
 // image runs.
 func (v *Gemma3Vision) registerIdle(b *core.Builder) {
-	b.ReserveParams(v.Layers*16 + gemma3VisionParams)
-	v.tensors(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	registerTensors(b, v.Layers*16+gemma3VisionParams, v.tensors)
 	v.positionIDs(b, "vision_tower.embeddings.")
 }
 

@@ -11,14 +11,10 @@ import (
 // the plan's images (Gemma3Model.get_image_features) and joins their soft
 // tokens to the text embeddings x.
 func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
-	if b.Last(x) != v.TextDim {
-		panic(core.ShapeMismatch(b, "gemma3_vision", v.TextDim, b.Last(x)))
-	}
-	im := b.Images
-	if im.Count == 0 {
-		v.registerIdle(b)
+	if idleWithoutImages(b, "gemma3_vision", v.TextDim, x, v.registerIdle) {
 		return x
 	}
+	im := b.Images
 	if tokens := im.Count * v.Tokens; tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
 			Msg: fmt.Sprintf("%d images of %d image tokens each (Gemma3ImageProcessor resizes every image to %dx%d pixels), %d image tokens a sample, more than seq=%d",
