@@ -94,9 +94,11 @@ func decoderFamilyOf(mt string) decoderFamily {
 // and v go through repeat_kv as separate projections' do (RepeatKV:
 // Phi3Attention on the shared attention interface).
 //
+// Gemma's RMSNorm (and Gemma 3's q_norm and k_norm) runs in fp32 and
+// scales by 1 + weight before the cast back (nn.GemmaNorm).
+//
 // Parameters are exact; some memory details are not modelled yet (none
-// holds parameters): Gemma's RMSNorm, x * (1 + w) computed in fp32, is
-// lowered as Llama's; Phi-3's fused gate_up_proj gives one [tokens,
+// holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
 // bytes); gpt-oss's clamped SwiGLU (swiglu_limit) is lowered as SwiGLU and
 // Phi-3.5-MoE's sparsemixer routing as a softmax router.
@@ -143,9 +145,13 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
+	at.QKNormGemma = f.qkNorm && f.gemma > 0
 	norm := func(name string) core.Layer {
-		if f.layerNorm {
+		switch {
+		case f.layerNorm:
 			return &nn.Norm{Name: name, Dim: hidden, Bias: true}
+		case f.gemma > 0:
+			return &nn.GemmaNorm{Name: name, Dim: hidden}
 		}
 		return &nn.Norm{Name: name, Dim: hidden, RMS: true}
 	}

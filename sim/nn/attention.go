@@ -49,6 +49,7 @@ type Attention struct {
 	SoftmaxFP32 bool    // eager softmax computed in fp32 then cast back (HF Llama)
 	Softcap     float64 // Gemma 2's attn_logit_softcapping: eager scores -> cap * tanh(scores / cap); 0 = none
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
+	QKNormGemma bool    // QKNorm's norms are Gemma's RMSNorm (Gemma 3; gemma_norm.go)
 	QKNormWide  bool    // RMS norm over all of q's heads and all of k's at once before rope (OLMo 2, olmo2.go)
 	// Window is a sliding window: each query attends to the last Window
 	// keys (Gemma 2/3's local layers, gpt-oss's sliding layers); 0 = all.
@@ -253,10 +254,10 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	}
 	if a.QKNorm && !a.OutputGate { // gatedQ norms its half of q_proj's output
-		q = qkHeadNorm(b, "q_norm", q, s, h, d)
+		q = qkHeadNorm(b, "q_norm", q, s, h, d, a.QKNormGemma)
 	}
 	if a.QKNorm {
-		k = qkHeadNorm(b, "k_norm", k, s, kv, d)
+		k = qkHeadNorm(b, "k_norm", k, s, kv, d, a.QKNormGemma)
 	}
 	if a.QKNormWide {
 		q, k = a.wideQKNorm(b, q, k, h, kv, d)

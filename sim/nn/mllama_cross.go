@@ -108,12 +108,12 @@ func (c *MllamaCrossBlock) Lower(b *core.Builder, x core.Value) core.Value {
 	n := b.RmsNorm("input_layernorm", x, d)
 	closeAttn := b.Scope("cross_attn")
 	q := b.Linear("q_proj", core.RoleQ, n, d, h*hd, false)
-	q = qkHeadNorm(b, "q_norm", q, s, h, hd)
+	q = qkHeadNorm(b, "q_norm", q, s, h, hd, false)
 	ks := b.Shape(cs.States)
 	keys := ks[len(ks)-2]
 	k := b.Linear("k_proj", core.RoleK, cs.States, d, kv*hd, false)
 	v := b.Linear("v_proj", core.RoleV, cs.States, d, kv*hd, false)
-	k = qkHeadNorm(b, "k_norm", k, ks, kv, hd)
+	k = qkHeadNorm(b, "k_norm", k, ks, kv, hd, false)
 	if kv != h { // repeat_kv: the mask rules out enable_gqa
 		k = expandKV(b, "k", k, core.WithLast(ks, h*hd), kv)
 		v = expandKV(b, "v", v, core.WithLast(ks, h*hd), kv)

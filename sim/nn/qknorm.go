@@ -11,16 +11,23 @@ import (
 // Qwen3Attention.forward), head_dim weights each. The norms are the same
 // LlamaRMSNorm lowering as rmsnorm(), over [batch, seq, heads, head_dim].
 
-// headNorm is an RMS norm over the last dim of x viewed as
+// qkHeadNorm is an RMS norm over the last dim of x viewed as
 // [..., heads, headDim] (x.view(hidden_shape) shares x's storage, so the
-// view is x with its shape split). The result is [..., heads*headDim].
-func qkHeadNorm(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64) core.Value {
+// view is x with its shape split): Llama's, or with gemma Gemma's
+// (gemmaNorm: Gemma 3's q_norm and k_norm, Attention.QKNormGemma). The
+// result is [..., heads*headDim].
+func qkHeadNorm(b *core.Builder, name string, x core.Value, s []int64, heads, headDim int64, gemma bool) core.Value {
 	split := append(append([]int64(nil), s[:len(s)-1]...), heads, headDim)
 	if core.Numel(split) != core.Numel(b.Shape(x)) {
 		panic(core.LowerError{Err: units.Errorf(b.Name(name), "cannot view %v as %v heads of %d", b.Shape(x), heads, headDim)})
 	}
 	b.Val(x).Shape = split
-	y := b.RmsNorm(name, x, headDim)
+	var y core.Value
+	if gemma {
+		y = gemmaNorm(b, name, x, headDim)
+	} else {
+		y = b.RmsNorm(name, x, headDim)
+	}
 	b.Val(x).Shape = core.WithLast(s, heads*headDim)
 	b.Val(y).Shape = core.WithLast(s, heads*headDim)
 	return y

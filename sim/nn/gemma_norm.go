@@ -1,0 +1,46 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+)
+
+// GemmaNorm is the RMSNorm of Gemma, Gemma 2 and Gemma 3 (GemmaRMSNorm,
+// Gemma2RMSNorm, Gemma3RMSNorm in transformers' models/gemma*/
+// modeling_gemma*.py, 5.25.0), which differs from Llama's in what
+// autograd keeps: it runs in fp32 and scales by 1 + weight before the
+// cast back,
+//
+//	y = x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)
+//	return (y * (1.0 + weight.float())).type_as(x)
+//
+// so the scale's product keeps the fp32 rows y and the fp32 vector
+// 1 + weight (fp32RMSNorm with the offset), where Llama's keeps its
+// 16-bit copy of the rows. Measured on the CPU: TestGemmaNormSavesAsTransformers.
+type GemmaNorm struct {
+	Name string
+	Dim  int64
+}
+
+func (n *GemmaNorm) Kind() string               { return "gemma_norm" }
+func (n *GemmaNorm) Label() string              { return n.Name }
+func (n *GemmaNorm) DefaultName() string        { return "norm" }
+func (n *GemmaNorm) Children() []core.Layer     { return nil }
+func (n *GemmaNorm) InDim() int64               { return n.Dim }
+func (n *GemmaNorm) OutDim() int64              { return n.Dim }
+func (n *GemmaNorm) Params() int64              { return n.Dim }
+func (n *GemmaNorm) Summary() string            { return fmt.Sprintf("%d", n.Dim) }
+func (n *GemmaNorm) Validate(path string) error { return core.Positive(path, "dim", n.Dim) }
+
+func (n *GemmaNorm) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != n.Dim {
+		panic(core.ShapeMismatch(b, "gemma_norm", n.Dim, b.Last(x)))
+	}
+	return gemmaNorm(b, b.ModuleName(n), x, n.Dim)
+}
+
+// gemmaNorm lowers GemmaRMSNorm over the last dim features of x.
+func gemmaNorm(b *core.Builder, name string, x core.Value, dim int64) core.Value {
+	return fp32RMSNorm(b, name, x, dim, true, "Gemma's RMSNorm")
+}
