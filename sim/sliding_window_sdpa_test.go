@@ -1,10 +1,13 @@
 package sim
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // TestSlidingWindowMask: sliding windows (Mistral's and Phi-3's in every
@@ -208,6 +211,62 @@ func TestSlidingWindowMaskOnce(t *testing.T) {
 	} {
 		if got := saved(tc.fam+"-tiny-w16.json", tc.version) - saved(tc.fam+"-tiny.json", tc.version); got != tc.more {
 			t.Errorf("%s under %s: a window of 16 keeps %d bytes more, transformers %d", tc.fam, tc.version, got, tc.more)
+		}
+	}
+}
+
+// TestSlidingWindowMaskMadeOnce: transformers makes the mask once a
+// forward (MistralModel.forward calls create_sliding_window_causal_mask
+// once and hands it to every layer: models/mistral/modeling_mistral.py,
+// 5.25.0, line 356), a [batch, 1, seq, seq] boolean that SDPA converts to
+// an additive bias in each layer (aten's convert_boolean_attn_mask);
+// before 4.53 _update_causal_mask's additive mask in the model's dtype,
+// which SDPA takes as it is. memsh lowers one mask for the two layers of
+// mistral-tiny-w16.json, and one bias a layer read from it (5.25.0) or
+// none (4.52.4), whether the blocks are lowered or copied and under
+// checkpointing. The boolean mask is kept by no kernel (TestSlidingWindowMask
+// holds the saved bytes): it only lives from the first layer to the last.
+func TestSlidingWindowMaskMadeOnce(t *testing.T) {
+	for _, tc := range []struct {
+		version, ckpt string
+		mask          units.DType
+		biases        int
+	}{
+		{"5.25.0", "none", units.BOOL, 2},
+		{"5.25.0", "full", units.BOOL, 2},
+		{"4.52.4", "none", units.BF16, 0},
+		{"4.52.4", "full", units.BF16, 0},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, "mistral-tiny-w16.json"), hf.Options{Attn: "sdpa", Transformers: tc.version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		if p.Checkpoint, err = core.ParseCheckpoint(tc.ckpt); err != nil {
+			t.Fatal(err)
+		}
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var masks []core.Value
+		biases := 0
+		for i, v := range prog.Values {
+			switch {
+			case strings.HasSuffix(v.Name, "self_attn.attention_mask"):
+				masks = append(masks, core.Value(i))
+				if v.Dtype != tc.mask || !slices.Equal(v.Shape, []int64{1, 1, 64, 64}) {
+					t.Errorf("%s, %s: the mask is %v %s, want [1 1 64 64] %s", tc.version, tc.ckpt, v.Shape, v.Dtype.Name(), tc.mask.Name())
+				}
+			case strings.HasSuffix(v.Name, "self_attn.attn_bias"):
+				biases++
+				if in := prog.Ops[v.Producer].In; len(masks) != 1 || len(in) != 1 || in[0] != masks[0] {
+					t.Errorf("%s, %s: %s is not made from the one mask", tc.version, tc.ckpt, v.Name)
+				}
+			}
+		}
+		if len(masks) != 1 || biases != tc.biases {
+			t.Errorf("%s, %s: %d masks and %d biases for 2 layers, want 1 and %d", tc.version, tc.ckpt, len(masks), biases, tc.biases)
 		}
 	}
 }

@@ -26,7 +26,8 @@ import (
 //     name), no freezing and no quantization (patterns over names);
 //   - the source appended nothing the program keeps outside its ranges
 //     (held values, tables, an autocast head cast, a new batch, labels or
-//     loss), opened no nested repeated block, changed nothing it did not
+//     loss, a value Share leaves for later layers), opened no nested
+//     repeated block, changed nothing it did not
 //     append (its input's ValueInfo), and named everything under its
 //     module path;
 //   - the copy stays within the program's caps (maxOps, maxParamTensors);
@@ -120,7 +121,7 @@ func (b *Builder) roomOf(src *blockCopy) *cloneRoom {
 // block must not touch) stood at a moment of the lowering.
 type progCounts struct {
 	ops, values, params, regions, graphs, comm, buffers int
-	held, tables, heads, outputs, unfreeze              int
+	held, tables, heads, outputs, unfreeze, shares      int
 	input, labels, loss                                 Value
 }
 
@@ -128,7 +129,7 @@ func (b *Builder) counts() progCounts {
 	p := b.P
 	c := progCounts{ops: len(p.Ops), values: len(p.Values), params: len(p.Params), regions: len(p.Regions),
 		graphs: len(p.Graphs), comm: len(p.Comm), buffers: len(p.Buffers), held: len(p.Held),
-		tables: len(p.Tables), heads: len(b.headCast), input: p.Input, labels: p.Labels, loss: p.Loss}
+		tables: len(p.Tables), heads: len(b.headCast), shares: b.shares, input: p.Input, labels: p.Labels, loss: p.Loss}
 	if p.Stage != nil {
 		c.outputs = len(p.Stage.Outputs)
 	}
@@ -192,7 +193,7 @@ func (b *Builder) copyable(c *blockCopy) bool {
 	f, l := c.first, c.last
 	if b.everyBlock || b.Lora != nil || (b.Ft != nil && (len(b.Ft.freeze) > 0 || b.Ft.quant != "")) ||
 		b.block != c.index+1 || l.held != f.held || l.tables != f.tables || l.heads != f.heads ||
-		l.outputs != f.outputs || l.unfreeze != f.unfreeze ||
+		l.outputs != f.outputs || l.unfreeze != f.unfreeze || l.shares != f.shares ||
 		l.input != f.input || l.labels != f.labels || l.loss != f.loss ||
 		!b.looksAs(c.in, &c.inLook, false) {
 		return false

@@ -69,6 +69,7 @@ type Builder struct {
 	// lowering by name (Share, SharedValue): Gemma 4's per-layer inputs
 	// and the keys and values its last layers reuse. Nil until one is set.
 	shared map[string]Value
+	shares int // Share calls so far (a block that shares is not copied: block_clone.go)
 }
 
 // Share leaves v for later layers under key (a value every reader reads
@@ -78,6 +79,7 @@ func (b *Builder) Share(key string, v Value) {
 		b.shared = map[string]Value{}
 	}
 	b.shared[key] = v
+	b.shares++
 }
 
 // SharedValue is the value Share left under key, if any.

@@ -95,18 +95,6 @@ func tempTune(b *core.Builder, q core.Value) core.Value {
 	return b.Cast(p, dt, "temperature-tuned q, cast back")
 }
 
-// chunkBias is SDPA's additive bias for the chunked mask, [batch, 1, seq,
-// seq] in dt, which the memory-efficient kernel keeps for backward.
-func chunkBias(b *core.Builder, s []int64, dt units.DType) core.Value {
-	seq := s[len(s)-2]
-	batch := core.Rows(s) / seq
-	i := b.AddOp("where", "attn_bias", nil)
-	y := b.Out(i, "attn_bias", []int64{batch, 1, seq, seq}, dt, "the chunked mask as SDPA's additive bias (convert_boolean_attn_mask; saved by the efficient kernel)")
-	b.Val(y).Grad = false
-	b.Op(i).Bytes += float64(units.BOOL.Bytes(batch * seq * seq))
-	return y
-}
-
 // chunkKeys is the keys a query sees on average in causal chunks of c
 // over seq tokens: query i sees i mod c + 1.
 func chunkKeys(seq, c float64) float64 {

@@ -20,8 +20,9 @@ func (a *Attention) windowMasked(seq int64) bool {
 }
 
 // sdpaBias is the additive bias SDPA's kernel keeps for a layer given a
-// mask (chunkMask): the layer's own (chunkBias: transformers from 4.53
-// builds a boolean mask, which SDPA converts at each call), or with
+// mask (chunkMask): the layer's own (convertMask: transformers from 4.53
+// builds a boolean mask once a forward, which SDPA converts at each
+// call), or with
 // SharedMask the one tensor the library made for the forward, which the
 // first masked layer of this lowering makes and the later ones read (one
 // storage however many layers keep it). Before 4.53 Mistral's
@@ -30,19 +31,52 @@ func (a *Attention) windowMasked(seq int64) bool {
 // seq] given an attention_mask (causal_mask.clone()), and SDPA took it as
 // it was (TestSlidingWindowMaskOnce).
 func (a *Attention) sdpaBias(b *core.Builder, s []int64, dt units.DType) core.Value {
-	if !a.SharedMask {
-		return chunkBias(b, s, dt)
+	switch {
+	case a.SharedMask:
+		return a.forwardMask(b, s, dt)
+	case a.Causal:
+		return convertMask(b, a.forwardMask(b, s, units.BOOL), dt)
 	}
-	key := fmt.Sprintf("attention_mask.window%d.chunk%d", a.Window, a.Chunk)
-	if v, ok := b.SharedValue(key); ok && b.Dtype(v) == dt {
-		return v
-	}
+	// a vision tower's padding mask: the tower makes it (and keeps it)
+	seq := s[len(s)-2]
+	shape := []int64{core.Rows(s) / seq, 1, seq, seq}
+	i := b.AddOp("where", "attn_bias", nil)
+	y := b.Out(i, "attn_bias", shape, dt, "the mask as SDPA's additive bias (convert_boolean_attn_mask; saved by the efficient kernel)")
+	b.Val(y).Grad = false
+	b.Op(i).Bytes += float64(units.BOOL.Bytes(core.Numel(shape)))
+	return y
+}
+
+// forwardMask is the mask the library makes once a forward for the
+// layers of this attention's kind (its window or chunk), [batch, 1, seq,
+// seq] in dt, handed to every layer: the first masked layer of this
+// lowering makes it and the later ones read it, so it lives until the
+// last one done with it (transformers keeps it in the base model's
+// forward until its layers are done; a checkpointed layer's recompute
+// reads it again).
+func (a *Attention) forwardMask(b *core.Builder, s []int64, dt units.DType) core.Value {
 	seq := s[len(s)-2]
 	batch := core.Rows(s) / seq
-	i := b.AddOp("mask", "causal_mask", nil)
-	y := b.Out(i, "causal_mask", []int64{batch, 1, seq, seq}, dt, "the additive mask made once a forward and handed to every layer (transformers before 4.53: _update_causal_mask)")
+	key := fmt.Sprintf("attention_mask.%s.%dx%d.window%d.chunk%d", dt.Name(), batch, seq, a.Window, a.Chunk)
+	if v, ok := b.SharedValue(key); ok {
+		return v
+	}
+	i := b.AddOp("mask", "attention_mask", nil)
+	y := b.Out(i, "attention_mask", []int64{batch, 1, seq, seq}, dt, "the attention mask made once a forward and handed to every layer (masking_utils; before 4.53 _update_causal_mask's additive one)")
 	b.Val(y).Grad = false
 	b.Op(i).NoGradB = true
 	b.Share(key, y)
+	return y
+}
+
+// convertMask is SDPA's additive bias for a boolean mask, [batch, 1,
+// seq, seq] in dt (convert_boolean_attn_mask: a new tensor each call),
+// which the memory-efficient kernel keeps for backward.
+func convertMask(b *core.Builder, mask core.Value, dt units.DType) core.Value {
+	i := b.AddOp("where", "attn_bias", []core.Value{mask})
+	y := b.Out(i, "attn_bias", b.Shape(mask), dt, "the mask as SDPA's additive bias (convert_boolean_attn_mask; saved by the efficient kernel)")
+	b.Val(y).Grad = false
+	b.Op(i).NoGradB = true
+	b.Op(i).Bytes += float64(b.Val(mask).Bytes)
 	return y
 }
