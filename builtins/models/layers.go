@@ -43,6 +43,14 @@ func LayerBuiltins() []host.Builtin {
 			Fn:   rmsnormFn,
 		},
 		{
+			Name: "gemma_norm",
+			Sig:  "gemma_norm(dim, name=None)",
+			Doc: "Gemma's RMS norm over the last dim (GemmaRMSNorm, Gemma 2's and Gemma 3's): dim weights; it runs in fp32 and " +
+				"scales by 1 + weight before the cast back, so it keeps the fp32 normalised rows and an fp32 1 + weight " +
+				"where rmsnorm() keeps a copy of the rows in the activations' dtype.",
+			Fn: gemmaNormFn,
+		},
+		{
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
@@ -268,6 +276,22 @@ func rmsnormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 		return nil, err
 	}
 	return normLayer(thread, dim, name, true, false)
+}
+
+func gemmaNormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, name starlark.Value
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "name?", &name); err != nil {
+		return nil, err
+	}
+	n := &nn.GemmaNorm{}
+	if err := ints(intArg{dim, "dim", &n.Dim}); err != nil {
+		return nil, err
+	}
+	var err error
+	if n.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, n)
 }
 
 func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool) (starlark.Value, error) {
