@@ -95,6 +95,11 @@ type ParamInfo struct {
 	// MXFP8Storage: a TE linear's MXFP8 primary weight, stored as the module's
 	// MXFP8 buffers, not in the parameter buffer (te_fp8_params.go).
 	MXFP8Storage bool
+	// Unrouted: an expert's parameter no token reached in the replayed
+	// step (IdleLinear). It gets no gradient in this step, but the
+	// routing of the steps before reached it: its optimizer state exists
+	// (replay's noStateParams).
+	Unrouted bool
 }
 
 // opInfo is one forward op.

@@ -231,6 +231,12 @@ func QuantDType(scheme string) units.DType {
 // the LoRA adapter when its role is targeted.
 func (b *Builder) IdleLinear(name string, role Role, in, out int64, bias bool) {
 	defer b.Scope(name)()
+	first := len(b.P.Params)
+	defer func() {
+		for pi := first; pi < len(b.P.Params); pi++ {
+			b.P.Params[pi].Unrouted = true
+		}
+	}()
 	w, _ := b.LinearParams(role, in, out, bias)
 	if b.quantizes(role) {
 		if b.P.Params[w].Trainable {

@@ -95,11 +95,13 @@ func SavedAtForwardEndIn(prog *core.Program, plan *core.Plan, s *SavedScratch) [
 	return r.Saved
 }
 
-// gradlessParams marks the parameters that every reading op reads inside a
-// reentrant checkpoint region that records no graph: they get no gradient,
-// and torch.optim makes state only for parameters that have one.
+// gradlessParams marks the parameters that get no gradient in a step like
+// the replayed one: no op reads them (a vision tower without images,
+// Gemma 4's audio tower, whose input memsh does not model), or every op
+// reading them runs inside a reentrant checkpoint region that records no
+// graph. An expert no token reached in the replayed step (Unrouted) is
+// not one: other steps' tokens reach it.
 func gradlessParams(p *core.Program) []bool {
-	read := make([]bool, len(p.Params))
 	withGrad := make([]bool, len(p.Params))
 	params := p.Params
 	for i := range p.Ops {
@@ -108,7 +110,6 @@ func gradlessParams(p *core.Program) []bool {
 			if t := params[pi].TiedTo; t >= 0 {
 				pi = t
 			}
-			read[pi] = true
 			if op.Region == 0 || !p.Regions[op.Region-1].NoGrad {
 				withGrad[pi] = true
 			}
@@ -116,7 +117,34 @@ func gradlessParams(p *core.Program) []bool {
 	}
 	out := make([]bool, len(p.Params))
 	for i := range out {
-		out[i] = read[i] && !withGrad[i]
+		out[i] = !withGrad[i] && !params[i].Unrouted
 	}
 	return out
+}
+
+// stateless reports whether trainable parameter pi holds no optimizer
+// state (nor master weight) on this rank: it gets no gradient
+// (gradlessParams) and the optimizer makes a parameter's state in its
+// first step() where the parameter has a gradient. torch.optim's Adam and
+// AdamW, foreach and fused alike, skip a parameter whose grad is None
+// (torch/optim/adam.py _init_group: "if p.grad is not None", which makes
+// state["exp_avg"] etc. there; sgd.py _init_group likewise for the
+// momentum buffer); bitsandbytes' optimizers (optimizer.py
+// Optimizer8bit.step: "if p.grad is None: continue" before init_state);
+// an optimizer in backward steps from a post-accumulate-grad hook, which
+// never fires. FSDP2's parameters are DTensors the optimizer sees one by
+// one: the same rule per sharded parameter.
+//
+// Where the state is made for every trainable parameter up front it
+// stays (the callers do not ask): DeepSpeed ZeRO's flat fp32 partitions
+// (stage_1_and_2.py, stage3.py), Megatron's distributed optimizer over
+// its whole gradient buffer, and precision "megatron", whose fp32 main
+// parameters take their grads from the grad buffer's main_grad, which
+// every parameter has (megatron/core/optimizer/optimizer.py
+// _copy_model_grads_to_main_grads). FSDP1 (setupFSDP1) still makes state
+// for every trainable parameter: its flat parameter gets a gradient when
+// any of its parameters does, and a unit none of whose parameters runs
+// (a tower's layer without images) would hold none; not modelled yet.
+func (r *Replay) stateless(pi int) bool {
+	return r.gradless[pi] && r.Plan.Precision.Name != "megatron"
 }

@@ -105,7 +105,7 @@ type Replay struct {
 	regionIn [][]core.Value
 	kept     []bool // held by a checkpoint policy since the forward, not yet taken by its recompute
 	Redone   []bool
-	gradless []bool // by param: read only inside reentrant regions that record no graph
+	gradless []bool // by param: gets no gradient in a step like this one (gradlessParams)
 	Saved    []bool // held for backward at the end of the forward
 	// hostHolds counts the ops of offloaded regions saving each value
 	// (save_on_cpu copies it once per save); nil without such regions.

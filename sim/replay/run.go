@@ -167,7 +167,7 @@ func (r *Replay) setup() {
 		r.op = "optimizer state"
 		for pi := range r.P.Params {
 			p := &r.P.Params[pi]
-			if p.TiedTo >= 0 || !p.Trainable || r.gradless[pi] {
+			if p.TiedTo >= 0 || !p.Trainable || r.stateless(pi) {
 				continue
 			}
 			if m := p.MasterDType(prec); m != units.InvalidDType {
@@ -188,12 +188,7 @@ func (r *Replay) setup() {
 			r.Rep.Traffic.Optimizer += t
 		}
 		r.setupTableStates()
-		if plan.GradsPersist() {
-			r.op = "accumulated gradients"
-			for pi := range r.P.Params {
-				r.paramGradient(int32(pi), false)
-			}
-		}
+		r.accumulatedGradients()
 	}
 workspace:
 	r.cublasWorkspaces() // cublas.go
@@ -207,6 +202,22 @@ workspace:
 		r.produce(v)
 	}
 	r.setupTableRows()
+}
+
+// accumulatedGradients allocates the gradients kept from the micro-batches
+// before the replayed one (grad_accum) or from the last step
+// (zero_grad(set_to_none=False)): those of the parameters the step gives
+// one; the others' .grad stays None (gradlessParams).
+func (r *Replay) accumulatedGradients() {
+	if !r.Plan.GradsPersist() {
+		return
+	}
+	r.op = "accumulated gradients"
+	for pi := range r.P.Params {
+		if !r.gradless[pi] {
+			r.paramGradient(int32(pi), false)
+		}
+	}
 }
 
 // allocState allocates one optimizer state tensor of parameter p,

@@ -183,12 +183,7 @@ func (r *Replay) carry(prev *Replay, persist int32) {
 // gradients (with grad_accum), the batch, and the tables' rows.
 func (r *Replay) setupStep() {
 	r.phase = PhaseSetup
-	if r.Plan.GradsPersist() {
-		r.op = "accumulated gradients"
-		for pi := range r.P.Params {
-			r.paramGradient(int32(pi), false)
-		}
-	}
+	r.accumulatedGradients()
 	r.op = "batch"
 	for _, v := range r.P.BatchValues() {
 		r.produce(v)
