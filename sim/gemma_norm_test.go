@@ -3,7 +3,6 @@ package sim
 import (
 	"testing"
 
-	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 )
 
@@ -24,10 +23,6 @@ import (
 // (2 x seq x 16 x 2 bytes; Gemma 3 has a second pair for its local
 // layers), 8 bytes of the labels and the 0-dim embed_scale (2 bytes).
 func TestGemmaNormSavesAsTransformers(t *testing.T) {
-	cpu, err := core.LookupRuntime("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		file, attn, version string
 		seq, measured       int64
@@ -42,14 +37,8 @@ func TestGemmaNormSavesAsTransformers(t *testing.T) {
 		{"gemma3-tiny.json", "sdpa", "5.25.0", 64, 699_150, 2},
 		{"gemma3-tiny.json", "sdpa", "5.25.0", 16, 176_718, 2},
 	} {
-		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: tc.attn, Transformers: tc.version})
-		if err != nil {
-			t.Fatal(tc.file, err)
-		}
-		p := tinyPlan(t, m)
-		p.Runtime, p.Seq = cpu, tc.seq
 		want := tc.measured - tc.ropeTables*2*tc.seq*16*2 - 8 - 2
-		if got := evalPlan(t, p).SavedActivations; got != want {
+		if got := cpuSaved(t, tc.file, hf.Options{Attn: tc.attn, Transformers: tc.version}, 1, tc.seq); got != want {
 			t.Errorf("%s, %s, %d tokens: memsh keeps %d bytes, transformers %d (%+d)", tc.file, tc.attn, tc.seq, got, want, got-want)
 		}
 	}

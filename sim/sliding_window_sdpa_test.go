@@ -69,21 +69,11 @@ import (
 // depends on the kernel's output layout, unmeasured); under eager
 // attention Phi-3's is exact but for the 4,104.
 func TestSlidingWindowMask(t *testing.T) {
-	cpu, err := core.LookupRuntime("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	saved := func(file, attn, version string, seq int64) int64 {
 		if version == "" {
 			version = "5.25.0"
 		}
-		m, err := hf.FromConfigOptions(readHF(t, file), hf.Options{Attn: attn, Transformers: version})
-		if err != nil {
-			t.Fatal(file, err)
-		}
-		p := tinyPlan(t, m)
-		p.Runtime, p.Seq = cpu, seq
-		return evalPlan(t, p).SavedActivations
+		return cpuSaved(t, file, hf.Options{Attn: attn, Transformers: version}, 1, seq)
 	}
 	for _, tc := range []struct {
 		base, file, attn, version string // version "": 5.25.0
@@ -187,18 +177,8 @@ func TestSlidingWindowFlash(t *testing.T) {
 //	phi3    5.25.0: none 913,924, w16 930,308 (+16,384: 2 x (16,384 + 8,192 + 16,384 - 32,768))
 //	phi3    4.52.4: none 897,540, w16 913,924 (+16,384: one bias)
 func TestSlidingWindowMaskOnce(t *testing.T) {
-	cpu, err := core.LookupRuntime("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	saved := func(file, version string) int64 {
-		m, err := hf.FromConfigOptions(readHF(t, file), hf.Options{Attn: "sdpa", Transformers: version})
-		if err != nil {
-			t.Fatal(file, err)
-		}
-		p := tinyPlan(t, m)
-		p.Runtime, p.Batch, p.Seq = cpu, 2, 64
-		return evalPlan(t, p).SavedActivations
+		return cpuSaved(t, file, hf.Options{Attn: "sdpa", Transformers: version}, 2, 64)
 	}
 	for _, tc := range []struct {
 		fam, version string
@@ -269,4 +249,23 @@ func TestSlidingWindowMaskMadeOnce(t *testing.T) {
 			t.Errorf("%s, %s: %d masks and %d biases for 2 layers, want 1 and %d", tc.version, tc.ckpt, len(masks), biases, tc.biases)
 		}
 	}
+}
+
+// cpuSaved is what memsh saves for the model of the tiny config.json file
+// built with opts, batch samples of seq tokens in bf16 on the CPU
+// runtime (the harnesses' setting: tools/oracle/hf_block_saved.py,
+// gemma4_saved.py).
+func cpuSaved(t *testing.T, file string, opts hf.Options, batch, seq int64) int64 {
+	t.Helper()
+	cpu, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hf.FromConfigOptions(readHF(t, file), opts)
+	if err != nil {
+		t.Fatal(file, err)
+	}
+	p := tinyPlan(t, m)
+	p.Runtime, p.Batch, p.Seq = cpu, batch, seq
+	return evalPlan(t, p).SavedActivations
 }

@@ -202,18 +202,8 @@ func TestGemma4TowerNames(t *testing.T) {
 //
 // memsh dropped the window at 16 (window == seq) until session 28.
 func TestGemma4SlidingMaskSDPA(t *testing.T) {
-	cpu, err := core.LookupRuntime("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	saved := func(file string, seq int64) int64 {
-		m, err := hf.FromConfigOptions(readHF(t, file), hf.Options{Attn: "sdpa", Transformers: "5.25.0"})
-		if err != nil {
-			t.Fatal(file, err)
-		}
-		p := tinyPlan(t, m)
-		p.Runtime, p.Seq = cpu, seq
-		return evalPlan(t, p).SavedActivations
+		return cpuSaved(t, file, hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 1, seq)
 	}
 	for seq, more := range map[int64]int64{64: 49_152, 16: 9_216, 15: 0} {
 		if got := saved("gemma4-tiny-w16.json", seq) - saved("gemma4-tiny.json", seq); got != more {
