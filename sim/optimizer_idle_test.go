@@ -19,7 +19,8 @@ import (
 //
 //	/work/venv-t/bin/python tools/oracle/optim_state.py sim/testdata/hf/CONFIG 64
 //
-// (Gemma 4's image is one 64 x 64 image, gemma4vl_inputs.py's layout.)
+// (Gemma 4's image is one 64 x 64 image, gemma4vl_inputs.py's layout; the
+// other configs run text only.)
 func TestIdleTowerOptimizerState(t *testing.T) {
 	for _, tc := range []struct {
 		config  string
@@ -34,6 +35,9 @@ func TestIdleTowerOptimizerState(t *testing.T) {
 		{"qwen2.5-vl-tiny.json", 198_304, core.Images{}, 1, 93_504, 748_032},
 		{"qwen2.5-vl-tiny.json", 198_304, core.Images{}, 2, 93_504, 748_032},
 		{"mllama-tiny.json", 279_499, core.Images{}, 1, 107_328, 858_624},
+		{"gemma3-vl-tiny.json", 194_048, core.Images{}, 1, 165_056, 1_320_448},
+		{"qwen3-vl-tiny.json", 290_624, core.Images{}, 1, 130_336, 1_042_688},
+		{"llama4-vision-tiny.json", 252_096, core.Images{}, 1, 195_648, 1_565_184},
 	} {
 		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, tc.params, "fp32")
 		p.Images, p.GradAccum = tc.im, tc.accum
@@ -43,6 +47,38 @@ func TestIdleTowerOptimizerState(t *testing.T) {
 		}
 		if st.Optimizer != tc.moments {
 			t.Errorf("%s %v: optimizer state %d bytes, torch %d (%+d)", tc.config, tc.im, st.Optimizer, tc.moments, st.Optimizer-tc.moments)
+		}
+	}
+}
+
+// TestIdleTowerStateLayouts: the rule per data-parallel layout, on the
+// tiny Qwen2.5-VL of TestIdleTowerOptimizerState without images (fp32
+// AdamW: 748,032 bytes of moments for the 93,504 elements the step
+// reaches, 1,586,432 for all 198,304). DDP steps every parameter whole;
+// FSDP2's optimizer sees each sharded DTensor and makes state only where
+// it has a gradient (every dimension here is even: half each); ZeRO's
+// flat fp32 partitions hold state for every trainable parameter, made at
+// construction (deepspeed/runtime/zero/stage_1_and_2.py
+// initialize_optimizer_states: zero gradients over the whole partition,
+// then one step); precision "megatron" gives every main parameter a grad
+// from the grad buffer (megatron/core/optimizer/optimizer.py
+// _copy_model_grads_to_main_grads).
+func TestIdleTowerStateLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		par       core.Parallelism
+		precision string
+		want      int64
+	}{
+		{"ddp", core.Parallelism{DP: 2}, "fp32", 748_032},
+		{"fsdp2", core.Parallelism{DP: 2, FSDP: true}, "fp32", 748_032 / 2},
+		{"zero1", core.Parallelism{DP: 2, Zero: 1}, "fp32", 1_586_432 / 2},
+		{"megatron", core.Parallelism{}, "megatron", 1_586_432},
+	} {
+		p := visionPlan(t, "qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 198_304, tc.precision)
+		p.Parallel = tc.par
+		if got := evalPlan(t, p).States.Optimizer; got != tc.want {
+			t.Errorf("%s: optimizer state %d bytes, want %d (%+d)", tc.name, got, tc.want, got-tc.want)
 		}
 	}
 }
