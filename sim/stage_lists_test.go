@@ -13,9 +13,10 @@ import (
 )
 
 // evaluateStagesAlone is Evaluate of a pipelined plan with every stage in
-// lists of its own: no ProgramBuffers shared over the stages, so each
-// stage's program, its replay's state, its micro-batch program (the time
-// model's) and the time model's lists are made afresh.
+// lists of its own: no ProgramBuffers or NameTable shared over the
+// stages, so each stage's program and names, its replay's state, its
+// micro-batch program (the time model's) and the time model's lists are
+// made afresh.
 func evaluateStagesAlone(p *core.Plan) (*replay.Report, error) {
 	r, err := newStagedRun(p, core.Options{}, 0, 1, false)
 	if err != nil {
@@ -30,9 +31,10 @@ func evaluateStagesAlone(p *core.Plan) (*replay.Report, error) {
 
 // Evaluate replays a pipeline's stages one after another in one
 // ProgramBuffers (evaluateStages), the time model's micro-batch programs
-// and lists in its Aside: the report is the one of stages replayed in
-// lists of their own, field for field, over schedules, checkpointing,
-// precisions, sharding and MoE.
+// and lists in its Aside, the copied blocks' names in one NameTable: the
+// report is the one of stages replayed in lists of their own, without a
+// table, field for field, over schedules, checkpointing, precisions,
+// sharding and MoE.
 func TestStagesInSharedListsEqualStagesAlone(t *testing.T) {
 	llama := testmodels.Llama(256, 8, 8, 4, 704, 1000, "flash")
 	var plans []*core.Plan
