@@ -25,6 +25,12 @@ import "github.com/memsh/memsh/sim/units"
 // ligerKernels reports whether the plan runs Liger's layer kernels.
 func (b *Builder) ligerKernels() bool { return b.Ft != nil && b.Ft.ligerLayers }
 
+// RMSNormFused reports whether RMSNorms run as one kernel (Liger's, or
+// Transformer Engine's under Megatron): RmsNorm then lowers a model's own
+// RMSNorm too (Liger patches Gemma's with LigerRMSNormForGemma, the same
+// kernel with offset 1.0).
+func (b *Builder) RMSNormFused() bool { return b.ligerKernels() || b.MegatronKernels() }
+
 // LigerSwiGLU reports whether a SwiGLU MLP runs Liger's SiLU-and-multiply
 // kernel.
 func (b *Builder) LigerSwiGLU() bool { return b.ligerKernels() }

@@ -40,7 +40,14 @@ func (n *GemmaNorm) Lower(b *core.Builder, x core.Value) core.Value {
 	return gemmaNorm(b, b.ModuleName(n), x, n.Dim)
 }
 
-// gemmaNorm lowers GemmaRMSNorm over the last dim features of x.
+// gemmaNorm lowers GemmaRMSNorm over the last dim features of x, or the
+// fused kernel that replaces it (core.Builder.RMSNormFused): Liger's
+// patches put LigerRMSNormForGemma and LigerRMSNormForGemma3 in its place
+// (Liger's RMSNorm kernel with offset 1.0 and Gemma's casting mode,
+// which saves what it saves for Llama), Megatron Transformer Engine's.
 func gemmaNorm(b *core.Builder, name string, x core.Value, dim int64) core.Value {
+	if b.RMSNormFused() {
+		return b.RmsNorm(name, x, dim)
+	}
 	return fp32RMSNorm(b, name, x, dim, true, "Gemma's RMSNorm")
 }

@@ -30,7 +30,7 @@ import (
 //     Dim, side, side] grid (a copy, which avg_pool2d saves), averaged
 //     over windows of side/sqrt(Tokens) patches a side into Tokens soft
 //     tokens, mm_soft_emb_norm (Gemma's RMSNorm over the tower's width, in
-//     fp32: gemma3Norm) and the matmul by mm_input_projection_weight
+//     fp32: gemmaNorm) and the matmul by mm_input_projection_weight
 //     [Dim, TextDim] (it folds the transposed rows into a contiguous copy,
 //     which it saves); the soft tokens replace the image placeholders of
 //     the text embeddings (masked_scatter; its backward keeps the mask).

@@ -82,7 +82,7 @@ func (v *Gemma3Vision) project(b *core.Builder, h core.Value, n int64) core.Valu
 	pooled := b.Out(ap, "pooled", []int64{n * v.Tokens, d}, dt, "the patches averaged into soft tokens")
 	b.Save(ap, grid)
 	b.Op(ap).Flops = float64(core.Numel(b.Shape(grid)))
-	normed := gemma3Norm(b, "mm_soft_emb_norm", pooled, d)
+	normed := gemmaNorm(b, "mm_soft_emb_norm", pooled, d)
 	// torch.matmul folds the transposed rows into a contiguous copy, which
 	// the product saves for the weight's gradient.
 	if b.Prec.Autocast {
@@ -105,10 +105,4 @@ func (v *Gemma3Vision) project(b *core.Builder, h core.Value, n int64) core.Valu
 	}
 	b.Op(mm).Flops = 2 * float64(n*v.Tokens) * float64(d) * float64(v.TextDim)
 	return b.Cast(y, dt, "the soft tokens in the tower's dtype (type_as)")
-}
-
-// gemma3Norm is Gemma3RMSNorm over the last dim features of x: in fp32,
-// the weight's product (1.0 + weight.float()) before the cast back.
-func gemma3Norm(b *core.Builder, name string, x core.Value, dim int64) core.Value {
-	return fp32RMSNorm(b, name, x, dim, true, "Gemma 3's RMSNorm")
 }
