@@ -62,23 +62,34 @@ func TestIdleTowerOptimizerState(t *testing.T) {
 // initialize_optimizer_states: zero gradients over the whole partition,
 // then one step); precision "megatron" gives every main parameter a grad
 // from the grad buffer (megatron/core/optimizer/optimizer.py
-// _copy_model_grads_to_main_grads).
+// _copy_model_grads_to_main_grads). FSDP1's flat parameters: a unit that
+// runs steps its whole flat parameter, one that never runs has no state
+// (replay/fsdp1_idle.go): the tower's 42,368 elements in its
+// Qwen2_5_VLVisionBlock units (each a unit, _no_split_modules) have none,
+// its patch embedding and merger share the root's (counted on the meta
+// device, transformers 5.25.0).
 func TestIdleTowerStateLayouts(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		par       core.Parallelism
 		precision string
 		want      int64
+		params    int64 // every weight is held, run or not: 198,304 elements, whole or halved
 	}{
-		{"ddp", core.Parallelism{DP: 2}, "fp32", 748_032},
-		{"fsdp2", core.Parallelism{DP: 2, FSDP: true}, "fp32", 748_032 / 2},
-		{"zero1", core.Parallelism{DP: 2, Zero: 1}, "fp32", 1_586_432 / 2},
-		{"megatron", core.Parallelism{}, "megatron", 1_586_432},
+		{"ddp", core.Parallelism{DP: 2}, "fp32", 748_032, 4 * 198_304},
+		{"fsdp2", core.Parallelism{DP: 2, FSDP: true}, "fp32", 748_032 / 2, 4 * 198_304 / 2},
+		{"zero1", core.Parallelism{DP: 2, Zero: 1}, "fp32", 1_586_432 / 2, 4 * 198_304},
+		{"fsdp1", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1}, "fp32", 8 * (198_304 - 42_368) / 2, 4 * 198_304 / 2},
+		{"megatron", core.Parallelism{}, "megatron", 1_586_432, 2 * 198_304},
 	} {
 		p := visionPlan(t, "qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 198_304, tc.precision)
 		p.Parallel = tc.par
-		if got := evalPlan(t, p).States.Optimizer; got != tc.want {
-			t.Errorf("%s: optimizer state %d bytes, want %d (%+d)", tc.name, got, tc.want, got-tc.want)
+		st := evalPlan(t, p).States
+		if st.Optimizer != tc.want {
+			t.Errorf("%s: optimizer state %d bytes, want %d (%+d)", tc.name, st.Optimizer, tc.want, st.Optimizer-tc.want)
+		}
+		if st.Params != tc.params {
+			t.Errorf("%s: parameters %d bytes, want %d", tc.name, st.Params, tc.params)
 		}
 	}
 }

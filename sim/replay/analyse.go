@@ -141,10 +141,9 @@ func gradlessParams(p *core.Program) []bool {
 // its whole gradient buffer, and precision "megatron", whose fp32 main
 // parameters take their grads from the grad buffer's main_grad, which
 // every parameter has (megatron/core/optimizer/optimizer.py
-// _copy_model_grads_to_main_grads). FSDP1 (setupFSDP1) still makes state
-// for every trainable parameter: its flat parameter gets a gradient when
-// any of its parameters does, and a unit none of whose parameters runs
-// (a tower's layer without images) would hold none; not modelled yet.
+// _copy_model_grads_to_main_grads). FSDP1's optimizer steps flat
+// parameters, each with a gradient when any of its parameters has one:
+// fsdp1_idle.go.
 func (r *Replay) stateless(pi int) bool {
 	return r.gradless[pi] && r.Plan.Precision.Name != "megatron"
 }

@@ -23,19 +23,7 @@ func (d *distState) buildUnits() error {
 	key := make(map[string]int32, len(prog.Params)) // a unit per module at most: no regrowing
 	var blocks map[string]int
 	if d.Mode == DistFSDP {
-		// Modules wrapped on their own come first (negative positions), so
-		// they win over a block that contains them, as a nested
-		// fully_shard takes its parameters out of the outer unit.
-		prefixes := blockPrefixes(d.plan.Model)
-		blocks = make(map[string]int, len(d.Par.FSDPUnits)+len(prefixes))
-		for i, u := range d.Par.FSDPUnits {
-			blocks[u] = i - len(d.Par.FSDPUnits)
-		}
-		for i, b := range prefixes {
-			if _, ok := blocks[b]; !ok {
-				blocks[b] = i
-			}
-		}
+		blocks = d.fsdpBlocks()
 	}
 	unitFor := func(pi int32) int32 {
 		if u := d.unitOf[pi]; u != none {
@@ -92,6 +80,24 @@ func (d *distState) buildUnits() error {
 		}
 	}
 	return nil
+}
+
+// fsdpBlocks maps the modules FSDP wraps as units to their precedence:
+// modules wrapped on their own come first (negative positions), so they
+// win over a block that contains them, as a nested fully_shard takes its
+// parameters out of the outer unit (fsdpUnit).
+func (d *distState) fsdpBlocks() map[string]int {
+	prefixes := blockPrefixes(d.plan.Model)
+	blocks := make(map[string]int, len(d.Par.FSDPUnits)+len(prefixes))
+	for i, u := range d.Par.FSDPUnits {
+		blocks[u] = i - len(d.Par.FSDPUnits)
+	}
+	for i, b := range prefixes {
+		if _, ok := blocks[b]; !ok {
+			blocks[b] = i
+		}
+	}
+	return blocks
 }
 
 // holdsIdle reports whether the unit name holds parameters no op of the
