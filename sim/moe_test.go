@@ -113,8 +113,8 @@ func TestMoEAdaptersAndFreezing(t *testing.T) {
 	}
 }
 
-// Experts no token reaches still hold their weights (and adapters): one
-// token, top-1 of 4 experts leaves three idle.
+// Experts no token reaches still hold their weights (and adapters), and
+// their optimizer state: one token, top-1 of 4 experts leaves three idle.
 func TestMoEIdleExpertsHoldWeights(t *testing.T) {
 	for _, impl := range []string{"loop", "fused_loop", "grouped"} {
 		m := &nn.MoE{Dim: 64, Hidden: 128, Experts: 4, TopK: 1, Act: "swiglu", Impl: impl}
@@ -123,6 +123,13 @@ func TestMoEIdleExpertsHoldWeights(t *testing.T) {
 		r := evalPlan(t, p)
 		if r.Params != m.Params() || r.States.Params != 2*m.Params() {
 			t.Errorf("impl %s: %d parameters in %d bytes, want %d in %d", impl, r.Params, r.States.Params, m.Params(), 2*m.Params())
+		}
+		// Trained in full, the idle experts keep their AdamW state: other
+		// steps' tokens reached them, and torch.optim keeps a state once
+		// made (core.ParamInfo.Unrouted; bf16 moments, 4 bytes a weight).
+		p.LoRA, p.Optimizer = nil, core.Optimizer{Kind: core.AdamW}
+		if got := evalPlan(t, p).States.Optimizer; got != 4*m.Params() {
+			t.Errorf("impl %s: optimizer state %d bytes, want %d", impl, got, 4*m.Params())
 		}
 	}
 }
