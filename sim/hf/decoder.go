@@ -146,6 +146,12 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
+	if f.gemma == 3 {
+		// Gemma 3's cos and sin, one pair a forward for each layer type
+		// (nn.ropeTables); the single pair of the other decoders is not
+		// modelled yet (nor by the zoo's attention()).
+		at.RopeTables = "rotary_emb"
+	}
 	norm := func(name string) core.Layer {
 		switch {
 		case f.layerNorm:
@@ -169,6 +175,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if len(local) > 0 {
 		la := *at
 		la.Window = c.sizeOr("sliding_window", f.windowDef)
+		if f.gemma == 3 {
+			la.RopeTables = "rotary_emb_local" // rope_local_base_freq's
+		}
 		localAt = &la
 	}
 

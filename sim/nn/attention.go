@@ -83,6 +83,10 @@ type Attention struct {
 	// embedding registers as buffers, each [RopeCache, head_dim]
 	// (rope_cache.go); 0 for none.
 	RopeCache int64
+	// RopeTables names the rotary embedding whose cos and sin, made once a
+	// forward, every layer's rope saves (rope_cache.go, ropeTables); ""
+	// for none modelled (every decoder but Gemma 3's).
+	RopeTables string
 	// RopeCacheDType is their dtype; unset, the parameters'.
 	RopeCacheDType units.DType
 	// OutputGate: q_proj also yields a per-channel gate and the attention

@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"fmt"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -40,14 +42,45 @@ func (a *Attention) ropeCacheBuffers(b *core.Builder, d int64) {
 // and the rotated copy are transient; cos and sin are buffers in the
 // parameters' dtype (module.to() casts float buffers), so under autocast
 // the bf16 projection times the fp32 buffers promotes: q and k leave RoPE
-// in fp32 (Hugging Face Llama; tools/oracle vectors).
-func rope(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
-	i := b.AddOp("rope", b.Concat("rope_", name), []core.Value{x})
+// in fp32 (Hugging Face Llama; tools/oracle vectors). With tables (cos
+// and sin, ropeTables) the op reads them and saves them for backward
+// (q * cos saves cos, rotate_half(q) * sin saves sin).
+func rope(b *core.Builder, name string, x core.Value, shape []int64, tables ...core.Value) core.Value {
+	i := b.AddOp("rope", b.Concat("rope_", name), append([]core.Value{x}, tables...))
 	dt := core.Promote(b.Dtype(x), b.Prec.Params)
 	y := b.Out(i, b.Concat(name, "_rot"), shape, dt, b.Concat("rotary-embedded ", name))
+	if b.Grad(x) {
+		b.Save(i, tables...)
+	}
 	per := dt.Bytes(core.Numel(shape))
 	b.Op(i).WorkF = 2 * per // rotate_half cat and one product live at once
 	b.Op(i).WorkB = 2 * per
 	b.Op(i).Flops = 6 * float64(core.Numel(shape))
 	return y
+}
+
+// ropeTables are the cos and sin the rotary embedding named key makes
+// once a forward, shape ([batch, seq, head_dim]) each in the embeddings'
+// dtype (transformers' rotary_emb(hidden_states, position_ids) returns
+// cos.to(x.dtype), x the input embeddings), handed to every layer that
+// uses it: the first such layer of this lowering makes them and the
+// later ones read them (one pair of storages however many layers save
+// them). Gemma 3 has two (Gemma3TextModel.forward makes
+// position_embeddings[layer_type] for each layer type, 5.25.0: the local
+// layers' from rope_local_base_freq).
+func ropeTables(b *core.Builder, key string, shape []int64) []core.Value {
+	dt := b.Prec.Params
+	key = fmt.Sprintf("%s.%s.%v", key, dt.Name(), shape)
+	if cos, ok := b.SharedValue(key + ".cos"); ok {
+		sin, _ := b.SharedValue(key + ".sin")
+		return []core.Value{cos, sin}
+	}
+	i := b.AddOp("rope_tables", "rotary_emb", nil)
+	cos := b.Out(i, "cos", shape, dt, "the rotary cos made once a forward, saved by every layer's rope")
+	sin := b.Out(i, "sin", shape, dt, "the rotary sin made once a forward, saved by every layer's rope")
+	b.Val(cos).Grad, b.Val(sin).Grad = false, false
+	b.Op(i).NoGradB = true
+	b.Share(key+".cos", cos)
+	b.Share(key+".sin", sin)
+	return []core.Value{cos, sin}
 }

@@ -40,7 +40,7 @@ import "github.com/memsh/memsh/sim/core"
 // the Broadcast rate.
 func (pr *pricer) hfRope(op *core.OpInfo) (OpCost, bool) {
 	g, ok := pr.graphRates()
-	if !ok || pr.dispatch != DispatchEager || len(op.In) != 1 || len(op.Out) != 1 {
+	if !ok || pr.dispatch != DispatchEager || len(op.In) == 0 || len(op.Out) != 1 { // In[1:]: the cos and sin tables, if modelled (nn.ropeTables)
 		return OpCost{}, false
 	}
 	p := pr.prog
