@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/replay"
 )
 
 // TestIdleTowerOptimizerState: a parameter the step never reaches gets no
@@ -90,6 +91,48 @@ func TestIdleTowerStateLayouts(t *testing.T) {
 		}
 		if st.Params != tc.params {
 			t.Errorf("%s: parameters %d bytes, want %d", tc.name, st.Params, tc.params)
+		}
+	}
+}
+
+// TestIdleTowerZeROAccumulatedGradients: DeepSpeed ZeRO-1 and ZeRO-2 with
+// grad_accum = 2 on the tiny Qwen2.5-VL without images (fp32, DP 2). The
+// gradients held from the micro-batch before the replayed one (setup):
+// stage 1 leaves them to autograd's param.grad until the accumulation
+// boundary, so the vision tower, which no op reaches, has None and only
+// the 93,504 elements the step reaches hold one (replay's zero1GradNumel,
+// deepspeed/runtime/engine.py allreduce_gradients and
+// stage_1_and_2.py reduce_gradients, "if grad_reduc is not None");
+// stage 2 keeps grads_in_partition, sized by every parameter in the
+// rank's partition, reached or not: 198,304 / 2 elements (copy_grads_in_partition).
+// The flat fp32 optimizer partitions hold state for all of them either
+// way (TestIdleTowerStateLayouts).
+func TestIdleTowerZeROAccumulatedGradients(t *testing.T) {
+	for _, tc := range []struct {
+		zero      int
+		grads     int64 // States.Grads
+		heldGrads int64 // gradient bytes held through setup, each block rounded up to 512 bytes by the caching allocator
+	}{
+		{1, 4 * 93_504, 377_344}, // a .grad for every parameter gave 793,216 and 805,888
+		{2, 4 * 198_304 / 2, 396_800},
+	} {
+		p := visionPlan(t, "qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 198_304, "fp32")
+		p.Parallel, p.GradAccum = core.Parallelism{DP: 2, Zero: tc.zero}, 2
+		rep, err := Evaluate(p, core.Options{Timeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var held int64
+		for _, pt := range rep.Timeline {
+			if pt.Phase == replay.PhaseSetup {
+				held = max(held, pt.ByCat[core.CatGrads])
+			}
+		}
+		if rep.States.Grads != tc.grads || held != tc.heldGrads {
+			t.Errorf("zero %d: gradients %d bytes, held through setup %d; want %d and %d", tc.zero, rep.States.Grads, held, tc.grads, tc.heldGrads)
+		}
+		if want := int64(1_586_432 / 2); rep.States.Optimizer != want {
+			t.Errorf("zero %d: optimizer state %d bytes, want %d", tc.zero, rep.States.Optimizer, want)
 		}
 	}
 }

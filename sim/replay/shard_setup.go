@@ -227,11 +227,9 @@ func (d *distState) setupZeRO12(r *Replay) {
 		d.optimizerShard(r, g.name+" partition", n, "ZeRO partition")
 	}
 	if d.Par.Zero == 2 {
-		st.Grads = prec.Grads.Bytes(part)
+		st.Grads = prec.Grads.Bytes(part) // grads_in_partition spans every parameter of the partition
 	} else {
-		for _, g := range d.groups(true) {
-			st.Grads += prec.Grads.Bytes(g.numel)
-		}
+		st.Grads = prec.Grads.Bytes(d.zero1GradNumel(r))
 	}
 	if d.ZeroOffload(r) {
 		n := d.largestTrainable()
@@ -246,12 +244,33 @@ func (d *distState) setupZeRO12(r *Replay) {
 		if d.Par.Zero == 2 {
 			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), core.CatGrads, "this rank's gradient partition, accumulated over micro-batches")
 		} else {
-			r.op = "accumulated gradients"
-			for pi := range d.p.Params {
-				r.paramGradient(int32(pi), false)
+			r.accumulatedGradients() // param.grad, None where the step gives none (zero1GradNumel)
+		}
+	}
+}
+
+// zero1GradNumel is the elements of ZeRO-1's full gradients: those of
+// the trainable parameters the step gives a gradient (gradlessParams).
+// Stage 1 leaves the gradients to autograd's param.grad (or param.grad_accum
+// when gradient_accumulation_dtype differs) until the accumulation
+// boundary, and a parameter no op reaches keeps None there: the engine
+// reduces only at the boundary (deepspeed/runtime/engine.py
+// allreduce_gradients, l.2056 at DeepSpeed 38327e07), reduce_gradients
+// skips a None grad (stage_1_and_2.py l.723, "if grad_reduc is not
+// None"), and the backward hooks that fill the IPG bucket never fire for
+// it (create_reduce_and_remove_grad_hooks, l.904). Stage 2 differs:
+// grads_in_partition is sized by every parameter in the rank's partition,
+// reached or not (copy_grads_in_partition, l.1344-1353).
+func (d *distState) zero1GradNumel(r *Replay) int64 {
+	var n int64
+	for _, g := range d.groups(true) {
+		for _, pi := range g.params {
+			if !r.gradless[pi] {
+				n += d.p.Params[pi].Numel
 			}
 		}
 	}
+	return n
 }
 
 // setupZeRO3: every parameter partitioned (ceil(numel/dp) elements each,
