@@ -138,6 +138,8 @@ var vlHeads = []hfHead{headCausalLM, headBase}
 var hfFamilies = []hfFamily{
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
+	// deepseek_v2: DeepSeek-V3's layout with a softmax router (deepseek_v2.go).
+	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{router: "gate", weightsFP32: true}},
 	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true}},
 	// deepseek_v32: the 5.11.0 wheel is the first with
 	// models/deepseek_v32 (absent from 5.10.0); no flash path

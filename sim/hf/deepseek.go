@@ -97,13 +97,7 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	}
 	if experts > 0 {
 		moeInter := c.size("moe_intermediate_size")
-		if f := c.str("scoring_func", "sigmoid"); f != "sigmoid" {
-			c.fail("scoring_func", "must be \"sigmoid\" for model_type %s (got %q)", c.modelType, f)
-		}
-		moe := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: moeInter, Experts: experts,
-			TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
-			NormTopK: c.flag("norm_topk_prob", true), ScoreBias: c.str("topk_method", "noaux_tc") == "noaux_tc",
-			SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: moeInter}
+		moe := c.routedMoE(hidden, moeInter, experts, act)
 		c.checkLayer(moe, moeKeys("n_routed_experts", "num_experts_per_tok"))
 		moeFF = moe
 		estimate = float64(experts+moe.SharedExperts) * 3 * float64(hidden) * float64(moeInter)
@@ -132,6 +126,22 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 	return c.finish(head, ls, vocab, tie)
 }
 
+// routedMoE is the family's routed block: DeepSeek-V2's softmax router
+// (deepSeekV2MoE), otherwise DeepseekV3TopkRouter's sigmoid scores with
+// the correction bias under topk_method "noaux_tc".
+func (c *hfConfig) routedMoE(hidden, inter, experts int64, act string) *nn.MoE {
+	if c.modelType == "deepseek_v2" {
+		return c.deepSeekV2MoE(hidden, inter, experts, act)
+	}
+	if f := c.str("scoring_func", "sigmoid"); f != "sigmoid" {
+		c.fail("scoring_func", "must be \"sigmoid\" for model_type %s (got %q)", c.modelType, f)
+	}
+	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
+		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
+		NormTopK: c.flag("norm_topk_prob", true), ScoreBias: c.str("topk_method", "noaux_tc") == "noaux_tc",
+		SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: inter}
+}
+
 // firstDenseDefault is first_k_dense_replace's default, the config class's
 // (transformers 5.17.0): DeepseekV3Config, DeepseekV32Config and
 // GlmMoeDsaConfig 3 (Kimi K2.5's text_config is a DeepseekV3Config),
@@ -145,5 +155,6 @@ func (c *hfConfig) firstDenseDefault() int64 {
 	case "glm4_moe", "glm4_moe_lite":
 		return 1
 	}
+	// DeepseekV2Config: 0 (DeepSeek-V2's configs set 1).
 	return 0
 }

@@ -102,6 +102,11 @@ type MoE struct {
 	// weights are fp32 either way, and 4.x's DeepseekV3MoE.moe summed
 	// them in fp32).
 	WeightsFP32 bool
+	// RouterFP32: the softmax router's gating GEMM runs in fp32 over the
+	// input cast to fp32 (DeepseekV2TopkRouter: F.linear(x.float(),
+	// weight.float()), modeling_deepseek_v2.py at 5.25.0), not in the
+	// compute dtype; its softmax is fp32 either way.
+	RouterFP32 bool
 	// SentinelsEP: expert parallelism's sentinel rows handled as
 	// transformers 5.18 and later handle them (integrations/moe.py and the
 	// families' Experts.forward at 5.18.0): grouped_mm makes the sentinel

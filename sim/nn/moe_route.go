@@ -72,6 +72,9 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			logits = b.Linear(name, core.RoleRouter, x, m.Dim, E, false)
 		} else {
 			dt := routerDType(b, b.Prec.Compute)
+			if m.RouterFP32 {
+				dt = routerDType(b, units.FP32)
+			}
 			name := m.RouterName
 			if name == "" {
 				name = "router"

@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// DeepSeek-V2's parameters: transformers 5.25.0's DeepseekV2ForCausalLM
+// on the meta device over the config.json values in testdata/hf
+// (deepseek-v2-lite.json: deepseek-ai/DeepSeek-V2-Lite's config.json,
+// as copied in public tests; deepseek-v2.json: deepseek-ai/DeepSeek-V2's,
+// as NVIDIA Megatron-Bridge's DeepSeek-V2 bridge test copies it):
+//
+//	m = AutoModelForCausalLM.from_config(DeepseekV2Config(**cfg)) under torch.device("meta")
+//	sum(p.numel() for p in m.parameters())
+//
+// The model cards count 15.7 B and 236 B.
+func TestDeepSeekV2Params(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want int64
+	}{
+		{"deepseek-v2-lite.json", 15_706_484_224},
+		{"deepseek-v2.json", 235_741_434_880},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if got := m.Params(); got != tc.want {
+			t.Errorf("%s: %d parameters, want %d", tc.file, got, tc.want)
+		}
+	}
+}
+
+// What one DeepSeek-V2 MoE layer keeps for backward, against transformers
+// 5.25.0 on PyTorch 2.15.0 (the CPU, bf16 weights, no autocast, sdpa,
+// use_cache=False): deepseek-v2-tiny.json (64 wide, 4 heads, MLA with
+// kv_lora_rank 16, 8 + 4 query/key dims and 8 value dims, 8 experts of
+// 32, top-2, 2 shared), layer 0 dense and layer 1 an MoE layer, so that a
+// layer's bytes are the difference of 2 layers and 1, 2 samples of 32
+// tokens:
+//
+//	python tools/oracle/hf_block_saved.py CONFIG {1,2} 2 32 bfloat16 sdpa nocache
+//
+// greedy, no q_lora_rank: 520,996 - 253,444; group-limited (q_lora_rank
+// 32, n_group 4, topk_group 2): 557,860 - 270,084 saved (554,788 kept).
+func TestDeepSeekV2LayerSavesAsTransformers(t *testing.T) {
+	cpu, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := string(readHF(t, "deepseek-v2-tiny.json"))
+	grouped := strings.NewReplacer(`"q_lora_rank": null`, `"q_lora_rank": 32`,
+		`"topk_method": "greedy"`, `"topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2`).Replace(tiny)
+	saved := func(cfg, layers string) int64 {
+		m, err := hf.FromConfigOptions([]byte(strings.Replace(cfg, `"num_hidden_layers": 2`, `"num_hidden_layers": `+layers, 1)), hf.Options{Attn: "sdpa"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime, p.Batch, p.Seq = cpu, 2, 32
+		if p.Precision, err = core.LookupPrecision("bf16"); err != nil {
+			t.Fatal(err)
+		}
+		return evalPlan(t, p).SavedActivations
+	}
+	for _, tc := range []struct {
+		name, cfg string
+		want      int64
+	}{
+		{"greedy", tiny, 520_996 - 253_444},
+		{"group_limited_greedy", grouped, 557_860 - 270_084},
+	} {
+		if got := saved(tc.cfg, "2") - saved(tc.cfg, "1"); got != tc.want {
+			t.Errorf("%s: a layer keeps %d bytes, transformers %d (%+d)", tc.name, got, tc.want, got-tc.want)
+		}
+	}
+}
