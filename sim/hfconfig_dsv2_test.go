@@ -47,9 +47,25 @@ func TestDeepSeekV2Params(t *testing.T) {
 //
 //	python tools/oracle/hf_block_saved.py CONFIG {1,2} 2 32 bfloat16 sdpa nocache
 //
-// greedy, no q_lora_rank: 520,996 - 253,444; group-limited (q_lora_rank
-// 32, n_group 4, topk_group 2): 557,860 - 270,084 saved (554,788 kept).
+// greedy, no q_lora_rank: 520,996 - 253,444 kept; group-limited
+// (q_lora_rank 32, n_group 4, topk_group 2): 554,788 - 270,084 kept (the
+// layer's 512 more than greedy's, beyond q_a_proj's, is masked_fill's
+// [64 tokens, 8 experts] bool mask: nn.MoE.GroupLimited). memsh counts
+// what the harness counts but two things, the same for DeepSeek-V3 (the
+// config as deepseek_v3 measures 267,552 a layer too):
+//
+//   - the CPU's attention: SDPA with 12-wide queries and keys and 8-wide
+//     values takes the math path on the CPU, which keeps fp32 copies of
+//     q, k^T and v and the fp32 probabilities (12,288 + 12,288 + 8,192 +
+//     32,768 B), where memsh lowers the CUDA memory-efficient kernel (q,
+//     k, the kv_b_proj output v is a view of, its output and logsumexp:
+//     6,144 + 6,144 + 8,192 + 4,096 + 1,024 B): 39,936 B fewer;
+//   - grouped_mm's offsets (int32 [8 experts], 32 B), not lowered.
+//
+// The router's fp32 weight copy (weight.float(), 2,048 B) is a saved
+// weight copy in memsh's report, an activation in the harness's.
 func TestDeepSeekV2LayerSavesAsTransformers(t *testing.T) {
+	const cpuMathAttention, groupedMMOffsets = 39_936, 32
 	cpu, err := core.LookupRuntime("cpu")
 	if err != nil {
 		t.Fatal(err)
@@ -67,17 +83,40 @@ func TestDeepSeekV2LayerSavesAsTransformers(t *testing.T) {
 		if p.Precision, err = core.LookupPrecision("bf16"); err != nil {
 			t.Fatal(err)
 		}
-		return evalPlan(t, p).SavedActivations
+		r := evalPlan(t, p)
+		return r.SavedActivations + r.SavedWeightCopies
 	}
 	for _, tc := range []struct {
 		name, cfg string
 		want      int64
 	}{
 		{"greedy", tiny, 520_996 - 253_444},
-		{"group_limited_greedy", grouped, 557_860 - 270_084},
+		{"group_limited_greedy", grouped, 554_788 - 270_084},
 	} {
-		if got := saved(tc.cfg, "2") - saved(tc.cfg, "1"); got != tc.want {
-			t.Errorf("%s: a layer keeps %d bytes, transformers %d (%+d)", tc.name, got, tc.want, got-tc.want)
+		want := tc.want - cpuMathAttention - groupedMMOffsets
+		if got := saved(tc.cfg, "2") - saved(tc.cfg, "1"); got != want {
+			t.Errorf("%s: a layer keeps %d bytes, transformers %d less the CPU's attention and the offsets, %d (%+d)", tc.name, got, tc.want, want, got-want)
+		}
+	}
+}
+
+// What hf_config refuses for deepseek_v2, naming the key: a router
+// DeepseekV2TopkRouter does not have, and groups that do not divide the
+// experts (its view(-1, n_group, experts // n_group) fails).
+func TestDeepSeekV2Refuses(t *testing.T) {
+	tiny := string(readHF(t, "deepseek-v2-tiny.json"))
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"topk_method", `"topk_method": "greedy"`, `"topk_method": "noaux_tc"`,
+			`"topk_method" must be "greedy" or "group_limited_greedy" for model_type deepseek_v2 (got "noaux_tc")`},
+		{"n_group", `"topk_method": "greedy"`, `"topk_method": "group_limited_greedy", "n_group": 3, "topk_group": 2`,
+			`"n_group" must divide n_routed_experts (8) for topk_method "group_limited_greedy" (got 3)`},
+		{"no n_group", `"topk_method": "greedy"`, `"topk_method": "group_limited_greedy"`, `"n_group"`},
+	} {
+		_, err := hf.FromConfigOptions([]byte(strings.Replace(tiny, tc.from, tc.to, 1)), hf.Options{Attn: "sdpa"})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error containing %s", tc.name, err, tc.want)
 		}
 	}
 }

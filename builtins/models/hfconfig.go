@@ -74,6 +74,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"\"eager\" (the per-expert loop over the 3-D weights, moe(impl=\"fused_loop\")); from 5.18 grouped_mm zeroes expert parallelism's " +
 			"sentinel rows only when the experts are sharded (no masked_fill on one rank) and the loop's one_hot has experts + 1 classes; bitsandbytes and PEFT's " +
 			"target_modules do not reach them; experts= on a model without these blocks is an error. PhiMoE's sparsemixer router is lowered as Mixtral's softmax top-k, in 4.x and 5.x alike. " +
+			"deepseek_v2 (DeepSeek-V2-Lite, V2, V2.5) is DeepSeek-V3's layout with DeepseekV2TopkRouter: an fp32 weight applied in fp32, " +
+			"softmax, top-k over all the experts (topk_method \"greedy\") or over the topk_group best of n_group groups " +
+			"(\"group_limited_greedy\", whose masked_fill keeps a bool [tokens, experts] mask), the weights times routed_scaling_factor, " +
+			"never renormalised (5.25.0 reads no norm_topk_prob), no correction bias. " +
 			"qwen3_next (Qwen3-Next, transformers 4.57) and Qwen3.5 (qwen3_5, qwen3_5_moe and their _text model types, transformers 5.2; " +
 			"the text model alone: arch=\"Qwen3_5ForCausalLM\" or \"Qwen3_5MoeForCausalLM\") stack Gated DeltaNet " +
 			"layers (linear_attn) with gated attention every full_attention_interval-th layer (layer_types); linear_attn is their kernel: " +

@@ -107,6 +107,11 @@ type MoE struct {
 	// weight.float()), modeling_deepseek_v2.py at 5.25.0), not in the
 	// compute dtype; its softmax is fp32 either way.
 	RouterFP32 bool
+	// GroupLimited: the softmax router's probabilities are masked to the
+	// best groups before the top-k (DeepseekV2TopkRouter's topk_method
+	// "group_limited_greedy": scores.masked_fill(~score_mask.bool(), 0.0)
+	// outside no_grad, which saves the [tokens, experts] bool mask).
+	GroupLimited bool
 	// SentinelsEP: expert parallelism's sentinel rows handled as
 	// transformers 5.18 and later handle them (integrations/moe.py and the
 	// families' Experts.forward at 5.18.0): grouped_mm makes the sentinel

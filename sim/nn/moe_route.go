@@ -92,6 +92,9 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		b.Save(sm, probs)
 		b.SaveSoftmaxInput(sm, logits)
 		b.Op(sm).Flops = 5 * float64(T*E)
+		if m.GroupLimited {
+			probs = m.maskGroups(b, probs, T)
+		}
 		tk := b.AddOp("topk", "topk", []core.Value{probs})
 		w := b.Out(tk, "routing_weights", []int64{T, k}, units.FP32, "top-k routing weights")
 		r.idx = b.Out(tk, "expert_index", []int64{T, k}, units.INT64, "top-k expert indices")
@@ -131,6 +134,21 @@ func (m *MoE) topkIndices(b *core.Builder, scores core.Value, T int64) core.Valu
 	// the masked scores
 	b.Op(i).WorkF = 3 * units.FP32.Bytes(T*m.Experts)
 	return idx
+}
+
+// maskGroups zeroes the probabilities of the experts outside the best
+// groups (GroupLimited): the group scores, their top-k and the group
+// mask expanded to the experts are transients; masked_fill keeps the
+// negated bool mask, one byte a token and expert, for its backward.
+func (m *MoE) maskGroups(b *core.Builder, probs core.Value, T int64) core.Value {
+	i := b.AddOp("masked_fill", "group_mask", []core.Value{probs})
+	out := b.Out(i, "group_masked_probs", []int64{T, m.Experts}, units.FP32, "probabilities outside the chosen groups zeroed")
+	mask := b.Out(i, "group_mask", []int64{T, m.Experts}, units.BOOL, "~score_mask.bool(), saved by masked_fill")
+	b.Val(mask).Grad = false
+	b.Save(i, mask)
+	// score_mask expanded and reshaped to [T, E] in fp32, then .bool()
+	b.Op(i).WorkF = units.FP32.Bytes(T*m.Experts) + units.BOOL.Bytes(T*m.Experts)
+	return out
 }
 
 // normTopK renormalises the top-k weights to sum to one (w / w.sum(-1)).
