@@ -54,7 +54,7 @@ func LayerBuiltins() []host.Builtin {
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
-				"window=None, sinks=False, enable_gqa=False, output_gate=False, name=None)",
+				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -63,7 +63,10 @@ func LayerBuiltins() []host.Builtin {
 				"fp32 max_scores and delta as its only workspaces; priced as flash) or " +
 				"\"eager\" (saves the scores' softmax and dropout mask: memory grows with seq²). " +
 				"dropout applies to the attention probabilities and the output projection (GPT-2 placement). " +
-				"rope adds rotary embeddings to q and k. fused_qkv uses one qkv projection (GPT-2's c_attn); " +
+				"rope adds rotary embeddings to q and k. rope_tables=\"rotary_emb\" (with rope) names the rotary module whose " +
+				"cos and sin ([1, seq, head_dim] each, in the parameters' dtype) transformers makes once a forward and every " +
+				"layer's rope saves: the layers that name the same module share one pair (the zoo's decoders name \"rotary_emb\", " +
+				"as hf_config does); None counts no pair. fused_qkv uses one qkv projection (GPT-2's c_attn); " +
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
 				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3). " +
@@ -307,14 +310,14 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool
 }
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, name starlark.Value
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, name starlark.Value
 	var qkvBias, outBias, rope, qkNorm, sinks, gqa, gate bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "name?", &name); err != nil {
 		return nil, err
 	}
 	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate}
@@ -361,10 +364,30 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if window != nil && window != starlark.None && a.Window <= 0 {
 		return nil, fmt.Errorf("attention: window must be positive (got %d; None for none)", a.Window)
 	}
+	if a.RopeTables, err = ropeTablesArg(tables, rope); err != nil {
+		return nil, err
+	}
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
 	}
 	return newLayer(thread, a)
+}
+
+// ropeTablesArg unpacks attention()'s rope_tables: None, or the name of
+// the rotary module whose cos and sin the layer's rope saves, which needs
+// rope=True.
+func ropeTablesArg(v starlark.Value, rope bool) (string, error) {
+	if v == nil || v == starlark.None {
+		return "", nil
+	}
+	s, ok := starlark.AsString(v)
+	if !ok || s == "" {
+		return "", fmt.Errorf("attention: rope_tables must name the rotary module, e.g. \"rotary_emb\" (got %s; None for no tables)", v.String())
+	}
+	if !rope {
+		return "", fmt.Errorf("attention: rope_tables=%q needs rope=True (the tables are the rotary embedding's cos and sin)", s)
+	}
+	return s, nil
 }
 
 // optProb unpacks a probability (0.0 when absent); the range is checked

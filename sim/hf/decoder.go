@@ -146,10 +146,14 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
-	if f.gemma == 3 {
-		// Gemma 3's cos and sin, one pair a forward for each layer type
-		// (nn.ropeTables); the single pair of the other decoders is not
-		// modelled yet (nor by the zoo's attention()).
+	if c.modelType != "gpt_oss" && !c.mrope {
+		// The rotary cos and sin the model makes once a forward and every
+		// layer saves (nn.Attention.ropeTables). Not modelled: gpt-oss's,
+		// half a head wide (GptOssRotaryEmbedding does not repeat the
+		// frequencies); the vision-language models' multimodal ones
+		// (Qwen2-VL's apply_multimodal_rotary_pos_emb concatenates its
+		// sections into a new pair in every layer; Qwen3-VL's carry the
+		// batch of their 3-D position ids).
 		at.RopeTables = "rotary_emb"
 	}
 	norm := func(name string) core.Layer {

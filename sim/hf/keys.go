@@ -21,7 +21,11 @@ type hfConfig struct {
 	arch      string // the model class built (Options.Arch or architectures[0]; "" for the default)
 	prefix    string // the path of a nested object's keys in config.json ("text_config."; "" at the top)
 	ownBase   bool   // the model names its base itself (Llama4ForConditionalGeneration's language_model.model), not the family's base
-	err       *units.Error
+	// mrope: the language model of a vision-language model, whose
+	// multimodal rotary cos and sin differ from the decoders' one pair a
+	// forward (buildDecoder counts none for it)
+	mrope bool
+	err   *units.Error
 }
 
 // at is key as config.json spells its path: a nested object's keys with

@@ -3,6 +3,7 @@ package hf
 import (
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // buildOlmo2 builds transformers' Olmo2ForCausalLM (model_type olmo2:
@@ -37,7 +38,8 @@ func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
-		Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true, QKNormWide: true}
+		Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true, QKNormWide: true,
+		RopeTables: "rotary_emb", RopeTablesDType: units.FP32}
 	norm := func(name string) core.Layer { return &nn.Olmo2Norm{Name: name, Dim: hidden} }
 	attnPart := append(append([]core.Layer{at}, after...), norm("post_attention_layernorm"))
 	block := seq(res(attnPart...), res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))

@@ -43,6 +43,7 @@ func buildQwen3VL(c *hfConfig, attn string, head hfHead) *core.Model {
 			}
 		}
 	}
+	lm.mrope = true
 	return c.joinVision(lm, tower, buildDecoder(lm, attn, head))
 }
 

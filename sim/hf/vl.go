@@ -37,6 +37,7 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 	mt := c.modelType
 	lm := c.textConfig()
 	lm.modelType = "qwen2" // the language model
+	lm.mrope = true
 	m := buildDecoder(lm, attn, head)
 	c.err = lm.err
 	c.modelType = mt

@@ -84,9 +84,16 @@ type Attention struct {
 	// (rope_cache.go); 0 for none.
 	RopeCache int64
 	// RopeTables names the rotary embedding whose cos and sin, made once a
-	// forward, every layer's rope saves (rope_cache.go, ropeTables); ""
-	// for none modelled (every decoder but Gemma 3's).
+	// forward, every layer's rope saves (rope_cache.go, ropeTables): the
+	// decoders of hf_config and the zoo's name "rotary_emb" (Gemma 3's
+	// local layers "rotary_emb_local"); "" for none modelled. Under
+	// Megatron's kernels the pair is not counted (Transformer Engine's
+	// fused rope saves one fp32 freqs table instead, not modelled).
 	RopeTables string
+	// RopeTablesDType is their dtype; unset, the parameters' (OLMo 2's
+	// rotary_emb returns them in fp32: Olmo2RotaryEmbedding.forward, no
+	// cast to x's dtype, transformers 5.25.0).
+	RopeTablesDType units.DType
 	// RopeCacheDType is their dtype; unset, the parameters'.
 	RopeCacheDType units.DType
 	// OutputGate: q_proj also yields a per-channel gate and the attention

@@ -42,8 +42,8 @@ func (a *Attention) chunkMasked(seq int64) bool { return a.Chunk > 0 && seq >= a
 // rotate applies the layer's rotary embedding to x (q or k).
 func (a *Attention) rotate(b *core.Builder, name string, x core.Value, shape []int64) core.Value {
 	if !a.RopeComplex {
-		if a.RopeTables != "" {
-			return rope(b, name, x, shape, ropeTables(b, a.RopeTables, core.WithLast(shape, a.Hd()))...)
+		if a.RopeTables != "" && !b.MegatronKernels() { // TE's fused rope saves its own freqs
+			return rope(b, name, x, shape, a.ropeTables(b, shape)...)
 		}
 		return rope(b, name, x, shape)
 	}

@@ -59,18 +59,26 @@ func rope(b *core.Builder, name string, x core.Value, shape []int64, tables ...c
 	return y
 }
 
-// ropeTables are the cos and sin the rotary embedding named key makes
-// once a forward, shape ([batch, seq, head_dim]) each in the embeddings'
-// dtype (transformers' rotary_emb(hidden_states, position_ids) returns
-// cos.to(x.dtype), x the input embeddings), handed to every layer that
-// uses it: the first such layer of this lowering makes them and the
-// later ones read them (one pair of storages however many layers save
-// them). Gemma 3 has two (Gemma3TextModel.forward makes
-// position_embeddings[layer_type] for each layer type, 5.25.0: the local
-// layers' from rope_local_base_freq).
-func ropeTables(b *core.Builder, key string, shape []int64) []core.Value {
-	dt := b.Prec.Params
-	key = fmt.Sprintf("%s.%s.%v", key, dt.Name(), shape)
+// ropeTables are the cos and sin the rotary embedding a.RopeTables makes
+// once a forward, [1, seq, head_dim] each in the embeddings' dtype:
+// transformers' rotary_emb(hidden_states, position_ids) returns
+// cos.to(x.dtype), x the input embeddings (OLMo 2's keeps them in fp32:
+// a.RopeTablesDType), and a forward given no position_ids makes them
+// arange(seq).unsqueeze(0), one row for the whole batch (LlamaModel.forward,
+// 5.25.0; hf_block_saved.py at batch 2: two (1, 1, 64, 16) storages).
+// They are handed to every layer that uses them: the first such layer of
+// this lowering makes them and the later ones read them (one pair of
+// storages however many layers save them). Gemma 3 has two
+// (Gemma3TextModel.forward makes position_embeddings[layer_type] for each
+// layer type: the local layers' from rope_local_base_freq). x is q's or
+// k's shape, [..., seq, heads x head_dim].
+func (a *Attention) ropeTables(b *core.Builder, x []int64) []core.Value {
+	dt := a.RopeTablesDType
+	if dt == units.InvalidDType {
+		dt = b.Prec.Params
+	}
+	shape := []int64{1, x[len(x)-2], a.Hd()}
+	key := fmt.Sprintf("%s.%s.%v", a.RopeTables, dt.Name(), shape)
 	if cos, ok := b.SharedValue(key + ".cos"); ok {
 		sin, _ := b.SharedValue(key + ".sin")
 		return []core.Value{cos, sin}
