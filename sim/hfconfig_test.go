@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/hw"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Exact parameter counts of Hugging Face models built from their
@@ -286,7 +288,7 @@ func TestFromHFConfigErrors(t *testing.T) {
 		{"too large", edit(`"vocab_size": 32000`, `"vocab_size": 100000000`), "sdpa", "", `"vocab_size" is too large (got 100000000; memsh takes sizes up to 16777216)`},
 		{"overflow", strings.Replace(edit(`"hidden_size": 4096,`, `"hidden_size": 16777216,`), `"intermediate_size": 11008,`, `"intermediate_size": 16777216,`, 1), "sdpa", "", "config.json describes about 6.31e+16 parameters, more than memsh can count"},
 		{"kv heads", edit(`"num_key_value_heads": 32,`, `"num_key_value_heads": 5,`), "sdpa", "", `"num_key_value_heads" (5) must divide the 32 attention heads`},
-		{"heads divide", strings.Replace(edit(`"num_attention_heads": 32,`, `"num_attention_heads": 24,`), `"num_key_value_heads": 32,`, "", 1), "sdpa", "", "hidden size 4096 is not a multiple of 24 attention heads"},
+		{"heads divide", strings.Replace(edit(`"num_attention_heads": 32,`, `"num_attention_heads": 24,`), `"num_key_value_heads": 32,`, "", 1), "sdpa", "", `"hidden_size" (4096) is not a multiple of "num_attention_heads" (24)`},
 		{"bad flag", edit(`"tie_word_embeddings": false,`, `"tie_word_embeddings": "no",`), "sdpa", "", `"tie_word_embeddings" must be true or false (got the string "no")`},
 		{"bad rope_scaling", edit(`"rope_scaling": null,`, `"rope_scaling": 8,`), "sdpa", "", `"rope_scaling" must be an object or null (got 8)`},
 		{"bad act", edit(`"hidden_act": "silu",`, `"hidden_act": "relu",`), "sdpa", "", `"hidden_act" must be a gated activation for model_type "llama" (got "relu"`},
@@ -307,6 +309,34 @@ func TestFromHFConfigErrors(t *testing.T) {
 				t.Errorf("error = %q, want prefix %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHFHeadDimNamesKeys: hidden size over heads names the keys the
+// family read (GPT-2's n_embd and n_head, BLOOM's hidden_size and n_head,
+// Falcon's num_attention_heads; Llama's in TestFromHFConfigErrors) and
+// keeps the head_dim hint.
+func TestHFHeadDimNamesKeys(t *testing.T) {
+	for _, tc := range []struct {
+		file, old, new, msg, hint string
+	}{
+		{"gpt2.json", `"n_head": 12,`, `"n_head": 5,`, `"n_embd" (768) is not a multiple of "n_head" (5)`, "n_embd / n_head"},
+		{"bloom-560m.json", `"n_head": 16,`, `"n_head": 6,`, `"hidden_size" (1024) is not a multiple of "n_head" (6)`, "hidden_size / n_head"},
+		{"falcon-tiny.json", `"num_attention_heads": 4,`, `"num_attention_heads": 5,`,
+			`"hidden_size" (64) is not a multiple of "num_attention_heads" (5)`, "hidden_size / num_attention_heads"},
+	} {
+		json := string(readHF(t, tc.file))
+		if !strings.Contains(json, tc.old) {
+			t.Fatalf("%s has no %q", tc.file, tc.old)
+		}
+		_, err := hf.FromConfig([]byte(strings.Replace(json, tc.old, tc.new, 1)), "sdpa")
+		var ue *units.Error
+		if !errors.As(err, &ue) {
+			t.Fatalf("%s: error %v, want a units.Error", tc.file, err)
+		}
+		if ue.Msg != tc.msg || !strings.Contains(ue.Hint, `set "head_dim" in config.json when it is not `+tc.hint) {
+			t.Errorf("%s: %q (hint %q), want %q (hint naming %s)", tc.file, ue.Msg, ue.Hint, tc.msg, tc.hint)
+		}
 	}
 }
 

@@ -53,7 +53,7 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 		c.fail("add_cross_attention", "must be false (cross-attention needs an encoder's states; not supported)")
 	}
 	labels := c.numLabels()
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	drop, after := c.attnDropout("attention_probs_dropout_prob", pa, po)
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inter)) + float64(vocab+positions+types)*float64(hidden))
 	if c.err != nil {

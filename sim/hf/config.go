@@ -431,18 +431,20 @@ func (c *hfConfig) head(f *hfFamily, arch string) (hfHead, error) {
 	}
 }
 
-// headDim reads head_dim, or derives hidden/heads (which must divide).
-func (c *hfConfig) headDim(hidden, heads, def int64) int64 {
+// headDim reads head_dim, or derives hidden/heads from the family's keys
+// hiddenKey and headsKey (heads must divide hidden).
+func (c *hfConfig) headDim(hiddenKey, headsKey string, def int64) int64 {
 	if c.has("head_dim") {
 		return c.intValue("head_dim", 1)
 	}
 	if def > 0 {
 		return def
 	}
+	hidden, heads := c.size(hiddenKey), c.size(headsKey)
 	if heads > 0 && hidden%heads != 0 && c.err == nil {
 		c.err = &units.Error{
-			Msg:  fmt.Sprintf("hidden size %d is not a multiple of %d attention heads", hidden, heads),
-			Hint: `set "head_dim" in config.json when it is not hidden_size / num_attention_heads`,
+			Msg:  fmt.Sprintf("%q (%d) is not a multiple of %q (%d)", c.at(hiddenKey), hidden, c.at(headsKey), heads),
+			Hint: fmt.Sprintf(`set "head_dim" in config.json when it is not %s / %s`, hiddenKey, headsKey),
 		}
 	}
 	if heads == 0 {

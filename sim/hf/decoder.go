@@ -109,7 +109,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	heads := c.size("num_attention_heads")
 	kv := c.kvHeads("num_key_value_heads", heads)
 	vocab := c.size("vocab_size")
-	hd := c.headDim(hidden, heads, f.headDimDef)
+	hd := c.headDim("hidden_size", "num_attention_heads", f.headDimDef)
 	c.object("rope_scaling")
 	c.number("rope_theta", 10000)
 	tie := c.flag("tie_word_embeddings", f.tie)

@@ -27,7 +27,7 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	heads := c.size("num_attention_heads")
 	kv := c.kvHeads("num_key_value_heads", heads)
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	if f := c.number("partial_rotary_factor", 0.5); f <= 0 || f > 1 {
 		c.fail("partial_rotary_factor", "must be in (0, 1] (got %g)", f)
 	}

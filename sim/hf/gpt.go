@@ -29,7 +29,7 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 	pe := c.prob("embd_pdrop", 0.1)
 	tie := c.flag("tie_word_embeddings", true)
 	upcast := c.flag("reorder_and_upcast_attn", false)
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim("n_embd", "n_head", 0)
 	drop, after := c.attnDropout("attn_pdrop", pa, po)
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inner)) + float64(vocab+positions)*float64(hidden))
 	if c.err != nil {
@@ -76,7 +76,7 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *core.Model {
 	po := c.prob("hidden_dropout", 0)
 	tie := c.flag("tie_word_embeddings", false)
 	c.object("rope_scaling")
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	drop, after := c.attnDropout("attention_dropout", pa, po)
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
@@ -125,7 +125,7 @@ func buildOPT(c *hfConfig, attn string, head hfHead) *core.Model {
 	pa := c.prob("attention_dropout", 0)
 	po := c.prob("dropout", 0.1)
 	tie := c.flag("tie_word_embeddings", true)
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	if !affine && c.err == nil {
 		c.err = &units.Error{Msg: `"layer_norm_elementwise_affine" = false (layer norms without weights) is not supported yet`}
 	}
@@ -176,7 +176,7 @@ func buildBLOOM(c *hfConfig, attn string, head hfHead) *core.Model {
 	po := c.prob("hidden_dropout", 0)
 	postLN := c.flag("apply_residual_connection_post_layernorm", false)
 	tie := c.flag("tie_word_embeddings", true)
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim(c.firstKey("hidden_size", "n_embed"), c.firstKey("n_head", "num_attention_heads"), 0)
 	drop, after := c.attnDropout("attention_dropout", pa, po)
 	c.checkTotal(float64(layers)*12*float64(hidden)*float64(hidden) + float64(vocab)*float64(hidden))
 	if c.err != nil {
@@ -229,7 +229,7 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 	pa := c.prob("attention_dropout", 0)
 	po := c.prob("hidden_dropout", 0)
 	tie := c.flag("tie_word_embeddings", true)
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim("hidden_size", c.firstKey("num_attention_heads", "n_head"), 0)
 	if hd*heads != hidden && c.err == nil {
 		c.fail("head_dim", "must be hidden_size / num_attention_heads for model_type \"falcon\" (got %d)", hd)
 	}

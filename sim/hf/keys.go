@@ -163,13 +163,16 @@ func (c *hfConfig) sizeOr(key string, def int64) int64 {
 
 // firstSize reads the first present key (for renamed fields: BLOOM's
 // n_embed, Falcon's n_layer).
-func (c *hfConfig) firstSize(keys ...string) int64 {
+func (c *hfConfig) firstSize(keys ...string) int64 { return c.size(c.firstKey(keys...)) }
+
+// firstKey is the first of keys that config.json sets, or keys[0].
+func (c *hfConfig) firstKey(keys ...string) string {
 	for _, k := range keys {
 		if c.has(k) {
-			return c.intValue(k, 1)
+			return k
 		}
 	}
-	return c.size(keys[0])
+	return keys[0]
 }
 
 func (c *hfConfig) intValue(key string, min int64) int64 {

@@ -65,7 +65,7 @@ func (c *hfConfig) llama4Text(attn string, head hfHead) *core.Model {
 	vocab := c.size("vocab_size")
 	heads := c.size("num_attention_heads")
 	kv := c.kvHeads("num_key_value_heads", heads)
-	hd := c.headDim(hidden, heads, 128) // Llama4TextConfig's head_dim
+	hd := c.headDim("hidden_size", "num_attention_heads", 128) // Llama4TextConfig's head_dim
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
 	bias := c.flag("attention_bias", false)

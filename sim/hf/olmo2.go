@@ -27,7 +27,7 @@ func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 	kv := c.kvHeads("num_key_value_heads", heads)
 	vocab := c.size("vocab_size")
 	inter := c.size("intermediate_size")
-	hd := c.headDim(hidden, heads, 0)
+	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	c.object("rope_scaling")
 	c.number("rope_theta", 10000)
 	tie := c.flag("tie_word_embeddings", false)

@@ -92,7 +92,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 	vocab := c.size("vocab_size")
 	heads := c.size("num_attention_heads")
 	kv := c.kvHeads("num_key_value_heads", heads)
-	hd := c.headDim(hidden, heads, 256) // Qwen3NextConfig's and Qwen3_5TextConfig's head_dim
+	hd := c.headDim("hidden_size", "num_attention_heads", 256) // Qwen3NextConfig's and Qwen3_5TextConfig's head_dim
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
 	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
