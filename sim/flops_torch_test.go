@@ -195,7 +195,7 @@ var flopCauses = []flopCause{
 			"backward matmuls (S recomputed: 2.5 x); memsh's model FLOPs (MFU, r.modules) take the usual 2 x (model_flops.go), " +
 			"its time prices the kernel's 2.5 x (timing.attnBackwardFLOPs)",
 		want: causalSDPA(1)},
-	{cases: "^(deepseek_v3|kimi_k25_vision)$", module: `^model\.(language_model\.)?layers\.\d+\.self_attn$`, phase: -1,
+	{cases: "^(deepseek_v2|deepseek_v3|kimi_k25_vision)$", module: `^model\.(language_model\.)?layers\.\d+\.self_attn$`, phase: -1,
 		why: "MLA's q and v head dims differ (24, 16): the CPU's SDPA takes its math path, two bmm over all s x s scores and 2 x " +
 			"backward; memsh prices the GPU's fused kernel, causal half",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
@@ -235,7 +235,8 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // core.Program.OpModelFlops, OpRecomputeFlops), with PyTorch's own count
 // of one training step of the same tiny model (testdata/flops_torch.jsonl,
 // made by tools/oracle/flops.py: torch 2.15.0, transformers 5.17.0, peft
-// 0.21.2, fp32 on the CPU; FlopCounterMode's formulas, each op given to
+// 0.21.2, fp32 on the CPU; the deepseek_v2 line with transformers 5.25.0,
+// flops.py --cases deepseek_v2 appended; FlopCounterMode's formulas, each op given to
 // the module running it). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every

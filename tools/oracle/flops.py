@@ -58,6 +58,7 @@ CASES = [
     ("mixtral_eager", "flops/mixtral-tiny.json", "sdpa", {"experts": "eager"}),
     ("qwen3_moe_grouped", "flops/qwen3-moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("deepseek_v3", "flops/deepseek-v3-tiny.json", "sdpa", {"experts": "eager"}),
+    ("deepseek_v2", "flops/deepseek-v2-tiny.json", "sdpa", {"experts": "eager"}),
     ("mamba2", "flops/mamba2-tiny.json", "eager", {}),
     ("qwen3_next", "qwen3-next-tiny.json", "eager", {"experts": "eager"}),
     ("qwen25_vl", "qwen2.5-vl-tiny.json", "sdpa", {"images": [1, 112, 112], "batch": 1}),
