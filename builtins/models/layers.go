@@ -270,7 +270,7 @@ func layernormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "bias?", &bias, "name?", &name); err != nil {
 		return nil, err
 	}
-	return normLayer(thread, dim, name, false, bias)
+	return normLayer(thread, dim, name, func(d int64, n string) core.Layer { return &nn.Norm{Name: n, Dim: d, Bias: bias} })
 }
 
 func rmsnormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -278,7 +278,7 @@ func rmsnormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "name?", &name); err != nil {
 		return nil, err
 	}
-	return normLayer(thread, dim, name, true, false)
+	return normLayer(thread, dim, name, func(d int64, n string) core.Layer { return &nn.Norm{Name: n, Dim: d, RMS: true} })
 }
 
 func gemmaNormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -286,27 +286,21 @@ func gemmaNormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "name?", &name); err != nil {
 		return nil, err
 	}
-	n := &nn.GemmaNorm{}
-	if err := ints(intArg{dim, "dim", &n.Dim}); err != nil {
-		return nil, err
-	}
-	var err error
-	if n.Name, err = optName(name); err != nil {
-		return nil, err
-	}
-	return newLayer(thread, n)
+	return normLayer(thread, dim, name, func(d int64, n string) core.Layer { return &nn.GemmaNorm{Name: n, Dim: d} })
 }
 
-func normLayer(thread *starlark.Thread, dim, name starlark.Value, rms, bias bool) (starlark.Value, error) {
-	n := &nn.Norm{RMS: rms, Bias: bias}
-	if err := ints(intArg{dim, "dim", &n.Dim}); err != nil {
+// normLayer unpacks a norm's dim and name=None|string and builds the
+// layer from them (layernorm, rmsnorm, gemma_norm).
+func normLayer(thread *starlark.Thread, dim, name starlark.Value, build func(dim int64, name string) core.Layer) (starlark.Value, error) {
+	var d int64
+	if err := ints(intArg{dim, "dim", &d}); err != nil {
 		return nil, err
 	}
-	var err error
-	if n.Name, err = optName(name); err != nil {
+	n, err := optName(name)
+	if err != nil {
 		return nil, err
 	}
-	return newLayer(thread, n)
+	return newLayer(thread, build(d, n))
 }
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
