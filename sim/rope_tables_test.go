@@ -59,6 +59,18 @@ func TestRopeTablesSavedAsTransformers(t *testing.T) {
 // CPU runtime, batch samples of seq tokens.
 func cpuSavedDepth(t *testing.T, file string, layers, batch, seq int64) int64 {
 	t.Helper()
+	m, err := hf.FromConfigOptions(withLayers(t, file, layers), hf.Options{Attn: "sdpa", Transformers: "5.25.0"})
+	if err != nil {
+		t.Fatal(file, err)
+	}
+	p := tinyPlan(t, m)
+	p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), batch, seq
+	return evalPlan(t, p).SavedActivations
+}
+
+// withLayers is a tiny config with num_hidden_layers set to layers.
+func withLayers(t *testing.T, file string, layers int64) []byte {
+	t.Helper()
 	var cfg map[string]any
 	if err := json.Unmarshal(readHF(t, file), &cfg); err != nil {
 		t.Fatal(file, err)
@@ -68,11 +80,5 @@ func cpuSavedDepth(t *testing.T, file string, layers, batch, seq int64) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := hf.FromConfigOptions(data, hf.Options{Attn: "sdpa", Transformers: "5.25.0"})
-	if err != nil {
-		t.Fatal(file, err)
-	}
-	p := tinyPlan(t, m)
-	p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), batch, seq
-	return evalPlan(t, p).SavedActivations
+	return data
 }

@@ -146,6 +146,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
+	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
 	if c.modelType != "gpt_oss" && !c.mrope {
 		// The rotary cos and sin the model makes once a forward and every
 		// layer saves (nn.Attention.ropeTables). Not modelled: gpt-oss's,

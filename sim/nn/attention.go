@@ -118,7 +118,15 @@ type Attention struct {
 	// SharedMask: one additive mask a forward, handed to every layer
 	// (transformers before 4.53; sdpaBias in attention_mask.go).
 	SharedMask bool
-	chunkMask  bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
+	// EagerMask: eager attention adds the one float mask the model made
+	// for the forward, [batch, 1, seq, seq] in the embeddings' dtype
+	// (forwardMask; transformers' masking_utils eager_mask, 5.25.0: a
+	// (2, 1, 64, 64) bf16 tensor of 16,384 bytes handed to every layer at
+	// batch 2 x 64). The add saves nothing, but the mask lives from the
+	// first layer to the last, and into the backward under checkpointing
+	// (the layers' argument). hf_config's Llama-style decoders set it.
+	EagerMask bool
+	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
 }
 
 func (a *Attention) Kv() int64 {
@@ -514,8 +522,14 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 		scaled = b.Softcap("softcap", scaled)
 	}
 	if a.Causal {
-		m := b.AddOp("mask", "causal_mask", []core.Value{scaled})
-		b.Op(m).Bytes = float64(b.Val(scaled).Bytes)
+		ins := []core.Value{scaled}
+		if a.EagerMask {
+			ins = append(ins, a.forwardMask(b, s, b.Prec.Params))
+		}
+		m := b.AddOp("mask", "causal_mask", ins)
+		for _, x := range ins {
+			b.Op(m).Bytes += float64(b.Val(x).Bytes)
+		}
 		scaled = b.Out(m, "masked", scoreShape, dt, "masked attention scores")
 	}
 	if a.MaskAdd {
