@@ -124,6 +124,13 @@ func (p *Plan) checkCounts() error {
 // (testdata/scripts/error_moe_loop_ops.txtar).
 const maxOps = 200_000
 
+// MaxLayers bounds a layer count a config.json gives (num_hidden_layers,
+// a vision tower's depth): every layer lowers to at least one op, so a
+// model of more layers than a program holds ops cannot be simulated, and
+// the config readers refuse the count as they read it, before a family
+// builds anything per layer.
+const MaxLayers = maxOps
+
 // opsError is the error when a program exceeds maxOps.
 func opsError() *units.Error {
 	return &units.Error{Msg: fmt.Sprintf("the model lowers to more than %d ops, more than memsh simulates", maxOps),

@@ -203,7 +203,28 @@ func (c *hfConfig) intValue(key string, min int64) int64 {
 		c.fail(key, "is too large (got %d; memsh takes sizes up to %d)", i, maxHFDim)
 		return 0
 	}
+	if isLayerCount(key) && i > core.MaxLayers {
+		if c.err == nil {
+			c.err = &units.Error{Msg: fmt.Sprintf("%q is more layers than memsh simulates (got %d; at most %d)", c.at(key), i, core.MaxLayers),
+				Hint: "a transformer has tens to a few hundred layers: check the layer counts in config.json"}
+		}
+		return 0
+	}
 	return i
+}
+
+// isLayerCount reports whether key counts layers (or the modules a model
+// builds once per layer). intValue refuses such a count past
+// core.MaxLayers as it reads it, so that a family never builds per-layer
+// lists for it: Gemma 3's sliding-window pattern, a map entry per layer,
+// took 7 s over 16,777,215 layers before the lowering's op bound refused
+// the model (TestLayerCountRefusedWhenRead).
+func isLayerCount(key string) bool {
+	switch key {
+	case "num_hidden_layers", "n_layer", "depth", "mtp_num_hidden_layers", "num_nextn_predict_layers", "num_global_layers":
+		return true
+	}
+	return false
 }
 
 // intOr reads an optional non-negative integer (a count that may be 0).
