@@ -53,6 +53,41 @@ func setImages(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 	return p.Images.Validate()
 }
 
+func setVideos(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
+	if *v == starlark.None {
+		p.Videos = core.Videos{}
+		return nil
+	}
+	t, ok := (*v).(starlark.Tuple)
+	if !ok || len(t) < 4 || len(t) > 5 {
+		got := (*v).Type()
+		if s, isSeq := (*v).(starlark.Sequence); isSeq && got != "string" {
+			got = fmt.Sprintf("a %s of %d", got, s.Len())
+		}
+		return host.WithHint(fmt.Errorf("train: %s must be a tuple (count, frames, height, width) or (count, frames, height, width, fps) (got %s)", name, got),
+			name+"=(1, 16, 448, 448): one video of 16 frames of 448 x 448 pixels in each sample, sampled 2 a second")
+	}
+	var n [4]int64
+	for i, what := range []string{"count", "frames", "height", "width"} {
+		x, err := host.AsInt64(t[i], name+" "+what)
+		if err != nil {
+			return err
+		}
+		n[i] = x
+	}
+	fps := core.DefaultVideoFPS
+	if len(t) == 5 {
+		f, err := host.AsFloat(t[4], name+" fps")
+		if err != nil {
+			return err
+		}
+		fps = f
+	}
+	p.Videos = core.Videos{Count: n[0], Frames: n[1], Height: n[2], Width: n[3], FPS: fps}
+	*v = starlark.Tuple{t[0], t[1], t[2], t[3], starlark.Float(fps)}
+	return p.Videos.Validate()
+}
+
 func setStepOverhead(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	f, err := host.AsFloat(*v, name)
 	if err != nil {

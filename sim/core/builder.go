@@ -59,6 +59,7 @@ type Builder struct {
 	ft Finetune
 
 	Images Images // images per sample for a vision tower (images.go)
+	Videos Videos // videos per sample for a video tower (videos.go)
 	// Cross is what a vision model gives the cross-attention layers that
 	// follow it (Llama 3.2 Vision; images.go), nil when none ran.
 	Cross *CrossStates

@@ -46,6 +46,7 @@ type Plan struct {
 	GradAccum   int64
 	Members     int64  // ensemble members (graph models)
 	Images      Images // images per sample of a vision-language model (images.go)
+	Videos      Videos // videos per sample of a vision-language model (videos.go)
 	MembersMode string // stacked | sequential | spread (members.go)
 	Precision   Precision
 	Optimizer   Optimizer
@@ -213,6 +214,9 @@ func (p *Plan) RefusalFor(checked *Model) error {
 	if err := p.validateImages(); err != nil {
 		return err
 	}
+	if err := p.validateVideos(); err != nil {
+		return err
+	}
 	switch p.MembersMode {
 	case "", "stacked", "sequential", "spread":
 	default:
@@ -327,6 +331,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 		Lora:   p.LoRA,
 		Eval:   p.Phase == Eval,
 		Images: p.Images,
+		Videos: p.Videos,
 
 		tiedHead:   -1,
 		everyBlock: p.EveryBlock,

@@ -36,8 +36,9 @@ import (
 // indices), and the 2-D rotary tables (cos and sin, fp32, [patches,
 // head_dim]) are computed once a step and saved by every block's rope
 // (vision_lower.go). The images come from train(images=(count, height,
-// width)); without them the tower's weights are registered and nothing
-// runs.
+// width)), the videos from train(videos=...), each group of
+// temporal_patch_size frames run as an image (vision_video.go); without
+// either the tower's weights are registered and nothing runs.
 type VisionTower struct {
 	Name       string
 	Dim        int64 // hidden_size
@@ -61,6 +62,7 @@ func (v *VisionTower) Children() []core.Layer { return nil }
 func (v *VisionTower) InDim() int64           { return v.TextDim }
 func (v *VisionTower) OutDim() int64          { return v.TextDim }
 func (v *VisionTower) ReadsImages() bool      { return true }
+func (v *VisionTower) ReadsVideos() bool      { return true }
 
 func (v *VisionTower) patchIn() int64 { return v.InChans * v.Temporal * v.Patch * v.Patch }
 func (v *VisionTower) mergedDim() int64 {

@@ -9,28 +9,27 @@ import (
 
 // What the Qwen2.5-VL, Qwen3-VL and Kimi K2.5 towers share around their
 // blocks: the processor's pixel patches, the 2-D rotary tables, the
-// index copies that reorder patches and the image tokens joined to the
-// text.
+// index copies that reorder patches and the image (or video) tokens
+// joined to the text.
 
-// imagePatches checks that b.Images' tokens (perImage patches an image,
-// merge x merge patches a token) fit the sequence and that the tower's
-// widest tensor (patches x widest) fits, then makes the processor's
-// pixel patches in dt (the Qwen processors' fp32; Kimi K2.5's in the
-// model's dtype), held on the device for the step.
-func imagePatches(b *core.Builder, perImage, merge, patchIn, widest int64, dt units.DType) (patches int64, pix core.Value) {
-	im := b.Images
-	tokens := im.Count * perImage / (merge * merge) // per sample
+// imagePatches checks that in's tokens (perImage patches a frame, merge
+// x merge patches a token, with the processor's text around them) fit the
+// sequence and that the tower's widest tensor (patches x widest) fits,
+// then makes the processor's pixel patches in dt (the Qwen processors'
+// fp32; Kimi K2.5's in the model's dtype), held on the device for the step.
+func imagePatches(b *core.Builder, in visualInput, perImage, merge, patchIn, widest int64, dt units.DType) (patches int64, pix core.Value) {
+	tokens := in.frames*perImage/(merge*merge) + in.text // per sample
 	if tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
-			Msg:  fmt.Sprintf("%d images of %dx%d pixels give %d image tokens a sample, more than seq=%d", im.Count, im.Height, im.Width, tokens, b.Seq),
-			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
+			Msg:  fmt.Sprintf("%s give %d %s tokens a sample, more than seq=%d", in.what, tokens, in.kind, b.Seq),
+			Hint: "seq counts the " + in.kind + " tokens with the text: raise seq, or use fewer or smaller " + in.kind + "s"}})
 	}
-	patches = b.Batch * im.Count * perImage
+	patches = b.Batch * in.frames * perImage
 	if !core.ProductFits(patches, patchIn, 4) || !core.ProductFits(patches, widest, 4) {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d %s patches are more than memsh simulates", patches, in.kind), Hint: units.HintTensor}})
 	}
-	d := b.AddOp("data", "pixel_values", nil)
-	pix = b.Out(d, "pixel_values", []int64{patches, patchIn}, dt, b.Concat("image patches from the processor (", dt.String(), ")"))
+	d := b.AddOp("data", in.pixels(), nil)
+	pix = b.Out(d, in.pixels(), []int64{patches, patchIn}, dt, b.Concat(in.kind, " patches from the processor (", dt.String(), ")"))
 	b.Val(pix).Grad = false
 	b.P.Held = append(b.P.Held, pix)
 	return patches, pix
@@ -50,17 +49,23 @@ func rotaryTables(b *core.Builder, name string, patches, hd int64) (cos, sin cor
 // the text embeddings x (masked_scatter), and returns the joined
 // embeddings and the placeholder mask the scatter saves.
 func joinImageTokens(b *core.Builder, x, h core.Value) (y, mask core.Value) {
+	return joinTokens(b, x, h, "image")
+}
+
+// joinTokens is joinImageTokens for the tokens of kind ("image" or
+// "video": input_ids == video_token_id).
+func joinTokens(b *core.Builder, x, h core.Value, kind string) (y, mask core.Value) {
 	ids := b.P.Input
 	var ins []core.Value
 	if ids != core.NoValue {
 		ins = append(ins, ids)
 	}
-	mk := b.AddOp("eq", "image_mask", ins)
-	mask = b.Out(mk, "image_mask", b.Shape(x)[:len(b.Shape(x))-1], units.BOOL, "image placeholder positions (input_ids == image_token_id)")
+	mk := b.AddOp("eq", kind+"_mask", ins)
+	mask = b.Out(mk, kind+"_mask", b.Shape(x)[:len(b.Shape(x))-1], units.BOOL, b.Concat(kind, " placeholder positions (input_ids == ", kind, "_token_id)"))
 	b.Val(mask).Grad = false
 	b.Op(mk).NoGradB = true
-	j := b.AddOp("masked_scatter", "join_image_tokens", []core.Value{x, h, mask})
-	y = b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), "text embeddings with the image tokens in place")
+	j := b.AddOp("masked_scatter", "join_"+kind+"_tokens", []core.Value{x, h, mask})
+	y = b.Out(j, "inputs_embeds", b.Shape(x), core.Promote(b.Dtype(x), b.Dtype(h)), b.Concat("text embeddings with the ", kind, " tokens in place"))
 	b.Save(j, mask)
 	return y, mask
 }

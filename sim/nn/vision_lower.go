@@ -40,21 +40,22 @@ func (v *VisionTower) blocks(gh, gw int64) *core.Repeat {
 }
 
 // Lower runs the tower as Qwen2_5_VisionTransformerPretrainedModel.forward
-// does, then joins its tokens to the text embeddings x.
+// does on the plan's images or videos (vision_video.go), then joins its
+// tokens to the text embeddings x.
 func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != v.TextDim {
 		panic(core.ShapeMismatch(b, "vision_tower", v.TextDim, b.Last(x)))
 	}
 	defer b.Scope(b.ModuleName(v))()
-	im := b.Images
-	if im.Count == 0 {
+	in, ok := towerInput(b, v.Temporal, false)
+	if !ok {
 		v.registerIdle(b)
 		return x
 	}
-	gh, gw := v.grid(im.Height), v.grid(im.Width)
+	gh, gw := v.grid(in.h), v.grid(in.w)
 	perImage := gh * gw
 	// The processor's pixel patches, fp32, on the device for the step.
-	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), v.mergedDim(), units.FP32)
+	patches, pix := imagePatches(b, in, perImage, v.Merge, v.patchIn(), v.mergedDim(), units.FP32)
 	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
 	// rot_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rot_pos_emb", patches, v.Dim/v.Heads)
@@ -74,8 +75,8 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	done()
 	// hidden_states[reverse_indices]: the tokens back in image order.
 	_, h = indexCopy(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
-	// The image tokens replace the placeholders: masked_scatter.
-	y, _ := joinImageTokens(b, x, h)
+	// The image (video) tokens replace the placeholders: masked_scatter.
+	y, _ := joinTokens(b, x, h, in.kind)
 	return y
 }
 

@@ -36,8 +36,10 @@ import (
 // packed sequence: flash-attn's varlen kernel, or, with sdpa, one kernel
 // per image whose outputs are concatenated (Attention.ChunkCat). The
 // rotary tables (cos and sin, fp32, [patches, head_dim]) are computed once
-// a step and saved by every block's rope. Videos are not modelled: the
-// images come from train(images=(count, height, width)); without them the
+// a step and saved by every block's rope. The images come from
+// train(images=(count, height, width)), the videos from train(videos=...),
+// each group of temporal_patch_size frames run as an image, after the
+// timestamps the processor writes (vision_video.go); without either the
 // tower's weights are registered and nothing runs.
 type Qwen3VisionTower struct {
 	Name      string
@@ -63,6 +65,7 @@ func (v *Qwen3VisionTower) Children() []core.Layer { return nil }
 func (v *Qwen3VisionTower) InDim() int64           { return v.TextDim }
 func (v *Qwen3VisionTower) OutDim() int64          { return v.TextDim }
 func (v *Qwen3VisionTower) ReadsImages() bool      { return true }
+func (v *Qwen3VisionTower) ReadsVideos() bool      { return true }
 
 func (v *Qwen3VisionTower) patchIn() int64   { return v.InChans * v.Temporal * v.Patch * v.Patch }
 func (v *Qwen3VisionTower) mergedDim() int64 { return v.Dim * v.Merge * v.Merge }

@@ -7,7 +7,8 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// Lower runs the tower as Qwen3VLVisionModel.forward does, joins its
+// Lower runs the tower as Qwen3VLVisionModel.forward does on the plan's
+// images or videos (vision_video.go), joins its
 // tokens to the text embeddings x and leaves the deepstack features in
 // b.Deepstack for the decoder layers (DeepstackAdd).
 func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
@@ -15,15 +16,15 @@ func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.ShapeMismatch(b, "vision_tower", v.TextDim, b.Last(x)))
 	}
 	defer b.Scope(b.ModuleName(v))()
-	im := b.Images
-	if im.Count == 0 {
+	in, ok := towerInput(b, v.Temporal, true)
+	if !ok {
 		v.registerIdle(b)
 		return x
 	}
-	gh, gw := v.grid(im.Height), v.grid(im.Width)
+	gh, gw := v.grid(in.h), v.grid(in.w)
 	perImage := gh * gw
 	// The processor's pixel patches, fp32, on the device for the step.
-	patches, pix := imagePatches(b, perImage, v.Merge, v.patchIn(), 4*v.mergedDim(), units.FP32)
+	patches, pix := imagePatches(b, in, perImage, v.Merge, v.patchIn(), 4*v.mergedDim(), units.FP32)
 	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
 	h, interp := v.posEmbed(b, h, patches)
 	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
@@ -38,8 +39,8 @@ func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 		feats[j] = v.merger(b, "deepstack_merger_list."+core.Itoa(int64(j)), f, patches, true)
 	}
 	h = v.merger(b, "merger", h, patches, false)
-	// The image tokens replace the placeholders: masked_scatter.
-	y, mask := joinImageTokens(b, x, h)
+	// The image (video) tokens replace the placeholders: masked_scatter.
+	y, mask := joinTokens(b, x, h, in.kind)
 	b.Deepstack.Mask = mask
 	if len(feats) == 0 {
 		b.Deepstack = nil

@@ -383,8 +383,8 @@ func fastPathSupported(p *core.Plan) error {
 		return refuse("fp8_param_gather")
 	case p.FirstStep || p.Validation || p.Rollout > 1:
 		return refuse("first_step, validation or rollout")
-	case p.Images.Count > 0: // a vision-language step: no fast-path test holds one
-		return refuse("images")
+	case p.Images.Count > 0 || p.Videos.Count > 0: // a vision-language step: no fast-path test holds one
+		return refuse("images or videos")
 	case len(p.Parallel.FSDPUnits) > 0:
 		return refuse("fsdp_units")
 	}
