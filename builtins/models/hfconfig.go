@@ -34,13 +34,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"modules the checkpoint holds (num_nextn_predict_layers of DeepSeek-V3 and GLM-4.5), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
 			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
-			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=); its " +
+			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=) and train(videos=) (each pair of frames run as an image); its " +
 			"attention is \"flash\" or \"sdpa\". qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
 			"and Qwen3VLMoeForConditionalGeneration: Qwen3's or Qwen3-MoE's text model after Qwen3-VL's vision tower (model.visual: patch_embed, " +
 			"pos_embed resampled to each image, LayerNorm blocks, merger), reading train(images=), whose deepstack_merger_list features are " +
 			"added to the hidden states at the image positions after the first decoder layers; Qwen3.5's ForConditionalGeneration " +
 			"(qwen3_5, qwen3_5_moe; its config's architectures[0]) adds the same tower without deepstack; their attention is \"flash\" or \"sdpa\"; " +
-			"videos are not modelled. mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
+			"their train(videos=) runs each pair of frames as an image after the timestamp the processor writes. mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
 			"its tiled vision model and projector (model.vision_model, model.multi_modal_projector) after the text " +
 			"embedding, reading train(images=) (every image is max_num_tiles tiles of image_size pixels whatever its size), " +
 			"and the text model's gated cross-attention layers (cross_attention_layers) attending to the projected image " +
@@ -55,7 +55,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
 			"attn=\"eager\". transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
-			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; kimi_k25, Kimi K2.5, 5.13: Kimi K2's DeepSeek-V3 text model after MoonViT and its projector (model.vision_tower, model.mm_projector), reading train(images=) (each image scaled to at most 16,384 patches of 14 pixels and padded to a multiple of 28 pixels a side, 2 x 2 patches a token); videos are not modelled): from 4.54, with attn=\"sdpa\", grouped-query " +
+			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: glm4_moe needs 4.54, glm4_moe_lite, GLM-4.7-Flash, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; kimi_k25, Kimi K2.5, 5.13: Kimi K2's DeepSeek-V3 text model after MoonViT and its projector (model.vision_tower, model.mm_projector), reading train(images=) (each image scaled to at most 16,384 patches of 14 pixels and padded to a multiple of 28 pixels a side, 2 x 2 patches a token); train(videos=) is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
 			"a sliding window, sinks or padding; head_dim up to 256; torch 2.5 or later, as runtime=\"cuda\" is); before 4.54, " +
 			"and with a mask, repeat_kv expands k and v to every head first (copies the kernel saves). " +

@@ -14,7 +14,7 @@ import (
 // default true, says so); the vision tower (MoonViT: model.vision_tower)
 // and the projector (model.mm_projector) from vision_config and
 // projection_hidden_size (kimiVision) between the text embeddings and the
-// decoder layers. Videos are not modelled (train() has no video knob).
+// decoder layers. Videos are not modelled (train(videos=) is refused).
 func buildKimiK25(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c.sub("text_config")
 	if c.err != nil {
