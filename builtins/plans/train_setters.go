@@ -34,11 +34,7 @@ func setImages(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 	}
 	t, ok := (*v).(starlark.Tuple)
 	if !ok || len(t) != 3 {
-		got := (*v).Type()
-		if s, isSeq := (*v).(starlark.Sequence); isSeq && got != "string" {
-			got = fmt.Sprintf("a %s of %d", got, s.Len())
-		}
-		return host.WithHint(fmt.Errorf("train: %s must be a tuple (count, height, width) (got %s)", name, got),
+		return host.WithHint(fmt.Errorf("train: %s must be a tuple (count, height, width) (got %s)", name, describeSeq(*v)),
 			name+"=(2, 448, 448): two images of 448 x 448 pixels in each sample")
 	}
 	var n [3]int64
@@ -53,6 +49,16 @@ func setImages(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 	return p.Images.Validate()
 }
 
+// describeSeq is v's type, with its length for a sequence other than a
+// string ("a list of 2"), for the tuple keywords' errors.
+func describeSeq(v starlark.Value) string {
+	got := v.Type()
+	if s, isSeq := v.(starlark.Sequence); isSeq && got != "string" {
+		got = fmt.Sprintf("a %s of %d", got, s.Len())
+	}
+	return got
+}
+
 func setVideos(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error {
 	if *v == starlark.None {
 		p.Videos = core.Videos{}
@@ -60,11 +66,7 @@ func setVideos(name string, v *starlark.Value, _ *trainArgs, p *core.Plan) error
 	}
 	t, ok := (*v).(starlark.Tuple)
 	if !ok || len(t) < 4 || len(t) > 5 {
-		got := (*v).Type()
-		if s, isSeq := (*v).(starlark.Sequence); isSeq && got != "string" {
-			got = fmt.Sprintf("a %s of %d", got, s.Len())
-		}
-		return host.WithHint(fmt.Errorf("train: %s must be a tuple (count, frames, height, width) or (count, frames, height, width, fps) (got %s)", name, got),
+		return host.WithHint(fmt.Errorf("train: %s must be a tuple (count, frames, height, width) or (count, frames, height, width, fps) (got %s)", name, describeSeq(*v)),
 			name+"=(1, 16, 448, 448): one video of 16 frames of 448 x 448 pixels in each sample, sampled 2 a second")
 	}
 	var n [4]int64

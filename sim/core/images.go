@@ -58,6 +58,26 @@ type VisionLayer interface {
 	ReadsImages() bool
 }
 
+// readsImages reports a layer that reads the plan's images.
+func readsImages(l Layer) bool {
+	v, ok := l.(VisionLayer)
+	return ok && v.ReadsImages()
+}
+
+// firstLayer is the first layer of p's model, its children included, that
+// match reports; nil for none.
+func (p *Plan) firstLayer(match func(Layer) bool) Layer {
+	var found Layer
+	for _, l := range p.Model.Layers {
+		Walk(l, "", func(_ string, x Layer) {
+			if found == nil && match(x) {
+				found = x
+			}
+		})
+	}
+	return found
+}
+
 // validateImages checks train(images=...) against the model: images need
 // a vision tower to read them.
 func (p *Plan) validateImages() error {
@@ -67,15 +87,7 @@ func (p *Plan) validateImages() error {
 	if p.Images.Count == 0 {
 		return nil
 	}
-	reads := false
-	for _, l := range p.Model.Layers {
-		Walk(l, "", func(_ string, x Layer) {
-			if v, ok := x.(VisionLayer); ok && v.ReadsImages() {
-				reads = true
-			}
-		})
-	}
-	if !reads {
+	if p.firstLayer(readsImages) == nil {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("images= but model %q has no vision tower", p.Model.Name),
 			Hint: "images are read by a vision-language model (hf_config of a qwen2_5_vl, qwen3_vl, qwen3_vl_moe, Qwen3.5, gemma4, mllama, llama4 or kimi_k25 config, or vision_tower())"}
 	}

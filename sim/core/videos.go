@@ -65,20 +65,14 @@ func (p *Plan) validateVideos() error {
 	if p.Videos.Count == 0 {
 		return nil
 	}
-	videos, images := false, ""
-	for _, l := range p.Model.Layers {
-		Walk(l, "", func(_ string, x Layer) {
-			if v, ok := x.(VideoLayer); ok && v.ReadsVideos() {
-				videos = true
-			}
-			if v, ok := x.(VisionLayer); ok && v.ReadsImages() && images == "" {
-				images = x.Kind()
-			}
-		})
-	}
+	videos := p.firstLayer(func(l Layer) bool {
+		v, ok := l.(VideoLayer)
+		return ok && v.ReadsVideos()
+	}) != nil
+	images := p.firstLayer(readsImages)
 	switch {
-	case !videos && images != "":
-		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= needs a model with a video input; model %q takes images only (its vision tower: %s)", p.Model.Name, images),
+	case !videos && images != nil:
+		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= needs a model with a video input; model %q takes images only (its vision tower: %s)", p.Model.Name, images.Kind()),
 			Hint: "videos are read by Qwen2.5-VL, Qwen3-VL and Qwen3.5 (hf_config of a qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5 or qwen3_5_moe config); give this model the frames as images=(count, height, width)"}
 	case !videos:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= but model %q has no vision tower", p.Model.Name),
