@@ -50,7 +50,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"model.multi_modal_projector) after the text embedding, reading train(images=) (every image is resized to image_size pixels, " +
 			"mm_tokens_per_image soft tokens whatever its size), then Gemma 3's text model, whose attention gets the images' mask in every " +
 			"layer under \"sdpa\" (each image's tokens see one another); its attention is \"sdpa\" or \"eager\"; arch=\"Gemma3ForCausalLM\" " +
-			"builds the text model alone. olmo2 (OLMo 2, " +
+			"builds the text model alone. mistral3 (Mistral Small 3.1 and 3.2, transformers 4.50) builds Mistral3ForConditionalGeneration: " +
+			"Pixtral's vision tower and the projector (model.vision_tower, model.multi_modal_projector) after the text embedding, reading " +
+			"train(images=) (each image scaled down so its longer side is at most image_size pixels, each side rounded up to a multiple " +
+			"of patch_size x spatial_merge_size, all of a micro-batch's patches one sequence, one [IMG] token a merged patch and one break " +
+			"token a row in the text), then text_config's Mistral model; under \"sdpa\" the tower's layers share one block-diagonal mask over " +
+			"every patch (each image attends to itself), under \"flash\" none; \"eager\" is refused; the head is tied when both " +
+			"tie_word_embeddings say so, as from_pretrained loads Mistral's checkpoints. olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +

@@ -184,6 +184,8 @@ var hfFamilies = []hfFamily{
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
+	// mistral3: the 4.50.0 wheel is the first with models/mistral3 (mistral3.go).
+	{modelType: "mistral3", prefix: "Mistral3", base: "model", heads: vlHeads, build: buildMistral3, vl: true, since: [2]int{4, 50}},
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
 	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", heads: decoderHeads, build: buildNemotronH},

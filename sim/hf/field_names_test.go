@@ -30,7 +30,7 @@ func TestFieldKeysReached(t *testing.T) {
 		"moeKeys": moeKeys("num_experts", "num_experts_per_tok"), "hfKeywords": hfKeywords,
 		"gemma4VisionKeys": gemma4VisionKeys, "llama4VisionKeys": llama4VisionKeys, "kimiVisionKeys": kimiVisionKeys,
 		"gemma4SoftTokenKeys": gemma4SoftTokenKeys, "gemma4AudioKeys": gemma4AudioKeys, "textWidthKeys": textWidthKeys,
-		"gemma3VisionKeys": gemma3VisionKeys, "gemma3TokenKeys": gemma3TokenKeys,
+		"gemma3VisionKeys": gemma3VisionKeys, "gemma3TokenKeys": gemma3TokenKeys, "pixtralVisionKeys": pixtralVisionKeys, "pixtralMergeKeys": pixtralMergeKeys,
 	}
 	unreached := map[string]map[nn.Field]string{} // copies: a row deletes the entries it reaches
 	for name, keys := range maps {
@@ -96,6 +96,8 @@ func TestFieldKeysReached(t *testing.T) {
 			`"vision_config.patch_size" (5) must divide "vision_config.image_size" (64)`},
 		{"gemma3TokenKeys", []nn.Field{nn.FieldImageTokens}, "gemma3-vl-tiny.json", map[string]any{"mm_tokens_per_image": 15}, Options{},
 			`"mm_tokens_per_image" (15) must be the square of a divisor of the 16 patches of an image's side`},
+		{"pixtralVisionKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "mistral3-tiny.json", map[string]any{"vision_config.num_attention_heads": 3}, Options{},
+			`"vision_config.num_attention_heads" (3) must divide "vision_config.hidden_size" (32) into heads of a multiple of 4`},
 		{"hfKeywords", []nn.Field{nn.FieldImpl}, "gemma4-tiny.json", map[string]any{"global_head_dim": 512}, Options{Attn: "flash"},
 			`flash-attn 2 has no kernel for head_dim 512 (at most 256); hint: Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`},
 	}, boundRows()...) {
@@ -221,6 +223,13 @@ func boundRows() []keyRow {
 			map[string]any{"vision_config.pos_emb_height": 1<<12 + 1, "vision_config.pos_emb_width": 1<<12 + 1}},
 		{"kimiVisionKeys", nn.FieldPosTime, "kimi-k2.5-tiny.json", "vision_config.pos_emb_time", 1<<12 + 1, 1 << 12, nil},
 		{"textWidthKeys", nn.FieldTextDim, "kimi-k2.5-tiny.json", "text_config.hidden_size", 1<<20 + 64, 1 << 20, nil},
+		{"pixtralVisionKeys", nn.FieldDim, "mistral3-tiny.json", "vision_config.hidden_size", 1 << 21, 1 << 20, nil},
+		{"pixtralVisionKeys", nn.FieldHidden, "mistral3-tiny.json", "vision_config.intermediate_size", 1<<22 + 1, 1 << 22, nil},
+		{"pixtralVisionKeys", nn.FieldDepth, "mistral3-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"pixtralVisionKeys", nn.FieldInChans, "mistral3-tiny.json", "vision_config.num_channels", 65, 64, nil},
+		{"pixtralVisionKeys", nn.FieldPatch, "mistral3-tiny.json", "vision_config.patch_size", 1<<10 + 1, 1 << 10, nil},
+		{"pixtralVisionKeys", nn.FieldImage, "mistral3-tiny.json", "vision_config.image_size", 1<<16 + 1, 1 << 16, nil},
+		{"pixtralMergeKeys", nn.FieldMerge, "mistral3-tiny.json", "spatial_merge_size", 65, 64, nil},
 	} {
 		edit := b.edit
 		if edit == nil {

@@ -127,6 +127,9 @@ type Attention struct {
 	// (the layers' argument). hf_config's Llama-style decoders set it.
 	EagerMask bool
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
+	// bias, when set, is the additive mask an SDPA kernel given a mask
+	// (chunkMask) gets, made by its tower (PixtralVision's block mask).
+	bias func(b *core.Builder) core.Value
 }
 
 func (a *Attention) Kv() int64 {

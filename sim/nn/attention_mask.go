@@ -32,6 +32,8 @@ func (a *Attention) windowMasked(seq int64) bool {
 // it was (TestSlidingWindowMaskOnce).
 func (a *Attention) sdpaBias(b *core.Builder, s []int64, dt units.DType) core.Value {
 	switch {
+	case a.bias != nil:
+		return a.bias(b)
 	case a.SharedMask:
 		return a.forwardMask(b, s, dt)
 	case a.Causal:

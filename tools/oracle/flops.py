@@ -7,7 +7,8 @@ Each case builds a transformers model from a tiny config (sim/testdata/hf/flops/
 sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py does; Llama 4 with two 112 x 56
 images, 3 tiles each, as llama4vis.py lays them out; Kimi K2.5 with two 84 x 112 images, 6 x 8 patches each,
 as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays them out; Gemma 3 with two
-images and their token_type_ids as gemma3vl.py lays them out) on the CPU in fp32, runs
+images and their token_type_ids as gemma3vl.py lays them out; Mistral 3 with two 84 x 112 images as
+mistral3vl.py lays them out) on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
@@ -66,6 +67,7 @@ CASES = [
     ("kimi_k25_vision", "kimi-k2.5-tiny.json", "sdpa", {"images": [2, 84, 112], "batch": 1}),
     ("gemma4_vision", "gemma4-vl-tiny.json", "sdpa", {"images": [2, 64, 96], "batch": 1}),
     ("gemma3_vision", "gemma3-vl-tiny.json", "sdpa", {"images": [2, 64, 64], "batch": 1}),
+    ("mistral3_vision", "mistral3-tiny.json", "sdpa", {"images": [2, 84, 112], "batch": 1}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
@@ -304,6 +306,10 @@ def vision_inputs(raw, count, height, width, seq):
         return gemma4_inputs(raw, count, height, width, seq)
     if raw["model_type"] == "gemma3":
         return gemma3_inputs(raw, count, seq)
+    if raw["model_type"] == "mistral3":
+        import mistral3vl_inputs
+        ids, extra, _ = mistral3vl_inputs.inputs(raw, count, height, width, seq)
+        return ids, extra
     vc = raw["vision_config"]
     patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
     factor = patch * merge

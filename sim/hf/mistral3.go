@@ -1,0 +1,107 @@
+package hf
+
+import (
+	"encoding/json"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// buildMistral3 builds transformers' Mistral3ForConditionalGeneration
+// (model_type mistral3: Mistral Small 3.1 and 3.2, and the Magistral and
+// Devstral checkpoints that ship the class; models/mistral3, first in the
+// 4.50.0 wheel): text_config's Mistral decoder (buildDecoder) named
+// model.language_model, with lm_head beside it; Pixtral's vision tower and
+// the projector (model.vision_tower, model.multi_modal_projector;
+// nn.PixtralVision) between the text embeddings and the decoder layers.
+//
+// The head: Mistral3Config's own tie_word_embeddings defaults to True
+// (transformers PR #43429, for Ministral 3, whose checkpoints store no
+// lm_head), so from_config on a Mistral Small config.json, which states
+// only text_config's false, ties it; from_pretrained of the checkpoint,
+// which stores lm_head.weight apart, does not (PreTrainedModel.tie_weights
+// leaves two differing stored weights untied, modeling_utils.py,
+// 5.25.0). memsh counts what from_pretrained loads: the head is tied when
+// both the top level (default true) and text_config (MistralConfig's
+// default false) say so.
+func buildMistral3(c *hfConfig, attn string, head hfHead) *core.Model {
+	tc := c.sub("text_config")
+	if c.err != nil {
+		return nil
+	}
+	if mt := tc.str("model_type", "mistral"); mt != "mistral" {
+		tc.fail("model_type", "must be Mistral's, \"mistral\" (got %q): memsh models Mistral 3's Mistral text model", mt)
+	}
+	tc.modelType = "mistral"
+	if tc.err != nil {
+		c.err = tc.err
+		return nil
+	}
+	m := buildDecoder(tc, attn, head)
+	if tc.err != nil {
+		c.err = tc.err
+		return nil
+	}
+	m.Name = c.name
+	m.TieEmbeddings = m.Vocab > 0 && c.flag("tie_word_embeddings", true) && tc.flag("tie_word_embeddings", false)
+	v := pixtralVision(c, tc, attn)
+	if c.err != nil {
+		return nil
+	}
+	m.Layers = []core.Layer{
+		&core.Sequential{Name: "language_model", Layers: m.Layers[:1]},
+		v,
+		&core.Sequential{Name: "language_model", Layers: m.Layers[1:]},
+	}
+	return m
+}
+
+// pixtralVisionKeys name PixtralVision's checked inputs by vision_config's
+// keys, pixtralMergeKeys by the top object's (the projection's width is
+// text_config's hidden_size: textWidthKeys).
+var (
+	pixtralVisionKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size", nn.FieldDepth: "num_hidden_layers",
+		nn.FieldInChans: "num_channels", nn.FieldPatch: "patch_size", nn.FieldImage: "image_size",
+	}
+	pixtralMergeKeys = map[nn.Field]string{nn.FieldMerge: "spatial_merge_size"}
+)
+
+// pixtralVision reads vision_config at PixtralVisionConfig's defaults
+// (configuration_pixtral.py, 5.25.0: 24 layers of 1024, 16 heads, 4096
+// wide MLPs with gelu, patches of 16, images of 1024, 3 channels) and
+// the top level's spatial_merge_size (2), projector_hidden_act (gelu) and
+// multimodal_projector_bias (false). vision_config's head_dim is not read
+// (PixtralVisionConfig sets hidden_size / num_attention_heads);
+// vision_feature_layer must be -1, the last layer's features, as in every
+// Mistral 3 checkpoint.
+func pixtralVision(c, tc *hfConfig, attn string) *nn.PixtralVision {
+	vc := c.sub("vision_config")
+	if c.err != nil {
+		return nil
+	}
+	if mt := vc.str("model_type", "pixtral"); mt != "pixtral" {
+		vc.fail("model_type", "must be Pixtral's, \"pixtral\" (got %q)", mt)
+	}
+	v := &nn.PixtralVision{Dim: vc.sizeOr("hidden_size", 1024), Layers: vc.sizeOr("num_hidden_layers", 24), Heads: vc.sizeOr("num_attention_heads", 16),
+		Inter: vc.sizeOr("intermediate_size", 4096), Act: vc.mlpAct("hidden_act", "gelu", true), Image: vc.sizeOr("image_size", 1024),
+		Patch: vc.sizeOr("patch_size", 16), Channels: vc.sizeOr("num_channels", 3), Merge: c.sizeOr("spatial_merge_size", 2),
+		TextDim: tc.size("hidden_size"), ProjAct: c.mlpAct("projector_hidden_act", "gelu", false),
+		ProjBias: c.flag("multimodal_projector_bias", false), Impl: attn}
+	if p := vc.prob("attention_dropout", 0); p > 0 {
+		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (Mistral 3 uses 0.0)", p)
+	}
+	if c.has("vision_feature_layer") {
+		if n, ok := c.raw["vision_feature_layer"].(json.Number); !ok || n.String() != "-1" {
+			c.fail("vision_feature_layer", "is %s: memsh models the last layer's features only (-1, every Mistral 3 checkpoint's)", describeJSON(c.raw["vision_feature_layer"]))
+		}
+	}
+	if c.err = firstErr(c, vc, tc); c.err != nil {
+		return nil
+	}
+	c.checkLayer(v, pathKeys(objectKeys{vc, pixtralVisionKeys}, objectKeys{c, pixtralMergeKeys}, objectKeys{tc, textWidthKeys}))
+	if c.err != nil {
+		return nil
+	}
+	return v
+}

@@ -1,0 +1,81 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// What the images add to the storages autograd saves in a tiny Mistral 3
+// (sim/testdata/hf/mistral3-tiny.json: Pixtral's tower of 2 layers 32
+// wide, 4 heads, a SiLU-gated MLP of 64, patches of 14, images up to 112
+// pixels, merge 2; a 2-layer Mistral text model 64 wide), the step with
+// the images minus the same step with text tokens in their place, as
+// tools/oracle/mistral3vl.py measures it (transformers 5.25.0, torch
+// 2.15.0, sdpa, on the CPU; parameters and buffers excluded):
+//
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 1 56 56 64
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 1 100 150 96
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 1 84 84 64
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 3 56 84 128
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 1 56 56 64 bf16
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 bf16
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 ckpt
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 bf16 ckpt
+//
+// 56 x 56 pixels are 4 x 4 patches; 84 x 112 are 6 x 8; 100 x 150 are
+// scaled to 74 x 112 and rounded up to 84 x 112 (PixtralProcessor: the
+// longer side at most image_size, each a multiple of 28 pixels); 84 x 84
+// are 6 x 6. The figures hold the fp32 pixel values the convolution saves
+// (a bf16 copy in bf16), the patches' concatenation and ln_pre's
+// statistics, the rotary cos and sin (once, in the hidden states' dtype),
+// the block-diagonal mask over all the patches (once: every layer's SDPA
+// saves the same tensor), per layer the RMSNorms' statistics and outputs,
+// q and k after the rope, v, SDPA's output and logsumexp, o_proj's input,
+// the gated MLP's; the projector's norm, the unfolded patches' copy
+// merging_layer saves, linear_1's and GELU's outputs; the placeholder
+// mask. Two differences are CUDA's or the harness's, added to the
+// measured figure:
+//
+//   - 36 patches (84 x 84) are not a multiple of 8 keys: on CUDA the
+//     efficient kernel pads a copy of the mask at each call and saves it
+//     instead (nn.memEffAlignment): 2 layers x 36 x 40 x 4 bytes, less the
+//     36 x 36 x 4 of the one mask the CPU kernel saves;
+//   - with every layer checkpointed (PixtralAttentionLayer is a
+//     GradientCheckpointingLayer; use_reentrant=False), memsh counts the
+//     rotary cos and sin beside what autograd packs: the recompute keeps
+//     its arguments, position_embeddings among them, until the layers'
+//     backward, where no saved-tensor hook sees them (96 patches x
+//     head_dim 8 each, in the hidden states' dtype), as for Kimi K2.5
+//     (TestKimiVisionSavesAsTransformers).
+func TestMistral3VisionSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		im        core.Images
+		seq       int64
+		precision string
+		ckpt      bool
+		want      int64
+	}{
+		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", false, 127_168},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", false, 793_440},
+		{core.Images{Count: 1, Height: 100, Width: 150}, 96, "fp32", false, 387_552},
+		{core.Images{Count: 1, Height: 84, Width: 84}, 64, "fp32", false, 288_928 + 2*36*40*4 - 36*36*4},
+		{core.Images{Count: 3, Height: 56, Width: 84}, 128, "fp32", false, 588_224},
+		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "bf16", false, 70_208},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 436_320},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 364_896 + 2*96*8*4},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 195_168 + 2*96*8*2},
+	} {
+		// mistral3vl.py on the meta device: 254,848 parameters, the vision
+		// tower 39,456 and the projector 10,272 of them
+		p := visionPlan(t, "mistral3-tiny.json", hf.Options{Attn: "sdpa"}, 254_848, tc.precision)
+		p.Seq = tc.seq
+		if tc.ckpt {
+			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+		}
+		checkImagesSave(t, fmt.Sprintf("%s checkpoint %v", tc.precision, tc.ckpt), p, tc.im, tc.want)
+	}
+}
