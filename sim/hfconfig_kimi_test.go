@@ -41,7 +41,7 @@ func TestKimiK25Params(t *testing.T) {
 		if got := m.Params(); got != tc.want {
 			t.Errorf("%s: %d parameters, want %d (%+d)", tc.name, got, tc.want, got-tc.want)
 		}
-		if v := kimiVisionOf(m); v == nil || v.TowerParams() != 416_866_032 || v.Params()-v.TowerParams() != 54_277_888 {
+		if v := layerOf[*nn.KimiVision](m); v == nil || v.TowerParams() != 416_866_032 || v.Params()-v.TowerParams() != 54_277_888 {
 			t.Errorf("%s: the vision tower and projector are not 416,866,032 and 54,277,888 parameters: %+v", tc.name, v)
 		}
 	}
@@ -131,17 +131,4 @@ func TestKimiK25TextModel(t *testing.T) {
 	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "256 image tokens a sample, more than seq=64") {
 		t.Errorf("448 x 448 pixels (32 x 32 patches, 256 tokens) on 64 tokens: %v, want a refusal", err)
 	}
-}
-
-// kimiVisionOf is the model's Kimi K2.5 vision tower, nil when it has none.
-func kimiVisionOf(m *core.Model) *nn.KimiVision {
-	var v *nn.KimiVision
-	for _, l := range m.Layers {
-		core.Walk(l, "", func(_ string, x core.Layer) {
-			if k, ok := x.(*nn.KimiVision); ok {
-				v = k
-			}
-		})
-	}
-	return v
 }

@@ -51,7 +51,7 @@ func TestMistral3Params(t *testing.T) {
 		if got := m.Params(); got != tc.want {
 			t.Errorf("%s: %d parameters, want %d (%+d)", tc.name, got, tc.want, got-tc.want)
 		}
-		v := pixtralOf(m)
+		v := layerOf[*nn.PixtralVision](m)
 		if v == nil || v.TowerParams() != 403_305_472 || v.Params()-v.TowerParams() != tc.projector {
 			t.Errorf("%s: the vision tower and projector are not 403,305,472 and %d parameters: %+v", tc.name, tc.projector, v)
 		}
@@ -163,15 +163,3 @@ func editConfig(t *testing.T, name string, edit func(map[string]any)) []byte {
 
 func textConfig(c map[string]any) map[string]any   { return c["text_config"].(map[string]any) }
 func visionConfig(c map[string]any) map[string]any { return c["vision_config"].(map[string]any) }
-
-func pixtralOf(m *core.Model) *nn.PixtralVision {
-	var v *nn.PixtralVision
-	for _, l := range m.Layers {
-		core.Walk(l, "", func(_ string, x core.Layer) {
-			if p, ok := x.(*nn.PixtralVision); ok {
-				v = p
-			}
-		})
-	}
-	return v
-}

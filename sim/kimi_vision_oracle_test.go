@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -52,33 +51,18 @@ import (
 // their backward, where no saved-tensor hook sees them (patches x
 // head_dim x 4 bytes each, fp32 in both precisions).
 func TestKimiVisionSavesAsTransformers(t *testing.T) {
-	for _, tc := range []struct {
-		im        core.Images
-		seq       int64
-		precision string
-		ckpt      bool
-		want      int64
-	}{
+	const tables = 2 * (2 * 6 * 8) * (32 / 4) * 4 // the rotary cos and sin the recompute's arguments hold: patches x head_dim, fp32
+	// kimivis.py on the meta device: 275,520 parameters, vision_tower
+	// 38,048 and mm_projector 24,832 of them
+	checkImagesSaveCases(t, "kimi-k2.5-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, 275_520, []imagesSaveCase{
 		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", false, 107_072},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", false, 642_144},
 		{core.Images{Count: 1, Height: 100, Width: 150}, 96, "fp32", false, 642_144},
 		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "bf16", false, 55_616},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 333_408},
-		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 334_944},
-		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 175_200},
-	} {
-		// kimivis.py on the meta device: 275,520 parameters, vision_tower
-		// 38,048 and mm_projector 24,832 of them
-		p := visionPlan(t, "kimi-k2.5-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, 275_520, tc.precision)
-		p.Seq = tc.seq
-		want := tc.want
-		if tc.ckpt {
-			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
-			patches, headDim := int64(2*6*8), int64(32/4)
-			want += 2 * patches * headDim * 4 // the rotary cos and sin the recompute's arguments hold
-		}
-		checkImagesSave(t, fmt.Sprintf("%s checkpoint %v", tc.precision, tc.ckpt), p, tc.im, want)
-	}
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 334_944 + tables},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 175_200 + tables},
+	})
 }
 
 // Kimi K2.5's patch embedding is a Conv2d (Kimi_K25VisionPatchEmbed.proj),

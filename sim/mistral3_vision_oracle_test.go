@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -52,13 +51,9 @@ import (
 //     head_dim 8 each, in the hidden states' dtype), as for Kimi K2.5
 //     (TestKimiVisionSavesAsTransformers).
 func TestMistral3VisionSavesAsTransformers(t *testing.T) {
-	for _, tc := range []struct {
-		im        core.Images
-		seq       int64
-		precision string
-		ckpt      bool
-		want      int64
-	}{
+	// mistral3vl.py on the meta device: 254,848 parameters, the vision
+	// tower 39,456 and the projector 10,272 of them
+	checkImagesSaveCases(t, "mistral3-tiny.json", hf.Options{Attn: "sdpa"}, 254_848, []imagesSaveCase{
 		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", false, 127_168},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", false, 793_440},
 		{core.Images{Count: 1, Height: 100, Width: 150}, 96, "fp32", false, 387_552},
@@ -68,14 +63,5 @@ func TestMistral3VisionSavesAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 436_320},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 364_896 + 2*96*8*4},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 195_168 + 2*96*8*2},
-	} {
-		// mistral3vl.py on the meta device: 254,848 parameters, the vision
-		// tower 39,456 and the projector 10,272 of them
-		p := visionPlan(t, "mistral3-tiny.json", hf.Options{Attn: "sdpa"}, 254_848, tc.precision)
-		p.Seq = tc.seq
-		if tc.ckpt {
-			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
-		}
-		checkImagesSave(t, fmt.Sprintf("%s checkpoint %v", tc.precision, tc.ckpt), p, tc.im, tc.want)
-	}
+	})
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -70,5 +71,44 @@ func checkImagesSave(t *testing.T, what string, p *core.Plan, im core.Images, wa
 	without := evalPlan(t, p).SavedActivations
 	if got := with - without; got != want {
 		t.Errorf("%s %v: the images add %d saved bytes, transformers %d (%+d, %+.2f %%)", what, im, got, want, got-want, 100*float64(got-want)/float64(want))
+	}
+}
+
+// layerOf is the model's last layer of type T (a vision tower), the zero
+// T (nil) when it has none.
+func layerOf[T core.Layer](m *core.Model) T {
+	var v T
+	for _, l := range m.Layers {
+		core.Walk(l, "", func(_ string, x core.Layer) {
+			if t, ok := x.(T); ok {
+				v = t
+			}
+		})
+	}
+	return v
+}
+
+// imagesSaveCase is one of a tower's oracle rows: what im adds to the
+// saved storages at seq tokens, in precision, every layer checkpointed
+// or not.
+type imagesSaveCase struct {
+	im        core.Images
+	seq       int64
+	precision string
+	ckpt      bool
+	want      int64
+}
+
+// checkImagesSaveCases runs checkImagesSave over cases on the vision-
+// language model config builds with opts (params: the harness's count).
+func checkImagesSaveCases(t *testing.T, config string, opts hf.Options, params int64, cases []imagesSaveCase) {
+	t.Helper()
+	for _, tc := range cases {
+		p := visionPlan(t, config, opts, params, tc.precision)
+		p.Seq = tc.seq
+		if tc.ckpt {
+			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+		}
+		checkImagesSave(t, fmt.Sprintf("%s checkpoint %v", tc.precision, tc.ckpt), p, tc.im, tc.want)
 	}
 }

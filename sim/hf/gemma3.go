@@ -96,11 +96,7 @@ func buildGemma3(c *hfConfig, attn string, head hfHead) *core.Model {
 			}
 		})
 	}
-	m.Layers = []core.Layer{
-		&core.Sequential{Name: "language_model", Layers: m.Layers[:split]},
-		v,
-		&core.Sequential{Name: "language_model", Layers: m.Layers[split:]},
-	}
+	towerAfter(m, split, v)
 	return m
 }
 

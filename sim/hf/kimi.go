@@ -41,11 +41,7 @@ func buildKimiK25(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	m.Layers = []core.Layer{
-		&core.Sequential{Name: "language_model", Layers: m.Layers[:1]},
-		v,
-		&core.Sequential{Name: "language_model", Layers: m.Layers[1:]},
-	}
+	towerAfter(m, 1, v)
 	return m
 }
 

@@ -48,11 +48,7 @@ func buildMistral3(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	m.Layers = []core.Layer{
-		&core.Sequential{Name: "language_model", Layers: m.Layers[:1]},
-		v,
-		&core.Sequential{Name: "language_model", Layers: m.Layers[1:]},
-	}
+	towerAfter(m, 1, v)
 	return m
 }
 

@@ -82,3 +82,15 @@ func (c *hfConfig) textConfig() *hfConfig {
 	}
 	return &hfConfig{raw: raw, modelType: c.modelType, name: c.name, mtp: c.mtp, err: c.err}
 }
+
+// towerAfter puts a vision tower after the text model's first n layers
+// (its embeddings: the image tokens replace placeholders among them), the
+// text model's two parts named language_model, as the vision-language
+// models' module trees name their text model.
+func towerAfter(m *core.Model, n int, tower core.Layer) {
+	m.Layers = []core.Layer{
+		&core.Sequential{Name: "language_model", Layers: m.Layers[:n]},
+		tower,
+		&core.Sequential{Name: "language_model", Layers: m.Layers[n:]},
+	}
+}

@@ -30,11 +30,8 @@ func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	done := b.Scope("vision_tower")
 	h := v.embeddings(b, n)
 	attn := &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "out_proj", SoftmaxFP32: true}
-	layer := &core.Sequential{Layers: []core.Layer{
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "layer_norm1", Dim: d, Bias: true}, attn}}},
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "layer_norm2", Dim: d, Bias: true},
-			&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true}}}},
-	}}
+	layer := preNormLayer(&Norm{Name: "layer_norm1", Dim: d, Bias: true}, attn, &Norm{Name: "layer_norm2", Dim: d, Bias: true},
+		&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true})
 	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Layers}, h)
 	h = b.LayerNorm("post_layernorm", h, d, true)
 	done()

@@ -15,13 +15,7 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 		return x
 	}
 	im := b.Images
-	if b.Par.Tpn() > 1 || b.Par.Cpn() > 1 {
-		// Without images the weights are registered whole on every rank, as
-		// a tensor-parallel plan that leaves the tower out keeps them.
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg:  "Kimi K2.5's vision tower is modelled with images under data parallelism only (tp and cp are 1)",
-			Hint: "use dp, fsdp or zero, with ep for the text model's experts; or train on text alone (no images=)"}})
-	}
+	dataParallelImages(b, "Kimi K2.5's", "dp, fsdp or zero, with ep for the text model's experts")
 	gh, gw := v.grid(im.Height, im.Width)
 	perImage, d := gh*gw, v.Dim
 	if tokens := im.Count * perImage / (v.Merge * v.Merge); tokens > b.Seq {
@@ -43,11 +37,8 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 	b.Save(bag, cos, sin)
 	attn := &Attention{Name: "attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "proj",
 		Rope: true, SoftmaxFP32: true, Window: perImage, ChunkCat: true}
-	layer := &core.Sequential{Layers: []core.Layer{
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "norm1", Dim: d, Bias: true}, attn}}},
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "norm2", Dim: d, Bias: true},
-			&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true}}}},
-	}}
+	layer := preNormLayer(&Norm{Name: "norm1", Dim: d, Bias: true}, attn, &Norm{Name: "norm2", Dim: d, Bias: true},
+		&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true})
 	h = b.LowerChild(&core.Repeat{Name: "layers", Layer: layer, N: v.Layers}, h)
 	h = b.LayerNorm("final_layernorm", h, d, true)
 	// hidden_states[merge_index]: Merge x Merge neighbours side by side,

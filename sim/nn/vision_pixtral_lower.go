@@ -22,11 +22,7 @@ func (v *PixtralVision) Lower(b *core.Builder, x core.Value) core.Value {
 		return x
 	}
 	im := b.Images
-	if b.Par.Tpn() > 1 || b.Par.Cpn() > 1 {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg:  "Pixtral's vision tower is modelled with images under data parallelism only (tp and cp are 1)",
-			Hint: "use dp, fsdp or zero; or train on text alone (no images=)"}})
-	}
+	dataParallelImages(b, "Pixtral's", "dp, fsdp or zero")
 	gh, gw := v.grid(im.Height, im.Width)
 	if gh == 0 || gw == 0 {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
@@ -63,11 +59,8 @@ func (v *PixtralVision) Lower(b *core.Builder, x core.Value) core.Value {
 	} else {
 		attn.Window = perImage // flash-attn's varlen kernel: each patch sees its image's
 	}
-	layer := &core.Sequential{Layers: []core.Layer{
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "attention_norm", Dim: d, RMS: true}, attn}}},
-		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "ffn_norm", Dim: d, RMS: true},
-			&MLP{Name: "feed_forward", Dim: d, Hidden: v.Inter, Act: v.Act}}}},
-	}}
+	layer := preNormLayer(&Norm{Name: "attention_norm", Dim: d, RMS: true}, attn, &Norm{Name: "ffn_norm", Dim: d, RMS: true},
+		&MLP{Name: "feed_forward", Dim: d, Hidden: v.Inter, Act: v.Act})
 	h = b.LowerChild(&core.Repeat{Name: "transformer.layers", Layer: layer, N: v.Layers}, h)
 	done()
 	h = v.project(b, h, patches)

@@ -5,10 +5,13 @@ import (
 	"strings"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // What the vision towers share about their weights and their lowering's
 // start: a tower without images registers its weights and runs nothing;
+// one with images runs on a data-parallel replica whole; a pre-norm
+// encoder layer;
 // a CLIP-style encoder layer's tensors (Llama 4's, Kimi K2.5's MoonViT,
 // Llama 3.2 Vision's); counting a tower's tensors; the attention kernels
 // the towers that attend chunk by chunk model.
@@ -29,6 +32,28 @@ func idleWithoutImages(b *core.Builder, kind string, textDim int64, x core.Value
 	}
 	register(b)
 	return true
+}
+
+// dataParallelImages refuses images under tensor or context parallelism:
+// the tower's sharding is not modelled (without images its weights are
+// registered whole on every rank, as a tensor-parallel plan that leaves
+// the tower out keeps them). tower names it ("Kimi K2.5's"), alt is what
+// to use instead.
+func dataParallelImages(b *core.Builder, tower, alt string) {
+	if b.Par.Tpn() > 1 || b.Par.Cpn() > 1 {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+			Msg:  tower + " vision tower is modelled with images under data parallelism only (tp and cp are 1)",
+			Hint: "use " + alt + "; or train on text alone (no images=)"}})
+	}
+}
+
+// preNormLayer is a pre-norm encoder layer: x + attn(attnNorm(x)), then
+// x + mlp(mlpNorm(x)).
+func preNormLayer(attnNorm *Norm, attn core.Layer, mlpNorm *Norm, mlp core.Layer) *core.Sequential {
+	return &core.Sequential{Layers: []core.Layer{
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{attnNorm, attn}}},
+		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{mlpNorm, mlp}}},
+	}}
 }
 
 // registerTensors registers the n tensors each lists.
