@@ -75,3 +75,41 @@ func TestQwenVLVideosSaveAsTransformers(t *testing.T) {
 		}
 	}
 }
+
+// With images and videos in one step the tower runs twice, images first,
+// as transformers 5.25.0 runs it: the videos add on top of two images of
+// their frames' size what they add alone, and for Qwen3-VL the joined
+// deepstack features' masks (visual_pos_masks, [1, 128] bool, and the
+// image and video rows among the 48 visual ones, 48 bool each: 224 bytes)
+// more:
+//
+//	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json 1 4 112 168 128 2 images=2
+//	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen3-vl-tiny.json 1 4 96 128 128 2 images=2
+//	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen3.5-vl-tiny.json 1 4 96 128 128 2 images=2
+func TestQwenVLImagesAndVideosSaveAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		config string
+		params int64
+		videos core.Videos
+		want   int64 // saved bytes the videos add to the images'
+	}{
+		{"qwen2.5-vl-tiny.json", 198_304, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, 3_128_960},
+		{"qwen3-vl-tiny.json", 290_624, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 1_477_600},
+		{"qwen3.5-vl-tiny.json", 297_032, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 1_403_264},
+	} {
+		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa"}, tc.params, "fp32")
+		p.Seq = 128
+		p.Images = core.Images{Count: 2, Height: tc.videos.Height, Width: tc.videos.Width}
+		p.Videos = tc.videos
+		with := evalPlan(t, p)
+		p.Videos = core.Videos{}
+		without := evalPlan(t, p)
+		if got := with.SavedActivations - without.SavedActivations; got != tc.want {
+			t.Errorf("%s: the videos add %d saved bytes to the images', transformers %d (%+d)", tc.config, got, tc.want, got-tc.want)
+		}
+		if with.Params != without.Params || with.States != without.States {
+			t.Errorf("%s: the second run of the tower counts its weights again (%d parameters, states %+v; without videos %d, %+v)",
+				tc.config, with.Params, with.States, without.Params, without.States)
+		}
+	}
+}

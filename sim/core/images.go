@@ -47,10 +47,13 @@ type CrossStates struct {
 // (nn.Qwen3VisionTower) leaves for the text model: Feats[i], [image tokens,
 // hidden], is added to the hidden states at the image positions after
 // decoder layer i (nn.DeepstackAdd); Mask is the placeholder mask
-// [batch, seq] the adds index with.
+// [batch, seq] the adds index with. Held are features the forward keeps
+// referenced until it returns besides Feats (the image and video runs'
+// own, when both are joined).
 type DeepstackStates struct {
 	Feats []Value
 	Mask  Value
+	Held  []Value
 }
 
 // VisionLayer is a layer that reads the plan's images (a vision tower).

@@ -57,7 +57,7 @@ type VideoLayer interface {
 }
 
 // validateVideos checks train(videos=...) against the model: videos need
-// a tower with a video input; images and videos in one step are refused.
+// a tower with a video input.
 func (p *Plan) validateVideos() error {
 	if err := p.Videos.Validate(); err != nil {
 		return err
@@ -77,9 +77,6 @@ func (p *Plan) validateVideos() error {
 	case !videos:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= but model %q has no vision tower", p.Model.Name),
 			Hint: "videos are read by Qwen2.5-VL, Qwen3-VL and Qwen3.5 (hf_config of a qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5 or qwen3_5_moe config, or vision_tower())"}
-	case p.Images.Count > 0:
-		return &units.Error{Path: "train", Msg: "images= and videos= in one step are not modelled (the tower would run once for each, their tokens joined in turn)",
-			Hint: "train on the videos alone, or give the images as more videos' frames"}
 	}
 	return nil
 }

@@ -12,18 +12,12 @@ import (
 // index copies that reorder patches and the image (or video) tokens
 // joined to the text.
 
-// imagePatches checks that in's tokens (perImage patches a frame, merge
-// x merge patches a token, with the processor's text around them) fit the
-// sequence and that the tower's widest tensor (patches x widest) fits,
-// then makes the processor's pixel patches in dt (the Qwen processors'
-// fp32; Kimi K2.5's in the model's dtype), held on the device for the step.
-func imagePatches(b *core.Builder, in visualInput, perImage, merge, patchIn, widest int64, dt units.DType) (patches int64, pix core.Value) {
-	tokens := in.frames*perImage/(merge*merge) + in.text // per sample
-	if tokens > b.Seq {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
-			Msg:  fmt.Sprintf("%s give %d %s tokens a sample, more than seq=%d", in.what, tokens, in.kind, b.Seq),
-			Hint: "seq counts the " + in.kind + " tokens with the text: raise seq, or use fewer or smaller " + in.kind + "s"}})
-	}
+// imagePatches checks that the tower's widest tensor (in's patches, perImage
+// a frame, x widest) fits, then makes the processor's pixel patches in dt
+// (the Qwen processors' fp32; Kimi K2.5's in the model's dtype), held on
+// the device for the step. The caller has checked that in's tokens fit
+// the sequence.
+func imagePatches(b *core.Builder, in visualInput, perImage, patchIn, widest int64, dt units.DType) (patches int64, pix core.Value) {
 	patches = b.Batch * in.frames * perImage
 	if !core.ProductFits(patches, patchIn, 4) || !core.ProductFits(patches, widest, 4) {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(""), Msg: fmt.Sprintf("%d %s patches are more than memsh simulates", patches, in.kind), Hint: units.HintTensor}})

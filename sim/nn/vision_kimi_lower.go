@@ -27,7 +27,7 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 	b.ReserveParams(v.Layers*16 + 11)
 	done := b.Scope("vision_tower")
 	// The processor's pixel patches, in the model's dtype.
-	patches, pix := imagePatches(b, imageInput(b), perImage, v.Merge, v.patchIn(), max(v.Inter, v.mergedDim(), kimiTaps), b.Prec.Params)
+	patches, pix := imagePatches(b, imageInput(b), perImage, v.patchIn(), max(v.Inter, v.mergedDim(), kimiTaps), b.Prec.Params)
 	h := b.Linear("patch_embed.proj", core.RoleConv, pix, v.patchIn(), d, true)
 	h, bag := v.posEmb(b, h, patches)
 	// rotary_emb: cos and sin of the 2-D axial angles, fp32; they live

@@ -40,22 +40,39 @@ func (v *VisionTower) blocks(gh, gw int64) *core.Repeat {
 }
 
 // Lower runs the tower as Qwen2_5_VisionTransformerPretrainedModel.forward
-// does on the plan's images or videos (vision_video.go), then joins its
-// tokens to the text embeddings x.
+// does on the plan's images and videos (vision_video.go), then joins
+// their tokens to the text embeddings x, the images' first.
 func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != v.TextDim {
 		panic(core.ShapeMismatch(b, "vision_tower", v.TextDim, b.Last(x)))
 	}
 	defer b.Scope(b.ModuleName(v))()
-	in, ok := towerInput(b, v.Temporal, false)
-	if !ok {
+	ins := towerInputs(b, v.Temporal, false, v.ImageTokens)
+	if len(ins) == 0 {
 		v.registerIdle(b)
 		return x
 	}
+	var runs towerRuns
+	hs := make([]core.Value, len(ins))
+	for i, in := range ins {
+		runs.begin(b)
+		hs[i] = v.run(b, in)
+		runs.end(b)
+	}
+	// The image (video) tokens replace the placeholders: masked_scatter.
+	for i, in := range ins {
+		x, _ = joinTokens(b, x, hs[i], in.kind)
+	}
+	return x
+}
+
+// run is one call of the tower on in: its tokens in the order of the
+// frames.
+func (v *VisionTower) run(b *core.Builder, in visualInput) core.Value {
 	gh, gw := v.grid(in.h), v.grid(in.w)
 	perImage := gh * gw
 	// The processor's pixel patches, fp32, on the device for the step.
-	patches, pix := imagePatches(b, in, perImage, v.Merge, v.patchIn(), v.mergedDim(), units.FP32)
+	patches, pix := imagePatches(b, in, perImage, v.patchIn(), v.mergedDim(), units.FP32)
 	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
 	// rot_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rot_pos_emb", patches, v.Dim/v.Heads)
@@ -75,9 +92,7 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	done()
 	// hidden_states[reverse_indices]: the tokens back in image order.
 	_, h = indexCopy(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
-	// The image (video) tokens replace the placeholders: masked_scatter.
-	y, _ := joinTokens(b, x, h, in.kind)
-	return y
+	return h
 }
 
 // registerIdle registers the tower's weights when no image runs.

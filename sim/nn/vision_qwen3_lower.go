@@ -2,29 +2,52 @@ package nn
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
 
 // Lower runs the tower as Qwen3VLVisionModel.forward does on the plan's
-// images or videos (vision_video.go), joins its
-// tokens to the text embeddings x and leaves the deepstack features in
+// images and videos (vision_video.go), joins their tokens to the text
+// embeddings x, the images' first, and leaves the deepstack features in
 // b.Deepstack for the decoder layers (DeepstackAdd).
 func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Last(x) != v.TextDim {
 		panic(core.ShapeMismatch(b, "vision_tower", v.TextDim, b.Last(x)))
 	}
 	defer b.Scope(b.ModuleName(v))()
-	in, ok := towerInput(b, v.Temporal, true)
-	if !ok {
+	ins := towerInputs(b, v.Temporal, true, v.ImageTokens)
+	if len(ins) == 0 {
 		v.registerIdle(b)
 		return x
 	}
+	var runs towerRuns
+	hs, feats := make([]core.Value, len(ins)), make([][]core.Value, len(ins))
+	for i, in := range ins {
+		runs.begin(b)
+		hs[i], feats[i] = v.run(b, in)
+		runs.end(b)
+	}
+	// The image (video) tokens replace the placeholders: masked_scatter.
+	masks := make([]core.Value, len(ins))
+	for i, in := range ins {
+		x, masks[i] = joinTokens(b, x, hs[i], in.kind)
+	}
+	b.Deepstack = nil
+	if len(v.Deepstack) > 0 {
+		b.Deepstack = deepstackStates(b, feats, masks)
+	}
+	return x
+}
+
+// run is one call of the tower on in: its tokens and its deepstack
+// features.
+func (v *Qwen3VisionTower) run(b *core.Builder, in visualInput) (core.Value, []core.Value) {
 	gh, gw := v.grid(in.h), v.grid(in.w)
 	perImage := gh * gw
 	// The processor's pixel patches, fp32, on the device for the step.
-	patches, pix := imagePatches(b, in, perImage, v.Merge, v.patchIn(), 4*v.mergedDim(), units.FP32)
+	patches, pix := imagePatches(b, in, perImage, v.patchIn(), 4*v.mergedDim(), units.FP32)
 	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, true)
 	h, interp := v.posEmbed(b, h, patches)
 	// rotary_pos_emb: cos and sin of the 2-D rotary angles, fp32.
@@ -38,14 +61,51 @@ func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	for j, f := range feats {
 		feats[j] = v.merger(b, "deepstack_merger_list."+core.Itoa(int64(j)), f, patches, true)
 	}
-	h = v.merger(b, "merger", h, patches, false)
-	// The image (video) tokens replace the placeholders: masked_scatter.
-	y, mask := joinTokens(b, x, h, in.kind)
-	b.Deepstack.Mask = mask
-	if len(feats) == 0 {
-		b.Deepstack = nil
+	return v.merger(b, "merger", h, patches, false), feats
+}
+
+// deepstackStates are the deepstack features of the tower's runs for the
+// text model, at the positions of masks (each run's placeholder mask).
+// One run's are its features and mask. For images and videos
+// Qwen3VLModel.forward joins them: visual_pos_masks = image_mask |
+// video_mask, the image and video rows among them (image_mask_joint and
+// video_mask_joint, bool, one a visual token), and per feature a new
+// tensor of every visual row, zeros with the image rows then the video
+// rows written in (index_put_, whose backward keeps its mask). The runs'
+// own features stay referenced until the forward returns.
+func deepstackStates(b *core.Builder, feats [][]core.Value, masks []core.Value) *core.DeepstackStates {
+	if len(feats) == 1 {
+		return &core.DeepstackStates{Feats: feats[0], Mask: masks[0]}
 	}
-	return y
+	vis := b.Ew("or", "visual_pos_masks", masks, b.Shape(masks[0]), units.BOOL, "image_mask | video_mask: the visual positions")
+	b.Val(vis).Grad = false
+	b.Op(b.Val(vis).Producer).NoGradB = true
+	var rows int64
+	for _, f := range feats {
+		rows += b.Shape(f[0])[0]
+	}
+	k := b.AddOp("index", "joint_masks", append([]core.Value{vis}, masks...))
+	joint := make([]core.Value, len(masks))
+	for i, m := range masks {
+		joint[i] = b.Out(k, b.Val(m).Name+"_joint", []int64{rows}, units.BOOL, "the rows of one input among the visual rows")
+		b.Val(joint[i]).Grad = false
+	}
+	b.Op(k).NoGradB = true
+	out := &core.DeepstackStates{Mask: vis}
+	for j := range feats[0] {
+		ins := append([]core.Value{}, joint...)
+		for _, f := range feats {
+			ins = append(ins, f[j])
+			out.Held = append(out.Held, f[j])
+		}
+		f := feats[0][j]
+		p := b.AddOp("index_put", "deepstack_joint", ins)
+		y := b.Out(p, "embed_joint", []int64{rows, b.Last(f)}, b.Dtype(f), "the deepstack feature of every visual row (image and video rows written into zeros)")
+		b.Save(p, joint...)
+		b.Op(p).Bytes = float64(2 * b.Val(y).Bytes)
+		out.Feats = append(out.Feats, y)
+	}
+	return out
 }
 
 // posEmbed adds pos_embed resampled to the image grid:
@@ -222,7 +282,7 @@ func (d *DeepstackEnd) Summary() string            { return "deepstack features 
 func (d *DeepstackEnd) Validate(path string) error { return nil }
 func (d *DeepstackEnd) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Deepstack != nil {
-		b.KeepAlive("deepstack_visual_embeds", b.Deepstack.Feats...)
+		b.KeepAlive("deepstack_visual_embeds", slices.Concat(b.Deepstack.Feats, b.Deepstack.Held)...)
 	}
 	return x
 }

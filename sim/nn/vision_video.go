@@ -3,8 +3,10 @@ package nn
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // What a tower reads in a step: the images of train(images=) or the
@@ -21,7 +23,10 @@ import (
 // do (masked_scatter under input_ids == video_token_id), and Qwen3-VL's
 // deepstack features go to their positions. Qwen2.5-VL's mrope positions
 // step by second_per_grid_ts along the groups: the same position ids, no
-// tensor more.
+// tensor more. With both images and videos the tower runs twice, images
+// first (Qwen2_5_VLModel.forward, Qwen3VLModel.forward): the same
+// weights, each run's own tensors, the video tokens joined after the
+// image tokens (towerRuns).
 
 // visualInput is one run of a tower: frames of h x w pixels per sample
 // (the images, or every video's temporal patch groups), with the text
@@ -49,24 +54,60 @@ func imageInput(b *core.Builder) visualInput {
 		what: fmt.Sprintf("%d images of %dx%d pixels", im.Count, im.Height, im.Width)}
 }
 
-// towerInput is what a Qwen tower whose patches span temporal frames
-// reads: the plan's images or its videos (core.Plan refuses both), false
-// for neither. stamps adds the text Qwen3VLProcessor writes around each
-// group of a video's frames (videoText).
-func towerInput(b *core.Builder, temporal int64, stamps bool) (visualInput, bool) {
+// towerInputs are the runs of a Qwen tower whose patches span temporal
+// frames: the plan's images, then its videos; none without either. stamps
+// adds the text Qwen3VLProcessor writes around each group of a video's
+// frames (videoText). tokens is the tokens a frame of h x w pixels makes;
+// all the runs' tokens and text must fit the sequence.
+func towerInputs(b *core.Builder, temporal int64, stamps bool, tokens func(h, w int64) int64) []visualInput {
+	var ins []visualInput
 	if b.Images.Count > 0 {
-		return imageInput(b), true
+		ins = append(ins, imageInput(b))
 	}
-	vd := b.Videos
-	if vd.Count == 0 {
-		return visualInput{}, false
+	if vd := b.Videos; vd.Count > 0 {
+		in := visualInput{kind: "video", frames: vd.Count * videoGroups(vd.Frames, temporal), h: vd.Height, w: vd.Width,
+			what: fmt.Sprintf("%d videos of %d frames of %dx%d pixels", vd.Count, vd.Frames, vd.Height, vd.Width)}
+		if stamps {
+			in.text = vd.Count * videoText(vd.Frames, temporal, vd.FPS)
+		}
+		ins = append(ins, in)
 	}
-	in := visualInput{kind: "video", frames: vd.Count * videoGroups(vd.Frames, temporal), h: vd.Height, w: vd.Width,
-		what: fmt.Sprintf("%d videos of %d frames of %dx%d pixels", vd.Count, vd.Frames, vd.Height, vd.Width)}
-	if stamps {
-		in.text = vd.Count * videoText(vd.Frames, temporal, vd.FPS)
+	var n int64
+	var what, kinds []string
+	for _, in := range ins {
+		n += in.frames*tokens(in.h, in.w) + in.text
+		what, kinds = append(what, in.what), append(kinds, in.kind)
 	}
-	return in, true
+	if n > b.Seq {
+		k := strings.Join(kinds, " and ")
+		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
+			Msg:  fmt.Sprintf("%s give %d %s tokens a sample, more than seq=%d", strings.Join(what, " and "), n, k, b.Seq),
+			Hint: "seq counts the " + k + " tokens with the text: raise seq, or use fewer or smaller " + strings.Join(kinds, "s or ") + "s"}})
+	}
+	return ins
+}
+
+// towerRuns makes the runs of a tower after the first share its weights
+// (core.Builder.ShareCall): transformers calls the same module for the
+// images and for the videos.
+type towerRuns struct {
+	params, ops           int
+	firstParams, firstOps [2]int
+	runs                  int
+}
+
+// begin marks where the next run's parameters and ops start.
+func (r *towerRuns) begin(b *core.Builder) { r.params, r.ops = len(b.P.Params), len(b.P.Ops) }
+
+// end closes the run begun last: a later run's parameters are the first's.
+func (r *towerRuns) end(b *core.Builder) {
+	params, ops := [2]int{r.params, len(b.P.Params)}, [2]int{r.ops, len(b.P.Ops)}
+	if r.runs == 0 {
+		r.firstParams, r.firstOps = params, ops
+	} else {
+		b.ShareCall(r.firstParams, params, r.firstOps, ops)
+	}
+	r.runs++
 }
 
 // videoGroups is the temporal patch groups of a video of frames frames:
