@@ -166,7 +166,7 @@ var TrainKeywords = []keyword{
 			"the frames sampled from each (the video processor samples fps a second, 2 by default: a 10 s clip is 20 frames), in pixels after its resize; " +
 			"the processor pads the frames to a multiple of temporal_patch_size (2) and the tower runs each pair as it runs an image, " +
 			"its tokens taking their place in the seq tokens (Qwen2.5-VL: 16 frames of 448x448 are 8 x 256 = 2,048 tokens); Qwen3-VL's and Qwen3.5's processor " +
-			"writes a timestamp (\"<1.2 seconds>\") and vision_start and vision_end around each pair, counted with them; images= and videos= in one step are refused",
+			"writes a timestamp (\"<1.2 seconds>\") and vision_start and vision_end around each pair, counted with them; with images= the tower runs on the images, then on the videos",
 		set: setVideos},
 	{Name: "clip_grad_norm", Def: starlark.None,
 		Doc: "the max norm of torch.nn.utils.clip_grad_norm_ before each optimizer step (the Hugging Face Trainer's max_grad_norm, 1.0 by default there; torchtitan's max_norm), " +

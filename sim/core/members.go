@@ -138,11 +138,31 @@ func (b *Builder) relowered(first, again lowering) {
 	b.P.Buffers = b.P.Buffers[:again.buffers]
 }
 
-// ShareCall ties the parameters registered by a later call of the same
-// modules (params q, ops opsQ: anemoi's mapper run once per destination
-// chunk, sim/graph) to the first call's (p, opsP), as shareMember does
-// for ensemble members.
-func (b *Builder) ShareCall(p, q, opsP, opsQ [2]int) { b.shareMember(p, q, opsP, opsQ) }
+// SharedCalls makes every call of the same modules after the first share
+// the first's parameters and weight copies (shareMember): anemoi's mapper
+// run once per destination chunk (sim/graph), a vision tower run on the
+// images and then on the videos (sim/nn). Begin and End bracket each
+// call.
+type SharedCalls struct {
+	params, ops           int    // where the current call's began
+	firstParams, firstOps [2]int // the first call's spans; set once it ends
+	calls                 int    // calls ended so far
+}
+
+// Begin marks where the next call's parameters and ops start.
+func (c *SharedCalls) Begin(b *Builder) { c.params, c.ops = len(b.P.Params), len(b.P.Ops) }
+
+// End closes the call begun last: the first call's spans are kept, a
+// later call's are shared with them.
+func (c *SharedCalls) End(b *Builder) {
+	params, ops := [2]int{c.params, len(b.P.Params)}, [2]int{c.ops, len(b.P.Ops)}
+	if c.calls == 0 {
+		c.firstParams, c.firstOps = params, ops
+	} else {
+		b.shareMember(c.firstParams, params, c.firstOps, ops)
+	}
+	c.calls++
+}
 
 // shareMember ties the parameters of a later member (range q) to the first
 // member's (range p) and points its autocast weight copies at the first

@@ -68,9 +68,9 @@ func (g *GraphTransformer) lowerChunked(b *core.Builder, xs, xd core.Value, batc
 	// dst_chunks = torch.arange(rows).tensor_split(num_chunks): views of one index.
 	dst := index(b, "dst_nodes", rAll, "torch.arange over the destination rows, split into the chunks' ranges")
 	edgeCounts := ChunkEdges(e, rAll, k)
-	var chunks chunkCalls
+	var chunks core.SharedCalls // one block and one set of embeddings serve every chunk
 	for i, r := range splitRows(rAll, k) {
-		chunks.begin(b)
+		chunks.Begin(b)
 		ek := edgeCounts[i]
 		sk := min(sAll, ek) // at most one connected source per edge
 		done := b.Scope(chunkScope(int64(i), k))
@@ -95,7 +95,7 @@ func (g *GraphTransformer) lowerChunked(b *core.Builder, xs, xd core.Value, batc
 		put := b.AddOp("index_put_", "out_dst_write", []core.Value{out, y, dst})
 		b.Op(put).WorkB = b.Val(y).Bytes
 		done()
-		chunks.end(b)
+		chunks.End(b)
 	}
 	b.KeepAlive("mapper_locals", ea, ei, xs)
 	return out
@@ -143,30 +143,4 @@ func index(b *core.Builder, name string, n int64, why string) core.Value {
 	v := b.Ew("index", name, nil, []int64{n}, units.INT64, why)
 	b.Val(v).Grad = false
 	return v
-}
-
-// chunkCalls makes one block and one set of embeddings serve every chunk
-// of a chunked mapper: the parameters and ops of each chunk after the
-// first are shared with the first's (core.Builder.ShareCall).
-type chunkCalls struct {
-	params, ops           int    // where the current chunk's began
-	firstParams, firstOps [2]int // the first chunk's spans; set once it ends
-	chunks                int    // chunks ended so far
-}
-
-// begin marks where the next chunk's parameters and ops start.
-func (c *chunkCalls) begin(b *core.Builder) {
-	c.params, c.ops = len(b.P.Params), len(b.P.Ops)
-}
-
-// end closes the chunk begun last: the first chunk's spans are kept, a
-// later chunk's are shared with them.
-func (c *chunkCalls) end(b *core.Builder) {
-	params, ops := [2]int{c.params, len(b.P.Params)}, [2]int{c.ops, len(b.P.Ops)}
-	if c.chunks == 0 {
-		c.firstParams, c.firstOps = params, ops
-	} else {
-		b.ShareCall(c.firstParams, params, c.firstOps, ops)
-	}
-	c.chunks++
 }

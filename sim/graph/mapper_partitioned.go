@@ -110,10 +110,10 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 	end()
 	out, outType := g.outDst(b, xd, dR)
 	edgeCounts := ChunkEdges(e, dR, k)
-	var chunks chunkCalls
-	var start int64 // the chunk's first destination row
+	var chunks core.SharedCalls // one block and one set of embeddings serve every chunk
+	var start int64             // the chunk's first destination row
 	for i, r := range splitRows(dR, k) {
-		chunks.begin(b)
+		chunks.Begin(b)
 		ek := edgeCounts[i]
 		sk := min(sRows, g.bandSources(sAll, dAll, start, r, ek))
 		start += r
@@ -136,7 +136,7 @@ func (g *GraphTransformer) lowerPartitioned(b *core.Builder, xs, xd core.Value, 
 		put := b.AddOp("index_put_", "out_dst_write", []core.Value{out, y})
 		b.Op(put).WorkB = b.Val(y).Bytes
 		done()
-		chunks.end(b)
+		chunks.End(b)
 	}
 	b.KeepAlive("mapper_locals", eaAll, ea, ei, xs, xd)
 	if sh.g > 1 && !sh.keepDst {

@@ -52,12 +52,12 @@ func (v *VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 		v.registerIdle(b)
 		return x
 	}
-	var runs towerRuns
+	var runs core.SharedCalls // the same weights for the images and the videos
 	hs := make([]core.Value, len(ins))
 	for i, in := range ins {
-		runs.begin(b)
+		runs.Begin(b)
 		hs[i] = v.run(b, in)
-		runs.end(b)
+		runs.End(b)
 	}
 	// The image (video) tokens replace the placeholders: masked_scatter.
 	for i, in := range ins {

@@ -22,12 +22,12 @@ func (v *Qwen3VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 		v.registerIdle(b)
 		return x
 	}
-	var runs towerRuns
+	var runs core.SharedCalls // the same weights for the images and the videos
 	hs, feats := make([]core.Value, len(ins)), make([][]core.Value, len(ins))
 	for i, in := range ins {
-		runs.begin(b)
+		runs.Begin(b)
 		hs[i], feats[i] = v.run(b, in)
-		runs.end(b)
+		runs.End(b)
 	}
 	// The image (video) tokens replace the placeholders: masked_scatter.
 	masks := make([]core.Value, len(ins))

@@ -26,7 +26,7 @@ import (
 // tensor more. With both images and videos the tower runs twice, images
 // first (Qwen2_5_VLModel.forward, Qwen3VLModel.forward): the same
 // weights, each run's own tensors, the video tokens joined after the
-// image tokens (towerRuns).
+// image tokens (core.SharedCalls).
 
 // visualInput is one run of a tower: frames of h x w pixels per sample
 // (the images, or every video's temporal patch groups), with the text
@@ -85,29 +85,6 @@ func towerInputs(b *core.Builder, temporal int64, stamps bool, tokens func(h, w 
 			Hint: "seq counts the " + k + " tokens with the text: raise seq, or use fewer or smaller " + strings.Join(kinds, "s or ") + "s"}})
 	}
 	return ins
-}
-
-// towerRuns makes the runs of a tower after the first share its weights
-// (core.Builder.ShareCall): transformers calls the same module for the
-// images and for the videos.
-type towerRuns struct {
-	params, ops           int
-	firstParams, firstOps [2]int
-	runs                  int
-}
-
-// begin marks where the next run's parameters and ops start.
-func (r *towerRuns) begin(b *core.Builder) { r.params, r.ops = len(b.P.Params), len(b.P.Ops) }
-
-// end closes the run begun last: a later run's parameters are the first's.
-func (r *towerRuns) end(b *core.Builder) {
-	params, ops := [2]int{r.params, len(b.P.Params)}, [2]int{r.ops, len(b.P.Ops)}
-	if r.runs == 0 {
-		r.firstParams, r.firstOps = params, ops
-	} else {
-		b.ShareCall(r.firstParams, params, r.firstOps, ops)
-	}
-	r.runs++
 }
 
 // videoGroups is the temporal patch groups of a video of frames frames:
