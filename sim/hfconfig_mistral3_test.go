@@ -68,7 +68,6 @@ func TestMistral3Refused(t *testing.T) {
 		want string
 	}{
 		{"4.49", nil, hf.Options{Attn: "sdpa", Transformers: "4.49.0"}, `model_type "mistral3" needs transformers 4.50 or later`},
-		{"eager", nil, hf.Options{Attn: "eager"}, "Pixtral's eager attention is not modelled"},
 		{"text model", func(c map[string]any) { textConfig(c)["model_type"] = "ministral3" }, hf.Options{Attn: "sdpa"},
 			`"text_config.model_type" must be Mistral's, "mistral" (got "ministral3")`},
 		{"vision model", func(c map[string]any) { visionConfig(c)["model_type"] = "siglip_vision_model" }, hf.Options{Attn: "sdpa"},

@@ -24,6 +24,11 @@ import (
 //	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 bf16
 //	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 ckpt
 //	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 bf16 ckpt
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 1 56 56 64 eager
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 eager
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 1 84 84 64 eager
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 bf16 eager
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json 2 84 112 96 ckpt eager
 //
 // 56 x 56 pixels are 4 x 4 patches; 84 x 112 are 6 x 8; 100 x 150 are
 // scaled to 74 x 112 and rounded up to 84 x 112 (PixtralProcessor: the
@@ -36,8 +41,11 @@ import (
 // q and k after the rope, v, SDPA's output and logsumexp, o_proj's input,
 // the gated MLP's; the projector's norm, the unfolded patches' copy
 // merging_layer saves, linear_1's and GELU's outputs; the placeholder
-// mask. Two differences are CUDA's or the harness's, added to the
-// measured figure:
+// mask. Eager attention (the text model's too) keeps, per layer, what its
+// matmuls and fp32 softmax keep over one score matrix of every patch of
+// the micro-batch, the block mask added to it (the add keeps nothing).
+// Two differences are CUDA's or the harness's, added to the measured
+// figure:
 //
 //   - 36 patches (84 x 84) are not a multiple of 8 keys: on CUDA the
 //     efficient kernel pads a copy of the mask at each call and saves it
@@ -63,5 +71,12 @@ func TestMistral3VisionSavesAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 436_320},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 364_896 + 2*96*8*4},
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 195_168 + 2*96*8*2},
+	})
+	checkImagesSaveCases(t, "mistral3-tiny.json", hf.Options{Attn: "eager"}, 254_848, []imagesSaveCase{
+		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", false, 133_824},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", false, 1_048_416},
+		{core.Images{Count: 1, Height: 84, Width: 84}, 64, "fp32", false, 324_064},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 857_184},
+		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 364_896 + 2*96*8*4},
 	})
 }

@@ -55,7 +55,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"train(images=) (each image scaled down so its longer side is at most image_size pixels, each side rounded up to a multiple " +
 			"of patch_size x spatial_merge_size, all of a micro-batch's patches one sequence, one [IMG] token a merged patch and one break " +
 			"token a row in the text), then text_config's Mistral model; under \"sdpa\" the tower's layers share one block-diagonal mask over " +
-			"every patch (each image attends to itself), under \"flash\" none; \"eager\" is refused; the head is tied when both " +
+			"every patch (each image attends to itself; \"eager\" adds it to one score matrix over every patch), under \"flash\" none; the head is tied when both " +
 			"tie_word_embeddings say so, as from_pretrained loads Mistral's checkpoints. olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +

@@ -127,8 +127,9 @@ type Attention struct {
 	// (the layers' argument). hf_config's Llama-style decoders set it.
 	EagerMask bool
 	chunkMask bool // the kernel gets a mask: the sequence reaches Chunk, or Window under SDPA (Lower sets it on its copy)
-	// bias, when set, is the additive mask an SDPA kernel given a mask
-	// (chunkMask) gets, made by its tower (PixtralVision's block mask).
+	// bias, when set, is the additive mask made by the attention's tower
+	// (PixtralVision's block mask): what an SDPA kernel given a mask
+	// (chunkMask) gets, what eager attention adds to its scores.
 	bias func(b *core.Builder) core.Value
 }
 

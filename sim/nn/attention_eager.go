@@ -133,12 +133,15 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	if a.Softcap > 0 && a.Impl == "eager" {
 		scaled = b.Softcap("softcap", scaled)
 	}
-	if a.Causal {
-		ins := []core.Value{scaled}
+	if a.Causal || a.bias != nil {
+		ins, name := []core.Value{scaled}, "causal_mask"
 		if a.EagerMask {
 			ins = append(ins, a.forwardMask(b, s, b.Prec.Params))
 		}
-		m := b.AddOp("mask", "causal_mask", ins)
+		if a.bias != nil { // scores + the tower's mask (PixtralVision's block mask)
+			ins, name = append(ins, a.bias(b)), "attention_mask"
+		}
+		m := b.AddOp("mask", name, ins)
 		for _, x := range ins {
 			b.Op(m).Bytes += float64(b.Val(x).Bytes)
 		}

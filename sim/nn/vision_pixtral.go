@@ -39,13 +39,14 @@ import (
 //     text embeddings (masked_scatter; its backward keeps the mask).
 //
 // All images of a micro-batch run as one sequence of all their patches.
-// Under SDPA each image attends only to itself through one block-diagonal
-// additive mask, [1, 1, patches, patches] in the hidden states' dtype
-// (generate_block_attention_mask), made once a forward and handed to every
-// layer; SDPA's efficient kernel computes every block of it and saves it,
-// and on CUDA first pads a copy of it to a multiple of 8 keys when the
-// patches are not one (preprocess_mask). flash-attn gets no mask: its
-// varlen kernel runs image by image. Eager attention is not modelled.
+// Under SDPA and eager attention each image attends only to itself through
+// one block-diagonal additive mask, [1, 1, patches, patches] in the hidden
+// states' dtype (generate_block_attention_mask), made once a forward and
+// handed to every layer; SDPA's efficient kernel computes every block of
+// it and saves it, and on CUDA first pads a copy of it to a multiple of 8
+// keys when the patches are not one (preprocess_mask); eager attention
+// adds it to one score matrix over every image's patches a layer.
+// flash-attn gets no mask: its varlen kernel runs image by image.
 // The images come from train(images=(count, height, width)); without them
 // the weights are registered and nothing runs.
 type PixtralVision struct {
@@ -139,13 +140,10 @@ func (v *PixtralVision) Validate(path string) error {
 			withHint("PixtralVisionRotaryEmbedding rotates a quarter of each head by the patch's row, a quarter by its column, twice")
 	}
 	switch v.Impl {
-	case "flash", "sdpa":
+	case "flash", "sdpa", "eager":
 		return nil
-	case "eager":
-		return fieldErr(path, "Pixtral's eager attention is not modelled").
-			withHint("transformers adds the block mask to one score matrix over every image's patches; use ", FieldImpl, `="sdpa" or "flash"`)
 	}
-	return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa)", v.Impl))
+	return fieldErr(path, "unknown ", FieldImpl, fmt.Sprintf(" %q (known: flash, sdpa, eager)", v.Impl))
 }
 
 // PixtralGrid is the patches a side of an image of h x w pixels as

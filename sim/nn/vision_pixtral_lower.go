@@ -37,7 +37,7 @@ func (v *PixtralVision) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	perImage, d := gh*gw, v.Dim
 	patches := b.Batch * im.Count * perImage
-	if !core.ProductFits(patches, max(v.patchIn(), v.Inter, v.mergedDim()), 4) || v.Impl == "sdpa" && !core.ProductFits(patches, patches, 8) {
+	if !core.ProductFits(patches, max(v.patchIn(), v.Inter, v.mergedDim()), 4) || v.Impl != "flash" && !core.ProductFits(patches, patches, v.Heads, 8) {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"), Msg: fmt.Sprintf("%d image patches are more than memsh simulates", patches), Hint: units.HintTensor}})
 	}
 	b.ReserveParams(v.tensorCount())
@@ -52,11 +52,15 @@ func (v *PixtralVision) Lower(b *core.Builder, x core.Value) core.Value {
 	h = b.Ew("cat", "patch_embeds", []core.Value{h}, []int64{1, patches, d}, b.Dtype(h), "every image's patches in one sequence (torch.cat, a copy; ln_pre's input)")
 	h = b.RmsNorm("ln_pre", h, d)
 	attn := &Attention{Name: "attention", Dim: d, Heads: v.Heads, Impl: v.Impl, Rope: true, RopeTables: "patch_positional_embedding", SoftmaxFP32: true}
-	if v.Impl == "sdpa" {
+	switch v.Impl {
+	case "sdpa":
 		mask := v.blockMask(b, patches, b.Dtype(h))
 		attn.chunkMask = true
 		attn.bias = func(b *core.Builder) core.Value { return kernelBias(b, mask) }
-	} else {
+	case "eager":
+		mask := v.blockMask(b, patches, b.Dtype(h))
+		attn.bias = func(*core.Builder) core.Value { return mask }
+	default:
 		attn.Window = perImage // flash-attn's varlen kernel: each patch sees its image's
 	}
 	layer := preNormLayer(&Norm{Name: "attention_norm", Dim: d, RMS: true}, attn, &Norm{Name: "ffn_norm", Dim: d, RMS: true},

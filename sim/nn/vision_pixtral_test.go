@@ -47,7 +47,6 @@ func TestPixtralVisionValidate(t *testing.T) {
 	}{
 		{"heads", func(v *PixtralVision) { v.Heads = 3 }, "attention heads (3) must divide model width (32) into heads of a multiple of 4"},
 		{"head dim", func(v *PixtralVision) { v.Heads = 16 }, "into heads of a multiple of 4"},
-		{"eager", func(v *PixtralVision) { v.Impl = "eager" }, "Pixtral's eager attention is not modelled"},
 		{"kernel", func(v *PixtralVision) { v.Impl = "flex" }, `unknown attention kernel "flex"`},
 		{"merge", func(v *PixtralVision) { v.Merge = 0 }, "merge size must be positive"},
 		{"huge", func(v *PixtralVision) { v.Image = 1 << 17 }, "more than memsh simulates"},

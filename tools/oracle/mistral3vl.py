@@ -1,9 +1,9 @@
 # mistral3vl.py: what autograd saves for the images of a tiny Mistral 3
 # (transformers 5.25.0, Mistral3ForConditionalGeneration: Pixtral's vision
-# tower, the projector, a Mistral text model; sdpa, torch 2.15.0, on the
-# CPU), for sim/mistral3_vision_oracle_test.go.
+# tower, the projector, a Mistral text model; sdpa or eager, torch 2.15.0,
+# on the CPU), for sim/mistral3_vision_oracle_test.go.
 #
-#   /work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [list]
+#   /work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list]
 #   /work/venv-t/bin/python mistral3vl.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta
@@ -22,7 +22,8 @@
 # the pixel values are random, fp32, [COUNT, 3, height, width] (the tower
 # casts them); mistral3vl_inputs.py lays the inputs out. bf16 builds the
 # model in bf16; ckpt checkpoints every GradientCheckpointingLayer
-# (use_reentrant=False); list prints every saved storage. Every packed tensor is held until backward, so that a freed
+# (use_reentrant=False); eager runs eager attention (else sdpa); list
+# prints every saved storage. Every packed tensor is held until backward, so that a freed
 # storage's reused address hides nothing.
 import collections
 import json
@@ -37,8 +38,9 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 raw = json.load(open(sys.argv[1]))
 cfg = AutoConfig.for_model(**raw)
+attn = "eager" if "eager" in sys.argv[6:] else "sdpa"
 for c in (cfg, cfg.vision_config, cfg.text_config):
-    c._attn_implementation = "sdpa"
+    c._attn_implementation = attn
 with torch.device("meta"):
     meta = AutoModelForImageTextToText.from_config(cfg)
 print("transformers", transformers.__version__, "torch", torch.__version__, type(meta).__name__)
