@@ -60,14 +60,12 @@ import (
 // at 64 tokens; memsh models use_cache=False, as training scripts set it
 // and gradient checkpointing forces it.)
 //
-// memsh's totals under SDPA are 8 bytes under the harness's for Mistral
+// memsh's totals are 8 bytes under the harness's for Mistral and Phi-3
 // (the tail of the loss's labels; the rotary cos and sin made outside
-// the layers memsh counts, nn.Attention.RopeTables), and for Phi-3 that plus
-// one [1, 64, 64] bf16 tensor a layer: o_proj's input, a copy on the CPU
-// because Phi-3's rotary embedding ends in a torch.cat that leaves q
-// head-major, so the kernel's output is too (not modelled: on CUDA it
-// depends on the kernel's output layout, unmeasured); under eager
-// attention Phi-3's is exact but for the 8.
+// the layers memsh counts, nn.Attention.RopeTables; so is Phi-3's o_proj
+// input, a copy of the kernel's output, which follows q's head-major
+// layout after the torch.cat that ends Phi-3's rope: nn.Attention.RopeCat,
+// TestRopeTablesSavedAsTransformers).
 func TestSlidingWindowMask(t *testing.T) {
 	saved := func(file, attn, version string, seq int64) int64 {
 		if version == "" {

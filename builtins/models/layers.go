@@ -54,7 +54,7 @@ func LayerBuiltins() []host.Builtin {
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
-				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, name=None)",
+				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, rope_dim=None, mrope=False, rope_cat=False, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -66,7 +66,12 @@ func LayerBuiltins() []host.Builtin {
 				"rope adds rotary embeddings to q and k. rope_tables=\"rotary_emb\" (with rope) names the rotary module whose " +
 				"cos and sin ([1, seq, head_dim] each, in the parameters' dtype) transformers makes once a forward and every " +
 				"layer's rope saves: the layers that name the same module share one pair (the zoo's decoders name \"rotary_emb\", " +
-				"as hf_config does); None counts no pair. fused_qkv uses one qkv projection (GPT-2's c_attn); " +
+				"as hf_config does); None counts no pair. rope_dim=d makes them d wide (partial rotary: GLM-4.5's and Qwen3-Next's " +
+				"rotated share of the head; gpt-oss's half a head); mrope=True makes them [batch, seq, width] (the vision-language " +
+				"models' multimodal positions, one row a sample). rope_cat=True (with rope): the rotary embedding ends in a torch.cat of the " +
+				"rotated and the passed dimensions (Phi-3's, GPT-NeoX's), which leaves q head major; the flash kernels' output follows q's " +
+				"layout, so o_proj saves a contiguous copy of it, one [tokens, heads x head_dim] tensor a layer (eager attention makes that " +
+				"copy anyway; CUDA's memory-efficient kernel, which SDPA runs given a mask or in fp32, does not). fused_qkv uses one qkv projection (GPT-2's c_attn); " +
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
 				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3). " +
@@ -304,17 +309,20 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, build func(dim
 }
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, name starlark.Value
-	var qkvBias, outBias, rope, qkNorm, sinks, gqa, gate bool
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, name starlark.Value
+	var qkvBias, outBias, rope, qkNorm, sinks, gqa, gate, mrope, ropeCat bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "name?", &name); err != nil {
+		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate}
+	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat}
+	if ropeCat && !rope {
+		return nil, fmt.Errorf("attention: rope_cat=True needs rope=True (the cat ends the rotary embedding)")
+	}
 	if gqa && impl != "sdpa" {
 		return nil, fmt.Errorf("attention: enable_gqa=True is scaled_dot_product_attention's argument, and impl is %q (use impl=\"sdpa\", or leave enable_gqa out)", impl)
 	}
@@ -361,6 +369,16 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if a.RopeTables, err = ropeTablesArg(tables, rope); err != nil {
 		return nil, err
 	}
+	if a.RopeTablesDim, err = OptInt(ropeDim, "rope_dim", 0); err != nil {
+		return nil, err
+	}
+	if (ropeDim != nil && ropeDim != starlark.None || mrope) && a.RopeTables == "" {
+		return nil, fmt.Errorf("attention: rope_dim and mrope shape the rotary tables, which need rope_tables=\"rotary_emb\"")
+	}
+	if ropeDim != nil && ropeDim != starlark.None && (a.RopeTablesDim <= 0 || a.RopeTablesDim > a.Hd() || a.RopeTablesDim%2 != 0) {
+		return nil, fmt.Errorf("attention: rope_dim must be an even number of dimensions up to head_dim %d (got %d)", a.Hd(), a.RopeTablesDim)
+	}
+	a.RopeTablesBatch = mrope
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
 	}

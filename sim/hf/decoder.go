@@ -147,15 +147,17 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
 	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
-	if c.modelType != "gpt_oss" && !c.mrope {
-		// The rotary cos and sin the model makes once a forward and every
-		// layer saves (nn.Attention.ropeTables). Not modelled: gpt-oss's,
-		// half a head wide (GptOssRotaryEmbedding does not repeat the
-		// frequencies); the vision-language models' multimodal ones
-		// (Qwen2-VL's apply_multimodal_rotary_pos_emb concatenates its
-		// sections into a new pair in every layer; Qwen3-VL's carry the
-		// batch of their 3-D position ids).
-		at.RopeTables = "rotary_emb"
+	// The rotary cos and sin the model makes once a forward and every
+	// layer saves (nn.Attention.ropeTables): gpt-oss's half a head wide,
+	// Phi-3's partial_rotary_factor of it (its rope ends in a cat: RopeCat),
+	// the vision-language models' one row a sample.
+	at.RopeTables = "rotary_emb"
+	at.RopeTablesBatch = c.mrope
+	switch c.modelType {
+	case "gpt_oss":
+		at.RopeTablesDim = hd / 2
+	case "phi3":
+		at.RopeTablesDim, at.RopeCat = ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 1)), true
 	}
 	norm := func(name string) core.Layer {
 		switch {

@@ -41,7 +41,8 @@ func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 	vDim := c.size("v_head_dim")
 	bias := c.flag("attention_bias", false)
 	at := &nn.MLA{Name: "self_attn", Dim: hidden, Heads: heads, QLoraRank: qLora, KVLora: kvLora,
-		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true}
+		Nope: nope, RopeDim: ropeDim, VDim: vDim, Bias: bias, Impl: attn, Causal: true,
+		RopeTables: "rotary_emb", RopeComplex: c.modelType == "deepseek_v2"}
 	c.checkLayer(at, mlaKeys)
 	return at, 2 * float64(hidden) * float64(heads*(nope+ropeDim+vDim))
 }

@@ -17,9 +17,10 @@ import (
 // of q and k (GLM-4.5 sets it, GLM-4.5-Air does not).
 //
 // partial_rotary_factor rotates the first half of each head's dimensions
-// and concatenates the rest: autograd saves the same cos and sin tables
-// and the cat saves nothing, so the rotation is lowered over the whole
-// head, as for the other decoders (the factor's FLOPs are not counted).
+// and concatenates the rest: the cat saves nothing, so the rotation is
+// lowered over the whole head, as for the other decoders (the factor's
+// FLOPs are not counted); the cos and sin every layer saves are as wide as
+// the rotated part, and the cat leaves q head major (nn.Attention.RopeCat).
 // num_nextn_predict_layers counts the multi-token prediction layer the
 // checkpoint holds (GLM-4.5-Air's model.layers.46), which transformers does
 // not build; mtp=True adds it as for DeepSeek-V3.
@@ -28,13 +29,11 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 	heads := c.size("num_attention_heads")
 	kv := c.kvHeads("num_key_value_heads", heads)
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
-	if f := c.number("partial_rotary_factor", 0.5); f <= 0 || f > 1 {
-		c.fail("partial_rotary_factor", "must be in (0, 1] (got %g)", f)
-	}
+	rotary := ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 0.5))
 	c.number("rope_theta", 10000)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: c.flag("attention_bias", false), Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true,
-		QKNorm: c.flag("use_qk_norm", false)}
+		QKNorm: c.flag("use_qk_norm", false), RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeCat: true}
 	if c.err != nil {
 		return nil
 	}

@@ -84,6 +84,9 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	at := &nn.Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Dropout: drop, Rope: rotary > 0, FusedQKV: true, SoftmaxFP32: true}
+	if rotary > 0 { // GPTNeoXModel's rotary_emb: rotary_pct of each head, then a cat
+		at.RopeTables, at.RopeTablesDim, at.RopeCat = "rotary_emb", ropeWidth(hd, rotary), true
+	}
 	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: true, Dropout: po}
 	attnBranch := seq(append([]core.Layer{&nn.Norm{Name: "input_layernorm", Dim: hidden, Bias: true}, at}, after...)...)
 	mlpBranch := seq(&nn.Norm{Name: "post_attention_layernorm", Dim: hidden, Bias: true}, mlp)
@@ -275,6 +278,9 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	at := &nn.Attention{Name: "self_attention", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Dropout: drop, Rope: !alibi, FusedQKV: true}
+	if !alibi { // FalconModel's rotary_emb, Llama's
+		at.RopeTables = "rotary_emb"
+	}
 	attnPart := append([]core.Layer{at}, after...)
 	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias}
 	ln := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, Bias: true} }

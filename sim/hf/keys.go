@@ -22,8 +22,8 @@ type hfConfig struct {
 	prefix    string // the path of a nested object's keys in config.json ("text_config."; "" at the top)
 	ownBase   bool   // the model names its base itself (Llama4ForConditionalGeneration's language_model.model), not the family's base
 	// mrope: the language model of a vision-language model, whose
-	// multimodal rotary cos and sin differ from the decoders' one pair a
-	// forward (buildDecoder counts none for it)
+	// multimodal rotary cos and sin carry the batch of their 3-D position
+	// ids (nn.Attention.RopeTablesBatch)
 	mrope bool
 	err   *units.Error
 }

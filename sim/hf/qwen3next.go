@@ -95,12 +95,11 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 	hd := c.headDim("hidden_size", "num_attention_heads", 256) // Qwen3NextConfig's and Qwen3_5TextConfig's head_dim
 	tie := c.flag("tie_word_embeddings", false)
 	act := c.mlpAct("hidden_act", "silu", true)
+	from := c
 	if rp, ok := c.raw["rope_parameters"].(map[string]any); ok {
-		sub := &hfConfig{raw: rp, modelType: c.modelType, prefix: c.at("rope_parameters.")}
-		c.partialRotary(sub)
-	} else {
-		c.partialRotary(c)
+		from = &hfConfig{raw: rp, modelType: c.modelType, prefix: c.at("rope_parameters.")}
 	}
+	rotary := c.partialRotary(from)
 	full := c.fullAttentionLayers(layers)
 	if c.err != nil {
 		return nil
@@ -108,7 +107,8 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 	bias := c.flag("attention_bias", false)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true, QKNorm: true, OutputGate: true,
-		Dropout: c.prob("attention_dropout", 0)}
+		Dropout: c.prob("attention_dropout", 0), RopeTables: "rotary_emb", RopeTablesBatch: c.mrope, RopeCat: true}
+	at.RopeTablesDim = ropeWidth(at.Hd(), rotary)
 	gdn := &nn.GatedDeltaNet{Name: "linear_attn", Dim: hidden, KHeads: c.sizeOr("linear_num_key_heads", 16),
 		VHeads: c.sizeOr("linear_num_value_heads", 32), KHeadDim: c.sizeOr("linear_key_head_dim", 128),
 		VHeadDim: c.sizeOr("linear_value_head_dim", 128), ConvK: c.sizeOr("linear_conv_kernel_dim", 4), Chunk: gdnChunk,
@@ -191,16 +191,16 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 // chunk_gated_delta_rule and in transformers' torch_chunk_gated_delta_rule.
 const gdnChunk = 64
 
-// partialRotary checks partial_rotary_factor (in rope_parameters from
+// partialRotary reads partial_rotary_factor (in rope_parameters from
 // transformers 5, at the top level before; 0.25 by default): the rotation
-// is lowered over the whole head (autograd saves the same tables).
-func (c *hfConfig) partialRotary(from *hfConfig) {
-	if f := from.number("partial_rotary_factor", 0.25); c.err == nil && from.err == nil && (f <= 0 || f > 1) {
-		c.fail("partial_rotary_factor", "must be in (0, 1] (got %g)", f)
-	}
+// is lowered over the whole head, the tables every layer saves as wide as
+// the rotated part (ropeWidth).
+func (c *hfConfig) partialRotary(from *hfConfig) float64 {
+	f := from.rotaryFactor("partial_rotary_factor", 0.25)
 	if from.err != nil && c.err == nil {
 		c.err = from.err
 	}
+	return f
 }
 
 // fullAttentionLayers reads layer_types ("linear_attention" or

@@ -61,7 +61,7 @@ func buildQwen35VL(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	tc.modelType, tc.mtp = c.modelType+"_text", c.mtp
+	tc.modelType, tc.mtp, tc.mrope = c.modelType+"_text", c.mtp, true
 	return c.joinVision(tc, tower, buildQwen35(tc, attn, head))
 }
 

@@ -89,6 +89,14 @@ var mambaSkipFP32Since = [2]int{5, 15}
 // 5.24.0 and 5.25.0: tools/oracle/hf_block_saved.py, TestFalconSharedPath.
 var falconSharedSince = [2]int{5, 25}
 
+// mropeOnceSince is the first transformers release checked whose
+// Qwen2.5-VL recombines the multimodal rotary sections once a forward
+// (Qwen2_5_VLRotaryEmbedding.recomposition_frequencies in the 5.17.0
+// wheel); the 4.57.1 and 5.0.0 wheels' apply_multimodal_rotary_pos_emb
+// cats them into a new pair in every layer (nn.Attention.RopeTablesEachLayer).
+// Measured under 5.25.0: TestRopeTablesSavedAsTransformers.
+var mropeOnceSince = [2]int{5, 17}
+
 // maskingUtilsSince is the first transformers release that builds the
 // attention masks in masking_utils (the 4.53.0 wheel: a boolean mask,
 // which SDPA converts to a bias at each call). Before it, MistralModel's
@@ -231,8 +239,12 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	gqa := atLeast(v, gqaSince)
 	sharedMask := decoderFamilyOf(fam.modelType).everyWindow && !atLeast(v, maskingUtilsSince)
 	rc := ropeCache(c, fam.modelType, v)
+	eachLayer := fam.modelType == "qwen2_5_vl" && !atLeast(v, mropeOnceSince)
 	for _, l := range m.Layers {
-		forAttention(l, func(a *nn.Attention) { a.EnableGQA, a.SharedMask = gqa, sharedMask })
+		forAttention(l, func(a *nn.Attention) {
+			a.EnableGQA, a.SharedMask = gqa, sharedMask
+			a.RopeTablesEachLayer = eachLayer && a.RopeTables != ""
+		})
 		if rc > 0 {
 			setRopeCache(l, rc)
 		}

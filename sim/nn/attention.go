@@ -94,6 +94,35 @@ type Attention struct {
 	// rotary_emb returns them in fp32: Olmo2RotaryEmbedding.forward, no
 	// cast to x's dtype, transformers 5.25.0).
 	RopeTablesDType units.DType
+	// RopeTablesDim is their width; 0, the head. Partial rotary makes
+	// them int(head_dim x partial_rotary_factor) wide (Phi-3, GPT-NeoX's
+	// rotary_pct, GLM-4.5, Qwen3-Next), gpt-oss half the head
+	// (GptOssRotaryEmbedding does not repeat its frequencies: its
+	// _apply_rotary_emb multiplies each half of the head by them).
+	RopeTablesDim int64
+	// RopeTablesBatch: the tables are [batch, seq, width], one row a
+	// sample: the vision-language models' multimodal positions (Qwen2.5-VL,
+	// Qwen3-VL, Qwen3.5: position_ids [3, batch, seq] from get_rope_index,
+	// the mrope sections recombined once a forward in rotary_emb).
+	RopeTablesBatch bool
+	// RopeTablesEachLayer: every layer makes its own pair from the
+	// forward's (Qwen2.5-VL before transformers 5.17:
+	// apply_multimodal_rotary_pos_emb cats the mrope sections of
+	// rotary_emb's [3, batch, seq, head_dim] cos and sin in each layer, a
+	// new [batch, seq, head_dim] pair that layer's rope saves).
+	RopeTablesEachLayer bool
+	// RopeCat: the rotary embedding ends in torch.cat of the rotated dims
+	// and the passed ones (Phi-3's, GPT-NeoX's, GLM-4.5's and
+	// Qwen3-Next's apply_rotary_pos_emb), which leaves q contiguous head
+	// major, [b, heads, s, d]. The flash kernels allocate their output
+	// like q (empty_like: torch's CPU flash kernel, and on CUDA
+	// flash_api.cpp's mha_fwd, SDPA's and flash-attn's alike), so the
+	// attn_output.transpose(1, 2).contiguous() before o_proj copies it
+	// and o_proj saves the copy: one [tokens, heads x head_dim] tensor a
+	// layer (measured on the CPU, hf_block_saved.py; ropeCatCopy). CUDA's
+	// memory-efficient kernel, which SDPA runs when given a mask,
+	// allocates its output [b, s, heads, d]: no copy.
+	RopeCat bool
 	// RopeCacheDType is their dtype; unset, the parameters'.
 	RopeCacheDType units.DType
 	// OutputGate: q_proj also yields a per-channel gate and the attention
@@ -336,6 +365,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if b.Par.Ulysses() {
 		o = ulyssesBack(b, o, s)
+	}
+	if a.ropeCatCopy(b, la, b.Dtype(q)) {
+		o = b.Ew("contiguous", "attn_output", []core.Value{o}, b.Shape(o), b.Dtype(o), "the kernel's head-major output made seq-major (RopeCat): o_proj's input")
 	}
 	if a.ChunkCat && !a.kvNative() {
 		o = b.Ew("cat", "cat_chunks", []core.Value{o}, b.Shape(o), b.Dtype(o), "the chunks' attention outputs concatenated (o_proj's input)")

@@ -57,6 +57,12 @@ type Gemma4Attention struct {
 	// kept for them).
 	KV                string
 	StoreKV, SharedKV bool
+	// RopeTables names the rotary embedding whose cos and sin, [1, seq,
+	// head_dim] in the model's dtype, Gemma4TextModel makes once a forward
+	// for each layer type (position_embeddings[layer_type]) and every
+	// layer's rope saves (forwardTables; the full layers' proportional
+	// rope makes them a whole head wide); "" for none.
+	RopeTables string
 }
 
 func (a *Gemma4Attention) Kind() string           { return "gemma4_attention" }
@@ -166,8 +172,9 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	s := b.Shape(xg)
 	q := b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, false)
 	q = gemma4HeadNorm(b, "q_norm", q, s, h, d, true)
-	q = rope(b, "q", q, core.WithLast(s, h*d))
-	k, v := a.keysValues(b, x, xg, s, kv, d)
+	tables := a.ropeTables(b, s[len(s)-2], d)
+	q = rope(b, "q", q, core.WithLast(s, h*d), tables...)
+	k, v := a.keysValues(b, x, xg, s, kv, d, tables)
 	kl, vl := seqMajor, seqMajor
 	if kv != h && !la.sdpaGQA(b) && a.Impl != "flash" {
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)
@@ -197,9 +204,18 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	return b.Dropout("resid_dropout", y, a.Dropout)
 }
 
+// ropeTables are the cos and sin of this layer's type for seq tokens of
+// heads d wide (none under Megatron's kernels, as Attention.rotate).
+func (a *Gemma4Attention) ropeTables(b *core.Builder, seq, d int64) []core.Value {
+	if a.RopeTables == "" || b.MegatronKernels() {
+		return nil
+	}
+	return forwardTables(b, a.RopeTables+"."+a.KV, b.Prec.Params, []int64{1, seq, d}, "cos", "sin")
+}
+
 // keysValues lowers k_proj, v_proj and their norms (and the rotary
 // embedding of k), or reads the keys and values a SharedKV layer reuses.
-func (a *Gemma4Attention) keysValues(b *core.Builder, x, xg core.Value, s []int64, kv, d int64) (core.Value, core.Value) {
+func (a *Gemma4Attention) keysValues(b *core.Builder, x, xg core.Value, s []int64, kv, d int64, tables []core.Value) (core.Value, core.Value) {
 	kKey, vKey := "gemma4.kv."+a.KV+".k", "gemma4.kv."+a.KV+".v"
 	if a.SharedKV {
 		k, ok1 := b.SharedValue(kKey)
@@ -216,7 +232,7 @@ func (a *Gemma4Attention) keysValues(b *core.Builder, x, xg core.Value, s []int6
 		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.KVHeads*d, kv*d, false)
 	}
 	k = gemma4HeadNorm(b, "k_norm", k, s, kv, d, true)
-	k = rope(b, "k", k, core.WithLast(s, kv*d))
+	k = rope(b, "k", k, core.WithLast(s, kv*d), tables...)
 	v = gemma4HeadNorm(b, "v_norm", v, s, kv, d, false)
 	if a.StoreKV {
 		b.Share(kKey, k)

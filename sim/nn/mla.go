@@ -38,6 +38,16 @@ type MLA struct {
 	// Indexer is DeepSeek Sparse Attention's lightning indexer
 	// (DeepSeek-V3.2, GLM-5; mla_indexer.go), nil for none.
 	Indexer *DSAIndexer
+	// RopeTables names the rotary embedding whose tables, made once a
+	// forward, every layer's rope saves (forwardTables): cos and sin,
+	// [1, seq, qk_rope_head_dim] in the model's dtype (DeepSeek-V3's
+	// apply_rotary_pos_emb and its _interleave, whose even and odd slices
+	// keep the whole storages), or with RopeComplex DeepSeek-V2's one
+	// complex64 freqs_cis of [1, seq, qk_rope_head_dim / 2], the bytes
+	// of an fp32 [1, seq, qk_rope_head_dim] (apply_rotary_emb: the
+	// complex product saves it alone). "" for none.
+	RopeTables  string
+	RopeComplex bool
 }
 
 func (a *MLA) qkDim() int64 { return a.Nope + a.RopeDim }
@@ -155,8 +165,9 @@ func (a *MLA) Lower(b *core.Builder, x core.Value) core.Value {
 	kvb := b.ColLinear("kv_b_proj", core.RoleV, kvn, kvn, a.KVLora, a.Heads*(a.Nope+a.VDim), h*(a.Nope+a.VDim), false)
 	// rope on the split-off rope parts (views), then the concatenations
 	// the kernel reads: new [T, heads, qk] tensors.
-	qr := rope(b, "q", q, core.WithLast(s, h*a.RopeDim))
-	kr := rope(b, "k", kva, core.WithLast(s, a.RopeDim))
+	tables := a.ropeTables(b, s[len(s)-2])
+	qr := rope(b, "q", q, core.WithLast(s, h*a.RopeDim), tables...)
+	kr := rope(b, "k", kva, core.WithLast(s, a.RopeDim), tables...)
 	dt := b.Dtype(q)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute

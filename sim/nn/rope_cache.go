@@ -60,15 +60,15 @@ func rope(b *core.Builder, name string, x core.Value, shape []int64, tables ...c
 }
 
 // ropeTables are the cos and sin the rotary embedding a.RopeTables makes
-// once a forward, [1, seq, head_dim] each in the embeddings' dtype:
+// once a forward, [1, seq, width] each in the embeddings' dtype:
 // transformers' rotary_emb(hidden_states, position_ids) returns
 // cos.to(x.dtype), x the input embeddings (OLMo 2's keeps them in fp32:
 // a.RopeTablesDType), and a forward given no position_ids makes them
 // arange(seq).unsqueeze(0), one row for the whole batch (LlamaModel.forward,
-// 5.25.0; hf_block_saved.py at batch 2: two (1, 1, 64, 16) storages).
-// They are handed to every layer that uses them: the first such layer of
-// this lowering makes them and the later ones read them (one pair of
-// storages however many layers save them). Gemma 3 has two
+// 5.25.0; hf_block_saved.py at batch 2: two (1, 1, 64, 16) storages). The
+// vision-language models' multimodal positions carry the batch
+// (a.RopeTablesBatch). width is the head (a.RopeTablesDim: less under
+// partial rotary, half for gpt-oss). Gemma 3 has two pairs
 // (Gemma3TextModel.forward makes position_embeddings[layer_type] for each
 // layer type: the local layers' from rope_local_base_freq). x is q's or
 // k's shape, [..., seq, heads x head_dim].
@@ -77,18 +77,73 @@ func (a *Attention) ropeTables(b *core.Builder, x []int64) []core.Value {
 	if dt == units.InvalidDType {
 		dt = b.Prec.Params
 	}
-	shape := []int64{1, x[len(x)-2], a.Hd()}
-	key := fmt.Sprintf("%s.%s.%v", a.RopeTables, dt.Name(), shape)
-	if cos, ok := b.SharedValue(key + ".cos"); ok {
-		sin, _ := b.SharedValue(key + ".sin")
-		return []core.Value{cos, sin}
+	w := a.RopeTablesDim
+	if w == 0 {
+		w = a.Hd()
 	}
-	i := b.AddOp("rope_tables", "rotary_emb", nil)
-	cos := b.Out(i, "cos", shape, dt, "the rotary cos made once a forward, saved by every layer's rope")
-	sin := b.Out(i, "sin", shape, dt, "the rotary sin made once a forward, saved by every layer's rope")
-	b.Val(cos).Grad, b.Val(sin).Grad = false, false
+	seq, rows := x[len(x)-2], int64(1)
+	if a.RopeTablesBatch {
+		rows = core.Rows(x) / seq
+	}
+	module := a.RopeTables
+	if a.RopeTablesEachLayer { // this layer's own pair, which its q and k share
+		module = b.Name(module)
+	}
+	return forwardTables(b, module, dt, []int64{rows, seq, w}, "cos", "sin")
+}
+
+// ropeTables are the tables a.RopeTables makes once a forward for seq
+// tokens (none under Megatron's kernels, as Attention.rotate).
+func (a *MLA) ropeTables(b *core.Builder, seq int64) []core.Value {
+	switch {
+	case a.RopeTables == "" || b.MegatronKernels():
+		return nil
+	case a.RopeComplex:
+		return forwardTables(b, a.RopeTables, units.FP32, []int64{1, seq, a.RopeDim}, "freqs_cis")
+	}
+	return forwardTables(b, a.RopeTables, b.Prec.Params, []int64{1, seq, a.RopeDim}, "cos", "sin")
+}
+
+// forwardTables are the tables (cos and sin, or DeepSeek-V2's one
+// freqs_cis) a rotary embedding module makes once a forward and hands to
+// every layer that uses it, whose rope saves them: the first such layer of
+// this lowering makes them and the later ones read them (one storage each
+// however many layers save them).
+func forwardTables(b *core.Builder, module string, dt units.DType, shape []int64, names ...string) []core.Value {
+	key := fmt.Sprintf("%s.%s.%v.", module, dt.Name(), shape)
+	out := make([]core.Value, len(names))
+	if _, ok := b.SharedValue(key + names[0]); ok {
+		for j, n := range names {
+			out[j], _ = b.SharedValue(key + n)
+		}
+		return out
+	}
+	i := b.AddOp("rope_tables", module, nil)
+	for j, n := range names {
+		out[j] = b.Out(i, n, shape, dt, "the rotary "+n+" made once a forward, saved by every layer's rope")
+		b.Val(out[j]).Grad = false
+		b.Share(key+n, out[j])
+	}
 	b.Op(i).NoGradB = true
-	b.Share(key+".cos", cos)
-	b.Share(key+".sin", sin)
-	return []core.Value{cos, sin}
+	return out
+}
+
+// ropeCatCopy reports whether the kernel's output reaches o_proj through
+// a copy because q left the rotary embedding head major (RopeCat): under
+// the flash kernels, flash-attn's, and SDPA's on the CPU or, on CUDA,
+// where it runs flash: q in fp16 or bf16 (dt) and no mask (otherwise the
+// memory-efficient kernel runs). Not under eager attention (its P.V
+// product is head major whatever q's layout, lowered so) nor where
+// Ulysses' all-to-all hands the kernel fresh seq-major tensors.
+func (a *Attention) ropeCatCopy(b *core.Builder, la *Attention, dt units.DType) bool {
+	if !a.RopeCat || !a.Rope || b.Par.Ulysses() {
+		return false
+	}
+	switch a.Impl {
+	case "flash":
+		return true
+	case "sdpa":
+		return b.Rt.CPU || (!la.chunkMask && (dt == units.BF16 || dt == units.FP16))
+	}
+	return false
 }
