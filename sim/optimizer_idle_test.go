@@ -104,18 +104,24 @@ func TestIdleTowerStateLayouts(t *testing.T) {
 // the 93,504 elements the step reaches hold one (replay's zero1GradNumel,
 // deepspeed/runtime/engine.py allreduce_gradients and
 // stage_1_and_2.py reduce_gradients, "if grad_reduc is not None");
-// stage 2 keeps grads_in_partition, sized by every parameter in the
-// rank's partition, reached or not: 198,304 / 2 elements (copy_grads_in_partition).
-// The flat fp32 optimizer partitions hold state for all of them either
-// way (TestIdleTowerStateLayouts).
+// stage 2 keeps grads_in_partition, sized by every parameter overlapping
+// the rank's partition, whole, reached or not (copy_grads_in_partition),
+// and zeros_like of each of them the step does not reach
+// (get_all_grad_tensors; replay/zero2_grads.go). The partitions are
+// 198,304 / 2 = 99,152 elements; the first rank's, [0, 99,152), holds the
+// embedding (19,200, reached) and the tower up to
+// visual.blocks.3.mlp.down_proj.weight, which ends at 99,168: 99,168
+// elements of grads_in_partition and 79,968 of zeros, more than the second
+// rank's 101,184 and 26,880. The flat fp32 optimizer partitions hold state
+// for all of them either way (TestIdleTowerStateLayouts).
 func TestIdleTowerZeROAccumulatedGradients(t *testing.T) {
 	for _, tc := range []struct {
 		zero      int
 		grads     int64 // States.Grads
 		heldGrads int64 // gradient bytes held through setup, each block rounded up to 512 bytes by the caching allocator
 	}{
-		{1, 4 * 93_504, 377_344}, // a .grad for every parameter gave 793,216 and 805,888
-		{2, 4 * 198_304 / 2, 396_800},
+		{1, 4 * 93_504, 377_344},                      // a .grad for every parameter gave 793,216 and 805,888
+		{2, 4 * (99_168 + 79_968), 396_800 + 320_000}, // 396,672 and 319,872 bytes, rounded up
 	} {
 		p := visionPlan(t, "qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 198_304, "fp32")
 		p.Parallel, p.GradAccum = core.Parallelism{DP: 2, Zero: tc.zero}, 2

@@ -372,6 +372,9 @@ func (d *distState) afterBackward(r *Replay, i int) {
 		for _, pi := range op.Params {
 			pi = d.root(pi)
 			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
+				if d.z2 != nil {
+					d.zero2Hook(r, pi) // ZeRO-2: a full bucket is reduced first
+				}
 				r.release(r.paramGrad[pi])
 				r.paramGrad[pi] = none
 			}
@@ -404,9 +407,10 @@ func (d *distState) afterBackward(r *Replay, i int) {
 	}
 }
 
-// backwardEnd: stage 2's epilogue releases the bucket; stage 1 reduces the
-// full gradients through it after the backward, keeps its partition and
-// drops the rest (zero_grad(set_to_none=True)).
+// backwardEnd: stage 2's epilogue (zero2Epilogue) reduces the last bucket
+// and releases it; stage 1 reduces the full gradients through it after the
+// backward, keeps its partition and drops the rest
+// (zero_grad(set_to_none=True)).
 func (d *distState) backwardEnd(r *Replay) {
 	r.freeKeptRSInput() // FSDP2's root final callback
 	if d.fsdp1 {
@@ -421,6 +425,10 @@ func (d *distState) backwardEnd(r *Replay) {
 	}
 	if d.ipg == none {
 		return
+	}
+	var drop []int32
+	if d.z2 != nil {
+		drop = d.zero2Epilogue(r)
 	}
 	if d.Par.Zero == 1 {
 		if !d.ZeroOffload(r) { // offloaded: the reduced partition goes to the host
@@ -438,6 +446,11 @@ func (d *distState) backwardEnd(r *Replay) {
 	if d.ipg2 != none {
 		r.release(d.ipg2)
 		d.ipg2 = none
+	}
+	for _, id := range drop { // a later micro-batch's, added into the kept ones
+		if id != none {
+			r.release(id)
+		}
 	}
 }
 
@@ -488,9 +501,8 @@ func (d *distState) optimizerStep(r *Replay) bool {
 				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, units.FP32, units.FP32.Bytes(n), core.CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
 			}
 			r.release(flat)
-			if k == len(d.groups(true))-1 && d.gradPart != none {
-				r.release(d.gradPart)
-				d.gradPart = none
+			if k == len(d.groups(true))-1 {
+				d.freeGradPart(r)
 			}
 			if fp32 != none {
 				r.release(fp32)

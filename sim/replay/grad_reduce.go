@@ -97,8 +97,9 @@ func (r *Replay) freeKeptRSInput() {
 }
 
 // backwardStart: DeepSpeed stage 1 and 2 allocate the reduce bucket when
-// the backward starts (stage_1_and_2.py backward(), contiguous_gradients);
-// stage 2 then fills this rank's gradient partition as buckets are reduced.
+// the backward starts (stage_1_and_2.py setup_buckets, at the first
+// gradient hook, contiguous_gradients); stage 2 then fills this rank's
+// gradient partition as buckets are reduced (zero2_grads.go).
 func (d *distState) backwardStart(r *Replay) {
 	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == core.Eval {
 		return
@@ -108,11 +109,9 @@ func (d *distState) backwardStart(r *Replay) {
 	if d.Par.OverlapComm { // setup_buckets: double buffers with overlap_comm
 		d.ipg2 = d.alloc(r, "ipg bucket 2", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed's second reduce bucket (overlap_comm: double buffering, stage_1_and_2.py setup_buckets)")
 	}
-	if d.Par.Zero == 2 && d.gradPart == none && !d.ZeroOffload(r) { // offloaded: the partition is on the host
-		d.allocGradPart(r)
-	}
 }
 
+// allocGradPart allocates stage 1's gradient partition after the backward.
 func (d *distState) allocGradPart(r *Replay) {
 	var part int64
 	for _, g := range d.groups(true) {
@@ -120,4 +119,15 @@ func (d *distState) allocGradPart(r *Replay) {
 	}
 	dt := r.Plan.Precision.Grads
 	d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, dt, dt.Bytes(part), core.CatGrads, "this rank's gradient partition (ZeRO)")
+}
+
+// freeGradPart frees the gradient partition after the step's last group.
+func (d *distState) freeGradPart(r *Replay) {
+	if d.z2 != nil {
+		d.zero2Free(r)
+	}
+	if d.gradPart != none {
+		r.release(d.gradPart)
+		d.gradPart = none
+	}
 }

@@ -202,7 +202,8 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 // setupZeRO12: the 16-bit parameters in one flat buffer per group
 // (bit16_groups_flat), the fp32 master partition and optimizer state of
 // this rank's flat partition. Stage 2 keeps this rank's gradient partition
-// (grads_in_partition) between micro-batches when accumulating.
+// (grads_in_partition) and zero gradients between micro-batches when
+// accumulating (zero2_grads.go).
 func (d *distState) setupZeRO12(r *Replay) {
 	prec := r.Plan.Precision
 	st := &r.Rep.States
@@ -226,9 +227,15 @@ func (d *distState) setupZeRO12(r *Replay) {
 		part += n
 		d.optimizerShard(r, g.name+" partition", n, "ZeRO partition")
 	}
-	if d.Par.Zero == 2 {
-		st.Grads = prec.Grads.Bytes(part) // grads_in_partition spans every parameter of the partition
-	} else {
+	if d.Par.Zero == 2 && r.Plan.Phase != core.Eval && !d.ZeroOffload(r) {
+		d.z2 = d.zero2Rank(r) // offloaded: the partition is on the host
+	}
+	switch {
+	case d.z2 != nil:
+		st.Grads = prec.Grads.Bytes(d.z2.numel + d.z2.zeros)
+	case d.Par.Zero == 2:
+		st.Grads = prec.Grads.Bytes(part)
+	default:
 		st.Grads = prec.Grads.Bytes(d.zero1GradNumel(r))
 	}
 	if d.ZeroOffload(r) {
@@ -240,12 +247,12 @@ func (d *distState) setupZeRO12(r *Replay) {
 			return
 		}
 	}
-	if r.Plan.GradsPersist() {
-		if d.Par.Zero == 2 {
-			d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, prec.Grads, prec.Grads.Bytes(part), core.CatGrads, "this rank's gradient partition, accumulated over micro-batches")
-		} else {
-			r.accumulatedGradients() // param.grad, None where the step gives none (zero1GradNumel)
-		}
+	switch {
+	case !r.Plan.GradsPersist():
+	case d.z2 != nil:
+		d.zero2Setup(r)
+	case d.Par.Zero == 1:
+		r.accumulatedGradients() // param.grad, None where the step gives none (zero1GradNumel)
 	}
 }
 

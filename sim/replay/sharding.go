@@ -117,9 +117,10 @@ type distState struct {
 	heldGrad  map[core.Value]bool
 	keptGrads []int32
 
-	ipg      int32 // ZeRO-1/2 reduce bucket, live during backward
-	ipg2     int32 // its double buffer with overlap_comm
-	gradPart int32 // ZeRO-1/2 grads_in_partition
+	ipg      int32       // ZeRO-1/2 reduce bucket, live during backward
+	ipg2     int32       // its double buffer with overlap_comm
+	gradPart int32       // ZeRO-1 grads_in_partition
+	z2       *zero2Grads // ZeRO-2's gradient partition and zeros (zero2_grads.go), nil otherwise
 
 	// FSDP's CPU offload (and ZeRO-3 offload_param's partitions to the
 	// GPU): the bytes per step of the shards' copies to the GPU and of the

@@ -74,7 +74,7 @@ import (
 const (
 	StreamCompute       = alloc.DefaultStream
 	StreamAllGather     = alloc.Stream(1) // FSDP1's unshard stream, FSDP2's all-gather copy-in stream
-	StreamReduceScatter = alloc.Stream(2) // FSDP1's post-backward stream, FSDP2's reduce-scatter stream
+	StreamReduceScatter = alloc.Stream(2) // FSDP1's post-backward stream, FSDP2's reduce-scatter stream, DeepSpeed ZeRO-2's reduction_stream (overlap_comm)
 	StreamOffload       = alloc.Stream(3) // torchtune's activation-offload stream
 	StreamGraphPool     = alloc.Stream(4) // the private pool of torch.compile's CUDA graph trees (cudagraphs.go)
 	StreamSharedExpert  = alloc.Stream(5) // Megatron's overlapped shared expert (OpInfo.SideStream)

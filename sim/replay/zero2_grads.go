@@ -1,0 +1,227 @@
+package replay
+
+import (
+	"github.com/memsh/memsh/sim/alloc"
+	"github.com/memsh/memsh/sim/core"
+)
+
+// ZeRO-2's gradients on the GPU, read from DeepSpeed's
+// deepspeed/runtime/zero/stage_1_and_2.py at edaa722 with its defaults
+// (contiguous_gradients, reduce_scatter, use_multi_rank_bucket_allreduce,
+// no cpu_offload):
+//
+//   - each gradient hook copies the gradient into the reduce bucket
+//     (the ipg buffer, allocated at the backward's first hook:
+//     setup_buckets, l.2493-2516) and frees autograd's tensor; a gradient
+//     that would pass reduce_bucket_size first reduces the bucket
+//     (reduce_independent_p_g_buckets_and_remove_grads, l.1193-1253);
+//   - the reduction flattens the bucket's slices into a copy
+//     (allreduce_bucket, l.1833-1867: self.flatten(bucket)) that lives
+//     while it is reduced (average_tensor, l.1350-1471), then copies each
+//     gradient of a parameter in this rank's partition into
+//     grads_in_partition (reduce_ipg_grads, l.1691-1756), which the first
+//     such copy of a backward allocates with the elements of every
+//     parameter of params_in_partition, whole: the parameters whose flat
+//     range overlaps the rank's (copy_grads_in_partition, l.1650-1689;
+//     get_partition_info, l.1986-2015), reached or not;
+//   - the backward's epilogue (independent_gradient_partition_epilogue,
+//     l.919-969) reduces the last bucket and lists the partition's
+//     gradients (get_all_grad_tensors, l.2106-2114), making
+//     zeros_like(param) for each parameter of the partition whose grad is
+//     None (one the step does not reach: an idle tower, an expert no token
+//     chose), then _release_ipg_buffers (l.828-835) drops the buckets and
+//     the grads_in_partition reference. At a step's first micro-batch the
+//     list is kept (all_grad_tensors, averaged_gradients at the boundary),
+//     holding that grads_in_partition and the zeros; at a later one it is
+//     added into the kept list and dropped, with the micro-batch's own
+//     grads_in_partition: so a later micro-batch holds two partitions
+//     from its first reduction to its epilogue;
+//   - step() (l.2279-2411) flattens the kept list (optimizerStep) and
+//     frees it.
+//
+// The replay follows the rank whose partition holds the most gradient
+// elements with its zeros (zero2Rank), its parameters flattened in the
+// program's order, the order the step first reads them; DeepSpeed
+// flattens them in the modules' registration order, which can differ (a
+// vision-language model's embedding comes before its tower here, after
+// it in transformers). With overlap_comm the reduction and the copies run
+// on the reduction stream, which allocates them.
+
+// zero2Grads is ZeRO-2's gradient state of a replay.
+type zero2Grads struct {
+	inPart  []bool // by parameter: in the followed rank's partition
+	numel   int64  // elements of grads_in_partition (0: the step reaches none of them)
+	zeros   int64  // elements of the zero gradients of the partition's parameters the step does not reach
+	bucket  int64  // gradient elements in the reduce bucket
+	hasPart bool   // the bucket holds a gradient of the partition
+	cur     int32  // this micro-batch's grads_in_partition, none until its first copy
+	held    int32  // the step's kept grads_in_partition, none
+	heldZ   int32  // the step's kept zero gradients, none
+}
+
+// zero2Rank picks the rank whose partition holds the most gradient
+// elements, grads_in_partition and zeros together, group by group (dense
+// and expert parameters have partitions of their own), and marks its
+// parameters. A group is flattened in parameter order and padded at its
+// end (zeroPartition); rank k's partition is [k*size, (k+1)*size).
+func (d *distState) zero2Rank(r *Replay) *zero2Grads {
+	z := &zero2Grads{inPart: make([]bool, len(d.p.Params)), cur: none, held: none, heldZ: none}
+	for _, g := range d.groups(true) {
+		size := zeroPartition(g.numel, g.n)
+		k := d.zero2Worst(r, g, size)
+		var off int64
+		for _, pi := range g.params {
+			n := d.p.Params[pi].Numel
+			if n > 0 && off < (k+1)*size && off+n > k*size {
+				z.inPart[pi] = true
+				z.numel += n
+				if r.gradless[pi] {
+					z.zeros += n
+				}
+			}
+			off += n
+		}
+	}
+	if !d.zero2Reached(r, z) {
+		z.numel = 0 // no copy ever allocates it
+	}
+	return z
+}
+
+// zero2Worst is the rank of group g (partitions of size elements) whose
+// parameters, each counted whole in every partition it overlaps, and zero
+// gradients add up to the most; the highest such rank, whose gradients
+// the backward reduces first (the flat buffer follows the forward), so
+// that it holds grads_in_partition longest.
+func (d *distState) zero2Worst(r *Replay, g paramGroup, size int64) int64 {
+	var best, bestN, cur, curN int64
+	var off int64
+	add := func(k, n int64) {
+		if k != cur {
+			cur, curN = k, 0
+		}
+		curN += n
+		if curN >= bestN {
+			best, bestN = cur, curN
+		}
+	}
+	for _, pi := range g.params {
+		n := d.p.Params[pi].Numel
+		if n == 0 {
+			continue
+		}
+		w := n
+		if r.gradless[pi] {
+			w = 2 * n // its slot in grads_in_partition and its zeros
+		}
+		for k := off / size; k <= (off+n-1)/size && k < g.n; k++ {
+			add(k, w)
+		}
+		off += n
+	}
+	return best
+}
+
+// zero2Reached reports whether the step gives a gradient to a parameter
+// of the partition (the first copy allocates grads_in_partition).
+func (d *distState) zero2Reached(r *Replay, z *zero2Grads) bool {
+	for pi, in := range z.inPart {
+		if in && !r.gradless[pi] {
+			return true
+		}
+	}
+	return false
+}
+
+// zero2Stream is the stream the reductions allocate on.
+func (d *distState) zero2Stream() alloc.Stream {
+	if d.Par.OverlapComm {
+		return StreamReduceScatter
+	}
+	return StreamCompute
+}
+
+// zero2Hook is parameter pi's gradient hook, before its gradient is copied
+// into the bucket: a gradient that would pass the bucket's size reduces
+// the bucket first.
+func (d *distState) zero2Hook(r *Replay, pi int32) {
+	z := d.z2
+	n := d.p.Params[pi].Numel
+	if n == 0 {
+		return
+	}
+	if z.bucket > 0 && z.bucket+n > zeroReduceBucket {
+		d.zero2Reduce(r)
+	}
+	z.bucket += n
+	z.hasPart = z.hasPart || z.inPart[pi]
+}
+
+// zero2Reduce is reduce_ipg_grads: the bucket's flattened copy while it is
+// reduced, then the partition's gradients copied out, into this
+// micro-batch's grads_in_partition.
+func (d *distState) zero2Reduce(r *Replay) {
+	z := d.z2
+	if z.bucket == 0 {
+		return
+	}
+	s := d.zero2Stream()
+	dt := r.Plan.Precision.Params
+	r.release(d.allocOn(r, s, "reduced bucket", []int64{z.bucket}, dt, dt.Bytes(z.bucket), core.CatComm,
+		"flattened copy of the reduce bucket's gradients while they are reduced (DeepSpeed allreduce_bucket)"))
+	if z.hasPart && z.cur == none && z.numel > 0 {
+		gt := r.Plan.Precision.Grads
+		z.cur = d.allocOn(r, s, "grads_in_partition", []int64{z.numel}, gt, gt.Bytes(z.numel), core.CatGrads,
+			"this rank's gradient partition: every parameter overlapping it, whole (DeepSpeed copy_grads_in_partition)")
+	}
+	z.bucket, z.hasPart = 0, false
+}
+
+// zero2Epilogue is independent_gradient_partition_epilogue, before the
+// buckets are released: the last reduction, then the zero gradients. A
+// step's first micro-batch keeps both; a later one adds them into the
+// kept ones, and they and its grads_in_partition are freed once the
+// buckets are (zero2Drop).
+func (d *distState) zero2Epilogue(r *Replay) (drop []int32) {
+	z := d.z2
+	d.zero2Reduce(r)
+	var zeros int32 = none
+	if z.zeros > 0 {
+		gt := r.Plan.Precision.Grads
+		zeros = d.alloc(r, "zero gradients", []int64{z.zeros}, gt, gt.Bytes(z.zeros), core.CatGrads,
+			"zeros_like of each parameter of this rank's partition the step gives no gradient (DeepSpeed get_all_grad_tensors)")
+	}
+	if z.held == none && z.heldZ == none {
+		z.held, z.heldZ, z.cur = z.cur, zeros, none
+		return nil
+	}
+	drop = []int32{z.cur, zeros}
+	z.cur = none
+	return drop
+}
+
+// zero2Setup holds what a step's earlier micro-batches kept: their
+// grads_in_partition and zero gradients.
+func (d *distState) zero2Setup(r *Replay) {
+	z := d.z2
+	gt := r.Plan.Precision.Grads
+	if z.numel > 0 {
+		z.held = d.alloc(r, "grads_in_partition", []int64{z.numel}, gt, gt.Bytes(z.numel), core.CatGrads,
+			"this rank's gradient partition, accumulated over the micro-batches before this one")
+	}
+	if z.zeros > 0 {
+		z.heldZ = d.alloc(r, "zero gradients", []int64{z.zeros}, gt, gt.Bytes(z.zeros), core.CatGrads,
+			"zeros_like of each parameter of this rank's partition the step gives no gradient, kept from the first micro-batch")
+	}
+}
+
+// zero2Free frees the kept gradients (step(): averaged_gradients[i] = None).
+func (d *distState) zero2Free(r *Replay) {
+	z := d.z2
+	for _, id := range []*int32{&z.held, &z.heldZ} {
+		if *id != none {
+			r.release(*id)
+			*id = none
+		}
+	}
+}
