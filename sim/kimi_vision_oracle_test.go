@@ -66,11 +66,11 @@ func TestKimiVisionSavesAsTransformers(t *testing.T) {
 }
 
 // Kimi K2.5's patch embedding is a Conv2d (Kimi_K25VisionPatchEmbed.proj),
-// Qwen2.5-VL's and Qwen3-VL's a Conv3d, each lowered as its matmul: PEFT's
-// "all-linear" adapts nn.Linear modules only, and bitsandbytes quantizes
-// only them, so with images under QLoRA the conv has no adapter and stays
-// in the model's dtype, while the towers' linears get both
-// (core.RoleConv).
+// as Pixtral's is (patch_conv), Qwen2.5-VL's and Qwen3-VL's a Conv3d, each
+// lowered as its matmul: PEFT's "all-linear" adapts nn.Linear modules
+// only, and bitsandbytes quantizes only them, so with images under QLoRA
+// the conv has no adapter and stays in the model's dtype, while the
+// towers' linears get both (core.RoleConv).
 func TestPatchConvIsNoLinear(t *testing.T) {
 	for _, tc := range []struct {
 		config, conv, linear string
@@ -79,6 +79,8 @@ func TestPatchConvIsNoLinear(t *testing.T) {
 		{"kimi-k2.5-tiny.json", "model.vision_tower.patch_embed.proj", "model.mm_projector.in_proj"},
 		{"qwen2.5-vl-tiny.json", "model.visual.patch_embed.proj", "model.visual.blocks.0.attn.qkv"},
 		{"qwen3-vl-tiny.json", "model.visual.patch_embed.proj", "model.visual.blocks.0.mlp.linear_fc1"},
+		{"mistral3-tiny.json", "model.vision_tower.patch_conv", "model.vision_tower.transformer.layers.0.attention.q_proj"},
+		{"mistral3-tiny.json", "model.vision_tower.patch_conv", "model.multi_modal_projector.patch_merger.merging_layer"},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: "sdpa", Transformers: "5.17.0"})
 		if err != nil {
