@@ -74,7 +74,8 @@ func LayerBuiltins() []host.Builtin {
 				"copy anyway; CUDA's memory-efficient kernel, which SDPA runs given a mask or in fp32, does not). fused_qkv uses one qkv projection (GPT-2's c_attn); " +
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
-				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3). " +
+				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3's; \"gemma\": gemma_norm's, in fp32 with 1 + weight, " +
+				"Gemma 3's and Qwen3-Next's). " +
 				"softcap=c soft-caps the scores, c * tanh(scores / c) (Gemma 2's attn_logit_softcapping): " +
 				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel. " +
 				"window=w is a sliding window (each query attends to the last w keys: Gemma's local layers, gpt-oss): " +
@@ -309,17 +310,21 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, build func(dim
 }
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, name starlark.Value
-	var qkvBias, outBias, rope, qkNorm, sinks, gqa, gate, mrope, ropeCat bool
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, name starlark.Value
+	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNorm, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "name?", &name); err != nil {
+		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat}
+	qkNorm, qkGemma, err := qkNormArg(qkNormV)
+	if err != nil {
+		return nil, err
+	}
+	a := &nn.Attention{QKNormGemma: qkGemma, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat}
 	if ropeCat && !rope {
 		return nil, fmt.Errorf("attention: rope_cat=True needs rope=True (the cat ends the rotary embedding)")
 	}
@@ -329,7 +334,6 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
 		return nil, err
 	}
-	var err error
 	if a.KVHeads, err = OptInt(kvHeads, "kv_heads", 0); err != nil {
 		return nil, err
 	}
@@ -383,6 +387,22 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	return newLayer(thread, a)
+}
+
+// qkNormArg unpacks attention()'s qk_norm: False (or None), True (Llama's
+// RMSNorm over each head) or "gemma" (gemma_norm's: Gemma 3's, Qwen3-Next's).
+func qkNormArg(v starlark.Value) (on, gemma bool, err error) {
+	switch v := v.(type) {
+	case nil, starlark.NoneType:
+		return false, false, nil
+	case starlark.Bool:
+		return bool(v), false, nil
+	case starlark.String:
+		if v == "gemma" {
+			return true, true, nil
+		}
+	}
+	return false, false, fmt.Errorf("attention: qk_norm must be True, False or \"gemma\" (got %s)", v.String())
 }
 
 // ropeTablesArg unpacks attention()'s rope_tables: None, or the name of

@@ -27,9 +27,10 @@ import (
 // mlp_only_layers as Qwen2-MoE's), or a SwiGLU MLP of intermediate_size
 // (Qwen3.5's dense models, Qwen3-Next's mlp_only_layers).
 //
-// Qwen3NextRMSNorm, x * (1 + w) in fp32, is lowered as Llama's RMSNorm
-// (the parameters are exact; q_norm and k_norm save their normed value in
-// fp32 where the lowering saves it cast back: TestGatedAttentionSaves).
+// Qwen3NextRMSNorm (and Qwen3_5RMSNorm) is Gemma's: norm(x.float()) * (1 +
+// weight.float()), then type_as(x) (nn.GemmaNorm; q_norm and k_norm too,
+// Attention.QKNormGemma): each keeps its normed rows and 1 + weight in
+// fp32 (TestGatedAttentionSaves).
 //
 // The checkpoints hold one multi-token prediction layer (mtp.*: fc,
 // pre_fc_norm_embedding, pre_fc_norm_hidden, a gated-attention MoE layer,
@@ -107,7 +108,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 	bias := c.flag("attention_bias", false)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true, QKNorm: true, OutputGate: true,
-		Dropout: c.prob("attention_dropout", 0), RopeTables: "rotary_emb", RopeTablesBatch: c.mrope, RopeCat: true}
+		Dropout: c.prob("attention_dropout", 0), RopeTables: "rotary_emb", RopeTablesBatch: c.mrope, RopeCat: true, QKNormGemma: true}
 	at.RopeTablesDim = ropeWidth(at.Hd(), rotary)
 	gdn := &nn.GatedDeltaNet{Name: "linear_attn", Dim: hidden, KHeads: c.sizeOr("linear_num_key_heads", 16),
 		VHeads: c.sizeOr("linear_num_value_heads", 32), KHeadDim: c.sizeOr("linear_key_head_dim", 128),
@@ -146,7 +147,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 	if c.err != nil {
 		return nil
 	}
-	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
+	norm := func(name string) core.Layer { return &nn.GemmaNorm{Name: name, Dim: hidden} }
 	built := map[[2]bool]core.Layer{}
 	blocks := make([]core.Layer, layers)
 	for i := range blocks {

@@ -29,7 +29,11 @@ func (a *Attention) gatedQ(b *core.Builder, x, xg core.Value, s []int64, h, d in
 		"the output gate, reshape's copy of q_proj's second half")
 	rows := append(append([]int64(nil), s[:len(s)-1]...), h, 2*d)
 	b.Val(full).Shape = rows
-	q = b.RmsNormSlice("q_norm", full, d)
+	if a.QKNormGemma {
+		q = gemmaNormSlice(b, "q_norm", full, d)
+	} else {
+		q = b.RmsNormSlice("q_norm", full, d)
+	}
 	b.Val(full).Shape = core.WithLast(s, 2*h*d)
 	b.Val(q).Shape = core.WithLast(s, h*d)
 	return q, gate

@@ -4,11 +4,13 @@ import (
 	"fmt"
 
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // GemmaNorm is the RMSNorm of Gemma, Gemma 2 and Gemma 3 (GemmaRMSNorm,
 // Gemma2RMSNorm, Gemma3RMSNorm in transformers' models/gemma*/
-// modeling_gemma*.py, 5.25.0), which differs from Llama's in what
+// modeling_gemma*.py, 5.25.0) and of Qwen3-Next and Qwen3.5
+// (Qwen3NextRMSNorm, Qwen3_5RMSNorm: the same forward), which differs from Llama's in what
 // autograd keeps: it runs in fp32 and scales by 1 + weight before the
 // cast back,
 //
@@ -50,4 +52,20 @@ func gemmaNorm(b *core.Builder, name string, x core.Value, dim int64) core.Value
 		return b.RmsNorm(name, x, dim)
 	}
 	return fp32RMSNorm(b, name, x, dim, true, "Gemma's RMSNorm")
+}
+
+// gemmaNormSlice is gemmaNorm over the first dim features of each last
+// row of x ([..., 2 x dim]: the query half of Qwen3-Next's gated q_proj,
+// a strided view): x.float() copies the slice to fp32, then the norm runs
+// on the copy, cast back to x's dtype. The fused kernels take the slice
+// as RmsNormSlice does.
+func gemmaNormSlice(b *core.Builder, name string, x core.Value, dim int64) core.Value {
+	if b.RMSNormFused() {
+		return b.RmsNormSlice(name, x, dim)
+	}
+	defer b.Scope(name)()
+	w := b.Param("weight", []int64{dim}, core.RoleNorm)
+	c := b.AddOp("cast", "to_fp32", []core.Value{x})
+	x32 := b.Out(c, "slice.fp32", core.WithLast(b.Shape(x), dim), units.FP32, "fp32 copy of the normalised slice")
+	return fp32RMSNormOf(b, w, x32, dim, true, "Gemma's RMSNorm", b.Dtype(x))
 }

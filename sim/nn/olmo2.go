@@ -57,6 +57,12 @@ func fp32RMSNorm(b *core.Builder, name string, x core.Value, dim int64, offset b
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{dim}, core.RoleNorm)
 	x32 := b.Cast(x, units.FP32, "fp32 copy of the input of "+norm)
+	return fp32RMSNormOf(b, w, x32, dim, offset, norm, b.Dtype(x))
+}
+
+// fp32RMSNormOf is fp32RMSNorm past its fp32 copy x32 of the input, with
+// the weight w, cast back to dt.
+func fp32RMSNormOf(b *core.Builder, w int32, x32 core.Value, dim int64, offset bool, norm string, dt units.DType) core.Value {
 	shape := b.Shape(x32)
 	ms, ip, im := meanSquareFP32(b, x32, dim, norm)
 	ir := b.AddOp("rsqrt", "rsqrt", []core.Value{ms})
@@ -79,7 +85,7 @@ func fp32RMSNorm(b *core.Builder, name string, x core.Value, dim int64, offset b
 		}
 		b.Op(iw).Flops = float64(core.Numel(shape))
 	}
-	return b.Cast(out, b.Dtype(x), norm+"'s output cast back (type_as)")
+	return b.Cast(out, dt, norm+"'s output cast back (type_as)")
 }
 
 // wideQKNorm is OLMo 2's q_norm and k_norm (Attention.QKNormWide):
