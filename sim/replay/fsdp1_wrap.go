@@ -91,9 +91,10 @@ func (d *distState) fsdp1Wrap(r *Replay, u int32, bufs []int) int32 {
 	un := &d.units[u]
 	dt := r.Plan.Precision.Params
 	offload := d.FsdpOffload(r)
-	states := make([]wrapState, len(bufs), len(bufs)+len(un.params)) // module_states: the buffers, then the parameters
-	orig := make([]int32, 0, len(un.params))
-	for i, pi := range un.params {
+	moved := slices.Concat(un.params, un.idle)                   // _move_module_to_device moves every parameter of the unit, read or not
+	states := make([]wrapState, len(bufs), len(bufs)+len(moved)) // module_states: the buffers, then the parameters
+	orig := make([]int32, 0, len(moved))
+	for i, pi := range moved {
 		n := d.elems(pi)
 		if d.quantRoundTrip(r, pi) { // Params4bit.to: the quant_state, then the codes
 			d.quantWholeIf(r, pi, quantMoved, false, nil)

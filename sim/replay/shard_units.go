@@ -68,6 +68,9 @@ func (d *distState) buildUnits() error {
 			un.last = int32(i)
 		}
 	}
+	if d.fsdp1 {
+		d.fsdp1FoldIdle(key, blocks)
+	}
 	if d.Mode == DistZeRO {
 		for u := range d.units {
 			d.units[u].keep = d.units[u].numel < zeroPersistence

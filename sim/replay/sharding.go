@@ -73,16 +73,17 @@ const (
 type gatherUnit struct {
 	name        string
 	params      []int32
-	numel       int64 // unsharded elements
-	first, last int32 // first and last forward op reading it
-	keep        bool  // never resharded (persistent small params)
-	root        bool  // FSDP root: kept from forward through backward
-	postFwd     int32 // FSDP reshard_after_forward=N: the 1/N shard kept until the backward
-	tensor      int32 // the gathered parameters, none when sharded
-	pending     int32 // FSDP2: a backward prefetch's all-gather output, not yet copied out, none
-	grad        int32 // FSDP: its sharded gradient, none until reduced
-	trainable   bool  // holds a parameter that requires grad
-	flatGrad    int32 // FSDP1: the unsharded gradient of the whole unit
+	numel       int64   // unsharded elements
+	first, last int32   // first and last forward op reading it
+	keep        bool    // never resharded (persistent small params)
+	root        bool    // FSDP root: kept from forward through backward
+	postFwd     int32   // FSDP reshard_after_forward=N: the 1/N shard kept until the backward
+	tensor      int32   // the gathered parameters, none when sharded
+	pending     int32   // FSDP2: a backward prefetch's all-gather output, not yet copied out, none
+	grad        int32   // FSDP: its sharded gradient, none until reduced
+	trainable   bool    // holds a parameter that requires grad
+	flatGrad    int32   // FSDP1: the unsharded gradient of the whole unit
+	idle        []int32 // FSDP1: parameters no op reads that its FlatParameter holds all the same (fsdp1_idle.go), in numel
 }
 
 // distState is the distributed part of one replay.
