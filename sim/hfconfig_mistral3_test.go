@@ -68,8 +68,14 @@ func TestMistral3Refused(t *testing.T) {
 		want string
 	}{
 		{"4.49", nil, hf.Options{Attn: "sdpa", Transformers: "4.49.0"}, `model_type "mistral3" needs transformers 4.50 or later`},
-		{"text model", func(c map[string]any) { textConfig(c)["model_type"] = "ministral3" }, hf.Options{Attn: "sdpa"},
-			`"text_config.model_type" must be Mistral's, "mistral" (got "ministral3")`},
+		{"text model", func(c map[string]any) { textConfig(c)["model_type"] = "qwen2" }, hf.Options{Attn: "sdpa"},
+			`"text_config.model_type" must be "mistral" (Mistral Small 3.1, 3.2) or "ministral3" (Ministral 3) (got "qwen2")`},
+		{"ministral3 before 5.0", func(c map[string]any) { textConfig(c)["model_type"] = "ministral3" }, hf.Options{Attn: "sdpa", Transformers: "4.57.1"},
+			`text_config's model_type "ministral3" needs transformers 5.0 or later`},
+		{"ministral3 without its beta", func(c map[string]any) {
+			textConfig(c)["model_type"] = "ministral3"
+			textConfig(c)["rope_parameters"] = map[string]any{"rope_type": "default", "rope_theta": 1e6}
+		}, hf.Options{Attn: "sdpa"}, `"text_config.rope_parameters" has no llama_4_scaling_beta`},
 		{"vision model", func(c map[string]any) { visionConfig(c)["model_type"] = "siglip_vision_model" }, hf.Options{Attn: "sdpa"},
 			`"vision_config.model_type" must be Pixtral's, "pixtral"`},
 		{"feature layers", func(c map[string]any) { c["vision_feature_layer"] = []any{-1, -2} }, hf.Options{Attn: "sdpa"},

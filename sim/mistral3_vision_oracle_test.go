@@ -80,3 +80,38 @@ func TestMistral3VisionSavesAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 364_896 + 2*96*8*4},
 	})
 }
+
+// Ministral 3's text model (text_config's model_type ministral3: Mistral's
+// layers, q scaled by position after the rotation) in the same tiny
+// Mistral 3 (sim/testdata/hf/ministral3-vl-tiny.json: mistral3-tiny.json
+// with a ministral3 text_config and Ministral3Config's default
+// rope_parameters), as tools/oracle/mistral3vl.py measures it on 64 tokens
+// with one 56 x 56 image (transformers 5.25.0, torch 2.15.0, CPU):
+//
+//	/work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/ministral3-vl-tiny.json 1 56 56 64 [bf16|eager]
+//
+// Text alone it keeps 881,420 bytes (fp32, sdpa), 614,924 (bf16) and
+// 1,043,212 (eager) where mistral3-tiny.json keeps 880,908, 614,668 and
+// 1,042,700: each of the 2 layers keeps its [1, 1, 64, 1] scale in q's
+// dtype. The images add what they add to mistral3-tiny.json.
+func TestMinistral3TextSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		attn, precision string
+		more, images    int64
+	}{
+		{"sdpa", "fp32", 881_420 - 880_908, 127_168},
+		{"sdpa", "bf16", 614_924 - 614_668, 70_208},
+		{"eager", "fp32", 1_043_212 - 1_042_700, 133_824},
+	} {
+		saved := func(config string) int64 {
+			p := visionPlan(t, config, hf.Options{Attn: tc.attn}, 254_848, tc.precision)
+			p.Seq = 64
+			return evalPlan(t, p).SavedActivations
+		}
+		if got := saved("ministral3-vl-tiny.json") - saved("mistral3-tiny.json"); got != tc.more {
+			t.Errorf("%s %s: ministral3's text model keeps %d bytes more than mistral's, transformers %d", tc.attn, tc.precision, got, tc.more)
+		}
+		checkImagesSaveCases(t, "ministral3-vl-tiny.json", hf.Options{Attn: tc.attn}, 254_848, []imagesSaveCase{
+			{core.Images{Count: 1, Height: 56, Width: 56}, 64, tc.precision, false, tc.images}})
+	}
+}

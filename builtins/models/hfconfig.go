@@ -54,7 +54,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"Pixtral's vision tower and the projector (model.vision_tower, model.multi_modal_projector) after the text embedding, reading " +
 			"train(images=) (each image scaled down so its longer side is at most image_size pixels, each side rounded up to a multiple " +
 			"of patch_size x spatial_merge_size, all of a micro-batch's patches one sequence, one [IMG] token a merged patch and one break " +
-			"token a row in the text), then text_config's Mistral model; under \"sdpa\" the tower's layers share one block-diagonal mask over " +
+			"token a row in the text), then text_config's Mistral model (or Ministral 3's, model_type ministral3, transformers 5.0: q scaled by position after the rotation); under \"sdpa\" the tower's layers share one block-diagonal mask over " +
 			"every patch (each image attends to itself; \"eager\" adds it to one score matrix over every patch), under \"flash\" none; the head is tied when both " +
 			"tie_word_embeddings say so, as from_pretrained loads Mistral's checkpoints. olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +

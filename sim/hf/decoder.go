@@ -43,7 +43,7 @@ func decoderFamilyOf(mt string) decoderFamily {
 	switch mt {
 	case "llama":
 		return decoderFamily{biasFlags: true, actKey: "hidden_act"}
-	case "mistral":
+	case "mistral", "ministral3": // Ministral3Config reads sliding_window as MistralConfig does
 		return decoderFamily{everyWindow: true, actKey: "hidden_act"}
 	case "mixtral":
 		return decoderFamily{moe: "mixtral", everyWindow: true, actKey: "hidden_act"}
@@ -147,6 +147,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
 	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
+	at.QPosScale = c.modelType == "ministral3"
 	// The rotary cos and sin the model makes once a forward and every
 	// layer saves (nn.Attention.ropeTables): gpt-oss's half a head wide,
 	// Phi-3's partial_rotary_factor of it (its rope ends in a cat: RopeCat),

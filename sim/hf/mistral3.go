@@ -10,8 +10,11 @@ import (
 // buildMistral3 builds transformers' Mistral3ForConditionalGeneration
 // (model_type mistral3: Mistral Small 3.1 and 3.2, and the Magistral and
 // Devstral checkpoints that ship the class; models/mistral3, first in the
-// 4.50.0 wheel): text_config's Mistral decoder (buildDecoder) named
-// model.language_model, with lm_head beside it; Pixtral's vision tower and
+// 4.50.0 wheel; mosaicml/llm-foundry PR #1789 moved to 4.50.0 "for the
+// usage of gemma3 and mistral3 models"): text_config's decoder
+// (buildDecoder) named model.language_model, with lm_head beside it:
+// Mistral's, or Ministral 3's (model_type ministral3: Mistral's layers
+// with q scaled by position after the rotation, nn.Attention.QPosScale); Pixtral's vision tower and
 // the projector (model.vision_tower, model.multi_modal_projector;
 // nn.PixtralVision) between the text embeddings and the decoder layers.
 //
@@ -29,10 +32,19 @@ func buildMistral3(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	if mt := tc.str("model_type", "mistral"); mt != "mistral" {
-		tc.fail("model_type", "must be Mistral's, \"mistral\" (got %q): memsh models Mistral 3's Mistral text model", mt)
+	tc.modelType = tc.str("model_type", "mistral")
+	switch tc.modelType {
+	case "mistral":
+	case "ministral3":
+		// Ministral3Attention scales q by rope_parameters'
+		// llama_4_scaling_beta (Ministral3Config's default rope_parameters
+		// set it; a file's own must too: transformers reads it unchecked)
+		if rp, ok := tc.raw["rope_parameters"].(map[string]any); ok && rp["llama_4_scaling_beta"] == nil {
+			tc.fail("rope_parameters", "has no llama_4_scaling_beta, which Ministral3Attention scales q by")
+		}
+	default:
+		tc.fail("model_type", "must be \"mistral\" (Mistral Small 3.1, 3.2) or \"ministral3\" (Ministral 3) (got %q)", tc.modelType)
 	}
-	tc.modelType = "mistral"
 	if tc.err != nil {
 		c.err = tc.err
 		return nil

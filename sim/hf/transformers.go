@@ -228,6 +228,14 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 				Hint: "transformers 4.x runs its MoE experts as nn.Linear modules in a loop; pass transformers=\"" + DefaultTransformers + "\" or leave it out (pip show transformers)"}
 		}
 	}
+	ministral3 := false
+	for _, l := range m.Layers {
+		forAttention(l, func(a *nn.Attention) { ministral3 = ministral3 || a.QPosScale })
+	}
+	if ministral3 && !v5 { // models/ministral3: transformers PR #42498, in 5.0 (transformerlab-app PR #1065)
+		return &units.Error{Msg: fmt.Sprintf("text_config's model_type \"ministral3\" needs transformers 5.0 or later (got transformers=%q)", version),
+			Hint: "transformers 5.0 first ships Ministral3ForCausalLM: pass transformers=\"5.0.0\" (or the release the model trains with)"}
+	}
 	useLoss(m, fam.modelType, v)
 	setGDN(m.Layers, v)
 	if fam.modelType == "mamba" {

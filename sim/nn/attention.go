@@ -140,6 +140,9 @@ type Attention struct {
 	QKL2Norm    bool
 	TempTuning  bool
 	Chunk       int64
+	// QPosScale: q times a scale of each position after the rotation
+	// (Ministral 3's llama_4_scaling_beta; attention_qscale.go).
+	QPosScale bool
 	// ImageMask: with images, the text attention gets a mask in every
 	// layer under SDPA: each image's tokens see one another (Gemma 3's
 	// token_type_ids; image_mask.go).
@@ -326,6 +329,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if a.TempTuning {
 		q = tempTune(b, q)
+	}
+	if a.QPosScale {
+		q = qPosScale(b, q, s[len(s)-2])
 	}
 	if a.chunkMasked(s[len(s)-2]) || a.windowMasked(s[len(s)-2]) || a.imageMasked(b) {
 		c := *la
