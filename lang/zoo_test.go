@@ -69,6 +69,10 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`llama("llama3.2-3b")`, "", "", 3_212_749_824},
 		{`mistral("7b-v0.3")`, "", "", 7_248_023_552},
 		{`gemma("2b")`, "", "", 2_506_172_416},
+		// eager attention: both add transformers' one float mask a forward,
+		// which the checkpointed layers hold into the backward
+		{`llama("7b", attn = "eager")`, "llama-2-7b.json", "", 6_738_415_616},
+		{`gpt2("124m", attn = "eager")`, "gpt2.json", "", 124_439_808},
 	}
 	var src strings.Builder
 	src.WriteString(`load("@stdlib//llm.star", "bert", "gemma", "gpt2", "llama", "mistral", "mixtral", "phi3", "qwen2")` + "\n")
@@ -79,7 +83,11 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 			if p.arch != "" {
 				arch = `"` + p.arch + `"`
 			}
-			src.WriteString("hf" + strconv.Itoa(i) + ` = hf_config("hf/` + p.hf + `", arch = ` + arch + `, transformers = "4.53.3")` + "\n")
+			attn := ""
+			if strings.Contains(p.zoo, `attn = "eager"`) {
+				attn = `, attn = "eager"`
+			}
+			src.WriteString("hf" + strconv.Itoa(i) + ` = hf_config("hf/` + p.hf + `", arch = ` + arch + attn + `, transformers = "4.53.3")` + "\n")
 		}
 	}
 	files["main.star"] = tree("x", src.String())["x"]
@@ -91,9 +99,14 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 	}
 	mixed, _ := core.LookupPrecision("bf16-mixed")
 	rt, _ := core.LookupRuntime("cuda")
-	replay := func(m *core.Model) *replay.Report {
-		r, err := sim.Evaluate(&core.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
-			Optimizer: core.Optimizer{Kind: core.AdamW}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}, core.Options{})
+	full, _ := core.ParseCheckpoint("full")
+	replay := func(m *core.Model, eager bool) *replay.Report {
+		p := &core.Plan{Model: m, Batch: 1, Seq: 128, GradAccum: 1, Members: 1, Precision: mixed,
+			Optimizer: core.Optimizer{Kind: core.AdamW}, Runtime: rt, Device: hw.Device{Name: "test", Memory: 1 << 50}}
+		if eager {
+			p.Checkpoint = full
+		}
+		r, err := sim.Evaluate(p, core.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +124,8 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		if hfm.Params() != zoo.Params() {
 			t.Errorf("%s: params %d, hf_config(%s) %d", p.zoo, zoo.Params(), p.hf, hfm.Params())
 		}
-		a, b := replay(zoo), replay(hfm)
+		eager := strings.Contains(p.zoo, `attn = "eager"`)
+		a, b := replay(zoo, eager), replay(hfm, eager)
 		if a.SavedActivations != b.SavedActivations || a.PeakAllocated != b.PeakAllocated {
 			t.Errorf("%s: saved %d peak %d, hf_config(%s) saved %d peak %d",
 				p.zoo, a.SavedActivations, a.PeakAllocated, p.hf, b.SavedActivations, b.PeakAllocated)

@@ -54,7 +54,7 @@ func LayerBuiltins() []host.Builtin {
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
-				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, rope_dim=None, mrope=False, rope_cat=False, name=None)",
+				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, rope_dim=None, mrope=False, rope_cat=False, eager_mask=False, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -71,7 +71,10 @@ func LayerBuiltins() []host.Builtin {
 				"models' multimodal positions, one row a sample). rope_cat=True (with rope): the rotary embedding ends in a torch.cat of the " +
 				"rotated and the passed dimensions (Phi-3's, GPT-NeoX's), which leaves q head major; the flash kernels' output follows q's " +
 				"layout, so o_proj saves a contiguous copy of it, one [tokens, heads x head_dim] tensor a layer (eager attention makes that " +
-				"copy anyway; CUDA's memory-efficient kernel, which SDPA runs given a mask or in fp32, does not). fused_qkv uses one qkv projection (GPT-2's c_attn); " +
+				"copy anyway; CUDA's memory-efficient kernel, which SDPA runs given a mask or in fp32, does not). eager_mask=True: " +
+				"impl=\"eager\" adds the one float mask transformers makes a forward ([batch, 1, seq, seq] in the parameters' dtype, shared " +
+				"by the layers: alive from the first layer to the last, and into the backward under checkpointing); the zoo's decoders " +
+				"set it, as hf_config does. fused_qkv uses one qkv projection (GPT-2's c_attn); " +
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
 				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3's; \"gemma\": gemma_norm's, in fp32 with 1 + weight, " +
@@ -311,20 +314,20 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, build func(dim
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, name starlark.Value
-	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat bool
+	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat, eagerMask bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "name?", &name); err != nil {
+		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "eager_mask?", &eagerMask, "name?", &name); err != nil {
 		return nil, err
 	}
 	qkNorm, qkGemma, err := qkNormArg(qkNormV)
 	if err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKNormGemma: qkGemma, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat}
+	a := &nn.Attention{QKNormGemma: qkGemma, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat, EagerMask: eagerMask}
 	if ropeCat && !rope {
 		return nil, fmt.Errorf("attention: rope_cat=True needs rope=True (the cat ends the rotary embedding)")
 	}

@@ -33,7 +33,7 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 	c.number("rope_theta", 10000)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: c.flag("attention_bias", false), Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true,
-		QKNorm: c.flag("use_qk_norm", false), RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeCat: true}
+		QKNorm: c.flag("use_qk_norm", false), RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeCat: true, EagerMask: true}
 	if c.err != nil {
 		return nil
 	}

@@ -38,7 +38,7 @@ func buildGPT2(c *hfConfig, attn string, head hfHead) *core.Model {
 	attnPart := []core.Layer{
 		&nn.Norm{Name: "ln_1", Dim: hidden, Bias: true},
 		&nn.Attention{Name: "attn", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: true, OutBias: true,
-			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, SoftmaxFP32: upcast},
+			Impl: attn, Causal: true, Dropout: drop, FusedQKV: true, SoftmaxFP32: upcast, EagerMask: true},
 	}
 	block := seq(
 		res(append(attnPart, after...)...),
@@ -83,7 +83,7 @@ func buildGPTNeoX(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	at := &nn.Attention{Name: "attention", Dim: hidden, Heads: heads, HeadDim: hd, QKVBias: bias, OutBias: bias,
-		Impl: attn, Causal: true, Dropout: drop, Rope: rotary > 0, FusedQKV: true, SoftmaxFP32: true}
+		Impl: attn, Causal: true, Dropout: drop, Rope: rotary > 0, FusedQKV: true, SoftmaxFP32: true, EagerMask: true}
 	if rotary > 0 { // GPTNeoXModel's rotary_emb: rotary_pct of each head, then a cat
 		at.RopeTables, at.RopeTablesDim, at.RopeCat = "rotary_emb", ropeWidth(hd, rotary), true
 	}
@@ -278,8 +278,8 @@ func buildFalcon(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	at := &nn.Attention{Name: "self_attention", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: bias, OutBias: bias, Impl: attn, Causal: true, Dropout: drop, Rope: !alibi, FusedQKV: true}
-	if !alibi { // FalconModel's rotary_emb, Llama's
-		at.RopeTables = "rotary_emb"
+	if !alibi { // FalconModel's rotary_emb and causal mask, Llama's (with ALiBi the mask carries the bias: not checked)
+		at.RopeTables, at.EagerMask = "rotary_emb", true
 	}
 	attnPart := append([]core.Layer{at}, after...)
 	mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: ffn, Act: act, Bias: bias}

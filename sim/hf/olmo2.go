@@ -39,7 +39,7 @@ func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true, QKNormWide: true,
-		RopeTables: "rotary_emb", RopeTablesDType: units.FP32}
+		RopeTables: "rotary_emb", RopeTablesDType: units.FP32, EagerMask: true}
 	norm := func(name string) core.Layer { return &nn.Olmo2Norm{Name: name, Dim: hidden} }
 	attnPart := append(append([]core.Layer{at}, after...), norm("post_attention_layernorm"))
 	block := seq(res(attnPart...), res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))

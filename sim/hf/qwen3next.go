@@ -108,7 +108,7 @@ func (c *hfConfig) gdnHybrid(attn string, head hfHead, f gdnFamily) *core.Model 
 	bias := c.flag("attention_bias", false)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd, QKVBias: bias, OutBias: bias,
 		Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true, QKNorm: true, OutputGate: true,
-		Dropout: c.prob("attention_dropout", 0), RopeTables: "rotary_emb", RopeTablesBatch: c.mrope, RopeCat: true, QKNormGemma: true}
+		Dropout: c.prob("attention_dropout", 0), RopeTables: "rotary_emb", RopeTablesBatch: c.mrope, RopeCat: true, QKNormGemma: true, EagerMask: true}
 	at.RopeTablesDim = ropeWidth(at.Hd(), rotary)
 	gdn := &nn.GatedDeltaNet{Name: "linear_attn", Dim: hidden, KHeads: c.sizeOr("linear_num_key_heads", 16),
 		VHeads: c.sizeOr("linear_num_value_heads", 32), KHeadDim: c.sizeOr("linear_key_head_dim", 128),
