@@ -168,3 +168,25 @@ func editConfig(t *testing.T, name string, edit func(map[string]any)) []byte {
 
 func textConfig(c map[string]any) map[string]any   { return c["text_config"].(map[string]any) }
 func visionConfig(c map[string]any) map[string]any { return c["vision_config"].(map[string]any) }
+
+// Ministral 3's text model alone (model_type ministral3,
+// Ministral3ForCausalLM; sim/testdata/hf/ministral3-tiny.json is
+// ministral3-vl-tiny.json's text_config): 205,120 parameters on the meta
+// device (transformers 5.25.0), its attention scaling q by position, and
+// refused before transformers 5.0, which first ships it.
+func TestMinistral3TextAlone(t *testing.T) {
+	m, err := hf.FromConfigOptions(readHF(t, "ministral3-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Params(); got != 205_120 {
+		t.Errorf("%d parameters, want 205,120", got)
+	}
+	if a := layerOf[*nn.Attention](m); a == nil || !a.QPosScale {
+		t.Errorf("Ministral 3's attention does not scale q by position: %+v", a)
+	}
+	_, err = hf.FromConfigOptions(readHF(t, "ministral3-tiny.json"), hf.Options{Attn: "sdpa", Transformers: "4.57.1"})
+	if want := `model_type "ministral3" needs transformers 5.0 or later`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("transformers 4.57.1: %v, want %q", err, want)
+	}
+}
