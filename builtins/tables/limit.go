@@ -107,7 +107,10 @@ func LimitBuiltins() []host.Builtin {
 			"device memory the step may use: bytes or a fraction of the GPU's (default: all of it). Returns a limit: .value " +
 			"(0 when even the smallest does not fit), .plan and .report at it, .next (the first value that does not fit), " +
 			".next_report (its .oom names the tensor that fails), .next_error (when the plan rejects the next value), " +
-			".capped (the largest value tried fits: more may) and .replays; print() says it in one line."
+			".capped (the largest value tried fits: more may) and .replays; print() says it in one line. The allocated " +
+			"bytes grow with the value, but device_used need not: the caching allocator's cached blocks fit a larger " +
+			"step's tensors differently, and it can reserve less (docs/device-memory.md); with a budget near such a dip a " +
+			"larger value past the boundary can fit again."
 	}
 	return []host.Builtin{
 		{Name: "max_batch", Sig: "max_batch(plan, budget=None)",

@@ -13,9 +13,12 @@ import (
 // The largest micro-batch or sequence length that fits, by replay: the
 // value doubles until a step does not fit, then bisection between the
 // last that fits and the first that does not. About 2 log2(answer)
-// replays; a plan whose memory grows with the value (every plan memsh
-// replays: activations and their gradients grow with both) has one
-// boundary, and the tests check that it is the one a scan finds.
+// replays. The allocated bytes grow with the value (activations and their
+// gradients grow with both); the reserve mostly does, but the caching
+// allocator's fragmentation can make a larger value reserve less
+// (sim.TestReservedDipsWithSeq), so near the limit a value past the
+// boundary found can fit again. The tests check that on random plans the
+// boundary is the one a scan finds.
 
 // Caps on the values tried: a micro-batch of a million sequences, a
 // sequence of four million tokens. At the caps, Limit.Capped is set.
