@@ -89,6 +89,9 @@ Flags (before or after the command):
                                   changes to list (default 5)
   fit --images COUNTxHxW          a vision-language model's images per
                                   sample, in pixels (2x448x448)
+  fit --videos COUNTxFxHxW        its videos per sample: frames sampled
+                                  from each (2 a second) and their size
+                                  (1x16x448x448)
   check --model CONFIG.json       the model's Hugging Face config.json (when
                                   the config names no model memsh knows)
   check --seq N, --gpu NAME       as fit's; --seq replaces the config's

@@ -27,11 +27,12 @@ type fitFlags struct {
 	gpus      int64
 	precision string
 	images    string // COUNTxHEIGHTxWIDTH, a vision-language model's images per sample; "" for none
+	videos    string // COUNTxFRAMESxHEIGHTxWIDTH, its videos per sample; "" for none
 	top       int64
 }
 
 // cmdFit is memsh fit CONFIG.json --gpu GPU --seq N [--batch N] [--gpus N]
-// [--precision P] [--images COUNTxHxW] [--top N] [--json]: the one-line answer for people who
+// [--precision P] [--images COUNTxHxW] [--videos COUNTxFRAMESxHxW] [--top N] [--json]: the one-line answer for people who
 // do not want a script. It runs fit.star as if it lay beside the config
 // (so the config's folder is the only one it reads), printing the report
 // and the advice, or writing both as JSON lines with --json.
@@ -55,7 +56,11 @@ func (e *env) cmdFit(operands []string) error {
 	case e.out.csv:
 		return usagef("fit takes --json, not --csv")
 	}
-	images, err := fitImages(f.images)
+	images, err := fitDims("images", f.images, "COUNTxHEIGHTxWIDTH", "2x448x448 is two images of 448 x 448 pixels in each sample")
+	if err != nil {
+		return err
+	}
+	videos, err := fitDims("videos", f.videos, "COUNTxFRAMESxHEIGHTxWIDTH", "1x16x448x448 is one video of 16 frames of 448 x 448 pixels in each sample")
 	if err != nil {
 		return err
 	}
@@ -63,7 +68,7 @@ func (e *env) cmdFit(operands []string) error {
 	dir, base := path.Split(config)
 	script := path.Join(dir, "memsh-fit.star") // a name under the config's folder: what it may read
 	args := []string{base, f.gpu, strconv.FormatInt(f.seq, 10), strconv.FormatInt(f.batch, 10),
-		strconv.FormatInt(f.gpus, 10), f.precision, strconv.FormatInt(f.top, 10), images}
+		strconv.FormatInt(f.gpus, 10), f.precision, strconv.FormatInt(f.top, 10), images, videos}
 	sr := scriptRun{
 		file: script, src: fitScript, args: args,
 		out: e.stdout, color: useColor(e.color, e.stdout, e.getenv),
@@ -85,25 +90,26 @@ func (e *env) cmdFit(operands []string) error {
 	return err
 }
 
-// fitImages reads --images COUNTxHEIGHTxWIDTH (2x448x448: two images of
-// 448 x 448 pixels in each sample) into fit.star's argument, "count,
-// height, width"; "" when not given.
-func fitImages(s string) (string, error) {
+// fitDims reads --flag s, positive whole numbers joined by x, as many as
+// form names (COUNTxHEIGHTxWIDTH: --images 2x448x448 is two images of 448
+// x 448 pixels in each sample), into fit.star's argument, the numbers
+// joined by commas; "" when not given. example explains one.
+func fitDims(flag, s, form, example string) (string, error) {
 	if s == "" {
 		return "", nil
 	}
 	parts := strings.Split(strings.ToLower(s), "x")
-	if len(parts) == 3 {
-		var n [3]int64
+	if len(parts) == len(strings.Split(form, "x")) {
+		n := make([]string, len(parts))
 		ok := true
 		for i, p := range parts {
 			v, err := strconv.ParseInt(strings.TrimSpace(p), 10, 64)
 			ok = ok && err == nil && v > 0
-			n[i] = v
+			n[i] = strconv.FormatInt(v, 10)
 		}
 		if ok {
-			return fmt.Sprintf("%d,%d,%d", n[0], n[1], n[2]), nil
+			return strings.Join(n, ","), nil
 		}
 	}
-	return "", usagef("fit: --images is COUNTxHEIGHTxWIDTH, positive whole numbers: 2x448x448 is two images of 448 x 448 pixels in each sample (got %q)", s)
+	return "", usagef("fit: --%s is %s, positive whole numbers: %s (got %q)", flag, form, example, s)
 }

@@ -34,7 +34,7 @@ type outputFlags struct {
 // outputFlagCommands says which commands take each output flag.
 var outputFlagCommands = map[string]string{
 	"json": "run fit compare check", "csv": "run", "plot": "run", "snapshot": "run", "trace": "run", "o": "plot", "html": "plot", "http": "plot", "report": "plot", "update": "test", "markdown": "doc",
-	"gpu": "fit check", "seq": "fit check", "batch": "fit", "gpus": "fit check", "precision": "fit", "images": "fit", "top": "fit check",
+	"gpu": "fit check", "seq": "fit check", "batch": "fit", "gpus": "fit check", "precision": "fit", "images": "fit", "videos": "fit", "top": "fit check",
 	"model": "check", "nodes": "check", "headroom": "check", "emit-star": "check", "trainer": "check", "config": "check",
 }
 
@@ -89,6 +89,7 @@ func (o *outputFlags) register(fs *flag.FlagSet) {
 	integer("gpus", &o.fit.gpus)
 	str("precision", &o.fit.precision)
 	str("images", &o.fit.images)
+	str("videos", &o.fit.videos)
 	integer("top", &o.fit.top)
 	if o.gate.nodes == 0 { // the defaults, once
 		o.gate.nodes = 1
