@@ -116,6 +116,13 @@ var TrainKeywords = []keyword{
 			"The Hugging Face Trainer does not keep them (compute_loss returns the loss alone, the output is dropped before the backward): False. " +
 			"Not with loss_chunks",
 		set: setBool(func(p *core.Plan) *bool { return &p.KeepLogits })},
+	{Name: "use_cache", Def: starlark.False,
+		Doc: "the model's forward builds transformers' DynamicCache (use_cache=True: the config's default, which a plain training loop leaves on; " +
+			"the Hugging Face Trainer of transformers 5 turns it off through TrainingArguments.use_cache, False by default, and gradient checkpointing forces it off, " +
+			"so it is ignored with checkpoint=): every attention layer copies k and v into the cache (torch.cat) and the kernel reads the copies, " +
+			"which the output holds to the end of the forward, or through the backward with keep_logits=True. Where the kernel takes k and v as they are " +
+			"(SDPA with enable_gqa, flash) the copies are what it saves; where it reads repeat_kv's expansion (eager, SDPA given a mask) they are kept besides (docs/models.md)",
+		set: setBool(func(p *core.Plan) *bool { return &p.UseCache })},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "doc_tokens", Def: starlark.None,

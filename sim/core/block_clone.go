@@ -128,7 +128,7 @@ type progCounts struct {
 func (b *Builder) counts() progCounts {
 	p := b.P
 	c := progCounts{ops: len(p.Ops), values: len(p.Values), params: len(p.Params), regions: len(p.Regions),
-		graphs: len(p.Graphs), comm: len(p.Comm), buffers: len(p.Buffers), held: len(p.Held),
+		graphs: len(p.Graphs), comm: len(p.Comm), buffers: len(p.Buffers), held: len(p.Held) + len(p.HeldForward) + len(p.HeldBackward),
 		tables: len(p.Tables), heads: len(b.headCast), shares: b.shares, input: p.Input, labels: p.Labels, loss: p.Loss}
 	if p.Stage != nil {
 		c.outputs = len(p.Stage.Outputs)

@@ -23,6 +23,7 @@ type Finetune struct {
 	packed      bool
 	docTokens   int64       // Plan.DocTokens
 	keepLogits  bool        // the loop holds the logits through the backward (Plan.KeepLogits)
+	useCache    bool        // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
 	adapterDT   units.DType // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
 	Unfreeze    int         // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
@@ -39,6 +40,7 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 		docTokens:   p.DocTokens,
 		ligerLayers: p.LigerKernels,
 		keepLogits:  p.KeepLogits,
+		useCache:    p.UseCache && (p.Checkpoint.Mode == "" || p.Checkpoint.Mode == "none"),
 		adapterDT:   p.AdapterDType(),
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
@@ -131,4 +133,19 @@ func (p *Plan) configureFinetune(b *Builder) {
 	if p.TokensPerBatch > 0 {
 		b.Batch, b.Seq = 1, p.TokensPerBatch
 	}
+}
+
+// UseCache reports whether the forward fills transformers' DynamicCache
+// (Plan.UseCache; off under checkpointing, as transformers turns it off).
+func (b *Builder) UseCache() bool { return b.Ft != nil && b.Ft.useCache }
+
+// HoldOutput marks vals as held by the model's output: through the
+// backward when the loop keeps it (Plan.KeepLogits), else to the end of
+// the forward (Program.HeldForward).
+func (b *Builder) HoldOutput(vals ...Value) {
+	if b.Ft != nil && b.Ft.keepLogits {
+		b.P.HeldBackward = append(b.P.HeldBackward, vals...)
+		return
+	}
+	b.P.HeldForward = append(b.P.HeldForward, vals...)
 }

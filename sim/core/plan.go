@@ -89,6 +89,16 @@ type Plan struct {
 	// returns the loss alone and the output is dropped before the backward.
 	KeepLogits bool
 
+	// UseCache: the model's forward builds transformers' DynamicCache
+	// (use_cache=True, the config's default, which a plain training loop
+	// leaves on; the Hugging Face Trainer of transformers 5 sets
+	// config.use_cache from TrainingArguments.use_cache, False by default,
+	// and gradient checkpointing forces it off, so it is ignored under
+	// checkpointing): every attention layer copies its k and v into the
+	// cache, which the output holds to the end of the forward, or through
+	// the backward with KeepLogits (nn/kv_cache.go).
+	UseCache bool
+
 	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
 	// the caching allocator maps pages into one growing segment per pool
 	// (alloc/allocator_expandable.go).

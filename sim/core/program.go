@@ -234,6 +234,10 @@ type Program struct {
 	// HeldBackward: kept alive by the caller through the backward and
 	// dropped before the optimizer step (keep_logits: the loop's out.logits).
 	HeldBackward []Value
+	// HeldForward: kept alive by the model's output to the end of the
+	// forward and dropped before the backward (use_cache: the DynamicCache's
+	// keys and values, when the loop does not keep the output).
+	HeldForward []Value
 	// Float8Skipped: the linears float8 left in high precision for a
 	// dimension not divisible by 16, as "name (in -> out)", once per
 	// name and shape (float8.go).

@@ -338,7 +338,11 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		c.chunkMask = true
 		la = &c
 	}
-	kl, vl := seqMajor, seqMajor // how k and v lie in memory (eager's folds)
+	kl, vl := seqMajor, seqMajor  // how k and v lie in memory (eager's folds)
+	if b.UseCache() && a.Causal { // the DynamicCache's copies, which the kernel reads (kv_cache.go)
+		k, v = kvCache(b, k, v, s, kv, d)
+		kl, vl = headMajor, headMajor
+	}
 	if !a.kvNative() && kv != h && (!a.FusedQKV || a.RepeatKV) && !la.sdpaGQA(b) {
 		// Hugging Face repeat_kv (expand + reshape, a copy) before the kernel.
 		k = expandKV(b, "k", k, core.WithLast(s, h*d), kv)

@@ -73,6 +73,7 @@ type Replay struct {
 	traced   map[*alloc.Block]tracedTensor // with Options.Trace: the blocks in use and their tensors (trace.go)
 
 	heldDropped bool // the caller's values held through the backward (Program.HeldBackward) are dropped
+	fwdDropped  bool // the output's values held to the end of the forward (Program.HeldForward) are dropped
 
 	stream        alloc.Stream // the stream allocations go to (streams.go)
 	freeEvents    []int64      // FSDP1's rate limiter: the marks of queued reshard free events
@@ -303,6 +304,9 @@ func (r *Replay) initHolds() {
 	for _, v := range p.HeldBackward { // and those it keeps through the backward
 		r.holds[v]++
 	}
+	for _, v := range p.HeldForward { // and those the model's output keeps to the end of the forward
+		r.holds[v]++
+	}
 }
 
 // savesOnItsOwn reports whether op keeps what it saves from the forward:
@@ -527,14 +531,23 @@ func (r *Replay) finished(v core.Value) {
 // dropHeldBackward drops what the caller held through the backward
 // (keep_logits: the loop deletes its output before the optimizer step),
 // once.
+func (r *Replay) dropHeldBackward() { r.dropOnce(&r.heldDropped, r.P.HeldBackward) }
+
+// dropHeldForward drops what the model's output held to the end of the
+// forward (use_cache's DynamicCache: the caller drops the output before
+// its backward), once.
+func (r *Replay) dropHeldForward() { r.dropOnce(&r.fwdDropped, r.P.HeldForward) }
+
+// dropOnce drops one holder of each of vals unless *dropped says it was
+// done, and marks it done.
 //
 //go:norace
-func (r *Replay) dropHeldBackward() {
-	if r.heldDropped {
+func (r *Replay) dropOnce(dropped *bool, vals []core.Value) {
+	if *dropped {
 		return
 	}
-	r.heldDropped = true
-	for _, v := range r.P.HeldBackward {
+	*dropped = true
+	for _, v := range vals {
 		r.unhold(v)
 	}
 }

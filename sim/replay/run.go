@@ -314,6 +314,7 @@ func (r *Replay) forward() {
 }
 
 func (r *Replay) backward() {
+	r.dropHeldForward()
 	r.phase = PhaseBackward
 	clear(r.gradFresh) // gradients alive now were kept from before this backward
 	if r.P.Loss != core.NoValue {
@@ -437,6 +438,7 @@ func (r *Replay) finish() {
 	for _, v := range r.P.Held { // the loop's logits list
 		r.unhold(v)
 	}
+	r.dropHeldForward()
 	r.dropHeldBackward() // an evaluation: no backward dropped them
 	if r.Plan.Optimizer.InBackward {
 		for pi := range r.P.Params {

@@ -16,7 +16,7 @@
 # bytes are the difference of two runs, LAYERS 2 and 1. With v, each
 # storage: shape, dtype, bytes, grad_fn, kept. With nocache the forward
 # passes use_cache=False, as training scripts set it and gradient
-# checkpointing forces it (memsh models no DynamicCache): otherwise the
+# checkpointing forces it (memsh: train(use_cache=False)): otherwise the
 # config's use_cache (true by default) makes a DynamicCache whose
 # torch.cat copies k and v in every layer, the tensors the kernel then
 # reads (a fused qkv projection's v is no longer a view of its output).
