@@ -25,6 +25,8 @@ import (
 //	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen3.5-vl-tiny.json 1 4 96 128 64
 //	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen3-vl-tiny.json 1 48 32 32 256
 //	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen3-vl-tiny.json 2 7 32 32 128 0.5
+//	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen3-vl-tiny.json 1 4 96 128 64 2 bf16
+//	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json 1 5 112 168 128 2 bf16
 //
 // A video of 4 frames is 2 temporal patch groups and saves what 2 images
 // of its frames' size save (3,128,896 and 1,477,312 bytes, the figures of
@@ -34,7 +36,9 @@ import (
 // the text Qwen3VLProcessor writes around each group: its timestamp
 // ('<0.2 seconds>', '<1.2 seconds>' for 4 frames at 2 a second; up to
 // '<23.2 seconds>' for 48; '<1.0 seconds>' ... '<12.0 seconds>' for 7 at
-// 0.5) and vision_start and vision_end.
+// 0.5) and vision_start and vision_end. In bf16 (the model cast to bf16
+// as a whole, memsh's precision="bf16") the pixel patches stay fp32, as
+// for images (748,672 bytes: the bf16 figure of two images).
 func TestQwenVLVideosSaveAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
 		config string
@@ -44,18 +48,24 @@ func TestQwenVLVideosSaveAsTransformers(t *testing.T) {
 		seq    int64
 		want   int64 // saved bytes the videos add
 		tokens int64 // tokens they add to a sample
+		bf16   bool
 	}{
-		{"qwen2.5-vl-tiny.json", 198_304, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, 64, 3_128_896, 48},
-		{"qwen2.5-vl-tiny.json", 198_304, hf.Options{Attn: "sdpa"}, core.Videos{Count: 2, Frames: 3, Height: 140, Width: 140, FPS: 2}, 128, 6_518_528, 100},
-		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 1_477_312, 40},
-		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 5, Height: 64, Width: 96, FPS: 1}, 64, 1_108_000, 42},
-		{"qwen3-vl-moe-tiny.json", 291_136, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 1_477_312, 40},
-		{"qwen3.5-vl-tiny.json", 297_032, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 1_403_200, 40},
-		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 48, Height: 32, Width: 32, FPS: 2}, 256, 1_477_504, 230},
-		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 2, Frames: 7, Height: 32, Width: 32, FPS: 0.5}, 128, 492_544, 74},
+		{"qwen2.5-vl-tiny.json", 198_304, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, 64, 3_128_896, 48, false},
+		{"qwen2.5-vl-tiny.json", 198_304, hf.Options{Attn: "sdpa"}, core.Videos{Count: 2, Frames: 3, Height: 140, Width: 140, FPS: 2}, 128, 6_518_528, 100, false},
+		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 1_477_312, 40, false},
+		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 5, Height: 64, Width: 96, FPS: 1}, 64, 1_108_000, 42, false},
+		{"qwen3-vl-moe-tiny.json", 291_136, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 1_477_312, 40, false},
+		{"qwen3.5-vl-tiny.json", 297_032, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 1_403_200, 40, false},
+		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 48, Height: 32, Width: 32, FPS: 2}, 256, 1_477_504, 230, false},
+		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 2, Frames: 7, Height: 32, Width: 32, FPS: 0.5}, 128, 492_544, 74, false},
+		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 748_672, 40, true},
+		{"qwen2.5-vl-tiny.json", 198_304, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 5, Height: 112, Width: 168, FPS: 2}, 128, 2_541_440, 72, true},
 	} {
-		what := tc.config + " " + core.Itoa(tc.videos.Frames) + " frames"
-		p := visionPlan(t, tc.config, tc.opts, tc.params, "fp32")
+		what, precision := tc.config+" "+core.Itoa(tc.videos.Frames)+" frames", "fp32"
+		if tc.bf16 {
+			what, precision = what+" bf16", "bf16"
+		}
+		p := visionPlan(t, tc.config, tc.opts, tc.params, precision)
 		p.Seq = tc.seq
 		p.Videos = tc.videos
 		with := evalPlan(t, p).SavedActivations

@@ -2,7 +2,7 @@
 # Qwen3-VL, Qwen3-VL-MoE or Qwen3.5 VL (AutoModelForImageTextToText, sdpa,
 # fp32, on the CPU), for sim/vision_video_oracle_test.go.
 #
-#   /work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json COUNT FRAMES HEIGHT WIDTH SEQ [FPS] [images=N] [list]
+#   /work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json COUNT FRAMES HEIGHT WIDTH SEQ [FPS] [images=N] [bf16] [list]
 #
 # It builds the model from the config and runs one training forward
 # (labels = input_ids) twice on the same SEQ tokens: with COUNT videos of
@@ -19,7 +19,8 @@
 # "<", ".", " seconds", ">"); the timestamps are the processor's
 # _calculate_timestamps of frames sampled FPS a second (index i at i / FPS
 # seconds). images=N adds N images of HEIGHT x WIDTH (their tokens first)
-# to both runs. It prints the bytes of the distinct storages saved for
+# to both runs; bf16 builds the model in bf16 (model.to(torch.bfloat16),
+# as a pure-bf16 run loads it; the pixel patches stay fp32). It prints the bytes of the distinct storages saved for
 # backward (parameters excluded) in both, and their difference: what the
 # videos add; with list, every saved storage.
 import collections
@@ -44,7 +45,10 @@ for e in extra:
 cfg = AutoConfig.for_model(**raw)
 for c in (cfg, cfg.vision_config, getattr(cfg, "text_config", cfg)):
     c._attn_implementation = "sdpa"
-model = AutoModelForImageTextToText.from_config(cfg).train()
+model = AutoModelForImageTextToText.from_config(cfg)
+if "bf16" in extra:
+    model = model.to(torch.bfloat16)
+model = model.train()
 print("transformers", transformers.__version__, "torch", torch.__version__, type(model).__name__)
 qwen3 = raw["model_type"] != "qwen2_5_vl"
 vc = raw["vision_config"]
