@@ -373,7 +373,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if window != nil && window != starlark.None && a.Window <= 0 {
 		return nil, fmt.Errorf("attention: window must be positive (got %d; None for none)", a.Window)
 	}
-	if a.RopeTables, err = ropeTablesArg(tables, rope); err != nil {
+	if a.RopeTables, err = ropeTablesArg("attention", tables, rope); err != nil {
 		return nil, err
 	}
 	if a.RopeTablesDim, err = OptInt(ropeDim, "rope_dim", 0); err != nil {
@@ -408,19 +408,19 @@ func qkNormArg(v starlark.Value) (on, gemma bool, err error) {
 	return false, false, fmt.Errorf("attention: qk_norm must be True, False or \"gemma\" (got %s)", v.String())
 }
 
-// ropeTablesArg unpacks attention()'s rope_tables: None, or the name of
-// the rotary module whose cos and sin the layer's rope saves, which needs
-// rope=True.
-func ropeTablesArg(v starlark.Value, rope bool) (string, error) {
+// ropeTablesArg unpacks rope_tables of fn (attention, gemma4_attention,
+// mla): None, or the name of the rotary module whose cos and sin the
+// layer's rope saves, which needs rope.
+func ropeTablesArg(fn string, v starlark.Value, rope bool) (string, error) {
 	if v == nil || v == starlark.None {
 		return "", nil
 	}
 	s, ok := starlark.AsString(v)
 	if !ok || s == "" {
-		return "", fmt.Errorf("attention: rope_tables must name the rotary module, e.g. \"rotary_emb\" (got %s; None for no tables)", v.String())
+		return "", fmt.Errorf("%s: rope_tables must name the rotary module, e.g. \"rotary_emb\" (got %s; None for no tables)", fn, v.String())
 	}
 	if !rope {
-		return "", fmt.Errorf("attention: rope_tables=%q needs rope=True (the tables are the rotary embedding's cos and sin)", s)
+		return "", fmt.Errorf("%s: rope_tables=%q needs rope=True (the tables are the rotary embedding's cos and sin)", fn, s)
 	}
 	return s, nil
 }

@@ -38,7 +38,7 @@ func extraLayerBuiltins() []host.Builtin {
 		{
 			Name: "mla",
 			Sig: "mla(dim, heads, kv_lora_rank, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, " +
-				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, index_heads=None, index_head_dim=128, index_topk=2048, name=None)",
+				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, index_heads=None, index_head_dim=128, index_topk=2048, rope_tables=None, name=None)",
 			Doc: "Multi-head latent attention (DeepSeek-V2/V3): q through a q_lora_rank latent (q_a_proj, RMS norm, " +
 				"q_b_proj; None: a plain q_proj), keys and values through one kv_lora_rank latent plus a shared " +
 				"rope key (kv_a_proj_with_mqa, RMS norm, kv_b_proj), heads of qk_nope_head_dim + qk_rope_head_dim for " +
@@ -49,7 +49,9 @@ func extraLayerBuiltins() []host.Builtin {
 				"weights_proj under no_grad (counted, never trained), fp32 scores of index_heads x index_head_dim per " +
 				"query and key whose top index_topk keys mask the dense attention; a transient of 8 x index_heads bytes " +
 				"per query and key (with a batch over 1, torch.matmul's copy of the keys per query adds 4 x index_head_dim), " +
-				"the mask saved as SDPA's bias, every block computed. Needs q_lora_rank and impl=\"sdpa\".",
+				"the mask saved as SDPA's bias, every block computed. Needs q_lora_rank and impl=\"sdpa\". rope_tables=\"rotary_emb\" " +
+				"names the rotary module whose cos and sin ([1, seq, qk_rope_head_dim] each) transformers makes once a forward and every " +
+				"layer's rope saves (hf_config's DeepSeek-V3 family; None counts none).",
 			Fn: mlaFn,
 		},
 		{
@@ -123,7 +125,7 @@ func extraLayerBuiltins() []host.Builtin {
 }
 
 func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, heads, kvLora, qLora, name, indexHeads starlark.Value
+	var dim, heads, kvLora, qLora, name, indexHeads, tables starlark.Value
 	nope, ropeDim, vDim := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(64)), starlark.Value(starlark.MakeInt(128))
 	indexDim, indexTopK := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(2048))
 	var bias bool
@@ -131,7 +133,7 @@ func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "kv_lora_rank", &kvLora,
 		"q_lora_rank?", &qLora, "qk_nope_head_dim?", &nope, "qk_rope_head_dim?", &ropeDim, "v_head_dim?", &vDim,
 		"bias?", &bias, "impl?", &impl, "causal?", &causal, "index_heads?", &indexHeads, "index_head_dim?", &indexDim,
-		"index_topk?", &indexTopK, "name?", &name); err != nil {
+		"index_topk?", &indexTopK, "rope_tables?", &tables, "name?", &name); err != nil {
 		return nil, err
 	}
 	a := &nn.MLA{Bias: bias, Impl: impl, Causal: causal}
@@ -153,6 +155,9 @@ func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 			return nil, err
 		}
 		a.Indexer = ix
+	}
+	if a.RopeTables, err = ropeTablesArg("mla", tables, true); err != nil {
+		return nil, err
 	}
 	if a.Name, err = optName(name); err != nil {
 		return nil, err

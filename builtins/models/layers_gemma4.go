@@ -96,7 +96,7 @@ func gemma4AttentionFn(thread *starlark.Thread, b *starlark.Builtin, args starla
 		}
 	}
 	var err error
-	if a.RopeTables, err = ropeTablesArg(tables, true); err != nil {
+	if a.RopeTables, err = ropeTablesArg("gemma4_attention", tables, true); err != nil {
 		return nil, err
 	}
 	if a.Name, err = optName(name); err != nil {
