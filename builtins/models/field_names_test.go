@@ -21,6 +21,7 @@ func TestFieldKeywords(t *testing.T) {
 	}{
 		{"mla", mlaKeywords}, {"gated_deltanet", gatedDeltaNetKeywords}, {"mamba", mambaKeywords},
 		{"mamba2", mamba2Keywords}, {"vision_tower", visionTowerKeywords}, {"qwen3_vision_tower", qwen3VisionTowerKeywords},
+		{"pixtral_vision", pixtralVisionKeywords},
 	} {
 		sig, ok := sigs[tc.builtin]
 		if !ok {
