@@ -107,7 +107,7 @@ func TestIdleTowerStateLayouts(t *testing.T) {
 // stage 2 keeps grads_in_partition, sized by every parameter overlapping
 // the rank's partition, whole, reached or not (copy_grads_in_partition),
 // and zeros_like of each of them the step does not reach
-// (get_all_grad_tensors; replay/zero2_grads.go). The partitions are
+// (get_all_grad_tensors; replay/zero_grads.go). The partitions are
 // 198,304 / 2 = 99,152 elements; the first rank's, [0, 99,152), holds the
 // embedding (19,200, reached) and the tower up to
 // visual.blocks.3.mlp.down_proj.weight, which ends at 99,168: 99,168

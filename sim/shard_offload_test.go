@@ -22,9 +22,8 @@ import (
 //     (2 B), and stages 1-2 add temp_grad_buffer_for_gpu_offload, a bf16
 //     buffer of the largest parameter (2 L). At the end of the backward
 //     stages 1-2 also lack the bf16 gradient partition the GPU optimizer
-//     would read: 2 B for stage 1, and for stage 2 grads_in_partition,
-//     which holds the whole parameter the partition falls in (2 L,
-//     replay/zero2_grads.go).
+//     would read, grads_in_partition, which holds the whole parameter the
+//     partition falls in (2 L, replay/zero_grads.go).
 //   - Host: master + moments 12 B, fp32 gradients 4 B, and either the bf16
 //     staging copy (stages 1-2) or the bf16 gradient partitions (stage 3),
 //     2 B: 18 B per partition element. Stages 1-2 also pin
@@ -50,8 +49,8 @@ func TestZeROOffload(t *testing.T) {
 		partAfterBackward    int64 // the bf16 gradient partition stages 1-2 keep on the GPU for the step
 		gradBufs             int64 // the host breakdown's bf16 gradient buffers
 	}{
-		{1, "", 12*part - 2*largest, 18*part + 2*largest, 6 * part, 2 * part, 2 * largest},
-		{2, "", 12*part - 2*largest, 18*part + 2*largest, 6 * part, 2 * largest, 2 * largest}, // grads_in_partition: the whole parameter the partition falls in
+		{1, "", 12*part - 2*largest, 18*part + 2*largest, 6 * part, 2 * largest, 2 * largest},
+		{2, "", 12*part - 2*largest, 18*part + 2*largest, 6 * part, 2 * largest, 2 * largest},
 		{3, "", 14 * part, 18 * part, 10 * part, 0, 2 * part},
 		{3, "cpu", 16 * part, 20 * part, 12 * part, 0, 2 * part},
 	} {

@@ -64,7 +64,7 @@ func evalPlan(t testing.TB, p *core.Plan) *replay.Report {
 // l.1650-1689 at edaa722), so a rank holds 2 bytes for each element of
 // the whole parameters its partition overlaps, the paper's 2Ψ/N only
 // where partitions end on parameter boundaries. Hand-counted for the
-// fullest partition (replay/zero2_grads.go), the stacks' parameters all of
+// fullest partition (replay/zero_grads.go), the stacks' parameters all of
 // one size P: 2^22 elements (Ψ = 2^25) from N = 16 a partition lies
 // inside one; for Ψ = 7.5e9, P = 1.25e8: N = 8 gives partitions of 7.5 P,
 // each overlapping 8; N = 16, 3.75 P, the second [3.75 P, 7.5 P)

@@ -367,13 +367,15 @@ func (d *distState) afterBackward(r *Replay, i int) {
 		}
 	}
 	op := &d.p.Ops[i]
-	if d.Mode == DistZeRO && d.Par.Zero >= 2 {
-		// Each completed gradient is copied into the reduce bucket and freed.
+	if d.Mode == DistZeRO && (d.Par.Zero >= 2 || d.Par.OverlapComm && d.zg != nil) {
+		// Each completed gradient is copied into the reduce bucket and freed
+		// (stage 1: with overlap_comm, at the accumulation boundary, the
+		// replayed micro-batch).
 		for _, pi := range op.Params {
 			pi = d.root(pi)
 			if r.paramLast[pi] == int32(i) && r.paramGrad[pi] != none {
-				if d.z2 != nil {
-					d.zero2Hook(r, pi) // ZeRO-2: a full bucket is reduced first
+				if d.zg != nil {
+					d.zeroHook(r, pi) // a full bucket is reduced first
 				}
 				r.release(r.paramGrad[pi])
 				r.paramGrad[pi] = none
@@ -407,10 +409,9 @@ func (d *distState) afterBackward(r *Replay, i int) {
 	}
 }
 
-// backwardEnd: stage 2's epilogue (zero2Epilogue) reduces the last bucket
-// and releases it; stage 1 reduces the full gradients through it after the
-// backward, keeps its partition and drops the rest
-// (zero_grad(set_to_none=True)).
+// backwardEnd: stage 2's epilogue (zeroEpilogue) reduces the last bucket
+// and releases it; stage 1 first reduces the full gradients through it
+// (zero1Reduce), keeps its partition and drops the rest.
 func (d *distState) backwardEnd(r *Replay) {
 	r.freeKeptRSInput() // FSDP2's root final callback
 	if d.fsdp1 {
@@ -426,14 +427,14 @@ func (d *distState) backwardEnd(r *Replay) {
 	if d.ipg == none {
 		return
 	}
-	var drop []int32
-	if d.z2 != nil {
-		drop = d.zero2Epilogue(r)
+	if d.Par.Zero == 1 && d.zg != nil {
+		d.zero1Reduce(r)
 	}
-	if d.Par.Zero == 1 {
-		if !d.ZeroOffload(r) { // offloaded: the reduced partition goes to the host
-			d.allocGradPart(r)
-		}
+	var drop []int32
+	if d.zg != nil {
+		drop = d.zeroEpilogue(r)
+	}
+	if d.Par.Zero == 1 { // what is left: offloaded (the reduced partition goes to the host), gradients outside the flat groups
 		for pi := range d.p.Params {
 			if r.paramGrad[pi] != none {
 				r.release(r.paramGrad[pi])
@@ -501,8 +502,8 @@ func (d *distState) optimizerStep(r *Replay) bool {
 				fp32 = d.alloc(r, g.name+" fp32 gradient partition", []int64{n}, units.FP32, units.FP32.Bytes(n), core.CatTemporaries, "fp32 copy of the gradient partition for the optimizer (single_grad_partition)")
 			}
 			r.release(flat)
-			if k == len(d.groups(true))-1 {
-				d.freeGradPart(r)
+			if k == len(d.groups(true))-1 && d.zg != nil {
+				d.zeroFree(r)
 			}
 			if fp32 != none {
 				r.release(fp32)

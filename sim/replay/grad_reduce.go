@@ -5,8 +5,8 @@ import "github.com/memsh/memsh/sim/core"
 // Gradients as the backward produces them under sharding: where each
 // parameter's gradient goes (gradient), FSDP's and ZeRO's reduce-scatter
 // of a unit's gradients (reduceScatter, and FSDP2's input kept until the
-// next unit's post-backward: freeKeptRSInput), and the sharded gradient
-// partitions (allocGradPart). The gathers are gather.go's.
+// next unit's post-backward: freeKeptRSInput); ZeRO-1/2's gradient
+// partitions are zero_grads.go's, the gathers gather.go's.
 
 // gradient places parameter pi's gradient; it reports whether the default
 // (a gradient in the plan's gradient dtype) is replaced.
@@ -99,7 +99,8 @@ func (r *Replay) freeKeptRSInput() {
 // backwardStart: DeepSpeed stage 1 and 2 allocate the reduce bucket when
 // the backward starts (stage_1_and_2.py setup_buckets, at the first
 // gradient hook, contiguous_gradients); stage 2 then fills this rank's
-// gradient partition as buckets are reduced (zero2_grads.go).
+// gradient partition as buckets are reduced, stage 1 after the backward
+// (zero_grads.go).
 func (d *distState) backwardStart(r *Replay) {
 	if d.Mode != DistZeRO || d.Par.Zero > 2 || r.Plan.Phase == core.Eval {
 		return
@@ -108,26 +109,5 @@ func (d *distState) backwardStart(r *Replay) {
 	d.ipg = d.alloc(r, "ipg bucket", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed reduce bucket (reduce_bucket_size elements, allocated at each backward)")
 	if d.Par.OverlapComm { // setup_buckets: double buffers with overlap_comm
 		d.ipg2 = d.alloc(r, "ipg bucket 2", []int64{zeroReduceBucket}, dt, dt.Bytes(zeroReduceBucket), core.CatComm, "DeepSpeed's second reduce bucket (overlap_comm: double buffering, stage_1_and_2.py setup_buckets)")
-	}
-}
-
-// allocGradPart allocates stage 1's gradient partition after the backward.
-func (d *distState) allocGradPart(r *Replay) {
-	var part int64
-	for _, g := range d.groups(true) {
-		part += zeroPartition(g.numel, g.n)
-	}
-	dt := r.Plan.Precision.Grads
-	d.gradPart = d.alloc(r, "grads_in_partition", []int64{part}, dt, dt.Bytes(part), core.CatGrads, "this rank's gradient partition (ZeRO)")
-}
-
-// freeGradPart frees the gradient partition after the step's last group.
-func (d *distState) freeGradPart(r *Replay) {
-	if d.z2 != nil {
-		d.zero2Free(r)
-	}
-	if d.gradPart != none {
-		r.release(d.gradPart)
-		d.gradPart = none
 	}
 }

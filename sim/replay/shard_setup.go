@@ -203,7 +203,7 @@ func (d *distState) optimizerShard(r *Replay, name string, n int64, why string) 
 // (bit16_groups_flat), the fp32 master partition and optimizer state of
 // this rank's flat partition. Stage 2 keeps this rank's gradient partition
 // (grads_in_partition) and zero gradients between micro-batches when
-// accumulating (zero2_grads.go).
+// accumulating (zero_grads.go).
 func (d *distState) setupZeRO12(r *Replay) {
 	prec := r.Plan.Precision
 	st := &r.Rep.States
@@ -227,12 +227,12 @@ func (d *distState) setupZeRO12(r *Replay) {
 		part += n
 		d.optimizerShard(r, g.name+" partition", n, "ZeRO partition")
 	}
-	if d.Par.Zero == 2 && r.Plan.Phase != core.Eval && !d.ZeroOffload(r) {
-		d.z2 = d.zero2Rank(r) // offloaded: the partition is on the host
+	if r.Plan.Phase != core.Eval && !d.ZeroOffload(r) {
+		d.zg = d.zeroRank(r) // offloaded: the partition is on the host
 	}
 	switch {
-	case d.z2 != nil:
-		st.Grads = prec.Grads.Bytes(d.z2.numel + d.z2.zeros)
+	case d.Par.Zero == 2 && d.zg != nil:
+		st.Grads = prec.Grads.Bytes(d.zg.numel + d.zg.zeros)
 	case d.Par.Zero == 2:
 		st.Grads = prec.Grads.Bytes(part)
 	default:
@@ -249,8 +249,8 @@ func (d *distState) setupZeRO12(r *Replay) {
 	}
 	switch {
 	case !r.Plan.GradsPersist():
-	case d.z2 != nil:
-		d.zero2Setup(r)
+	case d.Par.Zero == 2 && d.zg != nil:
+		d.zeroSetup(r)
 	case d.Par.Zero == 1:
 		r.accumulatedGradients() // param.grad, None where the step gives none (zero1GradNumel)
 	}

@@ -118,10 +118,9 @@ type distState struct {
 	heldGrad  map[core.Value]bool
 	keptGrads []int32
 
-	ipg      int32       // ZeRO-1/2 reduce bucket, live during backward
-	ipg2     int32       // its double buffer with overlap_comm
-	gradPart int32       // ZeRO-1 grads_in_partition
-	z2       *zero2Grads // ZeRO-2's gradient partition and zeros (zero2_grads.go), nil otherwise
+	ipg  int32      // ZeRO-1/2 reduce bucket, live during backward
+	ipg2 int32      // its double buffer with overlap_comm
+	zg   *zeroGrads // ZeRO-1/2's gradient partition and zero gradients (zero_grads.go), nil otherwise
 
 	// FSDP's CPU offload (and ZeRO-3 offload_param's partitions to the
 	// GPU): the bytes per step of the shards' copies to the GPU and of the
@@ -162,7 +161,7 @@ func NewDist(plan *core.Plan, prog *core.Program) (*distState, error) {
 	}
 	par := plan.Parallel.Norm()
 	d := &distState{Par: par, plan: plan, p: prog, dp: par.ShardDegree(), edp: par.ExpertShardDegree(),
-		ipg: none, ipg2: none, gradPart: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
+		ipg: none, ipg2: none, gatherDT: plan.Precision.Params, reduceDT: plan.Precision.Grads}
 	d.Mode = ModeOf(plan)
 	if d.Mode == DistFSDP {
 		d.fsdp1 = par.FSDPVersion == 1

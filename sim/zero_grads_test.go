@@ -31,7 +31,7 @@ func zeroTensorEvents(rep *replay.Report, tensor string) (allocs []string, ops [
 	return allocs, ops, most
 }
 
-// TestZeRO2GradientPartitions: DeepSpeed ZeRO-2 (deepspeed/runtime/zero/
+// TestZeRO2GradientPartitions: DeepSpeed ZeRO-2 and ZeRO-1 (deepspeed/runtime/zero/
 // stage_1_and_2.py at edaa722, defaults) on the 7.5B stack of
 // TestZeROStates (30 blocks of two 125,000,000-element linears, fp16
 // gradients), 8 ranks, hand-counted:
@@ -53,34 +53,49 @@ func zeroTensorEvents(rep *replay.Report, tensor string) (allocs []string, ops [
 //     (_release_ipg_buffers, l.828-835, dropped the reference), adds it
 //     into the kept one in its epilogue and frees it: two partitions
 //     live, 4,000,000,000 bytes, from layers.27.down to the backward's
-//     end. Before, memsh held one partition from setup (the brief's
-//     suspicion was the other way round: it never counted it twice).
+//     end. Before, memsh held one partition from setup: it did not count
+//     the partition twice but missed the second.
+//
+// Stage 1 reduces nothing until the accumulation boundary, the replayed
+// micro-batch: after its backward (at layers.0.up, the last gradient)
+// reduce_gradients passes every gradient through the same 15 buckets and
+// the same grads_in_partition (stage_1_and_2.py l.861-884, reduce_ipg_grads'
+// stage-1 branch); autograd's gradients, 15,000,000,000 bytes, are what it
+// holds between micro-batches.
 func TestZeRO2GradientPartitions(t *testing.T) {
 	for _, tc := range []struct {
+		zero   int
 		accum  int64
 		allocs string
 		most   int64
+		at     string // where the backward's grads_in_partition is allocated, the first reduction
 	}{
-		{1, "[backward:2000000000]", 2_000_000_000},
-		{2, "[setup:2000000000 backward:2000000000]", 4_000_000_000},
+		{2, 1, "[backward:2000000000]", 2_000_000_000, "layers.27.down"},
+		{2, 2, "[setup:2000000000 backward:2000000000]", 4_000_000_000, "layers.27.down"},
+		{1, 1, "[backward:2000000000]", 2_000_000_000, "layers.0.up"},
+		{1, 2, "[backward:2000000000]", 2_000_000_000, "layers.0.up"},
 	} {
-		p := distPlan(t, linearStack(30, 5000, 25000), "fp16-master", core.Parallelism{DP: 8, Zero: 2})
+		p := distPlan(t, linearStack(30, 5000, 25000), "fp16-master", core.Parallelism{DP: 8, Zero: tc.zero})
 		p.GradAccum = tc.accum
 		rep, err := Evaluate(p, core.Options{Trace: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		allocs, ops, most := zeroTensorEvents(rep, "grads_in_partition")
-		if fmt.Sprint(allocs) != tc.allocs || most != tc.most || ops[len(ops)-1] != "layers.27.down" {
-			t.Errorf("accum %d: grads_in_partition allocated %v at %v, at most %d B live; want %s, the last at layers.27.down, %d B",
-				tc.accum, allocs, ops, most, tc.allocs, tc.most)
+		if fmt.Sprint(allocs) != tc.allocs || most != tc.most || ops[len(ops)-1] != tc.at {
+			t.Errorf("zero %d accum %d: grads_in_partition allocated %v at %v, at most %d B live; want %s, the last at %s, %d B",
+				tc.zero, tc.accum, allocs, ops, most, tc.allocs, tc.at, tc.most)
 		}
 		reduced, rops, _ := zeroTensorEvents(rep, "reduced bucket")
-		if len(reduced) != 15 || reduced[0] != "backward:1000000000" || rops[0] != "layers.27.down" || rops[14] != "layers.0.up" {
-			t.Errorf("accum %d: reduced buckets %v at %v; want 15 of 1000000000 B, from layers.27.down to layers.0.up", tc.accum, reduced, rops)
+		if len(reduced) != 15 || reduced[0] != "backward:1000000000" || rops[0] != tc.at || rops[14] != "layers.0.up" {
+			t.Errorf("zero %d accum %d: reduced buckets %v at %v; want 15 of 1000000000 B, from %s to layers.0.up", tc.zero, tc.accum, reduced, rops, tc.at)
 		}
-		if rep.States.Grads != 2_000_000_000 {
-			t.Errorf("accum %d: gradient states %d B, want 2000000000", tc.accum, rep.States.Grads)
+		grads := int64(2_000_000_000) // grads_in_partition
+		if tc.zero == 1 {
+			grads = 2 * 7_500_000_000 // autograd's param.grad, whole, between micro-batches
+		}
+		if rep.States.Grads != grads {
+			t.Errorf("zero %d accum %d: gradient states %d B, want %d", tc.zero, tc.accum, rep.States.Grads, grads)
 		}
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"github.com/memsh/memsh/sim/core"
 )
 
-// ZeRO-2's gradients on the GPU, read from DeepSpeed's
+// ZeRO-1 and ZeRO-2's gradients on the GPU, read from DeepSpeed's
 // deepspeed/runtime/zero/stage_1_and_2.py at edaa722 with its defaults
 // (contiguous_gradients, reduce_scatter, use_multi_rank_bucket_allreduce,
-// no cpu_offload):
+// no cpu_offload). Stage 2:
 //
 //   - each gradient hook copies the gradient into the reduce bucket
 //     (the ipg buffer, allocated at the backward's first hook:
@@ -39,16 +39,27 @@ import (
 //   - step() (l.2279-2411) flattens the kept list (optimizerStep) and
 //     frees it.
 //
+// Stage 1's hooks only set the bucket up: autograd keeps every gradient in
+// param.grad until the accumulation boundary, where the engine's
+// reduce_gradients (deepspeed/runtime/engine.py allreduce_gradients;
+// stage_1_and_2.py l.861-884) passes each one, in the flat groups' order,
+// through the same bucket, reductions and copies (reduce_ipg_grads'
+// stage-1 branch copies the partition's gradients into
+// grads_in_partition), then runs the same epilogue (zero1Reduce). With
+// overlap_comm the hooks of the boundary's backward reduce as stage 2's do
+// (process_gradients, reduce_ready_partitions_and_remove_grads,
+// l.1758-1769).
+//
 // The replay follows the rank whose partition holds the most gradient
-// elements with its zeros (zero2Rank), its parameters flattened in the
+// elements with its zeros (zeroRank), its parameters flattened in the
 // program's order, the order the step first reads them; DeepSpeed
 // flattens them in the modules' registration order, which can differ (a
 // vision-language model's embedding comes before its tower here, after
 // it in transformers). With overlap_comm the reduction and the copies run
 // on the reduction stream, which allocates them.
 
-// zero2Grads is ZeRO-2's gradient state of a replay.
-type zero2Grads struct {
+// zeroGrads is ZeRO-1/2's gradient state of a replay.
+type zeroGrads struct {
 	inPart  []bool // by parameter: in the followed rank's partition
 	numel   int64  // elements of grads_in_partition (0: the step reaches none of them)
 	zeros   int64  // elements of the zero gradients of the partition's parameters the step does not reach
@@ -59,16 +70,16 @@ type zero2Grads struct {
 	heldZ   int32  // the step's kept zero gradients, none
 }
 
-// zero2Rank picks the rank whose partition holds the most gradient
+// zeroRank picks the rank whose partition holds the most gradient
 // elements, grads_in_partition and zeros together, group by group (dense
 // and expert parameters have partitions of their own), and marks its
 // parameters. A group is flattened in parameter order and padded at its
 // end (zeroPartition); rank k's partition is [k*size, (k+1)*size).
-func (d *distState) zero2Rank(r *Replay) *zero2Grads {
-	z := &zero2Grads{inPart: make([]bool, len(d.p.Params)), cur: none, held: none, heldZ: none}
+func (d *distState) zeroRank(r *Replay) *zeroGrads {
+	z := &zeroGrads{inPart: make([]bool, len(d.p.Params)), cur: none, held: none, heldZ: none}
 	for _, g := range d.groups(true) {
 		size := zeroPartition(g.numel, g.n)
-		k := d.zero2Worst(r, g, size)
+		k := d.zeroWorst(r, g, size)
 		var off int64
 		for _, pi := range g.params {
 			n := d.p.Params[pi].Numel
@@ -82,26 +93,28 @@ func (d *distState) zero2Rank(r *Replay) *zero2Grads {
 			off += n
 		}
 	}
-	if !d.zero2Reached(r, z) {
+	if !d.zeroReached(r, z) {
 		z.numel = 0 // no copy ever allocates it
 	}
 	return z
 }
 
-// zero2Worst is the rank of group g (partitions of size elements) whose
+// zeroWorst is the rank of group g (partitions of size elements) whose
 // parameters, each counted whole in every partition it overlaps, and zero
-// gradients add up to the most; the highest such rank, whose gradients
-// the backward reduces first (the flat buffer follows the forward), so
-// that it holds grads_in_partition longest.
-func (d *distState) zero2Worst(r *Replay, g paramGroup, size int64) int64 {
+// gradients add up to the most. Of several, the one whose gradients are
+// reduced first, so that it holds grads_in_partition longest: stage 2's
+// backward reduces the flat buffer from its end (it follows the forward),
+// the highest rank's first; stage 1's reduce_gradients from its start.
+func (d *distState) zeroWorst(r *Replay, g paramGroup, size int64) int64 {
 	var best, bestN, cur, curN int64
 	var off int64
+	last := d.Par.Zero == 2
 	add := func(k, n int64) {
 		if k != cur {
 			cur, curN = k, 0
 		}
 		curN += n
-		if curN >= bestN {
+		if curN > bestN || curN == bestN && last {
 			best, bestN = cur, curN
 		}
 	}
@@ -122,9 +135,9 @@ func (d *distState) zero2Worst(r *Replay, g paramGroup, size int64) int64 {
 	return best
 }
 
-// zero2Reached reports whether the step gives a gradient to a parameter
+// zeroReached reports whether the step gives a gradient to a parameter
 // of the partition (the first copy allocates grads_in_partition).
-func (d *distState) zero2Reached(r *Replay, z *zero2Grads) bool {
+func (d *distState) zeroReached(r *Replay, z *zeroGrads) bool {
 	for pi, in := range z.inPart {
 		if in && !r.gradless[pi] {
 			return true
@@ -133,39 +146,39 @@ func (d *distState) zero2Reached(r *Replay, z *zero2Grads) bool {
 	return false
 }
 
-// zero2Stream is the stream the reductions allocate on.
-func (d *distState) zero2Stream() alloc.Stream {
+// zeroStream is the stream the reductions allocate on.
+func (d *distState) zeroStream() alloc.Stream {
 	if d.Par.OverlapComm {
 		return StreamReduceScatter
 	}
 	return StreamCompute
 }
 
-// zero2Hook is parameter pi's gradient hook, before its gradient is copied
+// zeroHook is parameter pi's gradient hook, before its gradient is copied
 // into the bucket: a gradient that would pass the bucket's size reduces
 // the bucket first.
-func (d *distState) zero2Hook(r *Replay, pi int32) {
-	z := d.z2
+func (d *distState) zeroHook(r *Replay, pi int32) {
+	z := d.zg
 	n := d.p.Params[pi].Numel
 	if n == 0 {
 		return
 	}
 	if z.bucket > 0 && z.bucket+n > zeroReduceBucket {
-		d.zero2Reduce(r)
+		d.zeroReduce(r)
 	}
 	z.bucket += n
 	z.hasPart = z.hasPart || z.inPart[pi]
 }
 
-// zero2Reduce is reduce_ipg_grads: the bucket's flattened copy while it is
+// zeroReduce is reduce_ipg_grads: the bucket's flattened copy while it is
 // reduced, then the partition's gradients copied out, into this
 // micro-batch's grads_in_partition.
-func (d *distState) zero2Reduce(r *Replay) {
-	z := d.z2
+func (d *distState) zeroReduce(r *Replay) {
+	z := d.zg
 	if z.bucket == 0 {
 		return
 	}
-	s := d.zero2Stream()
+	s := d.zeroStream()
 	dt := r.Plan.Precision.Params
 	r.release(d.allocOn(r, s, "reduced bucket", []int64{z.bucket}, dt, dt.Bytes(z.bucket), core.CatComm,
 		"flattened copy of the reduce bucket's gradients while they are reduced (DeepSpeed allreduce_bucket)"))
@@ -177,14 +190,14 @@ func (d *distState) zero2Reduce(r *Replay) {
 	z.bucket, z.hasPart = 0, false
 }
 
-// zero2Epilogue is independent_gradient_partition_epilogue, before the
+// zeroEpilogue is independent_gradient_partition_epilogue, before the
 // buckets are released: the last reduction, then the zero gradients. A
 // step's first micro-batch keeps both; a later one adds them into the
 // kept ones, and they and its grads_in_partition are freed once the
-// buckets are (zero2Drop).
-func (d *distState) zero2Epilogue(r *Replay) (drop []int32) {
-	z := d.z2
-	d.zero2Reduce(r)
+// buckets are (backwardEnd releases drop).
+func (d *distState) zeroEpilogue(r *Replay) (drop []int32) {
+	z := d.zg
+	d.zeroReduce(r)
 	var zeros int32 = none
 	if z.zeros > 0 {
 		gt := r.Plan.Precision.Grads
@@ -200,10 +213,10 @@ func (d *distState) zero2Epilogue(r *Replay) (drop []int32) {
 	return drop
 }
 
-// zero2Setup holds what a step's earlier micro-batches kept: their
+// zeroSetup holds what a step's earlier micro-batches kept: their
 // grads_in_partition and zero gradients.
-func (d *distState) zero2Setup(r *Replay) {
-	z := d.z2
+func (d *distState) zeroSetup(r *Replay) {
+	z := d.zg
 	gt := r.Plan.Precision.Grads
 	if z.numel > 0 {
 		z.held = d.alloc(r, "grads_in_partition", []int64{z.numel}, gt, gt.Bytes(z.numel), core.CatGrads,
@@ -215,13 +228,28 @@ func (d *distState) zero2Setup(r *Replay) {
 	}
 }
 
-// zero2Free frees the kept gradients (step(): averaged_gradients[i] = None).
-func (d *distState) zero2Free(r *Replay) {
-	z := d.z2
+// zeroFree frees the kept gradients (step(): averaged_gradients[i] = None).
+func (d *distState) zeroFree(r *Replay) {
+	z := d.zg
 	for _, id := range []*int32{&z.held, &z.heldZ} {
 		if *id != none {
 			r.release(*id)
 			*id = none
+		}
+	}
+}
+
+// zero1Reduce is stage 1's reduce_gradients at the accumulation boundary,
+// before its epilogue: each gradient of the flat groups, in their order,
+// goes through the bucket (zeroHook), which frees autograd's tensor.
+func (d *distState) zero1Reduce(r *Replay) {
+	for _, g := range d.groups(true) {
+		for _, pi := range g.params {
+			if r.paramGrad[pi] != none {
+				d.zeroHook(r, pi)
+				r.release(r.paramGrad[pi])
+				r.paramGrad[pi] = none
+			}
 		}
 	}
 }
