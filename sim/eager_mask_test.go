@@ -15,7 +15,8 @@ import (
 // both layers (a forward pre-hook on each decoder layer, bf16, torch
 // 2.15.0: kwargs attention_mask, or the 4-D tensor argument GPT2Block
 // takes; under SDPA it is None), for Llama, OLMo 2, GLM-4.5, Qwen3-Next,
-// GPT-NeoX, Falcon and GPT-2 alike. The add saves nothing, so without
+// GPT-NeoX, Falcon and GPT-2 alike; Gemma 4 (gemma4-tiny, 4 layers) makes
+// one for its sliding layers and one for its full ones, two storages. The add saves nothing, so without
 // checkpointing the saved bytes do not change (TestSlidingWindowMask's
 // eager rows and TestGemmaNormSavesAsTransformers hold them exact); under
 // full checkpointing the mask is every checkpointed layer's argument and
@@ -55,6 +56,10 @@ func TestEagerMaskOnceAForward(t *testing.T) {
 		{"falcon-tiny.json", nil, 2, true, 16_384},
 		{"gpt2.json", gpt2, 2, false, 0},
 		{"gpt2.json", gpt2, 2, true, 16_384},
+		// Gemma 4: one mask a layer type (sliding and full: two storages,
+		// the window of 512 holding all 64 tokens)
+		{"gemma4-tiny.json", nil, 4, false, 0},
+		{"gemma4-tiny.json", nil, 4, true, 2 * 16_384},
 	} {
 		saved := func(mask bool) int64 {
 			m, err := hf.FromConfigOptions(ropeConfig(t, tc.file, tc.layers, tc.set), hf.Options{Attn: "eager", Transformers: "5.25.0"})
@@ -82,7 +87,10 @@ func TestEagerMaskOnceAForward(t *testing.T) {
 // clearEagerMask clears EagerMask on every attention of l: the lowering
 // without the mask that hf_config sets.
 func clearEagerMask(l core.Layer) {
-	if a, ok := l.(*nn.Attention); ok {
+	switch a := l.(type) {
+	case *nn.Attention:
+		a.EagerMask = false
+	case *nn.Gemma4Attention:
 		a.EagerMask = false
 	}
 	for _, c := range l.Children() {

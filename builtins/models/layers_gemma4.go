@@ -22,13 +22,14 @@ func gemma4LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "gemma4_attention",
-			Sig:  "gemma4_attention(dim, heads, kv_heads, head_dim, impl=\"sdpa\", window=None, k_eq_v=False, rope_tables=None, name=None)",
+			Sig:  "gemma4_attention(dim, heads, kv_heads, head_dim, impl=\"sdpa\", window=None, k_eq_v=False, rope_tables=None, eager_mask=False, name=None)",
 			Doc: "Gemma 4's self-attention (Gemma4TextAttention): q_proj, k_proj and v_proj, q and k normed per head with " +
 				"gemma4_norm and v without a weight, rotary embeddings, unscaled scores, o_proj. window=w attends to the last " +
 				"w keys (the sliding layers); k_eq_v=True has no v_proj and uses the keys as the values (the full layers of " +
 				"the 26B A4B and 31B). rope_tables=\"rotary_emb\" names the rotary module whose cos and sin ([1, seq, head_dim] " +
 				"each) transformers makes once a forward for each layer type and every layer's rope saves (one pair for the layers " +
-				"of one head_dim); None counts none. impl is \"sdpa\", \"eager\" or \"flash\" (flash-attn 2: heads of at most 256). " +
+				"of one head_dim); None counts none. eager_mask=True: impl=\"eager\" adds the float mask transformers makes once a forward " +
+				"for each layer type, [batch, 1, seq, seq] (as attention(eager_mask=True)). impl is \"sdpa\", \"eager\" or \"flash\" (flash-attn 2: heads of at most 256). " +
 				"Its module is named self_attn unless name= says otherwise.",
 			Fn: gemma4AttentionFn,
 		},
@@ -80,12 +81,12 @@ func gemma4NormFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 
 func gemma4AttentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, heads, kv, hd, window, tables, name starlark.Value
-	impl, kEqV := "sdpa", false
+	impl, kEqV, eagerMask := "sdpa", false, false
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "kv_heads", &kv, "head_dim", &hd,
-		"impl?", &impl, "window?", &window, "k_eq_v?", &kEqV, "rope_tables?", &tables, "name?", &name); err != nil {
+		"impl?", &impl, "window?", &window, "k_eq_v?", &kEqV, "rope_tables?", &tables, "eager_mask?", &eagerMask, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &nn.Gemma4Attention{Impl: impl, KEqV: kEqV, EnableGQA: true}
+	a := &nn.Gemma4Attention{Impl: impl, KEqV: kEqV, EnableGQA: true, EagerMask: eagerMask}
 	if err := gemma4Sizes(b.Name(), intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}, intArg{kv, "kv_heads", &a.KVHeads},
 		intArg{hd, "head_dim", &a.HD}); err != nil {
 		return nil, err

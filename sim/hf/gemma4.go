@@ -156,7 +156,8 @@ func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
 			return b
 		}
 		a := &nn.Gemma4Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HD: hd, Impl: attn, Window: window, Dropout: drop,
-			EnableGQA: true, KV: "sliding_attention", StoreKV: k.store, SharedKV: k.shared, VisionBidir: mode == "vision", RopeTables: "rotary_emb"}
+			EnableGQA: true, KV: "sliding_attention", StoreKV: k.store, SharedKV: k.shared, VisionBidir: mode == "vision", RopeTables: "rotary_emb",
+			EagerMask: true}
 		if k.full {
 			a.HD, a.KVHeads, a.KEqV, a.Window, a.KV = ghd, gkv, kEqV, 0, "full_attention"
 		}

@@ -63,6 +63,11 @@ type Gemma4Attention struct {
 	// layer's rope saves (forwardTables; the full layers' proportional
 	// rope makes them a whole head wide); "" for none.
 	RopeTables string
+	// EagerMask: eager attention adds the float mask transformers makes
+	// once a forward for this layer's type (Attention.EagerMask;
+	// masking_utils' causal_mask_mapping: one for the sliding layers, one
+	// for the full ones, even where the window holds the whole sequence).
+	EagerMask bool
 }
 
 func (a *Gemma4Attention) Kind() string           { return "gemma4_attention" }
@@ -131,7 +136,8 @@ func (a *Gemma4Attention) Validate(path string) error {
 // kernel is the attention kernel as nn.Attention lowers it.
 func (a *Gemma4Attention) kernel() *Attention {
 	return &Attention{Name: a.Name, Dim: a.Dim, Heads: a.Heads, KVHeads: a.KVHeads, HeadDim: a.HD, Impl: a.Impl,
-		Causal: !a.NoCausal, Window: a.Window, Dropout: a.Dropout, Rope: true, SoftmaxFP32: true, EnableGQA: a.EnableGQA}
+		Causal: !a.NoCausal, Window: a.Window, Dropout: a.Dropout, Rope: true, SoftmaxFP32: true, EnableGQA: a.EnableGQA,
+		EagerMask: a.EagerMask}
 }
 
 // CheckLayout: tensor parallelism splits the heads as for nn.Attention;
@@ -157,7 +163,7 @@ func (a *Gemma4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.VisionBidir && a.Window > 0 && b.Images.Count > 0 && a.Impl == "sdpa" {
 		att.chunkMask = true
 	}
-	if att.Window > b.Seq { // the window holds every key: transformers passes no mask (it keeps one from kv_length >= window)
+	if att.Window > b.Seq && a.Impl != "eager" { // the window holds every key: transformers passes no mask (it keeps one from kv_length >= window); eager's is the sliding layers' own
 		att.Window = 0
 	}
 	if att.Window > 0 && a.Impl == "sdpa" {

@@ -131,8 +131,8 @@ func forwardTables(b *core.Builder, module string, dt units.DType, shape []int64
 // ropeCatCopy reports whether the kernel's output reaches o_proj through
 // a copy because q left the rotary embedding head major (RopeCat): under
 // the flash kernels, flash-attn's, and SDPA's on the CPU or, on CUDA,
-// where it runs flash: q in fp16 or bf16 (dt) and no mask (otherwise the
-// memory-efficient kernel runs). Not under eager attention (its P.V
+// where it runs flash: q in fp16 or bf16 (dt), heads of up to 256 and no
+// mask (otherwise the memory-efficient kernel runs). Not under eager attention (its P.V
 // product is head major whatever q's layout, lowered so) nor where
 // Ulysses' all-to-all hands the kernel fresh seq-major tensors.
 func (a *Attention) ropeCatCopy(b *core.Builder, la *Attention, dt units.DType) bool {
@@ -142,8 +142,8 @@ func (a *Attention) ropeCatCopy(b *core.Builder, la *Attention, dt units.DType) 
 	switch a.Impl {
 	case "flash":
 		return true
-	case "sdpa":
-		return b.Rt.CPU || (!la.chunkMask && (dt == units.BF16 || dt == units.FP16))
+	case "sdpa": // CUDA's flash kernel takes heads of up to 256
+		return b.Rt.CPU || (!la.chunkMask && (dt == units.BF16 || dt == units.FP16) && a.Hd() <= 256)
 	}
 	return false
 }
