@@ -59,6 +59,10 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`bert("base", head = "none")`, "bert-base-uncased.json", "BertModel", 109_482_240},
 		{`bert("large")`, "bert-large-uncased.json", "", 335_174_458},
 		{`bert("large", head = "classification")`, "bert-large-uncased.json", "BertForSequenceClassification", 335_143_938},
+		{`gemma3("1b")`, "gemma-3-1b-it.json", "", 999_885_952},
+		{`gemma3("4b")`, "gemma-3-4b-it.json", "Gemma3ForCausalLM", 3_880_263_168},
+		{`gemma3("12b")`, "gemma-3-12b-it.json", "Gemma3ForCausalLM", 11_766_034_176},
+		{`gemma3("27b")`, "gemma-3-27b-it.json", "Gemma3ForCausalLM", 27_009_346_304},
 		{`gpt2("355m")`, "", "", 354_823_168},
 		{`gpt2("774m")`, "", "", 774_030_080},
 		{`gpt2("1.5b")`, "", "", 1_557_611_200},
@@ -75,7 +79,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`gpt2("124m", attn = "eager")`, "gpt2.json", "", 124_439_808},
 	}
 	var src strings.Builder
-	src.WriteString(`load("@stdlib//llm.star", "bert", "gemma", "gpt2", "llama", "mistral", "mixtral", "phi3", "qwen2")` + "\n")
+	src.WriteString(`load("@stdlib//llm.star", "bert", "gemma", "gemma3", "gpt2", "llama", "mistral", "mixtral", "phi3", "qwen2")` + "\n")
 	for i, p := range pairs {
 		src.WriteString("zoo" + strconv.Itoa(i) + " = " + p.zoo + "\n")
 		if p.hf != "" {
