@@ -13,8 +13,8 @@ import (
 // projector 128 wide; Kimi K2's text model of 2 layers 64 wide, MLA and 4
 // experts), the step with the images minus the same step with text tokens
 // in their place, as tools/oracle/kimivis.py measures it (transformers
-// 5.17.0, torch 2.15.0, sdpa, on the CPU; parameters and buffers
-// excluded):
+// 5.25.0 and 5.17.0, torch 2.15.0, sdpa, on the CPU; parameters and
+// buffers excluded), each command under both releases:
 //
 //	/work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json 1 56 56 64
 //	/work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json 2 84 112 96
@@ -50,19 +50,46 @@ import (
 // recompute keeps its arguments, position_embeddings among them, until
 // their backward, where no saved-tensor hook sees them (patches x
 // head_dim x 4 bytes each, fp32 in both precisions).
+//
+// Under 5.25.0 (the merge as 5.24.0 and later run it,
+// Kimi_K25VisionModel.temporal_merge) every row is 132 bytes a patch
+// more than under 5.17.0 (16 patches: 2,112; 96: 12,672), in both
+// precisions, from the list: the fp32 product hidden_states.float() *
+// frame_weight[:, None] that IndexAddBackward0 keeps (patches x 32 x 4)
+// and frame_weight the product keeps (patches x 4); the int64
+// destination index replaces the merge index, and pre_norm saves the
+// pooled patches in the model's dtype as it saved the mean.
 func TestKimiVisionSavesAsTransformers(t *testing.T) {
 	const tables = 2 * (2 * 6 * 8) * (32 / 4) * 4 // the rotary cos and sin the recompute's arguments hold: patches x head_dim, fp32
-	// kimivis.py on the meta device: 275,520 parameters, vision_tower
-	// 38,048 and mm_projector 24,832 of them
-	checkImagesSaveCases(t, "kimi-k2.5-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.17.0"}, 275_520, []imagesSaveCase{
-		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", false, 107_072},
-		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", false, 642_144},
-		{core.Images{Count: 1, Height: 100, Width: 150}, 96, "fp32", false, 642_144},
-		{core.Images{Count: 1, Height: 56, Width: 56}, 64, "bf16", false, 55_616},
-		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 333_408},
-		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 334_944 + tables},
-		{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 175_200 + tables},
-	})
+	for _, release := range []struct {
+		transformers string
+		cases        []imagesSaveCase
+	}{
+		{"5.25.0", []imagesSaveCase{
+			{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", false, 109_184},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", false, 654_816},
+			{core.Images{Count: 1, Height: 100, Width: 150}, 96, "fp32", false, 654_816},
+			{core.Images{Count: 1, Height: 56, Width: 56}, 64, "bf16", false, 57_728},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 346_080},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 347_616 + tables},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 187_872 + tables},
+		}},
+		{"5.17.0", []imagesSaveCase{
+			{core.Images{Count: 1, Height: 56, Width: 56}, 64, "fp32", false, 107_072},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", false, 642_144},
+			{core.Images{Count: 1, Height: 100, Width: 150}, 96, "fp32", false, 642_144},
+			{core.Images{Count: 1, Height: 56, Width: 56}, 64, "bf16", false, 55_616},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", false, 333_408},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "fp32", true, 334_944 + tables},
+			{core.Images{Count: 2, Height: 84, Width: 112}, 96, "bf16", true, 175_200 + tables},
+		}},
+	} {
+		t.Run(release.transformers, func(t *testing.T) {
+			// kimivis.py on the meta device, under both releases: 275,520
+			// parameters, vision_tower 38,048 and mm_projector 24,832 of them
+			checkImagesSaveCases(t, "kimi-k2.5-tiny.json", hf.Options{Attn: "sdpa", Transformers: release.transformers}, 275_520, release.cases)
+		})
+	}
 }
 
 // Kimi K2.5's patch embedding is a Conv2d (Kimi_K25VisionPatchEmbed.proj),

@@ -97,6 +97,15 @@ var falconSharedSince = [2]int{5, 25}
 // Measured under 5.25.0: TestRopeTablesSavedAsTransformers.
 var mropeOnceSince = [2]int{5, 17}
 
+// kimiIndexAddMergeSince is the first transformers release whose Kimi
+// K2.5 tower pools its merged patches with index_add_ (Kimi_K25VisionModel.temporal_merge
+// in the 5.24.0 and 5.25.0 wheels: new_zeros in fp32, index_add_ of
+// hidden_states.float() * frame_weight[:, None]); the 5.17.0, 5.19.0,
+// 5.21.0 and 5.23.0 wheels gather hidden_states[merge_index] and take
+// .mean(dim=1): nn.KimiVision.IndexAddMerge. Measured on the CPU under
+// 5.25.0 and 5.17.0: tools/oracle/kimivis.py, TestKimiVisionSavesAsTransformers.
+var kimiIndexAddMergeSince = [2]int{5, 24}
+
 // maskingUtilsSince is the first transformers release that builds the
 // attention masks in masking_utils (the 4.53.0 wheel: a boolean mask,
 // which SDPA converts to a bias at each call). Before it, MistralModel's
@@ -206,7 +215,8 @@ func atLeast(v, since [2]int) bool {
 // causal LM's loss copies and upcasts its logits (useLoss), whether
 // SDPA gets the kv heads as they are (nn.Attention.EnableGQA), whether
 // the layers share one attention mask (nn.Attention.SharedMask), the rotary
-// tables Llama and Mistral keep as buffers (ropeCache), and from
+// tables Llama and Mistral keep as buffers (ropeCache), how Kimi K2.5's
+// tower pools its patches (nn.KimiVision.IndexAddMerge), and from
 // 5.0 how the MoE blocks of family fam store and run their experts
 // (experts: "grouped_mm", "eager", or "" for the default, grouped_mm).
 func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts string) error {
@@ -243,6 +253,11 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	}
 	if fam.modelType == "falcon" {
 		setFalconShared(m.Layers, atLeast(v, falconSharedSince))
+	}
+	for _, l := range m.Layers {
+		if kv, ok := l.(*nn.KimiVision); ok {
+			kv.IndexAddMerge = atLeast(v, kimiIndexAddMergeSince)
+		}
 	}
 	gqa := atLeast(v, gqaSince)
 	sharedMask := decoderFamilyOf(fam.modelType).everyWindow && !atLeast(v, maskingUtilsSince)

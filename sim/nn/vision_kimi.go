@@ -9,7 +9,7 @@ import (
 )
 
 // KimiVision is Kimi K2.5's vision tower (MoonViT) and its projector, as
-// transformers 5.17 runs them (Kimi_K25VisionModel and
+// transformers 5.25 (IndexAddMerge) and 5.17 run them (Kimi_K25VisionModel and
 // Kimi_K25MultimodalProjection in models/kimi_k25/modeling_kimi_k25.py),
 // named as its module tree: vision_tower and mm_projector beside
 // language_model.
@@ -29,9 +29,10 @@ import (
 //     with biases, the 2-D axial rotary embedding in fp32, each image
 //     attended to as a whole; norm2, mlp.fc1, act, mlp.fc2 with biases),
 //     final_layernorm;
-//   - the merge: hidden_states[merge_index] gathers Merge x Merge
-//     neighbouring patches (an index copy, its int64 index saved), then
-//     .mean over the single frame (a copy);
+//   - the merge (temporalMerge): Merge x Merge neighbouring patches side
+//     by side, averaged over the image's single frame: from 5.24 an fp32
+//     index_add_ of the frame-weighted patches, before it an index copy
+//     and a mean;
 //   - mm_projector: pre_norm (a LayerNorm over the tower's width, of
 //     projection_hidden_size, which must be it), the Merge² patches side
 //     by side (a view), in_proj, GELU, out_proj to the text width; the
@@ -60,6 +61,11 @@ type KimiVision struct {
 	MaxPatches int64 // the processor's max_patches
 	MaxSide    int64 // the processor's size["max_height"], in patches
 	Impl       string
+	// IndexAddMerge pools the merged patches as transformers 5.24 and
+	// later do (Kimi_K25VisionModel.temporal_merge: index_add_ of the
+	// fp32 frame-weighted patches); false, as 5.17.0 to 5.23.0 (the
+	// merge_index gather and a mean). temporalMerge lowers both.
+	IndexAddMerge bool
 }
 
 // The Fields KimiVision's checks name beside the shared ones.

@@ -41,10 +41,7 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 		&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true})
 	h = b.LowerChild(&core.Repeat{Name: "layers", Layer: layer, N: v.Layers}, h)
 	h = b.LayerNorm("final_layernorm", h, d, true)
-	// hidden_states[merge_index]: Merge x Merge neighbours side by side,
-	// then .mean(dim=1) over the image's one frame, a copy.
-	_, h = indexCopy(b, "merge_index", h, patches)
-	h = b.Ew("mean", "pooler_output", []core.Value{h}, b.Shape(h), b.Dtype(h), "the merged patches averaged over the frame (pre_norm's input)")
+	h = v.temporalMerge(b, h, patches)
 	done()
 	pd := b.Scope("mm_projector")
 	h = b.LayerNorm("pre_norm", h, v.ProjDim, true)
@@ -91,4 +88,35 @@ func (v *KimiVision) posEmb(b *core.Builder, h core.Value, patches int64) (core.
 		p = b.Cast(p, b.Dtype(h), "the position embedding in the hidden states' dtype")
 	}
 	return b.Add("add_pos_emb", h, p), e
+}
+
+// temporalMerge groups Merge x Merge neighbouring patches side by side
+// and averages them over the image's one frame: pre_norm's input.
+//   - IndexAddMerge (transformers 5.24 and later,
+//     Kimi_K25VisionModel.temporal_merge): new_zeros in fp32, then
+//     index_add_ of hidden_states.float() * frame_weight[:, None] at
+//     destination_index, cast back to the hidden states' dtype. The
+//     product keeps frame_weight (fp32, one a patch), and
+//     IndexAddBackward0 the index and the whole fp32 product (its
+//     formula reads expand_as(source)); the zeros index_add_ writes
+//     into stand as the op's output.
+//   - before (5.17.0 to 5.23.0): hidden_states[merge_index], an index
+//     copy that keeps its int64 index, then .mean(dim=1), a copy.
+func (v *KimiVision) temporalMerge(b *core.Builder, h core.Value, patches int64) core.Value {
+	if !v.IndexAddMerge {
+		_, h = indexCopy(b, "merge_index", h, patches)
+		return b.Ew("mean", "pooler_output", []core.Value{h}, b.Shape(h), b.Dtype(h), "the merged patches averaged over the frame (pre_norm's input)")
+	}
+	dt := b.Dtype(h)
+	g := b.AddOp("index", "temporal_merge_index", nil)
+	idx := b.Out(g, "destination_index", []int64{patches}, units.INT64, "each patch's slot among the merged tokens (int64), saved by index_add_")
+	fw := b.Out(g, "frame_weight", []int64{patches, 1}, units.FP32, "1 / frames of each patch's clip (fp32), saved by the product")
+	b.Val(idx).Grad, b.Val(fw).Grad = false, false
+	src := b.Mul("frame_weighted", b.Cast(h, units.FP32, "hidden_states.float()"), fw)
+	ia := b.AddOp("index_add", "index_add", []core.Value{src, idx})
+	pooled := b.Out(ia, "pooled_states", b.Shape(h), units.FP32, "the merged patches averaged over the frames (new_zeros in fp32, index_add_-ed)")
+	b.Save(ia, src, idx)
+	b.Op(ia).Flops = float64(core.Numel(b.Shape(h)))
+	b.Op(ia).Bytes = 3 * float64(b.Val(src).Bytes)
+	return b.Cast(pooled, dt, "the pooled patches in the hidden states' dtype (pre_norm's input)")
 }

@@ -1,6 +1,7 @@
 # kimivis.py: what autograd saves for the images of a tiny Kimi K2.5
-# (transformers 5.17.0, Kimi_K25ForConditionalGeneration: MoonViT, the
-# projector, Kimi K2's text model; sdpa, torch 2.15.0, on the CPU), for
+# (Kimi_K25ForConditionalGeneration: MoonViT, the projector, Kimi K2's
+# text model; sdpa, torch 2.15.0, on the CPU, under the transformers the
+# venv holds: measured under 5.25.0 and 5.17.0), for
 # sim/kimi_vision_oracle_test.go.
 #
 #   /work/venv-t/bin/python kimivis.py ../../sim/testdata/hf/kimi-k2.5-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [list]
