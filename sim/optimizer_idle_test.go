@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -140,6 +141,47 @@ func TestIdleTowerZeROAccumulatedGradients(t *testing.T) {
 		}
 		if want := int64(1_586_432 / 2); rep.States.Optimizer != want {
 			t.Errorf("zero %d: optimizer state %d bytes, want %d", tc.zero, rep.States.Optimizer, want)
+		}
+	}
+}
+
+// TestIdleTowerStepTemporaries: a foreach step's temporaries are one
+// tensor per parameter in the lists torch.optim's _init_group builds of
+// the parameters with a gradient (torch/optim/adamw.py, adam.py
+// _init_group: "if p.grad is not None"; _multi_tensor_adam's
+// torch._foreach_* ops over those lists), so a tower the step does not
+// run adds none (replay's stepped). The tiny Qwen2.5-VL without images
+// (fp32 AdamW, foreach): 93,504 of its 198,304 elements get a gradient
+// (TestIdleTowerOptimizerState), a temporary of 4 bytes each; FSDP2 steps
+// their DTensor shards (every dimension even: half); FSDP1 steps the flat
+// parameters of the units that run, the root's idle patch embedding and
+// merger with them and not the tower's 42,368 elements in
+// Qwen2_5_VLVisionBlock units (TestIdleTowerStateLayouts). Before the
+// rule every trainable parameter had one: 793,216 bytes on one GPU.
+func TestIdleTowerStepTemporaries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		par  core.Parallelism
+		want int64
+	}{
+		{"one GPU", core.Parallelism{}, 4 * 93_504},
+		{"fsdp2", core.Parallelism{DP: 2, FSDP: true}, 4 * 93_504 / 2},
+		{"fsdp1", core.Parallelism{DP: 2, FSDP: true, FSDPVersion: 1}, 4 * (198_304 - 42_368) / 2},
+	} {
+		p := visionPlan(t, "qwen2.5-vl-tiny.json", hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, 198_304, "fp32")
+		p.Parallel = tc.par
+		r, err := Evaluate(p, core.Options{Trace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		for _, e := range r.Trace.SteadyEvents() {
+			if e.Action == "alloc" && e.Phase == replay.PhaseOptimizer && strings.HasSuffix(e.Tensor, " step temporary") {
+				got += e.Size
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%s: %d bytes of step temporaries, want %d (%+d)", tc.name, got, tc.want, got-tc.want)
 		}
 	}
 }

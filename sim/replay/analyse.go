@@ -147,3 +147,22 @@ func gradlessParams(p *core.Program) []bool {
 func (r *Replay) stateless(pi int) bool {
 	return r.gradless[pi] && r.Plan.Precision.Name != "megatron"
 }
+
+// stepped reports whether the optimizer's step() holds state for
+// parameter pi and so updates it and makes its step temporaries (a
+// foreach step's one tensor per parameter in the list _init_group builds
+// of the parameters with a gradient): a trainable parameter (its tied
+// copy is its owner's) that is not stateless, or under FSDP1, whose
+// optimizer steps the FlatParameters, one whose unit runs
+// (fsdp1IdleShards). The ZeRO and Megatron layouts, whose state is made
+// for every trainable parameter up front, do not ask.
+func (r *Replay) stepped(pi int) bool {
+	p := &r.P.Params[pi]
+	if !p.Trainable || p.TiedTo >= 0 {
+		return false
+	}
+	if d := r.Dist; d != nil && d.fsdp1 {
+		return d.fsdp1Idle == nil || !d.fsdp1Idle[pi]
+	}
+	return !r.stateless(pi)
+}

@@ -10,7 +10,7 @@ func (r *Replay) firstStepStates() {
 	}
 	for pi := range r.P.Params {
 		p := &r.P.Params[pi]
-		if p.TiedTo >= 0 || !p.Trainable || r.stateless(pi) {
+		if !r.stepped(pi) {
 			continue
 		}
 		for _, s := range r.Plan.Optimizer.States(p.Shape, p.Numel, p.StateDType(r.Plan.Precision)) {

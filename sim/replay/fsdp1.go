@@ -76,14 +76,14 @@ func (d *distState) setupFSDP1(r *Replay) {
 		}
 	}
 	d.fsdp1WrapDone(r)
-	idle := d.fsdp1IdleShards(r) // the parameters no op reads (fsdp1_idle.go)
+	d.fsdp1Idle = d.fsdp1IdleShards(r) // the parameters no op reads (fsdp1_idle.go)
 	if r.Plan.Phase == core.Eval {
 		return
 	}
 	r.op = "optimizer state"
 	for pi := range d.p.Params {
 		p := &d.p.Params[pi]
-		if p.TiedTo >= 0 || !p.Trainable || idle[pi] {
+		if !r.stepped(pi) {
 			continue
 		}
 		d.optimizerShard(r, p.Name, ceilDiv(p.Numel, d.Degree(int32(pi))), "FSDP1 shard")

@@ -167,7 +167,7 @@ func (r *Replay) setup() {
 		r.op = "optimizer state"
 		for pi := range r.P.Params {
 			p := &r.P.Params[pi]
-			if p.TiedTo >= 0 || !p.Trainable || r.stateless(pi) {
+			if !r.stepped(pi) {
 				continue
 			}
 			if m := p.MasterDType(prec); m != units.InvalidDType {
@@ -390,14 +390,14 @@ func (r *Replay) optimizerStep() {
 }
 
 // stepTemporaries allocates the optimizer step's transient memory over the
-// trainable parameters, size(pi) bytes of states each, and frees it when
+// parameters it steps (stepped), size(pi) bytes of states each, and frees it when
 // the step ends: one block of what Optimizer.StepTemporary says, or, where
 // it says one tensor per parameter (foreach), a block per parameter, all
 // alive at once and freed in order.
 func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
 	var largest, total int64
 	for pi := range r.P.Params {
-		if p := &r.P.Params[pi]; p.Trainable && p.TiedTo < 0 {
+		if r.stepped(pi) {
 			b := size(pi)
 			total += b
 			largest = max(largest, b)
@@ -414,10 +414,10 @@ func (r *Replay) stepTemporaries(size func(pi int) int64, why string) {
 	}
 	ids := make([]int32, 0, len(r.P.Params))
 	for pi := range r.P.Params {
-		p := &r.P.Params[pi]
-		if !p.Trainable || p.TiedTo >= 0 {
+		if !r.stepped(pi) {
 			continue
 		}
+		p := &r.P.Params[pi]
 		if b := size(pi); b > 0 {
 			dt := p.StateDType(r.Plan.Precision)
 			ids = append(ids, r.allocateParts(Alloc{Tensor: "step temporary", DType: dt, Bytes: b, Why: why, Cat: core.CatTemporaries},

@@ -418,7 +418,7 @@ func (d *distState) setupFSDP(r *Replay) {
 	r.op = "optimizer state"
 	for pi := range d.p.Params {
 		p := &d.p.Params[pi]
-		if p.TiedTo >= 0 || !p.Trainable || r.stateless(pi) {
+		if !r.stepped(pi) {
 			continue
 		}
 		d.optimizerShard(r, p.Name, fsdpShard(p.Shape, p.Numel, d.Degree(int32(pi))), "FSDP shard")
