@@ -128,11 +128,11 @@ type distState struct {
 	fsdpDown, fsdpUp int64
 	pageableUp       int64 // copies into pageable host memory (shard_offload.go PageableD2H)
 
-	fsdp1  bool // FullyShardedDataParallel semantics
+	fsdp1 bool // FullyShardedDataParallel semantics
 	// fsdp1Idle marks the parameters in FSDP1 units that never run
 	// (fsdp1IdleShards): no gradient, no state, not stepped.
 	fsdp1Idle []bool
-	noSync bool // a micro-batch that reduces no gradient (FSDPNoSync): gradients stay unsharded
+	noSync    bool // a micro-batch that reduces no gradient (FSDPNoSync): gradients stay unsharded
 	// FSDP1 under reentrant checkpointing (fsdp1_reentrant.go): recompute
 	// inputs held until the backward ends, their gradients, and those
 	// gradients' allocations.
