@@ -172,6 +172,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
+	// (internvl.go).
+	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
 	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true}},
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
 	// from 5.12.0); its text model only (kimi.go).
