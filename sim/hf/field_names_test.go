@@ -31,6 +31,7 @@ func TestFieldKeysReached(t *testing.T) {
 		"gemma4VisionKeys": gemma4VisionKeys, "llama4VisionKeys": llama4VisionKeys, "kimiVisionKeys": kimiVisionKeys,
 		"gemma4SoftTokenKeys": gemma4SoftTokenKeys, "gemma4AudioKeys": gemma4AudioKeys, "textWidthKeys": textWidthKeys,
 		"gemma3VisionKeys": gemma3VisionKeys, "gemma3TokenKeys": gemma3TokenKeys, "pixtralVisionKeys": pixtralVisionKeys, "pixtralMergeKeys": pixtralMergeKeys,
+		"internVLVisionKeys": internVLVisionKeys, "internVLMergeKeys": internVLMergeKeys,
 	}
 	unreached := map[string]map[nn.Field]string{} // copies: a row deletes the entries it reaches
 	for name, keys := range maps {
@@ -98,6 +99,12 @@ func TestFieldKeysReached(t *testing.T) {
 			`"mm_tokens_per_image" (15) must be the square of a divisor of the 16 patches of an image's side`},
 		{"pixtralVisionKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "mistral3-tiny.json", map[string]any{"vision_config.num_attention_heads": 3}, Options{},
 			`"vision_config.num_attention_heads" (3) must divide "vision_config.hidden_size" (32) into heads of a multiple of 4`},
+		{"internVLVisionKeys", []nn.Field{nn.FieldHeads, nn.FieldDim}, "internvl-tiny.json", map[string]any{"vision_config.num_attention_heads": 3}, Options{},
+			`"vision_config.num_attention_heads" (3) must divide "vision_config.hidden_size" (32)`},
+		{"internVLVisionKeys", []nn.Field{nn.FieldPatch, nn.FieldImage}, "internvl-tiny.json", map[string]any{"vision_config.patch_size": 10}, Options{},
+			`"vision_config.patch_size" (10) must divide "vision_config.image_size" (56)`},
+		{"internVLMergeKeys", []nn.Field{nn.FieldShuffle}, "internvl-tiny.json", map[string]any{"downsample_ratio": 0.125}, Options{},
+			`"downsample_ratio" (1/8) must divide the 4 patches of a tile's side`},
 		{"hfKeywords", []nn.Field{nn.FieldImpl}, "gemma4-tiny.json", map[string]any{"global_head_dim": 512}, Options{Attn: "flash"},
 			`flash-attn 2 has no kernel for head_dim 512 (at most 256); hint: Gemma 4's full-attention layers have global_head_dim 512: use attn="sdpa"`},
 	}, boundRows()...) {
@@ -230,6 +237,10 @@ func boundRows() []keyRow {
 		{"pixtralVisionKeys", nn.FieldPatch, "mistral3-tiny.json", "vision_config.patch_size", 1<<10 + 1, 1 << 10, nil},
 		{"pixtralVisionKeys", nn.FieldImage, "mistral3-tiny.json", "vision_config.image_size", 1<<16 + 1, 1 << 16, nil},
 		{"pixtralMergeKeys", nn.FieldMerge, "mistral3-tiny.json", "spatial_merge_size", 65, 64, nil},
+		{"internVLVisionKeys", nn.FieldDim, "internvl-tiny.json", "vision_config.hidden_size", 1 << 21, 1 << 20, nil},
+		{"internVLVisionKeys", nn.FieldHidden, "internvl-tiny.json", "vision_config.intermediate_size", 1<<22 + 1, 1 << 22, nil},
+		{"internVLVisionKeys", nn.FieldDepth, "internvl-tiny.json", "vision_config.num_hidden_layers", 1<<12 + 1, 1 << 12, nil},
+		{"internVLVisionKeys", nn.FieldInChans, "internvl-tiny.json", "vision_config.num_channels", 65, 64, nil},
 	} {
 		edit := b.edit
 		if edit == nil {

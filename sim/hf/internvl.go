@@ -60,7 +60,7 @@ var (
 		nn.FieldDim: "hidden_size", nn.FieldHeads: "num_attention_heads", nn.FieldHidden: "intermediate_size", nn.FieldDepth: "num_hidden_layers",
 		nn.FieldInChans: "num_channels", nn.FieldPatch: "patch_size", nn.FieldImage: "image_size",
 	}
-	internVLMergeKeys = map[nn.Field]string{nn.FieldMerge: "downsample_ratio"}
+	internVLMergeKeys = map[nn.Field]string{nn.FieldShuffle: "downsample_ratio"}
 )
 
 // internVLMaxTiles is GotOcr2ImageProcessor's max_patches default, the

@@ -142,13 +142,13 @@ func (v *InternVLVision) Summary() string {
 
 func (v *InternVLVision) Validate(path string) error {
 	if err := checkPositive(path, sized{FieldDim, v.Dim}, sized{FieldDepth, v.Layers}, sized{FieldHeads, v.Heads}, sized{FieldHidden, v.Inter},
-		sized{FieldImage, v.Image}, sized{FieldPatch, v.Patch}, sized{FieldInChans, v.Channels}, sized{FieldMerge, v.Merge},
+		sized{FieldImage, v.Image}, sized{FieldPatch, v.Patch}, sized{FieldInChans, v.Channels}, sized{FieldShuffle, v.Merge},
 		sized{FieldMaxTiles, v.MaxTiles}, sized{FieldTextDim, v.TextDim}); err != nil {
 		return err
 	}
 	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 22}, bounded{FieldDepth, v.Layers, 1 << 12},
 		bounded{FieldImage, v.Image, 1 << 14}, bounded{FieldPatch, v.Patch, 1 << 10}, bounded{FieldInChans, v.Channels, 1 << 6},
-		bounded{FieldMerge, v.Merge, 1 << 6}, bounded{FieldMaxTiles, v.MaxTiles, 1 << 8}, bounded{FieldTextDim, v.TextDim, 1 << 20}); err != nil {
+		bounded{FieldShuffle, v.Merge, 1 << 6}, bounded{FieldMaxTiles, v.MaxTiles, 1 << 8}, bounded{FieldTextDim, v.TextDim, 1 << 20}); err != nil {
 		return err
 	}
 	if v.Dim%v.Heads != 0 {
@@ -159,7 +159,7 @@ func (v *InternVLVision) Validate(path string) error {
 			withHint("position_embeddings has one row a patch of a tile")
 	}
 	if v.side()%v.Merge != 0 {
-		return fieldErr(path, FieldMerge, fmt.Sprintf(" (%d) must divide the %d patches of a tile's side", v.Merge, v.side())).
+		return fieldErr(path, FieldShuffle, fmt.Sprintf(" (1/%d) must divide the %d patches of a tile's side", v.Merge, v.side())).
 			withHint("pixel_shuffle views each side's patches in groups of int(1 / downsample_ratio)")
 	}
 	switch v.Impl {
