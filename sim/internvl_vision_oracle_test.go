@@ -62,3 +62,19 @@ func TestInternVLVisionSavesAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "bf16", false, 343_648},
 	})
 }
+
+// The same with InternViT-6B's layer shape (sim/testdata/hf/internvl-rms-tiny.json:
+// norm_type rms_norm, no attention biases, use_mean_pooling false, so the
+// tower ends in a LayerNorm), two 56 x 112 images at 64 tokens:
+//
+//	/work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-rms-tiny.json 2 56 112 64 [bf16]
+//
+// InternVLVisionRMSNorm is Llama's RMSNorm (fp32 statistics, the weight
+// times the rows cast back), and keeps what it keeps; the final layernorm
+// keeps its input and statistics.
+func TestInternVLRMSNormSavesAsTransformers(t *testing.T) {
+	checkImagesSaveCases(t, "internvl-rms-tiny.json", hf.Options{Attn: "sdpa"}, 254_432, []imagesSaveCase{
+		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "fp32", false, 699_472},
+		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "bf16", false, 378_328},
+	})
+}

@@ -155,10 +155,19 @@ func (c *hfConfig) squareSize(key string, def int64) int64 {
 		c.fail(key, "has %d entries; want one size or [height, width]", len(l))
 		return 0
 	}
-	h := (&hfConfig{raw: map[string]any{key: l[0]}, modelType: c.modelType, prefix: c.prefix}).size(key)
-	w := (&hfConfig{raw: map[string]any{key: l[1]}, modelType: c.modelType, prefix: c.prefix}).size(key)
-	if h != w || h == 0 {
-		c.fail(key, "is %s: memsh models square sizes (InternVL's [448, 448] tiles, [14, 14] patches)", describeJSON(c.raw[key]))
+	side := func(v any) int64 {
+		one := &hfConfig{raw: map[string]any{key: v}, modelType: c.modelType, prefix: c.prefix}
+		n := one.size(key)
+		if c.err == nil {
+			c.err = one.err
+		}
+		return n
+	}
+	h, w := side(l[0]), side(l[1])
+	if c.err == nil && h != w {
+		c.fail(key, "is [%d, %d]: memsh models square sizes (InternVL's [448, 448] tiles, [14, 14] patches)", h, w)
+	}
+	if c.err != nil {
 		return 0
 	}
 	return h

@@ -1,0 +1,86 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// The tiny InternVL's parameters as InternVLForConditionalGeneration
+// counts them on the meta device (transformers 5.25.0,
+// tools/oracle/internvl.py CONFIG --params), with its variants: RMSNorms
+// (norm_type rms_norm: no biases in the layers' norms), no attention
+// biases, and the final layernorm (use_mean_pooling false); a Qwen3 text
+// model whose head is tied at both levels (InternVLConfig's default and
+// text_config's).
+func TestInternVLParams(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		edit                   func(c map[string]any)
+		want, tower, projector int64
+	}{
+		{"internvl-tiny", nil, 254_688, 36_640, 12_672},
+		{"rms_norm, no attention bias, final layernorm", func(c map[string]any) {
+			visionConfig(c)["norm_type"] = "rms_norm"
+			visionConfig(c)["use_mean_pooling"] = false
+			visionConfig(c)["attention_bias"] = false
+		}, 254_432, 36_384, 12_672},
+		{"qwen3, tied", func(c map[string]any) {
+			delete(c, "tie_word_embeddings")
+			c["text_config"] = map[string]any{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+				"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1024, "tie_word_embeddings": true}
+		}, 188_960, 36_640, 12_672},
+	} {
+		m, err := hf.FromConfigOptions(editConfig(t, "internvl-tiny.json", tc.edit), hf.Options{Attn: "sdpa"})
+		if err != nil {
+			t.Fatal(tc.name, err)
+		}
+		if got := m.Params(); got != tc.want {
+			t.Errorf("%s: %d parameters, transformers %d (%+d)", tc.name, got, tc.want, got-tc.want)
+		}
+		v := layerOf[*nn.InternVLVision](m)
+		if v == nil || v.TowerParams() != tc.tower || v.Params()-v.TowerParams() != tc.projector {
+			t.Errorf("%s: the vision tower and projector are not %d and %d parameters: %+v", tc.name, tc.tower, tc.projector, v)
+		}
+	}
+}
+
+// What InternVL's configs may say that memsh does not model is refused,
+// naming the key.
+func TestInternVLRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(c map[string]any)
+		opts hf.Options
+		want string
+	}{
+		{"4.51", nil, hf.Options{Attn: "sdpa", Transformers: "4.51.3"}, `model_type "internvl" needs transformers 4.52 or later`},
+		{"text model", func(c map[string]any) { textConfig(c)["model_type"] = "llama" }, hf.Options{Attn: "sdpa"},
+			`"text_config.model_type" must be "qwen2" (InternVL3) or "qwen3" (InternVL3.5) (got "llama")`},
+		{"vision model", func(c map[string]any) { visionConfig(c)["model_type"] = "siglip_vision_model" }, hf.Options{Attn: "sdpa"},
+			`"vision_config.model_type" must be InternViT's, "internvl_vision"`},
+		{"qk norm", func(c map[string]any) { visionConfig(c)["use_qk_norm"] = true }, hf.Options{Attn: "sdpa"},
+			`"vision_config.use_qk_norm" is true: InternViT-6B's q and k norms are not modelled yet`},
+		{"norm type", func(c map[string]any) { visionConfig(c)["norm_type"] = "batch_norm" }, hf.Options{Attn: "sdpa"},
+			`"vision_config.norm_type" must be "layer_norm" or "rms_norm" (got "batch_norm")`},
+		{"oblong tiles", func(c map[string]any) { visionConfig(c)["image_size"] = []any{56, 84} }, hf.Options{Attn: "sdpa"},
+			`"vision_config.image_size" is [56, 84]: memsh models square sizes`},
+		{"bad side", func(c map[string]any) { visionConfig(c)["patch_size"] = []any{14, -1} }, hf.Options{Attn: "sdpa"},
+			`"vision_config.patch_size" must be positive`},
+		{"feature layer", func(c map[string]any) { c["vision_feature_layer"] = -2 }, hf.Options{Attn: "sdpa"},
+			`"vision_feature_layer" is -2: memsh models the last layer's features only`},
+		{"select strategy", func(c map[string]any) { c["vision_feature_select_strategy"] = "full" }, hf.Options{Attn: "sdpa"},
+			`"vision_feature_select_strategy" is "full": memsh models "default"`},
+		{"downsample ratio", func(c map[string]any) { c["downsample_ratio"] = 0.3 }, hf.Options{Attn: "sdpa"},
+			`"downsample_ratio" is 0.3; memsh models 1/k for a whole k`},
+		{"dropout", func(c map[string]any) { visionConfig(c)["attention_dropout"] = 0.1 }, hf.Options{Attn: "sdpa"},
+			`"vision_config.attention_dropout" is 0.1`},
+	} {
+		_, err := hf.FromConfigOptions(editConfig(t, "internvl-tiny.json", tc.edit), tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
