@@ -56,7 +56,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"of patch_size x spatial_merge_size, all of a micro-batch's patches one sequence, one [IMG] token a merged patch and one break " +
 			"token a row in the text), then text_config's Mistral model (or Ministral 3's, model_type ministral3, transformers 5.0: q scaled by position after the rotation); under \"sdpa\" the tower's layers share one block-diagonal mask over " +
 			"every patch (each image attends to itself; \"eager\" adds it to one score matrix over every patch), under \"flash\" none; the head is tied when both " +
-			"tie_word_embeddings say so, as from_pretrained loads Mistral's checkpoints. olmo2 (OLMo 2, " +
+			"tie_word_embeddings say so, as from_pretrained loads Mistral's checkpoints. internvl (the \"-hf\" checkpoints of InternVL3 and " +
+			"InternVL3.5, transformers 4.52) builds InternVLForConditionalGeneration: InternViT and the projector (model.vision_tower, " +
+			"model.multi_modal_projector) after the text embedding, reading train(images=) (each image cut into 1 to 12 tiles of " +
+			"image_size pixels as GotOcr2ImageProcessor cuts them, and a thumbnail when there are several; every tile is one image to " +
+			"the tower, its cls dropped and its patches pixel-shuffled by downsample_ratio: 256 <IMG_CONTEXT> tokens a tile between <img> " +
+			"and </img>), then text_config's Qwen2 (InternVL3) or Qwen3 (InternVL3.5) model; the layers scale each branch by a learned " +
+			"lambda_1, lambda_2; use_qk_norm (InternViT-6B's) is refused; the head is tied when both tie_word_embeddings say so. olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
