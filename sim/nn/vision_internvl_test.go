@@ -16,7 +16,7 @@ func TestInternVLTiles(t *testing.T) {
 		{500, 1500, 3 + 1},
 		{3000, 4000, 4*3 + 1},
 		{100, 2000, 12 + 1},
-		{768, 1024, 4*3 + 1}, // 4:3 ties 4 x 3 with nothing smaller; the area is over half of it
+		{768, 1024, 4*3 + 1},  // 4:3 ties 4 x 3 with nothing smaller; the area is over half of it
 		{1024, 1024, 3*3 + 1}, // 1:1 ties 1 x 1, 2 x 2 and 3 x 3; the area is over half of 3 x 3's
 		{2048, 2048, 3*3 + 1},
 	} {
