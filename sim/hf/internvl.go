@@ -19,9 +19,8 @@ import (
 //
 // The head: InternVLConfig's tie_word_embeddings defaults to True, the
 // text configs' (Qwen2Config, Qwen3Config) to False; as for Mistral 3
-// (mistral3.go) memsh counts what from_pretrained loads: the head is tied
-// when both the top level and text_config say so (InternVL3-1B's
-// Qwen2.5-0.5B does; the larger ones store lm_head apart).
+// memsh counts what from_pretrained loads (decoderWithTower): the head is
+// tied when both the top level and text_config say so.
 func buildInternVL(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c.sub("text_config")
 	if c.err != nil {
@@ -33,23 +32,7 @@ func buildInternVL(c *hfConfig, attn string, head hfHead) *core.Model {
 	default:
 		tc.fail("model_type", "must be \"qwen2\" (InternVL3) or \"qwen3\" (InternVL3.5) (got %q)", tc.modelType)
 	}
-	if tc.err != nil {
-		c.err = tc.err
-		return nil
-	}
-	m := buildDecoder(tc, attn, head)
-	if tc.err != nil {
-		c.err = tc.err
-		return nil
-	}
-	m.Name = c.name
-	m.TieEmbeddings = m.Vocab > 0 && c.flag("tie_word_embeddings", true) && tc.flag("tie_word_embeddings", false)
-	v := internVLVision(c, tc, attn)
-	if c.err != nil {
-		return nil
-	}
-	towerAfter(m, 1, v)
-	return m
+	return decoderWithTower(c, tc, attn, head, func() core.Layer { return internVLVision(c, tc, attn) })
 }
 
 // internVLVisionKeys name InternVLVision's checked inputs by

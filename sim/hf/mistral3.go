@@ -45,23 +45,7 @@ func buildMistral3(c *hfConfig, attn string, head hfHead) *core.Model {
 	default:
 		tc.fail("model_type", "must be \"mistral\" (Mistral Small 3.1, 3.2) or \"ministral3\" (Ministral 3) (got %q)", tc.modelType)
 	}
-	if tc.err != nil {
-		c.err = tc.err
-		return nil
-	}
-	m := buildDecoder(tc, attn, head)
-	if tc.err != nil {
-		c.err = tc.err
-		return nil
-	}
-	m.Name = c.name
-	m.TieEmbeddings = m.Vocab > 0 && c.flag("tie_word_embeddings", true) && tc.flag("tie_word_embeddings", false)
-	v := pixtralVision(c, tc, attn)
-	if c.err != nil {
-		return nil
-	}
-	towerAfter(m, 1, v)
-	return m
+	return decoderWithTower(c, tc, attn, head, func() core.Layer { return pixtralVision(c, tc, attn) })
 }
 
 // pixtralVisionKeys name PixtralVision's checked inputs by vision_config's

@@ -94,3 +94,29 @@ func towerAfter(m *core.Model, n int, tower core.Layer) {
 		&core.Sequential{Name: "language_model", Layers: m.Layers[n:]},
 	}
 }
+
+// decoderWithTower builds text_config's decoder (tc, whose model_type the
+// caller has checked) with the vision tower tower builds after its
+// embeddings (Mistral 3's Pixtral, InternVL's InternViT). The head is
+// tied when both the top level (default true) and text_config (default
+// false) say so: what from_pretrained loads from checkpoints that store
+// lm_head apart (mistral3.go).
+func decoderWithTower(c, tc *hfConfig, attn string, head hfHead, tower func() core.Layer) *core.Model {
+	if tc.err != nil {
+		c.err = tc.err
+		return nil
+	}
+	m := buildDecoder(tc, attn, head)
+	if tc.err != nil {
+		c.err = tc.err
+		return nil
+	}
+	m.Name = c.name
+	m.TieEmbeddings = m.Vocab > 0 && c.flag("tie_word_embeddings", true) && tc.flag("tie_word_embeddings", false)
+	v := tower()
+	if c.err != nil {
+		return nil
+	}
+	towerAfter(m, 1, v)
+	return m
+}
