@@ -63,6 +63,16 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`gemma3("4b")`, "gemma-3-4b-it.json", "Gemma3ForCausalLM", 3_880_263_168},
 		{`gemma3("12b")`, "gemma-3-12b-it.json", "Gemma3ForCausalLM", 11_766_034_176},
 		{`gemma3("27b")`, "gemma-3-27b-it.json", "Gemma3ForCausalLM", 27_009_346_304},
+		{`qwen3("8b")`, "qwen3-8b.json", "", 8_190_735_360},
+		{`qwen3("0.6b")`, "", "", 596_049_920},
+		{`olmo2("1b")`, "olmo-2-0425-1b.json", "", 1_484_916_736},
+		{`olmo2("7b")`, "olmo-2-1124-7b.json", "", 7_298_617_344},
+		{`olmo2("13b")`, "olmo-2-1124-13b.json", "", 13_716_198_400},
+		{`olmo2("32b")`, "olmo-2-0325-32b.json", "", 32_234_279_936},
+		{`qwen3("1.7b")`, "", "", 1_720_574_976},
+		{`qwen3("4b")`, "", "", 4_022_468_096},
+		{`qwen3("14b")`, "", "", 14_768_307_200},
+		{`qwen3("32b")`, "", "", 32_762_123_264},
 		{`gpt2("355m")`, "", "", 354_823_168},
 		{`gpt2("774m")`, "", "", 774_030_080},
 		{`gpt2("1.5b")`, "", "", 1_557_611_200},
@@ -79,7 +89,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`gpt2("124m", attn = "eager")`, "gpt2.json", "", 124_439_808},
 	}
 	var src strings.Builder
-	src.WriteString(`load("@stdlib//llm.star", "bert", "gemma", "gemma3", "gpt2", "llama", "mistral", "mixtral", "phi3", "qwen2")` + "\n")
+	src.WriteString(`load("@stdlib//llm.star", "bert", "gemma", "gemma3", "gpt2", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3")` + "\n")
 	for i, p := range pairs {
 		src.WriteString("zoo" + strconv.Itoa(i) + " = " + p.zoo + "\n")
 		if p.hf != "" {

@@ -6,6 +6,7 @@ import (
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 	"go.starlark.net/starlark"
 )
 
@@ -54,7 +55,8 @@ func LayerBuiltins() []host.Builtin {
 			Name: "attention",
 			Sig: "attention(dim, heads, kv_heads=None, head_dim=None, qkv_bias=False, out_bias=False, " +
 				"impl=\"flash\", causal=True, dropout=0.0, rope=False, fused_qkv=None, softmax_fp32=None, qk_norm=False, softcap=None, " +
-				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, rope_dim=None, mrope=False, rope_cat=False, eager_mask=False, name=None)",
+				"window=None, sinks=False, enable_gqa=False, output_gate=False, rope_tables=None, rope_dim=None, mrope=False, rope_cat=False, rope_tables_fp32=False, " +
+				"eager_mask=False, name=None)",
 			Doc: "Multi-head self-attention with q, k, v and output projections. " +
 				"kv_heads < heads is grouped-query attention (1: multi-query); head_dim defaults to dim/heads. " +
 				"impl is the kernel: \"flash\" (flash-attn 2: saves q, k, v, the output and an fp32 logsumexp), " +
@@ -68,7 +70,8 @@ func LayerBuiltins() []host.Builtin {
 				"layer's rope saves: the layers that name the same module share one pair (the zoo's decoders name \"rotary_emb\", " +
 				"as hf_config does); None counts no pair. rope_dim=d makes them d wide (partial rotary: GLM-4.5's and Qwen3-Next's " +
 				"rotated share of the head; gpt-oss's half a head); mrope=True makes them [batch, seq, width] (the vision-language " +
-				"models' multimodal positions, one row a sample). rope_cat=True (with rope): the rotary embedding ends in a torch.cat of the " +
+				"models' multimodal positions, one row a sample); rope_tables_fp32=True keeps them in fp32 whatever the parameters' dtype " +
+				"(OLMo 2's rotary_emb returns them uncast). rope_cat=True (with rope): the rotary embedding ends in a torch.cat of the " +
 				"rotated and the passed dimensions (Phi-3's, GPT-NeoX's), which leaves q head major; the flash kernels' output follows q's " +
 				"layout, so o_proj saves a contiguous copy of it, one [tokens, heads x head_dim] tensor a layer (eager attention makes that " +
 				"copy anyway; CUDA's memory-efficient kernel, which SDPA runs given a mask or in fp32, does not). eager_mask=True: " +
@@ -78,7 +81,9 @@ func LayerBuiltins() []host.Builtin {
 				"by default it is off with rope or grouped-query attention, on otherwise. softmax_fp32 " +
 				"computes the eager softmax in fp32 (Hugging Face Llama); by default it follows rope. " +
 				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3's; \"gemma\": gemma_norm's, in fp32 with 1 + weight, " +
-				"Gemma 3's and Qwen3-Next's). " +
+				"Gemma 3's and Qwen3-Next's; \"olmo2\": OLMo 2's q_norm and k_norm, one RMS norm over all of q's heads and one over all of k's, " +
+				"(heads + kv_heads) x head_dim weights, run on the projections' whole outputs before the heads are split, so " +
+				"tensor parallelism is refused). " +
 				"softcap=c soft-caps the scores, c * tanh(scores / c) (Gemma 2's attn_logit_softcapping): " +
 				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel. " +
 				"window=w is a sliding window (each query attends to the last w keys: Gemma's local layers, gpt-oss): " +
@@ -314,20 +319,20 @@ func normLayer(thread *starlark.Thread, dim, name starlark.Value, build func(dim
 
 func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, name starlark.Value
-	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat, eagerMask bool
+	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat, tablesFP32, eagerMask bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
 		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
 		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
 		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
-		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "eager_mask?", &eagerMask, "name?", &name); err != nil {
+		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "name?", &name); err != nil {
 		return nil, err
 	}
-	qkNorm, qkGemma, err := qkNormArg(qkNormV)
+	qkNorm, qkGemma, qkWide, err := qkNormArg(qkNormV)
 	if err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKNormGemma: qkGemma, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat, EagerMask: eagerMask}
+	a := &nn.Attention{QKNormGemma: qkGemma, QKNormWide: qkWide, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat, EagerMask: eagerMask}
 	if ropeCat && !rope {
 		return nil, fmt.Errorf("attention: rope_cat=True needs rope=True (the cat ends the rotary embedding)")
 	}
@@ -353,7 +358,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	mha := a.KVHeads == 0 || a.KVHeads == a.Heads
-	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qkNorm && mha); err != nil {
+	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qkNorm && !qkWide && mha); err != nil {
 		return nil, err
 	}
 	if a.SoftmaxFP32, err = optBool(smFP32, "softmax_fp32", rope); err != nil {
@@ -386,6 +391,12 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, fmt.Errorf("attention: rope_dim must be an even number of dimensions up to head_dim %d (got %d)", a.Hd(), a.RopeTablesDim)
 	}
 	a.RopeTablesBatch = mrope
+	if tablesFP32 {
+		if a.RopeTables == "" {
+			return nil, fmt.Errorf("attention: rope_tables_fp32 is the dtype of the rotary tables, which need rope_tables=\"rotary_emb\"")
+		}
+		a.RopeTablesDType = units.FP32
+	}
 	if a.Name, err = optName(name); err != nil {
 		return nil, err
 	}
@@ -393,19 +404,23 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 }
 
 // qkNormArg unpacks attention()'s qk_norm: False (or None), True (Llama's
-// RMSNorm over each head) or "gemma" (gemma_norm's: Gemma 3's, Qwen3-Next's).
-func qkNormArg(v starlark.Value) (on, gemma bool, err error) {
+// RMSNorm over each head), "gemma" (gemma_norm's: Gemma 3's, Qwen3-Next's)
+// or "olmo2" (one norm over all the heads: OLMo 2's, wide).
+func qkNormArg(v starlark.Value) (perHead, gemma, wide bool, err error) {
 	switch v := v.(type) {
 	case nil, starlark.NoneType:
-		return false, false, nil
+		return false, false, false, nil
 	case starlark.Bool:
-		return bool(v), false, nil
+		return bool(v), false, false, nil
 	case starlark.String:
-		if v == "gemma" {
-			return true, true, nil
+		switch v {
+		case "gemma":
+			return true, true, false, nil
+		case "olmo2":
+			return false, false, true, nil
 		}
 	}
-	return false, false, fmt.Errorf("attention: qk_norm must be True, False or \"gemma\" (got %s)", v.String())
+	return false, false, false, fmt.Errorf("attention: qk_norm must be True, False, \"gemma\" or \"olmo2\" (got %s)", v.String())
 }
 
 // ropeTablesArg unpacks rope_tables of fn (attention, gemma4_attention,

@@ -12,8 +12,8 @@ import (
 // beyond DESIGN.md 2.1 (learned positions, parallel blocks, Gemma's
 // embedding scale, BERT's pooler). hf_config builds the same sim layers.
 func ExtraLayerBuiltins() []host.Builtin {
-	return append(append(append(append(extraLayerBuiltins(), gemma4LayerBuiltins()...), qwen3VLLayerBuiltins()...), llama4LayerBuiltins()...),
-		pixtralLayerBuiltins()...)
+	return append(append(append(append(append(extraLayerBuiltins(), gemma4LayerBuiltins()...), qwen3VLLayerBuiltins()...), llama4LayerBuiltins()...),
+		pixtralLayerBuiltins()...), olmo2LayerBuiltins()...)
 }
 
 func extraLayerBuiltins() []host.Builtin {

@@ -11,12 +11,12 @@ import (
 	"github.com/memsh/memsh/sim/nn"
 )
 
-// TestNormBuiltins: layernorm, rmsnorm and gemma_norm unpack dim and
+// TestNormBuiltins: layernorm, rmsnorm, gemma_norm and olmo2_norm unpack dim and
 // name alike (normLayer) and build their own norm; a bad dim or name is
 // an error naming the argument.
 func TestNormBuiltins(t *testing.T) {
 	fns := map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){}
-	for _, b := range LayerBuiltins() {
+	for _, b := range append(LayerBuiltins(), ExtraLayerBuiltins()...) {
 		if b.Fn != nil {
 			fns[b.Name] = b.Fn
 		}
@@ -35,6 +35,8 @@ func TestNormBuiltins(t *testing.T) {
 		{"gemma_norm", starlark.Tuple{starlark.MakeInt(16)}, nil, &nn.GemmaNorm{Dim: 16}, ""},
 		{"gemma_norm", starlark.Tuple{starlark.MakeInt(16), starlark.String("input_layernorm")}, nil, &nn.GemmaNorm{Name: "input_layernorm", Dim: 16}, ""},
 		{"gemma_norm", starlark.Tuple{starlark.String("16")}, nil, nil, "dim"},
+		{"olmo2_norm", starlark.Tuple{starlark.MakeInt(16), starlark.String("post_attention_layernorm")}, nil, &nn.Olmo2Norm{Name: "post_attention_layernorm", Dim: 16}, ""},
+		{"olmo2_norm", starlark.Tuple{starlark.MakeInt(0)}, nil, nil, "dim"},
 		{"rmsnorm", starlark.Tuple{starlark.MakeInt(32), starlark.MakeInt(3)}, nil, nil, "name"},
 		{"layernorm", starlark.Tuple{starlark.Float(1.5)}, nil, nil, "dim"},
 	} {
