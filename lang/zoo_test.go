@@ -65,6 +65,8 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`gemma3("27b")`, "gemma-3-27b-it.json", "Gemma3ForCausalLM", 27_009_346_304},
 		{`qwen3("8b")`, "qwen3-8b.json", "", 8_190_735_360},
 		{`qwen3("0.6b")`, "", "", 596_049_920},
+		{`deepseek_v2("lite", attn = "sdpa")`, "deepseek-v2-lite.json", "", 15_706_484_224},
+		{`deepseek_v2("236b", attn = "sdpa")`, "deepseek-v2.json", "", 235_741_434_880},
 		{`olmo2("1b")`, "olmo-2-0425-1b.json", "", 1_484_916_736},
 		{`olmo2("7b")`, "olmo-2-1124-7b.json", "", 7_298_617_344},
 		{`olmo2("13b")`, "olmo-2-1124-13b.json", "", 13_716_198_400},
@@ -89,7 +91,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`gpt2("124m", attn = "eager")`, "gpt2.json", "", 124_439_808},
 	}
 	var src strings.Builder
-	src.WriteString(`load("@stdlib//llm.star", "bert", "gemma", "gemma3", "gpt2", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3")` + "\n")
+	src.WriteString(`load("@stdlib//llm.star", "bert", "deepseek_v2", "gemma", "gemma3", "gpt2", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3")` + "\n")
 	for i, p := range pairs {
 		src.WriteString("zoo" + strconv.Itoa(i) + " = " + p.zoo + "\n")
 		if p.hf != "" {

@@ -108,7 +108,7 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "moe",
 			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, " +
-				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, name=None)",
+				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, group_limited=False, name=None)",
 			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
 				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
 				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
@@ -130,7 +130,10 @@ func LayerBuiltins() []host.Builtin {
 				"shared_gate=True makes them Qwen2-MoE's and Qwen3-Next's shared_expert, scaled by the sigmoid of shared_expert_gate (dim weights); " +
 				"capacity is a capacity factor (>= 1): every expert gets exactly ceil(capacity * tokens * top_k / experts) rows " +
 				"(dropped beyond, padded below); None is dropless. router_bias and expert_bias add biases to the router " +
-				"and the expert projections (gpt-oss); score_bias is DeepSeek-V3's correction bias, a buffer.",
+				"and the expert projections (gpt-oss); score_bias is DeepSeek-V3's correction bias, a buffer. " +
+				"group_limited=True is DeepSeek-V2's softmax router with topk_method \"group_limited_greedy\" (DeepseekV2TopkRouter): " +
+				"the probabilities outside the best expert groups are zeroed before the top-k by a masked_fill that keeps a bool " +
+				"[tokens, experts] mask; it needs router=\"softmax\".",
 			Fn: moeFn,
 		},
 		{
@@ -474,15 +477,19 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, name starlark.Value
 	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
-	var routerBias, expertBias, scoreBias, sharedGate bool
+	var routerBias, expertBias, scoreBias, sharedGate, groupLimited bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
 		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
-		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "name?", &name); err != nil {
+		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "name?", &name); err != nil {
 		return nil, err
 	}
-	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias, SharedGate: sharedGate}
+	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias, SharedGate: sharedGate,
+		GroupLimited: groupLimited}
+	if groupLimited && router != nn.RouterSoftmax {
+		return nil, fmt.Errorf("moe: group_limited is DeepSeek-V2's softmax router's (router=\"softmax\"; got router=%q)", router)
+	}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}, intArg{experts, "experts", &m.Experts}, intArg{topK, "top_k", &m.TopK}); err != nil {
 		return nil, err
 	}

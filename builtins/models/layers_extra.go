@@ -39,7 +39,7 @@ func extraLayerBuiltins() []host.Builtin {
 		{
 			Name: "mla",
 			Sig: "mla(dim, heads, kv_lora_rank, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, " +
-				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, index_heads=None, index_head_dim=128, index_topk=2048, rope_tables=None, name=None)",
+				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, index_heads=None, index_head_dim=128, index_topk=2048, rope_tables=None, rope_complex=False, name=None)",
 			Doc: "Multi-head latent attention (DeepSeek-V2/V3): q through a q_lora_rank latent (q_a_proj, RMS norm, " +
 				"q_b_proj; None: a plain q_proj), keys and values through one kv_lora_rank latent plus a shared " +
 				"rope key (kv_a_proj_with_mqa, RMS norm, kv_b_proj), heads of qk_nope_head_dim + qk_rope_head_dim for " +
@@ -52,7 +52,8 @@ func extraLayerBuiltins() []host.Builtin {
 				"per query and key (with a batch over 1, torch.matmul's copy of the keys per query adds 4 x index_head_dim), " +
 				"the mask saved as SDPA's bias, every block computed. Needs q_lora_rank and impl=\"sdpa\". rope_tables=\"rotary_emb\" " +
 				"names the rotary module whose cos and sin ([1, seq, qk_rope_head_dim] each) transformers makes once a forward and every " +
-				"layer's rope saves (hf_config's DeepSeek-V3 family; None counts none).",
+				"layer's rope saves (hf_config's DeepSeek-V3 family; None counts none). rope_complex=True rotates q_pe and k_pe as " +
+				"DeepSeek-V2's apply_rotary_emb does (view_as_complex over fp32 copies) and builds the key in a new_empty buffer.",
 			Fn: mlaFn,
 		},
 		{
@@ -129,15 +130,15 @@ func mlaFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	var dim, heads, kvLora, qLora, name, indexHeads, tables starlark.Value
 	nope, ropeDim, vDim := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(64)), starlark.Value(starlark.MakeInt(128))
 	indexDim, indexTopK := starlark.Value(starlark.MakeInt(128)), starlark.Value(starlark.MakeInt(2048))
-	var bias bool
+	var bias, ropeComplex bool
 	impl, causal := "flash", true
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "heads", &heads, "kv_lora_rank", &kvLora,
 		"q_lora_rank?", &qLora, "qk_nope_head_dim?", &nope, "qk_rope_head_dim?", &ropeDim, "v_head_dim?", &vDim,
 		"bias?", &bias, "impl?", &impl, "causal?", &causal, "index_heads?", &indexHeads, "index_head_dim?", &indexDim,
-		"index_topk?", &indexTopK, "rope_tables?", &tables, "name?", &name); err != nil {
+		"index_topk?", &indexTopK, "rope_tables?", &tables, "rope_complex?", &ropeComplex, "name?", &name); err != nil {
 		return nil, err
 	}
-	a := &nn.MLA{Bias: bias, Impl: impl, Causal: causal}
+	a := &nn.MLA{Bias: bias, Impl: impl, Causal: causal, RopeComplex: ropeComplex}
 	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}, intArg{kvLora, "kv_lora_rank", &a.KVLora},
 		intArg{nope, "qk_nope_head_dim", &a.Nope}, intArg{ropeDim, "qk_rope_head_dim", &a.RopeDim}, intArg{vDim, "v_head_dim", &a.VDim}); err != nil {
 		return nil, err
