@@ -13,7 +13,7 @@ import (
 // lists them (Qwen2_5_VLVisionBlock, Qwen3VLVisionBlock,
 // Llama4VisionEncoderLayer, MllamaVisionEncoderLayer,
 // Gemma4VisionPatchEmbedder, Gemma4VisionEncoderLayer, Gemma4AudioLayer,
-// Kimi_K25VisionEncoderLayer, PixtralAttentionLayer): core.BlockPaths lists each, every path is
+// Kimi_K25VisionEncoderLayer, PixtralAttentionLayer, InternVLVisionLayer): core.BlockPaths lists each, every path is
 // a module holding parameters of the lowered program, and every
 // parameter of a tower layer falls under one of them, so none is left in
 // the root unit, gathered for the whole step.
@@ -31,6 +31,7 @@ func TestFSDPTowerUnits(t *testing.T) {
 		{"gemma4-av-tiny.json", "audio_tower.layers."},
 		{"kimi-k2.5-tiny.json", "vision_tower.layers."},
 		{"mistral3-tiny.json", "vision_tower.transformer.layers."},
+		{"internvl-tiny.json", "vision_tower.encoder.layer."},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa"})
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 	"github.com/memsh/memsh/sim/nn"
 )
@@ -82,5 +83,55 @@ func TestInternVLRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// The tiny InternVL lowers as transformers 5.25 names it, the same
+// parameters with images or without; images that need more tokens than
+// seq are refused naming the processor's tiles.
+func TestInternVLLowering(t *testing.T) {
+	m, err := hf.FromConfigOptions(readHF(t, "internvl-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	names := func() map[string]bool {
+		t.Helper()
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, pa := range prog.Params {
+			out[pa.Name] = true
+		}
+		return out
+	}
+	idle := names()
+	for _, n := range []string{"model.language_model.embed_tokens.weight", "model.language_model.layers.1.mlp.down_proj.weight", "lm_head.weight",
+		"model.vision_tower.embeddings.cls_token", "model.vision_tower.embeddings.position_embeddings",
+		"model.vision_tower.embeddings.patch_embeddings.projection.bias", "model.vision_tower.encoder.layer.1.lambda_2",
+		"model.vision_tower.encoder.layer.0.attention.projection_layer.weight", "model.vision_tower.encoder.layer.1.attention.q_proj.bias",
+		"model.vision_tower.encoder.layer.0.layernorm_after.bias", "model.multi_modal_projector.layer_norm.weight",
+		"model.multi_modal_projector.linear_2.bias"} {
+		if !idle[n] {
+			t.Errorf("no parameter %s", n)
+		}
+	}
+	p.Images = core.Images{Count: 1, Height: 56, Width: 112}
+	busy := names()
+	if len(busy) != len(idle) {
+		t.Errorf("%d parameters with images, %d without", len(busy), len(idle))
+	}
+	for n := range busy {
+		if !idle[n] {
+			t.Errorf("with images: parameter %s is not registered without them", n)
+		}
+	}
+	// 100 x 300 pixels: 6 x 2 tiles and a thumbnail, 52 image tokens and
+	// <img>, </img>: 54 an image
+	p.Images, p.Seq = core.Images{Count: 2, Height: 100, Width: 300}, 64
+	if _, err := p.LowerProgram(); err == nil || !strings.Contains(err.Error(), "2 images of 100x300 pixels are 13 tiles each") {
+		t.Errorf("error %v, want the tiles named", err)
 	}
 }

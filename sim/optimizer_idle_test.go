@@ -41,6 +41,7 @@ func TestIdleTowerOptimizerState(t *testing.T) {
 		{"qwen3-vl-tiny.json", 290_624, core.Images{}, 1, 130_336, 1_042_688},
 		{"llama4-vision-tiny.json", 252_096, core.Images{}, 1, 195_648, 1_565_184},
 		{"mistral3-tiny.json", 254_848, core.Images{}, 1, 205_120, 1_640_960},
+		{"internvl-tiny.json", 254_688, core.Images{}, 1, 205_376, 1_643_008},
 	} {
 		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, tc.params, "fp32")
 		p.Images, p.GradAccum = tc.im, tc.accum
