@@ -79,13 +79,12 @@ func TestGemma4Params(t *testing.T) {
 //	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-tiny.json sdpa 64 2 4
 //	python tools/oracle/gemma4_saved.py sim/testdata/hf/gemma4-moe-tiny.json eager 64 2 4
 //
-// One gap is named: torch._grouped_mm's backward keeps the experts'
-// offsets (int32 [experts], 16 bytes a layer here), which memsh's
-// grouped_mm lowering (nn/moe_hf.go, every transformers 5 MoE family)
-// leaves out.
+// torch._grouped_mm's backward keeps the experts' offsets (int32
+// [experts], 16 bytes a layer here), which memsh's grouped_mm lowering
+// counts (nn/moe_hf.go, every transformers 5 MoE family).
 //
-// The 2-layer model's whole count is the oracle's less the same named
-// gaps and the 8-byte tail of the shifted labels; and the embedding's
+// The 2-layer model's whole count is the oracle's less the layer_scalar
+// buffers, the 8-byte tail of the shifted labels and the embedding's
 // embed_scale buffer (2 B). The rotary cos and sin q * cos saves, one pair
 // a layer type (2 x 64 tokens x (32 + 64) x 2 B), are counted
 // (nn.Gemma4Attention.RopeTables).
@@ -97,12 +96,11 @@ func TestGemma4Saves(t *testing.T) {
 	for _, tc := range []struct {
 		file, attn string
 		measured   [2]int64 // 2 and 4 layers
-		offsets    int64    // grouped_mm's offsets of two layers
 	}{
-		{"gemma4-tiny.json", "sdpa", [2]int64{1_601_298, 2_897_430}, 0},
-		{"gemma4-tiny.json", "eager", [2]int64{1_812_242, 3_319_318}, 0},
-		{"gemma4-moe-tiny.json", "sdpa", [2]int64{2_245_682, 4_186_198}, 2 * 4 * 4},
-		{"gemma4-moe-tiny.json", "eager", [2]int64{2_456_626, 4_608_086}, 2 * 4 * 4},
+		{"gemma4-tiny.json", "sdpa", [2]int64{1_601_298, 2_897_430}},
+		{"gemma4-tiny.json", "eager", [2]int64{1_812_242, 3_319_318}},
+		{"gemma4-moe-tiny.json", "sdpa", [2]int64{2_245_682, 4_186_198}},
+		{"gemma4-moe-tiny.json", "eager", [2]int64{2_456_626, 4_608_086}},
 	} {
 		var saved [2]int64
 		for i, n := range []int{2, 4} {
@@ -116,11 +114,11 @@ func TestGemma4Saves(t *testing.T) {
 			p.Runtime = cpu
 			saved[i] = evalPlan(t, p).SavedActivations
 		}
-		whole := tc.measured[0] - 2*2 - 2 - tc.offsets - 8
+		whole := tc.measured[0] - 2*2 - 2 - 8
 		if saved[0] != whole {
 			t.Errorf("%s %s: the 2-layer model saves %d bytes, want %d (%+d)", tc.file, tc.attn, saved[0], whole, saved[0]-whole)
 		}
-		want := tc.measured[1] - tc.measured[0] - 2*2 - tc.offsets
+		want := tc.measured[1] - tc.measured[0] - 2*2
 		if got := saved[1] - saved[0]; got != want {
 			t.Errorf("%s %s: two layers save %d bytes, want %d (%+d, %+.2f %%)", tc.file, tc.attn, got, want, got-want, 100*float64(got-want)/float64(want))
 		}

@@ -64,6 +64,13 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	wg := b.Out(gw, "sample_weights_g", []int64{S, 1}, b.Dtype(r.weights), "routing weights of the sorted copies")
 	b.Save(gw, perm)
 	b.Op(gw).WorkB = b.Val(r.weights).Bytes
+	// offsets = cumsum(histc(expert_ids_g.int(), E)).int(): the int32 [E]
+	// ends of each expert's rows, the offs both grouped GEMMs take and
+	// autograd saves with them (derivatives.yaml, _grouped_mm: its backward
+	// runs grouped GEMMs over the same groups); one storage for the two.
+	cs := b.AddOp("cumsum", "offsets", []core.Value{ids})
+	offs := b.Out(cs, "offsets", []int64{m.Experts}, units.INT32, "each expert's last row + 1 (cumsum of tokens per expert), grouped_mm's offs")
+	b.Op(cs).NoGradB = true
 	masked := !m.SentinelsEP // lowerGroupedMM runs without ep: lowerDispatched lowers any impl under it
 	var mask core.Value
 	if masked {
@@ -96,6 +103,7 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 		if b.Trainable(p) {
 			b.Save(i, xin)
 		}
+		b.Save(i, offs)
 		b.Op(i).Flops = 2 * float64(S) * float64(inDim) * float64(outDim)
 		b.Op(i).Bytes += float64(b.Val(xin).Bytes) + float64(dt.Bytes(m.Experts*inDim*outDim))
 		if bias >= 0 {
