@@ -1,0 +1,136 @@
+package models
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/builtins/host"
+	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
+	"go.starlark.net/starlark"
+)
+
+// attentionFn is attention() (its doc is LayerBuiltins'); qkNormArg and
+// ropeTablesArg read the qk_norm= and rope_tables= options the other
+// attention builtins share.
+func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var dim, heads, kvHeads, headDim, dropout, fused, smFP32, softcap, window, tables, ropeDim, qkNormV, name starlark.Value
+	var qkvBias, outBias, rope, sinks, gqa, gate, mrope, ropeCat, tablesFP32, eagerMask bool
+	impl, causal := "flash", true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+		"dim", &dim, "heads", &heads, "kv_heads?", &kvHeads, "head_dim?", &headDim,
+		"qkv_bias?", &qkvBias, "out_bias?", &outBias, "impl?", &impl, "causal?", &causal,
+		"dropout?", &dropout, "rope?", &rope, "fused_qkv?", &fused, "softmax_fp32?", &smFP32,
+		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "name?", &name); err != nil {
+		return nil, err
+	}
+	qkNorm, qkGemma, qkWide, err := qkNormArg(qkNormV)
+	if err != nil {
+		return nil, err
+	}
+	a := &nn.Attention{QKNormGemma: qkGemma, QKNormWide: qkWide, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat, EagerMask: eagerMask}
+	if ropeCat && !rope {
+		return nil, fmt.Errorf("attention: rope_cat=True needs rope=True (the cat ends the rotary embedding)")
+	}
+	if gqa && impl != "sdpa" {
+		return nil, fmt.Errorf("attention: enable_gqa=True is scaled_dot_product_attention's argument, and impl is %q (use impl=\"sdpa\", or leave enable_gqa out)", impl)
+	}
+	if err := ints(intArg{dim, "dim", &a.Dim}, intArg{heads, "heads", &a.Heads}); err != nil {
+		return nil, err
+	}
+	if a.KVHeads, err = OptInt(kvHeads, "kv_heads", 0); err != nil {
+		return nil, err
+	}
+	if kvHeads != nil && kvHeads != starlark.None && a.KVHeads <= 0 {
+		return nil, fmt.Errorf("kv_heads must be positive (got %d)", a.KVHeads)
+	}
+	if a.HeadDim, err = OptInt(headDim, "head_dim", 0); err != nil {
+		return nil, err
+	}
+	if headDim != nil && headDim != starlark.None && a.HeadDim <= 0 {
+		return nil, fmt.Errorf("attention: head_dim must be positive (got %d)", a.HeadDim)
+	}
+	if a.Dropout, err = OptProb(dropout, "dropout"); err != nil {
+		return nil, err
+	}
+	mha := a.KVHeads == 0 || a.KVHeads == a.Heads
+	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qkNorm && !qkWide && mha); err != nil {
+		return nil, err
+	}
+	if a.SoftmaxFP32, err = optBool(smFP32, "softmax_fp32", rope); err != nil {
+		return nil, err
+	}
+	if softcap != nil && softcap != starlark.None {
+		if a.Softcap, err = host.AsFloat(softcap, "softcap"); err != nil {
+			return nil, err
+		}
+		if !(a.Softcap > 0) {
+			return nil, fmt.Errorf("attention: softcap must be positive (got %g; None for no cap)", a.Softcap)
+		}
+	}
+	if a.Window, err = OptInt(window, "window", 0); err != nil {
+		return nil, err
+	}
+	if window != nil && window != starlark.None && a.Window <= 0 {
+		return nil, fmt.Errorf("attention: window must be positive (got %d; None for none)", a.Window)
+	}
+	if a.RopeTables, err = ropeTablesArg("attention", tables, rope); err != nil {
+		return nil, err
+	}
+	if a.RopeTablesDim, err = OptInt(ropeDim, "rope_dim", 0); err != nil {
+		return nil, err
+	}
+	if (ropeDim != nil && ropeDim != starlark.None || mrope) && a.RopeTables == "" {
+		return nil, fmt.Errorf("attention: rope_dim and mrope shape the rotary tables, which need rope_tables=\"rotary_emb\"")
+	}
+	if ropeDim != nil && ropeDim != starlark.None && (a.RopeTablesDim <= 0 || a.RopeTablesDim > a.Hd() || a.RopeTablesDim%2 != 0) {
+		return nil, fmt.Errorf("attention: rope_dim must be an even number of dimensions up to head_dim %d (got %d)", a.Hd(), a.RopeTablesDim)
+	}
+	a.RopeTablesBatch = mrope
+	if tablesFP32 {
+		if a.RopeTables == "" {
+			return nil, fmt.Errorf("attention: rope_tables_fp32 is the dtype of the rotary tables, which need rope_tables=\"rotary_emb\"")
+		}
+		a.RopeTablesDType = units.FP32
+	}
+	if a.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, a)
+}
+
+// qkNormArg unpacks attention()'s qk_norm: False (or None), True (Llama's
+// RMSNorm over each head), "gemma" (gemma_norm's: Gemma 3's, Qwen3-Next's)
+// or "olmo2" (one norm over all the heads: OLMo 2's, wide).
+func qkNormArg(v starlark.Value) (perHead, gemma, wide bool, err error) {
+	switch v := v.(type) {
+	case nil, starlark.NoneType:
+		return false, false, false, nil
+	case starlark.Bool:
+		return bool(v), false, false, nil
+	case starlark.String:
+		switch v {
+		case "gemma":
+			return true, true, false, nil
+		case "olmo2":
+			return false, false, true, nil
+		}
+	}
+	return false, false, false, fmt.Errorf("attention: qk_norm must be True, False, \"gemma\" or \"olmo2\" (got %s)", v.String())
+}
+
+// ropeTablesArg unpacks rope_tables of fn (attention, gemma4_attention,
+// mla): None, or the name of the rotary module whose cos and sin the
+// layer's rope saves, which needs rope.
+func ropeTablesArg(fn string, v starlark.Value, rope bool) (string, error) {
+	if v == nil || v == starlark.None {
+		return "", nil
+	}
+	s, ok := starlark.AsString(v)
+	if !ok || s == "" {
+		return "", fmt.Errorf("%s: rope_tables must name the rotary module, e.g. \"rotary_emb\" (got %s; None for no tables)", fn, v.String())
+	}
+	if !rope {
+		return "", fmt.Errorf("%s: rope_tables=%q needs rope=True (the tables are the rotary embedding's cos and sin)", fn, s)
+	}
+	return s, nil
+}
