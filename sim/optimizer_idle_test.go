@@ -42,6 +42,12 @@ func TestIdleTowerOptimizerState(t *testing.T) {
 		{"llama4-vision-tiny.json", 252_096, core.Images{}, 1, 195_648, 1_565_184},
 		{"mistral3-tiny.json", 254_848, core.Images{}, 1, 205_120, 1_640_960},
 		{"internvl-tiny.json", 254_688, core.Images{}, 1, 205_376, 1_643_008},
+		// LLaVA with images: the last CLIP layer and post_layernorm run but
+		// nothing reads them (vision_feature_layer -2), 18 tensors of 8,608
+		// elements with grad None (tools/oracle/llava.py
+		// ../../sim/testdata/hf/llava-tiny.json --grads 2)
+		{"llava-tiny.json", 256_544, core.Images{Count: 2, Height: 56, Width: 56}, 1, 247_936, 1_983_488},
+		{"llava-tiny.json", 256_544, core.Images{}, 1, 205_120, 1_640_960},
 	} {
 		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, tc.params, "fp32")
 		p.Images, p.GradAccum = tc.im, tc.accum

@@ -62,7 +62,13 @@ func HfConfigBuiltins() []host.Builtin {
 			"image_size pixels as GotOcr2ImageProcessor cuts them, and a thumbnail when there are several; every tile is one image to " +
 			"the tower, its cls dropped and its patches pixel-shuffled by downsample_ratio: 256 <IMG_CONTEXT> tokens a tile between <img> " +
 			"and </img>), then text_config's Qwen2 (InternVL3) or Qwen3 (InternVL3.5) model; the layers scale each branch by a learned " +
-			"lambda_1, lambda_2; use_qk_norm (InternViT-6B's) is refused; the head is tied when both tie_word_embeddings say so. olmo2 (OLMo 2, " +
+			"lambda_1, lambda_2; use_qk_norm (InternViT-6B's) is refused; the head is tied when both tie_word_embeddings say so. llava (llava-1.5 7B and 13B) builds " +
+			"LlavaForConditionalGeneration: its CLIP vision tower and projector (model.vision_tower, model.multi_modal_projector: linear_1, " +
+			"projector_hidden_act, linear_2) after the text embedding, reading train(images=) (every image cropped to image_size pixels, one " +
+			"token a patch, the class token's too under vision_feature_select_strategy \"full\"), then text_config's llama, mistral or qwen2 " +
+			"model (its absent sizes that model's defaults); the tower runs to vision_feature_layer (-2: the last layer but one), the layers " +
+			"after it and post_layernorm get no gradient; its attention is \"flash\", \"sdpa\" or \"eager\"; a Pixtral vision_config " +
+			"(pixtral-12b) is refused. olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +

@@ -92,7 +92,7 @@ func (p *Plan) validateImages() error {
 	}
 	if p.firstLayer(readsImages) == nil {
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("images= but model %q has no vision tower", p.Model.Name),
-			Hint: "images are read by a vision-language model (hf_config of a qwen2_5_vl, qwen3_vl, qwen3_vl_moe, Qwen3.5, gemma3, gemma4, mllama, llama4, kimi_k25, mistral3 or internvl config, or vision_tower())"}
+			Hint: "images are read by a vision-language model (hf_config of a qwen2_5_vl, qwen3_vl, qwen3_vl_moe, Qwen3.5, gemma3, gemma4, mllama, llama4, kimi_k25, mistral3, internvl or llava config, or vision_tower())"}
 	}
 	return nil
 }

@@ -179,6 +179,9 @@ var hfFamilies = []hfFamily{
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
 	// from 5.12.0); its text model only (kimi.go).
 	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true}},
+	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
+	// before text_config's decoder (llava.go).
+	{modelType: "llava", prefix: "Llava", base: "model", heads: vlHeads, build: buildLlava, vl: true},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
 	// llama4, llama4_text: the 4.51.0 wheel is the first with
 	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).

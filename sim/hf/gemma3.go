@@ -55,16 +55,8 @@ func buildGemma3(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	raw := make(map[string]any, len(tc.raw)+len(gemma3TextDefaults))
-	for k, v := range tc.raw {
-		raw[k] = v
-	}
-	for k, v := range gemma3TextDefaults {
-		if _, ok := raw[k]; !ok {
-			raw[k] = v
-		}
-	}
-	tc.raw, tc.modelType, tc.arch = raw, "gemma3_text", c.arch
+	tc.withDefaults(gemma3TextDefaults)
+	tc.modelType, tc.arch = "gemma3_text", c.arch
 	m := buildDecoder(tc, attn, head)
 	if tc.err != nil {
 		c.err = tc.err

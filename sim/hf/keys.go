@@ -338,6 +338,21 @@ func (c *hfConfig) intList(key string, n int64) map[int64]bool {
 	return out
 }
 
+// withDefaults gives c's raw object the defaults for the keys it leaves
+// out (a copy: the file's own object is not changed).
+func (c *hfConfig) withDefaults(defaults map[string]json.Number) {
+	raw := make(map[string]any, len(c.raw)+len(defaults))
+	for k, v := range c.raw {
+		raw[k] = v
+	}
+	for k, v := range defaults {
+		if _, ok := raw[k]; !ok {
+			raw[k] = v
+		}
+	}
+	c.raw = raw
+}
+
 // sub reads a nested config object (vision_config, text_config) as a
 // config of its own; its first bad field fails c.
 func (c *hfConfig) sub(key string) *hfConfig {

@@ -49,22 +49,11 @@ func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 func (v *Gemma3Vision) embeddings(b *core.Builder, n int64) core.Value {
 	defer b.Scope("embeddings")()
 	d, p := v.Dim, v.patches()
-	op := b.AddOp("data", "pixel_values", nil)
-	pix := b.Out(op, "pixel_values", []int64{n * p, v.patchIn()}, units.FP32,
-		fmt.Sprintf("images from the processor (fp32 [%d, %d, %d, %d])", n, v.Channels, v.Image, v.Image))
-	b.Val(pix).Grad = false
-	b.P.Held = append(b.P.Held, pix)
-	pix = b.Cast(pix, b.Prec.Params, "the images in the weights' dtype (pixel_values.to(patch_embedding.weight.dtype))")
+	pix := imagePixels(b, n*p, v.patchIn(), fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
 	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, true)
 	b.Val(h).Shape = []int64{n, p, d}
 	v.positionIDs(b, "")
-	w := b.Param("position_embedding.weight", []int64{p, d}, core.RoleEmbed)
-	e := b.AddOp("embedding", "position_embedding", nil, w)
-	pos := b.Out(e, "position_embedding", []int64{p, d}, b.Prec.Params, "the patches' position embeddings (one row a patch)")
-	b.Op(e).NoGradB = true
-	a := b.AddOp("add", "add_position_embedding", []core.Value{h, pos})
-	y := b.Out(a, "embeddings", []int64{n, p, d}, core.Promote(b.Dtype(h), b.Dtype(pos)), "patch embeddings plus their positions")
-	b.Op(a).Flops = float64(n * p * d)
+	y := addPositions(b, h, n, p, d)
 	return y
 }
 

@@ -76,3 +76,29 @@ func indexCopy(b *core.Builder, name string, x core.Value, groups int64) (int32,
 	b.Op(k).Bytes = float64(2 * b.Val(x).Bytes)
 	return k, y
 }
+
+// imagePixels is the processor's fp32 pixel values, rows of patchIn
+// (desc says their shape as the processor makes them), held to the end of
+// the forward, cast to the weights' dtype (the copy the patch convolution
+// saves).
+func imagePixels(b *core.Builder, rows, patchIn int64, desc string) core.Value {
+	op := b.AddOp("data", "pixel_values", nil)
+	pix := b.Out(op, "pixel_values", []int64{rows, patchIn}, units.FP32, "images from the processor ("+desc+")")
+	b.Val(pix).Grad = false
+	b.P.Held = append(b.P.Held, pix)
+	return b.Cast(pix, b.Prec.Params, "the images in the weights' dtype (pixel_values.to(patch_embedding.weight.dtype))")
+}
+
+// addPositions adds a learned position embedding of rows positions
+// (position_embedding, looked up by the position_ids buffer) to h ([n,
+// rows, d]).
+func addPositions(b *core.Builder, h core.Value, n, rows, d int64) core.Value {
+	w := b.Param("position_embedding.weight", []int64{rows, d}, core.RoleEmbed)
+	e := b.AddOp("embedding", "position_embedding", nil, w)
+	pos := b.Out(e, "position_embedding", []int64{rows, d}, b.Prec.Params, "the position embeddings (one row a position)")
+	b.Op(e).NoGradB = true
+	a := b.AddOp("add", "add_position_embedding", []core.Value{h, pos})
+	y := b.Out(a, "embeddings", []int64{n, rows, d}, core.Promote(b.Dtype(h), b.Dtype(pos)), "the embeddings plus their positions")
+	b.Op(a).Flops = float64(n * rows * d)
+	return y
+}

@@ -1,0 +1,94 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Lower runs CLIPVisionModel.forward to the feature layer and
+// LlavaMultiModalProjector on the plan's images
+// (LlavaModel.get_image_features) and joins their tokens to the text
+// embeddings x.
+func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
+	if idleWithoutImages(b, "llava_vision", v.TextDim, x, v.registerIdle) {
+		return x
+	}
+	im := b.Images
+	dataParallelImages(b, "LLaVA's", "dp, fsdp or zero")
+	if tokens := im.Count * v.ImageTokens(); tokens > b.Seq {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+			Msg: fmt.Sprintf("%d images of %d image tokens each (CLIPImageProcessor crops every image to %dx%d pixels), %d image tokens a sample, more than seq=%d",
+				im.Count, v.ImageTokens(), v.Image, v.Image, tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
+	}
+	d, n := v.Dim, b.Batch*im.Count
+	if !core.ProductFits(n, v.patches()+1, max(v.Inter, v.patchIn(), d, v.TextDim), 8) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"), Msg: fmt.Sprintf("%d images are more than memsh simulates", n), Hint: units.HintTensor}})
+	}
+	b.ReserveParams(v.tensorCount())
+	done := b.Scope("vision_tower")
+	h := v.embeddings(b, n)
+	h = b.LayerNorm("pre_layrnorm", h, d, true)
+	attn := &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "out_proj", SoftmaxFP32: true}
+	layer := preNormLayer(&Norm{Name: "layer_norm1", Dim: d, Bias: true}, attn, &Norm{Name: "layer_norm2", Dim: d, Bias: true},
+		&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true})
+	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Features}, h)
+	// the layers after the features and post_layernorm: weights nothing reads
+	unread := func(fn tensorFn) {
+		v.layerTensors(fn, "", v.Features, v.Layers)
+		v.postTensors(fn, "")
+	}
+	unread(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	done()
+	h = v.project(b, h, n)
+	if b.Dtype(h) != b.Dtype(x) {
+		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
+	}
+	y, _ := joinImageTokens(b, x, h)
+	return y
+}
+
+// embeddings is CLIPVisionEmbeddings on n images: the processor's fp32
+// pixels cast to the weights' dtype, the patch convolution (which saves
+// the images it reads), the class token prepended (torch.cat, a copy),
+// plus the position embedding of every token.
+func (v *LlavaVision) embeddings(b *core.Builder, n int64) core.Value {
+	defer b.Scope("embeddings")()
+	d, p := v.Dim, v.patches()
+	pix := imagePixels(b, n*p, v.patchIn(), fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
+	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, false)
+	cls := b.Param("class_embedding", []int64{d}, core.RoleEmbed)
+	c := b.AddOp("cat", "cat_class_embedding", []core.Value{h}, cls)
+	h = b.Out(c, "class_and_patches", []int64{n, p + 1, d}, b.Dtype(h), "each image's class token and patches (torch.cat, a copy)")
+	b.Op(c).Bytes = float64(b.Val(h).Bytes) * 2
+	v.positionIDs(b, "")
+	y := addPositions(b, h, n, p+1, d)
+	return y
+}
+
+// project is LlavaMultiModalProjector on the feature layer's output h
+// ([n, patches + 1, Dim]), then the image features concatenated into one
+// tensor (LlavaModel.forward's torch.cat): [tokens, TextDim].
+func (v *LlavaVision) project(b *core.Builder, h core.Value, n int64) core.Value {
+	defer b.Scope("multi_modal_projector")()
+	d, t := v.Dim, v.ImageTokens()
+	if !v.KeepCLS {
+		dt := b.Dtype(h)
+		if n > 1 {
+			// linear_1 folds the strided view [:, 1:] into rows: a copy, saved
+			h = b.Ew("contiguous", "features", []core.Value{h}, []int64{n * t, d}, dt, "the image features without their class tokens, folded into rows (a copy linear_1 saves)")
+		} else {
+			// one image: [:, 1:] folds as a view, which keeps the layer's whole output
+			whole := b.Val(h).Bytes
+			h = b.Ew("slice", "features", []core.Value{h}, []int64{t, d}, dt, "the image features without the class token (a view of the layer's output, whose storage linear_1 keeps)")
+			b.Val(h).Bytes = whole
+			b.Op(b.Val(h).Producer).Flops = 0
+		}
+	}
+	h = b.Linear("linear_1", core.RoleLinear, h, d, v.TextDim, v.ProjBias)
+	h = Activation(b, v.ProjAct, h)
+	h = b.Linear("linear_2", core.RoleLinear, h, v.TextDim, v.TextDim, v.ProjBias)
+	return b.Ew("cat", "image_features", []core.Value{h}, []int64{n * t, v.TextDim}, b.Dtype(h), "the images' tokens concatenated (torch.cat in LlavaModel.forward, a copy; masked_scatter's source)")
+}
