@@ -126,11 +126,8 @@ func TestRopeTablesSavedAsTransformers(t *testing.T) {
 //
 //   - gpt-oss (eager: GptOssForCausalLM has no SDPA path), 1 and 2
 //     layers: two (1, 1, 64, 8) bf16 storages, half a head of 16
-//     (GptOssRotaryEmbedding does not repeat its frequencies). Measured
-//     413,468 and 717,100 bytes in all; memsh 9,240 and 10,280 under:
-//     its eager softmax of the sinks' concatenated logits (bf16 with a
-//     max's int64 indices in 5.25.0, lowered as Llama's fp32 softmax),
-//     the MoE layer's grouped_mm offsets and indices.
+//     (GptOssRotaryEmbedding does not repeat its frequencies). The
+//     whole count is exact (TestGptOssSavesAsTransformers).
 //   - DeepSeek-V3 (tools/oracle/dsa_v3_2layers.json shrunk as the row
 //     sets): two (1, 1, 64, 2) bf16 views of (1, 64, 4) storages, 512
 //     bytes each (apply_rotary_pos_emb_interleave's even and odd slices
@@ -139,9 +136,7 @@ func TestRopeTablesSavedAsTransformers(t *testing.T) {
 //     bytes. Their whole counts differ by CPU's math SDPA over the full
 //     scores (TestDeepSeekV2LayerSavesAsTransformers).
 func TestRopeTablesOfTheOtherFamilies(t *testing.T) {
-	gptOSS := map[string]any{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-		"num_local_experts": 4, "num_experts_per_tok": 2, "experts_per_token": 2, "intermediate_size": 64, "vocab_size": 256,
-		"layer_types": []any{"sliding_attention", "full_attention"}, "sliding_window": 128, "pad_token_id": 0, "eos_token_id": 1}
+	gptOSS := tinyGptOSS()
 	dsv3 := map[string]any{"hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 32, "num_attention_heads": 4,
 		"num_key_value_heads": 4, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4,
 		"v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "vocab_size": 256}
@@ -168,6 +163,51 @@ func TestRopeTablesOfTheOtherFamilies(t *testing.T) {
 			t.Errorf("%s, %d layers, batch %d: the rotary tables add %d bytes, transformers keeps %d", tc.file, tc.layers, tc.batch, got, tc.tables)
 		}
 	}
+}
+
+// TestGptOssSavesAsTransformers: what autograd keeps in a whole tiny
+// gpt-oss (tinyGptOSS: hidden 64,
+// 4 heads, 2 kv heads of 16, 4 experts, top 2), 1 and 2 layers, one
+// sequence of 64 tokens in bf16 under eager attention, on the CPU with
+// torch 2.15.0 and transformers 5.25.0 (the rows' config written out with
+// num_hidden_layers and layer_types cut to the depth):
+//
+//	python tools/oracle/hf_block_saved.py CONFIG.json {1,2} 1 64 bfloat16 eager v nocache
+//
+// 413,468 and 717,100 bytes, less the labels' 8-byte tail. Three things
+// memsh lowered as Llama's before, 9,224 and 10,248 bytes under (after
+// grouped_mm's offsets were counted): GptOssRMSNorm is OLMo 2's (the
+// weight times the fp32 normed rows, kept in fp32: 8,192 more a norm);
+// the sinks' softmax runs in the logits' bf16 (its output the only copy
+// of the probabilities; 66,560 B of fp32 probabilities fewer) and the
+// row max before it keeps its int64 indices ((1, 4, 64, 1), 2,048 B);
+// the experts' clamped gate keeps gate_up and four [128, 64] bf16
+// tensors where SwiGLU keeps two (3 x 16,384 more a layer).
+func TestGptOssSavesAsTransformers(t *testing.T) {
+	gptOSS := tinyGptOSS()
+	for _, tc := range []struct {
+		layers   int64
+		measured int64
+	}{
+		{1, 413_468},
+		{2, 717_100},
+	} {
+		m, err := hf.FromConfigOptions(ropeConfig(t, "gpt-oss-20b.json", tc.layers, gptOSS), hf.Options{Attn: "eager", Transformers: "5.25.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tc.measured - 8 // the labels' tail
+		if got := cpuSavedModel(t, m, 1, 64, false); got != want {
+			t.Errorf("%d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.layers, got, want, got-want)
+		}
+	}
+}
+
+// tinyGptOSS is the keys that shrink gpt-oss-20b.json to a tiny model.
+func tinyGptOSS() map[string]any {
+	return map[string]any{"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+		"num_local_experts": 4, "num_experts_per_tok": 2, "experts_per_token": 2, "intermediate_size": 64, "vocab_size": 256,
+		"layer_types": []any{"sliding_attention", "full_attention"}, "sliding_window": 128, "pad_token_id": 0, "eos_token_id": 1}
 }
 
 // ropeConfig is a config of sim/testdata/hf with set's keys set (where

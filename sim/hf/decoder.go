@@ -100,8 +100,9 @@ func decoderFamilyOf(mt string) decoderFamily {
 // Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
-// bytes); gpt-oss's clamped SwiGLU (swiglu_limit) is lowered as SwiGLU and
-// Phi-3.5-MoE's sparsemixer routing as a softmax router.
+// bytes); gpt-oss's clamped SwiGLU (swiglu_limit) is lowered as SwiGLU but
+// by the grouped_mm experts (nn.MoE.ClampedGLU), and Phi-3.5-MoE's
+// sparsemixer routing as a softmax router.
 func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	f := decoderFamilyOf(c.modelType)
 	hidden := c.size("hidden_size")
@@ -166,6 +167,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			return &nn.Norm{Name: name, Dim: hidden, Bias: true}
 		case f.gemma > 0:
 			return &nn.GemmaNorm{Name: name, Dim: hidden}
+		case c.modelType == "gpt_oss":
+			// GptOssRMSNorm: (weight * x32_normed).to(dtype), OLMo 2's
+			// (models/gpt_oss/modeling_gpt_oss.py:61 at 5.25.0).
+			return &nn.Olmo2Norm{Name: name, Dim: hidden}
 		}
 		return &nn.Norm{Name: name, Dim: hidden, RMS: true}
 	}
@@ -359,7 +364,7 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		all()
 		m := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 			TopK: c.size("num_experts_per_tok"), Act: act, Impl: nn.MoEFusedLoop, Router: nn.RouterTopKSoftmax,
-			RouterBias: true, ExpertBias: true}
+			RouterBias: true, ExpertBias: true, ClampedGLU: true}
 		c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
 		return m, float64(experts) * 3 * float64(hidden) * float64(inter)
 	}

@@ -159,13 +159,26 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	}
 	probShape := scoreShape
 	if a.Sinks {
-		// GptOss eager_attention_forward: cat([scores, sinks], -1) minus
-		// its row max, softmax, then probs[..., :-1] (a view).
+		// GptOss eager_attention_forward (models/gpt_oss/modeling_gpt_oss.py:241-249
+		// at 5.25.0): cat([scores, sinks], -1) (cat promotes to the
+		// sinks' dtype), minus its row max (max(dim=-1) saves its int64
+		// indices), softmax(dtype=combined_logits.dtype): in the logits'
+		// own dtype, which autocast keeps (softmax's fp32_set_opt_dtype
+		// policy honours an explicit dtype); then probs[..., :-1], a view.
 		probShape = []int64{batch, h, seq, seq + 1}
 		sink := b.Param("sinks", []int64{h}, core.RoleO)
 		b.ShardParam(sink, h*b.Par.Tpn())
 		c := b.AddOp("cat", "sinks", []core.Value{scaled}, sink)
-		scaled = b.Out(c, "combined_logits", probShape, dt, "scores with the sink column, minus the row max")
+		smDT = core.Promote(b.Dtype(scaled), b.Prec.Params)
+		combined := b.Out(c, "combined_logits", probShape, smDT, "scores with the sink column")
+		mx := b.AddOp("max", "row_max", []core.Value{combined})
+		rowMax := b.Out(mx, "row_max", []int64{batch, h, seq, 1}, smDT, "each row's max logit")
+		idx := b.Out(mx, "row_max_indices", []int64{batch, h, seq, 1}, units.INT64, "the row max's indices (max(dim=-1) keeps them for its backward)")
+		b.Save(mx, idx)
+		b.Op(mx).Bytes += float64(b.Val(combined).Bytes)
+		sub := b.AddOp("sub", "combined_logits_shifted", []core.Value{combined, rowMax})
+		scaled = b.Out(sub, "combined_logits_shifted", probShape, smDT, "scores with the sink column, minus the row max")
+		b.Op(sub).Bytes += 2 * float64(b.Val(combined).Bytes)
 	}
 	in := b.SoftmaxInput(scaled, smDT, b.Prec.Autocast && b.Rt.AutocastSoftmaxFP32)
 	sm := b.AddOp("softmax", "softmax", []core.Value{in})

@@ -83,6 +83,11 @@ type MoE struct {
 	RouterBias bool    // the router has a bias (gpt-oss)
 	ScoreBias  bool    // a per-expert selection bias, a buffer (DeepSeek-V3's e_score_correction_bias)
 	ExpertBias bool    // the expert projections have biases (gpt-oss)
+	// ClampedGLU is gpt-oss's gate (GptOssExperts._apply_gate): gate and
+	// up clamped, glu = gate * sigmoid(gate * alpha), (up + 1) * glu; it
+	// keeps three more [rows, hidden] tensors than SwiGLU. The grouped_mm
+	// experts lower it (lowerGroupedMM); the others lower SwiGLU.
+	ClampedGLU bool
 	// RouterName is the softmax router's module name: under impl "loop"
 	// (or with LinearRouter) the nn.Linear's, "gate" (Mixtral, Qwen-MoE)
 	// when empty, "router" in Jamba; otherwise the parameter router's,

@@ -135,12 +135,16 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 		// moe.py:522): views of one [S, 2h] tensor, their rows 2h apart;
 		// act_fn(gate) and the product with up read them strided
 		// (core.OpInfo.Strided; timing/strided.go).
-		act := Activation(b, fn, gate)
-		if a := b.Op(b.Val(act).Producer); len(a.In) == 1 && a.In[0] == gate {
-			a.Strided = true
+		if m.ClampedGLU {
+			h = clampedGLU(b, gate, up)
+		} else {
+			act := Activation(b, fn, gate)
+			if a := b.Op(b.Val(act).Producer); len(a.In) == 1 && a.In[0] == gate {
+				a.Strided = true
+			}
+			h = b.Mul("act_mul", act, up)
+			b.Op(b.Val(h).Producer).Strided = true
 		}
-		h = b.Mul("act_mul", act, up)
-		b.Op(b.Val(h).Producer).Strided = true
 	} else {
 		h = Activation(b, m.Act, proj("up_proj", xg, fw.gateUp, fw.gateUpBias, d, hidden))
 	}
@@ -162,4 +166,26 @@ func (m *MoE) lowerGroupedMM(b *core.Builder, x core.Value, r routing) core.Valu
 	// stream's backward.
 	b.Op(sm).Bytes += float64(b.Val(ro).Bytes)
 	return b.Cast(out, b.Dtype(x), "the block's output in the hidden states' dtype")
+}
+
+// clampedGLU is gpt-oss's GptOssExperts._apply_gate
+// (models/gpt_oss/modeling_gpt_oss.py:80-86 at 5.25.0) on the strided
+// halves of gate_up:
+//
+//	gate = gate.clamp(max=limit)          # saves gate
+//	up = up.clamp(-limit, limit)          # saves up
+//	glu = gate * sigmoid(gate * alpha)    # sigmoid saves its output, the product both
+//	return (up + 1) * glu                 # saves up + 1 and glu
+//
+// Autograd keeps gate_up and four [rows, hidden] tensors (the clamped
+// gate, the sigmoid, glu, up + 1): measured with
+// tools/oracle/hf_block_saved.py (TestGptOssSavesAsTransformers).
+func clampedGLU(b *core.Builder, gate, up core.Value) core.Value {
+	g := b.Unary("clamp", gate, true, false)
+	b.Op(b.Val(g).Producer).Strided = true
+	u := b.Unary("clamp", up, true, false)
+	b.Op(b.Val(u).Producer).Strided = true
+	s := b.Unary("sigmoid", b.Unary("mul", g, false, false), false, true) // gate * alpha saves nothing (a scalar)
+	glu := b.Mul("glu", g, s)
+	return b.Mul("gated_output", b.Unary("add", u, false, false), glu) // up + 1 saves nothing
 }
