@@ -13,9 +13,14 @@ import (
 // counts them on the meta device (transformers 5.25.0,
 // tools/oracle/internvl.py CONFIG --params), with its variants: RMSNorms
 // (norm_type rms_norm: no biases in the layers' norms), no attention
-// biases, and the final layernorm (use_mean_pooling false); a Qwen3 text
-// model whose head is tied at both levels (InternVLConfig's default and
-// text_config's).
+// biases, and the final layernorm (use_mean_pooling false); q_norm and
+// k_norm (use_qk_norm: a weight of 32 each a layer); a Qwen3 text model
+// whose head is tied at both levels (InternVLConfig's default and
+// text_config's); InternViT-6B's vision_config (InternVL3-78B's,
+// InternVL3.5-38B's and up: 45 layers of 3200, 25 heads, MLPs of 12800,
+// rms_norm, use_qk_norm, no attention bias, mean pooling, as OpenGVLab's
+// intern_vit_6b config and its conversion to internvl_vision set it) on
+// the tiny text model, its tower 5,536,496,000 parameters.
 func TestInternVLParams(t *testing.T) {
 	for _, tc := range []struct {
 		name                   string
@@ -28,6 +33,19 @@ func TestInternVLParams(t *testing.T) {
 			visionConfig(c)["use_mean_pooling"] = false
 			visionConfig(c)["attention_bias"] = false
 		}, 254_432, 36_384, 12_672},
+		{"qk norm", func(c map[string]any) {
+			visionConfig(c)["norm_type"] = "rms_norm"
+			visionConfig(c)["use_mean_pooling"] = false
+			visionConfig(c)["attention_bias"] = false
+			visionConfig(c)["use_qk_norm"] = true
+		}, 254_560, 36_512, 12_672},
+		{"InternViT-6B", func(c map[string]any) {
+			for k, v := range map[string]any{"hidden_size": 3200, "num_attention_heads": 25, "intermediate_size": 12800, "num_hidden_layers": 45,
+				"norm_type": "rms_norm", "use_qk_norm": true, "attention_bias": false, "image_size": []any{448, 448}, "patch_size": []any{14, 14},
+				"use_mean_pooling": true} {
+				visionConfig(c)[k] = v
+			}
+		}, 5_537_550_400, 5_536_496_000, 849_024},
 		{"qwen3, tied", func(c map[string]any) {
 			delete(c, "tie_word_embeddings")
 			c["text_config"] = map[string]any{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -62,8 +80,6 @@ func TestInternVLRefused(t *testing.T) {
 			`"text_config.model_type" must be "qwen2" (InternVL3) or "qwen3" (InternVL3.5) (got "llama")`},
 		{"vision model", func(c map[string]any) { visionConfig(c)["model_type"] = "siglip_vision_model" }, hf.Options{Attn: "sdpa"},
 			`"vision_config.model_type" must be InternViT's, "internvl_vision"`},
-		{"qk norm", func(c map[string]any) { visionConfig(c)["use_qk_norm"] = true }, hf.Options{Attn: "sdpa"},
-			`"vision_config.use_qk_norm" is true: InternViT-6B's q and k norms are not modelled yet`},
 		{"norm type", func(c map[string]any) { visionConfig(c)["norm_type"] = "batch_norm" }, hf.Options{Attn: "sdpa"},
 			`"vision_config.norm_type" must be "layer_norm" or "rms_norm" (got "batch_norm")`},
 		{"oblong tiles", func(c map[string]any) { visionConfig(c)["image_size"] = []any{56, 84} }, hf.Options{Attn: "sdpa"},
@@ -133,5 +149,34 @@ func TestInternVLLowering(t *testing.T) {
 	p.Images, p.Seq = core.Images{Count: 2, Height: 100, Width: 300}, 64
 	if _, err := p.LowerProgram(); err == nil || !strings.Contains(err.Error(), "2 images of 100x300 pixels are 13 tiles each") {
 		t.Errorf("error %v, want the tiles named", err)
+	}
+}
+
+// InternViT-6B's q_norm and k_norm lower under the names transformers
+// 5.25 gives them, the same with images as without.
+func TestInternVLQKNormNames(t *testing.T) {
+	m, err := hf.FromConfigOptions(readHF(t, "internvl-qknorm-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	for _, im := range []core.Images{{}, {Count: 1, Height: 56, Width: 112}} {
+		p.Images = im
+		prog, err := p.LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, pa := range prog.Params {
+			names[pa.Name] = true
+		}
+		for _, n := range []string{"model.vision_tower.encoder.layer.0.attention.q_norm.weight", "model.vision_tower.encoder.layer.1.attention.k_norm.weight"} {
+			if !names[n] {
+				t.Errorf("%+v: no parameter %s", im, n)
+			}
+		}
+		if names["model.vision_tower.encoder.layer.0.attention.q_norm.bias"] {
+			t.Errorf("%+v: q_norm has a bias; InternVLVisionRMSNorm has none", im)
+		}
 	}
 }

@@ -78,3 +78,19 @@ func TestInternVLRMSNormSavesAsTransformers(t *testing.T) {
 		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "bf16", false, 378_328},
 	})
 }
+
+// The same with InternViT-6B's q_norm and k_norm (sim/testdata/hf/
+// internvl-qknorm-tiny.json: internvl-rms-tiny.json with use_qk_norm):
+//
+//	/work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-qknorm-tiny.json 2 56 112 64 [bf16]
+//
+// InternVLVisionRMSNorm over q's and k's whole width (all heads at once)
+// keeps per layer and per norm what Llama's RMSNorm keeps: the fp32 copy
+// of its input, the rsqrt, and the normed rows cast back (the weight's
+// gradient reads them); 2 x 32 more parameters a layer.
+func TestInternVLQKNormSavesAsTransformers(t *testing.T) {
+	checkImagesSaveCases(t, "internvl-qknorm-tiny.json", hf.Options{Attn: "sdpa"}, 254_560, []imagesSaveCase{
+		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "fp32", false, 805_552},
+		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "bf16", false, 458_296},
+	})
+}

@@ -62,7 +62,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"image_size pixels as GotOcr2ImageProcessor cuts them, and a thumbnail when there are several; every tile is one image to " +
 			"the tower, its cls dropped and its patches pixel-shuffled by downsample_ratio: 256 <IMG_CONTEXT> tokens a tile between <img> " +
 			"and </img>), then text_config's Qwen2 (InternVL3) or Qwen3 (InternVL3.5) model; the layers scale each branch by a learned " +
-			"lambda_1, lambda_2; use_qk_norm (InternViT-6B's) is refused; the head is tied when both tie_word_embeddings say so. llava (llava-1.5 7B and 13B) builds " +
+			"lambda_1, lambda_2; InternViT-6B's use_qk_norm (InternVL3-78B's, InternVL3.5-38B's and up) norms q and k over their whole width; the head is tied when both tie_word_embeddings say so. llava (llava-1.5 7B and 13B) builds " +
 			"LlavaForConditionalGeneration: its CLIP vision tower and projector (model.vision_tower, model.multi_modal_projector: linear_1, " +
 			"projector_hidden_act, linear_2) after the text embedding, reading train(images=) (every image cropped to image_size pixels, one " +
 			"token a patch, the class token's too under vision_feature_select_strategy \"full\"), then text_config's llama, mistral or qwen2 " +

@@ -54,7 +54,8 @@ const internVLMaxTiles = 12
 // internVLVision reads vision_config at InternVLVisionConfig's defaults
 // (configuration_internvl.py, 5.25.0: InternViT-300M, 24 layers of 1024,
 // 16 heads, 4096 wide MLPs with gelu, tiles of 448, patches of 14,
-// layer_norm, no attention bias, no qk norm, mean pooling) and the top
+// layer_norm, no attention bias, no qk norm, mean pooling; InternViT-6B
+// sets rms_norm and use_qk_norm: nn.InternVLVision.QKNorm) and the top
 // level's downsample_ratio (0.5) and projector_hidden_act (gelu).
 // vision_feature_layer must be -1 and vision_feature_select_strategy
 // "default" (the cls dropped), as in every InternVL checkpoint.
@@ -69,7 +70,7 @@ func internVLVision(c, tc *hfConfig, attn string) *nn.InternVLVision {
 	v := &nn.InternVLVision{Dim: vc.sizeOr("hidden_size", 1024), Layers: vc.sizeOr("num_hidden_layers", 24), Heads: vc.sizeOr("num_attention_heads", 16),
 		Inter: vc.sizeOr("intermediate_size", 4096), Act: vc.mlpAct("hidden_act", "gelu", false), Image: vc.squareSize("image_size", 448),
 		Patch: vc.squareSize("patch_size", 14), Channels: vc.sizeOr("num_channels", 3), AttnBias: vc.flag("attention_bias", false),
-		MeanPooling: vc.flag("use_mean_pooling", true), Merge: c.internVLMerge(), MaxTiles: internVLMaxTiles,
+		QKNorm: vc.flag("use_qk_norm", false), MeanPooling: vc.flag("use_mean_pooling", true), Merge: c.internVLMerge(), MaxTiles: internVLMaxTiles,
 		TextDim: tc.size("hidden_size"), ProjAct: c.mlpAct("projector_hidden_act", "gelu", false), Impl: attn}
 	switch nt := vc.str("norm_type", "layer_norm"); nt {
 	case "layer_norm":
@@ -77,9 +78,6 @@ func internVLVision(c, tc *hfConfig, attn string) *nn.InternVLVision {
 		v.RMS = true
 	default:
 		vc.fail("norm_type", "must be \"layer_norm\" or \"rms_norm\" (got %q)", nt)
-	}
-	if vc.flag("use_qk_norm", false) {
-		vc.fail("use_qk_norm", "is true: InternViT-6B's q and k norms are not modelled yet (InternViT-300M, every InternVL3 and InternVL3.5 up to 38B, has none)")
 	}
 	if vc.flag("use_mask_token", false) {
 		vc.fail("use_mask_token", "is true: the masked-image-modelling token is not modelled (InternVL's checkpoints have none)")

@@ -51,6 +51,11 @@ type Attention struct {
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
 	QKNormGemma bool    // QKNorm's norms are Gemma's RMSNorm (Gemma 3; gemma_norm.go)
 	QKNormWide  bool    // RMS norm over all of q's heads and all of k's at once before rope (OLMo 2, olmo2.go)
+	// QKNormWideLlama: QKNormWide's norms are Llama's RMSNorm (the weight
+	// times the rows cast back: InternVLVisionRMSNorm, InternViT-6B's
+	// q_norm and k_norm) instead of OLMo 2's (the weight times the fp32
+	// rows, then cast back).
+	QKNormWideLlama bool
 	// Window is a sliding window: each query attends to the last Window
 	// keys (Gemma 2/3's local layers, gpt-oss's sliding layers); 0 = all.
 	// Flash attention computes only the window; eager attention still

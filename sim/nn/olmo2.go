@@ -90,8 +90,13 @@ func fp32RMSNormOf(b *core.Builder, w int32, x32 core.Value, dim int64, offset b
 
 // wideQKNorm is OLMo 2's q_norm and k_norm (Attention.QKNormWide):
 // Olmo2RMSNorm over each projection's whole width (all its heads at
-// once), before the heads are split.
+// once), before the heads are split; with QKNormWideLlama, Llama's
+// RMSNorm over the same widths (InternVLVisionAttention's q_norm and
+// k_norm, modeling_internvl.py, transformers 5.25.0).
 func (a *Attention) wideQKNorm(b *core.Builder, q, k core.Value, h, kv, d int64) (core.Value, core.Value) {
+	if a.QKNormWideLlama {
+		return b.RmsNorm("q_norm", q, h*d), b.RmsNorm("k_norm", k, kv*d)
+	}
 	return olmo2Norm(b, "q_norm", q, h*d), olmo2Norm(b, "k_norm", k, kv*d)
 }
 

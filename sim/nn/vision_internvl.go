@@ -25,7 +25,9 @@ import (
 //     in front of each tile's patches (torch.cat, a copy), plus the
 //     learned position_embeddings (one row a patch and one for the cls);
 //   - Layers encoder layers: layernorm_before, attention (q_proj, k_proj,
-//     v_proj with biases when AttnBias, projection_layer with a bias, not
+//     v_proj with biases when AttnBias; with QKNorm, q_norm and k_norm,
+//     Llama-style RMSNorms over q's and k's whole width, all heads at
+//     once, before the heads are split; projection_layer with a bias, not
 //     causal), times lambda_1 (a learned per-channel scale, which saves
 //     the attention's output); layernorm_after, mlp (fc1, Act, fc2 with
 //     biases), times lambda_2; the norms LayerNorms with biases, or
@@ -56,6 +58,7 @@ type InternVLVision struct {
 	Patch       int64 // patch_size
 	Channels    int64 // num_channels
 	AttnBias    bool  // attention_bias: q_proj, k_proj, v_proj biases
+	QKNorm      bool  // use_qk_norm: q_norm and k_norm over Dim (InternViT-6B)
 	RMS         bool  // norm_type "rms_norm" (else LayerNorms with biases)
 	MeanPooling bool  // use_mean_pooling: no final layernorm
 	Merge       int64 // int(1 / downsample_ratio): patches merged a side
@@ -109,6 +112,10 @@ func (v *InternVLVision) tensors(fn tensorFn) {
 		linear(p+"attention.q_proj", d, d, core.RoleQ, v.AttnBias)
 		linear(p+"attention.k_proj", d, d, core.RoleK, v.AttnBias)
 		linear(p+"attention.v_proj", d, d, core.RoleV, v.AttnBias)
+		if v.QKNorm {
+			norm(p+"attention.q_norm", d, true)
+			norm(p+"attention.k_norm", d, true)
+		}
 		linear(p+"attention.projection_layer", d, d, core.RoleO, true)
 		norm(p+"layernorm_after", d, v.RMS)
 		linear(p+"mlp.fc1", v.Inter, d, core.RoleUp, true)

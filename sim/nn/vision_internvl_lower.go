@@ -47,7 +47,7 @@ func (v *InternVLVision) Lower(b *core.Builder, x core.Value) core.Value {
 // then x + lambda_2 * mlp(layernorm_after(x)).
 func (v *InternVLVision) layer() core.Layer {
 	d := v.Dim
-	attn := &Attention{Name: "attention", Dim: d, Heads: v.Heads, QKVBias: v.AttnBias, OutBias: true, Impl: v.Impl, OutName: "projection_layer"}
+	attn := &Attention{Name: "attention", Dim: d, Heads: v.Heads, QKVBias: v.AttnBias, QKNormWide: v.QKNorm, QKNormWideLlama: v.QKNorm, OutBias: true, Impl: v.Impl, OutName: "projection_layer"}
 	return &core.Sequential{Layers: []core.Layer{
 		&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "layernorm_before", Dim: d, RMS: v.RMS, Bias: !v.RMS}, attn,
 			&LayerScale{Name: "lambda_1", Dim: d}}}},
