@@ -111,19 +111,7 @@ func TestInternVLLowering(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := tinyPlan(t, m)
-	names := func() map[string]bool {
-		t.Helper()
-		prog, err := p.LowerProgram()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]bool{}
-		for _, pa := range prog.Params {
-			out[pa.Name] = true
-		}
-		return out
-	}
-	idle := names()
+	idle := loweredParamNames(t, p)
 	for _, n := range []string{"model.language_model.embed_tokens.weight", "model.language_model.layers.1.mlp.down_proj.weight", "lm_head.weight",
 		"model.vision_tower.embeddings.cls_token", "model.vision_tower.embeddings.position_embeddings",
 		"model.vision_tower.embeddings.patch_embeddings.projection.bias", "model.vision_tower.encoder.layer.1.lambda_2",
@@ -135,7 +123,7 @@ func TestInternVLLowering(t *testing.T) {
 		}
 	}
 	p.Images = core.Images{Count: 1, Height: 56, Width: 112}
-	busy := names()
+	busy := loweredParamNames(t, p)
 	if len(busy) != len(idle) {
 		t.Errorf("%d parameters with images, %d without", len(busy), len(idle))
 	}
@@ -162,14 +150,7 @@ func TestInternVLQKNormNames(t *testing.T) {
 	p := tinyPlan(t, m)
 	for _, im := range []core.Images{{}, {Count: 1, Height: 56, Width: 112}} {
 		p.Images = im
-		prog, err := p.LowerProgram()
-		if err != nil {
-			t.Fatal(err)
-		}
-		names := map[string]bool{}
-		for _, pa := range prog.Params {
-			names[pa.Name] = true
-		}
+		names := loweredParamNames(t, p)
 		for _, n := range []string{"model.vision_tower.encoder.layer.0.attention.q_norm.weight", "model.vision_tower.encoder.layer.1.attention.k_norm.weight"} {
 			if !names[n] {
 				t.Errorf("%+v: no parameter %s", im, n)

@@ -102,19 +102,7 @@ func TestMistral3Lowering(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := tinyPlan(t, m)
-	names := func() map[string]bool {
-		t.Helper()
-		prog, err := p.LowerProgram()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]bool{}
-		for _, pa := range prog.Params {
-			out[pa.Name] = true
-		}
-		return out
-	}
-	idle := names()
+	idle := loweredParamNames(t, p)
 	for _, n := range []string{"model.language_model.embed_tokens.weight", "model.language_model.layers.1.mlp.down_proj.weight", "lm_head.weight",
 		"model.vision_tower.patch_conv.weight", "model.vision_tower.ln_pre.weight", "model.vision_tower.transformer.layers.1.attention.o_proj.weight",
 		"model.vision_tower.transformer.layers.0.feed_forward.gate_proj.weight", "model.multi_modal_projector.patch_merger.merging_layer.weight",
@@ -124,7 +112,7 @@ func TestMistral3Lowering(t *testing.T) {
 		}
 	}
 	p.Images = core.Images{Count: 1, Height: 56, Width: 56}
-	busy := names()
+	busy := loweredParamNames(t, p)
 	if len(busy) != len(idle) {
 		t.Errorf("%d parameters with images, %d without", len(busy), len(idle))
 	}
@@ -189,4 +177,18 @@ func TestMinistral3TextAlone(t *testing.T) {
 	if want := `model_type "ministral3" needs transformers 5.0 or later`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("transformers 4.57.1: %v, want %q", err, want)
 	}
+}
+
+// loweredParamNames is the names of the parameters p's program registers.
+func loweredParamNames(t *testing.T, p *core.Plan) map[string]bool {
+	t.Helper()
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, pa := range prog.Params {
+		out[pa.Name] = true
+	}
+	return out
 }
