@@ -67,8 +67,10 @@ func HfConfigBuiltins() []host.Builtin {
 			"projector_hidden_act, linear_2) after the text embedding, reading train(images=) (every image cropped to image_size pixels, one " +
 			"token a patch, the class token's too under vision_feature_select_strategy \"full\"), then text_config's llama, mistral or qwen2 " +
 			"model (its absent sizes that model's defaults); the tower runs to vision_feature_layer (-2: the last layer but one), the layers " +
-			"after it and post_layernorm get no gradient; its attention is \"flash\", \"sdpa\" or \"eager\"; a Pixtral vision_config " +
-			"(pixtral-12b) is refused. olmo2 (OLMo 2, " +
+			"after it and post_layernorm get no gradient; its attention is \"flash\", \"sdpa\" or \"eager\". With a Pixtral " +
+			"vision_config (mistral-community/pixtral-12b) the tower is Pixtral's, as under mistral3, and the projector LLaVA's (no norm, " +
+			"no patch merger: one image token a patch, a break token a row); it needs vision_feature_layer -1 and " +
+			"vision_feature_select_strategy \"full\". olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +

@@ -17,7 +17,9 @@ import (
 // from_config on the meta device ties either way, 5.25.0); the
 // CLIP vision tower and the projector (model.vision_tower,
 // model.multi_modal_projector; nn.LlavaVision) between the text
-// embeddings and the decoder layers.
+// embeddings and the decoder layers; or with a Pixtral vision_config
+// (mistral-community/pixtral-12b: model_type "pixtral"), Pixtral's tower
+// with LLaVA's projector (nn.PixtralVision with Llava; pixtralVision).
 func buildLlava(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c.sub("text_config")
 	if c.err != nil {
@@ -41,7 +43,12 @@ func buildLlava(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	m.Name = c.name
 	m.TieEmbeddings = m.Vocab > 0 && (c.flag("tie_word_embeddings", false) || tc.flag("tie_word_embeddings", false))
-	v := llavaVision(c, tc, attn)
+	var v core.Layer
+	if vc, _ := c.raw["vision_config"].(map[string]any); vc != nil && vc["model_type"] == "pixtral" {
+		v = pixtralVision(c, tc, attn, true)
+	} else {
+		v = llavaVision(c, tc, attn)
+	}
 	if c.err != nil {
 		return nil
 	}
@@ -98,10 +105,8 @@ func llavaVision(c, tc *hfConfig, attn string) *nn.LlavaVision {
 	}
 	switch mt := vc.str("model_type", "clip_vision_model"); mt {
 	case "clip_vision_model":
-	case "pixtral":
-		vc.fail("model_type", "is Pixtral's (mistral-community/pixtral-12b): LLaVA with a Pixtral tower is not modelled yet")
 	default:
-		vc.fail("model_type", "must be CLIP's, \"clip_vision_model\" (got %q)", mt)
+		vc.fail("model_type", "must be CLIP's, \"clip_vision_model\", or Pixtral's, \"pixtral\" (got %q)", mt)
 	}
 	layers := vc.sizeOr("num_hidden_layers", 12)
 	v := &nn.LlavaVision{Dim: vc.sizeOr("hidden_size", 768), Layers: layers, Heads: vc.sizeOr("num_attention_heads", 12),

@@ -45,7 +45,7 @@ func buildMistral3(c *hfConfig, attn string, head hfHead) *core.Model {
 	default:
 		tc.fail("model_type", "must be \"mistral\" (Mistral Small 3.1, 3.2) or \"ministral3\" (Ministral 3) (got %q)", tc.modelType)
 	}
-	return decoderWithTower(c, tc, attn, head, func() core.Layer { return pixtralVision(c, tc, attn) })
+	return decoderWithTower(c, tc, attn, head, func() core.Layer { return pixtralVision(c, tc, attn, false) })
 }
 
 // pixtralVisionKeys name PixtralVision's checked inputs by vision_config's
@@ -62,12 +62,16 @@ var (
 // pixtralVision reads vision_config at PixtralVisionConfig's defaults
 // (configuration_pixtral.py, 5.25.0: 24 layers of 1024, 16 heads, 4096
 // wide MLPs with gelu, patches of 16, images of 1024, 3 channels) and
-// the top level's spatial_merge_size (2), projector_hidden_act (gelu) and
-// multimodal_projector_bias (false). vision_config's head_dim is not read
-// (PixtralVisionConfig sets hidden_size / num_attention_heads);
+// the top level's projector_hidden_act (gelu) and
+// multimodal_projector_bias: Mistral3Config's (false, with
+// spatial_merge_size, 2), or with llava LlavaConfig's (true; LLaVA's
+// projector merges nothing, and PixtralProcessor's spatial_merge_size
+// defaults to 1, processing_pixtral.py). vision_config's head_dim is not
+// read (PixtralVisionConfig sets hidden_size / num_attention_heads);
 // vision_feature_layer must be -1, the last layer's features, as in every
-// Mistral 3 checkpoint.
-func pixtralVision(c, tc *hfConfig, attn string) *nn.PixtralVision {
+// Mistral 3 checkpoint and mistral-community/pixtral-12b (LlavaConfig's
+// default, -2, must be overridden so).
+func pixtralVision(c, tc *hfConfig, attn string, llava bool) *nn.PixtralVision {
 	vc := c.sub("vision_config")
 	if c.err != nil {
 		return nil
@@ -75,23 +79,37 @@ func pixtralVision(c, tc *hfConfig, attn string) *nn.PixtralVision {
 	if mt := vc.str("model_type", "pixtral"); mt != "pixtral" {
 		vc.fail("model_type", "must be Pixtral's, \"pixtral\" (got %q)", mt)
 	}
+	merge, family := int64(1), "mistral-community/pixtral-12b"
+	if !llava {
+		merge, family = c.sizeOr("spatial_merge_size", 2), "every Mistral 3 checkpoint"
+	}
 	v := &nn.PixtralVision{Dim: vc.sizeOr("hidden_size", 1024), Layers: vc.sizeOr("num_hidden_layers", 24), Heads: vc.sizeOr("num_attention_heads", 16),
 		Inter: vc.sizeOr("intermediate_size", 4096), Act: vc.mlpAct("hidden_act", "gelu", true), Image: vc.sizeOr("image_size", 1024),
-		Patch: vc.sizeOr("patch_size", 16), Channels: vc.sizeOr("num_channels", 3), Merge: c.sizeOr("spatial_merge_size", 2),
+		Patch: vc.sizeOr("patch_size", 16), Channels: vc.sizeOr("num_channels", 3), Merge: merge,
 		TextDim: tc.size("hidden_size"), ProjAct: c.mlpAct("projector_hidden_act", "gelu", false),
-		ProjBias: c.flag("multimodal_projector_bias", false), Impl: attn}
+		ProjBias: c.flag("multimodal_projector_bias", llava), Llava: llava, Impl: attn}
 	if p := vc.prob("attention_dropout", 0); p > 0 {
-		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (Mistral 3 uses 0.0)", p)
+		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (%s uses 0.0)", p, family)
 	}
-	if c.has("vision_feature_layer") {
-		if n, ok := c.raw["vision_feature_layer"].(json.Number); !ok || n.String() != "-1" {
-			c.fail("vision_feature_layer", "is %s: memsh models the last layer's features only (-1, every Mistral 3 checkpoint's)", describeJSON(c.raw["vision_feature_layer"]))
-		}
+	switch n, ok := c.raw["vision_feature_layer"].(json.Number); {
+	case !c.has("vision_feature_layer") && llava:
+		c.fail("vision_feature_layer", "is LlavaConfig's default, -2: memsh models a Pixtral tower's last layer's features only (-1, %s's)", family)
+	case c.has("vision_feature_layer") && (!ok || n.String() != "-1"):
+		c.fail("vision_feature_layer", "is %s: memsh models the last layer's features only (-1, %s's)", describeJSON(c.raw["vision_feature_layer"]), family)
+	}
+	if s := c.str("vision_feature_select_strategy", "default"); llava && s != "full" {
+		// LlavaModel.get_image_features drops the first patch under "default"
+		// ([:, 1:]): Pixtral has no class token, and the split by image_sizes fails
+		c.fail("vision_feature_select_strategy", "is %q: a Pixtral tower has no class token to drop; LLaVA with Pixtral needs \"full\" (%s's)", s, family)
 	}
 	if c.err = firstErr(c, vc, tc); c.err != nil {
 		return nil
 	}
-	c.checkLayer(v, pathKeys(objectKeys{vc, pixtralVisionKeys}, objectKeys{c, pixtralMergeKeys}, objectKeys{tc, textWidthKeys}))
+	keys := []objectKeys{{vc, pixtralVisionKeys}, {tc, textWidthKeys}}
+	if !llava {
+		keys = append(keys, objectKeys{c, pixtralMergeKeys})
+	}
+	c.checkLayer(v, pathKeys(keys...))
 	if c.err != nil {
 		return nil
 	}

@@ -38,6 +38,10 @@ import (
 //     concatenated (torch.cat, a copy) and replace the placeholders of the
 //     text embeddings (masked_scatter; its backward keeps the mask).
 //
+// With Llava (mistral-community/pixtral-12b, LlavaForConditionalGeneration)
+// the projector is LLaVA's: linear_1, ProjAct, linear_2 on the last
+// layer's hidden state, no norm, no merger, Merge 1.
+//
 // All images of a micro-batch run as one sequence of all their patches.
 // Under SDPA and eager attention each image attends only to itself through
 // one block-diagonal additive mask, [1, 1, patches, patches] in the hidden
@@ -62,7 +66,12 @@ type PixtralVision struct {
 	TextDim  int64 // the text model's hidden_size
 	ProjAct  string
 	ProjBias bool // multimodal_projector_bias
-	Impl     string
+	// Llava is LLaVA's projector (LlavaMultiModalProjector in
+	// models/llava/modeling_llava.py, 5.25.0; mistral-community/pixtral-12b):
+	// linear_1, ProjAct, linear_2 on the tower's last hidden state, with no
+	// norm and no patch merger: every patch is an image token (Merge 1)
+	Llava bool
+	Impl  string
 }
 
 func (v *PixtralVision) Kind() string           { return "pixtral_vision" }
@@ -94,8 +103,10 @@ func (v *PixtralVision) tensors(fn tensorFn) {
 		fn(p+"attention.o_proj.weight", []int64{d, d}, core.RoleO)
 		fn(p+"ffn_norm.weight", []int64{d}, core.RoleNorm)
 	}
-	fn("multi_modal_projector.norm.weight", []int64{d}, core.RoleNorm)
-	fn("multi_modal_projector.patch_merger.merging_layer.weight", []int64{d, v.mergedDim()}, core.RoleLinear)
+	if !v.Llava {
+		fn("multi_modal_projector.norm.weight", []int64{d}, core.RoleNorm)
+		fn("multi_modal_projector.patch_merger.merging_layer.weight", []int64{d, v.mergedDim()}, core.RoleLinear)
+	}
 	fn("multi_modal_projector.linear_1.weight", []int64{t, d}, core.RoleLinear)
 	if v.ProjBias {
 		fn("multi_modal_projector.linear_1.bias", []int64{t}, core.RoleLinear)
@@ -134,6 +145,9 @@ func (v *PixtralVision) Validate(path string) error {
 		bounded{FieldImage, v.Image, 1 << 16}, bounded{FieldPatch, v.Patch, 1 << 10}, bounded{FieldInChans, v.Channels, 1 << 6},
 		bounded{FieldMerge, v.Merge, 1 << 6}, bounded{FieldTextDim, v.TextDim, 1 << 20}); err != nil {
 		return err
+	}
+	if v.Llava && v.Merge != 1 {
+		return fieldErr(path, FieldMerge, fmt.Sprintf(" is %d: LLaVA's projector merges no patches (1)", v.Merge))
 	}
 	if v.Dim%v.Heads != 0 || v.headDim()%4 != 0 {
 		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d) into heads of a multiple of 4", v.Dim)).

@@ -105,13 +105,28 @@ func kernelBias(b *core.Builder, mask core.Value) core.Value {
 	return y
 }
 
-// project is Mistral3MultiModalProjector on the tower's last hidden state
-// h ([1, patches, Dim]), then the image features concatenated into one
-// tensor (Mistral3Model.forward's torch.cat): [tokens, TextDim].
+// project is Mistral3MultiModalProjector (or with Llava,
+// LlavaMultiModalProjector: no norm, no merger) on the tower's last hidden
+// state h ([1, patches, Dim]), then the image features concatenated into
+// one tensor (Mistral3Model.forward's torch.cat, LlavaModel.forward's):
+// [tokens, TextDim].
 func (v *PixtralVision) project(b *core.Builder, h core.Value, patches int64) core.Value {
 	defer b.Scope("multi_modal_projector")()
-	d, m := v.Dim, v.mergedDim()
+	d := v.Dim
 	tokens := patches / (v.Merge * v.Merge)
+	if !v.Llava {
+		h = v.merge(b, h, tokens)
+	}
+	h = b.Linear("linear_1", core.RoleLinear, h, d, v.TextDim, v.ProjBias)
+	h = Activation(b, v.ProjAct, h)
+	h = b.Linear("linear_2", core.RoleLinear, h, v.TextDim, v.TextDim, v.ProjBias)
+	return b.Ew("cat", "image_features", []core.Value{h}, []int64{tokens, v.TextDim}, b.Dtype(h), "the images' tokens concatenated (torch.cat in the model's forward, a copy; masked_scatter's source)")
+}
+
+// merge is Mistral3MultiModalProjector's norm and patch_merger on h:
+// [tokens, Dim].
+func (v *PixtralVision) merge(b *core.Builder, h core.Value, tokens int64) core.Value {
+	d, m := v.Dim, v.mergedDim()
 	h = b.RmsNorm("norm", h, d)
 	dt := b.Dtype(h)
 	func() {
@@ -120,8 +135,5 @@ func (v *PixtralVision) project(b *core.Builder, h core.Value, patches int64) co
 		h = b.Ew("cat", "merged", []core.Value{u}, []int64{tokens, m}, dt, "the images' unfolded patches concatenated (torch.cat, a copy; merging_layer's input)")
 		h = b.Linear("merging_layer", core.RoleLinear, h, m, d, false)
 	}()
-	h = b.Linear("linear_1", core.RoleLinear, h, d, v.TextDim, v.ProjBias)
-	h = Activation(b, v.ProjAct, h)
-	h = b.Linear("linear_2", core.RoleLinear, h, v.TextDim, v.TextDim, v.ProjBias)
-	return b.Ew("cat", "image_features", []core.Value{h}, b.Shape(h), b.Dtype(h), "the images' tokens concatenated (torch.cat in Mistral3Model.forward, a copy; masked_scatter's source)")
+	return h
 }

@@ -49,12 +49,26 @@ func TestPixtralVisionValidate(t *testing.T) {
 		{"head dim", func(v *PixtralVision) { v.Heads = 16 }, "into heads of a multiple of 4"},
 		{"kernel", func(v *PixtralVision) { v.Impl = "flex" }, `unknown attention kernel "flex"`},
 		{"merge", func(v *PixtralVision) { v.Merge = 0 }, "merge size must be positive"},
+		{"llava merge", func(v *PixtralVision) { v.Llava = true }, "merge size is 2: LLaVA's projector merges no patches (1)"},
 		{"huge", func(v *PixtralVision) { v.Image = 1 << 17 }, "more than memsh simulates"},
 	} {
 		v := ok
 		tc.set(&v)
 		if err := v.Validate("v"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// With LLaVA's projector (pixtral-12b) every patch is an image token, one
+// break token a row: tools/oracle/mistral3vl.py on llava-pixtral-tiny.json
+// lays 56 x 56 pixels out as 4 x 4 patches, 16 [IMG] tokens and 4 breaks,
+// and 100 x 150 as 6 x 8, 48 and 6.
+func TestPixtralLlavaTokens(t *testing.T) {
+	v := PixtralVision{Image: 112, Patch: 14, Merge: 1, Llava: true}
+	for _, tc := range []struct{ h, w, image, text int64 }{{56, 56, 16, 20}, {100, 150, 48, 54}} {
+		if i, x := v.ImageTokens(tc.h, tc.w), v.TextTokens(tc.h, tc.w); i != tc.image || x != tc.text {
+			t.Errorf("%d x %d pixels: %d image tokens of %d, want %d of %d", tc.h, tc.w, i, x, tc.image, tc.text)
 		}
 	}
 }

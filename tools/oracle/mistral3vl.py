@@ -1,7 +1,9 @@
 # mistral3vl.py: what autograd saves for the images of a tiny Mistral 3
 # (transformers 5.25.0, Mistral3ForConditionalGeneration: Pixtral's vision
 # tower, the projector, a Mistral text model; sdpa or eager, torch 2.15.0,
-# on the CPU), for sim/mistral3_vision_oracle_test.go.
+# on the CPU), for sim/mistral3_vision_oracle_test.go; and of a tiny LLaVA
+# with Pixtral's tower (llava-pixtral-tiny.json, LlavaForConditionalGeneration:
+# no spatial_merge_size, LLaVA's projector) for sim/llava_pixtral_oracle_test.go.
 #
 #   /work/venv-t/bin/python mistral3vl.py ../../sim/testdata/hf/mistral3-tiny.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [list]
 #   /work/venv-t/bin/python mistral3vl.py CONFIG.json --params

@@ -30,7 +30,8 @@ def inputs(raw, count, height, width, seq):
     """input_ids [1, seq] and the model's image keywords; also the layout: (resized height, width, patches a side
     down, across, [IMG] tokens an image)."""
     vc = raw["vision_config"]
-    patch, merge = vc["patch_size"], raw.get("spatial_merge_size", 2)
+    # LLaVA's configs have no spatial_merge_size: its processor's default is 1 (processing_pixtral.py)
+    patch, merge = vc["patch_size"], raw.get("spatial_merge_size", 1 if raw["model_type"] == "llava" else 2)
     longest = vc["image_size"]
     rh, rw = resize((height, width), size=(longest, longest), patch_size=(patch * merge, patch * merge))
     gh, gw = rh // patch, rw // patch
