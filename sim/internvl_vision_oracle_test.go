@@ -83,6 +83,8 @@ func TestInternVLRMSNormSavesAsTransformers(t *testing.T) {
 // internvl-qknorm-tiny.json: internvl-rms-tiny.json with use_qk_norm):
 //
 //	/work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-qknorm-tiny.json 2 56 112 64 [bf16]
+//	/work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-qknorm-tiny.json 2 56 112 64 bf16 ckpt
+//	/work/venv-t/bin/python internvl.py ../../sim/testdata/hf/internvl-qknorm-tiny.json 2 56 112 64 eager
 //
 // InternVLVisionRMSNorm over q's and k's whole width (all heads at once)
 // keeps per layer and per norm what Llama's RMSNorm keeps: the fp32 copy
@@ -92,5 +94,9 @@ func TestInternVLQKNormSavesAsTransformers(t *testing.T) {
 	checkImagesSaveCases(t, "internvl-qknorm-tiny.json", hf.Options{Attn: "sdpa"}, 254_560, []imagesSaveCase{
 		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "fp32", false, 805_552},
 		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "bf16", false, 458_296},
+		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "bf16", true, 151_480},
+	})
+	checkImagesSaveCases(t, "internvl-qknorm-tiny.json", hf.Options{Attn: "eager"}, 254_560, []imagesSaveCase{
+		{core.Images{Count: 2, Height: 56, Width: 112}, 64, "fp32", false, 857_776},
 	})
 }
