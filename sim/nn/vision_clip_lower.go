@@ -31,9 +31,7 @@ func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
 	done := b.Scope("vision_tower")
 	h := v.embeddings(b, n)
 	h = b.LayerNorm("pre_layrnorm", h, d, true)
-	attn := &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "out_proj", SoftmaxFP32: true}
-	layer := preNormLayer(&Norm{Name: "layer_norm1", Dim: d, Bias: true}, attn, &Norm{Name: "layer_norm2", Dim: d, Bias: true},
-		&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true})
+	layer := siglipLayer(d, v.Heads, v.Inter, v.Act, v.Impl)
 	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Features}, h)
 	// the layers after the features and post_layernorm: weights nothing reads
 	unread := func(fn tensorFn) {

@@ -79,6 +79,16 @@ func (v *Gemma3Vision) tokensSide() int64 { return int64(math.Sqrt(float64(v.Tok
 // size.
 func (v *Gemma3Vision) ImageTokens() int64 { return v.Tokens }
 
+// siglipLayer is SiglipEncoderLayer (modeling_siglip.py), whose modules
+// CLIPEncoderLayer (modeling_clip.py) has too: LayerNorms with bias before
+// the attention (q, k, v and out_proj with biases, the softmax in fp32)
+// and the MLP (fc1, fc2 with biases).
+func siglipLayer(d, heads, inter int64, act, impl string) core.Layer {
+	attn := &Attention{Name: "self_attn", Dim: d, Heads: heads, QKVBias: true, OutBias: true, Impl: impl, OutName: "out_proj", SoftmaxFP32: true}
+	return preNormLayer(&Norm{Name: "layer_norm1", Dim: d, Bias: true}, attn, &Norm{Name: "layer_norm2", Dim: d, Bias: true},
+		&MLP{Name: "mlp", Dim: d, Hidden: inter, Act: act, Bias: true})
+}
+
 // siglipEncoderLayer is SiglipEncoderLayer's module names
 // (modeling_siglip.py).
 var siglipEncoderLayer = encoderLayerNames{"layer_norm1", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj",

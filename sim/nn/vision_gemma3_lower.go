@@ -29,9 +29,7 @@ func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	b.ReserveParams(v.Layers*16 + gemma3VisionParams)
 	done := b.Scope("vision_tower")
 	h := v.embeddings(b, n)
-	attn := &Attention{Name: "self_attn", Dim: d, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl, OutName: "out_proj", SoftmaxFP32: true}
-	layer := preNormLayer(&Norm{Name: "layer_norm1", Dim: d, Bias: true}, attn, &Norm{Name: "layer_norm2", Dim: d, Bias: true},
-		&MLP{Name: "mlp", Dim: d, Hidden: v.Inter, Act: v.Act, Bias: true})
+	layer := siglipLayer(d, v.Heads, v.Inter, v.Act, v.Impl)
 	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Layers}, h)
 	h = b.LayerNorm("post_layernorm", h, d, true)
 	done()
