@@ -26,15 +26,13 @@
 # packed tensor is held until backward, so that a freed storage's reused
 # address hides nothing.
 import ast
-import collections
 import functools
-import json
 import os
 import sys
 
 import torch
 import transformers
-from transformers import AutoConfig, AutoModelForImageTextToText
+from vl_harness import load, report, saved_bytes, train_model
 
 
 def processor_functions(*names):
@@ -55,29 +53,11 @@ def tiles(height, width, tile, max_tiles=12):
     return cols * rows + 1 if cols * rows > 1 else 1
 
 
-torch.manual_seed(0)
-torch.set_num_threads(1)
-raw = json.load(open(sys.argv[1]))
-cfg = AutoConfig.for_model(**raw)
-attn = "eager" if "eager" in sys.argv[6:] else "sdpa"
-for c in (cfg, cfg.vision_config, cfg.text_config):
-    c._attn_implementation = attn
-with torch.device("meta"):
-    meta = AutoModelForImageTextToText.from_config(cfg)
-print("transformers", transformers.__version__, "torch", torch.__version__, type(meta).__name__)
-print("params", sum(p.numel() for p in meta.parameters()))
-print("vision_tower", sum(p.numel() for p in meta.model.vision_tower.parameters()),
-      "multi_modal_projector", sum(p.numel() for p in meta.model.multi_modal_projector.parameters()),
-      "lm_head tied", meta.lm_head.weight is meta.model.language_model.embed_tokens.weight)
-if sys.argv[2] == "--params":
-    sys.exit(0)
+raw, cfg = load(sys.argv)
 
 count, height, width, seq = (int(a) for a in sys.argv[2:6])
 extra = sys.argv[6:]
-dtype = torch.bfloat16 if "bf16" in extra else torch.float32
-model = AutoModelForImageTextToText.from_config(cfg, dtype=dtype).train()
-if "ckpt" in extra:
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+model = train_model(cfg, extra)
 side = cfg.vision_config.image_size[0]
 n = tiles(height, width, side)
 per_tile = (side // cfg.vision_config.patch_size[0]) ** 2 * int(cfg.downsample_ratio ** 2 * 1e6) // 10**6
@@ -95,36 +75,10 @@ for _ in range(count):
 assert pos <= seq, "seq too short for the images"
 input_ids = torch.tensor([ids])
 pixels = torch.rand(count * n, 3, side, side)
-skip = {p.data_ptr() for p in model.parameters()} | {b.data_ptr() for b in model.buffers()}
-
-
-def saved_bytes(**kw):
-    saved, keep = collections.OrderedDict(), []
-
-    def pack(t):
-        keep.append(t)
-        if t.data_ptr() not in skip:
-            key = t.untyped_storage().data_ptr()
-            if key not in saved:
-                saved[key] = (tuple(t.shape), str(t.dtype), t.untyped_storage().nbytes(), t.grad_fn.name() if t.grad_fn else None)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = model(**kw)
-    out.loss.backward()
-    return sum(v[2] for v in saved.values()), saved
-
-
-with_images, s1 = saved_bytes(input_ids=input_ids, labels=input_ids, pixel_values=pixels)
+with_images, s1 = saved_bytes(model, input_ids=input_ids, labels=input_ids, pixel_values=pixels)
 text_ids = input_ids.clone()
 text_ids[text_ids == tok] = 30
 model.zero_grad()
-without, s0 = saved_bytes(input_ids=text_ids, labels=text_ids)
+without, s0 = saved_bytes(model, input_ids=text_ids, labels=text_ids)
 print("tiles", n, "an image; image tokens", count * n * per_tile)
-print("saved with images", with_images, "without", without, "images add", with_images - without)
-if "list" in extra:
-    for v in s1.values():
-        print(v)
-    print("--- without")
-    for v in s0.values():
-        print(v)
+report(with_images, s1, without, s0, extra)

@@ -1,0 +1,78 @@
+# vl_harness.py: what mistral3vl.py and internvl.py share (one training
+# step of a tiny vision-language model on the CPU, with and without its
+# images): the model built from a config.json with its parameters counted
+# on the meta device, the trained model, and the storages autograd saves.
+import collections
+import json
+import sys
+
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForImageTextToText
+
+
+def load(argv):
+    """The raw config.json and its config, sdpa or eager ("eager" among
+    argv[6:]), after printing the parameter counts on the meta device;
+    exits there when argv[2] is --params."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    raw = json.load(open(argv[1]))
+    cfg = AutoConfig.for_model(**raw)
+    attn = "eager" if "eager" in argv[6:] else "sdpa"
+    for c in (cfg, cfg.vision_config, cfg.text_config):
+        c._attn_implementation = attn
+    with torch.device("meta"):
+        meta = AutoModelForImageTextToText.from_config(cfg)
+    print("transformers", transformers.__version__, "torch", torch.__version__, type(meta).__name__)
+    print("params", sum(p.numel() for p in meta.parameters()))
+    print("vision_tower", sum(p.numel() for p in meta.model.vision_tower.parameters()),
+          "multi_modal_projector", sum(p.numel() for p in meta.model.multi_modal_projector.parameters()),
+          "lm_head tied", meta.lm_head.weight is meta.model.language_model.embed_tokens.weight)
+    if argv[2] == "--params":
+        sys.exit(0)
+    return raw, cfg
+
+
+def train_model(cfg, extra):
+    """The model in training mode: bf16 or fp32 ("bf16" in extra), every
+    GradientCheckpointingLayer checkpointed with "ckpt" (use_reentrant=False)."""
+    dtype = torch.bfloat16 if "bf16" in extra else torch.float32
+    model = AutoModelForImageTextToText.from_config(cfg, dtype=dtype).train()
+    if "ckpt" in extra:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def saved_bytes(model, **kw):
+    """The bytes of the distinct storages autograd saves in one forward and
+    backward (parameters and buffers excluded), and the storages. Every
+    packed tensor is held until backward, so that a freed storage's reused
+    address hides nothing."""
+    skip = {p.data_ptr() for p in model.parameters()} | {b.data_ptr() for b in model.buffers()}
+    saved, keep = collections.OrderedDict(), []
+
+    def pack(t):
+        keep.append(t)
+        if t.data_ptr() not in skip:
+            key = t.untyped_storage().data_ptr()
+            if key not in saved:
+                saved[key] = (tuple(t.shape), str(t.dtype), t.untyped_storage().nbytes(), t.grad_fn.name() if t.grad_fn else None)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(**kw)
+    out.loss.backward()
+    return sum(v[2] for v in saved.values()), saved
+
+
+def report(with_images, s1, without, s0, extra):
+    """Prints both totals and what the images add; with "list" in extra,
+    every saved storage."""
+    print("saved with images", with_images, "without", without, "images add", with_images - without)
+    if "list" in extra:
+        for v in s1.values():
+            print(v)
+        print("--- without")
+        for v in s0.values():
+            print(v)
