@@ -51,42 +51,19 @@ pix = torch.randn(count, vc.num_channels, vc.image_size, vc.image_size)
 out = model(input_ids=ids, pixel_values=pix, labels=ids)
 out.loss.backward()
 if sys.argv[2] == "--saved":
-    import collections
-    import gc
-    import weakref
+    # what the graph holds when the backward starts, the forward's output
+    # (and with it image_outputs, which holds the unread last layer's
+    # graph) dropped, as a loop that keeps only the loss drops it
+    from vl_harness import saved_at_backward as saved_bytes
     seq = int(sys.argv[4])
-    skip = {p.data_ptr() for p in model.parameters()} | {b.data_ptr() for b in model.buffers()}
-
-    def saved_bytes(**kw):
-        # what the graph holds when the backward starts: a weak reference to
-        # each saved tensor, read after the forward's output (and with it
-        # image_outputs, which holds the unread last layer's graph) is
-        # dropped, as a loop that keeps only the loss drops it
-        refs = []
-
-        def pack(t):
-            if t.data_ptr() not in skip:
-                refs.append(weakref.ref(t))
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            loss = model(**kw).loss
-        gc.collect()
-        saved = collections.OrderedDict()
-        for r in refs:
-            t = r()
-            if t is not None and t.untyped_storage().data_ptr() not in saved:
-                saved[t.untyped_storage().data_ptr()] = (tuple(t.shape), str(t.dtype), t.untyped_storage().nbytes(), t.grad_fn.name() if t.grad_fn else None)
-        loss.backward()
-        return sum(v[2] for v in saved.values()), saved
 
     ids = torch.randint(cfg.image_token_id + 1, cfg.text_config.vocab_size, (1, seq))
     ids[0, : count * per] = cfg.image_token_id
-    w, s1 = saved_bytes(input_ids=ids, pixel_values=pix, labels=ids)
+    w, s1 = saved_bytes(model, input_ids=ids, pixel_values=pix, labels=ids)
     text = ids.clone()
     text[text == cfg.image_token_id] = cfg.image_token_id + 1
     model.zero_grad()
-    wo, s0 = saved_bytes(input_ids=text, labels=text)
+    wo, s0 = saved_bytes(model, input_ids=text, labels=text)
     print("saved with images", w, "without", wo, "images add", w - wo)
     if "list" in sys.argv:
         for v in s1.values():

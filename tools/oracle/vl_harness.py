@@ -76,3 +76,37 @@ def report(with_images, s1, without, s0, extra):
         print("--- without")
         for v in s0.values():
             print(v)
+
+
+def saved_at_backward(model, **kw):
+    """saved_bytes as the graph holds them when the backward starts: a weak
+    reference to each packed tensor, read after the forward's output (and
+    with it image_outputs, whose unread tensors it keeps) is dropped, as a
+    training loop that keeps only the loss drops it (llava.py --saved)."""
+    import gc
+    import weakref
+    skip = {p.data_ptr() for p in model.parameters()} | {b.data_ptr() for b in model.buffers()}
+    refs = []
+
+    def pack(t):
+        # a detached alias: returning t itself would make each saved output
+        # and the node that saves it a reference cycle (node, packed output,
+        # its grad_fn: the node) that no collector frees, keeping alive the
+        # graph above it (the unread last CLIP layer's with
+        # vision_feature_layer -2), which without the hooks dies with the
+        # forward's output
+        d = t.detach()
+        if t.data_ptr() not in skip:
+            refs.append(weakref.ref(d))
+        return d
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(**kw).loss
+    gc.collect()
+    saved = collections.OrderedDict()
+    for r in refs:
+        t = r()
+        if t is not None and t.untyped_storage().data_ptr() not in saved:
+            saved[t.untyped_storage().data_ptr()] = (tuple(t.shape), str(t.dtype), t.untyped_storage().nbytes(), t.grad_fn.name() if t.grad_fn else None)
+    loss.backward()
+    return sum(v[2] for v in saved.values()), saved
