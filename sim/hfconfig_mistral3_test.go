@@ -102,25 +102,10 @@ func TestMistral3Lowering(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := tinyPlan(t, m)
-	idle := loweredParamNames(t, p)
-	for _, n := range []string{"model.language_model.embed_tokens.weight", "model.language_model.layers.1.mlp.down_proj.weight", "lm_head.weight",
+	checkParamNames(t, p, []string{"model.language_model.embed_tokens.weight", "model.language_model.layers.1.mlp.down_proj.weight", "lm_head.weight",
 		"model.vision_tower.patch_conv.weight", "model.vision_tower.ln_pre.weight", "model.vision_tower.transformer.layers.1.attention.o_proj.weight",
 		"model.vision_tower.transformer.layers.0.feed_forward.gate_proj.weight", "model.multi_modal_projector.patch_merger.merging_layer.weight",
-		"model.multi_modal_projector.linear_2.weight"} {
-		if !idle[n] {
-			t.Errorf("no parameter %s", n)
-		}
-	}
-	p.Images = core.Images{Count: 1, Height: 56, Width: 56}
-	busy := loweredParamNames(t, p)
-	if len(busy) != len(idle) {
-		t.Errorf("%d parameters with images, %d without", len(busy), len(idle))
-	}
-	for n := range busy {
-		if !idle[n] {
-			t.Errorf("with images: parameter %s is not registered without them", n)
-		}
-	}
+		"model.multi_modal_projector.linear_2.weight"}, core.Images{Count: 1, Height: 56, Width: 56})
 	for _, tc := range []struct {
 		im   core.Images
 		seq  int64
@@ -191,4 +176,27 @@ func loweredParamNames(t *testing.T, p *core.Plan) map[string]bool {
 		out[pa.Name] = true
 	}
 	return out
+}
+
+// checkParamNames holds p's lowered parameters to names (each must be
+// among them) and to the same set with the images im as without them;
+// p is left with im.
+func checkParamNames(t *testing.T, p *core.Plan, names []string, im core.Images) {
+	t.Helper()
+	idle := loweredParamNames(t, p)
+	for _, n := range names {
+		if !idle[n] {
+			t.Errorf("no parameter %s", n)
+		}
+	}
+	p.Images = im
+	busy := loweredParamNames(t, p)
+	if len(busy) != len(idle) {
+		t.Errorf("%d parameters with images, %d without", len(busy), len(idle))
+	}
+	for n := range busy {
+		if !idle[n] {
+			t.Errorf("with images: parameter %s is not registered without them", n)
+		}
+	}
 }

@@ -8,15 +8,17 @@ import (
 	"github.com/memsh/memsh/sim/hf"
 )
 
-// What videos add to the storages autograd saves in the tiny Qwen2.5-VL,
-// Qwen3-VL, Qwen3-VL-MoE and Qwen3.5 models of
-// TestQwen25VLImagesSaveAsTransformers and
+// What videos add to the storages autograd saves in the tiny Qwen2-VL,
+// Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE and Qwen3.5 models of
+// TestQwen2VLImagesSaveAsTransformers, TestQwen25VLImagesSaveAsTransformers and
 // TestQwen3VLImagesSaveAsTransformers (fp32, sdpa), and the tokens they add
 // to a sample, as tools/oracle/qwenvl_video.py measures them
 // (transformers 5.25.0, torch 2.15.0, on the CPU; pixel_values_videos and
 // video_grid_thw as the video processor makes them, the frames padded to
 // an even count, mm_token_type_ids 2 on the video tokens):
 //
+//	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2-vl-tiny.json 1 4 112 168 64
+//	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2-vl-tiny.json 2 3 140 140 128
 //	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json 1 4 112 168 64
 //	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json 2 3 140 140 128
 //	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen3-vl-tiny.json 1 4 96 128 64
@@ -29,8 +31,8 @@ import (
 //	/work/venv-t/bin/python qwenvl_video.py ../../sim/testdata/hf/qwen2.5-vl-tiny.json 1 5 112 168 128 2 bf16
 //
 // A video of 4 frames is 2 temporal patch groups and saves what 2 images
-// of its frames' size save (3,128,896 and 1,477,312 bytes, the figures of
-// the image tests): the tower attends within each group as within an
+// of its frames' size save (1,872,448, 3,128,896 and 1,477,312 bytes, the
+// figures of the image tests): the tower attends within each group as within an
 // image. 3 frames are padded to 4, 5 to 6. The tokens are the video
 // tokens (a quarter of each group's patches) and, for Qwen3-VL and Qwen3.5,
 // the text Qwen3VLProcessor writes around each group: its timestamp
@@ -50,6 +52,8 @@ func TestQwenVLVideosSaveAsTransformers(t *testing.T) {
 		tokens int64 // tokens they add to a sample
 		bf16   bool
 	}{
+		{"qwen2-vl-tiny.json", 173_056, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, 64, 1_872_448, 48, false},
+		{"qwen2-vl-tiny.json", 173_056, hf.Options{Attn: "sdpa"}, core.Videos{Count: 2, Frames: 3, Height: 140, Width: 140, FPS: 2}, 128, 3_900_928, 100, false},
 		{"qwen2.5-vl-tiny.json", 198_304, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, 64, 3_128_896, 48, false},
 		{"qwen2.5-vl-tiny.json", 198_304, hf.Options{Attn: "sdpa"}, core.Videos{Count: 2, Frames: 3, Height: 140, Width: 140, FPS: 2}, 128, 6_518_528, 100, false},
 		{"qwen3-vl-tiny.json", 290_624, hf.Options{Attn: "sdpa"}, core.Videos{Count: 1, Frames: 4, Height: 96, Width: 128, FPS: 2}, 64, 1_477_312, 40, false},

@@ -35,7 +35,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
 			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
 			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=) and train(videos=) (each pair of frames run as an image); its " +
-			"attention is \"flash\" or \"sdpa\". qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
+			"attention is \"flash\" or \"sdpa\". qwen2_vl (Qwen2-VL 2B, 7B, 72B, transformers 4.45) builds Qwen2VLForConditionalGeneration, the same with " +
+			"Qwen2-VL's tower: LayerNorms with biases, fc1/fc2 MLPs of hidden_act (quick_gelu) int(embed_dim x mlp_ratio) wide, every block attending " +
+			"within its whole image. qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
 			"and Qwen3VLMoeForConditionalGeneration: Qwen3's or Qwen3-MoE's text model after Qwen3-VL's vision tower (model.visual: patch_embed, " +
 			"pos_embed resampled to each image, LayerNorm blocks, merger), reading train(images=), whose deepstack_merger_list features are " +
 			"added to the hidden states at the image positions after the first decoder layers; Qwen3.5's ForConditionalGeneration " +

@@ -262,7 +262,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	gqa := atLeast(v, gqaSince)
 	sharedMask := decoderFamilyOf(fam.modelType).everyWindow && !atLeast(v, maskingUtilsSince)
 	rc := ropeCache(c, fam.modelType, v)
-	eachLayer := fam.modelType == "qwen2_5_vl" && !atLeast(v, mropeOnceSince)
+	eachLayer := (fam.modelType == "qwen2_5_vl" || fam.modelType == "qwen2_vl") && !atLeast(v, mropeOnceSince)
 	for _, l := range m.Layers {
 		forAttention(l, func(a *nn.Attention) {
 			a.EnableGQA, a.SharedMask = gqa, sharedMask

@@ -11,10 +11,19 @@ import (
 // hub's configs carry them), named model.visual and model.language_model.
 // The multimodal rotary embedding (mrope) has Qwen2's memory.
 func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
-	vc := c.sub("vision_config")
-	if c.err != nil {
-		return nil
-	}
+	return buildQwenVL(c, attn, head, qwen25Tower)
+}
+
+// buildQwen2VL builds Qwen2VLForConditionalGeneration (model_type
+// qwen2_vl: Qwen2-VL-2B, 7B and 72B), Qwen2.5-VL's layout with Qwen2-VL's
+// tower (nn.VisionTower.Qwen2VL).
+func buildQwen2VL(c *hfConfig, attn string, head hfHead) *core.Model {
+	return buildQwenVL(c, attn, head, qwen2Tower)
+}
+
+// qwen25Tower reads Qwen2_5_VLVisionConfig: window attention but in the
+// blocks fullatt_block_indexes names.
+func qwen25Tower(vc *hfConfig, attn string) *nn.VisionTower {
 	tower := &nn.VisionTower{Name: "visual", Dim: vc.size("hidden_size"), Depth: vc.size("depth"), Heads: vc.size("num_heads"),
 		Inter: vc.size("intermediate_size"), Patch: vc.sizeOr("patch_size", 14), Temporal: vc.sizeOr("temporal_patch_size", 2),
 		InChans: vc.sizeOr("in_chans", vc.sizeOr("in_channels", 3)), Merge: vc.sizeOr("spatial_merge_size", 2),
@@ -30,6 +39,40 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 		keys = withKey(keys, nn.FieldInChans, "in_channels")
 	}
 	vc.checkLayer(tower, keys)
+	return tower
+}
+
+// qwen2Tower reads Qwen2VLVisionConfig (configuration_qwen2_vl.py,
+// 5.25.0): the tower embed_dim wide with MLPs of int(embed_dim *
+// mlp_ratio) (default 4) and hidden_act (default quick_gelu), hidden_size
+// the language model's width; the hub's configs spell in_channels
+// in_chans, which the class does not read (its default 3 stands).
+func qwen2Tower(vc *hfConfig, attn string) *nn.VisionTower {
+	dim := vc.size("embed_dim")
+	ratio := vc.number("mlp_ratio", 4)
+	if vc.err == nil && !(ratio > 0 && float64(dim)*ratio <= maxHFDim) {
+		vc.fail("mlp_ratio", "must be a positive number that keeps embed_dim x mlp_ratio at most %d (got %g)", maxHFDim, ratio)
+	}
+	if vc.err == nil && float64(dim)*ratio < 1 {
+		vc.fail("mlp_ratio", "(%g) x embed_dim (%d) is under one: the MLP would have no hidden unit (int(embed_dim * mlp_ratio))", ratio, dim)
+	}
+	tower := &nn.VisionTower{Name: "visual", Dim: dim, Depth: vc.size("depth"), Heads: vc.size("num_heads"),
+		Inter: int64(float64(dim) * ratio), Patch: vc.sizeOr("patch_size", 14), Temporal: vc.sizeOr("temporal_patch_size", 2),
+		InChans: vc.sizeOr("in_channels", 3), Merge: vc.sizeOr("spatial_merge_size", 2), TextDim: vc.size("hidden_size"),
+		Impl: attn, Qwen2VL: true, Act: vc.mlpAct("hidden_act", "quick_gelu", false)}
+	keys := withKey(withKey(withKey(visionTowerKeys, nn.FieldDim, "embed_dim"), nn.FieldHidden, "mlp_ratio"), nn.FieldInChans, "in_channels")
+	vc.checkLayer(tower, keys)
+	return tower
+}
+
+// buildQwenVL builds a Qwen-VL model whose tower readTower reads from
+// vision_config.
+func buildQwenVL(c *hfConfig, attn string, head hfHead, readTower func(vc *hfConfig, attn string) *nn.VisionTower) *core.Model {
+	vc := c.sub("vision_config")
+	if c.err != nil {
+		return nil
+	}
+	tower := readTower(vc, attn)
 	if vc.err != nil {
 		c.err = vc.err
 		return nil
@@ -47,7 +90,11 @@ func buildQwen25VL(c *hfConfig, attn string, head hfHead) *core.Model {
 	top := c
 	c = lm
 	if hidden := c.size("hidden_size"); c.err == nil && tower.TextDim != hidden {
-		c.fail("vision_config", "out_hidden_size (%d) must be the language model's hidden_size (%d)", tower.TextDim, hidden)
+		key := "out_hidden_size"
+		if tower.Qwen2VL {
+			key = "hidden_size"
+		}
+		c.fail("vision_config", "%s (%d) must be the language model's hidden_size (%d)", key, tower.TextDim, hidden)
 		top.err = c.err // c is the language model's config here: a nil model needs its error
 		return nil
 	}

@@ -26,6 +26,12 @@ import (
 //     embeddings (inputs_embeds.masked_scatter, a new tensor; its backward
 //     keeps the placeholder mask).
 //
+// Qwen2-VL's tower (Qwen2VisionTransformerPretrainedModel, Qwen2VL set)
+// differs in its blocks and merger only: LayerNorms with biases (norm1,
+// norm2, merger.ln_q) for the RMS norms, an fc1/fc2 MLP of Act with biases
+// for the gated one, and every block attending within its image, so the
+// patches keep the processor's order (no window index copies).
+//
 // All images of a micro-batch run as one packed sequence: flash-attn's
 // varlen kernel over every chunk (an image, a window) at once, or, with
 // sdpa, one kernel per chunk whose outputs are concatenated (a copy o_proj
@@ -53,6 +59,8 @@ type VisionTower struct {
 	Window     int64 // window_size in pixels; 0 = every block attends to its whole image
 	FullBlocks []int64
 	Impl       string
+	Qwen2VL    bool   // Qwen2-VL's blocks and merger (above)
+	Act        string // Qwen2-VL's MLP activation (hidden_act: quick_gelu)
 }
 
 func (v *VisionTower) Kind() string           { return "vision_tower" }
@@ -69,17 +77,32 @@ func (v *VisionTower) mergedDim() int64 {
 	return v.Dim * v.Merge * v.Merge
 }
 
-// blockParams is one block: two norms, qkv and proj with biases, the
-// gated MLP with biases.
-func (v *VisionTower) blockParams() int64 {
-	d := v.Dim
-	return 2*d + (3*d*d + 3*d) + (d*d + d) + (3*d*v.Inter + 2*v.Inter + d)
+// norm is the block's norm named name.
+func (v *VisionTower) norm(name string) *Norm {
+	return &Norm{Name: name, Dim: v.Dim, RMS: !v.Qwen2VL, Bias: v.Qwen2VL}
 }
 
-// Params: patch_embed, the blocks, the merger.
+// mlp is the block's MLP: gated SiLU (Qwen2.5-VL's gate_proj, up_proj,
+// down_proj) or Qwen2-VL's fc1, Act, fc2; biases in both.
+func (v *VisionTower) mlp() *MLP {
+	if v.Qwen2VL {
+		return &MLP{Name: "mlp", Dim: v.Dim, Hidden: v.Inter, Act: v.Act, Bias: true}
+	}
+	return &MLP{Name: "mlp", Dim: v.Dim, Hidden: v.Inter, Act: "swiglu", Bias: true}
+}
+
+// Params: patch_embed, the blocks (two norms, qkv and proj with biases,
+// the MLP), the merger (ln_q, two linears with biases); the tensors
+// lists them one by one (a formula: Params runs before Validate bounds
+// the depth).
 func (v *VisionTower) Params() int64 {
-	m := v.mergedDim()
-	return v.Dim*v.patchIn() + v.Depth*v.blockParams() + v.Dim + (m*m + m) + (m*v.TextDim + v.TextDim)
+	d, m := v.Dim, v.mergedDim()
+	norm := d
+	if v.Qwen2VL {
+		norm = 2 * d
+	}
+	block := 2*norm + (3*d*d + 3*d) + (d*d + d) + v.mlp().Params()
+	return d*v.patchIn() + v.Depth*block + norm + (m*m + m) + (m*v.TextDim + v.TextDim)
 }
 
 func (v *VisionTower) Summary() string {
@@ -101,6 +124,14 @@ func (v *VisionTower) Validate(path string) error {
 	if err := checkBounds(path, bounded{FieldDim, v.Dim, 1 << 20}, bounded{FieldHidden, v.Inter, 1 << 20}, bounded{FieldPatch, v.Patch, 1 << 10},
 		bounded{FieldMerge, v.Merge, 1 << 6}, bounded{FieldTemporal, v.Temporal, 1 << 6}, bounded{FieldInChans, v.InChans, 1 << 6}); err != nil {
 		return err
+	}
+	if v.Qwen2VL {
+		if v.Window > 0 {
+			return fieldErr(path, FieldWindow, fmt.Sprintf(" (%d pixels): Qwen2-VL's blocks attend within their whole image", v.Window))
+		}
+		if err := v.mlp().Validate(path); err != nil {
+			return err
+		}
 	}
 	for _, i := range v.FullBlocks {
 		if i < 0 || i >= v.Depth {

@@ -22,11 +22,7 @@ func (v *VisionTower) blocks(gh, gw int64) *core.Repeat {
 	block := func(window int64) core.Layer {
 		a := &Attention{Name: "attn", Dim: v.Dim, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl,
 			Rope: true, FusedQKV: true, SoftmaxFP32: true, Window: window, ChunkCat: true}
-		return &core.Sequential{Layers: []core.Layer{
-			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "norm1", Dim: v.Dim, RMS: true}, a}}},
-			&core.Residual{Layer: &core.Sequential{Layers: []core.Layer{&Norm{Name: "norm2", Dim: v.Dim, RMS: true},
-				&MLP{Name: "mlp", Dim: v.Dim, Hidden: v.Inter, Act: "swiglu", Bias: true}}}},
-		}}
+		return preNormLayer(v.norm("norm1"), a, v.norm("norm2"), v.mlp())
 	}
 	fullBlock, winBlock := block(perImage), block(win)
 	bs := make([]core.Layer, v.Depth)
@@ -76,52 +72,69 @@ func (v *VisionTower) run(b *core.Builder, in visualInput) core.Value {
 	h := b.Linear("patch_embed.proj", core.RoleConv, b.Cast(pix, b.Prec.Params, "pixel patches in the tower's dtype"), v.patchIn(), v.Dim, false)
 	// rot_pos_emb: cos and sin of the 2-D rotary angles, fp32.
 	cos, sin := rotaryTables(b, "rot_pos_emb", patches, v.Dim/v.Heads)
-	// hidden_states[window_index]: the patches in window order.
-	reorder, h := indexCopy(b, "window_index", h, patches/(v.Merge*v.Merge))
+	// The ropes' tables live until the first block's backward, which runs
+	// just before the backward of the op before the blocks: saved with it.
+	first := b.Val(h).Producer
+	if !v.Qwen2VL {
+		// hidden_states[window_index]: the patches in window order.
+		first, h = indexCopy(b, "window_index", h, patches/(v.Merge*v.Merge))
+	}
 	h = b.LowerChild(v.blocks(gh, gw), h)
-	// The ropes' tables live until the first block's backward, which
-	// runs just before the reorder's: saved with it.
-	b.Save(reorder, cos, sin)
+	b.Save(first, cos, sin)
 	// merger: ln_q, then merge x merge patches side by side (a view).
 	done := b.Scope("merger")
-	h = b.RmsNorm("ln_q", h, v.Dim)
+	if v.Qwen2VL {
+		h = b.LayerNorm("ln_q", h, v.Dim, true)
+	} else {
+		h = b.RmsNorm("ln_q", h, v.Dim)
+	}
 	b.Val(h).Shape = core.WithLast([]int64{patches / (v.Merge * v.Merge), 1}, v.mergedDim())
 	h = b.Linear("mlp.0", core.RoleLinear, h, v.mergedDim(), v.mergedDim(), true)
 	h = Activation(b, "gelu", h)
 	h = b.Linear("mlp.2", core.RoleLinear, h, v.mergedDim(), v.TextDim, true)
 	done()
-	// hidden_states[reverse_indices]: the tokens back in image order.
-	_, h = indexCopy(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
+	if !v.Qwen2VL {
+		// hidden_states[reverse_indices]: the tokens back in image order.
+		_, h = indexCopy(b, "reverse_indices", h, patches/(v.Merge*v.Merge))
+	}
 	return h
 }
 
 // registerIdle registers the tower's weights when no image runs.
 func (v *VisionTower) registerIdle(b *core.Builder) {
-	d := v.Dim
-	b.Param("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
-	b.ReserveParams(v.Depth * 12)
-	for i := int64(0); i < v.Depth; i++ {
-		done := b.Scope("blocks." + core.Itoa(i))
-		for _, p := range []struct {
-			name  string
-			shape []int64
-			role  core.Role
-		}{
-			{"norm1.weight", []int64{d}, core.RoleNorm}, {"norm2.weight", []int64{d}, core.RoleNorm},
-			{"attn.qkv.weight", []int64{3 * d, d}, core.RoleQKV}, {"attn.qkv.bias", []int64{3 * d}, core.RoleQKV},
-			{"attn.o_proj.weight", []int64{d, d}, core.RoleO}, {"attn.o_proj.bias", []int64{d}, core.RoleO},
-			{"mlp.gate_proj.weight", []int64{v.Inter, d}, core.RoleGate}, {"mlp.gate_proj.bias", []int64{v.Inter}, core.RoleGate},
-			{"mlp.up_proj.weight", []int64{v.Inter, d}, core.RoleUp}, {"mlp.up_proj.bias", []int64{v.Inter}, core.RoleUp},
-			{"mlp.down_proj.weight", []int64{d, v.Inter}, core.RoleDown}, {"mlp.down_proj.bias", []int64{d}, core.RoleDown},
-		} {
-			b.Param(p.name, p.shape, p.role)
+	registerTensors(b, 1+v.Depth*12+7, v.tensors)
+}
+
+// tensors lists the parameters, as the lowering registers them.
+func (v *VisionTower) tensors(fn tensorFn) {
+	d, m := v.Dim, v.mergedDim()
+	norm := func(name string) {
+		fn(name+".weight", []int64{d}, core.RoleNorm)
+		if v.Qwen2VL {
+			fn(name+".bias", []int64{d}, core.RoleNorm)
 		}
-		done()
 	}
-	m := v.mergedDim()
-	b.Param("merger.ln_q.weight", []int64{d}, core.RoleNorm)
-	b.Param("merger.mlp.0.weight", []int64{m, m}, core.RoleLinear)
-	b.Param("merger.mlp.0.bias", []int64{m}, core.RoleLinear)
-	b.Param("merger.mlp.2.weight", []int64{v.TextDim, m}, core.RoleLinear)
-	b.Param("merger.mlp.2.bias", []int64{v.TextDim}, core.RoleLinear)
+	linear := func(name string, out, in int64, role core.Role) {
+		fn(name+".weight", []int64{out, in}, role)
+		fn(name+".bias", []int64{out}, role)
+	}
+	fn("patch_embed.proj.weight", []int64{d, v.patchIn()}, core.RoleConv)
+	for i := int64(0); i < v.Depth; i++ {
+		p := "blocks." + core.Itoa(i) + "."
+		norm(p + "norm1")
+		linear(p+"attn.qkv", 3*d, d, core.RoleQKV)
+		linear(p+"attn.o_proj", d, d, core.RoleO)
+		norm(p + "norm2")
+		if v.Qwen2VL {
+			linear(p+"mlp.fc1", v.Inter, d, core.RoleUp)
+			linear(p+"mlp.fc2", d, v.Inter, core.RoleDown)
+			continue
+		}
+		linear(p+"mlp.gate_proj", v.Inter, d, core.RoleGate)
+		linear(p+"mlp.up_proj", v.Inter, d, core.RoleUp)
+		linear(p+"mlp.down_proj", d, v.Inter, core.RoleDown)
+	}
+	norm("merger.ln_q")
+	linear("merger.mlp.0", m, m, core.RoleLinear)
+	linear("merger.mlp.2", v.TextDim, m, core.RoleLinear)
 }

@@ -24,6 +24,7 @@ import sys
 
 import torch
 import transformers
+from qwenvl_inputs import image_inputs
 from transformers import AutoConfig, AutoModelForImageTextToText
 
 torch.manual_seed(0)
@@ -46,27 +47,8 @@ model = AutoModelForImageTextToText.from_config(cfg)
 if "bf16" in extra:
     model = model.to(torch.bfloat16)
 model = model.train()
-vc = raw["vision_config"]
-patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
-factor = patch * merge
-gh, gw = max(round(height / factor), 1) * merge, max(round(width / factor), 1) * merge
+input_ids, mm_types, pixels, grid, (gh, gw, tokens) = image_inputs(raw, count, height, width, seq)
 per_image = gh * gw
-tokens = per_image // (merge * merge)
-ids = [10 + i % 200 for i in range(seq)]
-types = [0] * seq
-pos = 1
-for _ in range(count):
-    ids[pos] = raw["vision_start_token_id"]
-    for j in range(tokens):
-        ids[pos + 1 + j] = raw["image_token_id"]
-        types[pos + 1 + j] = 1
-    ids[pos + 1 + tokens] = raw["vision_end_token_id"]
-    pos += tokens + 3
-assert pos <= seq, "seq too short for the images"
-input_ids = torch.tensor([ids])
-mm_types = torch.tensor([types], dtype=torch.int32)
-pixels = torch.randn(count * per_image, vc.get("in_channels", 3) * temporal * patch * patch)
-grid = torch.tensor([[1, gh, gw]] * count)
 params = {p.data_ptr() for p in model.parameters()}
 
 

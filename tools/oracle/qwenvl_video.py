@@ -1,4 +1,4 @@
-# qwenvl_video.py: what autograd saves for the videos of a tiny Qwen2.5-VL,
+# qwenvl_video.py: what autograd saves for the videos of a tiny Qwen2-VL, Qwen2.5-VL,
 # Qwen3-VL, Qwen3-VL-MoE or Qwen3.5 VL (AutoModelForImageTextToText, sdpa,
 # fp32, on the CPU), for sim/vision_video_oracle_test.go.
 #
@@ -11,7 +11,7 @@
 # multiple of temporal_patch_size by repeating the last, each resized to a
 # multiple of patch * merge pixels (smart_resize's rounding); the patches
 # random, fp32) and without (text tokens in their place). The video tokens
-# sit among the text as the processor writes them: Qwen2.5-VL's between one
+# sit among the text as the processor writes them: Qwen2-VL's and Qwen2.5-VL's between one
 # vision_start and vision_end; Qwen3-VL's processor (also Qwen3.5's) puts
 # each temporal patch group's tokens between vision_start and vision_end
 # after a "<t seconds>" timestamp, which stands here as text tokens, as
@@ -50,7 +50,7 @@ if "bf16" in extra:
     model = model.to(torch.bfloat16)
 model = model.train()
 print("transformers", transformers.__version__, "torch", torch.__version__, type(model).__name__)
-qwen3 = raw["model_type"] != "qwen2_5_vl"
+qwen3 = raw["model_type"] not in ("qwen2_vl", "qwen2_5_vl")
 vc = raw["vision_config"]
 patch, merge, temporal = vc["patch_size"], vc["spatial_merge_size"], vc["temporal_patch_size"]
 chans = vc.get("in_channels", vc.get("in_chans", 3))
@@ -136,7 +136,7 @@ if n_images:
     base = dict(pixel_values=torch.randn(n_images * per_frame, chans * temporal * patch * patch),
                 image_grid_thw=torch.tensor([[1, gh, gw]] * n_images))
 kw = dict(base, input_ids=input_ids, labels=input_ids, pixel_values_videos=vpix, video_grid_thw=vgrid, mm_token_type_ids=mm_types)
-if not qwen3:
+if raw["model_type"] == "qwen2_5_vl":  # Qwen2-VL's rope has no time scale
     kw["second_per_grid_ts"] = torch.tensor([temporal / fps] * count)
 with_videos, s1 = saved_bytes(**kw)
 text_ids = input_ids.clone()

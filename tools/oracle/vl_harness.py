@@ -1,4 +1,4 @@
-# vl_harness.py: what mistral3vl.py and internvl.py share (one training
+# vl_harness.py: what mistral3vl.py, internvl.py and qwen2vl.py share (one training
 # step of a tiny vision-language model on the CPU, with and without its
 # images): the model built from a config.json with its parameters counted
 # on the meta device, the trained model, and the storages autograd saves.
@@ -20,15 +20,15 @@ def load(argv):
     raw = json.load(open(argv[1]))
     cfg = AutoConfig.for_model(**raw)
     attn = "eager" if "eager" in argv[6:] else "sdpa"
-    for c in (cfg, cfg.vision_config, cfg.text_config):
+    for c in (cfg, cfg.vision_config, getattr(cfg, "text_config", cfg)):
         c._attn_implementation = attn
     with torch.device("meta"):
         meta = AutoModelForImageTextToText.from_config(cfg)
     print("transformers", transformers.__version__, "torch", torch.__version__, type(meta).__name__)
     print("params", sum(p.numel() for p in meta.parameters()))
-    print("vision_tower", sum(p.numel() for p in meta.model.vision_tower.parameters()),
-          "multi_modal_projector", sum(p.numel() for p in meta.model.multi_modal_projector.parameters()),
-          "lm_head tied", meta.lm_head.weight is meta.model.language_model.embed_tokens.weight)
+    parts = [n for n in ("vision_tower", "multi_modal_projector", "visual", "vision_model", "connector") if hasattr(meta.model, n)]
+    print(*(f"{n} {sum(p.numel() for p in getattr(meta.model, n).parameters())}" for n in parts),
+          "lm_head tied", meta.lm_head.weight is meta.model.get_input_embeddings().weight)
     if argv[2] == "--params":
         sys.exit(0)
     return raw, cfg

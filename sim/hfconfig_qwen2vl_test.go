@@ -1,0 +1,85 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// Qwen2-VL's parameters as Qwen2VLForConditionalGeneration counts them on
+// the meta device (transformers 5.25.0, torch 2.15.0:
+// tools/oracle/qwen2vl.py CONFIG --params), model.visual's among them.
+// The three hub configs (sim/testdata/hf/qwen2-vl-*-instruct.json, as
+// Qwen/Qwen2-VL-2B-, 7B- and 72B-Instruct ship them: a tower of 32 blocks
+// 1280 wide, 16 heads, mlp_ratio 4) count what their safetensors hold: the
+// hub's model pages give 2.21B, 8.29B and 73.4B parameters (BF16).
+func TestQwen2VLParams(t *testing.T) {
+	for _, tc := range []struct {
+		config       string
+		want, visual int64
+	}{
+		{"qwen2-vl-tiny.json", 173_056, 79_552},
+		{"qwen2-vl-2b-instruct.json", 2_208_985_600, 665_271_296},
+		{"qwen2-vl-7b-instruct.json", 8_291_375_616, 675_759_104},
+		{"qwen2-vl-72b-instruct.json", 73_405_560_320, 699_356_672},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.config), hf.Options{Attn: "flash"})
+		if err != nil {
+			t.Fatal(tc.config, err)
+		}
+		if got := m.Params(); got != tc.want {
+			t.Errorf("%s: %d parameters, transformers %d (%+d)", tc.config, got, tc.want, got-tc.want)
+		}
+		if v := layerOf[*nn.VisionTower](m); v == nil || !v.Qwen2VL || v.Params() != tc.visual {
+			t.Errorf("%s: the tower is not Qwen2-VL's of %d parameters: %+v", tc.config, tc.visual, v)
+		}
+	}
+}
+
+// What Qwen2-VL's configs may say that memsh cannot build is refused,
+// naming the key.
+func TestQwen2VLRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(c map[string]any)
+		opts hf.Options
+		want string
+	}{
+		{"4.44", nil, hf.Options{Attn: "sdpa", Transformers: "4.44.2"}, `model_type "qwen2_vl" needs transformers 4.45 or later`},
+		{"eager", nil, hf.Options{Attn: "eager"}, "the vision tower's eager attention is not modelled"},
+		{"heads", func(c map[string]any) { visionConfig(c)["num_heads"] = 5 }, hf.Options{Attn: "sdpa"},
+			`"vision_config.num_heads" (5) must divide "vision_config.embed_dim" (32)`},
+		{"mlp ratio", func(c map[string]any) { visionConfig(c)["mlp_ratio"] = -1 }, hf.Options{Attn: "sdpa"},
+			`"vision_config.mlp_ratio" must be a positive number`},
+		{"tiny mlp", func(c map[string]any) { visionConfig(c)["mlp_ratio"] = 0.01 }, hf.Options{Attn: "sdpa"},
+			`"vision_config.mlp_ratio" (0.01) x embed_dim (32) is under one`},
+		{"activation", func(c map[string]any) { visionConfig(c)["hidden_act"] = "softplus" }, hf.Options{Attn: "sdpa"},
+			`"vision_config.hidden_act" names an activation memsh does not know`},
+		{"width", func(c map[string]any) { visionConfig(c)["hidden_size"] = 48 }, hf.Options{Attn: "sdpa"},
+			`hidden_size (48) must be the language model's hidden_size (64)`},
+		{"no embed_dim", func(c map[string]any) { delete(visionConfig(c), "embed_dim") }, hf.Options{Attn: "sdpa"},
+			`config.json has no "vision_config.embed_dim"`},
+	} {
+		_, err := hf.FromConfigOptions(editConfig(t, "qwen2-vl-tiny.json", tc.edit), tc.opts)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// The tiny Qwen2-VL lowers as transformers names it, the same parameters
+// with images or without.
+func TestQwen2VLLowering(t *testing.T) {
+	m, err := hf.FromConfigOptions(readHF(t, "qwen2-vl-tiny.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	checkParamNames(t, p, []string{"model.language_model.embed_tokens.weight", "model.language_model.layers.1.mlp.down_proj.weight",
+		"model.visual.patch_embed.proj.weight", "model.visual.blocks.1.norm1.bias", "model.visual.blocks.0.attn.qkv.bias",
+		"model.visual.blocks.1.mlp.fc1.bias", "model.visual.blocks.0.mlp.fc2.weight", "model.visual.merger.ln_q.bias",
+		"model.visual.merger.mlp.2.weight"}, core.Images{Count: 1, Height: 56, Width: 84})
+}
