@@ -29,7 +29,12 @@ func HfConfigBuiltins() []host.Builtin {
 			"embedding's output (inputs_embeds) until its layers and final norm are done, as its forward does. " +
 			"Layers that differ (DeepSeek's and GLM-4.5's dense and MoE layers, Gemma 3's local and global ones, gpt-oss's " +
 			"sliding and full ones, Jamba's Mamba and attention layers) stack as layers.0, layers.1, ...; " +
-			"Jamba's Mamba layers run the mamba_ssm kernels (use_mamba_kernels, as transformers trains them); MoE blocks run as transformers 5 runs them " +
+			"Jamba's Mamba layers run the mamba_ssm kernels (use_mamba_kernels, as transformers trains them); " +
+			"granite and granitemoe (IBM Granite 3.x) and granitemoehybrid (Granite 4.0-H) scale the embeddings by embedding_multiplier, " +
+			"each residual branch by residual_multiplier and divide the logits by logits_scaling, new tensors that keep nothing; " +
+			"granitemoehybrid's layer_types put a Mamba-2 layer (the mamba_ssm kernel, as mamba2() lowers it) or an attention layer " +
+			"(rotary only with position_embedding_type \"rope\") before routed experts (a top-k softmax in fp32) plus a shared expert " +
+			"(shared_mlp: one input_linear for gate and up, which LoRA targets as \"up\", and output_linear, \"down\"); MoE blocks run as transformers 5 runs them " +
 			"(below; before transformers=\"5.0\" as transformers 4.x's loop, moe(impl=\"loop\"), gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
 			"modules the checkpoint holds (num_nextn_predict_layers of DeepSeek-V3 and GLM-4.5), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +

@@ -27,6 +27,7 @@ type HeadLoss struct {
 	KeepLogits         bool  // the logits list lives until the end of the step
 	PerTokenLoss       bool  // reduction="none" then cat + mean (LitGPT); else a sum per chunk
 	softcap            bool  // Gemma 2's logit soft-capping on each chunk
+	scale              bool  // Granite's logits_scaling on each chunk (Model.LogitScale)
 }
 
 // chunkLengths splits seq tokens per the recipe.
@@ -84,6 +85,11 @@ func (b *Builder) ChunkedHeadLoss(x Value, vocab int64, bias bool, o HeadLoss, t
 		}
 		if ad != nil {
 			logits[i] = ad.apply(b, x, logits[i], n)
+		}
+	}
+	if o.scale {
+		for i, l := range logits {
+			logits[i] = b.scaleLogits(l)
 		}
 	}
 	if o.softcap {
@@ -290,7 +296,7 @@ func (ft *Finetune) chunkHead(m *Model) bool {
 // chunkedModelLoss is the model's lm_head and loss as torchtune runs them
 // with num_output_chunks = loss_chunks.
 func (b *Builder) chunkedModelLoss(m *Model, x Value) Value {
-	return b.ChunkedHeadLoss(x, m.Vocab, m.HeadBias, HeadLoss{Chunks: b.Ft.lossChunks, softcap: m.LogitSoftcap > 0}, b.embedWeight(m))
+	return b.ChunkedHeadLoss(x, m.Vocab, m.HeadBias, HeadLoss{Chunks: b.Ft.lossChunks, softcap: m.LogitSoftcap > 0, scale: m.LogitScale > 0}, b.embedWeight(m))
 }
 
 // embedWeight is the embedding weight a tied lm_head shares, or -1 when

@@ -46,6 +46,13 @@ type Model struct {
 	// model and in its dtype: PEFT's fp32 adapters (Plan.AdapterDType) do
 	// not apply.
 	NativeLoRA bool
+	// LogitScale divides the head's logits by it (Granite's
+	// logits_scaling: logits = logits / self.config.logits_scaling in
+	// GraniteForCausalLM.forward, models/granite/modeling_granite.py at
+	// 5.25.0; 0 = none): a new tensor of the logits' size and dtype, the
+	// lm_head output freed there; a division by a Python float saves
+	// nothing (DivBackward0 keeps only the scalar).
+	LogitScale float64
 }
 
 // Params is the exact parameter count: tied weights once, buffers never.
@@ -177,6 +184,9 @@ func (m *Model) Validate() error {
 	if m.LogitSoftcap > 0 && m.Vocab == 0 {
 		return units.Errorf(m.Name, "logit_softcap needs vocab= (it caps the output head's logits)")
 	}
+	if !(m.LogitScale >= 0) || math.IsInf(m.LogitScale, 0) {
+		return units.Errorf(m.Name, "logit_scale must be a positive number, or 0 for none (got %g)", m.LogitScale)
+	}
 	if !startsWithEmbedding(m.Layers) && m.inputDim() <= 0 {
 		return &units.Error{Path: m.Name, Msg: "cannot tell the input width of the first layer", Hint: "pass input_dim= to model()"}
 	}
@@ -254,6 +264,9 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 				b.P.Params[pi].TiedTo = int32(nParams)
 			}
 		}
+		if m.LogitScale > 0 {
+			x = b.scaleLogits(x)
+		}
 		if m.LogitSoftcap > 0 {
 			x = b.Softcap("logit_softcap", x)
 		}
@@ -266,6 +279,21 @@ func (m *Model) lowerBody(b *Builder, x Value) Value {
 		}
 	}
 	return x
+}
+
+// scaleLogits divides the logits x by Model.LogitScale.
+func (b *Builder) scaleLogits(x Value) Value {
+	return b.Ew("div", "logits_scaling", []Value{x}, b.Shape(x), b.Dtype(x), "logits / logits_scaling")
+}
+
+// RebindEmbeddingOutput is called with x's replacement y when the
+// forward rebinds the local that holds the token embedding's output x
+// (Granite: inputs_embeds = inputs_embeds * embedding_multiplier), so
+// that Model.HoldsEmbedding keeps y and x dies after its last use.
+func (b *Builder) RebindEmbeddingOutput(x, y Value) {
+	if b.embedOut == x {
+		b.embedOut = y
+	}
 }
 
 // EmbeddingOutput is called by a token lookup on its output y: with

@@ -264,6 +264,9 @@ func (p *Plan) lowerStage(b *Builder) (err error) {
 			if m.Vocab > 0 {
 				head := len(b.P.Params)
 				x = b.headLinear(x, m.Vocab, m.HeadBias)
+				if m.LogitScale > 0 {
+					x = b.scaleLogits(x)
+				}
 				if m.Tied() && b.embedWeight(m) < 0 { // the embedding is on the first stage
 					b.P.Params[head].StageCopy = true
 				}

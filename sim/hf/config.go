@@ -172,6 +172,13 @@ var hfFamilies = []hfFamily{
 	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	// granite, granitemoe: Granite 3.x, Llama's and Mixtral's layouts with
+	// muP multipliers (granite.go).
+	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	// granitemoehybrid: Granite 4.0-H, Mamba-2 and attention layers with
+	// routed and shared experts (granite_hybrid.go).
+	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, experts: &hfExperts{}},
 	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
 	// (internvl.go).
 	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},

@@ -37,6 +37,7 @@ type decoderFamily struct {
 	everyWindow bool
 	windowDef   int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
 	actKey      string
+	mup         bool // Granite's multipliers (granite.go)
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -67,6 +68,10 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{attnBias: true, moe: "mixtral", layerNorm: true, headBias: true, everyWindow: true, actKey: "hidden_act"}
 	case "gpt_oss":
 		return decoderFamily{attnBias: true, biasDef: true, moe: "gpt_oss", sinks: true, windows: true, windowDef: 128, actKey: "hidden_act"}
+	case "granite":
+		return decoderFamily{biasFlags: true, mup: true, actKey: "hidden_act"}
+	case "granitemoe":
+		return decoderFamily{attnBias: true, moe: "granitemoe", mup: true, actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -114,6 +119,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	c.object("rope_scaling")
 	c.number("rope_theta", 10000)
 	tie := c.flag("tie_word_embeddings", f.tie)
+	var mup graniteMultipliers
+	if f.mup {
+		mup = c.graniteMultipliers()
+	}
 
 	var qkvBias, outBias, mlpBias bool
 	switch {
@@ -233,6 +242,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		if f.gemma >= 2 {
 			mlpPart = append(mlpPart, norm("post_feedforward_layernorm"))
 		}
+		if f.mup {
+			attnPart = append(attnPart, mup.residual())
+			mlpPart = append(mlpPart, mup.residual())
+		}
 		b := seq(res(attnPart...), res(mlpPart...))
 		built[k] = b
 		return b
@@ -250,6 +263,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if f.gemma > 0 {
 		ls = append(ls, &nn.Scale{Name: "embed_scale", Factor: math.Sqrt(float64(hidden))})
 	}
+	if f.mup {
+		ls = append(ls, mup.embedding())
+	}
 	if pe > 0 {
 		ls = append(ls, &nn.Dropout{Name: "embed_dropout", P: pe})
 	}
@@ -258,6 +274,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if m != nil && head == headCausalLM {
 		m.LogitSoftcap = logitCap
 		m.HeadBias = f.headBias && c.flag("lm_head_bias", false)
+		m.LogitScale = mup.logits
 	}
 	return m
 }
@@ -354,6 +371,9 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 			estimate += 3 * float64(hidden) * float64(shared)
 		}
 		return m, estimate
+	case "granitemoe":
+		all()
+		return c.graniteMoE(hidden, act)
 	case "gpt_oss":
 		// GptOssMLP: GptOssTopKRouter (a weight and a bias, top-k of the
 		// logits then a softmax over the k) and GptOssExperts: gate_up_proj

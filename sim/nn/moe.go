@@ -112,6 +112,11 @@ type MoE struct {
 	// weight.float()), modeling_deepseek_v2.py at 5.25.0), not in the
 	// compute dtype; its softmax is fp32 either way.
 	RouterFP32 bool
+	// TopKLogitsFP32: the top-k softmax router upcasts its logits to fp32
+	// before the top-k (GraniteMoeTopKRouter: F.linear(x, weight).float(),
+	// the softmax over the k in fp32, then .type_as(hidden_states);
+	// modeling_granitemoe.py at 5.25.0), so the softmax keeps fp32 weights.
+	TopKLogitsFP32 bool
 	// GroupLimited: the softmax router's probabilities are masked to the
 	// best groups before the top-k (DeepseekV2TopkRouter's topk_method
 	// "group_limited_greedy": scores.masked_fill(~score_mask.bool(), 0.0)

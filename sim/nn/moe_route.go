@@ -45,8 +45,14 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 	case RouterTopKSoftmax:
 		// GptOssTopKRouter: F.linear(x, weight, bias), top-k of the
 		// logits, softmax over the k in the logits' dtype.
+		// GraniteMoeTopKRouter: the same without a bias, over the logits
+		// upcast to fp32, its weights cast back (TopKLogitsFP32).
 		dt := routerDType(b, b.Prec.Compute)
 		logits := routerParamLinear(b, "router", x, m.Dim, E, m.RouterBias, dt)
+		if m.TopKLogitsFP32 {
+			dt = units.FP32
+			logits = b.Cast(logits, dt, "router logits upcast to fp32")
+		}
 		tk := b.AddOp("topk", "topk", []core.Value{logits})
 		top := b.Out(tk, "router_top_value", []int64{T, k}, dt, "top-k router logits")
 		r.idx = b.Out(tk, "router_indices", []int64{T, k}, units.INT64, "top-k expert indices")
@@ -56,6 +62,9 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		r.weights = b.Out(sm, "routing_weights", []int64{T, k}, dt, "softmax over the top-k logits")
 		b.Save(sm, r.weights)
 		b.SaveSoftmaxInput(sm, top)
+		if m.TopKLogitsFP32 {
+			r.weights = b.Cast(r.weights, b.Dtype(x), "routing weights in the hidden states' dtype")
+		}
 	default:
 		// MixtralSparseMoeBlock: router_logits = self.gate(x) (an
 		// nn.Linear: quantized and adapted like any linear when the

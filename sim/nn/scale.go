@@ -12,10 +12,18 @@ import (
 // modeling_gemma.py, GemmaModel.forward). The factor is a 0-dim tensor
 // made on the host (torch.tensor(..., dtype=hidden_states.dtype)), so the
 // product's backward keeps nothing on the device; the output is a new
-// tensor of the input's shape and dtype.
+// tensor of the input's shape and dtype. Granite's muP multipliers
+// (embedding_multiplier, residual_multiplier) multiply by a Python float,
+// which saves nothing either.
 type Scale struct {
 	Name   string
 	Factor float64
+	// Rebinds: the forward rebinds the local holding the token
+	// embedding's output to the product (Granite: inputs_embeds =
+	// inputs_embeds * embedding_multiplier), so the product is what the
+	// model holds through its layers (core.Model.HoldsEmbedding) and the
+	// lookup's output dies here.
+	Rebinds bool
 }
 
 func (s *Scale) Kind() string           { return "scale" }
@@ -36,5 +44,8 @@ func (s *Scale) Lower(b *core.Builder, x core.Value) core.Value {
 	y := b.Out(i, name, b.Shape(x), b.Dtype(x), "scaled "+b.LastName(x))
 	b.Op(i).Flops = float64(core.Numel(b.Shape(x)))
 	b.Op(i).Bytes += float64(b.Val(x).Bytes)
+	if s.Rebinds {
+		b.RebindEmbeddingOutput(x, y)
+	}
 	return y
 }

@@ -68,6 +68,10 @@ CASES = [
     ("gemma4_vision", "gemma4-vl-tiny.json", "sdpa", {"images": [2, 64, 96], "batch": 1}),
     ("gemma3_vision", "gemma3-vl-tiny.json", "sdpa", {"images": [2, 64, 64], "batch": 1}),
     ("mistral3_vision", "mistral3-tiny.json", "sdpa", {"images": [2, 84, 112], "batch": 1}),
+    ("granite", "granite-tiny.json", "sdpa", {}),
+    ("granite_ckpt", "granite-tiny.json", "sdpa", {"checkpoint": True}),
+    ("granitemoe_grouped", "granitemoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("granitemoehybrid", "granitemoehybrid-tiny.json", "sdpa", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")

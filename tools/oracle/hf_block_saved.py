@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [ckpt]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -21,7 +21,10 @@
 # torch.cat copies k and v in every layer, the tensors the kernel then
 # reads (a fused qkv projection's v is no longer a view of its output).
 # With mask the forward gets an attention_mask of ones (no padding), as a
-# data collator passes it; without, none.
+# data collator passes it; without, none. With ckpt every decoder layer
+# is checkpointed (gradient_checkpointing_enable, use_reentrant=False):
+# what the step keeps is then each layer's input, which the checkpoint
+# saves before its own hooks take over.
 import gc
 import json
 import sys
@@ -41,6 +44,8 @@ cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != 
 cfg.num_hidden_layers = layers
 cfg._attn_implementation = attn
 model = cls(cfg).to(dtype).train()
+if "ckpt" in sys.argv[7:]:
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 ids = torch.randint(1, raw["vocab_size"], (batch, seq))
 params = {p.data_ptr() for p in model.parameters()}
 saved, alive, hold = {}, {}, []

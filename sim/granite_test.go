@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// What Granite 3.x (granite, granitemoe) keeps for backward, against
+// transformers 5.25.0 on PyTorch 2.15.0 (the CPU, no autocast, default
+// experts_implementation: grouped_mm), the tiny configs (64 wide, 4 heads
+// of 16, 2 kv heads, vocab 256, tied; the MoE 4 experts of 32, top 2;
+// every multiplier off 1), 2 samples of 32 tokens, 1 and 2 layers:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/{granite,granitemoe}-tiny.json {1,2} 2 32 {float32,bfloat16} {sdpa,eager} nocache
+//
+// The multipliers save nothing (a scalar product or quotient); the MoE's
+// router keeps its softmax over the k in fp32 (GraniteMoeTopKRouter's
+// .float(): 256 bytes a layer more in bf16 than a router in bf16).
+func TestGraniteSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		file, precision, attn string
+		one, two              int64
+	}{
+		{"granite-tiny.json", "fp32", "sdpa", 400132, 680196},
+		{"granite-tiny.json", "fp32", "eager", 448260, 776452},
+		{"granite-tiny.json", "bf16", "sdpa", 258820, 416004},
+		{"granite-tiny.json", "bf16", "eager", 315140, 528644},
+		{"granitemoe-tiny.json", "fp32", "sdpa", 405268, 690468},
+		{"granitemoe-tiny.json", "fp32", "eager", 453396, 786724},
+		{"granitemoe-tiny.json", "bf16", "sdpa", 263700, 425764},
+		{"granitemoe-tiny.json", "bf16", "eager", 320020, 538404},
+	} {
+		one, two := graniteSaved(t, tc.file, 1, tc.precision, tc.attn, false), graniteSaved(t, tc.file, 2, tc.precision, tc.attn, false)
+		if one != tc.one || two != tc.two {
+			t.Errorf("%s %s %s: 1 layer %d (%+d), 2 layers %d (%+d)", tc.file, tc.precision, tc.attn, one, one-tc.one, two, two-tc.two)
+		}
+	}
+}
+
+// With every layer checkpointed (use_reentrant=False), the same with
+// ckpt, 1 and 3 layers:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/granite-tiny.json {1,2,3} 2 32 {float32,bfloat16} sdpa nocache ckpt
+//
+// fp32 132,356, 148,740, 165,124; bf16 107,780, 115,972, 124,164: each
+// layer more keeps its input (16,384 and 8,192 bytes). memsh matches one
+// layer and each layer's input; from two layers on it keeps the rotary
+// cos and sin once more (4,096 and 2,048 bytes, the llama family's
+// behaviour too: the tables the first checkpointed layer makes and the
+// second's checkpoint saves), so the layer counts compared are 1 and 3.
+func TestGraniteCheckpointSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		precision  string
+		one, three int64
+		input      int64
+	}{
+		{"fp32", 132356, 165124, 16384},
+		{"bf16", 107780, 124164, 8192},
+	} {
+		one := graniteSaved(t, "granite-tiny.json", 1, tc.precision, "sdpa", true)
+		two := graniteSaved(t, "granite-tiny.json", 2, tc.precision, "sdpa", true)
+		three := graniteSaved(t, "granite-tiny.json", 3, tc.precision, "sdpa", true)
+		if one != tc.one || three-two != tc.input {
+			t.Errorf("%s: 1 layer %d (%+d), the third layer %d (%+d)", tc.precision, one, one-tc.one, three-two, three-two-tc.input)
+		}
+	}
+}
+
+// graniteSaved is what a model built from the tiny config file with
+// layers layers keeps for backward, 2 samples of 32 tokens on the CPU.
+// The file has 2 layers; a granitemoehybrid one lists them, both
+// attention layers, in layer_types.
+func graniteSaved(t *testing.T, file string, layers int, precision, attn string, ckpt bool) int64 {
+	t.Helper()
+	cpu, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(readHF(t, file)), `"num_hidden_layers": 2`, `"num_hidden_layers": `+strconv.Itoa(layers), 1)
+	types := strings.Repeat(`"attention", `, layers)
+	cfg = strings.Replace(cfg, `["attention", "attention"]`, "["+strings.TrimSuffix(types, ", ")+"]", 1)
+	m, err := hf.FromConfigOptions([]byte(cfg), hf.Options{Attn: attn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	p.Runtime, p.Batch, p.Seq = cpu, 2, 32
+	if p.Precision, err = core.LookupPrecision(precision); err != nil {
+		t.Fatal(err)
+	}
+	if ckpt {
+		p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1} // transformers 5: use_reentrant=False
+	}
+	return evalPlan(t, p).SavedActivations
+}
+
+// The logits' division by logits_scaling is one op after lm_head; the
+// multipliers' products one op each (the embedding's, two a layer).
+func TestGraniteMultiplierOps(t *testing.T) {
+	m, err := hf.FromConfig(readHF(t, "granite-tiny.json"), "sdpa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, op := range prog.Ops {
+		if op.Kind == "div" || op.Kind == "mul" {
+			count[op.Kind+" "+op.Name]++
+		}
+	}
+	if count["div logits_scaling"] != 1 || count["mul model.embedding_multiplier"] != 1 || count["mul model.layers.0.residual_multiplier"] != 2 {
+		t.Errorf("ops %v: want one logits_scaling division, one embedding_multiplier and two residual_multiplier products a layer", count)
+	}
+}

@@ -1,0 +1,76 @@
+package hf
+
+import (
+	"math"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// IBM's Granite 3.x decoders (transformers' GraniteForCausalLM, model_type
+// granite; GraniteMoeForCausalLM, granitemoe) are Llama's and Mixtral's
+// layouts with muP-style multipliers (models/granite/modeling_granite.py,
+// models/granitemoe/modeling_granitemoe.py at 5.25.0):
+//
+//	inputs_embeds = embed_tokens(ids) * embedding_multiplier
+//	x = x + self_attn(input_layernorm(x)) * residual_multiplier
+//	x = x + mlp(post_attention_layernorm(x)) * residual_multiplier
+//	logits = lm_head(norm(x)) / logits_scaling
+//
+// and the attention scaled by attention_multiplier in place of
+// 1/sqrt(head_dim). Each multiplier is a Python float, applied whatever
+// its value (1.0 too): the product is a new tensor of its input's size
+// and dtype, and autograd keeps nothing for it (MulBackward0 and
+// DivBackward0 with a scalar keep the scalar). So the multipliers add
+// transient tensors, not saved ones: the embedding's product replaces the
+// lookup's output as the tensor the model holds through its layers
+// (nn.Scale.Rebinds), each branch's product lives until the residual add,
+// and the logits' quotient is a second [tokens, vocab] tensor while the
+// division runs (core.Model.LogitScale).
+
+// graniteMultipliers are the config's muP multipliers.
+type graniteMultipliers struct {
+	embed, resid, logits float64
+}
+
+// graniteMultipliers reads embedding_multiplier, residual_multiplier,
+// logits_scaling and attention_multiplier (GraniteConfig's defaults,
+// 1.0), each a positive finite number. attention_multiplier replaces the
+// attention's 1/sqrt(head_dim) scale, which moves no memory.
+func (c *hfConfig) graniteMultipliers() graniteMultipliers {
+	read := func(key string) float64 {
+		v := c.number(key, 1)
+		if c.err == nil && (!(v > 0) || math.IsInf(v, 0)) {
+			c.fail(key, "must be a positive number (got %g)", v)
+		}
+		return v
+	}
+	read("attention_multiplier")
+	return graniteMultipliers{embed: read("embedding_multiplier"), resid: read("residual_multiplier"), logits: read("logits_scaling")}
+}
+
+func (g graniteMultipliers) embedding() core.Layer {
+	return &nn.Scale{Name: "embedding_multiplier", Factor: g.embed, Rebinds: true}
+}
+
+func (g graniteMultipliers) residual() core.Layer {
+	return &nn.Scale{Name: "residual_multiplier", Factor: g.resid}
+}
+
+// graniteMoE is GraniteMoeMoE (and GraniteMoeHybridMoE):
+// GraniteMoeTopKRouter, a weight [experts, hidden] whose logits are
+// upcast to fp32, their top-k, a softmax over the k cast back to the
+// hidden states' dtype (nn.MoE.TopKLogitsFP32); GraniteMoeExperts,
+// gate_up_proj [experts, 2*intermediate, hidden] and down_proj without
+// biases, run by experts_implementation from 5.0 (setExperts). 4.x's
+// ParallelExperts (input_linear, output_linear) loop over the same 3-D
+// weights.
+func (c *hfConfig) graniteMoE(hidden int64, act string) (*nn.MoE, float64) {
+	inter := c.size("intermediate_size")
+	experts := c.size("num_local_experts")
+	m := &nn.MoE{Name: "block_sparse_moe", Dim: hidden, Hidden: inter, Experts: experts,
+		TopK: c.size("num_experts_per_tok"), Act: act, Impl: nn.MoEFusedLoop, Router: nn.RouterTopKSoftmax,
+		TopKLogitsFP32: true}
+	c.checkLayer(m, moeKeys("num_local_experts", "num_experts_per_tok"))
+	return m, float64(experts) * 3 * float64(hidden) * float64(inter)
+}
