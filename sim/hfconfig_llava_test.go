@@ -35,7 +35,37 @@ import (
 // docs/source/en/model_doc/pixtral.md), LLaVA's projector with its biases
 // (LlavaConfig's multimodal_projector_bias, true; no norm, no merger)
 // 31,467,520, Mistral NeMo's 12B text model and its untied head.
+//
+// LLaVA-NeXT's and LLaVA-OneVision's (llava_next, llava_onevision; counted
+// with `cd tools/oracle && /work/venv-t/bin/python llava_next.py
+// ../../sim/testdata/hf/CONFIG --params`; the projector's share below
+// leaves image_newline out):
+//
+// testdata/hf/llava-v1.6-mistral-7b-hf.json is llava-hf/llava-v1.6-mistral-7b-hf's
+// config.json as NVIDIA/TensorRT-LLM's LLaVA-NeXT test carries it
+// (tests/unittest/_torch/modeling/test_modeling_llava_next.py,
+// LLAVA_NEXT_7B_CONFIG), its vision num_hidden_layers put back to 24 (the
+// test cut it to 2, "24 layers for full model"): 7,566,747,648, "7.57B"
+// as the hub rounds it; CLIP ViT-L/14-336 303,507,456 (its unread last
+// layer and post_layernorm included), the projector 20,979,712,
+// image_newline 4,096, Mistral-7B-Instruct-v0.2 with 32,064 tokens and
+// its own lm_head. LlavaNextConfig ties the head by its top-level
+// tie_word_embeddings alone (text_config's is not forwarded).
+//
+// testdata/hf/llava-onevision-qwen2-7b-ov-hf.json is the config
+// transformers' conversion writes (models/llava_onevision/
+// convert_llava_onevision_weights_to_hf.py: Qwen/Qwen2-7B-Instruct's
+// text config, its vocabulary resized by two tokens to a multiple of 64,
+// 152,128; SiglipVisionConfig 1152 wide, 26 layers, 384 pixels, patch 14,
+// vision_use_head False), not the hub's file (not found here):
+// 8,030,807,584, "8.03B"; SigLIP so400m without its last layer 397,747,744,
+// the projector 16,980,992, image_newline 3,584. Without a vision_config
+// LlavaOnevisionConfig makes that tower; a vision_config of its own takes
+// SiglipVisionConfig's defaults, the pooling head (vision_use_head true)
+// among them: registered, though nothing reads it. Either
+// tie_word_embeddings ties the head.
 func TestLlavaParams(t *testing.T) {
+	llavaNext, onevision := "llava-v1.6-mistral-7b-hf.json", "llava-onevision-qwen2-7b-ov-hf.json"
 	for _, tc := range []struct {
 		file       string
 		name       string
@@ -59,6 +89,23 @@ func TestLlavaParams(t *testing.T) {
 		{"pixtral-12b-converted.json", "pixtral-12b, no projector bias", func(c map[string]any) { c["multimodal_projector_bias"] = false },
 			12_682_729_472, 403_489_792, 31_457_280},
 		{"llava-pixtral-tiny.json", "tiny pixtral", nil, 250_848, 39_456, 6_272},
+		{llavaNext, "llava-v1.6-mistral-7b", nil, 7_566_747_648, 303_507_456, 20_979_712},
+		{llavaNext, "top level ties", func(c map[string]any) { c["tie_word_embeddings"] = true }, 7_435_413_504, 303_507_456, 20_979_712},
+		{llavaNext, "text_config does not tie", func(c map[string]any) { textConfig(c)["tie_word_embeddings"] = true }, 7_566_747_648, 303_507_456, 20_979_712},
+		{llavaNext, "no vision_config", func(c map[string]any) { delete(c, "vision_config") }, 7_566_747_648, 303_507_456, 20_979_712},
+		{llavaNext, "no projector bias", func(c map[string]any) { c["multimodal_projector_bias"] = false }, 7_566_739_456, 303_507_456, 20_971_520},
+		{llavaNext, "vicuna text", func(c map[string]any) {
+			tc := textConfig(c)
+			tc["model_type"], tc["intermediate_size"], tc["num_key_value_heads"] = "llama", 11008, 32
+		}, 7_063_431_168, 303_507_456, 20_979_712},
+		{onevision, "llava-onevision-qwen2-7b-ov", nil, 8_030_807_584, 397_747_744, 16_980_992},
+		{onevision, "no vision_config", func(c map[string]any) { delete(c, "vision_config") }, 8_030_807_584, 397_747_744, 16_980_992},
+		{onevision, "text_config ties", func(c map[string]any) { textConfig(c)["tie_word_embeddings"] = true }, 7_485_580_832, 397_747_744, 16_980_992},
+		{onevision, "bare vision_config", func(c map[string]any) { c["vision_config"] = map[string]any{"model_type": "siglip_vision_model"} },
+			7_724_567_808, 92_884_224, 15_604_736},
+		{onevision, "pooling head", func(c map[string]any) { delete(visionConfig(c), "vision_use_head") }, 8_046_045_936, 412_986_096, 16_980_992},
+		{"llava-next-tiny.json", "tiny", nil, 256_608, 45_152, 6_272},
+		{"llava-onevision-tiny.json", "tiny onevision", nil, 256_768, 45_056, 6_272},
 	} {
 		m, err := hf.FromConfigOptions(editConfig(t, tc.file, tc.edit), hf.Options{Attn: "sdpa"})
 		if err != nil {
@@ -71,12 +118,16 @@ func TestLlavaParams(t *testing.T) {
 			Params() int64
 			TowerParams() int64
 		}
+		var newline int64 // LLaVA-NeXT's and OneVision's image_newline
 		if l := layerOf[*nn.LlavaVision](m); l != nil {
 			v = l
+			if l.AnyRes != nil {
+				newline = l.TextDim
+			}
 		} else if p := layerOf[*nn.PixtralVision](m); p != nil {
 			v = p
 		}
-		if v == nil || v.TowerParams() != tc.tower || v.Params()-v.TowerParams() != tc.prj {
+		if v == nil || v.TowerParams() != tc.tower || v.Params()-v.TowerParams()-newline != tc.prj {
 			t.Errorf("%s: the vision tower and projector are not %d and %d parameters: %+v", tc.name, tc.tower, tc.prj, v)
 		}
 	}

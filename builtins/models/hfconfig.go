@@ -77,7 +77,15 @@ func HfConfigBuiltins() []host.Builtin {
 			"after it and post_layernorm get no gradient; its attention is \"flash\", \"sdpa\" or \"eager\". With a Pixtral " +
 			"vision_config (mistral-community/pixtral-12b) the tower is Pixtral's, as under mistral3, and the projector LLaVA's (no norm, " +
 			"no patch merger: one image token a patch, a break token a row); it needs vision_feature_layer -1 and " +
-			"vision_feature_select_strategy \"full\". olmo2 (OLMo 2, " +
+			"vision_feature_select_strategy \"full\". llava_next (LLaVA-NeXT: llava-v1.6 Mistral 7B, Vicuna 7B and 13B, " +
+			"llama3-llava-next-8b; transformers 4.39) and llava_onevision (LLaVA-OneVision Qwen2 0.5B, 7B, 72B; transformers 4.45) build " +
+			"LlavaNextForConditionalGeneration and LlavaOnevisionForConditionalGeneration: LLaVA's projector on AnyRes tiles, reading " +
+			"train(images=) (each image fitted into the image_grid_pinpoints resolution that keeps most of it and cut into tiles of " +
+			"image_size pixels after a base tile of the whole image, every tile through the tower; the tiles' patches laid out as one grid, " +
+			"the padding's rows or columns dropped and model.image_newline closing every row, so a wide image has other tokens than a " +
+			"square one), a CLIP tower to vision_feature_layer -2 (llava_next) or a SigLIP one to the last layer (llava_onevision, whose " +
+			"grids past anyres_max_9's nine tiles of patches are interpolated down, and whose samples of several images run each as its " +
+			"base tile and a newline); train(videos=) is not modelled. olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +

@@ -189,6 +189,12 @@ var hfFamilies = []hfFamily{
 	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
 	// before text_config's decoder (llava.go).
 	{modelType: "llava", prefix: "Llava", base: "model", heads: vlHeads, build: buildLlava, vl: true},
+	// llava_next, llava_onevision: LLaVA's projector on AnyRes tiles of a
+	// CLIP tower, or of a SigLIP tower with anyres_max_9 (llava_next.go).
+	// llava-v1.6-mistral-7b-hf's config.json was written by 4.39.0.dev0;
+	// the llava-onevision-*-hf model cards ask for transformers >= 4.45.0.
+	{modelType: "llava_next", prefix: "LlavaNext", base: "model", heads: vlHeads, build: buildLlavaNext, vl: true, since: [2]int{4, 39}},
+	{modelType: "llava_onevision", prefix: "LlavaOnevision", base: "model", heads: vlHeads, build: buildLlavaOnevision, vl: true, since: [2]int{4, 45}},
 	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
 	// llama4, llama4_text: the 4.51.0 wheel is the first with
 	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).

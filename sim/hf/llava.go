@@ -21,15 +21,31 @@ import (
 // (mistral-community/pixtral-12b: model_type "pixtral"), Pixtral's tower
 // with LLaVA's projector (nn.PixtralVision with Llava; pixtralVision).
 func buildLlava(c *hfConfig, attn string, head hfHead) *core.Model {
+	return llavaModel(c, attn, head, "llama", true, func(tc *hfConfig) core.Layer {
+		if vc, _ := c.raw["vision_config"].(map[string]any); vc != nil && vc["model_type"] == "pixtral" {
+			return pixtralVision(c, tc, attn, true)
+		}
+		return llavaVision(c, tc, attn, llavaDefaultVision, nil)
+	})
+}
+
+// llavaModel builds text_config's decoder (model_type text by default:
+// llama, mistral or qwen2) named model.language_model, lm_head beside it,
+// with the tower vision builds between its embeddings and its layers. The
+// head is tied when the top level's tie_word_embeddings says so (default
+// false), or with eitherTie text_config's too (LlavaConfig and
+// LlavaOnevisionConfig take text_config's true; LlavaNextConfig does not,
+// transformers 5.25.0, checked on the meta device).
+func llavaModel(c *hfConfig, attn string, head hfHead, text string, eitherTie bool, vision func(tc *hfConfig) core.Layer) *core.Model {
 	tc := c.sub("text_config")
 	if c.err != nil {
 		return nil
 	}
-	tc.modelType = tc.str("model_type", "llama")
+	tc.modelType = tc.str("model_type", text)
 	switch tc.modelType {
 	case "llama", "mistral", "qwen2":
 	default:
-		tc.fail("model_type", "must be \"llama\" (llava-1.5), \"mistral\" or \"qwen2\" (got %q)", tc.modelType)
+		tc.fail("model_type", "must be \"llama\" (llava-1.5, LLaVA-NeXT's Vicuna and Llama 3), \"mistral\" or \"qwen2\" (got %q)", tc.modelType)
 	}
 	if tc.err != nil {
 		c.err = tc.err
@@ -42,13 +58,8 @@ func buildLlava(c *hfConfig, attn string, head hfHead) *core.Model {
 		return nil
 	}
 	m.Name = c.name
-	m.TieEmbeddings = m.Vocab > 0 && (c.flag("tie_word_embeddings", false) || tc.flag("tie_word_embeddings", false))
-	var v core.Layer
-	if vc, _ := c.raw["vision_config"].(map[string]any); vc != nil && vc["model_type"] == "pixtral" {
-		v = pixtralVision(c, tc, attn, true)
-	} else {
-		v = llavaVision(c, tc, attn)
-	}
+	m.TieEmbeddings = m.Vocab > 0 && (c.flag("tie_word_embeddings", false) || eitherTie && tc.flag("tie_word_embeddings", false))
+	v := vision(tc)
 	if c.err != nil {
 		return nil
 	}
@@ -91,29 +102,43 @@ var llavaDefaultVision = map[string]any{
 	"image_size": json.Number("336"), "num_hidden_layers": json.Number("24"), "num_attention_heads": json.Number("16"),
 }
 
-// llavaVision reads vision_config and the top level's
-// vision_feature_layer (-2), vision_feature_select_strategy ("default"),
-// projector_hidden_act (gelu) and multimodal_projector_bias (true), as
-// LlavaConfig defaults them.
-func llavaVision(c, tc *hfConfig, attn string) *nn.LlavaVision {
+// llavaVision reads vision_config (absent: the family's default tower)
+// and the top level's vision_feature_layer (-2),
+// vision_feature_select_strategy ("default"), projector_hidden_act (gelu)
+// and multimodal_projector_bias (true), as LlavaConfig and
+// LlavaNextConfig default them (the caller sets LlavaOnevisionConfig's
+// -1 and "full" when the file leaves them out). The tower is CLIP's, or
+// with anyres (the AnyRes families, tiled so) SigLIP's too: a file's own
+// vision_config takes CLIPVisionConfig's or SiglipVisionConfig's
+// defaults for the keys it leaves out (768 wide, 12 layers of 12 heads,
+// intermediate 3072, images of 224; patches of 32 and quick_gelu, or 16
+// and gelu_pytorch_tanh with the pooling head, vision_use_head true;
+// configuration_clip.py, configuration_siglip.py, transformers 5.25.0).
+func llavaVision(c, tc *hfConfig, attn string, absent map[string]any, anyres *nn.AnyRes) *nn.LlavaVision {
 	if !c.has("vision_config") {
-		c.raw["vision_config"] = llavaDefaultVision
+		c.raw["vision_config"] = absent
 	}
 	vc := c.sub("vision_config")
 	if c.err != nil {
 		return nil
 	}
-	switch mt := vc.str("model_type", "clip_vision_model"); mt {
-	case "clip_vision_model":
+	patch, act, siglip := int64(32), "quick_gelu", anyres != nil
+	switch mt := vc.str("model_type", "clip_vision_model"); {
+	case mt == "clip_vision_model":
+		siglip = false
+	case mt == "siglip_vision_model" && siglip:
+		patch, act = 16, "gelu_pytorch_tanh"
+	case siglip:
+		vc.fail("model_type", "must be CLIP's, \"clip_vision_model\", or SigLIP's, \"siglip_vision_model\" (got %q)", mt)
 	default:
 		vc.fail("model_type", "must be CLIP's, \"clip_vision_model\", or Pixtral's, \"pixtral\" (got %q)", mt)
 	}
 	layers := vc.sizeOr("num_hidden_layers", 12)
 	v := &nn.LlavaVision{Dim: vc.sizeOr("hidden_size", 768), Layers: layers, Heads: vc.sizeOr("num_attention_heads", 12),
-		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", "quick_gelu", false), Image: vc.sizeOr("image_size", 224),
-		Patch: vc.sizeOr("patch_size", 32), Channels: vc.sizeOr("num_channels", 3), Features: layers - 1,
+		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", act, false), Image: vc.sizeOr("image_size", 224),
+		Patch: vc.sizeOr("patch_size", patch), Channels: vc.sizeOr("num_channels", 3), Features: layers - 1,
 		TextDim: tc.size("hidden_size"), ProjAct: c.mlpAct("projector_hidden_act", "gelu", false),
-		ProjBias: c.flag("multimodal_projector_bias", true), Impl: attn}
+		ProjBias: c.flag("multimodal_projector_bias", true), Siglip: siglip, Head: siglip && vc.flag("vision_use_head", true), AnyRes: anyres, Impl: attn}
 	if p := vc.prob("attention_dropout", 0); p > 0 {
 		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (llava-1.5 uses 0.0)", p)
 	}

@@ -47,6 +47,15 @@ import (
 // All images of a micro-batch run as one batch of [images, tokens, Dim]
 // (SDPA, eager attention, or flash-attn). Without images the weights are
 // registered and nothing runs.
+//
+// With Siglip the tower is a SigLIP vision model (SiglipVisionModel,
+// models/siglip/modeling_siglip.py: LLaVA-OneVision's): patch_embedding
+// with a bias, no class token and no pre_layrnorm, post_layernorm over
+// every patch (the hidden states it reads are the last layer's, before
+// it: unread too, as is the pooling head with Head). With AnyRes (LLaVA-NeXT, LLaVA-OneVision) every image
+// is cut into tiles (AnyRes), each through the tower, and
+// pack_image_features lays their tokens out as one image with a newline
+// (image_newline, a parameter beside the tower) closing every row.
 type LlavaVision struct {
 	Dim      int64 // vision hidden_size
 	Layers   int64 // num_hidden_layers
@@ -60,7 +69,10 @@ type LlavaVision struct {
 	KeepCLS  bool  // vision_feature_select_strategy "full": the class token is an image token too
 	TextDim  int64 // the text model's hidden_size
 	ProjAct  string
-	ProjBias bool // multimodal_projector_bias
+	ProjBias bool    // multimodal_projector_bias
+	Siglip   bool    // the tower is SiglipVisionModel, not CLIPVisionModel
+	Head     bool    // SigLIP's vision_use_head: its pooling head, unread
+	AnyRes   *AnyRes // LLaVA-NeXT's tiling; nil for llava-1.5's one crop an image
 	Impl     string
 }
 
@@ -80,30 +92,57 @@ func (v *LlavaVision) side() int64    { return v.Image / v.Patch }
 func (v *LlavaVision) patches() int64 { return v.side() * v.side() }
 func (v *LlavaVision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 
-// ImageTokens is the tokens one image adds to the text, whatever its size:
-// one a patch, and the class token's with KeepCLS (LlavaProcessor's
-// num_image_tokens).
+// tokens is the tower's tokens a tile: its patches, and CLIP's class token.
+func (v *LlavaVision) tokens() int64 {
+	if v.Siglip {
+		return v.patches()
+	}
+	return v.patches() + 1
+}
+
+// ImageTokens is the tokens one tile adds to the text: the tower's, less
+// the first without KeepCLS (CLIP's class token; LlavaProcessor's
+// num_image_tokens: an image's, whatever its size, without AnyRes).
 func (v *LlavaVision) ImageTokens() int64 {
 	if v.KeepCLS {
-		return v.patches() + 1
+		return v.tokens()
 	}
-	return v.patches()
+	return v.tokens() - 1 // [:, 1:]
+}
+
+// layout is how each of the plan's images runs: one tile of ImageTokens
+// without AnyRes, else its tiling.
+func (v *LlavaVision) layout(im core.Images) anyresLayout {
+	if v.AnyRes == nil {
+		return anyresLayout{Tiles: 1, Tokens: v.ImageTokens()}
+	}
+	return v.AnyRes.layout(im.Height, im.Width, v.Image, v.side(), im.Count)
 }
 
 // tensors lists the parameters, as the lowering registers them.
 func (v *LlavaVision) tensors(fn tensorFn) {
+	if v.AnyRes != nil {
+		fn("image_newline", []int64{v.TextDim}, core.RoleEmbed)
+	}
 	v.embeddingTensors(fn, "vision_tower.")
 	v.layerTensors(fn, "vision_tower.", 0, v.Layers)
 	v.postTensors(fn, "vision_tower.")
 	v.projectorTensors(fn, "multi_modal_projector.")
 }
 
-// embeddingTensors are CLIPVisionEmbeddings' and pre_layrnorm's.
+// embeddingTensors are CLIPVisionEmbeddings' and pre_layrnorm's, or
+// SiglipVisionEmbeddings'.
 func (v *LlavaVision) embeddingTensors(fn tensorFn, prefix string) {
 	d := v.Dim
+	if v.Siglip {
+		fn(prefix+"embeddings.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleConv)
+		fn(prefix+"embeddings.patch_embedding.bias", []int64{d}, core.RoleConv)
+		fn(prefix+"embeddings.position_embedding.weight", []int64{v.patches(), d}, core.RoleEmbed)
+		return
+	}
 	fn(prefix+"embeddings.class_embedding", []int64{d}, core.RoleEmbed)
 	fn(prefix+"embeddings.patch_embedding.weight", []int64{d, v.patchIn()}, core.RoleConv)
-	fn(prefix+"embeddings.position_embedding.weight", []int64{v.patches() + 1, d}, core.RoleEmbed)
+	fn(prefix+"embeddings.position_embedding.weight", []int64{v.tokens(), d}, core.RoleEmbed)
 	fn(prefix+"pre_layrnorm.weight", []int64{d}, core.RoleNorm)
 	fn(prefix+"pre_layrnorm.bias", []int64{d}, core.RoleNorm)
 }
@@ -115,10 +154,27 @@ func (v *LlavaVision) layerTensors(fn tensorFn, prefix string, from, to int64) {
 	}
 }
 
-// postTensors are post_layernorm's.
+// postTensors are post_layernorm's, and with Head SigLIP's pooling head
+// (SiglipMultiheadAttentionPoolingHead: probe, a torch
+// nn.MultiheadAttention with its packed in_proj, layernorm, mlp).
 func (v *LlavaVision) postTensors(fn tensorFn, prefix string) {
-	fn(prefix+"post_layernorm.weight", []int64{v.Dim}, core.RoleNorm)
-	fn(prefix+"post_layernorm.bias", []int64{v.Dim}, core.RoleNorm)
+	d := v.Dim
+	fn(prefix+"post_layernorm.weight", []int64{d}, core.RoleNorm)
+	fn(prefix+"post_layernorm.bias", []int64{d}, core.RoleNorm)
+	if !v.Head {
+		return
+	}
+	fn(prefix+"head.probe", []int64{1, 1, d}, core.RoleEmbed)
+	fn(prefix+"head.attention.in_proj_weight", []int64{3 * d, d}, core.RoleQKV)
+	fn(prefix+"head.attention.in_proj_bias", []int64{3 * d}, core.RoleQKV)
+	fn(prefix+"head.attention.out_proj.weight", []int64{d, d}, core.RoleO)
+	fn(prefix+"head.attention.out_proj.bias", []int64{d}, core.RoleO)
+	fn(prefix+"head.layernorm.weight", []int64{d}, core.RoleNorm)
+	fn(prefix+"head.layernorm.bias", []int64{d}, core.RoleNorm)
+	fn(prefix+"head.mlp.fc1.weight", []int64{v.Inter, d}, core.RoleUp)
+	fn(prefix+"head.mlp.fc1.bias", []int64{v.Inter}, core.RoleUp)
+	fn(prefix+"head.mlp.fc2.weight", []int64{d, v.Inter}, core.RoleDown)
+	fn(prefix+"head.mlp.fc2.bias", []int64{d}, core.RoleDown)
 }
 
 // projectorTensors are LlavaMultiModalProjector's.
@@ -137,7 +193,7 @@ func (v *LlavaVision) projectorTensors(fn tensorFn, prefix string) {
 func (v *LlavaVision) Params() int64 { return countTensors(v.tensors, "") }
 
 // TowerParams is the vision tower's share of Params (the rest is
-// multi_modal_projector's).
+// multi_modal_projector's and image_newline's).
 func (v *LlavaVision) TowerParams() int64 { return countTensors(v.tensors, "vision_tower.") }
 
 // tensorCount is the parameters' tensors.
@@ -148,8 +204,15 @@ func (v *LlavaVision) tensorCount() int64 {
 }
 
 func (v *LlavaVision) Summary() string {
-	return fmt.Sprintf("%d layers of %d (features after %d), %d heads, images of %d px, patch %d, %d tokens an image, -> %d",
-		v.Layers, v.Dim, v.Features, v.Heads, v.Image, v.Patch, v.ImageTokens(), v.TextDim)
+	tower, tiles := "CLIP", "an image"
+	if v.Siglip {
+		tower = "SigLIP"
+	}
+	if v.AnyRes != nil {
+		tiles = fmt.Sprintf("a tile (AnyRes over %d pinpoints)", len(v.AnyRes.Pinpoints))
+	}
+	return fmt.Sprintf("%s, %d layers of %d (features after %d), %d heads, tiles of %d px, patch %d, %d tokens %s, -> %d",
+		tower, v.Layers, v.Dim, v.Features, v.Heads, v.Image, v.Patch, v.ImageTokens(), tiles, v.TextDim)
 }
 
 func (v *LlavaVision) Validate(path string) error {
@@ -166,12 +229,25 @@ func (v *LlavaVision) Validate(path string) error {
 	if v.Dim%v.Heads != 0 {
 		return fieldErr(path, FieldHeads, fmt.Sprintf(" (%d) must divide ", v.Heads), FieldDim, fmt.Sprintf(" (%d)", v.Dim))
 	}
-	if v.Image%v.Patch != 0 {
-		return fieldErr(path, FieldPatch, fmt.Sprintf(" (%d) must divide ", v.Patch), FieldImage, fmt.Sprintf(" (%d)", v.Image)).
+	if v.Image < v.Patch {
+		return fieldErr(path, FieldPatch, fmt.Sprintf(" (%d) must be at most ", v.Patch), FieldImage, fmt.Sprintf(" (%d)", v.Image)).
 			withHint("position_embedding has one row a patch of the cropped image")
 	}
 	if v.Features > v.Layers {
 		return fieldErr(path, FieldFeatureLayer, fmt.Sprintf(" (%d) must be at most ", v.Features), FieldDepth, fmt.Sprintf(" (%d)", v.Layers))
+	}
+	if v.AnyRes != nil {
+		if err := v.AnyRes.validate(path); err != nil {
+			return err
+		}
+		if v.KeepCLS != v.Siglip {
+			got := v.tokens() - 1 // [:, 1:] drops the first token
+			if v.KeepCLS {
+				got = v.tokens()
+			}
+			return fieldErr(path, fmt.Sprintf("AnyRes tiles need %d features a tile, one a patch (got %d)", v.patches(), got)).
+				withHint(`pack_image_features lays each tile's features out as its grid of patches: a CLIP tower takes vision_feature_select_strategy "default" (the class token dropped), a SigLIP tower "full"`)
+		}
 	}
 	switch v.Impl {
 	case "flash", "sdpa", "eager":
@@ -187,10 +263,10 @@ func (v *LlavaVision) registerIdle(b *core.Builder) {
 	v.positionIDs(b, "vision_tower.embeddings.")
 }
 
-// positionIDs is CLIPVisionEmbeddings' position_ids: a non-persistent
-// int64 buffer [1, patches + 1].
+// positionIDs is CLIPVisionEmbeddings' (or SiglipVisionEmbeddings')
+// position_ids: a non-persistent int64 buffer [1, tokens].
 func (v *LlavaVision) positionIDs(b *core.Builder, prefix string) {
-	b.Buffer(prefix+"position_ids", []int64{1, v.patches() + 1}, units.INT64, "the tokens' positions (a non-persistent int64 buffer)")
+	b.Buffer(prefix+"position_ids", []int64{1, v.tokens()}, units.INT64, "the tokens' positions (a non-persistent int64 buffer)")
 }
 
 // BlockPaths are the tower's CLIPEncoderLayers (FSDP units:

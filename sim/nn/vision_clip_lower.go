@@ -7,30 +7,45 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// Lower runs CLIPVisionModel.forward to the feature layer and
-// LlavaMultiModalProjector on the plan's images
-// (LlavaModel.get_image_features) and joins their tokens to the text
-// embeddings x.
+// Lower runs CLIPVisionModel.forward (or SiglipVisionModel's) to the
+// feature layer and LlavaMultiModalProjector on the plan's images, tiled
+// with AnyRes (LlavaModel.get_image_features, LlavaNextModel's,
+// LlavaOnevisionModel's) and joins their tokens to the text embeddings x.
 func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
 	if idleWithoutImages(b, "llava_vision", v.TextDim, x, v.registerIdle) {
 		return x
 	}
 	im := b.Images
 	dataParallelImages(b, "LLaVA's", "dp, fsdp or zero")
-	if tokens := im.Count * v.ImageTokens(); tokens > b.Seq {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg: fmt.Sprintf("%d images of %d image tokens each (CLIPImageProcessor crops every image to %dx%d pixels), %d image tokens a sample, more than seq=%d",
-				im.Count, v.ImageTokens(), v.Image, v.Image, tokens, b.Seq),
-			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
+	if v.AnyRes != nil {
+		if err := v.AnyRes.checkPinpoints(b.Name("vision_tower"), v.Image); err != nil {
+			panic(core.LowerError{Err: err})
+		}
 	}
-	d, n := v.Dim, b.Batch*im.Count
-	if !core.ProductFits(n, v.patches()+1, max(v.Inter, v.patchIn(), d, v.TextDim), 8) {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"), Msg: fmt.Sprintf("%d images are more than memsh simulates", n), Hint: units.HintTensor}})
+	l := v.layout(im)
+	if tokens := im.Count * l.Tokens; tokens > b.Seq {
+		how := fmt.Sprintf("CLIPImageProcessor crops every image to %dx%d pixels", v.Image, v.Image)
+		if v.AnyRes != nil {
+			how = fmt.Sprintf("AnyRes cuts a %dx%d image into %d tiles of %d pixels", im.Height, im.Width, l.Tiles, v.Image)
+		}
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+			Msg:  fmt.Sprintf("%d images of %d image tokens each (%s), %d image tokens a sample, more than seq=%d", im.Count, l.Tokens, how, tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
+	}
+	d, n := v.Dim, b.Batch*im.Count*l.Tiles
+	if !core.ProductFits(n, v.tokens(), max(v.Inter, v.patchIn(), d, v.TextDim), 8) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"), Msg: fmt.Sprintf("%d tiles are more than memsh simulates", n), Hint: units.HintTensor}})
 	}
 	b.ReserveParams(v.tensorCount())
+	var newline int32 // image_newline's parameter
+	if v.AnyRes != nil {
+		newline = b.Param("image_newline", []int64{v.TextDim}, core.RoleEmbed)
+	}
 	done := b.Scope("vision_tower")
 	h := v.embeddings(b, n)
-	h = b.LayerNorm("pre_layrnorm", h, d, true)
+	if !v.Siglip {
+		h = b.LayerNorm("pre_layrnorm", h, d, true)
+	}
 	layer := siglipLayer(d, v.Heads, v.Inter, v.Act, v.Impl)
 	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Features}, h)
 	// the layers after the features and post_layernorm: weights nothing reads
@@ -41,6 +56,12 @@ func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
 	unread(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
 	done()
 	h = v.project(b, h, n)
+	if v.AnyRes != nil {
+		h = v.pack(b, h, newline, b.Batch*im.Count, l)
+	} else {
+		h = b.Ew("cat", "image_features", []core.Value{h}, []int64{n * v.ImageTokens(), v.TextDim}, b.Dtype(h),
+			"the images' tokens concatenated (torch.cat in LlavaModel.forward, a copy; masked_scatter's source)")
+	}
 	if b.Dtype(h) != b.Dtype(x) {
 		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
 	}
@@ -48,27 +69,30 @@ func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
 	return y
 }
 
-// embeddings is CLIPVisionEmbeddings on n images: the processor's fp32
-// pixels cast to the weights' dtype, the patch convolution (which saves
-// the images it reads), the class token prepended (torch.cat, a copy),
-// plus the position embedding of every token.
+// embeddings is CLIPVisionEmbeddings (or SiglipVisionEmbeddings) on n
+// tiles: the processor's fp32 pixels cast to the weights' dtype, the
+// patch convolution (which saves the pixels it reads), CLIP's class token
+// prepended (torch.cat, a copy), plus the position embedding of every
+// token.
 func (v *LlavaVision) embeddings(b *core.Builder, n int64) core.Value {
 	defer b.Scope("embeddings")()
 	d, p := v.Dim, v.patches()
-	pix := imagePixels(b, n*p, v.patchIn(), fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
-	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, false)
-	cls := b.Param("class_embedding", []int64{d}, core.RoleEmbed)
-	c := b.AddOp("cat", "cat_class_embedding", []core.Value{h}, cls)
-	h = b.Out(c, "class_and_patches", []int64{n, p + 1, d}, b.Dtype(h), "each image's class token and patches (torch.cat, a copy)")
-	b.Op(c).Bytes = float64(b.Val(h).Bytes) * 2
+	pix := imagePixels(b, n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
+	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, v.Siglip)
+	if v.Siglip {
+		b.Val(h).Shape = []int64{n, p, d}
+	} else {
+		cls := b.Param("class_embedding", []int64{d}, core.RoleEmbed)
+		c := b.AddOp("cat", "cat_class_embedding", []core.Value{h}, cls)
+		h = b.Out(c, "class_and_patches", []int64{n, p + 1, d}, b.Dtype(h), "each image's class token and patches (torch.cat, a copy)")
+		b.Op(c).Bytes = float64(b.Val(h).Bytes) * 2
+	}
 	v.positionIDs(b, "")
-	y := addPositions(b, h, n, p+1, d)
-	return y
+	return addPositions(b, h, n, v.tokens(), d)
 }
 
 // project is LlavaMultiModalProjector on the feature layer's output h
-// ([n, patches + 1, Dim]), then the image features concatenated into one
-// tensor (LlavaModel.forward's torch.cat): [tokens, TextDim].
+// ([n, tokens, Dim]): [n * ImageTokens, TextDim].
 func (v *LlavaVision) project(b *core.Builder, h core.Value, n int64) core.Value {
 	defer b.Scope("multi_modal_projector")()
 	d, t := v.Dim, v.ImageTokens()
@@ -87,6 +111,5 @@ func (v *LlavaVision) project(b *core.Builder, h core.Value, n int64) core.Value
 	}
 	h = b.Linear("linear_1", core.RoleLinear, h, d, v.TextDim, v.ProjBias)
 	h = Activation(b, v.ProjAct, h)
-	h = b.Linear("linear_2", core.RoleLinear, h, v.TextDim, v.TextDim, v.ProjBias)
-	return b.Ew("cat", "image_features", []core.Value{h}, []int64{n * t, v.TextDim}, b.Dtype(h), "the images' tokens concatenated (torch.cat in LlavaModel.forward, a copy; masked_scatter's source)")
+	return b.Linear("linear_2", core.RoleLinear, h, v.TextDim, v.TextDim, v.ProjBias)
 }

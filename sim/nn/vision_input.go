@@ -80,13 +80,19 @@ func indexCopy(b *core.Builder, name string, x core.Value, groups int64) (int32,
 // imagePixels is the processor's fp32 pixel values, rows of patchIn
 // (desc says their shape as the processor makes them), held to the end of
 // the forward, cast to the weights' dtype (the copy the patch convolution
-// saves).
-func imagePixels(b *core.Builder, rows, patchIn int64, desc string) core.Value {
+// saves). whole is the values in the processor's tensor: more than rows x
+// patchIn when the patch does not divide the image (SigLIP's 384 pixels
+// in patches of 14: the convolution's stride leaves the last 6 pixels
+// unread, but the tensor and the copy it saves hold them).
+func imagePixels(b *core.Builder, rows, patchIn, whole int64, desc string) core.Value {
 	op := b.AddOp("data", "pixel_values", nil)
 	pix := b.Out(op, "pixel_values", []int64{rows, patchIn}, units.FP32, "images from the processor ("+desc+")")
 	b.Val(pix).Grad = false
+	b.Val(pix).Bytes = units.FP32.Bytes(whole)
 	b.P.Held = append(b.P.Held, pix)
-	return b.Cast(pix, b.Prec.Params, "the images in the weights' dtype (pixel_values.to(patch_embedding.weight.dtype))")
+	x := b.Cast(pix, b.Prec.Params, "the images in the weights' dtype (pixel_values.to(patch_embedding.weight.dtype))")
+	b.Val(x).Bytes = b.Dtype(x).Bytes(whole)
+	return x
 }
 
 // addPositions adds a learned position embedding of rows positions

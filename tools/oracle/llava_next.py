@@ -1,0 +1,98 @@
+# llava_next.py: what autograd saves for the images of a tiny LLaVA-NeXT
+# (LlavaNextForConditionalGeneration: AnyRes tiles through a CLIP tower)
+# or LLaVA-OneVision (LlavaOnevisionForConditionalGeneration: the same
+# with a SigLIP tower and anyres_max_9), transformers 5.25.0, torch
+# 2.15.0, on the CPU, for sim/llava_next_oracle_test.go.
+#
+#   /work/venv-t/bin/python llava_next.py CONFIG.json --params
+#   /work/venv-t/bin/python llava_next.py CONFIG.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [held] [list]
+#   /work/venv-t/bin/python llava_next.py CONFIG.json --tokens HxW ...
+#
+# --params counts the parameters on the meta device (vl_harness.load);
+# --tokens prints, for each image size, the pinpoint select_best_resolution
+# picks, the tiles through the tower and the image tokens (one image a
+# sample).
+# Otherwise it runs one training forward (labels = input_ids) twice on
+# the same SEQ tokens: with COUNT images of HEIGHT x WIDTH pixels in one
+# sample (their placeholders first, as many as the processor's
+# _get_number_of_features asks for each, run from processing_llava_next.py
+# / processing_llava_onevision.py on the config's pinpoints; OneVision
+# gives a sample of several images one tile each and a newline, as its
+# processor does with batch_num_images) and without (text tokens in their
+# place), and prints the bytes of the storages saved for backward
+# (parameters and buffers excluded) that are alive when the backward
+# starts (vl_harness.saved_at_backward; "held": every packed storage,
+# vl_harness.saved_bytes), and their difference. The pixel values are
+# random fp32 tiles of image_size, as many an image as
+# image_size_to_num_patches counts (the base image and the grid's tiles).
+import functools
+import json
+import sys
+import types
+
+import torch
+from transformers.image_processing_utils import select_best_resolution
+from transformers.models.llava_next.modeling_llava_next import image_size_to_num_patches
+from transformers.models.llava_next.processing_llava_next import LlavaNextProcessor
+from transformers.models.llava_onevision.processing_llava_onevision import LlavaOnevisionProcessor
+
+from vl_harness import load, report, saved_at_backward, saved_bytes, train_model
+
+
+def image_tokens(cfg, height, width, count):
+    """The tiles through the tower and the image tokens of one of count
+    HEIGHT x WIDTH images in a sample, as the processor counts them."""
+    vc = cfg.vision_config
+    side = vc.image_size // vc.patch_size
+    onevision = cfg.model_type == "llava_onevision"
+    pinpoints = cfg.image_grid_pinpoints
+    proc = types.SimpleNamespace(image_processor=types.SimpleNamespace(image_grid_pinpoints=pinpoints), patch_size=vc.patch_size,
+                                 num_additional_image_tokens=0 if onevision else 1, num_image_tokens=side * side,
+                                 vision_aspect_ratio=getattr(cfg, "vision_aspect_ratio", None))
+    cls = LlavaOnevisionProcessor if onevision else LlavaNextProcessor
+    proc._get_unpadded_features = functools.partial(cls._get_unpadded_features, proc)
+    if onevision and count > 1:
+        tiles, per = 1, side * side + 1  # replace_image_token: num_image_tokens + 1 for the newline
+    else:
+        per = cls._get_number_of_features(proc, height, width, vc.image_size, vc.image_size)
+        tiles = image_size_to_num_patches((height, width), pinpoints, vc.image_size)
+    if cfg.vision_feature_select_strategy == "default":
+        per -= 1
+    return tiles, per
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "--tokens":
+    # CONFIG --tokens HxW ...: each size's best resolution, tiles and
+    # image tokens (one image a sample)
+    from transformers import AutoConfig
+    cfg = AutoConfig.for_model(**json.load(open(sys.argv[1])))
+    for size in sys.argv[3:]:
+        h, w = (int(x) for x in size.split("x"))
+        print(size, select_best_resolution((h, w), cfg.image_grid_pinpoints), *image_tokens(cfg, h, w, 1))
+    sys.exit(0)
+
+raw, cfg = load(sys.argv)
+count, height, width, seq = (int(a) for a in sys.argv[2:6])
+extra = sys.argv[6:]
+vc = cfg.vision_config
+onevision = cfg.model_type == "llava_onevision"
+pinpoints = cfg.image_grid_pinpoints
+tiles, per = image_tokens(cfg, height, width, count)
+best = select_best_resolution((height, width), pinpoints)
+print("best resolution", best, "tiles an image", tiles, "image tokens an image", per, "all", count * per)
+
+model = train_model(cfg, extra)
+tok = cfg.image_token_id
+ids = torch.randint(tok + 2, cfg.text_config.vocab_size, (1, seq))
+ids[0, : count * per] = tok
+pix = torch.randn(count, tiles, vc.num_channels, vc.image_size, vc.image_size)
+kw = dict(pixel_values=pix, image_sizes=torch.tensor([[height, width]] * count))
+if onevision:
+    kw["batch_num_images"] = torch.tensor([count])
+measure = saved_bytes if "held" in extra else saved_at_backward
+with_images, s1 = measure(model, input_ids=ids, labels=ids, **kw)
+text = ids.clone()
+text[text == tok] = tok + 2
+model.zero_grad()
+without, s0 = measure(model, input_ids=text, labels=text)
+report(with_images, s1, without, s0, extra)
