@@ -42,7 +42,12 @@ func HfConfigBuiltins() []host.Builtin {
 			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=) and train(videos=) (each pair of frames run as an image); its " +
 			"attention is \"flash\" or \"sdpa\". qwen2_vl (Qwen2-VL 2B, 7B, 72B, transformers 4.45) builds Qwen2VLForConditionalGeneration, the same with " +
 			"Qwen2-VL's tower: LayerNorms with biases, fc1/fc2 MLPs of hidden_act (quick_gelu) int(embed_dim x mlp_ratio) wide, every block attending " +
-			"within its whole image. qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
+			"within its whole image. idefics3 (Idefics3-8B, SmolVLM-256M, 500M and 2.2B, transformers 4.46) and smolvlm (SmolVLM2, 4.50) build " +
+			"Idefics3ForConditionalGeneration and SmolVLMForConditionalGeneration: SigLIP's vision model and the connector (model.vision_model, " +
+			"model.connector: pixel_shuffle by scale_factor, a Linear without bias) after the text embedding, reading train(images=) (each image's " +
+			"longest edge resized to 4 x image_size, cut into tiles of image_size pixels plus the whole image as one tile, " +
+			"(image_size/patch_size)²/scale_factor² image tokens a tile with the processor's tags), then text_config's Llama model " +
+			"(model.text_model); lm_head is tied when the top level's tie_word_embeddings says so. qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
 			"and Qwen3VLMoeForConditionalGeneration: Qwen3's or Qwen3-MoE's text model after Qwen3-VL's vision tower (model.visual: patch_embed, " +
 			"pos_embed resampled to each image, LayerNorm blocks, merger), reading train(images=), whose deepstack_merger_list features are " +
 			"added to the hidden states at the image positions after the first decoder layers; Qwen3.5's ForConditionalGeneration " +

@@ -179,6 +179,9 @@ var hfFamilies = []hfFamily{
 	// granitemoehybrid: Granite 4.0-H, Mamba-2 and attention layers with
 	// routed and shared experts (granite_hybrid.go).
 	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, experts: &hfExperts{}},
+	// idefics3: the 4.46.0 wheel is the first with models/idefics3;
+	// smolvlm: the 4.50.0 wheel with models/smolvlm (idefics3.go).
+	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
 	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
 	// (internvl.go).
 	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
@@ -235,6 +238,7 @@ var hfFamilies = []hfFamily{
 	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}, condGen: true},
 	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
+	{modelType: "smolvlm", prefix: "SmolVLM", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 50}},
 }
 
 // ModelTypes lists the model_type values FromConfig supports, sorted.

@@ -135,10 +135,16 @@ func (c *hfConfig) textConfig() *hfConfig {
 // text model's two parts named language_model, as the vision-language
 // models' module trees name their text model.
 func towerAfter(m *core.Model, n int, tower core.Layer) {
+	towerAfterAs(m, n, tower, "language_model")
+}
+
+// towerAfterAs is towerAfter with the text model named name (Idefics3's
+// text_model).
+func towerAfterAs(m *core.Model, n int, tower core.Layer, name string) {
 	m.Layers = []core.Layer{
-		&core.Sequential{Name: "language_model", Layers: m.Layers[:n]},
+		&core.Sequential{Name: name, Layers: m.Layers[:n]},
 		tower,
-		&core.Sequential{Name: "language_model", Layers: m.Layers[n:]},
+		&core.Sequential{Name: name, Layers: m.Layers[n:]},
 	}
 }
 

@@ -1,4 +1,4 @@
-# vl_harness.py: what mistral3vl.py, internvl.py and qwen2vl.py share (one training
+# vl_harness.py: what mistral3vl.py, internvl.py, qwen2vl.py and idefics3.py share (one training
 # step of a tiny vision-language model on the CPU, with and without its
 # images): the model built from a config.json with its parameters counted
 # on the meta device, the trained model, and the storages autograd saves.

@@ -1,0 +1,89 @@
+package nn
+
+import (
+	"fmt"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
+)
+
+// Lower runs Idefics3Model.get_image_features on the plan's images (the
+// vision model, then the connector) and joins their tokens to the text
+// embeddings x (inputs_merger).
+func (v *Idefics3Vision) Lower(b *core.Builder, x core.Value) core.Value {
+	if idleWithoutImages(b, "idefics3_vision", v.TextDim, x, v.registerIdle) {
+		return x
+	}
+	im := b.Images
+	dataParallelImages(b, "Idefics3's and SmolVLM's", "dp, fsdp or zero")
+	rows, cols := v.Grid(im.Height, im.Width)
+	if tokens := im.Count * v.ImageTokens(im.Height, im.Width); tokens > b.Seq {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
+			Msg: fmt.Sprintf("%d images of %dx%d pixels are %d tiles each (%dx%d and the whole image, of %d pixels a side; the processor resizes the longest edge to %d first), %d tokens each with their tags, %d a sample, more than seq=%d",
+				im.Count, im.Height, im.Width, rows*cols+1, rows, cols, v.Image, 4*v.Image, v.ImageTokens(im.Height, im.Width), tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
+	}
+	d, n := v.Dim, b.Batch*im.Count*v.Tiles(im.Height, im.Width)
+	if !core.ProductFits(n, v.patches(), max(v.Inter, v.patchIn(), d*v.Scale*v.Scale/v.patches()+1, v.TextDim, d), 8) || !core.ProductFits(n, v.Image, v.Image, 8) {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"), Msg: fmt.Sprintf("%d tiles are more than memsh simulates", n), Hint: units.HintTensor}})
+	}
+	b.ReserveParams(v.Layers*16 + idefics3VisionParams)
+	done := b.Scope("vision_model")
+	h := v.embeddings(b, n)
+	layer := siglipLayer(d, v.Heads, v.Inter, v.Act, v.Impl)
+	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Layers}, h)
+	h = b.LayerNorm("post_layernorm", h, d, true)
+	done()
+	h = v.connect(b, h, n)
+	if b.Dtype(h) != b.Dtype(x) {
+		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
+	}
+	y, _ := joinImageTokens(b, x, h)
+	return y
+}
+
+// embeddings is Idefics3VisionEmbeddings on n tiles: the processor's fp32
+// pixels and int64 pixel mask, the pixels cast to the weights' dtype, the
+// patch convolution (which saves them), plus the position embedding
+// looked up by the position ids made from the mask (bucketize; the lookup
+// saves them).
+func (v *Idefics3Vision) embeddings(b *core.Builder, n int64) core.Value {
+	defer b.Scope("embeddings")()
+	d, p := v.Dim, v.patches()
+	// the convolution reads the patches whole (384 // 14 = 27 a side for
+	// SmolVLM-2.2B), the tiles hold every pixel
+	pix := imagePixels(b, n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
+	mk := b.AddOp("data", "pixel_attention_mask", nil)
+	mask := b.Out(mk, "pixel_attention_mask", []int64{n, v.Image, v.Image}, units.INT64, "the processor's pixel mask (int64, one a pixel: do_pad)")
+	b.Val(mask).Grad = false
+	b.P.Held = append(b.P.Held, mask)
+	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, true)
+	b.Val(h).Shape = []int64{n, p, d}
+	ids := b.Ew("bucketize", "position_ids", []core.Value{mask}, []int64{n, p}, units.INT64, "each patch's position (int64, from the patch mask), saved by the lookup")
+	b.Val(ids).Grad = false
+	w := b.Param("position_embedding.weight", []int64{p, d}, core.RoleEmbed)
+	e := b.AddOp("embedding", "position_embedding", []core.Value{ids}, w)
+	pos := b.Out(e, "position_embedding", []int64{n, p, d}, b.Prec.Params, "the position embeddings of the patches")
+	b.Op(e).NoGradB = true
+	b.Save(e, ids)
+	a := b.AddOp("add", "add_position_embedding", []core.Value{h, pos})
+	y := b.Out(a, "embeddings", []int64{n, p, d}, core.Promote(b.Dtype(h), b.Dtype(pos)), "the patch embeddings plus their positions")
+	b.Op(a).Flops = float64(n * p * d)
+	return y
+}
+
+// connect is Idefics3Connector on the vision model's output h ([n,
+// patches, Dim]): pixel_shuffle's two reshapes of permuted views (the
+// second's contiguous copy is what the projection saves), then
+// modality_projection.proj without bias: [n*TileTokens, TextDim], the
+// tiles' tokens in order (get_image_features' reshape and torch.cat, a
+// copy).
+func (v *Idefics3Vision) connect(b *core.Builder, h core.Value, n int64) core.Value {
+	defer b.Scope("connector")()
+	s2 := v.Scale * v.Scale
+	dt := b.Dtype(h)
+	h = b.Ew("contiguous", "pixel_shuffle", []core.Value{h}, []int64{n, v.patches() / s2, v.Dim * s2}, dt,
+		"scale_factor² neighbouring patches side by side (pixel_shuffle's reshapes of permuted views: contiguous copies)")
+	h = b.Linear("modality_projection.proj", core.RoleLinear, h, v.Dim*s2, v.TextDim, false)
+	return b.Ew("cat", "image_features", []core.Value{h}, []int64{n * v.TileTokens(), v.TextDim}, b.Dtype(h), "the tiles' tokens concatenated (torch.cat in Idefics3Model.forward, a copy; masked_scatter's source)")
+}
