@@ -212,6 +212,22 @@ func TestBlockCopiesExactHF(t *testing.T) {
 	}
 }
 
+// TestBlockCopiesExactNames covers the copies' names written over the
+// copy before's (core's namesOf): paths of one length that differ in one
+// byte (layers.3 after layers.2), in two (layers.19 after layers.18,
+// stage1.mb1 after stage1.mb0), paths that grow a digit (layers.10 after
+// layers.9), whole and on pipeline stages, each against every block
+// lowered (copies that alternate between blocks: the hybrid configs of
+// TestBlockCopiesExactHF).
+func TestBlockCopiesExactNames(t *testing.T) {
+	llama := testmodels.Llama(64, 24, 4, 2, 128, 100, "flash")
+	for _, par := range []core.Parallelism{{}, {PP: 2}, {PP: 3, Schedule: "interleaved", VirtualStages: 2}} {
+		p := testmodels.LlamaPlan(llama, 1, 16, "bf16-mixed", "none", "H100-80GB")
+		p.Parallel, p.GradAccum = par, 6
+		t.Run("llama/"+par.String(), func(t *testing.T) { checkCopiesExact(t, p, core.Options{}) })
+	}
+}
+
 // TestBlockCopiesExactFuzzCorpus covers the committed fuzz inputs the
 // plans of FuzzSizes and FuzzHFConfig make (testdata/fuzz), which include
 // out-of-memory replays and the caps on ops and parameter tensors.

@@ -451,13 +451,14 @@ func (b *Builder) cloneNames(src *blockCopy, room *cloneRoom) string {
 		text := b.appendNames(b.clones.scratch[:0], src, room, "", &cuts)
 		room.template = t.template(text, cuts)
 		b.clones.scratch, b.clones.cuts = text[:0], cuts[:0]
+		b.clones.last.room = nil // the scratch holds the template now
 	}
 	if t != nil && room.template != nil {
 		if s, ok := t.textOf(room.template, b.prefix); ok {
 			return s
 		}
 	}
-	text := b.appendNames(b.clones.scratch[:0], src, room, b.prefix, nil)
+	text := b.namesOf(src, room)
 	b.clones.scratch = text[:0]
 	if t != nil && room.template != nil {
 		if s, ok := t.keep(room.template, b.prefix, text); ok {

@@ -353,6 +353,7 @@ func (p *Plan) lowerProgram(room ProgramSize, bufs *ProgramBuffers, stop func() 
 		b.clones = bufs.arena
 		b.clones.shared, b.clones.scratch, b.clones.cuts = bufs.Names, bufs.scratch, bufs.cuts
 		b.clones.recall.on = false
+		b.clones.last = lastNames{at: b.clones.last.at[:0]} // another lowering's blocks, another scratch
 		if bufs.Recall {
 			b.clones.recall.start() // the last lowering's names, in call order
 		}
