@@ -126,8 +126,7 @@ var phaseNames = [3]string{"forward", "backward", "recompute"}
 // flopRenames turn the model's own module paths into memsh's where memsh's
 // reader names a module otherwise: a difference of names, not of FLOPs.
 // Mamba-2's out_proj runs inside mamba_ssm's mamba_split_conv1d_scan_combined,
-// one op of the mixer in memsh (nn/mamba2.go); Qwen2.5-VL's vision blocks
-// name their attention's output projection proj, memsh o_proj. GPT-2's and BERT's modules keep memsh's generic names (qkv, fc1, ...),
+// one op of the mixer in memsh (nn/mamba2.go). GPT-2's and BERT's modules keep memsh's generic names (qkv, fc1, ...),
 // not transformers' (c_attn, c_fc, ...); PEFT wraps the model in
 // base_model.model and each adapted linear's base in base_layer.
 var flopRenames = map[string][][2]string{
@@ -138,7 +137,6 @@ var flopRenames = map[string][][2]string{
 		{".intermediate.dense", ".intermediate.fc1"}, {".output.dense", ".intermediate.fc2"},
 		{"cls.predictions.decoder", "lm_head"}, {"cls.predictions.transform.dense", "transform_dense"}},
 	"mamba2":        {{".mixer.out_proj", ".mixer"}},
-	"qwen25_vl":     {{".attn.proj", ".attn.o_proj"}},
 	"llama4_vision": {{"language_model.lm_head", "lm_head"}},
 	"llama_lora":    {{"base_model.model.", ""}, {".base_layer", ""}, {".lora_A.default", ".lora.lora_A"}, {".lora_B.default", ".lora.lora_B"}},
 }

@@ -21,7 +21,7 @@ func (v *VisionTower) blocks(gh, gw int64) *core.Repeat {
 	}
 	block := func(window int64) core.Layer {
 		a := &Attention{Name: "attn", Dim: v.Dim, Heads: v.Heads, QKVBias: true, OutBias: true, Impl: v.Impl,
-			Rope: true, FusedQKV: true, SoftmaxFP32: true, Window: window, ChunkCat: true}
+			Rope: true, FusedQKV: true, SoftmaxFP32: true, Window: window, ChunkCat: true, OutName: "proj"}
 		return preNormLayer(v.norm("norm1"), a, v.norm("norm2"), v.mlp())
 	}
 	fullBlock, winBlock := block(perImage), block(win)
@@ -123,7 +123,7 @@ func (v *VisionTower) tensors(fn tensorFn) {
 		p := "blocks." + core.Itoa(i) + "."
 		norm(p + "norm1")
 		linear(p+"attn.qkv", 3*d, d, core.RoleQKV)
-		linear(p+"attn.o_proj", d, d, core.RoleO)
+		linear(p+"attn.proj", d, d, core.RoleO)
 		norm(p + "norm2")
 		if v.Qwen2VL {
 			linear(p+"mlp.fc1", v.Inter, d, core.RoleUp)
