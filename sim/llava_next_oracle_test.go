@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -61,4 +62,65 @@ func TestLlavaNextSavesAsTransformers(t *testing.T) {
 	checkImagesSaveCases(t, onevision, eager, 256_768, []imagesSaveCase{
 		{core.Images{Count: 1, Height: 240, Width: 240}, 256, "fp32", false, 2_384_064},
 	})
+}
+
+// What LLaVA-OneVision's videos add to the saved tensors (the same
+// harness, transformers 5.25.0, torch 2.15.0, CPU):
+//
+//	cd tools/oracle && /work/venv-t/bin/python llava_next.py ../../sim/testdata/hf/llava-onevision-tiny.json --video COUNT FRAMES SEQ [bf16] [ckpt] [eager] [images=N]
+//
+// Every frame runs through the tower at image_size (60 pixels, 4 x 4
+// patches), its projected patches pooled 2 x 2 by bilinear interpolation
+// (apply_pooling: copies and a view, nothing saved), one image_newline a
+// video: 4 x frames + 1 tokens. With images=2 the tower runs on two images
+// first (one base tile each, several a sample) and again on the frames,
+// the same weights: what the videos add to the images'.
+func TestLlavaOnevisionVideosSaveAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		videos    core.Videos
+		seq       int64
+		precision string
+		opts      hf.Options
+		ckpt      bool
+		images    int64
+		want      int64
+	}{
+		{core.Videos{Count: 1, Frames: 3, Height: 60, Width: 60, FPS: 1}, 64, "fp32", hf.Options{Attn: "sdpa"}, false, 0, 386_176},
+		{core.Videos{Count: 2, Frames: 4, Height: 60, Width: 60, FPS: 1}, 128, "fp32", hf.Options{Attn: "sdpa"}, false, 0, 1_029_760},
+		{core.Videos{Count: 1, Frames: 8, Height: 60, Width: 60, FPS: 1}, 128, "bf16", hf.Options{Attn: "sdpa"}, false, 0, 518_016},
+		{core.Videos{Count: 1, Frames: 8, Height: 60, Width: 60, FPS: 1}, 128, "fp32", hf.Options{Attn: "eager"}, false, 0, 1_121_920},
+		{core.Videos{Count: 2, Frames: 4, Height: 60, Width: 60, FPS: 1}, 128, "fp32", hf.Options{Attn: "sdpa"}, true, 0, 476_800},
+		{core.Videos{Count: 1, Frames: 8, Height: 60, Width: 60, FPS: 1}, 128, "bf16", hf.Options{Attn: "sdpa"}, true, 0, 238_464},
+		{core.Videos{Count: 1, Frames: 4, Height: 60, Width: 60, FPS: 1}, 128, "fp32", hf.Options{Attn: "sdpa"}, false, 2, 514_944},
+	} {
+		p := visionPlan(t, "llava-onevision-tiny.json", tc.opts, 256_768, tc.precision)
+		p.Seq = tc.seq
+		if tc.ckpt {
+			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+		}
+		if tc.images > 0 {
+			p.Images = core.Images{Count: tc.images, Height: 60, Width: 60}
+		}
+		p.Videos = tc.videos
+		with := evalPlan(t, p)
+		p.Videos = core.Videos{}
+		without := evalPlan(t, p)
+		if got := with.SavedActivations - without.SavedActivations; got != tc.want {
+			t.Errorf("%v %s ckpt %v images %d: the videos add %d saved bytes, transformers %d (%+d)", tc.videos, tc.precision, tc.ckpt, tc.images, got, tc.want, got-tc.want)
+		}
+		if tc.images > 0 && (with.Params != without.Params || with.States != without.States) {
+			t.Errorf("%v: the tower's second run counts its weights again (%d parameters, states %+v; without videos %d, %+v)",
+				tc.videos, with.Params, with.States, without.Params, without.States)
+		}
+		// the tokens: seq fits them exactly, one less is refused
+		tokens := tc.images*17 + tc.videos.Count*(4*tc.videos.Frames+1)
+		p.Videos, p.Seq = tc.videos, tokens
+		if _, err := Evaluate(p, core.Options{}); err != nil {
+			t.Errorf("%v: seq=%d (the image and video tokens) refused: %v", tc.videos, tokens, err)
+		}
+		p.Seq = tokens - 1
+		if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "more than seq=") {
+			t.Errorf("%v: seq=%d, one less than the tokens: %v, want the seq error", tc.videos, tokens-1, err)
+		}
+	}
 }

@@ -90,7 +90,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"the padding's rows or columns dropped and model.image_newline closing every row, so a wide image has other tokens than a " +
 			"square one), a CLIP tower to vision_feature_layer -2 (llava_next) or a SigLIP one to the last layer (llava_onevision, whose " +
 			"grids past anyres_max_9's nine tiles of patches are interpolated down, and whose samples of several images run each as its " +
-			"base tile and a newline); train(videos=) is not modelled. olmo2 (OLMo 2, " +
+			"base tile and a newline, and whose train(videos=) runs every frame through the tower, its patches pooled 2 x 2, one newline a video). olmo2 (OLMo 2, " +
 			"transformers 4.47) norms each sublayer's output rather than its input, q_proj's and k_proj's whole outputs (every head " +
 			"at once, so tp is refused) and keeps its norms' fp32 rows. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +

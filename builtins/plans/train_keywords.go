@@ -166,14 +166,16 @@ var TrainKeywords = []keyword{
 		Doc: "images=(count, height, width): the images each sample of a vision-language model carries, in pixels after the processor's resize; " +
 			"the vision tower turns each into patches and image tokens that take their place in the seq tokens (Qwen2.5-VL's dynamic resolution: " +
 			"a 448x448 image is 256 tokens; Qwen3-VL's patches are 16 pixels: a 512x512 image is 256 tokens; Gemma 4's processor takes the images at this size " +
-			"and resizes them itself to at most 280 soft tokens, padding every image to 2,520 patches: a 448x448 image is 256 tokens); Llama 3.2 Vision's images are its max_num_tiles tiles whatever their size, read by cross-attention, not joining the seq tokens",
+			"and resizes them itself to at most 280 soft tokens, padding every image to 2,520 patches: a 448x448 image is 256 tokens; LLaVA-NeXT and LLaVA-OneVision tile each image " +
+			"at its best image_grid_pinpoints resolution and keep the tiles' patches its aspect ratio covers, a newline a row: llava-v1.6 at 480x640 is 2,340 tokens, at 640x480 2,352); Llama 3.2 Vision's images are its max_num_tiles tiles whatever their size, read by cross-attention, not joining the seq tokens",
 		set: setImages},
 	{Name: "videos", Def: starlark.None,
-		Doc: "videos=(count, frames, height, width) or (count, frames, height, width, fps): the videos each sample of Qwen2.5-VL, Qwen3-VL or Qwen3.5 carries: " +
+		Doc: "videos=(count, frames, height, width) or (count, frames, height, width, fps): the videos each sample of Qwen2.5-VL, Qwen3-VL, Qwen3.5 or LLaVA-OneVision carries: " +
 			"the frames sampled from each (the video processor samples fps a second, 2 by default: a 10 s clip is 20 frames), in pixels after its resize; " +
 			"the processor pads the frames to a multiple of temporal_patch_size (2) and the tower runs each pair as it runs an image, " +
 			"its tokens taking their place in the seq tokens (Qwen2.5-VL: 16 frames of 448x448 are 8 x 256 = 2,048 tokens); Qwen3-VL's and Qwen3.5's processor " +
-			"writes a timestamp (\"<1.2 seconds>\") and vision_start and vision_end around each pair, counted with them; with images= the tower runs on the images, then on the videos",
+			"writes a timestamp (\"<1.2 seconds>\") and vision_start and vision_end around each pair, counted with them; LLaVA-OneVision's resizes every frame to image_size, " +
+			"runs each through the tower and pools its patches 2 x 2 (27 x 27 patches to 14 x 14: 196 tokens a frame, one newline a video); with images= the tower runs on the images, then on the videos",
 		set: setVideos},
 	{Name: "clip_grad_norm", Def: starlark.None,
 		Doc: "the max norm of torch.nn.utils.clip_grad_norm_ before each optimizer step (the Hugging Face Trainer's max_grad_norm, 1.0 by default there; torchtitan's max_norm), " +

@@ -34,9 +34,10 @@ func buildLlavaNext(c *hfConfig, attn string, head hfHead) *core.Model {
 // layer (vision_feature_layer -1, "full"), AnyRes over 36 pinpoints of
 // 384 to 2304 pixels a side with anyres_max_9 (vision_aspect_ratio), and
 // model.image_newline. A sample of several images runs each as its base
-// tile alone (the processor's batch_num_images). The head is tied when
-// either tie_word_embeddings says so. Video (pixel_values_videos) is not
-// modelled.
+// tile alone (the processor's batch_num_images); train(videos=) runs
+// every frame through the tower at image_size, its patches pooled 2 x 2,
+// one image_newline a video (get_video_features). The head is tied when
+// either tie_word_embeddings says so.
 func buildLlavaOnevision(c *hfConfig, attn string, head hfHead) *core.Model {
 	if !c.has("vision_feature_layer") {
 		c.raw["vision_feature_layer"] = json.Number("-1")
@@ -46,7 +47,12 @@ func buildLlavaOnevision(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	return llavaModel(c, attn, head, "qwen2", true, func(tc *hfConfig) core.Layer {
 		a := &nn.AnyRes{Pinpoints: c.pinpoints(onevisionPinpoints()), MaxTiles: c.anyresMax(), OneImage: true}
-		return llavaVision(c, tc, attn, onevisionDefaultVision, a)
+		v := llavaVision(c, tc, attn, onevisionDefaultVision, a)
+		if v == nil {
+			return nil
+		}
+		v.Videos = true
+		return v
 	})
 }
 

@@ -41,3 +41,33 @@ func (v *LlavaVision) pack(b *core.Builder, h core.Value, newline int32, images 
 	return b.Ew("cat", "image_features", []core.Value{img}, []int64{images * l.Tokens, e}, dt,
 		"the images' tokens concatenated (torch.cat in the model's forward, a copy; masked_scatter's source)")
 }
+
+// videoTokens is a video's tokens: each frame's patches pooled to
+// ceil(side / 2) a side, and one image_newline after the frames
+// (LlavaOnevisionProcessor.replace_video_token).
+func (v *LlavaVision) videoTokens(frames int64) int64 {
+	q := (v.side() + 1) / 2
+	return frames*q*q + 1
+}
+
+// pool is LlavaOnevisionModel.get_video_features after the projector, on
+// the projected frames h of videos videos of frames frames: apply_pooling
+// (each frame's patches as a [width, side, side] grid: permute(...).
+// contiguous(), a copy; bilinear interpolation to ceil(side / 2) a side,
+// whose backward keeps sizes alone; permuted back, a view), the frames of
+// a video reshaped into one row of tokens (a copy: the permuted view does
+// not fold) and image_newline after them (torch.cat, a copy):
+// [videos * videoTokens, TextDim].
+func (v *LlavaVision) pool(b *core.Builder, h core.Value, newline int32, videos, frames int64) core.Value {
+	e, dt, q := v.TextDim, b.Dtype(h), (v.side()+1)/2
+	grid := b.Ew("contiguous", "frame_grid", []core.Value{h}, []int64{videos * frames * v.patches(), e}, dt,
+		"each frame's patches as a [width, side, side] grid (permute(...).contiguous(), a copy)")
+	pooled := b.Ew("interpolate", "pooled_frames", []core.Value{grid}, []int64{videos * frames * q * q, e}, dt,
+		"each frame's grid interpolated to ceil(side / 2) a side (bilinear, its backward keeps sizes alone)")
+	rows := b.Ew("reshape", "video_rows", []core.Value{pooled}, []int64{videos * frames * q * q, e}, dt,
+		"a video's frames as one row of tokens (reshape of a permuted view: a copy)")
+	c := b.AddOp("cat", "cat_image_newline", []core.Value{rows}, newline)
+	y := b.Out(c, "video_features", []int64{videos * v.videoTokens(frames), e}, dt, "image_newline after each video's frames (torch.cat, a copy; masked_scatter's source)")
+	b.Op(c).Bytes = float64(b.Val(y).Bytes) * 2
+	return y
+}

@@ -55,7 +55,9 @@ import (
 // it: unread too, as is the pooling head with Head). With AnyRes (LLaVA-NeXT, LLaVA-OneVision) every image
 // is cut into tiles (AnyRes), each through the tower, and
 // pack_image_features lays their tokens out as one image with a newline
-// (image_newline, a parameter beside the tower) closing every row.
+// (image_newline, a parameter beside the tower) closing every row. With
+// Videos (LLaVA-OneVision) the tower runs again on the videos' frames,
+// each frame's patches pooled 2 x 2 (pool).
 type LlavaVision struct {
 	Dim      int64 // vision hidden_size
 	Layers   int64 // num_hidden_layers
@@ -73,6 +75,7 @@ type LlavaVision struct {
 	Siglip   bool    // the tower is SiglipVisionModel, not CLIPVisionModel
 	Head     bool    // SigLIP's vision_use_head: its pooling head, unread
 	AnyRes   *AnyRes // LLaVA-NeXT's tiling; nil for llava-1.5's one crop an image
+	Videos   bool    // LLaVA-OneVision: train(videos=) frames through the tower, pooled 2 x 2
 	Impl     string
 }
 
@@ -87,6 +90,7 @@ func (v *LlavaVision) Children() []core.Layer { return nil }
 func (v *LlavaVision) InDim() int64           { return v.TextDim }
 func (v *LlavaVision) OutDim() int64          { return v.TextDim }
 func (v *LlavaVision) ReadsImages() bool      { return true }
+func (v *LlavaVision) ReadsVideos() bool      { return v.Videos }
 
 func (v *LlavaVision) side() int64    { return v.Image / v.Patch }
 func (v *LlavaVision) patches() int64 { return v.side() * v.side() }

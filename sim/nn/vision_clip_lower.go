@@ -10,39 +10,102 @@ import (
 // Lower runs CLIPVisionModel.forward (or SiglipVisionModel's) to the
 // feature layer and LlavaMultiModalProjector on the plan's images, tiled
 // with AnyRes (LlavaModel.get_image_features, LlavaNextModel's,
-// LlavaOnevisionModel's) and joins their tokens to the text embeddings x.
+// LlavaOnevisionModel's), then with Videos on the videos' frames
+// (LlavaOnevisionModel.get_video_features: the same weights, each call's
+// own tensors) and joins their tokens to the text embeddings x, the
+// images' first.
 func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
-	if idleWithoutImages(b, "llava_vision", v.TextDim, x, v.registerIdle) {
+	if b.Last(x) != v.TextDim {
+		panic(core.ShapeMismatch(b, "llava_vision", v.TextDim, b.Last(x)))
+	}
+	im, vd := b.Images, b.Videos
+	if !v.Videos {
+		vd = core.Videos{}
+	}
+	if im.Count == 0 && vd.Count == 0 {
+		v.registerIdle(b)
 		return x
 	}
-	im := b.Images
 	dataParallelImages(b, "LLaVA's", "dp, fsdp or zero")
-	if v.AnyRes != nil {
-		if err := v.AnyRes.checkPinpoints(b.Name("vision_tower"), v.Image); err != nil {
-			panic(core.LowerError{Err: err})
-		}
-	}
-	l := v.layout(im)
-	if tokens := im.Count * l.Tokens; tokens > b.Seq {
-		how := fmt.Sprintf("CLIPImageProcessor crops every image to %dx%d pixels", v.Image, v.Image)
+	var l anyresLayout
+	var tokens int64
+	if im.Count > 0 {
 		if v.AnyRes != nil {
-			how = fmt.Sprintf("AnyRes cuts a %dx%d image into %d tiles of %d pixels", im.Height, im.Width, l.Tiles, v.Image)
+			if err := v.AnyRes.checkPinpoints(b.Name("vision_tower"), v.Image); err != nil {
+				panic(core.LowerError{Err: err})
+			}
 		}
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg:  fmt.Sprintf("%d images of %d image tokens each (%s), %d image tokens a sample, more than seq=%d", im.Count, l.Tokens, how, tokens, b.Seq),
-			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
+		l = v.layout(im)
+		tokens = im.Count * l.Tokens
+		if tokens > b.Seq {
+			how := fmt.Sprintf("CLIPImageProcessor crops every image to %dx%d pixels", v.Image, v.Image)
+			if v.AnyRes != nil {
+				how = fmt.Sprintf("AnyRes cuts a %dx%d image into %d tiles of %d pixels", im.Height, im.Width, l.Tiles, v.Image)
+			}
+			panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+				Msg:  fmt.Sprintf("%d images of %d image tokens each (%s), %d image tokens a sample, more than seq=%d", im.Count, l.Tokens, how, tokens, b.Seq),
+				Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
+		}
 	}
-	d, n := v.Dim, b.Batch*im.Count*l.Tiles
+	if vd.Count > 0 {
+		per := v.videoTokens(vd.Frames)
+		if all := tokens + vd.Count*per; all > b.Seq {
+			panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
+				Msg: fmt.Sprintf("%d videos of %d frames (each frame resized to %dx%d pixels, its patches pooled 2 x 2) are %d video tokens each; with %d image tokens, %d a sample, more than seq=%d",
+					vd.Count, vd.Frames, v.Image, v.Image, per, tokens, all, b.Seq),
+				Hint: "seq counts the video and image tokens with the text: raise seq, or use fewer videos or frames"}})
+		}
+	}
+	b.ReserveParams(v.tensorCount())
+	var runs core.SharedCalls // the same weights for the images and the videos
+	var hs []core.Value
+	var kinds []string
+	if im.Count > 0 {
+		runs.Begin(b)
+		n := b.Batch * im.Count * l.Tiles
+		h, newline := v.run(b, n, "pixel_values", true)
+		if v.AnyRes != nil {
+			h = v.pack(b, h, newline, b.Batch*im.Count, l)
+		} else {
+			h = b.Ew("cat", "image_features", []core.Value{h}, []int64{n * v.ImageTokens(), v.TextDim}, b.Dtype(h),
+				"the images' tokens concatenated (torch.cat in LlavaModel.forward, a copy; masked_scatter's source)")
+		}
+		runs.End(b)
+		hs, kinds = append(hs, h), append(kinds, "image")
+	}
+	if vd.Count > 0 {
+		runs.Begin(b)
+		h, newline := v.run(b, b.Batch*vd.Count*vd.Frames, "pixel_values_videos", im.Count == 0)
+		h = v.pool(b, h, newline, b.Batch*vd.Count, vd.Frames)
+		runs.End(b)
+		hs, kinds = append(hs, h), append(kinds, "video")
+	}
+	for i, h := range hs {
+		if b.Dtype(h) != b.Dtype(x) {
+			h = b.Cast(h, b.Dtype(x), "the "+kinds[i]+" tokens in the text embeddings' dtype")
+		}
+		x, _ = joinTokens(b, x, h, kinds[i])
+	}
+	return x
+}
+
+// run is one call of the tower and the projector on n tiles (images,
+// their AnyRes tiles, or video frames; pixels names the processor's
+// tensor): [n * ImageTokens, TextDim], and image_newline's parameter with
+// AnyRes. Every call registers the same parameters in the same order
+// (core.SharedCalls ties a later call's to the first's); first registers
+// the position_ids buffer.
+func (v *LlavaVision) run(b *core.Builder, n int64, pixels string, first bool) (core.Value, int32) {
+	d := v.Dim
 	if !core.ProductFits(n, v.tokens(), max(v.Inter, v.patchIn(), d, v.TextDim), 8) {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"), Msg: fmt.Sprintf("%d tiles are more than memsh simulates", n), Hint: units.HintTensor}})
 	}
-	b.ReserveParams(v.tensorCount())
 	var newline int32 // image_newline's parameter
 	if v.AnyRes != nil {
 		newline = b.Param("image_newline", []int64{v.TextDim}, core.RoleEmbed)
 	}
 	done := b.Scope("vision_tower")
-	h := v.embeddings(b, n)
+	h := v.embeddings(b, n, pixels, first)
 	if !v.Siglip {
 		h = b.LayerNorm("pre_layrnorm", h, d, true)
 	}
@@ -55,29 +118,19 @@ func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	unread(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
 	done()
-	h = v.project(b, h, n)
-	if v.AnyRes != nil {
-		h = v.pack(b, h, newline, b.Batch*im.Count, l)
-	} else {
-		h = b.Ew("cat", "image_features", []core.Value{h}, []int64{n * v.ImageTokens(), v.TextDim}, b.Dtype(h),
-			"the images' tokens concatenated (torch.cat in LlavaModel.forward, a copy; masked_scatter's source)")
-	}
-	if b.Dtype(h) != b.Dtype(x) {
-		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
-	}
-	y, _ := joinImageTokens(b, x, h)
-	return y
+	return v.project(b, h, n), newline
 }
 
 // embeddings is CLIPVisionEmbeddings (or SiglipVisionEmbeddings) on n
-// tiles: the processor's fp32 pixels cast to the weights' dtype, the
+// tiles (first: the tower's first call, which registers position_ids):
+// the processor's fp32 pixels cast to the weights' dtype, the
 // patch convolution (which saves the pixels it reads), CLIP's class token
 // prepended (torch.cat, a copy), plus the position embedding of every
 // token.
-func (v *LlavaVision) embeddings(b *core.Builder, n int64) core.Value {
+func (v *LlavaVision) embeddings(b *core.Builder, n int64, pixels string, first bool) core.Value {
 	defer b.Scope("embeddings")()
 	d, p := v.Dim, v.patches()
-	pix := imagePixels(b, n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
+	pix := imagePixels(b, pixels, n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
 	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, v.Siglip)
 	if v.Siglip {
 		b.Val(h).Shape = []int64{n, p, d}
@@ -87,7 +140,9 @@ func (v *LlavaVision) embeddings(b *core.Builder, n int64) core.Value {
 		h = b.Out(c, "class_and_patches", []int64{n, p + 1, d}, b.Dtype(h), "each image's class token and patches (torch.cat, a copy)")
 		b.Op(c).Bytes = float64(b.Val(h).Bytes) * 2
 	}
-	v.positionIDs(b, "")
+	if first {
+		v.positionIDs(b, "")
+	}
 	return addPositions(b, h, n, v.tokens(), d)
 }
 

@@ -47,7 +47,7 @@ func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 func (v *Gemma3Vision) embeddings(b *core.Builder, n int64) core.Value {
 	defer b.Scope("embeddings")()
 	d, p := v.Dim, v.patches()
-	pix := imagePixels(b, n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
+	pix := imagePixels(b, "pixel_values", n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
 	h := b.Linear("patch_embedding", core.RoleConv, pix, v.patchIn(), d, true)
 	b.Val(h).Shape = []int64{n, p, d}
 	v.positionIDs(b, "")

@@ -52,7 +52,7 @@ func (v *Idefics3Vision) embeddings(b *core.Builder, n int64) core.Value {
 	d, p := v.Dim, v.patches()
 	// the convolution reads the patches whole (384 // 14 = 27 a side for
 	// SmolVLM-2.2B), the tiles hold every pixel
-	pix := imagePixels(b, n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
+	pix := imagePixels(b, "pixel_values", n*p, v.patchIn(), n*v.Channels*v.Image*v.Image, fmt.Sprintf("fp32 [%d, %d, %d, %d]", n, v.Channels, v.Image, v.Image))
 	mk := b.AddOp("data", "pixel_attention_mask", nil)
 	mask := b.Out(mk, "pixel_attention_mask", []int64{n, v.Image, v.Image}, units.INT64, "the processor's pixel mask (int64, one a pixel: do_pad)")
 	b.Val(mask).Grad = false

@@ -77,16 +77,17 @@ func indexCopy(b *core.Builder, name string, x core.Value, groups int64) (int32,
 	return k, y
 }
 
-// imagePixels is the processor's fp32 pixel values, rows of patchIn
+// imagePixels is the processor's fp32 pixel values (name: pixel_values,
+// or pixel_values_videos), rows of patchIn
 // (desc says their shape as the processor makes them), held to the end of
 // the forward, cast to the weights' dtype (the copy the patch convolution
 // saves). whole is the values in the processor's tensor: more than rows x
 // patchIn when the patch does not divide the image (SigLIP's 384 pixels
 // in patches of 14: the convolution's stride leaves the last 6 pixels
 // unread, but the tensor and the copy it saves hold them).
-func imagePixels(b *core.Builder, rows, patchIn, whole int64, desc string) core.Value {
-	op := b.AddOp("data", "pixel_values", nil)
-	pix := b.Out(op, "pixel_values", []int64{rows, patchIn}, units.FP32, "images from the processor ("+desc+")")
+func imagePixels(b *core.Builder, name string, rows, patchIn, whole int64, desc string) core.Value {
+	op := b.AddOp("data", name, nil)
+	pix := b.Out(op, name, []int64{rows, patchIn}, units.FP32, "images from the processor ("+desc+")")
 	b.Val(pix).Grad = false
 	b.Val(pix).Bytes = units.FP32.Bytes(whole)
 	b.P.Held = append(b.P.Held, pix)

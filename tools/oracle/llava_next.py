@@ -7,6 +7,7 @@
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --params
 #   /work/venv-t/bin/python llava_next.py CONFIG.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [held] [list]
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --tokens HxW ...
+#   /work/venv-t/bin/python llava_next.py CONFIG.json --video COUNT FRAMES SEQ [bf16] [ckpt] [eager] [images=N]
 #
 # --params counts the parameters on the meta device (vl_harness.load);
 # --tokens prints, for each image size, the pinpoint select_best_resolution
@@ -27,6 +28,7 @@
 # image_size_to_num_patches counts (the base image and the grid's tiles).
 import functools
 import json
+import math
 import sys
 import types
 
@@ -69,6 +71,46 @@ if len(sys.argv) > 2 and sys.argv[2] == "--tokens":
     for size in sys.argv[3:]:
         h, w = (int(x) for x in size.split("x"))
         print(size, select_best_resolution((h, w), cfg.image_grid_pinpoints), *image_tokens(cfg, h, w, 1))
+    sys.exit(0)
+
+if len(sys.argv) > 2 and sys.argv[2] == "--video":
+    # CONFIG --video COUNT FRAMES SEQ [bf16] [ckpt] [eager]: COUNT videos of
+    # FRAMES frames of image_size pixels (LlavaOnevisionVideoProcessor's
+    # resize), each frame's patches pooled 2 x 2 (apply_pooling) and one
+    # image_newline a video: FRAMES x ceil(side / 2)^2 + 1 video tokens
+    # (replace_video_token)
+    argv = sys.argv[:2] + sys.argv[3:]
+    raw, cfg = load(argv[:5] + [""] + argv[5:])  # load reads its options from argv[6:]
+    count, frames, seq = (int(a) for a in argv[2:5])
+    extra = argv[5:]
+    vc = cfg.vision_config
+    side = vc.image_size // vc.patch_size
+    per = frames * math.ceil(side / 2) ** 2 + 1
+    print("video tokens a video", per, "all", count * per)
+    model = train_model(cfg, extra)
+    tok = cfg.video_token_id
+    ids = torch.randint(max(tok, cfg.image_token_id) + 1, cfg.text_config.vocab_size, (1, seq))
+    kw = {}
+    images = [int(a[len("images="):]) for a in extra if a.startswith("images=")]
+    if images:
+        # images=N: N images of image_size pixels first (several a sample:
+        # one base tile and a newline each), the videos after them; what
+        # the videos add to the images'
+        n = images[0]
+        tiles, img = image_tokens(cfg, vc.image_size, vc.image_size, n)
+        ids[0, : n * img] = cfg.image_token_id
+        kw = dict(pixel_values=torch.randn(n, tiles, vc.num_channels, vc.image_size, vc.image_size),
+                  image_sizes=torch.tensor([[vc.image_size, vc.image_size]] * n), batch_num_images=torch.tensor([n]))
+        ids[0, n * img : n * img + count * per] = tok
+    else:
+        ids[0, : count * per] = tok
+    pix = torch.randn(count, frames, vc.num_channels, vc.image_size, vc.image_size)
+    with_videos, s1 = saved_at_backward(model, input_ids=ids, labels=ids, pixel_values_videos=pix, **kw)
+    text = ids.clone()
+    text[text == tok] = tok + 1
+    model.zero_grad()
+    without, s0 = saved_at_backward(model, input_ids=text, labels=text, **kw)
+    report(with_videos, s1, without, s0, extra)
     sys.exit(0)
 
 raw, cfg = load(sys.argv)
