@@ -19,8 +19,8 @@ import (
 // The shared expert's input_linear output is one [tokens, 2 x 96] storage
 // whose two halves the activation and the product keep (nn.FusedGLU). Its
 // Mamba-2 layers run the mamba_ssm kernel on a GPU (nn.Mamba2); the CPU
-// runs the PyTorch chunked scan instead, which memsh does not model, so
-// the CPU measures the attention layers only.
+// runs the PyTorch chunked scan instead, which memsh does not model: they
+// are checked with the kernel's node standing in (below).
 func TestGraniteMoeHybridSavesAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
 		precision, attn string
@@ -35,6 +35,29 @@ func TestGraniteMoeHybridSavesAsTransformers(t *testing.T) {
 		two := graniteSaved(t, "granitemoehybrid-tiny.json", 2, tc.precision, tc.attn, false)
 		if one != tc.one || two != tc.two {
 			t.Errorf("%s %s: 1 layer %d (%+d), 2 layers %d (%+d)", tc.precision, tc.attn, one, one-tc.one, two, two-tc.two)
+		}
+	}
+}
+
+// Granite 4.0-H's Mamba-2 layers with their experts: the first one and
+// two layers of granitemoehybrid-mamba-tiny.json (Mamba-2 layers of 8
+// heads of 16, state 16, one group; the same experts), the mamba_ssm
+// kernel's node standing in for the kernel the CPU lacks (what it keeps
+// read from mamba_ssm's source; sim/falcon_h1_test.go):
+//
+//	python tools/oracle/mamba2_kernel_saved.py sim/testdata/hf/granitemoehybrid-mamba-tiny.json {1,2} 2 32 {float32,bfloat16} sdpa nocache
+func TestGraniteMoeHybridMambaSavesAsTransformers(t *testing.T) {
+	for _, tc := range []struct {
+		precision string
+		one, two  int64
+	}{
+		{"fp32", 558164, 1000356},
+		{"bf16", 339796, 580004},
+	} {
+		one := graniteSaved(t, "granitemoehybrid-mamba-tiny.json", 1, tc.precision, "sdpa", false)
+		two := graniteSaved(t, "granitemoehybrid-mamba-tiny.json", 2, tc.precision, "sdpa", false)
+		if one != tc.one || two != tc.two {
+			t.Errorf("%s: 1 layer %d (%+d), 2 layers %d (%+d)", tc.precision, one, one-tc.one, two, two-tc.two)
 		}
 	}
 }
@@ -87,8 +110,8 @@ func TestGraniteParams(t *testing.T) {
 	}
 }
 
-// Bad Granite configs are refused, naming the key.
-func TestGraniteRefusals(t *testing.T) {
+// Bad Granite and Falcon-H1 configs are refused, naming the key.
+func TestGraniteFalconH1Refusals(t *testing.T) {
 	for _, tc := range []struct {
 		file, from, to, want string
 	}{
@@ -100,6 +123,10 @@ func TestGraniteRefusals(t *testing.T) {
 		{"granitemoehybrid-tiny.json", `"position_embedding_type": "rope"`, `"position_embedding_type": "alibi"`, `"position_embedding_type" must be "rope", "nope" or null`},
 		{"granitemoehybrid-mamba-tiny.json", `"mamba_d_head": 16`, `"mamba_d_head": 12`, `"mamba_d_head" times mamba_n_heads (12 x 8) must be mamba_expand x hidden_size (128)`},
 		{"granitemoehybrid-mamba-tiny.json", `"mamba_n_groups": 1`, `"mamba_n_groups": 3`, `"mamba_n_groups"`},
+		{"falcon-h1-tiny.json", `"mlp_multipliers": [0.88, 0.56]`, `"mlp_multipliers": [0.88]`, `"mlp_multipliers" must be a list of 2 multipliers`},
+		{"falcon-h1-tiny.json", `"ssm_in_multiplier": 1.25`, `"ssm_in_multiplier": -1`, `"ssm_in_multiplier" must be a positive number`},
+		{"falcon-h1-tiny.json", `"mamba_d_ssm": 96`, `"mamba_d_ssm": 100`, `"mamba_d_head" times mamba_n_heads (16 x 6) must be the mixer's channels, mamba_d_ssm (100)`},
+		{"falcon-h1-tiny.json", `"mamba_rms_norm": false`, `"mamba_rms_norm": false, "projectors_bias": true`, `"projectors_bias" must equal mamba_proj_bias`},
 	} {
 		cfg := string(readHF(t, tc.file))
 		if !strings.Contains(cfg, tc.from) {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -70,19 +71,21 @@ func TestGraniteCheckpointSavesAsTransformers(t *testing.T) {
 	}
 }
 
-// graniteSaved is what a model built from the tiny config file with
-// layers layers keeps for backward, 2 samples of 32 tokens on the CPU.
-// The file has 2 layers; a granitemoehybrid one lists them, both
-// attention layers, in layer_types.
+// graniteSaved is what a model built from the tiny config file, cut to
+// its first layers layers (num_hidden_layers, and layer_types when it
+// has them, as the harnesses cut them), keeps for backward, 2 samples of
+// 32 tokens on the CPU.
 func graniteSaved(t *testing.T, file string, layers int, precision, attn string, ckpt bool) int64 {
 	t.Helper()
 	cpu, err := core.LookupRuntime("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := strings.Replace(string(readHF(t, file)), `"num_hidden_layers": 2`, `"num_hidden_layers": `+strconv.Itoa(layers), 1)
-	types := strings.Repeat(`"attention", `, layers)
-	cfg = strings.Replace(cfg, `["attention", "attention"]`, "["+strings.TrimSuffix(types, ", ")+"]", 1)
+	cfg := regexp.MustCompile(`"num_hidden_layers": \d+`).ReplaceAllString(string(readHF(t, file)), `"num_hidden_layers": `+strconv.Itoa(layers))
+	cfg = regexp.MustCompile(`"layer_types": \[([^\]]*)\]`).ReplaceAllStringFunc(cfg, func(list string) string {
+		types := strings.Split(strings.TrimSuffix(strings.TrimPrefix(list, `"layer_types": [`), "]"), ", ")
+		return `"layer_types": [` + strings.Join(types[:layers], ", ") + "]"
+	})
 	m, err := hf.FromConfigOptions([]byte(cfg), hf.Options{Attn: attn})
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,9 @@ func HfConfigBuiltins() []host.Builtin {
 			"each residual branch by residual_multiplier and divide the logits by logits_scaling, new tensors that keep nothing; " +
 			"granitemoehybrid's layer_types put a Mamba-2 layer (the mamba_ssm kernel, as mamba2() lowers it) or an attention layer " +
 			"(rotary only with position_embedding_type \"rope\") before routed experts (a top-k softmax in fp32) plus a shared expert " +
-			"(shared_mlp: one input_linear for gate and up, which LoRA targets as \"up\", and output_linear, \"down\"); MoE blocks run as transformers 5 runs them " +
+			"(shared_mlp: one input_linear for gate and up, which LoRA targets as \"up\", and output_linear, \"down\"); " +
+			"falcon_h1 (Falcon-H1) runs a Mamba-2 mixer (the mamba_ssm kernel) and rotary attention side by side in every layer, " +
+			"each on its own scaled copy of the normed input (ssm_in_multiplier, attention_in_multiplier), then an MLP; MoE blocks run as transformers 5 runs them " +
 			"(below; before transformers=\"5.0\" as transformers 4.x's loop, moe(impl=\"loop\"), gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
 			"modules the checkpoint holds (num_nextn_predict_layers of DeepSeek-V3 and GLM-4.5), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +

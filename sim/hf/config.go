@@ -146,6 +146,9 @@ var hfFamilies = []hfFamily{
 	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
 	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
+	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
+	// every layer (falcon_h1.go).
+	{modelType: "falcon_h1", prefix: "FalconH1", base: "model", heads: decoderHeads, build: buildFalconH1},
 	// glm4_moe: transformers 4.54 (its model page: "added to Hugging Face
 	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
 	// transformers>=4.54); glm4_moe_lite: 5.0 (Megatron-Bridge's GLM-4.7

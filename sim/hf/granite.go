@@ -38,15 +38,19 @@ type graniteMultipliers struct {
 // 1.0), each a positive finite number. attention_multiplier replaces the
 // attention's 1/sqrt(head_dim) scale, which moves no memory.
 func (c *hfConfig) graniteMultipliers() graniteMultipliers {
-	read := func(key string) float64 {
-		v := c.number(key, 1)
-		if c.err == nil && (!(v > 0) || math.IsInf(v, 0)) {
-			c.fail(key, "must be a positive number (got %g)", v)
-		}
-		return v
+	c.multiplier("attention_multiplier")
+	return graniteMultipliers{embed: c.multiplier("embedding_multiplier"), resid: c.multiplier("residual_multiplier"),
+		logits: c.multiplier("logits_scaling")}
+}
+
+// multiplier reads a muP multiplier (Granite's, Falcon-H1's): a positive
+// finite number, 1.0 when absent.
+func (c *hfConfig) multiplier(key string) float64 {
+	v := c.number(key, 1)
+	if c.err == nil && (!(v > 0) || math.IsInf(v, 0)) {
+		c.fail(key, "must be a positive number (got %g)", v)
 	}
-	read("attention_multiplier")
-	return graniteMultipliers{embed: read("embedding_multiplier"), resid: read("residual_multiplier"), logits: read("logits_scaling")}
+	return v
 }
 
 func (g graniteMultipliers) embedding() core.Layer {

@@ -161,15 +161,23 @@ func (c *hfConfig) graniteMamba(hidden int64) *nn.Mamba2 {
 		Groups: c.sizeOr("mamba_n_groups", 1), State: c.sizeOr("mamba_d_state", 256), ConvK: c.sizeOr("mamba_d_conv", 4),
 		Chunk: c.sizeOr("mamba_chunk_size", 256), Bias: c.flag("mamba_proj_bias", false), ConvBias: c.flag("mamba_conv_bias", true),
 		GatedNorm: true}
+	c.mambaHeads(m, "mamba_expand x hidden_size")
+	return m
+}
+
+// mambaHeads sets m's head width from mamba_d_head ("auto": m.Inner /
+// mamba_n_heads, GraniteMoeHybridConfig's and FalconH1Config's
+// __post_init__) and checks m against the mamba_-prefixed keys; inner
+// says what m.Inner is.
+func (c *hfConfig) mambaHeads(m *nn.Mamba2, inner string) {
 	if d, ok := c.raw["mamba_d_head"]; ok && d != "auto" {
 		m.HeadDim = c.size("mamba_d_head")
 	} else if m.Heads > 0 {
-		m.HeadDim = inner / m.Heads
+		m.HeadDim = m.Inner / m.Heads
 	}
-	if c.err == nil && m.Heads*m.HeadDim != inner {
-		c.fail("mamba_d_head", "times mamba_n_heads (%d x %d) must be mamba_expand x hidden_size (%d)", m.HeadDim, m.Heads, inner)
+	if c.err == nil && m.Heads*m.HeadDim != m.Inner {
+		c.fail("mamba_d_head", "times mamba_n_heads (%d x %d) must be %s (%d)", m.HeadDim, m.Heads, inner, m.Inner)
 	}
 	c.checkLayer(m, map[nn.Field]string{nn.FieldHeads: "mamba_n_heads", nn.FieldHeadDim: "mamba_d_head", nn.FieldGroups: "mamba_n_groups",
 		nn.FieldState: "mamba_d_state", nn.FieldConvKernel: "mamba_d_conv", nn.FieldChunk: "mamba_chunk_size"})
-	return m
 }

@@ -38,6 +38,12 @@ type Mamba2 struct {
 	Bias      bool  // use_bias: in_proj and out_proj
 	ConvBias  bool  // use_conv_bias
 	GatedNorm bool  // the gated RMSNorm before out_proj (rms_norm)
+	// MupVector: in_proj's output is multiplied by a per-channel buffer
+	// before the kernel (Falcon-H1's projected_states * mup_vector,
+	// FalconH1Mixer.forward at 5.25.0): a new tensor of its size, which
+	// the kernel keeps in place of in_proj's output; the product by a
+	// buffer keeps only the buffer.
+	MupVector bool
 }
 
 func (m *Mamba2) inProj() int64  { return 2*m.Inner + 2*m.Groups*m.State + m.Heads }
@@ -111,14 +117,20 @@ func (m *Mamba2) Lower(b *core.Builder, x core.Value) core.Value {
 	T := core.Rows(s)
 	zxbcdt := b.Linear("in_proj", core.RoleLinear, x, m.Dim, m.inProj(), m.Bias)
 	dt := b.Dtype(zxbcdt)
+	if m.MupVector {
+		zxbcdt = b.Ew("mul", "mup_vector", []core.Value{zxbcdt}, b.Shape(zxbcdt), dt, "in_proj's output times mup_vector")
+	}
 	// The parameters the combined kernel reads.
 	conv := b.Param("conv1d.weight", []int64{m.convDim(), 1, m.ConvK}, core.RoleLinear)
 	ps := []int32{conv}
 	if m.ConvBias {
 		ps = append(ps, b.Param("conv1d.bias", []int64{m.convDim()}, core.RoleLinear))
 	}
-	for _, name := range []string{"dt_bias", "A_log", "D"} {
-		ps = append(ps, b.Param(name, []int64{m.Heads}, core.RoleLinear))
+	ps = append(ps, b.Param("dt_bias", []int64{m.Heads}, core.RoleLinear))
+	a := m.decay(b, b.Param("A_log", []int64{m.Heads}, core.RoleLinear))
+	ps = append(ps, b.Param("D", []int64{m.Heads}, core.RoleLinear))
+	if m.MupVector {
+		b.Buffer("mup_vector", []int64{1, 1, m.inProj()}, b.Prec.Params, "the mixer's per-channel muP multipliers (register_buffer, cast with the model)")
 	}
 	if m.GatedNorm {
 		ps = append(ps, b.Param("norm.weight", []int64{m.Inner}, core.RoleNorm))
@@ -130,12 +142,16 @@ func (m *Mamba2) Lower(b *core.Builder, x core.Value) core.Value {
 		ps = append(ps, b.Param("bias", []int64{m.Dim}, core.RoleLinear))
 	}
 	done()
-	i := b.AddOp("ssd_scan", "mamba_split_conv1d_scan_combined", []core.Value{zxbcdt}, ps...)
+	i := b.AddOp("ssd_scan", "mamba_split_conv1d_scan_combined", []core.Value{zxbcdt, a}, ps...)
 	y := b.Out(i, "out", core.WithLast(s, m.Dim), dt, "the mixer's output (out_proj inside the combined kernel)")
 	outX := b.Out(i, "out_x", core.WithLast(s, m.Inner), dt, "the scan output before the gated norm (saved)")
-	rstd := b.Out(i, "rstd", []int64{T, m.Groups}, units.FP32, "the gated norm's rstd per token and group (saved)")
-	b.Val(outX).Grad, b.Val(rstd).Grad = false, false
-	b.Save(i, zxbcdt, outX, rstd)
+	b.Val(outX).Grad = false
+	b.Save(i, zxbcdt, outX, a)
+	if m.GatedNorm { // without the norm the kernel's rstd is None (MambaSplitConv1dScanCombinedFn.forward)
+		rstd := b.Out(i, "rstd", []int64{T, m.Groups}, units.FP32, "the gated norm's rstd per token and group (saved)")
+		b.Val(rstd).Grad = false
+		b.Save(i, rstd)
+	}
 	chunks := (T + m.Chunk - 1) / m.Chunk
 	// Forward transients (mamba_ssm ssd_combined.py): the convolved xBC,
 	// dt after softplus and its chunked cumsum (fp32), the chunk states
@@ -153,4 +169,16 @@ func (m *Mamba2) Lower(b *core.Builder, x core.Value) core.Value {
 	b.Op(i).Flops = f
 	b.Op(i).Bytes += float64(b.Val(zxbcdt).Bytes) + float64(b.Val(outX).Bytes) + float64(dt.Bytes(m.Inner*m.Dim))
 	return y
+}
+
+// decay is A = -torch.exp(self.A_log.float()), which the kernel takes
+// (Mamba2Mixer.cuda_kernels_forward; GraniteMoeHybridMambaLayer and
+// FalconH1Mixer at 5.25.0): exp keeps its fp32 result, the kernel keeps
+// A, one fp32 value a head each.
+func (m *Mamba2) decay(b *core.Builder, aLog int32) core.Value {
+	e := b.AddOp("exp", "A_log_exp", nil, aLog)
+	ex := b.Out(e, "exp_A_log", []int64{m.Heads}, units.FP32, "exp(A_log.float()), kept by its backward")
+	b.Save(e, ex)
+	n := b.AddOp("neg", "A", []core.Value{ex})
+	return b.Out(n, "A", []int64{m.Heads}, units.FP32, "A = -exp(A_log), kept by the kernel")
 }
