@@ -48,6 +48,14 @@ func TestIdleTowerOptimizerState(t *testing.T) {
 		// ../../sim/testdata/hf/llava-tiny.json --grads 2)
 		{"llava-tiny.json", 256_544, core.Images{Count: 2, Height: 56, Width: 56}, 1, 247_936, 1_983_488},
 		{"llava-tiny.json", 256_544, core.Images{}, 1, 205_120, 1_640_960},
+		// LLaVA-NeXT and LLaVA-OneVision: image_newline gets a gradient
+		// with images, none without; OneVision's SigLIP post_layernorm
+		// never (tools/oracle/llava_next.py ../../sim/testdata/hf/CONFIG 1
+		// HEIGHT WIDTH 64 grads; AdamW keeps 8 bytes an element with one)
+		{"llava-next-tiny.json", 256_608, core.Images{Count: 1, Height: 60, Width: 150}, 1, 248_000, 1_984_000},
+		{"llava-next-tiny.json", 256_608, core.Images{}, 1, 205_120, 1_640_960},
+		{"llava-onevision-tiny.json", 256_768, core.Images{Count: 1, Height: 60, Width: 60}, 1, 256_704, 2_053_632},
+		{"llava-onevision-tiny.json", 256_768, core.Images{}, 1, 205_376, 1_643_008},
 	} {
 		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa", Transformers: "5.25.0"}, tc.params, "fp32")
 		p.Images, p.GradAccum = tc.im, tc.accum

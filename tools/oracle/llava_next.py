@@ -5,7 +5,7 @@
 # 2.15.0, on the CPU, for sim/llava_next_oracle_test.go.
 #
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --params
-#   /work/venv-t/bin/python llava_next.py CONFIG.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [held] [list]
+#   /work/venv-t/bin/python llava_next.py CONFIG.json COUNT HEIGHT WIDTH SEQ [bf16] [ckpt] [eager] [held] [list] [grads]
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --tokens HxW ...
 #   /work/venv-t/bin/python llava_next.py CONFIG.json --video COUNT FRAMES SEQ [bf16] [ckpt] [eager] [images=N]
 #
@@ -23,7 +23,8 @@
 # place), and prints the bytes of the storages saved for backward
 # (parameters and buffers excluded) that are alive when the backward
 # starts (vl_harness.saved_at_backward; "held": every packed storage,
-# vl_harness.saved_bytes), and their difference. The pixel values are
+# vl_harness.saved_bytes), and their difference; "grads" prints instead
+# the elements that get a gradient, with the images and without. The pixel values are
 # random fp32 tiles of image_size, as many an image as
 # image_size_to_num_patches counts (the base image and the grid's tiles).
 import functools
@@ -131,6 +132,16 @@ pix = torch.randn(count, tiles, vc.num_channels, vc.image_size, vc.image_size)
 kw = dict(pixel_values=pix, image_sizes=torch.tensor([[height, width]] * count))
 if onevision:
     kw["batch_num_images"] = torch.tensor([count])
+if "grads" in extra:
+    # the elements with a gradient after one step (torch.optim.AdamW makes
+    # state for those alone), with the images and on text alone
+    for kwargs in (dict(input_ids=ids, labels=ids, **kw), dict(input_ids=torch.where(ids == tok, tok + 2, ids), labels=ids)):
+        model.zero_grad(set_to_none=True)
+        model(**kwargs).loss.backward()
+        none = [n for n, p in model.named_parameters() if p.grad is None]
+        print("grads", sum(p.numel() for p in model.parameters() if p.grad is not None), "none", len(none), sum(model.get_parameter(n).numel() for n in none))
+        print("  ", " ".join(n for n in none if "language_model" not in n))
+    sys.exit(0)
 measure = saved_bytes if "held" in extra else saved_at_backward
 with_images, s1 = measure(model, input_ids=ids, labels=ids, **kw)
 text = ids.clone()
