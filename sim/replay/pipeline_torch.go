@@ -39,9 +39,12 @@ func (d *distState) setupTorchStage(r *Replay) {
 
 // keepsGrad reports whether the gradient of v (allocation id) outlives
 // its use: a kept receive buffer, or a received activation's gradient,
-// released when the step ends.
+// released when the step ends. Every gradient the backward releases asks
+// (87,000 times a BenchmarkEvaluateLlama70B3D evaluation): where no map
+// holds anything, none is read (three lookups in empty or nil maps were
+// 0.4 % of its instructions).
 func (d *distState) keepsGrad(v core.Value, id int32) bool {
-	if d == nil {
+	if d == nil || len(d.seedBuf)+len(d.heldGrad)+len(d.leakedGrad) == 0 {
 		return false
 	}
 	if _, ok := d.seedBuf[v]; ok {
