@@ -138,3 +138,23 @@ func TestGraniteFalconH1Refusals(t *testing.T) {
 		}
 	}
 }
+
+// A transformers release older than the family's first is refused: the
+// wheels of 4.44.2, 4.51.3 and 4.52.4 have no models/granite,
+// models/granitemoehybrid and models/falcon_h1; 4.45.0, 4.52.0 and 4.53.0
+// have them.
+func TestGraniteFalconH1Since(t *testing.T) {
+	for _, tc := range []struct{ file, before, first string }{
+		{"granite-tiny.json", "4.44.2", "4.45.0"},
+		{"granitemoe-tiny.json", "4.44.2", "4.45.0"},
+		{"granitemoehybrid-tiny.json", "4.51.3", "4.52.0"},
+		{"falcon-h1-tiny.json", "4.52.4", "4.53.0"},
+	} {
+		if _, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.before}); err == nil {
+			t.Errorf("%s under transformers %s: built, want refused", tc.file, tc.before)
+		}
+		if _, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.first}); err != nil {
+			t.Errorf("%s under transformers %s: %v", tc.file, tc.first, err)
+		}
+	}
+}

@@ -147,8 +147,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
-	// every layer (falcon_h1.go).
-	{modelType: "falcon_h1", prefix: "FalconH1", base: "model", heads: decoderHeads, build: buildFalconH1},
+	// every layer (falcon_h1.go); the 4.53.0 wheel is the first with
+	// models/falcon_h1 (absent from 4.52.4).
+	{modelType: "falcon_h1", prefix: "FalconH1", base: "model", heads: decoderHeads, build: buildFalconH1, since: [2]int{4, 53}},
 	// glm4_moe: transformers 4.54 (its model page: "added to Hugging Face
 	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
 	// transformers>=4.54); glm4_moe_lite: 5.0 (Megatron-Bridge's GLM-4.7
@@ -176,12 +177,14 @@ var hfFamilies = []hfFamily{
 	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
 	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
 	// granite, granitemoe: Granite 3.x, Llama's and Mixtral's layouts with
-	// muP multipliers (granite.go).
-	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder},
-	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	// muP multipliers (granite.go); the 4.45.0 wheel is the first with
+	// models/granite and models/granitemoe (absent from 4.44.2).
+	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}},
+	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{}},
 	// granitemoehybrid: Granite 4.0-H, Mamba-2 and attention layers with
-	// routed and shared experts (granite_hybrid.go).
-	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, experts: &hfExperts{}},
+	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
+	// the first with models/granitemoehybrid (absent from 4.51.3).
+	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{}},
 	// idefics3: the 4.46.0 wheel is the first with models/idefics3;
 	// smolvlm: the 4.50.0 wheel with models/smolvlm (idefics3.go).
 	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
