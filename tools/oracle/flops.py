@@ -68,6 +68,9 @@ CASES = [
     ("gemma4_vision", "gemma4-vl-tiny.json", "sdpa", {"images": [2, 64, 96], "batch": 1}),
     ("gemma3_vision", "gemma3-vl-tiny.json", "sdpa", {"images": [2, 64, 64], "batch": 1}),
     ("mistral3_vision", "mistral3-tiny.json", "sdpa", {"images": [2, 84, 112], "batch": 1}),
+    ("qwen2_vl", "qwen2-vl-tiny.json", "sdpa", {"images": [1, 112, 112], "batch": 1}),
+    ("idefics3_vision", "idefics3-tiny.json", "sdpa", {"images": [1, 50, 70], "batch": 1, "seq": 128}),
+    ("smolvlm_vision", "smolvlm-tiny.json", "sdpa", {"images": [1, 50, 70], "batch": 1, "seq": 128}),
     ("granite", "granite-tiny.json", "sdpa", {}),
     ("granite_ckpt", "granite-tiny.json", "sdpa", {"checkpoint": True}),
     ("granitemoe_grouped", "granitemoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
@@ -310,6 +313,14 @@ def vision_inputs(raw, count, height, width, seq):
         return gemma4_inputs(raw, count, height, width, seq)
     if raw["model_type"] == "gemma3":
         return gemma3_inputs(raw, count, seq)
+    if raw["model_type"] == "qwen2_vl":  # 5.25.0 wants mm_token_type_ids with the images
+        from qwenvl_inputs import image_inputs
+        ids, types, pixels, grid, _ = image_inputs(raw, count, height, width, seq)
+        return ids, {"pixel_values": pixels, "image_grid_thw": grid, "mm_token_type_ids": types}
+    if raw["model_type"] in ("idefics3", "smolvlm"):
+        import idefics3_inputs
+        ids, pixels, mask, _ = idefics3_inputs.inputs(raw, count, height, width, seq)
+        return ids, {"pixel_values": pixels, "pixel_attention_mask": mask}
     if raw["model_type"] == "mistral3":
         import mistral3vl_inputs
         ids, extra, _ = mistral3vl_inputs.inputs(raw, count, height, width, seq)
@@ -334,7 +345,7 @@ def vision_inputs(raw, count, height, width, seq):
 
 def measure(case, batch, seq):
     raw, model = build(case)
-    batch = case[3].get("batch", batch)
+    batch, seq = case[3].get("batch", batch), case[3].get("seq", seq)
     extra = {}
     if "images" in case[3]:
         ids, extra = vision_inputs(raw, *case[3]["images"], seq)
