@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -82,4 +83,36 @@ func TestQwen2VLLowering(t *testing.T) {
 		"model.visual.patch_embed.proj.weight", "model.visual.blocks.1.norm1.bias", "model.visual.blocks.0.attn.qkv.bias",
 		"model.visual.blocks.1.mlp.fc1.bias", "model.visual.blocks.0.mlp.fc2.weight", "model.visual.merger.ln_q.bias",
 		"model.visual.merger.mlp.2.weight"}, core.Images{Count: 1, Height: 56, Width: 84})
+}
+
+// A Qwen2.5-VL vision_config without window_size and
+// fullatt_block_indexes takes Qwen2_5_VLVisionConfig's defaults (112
+// pixels; blocks 7, 15, 23, 31: configuration_qwen2_5_vl.py, 5.25.0), which
+// Qwen2.5-VL-3B-Instruct's config states: the same tower and the same
+// step time with an image (the windows change the attention's FLOPs, not
+// what its kernels save). It read as full attention in every block before.
+func TestQwen25VLVisionDefaults(t *testing.T) {
+	stated, err := hf.FromConfigOptions(readHF(t, "qwen2.5-vl-3b-instruct.json"), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := hf.FromConfigOptions(editConfig(t, "qwen2.5-vl-3b-instruct.json", func(c map[string]any) {
+		delete(visionConfig(c), "window_size")
+		delete(visionConfig(c), "fullatt_block_indexes")
+	}), hf.Options{Attn: "sdpa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := layerOf[*nn.VisionTower](stated), layerOf[*nn.VisionTower](left)
+	if a.Window != 112 || b.Window != a.Window || fmt.Sprint(b.FullBlocks) != fmt.Sprint(a.FullBlocks) || fmt.Sprint(a.FullBlocks) != "[7 15 23 31]" {
+		t.Errorf("defaults: window %d, full blocks %v; the stated config's %d, %v", b.Window, b.FullBlocks, a.Window, a.FullBlocks)
+	}
+	step := func(m *core.Model) float64 {
+		p := tinyPlan(t, m)
+		p.Seq, p.Images = 1024, core.Images{Count: 1, Height: 448, Width: 448}
+		return evalPlan(t, p).Time.StepSeconds
+	}
+	if x, y := step(stated), step(left); x != y {
+		t.Errorf("one 448 x 448 image: a step of %g s with the defaults, %g s as stated", y, x)
+	}
 }

@@ -22,13 +22,19 @@ func buildQwen2VL(c *hfConfig, attn string, head hfHead) *core.Model {
 }
 
 // qwen25Tower reads Qwen2_5_VLVisionConfig: window attention but in the
-// blocks fullatt_block_indexes names.
+// blocks fullatt_block_indexes names. A config that leaves them out takes
+// the class's defaults (configuration_qwen2_5_vl.py, 5.25.0): windows of
+// 112 pixels, blocks 7, 15, 23 and 31 full (those the depth has; the
+// forward tests layer_num in fullatt_block_indexes).
 func qwen25Tower(vc *hfConfig, attn string) *nn.VisionTower {
 	tower := &nn.VisionTower{Name: "visual", Dim: vc.size("hidden_size"), Depth: vc.size("depth"), Heads: vc.size("num_heads"),
 		Inter: vc.size("intermediate_size"), Patch: vc.sizeOr("patch_size", 14), Temporal: vc.sizeOr("temporal_patch_size", 2),
 		InChans: vc.sizeOr("in_chans", vc.sizeOr("in_channels", 3)), Merge: vc.sizeOr("spatial_merge_size", 2),
-		TextDim: vc.size("out_hidden_size"), Window: vc.intOr("window_size", 0), Impl: attn}
-	full := vc.intList("fullatt_block_indexes", tower.Depth)
+		TextDim: vc.size("out_hidden_size"), Window: vc.intOr("window_size", 112), Impl: attn}
+	full := map[int64]bool{7: true, 15: true, 23: true, 31: true}
+	if vc.has("fullatt_block_indexes") {
+		full = vc.intList("fullatt_block_indexes", tower.Depth)
+	}
 	for i := int64(0); i < tower.Depth; i++ {
 		if full[i] {
 			tower.FullBlocks = append(tower.FullBlocks, i)
