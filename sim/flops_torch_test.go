@@ -181,14 +181,14 @@ func causalSDPA(phase int) func(*torchFlops, map[string]float64) float64 {
 }
 
 var flopCauses = []flopCause{
-	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|gemma4_vision|mistral3_vision|granite|granite_ckpt|granitemoe_grouped|granitemoehybrid)$", module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
+	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|granitemoehybrid)$", module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 0,
 		why: "causal SDPA: FlopCounterMode counts the full s x s scores whatever is_causal (flop_counter.py: \"We aren't accounting for " +
 			"causal attention here\"); memsh counts half, the FlashAttention papers' convention, which the kernel rates memsh prices " +
 			"with are measured in (FLOPs / time at the same count); the GPU kernel skips the key blocks above the diagonal and " +
 			"computes (n+1)/(2n) of the full with n key blocks of 128",
 		want: causalSDPA(0)},
 	{cases: "^(llama_ckpt|granite_ckpt)$", module: `\.self_attn$`, phase: 2, why: "causal SDPA, recomputed (as its forward)", want: causalSDPA(2)},
-	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|gemma4_vision|mistral3_vision|granite|granite_ckpt|granitemoe_grouped|granitemoehybrid)$", module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 1,
+	{cases: "^(llama_sdpa|llama_ckpt|llama_lora|gpt2|mixtral_eager|qwen3_moe_grouped|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|gemma4_vision|mistral3_vision|llava_next_vision|llava_onevision_vision|granite|granite_ckpt|granitemoe_grouped|granitemoehybrid)$", module: `^(model\.(language_model\.|text_model\.)?layers|transformer\.h)\.\d+\.(self_attn|attn)$`, phase: 1,
 		why: "causal SDPA's backward: half, as the forward, and 2 x its forward where FlopCounterMode counts FlashAttention's five " +
 			"backward matmuls (S recomputed: 2.5 x); memsh's model FLOPs (MFU, r.modules) take the usual 2 x (model_flops.go), " +
 			"its time prices the kernel's 2.5 x (timing.attnBackwardFLOPs)",
@@ -197,7 +197,7 @@ var flopCauses = []flopCause{
 		why: "MLA's q and v head dims differ (24, 16): the CPU's SDPA takes its math path, two bmm over all s x s scores and 2 x " +
 			"backward; memsh prices the GPU's fused kernel, causal half",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) / 2 }},
-	{cases: "^(bert|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|kimi_k25_vision|gemma4_vision|gemma3_vision|mistral3_vision)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_(tower|model)\.encoder\.layers\.\d+\.self_attn|model\.vision_tower\.transformer\.layers\.\d+\.attention)$`, phase: 1,
+	{cases: "^(bert|qwen25_vl|qwen2_vl|idefics3_vision|smolvlm_vision|kimi_k25_vision|gemma4_vision|gemma3_vision|mistral3_vision|llava_next_vision|llava_onevision_vision)$", module: `^(bert\.layer\.\d+\.attention|model\.visual\.blocks\.\d+\.attn|model\.vision_tower\.layers\.\d+\.attn|model\.vision_(tower|model)\.encoder\.layers\.\d+\.self_attn|model\.vision_tower\.transformer\.layers\.\d+\.attention)$`, phase: 1,
 		why:  "SDPA's backward (not causal): 2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's (S recomputed)",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^gemma3_vision$", module: `^model\.language_model\.layers\.\d+\.self_attn$`, phase: 1,
@@ -236,7 +236,10 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // 0.21.2, fp32 on the CPU; the deepseek_v2 line with transformers 5.25.0,
 // flops.py --cases deepseek_v2 appended; the qwen2_vl, idefics3_vision and
 // smolvlm_vision lines with 5.25.0, flops.py --cases
-// qwen2_vl,idefics3_vision,smolvlm_vision appended; FlopCounterMode's formulas, each op given to
+// qwen2_vl,idefics3_vision,smolvlm_vision appended; the llava_next_vision
+// and llava_onevision_vision lines with 5.25.0, flops.py --cases
+// llava_next_vision,llava_onevision_vision appended: the unread last CLIP
+// layer's forward counted; FlopCounterMode's formulas, each op given to
 // the module running it). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every

@@ -40,10 +40,10 @@ import (
 // The layers after Features and post_layernorm (on the class token) run
 // in transformers, but nothing reads their outputs: their weights get no
 // gradient, so memsh registers them unread (under torch.optim they hold
-// no optimizer state). Their forward is not replayed: their activations
-// live only while the model's output (which holds image_outputs) lives,
-// which a training loop that keeps just the loss drops before the
-// backward; one CLIP layer's activations for the step's images.
+// no optimizer state). Their forward runs as under no_grad (unread): its
+// FLOPs counted, nothing saved, since their activations live only while
+// the model's output (which holds image_outputs) lives, which a training
+// loop that keeps just the loss drops before the backward.
 // All images of a micro-batch run as one batch of [images, tokens, Dim]
 // (SDPA, eager attention, or flash-attn). Without images the weights are
 // registered and nothing runs.
@@ -158,16 +158,20 @@ func (v *LlavaVision) layerTensors(fn tensorFn, prefix string, from, to int64) {
 	}
 }
 
-// postTensors are post_layernorm's, and with Head SigLIP's pooling head
-// (SiglipMultiheadAttentionPoolingHead: probe, a torch
-// nn.MultiheadAttention with its packed in_proj, layernorm, mlp).
+// postTensors are post_layernorm's, and with Head SigLIP's pooling head.
 func (v *LlavaVision) postTensors(fn tensorFn, prefix string) {
-	d := v.Dim
-	fn(prefix+"post_layernorm.weight", []int64{d}, core.RoleNorm)
-	fn(prefix+"post_layernorm.bias", []int64{d}, core.RoleNorm)
-	if !v.Head {
-		return
+	fn(prefix+"post_layernorm.weight", []int64{v.Dim}, core.RoleNorm)
+	fn(prefix+"post_layernorm.bias", []int64{v.Dim}, core.RoleNorm)
+	if v.Head {
+		v.headTensors(fn, prefix)
 	}
+}
+
+// headTensors are SigLIP's pooling head's (SiglipMultiheadAttentionPoolingHead:
+// probe, a torch nn.MultiheadAttention with its packed in_proj,
+// layernorm, mlp).
+func (v *LlavaVision) headTensors(fn tensorFn, prefix string) {
+	d := v.Dim
 	fn(prefix+"head.probe", []int64{1, 1, d}, core.RoleEmbed)
 	fn(prefix+"head.attention.in_proj_weight", []int64{3 * d, d}, core.RoleQKV)
 	fn(prefix+"head.attention.in_proj_bias", []int64{3 * d}, core.RoleQKV)

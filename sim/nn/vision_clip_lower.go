@@ -111,14 +111,35 @@ func (v *LlavaVision) run(b *core.Builder, n int64, pixels string, first bool) (
 	}
 	layer := siglipLayer(d, v.Heads, v.Inter, v.Act, v.Impl)
 	h = b.LowerChild(&core.Repeat{Name: "encoder.layers", Layer: layer, N: v.Features}, h)
-	// the layers after the features and post_layernorm: weights nothing reads
-	unread := func(fn tensorFn) {
-		v.layerTensors(fn, "", v.Features, v.Layers)
-		v.postTensors(fn, "")
-	}
-	unread(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) })
+	v.unread(b, layer, h, n)
 	done()
 	return v.project(b, h, n), newline
+}
+
+// unread runs what the tower computes past the features h ([n, tokens,
+// Dim]) that nothing reads: the layers after Features and post_layernorm
+// (CLIP's on each tile's class token, SigLIP's on every patch). Their
+// forward costs its FLOPs; their outputs live only in the model output's
+// image_outputs, which a loop that keeps the loss drops before the
+// backward, so they run as under no_grad here: nothing saved, no gradient
+// to their weights (a training step leaves their .grad None). SigLIP's
+// pooling head (Head) is registered, not run.
+func (v *LlavaVision) unread(b *core.Builder, layer core.Layer, h core.Value, n int64) {
+	eval := b.Eval
+	b.Eval = true
+	defer func() { b.Eval = eval }()
+	for i := v.Features; i < v.Layers; i++ {
+		h = b.LowerChild(&core.Sequential{Name: "encoder.layers." + core.Itoa(i), Layers: []core.Layer{layer}}, h)
+	}
+	if !v.Siglip {
+		// pooled_output = last_hidden_state[:, 0, :], a view
+		h = b.Ew("select", "pooled_output", []core.Value{h}, []int64{n, v.Dim}, b.Dtype(h), "each tile's class token (a view)")
+		b.Op(b.Val(h).Producer).Flops = 0
+	}
+	b.LayerNorm("post_layernorm", h, v.Dim, true)
+	if v.Head {
+		v.headTensors(func(name string, shape []int64, role core.Role) { b.Param(name, shape, role) }, "")
+	}
 }
 
 // embeddings is CLIPVisionEmbeddings (or SiglipVisionEmbeddings) on n

@@ -71,6 +71,8 @@ CASES = [
     ("qwen2_vl", "qwen2-vl-tiny.json", "sdpa", {"images": [1, 112, 112], "batch": 1}),
     ("idefics3_vision", "idefics3-tiny.json", "sdpa", {"images": [1, 50, 70], "batch": 1, "seq": 128}),
     ("smolvlm_vision", "smolvlm-tiny.json", "sdpa", {"images": [1, 50, 70], "batch": 1, "seq": 128}),
+    ("llava_next_vision", "llava-next-tiny.json", "sdpa", {"images": [1, 60, 150], "batch": 1}),
+    ("llava_onevision_vision", "llava-onevision-tiny.json", "sdpa", {"images": [1, 64, 160], "batch": 1, "seq": 128}),
     ("granite", "granite-tiny.json", "sdpa", {}),
     ("granite_ckpt", "granite-tiny.json", "sdpa", {"checkpoint": True}),
     ("granitemoe_grouped", "granitemoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
@@ -321,6 +323,11 @@ def vision_inputs(raw, count, height, width, seq):
         import idefics3_inputs
         ids, pixels, mask, _ = idefics3_inputs.inputs(raw, count, height, width, seq)
         return ids, {"pixel_values": pixels, "pixel_attention_mask": mask}
+    if raw["model_type"] in ("llava_next", "llava_onevision"):
+        import llava_next_inputs
+        cfg = transformers.AutoConfig.for_model(**raw)
+        ids, extra, _, _ = llava_next_inputs.inputs(cfg, count, height, width, seq)
+        return ids, extra
     if raw["model_type"] == "mistral3":
         import mistral3vl_inputs
         ids, extra, _ = mistral3vl_inputs.inputs(raw, count, height, width, seq)

@@ -24,44 +24,19 @@
 # (parameters and buffers excluded) that are alive when the backward
 # starts (vl_harness.saved_at_backward; "held": every packed storage,
 # vl_harness.saved_bytes), and their difference; "grads" prints instead
-# the elements that get a gradient, with the images and without. The pixel values are
-# random fp32 tiles of image_size, as many an image as
-# image_size_to_num_patches counts (the base image and the grid's tiles).
-import functools
+# the elements that get a gradient, with the images and without. The
+# pixel values are random fp32 tiles of image_size, as many an image as
+# image_size_to_num_patches counts (the base image and the grid's tiles;
+# llava_next_inputs.py).
 import json
 import math
 import sys
-import types
 
 import torch
 from transformers.image_processing_utils import select_best_resolution
-from transformers.models.llava_next.modeling_llava_next import image_size_to_num_patches
-from transformers.models.llava_next.processing_llava_next import LlavaNextProcessor
-from transformers.models.llava_onevision.processing_llava_onevision import LlavaOnevisionProcessor
 
+from llava_next_inputs import image_tokens, inputs
 from vl_harness import load, report, saved_at_backward, saved_bytes, train_model
-
-
-def image_tokens(cfg, height, width, count):
-    """The tiles through the tower and the image tokens of one of count
-    HEIGHT x WIDTH images in a sample, as the processor counts them."""
-    vc = cfg.vision_config
-    side = vc.image_size // vc.patch_size
-    onevision = cfg.model_type == "llava_onevision"
-    pinpoints = cfg.image_grid_pinpoints
-    proc = types.SimpleNamespace(image_processor=types.SimpleNamespace(image_grid_pinpoints=pinpoints), patch_size=vc.patch_size,
-                                 num_additional_image_tokens=0 if onevision else 1, num_image_tokens=side * side,
-                                 vision_aspect_ratio=getattr(cfg, "vision_aspect_ratio", None))
-    cls = LlavaOnevisionProcessor if onevision else LlavaNextProcessor
-    proc._get_unpadded_features = functools.partial(cls._get_unpadded_features, proc)
-    if onevision and count > 1:
-        tiles, per = 1, side * side + 1  # replace_image_token: num_image_tokens + 1 for the newline
-    else:
-        per = cls._get_number_of_features(proc, height, width, vc.image_size, vc.image_size)
-        tiles = image_size_to_num_patches((height, width), pinpoints, vc.image_size)
-    if cfg.vision_feature_select_strategy == "default":
-        per -= 1
-    return tiles, per
 
 
 if len(sys.argv) > 2 and sys.argv[2] == "--tokens":
@@ -117,21 +92,12 @@ if len(sys.argv) > 2 and sys.argv[2] == "--video":
 raw, cfg = load(sys.argv)
 count, height, width, seq = (int(a) for a in sys.argv[2:6])
 extra = sys.argv[6:]
-vc = cfg.vision_config
-onevision = cfg.model_type == "llava_onevision"
-pinpoints = cfg.image_grid_pinpoints
-tiles, per = image_tokens(cfg, height, width, count)
-best = select_best_resolution((height, width), pinpoints)
+ids, kw, tiles, per = inputs(cfg, count, height, width, seq)
+best = select_best_resolution((height, width), cfg.image_grid_pinpoints)
 print("best resolution", best, "tiles an image", tiles, "image tokens an image", per, "all", count * per)
 
 model = train_model(cfg, extra)
 tok = cfg.image_token_id
-ids = torch.randint(tok + 2, cfg.text_config.vocab_size, (1, seq))
-ids[0, : count * per] = tok
-pix = torch.randn(count, tiles, vc.num_channels, vc.image_size, vc.image_size)
-kw = dict(pixel_values=pix, image_sizes=torch.tensor([[height, width]] * count))
-if onevision:
-    kw["batch_num_images"] = torch.tensor([count])
 if "grads" in extra:
     # the elements with a gradient after one step (torch.optim.AdamW makes
     # state for those alone), with the images and on text alone
