@@ -3,7 +3,8 @@ package replay
 import (
 	"fmt"
 	"iter"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
@@ -258,7 +259,8 @@ func (d *distState) finishComm(rep *Report) {
 	// of collectives a step (a map's update per collective was 0.6 % of
 	// BenchmarkEvaluateLlama70B3D's instructions). Sums of integers:
 	// the same in any order.
-	var by []Share
+	var room [8]Share // (a step's kinds; more go to the heap)
+	by := room[:0]
 	var net float64
 	for c := range d.CommPerStep() {
 		k := 0
@@ -271,7 +273,7 @@ func (d *distState) finishComm(rep *Report) {
 		by[k].Bytes += c.Bytes
 		net += float64(c.Bytes) * BusFactor(c.Kind, GroupSize(d.plan, c.Group))
 	}
-	sort.Slice(by, func(i, j int) bool { return by[i].Name < by[j].Name })
+	slices.SortFunc(by, func(a, b Share) int { return strings.Compare(a.Name, b.Name) })
 	rep.CommBytes = append(rep.CommBytes, by...)
 	rep.Traffic.Network += int64(net)
 	for _, g := range commGroups(d.plan) {

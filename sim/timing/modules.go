@@ -32,28 +32,29 @@ func foldPath(p string) string { return string(appendFoldPath(nil, p)) }
 func appendFoldPath(dst []byte, p string) []byte {
 	rest := p
 	for rest != "" { // the copies' segments in front
-		seg, after := rest, ""
-		if i := strings.IndexByte(rest, '.'); i >= 0 {
-			seg, after = rest[:i], rest[i+1:]
-		}
-		if !copyPrefix(seg) {
+		i := strings.IndexByte(rest, '.')
+		if i < 0 {
+			if copyPrefix(rest) {
+				rest = ""
+			}
 			break
 		}
-		rest = after
+		if !copyPrefix(rest[:i]) {
+			break
+		}
+		rest = rest[i+1:]
 	}
 	if rest == "" || rest[0] == '.' {
 		return append(dst, "(model)"...)
 	}
-	for start, i := 0, 0; i <= len(rest); i++ {
-		if i < len(rest) && rest[i] != '.' {
-			continue
-		}
-		seg := rest[start:i]
-		if start > 0 {
-			dst = append(dst, '.')
+	for { // a segment at a time, found by IndexByte rather than a byte at a time
+		seg := rest
+		i := strings.IndexByte(rest, '.')
+		if i >= 0 {
+			seg = rest[:i]
 		}
 		j := len(seg)
-		for j > 0 && seg[j-1] >= '0' && seg[j-1] <= '9' {
+		for j > 0 && seg[j-1]-'0' <= 9 { // (a byte below '0' wraps past 9)
 			j--
 		}
 		if j < len(seg) && (j == 0 || seg[:j] == "chunk") {
@@ -61,9 +62,12 @@ func appendFoldPath(dst []byte, p string) []byte {
 		} else {
 			dst = append(dst, seg...)
 		}
-		start = i + 1
+		if i < 0 {
+			return dst
+		}
+		dst = append(dst, '.')
+		rest = rest[i+1:]
 	}
-	return dst
 }
 
 // copyPrefix reports whether a path segment names a copy the lowering
