@@ -41,7 +41,8 @@ func TestQwen2VLParams(t *testing.T) {
 }
 
 // What Qwen2-VL's configs may say that memsh cannot build is refused,
-// naming the key.
+// naming the key; a release before the model type's first is refused
+// (Qwen2.5-VL's too).
 func TestQwen2VLRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -50,6 +51,8 @@ func TestQwen2VLRefused(t *testing.T) {
 		want string
 	}{
 		{"4.44", nil, hf.Options{Attn: "sdpa", Transformers: "4.44.2"}, `model_type "qwen2_vl" needs transformers 4.45 or later`},
+		{"qwen2_5_vl 4.48", func(c map[string]any) { c["model_type"] = "qwen2_5_vl" }, hf.Options{Attn: "sdpa", Transformers: "4.48.3"},
+			`model_type "qwen2_5_vl" needs transformers 4.49 or later`},
 		{"eager", nil, hf.Options{Attn: "eager"}, "the vision tower's eager attention is not modelled"},
 		{"heads", func(c map[string]any) { visionConfig(c)["num_heads"] = 5 }, hf.Options{Attn: "sdpa"},
 			`"vision_config.num_heads" (5) must divide "vision_config.embed_dim" (32)`},

@@ -40,7 +40,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"(below; before transformers=\"5.0\" as transformers 4.x's loop, moe(impl=\"loop\"), gpt-oss's 3-D experts \"fused_loop\"). mtp=True adds the multi-token prediction " +
 			"modules the checkpoint holds (num_nextn_predict_layers of DeepSeek-V3 and GLM-4.5), which transformers does not build, " +
 			"as DeepSeek and Megatron train them: embedding and head shared with the main model (the checkpoint's " +
-			"copies of them are not counted). qwen2_5_vl builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
+			"copies of them are not counted). qwen2_5_vl (transformers 4.49) builds Qwen2_5_VLForConditionalGeneration: its vision tower " +
 			"(model.visual, as vision_tower() builds one) after the text embedding, reading train(images=) and train(videos=) (each pair of frames run as an image); its " +
 			"attention is \"flash\" or \"sdpa\". qwen2_vl (Qwen2-VL 2B, 7B, 72B, transformers 4.45) builds Qwen2VLForConditionalGeneration, the same with " +
 			"Qwen2-VL's tower: LayerNorms with biases, fc1/fc2 MLPs of hidden_act (quick_gelu) int(embed_dim x mlp_ratio) wide, every block attending " +

@@ -227,9 +227,13 @@ var hfFamilies = []hfFamily{
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
 	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
-	// qwen2_vl: the 4.45.0 wheel is the first with models/qwen2_vl (vl.go).
+	// qwen2_vl: the 4.45.0 wheel is the first with models/qwen2_vl
+	// (huggingface/transformers#33457, 2024-09-13: "release plan for 4.45?
+	// We want to use qwen2-vl which is added two weeks ago"); qwen2_5_vl:
+	// 4.49.0 (lmstudio-ai/mlx-engine#86: transformers "from source ...
+	// until 4.49 is released"). vl.go.
 	{modelType: "qwen2_vl", prefix: "Qwen2VL", base: "model", heads: vlHeads, build: buildQwen2VL, vl: true, since: [2]int{4, 45}},
-	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true},
+	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true, since: [2]int{4, 49}},
 	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
 	// qwen3_vl, qwen3_vl_moe: transformers 4.57 (qwen3vl.go).
