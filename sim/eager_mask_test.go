@@ -22,9 +22,9 @@ import (
 // full checkpointing the mask is every checkpointed layer's argument and
 // the step holds it into the backward: one storage, whatever the depth (2
 // and 3 layers here; a weakref to it lives after a checkpointed forward of
-// llama-gqa-tiny at 1 and 2 layers, and is dead without checkpointing).
-// At one layer memsh makes the mask inside the only checkpointed layer,
-// which recomputes it: 16,384 bytes under transformers, not modelled.
+// llama-gqa-tiny at 1 and 2 layers, and is dead without checkpointing),
+// one layer too: the model's forward makes it before the layer loop,
+// outside every checkpoint (core.OutsideRegions).
 func TestEagerMaskOnceAForward(t *testing.T) {
 	full, err := core.ParseCheckpoint("full")
 	if err != nil {
@@ -45,9 +45,11 @@ func TestEagerMaskOnceAForward(t *testing.T) {
 	}{
 		{"llama-gqa-tiny.json", nil, 1, false, 0},
 		{"llama-gqa-tiny.json", nil, 2, false, 0},
+		{"llama-gqa-tiny.json", nil, 1, true, 16_384},
 		{"llama-gqa-tiny.json", nil, 2, true, 16_384},
 		{"llama-gqa-tiny.json", nil, 3, true, 16_384},
 		{"olmo2-tiny.json", nil, 2, false, 0},
+		{"olmo2-tiny.json", nil, 1, true, 16_384},
 		{"olmo2-tiny.json", nil, 2, true, 16_384},
 		{"glm-4.5-air.json", glm, 2, true, 16_384},
 		{"qwen3-next-tiny.json", everyFull, 2, true, 16_384},

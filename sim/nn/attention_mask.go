@@ -55,7 +55,7 @@ func (a *Attention) sdpaBias(b *core.Builder, s []int64, dt units.DType) core.Va
 // lowering makes it and the later ones read it, so it lives until the
 // last one done with it (transformers keeps it in the base model's
 // forward until its layers are done; a checkpointed layer's recompute
-// reads it again).
+// reads it again, an input of its region: core.OutsideRegions).
 func (a *Attention) forwardMask(b *core.Builder, s []int64, dt units.DType) core.Value {
 	seq := s[len(s)-2]
 	batch := core.Rows(s) / seq
@@ -68,6 +68,7 @@ func (a *Attention) forwardMask(b *core.Builder, s []int64, dt units.DType) core
 	b.Val(y).Grad = false
 	b.Op(i).NoGradB = true
 	b.Share(key, y)
+	b.OutsideRegions(i) // made before the layers, outside their checkpoints
 	return y
 }
 

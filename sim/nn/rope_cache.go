@@ -108,7 +108,8 @@ func (a *MLA) ropeTables(b *core.Builder, seq int64) []core.Value {
 // freqs_cis) a rotary embedding module makes once a forward and hands to
 // every layer that uses it, whose rope saves them: the first such layer of
 // this lowering makes them and the later ones read them (one storage each
-// however many layers save them).
+// however many layers save them), outside every checkpoint region
+// (core.OutsideRegions: each checkpointed layer keeps them as an input).
 func forwardTables(b *core.Builder, module string, dt units.DType, shape []int64, names ...string) []core.Value {
 	key := fmt.Sprintf("%s.%s.%v.", module, dt.Name(), shape)
 	out := make([]core.Value, len(names))
@@ -125,6 +126,7 @@ func forwardTables(b *core.Builder, module string, dt units.DType, shape []int64
 		b.Share(key+n, out[j])
 	}
 	b.Op(i).NoGradB = true
+	b.OutsideRegions(i) // the model's forward makes them before its layers, outside their checkpoints
 	return out
 }
 
