@@ -85,13 +85,21 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`llama("llama3.2-3b")`, "", "", 3_212_749_824},
 		{`mistral("7b-v0.3")`, "", "", 7_248_023_552},
 		{`gemma("2b")`, "", "", 2_506_172_416},
+		// state-space and hybrid models; mamba2("2.7b") has no config.json in
+		// sim/testdata/hf: run_stdlib_mamba2.txtar compares it with
+		// hf_config on its mamba_ssm sizes in Mamba2Config's keys
+		{`mamba2("codestral-7b")`, "mamba-codestral-7b.json", "", 7_285_403_648},
+		{`mamba2("2.7b")`, "", "", 2_702_599_680},
+		{`nemotron_h("8b")`, "nemotron-h-8b-base-8k.json", "", 8_100_852_736},
+		{`jamba("mini")`, "ai21-jamba-1.5-mini.json", "", 51_570_323_328},
+		{`jamba("v0.1")`, "", "", 51_570_323_328},
 		// eager attention: both add transformers' one float mask a forward,
 		// which the checkpointed layers hold into the backward
 		{`llama("7b", attn = "eager")`, "llama-2-7b.json", "", 6_738_415_616},
 		{`gpt2("124m", attn = "eager")`, "gpt2.json", "", 124_439_808},
 	}
 	var src strings.Builder
-	src.WriteString(`load("@stdlib//llm.star", "bert", "deepseek_v2", "gemma", "gemma3", "gpt2", "llama", "mistral", "mixtral", "olmo2", "phi3", "qwen2", "qwen3")` + "\n")
+	src.WriteString(`load("@stdlib//llm.star", "bert", "deepseek_v2", "gemma", "gemma3", "gpt2", "jamba", "llama", "mamba2", "mistral", "mixtral", "nemotron_h", "olmo2", "phi3", "qwen2", "qwen3")` + "\n")
 	for i, p := range pairs {
 		src.WriteString("zoo" + strconv.Itoa(i) + " = " + p.zoo + "\n")
 		if p.hf != "" {

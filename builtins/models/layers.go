@@ -98,7 +98,7 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "mlp",
 			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, name=None)",
-			Doc: "The transformer feed-forward block. act is gelu, relu, silu, tanh or sigmoid, or one of transformers' " +
+			Doc: "The transformer feed-forward block. act is gelu, relu, relu2 (squared ReLU: Nemotron-H's), silu, tanh or sigmoid, or one of transformers' " +
 				"GELUs written as Python arithmetic (gelu_new: GPT-2's, 8 kernels saving 4 tensors; gelu_fast; gelu_python; quick_gelu) " +
 				"(fc1, act, fc2: 2 * dim * hidden weights) or the gated swiglu or geglu " +
 				"(gate, up, act(gate) * up, down: 3 * dim * hidden weights, as in Llama). dropout drops its output.",
@@ -107,7 +107,7 @@ func LayerBuiltins() []host.Builtin {
 		{
 			Name: "moe",
 			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, " +
-				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, group_limited=False, name=None)",
+				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, group_limited=False, router_name=None, name=None)",
 			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
 				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
 				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
@@ -132,7 +132,8 @@ func LayerBuiltins() []host.Builtin {
 				"and the expert projections (gpt-oss); score_bias is DeepSeek-V3's correction bias, a buffer. " +
 				"group_limited=True is DeepSeek-V2's softmax router with topk_method \"group_limited_greedy\" (DeepseekV2TopkRouter): " +
 				"the probabilities outside the best expert groups are zeroed before the top-k by a masked_fill that keeps a bool " +
-				"[tokens, experts] mask; it needs router=\"softmax\".",
+				"[tokens, experts] mask; it needs router=\"softmax\". router_name names the softmax router's module " +
+				"(default \"gate\"; Jamba's is \"router\").",
 			Fn: moeFn,
 		},
 		{
@@ -166,9 +167,12 @@ func LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "residual",
-			Sig:  "residual(layer, name=None)",
-			Doc:  "x + layer(x): a residual connection around layer, which must keep the width.",
-			Fn:   residualFn,
+			Sig:  "residual(layer, fp32=False, name=None)",
+			Doc: "x + layer(x): a residual connection around layer, which must keep the width. fp32=True keeps the " +
+				"residual stream in fp32, as transformers' Mamba and Mamba-2 blocks do with residual_in_fp32 (MambaBlock, " +
+				"Mamba2Block): layer reads x cast to the parameters' dtype and its output is added to x in fp32, so the " +
+				"sum, the next block's input, is fp32 (end the stack with to_params_dtype() before the head).",
+			Fn: residualFn,
 		},
 	}
 }
@@ -351,14 +355,14 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 }
 
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, name starlark.Value
+	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, routerName, name starlark.Value
 	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
 	var routerBias, expertBias, scoreBias, sharedGate, groupLimited bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
 		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
-		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "name?", &name); err != nil {
+		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "router_name?", &routerName, "name?", &name); err != nil {
 		return nil, err
 	}
 	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias, SharedGate: sharedGate,
@@ -395,6 +399,9 @@ func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	}
 	if m.NormTopK, err = optBool(normTopK, "norm_topk", true); err != nil {
 		return nil, err
+	}
+	if m.RouterName, err = optName(routerName); err != nil {
+		return nil, fmt.Errorf("moe: router_name must be a module name or None (got %s)", routerName)
 	}
 	if m.Name, err = optName(name); err != nil {
 		return nil, err
@@ -518,14 +525,15 @@ func repeatFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 
 func residualFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var layer, name starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "layer", &layer, "name?", &name); err != nil {
+	var fp32 bool
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "layer", &layer, "fp32?", &fp32, "name?", &name); err != nil {
 		return nil, err
 	}
 	l, err := asLayer(layer, "layer")
 	if err != nil {
 		return nil, err
 	}
-	r := &core.Residual{Layer: l}
+	r := &core.Residual{Layer: l, FP32: fp32}
 	if r.Name, err = optName(name); err != nil {
 		return nil, err
 	}

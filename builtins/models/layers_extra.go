@@ -37,6 +37,14 @@ func extraLayerBuiltins() []host.Builtin {
 			Fn: scaleFn,
 		},
 		{
+			Name: "to_params_dtype",
+			Sig:  "to_params_dtype()",
+			Doc: "x.to(the parameters' dtype), with no parameters: transformers' Mamba and Mamba-2 heads cast norm_f's " +
+				"output, fp32 under residual(fp32=True), back before lm_head (lm_head(hidden_states.to(lm_head.weight.dtype))), " +
+				"a new tensor the head saves. Nothing happens when x already has that dtype.",
+			Fn: toParamsDtypeFn,
+		},
+		{
 			Name: "mla",
 			Sig: "mla(dim, heads, kv_lora_rank, q_lora_rank=None, qk_nope_head_dim=128, qk_rope_head_dim=64, " +
 				"v_head_dim=128, bias=False, impl=\"flash\", causal=True, index_heads=None, index_head_dim=128, index_topk=2048, rope_tables=None, rope_complex=False, name=None)",
@@ -299,6 +307,13 @@ func ParallelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, err
 	}
 	return newLayer(thread, p)
+}
+
+func toParamsDtypeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, &nn.ToParams{})
 }
 
 func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
