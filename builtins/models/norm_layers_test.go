@@ -15,19 +15,7 @@ import (
 // name alike (normLayer) and build their own norm; a bad dim or name is
 // an error naming the argument.
 func TestNormBuiltins(t *testing.T) {
-	fns := map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){}
-	for _, b := range append(LayerBuiltins(), ExtraLayerBuiltins()...) {
-		if b.Fn != nil {
-			fns[b.Name] = b.Fn
-		}
-	}
-	for _, tc := range []struct {
-		builtin string
-		args    starlark.Tuple
-		kwargs  []starlark.Tuple
-		want    core.Layer
-		err     string
-	}{
+	checkLayerBuiltins(t, []layerBuiltinCase{
 		{"layernorm", starlark.Tuple{starlark.MakeInt(64)}, nil, &nn.Norm{Dim: 64, Bias: true}, ""},
 		{"layernorm", starlark.Tuple{starlark.MakeInt(64)}, []starlark.Tuple{{starlark.String("bias"), starlark.False}, {starlark.String("name"), starlark.String("ln_f")}},
 			&nn.Norm{Name: "ln_f", Dim: 64}, ""},
@@ -39,24 +27,46 @@ func TestNormBuiltins(t *testing.T) {
 		{"olmo2_norm", starlark.Tuple{starlark.MakeInt(0)}, nil, nil, "dim"},
 		{"rmsnorm", starlark.Tuple{starlark.MakeInt(32), starlark.MakeInt(3)}, nil, nil, "name"},
 		{"layernorm", starlark.Tuple{starlark.Float(1.5)}, nil, nil, "dim"},
-	} {
+	})
+}
+
+// layerBuiltinCase is one call of a layer builtin: the layer it builds,
+// or a word its error must contain.
+type layerBuiltinCase struct {
+	builtin string
+	args    starlark.Tuple
+	kwargs  []starlark.Tuple
+	want    core.Layer
+	err     string
+}
+
+// checkLayerBuiltins calls each case's builtin and compares what it builds
+// (or its error) with the case's.
+func checkLayerBuiltins(t *testing.T, cases []layerBuiltinCase) {
+	t.Helper()
+	fns := map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){}
+	for _, b := range append(LayerBuiltins(), ExtraLayerBuiltins()...) {
+		if b.Fn != nil {
+			fns[b.Name] = b.Fn
+		}
+	}
+	for _, tc := range cases {
 		fn, ok := fns[tc.builtin]
 		if !ok {
 			t.Fatalf("no builtin %s", tc.builtin)
 		}
-		thread := &starlark.Thread{}
-		v, err := fn(thread, starlark.NewBuiltin(tc.builtin, nil), tc.args, tc.kwargs)
+		v, err := fn(&starlark.Thread{}, starlark.NewBuiltin(tc.builtin, nil), tc.args, tc.kwargs)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%s%v: error %v, want one naming %q", tc.builtin, tc.args, err, tc.err)
+				t.Errorf("%s%v %v: error %v, want one naming %q", tc.builtin, tc.args, tc.kwargs, err, tc.err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Fatalf("%s%v: %v", tc.builtin, tc.args, err)
+			t.Fatalf("%s%v %v: %v", tc.builtin, tc.args, tc.kwargs, err)
 		}
 		if got := v.(*Layer).Sim(); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s%v: %#v, want %#v", tc.builtin, tc.args, got, tc.want)
+			t.Errorf("%s%v %v: %#v, want %#v", tc.builtin, tc.args, tc.kwargs, got, tc.want)
 		}
 	}
 }
