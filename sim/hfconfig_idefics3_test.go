@@ -59,12 +59,12 @@ func TestIdefics3Tiles(t *testing.T) {
 		{512, 100, 80, 4, 4}, {512, 1080, 1920, 3, 4}, {512, 480, 640, 3, 4}, {512, 1, 4000, 1, 4}, {512, 3000, 17, 4, 1},
 		{364, 1080, 1920, 3, 4}, {384, 512, 512, 4, 4}, {32, 50, 70, 3, 4}, {32, 100, 30, 4, 2}, {64, 50, 70, 3, 4},
 	} {
-		v := &nn.Idefics3Vision{Image: tc.tile, Patch: 16, Scale: 4}
+		v := &nn.Idefics3Vision{SquareTile: nn.SquareTile{Image: tc.tile, Patch: 16}, Scale: 4}
 		if r, c := v.Grid(tc.h, tc.w); r != tc.rows || c != tc.cols {
 			t.Errorf("%dx%d at %d: %dx%d tiles, the processor %dx%d", tc.h, tc.w, tc.tile, r, c, tc.rows, tc.cols)
 		}
 	}
-	v := &nn.Idefics3Vision{Image: 512, Patch: 16, Scale: 4}
+	v := &nn.Idefics3Vision{SquareTile: nn.SquareTile{Image: 512, Patch: 16}, Scale: 4}
 	if n, tok := v.Tiles(100, 80), v.ImageTokens(100, 80); n != 17 || tok != 1127 {
 		t.Errorf("100x80 at 512: %d tiles, %d tokens; want 17, 1,127", n, tok)
 	}

@@ -103,8 +103,8 @@ func gemma3Vision(c, tc *hfConfig, attn string) *nn.Gemma3Vision {
 	}
 	v := &nn.Gemma3Vision{Dim: vc.sizeOr("hidden_size", 768), Layers: vc.sizeOr("num_hidden_layers", 12), Heads: vc.sizeOr("num_attention_heads", 12),
 		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", "gelu_pytorch_tanh", false),
-		Image: vc.sizeOr("image_size", 224), Patch: vc.sizeOr("patch_size", 16), Channels: vc.sizeOr("num_channels", 3),
-		Tokens: c.sizeOr("mm_tokens_per_image", 256), TextDim: tc.size("hidden_size"), Impl: attn}
+		SquareTile: nn.SquareTile{Image: vc.sizeOr("image_size", 224), Patch: vc.sizeOr("patch_size", 16), Channels: vc.sizeOr("num_channels", 3)},
+		Tokens:     c.sizeOr("mm_tokens_per_image", 256), TextDim: tc.size("hidden_size"), Impl: attn}
 	if vc.flag("vision_use_head", true) {
 		vc.fail("vision_use_head", "is true (SiglipVisionConfig's default when absent): SigLIP's attention-pooling head is not modelled; every Gemma 3 checkpoint sets false, as Gemma 3 reads no pooled output")
 	}

@@ -68,8 +68,8 @@ func idefics3Vision(c, tc *hfConfig, attn string) *nn.Idefics3Vision {
 		return nil
 	}
 	v := &nn.Idefics3Vision{Dim: vc.sizeOr("hidden_size", 1152), Layers: vc.sizeOr("num_hidden_layers", 12), Heads: vc.sizeOr("num_attention_heads", 16),
-		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", "gelu_pytorch_tanh", false), Image: vc.sizeOr("image_size", 224),
-		Patch: vc.sizeOr("patch_size", 32), Channels: vc.sizeOr("num_channels", 3), Scale: c.sizeOr("scale_factor", 2),
+		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", "gelu_pytorch_tanh", false), SquareTile: nn.SquareTile{Image: vc.sizeOr("image_size", 224),
+			Patch: vc.sizeOr("patch_size", 32), Channels: vc.sizeOr("num_channels", 3)}, Scale: c.sizeOr("scale_factor", 2),
 		TextDim: tc.size("hidden_size"), Impl: attn}
 	if p := vc.prob("attention_dropout", 0); p > 0 {
 		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (the checkpoints use 0.0)", p)

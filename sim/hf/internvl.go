@@ -68,8 +68,8 @@ func internVLVision(c, tc *hfConfig, attn string) *nn.InternVLVision {
 		vc.fail("model_type", "must be InternViT's, \"internvl_vision\" (got %q)", mt)
 	}
 	v := &nn.InternVLVision{Dim: vc.sizeOr("hidden_size", 1024), Layers: vc.sizeOr("num_hidden_layers", 24), Heads: vc.sizeOr("num_attention_heads", 16),
-		Inter: vc.sizeOr("intermediate_size", 4096), Act: vc.mlpAct("hidden_act", "gelu", false), Image: vc.squareSize("image_size", 448),
-		Patch: vc.squareSize("patch_size", 14), Channels: vc.sizeOr("num_channels", 3), AttnBias: vc.flag("attention_bias", false),
+		Inter: vc.sizeOr("intermediate_size", 4096), Act: vc.mlpAct("hidden_act", "gelu", false), SquareTile: nn.SquareTile{Image: vc.squareSize("image_size", 448),
+			Patch: vc.squareSize("patch_size", 14), Channels: vc.sizeOr("num_channels", 3)}, AttnBias: vc.flag("attention_bias", false),
 		QKNorm: vc.flag("use_qk_norm", false), MeanPooling: vc.flag("use_mean_pooling", true), Merge: c.internVLMerge(), MaxTiles: internVLMaxTiles,
 		TextDim: tc.size("hidden_size"), ProjAct: c.mlpAct("projector_hidden_act", "gelu", false), Impl: attn}
 	switch nt := vc.str("norm_type", "layer_norm"); nt {

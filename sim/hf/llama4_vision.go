@@ -41,8 +41,8 @@ func buildLlama4Vision(c, tc *hfConfig, text *core.Model, attn string) *core.Mod
 		return nil
 	}
 	v := &nn.Llama4Vision{Dim: vc.sizeOr("hidden_size", 768), Layers: vc.sizeOr("num_hidden_layers", 34), Heads: vc.sizeOr("num_attention_heads", 16),
-		Inter: vc.sizeOr("intermediate_size", 5632), Image: vc.sizeOr("image_size", 448), Patch: vc.sizeOr("patch_size", 14),
-		Channels: vc.sizeOr("num_channels", 3), ProjIn: vc.sizeOr("projector_input_dim", 4096), ProjOut: vc.sizeOr("projector_output_dim", 4096),
+		Inter: vc.sizeOr("intermediate_size", 5632), SquareTile: nn.SquareTile{Image: vc.sizeOr("image_size", 448), Patch: vc.sizeOr("patch_size", 14),
+			Channels: vc.sizeOr("num_channels", 3)}, ProjIn: vc.sizeOr("projector_input_dim", 4096), ProjOut: vc.sizeOr("projector_output_dim", 4096),
 		OutputDim: vc.sizeOr("vision_output_dim", 7680), TextDim: tc.size("hidden_size"), MaxTiles: llama4MaxTiles, Impl: attn}
 	if tc.err != nil {
 		c.err = tc.err

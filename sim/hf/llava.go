@@ -135,8 +135,8 @@ func llavaVision(c, tc *hfConfig, attn string, absent map[string]any, anyres *nn
 	}
 	layers := vc.sizeOr("num_hidden_layers", 12)
 	v := &nn.LlavaVision{Dim: vc.sizeOr("hidden_size", 768), Layers: layers, Heads: vc.sizeOr("num_attention_heads", 12),
-		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", act, false), Image: vc.sizeOr("image_size", 224),
-		Patch: vc.sizeOr("patch_size", patch), Channels: vc.sizeOr("num_channels", 3), Features: layers - 1,
+		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", act, false), SquareTile: nn.SquareTile{Image: vc.sizeOr("image_size", 224),
+			Patch: vc.sizeOr("patch_size", patch), Channels: vc.sizeOr("num_channels", 3)}, Features: layers - 1,
 		TextDim: tc.size("hidden_size"), ProjAct: c.mlpAct("projector_hidden_act", "gelu", false),
 		ProjBias: c.flag("multimodal_projector_bias", true), Siglip: siglip, Head: siglip && vc.flag("vision_use_head", true), AnyRes: anyres, Impl: attn}
 	if p := vc.prob("attention_dropout", 0); p > 0 {

@@ -22,14 +22,14 @@ import (
 // interpolated down (4000 x 3000: 6 x 5 tiles, 31 through the tower, 7,332
 // tokens).
 func TestAnyResLayoutAsProcessor(t *testing.T) {
-	next := &LlavaVision{Image: 336, Patch: 14, AnyRes: &AnyRes{Pinpoints: [][2]int64{{336, 672}, {672, 336}, {672, 672}, {1008, 336}, {336, 1008}}}}
+	next := &LlavaVision{SquareTile: SquareTile{Image: 336, Patch: 14}, AnyRes: &AnyRes{Pinpoints: [][2]int64{{336, 672}, {672, 336}, {672, 672}, {1008, 336}, {336, 1008}}}}
 	var pins [][2]int64
 	for h := int64(1); h <= 6; h++ {
 		for w := int64(1); w <= 6; w++ {
 			pins = append(pins, [2]int64{384 * h, 384 * w})
 		}
 	}
-	ov := &LlavaVision{Image: 384, Patch: 14, Siglip: true, KeepCLS: true, AnyRes: &AnyRes{Pinpoints: pins, MaxTiles: 9, OneImage: true}}
+	ov := &LlavaVision{SquareTile: SquareTile{Image: 384, Patch: 14}, Siglip: true, KeepCLS: true, AnyRes: &AnyRes{Pinpoints: pins, MaxTiles: 9, OneImage: true}}
 	for _, tc := range []struct {
 		v             *LlavaVision
 		h, w          int64

@@ -59,24 +59,22 @@ import (
 // Videos (LLaVA-OneVision) the tower runs again on the videos' frames,
 // each frame's patches pooled 2 x 2 (pool).
 type LlavaVision struct {
-	Dim      int64 // vision hidden_size
-	Layers   int64 // num_hidden_layers
-	Heads    int64 // num_attention_heads
-	Inter    int64 // intermediate_size
-	Act      string
-	Image    int64 // image_size
-	Patch    int64 // patch_size
-	Channels int64 // num_channels
-	Features int64 // the layers whose output the projector reads (from vision_feature_layer)
-	KeepCLS  bool  // vision_feature_select_strategy "full": the class token is an image token too
-	TextDim  int64 // the text model's hidden_size
-	ProjAct  string
-	ProjBias bool    // multimodal_projector_bias
-	Siglip   bool    // the tower is SiglipVisionModel, not CLIPVisionModel
-	Head     bool    // SigLIP's vision_use_head: its pooling head, unread
-	AnyRes   *AnyRes // LLaVA-NeXT's tiling; nil for llava-1.5's one crop an image
-	Videos   bool    // LLaVA-OneVision: train(videos=) frames through the tower, pooled 2 x 2
-	Impl     string
+	Dim        int64 // vision hidden_size
+	Layers     int64 // num_hidden_layers
+	Heads      int64 // num_attention_heads
+	Inter      int64 // intermediate_size
+	Act        string
+	SquareTile       // image_size, patch_size, num_channels
+	Features   int64 // the layers whose output the projector reads (from vision_feature_layer)
+	KeepCLS    bool  // vision_feature_select_strategy "full": the class token is an image token too
+	TextDim    int64 // the text model's hidden_size
+	ProjAct    string
+	ProjBias   bool    // multimodal_projector_bias
+	Siglip     bool    // the tower is SiglipVisionModel, not CLIPVisionModel
+	Head       bool    // SigLIP's vision_use_head: its pooling head, unread
+	AnyRes     *AnyRes // LLaVA-NeXT's tiling; nil for llava-1.5's one crop an image
+	Videos     bool    // LLaVA-OneVision: train(videos=) frames through the tower, pooled 2 x 2
+	Impl       string
 }
 
 // FieldFeatureLayer is the encoder layers whose output the projector reads
@@ -91,10 +89,6 @@ func (v *LlavaVision) InDim() int64           { return v.TextDim }
 func (v *LlavaVision) OutDim() int64          { return v.TextDim }
 func (v *LlavaVision) ReadsImages() bool      { return true }
 func (v *LlavaVision) ReadsVideos() bool      { return v.Videos }
-
-func (v *LlavaVision) side() int64    { return v.Image / v.Patch }
-func (v *LlavaVision) patches() int64 { return v.side() * v.side() }
-func (v *LlavaVision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 
 // tokens is the tower's tokens a tile: its patches, and CLIP's class token.
 func (v *LlavaVision) tokens() int64 {

@@ -43,17 +43,15 @@ import (
 // does not matter (each is resized to Image). Without them the weights
 // are registered and nothing runs.
 type Gemma3Vision struct {
-	Dim      int64 // vision hidden_size
-	Layers   int64 // num_hidden_layers
-	Heads    int64 // num_attention_heads
-	Inter    int64 // intermediate_size
-	Act      string
-	Image    int64 // image_size
-	Patch    int64 // patch_size
-	Channels int64 // num_channels
-	Tokens   int64 // mm_tokens_per_image: the soft tokens an image
-	TextDim  int64 // the text model's hidden_size
-	Impl     string
+	Dim        int64 // vision hidden_size
+	Layers     int64 // num_hidden_layers
+	Heads      int64 // num_attention_heads
+	Inter      int64 // intermediate_size
+	Act        string
+	SquareTile       // image_size, patch_size, num_channels
+	Tokens     int64 // mm_tokens_per_image: the soft tokens an image
+	TextDim    int64 // the text model's hidden_size
+	Impl       string
 }
 
 // FieldImageTokens is the soft tokens an image (Gemma 3's
@@ -67,10 +65,6 @@ func (v *Gemma3Vision) Children() []core.Layer { return nil }
 func (v *Gemma3Vision) InDim() int64           { return v.TextDim }
 func (v *Gemma3Vision) OutDim() int64          { return v.TextDim }
 func (v *Gemma3Vision) ReadsImages() bool      { return true }
-
-func (v *Gemma3Vision) side() int64    { return v.Image / v.Patch }
-func (v *Gemma3Vision) patches() int64 { return v.side() * v.side() }
-func (v *Gemma3Vision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 
 // tokensSide is int(mm_tokens_per_image ** 0.5), the soft tokens a side.
 func (v *Gemma3Vision) tokensSide() int64 { return int64(math.Sqrt(float64(v.Tokens))) }

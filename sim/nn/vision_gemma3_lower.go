@@ -34,11 +34,7 @@ func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	h = b.LayerNorm("post_layernorm", h, d, true)
 	done()
 	h = v.project(b, h, n)
-	if b.Dtype(h) != b.Dtype(x) {
-		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
-	}
-	y, _ := joinImageTokens(b, x, h)
-	return y
+	return joinImageFeatures(b, x, h)
 }
 
 // embeddings is SiglipVisionEmbeddings on n images: the processor's fp32

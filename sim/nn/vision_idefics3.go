@@ -39,17 +39,15 @@ import (
 // The images come from train(images=(count, height, width)); without them
 // the weights are registered and nothing runs.
 type Idefics3Vision struct {
-	Dim      int64 // vision hidden_size
-	Layers   int64 // num_hidden_layers
-	Heads    int64 // num_attention_heads
-	Inter    int64 // intermediate_size
-	Act      string
-	Image    int64 // image_size: a tile's side in pixels
-	Patch    int64 // patch_size
-	Channels int64 // num_channels
-	Scale    int64 // scale_factor: pixel_shuffle's factor
-	TextDim  int64 // the text model's hidden_size
-	Impl     string
+	Dim        int64 // vision hidden_size
+	Layers     int64 // num_hidden_layers
+	Heads      int64 // num_attention_heads
+	Inter      int64 // intermediate_size
+	Act        string
+	SquareTile       // image_size, patch_size, num_channels
+	Scale      int64 // scale_factor: pixel_shuffle's factor
+	TextDim    int64 // the text model's hidden_size
+	Impl       string
 }
 
 func (v *Idefics3Vision) Kind() string           { return "idefics3_vision" }
@@ -63,9 +61,6 @@ func (v *Idefics3Vision) ReadsImages() bool      { return true }
 // side is the patches of a tile's side: image_size // patch_size, as the
 // convolution (stride patch_size, no padding) and num_patches_per_side
 // floor it (SmolVLM-2.2B: 384 // 14 = 27).
-func (v *Idefics3Vision) side() int64    { return v.Image / v.Patch }
-func (v *Idefics3Vision) patches() int64 { return v.side() * v.side() }
-func (v *Idefics3Vision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 
 // TileTokens is the image tokens of one tile (the processor's
 // image_seq_len).

@@ -35,11 +35,7 @@ func (v *Idefics3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	h = b.LayerNorm("post_layernorm", h, d, true)
 	done()
 	h = v.connect(b, h, n)
-	if b.Dtype(h) != b.Dtype(x) {
-		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
-	}
-	y, _ := joinImageTokens(b, x, h)
-	return y
+	return joinImageFeatures(b, x, h)
 }
 
 // embeddings is Idefics3VisionEmbeddings on n tiles: the processor's fp32

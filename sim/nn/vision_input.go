@@ -46,6 +46,18 @@ func joinImageTokens(b *core.Builder, x, h core.Value) (y, mask core.Value) {
 	return joinTokens(b, x, h, "image")
 }
 
+// joinImageFeatures is how a tower's image tokens h reach the text:
+// cast to the text embeddings' dtype where it differs
+// (image_features.to(inputs_embeds.dtype)), then joinImageTokens; it
+// returns the joined embeddings.
+func joinImageFeatures(b *core.Builder, x, h core.Value) core.Value {
+	if b.Dtype(h) != b.Dtype(x) {
+		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype (image_features.to(inputs_embeds.dtype))")
+	}
+	y, _ := joinImageTokens(b, x, h)
+	return y
+}
+
 // joinTokens is joinImageTokens for the tokens of kind ("image" or
 // "video": input_ids == video_token_id).
 func joinTokens(b *core.Builder, x, h core.Value, kind string) (y, mask core.Value) {

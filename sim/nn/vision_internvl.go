@@ -54,9 +54,7 @@ type InternVLVision struct {
 	Heads       int64 // num_attention_heads
 	Inter       int64 // intermediate_size
 	Act         string
-	Image       int64 // image_size: a tile's side in pixels
-	Patch       int64 // patch_size
-	Channels    int64 // num_channels
+	SquareTile        // image_size, patch_size, num_channels
 	AttnBias    bool  // attention_bias: q_proj, k_proj, v_proj biases
 	QKNorm      bool  // use_qk_norm: q_norm and k_norm over Dim (InternViT-6B)
 	RMS         bool  // norm_type "rms_norm" (else LayerNorms with biases)
@@ -76,9 +74,6 @@ func (v *InternVLVision) InDim() int64           { return v.TextDim }
 func (v *InternVLVision) OutDim() int64          { return v.TextDim }
 func (v *InternVLVision) ReadsImages() bool      { return true }
 
-func (v *InternVLVision) side() int64      { return v.Image / v.Patch }
-func (v *InternVLVision) patches() int64   { return v.side() * v.side() }
-func (v *InternVLVision) patchIn() int64   { return v.Channels * v.Patch * v.Patch }
 func (v *InternVLVision) mergedDim() int64 { return v.Dim * v.Merge * v.Merge }
 
 // TileTokens is the image tokens one tile adds to the text (256 for

@@ -36,11 +36,7 @@ func (v *InternVLVision) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	done()
 	h = v.project(b, h, n)
-	if b.Dtype(h) != b.Dtype(x) {
-		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype (image_features.to(inputs_embeds.dtype))")
-	}
-	y, _ := joinImageTokens(b, x, h)
-	return y
+	return joinImageFeatures(b, x, h)
 }
 
 // layer is InternVLVisionLayer: x + lambda_1 * attention(layernorm_before(x)),

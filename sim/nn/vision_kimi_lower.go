@@ -51,11 +51,7 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 	h = Activation(b, "gelu", h)
 	h = b.Linear("out_proj", core.RoleLinear, h, m, v.TextDim, true)
 	pd()
-	if b.Dtype(h) != b.Dtype(x) {
-		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
-	}
-	y, _ := joinImageTokens(b, x, h)
-	return y
+	return joinImageFeatures(b, x, h)
 }
 
 // posEmb adds patch_embed.pos_emb: F.embedding_bag over the 16 bicubic

@@ -43,20 +43,18 @@ import (
 // bf16 pixels). The images come from train(images=(count, height,
 // width)); without them the weights are registered and nothing runs.
 type Llama4Vision struct {
-	Dim       int64 // vision hidden_size
-	Layers    int64 // num_hidden_layers
-	Heads     int64 // num_attention_heads
-	Inter     int64 // intermediate_size: the encoder MLP's, and the adapter's fc1 input
-	Image     int64 // image_size: a tile's side in pixels
-	Patch     int64
-	Channels  int64
-	Shuffle   int64 // 1 / pixel_shuffle_ratio
-	ProjIn    int64 // projector_input_dim: the adapter's fc1 output
-	ProjOut   int64 // projector_output_dim: the adapter's fc2
-	OutputDim int64 // vision_output_dim: the projector's input
-	TextDim   int64 // the text model's hidden_size (the projector's output)
-	MaxTiles  int64 // the processor's max_patches
-	Impl      string
+	Dim        int64 // vision hidden_size
+	Layers     int64 // num_hidden_layers
+	Heads      int64 // num_attention_heads
+	Inter      int64 // intermediate_size: the encoder MLP's, and the adapter's fc1 input
+	SquareTile       // image_size, patch_size, num_channels
+	Shuffle    int64 // 1 / pixel_shuffle_ratio
+	ProjIn     int64 // projector_input_dim: the adapter's fc1 output
+	ProjOut    int64 // projector_output_dim: the adapter's fc2
+	OutputDim  int64 // vision_output_dim: the projector's input
+	TextDim    int64 // the text model's hidden_size (the projector's output)
+	MaxTiles   int64 // the processor's max_patches
+	Impl       string
 }
 
 // The Fields Llama4Vision's checks name beside the shared ones.
@@ -75,9 +73,6 @@ func (v *Llama4Vision) InDim() int64           { return v.TextDim }
 func (v *Llama4Vision) OutDim() int64          { return v.TextDim }
 func (v *Llama4Vision) ReadsImages() bool      { return true }
 
-func (v *Llama4Vision) side() int64    { return v.Image / v.Patch }
-func (v *Llama4Vision) patches() int64 { return v.side() * v.side() } // a tile's patches, the class token not counted
-func (v *Llama4Vision) patchIn() int64 { return v.Channels * v.Patch * v.Patch }
 func (v *Llama4Vision) headDim() int64 { return v.Dim / v.Heads }
 
 // TileTokens is the image tokens one tile adds to the text.

@@ -71,9 +71,5 @@ func (v *Llama4Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	ad()
 	done()
 	h = b.Linear("multi_modal_projector.linear_1", core.RoleLinear, h, v.OutputDim, v.TextDim, false)
-	if b.Dtype(h) != b.Dtype(x) {
-		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
-	}
-	y, _ := joinImageTokens(b, x, h)
-	return y
+	return joinImageFeatures(b, x, h)
 }

@@ -68,11 +68,7 @@ func (v *PixtralVision) Lower(b *core.Builder, x core.Value) core.Value {
 	h = b.LowerChild(&core.Repeat{Name: "transformer.layers", Layer: layer, N: v.Layers}, h)
 	done()
 	h = v.project(b, h, patches)
-	if b.Dtype(h) != b.Dtype(x) {
-		h = b.Cast(h, b.Dtype(x), "the image tokens in the text embeddings' dtype")
-	}
-	y, _ := joinImageTokens(b, x, h)
-	return y
+	return joinImageFeatures(b, x, h)
 }
 
 // blockMask is generate_block_attention_mask: one additive mask over every
