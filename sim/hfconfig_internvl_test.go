@@ -120,7 +120,7 @@ func TestInternVLLowering(t *testing.T) {
 	// 100 x 300 pixels: 6 x 2 tiles and a thumbnail, 52 image tokens and
 	// <img>, </img>: 54 an image
 	p.Images, p.Seq = core.Images{Count: 2, Height: 100, Width: 300}, 64
-	if _, err := p.LowerProgram(); err == nil || !strings.Contains(err.Error(), "2 images of 100x300 pixels are 13 tiles each") {
+	if _, err := p.LowerProgram(); err == nil || !strings.Contains(err.Error(), "2 images of 100x300 pixels: 13 tiles an image") {
 		t.Errorf("error %v, want the tiles named", err)
 	}
 }

@@ -51,7 +51,7 @@ func TestLlavaNextImagesRefused(t *testing.T) {
 		want string
 	}{
 		{"over seq", nil, core.Images{Count: 1, Height: 112, Width: 112},
-			"1 images of 88 image tokens each (AnyRes cuts a 112x112 image into 5 tiles of 56 pixels), 88 image tokens a sample, more than seq=64"},
+			"1 image (AnyRes cuts a 112x112 image into 5 tiles of 56 pixels): 88 image tokens an image, 88 a sample, more than seq=64"},
 		{"pinpoint not whole tiles", func(c map[string]any) { c["image_grid_pinpoints"] = []any{[]any{56, 100}} }, core.Images{Count: 1, Height: 56, Width: 56},
 			"image_grid_pinpoints has [56, 100]: each must be a multiple of vision_config.image_size (56)"},
 		{"no pinpoints", func(c map[string]any) { c["image_grid_pinpoints"] = []any{} }, core.Images{Count: 1, Height: 56, Width: 56},

@@ -112,7 +112,7 @@ func TestMistral3Lowering(t *testing.T) {
 		want string
 	}{
 		// 112 x 112 pixels: 8 x 8 patches, 16 [IMG] and 4 row breaks an image
-		{core.Images{Count: 4, Height: 112, Width: 112}, 64, "4 images of 112x112 pixels are 8x8 patches each"},
+		{core.Images{Count: 4, Height: 112, Width: 112}, 64, "4 images of 112x112 pixels: 8x8 patches an image"},
 		{core.Images{Count: 1, Height: 1, Width: 5000}, 64, "scaled to less than a pixel a side"},
 	} {
 		p.Images, p.Seq = tc.im, tc.seq

@@ -136,7 +136,7 @@ func TestQwen3VLRefusals(t *testing.T) {
 	}
 	p := tinyPlan(t, m)
 	p.Images = core.Images{Count: 3, Height: 160, Width: 160} // 3 x 25 tokens
-	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "give 75 image tokens a sample, more than seq=64") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "3 images of 160x160 pixels: 75 image tokens a sample, more than seq=64") {
 		t.Errorf("too many image tokens: %v", err)
 	}
 }

@@ -151,7 +151,7 @@ func TestLlama4VisionTokens(t *testing.T) {
 		t.Errorf("pixel values %v, image tokens %v; want [16 3 336 336] and [2304 5120]", pix, tokens)
 	}
 	p.Seq = 2048
-	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "1 images of 1080x1920 pixels are 16 tiles of 144 image tokens each (Llama4ImageProcessor), 2304 image tokens a sample, more than seq=2048") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "1 image of 1080x1920 pixels: 16 tiles an image (Llama4ImageProcessor), 144 image tokens a tile, 2304 a sample, more than seq=2048") {
 		t.Errorf("too many image tokens: %v", err)
 	}
 }
@@ -223,8 +223,8 @@ func TestLlama4VisionImageSizes(t *testing.T) {
 	}{
 		{core.Images{Count: 1, Height: 1, Width: 1}, 64, ""},
 		{core.Images{Count: 1, Height: 1, Width: 65536}, 128, ""},
-		{core.Images{Count: 1, Height: 65536, Width: 65536}, 64, "17 tiles of 4 image tokens each"},
-		{core.Images{Count: 1 << 20, Height: 56, Width: 56}, 1 << 20, "4194304 image tokens a sample, more than seq=1048576"},
+		{core.Images{Count: 1, Height: 65536, Width: 65536}, 64, "1 image of 65536x65536 pixels: 17 tiles an image (Llama4ImageProcessor), 4 image tokens a tile"},
+		{core.Images{Count: 1 << 20, Height: 56, Width: 56}, 1 << 20, "1048576 images of 56x56 pixels: 1 tile an image (Llama4ImageProcessor), 4 image tokens a tile, 4194304 a sample, more than seq=1048576"},
 	} {
 		p := tinyPlan(t, m)
 		p.Seq, p.Images = tc.seq, tc.im

@@ -178,7 +178,7 @@ func TestGemma3VisionRefusals(t *testing.T) {
 		{"pooling head by default", strings.Replace(tiny, `"vision_use_head": false`, `"num_channels": 3`, 1), "sdpa", 1, 0, `"vision_config.vision_use_head" is true`},
 		{"flash", tiny, "flash", 1, 0, "flash"},
 		{"tp", tiny, "sdpa", 2, 1, "data parallelism only"},
-		{"images past seq", tiny, "sdpa", 1, 4, "4 images of 16 image tokens each (Gemma3ImageProcessor resizes every image to 64x64 pixels), 64 image tokens a sample, more than seq=32"},
+		{"images past seq", tiny, "sdpa", 1, 4, "4 images (Gemma3ImageProcessor resizes every image to 64x64 pixels): 16 image tokens an image, 64 a sample, more than seq=32"},
 	} {
 		m, err := hf.FromConfigOptions([]byte(tc.config), hf.Options{Attn: tc.attn})
 		if err == nil {

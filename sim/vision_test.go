@@ -45,7 +45,7 @@ func TestQwen25VLImages(t *testing.T) {
 		t.Errorf("images: saved %d vs %d bytes, weights %d vs %d", with.SavedActivations, without.SavedActivations, with.States.Params, without.States.Params)
 	}
 	p.Images = core.Images{Count: 5, Height: 448, Width: 448} // 1,280 tokens
-	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "give 1280 image tokens a sample, more than seq=1024") {
+	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "5 images of 448x448 pixels: 1280 image tokens a sample, more than seq=1024") {
 		t.Errorf("too many image tokens: %v", err)
 	}
 	text := tinyPlan(t, tinyLM())

@@ -19,7 +19,7 @@ func (v *MllamaVision) Lower(b *core.Builder, x core.Value) core.Value {
 	images := b.Batch * im.Count
 	keys := im.Count * t * p // image tokens a sample
 	if !core.ProductFits(images, t*pp, t*pp, 8) || !core.ProductFits(images*t, p, v.OutputDim, 8) || !core.ProductFits(b.Batch, b.Seq, keys, 8) {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"), Msg: fmt.Sprintf("%d images of %d tiles are more than memsh simulates", images, t), Hint: units.HintTensor}})
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"), Msg: fmt.Sprintf("%s of %s a step, with seq=%d: more than memsh simulates", units.Count(images, "image"), units.Count(t, "tile"), b.Seq), Hint: units.HintTensor}})
 	}
 	done := b.Scope("vision_model")
 	// The processor's pixels (fp32, every tile, padding tiles included)

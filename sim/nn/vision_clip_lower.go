@@ -40,10 +40,10 @@ func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
 		if tokens > b.Seq {
 			how := fmt.Sprintf("CLIPImageProcessor crops every image to %dx%d pixels", v.Image, v.Image)
 			if v.AnyRes != nil {
-				how = fmt.Sprintf("AnyRes cuts a %dx%d image into %d tiles of %d pixels", im.Height, im.Width, l.Tiles, v.Image)
+				how = fmt.Sprintf("AnyRes cuts a %dx%d image into %s of %d pixels", im.Height, im.Width, units.Count(l.Tiles, "tile"), v.Image)
 			}
 			panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-				Msg:  fmt.Sprintf("%d images of %d image tokens each (%s), %d image tokens a sample, more than seq=%d", im.Count, l.Tokens, how, tokens, b.Seq),
+				Msg:  fmt.Sprintf("%s (%s): %d image tokens an image, %d a sample, more than seq=%d", units.Count(im.Count, "image"), how, l.Tokens, tokens, b.Seq),
 				Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
 		}
 	}
@@ -51,8 +51,8 @@ func (v *LlavaVision) Lower(b *core.Builder, x core.Value) core.Value {
 		per := v.videoTokens(vd.Frames)
 		if all := tokens + vd.Count*per; all > b.Seq {
 			panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-				Msg: fmt.Sprintf("%d videos of %d frames (each frame resized to %dx%d pixels, its patches pooled 2 x 2) are %d video tokens each; with %d image tokens, %d a sample, more than seq=%d",
-					vd.Count, vd.Frames, v.Image, v.Image, per, tokens, all, b.Seq),
+				Msg: fmt.Sprintf("%s of %s (each frame resized to %dx%d pixels, its patches pooled 2 x 2): %d video tokens a video; with %d image tokens, %d a sample, more than seq=%d",
+					units.Count(vd.Count, "video"), units.Count(vd.Frames, "frame"), v.Image, v.Image, per, tokens, all, b.Seq),
 				Hint: "seq counts the video and image tokens with the text: raise seq, or use fewer videos or frames"}})
 		}
 	}

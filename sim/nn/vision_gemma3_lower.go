@@ -17,8 +17,8 @@ func (v *Gemma3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	im := b.Images
 	if tokens := im.Count * v.Tokens; tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg: fmt.Sprintf("%d images of %d image tokens each (Gemma3ImageProcessor resizes every image to %dx%d pixels), %d image tokens a sample, more than seq=%d",
-				im.Count, v.Tokens, v.Image, v.Image, tokens, b.Seq),
+			Msg: fmt.Sprintf("%s (Gemma3ImageProcessor resizes every image to %dx%d pixels): %d image tokens an image, %d a sample, more than seq=%d",
+				units.Count(im.Count, "image"), v.Image, v.Image, v.Tokens, tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
 	}
 	d, p := v.Dim, v.patches()

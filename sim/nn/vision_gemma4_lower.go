@@ -22,7 +22,7 @@ func (v *Gemma4VisionTower) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if tokens := im.Count * perImage; tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg:  fmt.Sprintf("%d images of %dx%d pixels give %d image tokens a sample, more than seq=%d", im.Count, im.Height, im.Width, tokens, b.Seq),
+			Msg:  fmt.Sprintf("%s of %dx%d pixels: %d image tokens a sample, more than seq=%d", units.Count(im.Count, "image"), im.Height, im.Width, tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
 	}
 	n, p := b.Batch*im.Count, v.MaxPatches()

@@ -19,8 +19,8 @@ func (v *Idefics3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	rows, cols := v.Grid(im.Height, im.Width)
 	if tokens := im.Count * v.ImageTokens(im.Height, im.Width); tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
-			Msg: fmt.Sprintf("%d images of %dx%d pixels are %d tiles each (%dx%d and the whole image, of %d pixels a side; the processor resizes the longest edge to %d first), %d tokens each with their tags, %d a sample, more than seq=%d",
-				im.Count, im.Height, im.Width, rows*cols+1, rows, cols, v.Image, 4*v.Image, v.ImageTokens(im.Height, im.Width), tokens, b.Seq),
+			Msg: fmt.Sprintf("%s of %dx%d pixels: %s an image (%dx%d and the whole image, of %d pixels a side; the processor resizes the longest edge to %d first), %d tokens an image with their tags, %d a sample, more than seq=%d",
+				units.Count(im.Count, "image"), im.Height, im.Width, units.Count(rows*cols+1, "tile"), rows, cols, v.Image, 4*v.Image, v.ImageTokens(im.Height, im.Width), tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
 	}
 	d, n := v.Dim, b.Batch*im.Count*v.Tiles(im.Height, im.Width)

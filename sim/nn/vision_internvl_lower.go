@@ -19,8 +19,8 @@ func (v *InternVLVision) Lower(b *core.Builder, x core.Value) core.Value {
 	tiles := v.Tiles(im.Height, im.Width)
 	if tokens := im.Count * v.TextTokens(im.Height, im.Width); tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg: fmt.Sprintf("%d images of %dx%d pixels are %d tiles each (GotOcr2ImageProcessor: up to %d tiles of %d pixels, and a thumbnail), %d image tokens a sample with <img> and </img>, more than seq=%d",
-				im.Count, im.Height, im.Width, tiles, v.MaxTiles, v.Image, tokens, b.Seq),
+			Msg: fmt.Sprintf("%s of %dx%d pixels: %s an image (GotOcr2ImageProcessor: up to %d tiles of %d pixels, and a thumbnail), %d image tokens a sample with <img> and </img>, more than seq=%d",
+				units.Count(im.Count, "image"), im.Height, im.Width, units.Count(tiles, "tile"), v.MaxTiles, v.Image, tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
 	}
 	n, p, d := b.Batch*im.Count*tiles, v.patches()+1, v.Dim

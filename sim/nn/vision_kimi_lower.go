@@ -20,8 +20,8 @@ func (v *KimiVision) Lower(b *core.Builder, x core.Value) core.Value {
 	perImage, d := gh*gw, v.Dim
 	if tokens := im.Count * perImage / (v.Merge * v.Merge); tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg: fmt.Sprintf("%d images of %dx%d pixels are %dx%d patches each (Kimi_K25ImageProcessor: at most %d patches, padded to a multiple of %d pixels a side), %d image tokens a sample, more than seq=%d",
-				im.Count, im.Height, im.Width, gh, gw, v.MaxPatches, v.Patch*v.Merge, tokens, b.Seq),
+			Msg: fmt.Sprintf("%s of %dx%d pixels: %dx%d patches an image (Kimi_K25ImageProcessor: at most %d patches, padded to a multiple of %d pixels a side), %d image tokens a sample, more than seq=%d",
+				units.Count(im.Count, "image"), im.Height, im.Width, gh, gw, v.MaxPatches, v.Patch*v.Merge, tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
 	}
 	b.ReserveParams(v.Layers*16 + 11)

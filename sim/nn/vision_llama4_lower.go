@@ -19,8 +19,8 @@ func (v *Llama4Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	tokens := im.Count * perImage * v.TileTokens() // a sample's
 	if tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
-			Msg: fmt.Sprintf("%d images of %dx%d pixels are %d tiles of %d image tokens each (Llama4ImageProcessor), %d image tokens a sample, more than seq=%d",
-				im.Count, im.Height, im.Width, im.Count*perImage, v.TileTokens(), tokens, b.Seq),
+			Msg: fmt.Sprintf("%s of %dx%d pixels: %s an image (Llama4ImageProcessor), %d image tokens a tile, %d a sample, more than seq=%d",
+				units.Count(im.Count, "image"), im.Height, im.Width, units.Count(perImage, "tile"), v.TileTokens(), tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images (an image of one tile's size or less is one tile)"}})
 	}
 	tiles := b.Batch * im.Count * perImage

@@ -31,8 +31,8 @@ func (v *PixtralVision) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	if tokens := im.Count * v.TextTokens(im.Height, im.Width); tokens > b.Seq {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_tower"),
-			Msg: fmt.Sprintf("%d images of %dx%d pixels are %dx%d patches each (PixtralProcessor: the longer side at most %d pixels, each side a multiple of %d), %d image tokens a sample with their row breaks, more than seq=%d",
-				im.Count, im.Height, im.Width, gh, gw, v.Image, v.Patch*v.Merge, tokens, b.Seq),
+			Msg: fmt.Sprintf("%s of %dx%d pixels: %dx%d patches an image (PixtralProcessor: the longer side at most %d pixels, each side a multiple of %d), %d image tokens a sample with their row breaks, more than seq=%d",
+				units.Count(im.Count, "image"), im.Height, im.Width, gh, gw, v.Image, v.Patch*v.Merge, tokens, b.Seq),
 			Hint: "seq counts the image tokens with the text: raise seq, or use fewer or smaller images"}})
 	}
 	perImage, d := gh*gw, v.Dim

@@ -51,7 +51,7 @@ func (in visualInput) pixels() string {
 func imageInput(b *core.Builder) visualInput {
 	im := b.Images
 	return visualInput{kind: "image", frames: im.Count, h: im.Height, w: im.Width,
-		what: fmt.Sprintf("%d images of %dx%d pixels", im.Count, im.Height, im.Width)}
+		what: fmt.Sprintf("%s of %dx%d pixels", units.Count(im.Count, "image"), im.Height, im.Width)}
 }
 
 // towerInputs are the runs of a Qwen tower whose patches span temporal
@@ -66,7 +66,7 @@ func towerInputs(b *core.Builder, temporal int64, stamps bool, tokens func(h, w 
 	}
 	if vd := b.Videos; vd.Count > 0 {
 		in := visualInput{kind: "video", frames: vd.Count * videoGroups(vd.Frames, temporal), h: vd.Height, w: vd.Width,
-			what: fmt.Sprintf("%d videos of %d frames of %dx%d pixels", vd.Count, vd.Frames, vd.Height, vd.Width)}
+			what: fmt.Sprintf("%s of %s of %dx%d pixels", units.Count(vd.Count, "video"), units.Count(vd.Frames, "frame"), vd.Height, vd.Width)}
 		if stamps {
 			in.text = vd.Count * videoText(vd.Frames, temporal, vd.FPS)
 		}
@@ -81,7 +81,7 @@ func towerInputs(b *core.Builder, temporal int64, stamps bool, tokens func(h, w 
 	if n > b.Seq {
 		k := strings.Join(kinds, " and ")
 		panic(core.LowerError{Err: &units.Error{Path: b.Name(""),
-			Msg:  fmt.Sprintf("%s give %d %s tokens a sample, more than seq=%d", strings.Join(what, " and "), n, k, b.Seq),
+			Msg:  fmt.Sprintf("%s: %d %s tokens a sample, more than seq=%d", strings.Join(what, " and "), n, k, b.Seq),
 			Hint: "seq counts the " + k + " tokens with the text: raise seq, or use fewer or smaller " + strings.Join(kinds, "s or ") + "s"}})
 	}
 	return ins

@@ -1,6 +1,7 @@
 // Package units is the vocabulary every engine package shares: tensor
 // element types (DType) and their sizes, overflow-checked shape and size
-// arithmetic, byte formatting, and the engine's Error (with IntMsg,
+// arithmetic, byte formatting, counts of a noun for messages (Count: "1
+// image", "2 images"), and the engine's Error (with IntMsg,
 // intmsg.go: a message of integers for refusals counted by the ten
 // thousand).
 //
