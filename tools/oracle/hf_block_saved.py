@@ -24,7 +24,12 @@
 # data collator passes it; without, none. With ckpt every decoder layer
 # is checkpointed (gradient_checkpointing_enable, use_reentrant=False):
 # what the step keeps is then each layer's input, which the checkpoint
-# saves before its own hooks take over.
+# saves before its own hooks take over. With held it prints, besides,
+# "held": the bytes of the distinct storages handed to the decoder layers
+# (their arguments, keyword arguments included: the rotary cos and sin,
+# the 4-D attention mask) that live after the forward and that autograd
+# did not pack: what a checkpointed layer's partial holds until its
+# backward, out of the pack hook's sight (weakrefs from a forward pre-hook).
 import gc
 import json
 import sys
@@ -69,15 +74,42 @@ def pack(t):
     return box
 
 
+args_seen = {}
+
+
+def tensors(x):
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            yield from tensors(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from tensors(y)
+
+
+def note_args(module, args, kwargs):
+    for t in tensors((args, kwargs)):
+        if t.data_ptr() not in params:
+            args_seen.setdefault(t.untyped_storage().data_ptr(), (t.untyped_storage().nbytes(), [], (tuple(t.shape), str(t.dtype))))[1].append(weakref.ref(t))
+
+
+if "held" in sys.argv[7:]:
+    decoder = [m for n, m in model.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList)][0]
+    for layer in decoder:
+        layer.register_forward_pre_hook(note_args, with_kwargs=True)
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
     mask = torch.ones_like(ids) if "mask" in sys.argv[7:] else None
     out = model(input_ids=ids, labels=ids, attention_mask=mask, use_cache=False if "nocache" in sys.argv[7:] else None)
 gc.collect()
 live = {k for k in saved if any(r() is not None for r in alive[k])}
+held = {k: (n, what) for k, (n, refs, what) in args_seen.items() if k not in saved and any(r() is not None for r in refs)}
 out.loss.backward()
 print("transformers", transformers.__version__, "torch", torch.__version__, "class", cls.__name__, "attn", model.config._attn_implementation)
 print("layers", layers, "batch", batch, "seq", seq, "dtype", sys.argv[5], "saved", sum(v[2] for v in saved.values()),
       "kept", sum(v[2] for k, v in saved.items() if k in live))
+if "held" in sys.argv[7:]:
+    print("held", sum(n for n, _ in held.values()), *sorted(f"{what[0]}:{what[1]}:{n}" for n, what in held.values()))
 if "v" in sys.argv[7:]:
     for k, v in saved.items():
         print(v, k in live)
