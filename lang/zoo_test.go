@@ -93,13 +93,14 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`nemotron_h("8b")`, "nemotron-h-8b-base-8k.json", "", 8_100_852_736},
 		{`jamba("mini")`, "ai21-jamba-1.5-mini.json", "", 51_570_323_328},
 		{`jamba("v0.1")`, "", "", 51_570_323_328},
+		{`granitemoehybrid("small")`, "granite-4.0-h-small-sizes.json", "", 32_207_337_984},
 		// eager attention: both add transformers' one float mask a forward,
 		// which the checkpointed layers hold into the backward
 		{`llama("7b", attn = "eager")`, "llama-2-7b.json", "", 6_738_415_616},
 		{`gpt2("124m", attn = "eager")`, "gpt2.json", "", 124_439_808},
 	}
 	var src strings.Builder
-	src.WriteString(`load("@stdlib//llm.star", "bert", "deepseek_v2", "gemma", "gemma3", "gpt2", "jamba", "llama", "mamba2", "mistral", "mixtral", "nemotron_h", "olmo2", "phi3", "qwen2", "qwen3")` + "\n")
+	src.WriteString(`load("@stdlib//llm.star", "bert", "deepseek_v2", "gemma", "gemma3", "gpt2", "granitemoehybrid", "jamba", "llama", "mamba2", "mistral", "mixtral", "nemotron_h", "olmo2", "phi3", "qwen2", "qwen3")` + "\n")
 	for i, p := range pairs {
 		src.WriteString("zoo" + strconv.Itoa(i) + " = " + p.zoo + "\n")
 		if p.hf != "" {

@@ -12,8 +12,9 @@ import (
 
 // TestResidualFP32AndToParamsDtype: residual(fp32=True) is core.Residual
 // with FP32 (the Mamba blocks' residual_in_fp32), to_params_dtype() is
-// nn.ToParams, and moe(router_name=) names the router; bad arguments are
-// errors naming them.
+// nn.ToParams, moe(router_name=) names the router, and Granite's parts:
+// moe(router_logits_fp32=True), mlp(fused=True) (nn.FusedGLU) and
+// scale(rebinds=True); bad arguments are errors naming them.
 func TestResidualFP32AndToParamsDtype(t *testing.T) {
 	norm := NewLayer(&nn.Norm{Dim: 8, RMS: true}, syntax.Position{})
 	kw := func(k string, v starlark.Value) []starlark.Tuple { return []starlark.Tuple{{starlark.String(k), v}} }
@@ -27,5 +28,13 @@ func TestResidualFP32AndToParamsDtype(t *testing.T) {
 		{"moe", moeArgs, kw("router_name", starlark.String("router")),
 			&nn.MoE{Dim: 8, Hidden: 16, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoELoop, Router: nn.RouterSoftmax, NormTopK: true, RouterName: "router"}, ""},
 		{"moe", moeArgs, kw("router_name", starlark.String("")), nil, "router_name"},
+		{"moe", moeArgs, []starlark.Tuple{{starlark.String("router"), starlark.String("topk_softmax")}, {starlark.String("router_logits_fp32"), starlark.True}},
+			&nn.MoE{Dim: 8, Hidden: 16, Experts: 4, TopK: 2, Act: "swiglu", Impl: nn.MoELoop, Router: nn.RouterTopKSoftmax, NormTopK: true, TopKLogitsFP32: true}, ""},
+		{"moe", moeArgs, kw("router_logits_fp32", starlark.True), nil, "router_logits_fp32"},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("swiglu")}, {starlark.String("fused"), starlark.True}},
+			&nn.FusedGLU{Dim: 8, Hidden: 16, Act: "swiglu"}, ""},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, kw("fused", starlark.True), nil, "swiglu"},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("swiglu")}, {starlark.String("fused"), starlark.True}, {starlark.String("dropout"), starlark.Float(0.1)}}, nil, "dropout"},
+		{"scale", starlark.Tuple{starlark.MakeInt(12)}, kw("rebinds", starlark.True), &nn.Scale{Factor: 12, Rebinds: true}, ""},
 	})
 }

@@ -97,17 +97,19 @@ func LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "mlp",
-			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, name=None)",
+			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, fused=False, name=None)",
 			Doc: "The transformer feed-forward block. act is gelu, relu, relu2 (squared ReLU: Nemotron-H's), silu, tanh or sigmoid, or one of transformers' " +
 				"GELUs written as Python arithmetic (gelu_new: GPT-2's, 8 kernels saving 4 tensors; gelu_fast; gelu_python; quick_gelu) " +
 				"(fc1, act, fc2: 2 * dim * hidden weights) or the gated swiglu or geglu " +
-				"(gate, up, act(gate) * up, down: 3 * dim * hidden weights, as in Llama). dropout drops its output.",
+				"(gate, up, act(gate) * up, down: 3 * dim * hidden weights, as in Llama). dropout drops its output. " +
+				"fused=True (swiglu or geglu, no bias or dropout) is Granite's GLU: one input_linear (dim -> 2 * hidden) whose " +
+				"output is chunked into gate and up, then output_linear; that one output is what both halves keep.",
 			Fn: mlpFn,
 		},
 		{
 			Name: "moe",
 			Sig: "moe(dim, hidden, experts, top_k, act=\"swiglu\", shared_experts=0, shared_hidden=None, capacity=None, impl=\"loop\", router=\"softmax\", norm_topk=True, " +
-				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, group_limited=False, router_name=None, name=None)",
+				"router_bias=False, expert_bias=False, score_bias=False, shared_gate=False, group_limited=False, router_name=None, router_logits_fp32=False, name=None)",
 			Doc: "A mixture-of-experts feed-forward block: a router (dim x experts) picks top_k experts per token, " +
 				"each expert an mlp(dim, hidden, act); outputs weighted by the routing weights and summed per token. " +
 				"impl is how the experts are stored and run: \"loop\" (one nn.Linear per expert projection and a loop " +
@@ -133,7 +135,8 @@ func LayerBuiltins() []host.Builtin {
 				"group_limited=True is DeepSeek-V2's softmax router with topk_method \"group_limited_greedy\" (DeepseekV2TopkRouter): " +
 				"the probabilities outside the best expert groups are zeroed before the top-k by a masked_fill that keeps a bool " +
 				"[tokens, experts] mask; it needs router=\"softmax\". router_name names the softmax router's module " +
-				"(default \"gate\"; Jamba's is \"router\").",
+				"(default \"gate\"; Jamba's is \"router\"). router_logits_fp32=True (router=\"topk_softmax\") upcasts the router's " +
+				"logits to fp32 before the top-k, so the softmax keeps fp32 weights (Granite's GraniteMoeTopKRouter).",
 			Fn: moeFn,
 		},
 		{
@@ -334,11 +337,14 @@ func OptProb(v starlark.Value, what string) (float64, error) {
 
 func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, hidden, dropout, name starlark.Value
-	var bias bool
+	var bias, fused bool
 	act := "gelu"
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
-		"act?", &act, "bias?", &bias, "dropout?", &dropout, "name?", &name); err != nil {
+		"act?", &act, "bias?", &bias, "dropout?", &dropout, "fused?", &fused, "name?", &name); err != nil {
 		return nil, err
+	}
+	if fused {
+		return fusedGLU(thread, dim, hidden, act, bias, dropout, name)
 	}
 	m := &nn.MLP{Act: act, Bias: bias}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}); err != nil {
@@ -354,19 +360,44 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	return newLayer(thread, m)
 }
 
+// fusedGLU is mlp(..., fused=True): nn.FusedGLU, which has no bias or dropout.
+func fusedGLU(thread *starlark.Thread, dim, hidden starlark.Value, act string, bias bool, dropout, name starlark.Value) (starlark.Value, error) {
+	if act != "swiglu" && act != "geglu" {
+		return nil, fmt.Errorf("mlp: fused=True is a gated MLP: act must be \"swiglu\" or \"geglu\" (got %q)", act)
+	}
+	p, err := OptProb(dropout, "dropout")
+	if err != nil {
+		return nil, err
+	}
+	if bias || p != 0 {
+		return nil, fmt.Errorf("mlp: fused=True has no bias or dropout (Granite's GLU)")
+	}
+	m := &nn.FusedGLU{Act: act}
+	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}); err != nil {
+		return nil, err
+	}
+	if m.Name, err = optName(name); err != nil {
+		return nil, err
+	}
+	return newLayer(thread, m)
+}
+
 func moeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, hidden, experts, topK, shared, sharedHidden, capacity, normTopK, routerName, name starlark.Value
 	act, impl, router := "swiglu", nn.MoELoop, nn.RouterSoftmax
-	var routerBias, expertBias, scoreBias, sharedGate, groupLimited bool
+	var routerBias, expertBias, scoreBias, sharedGate, groupLimited, logitsFP32 bool
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
 		"experts", &experts, "top_k", &topK, "act?", &act, "shared_experts?", &shared,
 		"shared_hidden?", &sharedHidden, "capacity?", &capacity, "impl?", &impl, "router?", &router,
 		"norm_topk?", &normTopK, "router_bias?", &routerBias, "expert_bias?", &expertBias,
-		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "router_name?", &routerName, "name?", &name); err != nil {
+		"score_bias?", &scoreBias, "shared_gate?", &sharedGate, "group_limited?", &groupLimited, "router_name?", &routerName, "router_logits_fp32?", &logitsFP32, "name?", &name); err != nil {
 		return nil, err
 	}
 	m := &nn.MoE{Act: act, Impl: impl, Router: router, RouterBias: routerBias, ExpertBias: expertBias, ScoreBias: scoreBias, SharedGate: sharedGate,
-		GroupLimited: groupLimited}
+		GroupLimited: groupLimited, TopKLogitsFP32: logitsFP32}
+	if logitsFP32 && router != nn.RouterTopKSoftmax {
+		return nil, fmt.Errorf("moe: router_logits_fp32 is Granite's top-k softmax router's (router=\"topk_softmax\"; got router=%q)", router)
+	}
 	if groupLimited && router != nn.RouterSoftmax {
 		return nil, fmt.Errorf("moe: group_limited is DeepSeek-V2's softmax router's (router=\"softmax\"; got router=%q)", router)
 	}

@@ -31,9 +31,12 @@ func extraLayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "scale",
-			Sig:  "scale(factor, name=None)",
+			Sig:  "scale(factor, rebinds=False, name=None)",
 			Doc: "Multiplies by a constant, with no parameters: Gemma's embedding normaliser, " +
-				"scale(math.sqrt(dim)) after the embedding. Its output is a new tensor of the input's size.",
+				"scale(math.sqrt(dim)) after the embedding. Its output is a new tensor of the input's size. " +
+				"rebinds=True (after the embedding of a model with holds_embedding=True): the forward rebinds its " +
+				"embeddings local to the product (Granite's inputs_embeds * embedding_multiplier), so the product is what " +
+				"the model holds through its layers and the lookup's output dies here.",
 			Fn: scaleFn,
 		},
 		{
@@ -318,10 +321,11 @@ func toParamsDtypeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 
 func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var factor, name starlark.Value
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "name?", &name); err != nil {
+	var rebinds bool
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "rebinds?", &rebinds, "name?", &name); err != nil {
 		return nil, err
 	}
-	s := &nn.Scale{}
+	s := &nn.Scale{Rebinds: rebinds}
 	var err error
 	if s.Factor, err = host.AsFloat(factor, "factor"); err != nil {
 		return nil, err

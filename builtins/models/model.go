@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
@@ -97,7 +98,7 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 func ModelBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "model",
-		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None, holds_embedding=False)",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None, logits_scaling=None, holds_embedding=False)",
 		Doc: "A whole network: layers run in order, then (with vocab=, at most 2^24) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"flash_cross_entropy\", \"mse\" or \"none\"). " +
 			"\"cross_entropy\" is torch's (log_softmax, then nll_loss: the log-probabilities saved); " +
@@ -111,6 +112,8 @@ func ModelBuiltins() []host.Builtin {
 			"for a model that does not start with an embedding (inferred from the first layer when it can be). " +
 			"logit_softcap=c soft-caps the logits, c * tanh(logits / c) (Gemma 2's final_logit_softcapping: " +
 			"tanh keeps one more logits-sized tensor for backward). " +
+			"logits_scaling=s divides the logits by s (Granite's logits_scaling: logits / s in GraniteForCausalLM.forward): " +
+			"a second logits-sized tensor while the division runs, nothing saved. " +
 			"holds_embedding=True keeps the first embedding's output until the layers and the last norm are done, as " +
 			"transformers' decoders do (inputs_embeds, a local of the base model's forward; hf_config's and the zoo's decoders set it): " +
 			"it is freed there, not after its last use, which moves the caching allocator's blocks where nothing saves it " +
@@ -129,11 +132,11 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	if !ok {
 		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
 	}
-	var vocab, logitsFP32, inputDim, softcap starlark.Value
+	var vocab, logitsFP32, inputDim, softcap, logitScale starlark.Value
 	var tie, headBias, holds bool
 	loss := "cross_entropy"
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
-		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap,
+		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap, "logits_scaling?", &logitScale,
 		"holds_embedding?", &holds); err != nil {
 		return nil, err
 	}
@@ -157,6 +160,14 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		}
 		if !(m.LogitSoftcap > 0) {
 			return nil, fmt.Errorf("logit_softcap must be positive (got %g; None for no cap)", m.LogitSoftcap)
+		}
+	}
+	if logitScale != nil && logitScale != starlark.None {
+		if m.LogitScale, err = host.AsFloat(logitScale, "logits_scaling"); err != nil {
+			return nil, err
+		}
+		if !(m.LogitScale > 0) || math.IsInf(m.LogitScale, 0) {
+			return nil, fmt.Errorf("logits_scaling must be a positive number (got %g; None for none)", m.LogitScale)
 		}
 	}
 	if m.InputDim, err = OptInt(inputDim, "input_dim", 0); err != nil {
