@@ -157,6 +157,9 @@ var hfFamilies = []hfFamily{
 	// glm_moe_dsa: the 5.2.0 wheel is the first with models/glm_moe_dsa
 	// (absent from 5.1.0); no flash path.
 	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}, experts: &hfExperts{weightsFP32: true}},
+	// glm4: the 4.51.3 patch release added models/glm4 for GLM-4-0414
+	// (glm.go).
+	{modelType: "glm4", prefix: "Glm4", base: "model", heads: decoderHeads, build: buildGLM4, since: [2]int{4, 51}},
 	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},

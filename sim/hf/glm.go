@@ -39,3 +39,57 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	return buildRouted(c, at, 2*float64(hidden)*float64(heads*hd)+2*float64(hidden)*float64(kv*hd), head)
 }
+
+// buildGLM4 builds transformers' Glm4ForCausalLM (model_type glm4:
+// GLM-4-9B-0414, GLM-4-32B-0414, GLM-Z1; models/glm4/modeling_glm4.py,
+// first in the 4.51.3 patch release). Its decoder layer norms each
+// sublayer's input and output (Glm4DecoderLayer at 5.25.0):
+//
+//	h = x + post_self_attn_layernorm(self_attn(input_layernorm(x)))
+//	y = h + post_mlp_layernorm(mlp(post_attention_layernorm(h)))
+//
+// every norm Llama's RMSNorm (Glm4RMSNorm: the weight times the rows cast
+// back). q, k and v are biased by attention_bias (Glm4Config's default
+// true), o_proj never; the MLP is Phi-3's one gate_up_proj chunked in two
+// (its gate and up are views of one [tokens, 2 x intermediate] storage,
+// the bytes of the two the lowering has). head_dim defaults to 128.
+//
+// The rotary embedding turns the first partial_rotary_factor (default
+// 0.5) of each head and concatenates the rest (RopeCat), and pairs
+// adjacent dimensions: apply_rotary_pos_emb repeat_interleaves the first
+// half of rotary_emb's cos and sin in every layer, a new pair of
+// [1, 1, seq, rotary] tensors that layer's q*cos and rotate_half(q)*sin
+// save (RopeTablesEachLayer); rotary_emb's own pair is saved by nothing.
+func buildGLM4(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	heads := c.size("num_attention_heads")
+	kv := c.kvHeads("num_key_value_heads", heads)
+	vocab := c.size("vocab_size")
+	inter := c.size("intermediate_size")
+	hd := c.headDim("hidden_size", "num_attention_heads", 128)
+	rotary := ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 0.5))
+	c.object("rope_scaling")
+	c.number("rope_theta", 10000)
+	tie := c.flag("tie_word_embeddings", false)
+	act := c.mlpAct("hidden_act", "silu", true)
+	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0)
+	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
+		QKVBias: c.flag("attention_bias", true), Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true,
+		RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeTablesEachLayer: true, RopeCat: true, EagerMask: true}
+	if c.err != nil {
+		return nil
+	}
+	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
+	attnPart := append(append([]core.Layer{norm("input_layernorm"), at}, after...), norm("post_self_attn_layernorm"))
+	block := seq(res(attnPart...),
+		res(norm("post_attention_layernorm"), &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_mlp_layernorm")))
+	c.checkTotal(float64(layers)*(2*float64(hidden)*float64(heads*hd)+2*float64(hidden)*float64(kv*hd)+3*float64(hidden)*float64(inter)) +
+		2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+		&core.Repeat{Name: "layers", Layer: block, N: layers}, norm("norm")}
+	return c.finish(head, ls, vocab, tie)
+}

@@ -262,11 +262,16 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	gqa := atLeast(v, gqaSince)
 	sharedMask := decoderFamilyOf(fam.modelType).everyWindow && !atLeast(v, maskingUtilsSince)
 	rc := ropeCache(c, fam.modelType, v)
-	eachLayer := (fam.modelType == "qwen2_5_vl" || fam.modelType == "qwen2_vl") && !atLeast(v, mropeOnceSince)
+	// Which releases make the rotary pair in every layer is Qwen2-VL's
+	// and Qwen2.5-VL's fact; the other builders set it for all (GLM-4).
+	qwenVL := fam.modelType == "qwen2_5_vl" || fam.modelType == "qwen2_vl"
+	eachLayer := qwenVL && !atLeast(v, mropeOnceSince)
 	for _, l := range m.Layers {
 		forAttention(l, func(a *nn.Attention) {
 			a.EnableGQA, a.SharedMask = gqa, sharedMask
-			a.RopeTablesEachLayer = eachLayer && a.RopeTables != ""
+			if qwenVL {
+				a.RopeTablesEachLayer = eachLayer && a.RopeTables != ""
+			}
 		})
 		if rc > 0 {
 			setRopeCache(l, rc)
