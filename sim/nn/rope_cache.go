@@ -85,11 +85,18 @@ func (a *Attention) ropeTables(b *core.Builder, x []int64) []core.Value {
 	if a.RopeTablesBatch {
 		rows = core.Rows(x) / seq
 	}
-	module := a.RopeTables
-	if a.RopeTablesEachLayer { // this layer's own pair, which its q and k share
-		module = b.Name(module)
+	shape := []int64{rows, seq, w}
+	once := forwardTables(b, a.RopeTables, dt, shape, "cos", "sin")
+	if !a.RopeTablesEachLayer {
+		return once
 	}
-	return forwardTables(b, module, dt, []int64{rows, seq, w}, "cos", "sin")
+	// This layer's own pair, made from the forward's (GLM-4's
+	// repeat_interleave, Qwen2.5-VL's section cat) inside the layer, so
+	// recomputed under its checkpoint; its q and k share it. The
+	// forward's pair is saved by nothing, but a checkpointed layer holds
+	// it as an input until the backward.
+	out, _ := tables(b, b.Name(a.RopeTables), dt, shape, once, "the rotary %s this layer makes from the forward's, saved by its rope", "cos", "sin")
+	return out
 }
 
 // ropeTables are the tables a.RopeTables makes once a forward for seq
@@ -111,23 +118,33 @@ func (a *MLA) ropeTables(b *core.Builder, seq int64) []core.Value {
 // however many layers save them), outside every checkpoint region
 // (core.OutsideRegions: each checkpointed layer keeps them as an input).
 func forwardTables(b *core.Builder, module string, dt units.DType, shape []int64, names ...string) []core.Value {
+	out, i := tables(b, module, dt, shape, nil, "the rotary %s made once a forward, saved by every layer's rope", names...)
+	if i >= 0 {
+		b.OutsideRegions(i) // the model's forward makes them before its layers, outside their checkpoints
+	}
+	return out
+}
+
+// tables are the tables names of module, made from the values from by
+// the first caller (op i; -1 when an earlier caller made them) and
+// shared by name with the later ones. what describes each, %s its name.
+func tables(b *core.Builder, module string, dt units.DType, shape []int64, from []core.Value, what string, names ...string) ([]core.Value, int32) {
 	key := fmt.Sprintf("%s.%s.%v.", module, dt.Name(), shape)
 	out := make([]core.Value, len(names))
 	if _, ok := b.SharedValue(key + names[0]); ok {
 		for j, n := range names {
 			out[j], _ = b.SharedValue(key + n)
 		}
-		return out
+		return out, -1
 	}
-	i := b.AddOp("rope_tables", module, nil)
+	i := b.AddOp("rope_tables", module, from)
 	for j, n := range names {
-		out[j] = b.Out(i, n, shape, dt, "the rotary "+n+" made once a forward, saved by every layer's rope")
+		out[j] = b.Out(i, n, shape, dt, fmt.Sprintf(what, n))
 		b.Val(out[j]).Grad = false
 		b.Share(key+n, out[j])
 	}
 	b.Op(i).NoGradB = true
-	b.OutsideRegions(i) // the model's forward makes them before its layers, outside their checkpoints
-	return out
+	return out, i
 }
 
 // ropeCatCopy reports whether the kernel's output reaches o_proj through
