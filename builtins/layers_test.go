@@ -82,7 +82,7 @@ func TestLayerErrors(t *testing.T) {
 		{expr: `attention(64, 4, rope_cat=True)`, err: `attention: rope_cat=True needs rope=True`},
 		{expr: `mla(64, 4, 16, rope_tables="")`, err: `mla: rope_tables must name the rotary module, e.g. "rotary_emb" (got ""; None for no tables)`},
 		{expr: `gemma4_attention(64, 4, 2, 16, rope_tables=1)`, err: `gemma4_attention: rope_tables must name the rotary module, e.g. "rotary_emb" (got 1; None for no tables)`},
-		{expr: `attention(64, 4, qk_norm="llama")`, err: `attention: qk_norm must be True, False, "gemma" or "olmo2" (got "llama")`},
+		{expr: `attention(64, 4, qk_norm="llama")`, err: `attention: qk_norm must be True, False, "gemma", "olmo2" or "olmoe" (got "llama")`},
 		{expr: `attention(64, 4, rope=True, rope_dim=8)`, err: `attention: rope_dim and mrope shape the rotary tables, which need rope_tables="rotary_emb"`},
 		{expr: `attention(64, 4, rope=True, rope_tables="rotary_emb", rope_dim=7)`, err: `attention: rope_dim must be an even number of dimensions up to head_dim 16 (got 7)`},
 		{expr: `attention(64, 4, rope=True, rope_tables="")`, err: `attention: rope_tables must name the rotary module, e.g. "rotary_emb" (got ""; None for no tables)`},

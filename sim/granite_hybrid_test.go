@@ -22,21 +22,12 @@ import (
 // runs the PyTorch chunked scan instead, which memsh does not model: they
 // are checked with the kernel's node standing in (below).
 func TestGraniteMoeHybridSavesAsTransformers(t *testing.T) {
-	for _, tc := range []struct {
-		precision, attn string
-		one, two        int64
-	}{
-		{"fp32", "sdpa", 503572, 887076},
-		{"fp32", "eager", 551700, 983332},
-		{"bf16", "sdpa", 312852, 524068},
-		{"bf16", "eager", 369172, 636708},
-	} {
-		one := graniteSaved(t, "granitemoehybrid-tiny.json", 1, tc.precision, tc.attn, false)
-		two := graniteSaved(t, "granitemoehybrid-tiny.json", 2, tc.precision, tc.attn, false)
-		if one != tc.one || two != tc.two {
-			t.Errorf("%s %s: 1 layer %d (%+d), 2 layers %d (%+d)", tc.precision, tc.attn, one, one-tc.one, two, two-tc.two)
-		}
-	}
+	checkSavedOneTwo(t, []savedOneTwo{
+		{"granitemoehybrid-tiny.json", "fp32", "sdpa", 503572, 887076},
+		{"granitemoehybrid-tiny.json", "fp32", "eager", 551700, 983332},
+		{"granitemoehybrid-tiny.json", "bf16", "sdpa", 312852, 524068},
+		{"granitemoehybrid-tiny.json", "bf16", "eager", 369172, 636708},
+	})
 }
 
 // Granite 4.0-H's Mamba-2 layers with their experts: the first one and

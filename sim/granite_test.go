@@ -22,10 +22,7 @@ import (
 // router keeps its softmax over the k in fp32 (GraniteMoeTopKRouter's
 // .float(): 256 bytes a layer more in bf16 than a router in bf16).
 func TestGraniteSavesAsTransformers(t *testing.T) {
-	for _, tc := range []struct {
-		file, precision, attn string
-		one, two              int64
-	}{
+	checkSavedOneTwo(t, []savedOneTwo{
 		{"granite-tiny.json", "fp32", "sdpa", 400132, 680196},
 		{"granite-tiny.json", "fp32", "eager", 448260, 776452},
 		{"granite-tiny.json", "bf16", "sdpa", 258820, 416004},
@@ -34,7 +31,20 @@ func TestGraniteSavesAsTransformers(t *testing.T) {
 		{"granitemoe-tiny.json", "fp32", "eager", 453396, 786724},
 		{"granitemoe-tiny.json", "bf16", "sdpa", 263700, 425764},
 		{"granitemoe-tiny.json", "bf16", "eager", 320020, 538404},
-	} {
+	})
+}
+
+// savedOneTwo is what a tiny config's model keeps for backward cut to 1
+// and to 2 layers (graniteSaved), as transformers keeps it.
+type savedOneTwo struct {
+	file, precision, attn string
+	one, two              int64
+}
+
+// checkSavedOneTwo checks memsh's figures for each row.
+func checkSavedOneTwo(t *testing.T, rows []savedOneTwo) {
+	t.Helper()
+	for _, tc := range rows {
 		one, two := graniteSaved(t, tc.file, 1, tc.precision, tc.attn, false), graniteSaved(t, tc.file, 2, tc.precision, tc.attn, false)
 		if one != tc.one || two != tc.two {
 			t.Errorf("%s %s %s: 1 layer %d (%+d), 2 layers %d (%+d)", tc.file, tc.precision, tc.attn, one, one-tc.one, two, two-tc.two)
@@ -45,30 +55,34 @@ func TestGraniteSavesAsTransformers(t *testing.T) {
 // With every layer checkpointed (use_reentrant=False), the same with
 // ckpt, 1, 2 and 3 layers:
 //
-//	python tools/oracle/hf_block_saved.py sim/testdata/hf/granite-tiny.json {1,2,3} 2 32 {float32,bfloat16} sdpa nocache ckpt
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/{granite,olmoe}-tiny.json {1,2,3} 2 32 {float32,bfloat16} sdpa nocache ckpt
 //
-// fp32 132,356, 148,740, 165,124; bf16 107,780, 115,972, 124,164: each
-// layer more keeps its input (16,384 and 8,192 bytes). The step holds the
-// rotary cos and sin besides, which the model's forward makes before its
-// layers and hands each checkpointed layer as a keyword argument: the
-// partial the checkpoint recomputes holds them, out of the harness's
-// pack hook's sight, until the backward (a weakref to each (1, 32, 16)
-// table, from a forward pre-hook on the decoder layers, lives after the
-// checkpointed forward at 1 and 2 layers and is dead after the backward;
-// transformers 5.25.0, torch 2.15.0): 4,096 bytes in fp32, 2,048 in bf16,
-// once whatever the depth (core.OutsideRegions).
+// fp32 132,356, 148,740, 165,124; bf16 107,780, 115,972, 124,164, for
+// granite and olmoe alike (64 wide, vocab 256: what they keep is the
+// layers' inputs and the loss's): each layer more keeps its input (16,384
+// and 8,192 bytes). The step holds the rotary cos and sin besides, which
+// the model's forward makes before its layers and hands each checkpointed
+// layer as a keyword argument: the partial the checkpoint recomputes
+// holds them, out of the harness's pack hook's sight, until the backward
+// (a weakref to each (1, 32, 16) table, from a forward pre-hook on the
+// decoder layers, lives after the checkpointed forward at 1 and 2 layers
+// and is dead after the backward; transformers 5.25.0, torch 2.15.0):
+// 4,096 bytes in fp32, 2,048 in bf16, once whatever the depth
+// (core.OutsideRegions).
 func TestGraniteCheckpointSavesAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
-		precision string
-		saved     [3]int64 // hf_block_saved.py at 1, 2 and 3 layers
-		tables    int64
+		file, precision string
+		saved           [3]int64 // hf_block_saved.py at 1, 2 and 3 layers
+		tables          int64
 	}{
-		{"fp32", [3]int64{132356, 148740, 165124}, 4096},
-		{"bf16", [3]int64{107780, 115972, 124164}, 2048},
+		{"granite-tiny.json", "fp32", [3]int64{132356, 148740, 165124}, 4096},
+		{"granite-tiny.json", "bf16", [3]int64{107780, 115972, 124164}, 2048},
+		{"olmoe-tiny.json", "fp32", [3]int64{132356, 148740, 165124}, 4096},
+		{"olmoe-tiny.json", "bf16", [3]int64{107780, 115972, 124164}, 2048},
 	} {
 		for i, want := range tc.saved {
-			if got := graniteSaved(t, "granite-tiny.json", i+1, tc.precision, "sdpa", true); got != want+tc.tables {
-				t.Errorf("%s, %d layers: %d saved, want %d (%+d)", tc.precision, i+1, got, want+tc.tables, got-want-tc.tables)
+			if got := graniteSaved(t, tc.file, i+1, tc.precision, "sdpa", true); got != want+tc.tables {
+				t.Errorf("%s %s, %d layers: %d saved, want %d (%+d)", tc.file, tc.precision, i+1, got, want+tc.tables, got-want-tc.tables)
 			}
 		}
 	}

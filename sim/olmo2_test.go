@@ -16,19 +16,26 @@ import (
 // the hub itself is not reachable from here), which transformers 5.25.0
 // also counts on the meta device for these config.json files.
 func TestOlmo2Params(t *testing.T) {
-	for file, want := range map[string]int64{
+	checkParams(t, map[string]int64{
 		"olmo-2-0425-1b.json":  1_484_916_736,
 		"olmo-2-1124-7b.json":  7_298_617_344,
 		"olmo-2-1124-13b.json": 13_716_198_400,
 		"olmo-2-0325-32b.json": 32_234_279_936,
-	} {
+	})
+}
+
+// checkParams checks the parameter count of the model each config file
+// of sim/testdata/hf builds (sdpa) against want's.
+func checkParams(t *testing.T, want map[string]int64) {
+	t.Helper()
+	for file, n := range want {
 		m, err := hf.FromConfig(readHF(t, file), "sdpa")
 		if err != nil {
 			t.Errorf("%s: %v", file, err)
 			continue
 		}
-		if got := m.Params(); got != want {
-			t.Errorf("%s: %d parameters, the hub %d", file, got, want)
+		if got := m.Params(); got != n {
+			t.Errorf("%s: %d parameters, want %d", file, got, n)
 		}
 	}
 }
@@ -80,17 +87,19 @@ func TestOlmo2LayerSavesAsTransformers(t *testing.T) {
 	}
 }
 
-// OLMo 2's q_norm and k_norm normalise all the heads at once: tensor
-// parallelism, which splits the heads, is refused, naming it.
-func TestOlmo2RefusesTP(t *testing.T) {
-	m, err := hf.FromConfig(readHF(t, "olmo2-tiny.json"), "sdpa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tinyPlan(t, m)
-	p.Parallel = core.Parallelism{TP: 2}
-	p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 2}
-	if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "q_norm and k_norm over all the heads") {
-		t.Errorf("tp=2: error %v, want one naming q_norm and k_norm", err)
+// OLMo 2's and OLMoE's q_norm and k_norm normalise all the heads at
+// once: tensor parallelism, which splits the heads, is refused, naming it.
+func TestWideQKNormRefusesTP(t *testing.T) {
+	for _, file := range []string{"olmo2-tiny.json", "olmoe-tiny.json"} {
+		m, err := hf.FromConfig(readHF(t, file), "sdpa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Parallel = core.Parallelism{TP: 2}
+		p.Cluster = hw.Cluster{Nodes: 1, GPUsPerNode: 2}
+		if _, err := Evaluate(p, core.Options{}); err == nil || !strings.Contains(err.Error(), "q_norm and k_norm over all the heads") {
+			t.Errorf("%s tp=2: error %v, want one naming q_norm and k_norm", file, err)
+		}
 	}
 }

@@ -82,7 +82,7 @@ func LayerBuiltins() []host.Builtin {
 				"qk_norm adds an RMS norm over each head of q and k before rope (Qwen3's; \"gemma\": gemma_norm's, in fp32 with 1 + weight, " +
 				"Gemma 3's and Qwen3-Next's; \"olmo2\": OLMo 2's q_norm and k_norm, one RMS norm over all of q's heads and one over all of k's, " +
 				"(heads + kv_heads) x head_dim weights, run on the projections' whole outputs before the heads are split, so " +
-				"tensor parallelism is refused). " +
+				"tensor parallelism is refused; \"olmoe\": the same two norms as Llama's RMSNorm, the rows cast back before the weight, OLMoE's). " +
 				"softcap=c soft-caps the scores, c * tanh(scores / c) (Gemma 2's attn_logit_softcapping): " +
 				"with impl=\"eager\" tanh keeps one more scores-sized tensor; flash-attn caps inside its kernel. " +
 				"window=w is a sliding window (each query attends to the last w keys: Gemma's local layers, gpt-oss): " +

@@ -23,11 +23,11 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		"qk_norm?", &qkNormV, "softcap?", &softcap, "window?", &window, "sinks?", &sinks, "enable_gqa?", &gqa, "output_gate?", &gate, "rope_tables?", &tables, "rope_dim?", &ropeDim, "mrope?", &mrope, "rope_cat?", &ropeCat, "rope_tables_fp32?", &tablesFP32, "eager_mask?", &eagerMask, "name?", &name); err != nil {
 		return nil, err
 	}
-	qkNorm, qkGemma, qkWide, err := qkNormArg(qkNormV)
+	qk, err := qkNormArg(qkNormV)
 	if err != nil {
 		return nil, err
 	}
-	a := &nn.Attention{QKNormGemma: qkGemma, QKNormWide: qkWide, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qkNorm, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat, EagerMask: eagerMask}
+	a := &nn.Attention{QKNormGemma: qk.gemma, QKNormWide: qk.wide, QKNormWideLlama: qk.wideLlama, QKVBias: qkvBias, OutBias: outBias, Impl: impl, Causal: causal, Rope: rope, QKNorm: qk.perHead, Sinks: sinks, EnableGQA: gqa, OutputGate: gate, RopeCat: ropeCat, EagerMask: eagerMask}
 	if ropeCat && !rope {
 		return nil, fmt.Errorf("attention: rope_cat=True needs rope=True (the cat ends the rotary embedding)")
 	}
@@ -53,7 +53,7 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		return nil, err
 	}
 	mha := a.KVHeads == 0 || a.KVHeads == a.Heads
-	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qkNorm && !qkWide && mha); err != nil {
+	if a.FusedQKV, err = optBool(fused, "fused_qkv", !rope && !qk.perHead && !qk.wide && mha); err != nil {
 		return nil, err
 	}
 	if a.SoftmaxFP32, err = optBool(smFP32, "softmax_fp32", rope); err != nil {
@@ -98,24 +98,35 @@ func attentionFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	return newLayer(thread, a)
 }
 
+// qkNorm is attention()'s qk_norm: which norms of q and k the layer has.
+type qkNorm struct {
+	perHead   bool // an RMS norm over each head (Qwen3's)
+	gemma     bool // perHead's norms are gemma_norm's (Gemma 3's, Qwen3-Next's)
+	wide      bool // one norm over all the heads, OLMo 2's olmo2_norm
+	wideLlama bool // wide's norms are Llama's RMSNorm (OLMoE's)
+}
+
 // qkNormArg unpacks attention()'s qk_norm: False (or None), True (Llama's
-// RMSNorm over each head), "gemma" (gemma_norm's: Gemma 3's, Qwen3-Next's)
-// or "olmo2" (one norm over all the heads: OLMo 2's, wide).
-func qkNormArg(v starlark.Value) (perHead, gemma, wide bool, err error) {
+// RMSNorm over each head), "gemma" (gemma_norm's: Gemma 3's, Qwen3-Next's),
+// "olmo2" (one norm over all the heads: OLMo 2's, wide) or "olmoe" (one
+// Llama RMSNorm over all the heads: OLMoE's).
+func qkNormArg(v starlark.Value) (qkNorm, error) {
 	switch v := v.(type) {
 	case nil, starlark.NoneType:
-		return false, false, false, nil
+		return qkNorm{}, nil
 	case starlark.Bool:
-		return bool(v), false, false, nil
+		return qkNorm{perHead: bool(v)}, nil
 	case starlark.String:
 		switch v {
 		case "gemma":
-			return true, true, false, nil
+			return qkNorm{perHead: true, gemma: true}, nil
 		case "olmo2":
-			return false, false, true, nil
+			return qkNorm{wide: true}, nil
+		case "olmoe":
+			return qkNorm{wide: true, wideLlama: true}, nil
 		}
 	}
-	return false, false, false, fmt.Errorf("attention: qk_norm must be True, False, \"gemma\" or \"olmo2\" (got %s)", v.String())
+	return qkNorm{}, fmt.Errorf("attention: qk_norm must be True, False, \"gemma\", \"olmo2\" or \"olmoe\" (got %s)", v.String())
 }
 
 // ropeTablesArg unpacks rope_tables of fn (attention, gemma4_attention,

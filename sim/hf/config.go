@@ -223,6 +223,10 @@ var hfFamilies = []hfFamily{
 	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
 	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
 	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", heads: decoderHeads, build: buildNemotronH},
+	// olmoe: its model page says "added to Hugging Face Transformers on
+	// 2024-09-03", after 4.44.2; 4.45.0 (2024-09-25) is the first release
+	// with models/olmoe. olmoe.go.
+	{modelType: "olmoe", prefix: "Olmoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "gate"}},
 	// olmo2: the 4.47.0 wheel is the first with models/olmo2 (olmo2.go).
 	{modelType: "olmo2", prefix: "Olmo2", base: "model", heads: decoderHeads, build: buildOlmo2, since: [2]int{4, 47}},
 	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},

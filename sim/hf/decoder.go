@@ -11,8 +11,8 @@ import (
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
-// phimoe and gpt_oss; their differences are the switches of
-// decoderFamily (from each family's modeling_*.py).
+// phimoe, gpt_oss, granite, granitemoe and olmoe; their differences are
+// the switches of decoderFamily (from each family's modeling_*.py).
 type decoderFamily struct {
 	tie        bool  // tie_word_embeddings default
 	qkvBias    bool  // q, k, v biased, o not (Qwen2, Qwen2-MoE)
@@ -22,6 +22,9 @@ type decoderFamily struct {
 	headDimDef int64 // default head_dim (Gemma 256, Qwen3 128); 0 = hidden/heads
 	moe        string
 	qkNorm     bool // per-head RMS norm of q and k (Qwen3, Gemma 3)
+	// qkNormWide: Llama's RMS norm over q_proj's and k_proj's whole
+	// outputs, all the heads at once (OLMoE, olmoe.go)
+	qkNormWide bool
 	// gemma: 1 Gemma (embeddings scaled by sqrt(hidden)); 2 Gemma 2 (+
 	// sandwich norms, soft-capping, every other layer local); 3 Gemma 3
 	// (+ q/k norms, no soft-capping, five local layers to one global)
@@ -72,6 +75,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{biasFlags: true, mup: true, actKey: "hidden_act"}
 	case "granitemoe":
 		return decoderFamily{attnBias: true, moe: "granitemoe", mup: true, actKey: "hidden_act"}
+	case "olmoe":
+		return decoderFamily{attnBias: true, qkNormWide: true, moe: "olmoe", actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -116,6 +121,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	kv := c.kvHeads("num_key_value_heads", heads)
 	vocab := c.size("vocab_size")
 	hd := c.headDim("hidden_size", "num_attention_heads", f.headDimDef)
+	if f.qkNormWide {
+		c.olmoeAttention(hidden, heads, hd)
+	}
 	c.object("rope_scaling")
 	c.number("rope_theta", 10000)
 	tie := c.flag("tie_word_embeddings", f.tie)
@@ -156,6 +164,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
+	at.QKNormWide, at.QKNormWideLlama = f.qkNormWide, f.qkNormWide
 	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
 	at.QPosScale = c.modelType == "ministral3"
 	// The rotary cos and sin the model makes once a forward and every
@@ -374,6 +383,9 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 	case "granitemoe":
 		all()
 		return c.graniteMoE(hidden, act)
+	case "olmoe":
+		all()
+		return c.olmoeMoE(hidden, act)
 	case "gpt_oss":
 		// GptOssMLP: GptOssTopKRouter (a weight and a bias, top-k of the
 		// logits then a softmax over the k) and GptOssExperts: gate_up_proj

@@ -105,7 +105,7 @@ func (a *Attention) wideQKNorm(b *core.Builder, q, k core.Value, h, kv, d int64)
 // does not model).
 func (a *Attention) checkWideQKNorm(path string, tp int64) error {
 	if a.QKNormWide && tp > 1 {
-		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: OLMo 2's q_norm and k_norm over all the heads are not modelled under tensor parallelism", tp),
+		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d: q_norm and k_norm over all the heads (OLMo 2, OLMoE) are not modelled under tensor parallelism", tp),
 			Hint: "use tp=1 (dp, fsdp or zero)"}
 	}
 	return nil

@@ -77,6 +77,7 @@ CASES = [
     ("granite_ckpt", "granite-tiny.json", "sdpa", {"checkpoint": True}),
     ("granitemoe_grouped", "granitemoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("granitemoehybrid", "granitemoehybrid-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("olmoe_grouped", "olmoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
