@@ -54,6 +54,8 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`mixtral("8x7b")`, "mixtral-8x7b-v0.1.json", "", 46_702_792_704},
 		{`olmoe("1b-7b")`, "olmoe-1b-7b-0924.json", "", 6_919_161_856},
 		{`olmoe("1b-7b", attn = "eager")`, "olmoe-1b-7b-0924.json", "", 6_919_161_856},
+		{`smollm3("3b")`, "smollm3-3b.json", "", 3_075_098_624},
+		{`smollm3("3b", attn = "eager")`, "smollm3-3b.json", "", 3_075_098_624},
 		{`qwen2("7b")`, "qwen2-7b.json", "", 7_615_616_512},
 		{`gemma("7b")`, "gemma-7b.json", "", 8_537_680_896},
 		{`phi3("mini")`, "phi-3-mini-4k.json", "", 3_821_079_552},
@@ -102,7 +104,7 @@ func TestStdlibZooMatchesHFConfig(t *testing.T) {
 		{`gpt2("124m", attn = "eager")`, "gpt2.json", "", 124_439_808},
 	}
 	var src strings.Builder
-	src.WriteString(`load("@stdlib//llm.star", "bert", "deepseek_v2", "gemma", "gemma3", "gpt2", "granitemoehybrid", "jamba", "llama", "mamba2", "mistral", "mixtral", "nemotron_h", "olmo2", "olmoe", "phi3", "qwen2", "qwen3")` + "\n")
+	src.WriteString(`load("@stdlib//llm.star", "bert", "deepseek_v2", "gemma", "gemma3", "gpt2", "granitemoehybrid", "jamba", "llama", "mamba2", "mistral", "mixtral", "nemotron_h", "olmo2", "olmoe", "phi3", "qwen2", "qwen3", "smollm3")` + "\n")
 	for i, p := range pairs {
 		src.WriteString("zoo" + strconv.Itoa(i) + " = " + p.zoo + "\n")
 		if p.hf != "" {

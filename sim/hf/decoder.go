@@ -11,7 +11,7 @@ import (
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
-// phimoe, gpt_oss, granite, granitemoe and olmoe; their differences are
+// phimoe, gpt_oss, granite, granitemoe, olmoe and smollm3; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py).
 type decoderFamily struct {
 	tie        bool  // tie_word_embeddings default
@@ -25,6 +25,9 @@ type decoderFamily struct {
 	// qkNormWide: Llama's RMS norm over q_proj's and k_proj's whole
 	// outputs, all the heads at once (OLMoE, olmoe.go)
 	qkNormWide bool
+	// nope: some layers have no rotary embedding (no_rope_layers;
+	// SmolLM3, smollm3.go), whose sliding windows need use_sliding_window
+	nope bool
 	// gemma: 1 Gemma (embeddings scaled by sqrt(hidden)); 2 Gemma 2 (+
 	// sandwich norms, soft-capping, every other layer local); 3 Gemma 3
 	// (+ q/k norms, no soft-capping, five local layers to one global)
@@ -77,6 +80,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{attnBias: true, moe: "granitemoe", mup: true, actKey: "hidden_act"}
 	case "olmoe":
 		return decoderFamily{attnBias: true, qkNormWide: true, moe: "olmoe", actKey: "hidden_act"}
+	case "smollm3":
+		return decoderFamily{tie: true, biasFlags: true, nope: true, windows: true, actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -202,6 +207,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		logitCap = c.softcap("final_logit_softcapping", 0)
 	}
 	local := c.slidingLayers(f, layers)
+	nope := make([]bool, max(layers, 0))
+	if f.nope {
+		nope = c.noRopeLayers(layers)
+	}
 	var localAt *nn.Attention
 	if len(local) > 0 {
 		la := *at
@@ -225,7 +234,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	type blockKind struct{ sparse, local bool }
+	type blockKind struct{ sparse, local, nope bool }
 	built := map[blockKind]core.Layer{}
 	block := func(k blockKind) core.Layer {
 		if b, ok := built[k]; ok {
@@ -234,6 +243,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		a := at
 		if k.local {
 			a = localAt
+		}
+		if k.nope { // SmolLM3Attention: use_rope off, position_embeddings unused
+			na := *a
+			na.Rope, na.RopeTables = false, ""
+			a = &na
 		}
 		ff := moe
 		if !k.sparse {
@@ -261,7 +275,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	blocks := make([]core.Layer, layers)
 	for i := range blocks {
-		blocks[i] = block(blockKind{sparse[i], local[int64(i)]})
+		blocks[i] = block(blockKind{sparse[i], local[int64(i)], nope[i]})
 	}
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+estimateFF) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
@@ -300,7 +314,7 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 		}
 		return out
 	}
-	if !f.windows {
+	if !f.windows || f.nope && !c.smolLM3Windows() {
 		return out
 	}
 	if c.has("layer_types") {
@@ -308,6 +322,12 @@ func (c *hfConfig) slidingLayers(f decoderFamily, layers int64) map[int64]bool {
 			if on {
 				out[int64(i)] = true
 			}
+		}
+		return out
+	}
+	if f.nope { // SmolLM3Config: the layers without rope slide
+		for i, n := range c.noRopeLayers(layers) {
+			out[int64(i)] = n
 		}
 		return out
 	}
