@@ -1,0 +1,135 @@
+package hf
+
+// The supported model types, one entry a model_type, in order. Each
+// entry names the class prefix and base-model attribute transformers
+// uses, the heads it has, the builder (the family's file: decoder.go,
+// gpt.go, bert.go, deepseek.go, the vision-language readers ...), the
+// first transformers release that has it and what its attention and MoE
+// paths support.
+
+// hfFamilies is the read-only table of supported model types.
+var hfFamilies = []hfFamily{
+	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, flashSince: [2]int{5, 0}},
+	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
+	// deepseek_v2: DeepSeek-V3's layout with a softmax router (deepseek_v2.go).
+	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{router: "gate", weightsFP32: true}},
+	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true}},
+	// deepseek_v32: the 5.11.0 wheel is the first with
+	// models/deepseek_v32 (absent from 5.10.0); no flash path
+	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
+	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
+	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
+	// every layer (falcon_h1.go); the 4.53.0 wheel is the first with
+	// models/falcon_h1 (absent from 4.52.4).
+	{modelType: "falcon_h1", prefix: "FalconH1", base: "model", heads: decoderHeads, build: buildFalconH1, since: [2]int{4, 53}},
+	// glm4_moe: transformers 4.54 (its model page: "added to Hugging Face
+	// Transformers on 2025-07-21"; ms-swift's GLM-4.5 entry requires
+	// transformers>=4.54); glm4_moe_lite: 5.0 (Megatron-Bridge's GLM-4.7
+	// page: "transformers >= 5.0.0rc0 is required")
+	// glm_moe_dsa: the 5.2.0 wheel is the first with models/glm_moe_dsa
+	// (absent from 5.1.0); no flash path.
+	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}, experts: &hfExperts{weightsFP32: true}},
+	// glm4: the 4.51.3 patch release added models/glm4 for GLM-4-0414
+	// (glm.go).
+	{modelType: "glm4", prefix: "Glm4", base: "model", heads: decoderHeads, build: buildGLM4, since: [2]int{4, 51}},
+	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, sdpaUntil: [2]int{5, 21}},
+	// gemma3: the 4.50.0 wheel is the first with models/gemma3; no flash
+	// path (Gemma3Model._supports_flash_attn = False: flash-attn drops the
+	// bidirectional mask over image tokens). gemma3.go.
+	{modelType: "gemma3", prefix: "Gemma3", base: "model", heads: vlHeads, build: buildGemma3, noFlash: true, vl: true, since: [2]int{4, 50}},
+	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
+	// gemma4, gemma4_text: the 5.5.0 wheel is the first with models/gemma4
+	// (absent from the 5.4.0 wheel; llama.cpp's "update transformers to
+	// 5.5.0", ggml-org/llama.cpp#21617: "5.5.0 includes support for Gemma4").
+	// gemma4.go: the text model; its flash path stops at the full layers'
+	// 512-wide heads (nn.Gemma4Attention).
+	{modelType: "gemma4", prefix: "Gemma4", base: "model", heads: vlHeads, build: buildGemma4, vl: true, since: [2]int{5, 5}, experts: &hfExperts{}},
+	{modelType: "gemma4_text", prefix: "Gemma4", base: "model", heads: decoderHeads, build: buildGemma4, since: [2]int{5, 5}, experts: &hfExperts{}},
+	{modelType: "gpt2", prefix: "GPT2", base: "transformer", heads: decoderHeads, build: buildGPT2},
+	{modelType: "gpt_neox", prefix: "GPTNeoX", base: "gpt_neox", heads: decoderHeads, build: buildGPTNeoX},
+	{modelType: "gpt_oss", prefix: "GptOss", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{}},
+	// granite, granitemoe: Granite 3.x, Llama's and Mixtral's layouts with
+	// muP multipliers (granite.go); the 4.45.0 wheel is the first with
+	// models/granite and models/granitemoe (absent from 4.44.2).
+	{modelType: "granite", prefix: "Granite", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}},
+	{modelType: "granitemoe", prefix: "GraniteMoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{}},
+	// granitemoehybrid: Granite 4.0-H, Mamba-2 and attention layers with
+	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
+	// the first with models/granitemoehybrid (absent from 4.51.3).
+	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{}},
+	// idefics3: the 4.46.0 wheel is the first with models/idefics3;
+	// smolvlm: the 4.50.0 wheel with models/smolvlm (idefics3.go).
+	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},
+	// internvl: transformers 4.52, as the "-hf" checkpoints' cards ask
+	// (internvl.go).
+	{modelType: "internvl", prefix: "InternVL", base: "model", heads: vlHeads, build: buildInternVL, vl: true, since: [2]int{4, 52}},
+	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true}},
+	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
+	// from 5.12.0); its text model only (kimi.go).
+	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true}},
+	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
+	// before text_config's decoder (llava.go).
+	{modelType: "llava", prefix: "Llava", base: "model", heads: vlHeads, build: buildLlava, vl: true},
+	// llava_next, llava_onevision: LLaVA's projector on AnyRes tiles of a
+	// CLIP tower, or of a SigLIP tower with anyres_max_9 (llava_next.go).
+	// llava-v1.6-mistral-7b-hf's config.json was written by 4.39.0.dev0;
+	// the llava-onevision-*-hf model cards ask for transformers >= 4.45.0.
+	{modelType: "llava_next", prefix: "LlavaNext", base: "model", heads: vlHeads, build: buildLlavaNext, vl: true, since: [2]int{4, 39}},
+	{modelType: "llava_onevision", prefix: "LlavaOnevision", base: "model", heads: vlHeads, build: buildLlavaOnevision, vl: true, since: [2]int{4, 45}},
+	{modelType: "llama", prefix: "Llama", base: "model", heads: decoderHeads, build: buildDecoder},
+	// llama4, llama4_text: the 4.51.0 wheel is the first with
+	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).
+	{modelType: "llama4", prefix: "Llama4", base: "model", heads: vlHeads, build: buildLlama4, noFlash: true, vl: true, since: [2]int{4, 51}},
+	{modelType: "llama4_text", prefix: "Llama4", base: "model", heads: decoderHeads, build: buildLlama4, noFlash: true, since: [2]int{4, 51}},
+	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
+	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
+	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
+	// ministral3: Ministral 3's text model alone, from 5.0 (transformers
+	// PR #42498; its checkpoints ship it in mistral3, mistral3.go).
+	{modelType: "ministral3", prefix: "Ministral3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}},
+	// mistral3: the 4.50.0 wheel is the first with models/mistral3 (mistral3.go).
+	{modelType: "mistral3", prefix: "Mistral3", base: "model", heads: vlHeads, build: buildMistral3, vl: true, since: [2]int{4, 50}},
+	{modelType: "mixtral", prefix: "Mixtral", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "gate", weightsFP32: true, noWNames: true}},
+	{modelType: "mllama", prefix: "Mllama", base: "model", heads: vlHeads, build: buildMllama, vl: true},
+	{modelType: "nemotron_h", prefix: "NemotronH", base: "backbone", heads: decoderHeads, build: buildNemotronH},
+	// olmoe: its model page says "added to Hugging Face Transformers on
+	// 2024-09-03", after 4.44.2; 4.45.0 (2024-09-25) is the first release
+	// with models/olmoe. olmoe.go.
+	{modelType: "olmoe", prefix: "Olmoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "gate"}},
+	// olmo2: the 4.47.0 wheel is the first with models/olmo2 (olmo2.go).
+	{modelType: "olmo2", prefix: "Olmo2", base: "model", heads: decoderHeads, build: buildOlmo2, since: [2]int{4, 47}},
+	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
+	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},
+	{modelType: "qwen2", prefix: "Qwen2", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen2_moe", prefix: "Qwen2Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
+	// qwen2_vl: the 4.45.0 wheel is the first with models/qwen2_vl
+	// (huggingface/transformers#33457, 2024-09-13: "release plan for 4.45?
+	// We want to use qwen2-vl which is added two weeks ago"); qwen2_5_vl:
+	// 4.49.0 (lmstudio-ai/mlx-engine#86: transformers "from source ...
+	// until 4.49 is released"). vl.go.
+	{modelType: "qwen2_vl", prefix: "Qwen2VL", base: "model", heads: vlHeads, build: buildQwen2VL, vl: true, since: [2]int{4, 45}},
+	{modelType: "qwen2_5_vl", prefix: "Qwen2_5_VL", base: "model", heads: vlHeads, build: buildQwen25VL, vl: true, since: [2]int{4, 49}},
+	{modelType: "qwen3", prefix: "Qwen3", base: "model", heads: decoderHeads, build: buildDecoder},
+	{modelType: "qwen3_moe", prefix: "Qwen3Moe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{router: "gate"}},
+	// qwen3_vl, qwen3_vl_moe: transformers 4.57 (qwen3vl.go).
+	{modelType: "qwen3_vl", prefix: "Qwen3VL", base: "model", heads: vlHeads, build: buildQwen3VL, vl: true, since: [2]int{4, 57}},
+	{modelType: "qwen3_vl_moe", prefix: "Qwen3VLMoe", base: "model", heads: vlHeads, build: buildQwen3VL, vl: true, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
+	// qwen3_next: transformers 4.57 (absent from the 4.56.2 wheel; its
+	// model page: "added to Hugging Face Transformers on 2025-09-10");
+	// qwen3_5, qwen3_5_moe and their text models: 5.2 (absent from the
+	// 5.1.0 wheel, present in 5.2.0). qwen3next.go.
+	{modelType: "qwen3_next", prefix: "Qwen3Next", base: "model", heads: decoderHeads, build: buildQwen3Next, since: [2]int{4, 57}, experts: &hfExperts{router: "gate"}},
+	{modelType: "qwen3_5", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, condGen: true},
+	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}, condGen: true},
+	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
+	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
+	// smollm3: transformers 4.53 (the SmolLM3-3B card: "The modeling code
+	// for SmolLM3 is available in transformers v4.53.0"). smollm3.go.
+	{modelType: "smollm3", prefix: "SmolLM3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
+	{modelType: "smolvlm", prefix: "SmolVLM", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 50}},
+}
