@@ -18,10 +18,10 @@ import (
 // depth. Measured on the CPU, transformers 5.25.0, torch 2.15.0, batch 2
 // of 32 tokens:
 //
-//	python tools/oracle/hf_block_saved.py CONFIG.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache ckpt held
+//	python tools/oracle/hf_block_saved.py CONFIG.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache [mask] ckpt held
 //
-// CONFIG llama-gqa-tiny.json, gemma3-tiny.json, or qwen3-8b.json with the
-// row's keys set. saved is what autograd packed, held the storages handed
+// CONFIG llama-gqa-tiny.json, gemma3-tiny.json, olmo3-tiny.json or
+// qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
 // to the layers that live after the forward and were not packed (weakrefs
 // from a forward pre-hook). held includes position_ids, (1, 32) int64,
 // 256 bytes, which memsh does not lower (no layer of its reads them).
@@ -30,9 +30,19 @@ import (
 // in bf16) that memsh does not count (missed). Gemma 3 at 3 layers is
 // measured on the file with num_hidden_layers 3 (the harness sets the
 // count after the config is built, whose layer_types keeps the file's two
-// entries: IndexError at the third layer).
+// entries: IndexError at the third layer); OLMo 3 at 3 layers likewise,
+// on olmo3-tiny.json with num_hidden_layers 3 and layer_types sliding,
+// full, sliding (the row's). OLMo 3 holds a pair a layer type (each
+// fp32, whatever the dtype) and a mask for its sliding layers (under
+// sdpa a bool one, the full layers' causal mask none: is_causal), under
+// eager a float mask a type. OLMo 3's sdpa rows are measured with mask
+// (an attention_mask of ones, as a collator passes): the bool mask is
+// then [batch, 1, seq, seq], as memsh lowers it; without one,
+// masking_utils.sdpa_mask expands a [1, 1, seq, seq] mask over the batch
+// (held 5,376 and 9,472, 1,024 bytes less).
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	const positionIDs = 32 * 8
+	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
 	qwen3 := map[string]any{"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256}
 	for _, tc := range []struct {
 		file            string
@@ -53,6 +63,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"gemma3-tiny.json", nil, "sdpa", "bf16", []int64{116230, 124422, 132614}, []int64{2304, 4352, 4352}, 2},
 		{"gemma3-tiny.json", nil, "eager", "fp32", []int64{132616, 149000, 165384}, []int64{12544, 24832, 24832}, 4},
 		{"gemma3-tiny.json", nil, "eager", "bf16", []int64{116230, 124422, 132614}, []int64{6400, 12544, 12544}, 2},
+		{"olmo3-tiny.json", olmo3, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 10496, 10496}, 0},
+		{"olmo3-tiny.json", olmo3, "sdpa", "bf16", []int64{115972, 124164, 132356}, []int64{6400, 10496, 10496}, 0},
+		{"olmo3-tiny.json", olmo3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0},
+		{"olmo3-tiny.json", olmo3, "eager", "bf16", []int64{115972, 124164, 132356}, []int64{8448, 16640, 16640}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

@@ -87,10 +87,10 @@ func TestOlmo2LayerSavesAsTransformers(t *testing.T) {
 	}
 }
 
-// OLMo 2's and OLMoE's q_norm and k_norm normalise all the heads at
+// OLMo 2's, OLMo 3's and OLMoE's q_norm and k_norm normalise all the heads at
 // once: tensor parallelism, which splits the heads, is refused, naming it.
 func TestWideQKNormRefusesTP(t *testing.T) {
-	for _, file := range []string{"olmo2-tiny.json", "olmoe-tiny.json"} {
+	for _, file := range []string{"olmo2-tiny.json", "olmo3-tiny.json", "olmoe-tiny.json"} {
 		m, err := hf.FromConfig(readHF(t, file), "sdpa")
 		if err != nil {
 			t.Fatal(err)

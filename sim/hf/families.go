@@ -102,6 +102,10 @@ var hfFamilies = []hfFamily{
 	{modelType: "olmoe", prefix: "Olmoe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 45}, experts: &hfExperts{router: "gate"}},
 	// olmo2: the 4.47.0 wheel is the first with models/olmo2 (olmo2.go).
 	{modelType: "olmo2", prefix: "Olmo2", base: "model", heads: decoderHeads, build: buildOlmo2, since: [2]int{4, 47}},
+	// olmo3: transformers 4.57 (models/olmo3 came with "Add Olmo3 model",
+	// huggingface/transformers#40778; OLMo 3's config.json files carry
+	// transformers_version 4.57.x). olmo3.go.
+	{modelType: "olmo3", prefix: "Olmo3", base: "model", heads: decoderHeads, build: buildOlmo2, since: [2]int{4, 57}},
 	{modelType: "opt", prefix: "OPT", base: "model.decoder", heads: decoderHeads, build: buildOPT},
 	{modelType: "phi3", prefix: "Phi3", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "phimoe", prefix: "Phimoe", base: "model", heads: decoderHeads, build: buildDecoder, experts: &hfExperts{block: "mlp", router: "router", linearRouter: true, noWNames: true}},

@@ -6,6 +6,18 @@ import (
 	"testing"
 )
 
+// checkKeyError checks c's error after a read: none when want is empty,
+// else one whose message contains want.
+func checkKeyError(t *testing.T, name string, c *hfConfig, want string) {
+	t.Helper()
+	switch {
+	case want == "" && c.err != nil:
+		t.Errorf("%s: %v", name, c.err)
+	case want != "" && (c.err == nil || !strings.Contains(c.err.Msg, want)):
+		t.Errorf("%s: error %v, want it to contain %s", name, c.err, want)
+	}
+}
+
 // TestLayerTypes: layer_types, read once for Gemma 2/3's sliding layers,
 // Llama 4's chunked layers and Gemma 4's full layers: the marked type's
 // layers, or the key's error for a list of another length or an unknown
@@ -32,11 +44,6 @@ func TestLayerTypes(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
-		switch {
-		case tc.err == "" && c.err != nil:
-			t.Errorf("%s: %v", tc.name, c.err)
-		case tc.err != "" && (c.err == nil || !strings.Contains(c.err.Msg, tc.err)):
-			t.Errorf("%s: error %v, want it to contain %s", tc.name, c.err, tc.err)
-		}
+		checkKeyError(t, tc.name, c, tc.err)
 	}
 }

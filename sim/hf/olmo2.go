@@ -20,6 +20,10 @@ import (
 // (nn.Attention.QKNormWide). Every norm is Olmo2RMSNorm (nn.Olmo2Norm:
 // the weight applied in fp32 before the cast back). The head is untied
 // (tie_word_embeddings, default false).
+//
+// OLMo 3 (model_type olmo3: Olmo-3-1025-7B, Olmo-3-1125-32B and their
+// Instruct and Think models; models/olmo3/modeling_olmo3.py) is the same
+// layer with sliding windows (olmo3.go).
 func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
@@ -29,7 +33,7 @@ func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 	inter := c.size("intermediate_size")
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	c.object("rope_scaling")
-	c.number("rope_theta", 10000)
+	c.number("rope_theta", 10000) // Olmo3Config's default 500000: no size depends on it
 	tie := c.flag("tie_word_embeddings", false)
 	bias := c.flag("attention_bias", false)
 	act := c.mlpAct("hidden_act", "silu", true)
@@ -41,13 +45,16 @@ func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
 		Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true, QKNormWide: true,
 		RopeTables: "rotary_emb", RopeTablesDType: units.FP32, EagerMask: true}
 	norm := func(name string) core.Layer { return &nn.Olmo2Norm{Name: name, Dim: hidden} }
-	attnPart := append(append([]core.Layer{at}, after...), norm("post_attention_layernorm"))
-	block := seq(res(attnPart...), res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))
+	block := func(at *nn.Attention) core.Layer {
+		attnPart := append(append([]core.Layer{at}, after...), norm("post_attention_layernorm"))
+		return seq(res(attnPart...), res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))
+	}
+	blocks := c.olmoBlocks(at, layers, block)
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
-		&core.Repeat{Name: "layers", Layer: block, N: layers}, norm("norm")}
+		stackBlocks("layers", blocks), norm("norm")}
 	return c.finish(head, ls, vocab, tie)
 }
