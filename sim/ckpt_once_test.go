@@ -20,8 +20,8 @@ import (
 //
 //	python tools/oracle/hf_block_saved.py CONFIG.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache [mask] ckpt held
 //
-// CONFIG llama-gqa-tiny.json, gemma3-tiny.json, olmo3-tiny.json or
-// qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
+// CONFIG llama-gqa-tiny.json, gemma3-tiny.json, olmo3-tiny.json,
+// ernie4_5-tiny.json or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
 // to the layers that live after the forward and were not packed (weakrefs
 // from a forward pre-hook). held includes position_ids, (1, 32) int64,
 // 256 bytes, which memsh does not lower (no layer of its reads them).
@@ -39,7 +39,9 @@ import (
 // (an attention_mask of ones, as a collator passes): the bool mask is
 // then [batch, 1, seq, seq], as memsh lowers it; without one,
 // masking_utils.sdpa_mask expands a [1, 1, seq, seq] mask over the batch
-// (held 5,376 and 9,472, 1,024 bytes less).
+// (held 5,376 and 9,472, 1,024 bytes less). ERNIE 4.5 holds rotary_emb's
+// pair in fp32 whatever the dtype (each layer's own fp32 pair, made from
+// it, is recomputed under the layer's checkpoint).
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	const positionIDs = 32 * 8
 	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
@@ -67,6 +69,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"olmo3-tiny.json", olmo3, "sdpa", "bf16", []int64{115972, 124164, 132356}, []int64{6400, 10496, 10496}, 0},
 		{"olmo3-tiny.json", olmo3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0},
 		{"olmo3-tiny.json", olmo3, "eager", "bf16", []int64{115972, 124164, 132356}, []int64{8448, 16640, 16640}, 0},
+		{"ernie4_5-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
+		{"ernie4_5-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
+		{"ernie4_5-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
+		{"ernie4_5-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Llama and its relatives in transformers: pre-norm decoders with RMSNorm,
@@ -44,6 +45,10 @@ type decoderFamily struct {
 	windowDef   int64 // sliding_window's default (Gemma2Config, Gemma3TextConfig 4096; GptOssConfig 128)
 	actKey      string
 	mup         bool // Granite's multipliers (granite.go)
+	// ernie: ERNIE 4.5's use_bias on every projection, attention without
+	// dropout and a rope computed in fp32 on tables each layer makes
+	// (buildDecoder's doc)
+	ernie bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -82,6 +87,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{attnBias: true, qkNormWide: true, moe: "olmoe", actKey: "hidden_act"}
 	case "smollm3":
 		return decoderFamily{tie: true, biasFlags: true, nope: true, windows: true, actKey: "hidden_act"}
+	case "ernie4_5":
+		return decoderFamily{tie: true, headDimDef: 128, ernie: true, actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -112,6 +119,17 @@ func decoderFamilyOf(mt string) decoderFamily {
 // Gemma's RMSNorm (and Gemma 3's q_norm and k_norm) runs in fp32 and
 // scales by 1 + weight before the cast back (nn.GemmaNorm).
 //
+// ERNIE 4.5 (model_type ernie4_5: ERNIE-4.5-0.3B-PT/-Base-PT;
+// models/ernie4_5/modeling_ernie4_5.py at 5.25.0) is Llama with use_bias
+// on q, k, v, o and the MLP's three projections (default false), head_dim
+// 128, tied embeddings and no attention dropout (Ernie4_5Attention sets
+// attention_dropout = 0.0 whatever the config says). Its rope pairs
+// adjacent dimensions and runs in fp32: apply_rotary_pos_emb
+// repeat_interleaves the first half of rotary_emb's fp32 cos and sin in
+// every layer, a new fp32 [1, 1, seq, head_dim] pair that layer's
+// q.float() * cos and rotate_half(q).float() * sin save
+// (RopeTablesEachLayer, RopeTablesDType fp32), and casts q and k back.
+//
 // Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
@@ -130,7 +148,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		c.olmoeAttention(hidden, heads, hd)
 	}
 	c.object("rope_scaling")
-	c.number("rope_theta", 10000)
+	c.number("rope_theta", 10000) // no size depends on it
 	tie := c.flag("tie_word_embeddings", f.tie)
 	var mup graniteMultipliers
 	if f.mup {
@@ -147,6 +165,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	case f.attnBias:
 		qkvBias = c.flag("attention_bias", f.biasDef)
 		outBias = qkvBias
+	case f.ernie:
+		qkvBias = c.flag("use_bias", false)
+		outBias, mlpBias = qkvBias, qkvBias
 	}
 	actKey, actDef := f.actKey, "silu"
 	if f.gemma > 0 {
@@ -157,8 +178,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	}
 	act := c.mlpAct(actKey, actDef, true)
 
-	pa := c.prob("attention_dropout", 0)
-	var po, pe float64
+	var pa, po, pe float64
+	if !f.ernie { // Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says
+		pa = c.prob("attention_dropout", 0)
+	}
 	if c.modelType == "phi3" {
 		po = c.prob("resid_pdrop", 0)
 		pe = c.prob("embd_pdrop", 0)
@@ -183,6 +206,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTablesDim = hd / 2
 	case "phi3":
 		at.RopeTablesDim, at.RopeCat = ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 1)), true
+	case "ernie4_5":
+		at.RopeTablesDType, at.RopeTablesEachLayer = units.FP32, true
 	}
 	norm := func(name string) core.Layer {
 		switch {
