@@ -89,6 +89,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{tie: true, biasFlags: true, nope: true, windows: true, actKey: "hidden_act"}
 	case "ernie4_5":
 		return decoderFamily{tie: true, headDimDef: 128, ernie: true, actKey: "hidden_act"}
+	case "ernie4_5_moe":
+		return decoderFamily{tie: true, ernie: true, moe: "ernie4_5_moe", actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -206,7 +208,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTablesDim = hd / 2
 	case "phi3":
 		at.RopeTablesDim, at.RopeCat = ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 1)), true
-	case "ernie4_5":
+	case "ernie4_5", "ernie4_5_moe":
 		at.RopeTablesDType, at.RopeTablesEachLayer = units.FP32, true
 	}
 	norm := func(name string) core.Layer {
@@ -321,7 +323,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	m := c.finish(head, ls, vocab, tie)
 	if m != nil && head == headCausalLM {
 		m.LogitSoftcap = logitCap
-		m.HeadBias = f.headBias && c.flag("lm_head_bias", false)
+		m.HeadBias = f.headBias && c.flag("lm_head_bias", false) ||
+			c.modelType == "ernie4_5_moe" && c.flag("use_bias", false) // Ernie4_5_MoeForCausalLM's lm_head
 		m.LogitScale = mup.logits
 	}
 	return m
@@ -431,6 +434,35 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 	case "olmoe":
 		all()
 		return c.olmoeMoE(hidden, act)
+	case "ernie4_5_moe":
+		// Ernie4_5_MoeSparseMoeBlock in the layers from
+		// moe_layer_start_index to moe_layer_end_index (-1: the last)
+		// every moe_layer_interval-th: an fp32 softmax router whose
+		// moe_statics bias steers the top-k, the gathered probabilities
+		// renormalised over clamp(sum, norm_min) and cast to the hidden
+		// states' dtype, Mixtral's experts, and moe_num_shared_experts
+		// shared ones as one MLP (shared_experts) of that many times
+		// moe_intermediate_size.
+		experts := c.sizeOr("moe_num_experts", 64)
+		start := c.intOr("moe_layer_start_index", 1)
+		end := layers - 1 // Ernie4_5_MoeConfig: -1 (the default) is the last layer
+		if c.number("moe_layer_end_index", -1) != -1 {
+			end = c.intOr("moe_layer_end_index", end)
+		}
+		step := max(c.sizeOr("moe_layer_interval", 1), 1)
+		for i := range sparse {
+			n := int64(i)
+			sparse[i] = (n+1)%step == 0 && n >= start && n <= end
+		}
+		inter := c.sizeOr("moe_intermediate_size", 1536)
+		shared := c.intOr("moe_num_shared_experts", 2)
+		m := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts, TopK: c.sizeOr("moe_k", 6), Act: act,
+			NormTopK: true, NormMin: true, RouterFP32: true, WeightsHidden: true, StaticsBias: true}
+		if shared > 0 {
+			m.SharedExperts, m.SharedHidden, m.SharedBias = 1, inter*shared, c.flag("use_bias", false)
+		}
+		c.checkLayer(m, moeKeys("moe_num_experts", "moe_k"))
+		return m, float64(experts) * 3 * float64(hidden) * float64(inter)
 	case "gpt_oss":
 		// GptOssMLP: GptOssTopKRouter (a weight and a bias, top-k of the
 		// logits then a softmax over the k) and GptOssExperts: gate_up_proj

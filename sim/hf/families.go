@@ -19,9 +19,11 @@ var hfFamilies = []hfFamily{
 	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
 	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true}},
 	// ernie4_5: transformers 4.54 (ERNIE-4.5-0.3B-PT's card asks for
-	// transformers>=4.54.0; mindone ported models/ernie4_5 from v4.54.1,
-	// mindspore-lab/mindone#1393). buildDecoder's doc.
+	// transformers>=4.54.0; mindone ported models/ernie4_5 and
+	// ernie4_5_moe from v4.54.1, mindspore-lab/mindone#1393).
+	// buildDecoder's doc; ernie4_5_moe's experts decoderMoE's.
 	{modelType: "ernie4_5", prefix: "Ernie4_5", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}},
+	{modelType: "ernie4_5_moe", prefix: "Ernie4_5_Moe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}, experts: &hfExperts{router: "gate"}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
 	// every layer (falcon_h1.go); the 4.53.0 wheel is the first with

@@ -112,6 +112,25 @@ type MoE struct {
 	// weight.float()), modeling_deepseek_v2.py at 5.25.0), not in the
 	// compute dtype; its softmax is fp32 either way.
 	RouterFP32 bool
+	// SharedBias: the shared experts' projections are biased (ERNIE 4.5
+	// MoE's use_bias: Ernie4_5_MoeMLP).
+	SharedBias bool
+	// NormMin: the renormalisation divides by the sum clamped from below
+	// (Ernie4_5_MoeTopKRouter: routing_weights / clamp(sum, min=norm_min),
+	// modeling_ernie4_5_moe.py at 5.25.0), whose clamp keeps the sum, one
+	// more [tokens, 1] tensor than NormTopK alone.
+	NormMin bool
+	// WeightsHidden: the softmax router's top-k weights are cast to the
+	// hidden states' dtype even when RouterFP32 computes them in fp32
+	// (Ernie4_5_MoeTopKRouter's routing_weights.to(hidden_states.dtype);
+	// DeepseekV2TopkRouter keeps them fp32).
+	WeightsHidden bool
+	// StaticsBias: ERNIE 4.5's per-expert selection bias
+	// (mlp.gate.moe_statics.e_score_correction_bias), a (1, experts) fp32
+	// parameter without gradient (requires_grad=False) added to the
+	// probabilities for the top-k only: counted with the parameters, no
+	// gradient, no optimizer state.
+	StaticsBias bool
 	// TopKLogitsFP32: the top-k softmax router upcasts its logits to fp32
 	// before the top-k (GraniteMoeTopKRouter: F.linear(x, weight).float(),
 	// the softmax over the k in fp32, then .type_as(hidden_states);
@@ -188,7 +207,7 @@ func (m *MoE) sharedHidden() int64 {
 // shared is the shared experts as one MLP (DeepSeek's shared_experts is
 // one DeepseekV3MLP of moe_intermediate_size * n_shared_experts).
 func (m *MoE) shared() *MLP {
-	return &MLP{Dim: m.Dim, Hidden: m.sharedHidden() * m.SharedExperts, Act: m.Act}
+	return &MLP{Dim: m.Dim, Hidden: m.sharedHidden() * m.SharedExperts, Act: m.Act, Bias: m.SharedBias}
 }
 
 func (m *MoE) Kind() string           { return "moe" }
@@ -205,7 +224,7 @@ func (m *MoE) UpdatesExpertBias() bool { return m.ScoreBias }
 // shared experts with their gate; DeepSeek's correction bias is a buffer.
 func (m *MoE) Params() int64 {
 	n := m.Dim*m.Experts + m.Experts*m.expertMLP().Params()
-	if m.RouterBias {
+	if m.RouterBias || m.StaticsBias {
 		n += m.Experts
 	}
 	if m.SharedExperts > 0 {

@@ -89,6 +89,9 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 				name = "router"
 			}
 			logits = routerParamLinear(b, name, x, m.Dim, E, false, dt)
+			if m.StaticsBias {
+				b.Buffer(name+".moe_statics.e_score_correction_bias", []int64{1, E}, units.FP32, "selection bias, a parameter without gradient")
+			}
 			if dt != b.Prec.Compute {
 				probsDt = dt // softmax(..., dtype=fp32).type_as(logits)
 			}
@@ -96,6 +99,10 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		if m.WeightsFP32 {
 			probsDt = units.FP32
 		}
+		if m.WeightsHidden {
+			probsDt = b.Dtype(x)
+		}
+
 		sm := b.AddOp("softmax", "router_softmax", []core.Value{logits})
 		probs := b.Out(sm, "router_probs", []int64{T, E}, units.FP32, "router probabilities (fp32)")
 		b.Save(sm, probs)
@@ -168,6 +175,12 @@ func (m *MoE) normTopK(b *core.Builder, w core.Value) core.Value {
 	s := b.Shape(w)
 	i := b.AddOp("sum", "topk_sum", []core.Value{w})
 	sum := b.Out(i, "topk_sum", []int64{s[0], 1}, b.Dtype(w), "sum of the top-k weights")
+	if m.NormMin {
+		c := b.AddOp("clamp", "topk_sum_min", []core.Value{sum})
+		clamped := b.Out(c, "topk_sum_clamped", []int64{s[0], 1}, b.Dtype(w), "sum clamped from below by norm_min")
+		b.Save(c, sum)
+		sum = clamped
+	}
 	d := b.AddOp("div", "topk_norm", []core.Value{w, sum})
 	y := b.Out(d, "normalized_weights", s, b.Dtype(w), "top-k weights renormalised")
 	b.Save(d, w, sum)

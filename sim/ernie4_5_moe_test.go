@@ -1,0 +1,80 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// ERNIE-4.5-21B-A3B-PT's parameters: 21,825,437,888, which transformers
+// 5.25.0 counts on the meta device for ernie-4.5-21b-a3b-pt.json
+// (AutoModelForCausalLM.from_config under torch.device("meta"), summing
+// numel; the file carries the published config.json's sizes, the hub
+// unreachable): 28 layers of 2560, layer 0 dense (intermediate 12288),
+// layers 1-27 with 64 experts of 1536 (top 6) and two shared ones (one
+// MLP of 3072), each router's (1, 64) e_score_correction_bias counted (a
+// parameter without gradient), tied embeddings. ernie4_5_moe-tiny.json
+// (every layer sparse: moe_layer_start_index 0): 103,240 by the same count.
+func TestErnie45MoeParams(t *testing.T) {
+	checkParams(t, map[string]int64{
+		"ernie-4.5-21b-a3b-pt.json": 21_825_437_888,
+		"ernie4_5_moe-tiny.json":    103_240,
+	})
+}
+
+// What ERNIE 4.5 MoE's layers keep for backward, against transformers
+// 5.25.0 on PyTorch 2.15.0 (the CPU, no autocast): ernie4_5_moe-tiny.json
+// (64 wide, 4 heads of 16, 2 kv heads; 4 experts of 32, top 2, one
+// shared expert), 2 samples of 32 tokens:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/ernie4_5_moe-tiny.json {1,2} 2 32 {float32,bfloat16} {sdpa,eager} nocache
+//
+// The router (Ernie4_5_MoeTopKRouter) runs in fp32 with autocast off: it
+// keeps the fp32 copy of its input, the fp32 softmax, the top-k indices,
+// the sum its clamp keeps and the clamped sum and gathered weights the
+// division keeps; the weights reach the experts cast to the hidden
+// states' dtype. The harness casts the whole model with .to(bfloat16),
+// gate.weight included, so in bf16 its router's weight.float() makes an
+// fp32 copy, (4, 64) x 4 = 1,024 bytes a layer, that F.linear keeps (v:
+// the (64, 4) fp32 TBackward0 storage); from_pretrained keeps gate.weight
+// in fp32 (_keep_in_fp32_modules_strict), so training keeps no copy, as
+// memsh lowers it: the bf16 rows are transformers' figures less 1,024 a
+// layer.
+func TestErnie45MoeSavesAsTransformers(t *testing.T) {
+	const weightCopy = 1_024
+	checkSavedOneTwo(t, []savedOneTwo{
+		{"ernie4_5_moe-tiny.json", "fp32", "sdpa", 439_572, 763_172},
+		{"ernie4_5_moe-tiny.json", "fp32", "eager", 487_700, 859_428},
+		{"ernie4_5_moe-tiny.json", "bf16", "sdpa", 301_076 - weightCopy, 502_564 - 2*weightCopy},
+		{"ernie4_5_moe-tiny.json", "bf16", "eager", 357_396 - weightCopy, 615_204 - 2*weightCopy},
+	})
+}
+
+// moe_layer_start_index and moe_layer_interval choose the sparse layers
+// (Ernie4_5_MoeDecoderLayer: (i + 1) % interval == 0 and start <= i <=
+// end): from layer 1 the tiny model has one MoE block fewer, a dense MLP
+// (3 x 64 x 128) in its place; every second layer from 0 makes layer 1
+// sparse only. use_bias biases lm_head too (Ernie4_5_MoeForCausalLM),
+// 256 more over the 7 biases a layer.
+func TestErnie45MoeLayers(t *testing.T) {
+	moe := int64(4*64 + 4 + 4*3*64*32 + 3*64*32) // router, statics bias, experts, shared
+	dense := int64(3 * 64 * 128)
+	for _, tc := range []struct {
+		from, to string
+		want     int64
+	}{
+		{`"moe_layer_start_index": 0`, `"moe_layer_start_index": 1`, 103_240 - moe + dense},
+		{`"moe_layer_interval": 1`, `"moe_layer_interval": 2`, 103_240 - moe + dense},
+		{`"use_bias": false`, `"use_bias": true`, 103_240 + 2*(64+32+32+64) + 2*(32+32+64) + 256},
+	} {
+		cfg := strings.Replace(string(readHF(t, "ernie4_5_moe-tiny.json")), tc.from, tc.to, 1)
+		m, err := hf.FromConfig([]byte(cfg), "sdpa")
+		if err != nil {
+			t.Fatal(tc.to, err)
+		}
+		if got := m.Params(); got != tc.want {
+			t.Errorf("%s: %d parameters, want %d", tc.to, got, tc.want)
+		}
+	}
+}
