@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [ckpt]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [ckpt] [held] [keepfp32]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -30,6 +30,10 @@
 # the 4-D attention mask) that live after the forward and that autograd
 # did not pack: what a checkpointed layer's partial holds until its
 # backward, out of the pack hook's sight (weakrefs from a forward pre-hook).
+# With keepfp32 the model is built in DTYPE as from_pretrained loads it
+# (cls._from_config(cfg, dtype=DTYPE)): the modules a class lists in
+# _keep_in_fp32_modules(_strict) stay fp32 (ERNIE 4.5 MoE's gate.weight);
+# without, cls(cfg).to(DTYPE) casts every parameter.
 import gc
 import json
 import sys
@@ -48,7 +52,7 @@ cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = layers
 cfg._attn_implementation = attn
-model = cls(cfg).to(dtype).train()
+model = (cls._from_config(cfg, dtype=dtype) if "keepfp32" in sys.argv[7:] else cls(cfg).to(dtype)).train()
 if "ckpt" in sys.argv[7:]:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 ids = torch.randint(1, raw["vocab_size"], (batch, seq))
