@@ -21,7 +21,7 @@ import (
 //	python tools/oracle/hf_block_saved.py CONFIG.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache [mask] ckpt held
 //
 // CONFIG llama-gqa-tiny.json, gemma3-tiny.json, olmo3-tiny.json,
-// ernie4_5-tiny.json or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
+// ernie4_5-tiny.json, seed_oss-tiny.json or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
 // to the layers that live after the forward and were not packed (weakrefs
 // from a forward pre-hook). held includes position_ids, (1, 32) int64,
 // 256 bytes, which memsh does not lower (no layer of its reads them).
@@ -73,6 +73,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"ernie4_5-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
 		{"ernie4_5-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
 		{"ernie4_5-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0},
+		{"seed_oss-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
+		{"seed_oss-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
+		{"seed_oss-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
+		{"seed_oss-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

@@ -49,6 +49,9 @@ type decoderFamily struct {
 	// dropout and a rope computed in fp32 on tables each layer makes
 	// (buildDecoder's doc)
 	ernie bool
+	// seedOSS: Seed-OSS's attention_bias (q, k, v), attention_out_bias
+	// (o) and mlp_bias, and its two dropouts (buildDecoder's doc)
+	seedOSS bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -91,6 +94,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{tie: true, headDimDef: 128, ernie: true, actKey: "hidden_act"}
 	case "ernie4_5_moe":
 		return decoderFamily{tie: true, ernie: true, moe: "ernie4_5_moe", actKey: "hidden_act"}
+	case "seed_oss":
+		return decoderFamily{headDimDef: 128, seedOSS: true, actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -132,6 +137,14 @@ func decoderFamilyOf(mt string) decoderFamily {
 // q.float() * cos and rotate_half(q).float() * sin save
 // (RopeTablesEachLayer, RopeTablesDType fp32), and casts q and k back.
 //
+// Seed-OSS (model_type seed_oss: ByteDance-Seed/Seed-OSS-36B-Base and
+// -Instruct; models/seed_oss/modeling_seed_oss.py at 5.25.0) is Llama
+// with attention_bias on q, k and v (default true), attention_out_bias on
+// o (default false), mlp_bias (default false) and head_dim 128; its
+// attention probabilities drop with attention_dropout and o_proj's and
+// down_proj's outputs with residual_dropout (SeedOssConfig's defaults,
+// as the published config.json: 0.1 each).
+//
 // Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
@@ -170,6 +183,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	case f.ernie:
 		qkvBias = c.flag("use_bias", false)
 		outBias, mlpBias = qkvBias, qkvBias
+	case f.seedOSS:
+		qkvBias, outBias, mlpBias = c.flag("attention_bias", true), c.flag("attention_out_bias", false), c.flag("mlp_bias", false)
 	}
 	actKey, actDef := f.actKey, "silu"
 	if f.gemma > 0 {
@@ -181,12 +196,15 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	act := c.mlpAct(actKey, actDef, true)
 
 	var pa, po, pe float64
-	if !f.ernie { // Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says
+	if !f.ernie && !f.seedOSS { // Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says
 		pa = c.prob("attention_dropout", 0)
 	}
-	if c.modelType == "phi3" {
+	switch c.modelType {
+	case "phi3":
 		po = c.prob("resid_pdrop", 0)
 		pe = c.prob("embd_pdrop", 0)
+	case "seed_oss": // SeedOssConfig's defaults, as the published config.json
+		pa, po = c.prob("attention_dropout", 0.1), c.prob("residual_dropout", 0.1)
 	}
 	attnDrop, afterAttn := c.attnDropout("attention_dropout", pa, po)
 

@@ -138,6 +138,8 @@ var hfFamilies = []hfFamily{
 	{modelType: "qwen3_5_moe", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}, condGen: true},
 	{modelType: "qwen3_5_moe_text", prefix: "Qwen3_5Moe", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}, experts: &hfExperts{router: "gate"}},
 	{modelType: "qwen3_5_text", prefix: "Qwen3_5", base: "model", heads: decoderHeads, build: buildQwen35, since: [2]int{5, 2}},
+	// seed_oss: transformers 4.56 (decoder.go).
+	{modelType: "seed_oss", prefix: "SeedOss", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}},
 	// smollm3: transformers 4.53 (the SmolLM3-3B card: "The modeling code
 	// for SmolLM3 is available in transformers v4.53.0"). smollm3.go.
 	{modelType: "smollm3", prefix: "SmolLM3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
