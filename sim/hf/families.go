@@ -18,6 +18,13 @@ var hfFamilies = []hfFamily{
 	// models/deepseek_v32 (absent from 5.10.0); no flash path
 	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
 	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true}},
+	// deepseek_v4: DeepSeek-V4-Flash and -Pro (deepseek_v4.go); the 5.8.0
+	// wheel is the first with models/deepseek_v4 (absent from 5.7.0);
+	// memsh follows 5.25.0's module names (5.8.0's indexer has no scorer
+	// module: the same parameters). Eager only (DeepseekV4PreTrainedModel:
+	// _supports_sdpa and _supports_flash_attn False, so attn="sdpa" runs
+	// eager as noFused says).
+	{modelType: "deepseek_v4", prefix: "DeepseekV4", base: "model", heads: decoderHeads, build: buildDeepSeekV4, noFused: true, since: [2]int{5, 8}, experts: &hfExperts{}},
 	// ernie4_5: transformers 4.54 (ERNIE-4.5-0.3B-PT's card asks for
 	// transformers>=4.54.0; mindone ported models/ernie4_5 and
 	// ernie4_5_moe from v4.54.1, mindspore-lab/mindone#1393).

@@ -414,6 +414,8 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bo
 			gemma4Copies[x], gemma4Copies[&c] = &c, &c
 			rebuilt++
 			return &c
+		case *nn.HyperConnection: // DeepSeek-V4's sub-blocks
+			x.Inner = walk(x.Inner)
 		case *nn.Parallel:
 			for i, y := range x.Branches {
 				x.Branches[i] = walk(y)

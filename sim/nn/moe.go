@@ -152,6 +152,17 @@ type MoE struct {
 	// WNames names the expert projections w1 (gate), w3 (up) and w2
 	// (down), as Mixtral does; gate_proj, up_proj, down_proj otherwise.
 	WNames bool
+	// SwiGLULimit clamps the SwiGLU's pre-activations, gate from above and
+	// up on both sides (DeepSeek-V4's swiglu_limit: DeepseekV4Experts.
+	// _apply_gate and DeepseekV4MLP, modeling_deepseek_v4.py at 5.25.0);
+	// the clamps keep their inputs, two more [rows, hidden] tensors than
+	// SwiGLU. The grouped_mm experts and the shared experts lower it; 0:
+	// none.
+	SwiGLULimit float64
+	// HashVocab: the experts are picked by a frozen token-id table, not a
+	// top-k (DeepseekV4HashRouter: tid2eid[input_ids], an int64 [vocab,
+	// top_k] buffer); the router's scores still weight them. 0: learned.
+	HashVocab int64
 	// SharedName is the shared experts' module name: "" is DeepSeek's
 	// shared_experts, Qwen2-MoE's shared_expert with SharedGate, and
 	// Llama 4's ungated shared_expert with RouterTopKSigmoid.
@@ -168,6 +179,11 @@ const (
 	RouterSoftmax     = "softmax"
 	RouterTopKSoftmax = "topk_softmax"
 	RouterSigmoid     = "sigmoid"
+	// RouterSqrtSoftplus is DeepSeek-V4's DeepseekV4TopKRouter (and its
+	// hash router's scoring): F.linear in the compute dtype,
+	// sqrt(softplus(logits)), top-k of scores plus the correction bias,
+	// the selected scores renormalised and scaled.
+	RouterSqrtSoftplus = "sqrtsoftplus"
 )
 
 // MoEImpls and MoERouters list the accepted values, for error messages.
@@ -175,7 +191,7 @@ func MoEImpls() []string {
 	return []string{MoELoop, MoEFusedLoop, MoEGrouped, MoEGroupedMM, MoEDenseBMM}
 }
 func MoERouters() []string {
-	return []string{RouterSoftmax, RouterTopKSoftmax, RouterSigmoid, RouterTopKSigmoid}
+	return []string{RouterSoftmax, RouterTopKSoftmax, RouterSigmoid, RouterTopKSigmoid, RouterSqrtSoftplus}
 }
 
 func (m *MoE) impl() string {
@@ -367,6 +383,9 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 			ungated = "shared_expert" // Llama4TextMoe's
 		}
 		defer b.Scope(m.sharedName(ungated))()
+		if m.SwiGLULimit > 0 {
+			return clampedFfn(b, x, m.Dim, sh.Hidden)
+		}
 		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
 	}
 	done := b.Scope(m.sharedName("shared_expert"))

@@ -42,6 +42,8 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		w := b.Out(g, "topk_weights", []int64{T, k}, b.Dtype(scores), "selected sigmoid scores")
 		b.Save(g, r.idx)
 		r.weights = m.normTopK(b, w)
+	case RouterSqrtSoftplus:
+		return m.routeSqrtSoftplus(b, x, r)
 	case RouterTopKSoftmax:
 		// GptOssTopKRouter: F.linear(x, weight, bias), top-k of the
 		// logits, softmax over the k in the logits' dtype.
