@@ -41,21 +41,27 @@ func TestDeepSeekV2Params(t *testing.T) {
 }
 
 // What one DeepSeek-V2 MoE layer keeps for backward, against transformers
-// 5.25.0 on PyTorch 2.15.0 (the CPU, bf16 weights, no autocast, sdpa,
-// use_cache=False): deepseek-v2-tiny.json (64 wide, 4 heads, MLA with
-// kv_lora_rank 16, 8 + 4 query/key dims and 8 value dims, 8 experts of
-// 32, top-2, 2 shared), layer 0 dense and layer 1 an MoE layer, so that a
-// layer's bytes are the difference of 2 layers and 1, 2 samples of 32
-// tokens:
+// on PyTorch 2.15.0 (the CPU, bf16 weights loaded as from_pretrained
+// loads them, no autocast, sdpa, use_cache=False): deepseek-v2-tiny.json
+// (64 wide, 4 heads, MLA with kv_lora_rank 16, 8 + 4 query/key dims and
+// 8 value dims, 8 experts of 32, top-2, 2 shared), layer 0 dense and
+// layer 1 an MoE layer, so that a layer's bytes are the difference of 2
+// layers and 1, 2 samples of 32 tokens:
 //
-//	python tools/oracle/hf_block_saved.py CONFIG {1,2} 2 32 bfloat16 sdpa nocache
+//	[PYTHONPATH=tf5.23.0] python tools/oracle/hf_block_saved.py CONFIG {1,2} 2 32 bfloat16 sdpa nocache keepfp32
 //
-// greedy, no q_lora_rank: 520,996 - 253,444 kept; group-limited
-// (q_lora_rank 32, n_group 4, topk_group 2): 554,788 - 270,084 kept (the
-// layer's 512 more than greedy's, beyond q_a_proj's, is masked_fill's
-// [64 tokens, 8 experts] bool mask: nn.MoE.GroupLimited). memsh counts
-// what the harness counts but one thing, the same for DeepSeek-V3 (the
-// config as deepseek_v3 measures 267,552 a layer too):
+// 5.25.0 keeps the router's weight fp32 (_keep_in_fp32_modules_strict
+// ["gate.weight"], from 5.24): greedy, no q_lora_rank: 518,948 - 253,444
+// kept; group-limited (q_lora_rank 32, n_group 4, topk_group 2): 552,740
+// - 270,084 (the layer's 512 more than greedy's, beyond q_a_proj's, is
+// masked_fill's [64 tokens, 8 experts] bool mask: nn.MoE.GroupLimited).
+// 5.23.0 (the 5.23.0 wheel unpacked on PYTHONPATH) loads the router in
+// bf16, and its F.linear(x.float(), weight.float()) keeps the fp32 copy
+// of the weight, 2,048 B a layer more: 520,996 - 253,444 and 554,788 -
+// 270,084 (as 5.25.0 measures without keepfp32, its .to(bfloat16)
+// casting the router). memsh counts the copy as a saved weight copy. The
+// config as deepseek_v3 measures 265,504 a layer at 5.25.0, as greedy.
+// memsh counts what the harness counts but one thing:
 //
 //   - the CPU's attention: SDPA with 12-wide queries and keys and 8-wide
 //     values takes the math path on the CPU, which keeps fp32 copies of
@@ -65,9 +71,6 @@ func TestDeepSeekV2Params(t *testing.T) {
 //     6,144 + 6,144 + 8,192 + 4,096 + 1,024 B): 39,936 B fewer.
 //
 // grouped_mm's offsets (int32 [8 experts], 32 B) are counted (nn/moe_hf.go).
-//
-// The router's fp32 weight copy (weight.float(), 2,048 B) is a saved
-// weight copy in memsh's report, an activation in the harness's.
 func TestDeepSeekV2LayerSavesAsTransformers(t *testing.T) {
 	const cpuMathAttention = 39_936
 	cpu, err := core.LookupRuntime("cpu")
@@ -77,8 +80,8 @@ func TestDeepSeekV2LayerSavesAsTransformers(t *testing.T) {
 	tiny := string(readHF(t, "deepseek-v2-tiny.json"))
 	grouped := strings.NewReplacer(`"q_lora_rank": null`, `"q_lora_rank": 32`,
 		`"topk_method": "greedy"`, `"topk_method": "group_limited_greedy", "n_group": 4, "topk_group": 2`).Replace(tiny)
-	saved := func(cfg, layers string) int64 {
-		m, err := hf.FromConfigOptions([]byte(strings.Replace(cfg, `"num_hidden_layers": 2`, `"num_hidden_layers": `+layers, 1)), hf.Options{Attn: "sdpa"})
+	saved := func(cfg, layers, version string) int64 {
+		m, err := hf.FromConfigOptions([]byte(strings.Replace(cfg, `"num_hidden_layers": 2`, `"num_hidden_layers": `+layers, 1)), hf.Options{Attn: "sdpa", Transformers: version})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,15 +94,17 @@ func TestDeepSeekV2LayerSavesAsTransformers(t *testing.T) {
 		return r.SavedActivations + r.SavedWeightCopies
 	}
 	for _, tc := range []struct {
-		name, cfg string
-		want      int64
+		name, cfg, version string
+		want               int64
 	}{
-		{"greedy", tiny, 520_996 - 253_444},
-		{"group_limited_greedy", grouped, 554_788 - 270_084},
+		{"greedy", tiny, "5.25.0", 518_948 - 253_444},
+		{"group_limited_greedy", grouped, "5.25.0", 552_740 - 270_084},
+		{"greedy", tiny, "5.23.0", 520_996 - 253_444},
+		{"group_limited_greedy", grouped, "5.23.0", 554_788 - 270_084},
 	} {
 		want := tc.want - cpuMathAttention
-		if got := saved(tc.cfg, "2") - saved(tc.cfg, "1"); got != want {
-			t.Errorf("%s: a layer keeps %d bytes, transformers %d less the CPU's attention, %d (%+d)", tc.name, got, tc.want, want, got-want)
+		if got := saved(tc.cfg, "2", tc.version) - saved(tc.cfg, "1", tc.version); got != want {
+			t.Errorf("%s %s: a layer keeps %d bytes, transformers %d less the CPU's attention, %d (%+d)", tc.name, tc.version, got, tc.want, want, got-want)
 		}
 	}
 }

@@ -12,12 +12,12 @@ var hfFamilies = []hfFamily{
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	// deepseek_v2: DeepSeek-V3's layout with a softmax router (deepseek_v2.go).
-	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{router: "gate", weightsFP32: true}},
-	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{router: "gate", weightsFP32: true, keepRouterSince: keepGateSince}},
+	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// deepseek_v32: the 5.11.0 wheel is the first with
 	// models/deepseek_v32 (absent from 5.10.0); no flash path
 	// (DeepseekV32PreTrainedModel._supports_flash_attn = False).
-	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "deepseek_v32", prefix: "DeepseekV32", base: "model", heads: decoderHeads, build: buildDeepSeekV32, noEager: true, noFlash: true, since: [2]int{5, 11}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// deepseek_v4: DeepSeek-V4-Flash and -Pro (deepseek_v4.go); the 5.8.0
 	// wheel is the first with models/deepseek_v4 (absent from 5.7.0);
 	// memsh follows 5.25.0's module names (5.8.0's indexer has no scorer
@@ -30,7 +30,7 @@ var hfFamilies = []hfFamily{
 	// ernie4_5_moe from v4.54.1, mindspore-lab/mindone#1393).
 	// buildDecoder's doc; ernie4_5_moe's experts decoderMoE's.
 	{modelType: "ernie4_5", prefix: "Ernie4_5", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}},
-	{modelType: "ernie4_5_moe", prefix: "Ernie4_5_Moe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}, experts: &hfExperts{router: "gate"}},
+	{modelType: "ernie4_5_moe", prefix: "Ernie4_5_Moe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}, experts: &hfExperts{router: "gate", keepRouterSince: [2]int{5, 0}}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
 	// every layer (falcon_h1.go); the 4.53.0 wheel is the first with
@@ -42,12 +42,12 @@ var hfFamilies = []hfFamily{
 	// page: "transformers >= 5.0.0rc0 is required")
 	// glm_moe_dsa: the 5.2.0 wheel is the first with models/glm_moe_dsa
 	// (absent from 5.1.0); no flash path.
-	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "glm_moe_dsa", prefix: "GlmMoeDsa", base: "model", heads: decoderHeads, build: buildGlmMoeDsa, noEager: true, noFlash: true, since: [2]int{5, 2}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// glm4: the 4.51.3 patch release added models/glm4 for GLM-4-0414
 	// (glm.go).
 	{modelType: "glm4", prefix: "Glm4", base: "model", heads: decoderHeads, build: buildGLM4, since: [2]int{4, 51}},
-	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true}},
-	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
+	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
 	{modelType: "gemma2", prefix: "Gemma2", base: "model", heads: decoderHeads, build: buildDecoder, sdpaUntil: [2]int{5, 21}},
 	// gemma3: the 4.50.0 wheel is the first with models/gemma3; no flash
@@ -83,7 +83,7 @@ var hfFamilies = []hfFamily{
 	{modelType: "jamba", prefix: "Jamba", base: "model", heads: decoderHeads, build: buildJamba, experts: &hfExperts{linearRouter: true}},
 	// kimi_k25: the 5.13.0 wheel is the first with models/kimi_k25 (absent
 	// from 5.12.0); its text model only (kimi.go).
-	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true}},
+	{modelType: "kimi_k25", prefix: "Kimi_K25", base: "model", heads: vlHeads, build: buildKimiK25, noEager: true, vl: true, since: [2]int{5, 13}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// llava: LlavaForConditionalGeneration, a CLIP tower and projector
 	// before text_config's decoder (llava.go).
 	{modelType: "llava", prefix: "Llava", base: "model", heads: vlHeads, build: buildLlava, vl: true},

@@ -43,6 +43,14 @@ var expertsSince = [2]int{5, 0}
 // num_classes=self.num_experts), nn.MoE.SentinelsEP.
 var sentinelsEPSince = [2]int{5, 18}
 
+// keepGateSince is the first transformers release whose DeepSeek-V2,
+// DeepSeek-V3 (and Kimi K2.5's text model), DeepSeek-V3.2, GLM-4.5,
+// GLM-4.7-Flash and GLM-5 list "gate.weight" in _keep_in_fp32_modules_strict,
+// so from_pretrained keeps their routers' weights fp32 in a bf16 model:
+// the 5.24.0 wheel (5.23.0 lists "e_score_correction_bias" alone, and
+// DeepSeek-V2 nothing). hfExperts.keepRouterSince.
+var keepGateSince = [2]int{5, 24}
+
 // upcastInLossSince is the first transformers release whose causal LMs
 // leave the logits in the model's dtype and upcast them in the loss
 // (ForCausalLMLoss in loss/loss_utils.py, the 4.46.0 wheel; in 4.45.2
@@ -287,7 +295,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	if impl == "" {
 		impl = "grouped_mm"
 	}
-	if setExperts(m.Layers, fam.experts, impl, atLeast(v, sentinelsEPSince)) == 0 && experts != "" {
+	if setExperts(m.Layers, fam.experts, impl, v) == 0 && experts != "" {
 		return &units.Error{Msg: fmt.Sprintf("experts=%q: model_type %q has no MoE blocks run by experts_implementation", experts, fam.modelType),
 			Hint: "experts= applies to " + strings.Join(expertsModelTypes(), ", ") + "; leave it out for this model"}
 	}
@@ -341,6 +349,16 @@ type hfExperts struct {
 	// linearRouter keeps the router an nn.Linear (JambaSparseMoeBlock's
 	// router; PhimoeTopKRouter subclasses nn.Linear).
 	linearRouter bool
+	// keepRouterSince is the first release whose from_pretrained keeps
+	// the router's weight fp32 in a bf16 or fp16 model (the family's
+	// _keep_in_fp32_modules_strict lists "gate.weight": ERNIE 4.5 MoE's
+	// from 5.0, DeepSeek-V2's, DeepSeek-V3's and the GLM MoE families'
+	// from 5.24; nn.MoE.KeepRouterFP32); zero: none.
+	keepRouterSince [2]int
+	// keepScoreBias: _keep_in_fp32_modules_strict lists
+	// "e_score_correction_bias" in every 5.x (the DeepSeek-V3 families;
+	// nn.MoE.KeepScoreBiasFP32).
+	keepScoreBias bool
 	// noWNames: the experts are no longer named w1, w2, w3 (Mixtral's
 	// and PhiMoE's 4.x experts were): 5.x's eager loop runs in
 	// experts.<e>.gate_proj, up_proj and down_proj as every family's
@@ -361,10 +379,10 @@ type hfExperts struct {
 // DeepseekV32Experts, GlmMoeDsaExperts and Kimi K2.5's DeepseekV3 text
 // model are DeepseekV3Experts); Gemma 4's experts (nn.Gemma4MoE) take the
 // implementation alone. Each block is copied, never changed in place (its
-// parents are rewritten to hold the copy). sentinels is
-// transformers 5.18's sentinel handling (nn.MoE.SentinelsEP). It returns
-// how many blocks it rebuilt.
-func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bool) int {
+// parents are rewritten to hold the copy). v is the transformers release
+// (5.18's sentinel handling, nn.MoE.SentinelsEP; the routers kept fp32).
+// It returns how many blocks it rebuilt.
+func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) int {
 	if ex == nil {
 		return 0
 	}
@@ -401,7 +419,9 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, sentinels bo
 			if ex.noWNames {
 				c.WNames = false
 			}
-			c.Impl, c.SentinelsEP = impl, sentinels
+			c.KeepRouterFP32 = ex.keepRouterSince != [2]int{} && atLeast(v, ex.keepRouterSince)
+			c.KeepScoreBiasFP32 = ex.keepScoreBias
+			c.Impl, c.SentinelsEP = impl, atLeast(v, sentinelsEPSince)
 			moeCopies[x], moeCopies[&c] = &c, &c
 			rebuilt++
 			return &c

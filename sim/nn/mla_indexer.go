@@ -159,19 +159,25 @@ func (a *MLA) indexerTopK(b *core.Builder, x, qa core.Value, s []int64, batch, s
 	return idx
 }
 
-// indexerWeights is weights_proj(x.to(fp32)) * heads^-0.5, [.., heads] fp32.
+// indexerWeights is weights_proj(x.to(weight.dtype)).float() * heads^-0.5,
+// [.., heads] fp32. The weight is fp32 in an fp16 model:
+// DeepseekV32PreTrainedModel._keep_in_fp32_modules ["indexer.weights_proj"],
+// which from_pretrained applies to fp16 loads only (modeling_utils.py
+// _get_dtype_plan l.3860-3861 at 5.25.0); in a bf16 model it is bf16.
 func (a *MLA) indexerWeights(b *core.Builder, x core.Value, s []int64) core.Value {
 	h := a.Indexer.Heads
-	xf := b.Cast(x, units.FP32, "hidden_states.to(weights_proj.weight.dtype)")
 	done := b.Scope("weights_proj")
 	w := b.Param("weight", []int64{h, a.Dim}, core.RoleLinear)
-	if b.Prec.Params != units.FP32 {
-		b.P.Params[w].DType = units.FP32 // DeepseekV32PreTrainedModel._keep_in_fp32_modules
+	if b.Prec.Params == units.FP16 {
+		b.P.Params[w].DType = units.FP32
 	}
-	i := b.AddOp("matmul", "", []core.Value{xf}, w)
-	y := b.Out(i, "out", core.WithLast(s, h), units.FP32, "indexer head weights")
+	dt := b.P.Params[w].Stored(b.Prec)
+	xw := b.Cast(x, dt, "hidden_states.to(weights_proj.weight.dtype)")
+	i := b.AddOp("matmul", "", []core.Value{xw}, w)
+	y := b.Out(i, "out", core.WithLast(s, h), dt, "indexer head weights")
 	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(a.Dim) * float64(h)
-	b.Op(i).Bytes += float64(b.Val(xf).Bytes) + float64(units.FP32.Bytes(a.Dim*h))
+	b.Op(i).Bytes += float64(b.Val(xw).Bytes) + float64(dt.Bytes(a.Dim*h))
 	done()
+	y = b.Cast(y, units.FP32, ".float()")
 	return b.Ew("mul", "weights", []core.Value{y}, core.WithLast(s, h), units.FP32, "weights * heads^-0.5")
 }

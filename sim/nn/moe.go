@@ -112,6 +112,17 @@ type MoE struct {
 	// weight.float()), modeling_deepseek_v2.py at 5.25.0), not in the
 	// compute dtype; its softmax is fp32 either way.
 	RouterFP32 bool
+	// KeepRouterFP32: the router's weight stays fp32 in a bf16 or fp16
+	// model, as transformers' from_pretrained loads it: the families'
+	// _keep_in_fp32_modules_strict lists "gate.weight" (DeepSeek-V2/V3,
+	// GLM-4.5, ERNIE 4.5 MoE ... at 5.25.0; modeling_utils.py
+	// _get_dtype_plan l.3863-3865 applies it to bf16 and fp16 loads), so
+	// the weight, its gradient and its optimizer state are fp32 and the
+	// fp32 gating GEMM reads the weight itself, no weight.float() copy.
+	KeepRouterFP32 bool
+	// KeepScoreBiasFP32: ScoreBias's buffer stays fp32 likewise
+	// (_keep_in_fp32_modules_strict's "e_score_correction_bias").
+	KeepScoreBiasFP32 bool
 	// SharedBias: the shared experts' projections are biased (ERNIE 4.5
 	// MoE's use_bias: Ernie4_5_MoeMLP).
 	SharedBias bool

@@ -30,12 +30,16 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// sigmoid, selection under no_grad on scores + correction bias
 		// (grouped top-k over n_group groups), gather of the selected
 		// scores, renormalised, times routed_scaling_factor: fp32 weights.
-		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, routerDType(b, units.FP32))
+		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, m.KeepRouterFP32, routerDType(b, units.FP32))
 		scores := b.Unary("sigmoid", logits, false, true)
 		if m.ScoreBias {
 			// A buffer, set from the experts' loads between steps: no
 			// gradient, no optimizer state (DeepseekV3TopkRouter).
-			b.Buffer("gate.e_score_correction_bias", []int64{E}, b.Prec.Params, "auxiliary-loss-free routing bias")
+			dt := b.Prec.Params
+			if m.KeepScoreBiasFP32 {
+				dt = units.FP32
+			}
+			b.Buffer("gate.e_score_correction_bias", []int64{E}, dt, "auxiliary-loss-free routing bias")
 		}
 		r.idx = m.topkIndices(b, scores, T)
 		g := b.AddOp("gather", "topk_weights", []core.Value{scores, r.idx})
@@ -50,7 +54,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// GraniteMoeTopKRouter: the same without a bias, over the logits
 		// upcast to fp32, its weights cast back (TopKLogitsFP32).
 		dt := routerDType(b, b.Prec.Compute)
-		logits := routerParamLinear(b, "router", x, m.Dim, E, m.RouterBias, dt)
+		logits := routerParamLinear(b, "router", x, m.Dim, E, m.RouterBias, m.KeepRouterFP32, dt)
 		if m.TopKLogitsFP32 {
 			dt = units.FP32
 			logits = b.Cast(logits, dt, "router logits upcast to fp32")
@@ -90,7 +94,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			if name == "" {
 				name = "router"
 			}
-			logits = routerParamLinear(b, name, x, m.Dim, E, false, dt)
+			logits = routerParamLinear(b, name, x, m.Dim, E, false, m.KeepRouterFP32, dt)
 			if m.StaticsBias {
 				b.Buffer(name+".moe_statics.e_score_correction_bias", []int64{1, E}, units.FP32, "selection bias, a parameter without gradient")
 			}
@@ -192,17 +196,22 @@ func (m *MoE) normTopK(b *core.Builder, w core.Value) core.Value {
 // routerParamLinear is a router whose weight is a parameter applied with
 // F.linear, not an nn.Linear module (DeepSeek's gate, gpt-oss's router,
 // Megatron's TopKRouter): quantization and LoRA leave it alone. x is cast
-// to dt first (DeepSeek computes its router in fp32).
-func routerParamLinear(b *core.Builder, name string, x core.Value, in, out int64, bias bool, dt units.DType) core.Value {
+// to dt first (DeepSeek computes its router in fp32); the weight too,
+// unless stored in dt already. keepFP32 stores the weight in fp32 under
+// 16-bit parameters (MoE.KeepRouterFP32).
+func routerParamLinear(b *core.Builder, name string, x core.Value, in, out int64, bias, keepFP32 bool, dt units.DType) core.Value {
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{out, in}, core.RoleRouter)
+	if keepFP32 && b.Prec.Params.Bytes(1) < units.FP32.Bytes(1) {
+		b.P.Params[w].DType = units.FP32
+	}
 	params := []int32{w}
 	if bias {
 		params = append(params, b.Param("bias", []int64{out}, core.RoleRouter))
 	}
 	xin := b.Cast(x, dt, "router input in the router's dtype")
 	ins := []core.Value{xin}
-	if b.Prec.Params != dt {
+	if b.P.Params[w].Stored(b.Prec) != dt {
 		wc := b.AddOp("cast", "weight_to_"+dt.Name(), nil, w)
 		wv := b.Out(wc, "weight."+dt.Name(), []int64{out, in}, dt, "router weight in the router's dtype")
 		b.Val(wv).Cat = core.CatParams

@@ -30,13 +30,18 @@
 # the 4-D attention mask) that live after the forward and that autograd
 # did not pack: what a checkpointed layer's partial holds until its
 # backward, out of the pack hook's sight (weakrefs from a forward pre-hook).
-# With keepfp32 the model is built in DTYPE as from_pretrained loads it
-# (cls._from_config(cfg, dtype=DTYPE)): the modules a class lists in
-# _keep_in_fp32_modules(_strict) stay fp32 (ERNIE 4.5 MoE's gate.weight);
-# without, cls(cfg).to(DTYPE) casts every parameter.
+# With keepfp32 the model is loaded in DTYPE by from_pretrained (saved
+# by save_pretrained to a temporary directory first): the modules a class
+# lists in _keep_in_fp32_modules_strict stay fp32 in bf16 and fp16 (ERNIE
+# 4.5 MoE's and, from 5.24, DeepSeek's gate.weight), those in
+# _keep_in_fp32_modules in fp16 only (DeepSeek-V3.2's
+# indexer.weights_proj); without, cls(cfg).to(DTYPE) casts every parameter. The line of figures
+# ends with the bytes of the parameters (tied ones once) and of their
+# gradients after the backward.
 import gc
 import json
 import sys
+import tempfile
 import weakref
 
 import torch
@@ -52,7 +57,12 @@ cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = layers
 cfg._attn_implementation = attn
-model = (cls._from_config(cfg, dtype=dtype) if "keepfp32" in sys.argv[7:] else cls(cfg).to(dtype)).train()
+if "keepfp32" in sys.argv[7:]:
+    with tempfile.TemporaryDirectory() as d:
+        cls(cfg).save_pretrained(d)
+        model = cls.from_pretrained(d, dtype=dtype, attn_implementation=attn).train()
+else:
+    model = cls(cfg).to(dtype).train()
 if "ckpt" in sys.argv[7:]:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 ids = torch.randint(1, raw["vocab_size"], (batch, seq))
@@ -111,7 +121,9 @@ held = {k: (n, what) for k, (n, refs, what) in args_seen.items() if k not in sav
 out.loss.backward()
 print("transformers", transformers.__version__, "torch", torch.__version__, "class", cls.__name__, "attn", model.config._attn_implementation)
 print("layers", layers, "batch", batch, "seq", seq, "dtype", sys.argv[5], "saved", sum(v[2] for v in saved.values()),
-      "kept", sum(v[2] for k, v in saved.items() if k in live))
+      "kept", sum(v[2] for k, v in saved.items() if k in live),
+      "param_bytes", sum(p.numel() * p.element_size() for p in model.parameters()),
+      "grad_bytes", sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None))
 if "held" in sys.argv[7:]:
     print("held", sum(n for n, _ in held.values()), *sorted(f"{what[0]}:{what[1]}:{n}" for n, what in held.values()))
 if "v" in sys.argv[7:]:
