@@ -17,9 +17,11 @@ import (
 //	[PYTHONPATH=tf5.23.0] python tools/oracle/hf_block_saved.py sim/testdata/hf/FILE.json 2 2 32 {bfloat16,float16} sdpa nocache keepfp32
 //
 // param_bytes / grad_bytes:
+//
 //   - deepseek-v2-tiny.json, 5.25.0: 217,792 / 217,792 (one MoE layer's
 //     router, 8 x 64, fp32: 1,024 B more than bf16); 5.23.0, whose
 //     DeepseekV2 lists nothing to keep: 216,768 / 216,768, 2 B each.
+//
 //   - ernie4_5_moe-tiny.json, 5.25.0 and 5.23.0 alike (every 5.x keeps
 //     "gate.weight"): 207,520 / 207,488, two routers of 4 x 64 fp32; the
 //     statics' (1, 4) fp32 e_score_correction_bias, a parameter without
