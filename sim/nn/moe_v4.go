@@ -17,7 +17,7 @@ import (
 // The weights stay in the logits' dtype.
 func (m *MoE) routeSqrtSoftplus(b *core.Builder, x core.Value, r routing) routing {
 	T, E, k := r.tokens, m.Experts, m.TopK
-	logits := routerParamLinear(b, "gate", x, m.Dim, E, false, routerDType(b, b.Prec.Compute))
+	logits := routerParamLinear(b, "gate", x, m.Dim, E, false, m.KeepRouterFP32, routerDType(b, b.Prec.Compute))
 	sp := b.Unary("softplus", logits, true, false)
 	scores := b.Unary("sqrt", sp, false, true)
 	if m.HashVocab > 0 {
