@@ -21,7 +21,9 @@ import (
 //	python tools/oracle/hf_block_saved.py CONFIG.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache [mask] ckpt held
 //
 // CONFIG llama-gqa-tiny.json, gemma3-tiny.json, olmo3-tiny.json,
-// ernie4_5-tiny.json, seed_oss-tiny.json or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
+// ernie4_5-tiny.json, seed_oss-tiny.json, deepseek-v4-tiny.json (with
+// keepfp32; layer 0 sliding, 1 compressed sparse, 2 heavily compressed)
+// or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
 // to the layers that live after the forward and were not packed (weakrefs
 // from a forward pre-hook). held includes position_ids, (1, 32) int64,
 // 256 bytes, which memsh does not lower (no layer of its reads them).
@@ -41,7 +43,9 @@ import (
 // masking_utils.sdpa_mask expands a [1, 1, seq, seq] mask over the batch
 // (held 5,376 and 9,472, 1,024 bytes less). ERNIE 4.5 holds rotary_emb's
 // pair in fp32 whatever the dtype (each layer's own fp32 pair, made from
-// it, is recomputed under the layer's checkpoint).
+// it, is recomputed under the layer's checkpoint). DeepSeek-V4 holds both
+// of its pairs (main and compress) and the eager sliding-window mask at
+// any depth, and keeps each layer's input streams, 4 x 64 wide.
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	const positionIDs = 32 * 8
 	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
@@ -77,6 +81,8 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"seed_oss-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
 		{"seed_oss-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
 		{"seed_oss-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
+		{"deepseek-v4-tiny.json", nil, "eager", "fp32", []int64{283140, 348676, 414212}, []int64{10496, 10496, 10496}, 0},
+		{"deepseek-v4-tiny.json", nil, "eager", "bf16", []int64{274948, 307716, 340484}, []int64{5376, 5376, 5376}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

@@ -24,3 +24,38 @@ func TestDeepSeekV4Params(t *testing.T) {
 		"deepseek-v4-tiny.json":  204_291,
 	})
 }
+
+// What DeepSeek-V4's layers keep for backward, against transformers
+// 5.25.0 on PyTorch 2.15.0 (the CPU, no autocast, eager: the model has no
+// other attention), deepseek-v4-tiny.json cut to 1, 2 and 3 layers (layer
+// 0 sliding with hash routing, 1 compressed sparse with top-k routing, 2
+// heavily compressed), 2 samples of 32 tokens:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/deepseek-v4-tiny.json {1,2,3} 2 32 {float32,bfloat16} eager nocache keepfp32
+//
+// (kept; keepfp32 builds bf16 as from_pretrained loads it, the
+// hyper-connections, sinks, position biases, norms and correction bias in
+// fp32). The harness counts 12 bytes a hyper-connection memsh does not:
+// scale.unbind(0)'s second and third elements, views of the fp32 scale
+// parameter at an offset, which its parameter filter (data_ptr) misses;
+// the parameter's own storage, not an activation: 24 bytes a layer. The
+// CSA layer's indexer saves tensors too (saved 2,985,428 against kept
+// 2,894,996 at 2 layers in fp32), which die with its forward: no gradient
+// reaches it.
+func TestDeepSeekV4SavesAsTransformers(t *testing.T) {
+	const scaleViews = 24 // a layer
+	for _, tc := range []struct {
+		precision string
+		kept      [3]int64
+	}{
+		{"fp32", [3]int64{1_525_036, 2_894_996, 4_233_692}},
+		{"bf16", [3]int64{1_425_580, 2_666_900, 3_879_260}},
+	} {
+		for i, kept := range tc.kept {
+			want := kept - int64(i+1)*scaleViews
+			if got := graniteSaved(t, "deepseek-v4-tiny.json", i+1, tc.precision, "eager", false); got != want {
+				t.Errorf("%s, %d layers: memsh keeps %d, transformers %d less the scale views, %d (%+d)", tc.precision, i+1, got, kept, want, got-want)
+			}
+		}
+	}
+}

@@ -118,11 +118,14 @@ func (a *V4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	qr := keptNorm(b, "q_a_norm", qa, a.QLoraRank)
 	q := b.Linear("q_b_proj", core.RoleQ, qr, a.QLoraRank, h*d, false)
 	q = headRMSNorm(b, q, h)
-	tables := "main"
+	// DeepseekV4Model makes both pairs once a forward and hands both to
+	// every layer (a checkpointed layer holds both); sliding layers read
+	// "main", compressed ones "compress".
+	cos, other := v4RopeTables(b, "main", dt, seq, a.RopeDim), v4RopeTables(b, "compress", dt, seq, a.RopeDim)
 	if a.Compressor != nil {
-		tables = "compress"
+		cos, other = other, cos
 	}
-	cos := v4RopeTables(b, tables, dt, seq, a.RopeDim)
+	b.KeepAlive("position_embeddings", other...)
 	q = v4Rope(b, "q", q, cos, seq, a.RopeDim, 1)
 	kv := keptNorm(b, "kv_norm", b.Linear("kv_proj", core.RoleK, x, a.Dim, d, false), d)
 	kv = v4Rope(b, "kv", kv, cos, seq, a.RopeDim, 1)
@@ -172,16 +175,20 @@ func (a *V4Attention) eager(b *core.Builder, q, kv, bias core.Value, batch, seq,
 		mask = b.Out(m, "mask_with_block_bias", []int64{batch, 1, seq, keys}, dt, "the sliding mask and the compressor's block bias (torch.cat)")
 		b.Val(mask).Grad = false
 	}
-	// repeat_kv of one head is a stride-0 view; bmm folds (batch, heads)
-	// by reshape, a copy of every head when batch > 1.
-	kvAll := kv
-	if batch > 1 {
-		c := b.AddOp("expand", "kv_heads", []core.Value{kv})
-		kvAll = b.Out(c, "kv_expanded", []int64{batch * h, keys, d}, dt, "the shared key expanded to every head (bmm's reshape of a stride-0 view copies)")
+	// repeat_kv of one head is a stride-0 view; each matmul folds (batch,
+	// heads) by reshape, which copies every head when batch > 1 (k^T for
+	// q.k, v for p.v: two copies), and is a view of kv with one sequence.
+	expanded := func(name string) core.Value {
+		if batch == 1 {
+			return kv
+		}
+		c := b.AddOp("expand", name, []core.Value{kv})
+		return b.Out(c, name, []int64{batch * h, keys, d}, dt, "the shared key-value head expanded to every head (matmul's reshape of a stride-0 view copies)")
 	}
-	i := b.AddOp("matmul", "qk", []core.Value{q, kvAll})
+	kT := expanded("k_expanded")
+	i := b.AddOp("matmul", "qk", []core.Value{q, kT})
 	scores := b.Out(i, "scores", scoreShape, dt, "attention scores")
-	b.Save(i, q, kvAll)
+	b.Save(i, q, kT)
 	b.Op(i).Flops = 2 * float64(rows) * float64(keys) * float64(h*d)
 	scaled := b.Ew("mul", "scaled", []core.Value{scores}, scoreShape, dt, "scores * head_dim^-0.5")
 	masked := b.Ew("add", "masked", []core.Value{scaled, mask}, scoreShape, dt, "scores plus the mask")
@@ -207,15 +214,16 @@ func (a *V4Attention) eager(b *core.Builder, q, kv, bias core.Value, batch, seq,
 	if !b.Rt.CPU {
 		b.Op(sm).WorkB = b.Val(p).Bytes // CUDA's softmax backward: grad * output first
 	}
-	// probs[..., :-1].to(v.dtype): a copy in a 16-bit model, the view of
-	// probs in fp32.
+	// probs[..., :-1].to(v.dtype): a copy in a 16-bit model; in fp32 a
+	// view of probs (its reshape for bmm merges batch and heads: a view).
 	pv := p
 	if sdt != dt {
 		pv = b.Ew("cast", "probs_cast", []core.Value{p}, scoreShape, dt, "the probabilities without the sink, in the values' dtype")
 	}
-	o := b.AddOp("matmul", "pv", []core.Value{pv, kvAll})
+	v := expanded("v_expanded")
+	o := b.AddOp("matmul", "pv", []core.Value{pv, v})
 	ctx := b.Out(o, "context", []int64{batch, seq, h * d}, dt, "attention context")
-	b.Save(o, pv, kvAll)
+	b.Save(o, pv, v)
 	b.Op(o).Flops = 2 * float64(rows) * float64(keys) * float64(h*d)
 	return b.Ew("contiguous", "merge_heads", []core.Value{ctx}, []int64{batch, seq, h * d}, dt, "attn_output.transpose(1, 2).contiguous()")
 }

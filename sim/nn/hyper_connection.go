@@ -132,12 +132,15 @@ func hyperWeights(b *core.Builder, module string, x core.Value, n, dim, mixes, i
 		b.Save(j, mixed)
 		return y
 	}
-	pre := b.Unary("sigmoid", gate("pre", n), false, true)
-	post = b.Unary("sigmoid", gate("post", n), false, true)
+	// sigmoid(..) + eps and 2 * sigmoid(..): new tensors beside the
+	// sigmoids' saved outputs, which the products below keep.
+	pre := plusEps(b, "pre", b.Unary("sigmoid", gate("pre", n), false, true))
+	post = b.Ew("mul", "post", []core.Value{b.Unary("sigmoid", gate("post", n), false, true)}, core.WithLast(s, n), units.FP32, "2 * sigmoid(post logits)")
 	cs := core.WithLast(s, n*n)
 	c := b.AddOp("softmax", "comb", []core.Value{gate("comb", n*n)})
 	comb = b.Out(c, "comb_softmax", cs, units.FP32, "softmax of the comb logits (saved)")
 	b.Save(c, comb)
+	comb = plusEps(b, "comb", comb)
 	// Sinkhorn-Knopp: comb / (comb.sum(dim) + eps), 2 x iters - 1 times;
 	// each division keeps its numerator and its [.., 1, n] denominator.
 	for k := int64(0); k < 2*iters-1; k++ {
@@ -177,6 +180,11 @@ func hyperMix(b *core.Builder, x, y, post, comb core.Value, s []int64, dt units.
 	b.Op(i).Flops = 2 * float64(rows) * float64(n*n*dim)
 	b.Op(i).Bytes += float64(b.Val(x).Bytes + b.Val(c).Bytes)
 	return b.Add("streams", out, mixed)
+}
+
+// plusEps is x + hc_eps, a new fp32 tensor that saves nothing.
+func plusEps(b *core.Builder, name string, x core.Value) core.Value {
+	return b.Ew("add", name+"_eps", []core.Value{x}, b.Shape(x), units.FP32, name+" + hc_eps")
 }
 
 // streamLogits is F.linear(input_norm(x.float()), fn.float()): the
@@ -261,7 +269,7 @@ func (h *HyperHead) Lower(b *core.Builder, x core.Value) core.Value {
 	j := b.AddOp("mul", "scaled", []core.Value{mixes}, scale, base)
 	logits := b.Out(j, "logits", core.WithLast(s, n), units.FP32, "mixes * hc_scale + hc_base")
 	b.Save(j, mixes)
-	pre := b.Unary("sigmoid", logits, false, true)
+	pre := plusEps(b, "pre", b.Unary("sigmoid", logits, false, true))
 	m := b.AddOp("mul", "pre_streams", []core.Value{pre, x})
 	prod := b.Out(m, "pre_streams", s, units.FP32, "pre-weighted streams (fp32)")
 	b.Save(m, pre, x)
