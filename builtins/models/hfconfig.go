@@ -54,7 +54,12 @@ func HfConfigBuiltins() []host.Builtin {
 			"pos_embed resampled to each image, LayerNorm blocks, merger), reading train(images=), whose deepstack_merger_list features are " +
 			"added to the hidden states at the image positions after the first decoder layers; Qwen3.5's ForConditionalGeneration " +
 			"(qwen3_5, qwen3_5_moe; its config's architectures[0]) adds the same tower without deepstack; their attention is \"flash\" or \"sdpa\"; " +
-			"their train(videos=) runs each pair of frames as an image after the timestamp the processor writes. mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
+			"their train(videos=) runs each pair of frames as an image after the timestamp the processor writes. " +
+			"glm4v (GLM-4.1V-9B-Thinking, GLM-4.6V-Flash) builds Glm4vForConditionalGeneration: GLM-4.1V's vision tower (model.visual: patch_embed, " +
+			"a position table resampled to each image by grid_sample, RMS-normed blocks, downsample, merger) after the text embedding, reading " +
+			"train(images=) (each image resized as Glm4vImageProcessor does: sides rounded to multiples of 28 pixels within its pixel budget) or " +
+			"train(videos=) (not both in a step: GLM-4V's videos use image tokens), then text_config's GLM-4 decoder with a multimodal rotary pair " +
+			"made once a forward; its attention is \"flash\" or \"sdpa\". mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
 			"its tiled vision model and projector (model.vision_model, model.multi_modal_projector) after the text " +
 			"embedding, reading train(images=) (every image is max_num_tiles tiles of image_size pixels whatever its size), " +
 			"and the text model's gated cross-attention layers (cross_attention_layers) attending to the projected image " +
@@ -107,7 +112,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"with attention_bias on q, k and v (default true), attention_out_bias on o, and attention_dropout and residual_dropout (0.1 each by default). mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
 			"attn=\"eager\". transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
-			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: glm4 (GLM-4-0414) needs 4.51, granite, granitemoe and olmoe 4.45, granitemoehybrid 4.52, falcon_h1 and smollm3 4.53, glm4_moe, ernie4_5 and ernie4_5_moe 4.54, seed_oss 4.56, olmo3 4.57, glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, eager only " +
+			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: glm4 (GLM-4-0414) needs 4.51, granite, granitemoe and olmoe 4.45, granitemoehybrid 4.52, falcon_h1, smollm3 and glm4v 4.53, glm4_moe, ernie4_5 and ernie4_5_moe 4.54, seed_oss 4.56, olmo3 4.57, glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, eager only " +
 			"(attn=\"sdpa\" runs eager): hc_mult residual streams mixed by hyper-connections, sliding, compressed sparse (with an indexer) or heavily compressed attention by layer_types or compress_ratios, " +
 			"hash-routed then top-k sqrt-softplus MoE layers with clamped SwiGLU experts, its MTP layer not built; kimi_k25, Kimi K2.5, 5.13: Kimi K2's DeepSeek-V3 text model after MoonViT and its projector (model.vision_tower, model.mm_projector), reading train(images=) (each image scaled to at most 16,384 patches of 14 pixels and padded to a multiple of 28 pixels a side, 2 x 2 patches a token); train(videos=) is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +

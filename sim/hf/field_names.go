@@ -45,6 +45,11 @@ var (
 		nn.FieldDeepstack: "deepstack_visual_indexes", nn.FieldHidden: "intermediate_size", nn.FieldPatch: "patch_size",
 		nn.FieldMerge: "spatial_merge_size", nn.FieldTemporal: "temporal_patch_size", nn.FieldInChans: "in_channels",
 	}
+	glm4vTowerKeys = map[nn.Field]string{
+		nn.FieldDim: "hidden_size", nn.FieldDepth: "depth", nn.FieldHeads: "num_heads", nn.FieldHidden: "intermediate_size",
+		nn.FieldPatch: "patch_size", nn.FieldMerge: "spatial_merge_size", nn.FieldTemporal: "temporal_patch_size",
+		nn.FieldInChans: "in_channels", nn.FieldTextDim: "out_hidden_size", nn.FieldPositions: "image_size",
+	}
 	// textWidthKeys name a tower's projection width, the text model's
 	// hidden_size (text_config's, for Llama 4 and Kimi K2.5).
 	textWidthKeys = map[nn.Field]string{nn.FieldTextDim: "hidden_size"}

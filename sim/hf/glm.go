@@ -33,7 +33,7 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 	c.number("rope_theta", 10000)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: c.flag("attention_bias", false), Impl: attn, Causal: true, Rope: true, SoftmaxFP32: true,
-		QKNorm: c.flag("use_qk_norm", false), RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeCat: true, EagerMask: true}
+		QKNorm: c.flag("use_qk_norm", false), RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeTablesBatch: c.mrope, RopeCat: true, EagerMask: true}
 	if c.err != nil {
 		return nil
 	}
@@ -76,7 +76,7 @@ func buildGLM4(c *hfConfig, attn string, head hfHead) *core.Model {
 	drop, after := c.attnDropout("attention_dropout", c.prob("attention_dropout", 0), 0)
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: c.flag("attention_bias", true), Impl: attn, Causal: true, Dropout: drop, Rope: true, SoftmaxFP32: true,
-		RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeTablesEachLayer: true, RopeCat: true, EagerMask: true}
+		RopeTables: "rotary_emb", RopeTablesDim: rotary, RopeTablesEachLayer: !c.mrope, RopeTablesBatch: c.mrope, RopeCat: true, EagerMask: true}
 	if c.err != nil {
 		return nil
 	}

@@ -65,13 +65,19 @@ func towerInputs(b *core.Builder, temporal int64, stamps bool, tokens func(h, w 
 		ins = append(ins, imageInput(b))
 	}
 	if vd := b.Videos; vd.Count > 0 {
-		in := visualInput{kind: "video", frames: vd.Count * videoGroups(vd.Frames, temporal), h: vd.Height, w: vd.Width,
-			what: fmt.Sprintf("%s of %s of %dx%d pixels", units.Count(vd.Count, "video"), units.Count(vd.Frames, "frame"), vd.Height, vd.Width)}
+		in := videoInput(b, temporal)
 		if stamps {
 			in.text = vd.Count * videoText(vd.Frames, temporal, vd.FPS)
 		}
 		ins = append(ins, in)
 	}
+	fitSequence(b, ins, tokens)
+	return ins
+}
+
+// fitSequence refuses runs whose tokens (tokens of a frame of h x w
+// pixels, and their text) are more than the sequence.
+func fitSequence(b *core.Builder, ins []visualInput, tokens func(h, w int64) int64) {
 	var n int64
 	var what, kinds []string
 	for _, in := range ins {
@@ -84,7 +90,14 @@ func towerInputs(b *core.Builder, temporal int64, stamps bool, tokens func(h, w 
 			Msg:  fmt.Sprintf("%s: %d %s tokens a sample, more than seq=%d", strings.Join(what, " and "), n, k, b.Seq),
 			Hint: "seq counts the " + k + " tokens with the text: raise seq, or use fewer or smaller " + strings.Join(kinds, "s or ") + "s"}})
 	}
-	return ins
+}
+
+// videoInput is the plan's videos, each a run of its temporal patch
+// groups.
+func videoInput(b *core.Builder, temporal int64) visualInput {
+	vd := b.Videos
+	return visualInput{kind: "video", frames: vd.Count * videoGroups(vd.Frames, temporal), h: vd.Height, w: vd.Width,
+		what: fmt.Sprintf("%s of %s of %dx%d pixels", units.Count(vd.Count, "video"), units.Count(vd.Frames, "frame"), vd.Height, vd.Width)}
 }
 
 // videoGroups is the temporal patch groups of a video of frames frames:
