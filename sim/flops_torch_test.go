@@ -239,7 +239,12 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // qwen2_vl,idefics3_vision,smolvlm_vision appended; the llava_next_vision
 // and llava_onevision_vision lines with 5.25.0, flops.py --cases
 // llava_next_vision,llava_onevision_vision appended: the unread last CLIP
-// layer's forward counted; FlopCounterMode's formulas, each op given to
+// layer's forward counted; the deepseek_v4 line with 5.25.0, flops.py
+// --cases deepseek_v4 appended: DeepSeek-V4's eager attention over the
+// sliding keys and the compressed entries, its grouped o_a_proj, the
+// hyper-connections' projections and comb mixing, the compressors and the
+// CSA indexer's scorer, no backward for the indexer (no gradient reaches
+// it), every module equal; FlopCounterMode's formulas, each op given to
 // the module running it). Only the op kinds FlopCounterMode counts are
 // compared (flopCounted); it counts no elementwise op, norm, softmax or
 // loss, which memsh does count (a few per cent of a step's FLOPs). Every

@@ -147,14 +147,14 @@ func (a *V4Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	grouped := b.Ew("reshape", "grouped", []core.Value{o}, core.WithLast(s, h*d), dt, "the heads regrouped into o_groups (reshape of a transposed tensor: a copy)")
 	done := b.Scope("o_a_proj")
 	w := b.Param("weight", []int64{g * a.OLoraRank, per}, core.RoleO)
-	done()
-	i := b.AddOp("bmm", "o_a_proj", []core.Value{grouped}, w)
+	i := b.AddOp("matmul", "", []core.Value{grouped}, w) // a bmm over the groups
 	ya := b.Out(i, "o_a_out", core.WithLast(s, g*a.OLoraRank), dt, "each group projected to o_lora_rank (bmm)")
 	if b.Trainable(w) {
 		b.Save(i, grouped)
 	}
 	b.Op(i).Flops = 2 * float64(core.Rows(s)) * float64(per) * float64(g*a.OLoraRank)
 	b.Op(i).Bytes += float64(b.Val(grouped).Bytes) + float64(dt.Bytes(g*a.OLoraRank*per))
+	done()
 	flat := b.Ew("flatten", "o_a_flat", []core.Value{ya}, core.WithLast(s, g*a.OLoraRank), dt, "the groups flattened (flatten(2) of the transposed bmm output: a copy)")
 	return b.Linear("o_b_proj", core.RoleO, flat, g*a.OLoraRank, a.Dim, false)
 }

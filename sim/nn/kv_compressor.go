@@ -179,15 +179,35 @@ func positionTables(b *core.Builder, module string, dt units.DType, rows, n, rop
 // lower runs the indexer under no gradient (V4Indexer's doc): its top-k
 // indices [B, S, k] int64.
 func (ix *V4Indexer) lower(b *core.Builder, x, qr core.Value, dim, qLora, ropeDim, rate, batch, seq int64) core.Value {
-	eval := b.Eval
+	eval, first := b.Eval, len(b.P.Ops)
 	b.Eval = true
-	defer func() { b.Eval = eval }()
+	defer func() {
+		b.Eval = eval
+		for i := first; i < len(b.P.Ops); i++ {
+			b.P.Ops[i].NoGradB = true // no backward reaches it: no input gradients, no backward FLOPs
+		}
+	}()
 	defer b.Scope("indexer")()
 	n := seq / rate
 	h, d := ix.Heads, ix.HeadDim
 	ckv := compressWindows(b, x, dim, d, ropeDim, rate, true, batch, n)
 	q := b.Linear("q_b_proj", core.RoleLinear, qr, qLora, h*d, false)
 	q = v4Rope(b, "q", q, positionTables(b, "rotary_emb", b.Dtype(q), 1, seq, ropeDim), seq, ropeDim, 1)
+	sum := ix.score(b, x, q, ckv, dim, batch, seq, n)
+	masked := b.Ew("masked_fill", "masked_index_scores", []core.Value{sum}, []int64{batch, seq, n}, units.FP32, "index scores with future entries at -inf")
+	k := min(ix.TopK, n)
+	tk := b.AddOp("topk", "topk", []core.Value{masked})
+	b.Out(tk, "topk_values", []int64{batch, seq, k}, units.FP32, "top-k index scores (dropped)")
+	idx := b.Out(tk, "topk_indices", []int64{batch, seq, k}, units.INT64, "the top-k entries per query")
+	return b.Ew("where", "valid_indices", []core.Value{idx}, []int64{batch, seq, k}, units.INT64, "picks past the causal threshold replaced by -1")
+}
+
+// score is DeepseekV4IndexerScorer (scorer): relu(q.float() @
+// k.float()^T) * head_dim^-0.5, weighted per head by weights_proj(x) *
+// heads^-0.5 and summed over the heads: [B, S, n] fp32.
+func (ix *V4Indexer) score(b *core.Builder, x, q, ckv core.Value, dim, batch, seq, n int64) core.Value {
+	defer b.Scope("scorer")()
+	h, d := ix.Heads, ix.HeadDim
 	qf := b.Cast(q, units.FP32, "q.float()")
 	kf := b.Cast(ckv, units.FP32, "the compressed keys .float()")
 	plane := []int64{batch, seq, h, n}
@@ -196,17 +216,9 @@ func (ix *V4Indexer) lower(b *core.Builder, x, qr core.Value, dim, qLora, ropeDi
 	b.Op(mm).Flops = 2 * float64(batch*seq) * float64(h) * float64(n) * float64(d)
 	relu := b.Ew("relu", "relu_scores", []core.Value{scores}, plane, units.FP32, "F.relu(scores)")
 	scaled := b.Ew("mul", "scaled_scores", []core.Value{relu}, plane, units.FP32, "relu(scores) * softmax_scale")
-	done := b.Scope("scorer")
 	wts := b.Linear("weights_proj", core.RoleLinear, x, dim, h, false)
-	done()
 	wf := b.Cast(wts, units.FP32, "weights_proj(x).float()")
 	wsc := b.Ew("mul", "weights", []core.Value{wf}, core.WithLast(b.Shape(wf), h), units.FP32, "weights * heads^-0.5")
 	prod := b.Ew("mul", "weighted_scores", []core.Value{scaled, wsc}, plane, units.FP32, "the scores weighted per head")
-	sum := b.Ew("sum", "index_scores", []core.Value{prod}, []int64{batch, seq, n}, units.FP32, "index scores per query and entry")
-	masked := b.Ew("masked_fill", "masked_index_scores", []core.Value{sum}, []int64{batch, seq, n}, units.FP32, "index scores with future entries at -inf")
-	k := min(ix.TopK, n)
-	tk := b.AddOp("topk", "topk", []core.Value{masked})
-	b.Out(tk, "topk_values", []int64{batch, seq, k}, units.FP32, "top-k index scores (dropped)")
-	idx := b.Out(tk, "topk_indices", []int64{batch, seq, k}, units.INT64, "the top-k entries per query")
-	return b.Ew("where", "valid_indices", []core.Value{idx}, []int64{batch, seq, k}, units.INT64, "picks past the causal threshold replaced by -1")
+	return b.Ew("sum", "index_scores", []core.Value{prod}, []int64{batch, seq, n}, units.FP32, "index scores per query and entry")
 }

@@ -78,6 +78,7 @@ CASES = [
     ("granitemoe_grouped", "granitemoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("granitemoehybrid", "granitemoehybrid-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("olmoe_grouped", "olmoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("deepseek_v4", "deepseek-v4-tiny.json", "eager", {"experts": "grouped_mm"}),
 ]
 
 MATMUL_LIKE = ("_grouped_mm", "matmul", "einsum", "linear", "conv", "attention", "_scaled_mm", "solve_triangular")
