@@ -62,7 +62,7 @@ func buildDeepSeekV4(c *hfConfig, attn string, head hfHead) *core.Model {
 		c.fail("scoring_func", "must be \"sqrtsoftplus\" for model_type deepseek_v4 (got %q): the other scores are not modelled", f)
 	}
 	if nextn := c.intOr("num_nextn_predict_layers", 1); c.mtp && nextn > 0 && c.err == nil {
-		c.fail("num_nextn_predict_layers", "mtp=True is not modelled for model_type deepseek_v4 (its MTP layer has its own hyper-connection head and e_proj/h_proj, which transformers does not build)")
+		c.fail("num_nextn_predict_layers", "is %d, but mtp=True is not modelled for model_type deepseek_v4: its MTP layer (mtp.0, with its own hyper-connection head and e_proj/h_proj) is one transformers does not build", nextn)
 	}
 	if (heads*headDim)%max(groups, 1) != 0 && c.err == nil {
 		c.fail("o_groups", "(%d) must divide num_attention_heads x head_dim (%d x %d)", groups, heads, headDim)
