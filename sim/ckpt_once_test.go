@@ -18,10 +18,11 @@ import (
 // depth. Measured on the CPU, transformers 5.25.0, torch 2.15.0, batch 2
 // of 32 tokens:
 //
-//	python tools/oracle/hf_block_saved.py CONFIG.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache [mask] ckpt held
+//	python tools/oracle/hf_block_saved.py CONFIG.json {1,2,3} 2 32 {float32,bfloat16} {sdpa,eager} nocache [mask] ckpt held [keepfp32]
 //
 // CONFIG llama-gqa-tiny.json, gemma3-tiny.json, olmo3-tiny.json,
-// ernie4_5-tiny.json, seed_oss-tiny.json, deepseek-v4-tiny.json (with
+// ernie4_5-tiny.json, ernie4_5_moe-tiny.json (with keepfp32: the routers
+// fp32; every layer an MoE layer), seed_oss-tiny.json, deepseek-v4-tiny.json (with
 // keepfp32; layer 0 sliding, 1 compressed sparse, 2 heavily compressed)
 // or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
 // to the layers that live after the forward and were not packed (weakrefs
@@ -41,7 +42,7 @@ import (
 // (an attention_mask of ones, as a collator passes): the bool mask is
 // then [batch, 1, seq, seq], as memsh lowers it; without one,
 // masking_utils.sdpa_mask expands a [1, 1, seq, seq] mask over the batch
-// (held 5,376 and 9,472, 1,024 bytes less). ERNIE 4.5 holds rotary_emb's
+// (held 5,376 and 9,472, 1,024 bytes less). ERNIE 4.5 (dense and MoE alike) holds rotary_emb's
 // pair in fp32 whatever the dtype (each layer's own fp32 pair, made from
 // it, is recomputed under the layer's checkpoint). DeepSeek-V4 holds both
 // of its pairs (main and compress) and the eager sliding-window mask at
@@ -77,6 +78,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"ernie4_5-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
 		{"ernie4_5-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
 		{"ernie4_5-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0},
+		{"ernie4_5_moe-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
+		{"ernie4_5_moe-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
+		{"ernie4_5_moe-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
+		{"ernie4_5_moe-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0},
 		{"seed_oss-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
 		{"seed_oss-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
 		{"seed_oss-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
