@@ -56,6 +56,19 @@ func TestGLM4VImagesSaveAsTransformers(t *testing.T) {
 		{im: core.Images{Count: 2, Height: 112, Width: 168}, seq: 64, precision: "bf16", ckpt: true, want: 622_848 + tables},
 		{im: core.Images{Count: 2, Height: 112, Width: 168}, seq: 64, precision: "fp32", ckpt: true, want: 1_189_312 + tables},
 	})
+	// glm4v-moe-tiny.json: the same tower before GLM-4.5V's MoE text model
+	// (2 layers, the second of 4 experts, 2 a token, and a shared one):
+	// the images add what they add to glm4v's, the placeholder mask
+	// included (Glm4vMoeModel.forward joins them as Glm4vModel does).
+	//
+	//	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-moe-tiny.json 2 112 168 64
+	//	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-moe-tiny.json 1 200 300 128
+	//	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-moe-tiny.json 2 112 168 64 bf16
+	checkImagesSaveCases(t, "glm4v-moe-tiny.json", hf.Options{Attn: "sdpa"}, 209_952, []imagesSaveCase{
+		{im: core.Images{Count: 2, Height: 112, Width: 168}, seq: 64, precision: "fp32", want: 2_697_664},
+		{im: core.Images{Count: 1, Height: 200, Width: 300}, seq: 128, precision: "fp32", want: 4_327_528},
+		{im: core.Images{Count: 2, Height: 112, Width: 168}, seq: 64, precision: "bf16", want: 1_467_648},
+	})
 }
 
 // What videos add, and the tokens they add to a sample, in the model of
@@ -69,6 +82,7 @@ func TestGLM4VImagesSaveAsTransformers(t *testing.T) {
 //	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json 1 56 84 128 video=5 fps=1
 //	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json 2 56 84 128 video=4 fps=0.5
 //	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json 1 112 168 128 video=4 bf16
+//	/work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-moe-tiny.json 1 112 168 128 video=4
 //
 // A video of 4 frames is 2 groups, each a segment of the tower as an
 // image is: it saves what two images of its frames' size save (2,697,664
@@ -79,17 +93,20 @@ func TestGLM4VImagesSaveAsTransformers(t *testing.T) {
 // at 2 a second; 0, 2, 4 for 5 at 1; 0 and 4 at 0.5): one token each.
 func TestGLM4VVideosSaveAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
+		config    string
+		params    int64
 		videos    core.Videos
 		precision string
 		want      int64 // saved bytes the videos add
 		tokens    int64 // tokens they add to a sample
 	}{
-		{core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, "fp32", 2_697_728, 54},
-		{core.Videos{Count: 1, Frames: 5, Height: 56, Width: 84, FPS: 1}, "fp32", 1_011_728, 27},
-		{core.Videos{Count: 2, Frames: 4, Height: 56, Width: 84, FPS: 0.5}, "fp32", 1_348_928, 36},
-		{core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, "bf16", 1_467_712, 54},
+		{"glm4v-tiny.json", 203_808, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, "fp32", 2_697_728, 54},
+		{"glm4v-tiny.json", 203_808, core.Videos{Count: 1, Frames: 5, Height: 56, Width: 84, FPS: 1}, "fp32", 1_011_728, 27},
+		{"glm4v-tiny.json", 203_808, core.Videos{Count: 2, Frames: 4, Height: 56, Width: 84, FPS: 0.5}, "fp32", 1_348_928, 36},
+		{"glm4v-tiny.json", 203_808, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, "bf16", 1_467_712, 54},
+		{"glm4v-moe-tiny.json", 209_952, core.Videos{Count: 1, Frames: 4, Height: 112, Width: 168, FPS: 2}, "fp32", 2_697_728, 54},
 	} {
-		p := visionPlan(t, "glm4v-tiny.json", hf.Options{Attn: "sdpa"}, 203_808, tc.precision)
+		p := visionPlan(t, tc.config, hf.Options{Attn: "sdpa"}, tc.params, tc.precision)
 		p.Seq = 128
 		p.Videos = tc.videos
 		with := evalPlan(t, p).SavedActivations

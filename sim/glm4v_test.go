@@ -22,6 +22,13 @@ import (
 // (qkv and proj without biases, MLPs of out_hidden_size 4096), downsample
 // 4096 x 1536 x 2 x 2 + 4096 and the merger 185,081,856 (proj, its
 // LayerNorm, a gated MLP of intermediate_size 13696).
+//
+// GLM-4.5V (glm4v_moe) 107,710,927,360, its tower 858,681,856 (the
+// merger's MLP of intermediate_size 10944), the same script on
+// glm-4.5v.json: zai-org/GLM-4.5V's config.json as public code transcribes
+// it (NVIDIA Megatron-Bridge's GLM-4.5V toy test keeps its keys); the card's
+// 108 B. Its text model is GLM-4.5-Air's without the MTP layer, which
+// transformers does not build: 106,852,245,504 (TestFromHFConfigParams).
 func TestGLM4VParams(t *testing.T) {
 	for _, tc := range []struct {
 		file          string
@@ -29,6 +36,8 @@ func TestGLM4VParams(t *testing.T) {
 	}{
 		{"glm-4.1v-9b-thinking.json", 10_292_777_472, 892_498_432},
 		{"glm4v-tiny.json", 203_808, 90_848},
+		{"glm-4.5v.json", 107_710_927_360, 858_681_856},
+		{"glm4v-moe-tiny.json", 209_952, 90_848},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "flash"})
 		if err != nil {

@@ -59,7 +59,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"a position table resampled to each image by grid_sample, RMS-normed blocks, downsample, merger) after the text embedding, reading " +
 			"train(images=) (each image resized as Glm4vImageProcessor does: sides rounded to multiples of 28 pixels within its pixel budget) or " +
 			"train(videos=) (not both in a step: GLM-4V's videos use image tokens), then text_config's GLM-4 decoder with a multimodal rotary pair " +
-			"made once a forward; its attention is \"flash\" or \"sdpa\". mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
+			"made once a forward; its attention is \"flash\" or \"sdpa\"; glm4v_moe (GLM-4.5V, GLM-4.6V, transformers 4.56) builds Glm4vMoeForConditionalGeneration, " +
+			"the same tower before GLM-4.5-Air's MoE text model. mllama builds MllamaForConditionalGeneration (Llama 3.2 Vision): " +
 			"its tiled vision model and projector (model.vision_model, model.multi_modal_projector) after the text " +
 			"embedding, reading train(images=) (every image is max_num_tiles tiles of image_size pixels whatever its size), " +
 			"and the text model's gated cross-attention layers (cross_attention_layers) attending to the projected image " +

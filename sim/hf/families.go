@@ -51,6 +51,7 @@ var hfFamilies = []hfFamily{
 	// out the next day); glm4v_moe: 4.56 (its page: added on 2025-08-08,
 	// after 4.55.0 of 2025-08-05). glm4v.go.
 	{modelType: "glm4v", prefix: "Glm4v", base: "model", heads: vlHeads, build: buildGLM4V, vl: true, since: [2]int{4, 53}},
+	{modelType: "glm4v_moe", prefix: "Glm4vMoe", base: "model", heads: vlHeads, build: buildGLM4V, vl: true, since: [2]int{4, 56}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "glm4_moe", prefix: "Glm4Moe", base: "model", heads: decoderHeads, build: buildGLM4MoE, since: [2]int{4, 54}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "glm4_moe_lite", prefix: "Glm4MoeLite", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	{modelType: "gemma", prefix: "Gemma", base: "model", heads: decoderHeads, build: buildDecoder},
