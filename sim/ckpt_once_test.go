@@ -47,6 +47,9 @@ import (
 // it, is recomputed under the layer's checkpoint). DeepSeek-V4 holds both
 // of its pairs (main and compress) and the eager sliding-window mask at
 // any depth, and keeps each layer's input streams, 4 x 64 wide.
+// StarCoder2's (starcoder2-tiny.json) sdpa rows are measured with mask too: its every layer
+// slides, so SDPA gets the window's bool mask (without an
+// attention_mask, held 5,376 and 3,328).
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	const positionIDs = 32 * 8
 	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
@@ -88,6 +91,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"seed_oss-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
 		{"deepseek-v4-tiny.json", nil, "eager", "fp32", []int64{283140, 348676, 414212}, []int64{10496, 10496, 10496}, 0},
 		{"deepseek-v4-tiny.json", nil, "eager", "bf16", []int64{274948, 307716, 340484}, []int64{5376, 5376, 5376}, 0},
+		{"starcoder2-tiny.json", nil, "sdpa", "fp32", []int64{116228, 132612, 148996}, []int64{6400, 6400, 6400}, 0},
+		{"starcoder2-tiny.json", nil, "sdpa", "bf16", []int64{91396, 99588, 107780}, []int64{4352, 4352, 4352}, 0},
+		{"starcoder2-tiny.json", nil, "eager", "fp32", []int64{116228, 132612, 148996}, []int64{12544, 12544, 12544}, 0},
+		{"starcoder2-tiny.json", nil, "eager", "bf16", []int64{91396, 99588, 107780}, []int64{6400, 6400, 6400}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

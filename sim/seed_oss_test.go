@@ -62,31 +62,41 @@ func TestSeedOSSConfig(t *testing.T) {
 // With the published dropouts (seed_oss-tiny-dropout.json:
 // attention_dropout and residual_dropout 0.1) a layer keeps three masks
 // more: the attention probabilities' (2 x 4 heads x 32 x 32) and o_proj's
-// and down_proj's outputs' (2 x 32 x 64 each), 16,384 elements. On the
-// CPU transformers' eager attention keeps them as torch's _dropout_impl
-// does there, a noise tensor in the input's dtype; CUDA's native_dropout,
-// which memsh lowers, keeps bool masks: 3 bytes an element less in fp32,
-// 1 in bf16. (CPU SDPA with dropout takes the math path, so only eager
-// compares.)
+// and down_proj's outputs' (2 x 32 x 64 each), 16,384 elements.
 //
 //	python tools/oracle/hf_block_saved.py sim/testdata/hf/seed_oss-tiny-dropout.json {1,2} 2 32 {float32,bfloat16} eager nocache
 //
-// fp32 546,564 / 973,060, bf16 347,908 / 594,180.
+// fp32 546,564 / 973,060, bf16 347,908 / 594,180 (checkCPUDropout).
 func TestSeedOSSDropoutMasks(t *testing.T) {
-	const masked = 2*4*32*32 + 2*2*32*64 // elements a layer
-	for _, tc := range []struct {
-		precision string
-		itemsize  int64
-		one, two  int64
-	}{
+	checkCPUDropout(t, "seed_oss-tiny-dropout.json", 2*4*32*32+2*2*32*64, 0, []cpuDropout{
 		{"fp32", 4, 546_564, 973_060},
 		{"bf16", 2, 347_908, 594_180},
-	} {
-		cpuNoise := (tc.itemsize - 1) * masked // the CPU's noise tensor over CUDA's bool mask
-		one := graniteSaved(t, "seed_oss-tiny-dropout.json", 1, tc.precision, "eager", false)
-		two := graniteSaved(t, "seed_oss-tiny-dropout.json", 2, tc.precision, "eager", false)
-		if one+cpuNoise != tc.one || two+2*cpuNoise != tc.two {
-			t.Errorf("%s: 1 layer %d + %d, 2 layers %d + %d; transformers on the CPU %d, %d", tc.precision, one, cpuNoise, two, 2*cpuNoise, tc.one, tc.two)
+	})
+}
+
+// cpuDropout is what transformers' eager attention keeps on the CPU for
+// 1 and 2 layers of a tiny model with dropouts, in a dtype of itemsize
+// bytes.
+type cpuDropout struct {
+	precision string
+	itemsize  int64
+	one, two  int64
+}
+
+// checkCPUDropout checks memsh's eager saves of file against the CPU's:
+// there torch's _dropout_impl keeps each mask as a noise tensor in the
+// input's dtype, where CUDA's native_dropout, which memsh lowers, keeps a
+// bool one: itemsize - 1 bytes more an element, of perLayer elements a
+// layer and once more before the layers (the embeddings'). CPU SDPA with
+// dropout takes the math path, so only eager compares.
+func checkCPUDropout(t *testing.T, file string, perLayer, once int64, rows []cpuDropout) {
+	t.Helper()
+	for _, tc := range rows {
+		noise := func(layers int64) int64 { return (tc.itemsize - 1) * (perLayer*layers + once) }
+		one := graniteSaved(t, file, 1, tc.precision, "eager", false)
+		two := graniteSaved(t, file, 2, tc.precision, "eager", false)
+		if one+noise(1) != tc.one || two+noise(2) != tc.two {
+			t.Errorf("%s %s: 1 layer %d + %d, 2 layers %d + %d; transformers on the CPU %d, %d", file, tc.precision, one, noise(1), two, noise(2), tc.one, tc.two)
 		}
 	}
 }

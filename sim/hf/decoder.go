@@ -12,7 +12,8 @@ import (
 // rotary embeddings, a gated MLP (or a mixture of experts) and no
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
-// phimoe, gpt_oss, granite, granitemoe, olmoe and smollm3; their differences are
+// phimoe, gpt_oss, granite, granitemoe, olmoe, smollm3, ernie4_5,
+// ernie4_5_moe, seed_oss and starcoder2; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py).
 type decoderFamily struct {
 	tie        bool  // tie_word_embeddings default
@@ -52,6 +53,9 @@ type decoderFamily struct {
 	// seedOSS: Seed-OSS's attention_bias (q, k, v), attention_out_bias
 	// (o) and mlp_bias, and its two dropouts (buildDecoder's doc)
 	seedOSS bool
+	// starcoder2: StarCoder2's use_bias on every projection, an ungated
+	// MLP (c_fc, c_proj) and its three dropouts (buildDecoder's doc)
+	starcoder2 bool
 }
 
 func decoderFamilyOf(mt string) decoderFamily {
@@ -96,6 +100,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{tie: true, ernie: true, moe: "ernie4_5_moe", actKey: "hidden_act"}
 	case "seed_oss":
 		return decoderFamily{headDimDef: 128, seedOSS: true, actKey: "hidden_act"}
+	case "starcoder2":
+		return decoderFamily{tie: true, layerNorm: true, everyWindow: true, starcoder2: true, actKey: "hidden_act"}
 	}
 	return decoderFamily{actKey: "hidden_act"}
 }
@@ -145,6 +151,14 @@ func decoderFamilyOf(mt string) decoderFamily {
 // down_proj's outputs with residual_dropout (SeedOssConfig's defaults,
 // as the published config.json: 0.1 each).
 //
+// StarCoder2 (model_type starcoder2: bigcode/starcoder2-3b, -7b, -15b;
+// models/starcoder2/modeling_starcoder2.py at 5.25.0) norms with
+// nn.LayerNorm, biases q, k, v, o and its ungated MLP (c_fc, the
+// gelu_pytorch_tanh activation, c_proj) by use_bias (default true), ties
+// its head, slides every layer over sliding_window when it is set, and
+// drops the embeddings (embedding_dropout), o_proj's and c_proj's outputs
+// (residual_dropout) and the probabilities (attention_dropout).
+//
 // Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
@@ -185,6 +199,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		outBias, mlpBias = qkvBias, qkvBias
 	case f.seedOSS:
 		qkvBias, outBias, mlpBias = c.flag("attention_bias", true), c.flag("attention_out_bias", false), c.flag("mlp_bias", false)
+	case f.starcoder2:
+		qkvBias = c.flag("use_bias", true)
+		outBias, mlpBias = qkvBias, qkvBias
 	}
 	actKey, actDef := f.actKey, "silu"
 	if f.gemma > 0 {
@@ -193,7 +210,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 			actKey = "hidden_act" // GemmaMLP falls back to it (and warns)
 		}
 	}
-	act := c.mlpAct(actKey, actDef, true)
+	if f.starcoder2 {
+		actDef = "gelu_pytorch_tanh"
+	}
+	act := c.mlpAct(actKey, actDef, !f.starcoder2)
 
 	var pa, po, pe float64
 	if !f.ernie && !f.seedOSS { // Ernie4_5Attention sets attention_dropout = 0.0 whatever the config says
@@ -205,6 +225,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		pe = c.prob("embd_pdrop", 0)
 	case "seed_oss": // SeedOssConfig's defaults, as the published config.json
 		pa, po = c.prob("attention_dropout", 0.1), c.prob("residual_dropout", 0.1)
+	case "starcoder2":
+		po = c.prob("residual_dropout", 0)
+		pe = c.prob("embedding_dropout", 0)
 	}
 	attnDrop, afterAttn := c.attnDropout("attention_dropout", pa, po)
 
@@ -272,7 +295,11 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		if inter == 0 {
 			inter = c.size("intermediate_size")
 		}
-		return &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
+		m := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act, Bias: mlpBias, Dropout: po}
+		if f.starcoder2 {
+			m.InName, m.OutName = "c_fc", "c_proj"
+		}
+		return m
 	}
 	sparse := make([]bool, layers)
 	moe, estimateFF := c.decoderMoE(f, hidden, layers, act, sparse)

@@ -156,5 +156,9 @@ var hfFamilies = []hfFamily{
 	// smollm3: transformers 4.53 (the SmolLM3-3B card: "The modeling code
 	// for SmolLM3 is available in transformers v4.53.0"). smollm3.go.
 	{modelType: "smollm3", prefix: "SmolLM3", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 53}},
+	// starcoder2: the 4.39.0 release (4.38.2 cannot load it,
+	// hiyouga/LlamaFactory#2762; vLLM dropped its own Starcoder2Config on
+	// moving to 4.39.0, vllm-project/vllm#3551). decoder.go.
+	{modelType: "starcoder2", prefix: "Starcoder2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 39}},
 	{modelType: "smolvlm", prefix: "SmolVLM", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 50}},
 }

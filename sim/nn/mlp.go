@@ -16,6 +16,9 @@ type MLP struct {
 	Act     string // gelu relu silu swiglu geglu
 	Bias    bool
 	Dropout float64
+	// InName and OutName name an ungated MLP's two projections; "" = fc1
+	// and fc2 (Starcoder2MLP: c_fc and c_proj).
+	InName, OutName string
 }
 
 func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
@@ -64,12 +67,21 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	name := b.ModuleName(m)
 	defer b.Scope(name)()
-	y := Ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias)
+	in, out := m.InName, m.OutName
+	if in == "" {
+		in, out = "fc1", "fc2"
+	}
+	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, in, out)
 	return b.Dropout("dropout", y, m.Dropout)
 }
 
-// ffn lowers the feed-forward core.
+// Ffn lowers the feed-forward core (an ungated one's projections fc1 and fc2).
 func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool) core.Value {
+	return ffn(b, x, dim, hidden, act, bias, "fc1", "fc2")
+}
+
+// ffn is Ffn with an ungated MLP's projection names in and out.
+func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool, in, out string) core.Value {
 	// core/tp.go: column-parallel up projections over the (SP-gathered) input,
 	// row-parallel down projection; hidden/tp on each rank.
 	xg, hl := b.TpGatherFP8(x), hidden/b.Par.Tpn() // in fp8 for TE fp8 linears
@@ -91,9 +103,9 @@ func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		}
 		return b.RowLinear("down_proj", core.RoleDown, h, hidden, hl, dim, bias)
 	}
-	h := b.ColLinear("fc1", core.RoleUp, x, xg, dim, hidden, hl, bias)
+	h := b.ColLinear(in, core.RoleUp, x, xg, dim, hidden, hl, bias)
 	h = Activation(b, act, h)
-	return b.RowLinear("fc2", core.RoleDown, h, hidden, hl, dim, bias)
+	return b.RowLinear(out, core.RoleDown, h, hidden, hl, dim, bias)
 }
 
 func (m *MLP) InDim() int64  { return m.Dim }
