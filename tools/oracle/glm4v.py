@@ -4,7 +4,7 @@
 # eager, fp32 or bf16, every layer checkpointed or not, torch 2.15.0, on the
 # CPU), for sim/glm4v_oracle_test.go.
 #
-#   /work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json COUNT HEIGHT WIDTH SEQ [video=FRAMES] [fps=F] [bf16] [ckpt] [eager] [list]
+#   /work/venv-t/bin/python glm4v.py ../../sim/testdata/hf/glm4v-tiny.json COUNT HEIGHT WIDTH SEQ [video=FRAMES] [fps=F] [bf16] [ckpt] [eager] [atbackward] [list]
 #   /work/venv-t/bin/python glm4v.py CONFIG.json --params
 #
 # It builds the model from the config, counts its parameters on the meta
@@ -23,12 +23,13 @@
 # pre-tokenizer), all between video_start and video_end. The pixel patches
 # are random, fp32. It prints the bytes of the distinct storages saved for
 # backward (parameters and buffers excluded) in both runs and their
-# difference (vl_harness.py).
+# difference (vl_harness.py); with atbackward, those the graph still holds
+# when the backward starts (saved_at_backward).
 import math
 import sys
 
 import torch
-from vl_harness import load, report, saved_bytes, train_model
+from vl_harness import load, report, saved_at_backward, saved_bytes, train_model
 
 raw, cfg = load(sys.argv)
 count, height, width, seq = (int(a) for a in sys.argv[2:6])
@@ -107,10 +108,13 @@ if frames:
     kw.update(pixel_values_videos=pixels, video_grid_thw=grid)
 else:
     kw.update(pixel_values=pixels, image_grid_thw=grid)
-with_inputs, s1 = saved_bytes(model, **kw)
+# "atbackward": what the graph still holds when the backward starts (the
+# packed tensors of nodes that died with the forward's locals dropped).
+measure = saved_at_backward if "atbackward" in extra else saved_bytes
+with_inputs, s1 = measure(model, **kw)
 text_ids = torch.tensor([ids])
 text_ids[text_ids == image_id] = 20
 model.zero_grad()
-without, s0 = saved_bytes(model, input_ids=text_ids, labels=text_ids, mm_token_type_ids=torch.zeros(1, seq, dtype=torch.int32))
+without, s0 = measure(model, input_ids=text_ids, labels=text_ids, mm_token_type_ids=torch.zeros(1, seq, dtype=torch.int32))
 print("resized", rh, rw, "grid", groups, gh, gw, "patches", count * groups * gh * gw, "tokens a sample", pos - 1 - count * (3 if frames else 1))
 report(with_inputs, s1, without, s0, extra)
