@@ -165,6 +165,22 @@ func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate 
 	return v4Rope(b, "compressed", normed, positionTables(b, "rotary_emb", dt, batch, n, ropeDim), n, ropeDim, batch)
 }
 
+// noGrad lowers what follows as under torch.no_grad() until the returned
+// func runs: nothing is saved, parameters get no gradient (core.Builder's
+// Eval), and the ops carry no backward (NoGradB), so their inputs that
+// need gradients get none from them and no backward FLOPs or time are
+// counted for them.
+func noGrad(b *core.Builder) func() {
+	eval, first := b.Eval, len(b.P.Ops)
+	b.Eval = true
+	return func() {
+		b.Eval = eval
+		for i := first; i < len(b.P.Ops); i++ {
+			b.P.Ops[i].NoGradB = true
+		}
+	}
+}
+
 // positionTables are a rotary_emb's cos and sin for rows x n positions,
 // [rows, n, rope / 2] in dt, made by this call.
 func positionTables(b *core.Builder, module string, dt units.DType, rows, n, ropeDim int64) []core.Value {
@@ -179,14 +195,7 @@ func positionTables(b *core.Builder, module string, dt units.DType, rows, n, rop
 // lower runs the indexer under no gradient (V4Indexer's doc): its top-k
 // indices [B, S, k] int64.
 func (ix *V4Indexer) lower(b *core.Builder, x, qr core.Value, dim, qLora, ropeDim, rate, batch, seq int64) core.Value {
-	eval, first := b.Eval, len(b.P.Ops)
-	b.Eval = true
-	defer func() {
-		b.Eval = eval
-		for i := first; i < len(b.P.Ops); i++ {
-			b.P.Ops[i].NoGradB = true // no backward reaches it: no input gradients, no backward FLOPs
-		}
-	}()
+	defer noGrad(b)() // no gradient reaches it
 	defer b.Scope("indexer")()
 	n := seq / rate
 	h, d := ix.Heads, ix.HeadDim
