@@ -109,7 +109,11 @@ func HfConfigBuiltins() []host.Builtin {
 			"and rotates half of each head, the rotary cos and sin repeated in every layer. ernie4_5 (ERNIE-4.5-0.3B, transformers 4.54) is Llama with " +
 			"use_bias on every projection, no attention dropout and its rope in fp32, on an fp32 cos and sin pair each layer repeats; " +
 			"ernie4_5_moe (ERNIE-4.5-21B-A3B, 300B-A47B) adds moe_num_experts experts (top moe_k, an fp32 router with a selection bias) and " +
-			"moe_num_shared_experts shared ones from moe_layer_start_index every moe_layer_interval-th layer. seed_oss (Seed-OSS-36B, transformers 4.56) is Llama " +
+			"moe_num_shared_experts shared ones from moe_layer_start_index every moe_layer_interval-th layer. " +
+			"nemotron_h's hybrid_override_pattern E layers (Nemotron 3 Nano 30B-A3B, transformers 5.3) are MoE blocks: DeepSeek-V3's sigmoid router (mixer.gate), " +
+			"n_routed_experts experts with squared ReLU and no gate, one shared MLP of moe_shared_expert_intermediate_size. " +
+			"The routers from_pretrained keeps in fp32 in a bf16 or fp16 model (_keep_in_fp32_modules_strict: ernie4_5_moe's, and from 5.24 DeepSeek's, GLM's and nemotron_h's gate.weight) " +
+			"are stored in fp32 with their gradients and optimizer state. seed_oss (Seed-OSS-36B, transformers 4.56) is Llama " +
 			"with attention_bias on q, k and v (default true), attention_out_bias on o, and attention_dropout and residual_dropout (0.1 each by default). " +
 			"starcoder2 (StarCoder2 3B, 7B, 15B, transformers 4.39) norms with nn.LayerNorm, biases every projection (use_bias), runs an ungated " +
 			"gelu_pytorch_tanh MLP (c_fc, c_proj), slides every layer over sliding_window and drops the embeddings and each sublayer's output. mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +

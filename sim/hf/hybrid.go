@@ -1,8 +1,6 @@
 package hf
 
 import (
-	"strings"
-
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/nn"
 )
@@ -14,7 +12,7 @@ import (
 //	x + mixer(norm(x)), the mixer a Mamba-2 layer (nn.Mamba2), or in
 //	Nemotron-H by hybrid_override_pattern one of "M" Mamba-2, "*"
 //	attention (no rotary embeddings), "-" an MLP (up_proj, squared ReLU,
-//	down_proj)
+//	down_proj), "E" an MoE block (nemotron_h.go)
 //
 // Mamba2ForCausalLM keeps the residual stream in fp32 (residual_in_fp32,
 // mixerStack); Nemotron-H's configs turn it off (not modelled when on).
@@ -36,7 +34,10 @@ func (c *hfConfig) mamba2Mixer(hidden int64, nemotron bool) *nn.Mamba2 {
 		m.GatedNorm = c.flag("rms_norm", true)
 	}
 	m.Inner = m.Heads * m.HeadDim
-	if exp := c.number("expand", 2); c.err == nil && float64(m.Inner) != exp*float64(hidden) {
+	// NemotronHMamba2Mixer's width is mamba_num_heads x mamba_head_dim,
+	// expand unread (modeling_nemotron_h.py l.593 at 5.25.0: Nemotron 3
+	// Nano's expand 2 is not its 64 x 64 over 2688).
+	if exp := c.number("expand", 2); c.err == nil && !nemotron && float64(m.Inner) != exp*float64(hidden) {
 		c.fail("expand", "(%g) times hidden_size (%d) must be the Mamba heads x head_dim (%d x %d)", exp, hidden, m.Heads, m.HeadDim)
 	}
 	if nemotron {
@@ -80,64 +81,6 @@ func (c *hfConfig) mixerStack(head hfHead, mixer core.Layer, hidden, layers, voc
 	if block.FP32 && head == headCausalLM {
 		ls = append(ls, &nn.ToParams{})
 	}
-	return c.finish(head, ls, vocab, tie)
-}
-
-func buildNemotronH(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("hidden_size")
-	pattern := c.nemotronPattern()
-	layers := c.sizeOr("num_hidden_layers", int64(len(pattern)))
-	vocab := c.size("vocab_size")
-	tie := c.flag("tie_word_embeddings", false)
-	if c.err == nil && int64(len(pattern)) != layers {
-		c.fail("hybrid_override_pattern", "must give one of M, *, - per layer (%d layers, got %d characters)", layers, len(pattern))
-	}
-	if c.err != nil {
-		return nil
-	}
-	norm := func() core.Layer { return &nn.Norm{Name: "norm", Dim: hidden, RMS: true} }
-	kinds := map[rune]core.Layer{}
-	var estimate float64
-	for _, k := range pattern {
-		if kinds[k] != nil {
-			continue
-		}
-		var mixer core.Layer
-		switch k {
-		case 'M':
-			mixer = c.mamba2Mixer(hidden, true)
-		case '*':
-			heads := c.size("num_attention_heads")
-			hd := c.sizeOr("attention_head_dim", c.sizeOr("head_dim", hidden/max(heads, 1)))
-			mixer = &nn.Attention{Name: "mixer", Dim: hidden, Heads: heads, KVHeads: c.kvHeads("num_key_value_heads", heads), HeadDim: hd,
-				QKVBias: c.flag("attention_bias", false), OutBias: c.flag("attention_bias", false), Impl: attn, Causal: true,
-				SoftmaxFP32: true}
-		case '-':
-			act := c.str("mlp_hidden_act", "relu2")
-			if act != "relu2" {
-				c.fail("mlp_hidden_act", "names an activation memsh does not model for nemotron_h (got %q; known: relu2)", act)
-			}
-			mixer = &nn.MLP{Name: "mixer", Dim: hidden, Hidden: c.size("intermediate_size"), Act: "relu2", Bias: c.flag("mlp_bias", false)}
-		default:
-			c.fail("hybrid_override_pattern", "has %q: memsh reads M (Mamba-2), * (attention) and - (MLP)", string(k))
-			return nil
-		}
-		if c.err != nil {
-			return nil
-		}
-		kinds[k] = res(norm(), mixer)
-		estimate += float64(mixer.Params())
-	}
-	c.checkTotal(float64(layers)*estimate + 2*float64(vocab)*float64(hidden))
-	if c.err != nil {
-		return nil
-	}
-	blocks := make([]core.Layer, 0, layers)
-	for _, k := range pattern {
-		blocks = append(blocks, kinds[k])
-	}
-	ls := []core.Layer{&nn.Embedding{Name: "embeddings", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks),
-		&nn.Norm{Name: "norm_f", Dim: hidden, RMS: true}}
 	return c.finish(head, ls, vocab, tie)
 }
 
@@ -207,35 +150,4 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks),
 		&nn.Norm{Name: "final_layernorm", Dim: hidden, RMS: true}}
 	return c.finish(head, ls, vocab, tie)
-}
-
-// nemotronBlockTypes maps transformers 5's layers_block_type entries to
-// hybrid_override_pattern's characters (NemotronHConfig at 5.17.0:
-// "linear_attention" M, "moe" E, "full_attention" *, "mlp" -).
-var nemotronBlockTypes = map[string]string{"linear_attention": "M", "moe": "E", "full_attention": "*", "mlp": "-"}
-
-// nemotronPattern reads hybrid_override_pattern, or, when absent, the
-// layers_block_type list transformers 5 saves in its place (NemotronHConfig
-// at 5.17.0 pops hybrid_override_pattern and derives num_hidden_layers
-// from the list, so a config it saves has neither).
-func (c *hfConfig) nemotronPattern() string {
-	if c.has("hybrid_override_pattern") || !c.has("layers_block_type") {
-		return c.str("hybrid_override_pattern", "")
-	}
-	list, ok := c.raw["layers_block_type"].([]any)
-	if !ok {
-		c.fail("layers_block_type", "must be a list of \"linear_attention\", \"moe\", \"full_attention\", \"mlp\" (got %s)", describeJSON(c.raw["layers_block_type"]))
-		return ""
-	}
-	var b strings.Builder
-	for i, v := range list {
-		s, _ := v.(string)
-		k, ok := nemotronBlockTypes[s]
-		if !ok {
-			c.fail("layers_block_type", "entry %d must be \"linear_attention\", \"moe\", \"full_attention\" or \"mlp\" (got %s)", i, describeJSON(v))
-			return ""
-		}
-		b.WriteString(k)
-	}
-	return b.String()
 }

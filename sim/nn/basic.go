@@ -95,6 +95,14 @@ type Norm struct {
 	Dim  int64
 	RMS  bool
 	Bias bool
+	// WeightFP32 (RMS only): the norm runs in fp32 and the weight, cast
+	// to fp32, multiplies the fp32 rows before the cast back,
+	// (weight.to(torch.float32) * y).to(input_dtype) (NemotronHRMSNorm from
+	// transformers 5.18, modeling_nemotron_h.py l.742 at 5.25.0): in a
+	// 16-bit model the product keeps the fp32 rows and the weight's fp32
+	// copy where Llama's keeps 16-bit rows. Fused kernels (Liger,
+	// Transformer Engine) replace it as they replace Llama's.
+	WeightFP32 bool
 }
 
 func (n *Norm) Kind() string {
@@ -119,6 +127,9 @@ func (n *Norm) Lower(b *core.Builder, x core.Value) core.Value {
 		panic(core.ShapeMismatch(b, n.Kind(), n.Dim, b.Last(x)))
 	}
 	name := b.ModuleName(n)
+	if n.RMS && n.WeightFP32 && !b.RMSNormFused() {
+		return fp32RMSNorm(b, name, x, n.Dim, normWeightFloat, "NemotronHRMSNorm")
+	}
 	if n.RMS {
 		return b.RmsNorm(name, x, n.Dim)
 	}

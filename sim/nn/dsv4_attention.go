@@ -305,7 +305,7 @@ func keptNorm(b *core.Builder, name string, x core.Value, dim int64) core.Value 
 	defer b.Scope(name)()
 	w := fp32Param(b, "weight", []int64{dim}, core.RoleNorm)
 	x32 := b.Cast(x, units.FP32, "fp32 copy of the input of "+name)
-	return fp32RMSNormOf(b, w, x32, dim, false, name, b.Dtype(x))
+	return fp32RMSNormOf(b, w, x32, dim, normWeightAsIs, name, b.Dtype(x))
 }
 
 // KeptNorm is the decoder's DeepseekV4RMSNorm as a layer (keptNorm).

@@ -51,7 +51,7 @@ func gemmaNorm(b *core.Builder, name string, x core.Value, dim int64) core.Value
 	if b.RMSNormFused() {
 		return b.RmsNorm(name, x, dim)
 	}
-	return fp32RMSNorm(b, name, x, dim, true, "Gemma's RMSNorm")
+	return fp32RMSNorm(b, name, x, dim, normWeightOnePlus, "Gemma's RMSNorm")
 }
 
 // gemmaNormSlice is gemmaNorm over the first dim features of each last
@@ -67,5 +67,5 @@ func gemmaNormSlice(b *core.Builder, name string, x core.Value, dim int64) core.
 	w := b.Param("weight", []int64{dim}, core.RoleNorm)
 	c := b.AddOp("cast", "to_fp32", []core.Value{x})
 	x32 := b.Out(c, "slice.fp32", core.WithLast(b.Shape(x), dim), units.FP32, "fp32 copy of the normalised slice")
-	return fp32RMSNormOf(b, w, x32, dim, true, "Gemma's RMSNorm", b.Dtype(x))
+	return fp32RMSNormOf(b, w, x32, dim, normWeightOnePlus, "Gemma's RMSNorm", b.Dtype(x))
 }

@@ -40,8 +40,17 @@ func (n *Olmo2Norm) Lower(b *core.Builder, x core.Value) core.Value {
 
 // olmo2Norm lowers Olmo2RMSNorm over the last dim features of x.
 func olmo2Norm(b *core.Builder, name string, x core.Value, dim int64) core.Value {
-	return fp32RMSNorm(b, name, x, dim, false, "OLMo 2's RMSNorm")
+	return fp32RMSNorm(b, name, x, dim, normWeightAsIs, "OLMo 2's RMSNorm")
 }
+
+// normWeight is what an fp32 RMSNorm multiplies its rows by.
+type normWeight int
+
+const (
+	normWeightAsIs    normWeight = iota // the weight itself (OLMo 2)
+	normWeightOnePlus                   // 1.0 + weight.float(), a new fp32 vector (Gemma 3)
+	normWeightFloat                     // weight.to(torch.float32), an fp32 copy in a 16-bit model (Nemotron-H)
+)
 
 // fp32RMSNorm is an RMSNorm computed in fp32 whose weight multiplies the
 // normalised rows before the cast back to x's dtype:
@@ -49,20 +58,19 @@ func olmo2Norm(b *core.Builder, name string, x core.Value, dim int64) core.Value
 //	x32 = x.float(); y = x32 * rsqrt(x32.pow(2).mean(-1) + eps)
 //	return (y * w).type_as(x)
 //
-// w is the weight itself (OLMo 2), or with offset 1.0 + weight.float(), a
-// new fp32 vector (Gemma 3). pow(2) saves x32, rsqrt its result, x32 *
-// rsqrt both operands, and the weight's product the fp32 rows y (and, with
-// offset, the fp32 vector).
-func fp32RMSNorm(b *core.Builder, name string, x core.Value, dim int64, offset bool, norm string) core.Value {
+// w as weight says. pow(2) saves x32, rsqrt its result, x32 * rsqrt both
+// operands, and the weight's product the fp32 rows y (and an fp32 vector
+// made from the weight, its operand).
+func fp32RMSNorm(b *core.Builder, name string, x core.Value, dim int64, weight normWeight, norm string) core.Value {
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{dim}, core.RoleNorm)
 	x32 := b.Cast(x, units.FP32, "fp32 copy of the input of "+norm)
-	return fp32RMSNormOf(b, w, x32, dim, offset, norm, b.Dtype(x))
+	return fp32RMSNormOf(b, w, x32, dim, weight, norm, b.Dtype(x))
 }
 
 // fp32RMSNormOf is fp32RMSNorm past its fp32 copy x32 of the input, with
 // the weight w, cast back to dt.
-func fp32RMSNormOf(b *core.Builder, w int32, x32 core.Value, dim int64, offset bool, norm string, dt units.DType) core.Value {
+func fp32RMSNormOf(b *core.Builder, w int32, x32 core.Value, dim int64, weight normWeight, norm string, dt units.DType) core.Value {
 	shape := b.Shape(x32)
 	ms, ip, im := meanSquareFP32(b, x32, dim, norm)
 	ir := b.AddOp("rsqrt", "rsqrt", []core.Value{ms})
@@ -72,12 +80,20 @@ func fp32RMSNormOf(b *core.Builder, w int32, x32 core.Value, dim int64, offset b
 	for _, i := range []int32{ip, im, ir} {
 		b.Op(i).Flops = float64(core.Numel(shape))
 	}
+	if weight == normWeightFloat && b.P.Params[w].Stored(b.Prec) == units.FP32 {
+		weight = normWeightAsIs // weight.to(torch.float32) is the weight itself
+	}
 	var out core.Value
-	if offset {
+	switch weight {
+	case normWeightOnePlus:
 		iw := b.AddOp("add", "one_plus_weight", nil, w)
 		w1 := b.Out(iw, "one_plus_weight", []int64{dim}, units.FP32, "1 + weight.float() (fp32)")
 		out = b.Mul("scaled", y, w1)
-	} else {
+	case normWeightFloat:
+		iw := b.AddOp("cast", "weight_fp32", nil, w)
+		wf := b.Out(iw, "weight_fp32", []int64{dim}, units.FP32, "weight.to(torch.float32) (an fp32 copy)")
+		out = b.Mul("scaled", wf, y)
+	default:
 		iw := b.AddOp("mul", "scale", []core.Value{y}, w)
 		out = b.Out(iw, "scaled", shape, units.FP32, "the weight times the normalised rows, in fp32")
 		if b.Trainable(w) {
