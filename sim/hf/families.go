@@ -31,6 +31,9 @@ var hfFamilies = []hfFamily{
 	// buildDecoder's doc; ernie4_5_moe's experts decoderMoE's.
 	{modelType: "ernie4_5", prefix: "Ernie4_5", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}},
 	{modelType: "ernie4_5_moe", prefix: "Ernie4_5_Moe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}, experts: &hfExperts{router: "gate", keepRouterSince: [2]int{5, 0}}},
+	// exaone4: transformers 4.54 (EXAONE 4.0's config.json files were
+	// written by 4.54.0.dev0; exaone4.go).
+	{modelType: "exaone4", prefix: "Exaone4", base: "model", heads: decoderHeads, build: buildExaone4, since: [2]int{4, 54}},
 	{modelType: "falcon", prefix: "Falcon", base: "transformer", heads: decoderHeads, build: buildFalcon},
 	// falcon_h1: TII's Falcon-H1, Mamba-2 and attention side by side in
 	// every layer (falcon_h1.go); the 4.53.0 wheel is the first with
