@@ -60,12 +60,13 @@ func TestErnie45MoeLayers(t *testing.T) {
 	moe := int64(4*64 + 4 + 4*3*64*32 + 3*64*32) // router, statics bias, experts, shared
 	dense := int64(3 * 64 * 128)
 	for _, tc := range []struct {
-		from, to string
-		want     int64
+		from, to  string
+		want      int64
+		moeLayers int64
 	}{
-		{`"moe_layer_start_index": 0`, `"moe_layer_start_index": 1`, 103_240 - moe + dense},
-		{`"moe_layer_interval": 1`, `"moe_layer_interval": 2`, 103_240 - moe + dense},
-		{`"use_bias": false`, `"use_bias": true`, 103_240 + 2*(64+32+32+64) + 2*(32+32+64) + 256},
+		{`"moe_layer_start_index": 0`, `"moe_layer_start_index": 1`, 103_240 - moe + dense, 1},
+		{`"moe_layer_interval": 1`, `"moe_layer_interval": 2`, 103_240 - moe + dense, 1},
+		{`"use_bias": false`, `"use_bias": true`, 103_240 + 2*(64+32+32+64) + 2*(32+32+64) + 256, 2},
 	} {
 		cfg := strings.Replace(string(readHF(t, "ernie4_5_moe-tiny.json")), tc.from, tc.to, 1)
 		m, err := hf.FromConfig([]byte(cfg), "sdpa")
@@ -74,6 +75,21 @@ func TestErnie45MoeLayers(t *testing.T) {
 		}
 		if got := m.Params(); got != tc.want {
 			t.Errorf("%s: %d parameters, want %d", tc.to, got, tc.want)
+		}
+		// The lowered step registers the same parameters (the shared
+		// experts' biases included), the statics' (1, 4) biases as buffers.
+		prog, err := tinyPlan(t, m).LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lowered int64
+		for _, p := range prog.Params {
+			if p.TiedTo < 0 { // the tied head once
+				lowered += p.FullNumel
+			}
+		}
+		if want := tc.want - 4*tc.moeLayers; lowered != want {
+			t.Errorf("%s: the step registers %d parameters, want %d", tc.to, lowered, want)
 		}
 	}
 }

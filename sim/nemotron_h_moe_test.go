@@ -107,3 +107,42 @@ func TestNemotronHMoERefuses(t *testing.T) {
 		}
 	}
 }
+
+// Parameter names follow the module tree of the release: transformers'
+// own NemotronHForCausalLM (from 5.3) holds the base model as "model"
+// (5.25.0 on the meta device: model.layers.1.mixer.gate.weight,
+// model.layers.1.mixer.experts.up_proj,
+// model.layers.1.mixer.shared_experts.up_proj.weight, model.norm_f.weight),
+// the hub's remote code run before it as "backbone". Both name the MLPs'
+// projections up_proj and down_proj (NemotronHMLP).
+func TestNemotronHNames(t *testing.T) {
+	for _, tc := range []struct {
+		file, version string
+		want          []string
+	}{
+		{"nemotron-h-moe-tiny.json", "5.25.0", []string{"model.embeddings.weight", "model.layers.1.mixer.gate.weight",
+			"model.layers.1.mixer.experts.up_proj", "model.layers.1.mixer.experts.down_proj",
+			"model.layers.1.mixer.shared_experts.up_proj.weight", "model.layers.1.mixer.shared_experts.down_proj.weight",
+			"model.layers.1.norm.weight", "model.norm_f.weight", "lm_head.weight"}},
+		{"nemotron-h-8b-base-8k.json", "4.53.3", []string{"backbone.embeddings.weight", "backbone.layers.0.mixer.in_proj.weight",
+			"backbone.layers.1.mixer.up_proj.weight", "backbone.layers.1.mixer.down_proj.weight", "backbone.norm_f.weight"}},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, err := tinyPlan(t, m).LowerProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, p := range prog.Params {
+			have[p.Name] = true
+		}
+		for _, n := range tc.want {
+			if !have[n] {
+				t.Errorf("%s %s: no parameter %s", tc.file, tc.version, n)
+			}
+		}
+	}
+}

@@ -31,9 +31,13 @@ type hfFamily struct {
 	// first component of the head model's parameter names: "model"
 	// (LlamaForCausalLM.model), "transformer" (GPT2LMHeadModel.transformer).
 	// The base model alone (XxxModel) has no such prefix.
-	base  string
-	heads []hfHead // supported heads, the default first
-	build func(c *hfConfig, attn string, head hfHead) *core.Model
+	base string
+	// modelBaseSince: from this release transformers' own modelling holds
+	// the base model as "model" where the hub's remote code, run before
+	// it, held it as base (nemotron_h: "backbone" before 5.3).
+	modelBaseSince [2]int
+	heads          []hfHead // supported heads, the default first
+	build          func(c *hfConfig, attn string, head hfHead) *core.Model
 	// noFused: transformers has no SDPA or flash-attention path for this
 	// family (BLOOM): attn="sdpa", the default, runs eager as transformers
 	// does when no attn_implementation is requested; "flash" is an error.
@@ -241,12 +245,24 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if head != headBase && fam.modelType != "bert" && !c.ownBase { // bert.go names its own base
 		// The head model holds the base model as an attribute, which
 		// prefixes its parameters: model.layers.0.self_attn.q_proj.weight.
-		m.Layers = []core.Layer{&core.Sequential{Name: fam.base, Layers: m.Layers}}
+		m.Layers = []core.Layer{&core.Sequential{Name: fam.baseName(opts.Transformers), Layers: m.Layers}}
 	}
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// baseName is the base model's attribute under transformers release
+// version ("" = DefaultTransformers, validated by useTransformers).
+func (f *hfFamily) baseName(version string) string {
+	if version == "" {
+		version = DefaultTransformers
+	}
+	if v, err := parseTransformers(version); err == nil && f.modelBaseSince != [2]int{} && atLeast(v, f.modelBaseSince) {
+		return "model"
+	}
+	return f.base
 }
 
 // checkSince refuses a family the transformers release cannot build;

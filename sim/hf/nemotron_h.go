@@ -12,11 +12,16 @@ import (
 // hybrid_override_pattern (or transformers 5's layers_block_type) picks
 // per layer: "M" Mamba-2, "*" attention (no rotary embeddings), "-" an
 // MLP (up_proj, squared ReLU, down_proj) and "E" an MoE block
-// (NemotronHMoE, Nemotron 3 Nano 30B-A3B's; from transformers 5.3).
+// (NemotronHMoE, Nemotron 3 Nano 30B-A3B's; from transformers 5.3, the
+// first release with models/nemotron_h).
 
-// nemotronMoESince is the first transformers release with NemotronHMoE
-// (the 5.3.0 wheel; 5.2.0 has no "E" layers).
-var nemotronMoESince = [2]int{5, 3}
+// nemotronLibrarySince is the first transformers release with
+// models/nemotron_h (the 5.3.0 wheel; 5.2.0 has none), NemotronHMoE
+// included: its NemotronHForCausalLM holds the base model as "model"
+// (hfFamily.modelBaseSince). Before it the model runs the hub's
+// modeling_nemotron_h.py (trust_remote_code), whose base is "backbone" and
+// whose MoE layers memsh does not model.
+var nemotronLibrarySince = [2]int{5, 3}
 
 // nemotronNormSince is the first transformers release whose
 // NemotronHRMSNorm multiplies the fp32 rows by weight.to(torch.float32)
@@ -72,7 +77,8 @@ func buildNemotronH(c *hfConfig, attn string, head hfHead) *core.Model {
 				QKVBias: c.flag("attention_bias", false), OutBias: c.flag("attention_bias", false), Impl: attn, Causal: true,
 				SoftmaxFP32: true}
 		case '-':
-			mixer = &nn.MLP{Name: "mixer", Dim: hidden, Hidden: c.size("intermediate_size"), Act: c.nemotronAct(), Bias: c.flag("mlp_bias", false)}
+			mixer = &nn.MLP{Name: "mixer", Dim: hidden, Hidden: c.size("intermediate_size"), Act: c.nemotronAct(), Bias: c.flag("mlp_bias", false),
+				InName: "up_proj", OutName: "down_proj"}
 		case 'E':
 			mixer = c.nemotronMoE(hidden)
 		default:
@@ -134,7 +140,7 @@ func (c *hfConfig) nemotronMoE(hidden int64) *nn.MoE {
 	return &nn.MoE{Name: "mixer", Dim: hidden, Hidden: c.sizeOr("moe_intermediate_size", 7688), Experts: experts,
 		TopK: c.sizeOr("num_experts_per_tok", 2), Act: c.nemotronAct(), Router: nn.RouterSigmoid,
 		NormTopK: c.flag("norm_topk_prob", true), ScoreBias: true,
-		SharedExperts: 1, SharedHidden: c.sizeOr("moe_shared_expert_intermediate_size", 7688), SharedBias: c.flag("mlp_bias", false)}
+		SharedExperts: 1, SharedHidden: c.sizeOr("moe_shared_expert_intermediate_size", 7688), SharedBias: c.flag("mlp_bias", false), SharedUpDown: true}
 }
 
 // nemotronBlockTypes maps transformers 5's layers_block_type entries to

@@ -254,9 +254,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 		return &units.Error{Msg: fmt.Sprintf("text_config's model_type \"ministral3\" needs transformers 5.0 or later (got transformers=%q)", version),
 			Hint: "transformers 5.0 first ships Ministral3ForCausalLM: pass transformers=\"5.0.0\" (or the release the model trains with)"}
 	}
-	if fam.modelType == "nemotron_h" && strings.Contains(c.nemotronPattern(), "E") && !atLeast(v, nemotronMoESince) {
+	if fam.modelType == "nemotron_h" && strings.Contains(c.nemotronPattern(), "E") && !atLeast(v, nemotronLibrarySince) {
 		return &units.Error{Msg: fmt.Sprintf("hybrid_override_pattern has E (MoE) layers, which transformers first builds in 5.3 (got transformers=%q)", version),
-			Hint: "NemotronHMoE is in the 5.3.0 wheel, not in 5.2.0: pass transformers=\"5.3.0\" or later (or the release the model trains with)"}
+			Hint: "before 5.3 Nemotron-H runs the hub's modeling_nemotron_h.py (trust_remote_code), whose MoE layers memsh does not model: pass transformers=\"5.3.0\" or later"}
 	}
 	if fam.modelType == "nemotron_h" {
 		setNemotronNorms(m.Layers, atLeast(v, nemotronNormSince))

@@ -123,6 +123,9 @@ type MoE struct {
 	// KeepScoreBiasFP32: ScoreBias's buffer stays fp32 likewise
 	// (_keep_in_fp32_modules_strict's "e_score_correction_bias").
 	KeepScoreBiasFP32 bool
+	// SharedUpDown names an ungated shared expert's projections up_proj
+	// and down_proj (Nemotron-H's NemotronHMLP), not fc1 and fc2.
+	SharedUpDown bool
 	// SharedBias: the shared experts' projections are biased (ERNIE 4.5
 	// MoE's use_bias: Ernie4_5_MoeMLP).
 	SharedBias bool
@@ -397,10 +400,13 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 		if m.SwiGLULimit > 0 {
 			return clampedFfn(b, x, m.Dim, sh.Hidden)
 		}
-		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
+		if m.SharedUpDown {
+			return ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias, "up_proj", "down_proj")
+		}
+		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias)
 	}
 	done := b.Scope(m.sharedName("shared_expert"))
-	y := Ffn(b, x, m.Dim, sh.Hidden, m.Act, false)
+	y := Ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias)
 	done()
 	xg := x
 	if !b.MegatronKernels() {
