@@ -4,7 +4,11 @@
 // ring attention under context parallelism, Qwen3-Next's output gate),
 // state-space and linear-attention mixers (Mamba, Mamba-2, Gated
 // DeltaNet), MLPs (GELU, SwiGLU, GeGLU),
-// mixtures of experts (with the all-to-all of expert parallelism), added
+// mixtures of experts (with the all-to-all of expert parallelism),
+// DeepSeek's latent attention and sparse-attention indexer (mla.go,
+// mla_indexer.go), DeepSeek-V4's hyper-connections, compressed attention
+// and key-value compressors (hyper_connection.go, dsv4_attention.go,
+// kv_compressor.go, moe_v4.go), added
 // position embeddings, poolers, scales and parallel or gated branches.
 //
 // Each kind is a core.Layer: it counts its parameters exactly, validates
