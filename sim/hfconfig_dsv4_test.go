@@ -1,6 +1,12 @@
 package sim
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+	"github.com/memsh/memsh/sim/replay"
+)
 
 // DeepSeek-V4's parameters: transformers 5.25.0's DeepseekV4ForCausalLM
 // on the meta device (AutoModelForCausalLM.from_config under
@@ -29,33 +35,70 @@ func TestDeepSeekV4Params(t *testing.T) {
 // 5.25.0 on PyTorch 2.15.0 (the CPU, no autocast, eager: the model has no
 // other attention), deepseek-v4-tiny.json cut to 1, 2 and 3 layers (layer
 // 0 sliding with hash routing, 1 compressed sparse with top-k routing, 2
-// heavily compressed), 2 samples of 32 tokens:
+// heavily compressed), 2 samples of 32 tokens, the experts as grouped_mm
+// (transformers 5's default) and as its eager loop (experts="eager"):
 //
-//	python tools/oracle/hf_block_saved.py sim/testdata/hf/deepseek-v4-tiny.json {1,2,3} 2 32 {float32,bfloat16} eager nocache keepfp32
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/deepseek-v4-tiny.json {1,2,3} 2 32 {float32,bfloat16} eager nocache keepfp32 [eagerexperts]
 //
-// (kept; keepfp32 builds bf16 as from_pretrained loads it, the
-// hyper-connections, sinks, position biases, norms and correction bias in
-// fp32). The harness counts 12 bytes a hyper-connection memsh does not:
-// scale.unbind(0)'s second and third elements, views of the fp32 scale
-// parameter at an offset, which its parameter filter (data_ptr) misses;
-// the parameter's own storage, not an activation: 24 bytes a layer. The
-// CSA layer's indexer saves tensors too (saved 2,985,428 against kept
-// 2,894,996 at 2 layers in fp32), which die with its forward: no gradient
-// reaches it.
+// (kept; keepfp32 loads bf16 as from_pretrained does: the
+// hyper-connections, sinks, position biases, norms and correction bias
+// in fp32). The harness also counts parameters it takes for activations:
+// views of a parameter at an offset, which its filter (data_ptr) misses.
+// Each hyper-connection's scale.unbind(0) gives two (12 bytes, 24 a
+// layer), and the eager loop's gate_up_proj[e] and down_proj[e] for an
+// expert e > 0 (the whole 3-D parameters: 98,304 bytes in fp32, 49,152 in
+// bf16, on each top-k layer; the hash layer's zero tid2eid, as
+// initialised, routes every token to expert 0). The CSA layer's indexer
+// saves tensors too (saved 2,985,428 against kept 2,894,996 at 2 layers
+// in fp32), which die with its forward: no gradient reaches it. The
+// parameters' and gradients' bytes in bf16 (the harness's param_bytes
+// and grad_bytes: 173,820 and 173,820; 341,412 and 328,036; 487,436 and
+// 474,060) are memsh's too: the fp32-kept modules, and no gradient for
+// the indexer's weights.
 func TestDeepSeekV4SavesAsTransformers(t *testing.T) {
 	const scaleViews = 24 // a layer
+	expertViews := map[string]int64{"fp32": 4 * (64*64 + 64*32) * 4, "bf16": 4 * (64*64 + 64*32) * 2}
 	for _, tc := range []struct {
-		precision string
-		kept      [3]int64
+		precision, experts string
+		kept               [3]int64
 	}{
-		{"fp32", [3]int64{1_525_036, 2_894_996, 4_233_692}},
-		{"bf16", [3]int64{1_425_580, 2_666_900, 3_879_260}},
+		{"fp32", "", [3]int64{1_525_036, 2_894_996, 4_233_692}},
+		{"bf16", "", [3]int64{1_425_580, 2_666_900, 3_879_260}},
+		{"fp32", "eager", [3]int64{1_556_764, 3_056_756, 4_525_484}},
+		{"bf16", "eager", [3]int64{1_440_924, 2_746_740, 4_023_596}},
 	} {
 		for i, kept := range tc.kept {
-			want := kept - int64(i+1)*scaleViews
-			if got := graniteSaved(t, "deepseek-v4-tiny.json", i+1, tc.precision, "eager", false); got != want {
-				t.Errorf("%s, %d layers: memsh keeps %d, transformers %d less the scale views, %d (%+d)", tc.precision, i+1, got, kept, want, got-want)
+			layers := int64(i + 1)
+			want := kept - layers*scaleViews
+			if tc.experts == "eager" {
+				want -= (layers - 1) * expertViews[tc.precision] // the top-k layers
+			}
+			r := dsv4Eval(t, layers, tc.precision, tc.experts)
+			if got := r.SavedActivations; got != want {
+				t.Errorf("%s %s, %d layers: memsh keeps %d, transformers %d less the parameter views, %d (%+d)", tc.precision, tc.experts, layers, got, kept, want, got-want)
 			}
 		}
 	}
+	for i, want := range [][2]int64{{173_820, 173_820}, {341_412, 328_036}, {487_436, 474_060}} {
+		r := dsv4Eval(t, int64(i+1), "bf16", "")
+		if got := [2]int64{r.States.Params, r.States.Grads}; got != want {
+			t.Errorf("bf16, %d layers: parameters and gradients %v bytes, transformers %v", i+1, got, want)
+		}
+	}
+}
+
+// dsv4Eval evaluates deepseek-v4-tiny.json cut to layers, 2 x 32 tokens on
+// the CPU, experts as hf_config's experts= says.
+func dsv4Eval(t *testing.T, layers int64, precision, experts string) *replay.Report {
+	t.Helper()
+	m, err := hf.FromConfigOptions(ropeConfig(t, "deepseek-v4-tiny.json", layers, nil), hf.Options{Attn: "eager", Experts: experts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+	if p.Precision, err = core.LookupPrecision(precision); err != nil {
+		t.Fatal(err)
+	}
+	return evalPlan(t, p)
 }

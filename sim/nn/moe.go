@@ -170,8 +170,8 @@ type MoE struct {
 	// up on both sides (DeepSeek-V4's swiglu_limit: DeepseekV4Experts.
 	// _apply_gate and DeepseekV4MLP, modeling_deepseek_v4.py at 5.25.0);
 	// the clamps keep their inputs, two more [rows, hidden] tensors than
-	// SwiGLU. The grouped_mm experts and the shared experts lower it; 0:
-	// none.
+	// SwiGLU. The loop, grouped, dispatched and grouped_mm experts and the
+	// shared experts lower it (gatedAct); 0: none.
 	SwiGLULimit float64
 	// HashVocab: the experts are picked by a frozen token-id table, not a
 	// top-k (DeepseekV4HashRouter: tid2eid[input_ids], an int64 [vocab,

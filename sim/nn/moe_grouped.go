@@ -194,7 +194,7 @@ func (m *MoE) groupedFfn(b *core.Builder, xs core.Value, local int64, probs core
 	case b.MegatronKernels() && fn == "silu":
 		h = b.FusedGLU(fn, gate, up, probs) // WeightedSwiGLUFunction with probs
 	default:
-		h = weigh(b.Mul("act_mul", Activation(b, fn, gate), up))
+		h = weigh(m.gatedAct(b, fn, gate, up))
 	}
 	y := proj(downName, RoleExpertDown, h, hidden, m.Dim, dn)
 	if te {

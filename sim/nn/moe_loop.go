@@ -223,7 +223,7 @@ func (m *MoE) expertFfn(b *core.Builder, e int64, x core.Value, fw *fusedWeights
 	}
 	gate := lin(gateName, RoleExpertGate, x, m.Dim, hidden, true)
 	up := lin(upName, RoleExpertUp, x, m.Dim, hidden, true)
-	h := b.Mul("act_mul", Activation(b, fn, gate), up)
+	h := m.gatedAct(b, fn, gate, up)
 	return lin(downName, RoleExpertDown, h, hidden, m.Dim, false)
 }
 

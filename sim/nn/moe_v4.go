@@ -64,3 +64,15 @@ func clampedFfn(b *core.Builder, x core.Value, dim, hidden int64) core.Value {
 	up := b.Linear("up_proj", core.RoleUp, x, dim, hidden, false)
 	return b.Linear("down_proj", core.RoleDown, clampedSwiGLU(b, gate, up, false), hidden, dim, false)
 }
+
+// gatedAct is the experts' gated activation: act(gate) * up, or
+// clampedSwiGLU under SwiGLULimit (every experts implementation lowers
+// DeepSeek-V4's clamp: the loop, the grouped and dispatched GEMMs, the
+// dense bmm; moe_hf.go's grouped_mm calls clampedSwiGLU with its strided
+// halves).
+func (m *MoE) gatedAct(b *core.Builder, fn string, gate, up core.Value) core.Value {
+	if m.SwiGLULimit > 0 {
+		return clampedSwiGLU(b, gate, up, false)
+	}
+	return b.Mul("act_mul", Activation(b, fn, gate), up)
+}

@@ -3,7 +3,7 @@
 # no autocast, on the CPU), for the Go tests that check memsh's lowering
 # of a family against the release it names (sim/hfconfig_tf5b_test.go).
 #
-#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [ckpt] [held] [keepfp32]
+#   python hf_block_saved.py CONFIG.json LAYERS BATCH SEQ DTYPE ATTN [v] [nocache] [mask] [ckpt] [held] [keepfp32] [eagerexperts]
 #   PYTHONPATH=DIR python hf_block_saved.py ...   # DIR: another release (pip install --target DIR --no-deps)
 #
 # The class is the config's architectures[0], built with
@@ -37,7 +37,10 @@
 # _keep_in_fp32_modules in fp16 only (DeepSeek-V3.2's
 # indexer.weights_proj); without, cls(cfg).to(DTYPE) casts every parameter. The line of figures
 # ends with the bytes of the parameters (tied ones once) and of their
-# gradients after the backward.
+# gradients after the backward. With eagerexperts transformers 5's MoE
+# experts run its per-expert loop (experts_implementation "eager", the
+# default being grouped_mm). layer_types and mlp_layer_types are cut to
+# LAYERS with the layers.
 import gc
 import json
 import sys
@@ -56,11 +59,17 @@ dtype, attn = getattr(torch, sys.argv[5]), sys.argv[6]
 cls = getattr(transformers, raw["architectures"][0])
 cfg = transformers.AutoConfig.for_model(**{k: v for k, v in raw.items() if k != "architectures"})
 cfg.num_hidden_layers = layers
+for key in ("layer_types", "mlp_layer_types"):  # per-layer lists cut with the layers (from_pretrained validates their length)
+    if isinstance(getattr(cfg, key, None), list) and len(getattr(cfg, key)) > layers:
+        setattr(cfg, key, getattr(cfg, key)[:layers])
 cfg._attn_implementation = attn
+experts = {"experts_implementation": "eager"} if "eagerexperts" in sys.argv[7:] else {}
+if experts:
+    cfg._experts_implementation = "eager"
 if "keepfp32" in sys.argv[7:]:
     with tempfile.TemporaryDirectory() as d:
         cls(cfg).save_pretrained(d)
-        model = cls.from_pretrained(d, dtype=dtype, attn_implementation=attn).train()
+        model = cls.from_pretrained(d, dtype=dtype, attn_implementation=attn, **experts).train()
 else:
     model = cls(cfg).to(dtype).train()
 if "ckpt" in sys.argv[7:]:
