@@ -50,7 +50,8 @@ import (
 // StarCoder2's (starcoder2-tiny.json) sdpa rows are measured with mask too: its every layer
 // slides, so SDPA gets the window's bool mask (without an
 // attention_mask, held 5,376 and 3,328).
-// EXAONE 4.0's (exaone4-tiny.json: layers sliding, full, sliding) too;
+// EXAONE 4.0's (exaone4-tiny.json: layers sliding, full, sliding) and
+// Cohere 2's (cohere2-tiny.json, the same layers) too;
 // its sliding layers get the window's mask, its full ones (NoPE) under
 // eager the causal float mask besides, one rotary pair for all.
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
@@ -102,6 +103,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"exaone4-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
 		{"exaone4-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 20736, 20736}, 0},
 		{"exaone4-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 10496, 10496}, 0},
+		{"cohere2-tiny.json", nil, "sdpa", "fp32", []int64{148740, 165124, 181508}, []int64{6400, 6400, 6400}, 0},
+		{"cohere2-tiny.json", nil, "sdpa", "bf16", []int64{132612, 140804, 148996}, []int64{4352, 4352, 4352}, 0},
+		{"cohere2-tiny.json", nil, "eager", "fp32", []int64{148740, 165124, 181508}, []int64{12544, 20736, 20736}, 0},
+		{"cohere2-tiny.json", nil, "eager", "bf16", []int64{132612, 140804, 148996}, []int64{6400, 10496, 10496}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

@@ -55,14 +55,7 @@ func buildExaone4(c *hfConfig, attn string, head hfHead) *core.Model {
 		return seq(res(at, norm("post_attention_layernorm")),
 			res(&nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}, norm("post_feedforward_layernorm")))
 	}
-	global, slide := block(full), block(&local)
-	blocks := make([]core.Layer, len(sliding))
-	for i, on := range sliding {
-		blocks[i] = global
-		if on {
-			blocks[i] = slide
-		}
-	}
+	blocks := slidingBlocks(sliding, block(full), block(&local))
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(heads*hd)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
@@ -72,20 +65,41 @@ func buildExaone4(c *hfConfig, attn string, head hfHead) *core.Model {
 	return c.finish(head, ls, vocab, tie)
 }
 
+// slidingBlocks is each layer's block: slide where sliding says so, else
+// global.
+func slidingBlocks(sliding []bool, global, slide core.Layer) []core.Layer {
+	blocks := make([]core.Layer, len(sliding))
+	for i, on := range sliding {
+		blocks[i] = global
+		if on {
+			blocks[i] = slide
+		}
+	}
+	return blocks
+}
+
 // exaone4Sliding lists the sliding layers: layer_types, else
-// Exaone4Config's pattern from sliding_window_pattern, an integer (a
-// string such as "LLLG", which the published configs carry beside their
-// layer_types, or a null sliding_window without layer_types, makes
-// transformers 5.25.0 fail: int % str, modulo by zero).
+// Exaone4Config's pattern (slidingPattern); a null sliding_window without
+// layer_types makes that pattern 0, by which transformers 5.25.0 fails
+// dividing.
 func (c *hfConfig) exaone4Sliding(layers int64, windowed bool) []bool {
+	if !windowed && !c.has("layer_types") {
+		c.fail("layer_types", "must be given when sliding_window is null (Exaone4Config's pattern is then 0: transformers fails dividing by it)")
+		return make([]bool, max(layers, 0))
+	}
+	return c.slidingPattern(layers)
+}
+
+// slidingPattern lists the sliding layers of EXAONE 4.0 and Cohere 2:
+// layer_types, else every layer but each sliding_window_pattern-th (an
+// integer, default 4; a string such as "LLLG", which published configs
+// carry beside their layer_types, makes transformers 5.25.0 fail: int %
+// str).
+func (c *hfConfig) slidingPattern(layers int64) []bool {
 	if c.has("layer_types") {
 		return c.layerTypes(layers, "sliding_attention", "full_attention")
 	}
 	sliding := make([]bool, max(layers, 0))
-	if !windowed {
-		c.fail("layer_types", "must be given when sliding_window is null (Exaone4Config's pattern is then 0: transformers fails dividing by it)")
-		return sliding
-	}
 	if v, set := c.raw["sliding_window_pattern"]; set {
 		if _, ok := v.(json.Number); !ok {
 			c.fail("sliding_window_pattern", "must be an integer without layer_types (got %s; transformers 5.25.0 reads a pattern string such as \"LLLG\" only through the layer_types beside it)",

@@ -11,6 +11,10 @@ package hf
 var hfFamilies = []hfFamily{
 	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
+	// cohere2: transformers 4.48 (Command R7B's config.json was written by
+	// 4.48.0.dev0; its model page: "added to Hugging Face Transformers on
+	// 2024-12-13", after 4.47.0). cohere2.go.
+	{modelType: "cohere2", prefix: "Cohere2", base: "model", heads: decoderHeads, build: buildCohere2, since: [2]int{4, 48}},
 	// deepseek_v2: DeepSeek-V3's layout with a softmax router (deepseek_v2.go).
 	{modelType: "deepseek_v2", prefix: "DeepseekV2", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{router: "gate", weightsFP32: true, keepRouterSince: keepGateSince}},
 	{modelType: "deepseek_v3", prefix: "DeepseekV3", base: "model", heads: decoderHeads, build: buildDeepSeek, noEager: true, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},

@@ -70,21 +70,7 @@ func gemma4Norm(b *core.Builder, name string, x core.Value, dim int64, scale boo
 	b.Save(ir, ms) // pow's backward reads its input
 	y := b.Mul("normalized", x32, rs)
 	if scale {
-		wv := gemma4WeightFP32(b, w, dim)
-		ins := []core.Value{y}
-		if wv != core.NoValue {
-			ins = append(ins, wv)
-		}
-		iw := b.AddOp("mul", "scale", ins, w)
-		out := b.Out(iw, "scaled", shape, units.FP32, "Gemma 4 RMSNorm output in fp32")
-		if wv != core.NoValue {
-			b.Save(iw, wv)
-		}
-		if b.Trainable(w) {
-			b.Save(iw, y)
-		}
-		b.Op(iw).Flops = float64(core.Numel(shape))
-		y = out
+		y = fp32WeightProduct(b, w, y, dim, "Gemma 4 RMSNorm output in fp32")
 	}
 	for _, i := range []int32{ip, im, ir} {
 		b.Op(i).Flops = float64(core.Numel(shape))
@@ -104,6 +90,27 @@ func meanSquareFP32(b *core.Builder, x32 core.Value, dim int64, norm string) (co
 	im := b.AddOp("mean", "mean", []core.Value{sq})
 	ms := b.Out(im, "mean_squared", []int64{rows, 1}, units.FP32, "mean of x² in "+norm)
 	return b.Ew("add", "eps", []core.Value{ms}, []int64{rows, 1}, units.FP32, "mean of x² plus eps"), ip, im
+}
+
+// fp32WeightProduct is weight.float() * y for the fp32 rows y: it saves
+// y (the weight's gradient) and the weight's fp32 copy when there is one
+// (a 16-bit model's).
+func fp32WeightProduct(b *core.Builder, w int32, y core.Value, dim int64, why string) core.Value {
+	wv := gemma4WeightFP32(b, w, dim)
+	ins := []core.Value{y}
+	if wv != core.NoValue {
+		ins = append(ins, wv)
+	}
+	iw := b.AddOp("mul", "scale", ins, w)
+	out := b.Out(iw, "scaled", b.Shape(y), units.FP32, why)
+	if wv != core.NoValue {
+		b.Save(iw, wv)
+	}
+	if b.Trainable(w) {
+		b.Save(iw, y)
+	}
+	b.Op(iw).Flops = float64(core.Numel(b.Shape(y)))
+	return out
 }
 
 // gemma4WeightFP32 is weight.float(): a new fp32 tensor unless the

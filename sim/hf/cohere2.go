@@ -1,0 +1,75 @@
+package hf
+
+import (
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/nn"
+)
+
+// buildCohere2 builds transformers' Cohere2ForCausalLM (model_type
+// cohere2: CohereLabs/c4ai-command-r7b-12-2024, command-a-03-2025;
+// models/cohere2/modeling_cohere2.py at 5.25.0). Its decoder layer runs
+// the attention and the MLP side by side on one norm's output:
+//
+//	h = input_layernorm(x); y = x + self_attn(h) + mlp(h)
+//
+// Every norm is Cohere2LayerNorm (nn.CohereNorm: a weight, no bias, in
+// fp32). head_dim is hidden_size / num_attention_heads whatever the config
+// says (Cohere2Config sets it so). The layers layer_types names
+// "sliding_attention" attend to the last sliding_window keys and alone
+// rotate q and k (Cohere2Attention: rope where the layer has a window, so
+// with sliding_window null no layer does); the "full_attention" layers
+// have no positional encoding. Without layer_types every
+// sliding_window_pattern-th layer (4) is full. The rope pairs adjacent
+// dimensions on q and k cast to fp32 and back, with rotary_emb's cos and
+// sin in the model's dtype. attention_bias (default false) biases q, k, v
+// and o; the MLP is Llama's without biases; the head is tied by default
+// and multiplies the logits by logit_scale (default 0.0625).
+func buildCohere2(c *hfConfig, attn string, head hfHead) *core.Model {
+	hidden := c.size("hidden_size")
+	layers := c.size("num_hidden_layers")
+	heads := c.size("num_attention_heads")
+	kv := c.kvHeads("num_key_value_heads", heads)
+	vocab := c.size("vocab_size")
+	inter := c.size("intermediate_size")
+	if c.err == nil && hidden%heads != 0 {
+		c.fail("num_attention_heads", "must divide hidden_size (%d): Cohere2Config makes head_dim hidden_size / num_attention_heads (got %d)", hidden, heads)
+	}
+	c.object("rope_scaling")
+	c.object("rope_parameters")
+	tie := c.flag("tie_word_embeddings", true)
+	bias := c.flag("attention_bias", false)
+	act := c.mlpAct("hidden_act", "silu", true)
+	drop := c.prob("attention_dropout", 0)
+	scale := c.number("logit_scale", 0.0625)
+	if !(scale > 0) {
+		c.fail("logit_scale", "must be a positive number (got %g): the head multiplies the logits by it", scale)
+	}
+	window := c.sizeOr("sliding_window", 0) // null: no layer slides or rotates
+	sliding := c.slidingPattern(layers)
+	if c.err != nil {
+		return nil
+	}
+	full := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hidden / heads, QKVBias: bias, OutBias: bias,
+		Impl: attn, Causal: true, Dropout: drop, SoftmaxFP32: true, EagerMask: true}
+	local := *full
+	if window > 0 {
+		local.Window, local.Rope, local.RopeTables = window, true, "rotary_emb"
+	}
+	norm := func(name string) core.Layer { return &nn.CohereNorm{Name: name, Dim: hidden} }
+	block := func(at *nn.Attention) core.Layer {
+		mlp := &nn.MLP{Name: "mlp", Dim: hidden, Hidden: inter, Act: act}
+		return res(norm("input_layernorm"), &nn.Parallel{Branches: []core.Layer{at, mlp}})
+	}
+	blocks := slidingBlocks(sliding, block(full), block(&local))
+	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+3*float64(hidden)*float64(inter)) + 2*float64(vocab)*float64(hidden))
+	if c.err != nil {
+		return nil
+	}
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden},
+		stackBlocks("layers", blocks), norm("norm")}
+	m := c.finish(head, ls, vocab, tie)
+	if m != nil && head == headCausalLM {
+		m.LogitScale = 1 / scale // Model.LogitScale divides; Cohere2ForCausalLM multiplies
+	}
+	return m
+}
