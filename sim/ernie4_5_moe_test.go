@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 )
 
@@ -90,6 +91,57 @@ func TestErnie45MoeLayers(t *testing.T) {
 		}
 		if want := tc.want - 4*tc.moeLayers; lowered != want {
 			t.Errorf("%s: the step registers %d parameters, want %d", tc.to, lowered, want)
+		}
+	}
+}
+
+// ERNIE 4.5 MoE under transformers 4.57.1 (the 4.57.1 wheel unpacked on
+// PYTHONPATH with requests and huggingface_hub 0.36.0 beside it; torch
+// 2.15.0, the CPU, eager attention, loaded as from_pretrained loads it):
+//
+//	PYTHONPATH=tf4.57.1:deps python tools/oracle/hf_block_saved.py sim/testdata/hf/ernie4_5_moe-tiny.json {1,2} 2 32 {float32,bfloat16} eager nocache keepfp32
+//
+// Ernie4_5_MoeSparseMoeBlock runs the per-expert loop (nn.Linear experts)
+// behind an nn.Linear gate created in fp32 and kept there
+// (_keep_in_fp32_modules_strict ["gate", "moe_statics"]), applied to
+// hidden_states.float() under autocast disabled: in bf16 the gate keeps
+// the fp32 copy of its input (16,384 B a layer here) and its weight,
+// gradient and optimizer state are fp32. Kept fp32 519,428 / 922,884,
+// bf16 371,716 / 643,844; at 2 layers bf16 param_bytes 207,520 (memsh's
+// parameters 16 B less a layer: the statics' bias is a buffer), grad_bytes
+// 207,488. Under sdpa 4.57.1 keeps 12,288 B a layer (bf16) more than
+// memsh counts, as it does for the dense ERNIE 4.5 (ernie4_5-tiny.json:
+// 273,156 / 446,724 against memsh's 260,868 / 422,148): an attention
+// term of 4.x not modelled, not the router's.
+func TestErnie45MoeTransformers4(t *testing.T) {
+	for _, tc := range []struct {
+		precision     string
+		one, two      int64
+		params, grads int64 // at 2 layers
+	}{
+		{"fp32", 519_428, 922_884, 412_960 - 2*16, 412_928},
+		{"bf16", 371_716, 643_844, 207_520 - 2*16, 207_488},
+	} {
+		var got [2]int64
+		for i, layers := range []string{"1", "2"} {
+			cfg := strings.Replace(string(readHF(t, "ernie4_5_moe-tiny.json")), `"num_hidden_layers": 2`, `"num_hidden_layers": `+layers, 1)
+			m, err := hf.FromConfigOptions([]byte(cfg), hf.Options{Attn: "eager", Transformers: "4.57.1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := tinyPlan(t, m)
+			p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+			if p.Precision, err = core.LookupPrecision(tc.precision); err != nil {
+				t.Fatal(err)
+			}
+			r := evalPlan(t, p)
+			got[i] = r.SavedActivations + r.SavedWeightCopies
+			if layers == "2" && (r.States.Params != tc.params || r.States.Grads != tc.grads) {
+				t.Errorf("%s: parameters %d B, gradients %d B, want %d and %d", tc.precision, r.States.Params, r.States.Grads, tc.params, tc.grads)
+			}
+		}
+		if got != [2]int64{tc.one, tc.two} {
+			t.Errorf("%s: memsh keeps %d / %d, transformers 4.57.1 %d / %d", tc.precision, got[0], got[1], tc.one, tc.two)
 		}
 	}
 }

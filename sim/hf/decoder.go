@@ -502,7 +502,8 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		inter := c.sizeOr("moe_intermediate_size", 1536)
 		shared := c.intOr("moe_num_shared_experts", 2)
 		m := &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts, TopK: c.sizeOr("moe_k", 6), Act: act,
-			NormTopK: true, NormMin: true, RouterFP32: true, WeightsHidden: true, StaticsBias: true}
+			NormTopK: true, NormMin: true, RouterFP32: true, WeightsHidden: true, StaticsBias: true,
+			KeepRouterFP32: true} // _keep_in_fp32_modules_strict: "gate" (4.54 to 4.57), "gate.weight" (5.x)
 		if shared > 0 {
 			m.SharedExperts, m.SharedHidden, m.SharedBias = 1, inter*shared, c.flag("use_bias", false)
 		}

@@ -34,7 +34,7 @@ var hfFamilies = []hfFamily{
 	// ernie4_5_moe from v4.54.1, mindspore-lab/mindone#1393).
 	// buildDecoder's doc; ernie4_5_moe's experts decoderMoE's.
 	{modelType: "ernie4_5", prefix: "Ernie4_5", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}},
-	{modelType: "ernie4_5_moe", prefix: "Ernie4_5_Moe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}, experts: &hfExperts{router: "gate", keepRouterSince: [2]int{5, 0}}},
+	{modelType: "ernie4_5_moe", prefix: "Ernie4_5_Moe", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 54}, experts: &hfExperts{router: "gate"}},
 	// exaone4: transformers 4.54 (EXAONE 4.0's config.json files were
 	// written by 4.54.0.dev0; exaone4.go).
 	{modelType: "exaone4", prefix: "Exaone4", base: "model", heads: decoderHeads, build: buildExaone4, since: [2]int{4, 54}},

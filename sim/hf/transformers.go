@@ -358,9 +358,10 @@ type hfExperts struct {
 	linearRouter bool
 	// keepRouterSince is the first release whose from_pretrained keeps
 	// the router's weight fp32 in a bf16 or fp16 model (the family's
-	// _keep_in_fp32_modules_strict lists "gate.weight": ERNIE 4.5 MoE's
-	// from 5.0, DeepSeek-V2's, DeepSeek-V3's and the GLM MoE families'
-	// from 5.24; nn.MoE.KeepRouterFP32); zero: none.
+	// _keep_in_fp32_modules_strict lists "gate.weight": DeepSeek-V2's,
+	// DeepSeek-V3's, the GLM MoE families' and Nemotron-H's from 5.24;
+	// nn.MoE.KeepRouterFP32); zero: the block's own setting (ERNIE 4.5
+	// MoE keeps its gate in every release it is in, decoder.go).
 	keepRouterSince [2]int
 	// keepScoreBias: _keep_in_fp32_modules_strict lists
 	// "e_score_correction_bias" in every 5.x (the DeepSeek-V3 families;
@@ -426,7 +427,9 @@ func setExperts(layers []core.Layer, ex *hfExperts, experts string, v [2]int) in
 			if ex.noWNames {
 				c.WNames = false
 			}
-			c.KeepRouterFP32 = ex.keepRouterSince != [2]int{} && atLeast(v, ex.keepRouterSince)
+			if ex.keepRouterSince != [2]int{} {
+				c.KeepRouterFP32 = atLeast(v, ex.keepRouterSince)
+			}
 			c.KeepScoreBiasFP32 = ex.keepScoreBias
 			c.Impl, c.SentinelsEP = impl, atLeast(v, sentinelsEPSince)
 			moeCopies[x], moeCopies[&c] = &c, &c

@@ -84,7 +84,17 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			if name == "" {
 				name = "gate"
 			}
-			logits = b.Linear(name, core.RoleRouter, x, m.Dim, E, false)
+			xr := x
+			if m.RouterFP32 && m.KeepRouterFP32 {
+				// transformers 4.x's Ernie4_5_MoeSparseMoeBlock: an fp32
+				// nn.Linear gate over hidden_states.float()
+				// (modeling_ernie4_5_moe.py at 4.57.1)
+				xr = b.Cast(x, units.FP32, "router input in fp32 (hidden_states.float())")
+			}
+			logits = b.Linear(name, core.RoleRouter, xr, m.Dim, E, false)
+			if m.KeepRouterFP32 {
+				keepParamFP32(b, name+".weight")
+			}
 		} else {
 			dt := routerDType(b, b.Prec.Compute)
 			if m.RouterFP32 {
@@ -202,8 +212,8 @@ func (m *MoE) normTopK(b *core.Builder, w core.Value) core.Value {
 func routerParamLinear(b *core.Builder, name string, x core.Value, in, out int64, bias, keepFP32 bool, dt units.DType) core.Value {
 	defer b.Scope(name)()
 	w := b.Param("weight", []int64{out, in}, core.RoleRouter)
-	if keepFP32 && b.Prec.Params.Bytes(1) < units.FP32.Bytes(1) {
-		b.P.Params[w].DType = units.FP32
+	if keepFP32 {
+		keepParamFP32(b, "weight")
 	}
 	params := []int32{w}
 	if bias {
@@ -264,4 +274,20 @@ func sum64(xs []int64) int64 {
 		n += x
 	}
 	return n
+}
+
+// keepParamFP32 stores the parameter name (under the current scope) in
+// fp32 when the parameters are 16-bit (MoE.KeepRouterFP32).
+func keepParamFP32(b *core.Builder, name string) {
+	if b.Prec.Params.Bytes(1) >= units.FP32.Bytes(1) {
+		return
+	}
+	full := b.Name(name)
+	for i := len(b.P.Params) - 1; i >= 0; i-- {
+		if b.P.Params[i].Name == full {
+			b.P.Params[i].DType = units.FP32
+			return
+		}
+	}
+	panic(core.LowerError{Err: &units.Error{Path: full, Msg: "no parameter " + full + " to keep in fp32", Hint: "this is memsh's own mistake: please report it"}})
 }
