@@ -54,9 +54,18 @@ import (
 // Cohere 2's (cohere2-tiny.json, the same layers) too;
 // its sliding layers get the window's mask, its full ones (NoPE) under
 // eager the causal float mask besides, one rotary pair for all.
+// LFM2 (lfm2-tiny.json) is measured with layer_types full_attention,
+// conv, conv (the file's order in a copy), so that every depth has an
+// attention layer: Lfm2Model makes the rotary pair and hands it to every
+// layer, conv layers too, which ignore it; a model of conv layers alone
+// (1 layer of the file's order) holds it under checkpointing (held 4,352
+// / 2,304) where memsh, which makes the pair for the attention layers
+// that read it, has none (-4,096 / -2,048 bytes; no released LFM2 lacks
+// attention layers).
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	const positionIDs = 32 * 8
 	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
+	lfm2 := map[string]any{"layer_types": []any{"full_attention", "conv", "conv"}}
 	qwen3 := map[string]any{"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256}
 	for _, tc := range []struct {
 		file            string
@@ -107,6 +116,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"cohere2-tiny.json", nil, "sdpa", "bf16", []int64{132612, 140804, 148996}, []int64{4352, 4352, 4352}, 0},
 		{"cohere2-tiny.json", nil, "eager", "fp32", []int64{148740, 165124, 181508}, []int64{12544, 20736, 20736}, 0},
 		{"cohere2-tiny.json", nil, "eager", "bf16", []int64{132612, 140804, 148996}, []int64{6400, 10496, 10496}, 0},
+		{"lfm2-tiny.json", lfm2, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
+		{"lfm2-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
+		{"lfm2-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
+		{"lfm2-tiny.json", lfm2, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

@@ -111,6 +111,10 @@ var hfFamilies = []hfFamily{
 	// models/llama4 (absent from 4.50.3); no flash path in 5.x (llama4.go).
 	{modelType: "llama4", prefix: "Llama4", base: "model", heads: vlHeads, build: buildLlama4, noFlash: true, vl: true, since: [2]int{4, 51}},
 	{modelType: "llama4_text", prefix: "Llama4", base: "model", heads: decoderHeads, build: buildLlama4, noFlash: true, since: [2]int{4, 51}},
+	// lfm2: the 4.54.0 release, the first after "LFM2" was merged
+	// (huggingface/transformers#39340, 2025-07-10; its model page: "added
+	// to Hugging Face Transformers on 2025-07-10"). lfm2.go.
+	{modelType: "lfm2", prefix: "Lfm2", base: "model", heads: decoderHeads, build: buildLFM2, since: [2]int{4, 54}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},

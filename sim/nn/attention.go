@@ -135,8 +135,11 @@ type Attention struct {
 	// Qwen3.5's gated attention; attention_gate.go).
 	OutputGate bool
 	// OutName is the output projection's module name; "" = "o_proj"
-	// (Qwen3-VL's vision blocks call it proj).
+	// (Qwen3-VL's vision blocks call it proj, LFM2 out_proj).
 	OutName string
+	// QKNormNames name QKNorm's two norms; "" = q_norm and k_norm (LFM2:
+	// q_layernorm and k_layernorm).
+	QKNormNames [2]string
 	// RopeComplex, QKL2Norm, TempTuning and Chunk are Llama 4's
 	// (attention_llama4.go): the complex rotation, the weightless L2 norm
 	// of q and k after it, the NoPE layers' temperature tuning of q, and
@@ -313,11 +316,12 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		k = b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	}
+	qn, kn := a.qkNormNames()
 	if a.QKNorm && !a.OutputGate { // gatedQ norms its half of q_proj's output
-		q = qkHeadNorm(b, "q_norm", q, s, h, d, a.QKNormGemma)
+		q = qkHeadNorm(b, qn, q, s, h, d, a.QKNormGemma)
 	}
 	if a.QKNorm {
-		k = qkHeadNorm(b, "k_norm", k, s, kv, d, a.QKNormGemma)
+		k = qkHeadNorm(b, kn, k, s, kv, d, a.QKNormGemma)
 	}
 	if a.QKNormWide {
 		q, k = a.wideQKNorm(b, q, k, h, kv, d)

@@ -46,6 +46,16 @@ type Mamba struct {
 	SkipFP32 bool
 }
 
+// sequences reads an input of shape s as tokens rows of batch sequences
+// of seq tokens ([batch, seq, dim]; a 2-D input is one sequence).
+func sequences(s []int64) (tokens, seq, batch int64) {
+	tokens, seq = core.Rows(s), core.Rows(s)
+	if len(s) >= 3 {
+		seq = s[len(s)-2]
+	}
+	return tokens, seq, tokens / max(seq, 1)
+}
+
 // mambaScanChunk is the tokens per chunk of selective_scan_fwd's saved
 // states (mamba_ssm csrc/selective_scan: kChunkSize 2048).
 const mambaScanChunk = 2048
@@ -110,12 +120,7 @@ func (m *Mamba) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	defer b.Scope(b.ModuleName(m))()
 	s := b.Shape(x)
-	T := core.Rows(s)
-	L := T
-	if len(s) >= 3 {
-		L = s[len(s)-2]
-	}
-	batch := T / max(L, 1)
+	T, L, batch := sequences(s)
 	switch m.Impl {
 	case MambaFused:
 		return m.lowerFused(b, x, batch, L)

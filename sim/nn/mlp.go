@@ -17,8 +17,10 @@ type MLP struct {
 	Bias    bool
 	Dropout float64
 	// InName and OutName name an ungated MLP's two projections; "" = fc1
-	// and fc2 (Starcoder2MLP: c_fc and c_proj).
-	InName, OutName string
+	// and fc2 (Starcoder2MLP: c_fc and c_proj). A gated MLP's are its up
+	// and down projections and GateName its gate; "" = up_proj, down_proj
+	// and gate_proj (Lfm2MLP: w3, w2 and w1).
+	InName, OutName, GateName string
 }
 
 func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
@@ -67,21 +69,29 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	name := b.ModuleName(m)
 	defer b.Scope(name)()
-	in, out := m.InName, m.OutName
-	if in == "" {
-		in, out = "fc1", "fc2"
-	}
-	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, in, out)
+	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName})
 	return b.Dropout("dropout", y, m.Dropout)
 }
 
-// Ffn lowers the feed-forward core (an ungated one's projections fc1 and fc2).
+// Ffn lowers the feed-forward core (an ungated one's projections fc1 and
+// fc2, a gated one's gate_proj, up_proj and down_proj).
 func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool) core.Value {
-	return ffn(b, x, dim, hidden, act, bias, "fc1", "fc2")
+	return ffn(b, x, dim, hidden, act, bias, mlpNames{})
 }
 
-// ffn is Ffn with an ungated MLP's projection names in and out.
-func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool, in, out string) core.Value {
+// mlpNames are an MLP's projection names (MLP.GateName, InName, OutName);
+// "" the default of its kind.
+type mlpNames struct{ gate, in, out string }
+
+func nameOr(name, def string) string {
+	if name == "" {
+		return def
+	}
+	return name
+}
+
+// ffn is Ffn with the projections named.
+func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool, n mlpNames) core.Value {
 	// core/tp.go: column-parallel up projections over the (SP-gathered) input,
 	// row-parallel down projection; hidden/tp on each rank.
 	xg, hl := b.TpGatherFP8(x), hidden/b.Par.Tpn() // in fp8 for TE fp8 linears
@@ -90,8 +100,8 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		if act == "geglu" {
 			fn = "gelu"
 		}
-		gate := b.ColLinear("gate_proj", core.RoleGate, x, xg, dim, hidden, hl, bias)
-		up := b.ColLinear("up_proj", core.RoleUp, x, xg, dim, hidden, hl, bias)
+		gate := b.ColLinear(nameOr(n.gate, "gate_proj"), core.RoleGate, x, xg, dim, hidden, hl, bias)
+		up := b.ColLinear(nameOr(n.in, "up_proj"), core.RoleUp, x, xg, dim, hidden, hl, bias)
 		var h core.Value
 		switch {
 		case fn == "silu" && b.LigerSwiGLU():
@@ -101,11 +111,11 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		default:
 			h = b.Mul("act_mul", Activation(b, fn, gate), up)
 		}
-		return b.RowLinear("down_proj", core.RoleDown, h, hidden, hl, dim, bias)
+		return b.RowLinear(nameOr(n.out, "down_proj"), core.RoleDown, h, hidden, hl, dim, bias)
 	}
-	h := b.ColLinear(in, core.RoleUp, x, xg, dim, hidden, hl, bias)
+	h := b.ColLinear(nameOr(n.in, "fc1"), core.RoleUp, x, xg, dim, hidden, hl, bias)
 	h = Activation(b, act, h)
-	return b.RowLinear(out, core.RoleDown, h, hidden, hl, dim, bias)
+	return b.RowLinear(nameOr(n.out, "fc2"), core.RoleDown, h, hidden, hl, dim, bias)
 }
 
 func (m *MLP) InDim() int64  { return m.Dim }

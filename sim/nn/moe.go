@@ -401,7 +401,7 @@ func (m *MoE) lowerShared(b *core.Builder, x core.Value) core.Value {
 			return clampedFfn(b, x, m.Dim, sh.Hidden)
 		}
 		if m.SharedUpDown {
-			return ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias, "up_proj", "down_proj")
+			return ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias, mlpNames{in: "up_proj", out: "down_proj"})
 		}
 		return Ffn(b, x, m.Dim, sh.Hidden, m.Act, sh.Bias)
 	}

@@ -32,3 +32,11 @@ func qkHeadNorm(b *core.Builder, name string, x core.Value, s []int64, heads, he
 	b.Val(y).Shape = core.WithLast(s, heads*headDim)
 	return y
 }
+
+// qkNormNames are QKNorm's module names (Attention.QKNormNames).
+func (a *Attention) qkNormNames() (q, k string) {
+	if a.QKNormNames[0] != "" {
+		return a.QKNormNames[0], a.QKNormNames[1]
+	}
+	return "q_norm", "k_norm"
+}
