@@ -111,8 +111,11 @@ func TestErnie45MoeLayers(t *testing.T) {
 // parameters 16 B less a layer: the statics' bias is a buffer), grad_bytes
 // 207,488. Under sdpa 4.57.1 keeps 12,288 B a layer (bf16) more than
 // memsh counts, as it does for the dense ERNIE 4.5 (ernie4_5-tiny.json:
-// 273,156 / 446,724 against memsh's 260,868 / 422,148): an attention
-// term of 4.x not modelled, not the router's.
+// 273,156 / 446,724 against memsh's 260,868 / 422,148): its v listing
+// shows SDPA handed a (2, 1, 32, 32) bf16 mask (4,096 B) and k and v
+// expanded by repeat_kv (8,192 B each) where 5.25.0 keeps them unexpanded
+// (4,096 B each) -- an attention term of ERNIE under 4.x, not modelled,
+// not the router's.
 func TestErnie45MoeTransformers4(t *testing.T) {
 	for _, tc := range []struct {
 		precision     string
