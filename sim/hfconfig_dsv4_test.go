@@ -102,3 +102,48 @@ func dsv4Eval(t *testing.T, layers int64, precision, experts string) *replay.Rep
 	}
 	return evalPlan(t, p)
 }
+
+// The transient memory of DeepSeek-V4's lightning indexer: the most bytes
+// of storages made inside one call alive at once, in a training forward
+// of deepseek-v4-tiny.json cut to 2 layers (layer 1 compressed sparse:
+// the indexer's 4 heads of 16 score S / 4 entries), against transformers
+// 5.25.0 on PyTorch 2.15.0 (the CPU, use_cache=False):
+//
+//	python tools/oracle/v4_indexer.py sim/testdata/hf/deepseek-v4-tiny.json 2 {1,2} 512 {float32,bfloat16}
+//
+// The indexer runs with autograd on (its top-k indices take no gradient):
+// what its ops save lives until it returns, beside its locals (core's
+// DeadGraph), so its peak holds the relu'd, scaled and weighted
+// [B, S, heads, entries] fp32 scores at once, and with B > 1 matmul's
+// copies of q and of the keys expanded to every query. 512 tokens keep
+// every small tensor a multiple of 512 bytes, the caching allocator's
+// rounding, which memsh's figure includes and the harness's does not.
+func TestDeepSeekV4IndexerPeak(t *testing.T) {
+	for _, tc := range []struct {
+		batch     int64
+		precision string
+		peak      int64
+	}{
+		{1, "fp32", 4_027_904},
+		{2, "fp32", 16_656_384},
+		{1, "bf16", 4_001_280},
+		{2, "bf16", 16_349_184},
+	} {
+		m, err := hf.FromConfigOptions(ropeConfig(t, "deepseek-v4-tiny.json", 2, nil), hf.Options{Attn: "eager"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), tc.batch, 512
+		if p.Precision, err = core.LookupPrecision(tc.precision); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Evaluate(p, core.Options{Timeline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := forwardPeakIn(rep, "layers.1.self_attn.compressor.indexer"); got != tc.peak {
+			t.Errorf("batch %d %s: the indexer's transient peak is %d bytes, transformers' %d", tc.batch, tc.precision, got, tc.peak)
+		}
+	}
+}

@@ -16,6 +16,7 @@ type Builder struct {
 	aoInput aoInputs               // torchao's fp8 inputs under tensor parallelism (float8_tp.go)
 	quant   units.DType            // quantized frozen base weights (NF4, INT8), InvalidDType when none
 	Eval    bool                   // eval mode: no autograd, no saves, dropout off
+	dead    *[]Value               // what a dead graph's ops save, held until it ends (dead_graph.go)
 	prefix  string                 // the module path ops and tensors are named under
 	names   map[scopedLayer]string // unnamed layers' module names (ModuleName)
 	taken   map[string]int         // module paths taken, with how many layers took them
@@ -341,6 +342,10 @@ func (b *Builder) Save(i int32, vs ...Value) {
 		recorded = recorded || b.P.Values[v].Grad
 	}
 	if !recorded {
+		return
+	}
+	if b.dead != nil { // a graph no gradient reaches: held until it ends (DeadGraph)
+		*b.dead = append(*b.dead, vs...)
 		return
 	}
 	var seen map[Value]bool // for ops saving many tensors (a MoE's expert weights): a linear scan per value is quadratic

@@ -35,9 +35,10 @@ type KVCompressor struct {
 // V4Indexer is CSA's lightning indexer (DeepseekV4Indexer): its own
 // overlapping compressor at HeadDim, its queries from the q latent
 // (q_b_proj), scores relu(q . k) weighted per head by weights_proj and the
-// top TopK entries per query. No gradient reaches it (its output is the
-// top-k indices), so nothing it makes outlives the call and its weights
-// get no gradient: lowered as under no_grad, as DeepSeek-V3.2's indexer.
+// top TopK entries per query. It runs with autograd on, but no gradient
+// reaches it (its output is the top-k indices): what its ops save lives
+// until it returns, beside its locals, and then dies with its graph; its
+// weights get no gradient (core.Builder.DeadGraph).
 type V4Indexer struct {
 	Heads   int64 // index_n_heads
 	HeadDim int64 // index_head_dim
@@ -102,7 +103,10 @@ func (c *KVCompressor) lower(b *core.Builder, x, qr core.Value, dim, qLora, rope
 	defer b.Scope("compressor")()
 	dt := b.Dtype(x)
 	n := c.entries(seq)
-	comp := compressWindows(b, x, dim, c.HeadDim, ropeDim, c.Rate, c.Overlap, batch, n)
+	comp, locals := compressWindows(b, x, dim, c.HeadDim, ropeDim, c.Rate, c.Overlap, batch, n)
+	// The forward's locals (the projections, the laid-out windows, the
+	// rotary's cos and sin) live until it returns, after its indexer.
+	defer b.KeepAlive("compressor_locals", locals...)
 	if n == 0 {
 		return core.NoValue, core.NoValue
 	}
@@ -122,8 +126,10 @@ func (c *KVCompressor) lower(b *core.Builder, x, qr core.Value, dim, qLora, rope
 // compressWindows lowers the pooling shared by the compressors and the
 // indexer's: kv_proj and gate_proj over x, windows of rate tokens
 // softmax-pooled, kv_norm, rope at the windows' positions. It returns
-// [B, n, headDim] in x's dtype (NoValue when n is 0).
-func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate int64, overlap bool, batch, n int64) core.Value {
+// [B, n, headDim] in x's dtype (NoValue when n is 0) and the forward's
+// locals that live until it returns (kv, gate, the biased gate, the
+// laid-out windows, the rotary's cos and sin).
+func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate int64, overlap bool, batch, n int64) (core.Value, []core.Value) {
 	dt := b.Dtype(x)
 	w := headDim
 	if overlap {
@@ -132,13 +138,14 @@ func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate 
 	kv := b.Linear("kv_proj", core.RoleK, x, dim, w, false)
 	gate := b.Linear("gate_proj", core.RoleK, x, dim, w, false)
 	if n == 0 {
-		return core.NoValue
+		return core.NoValue, []core.Value{kv, gate}
 	}
 	pb := fp32Param(b, "position_bias", []int64{rate, w}, core.RoleNorm)
 	gdt := units.FP32 // gate + the fp32 position_bias
 	win := []int64{batch, n, rate, w}
 	gi := b.AddOp("add", "gate_bias", []core.Value{gate}, pb)
 	g := b.Out(gi, "gate_biased", win, gdt, "the gate plus position_bias (fp32)")
+	locals := []core.Value{kv, gate, g}
 	kvw := kv
 	slots := rate
 	if overlap {
@@ -148,6 +155,7 @@ func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate 
 		lay := []int64{batch, n, slots, headDim}
 		kvw = b.Ew("copy_slices", "new_kv", []core.Value{kv}, lay, dt, "each window's two series laid out side by side (zeros, then slices copied in)")
 		g = b.Ew("copy_slices", "new_gate", []core.Value{g}, lay, gdt, "the gates laid out alike (-inf, then slices copied in)")
+		locals = append(locals, kvw, g)
 	}
 	pooled := []int64{batch, n, slots, headDim}
 	sm := b.AddOp("softmax", "window_softmax", []core.Value{g})
@@ -161,8 +169,14 @@ func compressWindows(b *core.Builder, x core.Value, dim, headDim, ropeDim, rate 
 	sum := b.Ew("sum", "pooled", []core.Value{prod}, []int64{batch, n, headDim}, dt, "one entry per window")
 	normed := keptNorm(b, "kv_norm", sum, headDim)
 	// The compressor's rotary at the windows' positions: cos and sin
-	// [B, n, rope / 2], new every call, which the rope keeps.
-	return v4Rope(b, "compressed", normed, positionTables(b, "rotary_emb", dt, batch, n, ropeDim), n, ropeDim, batch)
+	// [B, n, rope / 2], new every call.
+	// positions = arange(n) * rate + first_window_position: an int64
+	// local.
+	pi := b.AddOp("arange", "positions", nil)
+	pos := b.Out(pi, "positions", []int64{n}, units.INT64, "the windows' positions (a local of the forward)")
+	b.Op(pi).NoGradB = true
+	tables := positionTables(b, "rotary_emb", dt, batch, n, ropeDim)
+	return v4Rope(b, "compressed", normed, tables, n, ropeDim, batch), append(locals, append(tables, pos)...)
 }
 
 // noGrad lowers what follows as under torch.no_grad() until the returned
@@ -192,23 +206,32 @@ func positionTables(b *core.Builder, module string, dt units.DType, rows, n, rop
 	return []core.Value{cos, sin}
 }
 
-// lower runs the indexer under no gradient (V4Indexer's doc): its top-k
+// lower runs the indexer as a dead graph (V4Indexer's doc): its top-k
 // indices [B, S, k] int64.
 func (ix *V4Indexer) lower(b *core.Builder, x, qr core.Value, dim, qLora, ropeDim, rate, batch, seq int64) core.Value {
-	defer noGrad(b)() // no gradient reaches it
+	defer b.DeadGraph("indexer_graph")() // recorded, but no gradient reaches it
 	defer b.Scope("indexer")()
 	n := seq / rate
 	h, d := ix.Heads, ix.HeadDim
-	ckv := compressWindows(b, x, dim, d, ropeDim, rate, true, batch, n)
+	ckv, locals := compressWindows(b, x, dim, d, ropeDim, rate, true, batch, n)
 	q := b.Linear("q_b_proj", core.RoleLinear, qr, qLora, h*d, false)
-	q = v4Rope(b, "q", q, positionTables(b, "rotary_emb", b.Dtype(q), 1, seq, ropeDim), seq, ropeDim, 1)
+	tables := positionTables(b, "rotary_emb", b.Dtype(q), 1, seq, ropeDim)
+	q = v4Rope(b, "q", q, tables, seq, ropeDim, 1)
 	sum := ix.score(b, x, q, ckv, dim, batch, seq, n)
-	masked := b.Ew("masked_fill", "masked_index_scores", []core.Value{sum}, []int64{batch, seq, n}, units.FP32, "index scores with future entries at -inf")
+	mi := b.AddOp("masked_fill", "masked_index_scores", []core.Value{sum})
+	masked := b.Out(mi, "masked_index_scores", []int64{batch, seq, n}, units.FP32, "index scores with future entries at -inf")
+	future := b.Out(mi, "future_mask", []int64{batch, seq, n}, units.BOOL, "the entries past each query's causal threshold (saved by masked_fill)")
+	b.Save(mi, future)
 	k := min(ix.TopK, n)
 	tk := b.AddOp("topk", "topk", []core.Value{masked})
 	b.Out(tk, "topk_values", []int64{batch, seq, k}, units.FP32, "top-k index scores (dropped)")
 	idx := b.Out(tk, "topk_indices", []int64{batch, seq, k}, units.INT64, "the top-k entries per query")
-	return b.Ew("where", "valid_indices", []core.Value{idx}, []int64{batch, seq, k}, units.INT64, "picks past the causal threshold replaced by -1")
+	b.Save(tk, idx)
+	valid := b.Ew("where", "valid_indices", []core.Value{idx}, []int64{batch, seq, k}, units.INT64, "picks past the causal threshold replaced by -1")
+	// The forward's locals live until it returns: its compressor's, the
+	// rotary's cos and sin, q and the compressed keys.
+	b.KeepAlive("indexer_locals", append(locals, append(tables, q, ckv)...)...)
+	return valid
 }
 
 // score is DeepseekV4IndexerScorer (scorer): relu(q.float() @
@@ -223,11 +246,21 @@ func (ix *V4Indexer) score(b *core.Builder, x, q, ckv core.Value, dim, batch, se
 	mm := b.AddOp("matmul", "scores", []core.Value{qf, kf})
 	scores := b.Out(mm, "scores", plane, units.FP32, "indexer scores, every query x entry x index head (fp32)")
 	b.Op(mm).Flops = 2 * float64(batch*seq) * float64(h) * float64(n) * float64(d)
-	relu := b.Ew("relu", "relu_scores", []core.Value{scores}, plane, units.FP32, "F.relu(scores)")
+	qb, kb := qf, kf
+	if batch > 1 {
+		// [B, S, h, d] @ [B, 1, d, n]: matmul folds (B, S) by reshape,
+		// which copies q (a transposed view of the rope's head-major
+		// output) and the keys expanded over the queries when B > 1; bmm
+		// keeps both copies.
+		qb = b.Out(mm, "q_folded", []int64{batch * seq, h, d}, units.FP32, "q folded for bmm (matmul's reshape of a transposed view copies)")
+		kb = b.Out(mm, "keys_expanded", []int64{batch * seq, d, n}, units.FP32, "the compressed keys expanded to every query (matmul's reshape copies)")
+	}
+	b.Save(mm, qb, kb)
+	relu := b.Unary("relu", scores, false, true)
 	scaled := b.Ew("mul", "scaled_scores", []core.Value{relu}, plane, units.FP32, "relu(scores) * softmax_scale")
 	wts := b.Linear("weights_proj", core.RoleLinear, x, dim, h, false)
 	wf := b.Cast(wts, units.FP32, "weights_proj(x).float()")
 	wsc := b.Ew("mul", "weights", []core.Value{wf}, core.WithLast(b.Shape(wf), h), units.FP32, "weights * heads^-0.5")
-	prod := b.Ew("mul", "weighted_scores", []core.Value{scaled, wsc}, plane, units.FP32, "the scores weighted per head")
+	prod := b.Mul("weighted_scores", scaled, wsc)
 	return b.Ew("sum", "index_scores", []core.Value{prod}, []int64{batch, seq, n}, units.FP32, "index scores per query and entry")
 }

@@ -27,12 +27,12 @@
 import collections
 import json
 import sys
-import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import transformers
+
+from live_storage import Live
 from transformers import AutoConfig, AutoModelForCausalLM
 
 SMALL = dict(hidden_size=256, intermediate_size=512, moe_intermediate_size=64, first_k_dense_replace=1,
@@ -61,46 +61,6 @@ ids = torch.randint(1, small["vocab_size"], (batch, seq))
 params = {p.untyped_storage().data_ptr() for p in model.parameters()}
 
 
-class Live(TorchDispatchMode):
-    """Follows the storages ops make: live bytes and their peak."""
-
-    def __init__(self, inputs):
-        super().__init__()
-        self.inputs = inputs  # storages made before the forward (its arguments)
-        self.live = 0
-        self.peak = 0
-        self.seen = {}
-        self.at_peak = []
-        self.func = None
-
-    def _track(self, t):
-        if not isinstance(t, torch.Tensor):
-            return
-        s = t.untyped_storage()
-        key = s.data_ptr()
-        if key in self.seen or key in params or key in self.inputs or s.nbytes() == 0:
-            return
-        n = s.nbytes()
-        self.seen[key] = (n, tuple(t.shape), str(t.dtype).replace("torch.", ""), self.func)
-        self.live += n
-        if self.live > self.peak:
-            self.peak = self.live
-            self.at_peak = sorted(self.seen.values(), key=lambda v: -v[0])
-
-        def free(k=key, n=n):
-            self.live -= n
-            self.seen.pop(k, None)
-
-        weakref.finalize(s, free)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.func = str(func.overloadpacket.__name__)
-        out = func(*args, **(kwargs or {}))
-        for t in torch.utils._pytree.tree_leaves(out):
-            self._track(t)
-        return out
-
-
 saved = collections.OrderedDict()
 where = ["trunk"]
 
@@ -119,7 +79,7 @@ indexer_runs = []
 def pre(mod, args, kwargs):
     where[0] = "indexer"
     leaves = torch.utils._pytree.tree_leaves((args, kwargs))
-    mod._live = Live({t.untyped_storage().data_ptr() for t in leaves if isinstance(t, torch.Tensor)})
+    mod._live = Live(params, {t.untyped_storage().data_ptr() for t in leaves if isinstance(t, torch.Tensor)})
     mod._live.__enter__()
 
 
