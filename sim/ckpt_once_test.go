@@ -120,6 +120,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"lfm2-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
 		{"lfm2-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
 		{"lfm2-tiny.json", lfm2, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
+		{"hunyuan_v1_dense-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
+		{"hunyuan_v1_dense-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
+		{"hunyuan_v1_dense-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
+		{"hunyuan_v1_dense-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

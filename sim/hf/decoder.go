@@ -13,7 +13,7 @@ import (
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // phimoe, gpt_oss, granite, granitemoe, olmoe, smollm3, ernie4_5,
-// ernie4_5_moe, seed_oss and starcoder2; their differences are
+// ernie4_5_moe, seed_oss, starcoder2 and hunyuan_v1_dense; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py).
 type decoderFamily struct {
 	tie        bool  // tie_word_embeddings default
@@ -53,6 +53,9 @@ type decoderFamily struct {
 	// seedOSS: Seed-OSS's attention_bias (q, k, v), attention_out_bias
 	// (o) and mlp_bias, and its two dropouts (buildDecoder's doc)
 	seedOSS bool
+	// qkNormAfterRope: Hunyuan's query_layernorm and key_layernorm over
+	// each head after the rotary embedding (buildDecoder's doc)
+	qkNormAfterRope bool
 	// starcoder2: StarCoder2's use_bias on every projection, an ungated
 	// MLP (c_fc, c_proj) and its three dropouts (buildDecoder's doc)
 	starcoder2 bool
@@ -100,6 +103,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{tie: true, ernie: true, moe: "ernie4_5_moe", actKey: "hidden_act"}
 	case "seed_oss":
 		return decoderFamily{headDimDef: 128, seedOSS: true, actKey: "hidden_act"}
+	case "hunyuan_v1_dense":
+		return decoderFamily{attnBias: true, qkNormAfterRope: true, actKey: "hidden_act"}
 	case "starcoder2":
 		return decoderFamily{tie: true, layerNorm: true, everyWindow: true, starcoder2: true, actKey: "hidden_act"}
 	}
@@ -159,6 +164,12 @@ func decoderFamilyOf(mt string) decoderFamily {
 // drops the embeddings (embedding_dropout), o_proj's and c_proj's outputs
 // (residual_dropout) and the probabilities (attention_dropout).
 //
+// Hunyuan's dense model (model_type hunyuan_v1_dense: tencent/Hunyuan-7B,
+// -4B, -1.8B, -0.5B and their -Instruct; models/hunyuan_v1_dense at 5.25.0)
+// is Llama with attention_bias on q, k, v and o (default false), a
+// required head_dim and Llama's RMSNorm over each head of q and k after
+// the rotary embedding (query_layernorm, key_layernorm).
+//
 // Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
 // 2*ffn] storage where the lowering has two [tokens, ffn] ones (the same
@@ -173,6 +184,10 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	kv := c.kvHeads("num_key_value_heads", heads)
 	vocab := c.size("vocab_size")
 	hd := c.headDim("hidden_size", "num_attention_heads", f.headDimDef)
+	if f.qkNormAfterRope && !c.has("head_dim") && c.err == nil {
+		// HunYuanDenseV1Attention reads config.head_dim, whose default is None
+		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (HunYuanDenseV1Config's default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
+	}
 	if f.qkNormWide {
 		c.olmoeAttention(hidden, heads, hd)
 	}
@@ -235,6 +250,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
+	at.QKNormAfterRope = f.qkNormAfterRope
 	at.QKNormWide, at.QKNormWideLlama = f.qkNormWide, f.qkNormWide
 	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
 	at.QPosScale = c.modelType == "ministral3"

@@ -87,6 +87,10 @@ var hfFamilies = []hfFamily{
 	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
 	// the first with models/granitemoehybrid (absent from 4.51.3).
 	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{}},
+	// hunyuan_v1_dense: transformers 4.55 ("HunYuan opensource",
+	// huggingface/transformers#39606; ms-swift's Hunyuan entries ask
+	// transformers>=4.55.0.dev0, modelscope/ms-swift#5236). decoder.go.
+	{modelType: "hunyuan_v1_dense", prefix: "HunYuanDenseV1", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 55}},
 	// idefics3: the 4.46.0 wheel is the first with models/idefics3;
 	// smolvlm: the 4.50.0 wheel with models/smolvlm (idefics3.go).
 	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},

@@ -51,6 +51,10 @@ type Attention struct {
 	QKNorm      bool    // RMS norm over each head of q and k before rope (Qwen3, qknorm.go)
 	QKNormGemma bool    // QKNorm's norms are Gemma's RMSNorm (Gemma 3; gemma_norm.go)
 	QKNormWide  bool    // RMS norm over all of q's heads and all of k's at once before rope (OLMo 2, olmo2.go)
+	// QKNormAfterRope: Llama's RMS norm over each head of q and k after
+	// the rotary embedding, named query_layernorm and key_layernorm
+	// (Hunyuan's HunYuanDenseV1Attention); QKNorm's norms come before it.
+	QKNormAfterRope bool
 	// QKNormWideLlama: QKNormWide's norms are Llama's RMSNorm (the weight
 	// times the rows cast back: InternVLVisionRMSNorm, InternViT-6B's
 	// q_norm and k_norm) instead of OLMo 2's (the weight times the fp32
@@ -203,7 +207,7 @@ func (a *Attention) Params() int64 {
 	if a.OutBias {
 		n += a.Dim
 	}
-	if a.QKNorm {
+	if a.QKNorm || a.QKNormAfterRope {
 		n += 2 * d // q_norm and k_norm weights, head_dim each
 	}
 	if a.QKNormWide {
@@ -265,7 +269,7 @@ func (a *Attention) Validate(path string) error {
 	if a.KVHeads < 0 || a.Heads%a.Kv() != 0 {
 		return units.Errorf(path, "kv_heads must divide heads (heads=%d, kv_heads=%d)", a.Heads, a.KVHeads)
 	}
-	if a.QKNorm && a.FusedQKV {
+	if (a.QKNorm || a.QKNormAfterRope) && a.FusedQKV {
 		return units.Errorf(path, "qk-norm needs separate q, k and v projections (fused_qkv=False)")
 	}
 	if a.OutputGate && (a.FusedQKV || !a.QKNorm) {
@@ -332,6 +336,10 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.Rope {
 		q = a.rotate(b, "q", q, core.WithLast(s, h*d))
 		k = a.rotate(b, "k", k, core.WithLast(s, kv*d))
+	}
+	if a.QKNormAfterRope {
+		q = qkHeadNorm(b, "query_layernorm", q, s, h, d, false)
+		k = qkHeadNorm(b, "key_layernorm", k, s, kv, d, false)
 	}
 	if a.QKL2Norm {
 		q, k = a.qkL2(b, q, k, s, h, kv, d)
