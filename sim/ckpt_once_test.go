@@ -54,7 +54,8 @@ import (
 // Cohere 2's (cohere2-tiny.json, the same layers) too;
 // its sliding layers get the window's mask, its full ones (NoPE) under
 // eager the causal float mask besides, one rotary pair for all.
-// LFM2 (lfm2-tiny.json) is measured with layer_types full_attention,
+// LFM2 (lfm2-tiny.json; lfm2_moe-tiny.json with keepfp32, its layer 1
+// dense, 2 and 3 MoE) is measured with layer_types full_attention,
 // conv, conv (the file's order in a copy), so that every depth has an
 // attention layer: Lfm2Model makes the rotary pair and hands it to every
 // layer, conv layers too, which ignore it; a model of conv layers alone
@@ -124,6 +125,10 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		{"hunyuan_v1_dense-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
 		{"hunyuan_v1_dense-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
 		{"hunyuan_v1_dense-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
+		{"lfm2_moe-tiny.json", lfm2, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
+		{"lfm2_moe-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
+		{"lfm2_moe-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
+		{"lfm2_moe-tiny.json", lfm2, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)

@@ -43,18 +43,28 @@ func TestLFM2Params(t *testing.T) {
 // (q_layernorm and k_layernorm per head). Under full checkpointing:
 // TestCheckpointHoldsForwardOnceValues.
 func TestLFM2SavesAsTransformers(t *testing.T) {
-	for _, tc := range []struct {
-		precision, attn string
-		saved           [3]int64
-	}{
+	checkSavedDepths(t, "lfm2-tiny.json", []savedDepths{
 		{"fp32", "sdpa", [3]int64{576_260, 1_042_180, 1_502_468}},
 		{"fp32", "eager", [3]int64{576_260, 1_090_308, 1_550_596}},
 		{"bf16", "sdpa", [3]int64{346_372, 609_540, 856_324}},
 		{"bf16", "eager", [3]int64{346_372, 665_860, 912_644}},
-	} {
+	})
+}
+
+// savedDepths is what hf_block_saved.py measured at 1, 2 and 3 layers.
+type savedDepths struct {
+	precision, attn string
+	saved           [3]int64
+}
+
+// checkSavedDepths holds memsh to rows for file cut to 1, 2 and 3
+// layers (graniteSaved: layer_types cut with it).
+func checkSavedDepths(t *testing.T, file string, rows []savedDepths) {
+	t.Helper()
+	for _, tc := range rows {
 		for i, want := range tc.saved {
-			if got := graniteSaved(t, "lfm2-tiny.json", i+1, tc.precision, tc.attn, false); got != want {
-				t.Errorf("%s %s, %d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.precision, tc.attn, i+1, got, want, got-want)
+			if got := graniteSaved(t, file, i+1, tc.precision, tc.attn, false); got != want {
+				t.Errorf("%s %s %s, %d layers: memsh keeps %d bytes, transformers %d (%+d)", file, tc.precision, tc.attn, i+1, got, want, got-want)
 			}
 		}
 	}
@@ -100,14 +110,7 @@ func TestLFM2Config(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, err := tinyPlan(t, m).LowerProgram()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, p := range prog.Params {
-		names[p.Name] = true
-	}
+	names := loweredParamNames(t, tinyPlan(t, m))
 	for _, want := range []string{"model.layers.0.conv.in_proj.weight", "model.layers.0.conv.conv.weight", "model.layers.0.conv.out_proj.weight",
 		"model.layers.1.self_attn.q_layernorm.weight", "model.layers.1.self_attn.k_layernorm.weight", "model.layers.1.self_attn.out_proj.weight",
 		"model.layers.0.feed_forward.w1.weight", "model.layers.0.feed_forward.w3.weight", "model.layers.0.feed_forward.w2.weight",

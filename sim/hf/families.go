@@ -119,6 +119,9 @@ var hfFamilies = []hfFamily{
 	// (huggingface/transformers#39340, 2025-07-10; its model page: "added
 	// to Hugging Face Transformers on 2025-07-10"). lfm2.go.
 	{modelType: "lfm2", prefix: "Lfm2", base: "model", heads: decoderHeads, build: buildLFM2, since: [2]int{4, 54}},
+	// lfm2_moe: LFM2-8B-A1B; the 5.0.0 wheel is the first with
+	// models/lfm2_moe (absent from 4.57.3, the last 4.x). lfm2.go.
+	{modelType: "lfm2_moe", prefix: "Lfm2Moe", base: "model", heads: decoderHeads, build: buildLFM2MoE, since: [2]int{5, 0}, experts: &hfExperts{keepScoreBias: true}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},

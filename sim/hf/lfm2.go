@@ -24,11 +24,34 @@ import (
 // them: block_ff_dim over intermediate_size, tie_embedding over
 // tie_word_embeddings.
 func buildLFM2(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.sizeOr("hidden_size", 2560)
+	return c.lfm2Stack(attn, head, false)
+}
+
+// buildLFM2MoE is Lfm2MoeForCausalLM (model_type lfm2_moe:
+// LiquidAI/LFM2-8B-A1B; models/lfm2_moe/modeling_lfm2_moe.py at 5.25.0):
+// LFM2's layers (layer_types required: Lfm2MoeConfig makes no default),
+// the first num_dense_layers (2) with a SwiGLU feed_forward of
+// intermediate_size as is, the others an MoE feed_forward
+// (Lfm2MoeSparseMoeBlock): num_experts experts of moe_intermediate_size,
+// num_experts_per_tok per token, picked by Lfm2MoeTopKRouter (gate: a
+// sigmoid of F.linear in the activations' dtype, the top-k of scores +
+// the expert_bias buffer under use_expert_bias, the selected scores
+// renormalised under norm_topk_prob, times routed_scaling_factor).
+func buildLFM2MoE(c *hfConfig, attn string, head hfHead) *core.Model {
+	return c.lfm2Stack(attn, head, true)
+}
+
+// lfm2Stack builds either: moe reads lfm2_moe's keys and defaults.
+func (c *hfConfig) lfm2Stack(attn string, head hfHead, moe bool) *core.Model {
+	hiddenDef := int64(2560) // Lfm2Config's default
+	if moe {
+		hiddenDef = 2048 // Lfm2MoeConfig's
+	}
+	hidden := c.sizeOr("hidden_size", hiddenDef)
 	layers := c.sizeOr("num_hidden_layers", 32)
 	vocab := c.sizeOr("vocab_size", 65536)
 	heads := c.sizeOr("num_attention_heads", 32)
-	kv := c.sizeOr("num_key_value_heads", 8) // Lfm2Config's default
+	kv := c.sizeOr("num_key_value_heads", 8) // the configs' default
 	if c.err == nil && heads%kv != 0 {
 		c.fail("num_key_value_heads", "(%d) must divide the %d attention heads", kv, heads)
 	}
@@ -38,8 +61,12 @@ func buildLFM2(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.has("tie_embedding") {
 		tie = c.flag("tie_embedding", true)
 	}
-	ff := c.lfm2FFWidth()
-	attnAt := c.lfm2AttentionLayers(layers)
+	var attnAt []bool
+	if moe {
+		attnAt = c.layerTypes(layers, "full_attention", "conv")
+	} else {
+		attnAt = c.lfm2AttentionLayers(layers)
+	}
 	if c.err != nil {
 		return nil
 	}
@@ -47,24 +74,59 @@ func buildLFM2(c *hfConfig, attn string, head hfHead) *core.Model {
 		Rope: true, SoftmaxFP32: true, QKNorm: true, QKNormNames: [2]string{"q_layernorm", "k_layernorm"},
 		OutName: "out_proj", EagerMask: true, RopeTables: "rotary_emb"}
 	conv := &nn.ShortConv{Name: "conv", Dim: hidden, ConvK: c.sizeOr("conv_L_cache", 3), Bias: c.flag("conv_bias", false)}
-	mlp := &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: ff, Act: "swiglu", GateName: "w1", InName: "w3", OutName: "w2"}
-	c.checkTotal(float64(layers)*(math.Max(float64(conv.Params()), float64(at.Params()))+float64(mlp.Params())) +
-		2*float64(vocab)*float64(hidden))
+	var dense *nn.MLP
+	var sparse *nn.MoE
+	estimateFF := 0.0
+	if moe {
+		dense = &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: c.sizeOr("intermediate_size", 7168), Act: "swiglu", GateName: "w1", InName: "w3", OutName: "w2"}
+		sparse = c.lfm2MoE(hidden)
+		if c.err != nil {
+			return nil
+		}
+		estimateFF = float64(sparse.Params())
+	} else {
+		dense = &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: c.lfm2FFWidth(), Act: "swiglu", GateName: "w1", InName: "w3", OutName: "w2"}
+	}
+	estimateFF = math.Max(estimateFF, 3*float64(hidden)*float64(dense.Hidden))
+	c.checkTotal(float64(layers)*(math.Max(float64(conv.Params()), float64(at.Params()))+estimateFF) + 2*float64(vocab)*float64(hidden))
 	if c.err != nil {
 		return nil
 	}
+	firstSparse := layers
+	if moe {
+		firstSparse = c.intOr("num_dense_layers", 2)
+	}
 	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	convBlock := seq(res(norm("operator_norm"), conv), res(norm("ffn_norm"), mlp))
-	attnBlock := seq(res(norm("operator_norm"), at), res(norm("ffn_norm"), mlp))
+	built := map[[2]bool]core.Layer{}
 	blocks := make([]core.Layer, layers)
 	for i := range blocks {
-		blocks[i] = convBlock
-		if attnAt[i] {
-			blocks[i] = attnBlock
+		k := [2]bool{attnAt[i], int64(i) >= firstSparse}
+		if built[k] == nil {
+			var mixer, ff core.Layer = conv, dense
+			if k[0] {
+				mixer = at
+			}
+			if k[1] {
+				ff = sparse
+			}
+			built[k] = seq(res(norm("operator_norm"), mixer), res(norm("ffn_norm"), ff))
 		}
+		blocks[i] = built[k]
 	}
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks), norm("embedding_norm")}
 	return c.finish(head, ls, vocab, tie)
+}
+
+// lfm2MoE is Lfm2MoeSparseMoeBlock (buildLFM2MoE); setExperts picks the
+// experts' implementation.
+func (c *hfConfig) lfm2MoE(hidden int64) *nn.MoE {
+	m := &nn.MoE{Name: "feed_forward", Dim: hidden, Hidden: c.sizeOr("moe_intermediate_size", 1792),
+		Experts: c.sizeOr("num_experts", 32), TopK: c.sizeOr("num_experts_per_tok", 4), Act: "swiglu",
+		Router: nn.RouterSigmoid, SigmoidInDType: true, NormTopK: c.flag("norm_topk_prob", true),
+		ScoreBias: c.flag("use_expert_bias", true), ScoreBiasName: "expert_bias"}
+	c.number("routed_scaling_factor", 1) // a scalar product: nothing kept
+	c.checkLayer(m, moeKeys("num_experts", "num_experts_per_tok"))
+	return m
 }
 
 // lfm2FFWidth is Lfm2MLP's width: block_ff_dim (else intermediate_size,

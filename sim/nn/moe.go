@@ -123,6 +123,14 @@ type MoE struct {
 	// KeepScoreBiasFP32: ScoreBias's buffer stays fp32 likewise
 	// (_keep_in_fp32_modules_strict's "e_score_correction_bias").
 	KeepScoreBiasFP32 bool
+	// ScoreBiasName is ScoreBias's buffer; "" = gate.e_score_correction_bias
+	// (LFM2-MoE's is the block's expert_bias).
+	ScoreBiasName string
+	// SigmoidInDType: the sigmoid router's gating GEMM and sigmoid run in
+	// the activations' dtype, not fp32, and so do its top-k weights
+	// (Lfm2MoeTopKRouter: F.linear(hidden_states, weight).sigmoid(),
+	// modeling_lfm2_moe.py at 5.25.0).
+	SigmoidInDType bool
 	// SharedUpDown names an ungated shared expert's projections up_proj
 	// and down_proj (Nemotron-H's NemotronHMLP), not fc1 and fc2.
 	SharedUpDown bool

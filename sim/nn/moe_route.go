@@ -30,7 +30,13 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// sigmoid, selection under no_grad on scores + correction bias
 		// (grouped top-k over n_group groups), gather of the selected
 		// scores, renormalised, times routed_scaling_factor: fp32 weights.
-		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, m.KeepRouterFP32, routerDType(b, units.FP32))
+		// Lfm2MoeTopKRouter (SigmoidInDType): F.linear(x, weight) and the
+		// sigmoid in the activations' dtype, so the weights are too.
+		dt := routerDType(b, units.FP32)
+		if m.SigmoidInDType {
+			dt = routerDType(b, b.Prec.Compute)
+		}
+		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, m.KeepRouterFP32, dt)
 		scores := b.Unary("sigmoid", logits, false, true)
 		if m.ScoreBias {
 			// A buffer, set from the experts' loads between steps: no
@@ -39,7 +45,7 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 			if m.KeepScoreBiasFP32 {
 				dt = units.FP32
 			}
-			b.Buffer("gate.e_score_correction_bias", []int64{E}, dt, "auxiliary-loss-free routing bias")
+			b.Buffer(nameOr(m.ScoreBiasName, "gate.e_score_correction_bias"), []int64{E}, dt, "auxiliary-loss-free routing bias")
 		}
 		r.idx = m.topkIndices(b, scores, T)
 		g := b.AddOp("gather", "topk_weights", []core.Value{scores, r.idx})
