@@ -97,7 +97,9 @@ func (m *ShortConv) Lower(b *core.Builder, x core.Value) core.Value {
 	padded := b.Out(ci, "conv_padded", []int64{batch, m.Dim, seq + m.ConvK - 1}, dt,
 		"F.conv1d's output with ConvK - 1 padding; the conv's [:, :, :seq] is a view of it (saved by C * conv)")
 	b.Save(ci, u)
-	b.Op(ci).Flops = 2 * float64(T) * float64(m.Dim*m.ConvK)
+	// F.conv1d computes every padded position: seq + ConvK - 1 a sequence
+	// (FlopCounterMode counts them, TestFLOPsAgainstTorch).
+	b.Op(ci).Flops = 2 * float64(batch*(seq+m.ConvK-1)) * float64(m.Dim*m.ConvK)
 
 	// C * conv: C a view of in_proj's output, conv a view of the padded
 	// output; each saved.
