@@ -114,11 +114,11 @@ func TestErnie45MoeLayers(t *testing.T) {
 // 273,156 / 446,724 against memsh's 260,868 / 422,148): its v listing
 // shows SDPA handed a (2, 1, 32, 32) bf16 mask (4,096 B) and k and v
 // expanded by repeat_kv (8,192 B each) where 5.25.0 keeps them unexpanded
-// (4,096 B each). Not ERNIE's: llama-gqa-tiny.json under this harness at
-// 4.57.1 gets the same mask and copies (fp32 and bf16), where
-// tools/oracle/gqa_sdpa.py measured 4.57.1 handing SDPA neither
-// (sim/gqa_sdpa_test.go); which of the two calls a training run makes is
-// not settled here. Not the router's either.
+// (4,096 B each). Not ERNIE's nor the router's: 4.57.1 does so for Llama
+// too whenever the forward gets use_cache=False, as nocache passes it
+// (tools/oracle/sdpa_mask_probe.py; with the default use_cache, as
+// tools/oracle/gqa_sdpa.py ran it, neither; 5.25.0 neither way), which
+// memsh's gqaSince does not model yet.
 func TestErnie45MoeTransformers4(t *testing.T) {
 	for _, tc := range []struct {
 		precision     string
