@@ -39,17 +39,20 @@ import (
 // fp32, whatever the dtype) and a mask for its sliding layers (under
 // sdpa a bool one, the full layers' causal mask none: is_causal), under
 // eager a float mask a type. OLMo 3's sdpa rows are measured with mask
-// (an attention_mask of ones, as a collator passes): the bool mask is
-// then [batch, 1, seq, seq], as memsh lowers it; without one,
-// masking_utils.sdpa_mask expands a [1, 1, seq, seq] mask over the batch
-// (held 5,376 and 9,472, 1,024 bytes less). ERNIE 4.5 (dense and MoE alike) holds rotary_emb's
+// (an attention_mask of ones, as a collator passes) and without
+// (train(attention_mask=False)): the bool mask is [batch, 1, seq, seq]
+// with one, a [1, 1, seq, seq] storage expanded over the batch without
+// (masking_utils.sdpa_mask; held 5,376 and 9,472, 1,024 bytes less; the
+// additive bias SDPA saves is whole either way, saved unchanged). Eager's
+// float mask is torch.where over that mask, whole either way (held
+// 12,544 at 1 layer, fp32, with mask and without). ERNIE 4.5 (dense and MoE alike) holds rotary_emb's
 // pair in fp32 whatever the dtype (each layer's own fp32 pair, made from
 // it, is recomputed under the layer's checkpoint). DeepSeek-V4 holds both
 // of its pairs (main and compress) and the eager sliding-window mask at
 // any depth, and keeps each layer's input streams, 4 x 64 wide.
-// StarCoder2's (starcoder2-tiny.json) sdpa rows are measured with mask too: its every layer
+// StarCoder2's (starcoder2-tiny.json) sdpa rows are measured with mask and without: its every layer
 // slides, so SDPA gets the window's bool mask (without an
-// attention_mask, held 5,376 and 3,328).
+// attention_mask, held 5,376 and 3,328 at any depth).
 // EXAONE 4.0's (exaone4-tiny.json: layers sliding, full, sliding) and
 // Cohere 2's (cohere2-tiny.json, the same layers) too;
 // its sliding layers get the window's mask, its full ones (NoPE) under
@@ -74,61 +77,67 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		attn, precision string
 		saved, held     []int64 // at 1, 2, 3 layers
 		missed          int64   // bytes of every row memsh does not count
+		mask            bool    // the batch carries an attention_mask (train(attention_mask=))
 	}{
-		{"llama-gqa-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"llama-gqa-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
-		{"llama-gqa-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"llama-gqa-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
-		{"qwen3-8b.json", qwen3, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"qwen3-8b.json", qwen3, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
-		{"qwen3-8b.json", qwen3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"qwen3-8b.json", qwen3, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
-		{"gemma3-tiny.json", nil, "sdpa", "fp32", []int64{132616, 149000, 165384}, []int64{4352, 8448, 8448}, 4},
-		{"gemma3-tiny.json", nil, "sdpa", "bf16", []int64{116230, 124422, 132614}, []int64{2304, 4352, 4352}, 2},
-		{"gemma3-tiny.json", nil, "eager", "fp32", []int64{132616, 149000, 165384}, []int64{12544, 24832, 24832}, 4},
-		{"gemma3-tiny.json", nil, "eager", "bf16", []int64{116230, 124422, 132614}, []int64{6400, 12544, 12544}, 2},
-		{"olmo3-tiny.json", olmo3, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 10496, 10496}, 0},
-		{"olmo3-tiny.json", olmo3, "sdpa", "bf16", []int64{115972, 124164, 132356}, []int64{6400, 10496, 10496}, 0},
-		{"olmo3-tiny.json", olmo3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0},
-		{"olmo3-tiny.json", olmo3, "eager", "bf16", []int64{115972, 124164, 132356}, []int64{8448, 16640, 16640}, 0},
-		{"ernie4_5-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"ernie4_5-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
-		{"ernie4_5-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"ernie4_5-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0},
-		{"ernie4_5_moe-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"ernie4_5_moe-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
-		{"ernie4_5_moe-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"ernie4_5_moe-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0},
-		{"seed_oss-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"seed_oss-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
-		{"seed_oss-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"seed_oss-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
-		{"deepseek-v4-tiny.json", nil, "eager", "fp32", []int64{283140, 348676, 414212}, []int64{10496, 10496, 10496}, 0},
-		{"deepseek-v4-tiny.json", nil, "eager", "bf16", []int64{274948, 307716, 340484}, []int64{5376, 5376, 5376}, 0},
-		{"starcoder2-tiny.json", nil, "sdpa", "fp32", []int64{116228, 132612, 148996}, []int64{6400, 6400, 6400}, 0},
-		{"starcoder2-tiny.json", nil, "sdpa", "bf16", []int64{91396, 99588, 107780}, []int64{4352, 4352, 4352}, 0},
-		{"starcoder2-tiny.json", nil, "eager", "fp32", []int64{116228, 132612, 148996}, []int64{12544, 12544, 12544}, 0},
-		{"starcoder2-tiny.json", nil, "eager", "bf16", []int64{91396, 99588, 107780}, []int64{6400, 6400, 6400}, 0},
-		{"exaone4-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 6400, 6400}, 0},
-		{"exaone4-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0},
-		{"exaone4-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 20736, 20736}, 0},
-		{"exaone4-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 10496, 10496}, 0},
-		{"cohere2-tiny.json", nil, "sdpa", "fp32", []int64{148740, 165124, 181508}, []int64{6400, 6400, 6400}, 0},
-		{"cohere2-tiny.json", nil, "sdpa", "bf16", []int64{132612, 140804, 148996}, []int64{4352, 4352, 4352}, 0},
-		{"cohere2-tiny.json", nil, "eager", "fp32", []int64{148740, 165124, 181508}, []int64{12544, 20736, 20736}, 0},
-		{"cohere2-tiny.json", nil, "eager", "bf16", []int64{132612, 140804, 148996}, []int64{6400, 10496, 10496}, 0},
-		{"lfm2-tiny.json", lfm2, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"lfm2-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
-		{"lfm2-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"lfm2-tiny.json", lfm2, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
-		{"hunyuan_v1_dense-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"hunyuan_v1_dense-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
-		{"hunyuan_v1_dense-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"hunyuan_v1_dense-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
-		{"lfm2_moe-tiny.json", lfm2, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0},
-		{"lfm2_moe-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0},
-		{"lfm2_moe-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0},
-		{"lfm2_moe-tiny.json", lfm2, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0},
+		{"llama-gqa-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"llama-gqa-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"llama-gqa-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"llama-gqa-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"qwen3-8b.json", qwen3, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"qwen3-8b.json", qwen3, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"qwen3-8b.json", qwen3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"qwen3-8b.json", qwen3, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"gemma3-tiny.json", nil, "sdpa", "fp32", []int64{132616, 149000, 165384}, []int64{4352, 8448, 8448}, 4, true},
+		{"gemma3-tiny.json", nil, "sdpa", "bf16", []int64{116230, 124422, 132614}, []int64{2304, 4352, 4352}, 2, true},
+		{"gemma3-tiny.json", nil, "eager", "fp32", []int64{132616, 149000, 165384}, []int64{12544, 24832, 24832}, 4, true},
+		{"gemma3-tiny.json", nil, "eager", "bf16", []int64{116230, 124422, 132614}, []int64{6400, 12544, 12544}, 2, true},
+		{"olmo3-tiny.json", olmo3, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 10496, 10496}, 0, true},
+		{"olmo3-tiny.json", olmo3, "sdpa", "bf16", []int64{115972, 124164, 132356}, []int64{6400, 10496, 10496}, 0, true},
+		{"olmo3-tiny.json", olmo3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0, true},
+		{"olmo3-tiny.json", olmo3, "eager", "bf16", []int64{115972, 124164, 132356}, []int64{8448, 16640, 16640}, 0, true},
+		{"ernie4_5-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"ernie4_5-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0, true},
+		{"ernie4_5-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"ernie4_5-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0, true},
+		{"ernie4_5_moe-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"ernie4_5_moe-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0, true},
+		{"ernie4_5_moe-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"ernie4_5_moe-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{8448, 8448, 8448}, 0, true},
+		{"seed_oss-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"seed_oss-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"seed_oss-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"seed_oss-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"deepseek-v4-tiny.json", nil, "eager", "fp32", []int64{283140, 348676, 414212}, []int64{10496, 10496, 10496}, 0, true},
+		{"deepseek-v4-tiny.json", nil, "eager", "bf16", []int64{274948, 307716, 340484}, []int64{5376, 5376, 5376}, 0, true},
+		{"starcoder2-tiny.json", nil, "sdpa", "fp32", []int64{116228, 132612, 148996}, []int64{6400, 6400, 6400}, 0, true},
+		{"starcoder2-tiny.json", nil, "sdpa", "bf16", []int64{91396, 99588, 107780}, []int64{4352, 4352, 4352}, 0, true},
+		{"starcoder2-tiny.json", nil, "eager", "fp32", []int64{116228, 132612, 148996}, []int64{12544, 12544, 12544}, 0, true},
+		{"starcoder2-tiny.json", nil, "eager", "bf16", []int64{91396, 99588, 107780}, []int64{6400, 6400, 6400}, 0, true},
+		{"exaone4-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{6400, 6400, 6400}, 0, true},
+		{"exaone4-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{4352, 4352, 4352}, 0, true},
+		{"exaone4-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 20736, 20736}, 0, true},
+		{"exaone4-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 10496, 10496}, 0, true},
+		{"cohere2-tiny.json", nil, "sdpa", "fp32", []int64{148740, 165124, 181508}, []int64{6400, 6400, 6400}, 0, true},
+		{"cohere2-tiny.json", nil, "sdpa", "bf16", []int64{132612, 140804, 148996}, []int64{4352, 4352, 4352}, 0, true},
+		{"cohere2-tiny.json", nil, "eager", "fp32", []int64{148740, 165124, 181508}, []int64{12544, 20736, 20736}, 0, true},
+		{"cohere2-tiny.json", nil, "eager", "bf16", []int64{132612, 140804, 148996}, []int64{6400, 10496, 10496}, 0, true},
+		{"lfm2-tiny.json", lfm2, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"lfm2-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"lfm2-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"lfm2-tiny.json", lfm2, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"hunyuan_v1_dense-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"hunyuan_v1_dense-tiny.json", nil, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"hunyuan_v1_dense-tiny.json", nil, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"hunyuan_v1_dense-tiny.json", nil, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"lfm2_moe-tiny.json", lfm2, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
+		{"lfm2_moe-tiny.json", lfm2, "sdpa", "bf16", []int64{107780, 115972, 124164}, []int64{2304, 2304, 2304}, 0, true},
+		{"lfm2_moe-tiny.json", lfm2, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 12544, 12544}, 0, true},
+		{"lfm2_moe-tiny.json", lfm2, "eager", "bf16", []int64{107780, 115972, 124164}, []int64{6400, 6400, 6400}, 0, true},
+		{"olmo3-tiny.json", olmo3, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{5376, 9472, 9472}, 0, false},
+		{"olmo3-tiny.json", olmo3, "sdpa", "bf16", []int64{115972, 124164, 132356}, []int64{5376, 9472, 9472}, 0, false},
+		{"olmo3-tiny.json", olmo3, "eager", "fp32", []int64{132356, 148740, 165124}, []int64{12544, 24832, 24832}, 0, false},
+		{"starcoder2-tiny.json", nil, "sdpa", "fp32", []int64{116228, 132612, 148996}, []int64{5376, 5376, 5376}, 0, false},
+		{"starcoder2-tiny.json", nil, "sdpa", "bf16", []int64{91396, 99588, 107780}, []int64{3328, 3328, 3328}, 0, false},
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)
@@ -142,10 +151,35 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+			p.NoAttentionMask = !tc.mask
 			want := saved + tc.held[i] - positionIDs - tc.missed
 			if got := evalPlan(t, p).SavedActivations; got != want {
-				t.Errorf("%s %s %s, %d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.file, tc.attn, tc.precision, layers, got, want, got-want)
+				t.Errorf("%s %s %s mask %v, %d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.file, tc.attn, tc.precision, tc.mask, layers, got, want, got-want)
 			}
 		}
+	}
+}
+
+// TestNoAttentionMaskAtScale: OLMo 3 7B (24 sliding layers of 4096 in 32)
+// under full checkpointing at batch 8 of 8,192 tokens holds the sliding
+// layers' one boolean SDPA mask from its forward into its backward: 512
+// MiB, [8, 1, 8192, 8192], where the batch carries an attention_mask;
+// 64 MiB, one [1, 1, 8192, 8192] storage expanded over the batch, where
+// it carries none (train(attention_mask=False); the figures at 2 x 32
+// tokens are TestCheckpointHoldsForwardOnceValues' against transformers).
+func TestNoAttentionMaskAtScale(t *testing.T) {
+	held := func(noMask bool) int64 {
+		m, err := hf.FromConfig(readHF(t, "olmo-3-1025-7b.json"), "sdpa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Batch, p.Seq, p.NoAttentionMask = 8, 8192, noMask
+		p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+		return evalPlan(t, p).SavedActivations
+	}
+	const whole, expanded = 8 * 8192 * 8192, 8192 * 8192
+	if got := held(false) - held(true); got != whole-expanded {
+		t.Errorf("an attention_mask holds %d bytes more than none, want %d (512 MiB less 64 MiB)", got, whole-expanded)
 	}
 }

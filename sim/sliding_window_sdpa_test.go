@@ -162,33 +162,57 @@ func TestSlidingWindowFlash(t *testing.T) {
 // the model's dtype) and SDPA took it as it was: the layers keep one
 // tensor between them. From 4.53 (masking_utils) the mask is boolean and
 // SDPA converts it at each call: a bias per layer. Two layers, 2 samples
-// of 64 tokens, an attention_mask of ones, per
+// of 64 tokens, with an attention_mask of ones and without
+// (train(attention_mask=False)), per
 //
-//	python tools/oracle/hf_block_saved.py sim/testdata/hf/CONFIG 2 2 64 bfloat16 sdpa nocache mask
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/CONFIG 2 2 64 bfloat16 sdpa nocache [mask]
 //
 // under 5.25.0 and 4.52.4 (its wheel unpacked on PYTHONPATH, with
 // tokenizers 0.21 and huggingface-hub 0.x beside it and the kernels
 // package shadowed; torch 2.15.0, CPU):
 //
-//	mistral 5.25.0: none 832,004, w16 897,540 (+65,536: 2 x (bias 16,384 + k and v of 2 more heads))
-//	mistral 4.52.4: none 897,540, w16 913,924 (+16,384: one bias; k and v expanded either way, before 4.54)
-//	phi3    5.25.0: none 913,924, w16 930,308 (+16,384: 2 x (16,384 + 8,192 + 16,384 - 32,768))
-//	phi3    4.52.4: none 897,540, w16 913,924 (+16,384: one bias)
+//	mistral 5.25.0 mask: none 832,004, w16 897,540 (+65,536: 2 x (bias 16,384 + k and v of 2 more heads))
+//	mistral 5.25.0 none: none 832,004, w16 897,540 (+65,536: the biases are whole, the bool mask not saved)
+//	mistral 4.52.4 mask: none 897,540, w16 913,924 (+16,384: one bias; k and v expanded either way, before 4.54)
+//	mistral 4.52.4 none: none 897,540, w16 905,860 (+8,320: one (2, 1, 64, 64) view of a [64, 65] bf16 storage)
+//	phi3    5.25.0 mask: none 913,924, w16 930,308 (+16,384: 2 x (16,384 + 8,192 + 16,384 - 32,768))
+//	phi3    5.25.0 none: none 913,924, w16 930,308 (+16,384, as with one)
+//	phi3    4.52.4 mask: none 897,540, w16 913,924 (+16,384: one bias)
+//	phi3    4.52.4 none: none 897,540, w16 905,860 (+8,320, as Mistral's)
+//
+// (4.52.4's _update_causal_mask, without an attention_mask, makes its
+// keys past_seen_tokens + sequence_length + 1 long and expands the mask
+// over the batch without a copy: nn.Attention.maskExpanded.)
 func TestSlidingWindowMaskOnce(t *testing.T) {
-	saved := func(file, version string) int64 {
-		return cpuSaved(t, file, hf.Options{Attn: "sdpa", Transformers: version}, 2, 64)
+	cpu, err := core.LookupRuntime("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := func(file, version string, mask bool) int64 {
+		m, err := hf.FromConfigOptions(readHF(t, file), hf.Options{Attn: "sdpa", Transformers: version})
+		if err != nil {
+			t.Fatal(file, err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime, p.Batch, p.Seq, p.NoAttentionMask = cpu, 2, 64, !mask
+		return evalPlan(t, p).SavedActivations
 	}
 	for _, tc := range []struct {
 		fam, version string
+		mask         bool
 		more         int64
 	}{
-		{"mistral", "5.25.0", 65_536},
-		{"mistral", "4.52.4", 16_384},
-		{"phi3", "5.25.0", 16_384},
-		{"phi3", "4.52.4", 16_384},
+		{"mistral", "5.25.0", true, 65_536},
+		{"mistral", "5.25.0", false, 65_536},
+		{"mistral", "4.52.4", true, 16_384},
+		{"mistral", "4.52.4", false, 8_320},
+		{"phi3", "5.25.0", true, 16_384},
+		{"phi3", "5.25.0", false, 16_384},
+		{"phi3", "4.52.4", true, 16_384},
+		{"phi3", "4.52.4", false, 8_320},
 	} {
-		if got := saved(tc.fam+"-tiny-w16.json", tc.version) - saved(tc.fam+"-tiny.json", tc.version); got != tc.more {
-			t.Errorf("%s under %s: a window of 16 keeps %d bytes more, transformers %d", tc.fam, tc.version, got, tc.more)
+		if got := saved(tc.fam+"-tiny-w16.json", tc.version, tc.mask) - saved(tc.fam+"-tiny.json", tc.version, tc.mask); got != tc.more {
+			t.Errorf("%s under %s, attention_mask %v: a window of 16 keeps %d bytes more, transformers %d", tc.fam, tc.version, tc.mask, got, tc.more)
 		}
 	}
 }

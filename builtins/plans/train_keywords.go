@@ -123,6 +123,12 @@ var TrainKeywords = []keyword{
 			"which the output holds to the end of the forward, or through the backward with keep_logits=True. Where the kernel takes k and v as they are " +
 			"(SDPA with enable_gqa, flash) the copies are what it saves; where it reads repeat_kv's expansion (eager, SDPA given a mask) they are kept besides (docs/models.md)",
 		set: setBool(func(p *core.Plan) *bool { return &p.UseCache })},
+	{Name: "attention_mask", Def: starlark.True,
+		Doc: "the batch carries an attention_mask, as the Hugging Face Trainer's collators pass it (DataCollatorWithPadding, DataCollatorForLanguageModeling: ones where nothing is padded); " +
+			"False: the model is called without one (model(input_ids, labels=...), as scripts of unpadded rows do). " +
+			"It changes what transformers' masking_utils (4.53 and later) makes for SDPA: a sliding-window layer's boolean mask, which the forward holds until its layers are done (and checkpointed layers until their backward), is [batch, 1, seq, seq] with an attention_mask and one [1, 1, seq, seq] expanded over the batch without (batch times smaller: 64 MiB against 512 MiB at batch 8 and 8,192 tokens). " +
+			"The rest is the same either way: with no padding full-attention SDPA layers get no mask (is_causal), SDPA's additive bias and eager attention's float mask are whole, chunked (Llama 4) and image masks read the sample, flash gets no 4-D mask (docs/models.md)",
+		set: setNoAttentionMask},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "doc_tokens", Def: starlark.None,
@@ -425,6 +431,17 @@ func setBool(dst func(*core.Plan) *bool) func(string, *starlark.Value, *trainArg
 		*dst(p) = bool(b)
 		return nil
 	}
+}
+
+// setNoAttentionMask resolves attention_mask=, stored inverted so that a
+// plan built without it carries the collator's mask (Plan.NoAttentionMask).
+func setNoAttentionMask(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	b, ok := (*v).(starlark.Bool)
+	if !ok {
+		return boolError(name, *v, false)
+	}
+	p.NoAttentionMask = !bool(b)
+	return nil
 }
 
 // boolError is a bool keyword given another type, with the values it

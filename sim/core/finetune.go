@@ -24,6 +24,7 @@ type Finetune struct {
 	docTokens   int64       // Plan.DocTokens
 	keepLogits  bool        // the loop holds the logits through the backward (Plan.KeepLogits)
 	useCache    bool        // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
+	noAttnMask  bool        // the batch carries no attention_mask (Plan.NoAttentionMask)
 	adapterDT   units.DType // LoRA adapters' own dtype (Plan.AdapterDType), InvalidDType: the params dtype
 	Unfreeze    int         // > 0 while lowering modules a recipe trains (adapter v2 norms)
 }
@@ -42,6 +43,7 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 		keepLogits:  p.KeepLogits,
 		useCache:    p.UseCache && (p.Checkpoint.Mode == "" || p.Checkpoint.Mode == "none"),
 		adapterDT:   p.AdapterDType(),
+		noAttnMask:  p.NoAttentionMask,
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv
@@ -138,6 +140,10 @@ func (p *Plan) configureFinetune(b *Builder) {
 // UseCache reports whether the forward fills transformers' DynamicCache
 // (Plan.UseCache; off under checkpointing, as transformers turns it off).
 func (b *Builder) UseCache() bool { return b.Ft != nil && b.Ft.useCache }
+
+// NoAttentionMask reports whether the batch carries no attention_mask
+// (Plan.NoAttentionMask): transformers' masks then need not read the sample.
+func (b *Builder) NoAttentionMask() bool { return b.Ft != nil && b.Ft.noAttnMask }
 
 // HoldOutput marks vals as held by the model's output: through the
 // backward when the loop keeps it (Plan.KeepLogits), else to the end of

@@ -99,6 +99,15 @@ type Plan struct {
 	// the backward with KeepLogits (nn/kv_cache.go).
 	UseCache bool
 
+	// NoAttentionMask: the batch passes no attention_mask (the model is
+	// called as model(input_ids, labels=...), as scripts of unpadded or
+	// packed rows do); the Hugging Face Trainer's collators
+	// (DataCollatorWithPadding, DataCollatorForLanguageModeling) pass one,
+	// the default. Without one transformers' boolean SDPA mask of a
+	// sliding-window layer is one [1, 1, seq, seq] storage expanded over
+	// the batch (nn.Attention.maskExpanded).
+	NoAttentionMask bool
+
 	// ExpandableSegments: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,
 	// the caching allocator maps pages into one growing segment per pool
 	// (alloc/allocator_expandable.go).

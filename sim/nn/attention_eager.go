@@ -136,7 +136,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	if a.Causal || a.bias != nil {
 		ins, name := []core.Value{scaled}, "causal_mask"
 		if a.EagerMask {
-			ins = append(ins, a.forwardMask(b, s, b.Prec.Params))
+			ins = append(ins, a.forwardMask(b, s, b.Prec.Params, false)) // torch.where over the expanded bool mask: whole
 		}
 		if a.bias != nil { // scores + the tower's mask (PixtralVision's block mask)
 			ins, name = append(ins, a.bias(b)), "attention_mask"

@@ -35,9 +35,9 @@ func (a *Attention) sdpaBias(b *core.Builder, s []int64, dt units.DType) core.Va
 	case a.bias != nil:
 		return a.bias(b)
 	case a.SharedMask:
-		return a.forwardMask(b, s, dt)
+		return a.forwardMask(b, s, dt, a.maskExpanded(b))
 	case a.Causal:
-		return convertMask(b, a.forwardMask(b, s, units.BOOL), dt)
+		return convertMask(b, a.forwardMask(b, s, units.BOOL, a.maskExpanded(b)), s, dt)
 	}
 	// a vision tower's padding mask: the tower makes it (and keeps it)
 	seq := s[len(s)-2]
@@ -49,22 +49,50 @@ func (a *Attention) sdpaBias(b *core.Builder, s []int64, dt units.DType) core.Va
 	return y
 }
 
+// maskExpanded reports whether the mask the library makes for SDPA is one
+// [1, 1, seq, seq] storage expanded over the batch: the batch carries no
+// attention_mask (core.Plan.NoAttentionMask) and nothing else in the mask
+// reads the sample. masking_utils.sdpa_mask (transformers 5.25.0) calls the
+// mask function on the batch, head, query and key indices broadcast against
+// each other and expands the result to the batch; the causal and
+// sliding-window functions read only the query and key, but the padding
+// mask (padding_mask_function), the chunked one (chunked_overlay's
+// left_padding[batch_idx]) and the images' blocks (blockwise_overlay) read
+// the sample too, so those masks are whole. Before 4.53 Mistral's
+// _update_causal_mask (4.52.4 modeling_mistral.py lines 511, 593-595)
+// expanded its mask likewise and cloned it only to add an
+// attention_mask; without one its keys run to past_seen_tokens +
+// sequence_length + 1, a [seq, seq + 1] storage in the model's dtype
+// that SDPA keeps as it is. Measured on the CPU: TestCheckpointHoldsForwardOnceValues'
+// and TestSlidingWindowMaskOnce's attention_mask=False rows.
+func (a *Attention) maskExpanded(b *core.Builder) bool {
+	return b.NoAttentionMask() && a.Chunk == 0 && !a.imageMasked(b)
+}
+
 // forwardMask is the mask the library makes once a forward for the
 // layers of this attention's kind (its window or chunk), [batch, 1, seq,
-// seq] in dt, handed to every layer: the first masked layer of this
+// seq] in dt, or with expanded one [1, 1, seq, seq] storage viewed over
+// the batch, handed to every layer: the first masked layer of this
 // lowering makes it and the later ones read it, so it lives until the
 // last one done with it (transformers keeps it in the base model's
 // forward until its layers are done; a checkpointed layer's recompute
 // reads it again, an input of its region: core.OutsideRegions).
-func (a *Attention) forwardMask(b *core.Builder, s []int64, dt units.DType) core.Value {
+func (a *Attention) forwardMask(b *core.Builder, s []int64, dt units.DType, expanded bool) core.Value {
 	seq := s[len(s)-2]
 	batch := core.Rows(s) / seq
-	key := fmt.Sprintf("attention_mask.%s.%dx%d.window%d.chunk%d", dt.Name(), batch, seq, a.Window, a.Chunk)
+	shape := []int64{batch, 1, seq, seq}
+	if expanded {
+		shape[0] = 1
+		if a.SharedMask {
+			shape[3] = seq + 1 // _update_causal_mask's keys without an attention_mask (maskExpanded)
+		}
+	}
+	key := fmt.Sprintf("attention_mask.%s.%v.window%d.chunk%d", dt.Name(), shape, a.Window, a.Chunk)
 	if v, ok := b.SharedValue(key); ok {
 		return v
 	}
 	i := b.AddOp("mask", "attention_mask", nil)
-	y := b.Out(i, "attention_mask", []int64{batch, 1, seq, seq}, dt, "the attention mask made once a forward and handed to every layer (masking_utils; before 4.53 _update_causal_mask's additive one)")
+	y := b.Out(i, "attention_mask", shape, dt, "the attention mask made once a forward and handed to every layer (masking_utils; before 4.53 _update_causal_mask's additive one)")
 	b.Val(y).Grad = false
 	b.Op(i).NoGradB = true
 	b.Share(key, y)
@@ -73,11 +101,16 @@ func (a *Attention) forwardMask(b *core.Builder, s []int64, dt units.DType) core
 }
 
 // convertMask is SDPA's additive bias for a boolean mask, [batch, 1,
-// seq, seq] in dt (convert_boolean_attn_mask: a new tensor each call),
-// which the memory-efficient kernel keeps for backward.
-func convertMask(b *core.Builder, mask core.Value, dt units.DType) core.Value {
+// seq, seq] in dt for the layer's input of shape s (convert_boolean_attn_mask:
+// a new tensor each call, whole even where the mask is expanded over the
+// batch: its pointwise ops allocate the broadcast shape; torch 2.15 on the
+// CPU saves a (4, 1, 64, 64) bf16 bias of 32,768 B for a (1, 1, 64, 64)
+// bool mask expanded to batch 4), which the memory-efficient kernel keeps
+// for backward.
+func convertMask(b *core.Builder, mask core.Value, s []int64, dt units.DType) core.Value {
+	seq := s[len(s)-2]
 	i := b.AddOp("where", "attn_bias", []core.Value{mask})
-	y := b.Out(i, "attn_bias", b.Shape(mask), dt, "the mask as SDPA's additive bias (convert_boolean_attn_mask; saved by the efficient kernel)")
+	y := b.Out(i, "attn_bias", []int64{core.Rows(s) / seq, 1, seq, seq}, dt, "the mask as SDPA's additive bias (convert_boolean_attn_mask; saved by the efficient kernel)")
 	b.Val(y).Grad = false
 	b.Op(i).NoGradB = true
 	b.Op(i).Bytes += float64(b.Val(mask).Bytes)
