@@ -48,7 +48,8 @@ func HfConfigBuiltins() []host.Builtin {
 			"Idefics3ForConditionalGeneration and SmolVLMForConditionalGeneration: SigLIP's vision model and the connector (model.vision_model, " +
 			"model.connector: pixel_shuffle by scale_factor, a Linear without bias) after the text embedding, reading train(images=) (each image's " +
 			"longest edge resized to 4 x image_size, cut into tiles of image_size pixels plus the whole image as one tile, " +
-			"(image_size/patch_size)²/scale_factor² image tokens a tile with the processor's tags), then text_config's Llama model " +
+			"(image_size/patch_size)²/scale_factor² image tokens a tile with the processor's tags; smolvlm also train(videos=): every frame one tile " +
+			"whatever its size, its tile's tokens and 3 tags), then text_config's Llama model " +
 			"(model.text_model); lm_head is tied when the top level's tie_word_embeddings says so. qwen3_vl and qwen3_vl_moe (Qwen3-VL, transformers 4.57) build Qwen3VLForConditionalGeneration " +
 			"and Qwen3VLMoeForConditionalGeneration: Qwen3's or Qwen3-MoE's text model after Qwen3-VL's vision tower (model.visual: patch_embed, " +
 			"pos_embed resampled to each image, LayerNorm blocks, merger), reading train(images=), whose deepstack_merger_list features are " +

@@ -176,12 +176,14 @@ var TrainKeywords = []keyword{
 			"at its best image_grid_pinpoints resolution and keep the tiles' patches its aspect ratio covers, a newline a row: llava-v1.6 at 480x640 is 2,340 tokens, at 640x480 2,352); Llama 3.2 Vision's images are its max_num_tiles tiles whatever their size, read by cross-attention, not joining the seq tokens",
 		set: setImages},
 	{Name: "videos", Def: starlark.None,
-		Doc: "videos=(count, frames, height, width) or (count, frames, height, width, fps): the videos each sample of Qwen2.5-VL, Qwen3-VL, Qwen3.5 or LLaVA-OneVision carries: " +
+		Doc: "videos=(count, frames, height, width) or (count, frames, height, width, fps): the videos each sample of Qwen2.5-VL, Qwen3-VL, Qwen3.5, LLaVA-OneVision, GLM-4.1V, GLM-4.5V or SmolVLM2 carries: " +
 			"the frames sampled from each (the video processor samples fps a second, 2 by default: a 10 s clip is 20 frames), in pixels after its resize; " +
 			"the processor pads the frames to a multiple of temporal_patch_size (2) and the tower runs each pair as it runs an image, " +
 			"its tokens taking their place in the seq tokens (Qwen2.5-VL: 16 frames of 448x448 are 8 x 256 = 2,048 tokens); Qwen3-VL's and Qwen3.5's processor " +
 			"writes a timestamp (\"<1.2 seconds>\") and vision_start and vision_end around each pair, counted with them; LLaVA-OneVision's resizes every frame to image_size, " +
-			"runs each through the tower and pools its patches 2 x 2 (27 x 27 patches to 14 x 14: 196 tokens a frame, one newline a video); with images= the tower runs on the images, then on the videos",
+			"runs each through the tower and pools its patches 2 x 2 (27 x 27 patches to 14 x 14: 196 tokens a frame, one newline a video); with images= the tower runs on the images, then on the videos; " +
+			"SmolVLM2's resizes every frame to one tile of image_size pixels whatever the video's size (fps 1 and at most 64 frames on the hub's processors) and writes it as an unsplit image, " +
+			"tile tokens and 3 tags a frame (SmolVLM2-256M and 500M: 67), counted with seq; its intro and timestamps' text counts with the sample's text; not with images= in the same step",
 		set: setVideos},
 	{Name: "clip_grad_norm", Def: starlark.None,
 		Doc: "the max norm of torch.nn.utils.clip_grad_norm_ before each optimizer step (the Hugging Face Trainer's max_grad_norm, 1.0 by default there; torchtitan's max_norm), " +

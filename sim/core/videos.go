@@ -73,10 +73,10 @@ func (p *Plan) validateVideos() error {
 	switch {
 	case !videos && images != nil:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= needs a model with a video input; model %q takes images only (its vision tower: %s)", p.Model.Name, images.Kind()),
-			Hint: "videos are read by Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and LLaVA-OneVision (hf_config of a qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe or llava_onevision config); give this model the frames as images=(count, height, width)"}
+			Hint: "videos are read by Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, LLaVA-OneVision, GLM-4.1V, GLM-4.5V and SmolVLM2 (hf_config of a qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, llava_onevision, glm4v, glm4v_moe or smolvlm config); give this model the frames as images=(count, height, width)"}
 	case !videos:
 		return &units.Error{Path: "train", Msg: fmt.Sprintf("videos= but model %q has no vision tower", p.Model.Name),
-			Hint: "videos are read by Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5 and LLaVA-OneVision (hf_config of a qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe or llava_onevision config, or vision_tower())"}
+			Hint: "videos are read by Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, LLaVA-OneVision, GLM-4.1V, GLM-4.5V and SmolVLM2 (hf_config of a qwen2_vl, qwen2_5_vl, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, llava_onevision, glm4v, glm4v_moe or smolvlm config, or vision_tower())"}
 	}
 	return nil
 }

@@ -16,7 +16,8 @@ import (
 // text_config's is not read: from_config on the meta device, 5.25.0);
 // the vision model and the connector (model.vision_model,
 // model.connector; nn.Idefics3Vision) between the text embeddings and
-// the decoder layers.
+// the decoder layers. SmolVLM's tower also reads train(videos=) (SmolVLM2's
+// video processor; Idefics3's processor has none).
 func buildIdefics3(c *hfConfig, attn string, head hfHead) *core.Model {
 	tc := c.sub("text_config")
 	if c.err != nil {
@@ -70,7 +71,7 @@ func idefics3Vision(c, tc *hfConfig, attn string) *nn.Idefics3Vision {
 	v := &nn.Idefics3Vision{Dim: vc.sizeOr("hidden_size", 1152), Layers: vc.sizeOr("num_hidden_layers", 12), Heads: vc.sizeOr("num_attention_heads", 16),
 		Inter: vc.sizeOr("intermediate_size", 3072), Act: vc.mlpAct("hidden_act", "gelu_pytorch_tanh", false), SquareTile: nn.SquareTile{Image: vc.sizeOr("image_size", 224),
 			Patch: vc.sizeOr("patch_size", 32), Channels: vc.sizeOr("num_channels", 3)}, Scale: c.sizeOr("scale_factor", 2),
-		TextDim: tc.size("hidden_size"), Impl: attn}
+		TextDim: tc.size("hidden_size"), Impl: attn, Videos: c.modelType == "smolvlm"}
 	if p := vc.prob("attention_dropout", 0); p > 0 {
 		vc.fail("attention_dropout", "is %g: dropout in the vision attention is not modelled (the checkpoints use 0.0)", p)
 	}

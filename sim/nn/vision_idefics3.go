@@ -36,8 +36,17 @@ import (
 //     embeddings (masked_scatter, which keeps the mask).
 //
 // All tiles of a micro-batch run as one batch of [tiles, patches, Dim].
-// The images come from train(images=(count, height, width)); without them
-// the weights are registered and nothing runs.
+// The images come from train(images=(count, height, width)). SmolVLM2's
+// videos (Videos: model_type smolvlm) come from train(videos=(count,
+// frames, height, width)), frames the frames the video processor sampled
+// (SmolVLMVideoProcessor: fps and max_frames, the hub's 1 and 64): it
+// resizes each frame's longest edge to size["longest_edge"], then the
+// frame to a square of max_image_size["longest_edge"] (the tile, Image,
+// as for the images), so a frame is one tile whatever its size, fp32
+// pixels and an int64 pixel mask as an image's; the model runs the frames
+// as images (get_image_features) and their tokens replace <image>
+// placeholders. Without images or videos the weights are registered and
+// nothing runs.
 type Idefics3Vision struct {
 	Dim        int64 // vision hidden_size
 	Layers     int64 // num_hidden_layers
@@ -48,6 +57,7 @@ type Idefics3Vision struct {
 	Scale      int64 // scale_factor: pixel_shuffle's factor
 	TextDim    int64 // the text model's hidden_size
 	Impl       string
+	Videos     bool // SmolVLM2: train(videos=) frames through the tower, a tile each
 }
 
 func (v *Idefics3Vision) Kind() string           { return "idefics3_vision" }
@@ -57,6 +67,7 @@ func (v *Idefics3Vision) Children() []core.Layer { return nil }
 func (v *Idefics3Vision) InDim() int64           { return v.TextDim }
 func (v *Idefics3Vision) OutDim() int64          { return v.TextDim }
 func (v *Idefics3Vision) ReadsImages() bool      { return true }
+func (v *Idefics3Vision) ReadsVideos() bool      { return v.Videos }
 
 // side is the patches of a tile's side: image_size // patch_size, as the
 // convolution (stride patch_size, no padding) and num_patches_per_side
@@ -78,6 +89,19 @@ func (v *Idefics3Vision) ImageTokens(h, w int64) int64 {
 	t := v.TileTokens()
 	return rows*cols*(t+2) + rows + t + 3
 }
+
+// FrameTokens is the tokens of one video frame's image:
+// SmolVLMProcessor.replace_video_token writes each frame as one unsplit
+// image (_prompt_single_image: <fake_token_around_image>, <global-img>,
+// TileTokens <image>, <fake_token_around_image>).
+func (v *Idefics3Vision) FrameTokens() int64 { return v.TileTokens() + 3 }
+
+// VideoTokens is the image tokens and tags a video of frames frames adds
+// to a sample. The text replace_video_token writes around them (the intro
+// naming the frame count and duration, "\nFrame from MM:SS:" before each
+// frame, "\n\n" after the last) is SmolLM2's tokenizer's to count, not
+// memsh's: it counts with the sample's text.
+func (v *Idefics3Vision) VideoTokens(frames int64) int64 { return frames * v.FrameTokens() }
 
 // Tiles is the tiles of one image of h x w pixels: its rows x cols and
 // the global image.

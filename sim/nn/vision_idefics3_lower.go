@@ -7,23 +7,21 @@ import (
 	"github.com/memsh/memsh/sim/units"
 )
 
-// Lower runs Idefics3Model.get_image_features on the plan's images (the
-// vision model, then the connector) and joins their tokens to the text
-// embeddings x (inputs_merger).
+// Lower runs Idefics3Model.get_image_features on the plan's images, or
+// SmolVLM2's on its videos' frames (tiles), the vision model then the
+// connector, and joins their tokens to the text embeddings x
+// (inputs_merger).
 func (v *Idefics3Vision) Lower(b *core.Builder, x core.Value) core.Value {
-	if idleWithoutImages(b, "idefics3_vision", v.TextDim, x, v.registerIdle) {
-		return x
+	if b.Videos.Count == 0 || !v.Videos {
+		if idleWithoutImages(b, "idefics3_vision", v.TextDim, x, v.registerIdle) {
+			return x
+		}
+	} else if b.Last(x) != v.TextDim {
+		panic(core.ShapeMismatch(b, "idefics3_vision", v.TextDim, b.Last(x)))
 	}
-	im := b.Images
 	dataParallelImages(b, "Idefics3's and SmolVLM's", "dp, fsdp or zero")
-	rows, cols := v.Grid(im.Height, im.Width)
-	if tokens := im.Count * v.ImageTokens(im.Height, im.Width); tokens > b.Seq {
-		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
-			Msg: fmt.Sprintf("%s of %dx%d pixels: %s an image (%dx%d and the whole image, of %d pixels a side; the processor resizes the longest edge to %d first), %d tokens an image with their tags, %d a sample, more than seq=%d",
-				units.Count(im.Count, "image"), im.Height, im.Width, units.Count(rows*cols+1, "tile"), rows, cols, v.Image, 4*v.Image, v.ImageTokens(im.Height, im.Width), tokens, b.Seq),
-			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
-	}
-	d, n := v.Dim, b.Batch*im.Count*v.Tiles(im.Height, im.Width)
+	n := b.Batch * v.tilesFitting(b)
+	d := v.Dim
 	if !core.ProductFits(n, v.patches(), max(v.Inter, v.patchIn(), d*v.Scale*v.Scale/v.patches()+1, v.TextDim, d), 8) || !core.ProductFits(n, v.Image, v.Image, 8) {
 		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"), Msg: fmt.Sprintf("%d tiles are more than memsh simulates", n), Hint: units.HintTensor}})
 	}
@@ -36,6 +34,34 @@ func (v *Idefics3Vision) Lower(b *core.Builder, x core.Value) core.Value {
 	done()
 	h = v.connect(b, h, n)
 	return joinImageFeatures(b, x, h)
+}
+
+// tilesFitting is the tiles a sample's images or videos run through the
+// vision model; their tokens must fit the sequence.
+func (v *Idefics3Vision) tilesFitting(b *core.Builder) int64 {
+	im, vd := b.Images, b.Videos
+	if vd.Count > 0 {
+		if im.Count > 0 {
+			panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
+				Msg:  "SmolVLM2 with images and videos in one step is not modelled",
+				Hint: "train images and videos in separate steps"}})
+		}
+		if tokens := vd.Count * v.VideoTokens(vd.Frames); tokens > b.Seq {
+			panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
+				Msg: fmt.Sprintf("%s of %s: each frame one tile of %d pixels a side, %d tokens a frame with its tags, %d a sample, more than seq=%d",
+					units.Count(vd.Count, "video"), units.Count(vd.Frames, "frame"), v.Image, v.FrameTokens(), tokens, b.Seq),
+				Hint: "seq counts the frames' tokens with the text (the processor's intro and timestamps among it): raise seq, or use fewer videos or frames"}})
+		}
+		return vd.Count * vd.Frames
+	}
+	rows, cols := v.Grid(im.Height, im.Width)
+	if tokens := im.Count * v.ImageTokens(im.Height, im.Width); tokens > b.Seq {
+		panic(core.LowerError{Err: &units.Error{Path: b.Name("vision_model"),
+			Msg: fmt.Sprintf("%s of %dx%d pixels: %s an image (%dx%d and the whole image, of %d pixels a side; the processor resizes the longest edge to %d first), %d tokens an image with their tags, %d a sample, more than seq=%d",
+				units.Count(im.Count, "image"), im.Height, im.Width, units.Count(rows*cols+1, "tile"), rows, cols, v.Image, 4*v.Image, v.ImageTokens(im.Height, im.Width), tokens, b.Seq),
+			Hint: "seq counts the image tokens with the text: raise seq, or use fewer images"}})
+	}
+	return im.Count * v.Tiles(im.Height, im.Width)
 }
 
 // embeddings is Idefics3VisionEmbeddings on n tiles: the processor's fp32
