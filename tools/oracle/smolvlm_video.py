@@ -21,8 +21,7 @@
 # difference: what the videos add (vl_harness.py).
 import sys
 
-import torch
-
+from idefics3_inputs import place
 from vl_harness import load, report, saved_bytes, train_model
 
 raw, cfg = load(sys.argv[:5] + [""] + sys.argv[5:])  # load reads its options from argv[6:]
@@ -37,15 +36,7 @@ stamp = [20, 21, 22, 23, 24, 25]  # "\nFrame from 00:01:": arbitrary text ids
 one = []
 for _ in range(frames):
     one += stamp + [fake, glob] + [tok] * per_tile + [fake]
-ids = [100 + i % 150 for i in range(seq)]
-pos = 1
-for _ in range(count):
-    ids[pos:pos + len(one)] = one
-    pos += len(one) + 1
-assert pos <= seq, f"seq too short for the videos ({pos})"
-input_ids = torch.tensor([ids[:seq]])
-pixels = torch.rand(1, count * frames, vc.get("num_channels", 3), tile, tile)
-mask = torch.ones(1, count * frames, tile, tile, dtype=torch.int64)
+input_ids, pixels, mask = place(one, count, count * frames, seq, vc)
 with_videos, s1 = saved_bytes(model, input_ids=input_ids, labels=input_ids, pixel_values=pixels, pixel_attention_mask=mask)
 text_ids = input_ids.clone()
 text_ids[text_ids == tok] = 30
