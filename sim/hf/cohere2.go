@@ -25,12 +25,7 @@ import (
 // and o; the MLP is Llama's without biases; the head is tied by default
 // and multiplies the logits by logit_scale (default 0.0625).
 func buildCohere2(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
-	heads := c.size("num_attention_heads")
-	kv := c.kvHeads("num_key_value_heads", heads)
-	vocab := c.size("vocab_size")
-	inter := c.size("intermediate_size")
+	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	if c.err == nil && hidden%heads != 0 {
 		c.fail("num_attention_heads", "must divide hidden_size (%d): Cohere2Config makes head_dim hidden_size / num_attention_heads (got %d)", hidden, heads)
 	}

@@ -520,3 +520,18 @@ func res(ls ...core.Layer) *core.Residual {
 // hintBug is the hint of an error that says memsh built a model wrongly,
 // not that the config is wrong.
 const hintBug = "this is memsh's own mistake, not the config's: please report it with the config.json"
+
+// decoderSizes reads the sizes a Llama-shaped decoder's config.json
+// states (hidden_size, num_hidden_layers, num_attention_heads,
+// num_key_value_heads defaulting to the heads and dividing them,
+// vocab_size, intermediate_size), in that order, so that the first key
+// missing or wrong is the one the error names.
+func (c *hfConfig) decoderSizes() (hidden, layers, heads, kv, vocab, inter int64) {
+	hidden = c.size("hidden_size")
+	layers = c.size("num_hidden_layers")
+	heads = c.size("num_attention_heads")
+	kv = c.kvHeads("num_key_value_heads", heads)
+	vocab = c.size("vocab_size")
+	inter = c.size("intermediate_size")
+	return hidden, layers, heads, kv, vocab, inter
+}

@@ -26,12 +26,7 @@ import (
 // but each sliding_window_pattern-th (default 4) slides. No projection is
 // biased; the head is untied by default.
 func buildExaone4(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
-	heads := c.size("num_attention_heads")
-	kv := c.kvHeads("num_key_value_heads", heads)
-	vocab := c.size("vocab_size")
-	inter := c.size("intermediate_size")
+	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	c.object("rope_scaling")
 	c.object("rope_parameters")

@@ -91,12 +91,7 @@ func buildGemma4(c *hfConfig, attn string, head hfHead) *core.Model {
 
 // gemma4Text is Gemma4TextModel with its head, from a Gemma4TextConfig.
 func (c *hfConfig) gemma4Text(attn string, head hfHead) *core.Model {
-	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
-	heads := c.size("num_attention_heads")
-	kv := c.kvHeads("num_key_value_heads", heads)
-	vocab := c.size("vocab_size")
-	inter := c.size("intermediate_size")
+	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.sizeOr("head_dim", 256)
 	ghd := c.sizeOr("global_head_dim", 512)
 	kEqV := c.flag("attention_k_eq_v", false)

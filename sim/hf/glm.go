@@ -61,12 +61,7 @@ func buildGLM4MoE(c *hfConfig, attn string, head hfHead) *core.Model {
 // [1, 1, seq, rotary] tensors that layer's q*cos and rotate_half(q)*sin
 // save (RopeTablesEachLayer); rotary_emb's own pair is saved by nothing.
 func buildGLM4(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
-	heads := c.size("num_attention_heads")
-	kv := c.kvHeads("num_key_value_heads", heads)
-	vocab := c.size("vocab_size")
-	inter := c.size("intermediate_size")
+	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.headDim("hidden_size", "num_attention_heads", 128)
 	rotary := ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 0.5))
 	c.object("rope_scaling")

@@ -25,12 +25,7 @@ import (
 // Instruct and Think models; models/olmo3/modeling_olmo3.py) is the same
 // layer with sliding windows (olmo3.go).
 func buildOlmo2(c *hfConfig, attn string, head hfHead) *core.Model {
-	hidden := c.size("hidden_size")
-	layers := c.size("num_hidden_layers")
-	heads := c.size("num_attention_heads")
-	kv := c.kvHeads("num_key_value_heads", heads)
-	vocab := c.size("vocab_size")
-	inter := c.size("intermediate_size")
+	hidden, layers, heads, kv, vocab, inter := c.decoderSizes()
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	c.object("rope_scaling")
 	c.number("rope_theta", 10000) // Olmo3Config's default 500000: no size depends on it
