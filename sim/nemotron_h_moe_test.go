@@ -146,3 +146,47 @@ func TestNemotronHNames(t *testing.T) {
 		}
 	}
 }
+
+// TestNemotronHEagerMaskHeld: NemotronHModel makes its attention layers'
+// causal mask once a forward (create_causal_mask) and hands it to each;
+// under eager it is a float [batch, 1, seq, seq] in the model's dtype,
+// which every checkpointed layer's partial holds to its backward (as
+// JambaModel's, the same code: modeling_jamba.py 5.25.0 l. 1007; as
+// Granite 4.0-H's). Under sdpa no mask (is_causal). Against transformers
+// 5.25.0, torch 2.15.0, CPU, bf16, 2 x 32 tokens, every layer checkpointed,
+// hybrid_override_pattern "*" and "**" (one and two attention layers):
+//
+//	python tools/oracle/hf_block_saved.py CONFIG.json {1,2} 2 32 bfloat16 {sdpa,eager} nocache keepfp32 ckpt held
+//
+// saved 116,228 / 124,420 either way; held 256 under sdpa (position_ids,
+// (1, 32) int64, which memsh does not lower) and 4,352 under eager (the
+// (2, 1, 32, 32) bf16 mask besides, 4,096, one at any depth).
+func TestNemotronHEagerMaskHeld(t *testing.T) {
+	const positionIDs = 32 * 8
+	for _, tc := range []struct {
+		pattern, attn string
+		saved, held   int64
+	}{
+		{"*", "sdpa", 116_228, 256},
+		{"**", "sdpa", 124_420, 256},
+		{"*", "eager", 116_228, 4_352},
+		{"**", "eager", 124_420, 4_352},
+	} {
+		cfg := strings.NewReplacer(`"hybrid_override_pattern": "EE"`, `"hybrid_override_pattern": "`+tc.pattern+`"`,
+			`"num_hidden_layers": 2`, `"num_hidden_layers": `+strconv.Itoa(len(tc.pattern))).Replace(string(readHF(t, "nemotron-h-moe-tiny.json")))
+		m, err := hf.FromConfigOptions([]byte(cfg), hf.Options{Attn: tc.attn, Transformers: "5.25.0"})
+		if err != nil {
+			t.Fatal(tc.pattern, err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+		if p.Precision, err = core.LookupPrecision("bf16"); err != nil {
+			t.Fatal(err)
+		}
+		p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+		want := tc.saved + tc.held - positionIDs
+		if got := evalPlan(t, p).SavedActivations; got != want {
+			t.Errorf("%s %s: memsh keeps %d bytes, transformers %d (%+d)", tc.pattern, tc.attn, got, want, got-want)
+		}
+	}
+}

@@ -122,7 +122,7 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	mamba := &nn.Mamba{Name: "mamba", Dim: hidden, Inner: expand * hidden, State: state, ConvK: c.sizeOr("mamba_d_conv", 4),
 		DTRank: c.sizeOr("mamba_dt_rank", (hidden+15)/16), Bias: c.flag("mamba_proj_bias", false), ConvBias: c.flag("mamba_conv_bias", true)}
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hidden / max(heads, 1),
-		Impl: attn, Causal: true, SoftmaxFP32: true}
+		Impl: attn, Causal: true, SoftmaxFP32: true, EagerMask: true} // JambaModel hands its create_causal_mask to the attention layers (5.25.0 l. 1007)
 	mlp := &nn.MLP{Name: "feed_forward", Dim: hidden, Hidden: inter, Act: act}
 	moe := &nn.MoE{Name: "feed_forward", Dim: hidden, Hidden: inter, Experts: experts, TopK: topK, Act: act, RouterName: "router"}
 	c.checkLayer(moe, moeKeys("num_experts", "num_experts_per_tok"))

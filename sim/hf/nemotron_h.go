@@ -75,7 +75,7 @@ func buildNemotronH(c *hfConfig, attn string, head hfHead) *core.Model {
 			hd := c.sizeOr("attention_head_dim", c.sizeOr("head_dim", hidden/max(heads, 1)))
 			mixer = &nn.Attention{Name: "mixer", Dim: hidden, Heads: heads, KVHeads: c.kvHeads("num_key_value_heads", heads), HeadDim: hd,
 				QKVBias: c.flag("attention_bias", false), OutBias: c.flag("attention_bias", false), Impl: attn, Causal: true,
-				SoftmaxFP32: true}
+				SoftmaxFP32: true, EagerMask: true} // NemotronHModel's create_causal_mask, one a forward (TestNemotronHEagerMaskHeld)
 		case '-':
 			mixer = &nn.MLP{Name: "mixer", Dim: hidden, Hidden: c.size("intermediate_size"), Act: c.nemotronAct(), Bias: c.flag("mlp_bias", false),
 				InName: "up_proj", OutName: "down_proj"}
