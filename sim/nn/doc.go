@@ -1,9 +1,10 @@
 // Package nn holds the layer kinds transformers are built from: linear,
-// embedding, layer and RMS norms, dropout and activations, attention
+// embedding, layer and RMS norms (Cohere's bias-free fp32 LayerNorm:
+// cohere_norm.go), dropout and activations, attention
 // (eager, SDPA, flash; GQA/MQA, rotary embeddings, q/k norms, softcapping,
 // ring attention under context parallelism, Qwen3-Next's output gate),
-// state-space and linear-attention mixers (Mamba, Mamba-2, Gated
-// DeltaNet), MLPs (GELU, SwiGLU, GeGLU),
+// state-space, linear-attention and convolution mixers (Mamba, Mamba-2,
+// Gated DeltaNet, LFM2's gated short convolution: short_conv.go), MLPs (GELU, SwiGLU, GeGLU),
 // mixtures of experts (with the all-to-all of expert parallelism),
 // DeepSeek's latent attention and sparse-attention indexer (mla.go,
 // mla_indexer.go), DeepSeek-V4's hyper-connections, compressed attention
