@@ -110,15 +110,14 @@ func TestErnie45MoeLayers(t *testing.T) {
 // bf16 371,716 / 643,844; at 2 layers bf16 param_bytes 207,520 (memsh's
 // parameters 16 B less a layer: the statics' bias is a buffer), grad_bytes
 // 207,488. Under sdpa 4.57.1 keeps 12,288 B a layer (bf16) more than
-// memsh counts, as it does for the dense ERNIE 4.5 (ernie4_5-tiny.json:
-// 273,156 / 446,724 against memsh's 260,868 / 422,148): its v listing
-// shows SDPA handed a (2, 1, 32, 32) bf16 mask (4,096 B) and k and v
-// expanded by repeat_kv (8,192 B each) where 5.25.0 keeps them unexpanded
-// (4,096 B each). Not ERNIE's nor the router's: 4.57.1 does so for Llama
-// too whenever the forward gets use_cache=False, as nocache passes it
-// (tools/oracle/sdpa_mask_probe.py; with the default use_cache, as
-// tools/oracle/gqa_sdpa.py ran it, neither; 5.25.0 neither way), which
-// memsh's gqaSince does not model yet.
+// 5.25.0, as it does for the dense ERNIE 4.5 (ernie4_5-tiny.json:
+// 273,156 / 446,724 against 260,868 / 422,148): its v listing shows SDPA
+// handed a (2, 1, 32, 32) bf16 mask (4,096 B) and k and v expanded by
+// repeat_kv (8,192 B each) where 5.25.0 keeps them unexpanded (4,096 B
+// each). Not ERNIE's nor the router's: 4.54 to 4.57 do so for every
+// causal SDPA layer whose forward has neither a cache nor an
+// attention_mask (nn.Attention.NoCacheMask; TestNoCacheMaskAsTransformers
+// has the dense ERNIE's figures).
 func TestErnie45MoeTransformers4(t *testing.T) {
 	for _, tc := range []struct {
 		precision     string

@@ -127,6 +127,7 @@ var TrainKeywords = []keyword{
 		Doc: "the batch carries an attention_mask, as the Hugging Face Trainer's collators pass it (DataCollatorWithPadding, DataCollatorForLanguageModeling: ones where nothing is padded); " +
 			"False: the model is called without one (model(input_ids, labels=...), as scripts of unpadded rows do). " +
 			"It changes what transformers' masking_utils (4.53 and later) makes for SDPA: a sliding-window layer's boolean mask, which the forward holds until its layers are done (and checkpointed layers until their backward), is [batch, 1, seq, seq] with an attention_mask and one [1, 1, seq, seq] expanded over the batch without (batch times smaller: 64 MiB against 512 MiB at batch 8 and 8,192 tokens). " +
+			"Under transformers 4.54 to 4.57 with the cache off (use_cache=False, or checkpointing), no attention_mask makes every causal SDPA layer get a [batch, 1, seq, seq] bool mask and repeat_kv's copies of k and v (the packed-sequence check of their masking_utils; 5.0 and later, and any release given an attention_mask, pass none). " +
 			"The rest is the same either way: with no padding full-attention SDPA layers get no mask (is_causal), SDPA's additive bias and eager attention's float mask are whole, chunked (Llama 4) and image masks read the sample, flash gets no 4-D mask (docs/models.md)",
 		set: setNoAttentionMask},
 	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",

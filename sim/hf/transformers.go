@@ -25,6 +25,14 @@ const DefaultTransformers = "5.25.0"
 // in 4.54.0; huggingface/transformers#39412).
 var gqaSince = [2]int{4, 54}
 
+// noCacheMaskBefore is the first transformers release after gqaSince
+// whose forward without a cache or an attention_mask no longer hands SDPA
+// a mask (find_packed_sequence_indices returns None when nothing is
+// packed: the 5.0.0 wheel's masking_utils.py; the 4.54.0, 4.55.0,
+// 4.56.0, 4.57.1 and 4.57.6 wheels return the tensor, the 4.53.0 wheel
+// has no such check): nn.Attention.NoCacheMask from gqaSince on.
+var noCacheMaskBefore = [2]int{5, 0}
+
 // expertsSince is the first transformers release that stores the experts
 // of its MoE blocks as 3-D parameters (gate_up_proj [experts, 2 *
 // intermediate, hidden], down_proj [experts, hidden, intermediate]) with
@@ -275,6 +283,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 		}
 	}
 	gqa := atLeast(v, gqaSince)
+	noCacheMask := gqa && !atLeast(v, noCacheMaskBefore)
 	sharedMask := decoderFamilyOf(fam.modelType).everyWindow && !atLeast(v, maskingUtilsSince)
 	rc := ropeCache(c, fam.modelType, v)
 	// Which releases make the rotary pair in every layer is Qwen2-VL's
@@ -283,7 +292,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	eachLayer := qwenVL && !atLeast(v, mropeOnceSince)
 	for _, l := range m.Layers {
 		forAttention(l, func(a *nn.Attention) {
-			a.EnableGQA, a.SharedMask = gqa, sharedMask
+			a.EnableGQA, a.SharedMask, a.NoCacheMask = gqa, sharedMask, noCacheMask
 			if qwenVL {
 				a.RopeTablesEachLayer = eachLayer && a.RopeTables != ""
 			}

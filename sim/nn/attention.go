@@ -88,6 +88,10 @@ type Attention struct {
 	// EnableGQA: the library passes enable_gqa=True to SDPA when it can
 	// instead of expanding k and v (transformers >= 4.54; sdpaGQA).
 	EnableGQA bool
+	// NoCacheMask: a forward with neither a cache nor an attention_mask
+	// hands each causal SDPA layer a 4-D mask (transformers 4.54 to 4.57;
+	// noCacheMasked in attention_mask.go).
+	NoCacheMask bool
 	// RopeCache is the positions of the cos and sin tables the rotary
 	// embedding registers as buffers, each [RopeCache, head_dim]
 	// (rope_cache.go); 0 for none.
@@ -350,7 +354,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	if a.QPosScale {
 		q = qPosScale(b, q, s[len(s)-2])
 	}
-	if a.chunkMasked(s[len(s)-2]) || a.windowMasked(s[len(s)-2]) || a.imageMasked(b) {
+	if a.chunkMasked(s[len(s)-2]) || a.windowMasked(s[len(s)-2]) || a.imageMasked(b) || a.noCacheMasked(b) {
 		c := *la
 		c.chunkMask = true
 		la = &c

@@ -66,7 +66,30 @@ func (a *Attention) sdpaBias(b *core.Builder, s []int64, dt units.DType) core.Va
 // that SDPA keeps as it is. Measured on the CPU: TestCheckpointHoldsForwardOnceValues'
 // and TestSlidingWindowMaskOnce's attention_mask=False rows.
 func (a *Attention) maskExpanded(b *core.Builder) bool {
-	return b.NoAttentionMask() && a.Chunk == 0 && !a.imageMasked(b)
+	return b.NoAttentionMask() && a.Chunk == 0 && !a.imageMasked(b) && !a.noCacheMasked(b)
+}
+
+// noCacheMasked reports whether the library hands this causal SDPA layer
+// a mask because the forward has neither a cache (use_cache off, as
+// gradient checkpointing forces it: core.Builder.UseCache) nor an
+// attention_mask (core.Plan.NoAttentionMask). transformers 4.54.0 to
+// 4.57.x (NoCacheMask) then look for packed sequences in the position_ids
+// (masking_utils._preprocess_mask_arguments, 4.57.1 line 735: "only if
+// the 2D attention mask is explicitly None, and we don't have
+// past_key_values"), and find_packed_sequence_indices returns its tensor
+// even when nothing is packed (line 659: returning None "causes issues
+// with export"); create_causal_mask then turns allow_is_causal_skip off
+// (lines 820-822) and sdpa_mask builds a [batch, 1, seq, seq] bool mask
+// whose function reads the sample, whole over the batch, which SDPA
+// converts to its additive bias in every layer (convertMask);
+// use_gqa_in_sdpa, which needs no mask, leaves repeat_kv's copies of k and
+// v. The 4.53.0 wheel has no packed-sequence check; from 5.0.0
+// find_packed_sequence_indices returns None when nothing is packed. A
+// collator's attention_mask of ones skips the check, and the mask with it
+// (_ignore_causal_mask_sdpa). Measured on the CPU under 4.57.1 and 5.25.0:
+// tools/oracle/sdpa_mask_probe.py, TestNoCacheMaskAsTransformers.
+func (a *Attention) noCacheMasked(b *core.Builder) bool {
+	return a.NoCacheMask && a.Causal && a.Impl == "sdpa" && !b.UseCache() && b.NoAttentionMask()
 }
 
 // forwardMask is the mask the library makes once a forward for the

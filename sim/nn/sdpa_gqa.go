@@ -7,8 +7,10 @@ import "github.com/memsh/memsh/sim/core"
 // (integrations/sdpa_attention.py, use_gqa_in_sdpa) passes it when torch
 // has it (2.5 and later: Runtime.SDPAEnableGQA) and no attention mask is
 // passed, true of causal attention without padding, sinks, or a sliding
-// window or a chunk the sequence reaches (those build a mask: chunkMask). A head_dim over 256 keeps repeat_kv, as
-// transformers 5 does: torch has no fused kernel taking GQA there, and
+// window or a chunk the sequence reaches, nor 4.54-4.57's forward with
+// neither a cache nor an attention_mask (those build a mask: chunkMask,
+// noCacheMasked). A head_dim over 256 keeps repeat_kv, as transformers 5
+// does: torch has no fused kernel taking GQA there, and
 // 4.54-4.57's enable_gqa would run the math kernel, which memsh does not
 // model. The kernel then saves k and v with their kv heads and, like
 // flash-attn's, computes dk and dv for every head in its backward before

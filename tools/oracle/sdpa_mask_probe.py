@@ -13,10 +13,14 @@
 # expanded by repeat_kv) with use_cache=False, which gradient checkpointing
 # forces and hf_block_saved.py's nocache passes; 5.25.0 passes no mask
 # either way. memsh's gqaSince (4.54, sim/hf) assumes no mask whatever
-# use_cache says: under 4.54-4.57 with use_cache=False it undercounts k
+# use_cache says: under 4.54-4.57 with use_cache=False it undercounted k
 # and v's copies and the mask (12,288 B a layer for ernie4_5-tiny.json in
-# bf16, sim/ernie4_5_moe_test.go). Not yet fixed; which release between
-# 4.57.1 and 5.25.0 changed it is not found.
+# bf16, sim/ernie4_5_moe_test.go). The cause: masking_utils'
+# packed-sequence check (no attention_mask, no past_key_values), whose
+# find_packed_sequence_indices returns a tensor even when nothing is
+# packed, in the 4.54.0 to 4.57.6 wheels (none in 4.53.0; None from 5.0.0
+# when nothing is packed); an attention_mask of ones skips it. Modelled:
+# nn.Attention.NoCacheMask, sim/nocache_mask_test.go.
 import json
 import sys
 

@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/hf"
+)
+
+// TestNoCacheMaskAsTransformers: a forward with neither a cache nor an
+// attention_mask (use_cache=False, as gradient checkpointing forces it,
+// and train(attention_mask=False)) hands SDPA a [batch, 1, seq, seq] bool
+// mask and repeat_kv's copies of k and v under transformers 4.54 to 4.57
+// (nn.Attention.NoCacheMask), none under 5.25.0. Measured on the CPU,
+// torch 2.15.0, batch 2 of 32 tokens, the 4.57.1 wheel unpacked on
+// PYTHONPATH beside tokenizers 0.22 and huggingface_hub 0.36.2:
+//
+//	[PYTHONPATH=tf4.57.1:deps] python tools/oracle/hf_block_saved.py CONFIG.json {1,2} 2 32 {float32,bfloat16} sdpa nocache [mask] [ckpt held]
+//
+// CONFIG llama-gqa-tiny.json or mistral-tiny.json (4 heads, 2 kv heads of
+// 16) and, measured so in session 31 (sim/ernie4_5_moe_test.go), the dense
+// ernie4_5-tiny.json in bf16 without checkpointing. saved is what autograd
+// packed; under ckpt held is what the layers were handed and still hold,
+// position_ids' 256 bytes among them, which memsh does not lower.
+// Without checkpointing 4.57.1 keeps 12,288 B a layer more in fp32
+// (24,576 B: SDPA's additive bias, [2, 1, 32, 32] in the dtype, and k and
+// v expanded to 4 heads); under checkpointing the layers hold the bool
+// mask, 2,048 B, from the forward into the backward, and each recompute's
+// copies are freed with it. An attention_mask of ones (mask) skips the
+// packed-sequence check: 4.57.1 then keeps what 5.25.0 keeps.
+func TestNoCacheMaskAsTransformers(t *testing.T) {
+	const positionIDs = 32 * 8
+	for _, tc := range []struct {
+		file, precision, transformers string
+		ckpt, mask                    bool
+		saved, held                   []int64 // at 1 and 2 layers
+	}{
+		{"llama-gqa-tiny.json", "fp32", "4.57.1", false, false, []int64{424_708, 729_348}, nil},
+		{"llama-gqa-tiny.json", "fp32", "5.25.0", false, false, []int64{400_132, 680_196}, nil},
+		{"llama-gqa-tiny.json", "bf16", "4.57.1", false, false, []int64{271_108, 440_580}, nil},
+		{"llama-gqa-tiny.json", "bf16", "5.25.0", false, false, []int64{258_820, 416_004}, nil},
+		{"llama-gqa-tiny.json", "fp32", "4.57.1", true, false, []int64{132_356, 148_740}, []int64{6_400, 6_400}},
+		{"llama-gqa-tiny.json", "fp32", "5.25.0", true, false, []int64{132_356, 148_740}, []int64{4_352, 4_352}},
+		{"llama-gqa-tiny.json", "bf16", "4.57.1", true, false, []int64{107_780, 115_972}, []int64{4_352, 4_352}},
+		{"llama-gqa-tiny.json", "bf16", "5.25.0", true, false, []int64{107_780, 115_972}, []int64{2_304, 2_304}},
+		{"mistral-tiny.json", "fp32", "4.57.1", false, false, []int64{424_708, 729_348}, nil},
+		{"mistral-tiny.json", "fp32", "5.25.0", false, false, []int64{400_132, 680_196}, nil},
+		{"mistral-tiny.json", "bf16", "4.57.1", false, false, []int64{271_108, 440_580}, nil},
+		{"mistral-tiny.json", "bf16", "5.25.0", false, false, []int64{258_820, 416_004}, nil},
+		{"mistral-tiny.json", "fp32", "4.57.1", true, false, []int64{132_356, 148_740}, []int64{6_400, 6_400}},
+		{"mistral-tiny.json", "fp32", "5.25.0", true, false, []int64{132_356, 148_740}, []int64{4_352, 4_352}},
+		{"mistral-tiny.json", "bf16", "4.57.1", true, false, []int64{107_780, 115_972}, []int64{4_352, 4_352}},
+		{"mistral-tiny.json", "bf16", "5.25.0", true, false, []int64{107_780, 115_972}, []int64{2_304, 2_304}},
+		{"ernie4_5-tiny.json", "bf16", "4.57.1", false, false, []int64{273_156, 446_724}, nil},
+		{"llama-gqa-tiny.json", "bf16", "4.57.1", false, true, []int64{258_820}, nil},
+		{"llama-gqa-tiny.json", "bf16", "4.57.1", true, true, []int64{107_780}, []int64{2_304}},
+	} {
+		for i, want := range tc.saved {
+			layers := int64(i + 1)
+			m, err := hf.FromConfigOptions(ropeConfig(t, tc.file, layers, nil), hf.Options{Attn: "sdpa", Transformers: tc.transformers})
+			if err != nil {
+				t.Fatal(tc.file, err)
+			}
+			p := tinyPlan(t, m)
+			p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+			if p.Precision, err = core.LookupPrecision(tc.precision); err != nil {
+				t.Fatal(err)
+			}
+			p.NoAttentionMask = !tc.mask
+			if tc.ckpt {
+				p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
+				want += tc.held[i] - positionIDs
+			}
+			r := evalPlan(t, p)
+			if got := r.SavedActivations + r.SavedWeightCopies; got != want {
+				t.Errorf("%s %s transformers %s ckpt %v mask %v, %d layers: memsh keeps %d bytes, transformers %d (%+d)",
+					tc.file, tc.precision, tc.transformers, tc.ckpt, tc.mask, layers, got, want, got-want)
+			}
+		}
+	}
+}
+
+// TestNoCacheMaskReleases: the mask and repeat_kv's copies come with
+// 4.54 (the 4.53.x forward without an attention_mask builds no mask, and
+// repeats k and v anyway) and go with 5.0, only where the forward has
+// neither the cache nor an attention_mask.
+func TestNoCacheMaskReleases(t *testing.T) {
+	saved := func(version string, useCache, mask bool) int64 {
+		m, err := hf.FromConfigOptions(readHF(t, "llama-gqa-tiny.json"), hf.Options{Attn: "sdpa", Transformers: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tinyPlan(t, m)
+		p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+		p.UseCache, p.NoAttentionMask = useCache, !mask
+		return evalPlan(t, p).SavedActivations
+	}
+	const bias, copies = 2 * 32 * 32 * 2, 2 * 2 * 32 * 2 * 16 * 2 // a layer, bf16: [2, 1, 32, 32]; k and v's 2 more heads
+	for _, tc := range []struct {
+		version        string
+		useCache, mask bool
+		more           int64 // over 5.25.0's same step
+	}{
+		{"4.53.3", false, false, 2 * copies},
+		{"4.54.0", false, false, 2 * (bias + copies)},
+		{"4.57.6", false, false, 2 * (bias + copies)},
+		{"4.57.6", true, false, 0},
+		{"4.57.6", false, true, 0},
+		{"5.0.0", false, false, 0},
+	} {
+		if got := saved(tc.version, tc.useCache, tc.mask) - saved("5.25.0", tc.useCache, tc.mask); got != tc.more {
+			t.Errorf("transformers %s use_cache %v mask %v: %d bytes over 5.25.0, want %d", tc.version, tc.useCache, tc.mask, got, tc.more)
+		}
+	}
+}
