@@ -141,15 +141,7 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 	} {
 		for i, saved := range tc.saved {
 			layers := int64(i + 1)
-			m, err := hf.FromConfigOptions(ropeConfig(t, tc.file, layers, tc.set), hf.Options{Attn: tc.attn, Transformers: "5.25.0"})
-			if err != nil {
-				t.Fatal(tc.file, err)
-			}
-			p := tinyPlan(t, m)
-			p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
-			if p.Precision, err = core.LookupPrecision(tc.precision); err != nil {
-				t.Fatal(err)
-			}
+			p := hfOraclePlan(t, ropeConfig(t, tc.file, layers, tc.set), hf.Options{Attn: tc.attn, Transformers: "5.25.0"}, tc.precision)
 			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
 			p.NoAttentionMask = !tc.mask
 			want := saved + tc.held[i] - positionIDs - tc.missed
@@ -182,4 +174,20 @@ func TestNoAttentionMaskAtScale(t *testing.T) {
 	if got := held(false) - held(true); got != whole-expanded {
 		t.Errorf("an attention_mask holds %d bytes more than none, want %d (512 MiB less 64 MiB)", got, whole-expanded)
 	}
+}
+
+// hfOraclePlan is the step hf_block_saved.py measures for a config: 2
+// samples of 32 tokens on the CPU runtime (torch 2.15.0) in precision.
+func hfOraclePlan(t *testing.T, config []byte, opts hf.Options, precision string) *core.Plan {
+	t.Helper()
+	m, err := hf.FromConfigOptions(config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tinyPlan(t, m)
+	p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+	if p.Precision, err = core.LookupPrecision(precision); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -91,16 +91,7 @@ func TestDeepSeekV4SavesAsTransformers(t *testing.T) {
 // the CPU, experts as hf_config's experts= says.
 func dsv4Eval(t *testing.T, layers int64, precision, experts string) *replay.Report {
 	t.Helper()
-	m, err := hf.FromConfigOptions(ropeConfig(t, "deepseek-v4-tiny.json", layers, nil), hf.Options{Attn: "eager", Experts: experts})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := tinyPlan(t, m)
-	p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
-	if p.Precision, err = core.LookupPrecision(precision); err != nil {
-		t.Fatal(err)
-	}
-	return evalPlan(t, p)
+	return evalPlan(t, hfOraclePlan(t, ropeConfig(t, "deepseek-v4-tiny.json", layers, nil), hf.Options{Attn: "eager", Experts: experts}, precision))
 }
 
 // The transient memory of DeepSeek-V4's lightning indexer: the most bytes

@@ -57,15 +57,7 @@ func TestNoCacheMaskAsTransformers(t *testing.T) {
 	} {
 		for i, want := range tc.saved {
 			layers := int64(i + 1)
-			m, err := hf.FromConfigOptions(ropeConfig(t, tc.file, layers, nil), hf.Options{Attn: "sdpa", Transformers: tc.transformers})
-			if err != nil {
-				t.Fatal(tc.file, err)
-			}
-			p := tinyPlan(t, m)
-			p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
-			if p.Precision, err = core.LookupPrecision(tc.precision); err != nil {
-				t.Fatal(err)
-			}
+			p := hfOraclePlan(t, ropeConfig(t, tc.file, layers, nil), hf.Options{Attn: "sdpa", Transformers: tc.transformers}, tc.precision)
 			p.NoAttentionMask = !tc.mask
 			if tc.ckpt {
 				p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
@@ -86,12 +78,7 @@ func TestNoCacheMaskAsTransformers(t *testing.T) {
 // neither the cache nor an attention_mask.
 func TestNoCacheMaskReleases(t *testing.T) {
 	saved := func(version string, useCache, mask bool) int64 {
-		m, err := hf.FromConfigOptions(readHF(t, "llama-gqa-tiny.json"), hf.Options{Attn: "sdpa", Transformers: version})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := tinyPlan(t, m)
-		p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
+		p := hfOraclePlan(t, readHF(t, "llama-gqa-tiny.json"), hf.Options{Attn: "sdpa", Transformers: version}, "bf16")
 		p.UseCache, p.NoAttentionMask = useCache, !mask
 		return evalPlan(t, p).SavedActivations
 	}
