@@ -75,28 +75,32 @@ func TestNoCacheMaskAsTransformers(t *testing.T) {
 // TestNoCacheMaskReleases: the mask and repeat_kv's copies come with
 // 4.54 (the 4.53.x forward without an attention_mask builds no mask, and
 // repeats k and v anyway) and go with 5.0, only where the forward has
-// neither the cache nor an attention_mask.
+// neither the cache nor an attention_mask, and torch is 2.6 or later (on
+// torch 2.1 create_causal_mask drops the packed-sequence mask, and
+// SDPA, without enable_gqa, gets repeat_kv's copies from every release).
 func TestNoCacheMaskReleases(t *testing.T) {
-	saved := func(version string, useCache, mask bool) int64 {
+	saved := func(version string, useCache, mask bool, runtime string) int64 {
 		p := hfOraclePlan(t, readHF(t, "llama-gqa-tiny.json"), hf.Options{Attn: "sdpa", Transformers: version}, "bf16")
-		p.UseCache, p.NoAttentionMask = useCache, !mask
+		p.UseCache, p.NoAttentionMask, p.Runtime = useCache, !mask, mustRuntime(t, runtime)
 		return evalPlan(t, p).SavedActivations
 	}
 	const bias, copies = 2 * 32 * 32 * 2, 2 * 2 * 32 * 2 * 16 * 2 // a layer, bf16: [2, 1, 32, 32]; k and v's 2 more heads
 	for _, tc := range []struct {
-		version        string
-		useCache, mask bool
-		more           int64 // over 5.25.0's same step
+		version, runtime string
+		useCache, mask   bool
+		more             int64 // over 5.25.0's same step
 	}{
-		{"4.53.3", false, false, 2 * copies},
-		{"4.54.0", false, false, 2 * (bias + copies)},
-		{"4.57.6", false, false, 2 * (bias + copies)},
-		{"4.57.6", true, false, 0},
-		{"4.57.6", false, true, 0},
-		{"5.0.0", false, false, 0},
+		{"4.53.3", "cpu", false, false, 2 * copies},
+		{"4.54.0", "cpu", false, false, 2 * (bias + copies)},
+		{"4.57.6", "cpu", false, false, 2 * (bias + copies)},
+		{"4.57.6", "cpu", true, false, 0},
+		{"4.57.6", "cpu", false, true, 0},
+		{"5.0.0", "cpu", false, false, 0},
+		{"4.57.6", "cuda-2.6", false, false, 2 * (bias + copies)},
+		{"4.57.6", "cuda-2.1", false, false, 0},
 	} {
-		if got := saved(tc.version, tc.useCache, tc.mask) - saved("5.25.0", tc.useCache, tc.mask); got != tc.more {
-			t.Errorf("transformers %s use_cache %v mask %v: %d bytes over 5.25.0, want %d", tc.version, tc.useCache, tc.mask, got, tc.more)
+		if got := saved(tc.version, tc.useCache, tc.mask, tc.runtime) - saved("5.25.0", tc.useCache, tc.mask, tc.runtime); got != tc.more {
+			t.Errorf("transformers %s runtime %s use_cache %v mask %v: %d bytes over 5.25.0, want %d", tc.version, tc.runtime, tc.useCache, tc.mask, got, tc.more)
 		}
 	}
 }

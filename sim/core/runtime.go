@@ -35,6 +35,13 @@ type Runtime struct {
 	// with the flash, cuDNN, memory-efficient (NVIDIA) and math kernels,
 	// and on the CPU (tools/oracle/gqa_sdpa.py measures it there).
 	SDPAEnableGQA bool
+	// PackedSequenceMask: torch 2.6 and later, on which transformers 4.54 to
+	// 4.57 combine their packed-sequence mask with the causal one
+	// (create_causal_mask's "if packed_sequence_mask is not None and
+	// _is_torch_greater_or_equal_than_2_6", masking_utils.py, the 4.57.1
+	// wheel line 820; and_masks needs 2.6), so that a forward with neither
+	// a cache nor an attention_mask hands SDPA a mask (nn.Attention.NoCacheMask).
+	PackedSequenceMask bool
 	// SoftmaxSavesInput: torch <= 1.10's softmax and log_softmax kept
 	// their input for the backward besides their output (derivatives.yaml:
 	// _softmax_backward_data(grad, result, dim, self); pytorch#64000,
@@ -91,16 +98,16 @@ type Runtime struct {
 // Runtimes lists the known runtimes.
 func Runtimes() []Runtime {
 	return []Runtime{
-		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, SDPACuDNN: true, CurrentStack: true},
+		{Name: "cuda", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, PackedSequenceMask: true, SDPACuDNN: true, CurrentStack: true},
 		// torch 2.8 to 2.10 on CUDA: as "cuda" (but not its measured
 		// context), and SDPA runs flash-attn 2's kernel on Hopper
 		// (check_prefer_cudnn_attention asks for a newer cuDNN than these
 		// wheels bundle; transformers#48163 read it).
-		{Name: "cuda-2.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true},
+		{Name: "cuda-2.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, PackedSequenceMask: true},
 		// torch 2.6 on CUDA (met-no/bris-forecaster's uv.lock: torch
 		// 2.6.0+cu124, extreme-bris scripts/setup_env.sh at 2a5a986): as
 		// "cuda", and index_select's rows copied an element at a time.
-		{Name: "cuda-2.6", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
+		{Name: "cuda-2.6", NormStatsFP32: true, AutocastSoftmaxFP32: true, SDPAEnableGQA: true, PackedSequenceMask: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
 		// torch 2.1 on CUDA: MeanBackward1 still keeps its input (pytorch#109876;
 		// #109935 dropped it after the 2.1 branch cut), as the LitGPT tables ran.
 		{Name: "cuda-2.1", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
@@ -109,7 +116,7 @@ func Runtimes() []Runtime {
 		// torch 1.10 on CUDA: softmax and log_softmax keep their input too.
 		{Name: "cuda-1.10", NormStatsFP32: true, AutocastSoftmaxFP32: true, RMSNormSavesSquare: true, ScalarOperandSaved: true, SoftmaxSavesInput: true, LegacyOOMMessage: true, ScalarIndexSelect: true, NCCLRecordStreams: true},
 		{Name: "cpu-1.13", RMSNormSavesSquare: true, ScalarOperandSaved: true, CPU: true},
-		{Name: "cpu", CPU: true, SDPAEnableGQA: true},
+		{Name: "cpu", CPU: true, SDPAEnableGQA: true, PackedSequenceMask: true},
 	}
 }
 

@@ -86,10 +86,11 @@ func (a *Attention) maskExpanded(b *core.Builder) bool {
 // v. The 4.53.0 wheel has no packed-sequence check; from 5.0.0
 // find_packed_sequence_indices returns None when nothing is packed. A
 // collator's attention_mask of ones skips the check, and the mask with it
-// (_ignore_causal_mask_sdpa). Measured on the CPU under 4.57.1 and 5.25.0:
-// tools/oracle/sdpa_mask_probe.py, TestNoCacheMaskAsTransformers.
+// (_ignore_causal_mask_sdpa), and so does a torch before 2.6
+// (core.Runtime.PackedSequenceMask). Measured on the CPU under 4.57.1 and
+// 5.25.0: tools/oracle/sdpa_mask_probe.py, TestNoCacheMaskAsTransformers.
 func (a *Attention) noCacheMasked(b *core.Builder) bool {
-	return a.NoCacheMask && a.Causal && a.Impl == "sdpa" && !b.UseCache() && b.NoAttentionMask()
+	return a.NoCacheMask && a.Causal && a.Impl == "sdpa" && !b.UseCache() && b.NoAttentionMask() && b.Rt.PackedSequenceMask
 }
 
 // forwardMask is the mask the library makes once a forward for the
