@@ -36,5 +36,16 @@ func TestResidualFP32AndToParamsDtype(t *testing.T) {
 		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, kw("fused", starlark.True), nil, "swiglu"},
 		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("swiglu")}, {starlark.String("fused"), starlark.True}, {starlark.String("dropout"), starlark.Float(0.1)}}, nil, "dropout"},
 		{"scale", starlark.Tuple{starlark.MakeInt(12)}, kw("rebinds", starlark.True), &nn.Scale{Factor: 12, Rebinds: true}, ""},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("relu2")},
+			{starlark.String("proj_names"), starlark.NewList([]starlark.Value{starlark.String("up_proj"), starlark.String("down_proj")})}},
+			&nn.MLP{Dim: 8, Hidden: 16, Act: "relu2", InName: "up_proj", OutName: "down_proj"}, ""},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("swiglu")},
+			{starlark.String("proj_names"), starlark.Tuple{starlark.String("w1"), starlark.String("w3"), starlark.String("w2")}}},
+			&nn.MLP{Dim: 8, Hidden: 16, Act: "swiglu", GateName: "w1", InName: "w3", OutName: "w2"}, ""},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, kw("proj_names", starlark.Tuple{starlark.String("up_proj")}), nil, "2 names (got 1)"},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, kw("proj_names", starlark.String("up_proj")), nil, "not one string"},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, kw("proj_names", starlark.Tuple{starlark.String("a.b"), starlark.String("c")}), nil, "without dots"},
+		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("swiglu")}, {starlark.String("fused"), starlark.True},
+			{starlark.String("proj_names"), starlark.Tuple{starlark.String("a"), starlark.String("b"), starlark.String("c")}}}, nil, "drop proj_names"},
 	})
 }

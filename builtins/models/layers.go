@@ -2,6 +2,7 @@ package models
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/memsh/memsh/builtins/host"
 	"github.com/memsh/memsh/sim/core"
@@ -97,13 +98,16 @@ func LayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "mlp",
-			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, fused=False, name=None)",
+			Sig:  "mlp(dim, hidden, act=\"gelu\", bias=False, dropout=0.0, fused=False, proj_names=None, name=None)",
 			Doc: "The transformer feed-forward block. act is gelu, relu, relu2 (squared ReLU: Nemotron-H's), silu, tanh or sigmoid, or one of transformers' " +
 				"GELUs written as Python arithmetic (gelu_new: GPT-2's, 8 kernels saving 4 tensors; gelu_fast; gelu_python; quick_gelu) " +
 				"(fc1, act, fc2: 2 * dim * hidden weights) or the gated swiglu or geglu " +
 				"(gate, up, act(gate) * up, down: 3 * dim * hidden weights, as in Llama). dropout drops its output. " +
 				"fused=True (swiglu or geglu, no bias or dropout) is Granite's GLU: one input_linear (dim -> 2 * hidden) whose " +
-				"output is chunked into gate and up, then output_linear; that one output is what both halves keep.",
+				"output is chunked into gate and up, then output_linear; that one output is what both halves keep. " +
+				"proj_names names the projections as the model's module tree does: two names (in, out) for an ungated MLP " +
+				"(default (\"fc1\", \"fc2\"); Nemotron-H's (\"up_proj\", \"down_proj\")), three (gate, up, down) for a gated one " +
+				"(default (\"gate_proj\", \"up_proj\", \"down_proj\")).",
 			Fn: mlpFn,
 		},
 		{
@@ -337,16 +341,23 @@ func OptProb(v starlark.Value, what string) (float64, error) {
 
 func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var dim, hidden, dropout, name starlark.Value
+	var projNames starlark.Indexable
 	var bias, fused bool
 	act := "gelu"
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "dim", &dim, "hidden", &hidden,
-		"act?", &act, "bias?", &bias, "dropout?", &dropout, "fused?", &fused, "name?", &name); err != nil {
+		"act?", &act, "bias?", &bias, "dropout?", &dropout, "fused?", &fused, "proj_names?", &projNames, "name?", &name); err != nil {
 		return nil, err
 	}
 	if fused {
+		if projNames != nil {
+			return nil, fmt.Errorf("mlp: fused=True names its projections input_linear and output_linear (Granite's GLU): drop proj_names")
+		}
 		return fusedGLU(thread, dim, hidden, act, bias, dropout, name)
 	}
 	m := &nn.MLP{Act: act, Bias: bias}
+	if err := setProjNames(m, projNames); err != nil {
+		return nil, err
+	}
 	if err := ints(intArg{dim, "dim", &m.Dim}, intArg{hidden, "hidden", &m.Hidden}); err != nil {
 		return nil, err
 	}
@@ -358,6 +369,38 @@ func mlpFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 		return nil, err
 	}
 	return newLayer(thread, m)
+}
+
+// setProjNames reads mlp(proj_names=): (in, out) for an ungated MLP,
+// (gate, up, down) for a gated one; None keeps nn.MLP's defaults.
+func setProjNames(m *nn.MLP, names starlark.Indexable) error {
+	if names == nil {
+		return nil
+	}
+	if _, ok := names.(starlark.String); ok {
+		return fmt.Errorf("mlp: proj_names is a list of names, not one string (got %s)", names)
+	}
+	want, kind := 2, "an ungated"
+	if m.Act == "swiglu" || m.Act == "geglu" {
+		want, kind = 3, "a gated ("+m.Act+")"
+	}
+	if names.Len() != want {
+		return fmt.Errorf("mlp: proj_names of %s MLP are %d names (got %d): (in, out) ungated, (gate, up, down) gated", kind, want, names.Len())
+	}
+	got := make([]string, want)
+	for i := range got {
+		s, ok := starlark.AsString(names.Index(i))
+		if !ok || s == "" || strings.ContainsAny(s, ".*") {
+			return fmt.Errorf("mlp: proj_names[%d] must be a module name without dots or stars (got %s)", i, names.Index(i))
+		}
+		got[i] = s
+	}
+	if want == 2 {
+		m.InName, m.OutName = got[0], got[1]
+	} else {
+		m.GateName, m.InName, m.OutName = got[0], got[1], got[2]
+	}
+	return nil
 }
 
 // fusedGLU is mlp(..., fused=True): nn.FusedGLU, which has no bias or dropout.
