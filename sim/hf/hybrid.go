@@ -130,24 +130,35 @@ func buildJamba(c *hfConfig, attn string, head hfHead) *core.Model {
 	if c.err != nil {
 		return nil
 	}
-	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	kinds := map[[2]bool]core.Layer{}
-	blocks := make([]core.Layer, 0, layers)
-	for i := range layers {
-		k := [2]bool{i%attnPeriod == attnOffset, i%expPeriod == expOffset}
-		if kinds[k] == nil {
-			var mixer, ff core.Layer = mamba, mlp
-			if k[0] {
-				mixer = at
-			}
-			if k[1] {
-				ff = moe
-			}
-			kinds[k] = seq(res(norm("input_layernorm"), mixer), res(norm("pre_ff_layernorm"), ff))
-		}
-		blocks = append(blocks, kinds[k])
-	}
+	blocks := hybridBlocks(layers, func(i int64) [2]bool { return [2]bool{i%attnPeriod == attnOffset, i%expPeriod == expOffset} },
+		[2]core.Layer{mamba, at}, [2]core.Layer{mlp, moe}, [2]string{"input_layernorm", "pre_ff_layernorm"}, hidden)
 	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks),
 		&nn.Norm{Name: "final_layernorm", Dim: hidden, RMS: true}}
 	return c.finish(head, ls, vocab, tie)
+}
+
+// hybridBlocks builds a hybrid's layers (Jamba's, LFM2's): layer i is
+// x + mixer(norm(x)), then x + ff(norm(x)) under the two norms' names,
+// where kind(i) picks the mixer (mixers[1], the attention, when its first
+// is true) and the feed-forward (ffs[1], the experts, when its second
+// is); layers of one kind share one block.
+func hybridBlocks(layers int64, kind func(i int64) [2]bool, mixers, ffs [2]core.Layer, norms [2]string, hidden int64) []core.Layer {
+	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
+	built := map[[2]bool]core.Layer{}
+	blocks := make([]core.Layer, layers)
+	for i := range blocks {
+		k := kind(int64(i))
+		if built[k] == nil {
+			mixer, ff := mixers[0], ffs[0]
+			if k[0] {
+				mixer = mixers[1]
+			}
+			if k[1] {
+				ff = ffs[1]
+			}
+			built[k] = seq(res(norm(norms[0]), mixer), res(norm(norms[1]), ff))
+		}
+		blocks[i] = built[k]
+	}
+	return blocks
 }

@@ -96,24 +96,10 @@ func (c *hfConfig) lfm2Stack(attn string, head hfHead, moe bool) *core.Model {
 	if moe {
 		firstSparse = c.intOr("num_dense_layers", 2)
 	}
-	norm := func(name string) core.Layer { return &nn.Norm{Name: name, Dim: hidden, RMS: true} }
-	built := map[[2]bool]core.Layer{}
-	blocks := make([]core.Layer, layers)
-	for i := range blocks {
-		k := [2]bool{attnAt[i], int64(i) >= firstSparse}
-		if built[k] == nil {
-			var mixer, ff core.Layer = conv, dense
-			if k[0] {
-				mixer = at
-			}
-			if k[1] {
-				ff = sparse
-			}
-			built[k] = seq(res(norm("operator_norm"), mixer), res(norm("ffn_norm"), ff))
-		}
-		blocks[i] = built[k]
-	}
-	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks), norm("embedding_norm")}
+	blocks := hybridBlocks(layers, func(i int64) [2]bool { return [2]bool{attnAt[i], i >= firstSparse} },
+		[2]core.Layer{conv, at}, [2]core.Layer{dense, sparse}, [2]string{"operator_norm", "ffn_norm"}, hidden)
+	ls := []core.Layer{&nn.Embedding{Name: "embed_tokens", Rows: vocab, Dim: hidden}, stackBlocks("layers", blocks),
+		&nn.Norm{Name: "embedding_norm", Dim: hidden, RMS: true}}
 	return c.finish(head, ls, vocab, tie)
 }
 
