@@ -1,10 +1,7 @@
 package lang
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,29 +24,14 @@ import (
 // (nn.Attention.chunkMasked). The counts are transformers 5.17.0's on the
 // meta device (sim/llama4_test.go).
 func TestStdlibLlama4MatchesHFConfig(t *testing.T) {
-	hf := filepath.Join("..", "sim", "testdata", "hf")
-	files := tree()
-	for _, f := range []string{"llama-4-scout-17b-16e.json", "llama-4-maverick-17b-128e.json"} {
-		data, err := os.ReadFile(filepath.Join(hf, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files["hf/"+f] = tree("x", string(data))["x"]
-	}
-	files["main.star"] = tree("x", `load("@stdlib//llm.star", "llama4")
+	g := runWithHFConfigs(t, `load("@stdlib//llm.star", "llama4")
 scout = llama4("scout")
 maverick = llama4("maverick")
 scout_eager = llama4("scout", attn = "eager")
 hf_scout = hf_config("hf/llama-4-scout-17b-16e.json", arch = "Llama4ForCausalLM")
 hf_maverick = hf_config("hf/llama-4-maverick-17b-128e.json", arch = "Llama4ForCausalLM")
 hf_scout_eager = hf_config("hf/llama-4-scout-17b-16e.json", arch = "Llama4ForCausalLM", attn = "eager")
-`)["x"]
-	in := New(Options{Files: files})
-	defer in.Close()
-	g, err := in.RunFile(context.Background(), "main.star")
-	if err != nil {
-		t.Fatal(err)
-	}
+`, "llama-4-scout-17b-16e.json", "llama-4-maverick-17b-128e.json")
 	for _, tc := range []struct {
 		zoo, hf string
 		params  int64
