@@ -13,8 +13,8 @@ import (
 // latent attention (nn.MLA), first_k_dense_replace dense layers, then MoE
 // layers (every moe_layer_freq-th) of n_routed_experts fine-grained
 // experts with sigmoid routing and the auxiliary-loss-free correction
-// bias (topk_method "noaux_tc", a buffer) beside n_shared_experts always-on
-// experts, looped over as transformers 4.x does (DeepseekV3MoE.moe).
+// bias (a buffer, whatever topk_method says) beside n_shared_experts
+// always-on experts, looped over as transformers 4.x does (DeepseekV3MoE.moe).
 //
 // Multi-token prediction: the checkpoint holds num_nextn_predict_layers
 // MTP modules (DeepSeek-V3's model.layers.61: 11.5 B of the 685 B the
@@ -51,8 +51,8 @@ func deepSeekMLA(c *hfConfig, attn string) (*nn.MLA, float64) {
 // and GLM-4.5 alike, each with its own attention at): first_k_dense_replace
 // dense layers, then MoE layers (every moe_layer_freq-th) of
 // n_routed_experts fine-grained experts with sigmoid routing and the
-// auxiliary-loss-free correction bias (topk_method "noaux_tc", a buffer)
-// beside n_shared_experts always-on experts, looped over as transformers
+// auxiliary-loss-free correction bias (a buffer, whatever topk_method
+// says) beside n_shared_experts always-on experts, looped over as transformers
 // 4.x does (DeepseekV3MoE.moe, which Glm4MoeMoE subclasses), and the
 // multi-token prediction modules mtp adds. attnParams estimates the
 // attention's parameters for the size check.
@@ -129,7 +129,10 @@ func buildRoutedAt(c *hfConfig, atFor func(i int64) core.Layer, attnParams float
 
 // routedMoE is the family's routed block: DeepSeek-V2's softmax router
 // (deepSeekV2MoE), otherwise DeepseekV3TopkRouter's sigmoid scores with
-// the correction bias under topk_method "noaux_tc".
+// the correction bias, which transformers' router makes and adds whatever
+// topk_method says (it never reads the key: modeling_deepseek_v3.py l. 130
+// in 5.25.0, l. 121 in 4.57.1; Glm4MoeTopkRouter the same); only the hub's
+// remote code makes it for "noaux_tc" alone (TestScoreBiasWhateverTopkMethod).
 func (c *hfConfig) routedMoE(hidden, inter, experts int64, act string) *nn.MoE {
 	if c.modelType == "deepseek_v2" {
 		return c.deepSeekV2MoE(hidden, inter, experts, act)
@@ -139,7 +142,7 @@ func (c *hfConfig) routedMoE(hidden, inter, experts int64, act string) *nn.MoE {
 	}
 	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
-		NormTopK: c.flag("norm_topk_prob", true), ScoreBias: c.str("topk_method", "noaux_tc") == "noaux_tc",
+		NormTopK: c.flag("norm_topk_prob", true), ScoreBias: true,
 		SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: inter}
 }
 
