@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/hf"
 )
 
@@ -127,26 +126,27 @@ func TestErnie45MoeTransformers4(t *testing.T) {
 		{"fp32", 519_428, 922_884, 412_960 - 2*16, 412_928},
 		{"bf16", 371_716, 643_844, 207_520 - 2*16, 207_488},
 	} {
-		var got [2]int64
-		for i, layers := range []string{"1", "2"} {
-			cfg := strings.Replace(string(readHF(t, "ernie4_5_moe-tiny.json")), `"num_hidden_layers": 2`, `"num_hidden_layers": `+layers, 1)
-			m, err := hf.FromConfigOptions([]byte(cfg), hf.Options{Attn: "eager", Transformers: "4.57.1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := tinyPlan(t, m)
-			p.Runtime, p.Batch, p.Seq = mustRuntime(t, "cpu"), 2, 32
-			if p.Precision, err = core.LookupPrecision(tc.precision); err != nil {
-				t.Fatal(err)
-			}
-			r := evalPlan(t, p)
-			got[i] = r.SavedActivations + r.SavedWeightCopies
-			if layers == "2" && (r.States.Params != tc.params || r.States.Grads != tc.grads) {
-				t.Errorf("%s: parameters %d B, gradients %d B, want %d and %d", tc.precision, r.States.Params, r.States.Grads, tc.params, tc.grads)
-			}
+		checkSavedRelease(t, "ernie4_5_moe-tiny.json", "4.57.1", tc.precision, tc.one, tc.two, tc.params, tc.grads)
+	}
+}
+
+// checkSavedRelease holds memsh's eager saves of file (its
+// num_hidden_layers 2) at 1 and 2 layers under the transformers release
+// version, weight copies included, and its parameter and gradient bytes
+// at 2 layers, to transformers' (hf_block_saved.py ... eager nocache
+// keepfp32 under that release).
+func checkSavedRelease(t *testing.T, file, version, precision string, one, two, params, grads int64) {
+	t.Helper()
+	var got [2]int64
+	for i, layers := range []string{"1", "2"} {
+		cfg := strings.Replace(string(readHF(t, file)), `"num_hidden_layers": 2`, `"num_hidden_layers": `+layers, 1)
+		r := evalPlan(t, hfOraclePlan(t, []byte(cfg), hf.Options{Attn: "eager", Transformers: version}, precision))
+		got[i] = r.SavedActivations + r.SavedWeightCopies
+		if layers == "2" && (r.States.Params != params || r.States.Grads != grads) {
+			t.Errorf("%s %s %s: parameters %d B, gradients %d B, want %d and %d", file, version, precision, r.States.Params, r.States.Grads, params, grads)
 		}
-		if got != [2]int64{tc.one, tc.two} {
-			t.Errorf("%s: memsh keeps %d / %d, transformers 4.57.1 %d / %d", tc.precision, got[0], got[1], tc.one, tc.two)
-		}
+	}
+	if got != [2]int64{one, two} {
+		t.Errorf("%s %s: memsh keeps %d / %d, transformers %s %d / %d", file, precision, got[0], got[1], version, one, two)
 	}
 }

@@ -34,6 +34,10 @@ import (
 //     weights_proj (2 x 64) fp32 besides, _keep_in_fp32_modules applying
 //     to fp16 loads only (the indexer trains nothing: no gradients).
 //
+//   - hunyuan_v1_moe-tiny.json, 5.25.0: 307,968 / 307,968, two gates'
+//     wg (8 x 64) fp32: an nn.Linear built with dtype=torch.float32, no
+//     keep list (sim/hunyuan_test.go).
+//
 // Without keepfp32 (cls(cfg).to(bfloat16), every parameter cast) the
 // first two count 2 B a parameter: 216,768 and 206,480.
 func TestMoERouterKeptFP32Bytes(t *testing.T) {
@@ -48,6 +52,7 @@ func TestMoERouterKeptFP32Bytes(t *testing.T) {
 		{"ernie4_5_moe-tiny.json", "5.23.0", "bf16", 207_520, 207_488, ernieStatics},
 		{"deepseek-v32-tiny.json", "5.25.0", "bf16", 224_640, 219_968, 0},
 		{"deepseek-v32-tiny.json", "5.25.0", "fp16", 225_152, 219_968, 0},
+		{"hunyuan_v1_moe-tiny.json", "5.25.0", "bf16", 307_968, 307_968, 0},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
 		if err != nil {

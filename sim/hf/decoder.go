@@ -13,7 +13,7 @@ import (
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // phimoe, gpt_oss, granite, granitemoe, olmoe, smollm3, ernie4_5,
-// ernie4_5_moe, seed_oss, starcoder2 and hunyuan_v1_dense; their differences are
+// ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense and hunyuan_v1_moe; their differences are
 // the switches of decoderFamily (from each family's modeling_*.py).
 type decoderFamily struct {
 	tie        bool  // tie_word_embeddings default
@@ -105,6 +105,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{headDimDef: 128, seedOSS: true, actKey: "hidden_act"}
 	case "hunyuan_v1_dense":
 		return decoderFamily{attnBias: true, qkNormAfterRope: true, actKey: "hidden_act"}
+	case "hunyuan_v1_moe":
+		return decoderFamily{attnBias: true, qkNormAfterRope: true, moe: "hunyuan_v1_moe", actKey: "hidden_act"}
 	case "starcoder2":
 		return decoderFamily{tie: true, layerNorm: true, everyWindow: true, starcoder2: true, actKey: "hidden_act"}
 	}
@@ -168,7 +170,9 @@ func decoderFamilyOf(mt string) decoderFamily {
 // -4B, -1.8B, -0.5B and their -Instruct; models/hunyuan_v1_dense at 5.25.0)
 // is Llama with attention_bias on q, k, v and o (default false), a
 // required head_dim and Llama's RMSNorm over each head of q and k after
-// the rotary embedding (query_layernorm, key_layernorm).
+// the rotary embedding (query_layernorm, key_layernorm). Its MoE model
+// (hunyuan_v1_moe) is the same with HunYuanMoEV1Moe in every layer
+// (hunyuan.go).
 //
 // Parameters are exact; some memory details are not modelled yet (none
 // holds parameters): Phi-3's fused gate_up_proj gives one [tokens,
@@ -185,8 +189,9 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 	vocab := c.size("vocab_size")
 	hd := c.headDim("hidden_size", "num_attention_heads", f.headDimDef)
 	if f.qkNormAfterRope && !c.has("head_dim") && c.err == nil {
-		// HunYuanDenseV1Attention reads config.head_dim, whose default is None
-		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (HunYuanDenseV1Config's default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
+		// HunYuanDenseV1Attention and HunYuanMoEV1Attention read
+		// config.head_dim, whose default is None
+		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
 	if f.qkNormWide {
 		c.olmoeAttention(hidden, heads, hd)
@@ -244,13 +249,19 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		po = c.prob("residual_dropout", 0)
 		pe = c.prob("embedding_dropout", 0)
 	}
-	attnDrop, afterAttn := c.attnDropout("attention_dropout", pa, po)
+	// attention_dropout alone drops the probabilities only
+	// (eager_attention_forward's dropout, SDPA's dropout_p).
+	attnDrop, afterAttn, probsOnly := pa, []core.Layer(nil), pa > 0 && po == 0
+	if !probsOnly {
+		attnDrop, afterAttn = c.attnDropout("attention_dropout", pa, po)
+	}
 
 	at := &nn.Attention{Name: "self_attn", Dim: hidden, Heads: heads, KVHeads: kv, HeadDim: hd,
 		QKVBias: qkvBias, OutBias: outBias, Impl: attn, Causal: true, Dropout: attnDrop,
 		Rope: true, FusedQKV: f.fused, RepeatKV: f.fused, SoftmaxFP32: true, QKNorm: f.qkNorm, Sinks: f.sinks}
 	at.QKNormGemma = f.qkNorm && f.gemma > 0
 	at.QKNormAfterRope = f.qkNormAfterRope
+	at.ProbsDropoutOnly = probsOnly
 	at.QKNormWide, at.QKNormWideLlama = f.qkNormWide, f.qkNormWide
 	at.EagerMask = true // masking_utils' one mask a forward (per layer type)
 	at.QPosScale = c.modelType == "ministral3"
@@ -525,6 +536,9 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 		}
 		c.checkLayer(m, moeKeys("moe_num_experts", "moe_k"))
 		return m, float64(experts) * 3 * float64(hidden) * float64(inter)
+	case "hunyuan_v1_moe":
+		all()
+		return c.hunyuanMoE(hidden, layers, act)
 	case "gpt_oss":
 		// GptOssMLP: GptOssTopKRouter (a weight and a bias, top-k of the
 		// logits then a softmax over the k) and GptOssExperts: gate_up_proj

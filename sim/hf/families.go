@@ -87,10 +87,15 @@ var hfFamilies = []hfFamily{
 	// routed and shared experts (granite_hybrid.go); the 4.52.0 wheel is
 	// the first with models/granitemoehybrid (absent from 4.51.3).
 	{modelType: "granitemoehybrid", prefix: "GraniteMoeHybrid", base: "model", heads: decoderHeads, build: buildGraniteMoeHybrid, since: [2]int{4, 52}, experts: &hfExperts{}},
-	// hunyuan_v1_dense: transformers 4.55 ("HunYuan opensource",
-	// huggingface/transformers#39606; ms-swift's Hunyuan entries ask
-	// transformers>=4.55.0.dev0, modelscope/ms-swift#5236). decoder.go.
-	{modelType: "hunyuan_v1_dense", prefix: "HunYuanDenseV1", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 55}},
+	// hunyuan_v1_dense, hunyuan_v1_moe: the 4.56.0 wheel is the first
+	// with models/hunyuan_v1_dense and models/hunyuan_v1_moe (absent from
+	// the 4.55.0 and 4.55.4 wheels; "HunYuan opensource",
+	// huggingface/transformers#39606, merged after 4.55 was cut, whence
+	// ms-swift's transformers>=4.55.0.dev0, modelscope/ms-swift#5236).
+	// decoder.go; the MoE block hunyuan.go. Its gate.wg is an fp32
+	// nn.Linear in every release, the block's own KeepRouterFP32.
+	{modelType: "hunyuan_v1_dense", prefix: "HunYuanDenseV1", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}},
+	{modelType: "hunyuan_v1_moe", prefix: "HunYuanMoEV1", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 56}, experts: &hfExperts{weightsFP32: true, linearRouter: true}},
 	// idefics3: the 4.46.0 wheel is the first with models/idefics3;
 	// smolvlm: the 4.50.0 wheel with models/smolvlm (idefics3.go).
 	{modelType: "idefics3", prefix: "Idefics3", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 46}},

@@ -39,6 +39,11 @@ type Attention struct {
 	Dropout  float64
 	Rope     bool // rotary position embeddings on q and k
 	FusedQKV bool // one qkv projection (GPT-2 c_attn) instead of q, k, v
+	// ProbsDropoutOnly: Dropout drops the attention probabilities only,
+	// not o_proj's output (Llama's attention_dropout:
+	// eager_attention_forward's dropout and SDPA's dropout_p, no dropout
+	// after o_proj; modeling_llama.py at 5.25.0).
+	ProbsDropoutOnly bool
 	// RepeatKV: a fused qkv projection's k and v reach the kernel as
 	// separate projections' do: repeat_kv's copies for eager attention and
 	// for SDPA given a mask, enable_gqa without one (transformers 5.25's
@@ -412,6 +417,9 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		out = "o_proj"
 	}
 	y := b.RowLinear(out, core.RoleO, o, a.Heads*d, h*d, a.Dim, a.OutBias)
+	if a.ProbsDropoutOnly {
+		return y
+	}
 	return b.Dropout("resid_dropout", y, a.Dropout)
 }
 
