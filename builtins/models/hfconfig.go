@@ -21,9 +21,11 @@ func HfConfigBuiltins() []host.Builtin {
 			"built as transformers builds it, with the exact parameter count of the Hugging Face model " +
 			"(tied weights once, buffers never). model_type may be " + strings.Join(hf.ModelTypes(), ", ") + ". " +
 			"attn is the attention kernel the model runs with: \"eager\", \"sdpa\" or \"flash\" " +
-			"(BLOOM runs eager whatever is asked, as transformers does, and Gemma 2's \"sdpa\" runs eager from transformers 5.21, which dropped its SDPA path; BERT's \"flash\" needs transformers 5.0 or later). arch picks the model class instead of " +
+			"(BLOOM runs eager whatever is asked, as transformers does, and Gemma 2's \"sdpa\" runs eager from transformers 5.21, which dropped its SDPA path; BERT's and RoBERTa's \"flash\" needs transformers 5.0 or later). arch picks the model class instead of " +
 			"the config's architectures[0]: for BERT \"BertForMaskedLM\" (the default), \"BertModel\", " +
-			"\"BertForSequenceClassification\" or \"BertForTokenClassification\"; for decoders the causal LM " +
+			"\"BertForSequenceClassification\" or \"BertForTokenClassification\", and the same four for roberta and xlm-roberta " +
+			"(\"RobertaForMaskedLM\", \"XLMRobertaModel\", ...: BERT's layers with positions from pad_token_id + 1, RoBERTa's lm_head, " +
+			"and a classification head of dense, tanh and out_proj on the first token in place of the pooler; one label is a regression, MSE); for decoders the causal LM " +
 			"(the default) or the base model (\"LlamaModel\": no head), a ForConditionalGeneration class only for the model types " +
 			"transformers has one for (the vision-language ones and Qwen3.5's); a decoder's base model keeps the token " +
 			"embedding's output (inputs_embeds) until its layers and final norm are done, as its forward does. " +

@@ -129,15 +129,23 @@ func (b *Builder) Mul(name string, x, y Value) Value {
 // dropout lowers native_dropout, which saves a bool mask (the CUDA kernel).
 // p = 0 or eval mode adds nothing.
 func (b *Builder) Dropout(name string, x Value, p float64) Value {
+	return b.DropoutOf(name, x, b.Shape(x), p)
+}
+
+// DropoutOf is Dropout on the part of x of the given shape that a strided
+// view selects (RoBERTa's classification head drops out
+// hidden_states[:, 0]): it reads that part and writes a new tensor and
+// mask of that shape.
+func (b *Builder) DropoutOf(name string, x Value, shape []int64, p float64) Value {
 	if p <= 0 || b.Eval {
 		return x
 	}
 	i := b.AddOp("dropout", name, []Value{x})
-	y := b.Out(i, name, b.Shape(x), b.Dtype(x), "dropout output")
-	m := b.Out(i, name+".mask", b.Shape(x), units.BOOL, "dropout mask (bool, saved for backward)")
+	y := b.Out(i, name, shape, b.Dtype(x), "dropout output")
+	m := b.Out(i, name+".mask", shape, units.BOOL, "dropout mask (bool, saved for backward)")
 	b.Val(m).Grad = false
 	b.Save(i, m)
-	b.Op(i).Bytes += float64(b.Val(x).Bytes)
+	b.Op(i).Bytes += float64(b.Dtype(x).Bytes(Numel(shape)))
 	return y
 }
 

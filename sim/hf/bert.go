@@ -32,7 +32,24 @@ import (
 // matmul cast (nn.Attention's MaskAdd and CastAtMatmul). transformers 5.0
 // moved BERT onto the shared attention interface and gave it a
 // flash-attention 2 path (hfFamily.flashSince); 4.x has none.
+//
+// RoBERTa and XLM-RoBERTa (models/roberta/modular_roberta.py;
+// xlm_roberta's modelling is the same code renamed) are BERT's layers
+// under another base name, "roberta", with three differences:
+//
+//   - RobertaEmbeddings numbers positions from padding_idx + 1
+//     (create_position_ids_from_input_ids: a cumsum over the ids' non-pad
+//     mask, a [batch, seq] tensor per sample), so max_position_embeddings
+//     (514) serves pad_token_id + 1 fewer tokens (512); the token types
+//     are the token_type_ids buffer gathered at those positions, [batch,
+//     seq] too (BERT's are [1, seq], expanded).
+//   - RobertaLMHead: lm_head.dense, gelu (always), lm_head.layer_norm, then
+//     lm_head.decoder tied to the word embeddings, with lm_head.bias.
+//   - RobertaForSequenceClassification has no pooler: its
+//     RobertaClassificationHead takes the first token, dropout,
+//     classifier.dense, tanh, dropout, classifier.out_proj.
 func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
+	roberta := c.modelType != "bert"
 	hidden := c.size("hidden_size")
 	layers := c.size("num_hidden_layers")
 	heads := c.size("num_attention_heads")
@@ -53,6 +70,15 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 		c.fail("add_cross_attention", "must be false (cross-attention needs an encoder's states; not supported)")
 	}
 	labels := c.numLabels()
+	maxSeq, base := positions, "bert"
+	if roberta {
+		base = "roberta"
+		pad := c.sizeOr("pad_token_id", 1)
+		if c.err == nil && pad+1 >= positions {
+			c.fail("max_position_embeddings", "must exceed pad_token_id + 1 (got %d, pad_token_id %d): RoBERTa numbers positions from pad_token_id + 1", positions, pad)
+		}
+		maxSeq = positions - pad - 1
+	}
 	hd := c.headDim("hidden_size", "num_attention_heads", 0)
 	drop, after := c.attnDropout("attention_probs_dropout_prob", pa, po)
 	c.checkTotal(float64(layers)*(4*float64(hidden)*float64(hidden)+2*float64(hidden)*float64(inter)) + float64(vocab+positions+types)*float64(hidden))
@@ -70,7 +96,7 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	ls := []core.Layer{
 		&nn.Embedding{Name: "word_embeddings", Rows: vocab, Dim: hidden},
 		&nn.AddEmbedding{Name: "token_type_embeddings", Rows: types, Dim: hidden, PerSample: true},
-		&nn.AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: positions},
+		&nn.AddEmbedding{Name: "position_embeddings", Rows: positions, Dim: hidden, MaxSeq: maxSeq, PerSample: roberta},
 		ln("embeddings_layernorm"),
 	}
 	if po > 0 {
@@ -82,32 +108,48 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	if pc > 0 {
 		clsDrop = []core.Layer{&nn.Dropout{Name: "dropout", P: pc}}
 	}
-	if head == headSeqCls {
+	if head == headSeqCls && !roberta {
 		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
 	}
 	if head != headBase {
 		// BertForXxx holds BertModel as .bert, which prefixes its
 		// parameters: bert.layer.0... (the heads are its siblings).
-		ls = []core.Layer{&core.Sequential{Name: "bert", Layers: ls}}
+		ls = []core.Layer{&core.Sequential{Name: base, Layers: ls}}
 	}
+	c.ownBase = true
 	switch head {
 	case headMaskedLM:
-		ls = append(ls,
-			&nn.Linear{Name: "transform_dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
-			&nn.Act{Name: "transform_act_fn", Fn: act},
-			ln("transform_layernorm"))
+		if roberta {
+			ls = append(ls, &core.Sequential{Name: "lm_head", Layers: []core.Layer{
+				&nn.Linear{Name: "dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
+				&nn.Act{Name: "gelu", Fn: "gelu"},
+				ln("layer_norm")}})
+		} else {
+			ls = append(ls,
+				&nn.Linear{Name: "transform_dense", In: hidden, Out: hidden, Bias: true, Role: "transform"},
+				&nn.Act{Name: "transform_act_fn", Fn: act},
+				ln("transform_layernorm"))
+		}
 		m := c.finish(headCausalLM, ls, vocab, tie)
 		m.HeadBias = true
 		m.LogitsFP32 = false // BertForMaskedLM calls CrossEntropyLoss on the logits as they are
+		m.HoldsEmbedding = false
 		return m
 	case headBase:
 		ls = append(ls, &nn.Pooler{Name: "pooler", Dim: hidden})
 	case headSeqCls:
-		ls = append(append(ls, clsDrop...), classifier)
+		if roberta {
+			ls = append(ls, &core.Sequential{Name: "classifier", Layers: append([]core.Layer{
+				&nn.Pooler{Dim: hidden, InDropout: pc}}, append(clsDrop,
+				&nn.Linear{Name: "out_proj", In: hidden, Out: labels, Bias: true, Role: "classifier"})...)})
+		} else {
+			ls = append(append(ls, clsDrop...), classifier)
+		}
 	case headTokenCls:
 		ls = append(append(ls, clsDrop...), classifier)
 	}
 	m := c.finish(headBase, ls, 0, false)
+	m.HoldsEmbedding = false
 	if head != headBase {
 		m.Loss = "cross_entropy"
 		if labels == 1 {

@@ -242,7 +242,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if err := useLinearAttn(m, s, opts.LinearAttn); err != nil {
 		return nil, err
 	}
-	if head != headBase && fam.modelType != "bert" && !c.ownBase { // bert.go names its own base
+	if head != headBase && !c.ownBase {
 		// The head model holds the base model as an attribute, which
 		// prefixes its parameters: model.layers.0.self_attn.q_proj.weight.
 		m.Layers = []core.Layer{&core.Sequential{Name: fam.baseName(opts.Transformers), Layers: m.Layers}}
@@ -283,7 +283,7 @@ func (f *hfFamily) checkSince(version, saved string) error {
 		return nil
 	}
 	want := fmt.Sprintf("%d.%d", f.since[0], f.since[1])
-	hint := fmt.Sprintf("transformers %s first ships %s: pass transformers=%q (or the release the model trains with)", want, f.className(headCausalLM), want+".0")
+	hint := fmt.Sprintf("transformers %s first ships %s: pass transformers=%q (or the release the model trains with)", want, f.className(f.heads[0]), want+".0")
 	if saved != "" {
 		hint += fmt.Sprintf("; this config.json was written by transformers %s", saved)
 	}
@@ -483,8 +483,8 @@ func (c *hfConfig) finish(head hfHead, layers []core.Layer, vocab int64, tie boo
 	// 4.x and 5.x; GPT-2 and OPT add the position embeddings to it, BLOOM
 	// norms it, GPT-NeoX drops out of it: a new tensor each, the lookup's
 	// output still held). BERT's lookup runs inside BertEmbeddings, whose
-	// locals are gone when it returns.
-	m.HoldsEmbedding = c.modelType != "bert"
+	// locals are gone when it returns (bert.go).
+	m.HoldsEmbedding = true
 	switch head {
 	case headCausalLM:
 		// transformers' ForCausalLMLoss upcasts the logits: logits.float()

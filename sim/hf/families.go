@@ -9,7 +9,7 @@ package hf
 
 // hfFamilies is the read-only table of supported model types.
 var hfFamilies = []hfFamily{
-	{modelType: "bert", prefix: "Bert", base: "bert", heads: []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}, build: buildBERT, flashSince: [2]int{5, 0}},
+	{modelType: "bert", prefix: "Bert", base: "bert", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}},
 	{modelType: "bloom", prefix: "Bloom", base: "transformer", heads: decoderHeads, build: buildBLOOM, noFused: true},
 	// cohere2: transformers 4.48 (Command R7B's config.json was written by
 	// 4.48.0.dev0; its model page: "added to Hugging Face Transformers on
@@ -184,4 +184,15 @@ var hfFamilies = []hfFamily{
 	// moving to 4.39.0, vllm-project/vllm#3551). decoder.go.
 	{modelType: "starcoder2", prefix: "Starcoder2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{4, 39}},
 	{modelType: "smolvlm", prefix: "SmolVLM", base: "model", heads: vlHeads, build: buildIdefics3, vl: true, since: [2]int{4, 50}},
+	// roberta, xlm-roberta (model_type "xlm-roberta", as XLMRobertaConfig
+	// spells it): BERT's layers in bert.go. RoBERTa came with
+	// pytorch-transformers 1.1.0, XLM-RoBERTa with transformers 2.3
+	// (flairNLP/flair#1333, "Transformers 2.3 update": "Support for
+	// XLM-RoBERTa"); like BERT, a flash-attention 2 path from 5.0 (4.57.1's
+	// RobertaPreTrainedModel has _supports_sdpa only).
+	{modelType: "roberta", prefix: "Roberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{1, 1}},
+	{modelType: "xlm-roberta", prefix: "XLMRoberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{2, 3}},
 }
+
+// encoderHeads are BERT's and RoBERTa's model classes, the masked LM first.
+var encoderHeads = []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}

@@ -2,7 +2,9 @@ package nn
 
 import (
 	"fmt"
+
 	"github.com/memsh/memsh/sim/core"
+	"github.com/memsh/memsh/sim/units"
 )
 
 // Pooler is BERT's pooler (transformers/models/bert/modeling_bert.py,
@@ -14,9 +16,15 @@ import (
 // whole last hidden state stays alive until the pooler's backward. Under
 // autocast the view is first cast to the compute dtype, a new [batch, dim]
 // tensor, and that copy is saved instead.
+//
+// InDropout is the dropout RoBERTa's classification head
+// (RobertaClassificationHead, models/roberta/modeling_roberta.py) runs on
+// the first token before dense: a new [batch, dim] tensor and its mask,
+// which dense then reads in place of the view (p = 0: the view, as BERT's).
 type Pooler struct {
-	Name string
-	Dim  int64
+	Name      string
+	Dim       int64
+	InDropout float64
 }
 
 func (p *Pooler) Kind() string           { return "pooler" }
@@ -27,6 +35,9 @@ func (p *Pooler) Summary() string        { return fmt.Sprintf("first token, %d -
 func (p *Pooler) InDim() int64           { return p.Dim }
 func (p *Pooler) OutDim() int64          { return p.Dim }
 func (p *Pooler) Validate(path string) error {
+	if p.InDropout < 0 || p.InDropout >= 1 {
+		return units.Errorf(path, "dropout probability must be in [0, 1) (got %g)", p.InDropout)
+	}
 	return core.Positive(path, "dim", p.Dim)
 }
 
@@ -48,6 +59,7 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute
 	}
+	x = b.DropoutOf("dropout", x, first, p.InDropout)
 	xin := x // the strided view of the first token shares x's storage
 	if b.Dtype(x) != dt {
 		c := b.AddOp("cast", "first_token.to_"+dt.Name(), []core.Value{x})

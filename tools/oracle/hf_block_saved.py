@@ -8,8 +8,8 @@
 #
 # The class is the config's architectures[0], built with
 # num_hidden_layers = LAYERS and attn_implementation = ATTN ("eager",
-# "sdpa"); one forward (labels = input_ids) of BATCH samples of SEQ tokens,
-# no padding. It prints the bytes of the distinct storages autograd packed
+# "sdpa"); one forward (labels = input_ids; an encoder's heads get labels
+# of their own, see below) of BATCH samples of SEQ tokens, no padding. It prints the bytes of the distinct storages autograd packed
 # (parameters excluded), "saved", and of those some autograd node still
 # holds when backward starts, "kept" (what the step keeps; a tensor saved
 # on a branch the loss does not reach dies with the forward). A block's
@@ -75,6 +75,18 @@ else:
 if "ckpt" in sys.argv[7:]:
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 ids = torch.randint(1, raw["vocab_size"], (batch, seq))
+# The labels: input_ids for a causal LM (its loss shifts a copy); for an
+# encoder's heads the data collator's own tensor: a copy of the ids for a
+# masked LM, a class a token for token classification, a class a sample
+# for sequence classification (a float a sample with one label: MSE).
+labels = ids
+nlabels = cfg.num_labels
+if cls.__name__.endswith("ForMaskedLM"):
+    labels = ids.clone()
+elif cls.__name__.endswith("ForTokenClassification"):
+    labels = torch.randint(0, nlabels, (batch, seq))
+elif cls.__name__.endswith("ForSequenceClassification"):
+    labels = torch.rand(batch) if nlabels == 1 else torch.randint(0, nlabels, (batch,))
 params = {p.data_ptr() for p in model.parameters()}
 saved, alive, hold = {}, {}, []
 
@@ -118,12 +130,12 @@ def note_args(module, args, kwargs):
 
 
 if "held" in sys.argv[7:]:
-    decoder = [m for n, m in model.named_modules() if n.endswith("layers") and isinstance(m, torch.nn.ModuleList)][0]
+    decoder = [m for n, m in model.named_modules() if n.endswith(("layers", "encoder.layer")) and isinstance(m, torch.nn.ModuleList)][0]  # BERT's: encoder.layer
     for layer in decoder:
         layer.register_forward_pre_hook(note_args, with_kwargs=True)
 with torch.autograd.graph.saved_tensors_hooks(pack, lambda box: box.t):
     mask = torch.ones_like(ids) if "mask" in sys.argv[7:] else None
-    out = model(input_ids=ids, labels=ids, attention_mask=mask, use_cache=False if "nocache" in sys.argv[7:] else None)
+    out = model(input_ids=ids, labels=labels, attention_mask=mask, use_cache=False if "nocache" in sys.argv[7:] else None)
 gc.collect()
 live = {k for k in saved if any(r() is not None for r in alive[k])}
 held = {k: (n, what) for k, (n, refs, what) in args_seen.items() if k not in saved and any(r() is not None for r in refs)}
