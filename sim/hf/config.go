@@ -210,6 +210,12 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 			fam = &hfFamilies[i]
 		}
 	}
+	if fam == nil && refusedTypes[s] != "" {
+		return nil, &units.Error{
+			Msg:  fmt.Sprintf("model_type %q is not supported yet: %s", s, refusedTypes[s]),
+			Hint: "supported encoders: bert, roberta, xlm-roberta; or describe the model with the building blocks (attention, mlp, repeat, model)",
+		}
+	}
 	if fam == nil {
 		return nil, &units.Error{
 			Msg:  fmt.Sprintf("unsupported model_type %q (supported: %s)", s, strings.Join(ModelTypes(), ", ")),

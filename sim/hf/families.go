@@ -194,5 +194,19 @@ var hfFamilies = []hfFamily{
 	{modelType: "xlm-roberta", prefix: "XLMRoberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{2, 3}},
 }
 
+// refusedTypes are model types transformers builds that memsh refuses
+// with the reason, rather than with the list of those it knows.
+var refusedTypes = map[string]string{
+	// DeBERTa-v2 and -v3 (models/deberta_v2/modeling_deberta_v2.py at
+	// 5.25.0): DisentangledSelfAttention adds to q.k the content-to-position
+	// and position-to-content scores, q and k against the shared
+	// rel_embeddings (position_buckets, share_att_key), gathered at each
+	// pair's bucketed relative position: per layer two [batch, heads, seq,
+	// 2 x buckets] score tensors and their [batch, heads, seq, seq]
+	// gathers, kept for backward beside eager attention's probabilities
+	// (no SDPA or flash path), which no lowering here replays yet.
+	"deberta-v2": "DeBERTa-v2/v3's disentangled attention (content-to-position and position-to-content scores against shared relative position embeddings, gathered at bucketed relative positions, eager only) keeps per layer tensors BERT's attention does not, and memsh does not replay them yet",
+}
+
 // encoderHeads are BERT's and RoBERTa's model classes, the masked LM first.
 var encoderHeads = []hfHead{headMaskedLM, headBase, headSeqCls, headTokenCls}
