@@ -13,7 +13,8 @@ import (
 // position table. One builder covers llama (1, 2, 3.x), mistral, mixtral,
 // qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3,
 // phimoe, gpt_oss, granite, granitemoe, olmoe, smollm3, ernie4_5,
-// ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense and hunyuan_v1_moe; their differences are
+// ernie4_5_moe, seed_oss, starcoder2, hunyuan_v1_dense, hunyuan_v1_moe and
+// minimax_m2 (minimax.go); their differences are
 // the switches of decoderFamily (from each family's modeling_*.py).
 type decoderFamily struct {
 	tie        bool  // tie_word_embeddings default
@@ -107,6 +108,8 @@ func decoderFamilyOf(mt string) decoderFamily {
 		return decoderFamily{attnBias: true, qkNormAfterRope: true, actKey: "hidden_act"}
 	case "hunyuan_v1_moe":
 		return decoderFamily{attnBias: true, qkNormAfterRope: true, moe: "hunyuan_v1_moe", actKey: "hidden_act"}
+	case "minimax_m2":
+		return decoderFamily{headDimDef: 128, qkNormWide: true, moe: "minimax_m2", actKey: "hidden_act"}
 	case "starcoder2":
 		return decoderFamily{tie: true, layerNorm: true, everyWindow: true, starcoder2: true, actKey: "hidden_act"}
 	}
@@ -193,7 +196,7 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		// config.head_dim, whose default is None
 		c.fail("head_dim", "must be given: transformers 5.25.0 builds no attention without it (the Hunyuan config classes' default is null; the published configs need \"head_dim\": hidden_size / num_attention_heads added)")
 	}
-	if f.qkNormWide {
+	if c.modelType == "olmoe" {
 		c.olmoeAttention(hidden, heads, hd)
 	}
 	c.object("rope_scaling")
@@ -278,6 +281,8 @@ func buildDecoder(c *hfConfig, attn string, head hfHead) *core.Model {
 		at.RopeTablesDim, at.RopeCat = ropeWidth(hd, c.rotaryFactor("partial_rotary_factor", 1)), true
 	case "ernie4_5", "ernie4_5_moe":
 		at.RopeTablesDType, at.RopeTablesEachLayer = units.FP32, true
+	case "minimax_m2":
+		at.RopeTablesDim, at.RopeCat = c.minimaxRotary(hd), true
 	}
 	norm := func(name string) core.Layer {
 		switch {
@@ -539,6 +544,9 @@ func (c *hfConfig) decoderMoE(f decoderFamily, hidden, layers int64, act string,
 	case "hunyuan_v1_moe":
 		all()
 		return c.hunyuanMoE(hidden, layers, act)
+	case "minimax_m2":
+		all()
+		return c.minimaxMoE(hidden, act)
 	case "gpt_oss":
 		// GptOssMLP: GptOssTopKRouter (a weight and a bias, top-k of the
 		// logits then a softmax over the k) and GptOssExperts: gate_up_proj

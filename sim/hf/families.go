@@ -129,6 +129,9 @@ var hfFamilies = []hfFamily{
 	{modelType: "lfm2_moe", prefix: "Lfm2Moe", base: "model", heads: decoderHeads, build: buildLFM2MoE, since: [2]int{5, 0}, experts: &hfExperts{keepScoreBias: true}},
 	{modelType: "mamba", prefix: "Mamba", base: "backbone", heads: decoderHeads, build: buildMamba},
 	{modelType: "mamba2", prefix: "Mamba2", base: "backbone", heads: decoderHeads, build: buildMamba2},
+	// minimax_m2: MiniMax-M2, M2.1, M2.5; the 5.0.0 wheel is the first
+	// with models/minimax_m2 (absent from 4.57.6). minimax.go.
+	{modelType: "minimax_m2", prefix: "MiniMaxM2", base: "model", heads: decoderHeads, build: buildDecoder, since: [2]int{5, 0}, experts: &hfExperts{weightsFP32: true}},
 	{modelType: "mistral", prefix: "Mistral", base: "model", heads: decoderHeads, build: buildDecoder},
 	// ministral3: Ministral 3's text model alone, from 5.0 (transformers
 	// PR #42498; its checkpoints ship it in mistral3, mistral3.go).

@@ -131,6 +131,13 @@ type MoE struct {
 	// (Lfm2MoeTopKRouter: F.linear(hidden_states, weight).sigmoid(),
 	// modeling_lfm2_moe.py at 5.25.0).
 	SigmoidInDType bool
+	// SigmoidLogitsFP32: the sigmoid router's gating GEMM runs in the
+	// activations' dtype and its logits are cast to fp32 for the sigmoid,
+	// so the scores and top-k weights are fp32
+	// (MiniMaxM2TopKRouter: F.linear(hidden_states.to(weight.dtype),
+	// weight), sigmoid(router_logits.float()), modeling_minimax_m2.py at
+	// 5.25.0).
+	SigmoidLogitsFP32 bool
 	// SharedUpDown names an ungated shared expert's projections up_proj
 	// and down_proj (Nemotron-H's NemotronHMLP), not fc1 and fc2.
 	SharedUpDown bool

@@ -32,11 +32,16 @@ func (m *MoE) route(b *core.Builder, x core.Value) routing {
 		// scores, renormalised, times routed_scaling_factor: fp32 weights.
 		// Lfm2MoeTopKRouter (SigmoidInDType): F.linear(x, weight) and the
 		// sigmoid in the activations' dtype, so the weights are too.
+		// MiniMaxM2TopKRouter (SigmoidLogitsFP32): F.linear in the
+		// activations' dtype, the sigmoid over the logits cast to fp32.
 		dt := routerDType(b, units.FP32)
-		if m.SigmoidInDType {
+		if m.SigmoidInDType || m.SigmoidLogitsFP32 {
 			dt = routerDType(b, b.Prec.Compute)
 		}
 		logits := routerParamLinear(b, "gate", x, m.Dim, E, false, m.KeepRouterFP32, dt)
+		if m.SigmoidLogitsFP32 {
+			logits = b.Cast(logits, units.FP32, "router logits upcast for the sigmoid (router_logits.float())")
+		}
 		scores := b.Unary("sigmoid", logits, false, true)
 		if m.ScoreBias {
 			// A buffer, set from the experts' loads between steps: no
