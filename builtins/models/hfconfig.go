@@ -138,7 +138,7 @@ func HfConfigBuiltins() []host.Builtin {
 			"mamba (Mamba-1) runs its mixer with the mamba_ssm kernels " +
 			"(mamba_inner_fn) under attn=\"sdpa\" or \"flash\", and transformers' PyTorch loop without them under " +
 			"attn=\"eager\". transformers is the version the model trains with, by default the latest stable release (" + hf.DefaultTransformers + ", December 2026); " +
-			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: starcoder2 needs 4.39, cohere2 4.48, lfm2 4.54, lfm2_moe 5.0, glm4 (GLM-4-0414) 4.51, hunyuan_v1_dense and hunyuan_v1_moe 4.56, minimax_m2 5.0, granite, granitemoe and olmoe 4.45, granitemoehybrid 4.52, falcon_h1, smollm3 and glm4v 4.53, glm4_moe, ernie4_5, ernie4_5_moe and exaone4 4.54, seed_oss 4.56, olmo3 4.57, glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, eager only " +
+			"pass the release an older run used (pip show transformers) (a model_type newer than it is refused: starcoder2 needs 4.39, cohere2 4.48, lfm2 4.54, lfm2_moe 5.0, glm4 (GLM-4-0414) 4.51, hunyuan_v1_dense and hunyuan_v1_moe 4.56, minimax_m2 5.0, granite, granitemoe and olmoe 4.45, granitemoehybrid 4.52, falcon_h1, smollm3 and glm4v 4.53, glm4_moe, ernie4_5, ernie4_5_moe and exaone4 4.54, seed_oss 4.56, olmo3 4.57, gemma3n and gemma3n_text 5.6 (below), glm4_moe_lite, GLM-4.7-Flash, and ministral3, Ministral 3's text model, 5.0; deepseek_v32, DeepSeek-V3.2, 5.11, and glm_moe_dsa, GLM-5, 5.2, both \"sdpa\" only; deepseek_v4, DeepSeek-V4-Flash and -Pro, 5.8, eager only " +
 			"(attn=\"sdpa\" runs eager): hc_mult residual streams mixed by hyper-connections, sliding, compressed sparse (with an indexer) or heavily compressed attention by layer_types or compress_ratios, " +
 			"hash-routed then top-k sqrt-softplus MoE layers with clamped SwiGLU experts, its MTP layer not built; kimi_k25, Kimi K2.5, 5.13: Kimi K2's DeepSeek-V3 text model after MoonViT and its projector (model.vision_tower, model.mm_projector), reading train(images=) (each image scaled to at most 16,384 patches of 14 pixels and padded to a multiple of 28 pixels a side, 2 x 2 patches a token); train(videos=) is refused): from 4.54, with attn=\"sdpa\", grouped-query " +
 			"attention hands SDPA the kv heads as they are (enable_gqa=True) when no mask is passed (causal attention without " +
@@ -176,6 +176,16 @@ func HfConfigBuiltins() []host.Builtin {
 			"per-layer embeddings (hidden_size_per_layer_input: a table of layers x 256 per token, projected and added at the end of each layer) " +
 			"and last layers reusing an earlier layer's keys and values (num_kv_shared_layers). attn=\"flash\" is refused " +
 			"for heads wider than 256 (flash-attn 2's limit; the full layers' are 512). " +
+			"gemma3n_text and gemma3n (Gemma 3n E2B and E4B, modelled as transformers 5.6 and later build them: before 5.6 the layers " +
+			"that share keys and values compute their own in training) build Gemma3nForCausalLM, for gemma3n on its text_config with " +
+			"arch=\"Gemma3nForCausalLM\" (Gemma3nForConditionalGeneration and Gemma3nModel are refused: their MobileNet-V5 vision tower and audio " +
+			"encoder are not modelled): altup_num_inputs AltUp streams of the hidden state (altup_projections before the layers, " +
+			"altup_unembed_projections and their mean after), each layer predicting the streams from the active one (altup: router_norm, " +
+			"modality_router, prediction_coefs), running LAuReL (laurel: a rank laurel_rank residual), attention and the MLP on it and " +
+			"correcting every stream (correction_coefs clamped to altup_coef_clip in training, correct_output_scale), then the per-layer " +
+			"embeddings' block as Gemma 4's; Gemma 4's RMSNorm, q, k and v norms and kv sharing (num_kv_shared_layers); intermediate_size " +
+			"and activation_sparsity_pattern one value or one per layer, a layer with sparsity running the Gaussian top-k on its MLP's gate; " +
+			"logits soft-capped by final_logit_softcapping. " +
 			"llama4_text and llama4 (Llama 4 Scout and Maverick, transformers 4.51; llama4 builds " +
 			"Llama4ForConditionalGeneration, its vision model and projector with it: train(images=) tiles each image as Llama4ImageProcessor does, " +
 			"144 image tokens a tile of 336 pixels; arch=\"Llama4ForCausalLM\" builds the text model alone) " +

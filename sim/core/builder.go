@@ -72,6 +72,20 @@ type Builder struct {
 	// and the keys and values its last layers reuse. Nil until one is set.
 	shared map[string]Value
 	shares int // Share calls so far (a block that shares is not copied: block_clone.go)
+	// reuse: Param returns the parameter of the same name registered
+	// before, if any (ReuseParams).
+	reuse bool
+}
+
+// ReuseParams makes the parameters registered until the returned func
+// runs the ones of the same names registered before, where there are:
+// for a module the forward runs twice (Gemma 3n's AltUp router, in
+// predict and in correct), whose weights, adapters and quantization are
+// one.
+func (b *Builder) ReuseParams() func() {
+	prev := b.reuse
+	b.reuse = true
+	return func() { b.reuse = prev }
 }
 
 // Share leaves v for later layers under key (a value every reader reads
@@ -236,6 +250,14 @@ func Rows(shape []int64) int64 { return Numel(shape[:len(shape)-1]) }
 
 // param registers a parameter tensor and returns its index.
 func (b *Builder) Param(name string, shape []int64, role Role) int32 {
+	if b.reuse {
+		full := b.Name(name)
+		for pi := len(b.P.Params) - 1; pi >= 0; pi-- {
+			if b.P.Params[pi].Name == full {
+				return int32(pi)
+			}
+		}
+	}
 	b.ReserveParams(1)
 	n := Numel(shape)
 	trainable := !b.Eval

@@ -245,15 +245,34 @@ func (b *Builder) IdleLinear(name string, role Role, in, out int64, bias bool) {
 		}
 		b.P.Params[w].Quant = b.Ft.quant
 	}
-	if b.Lora != nil && b.Lora.targets(role) {
-		defer b.Scope("lora")()
-		for _, a := range []struct {
-			name    string
-			in, out int64
-		}{{"lora_A", in, b.Lora.Rank}, {"lora_B", b.Lora.Rank, out}} {
-			done := b.Scope(a.name)
-			b.AdapterParam("weight", []int64{a.out, a.in}, RoleLoRA)
-			done()
-		}
+	b.adapterParams(role, in, out)
+}
+
+// IdleAdapter registers, inside a linear's scope, the LoRA adapter PEFT
+// gives it when its role is targeted, for a linear whose module the
+// forward bypasses (it reads the weight itself: Gemma 3n's clamped
+// correction_coefs): the adapter exists, no op reads it.
+func (b *Builder) IdleAdapter(role Role, in, out int64) {
+	first := len(b.P.Params)
+	b.adapterParams(role, in, out)
+	for pi := first; pi < len(b.P.Params); pi++ {
+		b.P.Params[pi].Unrouted = true
+	}
+}
+
+// adapterParams registers lora_A and lora_B of a linear of role when LoRA
+// targets it.
+func (b *Builder) adapterParams(role Role, in, out int64) {
+	if b.Lora == nil || !b.Lora.targets(role) {
+		return
+	}
+	defer b.Scope("lora")()
+	for _, a := range []struct {
+		name    string
+		in, out int64
+	}{{"lora_A", in, b.Lora.Rank}, {"lora_B", b.Lora.Rank, out}} {
+		done := b.Scope(a.name)
+		b.AdapterParam("weight", []int64{a.out, a.in}, RoleLoRA)
+		done()
 	}
 }

@@ -65,6 +65,9 @@ type hfFamily struct {
 	// family ({0, 0}: not checked): a config of a newer family under an
 	// older transformers= is refused, as that release cannot load it.
 	since [2]int
+	// sinceWhy, for a family since does not date from its first release,
+	// says what changed then (the error's hint names it).
+	sinceWhy string
 	// experts: from transformers 5.0 the family's MoE blocks hold 3-D
 	// expert weights run by experts_implementation, renamed as it says
 	// (setExperts); nil: no such blocks (experts= is refused).
@@ -290,6 +293,9 @@ func (f *hfFamily) checkSince(version, saved string) error {
 	}
 	want := fmt.Sprintf("%d.%d", f.since[0], f.since[1])
 	hint := fmt.Sprintf("transformers %s first ships %s: pass transformers=%q (or the release the model trains with)", want, f.className(f.heads[0]), want+".0")
+	if f.sinceWhy != "" {
+		hint = fmt.Sprintf("memsh models %s as transformers %s and later build it (%s): pass transformers=%q or later", f.className(headCausalLM), want, f.sinceWhy, want+".0")
+	}
 	if saved != "" {
 		hint += fmt.Sprintf("; this config.json was written by transformers %s", saved)
 	}

@@ -68,6 +68,15 @@ var hfFamilies = []hfFamily{
 	// bidirectional mask over image tokens). gemma3.go.
 	{modelType: "gemma3", prefix: "Gemma3", base: "model", heads: vlHeads, build: buildGemma3, noFlash: true, vl: true, since: [2]int{4, 50}},
 	{modelType: "gemma3_text", prefix: "Gemma3", base: "model", heads: decoderHeads, build: buildDecoder},
+	// gemma3n, gemma3n_text: transformers 4.53.0 first built them (the
+	// models' card: "Gemma 3n is supported starting from transformers
+	// 4.53.0"), but memsh models the text model as 5.6.0 and later build
+	// it (gemma3n.go): up to 5.5.0 (4.57.1, 5.0.0 and 5.5.0 checked) the
+	// kv-shared layers have their own k_proj and v_proj and, in a forward
+	// without a cache (training), compute their own keys and values;
+	// 5.6.0 (to 5.25.0) drops them and passes shared_kv_states.
+	{modelType: "gemma3n", prefix: "Gemma3n", base: "model", heads: vlHeads, build: buildGemma3n, vl: true, since: [2]int{5, 6}, sinceWhy: gemma3nSince},
+	{modelType: "gemma3n_text", prefix: "Gemma3n", base: "model", heads: decoderHeads, build: buildGemma3n, since: [2]int{5, 6}, sinceWhy: gemma3nSince},
 	// gemma4, gemma4_text: the 5.5.0 wheel is the first with models/gemma4
 	// (absent from the 5.4.0 wheel; llama.cpp's "update transformers to
 	// 5.5.0", ggml-org/llama.cpp#21617: "5.5.0 includes support for Gemma4").

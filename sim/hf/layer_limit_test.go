@@ -28,6 +28,7 @@ func TestLayerCountRefusedWhenRead(t *testing.T) {
 		{"gpt2.json", []string{"n_layer"}, Options{Attn: "sdpa"}},
 		{"qwen2.5-vl-tiny.json", []string{"vision_config", "depth"}, Options{Attn: "sdpa", Transformers: "5.25.0"}},
 		{"deepseek-v3.json", []string{"num_nextn_predict_layers"}, Options{Attn: "sdpa", MTP: true}},
+		{"gemma3n-tiny.json", []string{"num_hidden_layers"}, Options{Attn: "sdpa"}},
 	} {
 		for _, n := range []int64{16_777_215, core.MaxLayers + 1} {
 			_, err := FromConfigOptions(configWith(t, tc.config, tc.path, n), tc.opts)

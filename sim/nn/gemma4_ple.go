@@ -14,7 +14,9 @@ const gemma4PerLayerKey = "gemma4.per_layer_inputs"
 
 // Gemma4Embed is Gemma 4's embedding with the per-layer embeddings of its
 // small models (E2B, E4B; Gemma4TextModel.get_per_layer_inputs and
-// project_per_layer_inputs in transformers' modeling_gemma4.py, 5.17.0):
+// project_per_layer_inputs in transformers' modeling_gemma4.py, 5.17.0),
+// which Gemma 3n's text model computes the same way (Gemma3nTextModel,
+// modeling_gemma3n.py at 5.25.0, l. 1738-1773; ClampIDs):
 //
 //	x = embed_tokens(ids) * sqrt(dim)                                   (the residual stream)
 //	t = embed_tokens_per_layer(ids) * sqrt(ple)                         [b, s, layers, ple]
@@ -30,6 +32,11 @@ type Gemma4Embed struct {
 	PLEVocab   int64 // vocab_size_per_layer_input
 	PLE        int64 // hidden_size_per_layer_input
 	Layers     int64
+	// ClampIDs: the per-layer lookup reads the token ids with those
+	// outside [0, PLEVocab) set to 0 (Gemma 3n's get_per_layer_inputs,
+	// torch.where: a new int64 tensor, which the lookup saves); Gemma 4
+	// looks the ids up as they are.
+	ClampIDs bool
 }
 
 func (e *Gemma4Embed) Kind() string                   { return "gemma4_embed" }
@@ -76,6 +83,14 @@ func (e *Gemma4Embed) Lower(b *core.Builder, ids core.Value) core.Value {
 	x := (&Embedding{Name: "embed_tokens", Rows: e.Vocab, Dim: e.Dim}).Lower(b, ids)
 	x = (&Scale{Name: "embed_scale", Factor: math.Sqrt(float64(e.Dim))}).Lower(b, x)
 	width := e.Layers * e.PLE
+	if e.ClampIDs {
+		s := b.Shape(ids)
+		if b.Dtype(ids) != units.INT64 { // the program's input stands for the ids (Embedding.Lower)
+			s = s[:len(s)-1]
+		}
+		ids = b.Ew("where", "per_layer_input_ids", []core.Value{ids}, s, units.INT64,
+			"token ids outside vocab_size_per_layer_input set to 0 (torch.where; saved by the per-layer lookup)")
+	}
 	t := (&Embedding{Name: "embed_tokens_per_layer", Rows: e.PLEVocab, Dim: width}).Lower(b, ids)
 	t = (&Scale{Name: "embed_tokens_per_layer.embed_scale", Factor: math.Sqrt(float64(e.PLE))}).Lower(b, t)
 	p := b.Linear("per_layer_model_projection", core.Role("per_layer_model_projection"), x, e.Dim, width, false)

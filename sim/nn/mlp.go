@@ -21,6 +21,11 @@ type MLP struct {
 	// and down projections and GateName its gate; "" = up_proj, down_proj
 	// and gate_proj (Lfm2MLP: w3, w2 and w1).
 	InName, OutName, GateName string
+	// Sparsity (a gated MLP's): Gemma 3n's activation sparsity, the
+	// fraction of each row of the gate the Gaussian top-k zeroes before
+	// the activation (Gemma3nTextMLP._gaussian_topk, gaussianTopK); 0:
+	// none.
+	Sparsity float64
 }
 
 func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
@@ -60,6 +65,9 @@ func (m *MLP) Validate(path string) error {
 	if m.Dropout < 0 || m.Dropout >= 1 {
 		return units.Errorf(path, "dropout must be in [0, 1) (got %g)", m.Dropout)
 	}
+	if m.Sparsity < 0 || m.Sparsity >= 1 || m.Sparsity > 0 && !m.gated() {
+		return units.Errorf(path, "activation sparsity must be in [0, 1), of a gated MLP (got %g, %s)", m.Sparsity, m.Act)
+	}
 	return nil
 }
 
@@ -69,7 +77,7 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	name := b.ModuleName(m)
 	defer b.Scope(name)()
-	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName})
+	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName, m.Sparsity})
 	return b.Dropout("dropout", y, m.Dropout)
 }
 
@@ -79,9 +87,12 @@ func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 	return ffn(b, x, dim, hidden, act, bias, mlpNames{})
 }
 
-// mlpNames are an MLP's projection names (MLP.GateName, InName, OutName);
-// "" the default of its kind.
-type mlpNames struct{ gate, in, out string }
+// mlpNames are an MLP's projection names (MLP.GateName, InName, OutName;
+// "" the default of its kind) and its gate's sparsity (MLP.Sparsity).
+type mlpNames struct {
+	gate, in, out string
+	sparsity      float64
+}
 
 func nameOr(name, def string) string {
 	if name == "" {
@@ -101,6 +112,9 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 			fn = "gelu"
 		}
 		gate := b.ColLinear(nameOr(n.gate, "gate_proj"), core.RoleGate, x, xg, dim, hidden, hl, bias)
+		if n.sparsity > 0 {
+			gate = gaussianTopK(b, gate)
+		}
 		up := b.ColLinear(nameOr(n.in, "up_proj"), core.RoleUp, x, xg, dim, hidden, hl, bias)
 		var h core.Value
 		switch {
@@ -127,4 +141,26 @@ func (m *MLP) CheckLayout(path string, par core.Parallelism) error {
 		return &units.Error{Path: path, Msg: fmt.Sprintf("tp=%d does not divide the mlp hidden size %d", tp, m.Hidden)}
 	}
 	return nil
+}
+
+// gaussianTopK is Gemma 3n's activation sparsity on the gate g
+// (Gemma3nTextMLP._gaussian_topk, modeling_gemma3n.py l. 959-973 at
+// transformers 5.25.0): with k = Normal(0, 1).icdf(sparsity) (a 0-dim
+// tensor of g's dtype),
+//
+//	relu(g - (g.mean(-1) + g.std(-1, unbiased=False) * k))
+//
+// std keeps g and its result, the product k, relu its output (which the
+// activation after it keeps too: one tensor).
+func gaussianTopK(b *core.Builder, g core.Value) core.Value {
+	s, dt := b.Shape(g), b.Dtype(g)
+	row := core.WithLast(s, 1)
+	mean := b.Ew("mean", "gate_mean", []core.Value{g}, row, dt, "mean of each gate row")
+	i := b.AddOp("std", "gate_std", []core.Value{g})
+	std := b.Out(i, "gate_std", row, dt, "standard deviation of each gate row (saved with its input)")
+	b.Save(i, g, std)
+	k := b.Out(b.AddOp("icdf", "std_multiplier", nil), "std_multiplier", []int64{}, dt, "Normal(0, 1).icdf(activation sparsity), a 0-dim tensor")
+	cutoff := b.Add("cutoff", mean, b.Mul("std_scaled", std, k))
+	d := b.Ew("sub", "gate_minus_cutoff", []core.Value{g, cutoff}, s, dt, "gate less its row's cutoff")
+	return b.Unary("relu", d, false, true)
 }

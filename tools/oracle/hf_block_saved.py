@@ -27,8 +27,9 @@
 # saves before its own hooks take over. With held it prints, besides,
 # "held": the bytes of the distinct storages handed to the decoder layers
 # (their arguments, keyword arguments included: the rotary cos and sin,
-# the 4-D attention mask) that live after the forward and that autograd
-# did not pack: what a checkpointed layer's partial holds until its
+# the 4-D attention mask; the tensors in a mapping, Gemma 3n's and Gemma
+# 4's shared_kv_states, a UserDict, included) that live after the forward
+# and that autograd did not pack: what a checkpointed layer's partial holds until its
 # backward, out of the pack hook's sight (weakrefs from a forward pre-hook).
 # With keepfp32 the model is loaded in DTYPE by from_pretrained (saved
 # by save_pretrained to a temporary directory first): the modules a class
@@ -41,6 +42,7 @@
 # experts run its per-expert loop (experts_implementation "eager", the
 # default being grouped_mm). layer_types and mlp_layer_types are cut to
 # LAYERS with the layers.
+import collections.abc
 import gc
 import json
 import sys
@@ -118,7 +120,7 @@ def tensors(x):
     elif isinstance(x, (tuple, list)):
         for y in x:
             yield from tensors(y)
-    elif isinstance(x, dict):
+    elif isinstance(x, collections.abc.Mapping):  # a dict, or Gemma 3n's KVSharingDict (a UserDict)
         for y in x.values():
             yield from tensors(y)
 
