@@ -58,5 +58,7 @@ func TestModelErrors(t *testing.T) {
 			err: "tie_embeddings needs the output head (vocab 100 x width 4) to have the embedding's shape (100 x 8)"},
 		{expr: `model("m", linear(8, 8), logits_fp32=1)`, err: "logits_fp32 must be True, False or None"},
 		{expr: `model("m", linear(8, 8), bias=True)`, err: "unexpected keyword argument \"bias\""},
+		{expr: `model("m", linear(8, 8), position_ids=True)`, err: "position_ids=True needs a repeat() of layers to hand them to"},
+		{expr: `model("m", linear(8, 8), position_ids=1)`, err: "position_ids"},
 	})
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/memsh/memsh/sim/core"
@@ -29,10 +30,14 @@ import (
 // or qwen3-8b.json with the row's keys set. saved is what autograd packed, held the storages handed
 // to the layers that live after the forward and were not packed (weakrefs
 // from a forward pre-hook). held includes position_ids, (1, 32) int64,
-// 256 bytes, which memsh does not lower (no layer of its reads them).
-// Gemma 3 keeps besides one 0-dim tensor of the model's dtype at any
-// depth (hf_block_saved.py's v lists a () storage of 4 bytes in fp32, 2
-// in bf16) that memsh does not count (missed). Gemma 3 at 3 layers is
+// 256 bytes, which every layer is handed and no op of its reads
+// (core.Repeat.PositionIDs: one storage at any depth).
+// Gemma 3's count has besides one 0-dim tensor of the model's dtype at
+// any depth (hf_block_saved.py's v lists a () storage of 4 bytes in fp32,
+// 2 in bf16): the embedding's embed_scale buffer, which its product saves
+// (Gemma3TextScaledWordEmbedding: input * embed_scale.to(weight.dtype),
+// the cast a no-op); memsh holds it among the buffers, not the
+// activations (buffer; nn.Scale.Buffer, asserted). Gemma 3 at 3 layers is
 // measured on the file with num_hidden_layers 3 (the harness sets the
 // count after the config is built, whose layer_types keeps the file's two
 // entries: IndexError at the third layer); OLMo 3 at 3 layers likewise,
@@ -69,7 +74,6 @@ import (
 // that read it, has none (-4,096 / -2,048 bytes; no released LFM2 lacks
 // attention layers).
 func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
-	const positionIDs = 32 * 8
 	olmo3 := map[string]any{"layer_types": []any{"sliding_attention", "full_attention", "sliding_attention"}}
 	lfm2 := map[string]any{"layer_types": []any{"full_attention", "conv", "conv"}}
 	qwen3 := map[string]any{"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256}
@@ -78,7 +82,7 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 		set             map[string]any
 		attn, precision string
 		saved, held     []int64 // at 1, 2, 3 layers
-		missed          int64   // bytes of every row memsh does not count
+		buffer          int64   // a buffer the harness counts as saved (Gemma 3's embed_scale)
 		mask            bool    // the batch carries an attention_mask (train(attention_mask=))
 	}{
 		{"llama-gqa-tiny.json", nil, "sdpa", "fp32", []int64{132356, 148740, 165124}, []int64{4352, 4352, 4352}, 0, true},
@@ -154,9 +158,14 @@ func TestCheckpointHoldsForwardOnceValues(t *testing.T) {
 			p := hfOraclePlan(t, ropeConfig(t, tc.file, layers, tc.set), hf.Options{Attn: tc.attn, Transformers: "5.25.0"}, tc.precision)
 			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
 			p.NoAttentionMask = !tc.mask
-			want := saved + tc.held[i] - positionIDs - tc.missed
+			want := saved + tc.held[i] - tc.buffer
 			if got := evalPlan(t, p).SavedActivations; got != want {
 				t.Errorf("%s %s %s mask %v, %d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.file, tc.attn, tc.precision, tc.mask, layers, got, want, got-want)
+			}
+			if tc.buffer > 0 {
+				if got := embedScaleBytes(t, p); got != tc.buffer {
+					t.Errorf("%s %s: embed_scale buffer %d bytes, transformers %d", tc.file, tc.precision, got, tc.buffer)
+				}
 			}
 		}
 	}
@@ -200,4 +209,82 @@ func hfOraclePlan(t *testing.T, config []byte, opts hf.Options, precision string
 		t.Fatal(err)
 	}
 	return p
+}
+
+// embedScaleBytes are the bytes of the embed_scale buffers p's model holds.
+func embedScaleBytes(t *testing.T, p *core.Plan) int64 {
+	t.Helper()
+	prog, err := p.LowerProgram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, b := range prog.Buffers {
+		if strings.HasSuffix(b.Name, "embed_scale") {
+			n += b.Dtype.Bytes(core.Numel(b.Shape))
+		}
+	}
+	return n
+}
+
+// TestEmbedScaleBufferReleases: the Gemma families' embedding scale is a
+// 0-dim buffer of the embedding, in the parameters' dtype (2 B in bf16),
+// where the release holds one: Gemma 3's and Gemma 4's in every release
+// (Gemma3TextScaledWordEmbedding's register_buffer in 4.57.1), Gemma's and
+// Gemma 2's from 5.4.0 (the 5.3.0 wheel multiplies by a host tensor made
+// in the forward; hf.gemmaScaleBufferSince).
+func TestEmbedScaleBufferReleases(t *testing.T) {
+	for _, tc := range []struct {
+		file, version string
+		bytes         int64
+	}{
+		{"gemma-tiny.json", "5.3.0", 0},
+		{"gemma-tiny.json", "5.4.0", 2},
+		{"gemma2-tiny.json", "5.3.0", 0},
+		{"gemma2-tiny.json", "5.25.0", 2},
+		{"gemma3-tiny.json", "4.57.1", 2},
+		{"gemma3-tiny.json", "5.25.0", 2},
+		{"gemma4-tiny.json", "5.17.0", 2},
+		{"llama-gqa-tiny.json", "5.25.0", 0},
+	} {
+		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := embedScaleBytes(t, tinyPlan(t, m)); got != tc.bytes {
+			t.Errorf("%s %s: embed_scale buffer %d bytes, want %d", tc.file, tc.version, got, tc.bytes)
+		}
+	}
+}
+
+// TestPositionIDsHeldOnlyUnderCheckpointing: the [1, seq] int64
+// position_ids every decoder layer is handed (core.Model.PositionIDs) is
+// held into the backward by the checkpointed layers alone, 8 bytes a
+// token whatever the batch and depth (Llama-3-8B's 32 layers, batch 2 of
+// 4,096 tokens: 32 KiB); without checkpointing no layer saves it.
+func TestPositionIDsHeldOnlyUnderCheckpointing(t *testing.T) {
+	for _, tc := range []struct {
+		ckpt string
+		held int64
+	}{
+		{"full", 8 * 4096},
+		{"none", 0},
+	} {
+		saved := func(positionIDs bool) int64 {
+			m, err := hf.FromConfig(readHF(t, "llama-3-8b.json"), "sdpa")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.PositionIDs = positionIDs
+			p := tinyPlan(t, m)
+			p.Batch, p.Seq = 2, 4096
+			if p.Checkpoint, err = core.ParseCheckpoint(tc.ckpt); err != nil {
+				t.Fatal(err)
+			}
+			return evalPlan(t, p).SavedActivations
+		}
+		if got := saved(true) - saved(false); got != tc.held {
+			t.Errorf("checkpoint %s: position_ids hold %d bytes, want %d", tc.ckpt, got, tc.held)
+		}
+	}
 }

@@ -108,7 +108,7 @@ func TestGemma3nSavesAsTransformers(t *testing.T) {
 // ones) the step keeps each layer's input streams and, as
 // TestCheckpointHoldsForwardOnceValues explains, what the forward made
 // once and handed the layers (rotary cos and sin of each type, the
-// sliding layers' mask, position_ids, which memsh does not lower), and
+// sliding layers' mask, position_ids: core.Model.PositionIDs), and
 // the keys and values the sharing layers read: shared_kv_states, a
 // KVSharingDict the checkpointed layers' keyword arguments hold
 // (hf_block_saved.py counts a mapping's tensors among held):
@@ -122,7 +122,6 @@ func TestGemma3nSavesAsTransformers(t *testing.T) {
 // memsh does not (3 layers S F S with 1 sharing: 16,384 bytes fewer in
 // fp32). No released configuration leaves a type unread.
 func TestGemma3nCheckpointSavesAsTransformers(t *testing.T) {
-	const positionIDs = 32 * 8
 	for _, tc := range []struct {
 		precision, attn string
 		saved, held     [3]int64 // at 1, 2 and 4 layers
@@ -139,7 +138,7 @@ func TestGemma3nCheckpointSavesAsTransformers(t *testing.T) {
 		for i, layers := range []int64{1, 2, 4} {
 			p := hfOraclePlan(t, gemma3nTiny(t, layers, gemma3nShared[layers-1]), hf.Options{Attn: tc.attn}, tc.precision)
 			p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
-			want := tc.saved[i] + tc.held[i] - positionIDs - 4*scalar
+			want := tc.saved[i] + tc.held[i] - 4*scalar
 			if got := evalPlan(t, p).SavedActivations; got != want {
 				t.Errorf("%s %s, %d layers: memsh keeps %d bytes, transformers %d (%+d)", tc.precision, tc.attn, layers, got, want, got-want)
 			}

@@ -304,7 +304,9 @@ func TestGemma4PerLayerSaves(t *testing.T) {
 	// rotary tables, every checkpointed layer's position_embeddings
 	// argument (a weakref to them lives after a checkpointed forward of
 	// llama-gqa-tiny under transformers 5.25.0): one pair a layer type, 64
-	// x (32 + 64) x 2 x 2 B too.
+	// x (32 + 64) x 2 x 2 B too; and so is position_ids, [1, 64] int64, 512
+	// B, the keyword argument every layer is handed (core.Repeat.
+	// PositionIDs; hf_block_saved.py's held, TestCheckpointHoldsForwardOnceValues).
 	for _, tc := range []struct {
 		file             string
 		measured, tables int64
@@ -322,7 +324,8 @@ func TestGemma4PerLayerSaves(t *testing.T) {
 		if p.Checkpoint, err = core.ParseCheckpoint("full"); err != nil {
 			t.Fatal(err)
 		}
-		want := tc.measured - 8 - 2*tc.tables + tc.kept
+		const positionIDs = 64 * 8
+		want := tc.measured - 8 - 2*tc.tables + tc.kept + positionIDs
 		if got := evalPlan(t, p).SavedActivations; got != want {
 			t.Errorf("%s checkpointed: %d bytes saved, want %d (%+d)", tc.file, got, want, got-want)
 		}

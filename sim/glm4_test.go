@@ -48,9 +48,10 @@ func TestGLM4SavesAsTransformers(t *testing.T) {
 		// ckpt (every layer checkpointed, use_reentrant=False): a layer
 		// keeps its input, [2, 32, 64] in bf16, and recomputes its own
 		// cos and sin; the step also holds rotary_emb's pair, 2 x (1, 32,
-		// 8) in bf16, which the checkpoints keep as an input out of the
-		// harness's pack hook's sight (TestGraniteCheckpointSavesAsTransformers).
-		{"bf16", "sdpa", true, 107_780 + 1_024, 115_972 + 1_024},
+		// 8) in bf16, and position_ids, (1, 32) int64, which the
+		// checkpoints keep as an input out of the harness's pack hook's
+		// sight (TestGraniteCheckpointSavesAsTransformers).
+		{"bf16", "sdpa", true, 107_780 + 1_024 + 256, 115_972 + 1_024 + 256},
 	} {
 		one := graniteSaved(t, "glm4-tiny.json", 1, tc.precision, tc.attn, tc.ckpt)
 		two := graniteSaved(t, "glm4-tiny.json", 2, tc.precision, tc.attn, tc.ckpt)

@@ -68,17 +68,19 @@ func checkSavedOneTwo(t *testing.T, rows []savedOneTwo) {
 // decoder layers, lives after the checkpointed forward at 1 and 2 layers
 // and is dead after the backward; transformers 5.25.0, torch 2.15.0):
 // 4,096 bytes in fp32, 2,048 in bf16, once whatever the depth
-// (core.OutsideRegions).
+// (core.OutsideRegions); and so the position_ids every layer is handed,
+// (1, 32) int64, 256 bytes (core.Model.PositionIDs; hf_block_saved.py's
+// held, TestCheckpointHoldsForwardOnceValues).
 func TestGraniteCheckpointSavesAsTransformers(t *testing.T) {
 	for _, tc := range []struct {
 		file, precision string
 		saved           [3]int64 // hf_block_saved.py at 1, 2 and 3 layers
-		tables          int64
+		tables          int64    // the rotary pair and position_ids
 	}{
-		{"granite-tiny.json", "fp32", [3]int64{132356, 148740, 165124}, 4096},
-		{"granite-tiny.json", "bf16", [3]int64{107780, 115972, 124164}, 2048},
-		{"olmoe-tiny.json", "fp32", [3]int64{132356, 148740, 165124}, 4096},
-		{"olmoe-tiny.json", "bf16", [3]int64{107780, 115972, 124164}, 2048},
+		{"granite-tiny.json", "fp32", [3]int64{132356, 148740, 165124}, 4096 + 256},
+		{"granite-tiny.json", "bf16", [3]int64{107780, 115972, 124164}, 2048 + 256},
+		{"olmoe-tiny.json", "fp32", [3]int64{132356, 148740, 165124}, 4096 + 256},
+		{"olmoe-tiny.json", "bf16", [3]int64{107780, 115972, 124164}, 2048 + 256},
 	} {
 		for i, want := range tc.saved {
 			if got := graniteSaved(t, tc.file, i+1, tc.precision, "sdpa", true); got != want+tc.tables {

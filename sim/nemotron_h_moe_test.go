@@ -159,10 +159,9 @@ func TestNemotronHNames(t *testing.T) {
 //	python tools/oracle/hf_block_saved.py CONFIG.json {1,2} 2 32 bfloat16 {sdpa,eager} nocache keepfp32 ckpt held
 //
 // saved 116,228 / 124,420 either way; held 256 under sdpa (position_ids,
-// (1, 32) int64, which memsh does not lower) and 4,352 under eager (the
+// (1, 32) int64: core.Model.PositionIDs) and 4,352 under eager (the
 // (2, 1, 32, 32) bf16 mask besides, 4,096, one at any depth).
 func TestNemotronHEagerMaskHeld(t *testing.T) {
-	const positionIDs = 32 * 8
 	for _, tc := range []struct {
 		pattern, attn string
 		saved, held   int64
@@ -184,7 +183,7 @@ func TestNemotronHEagerMaskHeld(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.Checkpoint = core.Checkpoint{Mode: "full", Every: 1}
-		want := tc.saved + tc.held - positionIDs
+		want := tc.saved + tc.held
 		if got := evalPlan(t, p).SavedActivations; got != want {
 			t.Errorf("%s %s: memsh keeps %d bytes, transformers %d (%+d)", tc.pattern, tc.attn, got, want, got-want)
 		}

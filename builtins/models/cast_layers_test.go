@@ -36,6 +36,8 @@ func TestResidualFP32AndToParamsDtype(t *testing.T) {
 		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, kw("fused", starlark.True), nil, "swiglu"},
 		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("swiglu")}, {starlark.String("fused"), starlark.True}, {starlark.String("dropout"), starlark.Float(0.1)}}, nil, "dropout"},
 		{"scale", starlark.Tuple{starlark.MakeInt(12)}, kw("rebinds", starlark.True), &nn.Scale{Factor: 12, Rebinds: true}, ""},
+		{"scale", starlark.Tuple{starlark.MakeInt(12)}, kw("buffer", starlark.True), &nn.Scale{Factor: 12, Buffer: true}, ""},
+		{"scale", starlark.Tuple{starlark.MakeInt(12)}, kw("buffer", starlark.MakeInt(1)), nil, "buffer"},
 		{"mlp", starlark.Tuple{starlark.MakeInt(8), starlark.MakeInt(16)}, []starlark.Tuple{{starlark.String("act"), starlark.String("relu2")},
 			{starlark.String("proj_names"), starlark.NewList([]starlark.Value{starlark.String("up_proj"), starlark.String("down_proj")})}},
 			&nn.MLP{Dim: 8, Hidden: 16, Act: "relu2", InName: "up_proj", OutName: "down_proj"}, ""},

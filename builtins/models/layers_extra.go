@@ -31,12 +31,15 @@ func extraLayerBuiltins() []host.Builtin {
 		},
 		{
 			Name: "scale",
-			Sig:  "scale(factor, rebinds=False, name=None)",
+			Sig:  "scale(factor, rebinds=False, buffer=False, name=None)",
 			Doc: "Multiplies by a constant, with no parameters: Gemma's embedding normaliser, " +
 				"scale(math.sqrt(dim)) after the embedding. Its output is a new tensor of the input's size. " +
 				"rebinds=True (after the embedding of a model with holds_embedding=True): the forward rebinds its " +
 				"embeddings local to the product (Granite's inputs_embeds * embedding_multiplier), so the product is what " +
-				"the model holds through its layers and the lookup's output dies here.",
+				"the model holds through its layers and the lookup's output dies here. " +
+				"buffer=True: the factor is a 0-dim buffer in the parameters' dtype on the device (Gemma 3's and Gemma 4's " +
+				"embed_scale in every transformers release, Gemma's and Gemma 2's from 5.4: input * embed_scale.to(weight.dtype)), " +
+				"which the product keeps for backward; without, a host scalar (Gemma and Gemma 2 before 5.4).",
 			Fn: scaleFn,
 		},
 		{
@@ -321,11 +324,11 @@ func toParamsDtypeFn(thread *starlark.Thread, b *starlark.Builtin, args starlark
 
 func scaleFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var factor, name starlark.Value
-	var rebinds bool
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "rebinds?", &rebinds, "name?", &name); err != nil {
+	var rebinds, buffer bool
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "factor", &factor, "rebinds?", &rebinds, "buffer?", &buffer, "name?", &name); err != nil {
 		return nil, err
 	}
-	s := &nn.Scale{Rebinds: rebinds}
+	s := &nn.Scale{Rebinds: rebinds, Buffer: buffer}
 	var err error
 	if s.Factor, err = host.AsFloat(factor, "factor"); err != nil {
 		return nil, err

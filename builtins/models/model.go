@@ -98,7 +98,7 @@ func (x *Model) Attr(name string) (starlark.Value, error) {
 func ModelBuiltins() []host.Builtin {
 	return []host.Builtin{{
 		Name: "model",
-		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None, logits_scaling=None, holds_embedding=False)",
+		Sig:  "model(name, *layers, loss=\"cross_entropy\", vocab=None, tie_embeddings=False, logits_fp32=None, input_dim=None, head_bias=False, logit_softcap=None, logits_scaling=None, holds_embedding=False, position_ids=False)",
 		Doc: "A whole network: layers run in order, then (with vocab=, at most 2^24) an output head to the " +
 			"vocabulary, then the loss (\"cross_entropy\", \"flash_cross_entropy\", \"mse\" or \"none\"). " +
 			"\"cross_entropy\" is torch's (log_softmax, then nll_loss: the log-probabilities saved); " +
@@ -117,7 +117,13 @@ func ModelBuiltins() []host.Builtin {
 			"holds_embedding=True keeps the first embedding's output until the layers and the last norm are done, as " +
 			"transformers' decoders do (inputs_embeds, a local of the base model's forward; hf_config's and the zoo's decoders set it): " +
 			"it is freed there, not after its last use, which moves the caching allocator's blocks where nothing saves it " +
-			"(a frozen embedding: LoRA, QLoRA).\n\n" +
+			"(a frozen embedding: LoRA, QLoRA). " +
+			"position_ids=True makes the model's position_ids once a forward, before its layers ([1, seq] int64: " +
+			"torch.arange(seq) + past_seen_tokens, unsqueezed) and calls every block of each repeat() under it (not a tower's) " +
+			"with them as a keyword argument, as transformers' decoders do (hf_config's and the zoo's decoders set it): " +
+			"no op reads them, but a checkpointed block holds them into its backward, 8 bytes a token " +
+			"(not under precision=\"megatron\", whose GPTModel hands its layers none, nor on a pipeline stage, not modelled); " +
+			"it needs a repeat() to hand them to.\n\n" +
 			"Attributes: name, params (exact: tied weights once, buffers never), layers, loss, vocab, " +
 			"tie_embeddings, and describe(), a table of modules with their parameter counts.",
 		Fn: modelFn,
@@ -133,18 +139,21 @@ func modelFn(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		return nil, fmt.Errorf("model name must be a string (got %s)", args[0].Type())
 	}
 	var vocab, logitsFP32, inputDim, softcap, logitScale starlark.Value
-	var tie, headBias, holds bool
+	var tie, headBias, holds, positionIDs bool
 	loss := "cross_entropy"
 	if err := starlark.UnpackArgs(b.Name(), nil, kwargs, "loss?", &loss, "vocab?", &vocab,
 		"tie_embeddings?", &tie, "logits_fp32?", &logitsFP32, "input_dim?", &inputDim, "head_bias?", &headBias, "logit_softcap?", &softcap, "logits_scaling?", &logitScale,
-		"holds_embedding?", &holds); err != nil {
+		"holds_embedding?", &holds, "position_ids?", &positionIDs); err != nil {
 		return nil, err
 	}
 	layers, err := layerList(args[1:], "layers")
 	if err != nil {
 		return nil, err
 	}
-	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias, HoldsEmbedding: holds}
+	m := &core.Model{Name: name, Layers: layers, Loss: loss, TieEmbeddings: tie, HeadBias: headBias, HoldsEmbedding: holds, PositionIDs: positionIDs}
+	if positionIDs && !m.HasDecoderLayers() {
+		return nil, fmt.Errorf("position_ids=True needs a repeat() of layers to hand them to (none among the model's layers or their sequential()s)")
+	}
 	if m.Vocab, err = OptInt(vocab, "vocab", 0); err != nil {
 		return nil, err
 	}

@@ -162,8 +162,9 @@ const maxBlockCopies = 4
 // lowerBlock lowers layer l as repeated block b.block, under the module
 // path the caller opened, or copies one of srcs when l would lower here
 // exactly as it did. It returns the block's output and the blocks to copy
-// from next.
-func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies) (Value, blockCopies) {
+// from next. positionIDs hands the block the base model's position_ids
+// (Model.PositionIDs).
+func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies, positionIDs bool) (Value, blockCopies) {
 	b.checkStop()
 	for _, src := range srcs {
 		if b.sameLowering(src, l, x) {
@@ -175,6 +176,9 @@ func (b *Builder) lowerBlock(l Layer, x Value, srcs blockCopies) (Value, blockCo
 	outer := b.inName
 	b.inName = nameWatch{of: x}
 	closeBlock := b.OpenBlock() // its policy, checkpoint region and compiled graph
+	if positionIDs {
+		b.handPositionIDs()
+	}
 	c.out = b.LowerChild(l, x)
 	closeBlock()
 	c.last = b.counts()

@@ -75,6 +75,9 @@ type Builder struct {
 	// reuse: Param returns the parameter of the same name registered
 	// before, if any (ReuseParams).
 	reuse bool
+	// decoderLayers are the repeats whose blocks are handed the model's
+	// position_ids (Model.PositionIDs); nil when none are.
+	decoderLayers map[*Repeat]bool
 }
 
 // ReuseParams makes the parameters registered until the returned func

@@ -172,7 +172,7 @@ func (r *Repeat) Lower(b *Builder, x Value) Value {
 			ops, values, params, comm = len(b.P.Ops), len(b.P.Values), len(b.P.Params), len(b.P.Comm)
 		}
 		done := b.Scope(Itoa(i))
-		x, srcs = b.lowerBlock(r.Block(i), x, srcs)
+		x, srcs = b.lowerBlock(r.Block(i), x, srcs, b.decoderLayers[r])
 		done()
 		// Room for the other copies (alike or not), sized as the second
 		// block: the first often lowers unlike the rest (a stack of

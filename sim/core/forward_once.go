@@ -1,5 +1,7 @@
 package core
 
+import "github.com/memsh/memsh/sim/units"
+
 // Values a model makes once a forward, before its decoder layers run, and
 // hands to every layer: transformers' rotary cos and sin
 // (LlamaModel.forward: position_embeddings = self.rotary_emb(...)) and its
@@ -15,6 +17,59 @@ package core
 // (torch 2.15's torch/utils/checkpoint.py: the non-reentrant frame saves
 // its inputs, save_inputs l. 1001; hf_block_saved.py measures it:
 // TestGraniteCheckpointSavesAsTransformers, TestEagerMaskOnceAForward).
+
+// handPositionIDs hands the block being lowered the position_ids its
+// base model made once a forward, before its layers: torch.arange(seq) +
+// past_seen_tokens, unsqueezed to [1, seq] int64 (LlamaModel.forward,
+// modeling_llama.py l. 379-380 at 5.25.0; cache_position.unsqueeze(0) in
+// 4.x, a view of the cache_position the layers get too), passed to every
+// decoder layer as a keyword argument (l. 398). No op of a layer reads it
+// (the rotary pair was made from it before the layers), but a
+// checkpointed layer's frame keeps its arguments until its recompute:
+// the "kwarg" op, which moves nothing and launches no kernel, makes it an
+// input of the block's region. The first block makes it (ahead of every
+// region, OutsideRegions), the later ones read it: one storage, held
+// through the step's forward (hf_block_saved.py's held: (1, 32) int64,
+// 256 bytes at any depth, TestCheckpointHoldsForwardOnceValues).
+func (b *Builder) handPositionIDs() {
+	const key = "position_ids"
+	v, ok := b.SharedValue(key)
+	if !ok {
+		i := b.AddOp("arange", key, nil)
+		v = b.Out(i, key, []int64{1, b.Seq}, units.INT64, "the base model's position_ids, made once a forward and handed to every layer")
+		b.Val(v).Grad = false
+		b.Op(i).NoGradB = true
+		b.Op(i).Bytes = float64(3 * units.INT64.Bytes(b.Seq)) // arange writes, + past_seen_tokens reads and writes
+		b.Share(key, v)
+		b.OutsideRegions(i)
+	}
+	i := b.AddOp("kwarg", key, []Value{v})
+	b.Op(i).NoGradB = true
+}
+
+// decoderRepeats are the repeats whose blocks Model.PositionIDs hands
+// position_ids: those under the model's sequentials (its decoder's
+// layers), not a tower's.
+func decoderRepeats(m *Model) map[*Repeat]bool {
+	out := map[*Repeat]bool{}
+	var walk func(ls []Layer)
+	walk = func(ls []Layer) {
+		for _, l := range ls {
+			switch x := l.(type) {
+			case *Repeat:
+				out[x] = true
+			case *Sequential:
+				walk(x.Layers)
+			}
+		}
+	}
+	walk(m.Layers)
+	return out
+}
+
+// HasDecoderLayers says whether the model has a repeat() whose blocks
+// Model.PositionIDs would hand position_ids to.
+func (m *Model) HasDecoderLayers() bool { return len(decoderRepeats(m)) > 0 }
 
 // OutsideRegions moves op i, the op appended last, ahead of the outermost
 // open checkpoint region (out of every open one): the ops it passes are

@@ -36,12 +36,19 @@ type Model struct {
 	// inputs_embeds before the layer loop), so it is freed there, not
 	// after the first layer's last use of it.
 	HoldsEmbedding bool
-	LogitSoftcap   float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap); 0 = none
-	InputDim       int64      // features per position for models that start without an embedding; 0 = inferred
-	InputGrad      bool       // the input requires grad (a block measured on its own, as the oracle does)
-	Points         int64      // graph models: grid points per sample; the input is [batch, Points, InputDim]
-	ShardedPoints  bool       // graph models: each GPU of cp reads its ceil(Points/cp) rows of the grid (anemoi's keep_batch_sharded)
-	Data           *DataBatch // the data loader's batch the input is built from; nil: the input is the batch
+	// PositionIDs: the model's forward makes position_ids once, before its
+	// layers, and calls each decoder layer (each block of a repeat() under
+	// its sequentials, as BlockPaths finds them) with it as a keyword
+	// argument, as transformers' decoders do: a checkpointed layer holds it
+	// into its backward (forward_once.go, Builder.handPositionIDs). Not
+	// under Megatron's kernels, nor on a pipeline stage (lowerModel).
+	PositionIDs   bool
+	LogitSoftcap  float64    // Gemma 2's final_logit_softcapping: logits -> cap * tanh(logits / cap); 0 = none
+	InputDim      int64      // features per position for models that start without an embedding; 0 = inferred
+	InputGrad     bool       // the input requires grad (a block measured on its own, as the oracle does)
+	Points        int64      // graph models: grid points per sample; the input is [batch, Points, InputDim]
+	ShardedPoints bool       // graph models: each GPU of cp reads its ceil(Points/cp) rows of the grid (anemoi's keep_batch_sharded)
+	Data          *DataBatch // the data loader's batch the input is built from; nil: the input is the batch
 	// NativeLoRA: the model's own LoRA layers (LitGPT's), built with the
 	// model and in its dtype: PEFT's fp32 adapters (Plan.AdapterDType) do
 	// not apply.

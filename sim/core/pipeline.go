@@ -393,11 +393,17 @@ func (b *Builder) lowerUnit(u pipeUnit, x Value, srcs blockCopies) (Value, block
 	}
 	defer b.Scope(u.BlockPath())()
 	b.block = int(u.block)
-	return b.lowerBlock(u.rep.Block(u.block), x, srcs)
+	return b.lowerBlock(u.rep.Block(u.block), x, srcs, b.decoderLayers[u.rep])
 }
 
 // lowerModel lowers the whole model, or the plan's pipeline stage.
 func (p *Plan) lowerModel(b *Builder) error {
+	// Megatron's GPTModel hands its layers the rotary embedding alone; a
+	// pipeline stage's micro-batch copies would read one position_ids
+	// (each micro-batch's forward makes its own, 8 bytes a token: left out).
+	if p.Model.PositionIDs && !b.MegatronKernels() && p.PipeStage == nil {
+		b.decoderLayers = decoderRepeats(p.Model)
+	}
 	if p.PipeStage != nil {
 		return p.lowerStage(b)
 	}

@@ -251,6 +251,7 @@ func FromConfigOptions(data []byte, opts Options) (*core.Model, error) {
 	if err := useLinearAttn(m, s, opts.LinearAttn); err != nil {
 		return nil, err
 	}
+	m.PositionIDs = handsPositionIDs(s)
 	if head != headBase && !c.ownBase {
 		// The head model holds the base model as an attribute, which
 		// prefixes its parameters: model.layers.0.self_attn.q_proj.weight.

@@ -24,6 +24,13 @@ type Scale struct {
 	// model holds through its layers (core.Model.HoldsEmbedding) and the
 	// lookup's output dies here.
 	Rebinds bool
+	// Buffer: the factor is a 0-dim buffer of the embedding module in the
+	// parameters' dtype (Gemma3TextScaledWordEmbedding's embed_scale, the
+	// scaled embeddings of Gemma and Gemma 2 from transformers 5.4, Gemma
+	// 4's: input * embed_scale.to(weight.dtype), that cast a no-op), on
+	// the device with the parameters; the product's backward keeps the
+	// buffer itself, nothing new.
+	Buffer bool
 }
 
 func (s *Scale) Kind() string           { return "scale" }
@@ -40,6 +47,9 @@ func (s *Scale) Validate(path string) error {
 
 func (s *Scale) Lower(b *core.Builder, x core.Value) core.Value {
 	name := b.ModuleName(s)
+	if s.Buffer {
+		b.Buffer(name, []int64{}, b.Prec.Params, "the embedding's 0-dim scale (embed_scale)")
+	}
 	i := b.AddOp("mul", name, []core.Value{x})
 	y := b.Out(i, name, b.Shape(x), b.Dtype(x), "scaled "+b.LastName(x))
 	b.Op(i).Flops = float64(core.Numel(b.Shape(x)))
