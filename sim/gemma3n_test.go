@@ -14,6 +14,7 @@ import (
 // numel; torch 2.15.0):
 //
 //		python tools/oracle/gemma3n_params.py sim/testdata/hf/{gemma3n-tiny,gemma-3n-e2b-text,gemma-3n-e4b-text}.json
+//		PYTHONPATH=TIMM python tools/oracle/gemma3n_params.py sim/testdata/hf/gemma-3n-e{2,4}b-text.json --full
 //
 //	  - gemma-3n-e2b-text.json: google/gemma-3n-E2B-it's text_config as
 //	    public loaders quote it (hidden 2048, 30 layers, every fifth full,
@@ -27,15 +28,19 @@ import (
 //	    5.6 and later drop on load. Less both tables, plus those,
 //	    1,905,495,648: the model card's "effective" 2B, the 1.91B of the
 //	    E2B slice of MatFormer (mistral.rs's docs/GEMMA3N.md: "Config for
-//	    official E2B Model (1.91B params, 30 layers)"). The hub's total as
-//	    quoted, about 5.44B (not reachable from here), adds the vision tower
-//	    (MobileNet-V5) and the audio encoder with their embedders, about
-//	    0.98 B, not modelled.
+//	    official E2B Model (1.91B params, 30 layers)"). The checkpoint's
+//	    class, Gemma3nForConditionalGeneration, adds the MobileNet-V5 vision
+//	    tower (294,126,912, timm 1.0.31's mobilenetv5_300m_enc), the audio
+//	    encoder (681,348,640) and their embedders (4,460,544 and 3,345,408):
+//	    5,418,464,192 (gemma3n_params.py --full), 5,439,438,272 with the
+//	    dropped kv weights, the hub's "5.44B"; not modelled (the class is
+//	    refused).
 //	  - gemma-3n-e4b-text.json: E4B's (35 layers, intermediate 16384, 15
 //	    sharing): 6,835,235,568; table 2,348,810,240, embedding the same,
 //	    dropped 31,461,120: 3,980,491,248 effective (the card's 4B;
-//	    mistral.rs's "Main model (3.98B params, 35 layers)"); about 7.85B
-//	    with the towers, as quoted.
+//	    mistral.rs's "Main model (3.98B params, 35 layers)"); with the same
+//	    towers 7,818,517,072, 7,849,978,192 with the dropped kv weights, the
+//	    hub's "7.85B".
 //	  - gemma3n-tiny.json (64 wide, 4 layers S F S F, intermediate 128 96
 //	    128 96, the last 2 sharing, per-layer inputs of 16 over 128 ids,
 //	    vocabulary 256, LAuReL rank 8): 196,080; as the text_config of a
