@@ -14,7 +14,8 @@ import (
 // Layers that differ stack as transformers names them (layers.0,
 // layers.1, ...), each a block for checkpointing and pipeline stages:
 // Gemma 3 has five sliding-window layers to one global
-// (sliding_window_pattern 6), gpt-oss alternates as layer_types says.
+// (sliding_window_pattern 6), gpt-oss alternates as layer_types says,
+// dots.llm1 slides from max_window_layers on.
 func TestHFLayerPatterns(t *testing.T) {
 	for _, tc := range []struct {
 		name, config string
@@ -28,6 +29,17 @@ func TestHFLayerPatterns(t *testing.T) {
 			"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "num_local_experts": 4,
 			"num_experts_per_tok": 2, "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]}`,
 			[]int64{0, 2}, 128},
+		// Dots1Config: the layers from max_window_layers on slide when
+		// sliding_window is set, unless layer_types says otherwise.
+		{"dots1", `{"model_type": "dots1", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+			"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "n_routed_experts": 4, "moe_intermediate_size": 16,
+			"num_experts_per_tok": 2, "first_k_dense_replace": 1, "sliding_window": 8, "max_window_layers": 1}`,
+			[]int64{1, 2}, 8},
+		{"dots1 layer_types", `{"model_type": "dots1", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+			"num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "n_routed_experts": 4, "moe_intermediate_size": 16,
+			"num_experts_per_tok": 2, "first_k_dense_replace": 1, "sliding_window": 8, "max_window_layers": 1,
+			"layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}`,
+			[]int64{0, 2}, 8},
 	} {
 		m, err := hf.FromConfig([]byte(tc.config), "flash")
 		if err != nil {

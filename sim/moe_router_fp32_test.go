@@ -38,6 +38,9 @@ import (
 //     wg (8 x 64) fp32: an nn.Linear built with dtype=torch.float32, no
 //     keep list (sim/hunyuan_test.go).
 //
+//   - dots1-tiny.json (3 layers, 1 and 2 MoE), 5.25.0: 439,360 / 439,360,
+//     two routers (8 x 64) fp32 (sim/dots1_test.go).
+//
 // Without keepfp32 (cls(cfg).to(bfloat16), every parameter cast) the
 // first two count 2 B a parameter: 216,768 and 206,480.
 func TestMoERouterKeptFP32Bytes(t *testing.T) {
@@ -53,6 +56,7 @@ func TestMoERouterKeptFP32Bytes(t *testing.T) {
 		{"deepseek-v32-tiny.json", "5.25.0", "bf16", 224_640, 219_968, 0},
 		{"deepseek-v32-tiny.json", "5.25.0", "fp16", 225_152, 219_968, 0},
 		{"hunyuan_v1_moe-tiny.json", "5.25.0", "bf16", 307_968, 307_968, 0},
+		{"dots1-tiny.json", "5.25.0", "bf16", 439_360, 439_360, 0},
 	} {
 		m, err := hf.FromConfigOptions(readHF(t, tc.file), hf.Options{Attn: "sdpa", Transformers: tc.version})
 		if err != nil {

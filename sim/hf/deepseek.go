@@ -142,7 +142,7 @@ func (c *hfConfig) routedMoE(hidden, inter, experts int64, act string) *nn.MoE {
 	}
 	return &nn.MoE{Name: "mlp", Dim: hidden, Hidden: inter, Experts: experts,
 		TopK: c.size("num_experts_per_tok"), Act: act, Router: nn.RouterSigmoid,
-		NormTopK: c.flag("norm_topk_prob", true), ScoreBias: true,
+		NormTopK: c.flag("norm_topk_prob", c.modelType != "dots1"), ScoreBias: true, // Dots1Config: norm_topk_prob false
 		SharedExperts: c.intOr("n_shared_experts", 0), SharedHidden: inter}
 }
 

@@ -29,6 +29,10 @@ var hfFamilies = []hfFamily{
 	// _supports_sdpa and _supports_flash_attn False, so attn="sdpa" runs
 	// eager as noFused says).
 	{modelType: "deepseek_v4", prefix: "DeepseekV4", base: "model", heads: decoderHeads, build: buildDeepSeekV4, noFused: true, since: [2]int{5, 8}, experts: &hfExperts{}},
+	// dots1: rednote's dots.llm1; the 4.53.0 wheel is the first with
+	// models/dots1 (absent from 4.52.4). DeepSeek-V3's router and experts
+	// and their fp32 keeps (dots1.go).
+	{modelType: "dots1", prefix: "Dots1", base: "model", heads: decoderHeads, build: buildDots1, since: [2]int{4, 53}, experts: &hfExperts{weightsFP32: true, keepRouterSince: keepGateSince, keepScoreBias: true}},
 	// ernie4_5: transformers 4.54 (ERNIE-4.5-0.3B-PT's card asks for
 	// transformers>=4.54.0; mindone ported models/ernie4_5 and
 	// ernie4_5_moe from v4.54.1, mindspore-lab/mindone#1393).
