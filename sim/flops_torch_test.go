@@ -216,6 +216,14 @@ var flopCauses = []flopCause{
 			"sequence past attention_chunk_size, give SDPA a mask and memsh counts every block as FlopCounterMode does): " +
 			"2 x its forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
 		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
+	{cases: "^gemma3n$", module: `^model\.layers\.[13]\.self_attn$`, phase: 0,
+		why: "Gemma 3n's full-attention layers (1 and 3 of S F S F): causal SDPA, half, as above", want: causalSDPA(0)},
+	{cases: "^gemma3n$", module: `^model\.layers\.[13]\.self_attn$`, phase: 1,
+		why: "Gemma 3n's full-attention layers' backward: causal SDPA's backward above", want: causalSDPA(1)},
+	{cases: "^gemma3n$", module: `^model\.layers\.[02]\.self_attn$`, phase: 1,
+		why: "Gemma 3n's sliding layers (window 16 at 64 tokens): SDPA gets the window's mask and memsh counts every block, as " +
+			"FlopCounterMode does in the forward; the backward 2 x the forward in memsh's model FLOPs, 2.5 x in FlopCounterMode's",
+		want: func(_ *torchFlops, ops map[string]float64) float64 { return sumOps(ops) * 2 / 2.5 }},
 	{cases: "^mamba2$", module: `\.mixer$`, phase: -1, why: mamba2Why, want: mamba2Mixer},
 	{cases: "^qwen3_next$", module: `\.linear_attn$`, phase: -1, why: gdnWhy, want: gdnTorchChunk},
 	{cases: ".", module: `\.rotary_emb$`, phase: 0,
@@ -240,7 +248,11 @@ var flopUncounted = map[string]string{"qwen3_next": "aten.linalg_solve_triangula
 // and llava_onevision_vision lines with 5.25.0, flops.py --cases
 // llava_next_vision,llava_onevision_vision appended: the unread last CLIP
 // layer's forward counted; the deepseek_v4 line with 5.25.0, flops.py
-// --cases deepseek_v4 appended: DeepSeek-V4's eager attention over the
+// --cases deepseek_v4 appended; the gemma3n line with 5.25.0, flops.py
+// --cases gemma3n appended: AltUp's predict bmm and the clamped
+// correction's F.linear run in the decoder layer's forward (methods, not
+// the altup module's), its modality_router and prediction_coefs as
+// modules, every module equal but the attention's causes; DeepSeek-V4's eager attention over the
 // sliding keys and the compressed entries, its grouped o_a_proj, the
 // hyper-connections' projections and comb mixing, the compressors and the
 // CSA indexer's scorer, no backward for the indexer (no gradient reaches

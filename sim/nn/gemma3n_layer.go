@@ -101,7 +101,10 @@ func (l *Gemma3nLayer) Lower(b *core.Builder, x core.Value) core.Value {
 	done := b.Scope("altup")
 	mods := onStream(b, x, one, func() core.Value { return l.modalities(b, x) })
 	coefs := b.Linear("prediction_coefs", core.Role("altup.prediction_coefs"), mods, n, n*n, false)
-	i := b.AddOp("matmul", "predict", []core.Value{x, coefs})
+	done()
+	// AltUp.predict and correct are methods, not the module's forward: what
+	// they run besides altup's modules runs in the decoder layer's
+	i := b.AddOp("matmul", "altup_predict", []core.Value{x, coefs})
 	p := b.Out(i, "predicted", s, dt, "the streams times the prediction coefficients")
 	if b.Grad(coefs) {
 		b.Save(i, x)
@@ -111,7 +114,6 @@ func (l *Gemma3nLayer) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	b.Op(i).Flops = 2 * float64(rows*n*n*d)
 	pred := b.Ew("add", "predictions", []core.Value{p, x}, s, dt, "AltUp's predictions (+= the streams, made contiguous)")
-	done()
 
 	// the sub-blocks on the active stream
 	active := onStream(b, pred, one, func() core.Value { return gemma4Norm(b, "input_layernorm", pred, d, true) })
@@ -127,6 +129,7 @@ func (l *Gemma3nLayer) Lower(b *core.Builder, x core.Value) core.Value {
 	again := b.ReuseParams() // the router's second run: the same module
 	mods = l.modalities(b, y)
 	again()
+	done()
 	coef := l.correctionCoefs(b, mods)
 	rep := b.Ew("repeat", "innovation", []core.Value{b.Ew("sub", "innovation", []core.Value{y, pred}, one, dt, "the layer's output less the active prediction")},
 		s, dt, "the innovation repeated for every stream")
@@ -136,7 +139,6 @@ func (l *Gemma3nLayer) Lower(b *core.Builder, x core.Value) core.Value {
 	if l.CorrectScale {
 		first = correctOutputScale(b, first, d)
 	}
-	done()
 	pl := b.LowerChild(l.PerLayer, first)
 	b.KeepAlive("corrected[1:] += the per-layer block's output (in place)", corrected, pl)
 	return corrected
@@ -159,16 +161,19 @@ func (l *Gemma3nLayer) modalities(b *core.Builder, x core.Value) core.Value {
 // (a new [n, n] tensor the product keeps, as it keeps the modalities),
 // past the module's forward: a LoRA adapter PEFT puts on it never runs.
 func (l *Gemma3nLayer) correctionCoefs(b *core.Builder, mods core.Value) core.Value {
-	const name, role = "correction_coefs", core.Role("altup.correction_coefs")
+	const role = core.Role("altup.correction_coefs")
 	n := l.Streams
 	var y core.Value
 	if !l.CoefClip {
-		y = b.Linear(name, role, mods, n, n, false)
+		done := b.Scope("altup")
+		y = b.Linear("correction_coefs", role, mods, n, n, false)
+		done()
 	} else {
-		done := b.Scope(name)
+		done := b.Scope("altup.correction_coefs")
 		w := b.Param("weight", []int64{n, n}, role)
 		b.IdleAdapter(role, n, n)
-		c := b.AddOp("clamp", "weight_clamped", nil, w)
+		done() // the clamp and F.linear run in the decoder layer's forward
+		c := b.AddOp("clamp", "correction_coefs_clamped", nil, w)
 		wc := b.Out(c, "weight_clamped", []int64{n, n}, b.Prec.Params, "the correction coefficients' weight clamped to ±altup_coef_clip")
 		i := b.AddOp("matmul", "", []core.Value{mods, wc})
 		y = b.Out(i, "out", b.Shape(mods), b.Dtype(mods), "the correction coefficients")
@@ -179,7 +184,6 @@ func (l *Gemma3nLayer) correctionCoefs(b *core.Builder, mods core.Value) core.Va
 			b.Save(i, wc)
 		}
 		b.Op(i).Flops = 2 * float64(core.Rows(b.Shape(mods))*n*n)
-		done()
 	}
 	return b.Ew("add", "coefs_plus_one", []core.Value{y}, b.Shape(y), b.Dtype(y), "the correction coefficients + 1")
 }
@@ -196,7 +200,9 @@ func (l *Gemma3nLayer) laurel(b *core.Builder, x core.Value) core.Value {
 // (x.type_as(correct_output_scale) * correct_output_scale).type_as(x);
 // the product keeps x when the scale is trained.
 func correctOutputScale(b *core.Builder, x core.Value, dim int64) core.Value {
+	done := b.Scope("altup")
 	w := b.Param("correct_output_scale", []int64{dim}, core.RoleNorm)
+	done()
 	dt := b.Dtype(x)
 	xc := b.Cast(x, b.Prec.Params, "the corrected stream in the scale's dtype (type_as)")
 	i := b.AddOp("mul", "correct_output_scale", []core.Value{xc}, w)

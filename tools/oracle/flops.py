@@ -8,7 +8,8 @@ sim/testdata/hf; Qwen2.5-VL with one 112 x 112 image, laid out as qwen25vl.py do
 images, 3 tiles each, as llama4vis.py lays them out; Kimi K2.5 with two 84 x 112 images, 6 x 8 patches each,
 as kimivis.py lays them out; Gemma 4 with two 64 x 96 images as gemma4vl.py lays them out; Gemma 3 with two
 images and their token_type_ids as gemma3vl.py lays them out; Mistral 3 with two 84 x 112 images as
-mistral3vl.py lays them out) on the CPU in fp32, runs
+mistral3vl.py lays them out; Gemma 3n's text model, gemma3n-tiny.json, transformers 5.25.0: --cases gemma3n,
+appended) on the CPU in fp32, runs
 model(input_ids, labels=input_ids).loss and loss.backward() once,
 and counts FLOPs with torch.utils.flop_counter.FlopCounterMode's own formulas (its flop_registry: mm,
 addmm, bmm, baddbmm, convolution and its backward, every SDPA kernel and its backward). FlopCounterMode
@@ -78,6 +79,7 @@ CASES = [
     ("granitemoe_grouped", "granitemoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("granitemoehybrid", "granitemoehybrid-tiny.json", "sdpa", {"experts": "grouped_mm"}),
     ("olmoe_grouped", "olmoe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
+    ("gemma3n", "gemma3n-tiny.json", "sdpa", {}),
     ("deepseek_v4", "deepseek-v4-tiny.json", "eager", {"experts": "grouped_mm"}),
     ("lfm2", "lfm2-tiny.json", "sdpa", {}),
     ("lfm2_moe_grouped", "lfm2_moe-tiny.json", "sdpa", {"experts": "grouped_mm"}),
