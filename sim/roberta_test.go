@@ -29,10 +29,7 @@ import (
 //     label, 567,755,777 (public RAG start-up logs quote it): bge-m3 less
 //     the pooler plus the head's dense and a 1-wide out_proj.
 func TestRobertaParams(t *testing.T) {
-	for _, tc := range []struct {
-		file, arch string
-		want       int64
-	}{
+	checkArchParams(t, []archParams{
 		{"roberta-base.json", "", 124_697_433},
 		{"roberta-base.json", "RobertaModel", 124_645_632},
 		{"roberta-base.json", "RobertaForSequenceClassification", 124_647_170},
@@ -47,7 +44,20 @@ func TestRobertaParams(t *testing.T) {
 		{"roberta-tiny.json", "", 83_968},
 		{"roberta-tiny-cls.json", "", 83_907},
 		{"xlm-roberta-tiny.json", "", 83_968},
-	} {
+	})
+}
+
+// archParams is the parameter count of the model class arch ("" = the
+// config's architectures[0]) built from a config file.
+type archParams struct {
+	file, arch string
+	want       int64
+}
+
+// checkArchParams checks memsh's count for each row (sdpa).
+func checkArchParams(t *testing.T, rows []archParams) {
+	t.Helper()
+	for _, tc := range rows {
 		m, err := hf.FromConfigArch(readHF(t, tc.file), "sdpa", tc.arch)
 		if err != nil {
 			t.Errorf("%s %s: %v", tc.file, tc.arch, err)

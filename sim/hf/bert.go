@@ -148,12 +148,20 @@ func buildBERT(c *hfConfig, attn string, head hfHead) *core.Model {
 	case headTokenCls:
 		ls = append(append(ls, clsDrop...), classifier)
 	}
+	return c.finishEncoder(ls, head, labels)
+}
+
+// finishEncoder is an encoder's model with a classification head (or
+// none: the base model): cross-entropy over the labels, or MSE for one
+// (problem_type "regression"). The embedding lookup runs inside the
+// embeddings module, whose locals are gone when it returns.
+func (c *hfConfig) finishEncoder(ls []core.Layer, head hfHead, labels int64) *core.Model {
 	m := c.finish(headBase, ls, 0, false)
 	m.HoldsEmbedding = false
 	if head != headBase {
 		m.Loss = "cross_entropy"
 		if labels == 1 {
-			m.Loss = "mse" // problem_type "regression"
+			m.Loss = "mse"
 		}
 	}
 	return m

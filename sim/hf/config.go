@@ -295,7 +295,7 @@ func (f *hfFamily) checkSince(version, saved string) error {
 	want := fmt.Sprintf("%d.%d", f.since[0], f.since[1])
 	hint := fmt.Sprintf("transformers %s first ships %s: pass transformers=%q (or the release the model trains with)", want, f.className(f.heads[0]), want+".0")
 	if f.sinceWhy != "" {
-		hint = fmt.Sprintf("memsh models %s as transformers %s and later build it (%s): pass transformers=%q or later", f.className(headCausalLM), want, f.sinceWhy, want+".0")
+		hint = fmt.Sprintf("memsh models %s as transformers %s and later build it (%s): pass transformers=%q or later", f.className(f.heads[0]), want, f.sinceWhy, want+".0")
 	}
 	if saved != "" {
 		hint += fmt.Sprintf("; this config.json was written by transformers %s", saved)

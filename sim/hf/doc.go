@@ -1,7 +1,8 @@
 // Package hf reads a Hugging Face config.json and builds the model
 // transformers would build for it, out of sim/nn layers: the decoder
 // families (Llama and its relatives: Mistral, Mixtral, Qwen2, Gemma,
-// Phi-3, ...), GPT-2, GPT-NeoX, OPT, BLOOM, Falcon and BERT, with
+// Phi-3, ...), GPT-2, GPT-NeoX, OPT, BLOOM, Falcon, and the encoders
+// BERT, RoBERTa and XLM-RoBERTa (bert.go) and ModernBERT, with
 // parameter counts exact to the parameter as sum(p.numel() for p in
 // model.parameters()) gives (tied weights once, buffers never).
 //

@@ -208,6 +208,14 @@ var hfFamilies = []hfFamily{
 	// RobertaPreTrainedModel has _supports_sdpa only).
 	{modelType: "roberta", prefix: "Roberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{1, 1}},
 	{modelType: "xlm-roberta", prefix: "XLMRoberta", base: "roberta", heads: encoderHeads, build: buildBERT, flashSince: [2]int{5, 0}, since: [2]int{2, 3}},
+	// modernbert: transformers 4.48.0 first built it (ModernBERT-base's
+	// config.json was written by 4.47.0.dev0; its card asks for 4.48.0),
+	// but 4.x's ModernBertModel makes a float mask for every layer under
+	// sdpa and eager (_update_attention_mask) and unpads the batch under
+	// flash_attention_2, which 5.0 dropped: memsh builds 5.x's
+	// (modernbert.go).
+	{modelType: "modernbert", prefix: "ModernBert", base: "model", heads: encoderHeads, build: buildModernBERT, since: [2]int{5, 0},
+		sinceWhy: "4.48 to 4.57 mask every layer and unpad the batch under flash_attention_2, which memsh does not model"},
 }
 
 // refusedTypes are model types transformers builds that memsh refuses

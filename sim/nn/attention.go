@@ -70,6 +70,16 @@ type Attention struct {
 	// Flash attention computes only the window; eager attention still
 	// builds the whole score matrix and masks it.
 	Window int64
+	// WindowBidir: Window is a bidirectional window, each query attending
+	// to the keys at most Window positions away on either side
+	// (ModernBERT's sliding layers: masking_utils'
+	// sliding_window_bidirectional_overlay, config.sliding_window =
+	// local_attention / 2). Under SDPA and eager the layer gets a mask once
+	// the sequence reaches Window (_ignore_bidirectional_mask_sdpa skips it
+	// below), as a causal window does; flash computes the window alone.
+	WindowBidir bool
+	// QKVName is the fused qkv projection's module name; "" = "qkv".
+	QKVName string
 	// Sinks is a learned logit per head that joins each row's softmax and
 	// is dropped after it (gpt-oss's attention sinks): Heads parameters;
 	// eager attention concatenates it to the scores (one more column).
@@ -322,7 +332,7 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 		k = b.ColLinear("k_proj", core.RoleK, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 		v = b.ColLinear("v_proj", core.RoleV, x, xg, a.Dim, a.Kv()*d, kv*d, a.QKVBias)
 	case a.FusedQKV:
-		qkv := b.ColLinear("qkv", core.RoleQKV, x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
+		qkv := b.ColLinear(nameOr(a.QKVName, "qkv"), core.RoleQKV, x, xg, a.Dim, (a.Heads+2*a.Kv())*d, (h+2*kv)*d, a.QKVBias)
 		q, k, v = qkv, qkv, qkv // views of one storage
 	default:
 		q = b.ColLinear("q_proj", core.RoleQ, x, xg, a.Dim, a.Heads*d, h*d, a.QKVBias)

@@ -1,6 +1,8 @@
 package nn
 
 import (
+	"math"
+
 	"github.com/memsh/memsh/sim/core"
 	"github.com/memsh/memsh/sim/units"
 )
@@ -82,6 +84,9 @@ func (a *Attention) coreFLOPs(s []int64) float64 {
 		if a.Causal {
 			keys = w - w*(w-1)/(2*seq)
 		}
+		if a.WindowBidir {
+			keys = math.Min(2*w+1, seq) // w either side
+		}
 	}
 	return 4 * float64(core.Rows(s)) * keys * float64(a.Heads*a.Hd())
 }
@@ -133,7 +138,7 @@ func (a *Attention) eager(b *core.Builder, q, k, v core.Value, s []int64, kl, vl
 	if a.Softcap > 0 && a.Impl == "eager" {
 		scaled = b.Softcap("softcap", scaled)
 	}
-	if a.Causal || a.bias != nil {
+	if a.Causal || a.bias != nil || a.bidirMasked(seq) {
 		ins, name := []core.Value{scaled}, "causal_mask"
 		if a.EagerMask {
 			ins = append(ins, a.forwardMask(b, s, b.Prec.Params, false)) // torch.where over the expanded bool mask: whole

@@ -16,7 +16,13 @@ import (
 // then computes every block (Gemma 4: TestGemma4SlidingMaskSDPA; Mistral,
 // Phi-3: TestSlidingWindowMask).
 func (a *Attention) windowMasked(seq int64) bool {
-	return a.Causal && a.Window > 0 && a.Window <= seq && a.Impl == "sdpa"
+	return (a.Causal || a.WindowBidir) && a.Window > 0 && a.Window <= seq && a.Impl == "sdpa"
+}
+
+// bidirMasked reports whether a bidirectional window's eager layer adds a
+// mask at seq tokens (WindowBidir: the same threshold as SDPA's).
+func (a *Attention) bidirMasked(seq int64) bool {
+	return a.WindowBidir && a.Window > 0 && a.Window <= seq
 }
 
 // sdpaBias is the additive bias SDPA's kernel keeps for a layer given a
@@ -36,7 +42,7 @@ func (a *Attention) sdpaBias(b *core.Builder, s []int64, dt units.DType) core.Va
 		return a.bias(b)
 	case a.SharedMask:
 		return a.forwardMask(b, s, dt, a.maskExpanded(b))
-	case a.Causal:
+	case a.Causal || a.WindowBidir:
 		return convertMask(b, a.forwardMask(b, s, units.BOOL, a.maskExpanded(b)), s, dt)
 	}
 	// a vision tower's padding mask: the tower makes it (and keeps it)

@@ -26,6 +26,12 @@ type MLP struct {
 	// the activation (Gemma3nTextMLP._gaussian_topk, gaussianTopK); 0:
 	// none.
 	Sparsity float64
+	// FusedName: a gated MLP's gate and up projections are one, named so,
+	// 2 x Hidden wide, whose first half is activated and times the second
+	// (ModernBertMLP's Wi: input, gate = Wi(x).chunk(2); Wo(act(input) *
+	// gate)). Both halves are views of its output: the activation and the
+	// product save that one storage.
+	FusedName string
 }
 
 func (m *MLP) gated() bool { return m.Act == "swiglu" || m.Act == "geglu" }
@@ -77,7 +83,7 @@ func (m *MLP) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	name := b.ModuleName(m)
 	defer b.Scope(name)()
-	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName, m.Sparsity})
+	y := ffn(b, x, m.Dim, m.Hidden, m.Act, m.Bias, mlpNames{m.GateName, m.InName, m.OutName, m.FusedName, m.Sparsity})
 	return b.Dropout("dropout", y, m.Dropout)
 }
 
@@ -87,11 +93,12 @@ func Ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 	return ffn(b, x, dim, hidden, act, bias, mlpNames{})
 }
 
-// mlpNames are an MLP's projection names (MLP.GateName, InName, OutName;
-// "" the default of its kind) and its gate's sparsity (MLP.Sparsity).
+// mlpNames are an MLP's projection names (MLP.GateName, InName, OutName,
+// FusedName; "" the default of its kind) and its gate's sparsity
+// (MLP.Sparsity).
 type mlpNames struct {
-	gate, in, out string
-	sparsity      float64
+	gate, in, out, fused string
+	sparsity             float64
 }
 
 func nameOr(name, def string) string {
@@ -110,6 +117,9 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 		fn := "silu"
 		if act == "geglu" {
 			fn = "gelu"
+		}
+		if n.fused != "" {
+			return fusedGLU(b, x, xg, dim, hidden, hl, fn, bias, n)
 		}
 		gate := b.ColLinear(nameOr(n.gate, "gate_proj"), core.RoleGate, x, xg, dim, hidden, hl, bias)
 		if n.sparsity > 0 {
@@ -130,6 +140,31 @@ func ffn(b *core.Builder, x core.Value, dim, hidden int64, act string, bias bool
 	h := b.ColLinear(nameOr(n.in, "fc1"), core.RoleUp, x, xg, dim, hidden, hl, bias)
 	h = Activation(b, act, h)
 	return b.RowLinear(nameOr(n.out, "fc2"), core.RoleDown, h, hidden, hl, dim, bias)
+}
+
+// fusedGLU is a gated MLP whose gate and up projections are one
+// (MLP.FusedName): act(first half) * second half, both views of its
+// output, which the activation and the product save once.
+func fusedGLU(b *core.Builder, x, xg core.Value, dim, hidden, hl int64, fn string, bias bool, n mlpNames) core.Value {
+	wi := b.ColLinear(n.fused, core.RoleUp, x, xg, dim, 2*hidden, 2*hl, bias)
+	half := core.WithLast(b.Shape(wi), hl)
+	dt := b.Dtype(wi)
+	i := b.AddOp(fn, fn, []core.Value{wi})
+	act := b.Out(i, fn, half, dt, "output of "+fn+" on the projection's first half")
+	b.Save(i, wi) // its input, a view of the projection's output
+	b.Op(i).Flops = 8 * float64(core.Numel(half))
+	b.Op(i).Bytes += float64(dt.Bytes(core.Numel(half)))
+	j := b.AddOp("mul", "act_mul", []core.Value{act, wi})
+	h := b.Out(j, "act_mul", half, dt, "the activated half times the other")
+	if b.Grad(act) {
+		b.Save(j, wi)
+	}
+	if b.Grad(wi) {
+		b.Save(j, act)
+	}
+	b.Op(j).Flops = float64(core.Numel(half))
+	b.Op(j).Bytes += float64(2 * dt.Bytes(core.Numel(half)))
+	return b.RowLinear(nameOr(n.out, "down_proj"), core.RoleDown, h, hidden, hl, dim, bias)
 }
 
 func (m *MLP) InDim() int64  { return m.Dim }

@@ -21,19 +21,38 @@ import (
 // (RobertaClassificationHead, models/roberta/modeling_roberta.py) runs on
 // the first token before dense: a new [batch, dim] tensor and its mask,
 // which dense then reads in place of the view (p = 0: the view, as BERT's).
+//
+// Act is the activation after dense ("" = tanh; ModernBERT's
+// classification head: classifier_activation, gelu) and NoBias drops
+// dense's bias (ModernBERT's classifier_bias false).
 type Pooler struct {
 	Name      string
 	Dim       int64
 	InDropout float64
+	Act       string
+	NoBias    bool
 }
 
 func (p *Pooler) Kind() string           { return "pooler" }
 func (p *Pooler) Label() string          { return p.Name }
 func (p *Pooler) Children() []core.Layer { return nil }
-func (p *Pooler) Params() int64          { return p.Dim*p.Dim + p.Dim }
-func (p *Pooler) Summary() string        { return fmt.Sprintf("first token, %d -> %d, tanh", p.Dim, p.Dim) }
-func (p *Pooler) InDim() int64           { return p.Dim }
-func (p *Pooler) OutDim() int64          { return p.Dim }
+func (p *Pooler) Params() int64 {
+	if p.NoBias {
+		return p.Dim * p.Dim
+	}
+	return p.Dim*p.Dim + p.Dim
+}
+func (p *Pooler) Summary() string {
+	return fmt.Sprintf("first token, %d -> %d, %s", p.Dim, p.Dim, p.act())
+}
+func (p *Pooler) act() string {
+	if p.Act == "" {
+		return "tanh"
+	}
+	return p.Act
+}
+func (p *Pooler) InDim() int64  { return p.Dim }
+func (p *Pooler) OutDim() int64 { return p.Dim }
 func (p *Pooler) Validate(path string) error {
 	if p.InDropout < 0 || p.InDropout >= 1 {
 		return units.Errorf(path, "dropout probability must be in [0, 1) (got %g)", p.InDropout)
@@ -54,7 +73,10 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	first := []int64{n, p.Dim}
 	w := b.Param("dense.weight", []int64{p.Dim, p.Dim}, "pooler")
-	bias := b.Param("dense.bias", []int64{p.Dim}, "pooler")
+	var bias []int32
+	if !p.NoBias {
+		bias = append(bias, b.Param("dense.bias", []int64{p.Dim}, "pooler"))
+	}
 	dt := b.Dtype(x)
 	if b.Prec.Autocast {
 		dt = b.Prec.Compute
@@ -70,7 +92,7 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	if wv != core.NoValue {
 		ins = append(ins, wv)
 	}
-	i := b.AddOp("matmul", "dense", ins, w, bias)
+	i := b.AddOp("matmul", "dense", ins, append([]int32{w}, bias...)...)
 	y := b.Out(i, "dense", first, dt, "pooler dense output")
 	if b.Trainable(w) {
 		b.Save(i, xin)
@@ -80,5 +102,60 @@ func (p *Pooler) Lower(b *core.Builder, x core.Value) core.Value {
 	}
 	b.Op(i).Flops = 2 * float64(n) * float64(p.Dim) * float64(p.Dim)
 	b.Op(i).Bytes += float64(dt.Bytes(n*p.Dim)) + float64(dt.Bytes(p.Dim*p.Dim))
-	return Activation(b, "tanh", y)
+	return Activation(b, p.act(), y)
+}
+
+// MeanPool is ModernBERT's classifier_pooling "mean"
+// (ModernBertForSequenceClassification.forward): (hidden_states *
+// attention_mask.unsqueeze(-1)).sum(dim=1) / attention_mask.sum(dim=1,
+// keepdim=True), over a mask of ones when the batch carries none (no
+// padding). The product saves the [batch, seq, 1] bool mask, the
+// division its [batch, 1] int64 count; the output is [batch, dim].
+type MeanPool struct {
+	Name string
+	Dim  int64
+}
+
+func (p *MeanPool) Kind() string           { return "mean_pool" }
+func (p *MeanPool) Label() string          { return p.Name }
+func (p *MeanPool) Children() []core.Layer { return nil }
+func (p *MeanPool) Params() int64          { return 0 }
+func (p *MeanPool) Summary() string        { return "mean over the sequence" }
+func (p *MeanPool) InDim() int64           { return p.Dim }
+func (p *MeanPool) OutDim() int64          { return p.Dim }
+func (p *MeanPool) Validate(path string) error {
+	return core.Positive(path, "dim", p.Dim)
+}
+
+func (p *MeanPool) Lower(b *core.Builder, x core.Value) core.Value {
+	if b.Last(x) != p.Dim {
+		panic(core.ShapeMismatch(b, "mean_pool", p.Dim, b.Last(x)))
+	}
+	name := b.ModuleName(p)
+	defer b.Scope(name)()
+	s := b.Shape(x)
+	seq := s[len(s)-2]
+	n := core.Rows(s) / seq
+	dt := b.Dtype(x)
+	m := b.AddOp("ones", "attention_mask", nil)
+	mask := b.Out(m, "attention_mask", []int64{n, seq, 1}, units.BOOL, "the mask of ones the head makes without an attention_mask")
+	b.Val(mask).Grad = false
+	b.Op(m).NoGradB = true
+	i := b.AddOp("mul", "masked", []core.Value{x, mask})
+	y := b.Out(i, "masked", s, dt, "hidden states times the mask")
+	b.Save(i, mask)
+	b.Op(i).Flops = float64(core.Numel(s))
+	b.Op(i).Bytes += float64(2 * b.Val(x).Bytes)
+	j := b.AddOp("sum", "sum", []core.Value{y})
+	sum := b.Out(j, "sum", []int64{n, p.Dim}, dt, "the masked hidden states summed over the sequence")
+	b.Op(j).Bytes += float64(b.Val(y).Bytes)
+	c := b.AddOp("sum", "count", []core.Value{mask})
+	count := b.Out(c, "count", []int64{n, 1}, units.INT64, "tokens a sample (attention_mask.sum)")
+	b.Val(count).Grad = false
+	b.Op(c).NoGradB = true
+	k := b.AddOp("div", "mean", []core.Value{sum, count})
+	out := b.Out(k, "mean", []int64{n, p.Dim}, dt, "the mean hidden state of each sample")
+	b.Save(k, count)
+	b.Op(k).Flops = float64(n * p.Dim)
+	return out
 }
