@@ -109,6 +109,40 @@ func TestGemma3nSavesAsTransformers(t *testing.T) {
 	}
 }
 
+// Before transformers 5.21 the per-layer lookup reads the token ids as
+// they are (5.21 sets those past vocab_size_per_layer_input to 0 with
+// torch.where: a new int64 tensor the lookup keeps, 512 bytes at 2 x 32
+// tokens). Measured on gemma3n-tiny.json cut to 1 layer with
+// vocab_size_per_layer_input 256 (5.20 fails on an id past the table),
+// fp32, SDPA:
+//
+//	python tools/oracle/hf_block_saved.py CUT.json 1 2 32 float32 sdpa nocache                       # 1,332,060
+//	PYTHONPATH=TF520 python tools/oracle/hf_block_saved.py CUT.json 1 2 32 float32 sdpa nocache      # 1,331,552
+//
+// TF520 the 5.20.0 wheel (pip install --no-deps --target). 5.20 keeps
+// besides the 0-dim eps of torch.maximum in the streams' magnitude (4
+// bytes, not counted; 5.23 clamps instead).
+func TestGemma3nPerLayerIDsByRelease(t *testing.T) {
+	var c map[string]any
+	if err := json.Unmarshal(gemma3nTiny(t, 1, 0), &c); err != nil {
+		t.Fatal(err)
+	}
+	c["vocab_size_per_layer_input"] = 256
+	cfg, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		release       string
+		saved, missed int64
+	}{{"5.25.0", 1_332_060, 4 * 5}, {"5.20.0", 1_331_552, 4 * 6}} {
+		p := hfOraclePlan(t, cfg, hf.Options{Attn: "sdpa", Transformers: tc.release}, "fp32")
+		if got, want := evalPlan(t, p).SavedActivations, tc.saved-tc.missed; got != want {
+			t.Errorf("transformers %s: memsh keeps %d bytes, transformers %d (%+d)", tc.release, got, want, got-want)
+		}
+	}
+}
+
 // Under full checkpointing (use_reentrant=False, an attention_mask of
 // ones) the step keeps each layer's input streams and, as
 // TestCheckpointHoldsForwardOnceValues explains, what the forward made

@@ -152,7 +152,7 @@ func (c *hfConfig) gemma3nText(attn string, head hfHead) *core.Model {
 		return nil
 	}
 	ls := []core.Layer{
-		&nn.Gemma4Embed{Vocab: vocab, Dim: hidden, PLEVocab: pleVocab, PLE: ple, Layers: layers, ClampIDs: true},
+		&nn.Gemma4Embed{Vocab: vocab, Dim: hidden, PLEVocab: pleVocab, PLE: ple, Layers: layers}, // ClampIDs: setGemma3nIDs
 		&nn.AltUpStreams{Dim: hidden, Streams: streams},
 		stackBlocks("layers", blocks),
 		&nn.AltUpStreams{Dim: hidden, Streams: streams, Unembed: true},
@@ -238,3 +238,21 @@ func (c *hfConfig) perLayer(key string, layers int64, set func(i int, v any) boo
 
 // gemma3nSince is why Gemma 3n is modelled from transformers 5.6 only.
 const gemma3nSince = "before 5.6 the layers that share keys and values have k_proj and v_proj and, trained without a cache, compute their own"
+
+// gemma3nClampIDsSince is the first release whose Gemma 3n sets the ids
+// outside vocab_size_per_layer_input to 0 before the per-layer lookup
+// (get_per_layer_inputs' torch.where: a new int64 tensor the lookup
+// saves): the 5.21.0 wheel; 5.20.0 reads the ids as they are (an id past
+// the table fails there). From 5.6 to 5.22 the AltUp streams' magnitude
+// is sqrt(torch.maximum(mean, eps)) where 5.23 clamps: the same tensors
+// kept but a 0-dim eps, not counted.
+var gemma3nClampIDsSince = [2]int{5, 21}
+
+// setGemma3nIDs sets the per-layer lookup's id clamping by release.
+func setGemma3nIDs(layers []core.Layer, clamp bool) {
+	for _, l := range layers {
+		if e, ok := l.(*nn.Gemma4Embed); ok {
+			e.ClampIDs = clamp
+		}
+	}
+}

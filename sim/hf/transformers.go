@@ -278,6 +278,9 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	if fam.modelType == "falcon" {
 		setFalconShared(m.Layers, atLeast(v, falconSharedSince))
 	}
+	if fam.modelType == "gemma3n" || fam.modelType == "gemma3n_text" {
+		setGemma3nIDs(m.Layers, atLeast(v, gemma3nClampIDsSince))
+	}
 	for _, l := range m.Layers {
 		if kv, ok := l.(*nn.KimiVision); ok {
 			kv.IndexAddMerge = atLeast(v, kimiIndexAddMergeSince)
