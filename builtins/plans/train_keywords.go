@@ -130,13 +130,15 @@ var TrainKeywords = []keyword{
 			"Under transformers 4.54 to 4.57 with the cache off (use_cache=False, or checkpointing), no attention_mask makes every causal SDPA layer get a [batch, 1, seq, seq] bool mask and repeat_kv's copies of k and v (the packed-sequence check of their masking_utils, on torch 2.6 and later; 5.0 and later, and any release given an attention_mask, pass none). " +
 			"The rest is the same either way: with no padding full-attention SDPA layers get no mask (is_causal), SDPA's additive bias and eager attention's float mask are whole, chunked (Llama 4) and image masks read the sample, flash gets no 4-D mask (docs/models.md)",
 		set: setNoAttentionMask},
-	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens (flash varlen)",
+	{Name: "tokens_per_batch", Def: starlark.None, Doc: "packs sequences into one row of N tokens, as DataCollatorWithFlattening and TRL's padding_free do (position_ids restarting per document, no attention_mask): flash's varlen kernel; SDPA and eager on hf_config models of transformers 4.54 and later, whose masking_utils gives them one [1, 1, N, N] block-diagonal mask (docs/models.md)",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.TokensPerBatch })},
 	{Name: "doc_tokens", Def: starlark.None,
 		Doc: "the packed documents' mean length in tokens, attention masked per document (torchtitan's block_causal under attn=\"flex\", flash-attn's varlen kernel under \"flash\"): " +
 			"the attention core is priced per document, flex at its 128 x 128 blocks (a block touching a document boundary runs whole), flash per token, for documents of that length at a random offset; " +
+			"a list of lengths gives the packed row's documents one by one, in order (tokens_per_batch defaults to their sum, and must equal it): flash is priced at exactly the sum of l (l + 1) / 2 scores, flex at the blocks they touch; " +
+			"SDPA's and eager's block-diagonal mask (tokens_per_batch) computes every score of the row whatever the lengths. " +
 			"None prices one causal row of seq (or tokens_per_batch) tokens, the upper bound. No dataset's figure is built in: torchtitan's default C4 has no published mean in Llama 3 tokens",
-		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.DocTokens })},
+		set: setDocTokens},
 	{Name: "host_memory", Def: starlark.None, Doc: "the host RAM of one node: the plan fails when the host memory its GPUs need (offload, save_on_cpu, paged state) is more; unset, r.notes says the need, unchecked",
 		set: setOptionalInt(func(p *core.Plan) *int64 { return &p.HostMemory })},
 	{Name: "quant_lm_head", Def: starlark.False, Doc: "quantizes lm_head too (Lightning's BitsandbytesPrecision)",
@@ -363,6 +365,42 @@ func setOptionalInt(dst func(*core.Plan) *int64) func(string, *starlark.Value, *
 		}
 		return set(name, v, a, p)
 	}
+}
+
+// setDocTokens takes the documents' mean length, or their lengths one by
+// one (a list: Plan.Docs, packed into one row of their sum).
+func setDocTokens(name string, v *starlark.Value, a *trainArgs, p *core.Plan) error {
+	p.Docs = nil
+	switch x := (*v).(type) {
+	case starlark.NoneType:
+		p.DocTokens = 0
+		return nil
+	case *starlark.List, starlark.Tuple:
+		it := x.(starlark.Iterable).Iterate()
+		defer it.Done()
+		var sum int64
+		var e starlark.Value
+		for it.Next(&e) {
+			n, err := host.AsInt64(e, name+" element")
+			if err != nil {
+				return err
+			}
+			if n <= 0 {
+				return fmt.Errorf("%s: every document's length must be positive (got %d)", name, n)
+			}
+			p.Docs = append(p.Docs, n)
+			sum += n
+		}
+		if len(p.Docs) == 0 {
+			return fmt.Errorf("%s: an empty list of documents (None for one causal row)", name)
+		}
+		p.DocTokens = (sum + int64(len(p.Docs))/2) / int64(len(p.Docs))
+		if p.TokensPerBatch == 0 {
+			p.TokensPerBatch = sum
+		}
+		return nil
+	}
+	return setInt(func(p *core.Plan) *int64 { return &p.DocTokens })(name, v, a, p)
 }
 
 // setLossChunks takes a number of chunks (torchtune) or the name of a

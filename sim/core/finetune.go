@@ -22,6 +22,7 @@ type Finetune struct {
 	ligerLayers bool     // Liger's RMSNorm and SwiGLU kernels (liger_layers.go)
 	packed      bool
 	docTokens   int64       // Plan.DocTokens
+	docs        []int64     // Plan.Docs
 	keepLogits  bool        // the loop holds the logits through the backward (Plan.KeepLogits)
 	useCache    bool        // the forward fills a DynamicCache (Plan.UseCache, not under checkpointing)
 	noAttnMask  bool        // the batch carries no attention_mask (Plan.NoAttentionMask)
@@ -39,11 +40,12 @@ func (p *Plan) finetuneInto(ft *Finetune) {
 		lossChunks:  p.LossChunks,
 		packed:      p.TokensPerBatch > 0,
 		docTokens:   p.DocTokens,
+		docs:        p.Docs,
 		ligerLayers: p.LigerKernels,
 		keepLogits:  p.KeepLogits,
 		useCache:    p.UseCache && (p.Checkpoint.Mode == "" || p.Checkpoint.Mode == "none"),
 		adapterDT:   p.AdapterDType(),
-		noAttnMask:  p.NoAttentionMask,
+		noAttnMask:  p.NoAttentionMask || p.TokensPerBatch > 0, // a packed row comes with position_ids alone (packing.go)
 	}
 	if lv, ok := LookupLiger(p.FusedLoss); ok {
 		ft.liger = &lv

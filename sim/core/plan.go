@@ -72,6 +72,7 @@ type Plan struct {
 	KbitPrep       bool        // PEFT's prepare_model_for_kbit_training: the plan is evaluated as KbitPrepared (kbit.go)
 	TokensPerBatch int64       // packed sequences: one row of this many tokens instead of batch x seq
 	DocTokens      int64       // mean tokens a packed document: attention masked per document (packing.go); 0 = one causal row
+	Docs           []int64     // the packed row's documents' lengths, in order, summing to TokensPerBatch (packing.go); nil = DocTokens
 	Offload        *Offload    // optimizer state, parameters, activations off the GPU
 	HostMemory     int64       // host RAM per node for offload, 0 = unchecked
 

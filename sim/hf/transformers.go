@@ -297,6 +297,7 @@ func useTransformers(m *core.Model, c *hfConfig, fam *hfFamily, version, experts
 	for _, l := range m.Layers {
 		forAttention(l, func(a *nn.Attention) {
 			a.EnableGQA, a.SharedMask, a.NoCacheMask = gqa, sharedMask, noCacheMask
+			a.PackedMask = v5 // masking_utils' packed rows (core/packing.go); 4.54-4.57 through NoCacheMask
 			if qwenVL {
 				a.RopeTablesEachLayer = eachLayer && a.RopeTables != ""
 			}

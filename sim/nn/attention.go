@@ -107,6 +107,12 @@ type Attention struct {
 	// hands each causal SDPA layer a 4-D mask (transformers 4.54 to 4.57;
 	// noCacheMasked in attention_mask.go).
 	NoCacheMask bool
+	// PackedMask: a packed row (core.Builder.Packed: position_ids
+	// restarting per document, no attention_mask) gets its block-diagonal
+	// mask from the library (transformers 5.x's masking_utils; 4.54 to
+	// 4.57 through NoCacheMask), under SDPA and eager attention alike
+	// (core/packing.go; noCacheMasked in attention_mask.go).
+	PackedMask bool
 	// RopeCache is the positions of the cos and sin tables the rotary
 	// embedding registers as buffers, each [RopeCache, head_dim]
 	// (rope_cache.go); 0 for none.
@@ -433,6 +439,16 @@ func (a *Attention) Lower(b *core.Builder, x core.Value) core.Value {
 	return b.Dropout("resid_dropout", y, a.Dropout)
 }
 
+// packedFlashSyncs are the host syncs transformers' flash path makes in
+// each layer's forward over a packed row it finds from the position_ids
+// alone (modeling_flash_attention_utils.py, 5.25.0): the truth value of
+// _is_packed_sequence's sum in the if of l. 853 ("forces a device sync in
+// every layer", its docstring), nonzero's count in
+// prepare_fa_kwargs_from_position_ids (l. 505) and max_length_q, a 0-dim
+// tensor flash_attn_varlen_func reads as an int (l. 518). Its q, k and v .contiguous() copies (l. 553-555) are not
+// priced: they replace the views the kernel would keep, same bytes.
+const packedFlashSyncs = 3
+
 // fused lowers flash-attn and SDPA.
 func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.Value {
 	d, h, kv := a.Hd(), a.Heads, a.Kv()
@@ -467,6 +483,9 @@ func (a *Attention) Fused(b *core.Builder, q, k, v core.Value, s []int64) core.V
 		b.Op(i).WorkF, b.Op(i).WorkB = flexWork(tokens, h)
 	}
 	b.Op(i).Flops = a.coreFLOPs(s) * a.docFraction(b, s) // documents: flex_blocks.go
+	if a.Impl == "flash" && b.Packed() && (a.PackedMask || a.NoCacheMask) {
+		b.Op(i).Syncs = packedFlashSyncs
+	}
 	kvSeen := b.Val(k).Bytes + b.Val(v).Bytes
 	switch {
 	case a.FusedQKV && (!a.RepeatKV || native): // views of one qkv storage
@@ -523,7 +542,7 @@ func (a *Attention) CheckLayout(path string, par core.Parallelism) error {
 // (core/packing.go) or FlexAttention's document BlockMask (flex_attention.go);
 // eager and SDPA attention would need a block-diagonal mask.
 func (a *Attention) CheckPacking(path string) error {
-	if !a.kvNative() {
+	if !a.kvNative() && !a.PackedMask && !a.NoCacheMask {
 		return fmt.Errorf("%s runs %s attention", path, a.Impl)
 	}
 	return nil

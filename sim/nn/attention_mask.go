@@ -95,8 +95,14 @@ func (a *Attention) maskExpanded(b *core.Builder) bool {
 // (_ignore_causal_mask_sdpa), and so does a torch before 2.6
 // (core.Runtime.PackedSequenceMask). Measured on the CPU under 4.57.1 and
 // 5.25.0: tools/oracle/sdpa_mask_probe.py, TestNoCacheMaskAsTransformers.
+//
+// A packed row (core/packing.go) is the case the check is for: 5.x
+// (PackedMask) then make the block-diagonal mask too, whatever the torch.
 func (a *Attention) noCacheMasked(b *core.Builder) bool {
-	return a.NoCacheMask && a.Causal && a.Impl == "sdpa" && !b.UseCache() && b.NoAttentionMask() && b.Rt.PackedSequenceMask
+	if !a.Causal || a.Impl != "sdpa" || b.UseCache() || !b.NoAttentionMask() {
+		return false
+	}
+	return (a.NoCacheMask && b.Rt.PackedSequenceMask) || (a.PackedMask && b.Packed())
 }
 
 // forwardMask is the mask the library makes once a forward for the

@@ -23,6 +23,13 @@ import "github.com/memsh/memsh/sim/core"
 //     triangle: the mean keys a query sees within its document over the
 //     causal row's S/2.
 //
+// Documents given one by one (train(doc_tokens=[l1, l2, ...]),
+// core.Builder.Docs) are laid out as given from the row's first token:
+// flash's fraction is then exactly the sum of l_i (l_i + 1) / 2 over the
+// causal row's S (S + 1) / 2 (docsFraction), flex's the blocks the
+// documents touch, each query block's run from the first block of its
+// first document (docBlocks).
+//
 // The kernel rate stays the FlashAttention curve's at the row's length
 // (timing/ops.go): short documents' lower efficiency is not priced.
 
@@ -37,17 +44,59 @@ const flexBlock = 128
 // longer.
 func (a *Attention) docFraction(b *core.Builder, s []int64) float64 {
 	l := b.DocTokens()
-	if l <= 0 || !a.Causal || a.Window > 0 || !a.kvNative() {
+	docs := b.Docs()
+	if (l <= 0 && docs == nil) || !a.Causal || a.Window > 0 || !a.kvNative() {
 		return 1
 	}
 	seq := s[len(s)-2]
 	if cp := b.Par.Cpn(); cp > 1 && !b.Par.Ulysses() {
 		seq *= cp
 	}
+	if docs != nil {
+		return docsFraction(docs, seq, a.Impl == "flex")
+	}
 	if a.Impl == "flex" {
 		return flexBlockFraction(seq, l, flexBlock)
 	}
 	return min(1, docKeys(seq, l)/(float64(seq)/2))
+}
+
+// docsFraction is the share of a causal row of seq tokens' attention that
+// documents of the lengths docs, back to back from its first token, leave:
+// flex's blocks (docBlocks) over the row's n(n+1)/2, else each document's
+// own causal triangle over the row's (flash's varlen kernel). The
+// fraction scales coreFLOPs, whose causal row is seq x seq/2.
+func docsFraction(docs []int64, seq int64, flex bool) float64 {
+	if flex {
+		n := (seq + flexBlock - 1) / flexBlock
+		return float64(docBlocks(docs, flexBlock)) / (float64(n) * float64(n+1) / 2)
+	}
+	var pairs float64
+	for _, l := range docs {
+		pairs += float64(l) * float64(l+1) / 2
+	}
+	return pairs / (float64(seq) * float64(seq) / 2)
+}
+
+// docBlocks counts the blk x blk blocks of a causal row that documents of
+// the lengths docs, back to back, touch: query block q runs the key
+// blocks from the first block of the first document it holds up to q.
+func docBlocks(docs []int64, blk int64) int64 {
+	var total, start int64
+	firstOf := map[int64]int64{} // query block -> the first block of its first document
+	for _, l := range docs {
+		b0, b1 := start/blk, (start+l-1)/blk
+		for q := b0; q <= b1; q++ {
+			if _, ok := firstOf[q]; !ok {
+				firstOf[q] = b0
+			}
+		}
+		start += l
+	}
+	for q, f := range firstOf {
+		total += q - f + 1
+	}
+	return total
 }
 
 // flexBlockFraction is the expected blocks of size blk a row of seq

@@ -88,3 +88,35 @@ func TestFlexBlocksAsTorch(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsFraction: documents given one by one, counted by hand. flex,
+// blocks of 128: [100, 300] over 400 tokens (4 blocks) touches every
+// causal block (the second document spans all 4, from block 0): 10 of 10;
+// three documents of 128 run their 3 diagonal blocks of a 3-block row's 6;
+// [128, 256] runs block 0 alone and blocks 1-2's triangle, 1 + 3 of 6;
+// [1024] * 8 (64 blocks) runs 8 triangles of 8 blocks, 8 x 36 of 2,080.
+// flash: each document's l (l + 1) / 2 over the row's S x S / 2; [8, 24]:
+// 36 + 300 over 512.
+func TestDocsFraction(t *testing.T) {
+	eight := []int64{1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024}
+	for _, tc := range []struct {
+		docs []int64
+		flex bool
+		want float64
+	}{
+		{[]int64{100, 300}, true, 1},
+		{[]int64{128, 128, 128}, true, 3.0 / 6},
+		{[]int64{128, 256}, true, 4.0 / 6},
+		{eight, true, 8 * 36 / 2080.0},
+		{[]int64{8, 24}, false, 336.0 / 512},
+		{[]int64{32}, false, 528.0 / 512},
+	} {
+		var seq int64
+		for _, l := range tc.docs {
+			seq += l
+		}
+		if got := docsFraction(tc.docs, seq, tc.flex); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%v flex %v: %.6f, want %.6f", tc.docs, tc.flex, got, tc.want)
+		}
+	}
+}
