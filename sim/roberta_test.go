@@ -80,7 +80,8 @@ func checkArchParams(t *testing.T, rows []archParams) {
 //	python tools/oracle/hf_block_saved.py sim/testdata/hf/{roberta,roberta-tiny-cls,xlm-roberta}-tiny.json {1,2} 2 32 {float32,bfloat16} {sdpa,eager} nocache
 //
 // The harness gives the masked LM a copy of the ids as labels and the
-// classifier a class a sample. The configs have no dropout: on the CPU
+// classifier a class a sample. These configs have no dropout (the
+// dropout rows below measure the masks, eager): on the CPU
 // at::dropout is _dropout (Dropout.cpp: the fused native_dropout, with its
 // bool mask, is taken on CUDA only), whose mask is a tensor of the input's
 // dtype, and SDPA with dropout runs the math kernel there; memsh replays
@@ -99,6 +100,40 @@ func TestRobertaSavesAsTransformers(t *testing.T) {
 		{"roberta-tiny-cls.json", "bf16", "eager", 133_662, 248_862},
 		{"xlm-roberta-tiny.json", "fp32", "sdpa", 316_420, 515_076},
 		{"xlm-roberta-tiny.json", "bf16", "sdpa", 159_746, 259_586},
+	})
+}
+
+// With the published dropouts (roberta-tiny-cls-dropout.json:
+// hidden_dropout_prob and attention_probs_dropout_prob 0.1, so
+// classifier_dropout too) a layer keeps three masks more: the attention
+// probabilities' (2 x 4 heads x 32 x 32) and the two hidden dropouts'
+// (2 x 32 x 64 each), 16,384 elements; before the layers the embeddings'
+// (2 x 32 x 64), and the classification head's two, on the first token
+// (2 x 64) and before out_proj (2 x 64: nn.Pooler.InDropout), 4,352.
+// dense then reads the dropped-out copy, not the last hidden state:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/roberta-tiny-cls-dropout.json {1,2} 2 32 {float32,bfloat16} eager nocache
+//
+// fp32 366,124 / 694,828, bf16 183,838 / 348,190 (checkCPUDropout: the
+// CPU's masks are the input's dtype, CUDA's bool).
+func TestRobertaDropoutMasks(t *testing.T) {
+	checkCPUDropout(t, "roberta-tiny-cls-dropout.json", 2*4*32*32+2*2*32*64, 2*32*64+2*2*64, []cpuDropout{
+		{"fp32", 4, 366_124, 694_828},
+		{"bf16", 2, 183_838, 348_190},
+	})
+}
+
+// BERT's own layers, which RoBERTa's share, against the same harness:
+// bert-tiny.json (BertForMaskedLM, dropouts 0.1), masks as above less the
+// classification head's:
+//
+//	python tools/oracle/hf_block_saved.py sim/testdata/hf/bert-tiny.json {1,2} 2 32 {float32,bfloat16} eager nocache
+//
+// fp32 462,596 / 791,300, bf16 232,194 / 396,546.
+func TestBERTDropoutMasks(t *testing.T) {
+	checkCPUDropout(t, "bert-tiny.json", 2*4*32*32+2*2*32*64, 2*32*64, []cpuDropout{
+		{"fp32", 4, 462_596, 791_300},
+		{"bf16", 2, 232_194, 396_546},
 	})
 }
 
