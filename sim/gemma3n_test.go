@@ -319,6 +319,17 @@ func TestGemma3nParamNames(t *testing.T) {
 // The configs memsh refuses, each naming the key or the class: the
 // towers, releases before 5.6, malformed per-layer lists.
 func TestGemma3nConfigErrors(t *testing.T) {
+	// intermediate_size may be one value for every layer (transformers
+	// 5.25.0 counts 183,792 with 96, gemma3n_params.py); one
+	// activation_sparsity_pattern for all fails there ("TypeError: object
+	// of type 'float' has no len()"), as memsh refuses it below
+	one, err := hf.FromConfig([]byte(strings.Replace(string(readHF(t, "gemma3n-tiny.json")), `[128, 96, 128, 96]`, `96`, 1)), "sdpa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := one.Params(), int64(196_080-2*3*64*32); got != want {
+		t.Errorf("intermediate_size 96 for every layer: %d parameters, want %d (two MLPs of 128 fewer)", got, want)
+	}
 	tiny := string(readHF(t, "gemma3n-tiny.json"))
 	for _, tc := range []struct {
 		name, cfg, arch, transformers, want string
@@ -328,6 +339,9 @@ func TestGemma3nConfigErrors(t *testing.T) {
 		{"5.5", tiny, "", "5.5.0", `needs transformers 5.6 or later`},
 		{"inter list", strings.Replace(tiny, `[128, 96, 128, 96]`, `[128, 96]`, 1), "", "", `"intermediate_size" must be one value, or one per layer (4; got a list of 2)`},
 		{"sparsity", strings.Replace(tiny, `[0.95, 0.95, 0.0, 0.0]`, `[0.95, 1.5, 0.0, 0.0]`, 1), "", "", `"activation_sparsity_pattern" entry 1 must be a fraction in [0, 1)`},
+		{"inter entry", strings.Replace(tiny, `[128, 96, 128, 96]`, `[128, "a", 128, 96]`, 1), "", "", `"intermediate_size" entry 1 must be a positive integer (got the string "a")`},
+		{"inter one", strings.Replace(tiny, `[128, 96, 128, 96]`, `"big"`, 1), "", "", `"intermediate_size" must be a positive integer (got the string "big")`},
+		{"sparsity one", strings.Replace(tiny, `[0.95, 0.95, 0.0, 0.0]`, `0.5`, 1), "", "", `"activation_sparsity_pattern" must list one sparsity per layer (4; got 0.5)`},
 		{"streams", strings.Replace(tiny, `"altup_num_inputs": 4`, `"altup_num_inputs": 1`, 1), "", "", `"altup_num_inputs" must be at least 2`},
 		{"active", strings.Replace(tiny, `"altup_active_idx": 0`, `"altup_active_idx": 4`, 1), "", "", `"altup_active_idx" must name one of`},
 		{"sharing", strings.Replace(tiny, `"num_kv_shared_layers": 2`, `"num_kv_shared_layers": 3`, 1), "", "", `"num_kv_shared_layers" (3) leaves no earlier layer`},

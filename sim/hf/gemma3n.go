@@ -2,6 +2,7 @@ package hf
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 
@@ -177,19 +178,23 @@ func (c *hfConfig) perLayerSizes(key string, def, layers int64) []int64 {
 		n, ok := v.(json.Number)
 		x, err := n.Int64()
 		if !ok || err != nil || x <= 0 || x > maxHFDim {
-			c.fail(key, "entry %d must be a positive integer (got %s)", i, describeJSON(v))
+			c.fail(key, "%smust be a positive integer (got %s)", entry(i), describeJSON(v))
 			return false
 		}
-		out[i] = x
+		for j := range out {
+			if i < 0 || j == i {
+				out[j] = x
+			}
+		}
 		return true
 	})
 	return out
 }
 
 // gemma3nSparsity reads activation_sparsity_pattern: one fraction in
-// [0, 1) for every layer or one per layer; absent or null, 0.95 for the
-// first 10 layers of a model of more than 10, else none
-// (Gemma3nTextConfig.__post_init__).
+// [0, 1) per layer (Gemma3nTextConfig.__post_init__ takes the list's
+// length: one number fails there); absent or null, 0.95 for the first 10
+// layers of a model of more than 10, else none.
 func (c *hfConfig) gemma3nSparsity(layers int64) []float64 {
 	const key = "activation_sparsity_pattern"
 	out := make([]float64, max(layers, 0))
@@ -198,11 +203,15 @@ func (c *hfConfig) gemma3nSparsity(layers int64) []float64 {
 			out[i] = 0.95
 		}
 	}
+	if _, isList := c.raw[key].([]any); c.has(key) && !isList {
+		c.fail(key, "must list one sparsity per layer (%d; got %s)", layers, describeJSON(c.raw[key]))
+		return out
+	}
 	c.perLayer(key, layers, func(i int, v any) bool {
 		n, ok := v.(json.Number)
 		f, err := n.Float64()
 		if !ok || err != nil || f < 0 || f >= 1 || math.IsNaN(f) {
-			c.fail(key, "entry %d must be a fraction in [0, 1) (got %s)", i, describeJSON(v))
+			c.fail(key, "%smust be a fraction in [0, 1) (got %s)", entry(i), describeJSON(v))
 			return false
 		}
 		out[i] = f
@@ -211,19 +220,26 @@ func (c *hfConfig) gemma3nSparsity(layers int64) []float64 {
 	return out
 }
 
+// entry names entry i of a per-layer list in an error ("" for i < 0, the
+// one value for every layer).
+func entry(i int) string {
+	if i < 0 {
+		return ""
+	}
+	return fmt.Sprintf("entry %d ", i)
+}
+
 // perLayer hands set each layer's entry of key, a list of one per layer
-// or one value for all (nothing when key is absent or null); set returns
-// false to stop at an entry it refused.
+// (i its index) or one value for all (i -1; nothing when key is absent or
+// null); set returns false to stop at an entry it refused.
 func (c *hfConfig) perLayer(key string, layers int64, set func(i int, v any) bool) {
 	if !c.has(key) {
 		return
 	}
 	list, isList := c.raw[key].([]any)
 	if !isList {
-		list = make([]any, max(layers, 0))
-		for i := range list {
-			list[i] = c.raw[key]
-		}
+		set(-1, c.raw[key])
+		return
 	}
 	if int64(len(list)) != layers {
 		c.fail(key, "must be one value, or one per layer (%d; got a list of %d)", layers, len(list))
